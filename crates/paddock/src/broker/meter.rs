@@ -1,0 +1,432 @@
+//! The meter reads a copy of an upstream response as it streams past and
+//! extracts what the ledger needs: the served model, token usage, whether the
+//! response completed, and the upstream's error message. It understands the
+//! OpenAI Responses and Anthropic Messages SSE streams and their JSON
+//! (non-streaming and error) bodies. It never changes a byte of the stream.
+
+use paddock_protocol::TokenUsage;
+use serde_json::Value;
+
+/// Which API a call speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI Responses (`POST /v1/responses`), spoken by Codex.
+    Responses,
+    /// Anthropic Messages (`POST /v1/messages`), spoken by Claude Code.
+    Messages,
+}
+
+/// What the meter concluded about one response.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reading {
+    pub served_model: Option<String>,
+    pub usage: Option<TokenUsage>,
+    /// The response reached its terminal event (or was a complete JSON body).
+    pub completed: bool,
+    /// The upstream's own error message (HTTP error body or in-stream error).
+    pub error: Option<String>,
+    /// Bytes of generated text seen, for estimating a cut stream's output.
+    pub generated_chars: u64,
+}
+
+/// An incremental reader of one response body.
+#[derive(Debug)]
+pub struct Meter {
+    api: Api,
+    sse: bool,
+    buf: Vec<u8>,
+    reading: Reading,
+}
+
+/// The most a non-SSE body may grow in the meter's copy (error bodies and
+/// non-streaming messages are small; past this the copy is dropped).
+const MAX_JSON_COPY: usize = 16 << 20;
+
+impl Meter {
+    pub fn new(api: Api, content_type: &str) -> Meter {
+        Meter {
+            api,
+            sse: content_type.starts_with("text/event-stream"),
+            buf: Vec::new(),
+            reading: Reading::default(),
+        }
+    }
+
+    /// Feeds the next chunk of the body.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if !self.sse {
+            if self.buf.len() + chunk.len() <= MAX_JSON_COPY {
+                self.buf.extend_from_slice(chunk);
+            }
+            return;
+        }
+        self.buf.extend_from_slice(chunk);
+        while let Some((end, sep)) = find_event_end(&self.buf) {
+            let event: Vec<u8> = self.buf.drain(..end + sep).collect();
+            self.sse_event(&event[..end]);
+        }
+    }
+
+    /// Ends the body and returns the reading.
+    pub fn finish(mut self, http_status: u16) -> Reading {
+        if self.sse {
+            if !self.buf.is_empty() {
+                let rest = std::mem::take(&mut self.buf);
+                self.sse_event(&rest);
+            }
+        } else {
+            let body = std::mem::take(&mut self.buf);
+            match serde_json::from_slice::<Value>(&body) {
+                Ok(v) if http_status >= 400 => self.reading.error = Some(error_message(&v)),
+                Ok(v) => self.json_body(&v),
+                Err(_) if http_status >= 400 => {
+                    let text = String::from_utf8_lossy(&body);
+                    self.reading.error = Some(truncate(text.trim(), 500));
+                }
+                Err(_) => {}
+            }
+        }
+        if http_status >= 400 && self.reading.error.is_none() {
+            self.reading.error = Some(format!("HTTP {http_status}"));
+        }
+        self.reading
+    }
+
+    fn sse_event(&mut self, raw: &[u8]) {
+        let text = String::from_utf8_lossy(raw);
+        let mut data = String::new();
+        for line in text.lines() {
+            if let Some(d) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(d.strip_prefix(' ').unwrap_or(d));
+            }
+        }
+        if data.is_empty() || data == "[DONE]" {
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(&data) else {
+            return;
+        };
+        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+        match self.api {
+            Api::Responses => self.responses_event(kind, &v),
+            Api::Messages => self.messages_event(kind, &v),
+        }
+    }
+
+    fn responses_event(&mut self, kind: &str, v: &Value) {
+        match kind {
+            "response.created" | "response.in_progress" => {
+                if let Some(m) = v.pointer("/response/model").and_then(Value::as_str) {
+                    self.reading.served_model = Some(m.to_string());
+                }
+            }
+            "response.output_text.delta"
+            | "response.reasoning_summary_text.delta"
+            | "response.function_call_arguments.delta"
+            | "response.custom_tool_call_input.delta" => {
+                if let Some(d) = v.get("delta").and_then(Value::as_str) {
+                    self.reading.generated_chars += d.chars().count() as u64;
+                }
+            }
+            "response.completed" | "response.incomplete" | "response.failed" => {
+                let resp = v.get("response").unwrap_or(&Value::Null);
+                if let Some(m) = resp.get("model").and_then(Value::as_str) {
+                    self.reading.served_model = Some(m.to_string());
+                }
+                if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
+                    self.reading.usage = Some(responses_usage(u));
+                }
+                if kind == "response.failed" {
+                    self.reading.error = Some(
+                        resp.pointer("/error/message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("response.failed without a message")
+                            .to_string(),
+                    );
+                } else {
+                    self.reading.completed = true;
+                }
+            }
+            "error" => {
+                self.reading.error = Some(error_message(v));
+            }
+            _ => {}
+        }
+    }
+
+    fn messages_event(&mut self, kind: &str, v: &Value) {
+        match kind {
+            "message_start" => {
+                let msg = v.get("message").unwrap_or(&Value::Null);
+                if let Some(m) = msg.get("model").and_then(Value::as_str) {
+                    self.reading.served_model = Some(m.to_string());
+                }
+                if let Some(u) = msg.get("usage") {
+                    let mut usage = TokenUsage::default();
+                    merge_messages_usage(&mut usage, u);
+                    self.reading.usage = Some(usage);
+                }
+            }
+            "content_block_delta" => {
+                let d = v.get("delta").unwrap_or(&Value::Null);
+                for key in ["text", "thinking", "partial_json"] {
+                    if let Some(s) = d.get(key).and_then(Value::as_str) {
+                        self.reading.generated_chars += s.chars().count() as u64;
+                    }
+                }
+            }
+            "message_delta" => {
+                // Cumulative: the latest value of each field wins; never add.
+                if let Some(u) = v.get("usage") {
+                    let mut usage = self.reading.usage.unwrap_or_default();
+                    merge_messages_usage(&mut usage, u);
+                    self.reading.usage = Some(usage);
+                }
+            }
+            "message_stop" => self.reading.completed = true,
+            "error" => self.reading.error = Some(error_message(v)),
+            _ => {}
+        }
+    }
+
+    fn json_body(&mut self, v: &Value) {
+        if let Some(m) = v.get("model").and_then(Value::as_str) {
+            self.reading.served_model = Some(m.to_string());
+        }
+        match self.api {
+            Api::Responses => {
+                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+                    self.reading.usage = Some(responses_usage(u));
+                }
+            }
+            Api::Messages => {
+                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+                    let mut usage = TokenUsage::default();
+                    merge_messages_usage(&mut usage, u);
+                    self.reading.usage = Some(usage);
+                }
+            }
+        }
+        self.reading.completed = self.reading.usage.is_some();
+    }
+}
+
+/// Finds the end of the first SSE event in `buf`: (index of the blank line,
+/// length of the separator).
+fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut i = 0;
+    while i + 1 < buf.len() {
+        if buf[i] == b'\n' && buf[i + 1] == b'\n' {
+            return Some((i, 2));
+        }
+        if i + 3 < buf.len() && &buf[i..i + 4] == b"\r\n\r\n" {
+            return Some((i, 4));
+        }
+        i += 1;
+    }
+    None
+}
+
+fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Responses usage: cached and cache-write tokens are part of `input_tokens`;
+/// Paddock's `input_tokens` excludes them.
+fn responses_usage(v: &Value) -> TokenUsage {
+    let input = u(v, "/input_tokens");
+    let cached = u(v, "/input_tokens_details/cached_tokens");
+    let cache_write = u(v, "/input_tokens_details/cache_write_tokens");
+    TokenUsage {
+        input_tokens: input.saturating_sub(cached).saturating_sub(cache_write),
+        cached_input_tokens: cached,
+        cache_write_tokens: cache_write,
+        output_tokens: u(v, "/output_tokens"),
+        reasoning_tokens: u(v, "/output_tokens_details/reasoning_tokens"),
+    }
+}
+
+/// Anthropic usage: each field present replaces the previous value.
+fn merge_messages_usage(usage: &mut TokenUsage, v: &Value) {
+    let set = |field: &mut u64, key: &str| {
+        if let Some(n) = v.get(key).and_then(Value::as_u64) {
+            *field = n;
+        }
+    };
+    set(&mut usage.input_tokens, "input_tokens");
+    set(&mut usage.cached_input_tokens, "cache_read_input_tokens");
+    set(&mut usage.cache_write_tokens, "cache_creation_input_tokens");
+    set(&mut usage.output_tokens, "output_tokens");
+}
+
+/// The message of an OpenAI or Anthropic error body.
+pub fn error_message(v: &Value) -> String {
+    if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
+        return m.to_string();
+    }
+    if let Some(m) = v.get("message").and_then(Value::as_str) {
+        return m.to_string();
+    }
+    if let Some(m) = v.get("error").and_then(Value::as_str) {
+        return m.to_string();
+    }
+    truncate(&v.to_string(), 500)
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max).collect();
+        t.push('…');
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sse(events: &[(&str, Value)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (name, data) in events {
+            out.extend_from_slice(format!("event: {name}\ndata: {data}\n\n").as_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn responses_stream_usage_split_across_chunks() {
+        let body = sse(&[
+            (
+                "response.created",
+                serde_json::json!({"type":"response.created","response":{"model":"gpt-5.5"}}),
+            ),
+            (
+                "response.output_text.delta",
+                serde_json::json!({"type":"response.output_text.delta","delta":"hello"}),
+            ),
+            (
+                "response.completed",
+                serde_json::json!({"type":"response.completed","response":{"model":"gpt-5.5-2026","usage":{
+                    "input_tokens": 1200, "input_tokens_details": {"cached_tokens": 200},
+                    "output_tokens": 80, "output_tokens_details": {"reasoning_tokens": 30}, "total_tokens": 1280}}}),
+            ),
+        ]);
+        let mut m = Meter::new(Api::Responses, "text/event-stream");
+        for chunk in body.chunks(7) {
+            m.feed(chunk);
+        }
+        assert_eq!(
+            m.finish(200),
+            Reading {
+                served_model: Some("gpt-5.5-2026".into()),
+                usage: Some(TokenUsage {
+                    input_tokens: 1000,
+                    cached_input_tokens: 200,
+                    cache_write_tokens: 0,
+                    output_tokens: 80,
+                    reasoning_tokens: 30,
+                }),
+                completed: true,
+                error: None,
+                generated_chars: 5,
+            }
+        );
+    }
+
+    #[test]
+    fn messages_delta_usage_is_cumulative_not_summed() {
+        let body = sse(&[
+            (
+                "message_start",
+                serde_json::json!({"type":"message_start","message":{"model":"claude-sonnet-4-5","usage":{
+                    "input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 1000, "output_tokens": 1}}}),
+            ),
+            (
+                "message_delta",
+                serde_json::json!({"type":"message_delta","usage":{"output_tokens": 5}}),
+            ),
+            (
+                "message_delta",
+                serde_json::json!({"type":"message_delta","usage":{"output_tokens": 7}}),
+            ),
+            ("message_stop", serde_json::json!({"type":"message_stop"})),
+        ]);
+        let mut m = Meter::new(Api::Messages, "text/event-stream; charset=utf-8");
+        m.feed(&body);
+        assert_eq!(
+            m.finish(200),
+            Reading {
+                served_model: Some("claude-sonnet-4-5".into()),
+                usage: Some(TokenUsage {
+                    input_tokens: 10,
+                    cached_input_tokens: 100,
+                    cache_write_tokens: 1000,
+                    output_tokens: 7,
+                    reasoning_tokens: 0,
+                }),
+                completed: true,
+                error: None,
+                generated_chars: 0,
+            }
+        );
+    }
+
+    #[test]
+    fn in_stream_errors_and_http_errors_carry_the_message() {
+        let body = sse(&[(
+            "error",
+            serde_json::json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
+        )]);
+        let mut m = Meter::new(Api::Messages, "text/event-stream");
+        m.feed(&body);
+        let r = m.finish(200);
+        assert_eq!(r.error.as_deref(), Some("Overloaded"));
+        assert!(!r.completed);
+
+        let mut m = Meter::new(Api::Responses, "application/json");
+        m.feed(
+            br#"{"error":{"message":"Invalid model","type":"invalid_request_error","code":null}}"#,
+        );
+        assert_eq!(m.finish(400).error.as_deref(), Some("Invalid model"));
+
+        let mut m = Meter::new(Api::Responses, "text/plain");
+        m.feed(b"upstream exploded");
+        assert_eq!(m.finish(502).error.as_deref(), Some("upstream exploded"));
+    }
+
+    #[test]
+    fn response_failed_keeps_usage_and_message() {
+        let body = sse(&[(
+            "response.failed",
+            serde_json::json!({"type":"response.failed","response":{"model":"gpt-5.5","error":{"code":"server_error","message":"boom"},"usage":null}}),
+        )]);
+        let mut m = Meter::new(Api::Responses, "text/event-stream");
+        m.feed(&body);
+        let r = m.finish(200);
+        assert_eq!(r.error.as_deref(), Some("boom"));
+        assert_eq!(r.usage, None);
+        assert!(!r.completed);
+    }
+
+    #[test]
+    fn non_streaming_message_body() {
+        let mut m = Meter::new(Api::Messages, "application/json");
+        m.feed(br#"{"id":"msg_1","type":"message","model":"claude-haiku-4-5","usage":{"input_tokens":3,"output_tokens":4}}"#);
+        let r = m.finish(200);
+        assert_eq!(r.served_model.as_deref(), Some("claude-haiku-4-5"));
+        assert_eq!(
+            r.usage,
+            Some(TokenUsage {
+                input_tokens: 3,
+                output_tokens: 4,
+                ..TokenUsage::default()
+            })
+        );
+        assert!(r.completed);
+    }
+}

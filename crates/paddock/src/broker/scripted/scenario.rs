@@ -1,0 +1,794 @@
+//! The scenario file format: what a scripted model says and does, turn by turn.
+//!
+//! A scenario is TOML: optional `description` and `served_model`, then an
+//! ordered list of `[[turn]]` tables. A turn holds, in the order the model
+//! produces them, `reasoning`, `text`, `[[turn.action]]`s (`shell`, `write`,
+//! `edit`, `read`) and `usage`; or it fails (`error`, `stream_error`,
+//! `disconnect`). Parsing is strict (unknown fields are errors) and every
+//! error names the file, the line and the field, so that a typo in a demo
+//! scenario is caught when it is loaded, not when an engine trips over it.
+//! The user-facing description is `docs/scenarios.md`.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A scenario that failed to load. Every variant carries the file's path.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("cannot read scenario {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or does not fit the format (unknown field,
+    /// wrong type, missing field). `line` and `column` are 1-based.
+    #[error("{}: {message}", location(path, *line, *column))]
+    Parse {
+        path: PathBuf,
+        line: Option<usize>,
+        column: Option<usize>,
+        message: String,
+    },
+    /// The file has no `[[turn]]`.
+    #[error("{}: the scenario has no turns; add at least one [[turn]]", path.display())]
+    Empty { path: PathBuf },
+    /// A turn is well-formed TOML but makes no sense (for example an action
+    /// path outside the checkout). `turn` is 1-based; `line` is the line of
+    /// the turn's `[[turn]]` header.
+    #[error("{}: turn {turn}: {field}: {message}", location(path, Some(*line), None))]
+    Turn {
+        path: PathBuf,
+        line: usize,
+        turn: usize,
+        field: String,
+        message: String,
+    },
+}
+
+fn location(path: &Path, line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(line), Some(column)) => format!("{}:{line}:{column}", path.display()),
+        (Some(line), None) => format!("{}:{line}", path.display()),
+        (None, _) => path.display().to_string(),
+    }
+}
+
+/// A loaded, validated scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    origin: PathBuf,
+    description: Option<String>,
+    served_model: Option<String>,
+    turns: Vec<Turn>,
+}
+
+/// One model answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Turn {
+    pub reasoning: Option<String>,
+    pub text: Option<String>,
+    pub actions: Vec<Action>,
+    pub usage: Usage,
+    pub ending: Ending,
+    pub served_model: Option<String>,
+}
+
+/// How a turn ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// A complete answer with usage.
+    Complete,
+    /// An HTTP error response instead of an answer.
+    HttpError(HttpFailure),
+    /// A 200 stream that starts, then reports a failure in-stream.
+    StreamError(StreamFailure),
+    /// A 200 stream that starts, then the connection is cut.
+    Disconnect,
+}
+
+/// An HTTP error response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HttpFailure {
+    pub status: u16,
+    pub message: String,
+    /// The provider's error `type`; a default per status when absent.
+    pub kind: Option<String>,
+    /// OpenAI's error `code`; a default per status when absent.
+    pub code: Option<String>,
+}
+
+/// A failure reported inside a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StreamFailure {
+    pub message: String,
+    /// Anthropic's error `type` / OpenAI's error `code`; a default per wire
+    /// when absent.
+    pub kind: Option<String>,
+}
+
+/// An engine-neutral tool call. Paths are relative to the checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    Shell {
+        command: String,
+        description: Option<String>,
+    },
+    Write {
+        path: String,
+        content: String,
+    },
+    Edit {
+        path: String,
+        old: String,
+        new: String,
+    },
+    Read {
+        path: String,
+    },
+}
+
+/// Token usage in Paddock's normalized kinds: `input` excludes cached and
+/// cache-write tokens; `reasoning` is a part of `output`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Usage {
+    #[serde(default)]
+    pub input: u64,
+    #[serde(default)]
+    pub cached: u64,
+    #[serde(default)]
+    pub cache_write: u64,
+    #[serde(default)]
+    pub output: u64,
+    #[serde(default)]
+    pub reasoning: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    description: Option<String>,
+    served_model: Option<String>,
+    #[serde(default)]
+    turn: Vec<Spanned<RawTurn>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTurn {
+    reasoning: Option<String>,
+    text: Option<String>,
+    #[serde(default)]
+    action: Vec<RawAction>,
+    usage: Option<Usage>,
+    error: Option<RawHttpError>,
+    stream_error: Option<RawStreamError>,
+    #[serde(default)]
+    disconnect: bool,
+    served_model: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum RawAction {
+    Shell {
+        command: String,
+        description: Option<String>,
+    },
+    Write {
+        path: String,
+        content: String,
+    },
+    Edit {
+        path: String,
+        old: String,
+        new: String,
+    },
+    Read {
+        path: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttpError {
+    status: u16,
+    message: String,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    code: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStreamError {
+    message: String,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Scenario::from_toml(&text, path)
+    }
+
+    /// Parses and validates scenario text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<Scenario, ScenarioError> {
+        let raw: RawScenario = toml::from_str(text).map_err(|err| {
+            let (line, column) = match err.span() {
+                Some(span) => {
+                    let (line, column) = line_column(text, span.start);
+                    (Some(line), Some(column))
+                }
+                None => (None, None),
+            };
+            ScenarioError::Parse {
+                path: origin.to_path_buf(),
+                line,
+                column,
+                message: err.message().trim_end().to_owned(),
+            }
+        })?;
+        if raw.turn.is_empty() {
+            return Err(ScenarioError::Empty {
+                path: origin.to_path_buf(),
+            });
+        }
+        let mut turns = Vec::with_capacity(raw.turn.len());
+        for (index, spanned) in raw.turn.into_iter().enumerate() {
+            let (line, _) = line_column(text, spanned.span().start);
+            let at = TurnAt {
+                path: origin,
+                line,
+                turn: index + 1,
+            };
+            turns.push(validate_turn(spanned.into_inner(), &at)?);
+        }
+        Ok(Scenario {
+            origin: origin.to_path_buf(),
+            description: non_empty(raw.description),
+            served_model: non_empty(raw.served_model),
+            turns,
+        })
+    }
+
+    /// Where the scenario came from.
+    pub fn origin(&self) -> &Path {
+        &self.origin
+    }
+
+    /// The scenario's own description, if it has one.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
+    /// How many turns (model requests) the scenario answers.
+    pub fn turn_count(&self) -> usize {
+        self.turns.len()
+    }
+
+    pub(crate) fn turns(&self) -> &[Turn] {
+        &self.turns
+    }
+
+    pub(crate) fn served_model(&self) -> Option<&str> {
+        self.served_model.as_deref()
+    }
+}
+
+/// Where a turn is, for its errors.
+struct TurnAt<'a> {
+    path: &'a Path,
+    line: usize,
+    turn: usize,
+}
+
+impl TurnAt<'_> {
+    fn error(&self, field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::Turn {
+            path: self.path.to_path_buf(),
+            line: self.line,
+            turn: self.turn,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
+    for (field, value) in [
+        ("reasoning", &raw.reasoning),
+        ("text", &raw.text),
+        ("served_model", &raw.served_model),
+    ] {
+        if value.as_deref() == Some("") {
+            return Err(at.error(field, "is empty; leave it out instead"));
+        }
+    }
+    let ending = match (raw.error, raw.stream_error, raw.disconnect) {
+        (None, None, false) => Ending::Complete,
+        (Some(error), None, false) => {
+            if !(400..=599).contains(&error.status) {
+                return Err(at.error(
+                    "error.status",
+                    format!("must be an HTTP error status (400 to 599), got {}", error.status),
+                ));
+            }
+            Ending::HttpError(HttpFailure {
+                status: error.status,
+                message: error.message,
+                kind: non_empty(error.kind),
+                code: non_empty(error.code),
+            })
+        }
+        (None, Some(failure), false) => Ending::StreamError(StreamFailure {
+            message: failure.message,
+            kind: non_empty(failure.kind),
+        }),
+        (None, None, true) => Ending::Disconnect,
+        _ => {
+            return Err(at.error(
+                "error",
+                "a turn can fail in one way only: choose one of `error`, `stream_error` and `disconnect`",
+            ))
+        }
+    };
+    match &ending {
+        Ending::Complete => {
+            if raw.reasoning.is_none() && raw.text.is_none() && raw.action.is_empty() {
+                return Err(at.error(
+                    "text",
+                    "the turn is empty: give it `text`, `reasoning` or an action, or make it fail",
+                ));
+            }
+        }
+        Ending::HttpError(_) => {
+            for (field, present) in [
+                ("reasoning", raw.reasoning.is_some()),
+                ("text", raw.text.is_some()),
+                ("action", !raw.action.is_empty()),
+                ("usage", raw.usage.is_some()),
+            ] {
+                if present {
+                    return Err(at.error(
+                        field,
+                        "an `error` turn answers with an HTTP error only; remove this field",
+                    ));
+                }
+            }
+        }
+        Ending::StreamError(_) | Ending::Disconnect => {
+            for (field, present) in [
+                ("action", !raw.action.is_empty()),
+                ("usage", raw.usage.is_some()),
+            ] {
+                if present {
+                    return Err(at.error(
+                        field,
+                        "a stream that fails carries only `reasoning` and `text` before it breaks; remove this field",
+                    ));
+                }
+            }
+        }
+    }
+    let usage = raw.usage.unwrap_or_default();
+    if usage.reasoning > usage.output {
+        return Err(at.error(
+            "usage.reasoning",
+            format!(
+                "reasoning tokens are a part of output tokens, so reasoning ({}) cannot exceed output ({})",
+                usage.reasoning, usage.output
+            ),
+        ));
+    }
+    let mut actions = Vec::with_capacity(raw.action.len());
+    for (index, action) in raw.action.into_iter().enumerate() {
+        actions.push(validate_action(
+            action,
+            &format!("action {}", index + 1),
+            at,
+        )?);
+    }
+    Ok(Turn {
+        reasoning: raw.reasoning,
+        text: raw.text,
+        actions,
+        usage,
+        ending,
+        served_model: raw.served_model,
+    })
+}
+
+fn validate_action(raw: RawAction, name: &str, at: &TurnAt<'_>) -> Result<Action, ScenarioError> {
+    match raw {
+        RawAction::Shell {
+            command,
+            description,
+        } => {
+            if command.trim().is_empty() {
+                return Err(at.error(format!("{name} (shell) command"), "is empty"));
+            }
+            Ok(Action::Shell {
+                command,
+                description: non_empty(description),
+            })
+        }
+        RawAction::Write { path, content } => {
+            let path = checkout_path(&path, &format!("{name} (write) path"), at)?;
+            Ok(Action::Write { path, content })
+        }
+        RawAction::Edit { path, old, new } => {
+            let path = checkout_path(&path, &format!("{name} (edit) path"), at)?;
+            if old.is_empty() {
+                return Err(at.error(
+                    format!("{name} (edit) old"),
+                    "is empty; an edit replaces existing text (use a `write` action to create a file)",
+                ));
+            }
+            if old == new {
+                return Err(at.error(
+                    format!("{name} (edit) new"),
+                    "is the same as `old`; an edit must change something",
+                ));
+            }
+            Ok(Action::Edit { path, old, new })
+        }
+        RawAction::Read { path } => {
+            let path = checkout_path(&path, &format!("{name} (read) path"), at)?;
+            Ok(Action::Read { path })
+        }
+    }
+}
+
+/// Action paths are relative to the checkout and stay inside it; returned
+/// without `.` components (`./a//b` is `a/b`).
+fn checkout_path(path: &str, field: &str, at: &TurnAt<'_>) -> Result<String, ScenarioError> {
+    if path.is_empty() {
+        return Err(at.error(field, "is empty"));
+    }
+    if path.contains('\n') {
+        return Err(at.error(field, "contains a line break"));
+    }
+    let mut parts = Vec::new();
+    for component in Path::new(path).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_string_lossy()),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(at.error(
+                    field,
+                    format!("must be relative to the checkout, got `{path}`"),
+                ))
+            }
+            Component::ParentDir => {
+                return Err(at.error(
+                    field,
+                    format!("must stay inside the checkout (no `..`), got `{path}`"),
+                ))
+            }
+        }
+    }
+    if parts.is_empty() {
+        return Err(at.error(field, "names the checkout itself, not a file in it"));
+    }
+    Ok(parts.join("/"))
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.filter(|value| !value.is_empty())
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |index| index + 1);
+    let column = before
+        .get(line_start..)
+        .map_or(0, |rest| rest.chars().count())
+        + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::from_toml(text, Path::new("demo.toml"))
+    }
+
+    fn parse_error(text: &str) -> String {
+        match parse(text) {
+            Ok(scenario) => panic!("expected an error, got {scenario:?}"),
+            Err(err) => err.to_string(),
+        }
+    }
+
+    #[test]
+    fn parses_a_full_scenario() {
+        let scenario = parse(
+            r#"
+description = "all the parts"
+served_model = "gpt-5.5-scripted"
+
+[[turn]]
+reasoning = "Look first."
+text = "Listing files."
+usage = { input = 100, cached = 20, cache_write = 5, output = 40, reasoning = 10 }
+
+[[turn.action]]
+type = "shell"
+command = "ls"
+
+[[turn.action]]
+type = "write"
+path = "notes/a.txt"
+content = "one\n"
+
+[[turn.action]]
+type = "read"
+path = "./notes/a.txt"
+
+[[turn.action]]
+type = "edit"
+path = "notes/a.txt"
+old = "one\n"
+new = "two\n"
+
+[[turn]]
+error = { status = 429, message = "slow down", type = "rate_limit_error", code = "rate_limit_exceeded" }
+
+[[turn]]
+text = "partial"
+stream_error = { message = "overloaded", type = "overloaded_error" }
+
+[[turn]]
+disconnect = true
+
+[[turn]]
+text = "Done."
+served_model = "other"
+"#,
+        )
+        .unwrap();
+        let expected = Scenario {
+            origin: PathBuf::from("demo.toml"),
+            description: Some("all the parts".into()),
+            served_model: Some("gpt-5.5-scripted".into()),
+            turns: vec![
+                Turn {
+                    reasoning: Some("Look first.".into()),
+                    text: Some("Listing files.".into()),
+                    actions: vec![
+                        Action::Shell {
+                            command: "ls".into(),
+                            description: None,
+                        },
+                        Action::Write {
+                            path: "notes/a.txt".into(),
+                            content: "one\n".into(),
+                        },
+                        Action::Read {
+                            path: "notes/a.txt".into(),
+                        },
+                        Action::Edit {
+                            path: "notes/a.txt".into(),
+                            old: "one\n".into(),
+                            new: "two\n".into(),
+                        },
+                    ],
+                    usage: Usage {
+                        input: 100,
+                        cached: 20,
+                        cache_write: 5,
+                        output: 40,
+                        reasoning: 10,
+                    },
+                    ending: Ending::Complete,
+                    served_model: None,
+                },
+                Turn {
+                    reasoning: None,
+                    text: None,
+                    actions: vec![],
+                    usage: Usage::default(),
+                    ending: Ending::HttpError(HttpFailure {
+                        status: 429,
+                        message: "slow down".into(),
+                        kind: Some("rate_limit_error".into()),
+                        code: Some("rate_limit_exceeded".into()),
+                    }),
+                    served_model: None,
+                },
+                Turn {
+                    reasoning: None,
+                    text: Some("partial".into()),
+                    actions: vec![],
+                    usage: Usage::default(),
+                    ending: Ending::StreamError(StreamFailure {
+                        message: "overloaded".into(),
+                        kind: Some("overloaded_error".into()),
+                    }),
+                    served_model: None,
+                },
+                Turn {
+                    reasoning: None,
+                    text: None,
+                    actions: vec![],
+                    usage: Usage::default(),
+                    ending: Ending::Disconnect,
+                    served_model: None,
+                },
+                Turn {
+                    reasoning: None,
+                    text: Some("Done.".into()),
+                    actions: vec![],
+                    usage: Usage::default(),
+                    ending: Ending::Complete,
+                    served_model: Some("other".into()),
+                },
+            ],
+        };
+        assert_eq!(scenario, expected);
+        assert_eq!(scenario.turn_count(), 5);
+        assert_eq!(scenario.description(), Some("all the parts"));
+    }
+
+    #[test]
+    fn unknown_field_names_field_and_line() {
+        assert_eq!(
+            parse_error("[[turn]]\ntext = \"a\"\n\n[[turn]]\ntxt = \"b\"\n"),
+            "demo.toml:5:1: unknown field `txt`, expected one of `reasoning`, `text`, `action`, `usage`, `error`, `stream_error`, `disconnect`, `served_model`"
+        );
+    }
+
+    #[test]
+    fn unknown_top_level_field() {
+        assert_eq!(
+            parse_error("name = \"x\"\n[[turn]]\ntext = \"a\"\n"),
+            "demo.toml:1:1: unknown field `name`, expected one of `description`, `served_model`, `turn`"
+        );
+    }
+
+    #[test]
+    fn unknown_action_field_and_type() {
+        assert_eq!(
+            parse_error(
+                "[[turn]]\n[[turn.action]]\ntype = \"shell\"\ncommand = \"ls\"\ncwd = \"/\"\n"
+            ),
+            "demo.toml:2:1: unknown field `cwd`, expected `command` or `description`"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\n[[turn.action]]\ntype = \"delete\"\npath = \"a\"\n"),
+            "demo.toml:3:8: unknown variant `delete`, expected one of `shell`, `write`, `edit`, `read`"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\n[[turn.action]]\ncommand = \"ls\"\n"),
+            "demo.toml:2:1: missing field `type`"
+        );
+    }
+
+    #[test]
+    fn bad_type_names_line_and_column() {
+        assert_eq!(
+            parse_error("[[turn]]\ntext = 3\n"),
+            "demo.toml:2:8: invalid type: integer `3`, expected a string"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\ntext = \"a\"\nusage = { input = -5 }\n"),
+            "demo.toml:3:19: invalid value: integer `-5`, expected u64"
+        );
+    }
+
+    #[test]
+    fn missing_field() {
+        assert_eq!(
+            parse_error("[[turn]]\n[[turn.action]]\ntype = \"write\"\npath = \"a.txt\"\n"),
+            "demo.toml:2:1: missing field `content`"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\nerror = { message = \"no\" }\n"),
+            "demo.toml:2:9: missing field `status`"
+        );
+    }
+
+    #[test]
+    fn invalid_toml() {
+        assert_eq!(
+            parse_error("[[turn]\ntext = \"a\"\n"),
+            "demo.toml:1:7: invalid table header\nexpected `.`, `]]`"
+        );
+    }
+
+    #[test]
+    fn empty_scenario() {
+        assert_eq!(
+            parse_error("description = \"nothing\"\n"),
+            "demo.toml: the scenario has no turns; add at least one [[turn]]"
+        );
+        assert!(matches!(parse(""), Err(ScenarioError::Empty { .. })));
+    }
+
+    #[test]
+    fn empty_turn() {
+        assert_eq!(
+            parse_error("[[turn]]\ntext = \"a\"\n\n[[turn]]\nusage = { input = 1 }\n"),
+            "demo.toml:4: turn 2: text: the turn is empty: give it `text`, `reasoning` or an action, or make it fail"
+        );
+    }
+
+    #[test]
+    fn failure_turns_are_exclusive_and_bare() {
+        assert_eq!(
+            parse_error("[[turn]]\nerror = { status = 500, message = \"x\" }\ndisconnect = true\n"),
+            "demo.toml:1: turn 1: error: a turn can fail in one way only: choose one of `error`, `stream_error` and `disconnect`"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\ntext = \"hi\"\nerror = { status = 500, message = \"x\" }\n"),
+            "demo.toml:1: turn 1: text: an `error` turn answers with an HTTP error only; remove this field"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\ndisconnect = true\nusage = { output = 3 }\n"),
+            "demo.toml:1: turn 1: usage: a stream that fails carries only `reasoning` and `text` before it breaks; remove this field"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\nerror = { status = 200, message = \"x\" }\n"),
+            "demo.toml:1: turn 1: error.status: must be an HTTP error status (400 to 599), got 200"
+        );
+    }
+
+    #[test]
+    fn usage_and_action_checks() {
+        assert_eq!(
+            parse_error("[[turn]]\ntext = \"a\"\nusage = { output = 3, reasoning = 4 }\n"),
+            "demo.toml:1: turn 1: usage.reasoning: reasoning tokens are a part of output tokens, so reasoning (4) cannot exceed output (3)"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\n[[turn.action]]\ntype = \"write\"\npath = \"/etc/passwd\"\ncontent = \"\"\n"),
+            "demo.toml:1: turn 1: action 1 (write) path: must be relative to the checkout, got `/etc/passwd`"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\ntext = \"a\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"ls\"\n[[turn.action]]\ntype = \"read\"\npath = \"../x\"\n"),
+            "demo.toml:1: turn 1: action 2 (read) path: must stay inside the checkout (no `..`), got `../x`"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\n[[turn.action]]\ntype = \"edit\"\npath = \"a\"\nold = \"x\"\nnew = \"x\"\n"),
+            "demo.toml:1: turn 1: action 1 (edit) new: is the same as `old`; an edit must change something"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\n[[turn.action]]\ntype = \"read\"\npath = \"./\"\n"),
+            "demo.toml:1: turn 1: action 1 (read) path: names the checkout itself, not a file in it"
+        );
+        assert_eq!(
+            parse_error("[[turn]]\ntext = \"\"\n"),
+            "demo.toml:1: turn 1: text: is empty; leave it out instead"
+        );
+    }
+
+    #[test]
+    fn load_reports_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing.toml");
+        let err = Scenario::load(&path).unwrap_err();
+        assert!(matches!(&err, ScenarioError::Read { path: p, .. } if p == &path));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot read scenario {}: No such file or directory (os error 2)",
+                path.display()
+            )
+        );
+        std::fs::write(&path, "[[turn]]\ntext = \"hi\"\n").unwrap();
+        assert_eq!(Scenario::load(&path).unwrap().origin(), path);
+    }
+}

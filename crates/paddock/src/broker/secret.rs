@@ -1,0 +1,134 @@
+//! Provider keys as a type: the value is read from its reference (`env:`,
+//! `file:`) only inside the broker, is redacted in Debug and Display, and is
+//! identified elsewhere only by its reference and a fingerprint.
+
+use std::fmt;
+
+use paddock_protocol::KeyRef;
+use sha2::{Digest, Sha256};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("provider key {reference}: environment variable is not set")]
+    EnvMissing { reference: String },
+    #[error("provider key {reference}: cannot read the file: {source}")]
+    FileRead {
+        reference: String,
+        source: std::io::Error,
+    },
+    #[error("provider key {reference}: the value is empty")]
+    Empty { reference: String },
+    #[error("provider key {reference}: the value contains a line break or control character")]
+    Malformed { reference: String },
+}
+
+/// A secret value. Never printed, never logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
+    /// Reads the value a reference points to. A file's trailing newline is dropped.
+    pub fn resolve(reference: &KeyRef) -> Result<Secret, SecretError> {
+        let shown = reference.to_string();
+        let value = match reference {
+            KeyRef::Env(name) => std::env::var(name).map_err(|_| SecretError::EnvMissing {
+                reference: shown.clone(),
+            })?,
+            KeyRef::File(path) => std::fs::read_to_string(path)
+                .map_err(|source| SecretError::FileRead {
+                    reference: shown.clone(),
+                    source,
+                })?
+                .trim_end_matches(['\n', '\r'])
+                .to_string(),
+        };
+        if value.is_empty() {
+            return Err(SecretError::Empty { reference: shown });
+        }
+        if value.chars().any(|c| c.is_control()) {
+            return Err(SecretError::Malformed { reference: shown });
+        }
+        Ok(Secret(value))
+    }
+
+    /// The value, for the one place that must send it upstream.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `sha256:` and the first 12 hex digits of the value's digest.
+    pub fn fingerprint(&self) -> String {
+        let digest = Sha256::digest(self.0.as_bytes());
+        format!("sha256:{}", &hex::encode(digest)[..12])
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Secret([REDACTED {}])", self.fingerprint())
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[REDACTED]")
+    }
+}
+
+/// A fresh random per-job token (worthless outside its job's broker).
+pub fn job_token() -> Secret {
+    let bytes: [u8; 24] = rand::random();
+    Secret(format!("pdk-job-{}", hex::encode(bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_is_redacted_in_debug_and_display() {
+        let s = Secret::new("sk-very-secret".into());
+        assert_eq!(format!("{s}"), "[REDACTED]");
+        assert!(!format!("{s:?}").contains("sk-very-secret"));
+        assert!(format!("{s:?}").starts_with("Secret([REDACTED sha256:"));
+    }
+
+    #[test]
+    fn resolve_reads_file_and_trims_newline() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("key");
+        std::fs::write(&p, "sk-abc\n").unwrap();
+        let s = Secret::resolve(&KeyRef::File(p)).unwrap();
+        assert_eq!(s.expose(), "sk-abc");
+    }
+
+    #[test]
+    fn resolve_errors_name_the_reference() {
+        let err = Secret::resolve(&KeyRef::Env("PADDOCK_TEST_SURELY_UNSET_VAR".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "provider key env:PADDOCK_TEST_SURELY_UNSET_VAR: environment variable is not set"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("empty");
+        std::fs::write(&p, "\n").unwrap();
+        let err = Secret::resolve(&KeyRef::File(p.clone()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!("provider key file:{}: the value is empty", p.display())
+        );
+    }
+
+    #[test]
+    fn job_tokens_are_unique() {
+        assert_ne!(job_token().expose(), job_token().expose());
+    }
+}

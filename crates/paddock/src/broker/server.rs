@@ -1,0 +1,441 @@
+//! The broker's HTTP endpoint for one job: authenticates the job token,
+//! admits the call (price known, budget left), forwards it upstream, and
+//! streams the answer back through a [`MeteredBody`] that writes the ledger
+//! row when the body ends, breaks, or is abandoned by the engine.
+
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use axum::Router;
+use bytes::Bytes;
+use futures::Stream;
+use http::{HeaderMap, Method, StatusCode};
+use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
+use serde_json::{json, Value};
+use time::OffsetDateTime;
+
+use super::meter::{Api, Meter};
+use super::upstream::forwardable_response_header;
+use super::Shared;
+
+/// The largest request body the broker accepts from an engine.
+const MAX_REQUEST_BYTES: usize = 32 << 20;
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new().fallback(handle).with_state(shared)
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let api = match (req.method(), req.uri().path()) {
+        (&Method::POST, "/v1/responses") => Api::Responses,
+        (&Method::POST, "/v1/messages") => Api::Messages,
+        (_, path) => {
+            let path = path.to_string();
+            return error_response(
+                Api::Responses,
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                &format!("paddock broker: no route for {} {path}", req.method()),
+            );
+        }
+    };
+    if !authorized(req.headers(), shared.token.expose()) {
+        return error_response(
+            api,
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "paddock broker: missing or invalid job token",
+        );
+    }
+    let started = Instant::now();
+    let started_at = OffsetDateTime::now_utc();
+    let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
+    let headers = req.headers().clone();
+    let body = match axum::body::to_bytes(req.into_body(), MAX_REQUEST_BYTES).await {
+        Ok(b) => b,
+        Err(e) => {
+            let msg = format!("paddock broker: cannot read the request body: {e}");
+            return refuse(
+                &shared,
+                api,
+                seq,
+                "",
+                started,
+                started_at,
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                msg,
+            );
+        }
+    };
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            let msg = "paddock broker: the request body is not a JSON object".to_string();
+            return refuse(
+                &shared,
+                api,
+                seq,
+                "",
+                started,
+                started_at,
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                msg,
+            );
+        }
+        Err(e) => {
+            let msg = format!("paddock broker: the request body is not JSON: {e}");
+            return refuse(
+                &shared,
+                api,
+                seq,
+                "",
+                started,
+                started_at,
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                msg,
+            );
+        }
+    };
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let prices = &shared.config.prices;
+    if prices.price(&model).is_none() {
+        let msg = format!(
+            "paddock broker: model `{model}` has no price in price table {}; Paddock refuses calls it cannot meter",
+            prices.version
+        );
+        return refuse(
+            &shared,
+            api,
+            seq,
+            &model,
+            started,
+            started_at,
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            msg,
+        );
+    }
+    if let Some(budget) = shared.config.budget_micros {
+        let spent = shared.spent_micros.load(Ordering::SeqCst);
+        if spent >= budget {
+            shared.held.store(true, Ordering::SeqCst);
+            let msg = format!(
+                "paddock broker: job budget spent ({} of {}); the job is held",
+                super::prices::format_usd(spent),
+                super::prices::format_usd(budget)
+            );
+            return refuse(
+                &shared,
+                api,
+                seq,
+                &model,
+                started,
+                started_at,
+                StatusCode::PAYMENT_REQUIRED,
+                "budget_exceeded",
+                msg,
+            );
+        }
+    }
+
+    let upstream = &shared.config.upstream;
+    let url = upstream.url(&path, query.as_deref());
+    let out_headers = upstream.request_headers(api, &headers);
+    let sent = shared
+        .client
+        .post(&url)
+        .headers(out_headers)
+        .body(body.clone())
+        .send()
+        .await;
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            let msg = format!(
+                "paddock broker: upstream {} unreachable: {}",
+                upstream.provider,
+                without_url(&e)
+            );
+            let call = ModelCall {
+                job_id: shared.config.job_id.clone(),
+                attempt: shared.config.attempt,
+                seq,
+                provider: upstream.provider.clone(),
+                requested_model: model.clone(),
+                served_model: None,
+                tokens: TokenUsage::default(),
+                ttft_ms: None,
+                duration_ms: started.elapsed().as_millis() as u64,
+                status: CallStatus::HttpError,
+                http_status: Some(502),
+                error: Some(msg.clone()),
+                estimated: false,
+                price_version: prices.version.clone(),
+                cost_micros: 0,
+                started_at,
+            };
+            let _ = shared.calls.send(call);
+            return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
+        }
+    };
+    let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let mut builder = Response::builder().status(status.as_u16());
+    for (name, value) in resp.headers() {
+        if forwardable_response_header(name) {
+            builder = builder.header(name, value);
+        }
+    }
+    let metered = MeteredBody {
+        inner: Box::pin(resp.bytes_stream()),
+        meter: Some(Meter::new(api, &content_type)),
+        shared: shared.clone(),
+        seq,
+        model,
+        http_status: status.as_u16(),
+        request_bytes: body.len() as u64,
+        started,
+        started_at,
+        ttft_ms: None,
+        broke: None,
+    };
+    builder
+        .body(Body::from_stream(metered))
+        .unwrap_or_else(|_| {
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "paddock broker: bad response",
+            )
+        })
+}
+
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+/// True when the request carries the job token as `x-api-key` or bearer.
+fn authorized(headers: &HeaderMap, token: &str) -> bool {
+    let presented = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| {
+            headers
+                .get(http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::to_string)
+        });
+    match presented {
+        Some(p) => constant_time_eq(p.as_bytes(), token.as_bytes()),
+        None => false,
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[allow(clippy::too_many_arguments)]
+fn refuse(
+    shared: &Shared,
+    api: Api,
+    seq: u64,
+    model: &str,
+    started: Instant,
+    started_at: OffsetDateTime,
+    status: StatusCode,
+    kind: &str,
+    message: String,
+) -> Response {
+    let call = ModelCall {
+        job_id: shared.config.job_id.clone(),
+        attempt: shared.config.attempt,
+        seq,
+        provider: shared.config.upstream.provider.clone(),
+        requested_model: model.to_string(),
+        served_model: None,
+        tokens: TokenUsage::default(),
+        ttft_ms: None,
+        duration_ms: started.elapsed().as_millis() as u64,
+        status: CallStatus::Refused,
+        http_status: Some(status.as_u16()),
+        error: Some(message.clone()),
+        estimated: false,
+        price_version: shared.config.prices.version.clone(),
+        cost_micros: 0,
+        started_at,
+    };
+    let _ = shared.calls.send(call);
+    error_response(api, status, kind, &message)
+}
+
+/// An error body in the wire format of `api`, so the engine shows the message.
+pub(crate) fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = match api {
+        Api::Responses => json!({"error": {"message": message, "type": kind, "code": kind}}),
+        Api::Messages => json!({"type": "error", "error": {"type": kind, "message": message}}),
+    };
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap_or_else(|_| plain(status, message))
+}
+
+fn plain(status: StatusCode, message: &str) -> Response {
+    let mut r = Response::new(Body::from(message.to_string()));
+    *r.status_mut() = status;
+    r
+}
+
+type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+
+/// The upstream body on its way to the engine, metered as it passes. The
+/// ledger row is written exactly once: at the end of the body, when the
+/// upstream breaks it, or when the engine drops it.
+struct MeteredBody {
+    inner: ByteStream,
+    meter: Option<Meter>,
+    shared: Arc<Shared>,
+    seq: u64,
+    model: String,
+    http_status: u16,
+    request_bytes: u64,
+    started: Instant,
+    started_at: OffsetDateTime,
+    ttft_ms: Option<u64>,
+    broke: Option<String>,
+}
+
+impl MeteredBody {
+    fn settle(&mut self) {
+        let Some(meter) = self.meter.take() else {
+            return;
+        };
+        let reading = meter.finish(self.http_status);
+        let mut error = reading.error.clone();
+        // A response whose terminal event arrived is complete even when the
+        // engine hangs up before the body's last byte.
+        if let (Some(broke), false) = (&self.broke, reading.completed) {
+            error.get_or_insert_with(|| broke.clone());
+        }
+        let (tokens, estimated) = match reading.usage {
+            Some(u) => (u, false),
+            None if self.http_status >= 400 => (TokenUsage::default(), false),
+            None => (
+                // No usage arrived: estimate about four characters a token.
+                TokenUsage {
+                    input_tokens: self.request_bytes / 4,
+                    output_tokens: reading.generated_chars.div_ceil(4),
+                    ..TokenUsage::default()
+                },
+                true,
+            ),
+        };
+        let status = if self.http_status >= 400 {
+            CallStatus::HttpError
+        } else if error.is_some() || !reading.completed {
+            if error.is_none() {
+                error = Some("the stream ended before the response completed".to_string());
+            }
+            CallStatus::StreamError
+        } else {
+            CallStatus::Ok
+        };
+        let prices = &self.shared.config.prices;
+        let priced_model = reading.served_model.as_deref().unwrap_or(&self.model);
+        let cost = prices
+            .cost_micros(priced_model, &tokens)
+            .or_else(|| prices.cost_micros(&self.model, &tokens))
+            .unwrap_or(0);
+        self.shared.spent_micros.fetch_add(cost, Ordering::SeqCst);
+        let call = ModelCall {
+            job_id: self.shared.config.job_id.clone(),
+            attempt: self.shared.config.attempt,
+            seq: self.seq,
+            provider: self.shared.config.upstream.provider.clone(),
+            requested_model: self.model.clone(),
+            served_model: reading.served_model,
+            tokens,
+            ttft_ms: self.ttft_ms,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            status,
+            http_status: Some(self.http_status),
+            error,
+            estimated,
+            price_version: prices.version.clone(),
+            cost_micros: cost,
+            started_at: self.started_at,
+        };
+        let _ = self.shared.calls.send(call);
+    }
+}
+
+impl Stream for MeteredBody {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.inner.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(chunk))) => {
+                if self.ttft_ms.is_none() {
+                    self.ttft_ms = Some(self.started.elapsed().as_millis() as u64);
+                }
+                if let Some(m) = self.meter.as_mut() {
+                    m.feed(&chunk);
+                }
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                self.broke = Some(format!("the upstream stream broke: {}", without_url(&e)));
+                self.settle();
+                Poll::Ready(Some(Err(std::io::Error::other(e))))
+            }
+            Poll::Ready(None) => {
+                self.settle();
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for MeteredBody {
+    fn drop(&mut self) {
+        if self.meter.is_some() {
+            self.broke
+                .get_or_insert_with(|| "the engine closed the connection mid-stream".to_string());
+            self.settle();
+        }
+    }
+}

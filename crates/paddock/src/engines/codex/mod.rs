@@ -1,0 +1,117 @@
+//! The Codex CLI adapter (`codex exec --json`): a `paddock` model provider in
+//! the job's own CODEX_HOME whose base URL is the broker and whose key is the
+//! job token, analytics, plugins and update checks off, commands run with the
+//! core environment only. Codex's own sandbox is bypassed: isolation is the
+//! job's rung, one sandbox rather than nested ones.
+
+use std::path::Path;
+
+use paddock_protocol::EngineKind;
+
+use super::{
+    base_env, judge, Capabilities, CommandSpec, EngineAdapter, LaunchContext, Outcome,
+    PreparedFile, StreamParser, StreamSummary,
+};
+
+mod stream;
+pub use stream::CodexParser;
+
+/// The variable Codex reads the job token from (`env_key` of the provider).
+pub const TOKEN_VAR: &str = "PADDOCK_JOB_TOKEN";
+
+pub struct Codex;
+
+impl Codex {
+    fn codex_home(ctx: &LaunchContext) -> std::path::PathBuf {
+        ctx.home.join(".codex")
+    }
+
+    /// The job's `config.toml`, built as a TOML document so that every value
+    /// is escaped properly.
+    pub fn config_toml(ctx: &LaunchContext) -> String {
+        let mut provider = toml::Table::new();
+        provider.insert("name".into(), "Paddock broker".into());
+        provider.insert("base_url".into(), format!("{}/v1", ctx.broker_url).into());
+        provider.insert("env_key".into(), TOKEN_VAR.into());
+        provider.insert("wire_api".into(), "responses".into());
+        provider.insert("request_max_retries".into(), 0.into());
+        provider.insert("stream_max_retries".into(), 0.into());
+        let mut providers = toml::Table::new();
+        providers.insert("paddock".into(), provider.into());
+
+        let mut analytics = toml::Table::new();
+        analytics.insert("enabled".into(), false.into());
+        let mut features = toml::Table::new();
+        features.insert("plugins".into(), false.into());
+        let mut shell_env = toml::Table::new();
+        shell_env.insert("inherit".into(), "core".into());
+
+        let mut root = toml::Table::new();
+        root.insert("model".into(), ctx.model.clone().into());
+        root.insert("model_provider".into(), "paddock".into());
+        if let Some(effort) = &ctx.reasoning_effort {
+            root.insert("model_reasoning_effort".into(), effort.clone().into());
+        }
+        root.insert("check_for_update_on_startup".into(), false.into());
+        root.insert("analytics".into(), analytics.into());
+        root.insert("features".into(), features.into());
+        root.insert("shell_environment_policy".into(), shell_env.into());
+        root.insert("model_providers".into(), providers.into());
+        format!(
+            "# Written by Paddock for one job; not user configuration.\n{}",
+            toml::to_string(&root).unwrap_or_default()
+        )
+    }
+}
+
+impl EngineAdapter for Codex {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Codex
+    }
+
+    fn prepare(&self, ctx: &LaunchContext) -> Vec<PreparedFile> {
+        vec![PreparedFile {
+            path: Self::codex_home(ctx).join("config.toml"),
+            contents: Self::config_toml(ctx),
+        }]
+    }
+
+    fn command(&self, ctx: &LaunchContext) -> CommandSpec {
+        let mut env = base_env(ctx);
+        env.push((
+            "CODEX_HOME".into(),
+            Self::codex_home(ctx).display().to_string(),
+        ));
+        env.push((TOKEN_VAR.into(), ctx.job_token.clone()));
+        CommandSpec {
+            program: ctx.binary.clone(),
+            args: vec![
+                "exec".into(),
+                "--json".into(),
+                "--skip-git-repo-check".into(),
+                "--dangerously-bypass-approvals-and-sandbox".into(),
+                "-m".into(),
+                ctx.model.clone(),
+                ctx.prompt.clone(),
+            ],
+            env,
+            cwd: ctx.workdir.clone(),
+        }
+    }
+
+    fn parser(&self, workdir: &Path) -> Box<dyn StreamParser> {
+        Box::new(CodexParser::new(workdir))
+    }
+
+    fn finish(&self, exit_code: Option<i32>, summary: &StreamSummary) -> Outcome {
+        judge(exit_code, summary)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            hooks: false,
+            native_sandbox: true,
+            reports_usage: true,
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! Paddock: runs rented headless coding engines (Codex CLI, Claude Code) as
+//! ephemeral, metered jobs. This library holds every part of the `paddock`
+//! binary as a module; see ARCHITECTURE.md for the map.
+
+pub mod broker;
+pub mod context;
+pub mod engines;
+pub mod paths;
+pub mod runner;
+pub mod store;
+pub mod workspace;

@@ -1,0 +1,228 @@
+//! The `paddock` command line: `run` a job spec, list `jobs`, print a job's
+//! `events`. Exit codes are part of the interface (docs/cli.md): 0 done,
+//! 1 failed, 2 bad input, 3 held by budget, 4 timed out, 5 cancelled,
+//! 70 internal error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use paddock::broker::PriceTable;
+use paddock::paths::Paths;
+use paddock::runner::{self, RunError, RunOptions};
+use paddock::store::Store;
+use paddock_protocol::{JobSpec, JobStatus};
+
+mod progress;
+
+#[derive(Parser)]
+#[command(
+    name = "paddock",
+    version,
+    about = "Run coding agents as sandboxed, metered jobs"
+)]
+struct Cli {
+    /// The SQLite database (default: $XDG_DATA_HOME/paddock/paddock.db).
+    #[arg(long, global = true, env = "PADDOCK_DB")]
+    db: Option<PathBuf>,
+    /// Where the database and artifacts live (default: $XDG_DATA_HOME/paddock).
+    #[arg(long, global = true, env = "PADDOCK_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Where job workspaces are created (default: $XDG_STATE_HOME/paddock/jobs).
+    #[arg(long, global = true, env = "PADDOCK_JOBS_DIR")]
+    jobs_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a job spec (TOML or JSON) to its end.
+    Run {
+        spec: PathBuf,
+        /// Print the final job record as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+        /// Keep the workspace after the job.
+        #[arg(long)]
+        keep: bool,
+        /// A price table replacing the vendored one.
+        #[arg(long)]
+        prices: Option<PathBuf>,
+    },
+    /// List jobs, newest first.
+    Jobs {
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a job's stored events as JSONL.
+    Events {
+        job_id: String,
+        /// Only events after this sequence number.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+    },
+}
+
+/// Process exit codes.
+mod exit {
+    pub const DONE: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const BAD_INPUT: u8 = 2;
+    pub const HELD: u8 = 3;
+    pub const TIMED_OUT: u8 = 4;
+    pub const CANCELLED: u8 = 5;
+    pub const INTERNAL: u8 = 70;
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::BAD_INPUT
+            } else {
+                exit::DONE
+            });
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("paddock: cannot start the runtime: {e}");
+            return ExitCode::from(exit::INTERNAL);
+        }
+    };
+    match rt.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(Failure::BadInput(e)) => {
+            eprintln!("paddock: {e:#}");
+            ExitCode::from(exit::BAD_INPUT)
+        }
+        Err(Failure::Internal(e)) => {
+            eprintln!("paddock: {e:#}");
+            ExitCode::from(exit::INTERNAL)
+        }
+    }
+}
+
+enum Failure {
+    BadInput(anyhow::Error),
+    Internal(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Internal(e)
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    let paths = Paths::resolve(cli.db, cli.data_dir, cli.jobs_dir)
+        .map_err(|e| Failure::Internal(e.into()))?;
+    match cli.command {
+        Cmd::Run {
+            spec,
+            json,
+            keep,
+            prices,
+        } => {
+            let spec = JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?;
+            let prices = match prices {
+                Some(p) => PriceTable::load(&p).map_err(|e| Failure::BadInput(e.into()))?,
+                None => PriceTable::vendored().context("the vendored price table")?,
+            };
+            let store = open_store(&paths).await?;
+            let opts = RunOptions {
+                paths: paths.clone(),
+                keep,
+                prices: Arc::new(prices),
+                host_path: std::env::var_os("PATH"),
+            };
+            let mut view = progress::Progress::new();
+            let cancel = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            let result = runner::run(&spec, &store, &opts, &mut view, cancel).await;
+            view.finish();
+            let result = match result {
+                Ok(r) => r,
+                Err(RunError::BadInput(msg)) => {
+                    return Err(Failure::BadInput(anyhow::anyhow!(msg)))
+                }
+                Err(e) => return Err(Failure::Internal(e.into())),
+            };
+            if json {
+                let out =
+                    serde_json::to_string(&result.record).context("serialize the job record")?;
+                println!("{out}");
+            } else {
+                print!("{}", progress::summary(&result.record));
+            }
+            Ok(match result.record.status {
+                _ if result.bad_input => exit::BAD_INPUT,
+                JobStatus::Done => exit::DONE,
+                JobStatus::Failed | JobStatus::Running => exit::FAILED,
+                JobStatus::Held => exit::HELD,
+                JobStatus::TimedOut => exit::TIMED_OUT,
+                JobStatus::Cancelled => exit::CANCELLED,
+            })
+        }
+        Cmd::Jobs { limit, json } => {
+            let store = open_store(&paths).await?;
+            let jobs = store.jobs(limit).await.context("list jobs")?;
+            if json {
+                for j in &jobs {
+                    println!("{}", serde_json::to_string(j).context("serialize a job")?);
+                }
+            } else {
+                print!("{}", progress::jobs_table(&jobs));
+            }
+            Ok(exit::DONE)
+        }
+        Cmd::Events { job_id, after } => {
+            let store = open_store(&paths).await?;
+            if store
+                .job(&job_id)
+                .await
+                .context("look up the job")?
+                .is_none()
+            {
+                return Err(Failure::BadInput(anyhow::anyhow!(
+                    "no job `{job_id}` in {}",
+                    paths.db.display()
+                )));
+            }
+            let events = store.events(&job_id, after).await.context("read events")?;
+            let mut out = String::new();
+            for e in &events {
+                out.push_str(&serde_json::to_string(e).context("serialize an event")?);
+                out.push('\n');
+            }
+            print!("{out}");
+            Ok(exit::DONE)
+        }
+    }
+}
+
+async fn open_store(paths: &Paths) -> Result<Store, Failure> {
+    Store::open(&paths.db)
+        .await
+        .with_context(|| format!("open the store at {}", paths.db.display()))
+        .map_err(Failure::Internal)
+}

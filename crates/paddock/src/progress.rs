@@ -1,0 +1,197 @@
+//! Live progress for `paddock run`: one line per meaningful event (what the
+//! agent says, the commands it runs, the files it changes, errors, policy
+//! decisions) above a spinner that shows tokens and cost so far; and the
+//! closing summary and the jobs table.
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use paddock::broker::prices::format_usd;
+use paddock::runner::Observer;
+use paddock_protocol::{AgentEvent, ChangeKind, EventBody, JobRecord, ModelCall};
+
+pub struct Progress {
+    bar: ProgressBar,
+    tokens: u64,
+    calls: u64,
+}
+
+impl Progress {
+    pub fn new() -> Progress {
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} {elapsed} · {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar.set_message("starting");
+        Progress {
+            bar,
+            tokens: 0,
+            calls: 0,
+        }
+    }
+
+    fn line(&self, text: String) {
+        self.bar.suspend(|| eprintln!("{text}"));
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() > max {
+        let mut t: String = flat.chars().take(max).collect();
+        t.push('…');
+        t
+    } else {
+        flat
+    }
+}
+
+impl Observer for Progress {
+    fn event(&mut self, e: &AgentEvent) {
+        let text = match &e.body {
+            EventBody::Status { phase, detail } => {
+                let phase = serde_json::to_value(phase)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                Some(match detail {
+                    Some(d) => format!("▸ {phase}: {d}"),
+                    None => format!("▸ {phase}"),
+                })
+            }
+            EventBody::Text { text } => Some(format!("  agent: {}", one_line(text, 200))),
+            EventBody::Thought { text } => Some(format!("  thinking: {}", one_line(text, 120))),
+            EventBody::ToolCall {
+                tool,
+                command,
+                input,
+                ..
+            } => Some(match command {
+                Some(c) => format!("  $ {}", one_line(c, 160)),
+                None => format!("  tool {tool} {}", one_line(&input.to_string(), 120)),
+            }),
+            EventBody::ToolResult {
+                exit_code,
+                is_error,
+                output,
+                ..
+            } => {
+                let lines = output.lines().count();
+                let status = match (exit_code, is_error) {
+                    (Some(c), _) => format!("exit {c}"),
+                    (None, true) => "error".to_string(),
+                    (None, false) => "ok".to_string(),
+                };
+                Some(format!("    ↳ {status}, {lines} line(s) of output"))
+            }
+            EventBody::FileChange { path, change } => {
+                let verb = match change {
+                    ChangeKind::Add => "added",
+                    ChangeKind::Update => "updated",
+                    ChangeKind::Delete => "deleted",
+                };
+                Some(format!("  ✎ {verb} {path}"))
+            }
+            EventBody::Usage { .. } | EventBody::Raw { .. } => None,
+            EventBody::ArtifactSummary {
+                patch_path,
+                changed_files,
+                ..
+            } => Some(format!(
+                "▸ patch: {} file(s) → {patch_path}",
+                changed_files.len()
+            )),
+            EventBody::Policy { rule, message } => Some(format!("  ⛔ policy {rule}: {message}")),
+            EventBody::Error {
+                message,
+                source,
+                fatal,
+            } => Some(format!(
+                "  {} {}: {}",
+                if *fatal { "✖ error" } else { "⚠ warning" },
+                source.as_deref().unwrap_or("paddock"),
+                one_line(message, 300)
+            )),
+        };
+        if let Some(t) = text {
+            self.line(t);
+        }
+    }
+
+    fn model_call(&mut self, call: &ModelCall, spent_micros: i64) {
+        self.calls += 1;
+        self.tokens += call.tokens.total();
+        self.bar.set_message(format!(
+            "{} model call(s) · {} tokens · {}",
+            self.calls,
+            self.tokens,
+            format_usd(spent_micros)
+        ));
+    }
+}
+
+/// The closing summary of `paddock run`.
+pub fn summary(r: &JobRecord) -> String {
+    let mut s = String::new();
+    s.push_str(&format!("job {}  {}\n", r.id, r.status.as_str()));
+    if let Some(reason) = &r.reason {
+        s.push_str(&format!("  reason:   {}\n", one_line(reason, 300)));
+    }
+    s.push_str(&format!(
+        "  ticket:   {} (attempt {}) on {}\n",
+        r.ticket_id, r.attempt, r.branch
+    ));
+    s.push_str(&format!("  engine:   {} · {}\n", r.engine, r.model));
+    if r.changed_files.is_empty() {
+        s.push_str("  changed:  nothing\n");
+    } else {
+        s.push_str(&format!("  changed:  {}\n", r.changed_files.join(", ")));
+    }
+    if let Some(p) = &r.patch_path {
+        s.push_str(&format!("  patch:    {p}\n"));
+    }
+    s.push_str(&format!(
+        "  tokens:   {} input, {} cached, {} cache-write, {} output ({} reasoning) in {} call(s)\n",
+        r.tokens.input_tokens,
+        r.tokens.cached_input_tokens,
+        r.tokens.cache_write_tokens,
+        r.tokens.output_tokens,
+        r.tokens.reasoning_tokens,
+        r.model_calls
+    ));
+    s.push_str(&format!("  cost:     {}\n", format_usd(r.cost_micros)));
+    if let Some(ms) = r.duration_ms {
+        s.push_str(&format!("  duration: {:.1} s\n", ms as f64 / 1000.0));
+    }
+    s
+}
+
+/// `paddock jobs` as a table.
+pub fn jobs_table(jobs: &[JobRecord]) -> String {
+    let mut s = format!(
+        "{:<36}  {:<10}  {:<16}  {:<7}  {:>10}  {}\n",
+        "JOB", "STATUS", "TICKET", "ENGINE", "COST", "CREATED"
+    );
+    for j in jobs {
+        let created = j
+            .created_at
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "{:<36}  {:<10}  {:<16}  {:<7}  {:>10}  {}\n",
+            j.id,
+            j.status.as_str(),
+            one_line(&j.ticket_id, 16),
+            j.engine,
+            format_usd(j.cost_micros),
+            created
+        ));
+    }
+    s
+}

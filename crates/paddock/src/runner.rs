@@ -1,0 +1,743 @@
+//! The job lifecycle on the `process` rung: admit (resolve the key, load the
+//! scenario), provision the workspace, assemble the context, start the
+//! job's broker, launch the engine with its adapter's command and
+//! environment, stream its JSONL into stored events while the broker's
+//! ledger rows arrive, enforce the timeout and cancellation, conclude (the
+//! patch artifact) and tear down. Every step's failure is recorded as an
+//! `error` event on the job; nothing is left behind.
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use paddock_protocol::{
+    AgentEvent, CallStatus, EngineKind, EventBody, JobRecord, JobSpec, JobStatus, ModelCall, Phase,
+    ProviderKind, TokenUsage,
+};
+use time::OffsetDateTime;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+use tokio::process::Command;
+
+use crate::broker::scripted::{RenderContext, Scenario};
+use crate::broker::scripted_http::ScriptedServer;
+use crate::broker::upstream::{ANTHROPIC_BASE, OPENAI_BASE};
+use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
+use crate::engines::{self, LaunchContext, Outcome};
+use crate::paths::Paths;
+use crate::store::{Store, StoreError};
+use crate::workspace::Workspace;
+use crate::{context, engines::EngineAdapter};
+
+/// Errors that stop a job before it exists (bad input) or that lose the
+/// store under it.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    BadInput(String),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{step}: {message}")]
+    Host { step: &'static str, message: String },
+}
+
+/// How `run` behaves on this host.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub paths: Paths,
+    /// Keep the workspace after the job (for debugging).
+    pub keep: bool,
+    pub prices: Arc<PriceTable>,
+    /// The host PATH used to look up engines and `node`.
+    pub host_path: Option<OsString>,
+}
+
+/// Receives the job's events and ledger rows as they happen.
+pub trait Observer: Send {
+    fn event(&mut self, event: &AgentEvent);
+    fn model_call(&mut self, call: &ModelCall, spent_micros: i64);
+}
+
+/// An observer that ignores everything.
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn event(&mut self, _event: &AgentEvent) {}
+    fn model_call(&mut self, _call: &ModelCall, _spent: i64) {}
+}
+
+/// The end of a run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub record: JobRecord,
+    /// The job failed because of its input (repository, engine binary).
+    pub bad_input: bool,
+}
+
+/// Assigns dense sequence numbers, stores and fans out each event.
+struct Emitter<'a> {
+    job_id: String,
+    seq: u64,
+    store: &'a Store,
+    observer: &'a mut dyn Observer,
+}
+
+impl Emitter<'_> {
+    async fn emit(&mut self, body: EventBody) -> Result<(), StoreError> {
+        self.seq += 1;
+        let event = AgentEvent {
+            job_id: self.job_id.clone(),
+            seq: self.seq,
+            at: OffsetDateTime::now_utc(),
+            body,
+        };
+        self.store.append_event(&event).await?;
+        self.observer.event(&event);
+        Ok(())
+    }
+
+    async fn error(
+        &mut self,
+        source: &str,
+        message: String,
+        fatal: bool,
+    ) -> Result<(), StoreError> {
+        self.emit(EventBody::Error {
+            message,
+            source: Some(source.to_string()),
+            fatal,
+        })
+        .await
+    }
+}
+
+/// Runs one job to its end. `cancel` resolving cancels the job.
+pub async fn run(
+    spec: &JobSpec,
+    store: &Store,
+    opts: &RunOptions,
+    observer: &mut dyn Observer,
+    cancel: impl Future<Output = ()>,
+) -> Result<RunResult, RunError> {
+    // Admission: everything that can be checked before the job exists.
+    let key = match (spec.upstream.provider, &spec.upstream.key) {
+        (ProviderKind::Scripted, _) | (_, None) => None,
+        (_, Some(reference)) => {
+            Some(Secret::resolve(reference).map_err(|e| RunError::BadInput(e.to_string()))?)
+        }
+    };
+    let scenario = match (&spec.upstream.provider, &spec.upstream.scenario) {
+        (ProviderKind::Scripted, Some(path)) => Some(Arc::new(
+            Scenario::load(path).map_err(|e| RunError::BadInput(e.to_string()))?,
+        )),
+        _ => None,
+    };
+    let spec_json = serde_json::to_string(spec).map_err(|e| RunError::Host {
+        step: "serialize job spec",
+        message: e.to_string(),
+    })?;
+
+    let job_id = format!("job-{}", uuid::Uuid::now_v7().simple());
+    let created = OffsetDateTime::now_utc();
+    let started = Instant::now();
+    let mut record = JobRecord {
+        id: job_id.clone(),
+        ticket_id: spec.ticket.id.clone(),
+        project: spec.ticket.project.clone(),
+        attempt: spec.attempt(),
+        engine: spec.engine.kind.as_str().to_string(),
+        model: spec.engine.model.clone(),
+        isolation: spec.isolation.as_str().to_string(),
+        status: JobStatus::Running,
+        reason: None,
+        branch: spec.branch(),
+        base_ref: spec.repository.base_ref.clone(),
+        patch_path: None,
+        changed_files: Vec::new(),
+        tokens: TokenUsage::default(),
+        model_calls: 0,
+        cost_micros: 0,
+        engine_exit_code: None,
+        created_at: created,
+        finished_at: None,
+        duration_ms: None,
+    };
+    store.insert_job(&record, &spec_json).await?;
+    let mut em = Emitter {
+        job_id: job_id.clone(),
+        seq: 0,
+        store,
+        observer,
+    };
+    em.emit(EventBody::Status {
+        phase: Phase::Provisioning,
+        detail: Some(format!(
+            "ticket {} attempt {}",
+            spec.ticket.id, record.attempt
+        )),
+    })
+    .await?;
+
+    let artifacts = opts.paths.artifacts.join(&job_id);
+    if let Err(e) = tokio::fs::create_dir_all(&artifacts).await {
+        let msg = format!(
+            "cannot create the artifacts directory {}: {e}",
+            artifacts.display()
+        );
+        return finish(
+            &mut em,
+            record,
+            started,
+            JobStatus::Failed,
+            Some(msg),
+            false,
+        )
+        .await;
+    }
+
+    let adapter = engines::adapter(spec.engine.kind);
+    let binary = match resolve_engine(spec, opts.host_path.as_deref()) {
+        Ok(b) => b,
+        Err(msg) => {
+            em.error("paddock", msg.clone(), true).await?;
+            return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
+        }
+    };
+
+    let ws = match Workspace::provision(&opts.paths.jobs, &job_id, &spec.repository, &spec.branch())
+        .await
+    {
+        Ok(ws) => ws,
+        Err(e) => {
+            let msg = e.to_string();
+            em.error("paddock", msg.clone(), true).await?;
+            return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
+        }
+    };
+
+    let outcome = launch_and_stream(
+        spec,
+        &ws,
+        adapter.as_ref(),
+        &binary,
+        key,
+        scenario,
+        &artifacts,
+        opts,
+        &mut em,
+        cancel,
+    )
+    .await;
+
+    // Conclude: the patch artifact, whatever happened.
+    em.emit(EventBody::Status {
+        phase: Phase::Concluding,
+        detail: None,
+    })
+    .await?;
+    let mut status_reason = match outcome {
+        Ok(Launched {
+            status,
+            reason,
+            exit_code,
+            calls,
+        }) => {
+            record.engine_exit_code = exit_code;
+            for c in &calls {
+                record.tokens.add(&c.tokens);
+                record.cost_micros += c.cost_micros;
+            }
+            record.model_calls = calls.len() as u64;
+            (status, reason)
+        }
+        Err(LaunchFailure::Store(e)) => return Err(RunError::Store(e)),
+        Err(LaunchFailure::Step(msg)) => {
+            em.error("paddock", msg.clone(), true).await?;
+            (JobStatus::Failed, Some(msg))
+        }
+    };
+    match ws.patch().await {
+        Ok(patch) => {
+            let path = artifacts.join("patch.diff");
+            match tokio::fs::write(&path, patch.diff.as_bytes()).await {
+                Ok(()) => {
+                    record.patch_path = Some(path.display().to_string());
+                    record.changed_files = patch.changed_files.clone();
+                    em.emit(EventBody::ArtifactSummary {
+                        patch_path: path.display().to_string(),
+                        changed_files: patch.changed_files,
+                        patch_bytes: patch.diff.len() as u64,
+                    })
+                    .await?;
+                }
+                Err(e) => {
+                    let msg = format!("cannot save the patch to {}: {e}", path.display());
+                    em.error("paddock", msg.clone(), true).await?;
+                    status_reason = (JobStatus::Failed, Some(msg));
+                }
+            }
+        }
+        Err(e) => {
+            let msg = format!("cannot compute the patch: {e}");
+            em.error("paddock", msg.clone(), true).await?;
+            status_reason = (JobStatus::Failed, Some(msg));
+        }
+    }
+    if opts.keep {
+        em.emit(EventBody::Status {
+            phase: Phase::Concluding,
+            detail: Some(format!("workspace kept at {}", ws.root.display())),
+        })
+        .await?;
+    } else if let Err(e) = ws.remove() {
+        em.error("paddock", e.to_string(), false).await?;
+    }
+    let (status, reason) = status_reason;
+    finish(&mut em, record, started, status, reason, false).await
+}
+
+/// Records the final status event and job row.
+async fn finish(
+    em: &mut Emitter<'_>,
+    mut record: JobRecord,
+    started: Instant,
+    status: JobStatus,
+    reason: Option<String>,
+    bad_input: bool,
+) -> Result<RunResult, RunError> {
+    record.status = status;
+    record.reason = reason.clone();
+    record.finished_at = Some(OffsetDateTime::now_utc());
+    record.duration_ms = Some(started.elapsed().as_millis() as u64);
+    let phase = match status {
+        JobStatus::Running | JobStatus::Failed => Phase::Failed,
+        JobStatus::Done => Phase::Done,
+        JobStatus::Held => Phase::Held,
+        JobStatus::TimedOut => Phase::TimedOut,
+        JobStatus::Cancelled => Phase::Cancelled,
+    };
+    em.emit(EventBody::Status {
+        phase,
+        detail: reason,
+    })
+    .await?;
+    em.store.update_job(&record).await?;
+    Ok(RunResult { record, bad_input })
+}
+
+struct Launched {
+    status: JobStatus,
+    reason: Option<String>,
+    exit_code: Option<i32>,
+    calls: Vec<ModelCall>,
+}
+
+enum LaunchFailure {
+    Store(StoreError),
+    Step(String),
+}
+
+impl From<StoreError> for LaunchFailure {
+    fn from(e: StoreError) -> Self {
+        LaunchFailure::Store(e)
+    }
+}
+
+fn step(what: &str, e: impl std::fmt::Display) -> LaunchFailure {
+    LaunchFailure::Step(format!("{what}: {e}"))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn launch_and_stream(
+    spec: &JobSpec,
+    ws: &Workspace,
+    adapter: &dyn EngineAdapter,
+    binary: &Path,
+    key: Option<Secret>,
+    scenario: Option<Arc<Scenario>>,
+    artifacts: &Path,
+    opts: &RunOptions,
+    em: &mut Emitter<'_>,
+    cancel: impl Future<Output = ()>,
+) -> Result<Launched, LaunchFailure> {
+    for (name, text) in [
+        ("AGENTS.md", context::agents_md(spec)),
+        ("CLAUDE.md", context::agents_md(spec)),
+    ] {
+        ws.write_generated(name, &text)
+            .await
+            .map_err(|e| step("assemble context", e))?;
+    }
+
+    // The upstream: a real provider, or the scenario served on loopback.
+    let mut _scripted = None;
+    let upstream = match spec.upstream.provider {
+        ProviderKind::Scripted => {
+            let Some(scenario) = scenario else {
+                return Err(LaunchFailure::Step(
+                    "the scripted upstream has no scenario".into(),
+                ));
+            };
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| step("bind the scripted upstream", e))?;
+            let server = ScriptedServer::start(
+                listener,
+                scenario,
+                RenderContext {
+                    workdir: ws.work.clone(),
+                },
+                None,
+            )
+            .map_err(|e| step("start the scripted upstream", e))?;
+            let up = Upstream {
+                provider: "scripted".into(),
+                base: server.base.clone(),
+                key: None,
+            };
+            _scripted = Some(server);
+            up
+        }
+        ProviderKind::Openai => Upstream {
+            provider: "openai".into(),
+            base: spec
+                .upstream
+                .base_url
+                .clone()
+                .unwrap_or_else(|| OPENAI_BASE.into()),
+            key,
+        },
+        ProviderKind::Anthropic => Upstream {
+            provider: "anthropic".into(),
+            base: match &spec.upstream.base_url {
+                // ANTHROPIC_BASE_URL convention: without `/v1`.
+                Some(b) if !b.trim_end_matches('/').ends_with("/v1") => {
+                    format!("{}/v1", b.trim_end_matches('/'))
+                }
+                Some(b) => b.clone(),
+                None => ANTHROPIC_BASE.into(),
+            },
+            key,
+        },
+    };
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| step("bind the broker", e))?;
+    let mut broker = broker::start(
+        listener,
+        BrokerConfig {
+            job_id: em.job_id.clone(),
+            attempt: spec.attempt(),
+            upstream,
+            prices: opts.prices.clone(),
+            budget_micros: spec.budget.max_micros(),
+        },
+    )
+    .map_err(|e| step("start the broker", e))?;
+
+    let ctx = LaunchContext {
+        binary: binary.to_path_buf(),
+        model: spec.engine.model.clone(),
+        reasoning_effort: spec.engine.reasoning_effort.map(|e| e.as_str().to_string()),
+        workdir: ws.work.clone(),
+        home: ws.home.clone(),
+        tmp: ws.tmp.clone(),
+        broker_url: broker.url.clone(),
+        job_token: broker.token.expose().to_string(),
+        prompt: context::prompt(spec),
+        path_env: engine_path(binary, opts.host_path.as_deref()),
+    };
+    for file in adapter.prepare(&ctx) {
+        if let Some(parent) = file.path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| step(&format!("create {}", parent.display()), e))?;
+        }
+        tokio::fs::write(&file.path, file.contents.as_bytes())
+            .await
+            .map_err(|e| step(&format!("write {}", file.path.display()), e))?;
+    }
+    let cmd = adapter.command(&ctx);
+    em.emit(EventBody::Status {
+        phase: Phase::Launching,
+        detail: Some(format!("{} {}", adapter.kind(), cmd.program.display())),
+    })
+    .await?;
+    let mut child = Command::new(&cmd.program)
+        .args(&cmd.args)
+        .env_clear()
+        .envs(cmd.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(&cmd.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| step(&format!("start {}", cmd.program.display()), e))?;
+    let pgid = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        kill_group(pgid);
+        return Err(LaunchFailure::Step(
+            "the engine's stdout/stderr were not captured".into(),
+        ));
+    };
+    let stderr_path = artifacts.join("engine.stderr");
+    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_path));
+    let mut raw = tokio::fs::File::create(artifacts.join("engine.jsonl"))
+        .await
+        .map_err(|e| step("create engine.jsonl", e))?;
+
+    let mut parser = adapter.parser(&ws.work);
+    let mut lines = BufReader::new(stdout).lines();
+    let mut calls: Vec<ModelCall> = Vec::new();
+    let deadline = tokio::time::sleep(Duration::from_secs(spec.limits.timeout_secs));
+    tokio::pin!(deadline);
+    tokio::pin!(cancel);
+    let mut ended: Option<JobStatus> = None;
+    let mut exited: Option<std::process::ExitStatus> = None;
+    let mut stdout_open = true;
+    // Read until the engine's stdout closes; once the engine itself has
+    // exited, what it left running is killed and the rest of its output is
+    // drained with a short grace period.
+    while stdout_open {
+        let grace = async {
+            match exited {
+                Some(_) => tokio::time::sleep(Duration::from_secs(2)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(line)) => {
+                    let _ = raw.write_all(line.as_bytes()).await;
+                    let _ = raw.write_all(b"\n").await;
+                    for body in parser.parse_line(&line) {
+                        em.emit(body).await?;
+                    }
+                }
+                Ok(None) => stdout_open = false,
+                Err(e) => {
+                    em.error(adapter.kind().as_str(), format!("cannot read the engine's output: {e}"), false).await?;
+                    stdout_open = false;
+                }
+            },
+            status = child.wait(), if exited.is_none() => {
+                let status = status.map_err(|e| step("wait for the engine", e))?;
+                exited = Some(status);
+                kill_group(pgid);
+            }
+            () = grace => stdout_open = false,
+            Some(call) = broker.calls.recv() => {
+                record_call(em, &mut calls, call, broker.spent_micros()).await?;
+            }
+            () = &mut deadline, if exited.is_none() => {
+                kill_group(pgid);
+                ended = Some(JobStatus::TimedOut);
+                em.emit(EventBody::Policy {
+                    rule: "timeout".into(),
+                    message: format!("the job ran past its {} s limit and was killed", spec.limits.timeout_secs),
+                }).await?;
+                break;
+            }
+            () = &mut cancel, if exited.is_none() => {
+                kill_group(pgid);
+                ended = Some(JobStatus::Cancelled);
+                break;
+            }
+        }
+    }
+    let exit = match exited {
+        Some(s) => s,
+        None => child
+            .wait()
+            .await
+            .map_err(|e| step("wait for the engine", e))?,
+    };
+    // No process of the job outlives it.
+    kill_group(pgid);
+    let _ = raw.flush().await;
+    let stderr_tail = tokio::time::timeout(Duration::from_secs(2), stderr_task)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    while let Ok(call) = broker.calls.try_recv() {
+        record_call(em, &mut calls, call, broker.spent_micros()).await?;
+    }
+    let held = broker.held();
+    drop(broker);
+    let exit_code = exit.code();
+    let (status, reason) = match ended {
+        Some(JobStatus::TimedOut) => (
+            JobStatus::TimedOut,
+            Some(format!("timed out after {} s", spec.limits.timeout_secs)),
+        ),
+        Some(other) => (other, Some("cancelled".to_string())),
+        None if held => (
+            JobStatus::Held,
+            Some("the job's budget is spent".to_string()),
+        ),
+        None => match adapter.finish(exit_code, &parser.summary()) {
+            Outcome::Completed => (JobStatus::Done, None),
+            Outcome::Failed { reason } => {
+                let reason = if parser.summary().failure.is_none() && !stderr_tail.is_empty() {
+                    format!("{reason}: {stderr_tail}")
+                } else {
+                    reason
+                };
+                (JobStatus::Failed, Some(reason))
+            }
+        },
+    };
+    Ok(Launched {
+        status,
+        reason,
+        exit_code,
+        calls,
+    })
+}
+
+/// Stores a ledger row and surfaces failed and refused calls as events.
+async fn record_call(
+    em: &mut Emitter<'_>,
+    calls: &mut Vec<ModelCall>,
+    call: ModelCall,
+    spent: i64,
+) -> Result<(), StoreError> {
+    em.store.insert_model_call(&call).await?;
+    em.observer.model_call(&call, spent);
+    let msg = call.error.clone().unwrap_or_default();
+    match call.status {
+        CallStatus::Ok => {}
+        CallStatus::Refused if call.http_status == Some(402) => {
+            em.emit(EventBody::Policy {
+                rule: "budget".into(),
+                message: msg,
+            })
+            .await?;
+        }
+        CallStatus::Refused => {
+            em.error("broker", msg, false).await?;
+        }
+        CallStatus::HttpError | CallStatus::StreamError => {
+            let status = call
+                .http_status
+                .map(|s| format!(" (HTTP {s})"))
+                .unwrap_or_default();
+            em.error(
+                "upstream",
+                format!(
+                    "model call {} to {}{status}: {msg}",
+                    call.seq, call.provider
+                ),
+                false,
+            )
+            .await?;
+        }
+    }
+    calls.push(call);
+    Ok(())
+}
+
+/// Copies the engine's stderr to a file and returns its last lines.
+async fn save_stderr(mut stderr: tokio::process::ChildStderr, path: PathBuf) -> String {
+    let mut buf = Vec::new();
+    let _ = stderr.read_to_end(&mut buf).await;
+    let _ = tokio::fs::write(&path, &buf).await;
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let start = lines.len().saturating_sub(3);
+    lines[start..].join(" | ")
+}
+
+fn kill_group(pgid: Option<nix::unistd::Pid>) {
+    if let Some(pgid) = pgid {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The engine binary: the spec's pinned path, or the engine's name on PATH.
+/// Never a fallback to another engine.
+pub fn resolve_engine(
+    spec: &JobSpec,
+    host_path: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, String> {
+    let default = match spec.engine.kind {
+        EngineKind::Codex => "codex",
+        EngineKind::Claude => "claude",
+    };
+    let package = match spec.engine.kind {
+        EngineKind::Codex => "@openai/codex",
+        EngineKind::Claude => "@anthropic-ai/claude-code",
+    };
+    match &spec.engine.binary {
+        Some(p) if p.components().count() > 1 => {
+            if is_executable(p) {
+                Ok(p.clone())
+            } else {
+                Err(format!(
+                    "engine {}: binary {} does not exist or is not executable",
+                    spec.engine.kind,
+                    p.display()
+                ))
+            }
+        }
+        other => {
+            let name = other
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| default.to_string());
+            let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+            which::which_in(&name, host_path, cwd).map_err(|_| {
+                format!(
+                    "engine {}: `{name}` was not found on PATH; install {package} or set engine.binary",
+                    spec.engine.kind
+                )
+            })
+        }
+    }
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// PATH for the engine: its own directory (and its real directory when it
+/// is a symlink), the directory of `node` when found, and the system dirs.
+fn engine_path(binary: &Path, host_path: Option<&std::ffi::OsStr>) -> String {
+    let mut dirs: Vec<String> = Vec::new();
+    let mut push = |p: Option<&Path>| {
+        if let Some(d) = p {
+            let d = d.display().to_string();
+            if !d.is_empty() && !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    };
+    push(binary.parent());
+    if let Ok(real) = std::fs::canonicalize(binary) {
+        push(real.parent());
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    if let Ok(node) = which::which_in("node", host_path, cwd) {
+        push(node.parent());
+    }
+    for d in [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ] {
+        push(Some(Path::new(d)));
+    }
+    dirs.join(":")
+}

@@ -1,0 +1,114 @@
+//! The store's error type: one variant per failing step, each naming what it
+//! was working on (the database path, the job, the event's seq, the column),
+//! with the underlying `sqlx`/I/O error as its `source`.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the store. The `Display` of each variant
+/// names the step and its subject; the cause is in `source()` (print the chain,
+/// e.g. `{:#}` with anyhow, to see it).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The directory that should hold the database file could not be created.
+    #[error("cannot create the directory {dir} for the store at {path}")]
+    CreateDir {
+        path: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database could not be opened (or created, or configured).
+    #[error("cannot open the store at {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The schema migrations failed (or the database was migrated by a newer
+    /// or different Paddock).
+    #[error("cannot migrate the store at {path}")]
+    Migrate {
+        path: PathBuf,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    #[error("cannot insert job {job_id}")]
+    InsertJob {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("job {job_id} already exists in the store")]
+    JobExists { job_id: String },
+    #[error("cannot update job {job_id}")]
+    UpdateJob {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// An update, an event or a model call named a job the store does not have.
+    #[error("no job {job_id} in the store")]
+    NoSuchJob { job_id: String },
+    #[error("cannot read job {job_id}")]
+    ReadJob {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot list jobs")]
+    ListJobs {
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot append event {seq} of job {job_id}")]
+    AppendEvent {
+        job_id: String,
+        seq: u64,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// An event's seq is not the job's last seq + 1 (events are dense per job,
+    /// starting at 1).
+    #[error(
+        "event seq {seq} of job {job_id} is not dense: the last stored seq is {last}, so the next must be {}",
+        .last.saturating_add(1)
+    )]
+    EventSeq { job_id: String, seq: u64, last: u64 },
+    #[error("cannot read the events of job {job_id}")]
+    ReadEvents {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot insert model call {seq} of job {job_id}")]
+    InsertModelCall {
+        job_id: String,
+        seq: u64,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot read the model calls of job {job_id}")]
+    ReadModelCalls {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A value cannot be written as its column (an integer too large for
+    /// BIGINT, a timestamp outside RFC 3339's years...).
+    #[error("cannot store {table}.{column} of {row}: {message}")]
+    Encode {
+        table: &'static str,
+        column: &'static str,
+        row: String,
+        message: String,
+    },
+    /// A stored value cannot be read back as its wire type (a corrupt or
+    /// hand-edited row, or one written by a newer Paddock).
+    #[error("cannot decode {table}.{column} of {row}: {message}")]
+    Decode {
+        table: &'static str,
+        column: &'static str,
+        row: String,
+        message: String,
+    },
+}

@@ -1,0 +1,375 @@
+//! The `events` table: a job's normalized `AgentEvent`s, dense per job
+//! (`seq` 1, 2, 3...). `body` holds the JSON of the `EventBody` (with its
+//! `kind` tag), so reading returns exactly what was written; `kind` repeats
+//! the tag as a column for queries.
+
+use paddock_protocol::event::{AgentEvent, EventBody};
+
+use super::codec::RowRef;
+use super::{is_foreign_key_violation, Store, StoreError};
+
+/// Inserts the event only if `$2` is the job's last seq + 1, in one statement
+/// (so no other writer can slip in between the check and the insert).
+const APPEND: &str = "INSERT INTO events (job_id, seq, at, kind, body) \
+     SELECT $1, $2, $3, $4, $5 \
+     WHERE $2 = (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = $1)";
+
+/// An `events` row as stored.
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    job_id: String,
+    seq: i64,
+    at: String,
+    body: String,
+}
+
+impl EventRow {
+    fn into_event(self) -> Result<AgentEvent, StoreError> {
+        let row = RowRef::new(
+            "events",
+            format!("event {} of job {}", self.seq, self.job_id),
+        );
+        Ok(AgentEvent {
+            seq: row.narrow("seq", self.seq)?,
+            at: row.parse_time("at", &self.at)?,
+            body: row.parse_json::<EventBody>("body", &self.body)?,
+            job_id: self.job_id,
+        })
+    }
+}
+
+impl Store {
+    /// Appends `event` to its job's stream. Its `seq` must be the job's last
+    /// stored seq + 1 (1 for the first event): anything else fails with
+    /// `EventSeq`, naming the job, the seq given and the last one stored. A
+    /// job the store does not have fails with `NoSuchJob`.
+    pub async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError> {
+        let row = RowRef::new(
+            "events",
+            format!("event {} of job {}", event.seq, event.job_id),
+        );
+        let append_error = |source| StoreError::AppendEvent {
+            job_id: event.job_id.clone(),
+            seq: event.seq,
+            source,
+        };
+        let done = sqlx::query(APPEND)
+            .bind(event.job_id.as_str())
+            .bind(row.int("seq", event.seq)?)
+            .bind(row.time("at", event.at)?)
+            .bind(event.body.kind())
+            .bind(row.json("body", &event.body)?)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| {
+                if is_foreign_key_violation(&source) {
+                    StoreError::NoSuchJob {
+                        job_id: event.job_id.clone(),
+                    }
+                } else {
+                    append_error(source)
+                }
+            })?;
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+
+        // Refused by the density check: say why.
+        let (job_exists, last): (bool, Option<i64>) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1), \
+                    (SELECT MAX(seq) FROM events WHERE job_id = $1)",
+        )
+        .bind(event.job_id.as_str())
+        .fetch_one(&self.pool)
+        .await
+        .map_err(append_error)?;
+        if !job_exists {
+            return Err(StoreError::NoSuchJob {
+                job_id: event.job_id.clone(),
+            });
+        }
+        Err(StoreError::EventSeq {
+            job_id: event.job_id.clone(),
+            seq: event.seq,
+            last: row.narrow("seq", last.unwrap_or(0))?,
+        })
+    }
+
+    /// The events of job `job_id` with `seq > after_seq`, in ascending seq
+    /// order (`after_seq` 0 gives them all). Empty for an unknown job.
+    pub async fn events(
+        &self,
+        job_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        // Past BIGINT's range there is nothing to return.
+        let Ok(after_seq) = i64::try_from(after_seq) else {
+            return Ok(Vec::new());
+        };
+        sqlx::query_as::<_, EventRow>(
+            "SELECT job_id, seq, at, body FROM events \
+             WHERE job_id = $1 AND seq > $2 ORDER BY seq",
+        )
+        .bind(job_id)
+        .bind(after_seq)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|source| StoreError::ReadEvents {
+            job_id: job_id.to_owned(),
+            source,
+        })?
+        .into_iter()
+        .map(EventRow::into_event)
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use paddock_protocol::event::{ChangeKind, Phase, TokenUsage};
+    use serde_json::json;
+
+    use super::super::fixtures::{event, job};
+    use super::*;
+
+    /// One of every `EventBody` variant, with optional fields both set and
+    /// unset where the variant has them.
+    fn every_body() -> Vec<EventBody> {
+        let mut bodies = vec![
+            EventBody::Status {
+                phase: Phase::SessionStarted,
+                detail: None,
+            },
+            EventBody::Status {
+                phase: Phase::TimedOut,
+                detail: Some("wall clock 30m".to_owned()),
+            },
+            EventBody::Text {
+                text: "Done.\nAll tests pass — ✓".to_owned(),
+            },
+            EventBody::Thought {
+                text: "Let me look at the failing test first.".to_owned(),
+            },
+            EventBody::ToolCall {
+                call_id: Some("call_1".to_owned()),
+                tool: "shell".to_owned(),
+                command: Some("cargo test -p x".to_owned()),
+                input: json!({"argv": ["cargo", "test"], "timeout": 120, "nested": {"k": [1.5, null, true]}}),
+            },
+            EventBody::ToolCall {
+                call_id: None,
+                tool: "apply_patch".to_owned(),
+                command: None,
+                input: serde_json::Value::Null,
+            },
+            EventBody::ToolResult {
+                call_id: Some("call_1".to_owned()),
+                exit_code: Some(101),
+                is_error: true,
+                output: "test failed\n".to_owned(),
+            },
+            EventBody::ToolResult {
+                call_id: None,
+                exit_code: None,
+                is_error: false,
+                output: String::new(),
+            },
+            EventBody::Usage {
+                tokens: TokenUsage {
+                    input_tokens: 10,
+                    cached_input_tokens: 20,
+                    cache_write_tokens: 30,
+                    output_tokens: 40,
+                    reasoning_tokens: 5,
+                },
+                cost_usd: Some(0.012_345_6),
+            },
+            EventBody::Usage {
+                tokens: TokenUsage::default(),
+                cost_usd: None,
+            },
+            EventBody::ArtifactSummary {
+                patch_path: "meta/patch.diff".to_owned(),
+                changed_files: vec!["a.rs".to_owned(), "b/c.rs".to_owned()],
+                patch_bytes: 4_096,
+            },
+            EventBody::Policy {
+                rule: "network".to_owned(),
+                message: "denied connect to 1.2.3.4:443".to_owned(),
+            },
+            EventBody::Error {
+                message: "engine crashed".to_owned(),
+                source: Some("codex".to_owned()),
+                fatal: true,
+            },
+            EventBody::Error {
+                message: "retrying".to_owned(),
+                source: None,
+                fatal: false,
+            },
+            EventBody::Raw {
+                engine: "claude".to_owned(),
+                event_type: "system/compact".to_owned(),
+                data: json!({"kind": "not the tag", "type": 3, "big": u64::MAX}),
+            },
+        ];
+        for change in [ChangeKind::Add, ChangeKind::Update, ChangeKind::Delete] {
+            bodies.push(EventBody::FileChange {
+                path: "src/main.rs".to_owned(),
+                change,
+            });
+        }
+        bodies
+    }
+
+    /// Fails to compile when a variant is added, so `every_body` keeps up.
+    fn covered(body: &EventBody) {
+        match body {
+            EventBody::Status { .. }
+            | EventBody::Text { .. }
+            | EventBody::Thought { .. }
+            | EventBody::ToolCall { .. }
+            | EventBody::ToolResult { .. }
+            | EventBody::FileChange { .. }
+            | EventBody::Usage { .. }
+            | EventBody::ArtifactSummary { .. }
+            | EventBody::Policy { .. }
+            | EventBody::Error { .. }
+            | EventBody::Raw { .. } => {}
+        }
+    }
+
+    async fn store_with_job(id: &str) -> Store {
+        let store = Store::open_in_memory().await.unwrap();
+        store.insert_job(&job(id, 0), "{}").await.unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn every_body_round_trips() {
+        let store = store_with_job("j1").await;
+        let bodies = every_body();
+        let kinds: std::collections::BTreeSet<_> = bodies.iter().map(EventBody::kind).collect();
+        assert_eq!(kinds.len(), 11, "one of each kind: {kinds:?}");
+        let written: Vec<AgentEvent> = bodies
+            .into_iter()
+            .zip(1..)
+            .map(|(body, seq)| {
+                covered(&body);
+                event("j1", seq, body)
+            })
+            .collect();
+        for ev in &written {
+            store.append_event(ev).await.unwrap();
+        }
+        assert_eq!(store.events("j1", 0).await.unwrap(), written);
+
+        let stored_kinds: Vec<String> =
+            sqlx::query_scalar("SELECT kind FROM events WHERE job_id = 'j1' ORDER BY seq")
+                .fetch_all(&store.pool)
+                .await
+                .unwrap();
+        let expected: Vec<&str> = written.iter().map(|e| e.body.kind()).collect();
+        assert_eq!(stored_kinds, expected);
+    }
+
+    #[tokio::test]
+    async fn events_after_seq() {
+        let store = store_with_job("j1").await;
+        let other = job("j2", 1);
+        store.insert_job(&other, "{}").await.unwrap();
+        let written: Vec<AgentEvent> = (1..=5)
+            .map(|seq| {
+                event(
+                    "j1",
+                    seq,
+                    EventBody::Text {
+                        text: format!("line {seq}"),
+                    },
+                )
+            })
+            .collect();
+        for ev in &written {
+            store.append_event(ev).await.unwrap();
+        }
+        let j2 = event(
+            "j2",
+            1,
+            EventBody::Text {
+                text: "other".to_owned(),
+            },
+        );
+        store.append_event(&j2).await.unwrap();
+
+        assert_eq!(store.events("j1", 0).await.unwrap(), written);
+        assert_eq!(store.events("j1", 3).await.unwrap(), written[3..].to_vec());
+        assert!(store.events("j1", 5).await.unwrap().is_empty());
+        assert!(store.events("j1", u64::MAX).await.unwrap().is_empty());
+        assert_eq!(store.events("j2", 0).await.unwrap(), vec![j2]);
+        assert!(store.events("unknown", 0).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn non_dense_seq_is_rejected() {
+        let store = store_with_job("j1").await;
+        let text = |seq| {
+            event(
+                "j1",
+                seq,
+                EventBody::Text {
+                    text: format!("{seq}"),
+                },
+            )
+        };
+
+        // The first event must be 1.
+        let err = store.append_event(&text(2)).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::EventSeq { job_id, seq: 2, last: 0 } if job_id == "j1"),
+            "{err:?}"
+        );
+        store.append_event(&text(1)).await.unwrap();
+        store.append_event(&text(2)).await.unwrap();
+
+        // A gap, a repeat and a step back are all refused.
+        for bad in [4, 2, 1, 0] {
+            let err = store.append_event(&text(bad)).await.unwrap_err();
+            assert!(
+                matches!(&err, StoreError::EventSeq { job_id, seq, last: 2 } if job_id == "j1" && *seq == bad),
+                "{err:?}"
+            );
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "event seq {bad} of job j1 is not dense: the last stored seq is 2, so the next must be 3"
+                )
+            );
+        }
+        store.append_event(&text(3)).await.unwrap();
+        assert_eq!(
+            store.events("j1", 0).await.unwrap(),
+            vec![text(1), text(2), text(3)]
+        );
+    }
+
+    #[tokio::test]
+    async fn events_of_an_unknown_job_are_refused() {
+        let store = Store::open_in_memory().await.unwrap();
+        for seq in [1, 2] {
+            let err = store
+                .append_event(&event(
+                    "ghost",
+                    seq,
+                    EventBody::Text {
+                        text: "boo".to_owned(),
+                    },
+                ))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
+                "{err:?}"
+            );
+        }
+    }
+}

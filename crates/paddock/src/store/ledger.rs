@@ -1,0 +1,221 @@
+//! The `model_calls` table: the broker's ledger, one row per model call of a
+//! job (`seq` per job, unique), with its five token counts, latency, outcome
+//! and cost in integer micro-dollars.
+
+use paddock_protocol::event::TokenUsage;
+use paddock_protocol::ledger::{CallStatus, ModelCall};
+
+use super::codec::RowRef;
+use super::{is_foreign_key_violation, Store, StoreError};
+
+const INSERT: &str = "INSERT INTO model_calls (job_id, attempt, seq, provider, requested_model, \
+     served_model, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
+     reasoning_tokens, ttft_ms, duration_ms, status, http_status, error, estimated, \
+     price_version, cost_micros, started_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+     $19, $20)";
+
+const SELECT: &str = "SELECT job_id, attempt, seq, provider, requested_model, served_model, \
+     input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, \
+     ttft_ms, duration_ms, status, http_status, error, estimated, price_version, cost_micros, \
+     started_at FROM model_calls WHERE job_id = $1 ORDER BY seq";
+
+/// A `model_calls` row as stored.
+#[derive(sqlx::FromRow)]
+struct ModelCallRow {
+    job_id: String,
+    attempt: i64,
+    seq: i64,
+    provider: String,
+    requested_model: String,
+    served_model: Option<String>,
+    input_tokens: i64,
+    cached_input_tokens: i64,
+    cache_write_tokens: i64,
+    output_tokens: i64,
+    reasoning_tokens: i64,
+    ttft_ms: Option<i64>,
+    duration_ms: i64,
+    status: String,
+    http_status: Option<i64>,
+    error: Option<String>,
+    estimated: bool,
+    price_version: String,
+    cost_micros: i64,
+    started_at: String,
+}
+
+impl ModelCallRow {
+    fn into_call(self) -> Result<ModelCall, StoreError> {
+        let row = RowRef::new(
+            "model_calls",
+            format!("model call {} of job {}", self.seq, self.job_id),
+        );
+        let status = CallStatus::parse(&self.status).ok_or_else(|| {
+            row.decode_error("status", format!("unknown call status {:?}", self.status))
+        })?;
+        Ok(ModelCall {
+            attempt: row.narrow("attempt", self.attempt)?,
+            seq: row.narrow("seq", self.seq)?,
+            provider: self.provider,
+            requested_model: self.requested_model,
+            served_model: self.served_model,
+            tokens: TokenUsage {
+                input_tokens: row.narrow("input_tokens", self.input_tokens)?,
+                cached_input_tokens: row.narrow("cached_input_tokens", self.cached_input_tokens)?,
+                cache_write_tokens: row.narrow("cache_write_tokens", self.cache_write_tokens)?,
+                output_tokens: row.narrow("output_tokens", self.output_tokens)?,
+                reasoning_tokens: row.narrow("reasoning_tokens", self.reasoning_tokens)?,
+            },
+            ttft_ms: row.opt_narrow("ttft_ms", self.ttft_ms)?,
+            duration_ms: row.narrow("duration_ms", self.duration_ms)?,
+            status,
+            http_status: row.opt_narrow("http_status", self.http_status)?,
+            error: self.error,
+            estimated: self.estimated,
+            price_version: self.price_version,
+            cost_micros: self.cost_micros,
+            started_at: row.parse_time("started_at", &self.started_at)?,
+            job_id: self.job_id,
+        })
+    }
+}
+
+impl Store {
+    /// Records one model call. Its job must exist (`NoSuchJob` otherwise) and
+    /// `(job_id, seq)` must be new; seqs need not be dense here.
+    pub async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
+        let row = RowRef::new(
+            "model_calls",
+            format!("model call {} of job {}", call.seq, call.job_id),
+        );
+        sqlx::query(INSERT)
+            .bind(call.job_id.as_str())
+            .bind(i64::from(call.attempt))
+            .bind(row.int("seq", call.seq)?)
+            .bind(call.provider.as_str())
+            .bind(call.requested_model.as_str())
+            .bind(call.served_model.as_deref())
+            .bind(row.int("input_tokens", call.tokens.input_tokens)?)
+            .bind(row.int("cached_input_tokens", call.tokens.cached_input_tokens)?)
+            .bind(row.int("cache_write_tokens", call.tokens.cache_write_tokens)?)
+            .bind(row.int("output_tokens", call.tokens.output_tokens)?)
+            .bind(row.int("reasoning_tokens", call.tokens.reasoning_tokens)?)
+            .bind(row.opt_int("ttft_ms", call.ttft_ms)?)
+            .bind(row.int("duration_ms", call.duration_ms)?)
+            .bind(call.status.as_str())
+            .bind(call.http_status.map(i64::from))
+            .bind(call.error.as_deref())
+            .bind(call.estimated)
+            .bind(call.price_version.as_str())
+            .bind(call.cost_micros)
+            .bind(row.time("started_at", call.started_at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| {
+                if is_foreign_key_violation(&source) {
+                    StoreError::NoSuchJob {
+                        job_id: call.job_id.clone(),
+                    }
+                } else {
+                    StoreError::InsertModelCall {
+                        job_id: call.job_id.clone(),
+                        seq: call.seq,
+                        source,
+                    }
+                }
+            })?;
+        Ok(())
+    }
+
+    /// The model calls of job `job_id`, in ascending seq order. Empty for an
+    /// unknown job.
+    pub async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError> {
+        sqlx::query_as::<_, ModelCallRow>(SELECT)
+            .bind(job_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ReadModelCalls {
+                job_id: job_id.to_owned(),
+                source,
+            })?
+            .into_iter()
+            .map(ModelCallRow::into_call)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{job, model_call};
+    use super::*;
+
+    #[tokio::test]
+    async fn model_calls_round_trip_in_seq_order() {
+        let store = Store::open_in_memory().await.unwrap();
+        store.insert_job(&job("j1", 0), "{}").await.unwrap();
+        store.insert_job(&job("j2", 0), "{}").await.unwrap();
+
+        let full = model_call("j1", 1);
+        // Every optional field empty, tokens estimated, a failed call.
+        let sparse = ModelCall {
+            served_model: None,
+            ttft_ms: None,
+            http_status: None,
+            error: Some("stream ended before usage".to_owned()),
+            estimated: true,
+            status: CallStatus::StreamError,
+            cost_micros: 0,
+            ..model_call("j1", 2)
+        };
+        let refused = ModelCall {
+            status: CallStatus::Refused,
+            http_status: Some(402),
+            error: Some("budget exhausted".to_owned()),
+            tokens: TokenUsage::default(),
+            ..model_call("j1", 5)
+        };
+        let http_error = ModelCall {
+            status: CallStatus::HttpError,
+            http_status: Some(529),
+            ..model_call("j1", 3)
+        };
+        // Inserted out of seq order.
+        for call in [&refused, &full, &http_error, &sparse] {
+            store.insert_model_call(call).await.unwrap();
+        }
+        let other = model_call("j2", 1);
+        store.insert_model_call(&other).await.unwrap();
+
+        assert_eq!(
+            store.model_calls("j1").await.unwrap(),
+            vec![full, sparse, http_error, refused]
+        );
+        assert_eq!(store.model_calls("j2").await.unwrap(), vec![other]);
+        assert!(store.model_calls("unknown").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn bad_model_calls_are_refused() {
+        let store = Store::open_in_memory().await.unwrap();
+        let err = store
+            .insert_model_call(&model_call("ghost", 1))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
+            "{err:?}"
+        );
+
+        store.insert_job(&job("j1", 0), "{}").await.unwrap();
+        store.insert_model_call(&model_call("j1", 1)).await.unwrap();
+        let err = store
+            .insert_model_call(&model_call("j1", 1))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::InsertModelCall { job_id, seq: 1, .. } if job_id == "j1"),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,238 @@
+//! The store: jobs, their normalized events and the broker's ledger rows
+//! (model calls), kept in one SQLite file (WAL journal, foreign keys on) and
+//! migrated at open. Queries use `$N` placeholders and a portable column
+//! subset (BIGINT, TEXT, BOOLEAN) so a PostgreSQL backend can share the
+//! schema; `docs/store.md` documents the tables for operators.
+
+mod codec;
+mod error;
+mod events;
+#[cfg(test)]
+mod fixtures;
+mod jobs;
+mod ledger;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+pub use error::StoreError;
+
+/// The schema, embedded from `crates/paddock/migrations/` at compile time.
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// How long a statement waits for another connection's (or process's) write
+/// lock before failing with "database is locked".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections to a file database: SQLite serializes writers anyway; readers
+/// run concurrently under WAL.
+const MAX_CONNECTIONS: u32 = 8;
+
+/// A handle to the store. Cheap to clone (it wraps a connection pool); every
+/// clone talks to the same database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+impl Store {
+    /// Opens the database file at `path`, creating its parent directories and
+    /// the file if missing, and brings its schema up to date. Opening the same
+    /// file again (even from another process) is fine: migrations already
+    /// applied are skipped.
+    pub async fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|source| StoreError::CreateDir {
+                    path: path.to_owned(),
+                    dir: dir.to_owned(),
+                    source,
+                })?;
+        }
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await
+            .map_err(|source| StoreError::Open {
+                path: path.to_owned(),
+                source,
+            })?;
+        Store::migrated(pool, path.to_owned()).await
+    }
+
+    /// A private, empty in-memory database (for tests). The pool holds exactly
+    /// one connection that never expires, so the data lives as long as the
+    /// `Store` (and its clones).
+    pub async fn open_in_memory() -> Result<Store, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let options = SqliteConnectOptions::new()
+            .in_memory(true)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await
+            .map_err(|source| StoreError::Open {
+                path: path.clone(),
+                source,
+            })?;
+        Store::migrated(pool, path).await
+    }
+
+    async fn migrated(pool: SqlitePool, path: PathBuf) -> Result<Store, StoreError> {
+        MIGRATOR
+            .run(&pool)
+            .await
+            .map_err(|source| StoreError::Migrate { path, source })?;
+        Ok(Store { pool })
+    }
+
+    /// Closes every connection (checkpointing the WAL into the database
+    /// file). Other clones of this `Store` fail afterwards.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Whether a failed statement hit a foreign key (the row names a job the
+/// store does not have).
+fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.kind(), sqlx::error::ErrorKind::ForeignKeyViolation)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a failed statement hit a primary key or unique constraint.
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => matches!(db.kind(), sqlx::error::ErrorKind::UniqueViolation),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{event, job};
+    use super::*;
+    use paddock_protocol::event::{EventBody, Phase};
+
+    #[tokio::test]
+    async fn open_twice_is_idempotent_and_data_persists() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/deeper/paddock.db");
+        let written = job("j1", 0);
+
+        let store = Store::open(&path).await.unwrap();
+        store.insert_job(&written, r#"{"spec":1}"#).await.unwrap();
+        let ev = event(
+            "j1",
+            1,
+            EventBody::Status {
+                phase: Phase::Provisioning,
+                detail: None,
+            },
+        );
+        store.append_event(&ev).await.unwrap();
+        store.close().await;
+        drop(store);
+        assert!(path.is_file());
+
+        let store = Store::open(&path).await.unwrap();
+        assert_eq!(store.job("j1").await.unwrap(), Some(written));
+        assert_eq!(
+            store.job_spec("j1").await.unwrap().as_deref(),
+            Some(r#"{"spec":1}"#)
+        );
+        assert_eq!(store.events("j1", 0).await.unwrap(), vec![ev]);
+
+        // A second pool on the same file, at the same time.
+        let again = Store::open(&path).await.unwrap();
+        assert_eq!(again.jobs(10).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn file_stores_use_wal_foreign_keys_and_a_busy_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("paddock.db")).await.unwrap();
+        let mut conn = store.pool.acquire().await.unwrap();
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(fk, 1);
+        let timeout: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        assert_eq!(timeout, 5000);
+        let indexes: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' ORDER BY name",
+        )
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap();
+        assert!(
+            indexes.contains(&"jobs_created_at".to_owned()),
+            "{indexes:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn open_under_a_file_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, "x").unwrap();
+        let path = file.join("paddock.db");
+        let err = Store::open(&path).await.unwrap_err();
+        assert!(matches!(err, StoreError::CreateDir { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn open_a_directory_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Store::open(dir.path()).await.unwrap_err();
+        assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
+        assert!(
+            err.to_string().contains(&dir.path().display().to_string()),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn in_memory_stores_are_separate() {
+        let a = Store::open_in_memory().await.unwrap();
+        let b = Store::open_in_memory().await.unwrap();
+        a.insert_job(&job("j1", 0), "{}").await.unwrap();
+        assert_eq!(a.clone().jobs(10).await.unwrap().len(), 1);
+        assert!(b.jobs(10).await.unwrap().is_empty());
+    }
+}

@@ -1,0 +1,249 @@
+//! The `paddock` binary's handling of bad input: every error names what and
+//! where, exits with the documented code, and leaves nothing behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use paddock_protocol::{EventBody, JobStatus};
+
+const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn unknown_spec_field_is_bad_input_naming_the_field() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("[engine]\n", "[engine]\nflavour = \"x\"\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "job spec {}: field `engine.flavour`: unknown field `flavour`",
+            spec.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("line 12"), "{err}");
+    // No job was created.
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn invalid_values_name_field_and_reason() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("id = \"T-1\"", "id = \"../etc\"");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("field `ticket.id`: `../etc` must be letters, digits"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn unset_key_variable_is_bad_input() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let up = "[upstream]\nprovider = \"openai\"\nkey = \"env:PADDOCK_TEST_UNSET_KEY\"\n";
+    let spec = job(home.path(), "codex", &repo, up, None);
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("provider key env:PADDOCK_TEST_UNSET_KEY: environment variable is not set"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn bad_scenario_is_bad_input_naming_the_file() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntxet = \"typo\"\n"),
+    );
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("scenario.toml"), "{err}");
+    assert!(err.contains("txet"), "{err}");
+}
+
+#[tokio::test]
+async fn missing_engine_binary_is_a_failed_job_never_a_fallback() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "[engine]\n",
+        "[engine]\nbinary = \"/nonexistent/bin/codex\"\n",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(2));
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Failed);
+    let msg = "engine codex: binary /nonexistent/bin/codex does not exist or is not executable";
+    assert_eq!(rec.reason.as_deref(), Some(msg));
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    assert!(events.iter().any(
+        |e| matches!(&e.body, EventBody::Error { message, fatal: true, .. } if message == msg)
+    ));
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn bad_base_ref_is_a_failed_job_and_leaves_no_workspace() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("base_ref = \"main\"", "base_ref = \"no-such-branch\"");
+    std::fs::write(&spec, text).unwrap();
+    // Any executable will do: the job must stop before launching it.
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PATH", &fake_engine_path(&home))],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Failed);
+    assert_eq!(
+        rec.reason.as_deref(),
+        Some(
+            format!(
+                "repository {}: base ref `no-such-branch` is not a commit in it",
+                repo.display()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+/// A PATH holding a `codex` that is never run, plus the system dirs for git.
+fn fake_engine_path(home: &Home) -> String {
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(&codex, "#!/bin/sh\nexit 99\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display())
+}
+
+#[tokio::test]
+async fn events_of_an_unknown_job_is_bad_input() {
+    let home = Home::new();
+    let out = home.paddock(&["events", "job-nope"], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no job `job-nope`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn an_engine_that_dies_fails_the_job_with_its_stderr() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(
+        &codex,
+        "#!/bin/sh\necho 'not json at all'\necho 'engine exploded' >&2\nexit 3\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "[engine]\n",
+        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Failed);
+    assert_eq!(rec.engine_exit_code, Some(3));
+    assert_eq!(
+        rec.reason.as_deref(),
+        Some("the engine exited with status 3: engine exploded")
+    );
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    // The malformed line is an error event, not lost.
+    assert!(events.iter().any(|e| matches!(&e.body, EventBody::Error { message, fatal: false, .. } if message.contains("not json at all"))));
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn timeout_kills_the_engine_and_its_children() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    let marker = home.path().join("survivor");
+    std::fs::write(
+        &codex,
+        format!(
+            "#!/bin/sh\n(sleep 3; touch {}) &\nsleep 30\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            "[engine]\n",
+            &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
+        )
+        .replace("timeout_secs = 120", "timeout_secs = 1");
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(4));
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::TimedOut);
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.body, EventBody::Policy { rule, .. } if rule == "timeout")));
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(!marker.exists(), "a child of the engine outlived the job");
+}

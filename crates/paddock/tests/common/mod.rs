@@ -1,0 +1,204 @@
+//! Shared helpers for Paddock's integration tests: temp homes, real git
+//! repositories, job specs, running the real `paddock` binary, and finding
+//! the pinned engine CLIs (skipping locally, failing in CI, when absent).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use paddock::store::Store;
+
+/// True when running in CI, where a missing prerequisite is a failure.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The engine CLI on PATH, or `None` (with a printed reason) when absent
+/// locally. In CI an absent engine fails the test.
+pub fn engine(name: &str) -> Option<PathBuf> {
+    match which::which(name) {
+        Ok(p) => Some(p),
+        Err(_) if in_ci() => {
+            panic!("engine `{name}` is not on PATH in CI (run scripts/install-engines)")
+        }
+        Err(_) => {
+            eprintln!("skipping: engine `{name}` is not on PATH (run scripts/test, which installs the pinned engines)");
+            None
+        }
+    }
+}
+
+/// One test's private Paddock home: database, artifacts, workspaces.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.path().join("data")
+    }
+
+    pub fn jobs(&self) -> PathBuf {
+        self.path().join("jobs")
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.data().join("paddock.db")
+    }
+
+    /// Runs the real `paddock` binary with this home and extra environment.
+    pub async fn paddock(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"));
+        cmd.arg("--data-dir")
+            .arg(self.data())
+            .arg("--jobs-dir")
+            .arg(self.jobs())
+            .args(args)
+            .env_remove("PADDOCK_DB")
+            .stdin(std::process::Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().await.unwrap()
+    }
+
+    pub async fn store(&self) -> Store {
+        Store::open(&self.db()).await.unwrap()
+    }
+
+    /// Workspaces left under the jobs directory.
+    pub fn leftover_workspaces(&self) -> Vec<String> {
+        match std::fs::read_dir(self.jobs()) {
+            Ok(rd) => rd
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@localhost")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@localhost")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A real git repository with one commit on `main`.
+pub fn repo(dir: &Path) -> PathBuf {
+    let r = dir.join("repo");
+    std::fs::create_dir_all(&r).unwrap();
+    git(&r, &["init", "-q", "-b", "main"]);
+    std::fs::write(r.join("README.md"), "# sample\n\nA sample repository.\n").unwrap();
+    git(&r, &["add", "."]);
+    git(&r, &["commit", "-q", "-m", "init"]);
+    r
+}
+
+/// The model each engine is run with in tests.
+pub fn model(engine: &str) -> &'static str {
+    match engine {
+        "codex" => "gpt-5.5",
+        _ => "claude-sonnet-4-5",
+    }
+}
+
+/// Writes `job.toml` (and `scenario.toml` when scripted) into `dir`.
+pub fn job(
+    dir: &Path,
+    engine: &str,
+    repo: &Path,
+    upstream: &str,
+    scenario: Option<&str>,
+) -> PathBuf {
+    if let Some(s) = scenario {
+        std::fs::write(dir.join("scenario.toml"), s).unwrap();
+    }
+    let spec = format!(
+        r#"[ticket]
+id = "T-1"
+title = "Test ticket"
+project = "tests"
+description = "A test."
+
+[repository]
+path = "{repo}"
+base_ref = "main"
+
+[engine]
+kind = "{engine}"
+model = "{model}"
+
+{upstream}
+
+[limits]
+timeout_secs = 120
+"#,
+        repo = repo.display(),
+        model = model(engine),
+    );
+    let p = dir.join("job.toml");
+    std::fs::write(&p, spec).unwrap();
+    p
+}
+
+pub const SCRIPTED: &str = "[upstream]\nprovider = \"scripted\"\nscenario = \"scenario.toml\"\n";
+
+/// The final job record printed by `paddock run --json`.
+pub fn record(out: &Output) -> paddock_protocol::JobRecord {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "no job record on stdout ({e}); stdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file() {
+                if let Ok(bytes) = std::fs::read(&p) {
+                    if bytes.windows(needle.len()).any(|w| w == needle) {
+                        hits.push(p);
+                    }
+                }
+            }
+        }
+    }
+    hits
+}

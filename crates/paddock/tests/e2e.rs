@@ -1,0 +1,430 @@
+//! End to end with the real engines: `paddock run` drives the pinned Codex
+//! CLI and Claude Code against the scripted upstream (or a stand-in provider
+//! behind the broker), with real git repositories and a real SQLite store.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use paddock::broker::scripted::{RenderContext, Scenario};
+use paddock::broker::scripted_http::ScriptedServer;
+use paddock::broker::Secret;
+use paddock_protocol::{CallStatus, EventBody, JobStatus, TokenUsage};
+
+/// A shell command, a file write and an edit, then a closing message.
+const WORK_SCENARIO: &str = r#"
+[[turn]]
+reasoning = "Look around first."
+text = "Looking at the repository."
+usage = { input = 1000, cached = 0, cache_write = 0, output = 20, reasoning = 8 }
+[[turn.action]]
+type = "shell"
+command = "echo probe-output && ls"
+
+[[turn]]
+text = "Writing the notes."
+usage = { input = 200, cached = 1000, output = 30 }
+[[turn.action]]
+type = "write"
+path = "notes.md"
+content = "first line\nsecond line\n"
+
+[[turn]]
+usage = { input = 150, cached = 1200, output = 25 }
+[[turn.action]]
+type = "edit"
+path = "notes.md"
+old = "second line"
+new = "second line, edited"
+
+[[turn]]
+text = "Done: notes.md written and edited."
+usage = { input = 100, cached = 1350, output = 15 }
+"#;
+
+/// The usage each turn of WORK_SCENARIO reports, as the ledger must record it.
+fn work_usage(engine: &str) -> Vec<TokenUsage> {
+    // Anthropic does not report reasoning tokens separately.
+    let reasoning = if engine == "codex" { 8 } else { 0 };
+    vec![
+        TokenUsage {
+            input_tokens: 1000,
+            cached_input_tokens: 0,
+            cache_write_tokens: 0,
+            output_tokens: 20,
+            reasoning_tokens: reasoning,
+        },
+        TokenUsage {
+            input_tokens: 200,
+            cached_input_tokens: 1000,
+            cache_write_tokens: 0,
+            output_tokens: 30,
+            reasoning_tokens: 0,
+        },
+        TokenUsage {
+            input_tokens: 150,
+            cached_input_tokens: 1200,
+            cache_write_tokens: 0,
+            output_tokens: 25,
+            reasoning_tokens: 0,
+        },
+        TokenUsage {
+            input_tokens: 100,
+            cached_input_tokens: 1350,
+            cache_write_tokens: 0,
+            output_tokens: 15,
+            reasoning_tokens: 0,
+        },
+    ]
+}
+
+/// With `PADDOCK_RECORD_FIXTURES=1`, saves the engine's raw stdout as a
+/// parser fixture (tests/fixtures/streams/<engine>-<version>/<name>.jsonl),
+/// with the job's directory replaced by `/paddock/job`.
+fn record_fixture(home: &Home, engine: &str, job_id: &str, name: &str) {
+    if std::env::var("PADDOCK_RECORD_FIXTURES").as_deref() != Ok("1") {
+        return;
+    }
+    let raw = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(job_id)
+            .join("engine.jsonl"),
+    )
+    .unwrap();
+    let job_dir = home.jobs().join(job_id).display().to_string();
+    let normalized = raw.replace(&job_dir, "/paddock/job");
+    let version = match engine {
+        "codex" => "codex-0.171.0",
+        _ => "claude-2.1.197",
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/streams")
+        .join(version);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{name}.jsonl")), normalized).unwrap();
+}
+
+fn blob_id(content: &str) -> String {
+    let out = std::process::Command::new("git")
+        .args(["hash-object", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(content.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim()[..7].to_string()
+}
+
+async fn runs_a_ticket_end_to_end(engine: &str) {
+    let Some(bin) = common::engine(engine) else {
+        return;
+    };
+    let _ = bin;
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(WORK_SCENARIO));
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        rec.status,
+        JobStatus::Done,
+        "reason: {:?}\nstderr: {}",
+        rec.reason,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(rec.changed_files, vec!["notes.md".to_string()]);
+
+    // The patch is exactly the scenario's change.
+    let patch = std::fs::read_to_string(rec.patch_path.as_ref().unwrap()).unwrap();
+    let expected = format!(
+        "diff --git a/notes.md b/notes.md\nnew file mode 100644\nindex 0000000..{}\n--- /dev/null\n+++ b/notes.md\n@@ -0,0 +1,2 @@\n+first line\n+second line, edited\n",
+        blob_id("first line\nsecond line, edited\n")
+    );
+    assert_eq!(patch, expected);
+
+    // Events: text, tool_call, tool_result, file_change and usage, in order.
+    let store = home.store().await;
+    let events = store.events(&rec.id, 0).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=events.len() as u64).collect::<Vec<_>>(),
+        "dense seq"
+    );
+    let kinds: Vec<&str> = events.iter().map(|e| e.body.kind()).collect();
+    let mut want = ["text", "tool_call", "tool_result", "file_change", "usage"]
+        .into_iter()
+        .peekable();
+    for k in &kinds {
+        if want.peek() == Some(k) {
+            want.next();
+        }
+    }
+    assert_eq!(want.next(), None, "kinds in order not found in {kinds:?}");
+    assert!(events.iter().any(|e| matches!(&e.body, EventBody::ToolResult { output, .. } if output.contains("probe-output"))));
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.body, EventBody::FileChange { path, .. } if path == "notes.md")));
+    assert!(!events
+        .iter()
+        .any(|e| matches!(&e.body, EventBody::Error { fatal: true, .. })));
+
+    // The ledger equals the scenario's usage exactly, call by call.
+    let calls = store.model_calls(&rec.id).await.unwrap();
+    let tokens: Vec<TokenUsage> = calls.iter().map(|c| c.tokens).collect();
+    assert_eq!(tokens, work_usage(engine));
+    assert!(calls
+        .iter()
+        .all(|c| c.status == CallStatus::Ok && !c.estimated && c.provider == "scripted"));
+    let mut sum = TokenUsage::default();
+    for t in &tokens {
+        sum.add(t);
+    }
+    assert_eq!(rec.tokens, sum);
+    assert_eq!(
+        rec.cost_micros,
+        calls.iter().map(|c| c.cost_micros).sum::<i64>()
+    );
+    assert!(rec.cost_micros > 0);
+
+    record_fixture(&home, engine, &rec.id, "ticket");
+
+    // The workspace is gone; the job is listed.
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    let listed = home.paddock(&["jobs", "--json"], &[]).await;
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&rec.id));
+    let ev = home.paddock(&["events", &rec.id], &[]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&ev.stdout).lines().count(),
+        events.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_runs_a_ticket_end_to_end() {
+    runs_a_ticket_end_to_end("codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_runs_a_ticket_end_to_end() {
+    runs_a_ticket_end_to_end("claude").await;
+}
+
+/// The first turn writes a file, the second fails as given.
+fn failing_scenario(failure: &str) -> String {
+    format!(
+        r#"
+[[turn]]
+text = "Writing first."
+usage = {{ input = 100, output = 10 }}
+[[turn.action]]
+type = "write"
+path = "partial.txt"
+content = "partial work\n"
+
+[[turn]]
+{failure}
+"#
+    )
+}
+
+async fn upstream_failure_fails_the_job(engine: &str, failure: &str, message: &str) {
+    let Some(_) = common::engine(engine) else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(
+        home.path(),
+        engine,
+        &repo,
+        SCRIPTED,
+        Some(&failing_scenario(failure)),
+    );
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        rec.status,
+        JobStatus::Failed,
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let store = home.store().await;
+    let events = store.events(&rec.id, 0).await.unwrap();
+    let errors: Vec<&String> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Error { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        errors.iter().any(|m| m.contains(message)),
+        "no error event carries {message:?}: {errors:?}"
+    );
+    let name = message.split(':').next().unwrap_or("failure").to_string();
+    record_fixture(&home, engine, &rec.id, &name);
+    // The workspace is gone; the patch artifact and the events are kept.
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    let patch = std::fs::read_to_string(rec.patch_path.as_ref().unwrap()).unwrap();
+    assert!(patch.contains("+partial work"), "patch: {patch}");
+    assert_eq!(rec.changed_files, vec!["partial.txt".to_string()]);
+    assert!(events.iter().any(|e| e.body.kind() == "artifact_summary"));
+    // The failed call has its ledger row, with the upstream's message. (After
+    // a broken stream Claude Code retries once without streaming, which the
+    // scenario answers with the same failure: that call has its row too.)
+    let calls = store.model_calls(&rec.id).await.unwrap();
+    assert!(
+        calls.len() == 2 || (engine == "claude" && calls.len() == 3),
+        "{calls:?}"
+    );
+    assert_eq!(calls[0].status, CallStatus::Ok);
+    for c in &calls[1..] {
+        assert_ne!(c.status, CallStatus::Ok, "{c:?}");
+        assert!(c.error.as_deref().unwrap_or("").contains(message), "{c:?}");
+    }
+}
+
+const E400: &str = "error = { status = 400, message = \"scripted-400: the request is invalid\" }";
+const E500: &str = "error = { status = 500, message = \"scripted-500: upstream exploded\" }";
+const MID: &str = "text = \"half an answer\"\nstream_error = { message = \"scripted-mid: stream failed midway\" }";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_fails_on_http_400() {
+    upstream_failure_fails_the_job("codex", E400, "scripted-400: the request is invalid").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_fails_on_http_500() {
+    upstream_failure_fails_the_job("codex", E500, "scripted-500: upstream exploded").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_fails_on_mid_stream_failure() {
+    upstream_failure_fails_the_job("codex", MID, "scripted-mid: stream failed midway").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_fails_on_http_400() {
+    upstream_failure_fails_the_job("claude", E400, "scripted-400: the request is invalid").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_fails_on_http_500() {
+    upstream_failure_fails_the_job("claude", E500, "scripted-500: upstream exploded").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_fails_on_mid_stream_failure() {
+    upstream_failure_fails_the_job("claude", MID, "scripted-mid: stream failed midway").await;
+}
+
+/// The engine's environment (its parent's, from the shell it runs) and the
+/// shell's own environment, written into the checkout.
+const ENV_PROBE: &str = r#"
+[[turn]]
+usage = { input = 10, output = 5 }
+[[turn.action]]
+type = "shell"
+command = "tr '\\0' '\\n' < /proc/$PPID/environ > engine-env.txt; env > shell-env.txt; echo probed"
+
+[[turn]]
+text = "Probed."
+usage = { input = 12, output = 3 }
+"#;
+
+async fn provider_key_never_reaches_the_engine(engine: &str) {
+    let Some(_) = common::engine(engine) else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let key = format!("sk-paddock-e2e-{}", std::process::id());
+    let scenario = Scenario::from_toml(ENV_PROBE, std::path::Path::new("env-probe.toml")).unwrap();
+    // A stand-in provider that answers only when the real key arrives.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let provider = ScriptedServer::start(
+        listener,
+        Arc::new(scenario),
+        RenderContext {
+            workdir: home.path().to_path_buf(),
+        },
+        Some(Secret::new(key.clone())),
+    )
+    .unwrap();
+    let (name, base) = match engine {
+        "codex" => ("openai", provider.base.clone()),
+        _ => (
+            "anthropic",
+            provider.base.trim_end_matches("/v1").to_string(),
+        ),
+    };
+    let upstream = format!(
+        "[upstream]\nprovider = \"{name}\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{base}\"\n"
+    );
+    let spec = job(home.path(), engine, &repo, &upstream, None);
+    let out = home
+        .paddock(
+            &["run", "--json", "--keep", spec.to_str().unwrap()],
+            &[("PADDOCK_E2E_KEY", &key)],
+        )
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "reason: {:?}", rec.reason);
+    // The key reached the provider (it refuses calls without it).
+    let requests = provider.requests();
+    assert_eq!(requests.len(), 2);
+
+    // The probe ran and captured the engine's own environment: it holds the
+    // worthless job token, never the key.
+    let work = home.jobs().join(&rec.id).join("work");
+    let engine_env = std::fs::read_to_string(work.join("engine-env.txt")).unwrap();
+    let token_var = if engine == "codex" {
+        "PADDOCK_JOB_TOKEN=pdk-job-"
+    } else {
+        "ANTHROPIC_API_KEY=pdk-job-"
+    };
+    assert!(engine_env.contains(token_var), "engine env: {engine_env}");
+    assert!(!engine_env.contains(&key));
+    let shell_env = std::fs::read_to_string(work.join("shell-env.txt")).unwrap();
+    assert!(shell_env.contains("HOME="));
+
+    // Nowhere under the job directory, the artifacts, the database, or
+    // paddock's own output.
+    for dir in [home.jobs(), home.data()] {
+        assert_eq!(
+            files_containing(&dir, key.as_bytes()),
+            Vec::<std::path::PathBuf>::new()
+        );
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&key));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(&key));
+    let store = home.store().await;
+    let spec_json = store.job_spec(&rec.id).await.unwrap().unwrap();
+    assert!(spec_json.contains("env:PADDOCK_E2E_KEY"));
+    assert!(!spec_json.contains(&key));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_never_sees_the_provider_key() {
+    provider_key_never_reaches_the_engine("codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_never_sees_the_provider_key() {
+    provider_key_never_reaches_the_engine("claude").await;
+}

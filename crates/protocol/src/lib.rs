@@ -1,0 +1,18 @@
+//! Paddock's wire types: the contract between the parts of Paddock and the
+//! outside world. A [`JobSpec`] comes in (TOML or JSON), normalized
+//! [`AgentEvent`]s and [`ModelCall`] ledger rows come out. This crate holds no
+//! logic beyond parsing and validating these types, so that every producer
+//! and consumer (CLI, server, store, dashboard) agrees on one definition.
+
+pub mod event;
+pub mod job;
+pub mod ledger;
+pub mod spec;
+
+pub use event::{AgentEvent, ChangeKind, EventBody, Phase, TokenUsage};
+pub use job::{JobRecord, JobStatus};
+pub use ledger::{CallStatus, ModelCall};
+pub use spec::{
+    EngineKind, EngineSpec, Isolation, JobSpec, KeyRef, LimitsSpec, PriorAttempt, ProviderKind,
+    RepositorySpec, SpecError, Ticket, TicketComment, UpstreamSpec,
+};

@@ -1,0 +1,563 @@
+//! The job spec: the ticket, the repository, the engine, the upstream, the
+//! budget and the limits of one job, read from TOML or JSON. Unknown fields
+//! are errors; every error names the file, the field and the reason. The
+//! format is documented in `docs/job-spec.md`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("cannot read job spec {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("job spec {path}: unsupported extension (expected .toml or .json)")]
+    Extension { path: PathBuf },
+    #[error("job spec {path}: field `{field}`: {message}")]
+    Parse {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("job spec {path}: field `{field}`: {reason}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    pub ticket: Ticket,
+    pub repository: RepositorySpec,
+    pub engine: EngineSpec,
+    pub upstream: UpstreamSpec,
+    #[serde(default)]
+    pub budget: BudgetSpec,
+    #[serde(default)]
+    pub limits: LimitsSpec,
+    #[serde(default)]
+    pub isolation: Isolation,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ticket {
+    /// Ticket key, used in the branch name: letters, digits, `.`, `_`, `-`.
+    pub id: String,
+    pub title: String,
+    /// Task type (bug, chore, feature...): free text used for routing and rollups.
+    #[serde(rename = "type", default = "default_ticket_type")]
+    pub kind: String,
+    #[serde(default = "default_project")]
+    pub project: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub done_when: Vec<String>,
+    #[serde(default)]
+    pub constraints: Vec<String>,
+    #[serde(default)]
+    pub comments: Vec<TicketComment>,
+    #[serde(default)]
+    pub prior_attempts: Vec<PriorAttempt>,
+}
+
+fn default_ticket_type() -> String {
+    "chore".to_string()
+}
+
+fn default_project() -> String {
+    "default".to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TicketComment {
+    pub author: String,
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorAttempt {
+    pub attempt: u32,
+    pub outcome: String,
+    #[serde(default)]
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepositorySpec {
+    /// A local git repository (relative paths are relative to the spec file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
+    /// Any URL `git clone` accepts (including a bundle file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The commit-ish the job starts from.
+    #[serde(default = "default_base_ref")]
+    pub base_ref: String,
+}
+
+fn default_base_ref() -> String {
+    "HEAD".to_string()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSpec {
+    pub kind: EngineKind,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
+    /// A pinned engine binary; when absent the engine is looked up on PATH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    Codex,
+    Claude,
+}
+
+impl EngineKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EngineKind::Codex => "codex",
+            EngineKind::Claude => "claude",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl ReasoningEffort {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ReasoningEffort::Minimal => "minimal",
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamSpec {
+    pub provider: ProviderKind,
+    /// Where the broker reads the provider key: `env:NAME` or `file:PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<KeyRef>,
+    /// Override of the provider's API base URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The scenario file the `scripted` upstream replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    Openai,
+    Anthropic,
+    Scripted,
+}
+
+impl ProviderKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Scripted => "scripted",
+        }
+    }
+}
+
+/// A reference to a secret, never the secret itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyRef {
+    Env(String),
+    File(PathBuf),
+}
+
+impl KeyRef {
+    pub fn parse(s: &str) -> Result<KeyRef, String> {
+        if let Some(name) = s.strip_prefix("env:") {
+            let valid = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if valid {
+                Ok(KeyRef::Env(name.to_string()))
+            } else {
+                Err(format!(
+                    "`{s}`: an environment variable name must be letters, digits and `_`"
+                ))
+            }
+        } else if let Some(path) = s.strip_prefix("file:") {
+            if path.is_empty() {
+                Err("`file:` needs a path".to_string())
+            } else {
+                Ok(KeyRef::File(PathBuf::from(path)))
+            }
+        } else {
+            Err(
+                "a key is referenced as `env:NAME` or `file:PATH`, never given as a value"
+                    .to_string(),
+            )
+        }
+    }
+}
+
+impl fmt::Display for KeyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyRef::Env(name) => write!(f, "env:{name}"),
+            KeyRef::File(path) => write!(f, "file:{}", path.display()),
+        }
+    }
+}
+
+impl Serialize for KeyRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        KeyRef::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSpec {
+    /// The most this job may spend, in US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_usd: Option<f64>,
+}
+
+impl BudgetSpec {
+    /// The ceiling in integer micro-dollars.
+    pub fn max_micros(&self) -> Option<i64> {
+        self.max_usd.map(|usd| (usd * 1_000_000.0).round() as i64)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Wall-clock limit for the engine, in seconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+}
+
+fn default_timeout() -> u64 {
+    1800
+}
+
+impl Default for LimitsSpec {
+    fn default() -> Self {
+        LimitsSpec {
+            timeout_secs: default_timeout(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// A plain child process, trusted like a local agent.
+    #[default]
+    Process,
+}
+
+impl Isolation {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Isolation::Process => "process",
+        }
+    }
+}
+
+impl JobSpec {
+    /// Reads, parses and validates a spec file; relative paths in it are
+    /// resolved against the file's directory.
+    pub fn load(path: &Path) -> Result<JobSpec, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let mut spec = match ext {
+            "toml" => JobSpec::from_toml(&text, path)?,
+            "json" => JobSpec::from_json(&text, path)?,
+            _ => {
+                return Err(SpecError::Extension {
+                    path: path.to_path_buf(),
+                })
+            }
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        spec.resolve_paths(base);
+        Ok(spec)
+    }
+
+    /// Parses TOML; `origin` names the source in errors.
+    pub fn from_toml(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
+        let de = toml::Deserializer::new(text);
+        let spec: JobSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            let message = match inner.span() {
+                Some(span) => {
+                    let (line, col) = line_col(text, span.start);
+                    format!("{} (line {line}, column {col})", inner.message())
+                }
+                None => inner.message().to_string(),
+            };
+            SpecError::Parse {
+                path: origin.to_path_buf(),
+                field,
+                message,
+            }
+        })?;
+        spec.validate(origin)?;
+        Ok(spec)
+    }
+
+    /// Parses JSON; `origin` names the source in errors.
+    pub fn from_json(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let spec: JobSpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let field = e.path().to_string();
+            SpecError::Parse {
+                path: origin.to_path_buf(),
+                field,
+                message: e.into_inner().to_string(),
+            }
+        })?;
+        spec.validate(origin)?;
+        Ok(spec)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let join = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        if let Some(p) = self.repository.path.as_mut() {
+            join(p);
+        }
+        if let Some(url) = self.repository.url.as_mut() {
+            // A URL without a scheme and not scp-like (`host:path`) is a local path.
+            if !url.contains("://") && !url.contains(':') && !Path::new(url.as_str()).is_absolute()
+            {
+                *url = base.join(url.as_str()).display().to_string();
+            }
+        }
+        if let Some(p) = self.upstream.scenario.as_mut() {
+            join(p);
+        }
+        if let Some(p) = self.engine.binary.as_mut() {
+            if p.components().count() > 1 {
+                join(p);
+            }
+        }
+        if let Some(KeyRef::File(p)) = self.upstream.key.as_mut() {
+            join(p);
+        }
+    }
+
+    /// The attempt number of this job: one more than the prior attempts.
+    pub fn attempt(&self) -> u32 {
+        self.ticket
+            .prior_attempts
+            .iter()
+            .map(|a| a.attempt)
+            .max()
+            .unwrap_or(0)
+            + 1
+    }
+
+    /// The branch the job works on: `paddock/<ticket>/<attempt>`.
+    pub fn branch(&self) -> String {
+        format!("paddock/{}/{}", self.ticket.id, self.attempt())
+    }
+
+    fn validate(&self, origin: &Path) -> Result<(), SpecError> {
+        let invalid = |field: &str, reason: String| SpecError::Invalid {
+            path: origin.to_path_buf(),
+            field: field.to_string(),
+            reason,
+        };
+        let id = &self.ticket.id;
+        if id.is_empty() || id.len() > 100 {
+            return Err(invalid("ticket.id", "must be 1 to 100 characters".into()));
+        }
+        if !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            || id.starts_with(['.', '-'])
+            || id.ends_with(".lock")
+            || id.contains("..")
+        {
+            return Err(invalid(
+                "ticket.id",
+                format!("`{id}` must be letters, digits, `.`, `_` and `-` (it names a git branch)"),
+            ));
+        }
+        if self.ticket.title.trim().is_empty() {
+            return Err(invalid("ticket.title", "must not be empty".into()));
+        }
+        if self.ticket.project.trim().is_empty() {
+            return Err(invalid("ticket.project", "must not be empty".into()));
+        }
+        for (i, a) in self.ticket.prior_attempts.iter().enumerate() {
+            if a.attempt == 0 {
+                return Err(invalid(
+                    &format!("ticket.prior_attempts[{i}].attempt"),
+                    "attempts are numbered from 1".into(),
+                ));
+            }
+        }
+        match (&self.repository.path, &self.repository.url) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "repository",
+                    "give either `path` or `url`, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(invalid(
+                    "repository",
+                    "give `path` (a local git repository) or `url`".into(),
+                ))
+            }
+            _ => {}
+        }
+        let base = &self.repository.base_ref;
+        if base.is_empty() || base.starts_with('-') || base.chars().any(|c| c.is_whitespace()) {
+            return Err(invalid(
+                "repository.base_ref",
+                format!("`{base}` is not a valid git revision"),
+            ));
+        }
+        if self.engine.model.trim().is_empty() {
+            return Err(invalid("engine.model", "must not be empty".into()));
+        }
+        let up = &self.upstream;
+        match up.provider {
+            ProviderKind::Scripted => {
+                if up.scenario.is_none() {
+                    return Err(invalid(
+                        "upstream.scenario",
+                        "the scripted upstream needs a scenario file".into(),
+                    ));
+                }
+                if up.key.is_some() {
+                    return Err(invalid(
+                        "upstream.key",
+                        "the scripted upstream takes no key".into(),
+                    ));
+                }
+            }
+            ProviderKind::Openai | ProviderKind::Anthropic => {
+                if up.key.is_none() {
+                    return Err(invalid(
+                        "upstream.key",
+                        format!(
+                            "the {} upstream needs a key reference (`env:NAME` or `file:PATH`)",
+                            up.provider.as_str()
+                        ),
+                    ));
+                }
+                if up.scenario.is_some() {
+                    return Err(invalid(
+                        "upstream.scenario",
+                        "only the scripted upstream replays a scenario".into(),
+                    ));
+                }
+            }
+        }
+        match (self.engine.kind, up.provider) {
+            (EngineKind::Codex, ProviderKind::Anthropic) => {
+                return Err(invalid(
+                    "upstream.provider",
+                    "Codex speaks the OpenAI Responses API: use `openai` or `scripted`".into(),
+                ))
+            }
+            (EngineKind::Claude, ProviderKind::Openai) => {
+                return Err(invalid(
+                    "upstream.provider",
+                    "Claude Code speaks the Anthropic Messages API: use `anthropic` or `scripted`"
+                        .into(),
+                ))
+            }
+            _ => {}
+        }
+        if let Some(url) = &up.base_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(invalid(
+                    "upstream.base_url",
+                    format!("`{url}` must be an http:// or https:// URL"),
+                ));
+            }
+        }
+        if let Some(max) = self.budget.max_usd {
+            if !(max.is_finite() && max >= 0.0) {
+                return Err(invalid(
+                    "budget.max_usd",
+                    "must be a non-negative number".into(),
+                ));
+            }
+        }
+        if self.limits.timeout_secs == 0 {
+            return Err(invalid("limits.timeout_secs", "must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
+    (line, col)
+}
