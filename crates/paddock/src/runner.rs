@@ -26,11 +26,13 @@ use crate::broker::scripted::{RenderContext, Scenario};
 use crate::broker::scripted_http::ScriptedServer;
 use crate::broker::upstream::{ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
+use crate::context::{self, ContextInputs, PolicyContext, Prepared};
+use crate::engines::EngineAdapter;
 use crate::engines::{self, LaunchContext, Outcome};
 use crate::paths::Paths;
+use crate::redact::Redactor;
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
-use crate::{context, engines::EngineAdapter};
 
 /// Errors that stop a job before it exists (bad input) or that lose the
 /// store under it.
@@ -75,14 +77,18 @@ pub struct RunResult {
     pub record: JobRecord,
     /// The job failed because of its input (repository, engine binary).
     pub bad_input: bool,
+    /// The workspace, when it was kept (`--keep`).
+    pub kept_workspace: Option<PathBuf>,
 }
 
-/// Assigns dense sequence numbers, stores and fans out each event.
+/// Assigns dense sequence numbers, redacts, stores and fans out each event.
 struct Emitter<'a> {
     job_id: String,
     seq: u64,
     store: &'a Store,
     observer: &'a mut dyn Observer,
+    /// Learns the job's directories and secrets as the job gets them.
+    redactor: Redactor,
 }
 
 impl Emitter<'_> {
@@ -92,7 +98,7 @@ impl Emitter<'_> {
             job_id: self.job_id.clone(),
             seq: self.seq,
             at: OffsetDateTime::now_utc(),
-            body,
+            body: self.redactor.event(body),
         };
         self.store.append_event(&event).await?;
         self.observer.event(&event);
@@ -135,6 +141,7 @@ pub async fn run(
         )),
         _ => None,
     };
+    let prepared = Prepared::load(spec).map_err(|e| RunError::BadInput(e.to_string()))?;
     let spec_json = serde_json::to_string(spec).map_err(|e| RunError::Host {
         step: "serialize job spec",
         message: e.to_string(),
@@ -166,11 +173,16 @@ pub async fn run(
         duration_ms: None,
     };
     store.insert_job(&record, &spec_json).await?;
+    let mut redactor = Redactor::new();
+    if let Some(key) = &key {
+        redactor.add_secret(key);
+    }
     let mut em = Emitter {
         job_id: job_id.clone(),
         seq: 0,
         store,
         observer,
+        redactor,
     };
     em.emit(EventBody::Status {
         phase: Phase::Provisioning,
@@ -218,9 +230,50 @@ pub async fn run(
         }
     };
 
+    em.redactor.add_job_dirs(&ws.work, &ws.root);
+
+    // Assemble: the context is rendered and checked in full before any of it
+    // is written; a collision with the repository's files is bad input.
+    let path_env = engine_path(&binary, opts.host_path.as_deref());
+    let assembled = ContextInputs {
+        // The seam with the policy part: the host profile's advisory, denied
+        // commands and limits, as plain data (none yet: no profile).
+        policy: PolicyContext::default(),
+        available_tools: context::manifest::probe_tools(&path_env),
+        ..ContextInputs::default()
+    }
+    .with_repository(&ws.work)
+    .map_err(|e| format!("assemble context: cannot read the repository's instructions: {e}"))
+    .and_then(|inputs| {
+        prepared
+            .render(spec, &inputs)
+            .map_err(|e| format!("assemble context: {e}"))
+    });
+    let assembled = match assembled {
+        Ok(a) => match context::install(&a, &ws).await {
+            Ok(()) => Ok(a),
+            Err(e) => Err(e.to_string()),
+        },
+        Err(msg) => Err(msg),
+    };
+    let assembled = match assembled {
+        Ok(a) => a,
+        Err(msg) => {
+            em.error("paddock", msg.clone(), true).await?;
+            if !opts.keep {
+                if let Err(e) = ws.remove() {
+                    em.error("paddock", e.to_string(), false).await?;
+                }
+            }
+            return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
+        }
+    };
+
     let outcome = launch_and_stream(
         spec,
         &ws,
+        assembled.prompt,
+        path_env,
         adapter.as_ref(),
         &binary,
         key,
@@ -261,6 +314,9 @@ pub async fn run(
     };
     match ws.patch().await {
         Ok(patch) => {
+            for warning in &patch.warnings {
+                em.error("paddock", warning.clone(), false).await?;
+            }
             let path = artifacts.join("patch.diff");
             match tokio::fs::write(&path, patch.diff.as_bytes()).await {
                 Ok(()) => {
@@ -296,7 +352,9 @@ pub async fn run(
         em.error("paddock", e.to_string(), false).await?;
     }
     let (status, reason) = status_reason;
-    finish(&mut em, record, started, status, reason, false).await
+    let mut result = finish(&mut em, record, started, status, reason, false).await?;
+    result.kept_workspace = opts.keep.then(|| ws.root.clone());
+    Ok(result)
 }
 
 /// Records the final status event and job row.
@@ -308,6 +366,7 @@ async fn finish(
     reason: Option<String>,
     bad_input: bool,
 ) -> Result<RunResult, RunError> {
+    let reason = reason.map(|r| em.redactor.text(&r).into_owned());
     record.status = status;
     record.reason = reason.clone();
     record.finished_at = Some(OffsetDateTime::now_utc());
@@ -325,7 +384,11 @@ async fn finish(
     })
     .await?;
     em.store.update_job(&record).await?;
-    Ok(RunResult { record, bad_input })
+    Ok(RunResult {
+        record,
+        bad_input,
+        kept_workspace: None,
+    })
 }
 
 struct Launched {
@@ -354,6 +417,8 @@ fn step(what: &str, e: impl std::fmt::Display) -> LaunchFailure {
 async fn launch_and_stream(
     spec: &JobSpec,
     ws: &Workspace,
+    prompt: String,
+    path_env: String,
     adapter: &dyn EngineAdapter,
     binary: &Path,
     key: Option<Secret>,
@@ -363,15 +428,6 @@ async fn launch_and_stream(
     em: &mut Emitter<'_>,
     cancel: impl Future<Output = ()>,
 ) -> Result<Launched, LaunchFailure> {
-    for (name, text) in [
-        ("AGENTS.md", context::agents_md(spec)),
-        ("CLAUDE.md", context::agents_md(spec)),
-    ] {
-        ws.write_generated(name, &text)
-            .await
-            .map_err(|e| step("assemble context", e))?;
-    }
-
     // The upstream: a real provider, or the scenario served on loopback.
     let mut _scripted = None;
     let upstream = match spec.upstream.provider {
@@ -437,6 +493,7 @@ async fn launch_and_stream(
         },
     )
     .map_err(|e| step("start the broker", e))?;
+    em.redactor.add_secret(&broker.token);
 
     let ctx = LaunchContext {
         binary: binary.to_path_buf(),
@@ -447,8 +504,8 @@ async fn launch_and_stream(
         tmp: ws.tmp.clone(),
         broker_url: broker.url.clone(),
         job_token: broker.token.expose().to_string(),
-        prompt: context::prompt(spec),
-        path_env: engine_path(binary, opts.host_path.as_deref()),
+        prompt,
+        path_env,
     };
     for file in adapter.prepare(&ctx) {
         if let Some(parent) = file.path.parent() {
@@ -486,7 +543,7 @@ async fn launch_and_stream(
         ));
     };
     let stderr_path = artifacts.join("engine.stderr");
-    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_path));
+    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_path, em.redactor.clone()));
     let mut raw = tokio::fs::File::create(artifacts.join("engine.jsonl"))
         .await
         .map_err(|e| step("create engine.jsonl", e))?;
@@ -513,7 +570,7 @@ async fn launch_and_stream(
         tokio::select! {
             line = lines.next_line() => match line {
                 Ok(Some(line)) => {
-                    let _ = raw.write_all(line.as_bytes()).await;
+                    let _ = raw.write_all(em.redactor.text(&line).as_bytes()).await;
                     let _ = raw.write_all(b"\n").await;
                     for body in parser.parse_line(&line) {
                         em.emit(body).await?;
@@ -605,9 +662,12 @@ async fn launch_and_stream(
 async fn record_call(
     em: &mut Emitter<'_>,
     calls: &mut Vec<ModelCall>,
-    call: ModelCall,
+    mut call: ModelCall,
     spent: i64,
 ) -> Result<(), StoreError> {
+    if let Some(error) = call.error.as_mut() {
+        em.redactor.string(error);
+    }
     em.store.insert_model_call(&call).await?;
     em.observer.model_call(&call, spent);
     let msg = call.error.clone().unwrap_or_default();
@@ -644,11 +704,15 @@ async fn record_call(
 }
 
 /// Copies the engine's stderr to a file and returns its last lines.
-async fn save_stderr(mut stderr: tokio::process::ChildStderr, path: PathBuf) -> String {
+async fn save_stderr(
+    mut stderr: tokio::process::ChildStderr,
+    path: PathBuf,
+    redactor: Redactor,
+) -> String {
     let mut buf = Vec::new();
     let _ = stderr.read_to_end(&mut buf).await;
-    let _ = tokio::fs::write(&path, &buf).await;
-    let text = String::from_utf8_lossy(&buf);
+    let text = redactor.text(&String::from_utf8_lossy(&buf)).into_owned();
+    let _ = tokio::fs::write(&path, text.as_bytes()).await;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let start = lines.len().saturating_sub(3);
     lines[start..].join(" | ")
@@ -711,7 +775,7 @@ fn is_executable(p: &Path) -> bool {
 
 /// PATH for the engine: its own directory (and its real directory when it
 /// is a symlink), the directory of `node` when found, and the system dirs.
-fn engine_path(binary: &Path, host_path: Option<&std::ffi::OsStr>) -> String {
+pub fn engine_path(binary: &Path, host_path: Option<&std::ffi::OsStr>) -> String {
     let mut dirs: Vec<String> = Vec::new();
     let mut push = |p: Option<&Path>| {
         if let Some(d) = p {
