@@ -626,4 +626,84 @@ mod tests {
         );
         assert!(!jobs.join("j3").exists());
     }
+
+    fn tracked_agents_md(dir: &Path) -> PathBuf {
+        let r = repo(dir);
+        std::fs::write(r.join("AGENTS.md"), "# Rules\n\n- Use tabs.\n").unwrap();
+        sh(&r, &["add", "AGENTS.md"]);
+        sh(&r, &["commit", "-q", "-m", "agents"]);
+        r
+    }
+
+    const APPENDED: &str =
+        "\n<!-- paddock:begin: generated -->\n## Paddock job\n\nbrief\n<!-- paddock:end -->\n";
+
+    #[tokio::test]
+    async fn an_extended_file_keeps_only_the_agents_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tracked_agents_md(tmp.path());
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let original = "# Rules\n\n- Use tabs.\n";
+        ws.extend_tracked("AGENTS.md", original, APPENDED)
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ws.work.join("AGENTS.md")).unwrap(),
+            format!("{original}{APPENDED}")
+        );
+        // Untouched by the agent: no change at all.
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            p,
+            Patch {
+                diff: String::new(),
+                changed_files: vec![],
+                warnings: vec![]
+            }
+        );
+        // The agent edits the repository's part: exactly that edit.
+        std::fs::write(
+            ws.work.join("AGENTS.md"),
+            format!("# Rules\n\n- Use spaces.\n{APPENDED}"),
+        )
+        .unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(p.changed_files, vec!["AGENTS.md".to_string()]);
+        assert!(
+            p.diff.contains("-- Use tabs.\n+- Use spaces.\n"),
+            "{}",
+            p.diff
+        );
+        assert!(!p.diff.contains("paddock"), "{}", p.diff);
+        assert_eq!(p.warnings, Vec::<String>::new());
+        // The agent edits inside Paddock's section too: the section goes by its markers.
+        std::fs::write(
+            ws.work.join("AGENTS.md"),
+            "# Rules\n\n- Use spaces.\n\n<!-- paddock:begin: generated -->\nchanged\n<!-- paddock:end -->\nagent tail\n",
+        )
+        .unwrap();
+        let p = ws.patch().await.unwrap();
+        assert!(p.diff.contains("+- Use spaces.\n"), "{}", p.diff);
+        assert!(p.diff.contains("+agent tail\n"), "{}", p.diff);
+        assert!(
+            !p.diff.contains("paddock") && !p.diff.contains("changed"),
+            "{}",
+            p.diff
+        );
+        // The markers are gone: the repository's text, and a warning.
+        std::fs::write(ws.work.join("AGENTS.md"), "rewritten\n").unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(p.diff, "");
+        assert_eq!(
+            p.warnings,
+            vec!["AGENTS.md: the agent rewrote Paddock's generated section; the file is left out of the patch".to_string()]
+        );
+        // Deleted by the agent: the deletion is the change.
+        std::fs::remove_file(ws.work.join("AGENTS.md")).unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(p.changed_files, vec!["AGENTS.md".to_string()]);
+        assert!(p.diff.contains("deleted file mode"), "{}", p.diff);
+    }
 }

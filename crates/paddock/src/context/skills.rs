@@ -381,3 +381,6 @@ pub fn install_paths(skills: &[Skill]) -> Vec<(String, &Skill, &str)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
