@@ -29,8 +29,10 @@ pub const JOB_DIR: &str = "<job-dir>";
 /// ordinary text); the token patterns still apply.
 pub const MIN_SECRET_LEN: usize = 8;
 
-/// Token shapes redacted wherever they appear. A pattern with a capture
-/// group keeps the group (a header name) and redacts the rest.
+/// Token shapes redacted wherever they appear, also right after a JSON
+/// escape such as `\n` (so no `\b`). A pattern with a capture group keeps
+/// the group (a header name, the character before the token) and redacts
+/// the rest.
 static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     [
         // Private key blocks.
@@ -39,20 +41,20 @@ static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}",
         r"(?i)((?:x-api-key|api[_-]?key|access[_-]?token|secret)[\x22']?\s*[:=]\s*[\x22']?)[A-Za-z0-9._~+/=-]{12,}",
         // OpenAI (sk-, sk-proj-, sk-svcacct-) and Anthropic (sk-ant-) keys.
-        r"\bsk-[A-Za-z0-9_-]{20,}",
+        r"(^|[^A-Za-z0-9]|\\[nrt])sk-[A-Za-z0-9_-]{20,}",
         // Paddock's own per-job tokens.
-        r"\bpdk-job-[0-9a-f]{16,}",
+        r"pdk-job-[0-9a-f]{16,}",
         // GitHub tokens.
-        r"\bgh[pousr]_[A-Za-z0-9]{30,}",
-        r"\bgithub_pat_[A-Za-z0-9_]{22,}",
+        r"gh[pousr]_[A-Za-z0-9]{30,}",
+        r"github_pat_[A-Za-z0-9_]{22,}",
         // Slack tokens.
-        r"\bxox[abposr]-[A-Za-z0-9-]{10,}",
+        r"xox[abposr]-[A-Za-z0-9-]{10,}",
         // AWS access key ids.
-        r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        r"(?:AKIA|ASIA)[0-9A-Z]{16}",
         // Google API keys.
-        r"\bAIza[0-9A-Za-z_-]{35}",
+        r"AIza[0-9A-Za-z_-]{35}",
         // JSON Web Tokens.
-        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        r"(^|[^A-Za-z0-9]|\\[nrt])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
     ]
     .iter()
     .filter_map(|p| Regex::new(p).ok())

@@ -55,6 +55,8 @@ fn common_token_patterns_are_redacted() {
         ("x-api-key: 0123456789abcdef0123", "x-api-key: [REDACTED]"),
         ("{\"api_key\": \"0123456789abcdef0123\"}", "{\"api_key\": \"[REDACTED]\"}"),
         ("pdk-job-0123456789abcdef0123456789abcdef", "[REDACTED]"),
+        // Inside JSON-escaped text, right after `\n`.
+        (r#"{"out":"a\nghp_0123456789abcdefghijABCDEFGHIJ0123456789\nsk-abcdefghijklmnopqrstuvwxyz"}"#, r#"{"out":"a\n[REDACTED]\n[REDACTED]"}"#),
         ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "jwt [REDACTED]"),
         ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----\n", "[REDACTED]\n"),
     ];
@@ -66,7 +68,8 @@ fn common_token_patterns_are_redacted() {
 #[test]
 fn ordinary_text_is_left_alone() {
     let r = Redactor::new();
-    let text = "task-list: sk-8 is short; the skeleton ask-me-later; bearer of news";
+    let text =
+        "task-list: sk-8 is short; the skeleton ask-abcdefghijklmnopqrstuvwxyz; bearer of news";
     assert_eq!(r.text(text), text);
 }
 
