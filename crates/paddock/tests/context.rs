@@ -445,3 +445,29 @@ async fn a_skill_colliding_with_the_repository_fails_before_writing() {
         std::fs::read_to_string(work.join(".claude/skills/unit-tests/SKILL.md")).unwrap()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn context_spec_errors_name_the_field() {
+    let home = Home::new();
+    let (_repo, spec_path) = sample(&home);
+    let text = std::fs::read_to_string(&spec_path).unwrap();
+    let start = text.find("skills_dir = ").unwrap();
+    let end = start + text[start..].find('\n').unwrap() + 1;
+    let text = format!(
+        "{}skills = [\"release-notes\"]\n{}",
+        &text[..start],
+        &text[end..]
+    );
+    std::fs::write(&spec_path, text).unwrap();
+    let out = home
+        .paddock(&["context", spec_path.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        format!(
+            "paddock: job spec {}: field `context.skills`: names skills of a library: set `context.skills_dir` too",
+            spec_path.display()
+        )
+    );
+}
