@@ -214,3 +214,96 @@ async fn codex_runs_with_the_generated_context() {
 async fn claude_runs_with_the_generated_context() {
     runs_with_the_generated_context("claude").await;
 }
+
+/// The engines send the generated context to the model: the requests that
+/// reach the provider carry the repository's conventions, the comment thread
+/// and the skills, as each engine loads them (Codex from AGENTS.md and
+/// `.agents/skills`, Claude Code from CLAUDE.md and `.claude/skills`).
+async fn the_model_sees_the_context(engine: &str) {
+    let Some(_) = common::engine(engine) else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    std::fs::write(repo.join("AGENTS.md"), REPO_AGENTS_MD).unwrap();
+    git(&repo, &["add", "AGENTS.md"]);
+    git(&repo, &["commit", "-q", "-m", "conventions"]);
+    let key = format!("sk-paddock-ctx-{}-0123456789abcdef", std::process::id());
+    let scenario = paddock::broker::scripted::Scenario::from_toml(
+        "[[turn]]\ntext = \"Done.\"\n",
+        Path::new("done.toml"),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let provider = paddock::broker::scripted_http::ScriptedServer::start(
+        listener,
+        std::sync::Arc::new(scenario),
+        paddock::broker::scripted::RenderContext {
+            workdir: home.path().to_path_buf(),
+        },
+        Some(paddock::broker::Secret::new(key.clone())),
+    )
+    .unwrap();
+    let (name, base) = match engine {
+        "codex" => ("openai", provider.base.clone()),
+        _ => (
+            "anthropic",
+            provider.base.trim_end_matches("/v1").to_string(),
+        ),
+    };
+    let text = std::fs::read_to_string(fixtures().join("job.toml"))
+        .unwrap()
+        .replace("path = \"REPO\"", &format!("path = \"{}\"", repo.display()))
+        .replace(
+            "skills_dir = \"skills\"",
+            &format!("skills_dir = \"{}\"", fixtures().join("skills").display()),
+        )
+        .replace("kind = \"codex\"", &format!("kind = \"{engine}\""))
+        .replace(
+            "model = \"gpt-5.5\"",
+            &format!("model = \"{}\"", model(engine)),
+        )
+        .replace(
+            "provider = \"scripted\"\nscenario = \"scenario.toml\"",
+            &format!("provider = \"{name}\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{base}\""),
+        );
+    let spec = home.path().join("job.toml");
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_E2E_KEY", &key)],
+        )
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "reason: {:?}", rec.reason);
+    let requests: String = provider
+        .requests()
+        .iter()
+        .map(|r| serde_json::to_string(&r.body).unwrap())
+        .collect();
+    for needle in [
+        // The repository's conventions and the ticket's comment thread.
+        "# Greeter conventions",
+        "Trim whitespace around the name, please.",
+        // Each skill, as the engine itself lists the skills it found
+        // (AGENTS.md/CLAUDE.md list them as "- `name`: …").
+        "- release-notes: Write a release-notes entry for a user-visible change.",
+        "- unit-tests: Run only the unit tests that cover the files you changed.",
+    ] {
+        assert!(
+            requests.contains(needle),
+            "{engine}: {needle:?} not sent to the model"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_sends_the_context_to_the_model() {
+    the_model_sees_the_context("codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_sends_the_context_to_the_model() {
+    the_model_sees_the_context("claude").await;
+}

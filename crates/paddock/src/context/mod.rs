@@ -216,6 +216,8 @@ struct Vars<'a> {
     extends: bool,
     /// The repository's other instructions file, when only it exists.
     other_conventions: Option<&'a str>,
+    /// That file's text (none when it is a symbolic link).
+    other_conventions_text: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -289,10 +291,10 @@ impl Prepared {
     }
 
     /// Renders the whole context. Pure: same inputs, same output.
-    pub fn render(
+    pub fn render<'a>(
         &self,
-        spec: &JobSpec,
-        inputs: &ContextInputs,
+        spec: &'a JobSpec,
+        inputs: &'a ContextInputs,
     ) -> Result<Assembled, ContextError> {
         let t = &spec.ticket;
         let attempts: Vec<AttemptVars<'_>> = t
@@ -309,61 +311,66 @@ impl Prepared {
             })
             .collect();
         let secs = spec.limits.timeout_secs;
-        let base = |file: &'static str, extends: bool, other: Option<&'static str>| Vars {
-            ticket: TicketVars {
-                id: &t.id,
-                title: &t.title,
-                kind: &t.kind,
-                project: &t.project,
-                description: &t.description,
-                done_when: &t.done_when,
-                constraints: &t.constraints,
-                comments: t
-                    .comments
+        let base =
+            |file: &'static str, extends: bool, other: Option<(&'static str, &'a Existing)>| Vars {
+                ticket: TicketVars {
+                    id: &t.id,
+                    title: &t.title,
+                    kind: &t.kind,
+                    project: &t.project,
+                    description: &t.description,
+                    done_when: &t.done_when,
+                    constraints: &t.constraints,
+                    comments: t
+                        .comments
+                        .iter()
+                        .map(|c| CommentVars {
+                            author: &c.author,
+                            body: &c.body,
+                            at: c.at.as_deref(),
+                        })
+                        .collect(),
+                    prior_attempts: attempts.clone(),
+                },
+                attempt: spec.attempt(),
+                branch: spec.branch(),
+                engine: EngineVars {
+                    kind: spec.engine.kind.as_str(),
+                    model: &spec.engine.model,
+                },
+                isolation: spec.isolation.as_str(),
+                limits: LimitVars {
+                    timeout_secs: secs,
+                    time: if secs.is_multiple_of(60) {
+                        format!("{} min", secs / 60)
+                    } else {
+                        format!("{secs} s")
+                    },
+                    budget_usd: spec.budget.max_usd.map(|usd| format!("{usd:.2}")),
+                },
+                policy: &inputs.policy,
+                skills: self
+                    .skills
                     .iter()
-                    .map(|c| CommentVars {
-                        author: &c.author,
-                        body: &c.body,
-                        at: c.at.as_deref(),
+                    .map(|s| SkillVars {
+                        name: &s.name,
+                        description: &s.description,
                     })
                     .collect(),
-                prior_attempts: attempts.clone(),
-            },
-            attempt: spec.attempt(),
-            branch: spec.branch(),
-            engine: EngineVars {
-                kind: spec.engine.kind.as_str(),
-                model: &spec.engine.model,
-            },
-            isolation: spec.isolation.as_str(),
-            limits: LimitVars {
-                timeout_secs: secs,
-                time: if secs.is_multiple_of(60) {
-                    format!("{} min", secs / 60)
-                } else {
-                    format!("{secs} s")
+                bounces: attempts
+                    .iter()
+                    .filter(|a| a.bounce_comment.is_some())
+                    .cloned()
+                    .collect(),
+                file,
+                instructions_file: instructions_file(spec.engine.kind),
+                extends,
+                other_conventions: other.map(|(name, _)| name),
+                other_conventions_text: match other {
+                    Some((_, Existing::File(text))) => Some(text.as_str()),
+                    _ => None,
                 },
-                budget_usd: spec.budget.max_usd.map(|usd| format!("{usd:.2}")),
-            },
-            policy: &inputs.policy,
-            skills: self
-                .skills
-                .iter()
-                .map(|s| SkillVars {
-                    name: &s.name,
-                    description: &s.description,
-                })
-                .collect(),
-            bounces: attempts
-                .iter()
-                .filter(|a| a.bounce_comment.is_some())
-                .cloned()
-                .collect(),
-            file,
-            instructions_file: instructions_file(spec.engine.kind),
-            extends,
-            other_conventions: other,
-        };
+            };
 
         let mut files = Vec::new();
         for (name, template, own, other) in [
@@ -388,7 +395,7 @@ impl Prepared {
             match own {
                 Existing::Symlink => {}
                 Existing::Absent => {
-                    let vars = base(name, false, other.present().then_some(other_name));
+                    let vars = base(name, false, other.present().then_some((other_name, other)));
                     let text = self.templates.render(template, &vars)?;
                     files.push(GeneratedFile {
                         path: name.to_string(),
