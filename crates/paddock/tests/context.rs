@@ -471,3 +471,49 @@ async fn context_spec_errors_name_the_field() {
         )
     );
 }
+
+/// Attack: a repository whose `.claude` is a symbolic link out of the
+/// checkout, and whose CLAUDE.md links to a file outside. Paddock writes
+/// nothing through either link and nothing outside the checkout.
+#[tokio::test(flavor = "multi_thread")]
+async fn repository_links_cannot_redirect_generated_files() {
+    let home = Home::new();
+    let (repo, spec_path) = sample(&home);
+    let outside = home.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret.md"), "outside text\n").unwrap();
+    std::os::unix::fs::symlink(&outside, repo.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.md"), repo.join("CLAUDE.md")).unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "links"]);
+
+    let spec = JobSpec::load(&spec_path).unwrap();
+    let ws = paddock::workspace::Workspace::provision(
+        &home.jobs(),
+        "job-links",
+        &spec.repository,
+        &spec.branch(),
+    )
+    .await
+    .unwrap();
+    let ctx = render(&spec, &ws.work, PolicyContext::default(), &[]);
+    // The linked CLAUDE.md is left alone: no CLAUDE.md is generated.
+    assert!(!ctx.files.iter().any(|f| f.path == "CLAUDE.md"));
+    let err = paddock::context::install(&ctx, &ws).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "context: .claude/skills/release-notes/SKILL.md: .claude is a symbolic link in the repository; Paddock does not write through links"
+    );
+    // Nothing was written: not outside, not in the checkout.
+    assert_eq!(files_under(&outside), vec!["secret.md".to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(outside.join("secret.md")).unwrap(),
+        "outside text\n"
+    );
+    assert_eq!(git(&ws.work, &["status", "--porcelain", "--ignored"]), "");
+    assert_eq!(
+        std::fs::read_to_string(ws.work.join("AGENTS.md")).unwrap(),
+        REPO_AGENTS_MD
+    );
+    ws.remove().unwrap();
+}
