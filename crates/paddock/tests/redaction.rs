@@ -99,3 +99,39 @@ async fn codex_an_echoed_provider_key_is_redacted() {
 async fn claude_an_echoed_provider_key_is_redacted() {
     an_echoed_provider_key_is_redacted("claude").await;
 }
+
+/// `--keep`: the event that reports the kept workspace is redacted like any
+/// other; the real path is printed on stderr for the user.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_workspace_is_named_on_stderr_not_in_events() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"Done.\"\n"),
+    );
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "reason: {:?}", rec.reason);
+    let root = home.jobs().join(&rec.id);
+    assert!(root.join("work").is_dir());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("paddock: workspace kept at {}\n", root.display())),
+        "{stderr}"
+    );
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    assert!(events.iter().any(|e| e.body
+        == EventBody::Status {
+            phase: paddock_protocol::Phase::Concluding,
+            detail: Some("workspace kept at <job-dir>".into()),
+        }));
+}
