@@ -37,14 +37,8 @@ pub async fn render(spec: &JobSpec, paths: &Paths, out: &Path) -> Result<SizeRep
         ..ContextInputs::default()
     }
     .with_repository(&ws.work)
-    .with_context(|| {
-        format!(
-            "read the repository's instructions in {}",
-            ws.work.display()
-        )
-    })
-    .map_err(Failure::Internal)
-    .and_then(|inputs| prepared.render(spec, &inputs).map_err(|e| bad(e.into())));
+    .and_then(|inputs| prepared.render(spec, &inputs))
+    .map_err(|e| bad(e.into()));
     let removed = ws.remove();
     let assembled = rendered?;
     removed.context("remove the scratch workspace")?;

@@ -26,7 +26,7 @@ use crate::broker::scripted::{RenderContext, Scenario};
 use crate::broker::scripted_http::ScriptedServer;
 use crate::broker::upstream::{ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
-use crate::context::{self, ContextInputs, PolicyContext, Prepared};
+use crate::context::{self, PolicyContext, Prepared};
 use crate::engines::EngineAdapter;
 use crate::engines::{self, LaunchContext, Outcome};
 use crate::paths::Paths;
@@ -232,33 +232,15 @@ pub async fn run(
 
     em.redactor.add_job_dirs(&ws.work, &ws.root);
 
-    // Assemble: the context is rendered and checked in full before any of it
-    // is written; a collision with the repository's files is bad input.
+    // Assemble: rendered and checked in full before any of it is written; a
+    // collision with the repository's files is bad input. The policy part
+    // hands its HostProfile in as plain data (none yet: no profile).
     let path_env = engine_path(&binary, opts.host_path.as_deref());
-    let assembled = ContextInputs {
-        // The seam with the policy part: the host profile's advisory, denied
-        // commands and limits, as plain data (none yet: no profile).
-        policy: PolicyContext::default(),
-        available_tools: context::manifest::probe_tools(&path_env),
-        ..ContextInputs::default()
-    }
-    .with_repository(&ws.work)
-    .map_err(|e| format!("assemble context: cannot read the repository's instructions: {e}"))
-    .and_then(|inputs| {
-        prepared
-            .render(spec, &inputs)
-            .map_err(|e| format!("assemble context: {e}"))
-    });
-    let assembled = match assembled {
-        Ok(a) => match context::install(&a, &ws).await {
-            Ok(()) => Ok(a),
-            Err(e) => Err(e.to_string()),
-        },
-        Err(msg) => Err(msg),
-    };
-    let assembled = match assembled {
+    let policy = PolicyContext::default();
+    let assembled = match context::assemble(&prepared, spec, &ws, policy, &path_env).await {
         Ok(a) => a,
-        Err(msg) => {
+        Err(e) => {
+            let msg = e.to_string();
             em.error("paddock", msg.clone(), true).await?;
             if !opts.keep {
                 if let Err(e) = ws.remove() {

@@ -10,10 +10,12 @@
 //! is pure; [`install`] writes the result into a workspace, where none of it
 //! reaches the job's patch.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use paddock_protocol::{EngineKind, JobSpec};
 use serde::Serialize;
+
+use crate::workspace::Workspace;
 
 pub mod install;
 pub mod manifest;
@@ -35,6 +37,14 @@ pub enum ContextError {
     Skill(#[from] SkillError),
     #[error("context: cannot encode {file}: {message}")]
     Encode { file: String, message: String },
+    #[error("context: cannot read the repository's {file} in {checkout}: {source}")]
+    Repository {
+        checkout: PathBuf,
+        file: &'static str,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Install(#[from] InstallError),
 }
 
 /// The host profile as the context sees it: plain data, filled by the
@@ -96,11 +106,40 @@ pub struct ContextInputs {
 
 impl ContextInputs {
     /// Reads the repository's instructions files from a checkout.
-    pub fn with_repository(mut self, checkout: &Path) -> std::io::Result<ContextInputs> {
-        self.agents_md = Existing::probe(checkout, "AGENTS.md")?;
-        self.claude_md = Existing::probe(checkout, "CLAUDE.md")?;
+    pub fn with_repository(mut self, checkout: &Path) -> Result<ContextInputs, ContextError> {
+        let probe = |file: &'static str| {
+            Existing::probe(checkout, file).map_err(|source| ContextError::Repository {
+                checkout: checkout.to_path_buf(),
+                file,
+                source,
+            })
+        };
+        self.agents_md = probe("AGENTS.md")?;
+        self.claude_md = probe("CLAUDE.md")?;
         Ok(self)
     }
+}
+
+/// The assemble step of a job: reads the checkout's own instructions files,
+/// renders the context with `policy` (the seam with the policy part) and the
+/// tools on the engine's PATH, and installs it into the workspace. Nothing is
+/// written unless every file can be.
+pub async fn assemble(
+    prepared: &Prepared,
+    spec: &JobSpec,
+    ws: &Workspace,
+    policy: PolicyContext,
+    path_env: &str,
+) -> Result<Assembled, ContextError> {
+    let inputs = ContextInputs {
+        policy,
+        available_tools: manifest::probe_tools(path_env),
+        ..ContextInputs::default()
+    }
+    .with_repository(&ws.work)?;
+    let assembled = prepared.render(spec, &inputs)?;
+    install(&assembled, ws).await?;
+    Ok(assembled)
 }
 
 /// A generated repository file extending a file the repository has.
