@@ -46,8 +46,9 @@ fn sample(home: &Home) -> (PathBuf, PathBuf) {
 fn constrained_local() -> PolicyContext {
     PolicyContext {
         profile: Some("constrained-local".into()),
+        // As the policy part words it: guidance bullets, no heading.
         advisory: Some(
-            "This host is for development probes only: verify with targeted tests and push; CI runs the full build."
+            "- Do not run full or release builds on this host: CI runs the full build.\n- Verify with the cheapest targeted check (one test, a type check), then finish; CI runs the full suite.\n- Limits: CPU 50%, 4096 MB memory, 1 concurrent job(s) on this host.\n"
                 .into(),
         ),
         denied_commands: vec!["cargo build --release".into(), "npm run build".into()],
