@@ -28,6 +28,7 @@ use crate::broker::upstream::{ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
 use crate::engines::{self, LaunchContext, Outcome};
 use crate::paths::Paths;
+use crate::policy::{self, HostSemaphore, JobPolicy};
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
 use crate::{context, engines::EngineAdapter};
@@ -53,6 +54,11 @@ pub struct RunOptions {
     pub prices: Arc<PriceTable>,
     /// The host PATH used to look up engines and `node`.
     pub host_path: Option<OsString>,
+    /// This host's shared state (the `maxConcurrentJobs` slots), common to
+    /// every `paddock` process on the host.
+    pub host_dir: PathBuf,
+    /// The `paddock` executable, for engine hooks that call back into it.
+    pub paddock_exe: Option<PathBuf>,
 }
 
 /// Receives the job's events and ledger rows as they happen.
@@ -139,6 +145,26 @@ pub async fn run(
         step: "serialize job spec",
         message: e.to_string(),
     })?;
+    // The host profile: resolved and admitted before the job exists (fail closed).
+    let job_policy = match &spec.policy.profile {
+        Some(name) => Some(
+            JobPolicy::admit(name, spec, store)
+                .await
+                .map_err(|e| RunError::BadInput(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let capped;
+    let spec = match &job_policy {
+        Some(p) if p.admission.timeout_secs != spec.limits.timeout_secs => {
+            let mut s = spec.clone();
+            s.limits.timeout_secs = p.admission.timeout_secs;
+            capped = s;
+            &capped
+        }
+        _ => spec,
+    };
+    tokio::pin!(cancel);
 
     let job_id = format!("job-{}", uuid::Uuid::now_v7().simple());
     let created = OffsetDateTime::now_utc();
@@ -180,6 +206,64 @@ pub async fn run(
         )),
     })
     .await?;
+
+    // Layer 3: degraded rules are reported; the host slot is held to the end.
+    let mut _slot = None;
+    if let Some(p) = &job_policy {
+        for body in p.degraded_events() {
+            em.emit(body).await?;
+        }
+        if let Some(max) = p.profile.max_concurrent_jobs {
+            let sem = HostSemaphore::new(&opts.host_dir);
+            let slot = match sem.try_acquire(&p.profile.id, max, &job_id) {
+                Ok(Some(slot)) => Ok(slot),
+                Ok(None) => {
+                    em.emit(EventBody::Status {
+                        phase: Phase::Provisioning,
+                        detail: Some(format!(
+                            "waiting for a host slot: profile `{}` allows {max} concurrent job(s)",
+                            p.profile.id
+                        )),
+                    })
+                    .await?;
+                    tokio::select! {
+                        slot = sem.acquire(&p.profile.id, max, &job_id) => slot,
+                        () = &mut cancel => {
+                            return finish(&mut em, record, started, JobStatus::Cancelled, Some("cancelled".into()), false).await;
+                        }
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            match slot {
+                Ok(slot) => {
+                    em.emit(EventBody::Status {
+                        phase: Phase::Provisioning,
+                        detail: Some(format!(
+                            "host slot {} of {max} (profile `{}`)",
+                            slot.index + 1,
+                            p.profile.id
+                        )),
+                    })
+                    .await?;
+                    _slot = Some(slot);
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    em.error("paddock", msg.clone(), true).await?;
+                    return finish(
+                        &mut em,
+                        record,
+                        started,
+                        JobStatus::Failed,
+                        Some(msg),
+                        false,
+                    )
+                    .await;
+                }
+            }
+        }
+    }
 
     let artifacts = opts.paths.artifacts.join(&job_id);
     if let Err(e) = tokio::fs::create_dir_all(&artifacts).await {
@@ -227,6 +311,7 @@ pub async fn run(
         scenario,
         &artifacts,
         opts,
+        job_policy.as_ref(),
         &mut em,
         cancel,
     )
@@ -360,13 +445,17 @@ async fn launch_and_stream(
     scenario: Option<Arc<Scenario>>,
     artifacts: &Path,
     opts: &RunOptions,
+    job_policy: Option<&JobPolicy>,
     em: &mut Emitter<'_>,
     cancel: impl Future<Output = ()>,
 ) -> Result<Launched, LaunchFailure> {
-    for (name, text) in [
-        ("AGENTS.md", context::agents_md(spec)),
-        ("CLAUDE.md", context::agents_md(spec)),
-    ] {
+    let mut agents = context::agents_md(spec);
+    if let Some(p) = job_policy {
+        // Layer 1 (until context assembly takes the advisory as input).
+        agents.push('\n');
+        agents.push_str(&policy::advisory(&p.profile));
+    }
+    for (name, text) in [("AGENTS.md", agents.clone()), ("CLAUDE.md", agents)] {
         ws.write_generated(name, &text)
             .await
             .map_err(|e| step("assemble context", e))?;
@@ -449,6 +538,12 @@ async fn launch_and_stream(
         job_token: broker.token.expose().to_string(),
         prompt: context::prompt(spec),
         path_env: engine_path(binary, opts.host_path.as_deref()),
+        policy: match job_policy {
+            Some(p) => p
+                .engine_policy(adapter.kind(), opts.paddock_exe.as_deref(), &ws.meta)
+                .map_err(|e| step("prepare the host profile's engine rules", e))?,
+            None => None,
+        },
     };
     for file in adapter.prepare(&ctx) {
         if let Some(parent) = file.path.parent() {
@@ -570,6 +665,11 @@ async fn launch_and_stream(
     }
     let held = broker.held();
     drop(broker);
+    if let Some(p) = job_policy {
+        for denial in p.denials(adapter.kind(), &ws.meta, &ws.home) {
+            em.emit(p.denial_event(&denial)).await?;
+        }
+    }
     let exit_code = exit.code();
     let (status, reason) = match ended {
         Some(JobStatus::TimedOut) => (

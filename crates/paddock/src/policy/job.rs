@@ -1,0 +1,153 @@
+//! One job's policy, from admission to the denial events: the resolved
+//! profile, what admission decided (timeout, accepted gaps), the files the
+//! engine reads (the profile for the hook, Claude's settings, Codex's
+//! rules) and the `policy` events for denials found afterwards.
+
+use std::path::{Path, PathBuf};
+
+use paddock_protocol::{EngineKind, EventBody, HostProfile, JobSpec};
+
+use super::admission::{admit, Admission, Refusal};
+use super::denials::{self, DenialRecord};
+use super::matcher::Matcher;
+use super::profile::{resolve, ProfileSource, ResolveError};
+use crate::engines::EnginePolicy;
+use crate::store::Store;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobPolicyError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("job refused before start: {0}")]
+    Refused(#[from] Refusal),
+    #[error("cannot write the job's host profile to {path}: {source}")]
+    WriteProfile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("host profile `{profile}`: rule `denyCommands` needs the `paddock` executable for the engine hook, and its path is unknown")]
+    NoHookExecutable { profile: String },
+}
+
+/// The policy of one job.
+#[derive(Debug, Clone)]
+pub struct JobPolicy {
+    pub profile: HostProfile,
+    pub source: ProfileSource,
+    pub admission: Admission,
+    pub matcher: Matcher,
+}
+
+/// Where the hook records denials, inside the job's `meta/`.
+pub fn record_path(meta: &Path) -> PathBuf {
+    meta.join("denials.jsonl")
+}
+
+impl JobPolicy {
+    /// Resolves `name` and admits the job under it (fail closed).
+    pub async fn admit(
+        name: &str,
+        spec: &JobSpec,
+        store: &Store,
+    ) -> Result<JobPolicy, JobPolicyError> {
+        let (profile, source) = resolve(name, store).await?;
+        let admission = admit(&profile, spec)?;
+        let matcher = Matcher::new(&profile.deny_commands);
+        Ok(JobPolicy {
+            profile,
+            source,
+            admission,
+            matcher,
+        })
+    }
+
+    /// The `policy` events for rules accepted as advisory only.
+    pub fn degraded_events(&self) -> Vec<EventBody> {
+        self.admission
+            .degraded
+            .iter()
+            .map(|(rule, reason)| EventBody::Policy {
+                rule: rule.clone(),
+                message: format!(
+                    "host profile `{}`: `{rule}` {reason}; accepted as degraded by the spec",
+                    self.profile.id
+                ),
+            })
+            .collect()
+    }
+
+    /// Writes the profile for the hook into `meta` and describes layer 2
+    /// for the engine adapter.
+    pub fn engine_policy(
+        &self,
+        engine: EngineKind,
+        paddock_exe: Option<&Path>,
+        meta: &Path,
+    ) -> Result<Option<EnginePolicy>, JobPolicyError> {
+        if self.profile.deny_commands.is_empty() {
+            return Ok(None);
+        }
+        let profile_path = meta.join("profile.json");
+        let body = serde_json::to_string_pretty(&self.profile).unwrap_or_default();
+        std::fs::write(&profile_path, body).map_err(|source| JobPolicyError::WriteProfile {
+            path: profile_path.clone(),
+            source,
+        })?;
+        let hook_command = match (engine, paddock_exe) {
+            (_, None) => {
+                return Err(JobPolicyError::NoHookExecutable {
+                    profile: self.profile.id.clone(),
+                })
+            }
+            (_, Some(exe)) => {
+                let words = [
+                    exe.display().to_string(),
+                    "hook".into(),
+                    "pre-tool-use".into(),
+                    "--profile".into(),
+                    profile_path.display().to_string(),
+                    "--record".into(),
+                    record_path(meta).display().to_string(),
+                ];
+                shlex::try_join(words.iter().map(String::as_str)).unwrap_or_default()
+            }
+        };
+        Ok(Some(EnginePolicy {
+            profile_id: self.profile.id.clone(),
+            deny_commands: self.profile.deny_commands.clone(),
+            hook_command,
+        }))
+    }
+
+    /// The denials of the run, once each: the hook's records (both
+    /// engines) and, for Codex, the rollout files in CODEX_HOME (a call its
+    /// execpolicy rules forbade never reaches the hook).
+    pub fn denials(&self, engine: EngineKind, meta: &Path, home: &Path) -> Vec<DenialRecord> {
+        let mut all = denials::read(&record_path(meta));
+        match engine {
+            EngineKind::Claude => {}
+            EngineKind::Codex => {
+                for r in denials::codex_rollouts(&home.join(".codex"), &self.matcher) {
+                    let seen = all
+                        .iter()
+                        .any(|a| a.call_id.is_some() && a.call_id == r.call_id);
+                    if !seen {
+                        all.push(r);
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    /// The `policy` event for one denial.
+    pub fn denial_event(&self, record: &DenialRecord) -> EventBody {
+        EventBody::Policy {
+            rule: record.rule.clone(),
+            message: format!(
+                "denied `{}` (host profile `{}`, denyCommands)",
+                record.command, self.profile.id
+            ),
+        }
+    }
+}
