@@ -41,6 +41,8 @@ async fn denied_commands_never_run(engine: &str) {
         format!("bash -lc '{rule}'"),
         format!("true && {rule}"),
         format!("env FOO=1 {rule}"),
+        format!("(cd / && {rule})"),
+        format!("echo \"$({rule})\""),
     ];
     let mut scenario = String::new();
     for cmd in &tried {
@@ -350,5 +352,84 @@ async fn hook_answers_and_fails_closed() {
     assert_eq!(
         std::fs::read_to_string(&record).unwrap(),
         "{\"rule\":\"make all\",\"command\":\"cd x && make all\",\"call_id\":\"t1\"}\n"
+    );
+}
+
+/// Codex's rollout file is read for denials its execpolicy rules made
+/// (fixture: a real codex-cli 0.171.0 rollout, see its README).
+#[test]
+fn codex_rollout_denials_are_found() {
+    let home = tempfile::tempdir().unwrap();
+    let day = home.path().join("sessions/2026/11/30");
+    std::fs::create_dir_all(&day).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/rollouts/codex-0.171.0-forbidden.jsonl"),
+        day.join("rollout-1.jsonl"),
+    )
+    .unwrap();
+    let matcher = paddock::policy::Matcher::new(&["touch /paddock/marks/denied".to_string()]);
+    let found = paddock::policy::denials::codex_rollouts(home.path(), &matcher);
+    let record = |cmd: &str, id: &str| paddock::policy::denials::DenialRecord {
+        rule: "touch /paddock/marks/denied".into(),
+        command: cmd.into(),
+        call_id: Some(id.into()),
+    };
+    assert_eq!(
+        found,
+        vec![
+            record("touch /paddock/marks/denied", "call_paddock_1_1"),
+            record("true && touch /paddock/marks/denied", "call_paddock_3_1"),
+        ]
+    );
+}
+
+/// The generated execpolicy rules, checked by the real `codex execpolicy check`.
+#[tokio::test]
+async fn codex_execpolicy_check_forbids_the_rules() {
+    let Some(codex) = common::engine("codex") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("default.rules");
+    let matcher = paddock::policy::Matcher::new(&[
+        "cargo build --release".to_string(),
+        "npm run build".to_string(),
+    ]);
+    std::fs::write(
+        &rules,
+        paddock::policy::engine_files::codex_rules("box", &matcher),
+    )
+    .unwrap();
+    let check = |argv: &'static [&'static str]| {
+        let (codex, rules) = (codex.clone(), rules.clone());
+        async move {
+            let out = tokio::process::Command::new(codex)
+                .args(["execpolicy", "check", "--rules"])
+                .arg(rules)
+                .arg("--")
+                .args(argv)
+                .output()
+                .await
+                .unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        }
+    };
+    assert_eq!(
+        check(&["cargo", "build", "--release", "-p", "x"]).await,
+        serde_json::json!({"matchedRules": [{"prefixRuleMatch": {
+            "matchedPrefix": ["cargo", "build", "--release"],
+            "decision": "forbidden",
+            "justification": "paddock policy: host profile `box` denies `cargo build --release` on this host"
+        }}], "decision": "forbidden"})
+    );
+    assert_eq!(
+        check(&["npm", "run", "build"]).await["decision"],
+        serde_json::json!("forbidden")
+    );
+    assert_eq!(
+        check(&["cargo", "build"]).await,
+        serde_json::json!({"matchedRules": []})
     );
 }
