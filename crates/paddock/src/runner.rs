@@ -587,6 +587,7 @@ async fn launch_and_stream(
         .map_err(|e| step("create engine.jsonl", e))?;
 
     let mut parser = adapter.parser(&ws.work);
+    let mut denials = job_policy.map(|p| p.tail(&ws.meta));
     let mut lines = BufReader::new(stdout).lines();
     let mut calls: Vec<ModelCall> = Vec::new();
     let deadline = tokio::time::sleep(Duration::from_secs(spec.limits.timeout_secs));
@@ -612,6 +613,11 @@ async fn launch_and_stream(
                     let _ = raw.write_all(b"\n").await;
                     for body in parser.parse_line(&line) {
                         em.emit(body).await?;
+                    }
+                    if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
+                        for denial in tail.poll() {
+                            em.emit(p.denial_event(&denial)).await?;
+                        }
                     }
                 }
                 Ok(None) => stdout_open = false,
@@ -665,8 +671,8 @@ async fn launch_and_stream(
     }
     let held = broker.held();
     drop(broker);
-    if let Some(p) = job_policy {
-        for denial in p.denials(adapter.kind(), &ws.meta, &ws.home) {
+    if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
+        for denial in p.remaining_denials(tail, adapter.kind(), &ws.home) {
             em.emit(p.denial_event(&denial)).await?;
         }
     }

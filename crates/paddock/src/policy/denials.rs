@@ -1,6 +1,6 @@
-//! Denials found after (or while) the engine runs, as records the runner
-//! turns into `policy` events. Claude Code's hook appends one JSON line per
-//! denial to the job's record file; Codex shows nothing in its `--json`
+//! Denials found while and after the engine runs, as records the runner
+//! turns into `policy` events. The hook (both engines) appends one JSON line
+//! per denial to the job's record file, followed by [`RecordTail`]; Codex shows nothing in its `--json`
 //! stream for a forbidden call, so its rollout files
 //! (`$CODEX_HOME/sessions/**/rollout-*.jsonl`) are read: a
 //! `function_call_output` carrying [`JUSTIFICATION_MARK`] is a denial, and its
@@ -59,6 +59,60 @@ pub fn read(path: &Path) -> Vec<DenialRecord> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// Follows a record file while the engine runs, so that each denial
+/// becomes an event right after the engine reports the call.
+#[derive(Debug)]
+pub struct RecordTail {
+    path: PathBuf,
+    offset: usize,
+    seen: Vec<DenialRecord>,
+}
+
+impl RecordTail {
+    pub fn new(path: PathBuf) -> RecordTail {
+        RecordTail {
+            path,
+            offset: 0,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Complete records appended since the last poll.
+    pub fn poll(&mut self) -> Vec<DenialRecord> {
+        let Ok(text) = std::fs::read_to_string(&self.path) else {
+            return Vec::new();
+        };
+        let Some(rest) = text.get(self.offset..) else {
+            return Vec::new();
+        };
+        // Only whole lines: a hook may be writing the next one.
+        let complete = rest.rfind('\n').map_or(0, |i| i + 1);
+        self.offset += complete;
+        let new: Vec<DenialRecord> = rest[..complete]
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        self.seen.extend(new.iter().cloned());
+        new
+    }
+
+    /// Records of `others` not yet seen (same call id), marked as seen.
+    pub fn unseen(&mut self, others: Vec<DenialRecord>) -> Vec<DenialRecord> {
+        let mut out = Vec::new();
+        for r in others {
+            let dup = self
+                .seen
+                .iter()
+                .any(|s| s == &r || (r.call_id.is_some() && s.call_id == r.call_id));
+            if !dup {
+                self.seen.push(r.clone());
+                out.push(r);
+            }
+        }
+        out
+    }
 }
 
 /// The forbidden calls recorded in Codex's rollout files under `codex_home`.
@@ -171,6 +225,31 @@ mod tests {
         append(&path, &a).unwrap();
         append(&path, &a).unwrap();
         assert_eq!(read(&path), vec![a.clone(), a]);
+    }
+
+    #[test]
+    fn tail_returns_whole_new_lines_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("denials.jsonl");
+        let mut tail = RecordTail::new(path.clone());
+        assert_eq!(tail.poll(), vec![]);
+        let rec = |id: &str| DenialRecord {
+            rule: "make all".into(),
+            command: "make all".into(),
+            call_id: Some(id.into()),
+        };
+        append(&path, &rec("a")).unwrap();
+        assert_eq!(tail.poll(), vec![rec("a")]);
+        assert_eq!(tail.poll(), vec![]);
+        // A half-written line waits for its end.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(b"{\"rule\":"))
+            .unwrap();
+        assert_eq!(tail.poll(), vec![]);
+        assert_eq!(tail.unseen(vec![rec("a"), rec("b")]), vec![rec("b")]);
+        assert_eq!(tail.unseen(vec![rec("b")]), vec![]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use paddock_protocol::{EngineKind, EventBody, HostProfile, JobSpec};
 
 use super::admission::{admit, Admission, Refusal};
-use super::denials::{self, DenialRecord};
+use super::denials::{self, DenialRecord, RecordTail};
 use super::matcher::Matcher;
 use super::profile::{resolve, ProfileSource, ResolveError};
 use crate::engines::EnginePolicy;
@@ -119,25 +119,29 @@ impl JobPolicy {
         }))
     }
 
-    /// The denials of the run, once each: the hook's records (both
-    /// engines) and, for Codex, the rollout files in CODEX_HOME (a call its
-    /// execpolicy rules forbade never reaches the hook).
-    pub fn denials(&self, engine: EngineKind, meta: &Path, home: &Path) -> Vec<DenialRecord> {
-        let mut all = denials::read(&record_path(meta));
+    /// A tail on the hook's record file (both engines).
+    pub fn tail(&self, meta: &Path) -> RecordTail {
+        RecordTail::new(record_path(meta))
+    }
+
+    /// The denials not yet reported once the engine has exited: the rest of
+    /// the hook's record and, for Codex, its rollout files in CODEX_HOME (a
+    /// call its execpolicy rules forbade never reaches the hook).
+    pub fn remaining_denials(
+        &self,
+        tail: &mut RecordTail,
+        engine: EngineKind,
+        home: &Path,
+    ) -> Vec<DenialRecord> {
+        let mut out = tail.poll();
         match engine {
             EngineKind::Claude => {}
             EngineKind::Codex => {
-                for r in denials::codex_rollouts(&home.join(".codex"), &self.matcher) {
-                    let seen = all
-                        .iter()
-                        .any(|a| a.call_id.is_some() && a.call_id == r.call_id);
-                    if !seen {
-                        all.push(r);
-                    }
-                }
+                let rollouts = denials::codex_rollouts(&home.join(".codex"), &self.matcher);
+                out.extend(tail.unseen(rollouts));
             }
         }
-        all
+        out
     }
 
     /// The `policy` event for one denial.
