@@ -255,6 +255,12 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
         String::from_utf8_lossy(&out.stdout),
         "box\tstore\nconstrained-local\tpreset\nremote-full\tpreset\n"
     );
+    let out = home.paddock(&["profile", "show", "box"], &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        serde_json::json!({"id": "box", "buildPolicy": "local", "verification": "full-suite",
+            "denyCommands": [], "allowedModels": ["gpt-5.4"]})
+    );
     with_policy(&spec, "profile = \"box\"\n");
     let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
     assert_eq!(out.status.code(), Some(2));
@@ -432,4 +438,76 @@ async fn codex_execpolicy_check_forbids_the_rules() {
         check(&["cargo", "build"]).await,
         serde_json::json!({"matchedRules": []})
     );
+}
+
+/// A slot held by another process (this test) makes `paddock run` wait, and
+/// a waiting job can be cancelled: exit 5, status `cancelled`, no workspace.
+#[tokio::test]
+async fn a_job_waits_for_a_slot_held_elsewhere_and_can_be_cancelled() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    std::fs::write(
+        home.path().join("one.json"),
+        r#"{"id":"one-at-a-time","maxConcurrentJobs":1}"#,
+    )
+    .unwrap();
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"x\"\n"),
+    );
+    with_policy(&spec, "profile = \"one.json\"\n");
+    // The default host directory is `host/` next to the jobs directory.
+    let sem = paddock::policy::HostSemaphore::new(&home.path().join("host"));
+    let held = sem
+        .try_acquire("one-at-a-time", 1, "test")
+        .unwrap()
+        .unwrap();
+    let store = home.store().await;
+
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .arg("--data-dir")
+        .arg(home.data())
+        .arg("--jobs-dir")
+        .arg(home.jobs())
+        .args(["run", "--json"])
+        .arg(&spec)
+        .env_remove("PADDOCK_DB")
+        .env_remove("PADDOCK_HOST_DIR")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    let waiting = EventBody::Status {
+        phase: paddock_protocol::Phase::Provisioning,
+        detail: Some(
+            "waiting for a host slot: profile `one-at-a-time` allows 1 concurrent job(s)".into(),
+        ),
+    };
+    let mut job_id = None;
+    for _ in 0..200 {
+        if let Some(j) = store.jobs(1).await.unwrap().first() {
+            let events = store.events(&j.id, 0).await.unwrap();
+            if events.iter().any(|e| e.body == waiting) {
+                job_id = Some(j.id.clone());
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let job_id = job_id.expect("the job never said it was waiting for a slot");
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let rec = record(&out);
+    assert_eq!(
+        (rec.id, rec.status, rec.reason),
+        (job_id, JobStatus::Cancelled, Some("cancelled".to_string()))
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    drop(held);
 }

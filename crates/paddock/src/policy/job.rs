@@ -25,6 +25,8 @@ pub enum JobPolicyError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("host profile `{profile}`: cannot build the hook's command line: {message}")]
+    HookCommand { profile: String, message: String },
     #[error("host profile `{profile}`: rule `denyCommands` needs the `paddock` executable for the engine hook, and its path is unknown")]
     NoHookExecutable { profile: String },
 }
@@ -109,7 +111,15 @@ impl JobPolicy {
                     "--record".into(),
                     record_path(meta).display().to_string(),
                 ];
-                shlex::try_join(words.iter().map(String::as_str)).unwrap_or_default()
+                let line = shlex::try_join(words.iter().map(String::as_str)).map_err(|e| {
+                    JobPolicyError::HookCommand {
+                        profile: self.profile.id.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+                // Whatever goes wrong in the hook (a missing binary, a crash)
+                // blocks the call: both engines treat exit 2 as a denial.
+                format!("{line} || exit 2")
             }
         };
         Ok(Some(EnginePolicy {
@@ -153,5 +163,49 @@ impl JobPolicy {
                 record.command, self.profile.id
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn hook_command_fails_closed() {
+        let profile =
+            HostProfile::from_json(r#"{"id":"box","denyCommands":["make all"]}"#, "t").unwrap();
+        let policy = JobPolicy {
+            matcher: Matcher::new(&profile.deny_commands),
+            profile,
+            source: ProfileSource::Preset,
+            admission: Admission {
+                timeout_secs: 60,
+                degraded: vec![],
+            },
+        };
+        let meta = tempfile::tempdir().unwrap();
+        let got = policy
+            .engine_policy(
+                EngineKind::Codex,
+                Some(Path::new("/opt/pad dock/paddock")),
+                meta.path(),
+            )
+            .unwrap()
+            .unwrap();
+        let m = meta.path().display();
+        assert_eq!(
+            got,
+            EnginePolicy {
+                profile_id: "box".into(),
+                deny_commands: vec!["make all".into()],
+                hook_command: format!("'/opt/pad dock/paddock' hook pre-tool-use --profile {m}/profile.json --record {m}/denials.jsonl || exit 2"),
+            }
+        );
+        // Without the executable there is no hook, so no job.
+        assert!(matches!(
+            policy.engine_policy(EngineKind::Claude, None, meta.path()),
+            Err(JobPolicyError::NoHookExecutable { .. })
+        ));
     }
 }
