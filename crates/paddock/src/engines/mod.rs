@@ -10,6 +10,7 @@ use paddock_protocol::{EngineKind, EventBody};
 
 pub mod claude;
 pub mod codex;
+pub mod jsonl;
 
 /// Everything an adapter needs to know about one job's launch.
 #[derive(Debug, Clone)]
