@@ -224,7 +224,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let store = open_store(&paths).await?;
             let out = policy_cmd::run_profile(&cmd, &store)
                 .await
-                .map_err(Failure::BadInput)?;
+                .map_err(|e| match e {
+                    policy_cmd::ProfileFailure::BadInput(e) => Failure::BadInput(e),
+                    policy_cmd::ProfileFailure::Internal(e) => Failure::Internal(e),
+                })?;
             print!("{out}");
             Ok(exit::DONE)
         }

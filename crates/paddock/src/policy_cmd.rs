@@ -83,11 +83,23 @@ fn pre_tool_use(profile: &Path, record: Option<&Path>) -> anyhow::Result<()> {
     }
 }
 
+/// Why a profile subcommand failed: the user's input, or the host.
+pub enum ProfileFailure {
+    BadInput(anyhow::Error),
+    Internal(anyhow::Error),
+}
+
+impl From<anyhow::Error> for ProfileFailure {
+    fn from(e: anyhow::Error) -> Self {
+        ProfileFailure::Internal(e)
+    }
+}
+
 /// Runs a profile subcommand against the store.
-pub async fn run_profile(cmd: &ProfileCmd, store: &Store) -> anyhow::Result<String> {
+pub async fn run_profile(cmd: &ProfileCmd, store: &Store) -> Result<String, ProfileFailure> {
     match cmd {
         ProfileCmd::Add { file } => {
-            let p = HostProfile::load(file)?;
+            let p = HostProfile::load(file).map_err(|e| ProfileFailure::BadInput(e.into()))?;
             store
                 .put_profile(&p)
                 .await
@@ -105,7 +117,12 @@ pub async fn run_profile(cmd: &ProfileCmd, store: &Store) -> anyhow::Result<Stri
             Ok(out)
         }
         ProfileCmd::Show { id } => {
-            let (p, _) = profile::resolve(id, store).await?;
+            let (p, _) = profile::resolve(id, store).await.map_err(|e| match e {
+                profile::ResolveError::Store { .. } => ProfileFailure::Internal(e.into()),
+                profile::ResolveError::Load(_) | profile::ResolveError::Unknown { .. } => {
+                    ProfileFailure::BadInput(e.into())
+                }
+            })?;
             Ok(format!(
                 "{}\n",
                 serde_json::to_string_pretty(&p).context("serialize the profile")?

@@ -250,6 +250,19 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
         ),
         (Some(0), "saved host profile `box`\n".to_string())
     );
+    let bad = home.path().join("bad.json");
+    std::fs::write(&bad, r#"{"id":"bad","timeoutMin":0}"#).unwrap();
+    let out = home
+        .paddock(&["profile", "add", bad.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "paddock: host profile {}: field `timeoutMin`: must be at least 1\n",
+            bad.display()
+        )
+    );
     let out = home.paddock(&["profile", "list"], &[]).await;
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
