@@ -210,57 +210,30 @@ pub async fn run(
     // Layer 3: degraded rules are reported; the host slot is held to the end.
     let mut _slot = None;
     if let Some(p) = &job_policy {
-        for body in p.degraded_events() {
-            em.emit(body).await?;
-        }
-        if let Some(max) = p.profile.max_concurrent_jobs {
-            let sem = HostSemaphore::new(&opts.host_dir);
-            let slot = match sem.try_acquire(&p.profile.id, max, &job_id) {
-                Ok(Some(slot)) => Ok(slot),
-                Ok(None) => {
-                    em.emit(EventBody::Status {
-                        phase: Phase::Provisioning,
-                        detail: Some(format!(
-                            "waiting for a host slot: profile `{}` allows {max} concurrent job(s)",
-                            p.profile.id
-                        )),
-                    })
-                    .await?;
-                    tokio::select! {
-                        slot = sem.acquire(&p.profile.id, max, &job_id) => slot,
-                        () = &mut cancel => {
-                            return finish(&mut em, record, started, JobStatus::Cancelled, Some("cancelled".into()), false).await;
-                        }
-                    }
-                }
-                Err(e) => Err(e),
-            };
-            match slot {
-                Ok(slot) => {
-                    em.emit(EventBody::Status {
-                        phase: Phase::Provisioning,
-                        detail: Some(format!(
-                            "host slot {} of {max} (profile `{}`)",
-                            slot.index + 1,
-                            p.profile.id
-                        )),
-                    })
-                    .await?;
-                    _slot = Some(slot);
-                }
-                Err(e) => {
-                    let msg = e.to_string();
-                    em.error("paddock", msg.clone(), true).await?;
-                    return finish(
-                        &mut em,
-                        record,
-                        started,
-                        JobStatus::Failed,
-                        Some(msg),
-                        false,
-                    )
-                    .await;
-                }
+        match hold_host_slot(p, &opts.host_dir, &mut em, &mut cancel).await? {
+            SlotWait::Held(slot) => _slot = slot,
+            SlotWait::Cancelled => {
+                let reason = Some("cancelled".to_string());
+                return finish(
+                    &mut em,
+                    record,
+                    started,
+                    JobStatus::Cancelled,
+                    reason,
+                    false,
+                )
+                .await;
+            }
+            SlotWait::Failed(msg) => {
+                return finish(
+                    &mut em,
+                    record,
+                    started,
+                    JobStatus::Failed,
+                    Some(msg),
+                    false,
+                )
+                .await;
             }
         }
     }
@@ -382,6 +355,67 @@ pub async fn run(
     }
     let (status, reason) = status_reason;
     finish(&mut em, record, started, status, reason, false).await
+}
+
+enum SlotWait {
+    /// The slot (none when the profile sets no `maxConcurrentJobs`).
+    Held(Option<policy::Slot>),
+    Cancelled,
+    Failed(String),
+}
+
+/// Reports the profile's accepted gaps, then takes a host slot for
+/// `maxConcurrentJobs`, waiting (cancellably) while none is free.
+async fn hold_host_slot(
+    p: &JobPolicy,
+    host_dir: &Path,
+    em: &mut Emitter<'_>,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<SlotWait, StoreError> {
+    for body in p.degraded_events() {
+        em.emit(body).await?;
+    }
+    let Some(max) = p.profile.max_concurrent_jobs else {
+        return Ok(SlotWait::Held(None));
+    };
+    let id = &p.profile.id;
+    let sem = HostSemaphore::new(host_dir);
+    let job_id = em.job_id.clone();
+    let slot = match sem.try_acquire(id, max, &job_id) {
+        Ok(None) => {
+            em.emit(EventBody::Status {
+                phase: Phase::Provisioning,
+                detail: Some(format!(
+                    "waiting for a host slot: profile `{id}` allows {max} concurrent job(s)"
+                )),
+            })
+            .await?;
+            tokio::select! {
+                slot = sem.acquire(id, max, &job_id) => slot,
+                () = cancel => return Ok(SlotWait::Cancelled),
+            }
+        }
+        Ok(Some(slot)) => Ok(slot),
+        Err(e) => Err(e),
+    };
+    match slot {
+        Ok(slot) => {
+            em.emit(EventBody::Status {
+                phase: Phase::Provisioning,
+                detail: Some(format!(
+                    "host slot {} of {max} (profile `{id}`)",
+                    slot.index + 1
+                )),
+            })
+            .await?;
+            Ok(SlotWait::Held(Some(slot)))
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            em.error("paddock", msg.clone(), true).await?;
+            Ok(SlotWait::Failed(msg))
+        }
+    }
 }
 
 /// Records the final status event and job row.
