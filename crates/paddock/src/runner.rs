@@ -672,9 +672,12 @@ async fn launch_and_stream(
             () = &mut deadline, if exited.is_none() => {
                 kill_group(pgid);
                 ended = Some(JobStatus::TimedOut);
-                em.emit(EventBody::Policy {
-                    rule: "timeout".into(),
-                    message: format!("the job ran past its {} s limit and was killed", spec.limits.timeout_secs),
+                em.emit(match job_policy.and_then(|p| p.timeout_event(spec.limits.timeout_secs)) {
+                    Some(event) => event,
+                    None => EventBody::Policy {
+                        rule: "timeout".into(),
+                        message: format!("the job ran past its {} s limit and was killed", spec.limits.timeout_secs),
+                    },
                 }).await?;
                 break;
             }
