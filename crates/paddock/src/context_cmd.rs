@@ -1,24 +1,48 @@
-//! `paddock context JOB.toml`: checks out the job's repository at its base
-//! ref in a scratch workspace, renders the job's whole context exactly as
-//! `paddock run` would (without starting a broker or an engine), writes it
-//! into a directory and reports its size in bytes and estimated tokens.
+//! `paddock context JOB.toml`: admits the job's host profile as `paddock
+//! run` would (refusals included), checks out the repository at its base ref
+//! in a scratch workspace, renders the job's whole context exactly as a run
+//! would (without starting a broker or an engine), writes it into a
+//! directory and reports its size in bytes and estimated tokens.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
 use paddock::context::{self, ContextInputs, PolicyContext, Prepared, SizeReport};
 use paddock::paths::Paths;
+use paddock::policy::JobPolicy;
 use paddock::runner;
+use paddock::store::Store;
 use paddock::workspace::Workspace;
 use paddock_protocol::JobSpec;
 
 use crate::Failure;
 
-/// Renders the context of `spec` into `out`.
-pub async fn render(spec: &JobSpec, paths: &Paths, out: &Path) -> Result<SizeReport, Failure> {
+/// Renders the context of `spec` into `out`; `store` holds the host
+/// profiles (needed only when the spec names one).
+pub async fn render(
+    spec: &JobSpec,
+    paths: &Paths,
+    store: Option<&Store>,
+    out: &Path,
+) -> Result<SizeReport, Failure> {
     let bad = |e: anyhow::Error| Failure::BadInput(e);
     let prepared = Prepared::load(spec).map_err(|e| bad(e.into()))?;
+    // The host profile as the run would admit it: its advisory, and the
+    // timeout it caps.
+    let (spec, policy) = match (&spec.policy.profile, store) {
+        (Some(name), Some(store)) => {
+            let p = JobPolicy::admit(name, spec, store)
+                .await
+                .map_err(|e| bad(e.into()))?;
+            let mut capped = spec.clone();
+            capped.limits.timeout_secs = p.admission.timeout_secs;
+            (Cow::Owned(capped), p.context())
+        }
+        _ => (Cow::Borrowed(spec), PolicyContext::default()),
+    };
+    let spec = spec.as_ref();
     let host_path = std::env::var_os("PATH");
     let path_env = match runner::resolve_engine(spec, host_path.as_deref()) {
         Ok(binary) => runner::engine_path(&binary, host_path.as_deref()),
@@ -32,7 +56,7 @@ pub async fn render(spec: &JobSpec, paths: &Paths, out: &Path) -> Result<SizeRep
         .await
         .map_err(|e| bad(e.into()))?;
     let rendered = ContextInputs {
-        policy: PolicyContext::default(),
+        policy,
         available_tools: context::manifest::probe_tools(&path_env),
         ..ContextInputs::default()
     }

@@ -226,7 +226,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         }
         Cmd::Context { spec, out, json } => {
             let spec = JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?;
-            let report = context_cmd::render(&spec, &paths, &out).await?;
+            let store = match spec.policy.profile {
+                Some(_) => Some(open_store(&paths).await?),
+                None => None,
+            };
+            let report = context_cmd::render(&spec, &paths, store.as_ref(), &out).await?;
             if json {
                 let text = serde_json::to_string(&serde_json::json!({
                     "out": out.display().to_string(),

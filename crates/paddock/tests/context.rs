@@ -518,3 +518,95 @@ async fn repository_links_cannot_redirect_generated_files() {
     );
     ws.remove().unwrap();
 }
+
+/// `paddock context` admits the host profile as `paddock run` does: its
+/// advisory and denied commands are rendered, its `timeoutMin` caps the
+/// time budget, and a profile the rung cannot enforce is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_context_renders_the_host_profile() {
+    let home = Home::new();
+    let (_repo, spec_path) = sample(&home);
+    let text = std::fs::read_to_string(&spec_path)
+        .unwrap()
+        .replace("timeout_secs = 1200", "timeout_secs = 3600");
+    std::fs::write(
+        &spec_path,
+        format!("{text}\n[policy]\nprofile = \"constrained-local\"\n"),
+    )
+    .unwrap();
+    let out = home
+        .paddock(
+            &[
+                "context",
+                spec_path.to_str().unwrap(),
+                "--out",
+                home.path().join("refused").to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with(
+            "paddock: job refused before start: host profile `constrained-local`: rule `cpuLimit`"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    std::fs::write(
+        &spec_path,
+        format!("{text}\n[policy]\nprofile = \"constrained-local\"\naccept_degraded = [\"cpuLimit\", \"memLimitMb\"]\n"),
+    )
+    .unwrap();
+    let out_dir = home.path().join("out");
+    let out = home
+        .paddock(
+            &[
+                "context",
+                spec_path.to_str().unwrap(),
+                "--out",
+                out_dir.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let agents = std::fs::read_to_string(out_dir.join("AGENTS.md")).unwrap();
+    assert!(
+        agents.contains("## Host rules (profile `constrained-local`)\n\n- Do not run full or release builds on this host: CI runs the full build.\n"),
+        "{agents}"
+    );
+    assert!(agents.contains("- Time: 30 min;"), "{agents}");
+    let preset: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("data/profiles/constrained-local.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let tools: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join(".paddock/tools.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(tools["commands"]["forbidden"], preset["denyCommands"]);
+    assert_eq!(tools["forbidden_by"], "constrained-local");
+    let env: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out_dir.join(".paddock/environment.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        env["limits"],
+        serde_json::json!({"timeout_secs": 1800, "budget_usd": 2.5, "cpu": "50%", "memory_mb": 4096, "max_concurrent_jobs": 1})
+    );
+    let prompt = std::fs::read_to_string(out_dir.join("PROMPT.md")).unwrap();
+    assert!(
+        prompt.contains("forbidden here: `cargo build --release`, `cargo test --workspace`"),
+        "{prompt}"
+    );
+}
