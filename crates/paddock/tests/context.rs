@@ -283,6 +283,13 @@ async fn paddock_context_writes_the_files_and_reports_their_size() {
         )
         .await;
     assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        format!(
+            "paddock: context output {}: the directory is not empty; give a new or empty one",
+            out_dir2.display()
+        )
+    );
 }
 
 fn files_under(dir: &Path) -> Vec<String> {

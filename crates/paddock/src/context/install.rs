@@ -26,6 +26,8 @@ pub enum InstallError {
     Path { file: String },
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    #[error("context output {dir}: the directory is not empty; give a new or empty one")]
+    OutputNotEmpty { dir: PathBuf },
     #[error("context output {dir}: {what}: {source}")]
     Output {
         dir: PathBuf,
@@ -105,10 +107,9 @@ pub fn write_to_dir(ctx: &Assembled, dir: &Path) -> Result<(), InstallError> {
     };
     if let Ok(mut rd) = std::fs::read_dir(dir) {
         if rd.next().is_some() {
-            return Err(out(
-                "is not empty".to_string(),
-                std::io::Error::from(std::io::ErrorKind::AlreadyExists),
-            ));
+            return Err(InstallError::OutputNotEmpty {
+                dir: dir.to_path_buf(),
+            });
         }
     }
     std::fs::create_dir_all(dir).map_err(|e| out("cannot create it".to_string(), e))?;
