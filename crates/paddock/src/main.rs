@@ -15,7 +15,9 @@ use paddock::runner::{self, RunError, RunOptions};
 use paddock::store::Store;
 use paddock_protocol::{JobSpec, JobStatus};
 
+mod doctor;
 mod progress;
+mod sandbox_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -59,6 +61,13 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run a command confined by Paddock's sandbox (docs/sandbox.md).
+    Sandbox(sandbox_cmd::SandboxArgs),
+    /// Report what this host supports for each isolation rung.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a job's stored events as JSONL.
     Events {
         job_id: String,
@@ -80,6 +89,14 @@ mod exit {
 }
 
 fn main() -> ExitCode {
+    // The sandbox helper: freshly exec'd, single-threaded, before anything
+    // else of this binary runs (docs/sandbox.md).
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(paddock_sandbox::launch::INIT_ARG))
+    {
+        let code = paddock_sandbox::init::main();
+        return ExitCode::from(u8::try_from(code).unwrap_or(exit::INTERNAL));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
@@ -181,6 +198,27 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 JobStatus::Held => exit::HELD,
                 JobStatus::TimedOut => exit::TIMED_OUT,
                 JobStatus::Cancelled => exit::CANCELLED,
+            })
+        }
+        Cmd::Sandbox(args) => {
+            let policy = sandbox_cmd::policy(args).map_err(Failure::BadInput)?;
+            let code = sandbox_cmd::run(&policy)?;
+            Ok(u8::try_from(code).unwrap_or(exit::INTERNAL))
+        }
+        Cmd::Doctor { json } => {
+            let report = doctor::report();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).context("serialize the report")?
+                );
+            } else {
+                print!("{}", doctor::render(&report));
+            }
+            Ok(if report.rungs.iter().all(|r| r.supported) {
+                exit::DONE
+            } else {
+                exit::FAILED
             })
         }
         Cmd::Jobs { limit, json } => {
