@@ -9,24 +9,23 @@
 use std::ffi::OsString;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use paddock_protocol::{
-    AgentEvent, CallStatus, EngineKind, EventBody, JobRecord, JobSpec, JobStatus, ModelCall, Phase,
-    ProviderKind, TokenUsage,
+    AgentEvent, CallStatus, EngineKind, EventBody, Isolation, JobRecord, JobSpec, JobStatus,
+    ModelCall, Phase, ProviderKind, TokenUsage,
 };
 use time::OffsetDateTime;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
-use tokio::process::Command;
 
 use crate::broker::scripted::{RenderContext, Scenario};
 use crate::broker::scripted_http::ScriptedServer;
 use crate::broker::upstream::{ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
 use crate::engines::{self, LaunchContext, Outcome};
+use crate::launcher;
 use crate::paths::Paths;
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
@@ -423,20 +422,41 @@ async fn launch_and_stream(
             key,
         },
     };
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| step("bind the broker", e))?;
-    let mut broker = broker::start(
-        listener,
-        BrokerConfig {
-            job_id: em.job_id.clone(),
-            attempt: spec.attempt(),
-            upstream,
-            prices: opts.prices.clone(),
-            budget_micros: spec.budget.max_micros(),
-        },
-    )
-    .map_err(|e| step("start the broker", e))?;
+    let broker_config = BrokerConfig {
+        job_id: em.job_id.clone(),
+        attempt: spec.attempt(),
+        upstream,
+        prices: opts.prices.clone(),
+        budget_micros: spec.budget.max_micros(),
+    };
+    let (mut broker, sandbox) = match spec.isolation {
+        Isolation::Process => {
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| step("bind the broker", e))?;
+            let broker =
+                broker::start(listener, broker_config).map_err(|e| step("start the broker", e))?;
+            (broker, None)
+        }
+        Isolation::Sandbox => {
+            // The job's own socket: only its sandbox's forwarder reaches it.
+            let socket = ws.meta.join("broker.sock");
+            let listener = tokio::net::UnixListener::bind(&socket)
+                .map_err(|e| step(&format!("bind the broker socket {}", socket.display()), e))?;
+            let url = format!("http://127.0.0.1:{}", launcher::SANDBOX_BROKER_PORT);
+            let broker = broker::start_unix(listener, url, broker_config)
+                .map_err(|e| step("start the broker", e))?;
+            let paths = launcher::SandboxPaths {
+                job_id: em.job_id.clone(),
+                work: ws.work.clone(),
+                home: ws.home.clone(),
+                tmp: ws.tmp.clone(),
+                broker_socket: socket,
+                timeout_secs: spec.limits.timeout_secs,
+            };
+            (broker, Some(paths))
+        }
+    };
 
     let ctx = LaunchContext {
         binary: binary.to_path_buf(),
@@ -466,16 +486,8 @@ async fn launch_and_stream(
         detail: Some(format!("{} {}", adapter.kind(), cmd.program.display())),
     })
     .await?;
-    let mut child = Command::new(&cmd.program)
-        .args(&cmd.args)
-        .env_clear()
-        .envs(cmd.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(&cmd.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
+    let mut child = launcher::command(spec.isolation, &cmd, sandbox.as_ref())
+        .map_err(|e| step("prepare the launch", e))?
         .spawn()
         .map_err(|e| step(&format!("start {}", cmd.program.display()), e))?;
     let pgid = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
