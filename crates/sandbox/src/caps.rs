@@ -125,3 +125,16 @@ pub fn die_with_parent() -> Result<(), Errno> {
     }
     Ok(())
 }
+
+/// Makes this process non-dumpable: its /proc entries (environment, memory)
+/// belong to root and cannot be read or ptraced by the command.
+pub fn not_dumpable() -> Result<(), SetupError> {
+    // SAFETY: prctl(PR_SET_DUMPABLE, 0) takes integer arguments only.
+    let rc = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    if rc != 0 {
+        return Err(SetupError::Capabilities {
+            source: Errno::last(),
+        });
+    }
+    Ok(())
+}

@@ -251,6 +251,7 @@ fn setup(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> Result<(), Set
         source,
     })?;
     caps::drop_all()?;
+    caps::not_dumpable()?;
     caps::no_new_privs()?;
     lock::restrict(&view.ro, &view.rw)?;
     filter::apply()
