@@ -59,6 +59,8 @@ fn read_policy() -> Result<Policy, SetupError> {
 }
 
 fn run() -> Result<i32, SetupError> {
+    // The run ends with its caller, whatever kills the caller.
+    caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     let policy = read_policy()?;
     let view = fs::plan(&policy)?;
     let uid = nix::unistd::getuid().as_raw();
