@@ -115,6 +115,11 @@ fn main() -> ExitCode {
             });
         }
     };
+    // `paddock sandbox` needs no runtime: it becomes the helper (exec).
+    let cli = match cli.command {
+        Cmd::Sandbox(args) => return sandbox_cmd::main(args),
+        command => Cli { command, ..cli },
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -200,11 +205,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 JobStatus::Cancelled => exit::CANCELLED,
             })
         }
-        Cmd::Sandbox(args) => {
-            let policy = sandbox_cmd::policy(args).map_err(Failure::BadInput)?;
-            let code = sandbox_cmd::run(&policy)?;
-            Ok(u8::try_from(code).unwrap_or(exit::INTERNAL))
-        }
+        // Handled in `main`, before the runtime exists.
+        Cmd::Sandbox(_) => Err(Failure::Internal(anyhow::anyhow!(
+            "`paddock sandbox` runs without the async runtime"
+        ))),
         Cmd::Doctor { json } => {
             let report = doctor::report();
             if json {

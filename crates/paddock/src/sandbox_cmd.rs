@@ -5,6 +5,7 @@
 //! helper (`paddock __sandbox-init`), never in this process.
 
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
@@ -137,18 +138,32 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
     })
 }
 
-/// Runs the policy through the helper with stdio inherited; returns the
-/// exit code.
-pub fn run(policy: &Policy) -> anyhow::Result<i32> {
-    let exe = std::env::current_exe().context("locate the paddock binary")?;
-    let mut cmd = launch::command(&exe, policy).context("serialize the sandbox policy")?;
-    let status = cmd
-        .status()
-        .with_context(|| format!("start the sandbox helper {}", exe.display()))?;
-    use std::os::unix::process::ExitStatusExt as _;
-    Ok(match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => paddock_sandbox::exit::SETUP_FAILED,
-    })
+/// Builds the policy and replaces this process with the helper (stdio,
+/// process group and parent stay the caller's; the exit code is the
+/// helper's). Returns only on failure: 2 for bad input, 70 when the helper
+/// cannot be started.
+pub fn main(args: SandboxArgs) -> ExitCode {
+    let policy = match policy(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("paddock: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let err = exec(&policy);
+    eprintln!("paddock: {err:#}");
+    ExitCode::from(70)
+}
+
+fn exec(policy: &Policy) -> anyhow::Error {
+    use std::os::unix::process::CommandExt as _;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return anyhow::Error::new(e).context("locate the paddock binary"),
+    };
+    match launch::command(&exe, policy) {
+        Ok(mut cmd) => anyhow::Error::new(cmd.exec())
+            .context(format!("start the sandbox helper {}", exe.display())),
+        Err(e) => anyhow::Error::new(e).context("serialize the sandbox policy"),
+    }
 }
