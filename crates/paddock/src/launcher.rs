@@ -16,6 +16,7 @@ use paddock_sandbox::{launch, protected_in, Limits, NetMode, Policy};
 use tokio::process::Command;
 
 use crate::engines::CommandSpec;
+use crate::policy::JobPolicy;
 
 /// The loopback port of the broker forwarder inside a sandbox.
 pub const SANDBOX_BROKER_PORT: u16 = 8080;
@@ -45,6 +46,48 @@ pub struct SandboxPaths {
     pub broker_socket: PathBuf,
     /// Backstop wall-clock limit (the runner's own timeout comes first).
     pub timeout_secs: u64,
+    /// Further read-only and writable paths (the host profile's hook).
+    pub extra_ro: Vec<PathBuf>,
+    pub extra_rw: Vec<PathBuf>,
+    /// cgroup caps (the host profile's `memLimitMb` and `cpuLimit`).
+    pub limits: Limits,
+    /// Run without the caps when this host cannot apply them (the spec
+    /// accepted them as degraded).
+    pub allow_without_cgroups: bool,
+}
+
+/// Applies a host profile to a sandboxed job: its memory and CPU caps
+/// become cgroup caps, and the engine hook (`paddock hook pre-tool-use`)
+/// gets what it needs inside: the `paddock` binary and the profile
+/// read-only, the denial record writable.
+pub fn apply_profile(
+    paths: &mut SandboxPaths,
+    policy: &JobPolicy,
+    accepted_degraded: &[String],
+    paddock_exe: Option<&Path>,
+    meta: &Path,
+) -> std::io::Result<()> {
+    paths.limits = Limits {
+        memory_mb: policy.profile.mem_limit_mb,
+        pids: None,
+        cpu_percent: policy.profile.cpu().map(|c| u64::from(c.centi_cpus)),
+    };
+    paths.allow_without_cgroups = accepted_degraded
+        .iter()
+        .any(|rule| rule == "memLimitMb" || rule == "cpuLimit");
+    let profile = meta.join("profile.json");
+    if profile.exists() {
+        let record = crate::policy::job::record_path(meta);
+        if !record.exists() {
+            std::fs::write(&record, b"")?;
+        }
+        paths.extra_ro.push(profile);
+        paths.extra_rw.push(record);
+        if let Some(exe) = paddock_exe {
+            paths.extra_ro.push(exe.to_path_buf());
+        }
+    }
+    Ok(())
 }
 
 /// The command that starts `spec` on `isolation`, with stdio piped for the
@@ -85,12 +128,15 @@ pub fn command(
 pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
     let mut argv = vec![spec.program.display().to_string()];
     argv.extend(spec.args.iter().cloned());
-    let rw = vec![paths.work.clone(), paths.home.clone(), paths.tmp.clone()];
+    let mut rw = vec![paths.work.clone(), paths.home.clone(), paths.tmp.clone()];
+    rw.extend(paths.extra_rw.iter().cloned());
+    let mut ro = engine_dirs(spec);
+    ro.extend(paths.extra_ro.iter().cloned());
     Policy {
         argv,
         env: spec.env.clone(),
         cwd: spec.cwd.clone(),
-        ro: engine_dirs(spec),
+        ro,
         protect: protected_in(&paths.work),
         rw,
         tmp_mb: SANDBOX_TMP_MB,
@@ -98,8 +144,8 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
             socket: paths.broker_socket.clone(),
             port: SANDBOX_BROKER_PORT,
         },
-        limits: Limits::default(),
-        allow_without_cgroups: false,
+        limits: paths.limits.clone(),
+        allow_without_cgroups: paths.allow_without_cgroups,
         timeout_secs: Some(paths.timeout_secs + 30),
         cgroup_root: None,
         name: paths.job_id.clone(),

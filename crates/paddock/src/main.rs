@@ -16,6 +16,7 @@ use paddock::store::Store;
 use paddock_protocol::{JobSpec, JobStatus};
 
 mod doctor;
+mod policy_cmd;
 mod progress;
 mod sandbox_cmd;
 
@@ -35,6 +36,10 @@ struct Cli {
     /// Where job workspaces are created (default: $XDG_STATE_HOME/paddock/jobs).
     #[arg(long, global = true, env = "PADDOCK_JOBS_DIR")]
     jobs_dir: Option<PathBuf>,
+    /// This host's shared state, e.g. the `maxConcurrentJobs` slots
+    /// (default: `host/` next to the jobs directory).
+    #[arg(long, global = true, env = "PADDOCK_HOST_DIR")]
+    host_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -74,6 +79,17 @@ enum Cmd {
         /// Only events after this sequence number.
         #[arg(long, default_value_t = 0)]
         after: u64,
+    },
+    /// Host profiles: save one in the store, list them, show one.
+    Profile {
+        #[command(subcommand)]
+        cmd: policy_cmd::ProfileCmd,
+    },
+    /// Called by engine hooks inside a job; not for direct use.
+    #[command(hide = true)]
+    Hook {
+        #[command(subcommand)]
+        cmd: policy_cmd::HookCmd,
     },
 }
 
@@ -115,6 +131,9 @@ fn main() -> ExitCode {
             });
         }
     };
+    if let Cmd::Hook { cmd } = &cli.command {
+        return ExitCode::from(policy_cmd::run_hook(cmd));
+    }
     // `paddock sandbox` needs no runtime: it becomes the helper (exec).
     let cli = match cli.command {
         Cmd::Sandbox(args) => return sandbox_cmd::main(args),
@@ -175,6 +194,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 keep,
                 prices: Arc::new(prices),
                 host_path: std::env::var_os("PATH"),
+                host_dir: cli
+                    .host_dir
+                    .clone()
+                    .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
+                paddock_exe: std::env::current_exe().ok(),
             };
             let mut view = progress::Progress::new();
             let cancel = async {
@@ -235,6 +259,18 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             } else {
                 print!("{}", progress::jobs_table(&jobs));
             }
+            Ok(exit::DONE)
+        }
+        Cmd::Hook { cmd } => Ok(policy_cmd::run_hook(&cmd)),
+        Cmd::Profile { cmd } => {
+            let store = open_store(&paths).await?;
+            let out = policy_cmd::run_profile(&cmd, &store)
+                .await
+                .map_err(|e| match e {
+                    policy_cmd::ProfileFailure::BadInput(e) => Failure::BadInput(e),
+                    policy_cmd::ProfileFailure::Internal(e) => Failure::Internal(e),
+                })?;
+            print!("{out}");
             Ok(exit::DONE)
         }
         Cmd::Events { job_id, after } => {

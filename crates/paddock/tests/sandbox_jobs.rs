@@ -98,3 +98,73 @@ async fn the_engine_sees_the_sandbox_not_the_host() {
     );
     std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
 }
+
+/// A host profile on the sandbox rung: `memLimitMb` and `cpuLimit` are
+/// enforced (cgroups), so nothing is degraded, and the engine's deny hook
+/// (`paddock hook`, run inside the sandbox) still refuses denied commands.
+async fn profile_is_enforced_in_the_sandbox(engine: &str) {
+    if common::engine(engine).is_none() || !common::sandbox_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: cgroup caps for jobs need root or a delegated cgroup");
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch denied.txt\"\n\n\
+        [[turn]]\ntext = \"allowed\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch allowed.txt\"\n\n\
+        [[turn]]\ntext = \"Done.\"\n";
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({
+            "id": "sandbox-caps",
+            "buildPolicy": "ci-only",
+            "verification": "dev-probe",
+            "denyCommands": ["touch denied.txt"],
+            "memLimitMb": 2048,
+            "cpuLimit": "100%"
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(scenario));
+    let mut text = std::fs::read_to_string(&spec).unwrap();
+    text.push_str("\n[policy]\nprofile = \"profile.json\"\n");
+    std::fs::write(&spec, text).unwrap();
+    sandboxed(&spec);
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (rec.status, rec.changed_files.clone()),
+        (JobStatus::Done, vec!["allowed.txt".to_string()]),
+        "reason: {:?}\nstderr: {}",
+        rec.reason,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let policy: Vec<paddock_protocol::EventBody> = events
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, paddock_protocol::EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        policy,
+        vec![paddock_protocol::EventBody::Policy {
+            rule: "touch denied.txt".into(),
+            message: "denied `touch denied.txt` (host profile `sandbox-caps`, denyCommands)".into(),
+        }]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_profile_is_enforced_in_the_sandbox() {
+    profile_is_enforced_in_the_sandbox("codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_profile_is_enforced_in_the_sandbox() {
+    profile_is_enforced_in_the_sandbox("claude").await;
+}
