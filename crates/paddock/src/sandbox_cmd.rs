@@ -138,10 +138,11 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
     })
 }
 
-/// Builds the policy and replaces this process with the helper (stdio,
-/// process group and parent stay the caller's; the exit code is the
-/// helper's). Returns only on failure: 2 for bad input, 70 when the helper
-/// cannot be started.
+/// Builds the policy and runs it in this process: a `paddock sandbox`
+/// process is freshly exec'd, single-threaded (no runtime is started for
+/// it) and dedicated to this one run, so it is the helper itself (the
+/// long-lived `paddock run` starts a separate helper instead). Returns the
+/// run's exit code, or 2 for bad input.
 pub fn main(args: SandboxArgs) -> ExitCode {
     let policy = match policy(args) {
         Ok(p) => p,
@@ -150,20 +151,6 @@ pub fn main(args: SandboxArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let err = exec(&policy);
-    eprintln!("paddock: {err:#}");
-    ExitCode::from(70)
-}
-
-fn exec(policy: &Policy) -> anyhow::Error {
-    use std::os::unix::process::CommandExt as _;
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return anyhow::Error::new(e).context("locate the paddock binary"),
-    };
-    match launch::command(&exe, policy) {
-        Ok(mut cmd) => anyhow::Error::new(cmd.exec())
-            .context(format!("start the sandbox helper {}", exe.display())),
-        Err(e) => anyhow::Error::new(e).context("serialize the sandbox policy"),
-    }
+    let code = paddock_sandbox::init::run_policy(policy);
+    ExitCode::from(u8::try_from(code).unwrap_or(paddock_sandbox::exit::SETUP_FAILED as u8))
 }

@@ -34,7 +34,21 @@ pub const INIT_ARG: &str = "__sandbox-init";
 
 /// The helper's entry point; returns the exit code.
 pub fn main() -> i32 {
-    match run() {
+    report(read_policy().and_then(run))
+}
+
+/// Runs `policy` in this process, which must be single-threaded and
+/// dedicated to the run (a freshly exec'd `paddock sandbox`); returns the
+/// exit code.
+pub fn run_policy(policy: Policy) -> i32 {
+    if policy.argv.is_empty() {
+        return report(Err(SetupError::EmptyCommand));
+    }
+    report(run(policy))
+}
+
+fn report(result: Result<i32, SetupError>) -> i32 {
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("paddock sandbox: {e}");
@@ -58,10 +72,9 @@ fn read_policy() -> Result<Policy, SetupError> {
     Ok(policy)
 }
 
-fn run() -> Result<i32, SetupError> {
+fn run(policy: Policy) -> Result<i32, SetupError> {
     // The run ends with its caller, whatever kills the caller.
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
-    let policy = read_policy()?;
     let view = fs::plan(&policy)?;
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
