@@ -1,8 +1,9 @@
 //! `paddock sandbox [OPTIONS] -- COMMAND ARGS...`: runs any command
 //! confined by Paddock's sandbox (crates/sandbox), passes stdio through and
 //! exits with the command's status or a documented sandbox code
-//! (docs/sandbox.md). The irreversible set-up happens in a freshly exec'd
-//! helper (`paddock __sandbox-init`), never in this process.
+//! (docs/sandbox.md). A `paddock sandbox` process is freshly exec'd,
+//! single-threaded and dedicated to the one run, so it is the helper
+//! itself; the long-lived `paddock run` starts `paddock __sandbox-init`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
