@@ -137,7 +137,7 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
         env: spec.env.clone(),
         cwd: spec.cwd.clone(),
         ro,
-        protect: protected_in(&paths.work),
+        protect: protected(paths),
         rw,
         tmp_mb: SANDBOX_TMP_MB,
         net: NetMode::Broker {
@@ -150,6 +150,21 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
         cgroup_root: None,
         name: paths.job_id.clone(),
     }
+}
+
+/// Paths that stay read-only inside the writable ones: the workspace's git
+/// hooks, git config and shell rc files, and the engine's copy of the host
+/// profile's rules in its home (Claude Code's `--settings` file with the
+/// deny hook, Codex's execpolicy rules), so the agent cannot lift them.
+fn protected(paths: &SandboxPaths) -> Vec<PathBuf> {
+    let mut out = protected_in(&paths.work);
+    for p in [".claude/paddock-policy.json", ".codex/rules"] {
+        let p = paths.home.join(p);
+        if p.exists() {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// Read-only directories the engine needs besides the system ones: the

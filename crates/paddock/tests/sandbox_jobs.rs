@@ -112,7 +112,8 @@ async fn profile_is_enforced_in_the_sandbox(engine: &str) {
     }
     let home = Home::new();
     let repo = repo(home.path());
-    let scenario = "[[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch denied.txt\"\n\n\
+    let scenario = "[[turn]]\ntext = \"lifting the rules\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"echo {} > $HOME/.claude/paddock-policy.json; echo > $HOME/.codex/rules/default.rules; true\"\n\n\
+        [[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch denied.txt\"\n\n\
         [[turn]]\ntext = \"allowed\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch allowed.txt\"\n\n\
         [[turn]]\ntext = \"Done.\"\n";
     std::fs::write(
@@ -134,9 +135,17 @@ async fn profile_is_enforced_in_the_sandbox(engine: &str) {
     std::fs::write(&spec, text).unwrap();
     sandboxed(&spec);
     let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
         .await;
     let rec = record(&out);
+    // The engine's copy of the rules could not be lifted from inside.
+    let job_home = home.jobs().join(&rec.id).join("home");
+    let rules = match engine {
+        "codex" => std::fs::read_to_string(job_home.join(".codex/rules/default.rules")).unwrap(),
+        _ => std::fs::read_to_string(job_home.join(".claude/paddock-policy.json")).unwrap(),
+    };
+    assert!(rules.contains("touch"), "rules were lifted: {rules}");
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
     assert_eq!(
         (rec.status, rec.changed_files.clone()),
         (JobStatus::Done, vec!["allowed.txt".to_string()]),
