@@ -73,9 +73,10 @@ impl Cgroup {
             })?;
         }
         if version == Version::V2 {
-            // Enable the controllers for children of paddock/.
-            if let Some(parent) = cg.dirs[0].1.parent() {
-                let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
+            // Enable the controllers for paddock/ and for its children (a
+            // failure shows up as a missing cap file just below).
+            for dir in [root.to_path_buf(), root.join("paddock")] {
+                let _ = std::fs::write(dir.join("cgroup.subtree_control"), "+memory +pids +cpu");
             }
         }
         if let Some(mb) = limits.memory_mb {
@@ -165,5 +166,115 @@ impl Cgroup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(p: &Path) -> String {
+        std::fs::read_to_string(p).unwrap()
+    }
+
+    /// The v2 interface on a stand-in tree (the files the kernel would
+    /// offer): caps, joining and the OOM counter land where the kernel reads
+    /// them.
+    #[test]
+    fn v2_caps_are_written_to_the_unified_files() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(
+            root.path().join("cgroup.controllers"),
+            "cpuset cpu io memory pids\n",
+        )
+        .unwrap();
+        assert_eq!(detect(root.path()), Some(Version::V2));
+        let leaf = root.path().join("paddock/run-1");
+        std::fs::create_dir_all(&leaf).unwrap();
+        std::fs::write(leaf.join("memory.swap.max"), "max").unwrap();
+        let limits = Limits {
+            memory_mb: Some(64),
+            pids: Some(32),
+            cpu_percent: Some(50),
+        };
+        let cg = Cgroup::create(root.path(), "run-1", &limits).unwrap();
+        cg.join().unwrap();
+        assert_eq!(
+            (
+                read(&leaf.join("memory.max")),
+                read(&leaf.join("memory.swap.max")),
+                read(&leaf.join("pids.max")),
+                read(&leaf.join("cpu.max")),
+                read(&leaf.join("cgroup.procs")),
+                read(&root.path().join("paddock/cgroup.subtree_control")),
+            ),
+            (
+                (64 * 1024 * 1024).to_string(),
+                "0".to_string(),
+                "32".to_string(),
+                "50000 100000".to_string(),
+                std::process::id().to_string(),
+                "+memory +pids +cpu".to_string(),
+            )
+        );
+        assert!(!cg.oom_killed());
+        std::fs::write(
+            leaf.join("memory.events"),
+            "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n",
+        )
+        .unwrap();
+        assert!(cg.oom_killed());
+    }
+
+    #[test]
+    fn v1_caps_are_written_per_hierarchy() {
+        let root = tempfile::tempdir().unwrap();
+        for c in ["memory", "pids", "cpu"] {
+            std::fs::create_dir_all(root.path().join(c)).unwrap();
+            std::fs::write(root.path().join(c).join("cgroup.procs"), "").unwrap();
+        }
+        assert_eq!(detect(root.path()), Some(Version::V1));
+        let limits = Limits {
+            memory_mb: Some(1),
+            pids: None,
+            cpu_percent: Some(250),
+        };
+        let cg = Cgroup::create(root.path(), "run-2", &limits).unwrap();
+        let dir = |c: &str| root.path().join(c).join("paddock/run-2");
+        assert_eq!(
+            (
+                read(&dir("memory").join("memory.limit_in_bytes")),
+                dir("pids").join("pids.max").exists(),
+                read(&dir("cpu").join("cpu.cfs_period_us")),
+                read(&dir("cpu").join("cpu.cfs_quota_us")),
+            ),
+            (
+                "1048576".to_string(),
+                false,
+                "100000".to_string(),
+                "250000".to_string()
+            )
+        );
+        std::fs::write(
+            dir("memory").join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        assert!(!cg.oom_killed());
+    }
+
+    #[test]
+    fn a_root_without_controllers_is_refused_naming_it() {
+        let root = tempfile::tempdir().unwrap();
+        let err = Cgroup::create(root.path(), "x", &Limits::default())
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err,
+            Some(format!(
+                "cgroup {}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies",
+                root.path().display()
+            ))
+        );
     }
 }
