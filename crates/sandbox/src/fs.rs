@@ -22,6 +22,9 @@ const STAGE: &str = "/tmp";
 const OLD: &str = "/oldroot";
 const NEW: &str = "/newroot";
 
+/// /etc files up to this size are copied rather than bound.
+const COPY_MAX: u64 = 256 * 1024;
+
 /// Device nodes bound from the host's /dev.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 
@@ -36,12 +39,18 @@ enum Entry {
     Link { path: PathBuf, target: PathBuf },
     /// A size-capped tmpfs.
     Tmpfs { path: PathBuf, size_mb: u64 },
+    /// A small host file copied into the (then read-only) new root: cheaper
+    /// than a bind and a remount.
+    Copy { path: PathBuf },
 }
 
 impl Entry {
     fn path(&self) -> &Path {
         match self {
-            Entry::Bind { path, .. } | Entry::Link { path, .. } | Entry::Tmpfs { path, .. } => path,
+            Entry::Bind { path, .. }
+            | Entry::Link { path, .. }
+            | Entry::Tmpfs { path, .. }
+            | Entry::Copy { path } => path,
         }
     }
 }
@@ -65,7 +74,11 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
         optional(&mut v, Path::new(p), false);
     }
     for name in ETC_RO {
-        optional(&mut v, &Path::new("/etc").join(name), false);
+        let p = Path::new("/etc").join(name);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_file() && m.len() <= COPY_MAX => v.entries.push(Entry::Copy { path: p }),
+            _ => optional(&mut v, &p, false),
+        }
     }
     v.entries.push(Entry::Tmpfs {
         path: PathBuf::from("/tmp"),
@@ -304,6 +317,9 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
                     std::fs::create_dir_all(parent).map_err(point_err(parent))?;
                 }
                 symlink(target, &dst).map_err(point_err(&dst))?;
+            }
+            Entry::Copy { path } => {
+                std::fs::copy(under(OLD, path), &dst).map_err(point_err(&dst))?;
             }
             Entry::Tmpfs { size_mb, .. } => {
                 std::fs::create_dir_all(&dst).map_err(point_err(&dst))?;
