@@ -121,3 +121,37 @@ pub fn render(r: &Report) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_host_and_the_rungs() {
+        let report = Report {
+            host: HostSupport {
+                user_namespaces: true,
+                user_namespaces_detail: "max_user_namespaces=96365".into(),
+                landlock_abi: Some(7),
+                seccomp: true,
+                cgroup: Some("v1".into()),
+                cgroup_detail: "/sys/fs/cgroup/{memory,pids,cpu}".into(),
+                overlayfs: true,
+            },
+            uid: 1000,
+            rungs: vec![
+                Rung {
+                    name: "process",
+                    supported: true,
+                    detail: "always available (no isolation)".into(),
+                },
+                Rung {
+                    name: "sandbox",
+                    supported: false,
+                    detail: "unshare the user, mount, network, IPC, UTS and cgroup namespaces: EPERM: Operation not permitted".into(),
+                },
+            ],
+        };
+        insta::assert_snapshot!(render(&report));
+    }
+}

@@ -14,8 +14,8 @@ pub enum SetupError {
     EmptyCommand,
     #[error("cgroup {path}: {detail}")]
     Cgroup { path: PathBuf, detail: String },
-    #[error("unshare the user, mount, PID, network, IPC, UTS and cgroup namespaces: {source}")]
-    Unshare { source: Errno },
+    #[error("unshare the {what} namespaces: {source}")]
+    Unshare { what: &'static str, source: Errno },
     #[error("write the user namespace map {path}: {source}")]
     IdMap {
         path: PathBuf,

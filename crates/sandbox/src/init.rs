@@ -127,7 +127,10 @@ fn confine_and_run(
             | CloneFlags::CLONE_NEWUTS
             | CloneFlags::CLONE_NEWCGROUP,
     )
-    .map_err(|source| SetupError::Unshare { source })?;
+    .map_err(|source| SetupError::Unshare {
+        what: "user, mount, network, IPC, UTS and cgroup",
+        source,
+    })?;
     id_map("/proc/self/setgroups", "deny")?;
     id_map("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
     id_map("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
@@ -198,8 +201,12 @@ fn pid_parent(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> i32 {
             // A mount namespace of its own too: pivot_root moves every
             // process of a mount namespace, and the helper must keep the
             // host's view (the broker socket, the cgroup files).
-            unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS)
-                .map_err(|source| SetupError::Unshare { source })
+            unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|source| {
+                SetupError::Unshare {
+                    what: "PID and mount",
+                    source,
+                }
+            })
         });
     if let Err(e) = started {
         eprintln!("paddock sandbox: {e}");
