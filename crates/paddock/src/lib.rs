@@ -8,6 +8,7 @@ pub mod engines;
 pub mod launcher;
 pub mod paths;
 pub mod policy;
+pub mod redact;
 pub mod runner;
 pub mod store;
 pub mod workspace;
