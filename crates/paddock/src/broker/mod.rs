@@ -102,6 +102,26 @@ pub fn start(listener: TcpListener, config: BrokerConfig) -> Result<BrokerHandle
             job_id: config.job_id.clone(),
             source,
         })?;
+    serve(listener, format!("http://{addr}"), config)
+}
+
+/// Starts a job's broker on a per-job Unix socket (the `sandbox` rung: the
+/// job reaches it through its sandbox's forwarder, and only its own socket
+/// identifies it). `url` is the address the engine is given, the
+/// forwarder's `http://127.0.0.1:PORT` inside the job's network namespace.
+pub fn start_unix(
+    listener: tokio::net::UnixListener,
+    url: String,
+    config: BrokerConfig,
+) -> Result<BrokerHandle, BrokerError> {
+    serve(listener, url, config)
+}
+
+fn serve<L>(listener: L, url: String, config: BrokerConfig) -> Result<BrokerHandle, BrokerError>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -127,7 +147,7 @@ pub fn start(listener: TcpListener, config: BrokerConfig) -> Result<BrokerHandle
         }
     });
     Ok(BrokerHandle {
-        url: format!("http://{addr}"),
+        url,
         token,
         calls: rx,
         shared,
