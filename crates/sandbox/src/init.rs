@@ -1,9 +1,9 @@
 //! The helper process (`paddock __sandbox-init`), freshly exec'd for each
 //! sandboxed command and single-threaded until it forks. It reads the
-//! policy, joins the run's cgroup, unshares the user, mount, PID, network,
-//! IPC, UTS and cgroup namespaces (mapping only the caller's own uid and
-//! gid), brings up loopback and binds the forwarder, then forks the PID
-//! namespace's init. The helper stays outside the PID namespace and the
+//! policy, joins the run's cgroup, unshares the user, network, IPC, UTS
+//! and cgroup namespaces (mapping only the caller's own uid and gid),
+//! brings up loopback and binds the forwarder, then clones the PID
+//! namespace's init straight into new PID and mount namespaces. The helper stays outside the PID namespace and the
 //! filesystem view, serves the forwarder, enforces the timeout (killing
 //! PID 1 kills every process of the namespace) and exits with the
 //! command's status. PID 1 builds the view, drops privileges, applies
@@ -119,16 +119,19 @@ fn confine_and_run(
     gid: u32,
     cgroup: Option<&Cgroup>,
 ) -> Result<i32, SetupError> {
+    // No mount namespace here: the helper keeps the host's view (the
+    // broker socket, the cgroup files); PID 1 gets the only new one, owned
+    // by the new user namespace. One mount namespace fewer to copy and to
+    // tear down per run.
     unshare(
         CloneFlags::CLONE_NEWUSER
-            | CloneFlags::CLONE_NEWNS
             | CloneFlags::CLONE_NEWNET
             | CloneFlags::CLONE_NEWIPC
             | CloneFlags::CLONE_NEWUTS
             | CloneFlags::CLONE_NEWCGROUP,
     )
     .map_err(|source| SetupError::Unshare {
-        what: "user, mount, network, IPC, UTS and cgroup",
+        what: "user, network, IPC, UTS and cgroup",
         source,
     })?;
     id_map("/proc/self/setgroups", "deny")?;
@@ -143,16 +146,14 @@ fn confine_and_run(
     };
 
     // A process that unshared its PID namespace cannot start threads, and
-    // the helper needs them (forwarder, timeout): a child unshares it and
-    // forks PID 1.
-    // SAFETY: the helper is single-threaded here (no thread has been
-    // started yet), so the child may run arbitrary code after fork.
-    let child = match unsafe { fork() }.map_err(|source| SetupError::Fork { source })? {
-        ForkResult::Child => {
+    // the helper needs them (forwarder, timeout): PID 1 is cloned straight
+    // into a new PID namespace and the run's mount namespace.
+    let child = match clone_pid1()? {
+        None => {
             drop(forwarder);
-            std::process::exit(pid_parent(policy, view, uid, gid));
+            std::process::exit(pid1(policy, view, uid, gid));
         }
-        ForkResult::Parent { child } => child,
+        Some(child) => child,
     };
     if let Some((listener, socket)) = forwarder {
         net::serve_forwarder(listener, socket);
@@ -193,33 +194,36 @@ fn wait_code(pid: Pid) -> i32 {
     }
 }
 
-/// Unshares the PID (and a second mount) namespace and forks its PID 1; returns PID 1's status.
-fn pid_parent(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> i32 {
-    let started = caps::die_with_parent()
-        .map_err(|source| SetupError::Capabilities { source })
-        .and_then(|()| {
-            // A mount namespace of its own too: pivot_root moves every
-            // process of a mount namespace, and the helper must keep the
-            // host's view (the broker socket, the cgroup files).
-            unshare(CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWNS).map_err(|source| {
-                SetupError::Unshare {
-                    what: "PID and mount",
-                    source,
-                }
-            })
-        });
-    if let Err(e) = started {
-        eprintln!("paddock sandbox: {e}");
-        return exit::SETUP_FAILED;
-    }
-    // SAFETY: this process is single-threaded (a fresh fork child).
-    match unsafe { fork() } {
-        Err(source) => {
-            eprintln!("paddock sandbox: {}", SetupError::Fork { source });
-            exit::SETUP_FAILED
-        }
-        Ok(ForkResult::Child) => std::process::exit(pid1(policy, view, uid, gid)),
-        Ok(ForkResult::Parent { child }) => wait_code(child),
+/// Forks like `fork(2)` but into new PID and mount namespaces, so the
+/// child is PID 1 of its namespace (one process fewer than unsharing in an
+/// intermediate child). Returns `None` in the child, the child's pid in the
+/// parent.
+fn clone_pid1() -> Result<Option<Pid>, SetupError> {
+    let flags = libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::SIGCHLD;
+    // SAFETY: a raw clone without CLONE_VM and with a null stack behaves
+    // like fork(2): the child gets a copy of the address space and resumes
+    // here on its copy of the stack. The helper is single-threaded at this
+    // point (no thread has been started yet), so no lock is held by a
+    // thread that would not exist in the child; the child only runs
+    // PID 1's set-up and exits. The remaining arguments (parent and child
+    // tid pointers, tls) are null and unused without the flags naming them.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    match rc {
+        0 => Ok(None),
+        pid if pid > 0 => Ok(Some(Pid::from_raw(pid as libc::pid_t))),
+        _ => Err(SetupError::Unshare {
+            what: "PID and mount",
+            source: nix::errno::Errno::last(),
+        }),
     }
 }
 
