@@ -29,6 +29,13 @@ pub async fn render(
 ) -> Result<SizeReport, Failure> {
     let bad = |e: anyhow::Error| Failure::BadInput(e);
     let prepared = Prepared::load(spec).map_err(|e| bad(e.into()))?;
+    // The rung as the run would resolve it (`auto` probes this host).
+    let rung = paddock::rung::for_host(spec.isolation)
+        .await
+        .map_err(|e| bad(e.into()))?;
+    let mut resolved = spec.clone();
+    resolved.isolation = rung.isolation;
+    let spec = &resolved;
     // The host profile as the run would admit it: its advisory, and the
     // timeout it caps.
     let (spec, policy) = match (&spec.policy.profile, store) {

@@ -3,10 +3,7 @@
 //! `sandbox` rung actually works is shown by starting one (`true` with no
 //! network), so the answer is never a guess.
 
-use std::process::Stdio;
-
 use paddock_sandbox::probe::{self, HostSupport};
-use paddock_sandbox::{launch, Limits, NetMode, Policy};
 use serde::Serialize;
 
 #[derive(Debug, Serialize)]
@@ -23,42 +20,10 @@ pub struct Report {
     pub rungs: Vec<Rung>,
 }
 
-/// Starts a minimal sandbox; None when it works, else the helper's error.
-fn try_sandbox() -> Option<String> {
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return Some(format!("locate the paddock binary: {e}")),
-    };
-    let policy = Policy {
-        argv: vec!["true".into()],
-        env: vec![],
-        cwd: "/".into(),
-        ro: vec![],
-        rw: vec![],
-        protect: vec![],
-        tmp_mb: 1,
-        net: NetMode::None,
-        limits: Limits::default(),
-        allow_without_cgroups: false,
-        timeout_secs: Some(10),
-        cgroup_root: None,
-        name: "doctor".into(),
-    };
-    let mut cmd = match launch::command(&exe, &policy) {
-        Ok(c) => c,
-        Err(e) => return Some(e.to_string()),
-    };
-    match cmd.stdin(Stdio::null()).stdout(Stdio::null()).output() {
-        Ok(out) if out.status.success() => None,
-        Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-        Err(e) => Some(format!("start the helper: {e}")),
-    }
-}
-
 pub fn report() -> Report {
     let host = probe::host();
     let uid = nix::unistd::getuid().as_raw();
-    let sandbox = try_sandbox();
+    let sandbox = paddock::rung::probe_sandbox();
     let cgroups = match (&host.cgroup, uid) {
         (Some(v), 0) => format!("cgroup {v} caps available"),
         (Some(v), _) => format!("cgroup {v} present; caps need a delegated cgroup (PADDOCK_CGROUP_ROOT) or are refused unless accepted"),

@@ -107,7 +107,7 @@ pub fn command(
             })?;
             Command::from(std_cmd)
         }
-        (Isolation::Process, _) | (Isolation::Sandbox, None) => {
+        (Isolation::Process | Isolation::Auto, _) | (Isolation::Sandbox, None) => {
             let mut c = Command::new(&spec.program);
             c.args(&spec.args)
                 .env_clear()

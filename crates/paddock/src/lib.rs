@@ -9,6 +9,7 @@ pub mod launcher;
 pub mod paths;
 pub mod policy;
 pub mod redact;
+pub mod rung;
 pub mod runner;
 pub mod store;
 pub mod workspace;

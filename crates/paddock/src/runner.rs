@@ -151,6 +151,20 @@ pub async fn run(
         step: "serialize job spec",
         message: e.to_string(),
     })?;
+    // The rung: `auto` becomes `sandbox` where one starts, else `process`;
+    // an explicit `sandbox` that cannot start refuses the job.
+    let rung = crate::rung::for_host(spec.isolation)
+        .await
+        .map_err(|e| RunError::BadInput(e.to_string()))?;
+    let on_rung;
+    let spec = if rung.isolation == spec.isolation {
+        spec
+    } else {
+        let mut s = spec.clone();
+        s.isolation = rung.isolation;
+        on_rung = s;
+        &on_rung
+    };
     // The host profile: resolved and admitted before the job exists (fail closed).
     let job_policy = match &spec.policy.profile {
         Some(name) => Some(
@@ -217,6 +231,14 @@ pub async fn run(
         )),
     })
     .await?;
+
+    if let Some(message) = rung.fallback {
+        em.emit(EventBody::Policy {
+            rule: "isolation".into(),
+            message,
+        })
+        .await?;
+    }
 
     // Layer 3: degraded rules are reported; the host slot is held to the end.
     let mut _slot = None;
@@ -588,7 +610,8 @@ async fn launch_and_stream(
         budget_micros: spec.budget.max_micros(),
     };
     let (mut broker, sandbox) = match spec.isolation {
-        Isolation::Process => {
+        // `auto` was resolved when the job was admitted.
+        Isolation::Process | Isolation::Auto => {
             let listener = TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| step("bind the broker", e))?;

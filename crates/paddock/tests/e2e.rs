@@ -139,8 +139,10 @@ async fn runs_a_ticket_end_to_end(engine: &str, sandbox: bool) {
     let home = Home::new();
     let repo = repo(home.path());
     let spec = job(home.path(), engine, &repo, SCRIPTED, Some(WORK_SCENARIO));
-    if sandbox {
-        common::sandboxed(&spec);
+    // The sandbox variants run on the default rung (`auto`: the sandbox
+    // wherever one starts); the others ask for `process`.
+    if !sandbox {
+        common::on_rung(&spec, "process");
     }
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
@@ -288,8 +290,10 @@ async fn upstream_failure_fails_the_job_on(
         SCRIPTED,
         Some(&failing_scenario(failure)),
     );
-    if sandbox {
-        common::sandboxed(&spec);
+    // The sandbox variants run on the default rung (`auto`: the sandbox
+    // wherever one starts); the others ask for `process`.
+    if !sandbox {
+        common::on_rung(&spec, "process");
     }
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
@@ -433,8 +437,10 @@ async fn provider_key_never_reaches_the_engine(engine: &str, sandbox: bool) {
         "[upstream]\nprovider = \"{name}\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{base}\"\n"
     );
     let spec = job(home.path(), engine, &repo, &upstream, None);
-    if sandbox {
-        common::sandboxed(&spec);
+    // The sandbox variants run on the default rung (`auto`: the sandbox
+    // wherever one starts); the others ask for `process`.
+    if !sandbox {
+        common::on_rung(&spec, "process");
     }
     let out = home
         .paddock(

@@ -21,6 +21,21 @@ fn with_policy(spec: &Path, policy: &str) {
     std::fs::write(spec, text).unwrap();
 }
 
+/// `common::job` on the `process` rung: these tests watch marker files
+/// outside the workspace and the `process` rung's degraded rules (the
+/// sandbox rung's policy is covered in sandbox_jobs.rs).
+fn job(
+    dir: &Path,
+    engine: &str,
+    repo: &Path,
+    upstream: &str,
+    scenario: Option<&str>,
+) -> std::path::PathBuf {
+    let spec = common::job(dir, engine, repo, upstream, scenario);
+    on_rung(&spec, "process");
+    spec
+}
+
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }

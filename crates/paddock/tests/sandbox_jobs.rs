@@ -33,6 +33,8 @@ fn stand_in_job(home: &Home, script: &str, sandbox: bool) -> std::path::PathBuf 
     std::fs::write(&spec, text).unwrap();
     if sandbox {
         sandboxed(&spec);
+    } else {
+        on_rung(&spec, "process");
     }
     spec
 }

@@ -348,17 +348,23 @@ impl Default for LimitsSpec {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Isolation {
-    /// A plain child process, trusted like a local agent.
+    /// The default: `sandbox` where this host can start one (the check
+    /// `paddock doctor` makes), else `process`, with a `status` event
+    /// saying why. The runner resolves it before the job starts.
     #[default]
+    Auto,
+    /// A plain child process, trusted like a local agent.
     Process,
     /// Paddock's own Linux sandbox (namespaces, Landlock, seccomp, cgroups),
-    /// reaching nothing but the job's broker (docs/sandbox.md).
+    /// reaching nothing but the job's broker (docs/sandbox.md). A host that
+    /// cannot start one refuses the job.
     Sandbox,
 }
 
 impl Isolation {
     pub fn as_str(&self) -> &'static str {
         match self {
+            Isolation::Auto => "auto",
             Isolation::Process => "process",
             Isolation::Sandbox => "sandbox",
         }

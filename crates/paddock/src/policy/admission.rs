@@ -39,7 +39,9 @@ fn engine_denies(engine: EngineKind) -> bool {
 fn rung_gaps(isolation: Isolation, profile: &HostProfile) -> Vec<(&'static str, String)> {
     let mut gaps = Vec::new();
     match isolation {
-        Isolation::Process => {
+        // `auto` is resolved before admission; unresolved, it may fall back
+        // to `process`.
+        Isolation::Process | Isolation::Auto => {
             if let Some(cpu) = &profile.cpu_limit {
                 gaps.push((
                     "cpuLimit",

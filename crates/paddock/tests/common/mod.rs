@@ -232,6 +232,11 @@ pub fn sandbox_available() -> bool {
 
 /// Puts the job spec at `spec` on the `sandbox` rung.
 pub fn sandboxed(spec: &Path) {
+    on_rung(spec, "sandbox");
+}
+
+/// Puts the job spec at `spec` on `rung` explicitly (the default is `auto`).
+pub fn on_rung(spec: &Path, rung: &str) {
     let text = std::fs::read_to_string(spec).unwrap();
-    std::fs::write(spec, format!("isolation = \"sandbox\"\n{text}")).unwrap();
+    std::fs::write(spec, format!("isolation = \"{rung}\"\n{text}")).unwrap();
 }
