@@ -24,6 +24,24 @@ pub const SANDBOX_BROKER_PORT: u16 = 8080;
 /// Size of a sandboxed job's private /tmp.
 const SANDBOX_TMP_MB: u64 = 512;
 
+/// The default cap on a sandboxed job's processes and threads (a cgroup
+/// `pids.max`): far above what the engines use (Node's and tokio's thread
+/// pools, a build's compilers), low enough to stop a fork bomb.
+pub const SANDBOX_PIDS: u64 = 1024;
+
+/// The caps every sandboxed job gets: the default pids cap. It is best
+/// effort (`allow_without_cgroups` in [`SandboxPaths`]): a host where the
+/// job's cgroup cannot be created (an ordinary user without a delegated
+/// cgroup) runs the job without it and the helper says so on the engine's
+/// stderr. A host profile's memory and CPU caps are enforced.
+pub fn default_limits() -> Limits {
+    Limits {
+        memory_mb: None,
+        pids: Some(SANDBOX_PIDS),
+        cpu_percent: None,
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error("locate the paddock binary to run the sandbox helper: {0}")]
@@ -69,12 +87,16 @@ pub fn apply_profile(
 ) -> std::io::Result<()> {
     paths.limits = Limits {
         memory_mb: policy.profile.mem_limit_mb,
-        pids: None,
+        pids: paths.limits.pids,
         cpu_percent: policy.profile.cpu().map(|c| u64::from(c.centi_cpus)),
     };
-    paths.allow_without_cgroups = accepted_degraded
-        .iter()
-        .any(|rule| rule == "memLimitMb" || rule == "cpuLimit");
+    // The profile's caps are enforced unless the spec accepted them as
+    // degraded; without any, the default pids cap stays best effort.
+    if paths.limits.memory_mb.is_some() || paths.limits.cpu_percent.is_some() {
+        paths.allow_without_cgroups = accepted_degraded
+            .iter()
+            .any(|rule| rule == "memLimitMb" || rule == "cpuLimit");
+    }
     let profile = meta.join("profile.json");
     if profile.exists() {
         let record = crate::policy::job::record_path(meta);

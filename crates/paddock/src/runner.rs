@@ -636,8 +636,8 @@ async fn launch_and_stream(
                 timeout_secs: spec.limits.timeout_secs,
                 extra_ro: Vec::new(),
                 extra_rw: Vec::new(),
-                limits: paddock_sandbox::Limits::default(),
-                allow_without_cgroups: false,
+                limits: launcher::default_limits(),
+                allow_without_cgroups: true,
             };
             (broker, Some(paths))
         }

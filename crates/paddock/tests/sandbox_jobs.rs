@@ -101,6 +101,45 @@ async fn the_engine_sees_the_sandbox_not_the_host() {
     std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
 }
 
+/// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
+/// without a host profile: a stand-in engine forking sleepers is stopped
+/// short of it (the helper's threads, PID 1 and the shell count too). The
+/// cap itself is attacked with its unconfined twin in escape.rs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_cannot_fork_past_the_default_pids_cap() {
+    if !common::sandbox_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: cgroup caps for jobs need root or a delegated cgroup");
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(
+        &home,
+        "i=0; while [ $i -lt 1100 ]; do sleep 60 & i=$((i+1)); echo $i > \"$HOME/forked\"; done",
+        false,
+    );
+    // The default rung, with time to fork.
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("isolation = \"process\"\n", "")
+        .replace("timeout_secs = 1\n", "timeout_secs = 60\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.isolation, "sandbox");
+    let forked: u64 = std::fs::read_to_string(home.jobs().join(&rec.id).join("home/forked"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1000..1024).contains(&forked), "forked {forked}");
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
+
 /// A host profile on the sandbox rung: `memLimitMb` and `cpuLimit` are
 /// enforced (cgroups), so nothing is degraded, and the engine's deny hook
 /// (`paddock hook`, run inside the sandbox) still refuses denied commands.
