@@ -423,6 +423,22 @@ async fn launch_and_stream(
             key,
         },
     };
+    // Admission: a job whose ceiling is already spent is held, not run.
+    let ceilings = broker::budget::ceilings(spec, em.store, OffsetDateTime::now_utc()).await?;
+    if let Some(c) = broker::budget::exhausted_before_start(&ceilings) {
+        let message = c.exhausted_message(0);
+        em.emit(EventBody::Policy {
+            rule: "budget".into(),
+            message: message.clone(),
+        })
+        .await?;
+        return Ok(Launched {
+            status: JobStatus::Held,
+            reason: Some(message),
+            exit_code: None,
+            calls: Vec::new(),
+        });
+    }
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| step("bind the broker", e))?;
@@ -433,7 +449,7 @@ async fn launch_and_stream(
             attempt: spec.attempt(),
             upstream,
             prices: opts.prices.clone(),
-            budget_micros: spec.budget.max_micros(),
+            ceilings,
         },
     )
     .map_err(|e| step("start the broker", e))?;
@@ -500,6 +516,7 @@ async fn launch_and_stream(
     let mut ended: Option<JobStatus> = None;
     let mut exited: Option<std::process::ExitStatus> = None;
     let mut stdout_open = true;
+    let mut held_reason: Option<String> = None;
     // Read until the engine's stdout closes; once the engine itself has
     // exited, what it left running is killed and the rest of its output is
     // drained with a short grace period.
@@ -534,6 +551,10 @@ async fn launch_and_stream(
             Some(call) = broker.calls.recv() => {
                 record_call(em, &mut calls, call, broker.spent_micros()).await?;
             }
+            Some(notice) = broker.policy.recv() => {
+                held_reason = Some(notice.message.clone());
+                em.emit(EventBody::Policy { rule: notice.rule, message: notice.message }).await?;
+            }
             () = &mut deadline, if exited.is_none() => {
                 kill_group(pgid);
                 ended = Some(JobStatus::TimedOut);
@@ -565,6 +586,14 @@ async fn launch_and_stream(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
+    while let Ok(notice) = broker.policy.try_recv() {
+        held_reason = Some(notice.message.clone());
+        em.emit(EventBody::Policy {
+            rule: notice.rule,
+            message: notice.message,
+        })
+        .await?;
+    }
     while let Ok(call) = broker.calls.try_recv() {
         record_call(em, &mut calls, call, broker.spent_micros()).await?;
     }
@@ -579,7 +608,7 @@ async fn launch_and_stream(
         Some(other) => (other, Some("cancelled".to_string())),
         None if held => (
             JobStatus::Held,
-            Some("the job's budget is spent".to_string()),
+            Some(held_reason.unwrap_or_else(|| "the job's budget is spent".to_string())),
         ),
         None => match adapter.finish(exit_code, &parser.summary()) {
             Outcome::Completed => (JobStatus::Done, None),
@@ -613,13 +642,8 @@ async fn record_call(
     let msg = call.error.clone().unwrap_or_default();
     match call.status {
         CallStatus::Ok => {}
-        CallStatus::Refused if call.http_status == Some(402) => {
-            em.emit(EventBody::Policy {
-                rule: "budget".into(),
-                message: msg,
-            })
-            .await?;
-        }
+        // The broker's policy notice already became a `policy` event.
+        CallStatus::Refused if call.http_status == Some(402) => {}
         CallStatus::Refused => {
             em.error("broker", msg, false).await?;
         }

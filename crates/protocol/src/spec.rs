@@ -265,13 +265,34 @@ pub struct BudgetSpec {
     /// The most this job may spend, in US dollars.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_usd: Option<f64>,
+    /// The most the ticket may spend across all its attempts (this one
+    /// included), in US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket_max_usd: Option<f64>,
+    /// The most the ticket's project may spend per UTC day, in US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_daily_max_usd: Option<f64>,
 }
 
 impl BudgetSpec {
-    /// The ceiling in integer micro-dollars.
+    /// The job's ceiling in integer micro-dollars.
     pub fn max_micros(&self) -> Option<i64> {
-        self.max_usd.map(|usd| (usd * 1_000_000.0).round() as i64)
+        self.max_usd.map(usd_to_micros)
     }
+
+    /// The ticket's ceiling across attempts in integer micro-dollars.
+    pub fn ticket_max_micros(&self) -> Option<i64> {
+        self.ticket_max_usd.map(usd_to_micros)
+    }
+
+    /// The project's daily ceiling in integer micro-dollars.
+    pub fn project_daily_max_micros(&self) -> Option<i64> {
+        self.project_daily_max_usd.map(usd_to_micros)
+    }
+}
+
+fn usd_to_micros(usd: f64) -> i64 {
+    (usd * 1_000_000.0).round() as i64
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -535,12 +556,21 @@ impl JobSpec {
                 ));
             }
         }
-        if let Some(max) = self.budget.max_usd {
-            if !(max.is_finite() && max >= 0.0) {
-                return Err(invalid(
-                    "budget.max_usd",
-                    "must be a non-negative number".into(),
-                ));
+        for (field, value) in [
+            ("budget.max_usd", self.budget.max_usd),
+            ("budget.ticket_max_usd", self.budget.ticket_max_usd),
+            (
+                "budget.project_daily_max_usd",
+                self.budget.project_daily_max_usd,
+            ),
+        ] {
+            if let Some(max) = value {
+                if !(max.is_finite() && (0.0..=1e9).contains(&max)) {
+                    return Err(invalid(
+                        field,
+                        "must be a number between 0 and 1000000000".into(),
+                    ));
+                }
             }
         }
         if self.limits.timeout_secs == 0 {

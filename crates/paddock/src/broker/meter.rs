@@ -29,6 +29,26 @@ pub struct Reading {
     pub generated_chars: u64,
 }
 
+impl Reading {
+    /// The tokens seen so far: the usage reported, with output at least the
+    /// generated characters / 4; without usage, the request bytes / 4 as
+    /// input.
+    pub fn running_usage(&self, request_bytes: u64) -> TokenUsage {
+        let generated = self.generated_chars.div_ceil(4);
+        match self.usage {
+            Some(mut u) => {
+                u.output_tokens = u.output_tokens.max(generated);
+                u
+            }
+            None => TokenUsage {
+                input_tokens: request_bytes / 4,
+                output_tokens: generated,
+                ..TokenUsage::default()
+            },
+        }
+    }
+}
+
 /// An incremental reader of one response body.
 #[derive(Debug)]
 pub struct Meter {
@@ -65,6 +85,38 @@ impl Meter {
             let event: Vec<u8> = self.buf.drain(..end + sep).collect();
             self.sse_event(&event[..end]);
         }
+    }
+
+    /// The tokens of the response so far, for budget checks while it
+    /// streams: the usage reported so far, with output at least the
+    /// generated characters / 4; before any usage, the request bytes / 4 as
+    /// input.
+    pub fn running_usage(&self, request_bytes: u64) -> TokenUsage {
+        self.reading.running_usage(request_bytes)
+    }
+
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
+    /// True once the response's terminal event arrived.
+    pub fn completed(&self) -> bool {
+        self.reading.completed
+    }
+
+    /// True when the body is an SSE stream.
+    pub fn is_sse(&self) -> bool {
+        self.sse
+    }
+
+    /// True when an SSE event has started but not ended.
+    pub fn mid_event(&self) -> bool {
+        self.sse && !self.buf.is_empty()
+    }
+
+    /// The model the upstream says serves the response, so far.
+    pub fn served_model(&self) -> Option<&str> {
+        self.reading.served_model.as_deref()
     }
 
     /// Ends the body and returns the reading.

@@ -20,9 +20,10 @@ use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
+use super::budget::{estimate_micros, Admission, Reservation};
 use super::meter::{Api, Meter};
 use super::upstream::forwardable_response_header;
-use super::Shared;
+use super::{PolicyNotice, Shared};
 
 /// The largest request body the broker accepts from an engine.
 const MAX_REQUEST_BYTES: usize = 32 << 20;
@@ -130,15 +131,17 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             msg,
         );
     }
-    if let Some(budget) = shared.config.budget_micros {
-        let spent = shared.spent_micros.load(Ordering::SeqCst);
-        if spent >= budget {
-            shared.held.store(true, Ordering::SeqCst);
-            let msg = format!(
-                "paddock broker: job budget spent ({} of {}); the job is held",
-                super::prices::format_usd(spent),
-                super::prices::format_usd(budget)
-            );
+    let max_output = ["max_output_tokens", "max_tokens"]
+        .iter()
+        .find_map(|k| request.get(*k).and_then(Value::as_u64));
+    let estimate = estimate_micros(prices, &model, body.len() as u64, max_output);
+    let reservation = match shared.budget.admit(seq, estimate).await {
+        Admission::Admitted(r) => r,
+        Admission::Refused(msg) => {
+            let _ = shared.policy.send(PolicyNotice {
+                rule: "budget".into(),
+                message: msg.clone(),
+            });
             return refuse(
                 &shared,
                 api,
@@ -151,7 +154,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 msg,
             );
         }
-    }
+    };
 
     let upstream = &shared.config.upstream;
     let url = upstream.url(&path, query.as_deref());
@@ -190,6 +193,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 started_at,
             };
             let _ = shared.calls.send(call);
+            reservation.settle(0);
             return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
         }
     };
@@ -218,6 +222,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         started_at,
         ttft_ms: None,
         broke: None,
+        reservation: Some(reservation),
+        cut: Cut::No,
     };
     builder
         .body(Body::from_stream(metered))
@@ -336,9 +342,71 @@ struct MeteredBody {
     started_at: OffsetDateTime,
     ttft_ms: Option<u64>,
     broke: Option<String>,
+    reservation: Option<Reservation>,
+    cut: Cut,
+}
+
+/// Whether the broker cut the stream at the budget ceiling.
+enum Cut {
+    No,
+    /// Cut: the error event still to send to the engine.
+    Pending(Bytes),
+    /// Cut and the error event sent.
+    Sent,
 }
 
 impl MeteredBody {
+    /// Updates the call's running cost; at the ceiling, drops the upstream
+    /// stream (closing its connection) and queues an error event for the
+    /// engine.
+    fn check_budget(&mut self) {
+        let (Some(meter), Some(reservation)) = (self.meter.as_ref(), self.reservation.as_ref())
+        else {
+            return;
+        };
+        // A JSON body is priced whole at its end; a completed stream has
+        // nothing left to cut.
+        if !meter.is_sse() || meter.completed() {
+            return;
+        }
+        let tokens = meter.running_usage(self.request_bytes);
+        let prices = &self.shared.config.prices;
+        let running = meter
+            .served_model()
+            .and_then(|m| prices.cost_micros(m, &tokens))
+            .or_else(|| prices.cost_micros(&self.model, &tokens))
+            .unwrap_or(0);
+        let Some(message) = reservation.observe(running) else {
+            return;
+        };
+        let mut event = if meter.mid_event() {
+            b"\n\n".to_vec()
+        } else {
+            Vec::new()
+        };
+        let (name, data) = match meter.api() {
+            Api::Responses => (
+                "response.failed",
+                json!({"type": "response.failed", "response": {
+                    "id": format!("resp_paddock_cut_{}", self.seq), "object": "response",
+                    "status": "failed", "model": self.model,
+                    "error": {"code": "budget_exceeded", "message": message}}}),
+            ),
+            Api::Messages => (
+                "error",
+                json!({"type": "error", "error": {"type": "budget_exceeded", "message": message}}),
+            ),
+        };
+        event.extend_from_slice(format!("event: {name}\ndata: {data}\n\n").as_bytes());
+        let _ = self.shared.policy.send(PolicyNotice {
+            rule: "budget".into(),
+            message: message.clone(),
+        });
+        self.broke = Some(message);
+        self.inner = Box::pin(futures::stream::empty());
+        self.cut = Cut::Pending(Bytes::from(event));
+    }
+
     fn settle(&mut self) {
         let Some(meter) = self.meter.take() else {
             return;
@@ -350,7 +418,14 @@ impl MeteredBody {
         if let (Some(broke), false) = (&self.broke, reading.completed) {
             error.get_or_insert_with(|| broke.clone());
         }
+        let cut = !matches!(self.cut, Cut::No);
         let (tokens, estimated) = match reading.usage {
+            // Cut by the broker: what was seen, at least; estimated unless
+            // the usage was final.
+            _ if cut => (
+                reading.running_usage(self.request_bytes),
+                !reading.completed,
+            ),
             Some(u) => (u, false),
             None if self.http_status >= 400 => (TokenUsage::default(), false),
             None => (
@@ -379,7 +454,9 @@ impl MeteredBody {
             .cost_micros(priced_model, &tokens)
             .or_else(|| prices.cost_micros(&self.model, &tokens))
             .unwrap_or(0);
-        self.shared.spent_micros.fetch_add(cost, Ordering::SeqCst);
+        if let Some(r) = self.reservation.take() {
+            r.settle(cost);
+        }
         let call = ModelCall {
             job_id: self.shared.config.job_id.clone(),
             attempt: self.shared.config.attempt,
@@ -406,6 +483,14 @@ impl Stream for MeteredBody {
     type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match std::mem::replace(&mut self.cut, Cut::Sent) {
+            Cut::Pending(event) => return Poll::Ready(Some(Ok(event))),
+            Cut::Sent => {
+                self.settle();
+                return Poll::Ready(None);
+            }
+            Cut::No => self.cut = Cut::No,
+        }
         match self.inner.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
                 if self.ttft_ms.is_none() {
@@ -414,6 +499,7 @@ impl Stream for MeteredBody {
                 if let Some(m) = self.meter.as_mut() {
                     m.feed(&chunk);
                 }
+                self.check_budget();
                 Poll::Ready(Some(Ok(chunk)))
             }
             Poll::Ready(Some(Err(e))) => {

@@ -93,6 +93,12 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot sum the spend of {scope}")]
+    ReadSpend {
+        scope: String,
+        #[source]
+        source: sqlx::Error,
+    },
     /// A value cannot be written as its column (an integer too large for
     /// BIGINT, a timestamp outside RFC 3339's years...).
     #[error("cannot store {table}.{column} of {row}: {message}")]

@@ -1,0 +1,298 @@
+//! The broker driven directly over loopback HTTP, against the scripted
+//! upstream: budgets under concurrency (reserve, settle, wait, refuse), a
+//! stream cut at its ceiling, and the ledger equal to the scenario's usage.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use paddock::broker::scripted::{RenderContext, Scenario};
+use paddock::broker::scripted_http::ScriptedServer;
+use paddock::broker::{self, BrokerConfig, BrokerHandle, Ceiling, PriceTable, Scope, Upstream};
+use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
+use tokio::net::TcpListener;
+
+/// One answer: 1000 input tokens and 100 output tokens on gpt-5.5, that is
+/// 1000 × $5/M + 100 × $30/M = 8000 micro-dollars per call.
+const ONE_TURN: &str = r#"
+[[turn]]
+text = "Budgets are enforced by the broker."
+usage = { input = 1000, output = 100 }
+"#;
+const CALL_MICROS: i64 = 8_000;
+
+struct Rig {
+    broker: BrokerHandle,
+    _upstream: ScriptedServer,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(scenario: &str, ceilings: Vec<Ceiling>) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario =
+        Scenario::from_toml(scenario, Path::new("budget-test.toml")).expect("scenario parses");
+    let upstream = ScriptedServer::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::new(scenario),
+        RenderContext {
+            workdir: dir.path().to_path_buf(),
+        },
+        None,
+    )
+    .unwrap();
+    let broker = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-budget".into(),
+            attempt: 1,
+            upstream: Upstream {
+                provider: "scripted".into(),
+                base: upstream.base.clone(),
+                key: None,
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings,
+        },
+    )
+    .unwrap();
+    Rig {
+        broker,
+        _upstream: upstream,
+        _dir: dir,
+    }
+}
+
+fn job_ceiling(micros: i64) -> Vec<Ceiling> {
+    vec![Ceiling {
+        scope: Scope::Job,
+        limit_micros: micros,
+        prior_micros: 0,
+    }]
+}
+
+/// A Responses request whose size matches its 1000 input tokens (about
+/// four bytes a token) and which caps its output, as Codex does.
+fn responses_body(max_output_tokens: Option<u64>) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "model": "gpt-5.5",
+        "stream": true,
+        "input": [{"type": "message", "role": "user",
+                   "content": [{"type": "input_text", "text": "x".repeat(3_900)}]}],
+    });
+    if let Some(n) = max_output_tokens {
+        body["max_output_tokens"] = n.into();
+    }
+    body
+}
+
+async fn post(
+    client: &reqwest::Client,
+    rig: &Rig,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, String) {
+    let resp = client
+        .post(format!("{}{path}", rig.broker.url))
+        .bearer_auth(rig.broker.token.expose())
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap_or_default())
+}
+
+async fn ledger(rig: &mut Rig, n: usize) -> Vec<ModelCall> {
+    let mut calls = Vec::new();
+    while calls.len() < n {
+        calls.push(rig.broker.calls.recv().await.unwrap());
+    }
+    calls.sort_by_key(|c| c.seq);
+    calls
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// Fires `n` calls at once and returns their HTTP statuses.
+async fn concurrent(rig: &Rig, n: usize, body: serde_json::Value) -> Vec<u16> {
+    let client = client();
+    let url = format!("{}/v1/responses", rig.broker.url);
+    let token = rig.broker.token.expose().to_string();
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (client, url, token, body) =
+                (client.clone(), url.clone(), token.clone(), body.clone());
+            tokio::spawn(async move {
+                let resp = client
+                    .post(url)
+                    .bearer_auth(token)
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                let status = resp.status().as_u16();
+                let _ = resp.bytes().await;
+                status
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in tasks {
+        statuses.push(t.await.unwrap());
+    }
+    statuses
+}
+
+fn expected_usage() -> TokenUsage {
+    TokenUsage {
+        input_tokens: 1_000,
+        output_tokens: 100,
+        ..TokenUsage::default()
+    }
+}
+
+/// 50 calls at once against a budget of ten calls: exactly ten run, each
+/// metered exactly, the rest are refused with 402 only once the settled
+/// spend reached the ceiling, and the spend ends exactly at the ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_calls_stay_within_one_budget() {
+    let budget = 10 * CALL_MICROS;
+    let mut rig = rig(ONE_TURN, job_ceiling(budget)).await;
+    let statuses = concurrent(&rig, 50, responses_body(Some(100))).await;
+    let calls = ledger(&mut rig, 50).await;
+
+    let ok: Vec<&ModelCall> = calls
+        .iter()
+        .filter(|c| c.status == CallStatus::Ok)
+        .collect();
+    let refused: Vec<&ModelCall> = calls
+        .iter()
+        .filter(|c| c.status == CallStatus::Refused)
+        .collect();
+    assert_eq!((ok.len(), refused.len()), (10, 40));
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 10);
+    assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 40);
+    for c in &ok {
+        assert_eq!(
+            (c.tokens, c.cost_micros, c.estimated),
+            (expected_usage(), CALL_MICROS, false)
+        );
+    }
+    for c in &refused {
+        assert_eq!(
+            (c.http_status, c.error.as_deref(), c.cost_micros),
+            (
+                Some(402),
+                Some("paddock broker: job budget spent ($0.080000 of $0.080000); the job is held"),
+                0
+            )
+        );
+    }
+    let spent: i64 = calls.iter().map(|c| c.cost_micros).sum();
+    assert_eq!(spent, budget);
+    assert_eq!(rig.broker.spent_micros(), budget);
+    assert!(rig.broker.held());
+    // Every refusal came with a policy notice.
+    let mut notices = 0;
+    while rig.broker.policy.try_recv().is_ok() {
+        notices += 1;
+    }
+    assert_eq!(notices, 40);
+}
+
+/// Without an output cap the reservation (4096 output tokens) is larger than
+/// the room left, so calls run one at a time. Two fit; the third starts with
+/// 16 000 µ$ settled, and its running cost (its request's ~1005 input
+/// tokens, 5025 µ$) crosses the 20 000 µ$ ceiling at its first event, so it
+/// is cut there: the overshoot stays within one call, and no call is refused
+/// while the settled spend is under the ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_reservations_serialize_calls_and_overshoot_at_most_one_call() {
+    let budget = 2 * CALL_MICROS + CALL_MICROS / 2;
+    let mut rig = rig(ONE_TURN, job_ceiling(budget)).await;
+    let statuses = concurrent(&rig, 50, responses_body(None)).await;
+    let calls = ledger(&mut rig, 50).await;
+    let count = |s: CallStatus| calls.iter().filter(|c| c.status == s).count();
+    assert_eq!(
+        (
+            count(CallStatus::Ok),
+            count(CallStatus::StreamError),
+            count(CallStatus::Refused)
+        ),
+        (2, 1, 47)
+    );
+    assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 47);
+    let cut = calls
+        .iter()
+        .find(|c| c.status == CallStatus::StreamError)
+        .unwrap();
+    assert_eq!((cut.estimated, cut.cost_micros), (true, 5_025));
+    for c in calls.iter().filter(|c| c.status == CallStatus::Refused) {
+        assert_eq!(
+            c.error.as_deref(),
+            Some("paddock broker: job budget spent ($0.021025 of $0.020000); the job is held")
+        );
+    }
+    let spent: i64 = calls.iter().map(|c| c.cost_micros).sum();
+    assert_eq!(spent, 2 * CALL_MICROS + 5_025);
+    assert!(spent - budget <= CALL_MICROS);
+}
+
+/// A long answer whose running cost crosses the ceiling is cut: the engine
+/// gets the broker's error event in its own wire format, the row is
+/// estimated from what was seen, and the next call is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_crossing_the_ceiling_is_cut() {
+    // 40 deltas of ~20 characters: ~200 output tokens estimated at the end.
+    let text = "a budget test line. ".repeat(40);
+    let scenario = format!(
+        "[[turn]]\ntext = \"{text}\"\nusage = {{ input = 10, output = 200 }}\n[[turn]]\ntext = \"never\"\n"
+    );
+    // claude-haiku-4-5: $1/M input, $5/M output. The request (~40 bytes →
+    // 10 tokens) costs 10 µ$; the ceiling allows about 100 output tokens.
+    let budget = 10 + 500;
+    let mut rig = rig(&scenario, job_ceiling(budget)).await;
+    let client = client();
+    let body = serde_json::json!({
+        "model": "claude-haiku-4-5", "stream": true, "max_tokens": 1,
+        "messages": [{"role": "user", "content": "hi"}],
+    });
+    let (status, text_out) = post(&client, &rig, "/v1/messages", &body).await;
+    assert_eq!(status, 200);
+    // Cut after the 21st delta: 10 input + 21 × 5 output tokens = 535 µ$.
+    let message = "paddock broker: job budget reached ($0.000535 of $0.000510 with the calls under way): the response was cut; the job is held";
+    let expected_tail = format!(
+        "event: error\ndata: {}\n\n",
+        serde_json::json!({"type": "error", "error": {"type": "budget_exceeded", "message": message}})
+    );
+    assert!(
+        text_out.ends_with(&expected_tail),
+        "the stream ends with the broker's error event: {text_out}"
+    );
+    assert!(!text_out.contains("message_stop"));
+
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.estimated, call.error.as_deref()),
+        (CallStatus::StreamError, true, Some(message))
+    );
+    // Cut at the first event past the ceiling: at most one delta (~5 output
+    // tokens, 25 µ$) over.
+    assert!(call.cost_micros > budget, "{call:?}");
+    assert!(call.cost_micros <= budget + 25, "{call:?}");
+    assert_eq!(
+        rig.broker.policy.try_recv().unwrap().message,
+        message.to_string()
+    );
+
+    let (status, refusal) = post(&client, &rig, "/v1/messages", &body).await;
+    assert_eq!(status, 402);
+    let refusal: serde_json::Value = serde_json::from_str(&refusal).unwrap();
+    assert_eq!(refusal["error"]["type"], "budget_exceeded");
+    assert!(rig.broker.held());
+}

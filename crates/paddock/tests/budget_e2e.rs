@@ -1,0 +1,222 @@
+//! Budgets end to end: the real `paddock` binary runs the real Codex CLI and
+//! Claude Code against the scripted upstream until a ceiling is spent; the
+//! job ends `held` (exit code 3) with a `policy` event and a clear message,
+//! and a ticket whose budget earlier attempts spent is held before its
+//! engine starts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use paddock_protocol::{CallStatus, EventBody, JobStatus, TokenUsage};
+
+/// A first answer that costs more than the job's $0.20 budget (100 000 input
+/// tokens), then a second turn the broker must refuse.
+const EXPENSIVE: &str = r#"
+[[turn]]
+text = "Listing first."
+usage = { input = 100000, output = 20 }
+[[turn.action]]
+type = "shell"
+command = "ls"
+
+[[turn]]
+text = "This answer is never paid for."
+"#;
+
+fn with_budget(spec: &std::path::Path, budget: &str) {
+    let mut text = std::fs::read_to_string(spec).unwrap();
+    text.push_str(&format!("\n[budget]\n{budget}\n"));
+    std::fs::write(spec, text).unwrap();
+}
+
+fn policies(events: &[paddock_protocol::AgentEvent]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Policy { rule, message } => Some((rule.clone(), message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The first call: Codex's (Responses) usage arrives only with
+/// `response.completed`, so its call completes and the next is refused;
+/// Claude Code's (Messages) `message_start` already reports the 100 000
+/// input tokens, so the broker cuts that stream at once (an estimated row
+/// with what was seen) and refuses the retries.
+struct FirstCall {
+    status: CallStatus,
+    estimated: bool,
+    output_tokens: u64,
+}
+
+async fn held_at_its_budget(engine: &str, first_cost: i64, first: FirstCall) {
+    let Some(_) = common::engine(engine) else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(EXPENSIVE));
+    with_budget(&spec, "max_usd = 0.20");
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let message = format!(
+        "paddock broker: job budget spent (${}.{:06} of $0.200000); the job is held",
+        first_cost / 1_000_000,
+        first_cost % 1_000_000
+    );
+    assert_eq!(
+        (rec.status, rec.reason.as_deref(), out.status.code()),
+        (JobStatus::Held, Some(message.as_str()), Some(3)),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = home.store().await;
+    let events = store.events(&rec.id, 0).await.unwrap();
+    // Every refusal is a policy event with the message.
+    let refusals = policies(&events)
+        .into_iter()
+        .filter(|(_, m)| m.contains("spent"))
+        .collect::<Vec<_>>();
+    assert!(!refusals.is_empty());
+    assert!(
+        refusals
+            .iter()
+            .all(|p| p == &("budget".to_string(), message.clone())),
+        "{refusals:?}"
+    );
+    // The engine itself was told why: its own output carries the message.
+    let raw = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(&rec.id)
+            .join("engine.jsonl"),
+    )
+    .unwrap();
+    assert!(raw.contains("job budget spent"), "engine output: {raw}");
+    // The ledger: the first call exactly as the scenario reported it, then
+    // only refusals.
+    let calls = store.model_calls(&rec.id).await.unwrap();
+    assert_eq!(
+        (
+            calls[0].status,
+            calls[0].estimated,
+            calls[0].tokens,
+            calls[0].cost_micros
+        ),
+        (
+            first.status,
+            first.estimated,
+            TokenUsage {
+                input_tokens: 100_000,
+                output_tokens: first.output_tokens,
+                ..TokenUsage::default()
+            },
+            first_cost
+        )
+    );
+    if first.status == CallStatus::StreamError {
+        let cut = format!(
+            "paddock broker: job budget reached (${}.{:06} of $0.200000 with the calls under way): the response was cut; the job is held",
+            first_cost / 1_000_000,
+            first_cost % 1_000_000
+        );
+        assert_eq!(calls[0].error.as_deref(), Some(cut.as_str()));
+        assert_eq!(policies(&events)[0], ("budget".to_string(), cut));
+    }
+    assert!(calls.len() >= 2);
+    for c in &calls[1..] {
+        assert_eq!(
+            (c.status, c.http_status, c.error.as_deref(), c.cost_micros),
+            (CallStatus::Refused, Some(402), Some(message.as_str()), 0)
+        );
+    }
+    assert_eq!(rec.cost_micros, first_cost);
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_job_is_held_at_its_budget() {
+    // gpt-5.5: 100 000 × $5/M + 20 × $30/M.
+    held_at_its_budget(
+        "codex",
+        500_600,
+        FirstCall {
+            status: CallStatus::Ok,
+            estimated: false,
+            output_tokens: 20,
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_job_is_held_at_its_budget() {
+    // claude-sonnet-4-5: 100 000 × $3/M + 1 output token (message_start) × $15/M.
+    held_at_its_budget(
+        "claude",
+        300_015,
+        FirstCall {
+            status: CallStatus::StreamError,
+            estimated: true,
+            output_tokens: 1,
+        },
+    )
+    .await;
+}
+
+/// The ticket's budget spans attempts: once attempt 1 spent it, attempt 2
+/// is held at admission, without starting its engine.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ticket_budget_spent_by_earlier_attempts_holds_the_next() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"Done.\"\nusage = { input = 20000, output = 100 }\n";
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+    with_budget(&spec, "ticket_max_usd = 0.10\nproject_daily_max_usd = 1.0");
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    // 20 000 × $5/M + 100 × $30/M.
+    assert_eq!(
+        (first.status, first.cost_micros),
+        (JobStatus::Done, 103_000)
+    );
+    let third_out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let third = record(&third_out);
+    let message =
+        "paddock broker: ticket budget (across attempts) spent ($0.103000 of $0.100000); the job is held";
+    assert_eq!(
+        (
+            third.status,
+            third.reason.as_deref(),
+            third.model_calls,
+            third_out.status.code()
+        ),
+        (JobStatus::Held, Some(message), 0, Some(3))
+    );
+    let store = home.store().await;
+    let events = store.events(&third.id, 0).await.unwrap();
+    assert_eq!(
+        policies(&events),
+        vec![("budget".to_string(), message.to_string())]
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(&e.body, EventBody::Status { phase, .. } if *phase == paddock_protocol::Phase::Launching)),
+        "the engine must not start"
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
