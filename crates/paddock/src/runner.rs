@@ -129,6 +129,13 @@ pub async fn run(
             Some(Secret::resolve(reference).map_err(|e| RunError::BadInput(e.to_string()))?)
         }
     };
+    let allowlist = broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models);
+    if let Err(list) = allowlist.check(&spec.engine.model) {
+        return Err(RunError::BadInput(format!(
+            "engine.model `{}` is not allowed by the {list} model allowlist (engine.allowed_models)",
+            spec.engine.model
+        )));
+    }
     let scenario = match (&spec.upstream.provider, &spec.upstream.scenario) {
         (ProviderKind::Scripted, Some(path)) => Some(Arc::new(
             Scenario::load(path).map_err(|e| RunError::BadInput(e.to_string()))?,
@@ -450,6 +457,9 @@ async fn launch_and_stream(
             upstream,
             prices: opts.prices.clone(),
             ceilings,
+            allowlist: broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
+            // HostProfile lists join here: `.with("host profile ID", &profile.allowed_models)`.
+            allow_unpriced: spec.upstream.allow_unpriced,
         },
     )
     .map_err(|e| step("start the broker", e))?;
@@ -642,8 +652,9 @@ async fn record_call(
     let msg = call.error.clone().unwrap_or_default();
     match call.status {
         CallStatus::Ok => {}
-        // The broker's policy notice already became a `policy` event.
-        CallStatus::Refused if call.http_status == Some(402) => {}
+        // Budget and allowlist refusals: the broker's policy notice already
+        // became a `policy` event.
+        CallStatus::Refused if matches!(call.http_status, Some(402 | 403)) => {}
         CallStatus::Refused => {
             em.error("broker", msg, false).await?;
         }

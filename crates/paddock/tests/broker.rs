@@ -1,6 +1,7 @@
 //! The broker driven directly over loopback HTTP, against the scripted
 //! upstream: budgets under concurrency (reserve, settle, wait, refuse), a
-//! stream cut at its ceiling, and the ledger equal to the scenario's usage.
+//! stream cut at its ceiling, the model allowlist and `/v1/models`, and the
+//! ledger equal to the scenario's usage.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -9,7 +10,10 @@ use std::sync::Arc;
 
 use paddock::broker::scripted::{RenderContext, Scenario};
 use paddock::broker::scripted_http::ScriptedServer;
-use paddock::broker::{self, BrokerConfig, BrokerHandle, Ceiling, PriceTable, Scope, Upstream};
+use paddock::broker::{
+    self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable, Scope,
+    Upstream,
+};
 use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
 use tokio::net::TcpListener;
 
@@ -29,6 +33,15 @@ struct Rig {
 }
 
 async fn rig(scenario: &str, ceilings: Vec<Ceiling>) -> Rig {
+    rig_with(scenario, ceilings, ModelAllowlist::any(), false).await
+}
+
+async fn rig_with(
+    scenario: &str,
+    ceilings: Vec<Ceiling>,
+    allowlist: ModelAllowlist,
+    allow_unpriced: bool,
+) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let scenario =
         Scenario::from_toml(scenario, Path::new("budget-test.toml")).expect("scenario parses");
@@ -53,6 +66,8 @@ async fn rig(scenario: &str, ceilings: Vec<Ceiling>) -> Rig {
             },
             prices: Arc::new(PriceTable::vendored().unwrap()),
             ceilings,
+            allowlist,
+            allow_unpriced,
         },
     )
     .unwrap();
@@ -295,4 +310,132 @@ async fn a_stream_crossing_the_ceiling_is_cut() {
     let refusal: serde_json::Value = serde_json::from_str(&refusal).unwrap();
     assert_eq!(refusal["error"]["type"], "budget_exceeded");
     assert!(rig.broker.held());
+}
+
+fn allow(patterns: &[&str]) -> ModelAllowlist {
+    let patterns: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+    ModelAllowlist::any().with("job", &patterns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_lists_the_allowed_models_in_both_formats() {
+    let rig = rig_with(
+        ONE_TURN,
+        vec![],
+        allow(&["gpt-5.5", "claude-haiku*"]),
+        false,
+    )
+    .await;
+    let client = client();
+    let url = format!("{}/v1/models", rig.broker.url);
+    let openai: serde_json::Value = client
+        .get(&url)
+        .bearer_auth(rig.broker.token.expose())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    assert_eq!(
+        openai,
+        serde_json::json!({"object": "list", "data": [
+            {"id": "claude-haiku-4-5", "object": "model", "created": 0, "owned_by": "paddock"},
+            {"id": "gpt-5.5", "object": "model", "created": 0, "owned_by": "paddock"},
+        ]})
+    );
+    let anthropic: serde_json::Value = client
+        .get(&url)
+        .header("x-api-key", rig.broker.token.expose())
+        .header("anthropic-version", "2023-06-01")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    assert_eq!(
+        anthropic,
+        serde_json::json!({"data": [
+            {"type": "model", "id": "claude-haiku-4-5", "display_name": "claude-haiku-4-5", "created_at": "1970-01-01T00:00:00Z"},
+            {"type": "model", "id": "gpt-5.5", "display_name": "gpt-5.5", "created_at": "1970-01-01T00:00:00Z"},
+        ], "has_more": false, "first_id": "claude-haiku-4-5", "last_id": "gpt-5.5"})
+    );
+    let status = client.get(&url).send().await.unwrap().status().as_u16();
+    assert_eq!(status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requested_model_outside_the_allowlist_is_refused() {
+    let mut rig = rig_with(ONE_TURN, vec![], allow(&["gpt-5.5"]), false).await;
+    let mut body = responses_body(Some(100));
+    body["model"] = "gpt-5.4".into();
+    let (status, text) = post(&client(), &rig, "/v1/responses", &body).await;
+    let message = "paddock broker: model `gpt-5.4` is not allowed by the job model allowlist";
+    assert_eq!(status, 403);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"error": {"message": message, "type": "permission_error", "code": "permission_error"}})
+    );
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.http_status, call.error.as_deref()),
+        (CallStatus::Refused, Some(403), Some(message))
+    );
+    assert_eq!(
+        rig.broker.policy.try_recv().unwrap(),
+        PolicyNotice {
+            rule: "model".into(),
+            message: message.into()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_model_outside_the_allowlist_is_cut() {
+    let scenario = format!("served_model = \"gpt-5.4\"\n{ONE_TURN}");
+    let mut rig = rig_with(&scenario, vec![], allow(&["gpt-5.5"]), false).await;
+    let (status, text) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+    assert_eq!(status, 200);
+    let message = "paddock broker: the upstream served model `gpt-5.4`, which the job model allowlist does not allow: the response was cut";
+    assert!(text.contains(message), "{text}");
+    assert!(!text.contains("response.completed"), "{text}");
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (
+            call.status,
+            call.served_model.as_deref(),
+            call.error.as_deref()
+        ),
+        (CallStatus::StreamError, Some("gpt-5.4"), Some(message))
+    );
+    assert_eq!(rig.broker.policy.try_recv().unwrap().rule, "model");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpriced_model_is_refused_unless_allowed() {
+    let mut body = responses_body(Some(100));
+    body["model"] = "local-model".into();
+    let mut refusing = rig(ONE_TURN, vec![]).await;
+    let (status, _) = post(&client(), &refusing, "/v1/responses", &body).await;
+    assert_eq!(status, 400);
+    let call = ledger(&mut refusing, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.error.as_deref()),
+        (
+            CallStatus::Refused,
+            Some("paddock broker: model `local-model` has no price in price table 2026-11-30; Paddock refuses calls it cannot meter (set upstream.allow_unpriced to run it unpriced)")
+        )
+    );
+    let mut allowing = rig_with(ONE_TURN, vec![], ModelAllowlist::any(), true).await;
+    let (status, _) = post(&client(), &allowing, "/v1/responses", &body).await;
+    assert_eq!(status, 200);
+    let call = ledger(&mut allowing, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.tokens, call.cost_micros),
+        (CallStatus::Ok, expected_usage(), 0)
+    );
 }

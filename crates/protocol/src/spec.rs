@@ -125,6 +125,10 @@ pub struct EngineSpec {
     /// A pinned engine binary; when absent the engine is looked up on PATH.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binary: Option<PathBuf>,
+    /// Models the job may call (names, or prefixes ending in `*`); empty:
+    /// any model. The broker checks the requested and the served model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_models: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,6 +186,9 @@ pub struct UpstreamSpec {
     /// The scenario file the `scripted` upstream replays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario: Option<PathBuf>,
+    /// Let calls to models without a price through (metered, priced at 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_unpriced: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -571,6 +578,14 @@ impl JobSpec {
                         "must be a number between 0 and 1000000000".into(),
                     ));
                 }
+            }
+        }
+        for (i, m) in self.engine.allowed_models.iter().enumerate() {
+            if m.trim().is_empty() || m.trim_end_matches('*').contains('*') {
+                return Err(invalid(
+                    &format!("engine.allowed_models[{i}]"),
+                    format!("`{m}` must be a model name, or a prefix ending in `*`"),
+                ));
             }
         }
         if self.limits.timeout_secs == 0 {

@@ -12,6 +12,7 @@ use paddock_protocol::ModelCall;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+pub mod allowlist;
 pub mod budget;
 pub mod meter;
 pub mod prices;
@@ -21,6 +22,7 @@ pub mod secret;
 mod server;
 pub mod upstream;
 
+pub use allowlist::ModelAllowlist;
 pub use budget::{Ceiling, Scope};
 pub use prices::PriceTable;
 pub use secret::Secret;
@@ -50,6 +52,11 @@ pub struct BrokerConfig {
     /// The job's budget ceilings (job, ticket, project per day); none means
     /// unlimited.
     pub ceilings: Vec<Ceiling>,
+    /// The models the job may use (its own list and its HostProfile's).
+    pub allowlist: ModelAllowlist,
+    /// Forward calls to models without a price (priced at 0) instead of
+    /// refusing them.
+    pub allow_unpriced: bool,
 }
 
 /// A policy decision the broker took, for the job's `policy` events.

@@ -110,6 +110,11 @@ impl PriceTable {
         })
     }
 
+    /// The names of the priced models, sorted.
+    pub fn models(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+
     /// The price of a model: exact name, or the name without a `-YYYYMMDD` suffix.
     pub fn price(&self, model: &str) -> Option<ModelPrice> {
         if let Some(p) = self.models.get(model) {

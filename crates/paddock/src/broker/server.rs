@@ -36,6 +36,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let api = match (req.method(), req.uri().path()) {
         (&Method::POST, "/v1/responses") => Api::Responses,
         (&Method::POST, "/v1/messages") => Api::Messages,
+        (&Method::GET, "/v1/models") => return models(&shared, req.headers()),
         (_, path) => {
             let path = path.to_string();
             return error_response(
@@ -113,10 +114,29 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
+    if let Err(list) = shared.config.allowlist.check(&model) {
+        let msg =
+            format!("paddock broker: model `{model}` is not allowed by the {list} model allowlist");
+        let _ = shared.policy.send(PolicyNotice {
+            rule: "model".into(),
+            message: msg.clone(),
+        });
+        return refuse(
+            &shared,
+            api,
+            seq,
+            &model,
+            started,
+            started_at,
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            msg,
+        );
+    }
     let prices = &shared.config.prices;
-    if prices.price(&model).is_none() {
+    if prices.price(&model).is_none() && !shared.config.allow_unpriced {
         let msg = format!(
-            "paddock broker: model `{model}` has no price in price table {}; Paddock refuses calls it cannot meter",
+            "paddock broker: model `{model}` has no price in price table {}; Paddock refuses calls it cannot meter (set upstream.allow_unpriced to run it unpriced)",
             prices.version
         );
         return refuse(
@@ -227,6 +247,49 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     };
     builder
         .body(Body::from_stream(metered))
+        .unwrap_or_else(|_| {
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "paddock broker: bad response",
+            )
+        })
+}
+
+/// `GET /v1/models`: the models the job may use, in Anthropic's list format
+/// when the request carries `anthropic-version`, else OpenAI's.
+fn models(shared: &Shared, headers: &HeaderMap) -> Response {
+    let anthropic = headers.contains_key("anthropic-version");
+    let api = if anthropic {
+        Api::Messages
+    } else {
+        Api::Responses
+    };
+    if !authorized(headers, shared.token.expose()) {
+        return error_response(
+            api,
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "paddock broker: missing or invalid job token",
+        );
+    }
+    let names = shared.config.allowlist.listed(&shared.config.prices);
+    let body = if anthropic {
+        let data: Vec<Value> = names
+            .iter()
+            .map(|m| json!({"type": "model", "id": m, "display_name": m, "created_at": "1970-01-01T00:00:00Z"}))
+            .collect();
+        json!({"data": data, "has_more": false, "first_id": names.first(), "last_id": names.last()})
+    } else {
+        let data: Vec<Value> = names
+            .iter()
+            .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "paddock"}))
+            .collect();
+        json!({"object": "list", "data": data})
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
         .unwrap_or_else(|_| {
             plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -376,7 +439,25 @@ impl MeteredBody {
             .and_then(|m| prices.cost_micros(m, &tokens))
             .or_else(|| prices.cost_micros(&self.model, &tokens))
             .unwrap_or(0);
+        if let Some(served) = meter.served_model() {
+            if let Err(list) = self.shared.config.allowlist.check(served) {
+                let message = format!(
+                    "paddock broker: the upstream served model `{served}`, which the {list} model allowlist does not allow: the response was cut"
+                );
+                self.cut_with("model", "permission_error", message);
+                return;
+            }
+        }
         let Some(message) = reservation.observe(running) else {
+            return;
+        };
+        self.cut_with("budget", "budget_exceeded", message);
+    }
+
+    /// Drops the upstream stream (closing its connection) and queues an
+    /// error event of `kind` with `message` for the engine.
+    fn cut_with(&mut self, rule: &str, kind: &str, message: String) {
+        let Some(meter) = self.meter.as_ref() else {
             return;
         };
         let mut event = if meter.mid_event() {
@@ -390,16 +471,16 @@ impl MeteredBody {
                 json!({"type": "response.failed", "response": {
                     "id": format!("resp_paddock_cut_{}", self.seq), "object": "response",
                     "status": "failed", "model": self.model,
-                    "error": {"code": "budget_exceeded", "message": message}}}),
+                    "error": {"code": kind, "message": message}}}),
             ),
             Api::Messages => (
                 "error",
-                json!({"type": "error", "error": {"type": "budget_exceeded", "message": message}}),
+                json!({"type": "error", "error": {"type": kind, "message": message}}),
             ),
         };
         event.extend_from_slice(format!("event: {name}\ndata: {data}\n\n").as_bytes());
         let _ = self.shared.policy.send(PolicyNotice {
-            rule: "budget".into(),
+            rule: rule.into(),
             message: message.clone(),
         });
         self.broke = Some(message);
