@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use paddock_protocol::{
-    AgentEvent, CallStatus, EngineKind, EventBody, JobRecord, JobSpec, JobStatus, ModelCall, Phase,
-    ProviderKind, TokenUsage,
+    AgentEvent, CallStatus, EngineKind, EventBody, JobRecord, JobSpec, JobStatus, KeyHeaderKind,
+    ModelCall, Phase, ProviderKind, TokenUsage,
 };
 use time::OffsetDateTime;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -24,7 +24,7 @@ use tokio::process::Command;
 
 use crate::broker::scripted::{RenderContext, Scenario};
 use crate::broker::scripted_http::ScriptedServer;
-use crate::broker::upstream::{ANTHROPIC_BASE, OPENAI_BASE};
+use crate::broker::upstream::{KeyHeader, ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
 use crate::engines::{self, LaunchContext, Outcome};
 use crate::paths::Paths;
@@ -404,6 +404,7 @@ async fn launch_and_stream(
                 provider: "scripted".into(),
                 base: server.base.clone(),
                 key: None,
+                key_header: KeyHeader::ByApi,
             };
             _scripted = Some(server);
             up
@@ -416,6 +417,10 @@ async fn launch_and_stream(
                 .clone()
                 .unwrap_or_else(|| OPENAI_BASE.into()),
             key,
+            key_header: match spec.upstream.key_header {
+                Some(KeyHeaderKind::ApiKey) => KeyHeader::ApiKey,
+                Some(KeyHeaderKind::Bearer) | None => KeyHeader::ByApi,
+            },
         },
         ProviderKind::Anthropic => Upstream {
             provider: "anthropic".into(),
@@ -428,6 +433,7 @@ async fn launch_and_stream(
                 None => ANTHROPIC_BASE.into(),
             },
             key,
+            key_header: KeyHeader::ByApi,
         },
     };
     // Admission: a job whose ceiling is already spent is held, not run.

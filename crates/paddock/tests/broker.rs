@@ -10,9 +10,10 @@ use std::sync::Arc;
 
 use paddock::broker::scripted::{RenderContext, Scenario};
 use paddock::broker::scripted_http::ScriptedServer;
+use paddock::broker::upstream::KeyHeader;
 use paddock::broker::{
     self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable, Scope,
-    Upstream,
+    Secret, Upstream,
 };
 use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
 use tokio::net::TcpListener;
@@ -28,7 +29,7 @@ const CALL_MICROS: i64 = 8_000;
 
 struct Rig {
     broker: BrokerHandle,
-    _upstream: ScriptedServer,
+    upstream: ScriptedServer,
     _dir: tempfile::TempDir,
 }
 
@@ -42,6 +43,17 @@ async fn rig_with(
     allowlist: ModelAllowlist,
     allow_unpriced: bool,
 ) -> Rig {
+    rig_full(scenario, ceilings, allowlist, allow_unpriced, None).await
+}
+
+/// With `key`, the upstream demands it, sent as `key_header`.
+async fn rig_full(
+    scenario: &str,
+    ceilings: Vec<Ceiling>,
+    allowlist: ModelAllowlist,
+    allow_unpriced: bool,
+    key: Option<(&str, KeyHeader)>,
+) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let scenario =
         Scenario::from_toml(scenario, Path::new("budget-test.toml")).expect("scenario parses");
@@ -51,7 +63,7 @@ async fn rig_with(
         RenderContext {
             workdir: dir.path().to_path_buf(),
         },
-        None,
+        key.map(|(k, _)| Secret::new(k.to_string())),
     )
     .unwrap();
     let broker = broker::start(
@@ -62,7 +74,8 @@ async fn rig_with(
             upstream: Upstream {
                 provider: "scripted".into(),
                 base: upstream.base.clone(),
-                key: None,
+                key: key.map(|(k, _)| Secret::new(k.to_string())),
+                key_header: key.map_or(KeyHeader::ByApi, |(_, h)| h),
             },
             prices: Arc::new(PriceTable::vendored().unwrap()),
             ceilings,
@@ -73,7 +86,7 @@ async fn rig_with(
     .unwrap();
     Rig {
         broker,
-        _upstream: upstream,
+        upstream,
         _dir: dir,
     }
 }
@@ -438,4 +451,175 @@ async fn an_unpriced_model_is_refused_unless_allowed() {
         (call.status, call.tokens, call.cost_micros),
         (CallStatus::Ok, expected_usage(), 0)
     );
+}
+
+/// Chat Completions: the broker asks for usage (`include_usage`), the
+/// answer passes through byte for byte, and the ledger has the exact usage.
+/// The key goes upstream in Azure's `api-key` header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_completions_get_include_usage_and_an_api_key_header() {
+    let scenario = r#"
+[[turn]]
+text = "Chat answers are metered too."
+usage = { input = 900, cached = 100, output = 40, reasoning = 10 }
+"#;
+    let mut rig = rig_full(
+        scenario,
+        vec![],
+        ModelAllowlist::any(),
+        false,
+        Some(("azure-real-key", KeyHeader::ApiKey)),
+    )
+    .await;
+    let body = serde_json::json!({"model": "gpt-5.5", "stream": true,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, text) = post(&client(), &rig, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{text}");
+    let requests = rig.upstream.requests();
+    assert_eq!(
+        requests[0].body["stream_options"],
+        serde_json::json!({"include_usage": true})
+    );
+    assert_eq!(requests[0].headers["api-key"], "azure-real-key");
+    assert!(!requests[0].headers.contains_key("authorization"));
+    assert!(text.contains("\"usage\":{"), "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.estimated, call.tokens, call.cost_micros),
+        (
+            CallStatus::Ok,
+            false,
+            TokenUsage {
+                input_tokens: 900,
+                cached_input_tokens: 100,
+                cache_write_tokens: 0,
+                output_tokens: 40,
+                reasoning_tokens: 10,
+            },
+            // 900 × 5 + 100 × 0.5 + 40 × 30 = 4500 + 50 + 1200.
+            5_750
+        )
+    );
+    // A client's own stream_options are kept, include_usage added.
+    let body = serde_json::json!({"model": "gpt-5.5", "stream": true,
+        "stream_options": {"include_obfuscation": false},
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _) = post(&client(), &rig, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        rig.upstream.requests()[1].body["stream_options"],
+        serde_json::json!({"include_obfuscation": false, "include_usage": true})
+    );
+    // Non-streaming: the body passes unchanged; usage from the JSON.
+    let body = serde_json::json!({"model": "gpt-5.5",
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _) = post(&client(), &rig, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200);
+    assert_eq!(rig.upstream.requests()[2].body, body);
+    let calls = ledger(&mut rig, 2).await;
+    assert!(calls
+        .iter()
+        .all(|c| c.tokens == call.tokens && !c.estimated));
+}
+
+/// Anthropic Messages without `stream`: one JSON message, metered exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_streaming_messages_are_metered() {
+    let scenario = r#"
+[[turn]]
+text = "Whole."
+usage = { input = 10, cached = 100, cache_write = 1000, output = 7 }
+"#;
+    let mut rig = rig(scenario, vec![]).await;
+    let body = serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, text) = post(&client(), &rig, "/v1/messages", &body).await;
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["type"], "message");
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.estimated, call.tokens, call.cost_micros),
+        (
+            CallStatus::Ok,
+            false,
+            TokenUsage {
+                input_tokens: 10,
+                cached_input_tokens: 100,
+                cache_write_tokens: 1_000,
+                output_tokens: 7,
+                reasoning_tokens: 0,
+            },
+            // 10 × 3 + 100 × 0.3 + 1000 × 3.75 + 7 × 15.
+            3_915
+        )
+    );
+}
+
+/// A stream the upstream cuts before its usage gets an `estimated` row on
+/// every API: input = request bytes / 4 (Messages: the `message_start`
+/// count, 0 in this scenario), output = generated characters / 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_cut_before_their_usage_get_estimated_rows() {
+    // 32 characters of text: 8 output tokens.
+    let scenario = r#"
+[[turn]]
+text = "thirty-two characters of text.."
+disconnect = true
+"#;
+    for (path, body, input_tokens) in [
+        (
+            "/v1/responses",
+            serde_json::json!({"model": "gpt-5.5", "stream": true, "input": "x".repeat(400)}),
+            None,
+        ),
+        (
+            "/v1/chat/completions",
+            serde_json::json!({"model": "gpt-5.5", "stream": true,
+                "messages": [{"role": "user", "content": "x".repeat(400)}]}),
+            None,
+        ),
+        (
+            "/v1/messages",
+            serde_json::json!({"model": "claude-sonnet-4-5", "stream": true, "max_tokens": 10,
+                "messages": [{"role": "user", "content": "x".repeat(400)}]}),
+            Some(0),
+        ),
+    ] {
+        let mut rig = rig(scenario, vec![]).await;
+        let _ = client()
+            .post(format!("{}{path}", rig.broker.url))
+            .bearer_auth(rig.broker.token.expose())
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await;
+        let call = ledger(&mut rig, 1).await.remove(0);
+        let request_bytes = if path == "/v1/chat/completions" {
+            // The broker added stream_options before sending.
+            serde_json::to_vec(&rig.upstream.requests()[0].body)
+                .unwrap()
+                .len() as u64
+        } else {
+            body.to_string().len() as u64
+        };
+        assert_eq!(
+            (call.status, call.estimated, call.tokens),
+            (
+                CallStatus::StreamError,
+                true,
+                TokenUsage {
+                    input_tokens: input_tokens.unwrap_or(request_bytes / 4),
+                    output_tokens: 8,
+                    ..TokenUsage::default()
+                }
+            ),
+            "{path}: {call:?}"
+        );
+        assert!(call.cost_micros > 0, "{path}: {call:?}");
+    }
 }

@@ -13,6 +13,6 @@ pub use event::{AgentEvent, ChangeKind, EventBody, Phase, TokenUsage};
 pub use job::{JobRecord, JobStatus};
 pub use ledger::{CallStatus, ModelCall};
 pub use spec::{
-    EngineKind, EngineSpec, Isolation, JobSpec, KeyRef, LimitsSpec, PriorAttempt, ProviderKind,
-    RepositorySpec, SpecError, Ticket, TicketComment, UpstreamSpec,
+    EngineKind, EngineSpec, Isolation, JobSpec, KeyHeaderKind, KeyRef, LimitsSpec, PriorAttempt,
+    ProviderKind, RepositorySpec, SpecError, Ticket, TicketComment, UpstreamSpec,
 };

@@ -186,6 +186,10 @@ pub struct UpstreamSpec {
     /// The scenario file the `scripted` upstream replays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario: Option<PathBuf>,
+    /// How the key is sent: `bearer` (OpenAI's `Authorization: Bearer`, the
+    /// default for `openai`) or `api-key` (Azure OpenAI / Foundry style).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_header: Option<KeyHeaderKind>,
     /// Let calls to models without a price through (metered, priced at 0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_unpriced: bool,
@@ -207,6 +211,16 @@ impl ProviderKind {
             ProviderKind::Scripted => "scripted",
         }
     }
+}
+
+/// How an OpenAI-compatible upstream takes its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyHeaderKind {
+    /// `Authorization: Bearer KEY`.
+    Bearer,
+    /// `api-key: KEY`.
+    ApiKey,
 }
 
 /// A reference to a secret, never the secret itself.
@@ -579,6 +593,12 @@ impl JobSpec {
                     ));
                 }
             }
+        }
+        if up.key_header.is_some() && up.provider != ProviderKind::Openai {
+            return Err(invalid(
+                "upstream.key_header",
+                "only the openai (OpenAI-compatible) upstream takes `bearer` or `api-key`".into(),
+            ));
         }
         for (i, m) in self.engine.allowed_models.iter().enumerate() {
             if m.trim().is_empty() || m.trim_end_matches('*').contains('*') {

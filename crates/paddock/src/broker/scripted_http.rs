@@ -1,6 +1,7 @@
 //! Serves a [`Scenario`] over loopback HTTP, as a provider would: `POST
-//! /v1/responses` in the OpenAI Responses format and `POST /v1/messages` in
-//! the Anthropic Messages format. The broker forwards `scripted` jobs here,
+//! /v1/responses` in the OpenAI Responses format, `POST /v1/messages` in
+//! the Anthropic Messages format and `POST /v1/chat/completions` in the
+//! OpenAI Chat Completions format. The broker forwards `scripted` jobs here,
 //! so scripted calls cross the same forwarding and metering code as real
 //! ones; tests also use it as a stand-in provider that checks the key the
 //! broker injects and records what reached it.
@@ -46,7 +47,7 @@ pub struct ScriptedServer {
 
 impl ScriptedServer {
     /// Serves `scenario` on `listener`. With `expect_key`, a request that does
-    /// not carry exactly that key (bearer or `x-api-key`) gets a 401.
+    /// not carry exactly that key (bearer, `x-api-key` or `api-key`) gets a 401.
     pub fn start(
         listener: TcpListener,
         scenario: Arc<Scenario>,
@@ -92,6 +93,7 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
     let (wire, api) = match (req.method(), req.uri().path()) {
         (&Method::POST, "/v1/responses") => (Wire::Responses, Api::Responses),
         (&Method::POST, "/v1/messages") => (Wire::Messages, Api::Messages),
+        (&Method::POST, "/v1/chat/completions") => (Wire::Chat, Api::Chat),
         (m, p) => {
             let msg = format!("scripted upstream: no route for {m} {p}");
             return error_response(
@@ -106,12 +108,13 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
     let headers = req.headers().clone();
     if let Some(key) = &state.expect_key {
         let bearer = format!("Bearer {}", key.expose());
-        let ok = headers
-            .get("x-api-key")
-            .is_some_and(|v| v.as_bytes() == key.expose().as_bytes())
-            || headers
-                .get(http::header::AUTHORIZATION)
-                .is_some_and(|v| v.as_bytes() == bearer.as_bytes());
+        let ok = ["x-api-key", "api-key"].iter().any(|h| {
+            headers
+                .get(*h)
+                .is_some_and(|v| v.as_bytes() == key.expose().as_bytes())
+        }) || headers
+            .get(http::header::AUTHORIZATION)
+            .is_some_and(|v| v.as_bytes() == bearer.as_bytes());
         if !ok {
             return error_response(
                 api,

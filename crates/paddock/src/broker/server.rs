@@ -36,6 +36,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let api = match (req.method(), req.uri().path()) {
         (&Method::POST, "/v1/responses") => Api::Responses,
         (&Method::POST, "/v1/messages") => Api::Messages,
+        (&Method::POST, "/v1/chat/completions") => Api::Chat,
         (&Method::GET, "/v1/models") => return models(&shared, req.headers()),
         (_, path) => {
             let path = path.to_string();
@@ -78,7 +79,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             );
         }
     };
-    let request: Value = match serde_json::from_slice(&body) {
+    let mut request: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
             let msg = "paddock broker: the request body is not a JSON object".to_string();
@@ -108,6 +109,11 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 msg,
             );
         }
+    };
+    // Chat Completions streams carry usage only when asked: ask.
+    let body = match include_usage(api, &mut request) {
+        Some(rewritten) => rewritten,
+        None => body,
     };
     let model = request
         .get("model")
@@ -255,6 +261,27 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         })
 }
 
+/// For a streaming Chat Completions request, sets
+/// `stream_options.include_usage` and returns the rewritten body; `None`
+/// when the body passes unchanged.
+fn include_usage(api: Api, request: &mut Value) -> Option<Bytes> {
+    if api != Api::Chat || request.get("stream").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    if request.pointer("/stream_options/include_usage") == Some(&Value::Bool(true)) {
+        return None;
+    }
+    let obj = request.as_object_mut()?;
+    let options = obj.entry("stream_options").or_insert_with(|| json!({}));
+    if !options.is_object() {
+        *options = json!({});
+    }
+    options
+        .as_object_mut()?
+        .insert("include_usage".into(), Value::Bool(true));
+    serde_json::to_vec(request).ok().map(Bytes::from)
+}
+
 /// `GET /v1/models`: the models the job may use, in Anthropic's list format
 /// when the request carries `anthropic-version`, else OpenAI's.
 fn models(shared: &Shared, headers: &HeaderMap) -> Response {
@@ -372,7 +399,9 @@ fn refuse(
 /// An error body in the wire format of `api`, so the engine shows the message.
 pub(crate) fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -> Response {
     let body = match api {
-        Api::Responses => json!({"error": {"message": message, "type": kind, "code": kind}}),
+        Api::Responses | Api::Chat => {
+            json!({"error": {"message": message, "type": kind, "code": kind}})
+        }
         Api::Messages => json!({"type": "error", "error": {"type": kind, "message": message}}),
     };
     Response::builder()
@@ -466,6 +495,10 @@ impl MeteredBody {
             Vec::new()
         };
         let (name, data) = match meter.api() {
+            Api::Chat => (
+                "",
+                json!({"error": {"message": message, "type": kind, "code": kind}}),
+            ),
             Api::Responses => (
                 "response.failed",
                 json!({"type": "response.failed", "response": {
@@ -478,7 +511,12 @@ impl MeteredBody {
                 json!({"type": "error", "error": {"type": kind, "message": message}}),
             ),
         };
-        event.extend_from_slice(format!("event: {name}\ndata: {data}\n\n").as_bytes());
+        let frame = if name.is_empty() {
+            format!("data: {data}\n\n")
+        } else {
+            format!("event: {name}\ndata: {data}\n\n")
+        };
+        event.extend_from_slice(frame.as_bytes());
         let _ = self.shared.policy.send(PolicyNotice {
             rule: rule.into(),
             message: message.clone(),
@@ -499,25 +537,13 @@ impl MeteredBody {
         if let (Some(broke), false) = (&self.broke, reading.completed) {
             error.get_or_insert_with(|| broke.clone());
         }
-        let cut = !matches!(self.cut, Cut::No);
         let (tokens, estimated) = match reading.usage {
-            // Cut by the broker: what was seen, at least; estimated unless
-            // the usage was final.
-            _ if cut => (
-                reading.running_usage(self.request_bytes),
-                !reading.completed,
-            ),
-            Some(u) => (u, false),
+            Some(u) if reading.usage_final => (u, false),
             None if self.http_status >= 400 => (TokenUsage::default(), false),
-            None => (
-                // No usage arrived: estimate about four characters a token.
-                TokenUsage {
-                    input_tokens: self.request_bytes / 4,
-                    output_tokens: reading.generated_chars.div_ceil(4),
-                    ..TokenUsage::default()
-                },
-                true,
-            ),
+            Some(u) if self.http_status >= 400 => (u, false),
+            // No final usage arrived (cut by the upstream, the engine or the
+            // broker): what was seen, with about four characters a token.
+            _ => (reading.running_usage(self.request_bytes), true),
         };
         let status = if self.http_status >= 400 {
             CallStatus::HttpError
