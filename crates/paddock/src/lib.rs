@@ -6,6 +6,7 @@ pub mod broker;
 pub mod context;
 pub mod engines;
 pub mod paths;
+pub mod policy;
 pub mod runner;
 pub mod store;
 pub mod workspace;

@@ -15,6 +15,7 @@ use paddock::runner::{self, RunError, RunOptions};
 use paddock::store::Store;
 use paddock_protocol::{JobSpec, JobStatus};
 
+mod policy_cmd;
 mod progress;
 
 #[derive(Parser)]
@@ -33,6 +34,10 @@ struct Cli {
     /// Where job workspaces are created (default: $XDG_STATE_HOME/paddock/jobs).
     #[arg(long, global = true, env = "PADDOCK_JOBS_DIR")]
     jobs_dir: Option<PathBuf>,
+    /// This host's shared state, e.g. the `maxConcurrentJobs` slots
+    /// (default: `host/` next to the jobs directory).
+    #[arg(long, global = true, env = "PADDOCK_HOST_DIR")]
+    host_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -66,6 +71,17 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         after: u64,
     },
+    /// Host profiles: save one in the store, list them, show one.
+    Profile {
+        #[command(subcommand)]
+        cmd: policy_cmd::ProfileCmd,
+    },
+    /// Called by engine hooks inside a job; not for direct use.
+    #[command(hide = true)]
+    Hook {
+        #[command(subcommand)]
+        cmd: policy_cmd::HookCmd,
+    },
 }
 
 /// Process exit codes.
@@ -98,6 +114,9 @@ fn main() -> ExitCode {
             });
         }
     };
+    if let Cmd::Hook { cmd } = &cli.command {
+        return ExitCode::from(policy_cmd::run_hook(cmd));
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -153,6 +172,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 keep,
                 prices: Arc::new(prices),
                 host_path: std::env::var_os("PATH"),
+                host_dir: cli
+                    .host_dir
+                    .clone()
+                    .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
+                paddock_exe: std::env::current_exe().ok(),
             };
             let mut view = progress::Progress::new();
             let cancel = async {
@@ -193,6 +217,18 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             } else {
                 print!("{}", progress::jobs_table(&jobs));
             }
+            Ok(exit::DONE)
+        }
+        Cmd::Hook { cmd } => Ok(policy_cmd::run_hook(&cmd)),
+        Cmd::Profile { cmd } => {
+            let store = open_store(&paths).await?;
+            let out = policy_cmd::run_profile(&cmd, &store)
+                .await
+                .map_err(|e| match e {
+                    policy_cmd::ProfileFailure::BadInput(e) => Failure::BadInput(e),
+                    policy_cmd::ProfileFailure::Internal(e) => Failure::Internal(e),
+                })?;
+            print!("{out}");
             Ok(exit::DONE)
         }
         Cmd::Events { job_id, after } => {

@@ -28,6 +28,7 @@ use crate::broker::upstream::{KeyHeader, ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
 use crate::engines::{self, LaunchContext, Outcome};
 use crate::paths::Paths;
+use crate::policy::{self, HostSemaphore, JobPolicy};
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
 use crate::{context, engines::EngineAdapter};
@@ -53,6 +54,11 @@ pub struct RunOptions {
     pub prices: Arc<PriceTable>,
     /// The host PATH used to look up engines and `node`.
     pub host_path: Option<OsString>,
+    /// This host's shared state (the `maxConcurrentJobs` slots), common to
+    /// every `paddock` process on the host.
+    pub host_dir: PathBuf,
+    /// The `paddock` executable, for engine hooks that call back into it.
+    pub paddock_exe: Option<PathBuf>,
 }
 
 /// Receives the job's events and ledger rows as they happen.
@@ -146,6 +152,26 @@ pub async fn run(
         step: "serialize job spec",
         message: e.to_string(),
     })?;
+    // The host profile: resolved and admitted before the job exists (fail closed).
+    let job_policy = match &spec.policy.profile {
+        Some(name) => Some(
+            JobPolicy::admit(name, spec, store)
+                .await
+                .map_err(|e| RunError::BadInput(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let capped;
+    let spec = match &job_policy {
+        Some(p) if p.admission.timeout_secs != spec.limits.timeout_secs => {
+            let mut s = spec.clone();
+            s.limits.timeout_secs = p.admission.timeout_secs;
+            capped = s;
+            &capped
+        }
+        _ => spec,
+    };
+    tokio::pin!(cancel);
 
     let job_id = format!("job-{}", uuid::Uuid::now_v7().simple());
     let created = OffsetDateTime::now_utc();
@@ -187,6 +213,37 @@ pub async fn run(
         )),
     })
     .await?;
+
+    // Layer 3: degraded rules are reported; the host slot is held to the end.
+    let mut _slot = None;
+    if let Some(p) = &job_policy {
+        match hold_host_slot(p, &opts.host_dir, &mut em, &mut cancel).await? {
+            SlotWait::Held(slot) => _slot = slot,
+            SlotWait::Cancelled => {
+                let reason = Some("cancelled".to_string());
+                return finish(
+                    &mut em,
+                    record,
+                    started,
+                    JobStatus::Cancelled,
+                    reason,
+                    false,
+                )
+                .await;
+            }
+            SlotWait::Failed(msg) => {
+                return finish(
+                    &mut em,
+                    record,
+                    started,
+                    JobStatus::Failed,
+                    Some(msg),
+                    false,
+                )
+                .await;
+            }
+        }
+    }
 
     let artifacts = opts.paths.artifacts.join(&job_id);
     if let Err(e) = tokio::fs::create_dir_all(&artifacts).await {
@@ -234,6 +291,7 @@ pub async fn run(
         scenario,
         &artifacts,
         opts,
+        job_policy.as_ref(),
         &mut em,
         cancel,
     )
@@ -306,6 +364,67 @@ pub async fn run(
     finish(&mut em, record, started, status, reason, false).await
 }
 
+enum SlotWait {
+    /// The slot (none when the profile sets no `maxConcurrentJobs`).
+    Held(Option<policy::Slot>),
+    Cancelled,
+    Failed(String),
+}
+
+/// Reports the profile's accepted gaps, then takes a host slot for
+/// `maxConcurrentJobs`, waiting (cancellably) while none is free.
+async fn hold_host_slot(
+    p: &JobPolicy,
+    host_dir: &Path,
+    em: &mut Emitter<'_>,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<SlotWait, StoreError> {
+    for body in p.degraded_events() {
+        em.emit(body).await?;
+    }
+    let Some(max) = p.profile.max_concurrent_jobs else {
+        return Ok(SlotWait::Held(None));
+    };
+    let id = &p.profile.id;
+    let sem = HostSemaphore::new(host_dir);
+    let job_id = em.job_id.clone();
+    let slot = match sem.try_acquire(id, max, &job_id) {
+        Ok(None) => {
+            em.emit(EventBody::Status {
+                phase: Phase::Provisioning,
+                detail: Some(format!(
+                    "waiting for a host slot: profile `{id}` allows {max} concurrent job(s)"
+                )),
+            })
+            .await?;
+            tokio::select! {
+                slot = sem.acquire(id, max, &job_id) => slot,
+                () = cancel => return Ok(SlotWait::Cancelled),
+            }
+        }
+        Ok(Some(slot)) => Ok(slot),
+        Err(e) => Err(e),
+    };
+    match slot {
+        Ok(slot) => {
+            em.emit(EventBody::Status {
+                phase: Phase::Provisioning,
+                detail: Some(format!(
+                    "host slot {} of {max} (profile `{id}`)",
+                    slot.index + 1
+                )),
+            })
+            .await?;
+            Ok(SlotWait::Held(Some(slot)))
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            em.error("paddock", msg.clone(), true).await?;
+            Ok(SlotWait::Failed(msg))
+        }
+    }
+}
+
 /// Records the final status event and job row.
 async fn finish(
     em: &mut Emitter<'_>,
@@ -367,13 +486,17 @@ async fn launch_and_stream(
     scenario: Option<Arc<Scenario>>,
     artifacts: &Path,
     opts: &RunOptions,
+    job_policy: Option<&JobPolicy>,
     em: &mut Emitter<'_>,
     cancel: impl Future<Output = ()>,
 ) -> Result<Launched, LaunchFailure> {
-    for (name, text) in [
-        ("AGENTS.md", context::agents_md(spec)),
-        ("CLAUDE.md", context::agents_md(spec)),
-    ] {
+    let mut agents = context::agents_md(spec);
+    if let Some(p) = job_policy {
+        // Layer 1 (until context assembly takes the advisory as input).
+        agents.push('\n');
+        agents.push_str(&policy::advisory(&p.profile));
+    }
+    for (name, text) in [("AGENTS.md", agents.clone()), ("CLAUDE.md", agents)] {
         ws.write_generated(name, &text)
             .await
             .map_err(|e| step("assemble context", e))?;
@@ -463,8 +586,15 @@ async fn launch_and_stream(
             upstream,
             prices: opts.prices.clone(),
             ceilings,
-            allowlist: broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
-            // HostProfile lists join here: `.with("host profile ID", &profile.allowed_models)`.
+            allowlist: match job_policy {
+                Some(p) => broker::ModelAllowlist::any()
+                    .with("job", &spec.engine.allowed_models)
+                    .with(
+                        &format!("host profile {}", p.profile.id),
+                        &p.profile.allowed_models,
+                    ),
+                None => broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
+            },
             allow_unpriced: spec.upstream.allow_unpriced,
         },
     )
@@ -481,6 +611,12 @@ async fn launch_and_stream(
         job_token: broker.token.expose().to_string(),
         prompt: context::prompt(spec),
         path_env: engine_path(binary, opts.host_path.as_deref()),
+        policy: match job_policy {
+            Some(p) => p
+                .engine_policy(adapter.kind(), opts.paddock_exe.as_deref(), &ws.meta)
+                .map_err(|e| step("prepare the host profile's engine rules", e))?,
+            None => None,
+        },
     };
     for file in adapter.prepare(&ctx) {
         if let Some(parent) = file.path.parent() {
@@ -524,6 +660,7 @@ async fn launch_and_stream(
         .map_err(|e| step("create engine.jsonl", e))?;
 
     let mut parser = adapter.parser(&ws.work);
+    let mut denials = job_policy.map(|p| p.tail(&ws.meta));
     let mut lines = BufReader::new(stdout).lines();
     let mut calls: Vec<ModelCall> = Vec::new();
     let deadline = tokio::time::sleep(Duration::from_secs(spec.limits.timeout_secs));
@@ -551,6 +688,11 @@ async fn launch_and_stream(
                     for body in parser.parse_line(&line) {
                         em.emit(body).await?;
                     }
+                    if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
+                        for denial in tail.poll() {
+                            em.emit(p.denial_event(&denial)).await?;
+                        }
+                    }
                 }
                 Ok(None) => stdout_open = false,
                 Err(e) => {
@@ -574,9 +716,12 @@ async fn launch_and_stream(
             () = &mut deadline, if exited.is_none() => {
                 kill_group(pgid);
                 ended = Some(JobStatus::TimedOut);
-                em.emit(EventBody::Policy {
-                    rule: "timeout".into(),
-                    message: format!("the job ran past its {} s limit and was killed", spec.limits.timeout_secs),
+                em.emit(match job_policy.and_then(|p| p.timeout_event(spec.limits.timeout_secs)) {
+                    Some(event) => event,
+                    None => EventBody::Policy {
+                        rule: "timeout".into(),
+                        message: format!("the job ran past its {} s limit and was killed", spec.limits.timeout_secs),
+                    },
                 }).await?;
                 break;
             }
@@ -615,6 +760,11 @@ async fn launch_and_stream(
     }
     let held = broker.held();
     drop(broker);
+    if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
+        for denial in p.remaining_denials(tail, adapter.kind(), &ws.home) {
+            em.emit(p.denial_event(&denial)).await?;
+        }
+    }
     let exit_code = exit.code();
     let (status, reason) = match ended {
         Some(JobStatus::TimedOut) => (

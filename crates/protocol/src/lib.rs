@@ -5,14 +5,16 @@
 //! and consumer (CLI, server, store, dashboard) agrees on one definition.
 
 pub mod event;
+pub mod host_profile;
 pub mod job;
 pub mod ledger;
 pub mod spec;
 
 pub use event::{AgentEvent, ChangeKind, EventBody, Phase, TokenUsage};
+pub use host_profile::{BuildPolicy, CpuLimit, HostProfile, ProfileError, Verification};
 pub use job::{JobRecord, JobStatus};
 pub use ledger::{CallStatus, ModelCall};
 pub use spec::{
-    EngineKind, EngineSpec, Isolation, JobSpec, KeyHeaderKind, KeyRef, LimitsSpec, PriorAttempt,
-    ProviderKind, RepositorySpec, SpecError, Ticket, TicketComment, UpstreamSpec,
+    EngineKind, EngineSpec, Isolation, JobSpec, KeyHeaderKind, KeyRef, LimitsSpec, PolicySpec,
+    PriorAttempt, ProviderKind, RepositorySpec, SpecError, Ticket, TicketComment, UpstreamSpec,
 };

@@ -44,6 +44,43 @@ pub struct JobSpec {
     pub limits: LimitsSpec,
     #[serde(default)]
     pub isolation: Isolation,
+    /// The host profile the job runs under, and the weaker guarantees it accepts.
+    #[serde(default, skip_serializing_if = "PolicySpec::is_empty")]
+    pub policy: PolicySpec,
+}
+
+/// `[policy]`: which HostProfile applies (docs/host-profile.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySpec {
+    /// A profile id (the store, then the shipped presets) or a profile file
+    /// (`.json`/`.toml`, relative to the spec file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Profile rules the job's rung or engine cannot enforce, accepted as
+    /// advisory only (by their field names, e.g. `memLimitMb`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accept_degraded: Vec<String>,
+}
+
+/// The profile rules a job may list in `policy.accept_degraded`.
+pub const DEGRADABLE_RULES: &[&str] = &[
+    "denyCommands",
+    "maxConcurrentJobs",
+    "cpuLimit",
+    "memLimitMb",
+    "timeoutMin",
+];
+
+impl PolicySpec {
+    pub fn is_empty(&self) -> bool {
+        self.profile.is_none() && self.accept_degraded.is_empty()
+    }
+
+    /// True when `profile` names a file rather than an id.
+    pub fn profile_is_file(name: &str) -> bool {
+        name.contains('/') || name.ends_with(".json") || name.ends_with(".toml")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -440,6 +477,11 @@ impl JobSpec {
         if let Some(KeyRef::File(p)) = self.upstream.key.as_mut() {
             join(p);
         }
+        if let Some(name) = self.policy.profile.as_mut() {
+            if PolicySpec::profile_is_file(name) && Path::new(name.as_str()).is_relative() {
+                *name = base.join(name.as_str()).display().to_string();
+            }
+        }
     }
 
     /// The attempt number of this job: one more than the prior attempts.
@@ -610,6 +652,22 @@ impl JobSpec {
         }
         if self.limits.timeout_secs == 0 {
             return Err(invalid("limits.timeout_secs", "must be at least 1".into()));
+        }
+        if let Some(name) = &self.policy.profile {
+            if name.trim().is_empty() {
+                return Err(invalid("policy.profile", "must not be empty".into()));
+            }
+        }
+        for (i, rule) in self.policy.accept_degraded.iter().enumerate() {
+            if !DEGRADABLE_RULES.contains(&rule.as_str()) {
+                return Err(invalid(
+                    &format!("policy.accept_degraded[{i}]"),
+                    format!(
+                        "`{rule}` is not a profile rule; expected one of {}",
+                        DEGRADABLE_RULES.join(", ")
+                    ),
+                ));
+            }
         }
         Ok(())
     }

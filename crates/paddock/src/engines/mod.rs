@@ -10,6 +10,7 @@ use paddock_protocol::{EngineKind, EventBody};
 
 pub mod claude;
 pub mod codex;
+pub mod jsonl;
 
 /// Everything an adapter needs to know about one job's launch.
 #[derive(Debug, Clone)]
@@ -32,6 +33,17 @@ pub struct LaunchContext {
     pub prompt: String,
     /// The PATH the engine runs with (its own directory and system dirs).
     pub path_env: String,
+    /// The host profile's denied commands, for the engine's own enforcement.
+    pub policy: Option<EnginePolicy>,
+}
+
+/// Layer 2 of the host profile as an adapter needs it (see `policy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnginePolicy {
+    pub profile_id: String,
+    pub deny_commands: Vec<String>,
+    /// The shell command line of `paddock hook pre-tool-use` for this job.
+    pub hook_command: String,
 }
 
 /// Variables every engine gets: its own HOME, XDG dirs and TMPDIR under the

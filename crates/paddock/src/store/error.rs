@@ -99,6 +99,18 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot save host profile {id}")]
+    SaveProfile {
+        id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot read host profile {id}")]
+    ReadProfile {
+        id: String,
+        #[source]
+        source: sqlx::Error,
+    },
     /// A value cannot be written as its column (an integer too large for
     /// BIGINT, a timestamp outside RFC 3339's years...).
     #[error("cannot store {table}.{column} of {row}: {message}")]

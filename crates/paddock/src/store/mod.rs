@@ -11,6 +11,7 @@ mod events;
 mod fixtures;
 mod jobs;
 mod ledger;
+mod profiles;
 mod spend;
 
 use std::path::{Path, PathBuf};

@@ -17,13 +17,27 @@ pub use stream::ClaudeParser;
 
 pub struct Claude;
 
+/// The `--settings` file carrying the host profile's hook and deny rules.
+fn settings_path(ctx: &LaunchContext) -> std::path::PathBuf {
+    ctx.home.join(".claude").join("paddock-policy.json")
+}
+
 impl EngineAdapter for Claude {
     fn kind(&self) -> EngineKind {
         EngineKind::Claude
     }
 
-    fn prepare(&self, _ctx: &LaunchContext) -> Vec<PreparedFile> {
-        Vec::new()
+    fn prepare(&self, ctx: &LaunchContext) -> Vec<PreparedFile> {
+        match &ctx.policy {
+            Some(policy) => vec![PreparedFile {
+                path: settings_path(ctx),
+                contents: crate::policy::engine_files::claude_settings(
+                    &crate::policy::Matcher::new(&policy.deny_commands),
+                    &policy.hook_command,
+                ),
+            }],
+            None => Vec::new(),
+        }
     }
 
     fn command(&self, ctx: &LaunchContext) -> CommandSpec {
@@ -45,21 +59,28 @@ impl EngineAdapter for Claude {
             ("DISABLE_AUTOUPDATER".to_string(), "1".to_string()),
             ("CLAUDE_CODE_MAX_RETRIES".to_string(), "0".to_string()),
         ]);
+        let mut args: Vec<String> = vec![
+            "-p".into(),
+            ctx.prompt.clone(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+            "--permission-mode".into(),
+            "acceptEdits".into(),
+            "--allowedTools".into(),
+            "Bash".into(),
+            "--model".into(),
+            ctx.model.clone(),
+        ];
+        if ctx.policy.is_some() {
+            args.extend([
+                "--settings".into(),
+                settings_path(ctx).display().to_string(),
+            ]);
+        }
         CommandSpec {
             program: ctx.binary.clone(),
-            args: vec![
-                "-p".into(),
-                ctx.prompt.clone(),
-                "--output-format".into(),
-                "stream-json".into(),
-                "--verbose".into(),
-                "--permission-mode".into(),
-                "acceptEdits".into(),
-                "--allowedTools".into(),
-                "Bash".into(),
-                "--model".into(),
-                ctx.model.clone(),
-            ],
+            args,
             env,
             cwd: ctx.workdir.clone(),
         }

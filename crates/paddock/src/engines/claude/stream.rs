@@ -8,6 +8,7 @@
 //! becomes a `raw` event, and parsing always goes on. Paths inside the workdir
 //! are reported relative to it.
 
+use crate::engines::jsonl::{self, u64_field, NO_TYPE};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -256,32 +257,13 @@ impl ClaudeParser {
     }
 
     fn fatal(&mut self, message: String) -> EventBody {
-        if self.summary.failure.is_none() {
-            self.summary.failure = Some(message.clone());
-        }
-        EventBody::Error {
-            message,
-            source: Some(ENGINE.as_str().to_string()),
-            fatal: true,
-        }
+        jsonl::fatal(&mut self.summary, ENGINE, message)
     }
 }
 
 impl StreamParser for ClaudeParser {
     fn parse_line(&mut self, line: &str) -> Vec<EventBody> {
-        if line.trim().is_empty() {
-            return Vec::new();
-        }
-        match serde_json::from_str::<Value>(line) {
-            Ok(value) => match value.as_object() {
-                Some(obj) => self.event(obj, &value),
-                None => vec![malformed(
-                    &format!("expected a JSON object, found {}", json_kind(&value)),
-                    line,
-                )],
-            },
-            Err(err) => vec![malformed(&err.to_string(), line)],
-        }
+        jsonl::parse_line(ENGINE, line, |obj, value| self.event(obj, value))
     }
 
     fn summary(&self) -> StreamSummary {
@@ -289,38 +271,8 @@ impl StreamParser for ClaudeParser {
     }
 }
 
-/// The `type` of a `raw` event whose object has no string `type`.
-const NO_TYPE: &str = "(no type)";
-
 fn raw(event_type: &str, whole: &Value) -> EventBody {
-    EventBody::Raw {
-        engine: ENGINE.as_str().to_string(),
-        event_type: event_type.to_string(),
-        data: whole.clone(),
-    }
-}
-
-fn malformed(error: &str, line: &str) -> EventBody {
-    let start: String = line.chars().take(200).collect();
-    EventBody::Error {
-        message: format!(
-            "malformed {} output line: {error}; line starts: {start}",
-            ENGINE.as_str()
-        ),
-        source: Some(ENGINE.as_str().to_string()),
-        fatal: false,
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+    jsonl::raw(ENGINE, event_type, whole)
 }
 
 /// The `text` of the blocks that have one, joined by newlines.
@@ -353,10 +305,6 @@ fn result_error(obj: &Map<String, Value>, subtype: &str) -> String {
         Some(Value::Null) | None => format!("Claude Code ended with result {subtype:?}"),
         Some(status) => format!("API error status {status}"),
     }
-}
-
-fn u64_field(obj: &Map<String, Value>, key: &str) -> u64 {
-    obj.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
 /// Anthropic's `input_tokens` already excludes cache reads and writes.

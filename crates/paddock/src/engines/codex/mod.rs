@@ -57,6 +57,18 @@ impl Codex {
         root.insert("features".into(), features.into());
         root.insert("shell_environment_policy".into(), shell_env.into());
         root.insert("model_providers".into(), providers.into());
+        if let Some(policy) = ctx.policy.as_ref().filter(|p| !p.hook_command.is_empty()) {
+            // The host profile's PreToolUse hook (`paddock hook pre-tool-use`).
+            let mut hook = toml::Table::new();
+            hook.insert("type".into(), "command".into());
+            hook.insert("command".into(), policy.hook_command.clone().into());
+            hook.insert("timeout".into(), 30.into());
+            let mut group = toml::Table::new();
+            group.insert("hooks".into(), toml::Value::Array(vec![hook.into()]));
+            let mut hooks = toml::Table::new();
+            hooks.insert("PreToolUse".into(), toml::Value::Array(vec![group.into()]));
+            root.insert("hooks".into(), hooks.into());
+        }
         format!(
             "# Written by Paddock for one job; not user configuration.\n{}",
             toml::to_string(&root).unwrap_or_default()
@@ -70,10 +82,20 @@ impl EngineAdapter for Codex {
     }
 
     fn prepare(&self, ctx: &LaunchContext) -> Vec<PreparedFile> {
-        vec![PreparedFile {
+        let mut files = vec![PreparedFile {
             path: Self::codex_home(ctx).join("config.toml"),
             contents: Self::config_toml(ctx),
-        }]
+        }];
+        if let Some(policy) = &ctx.policy {
+            files.push(PreparedFile {
+                path: Self::codex_home(ctx).join("rules").join("default.rules"),
+                contents: crate::policy::engine_files::codex_rules(
+                    &policy.profile_id,
+                    &crate::policy::Matcher::new(&policy.deny_commands),
+                ),
+            });
+        }
+        files
     }
 
     fn command(&self, ctx: &LaunchContext) -> CommandSpec {
@@ -83,17 +105,24 @@ impl EngineAdapter for Codex {
             Self::codex_home(ctx).display().to_string(),
         ));
         env.push((TOKEN_VAR.into(), ctx.job_token.clone()));
+        let mut args: Vec<String> = vec![
+            "exec".into(),
+            "--json".into(),
+            "--skip-git-repo-check".into(),
+            "--dangerously-bypass-approvals-and-sandbox".into(),
+        ];
+        if ctx
+            .policy
+            .as_ref()
+            .is_some_and(|p| !p.hook_command.is_empty())
+        {
+            // Paddock wrote the only hook in this CODEX_HOME itself.
+            args.push("--dangerously-bypass-hook-trust".into());
+        }
+        args.extend(["-m".into(), ctx.model.clone(), ctx.prompt.clone()]);
         CommandSpec {
             program: ctx.binary.clone(),
-            args: vec![
-                "exec".into(),
-                "--json".into(),
-                "--skip-git-repo-check".into(),
-                "--dangerously-bypass-approvals-and-sandbox".into(),
-                "-m".into(),
-                ctx.model.clone(),
-                ctx.prompt.clone(),
-            ],
+            args,
             env,
             cwd: ctx.workdir.clone(),
         }

@@ -7,6 +7,7 @@
 //! `raw` event, and parsing always goes on. Paths inside the workdir are
 //! reported relative to it.
 
+use crate::engines::jsonl::{self, u64_field, NO_TYPE};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -223,32 +224,13 @@ impl CodexParser {
     }
 
     fn fatal(&mut self, message: String) -> EventBody {
-        if self.summary.failure.is_none() {
-            self.summary.failure = Some(message.clone());
-        }
-        EventBody::Error {
-            message,
-            source: Some(ENGINE.as_str().to_string()),
-            fatal: true,
-        }
+        jsonl::fatal(&mut self.summary, ENGINE, message)
     }
 }
 
 impl StreamParser for CodexParser {
     fn parse_line(&mut self, line: &str) -> Vec<EventBody> {
-        if line.trim().is_empty() {
-            return Vec::new();
-        }
-        match serde_json::from_str::<Value>(line) {
-            Ok(value) => match value.as_object() {
-                Some(obj) => self.event(obj, &value),
-                None => vec![malformed(
-                    &format!("expected a JSON object, found {}", json_kind(&value)),
-                    line,
-                )],
-            },
-            Err(err) => vec![malformed(&err.to_string(), line)],
-        }
+        jsonl::parse_line(ENGINE, line, |obj, value| self.event(obj, value))
     }
 
     fn summary(&self) -> StreamSummary {
@@ -256,15 +238,8 @@ impl StreamParser for CodexParser {
     }
 }
 
-/// The `type` of a `raw` event whose object has no string `type`.
-const NO_TYPE: &str = "(no type)";
-
 fn raw(event_type: &str, whole: &Value) -> EventBody {
-    EventBody::Raw {
-        engine: ENGINE.as_str().to_string(),
-        event_type: event_type.to_string(),
-        data: whole.clone(),
-    }
+    jsonl::raw(ENGINE, event_type, whole)
 }
 
 /// `item.updated/todo_list` for item events, else the bare type.
@@ -275,35 +250,8 @@ fn typed(event_type: &str, item: Option<&Value>) -> String {
     }
 }
 
-fn malformed(error: &str, line: &str) -> EventBody {
-    let start: String = line.chars().take(200).collect();
-    EventBody::Error {
-        message: format!(
-            "malformed {} output line: {error}; line starts: {start}",
-            ENGINE.as_str()
-        ),
-        source: Some(ENGINE.as_str().to_string()),
-        fatal: false,
-    }
-}
-
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn str_field(obj: &Map<String, Value>, key: &str) -> Option<String> {
     obj.get(key).and_then(Value::as_str).map(str::to_string)
-}
-
-fn u64_field(obj: &Map<String, Value>, key: &str) -> u64 {
-    obj.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
 fn command_call(item: &Map<String, Value>) -> EventBody {

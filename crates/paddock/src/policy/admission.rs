@@ -1,0 +1,192 @@
+//! Fail closed: before a job starts, every rule of its HostProfile is
+//! checked against what the job's isolation rung and engine can enforce. A
+//! rule that cannot be enforced refuses the job, naming the rule, unless
+//! the spec lists it in `policy.accept_degraded` (then it is kept as advice
+//! and reported as a `policy` event). A model outside `allowedModels` is
+//! always refused.
+
+use paddock_protocol::{EngineKind, HostProfile, Isolation, JobSpec};
+
+/// Why a job is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("host profile `{profile}`: rule `{rule}` {reason}")]
+pub struct Refusal {
+    pub profile: String,
+    pub rule: String,
+    pub reason: String,
+}
+
+/// The profile as this job will run under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    /// The job's wall-clock limit: the spec's, capped by `timeoutMin`.
+    pub timeout_secs: u64,
+    /// Rules accepted as advisory only: (rule, why it is not enforced).
+    pub degraded: Vec<(String, String)>,
+}
+
+/// Whether the engine has a layer-2 mechanism for `denyCommands`.
+fn engine_denies(engine: EngineKind) -> bool {
+    match engine {
+        // A PreToolUse hook plus permissions.deny.
+        EngineKind::Claude => true,
+        // execpolicy `prefix_rule(..., decision="forbidden")`.
+        EngineKind::Codex => true,
+    }
+}
+
+/// What the rung cannot cap, with the reason.
+fn rung_gaps(isolation: Isolation, profile: &HostProfile) -> Vec<(&'static str, String)> {
+    let mut gaps = Vec::new();
+    match isolation {
+        Isolation::Process => {
+            if let Some(cpu) = &profile.cpu_limit {
+                gaps.push((
+                    "cpuLimit",
+                    format!("({cpu}) cannot be enforced on the `process` rung: a plain child process has no CPU cap"),
+                ));
+            }
+            if let Some(mb) = profile.mem_limit_mb {
+                gaps.push((
+                    "memLimitMb",
+                    format!("({mb} MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree"),
+                ));
+            }
+        }
+    }
+    gaps
+}
+
+/// Checks `profile` against the job; the timeout and the accepted gaps, or
+/// the first rule that refuses the job.
+pub fn admit(profile: &HostProfile, spec: &JobSpec) -> Result<Admission, Refusal> {
+    let refuse = |rule: &str, reason: String| Refusal {
+        profile: profile.id.clone(),
+        rule: rule.to_string(),
+        reason,
+    };
+    if !profile.allowed_models.is_empty() && !profile.allowed_models.contains(&spec.engine.model) {
+        return Err(refuse(
+            "allowedModels",
+            format!(
+                "does not allow model `{}` (allowed: {})",
+                spec.engine.model,
+                profile.allowed_models.join(", ")
+            ),
+        ));
+    }
+    let mut gaps: Vec<(&'static str, String)> = rung_gaps(spec.isolation, profile);
+    if !profile.deny_commands.is_empty() && !engine_denies(spec.engine.kind) {
+        gaps.push((
+            "denyCommands",
+            format!(
+                "cannot be enforced with engine `{}`: it has no hook or rule mechanism",
+                spec.engine.kind
+            ),
+        ));
+    }
+    let accepted = &spec.policy.accept_degraded;
+    let mut degraded = Vec::new();
+    for (rule, reason) in gaps {
+        if accepted.iter().any(|a| a == rule) {
+            degraded.push((rule.to_string(), reason));
+        } else {
+            return Err(refuse(
+                rule,
+                format!("{reason}; run the job on a rung that enforces it, or list `{rule}` in `policy.accept_degraded`"),
+            ));
+        }
+    }
+    let timeout_secs = match profile.timeout_min {
+        Some(min) => spec.limits.timeout_secs.min(min.saturating_mul(60)),
+        None => spec.limits.timeout_secs,
+    };
+    Ok(Admission {
+        timeout_secs,
+        degraded,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::path::Path;
+
+    use super::*;
+
+    fn spec(extra: &str) -> JobSpec {
+        JobSpec::from_toml(
+            &format!(
+                "[ticket]\nid = \"T-1\"\ntitle = \"t\"\n[repository]\npath = \"/r\"\n\
+                 [engine]\nkind = \"codex\"\nmodel = \"gpt-5.5\"\n\
+                 [upstream]\nprovider = \"scripted\"\nscenario = \"s.toml\"\n\
+                 [limits]\ntimeout_secs = 7200\n{extra}"
+            ),
+            Path::new("job.toml"),
+        )
+        .unwrap()
+    }
+
+    fn constrained() -> HostProfile {
+        crate::policy::profile::preset("constrained-local")
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn process_rung_refuses_memory_and_cpu_caps() {
+        assert_eq!(
+            admit(&constrained(), &spec("")),
+            Err(Refusal {
+                profile: "constrained-local".into(),
+                rule: "cpuLimit".into(),
+                reason: "(50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpuLimit` in `policy.accept_degraded`".into(),
+            })
+        );
+        let e = admit(
+            &constrained(),
+            &spec("[policy]\naccept_degraded = [\"cpuLimit\"]\n"),
+        )
+        .unwrap_err();
+        assert_eq!(e.rule, "memLimitMb");
+    }
+
+    #[test]
+    fn accepted_gaps_and_timeout() {
+        let a = admit(
+            &constrained(),
+            &spec("[policy]\naccept_degraded = [\"cpuLimit\", \"memLimitMb\"]\n"),
+        )
+        .unwrap();
+        assert_eq!(a.timeout_secs, 30 * 60);
+        assert_eq!(
+            a.degraded
+                .iter()
+                .map(|(r, _)| r.as_str())
+                .collect::<Vec<_>>(),
+            vec!["cpuLimit", "memLimitMb"]
+        );
+        let full = crate::policy::profile::preset("remote-full")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            admit(&full, &spec("")),
+            Ok(Admission {
+                timeout_secs: 7200,
+                degraded: vec![]
+            })
+        );
+    }
+
+    #[test]
+    fn models_outside_the_allowlist_are_refused() {
+        let mut p = crate::policy::profile::preset("remote-full")
+            .unwrap()
+            .unwrap();
+        p.allowed_models = vec!["gpt-5.4".into()];
+        assert_eq!(
+            admit(&p, &spec("")).unwrap_err().to_string(),
+            "host profile `remote-full`: rule `allowedModels` does not allow model `gpt-5.5` (allowed: gpt-5.4)"
+        );
+    }
+}

@@ -1,0 +1,262 @@
+//! Denials found while and after the engine runs, as records the runner
+//! turns into `policy` events. The hook (both engines) appends one JSON line
+//! per denial to the job's record file, followed by [`RecordTail`]; Codex shows nothing in its `--json`
+//! stream for a forbidden call, so its rollout files
+//! (`$CODEX_HOME/sessions/**/rollout-*.jsonl`) are read: a
+//! `function_call_output` carrying [`JUSTIFICATION_MARK`] is a denial, and its
+//! `function_call` (same `call_id`) gives the command.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::engine_files::JUSTIFICATION_MARK;
+use super::matcher::Matcher;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DenialsError {
+    #[error("cannot append to the denial record {path}: {source}")]
+    Append {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One denied tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DenialRecord {
+    /// The profile rule (a `denyCommands` entry).
+    pub rule: String,
+    /// The command line the agent tried.
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+/// Appends one record (one line, one `write`: safe for concurrent hooks).
+pub fn append(path: &Path, record: &DenialRecord) -> Result<(), DenialsError> {
+    let err = |source| DenialsError::Append {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut line = serde_json::to_string(record).map_err(|e| err(e.into()))?;
+    line.push('\n');
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .map_err(err)
+}
+
+/// The records in `path` (a missing file has none; a garbled line is skipped).
+pub fn read(path: &Path) -> Vec<DenialRecord> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Follows a record file while the engine runs, so that each denial
+/// becomes an event right after the engine reports the call.
+#[derive(Debug)]
+pub struct RecordTail {
+    path: PathBuf,
+    offset: usize,
+    seen: Vec<DenialRecord>,
+}
+
+impl RecordTail {
+    pub fn new(path: PathBuf) -> RecordTail {
+        RecordTail {
+            path,
+            offset: 0,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Complete records appended since the last poll.
+    pub fn poll(&mut self) -> Vec<DenialRecord> {
+        let Ok(text) = std::fs::read_to_string(&self.path) else {
+            return Vec::new();
+        };
+        let Some(rest) = text.get(self.offset..) else {
+            return Vec::new();
+        };
+        // Only whole lines: a hook may be writing the next one.
+        let complete = rest.rfind('\n').map_or(0, |i| i + 1);
+        self.offset += complete;
+        let new: Vec<DenialRecord> = rest[..complete]
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        self.seen.extend(new.iter().cloned());
+        new
+    }
+
+    /// Records of `others` not yet seen (same call id), marked as seen.
+    pub fn unseen(&mut self, others: Vec<DenialRecord>) -> Vec<DenialRecord> {
+        let mut out = Vec::new();
+        for r in others {
+            let dup = self
+                .seen
+                .iter()
+                .any(|s| s == &r || (r.call_id.is_some() && s.call_id == r.call_id));
+            if !dup {
+                self.seen.push(r.clone());
+                out.push(r);
+            }
+        }
+        out
+    }
+}
+
+/// The forbidden calls recorded in Codex's rollout files under `codex_home`.
+pub fn codex_rollouts(codex_home: &Path, matcher: &Matcher) -> Vec<DenialRecord> {
+    let mut files = Vec::new();
+    collect_jsonl(&codex_home.join("sessions"), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        let mut commands: HashMap<String, String> = HashMap::new();
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let Some(item) = v.get("payload") else {
+                continue;
+            };
+            let call_id = item.get("call_id").and_then(Value::as_str);
+            match (item.get("type").and_then(Value::as_str), call_id) {
+                (Some("function_call"), Some(id)) => {
+                    commands.insert(id.to_string(), call_command(item));
+                }
+                (Some("function_call_output"), Some(id)) => {
+                    let output = output_text(item);
+                    if !output.contains(JUSTIFICATION_MARK) {
+                        continue;
+                    }
+                    let command = commands.get(id).cloned().unwrap_or_default();
+                    let rule = matcher
+                        .check(&command)
+                        .map(|d| d.rule)
+                        .or_else(|| rule_in(&output))
+                        .unwrap_or_default();
+                    out.push(DenialRecord {
+                        rule,
+                        command,
+                        call_id: Some(id.to_string()),
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+fn collect_jsonl(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect_jsonl(&p, out);
+        } else if p.extension().is_some_and(|x| x == "jsonl") {
+            out.push(p);
+        }
+    }
+}
+
+/// The command of a shell function call (`exec_command {cmd}`,
+/// `shell_command {command}`, `shell {command: [argv]}`).
+fn call_command(item: &Value) -> String {
+    let args: Value = item
+        .get("arguments")
+        .and_then(Value::as_str)
+        .and_then(|a| serde_json::from_str(a).ok())
+        .unwrap_or(Value::Null);
+    match args.get("cmd").or_else(|| args.get("command")) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(argv)) => {
+            let words: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+            shlex::try_join(words.iter().copied()).unwrap_or_else(|_| words.join(" "))
+        }
+        _ => String::new(),
+    }
+}
+
+fn output_text(item: &Value) -> String {
+    match item.get("output") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+/// The rule named in a Paddock justification: "... denies `RULE` on this host".
+fn rule_in(text: &str) -> Option<String> {
+    let start = text.find("denies `")? + "denies `".len();
+    let end = text[start..].find("` on this host")? + start;
+    Some(text[start..end].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("denials.jsonl");
+        assert_eq!(read(&path), vec![]);
+        let a = DenialRecord {
+            rule: "make all".into(),
+            command: "cd x && make all".into(),
+            call_id: Some("toolu_1".into()),
+        };
+        append(&path, &a).unwrap();
+        append(&path, &a).unwrap();
+        assert_eq!(read(&path), vec![a.clone(), a]);
+    }
+
+    #[test]
+    fn tail_returns_whole_new_lines_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("denials.jsonl");
+        let mut tail = RecordTail::new(path.clone());
+        assert_eq!(tail.poll(), vec![]);
+        let rec = |id: &str| DenialRecord {
+            rule: "make all".into(),
+            command: "make all".into(),
+            call_id: Some(id.into()),
+        };
+        append(&path, &rec("a")).unwrap();
+        assert_eq!(tail.poll(), vec![rec("a")]);
+        assert_eq!(tail.poll(), vec![]);
+        // A half-written line waits for its end.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(b"{\"rule\":"))
+            .unwrap();
+        assert_eq!(tail.poll(), vec![]);
+        assert_eq!(tail.unseen(vec![rec("a"), rec("b")]), vec![rec("b")]);
+        assert_eq!(tail.unseen(vec![rec("b")]), vec![]);
+    }
+
+    #[test]
+    fn rule_from_justification() {
+        assert_eq!(
+            rule_in("paddock policy: host profile `x` denies `make all` on this host"),
+            Some("make all".into())
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! One job's policy, from admission to the denial events: the resolved
+//! profile, what admission decided (timeout, accepted gaps), the files the
+//! engine reads (the profile for the hook, Claude's settings, Codex's
+//! rules) and the `policy` events for denials found afterwards.
+
+use std::path::{Path, PathBuf};
+
+use paddock_protocol::{EngineKind, EventBody, HostProfile, JobSpec};
+
+use super::admission::{admit, Admission, Refusal};
+use super::denials::{self, DenialRecord, RecordTail};
+use super::matcher::Matcher;
+use super::profile::{resolve, ProfileSource, ResolveError};
+use crate::engines::EnginePolicy;
+use crate::store::Store;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobPolicyError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("job refused before start: {0}")]
+    Refused(#[from] Refusal),
+    #[error("cannot write the job's host profile to {path}: {source}")]
+    WriteProfile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("host profile `{profile}`: cannot build the hook's command line: {message}")]
+    HookCommand { profile: String, message: String },
+    #[error("host profile `{profile}`: rule `denyCommands` needs the `paddock` executable for the engine hook, and its path is unknown")]
+    NoHookExecutable { profile: String },
+}
+
+/// The policy of one job.
+#[derive(Debug, Clone)]
+pub struct JobPolicy {
+    pub profile: HostProfile,
+    pub source: ProfileSource,
+    pub admission: Admission,
+    pub matcher: Matcher,
+}
+
+/// Where the hook records denials, inside the job's `meta/`.
+pub fn record_path(meta: &Path) -> PathBuf {
+    meta.join("denials.jsonl")
+}
+
+impl JobPolicy {
+    /// Resolves `name` and admits the job under it (fail closed).
+    pub async fn admit(
+        name: &str,
+        spec: &JobSpec,
+        store: &Store,
+    ) -> Result<JobPolicy, JobPolicyError> {
+        let (profile, source) = resolve(name, store).await?;
+        let admission = admit(&profile, spec)?;
+        let matcher = Matcher::new(&profile.deny_commands);
+        Ok(JobPolicy {
+            profile,
+            source,
+            admission,
+            matcher,
+        })
+    }
+
+    /// The `policy` events for rules accepted as advisory only.
+    pub fn degraded_events(&self) -> Vec<EventBody> {
+        self.admission
+            .degraded
+            .iter()
+            .map(|(rule, reason)| EventBody::Policy {
+                rule: rule.clone(),
+                message: format!(
+                    "host profile `{}`: `{rule}` {reason}; accepted as degraded by the spec",
+                    self.profile.id
+                ),
+            })
+            .collect()
+    }
+
+    /// Writes the profile for the hook into `meta` and describes layer 2
+    /// for the engine adapter.
+    pub fn engine_policy(
+        &self,
+        engine: EngineKind,
+        paddock_exe: Option<&Path>,
+        meta: &Path,
+    ) -> Result<Option<EnginePolicy>, JobPolicyError> {
+        if self.profile.deny_commands.is_empty() {
+            return Ok(None);
+        }
+        let profile_path = meta.join("profile.json");
+        let body = serde_json::to_string_pretty(&self.profile).unwrap_or_default();
+        std::fs::write(&profile_path, body).map_err(|source| JobPolicyError::WriteProfile {
+            path: profile_path.clone(),
+            source,
+        })?;
+        let hook_command = match (engine, paddock_exe) {
+            (_, None) => {
+                return Err(JobPolicyError::NoHookExecutable {
+                    profile: self.profile.id.clone(),
+                })
+            }
+            (_, Some(exe)) => {
+                let words = [
+                    exe.display().to_string(),
+                    "hook".into(),
+                    "pre-tool-use".into(),
+                    "--profile".into(),
+                    profile_path.display().to_string(),
+                    "--record".into(),
+                    record_path(meta).display().to_string(),
+                ];
+                let line = shlex::try_join(words.iter().map(String::as_str)).map_err(|e| {
+                    JobPolicyError::HookCommand {
+                        profile: self.profile.id.clone(),
+                        message: e.to_string(),
+                    }
+                })?;
+                // Whatever goes wrong in the hook (a missing binary, a crash)
+                // blocks the call: both engines treat exit 2 as a denial.
+                format!("{line} || exit 2")
+            }
+        };
+        Ok(Some(EnginePolicy {
+            profile_id: self.profile.id.clone(),
+            deny_commands: self.profile.deny_commands.clone(),
+            hook_command,
+        }))
+    }
+
+    /// A tail on the hook's record file (both engines).
+    pub fn tail(&self, meta: &Path) -> RecordTail {
+        RecordTail::new(record_path(meta))
+    }
+
+    /// The denials not yet reported once the engine has exited: the rest of
+    /// the hook's record and, for Codex, its rollout files in CODEX_HOME (a
+    /// call its execpolicy rules forbade never reaches the hook).
+    pub fn remaining_denials(
+        &self,
+        tail: &mut RecordTail,
+        engine: EngineKind,
+        home: &Path,
+    ) -> Vec<DenialRecord> {
+        let mut out = tail.poll();
+        match engine {
+            EngineKind::Claude => {}
+            EngineKind::Codex => {
+                let rollouts = denials::codex_rollouts(&home.join(".codex"), &self.matcher);
+                out.extend(tail.unseen(rollouts));
+            }
+        }
+        out
+    }
+
+    /// The `policy` event for a timeout of `secs` when the profile's
+    /// `timeoutMin` set it (`None` when the spec's own limit did).
+    pub fn timeout_event(&self, secs: u64) -> Option<EventBody> {
+        let min = self.profile.timeout_min?;
+        (min.saturating_mul(60) == secs).then(|| EventBody::Policy {
+            rule: "timeoutMin".into(),
+            message: format!(
+                "the job ran past the {min} min limit of host profile `{}` and was killed",
+                self.profile.id
+            ),
+        })
+    }
+
+    /// The `policy` event for one denial.
+    pub fn denial_event(&self, record: &DenialRecord) -> EventBody {
+        EventBody::Policy {
+            rule: record.rule.clone(),
+            message: format!(
+                "denied `{}` (host profile `{}`, denyCommands)",
+                record.command, self.profile.id
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn hook_command_fails_closed() {
+        let profile =
+            HostProfile::from_json(r#"{"id":"box","denyCommands":["make all"]}"#, "t").unwrap();
+        let policy = JobPolicy {
+            matcher: Matcher::new(&profile.deny_commands),
+            profile,
+            source: ProfileSource::Preset,
+            admission: Admission {
+                timeout_secs: 60,
+                degraded: vec![],
+            },
+        };
+        let meta = tempfile::tempdir().unwrap();
+        let got = policy
+            .engine_policy(
+                EngineKind::Codex,
+                Some(Path::new("/opt/pad dock/paddock")),
+                meta.path(),
+            )
+            .unwrap()
+            .unwrap();
+        let m = meta.path().display();
+        assert_eq!(
+            got,
+            EnginePolicy {
+                profile_id: "box".into(),
+                deny_commands: vec!["make all".into()],
+                hook_command: format!("'/opt/pad dock/paddock' hook pre-tool-use --profile {m}/profile.json --record {m}/denials.jsonl || exit 2"),
+            }
+        );
+        assert_eq!(policy.timeout_event(60), None);
+        let mut capped = policy.clone();
+        capped.profile.timeout_min = Some(1);
+        assert_eq!(
+            capped.timeout_event(60),
+            Some(EventBody::Policy {
+                rule: "timeoutMin".into(),
+                message: "the job ran past the 1 min limit of host profile `box` and was killed"
+                    .into(),
+            })
+        );
+        assert_eq!(capped.timeout_event(30), None);
+        // Without the executable there is no hook, so no job.
+        assert!(matches!(
+            policy.engine_policy(EngineKind::Claude, None, meta.path()),
+            Err(JobPolicyError::NoHookExecutable { .. })
+        ));
+    }
+}

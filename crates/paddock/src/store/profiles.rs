@@ -1,0 +1,112 @@
+//! Host profiles in the store (`host_profiles`): saved whole as their
+//! camelCase JSON, looked up by id. Saving an id again replaces it.
+
+use paddock_protocol::HostProfile;
+use time::OffsetDateTime;
+
+use super::{Store, StoreError};
+
+impl Store {
+    /// Saves `profile`, replacing a stored profile with the same id.
+    pub async fn put_profile(&self, profile: &HostProfile) -> Result<(), StoreError> {
+        let body = serde_json::to_string(profile).map_err(|e| StoreError::Encode {
+            table: "host_profiles",
+            column: "body",
+            row: profile.id.clone(),
+            message: e.to_string(),
+        })?;
+        let now = OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(|e| StoreError::Encode {
+                table: "host_profiles",
+                column: "updated_at",
+                row: profile.id.clone(),
+                message: e.to_string(),
+            })?;
+        sqlx::query(
+            "INSERT INTO host_profiles (id, body, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at",
+        )
+        .bind(&profile.id)
+        .bind(body)
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(|source| StoreError::SaveProfile {
+            id: profile.id.clone(),
+            source,
+        })?;
+        Ok(())
+    }
+
+    /// The stored profile `id`, if any.
+    pub async fn profile(&self, id: &str) -> Result<Option<HostProfile>, StoreError> {
+        let body = sqlx::query_scalar::<_, String>("SELECT body FROM host_profiles WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|source| StoreError::ReadProfile {
+                id: id.to_owned(),
+                source,
+            })?;
+        body.map(|b| decode(id, &b)).transpose()
+    }
+
+    /// Every stored profile, by id.
+    pub async fn profiles(&self) -> Result<Vec<HostProfile>, StoreError> {
+        let rows =
+            sqlx::query_as::<_, (String, String)>("SELECT id, body FROM host_profiles ORDER BY id")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|source| StoreError::ReadProfile {
+                    id: "*".to_owned(),
+                    source,
+                })?;
+        rows.iter().map(|(id, body)| decode(id, body)).collect()
+    }
+}
+
+fn decode(id: &str, body: &str) -> Result<HostProfile, StoreError> {
+    HostProfile::from_json(body, &format!("host_profiles.{id}")).map_err(|e| StoreError::Decode {
+        table: "host_profiles",
+        column: "body",
+        row: id.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use paddock_protocol::{BuildPolicy, HostProfile, Verification};
+
+    use crate::store::Store;
+
+    fn profile(id: &str, max: u32) -> HostProfile {
+        HostProfile {
+            id: id.into(),
+            build_policy: BuildPolicy::CiOnly,
+            verification: Verification::DevProbe,
+            deny_commands: vec!["make all".into()],
+            max_concurrent_jobs: Some(max),
+            cpu_limit: None,
+            mem_limit_mb: Some(512),
+            timeout_min: None,
+            allowed_models: vec!["gpt-5.5".into()],
+        }
+    }
+
+    #[tokio::test]
+    async fn saves_replaces_and_lists() {
+        let store = Store::open_in_memory().await.unwrap();
+        assert_eq!(store.profile("box").await.unwrap(), None);
+        store.put_profile(&profile("box", 1)).await.unwrap();
+        store.put_profile(&profile("a", 3)).await.unwrap();
+        store.put_profile(&profile("box", 2)).await.unwrap();
+        assert_eq!(store.profile("box").await.unwrap(), Some(profile("box", 2)));
+        assert_eq!(
+            store.profiles().await.unwrap(),
+            vec![profile("a", 3), profile("box", 2)]
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! The HostProfile: a host's rules for the jobs it runs (what may be built
+//! here, how to verify, which commands are forbidden, how many jobs at once,
+//! CPU, memory and time caps, which models). camelCase JSON as in DESIGN.md;
+//! unknown fields are errors and every error names the source, the field and
+//! the reason. The format is documented in `docs/host-profile.md`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("cannot read host profile {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("host profile {origin}: field `{field}`: {message}")]
+    Parse {
+        origin: String,
+        field: String,
+        message: String,
+    },
+    #[error("host profile {origin}: field `{field}`: {reason}")]
+    Invalid {
+        origin: String,
+        field: String,
+        reason: String,
+    },
+}
+
+/// A host's rules. See `docs/host-profile.md`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HostProfile {
+    /// Letters, digits, `.`, `_`, `-`.
+    pub id: String,
+    #[serde(default)]
+    pub build_policy: BuildPolicy,
+    #[serde(default)]
+    pub verification: Verification,
+    /// Command prefixes that must not run (shell words, e.g. `cargo build --release`).
+    #[serde(default)]
+    pub deny_commands: Vec<String>,
+    /// Jobs of this profile running at once on this host (held across processes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_jobs: Option<u32>,
+    /// CPU cap: `"50%"` of one CPU, or a number of CPUs such as `"1.5"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_limit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_limit_mb: Option<u64>,
+    /// Wall-clock cap of a job in minutes (the spec's own timeout may be shorter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_min: Option<u64>,
+    /// Models jobs may use; empty: any model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_models: Vec<String>,
+}
+
+/// What the agent may build on this host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BuildPolicy {
+    /// Full builds run in CI only; the job verifies with targeted checks and pushes.
+    CiOnly,
+    /// Builds of any size may run here.
+    #[default]
+    Local,
+}
+
+/// How the agent is told to verify its change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verification {
+    /// The cheapest probe that shows the change works (one targeted test, a type check).
+    DevProbe,
+    /// The tests that cover the change.
+    TargetedTests,
+    /// The whole test suite.
+    #[default]
+    FullSuite,
+}
+
+impl BuildPolicy {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            BuildPolicy::CiOnly => "ci-only",
+            BuildPolicy::Local => "local",
+        }
+    }
+}
+
+impl Verification {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verification::DevProbe => "dev-probe",
+            Verification::TargetedTests => "targeted-tests",
+            Verification::FullSuite => "full-suite",
+        }
+    }
+}
+
+/// A CPU cap in hundredths of one CPU (`"50%"` is 50, `"1.5"` is 150).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuLimit {
+    pub centi_cpus: u32,
+}
+
+impl CpuLimit {
+    pub fn parse(s: &str) -> Result<CpuLimit, String> {
+        let t = s.trim();
+        let centi = if let Some(pct) = t.strip_suffix('%') {
+            pct.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("`{s}`: a percentage of one CPU must be a whole number"))?
+        } else {
+            let cpus: f64 = t
+                .parse()
+                .map_err(|_| format!("`{s}`: give `N%` of one CPU or a number of CPUs"))?;
+            if !cpus.is_finite() || cpus <= 0.0 || cpus > 10_000.0 {
+                return Err(format!("`{s}`: the number of CPUs is out of range"));
+            }
+            (cpus * 100.0).round() as u32
+        };
+        if centi == 0 {
+            return Err(format!("`{s}`: must be more than zero"));
+        }
+        Ok(CpuLimit { centi_cpus: centi })
+    }
+}
+
+impl HostProfile {
+    /// Reads a profile file (`.json` or `.toml`).
+    pub fn load(path: &Path) -> Result<HostProfile, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let origin = path.display().to_string();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("toml") => HostProfile::from_toml(&text, &origin),
+            _ => HostProfile::from_json(&text, &origin),
+        }
+    }
+
+    /// Parses JSON; `origin` names the source in errors.
+    pub fn from_json(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let profile: HostProfile =
+            serde_path_to_error::deserialize(&mut de).map_err(|e| ProfileError::Parse {
+                origin: origin.to_string(),
+                field: e.path().to_string(),
+                message: e.into_inner().to_string(),
+            })?;
+        profile.validate(origin)?;
+        Ok(profile)
+    }
+
+    /// Parses TOML (same camelCase keys); `origin` names the source in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
+        let de = toml::Deserializer::new(text);
+        let profile: HostProfile =
+            serde_path_to_error::deserialize(de).map_err(|e| ProfileError::Parse {
+                origin: origin.to_string(),
+                field: e.path().to_string(),
+                message: e.into_inner().message().to_string(),
+            })?;
+        profile.validate(origin)?;
+        Ok(profile)
+    }
+
+    /// The CPU cap, already validated.
+    pub fn cpu(&self) -> Option<CpuLimit> {
+        self.cpu_limit
+            .as_deref()
+            .and_then(|s| CpuLimit::parse(s).ok())
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ProfileError> {
+        let invalid = |field: &str, reason: String| ProfileError::Invalid {
+            origin: origin.to_string(),
+            field: field.to_string(),
+            reason,
+        };
+        let id = &self.id;
+        if id.is_empty()
+            || id.len() > 64
+            || id.starts_with(['.', '-'])
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return Err(invalid(
+                "id",
+                format!("`{id}` must be 1 to 64 letters, digits, `.`, `_` and `-`"),
+            ));
+        }
+        for (i, c) in self.deny_commands.iter().enumerate() {
+            if c.trim().is_empty() {
+                return Err(invalid(
+                    &format!("denyCommands[{i}]"),
+                    "must not be empty".into(),
+                ));
+            }
+        }
+        if self.max_concurrent_jobs == Some(0) {
+            return Err(invalid("maxConcurrentJobs", "must be at least 1".into()));
+        }
+        if let Some(cpu) = &self.cpu_limit {
+            CpuLimit::parse(cpu).map_err(|r| invalid("cpuLimit", r))?;
+        }
+        if self.mem_limit_mb == Some(0) {
+            return Err(invalid("memLimitMb", "must be at least 1".into()));
+        }
+        if self.timeout_min == Some(0) {
+            return Err(invalid("timeoutMin", "must be at least 1".into()));
+        }
+        for (i, m) in self.allowed_models.iter().enumerate() {
+            if m.trim().is_empty() {
+                return Err(invalid(
+                    &format!("allowedModels[{i}]"),
+                    "must not be empty".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn design_example_parses() {
+        let p = HostProfile::from_json(
+            r#"{ "id": "constrained-local", "buildPolicy": "ci-only", "verification": "dev-probe",
+  "denyCommands": ["cargo build --release", "npm run build"],
+  "maxConcurrentJobs": 1, "cpuLimit": "50%", "memLimitMb": 4096, "timeoutMin": 30 }"#,
+            "test",
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            HostProfile {
+                id: "constrained-local".into(),
+                build_policy: BuildPolicy::CiOnly,
+                verification: Verification::DevProbe,
+                deny_commands: vec!["cargo build --release".into(), "npm run build".into()],
+                max_concurrent_jobs: Some(1),
+                cpu_limit: Some("50%".into()),
+                mem_limit_mb: Some(4096),
+                timeout_min: Some(30),
+                allowed_models: vec![],
+            }
+        );
+        assert_eq!(p.cpu(), Some(CpuLimit { centi_cpus: 50 }));
+    }
+
+    #[test]
+    fn errors_name_origin_and_field() {
+        let e = HostProfile::from_json(r#"{"id":"x","denyComands":[]}"#, "p.json").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("host profile p.json: field `denyComands`: unknown field"),
+            "{e}"
+        );
+        let e = HostProfile::from_json(r#"{"id":"x","cpuLimit":"lots"}"#, "p.json").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "host profile p.json: field `cpuLimit`: `lots`: give `N%` of one CPU or a number of CPUs"
+        );
+        let e = HostProfile::from_json(r#"{"id":"../x"}"#, "p.json").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "host profile p.json: field `id`: `../x` must be 1 to 64 letters, digits, `.`, `_` and `-`"
+        );
+        let e =
+            HostProfile::from_json(r#"{"id":"x","maxConcurrentJobs":0}"#, "p.json").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "host profile p.json: field `maxConcurrentJobs`: must be at least 1"
+        );
+    }
+
+    #[test]
+    fn cpu_limits() {
+        assert_eq!(CpuLimit::parse("1.5"), Ok(CpuLimit { centi_cpus: 150 }));
+        assert_eq!(CpuLimit::parse("200%"), Ok(CpuLimit { centi_cpus: 200 }));
+        assert!(CpuLimit::parse("0%").is_err());
+        assert!(CpuLimit::parse("-1").is_err());
+    }
+}
