@@ -9,4 +9,5 @@ pub mod paths;
 pub mod policy;
 pub mod runner;
 pub mod store;
+pub mod usage;
 pub mod workspace;

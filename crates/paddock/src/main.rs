@@ -71,6 +71,12 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         after: u64,
     },
+    /// Spend rolled up by day, project, task type, engine and model.
+    Usage {
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Host profiles: save one in the store, list them, show one.
     Profile {
         #[command(subcommand)]
@@ -216,6 +222,20 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 }
             } else {
                 print!("{}", progress::jobs_table(&jobs));
+            }
+            Ok(exit::DONE)
+        }
+        Cmd::Usage { json } => {
+            let store = open_store(&paths).await?;
+            let (jobs, calls) = store.usage().await.context("read the ledger")?;
+            let report = paddock::usage::report(&jobs, &calls);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).context("serialize the usage report")?
+                );
+            } else {
+                print!("{}", paddock::usage::render(&report));
             }
             Ok(exit::DONE)
         }

@@ -220,3 +220,84 @@ async fn a_ticket_budget_spent_by_earlier_attempts_holds_the_next() {
     );
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
+
+/// `paddock usage --json` over real jobs: a ticket bounced once then done,
+/// and a held job, rolled up with the ledger's exact figures.
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_rolls_up_real_jobs() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"Done.\"\nusage = { input = 1000, cached = 200, output = 100, reasoning = 7 }\n";
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    // A second attempt of the same ticket, then a third held by its budget.
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "description = \"A test.\"\n",
+        "description = \"A test.\"\ntype = \"bug\"\n[[ticket.prior_attempts]]\nattempt = 1\noutcome = \"bounced\"\nsummary = \"Wrong file.\"\n",
+    );
+    std::fs::write(&spec, &text).unwrap();
+    let second = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    with_budget(&spec, "max_usd = 0.0");
+    let third = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    assert_eq!(
+        (first.status, second.status, third.status),
+        (JobStatus::Done, JobStatus::Done, JobStatus::Held)
+    );
+    let out = home.paddock(&["usage", "--json"], &[]).await;
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Per call: 1000 × $5/M + 200 × $0.5/M + 100 × $30/M = 8100 µ$.
+    assert_eq!(
+        report["total"],
+        serde_json::json!({
+            "key": "all", "calls": 2,
+            "tokens": {"input_tokens": 2000, "cached_input_tokens": 400, "cache_write_tokens": 0,
+                       "output_tokens": 200, "reasoning_tokens": 14},
+            "cost_micros": 16_200, "jobs": 3, "tickets": 1, "done_tickets": 1,
+            "cost_per_ticket_micros": 16_200, "bounce_rate": 3.0,
+            "time_to_done_ms": report["total"]["time_to_done_ms"],
+        })
+    );
+    assert!(report["total"]["time_to_done_ms"].as_u64().unwrap() > 0);
+    let keys = |dim: &str| -> Vec<(String, i64)> {
+        report[dim]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["key"].as_str().unwrap().to_string(),
+                    r["cost_micros"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        keys("by_task_type"),
+        vec![("bug".into(), 8_100), ("chore".into(), 8_100)]
+    );
+    assert_eq!(keys("by_engine"), vec![("codex".into(), 16_200)]);
+    assert_eq!(keys("by_model"), vec![("gpt-5.5".into(), 16_200)]);
+    assert_eq!(keys("by_project"), vec![("tests".into(), 16_200)]);
+    // The text form has a table per dimension.
+    let text = home.paddock(&["usage"], &[]).await;
+    let text = String::from_utf8_lossy(&text.stdout);
+    for title in ["total", "day", "project", "task type", "engine", "model"] {
+        assert!(text.lines().any(|l| l.starts_with(title)), "{text}");
+    }
+}
