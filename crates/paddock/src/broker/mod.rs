@@ -141,6 +141,11 @@ pub fn start(listener: TcpListener, config: BrokerConfig) -> Result<BrokerHandle
         policy: policy_tx,
     });
     let app = server::router(shared.clone());
+    // No Nagle delay on the engine's connection: streamed chunks leave as
+    // soon as the upstream's arrive.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "broker server stopped");
