@@ -135,6 +135,12 @@ pub async fn run(
             Some(Secret::resolve(reference).map_err(|e| RunError::BadInput(e.to_string()))?)
         }
     };
+    if opts.prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
+        return Err(RunError::BadInput(format!(
+            "engine.model `{}` has no price in price table {}; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)",
+            spec.engine.model, opts.prices.version
+        )));
+    }
     let allowlist = broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models);
     if let Err(list) = allowlist.check(&spec.engine.model) {
         return Err(RunError::BadInput(format!(
@@ -814,6 +820,9 @@ async fn record_call(
         CallStatus::Refused => {
             em.error("broker", msg, false).await?;
         }
+        // Cut by the broker itself (budget, allowlist): the policy event
+        // already says why; the row keeps the message.
+        CallStatus::StreamError if msg.starts_with("paddock broker:") => {}
         CallStatus::HttpError | CallStatus::StreamError => {
             let status = call
                 .http_status

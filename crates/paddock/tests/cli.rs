@@ -268,3 +268,24 @@ async fn a_model_outside_the_jobs_allowlist_is_bad_input() {
     );
     assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
 }
+
+#[tokio::test]
+async fn a_model_without_a_price_is_bad_input_unless_allowed() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("model = \"gpt-5.5\"", "model = \"local-model\"");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "engine.model `local-model` has no price in price table 2026-11-30; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
