@@ -623,3 +623,39 @@ disconnect = true
         assert!(call.cost_micros > 0, "{path}: {call:?}");
     }
 }
+
+/// A job's token is worthless at another job's broker, and no token at all
+/// is refused: attribution is by endpoint and token together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_only_works_at_its_own_broker() {
+    let mut a = rig(ONE_TURN, vec![]).await;
+    let b = rig(ONE_TURN, vec![]).await;
+    let client = client();
+    let body = responses_body(Some(100)).to_string();
+    let status = |url: String, token: Option<String>| {
+        let (client, body) = (client.clone(), body.clone());
+        async move {
+            let mut rb = client
+                .post(format!("{url}/v1/responses"))
+                .header("content-type", "application/json")
+                .body(body);
+            if let Some(t) = token {
+                rb = rb.bearer_auth(t);
+            }
+            let resp = rb.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let _ = resp.bytes().await;
+            status
+        }
+    };
+    let token_a = a.broker.token.expose().to_string();
+    assert_eq!(
+        status(b.broker.url.clone(), Some(token_a.clone())).await,
+        401
+    );
+    assert_eq!(status(b.broker.url.clone(), None).await, 401);
+    assert_eq!(status(a.broker.url.clone(), Some(token_a)).await, 200);
+    // Only the authorized call reached the ledger (and the upstream).
+    assert_eq!(ledger(&mut a, 1).await[0].status, CallStatus::Ok);
+    assert_eq!(b.upstream.requests().len(), 0);
+}

@@ -301,3 +301,50 @@ async fn usage_rolls_up_real_jobs() {
         assert!(text.lines().any(|l| l.starts_with(title)), "{text}");
     }
 }
+
+/// The project's daily budget spans tickets: once one ticket's job spent
+/// it, a job of another ticket in the same project is held at admission.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_daily_budget_spans_tickets() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"Done.\"\nusage = { input = 20000, output = 100 }\n";
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+    with_budget(&spec, "project_daily_max_usd = 0.10");
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    assert_eq!(
+        (first.status, first.cost_micros),
+        (JobStatus::Done, 103_000)
+    );
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("id = \"T-1\"", "id = \"T-2\"");
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let second = record(&out);
+    let message =
+        "paddock broker: project daily budget spent ($0.103000 of $0.100000); the job is held";
+    assert_eq!(
+        (
+            second.ticket_id.as_str(),
+            second.status,
+            second.reason.as_deref(),
+            out.status.code()
+        ),
+        ("T-2", JobStatus::Held, Some(message), Some(3))
+    );
+    let events = home.store().await.events(&second.id, 0).await.unwrap();
+    assert_eq!(
+        policies(&events),
+        vec![("budget".to_string(), message.to_string())]
+    );
+}
