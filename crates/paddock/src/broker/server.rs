@@ -438,7 +438,7 @@ struct MeteredBody {
     cut: Cut,
 }
 
-/// Whether the broker cut the stream at the budget ceiling.
+/// Whether the broker cut the stream (budget ceiling, model allowlist).
 enum Cut {
     No,
     /// Cut: the error event still to send to the engine.
@@ -448,10 +448,11 @@ enum Cut {
 }
 
 impl MeteredBody {
-    /// Updates the call's running cost; at the ceiling, drops the upstream
+    /// Checks the served model against the allowlist and updates the
+    /// call's running cost; past either, drops the upstream
     /// stream (closing its connection) and queues an error event for the
     /// engine.
-    fn check_budget(&mut self) {
+    fn check_policy(&mut self) {
         let (Some(meter), Some(reservation)) = (self.meter.as_ref(), self.reservation.as_ref())
         else {
             return;
@@ -606,7 +607,7 @@ impl Stream for MeteredBody {
                 if let Some(m) = self.meter.as_mut() {
                     m.feed(&chunk);
                 }
-                self.check_budget();
+                self.check_policy();
                 Poll::Ready(Some(Ok(chunk)))
             }
             Poll::Ready(Some(Err(e))) => {
