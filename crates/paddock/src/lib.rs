@@ -7,6 +7,7 @@ pub mod context;
 pub mod engines;
 pub mod paths;
 pub mod policy;
+pub mod redact;
 pub mod runner;
 pub mod store;
 pub mod usage;

@@ -1,5 +1,5 @@
-//! The `paddock` command line: `run` a job spec, list `jobs`, print a job's
-//! `events`. Exit codes are part of the interface (docs/cli.md): 0 done,
+//! The `paddock` command line: `run` a job spec, render its `context`
+//! without running it, list `jobs`, print a job's `events`. Exit codes are part of the interface (docs/cli.md): 0 done,
 //! 1 failed, 2 bad input, 3 held by budget, 4 timed out, 5 cancelled,
 //! 70 internal error.
 
@@ -15,6 +15,7 @@ use paddock::runner::{self, RunError, RunOptions};
 use paddock::store::Store;
 use paddock_protocol::{JobSpec, JobStatus};
 
+mod context_cmd;
 mod policy_cmd;
 mod progress;
 
@@ -56,6 +57,17 @@ enum Cmd {
         /// A price table replacing the vendored one.
         #[arg(long)]
         prices: Option<PathBuf>,
+    },
+    /// Render a job's context (AGENTS.md, CLAUDE.md, .paddock/, skills, the
+    /// prompt) into a directory without running an engine, and report its size.
+    Context {
+        spec: PathBuf,
+        /// The directory to write into (created; must be empty).
+        #[arg(long, default_value = "paddock-context")]
+        out: PathBuf,
+        /// Print the size report as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// List jobs, newest first.
     Jobs {
@@ -107,7 +119,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(|| paddock::redact::RedactingWriter::new(std::io::stderr()))
         .init();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -190,6 +202,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             let result = runner::run(&spec, &store, &opts, &mut view, cancel).await;
             view.finish();
+            if let Ok(r) = &result {
+                if let Some(dir) = &r.kept_workspace {
+                    eprintln!("paddock: workspace kept at {}", dir.display());
+                }
+            }
             let result = match result {
                 Ok(r) => r,
                 Err(RunError::BadInput(msg)) => {
@@ -212,6 +229,25 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 JobStatus::TimedOut => exit::TIMED_OUT,
                 JobStatus::Cancelled => exit::CANCELLED,
             })
+        }
+        Cmd::Context { spec, out, json } => {
+            let spec = JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?;
+            let store = match spec.policy.profile {
+                Some(_) => Some(open_store(&paths).await?),
+                None => None,
+            };
+            let report = context_cmd::render(&spec, &paths, store.as_ref(), &out).await?;
+            if json {
+                let text = serde_json::to_string(&serde_json::json!({
+                    "out": out.display().to_string(),
+                    "report": report,
+                }))
+                .context("serialize the size report")?;
+                println!("{text}");
+            } else {
+                print!("{}", context_cmd::table(&spec, &out, &report));
+            }
+            Ok(exit::DONE)
         }
         Cmd::Jobs { limit, json } => {
             let store = open_store(&paths).await?;

@@ -26,12 +26,14 @@ use crate::broker::scripted::{RenderContext, Scenario};
 use crate::broker::scripted_http::ScriptedServer;
 use crate::broker::upstream::{KeyHeader, ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
+use crate::context::{self, Prepared};
+use crate::engines::EngineAdapter;
 use crate::engines::{self, LaunchContext, Outcome};
 use crate::paths::Paths;
 use crate::policy::{self, HostSemaphore, JobPolicy};
+use crate::redact::Redactor;
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
-use crate::{context, engines::EngineAdapter};
 
 /// Errors that stop a job before it exists (bad input) or that lose the
 /// store under it.
@@ -81,14 +83,18 @@ pub struct RunResult {
     pub record: JobRecord,
     /// The job failed because of its input (repository, engine binary).
     pub bad_input: bool,
+    /// The workspace, when it was kept (`--keep`).
+    pub kept_workspace: Option<PathBuf>,
 }
 
-/// Assigns dense sequence numbers, stores and fans out each event.
+/// Assigns dense sequence numbers, redacts, stores and fans out each event.
 struct Emitter<'a> {
     job_id: String,
     seq: u64,
     store: &'a Store,
     observer: &'a mut dyn Observer,
+    /// Learns the job's directories and secrets as the job gets them.
+    redactor: Redactor,
 }
 
 impl Emitter<'_> {
@@ -98,7 +104,7 @@ impl Emitter<'_> {
             job_id: self.job_id.clone(),
             seq: self.seq,
             at: OffsetDateTime::now_utc(),
-            body,
+            body: self.redactor.event(body),
         };
         self.store.append_event(&event).await?;
         self.observer.event(&event);
@@ -154,6 +160,7 @@ pub async fn run(
         )),
         _ => None,
     };
+    let prepared = Prepared::load(spec).map_err(|e| RunError::BadInput(e.to_string()))?;
     let spec_json = serde_json::to_string(spec).map_err(|e| RunError::Host {
         step: "serialize job spec",
         message: e.to_string(),
@@ -205,11 +212,16 @@ pub async fn run(
         duration_ms: None,
     };
     store.insert_job(&record, &spec_json).await?;
+    let mut redactor = Redactor::new();
+    if let Some(key) = &key {
+        redactor.add_secret(key);
+    }
     let mut em = Emitter {
         job_id: job_id.clone(),
         seq: 0,
         store,
         observer,
+        redactor,
     };
     em.emit(EventBody::Status {
         phase: Phase::Provisioning,
@@ -288,9 +300,32 @@ pub async fn run(
         }
     };
 
+    em.redactor.add_job_dirs(&ws.work, &ws.root);
+
+    // Assemble: rendered and checked in full before any of it is written; a
+    // collision with the repository's files is bad input. The policy part
+    // hands its HostProfile in as plain data (layer 1, the advisory).
+    let path_env = engine_path(&binary, opts.host_path.as_deref());
+    let policy = job_policy.as_ref().map(|p| p.context()).unwrap_or_default();
+    let assembled = match context::assemble(&prepared, spec, &ws, policy, &path_env).await {
+        Ok(a) => a,
+        Err(e) => {
+            let msg = e.to_string();
+            em.error("paddock", msg.clone(), true).await?;
+            if !opts.keep {
+                if let Err(e) = ws.remove() {
+                    em.error("paddock", e.to_string(), false).await?;
+                }
+            }
+            return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
+        }
+    };
+
     let outcome = launch_and_stream(
         spec,
         &ws,
+        assembled.prompt,
+        path_env,
         adapter.as_ref(),
         &binary,
         key,
@@ -332,6 +367,9 @@ pub async fn run(
     };
     match ws.patch().await {
         Ok(patch) => {
+            for warning in &patch.warnings {
+                em.error("paddock", warning.clone(), false).await?;
+            }
             let path = artifacts.join("patch.diff");
             match tokio::fs::write(&path, patch.diff.as_bytes()).await {
                 Ok(()) => {
@@ -367,7 +405,9 @@ pub async fn run(
         em.error("paddock", e.to_string(), false).await?;
     }
     let (status, reason) = status_reason;
-    finish(&mut em, record, started, status, reason, false).await
+    let mut result = finish(&mut em, record, started, status, reason, false).await?;
+    result.kept_workspace = opts.keep.then(|| ws.root.clone());
+    Ok(result)
 }
 
 enum SlotWait {
@@ -440,6 +480,7 @@ async fn finish(
     reason: Option<String>,
     bad_input: bool,
 ) -> Result<RunResult, RunError> {
+    let reason = reason.map(|r| em.redactor.text(&r).into_owned());
     record.status = status;
     record.reason = reason.clone();
     record.finished_at = Some(OffsetDateTime::now_utc());
@@ -457,7 +498,11 @@ async fn finish(
     })
     .await?;
     em.store.update_job(&record).await?;
-    Ok(RunResult { record, bad_input })
+    Ok(RunResult {
+        record,
+        bad_input,
+        kept_workspace: None,
+    })
 }
 
 struct Launched {
@@ -486,6 +531,8 @@ fn step(what: &str, e: impl std::fmt::Display) -> LaunchFailure {
 async fn launch_and_stream(
     spec: &JobSpec,
     ws: &Workspace,
+    prompt: String,
+    path_env: String,
     adapter: &dyn EngineAdapter,
     binary: &Path,
     key: Option<Secret>,
@@ -496,18 +543,6 @@ async fn launch_and_stream(
     em: &mut Emitter<'_>,
     cancel: impl Future<Output = ()>,
 ) -> Result<Launched, LaunchFailure> {
-    let mut agents = context::agents_md(spec);
-    if let Some(p) = job_policy {
-        // Layer 1 (until context assembly takes the advisory as input).
-        agents.push('\n');
-        agents.push_str(&policy::advisory(&p.profile));
-    }
-    for (name, text) in [("AGENTS.md", agents.clone()), ("CLAUDE.md", agents)] {
-        ws.write_generated(name, &text)
-            .await
-            .map_err(|e| step("assemble context", e))?;
-    }
-
     // The upstream: a real provider, or the scenario served on loopback.
     let mut _scripted = None;
     let upstream = match spec.upstream.provider {
@@ -605,6 +640,7 @@ async fn launch_and_stream(
         },
     )
     .map_err(|e| step("start the broker", e))?;
+    em.redactor.add_secret(&broker.token);
 
     let ctx = LaunchContext {
         binary: binary.to_path_buf(),
@@ -615,8 +651,8 @@ async fn launch_and_stream(
         tmp: ws.tmp.clone(),
         broker_url: broker.url.clone(),
         job_token: broker.token.expose().to_string(),
-        prompt: context::prompt(spec),
-        path_env: engine_path(binary, opts.host_path.as_deref()),
+        prompt,
+        path_env,
         policy: match job_policy {
             Some(p) => p
                 .engine_policy(adapter.kind(), opts.paddock_exe.as_deref(), &ws.meta)
@@ -660,7 +696,7 @@ async fn launch_and_stream(
         ));
     };
     let stderr_path = artifacts.join("engine.stderr");
-    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_path));
+    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_path, em.redactor.clone()));
     let mut raw = tokio::fs::File::create(artifacts.join("engine.jsonl"))
         .await
         .map_err(|e| step("create engine.jsonl", e))?;
@@ -689,7 +725,7 @@ async fn launch_and_stream(
         tokio::select! {
             line = lines.next_line() => match line {
                 Ok(Some(line)) => {
-                    let _ = raw.write_all(line.as_bytes()).await;
+                    let _ = raw.write_all(em.redactor.text(&line).as_bytes()).await;
                     let _ = raw.write_all(b"\n").await;
                     for body in parser.parse_line(&line) {
                         em.emit(body).await?;
@@ -806,9 +842,12 @@ async fn launch_and_stream(
 async fn record_call(
     em: &mut Emitter<'_>,
     calls: &mut Vec<ModelCall>,
-    call: ModelCall,
+    mut call: ModelCall,
     spent: i64,
 ) -> Result<(), StoreError> {
+    if let Some(error) = call.error.as_mut() {
+        em.redactor.string(error);
+    }
     em.store.insert_model_call(&call).await?;
     em.observer.model_call(&call, spent);
     let msg = call.error.clone().unwrap_or_default();
@@ -844,11 +883,15 @@ async fn record_call(
 }
 
 /// Copies the engine's stderr to a file and returns its last lines.
-async fn save_stderr(mut stderr: tokio::process::ChildStderr, path: PathBuf) -> String {
+async fn save_stderr(
+    mut stderr: tokio::process::ChildStderr,
+    path: PathBuf,
+    redactor: Redactor,
+) -> String {
     let mut buf = Vec::new();
     let _ = stderr.read_to_end(&mut buf).await;
-    let _ = tokio::fs::write(&path, &buf).await;
-    let text = String::from_utf8_lossy(&buf);
+    let text = redactor.text(&String::from_utf8_lossy(&buf)).into_owned();
+    let _ = tokio::fs::write(&path, text.as_bytes()).await;
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let start = lines.len().saturating_sub(3);
     lines[start..].join(" | ")
@@ -911,7 +954,7 @@ fn is_executable(p: &Path) -> bool {
 
 /// PATH for the engine: its own directory (and its real directory when it
 /// is a symlink), the directory of `node` when found, and the system dirs.
-fn engine_path(binary: &Path, host_path: Option<&std::ffi::OsStr>) -> String {
+pub fn engine_path(binary: &Path, host_path: Option<&std::ffi::OsStr>) -> String {
     let mut dirs: Vec<String> = Vec::new();
     let mut push = |p: Option<&Path>| {
         if let Some(d) = p {

@@ -45,6 +45,14 @@ pub enum WorkspaceError {
         file: String,
         source: std::io::Error,
     },
+    #[error("workspace {path}: cannot read {file}: {source}")]
+    Read {
+        path: PathBuf,
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("workspace {path}: {file} already exists in the checkout; Paddock does not overwrite the repository's files")]
+    Exists { path: PathBuf, file: String },
     #[error("workspace {path}: cannot remove: {source}")]
     Remove {
         path: PathBuf,
@@ -71,6 +79,101 @@ pub struct Patch {
     /// `git diff --binary` of the work tree against the base commit.
     pub diff: String,
     pub changed_files: Vec<String>,
+    /// What could not be kept exactly (an extended file the agent mangled).
+    pub warnings: Vec<String>,
+}
+
+/// Where the workspace records the files it extended (in `meta/`).
+const EXTENDED: &str = "extended.jsonl";
+
+/// A file of the repository that Paddock extended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Extended {
+    path: String,
+    original: String,
+    appended: String,
+}
+
+/// The agent's version of an extended file without Paddock's section: the
+/// exact appended text removed, or else everything from the
+/// `<!-- paddock:begin` marker line to the `<!-- paddock:end -->` line.
+/// `None` when neither is found.
+fn strip_extension(current: &str, ext: &Extended) -> Option<String> {
+    if let Some(i) = current.rfind(&ext.appended) {
+        return Some(format!(
+            "{}{}",
+            &current[..i],
+            &current[i + ext.appended.len()..]
+        ));
+    }
+    let begin = current.find(BEGIN_MARKER)?;
+    let end_marker = begin + current[begin..].find(END_MARKER)?;
+    let end = current[end_marker..]
+        .find('\n')
+        .map(|n| end_marker + n + 1)
+        .unwrap_or(current.len());
+    // The separator Paddock put before its section goes with it.
+    let sep_len = ext.appended.find(BEGIN_MARKER).unwrap_or(0);
+    let sep = &ext.appended[..sep_len];
+    let head = &current[..begin];
+    let head = head.strip_suffix(sep).unwrap_or(head);
+    Some(format!("{head}{}", &current[end..]))
+}
+
+/// The first line of Paddock's section in an extended file.
+pub const BEGIN_MARKER: &str = "<!-- paddock:begin";
+/// The last line of Paddock's section in an extended file.
+pub const END_MARKER: &str = "<!-- paddock:end -->";
+
+/// A path as a `.gitignore`-style pattern matching only itself.
+fn exclude_pattern(rel: &str) -> String {
+    let mut out = String::new();
+    for c in rel.chars() {
+        if matches!(c, '*' | '?' | '[' | '\\' | '!' | '#' | ' ') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn create_dir(root: &Path, dir: &Path) -> Result<(), WorkspaceError> {
+    std::fs::create_dir_all(dir).map_err(|source| WorkspaceError::Create {
+        path: if dir.starts_with(root) {
+            dir.to_path_buf()
+        } else {
+            root.to_path_buf()
+        },
+        source,
+    })
+}
+
+fn append(root: &Path, file: &Path, data: &[u8]) -> Result<(), WorkspaceError> {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(data))
+        .map_err(|source| WorkspaceError::Write {
+            path: root.to_path_buf(),
+            file: file.display().to_string(),
+            source,
+        })
+}
+
+fn write_new(root: &Path, file: &Path, data: &[u8]) -> Result<(), WorkspaceError> {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(file)
+        .and_then(|mut f| f.write_all(data))
+        .map_err(|source| WorkspaceError::Write {
+            path: root.to_path_buf(),
+            file: file.display().to_string(),
+            source,
+        })
 }
 
 impl Workspace {
@@ -189,45 +292,85 @@ impl Workspace {
         Ok(Workspace { base_commit, ..ws })
     }
 
-    /// Writes a generated file at the checkout root and keeps it out of the
-    /// patch (via `.git/info/exclude`). A file the repository tracks is left
-    /// alone and `false` is returned.
-    pub async fn write_generated(
-        &self,
-        name: &str,
-        contents: &str,
-    ) -> Result<bool, WorkspaceError> {
-        let tracked = git(&self.work, ["ls-files", "--error-unmatch", "--", name])
-            .await
-            .is_ok();
-        if tracked || self.work.join(name).exists() {
-            return Ok(false);
+    /// Writes a new file Paddock generates (`rel` is relative to the
+    /// checkout, parents are created) and keeps it out of the patch via
+    /// `.git/info/exclude`. A path that already exists is an error: the
+    /// repository's files are never overwritten.
+    pub async fn write_generated(&self, rel: &str, contents: &[u8]) -> Result<(), WorkspaceError> {
+        let target = self.work.join(rel);
+        if std::fs::symlink_metadata(&target).is_ok() {
+            return Err(WorkspaceError::Exists {
+                path: self.root.clone(),
+                file: rel.to_string(),
+            });
         }
-        let write = |file: PathBuf, data: &str, append: bool| {
-            use std::io::Write as _;
-            let mut opts = std::fs::OpenOptions::new();
-            opts.create(true);
-            if append {
-                opts.append(true);
-            } else {
-                opts.write(true).truncate(true);
+        let info = self.work.join(".git").join("info");
+        create_dir(&self.root, &info)?;
+        append(
+            &self.root,
+            &info.join("exclude"),
+            format!("/{}\n", exclude_pattern(rel)).as_bytes(),
+        )?;
+        if let Some(parent) = target.parent() {
+            create_dir(&self.root, parent)?;
+        }
+        write_new(&self.root, &target, contents)
+    }
+
+    /// Extends a file the repository tracks: the checkout gets `original`
+    /// followed by `appended`, and the patch later drops `appended` again, so
+    /// that it holds exactly the agent's change to the file.
+    pub async fn extend_tracked(
+        &self,
+        rel: &str,
+        original: &str,
+        appended: &str,
+    ) -> Result<(), WorkspaceError> {
+        let record = Extended {
+            path: rel.to_string(),
+            original: original.to_string(),
+            appended: appended.to_string(),
+        };
+        let mut line = serde_json::to_string(&record).map_err(|e| WorkspaceError::Write {
+            path: self.root.clone(),
+            file: self.meta.join(EXTENDED).display().to_string(),
+            source: std::io::Error::other(e),
+        })?;
+        line.push('\n');
+        append(&self.root, &self.meta.join(EXTENDED), line.as_bytes())?;
+        let target = self.work.join(rel);
+        std::fs::write(&target, format!("{original}{appended}")).map_err(|source| {
+            WorkspaceError::Write {
+                path: self.root.clone(),
+                file: target.display().to_string(),
+                source,
             }
-            opts.open(&file)
-                .and_then(|mut f| f.write_all(data.as_bytes()))
-                .map_err(|source| WorkspaceError::Write {
+        })
+    }
+
+    /// The files [`Workspace::extend_tracked`] extended.
+    fn extended(&self) -> Result<Vec<Extended>, WorkspaceError> {
+        let path = self.meta.join(EXTENDED);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(WorkspaceError::Read {
                     path: self.root.clone(),
-                    file: file.display().to_string(),
+                    file: path.display().to_string(),
                     source,
                 })
+            }
         };
-        let info = self.work.join(".git").join("info");
-        std::fs::create_dir_all(&info).map_err(|source| WorkspaceError::Create {
-            path: info.clone(),
-            source,
-        })?;
-        write(info.join("exclude"), &format!("/{name}\n"), true)?;
-        write(self.work.join(name), contents, false)?;
-        Ok(true)
+        text.lines()
+            .map(|l| {
+                serde_json::from_str(l).map_err(|e| WorkspaceError::Read {
+                    path: self.root.clone(),
+                    file: path.display().to_string(),
+                    source: std::io::Error::other(e),
+                })
+            })
+            .collect()
     }
 
     /// The diff of the work tree against the base commit, with new files and
@@ -243,6 +386,41 @@ impl Workspace {
         };
         run(vec!["read-tree", &self.base_commit]).await?;
         run(vec!["add", "--all", "--", "."]).await?;
+        let mut warnings = Vec::new();
+        for ext in self.extended()? {
+            let current = match std::fs::read_to_string(self.work.join(&ext.path)) {
+                Ok(text) => text,
+                // Deleted by the agent: its deletion is its change.
+                Err(_) => continue,
+            };
+            let restored = match strip_extension(&current, &ext) {
+                Some(text) => text,
+                None => {
+                    warnings.push(format!(
+                        "{}: the agent rewrote Paddock's generated section; the file is left out of the patch",
+                        ext.path
+                    ));
+                    ext.original.clone()
+                }
+            };
+            let blob_file = self.meta.join("restored.blob");
+            std::fs::write(&blob_file, &restored).map_err(|source| WorkspaceError::Write {
+                path: self.root.clone(),
+                file: blob_file.display().to_string(),
+                source,
+            })?;
+            let blob_path = blob_file.display().to_string();
+            let sha = run(vec!["hash-object", "-w", "--no-filters", "--", &blob_path]).await?;
+            let staged = run(vec!["ls-files", "--stage", "--", &ext.path]).await?;
+            let mode = staged
+                .split_whitespace()
+                .next()
+                .unwrap_or("100644")
+                .to_string();
+            let info = format!("{mode},{},{}", sha.trim(), ext.path);
+            run(vec!["update-index", "--add", "--cacheinfo", &info]).await?;
+            let _ = std::fs::remove_file(&blob_file);
+        }
         let diff = run(vec![
             "diff",
             "--cached",
@@ -264,6 +442,7 @@ impl Workspace {
         Ok(Patch {
             diff,
             changed_files: names.lines().map(str::to_string).collect(),
+            warnings,
         })
     }
 
@@ -384,7 +563,18 @@ mod tests {
                 .trim(),
             "/dev/null"
         );
-        assert!(ws.write_generated("AGENTS.md", "# brief\n").await.unwrap());
+        ws.write_generated("AGENTS.md", b"# brief\n").await.unwrap();
+        ws.write_generated(".agents/skills/a b/SKILL.md", b"skill\n")
+            .await
+            .unwrap();
+        let again = ws.write_generated("README.md", b"x").await.unwrap_err();
+        assert_eq!(
+            again.to_string(),
+            format!(
+                "workspace {}: README.md already exists in the checkout; Paddock does not overwrite the repository's files",
+                ws.root.display()
+            )
+        );
         std::fs::write(ws.work.join("README.md"), "hello\nworld\n").unwrap();
         std::fs::write(ws.work.join("new.txt"), "new\n").unwrap();
         std::fs::create_dir(ws.work.join("target")).unwrap();
@@ -397,6 +587,7 @@ mod tests {
         assert!(p.diff.contains("+world"));
         assert!(p.diff.contains("+++ b/new.txt"));
         assert!(!p.diff.contains("AGENTS.md"));
+        assert!(!p.diff.contains(".agents"));
         // The work tree's own index is untouched: nothing staged.
         assert_eq!(
             git(&ws.work, ["diff", "--cached", "--name-only"])
@@ -434,5 +625,85 @@ mod tests {
             format!("repository {}: not a git repository", plain.display())
         );
         assert!(!jobs.join("j3").exists());
+    }
+
+    fn tracked_agents_md(dir: &Path) -> PathBuf {
+        let r = repo(dir);
+        std::fs::write(r.join("AGENTS.md"), "# Rules\n\n- Use tabs.\n").unwrap();
+        sh(&r, &["add", "AGENTS.md"]);
+        sh(&r, &["commit", "-q", "-m", "agents"]);
+        r
+    }
+
+    const APPENDED: &str =
+        "\n<!-- paddock:begin: generated -->\n## Paddock job\n\nbrief\n<!-- paddock:end -->\n";
+
+    #[tokio::test]
+    async fn an_extended_file_keeps_only_the_agents_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = tracked_agents_md(tmp.path());
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let original = "# Rules\n\n- Use tabs.\n";
+        ws.extend_tracked("AGENTS.md", original, APPENDED)
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(ws.work.join("AGENTS.md")).unwrap(),
+            format!("{original}{APPENDED}")
+        );
+        // Untouched by the agent: no change at all.
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            p,
+            Patch {
+                diff: String::new(),
+                changed_files: vec![],
+                warnings: vec![]
+            }
+        );
+        // The agent edits the repository's part: exactly that edit.
+        std::fs::write(
+            ws.work.join("AGENTS.md"),
+            format!("# Rules\n\n- Use spaces.\n{APPENDED}"),
+        )
+        .unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(p.changed_files, vec!["AGENTS.md".to_string()]);
+        assert!(
+            p.diff.contains("-- Use tabs.\n+- Use spaces.\n"),
+            "{}",
+            p.diff
+        );
+        assert!(!p.diff.contains("paddock"), "{}", p.diff);
+        assert_eq!(p.warnings, Vec::<String>::new());
+        // The agent edits inside Paddock's section too: the section goes by its markers.
+        std::fs::write(
+            ws.work.join("AGENTS.md"),
+            "# Rules\n\n- Use spaces.\n\n<!-- paddock:begin: generated -->\nchanged\n<!-- paddock:end -->\nagent tail\n",
+        )
+        .unwrap();
+        let p = ws.patch().await.unwrap();
+        assert!(p.diff.contains("+- Use spaces.\n"), "{}", p.diff);
+        assert!(p.diff.contains("+agent tail\n"), "{}", p.diff);
+        assert!(
+            !p.diff.contains("paddock") && !p.diff.contains("changed"),
+            "{}",
+            p.diff
+        );
+        // The markers are gone: the repository's text, and a warning.
+        std::fs::write(ws.work.join("AGENTS.md"), "rewritten\n").unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(p.diff, "");
+        assert_eq!(
+            p.warnings,
+            vec!["AGENTS.md: the agent rewrote Paddock's generated section; the file is left out of the patch".to_string()]
+        );
+        // Deleted by the agent: the deletion is the change.
+        std::fs::remove_file(ws.work.join("AGENTS.md")).unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(p.changed_files, vec!["AGENTS.md".to_string()]);
+        assert!(p.diff.contains("deleted file mode"), "{}", p.diff);
     }
 }

@@ -95,8 +95,13 @@ fn record_fixture(home: &Home, engine: &str, job_id: &str, name: &str) {
             .join("engine.jsonl"),
     )
     .unwrap();
+    // The artifact is redacted: the checkout is `<workspace>`, the job's
+    // directory `<job-dir>`; fixtures use the fixed paths the parsers expect.
     let job_dir = home.jobs().join(job_id).display().to_string();
-    let normalized = raw.replace(&job_dir, "/paddock/job");
+    let normalized = raw
+        .replace(&job_dir, "/paddock/job")
+        .replace("<workspace>", "/paddock/job/work")
+        .replace("<job-dir>", "/paddock/job");
     let version = match engine {
         "codex" => "codex-0.171.0",
         _ => "claude-2.1.197",

@@ -112,7 +112,7 @@ async fn denied_commands_never_run(engine: &str) {
     let agents = std::fs::read_to_string(home.jobs().join(&rec.id).join("work/AGENTS.md")).unwrap();
     assert!(
         agents.contains(&format!(
-            "## Host rules (profile `test-deny`)\n\n- Do not run full or release builds on this host: CI runs the full build.\n- Verify with the cheapest targeted check (one test, a type check), then finish; CI runs the full suite.\n- These commands are blocked here (also inside scripts, `bash -c`, `env` or chains) and will be refused:\n  - `{rule}`\n- Limits: 1024 MB memory.\n"
+            "## Host rules (profile `test-deny`)\n\n- Do not run full or release builds on this host: CI runs the full build.\n- Verify with the cheapest targeted check (one test, a type check), then finish; CI runs the full suite.\n- Limits: 1024 MB memory.\n- These commands are blocked here (also inside scripts, `bash -c`, `env` or chains) and will be refused:\n  - `{rule}`\n"
         )),
         "{agents}"
     );

@@ -4,12 +4,14 @@
 //! logic beyond parsing and validating these types, so that every producer
 //! and consumer (CLI, server, store, dashboard) agrees on one definition.
 
+pub mod context;
 pub mod event;
 pub mod host_profile;
 pub mod job;
 pub mod ledger;
 pub mod spec;
 
+pub use context::{ContextSpec, InlineSkill};
 pub use event::{AgentEvent, ChangeKind, EventBody, Phase, TokenUsage};
 pub use host_profile::{BuildPolicy, CpuLimit, HostProfile, ProfileError, Verification};
 pub use job::{JobRecord, JobStatus};

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::ContextSpec;
+
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     #[error("cannot read job spec {path}: {source}")]
@@ -44,6 +46,9 @@ pub struct JobSpec {
     pub limits: LimitsSpec,
     #[serde(default)]
     pub isolation: Isolation,
+    /// Templates and skills for the generated context (docs/context.md).
+    #[serde(default)]
+    pub context: ContextSpec,
     /// The host profile the job runs under, and the weaker guarantees it accepts.
     #[serde(default, skip_serializing_if = "PolicySpec::is_empty")]
     pub policy: PolicySpec,
@@ -132,6 +137,15 @@ pub struct PriorAttempt {
     pub summary: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// What the attempt tried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tried: Vec<String>,
+    /// What failed in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+    /// The reviewer's comment that bounced it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounce_comment: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -477,6 +491,12 @@ impl JobSpec {
         if let Some(KeyRef::File(p)) = self.upstream.key.as_mut() {
             join(p);
         }
+        if let Some(p) = self.context.templates_dir.as_mut() {
+            join(p);
+        }
+        if let Some(p) = self.context.skills_dir.as_mut() {
+            join(p);
+        }
         if let Some(name) = self.policy.profile.as_mut() {
             if PolicySpec::profile_is_file(name) && Path::new(name.as_str()).is_relative() {
                 *name = base.join(name.as_str()).display().to_string();
@@ -652,6 +672,12 @@ impl JobSpec {
         }
         if self.limits.timeout_secs == 0 {
             return Err(invalid("limits.timeout_secs", "must be at least 1".into()));
+        }
+        if self.context.skills.is_some() && self.context.skills_dir.is_none() {
+            return Err(invalid(
+                "context.skills",
+                "names skills of a library: set `context.skills_dir` too".into(),
+            ));
         }
         if let Some(name) = &self.policy.profile {
             if name.trim().is_empty() {

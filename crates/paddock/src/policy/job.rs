@@ -63,6 +63,11 @@ impl JobPolicy {
         })
     }
 
+    /// Layer 1: the profile as the generated context takes it.
+    pub fn context(&self) -> crate::context::PolicyContext {
+        super::advisory::context(&self.profile)
+    }
+
     /// The `policy` events for rules accepted as advisory only.
     pub fn degraded_events(&self) -> Vec<EventBody> {
         self.admission

@@ -1,0 +1,501 @@
+//! Context assembly: everything an engine finds in its checkout and prompt
+//! besides the repository itself. From the job spec and a few plain inputs
+//! ([`ContextInputs`]: the host profile's advisory and denied commands, the
+//! repository's own `AGENTS.md`/`CLAUDE.md`, the tools on the engine's PATH)
+//! it renders the generated `AGENTS.md` and `CLAUDE.md` (minijinja templates,
+//! overridable per project), `.paddock/environment.json`,
+//! `.paddock/tools.json`, the skills, and the prompt with its appendices.
+//! [`Prepared::load`] reads and checks templates and skills at admission, so
+//! bad input stops the job before anything is written; [`Prepared::render`]
+//! is pure; [`install`] writes the result into a workspace, where none of it
+//! reaches the job's patch.
+
+use std::path::{Path, PathBuf};
+
+use paddock_protocol::{EngineKind, JobSpec};
+use serde::Serialize;
+
+use crate::workspace::Workspace;
+
+pub mod install;
+pub mod manifest;
+pub mod skills;
+pub mod templates;
+
+pub use install::{install, write_to_dir, InstallError};
+pub use skills::{Skill, SkillError};
+pub use templates::{TemplateError, Templates};
+
+/// Where the generated machine-readable files live in the checkout.
+pub const PADDOCK_DIR: &str = ".paddock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error(transparent)]
+    Skill(#[from] SkillError),
+    #[error("context: cannot encode {file}: {message}")]
+    Encode { file: String, message: String },
+    #[error("context: cannot read the repository's {file} in {checkout}: {source}")]
+    Repository {
+        checkout: PathBuf,
+        file: &'static str,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Install(#[from] InstallError),
+}
+
+/// The host profile as the context sees it: plain data, filled by the
+/// policy part (the HostProfile) and empty when the job has none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PolicyContext {
+    /// The profile's id, e.g. `constrained-local`.
+    pub profile: Option<String>,
+    /// The advisory text rendered into AGENTS.md/CLAUDE.md, e.g. "verify
+    /// with targeted tests and push; CI runs the full build".
+    pub advisory: Option<String>,
+    /// Commands the host forbids (shown in the instructions and tools.json).
+    pub denied_commands: Vec<String>,
+    /// The OS limits the job runs under, as the profile states them.
+    pub cpu_limit: Option<String>,
+    pub memory_limit_mb: Option<u64>,
+    pub max_concurrent_jobs: Option<u32>,
+}
+
+/// A repository's own instructions file at the checkout root.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Existing {
+    #[default]
+    Absent,
+    /// A regular file with this text: kept and extended.
+    File(String),
+    /// A symbolic link (often `CLAUDE.md -> AGENTS.md`): left alone.
+    Symlink,
+}
+
+impl Existing {
+    /// What is at `dir/name`.
+    pub fn probe(dir: &Path, name: &str) -> std::io::Result<Existing> {
+        let path = dir.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Existing::Absent),
+            Err(e) => Err(e),
+            Ok(m) if m.file_type().is_symlink() => Ok(Existing::Symlink),
+            Ok(_) => Ok(Existing::File(std::fs::read_to_string(&path)?)),
+        }
+    }
+
+    fn present(&self) -> bool {
+        !matches!(self, Existing::Absent)
+    }
+}
+
+/// What the context takes besides the spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContextInputs {
+    pub policy: PolicyContext,
+    /// The checkout's own `AGENTS.md`.
+    pub agents_md: Existing,
+    /// The checkout's own `CLAUDE.md`.
+    pub claude_md: Existing,
+    /// Commands found on the engine's PATH (see [`manifest::probe_tools`]).
+    pub available_tools: Vec<String>,
+}
+
+impl ContextInputs {
+    /// Reads the repository's instructions files from a checkout.
+    pub fn with_repository(mut self, checkout: &Path) -> Result<ContextInputs, ContextError> {
+        let probe = |file: &'static str| {
+            Existing::probe(checkout, file).map_err(|source| ContextError::Repository {
+                checkout: checkout.to_path_buf(),
+                file,
+                source,
+            })
+        };
+        self.agents_md = probe("AGENTS.md")?;
+        self.claude_md = probe("CLAUDE.md")?;
+        Ok(self)
+    }
+}
+
+/// The assemble step of a job: reads the checkout's own instructions files,
+/// renders the context with `policy` (the seam with the policy part) and the
+/// tools on the engine's PATH, and installs it into the workspace. Nothing is
+/// written unless every file can be.
+pub async fn assemble(
+    prepared: &Prepared,
+    spec: &JobSpec,
+    ws: &Workspace,
+    policy: PolicyContext,
+    path_env: &str,
+) -> Result<Assembled, ContextError> {
+    let inputs = ContextInputs {
+        policy,
+        available_tools: manifest::probe_tools(path_env),
+        ..ContextInputs::default()
+    }
+    .with_repository(&ws.work)?;
+    let assembled = prepared.render(spec, &inputs)?;
+    install(&assembled, ws).await?;
+    Ok(assembled)
+}
+
+/// A generated repository file extending a file the repository has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extension {
+    /// The repository's text.
+    pub original: String,
+    /// What Paddock appends (the whole of it, separator included).
+    pub appended: String,
+}
+
+/// One file Paddock puts into the checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedFile {
+    /// Relative to the checkout root.
+    pub path: String,
+    /// The file as the engine will see it.
+    pub contents: Vec<u8>,
+    /// Set when the file extends the repository's own file.
+    pub extends: Option<Extension>,
+    /// Counted in the context size (false for skills, which engines load on demand).
+    pub counted: bool,
+}
+
+/// The rendered context of one job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assembled {
+    pub prompt: String,
+    pub files: Vec<GeneratedFile>,
+}
+
+/// One line of the size report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SizeLine {
+    pub path: String,
+    pub bytes: usize,
+    pub tokens: usize,
+}
+
+/// The size of the rendered context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SizeReport {
+    /// The prompt and every generated file but skills.
+    pub files: Vec<SizeLine>,
+    /// Skill files (loaded by the engines on demand).
+    pub skills: Vec<SizeLine>,
+    pub bytes: usize,
+    pub tokens: usize,
+    pub skill_bytes: usize,
+    pub skill_tokens: usize,
+}
+
+/// Estimated tokens of a text: one per four characters, rounded up, the
+/// usual rule of thumb for English prose and code with BPE tokenizers.
+pub fn estimate_tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+/// The name of the prompt in reports and in `paddock context` output.
+pub const PROMPT_FILE: &str = "PROMPT.md";
+
+impl Assembled {
+    pub fn size(&self) -> SizeReport {
+        let line = |path: &str, bytes: &[u8]| SizeLine {
+            path: path.to_string(),
+            bytes: bytes.len(),
+            tokens: estimate_tokens(&String::from_utf8_lossy(bytes)),
+        };
+        let mut files = vec![line(PROMPT_FILE, self.prompt.as_bytes())];
+        let mut skills = Vec::new();
+        for f in &self.files {
+            if f.counted {
+                files.push(line(&f.path, &f.contents));
+            } else {
+                skills.push(line(&f.path, &f.contents));
+            }
+        }
+        SizeReport {
+            bytes: files.iter().map(|l| l.bytes).sum(),
+            tokens: files.iter().map(|l| l.tokens).sum(),
+            skill_bytes: skills.iter().map(|l| l.bytes).sum(),
+            skill_tokens: skills.iter().map(|l| l.tokens).sum(),
+            files,
+            skills,
+        }
+    }
+}
+
+/// Templates and skills of one job, loaded and checked.
+#[derive(Debug)]
+pub struct Prepared {
+    pub templates: Templates,
+    pub skills: Vec<Skill>,
+}
+
+/// The variables the templates see (docs/context.md lists them).
+#[derive(Debug, Serialize)]
+struct Vars<'a> {
+    ticket: TicketVars<'a>,
+    attempt: u32,
+    branch: String,
+    engine: EngineVars<'a>,
+    isolation: &'a str,
+    limits: LimitVars,
+    policy: &'a PolicyContext,
+    skills: Vec<SkillVars<'a>>,
+    bounces: Vec<AttemptVars<'a>>,
+    /// The file being rendered (`AGENTS.md`, `CLAUDE.md`; `PROMPT.md` for the prompt).
+    file: &'a str,
+    /// The file the engine reads its instructions from.
+    instructions_file: &'a str,
+    /// The file extends the repository's own.
+    extends: bool,
+    /// The repository's other instructions file, when only it exists.
+    other_conventions: Option<&'a str>,
+    /// That file's text (none when it is a symbolic link).
+    other_conventions_text: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct TicketVars<'a> {
+    id: &'a str,
+    title: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    project: &'a str,
+    description: &'a str,
+    done_when: &'a [String],
+    constraints: &'a [String],
+    comments: Vec<CommentVars<'a>>,
+    prior_attempts: Vec<AttemptVars<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct CommentVars<'a> {
+    author: &'a str,
+    body: &'a str,
+    at: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct AttemptVars<'a> {
+    attempt: u32,
+    outcome: &'a str,
+    summary: &'a str,
+    branch: Option<&'a str>,
+    tried: &'a [String],
+    failed: &'a [String],
+    bounce_comment: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct EngineVars<'a> {
+    kind: &'a str,
+    model: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+struct LimitVars {
+    timeout_secs: u64,
+    /// The time budget in words: `30 min`, `90 s`.
+    time: String,
+    /// The model budget in dollars with two decimals, or none.
+    budget_usd: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct SkillVars<'a> {
+    name: &'a str,
+    description: &'a str,
+}
+
+/// The instructions file each engine reads.
+pub fn instructions_file(kind: EngineKind) -> &'static str {
+    match kind {
+        EngineKind::Codex => "AGENTS.md",
+        EngineKind::Claude => "CLAUDE.md",
+    }
+}
+
+impl Prepared {
+    /// Loads the spec's templates and skills; nothing is written.
+    pub fn load(spec: &JobSpec) -> Result<Prepared, ContextError> {
+        Ok(Prepared {
+            templates: Templates::load(spec.context.templates_dir.as_deref())?,
+            skills: skills::load(&spec.context)?,
+        })
+    }
+
+    /// Renders the whole context. Pure: same inputs, same output.
+    pub fn render<'a>(
+        &self,
+        spec: &'a JobSpec,
+        inputs: &'a ContextInputs,
+    ) -> Result<Assembled, ContextError> {
+        let t = &spec.ticket;
+        let attempts: Vec<AttemptVars<'_>> = t
+            .prior_attempts
+            .iter()
+            .map(|a| AttemptVars {
+                attempt: a.attempt,
+                outcome: &a.outcome,
+                summary: &a.summary,
+                branch: a.branch.as_deref(),
+                tried: &a.tried,
+                failed: &a.failed,
+                bounce_comment: a.bounce_comment.as_deref().filter(|c| !c.trim().is_empty()),
+            })
+            .collect();
+        let secs = spec.limits.timeout_secs;
+        let base =
+            |file: &'static str, extends: bool, other: Option<(&'static str, &'a Existing)>| Vars {
+                ticket: TicketVars {
+                    id: &t.id,
+                    title: &t.title,
+                    kind: &t.kind,
+                    project: &t.project,
+                    description: &t.description,
+                    done_when: &t.done_when,
+                    constraints: &t.constraints,
+                    comments: t
+                        .comments
+                        .iter()
+                        .map(|c| CommentVars {
+                            author: &c.author,
+                            body: &c.body,
+                            at: c.at.as_deref(),
+                        })
+                        .collect(),
+                    prior_attempts: attempts.clone(),
+                },
+                attempt: spec.attempt(),
+                branch: spec.branch(),
+                engine: EngineVars {
+                    kind: spec.engine.kind.as_str(),
+                    model: &spec.engine.model,
+                },
+                isolation: spec.isolation.as_str(),
+                limits: LimitVars {
+                    timeout_secs: secs,
+                    time: if secs.is_multiple_of(60) {
+                        format!("{} min", secs / 60)
+                    } else {
+                        format!("{secs} s")
+                    },
+                    budget_usd: spec.budget.max_usd.map(|usd| format!("{usd:.2}")),
+                },
+                policy: &inputs.policy,
+                skills: self
+                    .skills
+                    .iter()
+                    .map(|s| SkillVars {
+                        name: &s.name,
+                        description: &s.description,
+                    })
+                    .collect(),
+                bounces: attempts
+                    .iter()
+                    .filter(|a| a.bounce_comment.is_some())
+                    .cloned()
+                    .collect(),
+                file,
+                instructions_file: instructions_file(spec.engine.kind),
+                extends,
+                other_conventions: other.map(|(name, _)| name),
+                other_conventions_text: match other {
+                    Some((_, Existing::File(text))) => Some(text.as_str()),
+                    _ => None,
+                },
+            };
+
+        let mut files = Vec::new();
+        for (name, template, own, other) in [
+            (
+                "AGENTS.md",
+                "agents.md.j2",
+                &inputs.agents_md,
+                &inputs.claude_md,
+            ),
+            (
+                "CLAUDE.md",
+                "claude.md.j2",
+                &inputs.claude_md,
+                &inputs.agents_md,
+            ),
+        ] {
+            let other_name = if name == "AGENTS.md" {
+                "CLAUDE.md"
+            } else {
+                "AGENTS.md"
+            };
+            match own {
+                Existing::Symlink => {}
+                Existing::Absent => {
+                    let vars = base(name, false, other.present().then_some((other_name, other)));
+                    let text = self.templates.render(template, &vars)?;
+                    files.push(GeneratedFile {
+                        path: name.to_string(),
+                        contents: text.into_bytes(),
+                        extends: None,
+                        counted: true,
+                    });
+                }
+                Existing::File(original) => {
+                    let vars = base(name, true, None);
+                    let block = self.templates.render(template, &vars)?;
+                    let sep = if original.is_empty() || original.ends_with("\n\n") {
+                        ""
+                    } else if original.ends_with('\n') {
+                        "\n"
+                    } else {
+                        "\n\n"
+                    };
+                    let appended = format!("{sep}{block}");
+                    files.push(GeneratedFile {
+                        path: name.to_string(),
+                        contents: format!("{original}{appended}").into_bytes(),
+                        extends: Some(Extension {
+                            original: original.clone(),
+                            appended,
+                        }),
+                        counted: true,
+                    });
+                }
+            }
+        }
+
+        let env = manifest::environment(spec, &inputs.policy);
+        let tools = manifest::tools(spec, inputs);
+        for (name, value) in [("environment.json", env), ("tools.json", tools)] {
+            let mut text =
+                serde_json::to_string_pretty(&value).map_err(|e| ContextError::Encode {
+                    file: name.to_string(),
+                    message: e.to_string(),
+                })?;
+            text.push('\n');
+            files.push(GeneratedFile {
+                path: format!("{PADDOCK_DIR}/{name}"),
+                contents: text.into_bytes(),
+                extends: None,
+                counted: true,
+            });
+        }
+
+        for (path, skill, file) in skills::install_paths(&self.skills) {
+            files.push(GeneratedFile {
+                path,
+                contents: skill.files.get(file).cloned().unwrap_or_default(),
+                extends: None,
+                counted: false,
+            });
+        }
+
+        let prompt = self
+            .templates
+            .render("prompt.md.j2", &base("PROMPT.md", false, None))?;
+        Ok(Assembled { prompt, files })
+    }
+}

@@ -1,0 +1,107 @@
+//! `paddock context JOB.toml`: admits the job's host profile as `paddock
+//! run` would (refusals included), checks out the repository at its base ref
+//! in a scratch workspace, renders the job's whole context exactly as a run
+//! would (without starting a broker or an engine), writes it into a
+//! directory and reports its size in bytes and estimated tokens.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
+use paddock::context::{self, ContextInputs, PolicyContext, Prepared, SizeReport};
+use paddock::paths::Paths;
+use paddock::policy::JobPolicy;
+use paddock::runner;
+use paddock::store::Store;
+use paddock::workspace::Workspace;
+use paddock_protocol::JobSpec;
+
+use crate::Failure;
+
+/// Renders the context of `spec` into `out`; `store` holds the host
+/// profiles (needed only when the spec names one).
+pub async fn render(
+    spec: &JobSpec,
+    paths: &Paths,
+    store: Option<&Store>,
+    out: &Path,
+) -> Result<SizeReport, Failure> {
+    let bad = |e: anyhow::Error| Failure::BadInput(e);
+    let prepared = Prepared::load(spec).map_err(|e| bad(e.into()))?;
+    // The host profile as the run would admit it: its advisory, and the
+    // timeout it caps.
+    let (spec, policy) = match (&spec.policy.profile, store) {
+        (Some(name), Some(store)) => {
+            let p = JobPolicy::admit(name, spec, store)
+                .await
+                .map_err(|e| bad(e.into()))?;
+            let mut capped = spec.clone();
+            capped.limits.timeout_secs = p.admission.timeout_secs;
+            (Cow::Owned(capped), p.context())
+        }
+        _ => (Cow::Borrowed(spec), PolicyContext::default()),
+    };
+    let spec = spec.as_ref();
+    let host_path = std::env::var_os("PATH");
+    let path_env = match runner::resolve_engine(spec, host_path.as_deref()) {
+        Ok(binary) => runner::engine_path(&binary, host_path.as_deref()),
+        Err(_) => host_path
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    };
+    let scratch = format!("context-{}", uuid::Uuid::now_v7().simple());
+    let ws = Workspace::provision(&paths.jobs, &scratch, &spec.repository, &spec.branch())
+        .await
+        .map_err(|e| bad(e.into()))?;
+    let rendered = ContextInputs {
+        policy,
+        available_tools: context::manifest::probe_tools(&path_env),
+        ..ContextInputs::default()
+    }
+    .with_repository(&ws.work)
+    .and_then(|inputs| prepared.render(spec, &inputs))
+    .map_err(|e| bad(e.into()));
+    let removed = ws.remove();
+    let assembled = rendered?;
+    removed.context("remove the scratch workspace")?;
+    context::write_to_dir(&assembled, out).map_err(|e| bad(e.into()))?;
+    Ok(assembled.size())
+}
+
+/// The size report as a table.
+pub fn table(spec: &JobSpec, out: &Path, r: &SizeReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Context of {} ({} {}) written to {}",
+        spec.ticket.id,
+        spec.engine.kind,
+        spec.engine.model,
+        out.display()
+    );
+    for l in &r.files {
+        let _ = writeln!(
+            s,
+            "  {:<40} {:>8} bytes {:>7} tokens",
+            l.path, l.bytes, l.tokens
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  {:<40} {:>8} bytes {:>7} tokens (estimated: 1 token per 4 characters)",
+        "total", r.bytes, r.tokens
+    );
+    if !r.skills.is_empty() {
+        let _ = writeln!(
+            s,
+            "  {:<40} {:>8} bytes {:>7} tokens ({} files, loaded by the engine on demand)",
+            "skills",
+            r.skill_bytes,
+            r.skill_tokens,
+            r.skills.len()
+        );
+    }
+    s
+}
