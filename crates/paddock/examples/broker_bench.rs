@@ -340,6 +340,7 @@ async fn main() {
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: true,
+            vertex: None,
         },
     )
     .unwrap();

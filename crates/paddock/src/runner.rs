@@ -141,6 +141,9 @@ pub async fn run(
             Some(Secret::resolve(reference).map_err(|e| RunError::BadInput(e.to_string()))?)
         }
     };
+    if let (ProviderKind::Vertex, Some(k)) = (spec.upstream.provider, &key) {
+        vertex_of(spec, k).map_err(|e| RunError::BadInput(format!("upstream.key: {e}")))?;
+    }
     if opts.prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
         return Err(RunError::BadInput(format!(
             "engine.model `{}` has no price in price table {}; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)",
@@ -545,7 +548,25 @@ async fn launch_and_stream(
 ) -> Result<Launched, LaunchFailure> {
     // The upstream: a real provider, or the scenario served on loopback.
     let mut _scripted = None;
+    let vertex = match (spec.upstream.provider, &key) {
+        (ProviderKind::Vertex, Some(k)) => Some(Arc::new(
+            vertex_of(spec, k).map_err(|e| step("upstream.key", e))?,
+        )),
+        _ => None,
+    };
     let upstream = match spec.upstream.provider {
+        // The broker mints the token per call; the base keeps `/v1`.
+        ProviderKind::Vertex => Upstream {
+            provider: "vertex".into(),
+            base: spec.upstream.base_url.clone().unwrap_or_else(|| {
+                format!(
+                    "https://{}-aiplatform.googleapis.com/v1",
+                    spec.upstream.vertex_region.as_deref().unwrap_or("us-east5")
+                )
+            }),
+            key: None,
+            key_header: KeyHeader::ByApi,
+        },
         ProviderKind::Scripted => {
             let Some(scenario) = scenario else {
                 return Err(LaunchFailure::Step(
@@ -637,6 +658,7 @@ async fn launch_and_stream(
                 None => broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
             },
             allow_unpriced: spec.upstream.allow_unpriced,
+            vertex: vertex.clone(),
         },
     )
     .map_err(|e| step("start the broker", e))?;
@@ -659,6 +681,9 @@ async fn launch_and_stream(
                 .map_err(|e| step("prepare the host profile's engine rules", e))?,
             None => None,
         },
+        vertex: vertex
+            .as_ref()
+            .map(|v| (v.project.clone(), v.region.clone())),
     };
     for file in adapter.prepare(&ctx) {
         if let Some(parent) = file.path.parent() {
@@ -836,6 +861,18 @@ async fn launch_and_stream(
         exit_code,
         calls,
     })
+}
+
+/// The Vertex AI upstream of a `vertex` spec, from its service-account key.
+fn vertex_of(
+    spec: &JobSpec,
+    key: &Secret,
+) -> Result<broker::vertex::Vertex, broker::vertex::VertexError> {
+    broker::vertex::Vertex::new(
+        key,
+        spec.upstream.vertex_project.as_deref().unwrap_or(""),
+        spec.upstream.vertex_region.as_deref().unwrap_or(""),
+    )
 }
 
 /// Stores a ledger row and surfaces failed and refused calls as events.

@@ -81,6 +81,7 @@ async fn rig_full(
             ceilings,
             allowlist,
             allow_unpriced,
+            vertex: None,
         },
     )
     .unwrap();

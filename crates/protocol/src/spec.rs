@@ -241,6 +241,12 @@ pub struct UpstreamSpec {
     /// default for `openai`) or `api-key` (Azure OpenAI / Foundry style).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_header: Option<KeyHeaderKind>,
+    /// Vertex only: the Google Cloud project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vertex_project: Option<String>,
+    /// Vertex only: the region, e.g. `us-east5`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vertex_region: Option<String>,
     /// Let calls to models without a price through (metered, priced at 0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_unpriced: bool,
@@ -252,6 +258,8 @@ pub enum ProviderKind {
     Openai,
     Anthropic,
     Scripted,
+    /// Claude on Google Vertex AI; the key is the service account's JSON key.
+    Vertex,
 }
 
 impl ProviderKind {
@@ -260,6 +268,7 @@ impl ProviderKind {
             ProviderKind::Openai => "openai",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Scripted => "scripted",
+            ProviderKind::Vertex => "vertex",
         }
     }
 }
@@ -597,7 +606,7 @@ impl JobSpec {
                     ));
                 }
             }
-            ProviderKind::Openai | ProviderKind::Anthropic => {
+            ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::Vertex => {
                 if up.key.is_none() {
                     return Err(invalid(
                         "upstream.key",
@@ -614,6 +623,38 @@ impl JobSpec {
                     ));
                 }
             }
+        }
+        let vertex_fields = [
+            ("upstream.vertex_project", &up.vertex_project),
+            ("upstream.vertex_region", &up.vertex_region),
+        ];
+        for (field, value) in vertex_fields {
+            let ok_word = |v: &str| {
+                !v.is_empty()
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            };
+            match (up.provider, value) {
+                (ProviderKind::Vertex, None) => {
+                    return Err(invalid(field, "the vertex upstream needs it".into()))
+                }
+                (ProviderKind::Vertex, Some(v)) if !ok_word(v) => {
+                    return Err(invalid(
+                        field,
+                        format!("`{v}` must be letters, digits, `-` and `_`"),
+                    ))
+                }
+                (ProviderKind::Vertex, Some(_)) | (_, None) => {}
+                (_, Some(_)) => {
+                    return Err(invalid(field, "only the vertex upstream takes it".into()))
+                }
+            }
+        }
+        if (self.engine.kind, up.provider) == (EngineKind::Codex, ProviderKind::Vertex) {
+            return Err(invalid(
+                "upstream.provider",
+                "Codex speaks the OpenAI Responses API: use `openai` or `scripted`".into(),
+            ));
         }
         match (self.engine.kind, up.provider) {
             (EngineKind::Codex, ProviderKind::Anthropic) => {

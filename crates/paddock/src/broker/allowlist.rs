@@ -75,7 +75,7 @@ fn matches(pattern: &str, model: &str) -> bool {
 /// `name-20250929` or `name-2025-09-29` → `name`.
 fn without_date(model: &str) -> Option<&str> {
     let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
-    if let Some((stem, date)) = model.rsplit_once('-') {
+    if let Some((stem, date)) = model.rsplit_once(['-', '@']) {
         if date.len() == 8 && digits(date) {
             return Some(stem);
         }

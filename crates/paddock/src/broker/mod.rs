@@ -21,6 +21,7 @@ pub mod scripted_http;
 pub mod secret;
 mod server;
 pub mod upstream;
+pub mod vertex;
 
 pub use allowlist::ModelAllowlist;
 pub use budget::{Ceiling, Scope};
@@ -57,6 +58,9 @@ pub struct BrokerConfig {
     /// Forward calls to models without a price (priced at 0) instead of
     /// refusing them.
     pub allow_unpriced: bool,
+    /// Google Vertex AI: the broker serves the Vertex paths and mints the
+    /// service account's token.
+    pub vertex: Option<Arc<vertex::Vertex>>,
 }
 
 /// A policy decision the broker took, for the job's `policy` events.

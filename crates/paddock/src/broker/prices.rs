@@ -120,7 +120,8 @@ impl PriceTable {
         if let Some(p) = self.models.get(model) {
             return Some(*p);
         }
-        let (stem, date) = model.rsplit_once('-')?;
+        // `-20250929` (Anthropic), `@20250929` (Vertex AI).
+        let (stem, date) = model.rsplit_once(['-', '@'])?;
         if date.len() == 8 && date.chars().all(|c| c.is_ascii_digit()) {
             return self.models.get(stem).copied();
         }

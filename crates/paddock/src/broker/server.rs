@@ -33,7 +33,22 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let vertex_call = match (&shared.config.vertex, req.method()) {
+        (Some(_), &Method::POST) => super::vertex::parse_path(req.uri().path()),
+        _ => None,
+    };
+    let vertex_only = shared.config.vertex.is_some() && req.method() == Method::POST;
     let api = match (req.method(), req.uri().path()) {
+        _ if vertex_call.is_some() => Api::Messages,
+        // A Vertex job reaches Vertex's paths only: its token goes nowhere else.
+        (_, path) if vertex_only => {
+            return error_response(
+                Api::Messages,
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                &format!("paddock broker: no route for POST {path} (this job uses Vertex AI)"),
+            );
+        }
         (&Method::POST, "/v1/responses") => Api::Responses,
         (&Method::POST, "/v1/messages") => Api::Messages,
         (&Method::POST, "/v1/chat/completions") => Api::Chat,
@@ -115,11 +130,15 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         Some(rewritten) => rewritten,
         None => body,
     };
-    let model = request
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let model = match &vertex_call {
+        // Vertex names the model in the path, not the body.
+        Some((m, _)) => m.clone(),
+        None => request
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    };
     if let Err(list) = shared.config.allowlist.check(&model) {
         let msg =
             format!("paddock broker: model `{model}` is not allowed by the {list} model allowlist");
@@ -183,8 +202,54 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     };
 
     let upstream = &shared.config.upstream;
-    let url = upstream.url(&path, query.as_deref());
-    let out_headers = upstream.request_headers(api, &headers);
+    let (url, mut out_headers) = match (&shared.config.vertex, &vertex_call) {
+        (Some(vertex), Some((m, method))) => (
+            // Rebuilt from the spec's project and region: the job picks
+            // only the model and the method.
+            upstream.url(&vertex.path(m, method), query.as_deref()),
+            upstream.request_headers(api, &headers),
+        ),
+        _ => (
+            upstream.url(&path, query.as_deref()),
+            upstream.request_headers(api, &headers),
+        ),
+    };
+    if let Some(vertex) = &shared.config.vertex {
+        match vertex.token().await {
+            Ok(token) => {
+                if let Ok(mut v) =
+                    http::HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                {
+                    v.set_sensitive(true);
+                    out_headers.insert(http::header::AUTHORIZATION, v);
+                }
+            }
+            Err(e) => {
+                let msg = format!("paddock broker: {e}");
+                let call = ModelCall {
+                    job_id: shared.config.job_id.clone(),
+                    attempt: shared.config.attempt,
+                    seq,
+                    provider: upstream.provider.clone(),
+                    requested_model: model.clone(),
+                    served_model: None,
+                    tokens: TokenUsage::default(),
+                    ttft_ms: None,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                    status: CallStatus::HttpError,
+                    http_status: Some(502),
+                    error: Some(msg.clone()),
+                    estimated: false,
+                    price_version: prices.version.clone(),
+                    cost_micros: 0,
+                    started_at,
+                };
+                let _ = shared.calls.send(call);
+                reservation.settle(0);
+                return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
+            }
+        }
+    }
     let sent = shared
         .client
         .post(&url)
