@@ -197,8 +197,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 paddock_exe: std::env::current_exe().ok(),
             };
             let mut view = progress::Progress::new();
-            let cancel = async {
-                let _ = tokio::signal::ctrl_c().await;
+            // Listen for Ctrl-C from now on: `ctrl_c()` would install its
+            // handler only when first polled, and a SIGINT before that (the
+            // job waiting for a host slot) would kill paddock uncleaned.
+            let mut sigint =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                    .context("listen for Ctrl-C")?;
+            let cancel = async move {
+                let _ = sigint.recv().await;
             };
             let result = runner::run(&spec, &store, &opts, &mut view, cancel).await;
             view.finish();
