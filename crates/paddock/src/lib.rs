@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod context;
 pub mod engines;
+pub mod launcher;
 pub mod paths;
 pub mod policy;
 pub mod redact;

@@ -16,8 +16,10 @@ use paddock::store::Store;
 use paddock_protocol::{JobSpec, JobStatus};
 
 mod context_cmd;
+mod doctor;
 mod policy_cmd;
 mod progress;
+mod sandbox_cmd;
 
 #[derive(Parser)]
 #[command(
@@ -76,6 +78,13 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run a command confined by Paddock's sandbox (docs/sandbox.md).
+    Sandbox(sandbox_cmd::SandboxArgs),
+    /// Report what this host supports for each isolation rung.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a job's stored events as JSONL.
     Events {
         job_id: String,
@@ -114,6 +123,14 @@ mod exit {
 }
 
 fn main() -> ExitCode {
+    // The sandbox helper: freshly exec'd, single-threaded, before anything
+    // else of this binary runs (docs/sandbox.md).
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(paddock_sandbox::launch::INIT_ARG))
+    {
+        let code = paddock_sandbox::init::main();
+        return ExitCode::from(u8::try_from(code).unwrap_or(exit::INTERNAL));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
@@ -135,6 +152,11 @@ fn main() -> ExitCode {
     if let Cmd::Hook { cmd } = &cli.command {
         return ExitCode::from(policy_cmd::run_hook(cmd));
     }
+    // `paddock sandbox` needs no runtime: it becomes the helper (exec).
+    let cli = match cli.command {
+        Cmd::Sandbox(args) => return sandbox_cmd::main(args),
+        command => Cli { command, ..cli },
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -234,6 +256,26 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 JobStatus::Held => exit::HELD,
                 JobStatus::TimedOut => exit::TIMED_OUT,
                 JobStatus::Cancelled => exit::CANCELLED,
+            })
+        }
+        // Handled in `main`, before the runtime exists.
+        Cmd::Sandbox(_) => Err(Failure::Internal(anyhow::anyhow!(
+            "`paddock sandbox` runs without the async runtime"
+        ))),
+        Cmd::Doctor { json } => {
+            let report = doctor::report();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).context("serialize the report")?
+                );
+            } else {
+                print!("{}", doctor::render(&report));
+            }
+            Ok(if report.rungs.iter().all(|r| r.supported) {
+                exit::DONE
+            } else {
+                exit::FAILED
             })
         }
         Cmd::Context { spec, out, json } => {

@@ -9,18 +9,16 @@
 use std::ffi::OsString;
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use paddock_protocol::{
-    AgentEvent, CallStatus, EngineKind, EventBody, JobRecord, JobSpec, JobStatus, KeyHeaderKind,
-    ModelCall, Phase, ProviderKind, TokenUsage,
+    AgentEvent, CallStatus, EngineKind, EventBody, Isolation, JobRecord, JobSpec, JobStatus,
+    KeyHeaderKind, ModelCall, Phase, ProviderKind, TokenUsage,
 };
 use time::OffsetDateTime;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
-use tokio::process::Command;
 
 use crate::broker::scripted::{RenderContext, Scenario};
 use crate::broker::scripted_http::ScriptedServer;
@@ -29,6 +27,7 @@ use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
 use crate::context::{self, Prepared};
 use crate::engines::EngineAdapter;
 use crate::engines::{self, LaunchContext, Outcome};
+use crate::launcher;
 use crate::paths::Paths;
 use crate::policy::{self, HostSemaphore, JobPolicy};
 use crate::redact::Redactor;
@@ -637,31 +636,56 @@ async fn launch_and_stream(
             calls: Vec::new(),
         });
     }
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| step("bind the broker", e))?;
-    let mut broker = broker::start(
-        listener,
-        BrokerConfig {
-            job_id: em.job_id.clone(),
-            attempt: spec.attempt(),
-            upstream,
-            prices: opts.prices.clone(),
-            ceilings,
-            allowlist: match job_policy {
-                Some(p) => broker::ModelAllowlist::any()
-                    .with("job", &spec.engine.allowed_models)
-                    .with(
-                        &format!("host profile {}", p.profile.id),
-                        &p.profile.allowed_models,
-                    ),
-                None => broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
-            },
-            allow_unpriced: spec.upstream.allow_unpriced,
-            vertex: vertex.clone(),
+    let broker_config = BrokerConfig {
+        job_id: em.job_id.clone(),
+        attempt: spec.attempt(),
+        upstream,
+        prices: opts.prices.clone(),
+        ceilings,
+        allowlist: match job_policy {
+            Some(p) => broker::ModelAllowlist::any()
+                .with("job", &spec.engine.allowed_models)
+                .with(
+                    &format!("host profile {}", p.profile.id),
+                    &p.profile.allowed_models,
+                ),
+            None => broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
         },
-    )
-    .map_err(|e| step("start the broker", e))?;
+        allow_unpriced: spec.upstream.allow_unpriced,
+        vertex: vertex.clone(),
+    };
+    let (mut broker, sandbox) = match spec.isolation {
+        Isolation::Process => {
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| step("bind the broker", e))?;
+            let broker =
+                broker::start(listener, broker_config).map_err(|e| step("start the broker", e))?;
+            (broker, None)
+        }
+        Isolation::Sandbox => {
+            // The job's own socket: only its sandbox's forwarder reaches it.
+            let socket = ws.meta.join("broker.sock");
+            let listener = tokio::net::UnixListener::bind(&socket)
+                .map_err(|e| step(&format!("bind the broker socket {}", socket.display()), e))?;
+            let url = format!("http://127.0.0.1:{}", launcher::SANDBOX_BROKER_PORT);
+            let broker = broker::start_unix(listener, url, broker_config)
+                .map_err(|e| step("start the broker", e))?;
+            let paths = launcher::SandboxPaths {
+                job_id: em.job_id.clone(),
+                work: ws.work.clone(),
+                home: ws.home.clone(),
+                tmp: ws.tmp.clone(),
+                broker_socket: socket,
+                timeout_secs: spec.limits.timeout_secs,
+                extra_ro: Vec::new(),
+                extra_rw: Vec::new(),
+                limits: paddock_sandbox::Limits::default(),
+                allow_without_cgroups: false,
+            };
+            (broker, Some(paths))
+        }
+    };
     em.redactor.add_secret(&broker.token);
 
     let ctx = LaunchContext {
@@ -701,16 +725,19 @@ async fn launch_and_stream(
         detail: Some(format!("{} {}", adapter.kind(), cmd.program.display())),
     })
     .await?;
-    let mut child = Command::new(&cmd.program)
-        .args(&cmd.args)
-        .env_clear()
-        .envs(cmd.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(&cmd.cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
+    let mut sandbox = sandbox;
+    if let (Some(paths), Some(p)) = (sandbox.as_mut(), job_policy) {
+        launcher::apply_profile(
+            paths,
+            p,
+            &spec.policy.accept_degraded,
+            opts.paddock_exe.as_deref(),
+            &ws.meta,
+        )
+        .map_err(|e| step("prepare the sandbox for the host profile", e))?;
+    }
+    let mut child = launcher::command(spec.isolation, &cmd, sandbox.as_ref())
+        .map_err(|e| step("prepare the launch", e))?
         .spawn()
         .map_err(|e| step(&format!("start {}", cmd.program.display()), e))?;
     let pgid = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));

@@ -128,14 +128,20 @@ fn blob_id(content: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim()[..7].to_string()
 }
 
-async fn runs_a_ticket_end_to_end(engine: &str) {
+async fn runs_a_ticket_end_to_end(engine: &str, sandbox: bool) {
     let Some(bin) = common::engine(engine) else {
         return;
     };
     let _ = bin;
+    if sandbox && !common::sandbox_available() {
+        return;
+    }
     let home = Home::new();
     let repo = repo(home.path());
     let spec = job(home.path(), engine, &repo, SCRIPTED, Some(WORK_SCENARIO));
+    if sandbox {
+        common::sandboxed(&spec);
+    }
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
@@ -203,7 +209,10 @@ async fn runs_a_ticket_end_to_end(engine: &str) {
     );
     assert!(rec.cost_micros > 0);
 
-    record_fixture(&home, engine, &rec.id, "ticket");
+    if !sandbox {
+        record_fixture(&home, engine, &rec.id, "ticket");
+    }
+    assert_eq!(rec.isolation, if sandbox { "sandbox" } else { "process" });
 
     // The workspace is gone; the job is listed.
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
@@ -218,12 +227,22 @@ async fn runs_a_ticket_end_to_end(engine: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_runs_a_ticket_end_to_end() {
-    runs_a_ticket_end_to_end("codex").await;
+    runs_a_ticket_end_to_end("codex", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_runs_a_ticket_end_to_end() {
-    runs_a_ticket_end_to_end("claude").await;
+    runs_a_ticket_end_to_end("claude", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_runs_a_ticket_end_to_end_in_the_sandbox() {
+    runs_a_ticket_end_to_end("codex", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_runs_a_ticket_end_to_end_in_the_sandbox() {
+    runs_a_ticket_end_to_end("claude", true).await;
 }
 
 /// The first turn writes a file, the second fails as given.
@@ -245,9 +264,21 @@ content = "partial work\n"
 }
 
 async fn upstream_failure_fails_the_job(engine: &str, failure: &str, message: &str) {
+    upstream_failure_fails_the_job_on(engine, failure, message, false).await;
+}
+
+async fn upstream_failure_fails_the_job_on(
+    engine: &str,
+    failure: &str,
+    message: &str,
+    sandbox: bool,
+) {
     let Some(_) = common::engine(engine) else {
         return;
     };
+    if sandbox && !common::sandbox_available() {
+        return;
+    }
     let home = Home::new();
     let repo = repo(home.path());
     let spec = job(
@@ -257,6 +288,9 @@ async fn upstream_failure_fails_the_job(engine: &str, failure: &str, message: &s
         SCRIPTED,
         Some(&failing_scenario(failure)),
     );
+    if sandbox {
+        common::sandboxed(&spec);
+    }
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
@@ -282,7 +316,9 @@ async fn upstream_failure_fails_the_job(engine: &str, failure: &str, message: &s
         "no error event carries {message:?}: {errors:?}"
     );
     let name = message.split(':').next().unwrap_or("failure").to_string();
-    record_fixture(&home, engine, &rec.id, &name);
+    if !sandbox {
+        record_fixture(&home, engine, &rec.id, &name);
+    }
     // The workspace is gone; the patch artifact and the events are kept.
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
     let patch = std::fs::read_to_string(rec.patch_path.as_ref().unwrap()).unwrap();
@@ -324,6 +360,18 @@ async fn codex_fails_on_mid_stream_failure() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn codex_fails_on_mid_stream_failure_in_the_sandbox() {
+    upstream_failure_fails_the_job_on("codex", MID, "scripted-mid: stream failed midway", true)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_fails_on_http_500_in_the_sandbox() {
+    upstream_failure_fails_the_job_on("claude", E500, "scripted-500: upstream exploded", true)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn claude_fails_on_http_400() {
     upstream_failure_fails_the_job("claude", E400, "scripted-400: the request is invalid").await;
 }
@@ -352,16 +400,19 @@ text = "Probed."
 usage = { input = 12, output = 3 }
 "#;
 
-async fn provider_key_never_reaches_the_engine(engine: &str) {
-    key_never_reaches_the_engine(engine, "").await;
+async fn provider_key_never_reaches_the_engine(engine: &str, sandbox: bool) {
+    key_never_reaches_the_engine(engine, sandbox, "").await;
 }
 
 /// `upstream_extra` adds lines to the `[upstream]` table (e.g. the key
 /// header of an OpenAI-compatible upstream).
-async fn key_never_reaches_the_engine(engine: &str, upstream_extra: &str) {
+async fn key_never_reaches_the_engine(engine: &str, sandbox: bool, upstream_extra: &str) {
     let Some(_) = common::engine(engine) else {
         return;
     };
+    if sandbox && !common::sandbox_available() {
+        return;
+    }
     let home = Home::new();
     let repo = repo(home.path());
     let key = format!("sk-paddock-e2e-{}", std::process::id());
@@ -388,6 +439,9 @@ async fn key_never_reaches_the_engine(engine: &str, upstream_extra: &str) {
         "[upstream]\nprovider = \"{name}\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{base}\"\n{upstream_extra}"
     );
     let spec = job(home.path(), engine, &repo, &upstream, None);
+    if sandbox {
+        common::sandboxed(&spec);
+    }
     let out = home
         .paddock(
             &["run", "--json", "--keep", spec.to_str().unwrap()],
@@ -446,15 +500,25 @@ async fn key_never_reaches_the_engine(engine: &str, upstream_extra: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_never_sees_an_azure_style_api_key() {
-    key_never_reaches_the_engine("codex", "key_header = \"api-key\"\n").await;
+    key_never_reaches_the_engine("codex", false, "key_header = \"api-key\"\n").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_never_sees_the_provider_key() {
-    provider_key_never_reaches_the_engine("codex").await;
+    provider_key_never_reaches_the_engine("codex", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_never_sees_the_provider_key() {
-    provider_key_never_reaches_the_engine("claude").await;
+    provider_key_never_reaches_the_engine("claude", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_never_sees_the_provider_key_in_the_sandbox() {
+    provider_key_never_reaches_the_engine("codex", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_never_sees_the_provider_key_in_the_sandbox() {
+    provider_key_never_reaches_the_engine("claude", true).await;
 }

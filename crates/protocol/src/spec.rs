@@ -402,12 +402,16 @@ pub enum Isolation {
     /// A plain child process, trusted like a local agent.
     #[default]
     Process,
+    /// Paddock's own Linux sandbox (namespaces, Landlock, seccomp, cgroups),
+    /// reaching nothing but the job's broker (docs/sandbox.md).
+    Sandbox,
 }
 
 impl Isolation {
     pub fn as_str(&self) -> &'static str {
         match self {
             Isolation::Process => "process",
+            Isolation::Sandbox => "sandbox",
         }
     }
 }

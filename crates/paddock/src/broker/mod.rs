@@ -125,6 +125,31 @@ pub fn start(listener: TcpListener, config: BrokerConfig) -> Result<BrokerHandle
             job_id: config.job_id.clone(),
             source,
         })?;
+    // No Nagle delay on the engine's connection: streamed chunks leave as
+    // soon as the upstream's arrive.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    serve(listener, format!("http://{addr}"), config)
+}
+
+/// Starts a job's broker on a per-job Unix socket (the `sandbox` rung: the
+/// job reaches it through its sandbox's forwarder, and only its own socket
+/// identifies it). `url` is the address the engine is given, the
+/// forwarder's `http://127.0.0.1:PORT` inside the job's network namespace.
+pub fn start_unix(
+    listener: tokio::net::UnixListener,
+    url: String,
+    config: BrokerConfig,
+) -> Result<BrokerHandle, BrokerError> {
+    serve(listener, url, config)
+}
+
+fn serve<L>(listener: L, url: String, config: BrokerConfig) -> Result<BrokerHandle, BrokerError>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -145,18 +170,13 @@ pub fn start(listener: TcpListener, config: BrokerConfig) -> Result<BrokerHandle
         policy: policy_tx,
     });
     let app = server::router(shared.clone());
-    // No Nagle delay on the engine's connection: streamed chunks leave as
-    // soon as the upstream's arrive.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "broker server stopped");
         }
     });
     Ok(BrokerHandle {
-        url: format!("http://{addr}"),
+        url,
         token,
         calls: rx,
         policy: policy_rx,

@@ -202,3 +202,36 @@ pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     }
     hits
 }
+
+/// True when Paddock's sandbox can start on this host (`paddock doctor`
+/// says so); otherwise prints why and returns false locally, and fails in
+/// CI.
+pub fn sandbox_available() -> bool {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rung = report["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "sandbox")
+        .cloned()
+        .unwrap();
+    if rung["supported"] == true {
+        return true;
+    }
+    let why = rung["detail"].as_str().unwrap_or("?").to_string();
+    if in_ci() {
+        panic!("the sandbox rung is not available in CI: {why}");
+    }
+    eprintln!("skipping: the sandbox rung is not available here: {why}");
+    false
+}
+
+/// Puts the job spec at `spec` on the `sandbox` rung.
+pub fn sandboxed(spec: &Path) {
+    let text = std::fs::read_to_string(spec).unwrap();
+    std::fs::write(spec, format!("isolation = \"sandbox\"\n{text}")).unwrap();
+}

@@ -1,0 +1,236 @@
+//! How the engine process is started on the job's isolation rung: as a
+//! plain child (`process`), or through Paddock's sandbox (`sandbox`): the
+//! running `paddock` binary re-executed as the sandbox helper, with the
+//! engine's install directories read-only, the job's work, home and tmp
+//! writable, and the broker reachable only through the forwarder at
+//! `127.0.0.1:`[`SANDBOX_BROKER_PORT`] inside the job's network namespace.
+//! The runner treats both the same way: one process group to stream,
+//! time out and kill.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use paddock_protocol::Isolation;
+use paddock_sandbox::policy::SYSTEM_RO;
+use paddock_sandbox::{launch, protected_in, Limits, NetMode, Policy};
+use tokio::process::Command;
+
+use crate::engines::CommandSpec;
+use crate::policy::JobPolicy;
+
+/// The loopback port of the broker forwarder inside a sandbox.
+pub const SANDBOX_BROKER_PORT: u16 = 8080;
+
+/// Size of a sandboxed job's private /tmp.
+const SANDBOX_TMP_MB: u64 = 512;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("locate the paddock binary to run the sandbox helper: {0}")]
+    Helper(std::io::Error),
+    #[error("serialize the sandbox policy for job {job_id}: {source}")]
+    Policy {
+        job_id: String,
+        source: serde_json::Error,
+    },
+}
+
+/// The job's paths a sandbox needs.
+#[derive(Debug, Clone)]
+pub struct SandboxPaths {
+    pub job_id: String,
+    pub work: PathBuf,
+    pub home: PathBuf,
+    pub tmp: PathBuf,
+    /// The broker's Unix socket for this job.
+    pub broker_socket: PathBuf,
+    /// Backstop wall-clock limit (the runner's own timeout comes first).
+    pub timeout_secs: u64,
+    /// Further read-only and writable paths (the host profile's hook).
+    pub extra_ro: Vec<PathBuf>,
+    pub extra_rw: Vec<PathBuf>,
+    /// cgroup caps (the host profile's `memLimitMb` and `cpuLimit`).
+    pub limits: Limits,
+    /// Run without the caps when this host cannot apply them (the spec
+    /// accepted them as degraded).
+    pub allow_without_cgroups: bool,
+}
+
+/// Applies a host profile to a sandboxed job: its memory and CPU caps
+/// become cgroup caps, and the engine hook (`paddock hook pre-tool-use`)
+/// gets what it needs inside: the `paddock` binary and the profile
+/// read-only, the denial record writable.
+pub fn apply_profile(
+    paths: &mut SandboxPaths,
+    policy: &JobPolicy,
+    accepted_degraded: &[String],
+    paddock_exe: Option<&Path>,
+    meta: &Path,
+) -> std::io::Result<()> {
+    paths.limits = Limits {
+        memory_mb: policy.profile.mem_limit_mb,
+        pids: None,
+        cpu_percent: policy.profile.cpu().map(|c| u64::from(c.centi_cpus)),
+    };
+    paths.allow_without_cgroups = accepted_degraded
+        .iter()
+        .any(|rule| rule == "memLimitMb" || rule == "cpuLimit");
+    let profile = meta.join("profile.json");
+    if profile.exists() {
+        let record = crate::policy::job::record_path(meta);
+        if !record.exists() {
+            std::fs::write(&record, b"")?;
+        }
+        paths.extra_ro.push(profile);
+        paths.extra_rw.push(record);
+        if let Some(exe) = paddock_exe {
+            paths.extra_ro.push(exe.to_path_buf());
+        }
+    }
+    Ok(())
+}
+
+/// The command that starts `spec` on `isolation`, with stdio piped for the
+/// runner and in its own process group.
+pub fn command(
+    isolation: Isolation,
+    spec: &CommandSpec,
+    sandbox: Option<&SandboxPaths>,
+) -> Result<Command, LaunchError> {
+    let mut cmd = match (isolation, sandbox) {
+        (Isolation::Sandbox, Some(paths)) => {
+            let policy = sandbox_policy(spec, paths);
+            let exe = std::env::current_exe().map_err(LaunchError::Helper)?;
+            let std_cmd = launch::command(&exe, &policy).map_err(|source| LaunchError::Policy {
+                job_id: paths.job_id.clone(),
+                source,
+            })?;
+            Command::from(std_cmd)
+        }
+        (Isolation::Process, _) | (Isolation::Sandbox, None) => {
+            let mut c = Command::new(&spec.program);
+            c.args(&spec.args)
+                .env_clear()
+                .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .current_dir(&spec.cwd);
+            c
+        }
+    };
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    Ok(cmd)
+}
+
+/// The sandbox policy for an engine command.
+pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
+    let mut argv = vec![spec.program.display().to_string()];
+    argv.extend(spec.args.iter().cloned());
+    let mut rw = vec![paths.work.clone(), paths.home.clone(), paths.tmp.clone()];
+    rw.extend(paths.extra_rw.iter().cloned());
+    let mut ro = engine_dirs(spec);
+    ro.extend(paths.extra_ro.iter().cloned());
+    Policy {
+        argv,
+        env: spec.env.clone(),
+        cwd: spec.cwd.clone(),
+        ro,
+        protect: protected(paths),
+        rw,
+        tmp_mb: SANDBOX_TMP_MB,
+        net: NetMode::Broker {
+            socket: paths.broker_socket.clone(),
+            port: SANDBOX_BROKER_PORT,
+        },
+        limits: paths.limits.clone(),
+        allow_without_cgroups: paths.allow_without_cgroups,
+        timeout_secs: Some(paths.timeout_secs + 30),
+        cgroup_root: None,
+        name: paths.job_id.clone(),
+    }
+}
+
+/// Paths that stay read-only inside the writable ones: the workspace's git
+/// hooks, git config and shell rc files, and the engine's copy of the host
+/// profile's rules in its home (Claude Code's `--settings` file with the
+/// deny hook, Codex's execpolicy rules), so the agent cannot lift them.
+fn protected(paths: &SandboxPaths) -> Vec<PathBuf> {
+    let mut out = protected_in(&paths.work);
+    for p in [".claude/paddock-policy.json", ".codex/rules"] {
+        let p = paths.home.join(p);
+        if p.exists() {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Read-only directories the engine needs besides the system ones: the
+/// package tree (`node_modules`) holding its binary, and the non-system
+/// directories of its PATH (node's, for example).
+fn engine_dirs(spec: &CommandSpec) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let system = |p: &Path| SYSTEM_RO.iter().any(|s| p.starts_with(s));
+    let mut candidates = vec![spec.program.clone()];
+    if let Ok(real) = spec.program.canonicalize() {
+        candidates.push(real);
+    }
+    for c in candidates {
+        let tree = c
+            .ancestors()
+            .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+            .map(Path::to_path_buf)
+            .or_else(|| c.parent().map(Path::to_path_buf));
+        if let Some(t) = tree.and_then(|t| t.canonicalize().ok()) {
+            dirs.push(t);
+        }
+    }
+    if let Some((_, path)) = spec.env.iter().find(|(k, _)| k == "PATH") {
+        for d in path.split(':').map(PathBuf::from) {
+            if let Ok(d) = d.canonicalize() {
+                dirs.push(d);
+            }
+        }
+    }
+    dirs.retain(|d| !system(d) && d.is_dir());
+    dirs.sort();
+    dirs.dedup();
+    // Drop directories nested in another one.
+    let all = dirs.clone();
+    dirs.retain(|d| !all.iter().any(|o| o != d && d.starts_with(o)));
+    dirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_dirs_are_the_package_tree_and_non_system_path_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let bin = root.join("node_modules/.bin");
+        let pkg = root.join("node_modules/@openai/codex/bin");
+        let node = root.join("node/bin");
+        for d in [&bin, &pkg, &node] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(pkg.join("codex.js"), "").unwrap();
+        std::os::unix::fs::symlink("../@openai/codex/bin/codex.js", bin.join("codex")).unwrap();
+        let spec = CommandSpec {
+            program: bin.join("codex"),
+            args: vec![],
+            env: vec![(
+                "PATH".into(),
+                format!("{}:{}:/usr/bin:/bin", bin.display(), node.display()),
+            )],
+            cwd: root.clone(),
+        };
+        assert_eq!(
+            engine_dirs(&spec),
+            vec![node.clone(), root.join("node_modules")]
+        );
+    }
+}

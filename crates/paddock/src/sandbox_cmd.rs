@@ -1,0 +1,157 @@
+//! `paddock sandbox [OPTIONS] -- COMMAND ARGS...`: runs any command
+//! confined by Paddock's sandbox (crates/sandbox), passes stdio through and
+//! exits with the command's status or a documented sandbox code
+//! (docs/sandbox.md). A `paddock sandbox` process is freshly exec'd,
+//! single-threaded and dedicated to the one run, so it is the helper
+//! itself; the long-lived `paddock run` starts `paddock __sandbox-init`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use paddock_sandbox::policy::DEFAULT_PATH;
+use paddock_sandbox::{launch, protected_in, Limits, NetMode, Policy};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Net {
+    /// Loopback only.
+    None,
+    /// Loopback plus a forwarder to --broker-socket on 127.0.0.1:--broker-port.
+    Broker,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// A writable path (repeatable).
+    #[arg(long, value_name = "PATH")]
+    rw: Vec<PathBuf>,
+    /// An extra read-only path (repeatable); system dirs are always read-only.
+    #[arg(long, value_name = "PATH")]
+    ro: Vec<PathBuf>,
+    /// Memory cap in MB (cgroup).
+    #[arg(long, value_name = "MB")]
+    memory: Option<u64>,
+    /// Process cap (cgroup).
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// CPU cap in percent of one core (cgroup).
+    #[arg(long, value_name = "PCT")]
+    cpu: Option<u64>,
+    /// Run without the cgroup caps when this host cannot apply them.
+    #[arg(long)]
+    allow_without_cgroups: bool,
+    /// Wall-clock limit; the whole tree is killed when it passes (exit 124).
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    #[arg(long, value_enum, default_value_t = Net::None)]
+    net: Net,
+    /// The broker's Unix socket (with --net broker).
+    #[arg(long, value_name = "PATH")]
+    broker_socket: Option<PathBuf>,
+    /// The loopback port the forwarder listens on inside the sandbox.
+    #[arg(long, default_value_t = 8080)]
+    broker_port: u16,
+    /// An environment entry: NAME copies this process's value, NAME=VALUE
+    /// sets one (repeatable). Nothing else is passed but PATH.
+    #[arg(long, value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Size of the private /tmp in MB.
+    #[arg(long, default_value_t = 256, value_name = "MB")]
+    tmp_size: u64,
+    /// Working directory (default: the current one when it is visible
+    /// inside, else the first --rw path, else /).
+    #[arg(long)]
+    cwd: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(required = true, last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Builds the policy; errors are bad input.
+pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
+    let net = match args.net {
+        Net::None => NetMode::None,
+        Net::Broker => {
+            let socket = args
+                .broker_socket
+                .context("--net broker needs --broker-socket PATH")?;
+            NetMode::Broker {
+                socket,
+                port: args.broker_port,
+            }
+        }
+    };
+    let mut env = vec![("PATH".to_string(), DEFAULT_PATH.to_string())];
+    for (k, v) in launch::resolve_env(&args.env, |k| std::env::var(k).ok()) {
+        env.retain(|(name, _)| *name != k);
+        env.push((k, v));
+    }
+    let canon = |p: &PathBuf| -> anyhow::Result<PathBuf> {
+        p.canonicalize()
+            .with_context(|| format!("sandbox path {}", p.display()))
+    };
+    let rw = args
+        .rw
+        .iter()
+        .map(canon)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ro = args
+        .ro
+        .iter()
+        .map(canon)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cwd = match args.cwd {
+        Some(c) => c,
+        None => {
+            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+            let visible = |p: &Path| rw.iter().chain(ro.iter()).any(|r| p.starts_with(r));
+            if visible(&here) {
+                here
+            } else {
+                rw.first().cloned().unwrap_or_else(|| PathBuf::from("/"))
+            }
+        }
+    };
+    let protect = rw.iter().flat_map(|d| protected_in(d)).collect();
+    Ok(Policy {
+        argv: args.command,
+        env,
+        cwd,
+        ro,
+        rw,
+        protect,
+        tmp_mb: args.tmp_size,
+        net,
+        limits: Limits {
+            memory_mb: args.memory,
+            pids: args.pids,
+            cpu_percent: args.cpu,
+        },
+        allow_without_cgroups: args.allow_without_cgroups,
+        timeout_secs: args.timeout,
+        cgroup_root: std::env::var_os("PADDOCK_CGROUP_ROOT").map(PathBuf::from),
+        name: format!(
+            "sbx-{}-{}",
+            std::process::id(),
+            uuid::Uuid::now_v7().simple()
+        ),
+    })
+}
+
+/// Builds the policy and runs it in this process: a `paddock sandbox`
+/// process is freshly exec'd, single-threaded (no runtime is started for
+/// it) and dedicated to this one run, so it is the helper itself (the
+/// long-lived `paddock run` starts a separate helper instead). Returns the
+/// run's exit code, or 2 for bad input.
+pub fn main(args: SandboxArgs) -> ExitCode {
+    let policy = match policy(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("paddock: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = paddock_sandbox::init::run_policy(policy);
+    ExitCode::from(u8::try_from(code).unwrap_or(paddock_sandbox::exit::SETUP_FAILED as u8))
+}

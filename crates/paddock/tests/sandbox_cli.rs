@@ -1,0 +1,247 @@
+//! `paddock sandbox` and `paddock doctor` as a user runs them: stdio passes
+//! through, the command's status is the exit code, the documented codes
+//! for timeout (124), set-up failure (125), not executable (126), not found
+//! (127) and the memory cap (123), the environment allowlist, the network
+//! forwarder to a broker socket, and fail-closed refusals.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::{Command, Output, Stdio};
+
+fn sandbox(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_paddock"));
+    cmd.arg("sandbox").args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn passes_stdio_and_the_exit_status_through() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let out = sandbox(&["--", "sh", "-c", "echo out; echo err >&2; exit 7"], &[]);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout), text(&out.stderr)),
+        (Some(7), "out\n".to_string(), "err\n".to_string())
+    );
+    // stdin too.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(["sandbox", "--", "tr", "a-z", "A-Z"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let mut s = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut s).unwrap();
+    assert_eq!(
+        (child.wait().unwrap().code(), s),
+        (Some(0), "HELLO\n".into())
+    );
+}
+
+#[test]
+fn the_environment_is_only_the_allowlist() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let out = sandbox(
+        &[
+            "--env", "KEEP", "--env", "SET=v", "--env", "ABSENT", "--", "env",
+        ],
+        &[("KEEP", "k"), ("DROP", "d")],
+    );
+    let mut lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        vec![
+            "KEEP=k".to_string(),
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+            "SET=v".into(),
+        ]
+    );
+}
+
+#[test]
+fn documented_exit_codes() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let timeout = sandbox(&["--timeout", "1", "--", "sleep", "30"], &[]);
+    let missing = sandbox(&["--", "no-such-command-paddock"], &[]);
+    let noexec = sandbox(&["--", "/etc/os-release"], &[]);
+    let signal = sandbox(&["--", "sh", "-c", "kill -TERM $$"], &[]);
+    let memory = sandbox(
+        &[
+            "--memory",
+            "64",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            "b = b'x' * (512 << 20)",
+        ],
+        &[],
+    );
+    let codes: Vec<Option<i32>> = [&timeout, &missing, &noexec, &signal, &memory]
+        .iter()
+        .map(|o| o.status.code())
+        .collect();
+    let expected_memory = if nix::unistd::geteuid().is_root() {
+        Some(123)
+    } else {
+        Some(125)
+    };
+    assert_eq!(
+        codes,
+        vec![Some(124), Some(127), Some(126), Some(143), expected_memory],
+        "stderr of the memory run: {}",
+        text(&memory.stderr)
+    );
+    assert_eq!(
+        text(&timeout.stderr),
+        "paddock sandbox: timed out after 1 s; the whole tree was killed\n"
+    );
+    assert_eq!(
+        text(&missing.stderr),
+        "paddock sandbox: no-such-command-paddock: command not found\n"
+    );
+}
+
+#[test]
+fn fails_closed_when_a_protection_cannot_be_set_up() {
+    if !common::sandbox_available() {
+        return;
+    }
+    // A cgroup root that offers no controllers: the caps cannot be applied,
+    // the command does not run, and the error names the step.
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let root = dir.path().display().to_string();
+    let refused = sandbox(
+        &["--rw", &root, "--pids", "10", "--", "sh", "-c", &script],
+        &[("PADDOCK_CGROUP_ROOT", &root)],
+    );
+    assert_eq!(refused.status.code(), Some(125));
+    assert_eq!(
+        text(&refused.stderr),
+        format!("paddock sandbox: cgroup {root}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies\n")
+    );
+    assert!(!marker.exists());
+    // Accepting the weaker guarantee runs it, and says so.
+    let accepted = sandbox(
+        &[
+            "--rw",
+            &root,
+            "--pids",
+            "10",
+            "--allow-without-cgroups",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &[("PADDOCK_CGROUP_ROOT", &root)],
+    );
+    assert_eq!(accepted.status.code(), Some(0));
+    assert!(text(&accepted.stderr)
+        .starts_with("paddock sandbox: running without cgroup caps (accepted): cgroup "));
+    assert!(marker.exists());
+    // A path that does not exist is bad input (exit 2), nothing runs.
+    let missing = sandbox(&["--rw", "/no/such/path", "--", "true"], &[]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(text(&missing.stderr).contains("sandbox path /no/such/path"));
+}
+
+#[test]
+fn the_broker_forwarder_is_the_only_way_out() {
+    if !common::sandbox_available() {
+        return;
+    }
+    // A stand-in broker on a Unix socket answering one HTTP request.
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("broker.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 1024];
+        let n = c.read(&mut buf).unwrap();
+        let first = text(&buf[..n])
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let body = format!("via broker: {first}");
+        write!(
+            c,
+            "HTTP/1.0 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+    });
+    let script = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9000/v1/x').read().decode())";
+    let out = sandbox(
+        &[
+            "--net",
+            "broker",
+            "--broker-socket",
+            sock.to_str().unwrap(),
+            "--broker-port",
+            "9000",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            script,
+        ],
+        &[],
+    );
+    server.join().unwrap();
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), "via broker: GET /v1/x HTTP/1.1\n".to_string()),
+        "stderr: {}",
+        text(&out.stderr)
+    );
+    // --net broker without a socket is bad input.
+    let bad = sandbox(&["--net", "broker", "--", "true"], &[]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn doctor_reports_what_the_kernel_says() {
+    let out = Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let host = serde_json::to_value(paddock_sandbox::probe::host()).unwrap();
+    assert_eq!(report["host"], host);
+    let names: Vec<&str> = report["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["process", "sandbox"]);
+    let text_out = Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let first = text(&text_out.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(first.starts_with("user namespaces  "), "{first}");
+}

@@ -1,0 +1,179 @@
+//! Jobs on the `sandbox` rung with a stand-in engine: the timeout kills
+//! everything the engine started, even a daemon that left the process
+//! group (which survives on the `process` rung: the positive twin), and
+//! the engine sees the sandbox, not the host.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use common::*;
+use paddock_protocol::JobStatus;
+
+const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\n";
+
+/// A job whose `codex` is `script`, with a 1 s timeout.
+fn stand_in_job(home: &Home, script: &str, sandbox: bool) -> std::path::PathBuf {
+    let repo = repo(home.path());
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(&codex, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            "[engine]\n",
+            &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
+        )
+        .replace("timeout_secs = 120", "timeout_secs = 1");
+    std::fs::write(&spec, text).unwrap();
+    if sandbox {
+        sandboxed(&spec);
+    }
+    spec
+}
+
+async fn daemon_survives(sandbox: bool) -> bool {
+    let home = Home::new();
+    let spec = stand_in_job(
+        &home,
+        "(setsid sh -c 'sleep 3; touch \"$TMPDIR/survivor\"' &)\nsleep 30",
+        sandbox,
+    );
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (out.status.code(), rec.status),
+        (Some(4), JobStatus::TimedOut)
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let survived = home.jobs().join(&rec.id).join("tmp/survivor").exists();
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+    survived
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_timeout_kills_a_daemon_that_left_the_process_group() {
+    if !common::sandbox_available() {
+        return;
+    }
+    // Twin: on the process rung the daemon outlives the job.
+    assert_eq!(
+        (daemon_survives(false).await, daemon_survives(true).await),
+        (true, false)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_engine_sees_the_sandbox_not_the_host() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(
+        &home,
+        "{ hostname; id -u; ls /; test -e /etc/machine-id && echo machine-id; \
+         cat /proc/1/environ >/dev/null 2>&1 && echo pid1-environ-readable; \
+         ( echo x > /usr/x ) 2>/dev/null && echo usr-writable; \
+         echo ok > \"$TMPDIR/w\" && echo tmp-writable; } > \"$HOME/seen\" 2>&1",
+        true,
+    );
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let seen = std::fs::read_to_string(home.jobs().join(&rec.id).join("home/seen")).unwrap();
+    let uid = nix::unistd::getuid().as_raw();
+    assert_eq!(
+        seen,
+        format!(
+            "paddock\n{uid}\nbin\ndev\netc\nlib\nlib64\nopt\nproc\nsbin\ntmp\nusr\ntmp-writable\n"
+        )
+    );
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
+
+/// A host profile on the sandbox rung: `memLimitMb` and `cpuLimit` are
+/// enforced (cgroups), so nothing is degraded, and the engine's deny hook
+/// (`paddock hook`, run inside the sandbox) still refuses denied commands.
+async fn profile_is_enforced_in_the_sandbox(engine: &str) {
+    if common::engine(engine).is_none() || !common::sandbox_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: cgroup caps for jobs need root or a delegated cgroup");
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"lifting the rules\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"echo {} > $HOME/.claude/paddock-policy.json; echo > $HOME/.codex/rules/default.rules; true\"\n\n\
+        [[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch denied.txt\"\n\n\
+        [[turn]]\ntext = \"allowed\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch allowed.txt\"\n\n\
+        [[turn]]\ntext = \"Done.\"\n";
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({
+            "id": "sandbox-caps",
+            "buildPolicy": "ci-only",
+            "verification": "dev-probe",
+            "denyCommands": ["touch denied.txt"],
+            "memLimitMb": 2048,
+            "cpuLimit": "100%"
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(scenario));
+    let mut text = std::fs::read_to_string(&spec).unwrap();
+    text.push_str("\n[policy]\nprofile = \"profile.json\"\n");
+    std::fs::write(&spec, text).unwrap();
+    sandboxed(&spec);
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    // The engine's copy of the rules could not be lifted from inside.
+    let job_home = home.jobs().join(&rec.id).join("home");
+    let rules = match engine {
+        "codex" => std::fs::read_to_string(job_home.join(".codex/rules/default.rules")).unwrap(),
+        _ => std::fs::read_to_string(job_home.join(".claude/paddock-policy.json")).unwrap(),
+    };
+    assert!(rules.contains("touch"), "rules were lifted: {rules}");
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+    assert_eq!(
+        (rec.status, rec.changed_files.clone()),
+        (JobStatus::Done, vec!["allowed.txt".to_string()]),
+        "reason: {:?}\nstderr: {}",
+        rec.reason,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let policy: Vec<paddock_protocol::EventBody> = events
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, paddock_protocol::EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        policy,
+        vec![paddock_protocol::EventBody::Policy {
+            rule: "touch denied.txt".into(),
+            message: "denied `touch denied.txt` (host profile `sandbox-caps`, denyCommands)".into(),
+        }]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_profile_is_enforced_in_the_sandbox() {
+    profile_is_enforced_in_the_sandbox("codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_profile_is_enforced_in_the_sandbox() {
+    profile_is_enforced_in_the_sandbox("claude").await;
+}

@@ -1,0 +1,28 @@
+//! Paddock's Linux sandbox, the `sandbox` isolation rung. The only crate of
+//! the workspace allowed `unsafe` (each block carries a `SAFETY` comment).
+//!
+//! The long-lived caller builds a [`Policy`] and starts a fresh helper
+//! process with [`launch::command`] (the `paddock` binary re-executed with
+//! the hidden `__sandbox-init` subcommand, which calls [`init::main`]). The
+//! helper joins the job's cgroup, unshares every namespace, brings up
+//! loopback and the egress forwarder, and forks the namespace's PID 1,
+//! which builds the filesystem view, drops capabilities, sets
+//! `no_new_privs`, rlimits, Landlock and seccomp and finally forks and
+//! execs the command. The steps that cannot be undone therefore never run
+//! in the caller. Any step that fails stops the command from running
+//! (exit code [`exit::SETUP_FAILED`], with the step named on stderr).
+
+pub mod caps;
+pub mod cgroup;
+pub mod error;
+pub mod filter;
+pub mod fs;
+pub mod init;
+pub mod launch;
+pub mod lock;
+pub mod net;
+pub mod policy;
+pub mod probe;
+
+pub use error::SetupError;
+pub use policy::{exit, protected_in, Limits, NetMode, Policy};

@@ -1,0 +1,140 @@
+//! What one sandboxed command may see and use: the filesystem view, the
+//! environment, the network mode, resource caps and the timeout. The
+//! caller serializes it to the helper process as JSON; everything in it is
+//! decided before any namespace exists, so the helper does no policy work.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Exit codes of a sandboxed run besides the command's own status (a
+/// command killed by signal N exits with 128 + N, like a shell).
+pub mod exit {
+    /// The sandbox killed the command's whole tree at its timeout.
+    pub const TIMED_OUT: i32 = 124;
+    /// A requested protection could not be set up; the command did not run.
+    pub const SETUP_FAILED: i32 = 125;
+    /// The command exists but could not be executed.
+    pub const CANNOT_EXECUTE: i32 = 126;
+    /// The command was not found.
+    pub const NOT_FOUND: i32 = 127;
+    /// The kernel killed the command at its cgroup memory cap.
+    pub const MEMORY_LIMIT: i32 = 123;
+}
+
+/// How the command may reach the network.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetMode {
+    /// An empty network namespace with only loopback.
+    None,
+    /// An empty network namespace whose loopback port `port` forwards every
+    /// connection to the broker's Unix socket `socket` on the host.
+    Broker { socket: PathBuf, port: u16 },
+}
+
+/// Resource caps enforced by cgroups (None: not requested).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub memory_mb: Option<u64>,
+    pub pids: Option<u64>,
+    /// Percent of one CPU (100 = one core).
+    pub cpu_percent: Option<u64>,
+}
+
+/// One sandboxed command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// The program (a path, or a name looked up in the sandbox's PATH) and
+    /// its arguments.
+    pub argv: Vec<String>,
+    /// The command's whole environment (an allowlist resolved by the caller).
+    pub env: Vec<(String, String)>,
+    /// Working directory inside the sandbox.
+    pub cwd: PathBuf,
+    /// Extra read-only paths (besides the system directories).
+    pub ro: Vec<PathBuf>,
+    /// Writable paths (the job's work, home and tmp).
+    pub rw: Vec<PathBuf>,
+    /// Paths inside writable ones that stay read-only (`.git/hooks`, shell
+    /// rc files of the workspace).
+    pub protect: Vec<PathBuf>,
+    /// Size of the private /tmp tmpfs.
+    pub tmp_mb: u64,
+    pub net: NetMode,
+    pub limits: Limits,
+    /// Run even if the requested cgroup caps cannot be applied.
+    pub allow_without_cgroups: bool,
+    /// Wall-clock limit; the whole tree is killed when it passes.
+    pub timeout_secs: Option<u64>,
+    /// Where job cgroups are created (v1: the directory holding the
+    /// controllers; v2: a delegated directory). None: /sys/fs/cgroup.
+    pub cgroup_root: Option<PathBuf>,
+    /// A name for this run (cgroup directory name, hostname suffix).
+    pub name: String,
+}
+
+/// System directories mounted read-only into every sandbox (those that exist).
+pub const SYSTEM_RO: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+];
+
+/// Entries of the host's /etc that the sandbox sees read-only (those that
+/// exist). Everything else in /etc (shadow, ssh keys, machine-id) is absent;
+/// /etc/passwd and /etc/group are generated.
+pub const ETC_RO: &[&str] = &[
+    "alternatives",
+    "bash.bashrc",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "gitconfig",
+    "host.conf",
+    "hosts",
+    "inputrc",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "profile",
+    "profile.d",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl",
+    "terminfo",
+    "timezone",
+];
+
+/// The default PATH inside the sandbox.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Files and directories of a writable path that stay read-only: git hooks
+/// and config (which the host's git would execute or obey) and shell rc
+/// files (which a later shell would source). Only those that exist are
+/// returned; `.git/hooks` is created when `.git` exists, so that it can be
+/// protected.
+pub fn protected_in(dir: &std::path::Path) -> Vec<PathBuf> {
+    let git = dir.join(".git");
+    if git.is_dir() {
+        let _ = std::fs::create_dir_all(git.join("hooks"));
+    }
+    [
+        ".git/hooks",
+        ".git/config",
+        ".bashrc",
+        ".bash_profile",
+        ".bash_login",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+    ]
+    .iter()
+    .map(|p| dir.join(p))
+    .filter(|p| p.exists())
+    .collect()
+}
