@@ -11,4 +11,5 @@ pub mod policy;
 pub mod redact;
 pub mod runner;
 pub mod store;
+pub mod usage;
 pub mod workspace;
