@@ -12,4 +12,5 @@ pub mod redact;
 pub mod rung;
 pub mod runner;
 pub mod store;
+pub mod usage;
 pub mod workspace;

@@ -92,6 +92,12 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         after: u64,
     },
+    /// Spend rolled up by day, project, task type, engine and model.
+    Usage {
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Host profiles: save one in the store, list them, show one.
     Profile {
         #[command(subcommand)]
@@ -213,8 +219,14 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 paddock_exe: std::env::current_exe().ok(),
             };
             let mut view = progress::Progress::new();
-            let cancel = async {
-                let _ = tokio::signal::ctrl_c().await;
+            // Listen for Ctrl-C from now on: `ctrl_c()` would install its
+            // handler only when first polled, and a SIGINT before that (the
+            // job waiting for a host slot) would kill paddock uncleaned.
+            let mut sigint =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                    .context("listen for Ctrl-C")?;
+            let cancel = async move {
+                let _ = sigint.recv().await;
             };
             let result = runner::run(&spec, &store, &opts, &mut view, cancel).await;
             view.finish();
@@ -294,6 +306,20 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 }
             } else {
                 print!("{}", progress::jobs_table(&jobs));
+            }
+            Ok(exit::DONE)
+        }
+        Cmd::Usage { json } => {
+            let store = open_store(&paths).await?;
+            let (jobs, calls) = store.usage().await.context("read the ledger")?;
+            let report = paddock::usage::report(&jobs, &calls);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).context("serialize the usage report")?
+                );
+            } else {
+                print!("{}", paddock::usage::render(&report));
             }
             Ok(exit::DONE)
         }

@@ -1,7 +1,8 @@
-//! The job lifecycle on the `process` rung: admit (resolve the key, load the
-//! scenario), provision the workspace, assemble the context, start the
-//! job's broker, launch the engine with its adapter's command and
-//! environment, stream its JSONL into stored events while the broker's
+//! The job lifecycle: admit (resolve the key, load the scenario, resolve
+//! the isolation rung in rung.rs), provision the workspace, assemble the
+//! context, start the job's broker, launch the engine with its adapter's
+//! command and environment (launcher.rs: a plain child or the sandbox),
+//! stream its JSONL into stored events while the broker's
 //! ledger rows arrive, enforce the timeout and cancellation, conclude (the
 //! patch artifact) and tear down. Every step's failure is recorded as an
 //! `error` event on the job; nothing is left behind.
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use paddock_protocol::{
     AgentEvent, CallStatus, EngineKind, EventBody, Isolation, JobRecord, JobSpec, JobStatus,
-    ModelCall, Phase, ProviderKind, TokenUsage,
+    KeyHeaderKind, ModelCall, Phase, ProviderKind, TokenUsage,
 };
 use time::OffsetDateTime;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -22,7 +23,7 @@ use tokio::net::TcpListener;
 
 use crate::broker::scripted::{RenderContext, Scenario};
 use crate::broker::scripted_http::ScriptedServer;
-use crate::broker::upstream::{ANTHROPIC_BASE, OPENAI_BASE};
+use crate::broker::upstream::{KeyHeader, ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
 use crate::context::{self, Prepared};
 use crate::engines::EngineAdapter;
@@ -140,6 +141,22 @@ pub async fn run(
             Some(Secret::resolve(reference).map_err(|e| RunError::BadInput(e.to_string()))?)
         }
     };
+    if let (ProviderKind::Vertex, Some(k)) = (spec.upstream.provider, &key) {
+        vertex_of(spec, k).map_err(|e| RunError::BadInput(format!("upstream.key: {e}")))?;
+    }
+    if opts.prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
+        return Err(RunError::BadInput(format!(
+            "engine.model `{}` has no price in price table {}; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)",
+            spec.engine.model, opts.prices.version
+        )));
+    }
+    let allowlist = broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models);
+    if let Err(list) = allowlist.check(&spec.engine.model) {
+        return Err(RunError::BadInput(format!(
+            "engine.model `{}` is not allowed by the {list} model allowlist (engine.allowed_models)",
+            spec.engine.model
+        )));
+    }
     let scenario = match (&spec.upstream.provider, &spec.upstream.scenario) {
         (ProviderKind::Scripted, Some(path)) => Some(Arc::new(
             Scenario::load(path).map_err(|e| RunError::BadInput(e.to_string()))?,
@@ -553,7 +570,25 @@ async fn launch_and_stream(
 ) -> Result<Launched, LaunchFailure> {
     // The upstream: a real provider, or the scenario served on loopback.
     let mut _scripted = None;
+    let vertex = match (spec.upstream.provider, &key) {
+        (ProviderKind::Vertex, Some(k)) => Some(Arc::new(
+            vertex_of(spec, k).map_err(|e| step("upstream.key", e))?,
+        )),
+        _ => None,
+    };
     let upstream = match spec.upstream.provider {
+        // The broker mints the token per call; the base keeps `/v1`.
+        ProviderKind::Vertex => Upstream {
+            provider: "vertex".into(),
+            base: spec.upstream.base_url.clone().unwrap_or_else(|| {
+                format!(
+                    "https://{}-aiplatform.googleapis.com/v1",
+                    spec.upstream.vertex_region.as_deref().unwrap_or("us-east5")
+                )
+            }),
+            key: None,
+            key_header: KeyHeader::ByApi,
+        },
         ProviderKind::Scripted => {
             let Some(scenario) = scenario else {
                 return Err(LaunchFailure::Step(
@@ -576,6 +611,7 @@ async fn launch_and_stream(
                 provider: "scripted".into(),
                 base: server.base.clone(),
                 key: None,
+                key_header: KeyHeader::ByApi,
             };
             _scripted = Some(server);
             up
@@ -588,6 +624,10 @@ async fn launch_and_stream(
                 .clone()
                 .unwrap_or_else(|| OPENAI_BASE.into()),
             key,
+            key_header: match spec.upstream.key_header {
+                Some(KeyHeaderKind::ApiKey) => KeyHeader::ApiKey,
+                Some(KeyHeaderKind::Bearer) | None => KeyHeader::ByApi,
+            },
         },
         ProviderKind::Anthropic => Upstream {
             provider: "anthropic".into(),
@@ -600,14 +640,42 @@ async fn launch_and_stream(
                 None => ANTHROPIC_BASE.into(),
             },
             key,
+            key_header: KeyHeader::ByApi,
         },
     };
+    // Admission: a job whose ceiling is already spent is held, not run.
+    let ceilings = broker::budget::ceilings(spec, em.store, OffsetDateTime::now_utc()).await?;
+    if let Some(c) = broker::budget::exhausted_before_start(&ceilings) {
+        let message = c.exhausted_message(0);
+        em.emit(EventBody::Policy {
+            rule: "budget".into(),
+            message: message.clone(),
+        })
+        .await?;
+        return Ok(Launched {
+            status: JobStatus::Held,
+            reason: Some(message),
+            exit_code: None,
+            calls: Vec::new(),
+        });
+    }
     let broker_config = BrokerConfig {
         job_id: em.job_id.clone(),
         attempt: spec.attempt(),
         upstream,
         prices: opts.prices.clone(),
-        budget_micros: spec.budget.max_micros(),
+        ceilings,
+        allowlist: match job_policy {
+            Some(p) => broker::ModelAllowlist::any()
+                .with("job", &spec.engine.allowed_models)
+                .with(
+                    &format!("host profile {}", p.profile.id),
+                    &p.profile.allowed_models,
+                ),
+            None => broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
+        },
+        allow_unpriced: spec.upstream.allow_unpriced,
+        vertex: vertex.clone(),
     };
     let (mut broker, sandbox) = match spec.isolation {
         // `auto` was resolved when the job was admitted.
@@ -661,6 +729,9 @@ async fn launch_and_stream(
                 .map_err(|e| step("prepare the host profile's engine rules", e))?,
             None => None,
         },
+        vertex: vertex
+            .as_ref()
+            .map(|v| (v.project.clone(), v.region.clone())),
     };
     for file in adapter.prepare(&ctx) {
         if let Some(parent) = file.path.parent() {
@@ -716,6 +787,7 @@ async fn launch_and_stream(
     let mut ended: Option<JobStatus> = None;
     let mut exited: Option<std::process::ExitStatus> = None;
     let mut stdout_open = true;
+    let mut held_reason: Option<String> = None;
     // Read until the engine's stdout closes; once the engine itself has
     // exited, what it left running is killed and the rest of its output is
     // drained with a short grace period.
@@ -755,6 +827,10 @@ async fn launch_and_stream(
             Some(call) = broker.calls.recv() => {
                 record_call(em, &mut calls, call, broker.spent_micros()).await?;
             }
+            Some(notice) = broker.policy.recv() => {
+                held_reason = Some(notice.message.clone());
+                em.emit(EventBody::Policy { rule: notice.rule, message: notice.message }).await?;
+            }
             () = &mut deadline, if exited.is_none() => {
                 kill_group(pgid);
                 ended = Some(JobStatus::TimedOut);
@@ -789,6 +865,14 @@ async fn launch_and_stream(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
+    while let Ok(notice) = broker.policy.try_recv() {
+        held_reason = Some(notice.message.clone());
+        em.emit(EventBody::Policy {
+            rule: notice.rule,
+            message: notice.message,
+        })
+        .await?;
+    }
     while let Ok(call) = broker.calls.try_recv() {
         record_call(em, &mut calls, call, broker.spent_micros()).await?;
     }
@@ -808,7 +892,7 @@ async fn launch_and_stream(
         Some(other) => (other, Some("cancelled".to_string())),
         None if held => (
             JobStatus::Held,
-            Some("the job's budget is spent".to_string()),
+            Some(held_reason.unwrap_or_else(|| "the job's budget is spent".to_string())),
         ),
         None => match adapter.finish(exit_code, &parser.summary()) {
             Outcome::Completed => (JobStatus::Done, None),
@@ -830,6 +914,18 @@ async fn launch_and_stream(
     })
 }
 
+/// The Vertex AI upstream of a `vertex` spec, from its service-account key.
+fn vertex_of(
+    spec: &JobSpec,
+    key: &Secret,
+) -> Result<broker::vertex::Vertex, broker::vertex::VertexError> {
+    broker::vertex::Vertex::new(
+        key,
+        spec.upstream.vertex_project.as_deref().unwrap_or(""),
+        spec.upstream.vertex_region.as_deref().unwrap_or(""),
+    )
+}
+
 /// Stores a ledger row and surfaces failed and refused calls as events.
 async fn record_call(
     em: &mut Emitter<'_>,
@@ -845,16 +941,15 @@ async fn record_call(
     let msg = call.error.clone().unwrap_or_default();
     match call.status {
         CallStatus::Ok => {}
-        CallStatus::Refused if call.http_status == Some(402) => {
-            em.emit(EventBody::Policy {
-                rule: "budget".into(),
-                message: msg,
-            })
-            .await?;
-        }
+        // Budget and allowlist refusals: the broker's policy notice already
+        // became a `policy` event.
+        CallStatus::Refused if matches!(call.http_status, Some(402 | 403)) => {}
         CallStatus::Refused => {
             em.error("broker", msg, false).await?;
         }
+        // Cut by the broker itself (budget, allowlist): the policy event
+        // already says why; the row keeps the message.
+        CallStatus::StreamError if msg.starts_with("paddock broker:") => {}
         CallStatus::HttpError | CallStatus::StreamError => {
             let status = call
                 .http_status

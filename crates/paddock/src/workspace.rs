@@ -246,6 +246,14 @@ impl Workspace {
                 "clone",
                 "--quiet",
                 "--no-checkout",
+                // Written into the clone's own config: hooks stay off for
+                // every later git command, commits have an identity.
+                "--config",
+                "core.hooksPath=/dev/null",
+                "--config",
+                "user.name=Paddock",
+                "--config",
+                "user.email=paddock@localhost",
                 "--",
             ])
             .arg(&source)
@@ -281,9 +289,6 @@ impl Workspace {
                 base_ref: base.clone(),
             });
         };
-        git(&ws.work, ["config", "core.hooksPath", "/dev/null"]).await?;
-        git(&ws.work, ["config", "user.name", "Paddock"]).await?;
-        git(&ws.work, ["config", "user.email", "paddock@localhost"]).await?;
         git(
             &ws.work,
             ["checkout", "--quiet", "-b", branch, &base_commit],

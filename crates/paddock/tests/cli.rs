@@ -247,3 +247,45 @@ async fn timeout_kills_the_engine_and_its_children() {
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(!marker.exists(), "a child of the engine outlived the job");
 }
+
+#[tokio::test]
+async fn a_model_outside_the_jobs_allowlist_is_bad_input() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("[engine]\n", "[engine]\nallowed_models = [\"claude-*\"]\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "engine.model `gpt-5.5` is not allowed by the job model allowlist (engine.allowed_models)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn a_model_without_a_price_is_bad_input_unless_allowed() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("model = \"gpt-5.5\"", "model = \"local-model\"");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "engine.model `local-model` has no price in price table 2026-11-30; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}

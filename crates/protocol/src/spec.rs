@@ -176,6 +176,10 @@ pub struct EngineSpec {
     /// A pinned engine binary; when absent the engine is looked up on PATH.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binary: Option<PathBuf>,
+    /// Models the job may call (names, or prefixes ending in `*`); empty:
+    /// any model. The broker checks the requested and the served model.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_models: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,6 +237,19 @@ pub struct UpstreamSpec {
     /// The scenario file the `scripted` upstream replays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scenario: Option<PathBuf>,
+    /// How the key is sent: `bearer` (OpenAI's `Authorization: Bearer`, the
+    /// default for `openai`) or `api-key` (Azure OpenAI / Foundry style).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_header: Option<KeyHeaderKind>,
+    /// Vertex only: the Google Cloud project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vertex_project: Option<String>,
+    /// Vertex only: the region, e.g. `us-east5`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vertex_region: Option<String>,
+    /// Let calls to models without a price through (metered, priced at 0).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_unpriced: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -241,6 +258,8 @@ pub enum ProviderKind {
     Openai,
     Anthropic,
     Scripted,
+    /// Claude on Google Vertex AI; the key is the service account's JSON key.
+    Vertex,
 }
 
 impl ProviderKind {
@@ -249,8 +268,19 @@ impl ProviderKind {
             ProviderKind::Openai => "openai",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Scripted => "scripted",
+            ProviderKind::Vertex => "vertex",
         }
     }
+}
+
+/// How an OpenAI-compatible upstream takes its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyHeaderKind {
+    /// `Authorization: Bearer KEY`.
+    Bearer,
+    /// `api-key: KEY`.
+    ApiKey,
 }
 
 /// A reference to a secret, never the secret itself.
@@ -316,13 +346,34 @@ pub struct BudgetSpec {
     /// The most this job may spend, in US dollars.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_usd: Option<f64>,
+    /// The most the ticket may spend across all its attempts (this one
+    /// included), in US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket_max_usd: Option<f64>,
+    /// The most the ticket's project may spend per UTC day, in US dollars.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_daily_max_usd: Option<f64>,
 }
 
 impl BudgetSpec {
-    /// The ceiling in integer micro-dollars.
+    /// The job's ceiling in integer micro-dollars.
     pub fn max_micros(&self) -> Option<i64> {
-        self.max_usd.map(|usd| (usd * 1_000_000.0).round() as i64)
+        self.max_usd.map(usd_to_micros)
     }
+
+    /// The ticket's ceiling across attempts in integer micro-dollars.
+    pub fn ticket_max_micros(&self) -> Option<i64> {
+        self.ticket_max_usd.map(usd_to_micros)
+    }
+
+    /// The project's daily ceiling in integer micro-dollars.
+    pub fn project_daily_max_micros(&self) -> Option<i64> {
+        self.project_daily_max_usd.map(usd_to_micros)
+    }
+}
+
+fn usd_to_micros(usd: f64) -> i64 {
+    (usd * 1_000_000.0).round() as i64
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -565,7 +616,7 @@ impl JobSpec {
                     ));
                 }
             }
-            ProviderKind::Openai | ProviderKind::Anthropic => {
+            ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::Vertex => {
                 if up.key.is_none() {
                     return Err(invalid(
                         "upstream.key",
@@ -582,6 +633,38 @@ impl JobSpec {
                     ));
                 }
             }
+        }
+        let vertex_fields = [
+            ("upstream.vertex_project", &up.vertex_project),
+            ("upstream.vertex_region", &up.vertex_region),
+        ];
+        for (field, value) in vertex_fields {
+            let ok_word = |v: &str| {
+                !v.is_empty()
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            };
+            match (up.provider, value) {
+                (ProviderKind::Vertex, None) => {
+                    return Err(invalid(field, "the vertex upstream needs it".into()))
+                }
+                (ProviderKind::Vertex, Some(v)) if !ok_word(v) => {
+                    return Err(invalid(
+                        field,
+                        format!("`{v}` must be letters, digits, `-` and `_`"),
+                    ))
+                }
+                (ProviderKind::Vertex, Some(_)) | (_, None) => {}
+                (_, Some(_)) => {
+                    return Err(invalid(field, "only the vertex upstream takes it".into()))
+                }
+            }
+        }
+        if (self.engine.kind, up.provider) == (EngineKind::Codex, ProviderKind::Vertex) {
+            return Err(invalid(
+                "upstream.provider",
+                "Codex speaks the OpenAI Responses API: use `openai` or `scripted`".into(),
+            ));
         }
         match (self.engine.kind, up.provider) {
             (EngineKind::Codex, ProviderKind::Anthropic) => {
@@ -607,11 +690,34 @@ impl JobSpec {
                 ));
             }
         }
-        if let Some(max) = self.budget.max_usd {
-            if !(max.is_finite() && max >= 0.0) {
+        for (field, value) in [
+            ("budget.max_usd", self.budget.max_usd),
+            ("budget.ticket_max_usd", self.budget.ticket_max_usd),
+            (
+                "budget.project_daily_max_usd",
+                self.budget.project_daily_max_usd,
+            ),
+        ] {
+            if let Some(max) = value {
+                if !(max.is_finite() && (0.0..=1e9).contains(&max)) {
+                    return Err(invalid(
+                        field,
+                        "must be a number between 0 and 1000000000".into(),
+                    ));
+                }
+            }
+        }
+        if up.key_header.is_some() && up.provider != ProviderKind::Openai {
+            return Err(invalid(
+                "upstream.key_header",
+                "only the openai (OpenAI-compatible) upstream takes `bearer` or `api-key`".into(),
+            ));
+        }
+        for (i, m) in self.engine.allowed_models.iter().enumerate() {
+            if m.trim().is_empty() || m.trim_end_matches('*').contains('*') {
                 return Err(invalid(
-                    "budget.max_usd",
-                    "must be a non-negative number".into(),
+                    &format!("engine.allowed_models[{i}]"),
+                    format!("`{m}` must be a model name, or a prefix ending in `*`"),
                 ));
             }
         }

@@ -1,8 +1,9 @@
 //! The meter reads a copy of an upstream response as it streams past and
 //! extracts what the ledger needs: the served model, token usage, whether the
 //! response completed, and the upstream's error message. It understands the
-//! OpenAI Responses and Anthropic Messages SSE streams and their JSON
-//! (non-streaming and error) bodies. It never changes a byte of the stream.
+//! OpenAI Responses, OpenAI Chat Completions and Anthropic Messages SSE
+//! streams and their JSON (non-streaming and error) bodies. It never changes
+//! a byte of the stream.
 
 use paddock_protocol::TokenUsage;
 use serde_json::Value;
@@ -14,6 +15,8 @@ pub enum Api {
     Responses,
     /// Anthropic Messages (`POST /v1/messages`), spoken by Claude Code.
     Messages,
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    Chat,
 }
 
 /// What the meter concluded about one response.
@@ -21,12 +24,36 @@ pub enum Api {
 pub struct Reading {
     pub served_model: Option<String>,
     pub usage: Option<TokenUsage>,
+    /// The usage is the response's final count (Responses terminal event,
+    /// Messages `message_delta`, Chat usage chunk, a JSON body), not the
+    /// `message_start` snapshot.
+    pub usage_final: bool,
     /// The response reached its terminal event (or was a complete JSON body).
     pub completed: bool,
     /// The upstream's own error message (HTTP error body or in-stream error).
     pub error: Option<String>,
     /// Bytes of generated text seen, for estimating a cut stream's output.
     pub generated_chars: u64,
+}
+
+impl Reading {
+    /// The tokens seen so far: the usage reported, with output at least the
+    /// generated characters / 4; without usage, the request bytes / 4 as
+    /// input.
+    pub fn running_usage(&self, request_bytes: u64) -> TokenUsage {
+        let generated = self.generated_chars.div_ceil(4);
+        match self.usage {
+            Some(mut u) => {
+                u.output_tokens = u.output_tokens.max(generated);
+                u
+            }
+            None => TokenUsage {
+                input_tokens: request_bytes / 4,
+                output_tokens: generated,
+                ..TokenUsage::default()
+            },
+        }
+    }
 }
 
 /// An incremental reader of one response body.
@@ -67,6 +94,38 @@ impl Meter {
         }
     }
 
+    /// The tokens of the response so far, for budget checks while it
+    /// streams: the usage reported so far, with output at least the
+    /// generated characters / 4; before any usage, the request bytes / 4 as
+    /// input.
+    pub fn running_usage(&self, request_bytes: u64) -> TokenUsage {
+        self.reading.running_usage(request_bytes)
+    }
+
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
+    /// True once the response's terminal event arrived.
+    pub fn completed(&self) -> bool {
+        self.reading.completed
+    }
+
+    /// True when the body is an SSE stream.
+    pub fn is_sse(&self) -> bool {
+        self.sse
+    }
+
+    /// True when an SSE event has started but not ended.
+    pub fn mid_event(&self) -> bool {
+        self.sse && !self.buf.is_empty()
+    }
+
+    /// The model the upstream says serves the response, so far.
+    pub fn served_model(&self) -> Option<&str> {
+        self.reading.served_model.as_deref()
+    }
+
     /// Ends the body and returns the reading.
     pub fn finish(mut self, http_status: u16) -> Reading {
         if self.sse {
@@ -103,6 +162,10 @@ impl Meter {
                 data.push_str(d.strip_prefix(' ').unwrap_or(d));
             }
         }
+        if data == "[DONE]" && self.api == Api::Chat {
+            self.reading.completed = true;
+            return;
+        }
         if data.is_empty() || data == "[DONE]" {
             return;
         }
@@ -113,6 +176,45 @@ impl Meter {
         match self.api {
             Api::Responses => self.responses_event(kind, &v),
             Api::Messages => self.messages_event(kind, &v),
+            Api::Chat => self.chat_chunk(&v),
+        }
+    }
+
+    /// A Chat Completions chunk: the model, content and tool-call argument
+    /// deltas, the usage chunk (`include_usage`), or an in-stream error.
+    fn chat_chunk(&mut self, v: &Value) {
+        if let Some(m) = v.get("model").and_then(Value::as_str) {
+            self.reading.served_model = Some(m.to_string());
+        }
+        if v.get("error").is_some_and(|e| !e.is_null()) {
+            self.reading.error = Some(error_message(v));
+        }
+        for choice in v
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let delta = choice.get("delta").unwrap_or(&Value::Null);
+            for key in ["content", "reasoning_content"] {
+                if let Some(s) = delta.get(key).and_then(Value::as_str) {
+                    self.reading.generated_chars += s.chars().count() as u64;
+                }
+            }
+            for call in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(s) = call.pointer("/function/arguments").and_then(Value::as_str) {
+                    self.reading.generated_chars += s.chars().count() as u64;
+                }
+            }
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.reading.usage = Some(chat_usage(u));
+            self.reading.usage_final = true;
         }
     }
 
@@ -138,6 +240,7 @@ impl Meter {
                 }
                 if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
                     self.reading.usage = Some(responses_usage(u));
+                    self.reading.usage_final = true;
                 }
                 if kind == "response.failed" {
                     self.reading.error = Some(
@@ -184,6 +287,7 @@ impl Meter {
                     let mut usage = self.reading.usage.unwrap_or_default();
                     merge_messages_usage(&mut usage, u);
                     self.reading.usage = Some(usage);
+                    self.reading.usage_final = true;
                 }
             }
             "message_stop" => self.reading.completed = true,
@@ -209,8 +313,14 @@ impl Meter {
                     self.reading.usage = Some(usage);
                 }
             }
+            Api::Chat => {
+                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+                    self.reading.usage = Some(chat_usage(u));
+                }
+            }
         }
         self.reading.completed = self.reading.usage.is_some();
+        self.reading.usage_final = self.reading.usage.is_some();
     }
 }
 
@@ -246,6 +356,20 @@ fn responses_usage(v: &Value) -> TokenUsage {
         cache_write_tokens: cache_write,
         output_tokens: u(v, "/output_tokens"),
         reasoning_tokens: u(v, "/output_tokens_details/reasoning_tokens"),
+    }
+}
+
+/// Chat Completions usage: cached tokens are part of `prompt_tokens`;
+/// Paddock's `input_tokens` excludes them.
+fn chat_usage(v: &Value) -> TokenUsage {
+    let prompt = u(v, "/prompt_tokens");
+    let cached = u(v, "/prompt_tokens_details/cached_tokens");
+    TokenUsage {
+        input_tokens: prompt.saturating_sub(cached),
+        cached_input_tokens: cached,
+        cache_write_tokens: 0,
+        output_tokens: u(v, "/completion_tokens"),
+        reasoning_tokens: u(v, "/completion_tokens_details/reasoning_tokens"),
     }
 }
 
@@ -331,6 +455,7 @@ mod tests {
                     output_tokens: 80,
                     reasoning_tokens: 30,
                 }),
+                usage_final: true,
                 completed: true,
                 error: None,
                 generated_chars: 5,
@@ -369,6 +494,7 @@ mod tests {
                     output_tokens: 7,
                     reasoning_tokens: 0,
                 }),
+                usage_final: true,
                 completed: true,
                 error: None,
                 generated_chars: 0,
@@ -411,6 +537,41 @@ mod tests {
         assert_eq!(r.error.as_deref(), Some("boom"));
         assert_eq!(r.usage, None);
         assert!(!r.completed);
+    }
+
+    #[test]
+    fn chat_stream_usage_chunk_and_done() {
+        let mut body = Vec::new();
+        for data in [
+            serde_json::json!({"model":"gpt-5.5","choices":[{"index":0,"delta":{"role":"assistant","content":"hello"}}]}),
+            serde_json::json!({"model":"gpt-5.5","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}),
+            serde_json::json!({"model":"gpt-5.5-2026-03-05","choices":[],"usage":{"prompt_tokens":1200,"completion_tokens":80,
+                "prompt_tokens_details":{"cached_tokens":200},"completion_tokens_details":{"reasoning_tokens":30}}}),
+        ] {
+            body.extend_from_slice(format!("data: {data}\n\n").as_bytes());
+        }
+        body.extend_from_slice(b"data: [DONE]\n\n");
+        let mut m = Meter::new(Api::Chat, "text/event-stream");
+        for chunk in body.chunks(5) {
+            m.feed(chunk);
+        }
+        assert_eq!(
+            m.finish(200),
+            Reading {
+                served_model: Some("gpt-5.5-2026-03-05".into()),
+                usage: Some(TokenUsage {
+                    input_tokens: 1000,
+                    cached_input_tokens: 200,
+                    cache_write_tokens: 0,
+                    output_tokens: 80,
+                    reasoning_tokens: 30,
+                }),
+                usage_final: true,
+                completed: true,
+                error: None,
+                generated_chars: 5,
+            }
+        );
     }
 
     #[test]

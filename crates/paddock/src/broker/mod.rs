@@ -5,13 +5,15 @@
 //! it into one ledger row per model call. The `scripted` upstream is served
 //! over loopback HTTP too, so every provider takes the same path.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use paddock_protocol::ModelCall;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+pub mod allowlist;
+pub mod budget;
 pub mod meter;
 pub mod prices;
 pub mod scripted;
@@ -19,7 +21,10 @@ pub mod scripted_http;
 pub mod secret;
 mod server;
 pub mod upstream;
+pub mod vertex;
 
+pub use allowlist::ModelAllowlist;
+pub use budget::{Ceiling, Scope};
 pub use prices::PriceTable;
 pub use secret::Secret;
 pub use upstream::Upstream;
@@ -45,8 +50,25 @@ pub struct BrokerConfig {
     pub attempt: u32,
     pub upstream: Upstream,
     pub prices: Arc<PriceTable>,
-    /// The job's ceiling in micro-dollars.
-    pub budget_micros: Option<i64>,
+    /// The job's budget ceilings (job, ticket, project per day); none means
+    /// unlimited.
+    pub ceilings: Vec<Ceiling>,
+    /// The models the job may use (its own list and its HostProfile's).
+    pub allowlist: ModelAllowlist,
+    /// Forward calls to models without a price (priced at 0) instead of
+    /// refusing them.
+    pub allow_unpriced: bool,
+    /// Google Vertex AI: the broker serves the Vertex paths and mints the
+    /// service account's token.
+    pub vertex: Option<Arc<vertex::Vertex>>,
+}
+
+/// A policy decision the broker took, for the job's `policy` events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyNotice {
+    /// The rule, e.g. `budget`.
+    pub rule: String,
+    pub message: String,
 }
 
 /// Shared state of one job's broker.
@@ -56,9 +78,9 @@ pub(crate) struct Shared {
     pub token: Secret,
     pub client: reqwest::Client,
     pub next_seq: AtomicU64,
-    pub spent_micros: AtomicI64,
-    pub held: AtomicBool,
+    pub budget: Arc<budget::Budget>,
     pub calls: mpsc::UnboundedSender<ModelCall>,
+    pub policy: mpsc::UnboundedSender<PolicyNotice>,
 }
 
 /// A running per-job broker. Dropping it stops the endpoint: the job token
@@ -70,21 +92,22 @@ pub struct BrokerHandle {
     pub token: Secret,
     /// One ledger row per model call, in completion order.
     pub calls: mpsc::UnboundedReceiver<ModelCall>,
+    /// Budget refusals and cuts, as they happen.
+    pub policy: mpsc::UnboundedReceiver<PolicyNotice>,
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl BrokerHandle {
-    /// True once the broker has refused a call because the budget was spent.
+    /// True once the broker has refused a call, or cut a response, because
+    /// a budget was spent.
     pub fn held(&self) -> bool {
-        self.shared.held.load(std::sync::atomic::Ordering::SeqCst)
+        self.shared.budget.held()
     }
 
     /// Micro-dollars settled so far.
     pub fn spent_micros(&self) -> i64 {
-        self.shared
-            .spent_micros
-            .load(std::sync::atomic::Ordering::SeqCst)
+        self.shared.budget.spent()
     }
 }
 
@@ -102,6 +125,11 @@ pub fn start(listener: TcpListener, config: BrokerConfig) -> Result<BrokerHandle
             job_id: config.job_id.clone(),
             source,
         })?;
+    // No Nagle delay on the engine's connection: streamed chunks leave as
+    // soon as the upstream's arrive.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     serve(listener, format!("http://{addr}"), config)
 }
 
@@ -130,15 +158,16 @@ where
             source,
         })?;
     let (tx, rx) = mpsc::unbounded_channel();
+    let (policy_tx, policy_rx) = mpsc::unbounded_channel();
     let token = secret::job_token();
     let shared = Arc::new(Shared {
+        budget: budget::Budget::new(config.ceilings.clone()),
         config,
         token: token.clone(),
         client,
         next_seq: AtomicU64::new(1),
-        spent_micros: AtomicI64::new(0),
-        held: AtomicBool::new(false),
         calls: tx,
+        policy: policy_tx,
     });
     let app = server::router(shared.clone());
     let task = tokio::spawn(async move {
@@ -150,6 +179,7 @@ where
         url,
         token,
         calls: rx,
+        policy: policy_rx,
         shared,
         task,
     })

@@ -110,12 +110,18 @@ impl PriceTable {
         })
     }
 
+    /// The names of the priced models, sorted.
+    pub fn models(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+
     /// The price of a model: exact name, or the name without a `-YYYYMMDD` suffix.
     pub fn price(&self, model: &str) -> Option<ModelPrice> {
         if let Some(p) = self.models.get(model) {
             return Some(*p);
         }
-        let (stem, date) = model.rsplit_once('-')?;
+        // `-20250929` (Anthropic), `@20250929` (Vertex AI).
+        let (stem, date) = model.rsplit_once(['-', '@'])?;
         if date.len() == 8 && date.chars().all(|c| c.is_ascii_digit()) {
             return self.models.get(stem).copied();
         }

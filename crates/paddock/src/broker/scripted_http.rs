@@ -1,6 +1,8 @@
 //! Serves a [`Scenario`] over loopback HTTP, as a provider would: `POST
-//! /v1/responses` in the OpenAI Responses format and `POST /v1/messages` in
-//! the Anthropic Messages format. The broker forwards `scripted` jobs here,
+//! /v1/responses` in the OpenAI Responses format, `POST /v1/messages` in
+//! the Anthropic Messages format and `POST /v1/chat/completions` in the
+//! OpenAI Chat Completions format (and Google Vertex AI's Anthropic
+//! `…/models/MODEL:streamRawPredict` paths as Messages). The broker forwards `scripted` jobs here,
 //! so scripted calls cross the same forwarding and metering code as real
 //! ones; tests also use it as a stand-in provider that checks the key the
 //! broker injects and records what reached it.
@@ -46,7 +48,7 @@ pub struct ScriptedServer {
 
 impl ScriptedServer {
     /// Serves `scenario` on `listener`. With `expect_key`, a request that does
-    /// not carry exactly that key (bearer or `x-api-key`) gets a 401.
+    /// not carry exactly that key (bearer, `x-api-key` or `api-key`) gets a 401.
     pub fn start(
         listener: TcpListener,
         scenario: Arc<Scenario>,
@@ -89,9 +91,16 @@ impl Drop for ScriptedServer {
 }
 
 async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Response {
+    // Google Vertex AI's Anthropic paths: Messages, the model in the path.
+    let vertex_model = match req.method() {
+        &Method::POST => super::vertex::parse_path(req.uri().path()).map(|(m, _)| m),
+        _ => None,
+    };
     let (wire, api) = match (req.method(), req.uri().path()) {
+        _ if vertex_model.is_some() => (Wire::Messages, Api::Messages),
         (&Method::POST, "/v1/responses") => (Wire::Responses, Api::Responses),
         (&Method::POST, "/v1/messages") => (Wire::Messages, Api::Messages),
+        (&Method::POST, "/v1/chat/completions") => (Wire::Chat, Api::Chat),
         (m, p) => {
             let msg = format!("scripted upstream: no route for {m} {p}");
             return error_response(
@@ -106,12 +115,13 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
     let headers = req.headers().clone();
     if let Some(key) = &state.expect_key {
         let bearer = format!("Bearer {}", key.expose());
-        let ok = headers
-            .get("x-api-key")
-            .is_some_and(|v| v.as_bytes() == key.expose().as_bytes())
-            || headers
-                .get(http::header::AUTHORIZATION)
-                .is_some_and(|v| v.as_bytes() == bearer.as_bytes());
+        let ok = ["x-api-key", "api-key"].iter().any(|h| {
+            headers
+                .get(*h)
+                .is_some_and(|v| v.as_bytes() == key.expose().as_bytes())
+        }) || headers
+            .get(http::header::AUTHORIZATION)
+            .is_some_and(|v| v.as_bytes() == bearer.as_bytes());
         if !ok {
             return error_response(
                 api,
@@ -135,6 +145,10 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
             return error_response(api, StatusCode::BAD_REQUEST, "invalid_request_error", &msg);
         }
     };
+    let mut request = request;
+    if let (Some(m), Some(obj)) = (&vertex_model, request.as_object_mut()) {
+        obj.insert("model".into(), Value::String(m.clone()));
+    }
     let reply = state.scenario.respond(wire, &request, &state.ctx);
     if let Ok(mut r) = state.requests.lock() {
         r.push(RecordedRequest {

@@ -20,9 +20,10 @@ use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
+use super::budget::{estimate_micros, Admission, Reservation};
 use super::meter::{Api, Meter};
 use super::upstream::forwardable_response_header;
-use super::Shared;
+use super::{PolicyNotice, Shared};
 
 /// The largest request body the broker accepts from an engine.
 const MAX_REQUEST_BYTES: usize = 32 << 20;
@@ -32,9 +33,26 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let vertex_call = match (&shared.config.vertex, req.method()) {
+        (Some(_), &Method::POST) => super::vertex::parse_path(req.uri().path()),
+        _ => None,
+    };
+    let vertex_only = shared.config.vertex.is_some() && req.method() == Method::POST;
     let api = match (req.method(), req.uri().path()) {
+        _ if vertex_call.is_some() => Api::Messages,
+        // A Vertex job reaches Vertex's paths only: its token goes nowhere else.
+        (_, path) if vertex_only => {
+            return error_response(
+                Api::Messages,
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                &format!("paddock broker: no route for POST {path} (this job uses Vertex AI)"),
+            );
+        }
         (&Method::POST, "/v1/responses") => Api::Responses,
         (&Method::POST, "/v1/messages") => Api::Messages,
+        (&Method::POST, "/v1/chat/completions") => Api::Chat,
+        (&Method::GET, "/v1/models") => return models(&shared, req.headers()),
         (_, path) => {
             let path = path.to_string();
             return error_response(
@@ -76,7 +94,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             );
         }
     };
-    let request: Value = match serde_json::from_slice(&body) {
+    let mut request: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
             let msg = "paddock broker: the request body is not a JSON object".to_string();
@@ -107,15 +125,43 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             );
         }
     };
-    let model = request
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    // Chat Completions streams carry usage only when asked: ask.
+    let body = match include_usage(api, &mut request) {
+        Some(rewritten) => rewritten,
+        None => body,
+    };
+    let model = match &vertex_call {
+        // Vertex names the model in the path, not the body.
+        Some((m, _)) => m.clone(),
+        None => request
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    };
+    if let Err(list) = shared.config.allowlist.check(&model) {
+        let msg =
+            format!("paddock broker: model `{model}` is not allowed by the {list} model allowlist");
+        let _ = shared.policy.send(PolicyNotice {
+            rule: "model".into(),
+            message: msg.clone(),
+        });
+        return refuse(
+            &shared,
+            api,
+            seq,
+            &model,
+            started,
+            started_at,
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            msg,
+        );
+    }
     let prices = &shared.config.prices;
-    if prices.price(&model).is_none() {
+    if prices.price(&model).is_none() && !shared.config.allow_unpriced {
         let msg = format!(
-            "paddock broker: model `{model}` has no price in price table {}; Paddock refuses calls it cannot meter",
+            "paddock broker: model `{model}` has no price in price table {}; Paddock refuses calls it cannot meter (set upstream.allow_unpriced to run it unpriced)",
             prices.version
         );
         return refuse(
@@ -130,15 +176,17 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             msg,
         );
     }
-    if let Some(budget) = shared.config.budget_micros {
-        let spent = shared.spent_micros.load(Ordering::SeqCst);
-        if spent >= budget {
-            shared.held.store(true, Ordering::SeqCst);
-            let msg = format!(
-                "paddock broker: job budget spent ({} of {}); the job is held",
-                super::prices::format_usd(spent),
-                super::prices::format_usd(budget)
-            );
+    let max_output = ["max_output_tokens", "max_tokens"]
+        .iter()
+        .find_map(|k| request.get(*k).and_then(Value::as_u64));
+    let estimate = estimate_micros(prices, &model, body.len() as u64, max_output);
+    let reservation = match shared.budget.admit(seq, estimate).await {
+        Admission::Admitted(r) => r,
+        Admission::Refused(msg) => {
+            let _ = shared.policy.send(PolicyNotice {
+                rule: "budget".into(),
+                message: msg.clone(),
+            });
             return refuse(
                 &shared,
                 api,
@@ -151,11 +199,57 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 msg,
             );
         }
-    }
+    };
 
     let upstream = &shared.config.upstream;
-    let url = upstream.url(&path, query.as_deref());
-    let out_headers = upstream.request_headers(api, &headers);
+    let (url, mut out_headers) = match (&shared.config.vertex, &vertex_call) {
+        (Some(vertex), Some((m, method))) => (
+            // Rebuilt from the spec's project and region: the job picks
+            // only the model and the method.
+            upstream.url(&vertex.path(m, method), query.as_deref()),
+            upstream.request_headers(api, &headers),
+        ),
+        _ => (
+            upstream.url(&path, query.as_deref()),
+            upstream.request_headers(api, &headers),
+        ),
+    };
+    if let Some(vertex) = &shared.config.vertex {
+        match vertex.token().await {
+            Ok(token) => {
+                if let Ok(mut v) =
+                    http::HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                {
+                    v.set_sensitive(true);
+                    out_headers.insert(http::header::AUTHORIZATION, v);
+                }
+            }
+            Err(e) => {
+                let msg = format!("paddock broker: {e}");
+                let call = ModelCall {
+                    job_id: shared.config.job_id.clone(),
+                    attempt: shared.config.attempt,
+                    seq,
+                    provider: upstream.provider.clone(),
+                    requested_model: model.clone(),
+                    served_model: None,
+                    tokens: TokenUsage::default(),
+                    ttft_ms: None,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                    status: CallStatus::HttpError,
+                    http_status: Some(502),
+                    error: Some(msg.clone()),
+                    estimated: false,
+                    price_version: prices.version.clone(),
+                    cost_micros: 0,
+                    started_at,
+                };
+                let _ = shared.calls.send(call);
+                reservation.settle(0);
+                return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
+            }
+        }
+    }
     let sent = shared
         .client
         .post(&url)
@@ -190,6 +284,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 started_at,
             };
             let _ = shared.calls.send(call);
+            reservation.settle(0);
             return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
         }
     };
@@ -218,9 +313,75 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         started_at,
         ttft_ms: None,
         broke: None,
+        reservation: Some(reservation),
+        cut: Cut::No,
     };
     builder
         .body(Body::from_stream(metered))
+        .unwrap_or_else(|_| {
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "paddock broker: bad response",
+            )
+        })
+}
+
+/// For a streaming Chat Completions request, sets
+/// `stream_options.include_usage` and returns the rewritten body; `None`
+/// when the body passes unchanged.
+fn include_usage(api: Api, request: &mut Value) -> Option<Bytes> {
+    if api != Api::Chat || request.get("stream").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    if request.pointer("/stream_options/include_usage") == Some(&Value::Bool(true)) {
+        return None;
+    }
+    let obj = request.as_object_mut()?;
+    let options = obj.entry("stream_options").or_insert_with(|| json!({}));
+    if !options.is_object() {
+        *options = json!({});
+    }
+    options
+        .as_object_mut()?
+        .insert("include_usage".into(), Value::Bool(true));
+    serde_json::to_vec(request).ok().map(Bytes::from)
+}
+
+/// `GET /v1/models`: the models the job may use, in Anthropic's list format
+/// when the request carries `anthropic-version`, else OpenAI's.
+fn models(shared: &Shared, headers: &HeaderMap) -> Response {
+    let anthropic = headers.contains_key("anthropic-version");
+    let api = if anthropic {
+        Api::Messages
+    } else {
+        Api::Responses
+    };
+    if !authorized(headers, shared.token.expose()) {
+        return error_response(
+            api,
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "paddock broker: missing or invalid job token",
+        );
+    }
+    let names = shared.config.allowlist.listed(&shared.config.prices);
+    let body = if anthropic {
+        let data: Vec<Value> = names
+            .iter()
+            .map(|m| json!({"type": "model", "id": m, "display_name": m, "created_at": "1970-01-01T00:00:00Z"}))
+            .collect();
+        json!({"data": data, "has_more": false, "first_id": names.first(), "last_id": names.last()})
+    } else {
+        let data: Vec<Value> = names
+            .iter()
+            .map(|m| json!({"id": m, "object": "model", "created": 0, "owned_by": "paddock"}))
+            .collect();
+        json!({"object": "list", "data": data})
+    };
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
         .unwrap_or_else(|_| {
             plain(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -303,7 +464,9 @@ fn refuse(
 /// An error body in the wire format of `api`, so the engine shows the message.
 pub(crate) fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -> Response {
     let body = match api {
-        Api::Responses => json!({"error": {"message": message, "type": kind, "code": kind}}),
+        Api::Responses | Api::Chat => {
+            json!({"error": {"message": message, "type": kind, "code": kind}})
+        }
         Api::Messages => json!({"type": "error", "error": {"type": kind, "message": message}}),
     };
     Response::builder()
@@ -336,9 +499,99 @@ struct MeteredBody {
     started_at: OffsetDateTime,
     ttft_ms: Option<u64>,
     broke: Option<String>,
+    reservation: Option<Reservation>,
+    cut: Cut,
+}
+
+/// Whether the broker cut the stream (budget ceiling, model allowlist).
+enum Cut {
+    No,
+    /// Cut: the error event still to send to the engine.
+    Pending(Bytes),
+    /// Cut and the error event sent.
+    Sent,
 }
 
 impl MeteredBody {
+    /// Checks the served model against the allowlist and updates the
+    /// call's running cost; past either, drops the upstream
+    /// stream (closing its connection) and queues an error event for the
+    /// engine.
+    fn check_policy(&mut self) {
+        let (Some(meter), Some(reservation)) = (self.meter.as_ref(), self.reservation.as_ref())
+        else {
+            return;
+        };
+        // A JSON body is priced whole at its end; a completed stream has
+        // nothing left to cut.
+        if !meter.is_sse() || meter.completed() {
+            return;
+        }
+        let tokens = meter.running_usage(self.request_bytes);
+        let prices = &self.shared.config.prices;
+        let running = meter
+            .served_model()
+            .and_then(|m| prices.cost_micros(m, &tokens))
+            .or_else(|| prices.cost_micros(&self.model, &tokens))
+            .unwrap_or(0);
+        if let Some(served) = meter.served_model() {
+            if let Err(list) = self.shared.config.allowlist.check(served) {
+                let message = format!(
+                    "paddock broker: the upstream served model `{served}`, which the {list} model allowlist does not allow: the response was cut"
+                );
+                self.cut_with("model", "permission_error", message);
+                return;
+            }
+        }
+        let Some(message) = reservation.observe(running) else {
+            return;
+        };
+        self.cut_with("budget", "budget_exceeded", message);
+    }
+
+    /// Drops the upstream stream (closing its connection) and queues an
+    /// error event of `kind` with `message` for the engine.
+    fn cut_with(&mut self, rule: &str, kind: &str, message: String) {
+        let Some(meter) = self.meter.as_ref() else {
+            return;
+        };
+        let mut event = if meter.mid_event() {
+            b"\n\n".to_vec()
+        } else {
+            Vec::new()
+        };
+        let (name, data) = match meter.api() {
+            Api::Chat => (
+                "",
+                json!({"error": {"message": message, "type": kind, "code": kind}}),
+            ),
+            Api::Responses => (
+                "response.failed",
+                json!({"type": "response.failed", "response": {
+                    "id": format!("resp_paddock_cut_{}", self.seq), "object": "response",
+                    "status": "failed", "model": self.model,
+                    "error": {"code": kind, "message": message}}}),
+            ),
+            Api::Messages => (
+                "error",
+                json!({"type": "error", "error": {"type": kind, "message": message}}),
+            ),
+        };
+        let frame = if name.is_empty() {
+            format!("data: {data}\n\n")
+        } else {
+            format!("event: {name}\ndata: {data}\n\n")
+        };
+        event.extend_from_slice(frame.as_bytes());
+        let _ = self.shared.policy.send(PolicyNotice {
+            rule: rule.into(),
+            message: message.clone(),
+        });
+        self.broke = Some(message);
+        self.inner = Box::pin(futures::stream::empty());
+        self.cut = Cut::Pending(Bytes::from(event));
+    }
+
     fn settle(&mut self) {
         let Some(meter) = self.meter.take() else {
             return;
@@ -351,17 +604,12 @@ impl MeteredBody {
             error.get_or_insert_with(|| broke.clone());
         }
         let (tokens, estimated) = match reading.usage {
-            Some(u) => (u, false),
+            Some(u) if reading.usage_final => (u, false),
             None if self.http_status >= 400 => (TokenUsage::default(), false),
-            None => (
-                // No usage arrived: estimate about four characters a token.
-                TokenUsage {
-                    input_tokens: self.request_bytes / 4,
-                    output_tokens: reading.generated_chars.div_ceil(4),
-                    ..TokenUsage::default()
-                },
-                true,
-            ),
+            Some(u) if self.http_status >= 400 => (u, false),
+            // No final usage arrived (cut by the upstream, the engine or the
+            // broker): what was seen, with about four characters a token.
+            _ => (reading.running_usage(self.request_bytes), true),
         };
         let status = if self.http_status >= 400 {
             CallStatus::HttpError
@@ -379,7 +627,9 @@ impl MeteredBody {
             .cost_micros(priced_model, &tokens)
             .or_else(|| prices.cost_micros(&self.model, &tokens))
             .unwrap_or(0);
-        self.shared.spent_micros.fetch_add(cost, Ordering::SeqCst);
+        if let Some(r) = self.reservation.take() {
+            r.settle(cost);
+        }
         let call = ModelCall {
             job_id: self.shared.config.job_id.clone(),
             attempt: self.shared.config.attempt,
@@ -406,6 +656,14 @@ impl Stream for MeteredBody {
     type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match std::mem::replace(&mut self.cut, Cut::Sent) {
+            Cut::Pending(event) => return Poll::Ready(Some(Ok(event))),
+            Cut::Sent => {
+                self.settle();
+                return Poll::Ready(None);
+            }
+            Cut::No => self.cut = Cut::No,
+        }
         match self.inner.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
                 if self.ttft_ms.is_none() {
@@ -414,6 +672,7 @@ impl Stream for MeteredBody {
                 if let Some(m) = self.meter.as_mut() {
                     m.feed(&chunk);
                 }
+                self.check_policy();
                 Poll::Ready(Some(Ok(chunk)))
             }
             Poll::Ready(Some(Err(e))) => {

@@ -12,24 +12,47 @@ pub const OPENAI_BASE: &str = "https://api.openai.com/v1";
 /// The default Anthropic API base (the path after `/v1` is appended).
 pub const ANTHROPIC_BASE: &str = "https://api.anthropic.com/v1";
 
+/// How the real key is sent upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KeyHeader {
+    /// The API's own convention: `Authorization: Bearer` for OpenAI's APIs,
+    /// `x-api-key` for Anthropic Messages.
+    #[default]
+    ByApi,
+    /// `api-key: KEY`, as Azure OpenAI and Azure AI Foundry expect.
+    ApiKey,
+}
+
 #[derive(Debug, Clone)]
 pub struct Upstream {
     /// The ledger's provider label: `openai`, `anthropic`, `scripted`.
     pub provider: String,
     /// The base the request path after `/v1` is appended to, e.g.
-    /// `https://api.openai.com/v1`.
+    /// `https://api.openai.com/v1`. It may carry a query (Azure's
+    /// `?api-version=…`), which every request keeps.
     pub base: String,
     pub key: Option<Secret>,
+    pub key_header: KeyHeader,
 }
 
 impl Upstream {
-    /// The upstream URL for an incoming path such as `/v1/messages` and its query.
+    /// The upstream URL for an incoming path such as `/v1/messages` and its
+    /// query (after the base's own query, if any).
     pub fn url(&self, path: &str, query: Option<&str>) -> String {
         let rest = path.strip_prefix("/v1").unwrap_or(path);
-        let mut url = format!("{}{}", self.base.trim_end_matches('/'), rest);
-        if let Some(q) = query {
+        let (base, base_query) = match self.base.split_once('?') {
+            Some((b, q)) => (b, Some(q)),
+            None => (self.base.as_str(), None),
+        };
+        let mut url = format!("{}{}", base.trim_end_matches('/'), rest);
+        let queries: Vec<&str> = [base_query, query]
+            .into_iter()
+            .flatten()
+            .filter(|q| !q.is_empty())
+            .collect();
+        if !queries.is_empty() {
             url.push('?');
-            url.push_str(q);
+            url.push_str(&queries.join("&"));
         }
         url
     }
@@ -46,12 +69,15 @@ impl Upstream {
             }
         }
         if let Some(key) = &self.key {
-            let header = match api {
-                Api::Responses => (
+            let header = match (self.key_header, api) {
+                (KeyHeader::ApiKey, _) => {
+                    (HeaderName::from_static("api-key"), key.expose().to_string())
+                }
+                (KeyHeader::ByApi, Api::Responses | Api::Chat) => (
                     http::header::AUTHORIZATION,
                     format!("Bearer {}", key.expose()),
                 ),
-                Api::Messages => (
+                (KeyHeader::ByApi, Api::Messages) => (
                     HeaderName::from_static("x-api-key"),
                     key.expose().to_string(),
                 ),
@@ -106,11 +132,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn azure_style_base_keeps_its_query_and_takes_api_key() {
+        let up = Upstream {
+            provider: "openai".into(),
+            base: "https://res.openai.azure.com/openai/v1?api-version=preview".into(),
+            key: Some(Secret::new("azure-key".into())),
+            key_header: KeyHeader::ApiKey,
+        };
+        assert_eq!(
+            up.url("/v1/chat/completions", Some("x=1")),
+            "https://res.openai.azure.com/openai/v1/chat/completions?api-version=preview&x=1"
+        );
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer pdk-job-token".parse().unwrap());
+        h.insert("api-key", "pdk-job-token".parse().unwrap());
+        let out = up.request_headers(Api::Chat, &h);
+        let pairs: Vec<(String, String)> = out
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+            .collect();
+        assert_eq!(pairs, vec![("api-key".into(), "azure-key".into())]);
+    }
+
+    #[test]
     fn urls_keep_path_and_query() {
         let up = Upstream {
             provider: "anthropic".into(),
             base: "https://api.anthropic.com/v1/".into(),
             key: None,
+            key_header: KeyHeader::ByApi,
         };
         assert_eq!(
             up.url("/v1/messages", Some("beta=true")),
@@ -124,6 +174,7 @@ mod tests {
             provider: "anthropic".into(),
             base: ANTHROPIC_BASE.into(),
             key: Some(Secret::new("sk-ant-real".into())),
+            key_header: KeyHeader::ByApi,
         };
         let mut h = HeaderMap::new();
         h.insert("x-api-key", "pdk-job-token".parse().unwrap());
@@ -154,6 +205,7 @@ mod tests {
             provider: "openai".into(),
             base: OPENAI_BASE.into(),
             key: Some(Secret::new("sk-real".into())),
+            key_header: KeyHeader::ByApi,
         };
         let mut h = HeaderMap::new();
         h.insert("authorization", "Bearer pdk-job-token".parse().unwrap());

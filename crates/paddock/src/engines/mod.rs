@@ -35,6 +35,9 @@ pub struct LaunchContext {
     pub path_env: String,
     /// The host profile's denied commands, for the engine's own enforcement.
     pub policy: Option<EnginePolicy>,
+    /// Claude Code through Google Vertex AI: `(project, region)`; the
+    /// broker serves the Vertex paths and holds the service account.
+    pub vertex: Option<(String, String)>,
 }
 
 /// Layer 2 of the host profile as an adapter needs it (see `policy`).

@@ -93,6 +93,12 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot sum the spend of {scope}")]
+    ReadSpend {
+        scope: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("cannot save host profile {id}")]
     SaveProfile {
         id: String,

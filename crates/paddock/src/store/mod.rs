@@ -12,6 +12,8 @@ mod fixtures;
 mod jobs;
 mod ledger;
 mod profiles;
+mod spend;
+mod usage;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,6 +24,7 @@ use sqlx::sqlite::{
 };
 
 pub use error::StoreError;
+pub use usage::{UsageCalls, UsageJob};
 
 /// The schema, embedded from `crates/paddock/migrations/` at compile time.
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations");

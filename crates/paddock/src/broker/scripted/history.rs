@@ -17,7 +17,8 @@ use super::Wire;
 /// The 0-based turn that answers `request`.
 pub(crate) fn turn_index(wire: Wire, request: &Value) -> usize {
     match wire {
-        Wire::Messages => messages_answered(request),
+        // Chat, like Messages, resends `messages` with `assistant` entries.
+        Wire::Messages | Wire::Chat => messages_answered(request),
         Wire::Responses => responses_answered(request),
     }
 }

@@ -12,6 +12,7 @@
 //! failures and cut connections. Side requests an engine makes on its own
 //! (Claude Code's session title) get a fitting answer without using a turn.
 
+mod chat;
 mod history;
 mod messages;
 mod patch;
@@ -33,6 +34,9 @@ pub enum Wire {
     Responses,
     /// The Anthropic Messages API (`POST /v1/messages`), spoken by Claude Code.
     Messages,
+    /// The OpenAI Chat Completions API (`POST /v1/chat/completions`), spoken
+    /// by OpenAI-compatible clients.
+    Chat,
 }
 
 /// What the renderer needs to know about the job beyond the request itself.
@@ -135,6 +139,7 @@ impl Scenario {
             return match wire {
                 Wire::Responses => responses::error_reply(&failure),
                 Wire::Messages => messages::error_reply(&failure),
+                Wire::Chat => chat::error_reply(&failure),
             };
         };
         let model = turn
@@ -160,6 +165,7 @@ fn render(input: &RenderInput<'_>, wire: Wire) -> ScriptedReply {
     match wire {
         Wire::Responses => responses::render(input),
         Wire::Messages => messages::render(input),
+        Wire::Chat => chat::render(input),
     }
 }
 

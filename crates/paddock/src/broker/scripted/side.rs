@@ -18,7 +18,7 @@ use super::Wire;
 /// The synthetic turn that answers `request`, if it is a side request.
 pub(crate) fn side_turn(wire: Wire, request: &Value) -> Option<Turn> {
     match wire {
-        Wire::Responses => None,
+        Wire::Responses | Wire::Chat => None,
         Wire::Messages => {
             let format = request.get("output_config")?.get("format")?;
             if format.get("type").and_then(Value::as_str) != Some("json_schema") {

@@ -43,9 +43,29 @@ impl EngineAdapter for Claude {
     fn command(&self, ctx: &LaunchContext) -> CommandSpec {
         let mut env = base_env(ctx);
         let tmp = ctx.tmp.display().to_string();
+        match &ctx.vertex {
+            // Vertex mode with Claude's own Google auth skipped: the broker
+            // mints the token; the job token travels as a custom header.
+            Some((project, region)) => env.extend([
+                ("CLAUDE_CODE_USE_VERTEX".to_string(), "1".to_string()),
+                ("CLAUDE_CODE_SKIP_VERTEX_AUTH".to_string(), "1".to_string()),
+                (
+                    "ANTHROPIC_VERTEX_BASE_URL".to_string(),
+                    format!("{}/v1", ctx.broker_url),
+                ),
+                ("ANTHROPIC_VERTEX_PROJECT_ID".to_string(), project.clone()),
+                ("CLOUD_ML_REGION".to_string(), region.clone()),
+                (
+                    "ANTHROPIC_CUSTOM_HEADERS".to_string(),
+                    format!("x-api-key: {}", ctx.job_token),
+                ),
+            ]),
+            None => env.extend([
+                ("ANTHROPIC_BASE_URL".to_string(), ctx.broker_url.clone()),
+                ("ANTHROPIC_API_KEY".to_string(), ctx.job_token.clone()),
+            ]),
+        }
         env.extend([
-            ("ANTHROPIC_BASE_URL".to_string(), ctx.broker_url.clone()),
-            ("ANTHROPIC_API_KEY".to_string(), ctx.job_token.clone()),
             (
                 "CLAUDE_CONFIG_DIR".to_string(),
                 ctx.home.join(".claude").display().to_string(),

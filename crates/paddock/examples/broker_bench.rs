@@ -1,0 +1,436 @@
+//! The broker benchmark (run it with `scripts/bench`): the same requests
+//! direct to a loopback mock upstream, through Paddock's broker, and through
+//! LiteLLM proxy (when `--litellm BIN` is given), side by side in one run.
+//!
+//! The mock upstream (`MockUpstream`, a mock because no real provider can
+//! run here) speaks the OpenAI Chat Completions wire format: a JSON
+//! completion, a short SSE stream with its usage chunk and `[DONE]`, and for
+//! the model `bulk` an SSE stream of `--bulk-mib` MiB of content deltas.
+//!
+//! Measured: added latency p50/p99 (sequential non-streaming calls),
+//! requests per second with 1 and 32 concurrent clients, time to first
+//! byte of a streaming answer, and the resident memory of the proxy before
+//! and after streaming the bulk answer through it. Prints a Markdown table.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::Response;
+use axum::Router;
+use bytes::Bytes;
+use futures::StreamExt as _;
+use paddock::broker::upstream::KeyHeader;
+use paddock::broker::{self, BrokerConfig, ModelAllowlist, PriceTable, Upstream};
+use tokio::net::TcpListener;
+
+const CHUNK: usize = 64 << 10;
+
+#[derive(Clone)]
+struct Args {
+    litellm: Option<String>,
+    requests: usize,
+    litellm_requests: usize,
+    secs: u64,
+    bulk_mib: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        litellm: None,
+        requests: 2000,
+        litellm_requests: 300,
+        secs: 5,
+        bulk_mib: 1024,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        match flag.as_str() {
+            "--litellm" => a.litellm = Some(value()),
+            "--requests" => a.requests = value().parse().expect("--requests N"),
+            "--litellm-requests" => a.litellm_requests = value().parse().expect("N"),
+            "--secs" => a.secs = value().parse().expect("--secs N"),
+            "--bulk-mib" => a.bulk_mib = value().parse().expect("--bulk-mib N"),
+            "--help" | "-h" => {
+                println!("broker_bench [--litellm BIN] [--requests N] [--litellm-requests N] [--secs N] [--bulk-mib N]");
+                std::process::exit(0);
+            }
+            other => panic!("unknown option {other}"),
+        }
+    }
+    a
+}
+
+// ---------------------------------------------------------------- the mock
+
+const USAGE: &str = r#"{"prompt_tokens":20,"completion_tokens":5,"total_tokens":25,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}"#;
+
+async fn mock(req: Request, bulk_mib: usize) -> Response {
+    let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+        .await
+        .unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let model = v["model"].as_str().unwrap_or("gpt-5.5").to_string();
+    let stream = v["stream"].as_bool().unwrap_or(false);
+    if !stream {
+        let json = format!(
+            r#"{{"id":"chatcmpl-mock","object":"chat.completion","created":0,"model":"{model}","choices":[{{"index":0,"message":{{"role":"assistant","content":"Hello from the mock."}},"finish_reason":"stop"}}],"usage":{USAGE}}}"#
+        );
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(json))
+            .unwrap();
+    }
+    let chunk = |content: &str| {
+        Bytes::from(format!(
+            "data: {{\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"{model}\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{content}\"}},\"finish_reason\":null}}]}}\n\n"
+        ))
+    };
+    let tail = Bytes::from(format!(
+        "data: {{\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"{model}\",\"choices\":[],\"usage\":{USAGE}}}\n\ndata: [DONE]\n\n"
+    ));
+    let mut chunks: Vec<Bytes> = Vec::new();
+    if model == "bulk" {
+        let big = chunk(&"a".repeat(CHUNK - 200));
+        let n = (bulk_mib << 20).div_ceil(big.len());
+        let s = futures::stream::iter((0..n).map(move |_| Ok::<_, std::io::Error>(big.clone())))
+            .chain(futures::stream::iter([Ok(tail)]));
+        return Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(s))
+            .unwrap();
+    }
+    for word in ["Hello ", "from ", "the ", "mock", "."] {
+        chunks.push(chunk(word));
+    }
+    chunks.push(tail);
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(futures::stream::iter(
+            chunks.into_iter().map(Ok::<_, std::io::Error>),
+        )))
+        .unwrap()
+}
+
+// ---------------------------------------------------------------- targets
+
+struct Target {
+    name: &'static str,
+    url: String,
+    token: Option<String>,
+    pid: Option<u32>,
+}
+
+fn body(model: &str, stream: bool) -> String {
+    format!(
+        r#"{{"model":"{model}","stream":{stream},"messages":[{{"role":"user","content":"Say hello."}}]}}"#
+    )
+}
+
+async fn call(
+    client: &reqwest::Client,
+    t: &Target,
+    model: &str,
+    stream: bool,
+) -> reqwest::Response {
+    let mut rb = client
+        .post(format!("{}/v1/chat/completions", t.url))
+        .header("content-type", "application/json")
+        .body(body(model, stream));
+    if let Some(tok) = &t.token {
+        rb = rb.bearer_auth(tok);
+    }
+    let resp = rb.send().await.expect("request");
+    assert!(
+        resp.status().is_success(),
+        "{}: HTTP {}",
+        t.name,
+        resp.status()
+    );
+    resp
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn latencies(client: &reqwest::Client, t: &Target, n: usize) -> (Duration, Duration) {
+    for _ in 0..(n / 10).max(5) {
+        let _ = call(client, t, "gpt-5.5", false).await.bytes().await;
+    }
+    let mut d = Vec::with_capacity(n);
+    for _ in 0..n {
+        let s = Instant::now();
+        let _ = call(client, t, "gpt-5.5", false).await.bytes().await;
+        d.push(s.elapsed());
+    }
+    d.sort();
+    (percentile(&d, 0.5), percentile(&d, 0.99))
+}
+
+async fn throughput(client: &reqwest::Client, t: &Arc<Target>, clients: usize, secs: u64) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + Duration::from_secs(secs);
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (client, t, done) = (client.clone(), t.clone(), done.clone());
+            tokio::spawn(async move {
+                while Instant::now() < until {
+                    let _ = call(&client, &t, "gpt-5.5", false).await.bytes().await;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn ttfb(client: &reqwest::Client, t: &Target, n: usize) -> Duration {
+    let mut d = Vec::with_capacity(n);
+    for _ in 0..n {
+        let s = Instant::now();
+        let mut stream = call(client, t, "gpt-5.5", true).await.bytes_stream();
+        let _ = stream.next().await;
+        d.push(s.elapsed());
+        while stream.next().await.is_some() {}
+    }
+    d.sort();
+    percentile(&d, 0.5)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Streams the bulk answer through `t`; returns (RSS before, after, MiB
+/// received, MiB/s). A proxy that ends or breaks the stream early shows in
+/// the MiB received.
+async fn bulk(client: &reqwest::Client, t: &Target) -> (u64, u64, f64, f64) {
+    let pid = t.pid.unwrap_or_else(std::process::id);
+    let before = rss_kib(pid);
+    let s = Instant::now();
+    let mut stream = call(client, t, "bulk", true).await.bytes_stream();
+    let mut n = 0usize;
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(c) => n += c.len(),
+            Err(e) => {
+                eprintln!("{}: the bulk stream broke after {n} bytes: {e}", t.name);
+                break;
+            }
+        }
+    }
+    let secs = s.elapsed().as_secs_f64();
+    let mib = n as f64 / (1 << 20) as f64;
+    (before, rss_kib(pid), mib, mib / secs)
+}
+
+// ---------------------------------------------------------------- LiteLLM
+
+async fn start_litellm(
+    bin: &str,
+    upstream: SocketAddr,
+    dir: &std::path::Path,
+) -> (tokio::process::Child, Target) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = dir.join("litellm.yaml");
+    let mut yaml = String::from("model_list:\n");
+    for m in ["gpt-5.5", "bulk"] {
+        yaml.push_str(&format!(
+            "  - model_name: {m}\n    litellm_params:\n      model: openai/{m}\n      api_base: http://{upstream}/v1\n      api_key: sk-mock\n"
+        ));
+    }
+    yaml.push_str("litellm_settings:\n  telemetry: false\n  drop_params: true\n");
+    std::fs::write(&config, yaml).unwrap();
+    let child = tokio::process::Command::new(bin)
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--num_workers",
+            "1",
+        ])
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .env("LITELLM_TELEMETRY", "False")
+        .env("NO_PROXY", "*")
+        .env_remove("DATABASE_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("litellm.log")).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start litellm");
+    let pid = child.id();
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(r) = client.get(format!("{url}/health/liveliness")).send().await {
+            if r.status().is_success() {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "LiteLLM did not start; see {}",
+            dir.join("litellm.log").display()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    (
+        child,
+        Target {
+            name: "LiteLLM proxy",
+            url,
+            token: None,
+            pid,
+        },
+    )
+}
+
+// ---------------------------------------------------------------- main
+
+fn ms(d: Duration) -> String {
+    format!("{:.3}", d.as_secs_f64() * 1000.0)
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let a = args();
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let bulk_mib = a.bulk_mib;
+    let app = Router::new().fallback(move |req: Request| mock(req, bulk_mib));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let mut handle = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-bench".into(),
+            attempt: 1,
+            upstream: Upstream {
+                provider: "openai".into(),
+                base: format!("http://{upstream}/v1"),
+                key: Some(paddock::broker::Secret::new("sk-mock".into())),
+                key_header: KeyHeader::ByApi,
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings: vec![],
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: true,
+            vertex: None,
+        },
+    )
+    .unwrap();
+    // Drain the ledger as a runner would.
+    let (_tx, placeholder) = tokio::sync::mpsc::unbounded_channel();
+    let mut calls = std::mem::replace(&mut handle.calls, placeholder);
+    let ledger_rows = Arc::new(AtomicU64::new(0));
+    let rows = ledger_rows.clone();
+    tokio::spawn(async move {
+        while calls.recv().await.is_some() {
+            rows.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+
+    let mut targets = vec![
+        Arc::new(Target {
+            name: "direct",
+            url: format!("http://{upstream}"),
+            token: None,
+            pid: None,
+        }),
+        Arc::new(Target {
+            name: "Paddock broker",
+            url: handle.url.clone(),
+            token: Some(handle.token.expose().to_string()),
+            pid: None,
+        }),
+    ];
+    let mut _litellm = None;
+    if let Some(bin) = &a.litellm {
+        let (child, t) = start_litellm(bin, upstream, dir.path()).await;
+        _litellm = Some(child);
+        targets.push(Arc::new(t));
+    }
+
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    println!("| target | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s, 1 client | req/s, 32 clients | TTFB stream ms | RSS before KiB | RSS after the {} MiB stream KiB | MiB received | stream MiB/s |", a.bulk_mib);
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let mut direct = (Duration::ZERO, Duration::ZERO);
+    for t in &targets {
+        let n = if t.name == "LiteLLM proxy" {
+            a.litellm_requests
+        } else {
+            a.requests
+        };
+        let (p50, p99) = latencies(&client, t, n).await;
+        if t.name == "direct" {
+            direct = (p50, p99);
+        }
+        let rps1 = throughput(&client, t, 1, a.secs).await;
+        let rps32 = throughput(&client, t, 32, a.secs).await;
+        let ttfb = ttfb(&client, t, n / 4).await;
+        let (mem, bulk_cell, got, rate) = if t.name == "direct" {
+            (
+                "-".to_string(),
+                "-".to_string(),
+                "-".to_string(),
+                "-".to_string(),
+            )
+        } else {
+            let (before, after, got, rate) = bulk(&client, t).await;
+            (
+                before.to_string(),
+                after.to_string(),
+                format!("{got:.0}"),
+                format!("{rate:.0}"),
+            )
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+            t.name,
+            ms(p50),
+            ms(p99),
+            ms(p50.saturating_sub(direct.0)),
+            ms(p99.saturating_sub(direct.1)),
+            rps1,
+            rps32,
+            ms(ttfb),
+            mem,
+            bulk_cell,
+            got,
+            rate
+        );
+    }
+    eprintln!(
+        "ledger rows written by the broker: {}",
+        ledger_rows.load(Ordering::Relaxed)
+    );
+}

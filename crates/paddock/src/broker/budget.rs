@@ -1,0 +1,409 @@
+//! Budget enforcement for one job's broker. A job is bound by up to three
+//! ceilings (the job, its ticket across attempts, its project for the UTC
+//! day); spend from earlier jobs comes from the ledger when the job starts.
+//!
+//! Each call reserves a bounded estimate before it is forwarded and settles
+//! on its metered cost. A call is admitted while the settled spend plus the
+//! reservations in flight fit under the tightest ceiling; one that does not
+//! fit waits for the calls in flight to settle instead of being refused, so
+//! a job is refused (and held) only when its *settled* spend has reached a
+//! ceiling. While a response streams, its running cost is updated; a stream
+//! whose growth takes the running total (settled + every stream's running
+//! cost) past the ceiling is cut. The maximum overshoot is in docs/broker.md.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use paddock_protocol::{JobSpec, TokenUsage};
+use time::OffsetDateTime;
+use tokio::sync::Notify;
+
+use super::prices::{format_usd, PriceTable};
+use crate::store::{Store, StoreError};
+
+/// Output tokens reserved for a call that does not say how many it may
+/// produce (`max_output_tokens` / `max_tokens`).
+pub const DEFAULT_OUTPUT_RESERVE: u64 = 4_096;
+
+/// What a ceiling applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Job,
+    /// The ticket, across all its attempts.
+    Ticket,
+    /// The ticket's project, for the current UTC day.
+    ProjectDay,
+}
+
+impl Scope {
+    fn describe(self) -> &'static str {
+        match self {
+            Scope::Job => "job budget",
+            Scope::Ticket => "ticket budget (across attempts)",
+            Scope::ProjectDay => "project daily budget",
+        }
+    }
+}
+
+/// One ceiling and what other jobs already spent against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ceiling {
+    pub scope: Scope,
+    pub limit_micros: i64,
+    /// Spent before this job started (0 for the job's own ceiling).
+    pub prior_micros: i64,
+}
+
+impl Ceiling {
+    /// How much this job may spend under this ceiling.
+    fn room(&self) -> i64 {
+        self.limit_micros.saturating_sub(self.prior_micros)
+    }
+
+    /// The message a refused call carries.
+    pub fn exhausted_message(&self, job_spent: i64) -> String {
+        format!(
+            "paddock broker: {} spent ({} of {}); the job is held",
+            self.scope.describe(),
+            format_usd(self.prior_micros.saturating_add(job_spent)),
+            format_usd(self.limit_micros)
+        )
+    }
+}
+
+/// The ceilings of `spec`'s budget, with what earlier jobs of the same
+/// ticket and of the same project today (at `now`) already spent.
+pub async fn ceilings(
+    spec: &JobSpec,
+    store: &Store,
+    now: OffsetDateTime,
+) -> Result<Vec<Ceiling>, StoreError> {
+    let mut out = Vec::new();
+    if let Some(limit) = spec.budget.max_micros() {
+        out.push(Ceiling {
+            scope: Scope::Job,
+            limit_micros: limit,
+            prior_micros: 0,
+        });
+    }
+    if let Some(limit) = spec.budget.ticket_max_micros() {
+        out.push(Ceiling {
+            scope: Scope::Ticket,
+            limit_micros: limit,
+            prior_micros: store
+                .ticket_spent_micros(&spec.ticket.project, &spec.ticket.id)
+                .await?,
+        });
+    }
+    if let Some(limit) = spec.budget.project_daily_max_micros() {
+        out.push(Ceiling {
+            scope: Scope::ProjectDay,
+            limit_micros: limit,
+            prior_micros: store
+                .project_day_spent_micros(&spec.ticket.project, now)
+                .await?,
+        });
+    }
+    Ok(out)
+}
+
+/// The ceiling that binds first, if any is already spent before the job
+/// makes a call.
+pub fn exhausted_before_start(ceilings: &[Ceiling]) -> Option<Ceiling> {
+    tightest(ceilings).filter(|c| c.room() <= 0)
+}
+
+fn tightest(ceilings: &[Ceiling]) -> Option<Ceiling> {
+    ceilings.iter().copied().min_by_key(Ceiling::room)
+}
+
+/// The bounded estimate reserved for a call before it is forwarded: the
+/// request's bytes / 4 as uncached input plus the output it may produce
+/// (its own `max_output_tokens` / `max_tokens`, else
+/// [`DEFAULT_OUTPUT_RESERVE`], at most that), at the model's prices.
+pub fn estimate_micros(
+    prices: &PriceTable,
+    model: &str,
+    request_bytes: u64,
+    max_output: Option<u64>,
+) -> i64 {
+    let tokens = TokenUsage {
+        input_tokens: request_bytes / 4,
+        output_tokens: max_output
+            .unwrap_or(DEFAULT_OUTPUT_RESERVE)
+            .min(DEFAULT_OUTPUT_RESERVE),
+        ..TokenUsage::default()
+    };
+    prices.cost_micros(model, &tokens).unwrap_or(0)
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Settled spend of this job.
+    spent: i64,
+    /// Calls in flight: (reservation, running cost).
+    flights: HashMap<u64, (i64, i64)>,
+    held: bool,
+}
+
+/// Whether a call may go upstream.
+#[derive(Debug)]
+pub enum Admission {
+    Admitted(Reservation),
+    /// A ceiling is spent: the message for the engine.
+    Refused(String),
+}
+
+/// A job's budgets, shared by its calls.
+#[derive(Debug)]
+pub struct Budget {
+    ceilings: Vec<Ceiling>,
+    state: Mutex<State>,
+    settled: Notify,
+}
+
+impl Budget {
+    pub fn new(ceilings: Vec<Ceiling>) -> Arc<Budget> {
+        Arc::new(Budget {
+            ceilings,
+            state: Mutex::new(State::default()),
+            settled: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Settled spend of this job in micro-dollars.
+    pub fn spent(&self) -> i64 {
+        self.lock().spent
+    }
+
+    /// True once a call was refused because a ceiling was spent.
+    pub fn held(&self) -> bool {
+        self.lock().held
+    }
+
+    /// Admits call `seq` with its reservation `estimate`, waiting for calls
+    /// in flight to settle while the reservation does not fit.
+    pub async fn admit(self: &Arc<Self>, seq: u64, estimate: i64) -> Admission {
+        let Some(ceiling) = tightest(&self.ceilings) else {
+            self.lock().flights.insert(seq, (0, 0));
+            return Admission::Admitted(self.reservation(seq));
+        };
+        let room = ceiling.room();
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut st = self.lock();
+                if st.spent >= room {
+                    st.held = true;
+                    return Admission::Refused(ceiling.exhausted_message(st.spent));
+                }
+                let committed: i64 = st.spent
+                    + st.flights
+                        .values()
+                        .map(|(reserved, running)| (*reserved).max(*running))
+                        .sum::<i64>();
+                if st.flights.is_empty() || committed.saturating_add(estimate) <= room {
+                    st.flights.insert(seq, (estimate, 0));
+                    return Admission::Admitted(self.reservation(seq));
+                }
+            }
+            notified.await;
+        }
+    }
+
+    fn reservation(self: &Arc<Self>, seq: u64) -> Reservation {
+        Reservation {
+            budget: self.clone(),
+            seq,
+            settled: false,
+        }
+    }
+
+    /// Records call `seq`'s running cost; `Some(message)` when the stream
+    /// must be cut because its growth took the job past its tightest ceiling.
+    fn observe(&self, seq: u64, running: i64) -> Option<String> {
+        let ceiling = tightest(&self.ceilings)?;
+        let mut st = self.lock();
+        let grew = match st.flights.get_mut(&seq) {
+            Some(flight) if running > flight.1 => {
+                flight.1 = running;
+                true
+            }
+            _ => false,
+        };
+        let total: i64 = st.spent + st.flights.values().map(|(_, r)| *r).sum::<i64>();
+        if !(grew && total > ceiling.room()) {
+            return None;
+        }
+        st.held = true;
+        Some(format!(
+            "paddock broker: {} reached ({} of {} with the calls under way): the response was cut; the job is held",
+            ceiling.scope.describe(),
+            format_usd(ceiling.prior_micros.saturating_add(total)),
+            format_usd(ceiling.limit_micros)
+        ))
+    }
+
+    fn settle(&self, seq: u64, cost: i64) {
+        {
+            let mut st = self.lock();
+            st.flights.remove(&seq);
+            st.spent = st.spent.saturating_add(cost);
+        }
+        self.settled.notify_waiters();
+    }
+}
+
+/// An admitted call's claim on the budget. Settle it with the metered cost;
+/// dropped unsettled (the call never reached the upstream) it releases its
+/// reservation at no cost.
+#[derive(Debug)]
+pub struct Reservation {
+    budget: Arc<Budget>,
+    seq: u64,
+    settled: bool,
+}
+
+impl Reservation {
+    /// Updates the call's running cost; `Some(message)` when the stream
+    /// must be cut.
+    pub fn observe(&self, running_micros: i64) -> Option<String> {
+        self.budget.observe(self.seq, running_micros)
+    }
+
+    pub fn settle(mut self, cost_micros: i64) {
+        self.settled = true;
+        self.budget.settle(self.seq, cost_micros);
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.budget.settle(self.seq, 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use std::time::Duration;
+
+    use super::*;
+
+    fn job(limit: i64) -> Arc<Budget> {
+        Budget::new(vec![Ceiling {
+            scope: Scope::Job,
+            limit_micros: limit,
+            prior_micros: 0,
+        }])
+    }
+
+    fn admitted(a: Admission) -> Reservation {
+        match a {
+            Admission::Admitted(r) => r,
+            Admission::Refused(m) => panic!("refused: {m}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn reservations_that_do_not_fit_wait_instead_of_refusing() {
+        let b = job(1_000);
+        let r1 = admitted(b.admit(1, 600).await);
+        // 600 + 600 > 1000: the second call waits for the first to settle.
+        let b2 = b.clone();
+        let second = tokio::spawn(async move { b2.admit(2, 600).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!second.is_finished());
+        r1.settle(100);
+        let r2 = admitted(second.await.unwrap());
+        r2.settle(900);
+        assert_eq!(b.spent(), 1_000);
+        match b.admit(3, 1).await {
+            Admission::Refused(m) => assert_eq!(
+                m,
+                "paddock broker: job budget spent ($0.001000 of $0.001000); the job is held"
+            ),
+            Admission::Admitted(_) => panic!("admitted past the ceiling"),
+        }
+        assert!(b.held());
+    }
+
+    #[tokio::test]
+    async fn a_lone_call_is_admitted_even_when_its_estimate_is_larger() {
+        let b = job(1_000);
+        let r = admitted(b.admit(1, 50_000).await);
+        assert_eq!(r.observe(900), None);
+        // Growing past the ceiling cuts the stream.
+        assert_eq!(
+            r.observe(1_001).as_deref(),
+            Some("paddock broker: job budget reached ($0.001001 of $0.001000 with the calls under way): the response was cut; the job is held")
+        );
+        r.settle(1_001);
+        assert!(matches!(b.admit(2, 1).await, Admission::Refused(_)));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_reservation_costs_nothing() {
+        let b = job(10);
+        drop(admitted(b.admit(1, 10).await));
+        assert_eq!(b.spent(), 0);
+        admitted(b.admit(2, 10).await).settle(3);
+        assert_eq!(b.spent(), 3);
+    }
+
+    #[tokio::test]
+    async fn the_tightest_ceiling_binds_and_prior_spend_counts() {
+        let b = Budget::new(vec![
+            Ceiling {
+                scope: Scope::Job,
+                limit_micros: 5_000_000,
+                prior_micros: 0,
+            },
+            Ceiling {
+                scope: Scope::Ticket,
+                limit_micros: 3_000_000,
+                prior_micros: 2_999_000,
+            },
+        ]);
+        admitted(b.admit(1, 10).await).settle(1_000);
+        match b.admit(2, 10).await {
+            Admission::Refused(m) => assert_eq!(
+                m,
+                "paddock broker: ticket budget (across attempts) spent ($3.000000 of $3.000000); the job is held"
+            ),
+            Admission::Admitted(_) => panic!("admitted past the ticket ceiling"),
+        }
+        let spent = [Ceiling {
+            scope: Scope::ProjectDay,
+            limit_micros: 1,
+            prior_micros: 1,
+        }];
+        assert_eq!(exhausted_before_start(&spent), Some(spent[0]));
+        assert_eq!(exhausted_before_start(&[]), None);
+    }
+
+    #[test]
+    fn estimates_are_bounded() {
+        let prices = PriceTable::vendored().unwrap();
+        // gpt-5.5: 4000 bytes → 1000 input tokens × $5/M = 5000 µ$; output
+        // capped at 4096 tokens × $30/M = 122 880 µ$.
+        assert_eq!(
+            estimate_micros(&prices, "gpt-5.5", 4_000, Some(1_000_000)),
+            127_880
+        );
+        assert_eq!(estimate_micros(&prices, "gpt-5.5", 4_000, Some(100)), 8_000);
+        assert_eq!(estimate_micros(&prices, "gpt-5.5", 4_000, None), 127_880);
+    }
+}

@@ -1,0 +1,124 @@
+//! Spend already on the ledger, summed for the budgets that span jobs: a
+//! ticket across all its attempts, and a project over one UTC day. The
+//! broker enforces them from these sums plus what the running job spends.
+
+use time::{OffsetDateTime, Time, UtcOffset};
+
+use super::codec::RowRef;
+use super::{Store, StoreError};
+
+const TICKET: &str = "SELECT COALESCE(SUM(c.cost_micros), 0) FROM model_calls c \
+     JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND j.ticket_id = $2";
+
+const PROJECT_DAY: &str = "SELECT COALESCE(SUM(c.cost_micros), 0) FROM model_calls c \
+     JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND c.started_at >= $2 \
+     AND c.started_at < $3";
+
+impl Store {
+    /// Micro-dollars spent by every job of ticket `ticket_id` in `project`.
+    pub async fn ticket_spent_micros(
+        &self,
+        project: &str,
+        ticket_id: &str,
+    ) -> Result<i64, StoreError> {
+        sqlx::query_scalar::<_, i64>(TICKET)
+            .bind(project)
+            .bind(ticket_id)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|source| StoreError::ReadSpend {
+                scope: format!("ticket {ticket_id} of project {project}"),
+                source,
+            })
+    }
+
+    /// Micro-dollars spent by project `project` on the UTC day containing
+    /// `at` (calls started from 00:00:00 UTC that day to the next).
+    pub async fn project_day_spent_micros(
+        &self,
+        project: &str,
+        at: OffsetDateTime,
+    ) -> Result<i64, StoreError> {
+        let scope = || {
+            format!(
+                "project {project} on {}",
+                at.to_offset(UtcOffset::UTC).date()
+            )
+        };
+        let row = RowRef::new("model_calls", scope());
+        let day = at.to_offset(UtcOffset::UTC).replace_time(Time::MIDNIGHT);
+        let next = day + time::Duration::days(1);
+        sqlx::query_scalar::<_, i64>(PROJECT_DAY)
+            .bind(project)
+            .bind(row.time("started_at", day)?)
+            .bind(row.time("started_at", next)?)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|source| StoreError::ReadSpend {
+                scope: scope(),
+                source,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use paddock_protocol::ledger::ModelCall;
+    use time::macros::datetime;
+
+    use super::super::fixtures;
+    use super::*;
+
+    #[tokio::test]
+    async fn sums_per_ticket_across_attempts_and_per_project_day() {
+        let store = Store::open_in_memory().await.unwrap();
+        let mut a1 = fixtures::job("job-a1", 0);
+        a1.project = "p".into();
+        a1.ticket_id = "T-1".into();
+        let mut a2 = a1.clone();
+        a2.id = "job-a2".into();
+        a2.attempt = 2;
+        let mut other = a1.clone();
+        other.id = "job-b".into();
+        other.ticket_id = "T-2".into();
+        let mut elsewhere = a1.clone();
+        elsewhere.id = "job-c".into();
+        elsewhere.project = "q".into();
+        for j in [&a1, &a2, &other, &elsewhere] {
+            store.insert_job(j, "{}").await.unwrap();
+        }
+        let call = |job: &str, seq: u64, cost: i64, at: OffsetDateTime| ModelCall {
+            job_id: job.into(),
+            seq,
+            cost_micros: cost,
+            started_at: at,
+            ..fixtures::model_call(job, seq)
+        };
+        let day = datetime!(2026-11-30 12:00 UTC);
+        let yesterday = datetime!(2026-11-29 23:59:59.999999999 UTC);
+        for c in [
+            call("job-a1", 1, 100, yesterday),
+            call("job-a1", 2, 20, day),
+            call("job-a2", 1, 3, day),
+            call("job-b", 1, 4000, datetime!(2026-11-30 00:00 UTC)),
+            call("job-c", 1, 50_000, day),
+        ] {
+            store.insert_model_call(&c).await.unwrap();
+        }
+        assert_eq!(store.ticket_spent_micros("p", "T-1").await.unwrap(), 123);
+        assert_eq!(store.ticket_spent_micros("p", "T-9").await.unwrap(), 0);
+        assert_eq!(
+            store.project_day_spent_micros("p", day).await.unwrap(),
+            4023
+        );
+        assert_eq!(
+            store
+                .project_day_spent_micros("p", datetime!(2026-11-30 01:00 +02:00))
+                .await
+                .unwrap(),
+            100
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! What `paddock usage` rolls up, read from the store: every job (with its
+//! ticket's task type from the stored spec) and its ledger summed per model
+//! and UTC day. The rollups themselves live in `crate::usage`.
+
+use paddock_protocol::TokenUsage;
+use time::OffsetDateTime;
+
+use super::codec::RowRef;
+use super::{Store, StoreError};
+
+/// One job as the usage report needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageJob {
+    pub id: String,
+    pub ticket_id: String,
+    pub project: String,
+    /// The ticket's `type` from the job's spec (`chore` when absent).
+    pub task_type: String,
+    pub engine: String,
+    pub status: String,
+    pub created_at: OffsetDateTime,
+    pub finished_at: Option<OffsetDateTime>,
+}
+
+/// One job's calls on one model on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageCalls {
+    pub job_id: String,
+    /// The served model, else the requested one.
+    pub model: String,
+    /// `YYYY-MM-DD` (UTC).
+    pub day: String,
+    pub calls: u64,
+    pub tokens: TokenUsage,
+    pub cost_micros: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct JobRow {
+    id: String,
+    ticket_id: String,
+    project: String,
+    engine: String,
+    status: String,
+    created_at: String,
+    finished_at: Option<String>,
+    spec_json: String,
+}
+
+#[derive(sqlx::FromRow)]
+struct CallsRow {
+    job_id: String,
+    model: String,
+    day: String,
+    calls: i64,
+    input_tokens: i64,
+    cached_input_tokens: i64,
+    cache_write_tokens: i64,
+    output_tokens: i64,
+    reasoning_tokens: i64,
+    cost_micros: i64,
+}
+
+const JOBS: &str = "SELECT id, ticket_id, project, engine, status, created_at, finished_at, \
+     spec_json FROM jobs ORDER BY created_at";
+
+const CALLS: &str = "SELECT job_id, COALESCE(served_model, requested_model) AS model, \
+     SUBSTR(started_at, 1, 10) AS day, COUNT(*) AS calls, \
+     SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS cached_input_tokens, \
+     SUM(cache_write_tokens) AS cache_write_tokens, SUM(output_tokens) AS output_tokens, \
+     SUM(reasoning_tokens) AS reasoning_tokens, SUM(cost_micros) AS cost_micros \
+     FROM model_calls GROUP BY job_id, COALESCE(served_model, requested_model), \
+     SUBSTR(started_at, 1, 10) ORDER BY job_id, model, day";
+
+impl Store {
+    /// Every job and its calls per model and day.
+    pub async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError> {
+        let jobs = sqlx::query_as::<_, JobRow>(JOBS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ReadSpend {
+                scope: "every job".into(),
+                source,
+            })?;
+        let calls = sqlx::query_as::<_, CallsRow>(CALLS)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ReadSpend {
+                scope: "every model call".into(),
+                source,
+            })?;
+        let jobs = jobs
+            .into_iter()
+            .map(|j| {
+                let row = RowRef::new("jobs", format!("job {}", j.id));
+                let spec: serde_json::Value = row.parse_json("spec_json", &j.spec_json)?;
+                Ok(UsageJob {
+                    task_type: spec
+                        .pointer("/ticket/type")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("chore")
+                        .to_string(),
+                    created_at: row.parse_time("created_at", &j.created_at)?,
+                    finished_at: row.opt_parse_time("finished_at", j.finished_at.as_deref())?,
+                    id: j.id,
+                    ticket_id: j.ticket_id,
+                    project: j.project,
+                    engine: j.engine,
+                    status: j.status,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let calls = calls
+            .into_iter()
+            .map(|c| {
+                let row = RowRef::new("model_calls", format!("calls of job {}", c.job_id));
+                Ok(UsageCalls {
+                    calls: row.narrow("seq", c.calls)?,
+                    tokens: TokenUsage {
+                        input_tokens: row.narrow("input_tokens", c.input_tokens)?,
+                        cached_input_tokens: row
+                            .narrow("cached_input_tokens", c.cached_input_tokens)?,
+                        cache_write_tokens: row
+                            .narrow("cache_write_tokens", c.cache_write_tokens)?,
+                        output_tokens: row.narrow("output_tokens", c.output_tokens)?,
+                        reasoning_tokens: row.narrow("reasoning_tokens", c.reasoning_tokens)?,
+                    },
+                    cost_micros: c.cost_micros,
+                    job_id: c.job_id,
+                    model: c.model,
+                    day: c.day,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok((jobs, calls))
+    }
+}

@@ -1,0 +1,664 @@
+//! The broker driven directly over loopback HTTP, against the scripted
+//! upstream: budgets under concurrency (reserve, settle, wait, refuse), a
+//! stream cut at its ceiling, the model allowlist and `/v1/models`, and the
+//! ledger equal to the scenario's usage.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use paddock::broker::scripted::{RenderContext, Scenario};
+use paddock::broker::scripted_http::ScriptedServer;
+use paddock::broker::upstream::KeyHeader;
+use paddock::broker::{
+    self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable, Scope,
+    Secret, Upstream,
+};
+use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
+use tokio::net::TcpListener;
+
+/// One answer: 1000 input tokens and 100 output tokens on gpt-5.5, that is
+/// 1000 × $5/M + 100 × $30/M = 8000 micro-dollars per call.
+const ONE_TURN: &str = r#"
+[[turn]]
+text = "Budgets are enforced by the broker."
+usage = { input = 1000, output = 100 }
+"#;
+const CALL_MICROS: i64 = 8_000;
+
+struct Rig {
+    broker: BrokerHandle,
+    upstream: ScriptedServer,
+    _dir: tempfile::TempDir,
+}
+
+async fn rig(scenario: &str, ceilings: Vec<Ceiling>) -> Rig {
+    rig_with(scenario, ceilings, ModelAllowlist::any(), false).await
+}
+
+async fn rig_with(
+    scenario: &str,
+    ceilings: Vec<Ceiling>,
+    allowlist: ModelAllowlist,
+    allow_unpriced: bool,
+) -> Rig {
+    rig_full(scenario, ceilings, allowlist, allow_unpriced, None).await
+}
+
+/// With `key`, the upstream demands it, sent as `key_header`.
+async fn rig_full(
+    scenario: &str,
+    ceilings: Vec<Ceiling>,
+    allowlist: ModelAllowlist,
+    allow_unpriced: bool,
+    key: Option<(&str, KeyHeader)>,
+) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario =
+        Scenario::from_toml(scenario, Path::new("budget-test.toml")).expect("scenario parses");
+    let upstream = ScriptedServer::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::new(scenario),
+        RenderContext {
+            workdir: dir.path().to_path_buf(),
+        },
+        key.map(|(k, _)| Secret::new(k.to_string())),
+    )
+    .unwrap();
+    let broker = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-budget".into(),
+            attempt: 1,
+            upstream: Upstream {
+                provider: "scripted".into(),
+                base: upstream.base.clone(),
+                key: key.map(|(k, _)| Secret::new(k.to_string())),
+                key_header: key.map_or(KeyHeader::ByApi, |(_, h)| h),
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings,
+            allowlist,
+            allow_unpriced,
+            vertex: None,
+        },
+    )
+    .unwrap();
+    Rig {
+        broker,
+        upstream,
+        _dir: dir,
+    }
+}
+
+fn job_ceiling(micros: i64) -> Vec<Ceiling> {
+    vec![Ceiling {
+        scope: Scope::Job,
+        limit_micros: micros,
+        prior_micros: 0,
+    }]
+}
+
+/// A Responses request whose size matches its 1000 input tokens (about
+/// four bytes a token) and which caps its output, as Codex does.
+fn responses_body(max_output_tokens: Option<u64>) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "model": "gpt-5.5",
+        "stream": true,
+        "input": [{"type": "message", "role": "user",
+                   "content": [{"type": "input_text", "text": "x".repeat(3_900)}]}],
+    });
+    if let Some(n) = max_output_tokens {
+        body["max_output_tokens"] = n.into();
+    }
+    body
+}
+
+async fn post(
+    client: &reqwest::Client,
+    rig: &Rig,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, String) {
+    let resp = client
+        .post(format!("{}{path}", rig.broker.url))
+        .bearer_auth(rig.broker.token.expose())
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap_or_default())
+}
+
+async fn ledger(rig: &mut Rig, n: usize) -> Vec<ModelCall> {
+    let mut calls = Vec::new();
+    while calls.len() < n {
+        calls.push(rig.broker.calls.recv().await.unwrap());
+    }
+    calls.sort_by_key(|c| c.seq);
+    calls
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// Fires `n` calls at once and returns their HTTP statuses.
+async fn concurrent(rig: &Rig, n: usize, body: serde_json::Value) -> Vec<u16> {
+    let client = client();
+    let url = format!("{}/v1/responses", rig.broker.url);
+    let token = rig.broker.token.expose().to_string();
+    let tasks: Vec<_> = (0..n)
+        .map(|_| {
+            let (client, url, token, body) =
+                (client.clone(), url.clone(), token.clone(), body.clone());
+            tokio::spawn(async move {
+                let resp = client
+                    .post(url)
+                    .bearer_auth(token)
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                let status = resp.status().as_u16();
+                let _ = resp.bytes().await;
+                status
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in tasks {
+        statuses.push(t.await.unwrap());
+    }
+    statuses
+}
+
+fn expected_usage() -> TokenUsage {
+    TokenUsage {
+        input_tokens: 1_000,
+        output_tokens: 100,
+        ..TokenUsage::default()
+    }
+}
+
+/// 50 calls at once against a budget of ten calls: exactly ten run, each
+/// metered exactly, the rest are refused with 402 only once the settled
+/// spend reached the ceiling, and the spend ends exactly at the ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_concurrent_calls_stay_within_one_budget() {
+    let budget = 10 * CALL_MICROS;
+    let mut rig = rig(ONE_TURN, job_ceiling(budget)).await;
+    let statuses = concurrent(&rig, 50, responses_body(Some(100))).await;
+    let calls = ledger(&mut rig, 50).await;
+
+    let ok: Vec<&ModelCall> = calls
+        .iter()
+        .filter(|c| c.status == CallStatus::Ok)
+        .collect();
+    let refused: Vec<&ModelCall> = calls
+        .iter()
+        .filter(|c| c.status == CallStatus::Refused)
+        .collect();
+    assert_eq!((ok.len(), refused.len()), (10, 40));
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 10);
+    assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 40);
+    for c in &ok {
+        assert_eq!(
+            (c.tokens, c.cost_micros, c.estimated),
+            (expected_usage(), CALL_MICROS, false)
+        );
+    }
+    for c in &refused {
+        assert_eq!(
+            (c.http_status, c.error.as_deref(), c.cost_micros),
+            (
+                Some(402),
+                Some("paddock broker: job budget spent ($0.080000 of $0.080000); the job is held"),
+                0
+            )
+        );
+    }
+    let spent: i64 = calls.iter().map(|c| c.cost_micros).sum();
+    assert_eq!(spent, budget);
+    assert_eq!(rig.broker.spent_micros(), budget);
+    assert!(rig.broker.held());
+    // Every refusal came with a policy notice.
+    let mut notices = 0;
+    while rig.broker.policy.try_recv().is_ok() {
+        notices += 1;
+    }
+    assert_eq!(notices, 40);
+}
+
+/// Without an output cap the reservation (4096 output tokens) is larger than
+/// the room left, so calls run one at a time. Two fit; the third starts with
+/// 16 000 µ$ settled, and its running cost (its request's ~1005 input
+/// tokens, 5025 µ$) crosses the 20 000 µ$ ceiling at its first event, so it
+/// is cut there: the overshoot stays within one call, and no call is refused
+/// while the settled spend is under the ceiling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn large_reservations_serialize_calls_and_overshoot_at_most_one_call() {
+    let budget = 2 * CALL_MICROS + CALL_MICROS / 2;
+    let mut rig = rig(ONE_TURN, job_ceiling(budget)).await;
+    let statuses = concurrent(&rig, 50, responses_body(None)).await;
+    let calls = ledger(&mut rig, 50).await;
+    let count = |s: CallStatus| calls.iter().filter(|c| c.status == s).count();
+    assert_eq!(
+        (
+            count(CallStatus::Ok),
+            count(CallStatus::StreamError),
+            count(CallStatus::Refused)
+        ),
+        (2, 1, 47)
+    );
+    assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 47);
+    let cut = calls
+        .iter()
+        .find(|c| c.status == CallStatus::StreamError)
+        .unwrap();
+    assert_eq!((cut.estimated, cut.cost_micros), (true, 5_025));
+    for c in calls.iter().filter(|c| c.status == CallStatus::Refused) {
+        assert_eq!(
+            c.error.as_deref(),
+            Some("paddock broker: job budget spent ($0.021025 of $0.020000); the job is held")
+        );
+    }
+    let spent: i64 = calls.iter().map(|c| c.cost_micros).sum();
+    assert_eq!(spent, 2 * CALL_MICROS + 5_025);
+    assert!(spent - budget <= CALL_MICROS);
+}
+
+/// A long answer whose running cost crosses the ceiling is cut: the engine
+/// gets the broker's error event in its own wire format, the row is
+/// estimated from what was seen, and the next call is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_crossing_the_ceiling_is_cut() {
+    // 40 deltas of ~20 characters: ~200 output tokens estimated at the end.
+    let text = "a budget test line. ".repeat(40);
+    let scenario = format!(
+        "[[turn]]\ntext = \"{text}\"\nusage = {{ input = 10, output = 200 }}\n[[turn]]\ntext = \"never\"\n"
+    );
+    // claude-haiku-4-5: $1/M input, $5/M output. The request (~40 bytes →
+    // 10 tokens) costs 10 µ$; the ceiling allows about 100 output tokens.
+    let budget = 10 + 500;
+    let mut rig = rig(&scenario, job_ceiling(budget)).await;
+    let client = client();
+    let body = serde_json::json!({
+        "model": "claude-haiku-4-5", "stream": true, "max_tokens": 1,
+        "messages": [{"role": "user", "content": "hi"}],
+    });
+    let (status, text_out) = post(&client, &rig, "/v1/messages", &body).await;
+    assert_eq!(status, 200);
+    // Cut after the 21st delta: 10 input + 21 × 5 output tokens = 535 µ$.
+    let message = "paddock broker: job budget reached ($0.000535 of $0.000510 with the calls under way): the response was cut; the job is held";
+    let expected_tail = format!(
+        "event: error\ndata: {}\n\n",
+        serde_json::json!({"type": "error", "error": {"type": "budget_exceeded", "message": message}})
+    );
+    assert!(
+        text_out.ends_with(&expected_tail),
+        "the stream ends with the broker's error event: {text_out}"
+    );
+    assert!(!text_out.contains("message_stop"));
+
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.estimated, call.error.as_deref()),
+        (CallStatus::StreamError, true, Some(message))
+    );
+    // Cut at the first event past the ceiling: at most one delta (~5 output
+    // tokens, 25 µ$) over.
+    assert!(call.cost_micros > budget, "{call:?}");
+    assert!(call.cost_micros <= budget + 25, "{call:?}");
+    assert_eq!(
+        rig.broker.policy.try_recv().unwrap().message,
+        message.to_string()
+    );
+
+    let (status, refusal) = post(&client, &rig, "/v1/messages", &body).await;
+    assert_eq!(status, 402);
+    let refusal: serde_json::Value = serde_json::from_str(&refusal).unwrap();
+    assert_eq!(refusal["error"]["type"], "budget_exceeded");
+    assert!(rig.broker.held());
+}
+
+fn allow(patterns: &[&str]) -> ModelAllowlist {
+    let patterns: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+    ModelAllowlist::any().with("job", &patterns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_lists_the_allowed_models_in_both_formats() {
+    let rig = rig_with(
+        ONE_TURN,
+        vec![],
+        allow(&["gpt-5.5", "claude-haiku*"]),
+        false,
+    )
+    .await;
+    let client = client();
+    let url = format!("{}/v1/models", rig.broker.url);
+    let openai: serde_json::Value = client
+        .get(&url)
+        .bearer_auth(rig.broker.token.expose())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    assert_eq!(
+        openai,
+        serde_json::json!({"object": "list", "data": [
+            {"id": "claude-haiku-4-5", "object": "model", "created": 0, "owned_by": "paddock"},
+            {"id": "gpt-5.5", "object": "model", "created": 0, "owned_by": "paddock"},
+        ]})
+    );
+    let anthropic: serde_json::Value = client
+        .get(&url)
+        .header("x-api-key", rig.broker.token.expose())
+        .header("anthropic-version", "2023-06-01")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap();
+    assert_eq!(
+        anthropic,
+        serde_json::json!({"data": [
+            {"type": "model", "id": "claude-haiku-4-5", "display_name": "claude-haiku-4-5", "created_at": "1970-01-01T00:00:00Z"},
+            {"type": "model", "id": "gpt-5.5", "display_name": "gpt-5.5", "created_at": "1970-01-01T00:00:00Z"},
+        ], "has_more": false, "first_id": "claude-haiku-4-5", "last_id": "gpt-5.5"})
+    );
+    let status = client.get(&url).send().await.unwrap().status().as_u16();
+    assert_eq!(status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requested_model_outside_the_allowlist_is_refused() {
+    let mut rig = rig_with(ONE_TURN, vec![], allow(&["gpt-5.5"]), false).await;
+    let mut body = responses_body(Some(100));
+    body["model"] = "gpt-5.4".into();
+    let (status, text) = post(&client(), &rig, "/v1/responses", &body).await;
+    let message = "paddock broker: model `gpt-5.4` is not allowed by the job model allowlist";
+    assert_eq!(status, 403);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"error": {"message": message, "type": "permission_error", "code": "permission_error"}})
+    );
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.http_status, call.error.as_deref()),
+        (CallStatus::Refused, Some(403), Some(message))
+    );
+    assert_eq!(
+        rig.broker.policy.try_recv().unwrap(),
+        PolicyNotice {
+            rule: "model".into(),
+            message: message.into()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_model_outside_the_allowlist_is_cut() {
+    let scenario = format!("served_model = \"gpt-5.4\"\n{ONE_TURN}");
+    let mut rig = rig_with(&scenario, vec![], allow(&["gpt-5.5"]), false).await;
+    let (status, text) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+    assert_eq!(status, 200);
+    let message = "paddock broker: the upstream served model `gpt-5.4`, which the job model allowlist does not allow: the response was cut";
+    assert!(text.contains(message), "{text}");
+    assert!(!text.contains("response.completed"), "{text}");
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (
+            call.status,
+            call.served_model.as_deref(),
+            call.error.as_deref()
+        ),
+        (CallStatus::StreamError, Some("gpt-5.4"), Some(message))
+    );
+    assert_eq!(rig.broker.policy.try_recv().unwrap().rule, "model");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpriced_model_is_refused_unless_allowed() {
+    let mut body = responses_body(Some(100));
+    body["model"] = "local-model".into();
+    let mut refusing = rig(ONE_TURN, vec![]).await;
+    let (status, _) = post(&client(), &refusing, "/v1/responses", &body).await;
+    assert_eq!(status, 400);
+    let call = ledger(&mut refusing, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.error.as_deref()),
+        (
+            CallStatus::Refused,
+            Some("paddock broker: model `local-model` has no price in price table 2026-11-30; Paddock refuses calls it cannot meter (set upstream.allow_unpriced to run it unpriced)")
+        )
+    );
+    let mut allowing = rig_with(ONE_TURN, vec![], ModelAllowlist::any(), true).await;
+    let (status, _) = post(&client(), &allowing, "/v1/responses", &body).await;
+    assert_eq!(status, 200);
+    let call = ledger(&mut allowing, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.tokens, call.cost_micros),
+        (CallStatus::Ok, expected_usage(), 0)
+    );
+}
+
+/// Chat Completions: the broker asks for usage (`include_usage`), the
+/// answer passes through byte for byte, and the ledger has the exact usage.
+/// The key goes upstream in Azure's `api-key` header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_completions_get_include_usage_and_an_api_key_header() {
+    let scenario = r#"
+[[turn]]
+text = "Chat answers are metered too."
+usage = { input = 900, cached = 100, output = 40, reasoning = 10 }
+"#;
+    let mut rig = rig_full(
+        scenario,
+        vec![],
+        ModelAllowlist::any(),
+        false,
+        Some(("azure-real-key", KeyHeader::ApiKey)),
+    )
+    .await;
+    let body = serde_json::json!({"model": "gpt-5.5", "stream": true,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, text) = post(&client(), &rig, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{text}");
+    let requests = rig.upstream.requests();
+    assert_eq!(
+        requests[0].body["stream_options"],
+        serde_json::json!({"include_usage": true})
+    );
+    assert_eq!(requests[0].headers["api-key"], "azure-real-key");
+    assert!(!requests[0].headers.contains_key("authorization"));
+    assert!(text.contains("\"usage\":{"), "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.estimated, call.tokens, call.cost_micros),
+        (
+            CallStatus::Ok,
+            false,
+            TokenUsage {
+                input_tokens: 900,
+                cached_input_tokens: 100,
+                cache_write_tokens: 0,
+                output_tokens: 40,
+                reasoning_tokens: 10,
+            },
+            // 900 × 5 + 100 × 0.5 + 40 × 30 = 4500 + 50 + 1200.
+            5_750
+        )
+    );
+    // A client's own stream_options are kept, include_usage added.
+    let body = serde_json::json!({"model": "gpt-5.5", "stream": true,
+        "stream_options": {"include_obfuscation": false},
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _) = post(&client(), &rig, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        rig.upstream.requests()[1].body["stream_options"],
+        serde_json::json!({"include_obfuscation": false, "include_usage": true})
+    );
+    // Non-streaming: the body passes unchanged; usage from the JSON.
+    let body = serde_json::json!({"model": "gpt-5.5",
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _) = post(&client(), &rig, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200);
+    assert_eq!(rig.upstream.requests()[2].body, body);
+    let calls = ledger(&mut rig, 2).await;
+    assert!(calls
+        .iter()
+        .all(|c| c.tokens == call.tokens && !c.estimated));
+}
+
+/// Anthropic Messages without `stream`: one JSON message, metered exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_streaming_messages_are_metered() {
+    let scenario = r#"
+[[turn]]
+text = "Whole."
+usage = { input = 10, cached = 100, cache_write = 1000, output = 7 }
+"#;
+    let mut rig = rig(scenario, vec![]).await;
+    let body = serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, text) = post(&client(), &rig, "/v1/messages", &body).await;
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["type"], "message");
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.estimated, call.tokens, call.cost_micros),
+        (
+            CallStatus::Ok,
+            false,
+            TokenUsage {
+                input_tokens: 10,
+                cached_input_tokens: 100,
+                cache_write_tokens: 1_000,
+                output_tokens: 7,
+                reasoning_tokens: 0,
+            },
+            // 10 × 3 + 100 × 0.3 + 1000 × 3.75 + 7 × 15.
+            3_915
+        )
+    );
+}
+
+/// A stream the upstream cuts before its usage gets an `estimated` row on
+/// every API: input = request bytes / 4 (Messages: the `message_start`
+/// count, 0 in this scenario), output = generated characters / 4.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_cut_before_their_usage_get_estimated_rows() {
+    // 32 characters of text: 8 output tokens.
+    let scenario = r#"
+[[turn]]
+text = "thirty-two characters of text.."
+disconnect = true
+"#;
+    for (path, body, input_tokens) in [
+        (
+            "/v1/responses",
+            serde_json::json!({"model": "gpt-5.5", "stream": true, "input": "x".repeat(400)}),
+            None,
+        ),
+        (
+            "/v1/chat/completions",
+            serde_json::json!({"model": "gpt-5.5", "stream": true,
+                "messages": [{"role": "user", "content": "x".repeat(400)}]}),
+            None,
+        ),
+        (
+            "/v1/messages",
+            serde_json::json!({"model": "claude-sonnet-4-5", "stream": true, "max_tokens": 10,
+                "messages": [{"role": "user", "content": "x".repeat(400)}]}),
+            Some(0),
+        ),
+    ] {
+        let mut rig = rig(scenario, vec![]).await;
+        // The cut may reach the client before or after the response head,
+        // so the send itself may fail: the ledger row is what is checked.
+        if let Ok(resp) = client()
+            .post(format!("{}{path}", rig.broker.url))
+            .bearer_auth(rig.broker.token.expose())
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+        {
+            let _ = resp.bytes().await;
+        }
+        let call = ledger(&mut rig, 1).await.remove(0);
+        let request_bytes = if path == "/v1/chat/completions" {
+            // The broker added stream_options before sending.
+            serde_json::to_vec(&rig.upstream.requests()[0].body)
+                .unwrap()
+                .len() as u64
+        } else {
+            body.to_string().len() as u64
+        };
+        assert_eq!(
+            (call.status, call.estimated, call.tokens),
+            (
+                CallStatus::StreamError,
+                true,
+                TokenUsage {
+                    input_tokens: input_tokens.unwrap_or(request_bytes / 4),
+                    output_tokens: 8,
+                    ..TokenUsage::default()
+                }
+            ),
+            "{path}: {call:?}"
+        );
+        assert!(call.cost_micros > 0, "{path}: {call:?}");
+    }
+}
+
+/// A job's token is worthless at another job's broker, and no token at all
+/// is refused: attribution is by endpoint and token together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_only_works_at_its_own_broker() {
+    let mut a = rig(ONE_TURN, vec![]).await;
+    let b = rig(ONE_TURN, vec![]).await;
+    let client = client();
+    let body = responses_body(Some(100)).to_string();
+    let status = |url: String, token: Option<String>| {
+        let (client, body) = (client.clone(), body.clone());
+        async move {
+            let mut rb = client
+                .post(format!("{url}/v1/responses"))
+                .header("content-type", "application/json")
+                .body(body);
+            if let Some(t) = token {
+                rb = rb.bearer_auth(t);
+            }
+            let resp = rb.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let _ = resp.bytes().await;
+            status
+        }
+    };
+    let token_a = a.broker.token.expose().to_string();
+    assert_eq!(
+        status(b.broker.url.clone(), Some(token_a.clone())).await,
+        401
+    );
+    assert_eq!(status(b.broker.url.clone(), None).await, 401);
+    assert_eq!(status(a.broker.url.clone(), Some(token_a)).await, 200);
+    // Only the authorized call reached the ledger (and the upstream).
+    assert_eq!(ledger(&mut a, 1).await[0].status, CallStatus::Ok);
+    assert_eq!(b.upstream.requests().len(), 0);
+}

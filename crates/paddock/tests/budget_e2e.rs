@@ -1,0 +1,350 @@
+//! Budgets end to end: the real `paddock` binary runs the real Codex CLI and
+//! Claude Code against the scripted upstream until a ceiling is spent; the
+//! job ends `held` (exit code 3) with a `policy` event and a clear message,
+//! and a ticket whose budget earlier attempts spent is held before its
+//! engine starts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use paddock_protocol::{CallStatus, EventBody, JobStatus, TokenUsage};
+
+/// A first answer that costs more than the job's $0.20 budget (100 000 input
+/// tokens), then a second turn the broker must refuse.
+const EXPENSIVE: &str = r#"
+[[turn]]
+text = "Listing first."
+usage = { input = 100000, output = 20 }
+[[turn.action]]
+type = "shell"
+command = "ls"
+
+[[turn]]
+text = "This answer is never paid for."
+"#;
+
+fn with_budget(spec: &std::path::Path, budget: &str) {
+    let mut text = std::fs::read_to_string(spec).unwrap();
+    text.push_str(&format!("\n[budget]\n{budget}\n"));
+    std::fs::write(spec, text).unwrap();
+}
+
+fn policies(events: &[paddock_protocol::AgentEvent]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Policy { rule, message } => Some((rule.clone(), message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The first call: Codex's (Responses) usage arrives only with
+/// `response.completed`, so its call completes and the next is refused;
+/// Claude Code's (Messages) `message_start` already reports the 100 000
+/// input tokens, so the broker cuts that stream at once (an estimated row
+/// with what was seen) and refuses the retries.
+struct FirstCall {
+    status: CallStatus,
+    estimated: bool,
+    output_tokens: u64,
+}
+
+async fn held_at_its_budget(engine: &str, first_cost: i64, first: FirstCall) {
+    let Some(_) = common::engine(engine) else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(EXPENSIVE));
+    with_budget(&spec, "max_usd = 0.20");
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let message = format!(
+        "paddock broker: job budget spent (${}.{:06} of $0.200000); the job is held",
+        first_cost / 1_000_000,
+        first_cost % 1_000_000
+    );
+    assert_eq!(
+        (rec.status, rec.reason.as_deref(), out.status.code()),
+        (JobStatus::Held, Some(message.as_str()), Some(3)),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = home.store().await;
+    let events = store.events(&rec.id, 0).await.unwrap();
+    // Every refusal is a policy event with the message.
+    let refusals = policies(&events)
+        .into_iter()
+        .filter(|(_, m)| m.contains("spent"))
+        .collect::<Vec<_>>();
+    assert!(!refusals.is_empty());
+    assert!(
+        refusals
+            .iter()
+            .all(|p| p == &("budget".to_string(), message.clone())),
+        "{refusals:?}"
+    );
+    // The engine itself was told why: its own output carries the message.
+    let raw = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(&rec.id)
+            .join("engine.jsonl"),
+    )
+    .unwrap();
+    assert!(raw.contains("job budget spent"), "engine output: {raw}");
+    // The ledger: the first call exactly as the scenario reported it, then
+    // only refusals.
+    let calls = store.model_calls(&rec.id).await.unwrap();
+    assert_eq!(
+        (
+            calls[0].status,
+            calls[0].estimated,
+            calls[0].tokens,
+            calls[0].cost_micros
+        ),
+        (
+            first.status,
+            first.estimated,
+            TokenUsage {
+                input_tokens: 100_000,
+                output_tokens: first.output_tokens,
+                ..TokenUsage::default()
+            },
+            first_cost
+        )
+    );
+    if first.status == CallStatus::StreamError {
+        let cut = format!(
+            "paddock broker: job budget reached (${}.{:06} of $0.200000 with the calls under way): the response was cut; the job is held",
+            first_cost / 1_000_000,
+            first_cost % 1_000_000
+        );
+        assert_eq!(calls[0].error.as_deref(), Some(cut.as_str()));
+        assert_eq!(policies(&events)[0], ("budget".to_string(), cut));
+    }
+    assert!(calls.len() >= 2);
+    for c in &calls[1..] {
+        assert_eq!(
+            (c.status, c.http_status, c.error.as_deref(), c.cost_micros),
+            (CallStatus::Refused, Some(402), Some(message.as_str()), 0)
+        );
+    }
+    assert_eq!(rec.cost_micros, first_cost);
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_job_is_held_at_its_budget() {
+    // gpt-5.5: 100 000 × $5/M + 20 × $30/M.
+    held_at_its_budget(
+        "codex",
+        500_600,
+        FirstCall {
+            status: CallStatus::Ok,
+            estimated: false,
+            output_tokens: 20,
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_job_is_held_at_its_budget() {
+    // claude-sonnet-4-5: 100 000 × $3/M + 1 output token (message_start) × $15/M.
+    held_at_its_budget(
+        "claude",
+        300_015,
+        FirstCall {
+            status: CallStatus::StreamError,
+            estimated: true,
+            output_tokens: 1,
+        },
+    )
+    .await;
+}
+
+/// The ticket's budget spans attempts: once attempt 1 spent it, attempt 2
+/// is held at admission, without starting its engine.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ticket_budget_spent_by_earlier_attempts_holds_the_next() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"Done.\"\nusage = { input = 20000, output = 100 }\n";
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+    with_budget(&spec, "ticket_max_usd = 0.10\nproject_daily_max_usd = 1.0");
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    // 20 000 × $5/M + 100 × $30/M.
+    assert_eq!(
+        (first.status, first.cost_micros),
+        (JobStatus::Done, 103_000)
+    );
+    let third_out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let third = record(&third_out);
+    let message =
+        "paddock broker: ticket budget (across attempts) spent ($0.103000 of $0.100000); the job is held";
+    assert_eq!(
+        (
+            third.status,
+            third.reason.as_deref(),
+            third.model_calls,
+            third_out.status.code()
+        ),
+        (JobStatus::Held, Some(message), 0, Some(3))
+    );
+    let store = home.store().await;
+    let events = store.events(&third.id, 0).await.unwrap();
+    assert_eq!(
+        policies(&events),
+        vec![("budget".to_string(), message.to_string())]
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(&e.body, EventBody::Status { phase, .. } if *phase == paddock_protocol::Phase::Launching)),
+        "the engine must not start"
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+/// `paddock usage --json` over real jobs: a ticket bounced once then done,
+/// and a held job, rolled up with the ledger's exact figures.
+#[tokio::test(flavor = "multi_thread")]
+async fn usage_rolls_up_real_jobs() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"Done.\"\nusage = { input = 1000, cached = 200, output = 100, reasoning = 7 }\n";
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    // A second attempt of the same ticket, then a third held by its budget.
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "description = \"A test.\"\n",
+        "description = \"A test.\"\ntype = \"bug\"\n[[ticket.prior_attempts]]\nattempt = 1\noutcome = \"bounced\"\nsummary = \"Wrong file.\"\n",
+    );
+    std::fs::write(&spec, &text).unwrap();
+    let second = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    with_budget(&spec, "max_usd = 0.0");
+    let third = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    assert_eq!(
+        (first.status, second.status, third.status),
+        (JobStatus::Done, JobStatus::Done, JobStatus::Held)
+    );
+    let out = home.paddock(&["usage", "--json"], &[]).await;
+    assert_eq!(out.status.code(), Some(0));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Per call: 1000 × $5/M + 200 × $0.5/M + 100 × $30/M = 8100 µ$.
+    assert_eq!(
+        report["total"],
+        serde_json::json!({
+            "key": "all", "calls": 2,
+            "tokens": {"input_tokens": 2000, "cached_input_tokens": 400, "cache_write_tokens": 0,
+                       "output_tokens": 200, "reasoning_tokens": 14},
+            "cost_micros": 16_200, "jobs": 3, "tickets": 1, "done_tickets": 1,
+            "cost_per_ticket_micros": 16_200, "bounce_rate": 3.0,
+            "time_to_done_ms": report["total"]["time_to_done_ms"],
+        })
+    );
+    assert!(report["total"]["time_to_done_ms"].as_u64().unwrap() > 0);
+    let keys = |dim: &str| -> Vec<(String, i64)> {
+        report[dim]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["key"].as_str().unwrap().to_string(),
+                    r["cost_micros"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        keys("by_task_type"),
+        vec![("bug".into(), 8_100), ("chore".into(), 8_100)]
+    );
+    assert_eq!(keys("by_engine"), vec![("codex".into(), 16_200)]);
+    assert_eq!(keys("by_model"), vec![("gpt-5.5".into(), 16_200)]);
+    assert_eq!(keys("by_project"), vec![("tests".into(), 16_200)]);
+    // The text form has a table per dimension.
+    let text = home.paddock(&["usage"], &[]).await;
+    let text = String::from_utf8_lossy(&text.stdout);
+    for title in ["total", "day", "project", "task type", "engine", "model"] {
+        assert!(text.lines().any(|l| l.starts_with(title)), "{text}");
+    }
+}
+
+/// The project's daily budget spans tickets: once one ticket's job spent
+/// it, a job of another ticket in the same project is held at admission.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_daily_budget_spans_tickets() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"Done.\"\nusage = { input = 20000, output = 100 }\n";
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+    with_budget(&spec, "project_daily_max_usd = 0.10");
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    assert_eq!(
+        (first.status, first.cost_micros),
+        (JobStatus::Done, 103_000)
+    );
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("id = \"T-1\"", "id = \"T-2\"");
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let second = record(&out);
+    let message =
+        "paddock broker: project daily budget spent ($0.103000 of $0.100000); the job is held";
+    assert_eq!(
+        (
+            second.ticket_id.as_str(),
+            second.status,
+            second.reason.as_deref(),
+            out.status.code()
+        ),
+        ("T-2", JobStatus::Held, Some(message), Some(3))
+    );
+    let events = home.store().await.events(&second.id, 0).await.unwrap();
+    assert_eq!(
+        policies(&events),
+        vec![("budget".to_string(), message.to_string())]
+    );
+}

@@ -1,0 +1,335 @@
+//! Claude Code through Google Vertex AI: the real `paddock` binary runs the
+//! real Claude Code in Vertex mode (its own Google auth skipped) against
+//! the broker, which mints the service account's token at a mock Google
+//! token endpoint (it verifies the RS256 JWT with the account's public key)
+//! and forwards to a mock Vertex endpoint (the scripted upstream serving
+//! the Vertex paths, which accepts only that token). Mocks, because Google
+//! cannot be reached here; both speak the real wire formats.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use common::*;
+use paddock::broker::scripted::{RenderContext, Scenario};
+use paddock::broker::scripted_http::ScriptedServer;
+use paddock::broker::Secret;
+use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
+use rsa::pkcs1v15::{Signature, VerifyingKey};
+use rsa::pkcs8::DecodePublicKey as _;
+use rsa::signature::Verifier as _;
+
+const PROBE: &str = r#"
+[[turn]]
+usage = { input = 10, cached = 20, cache_write = 30, output = 5 }
+[[turn.action]]
+type = "shell"
+command = "tr '\\0' '\\n' < /proc/$PPID/environ > engine-env.txt; echo probed"
+
+[[turn]]
+text = "Probed."
+usage = { input = 12, output = 3 }
+"#;
+
+fn openssl(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A mock Google OAuth token endpoint: verifies the JWT bearer assertion
+/// against `public_pem` and answers with `token`.
+async fn token_endpoint(
+    public_pem: String,
+    token: String,
+    email: String,
+) -> (String, Arc<AtomicU64>) {
+    let hits = Arc::new(AtomicU64::new(0));
+    let counter = hits.clone();
+    let key = VerifyingKey::<sha2::Sha256>::from_public_key_pem(&public_pem).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/token", listener.local_addr().unwrap());
+    let aud = url.clone();
+    let app = axum::Router::new().route(
+        "/token",
+        axum::routing::post(move |body: String| {
+            let (key, token, email, aud, counter) =
+                (key.clone(), token.clone(), email.clone(), aud.clone(), counter.clone());
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let form: std::collections::HashMap<String, String> = body
+                    .split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.replace("%3A", ":")))
+                    .collect();
+                assert_eq!(
+                    form["grant_type"],
+                    "urn:ietf:params:oauth:grant-type:jwt-bearer"
+                );
+                let jwt = &form["assertion"];
+                let (signed, sig) = jwt.rsplit_once('.').unwrap();
+                let sig = Signature::try_from(URL_SAFE_NO_PAD.decode(sig).unwrap().as_slice()).unwrap();
+                if key.verify(signed.as_bytes(), &sig).is_err() {
+                    return (
+                        http::StatusCode::UNAUTHORIZED,
+                        r#"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#
+                            .to_string(),
+                    );
+                }
+                let claims: serde_json::Value = serde_json::from_slice(
+                    &URL_SAFE_NO_PAD
+                        .decode(signed.split_once('.').unwrap().1)
+                        .unwrap(),
+                )
+                .unwrap();
+                assert_eq!(claims["iss"], email.as_str());
+                assert_eq!(claims["aud"], aud.as_str());
+                assert_eq!(claims["scope"], "https://www.googleapis.com/auth/cloud-platform");
+                (
+                    http::StatusCode::OK,
+                    serde_json::json!({"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
+                        .to_string(),
+                )
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, hits)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_runs_through_vertex_with_the_token_minted_by_the_broker() {
+    let Some(_) = common::engine("claude") else {
+        return;
+    };
+    let home = Home::new();
+    let keys = home.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let private = keys.join("sa.pem");
+    let Some(_) = openssl(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        private.to_str().unwrap(),
+    ]) else {
+        assert!(
+            !in_ci(),
+            "openssl is needed to make a test service-account key"
+        );
+        eprintln!("skipping: openssl cannot make a test key");
+        return;
+    };
+    let private_pem = std::fs::read_to_string(&private).unwrap();
+    let public_pem = openssl(&["pkey", "-in", private.to_str().unwrap(), "-pubout"]).unwrap();
+    let access = format!("ya29.mock-access-{}", std::process::id());
+    let email = "paddock-test@proj.iam.gserviceaccount.com".to_string();
+    let (token_uri, token_hits) = token_endpoint(public_pem, access.clone(), email.clone()).await;
+    let sa_json = serde_json::json!({
+        "type": "service_account", "project_id": "proj", "client_email": email,
+        "private_key": private_pem, "token_uri": token_uri,
+    });
+    let sa_path = keys.join("sa.json");
+    std::fs::write(&sa_path, sa_json.to_string()).unwrap();
+
+    // The mock Vertex endpoint answers only with the minted token.
+    let scenario = Scenario::from_toml(PROBE, std::path::Path::new("probe.toml")).unwrap();
+    let vertex = ScriptedServer::start(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::new(scenario),
+        RenderContext {
+            workdir: home.path().to_path_buf(),
+        },
+        Some(Secret::new(access.clone())),
+    )
+    .unwrap();
+    let repo = repo(home.path());
+    let upstream = format!(
+        "[upstream]\nprovider = \"vertex\"\nkey = \"file:{}\"\nbase_url = \"{}\"\nvertex_project = \"proj\"\nvertex_region = \"us-east5\"\n",
+        sa_path.display(),
+        vertex.base
+    );
+    let spec = job(home.path(), "claude", &repo, &upstream, None);
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        rec.status,
+        JobStatus::Done,
+        "reason: {:?}; stderr: {}",
+        rec.reason,
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Every call went to the project's Vertex path with the minted token;
+    // the token was minted once and cached.
+    let requests = vertex.requests();
+    assert_eq!(requests.len(), 2);
+    for r in &requests {
+        assert_eq!(
+            r.path,
+            "/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5:streamRawPredict"
+        );
+        assert_eq!(
+            r.headers["authorization"],
+            format!("Bearer {access}").as_str()
+        );
+        assert!(!r.headers.contains_key("x-api-key"));
+    }
+    assert_eq!(token_hits.load(Ordering::SeqCst), 1);
+
+    // The ledger: provider vertex, the scenario's usage exactly.
+    let store = home.store().await;
+    let calls = store.model_calls(&rec.id).await.unwrap();
+    let tokens: Vec<(String, CallStatus, TokenUsage)> = calls
+        .iter()
+        .map(|c| (c.provider.clone(), c.status, c.tokens))
+        .collect();
+    assert_eq!(
+        tokens,
+        vec![
+            (
+                "vertex".to_string(),
+                CallStatus::Ok,
+                TokenUsage {
+                    input_tokens: 10,
+                    cached_input_tokens: 20,
+                    cache_write_tokens: 30,
+                    output_tokens: 5,
+                    reasoning_tokens: 0
+                }
+            ),
+            (
+                "vertex".to_string(),
+                CallStatus::Ok,
+                TokenUsage {
+                    input_tokens: 12,
+                    output_tokens: 3,
+                    ..TokenUsage::default()
+                }
+            ),
+        ]
+    );
+
+    // The engine ran in Vertex mode with only its job token.
+    let work = home.jobs().join(&rec.id).join("work");
+    let engine_env = std::fs::read_to_string(work.join("engine-env.txt")).unwrap();
+    assert!(
+        engine_env.contains("CLAUDE_CODE_USE_VERTEX=1"),
+        "{engine_env}"
+    );
+    assert!(engine_env.contains("ANTHROPIC_CUSTOM_HEADERS=x-api-key: pdk-job-"));
+    // Neither the access token nor the private key is anywhere the job or
+    // Paddock writes: environment, files, events, logs, the database.
+    let key_line = private_pem.lines().nth(1).unwrap().to_string();
+    for secret in [access.as_str(), key_line.as_str()] {
+        assert!(!engine_env.contains(secret));
+        for dir in [home.jobs(), home.data()] {
+            assert_eq!(
+                files_containing(&dir, secret.as_bytes()),
+                Vec::<std::path::PathBuf>::new()
+            );
+        }
+        assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains(secret));
+        for e in store.events(&rec.id, 0).await.unwrap() {
+            assert!(!serde_json::to_string(&e).unwrap().contains(secret));
+        }
+    }
+    let spec_json = store.job_spec(&rec.id).await.unwrap().unwrap();
+    assert!(spec_json.contains("file:"));
+}
+
+#[tokio::test]
+async fn a_bad_service_account_key_is_bad_input() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let sa = home.path().join("sa.json");
+    std::fs::write(&sa, r#"{"client_email":"x@y","private_key":"not a key"}"#).unwrap();
+    let upstream = format!(
+        "[upstream]\nprovider = \"vertex\"\nkey = \"file:{}\"\nvertex_project = \"proj\"\nvertex_region = \"us-east5\"\n",
+        sa.display()
+    );
+    let spec = job(home.path(), "claude", &repo, &upstream, None);
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "upstream.key: Vertex service account x@y: private_key is not a PKCS#8 PEM RSA key"
+        ),
+        "{err}"
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+/// A Vertex job's broker serves Vertex's paths only: the minted token never
+/// goes to another route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vertex_broker_refuses_other_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let private = dir.path().join("sa.pem");
+    let Some(_) = openssl(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        private.to_str().unwrap(),
+    ]) else {
+        assert!(
+            !in_ci(),
+            "openssl is needed to make a test service-account key"
+        );
+        eprintln!("skipping: openssl cannot make a test key");
+        return;
+    };
+    let sa = serde_json::json!({"client_email": "a@b", "token_uri": "http://127.0.0.1:9/token",
+        "private_key": std::fs::read_to_string(&private).unwrap()});
+    let vertex =
+        paddock::broker::vertex::Vertex::new(&Secret::new(sa.to_string()), "proj", "us-east5")
+            .unwrap();
+    let broker = paddock::broker::start(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        paddock::broker::BrokerConfig {
+            job_id: "job-vertex".into(),
+            attempt: 1,
+            upstream: paddock::broker::Upstream {
+                provider: "vertex".into(),
+                base: "http://127.0.0.1:9/v1".into(),
+                key: None,
+                key_header: paddock::broker::upstream::KeyHeader::ByApi,
+            },
+            prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
+            ceilings: vec![],
+            allowlist: paddock::broker::ModelAllowlist::any(),
+            allow_unpriced: false,
+            vertex: Some(Arc::new(vertex)),
+        },
+    )
+    .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    for path in ["/v1/messages", "/v1/responses", "/v1/chat/completions"] {
+        let resp = client
+            .post(format!("{}{path}", broker.url))
+            .header("x-api-key", broker.token.expose())
+            .body(r#"{"model":"claude-sonnet-4-5","messages":[]}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 404, "{path}");
+    }
+}
