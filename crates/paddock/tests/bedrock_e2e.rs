@@ -314,3 +314,42 @@ async fn a_bedrock_broker_refuses_other_routes() {
         ]
     );
 }
+
+/// The spec's Bedrock fields: the region is required with `bedrock` and
+/// refused elsewhere; Codex cannot use Bedrock.
+#[tokio::test]
+async fn bedrock_spec_fields_are_checked() {
+    let home = Home::new();
+    let creds = home.path().join("aws.json");
+    std::fs::write(&creds, r#"{"AccessKeyId":"A","SecretAccessKey":"s"}"#).unwrap();
+    let repo = repo(home.path());
+    let cases = [
+        (
+            "claude",
+            format!("[upstream]\nprovider = \"bedrock\"\nkey = \"file:{}\"\n", creds.display()),
+            "field `upstream.bedrock_region`: the bedrock upstream needs it",
+        ),
+        (
+            "claude",
+            format!("[upstream]\nprovider = \"bedrock\"\nkey = \"file:{}\"\nbedrock_region = \"US East\"\n", creds.display()),
+            "field `upstream.bedrock_region`: `US East` must be an AWS region such as `us-east-1`",
+        ),
+        (
+            "claude",
+            format!("[upstream]\nprovider = \"anthropic\"\nkey = \"file:{}\"\nbedrock_region = \"us-east-1\"\n", creds.display()),
+            "field `upstream.bedrock_region`: only the bedrock upstream takes it",
+        ),
+        (
+            "codex",
+            format!("[upstream]\nprovider = \"bedrock\"\nkey = \"file:{}\"\nbedrock_region = \"us-east-1\"\n", creds.display()),
+            "field `upstream.provider`: Codex speaks the OpenAI Responses API",
+        ),
+    ];
+    for (engine, upstream, want) in cases {
+        let spec = job(home.path(), engine, &repo, &upstream, None);
+        let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "{want}\n{err}");
+    }
+}
