@@ -353,3 +353,126 @@ async fn bedrock_spec_fields_are_checked() {
         assert!(err.contains(want), "{want}\n{err}");
     }
 }
+
+/// A Bedrock stream crossing the job's ceiling is cut like a Messages
+/// stream, ending with an event-stream `exception` frame the engine's AWS
+/// decoder understands; its row is estimated and priced as the Anthropic
+/// model the Bedrock id names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() {
+    use paddock::broker::eventstream::{Decoder, Event};
+    let dir = tempfile::tempdir().unwrap();
+    let text = "a budget test line. ".repeat(40);
+    let scenario = format!(
+        "[[turn]]\ntext = \"{text}\"\nusage = {{ input = 10, output = 200 }}\n[[turn]]\ntext = \"never\"\n"
+    );
+    let upstream = ScriptedServer::start_bedrock(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::new(Scenario::from_toml(&scenario, std::path::Path::new("cut.toml")).unwrap()),
+        RenderContext {
+            workdir: dir.path().to_path_buf(),
+        },
+        AwsCredentials {
+            access_key_id: ACCESS_KEY_ID.into(),
+            secret_access_key: Secret::new("cut-secret".into()),
+            region: "us-east-1".into(),
+        },
+    )
+    .unwrap();
+    let creds = Secret::new(
+        serde_json::json!({"AccessKeyId": ACCESS_KEY_ID, "SecretAccessKey": "cut-secret"})
+            .to_string(),
+    );
+    let bedrock = paddock::broker::bedrock::Bedrock::new(&creds, "us-east-1").unwrap();
+    // claude-haiku-4-5: $1/M input, $5/M output; about 100 output tokens fit.
+    let budget = 10 + 500;
+    let mut broker = paddock::broker::start(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        paddock::broker::BrokerConfig {
+            job_id: "job-bedrock-cut".into(),
+            attempt: 1,
+            upstream: paddock::broker::Upstream {
+                provider: "bedrock".into(),
+                base: upstream.base.trim_end_matches("/v1").to_string(),
+                key: None,
+                key_header: paddock::broker::upstream::KeyHeader::ByApi,
+            },
+            prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
+            ceilings: vec![paddock::broker::Ceiling {
+                scope: paddock::broker::Scope::Job,
+                limit_micros: budget,
+                prior_micros: 0,
+            }],
+            allowlist: paddock::broker::ModelAllowlist::any(),
+            allow_unpriced: false,
+            vertex: None,
+            bedrock: Some(Arc::new(bedrock)),
+        },
+    )
+    .unwrap();
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let resp = client
+        .post(format!(
+            "{}/model/anthropic.claude-haiku-4-5-20251001-v1:0/invoke-with-response-stream",
+            broker.url
+        ))
+        .header("x-api-key", broker.token.expose())
+        .header("content-type", "application/json")
+        .body(r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":1,"messages":[]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/vnd.amazon.eventstream"
+    );
+    let body = resp.bytes().await.unwrap();
+    let mut decoder = Decoder::default();
+    let events = decoder.feed(&body);
+    assert!(!decoder.mid_frame());
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            Event::Chunk(v) => v["type"].as_str().unwrap().to_string(),
+            Event::Exception { kind, .. } => format!("exception {kind}"),
+            Event::Other => "other".into(),
+        })
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("message_start"));
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("exception budget_exceeded")
+    );
+    assert!(!kinds.iter().any(|k| k == "message_stop"), "{kinds:?}");
+    let Some(Event::Exception { message, .. }) = events.last() else {
+        panic!("no exception frame");
+    };
+    assert!(
+        message.starts_with("paddock broker: job budget reached"),
+        "{message}"
+    );
+
+    let call = broker.calls.recv().await.unwrap();
+    assert_eq!(
+        (
+            call.provider.as_str(),
+            call.requested_model.as_str(),
+            call.status,
+            call.estimated,
+            call.error.as_deref()
+        ),
+        (
+            "bedrock",
+            "anthropic.claude-haiku-4-5-20251001-v1:0",
+            CallStatus::StreamError,
+            true,
+            Some(message.as_str())
+        )
+    );
+    // Cut at the first event past the ceiling: at most one delta over.
+    assert!(call.cost_micros > budget, "{call:?}");
+    assert!(call.cost_micros <= budget + 25, "{call:?}");
+    assert_eq!(broker.policy.try_recv().unwrap().message, *message);
+    assert!(broker.held());
+}
