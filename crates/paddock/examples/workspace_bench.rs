@@ -32,7 +32,8 @@ fn git(dir: &Path, args: &[&str]) {
     );
 }
 
-/// A repository of `files` files of about `size` bytes in nested directories.
+/// A packed repository of `files` files of about `size` bytes in nested
+/// directories.
 fn make_repo(root: &Path, files: usize, size: usize) -> PathBuf {
     let repo = root.join(format!("repo-{files}"));
     std::fs::create_dir_all(&repo).unwrap();
@@ -46,6 +47,8 @@ fn make_repo(root: &Path, files: usize, size: usize) -> PathBuf {
     }
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "bench"]);
+    // Packed, as a fetched or long-lived repository is.
+    git(&repo, &["gc", "-q"]);
     repo
 }
 
