@@ -24,6 +24,8 @@ pub const SERVICE: &str = "bedrock";
 pub enum BedrockError {
     #[error("AWS credentials: not a JSON object with AccessKeyId and SecretAccessKey: {0}")]
     ParseCredentials(String),
+    #[error("AWS credentials: shared credentials file (INI): {0}")]
+    ParseIni(String),
     #[error("AWS credentials {access_key_id}: SigV4 signing of {url} failed: {message}")]
     Sign {
         access_key_id: String,
@@ -47,6 +49,55 @@ struct CredentialsFile {
     session_token: Option<String>,
 }
 
+/// The `[default]` profile (or the only one) of an AWS shared credentials
+/// file: `aws_access_key_id`, `aws_secret_access_key`, `aws_session_token`.
+fn from_ini(text: &str) -> Result<CredentialsFile, BedrockError> {
+    let mut profiles: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            profiles.push((name.trim().to_string(), Vec::new()));
+            continue;
+        }
+        let (Some((key, value)), Some((_, entries))) = (line.split_once('='), profiles.last_mut())
+        else {
+            return Err(BedrockError::ParseIni(format!(
+                "line {}: expected `[profile]` or `key = value`",
+                n + 1
+            )));
+        };
+        entries.push((key.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let entries = match profiles.iter().find(|(name, _)| name == "default") {
+        Some((_, e)) => e,
+        None => match profiles.as_slice() {
+            [(_, e)] => e,
+            [] => return Err(BedrockError::ParseIni("no profile".into())),
+            _ => {
+                return Err(BedrockError::ParseIni(
+                    "several profiles and no [default]: reference a file with one".into(),
+                ))
+            }
+        },
+    };
+    let get = |key: &str| {
+        entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    Ok(CredentialsFile {
+        access_key_id: get("aws_access_key_id")
+            .ok_or_else(|| BedrockError::ParseIni("no aws_access_key_id".into()))?,
+        secret_access_key: get("aws_secret_access_key")
+            .ok_or_else(|| BedrockError::ParseIni("no aws_secret_access_key".into()))?,
+        session_token: get("aws_session_token"),
+    })
+}
+
 /// Where a job's Bedrock calls go and how they are signed.
 pub struct Bedrock {
     pub region: String,
@@ -65,10 +116,15 @@ impl std::fmt::Debug for Bedrock {
 }
 
 impl Bedrock {
-    /// From the credentials JSON (the secret the spec references).
+    /// From the credentials (the secret the spec references): JSON, or an
+    /// AWS shared credentials file (INI).
     pub fn new(credentials: &Secret, region: &str) -> Result<Bedrock, BedrockError> {
-        let file: CredentialsFile = serde_json::from_str(credentials.expose())
-            .map_err(|e| BedrockError::ParseCredentials(e.to_string()))?;
+        let text = credentials.expose().trim_start();
+        let file: CredentialsFile = if text.starts_with('{') {
+            serde_json::from_str(text).map_err(|e| BedrockError::ParseCredentials(e.to_string()))?
+        } else {
+            from_ini(text)?
+        };
         if file.access_key_id.is_empty() || file.secret_access_key.is_empty() {
             return Err(BedrockError::ParseCredentials(
                 "AccessKeyId or SecretAccessKey is empty".into(),
@@ -334,6 +390,46 @@ mod tests {
         assert_ne!(other[1], signed[1]);
         let body2 = b.sign("POST", url, &headers, b"{ }", time).unwrap();
         assert_ne!(body2[1], signed[1]);
+    }
+
+    #[test]
+    fn shared_credentials_files_parse() {
+        let ini = "# comment\n[other]\naws_access_key_id = AKIAOTHER\n\n[default]\naws_access_key_id = AKIADEF\nAWS_SECRET_ACCESS_KEY = s3cret\naws_session_token = tok\n";
+        let b = Bedrock::new(&Secret::new(ini.into()), "eu-west-1").unwrap();
+        assert_eq!(
+            (
+                b.access_key_id.as_str(),
+                b.secret_access_key.expose(),
+                b.session_token.as_ref().map(Secret::expose)
+            ),
+            ("AKIADEF", "s3cret", Some("tok"))
+        );
+        let one = "[ci]\naws_access_key_id=AKIACI\naws_secret_access_key=x\n";
+        let b = Bedrock::new(&Secret::new(one.into()), "eu-west-1").unwrap();
+        assert_eq!(
+            (b.access_key_id.as_str(), b.session_token.is_none()),
+            ("AKIACI", true)
+        );
+        let errs: Vec<String> = [
+            "[a]\naws_access_key_id=A\n[b]\naws_access_key_id=B\n",
+            "[default]\naws_access_key_id=A\n",
+            "aws_access_key_id=A\n",
+        ]
+        .iter()
+        .map(|t| {
+            Bedrock::new(&Secret::new(t.to_string()), "r")
+                .unwrap_err()
+                .to_string()
+        })
+        .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "AWS credentials: shared credentials file (INI): several profiles and no [default]: reference a file with one",
+                "AWS credentials: shared credentials file (INI): no aws_secret_access_key",
+                "AWS credentials: shared credentials file (INI): line 1: expected `[profile]` or `key = value`",
+            ]
+        );
     }
 
     #[test]
