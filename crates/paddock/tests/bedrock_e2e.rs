@@ -354,42 +354,39 @@ async fn bedrock_spec_fields_are_checked() {
     }
 }
 
-/// A Bedrock stream crossing the job's ceiling is cut like a Messages
-/// stream, ending with an event-stream `exception` frame the engine's AWS
-/// decoder understands; its row is estimated and priced as the Anthropic
-/// model the Bedrock id names.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() {
-    use paddock::broker::eventstream::{Decoder, Event};
+/// A mock Bedrock runtime serving `scenario` and a Bedrock broker in front
+/// of it, both with the same credentials.
+async fn bedrock_rig(
+    scenario: &str,
+    ceilings: Vec<paddock::broker::Ceiling>,
+) -> (
+    ScriptedServer,
+    paddock::broker::BrokerHandle,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().unwrap();
-    let text = "a budget test line. ".repeat(40);
-    let scenario = format!(
-        "[[turn]]\ntext = \"{text}\"\nusage = {{ input = 10, output = 200 }}\n[[turn]]\ntext = \"never\"\n"
-    );
     let upstream = ScriptedServer::start_bedrock(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Arc::new(Scenario::from_toml(&scenario, std::path::Path::new("cut.toml")).unwrap()),
+        Arc::new(Scenario::from_toml(scenario, std::path::Path::new("rig.toml")).unwrap()),
         RenderContext {
             workdir: dir.path().to_path_buf(),
         },
         AwsCredentials {
             access_key_id: ACCESS_KEY_ID.into(),
-            secret_access_key: Secret::new("cut-secret".into()),
+            secret_access_key: Secret::new("rig-secret".into()),
             region: "us-east-1".into(),
         },
     )
     .unwrap();
     let creds = Secret::new(
-        serde_json::json!({"AccessKeyId": ACCESS_KEY_ID, "SecretAccessKey": "cut-secret"})
+        serde_json::json!({"AccessKeyId": ACCESS_KEY_ID, "SecretAccessKey": "rig-secret"})
             .to_string(),
     );
     let bedrock = paddock::broker::bedrock::Bedrock::new(&creds, "us-east-1").unwrap();
-    // claude-haiku-4-5: $1/M input, $5/M output; about 100 output tokens fit.
-    let budget = 10 + 500;
-    let mut broker = paddock::broker::start(
+    let broker = paddock::broker::start(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         paddock::broker::BrokerConfig {
-            job_id: "job-bedrock-cut".into(),
+            job_id: "job-bedrock-rig".into(),
             attempt: 1,
             upstream: paddock::broker::Upstream {
                 provider: "bedrock".into(),
@@ -398,11 +395,7 @@ async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() 
                 key_header: paddock::broker::upstream::KeyHeader::ByApi,
             },
             prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
-            ceilings: vec![paddock::broker::Ceiling {
-                scope: paddock::broker::Scope::Job,
-                limit_micros: budget,
-                prior_micros: 0,
-            }],
+            ceilings,
             allowlist: paddock::broker::ModelAllowlist::any(),
             allow_unpriced: false,
             vertex: None,
@@ -410,6 +403,86 @@ async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() 
         },
     )
     .unwrap();
+    (upstream, broker, dir)
+}
+
+/// A non-streaming `invoke` is forwarded signed and metered from its JSON body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_streaming_bedrock_invoke_is_metered() {
+    let (upstream, mut broker, _dir) = bedrock_rig(
+        "[[turn]]\ntext = \"Hello.\"\nusage = { input = 40, cached = 7, output = 9 }\n",
+        vec![],
+    )
+    .await;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let resp = client
+        .post(format!(
+            "{}/model/global.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke",
+            broker.url
+        ))
+        .header("x-api-key", broker.token.expose())
+        .header("content-type", "application/json")
+        .body(r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let body: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    assert_eq!(body["content"][0]["text"], "Hello.");
+    assert_eq!(
+        upstream.requests()[0].path,
+        "/model/global.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke"
+    );
+    let call = broker.calls.recv().await.unwrap();
+    let usage = TokenUsage {
+        input_tokens: 40,
+        cached_input_tokens: 7,
+        output_tokens: 9,
+        ..TokenUsage::default()
+    };
+    let prices = paddock::broker::PriceTable::vendored().unwrap();
+    assert_eq!(
+        (
+            call.status,
+            call.tokens,
+            call.estimated,
+            Some(call.cost_micros)
+        ),
+        (
+            CallStatus::Ok,
+            usage,
+            false,
+            prices.cost_micros("claude-haiku-4-5", &usage)
+        )
+    );
+    assert_eq!(
+        call.requested_model,
+        "global.anthropic.claude-haiku-4-5-20251001-v1:0"
+    );
+}
+
+/// A Bedrock stream crossing the job's ceiling is cut like a Messages
+/// stream, ending with an event-stream `exception` frame the engine's AWS
+/// decoder understands; its row is estimated and priced as the Anthropic
+/// model the Bedrock id names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() {
+    use paddock::broker::eventstream::{Decoder, Event};
+    let text = "a budget test line. ".repeat(40);
+    let scenario = format!(
+        "[[turn]]\ntext = \"{text}\"\nusage = {{ input = 10, output = 200 }}\n[[turn]]\ntext = \"never\"\n"
+    );
+    // claude-haiku-4-5: $1/M input, $5/M output; about 100 output tokens fit.
+    let budget = 10 + 500;
+    let (_upstream, mut broker, _dir) = bedrock_rig(
+        &scenario,
+        vec![paddock::broker::Ceiling {
+            scope: paddock::broker::Scope::Job,
+            limit_micros: budget,
+            prior_micros: 0,
+        }],
+    )
+    .await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let resp = client
         .post(format!(
