@@ -226,9 +226,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     };
 
     let upstream = &shared.config.upstream;
-    let (url, mut out_headers) = match (&shared.config.vertex, &vertex_call) {
-        _ if bedrock_call.is_some() => {
-            let (m, method) = bedrock_call.clone().unwrap_or_default();
+    let (url, mut out_headers) = match (&shared.config.vertex, &vertex_call, &bedrock_call) {
+        (_, _, Some((m, method))) => {
             // The job picks only the model and the method; no AWS header of
             // the engine's survives (the broker signs).
             let mut h = upstream.request_headers(api, &headers);
@@ -241,14 +240,11 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 h.remove(n);
             }
             (
-                upstream.url(
-                    &super::bedrock::Bedrock::path(&m, &method),
-                    query.as_deref(),
-                ),
+                upstream.url(&super::bedrock::Bedrock::path(m, method), query.as_deref()),
                 h,
             )
         }
-        (Some(vertex), Some((m, method))) => (
+        (Some(vertex), Some((m, method)), None) => (
             // Rebuilt from the spec's project and region: the job picks
             // only the model and the method.
             upstream.url(&vertex.path(m, method), query.as_deref()),
