@@ -341,6 +341,7 @@ async fn main() {
             allowlist: ModelAllowlist::any(),
             allow_unpriced: true,
             vertex: None,
+            bedrock: None,
         },
     )
     .unwrap();

@@ -144,6 +144,9 @@ pub async fn run(
     if let (ProviderKind::Vertex, Some(k)) = (spec.upstream.provider, &key) {
         vertex_of(spec, k).map_err(|e| RunError::BadInput(format!("upstream.key: {e}")))?;
     }
+    if let (ProviderKind::Bedrock, Some(k)) = (spec.upstream.provider, &key) {
+        bedrock_of(spec, k).map_err(|e| RunError::BadInput(format!("upstream.key: {e}")))?;
+    }
     if opts.prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
         return Err(RunError::BadInput(format!(
             "engine.model `{}` has no price in price table {}; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)",
@@ -576,7 +579,28 @@ async fn launch_and_stream(
         )),
         _ => None,
     };
+    let bedrock = match (spec.upstream.provider, &key) {
+        (ProviderKind::Bedrock, Some(k)) => Some(Arc::new(
+            bedrock_of(spec, k).map_err(|e| step("upstream.key", e))?,
+        )),
+        _ => None,
+    };
     let upstream = match spec.upstream.provider {
+        // The broker signs each call with SigV4; the base has no `/v1`.
+        ProviderKind::Bedrock => Upstream {
+            provider: "bedrock".into(),
+            base: spec.upstream.base_url.clone().unwrap_or_else(|| {
+                format!(
+                    "https://bedrock-runtime.{}.amazonaws.com",
+                    spec.upstream
+                        .bedrock_region
+                        .as_deref()
+                        .unwrap_or("us-east-1")
+                )
+            }),
+            key: None,
+            key_header: KeyHeader::ByApi,
+        },
         // The broker mints the token per call; the base keeps `/v1`.
         ProviderKind::Vertex => Upstream {
             provider: "vertex".into(),
@@ -676,6 +700,7 @@ async fn launch_and_stream(
         },
         allow_unpriced: spec.upstream.allow_unpriced,
         vertex: vertex.clone(),
+        bedrock: bedrock.clone(),
     };
     let (mut broker, sandbox) = match spec.isolation {
         // `auto` was resolved when the job was admitted.
@@ -732,6 +757,7 @@ async fn launch_and_stream(
         vertex: vertex
             .as_ref()
             .map(|v| (v.project.clone(), v.region.clone())),
+        bedrock: bedrock.as_ref().map(|b| b.region.clone()),
     };
     for file in adapter.prepare(&ctx) {
         if let Some(parent) = file.path.parent() {
@@ -912,6 +938,14 @@ async fn launch_and_stream(
         exit_code,
         calls,
     })
+}
+
+/// The Bedrock upstream of a `bedrock` spec, from its AWS credentials.
+fn bedrock_of(
+    spec: &JobSpec,
+    key: &Secret,
+) -> Result<broker::bedrock::Bedrock, broker::bedrock::BedrockError> {
+    broker::bedrock::Bedrock::new(key, spec.upstream.bedrock_region.as_deref().unwrap_or(""))
 }
 
 /// The Vertex AI upstream of a `vertex` spec, from its service-account key.

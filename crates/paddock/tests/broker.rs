@@ -82,6 +82,7 @@ async fn rig_full(
             allowlist,
             allow_unpriced,
             vertex: None,
+            bedrock: None,
         },
     )
     .unwrap();

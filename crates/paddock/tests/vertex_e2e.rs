@@ -318,6 +318,7 @@ async fn a_vertex_broker_refuses_other_routes() {
             allowlist: paddock::broker::ModelAllowlist::any(),
             allow_unpriced: false,
             vertex: Some(Arc::new(vertex)),
+            bedrock: None,
         },
     )
     .unwrap();

@@ -247,6 +247,9 @@ pub struct UpstreamSpec {
     /// Vertex only: the region, e.g. `us-east5`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vertex_region: Option<String>,
+    /// Bedrock only: the AWS region, e.g. `us-east-1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bedrock_region: Option<String>,
     /// Let calls to models without a price through (metered, priced at 0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_unpriced: bool,
@@ -260,6 +263,8 @@ pub enum ProviderKind {
     Scripted,
     /// Claude on Google Vertex AI; the key is the service account's JSON key.
     Vertex,
+    /// Claude on Amazon Bedrock; the key is the AWS credentials JSON.
+    Bedrock,
 }
 
 impl ProviderKind {
@@ -269,6 +274,7 @@ impl ProviderKind {
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::Scripted => "scripted",
             ProviderKind::Vertex => "vertex",
+            ProviderKind::Bedrock => "bedrock",
         }
     }
 }
@@ -616,7 +622,10 @@ impl JobSpec {
                     ));
                 }
             }
-            ProviderKind::Openai | ProviderKind::Anthropic | ProviderKind::Vertex => {
+            ProviderKind::Openai
+            | ProviderKind::Anthropic
+            | ProviderKind::Vertex
+            | ProviderKind::Bedrock => {
                 if up.key.is_none() {
                     return Err(invalid(
                         "upstream.key",
@@ -660,7 +669,35 @@ impl JobSpec {
                 }
             }
         }
-        if (self.engine.kind, up.provider) == (EngineKind::Codex, ProviderKind::Vertex) {
+        match (up.provider, &up.bedrock_region) {
+            (ProviderKind::Bedrock, None) => {
+                return Err(invalid(
+                    "upstream.bedrock_region",
+                    "the bedrock upstream needs it".into(),
+                ))
+            }
+            (ProviderKind::Bedrock, Some(v))
+                if v.is_empty()
+                    || !v
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') =>
+            {
+                return Err(invalid(
+                    "upstream.bedrock_region",
+                    format!("`{v}` must be an AWS region such as `us-east-1`"),
+                ))
+            }
+            (ProviderKind::Bedrock, Some(_)) | (_, None) => {}
+            (_, Some(_)) => {
+                return Err(invalid(
+                    "upstream.bedrock_region",
+                    "only the bedrock upstream takes it".into(),
+                ))
+            }
+        }
+        if self.engine.kind == EngineKind::Codex
+            && matches!(up.provider, ProviderKind::Vertex | ProviderKind::Bedrock)
+        {
             return Err(invalid(
                 "upstream.provider",
                 "Codex speaks the OpenAI Responses API: use `openai` or `scripted`".into(),

@@ -2,7 +2,8 @@
 //! extracts what the ledger needs: the served model, token usage, whether the
 //! response completed, and the upstream's error message. It understands the
 //! OpenAI Responses, OpenAI Chat Completions and Anthropic Messages SSE
-//! streams and their JSON (non-streaming and error) bodies. It never changes
+//! streams and their JSON (non-streaming and error) bodies, and Bedrock's
+//! AWS event stream, whose chunks carry Messages events. It never changes
 //! a byte of the stream.
 
 use paddock_protocol::TokenUsage;
@@ -61,6 +62,8 @@ impl Reading {
 pub struct Meter {
     api: Api,
     sse: bool,
+    /// Bedrock's AWS event stream: frames whose chunks are Messages events.
+    frames: Option<super::eventstream::Decoder>,
     buf: Vec<u8>,
     reading: Reading,
 }
@@ -74,6 +77,9 @@ impl Meter {
         Meter {
             api,
             sse: content_type.starts_with("text/event-stream"),
+            frames: content_type
+                .starts_with(super::eventstream::CONTENT_TYPE)
+                .then(super::eventstream::Decoder::default),
             buf: Vec::new(),
             reading: Reading::default(),
         }
@@ -81,6 +87,25 @@ impl Meter {
 
     /// Feeds the next chunk of the body.
     pub fn feed(&mut self, chunk: &[u8]) {
+        if let Some(frames) = self.frames.as_mut() {
+            for event in frames.feed(chunk) {
+                match event {
+                    super::eventstream::Event::Chunk(v) => {
+                        let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
+                        match self.api {
+                            Api::Responses => self.responses_event(kind, &v),
+                            Api::Messages => self.messages_event(kind, &v),
+                            Api::Chat => self.chat_chunk(&v),
+                        }
+                    }
+                    super::eventstream::Event::Exception { kind, message } => {
+                        self.reading.error = Some(format!("{kind}: {message}"));
+                    }
+                    super::eventstream::Event::Other => {}
+                }
+            }
+            return;
+        }
         if !self.sse {
             if self.buf.len() + chunk.len() <= MAX_JSON_COPY {
                 self.buf.extend_from_slice(chunk);
@@ -111,14 +136,23 @@ impl Meter {
         self.reading.completed
     }
 
-    /// True when the body is an SSE stream.
+    /// True when the body is a stream (SSE or an AWS event stream).
     pub fn is_sse(&self) -> bool {
-        self.sse
+        self.sse || self.frames.is_some()
     }
 
-    /// True when an SSE event has started but not ended.
+    /// True when the body is an AWS event stream.
+    pub fn is_eventstream(&self) -> bool {
+        self.frames.is_some()
+    }
+
+    /// True when an SSE event (or an event-stream frame) has started but
+    /// not ended.
     pub fn mid_event(&self) -> bool {
-        self.sse && !self.buf.is_empty()
+        match &self.frames {
+            Some(frames) => frames.mid_frame(),
+            None => self.sse && !self.buf.is_empty(),
+        }
     }
 
     /// The model the upstream says serves the response, so far.
@@ -128,7 +162,9 @@ impl Meter {
 
     /// Ends the body and returns the reading.
     pub fn finish(mut self, http_status: u16) -> Reading {
-        if self.sse {
+        if self.frames.is_some() {
+            // A partial last frame carries nothing complete to read.
+        } else if self.sse {
             if !self.buf.is_empty() {
                 let rest = std::mem::take(&mut self.buf);
                 self.sse_event(&rest);
@@ -499,6 +535,50 @@ mod tests {
                 error: None,
                 generated_chars: 0,
             }
+        );
+    }
+
+    #[test]
+    fn bedrock_event_stream_is_metered_as_messages() {
+        use crate::broker::eventstream::{chunk, exception};
+        let events = [
+            serde_json::json!({"type":"message_start","message":{"model":"claude-sonnet-4-5-20250929","usage":{
+                "input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 1000, "output_tokens": 1}}}),
+            serde_json::json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hello"}}),
+            serde_json::json!({"type":"message_delta","usage":{"output_tokens": 7}}),
+            serde_json::json!({"type":"message_stop"}),
+        ];
+        let body: Vec<u8> = events.iter().flat_map(|e| chunk(e).to_vec()).collect();
+        let mut m = Meter::new(Api::Messages, "application/vnd.amazon.eventstream");
+        for piece in body.chunks(5) {
+            m.feed(piece);
+        }
+        assert!(m.is_sse() && m.is_eventstream() && !m.mid_event());
+        assert_eq!(
+            m.finish(200),
+            Reading {
+                served_model: Some("claude-sonnet-4-5-20250929".into()),
+                usage: Some(TokenUsage {
+                    input_tokens: 10,
+                    cached_input_tokens: 100,
+                    cache_write_tokens: 1000,
+                    output_tokens: 7,
+                    reasoning_tokens: 0,
+                }),
+                usage_final: true,
+                completed: true,
+                error: None,
+                generated_chars: 5,
+            }
+        );
+
+        let mut m = Meter::new(Api::Messages, "application/vnd.amazon.eventstream");
+        m.feed(&chunk(&events[0]));
+        m.feed(&exception("throttlingException", "Too many tokens"));
+        let r = m.finish(200);
+        assert_eq!(
+            (r.error.as_deref(), r.completed, r.usage_final),
+            (Some("throttlingException: Too many tokens"), false, false)
         );
     }
 

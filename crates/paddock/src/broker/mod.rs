@@ -13,7 +13,9 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 pub mod allowlist;
+pub mod bedrock;
 pub mod budget;
+pub mod eventstream;
 pub mod meter;
 pub mod prices;
 pub mod scripted;
@@ -61,6 +63,9 @@ pub struct BrokerConfig {
     /// Google Vertex AI: the broker serves the Vertex paths and mints the
     /// service account's token.
     pub vertex: Option<Arc<vertex::Vertex>>,
+    /// Amazon Bedrock: the broker serves the Bedrock runtime paths and
+    /// SigV4-signs every forwarded request.
+    pub bedrock: Option<Arc<bedrock::Bedrock>>,
 }
 
 /// A policy decision the broker took, for the job's `policy` events.

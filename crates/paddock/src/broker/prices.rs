@@ -120,6 +120,10 @@ impl PriceTable {
         if let Some(p) = self.models.get(model) {
             return Some(*p);
         }
+        // Bedrock ids: `us.anthropic.claude-…-20250929-v1:0` → `claude-…-20250929`.
+        if let Some(name) = super::bedrock::price_name(model) {
+            return self.price(name);
+        }
         // `-20250929` (Anthropic), `@20250929` (Vertex AI).
         let (stem, date) = model.rsplit_once(['-', '@'])?;
         if date.len() == 8 && date.chars().all(|c| c.is_ascii_digit()) {

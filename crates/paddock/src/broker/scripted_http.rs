@@ -2,7 +2,11 @@
 //! /v1/responses` in the OpenAI Responses format, `POST /v1/messages` in
 //! the Anthropic Messages format and `POST /v1/chat/completions` in the
 //! OpenAI Chat Completions format (and Google Vertex AI's Anthropic
-//! `…/models/MODEL:streamRawPredict` paths as Messages). The broker forwards `scripted` jobs here,
+//! `…/models/MODEL:streamRawPredict` paths as Messages). Started with
+//! [`ScriptedServer::start_bedrock`] it is a mock Amazon Bedrock runtime:
+//! `/model/MODEL/invoke-with-response-stream` answered in the AWS event
+//! stream, `/model/MODEL/invoke` as JSON, every request's SigV4 signature
+//! verified with the test's credentials. The broker forwards `scripted` jobs here,
 //! so scripted calls cross the same forwarding and metering code as real
 //! ones; tests also use it as a stand-in provider that checks the key the
 //! broker injects and records what reached it.
@@ -31,10 +35,19 @@ pub struct RecordedRequest {
     pub body: Value,
 }
 
+/// The AWS credentials a mock Bedrock endpoint verifies signatures with.
+#[derive(Debug, Clone)]
+pub struct AwsCredentials {
+    pub access_key_id: String,
+    pub secret_access_key: Secret,
+    pub region: String,
+}
+
 struct ScriptedState {
     scenario: Arc<Scenario>,
     ctx: RenderContext,
     expect_key: Option<Secret>,
+    aws: Option<AwsCredentials>,
     requests: Mutex<Vec<RecordedRequest>>,
 }
 
@@ -55,11 +68,34 @@ impl ScriptedServer {
         ctx: RenderContext,
         expect_key: Option<Secret>,
     ) -> std::io::Result<ScriptedServer> {
+        Self::start_with(listener, scenario, ctx, expect_key, None)
+    }
+
+    /// Serves `scenario` as a mock Amazon Bedrock runtime that accepts only
+    /// requests SigV4-signed with `aws` (anything else: HTTP 403
+    /// `InvalidSignatureException` with AWS's message).
+    pub fn start_bedrock(
+        listener: TcpListener,
+        scenario: Arc<Scenario>,
+        ctx: RenderContext,
+        aws: AwsCredentials,
+    ) -> std::io::Result<ScriptedServer> {
+        Self::start_with(listener, scenario, ctx, None, Some(aws))
+    }
+
+    fn start_with(
+        listener: TcpListener,
+        scenario: Arc<Scenario>,
+        ctx: RenderContext,
+        expect_key: Option<Secret>,
+        aws: Option<AwsCredentials>,
+    ) -> std::io::Result<ScriptedServer> {
         let addr = listener.local_addr()?;
         let state = Arc::new(ScriptedState {
             scenario,
             ctx,
             expect_key,
+            aws,
             requests: Mutex::new(Vec::new()),
         });
         let app = Router::new().fallback(handle).with_state(state.clone());
@@ -96,8 +132,13 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
         &Method::POST => super::vertex::parse_path(req.uri().path()).map(|(m, _)| m),
         _ => None,
     };
+    // Amazon Bedrock's runtime paths (mock Bedrock only).
+    let bedrock = match (req.method(), &state.aws) {
+        (&Method::POST, Some(_)) => super::bedrock::parse_path(req.uri().path()),
+        _ => None,
+    };
     let (wire, api) = match (req.method(), req.uri().path()) {
-        _ if vertex_model.is_some() => (Wire::Messages, Api::Messages),
+        _ if vertex_model.is_some() || bedrock.is_some() => (Wire::Messages, Api::Messages),
         (&Method::POST, "/v1/responses") => (Wire::Responses, Api::Responses),
         (&Method::POST, "/v1/messages") => (Wire::Messages, Api::Messages),
         (&Method::POST, "/v1/chat/completions") => (Wire::Chat, Api::Chat),
@@ -138,6 +179,26 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
             return error_response(api, StatusCode::BAD_REQUEST, "invalid_request_error", &msg);
         }
     };
+    if let (Some(aws), Some(_)) = (&state.aws, &bedrock) {
+        if let Err(why) = verify_sigv4(aws, &path, &headers, &body) {
+            tracing::debug!(why, "mock Bedrock: signature rejected");
+            return Response::builder()
+                .status(StatusCode::FORBIDDEN)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header("x-amzn-errortype", "InvalidSignatureException")
+                .body(Body::from(
+                    serde_json::json!({"message": INVALID_SIGNATURE}).to_string(),
+                ))
+                .unwrap_or_else(|_| {
+                    error_response(
+                        api,
+                        StatusCode::FORBIDDEN,
+                        "InvalidSignatureException",
+                        INVALID_SIGNATURE,
+                    )
+                });
+        }
+    }
     let request: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -149,7 +210,22 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
     if let (Some(m), Some(obj)) = (&vertex_model, request.as_object_mut()) {
         obj.insert("model".into(), Value::String(m.clone()));
     }
-    let reply = state.scenario.respond(wire, &request, &state.ctx);
+    if let (Some((m, method)), Some(obj)) = (&bedrock, request.as_object_mut()) {
+        // Bedrock names the model in the path and streams by path.
+        obj.insert(
+            "model".into(),
+            Value::String(super::bedrock::decode_model(m)),
+        );
+        obj.insert(
+            "stream".into(),
+            Value::Bool(method == "invoke-with-response-stream"),
+        );
+    }
+    let mut reply = state.scenario.respond(wire, &request, &state.ctx);
+    if bedrock.is_some() && reply.content_type.starts_with("text/event-stream") {
+        reply.chunks = to_eventstream(&reply.chunks);
+        reply.content_type = super::eventstream::CONTENT_TYPE.to_string();
+    }
     if let Ok(mut r) = state.requests.lock() {
         r.push(RecordedRequest {
             path,
@@ -172,6 +248,76 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
                 "scripted upstream: bad reply",
             )
         })
+}
+
+/// AWS's message for a request whose signature does not verify.
+pub const INVALID_SIGNATURE: &str = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.";
+
+/// Re-signs the request as received with `aws` and compares signatures.
+fn verify_sigv4(
+    aws: &AwsCredentials,
+    path_and_query: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), String> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let auth = text("authorization").ok_or("no authorization header")?;
+    let signed_headers = auth
+        .split(", ")
+        .find_map(|p| p.strip_prefix("SignedHeaders="))
+        .ok_or("no SignedHeaders")?;
+    let credential = auth
+        .split(", ")
+        .find_map(|p| p.strip_prefix("AWS4-HMAC-SHA256 Credential="))
+        .ok_or("not AWS4-HMAC-SHA256")?;
+    if credential.split('/').next() != Some(aws.access_key_id.as_str()) {
+        return Err(format!("unknown access key in {credential}"));
+    }
+    let date = text("x-amz-date").ok_or("no x-amz-date")?;
+    let format = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    let when = time::PrimitiveDateTime::parse(date, format)
+        .map_err(|e| format!("x-amz-date {date}: {e}"))?
+        .assume_utc();
+    let host = text("host").ok_or("no host")?;
+    let mut signed = Vec::new();
+    for name in signed_headers.split(';') {
+        match name {
+            "host" | "x-amz-date" | "x-amz-security-token" => {}
+            other => signed.push((other, text(other).ok_or(format!("no {other}"))?)),
+        }
+    }
+    let expected = super::bedrock::sign_with(
+        &aws.access_key_id,
+        aws.secret_access_key.expose(),
+        text("x-amz-security-token"),
+        &aws.region,
+        "POST",
+        &format!("http://{host}{path_and_query}"),
+        &signed,
+        body,
+        std::time::SystemTime::from(when),
+    )?;
+    match expected.iter().find(|(n, _)| n == "authorization") {
+        Some((_, v)) if v == auth => Ok(()),
+        _ => Err("signature mismatch".into()),
+    }
+}
+
+/// SSE chunks (one Messages event each) as AWS event-stream `chunk` frames.
+fn to_eventstream(chunks: &[Bytes]) -> Vec<Bytes> {
+    let all: Vec<u8> = chunks.iter().flat_map(|c| c.to_vec()).collect();
+    String::from_utf8_lossy(&all)
+        .split("\n\n")
+        .filter_map(|event| {
+            let data: String = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            serde_json::from_str::<Value>(&data).ok()
+        })
+        .map(|v| super::eventstream::chunk(&v))
+        .collect()
 }
 
 /// The reply's chunks, one write each, then a clean end or a cut connection.

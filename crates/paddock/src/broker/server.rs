@@ -38,8 +38,31 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         _ => None,
     };
     let vertex_only = shared.config.vertex.is_some() && req.method() == Method::POST;
+    let bedrock_call = match (&shared.config.bedrock, req.method()) {
+        (Some(_), &Method::POST) => super::bedrock::parse_path(req.uri().path()),
+        _ => None,
+    };
     let api = match (req.method(), req.uri().path()) {
-        _ if vertex_call.is_some() => Api::Messages,
+        _ if vertex_call.is_some() || bedrock_call.is_some() => Api::Messages,
+        // A Bedrock job reaches the Bedrock runtime's invoke paths only. Claude
+        // Code first lists inference profiles (a control-plane call it
+        // tolerates failing): not implemented here.
+        (&Method::GET, "/inference-profiles") if shared.config.bedrock.is_some() => {
+            return error_response(
+                Api::Messages,
+                StatusCode::NOT_IMPLEMENTED,
+                "not_implemented",
+                "paddock broker: Bedrock inference profiles are not listed through the broker",
+            );
+        }
+        (m, path) if shared.config.bedrock.is_some() => {
+            return error_response(
+                Api::Messages,
+                StatusCode::NOT_FOUND,
+                "not_found_error",
+                &format!("paddock broker: no route for {m} {path} (this job uses Amazon Bedrock)"),
+            );
+        }
         // A Vertex job reaches Vertex's paths only: its token goes nowhere else.
         (_, path) if vertex_only => {
             return error_response(
@@ -130,10 +153,11 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         Some(rewritten) => rewritten,
         None => body,
     };
-    let model = match &vertex_call {
-        // Vertex names the model in the path, not the body.
-        Some((m, _)) => m.clone(),
-        None => request
+    let model = match (&vertex_call, &bedrock_call) {
+        // Vertex and Bedrock name the model in the path, not the body.
+        (Some((m, _)), _) => m.clone(),
+        (None, Some((m, _))) => super::bedrock::decode_model(m),
+        (None, None) => request
             .get("model")
             .and_then(Value::as_str)
             .unwrap_or("")
@@ -202,8 +226,25 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     };
 
     let upstream = &shared.config.upstream;
-    let (url, mut out_headers) = match (&shared.config.vertex, &vertex_call) {
-        (Some(vertex), Some((m, method))) => (
+    let (url, mut out_headers) = match (&shared.config.vertex, &vertex_call, &bedrock_call) {
+        (_, _, Some((m, method))) => {
+            // The job picks only the model and the method; no AWS header of
+            // the engine's survives (the broker signs).
+            let mut h = upstream.request_headers(api, &headers);
+            let amz: Vec<_> = h
+                .keys()
+                .filter(|n| n.as_str().starts_with("x-amz-"))
+                .cloned()
+                .collect();
+            for n in amz {
+                h.remove(n);
+            }
+            (
+                upstream.url(&super::bedrock::Bedrock::path(m, method), query.as_deref()),
+                h,
+            )
+        }
+        (Some(vertex), Some((m, method)), None) => (
             // Rebuilt from the spec's project and region: the job picks
             // only the model and the method.
             upstream.url(&vertex.path(m, method), query.as_deref()),
@@ -214,6 +255,62 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             upstream.request_headers(api, &headers),
         ),
     };
+    if let Some(bedrock) = &shared.config.bedrock {
+        let content_type = out_headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_string();
+        out_headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_str(&content_type)
+                .unwrap_or(http::HeaderValue::from_static("application/json")),
+        );
+        let signed = bedrock.sign(
+            "POST",
+            &url,
+            &[("content-type", content_type.as_str())],
+            &body,
+            std::time::SystemTime::now(),
+        );
+        match signed {
+            Ok(headers) => {
+                for (name, value) in headers {
+                    if let (Ok(n), Ok(mut v)) = (
+                        http::HeaderName::from_bytes(name.as_bytes()),
+                        http::HeaderValue::from_str(&value),
+                    ) {
+                        v.set_sensitive(true);
+                        out_headers.insert(n, v);
+                    }
+                }
+            }
+            Err(e) => {
+                let msg = format!("paddock broker: {e}");
+                let call = ModelCall {
+                    job_id: shared.config.job_id.clone(),
+                    attempt: shared.config.attempt,
+                    seq,
+                    provider: upstream.provider.clone(),
+                    requested_model: model.clone(),
+                    served_model: None,
+                    tokens: TokenUsage::default(),
+                    ttft_ms: None,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                    status: CallStatus::HttpError,
+                    http_status: Some(502),
+                    error: Some(msg.clone()),
+                    estimated: false,
+                    price_version: prices.version.clone(),
+                    cost_micros: 0,
+                    started_at,
+                };
+                let _ = shared.calls.send(call);
+                reservation.settle(0);
+                return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
+            }
+        }
+    }
     if let Some(vertex) = &shared.config.vertex {
         match vertex.token().await {
             Ok(token) => {
@@ -555,6 +652,17 @@ impl MeteredBody {
         let Some(meter) = self.meter.as_ref() else {
             return;
         };
+        if meter.is_eventstream() {
+            let event = super::eventstream::exception(kind, &message);
+            let _ = self.shared.policy.send(PolicyNotice {
+                rule: rule.into(),
+                message: message.clone(),
+            });
+            self.broke = Some(message);
+            self.inner = Box::pin(futures::stream::empty());
+            self.cut = Cut::Pending(event);
+            return;
+        }
         let mut event = if meter.mid_event() {
             b"\n\n".to_vec()
         } else {

@@ -38,6 +38,9 @@ pub struct LaunchContext {
     /// Claude Code through Google Vertex AI: `(project, region)`; the
     /// broker serves the Vertex paths and holds the service account.
     pub vertex: Option<(String, String)>,
+    /// Claude Code through Amazon Bedrock: the region; the broker serves
+    /// the Bedrock runtime paths and holds the AWS credentials.
+    pub bedrock: Option<String>,
 }
 
 /// Layer 2 of the host profile as an adapter needs it (see `policy`).

@@ -43,10 +43,25 @@ impl EngineAdapter for Claude {
     fn command(&self, ctx: &LaunchContext) -> CommandSpec {
         let mut env = base_env(ctx);
         let tmp = ctx.tmp.display().to_string();
-        match &ctx.vertex {
+        match (&ctx.vertex, &ctx.bedrock) {
+            // Bedrock mode with Claude's own AWS auth skipped: the broker
+            // signs with SigV4; the job token travels as a custom header.
+            (_, Some(region)) => env.extend([
+                ("CLAUDE_CODE_USE_BEDROCK".to_string(), "1".to_string()),
+                ("CLAUDE_CODE_SKIP_BEDROCK_AUTH".to_string(), "1".to_string()),
+                (
+                    "ANTHROPIC_BEDROCK_BASE_URL".to_string(),
+                    ctx.broker_url.clone(),
+                ),
+                ("AWS_REGION".to_string(), region.clone()),
+                (
+                    "ANTHROPIC_CUSTOM_HEADERS".to_string(),
+                    format!("x-api-key: {}", ctx.job_token),
+                ),
+            ]),
             // Vertex mode with Claude's own Google auth skipped: the broker
             // mints the token; the job token travels as a custom header.
-            Some((project, region)) => env.extend([
+            (Some((project, region)), None) => env.extend([
                 ("CLAUDE_CODE_USE_VERTEX".to_string(), "1".to_string()),
                 ("CLAUDE_CODE_SKIP_VERTEX_AUTH".to_string(), "1".to_string()),
                 (
@@ -60,7 +75,7 @@ impl EngineAdapter for Claude {
                     format!("x-api-key: {}", ctx.job_token),
                 ),
             ]),
-            None => env.extend([
+            (None, None) => env.extend([
                 ("ANTHROPIC_BASE_URL".to_string(), ctx.broker_url.clone()),
                 ("ANTHROPIC_API_KEY".to_string(), ctx.job_token.clone()),
             ]),
