@@ -287,27 +287,16 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
             Err(e) => {
                 let msg = format!("paddock broker: {e}");
-                let call = ModelCall {
-                    job_id: shared.config.job_id.clone(),
-                    attempt: shared.config.attempt,
+                return bad_gateway(
+                    &shared,
+                    api,
                     seq,
-                    provider: upstream.provider.clone(),
-                    requested_model: model.clone(),
-                    served_model: None,
-                    tokens: TokenUsage::default(),
-                    ttft_ms: None,
-                    duration_ms: started.elapsed().as_millis() as u64,
-                    status: CallStatus::HttpError,
-                    http_status: Some(502),
-                    error: Some(msg.clone()),
-                    estimated: false,
-                    price_version: prices.version.clone(),
-                    cost_micros: 0,
+                    &model,
+                    started,
                     started_at,
-                };
-                let _ = shared.calls.send(call);
-                reservation.settle(0);
-                return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
+                    reservation,
+                    msg,
+                );
             }
         }
     }
@@ -323,27 +312,16 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
             Err(e) => {
                 let msg = format!("paddock broker: {e}");
-                let call = ModelCall {
-                    job_id: shared.config.job_id.clone(),
-                    attempt: shared.config.attempt,
+                return bad_gateway(
+                    &shared,
+                    api,
                     seq,
-                    provider: upstream.provider.clone(),
-                    requested_model: model.clone(),
-                    served_model: None,
-                    tokens: TokenUsage::default(),
-                    ttft_ms: None,
-                    duration_ms: started.elapsed().as_millis() as u64,
-                    status: CallStatus::HttpError,
-                    http_status: Some(502),
-                    error: Some(msg.clone()),
-                    estimated: false,
-                    price_version: prices.version.clone(),
-                    cost_micros: 0,
+                    &model,
+                    started,
                     started_at,
-                };
-                let _ = shared.calls.send(call);
-                reservation.settle(0);
-                return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
+                    reservation,
+                    msg,
+                );
             }
         }
     }
@@ -362,27 +340,16 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 upstream.provider,
                 without_url(&e)
             );
-            let call = ModelCall {
-                job_id: shared.config.job_id.clone(),
-                attempt: shared.config.attempt,
+            return bad_gateway(
+                &shared,
+                api,
                 seq,
-                provider: upstream.provider.clone(),
-                requested_model: model.clone(),
-                served_model: None,
-                tokens: TokenUsage::default(),
-                ttft_ms: None,
-                duration_ms: started.elapsed().as_millis() as u64,
-                status: CallStatus::HttpError,
-                http_status: Some(502),
-                error: Some(msg.clone()),
-                estimated: false,
-                price_version: prices.version.clone(),
-                cost_micros: 0,
+                &model,
+                started,
                 started_at,
-            };
-            let _ = shared.calls.send(call);
-            reservation.settle(0);
-            return error_response(api, StatusCode::BAD_GATEWAY, "api_error", &msg);
+                reservation,
+                msg,
+            );
         }
     };
     let status = resp.status();
@@ -536,7 +503,60 @@ fn refuse(
     kind: &str,
     message: String,
 ) -> Response {
-    let call = ModelCall {
+    let _ = shared.calls.send(unanswered(
+        shared,
+        seq,
+        model,
+        started,
+        started_at,
+        CallStatus::Refused,
+        status,
+        &message,
+    ));
+    error_response(api, status, kind, &message)
+}
+
+/// The upstream could not be asked (unreachable, credentials not minted):
+/// a 502 to the engine, an `http_error` row, the reservation released.
+#[allow(clippy::too_many_arguments)]
+fn bad_gateway(
+    shared: &Shared,
+    api: Api,
+    seq: u64,
+    model: &str,
+    started: Instant,
+    started_at: OffsetDateTime,
+    reservation: Reservation,
+    message: String,
+) -> Response {
+    let _ = shared.calls.send(unanswered(
+        shared,
+        seq,
+        model,
+        started,
+        started_at,
+        CallStatus::HttpError,
+        StatusCode::BAD_GATEWAY,
+        &message,
+    ));
+    reservation.settle(0);
+    error_response(api, StatusCode::BAD_GATEWAY, "api_error", &message)
+}
+
+/// The ledger row of a call that got no answer from the upstream: no
+/// tokens, no cost, the broker's own status and message.
+#[allow(clippy::too_many_arguments)]
+fn unanswered(
+    shared: &Shared,
+    seq: u64,
+    model: &str,
+    started: Instant,
+    started_at: OffsetDateTime,
+    status: CallStatus,
+    http_status: StatusCode,
+    message: &str,
+) -> ModelCall {
+    ModelCall {
         job_id: shared.config.job_id.clone(),
         attempt: shared.config.attempt,
         seq,
@@ -546,16 +566,14 @@ fn refuse(
         tokens: TokenUsage::default(),
         ttft_ms: None,
         duration_ms: started.elapsed().as_millis() as u64,
-        status: CallStatus::Refused,
-        http_status: Some(status.as_u16()),
-        error: Some(message.clone()),
+        status,
+        http_status: Some(http_status.as_u16()),
+        error: Some(message.to_string()),
         estimated: false,
         price_version: shared.config.prices.version.clone(),
         cost_micros: 0,
         started_at,
-    };
-    let _ = shared.calls.send(call);
-    error_response(api, status, kind, &message)
+    }
 }
 
 /// An error body in the wire format of `api`, so the engine shows the message.
