@@ -1,7 +1,9 @@
 //! Jobs on the `sandbox` rung with a stand-in engine: the timeout kills
 //! everything the engine started, even a daemon that left the process
 //! group (which survives on the `process` rung: the positive twin), and
-//! the engine sees the sandbox, not the host.
+//! the engine sees the sandbox, not the host; the default pids cap holds;
+//! where no sandbox can start (inside one), `auto` falls back to `process`
+//! and says why, and an explicit `sandbox` is refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -217,4 +219,79 @@ async fn codex_profile_is_enforced_in_the_sandbox() {
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_profile_is_enforced_in_the_sandbox() {
     profile_is_enforced_in_the_sandbox("claude").await;
+}
+
+/// Runs `paddock run --json SPEC` inside Paddock's own sandbox, whose
+/// seccomp filter denies new user namespaces: a host where no sandbox can
+/// start, for real.
+async fn run_where_no_sandbox_starts(home: &Home, spec: &std::path::Path) -> std::process::Output {
+    let paddock = std::path::Path::new(env!("CARGO_BIN_EXE_paddock"));
+    let home_dir = home.path().to_str().unwrap();
+    tokio::process::Command::new(paddock)
+        .args(["sandbox", "--rw", home_dir, "--ro"])
+        .arg(paddock.parent().unwrap())
+        .args(["--env", &format!("HOME={home_dir}"), "--"])
+        .arg(paddock)
+        .arg("--data-dir")
+        .arg(home.data())
+        .arg("--jobs-dir")
+        .arg(home.jobs())
+        .args(["run", "--json", spec.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+/// The default rung where no sandbox can start: `auto` runs the job on the
+/// `process` rung and a `policy` event says why; an explicit `sandbox` is
+/// refused before the job exists, naming the failed step.
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_falls_back_and_sandbox_is_refused_where_none_starts() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(&home, "true", false);
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("isolation = \"process\"\n", "");
+    std::fs::write(&spec, &text).unwrap();
+    let why = "paddock sandbox: unshare the user, network, IPC, UTS and cgroup namespaces: \
+               EPERM: Operation not permitted";
+
+    let out = run_where_no_sandbox_starts(&home, &spec).await;
+    let rec = record(&out);
+    assert_eq!(rec.isolation, "process");
+    let policy: Vec<paddock_protocol::EventBody> = home
+        .store()
+        .await
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, paddock_protocol::EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        policy,
+        vec![paddock_protocol::EventBody::Policy {
+            rule: "isolation".into(),
+            message: format!(
+                "isolation auto: running on the `process` rung (unconfined) because this host \
+                 cannot start Paddock's sandbox: {why}"
+            ),
+        }]
+    );
+
+    std::fs::write(&spec, format!("isolation = \"sandbox\"\n{text}")).unwrap();
+    let out = run_where_no_sandbox_starts(&home, &spec).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        format!(
+            "paddock: isolation = \"sandbox\": this host cannot start Paddock's sandbox: {why} \
+             (`paddock doctor` shows what is missing; `isolation = \"process\"` runs unconfined)"
+        )
+    );
 }
