@@ -97,6 +97,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let started = Instant::now();
     let started_at = OffsetDateTime::now_utc();
     let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
+    let mut call = Call {
+        shared: &shared,
+        api,
+        seq,
+        model: String::new(),
+        started,
+        started_at,
+    };
     let path = req.uri().path().to_string();
     let query = req.uri().query().map(str::to_string);
     let headers = req.headers().clone();
@@ -104,48 +112,18 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         Ok(b) => b,
         Err(e) => {
             let msg = format!("paddock broker: cannot read the request body: {e}");
-            return refuse(
-                &shared,
-                api,
-                seq,
-                "",
-                started,
-                started_at,
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                msg,
-            );
+            return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
         }
     };
     let mut request: Value = match serde_json::from_slice(&body) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
             let msg = "paddock broker: the request body is not a JSON object".to_string();
-            return refuse(
-                &shared,
-                api,
-                seq,
-                "",
-                started,
-                started_at,
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                msg,
-            );
+            return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
         }
         Err(e) => {
             let msg = format!("paddock broker: the request body is not JSON: {e}");
-            return refuse(
-                &shared,
-                api,
-                seq,
-                "",
-                started,
-                started_at,
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                msg,
-            );
+            return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
         }
     };
     // Chat Completions streams carry usage only when asked: ask.
@@ -163,6 +141,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             .unwrap_or("")
             .to_string(),
     };
+    call.model = model.clone();
     if let Err(list) = shared.config.allowlist.check(&model) {
         let msg =
             format!("paddock broker: model `{model}` is not allowed by the {list} model allowlist");
@@ -170,17 +149,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             rule: "model".into(),
             message: msg.clone(),
         });
-        return refuse(
-            &shared,
-            api,
-            seq,
-            &model,
-            started,
-            started_at,
-            StatusCode::FORBIDDEN,
-            "permission_error",
-            msg,
-        );
+        return call.refuse(StatusCode::FORBIDDEN, "permission_error", msg);
     }
     let prices = &shared.config.prices;
     if prices.price(&model).is_none() && !shared.config.allow_unpriced {
@@ -188,17 +157,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             "paddock broker: model `{model}` has no price in price table {}; Paddock refuses calls it cannot meter (set upstream.allow_unpriced to run it unpriced)",
             prices.version
         );
-        return refuse(
-            &shared,
-            api,
-            seq,
-            &model,
-            started,
-            started_at,
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            msg,
-        );
+        return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
     }
     let max_output = ["max_output_tokens", "max_tokens"]
         .iter()
@@ -211,17 +170,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 rule: "budget".into(),
                 message: msg.clone(),
             });
-            return refuse(
-                &shared,
-                api,
-                seq,
-                &model,
-                started,
-                started_at,
-                StatusCode::PAYMENT_REQUIRED,
-                "budget_exceeded",
-                msg,
-            );
+            return call.refuse(StatusCode::PAYMENT_REQUIRED, "budget_exceeded", msg);
         }
     };
 
@@ -287,16 +236,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
             Err(e) => {
                 let msg = format!("paddock broker: {e}");
-                return bad_gateway(
-                    &shared,
-                    api,
-                    seq,
-                    &model,
-                    started,
-                    started_at,
-                    reservation,
-                    msg,
-                );
+                return call.bad_gateway(reservation, msg);
             }
         }
     }
@@ -312,16 +252,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
             Err(e) => {
                 let msg = format!("paddock broker: {e}");
-                return bad_gateway(
-                    &shared,
-                    api,
-                    seq,
-                    &model,
-                    started,
-                    started_at,
-                    reservation,
-                    msg,
-                );
+                return call.bad_gateway(reservation, msg);
             }
         }
     }
@@ -340,16 +271,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 upstream.provider,
                 without_url(&e)
             );
-            return bad_gateway(
-                &shared,
-                api,
-                seq,
-                &model,
-                started,
-                started_at,
-                reservation,
-                msg,
-            );
+            return call.bad_gateway(reservation, msg);
         }
     };
     let status = resp.status();
@@ -491,88 +413,64 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-#[allow(clippy::too_many_arguments)]
-fn refuse(
-    shared: &Shared,
+/// One model call before any upstream answer: what the ledger row of a
+/// call that gets no answer needs.
+struct Call<'a> {
+    shared: &'a Shared,
     api: Api,
     seq: u64,
-    model: &str,
+    /// Empty until the request body has been read.
+    model: String,
     started: Instant,
     started_at: OffsetDateTime,
-    status: StatusCode,
-    kind: &str,
-    message: String,
-) -> Response {
-    let _ = shared.calls.send(unanswered(
-        shared,
-        seq,
-        model,
-        started,
-        started_at,
-        CallStatus::Refused,
-        status,
-        &message,
-    ));
-    error_response(api, status, kind, &message)
 }
 
-/// The upstream could not be asked (unreachable, credentials not minted):
-/// a 502 to the engine, an `http_error` row, the reservation released.
-#[allow(clippy::too_many_arguments)]
-fn bad_gateway(
-    shared: &Shared,
-    api: Api,
-    seq: u64,
-    model: &str,
-    started: Instant,
-    started_at: OffsetDateTime,
-    reservation: Reservation,
-    message: String,
-) -> Response {
-    let _ = shared.calls.send(unanswered(
-        shared,
-        seq,
-        model,
-        started,
-        started_at,
-        CallStatus::HttpError,
-        StatusCode::BAD_GATEWAY,
-        &message,
-    ));
-    reservation.settle(0);
-    error_response(api, StatusCode::BAD_GATEWAY, "api_error", &message)
-}
+impl Call<'_> {
+    /// The broker refuses the call: a `refused` row and an error in the
+    /// API's wire format.
+    fn refuse(&self, status: StatusCode, kind: &str, message: String) -> Response {
+        let _ = self
+            .shared
+            .calls
+            .send(self.unanswered(CallStatus::Refused, status, &message));
+        error_response(self.api, status, kind, &message)
+    }
 
-/// The ledger row of a call that got no answer from the upstream: no
-/// tokens, no cost, the broker's own status and message.
-#[allow(clippy::too_many_arguments)]
-fn unanswered(
-    shared: &Shared,
-    seq: u64,
-    model: &str,
-    started: Instant,
-    started_at: OffsetDateTime,
-    status: CallStatus,
-    http_status: StatusCode,
-    message: &str,
-) -> ModelCall {
-    ModelCall {
-        job_id: shared.config.job_id.clone(),
-        attempt: shared.config.attempt,
-        seq,
-        provider: shared.config.upstream.provider.clone(),
-        requested_model: model.to_string(),
-        served_model: None,
-        tokens: TokenUsage::default(),
-        ttft_ms: None,
-        duration_ms: started.elapsed().as_millis() as u64,
-        status,
-        http_status: Some(http_status.as_u16()),
-        error: Some(message.to_string()),
-        estimated: false,
-        price_version: shared.config.prices.version.clone(),
-        cost_micros: 0,
-        started_at,
+    /// The upstream could not be asked (unreachable, credentials not
+    /// minted): a 502 to the engine, an `http_error` row, the reservation
+    /// released.
+    fn bad_gateway(&self, reservation: Reservation, message: String) -> Response {
+        let _ = self.shared.calls.send(self.unanswered(
+            CallStatus::HttpError,
+            StatusCode::BAD_GATEWAY,
+            &message,
+        ));
+        reservation.settle(0);
+        error_response(self.api, StatusCode::BAD_GATEWAY, "api_error", &message)
+    }
+
+    /// The ledger row of a call without an upstream answer: no tokens, no
+    /// cost, the broker's own status and message.
+    fn unanswered(&self, status: CallStatus, http_status: StatusCode, message: &str) -> ModelCall {
+        let config = &self.shared.config;
+        ModelCall {
+            job_id: config.job_id.clone(),
+            attempt: config.attempt,
+            seq: self.seq,
+            provider: config.upstream.provider.clone(),
+            requested_model: self.model.clone(),
+            served_model: None,
+            tokens: TokenUsage::default(),
+            ttft_ms: None,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            status,
+            http_status: Some(http_status.as_u16()),
+            error: Some(message.to_string()),
+            estimated: false,
+            price_version: config.prices.version.clone(),
+            cost_micros: 0,
+            started_at: self.started_at,
+        }
     }
 }
 
