@@ -229,28 +229,15 @@ async fn the_model_sees_the_context(engine: &str) {
     git(&repo, &["add", "AGENTS.md"]);
     git(&repo, &["commit", "-q", "-m", "conventions"]);
     let key = format!("sk-paddock-ctx-{}-0123456789abcdef", std::process::id());
-    let scenario = paddock::broker::scripted::Scenario::from_toml(
-        "[[turn]]\ntext = \"Done.\"\n",
-        Path::new("done.toml"),
+    let provider = KeyedProvider::start(
+        &home,
+        engine,
+        "[[turn]]
+text = \"Done.\"
+",
+        &key,
     )
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let provider = paddock::broker::scripted_http::ScriptedServer::start(
-        listener,
-        std::sync::Arc::new(scenario),
-        paddock::broker::scripted::RenderContext {
-            workdir: home.path().to_path_buf(),
-        },
-        Some(paddock::broker::Secret::new(key.clone())),
-    )
-    .unwrap();
-    let (name, base) = match engine {
-        "codex" => ("openai", provider.base.clone()),
-        _ => (
-            "anthropic",
-            provider.base.trim_end_matches("/v1").to_string(),
-        ),
-    };
+    .await;
     let text = std::fs::read_to_string(fixtures().join("job.toml"))
         .unwrap()
         .replace("path = \"REPO\"", &format!("path = \"{}\"", repo.display()))
@@ -265,7 +252,7 @@ async fn the_model_sees_the_context(engine: &str) {
         )
         .replace(
             "provider = \"scripted\"\nscenario = \"scenario.toml\"",
-            &format!("provider = \"{name}\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{base}\""),
+            &provider.spec_lines(),
         );
     let spec = home.path().join("job.toml");
     std::fs::write(&spec, text).unwrap();
@@ -278,6 +265,7 @@ async fn the_model_sees_the_context(engine: &str) {
     let rec = record(&out);
     assert_eq!(rec.status, JobStatus::Done, "reason: {:?}", rec.reason);
     let requests: String = provider
+        .server
         .requests()
         .iter()
         .map(|r| serde_json::to_string(&r.body).unwrap())

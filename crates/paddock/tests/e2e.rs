@@ -6,12 +6,7 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
-use paddock::broker::scripted::{RenderContext, Scenario};
-use paddock::broker::scripted_http::ScriptedServer;
-use paddock::broker::Secret;
 use paddock_protocol::{CallStatus, EventBody, JobStatus, TokenUsage};
 
 /// A shell command, a file write and an edit, then a closing message.
@@ -420,27 +415,13 @@ async fn key_never_reaches_the_engine(engine: &str, sandbox: bool, upstream_extr
     let home = Home::new();
     let repo = repo(home.path());
     let key = format!("sk-paddock-e2e-{}", std::process::id());
-    let scenario = Scenario::from_toml(ENV_PROBE, std::path::Path::new("env-probe.toml")).unwrap();
     // A stand-in provider that answers only when the real key arrives.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let provider = ScriptedServer::start(
-        listener,
-        Arc::new(scenario),
-        RenderContext {
-            workdir: home.path().to_path_buf(),
-        },
-        Some(Secret::new(key.clone())),
-    )
-    .unwrap();
-    let (name, base) = match engine {
-        "codex" => ("openai", provider.base.clone()),
-        _ => (
-            "anthropic",
-            provider.base.trim_end_matches("/v1").to_string(),
-        ),
-    };
+    let provider = KeyedProvider::start(&home, engine, ENV_PROBE, &key).await;
     let upstream = format!(
-        "[upstream]\nprovider = \"{name}\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{base}\"\n{upstream_extra}"
+        "[upstream]
+{}
+{upstream_extra}",
+        provider.spec_lines()
     );
     let spec = job(home.path(), engine, &repo, &upstream, None);
     // The sandbox variants run on the default rung (`auto`: the sandbox
@@ -457,7 +438,7 @@ async fn key_never_reaches_the_engine(engine: &str, sandbox: bool, upstream_extr
     let rec = record(&out);
     assert_eq!(rec.status, JobStatus::Done, "reason: {:?}", rec.reason);
     // The key reached the provider (it refuses calls without it).
-    let requests = provider.requests();
+    let requests = provider.server.requests();
     assert_eq!(requests.len(), 2);
     if upstream_extra.contains("api-key") {
         for r in &requests {

@@ -9,12 +9,8 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use common::*;
-use paddock::broker::scripted::{RenderContext, Scenario};
-use paddock::broker::scripted_http::ScriptedServer;
-use paddock::broker::Secret;
 use paddock_protocol::{EventBody, JobStatus};
 
 async fn an_echoed_provider_key_is_redacted(engine: &str) {
@@ -30,26 +26,12 @@ async fn an_echoed_provider_key_is_redacted(engine: &str) {
 error = {{ status = 400, message = "Incorrect API key provided: {key}." }}
 "#
     );
-    let scenario = Scenario::from_toml(&scenario, std::path::Path::new("echo.toml")).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let provider = ScriptedServer::start(
-        listener,
-        Arc::new(scenario),
-        RenderContext {
-            workdir: home.path().to_path_buf(),
-        },
-        Some(Secret::new(key.clone())),
-    )
-    .unwrap();
-    let (name, base) = match engine {
-        "codex" => ("openai", provider.base.clone()),
-        _ => (
-            "anthropic",
-            provider.base.trim_end_matches("/v1").to_string(),
-        ),
-    };
+    let provider = KeyedProvider::start(&home, engine, &scenario, &key).await;
     let upstream = format!(
-        "[upstream]\nprovider = \"{name}\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{base}\"\n"
+        "[upstream]
+{}
+",
+        provider.spec_lines()
     );
     let spec = job(home.path(), engine, &repo, &upstream, None);
     let out = home
@@ -61,7 +43,7 @@ error = {{ status = 400, message = "Incorrect API key provided: {key}." }}
     let rec = record(&out);
     assert_eq!(rec.status, JobStatus::Failed);
     // The provider did answer with the key in its message.
-    assert!(!provider.requests().is_empty());
+    assert!(!provider.server.requests().is_empty());
 
     let store = home.store().await;
     let calls = store.model_calls(&rec.id).await.unwrap();

@@ -240,3 +240,46 @@ pub fn on_rung(spec: &Path, rung: &str) {
     let text = std::fs::read_to_string(spec).unwrap();
     std::fs::write(spec, format!("isolation = \"{rung}\"\n{text}")).unwrap();
 }
+
+/// A stand-in provider on loopback that replays `scenario` only to calls
+/// carrying `key` (it answers 401 otherwise): OpenAI's wire for Codex,
+/// Anthropic's for Claude Code.
+pub struct KeyedProvider {
+    pub server: paddock::broker::scripted_http::ScriptedServer,
+    /// `openai` or `anthropic`.
+    pub name: &'static str,
+    /// The base URL in the convention of the provider's spec field.
+    pub base: String,
+}
+
+impl KeyedProvider {
+    pub async fn start(home: &Home, engine: &str, scenario: &str, key: &str) -> KeyedProvider {
+        use paddock::broker::scripted::{RenderContext, Scenario};
+        let scenario = Scenario::from_toml(scenario, Path::new("provider.toml")).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = paddock::broker::scripted_http::ScriptedServer::start(
+            listener,
+            std::sync::Arc::new(scenario),
+            RenderContext {
+                workdir: home.path().to_path_buf(),
+            },
+            Some(paddock::broker::Secret::new(key.to_string())),
+        )
+        .unwrap();
+        let (name, base) = match engine {
+            "codex" => ("openai", server.base.clone()),
+            // ANTHROPIC_BASE_URL convention: without `/v1`.
+            _ => ("anthropic", server.base.trim_end_matches("/v1").to_string()),
+        };
+        KeyedProvider { server, name, base }
+    }
+
+    /// The spec's provider lines (without the `[upstream]` header); the key
+    /// is read from `PADDOCK_E2E_KEY`.
+    pub fn spec_lines(&self) -> String {
+        format!(
+            "provider = \"{}\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{}\"",
+            self.name, self.base
+        )
+    }
+}
