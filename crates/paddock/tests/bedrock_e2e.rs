@@ -18,18 +18,6 @@ use paddock::broker::scripted_http::{AwsCredentials, ScriptedServer, INVALID_SIG
 use paddock::broker::Secret;
 use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
 
-const PROBE: &str = r#"
-[[turn]]
-usage = { input = 10, cached = 20, cache_write = 30, output = 5 }
-[[turn.action]]
-type = "shell"
-command = "tr '\\0' '\\n' < /proc/$PPID/environ > engine-env.txt; echo probed"
-
-[[turn]]
-text = "Probed."
-usage = { input = 12, output = 3 }
-"#;
-
 const MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
 const ACCESS_KEY_ID: &str = "AKIAPADDOCKTEST00001";
 
@@ -49,7 +37,7 @@ fn credentials(dir: &std::path::Path) -> (std::path::PathBuf, String, String) {
 }
 
 async fn mock_bedrock(home: &Home, secret: &str) -> ScriptedServer {
-    let scenario = Scenario::from_toml(PROBE, std::path::Path::new("probe.toml")).unwrap();
+    let scenario = Scenario::from_toml(PROVIDER_PROBE, std::path::Path::new("probe.toml")).unwrap();
     ScriptedServer::start_bedrock(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         Arc::new(scenario),

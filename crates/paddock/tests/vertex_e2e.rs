@@ -24,18 +24,6 @@ use rsa::pkcs1v15::{Signature, VerifyingKey};
 use rsa::pkcs8::DecodePublicKey as _;
 use rsa::signature::Verifier as _;
 
-const PROBE: &str = r#"
-[[turn]]
-usage = { input = 10, cached = 20, cache_write = 30, output = 5 }
-[[turn.action]]
-type = "shell"
-command = "tr '\\0' '\\n' < /proc/$PPID/environ > engine-env.txt; echo probed"
-
-[[turn]]
-text = "Probed."
-usage = { input = 12, output = 3 }
-"#;
-
 fn openssl(args: &[&str]) -> Option<String> {
     let out = std::process::Command::new("openssl")
         .args(args)
@@ -144,7 +132,7 @@ async fn claude_runs_through_vertex_with_the_token_minted_by_the_broker() {
     std::fs::write(&sa_path, sa_json.to_string()).unwrap();
 
     // The mock Vertex endpoint answers only with the minted token.
-    let scenario = Scenario::from_toml(PROBE, std::path::Path::new("probe.toml")).unwrap();
+    let scenario = Scenario::from_toml(PROVIDER_PROBE, std::path::Path::new("probe.toml")).unwrap();
     let vertex = ScriptedServer::start(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         Arc::new(scenario),

@@ -283,3 +283,18 @@ impl KeyedProvider {
         )
     }
 }
+
+/// Two turns for the cloud-provider tests: a shell command that saves the
+/// engine's own environment into the checkout (the key scan reads it), all
+/// four token kinds metered, then a closing message.
+pub const PROVIDER_PROBE: &str = r#"
+[[turn]]
+usage = { input = 10, cached = 20, cache_write = 30, output = 5 }
+[[turn.action]]
+type = "shell"
+command = "tr '\\0' '\\n' < /proc/$PPID/environ > engine-env.txt; echo probed"
+
+[[turn]]
+text = "Probed."
+usage = { input = 12, output = 3 }
+"#;
