@@ -69,14 +69,6 @@ pub trait Observer: Send {
     fn model_call(&mut self, call: &ModelCall, spent_micros: i64);
 }
 
-/// An observer that ignores everything.
-pub struct Quiet;
-
-impl Observer for Quiet {
-    fn event(&mut self, _event: &AgentEvent) {}
-    fn model_call(&mut self, _call: &ModelCall, _spent: i64) {}
-}
-
 /// The end of a run.
 #[derive(Debug, Clone)]
 pub struct RunResult {

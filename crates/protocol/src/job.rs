@@ -42,10 +42,6 @@ impl JobStatus {
             _ => None,
         }
     }
-
-    pub fn is_final(&self) -> bool {
-        !matches!(self, JobStatus::Running)
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

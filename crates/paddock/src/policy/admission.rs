@@ -25,14 +25,10 @@ pub struct Admission {
     pub degraded: Vec<(String, String)>,
 }
 
-/// Whether the engine has a layer-2 mechanism for `denyCommands`.
+/// Whether the engine has a layer-2 mechanism for `denyCommands`: its
+/// adapter says whether it runs hooks Paddock can deny a call with.
 fn engine_denies(engine: EngineKind) -> bool {
-    match engine {
-        // A PreToolUse hook plus permissions.deny.
-        EngineKind::Claude => true,
-        // execpolicy `prefix_rule(..., decision="forbidden")`.
-        EngineKind::Codex => true,
-    }
+    crate::engines::adapter(engine).capabilities().hooks
 }
 
 /// What the rung cannot cap, with the reason.

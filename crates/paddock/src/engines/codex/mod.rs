@@ -138,7 +138,9 @@ impl EngineAdapter for Codex {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            hooks: false,
+            // execpolicy rules and the PreToolUse hook (trusted with
+            // --dangerously-bypass-hook-trust: Paddock writes the only hook).
+            hooks: true,
             native_sandbox: true,
             reports_usage: true,
         }
