@@ -125,11 +125,17 @@ mod exit {
 fn main() -> ExitCode {
     // The sandbox helper: freshly exec'd, single-threaded, before anything
     // else of this binary runs (docs/sandbox.md).
-    if std::env::args_os().nth(1).as_deref()
-        == Some(std::ffi::OsStr::new(paddock_sandbox::launch::INIT_ARG))
-    {
+    let first = std::env::args_os().nth(1);
+    if first.as_deref() == Some(std::ffi::OsStr::new(paddock_sandbox::launch::INIT_ARG)) {
         let code = paddock_sandbox::init::main();
         return ExitCode::from(u8::try_from(code).unwrap_or(exit::INTERNAL));
+    }
+    // `paddock sandbox ...` is on the start-up path of every confined
+    // command: it parses only its own arguments and sets up no logging
+    // (`paddock --db X sandbox ...` still works, through the full parser).
+    if first.as_deref() == Some(std::ffi::OsStr::new("sandbox")) {
+        paddock_sandbox::trace::init();
+        return sandbox_cmd::main_from_args(std::env::args_os().skip(1));
     }
     tracing_subscriber::fmt()
         .with_env_filter(

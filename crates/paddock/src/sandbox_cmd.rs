@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Args, ValueEnum};
+use clap::{Args, Parser, ValueEnum};
 use paddock_sandbox::policy::DEFAULT_PATH;
 use paddock_sandbox::{launch, protected_in, Limits, NetMode, Policy};
 
@@ -139,6 +139,30 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
     })
 }
 
+/// `paddock sandbox` on its own: the parser of the subcommand alone (the
+/// rest of the command line's subcommands are not built).
+#[derive(Debug, Parser)]
+#[command(
+    name = "paddock sandbox",
+    bin_name = "paddock sandbox",
+    about = "Run a command confined by Paddock's sandbox (docs/sandbox.md)"
+)]
+struct SandboxCli {
+    #[command(flatten)]
+    args: SandboxArgs,
+}
+
+/// Parses `args` (starting with `sandbox`) and runs it, as [`main`] does.
+pub fn main_from_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    match SandboxCli::try_parse_from(args) {
+        Ok(cli) => main(cli.args),
+        Err(e) => {
+            let _ = e.print();
+            ExitCode::from(if e.use_stderr() { 2 } else { 0 })
+        }
+    }
+}
+
 /// Builds the policy and runs it in this process: a `paddock sandbox`
 /// process is freshly exec'd, single-threaded (no runtime is started for
 /// it) and dedicated to this one run, so it is the helper itself (the
@@ -152,6 +176,7 @@ pub fn main(args: SandboxArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    paddock_sandbox::trace::step("parsed");
     let code = paddock_sandbox::init::run_policy(policy);
     ExitCode::from(u8::try_from(code).unwrap_or(paddock_sandbox::exit::SETUP_FAILED as u8))
 }

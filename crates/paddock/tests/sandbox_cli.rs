@@ -245,3 +245,89 @@ fn doctor_reports_what_the_kernel_says() {
         .to_string();
     assert!(first.starts_with("user namespaces  "), "{first}");
 }
+
+#[test]
+fn the_command_gets_the_default_sigpipe() {
+    if !common::sandbox_available() {
+        return;
+    }
+    // With SIGPIPE ignored (Rust ignores it in its own processes) `yes`
+    // would report a broken pipe instead of dying of the signal.
+    let out = sandbox(&["--", "sh", "-c", "yes | head -n 1"], &[]);
+    assert_eq!(
+        (out.status.code(), text(&out.stdout), text(&out.stderr)),
+        (Some(0), "y\n".to_string(), String::new())
+    );
+}
+
+#[test]
+fn the_trace_names_every_set_up_step_in_order() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let out = sandbox(&["--", "true"], &[("PADDOCK_SANDBOX_TRACE", "1")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // "paddock sandbox: trace +MICROS us pid PID STEP": keep the process
+    // (the helper, or PID 1 of the new namespace) and the step.
+    let mut last = 0u64;
+    let steps: Vec<String> = text(&out.stderr)
+        .lines()
+        .map(|l| {
+            let rest = l.strip_prefix("paddock sandbox: trace +").unwrap();
+            let (micros, rest) = rest.split_once(" us pid ").unwrap();
+            let micros: u64 = micros.parse().unwrap();
+            assert!(micros >= last, "{l}: the timeline goes back");
+            last = micros;
+            let (pid, step) = rest.split_once(' ').unwrap();
+            format!("{} {step}", if pid == "1" { "pid1" } else { "helper" })
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "helper start",
+            "helper parsed",
+            "helper planned",
+            "helper namespaces",
+            "helper id maps",
+            "helper loopback",
+            "helper pid1 cloned",
+            "pid1 pid1 running",
+            "pid1 root staged",
+            "pid1 passwd, group",
+            "pid1 binds, copies",
+            "pid1 read-only flags",
+            "pid1 /dev",
+            "pid1 /proc",
+            "pid1 view entered",
+            "pid1 hostname, rlimits, session, cwd",
+            "pid1 privileges dropped",
+            "pid1 landlock",
+            "pid1 seccomp",
+            "pid1 command spawned",
+            "pid1 command exited",
+            "helper pid1 reaped",
+        ]
+    );
+    // Off by default.
+    let out = sandbox(&["--", "true"], &[]);
+    assert_eq!(text(&out.stderr), "");
+}
+
+#[test]
+fn parses_its_own_arguments_and_help() {
+    let out = sandbox(&["--help"], &[]);
+    let help = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        help.contains("Usage: paddock sandbox [OPTIONS] -- <COMMAND>..."),
+        "{help}"
+    );
+    let out = sandbox(&["--no-such-flag", "--", "true"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unexpected argument '--no-such-flag'"),
+        "{}",
+        text(&out.stderr)
+    );
+}

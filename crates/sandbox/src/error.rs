@@ -42,6 +42,17 @@ pub enum SetupError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("copy {path} into the new root: {source}")]
+    Copy {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("set mount flags ({what}) on {target}: {source}")]
+    MountFlags {
+        what: &'static str,
+        target: PathBuf,
+        source: Errno,
+    },
     #[error("path {path} to mount into the sandbox: {source}")]
     Source {
         path: PathBuf,

@@ -1,22 +1,33 @@
 //! The filesystem view, built by the sandbox's PID 1 inside its private
-//! mount namespace: a tmpfs root holding read-only bind mounts of the
-//! system directories, a curated /etc (generated passwd and group), the
-//! engine's install directories, writable binds of the job's paths with
-//! `.git/hooks` and friends re-protected read-only, a size-capped /tmp, a
-//! minimal /dev and a fresh /proc for the new PID namespace. The host root
-//! is detached at the end (`pivot_root` then a lazy unmount), and the new
-//! root itself is remounted read-only.
+//! mount namespace: a tmpfs root holding bind mounts of the system
+//! directories, a curated /etc (small files copied, generated passwd and
+//! group), the engine's install directories, the job's writable paths with
+//! `.git/hooks` and friends bound read-only over themselves, a size-capped
+//! /tmp, a minimal /dev and a fresh /proc for the new PID namespace.
+//!
+//! Every bind is a plain bind; one recursive `mount_setattr(2)` then makes
+//! the whole new tree read-only, `nosuid` and `nodev` at once (submounts of
+//! recursive binds included), and only the writable paths get `rdonly`
+//! cleared again, one call each. That replaces a `statfs` and a remount per
+//! bind (the kernel never lets flags locked on the host's mounts be
+//! cleared, and `mount_setattr` only adds them). /dev and /proc are mounted
+//! after that step. The host root is detached at the end (`pivot_root`
+//! then a lazy unmount).
 
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::os::unix::fs::symlink;
+use std::os::fd::AsFd as _;
+use std::os::unix::fs::{symlink, OpenOptionsExt as _};
 use std::path::{Component, Path, PathBuf};
 
+use nix::errno::Errno;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sys::statvfs::{statvfs, FsFlags};
+use nix::sys::stat::{mknod, Mode, SFlag};
 use nix::unistd::{chdir, pivot_root};
 
 use crate::error::SetupError;
 use crate::policy::{Policy, ETC_RO, SYSTEM_RO};
+use crate::trace;
 
 const STAGE: &str = "/tmp";
 const OLD: &str = "/oldroot";
@@ -31,17 +42,28 @@ const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
 /// Parts of the fresh /proc that are bound read-only over themselves.
 const PROC_RO: &[&str] = &["sys", "sysrq-trigger", "irq", "bus", "fs"];
 
+/// What a bound path is on the host, known from planning (no second stat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Entry {
     /// A bind mount of a host path (already canonical) at the same path.
-    Bind { path: PathBuf, writable: bool },
+    Bind {
+        path: PathBuf,
+        kind: Kind,
+        writable: bool,
+    },
     /// A symlink recreated as it is on the host.
     Link { path: PathBuf, target: PathBuf },
     /// A size-capped tmpfs.
     Tmpfs { path: PathBuf, size_mb: u64 },
     /// A small host file copied into the (then read-only) new root: cheaper
-    /// than a bind and a remount.
-    Copy { path: PathBuf },
+    /// than a bind mount.
+    Copy { path: PathBuf, len: u64 },
 }
 
 impl Entry {
@@ -50,7 +72,7 @@ impl Entry {
             Entry::Bind { path, .. }
             | Entry::Link { path, .. }
             | Entry::Tmpfs { path, .. }
-            | Entry::Copy { path } => path,
+            | Entry::Copy { path, .. } => path,
         }
     }
 }
@@ -71,13 +93,21 @@ pub struct View {
 pub fn plan(policy: &Policy) -> Result<View, SetupError> {
     let mut v = View::default();
     for p in SYSTEM_RO {
-        optional(&mut v, Path::new(p), false);
+        let path = Path::new(p);
+        if let Some(Kind::Dir) = optional(&mut v, path) {
+            v.ro.push(path.to_path_buf());
+        }
     }
+    // Landlock's rule for /etc covers everything bound under it.
     for name in ETC_RO {
-        let p = Path::new("/etc").join(name);
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.is_file() && m.len() <= COPY_MAX => v.entries.push(Entry::Copy { path: p }),
-            _ => optional(&mut v, &p, false),
+        let path = Path::new("/etc").join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() && m.len() <= COPY_MAX => {
+                v.entries.push(Entry::Copy { path, len: m.len() })
+            }
+            _ => {
+                optional(&mut v, &path);
+            }
         }
     }
     v.entries.push(Entry::Tmpfs {
@@ -86,25 +116,28 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
     });
     v.rw.push(PathBuf::from("/tmp"));
     for p in &policy.ro {
-        let path = canonical(p)?;
+        let (path, kind) = canonical(p)?;
         v.ro.push(path.clone());
         v.entries.push(Entry::Bind {
             path,
+            kind,
             writable: false,
         });
     }
     for p in &policy.rw {
-        let path = canonical(p)?;
+        let (path, kind) = canonical(p)?;
         v.rw.push(path.clone());
         v.entries.push(Entry::Bind {
             path,
+            kind,
             writable: true,
         });
     }
     for p in &policy.protect {
-        if let Ok(path) = p.canonicalize() {
+        if let Ok((path, kind)) = canonical(p) {
             v.entries.push(Entry::Bind {
                 path,
+                kind,
                 writable: false,
             });
         }
@@ -116,36 +149,39 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
     Ok(v)
 }
 
-fn optional(v: &mut View, p: &Path, writable: bool) {
-    match std::fs::symlink_metadata(p) {
-        Ok(m) if m.file_type().is_symlink() => {
-            if let Ok(target) = std::fs::read_link(p) {
-                v.entries.push(Entry::Link {
-                    path: p.to_path_buf(),
-                    target,
-                });
-            }
-        }
-        Ok(_) => {
-            if writable {
-                v.rw.push(p.to_path_buf());
-            } else {
-                v.ro.push(p.to_path_buf());
-            }
-            v.entries.push(Entry::Bind {
-                path: p.to_path_buf(),
-                writable,
-            });
-        }
-        Err(_) => {}
+/// Adds an optional read-only system path: a symlink is recreated, a
+/// directory or file bound; returns what was bound.
+fn optional(v: &mut View, p: &Path) -> Option<Kind> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    if m.file_type().is_symlink() {
+        let target = std::fs::read_link(p).ok()?;
+        v.entries.push(Entry::Link {
+            path: p.to_path_buf(),
+            target,
+        });
+        return None;
     }
+    let kind = if m.is_dir() { Kind::Dir } else { Kind::File };
+    v.entries.push(Entry::Bind {
+        path: p.to_path_buf(),
+        kind,
+        writable: false,
+    });
+    Some(kind)
 }
 
-fn canonical(p: &Path) -> Result<PathBuf, SetupError> {
-    p.canonicalize().map_err(|source| SetupError::Source {
+fn canonical(p: &Path) -> Result<(PathBuf, Kind), SetupError> {
+    let source = |source| SetupError::Source {
         path: p.to_path_buf(),
         source,
-    })
+    };
+    let path = p.canonicalize().map_err(source)?;
+    let kind = if std::fs::metadata(&path).map_err(source)?.is_dir() {
+        Kind::Dir
+    } else {
+        Kind::File
+    };
+    Ok((path, kind))
 }
 
 /// `root` joined with an absolute path.
@@ -185,72 +221,147 @@ fn tmpfs(target: &Path, data: &str, flags: MsFlags) -> Result<(), SetupError> {
     .map_err(mount_err(format!("tmpfs ({data})"), target))
 }
 
-/// The mount flags a bind remount must keep (the kernel refuses to clear
-/// flags that are locked on mounts inherited from a more privileged
-/// namespace).
-fn locked_flags(src: &Path) -> MsFlags {
-    let mut out = MsFlags::empty();
-    if let Ok(st) = statvfs(src) {
-        let f = st.flags();
-        for (fs, ms) in [
-            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
-            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
-            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
-            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
-            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
-            (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
-        ] {
-            if f.contains(fs) {
-                out |= ms;
-            }
+/// `struct mount_attr` of `mount_setattr(2)` (linux/mount.h, size VER0).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+/// Sets and clears mount flags on the mount at `target` (and every mount
+/// below it with `recursive`). Needs Linux 5.12; the sandbox needs
+/// Landlock (5.13) anyway.
+fn set_flags(
+    target: &Path,
+    set: u64,
+    clear: u64,
+    recursive: bool,
+    what: &'static str,
+) -> Result<(), SetupError> {
+    let err = |source| SetupError::MountFlags {
+        what,
+        target: target.to_path_buf(),
+        source,
+    };
+    let path = std::ffi::CString::new(target.as_os_str().as_encoded_bytes())
+        .map_err(|_| err(Errno::EINVAL))?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags =
+        libc::AT_SYMLINK_NOFOLLOW as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: mount_setattr reads the NUL-terminated path and exactly
+    // `size_of::<MountAttr>()` bytes of `attr`; both live across the call
+    // and `MountAttr` has the kernel's `struct mount_attr` layout (repr(C),
+    // four u64). It changes mount flags only, no memory of this process.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(err(Errno::last()))
+    }
+}
+
+/// Directories created in the new root so far: a mount point's parents are
+/// made once, without a failing `mkdir` and a `stat` for each entry.
+#[derive(Default)]
+struct Dirs(BTreeSet<PathBuf>);
+
+impl Dirs {
+    fn make(&mut self, dir: &Path) -> Result<(), SetupError> {
+        if self.0.contains(dir) || dir == Path::new(NEW) || dir == Path::new("/") {
+            return Ok(());
+        }
+        if let Some(parent) = dir.parent() {
+            self.make(parent)?;
+        }
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(point_err(dir)(e)),
+        }
+        self.0.insert(dir.to_path_buf());
+        Ok(())
+    }
+
+    fn parent_of(&mut self, path: &Path) -> Result<(), SetupError> {
+        match path.parent() {
+            Some(parent) => self.make(parent),
+            None => Ok(()),
         }
     }
-    out
+}
+
+/// An empty regular file as the mount point of a file bind.
+fn file_point(dst: &Path) -> Result<(), SetupError> {
+    match mknod(dst, SFlag::S_IFREG, Mode::from_bits_truncate(0o644), 0) {
+        Ok(()) | Err(Errno::EEXIST) => Ok(()),
+        Err(e) => Err(point_err(dst)(e.into())),
+    }
 }
 
 /// Bind-mounts `src` (a path under the old root) at `dst` (under the new
-/// root), then remounts it with `nosuid`, `nodev` unless `dev`, and
-/// read-only unless `writable`.
-fn bind(src: &Path, dst: &Path, writable: bool, dev: bool) -> Result<(), SetupError> {
-    let meta = std::fs::metadata(src).map_err(|source| SetupError::Source {
-        path: src.to_path_buf(),
-        source,
-    })?;
-    if meta.is_dir() {
-        std::fs::create_dir_all(dst).map_err(point_err(dst))?;
-    } else {
-        if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).map_err(point_err(parent))?;
-        }
-        if std::fs::symlink_metadata(dst).is_err() {
-            std::fs::File::create(dst).map_err(point_err(dst))?;
-        }
-    }
-    // The error text is built only on failure (this runs ~20 times a start).
-    let what = || format!("bind of {}", src.display());
+/// root), whose mount point exists. Flags come later (see the module doc).
+fn bind(src: &Path, dst: &Path) -> Result<(), SetupError> {
     let none: Option<&OsStr> = None;
+    let what = || format!("bind of {}", src.display());
     match mount(Some(src), dst, none, MsFlags::MS_BIND, none) {
         // A mount with locked submounts can only be bound recursively.
-        Err(nix::Error::EINVAL) => mount(
+        Err(Errno::EINVAL) => mount(
             Some(src),
             dst,
             none,
             MsFlags::MS_BIND | MsFlags::MS_REC,
             none,
         )
-        .map_err(|e| mount_err(what(), dst)(e))?,
-        other => other.map_err(|e| mount_err(what(), dst)(e))?,
+        .map_err(|e| mount_err(what(), dst)(e)),
+        other => other.map_err(|e| mount_err(what(), dst)(e)),
     }
-    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | locked_flags(src);
-    if !dev {
-        flags |= MsFlags::MS_NODEV;
+}
+
+/// Copies a small host file into the new root (kernel-side, no buffer).
+fn copy(src: &Path, dst: &Path, len: u64) -> Result<(), SetupError> {
+    let err = |source| SetupError::Copy {
+        path: src.to_path_buf(),
+        source,
+    };
+    let from = std::fs::File::open(src).map_err(err)?;
+    let to = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(dst)
+        .map_err(err)?;
+    let mut left = usize::try_from(len).map_err(|_| err(std::io::ErrorKind::InvalidData.into()))?;
+    while left > 0 {
+        match nix::sys::sendfile::sendfile(to.as_fd(), from.as_fd(), None, left) {
+            Ok(0) => break,
+            Ok(n) => left = left.saturating_sub(n),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(err(e.into())),
+        }
     }
-    if !writable {
-        flags |= MsFlags::MS_RDONLY;
-    }
-    mount(none, dst, none, flags, none)
-        .map_err(|e| mount_err(format!("remount of {}", what()), dst)(e))
+    Ok(())
 }
 
 /// Builds the view and switches into it. Runs in the new mount namespace,
@@ -290,10 +401,12 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
         "mode=0755,size=4m",
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
     )?;
+    let mut dirs = Dirs::default();
+    trace::step("root staged");
 
     // /etc: a directory in the new root, with generated passwd and group.
     let etc = new.join("etc");
-    std::fs::create_dir_all(&etc).map_err(point_err(&etc))?;
+    dirs.make(&etc)?;
     let home = home.unwrap_or("/");
     let passwd = if uid == 0 {
         format!("root:x:0:0:root:{home}:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
@@ -310,36 +423,73 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
         std::fs::write(&p, text).map_err(point_err(&p))?;
     }
 
+    trace::step("passwd, group");
+    // Mount points that must exist before the tree turns read-only.
+    let mut writable = Vec::new();
     for e in &view.entries {
         let dst = under(NEW, e.path());
         match e {
-            Entry::Bind { path, writable } => bind(&under(OLD, path), &dst, *writable, false)?,
-            Entry::Link { target, .. } => {
-                if let Some(parent) = dst.parent() {
-                    std::fs::create_dir_all(parent).map_err(point_err(parent))?;
+            Entry::Bind {
+                path,
+                kind,
+                writable: w,
+            } => {
+                match kind {
+                    Kind::Dir => dirs.make(&dst)?,
+                    Kind::File => {
+                        dirs.parent_of(&dst)?;
+                        file_point(&dst)?;
+                    }
                 }
+                bind(&under(OLD, path), &dst)?;
+                if *w {
+                    writable.push(dst);
+                }
+            }
+            Entry::Link { target, .. } => {
+                dirs.parent_of(&dst)?;
                 symlink(target, &dst).map_err(point_err(&dst))?;
             }
-            Entry::Copy { path } => {
-                // read + write: fewer syscalls than `fs::copy` (no
-                // copy_file_range attempt across filesystems, no fchmod);
-                // the copies are 0644 like their originals.
-                let bytes = std::fs::read(under(OLD, path)).map_err(point_err(&dst))?;
-                std::fs::write(&dst, bytes).map_err(point_err(&dst))?;
+            Entry::Copy { path, len } => {
+                dirs.parent_of(&dst)?;
+                copy(&under(OLD, path), &dst, *len)?;
             }
             Entry::Tmpfs { size_mb, .. } => {
-                std::fs::create_dir_all(&dst).map_err(point_err(&dst))?;
+                dirs.make(&dst)?;
                 tmpfs(
                     &dst,
                     &format!("mode=1777,size={size_mb}m"),
                     MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
                 )?;
+                writable.push(dst);
             }
         }
     }
+    trace::step("binds, copies");
+    let dev = new.join("dev");
+    let proc = new.join("proc");
+    dirs.make(&dev)?;
+    dirs.make(&proc)?;
 
-    dev(new)?;
-    proc(new)?;
+    // The whole tree read-only, nosuid, nodev; then the writable paths
+    // (in order: a protected path inside a writable one is its own mount
+    // and keeps its read-only flag).
+    set_flags(
+        new,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        0,
+        true,
+        "read-only, nosuid, nodev",
+    )?;
+    for w in &writable {
+        set_flags(w, 0, MOUNT_ATTR_RDONLY, false, "writable")?;
+    }
+
+    trace::step("read-only flags");
+    dev_mounts(&dev)?;
+    trace::step("/dev");
+    proc_mounts(&proc)?;
+    trace::step("/proc");
 
     // Switch: the new root on top, the staging root (with the host's root
     // under it) detached.
@@ -353,39 +503,25 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
     chdir(root).map_err(|source| SetupError::Chdir {
         path: root.to_path_buf(),
         source,
-    })?;
-    mount(
-        none,
-        root,
-        none,
-        MsFlags::MS_REMOUNT
-            | MsFlags::MS_BIND
-            | MsFlags::MS_RDONLY
-            | MsFlags::MS_NOSUID
-            | MsFlags::MS_NODEV,
-        none,
-    )
-    .map_err(mount_err("remount of the new root read-only", root))
+    })
 }
 
 /// A minimal /dev: a few device nodes bound from the host, the standard
 /// symlinks, a private /dev/shm and, when the kernel allows it, a private
-/// devpts instance.
-fn dev(new: &Path) -> Result<(), SetupError> {
-    let dev = new.join("dev");
-    std::fs::create_dir_all(&dev).map_err(point_err(&dev))?;
+/// devpts instance. The /dev tmpfs itself ends read-only; the device binds,
+/// /dev/shm and /dev/pts are their own mounts.
+fn dev_mounts(dev: &Path) -> Result<(), SetupError> {
     tmpfs(
-        &dev,
+        dev,
         "mode=0755,size=64k",
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
     )?;
     for d in DEVICES {
-        bind(
-            &Path::new(OLD).join("dev").join(d),
-            &dev.join(d),
-            true,
-            true,
-        )?;
+        let dst = dev.join(d);
+        file_point(&dst)?;
+        // A device node needs no remount: it cannot be executed, and its
+        // mount keeps the host /dev's flags.
+        bind(&Path::new(OLD).join("dev").join(d), &dst)?;
     }
     for (name, target) in [
         ("fd", "/proc/self/fd"),
@@ -399,13 +535,13 @@ fn dev(new: &Path) -> Result<(), SetupError> {
     }
     let shm = dev.join("shm");
     std::fs::create_dir(&shm).map_err(point_err(&shm))?;
+    let pts = dev.join("pts");
+    std::fs::create_dir(&pts).map_err(point_err(&pts))?;
     tmpfs(
         &shm,
         "mode=1777,size=64m",
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
     )?;
-    let pts = dev.join("pts");
-    std::fs::create_dir(&pts).map_err(point_err(&pts))?;
     // Terminals are a convenience, not a protection: without devpts the
     // command just has no pseudo-terminals.
     let _ = mount(
@@ -415,27 +551,37 @@ fn dev(new: &Path) -> Result<(), SetupError> {
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
         Some(OsStr::new("newinstance,ptmxmode=0666,mode=620")),
     );
-    Ok(())
+    set_flags(dev, MOUNT_ATTR_RDONLY, 0, false, "read-only /dev")
 }
 
 /// A fresh /proc for the new PID namespace, with its system-wide knobs
 /// bound read-only over themselves.
-fn proc(new: &Path) -> Result<(), SetupError> {
-    let proc = new.join("proc");
-    std::fs::create_dir_all(&proc).map_err(point_err(&proc))?;
+fn proc_mounts(proc: &Path) -> Result<(), SetupError> {
     mount(
         Some(OsStr::new("proc")),
-        &proc,
+        proc,
         Some(OsStr::new("proc")),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&OsStr>,
     )
-    .map_err(mount_err("proc", &proc))?;
+    .map_err(mount_err("proc", proc))?;
     for name in PROC_RO {
         let p = proc.join(name);
-        if std::fs::symlink_metadata(&p).is_ok() {
-            bind(&p, &p, false, false)?;
+        match bind(&p, &p) {
+            // Not every kernel has every knob.
+            Err(SetupError::Mount {
+                source: Errno::ENOENT,
+                ..
+            }) => continue,
+            other => other?,
         }
+        set_flags(
+            &p,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            0,
+            false,
+            "read-only",
+        )?;
     }
     Ok(())
 }

@@ -7,10 +7,9 @@
 //! filesystem view, serves the forwarder, enforces the timeout (killing
 //! PID 1 kills every process of the namespace) and exits with the
 //! command's status. PID 1 builds the view, drops privileges, applies
-//! Landlock and seccomp, forks and execs the command and reaps orphans.
+//! Landlock and seccomp, spawns the command and reaps orphans.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,12 +18,12 @@ use std::time::Duration;
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::Pid;
 
 use crate::cgroup::Cgroup;
 use crate::error::SetupError;
 use crate::policy::{exit, NetMode, Policy, DEFAULT_PATH};
-use crate::{caps, filter, fs, lock, net};
+use crate::{caps, filter, fs, lock, net, trace};
 
 /// The environment variable carrying the policy (JSON) to the helper.
 pub const POLICY_VAR: &str = "PADDOCK_SANDBOX_POLICY";
@@ -76,6 +75,7 @@ fn run(policy: Policy) -> Result<i32, SetupError> {
     // The run ends with its caller, whatever kills the caller.
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     let view = fs::plan(&policy)?;
+    trace::step("planned");
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
 
@@ -134,10 +134,13 @@ fn confine_and_run(
         what: "user, network, IPC, UTS and cgroup",
         source,
     })?;
+    trace::step("namespaces");
     id_map("/proc/self/setgroups", "deny")?;
     id_map("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
     id_map("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
+    trace::step("id maps");
     net::loopback_up()?;
+    trace::step("loopback");
     let forwarder = match &policy.net {
         NetMode::None => None,
         NetMode::Broker { socket, port } => {
@@ -167,7 +170,9 @@ fn confine_and_run(
             let _ = kill(child, Signal::SIGKILL);
         });
     }
+    trace::step("pid1 cloned");
     let code = wait_code(child);
+    trace::step("pid1 reaped");
     if timed_out.load(Ordering::SeqCst) {
         eprintln!(
             "paddock sandbox: timed out after {} s; the whole tree was killed",
@@ -233,14 +238,14 @@ fn pid1(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> i32 {
         eprintln!("paddock sandbox: {e}");
         return exit::SETUP_FAILED;
     }
-    // SAFETY: PID 1 is single-threaded; the child only execs or exits.
-    match unsafe { fork() } {
-        Err(e) => {
-            eprintln!("paddock sandbox: fork the command: {e}");
-            exit::SETUP_FAILED
+    match spawn(policy) {
+        Ok(command) => {
+            trace::step("command spawned");
+            let code = reap(command);
+            trace::step("command exited");
+            code
         }
-        Ok(ForkResult::Child) => std::process::exit(exec(policy)),
-        Ok(ForkResult::Parent { child }) => reap(child),
+        Err(code) => code,
     }
 }
 
@@ -267,8 +272,10 @@ fn env_value<'a>(policy: &'a Policy, name: &str) -> Option<&'a str> {
 }
 
 fn setup(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> Result<(), SetupError> {
+    trace::step("pid1 running");
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     fs::enter(view, uid, gid, env_value(policy, "HOME"))?;
+    trace::step("view entered");
     nix::unistd::sethostname("paddock").map_err(|source| SetupError::Hostname { source })?;
     caps::rlimits()?;
     caps::new_session()?;
@@ -276,11 +283,16 @@ fn setup(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> Result<(), Set
         path: policy.cwd.clone(),
         source,
     })?;
+    trace::step("hostname, rlimits, session, cwd");
     caps::drop_all()?;
     caps::not_dumpable()?;
     caps::no_new_privs()?;
+    trace::step("privileges dropped");
     lock::restrict(&view.ro, &view.rw)?;
-    filter::apply()
+    trace::step("landlock");
+    filter::apply()?;
+    trace::step("seccomp");
+    Ok(())
 }
 
 /// Finds `program` on the sandbox's PATH (never the helper's).
@@ -297,36 +309,30 @@ fn resolve(program: &str, path: &str) -> Option<PathBuf> {
         })
 }
 
-fn cstring(bytes: &[u8]) -> Option<CString> {
-    CString::new(bytes).ok()
-}
-
-/// Execs the command with exactly the policy's environment.
-fn exec(policy: &Policy) -> i32 {
+/// Starts the command with exactly the policy's environment, through
+/// `posix_spawn` (a `vfork`-style clone: PID 1's memory is not copied),
+/// which also restores the default SIGPIPE disposition. Returns its pid, or
+/// the exit code to end with when it cannot start.
+fn spawn(policy: &Policy) -> Result<Pid, i32> {
     let program = &policy.argv[0];
     let path = env_value(policy, "PATH").unwrap_or(DEFAULT_PATH);
     let Some(file) = resolve(program, path) else {
         eprintln!("paddock sandbox: {program}: command not found");
-        return exit::NOT_FOUND;
+        return Err(exit::NOT_FOUND);
     };
-    let argv: Option<Vec<CString>> = policy.argv.iter().map(|a| cstring(a.as_bytes())).collect();
-    let env: Option<Vec<CString>> = policy
-        .env
-        .iter()
-        .map(|(k, v)| cstring(format!("{k}={v}").as_bytes()))
-        .collect();
-    let (Some(argv), Some(env), Some(file_c)) = (argv, env, cstring(file.as_os_str().as_bytes()))
-    else {
-        eprintln!("paddock sandbox: the command or its environment contains a NUL byte");
-        return exit::CANNOT_EXECUTE;
-    };
-    let err = match nix::unistd::execve(&file_c, &argv, &env) {
-        Err(e) => e,
-        Ok(never) => match never {},
-    };
-    eprintln!("paddock sandbox: cannot execute {}: {err}", file.display());
-    match err {
-        nix::Error::ENOENT => exit::NOT_FOUND,
-        _ => exit::CANNOT_EXECUTE,
+    let mut cmd = std::process::Command::new(&file);
+    cmd.arg0(program)
+        .args(&policy.argv[1..])
+        .env_clear()
+        .envs(policy.env.iter().map(|(k, v)| (k, v)));
+    match cmd.spawn() {
+        Ok(child) => Ok(Pid::from_raw(child.id() as libc::pid_t)),
+        Err(e) => {
+            eprintln!("paddock sandbox: cannot execute {}: {e}", file.display());
+            Err(match e.raw_os_error() {
+                Some(libc::ENOENT) => exit::NOT_FOUND,
+                _ => exit::CANNOT_EXECUTE,
+            })
+        }
     }
 }

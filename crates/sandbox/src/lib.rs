@@ -23,6 +23,7 @@ pub mod lock;
 pub mod net;
 pub mod policy;
 pub mod probe;
+pub mod trace;
 
 pub use error::SetupError;
 pub use policy::{exit, protected_in, Limits, NetMode, Policy};
