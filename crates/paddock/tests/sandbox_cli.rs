@@ -267,47 +267,64 @@ fn the_trace_names_every_set_up_step_in_order() {
     }
     let out = sandbox(&["--", "true"], &[("PADDOCK_SANDBOX_TRACE", "1")]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    // "paddock sandbox: trace +MICROS us pid PID STEP": keep the process
-    // (the helper, or PID 1 of the new namespace) and the step.
-    let mut last = 0u64;
-    let steps: Vec<String> = text(&out.stderr)
-        .lines()
-        .map(|l| {
-            let rest = l.strip_prefix("paddock sandbox: trace +").unwrap();
-            let (micros, rest) = rest.split_once(" us pid ").unwrap();
-            let micros: u64 = micros.parse().unwrap();
-            assert!(micros >= last, "{l}: the timeline goes back");
-            last = micros;
-            let (pid, step) = rest.split_once(' ').unwrap();
-            format!("{} {step}", if pid == "1" { "pid1" } else { "helper" })
-        })
-        .collect();
+    // "paddock sandbox: trace +MICROS us pid PID STEP". The helper and the
+    // sandbox's PID 1 (pid 1 in its namespace) run in parallel: each has
+    // its own ordered timeline.
+    let mut helper = Vec::new();
+    let mut pid1 = Vec::new();
+    let (mut last_helper, mut last_pid1) = (0u64, 0u64);
+    for l in text(&out.stderr).lines() {
+        let rest = l.strip_prefix("paddock sandbox: trace +").unwrap();
+        let (micros, rest) = rest.split_once(" us pid ").unwrap();
+        let micros: u64 = micros.parse().unwrap();
+        let (pid, step) = rest.split_once(' ').unwrap();
+        let (steps, last) = if pid == "1" {
+            (&mut pid1, &mut last_pid1)
+        } else {
+            (&mut helper, &mut last_helper)
+        };
+        assert!(micros >= *last, "{l}: the timeline goes back");
+        *last = micros;
+        steps.push(step.to_string());
+    }
     assert_eq!(
-        steps,
-        [
-            "helper start",
-            "helper parsed",
-            "helper planned",
-            "helper namespaces",
-            "helper id maps",
-            "helper loopback",
-            "helper pid1 cloned",
-            "pid1 pid1 running",
-            "pid1 root staged",
-            "pid1 passwd, group",
-            "pid1 binds, copies",
-            "pid1 read-only flags",
-            "pid1 /dev",
-            "pid1 /proc",
-            "pid1 view entered",
-            "pid1 hostname, rlimits, session, cwd",
-            "pid1 privileges dropped",
-            "pid1 landlock",
-            "pid1 seccomp",
-            "pid1 command spawned",
-            "pid1 command exited",
-            "helper pid1 reaped",
-        ]
+        (helper, pid1),
+        (
+            vec![
+                "start",
+                "parsed",
+                "planned",
+                "namespaces",
+                "id maps",
+                "pid1 cloned",
+                "loopback",
+                "network handed over",
+                "pid1 reaped",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>(),
+            vec![
+                "pid1 running",
+                "root staged",
+                "passwd, group",
+                "binds, copies",
+                "read-only flags",
+                "/dev",
+                "/proc",
+                "view entered",
+                "hostname, rlimits, session, cwd",
+                "network joined",
+                "privileges dropped",
+                "landlock",
+                "seccomp",
+                "command spawned",
+                "command exited",
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>()
+        )
     );
     // Off by default.
     let out = sandbox(&["--", "true"], &[]);

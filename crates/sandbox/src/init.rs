@@ -22,6 +22,7 @@ use nix::unistd::Pid;
 
 use crate::cgroup::Cgroup;
 use crate::error::SetupError;
+use crate::handoff::{self, Join};
 use crate::policy::{exit, NetMode, Policy, DEFAULT_PATH};
 use crate::{caps, filter, fs, lock, net, trace};
 
@@ -122,42 +123,44 @@ fn confine_and_run(
     // No mount namespace here: the helper keeps the host's view (the
     // broker socket, the cgroup files); PID 1 gets the only new one, owned
     // by the new user namespace. One mount namespace fewer to copy and to
-    // tear down per run.
-    unshare(
-        CloneFlags::CLONE_NEWUSER
-            | CloneFlags::CLONE_NEWNET
-            | CloneFlags::CLONE_NEWIPC
-            | CloneFlags::CLONE_NEWUTS
-            | CloneFlags::CLONE_NEWCGROUP,
-    )
-    .map_err(|source| SetupError::Unshare {
-        what: "user, network, IPC, UTS and cgroup",
-        source,
-    })?;
+    // tear down per run. The network and IPC namespaces come after the
+    // clone, in parallel with PID 1's set-up (see `handoff`).
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWUTS | CloneFlags::CLONE_NEWCGROUP)
+        .map_err(|source| SetupError::Unshare {
+            what: "user, UTS and cgroup",
+            source,
+        })?;
     trace::step("namespaces");
     id_map("/proc/self/setgroups", "deny")?;
     id_map("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
     id_map("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
     trace::step("id maps");
-    net::loopback_up()?;
-    trace::step("loopback");
-    let forwarder = match &policy.net {
-        NetMode::None => None,
-        NetMode::Broker { socket, port } => {
-            Some((net::bind_forwarder(*port, socket)?, socket.clone()))
-        }
-    };
+    let (ready, join) = handoff::pair()?;
 
     // A process that unshared its PID namespace cannot start threads, and
     // the helper needs them (forwarder, timeout): PID 1 is cloned straight
     // into a new PID namespace and the run's mount namespace.
     let child = match clone_pid1()? {
         None => {
-            drop(forwarder);
-            std::process::exit(pid1(policy, view, uid, gid));
+            drop(ready);
+            std::process::exit(pid1(policy, view, uid, gid, join));
         }
         Some(child) => child,
     };
+    trace::step("pid1 cloned");
+    drop(join);
+    ready.steer(child);
+    let forwarder = match network(policy) {
+        Ok(f) => f,
+        Err(e) => {
+            // PID 1 has not run anything of the command's yet.
+            let _ = kill(child, Signal::SIGKILL);
+            wait_code(child);
+            return Err(e);
+        }
+    };
+    ready.send();
+    trace::step("network handed over");
     if let Some((listener, socket)) = forwarder {
         net::serve_forwarder(listener, socket);
     }
@@ -170,7 +173,6 @@ fn confine_and_run(
             let _ = kill(child, Signal::SIGKILL);
         });
     }
-    trace::step("pid1 cloned");
     let code = wait_code(child);
     trace::step("pid1 reaped");
     if timed_out.load(Ordering::SeqCst) {
@@ -185,6 +187,25 @@ fn confine_and_run(
         return Ok(exit::MEMORY_LIMIT);
     }
     Ok(code)
+}
+
+/// The network and IPC namespaces: loopback up, and the forwarder's
+/// listener bound inside when the policy has one.
+fn network(policy: &Policy) -> Result<Option<(std::net::TcpListener, PathBuf)>, SetupError> {
+    unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC).map_err(|source| {
+        SetupError::Unshare {
+            what: "network and IPC",
+            source,
+        }
+    })?;
+    net::loopback_up()?;
+    trace::step("loopback");
+    match &policy.net {
+        NetMode::None => Ok(None),
+        NetMode::Broker { socket, port } => {
+            Ok(Some((net::bind_forwarder(*port, socket)?, socket.clone())))
+        }
+    }
 }
 
 /// Waits for `pid` and turns its end into a shell-style exit code.
@@ -233,8 +254,8 @@ fn clone_pid1() -> Result<Option<Pid>, SetupError> {
 }
 
 /// PID 1 of the new PID namespace.
-fn pid1(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> i32 {
-    if let Err(e) = setup(policy, view, uid, gid) {
+fn pid1(policy: &Policy, view: &fs::View, uid: u32, gid: u32, join: Join) -> i32 {
+    if let Err(e) = setup(policy, view, uid, gid, join) {
         eprintln!("paddock sandbox: {e}");
         return exit::SETUP_FAILED;
     }
@@ -271,7 +292,13 @@ fn env_value<'a>(policy: &'a Policy, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-fn setup(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> Result<(), SetupError> {
+fn setup(
+    policy: &Policy,
+    view: &fs::View,
+    uid: u32,
+    gid: u32,
+    join: Join,
+) -> Result<(), SetupError> {
     trace::step("pid1 running");
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     fs::enter(view, uid, gid, env_value(policy, "HOME"))?;
@@ -284,6 +311,8 @@ fn setup(policy: &Policy, view: &fs::View, uid: u32, gid: u32) -> Result<(), Set
         source,
     })?;
     trace::step("hostname, rlimits, session, cwd");
+    join.join()?;
+    trace::step("network joined");
     caps::drop_all()?;
     caps::not_dumpable()?;
     caps::no_new_privs()?;

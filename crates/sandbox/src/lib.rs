@@ -18,6 +18,7 @@ pub mod cgroup;
 pub mod error;
 pub mod filter;
 pub mod fs;
+pub mod handoff;
 pub mod init;
 pub mod launch;
 pub mod lock;
