@@ -348,3 +348,24 @@ fn parses_its_own_arguments_and_help() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn the_cgroup_namespace_is_rooted_at_the_run() {
+    if !common::sandbox_available() {
+        return;
+    }
+    // With caps (the helper moves PID 1 into the run's cgroup before PID 1
+    // makes its cgroup namespace) and without: no host cgroup path shows.
+    for caps in [&["--pids", "64", "--allow-without-cgroups"][..], &[]] {
+        let mut args = caps.to_vec();
+        args.extend(["--", "cat", "/proc/self/cgroup"]);
+        let out = sandbox(&args, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let paths: Vec<String> = text(&out.stdout)
+            .lines()
+            .map(|l| l.rsplit(':').next().unwrap().to_string())
+            .collect();
+        assert!(!paths.is_empty());
+        assert_eq!(paths, vec!["/".to_string(); paths.len()], "{caps:?}");
+    }
+}

@@ -257,7 +257,7 @@ async fn auto_falls_back_and_sandbox_is_refused_where_none_starts() {
         .unwrap()
         .replace("isolation = \"process\"\n", "");
     std::fs::write(&spec, &text).unwrap();
-    let why = "paddock sandbox: unshare the user, UTS and cgroup namespaces: \
+    let why = "paddock sandbox: unshare the user and UTS namespaces: \
                EPERM: Operation not permitted";
 
     let out = run_where_no_sandbox_starts(&home, &spec).await;

@@ -1,9 +1,9 @@
 //! Resource caps with cgroups: memory, pids and CPU, on cgroup v2 when the
 //! controllers are available there, else on the v1 hierarchies (this
 //! project's reference machine has v1 memory/pids/cpu). The helper creates
-//! one cgroup per run, writes the caps, moves itself in before unsharing
-//! (so the command and all its descendants are inside), and removes it when
-//! the run ends. A non-root user needs a delegated, writable root (see
+//! one cgroup per run, writes the caps, moves the sandbox's PID 1 in before
+//! PID 1 starts the command (so the command and all its descendants are
+//! inside), and removes it when the run ends. A non-root user needs a delegated, writable root (see
 //! `Policy::cgroup_root`); without one the run is refused unless the
 //! policy accepts running without caps.
 
@@ -123,9 +123,9 @@ impl Cgroup {
             .unwrap_or_default()
     }
 
-    /// Moves the calling process (and so its future children) in.
-    pub fn join(&self) -> Result<(), SetupError> {
-        let pid = std::process::id().to_string();
+    /// Moves process `pid` (and so its future children) in.
+    pub fn add(&self, pid: nix::unistd::Pid) -> Result<(), SetupError> {
+        let pid = pid.to_string();
         for (_, d) in &self.dirs {
             write(&d.join("cgroup.procs"), &pid)?;
         }
@@ -147,15 +147,9 @@ impl Cgroup {
             })
     }
 
-    /// Moves the caller back to the parent and removes the cgroup (after
-    /// the run's processes are gone).
+    /// Removes the cgroup (after the run's processes are gone; the kernel
+    /// may take a moment to release a dying cgroup, hence the retries).
     pub fn remove(&self) {
-        let pid = std::process::id().to_string();
-        for (_, d) in &self.dirs {
-            if let Some(parent) = d.parent().and_then(Path::parent) {
-                let _ = std::fs::write(parent.join("cgroup.procs"), &pid);
-            }
-        }
         for (_, d) in &self.dirs {
             for _ in 0..100 {
                 match std::fs::remove_dir(d) {
@@ -198,7 +192,7 @@ mod tests {
             cpu_percent: Some(50),
         };
         let cg = Cgroup::create(root.path(), "run-1", &limits).unwrap();
-        cg.join().unwrap();
+        cg.add(nix::unistd::Pid::this()).unwrap();
         assert_eq!(
             (
                 read(&leaf.join("memory.max")),

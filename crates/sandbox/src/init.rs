@@ -80,30 +80,7 @@ fn run(policy: Policy) -> Result<i32, SetupError> {
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
 
-    let limits = &policy.limits;
-    let wants_caps =
-        limits.memory_mb.is_some() || limits.pids.is_some() || limits.cpu_percent.is_some();
-    let cgroup = if wants_caps {
-        let root = policy
-            .cgroup_root
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup"));
-        match Cgroup::create(&root, &policy.name, limits).and_then(|cg| cg.join().map(|()| cg)) {
-            Ok(cg) => Some(cg),
-            Err(e) if policy.allow_without_cgroups => {
-                eprintln!("paddock sandbox: running without cgroup caps (accepted): {e}");
-                None
-            }
-            Err(e) => return Err(e),
-        }
-    } else {
-        None
-    };
-    let result = confine_and_run(&policy, &view, uid, gid, cgroup.as_ref());
-    if let Some(cg) = &cgroup {
-        cg.remove();
-    }
-    result
+    confine_and_run(&policy, &view, uid, gid)
 }
 
 fn id_map(path: &str, text: &str) -> Result<(), SetupError> {
@@ -118,18 +95,20 @@ fn confine_and_run(
     view: &fs::View,
     uid: u32,
     gid: u32,
-    cgroup: Option<&Cgroup>,
 ) -> Result<i32, SetupError> {
     // No mount namespace here: the helper keeps the host's view (the
     // broker socket, the cgroup files); PID 1 gets the only new one, owned
     // by the new user namespace. One mount namespace fewer to copy and to
-    // tear down per run. The network and IPC namespaces come after the
-    // clone, in parallel with PID 1's set-up (see `handoff`).
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWUTS | CloneFlags::CLONE_NEWCGROUP)
-        .map_err(|source| SetupError::Unshare {
-            what: "user, UTS and cgroup",
+    // tear down per run. The network and IPC namespaces and the cgroup
+    // come after the clone, in parallel with PID 1's set-up (see
+    // `handoff`); PID 1 makes its cgroup namespace once it is in the
+    // cgroup.
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWUTS).map_err(|source| {
+        SetupError::Unshare {
+            what: "user and UTS",
             source,
-        })?;
+        }
+    })?;
     trace::step("namespaces");
     id_map("/proc/self/setgroups", "deny")?;
     id_map("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
@@ -152,12 +131,11 @@ fn confine_and_run(
     ready.steer(child);
     let forwarder = match network(policy) {
         Ok(f) => f,
-        Err(e) => {
-            // PID 1 has not run anything of the command's yet.
-            let _ = kill(child, Signal::SIGKILL);
-            wait_code(child);
-            return Err(e);
-        }
+        Err(e) => return abandon(child, e),
+    };
+    let cgroup = match cgroup(policy, child) {
+        Ok(cg) => cg,
+        Err(e) => return abandon(child, e),
     };
     ready.send();
     trace::step("network handed over");
@@ -175,6 +153,11 @@ fn confine_and_run(
     }
     let code = wait_code(child);
     trace::step("pid1 reaped");
+    let oom = code == 128 + libc::SIGKILL && cgroup.as_ref().is_some_and(Cgroup::oom_killed);
+    if let Some(cg) = &cgroup {
+        cg.remove();
+        trace::step("cgroup removed");
+    }
     if timed_out.load(Ordering::SeqCst) {
         eprintln!(
             "paddock sandbox: timed out after {} s; the whole tree was killed",
@@ -182,11 +165,52 @@ fn confine_and_run(
         );
         return Ok(exit::TIMED_OUT);
     }
-    if code == 128 + libc::SIGKILL && cgroup.is_some_and(Cgroup::oom_killed) {
+    if oom {
         eprintln!("paddock sandbox: killed at the memory cap");
         return Ok(exit::MEMORY_LIMIT);
     }
     Ok(code)
+}
+
+/// Ends a run whose helper-side set-up failed: PID 1 has run nothing of
+/// the command's yet and is killed. When PID 1 had already stopped on a
+/// failure of its own (and said why), that is the run's outcome.
+fn abandon(pid1: Pid, error: SetupError) -> Result<i32, SetupError> {
+    let _ = kill(pid1, Signal::SIGKILL);
+    match wait_code(pid1) {
+        exit::SETUP_FAILED => Ok(exit::SETUP_FAILED),
+        _ => Err(error),
+    }
+}
+
+/// The run's cgroup with PID 1 moved in (so every process of the command
+/// is inside), when the policy caps resources; none when it does not, or
+/// when this host cannot and the policy accepts that.
+fn cgroup(policy: &Policy, pid1: Pid) -> Result<Option<Cgroup>, SetupError> {
+    let limits = &policy.limits;
+    if limits.memory_mb.is_none() && limits.pids.is_none() && limits.cpu_percent.is_none() {
+        return Ok(None);
+    }
+    let root = policy
+        .cgroup_root
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup"));
+    let joined = Cgroup::create(&root, &policy.name, limits).and_then(|cg| match cg.add(pid1) {
+        Ok(()) => Ok(cg),
+        Err(e) => {
+            cg.remove();
+            Err(e)
+        }
+    });
+    trace::step("cgroup");
+    match joined {
+        Ok(cg) => Ok(Some(cg)),
+        Err(e) if policy.allow_without_cgroups => {
+            eprintln!("paddock sandbox: running without cgroup caps (accepted): {e}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The network and IPC namespaces: loopback up, and the forwarder's
@@ -312,6 +336,12 @@ fn setup(
     })?;
     trace::step("hostname, rlimits, session, cwd");
     join.join()?;
+    // The cgroup namespace's root is the run's cgroup (the helper moved
+    // PID 1 in before the hand-off).
+    unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|source| SetupError::Unshare {
+        what: "cgroup",
+        source,
+    })?;
     trace::step("network joined");
     caps::drop_all()?;
     caps::not_dumpable()?;
