@@ -85,6 +85,7 @@ fn probes() -> Vec<Probe> {
         p("write /var/tmp", "echo x > /var/tmp/paddock-escape-$$ && rm /var/tmp/paddock-escape-$$"),
         root("write /usr", "touch /usr/paddock-escape && rm /usr/paddock-escape"),
         root("write the root directory", "touch /paddock-escape && rm /paddock-escape"),
+        root("write /dev", "touch /dev/paddock-escape && rm /dev/paddock-escape"),
         root("write /proc/sys", "cat /proc/sys/kernel/hostname > /proc/sys/kernel/hostname"),
         root("create a device node", "mknod \"$WORK/nulldev\" c 1 3"),
         // Workspace files the host would execute.

@@ -24,6 +24,14 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// The lock that serializes migrations across processes could not be
+    /// taken.
+    #[error("cannot lock {path} to migrate the store")]
+    MigrateLock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The schema migrations failed (or the database was migrated by a newer
     /// or different Paddock).
     #[error("cannot migrate the store at {path}")]

@@ -18,6 +18,7 @@ mod usage;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use nix::fcntl::{Flock, FlockArg};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -36,6 +37,13 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections to a file database: SQLite serializes writers anyway; readers
 /// run concurrently under WAL.
 const MAX_CONNECTIONS: u32 = 8;
+
+/// The sidecar file whose `flock` serializes migrations of `db`.
+fn migrate_lock_path(db: &Path) -> PathBuf {
+    let mut name = db.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push("-migrate.lock");
+    db.with_file_name(name)
+}
 
 /// A handle to the store. Cheap to clone (it wraps a connection pool); every
 /// clone talks to the same database.
@@ -74,7 +82,33 @@ impl Store {
                 path: path.to_owned(),
                 source,
             })?;
-        Store::migrated(pool, path.to_owned()).await
+        // sqlx does not lock migrations on SQLite: two processes creating
+        // the same new file would both apply them, and all but one fail. An
+        // exclusive `flock` on a sidecar file serializes them (never on the
+        // database file itself: closing any descriptor of it would drop
+        // SQLite's own POSIX locks of this process).
+        let lock_path = migrate_lock_path(path);
+        let lock = tokio::task::spawn_blocking({
+            let lock_path = lock_path.clone();
+            move || {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&lock_path)?;
+                Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
+            }
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|r: std::io::Result<Flock<std::fs::File>>| r)
+        .map_err(|source| StoreError::MigrateLock {
+            path: lock_path,
+            source,
+        })?;
+        let store = Store::migrated(pool, path.to_owned()).await;
+        drop(lock);
+        store
     }
 
     /// A private, empty in-memory database (for tests). The pool holds exactly
@@ -172,6 +206,33 @@ mod tests {
         // A second pool on the same file, at the same time.
         let again = Store::open(&path).await.unwrap();
         assert_eq!(again.jobs(10).await.unwrap().len(), 1);
+    }
+
+    /// Several processes (here: pools) creating the same brand-new file at
+    /// once: each migration runs once, every opener gets the full schema.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_opens_of_a_new_file_migrate_once() {
+        for round in 0..10 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("paddock.db");
+            let opens: Vec<_> = (0..4)
+                .map(|_| {
+                    let path = path.clone();
+                    tokio::spawn(async move { Store::open(&path).await.map(|_| ()) })
+                })
+                .collect();
+            let mut results = Vec::new();
+            for o in opens {
+                results.push(o.await.unwrap().map_err(|e| format!("{e:#}")));
+            }
+            assert_eq!(results, vec![Ok(()); 4], "round {round}");
+            let store = Store::open(&path).await.unwrap();
+            let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+                .fetch_one(&store.pool)
+                .await
+                .unwrap();
+            assert_eq!(applied as usize, MIGRATOR.iter().count(), "round {round}");
+        }
     }
 
     #[tokio::test]
