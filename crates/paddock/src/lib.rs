@@ -8,6 +8,7 @@ pub mod engines;
 pub mod launcher;
 pub mod paths;
 pub mod policy;
+pub mod reaper;
 pub mod redact;
 pub mod rung;
 pub mod runner;

@@ -213,6 +213,22 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 None => PriceTable::vendored().context("the vendored price table")?,
             };
             let store = open_store(&paths).await?;
+            // Teardown also after a crash: what earlier `paddock` processes
+            // left behind when they died mid-job.
+            for r in paddock::reaper::reap(&paths.jobs, &store).await {
+                let failed = if r.marked_failed {
+                    "; the job is now failed"
+                } else {
+                    ""
+                };
+                match r.error {
+                    None => eprintln!(
+                        "paddock: removed the workspace of {}, whose process ended mid-job{failed}",
+                        r.name
+                    ),
+                    Some(e) => eprintln!("paddock: cannot clean up after {}: {e}", r.name),
+                }
+            }
             let opts = RunOptions {
                 paths: paths.clone(),
                 keep,

@@ -416,6 +416,18 @@ pub async fn run(
         }
     }
     if opts.keep {
+        // Without its lease file the start-up reaper leaves it alone.
+        if let Err(e) = ws.lease.keep() {
+            em.error(
+                "paddock",
+                format!(
+                    "workspace {}: cannot release its lease: {e}",
+                    ws.root.display()
+                ),
+                false,
+            )
+            .await?;
+        }
         em.emit(EventBody::Status {
             phase: Phase::Concluding,
             detail: Some(format!("workspace kept at {}", ws.root.display())),

@@ -12,6 +12,8 @@ use std::process::Stdio;
 use paddock_protocol::RepositorySpec;
 use tokio::process::Command;
 
+use crate::reaper::Lease;
+
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
     #[error("workspace {path}: cannot create: {source}")]
@@ -68,6 +70,9 @@ pub struct Workspace {
     pub home: PathBuf,
     pub tmp: PathBuf,
     pub meta: PathBuf,
+    /// Held while the job runs: the start-up reaper leaves the directory
+    /// alone (`reaper.rs`).
+    pub lease: Lease,
     /// The commit the job starts from.
     pub base_commit: String,
     pub branch: String,
@@ -224,21 +229,28 @@ impl Workspace {
             source,
         })?;
         set_private(&root);
-        let ws = Workspace {
-            work: root.join("work"),
-            home: root.join("home"),
-            tmp: root.join("tmp"),
-            meta: root.join("meta"),
-            root,
-            base_commit: String::new(),
-            branch: branch.to_string(),
-        };
-        for dir in [&ws.home, &ws.tmp, &ws.meta] {
-            std::fs::create_dir_all(dir).map_err(|source| WorkspaceError::Create {
+        let meta = root.join("meta");
+        for dir in ["home", "tmp", "meta"] {
+            let dir = root.join(dir);
+            std::fs::create_dir_all(&dir).map_err(|source| WorkspaceError::Create {
                 path: dir.clone(),
                 source,
             })?;
         }
+        let lease = Lease::take(&meta).map_err(|source| WorkspaceError::Create {
+            path: meta.join("lease"),
+            source,
+        })?;
+        let ws = Workspace {
+            work: root.join("work"),
+            home: root.join("home"),
+            tmp: root.join("tmp"),
+            meta,
+            lease,
+            root,
+            base_commit: String::new(),
+            branch: branch.to_string(),
+        };
         let out = Command::new("git")
             .args([
                 "-c",

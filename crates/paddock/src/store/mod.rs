@@ -67,26 +67,12 @@ impl Store {
                     source,
                 })?;
         }
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
-            .await
-            .map_err(|source| StoreError::Open {
-                path: path.to_owned(),
-                source,
-            })?;
         // sqlx does not lock migrations on SQLite: two processes creating
-        // the same new file would both apply them, and all but one fail. An
-        // exclusive `flock` on a sidecar file serializes them (never on the
-        // database file itself: closing any descriptor of it would drop
-        // SQLite's own POSIX locks of this process).
+        // the same new file would both apply them (or trip over each
+        // other switching it to WAL), and all but one fail. An exclusive
+        // `flock` on a sidecar file serializes opening and migrating (never
+        // on the database file itself: closing any descriptor of it would
+        // drop SQLite's own POSIX locks of this process).
         let lock_path = migrate_lock_path(path);
         let lock = tokio::task::spawn_blocking({
             let lock_path = lock_path.clone();
@@ -106,6 +92,21 @@ impl Store {
             path: lock_path,
             source,
         })?;
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await
+            .map_err(|source| StoreError::Open {
+                path: path.to_owned(),
+                source,
+            })?;
         let store = Store::migrated(pool, path.to_owned()).await;
         drop(lock);
         store
@@ -218,12 +219,22 @@ mod tests {
             let opens: Vec<_> = (0..4)
                 .map(|_| {
                     let path = path.clone();
-                    tokio::spawn(async move { Store::open(&path).await.map(|_| ()) })
+                    tokio::spawn(async move {
+                        Store::open(&path).await.map(|_| ()).map_err(|e| {
+                            let mut text = e.to_string();
+                            let mut cause = std::error::Error::source(&e);
+                            while let Some(c) = cause {
+                                text = format!("{text}: {c}");
+                                cause = c.source();
+                            }
+                            text
+                        })
+                    })
                 })
                 .collect();
             let mut results = Vec::new();
             for o in opens {
-                results.push(o.await.unwrap().map_err(|e| format!("{e:#}")));
+                results.push(o.await.unwrap());
             }
             assert_eq!(results, vec![Ok(()); 4], "round {round}");
             let store = Store::open(&path).await.unwrap();
