@@ -7,6 +7,8 @@
 
 use paddock_protocol::{EngineKind, HostProfile, Isolation, JobSpec};
 
+use crate::broker::ModelAllowlist;
+
 /// Why a job is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("host profile `{profile}`: rule `{rule}` {reason}")]
@@ -67,7 +69,9 @@ pub fn admit(profile: &HostProfile, spec: &JobSpec) -> Result<Admission, Refusal
         rule: rule.to_string(),
         reason,
     };
-    if !profile.allowed_models.is_empty() && !profile.allowed_models.contains(&spec.engine.model) {
+    // The broker's matcher: a name (also with a date suffix) or a `prefix*`.
+    let models = ModelAllowlist::any().with("host profile", &profile.allowed_models);
+    if !models.allows(&spec.engine.model) {
         return Err(refuse(
             "allowedModels",
             format!(
@@ -189,6 +193,15 @@ mod tests {
         assert_eq!(
             admit(&p, &spec("")).unwrap_err().to_string(),
             "host profile `remote-full`: rule `allowedModels` does not allow model `gpt-5.5` (allowed: gpt-5.4)"
+        );
+        // The same patterns as the broker's allowlist: a prefix ending in
+        // `*`, a name with the provider's date suffix.
+        p.allowed_models = vec!["gpt-5*".into()];
+        assert!(admit(&p, &spec("")).is_ok());
+        p.allowed_models = vec!["gpt-4*".into(), "o3".into()];
+        assert_eq!(
+            admit(&p, &spec("")).unwrap_err().to_string(),
+            "host profile `remote-full`: rule `allowedModels` does not allow model `gpt-5.5` (allowed: gpt-4*, o3)"
         );
     }
 }
