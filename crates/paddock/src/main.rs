@@ -221,9 +221,13 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 } else {
                     ""
                 };
+                let killed = match r.killed {
+                    0 => String::new(),
+                    n => format!(" (killed {n} process(es) it left running)"),
+                };
                 match r.error {
                     None => eprintln!(
-                        "paddock: removed the workspace of {}, whose process ended mid-job{failed}",
+                        "paddock: removed the workspace of {}, whose process ended mid-job{killed}{failed}",
                         r.name
                     ),
                     Some(e) => eprintln!("paddock: cannot clean up after {}: {e}", r.name),

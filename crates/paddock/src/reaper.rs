@@ -15,6 +15,14 @@
 //! name, then renamed), so the reaper never wins a race against a job that
 //! is starting. The lock's descriptor is close-on-exec: the engine and the
 //! sandbox never hold it.
+//!
+//! On the `sandbox` rung the engine dies with its `paddock` process (the
+//! helper and the sandbox's PID 1 have a parent-death signal, and the PID
+//! namespace takes everything with it). On the `process` rung it does not,
+//! so before removing a directory the reaper kills the processes left from
+//! it: those of this user whose environment has the job's `HOME`
+//! (`<job>/home`, which the engine adapters always set and no other
+//! process has), found in `/proc`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -69,6 +77,8 @@ impl Lease {
 pub struct Reaped {
     /// The directory's name: the job id (or a `paddock context` scratch).
     pub name: String,
+    /// Processes of the job that were still running, killed.
+    pub killed: usize,
     /// The job was `running` in the store and is now `failed`.
     pub marked_failed: bool,
     /// Why the directory or the record could not be cleaned up, if so.
@@ -89,6 +99,7 @@ pub async fn reap(jobs_root: &Path, store: &Store) -> Vec<Reaped> {
             continue;
         };
         let name = entry.file_name().to_string_lossy().into_owned();
+        let killed = kill_leftovers(&dir.join("home"));
         let mut error = std::fs::remove_dir_all(&dir)
             .err()
             .map(|e| format!("remove {}: {e}", dir.display()));
@@ -102,12 +113,48 @@ pub async fn reap(jobs_root: &Path, store: &Store) -> Vec<Reaped> {
         };
         reaped.push(Reaped {
             name,
+            killed,
             marked_failed,
             error,
         });
     }
     reaped.sort_by(|a, b| a.name.cmp(&b.name));
     reaped
+}
+
+/// Kills (SIGKILL) the processes whose environment has `HOME=home`; how
+/// many. Processes of other users cannot be read and are not touched.
+fn kill_leftovers(home: &Path) -> usize {
+    let mut wanted = b"HOME=".to_vec();
+    wanted.extend_from_slice(home.as_os_str().as_encoded_bytes());
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let me = std::process::id();
+    let mut killed = 0;
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if u32::try_from(pid).ok() == Some(me) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(p.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == wanted.as_slice())
+            && nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .is_ok()
+        {
+            killed += 1;
+        }
+    }
+    killed
 }
 
 /// The lease of `dir` when nobody holds it (its process is gone).
@@ -199,6 +246,7 @@ mod tests {
             reaped,
             vec![Reaped {
                 name: "dead".into(),
+                killed: 0,
                 marked_failed: false,
                 error: None
             }]

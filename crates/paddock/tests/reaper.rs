@@ -1,5 +1,6 @@
 //! Teardown after a crash: a `paddock run` killed mid-job leaves its
-//! workspace and a `running` record; the next `paddock run` removes the
+//! workspace, a `running` record and (on the `process` rung) its engine
+//! running; the next `paddock run` kills that engine, removes the
 //! workspace, fails the job with the reason and a final status event, and
 //! says so. A job that is still running is left alone.
 
@@ -54,6 +55,22 @@ async fn started(jobs: &Path) -> String {
     panic!("no job started under {}", jobs.display());
 }
 
+/// The processes whose environment has `HOME=home` (this user's).
+fn with_home(home: &Path) -> Vec<i32> {
+    let wanted = format!("HOME={}", home.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| {
+            let pid: i32 = p.file_name().to_str()?.parse().ok()?;
+            let env = std::fs::read(p.path().join("environ")).ok()?;
+            env.split(|b| *b == 0)
+                .any(|v| v == wanted.as_bytes())
+                .then_some(pid)
+        })
+        .collect()
+}
+
 fn paddock_cmd(home: &Home, spec: &Path) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"));
     cmd.arg("--data-dir")
@@ -97,6 +114,10 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
 
     killed.kill().await.unwrap();
     killed.wait().await.unwrap();
+    // On the `process` rung its engine lives on (the positive twin of the
+    // reaper's kill below).
+    let crashed_home = home.jobs().join(&crashed).join("home");
+    assert!(!with_home(&crashed_home).is_empty());
     let store = home.store().await;
     assert_eq!(
         store.job(&crashed).await.unwrap().unwrap().status,
@@ -108,12 +129,23 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
         .paddock(&["run", "--json", quick.to_str().unwrap()], &[])
         .await;
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        stderr.contains(&format!(
-            "paddock: removed the workspace of {crashed}, whose process ended mid-job; the job is now failed\n"
-        )),
-        "{stderr}"
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(&crashed))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let prefix = format!(
+        "paddock: removed the workspace of {crashed}, whose process ended mid-job (killed "
     );
+    let suffix = " process(es) it left running); the job is now failed";
+    assert!(
+        line.starts_with(&prefix) && line.ends_with(suffix),
+        "{line}"
+    );
+    let killed_count: usize = line[prefix.len()..line.len() - suffix.len()]
+        .parse()
+        .unwrap();
+    assert!(killed_count >= 1, "{line}");
+    assert_eq!(with_home(&crashed_home), Vec::<i32>::new());
     assert!(!stderr.contains(&running), "{stderr}");
     assert!(!home.jobs().join(&crashed).exists());
     assert!(home.jobs().join(&running).is_dir());
