@@ -537,6 +537,15 @@ async fn finish(
     })
 }
 
+/// Aborts a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 struct Launched {
     status: JobStatus,
     reason: Option<String>,
@@ -672,7 +681,8 @@ async fn launch_and_stream(
         },
     };
     // Admission: a job whose ceiling is already spent is held, not run.
-    let ceilings = broker::budget::ceilings(spec, em.store, OffsetDateTime::now_utc()).await?;
+    let ceilings =
+        broker::budget::ceilings(spec, &em.job_id, em.store, OffsetDateTime::now_utc()).await?;
     if let Some(c) = broker::budget::exhausted_before_start(&ceilings) {
         let message = c.exhausted_message(0);
         em.emit(EventBody::Policy {
@@ -740,6 +750,19 @@ async fn launch_and_stream(
         }
     };
     em.redactor.add_secret(&broker.token);
+    // Other jobs of the same ticket or project, settling calls while this
+    // one runs; stopped with this function (the guard aborts the task).
+    let _shared_spend = broker::shared_spend::follow(
+        broker.budget(),
+        em.store.clone(),
+        broker::shared_spend::Shared {
+            job_id: em.job_id.clone(),
+            project: spec.ticket.project.clone(),
+            ticket_id: spec.ticket.id.clone(),
+        },
+        broker::shared_spend::EVERY,
+    )
+    .map(AbortOnDrop);
 
     let ctx = LaunchContext {
         binary: binary.to_path_buf(),

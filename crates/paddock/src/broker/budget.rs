@@ -1,6 +1,8 @@
 //! Budget enforcement for one job's broker. A job is bound by up to three
 //! ceilings (the job, its ticket across attempts, its project for the UTC
-//! day); spend from earlier jobs comes from the ledger when the job starts.
+//! day); spend from other jobs comes from the ledger when the job starts,
+//! and while it runs (`shared_spend.rs` refreshes it, so jobs running side
+//! by side on one ticket or project see each other's settled calls).
 //!
 //! Each call reserves a bounded estimate before it is forwarded and settles
 //! on its metered cost. A call is admitted while the settled spend plus the
@@ -75,6 +77,7 @@ impl Ceiling {
 /// ticket and of the same project today (at `now`) already spent.
 pub async fn ceilings(
     spec: &JobSpec,
+    job_id: &str,
     store: &Store,
     now: OffsetDateTime,
 ) -> Result<Vec<Ceiling>, StoreError> {
@@ -91,7 +94,7 @@ pub async fn ceilings(
             scope: Scope::Ticket,
             limit_micros: limit,
             prior_micros: store
-                .ticket_spent_micros(&spec.ticket.project, &spec.ticket.id)
+                .ticket_spent_micros(&spec.ticket.project, &spec.ticket.id, job_id)
                 .await?,
         });
     }
@@ -100,7 +103,7 @@ pub async fn ceilings(
             scope: Scope::ProjectDay,
             limit_micros: limit,
             prior_micros: store
-                .project_day_spent_micros(&spec.ticket.project, now)
+                .project_day_spent_micros(&spec.ticket.project, now, job_id)
                 .await?,
         });
     }
@@ -139,6 +142,8 @@ pub fn estimate_micros(
 
 #[derive(Debug, Default)]
 struct State {
+    /// The ceilings, with what other jobs spent as last read.
+    ceilings: Vec<Ceiling>,
     /// Settled spend of this job.
     spent: i64,
     /// Calls in flight: (reservation, running cost).
@@ -157,7 +162,6 @@ pub enum Admission {
 /// A job's budgets, shared by its calls.
 #[derive(Debug)]
 pub struct Budget {
-    ceilings: Vec<Ceiling>,
     state: Mutex<State>,
     settled: Notify,
 }
@@ -165,8 +169,10 @@ pub struct Budget {
 impl Budget {
     pub fn new(ceilings: Vec<Ceiling>) -> Arc<Budget> {
         Arc::new(Budget {
-            ceilings,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                ceilings,
+                ..State::default()
+            }),
             settled: Notify::new(),
         })
     }
@@ -191,17 +197,17 @@ impl Budget {
     /// Admits call `seq` with its reservation `estimate`, waiting for calls
     /// in flight to settle while the reservation does not fit.
     pub async fn admit(self: &Arc<Self>, seq: u64, estimate: i64) -> Admission {
-        let Some(ceiling) = tightest(&self.ceilings) else {
-            self.lock().flights.insert(seq, (0, 0));
-            return Admission::Admitted(self.reservation(seq));
-        };
-        let room = ceiling.room();
         loop {
             let notified = self.settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
                 let mut st = self.lock();
+                let Some(ceiling) = tightest(&st.ceilings) else {
+                    st.flights.insert(seq, (0, 0));
+                    return Admission::Admitted(self.reservation(seq));
+                };
+                let room = ceiling.room();
                 if st.spent >= room {
                     st.held = true;
                     return Admission::Refused(ceiling.exhausted_message(st.spent));
@@ -220,6 +226,23 @@ impl Budget {
         }
     }
 
+    /// What other jobs have spent against the `scope` ceiling, as just read
+    /// from the ledger. Waiting calls are re-checked against it.
+    pub fn set_prior(&self, scope: Scope, prior_micros: i64) {
+        {
+            let mut st = self.lock();
+            for c in st.ceilings.iter_mut().filter(|c| c.scope == scope) {
+                c.prior_micros = prior_micros;
+            }
+        }
+        self.settled.notify_waiters();
+    }
+
+    /// The ceilings as they stand (with the latest spend of other jobs).
+    pub fn ceilings(&self) -> Vec<Ceiling> {
+        self.lock().ceilings.clone()
+    }
+
     fn reservation(self: &Arc<Self>, seq: u64) -> Reservation {
         Reservation {
             budget: self.clone(),
@@ -231,8 +254,8 @@ impl Budget {
     /// Records call `seq`'s running cost; `Some(message)` when the stream
     /// must be cut because its growth took the job past its tightest ceiling.
     fn observe(&self, seq: u64, running: i64) -> Option<String> {
-        let ceiling = tightest(&self.ceilings)?;
         let mut st = self.lock();
+        let ceiling = tightest(&st.ceilings)?;
         let grew = match st.flights.get_mut(&seq) {
             Some(flight) if running > flight.1 => {
                 flight.1 = running;

@@ -22,6 +22,7 @@ pub mod scripted;
 pub mod scripted_http;
 pub mod secret;
 mod server;
+pub mod shared_spend;
 pub mod upstream;
 pub mod vertex;
 
@@ -113,6 +114,11 @@ impl BrokerHandle {
     /// Micro-dollars settled so far.
     pub fn spent_micros(&self) -> i64 {
         self.shared.budget.spent()
+    }
+
+    /// The job's budget (for `shared_spend::follow`).
+    pub fn budget(&self) -> Arc<budget::Budget> {
+        self.shared.budget.clone()
     }
 }
 

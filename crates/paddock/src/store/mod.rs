@@ -8,7 +8,7 @@ mod codec;
 mod error;
 mod events;
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 mod jobs;
 mod ledger;
 mod profiles;

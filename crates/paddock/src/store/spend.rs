@@ -1,6 +1,7 @@
 //! Spend already on the ledger, summed for the budgets that span jobs: a
-//! ticket across all its attempts, and a project over one UTC day. The
-//! broker enforces them from these sums plus what the running job spends.
+//! ticket across all its attempts, and a project over one UTC day, by every
+//! job but the one asking. The broker enforces them from these sums plus
+//! what the running job spends.
 
 use time::{OffsetDateTime, Time, UtcOffset};
 
@@ -8,22 +9,26 @@ use super::codec::RowRef;
 use super::{Store, StoreError};
 
 const TICKET: &str = "SELECT COALESCE(SUM(c.cost_micros), 0) FROM model_calls c \
-     JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND j.ticket_id = $2";
+     JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND j.ticket_id = $2 \
+     AND c.job_id <> $3";
 
 const PROJECT_DAY: &str = "SELECT COALESCE(SUM(c.cost_micros), 0) FROM model_calls c \
      JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND c.started_at >= $2 \
-     AND c.started_at < $3";
+     AND c.started_at < $3 AND c.job_id <> $4";
 
 impl Store {
-    /// Micro-dollars spent by every job of ticket `ticket_id` in `project`.
+    /// Micro-dollars spent by every job of ticket `ticket_id` in `project`
+    /// but `except_job`.
     pub async fn ticket_spent_micros(
         &self,
         project: &str,
         ticket_id: &str,
+        except_job: &str,
     ) -> Result<i64, StoreError> {
         sqlx::query_scalar::<_, i64>(TICKET)
             .bind(project)
             .bind(ticket_id)
+            .bind(except_job)
             .fetch_one(&self.pool)
             .await
             .map_err(|source| StoreError::ReadSpend {
@@ -33,11 +38,13 @@ impl Store {
     }
 
     /// Micro-dollars spent by project `project` on the UTC day containing
-    /// `at` (calls started from 00:00:00 UTC that day to the next).
+    /// `at` (calls started from 00:00:00 UTC that day to the next), by every
+    /// job but `except_job`.
     pub async fn project_day_spent_micros(
         &self,
         project: &str,
         at: OffsetDateTime,
+        except_job: &str,
     ) -> Result<i64, StoreError> {
         let scope = || {
             format!(
@@ -52,6 +59,7 @@ impl Store {
             .bind(project)
             .bind(row.time("started_at", day)?)
             .bind(row.time("started_at", next)?)
+            .bind(except_job)
             .fetch_one(&self.pool)
             .await
             .map_err(|source| StoreError::ReadSpend {
@@ -107,15 +115,31 @@ mod tests {
         ] {
             store.insert_model_call(&c).await.unwrap();
         }
-        assert_eq!(store.ticket_spent_micros("p", "T-1").await.unwrap(), 123);
-        assert_eq!(store.ticket_spent_micros("p", "T-9").await.unwrap(), 0);
+        // Every job, then every job but the one asking.
         assert_eq!(
-            store.project_day_spent_micros("p", day).await.unwrap(),
-            4023
+            (
+                store.ticket_spent_micros("p", "T-1", "").await.unwrap(),
+                store
+                    .ticket_spent_micros("p", "T-1", "job-a2")
+                    .await
+                    .unwrap(),
+                store.ticket_spent_micros("p", "T-9", "").await.unwrap(),
+            ),
+            (123, 120, 0)
+        );
+        assert_eq!(
+            (
+                store.project_day_spent_micros("p", day, "").await.unwrap(),
+                store
+                    .project_day_spent_micros("p", day, "job-b")
+                    .await
+                    .unwrap(),
+            ),
+            (4023, 23)
         );
         assert_eq!(
             store
-                .project_day_spent_micros("p", datetime!(2026-11-30 01:00 +02:00))
+                .project_day_spent_micros("p", datetime!(2026-11-30 01:00 +02:00), "")
                 .await
                 .unwrap(),
             100
