@@ -348,3 +348,90 @@ async fn a_project_daily_budget_spans_tickets() {
         vec![("budget".to_string(), message.to_string())]
     );
 }
+
+/// Two jobs of one ticket at the same time (two `paddock run` processes,
+/// the real Codex CLI): while job A's agent runs a slow command, job B
+/// spends the ticket's budget; A's next call is refused and A is held,
+/// because a running job re-reads what the others spent.
+#[tokio::test(flavor = "multi_thread")]
+async fn jobs_running_side_by_side_share_the_ticket_budget() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec_in = |name: &str, scenario: &str| {
+        let dir = home.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = job(&dir, "codex", &repo, SCRIPTED, Some(scenario));
+        with_budget(&spec, "ticket_max_usd = 0.10");
+        spec
+    };
+    // A: a cheap first call, then its agent runs a command long enough for
+    // B to start, spend and finish, then a second call.
+    let a = spec_in(
+        "a",
+        r#"
+[[turn]]
+text = "Waiting first."
+usage = { input = 1000, output = 10 }
+[[turn.action]]
+type = "shell"
+command = "sleep 6"
+
+[[turn]]
+text = "This answer is never paid for."
+"#,
+    );
+    // B: one call that spends the ticket's $0.10 (20 000 × $5/M + 100 × $30/M).
+    let b = spec_in(
+        "b",
+        "[[turn]]\ntext = \"Done.\"\nusage = { input = 20000, output = 100 }\n",
+    );
+    let run_a = {
+        let a = a.clone();
+        let data = home.data();
+        let jobs = home.jobs();
+        tokio::spawn(async move {
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+                .arg("--data-dir")
+                .arg(data)
+                .arg("--jobs-dir")
+                .arg(jobs)
+                .args(["run", "--json"])
+                .arg(a)
+                .env_remove("PADDOCK_DB")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .unwrap()
+        })
+    };
+    // B starts while A is running.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let b_out = home
+        .paddock(&["run", "--json", b.to_str().unwrap()], &[])
+        .await;
+    let b_rec = record(&b_out);
+    assert_eq!(
+        (b_rec.status, b_rec.cost_micros),
+        (JobStatus::Done, 103_000),
+        "{}",
+        String::from_utf8_lossy(&b_out.stderr)
+    );
+    let a_out = run_a.await.unwrap();
+    let a_rec = record(&a_out);
+    // A's own first call: 1 000 × $5/M + 10 × $30/M.
+    let message = "paddock broker: ticket budget (across attempts) spent ($0.108300 of $0.100000); the job is held";
+    assert_eq!(
+        (
+            a_rec.status,
+            a_rec.reason.as_deref(),
+            a_rec.cost_micros,
+            a_out.status.code()
+        ),
+        (JobStatus::Held, Some(message), 5_300, Some(3)),
+        "{}",
+        String::from_utf8_lossy(&a_out.stderr)
+    );
+}

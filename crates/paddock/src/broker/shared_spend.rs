@@ -47,7 +47,8 @@ pub fn follow(
         return None;
     }
     Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(every);
+        // The job's start already read it: the first re-read is one period on.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
