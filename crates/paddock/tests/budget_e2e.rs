@@ -350,7 +350,7 @@ async fn a_project_daily_budget_spans_tickets() {
 }
 
 /// Two jobs of one ticket at the same time (two `paddock run` processes,
-/// the real Codex CLI): while job A's agent runs a slow command, job B
+/// the real Codex CLI): while job A's agent waits in a command, job B
 /// spends the ticket's budget; A's next call is refused and A is held,
 /// because a running job re-reads what the others spent.
 #[tokio::test(flavor = "multi_thread")]
@@ -367,22 +367,28 @@ async fn jobs_running_side_by_side_share_the_ticket_budget() {
         with_budget(&spec, "ticket_max_usd = 0.10");
         spec
     };
-    // A: a cheap first call, then its agent runs a command long enough for
-    // B to start, spend and finish, then a second call.
+    // A (on the `process` rung, so that its agent sees the test's marker):
+    // a cheap first call, then a command that waits until B is done (at
+    // most 60 s) and one re-read period more, then a second call.
+    let marker = home.path().join("b-done");
     let a = spec_in(
         "a",
-        r#"
+        &format!(
+            r#"
 [[turn]]
 text = "Waiting first."
-usage = { input = 1000, output = 10 }
+usage = {{ input = 1000, output = 10 }}
 [[turn.action]]
 type = "shell"
-command = "sleep 6"
+command = "i=0; while [ ! -e {marker} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; sleep 1"
 
 [[turn]]
 text = "This answer is never paid for."
 "#,
+            marker = marker.display()
+        ),
     );
+    on_rung(&a, "process");
     // B: one call that spends the ticket's $0.10 (20 000 × $5/M + 100 × $30/M).
     let b = spec_in(
         "b",
@@ -407,11 +413,24 @@ text = "This answer is never paid for."
                 .unwrap()
         })
     };
-    // B starts while A is running.
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // B runs once A has made its first call (A is then waiting in its
+    // command).
+    let store = home.store().await;
+    let mut a_called = false;
+    for _ in 0..600 {
+        if let Some(a_job) = store.jobs(10).await.unwrap().first() {
+            if !store.model_calls(&a_job.id).await.unwrap().is_empty() {
+                a_called = true;
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(a_called, "job A made no call");
     let b_out = home
         .paddock(&["run", "--json", b.to_str().unwrap()], &[])
         .await;
+    std::fs::write(&marker, "").unwrap();
     let b_rec = record(&b_out);
     assert_eq!(
         (b_rec.status, b_rec.cost_micros),
