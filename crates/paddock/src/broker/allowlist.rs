@@ -1,7 +1,9 @@
 //! The models a job may use: the job's own list and its HostProfile's,
 //! both of which must allow a model. A pattern is a model name, or a prefix
 //! ending in `*`; a name also matches the same name with a date suffix
-//! (`-20250929`, `-2026-03-05`), as providers report the served model. An
+//! (`-20250929`, `-2026-03-05`), as providers report the served model, and
+//! a Bedrock model id (`us.anthropic.claude-sonnet-4-5-20250929-v1:0`)
+//! also matches by the Anthropic name it stands for, as prices do. An
 //! empty list allows every model. The broker checks the requested model
 //! before forwarding and the served model as soon as the upstream names it,
 //! and answers `GET /v1/models` with the allowed list.
@@ -66,6 +68,12 @@ impl ModelAllowlist {
 }
 
 fn matches(pattern: &str, model: &str) -> bool {
+    matches_name(pattern, model)
+        || super::bedrock::price_name(model)
+            .is_some_and(|name| name != model && matches_name(pattern, name))
+}
+
+fn matches_name(pattern: &str, model: &str) -> bool {
     if let Some(prefix) = pattern.strip_suffix('*') {
         return model.starts_with(prefix);
     }
@@ -117,6 +125,27 @@ mod tests {
             Err("host profile small".into())
         );
         assert_eq!(ModelAllowlist::any().check("anything"), Ok(()));
+    }
+
+    #[test]
+    fn bedrock_ids_match_by_their_anthropic_name_too() {
+        let a = ModelAllowlist::any().with("job", &["claude-sonnet-4-5".into()]);
+        assert_eq!(
+            (
+                a.check("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+                a.check("anthropic.claude-sonnet-4-5-v2"),
+                a.check("us.anthropic.claude-opus-4-1-20250805-v1:0"),
+            ),
+            (Ok(()), Ok(()), Err("job".into()))
+        );
+        let exact = ModelAllowlist::any().with(
+            "job",
+            &["us.anthropic.claude-sonnet-4-5-20250929-v1:0".into()],
+        );
+        assert_eq!(
+            exact.check("us.anthropic.claude-sonnet-4-5-20250929-v1:0"),
+            Ok(())
+        );
     }
 
     #[test]
