@@ -95,10 +95,6 @@ pub struct CommandSpec {
 pub struct Capabilities {
     /// The engine runs hooks Paddock can use to deny a tool call.
     pub hooks: bool,
-    /// The engine has its own sandbox (which Paddock bypasses on its own rungs).
-    pub native_sandbox: bool,
-    /// The engine's stream reports token usage.
-    pub reports_usage: bool,
 }
 
 /// How the engine's run ended, as the adapter judges it from the exit status

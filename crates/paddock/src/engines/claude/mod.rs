@@ -130,10 +130,6 @@ impl EngineAdapter for Claude {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            hooks: true,
-            native_sandbox: false,
-            reports_usage: true,
-        }
+        Capabilities { hooks: true }
     }
 }

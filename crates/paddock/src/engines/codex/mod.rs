@@ -141,8 +141,6 @@ impl EngineAdapter for Codex {
             // execpolicy rules and the PreToolUse hook (trusted with
             // --dangerously-bypass-hook-trust: Paddock writes the only hook).
             hooks: true,
-            native_sandbox: true,
-            reports_usage: true,
         }
     }
 }
