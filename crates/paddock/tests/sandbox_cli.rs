@@ -369,3 +369,23 @@ fn the_cgroup_namespace_is_rooted_at_the_run() {
         assert_eq!(paths, vec!["/".to_string(); paths.len()], "{caps:?}");
     }
 }
+
+#[test]
+fn the_command_runs_on_every_cpu_the_caller_may_use() {
+    if !common::sandbox_available() {
+        return;
+    }
+    // PID 1 is moved to another CPU while it builds the view (so that the
+    // helper's set-up overlaps); the command must not inherit that.
+    let allowed = |status: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .map(str::to_string)
+    };
+    let outside = allowed(&std::fs::read_to_string("/proc/self/status").unwrap());
+    let out = sandbox(&["--", "cat", "/proc/self/status"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(outside.is_some());
+    assert_eq!(allowed(&text(&out.stdout)), outside);
+}

@@ -3,8 +3,9 @@
 //! step of a start (the kernel registers a loopback device, its sysctl
 //! tables and protocol state), so it overlaps with PID 1 building the
 //! filesystem view: the helper clones PID 1 first, then unshares the
-//! network and IPC namespaces, brings up loopback and binds the forwarder,
-//! and writes one byte to a pipe; PID 1, its view built, reads that byte
+//! network and IPC namespaces, brings up loopback, binds the forwarder and
+//! (with caps) creates the run's cgroup and moves PID 1 into it, and writes
+//! one byte to a pipe; PID 1, its view built, reads that byte
 //! and joins both namespaces through a pidfd of the helper (opened before
 //! the clone, so it names the helper whatever PID namespace PID 1 is in),
 //! before it drops its capabilities. Until then PID 1 runs only Paddock's
