@@ -1,15 +1,17 @@
 //! The start-up reaper (DESIGN's teardown step "also after a crash"): a
 //! `paddock` process that dies mid-job (killed, out of memory, the host
 //! rebooted) leaves its job directory behind and the job `running` in the
-//! store. Each job directory therefore carries a lease, `meta/lease`, on
-//! which the owning process holds an exclusive `flock` for the job's whole
-//! life; the kernel drops it when that process ends, however it ends. At
-//! start, `paddock run` takes every lease it can: those are the jobs whose
-//! process is gone. Their directories are removed, and a job still
-//! `running` in the store is marked `failed` with the reason and a final
-//! status event. A lease held by a live process (another `paddock run`
-//! next to this one) is left alone, and a directory without a lease
-//! (being created this instant, or kept with `--keep`) is never touched.
+//! store. Each job therefore has a lease, `<jobs>/.leases/<job id>.lock`,
+//! on which the process running it holds an exclusive `flock` from before
+//! the job is recorded until it ends; the kernel drops it when that process
+//! ends, however it ends. At start, `paddock run` takes every lease it can:
+//! those are the jobs whose process is gone (also jobs that died waiting
+//! for a host slot, before their directory existed). Their directories are
+//! removed, and a job still `running` in the store is marked `failed` with
+//! the reason and a final status event. A lease held by a live process
+//! (another `paddock run` next to this one) is left alone, a directory
+//! without a lease (kept with `--keep`, or older) is never touched, and a
+//! lease file left over by a job that ended normally is simply deleted.
 //!
 //! The lease file appears only once it is locked (locked under a temporary
 //! name, then renamed), so the reaper never wins a race against a job that
@@ -35,40 +37,51 @@ use time::OffsetDateTime;
 
 use crate::store::{Store, StoreError};
 
-/// The lease file inside a job's `meta/` directory.
-const LEASE: &str = "lease";
+/// The directory of the leases, under the jobs directory.
+const LEASES: &str = ".leases";
 
 /// Why a reaped job failed (its `reason`).
 pub const REASON: &str = "the paddock process running this job ended before the job did \
                           (killed or crashed); the start-up reaper removed its workspace";
 
-/// A job directory's lease, held while the job runs. Cheap to clone; the
-/// lock is released when the last clone is dropped (or the process ends).
+/// A job's lease, held while the job runs. Cheap to clone; the lock is
+/// released, and the lease file deleted, when the last clone is dropped
+/// (the kernel releases the lock when the process ends).
 #[derive(Debug, Clone)]
-pub struct Lease {
-    _lock: Arc<Flock<File>>,
+pub struct Lease(Arc<Held>);
+
+#[derive(Debug)]
+struct Held {
+    _lock: Flock<File>,
     path: PathBuf,
 }
 
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Before the lock goes: a reaper can then never find the file free.
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 impl Lease {
-    /// Takes the lease of the job directory whose `meta/` is `meta`.
-    pub fn take(meta: &Path) -> std::io::Result<Lease> {
-        let path = meta.join(LEASE);
-        let pending = meta.join(format!("{LEASE}.new"));
+    /// Takes the lease of job (or scratch directory) `name` under
+    /// `jobs_root`.
+    pub fn take(jobs_root: &Path, name: &str) -> std::io::Result<Lease> {
+        let dir = jobs_root.join(LEASES);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{name}.lock"));
+        let pending = dir.join(format!("{name}.lock.new"));
         let file = File::create(&pending)?;
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
             .map_err(|(_, e)| std::io::Error::from(e))?;
         std::fs::rename(&pending, &path)?;
-        Ok(Lease {
-            _lock: Arc::new(lock),
-            path,
-        })
+        Ok(Lease(Arc::new(Held { _lock: lock, path })))
     }
 
-    /// Gives the directory up for keeping (`--keep`): without its lease
-    /// file the reaper never removes it.
+    /// Gives the job directory up for keeping (`--keep`): without its
+    /// lease file the reaper never removes it.
     pub fn keep(&self) -> std::io::Result<()> {
-        std::fs::remove_file(&self.path)
+        std::fs::remove_file(&self.0.path)
     }
 }
 
@@ -85,34 +98,48 @@ pub struct Reaped {
     pub error: Option<String>,
 }
 
-/// Finds the job directories under `jobs_root` whose process is gone,
-/// removes them and fails their jobs in `store`. A missing `jobs_root` is
-/// an empty one.
+/// Finds the jobs under `jobs_root` whose process is gone, kills what they
+/// left running, removes their directories and fails them in `store`. A
+/// missing `jobs_root` is an empty one.
 pub async fn reap(jobs_root: &Path, store: &Store) -> Vec<Reaped> {
-    let Ok(entries) = std::fs::read_dir(jobs_root) else {
+    let Ok(entries) = std::fs::read_dir(jobs_root.join(LEASES)) else {
         return Vec::new();
     };
     let mut reaped = Vec::new();
     for entry in entries.flatten() {
-        let dir = entry.path();
-        let Some(lock) = abandoned(&dir) else {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(name) = file_name.strip_suffix(".lock") else {
             continue;
         };
-        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(lock) = abandoned(&entry.path()) else {
+            continue;
+        };
+        let dir = jobs_root.join(name);
+        let existed = dir.exists();
         let killed = kill_leftovers(&dir.join("home"));
-        let mut error = std::fs::remove_dir_all(&dir)
-            .err()
-            .map(|e| format!("remove {}: {e}", dir.display()));
-        drop(lock);
-        let marked_failed = match fail_job(store, &name).await {
+        let mut error = match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Some(format!("remove {}: {e}", dir.display()))
+            }
+            _ => None,
+        };
+        let marked_failed = match fail_job(store, name).await {
             Ok(marked) => marked,
             Err(e) => {
                 error.get_or_insert_with(|| format!("job {name}: {e}"));
                 false
             }
         };
+        if error.is_none() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+        drop(lock);
+        // A lease left by a job that ended normally: nothing to report.
+        if killed == 0 && !marked_failed && error.is_none() && !existed {
+            continue;
+        }
         reaped.push(Reaped {
-            name,
+            name: name.to_string(),
             killed,
             marked_failed,
             error,
@@ -157,12 +184,9 @@ fn kill_leftovers(home: &Path) -> usize {
     killed
 }
 
-/// The lease of `dir` when nobody holds it (its process is gone).
-fn abandoned(dir: &Path) -> Option<Flock<File>> {
-    let file = File::options()
-        .read(true)
-        .open(dir.join("meta").join(LEASE))
-        .ok()?;
+/// The lease at `path` when nobody holds it (its process is gone).
+fn abandoned(path: &Path) -> Option<Flock<File>> {
+    let file = File::options().read(true).open(path).ok()?;
     // Held (EWOULDBLOCK) means alive; any other failure means this
     // process cannot tell, and the directory is left alone.
     Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()
@@ -205,58 +229,94 @@ async fn fail_job(store: &Store, id: &str) -> Result<bool, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::fixtures;
 
     #[test]
-    fn a_held_lease_is_not_taken_and_a_released_one_is() {
+    fn a_lease_is_held_while_any_clone_lives_and_then_deleted() {
         let root = tempfile::tempdir().unwrap();
-        let meta = root.path().join("job-1/meta");
-        std::fs::create_dir_all(&meta).unwrap();
-        let lease = Lease::take(&meta).unwrap();
-        assert!(!meta.join("lease.new").exists());
-        assert!(abandoned(&root.path().join("job-1")).is_none());
+        let path = root.path().join(".leases/job-1.lock");
+        let lease = Lease::take(root.path(), "job-1").unwrap();
+        assert!(!root.path().join(".leases/job-1.lock.new").exists());
+        assert!(abandoned(&path).is_none());
         let clone = lease.clone();
         drop(lease);
-        assert!(abandoned(&root.path().join("job-1")).is_none());
+        assert!(abandoned(&path).is_none());
         drop(clone);
-        assert!(abandoned(&root.path().join("job-1")).is_some());
+        assert!(!path.exists());
     }
 
     #[tokio::test]
-    async fn reaps_only_abandoned_directories() {
+    async fn reaps_only_the_jobs_whose_process_is_gone() {
         let root = tempfile::tempdir().unwrap();
         let store = Store::open_in_memory().await.unwrap();
-        let mk = |name: &str| {
-            let meta = root.path().join(name).join("meta");
-            std::fs::create_dir_all(&meta).unwrap();
-            meta
+        let dir =
+            |name: &str| std::fs::create_dir_all(root.path().join(name).join("meta")).unwrap();
+        // What a process that died leaves: the lease file, nobody's lock.
+        let crashed = |name: &str| {
+            std::fs::create_dir_all(root.path().join(LEASES)).unwrap();
+            std::fs::write(root.path().join(LEASES).join(format!("{name}.lock")), "").unwrap();
         };
         // Alive: its lease is held.
-        let _alive = Lease::take(&mk("alive")).unwrap();
-        // Abandoned: its lease was released (the process ended).
-        drop(Lease::take(&mk("dead")).unwrap());
-        // Kept: no lease file.
-        let kept = Lease::take(&mk("kept")).unwrap();
+        dir("alive");
+        let _alive = Lease::take(root.path(), "alive").unwrap();
+        // Died mid-job: its directory and its lease are left.
+        dir("dead");
+        crashed("dead");
+        // Died before its directory existed (waiting for a host slot), its
+        // record `running`.
+        crashed("waiting");
+        store
+            .insert_job(&fixtures::job("waiting", 0), "{}")
+            .await
+            .unwrap();
+        // Ended normally but its lease file stayed: deleted, not reported.
+        crashed("ended");
+        let mut ended = fixtures::job("ended", 1);
+        ended.status = JobStatus::Done;
+        store.insert_job(&ended, "{}").await.unwrap();
+        // Kept: no lease.
+        dir("kept");
+        let kept = Lease::take(root.path(), "kept").unwrap();
         kept.keep().unwrap();
         drop(kept);
-        // Being created: no meta/lease yet.
-        mk("new");
 
         let reaped = reap(root.path(), &store).await;
         assert_eq!(
             reaped,
-            vec![Reaped {
-                name: "dead".into(),
-                killed: 0,
-                marked_failed: false,
-                error: None
-            }]
+            vec![
+                Reaped {
+                    name: "dead".into(),
+                    killed: 0,
+                    marked_failed: false,
+                    error: None
+                },
+                Reaped {
+                    name: "waiting".into(),
+                    killed: 0,
+                    marked_failed: true,
+                    error: None
+                },
+            ]
         );
-        let mut left: Vec<String> = std::fs::read_dir(root.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["alive", "kept", "new"]);
+        let names = |dir: &Path| {
+            let mut v: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(root.path()), [".leases", "alive", "kept"]);
+        assert_eq!(names(&root.path().join(LEASES)), ["alive.lock"]);
+        let waiting = store.job("waiting").await.unwrap().unwrap();
+        assert_eq!(
+            (waiting.status, waiting.reason.as_deref()),
+            (JobStatus::Failed, Some(REASON))
+        );
+        assert_eq!(
+            store.job("ended").await.unwrap().unwrap().status,
+            JobStatus::Done
+        );
         assert_eq!(reap(&root.path().join("missing"), &store).await, vec![]);
     }
 }

@@ -31,6 +31,7 @@ use crate::engines::{self, LaunchContext, Outcome};
 use crate::launcher;
 use crate::paths::Paths;
 use crate::policy::{self, HostSemaphore, JobPolicy};
+use crate::reaper::Lease;
 use crate::redact::Redactor;
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
@@ -223,6 +224,12 @@ pub async fn run(
         finished_at: None,
         duration_ms: None,
     };
+    // The job's lease before its record: a crash from here on (also while
+    // waiting for a host slot) is found by the next start's reaper.
+    let lease = Lease::take(&opts.paths.jobs, &job_id).map_err(|e| RunError::Host {
+        step: "take the job's lease",
+        message: format!("{}: {e}", opts.paths.jobs.join(".leases").display()),
+    })?;
     store.insert_job(&record, &spec_json).await?;
     let mut redactor = Redactor::new();
     if let Some(key) = &key {
@@ -309,8 +316,14 @@ pub async fn run(
         }
     };
 
-    let ws = match Workspace::provision(&opts.paths.jobs, &job_id, &spec.repository, &spec.branch())
-        .await
+    let ws = match Workspace::provision_leased(
+        &opts.paths.jobs,
+        &job_id,
+        lease,
+        &spec.repository,
+        &spec.branch(),
+    )
+    .await
     {
         Ok(ws) => ws,
         Err(e) => {

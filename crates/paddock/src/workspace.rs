@@ -70,8 +70,8 @@ pub struct Workspace {
     pub home: PathBuf,
     pub tmp: PathBuf,
     pub meta: PathBuf,
-    /// Held while the job runs: the start-up reaper leaves the directory
-    /// alone (`reaper.rs`).
+    /// The job's lease, held while it runs: the start-up reaper leaves the
+    /// directory alone (`reaper.rs`).
     pub lease: Lease,
     /// The commit the job starts from.
     pub base_commit: String,
@@ -190,8 +190,24 @@ impl Workspace {
         repo: &RepositorySpec,
         branch: &str,
     ) -> Result<Workspace, WorkspaceError> {
+        let lease = Lease::take(jobs_root, job_id).map_err(|source| WorkspaceError::Create {
+            path: jobs_root.join(job_id),
+            source,
+        })?;
+        Workspace::provision_leased(jobs_root, job_id, lease, repo, branch).await
+    }
+
+    /// [`Workspace::provision`] for a job whose lease (`reaper.rs`) the
+    /// caller already holds.
+    pub async fn provision_leased(
+        jobs_root: &Path,
+        job_id: &str,
+        lease: Lease,
+        repo: &RepositorySpec,
+        branch: &str,
+    ) -> Result<Workspace, WorkspaceError> {
         let root = jobs_root.join(job_id);
-        let result = Workspace::provision_in(root.clone(), repo, branch).await;
+        let result = Workspace::provision_in(root.clone(), lease, repo, branch).await;
         if result.is_err() && root.exists() {
             let _ = std::fs::remove_dir_all(&root);
         }
@@ -200,6 +216,7 @@ impl Workspace {
 
     async fn provision_in(
         root: PathBuf,
+        lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
     ) -> Result<Workspace, WorkspaceError> {
@@ -237,10 +254,6 @@ impl Workspace {
                 source,
             })?;
         }
-        let lease = Lease::take(&meta).map_err(|source| WorkspaceError::Create {
-            path: meta.join("lease"),
-            source,
-        })?;
         let ws = Workspace {
             work: root.join("work"),
             home: root.join("home"),

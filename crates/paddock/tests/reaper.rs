@@ -103,7 +103,7 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
     let mut alive = paddock_cmd(&home, &slow).spawn().unwrap();
     let running = loop {
         let names = home.leftover_workspaces();
-        if let Some(n) = names.iter().find(|n| **n != crashed) {
+        if let Some(n) = names.iter().find(|n| **n != crashed && !n.starts_with('.')) {
             if home.jobs().join(n).join("tmp/started").exists() {
                 break n.clone();
             }

@@ -77,14 +77,27 @@ impl Home {
         Store::open(&self.db()).await.unwrap()
     }
 
-    /// Workspaces left under the jobs directory.
+    /// Workspaces left under the jobs directory, and job leases left in
+    /// its `.leases/` (as `.leases/NAME`).
     pub fn leftover_workspaces(&self) -> Vec<String> {
-        match std::fs::read_dir(self.jobs()) {
-            Ok(rd) => rd
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+        let names = |dir: &Path| -> Vec<String> {
+            match std::fs::read_dir(dir) {
+                Ok(rd) => rd
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect(),
+                Err(_) => Vec::new(),
+            }
+        };
+        let mut out: Vec<String> = names(&self.jobs())
+            .into_iter()
+            .filter(|n| n != ".leases")
+            .collect();
+        out.extend(
+            names(&self.jobs().join(".leases"))
+                .into_iter()
+                .map(|n| format!(".leases/{n}")),
+        );
+        out
     }
 }
 
