@@ -116,7 +116,12 @@ pub async fn reap(jobs_root: &Path, store: &Store) -> Vec<Reaped> {
         };
         let dir = jobs_root.join(name);
         let existed = dir.exists();
-        let killed = kill_leftovers(&dir.join("home"));
+        // Only a job whose directory exists can have started an engine.
+        let killed = if existed {
+            kill_leftovers(&dir.join("home"))
+        } else {
+            0
+        };
         let mut error = match std::fs::remove_dir_all(&dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Some(format!("remove {}: {e}", dir.display()))

@@ -550,15 +550,6 @@ async fn finish(
     })
 }
 
-/// Aborts a background task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 struct Launched {
     status: JobStatus,
     reason: Option<String>,
@@ -764,7 +755,7 @@ async fn launch_and_stream(
     };
     em.redactor.add_secret(&broker.token);
     // Other jobs of the same ticket or project, settling calls while this
-    // one runs; stopped with this function (the guard aborts the task).
+    // one runs; followed until this function returns.
     let _shared_spend = broker::shared_spend::follow(
         broker.budget(),
         em.store.clone(),
@@ -774,8 +765,7 @@ async fn launch_and_stream(
             ticket_id: spec.ticket.id.clone(),
         },
         broker::shared_spend::EVERY,
-    )
-    .map(AbortOnDrop);
+    );
 
     let ctx = LaunchContext {
         binary: binary.to_path_buf(),

@@ -169,6 +169,8 @@ pub fn main_from_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Exi
 /// long-lived `paddock run` starts a separate helper instead). Returns the
 /// run's exit code, or 2 for bad input.
 pub fn main(args: SandboxArgs) -> ExitCode {
+    // Already started on the fast path; here for `paddock --db X sandbox`.
+    paddock_sandbox::trace::init();
     let policy = match policy(args) {
         Ok(p) => p,
         Err(e) => {

@@ -394,25 +394,12 @@ text = "This answer is never paid for."
         "b",
         "[[turn]]\ntext = \"Done.\"\nusage = { input = 20000, output = 100 }\n",
     );
-    let run_a = {
-        let a = a.clone();
-        let data = home.data();
-        let jobs = home.jobs();
-        tokio::spawn(async move {
-            tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
-                .arg("--data-dir")
-                .arg(data)
-                .arg("--jobs-dir")
-                .arg(jobs)
-                .args(["run", "--json"])
-                .arg(a)
-                .env_remove("PADDOCK_DB")
-                .stdin(std::process::Stdio::null())
-                .output()
-                .await
-                .unwrap()
-        })
-    };
+    let run_a = home
+        .command(&["run", "--json", a.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     // B runs once A has made its first call (A is then waiting in its
     // command).
     let store = home.store().await;
@@ -438,7 +425,7 @@ text = "This answer is never paid for."
         "{}",
         String::from_utf8_lossy(&b_out.stderr)
     );
-    let a_out = run_a.await.unwrap();
+    let a_out = run_a.wait_with_output().await.unwrap();
     let a_rec = record(&a_out);
     // A's own first call: 1 000 × $5/M + 10 × $30/M.
     let message = "paddock broker: ticket budget (across attempts) spent ($0.108300 of $0.100000); the job is held";

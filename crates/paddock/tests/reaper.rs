@@ -72,16 +72,8 @@ fn with_home(home: &Path) -> Vec<i32> {
 }
 
 fn paddock_cmd(home: &Home, spec: &Path) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"));
-    cmd.arg("--data-dir")
-        .arg(home.data())
-        .arg("--jobs-dir")
-        .arg(home.jobs())
-        .args(["run", "--json"])
-        .arg(spec)
-        .env_remove("PADDOCK_DB")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+    let mut cmd = home.command(&["run", "--json", spec.to_str().unwrap()]);
+    cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     cmd
 }

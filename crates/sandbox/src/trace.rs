@@ -18,8 +18,11 @@ static ON: AtomicBool = AtomicBool::new(false);
 static START: OnceLock<Instant> = OnceLock::new();
 
 /// Starts the timeline when [`TRACE_VAR`] is set (to anything but `0` or
-/// the empty string); call once, first thing.
+/// the empty string); call first thing. Later calls do nothing.
 pub fn init() {
+    if START.get().is_some() {
+        return;
+    }
     let on = std::env::var_os(TRACE_VAR).is_some_and(|v| !v.is_empty() && v != "0");
     if on {
         START.get_or_init(Instant::now);

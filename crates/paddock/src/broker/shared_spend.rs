@@ -28,15 +28,19 @@ pub struct Shared {
     pub ticket_id: String,
 }
 
+/// The re-reading task of one job; dropping it stops the task.
+#[derive(Debug)]
+pub struct Follower(tokio::task::JoinHandle<()>);
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Starts re-reading other jobs' spend into `budget` for each of its
-/// ceilings that spans jobs; `None` when it has none. Dropping (or
-/// aborting) the returned task stops it.
-pub fn follow(
-    budget: Arc<Budget>,
-    store: Store,
-    job: Shared,
-    every: Duration,
-) -> Option<tokio::task::JoinHandle<()>> {
+/// ceilings that spans jobs; `None` when it has none.
+pub fn follow(budget: Arc<Budget>, store: Store, job: Shared, every: Duration) -> Option<Follower> {
     let scopes: Vec<Scope> = budget
         .ceilings()
         .iter()
@@ -46,7 +50,7 @@ pub fn follow(
     if scopes.is_empty() {
         return None;
     }
-    Some(tokio::spawn(async move {
+    Some(Follower(tokio::spawn(async move {
         // The job's start already read it: the first re-read is one period on.
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -77,7 +81,7 @@ pub fn follow(
                 }
             }
         }
-    }))
+    })))
 }
 
 #[cfg(test)]
@@ -142,7 +146,7 @@ mod tests {
             ),
             Admission::Admitted(_) => panic!("admitted past the shared ceiling"),
         }
-        task.abort();
+        drop(task);
     }
 
     #[tokio::test]

@@ -59,6 +59,16 @@ impl Home {
 
     /// Runs the real `paddock` binary with this home and extra environment.
     pub async fn paddock(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().await.unwrap()
+    }
+
+    /// `paddock ARGS` on this home, not started (for a test that runs it
+    /// alongside others, or kills it).
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"));
         cmd.arg("--data-dir")
             .arg(self.data())
@@ -67,10 +77,7 @@ impl Home {
             .args(args)
             .env_remove("PADDOCK_DB")
             .stdin(std::process::Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd.output().await.unwrap()
+        cmd
     }
 
     pub async fn store(&self) -> Store {
