@@ -70,7 +70,11 @@ pub async fn render(
     .with_repository(&ws.work)
     .and_then(|inputs| prepared.render(spec, &inputs))
     .map_err(|e| bad(e.into()));
-    let removed = ws.remove();
+    let removed = ws.remove().map_err(anyhow::Error::from).and_then(|()| {
+        ws.lease
+            .release()
+            .context("release the scratch workspace's lease")
+    });
     let assembled = rendered?;
     removed.context("remove the scratch workspace")?;
     context::write_to_dir(&assembled, out).map_err(|e| bad(e.into()))?;

@@ -15,6 +15,9 @@ use paddock::runner::{self, RunError, RunOptions};
 use paddock::store::Store;
 use paddock_protocol::{JobSpec, JobStatus};
 
+#[macro_use]
+mod stdio;
+
 mod context_cmd;
 mod doctor;
 mod policy_cmd;
@@ -169,18 +172,18 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("paddock: cannot start the runtime: {e}");
+            errln!("paddock: cannot start the runtime: {e}");
             return ExitCode::from(exit::INTERNAL);
         }
     };
     match rt.block_on(dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(Failure::BadInput(e)) => {
-            eprintln!("paddock: {e:#}");
+            errln!("paddock: {e:#}");
             ExitCode::from(exit::BAD_INPUT)
         }
         Err(Failure::Internal(e)) => {
-            eprintln!("paddock: {e:#}");
+            errln!("paddock: {e:#}");
             ExitCode::from(exit::INTERNAL)
         }
     }
@@ -226,11 +229,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     n => format!(" (killed {n} process(es) it left running)"),
                 };
                 match r.error {
-                    None => eprintln!(
+                    None => errln!(
                         "paddock: removed the workspace of {}, whose process ended mid-job{killed}{failed}",
                         r.name
                     ),
-                    Some(e) => eprintln!("paddock: cannot clean up after {}: {e}", r.name),
+                    Some(e) => errln!("paddock: cannot clean up after {}: {e}", r.name),
                 }
             }
             let opts = RunOptions {
@@ -245,20 +248,17 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 paddock_exe: std::env::current_exe().ok(),
             };
             let mut view = progress::Progress::new();
-            // Listen for Ctrl-C from now on: `ctrl_c()` would install its
-            // handler only when first polled, and a SIGINT before that (the
-            // job waiting for a host slot) would kill paddock uncleaned.
-            let mut sigint =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-                    .context("listen for Ctrl-C")?;
-            let cancel = async move {
-                let _ = sigint.recv().await;
-            };
+            // Listen for Ctrl-C, and for SIGTERM and SIGHUP (what systemd,
+            // Docker and CI send, a closed terminal), from now on: each
+            // cancels the job. `ctrl_c()` would install its handler only
+            // when first polled, and a signal before that (the job waiting
+            // for a host slot) would kill paddock uncleaned.
+            let cancel = cancel_signals().context("listen for Ctrl-C, SIGTERM and SIGHUP")?;
             let result = runner::run(&spec, &store, &opts, &mut view, cancel).await;
             view.finish();
             if let Ok(r) = &result {
                 if let Some(dir) = &r.kept_workspace {
-                    eprintln!("paddock: workspace kept at {}", dir.display());
+                    errln!("paddock: workspace kept at {}", dir.display());
                 }
             }
             let result = match result {
@@ -271,9 +271,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             if json {
                 let out =
                     serde_json::to_string(&result.record).context("serialize the job record")?;
-                println!("{out}");
+                outln!("{out}");
             } else {
-                print!("{}", progress::summary(&result.record));
+                out!("{}", progress::summary(&result.record));
             }
             Ok(match result.record.status {
                 _ if result.bad_input => exit::BAD_INPUT,
@@ -291,12 +291,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Cmd::Doctor { json } => {
             let report = doctor::report();
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string(&report).context("serialize the report")?
                 );
             } else {
-                print!("{}", doctor::render(&report));
+                out!("{}", doctor::render(&report));
             }
             Ok(if report.rungs.iter().all(|r| r.supported) {
                 exit::DONE
@@ -317,9 +317,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     "report": report,
                 }))
                 .context("serialize the size report")?;
-                println!("{text}");
+                outln!("{text}");
             } else {
-                print!("{}", context_cmd::table(&spec, &out, &report));
+                out!("{}", context_cmd::table(&spec, &out, &report));
             }
             Ok(exit::DONE)
         }
@@ -328,10 +328,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let jobs = store.jobs(limit).await.context("list jobs")?;
             if json {
                 for j in &jobs {
-                    println!("{}", serde_json::to_string(j).context("serialize a job")?);
+                    outln!("{}", serde_json::to_string(j).context("serialize a job")?);
                 }
             } else {
-                print!("{}", progress::jobs_table(&jobs));
+                out!("{}", progress::jobs_table(&jobs));
             }
             Ok(exit::DONE)
         }
@@ -340,12 +340,12 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             let (jobs, calls) = store.usage().await.context("read the ledger")?;
             let report = paddock::usage::report(&jobs, &calls);
             if json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string(&report).context("serialize the usage report")?
                 );
             } else {
-                print!("{}", paddock::usage::render(&report));
+                out!("{}", paddock::usage::render(&report));
             }
             Ok(exit::DONE)
         }
@@ -358,7 +358,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                     policy_cmd::ProfileFailure::BadInput(e) => Failure::BadInput(e),
                     policy_cmd::ProfileFailure::Internal(e) => Failure::Internal(e),
                 })?;
-            print!("{out}");
+            out!("{out}");
             Ok(exit::DONE)
         }
         Cmd::Events { job_id, after } => {
@@ -380,10 +380,26 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 out.push_str(&serde_json::to_string(e).context("serialize an event")?);
                 out.push('\n');
             }
-            print!("{out}");
+            out!("{out}");
             Ok(exit::DONE)
         }
     }
+}
+
+/// Resolves on the first SIGINT, SIGTERM or SIGHUP; the handlers are
+/// installed before this returns.
+fn cancel_signals() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+    })
 }
 
 async fn open_store(paths: &Paths) -> Result<Store, Failure> {

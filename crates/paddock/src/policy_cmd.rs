@@ -46,7 +46,7 @@ pub fn run_hook(cmd: &HookCmd) -> u8 {
             Ok(()) => 0,
             Err(e) => {
                 // Exit 2: Claude Code blocks the call and shows this reason.
-                eprintln!("paddock policy: {e:#}");
+                errln!("paddock policy: {e:#}");
                 2
             }
         },
@@ -77,7 +77,7 @@ fn pre_tool_use(profile: &Path, record: Option<&Path>) -> anyhow::Result<()> {
                     },
                 )?;
             }
-            println!("{}", hook::deny_answer(&reason));
+            outln!("{}", hook::deny_answer(&reason));
             Ok(())
         }
     }

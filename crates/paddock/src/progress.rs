@@ -33,7 +33,7 @@ impl Progress {
     }
 
     fn line(&self, text: String) {
-        self.bar.suspend(|| eprintln!("{text}"));
+        self.bar.suspend(|| errln!("{text}"));
     }
 
     pub fn finish(&self) {

@@ -45,8 +45,10 @@ pub const REASON: &str = "the paddock process running this job ended before the 
                           (killed or crashed); the start-up reaper removed its workspace";
 
 /// A job's lease, held while the job runs. Cheap to clone; the lock is
-/// released, and the lease file deleted, when the last clone is dropped
-/// (the kernel releases the lock when the process ends).
+/// released when the last clone is dropped (the kernel releases it when the
+/// process ends). The lease file is deleted only by [`Lease::release`],
+/// once the job's record is final: a job whose `paddock` unwound or gave
+/// up on its store leaves the file, unlocked, for the next reaper.
 #[derive(Debug, Clone)]
 pub struct Lease(Arc<Held>);
 
@@ -54,13 +56,6 @@ pub struct Lease(Arc<Held>);
 struct Held {
     _lock: Flock<File>,
     path: PathBuf,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        // Before the lock goes: a reaper can then never find the file free.
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 impl Lease {
@@ -76,6 +71,15 @@ impl Lease {
             .map_err(|(_, e)| std::io::Error::from(e))?;
         std::fs::rename(&pending, &path)?;
         Ok(Lease(Arc::new(Held { _lock: lock, path })))
+    }
+
+    /// Deletes the lease file: the job ended and its record is final.
+    /// While the lock is still held, so a reaper never finds the file free.
+    pub fn release(&self) -> std::io::Result<()> {
+        match std::fs::remove_file(&self.0.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// Gives the job directory up for keeping (`--keep`): without its
@@ -237,7 +241,7 @@ mod tests {
     use crate::store::fixtures;
 
     #[test]
-    fn a_lease_is_held_while_any_clone_lives_and_then_deleted() {
+    fn a_lease_is_held_while_any_clone_lives_and_deleted_only_when_released() {
         let root = tempfile::tempdir().unwrap();
         let path = root.path().join(".leases/job-1.lock");
         let lease = Lease::take(root.path(), "job-1").unwrap();
@@ -246,8 +250,14 @@ mod tests {
         let clone = lease.clone();
         drop(lease);
         assert!(abandoned(&path).is_none());
+        // Dropped (an unwinding `paddock`, a lost store): the file stays,
+        // free, for the reaper.
         drop(clone);
-        assert!(!path.exists());
+        assert!(abandoned(&path).is_some());
+        let lease = Lease::take(root.path(), "job-2").unwrap();
+        lease.release().unwrap();
+        drop(lease);
+        assert!(!root.path().join(".leases/job-2.lock").exists());
     }
 
     #[tokio::test]

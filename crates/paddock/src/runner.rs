@@ -230,229 +230,241 @@ pub async fn run(
         step: "take the job's lease",
         message: format!("{}: {e}", opts.paths.jobs.join(".leases").display()),
     })?;
-    store.insert_job(&record, &spec_json).await?;
-    let mut redactor = Redactor::new();
-    if let Some(key) = &key {
-        redactor.add_secret(key);
-    }
-    let mut em = Emitter {
-        job_id: job_id.clone(),
-        seq: 0,
-        store,
-        observer,
-        redactor,
-    };
-    em.emit(EventBody::Status {
-        phase: Phase::Provisioning,
-        detail: Some(format!(
-            "ticket {} attempt {}",
-            spec.ticket.id, record.attempt
-        )),
-    })
-    .await?;
-
-    if let Some(message) = rung.fallback {
-        em.emit(EventBody::Policy {
-            rule: "isolation".into(),
-            message,
+    let held = lease.clone();
+    let result: Result<RunResult, RunError> = async {
+        store.insert_job(&record, &spec_json).await?;
+        let mut redactor = Redactor::new();
+        if let Some(key) = &key {
+            redactor.add_secret(key);
+        }
+        let mut em = Emitter {
+            job_id: job_id.clone(),
+            seq: 0,
+            store,
+            observer,
+            redactor,
+        };
+        em.emit(EventBody::Status {
+            phase: Phase::Provisioning,
+            detail: Some(format!(
+                "ticket {} attempt {}",
+                spec.ticket.id, record.attempt
+            )),
         })
         .await?;
-    }
 
-    // Layer 3: degraded rules are reported; the host slot is held to the end.
-    let mut _slot = None;
-    if let Some(p) = &job_policy {
-        match hold_host_slot(p, &opts.host_dir, &mut em, &mut cancel).await? {
-            SlotWait::Held(slot) => _slot = slot,
-            SlotWait::Cancelled => {
-                let reason = Some("cancelled".to_string());
-                return finish(
-                    &mut em,
-                    record,
-                    started,
-                    JobStatus::Cancelled,
-                    reason,
-                    false,
-                )
-                .await;
-            }
-            SlotWait::Failed(msg) => {
-                return finish(
-                    &mut em,
-                    record,
-                    started,
-                    JobStatus::Failed,
-                    Some(msg),
-                    false,
-                )
-                .await;
-            }
-        }
-    }
-
-    let artifacts = opts.paths.artifacts.join(&job_id);
-    if let Err(e) = tokio::fs::create_dir_all(&artifacts).await {
-        let msg = format!(
-            "cannot create the artifacts directory {}: {e}",
-            artifacts.display()
-        );
-        return finish(
-            &mut em,
-            record,
-            started,
-            JobStatus::Failed,
-            Some(msg),
-            false,
-        )
-        .await;
-    }
-
-    let adapter = engines::adapter(spec.engine.kind);
-    let binary = match resolve_engine(spec, opts.host_path.as_deref()) {
-        Ok(b) => b,
-        Err(msg) => {
-            em.error("paddock", msg.clone(), true).await?;
-            return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
-        }
-    };
-
-    let ws = match Workspace::provision_leased(
-        &opts.paths.jobs,
-        &job_id,
-        lease,
-        &spec.repository,
-        &spec.branch(),
-    )
-    .await
-    {
-        Ok(ws) => ws,
-        Err(e) => {
-            let msg = e.to_string();
-            em.error("paddock", msg.clone(), true).await?;
-            return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
-        }
-    };
-
-    em.redactor.add_job_dirs(&ws.work, &ws.root);
-
-    // Assemble: rendered and checked in full before any of it is written; a
-    // collision with the repository's files is bad input. The policy part
-    // hands its HostProfile in as plain data (layer 1, the advisory).
-    let path_env = engine_path(&binary, opts.host_path.as_deref());
-    let policy = job_policy.as_ref().map(|p| p.context()).unwrap_or_default();
-    let assembled = match context::assemble(&prepared, spec, &ws, policy, &path_env).await {
-        Ok(a) => a,
-        Err(e) => {
-            let msg = e.to_string();
-            em.error("paddock", msg.clone(), true).await?;
-            if !opts.keep {
-                if let Err(e) = ws.remove() {
-                    em.error("paddock", e.to_string(), false).await?;
-                }
-            }
-            return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
-        }
-    };
-
-    let outcome = launch_and_stream(
-        spec,
-        &ws,
-        assembled.prompt,
-        path_env,
-        adapter.as_ref(),
-        &binary,
-        key,
-        scenario,
-        &artifacts,
-        opts,
-        job_policy.as_ref(),
-        &mut em,
-        cancel,
-    )
-    .await;
-
-    // Conclude: the patch artifact, whatever happened.
-    em.emit(EventBody::Status {
-        phase: Phase::Concluding,
-        detail: None,
-    })
-    .await?;
-    let mut status_reason = match outcome {
-        Ok(Launched {
-            status,
-            reason,
-            exit_code,
-            calls,
-        }) => {
-            record.engine_exit_code = exit_code;
-            for c in &calls {
-                record.tokens.add(&c.tokens);
-                record.cost_micros += c.cost_micros;
-            }
-            record.model_calls = calls.len() as u64;
-            (status, reason)
-        }
-        Err(LaunchFailure::Store(e)) => return Err(RunError::Store(e)),
-        Err(LaunchFailure::Step(msg)) => {
-            em.error("paddock", msg.clone(), true).await?;
-            (JobStatus::Failed, Some(msg))
-        }
-    };
-    match ws.patch().await {
-        Ok(patch) => {
-            for warning in &patch.warnings {
-                em.error("paddock", warning.clone(), false).await?;
-            }
-            let path = artifacts.join("patch.diff");
-            match tokio::fs::write(&path, patch.diff.as_bytes()).await {
-                Ok(()) => {
-                    record.patch_path = Some(path.display().to_string());
-                    record.changed_files = patch.changed_files.clone();
-                    em.emit(EventBody::ArtifactSummary {
-                        patch_path: path.display().to_string(),
-                        changed_files: patch.changed_files,
-                        patch_bytes: patch.diff.len() as u64,
-                    })
-                    .await?;
-                }
-                Err(e) => {
-                    let msg = format!("cannot save the patch to {}: {e}", path.display());
-                    em.error("paddock", msg.clone(), true).await?;
-                    status_reason = (JobStatus::Failed, Some(msg));
-                }
-            }
-        }
-        Err(e) => {
-            let msg = format!("cannot compute the patch: {e}");
-            em.error("paddock", msg.clone(), true).await?;
-            status_reason = (JobStatus::Failed, Some(msg));
-        }
-    }
-    if opts.keep {
-        // Without its lease file the start-up reaper leaves it alone.
-        if let Err(e) = ws.lease.keep() {
-            em.error(
-                "paddock",
-                format!(
-                    "workspace {}: cannot release its lease: {e}",
-                    ws.root.display()
-                ),
-                false,
-            )
+        if let Some(message) = rung.fallback {
+            em.emit(EventBody::Policy {
+                rule: "isolation".into(),
+                message,
+            })
             .await?;
         }
+
+        // Layer 3: degraded rules are reported; the host slot is held to the end.
+        let mut _slot = None;
+        if let Some(p) = &job_policy {
+            match hold_host_slot(p, &opts.host_dir, &mut em, &mut cancel).await? {
+                SlotWait::Held(slot) => _slot = slot,
+                SlotWait::Cancelled => {
+                    let reason = Some("cancelled".to_string());
+                    return finish(
+                        &mut em,
+                        record,
+                        started,
+                        JobStatus::Cancelled,
+                        reason,
+                        false,
+                    )
+                    .await;
+                }
+                SlotWait::Failed(msg) => {
+                    return finish(
+                        &mut em,
+                        record,
+                        started,
+                        JobStatus::Failed,
+                        Some(msg),
+                        false,
+                    )
+                    .await;
+                }
+            }
+        }
+
+        let artifacts = opts.paths.artifacts.join(&job_id);
+        if let Err(e) = tokio::fs::create_dir_all(&artifacts).await {
+            let msg = format!(
+                "cannot create the artifacts directory {}: {e}",
+                artifacts.display()
+            );
+            return finish(
+                &mut em,
+                record,
+                started,
+                JobStatus::Failed,
+                Some(msg),
+                false,
+            )
+            .await;
+        }
+
+        let adapter = engines::adapter(spec.engine.kind);
+        let binary = match resolve_engine(spec, opts.host_path.as_deref()) {
+            Ok(b) => b,
+            Err(msg) => {
+                em.error("paddock", msg.clone(), true).await?;
+                return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
+            }
+        };
+
+        let ws = match Workspace::provision_leased(
+            &opts.paths.jobs,
+            &job_id,
+            lease,
+            &spec.repository,
+            &spec.branch(),
+        )
+        .await
+        {
+            Ok(ws) => ws,
+            Err(e) => {
+                let msg = e.to_string();
+                em.error("paddock", msg.clone(), true).await?;
+                return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
+            }
+        };
+
+        em.redactor.add_job_dirs(&ws.work, &ws.root);
+
+        // Assemble: rendered and checked in full before any of it is written; a
+        // collision with the repository's files is bad input. The policy part
+        // hands its HostProfile in as plain data (layer 1, the advisory).
+        let path_env = engine_path(&binary, opts.host_path.as_deref());
+        let policy = job_policy.as_ref().map(|p| p.context()).unwrap_or_default();
+        let assembled = match context::assemble(&prepared, spec, &ws, policy, &path_env).await {
+            Ok(a) => a,
+            Err(e) => {
+                let msg = e.to_string();
+                em.error("paddock", msg.clone(), true).await?;
+                if !opts.keep {
+                    if let Err(e) = ws.remove() {
+                        em.error("paddock", e.to_string(), false).await?;
+                    }
+                }
+                return finish(&mut em, record, started, JobStatus::Failed, Some(msg), true).await;
+            }
+        };
+
+        let outcome = launch_and_stream(
+            spec,
+            &ws,
+            assembled.prompt,
+            path_env,
+            adapter.as_ref(),
+            &binary,
+            key,
+            scenario,
+            &artifacts,
+            opts,
+            job_policy.as_ref(),
+            &mut em,
+            cancel,
+        )
+        .await;
+
+        // Conclude: the patch artifact, whatever happened.
         em.emit(EventBody::Status {
             phase: Phase::Concluding,
-            detail: Some(format!("workspace kept at {}", ws.root.display())),
+            detail: None,
         })
         .await?;
-    } else if let Err(e) = ws.remove() {
-        em.error("paddock", e.to_string(), false).await?;
+        let mut status_reason = match outcome {
+            Ok(Launched {
+                status,
+                reason,
+                exit_code,
+                calls,
+            }) => {
+                record.engine_exit_code = exit_code;
+                for c in &calls {
+                    record.tokens.add(&c.tokens);
+                    record.cost_micros += c.cost_micros;
+                }
+                record.model_calls = calls.len() as u64;
+                (status, reason)
+            }
+            Err(LaunchFailure::Store(e)) => return Err(RunError::Store(e)),
+            Err(LaunchFailure::Step(msg)) => {
+                em.error("paddock", msg.clone(), true).await?;
+                (JobStatus::Failed, Some(msg))
+            }
+        };
+        match ws.patch().await {
+            Ok(patch) => {
+                for warning in &patch.warnings {
+                    em.error("paddock", warning.clone(), false).await?;
+                }
+                let path = artifacts.join("patch.diff");
+                match tokio::fs::write(&path, patch.diff.as_bytes()).await {
+                    Ok(()) => {
+                        record.patch_path = Some(path.display().to_string());
+                        record.changed_files = patch.changed_files.clone();
+                        em.emit(EventBody::ArtifactSummary {
+                            patch_path: path.display().to_string(),
+                            changed_files: patch.changed_files,
+                            patch_bytes: patch.diff.len() as u64,
+                        })
+                        .await?;
+                    }
+                    Err(e) => {
+                        let msg = format!("cannot save the patch to {}: {e}", path.display());
+                        em.error("paddock", msg.clone(), true).await?;
+                        status_reason = (JobStatus::Failed, Some(msg));
+                    }
+                }
+            }
+            Err(e) => {
+                let msg = format!("cannot compute the patch: {e}");
+                em.error("paddock", msg.clone(), true).await?;
+                status_reason = (JobStatus::Failed, Some(msg));
+            }
+        }
+        if opts.keep {
+            // Without its lease file the start-up reaper leaves it alone.
+            if let Err(e) = ws.lease.keep() {
+                em.error(
+                    "paddock",
+                    format!(
+                        "workspace {}: cannot release its lease: {e}",
+                        ws.root.display()
+                    ),
+                    false,
+                )
+                .await?;
+            }
+            em.emit(EventBody::Status {
+                phase: Phase::Concluding,
+                detail: Some(format!("workspace kept at {}", ws.root.display())),
+            })
+            .await?;
+        } else if let Err(e) = ws.remove() {
+            em.error("paddock", e.to_string(), false).await?;
+        }
+        let (status, reason) = status_reason;
+        let mut result = finish(&mut em, record, started, status, reason, false).await?;
+        result.kept_workspace = opts.keep.then(|| ws.root.clone());
+        Ok(result)
     }
-    let (status, reason) = status_reason;
-    let mut result = finish(&mut em, record, started, status, reason, false).await?;
-    result.kept_workspace = opts.keep.then(|| ws.root.clone());
-    Ok(result)
+    .await;
+    // Only a job whose record is final gives its lease up; any other end
+    // (the store lost, an unwinding process) leaves it for the reaper.
+    if result.is_ok() {
+        if let Err(e) = held.release() {
+            tracing::warn!("job {job_id}: cannot delete its lease file: {e}");
+        }
+    }
+    result
 }
 
 enum SlotWait {

@@ -174,7 +174,7 @@ pub fn main(args: SandboxArgs) -> ExitCode {
     let policy = match policy(args) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("paddock: {e:#}");
+            errln!("paddock: {e:#}");
             return ExitCode::from(2);
         }
     };
