@@ -13,7 +13,7 @@ use paddock::broker::PriceTable;
 use paddock::paths::Paths;
 use paddock::runner::{self, RunError, RunOptions};
 use paddock::store::Store;
-use paddock_protocol::{JobSpec, JobStatus};
+use paddock_protocol::{JobSpec, JobStatus, KeyRef};
 
 #[macro_use]
 mod stdio;
@@ -140,6 +140,13 @@ fn main() -> ExitCode {
         paddock_sandbox::trace::init();
         return sandbox_cmd::main_from_args(std::env::args_os().skip(1));
     }
+    // Paddock holds the provider keys: its /proc entries (environ, mem)
+    // belong to root from now on, so a job's engine of the same uid cannot
+    // read them (a root engine with CAP_SYS_PTRACE still can; docs/host-profile.md).
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        eprintln!("paddock: cannot make this process non-dumpable: {e}");
+        return ExitCode::from(exit::INTERNAL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
@@ -160,6 +167,21 @@ fn main() -> ExitCode {
     };
     if let Cmd::Hook { cmd } = &cli.command {
         return ExitCode::from(policy_cmd::run_hook(cmd));
+    }
+    // The job's provider key leaves the environment before the runtime's
+    // threads exist (`dispatch` reports a spec that does not load).
+    if let Cmd::Run { spec, .. } = &cli.command {
+        if let Ok(JobSpec {
+            upstream:
+                paddock_protocol::UpstreamSpec {
+                    key: Some(KeyRef::Env(name)),
+                    ..
+                },
+            ..
+        }) = JobSpec::load(spec)
+        {
+            paddock::broker::secret::withdraw_env(&name);
+        }
     }
     // `paddock sandbox` needs no runtime: it becomes the helper (exec).
     let cli = match cli.command {

@@ -1,8 +1,14 @@
 //! Provider keys as a type: the value is read from its reference (`env:`,
 //! `file:`) only inside the broker, is redacted in Debug and Display, and is
-//! identified elsewhere only by its reference and a fingerprint.
+//! identified elsewhere only by its reference and a fingerprint. An `env:`
+//! key is taken out of Paddock's own environment before any thread starts
+//! ([`withdraw_env`]), so that no child inherits it; what the kernel shows in
+//! `/proc/<pid>/environ` cannot be wiped, which is why `paddock` also makes
+//! itself non-dumpable (docs/host-profile.md, "Threat model").
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Mutex, OnceLock};
 
 use paddock_protocol::KeyRef;
 use sha2::{Digest, Sha256};
@@ -35,9 +41,12 @@ impl Secret {
     pub fn resolve(reference: &KeyRef) -> Result<Secret, SecretError> {
         let shown = reference.to_string();
         let value = match reference {
-            KeyRef::Env(name) => std::env::var(name).map_err(|_| SecretError::EnvMissing {
-                reference: shown.clone(),
-            })?,
+            KeyRef::Env(name) => match withdrawn(name) {
+                Some(v) => v,
+                None => std::env::var(name).map_err(|_| SecretError::EnvMissing {
+                    reference: shown.clone(),
+                })?,
+            },
             KeyRef::File(path) => std::fs::read_to_string(path)
                 .map_err(|source| SecretError::FileRead {
                     reference: shown.clone(),
@@ -79,6 +88,30 @@ impl fmt::Display for Secret {
     }
 }
 
+/// Values taken out of the environment by [`withdraw_env`].
+fn vault() -> &'static Mutex<HashMap<String, String>> {
+    static VAULT: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    VAULT.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn withdrawn(name: &str) -> Option<String> {
+    vault().lock().ok()?.get(name).cloned()
+}
+
+/// Moves the variable `name` from this process's environment into memory,
+/// where [`Secret::resolve`] finds it: children started afterwards do not
+/// inherit it. Call it before any other thread exists (setenv/unsetenv race
+/// with concurrent reads of the environment).
+pub fn withdraw_env(name: &str) {
+    let Some(value) = std::env::var_os(name) else {
+        return;
+    };
+    if let (Some(v), Ok(mut vault)) = (value.to_str(), vault().lock()) {
+        vault.insert(name.to_string(), v.to_string());
+        std::env::remove_var(name);
+    }
+}
+
 /// A fresh random per-job token (worthless outside its job's broker).
 pub fn job_token() -> Secret {
     let bytes: [u8; 24] = rand::random();
@@ -104,6 +137,23 @@ mod tests {
         std::fs::write(&p, "sk-abc\n").unwrap();
         let s = Secret::resolve(&KeyRef::File(p)).unwrap();
         assert_eq!(s.expose(), "sk-abc");
+    }
+
+    #[test]
+    fn a_withdrawn_variable_resolves_but_is_gone_from_the_environment() {
+        let name = "PADDOCK_TEST_WITHDRAWN_KEY";
+        std::env::set_var(name, "sk-withdrawn");
+        withdraw_env(name);
+        assert_eq!(
+            (
+                std::env::var_os(name),
+                Secret::resolve(&KeyRef::Env(name.into()))
+                    .unwrap()
+                    .expose()
+                    .to_string()
+            ),
+            (None, "sk-withdrawn".to_string())
+        );
     }
 
     #[test]

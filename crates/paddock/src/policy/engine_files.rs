@@ -18,6 +18,19 @@ pub fn reason(profile_id: &str, rule: &str) -> String {
     format!("{JUSTIFICATION_MARK} host profile `{profile_id}` denies `{rule}` on this host")
 }
 
+/// The reason given for one denial by the matcher: the rule's
+/// [`reason`], or why a command line that cannot be parsed is refused.
+pub fn denial_reason(profile_id: &str, denial: &super::matcher::Denial) -> String {
+    if denial.rule == super::matcher::UNPARSEABLE {
+        format!(
+            "{JUSTIFICATION_MARK} host profile `{profile_id}` denies commands on this host and refuses a command line it cannot judge ({}); write it as plain shell",
+            denial.matched
+        )
+    } else {
+        reason(profile_id, &denial.rule)
+    }
+}
+
 /// Claude Code's settings: the hook (a shell command line) and deny rules.
 pub fn claude_settings(matcher: &Matcher, hook_command: &str) -> String {
     let deny: Vec<String> = matcher

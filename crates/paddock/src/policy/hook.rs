@@ -7,7 +7,7 @@
 use paddock_protocol::HostProfile;
 use serde_json::{json, Value};
 
-use super::engine_files::reason;
+use super::engine_files::denial_reason;
 use super::matcher::Matcher;
 
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +45,7 @@ pub fn pre_tool_use(input: &str, profile: &HostProfile) -> Result<Decision, Hook
     Ok(match matcher.check(command) {
         None => Decision::Pass,
         Some(d) => Decision::Deny {
-            reason: reason(&profile.id, &d.rule),
+            reason: denial_reason(&profile.id, &d),
             rule: d.rule,
             command: command.to_string(),
             tool_use_id: v
@@ -70,7 +70,7 @@ pub fn deny_answer(reason: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::panic)]
     use super::*;
 
     fn profile() -> HostProfile {
@@ -89,6 +89,20 @@ mod tests {
                 reason: "paddock policy: host profile `box` denies `touch denied` on this host"
                     .into(),
             }
+        );
+    }
+
+    #[test]
+    fn denies_a_command_line_it_cannot_parse() {
+        let input =
+            r#"{"tool_name":"Bash","tool_use_id":"toolu_2","tool_input":{"command":"echo 'open"}}"#;
+        let Decision::Deny { rule, reason, .. } = pre_tool_use(input, &profile()).unwrap() else {
+            panic!("not denied");
+        };
+        assert_eq!(rule, "denyCommands");
+        assert!(
+            reason.starts_with("paddock policy: host profile `box` denies commands on this host and refuses a command line it cannot judge (not a shell command line the parser accepts"),
+            "{reason}"
         );
     }
 

@@ -1,21 +1,39 @@
 //! Command matching for `denyCommands`: does a shell command line run one of
-//! the denied command prefixes? The line is cut into simple commands at
-//! unquoted `;`, `&&`, `||`, `|`, `&`, newlines, parentheses, backticks and
-//! `$(`; command substitutions inside double quotes are examined too. Each
-//! simple command is split into words by the `shlex` tokenizer (quotes and
-//! backslashes resolved, so `car''go` is `cargo`), stripped of leading
-//! `NAME=value` assignments, shell keywords (`if`, `then`, `do`, `!`, `{`...)
-//! and wrappers (`env` with its options, `command`, `exec`, `nohup`, `time`,
-//! `nice`, `sudo`, `timeout`), its program reduced to its base name, and
-//! compared word by word with each rule. `bash -c`/`-lc`, `sh -c` and `eval`
-//! with a literal script are matched recursively.
+//! the denied command prefixes? The line is parsed by a real shell parser,
+//! `brush-parser` (the POSIX/bash parser of the brush shell), and every
+//! simple command in the tree is checked: in pipelines, lists, `&&`/`||`,
+//! `&`, subshells, groups, `if`/`while`/`for`/`case` bodies, function
+//! bodies (whether or not they are called), coprocesses, command and
+//! process substitutions, and here-documents fed to a shell. A word's value
+//! is its unquoted text (`c''url`, `\curl`, `"curl"`, `$'\x63url'` are all
+//! `curl`); the program is compared by base name (`/usr/bin/curl`), after
+//! the wrappers that run another program are taken off with their options
+//! (`env`, `command`, `builtin`, `exec -a NAME`, `nohup`, `time`, `nice`,
+//! `timeout`, `sudo`/`doas`, `xargs`, `stdbuf`, `setsid`, `busybox`, ...).
+//! Scripts given literally are matched recursively: `bash`/`sh`/`zsh`... `-c`
+//! (past options such as `-o pipefail`), `eval`, `su -c`, `watch`, `env -S`,
+//! `find -exec`, and a shell reading a here-document or here-string. A
+//! here-document only *fed to a shell* is a script: `cat <<'EOF'` with a
+//! denied word inside is allowed. A command line the parser refuses, or
+//! nested deeper than [`MAX_DEPTH`], is denied (fail closed).
+//!
+//! Why brush-parser: pure Rust (no C toolchain, unlike tree-sitter-bash), a
+//! typed AST with simple commands, prefixes/suffixes, redirections and
+//! here-documents already separated, and a word parser that yields quoting
+//! and substitutions piece by piece; it follows bash, the shell both
+//! engines run commands with.
 //!
 //! What it cannot see (documented in docs/host-profile.md): commands built at
-//! run time (`$CMD`, `c=cargo; $c build`, `eval "$x"`), aliases and shell
-//! functions, scripts and Makefiles or package scripts that run a denied
-//! command themselves, other interpreters (`python -c 'os.system(...)'`),
-//! `xargs`/`find -exec`, and options written differently from the rule
-//! (`cargo build -r` for `cargo build --release`, or reordered options).
+//! run time (`$CMD`, `c=cargo; $c build`, `eval "$x"`), aliases, scripts and
+//! Makefiles or package scripts that run a denied command themselves, other
+//! interpreters (`python -c 'os.system(...)'`), and options written
+//! differently from the rule (`cargo build -r` for `cargo build --release`,
+//! or reordered options). The sandbox rung hides denied programs from the
+//! job's view as well (docs/host-profile.md).
+
+use brush_parser::ast;
+use brush_parser::word::{self, WordPiece, WordPieceWithSource};
+use brush_parser::ParserOptions;
 
 /// One denied command prefix, as shell words.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,14 +43,25 @@ pub struct Rule {
     words: Vec<String>,
 }
 
-/// A command line that runs a denied command.
+impl Rule {
+    /// The words of the rule (`["cargo", "build", "--release"]`).
+    pub fn words(&self) -> &[String] {
+        &self.words
+    }
+}
+
+/// A command line that runs a denied command, or one that cannot be judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Denial {
-    /// The rule as written in the profile.
+    /// The rule as written in the profile, or [`UNPARSEABLE`].
     pub rule: String,
-    /// The simple command that matched, as words joined by spaces.
+    /// The simple command that matched, as words joined by spaces (for
+    /// [`UNPARSEABLE`]: why the line cannot be judged).
     pub matched: String,
 }
+
+/// The `rule` of a denial for a command line that cannot be parsed.
+pub const UNPARSEABLE: &str = "denyCommands";
 
 /// The denied command prefixes of one profile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,8 +69,12 @@ pub struct Matcher {
     rules: Vec<Rule>,
 }
 
-/// How deep `bash -c`, `eval` and substitutions are followed.
-const MAX_DEPTH: usize = 8;
+/// How deep scripts in scripts (`bash -c`, `eval`, substitutions) are
+/// followed; deeper is denied.
+pub const MAX_DEPTH: usize = 16;
+
+/// `Err` carries the denial found: the walk stops at the first.
+type Step = Result<(), Denial>;
 
 impl Matcher {
     pub fn new(deny_commands: &[String]) -> Matcher {
@@ -49,7 +82,8 @@ impl Matcher {
             .iter()
             .map(|text| Rule {
                 text: text.clone(),
-                words: words_of(text),
+                words: shlex::split(text)
+                    .unwrap_or_else(|| text.split_whitespace().map(str::to_string).collect()),
             })
             .filter(|r| !r.words.is_empty())
             .collect();
@@ -60,64 +94,537 @@ impl Matcher {
         &self.rules
     }
 
-    /// The first rule the command line breaks, if any.
+    /// The first rule the command line breaks, if any; a line that cannot
+    /// be parsed is denied with rule [`UNPARSEABLE`].
     pub fn check(&self, command: &str) -> Option<Denial> {
         if self.rules.is_empty() {
             return None;
         }
-        self.check_script(command, 0)
+        self.script(command, 0).err()
     }
 
     /// Like [`Matcher::check`] for a command given as argv (no shell).
     pub fn check_argv(&self, argv: &[String]) -> Option<Denial> {
-        self.check_words(argv.to_vec(), 0)
-    }
-
-    fn check_script(&self, script: &str, depth: usize) -> Option<Denial> {
-        if depth > MAX_DEPTH {
+        if self.rules.is_empty() {
             return None;
         }
-        let (segments, substitutions) = split_commands(script);
-        for seg in segments {
-            if let Some(d) = self.check_words(words_of(&seg), depth) {
-                return Some(d);
-            }
-        }
-        substitutions
-            .iter()
-            .find_map(|body| self.check_script(body, depth + 1))
+        let args = argv.iter().cloned().map(Some).collect();
+        self.words(args, Vec::new(), 0).err()
     }
 
-    fn check_words(&self, words: Vec<String>, depth: usize) -> Option<Denial> {
-        let words = strip_prefixes(words);
-        let first = words.first()?;
-        // `bash -lc SCRIPT`, `sh -c SCRIPT`, `eval WORDS...`.
-        if let Some(script) = inner_script(&words) {
-            if let Some(d) = self.check_script(&script, depth + 1) {
-                return Some(d);
+    fn script(&self, text: &str, depth: usize) -> Step {
+        if depth > MAX_DEPTH {
+            return Err(unparseable(format!(
+                "scripts nested more than {MAX_DEPTH} deep"
+            )));
+        }
+        let mut parser = brush_parser::Parser::new(text.as_bytes(), &parser_options());
+        let program = parser.parse_program().map_err(|e| {
+            unparseable(format!("not a shell command line the parser accepts: {e}"))
+        })?;
+        for list in &program.complete_commands {
+            self.list(list, depth)?;
+        }
+        Ok(())
+    }
+
+    fn list(&self, list: &ast::CompoundList, depth: usize) -> Step {
+        for item in &list.0 {
+            let and_or = &item.0;
+            self.pipeline(&and_or.first, depth)?;
+            for next in &and_or.additional {
+                match next {
+                    ast::AndOr::And(p) | ast::AndOr::Or(p) => self.pipeline(p, depth)?,
+                }
             }
         }
+        Ok(())
+    }
+
+    fn pipeline(&self, pipeline: &ast::Pipeline, depth: usize) -> Step {
+        pipeline.seq.iter().try_for_each(|c| self.command(c, depth))
+    }
+
+    fn command(&self, command: &ast::Command, depth: usize) -> Step {
+        let mut stdin = Vec::new();
+        match command {
+            ast::Command::Simple(simple) => self.simple(simple, depth),
+            ast::Command::Compound(compound, redirects) => {
+                self.compound(compound, depth)?;
+                self.redirects(redirects.as_ref(), &mut stdin, depth)
+            }
+            ast::Command::Function(f) => {
+                self.compound(&f.body.0, depth)?;
+                self.redirects(f.body.1.as_ref(), &mut stdin, depth)
+            }
+            ast::Command::ExtendedTest(test, redirects) => {
+                self.test_expr(&test.expr, depth)?;
+                self.redirects(redirects.as_ref(), &mut stdin, depth)
+            }
+        }
+    }
+
+    fn compound(&self, compound: &ast::CompoundCommand, depth: usize) -> Step {
+        use ast::CompoundCommand as C;
+        match compound {
+            C::Arithmetic(a) => self.text_with_substitutions(&a.expr.value, depth),
+            C::ArithmeticForClause(f) => {
+                for e in [&f.initializer, &f.condition, &f.updater]
+                    .into_iter()
+                    .flatten()
+                {
+                    self.text_with_substitutions(&e.value, depth)?;
+                }
+                self.list(&f.body.list, depth)
+            }
+            C::BraceGroup(b) => self.list(&b.list, depth),
+            C::Subshell(s) => self.list(&s.list, depth),
+            C::ForClause(f) => {
+                for w in f.values.iter().flatten() {
+                    self.word(&w.value, depth)?;
+                }
+                self.list(&f.body.list, depth)
+            }
+            C::CaseClause(c) => {
+                self.word(&c.value.value, depth)?;
+                for case in &c.cases {
+                    for p in &case.patterns {
+                        self.word(&p.value, depth)?;
+                    }
+                    if let Some(cmd) = &case.cmd {
+                        self.list(cmd, depth)?;
+                    }
+                }
+                Ok(())
+            }
+            C::IfClause(i) => {
+                self.list(&i.condition, depth)?;
+                self.list(&i.then, depth)?;
+                for e in i.elses.iter().flatten() {
+                    if let Some(c) = &e.condition {
+                        self.list(c, depth)?;
+                    }
+                    self.list(&e.body, depth)?;
+                }
+                Ok(())
+            }
+            C::WhileClause(w) | C::UntilClause(w) => {
+                self.list(&w.0, depth)?;
+                self.list(&w.1.list, depth)
+            }
+            C::Coprocess(c) => self.command(&c.body, depth),
+        }
+    }
+
+    fn test_expr(&self, expr: &ast::ExtendedTestExpr, depth: usize) -> Step {
+        use ast::ExtendedTestExpr as E;
+        match expr {
+            E::And(a, b) | E::Or(a, b) => {
+                self.test_expr(a, depth)?;
+                self.test_expr(b, depth)
+            }
+            E::Not(a) | E::Parenthesized(a) => self.test_expr(a, depth),
+            E::UnaryTest(_, w) => self.word(&w.value, depth).map(drop),
+            E::BinaryTest(_, a, b) => {
+                self.word(&a.value, depth)?;
+                self.word(&b.value, depth).map(drop)
+            }
+        }
+    }
+
+    /// Redirections: substitutions in targets, process substitutions, and
+    /// what a here-document or here-string feeds to stdin.
+    fn redirects(
+        &self,
+        redirects: Option<&ast::RedirectList>,
+        stdin: &mut Vec<String>,
+        depth: usize,
+    ) -> Step {
+        for r in redirects.map(|r| r.0.as_slice()).unwrap_or_default() {
+            self.redirect(r, stdin, depth)?;
+        }
+        Ok(())
+    }
+
+    fn redirect(&self, r: &ast::IoRedirect, stdin: &mut Vec<String>, depth: usize) -> Step {
+        match r {
+            ast::IoRedirect::File(_, _, target) => match target {
+                ast::IoFileRedirectTarget::Filename(w)
+                | ast::IoFileRedirectTarget::Duplicate(w) => self.word(&w.value, depth).map(drop),
+                ast::IoFileRedirectTarget::Fd(_) => Ok(()),
+                ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
+                    self.list(&sub.list, depth)
+                }
+            },
+            ast::IoRedirect::OutputAndError(w, _) => self.word(&w.value, depth).map(drop),
+            ast::IoRedirect::HereString(_, w) => {
+                if let Some(text) = self.word(&w.value, depth)? {
+                    stdin.push(text);
+                }
+                Ok(())
+            }
+            ast::IoRedirect::HereDocument(_, doc) => {
+                let body = &doc.doc.value;
+                if doc.requires_expansion {
+                    let pieces = word::parse_heredoc(body, &parser_options())
+                        .map_err(|e| unparseable(format!("cannot parse a here-document: {e}")))?;
+                    self.pieces(&pieces, body, depth)?;
+                }
+                stdin.push(body.clone());
+                Ok(())
+            }
+        }
+    }
+
+    fn simple(&self, simple: &ast::SimpleCommand, depth: usize) -> Step {
+        use ast::CommandPrefixOrSuffixItem as Item;
+        let mut args: Vec<Option<String>> = Vec::new();
+        let mut stdin = Vec::new();
+        let prefix = simple.prefix.iter().flat_map(|p| p.0.iter());
+        let suffix = simple.suffix.iter().flat_map(|s| s.0.iter());
+        let name = simple.word_or_name.iter().map(|w| (true, w));
+        for (is_prefix, item) in prefix.map(|i| (true, i)).chain(suffix.map(|i| (false, i))) {
+            match item {
+                Item::IoRedirect(r) => self.redirect(r, &mut stdin, depth)?,
+                Item::ProcessSubstitution(_, sub) => {
+                    self.list(&sub.list, depth)?;
+                    if !is_prefix {
+                        args.push(None);
+                    }
+                }
+                // `A=1 curl`: the assignment is not an argument; in a
+                // suffix (`export A=$(curl x)`) it is.
+                Item::AssignmentWord(_, w) => {
+                    let value = self.word(&w.value, depth)?;
+                    if !is_prefix {
+                        args.push(value);
+                    }
+                }
+                Item::Word(w) => args.push(self.word(&w.value, depth)?),
+            }
+        }
+        // The program comes before the suffix.
+        let mut words = Vec::new();
+        for (_, w) in name {
+            words.push(self.word(&w.value, depth)?);
+        }
+        words.extend(args);
+        self.words(words, stdin, depth)
+    }
+
+    /// Checks the substitutions in a word and returns its literal value
+    /// (`None` when part of it is only known at run time).
+    fn word(&self, text: &str, depth: usize) -> Result<Option<String>, Denial> {
+        let pieces = word::parse(text, &parser_options())
+            .map_err(|e| unparseable(format!("cannot parse the word `{text}`: {e}")))?;
+        self.pieces(&pieces, text, depth)
+    }
+
+    fn text_with_substitutions(&self, text: &str, depth: usize) -> Step {
+        self.word(text, depth).map(drop)
+    }
+
+    /// The literal value of parsed pieces of `source` (see [`Matcher::word`]).
+    fn pieces(
+        &self,
+        pieces: &[WordPieceWithSource],
+        source: &str,
+        depth: usize,
+    ) -> Result<Option<String>, Denial> {
+        let mut out = Some(String::new());
+        for p in pieces {
+            let literal = match &p.piece {
+                WordPiece::Text(s) | WordPiece::SingleQuotedText(s) => Some(s.clone()),
+                WordPiece::AnsiCQuotedText(s) => Some(ansi_c(s)),
+                WordPiece::EscapeSequence(s) => Some(s.strip_prefix('\\').unwrap_or(s).to_string()),
+                WordPiece::DoubleQuotedSequence(inner)
+                | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    self.pieces(inner, source, depth)?
+                }
+                WordPiece::TildeExpansion(_) => Some("~".to_string()),
+                WordPiece::ParameterExpansion(_) => {
+                    // `${x:-$(curl x)}`: the words inside may substitute.
+                    let text = source.get(p.start_index..p.end_index).unwrap_or(source);
+                    if text.contains("$(") || text.contains('`') {
+                        let inner = text
+                            .strip_prefix("${")
+                            .and_then(|t| t.strip_suffix('}'))
+                            .ok_or_else(|| {
+                                unparseable(format!("cannot read the expansion `{text}`"))
+                            })?;
+                        self.word(inner, depth + 1)?;
+                    }
+                    None
+                }
+                WordPiece::CommandSubstitution(s) | WordPiece::BackquotedCommandSubstitution(s) => {
+                    self.script(s, depth + 1)?;
+                    None
+                }
+                WordPiece::ArithmeticExpression(e) => {
+                    self.text_with_substitutions(&e.value, depth + 1)?;
+                    None
+                }
+            };
+            out = match (out, literal) {
+                (Some(mut acc), Some(l)) => {
+                    acc.push_str(&l);
+                    Some(acc)
+                }
+                _ => None,
+            };
+        }
+        Ok(out)
+    }
+
+    /// One simple command as words (`None`: known only at run time), with
+    /// what its here-documents feed to stdin.
+    fn words(&self, mut args: Vec<Option<String>>, stdin: Vec<String>, depth: usize) -> Step {
+        loop {
+            let Some(Some(first)) = args.first() else {
+                // No program, or one known only at run time.
+                return Ok(());
+            };
+            let program = base_name(first).to_string();
+            let rest = &args[1..];
+            let skip = match program.as_str() {
+                "command" => {
+                    if rest
+                        .first()
+                        .is_some_and(|w| matches!(w.as_deref(), Some("-v" | "-V")))
+                    {
+                        // `command -v curl` only looks it up.
+                        return Ok(());
+                    }
+                    1 + options(rest, "")
+                }
+                "builtin" | "nohup" | "setsid" | "busybox" | "unbuffer" | "nocache" => {
+                    1 + options(rest, "")
+                }
+                "time" => 1 + options(rest, "fo"),
+                "exec" => 1 + options(rest, "a"),
+                "nice" => 1 + options(rest, "n"),
+                "ionice" => 1 + options(rest, "cnp"),
+                "stdbuf" => 1 + options(rest, "ioe"),
+                "sudo" | "doas" => 1 + options(rest, "ugCDhprtTUc"),
+                "timeout" => 1 + positionals(rest, "sk", 1),
+                "chroot" => 1 + positionals(rest, "", 1),
+                "taskset" => 1 + positionals(rest, "", 1),
+                "chrt" => 1 + positionals(rest, "", 1),
+                "flock" => 1 + positionals(rest, "wEc", 1),
+                "strace" | "ltrace" => 1 + options(rest, "oeEpPsSuaXbU"),
+                "xargs" => 1 + options(rest, "adEeIiLlnPs"),
+                "env" => {
+                    let (skip, split) = env_options(rest);
+                    if let Some(split) = split {
+                        // `env -S 'curl x' y`: the string is words.
+                        let mut words: Vec<Option<String>> = shlex::split(&split)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(Some)
+                            .collect();
+                        words.extend(args.drain(1 + skip..));
+                        args = words;
+                        continue;
+                    }
+                    1 + skip
+                }
+                _ => 0,
+            };
+            if skip == 0 {
+                break;
+            }
+            args.drain(..skip.min(args.len()));
+        }
+        let Some(Some(first)) = args.first() else {
+            return Ok(());
+        };
+        let program = base_name(first).to_string();
+        self.rule_match(&args)?;
+        let rest = &args[1..];
+        match program.as_str() {
+            "eval" => {
+                let text: Vec<&str> = rest.iter().flatten().map(String::as_str).collect();
+                self.script(&text.join(" "), depth + 1)
+            }
+            "watch" => {
+                let n = options(rest, "nd");
+                let text: Vec<&str> = rest[n..].iter().flatten().map(String::as_str).collect();
+                self.script(&text.join(" "), depth + 1)
+            }
+            "su" | "runuser" => match option_value(rest, 'c', "--command") {
+                Some(Some(script)) => self.script(&script, depth + 1),
+                _ => Ok(()),
+            },
+            "find" => {
+                let mut i = 0;
+                while i < rest.len() {
+                    if matches!(
+                        rest[i].as_deref(),
+                        Some("-exec" | "-execdir" | "-ok" | "-okdir")
+                    ) {
+                        let end = rest[i + 1..]
+                            .iter()
+                            .position(|w| matches!(w.as_deref(), Some(";" | "+")))
+                            .map_or(rest.len(), |p| i + 1 + p);
+                        self.words(rest[i + 1..end].to_vec(), Vec::new(), depth + 1)?;
+                        i = end;
+                    }
+                    i += 1;
+                }
+                Ok(())
+            }
+            p if SHELLS.contains(&p) => match shell_script(rest) {
+                ShellScript::Literal(script) => self.script(&script, depth + 1),
+                ShellScript::Stdin => stdin.iter().try_for_each(|s| self.script(s, depth + 1)),
+                ShellScript::Unseen => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    fn rule_match(&self, args: &[Option<String>]) -> Step {
+        let Some(Some(first)) = args.first() else {
+            return Ok(());
+        };
         let program = base_name(first);
-        self.rules.iter().find_map(|rule| {
-            let matches = rule.words.len() <= words.len()
+        for rule in &self.rules {
+            let matches = rule.words.len() <= args.len()
                 && base_name(&rule.words[0]) == program
-                && rule.words[1..].iter().zip(&words[1..]).all(|(r, w)| r == w);
-            matches.then(|| Denial {
-                rule: rule.text.clone(),
-                matched: words.join(" "),
-            })
-        })
+                && rule.words[1..]
+                    .iter()
+                    .zip(&args[1..])
+                    .all(|(r, w)| w.as_deref() == Some(r.as_str()));
+            if matches {
+                let shown: Vec<&str> = args
+                    .iter()
+                    .map(|w| w.as_deref().unwrap_or("<dynamic>"))
+                    .collect();
+                return Err(Denial {
+                    rule: rule.text.clone(),
+                    matched: shown.join(" "),
+                });
+            }
+        }
+        Ok(())
     }
 }
 
-/// Shell words of one simple command; an unbalanced quote falls back to
-/// whitespace splitting (the engine's shell would refuse it anyway).
-fn words_of(s: &str) -> Vec<String> {
-    shlex::split(s).unwrap_or_else(|| s.split_whitespace().map(str::to_string).collect())
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash", "rbash", "posh", "fish",
+];
+
+fn parser_options() -> ParserOptions {
+    ParserOptions::default()
+}
+
+fn unparseable(why: String) -> Denial {
+    Denial {
+        rule: UNPARSEABLE.to_string(),
+        matched: why,
+    }
 }
 
 fn base_name(word: &str) -> &str {
     word.rsplit('/').next().unwrap_or(word)
+}
+
+/// How many leading words are options of a wrapper (`with_value`: the short
+/// options that take a value, inline or as the next word; a long option
+/// `--x` takes the next word only as `--x=v`, except the wrappers' own
+/// value options listed in [`LONG_WITH_VALUE`]). Assignments count as
+/// options only for `env` (see [`env_options`]).
+fn options(words: &[Option<String>], with_value: &str) -> usize {
+    let mut n = 0;
+    while let Some(w) = words.get(n) {
+        let Some(w) = w.as_deref() else {
+            return n;
+        };
+        if w == "--" {
+            return n + 1;
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            n += 1 + usize::from(!long.contains('=') && LONG_WITH_VALUE.contains(&long));
+            continue;
+        }
+        let Some(cluster) = w.strip_prefix('-').filter(|c| !c.is_empty()) else {
+            return n;
+        };
+        n += 1;
+        // `-n5` carries its value; `-n 5` takes the next word.
+        if let Some(pos) = cluster.find(|c| with_value.contains(c)) {
+            if pos + 1 == cluster.len() {
+                n += 1;
+            }
+        }
+    }
+    n.min(words.len())
+}
+
+/// Options, then `count` positional words before the command
+/// (`timeout 5 curl`, `chroot DIR curl`).
+fn positionals(words: &[Option<String>], with_value: &str, count: usize) -> usize {
+    (options(words, with_value) + count).min(words.len())
+}
+
+const LONG_WITH_VALUE: &[&str] = &[
+    "user",
+    "group",
+    "signal",
+    "kill-after",
+    "adjustment",
+    "chdir",
+    "unset",
+    "arg-file",
+    "delimiter",
+    "max-args",
+    "max-procs",
+    "max-lines",
+    "max-chars",
+    "replace",
+    "eof",
+    "output",
+    "input",
+    "error",
+    "classdata",
+    "class",
+    "rcfile",
+    "init-file",
+    "command",
+    "split-string",
+    "interval",
+    "prompt",
+    "host",
+    "role",
+    "type",
+];
+
+/// `env`'s options and assignments; the `-S`/`--split-string` value.
+fn env_options(words: &[Option<String>]) -> (usize, Option<String>) {
+    let mut n = 0;
+    let mut split = None;
+    while let Some(Some(w)) = words.get(n) {
+        if w == "--" {
+            return (n + 1, split);
+        }
+        let value_next = || words.get(n + 1).cloned().flatten();
+        if w == "-S" || w == "--split-string" {
+            split = value_next();
+            n += 2;
+        } else if let Some(v) = w.strip_prefix("--split-string=") {
+            split = Some(v.to_string());
+            n += 1;
+        } else if let Some(v) = w.strip_prefix("-S").filter(|v| !v.is_empty()) {
+            split = Some(v.to_string());
+            n += 1;
+        } else if matches!(w.as_str(), "-u" | "-C" | "--unset" | "--chdir") {
+            n += 2;
+        } else if w.starts_with('-') && w.len() > 1 || is_assignment(w) {
+            n += 1;
+        } else {
+            break;
+        }
+    }
+    (n.min(words.len()), split)
 }
 
 fn is_assignment(word: &str) -> bool {
@@ -131,315 +638,125 @@ fn is_assignment(word: &str) -> bool {
     }
 }
 
-/// Drops what runs *before* the real program: assignments, keywords and
-/// wrapper commands with their options.
-fn strip_prefixes(mut words: Vec<String>) -> Vec<String> {
-    loop {
-        let Some(first) = words.first() else {
-            return words;
-        };
-        let skip = match first.as_str() {
-            w if is_assignment(w) => 1,
-            "!" | "{" | "}" | "if" | "then" | "else" | "elif" | "do" | "while" | "until"
-            | "command" | "exec" | "nohup" | "time" | "builtin" | "sudo" => {
-                1 + count_options(&words[1..], &[], false)
-            }
-            "env" => {
-                1 + count_options(&words[1..], &["-u", "--unset", "-C", "--chdir", "-S"], true)
-            }
-            "nice" => 1 + count_options(&words[1..], &["-n", "--adjustment"], false),
-            "timeout" => {
-                let opts = count_options(
-                    &words[1..],
-                    &["-s", "--signal", "-k", "--kill-after"],
-                    false,
-                );
-                // The duration.
-                1 + opts + usize::from(words.len() > 1 + opts)
-            }
-            _ => 0,
-        };
-        if skip == 0 {
-            return words;
+/// The value of `-c X`/`-cX`/`--command X`/`--command=X` among `words`.
+fn option_value(words: &[Option<String>], short: char, long: &str) -> Option<Option<String>> {
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i].as_deref().unwrap_or("");
+        if let Some(v) = w.strip_prefix(long).and_then(|v| v.strip_prefix('=')) {
+            return Some(Some(v.to_string()));
         }
-        words.drain(..skip.min(words.len()));
-    }
-}
-
-/// Leading options (and the values of `with_value` options) of a wrapper;
-/// `env`'s assignments count as options.
-fn count_options(words: &[String], with_value: &[&str], assignments: bool) -> usize {
-    let mut n = 0;
-    while let Some(w) = words.get(n) {
-        if w == "--" {
-            return n + 1;
+        if w == long || w == format!("-{short}") {
+            return Some(words.get(i + 1).cloned().flatten());
         }
-        if with_value.contains(&w.as_str()) {
-            n += 2;
-        } else if (w.starts_with('-') && w.len() > 1) || (assignments && is_assignment(w)) {
-            n += 1;
-        } else {
-            return n;
+        if let Some(v) = w
+            .strip_prefix('-')
+            .filter(|v| !v.starts_with('-'))
+            .and_then(|v| v.strip_prefix(short))
+        {
+            return Some(Some(v.to_string()));
         }
-    }
-    n.min(words.len())
-}
-
-/// The script a shell or `eval` runs, when it is given literally.
-fn inner_script(words: &[String]) -> Option<String> {
-    let program = base_name(&words[0]);
-    if program == "eval" {
-        return Some(words[1..].join(" "));
-    }
-    if !matches!(program, "bash" | "sh" | "dash" | "zsh" | "ksh" | "ash") {
-        return None;
-    }
-    // The first non-option word after an option cluster containing `c`.
-    let mut saw_c = false;
-    for w in &words[1..] {
-        if let Some(opts) = w.strip_prefix('-').filter(|o| !o.starts_with('-')) {
-            saw_c |= opts.contains('c');
-        } else if w.starts_with("--") {
-            continue;
-        } else {
-            return saw_c.then(|| w.clone());
-        }
+        i += 1;
     }
     None
 }
 
-/// Cuts a script into simple commands at unquoted control operators, and
-/// collects the bodies of command substitutions found inside double quotes.
-fn split_commands(script: &str) -> (Vec<String>, Vec<String>) {
-    let chars: Vec<char> = script.chars().collect();
-    let mut segments = Vec::new();
-    let mut substitutions = Vec::new();
-    let mut cur = String::new();
-    let mut i = 0;
-    let flush = |cur: &mut String, segments: &mut Vec<String>| {
-        if !cur.trim().is_empty() {
-            segments.push(std::mem::take(cur));
-        } else {
-            cur.clear();
-        }
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '\\' => {
-                cur.push(c);
-                if let Some(&n) = chars.get(i + 1) {
-                    cur.push(n);
-                }
-                i += 2;
-                continue;
-            }
-            '\'' => {
-                // Single quotes: literal up to the closing quote.
-                cur.push(c);
-                i += 1;
-                while i < chars.len() {
-                    cur.push(chars[i]);
-                    i += 1;
-                    if chars[i - 1] == '\'' {
-                        break;
-                    }
-                }
-                continue;
-            }
-            '"' => {
-                cur.push(c);
-                i += 1;
-                while i < chars.len() && chars[i] != '"' {
-                    match chars[i] {
-                        '\\' => {
-                            cur.push('\\');
-                            if let Some(&n) = chars.get(i + 1) {
-                                cur.push(n);
-                            }
-                            i += 2;
-                        }
-                        '$' if chars.get(i + 1) == Some(&'(') => {
-                            let (body, next) = until_close(&chars, i + 2);
-                            substitutions.push(body);
-                            cur.push('_');
-                            i = next;
-                        }
-                        '`' => {
-                            let end = chars[i + 1..]
-                                .iter()
-                                .position(|&x| x == '`')
-                                .map_or(chars.len(), |p| i + 1 + p);
-                            substitutions.push(chars[i + 1..end].iter().collect());
-                            cur.push('_');
-                            i = end + 1;
-                        }
-                        other => {
-                            cur.push(other);
-                            i += 1;
-                        }
-                    }
-                }
-                if i < chars.len() {
-                    cur.push('"');
-                }
-                i += 1;
-                continue;
-            }
-            '#' if cur.is_empty() || cur.ends_with(char::is_whitespace) => {
-                // A comment, up to the end of the line.
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            '&' if cur.ends_with(['>', '<']) || chars.get(i + 1) == Some(&'>') => {
-                // Part of a redirection: `2>&1`, `&>file`.
-                cur.push(c);
-            }
-            ';' | '\n' | '|' | '&' | '(' | ')' | '`' => flush(&mut cur, &mut segments),
-            '$' if chars.get(i + 1) == Some(&'(') => flush(&mut cur, &mut segments),
-            _ => cur.push(c),
-        }
-        i += 1;
-    }
-    flush(&mut cur, &mut segments);
-    (segments, substitutions)
+enum ShellScript {
+    /// `-c SCRIPT` with a literal script.
+    Literal(String),
+    /// The shell reads its script from stdin (no file argument).
+    Stdin,
+    /// A script file, or a script known only at run time.
+    Unseen,
 }
 
-/// The text from `start` up to the parenthesis closing an opened one, and
-/// the index after it.
-fn until_close(chars: &[char], start: usize) -> (String, usize) {
-    let mut depth = 1;
-    let mut i = start;
-    while i < chars.len() {
-        match chars[i] {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return (chars[start..i].iter().collect(), i + 1);
+/// What a shell runs, from its arguments: past options (`-o NAME`, `+o
+/// NAME`, `-O NAME`, `--rcfile FILE`...), `-c` makes the first operand the
+/// script.
+fn shell_script(words: &[Option<String>]) -> ShellScript {
+    let mut saw_c = false;
+    let mut i = 0;
+    while i < words.len() {
+        let Some(w) = words[i].as_deref() else {
+            return ShellScript::Unseen;
+        };
+        if w == "--" || w == "-" {
+            i += 1;
+            break;
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            i += 1 + usize::from(matches!(long, "rcfile" | "init-file"));
+            continue;
+        }
+        let Some(cluster) = w.strip_prefix('-').or_else(|| w.strip_prefix('+')) else {
+            break;
+        };
+        saw_c |= w.starts_with('-') && cluster.contains('c');
+        // `-o pipefail`, `+o posix`, `-O extglob`: the option name follows.
+        i += 1 + cluster.chars().filter(|c| matches!(c, 'o' | 'O')).count();
+    }
+    match words.get(i) {
+        Some(Some(script)) if saw_c => ShellScript::Literal(script.clone()),
+        Some(None) => ShellScript::Unseen,
+        None if !saw_c => ShellScript::Stdin,
+        _ => ShellScript::Unseen,
+    }
+}
+
+/// The value of `$'...'` text: bash's backslash escapes.
+fn ansi_c(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(e) = chars.next() else {
+            out.push('\\');
+            break;
+        };
+        let mut number = |radix: u32, max: usize, first: Option<char>| {
+            let mut digits: String = first.into_iter().collect();
+            while digits.len() < max {
+                match chars.peek() {
+                    Some(d) if d.is_digit(radix) => {
+                        digits.push(*d);
+                        chars.next();
+                    }
+                    _ => break,
                 }
             }
-            _ => {}
+            u32::from_str_radix(&digits, radix)
+                .ok()
+                .and_then(char::from_u32)
+        };
+        let decoded = match e {
+            'n' => Some('\n'),
+            't' => Some('\t'),
+            'r' => Some('\r'),
+            'a' => Some('\x07'),
+            'b' => Some('\x08'),
+            'e' | 'E' => Some('\x1b'),
+            'f' => Some('\x0c'),
+            'v' => Some('\x0b'),
+            '\\' | '\'' | '"' | '?' => Some(e),
+            'x' => number(16, 2, None),
+            'u' => number(16, 4, None),
+            'U' => number(16, 8, None),
+            '0'..='7' => number(8, 3, Some(e)),
+            _ => None,
+        };
+        match decoded {
+            Some(d) => out.push(d),
+            None => {
+                out.push('\\');
+                out.push(e);
+            }
         }
-        i += 1;
     }
-    (chars[start..].iter().collect(), chars.len())
+    out
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn matcher() -> Matcher {
-        Matcher::new(&[
-            "cargo build --release".to_string(),
-            "npm run build".to_string(),
-            "rm -rf /".to_string(),
-        ])
-    }
-
-    fn denied(cmd: &str) -> Option<String> {
-        matcher().check(cmd).map(|d| d.rule)
-    }
-
-    #[test]
-    fn sees_through_wrappers_chains_and_subshells() {
-        let cargo = Some("cargo build --release".to_string());
-        for cmd in [
-            "cargo build --release",
-            "cargo build --release --locked > log 2>&1",
-            "/usr/bin/cargo build --release",
-            "bash -lc 'cargo build --release'",
-            "bash -lc \"cd x && cargo build --release\"",
-            "sh -c 'bash -c \"cargo build --release\"'",
-            "true && cargo build --release",
-            "false || cargo build --release",
-            "ls; cargo build --release",
-            "echo hi | cargo build --release",
-            "cargo fmt & cargo build --release",
-            "env FOO=1 cargo build --release",
-            "env -i PATH=/bin -u HOME -- cargo build --release",
-            "FOO=1 BAR=2 cargo build --release",
-            "(cd sub && cargo build --release)",
-            "{ cargo build --release; }",
-            "echo $(cargo build --release)",
-            "echo \"$(cargo build --release)\"",
-            "echo `cargo build --release`",
-            "echo \"`cargo build --release`\"",
-            "if true; then cargo build --release; fi",
-            "for i in 1; do cargo build --release; done",
-            "nohup nice -n 5 timeout 10 cargo build --release",
-            "sudo -E cargo build --release",
-            "command cargo build --release",
-            "eval 'cargo build --release'",
-            "car''go build \"--release\"",
-            "c\\argo build --release",
-            "ls\ncargo build --release",
-            "time cargo build --release",
-        ] {
-            assert_eq!(denied(cmd), cargo, "{cmd}");
-        }
-        assert_eq!(
-            denied("cd web && npm run build -- --prod"),
-            Some("npm run build".to_string())
-        );
-    }
-
-    #[test]
-    fn allows_what_does_not_run_the_rule() {
-        for cmd in [
-            "cargo build",
-            "cargo build --release-notes",
-            "cargo test --release",
-            "echo 'cargo build --release'",
-            "echo \"cargo build --release\"",
-            "grep -r 'npm run build' .",
-            "git commit -m 'cargo build --release; npm run build'",
-            "ls # cargo build --release",
-            "npm run build-docs",
-            "rm -rf /tmp/x",
-            "bash -lc 'cargo test'",
-        ] {
-            assert_eq!(denied(cmd), None, "{cmd}");
-        }
-    }
-
-    #[test]
-    fn reports_the_rule_and_the_matched_command() {
-        assert_eq!(
-            matcher().check("cd x && env A=1 cargo build --release -p y"),
-            Some(Denial {
-                rule: "cargo build --release".into(),
-                matched: "cargo build --release -p y".into(),
-            })
-        );
-    }
-
-    #[test]
-    fn documented_blind_spots() {
-        // Commands assembled at run time are not seen: layer 3 and review cover them.
-        for cmd in [
-            "c=cargo; $c build --release",
-            "CMD='cargo build --release'; $CMD",
-            "x='cargo build --release'; eval \"$x\"",
-            "cargo build -r",
-            "python3 -c 'import os; os.system(\"cargo build --release\")'",
-        ] {
-            assert_eq!(denied(cmd), None, "{cmd}");
-        }
-    }
-
-    #[test]
-    fn argv_without_shell() {
-        let argv: Vec<String> = ["bash", "-lc", "true && cargo build --release"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(
-            matcher().check_argv(&argv).map(|d| d.rule),
-            Some("cargo build --release".to_string())
-        );
-    }
-}
+mod tests;
