@@ -875,7 +875,7 @@ async fn launch_and_stream(
                         em.emit(body).await?;
                     }
                     if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
-                        for denial in tail.poll() {
+                        for denial in p.line_denials(tail, adapter.kind(), &line) {
                             em.emit(p.denial_event(&denial)).await?;
                         }
                     }

@@ -539,3 +539,64 @@ async fn a_job_waits_for_a_slot_held_elsewhere_and_can_be_cancelled() {
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
     drop(held);
 }
+
+/// Every denial is one `policy` event, whichever layer made it: on the
+/// `process` rung the agent can rewrite the hook's profile (documented), and
+/// then Claude Code's own `Bash(RULE:*)` deny rules still refuse the
+/// command, with its own text and no hook record; a call the hook denied
+/// (also in Claude's `permission_denials`) is counted once.
+#[tokio::test]
+async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
+    if common::engine("claude").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let marks = home.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let denied = marks.join("denied");
+    let rule = format!("touch {}", denied.display());
+    let disable = r#"echo '{"id":"test-deny","denyCommands":[]}' > ../meta/profile.json"#;
+    let tried = [rule.clone(), disable.to_string(), format!("ls && {rule}")];
+    let mut scenario = String::new();
+    for cmd in &tried {
+        scenario.push_str(&format!(
+            "[[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = {}\n\n",
+            toml::Value::String(cmd.clone())
+        ));
+    }
+    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({"id": "test-deny", "denyCommands": [rule]}).to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), "claude", &repo, SCRIPTED, Some(&scenario));
+    with_policy(&spec, "profile = \"profile.json\"\n");
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    assert!(!denied.exists(), "a denied command ran");
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let bodies: Vec<EventBody> = events.into_iter().map(|e| e.body).collect();
+    // The second denial is Claude's own (the hook no longer denies).
+    assert!(
+        bodies.iter().any(|b| matches!(b, EventBody::ToolResult { output, is_error: true, .. }
+            if output == &format!("Permission to use Bash with command ls && {rule} has been denied."))),
+        "{bodies:#?}"
+    );
+    let policy: Vec<&EventBody> = bodies
+        .iter()
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    let want: Vec<EventBody> = [rule.clone(), format!("ls && {rule}")]
+        .iter()
+        .map(|cmd| EventBody::Policy {
+            rule: rule.clone(),
+            message: format!("denied `{cmd}` (host profile `test-deny`, denyCommands)"),
+        })
+        .collect();
+    assert_eq!(policy, want.iter().collect::<Vec<_>>());
+}

@@ -1,6 +1,11 @@
 //! Denials found while and after the engine runs, as records the runner
 //! turns into `policy` events. The hook (both engines) appends one JSON line
-//! per denial to the job's record file, followed by [`RecordTail`]; Codex shows nothing in its `--json`
+//! per denial to the job's record file, followed by [`RecordTail`]. Claude
+//! Code's own permission rules deny without the hook: its stream shows such
+//! a call as a tool result "Permission to use Bash with command … has been
+//! denied." and lists every denial, the hook's too, in the `result` event's
+//! `permission_denials` ([`claude_line`]); records share the tool-use id, so
+//! a call is counted once. Codex shows nothing in its `--json`
 //! stream for a forbidden call, so its rollout files
 //! (`$CODEX_HOME/sessions/**/rollout-*.jsonl`) are read: a
 //! `function_call_output` carrying [`JUSTIFICATION_MARK`] is a denial, and its
@@ -113,6 +118,85 @@ impl RecordTail {
         }
         out
     }
+}
+
+/// The rule of a denial made by Claude Code's permission rules whose
+/// command Paddock's matcher does not see (Paddock sets only `Bash(RULE:*)`
+/// rules, so this is a `denyCommands` denial all the same).
+pub const CLAUDE_PERMISSION_RULE: &str = "denyCommands";
+
+/// The denials one line of Claude Code's stream-json reports: a tool
+/// result carrying Claude's own denial text (as it happens), and the
+/// `result` event's `permission_denials` (all of them, at the end).
+pub fn claude_line(line: &str, matcher: &Matcher) -> Vec<DenialRecord> {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return Vec::new();
+    };
+    let record = |tool: &str, command: String, id: Option<&str>| {
+        let rule = matcher.check(&command).map(|d| d.rule);
+        DenialRecord {
+            rule: rule.unwrap_or_else(|| match tool {
+                "Bash" => CLAUDE_PERMISSION_RULE.to_string(),
+                other => format!("permissions ({other})"),
+            }),
+            command,
+            call_id: id.map(str::to_string),
+        }
+    };
+    match v.get("type").and_then(Value::as_str) {
+        Some("result") => v
+            .get("permission_denials")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|d| {
+                let tool = d.get("tool_name").and_then(Value::as_str).unwrap_or("");
+                let input = d.get("tool_input").unwrap_or(&Value::Null);
+                let command = match input.get("command").and_then(Value::as_str) {
+                    Some(c) => c.to_string(),
+                    None => input.to_string(),
+                };
+                record(tool, command, d.get("tool_use_id").and_then(Value::as_str))
+            })
+            .collect(),
+        Some("user") => v
+            .pointer("/message/content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+            .filter(|b| b.get("is_error").and_then(Value::as_bool) == Some(true))
+            .filter_map(|b| {
+                let text = match b.get("content") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Array(parts)) => parts
+                        .iter()
+                        .filter_map(|p| p.get("text").and_then(Value::as_str))
+                        .collect::<Vec<_>>()
+                        .join(""),
+                    _ => return None,
+                };
+                let (tool, command) = claude_denial_text(&text)?;
+                Some(record(
+                    &tool,
+                    command,
+                    b.get("tool_use_id").and_then(Value::as_str),
+                ))
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Claude Code's own denial: "Permission to use TOOL with command COMMAND
+/// has been denied." (or without "with command").
+fn claude_denial_text(text: &str) -> Option<(String, String)> {
+    let rest = text.strip_prefix("Permission to use ")?;
+    let rest = rest.strip_suffix(" has been denied.")?;
+    Some(match rest.split_once(" with command ") {
+        Some((tool, command)) => (tool.to_string(), command.to_string()),
+        None => (rest.to_string(), String::new()),
+    })
 }
 
 /// The forbidden calls recorded in Codex's rollout files under `codex_home`.
@@ -250,6 +334,41 @@ mod tests {
         assert_eq!(tail.poll(), vec![]);
         assert_eq!(tail.unseen(vec![rec("a"), rec("b")]), vec![rec("b")]);
         assert_eq!(tail.unseen(vec![rec("b")]), vec![]);
+    }
+
+    #[test]
+    fn claude_denials_from_tool_results_and_the_result_event() {
+        let matcher = Matcher::new(&["curl".to_string()]);
+        let denied = r#"{"type":"user","message":{"role":"user","content":[{"tool_use_id":"toolu_2","type":"tool_result","content":"Permission to use Bash with command ls && curl x has been denied.","is_error":true}]},"tool_use_result":"Error: Permission to use Bash with command ls && curl x has been denied."}"#;
+        let rec = |rule: &str, cmd: &str, id: &str| DenialRecord {
+            rule: rule.into(),
+            command: cmd.into(),
+            call_id: Some(id.into()),
+        };
+        assert_eq!(
+            claude_line(denied, &matcher),
+            vec![rec("curl", "ls && curl x", "toolu_2")]
+        );
+        // A failed command is no denial; nor is the hook's reason (the
+        // hook recorded it already).
+        let failed = r#"{"type":"user","message":{"content":[{"tool_use_id":"toolu_3","type":"tool_result","content":"Exit code 1","is_error":true}]}}"#;
+        let hooked = r#"{"type":"user","message":{"content":[{"tool_use_id":"toolu_1","type":"tool_result","content":"paddock policy: host profile `p` denies `curl` on this host","is_error":true}]}}"#;
+        assert_eq!(claude_line(failed, &matcher), vec![]);
+        assert_eq!(claude_line(hooked, &matcher), vec![]);
+        let result = r#"{"type":"result","subtype":"success","permission_denials":[{"tool_name":"Bash","tool_use_id":"toolu_1","tool_input":{"command":"curl x","description":"d"}},{"tool_name":"Bash","tool_use_id":"toolu_4","tool_input":{"command":"c=curl; $c x"}},{"tool_name":"WebFetch","tool_use_id":"toolu_5","tool_input":{"url":"http://x"}}]}"#;
+        assert_eq!(
+            claude_line(result, &matcher),
+            vec![
+                rec("curl", "curl x", "toolu_1"),
+                rec("denyCommands", "c=curl; $c x", "toolu_4"),
+                rec(
+                    "permissions (WebFetch)",
+                    "{\"url\":\"http://x\"}",
+                    "toolu_5"
+                ),
+            ]
+        );
+        assert_eq!(claude_line("not json", &matcher), vec![]);
     }
 
     #[test]

@@ -139,6 +139,22 @@ impl JobPolicy {
         RecordTail::new(record_path(meta))
     }
 
+    /// The denials not yet reported after one line of the engine's output:
+    /// new hook records, then (Claude Code) the denials the line reports,
+    /// each call once.
+    pub fn line_denials(
+        &self,
+        tail: &mut RecordTail,
+        engine: EngineKind,
+        line: &str,
+    ) -> Vec<DenialRecord> {
+        let mut out = tail.poll();
+        if engine == EngineKind::Claude {
+            out.extend(tail.unseen(denials::claude_line(line, &self.matcher)));
+        }
+        out
+    }
+
     /// The denials not yet reported once the engine has exited: the rest of
     /// the hook's record and, for Codex, its rollout files in CODEX_HOME (a
     /// call its execpolicy rules forbade never reaches the hook).
