@@ -945,6 +945,7 @@ async fn launch_and_stream(
         record_call(em, &mut calls, call, broker.spent_micros()).await?;
     }
     let held = broker.held();
+    let served_refused = broker.served_refused();
     drop(broker);
     if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
         for denial in p.remaining_denials(tail, adapter.kind(), &ws.home) {
@@ -963,6 +964,9 @@ async fn launch_and_stream(
             Some(held_reason.unwrap_or_else(|| "the job's budget is spent".to_string())),
         ),
         None => match adapter.finish(exit_code, &parser.summary()) {
+            // Whatever the engine made of it, an answer from a model outside
+            // the allowlist reached the broker: the job is not done.
+            Outcome::Completed if served_refused.is_some() => (JobStatus::Failed, served_refused),
             Outcome::Completed => (JobStatus::Done, None),
             Outcome::Failed { reason } => {
                 let reason = if parser.summary().failure.is_none() && !stderr_tail.is_empty() {

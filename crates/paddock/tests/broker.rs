@@ -430,6 +430,85 @@ async fn a_served_model_outside_the_allowlist_is_cut() {
     assert_eq!(rig.broker.policy.try_recv().unwrap().rule, "model");
 }
 
+/// A whole (non-streaming) answer names its served model only once
+/// complete; the broker holds it and, for a model outside the allowlist,
+/// answers 403 in the API's error format instead, on every wire API. The
+/// ledger still prices what the upstream answered. Twin: an allowed served
+/// model passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_answer_served_by_a_model_outside_the_allowlist_is_withheld() {
+    let cases = [
+        (
+            "/v1/responses",
+            serde_json::json!({"model": "gpt-5.5", "input": "hi"}),
+            "gpt-5.4",
+            "gpt-5.5",
+        ),
+        (
+            "/v1/messages",
+            serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 100,
+                "messages": [{"role": "user", "content": "hi"}]}),
+            "claude-opus-4-5",
+            "claude-sonnet-4-5",
+        ),
+        (
+            "/v1/chat/completions",
+            serde_json::json!({"model": "gpt-5.5", "messages": [{"role": "user", "content": "hi"}]}),
+            "gpt-5.4",
+            "gpt-5.5",
+        ),
+    ];
+    for (path, body, outside, allowed) in cases {
+        let requested = body["model"].as_str().unwrap().to_string();
+        let scenario = format!("served_model = \"{outside}\"\n{ONE_TURN}");
+        let mut rig = rig_with(&scenario, vec![], allow(&[&requested]), false).await;
+        let (status, text) = post(&client(), &rig, path, &body).await;
+        let message = format!("paddock broker: the upstream served model `{outside}`, which the job model allowlist does not allow: the response was withheld");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let want = if path == "/v1/messages" {
+            serde_json::json!({"type": "error", "error": {"type": "permission_error", "message": message}})
+        } else {
+            serde_json::json!({"error": {"message": message, "type": "permission_error", "code": "permission_error"}})
+        };
+        assert_eq!((status, v), (403, want), "{path}");
+        let call = ledger(&mut rig, 1).await.remove(0);
+        assert_eq!(
+            (
+                call.status,
+                call.http_status,
+                call.served_model.as_deref(),
+                call.error.as_deref(),
+                call.tokens,
+            ),
+            (
+                CallStatus::StreamError,
+                Some(200),
+                Some(outside),
+                Some(message.as_str()),
+                expected_usage(),
+            ),
+            "{path}"
+        );
+        assert_eq!(
+            rig.broker.policy.try_recv().unwrap(),
+            PolicyNotice {
+                rule: "model".into(),
+                message: message.clone()
+            }
+        );
+        assert_eq!(rig.broker.served_refused(), Some(message));
+
+        // Twin: served by an allowed model, the answer passes.
+        let scenario = format!("served_model = \"{allowed}\"\n{ONE_TURN}");
+        let mut rig = rig_with(&scenario, vec![], allow(&[&requested]), false).await;
+        let (status, text) = post(&client(), &rig, path, &body).await;
+        assert_eq!(status, 200, "{path}: {text}");
+        let call = ledger(&mut rig, 1).await.remove(0);
+        assert_eq!((call.status, call.error), (CallStatus::Ok, None), "{path}");
+        assert_eq!(rig.broker.served_refused(), None);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unpriced_model_is_refused_unless_allowed() {
     let mut body = responses_body(Some(100));

@@ -600,3 +600,63 @@ async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
         .collect();
     assert_eq!(policy, want.iter().collect::<Vec<_>>());
 }
+
+/// The served-model allowlist holds against the real Claude Code: the
+/// broker cuts the streamed answer of a model outside the list, Claude
+/// retries without streaming, and that whole answer is withheld too (403);
+/// the job does not end `done`, and says why in a `policy` event.
+#[tokio::test]
+async fn claude_cannot_get_an_answer_from_a_model_outside_the_allowlist() {
+    if common::engine("claude").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "served_model = \"claude-opus-4-5\"\n[[turn]]\ntext = \"Done.\"\n";
+    let spec = job(home.path(), "claude", &repo, SCRIPTED, Some(scenario));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "[engine]\n",
+        "[engine]\nallowed_models = [\"claude-sonnet-4-5\"]\n",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Failed, "{}", stderr(&out));
+    let store = home.store().await;
+    let events = store.events(&rec.id, 0).await.unwrap();
+    let policy: Vec<EventBody> = events
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    let cut = "paddock broker: the upstream served model `claude-opus-4-5`, which the job model allowlist does not allow: the response was cut";
+    let withheld = "paddock broker: the upstream served model `claude-opus-4-5`, which the job model allowlist does not allow: the response was withheld";
+    assert_eq!(
+        policy,
+        vec![
+            EventBody::Policy {
+                rule: "model".into(),
+                message: cut.into()
+            },
+            EventBody::Policy {
+                rule: "model".into(),
+                message: withheld.into()
+            },
+        ]
+    );
+    // Both calls are in the ledger with the served model.
+    let calls = store.model_calls(&rec.id).await.unwrap();
+    let served: Vec<(Option<String>, Option<String>)> = calls
+        .iter()
+        .map(|c| (c.served_model.clone(), c.error.clone()))
+        .collect();
+    assert_eq!(
+        served,
+        vec![
+            (Some("claude-opus-4-5".into()), Some(cut.into())),
+            (Some("claude-opus-4-5".into()), Some(withheld.into())),
+        ]
+    );
+}

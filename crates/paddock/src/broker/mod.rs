@@ -87,6 +87,18 @@ pub(crate) struct Shared {
     pub budget: Arc<budget::Budget>,
     pub calls: mpsc::UnboundedSender<ModelCall>,
     pub policy: mpsc::UnboundedSender<PolicyNotice>,
+    /// The first answer served by a model outside the allowlist (cut or
+    /// withheld): the job cannot end `done`.
+    pub served_refused: std::sync::Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Remembers the first answer served by a model outside the allowlist.
+    pub fn note_served_refused(&self, message: &str) {
+        if let Ok(mut first) = self.served_refused.lock() {
+            first.get_or_insert_with(|| message.to_string());
+        }
+    }
 }
 
 /// A running per-job broker. Dropping it stops the endpoint: the job token
@@ -109,6 +121,12 @@ impl BrokerHandle {
     /// a budget was spent.
     pub fn held(&self) -> bool {
         self.shared.budget.held()
+    }
+
+    /// Why an answer was refused for its served model (outside the
+    /// allowlist), if one was: the job then fails whatever the engine does.
+    pub fn served_refused(&self) -> Option<String> {
+        self.shared.served_refused.lock().ok()?.clone()
     }
 
     /// Micro-dollars settled so far.
@@ -179,6 +197,7 @@ where
         next_seq: AtomicU64::new(1),
         calls: tx,
         policy: policy_tx,
+        served_refused: std::sync::Mutex::new(None),
     });
     let app = server::router(shared.clone());
     let task = tokio::spawn(async move {

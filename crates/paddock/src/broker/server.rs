@@ -287,9 +287,53 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             builder = builder.header(name, value);
         }
     }
+    let mut meter = Meter::new(api, &content_type);
+    let (inner, cut, broke): (ByteStream, Cut, Option<String>) =
+        if meter.is_sse() || !status.is_success() {
+            (Box::pin(resp.bytes_stream()), Cut::No, None)
+        } else {
+            // A whole (JSON) answer is judged before any of it reaches the
+            // engine: it names its served model only as a whole.
+            let bytes = match resp.bytes().await {
+                Ok(b) => b,
+                Err(e) => {
+                    let msg = format!(
+                        "paddock broker: the upstream answer broke: {}",
+                        without_url(&e)
+                    );
+                    return call.bad_gateway(reservation, msg);
+                }
+            };
+            match served_outside_allowlist(&shared, &bytes) {
+                None => (
+                    Box::pin(futures::stream::once(async move { Ok(bytes) })),
+                    Cut::No,
+                    None,
+                ),
+                Some(message) => {
+                    // Metered here: none of it goes through the body.
+                    meter.feed(&bytes);
+                    shared.note_served_refused(&message);
+                    let _ = shared.policy.send(PolicyNotice {
+                        rule: "model".into(),
+                        message: message.clone(),
+                    });
+                    builder = Response::builder()
+                        .status(StatusCode::FORBIDDEN)
+                        .header(http::header::CONTENT_TYPE, "application/json");
+                    let body = error_body(api, "permission_error", &message);
+                    (
+                        Box::pin(futures::stream::empty()),
+                        Cut::Pending(Bytes::from(body)),
+                        Some(message),
+                    )
+                }
+            }
+        };
+    let withheld = broke.is_some();
     let metered = MeteredBody {
-        inner: Box::pin(resp.bytes_stream()),
-        meter: Some(Meter::new(api, &content_type)),
+        inner,
+        meter: Some(meter),
         shared: shared.clone(),
         seq,
         model,
@@ -298,9 +342,10 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         started,
         started_at,
         ttft_ms: None,
-        broke: None,
+        broke,
         reservation: Some(reservation),
-        cut: Cut::No,
+        cut,
+        withheld,
     };
     builder
         .body(Body::from_stream(metered))
@@ -476,17 +521,36 @@ impl Call<'_> {
 
 /// An error body in the wire format of `api`, so the engine shows the message.
 pub(crate) fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -> Response {
-    let body = match api {
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(error_body(api, kind, message)))
+        .unwrap_or_else(|_| plain(status, message))
+}
+
+fn error_body(api: Api, kind: &str, message: &str) -> String {
+    match api {
         Api::Responses | Api::Chat => {
             json!({"error": {"message": message, "type": kind, "code": kind}})
         }
         Api::Messages => json!({"type": "error", "error": {"type": kind, "message": message}}),
-    };
-    Response::builder()
-        .status(status)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap_or_else(|_| plain(status, message))
+    }
+    .to_string()
+}
+
+/// The refusal for a whole answer whose served model (its `model` field:
+/// Messages, Responses, Chat, and the Messages bodies of Bedrock and
+/// Vertex) the allowlist does not allow.
+fn served_outside_allowlist(shared: &Shared, body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let served = v
+        .get("model")
+        .or_else(|| v.pointer("/response/model"))
+        .and_then(Value::as_str)?;
+    let list = shared.config.allowlist.check(served).err()?;
+    Some(format!(
+        "paddock broker: the upstream served model `{served}`, which the {list} model allowlist does not allow: the response was withheld"
+    ))
 }
 
 fn plain(status: StatusCode, message: &str) -> Response {
@@ -514,6 +578,9 @@ struct MeteredBody {
     broke: Option<String>,
     reservation: Option<Reservation>,
     cut: Cut,
+    /// A whole answer replaced by the broker's error (the ledger still
+    /// prices what the upstream answered).
+    withheld: bool,
 }
 
 /// Whether the broker cut the stream (budget ceiling, model allowlist).
@@ -552,6 +619,7 @@ impl MeteredBody {
                 let message = format!(
                     "paddock broker: the upstream served model `{served}`, which the {list} model allowlist does not allow: the response was cut"
                 );
+                self.shared.note_served_refused(&message);
                 self.cut_with("model", "permission_error", message);
                 return;
             }
@@ -624,7 +692,7 @@ impl MeteredBody {
         let mut error = reading.error.clone();
         // A response whose terminal event arrived is complete even when the
         // engine hangs up before the body's last byte.
-        if let (Some(broke), false) = (&self.broke, reading.completed) {
+        if let (Some(broke), false) = (&self.broke, reading.completed && !self.withheld) {
             error.get_or_insert_with(|| broke.clone());
         }
         let (tokens, estimated) = match reading.usage {
