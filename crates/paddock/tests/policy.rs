@@ -660,3 +660,97 @@ async fn claude_cannot_get_an_answer_from_a_model_outside_the_allowlist() {
         ]
     );
 }
+
+/// The scenario of the interactive route: Codex's `exec_command` starts a
+/// shell (with a terminal, then on pipes) and `write_stdin` types the
+/// denied command into it; a pipe into `bash` does the same in one line.
+fn interactive_scenario(denied: &str) -> String {
+    let mut s = String::new();
+    for (cmd, tty) in [("bash", true), ("sh", false)] {
+        s.push_str(&format!(
+            "[[turn]]\n[[turn.action]]\ntype = \"call\"\nname = \"exec_command\"\narguments = {{ cmd = \"{cmd}\", tty = {tty}, yield_time_ms = 500 }}\n\n\
+             [[turn]]\n[[turn.action]]\ntype = \"call\"\nname = \"write_stdin\"\narguments = {{ session_id = \"{{{{session_id}}}}\", chars = \"{denied}\\n\", yield_time_ms = 500 }}\n\n"
+        ));
+    }
+    s.push_str(&format!(
+        "[[turn]]\n[[turn.action]]\ntype = \"shell\"\ncommand = \"echo '{denied}' | bash\"\n\n[[turn]]\ntext = \"Done.\"\n"
+    ));
+    s
+}
+
+/// What ran of the interactive route on `rung`, with and without a
+/// profile denying it: the files the denied command made in the checkout
+/// (from the job's patch), and the `policy` events.
+async fn interactive_route(rung: &str, deny: bool) -> (Vec<String>, Vec<EventBody>) {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let denied = "touch denied-ran";
+    let spec = common::job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some(&interactive_scenario(denied)),
+    );
+    on_rung(&spec, rung);
+    if deny {
+        std::fs::write(
+            home.path().join("profile.json"),
+            serde_json::json!({"id": "no-touch", "denyCommands": [denied]}).to_string(),
+        )
+        .unwrap();
+        with_policy(&spec, "profile = \"profile.json\"\n");
+    }
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let mut changed = Vec::new();
+    let mut policy = Vec::new();
+    for e in events {
+        match e.body {
+            EventBody::ArtifactSummary { changed_files, .. } => changed = changed_files,
+            b @ EventBody::Policy { .. } => policy.push(b),
+            _ => {}
+        }
+    }
+    (changed, policy)
+}
+
+/// Codex's interactive tools cannot type a denied command: a shell that
+/// reads its commands later (terminal, pipe) is refused when it starts, on
+/// both rungs. Twin: without the profile the same route runs the command.
+#[tokio::test]
+async fn codex_interactive_tools_cannot_type_a_denied_command() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    let mut rungs = vec!["process"];
+    if common::sandbox_available() {
+        rungs.push("sandbox");
+    }
+    for rung in rungs {
+        let (ran, _) = interactive_route(rung, false).await;
+        assert_eq!(ran, vec!["denied-ran".to_string()], "twin on {rung}");
+        let (ran, policy) = interactive_route(rung, true).await;
+        assert_eq!(ran, Vec::<String>::new(), "{rung}");
+        let commands: Vec<String> = policy
+            .iter()
+            .map(|b| match b {
+                EventBody::Policy { rule, message } => format!("{rule}: {message}"),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(
+            commands,
+            vec![
+                "denyCommands: denied `bash` (host profile `no-touch`, denyCommands)".to_string(),
+                "denyCommands: denied `sh` (host profile `no-touch`, denyCommands)".to_string(),
+                "denyCommands: denied `echo 'touch denied-ran' | bash` (host profile `no-touch`, denyCommands)".to_string(),
+            ],
+            "{rung}"
+        );
+    }
+}

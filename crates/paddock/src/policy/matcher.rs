@@ -14,8 +14,10 @@
 //! (past options such as `-o pipefail`), `eval`, `su -c`, `watch`, `env -S`,
 //! `find -exec`, and a shell reading a here-document or here-string. A
 //! here-document only *fed to a shell* is a script: `cat <<'EOF'` with a
-//! denied word inside is allowed. A command line the parser refuses, or
-//! nested deeper than [`MAX_DEPTH`], is denied (fail closed).
+//! denied word inside is allowed. A command line the parser refuses, one
+//! nested deeper than [`MAX_DEPTH`], and a shell that would read its
+//! commands later from stdin or a terminal (`bash`, `echo … | sh`, Codex's
+//! `exec_command` + `write_stdin`) are denied: they cannot be judged now.
 //!
 //! Why brush-parser: pure Rust (no C toolchain, unlike tree-sitter-bash), a
 //! typed AST with simple commands, prefixes/suffixes, redirections and
@@ -475,6 +477,11 @@ impl Matcher {
             }
             p if SHELLS.contains(&p) => match shell_script(rest) {
                 ShellScript::Literal(script) => self.script(&script, depth + 1),
+                // Commands typed in later (through a pipe, a terminal,
+                // Codex's `write_stdin`) cannot be judged now.
+                ShellScript::Stdin if stdin.is_empty() => Err(unparseable(format!(
+                    "`{program}` would read its commands from stdin or a terminal, which cannot be judged; pass the script with -c"
+                ))),
                 ShellScript::Stdin => stdin.iter().try_for_each(|s| self.script(s, depth + 1)),
                 ShellScript::Unseen => Ok(()),
             },

@@ -70,6 +70,9 @@ fn tool_calls(input: &RenderInput<'_>) -> Vec<Value> {
                     ("edit", json!({"path": path, "old": old, "new": new}))
                 }
                 Action::Read { path } => ("read", json!({"path": path})),
+                Action::Call { name, arguments } => {
+                    (name.as_str(), super::call::fill(arguments, input.request))
+                }
             };
             json!({"index": i, "id": format!("call_paddock_{}_{i}", input.number), "type": "function",
                    "function": {"name": name, "arguments": args.to_string()}})

@@ -95,7 +95,7 @@ fn default_error_type(status: u16) -> &'static str {
 enum Block {
     Thinking(String),
     Text(String),
-    ToolUse { name: &'static str, input: Value },
+    ToolUse { name: String, input: Value },
 }
 
 impl Block {
@@ -139,18 +139,18 @@ fn plan_blocks(input: &RenderInput<'_>) -> Vec<Block> {
                 command,
                 description,
             } => Block::ToolUse {
-                name: "Bash",
+                name: "Bash".into(),
                 input: json!({
                     "command": command,
                     "description": description.clone().unwrap_or_else(|| describe(command)),
                 }),
             },
             Action::Write { path, content } => Block::ToolUse {
-                name: "Write",
+                name: "Write".into(),
                 input: json!({"file_path": input.absolute(path), "content": content}),
             },
             Action::Edit { path, old, new } => Block::ToolUse {
-                name: "Edit",
+                name: "Edit".into(),
                 input: json!({
                     "file_path": input.absolute(path),
                     "old_string": old,
@@ -159,8 +159,12 @@ fn plan_blocks(input: &RenderInput<'_>) -> Vec<Block> {
                 }),
             },
             Action::Read { path } => Block::ToolUse {
-                name: "Read",
+                name: "Read".into(),
                 input: json!({"file_path": input.absolute(path)}),
+            },
+            Action::Call { name, arguments } => Block::ToolUse {
+                name: name.clone(),
+                input: super::call::fill(arguments, input.request),
             },
         });
     }

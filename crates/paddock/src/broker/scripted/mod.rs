@@ -12,6 +12,7 @@
 //! failures and cut connections. Side requests an engine makes on its own
 //! (Claude Code's session title) get a fitting answer without using a turn.
 
+mod call;
 mod chat;
 mod history;
 mod messages;

@@ -112,14 +112,8 @@ fn default_error_type(status: u16) -> &'static str {
 enum Item {
     Reasoning(String),
     Message(String),
-    FunctionCall {
-        name: &'static str,
-        arguments: String,
-    },
-    CustomToolCall {
-        name: &'static str,
-        input: String,
-    },
+    FunctionCall { name: String, arguments: String },
+    CustomToolCall { name: String, input: String },
 }
 
 /// The ids of the item at `index` in turn `turn`: stable, so that a retried
@@ -276,6 +270,10 @@ fn plan_items(input: &RenderInput<'_>) -> Vec<Item> {
             Action::Edit { path, old, new } => {
                 patch_call(tools, patch::update_file(path, old, new))
             }
+            Action::Call { name, arguments } => Item::FunctionCall {
+                name: name.clone(),
+                arguments: super::call::fill(arguments, input.request).to_string(),
+            },
         });
     }
     items
@@ -288,7 +286,7 @@ fn shell_call(tools: Tools, command: &str) -> Item {
         ShellTool::Shell => ("shell", json!({"command": ["bash", "-lc", command]})),
     };
     Item::FunctionCall {
-        name,
+        name: name.to_string(),
         arguments: arguments.to_string(),
     }
 }
@@ -296,11 +294,11 @@ fn shell_call(tools: Tools, command: &str) -> Item {
 fn patch_call(tools: Tools, patch: String) -> Item {
     match tools.patch {
         PatchTool::Custom => Item::CustomToolCall {
-            name: "apply_patch",
+            name: "apply_patch".into(),
             input: patch,
         },
         PatchTool::Function => Item::FunctionCall {
-            name: "apply_patch",
+            name: "apply_patch".into(),
             arguments: json!({ "input": patch }).to_string(),
         },
         PatchTool::ThroughShell => shell_call(tools, &patch::as_shell_command(&patch)),
@@ -621,28 +619,28 @@ mod tests {
         assert_eq!(
             shell_call(tools(ShellTool::ExecCommand, PatchTool::Custom), "ls -a"),
             Item::FunctionCall {
-                name: "exec_command",
+                name: "exec_command".into(),
                 arguments: r#"{"cmd":"ls -a"}"#.into()
             }
         );
         assert_eq!(
             shell_call(tools(ShellTool::Shell, PatchTool::Custom), "ls -a"),
             Item::FunctionCall {
-                name: "shell",
+                name: "shell".into(),
                 arguments: r#"{"command":["bash","-lc","ls -a"]}"#.into()
             }
         );
         assert_eq!(
             shell_call(tools(ShellTool::ShellCommand, PatchTool::Custom), "ls -a"),
             Item::FunctionCall {
-                name: "shell_command",
+                name: "shell_command".into(),
                 arguments: r#"{"command":"ls -a"}"#.into()
             }
         );
         assert_eq!(
             patch_call(tools(ShellTool::Shell, PatchTool::Function), "P".into()),
             Item::FunctionCall {
-                name: "apply_patch",
+                name: "apply_patch".into(),
                 arguments: r#"{"input":"P"}"#.into()
             }
         );
@@ -652,7 +650,7 @@ mod tests {
                 "P".into()
             ),
             Item::FunctionCall {
-                name: "exec_command",
+                name: "exec_command".into(),
                 arguments: r#"{"cmd":"apply_patch <<'EOF'\nP\nEOF"}"#.into()
             }
         );

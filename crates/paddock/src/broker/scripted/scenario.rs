@@ -129,6 +129,12 @@ pub(crate) enum Action {
     Read {
         path: String,
     },
+    /// A raw call of a tool the engine offers, by name (e.g. Codex's
+    /// `exec_command` with `tty`, then `write_stdin`); see `call.rs`.
+    Call {
+        name: String,
+        arguments: serde_json::Value,
+    },
 }
 
 /// Token usage in Paddock's normalized kinds: `input` excludes cached and
@@ -190,6 +196,11 @@ enum RawAction {
     },
     Read {
         path: String,
+    },
+    Call {
+        name: String,
+        #[serde(default)]
+        arguments: toml::Table,
     },
 }
 
@@ -446,6 +457,20 @@ fn validate_action(raw: RawAction, name: &str, at: &TurnAt<'_>) -> Result<Action
             let path = checkout_path(&path, &format!("{name} (read) path"), at)?;
             Ok(Action::Read { path })
         }
+        RawAction::Call {
+            name: tool,
+            arguments,
+        } => {
+            if tool.trim().is_empty() {
+                return Err(at.error(format!("{name} (call) name"), "is empty"));
+            }
+            let arguments = serde_json::to_value(arguments)
+                .map_err(|e| at.error(format!("{name} (call) arguments"), e.to_string()))?;
+            Ok(Action::Call {
+                name: tool,
+                arguments,
+            })
+        }
     }
 }
 
@@ -670,7 +695,7 @@ served_model = "other"
         );
         assert_eq!(
             parse_error("[[turn]]\n[[turn.action]]\ntype = \"delete\"\npath = \"a\"\n"),
-            "demo.toml:3:8: unknown variant `delete`, expected one of `shell`, `write`, `edit`, `read`"
+            "demo.toml:3:8: unknown variant `delete`, expected one of `shell`, `write`, `edit`, `read`, `call`"
         );
         assert_eq!(
             parse_error("[[turn]]\n[[turn.action]]\ncommand = \"ls\"\n"),

@@ -505,3 +505,58 @@ fn example_scenarios_load() {
         assert_eq!(scenario.turn_count(), turns, "{name}");
     }
 }
+
+/// A `call` action is the named tool with its arguments, the session id
+/// filled in from the request, on both wires.
+#[test]
+fn raw_calls_with_the_session_id() {
+    let scenario = scenario_for_test(
+        r#"
+[[turn]]
+[[turn.action]]
+type = "call"
+name = "write_stdin"
+arguments = { session_id = "{{session_id}}", chars = "ls\n" }
+"#,
+    );
+    let mut request = codex_request(0);
+    request["stream"] = json!(false);
+    request["input"].as_array_mut().unwrap().push(json!({
+        "type": "function_call_output", "call_id": "c", "output": "Process running with session ID 4242\n"
+    }));
+    let reply = scenario.respond_at(Wire::Responses, &request, &ctx(), 1_700_000_000);
+    let body: Value = serde_json::from_slice(&reply.chunks.concat()).unwrap();
+    let call = &body["output"][0];
+    assert_eq!(
+        (
+            call["type"].clone(),
+            call["name"].clone(),
+            serde_json::from_str::<Value>(call["arguments"].as_str().unwrap()).unwrap()
+        ),
+        (
+            json!("function_call"),
+            json!("write_stdin"),
+            json!({"session_id": 4242, "chars": "ls\n"})
+        )
+    );
+    let reply = scenario.respond_at(
+        Wire::Messages,
+        &claude_request(0, false),
+        &ctx(),
+        1_700_000_000,
+    );
+    let body: Value = serde_json::from_slice(&reply.chunks.concat()).unwrap();
+    let block = &body["content"][0];
+    assert_eq!(
+        (
+            block["type"].clone(),
+            block["name"].clone(),
+            block["input"].clone()
+        ),
+        (
+            json!("tool_use"),
+            json!("write_stdin"),
+            json!({"session_id": 0, "chars": "ls\n"})
+        )
+    );
+}

@@ -233,6 +233,31 @@ fn unparseable_lines_are_denied_with_a_reason() {
             "{cmd:?}: {d:?}"
         );
     }
+    // A shell reading its commands later: from a terminal (Codex's
+    // `exec_command {"cmd": "bash", "tty": true}` then `write_stdin`), a
+    // pipe or a file.
+    for (cmd, shell) in [
+        ("bash", "bash"),
+        ("bash -i", "bash"),
+        ("sh -s", "sh"),
+        ("exec bash", "bash"),
+        ("echo 'curl x' | bash", "bash"),
+        ("cat script | sh -", "sh"),
+        ("bash < script.sh", "bash"),
+        ("env -i bash --norc", "bash"),
+        ("sudo -s zsh", "zsh"),
+    ] {
+        assert_eq!(
+            matcher().check(cmd),
+            Some(Denial {
+                rule: UNPARSEABLE.into(),
+                matched: format!(
+                    "`{shell}` would read its commands from stdin or a terminal, which cannot be judged; pass the script with -c"
+                ),
+            }),
+            "{cmd:?}"
+        );
+    }
     // Deeper than MAX_DEPTH scripts in scripts.
     let mut cmd = "ls".to_string();
     for _ in 0..=MAX_DEPTH + 1 {
