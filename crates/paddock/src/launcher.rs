@@ -72,10 +72,13 @@ pub struct SandboxPaths {
     /// Run without the caps when this host cannot apply them (the spec
     /// accepted them as degraded).
     pub allow_without_cgroups: bool,
+    /// Host files absent from the view (the host profile's denied programs).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Applies a host profile to a sandboxed job: its memory and CPU caps
-/// become cgroup caps, and the engine hook (`paddock hook pre-tool-use`)
+/// become cgroup caps, the programs it denies by name are hidden
+/// (`policy::hidden`), and the engine hook (`paddock hook pre-tool-use`)
 /// gets what it needs inside: the `paddock` binary and the profile
 /// read-only, the denial record writable.
 pub fn apply_profile(
@@ -84,7 +87,9 @@ pub fn apply_profile(
     accepted_degraded: &[String],
     paddock_exe: Option<&Path>,
     meta: &Path,
+    engine_path: Option<&str>,
 ) -> std::io::Result<()> {
+    paths.hidden = crate::policy::hidden::hidden_programs(&policy.matcher, engine_path);
     paths.limits = Limits {
         memory_mb: policy.profile.mem_limit_mb,
         pids: paths.limits.pids,
@@ -161,6 +166,7 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
         ro,
         protect: protected(paths),
         rw,
+        hidden: paths.hidden.clone(),
         tmp_mb: SANDBOX_TMP_MB,
         net: NetMode::Broker {
             socket: paths.broker_socket.clone(),

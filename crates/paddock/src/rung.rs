@@ -70,6 +70,7 @@ pub fn probe_sandbox() -> Option<String> {
         ro: vec![],
         rw: vec![],
         protect: vec![],
+        hidden: Vec::new(),
         tmp_mb: 1,
         net: NetMode::None,
         limits: Limits::default(),

@@ -761,6 +761,7 @@ async fn launch_and_stream(
                 extra_rw: Vec::new(),
                 limits: launcher::default_limits(),
                 allow_without_cgroups: true,
+                hidden: Vec::new(),
             };
             (broker, Some(paths))
         }
@@ -825,6 +826,10 @@ async fn launch_and_stream(
             &spec.policy.accept_degraded,
             opts.paddock_exe.as_deref(),
             &ws.meta,
+            cmd.env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_str()),
         )
         .map_err(|e| step("prepare the sandbox for the host profile", e))?;
     }

@@ -121,6 +121,7 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
         ro,
         rw,
         protect,
+        hidden: Vec::new(),
         tmp_mb: args.tmp_size,
         net,
         limits: Limits {

@@ -754,3 +754,48 @@ async fn codex_interactive_tools_cannot_type_a_denied_command() {
         );
     }
 }
+
+/// Layer 3 on the `sandbox` rung: a program a profile denies by name is
+/// absent from the job's view, so even a command line the matcher cannot
+/// judge (the program's name built at run time) cannot run it. Twin: the
+/// same job on the `process` rung runs it.
+#[tokio::test]
+async fn a_denied_program_is_absent_from_a_sandboxed_job() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    if !common::sandbox_available() {
+        return;
+    }
+    if which::which("curl").is_err() {
+        eprintln!("skipping: no curl on this host");
+        return;
+    }
+    let ran = |rung: &'static str| async move {
+        let home = Home::new();
+        let repo = repo(home.path());
+        let scenario = "[[turn]]\n[[turn.action]]\ntype = \"shell\"\ncommand = \"c=cur; ${c}l --version > /dev/null 2>&1 && echo ran > ran.txt; ls -l /usr/bin/curl > seen.txt 2>&1\"\n\n[[turn]]\ntext = \"Done.\"\n";
+        let spec = common::job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+        on_rung(&spec, rung);
+        std::fs::write(
+            home.path().join("profile.json"),
+            serde_json::json!({"id": "no-curl", "denyCommands": ["curl"]}).to_string(),
+        )
+        .unwrap();
+        with_policy(&spec, "profile = \"profile.json\"\n");
+        let out = home
+            .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+        let work = home.jobs().join(&rec.id).join("work");
+        let seen = std::fs::read_to_string(work.join("seen.txt")).unwrap_or_default();
+        (work.join("ran.txt").exists(), seen)
+    };
+    let (on_process, _) = ran("process").await;
+    let (in_sandbox, seen) = ran("sandbox").await;
+    assert_eq!((on_process, in_sandbox), (true, false), "{seen}");
+    // What is left of it inside: an empty file without permissions.
+    assert!(seen.starts_with("---------- "), "{seen}");
+    assert!(seen.contains(" 0 "), "{seen}");
+}

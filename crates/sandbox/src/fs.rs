@@ -17,7 +17,7 @@
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::fd::AsFd as _;
-use std::os::unix::fs::{symlink, OpenOptionsExt as _};
+use std::os::unix::fs::{symlink, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
@@ -32,6 +32,8 @@ use crate::trace;
 const STAGE: &str = "/tmp";
 const OLD: &str = "/oldroot";
 const NEW: &str = "/newroot";
+/// In the staging root: the empty file bound over hidden programs.
+const HIDDEN: &str = "/hidden";
 
 /// /etc files up to this size are copied rather than bound.
 const COPY_MAX: u64 = 256 * 1024;
@@ -64,6 +66,8 @@ enum Entry {
     /// A small host file copied into the (then read-only) new root: cheaper
     /// than a bind mount.
     Copy { path: PathBuf, len: u64 },
+    /// A file covered by an empty one without any permission (hidden).
+    Hide { path: PathBuf },
 }
 
 impl Entry {
@@ -72,7 +76,8 @@ impl Entry {
             Entry::Bind { path, .. }
             | Entry::Link { path, .. }
             | Entry::Tmpfs { path, .. }
-            | Entry::Copy { path, .. } => path,
+            | Entry::Copy { path, .. }
+            | Entry::Hide { path } => path,
         }
     }
 }
@@ -140,6 +145,11 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
                 kind,
                 writable: false,
             });
+        }
+    }
+    for p in &policy.hidden {
+        if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()) {
+            v.entries.push(Entry::Hide { path: p.clone() });
         }
     }
     // Parents before children; the order of equal depths is kept.
@@ -453,6 +463,16 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
             Entry::Copy { path, len } => {
                 dirs.parent_of(&dst)?;
                 copy(&under(OLD, path), &dst, *len)?;
+            }
+            Entry::Hide { .. } => {
+                // The mount point is the bound file itself.
+                let empty = Path::new(HIDDEN);
+                if !empty.exists() {
+                    std::fs::File::create(empty)
+                        .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o000)))
+                        .map_err(point_err(empty))?;
+                }
+                bind(empty, &dst)?;
             }
             Entry::Tmpfs { size_mb, .. } => {
                 dirs.make(&dst)?;

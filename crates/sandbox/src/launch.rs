@@ -53,6 +53,7 @@ pub(crate) mod tests {
             ro: vec![],
             rw: vec![],
             protect: vec![],
+            hidden: Vec::new(),
             tmp_mb: 64,
             net: NetMode::None,
             limits: Limits::default(),

@@ -59,6 +59,11 @@ pub struct Policy {
     /// Paths inside writable ones that stay read-only (`.git/hooks`, shell
     /// rc files of the workspace).
     pub protect: Vec<PathBuf>,
+    /// Files of the read-only view covered by an empty file that cannot be
+    /// executed (a host profile's denied programs); a path that is not a
+    /// regular file on the host is skipped.
+    #[serde(default)]
+    pub hidden: Vec<PathBuf>,
     /// Size of the private /tmp tmpfs.
     pub tmp_mb: u64,
     pub net: NetMode,

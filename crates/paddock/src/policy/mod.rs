@@ -5,7 +5,7 @@
 //! and permission deny rules, Codex's execpolicy rules; `hook`: the
 //! `paddock hook pre-tool-use` decision; `matcher`: which command lines run a
 //! denied command), the denials found afterwards (`denials`), and layer 3
-//! (`job` ties them together for one job; `admission`: what the job's rung and engine can enforce, refused before
+//! (`hidden`: denied programs absent from a sandboxed job's view; `job` ties them together for one job; `admission`: what the job's rung and engine can enforce, refused before
 //! start otherwise; `semaphore`: the per-host `maxConcurrentJobs` slots).
 //! Documented in docs/host-profile.md.
 
@@ -13,6 +13,7 @@ pub mod admission;
 pub mod advisory;
 pub mod denials;
 pub mod engine_files;
+pub mod hidden;
 pub mod hook;
 pub mod job;
 pub mod matcher;
