@@ -6,6 +6,7 @@ pub mod broker;
 pub mod context;
 pub mod engines;
 pub mod launcher;
+pub mod leftovers;
 pub mod paths;
 pub mod policy;
 pub mod reaper;

@@ -83,6 +83,14 @@ enum Cmd {
     },
     /// Run a command confined by Paddock's sandbox (docs/sandbox.md).
     Sandbox(sandbox_cmd::SandboxArgs),
+    /// Clean up after jobs whose `paddock` process died: kill what they left
+    /// running, remove their cgroups, save their patch so far, remove their
+    /// workspaces and leases, and mark them failed.
+    Gc {
+        /// Print the report as one JSON object on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Report what this host supports for each isolation rung.
     Doctor {
         #[arg(long)]
@@ -239,24 +247,9 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             };
             let store = open_store(&paths).await?;
             // Teardown also after a crash: what earlier `paddock` processes
-            // left behind when they died mid-job.
-            for r in paddock::reaper::reap(&paths.jobs, &store).await {
-                let failed = if r.marked_failed {
-                    "; the job is now failed"
-                } else {
-                    ""
-                };
-                let killed = match r.killed {
-                    0 => String::new(),
-                    n => format!(" (killed {n} process(es) it left running)"),
-                };
-                match r.error {
-                    None => errln!(
-                        "paddock: removed the workspace of {}, whose process ended mid-job{killed}{failed}",
-                        r.name
-                    ),
-                    Some(e) => errln!("paddock: cannot clean up after {}: {e}", r.name),
-                }
+            // left behind when they died mid-job (what `paddock gc` does).
+            for line in paddock::reaper::render(&paddock::reaper::reap(&paths, &store).await) {
+                errln!("paddock: {line}");
             }
             let opts = RunOptions {
                 paths: paths.clone(),
@@ -325,6 +318,26 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             } else {
                 exit::FAILED
             })
+        }
+        Cmd::Gc { json } => {
+            let store = open_store(&paths).await?;
+            let report = paddock::reaper::reap(&paths, &store).await;
+            if json {
+                outln!(
+                    "{}",
+                    serde_json::to_string(&report).context("serialize the report")?
+                );
+            } else {
+                let lines = paddock::reaper::render(&report);
+                if lines.is_empty() {
+                    outln!("nothing to clean up");
+                }
+                for line in lines {
+                    outln!("{line}");
+                }
+            }
+            let clean = report.errors.is_empty() && report.jobs.iter().all(|j| j.errors.is_empty());
+            Ok(if clean { exit::DONE } else { exit::FAILED })
         }
         Cmd::Context { spec, out, json } => {
             let spec = JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?;

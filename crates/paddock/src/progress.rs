@@ -102,9 +102,15 @@ impl Observer for Progress {
             EventBody::ArtifactSummary {
                 patch_path,
                 changed_files,
+                interrupted,
                 ..
             } => Some(format!(
-                "▸ patch: {} file(s) → {patch_path}",
+                "▸ {}patch: {} file(s) → {patch_path}",
+                if *interrupted {
+                    "interrupted job's "
+                } else {
+                    ""
+                },
                 changed_files.len()
             )),
             EventBody::Policy { rule, message } => Some(format!("  ⛔ policy {rule}: {message}")),

@@ -1,48 +1,72 @@
-//! The start-up reaper (DESIGN's teardown step "also after a crash"): a
-//! `paddock` process that dies mid-job (killed, out of memory, the host
-//! rebooted) leaves its job directory behind and the job `running` in the
-//! store. Each job therefore has a lease, `<jobs>/.leases/<job id>.lock`,
-//! on which the process running it holds an exclusive `flock` from before
-//! the job is recorded until it ends; the kernel drops it when that process
-//! ends, however it ends. At start, `paddock run` takes every lease it can:
-//! those are the jobs whose process is gone (also jobs that died waiting
-//! for a host slot, before their directory existed). Their directories are
-//! removed, and a job still `running` in the store is marked `failed` with
-//! the reason and a final status event. A lease held by a live process
-//! (another `paddock run` next to this one) is left alone, a directory
-//! without a lease (kept with `--keep`, or older) is never touched, and a
-//! lease file left over by a job that ended normally is simply deleted.
+//! The reaper (DESIGN's teardown step "also after a crash"): a `paddock`
+//! process that dies mid-job (killed, out of memory, the host rebooted)
+//! leaves its job directory, its processes and cgroups, and the job
+//! `running` in the store. Each job therefore has a lease,
+//! `<jobs>/.leases/<job id>.lock`, on which the process running it holds
+//! an exclusive `flock` from before the job is recorded until it ends; the
+//! kernel drops it when that process ends, however it ends. [`reap`] (run
+//! by `paddock gc`, and by `paddock run` before its own job) takes every
+//! lease it can: those are the jobs whose process is gone (also jobs that
+//! died waiting for a host slot, before their directory existed). A job
+//! still `running` whose lease file is missing altogether is dead too.
+//! For each dead job it
+//!
+//! 1. kills what the job left running (`leftovers.rs`: processes pointing
+//!    into its directory, its cgroups and what is in them);
+//! 2. saves the patch of the work done so far, with the same
+//!    [`Workspace::patch`] a job's own conclusion uses, as the job's
+//!    `patch.diff` artifact and an `artifact_summary` event marked
+//!    `interrupted`;
+//! 3. removes the job's directory;
+//! 4. marks the job `failed` with [`REASON`] and a final status event, its
+//!    totals (model calls, tokens, cost) summed from the ledger;
+//! 5. deletes the lease file (left when a step failed, so a later pass
+//!    retries).
+//!
+//! A lease held by a live process (another `paddock run` next to this
+//! one) is left alone, a kept directory (`--keep` marks its lease) is never
+//! removed, and a lease file left over by a job that ended normally is
+//! simply deleted. Cgroups of `paddock sandbox` runs whose process is gone
+//! are removed too.
 //!
 //! The lease file appears only once it is locked (locked under a temporary
 //! name, then renamed), so the reaper never wins a race against a job that
 //! is starting. The lock's descriptor is close-on-exec: the engine and the
 //! sandbox never hold it.
-//!
-//! On the `sandbox` rung the engine dies with its `paddock` process (the
-//! helper and the sandbox's PID 1 have a parent-death signal, and the PID
-//! namespace takes everything with it). On the `process` rung it does not,
-//! so before removing a directory the reaper kills the processes left from
-//! it: those of this user whose environment has the job's `HOME`
-//! (`<job>/home`, which the engine adapters always set and no other
-//! process has), found in `/proc`.
 
 use std::fs::File;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use nix::fcntl::{Flock, FlockArg};
 use paddock_protocol::event::{EventBody, Phase};
-use paddock_protocol::{AgentEvent, JobStatus};
+use paddock_protocol::{AgentEvent, JobRecord, JobStatus, TokenUsage};
+use serde::Serialize;
 use time::OffsetDateTime;
 
+use crate::leftovers;
+use crate::paths::Paths;
 use crate::store::{Store, StoreError};
+use crate::workspace::Workspace;
 
 /// The directory of the leases, under the jobs directory.
 const LEASES: &str = ".leases";
 
+/// What a kept job's lease file holds.
+const KEPT: &[u8] = b"kept\n";
+
+/// How often removing a dead job's directory is retried when something
+/// still writes into it (a process the scan has just killed).
+const REMOVE_ATTEMPTS: usize = 5;
+
 /// Why a reaped job failed (its `reason`).
 pub const REASON: &str = "the paddock process running this job ended before the job did \
-                          (killed or crashed); the start-up reaper removed its workspace";
+                          (killed or crashed); the reaper saved its patch so far and removed \
+                          its workspace";
+
+/// The cgroup hierarchies of this host.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// A job's lease, held while the job runs. Cheap to clone; the lock is
 /// released when the last clone is dropped (the kernel releases it when the
@@ -54,7 +78,7 @@ pub struct Lease(Arc<Held>);
 
 #[derive(Debug)]
 struct Held {
-    _lock: Flock<File>,
+    lock: Flock<File>,
     path: PathBuf,
 }
 
@@ -70,7 +94,11 @@ impl Lease {
         let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
             .map_err(|(_, e)| std::io::Error::from(e))?;
         std::fs::rename(&pending, &path)?;
-        Ok(Lease(Arc::new(Held { _lock: lock, path })))
+        Ok(Lease::held(lock, path))
+    }
+
+    fn held(lock: Flock<File>, path: PathBuf) -> Lease {
+        Lease(Arc::new(Held { lock, path }))
     }
 
     /// Deletes the lease file: the job ended and its record is final.
@@ -82,163 +110,393 @@ impl Lease {
         }
     }
 
-    /// Gives the job directory up for keeping (`--keep`): without its
-    /// lease file the reaper never removes it.
+    /// Marks the job directory as kept (`--keep`): if this process dies
+    /// before the job's record is final, a reaper fails the job but leaves
+    /// its directory; once the lease is released, nothing ever removes it.
     pub fn keep(&self) -> std::io::Result<()> {
-        std::fs::remove_file(&self.0.path)
+        (&*self.0.lock).write_all(KEPT)
     }
 }
 
-/// What the reaper did with one abandoned job directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The patch a reaper saved for a dead job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SavedPatch {
+    pub path: PathBuf,
+    pub changed_files: Vec<String>,
+    pub bytes: u64,
+}
+
+/// What the reaper did for one dead job.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Reaped {
-    /// The directory's name: the job id (or a `paddock context` scratch).
+    /// The job id (or a `paddock context` scratch directory's name).
     pub name: String,
-    /// Processes of the job that were still running, killed.
+    /// Processes of the job that were still running, killed (also those
+    /// found in its cgroups).
     pub killed: usize,
+    /// Its cgroups, removed.
+    pub cgroups: Vec<PathBuf>,
+    /// The patch of its work so far, saved.
+    pub patch: Option<SavedPatch>,
+    /// Its directory was removed.
+    pub workspace_removed: bool,
+    /// Its directory was kept (`--keep`) and left alone.
+    pub kept: bool,
     /// The job was `running` in the store and is now `failed`.
     pub marked_failed: bool,
-    /// Why the directory or the record could not be cleaned up, if so.
-    pub error: Option<String>,
+    /// What could not be cleaned up, and why (the lease stays for a later
+    /// pass).
+    pub errors: Vec<String>,
 }
 
-/// Finds the jobs under `jobs_root` whose process is gone, kills what they
-/// left running, removes their directories and fails them in `store`. A
-/// missing `jobs_root` is an empty one.
-pub async fn reap(jobs_root: &Path, store: &Store) -> Vec<Reaped> {
-    let Ok(entries) = std::fs::read_dir(jobs_root.join(LEASES)) else {
-        return Vec::new();
-    };
-    let mut reaped = Vec::new();
-    for entry in entries.flatten() {
-        let file_name = entry.file_name().to_string_lossy().into_owned();
-        let Some(name) = file_name.strip_suffix(".lock") else {
-            continue;
-        };
-        let Some(lock) = abandoned(&entry.path()) else {
-            continue;
-        };
-        let dir = jobs_root.join(name);
-        let existed = dir.exists();
-        // Only a job whose directory exists can have started an engine.
-        let killed = if existed {
-            kill_leftovers(&dir.join("home"))
-        } else {
-            0
-        };
-        let mut error = match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Some(format!("remove {}: {e}", dir.display()))
-            }
-            _ => None,
-        };
-        let marked_failed = match fail_job(store, name).await {
-            Ok(marked) => marked,
-            Err(e) => {
-                error.get_or_insert_with(|| format!("job {name}: {e}"));
-                false
-            }
-        };
-        if error.is_none() {
-            let _ = std::fs::remove_file(entry.path());
-        }
-        drop(lock);
-        // A lease left by a job that ended normally: nothing to report.
-        if killed == 0 && !marked_failed && error.is_none() && !existed {
-            continue;
-        }
-        reaped.push(Reaped {
-            name: name.to_string(),
-            killed,
-            marked_failed,
-            error,
-        });
+/// Everything one pass of the reaper did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The dead jobs, by name.
+    pub jobs: Vec<Reaped>,
+    /// Cgroups of `paddock sandbox` runs whose process is gone, removed.
+    pub sandbox_cgroups: Vec<PathBuf>,
+    /// What could not be done outside any one job.
+    pub errors: Vec<String>,
+}
+
+/// One pass over `paths.jobs` and the store (module text), with cgroups
+/// under [`CGROUP_ROOT`] and under `PADDOCK_CGROUP_ROOT` when it is set
+/// (`paddock sandbox` runs there).
+pub async fn reap(paths: &Paths, store: &Store) -> Report {
+    let mut roots = vec![PathBuf::from(CGROUP_ROOT)];
+    if let Some(r) = std::env::var_os("PADDOCK_CGROUP_ROOT").filter(|r| !r.is_empty()) {
+        roots.push(PathBuf::from(r));
     }
-    reaped.sort_by(|a, b| a.name.cmp(&b.name));
-    reaped
+    roots.dedup();
+    reap_with(paths, store, &roots).await
 }
 
-/// Kills (SIGKILL) the processes whose environment has `HOME=home`; how
-/// many. Processes of other users cannot be read and are not touched.
-fn kill_leftovers(home: &Path) -> usize {
-    let mut wanted = b"HOME=".to_vec();
-    wanted.extend_from_slice(home.as_os_str().as_encoded_bytes());
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let me = std::process::id();
-    let mut killed = 0;
-    for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        if u32::try_from(pid).ok() == Some(me) {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(p.path().join("environ")) else {
-            continue;
-        };
-        if environ
-            .split(|b| *b == 0)
-            .any(|var| var == wanted.as_slice())
-            && nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            )
-            .is_ok()
-        {
-            killed += 1;
+/// [`reap`] with the cgroup hierarchies under `cgroup_roots`.
+pub async fn reap_with(paths: &Paths, store: &Store, cgroup_roots: &[PathBuf]) -> Report {
+    let mut report = Report::default();
+    let leases = paths.jobs.join(LEASES);
+    // Dead jobs with a lease file that nobody holds.
+    if let Ok(entries) = std::fs::read_dir(&leases) {
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.strip_suffix(".lock").map(str::to_string)
+            })
+            .collect();
+        names.sort();
+        for name in names {
+            let path = leases.join(format!("{name}.lock"));
+            let Some((lock, kept)) = abandoned(&path) else {
+                continue;
+            };
+            let lease = Lease::held(lock, path);
+            if let Some(r) = reap_job(paths, store, cgroup_roots, &name, lease, kept).await {
+                report.jobs.push(r);
+            }
         }
     }
-    killed
+    // Dead jobs whose lease file is gone altogether: a running job always
+    // has one, from before its record exists until after it is final.
+    match store.running_jobs().await {
+        Ok(ids) => {
+            for id in ids {
+                if leases.join(format!("{id}.lock")).exists() {
+                    continue;
+                }
+                // Taken so that no other reaper works on it at once; it
+                // exists from now on, and goes when the pass succeeds.
+                let Ok(lease) = Lease::take(&paths.jobs, &id) else {
+                    continue;
+                };
+                if let Some(r) = reap_job(paths, store, cgroup_roots, &id, lease, false).await {
+                    report.jobs.push(r);
+                }
+            }
+        }
+        Err(e) => report.errors.push(format!("list running jobs: {e}")),
+    }
+    for dir in cgroup_roots
+        .iter()
+        .flat_map(|root| leftovers::dead_sandbox_runs(root))
+    {
+        match leftovers::remove_cgroup(&dir) {
+            Ok(_) => report.sandbox_cgroups.push(dir),
+            Err(e) => report
+                .errors
+                .push(format!("remove cgroup {}: {e}", dir.display())),
+        }
+    }
+    report.jobs.sort_by(|a, b| a.name.cmp(&b.name));
+    report
 }
 
-/// The lease at `path` when nobody holds it (its process is gone).
-fn abandoned(path: &Path) -> Option<Flock<File>> {
+/// Reaps job `name`, whose `lease` this process now holds; None when there
+/// was nothing to do (the lease of a job that ended normally).
+async fn reap_job(
+    paths: &Paths,
+    store: &Store,
+    cgroup_roots: &[PathBuf],
+    name: &str,
+    lease: Lease,
+    kept: bool,
+) -> Option<Reaped> {
+    let mut r = Reaped {
+        name: name.to_string(),
+        kept,
+        ..Reaped::default()
+    };
+    let record = match store.job(name).await {
+        Ok(rec) => rec.filter(|rec| rec.status == JobStatus::Running),
+        Err(e) => {
+            r.errors.push(format!("read job {name}: {e}"));
+            None
+        }
+    };
+    let dir = paths.jobs.join(name);
+    let existed = dir.is_dir();
+    // Only a job whose directory exists can have started anything.
+    if existed && !kept {
+        r.killed += leftovers::kill_processes(&dir);
+    }
+    for cg in cgroup_roots
+        .iter()
+        .flat_map(|root| leftovers::cgroups(root, name))
+    {
+        match leftovers::remove_cgroup(&cg) {
+            Ok(n) => {
+                r.killed += n;
+                r.cgroups.push(cg);
+            }
+            Err(e) => r
+                .errors
+                .push(format!("remove cgroup {}: {e}", cg.display())),
+        }
+    }
+    if let (Some(rec), true, false) = (&record, existed, kept) {
+        match save_patch(paths, rec, lease.clone()).await {
+            Ok(p) => r.patch = p,
+            Err(e) => r.errors.push(e),
+        }
+    }
+    if existed && !kept {
+        match remove_dir(&dir) {
+            Ok(()) => r.workspace_removed = true,
+            Err(e) => r.errors.push(format!("remove {}: {e}", dir.display())),
+        }
+    }
+    if let Some(rec) = record {
+        match fail_job(store, rec, r.patch.as_ref()).await {
+            Ok(()) => r.marked_failed = true,
+            Err(e) => r.errors.push(format!("job {name}: {e}")),
+        }
+    }
+    if r.errors.is_empty() {
+        if let Err(e) = lease.release() {
+            r.errors.push(format!("delete its lease file: {e}"));
+        }
+    }
+    drop(lease);
+    let did_nothing = r.killed == 0
+        && r.cgroups.is_empty()
+        && !r.marked_failed
+        && !existed
+        && r.errors.is_empty();
+    (!did_nothing).then_some(r)
+}
+
+/// Removes a dead job's directory, killing again what may still write
+/// into it between attempts (so a process that forked during the first
+/// scan cannot make the removal fail with "Directory not empty").
+fn remove_dir(dir: &Path) -> std::io::Result<()> {
+    let mut attempt = 0;
+    loop {
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if attempt + 1 >= REMOVE_ATTEMPTS => return Err(e),
+            Err(_) => {
+                attempt += 1;
+                leftovers::kill_processes(dir);
+            }
+        }
+    }
+}
+
+/// Saves the patch of dead job `rec`'s work so far as its `patch.diff`
+/// artifact; None when it never got as far as a checkout.
+async fn save_patch(
+    paths: &Paths,
+    rec: &JobRecord,
+    lease: Lease,
+) -> Result<Option<SavedPatch>, String> {
+    let ws = match Workspace::reopen(&paths.jobs, &rec.id, lease, &rec.branch) {
+        Ok(Some(ws)) => ws,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("save the patch of {}: {e}", rec.id)),
+    };
+    let patch = ws
+        .patch()
+        .await
+        .map_err(|e| format!("save the patch of {}: {e}", rec.id))?;
+    let dir = paths.artifacts.join(&rec.id);
+    let path = dir.join("patch.diff");
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&path, patch.diff.as_bytes()))
+        .map_err(|e| format!("save the patch to {}: {e}", path.display()))?;
+    Ok(Some(SavedPatch {
+        path,
+        changed_files: patch.changed_files,
+        bytes: u64::try_from(patch.diff.len()).unwrap_or(u64::MAX),
+    }))
+}
+
+/// The lease at `path` when nobody holds it (its process is gone), and
+/// whether it marks a kept directory.
+fn abandoned(path: &Path) -> Option<(Flock<File>, bool)> {
     let file = File::options().read(true).open(path).ok()?;
     // Held (EWOULDBLOCK) means alive; any other failure means this
     // process cannot tell, and the directory is left alone.
-    Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()
+    let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
+    let mut content = Vec::new();
+    let _ = (&*lock).read_to_end(&mut content);
+    Some((lock, content == KEPT))
 }
 
-/// Marks job `id` failed when the store has it `running`; true if it did.
-async fn fail_job(store: &Store, id: &str) -> Result<bool, StoreError> {
-    let Some(mut record) = store.job(id).await? else {
-        return Ok(false);
-    };
-    if record.status != JobStatus::Running {
-        return Ok(false);
-    }
+/// Marks running job `record` failed, with its totals from the ledger and
+/// the patch the reaper saved.
+async fn fail_job(
+    store: &Store,
+    mut record: JobRecord,
+    patch: Option<&SavedPatch>,
+) -> Result<(), StoreError> {
+    let id = record.id.clone();
     let now = OffsetDateTime::now_utc();
-    let seq = store
-        .events(id, 0)
+    let mut seq = store
+        .events(&id, 0)
         .await?
         .last()
         .map(|e| e.seq + 1)
         .unwrap_or(1);
-    store
-        .append_event(&AgentEvent {
-            job_id: id.to_string(),
-            seq,
-            at: now,
-            body: EventBody::Status {
-                phase: Phase::Failed,
-                detail: Some(REASON.to_string()),
-            },
-        })
-        .await?;
+    let mut events = Vec::new();
+    if let Some(p) = patch {
+        events.push(EventBody::ArtifactSummary {
+            patch_path: p.path.display().to_string(),
+            changed_files: p.changed_files.clone(),
+            patch_bytes: p.bytes,
+            interrupted: true,
+        });
+        record.patch_path = Some(p.path.display().to_string());
+        record.changed_files = p.changed_files.clone();
+    }
+    events.push(EventBody::Status {
+        phase: Phase::Failed,
+        detail: Some(REASON.to_string()),
+    });
+    for body in events {
+        store
+            .append_event(&AgentEvent {
+                job_id: id.clone(),
+                seq,
+                at: now,
+                body,
+            })
+            .await?;
+        seq += 1;
+    }
+    let calls = store.model_calls(&id).await?;
+    let mut tokens = TokenUsage::default();
+    let mut cost: i64 = 0;
+    for c in &calls {
+        tokens.add(&c.tokens);
+        cost = cost.saturating_add(c.cost_micros);
+    }
+    record.tokens = tokens;
+    record.cost_micros = cost;
+    record.model_calls = u64::try_from(calls.len()).unwrap_or(u64::MAX);
     record.status = JobStatus::Failed;
     record.reason = Some(REASON.to_string());
     record.finished_at = Some(now);
     record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
-    store.update_job(&record).await?;
-    Ok(true)
+    store.update_job(&record).await
+}
+
+/// One line per thing the pass did, for `paddock gc` and the start of
+/// `paddock run` (without a trailing newline; empty when it did nothing).
+pub fn render(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in &report.jobs {
+        let mut did = Vec::new();
+        if r.killed > 0 {
+            did.push(format!("killed {} process(es) it left running", r.killed));
+        }
+        if !r.cgroups.is_empty() {
+            did.push(format!("removed {} cgroup(s)", r.cgroups.len()));
+        }
+        if let Some(p) = &r.patch {
+            did.push(format!(
+                "saved its patch so far ({} file(s)) to {}",
+                p.changed_files.len(),
+                p.path.display()
+            ));
+        }
+        if r.workspace_removed {
+            did.push("removed its workspace".to_string());
+        }
+        if r.kept {
+            did.push("left its kept workspace".to_string());
+        }
+        if r.marked_failed {
+            did.push("marked it failed".to_string());
+        }
+        let did = if did.is_empty() {
+            "removed its lease".to_string()
+        } else {
+            did.join(", ")
+        };
+        out.push(format!(
+            "{}: its paddock process ended mid-job; {did}",
+            r.name
+        ));
+        for e in &r.errors {
+            out.push(format!("{}: cannot clean up: {e}", r.name));
+        }
+    }
+    for cg in &report.sandbox_cgroups {
+        out.push(format!(
+            "removed the cgroup {} of a `paddock sandbox` run that ended",
+            cg.display()
+        ));
+    }
+    out.extend(
+        report
+            .errors
+            .iter()
+            .map(|e| format!("cannot clean up: {e}")),
+    );
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::fixtures;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// What a process that died leaves: the lease file, nobody's lock.
+    fn crashed(jobs: &Path, name: &str) {
+        std::fs::create_dir_all(jobs.join(LEASES)).unwrap();
+        std::fs::write(jobs.join(LEASES).join(format!("{name}.lock")), "").unwrap();
+    }
 
     #[test]
     fn a_lease_is_held_while_any_clone_lives_and_deleted_only_when_released() {
@@ -260,78 +518,330 @@ mod tests {
         assert!(!root.path().join(".leases/job-2.lock").exists());
     }
 
+    #[test]
+    fn a_kept_lease_says_so_once_abandoned() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join(".leases/job-1.lock");
+        let lease = Lease::take(root.path(), "job-1").unwrap();
+        lease.keep().unwrap();
+        // Still held, its file still there: no reaper can take it.
+        assert!(abandoned(&path).is_none());
+        drop(lease);
+        assert_eq!(abandoned(&path).map(|(_, kept)| kept), Some(true));
+    }
+
     #[tokio::test]
     async fn reaps_only_the_jobs_whose_process_is_gone() {
         let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let jobs = &paths.jobs;
+        let cgroups = [root.path().join("cgroup")];
         let store = Store::open_in_memory().await.unwrap();
-        let dir =
-            |name: &str| std::fs::create_dir_all(root.path().join(name).join("meta")).unwrap();
-        // What a process that died leaves: the lease file, nobody's lock.
-        let crashed = |name: &str| {
-            std::fs::create_dir_all(root.path().join(LEASES)).unwrap();
-            std::fs::write(root.path().join(LEASES).join(format!("{name}.lock")), "").unwrap();
-        };
+        let dir = |name: &str| std::fs::create_dir_all(jobs.join(name).join("meta")).unwrap();
         // Alive: its lease is held.
         dir("alive");
-        let _alive = Lease::take(root.path(), "alive").unwrap();
+        let _alive = Lease::take(jobs, "alive").unwrap();
+        store
+            .insert_job(&fixtures::job("alive", 0), "{}")
+            .await
+            .unwrap();
         // Died mid-job: its directory and its lease are left.
         dir("dead");
-        crashed("dead");
+        crashed(jobs, "dead");
         // Died before its directory existed (waiting for a host slot), its
         // record `running`.
-        crashed("waiting");
+        crashed(jobs, "waiting");
         store
             .insert_job(&fixtures::job("waiting", 0), "{}")
             .await
             .unwrap();
         // Ended normally but its lease file stayed: deleted, not reported.
-        crashed("ended");
+        crashed(jobs, "ended");
         let mut ended = fixtures::job("ended", 1);
         ended.status = JobStatus::Done;
         store.insert_job(&ended, "{}").await.unwrap();
-        // Kept: no lease.
+        // Kept, then its job ended: released, with its file.
         dir("kept");
-        let kept = Lease::take(root.path(), "kept").unwrap();
+        let kept = Lease::take(jobs, "kept").unwrap();
         kept.keep().unwrap();
+        kept.release().unwrap();
         drop(kept);
+        // Kept, and its process died before the job's end.
+        dir("kept-dead");
+        let kept_dead = Lease::take(jobs, "kept-dead").unwrap();
+        kept_dead.keep().unwrap();
+        drop(kept_dead);
+        store
+            .insert_job(&fixtures::job("kept-dead", 2), "{}")
+            .await
+            .unwrap();
+        // Running, but its lease file is gone (deleted by hand, or by an
+        // older paddock whose unwinding deleted it).
+        dir("unleased");
+        store
+            .insert_job(&fixtures::job("unleased", 3), "{}")
+            .await
+            .unwrap();
 
-        let reaped = reap(root.path(), &store).await;
-        assert_eq!(
-            reaped,
-            vec![
-                Reaped {
-                    name: "dead".into(),
-                    killed: 0,
-                    marked_failed: false,
-                    error: None
-                },
-                Reaped {
-                    name: "waiting".into(),
-                    killed: 0,
-                    marked_failed: true,
-                    error: None
-                },
-            ]
-        );
-        let names = |dir: &Path| {
-            let mut v: Vec<String> = std::fs::read_dir(dir)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            v.sort();
-            v
+        let report = reap_with(&paths, &store, &cgroups).await;
+        let reaped = |name: &str, marked_failed: bool, removed: bool| Reaped {
+            name: name.into(),
+            workspace_removed: removed,
+            marked_failed,
+            ..Reaped::default()
         };
-        assert_eq!(names(root.path()), [".leases", "alive", "kept"]);
-        assert_eq!(names(&root.path().join(LEASES)), ["alive.lock"]);
-        let waiting = store.job("waiting").await.unwrap().unwrap();
         assert_eq!(
-            (waiting.status, waiting.reason.as_deref()),
-            (JobStatus::Failed, Some(REASON))
+            report,
+            Report {
+                jobs: vec![
+                    reaped("dead", false, true),
+                    Reaped {
+                        kept: true,
+                        ..reaped("kept-dead", true, false)
+                    },
+                    reaped("unleased", true, true),
+                    reaped("waiting", true, false),
+                ],
+                sandbox_cgroups: vec![],
+                errors: vec![],
+            }
+        );
+        assert_eq!(names(jobs), [".leases", "alive", "kept", "kept-dead"]);
+        assert_eq!(names(&jobs.join(LEASES)), ["alive.lock"]);
+        for id in ["waiting", "kept-dead", "unleased"] {
+            let rec = store.job(id).await.unwrap().unwrap();
+            assert_eq!(
+                (rec.status, rec.reason.as_deref()),
+                (JobStatus::Failed, Some(REASON)),
+                "{id}"
+            );
+        }
+        assert_eq!(
+            store.job("alive").await.unwrap().unwrap().status,
+            JobStatus::Running
         );
         assert_eq!(
             store.job("ended").await.unwrap().unwrap().status,
             JobStatus::Done
         );
-        assert_eq!(reap(&root.path().join("missing"), &store).await, vec![]);
+        let empty = Paths::under(&root.path().join("missing"));
+        let fresh = Store::open_in_memory().await.unwrap();
+        assert_eq!(reap_with(&empty, &fresh, &cgroups).await, Report::default());
+    }
+
+    /// A reaped job's record has the totals of its ledger rows, not the
+    /// zeros it was created with.
+    #[tokio::test]
+    async fn a_reaped_job_has_the_totals_of_its_ledger() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let store = Store::open_in_memory().await.unwrap();
+        store
+            .insert_job(&fixtures::job("job-1", 0), "{}")
+            .await
+            .unwrap();
+        let mut big = fixtures::model_call("job-1", 2);
+        big.tokens.input_tokens = u64::MAX / 2 + 1;
+        big.cost_micros = i64::MAX;
+        for call in [fixtures::model_call("job-1", 1), big] {
+            store.insert_model_call(&call).await.unwrap_or_else(|e| {
+                // The store refuses counts it cannot hold; keep the first.
+                assert_eq!(call.seq, 2, "{e}");
+            });
+        }
+        let mut third = fixtures::model_call("job-1", 3);
+        third.cost_micros = i64::MAX;
+        store.insert_model_call(&third).await.unwrap();
+        crashed(&paths.jobs, "job-1");
+        reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        let calls = store.model_calls("job-1").await.unwrap();
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        let mut tokens = TokenUsage::default();
+        for c in &calls {
+            tokens.add(&c.tokens);
+        }
+        assert_eq!(
+            (rec.model_calls, rec.tokens, rec.cost_micros),
+            (calls.len() as u64, tokens, i64::MAX)
+        );
+        assert!(rec.model_calls >= 2 && rec.tokens.input_tokens >= 2400);
+    }
+
+    /// The work of a job whose process died is saved as its patch, marked
+    /// interrupted, before its directory goes.
+    #[tokio::test]
+    async fn a_dead_jobs_work_is_saved_before_its_workspace_goes() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let repo = root.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@t")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@t")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+        };
+        git(&["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "init"]);
+        let spec = paddock_protocol::RepositorySpec {
+            path: Some(repo.clone()),
+            url: None,
+            base_ref: "main".into(),
+        };
+        let store = Store::open_in_memory().await.unwrap();
+        store
+            .insert_job(&fixtures::job("job-1", 0), "{}")
+            .await
+            .unwrap();
+        let ws = Workspace::provision(&paths.jobs, "job-1", &spec, "paddock/T-1/1")
+            .await
+            .unwrap();
+        std::fs::write(ws.work.join("README.md"), "hello, world\n").unwrap();
+        std::fs::write(ws.work.join("new.txt"), "new\n").unwrap();
+        // The process dies: its lease file stays, nobody holds it.
+        drop(ws);
+
+        let report = reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        let artifact = paths.artifacts.join("job-1/patch.diff");
+        let diff = std::fs::read_to_string(&artifact).unwrap();
+        let changed = vec!["README.md".to_string(), "new.txt".to_string()];
+        assert_eq!(
+            report.jobs,
+            vec![Reaped {
+                name: "job-1".into(),
+                patch: Some(SavedPatch {
+                    path: artifact.clone(),
+                    changed_files: changed.clone(),
+                    bytes: diff.len() as u64,
+                }),
+                workspace_removed: true,
+                marked_failed: true,
+                ..Reaped::default()
+            }]
+        );
+        assert!(
+            diff.contains("+hello, world") && diff.contains("+new"),
+            "{diff}"
+        );
+        assert!(!paths.jobs.join("job-1").exists());
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        assert_eq!(
+            (rec.patch_path, rec.changed_files),
+            (Some(artifact.display().to_string()), changed.clone())
+        );
+        let bodies: Vec<EventBody> = store
+            .events("job-1", 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.body)
+            .collect();
+        assert_eq!(
+            bodies,
+            vec![
+                EventBody::ArtifactSummary {
+                    patch_path: artifact.display().to_string(),
+                    changed_files: changed,
+                    patch_bytes: diff.len() as u64,
+                    interrupted: true,
+                },
+                EventBody::Status {
+                    phase: Phase::Failed,
+                    detail: Some(REASON.to_string()),
+                },
+            ]
+        );
+    }
+
+    /// An orphan still writing into a dead job's directory (the clone of a
+    /// job killed while provisioning: `git clone … <job>/work`) is killed
+    /// before the directory goes, so the removal neither races it nor
+    /// leaves it recreating the directory afterwards.
+    #[tokio::test]
+    async fn an_orphan_writing_into_a_dead_jobs_directory_is_killed_first() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(&root.path().canonicalize().unwrap());
+        let store = Store::open_in_memory().await.unwrap();
+        let dir = paths.jobs.join("job-1");
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        crashed(&paths.jobs, "job-1");
+        let mut writer = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while :; do i=$((i+1)); mkdir -p \"$0/d$i\"; done",
+            ])
+            .arg(dir.join("work"))
+            .current_dir("/")
+            .spawn()
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let report = reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        use std::os::unix::process::ExitStatusExt as _;
+        let signal = writer.wait().unwrap().signal();
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        // The shell, and the `mkdir` it may have been running.
+        let killed = report.jobs.first().map_or(0, |r| r.killed);
+        assert!((1..=2).contains(&killed), "{report:?}");
+        assert_eq!(
+            (report.jobs, signal, dir.exists()),
+            (
+                vec![Reaped {
+                    name: "job-1".into(),
+                    killed,
+                    workspace_removed: true,
+                    ..Reaped::default()
+                }],
+                Some(nix::sys::signal::Signal::SIGKILL as i32),
+                false
+            )
+        );
+    }
+
+    #[test]
+    fn the_report_says_what_was_done_for_each_job() {
+        let report = Report {
+            jobs: vec![
+                Reaped {
+                    name: "job-1".into(),
+                    killed: 2,
+                    cgroups: vec!["/sys/fs/cgroup/pids/paddock/job-1".into()],
+                    patch: Some(SavedPatch {
+                        path: "/d/artifacts/job-1/patch.diff".into(),
+                        changed_files: vec!["a".into()],
+                        bytes: 10,
+                    }),
+                    workspace_removed: true,
+                    marked_failed: true,
+                    ..Reaped::default()
+                },
+                Reaped {
+                    name: "job-2".into(),
+                    kept: true,
+                    errors: vec!["remove /j/job-2: EBUSY".into()],
+                    ..Reaped::default()
+                },
+            ],
+            sandbox_cgroups: vec!["/sys/fs/cgroup/memory/paddock/sbx-9-1".into()],
+            errors: vec!["list running jobs: locked".into()],
+        };
+        assert_eq!(
+            render(&report),
+            vec![
+                "job-1: its paddock process ended mid-job; killed 2 process(es) it left running, removed 1 cgroup(s), saved its patch so far (1 file(s)) to /d/artifacts/job-1/patch.diff, removed its workspace, marked it failed",
+                "job-2: its paddock process ended mid-job; left its kept workspace",
+                "job-2: cannot clean up: remove /j/job-2: EBUSY",
+                "removed the cgroup /sys/fs/cgroup/memory/paddock/sbx-9-1 of a `paddock sandbox` run that ended",
+                "cannot clean up: list running jobs: locked",
+            ]
+        );
     }
 }

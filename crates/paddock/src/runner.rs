@@ -414,6 +414,7 @@ pub async fn run(
                             patch_path: path.display().to_string(),
                             changed_files: patch.changed_files,
                             patch_bytes: patch.diff.len() as u64,
+                            interrupted: false,
                         })
                         .await?;
                     }
@@ -431,12 +432,13 @@ pub async fn run(
             }
         }
         if opts.keep {
-            // Without its lease file the start-up reaper leaves it alone.
+            // A reaper leaves a kept directory alone (should this process
+            // die before the record is final); then the lease goes.
             if let Err(e) = ws.lease.keep() {
                 em.error(
                     "paddock",
                     format!(
-                        "workspace {}: cannot release its lease: {e}",
+                        "workspace {}: cannot mark its lease kept: {e}",
                         ws.root.display()
                     ),
                     false,

@@ -91,6 +91,15 @@ pub struct Patch {
 /// Where the workspace records the files it extended (in `meta/`).
 const EXTENDED: &str = "extended.jsonl";
 
+/// Where the workspace records its base commit (in `meta/`), so that a
+/// reaper can compute the patch of a job whose process died.
+const BASE_COMMIT: &str = "base_commit";
+
+/// A full object name as `git rev-parse` prints it (SHA-1 or SHA-256).
+fn is_object_name(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// A file of the repository that Paddock extended.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Extended {
@@ -319,7 +328,58 @@ impl Workspace {
             ["checkout", "--quiet", "-b", branch, &base_commit],
         )
         .await?;
+        write_new(
+            &ws.root,
+            &ws.meta.join(BASE_COMMIT),
+            format!("{base_commit}\n").as_bytes(),
+        )?;
         Ok(Workspace { base_commit, ..ws })
+    }
+
+    /// The workspace `<jobs_root>/<job_id>` of a job whose process is gone,
+    /// adopted by whoever now holds its `lease` (the reaper), to compute
+    /// the patch of the work done so far. `None` when the job never got as
+    /// far as a checkout (no recorded base commit).
+    pub fn reopen(
+        jobs_root: &Path,
+        job_id: &str,
+        lease: Lease,
+        branch: &str,
+    ) -> Result<Option<Workspace>, WorkspaceError> {
+        let root = jobs_root.join(job_id);
+        let meta = root.join("meta");
+        let file = meta.join(BASE_COMMIT);
+        let base_commit = match std::fs::read_to_string(&file) {
+            Ok(text) => text.trim().to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(WorkspaceError::Read {
+                    path: root,
+                    file: file.display().to_string(),
+                    source,
+                })
+            }
+        };
+        if !is_object_name(&base_commit) {
+            return Err(WorkspaceError::Read {
+                path: root,
+                file: file.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "not a full object name",
+                ),
+            });
+        }
+        Ok(Some(Workspace {
+            work: root.join("work"),
+            home: root.join("home"),
+            tmp: root.join("tmp"),
+            meta,
+            lease,
+            root,
+            base_commit,
+            branch: branch.to_string(),
+        }))
     }
 
     /// Writes a new file Paddock generates (`rel` is relative to the

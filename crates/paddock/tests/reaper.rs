@@ -1,8 +1,10 @@
 //! Teardown after a crash: a `paddock run` killed mid-job leaves its
-//! workspace, a `running` record and (on the `process` rung) its engine
-//! running; the next `paddock run` kills that engine, removes the
-//! workspace, fails the job with the reason and a final status event, and
-//! says so. A job that is still running is left alone.
+//! workspace, a `running` record, its cgroups (`sandbox` rung) and its
+//! engine running (`process` rung); `paddock gc`, and the next `paddock
+//! run`, kill that engine, remove the cgroups, save the work so far,
+//! remove the workspace, fail the job with the reason, a final status
+//! event and its ledger's totals, and say so. A job that is still running
+//! is left alone.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -18,6 +20,11 @@ use paddock_protocol::JobStatus;
 
 /// A job on the `process` rung whose `codex` is `script`.
 fn stand_in_job(home: &Home, name: &str, script: &str) -> PathBuf {
+    stand_in_job_on(home, name, script, "process")
+}
+
+/// A job on `rung` whose `codex` is `script`.
+fn stand_in_job_on(home: &Home, name: &str, script: &str, rung: &str) -> PathBuf {
     let dir = home.path().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let repo = repo(&dir);
@@ -29,14 +36,14 @@ fn stand_in_job(home: &Home, name: &str, script: &str) -> PathBuf {
         "codex",
         &repo,
         SCRIPTED,
-        Some("[[turn]]\ntext = \"hi\"\n"),
+        Some("[[turn]]\ntext = \"hi\"\nusage = { input = 1000, output = 500 }\n"),
     );
     let text = std::fs::read_to_string(&spec).unwrap().replace(
         "[engine]\n",
         &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
     );
     std::fs::write(&spec, text).unwrap();
-    on_rung(&spec, "process");
+    on_rung(&spec, rung);
     spec
 }
 
@@ -125,12 +132,13 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
         .lines()
         .find(|l| l.contains(&crashed))
         .unwrap_or_else(|| panic!("{stderr}"));
-    let prefix = format!(
-        "paddock: removed the workspace of {crashed}, whose process ended mid-job (killed "
+    let prefix = format!("paddock: {crashed}: its paddock process ended mid-job; killed ");
+    let suffix = format!(
+        " process(es) it left running, saved its patch so far (0 file(s)) to {}, removed its workspace, marked it failed",
+        home.data().join("artifacts").join(&crashed).join("patch.diff").display()
     );
-    let suffix = " process(es) it left running); the job is now failed";
     assert!(
-        line.starts_with(&prefix) && line.ends_with(suffix),
+        line.starts_with(&prefix) && line.ends_with(&suffix),
         "{line}"
     );
     let killed_count: usize = line[prefix.len()..line.len() - suffix.len()]
@@ -159,4 +167,185 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
 
     alive.kill().await.unwrap();
     alive.wait().await.unwrap();
+}
+
+/// A stand-in Codex that makes one model call through its broker (as the
+/// real one would, from its config), edits the checkout, says it started,
+/// and then waits (giving up on its own after 20 s).
+const CALLS_EDITS_AND_WAITS: &str = r#"url=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$CODEX_HOME/config.toml")
+curl -sS -o "$TMPDIR/answer" -H "Authorization: Bearer $PADDOCK_JOB_TOKEN" -H 'content-type: application/json' -d '{"model":"gpt-5.5","input":"hi","stream":true}' "$url/responses"
+echo "changed by the job" > README.md
+touch "$TMPDIR/started"
+i=0; while [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done"#;
+
+/// The cgroup directories of `name` under this host's hierarchies.
+fn cgroups_of(name: &str) -> Vec<PathBuf> {
+    paddock::leftovers::cgroups(Path::new(paddock::reaper::CGROUP_ROOT), name)
+}
+
+/// Kills a running `paddock run` (SIGKILL) once its job started, then runs
+/// `paddock gc --json` and checks everything of the job is gone, its work
+/// saved and its record failed with the ledger's totals.
+async fn gc_after_kill(rung: &str) {
+    let home = Home::new();
+    let spec = stand_in_job_on(&home, "slow", CALLS_EDITS_AND_WAITS, rung);
+    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+    let cgroups = cgroups_of(&crashed);
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+    let crashed_home = home.jobs().join(&crashed).join("home");
+    if rung == "process" {
+        // The positive twin of the kill below: the engine outlived paddock.
+        assert!(!with_home(&crashed_home).is_empty());
+    }
+
+    let out = home.paddock(&["gc", "--json"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let artifact = home
+        .data()
+        .join("artifacts")
+        .join(&crashed)
+        .join("patch.diff");
+    let diff = std::fs::read_to_string(&artifact).unwrap();
+    let job = &report["jobs"][0];
+    // On the `sandbox` rung the engine dies with its paddock (the kill
+    // may still find it dying in its cgroup); on the `process` rung it
+    // lives on until the reaper kills it.
+    if rung == "process" {
+        assert!(job["killed"].as_u64().unwrap() >= 1, "{report}");
+    }
+    let cgroup_paths: Vec<String> = cgroups.iter().map(|c| c.display().to_string()).collect();
+    assert_eq!(
+        report,
+        serde_json::json!({
+            "jobs": [{
+                "name": crashed,
+                "killed": job["killed"],
+                "cgroups": cgroup_paths,
+                "patch": {
+                    "path": artifact.display().to_string(),
+                    "changed_files": ["README.md"],
+                    "bytes": diff.len(),
+                },
+                "workspace_removed": true,
+                "kept": false,
+                "marked_failed": true,
+                "errors": [],
+            }],
+            // Other `paddock sandbox` runs of this host are not this test's.
+            "sandbox_cgroups": report["sandbox_cgroups"],
+            "errors": [],
+        })
+    );
+    assert!(diff.contains("+changed by the job"), "{diff}");
+    assert_eq!(with_home(&crashed_home), Vec::<i32>::new());
+    assert_eq!(cgroups_of(&crashed), Vec::<PathBuf>::new());
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+
+    let store = home.store().await;
+    let calls = store.model_calls(&crashed).await.unwrap();
+    assert_eq!(calls.len(), 1);
+    let rec = store.job(&crashed).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            rec.status,
+            rec.reason.as_deref(),
+            rec.model_calls,
+            rec.tokens,
+            rec.cost_micros,
+            rec.patch_path,
+            rec.changed_files,
+        ),
+        (
+            JobStatus::Failed,
+            Some(paddock::reaper::REASON),
+            1,
+            calls[0].tokens,
+            calls[0].cost_micros,
+            Some(artifact.display().to_string()),
+            vec!["README.md".to_string()],
+        )
+    );
+    assert!(rec.cost_micros > 0);
+    let mut events = store.events(&crashed, 0).await.unwrap();
+    let last = events.pop().unwrap().body;
+    let summary = events.pop().unwrap().body;
+    assert_eq!(
+        (summary, last),
+        (
+            EventBody::ArtifactSummary {
+                patch_path: artifact.display().to_string(),
+                changed_files: vec!["README.md".into()],
+                patch_bytes: diff.len() as u64,
+                interrupted: true,
+            },
+            EventBody::Status {
+                phase: Phase::Failed,
+                detail: Some(paddock::reaper::REASON.to_string()),
+            }
+        )
+    );
+
+    // Nothing of this job is left for a second pass.
+    let again = home.paddock(&["gc", "--json"], &[]).await;
+    let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        (again.status.code(), &report["jobs"]),
+        (Some(0), &serde_json::json!([]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_cleans_up_after_a_killed_run_on_the_process_rung() {
+    gc_after_kill("process").await;
+}
+
+/// On the `sandbox` rung the engine dies with its paddock, but its
+/// cgroups stay (the helper that removes them was killed too).
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_cleans_up_after_a_killed_run_on_the_sandbox_rung() {
+    if !common::sandbox_available() {
+        return;
+    }
+    gc_after_kill("sandbox").await;
+}
+
+/// A job whose process died and whose lease file is gone too (a panic's
+/// unwinding deleted it) is found by its `running` record.
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_fails_a_running_job_that_has_no_lease_at_all() {
+    let home = Home::new();
+    let spec = stand_in_job(&home, "slow", CALLS_EDITS_AND_WAITS);
+    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+    std::fs::remove_file(home.jobs().join(".leases").join(format!("{crashed}.lock"))).unwrap();
+
+    let out = home.paddock(&["gc"], &[]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{crashed}: its paddock process ended mid-job; killed "
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(", removed its workspace, marked it failed\n"),
+        "{stdout}"
+    );
+    let store = home.store().await;
+    let rec = store.job(&crashed).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.status, rec.model_calls, rec.changed_files),
+        (JobStatus::Failed, 1, vec!["README.md".to_string()])
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    assert_eq!(
+        with_home(&home.jobs().join(&crashed).join("home")),
+        Vec::<i32>::new()
+    );
 }

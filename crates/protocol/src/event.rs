@@ -66,6 +66,10 @@ pub enum EventBody {
         patch_path: String,
         changed_files: Vec<String>,
         patch_bytes: u64,
+        /// The job's process died before the job ended: the reaper saved
+        /// the work done until then (the patch may be partial).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        interrupted: bool,
     },
     /// A policy decision: a denial or a limit hit.
     Policy { rule: String, message: String },
@@ -144,15 +148,25 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
+    /// Every token of the call(s); saturates at `u64::MAX`.
     pub fn total(&self) -> u64 {
-        self.input_tokens + self.cached_input_tokens + self.cache_write_tokens + self.output_tokens
+        self.input_tokens
+            .saturating_add(self.cached_input_tokens)
+            .saturating_add(self.cache_write_tokens)
+            .saturating_add(self.output_tokens)
     }
 
+    /// Adds `other`, each kind saturating at `u64::MAX` (counts come from
+    /// providers and scenarios: an absurd one must not wrap).
     pub fn add(&mut self, other: &TokenUsage) {
-        self.input_tokens += other.input_tokens;
-        self.cached_input_tokens += other.cached_input_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-        self.output_tokens += other.output_tokens;
-        self.reasoning_tokens += other.reasoning_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(other.cache_write_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 }

@@ -192,6 +192,7 @@ mod tests {
                 patch_path: "meta/patch.diff".to_owned(),
                 changed_files: vec!["a.rs".to_owned(), "b/c.rs".to_owned()],
                 patch_bytes: 4_096,
+                interrupted: true,
             },
             EventBody::Policy {
                 rule: "network".to_owned(),

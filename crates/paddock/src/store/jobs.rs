@@ -228,6 +228,17 @@ impl Store {
             })
     }
 
+    /// The ids of every job still `running`, oldest first (the reaper's
+    /// candidates: a running job without a live lease is dead).
+    pub async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar::<_, String>(
+            "SELECT id FROM jobs WHERE status = 'running' ORDER BY created_at, id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|source| StoreError::ListJobs { source })
+    }
+
     /// Up to `limit` jobs, newest (`created_at`) first; jobs created at the
     /// same instant come in descending id order.
     pub async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {

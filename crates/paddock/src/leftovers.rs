@@ -1,0 +1,324 @@
+//! What a job whose `paddock` process died may have left running on the
+//! host, found and ended by the reaper (`reaper.rs`). Two kinds:
+//!
+//! - processes of this user that still point into the job's directory:
+//!   their working or root directory, an open file, a command-line
+//!   argument or an environment value is inside it. That is the engine and
+//!   its tools on the `process` rung (their `HOME` is `<job>/home`, however
+//!   they detached), and an orphaned `git` of the checkout (its argument is
+//!   `<job>/work`), which would otherwise race the directory's removal.
+//! - the job's cgroups, `<root>/<controller>/paddock/<name>` on v1 and
+//!   `<root>/paddock/<name>` on v2 (`paddock_sandbox::cgroup` names a job's
+//!   after its id, a `paddock sandbox` run's `sbx-<pid>-<uuid>`), with
+//!   whatever is still in them: the sandbox helper removes them when a run
+//!   ends, but not when it is killed with its `paddock`.
+//!
+//! Processes of other users cannot be read and are never touched.
+
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// How often the process scan is repeated when it found something (a
+/// process may fork while it is being killed).
+const SCAN_ROUNDS: usize = 20;
+
+/// How long a cgroup may stay busy after its processes were killed (the
+/// kernel releases a dying cgroup a moment later).
+const CGROUP_BUSY: Duration = Duration::from_secs(5);
+
+/// The cgroups of a `paddock sandbox` run start with this, then its pid.
+const SANDBOX_RUN_PREFIX: &str = "sbx-";
+
+/// True when `value` names `dir` or a path under it: `dir` followed by
+/// nothing, `/`, `:` (a list such as PATH) or `=`.
+fn mentions(value: &[u8], dir: &[u8]) -> bool {
+    if dir.is_empty() {
+        return false;
+    }
+    let mut from = 0;
+    while let Some(i) = value[from..].windows(dir.len()).position(|w| w == dir) {
+        let end = from + i + dir.len();
+        if matches!(value.get(end), None | Some(b'/' | b':' | b'=')) {
+            return true;
+        }
+        from += i + 1;
+    }
+    false
+}
+
+/// True when process `proc_dir` (`/proc/<pid>`) points into `dir`.
+fn points_into(proc_dir: &Path, dir: &[u8]) -> bool {
+    let link = |name: &Path| {
+        std::fs::read_link(name)
+            .map(|t| mentions(t.as_os_str().as_bytes(), dir))
+            .unwrap_or(false)
+    };
+    if link(&proc_dir.join("cwd")) || link(&proc_dir.join("root")) {
+        return true;
+    }
+    for file in ["cmdline", "environ"] {
+        if let Ok(bytes) = std::fs::read(proc_dir.join(file)) {
+            if bytes.split(|b| *b == 0).any(|v| mentions(v, dir)) {
+                return true;
+            }
+        }
+    }
+    match std::fs::read_dir(proc_dir.join("fd")) {
+        Ok(fds) => fds.flatten().any(|fd| link(&fd.path())),
+        Err(_) => false,
+    }
+}
+
+/// Kills (SIGKILL) every process of this user that points into `dir`
+/// (see the module's text), but this one; how many. The scan repeats
+/// until it finds none, so children forked meanwhile go too.
+pub fn kill_processes(dir: &Path) -> usize {
+    let wanted = dir.as_os_str().as_bytes();
+    let me = std::process::id();
+    let mut killed = std::collections::BTreeSet::new();
+    for _ in 0..SCAN_ROUNDS {
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            break;
+        };
+        let mut found = false;
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(raw) = i32::try_from(pid) else {
+                continue;
+            };
+            if pid == me || !points_into(&p.path(), wanted) {
+                continue;
+            }
+            if kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
+                found = true;
+                killed.insert(pid);
+            }
+        }
+        if !found {
+            break;
+        }
+        // Give the kernel a moment to tear the killed ones down.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    killed.len()
+}
+
+/// The hierarchies under `root` that may hold Paddock's cgroups: `root`
+/// itself (v2) and each of its directories (the v1 controllers).
+fn hierarchies(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    if let Ok(rd) = std::fs::read_dir(root) {
+        let mut dirs: Vec<PathBuf> = rd
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        dirs.sort();
+        out.extend(dirs);
+    }
+    out
+}
+
+/// The cgroup directories named `name` under `root` (one per v1
+/// controller, or the one v2 directory).
+pub fn cgroups(root: &Path, name: &str) -> Vec<PathBuf> {
+    hierarchies(root)
+        .into_iter()
+        .map(|h| h.join("paddock").join(name))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// The cgroups under `root` left by `paddock sandbox` runs whose process
+/// is gone (`sbx-<pid>-…` with no process `<pid>`). A run whose pid was
+/// reused since is left for a later pass.
+pub fn dead_sandbox_runs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for h in hierarchies(root) {
+        let Ok(rd) = std::fs::read_dir(h.join("paddock")) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix(SANDBOX_RUN_PREFIX)
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if e.path().is_dir() && !Path::new("/proc").join(pid.to_string()).exists() {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Kills what is in cgroup `dir` (and in cgroups under it) and removes
+/// it; how many processes it killed.
+pub fn remove_cgroup(dir: &Path) -> std::io::Result<usize> {
+    let mut killed = 0;
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                killed += remove_cgroup(&e.path())?;
+            }
+        }
+    }
+    let deadline = std::time::Instant::now() + CGROUP_BUSY;
+    loop {
+        // v2 kills everything in one write where the kernel offers it.
+        let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(killed),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(killed),
+            Err(e)
+                if e.raw_os_error() == Some(nix::errno::Errno::EBUSY as i32)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_mentions_a_directory_only_as_a_whole_path() {
+        let dir = b"/s/jobs/job-1";
+        let yes: [&[u8]; 6] = [
+            b"/s/jobs/job-1",
+            b"/s/jobs/job-1/home",
+            b"HOME=/s/jobs/job-1/home",
+            b"/usr/bin:/s/jobs/job-1:/bin",
+            b"--git-dir=/s/jobs/job-1/work/.git",
+            b"x/s/jobs/job-1=y",
+        ];
+        let no: [&[u8]; 4] = [b"/s/jobs/job-10", b"/s/jobs/job-1x/home", b"/s/jobs", b""];
+        assert_eq!(
+            (
+                yes.iter().map(|v| mentions(v, dir)).collect::<Vec<_>>(),
+                no.iter().map(|v| mentions(v, dir)).collect::<Vec<_>>(),
+            ),
+            (vec![true; 6], vec![false; 4])
+        );
+        assert!(!mentions(b"/anything", b""));
+    }
+
+    /// A process is found by its working directory, an argument, an
+    /// environment value or an open file in the directory, and only then.
+    #[test]
+    fn processes_pointing_into_a_directory_are_killed_and_no_other() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().canonicalize().unwrap().join("job-1");
+        let other = root.path().canonicalize().unwrap().join("job-10");
+        for d in [&dir, &other] {
+            std::fs::create_dir_all(d.join("home")).unwrap();
+        }
+        std::fs::write(dir.join("file"), "x").unwrap();
+        let spawn = |cmd: &mut std::process::Command| {
+            cmd.stdin(std::process::Stdio::null()).spawn().unwrap()
+        };
+        let sleep = || {
+            let mut c = std::process::Command::new("sleep");
+            c.arg("30").current_dir("/");
+            c
+        };
+        let mut children = [
+            spawn(sleep().current_dir(&dir)),
+            spawn(
+                std::process::Command::new("sh")
+                    .args(["-c", "while :; do sleep 0.05; done"])
+                    .arg(dir.join("work"))
+                    .current_dir("/"),
+            ),
+            spawn(sleep().env("HOME", dir.join("home"))),
+            spawn(
+                std::process::Command::new("sh")
+                    .args(["-c", "exec 3<\"$0\"; exec sleep 30"])
+                    .arg(dir.join("file"))
+                    .current_dir("/"),
+            ),
+        ];
+        let mut bystanders = vec![
+            spawn(sleep().current_dir(&other)),
+            spawn(sleep().env("HOME", other.join("home"))),
+        ];
+        // Let the shell open its file and exec.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(kill_processes(&dir), 4);
+        let statuses: Vec<Option<i32>> = children
+            .iter_mut()
+            .map(|c| {
+                use std::os::unix::process::ExitStatusExt as _;
+                c.wait().unwrap().signal()
+            })
+            .collect();
+        assert_eq!(
+            statuses,
+            vec![Some(nix::sys::signal::Signal::SIGKILL as i32); 4]
+        );
+        for b in &mut bystanders {
+            assert_eq!(b.try_wait().unwrap(), None);
+            b.kill().unwrap();
+            b.wait().unwrap();
+        }
+        assert_eq!(kill_processes(&dir), 0);
+    }
+
+    #[test]
+    fn cgroups_are_found_by_name_in_every_hierarchy() {
+        let root = tempfile::tempdir().unwrap();
+        for d in [
+            "memory/paddock/job-1",
+            "pids/paddock/job-1",
+            "pids/paddock/job-2",
+            "cpu/paddock",
+            "paddock/job-1",
+            "blkio",
+        ] {
+            std::fs::create_dir_all(root.path().join(d)).unwrap();
+        }
+        assert_eq!(
+            cgroups(root.path(), "job-1"),
+            vec![
+                root.path().join("paddock/job-1"),
+                root.path().join("memory/paddock/job-1"),
+                root.path().join("pids/paddock/job-1"),
+            ]
+        );
+        assert_eq!(cgroups(root.path(), "job-3"), Vec::<PathBuf>::new());
+    }
+
+    #[test]
+    fn only_sandbox_runs_whose_process_is_gone_are_dead() {
+        let root = tempfile::tempdir().unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id();
+        gone.wait().unwrap();
+        let dead = format!("memory/paddock/sbx-{gone_pid}-0192");
+        let alive = format!("memory/paddock/sbx-{}-0193", std::process::id());
+        for d in [&dead, &alive, &"memory/paddock/job-1".to_string()] {
+            std::fs::create_dir_all(root.path().join(d)).unwrap();
+        }
+        assert_eq!(dead_sandbox_runs(root.path()), vec![root.path().join(dead)]);
+    }
+}
