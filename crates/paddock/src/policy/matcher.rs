@@ -15,9 +15,10 @@
 //! `find -exec`, and a shell reading a here-document or here-string. A
 //! here-document only *fed to a shell* is a script: `cat <<'EOF'` with a
 //! denied word inside is allowed. A command line the parser refuses, one
-//! nested deeper than [`MAX_DEPTH`], and a shell that would read its
-//! commands later from stdin or a terminal (`bash`, `echo … | sh`, Codex's
-//! `exec_command` + `write_stdin`) are denied: they cannot be judged now.
+//! nested deeper than [`MAX_DEPTH`], and a shell or interpreter that would
+//! read its commands later from stdin or a terminal (`bash`, `echo … | sh`,
+//! `python3`, Codex's `exec_command` + `write_stdin`) are denied: they
+//! cannot be judged now.
 //!
 //! Why brush-parser: pure Rust (no C toolchain, unlike tree-sitter-bash), a
 //! typed AST with simple commands, prefixes/suffixes, redirections and
@@ -485,6 +486,13 @@ impl Matcher {
                 ShellScript::Stdin => stdin.iter().try_for_each(|s| self.script(s, depth + 1)),
                 ShellScript::Unseen => Ok(()),
             },
+            // An interpreter's code is not judged (a blind spot), but one
+            // started to be typed into later is refused like a shell.
+            p if stdin.is_empty() && interpreter_reads_stdin(p, rest) => {
+                Err(unparseable(format!(
+                    "`{program}` would read its code from stdin or a terminal, which cannot be judged; pass a script file"
+                )))
+            }
             _ => Ok(()),
         }
     }
@@ -666,6 +674,87 @@ fn option_value(words: &[Option<String>], short: char, long: &str) -> Option<Opt
         i += 1;
     }
     None
+}
+
+/// Whether the interpreter `program` would read its code from stdin or a
+/// terminal (a REPL): no code option (`-c`, `-m`, `-e`...), no script
+/// operand, or `-` as the operand.
+fn interpreter_reads_stdin(program: &str, words: &[Option<String>]) -> bool {
+    // (code options, options taking a value, options that mean interactive)
+    let (code, value, interactive): (&[&str], &[&str], &[&str]) =
+        if program.starts_with("python") || program.starts_with("pypy") {
+            (&["c", "m"], &["W", "X"], &[])
+        } else {
+            match program {
+                "node" | "nodejs" => (
+                    &["e", "p", "-eval", "-print", "-test"],
+                    &[
+                        "r",
+                        "C",
+                        "-require",
+                        "-import",
+                        "-loader",
+                        "-input-type",
+                        "-conditions",
+                    ],
+                    &["i", "-interactive"],
+                ),
+                "perl" => (&["e", "E"], &["I", "M", "m"], &[]),
+                "ruby" => (&["e"], &["I", "r"], &[]),
+                "lua" | "luajit" => (&["e"], &["l"], &["i"]),
+                "php" => (&["r"], &["c", "d", "z"], &["a"]),
+                "irb" => return true,
+                _ => return false,
+            }
+        };
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        let Some(w) = w.as_deref() else {
+            return false;
+        };
+        if w == "-" {
+            return true;
+        }
+        if w == "--" {
+            return words.get(i + 1).is_none();
+        }
+        let Some(opt) = w.strip_prefix('-') else {
+            // A script file.
+            return false;
+        };
+        let (name, inline) = match opt.split_once('=') {
+            Some((n, _)) => (n, true),
+            None => (opt, false),
+        };
+        if interactive.contains(&name) {
+            return true;
+        }
+        if let Some(long) = name.strip_prefix('-') {
+            let long = format!("-{long}");
+            if code.contains(&long.as_str()) {
+                return false;
+            }
+            i += 1 + usize::from(!inline && value.contains(&long.as_str()));
+            continue;
+        }
+        // A short cluster: its first code or value option ends it.
+        let mut skip_next = false;
+        for (k, c) in name.char_indices() {
+            let c = &name[k..k + c.len_utf8()];
+            if code.contains(&c) {
+                return false;
+            }
+            if interactive.contains(&c) {
+                return true;
+            }
+            if value.contains(&c) {
+                skip_next = k + c.len() == name.len();
+                break;
+            }
+        }
+        i += 1 + usize::from(skip_next);
+    }
+    true
 }
 
 enum ShellScript {

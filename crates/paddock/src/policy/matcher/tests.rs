@@ -258,6 +258,50 @@ fn unparseable_lines_are_denied_with_a_reason() {
             "{cmd:?}"
         );
     }
+    // An interpreter started to be typed into later.
+    for (cmd, program) in [
+        ("python3", "python3"),
+        ("python3 -u -q", "python3"),
+        ("python3 -W ignore", "python3"),
+        ("echo 'import os' | python3 -", "python3"),
+        ("node", "node"),
+        ("node -i", "node"),
+        ("node --require x", "node"),
+        ("perl", "perl"),
+        ("irb", "irb"),
+        ("php -a", "php"),
+        ("lua -i script.lua", "lua"),
+    ] {
+        assert_eq!(
+            matcher().check(cmd),
+            Some(Denial {
+                rule: UNPARSEABLE.into(),
+                matched: format!(
+                    "`{program}` would read its code from stdin or a terminal, which cannot be judged; pass a script file"
+                ),
+            }),
+            "{cmd:?}"
+        );
+    }
+    // Code given otherwise is a blind spot, not a refusal.
+    for cmd in [
+        "python3 script.py",
+        "python3 -m pytest -q",
+        "python3 -c 'print(1)'",
+        "python3 -uc 'print(1)'",
+        "python3 - <<'EOF'\nprint(1)\nEOF",
+        "node app.js",
+        "node -e 'console.log(1)'",
+        "node --eval=1",
+        "perl -ne 'print' file",
+        "perl -MFoo script.pl",
+        "ruby -e 'p 1'",
+        "php -r 'echo 1;'",
+        "php script.php",
+        "cat x | python3 script.py",
+    ] {
+        assert_eq!(matcher().check(cmd), None, "{cmd:?}");
+    }
     // Deeper than MAX_DEPTH scripts in scripts.
     let mut cmd = "ls".to_string();
     for _ in 0..=MAX_DEPTH + 1 {
