@@ -352,6 +352,18 @@ async fn bedrock_rig(
     paddock::broker::BrokerHandle,
     tempfile::TempDir,
 ) {
+    bedrock_rig_allowing(scenario, ceilings, paddock::broker::ModelAllowlist::any()).await
+}
+
+async fn bedrock_rig_allowing(
+    scenario: &str,
+    ceilings: Vec<paddock::broker::Ceiling>,
+    allowlist: paddock::broker::ModelAllowlist,
+) -> (
+    ScriptedServer,
+    paddock::broker::BrokerHandle,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().unwrap();
     let upstream = ScriptedServer::start_bedrock(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
@@ -384,7 +396,7 @@ async fn bedrock_rig(
             },
             prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
             ceilings,
-            allowlist: paddock::broker::ModelAllowlist::any(),
+            allowlist,
             allow_unpriced: false,
             vertex: None,
             bedrock: Some(Arc::new(bedrock)),
@@ -447,6 +459,52 @@ async fn a_non_streaming_bedrock_invoke_is_metered() {
         call.requested_model,
         "global.anthropic.claude-haiku-4-5-20251001-v1:0"
     );
+}
+
+/// A whole `invoke` answer served by a model outside the allowlist is
+/// withheld (403 in the Messages error format); twin: the allowed one
+/// passes (above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bedrock_invoke_served_by_a_model_outside_the_allowlist_is_withheld() {
+    let (_upstream, mut broker, _dir) = bedrock_rig_allowing(
+        "served_model = \"claude-opus-4-5\"\n[[turn]]\ntext = \"Hello.\"\nusage = { input = 40, output = 9 }\n",
+        vec![],
+        paddock::broker::ModelAllowlist::any().with("job", &["claude-haiku-4-5*".to_string()]),
+    )
+    .await;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let resp = client
+        .post(format!(
+            "{}/model/global.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke",
+            broker.url
+        ))
+        .header("x-api-key", broker.token.expose())
+        .header("content-type", "application/json")
+        .body(r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#)
+        .send()
+        .await
+        .unwrap();
+    let message = "paddock broker: the upstream served model `claude-opus-4-5`, which the job model allowlist does not allow: the response was withheld";
+    assert_eq!(resp.status().as_u16(), 403);
+    let body: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"type": "error", "error": {"type": "permission_error", "message": message}})
+    );
+    let call = broker.calls.recv().await.unwrap();
+    assert_eq!(
+        (
+            call.status,
+            call.served_model.as_deref(),
+            call.error.as_deref()
+        ),
+        (
+            CallStatus::StreamError,
+            Some("claude-opus-4-5"),
+            Some(message)
+        )
+    );
+    assert_eq!(broker.served_refused().as_deref(), Some(message));
 }
 
 /// A Bedrock stream crossing the job's ceiling is cut like a Messages
