@@ -7,6 +7,7 @@ pub mod context;
 pub mod engines;
 pub mod launcher;
 pub mod leftovers;
+pub mod output;
 pub mod paths;
 pub mod policy;
 pub mod reaper;

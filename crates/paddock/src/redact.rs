@@ -141,6 +141,44 @@ impl Redactor {
         out
     }
 
+    /// Where text being written in windows may be cut: the largest
+    /// character boundary at most `keep` bytes before the end of `text`
+    /// that no secret, path or token pattern found in `text` spans (0 when
+    /// there is none), so redacting the part before it alone redacts it as
+    /// in the whole.
+    pub fn safe_split(&self, text: &str, keep: usize) -> usize {
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        for s in &self.secrets {
+            spans.extend(
+                text.match_indices(s.expose())
+                    .map(|(i, m)| (i, i + m.len())),
+            );
+        }
+        for (path, _) in &self.paths {
+            spans.extend(
+                text.match_indices(path.as_str())
+                    .map(|(i, m)| (i, i + m.len())),
+            );
+        }
+        for re in PATTERNS.iter() {
+            spans.extend(re.find_iter(text).map(|m| (m.start(), m.end())));
+        }
+        let mut at = text.len().saturating_sub(keep);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        // Move before every match that spans the cut, until none does.
+        while let Some(start) = spans
+            .iter()
+            .filter(|(s, e)| *s < at && at < *e)
+            .map(|(s, _)| *s)
+            .min()
+        {
+            at = start;
+        }
+        at
+    }
+
     /// Redacts a string in place.
     pub fn string(&self, s: &mut String) {
         if let Cow::Owned(new) = self.text(s) {

@@ -17,8 +17,9 @@ use paddock_protocol::{
     AgentEvent, CallStatus, EngineKind, EventBody, Isolation, JobRecord, JobSpec, JobStatus,
     KeyHeaderKind, ModelCall, Phase, ProviderKind, TokenUsage,
 };
+use std::os::unix::process::ExitStatusExt as _;
 use time::OffsetDateTime;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
 use crate::broker::scripted::{RenderContext, Scenario};
@@ -29,12 +30,26 @@ use crate::context::{self, Prepared};
 use crate::engines::EngineAdapter;
 use crate::engines::{self, LaunchContext, Outcome};
 use crate::launcher;
+use crate::output::{self, ArtifactWriter, Line, LineSplitter, Tail, Utf8Decoder};
 use crate::paths::Paths;
 use crate::policy::{self, HostSemaphore, JobPolicy};
 use crate::reaper::Lease;
 use crate::redact::Redactor;
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
+
+/// How much of the engine's output is read at once.
+const READ_CHUNK: usize = 64 << 10;
+/// How long the rest of the engine's output is drained once it exited.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// A timer that never fires in a job's lifetime (100 years).
+const NEVER_SECS: u64 = 100 * 365 * 24 * 3600;
+/// The end of the engine's stderr kept for the job's reason, in bytes.
+const STDERR_TAIL: usize = 1000;
+/// How much of a line that cannot be parsed its `error` event shows.
+const LINE_HEAD: usize = 1000;
+/// The longest reason a job record keeps (its end), in bytes.
+const REASON_MAX: usize = 2000;
 
 /// Errors that stop a job before it exists (bad input) or that lose the
 /// store under it.
@@ -88,6 +103,8 @@ struct Emitter<'a> {
     observer: &'a mut dyn Observer,
     /// Learns the job's directories and secrets as the job gets them.
     redactor: Redactor,
+    /// The longest text an event field keeps (`limits.max_event_bytes`).
+    max_event: usize,
 }
 
 impl Emitter<'_> {
@@ -97,7 +114,7 @@ impl Emitter<'_> {
             job_id: self.job_id.clone(),
             seq: self.seq,
             at: OffsetDateTime::now_utc(),
-            body: self.redactor.event(body),
+            body: output::cap_event(self.redactor.event(body), self.max_event),
         };
         self.store.append_event(&event).await?;
         self.observer.event(&event);
@@ -243,6 +260,7 @@ pub async fn run(
             store,
             observer,
             redactor,
+            max_event: usize::try_from(spec.limits.max_event_bytes).unwrap_or(usize::MAX),
         };
         em.emit(EventBody::Status {
             phase: Phase::Provisioning,
@@ -539,7 +557,7 @@ async fn finish(
     reason: Option<String>,
     bad_input: bool,
 ) -> Result<RunResult, RunError> {
-    let reason = reason.map(|r| em.redactor.text(&r).into_owned());
+    let reason = reason.map(|r| output::keep_end(&em.redactor.text(&r), REASON_MAX));
     record.status = status;
     record.reason = reason.clone();
     record.finished_at = Some(OffsetDateTime::now_utc());
@@ -846,59 +864,63 @@ async fn launch_and_stream(
             "the engine's stdout/stderr were not captured".into(),
         ));
     };
-    let stderr_path = artifacts.join("engine.stderr");
-    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_path, em.redactor.clone()));
-    let mut raw = tokio::fs::File::create(artifacts.join("engine.jsonl"))
-        .await
-        .map_err(|e| step("create engine.jsonl", e))?;
+    let stderr_artifact =
+        ArtifactWriter::create(artifacts.join("engine.stderr"), em.redactor.clone()).await;
+    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_artifact));
+    let mut raw = ArtifactWriter::create(artifacts.join("engine.jsonl"), em.redactor.clone()).await;
 
+    let kind = adapter.kind().as_str();
+    let max_line = usize::try_from(spec.limits.max_line_bytes).unwrap_or(usize::MAX);
     let mut parser = adapter.parser(&ws.work);
     let mut denials = job_policy.map(|p| p.tail(&ws.meta));
-    let mut lines = BufReader::new(stdout).lines();
+    let mut stdout = stdout;
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut lines = LineSplitter::new(max_line);
     let mut calls: Vec<ModelCall> = Vec::new();
     let deadline = tokio::time::sleep(Duration::from_secs(spec.limits.timeout_secs));
     tokio::pin!(deadline);
     tokio::pin!(cancel);
+    // Armed when the engine exits: what is left of its output is drained
+    // for this long at most.
+    let grace = tokio::time::sleep(Duration::from_secs(NEVER_SECS));
+    tokio::pin!(grace);
     let mut ended: Option<JobStatus> = None;
     let mut exited: Option<std::process::ExitStatus> = None;
     let mut stdout_open = true;
     let mut held_reason: Option<String> = None;
-    // Read until the engine's stdout closes; once the engine itself has
-    // exited, what it left running is killed and the rest of its output is
-    // drained with a short grace period.
-    while stdout_open {
-        let grace = async {
-            match exited {
-                Some(_) => tokio::time::sleep(Duration::from_secs(2)).await,
-                None => std::future::pending().await,
-            }
-        };
+    // Until the engine has exited and its stdout is drained. Only the
+    // engine's exit ends the timeout and cancellation: whatever it prints
+    // (or stops printing), neither stops holding.
+    while stdout_open || exited.is_none() {
         tokio::select! {
-            line = lines.next_line() => match line {
-                Ok(Some(line)) => {
-                    let _ = raw.write_all(em.redactor.text(&line).as_bytes()).await;
-                    let _ = raw.write_all(b"\n").await;
-                    for body in parser.parse_line(&line) {
-                        em.emit(body).await?;
-                    }
-                    if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
-                        for denial in p.line_denials(tail, adapter.kind(), &line) {
-                            em.emit(p.denial_event(&denial)).await?;
+            n = stdout.read(&mut buf), if stdout_open => match n {
+                Ok(0) => stdout_open = false,
+                Ok(n) => {
+                    raw.write(&buf[..n]).await;
+                    for line in lines.push(&buf[..n]) {
+                        let Some(line) = emit_line(em, parser.as_mut(), line, max_line, kind).await? else {
+                            continue;
+                        };
+                        if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
+                            for denial in p.line_denials(tail, adapter.kind(), &line) {
+                                em.emit(p.denial_event(&denial)).await?;
+                            }
                         }
                     }
                 }
-                Ok(None) => stdout_open = false,
                 Err(e) => {
-                    em.error(adapter.kind().as_str(), format!("cannot read the engine's output: {e}"), false).await?;
+                    em.error(kind, format!("cannot read the engine's output: {e}"), false).await?;
                     stdout_open = false;
                 }
             },
             status = child.wait(), if exited.is_none() => {
                 let status = status.map_err(|e| step("wait for the engine", e))?;
                 exited = Some(status);
+                // What the engine left running goes with it.
                 kill_group(pgid);
+                grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
             }
-            () = grace => stdout_open = false,
+            () = &mut grace, if exited.is_some() => break,
             Some(call) = broker.calls.recv() => {
                 record_call(em, &mut calls, call, broker.spent_micros()).await?;
             }
@@ -908,6 +930,7 @@ async fn launch_and_stream(
             }
             () = &mut deadline, if exited.is_none() => {
                 kill_group(pgid);
+                let _ = child.start_kill();
                 ended = Some(JobStatus::TimedOut);
                 em.emit(match job_policy.and_then(|p| p.timeout_event(spec.limits.timeout_secs)) {
                     Some(event) => event,
@@ -920,8 +943,19 @@ async fn launch_and_stream(
             }
             () = &mut cancel, if exited.is_none() => {
                 kill_group(pgid);
+                let _ = child.start_kill();
                 ended = Some(JobStatus::Cancelled);
                 break;
+            }
+        }
+    }
+    if !stdout_open {
+        if let Some(line) = lines.finish() {
+            let line = emit_line(em, parser.as_mut(), line, max_line, kind).await?;
+            if let (Some(p), Some(tail), Some(line)) = (job_policy, denials.as_mut(), line) {
+                for denial in p.line_denials(tail, adapter.kind(), &line) {
+                    em.emit(p.denial_event(&denial)).await?;
+                }
             }
         }
     }
@@ -934,12 +968,17 @@ async fn launch_and_stream(
     };
     // No process of the job outlives it.
     kill_group(pgid);
-    let _ = raw.flush().await;
-    let stderr_tail = tokio::time::timeout(Duration::from_secs(2), stderr_task)
+    if let Some(e) = raw.finish().await {
+        em.error("paddock", e, false).await?;
+    }
+    let (stderr_tail, stderr_error) = tokio::time::timeout(DRAIN_GRACE, stderr_task)
         .await
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
+    if let Some(e) = stderr_error {
+        em.error("paddock", e, false).await?;
+    }
     while let Ok(notice) = broker.policy.try_recv() {
         held_reason = Some(notice.message.clone());
         em.emit(EventBody::Policy {
@@ -970,20 +1009,38 @@ async fn launch_and_stream(
             JobStatus::Held,
             Some(held_reason.unwrap_or_else(|| "the job's budget is spent".to_string())),
         ),
-        None => match adapter.finish(exit_code, &parser.summary()) {
-            // Whatever the engine made of it, an answer from a model outside
-            // the allowlist reached the broker: the job is not done.
-            Outcome::Completed if served_refused.is_some() => (JobStatus::Failed, served_refused),
-            Outcome::Completed => (JobStatus::Done, None),
-            Outcome::Failed { reason } => {
-                let reason = if parser.summary().failure.is_none() && !stderr_tail.is_empty() {
-                    format!("{reason}: {stderr_tail}")
-                } else {
-                    reason
-                };
-                (JobStatus::Failed, Some(reason))
+        None => {
+            let summary = parser.summary();
+            match adapter.finish(exit_code, &summary) {
+                // Whatever the engine made of it, an answer from a model
+                // outside the allowlist reached the broker: not done.
+                Outcome::Completed if served_refused.is_some() => {
+                    (JobStatus::Failed, served_refused)
+                }
+                Outcome::Completed => (JobStatus::Done, None),
+                // The engine said why: its own error event is stored.
+                Outcome::Failed { reason } if summary.failure.is_some() => {
+                    (JobStatus::Failed, Some(reason))
+                }
+                // A crash, or an exit without a result: an error event
+                // says how it ended and what it last wrote on stderr.
+                Outcome::Failed { reason } => {
+                    let reason = match exit.signal() {
+                        Some(sig) => {
+                            format!("the engine was killed by signal {}", signal_name(sig))
+                        }
+                        None => reason,
+                    };
+                    let reason = if stderr_tail.is_empty() {
+                        reason
+                    } else {
+                        format!("{reason}: {stderr_tail}")
+                    };
+                    em.error(kind, reason.clone(), true).await?;
+                    (JobStatus::Failed, Some(reason))
+                }
             }
-        },
+        }
     };
     Ok(Launched {
         status,
@@ -1057,19 +1114,70 @@ async fn record_call(
     Ok(())
 }
 
-/// Copies the engine's stderr to a file and returns its last lines.
+/// Copies the engine's stderr to its artifact as it arrives; its last
+/// lines (a short tail), and the artifact's write error if any.
 async fn save_stderr(
     mut stderr: tokio::process::ChildStderr,
-    path: PathBuf,
-    redactor: Redactor,
-) -> String {
-    let mut buf = Vec::new();
-    let _ = stderr.read_to_end(&mut buf).await;
-    let text = redactor.text(&String::from_utf8_lossy(&buf)).into_owned();
-    let _ = tokio::fs::write(&path, text.as_bytes()).await;
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(3);
-    lines[start..].join(" | ")
+    mut artifact: ArtifactWriter,
+) -> (String, Option<String>) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut tail = Tail::new(STDERR_TAIL);
+    let mut text = Utf8Decoder::default();
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        artifact.write(&buf[..n]).await;
+        tail.push(&text.decode(&buf[..n]));
+    }
+    tail.push(&text.finish());
+    let error = artifact.finish().await;
+    (tail.summary(), error)
+}
+
+/// One line of the engine's stdout into events: parsed when held whole and
+/// UTF-8 (the line is returned), else an `error` event showing it
+/// (lossily, cut).
+async fn emit_line(
+    em: &mut Emitter<'_>,
+    parser: &mut dyn engines::StreamParser,
+    line: Line,
+    max_line: usize,
+    kind: &str,
+) -> Result<Option<String>, StoreError> {
+    if !line.complete() {
+        let head = &line.bytes[..line.bytes.len().min(LINE_HEAD)];
+        let message = format!(
+            "the engine printed a line of {} bytes, more than limits.max_line_bytes ({max_line}); it is kept in engine.jsonl but not parsed; it began: {}",
+            line.len,
+            String::from_utf8_lossy(head)
+        );
+        em.error(kind, message, false).await?;
+        return Ok(None);
+    }
+    match String::from_utf8(line.bytes) {
+        Ok(text) => {
+            for body in parser.parse_line(&text) {
+                em.emit(body).await?;
+            }
+            Ok(Some(text))
+        }
+        Err(e) => {
+            let message = format!(
+                "the engine printed a line that is not UTF-8 (invalid bytes shown as U+FFFD): {}",
+                String::from_utf8_lossy(e.as_bytes())
+            );
+            em.error(kind, message, false).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// A signal's name (`SIGKILL`), or its number.
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| sig.to_string())
 }
 
 fn kill_group(pgid: Option<nix::unistd::Pid>) {

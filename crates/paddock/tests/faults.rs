@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
-use paddock_protocol::JobStatus;
+use paddock_protocol::{EventBody, JobStatus};
 
 const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
 
@@ -137,6 +137,174 @@ async fn a_closed_stdout_and_stderr_never_stop_the_job() {
     assert_eq!(
         (jobs[0].status, jobs[0].changed_files.clone()),
         (JobStatus::Failed, vec!["README.md".to_string()])
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+/// Runs `paddock run --json SPEC` and samples the peak resident memory of
+/// the `paddock` process itself (VmHWM, not its children) while it runs:
+/// its output and that peak in bytes.
+async fn run_measured(home: &Home, spec: &std::path::Path) -> (std::process::Output, u64) {
+    let child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id().unwrap());
+    let sampler = tokio::spawn(async move {
+        let mut peak = 0;
+        while let Ok(text) = std::fs::read_to_string(&status) {
+            if let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak = kb * 1024;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        peak
+    });
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("paddock did not end")
+        .unwrap();
+    (out, sampler.await.unwrap())
+}
+
+/// What `paddock events` would print for a job.
+async fn events(home: &Home, id: &str) -> Vec<EventBody> {
+    home.store()
+        .await
+        .events(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .collect()
+}
+
+fn errors(events: &[EventBody]) -> Vec<(String, Option<String>, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            EventBody::Error {
+                message,
+                source,
+                fatal,
+            } => Some((message.clone(), source.clone(), *fatal)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One invalid byte, then more output than a pipe holds, then a hang: the
+/// timeout still holds, and the byte is an `error` event.
+#[tokio::test]
+async fn invalid_utf8_then_a_flood_cannot_outlast_the_timeout() {
+    let home = Home::new();
+    let spec = fake_job(
+        &home,
+        "process",
+        "printf 'bad \\377 byte\\n'; head -c 200000 /dev/zero | tr '\\0' a; echo; sleep 60",
+        3,
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(40),
+        home.command(&["run", "--json", spec.to_str().unwrap()])
+            .output(),
+    )
+    .await
+    .expect("paddock ignored the timeout")
+    .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let rec = record(&out);
+    let events = events(&home, &rec.id).await;
+    let errors = errors(&events);
+    assert_eq!(
+        errors[0],
+        (
+            "the engine printed a line that is not UTF-8 (invalid bytes shown as U+FFFD): bad \u{FFFD} byte".to_string(),
+            Some("codex".to_string()),
+            false
+        )
+    );
+    assert_eq!(ended(&home, &rec.id).await, (JobStatus::TimedOut, vec![]));
+}
+
+const MB: usize = 1_000_000;
+
+/// A huge JSON line, a huge line Paddock cannot hold and a huge stderr:
+/// the events are cut, the raw artifacts are whole, the reason is a short
+/// tail, and Paddock's memory stays flat.
+#[tokio::test]
+async fn huge_output_is_kept_on_disk_and_capped_in_memory_and_events() {
+    let home = Home::new();
+    let script = format!(
+        "printf '{{\"type\":\"item.completed\",\"item\":{{\"id\":\"i1\",\"type\":\"agent_message\",\"text\":\"'
+head -c {text} /dev/zero | tr '\\0' a
+printf '\"}}}}\\n'
+head -c {line} /dev/zero | tr '\\0' b
+echo
+(head -c {err} /dev/zero | tr '\\0' c; echo; echo 'last words') >&2
+exit 3",
+        text = 600_000,
+        line = 3 * MB,
+        err = 3 * MB,
+    );
+    let spec = fake_job(&home, "process", &script, 120);
+    // The line cap is configurable: 1 MiB here, to keep the test short
+    // (BENCHMARKS.md runs 100 MB with the defaults).
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "timeout_secs = 120",
+        "timeout_secs = 120\nmax_line_bytes = 1048576",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let (out, peak) = run_measured(&home, &spec).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let rec = record(&out);
+    let reason = format!(
+        "the engine exited with status 3: …{} | last words",
+        "c".repeat(987)
+    );
+    assert_eq!(rec.reason.as_deref(), Some(reason.as_str()));
+    let events = events(&home, &rec.id).await;
+    let marker = |n: usize| format!("…[truncated by paddock: {n} bytes]");
+    assert!(events.contains(&EventBody::Text {
+        text: format!("{}{}", "a".repeat(64 << 10), marker(600_000)),
+    }));
+    assert_eq!(
+        errors(&events),
+        vec![
+            (
+                format!(
+                    "the engine printed a line of {} bytes, more than limits.max_line_bytes (1048576); it is kept in engine.jsonl but not parsed; it began: {}",
+                    3 * MB,
+                    "b".repeat(1000)
+                ),
+                Some("codex".to_string()),
+                false
+            ),
+            (reason.clone(), Some("codex".to_string()), true),
+        ]
+    );
+    let biggest = events
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap().len())
+        .max()
+        .unwrap();
+    assert!(biggest < 70_000, "an event of {biggest} bytes was stored");
+    let artifacts = home.data().join("artifacts").join(&rec.id);
+    let size = |name: &str| std::fs::metadata(artifacts.join(name)).unwrap().len() as usize;
+    let prefix = r#"{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":""#;
+    assert_eq!(
+        (size("engine.jsonl"), size("engine.stderr")),
+        (prefix.len() + 600_000 + 4 + 3 * MB + 1, 3 * MB + 1 + 11)
+    );
+    assert!(
+        peak > 0 && peak < 64 << 20,
+        "paddock peaked at {peak} bytes"
     );
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }

@@ -388,16 +388,43 @@ pub struct LimitsSpec {
     /// Wall-clock limit for the engine, in seconds.
     #[serde(default = "default_timeout")]
     pub timeout_secs: u64,
+    /// The longest line of the engine's output Paddock holds and parses,
+    /// in bytes; a longer line is kept whole in `engine.jsonl` but becomes
+    /// an `error` event instead of being parsed.
+    #[serde(default = "default_max_line_bytes")]
+    pub max_line_bytes: u64,
+    /// The longest text an event stores in one field, in bytes; longer
+    /// text is cut, with a marker giving the original size.
+    #[serde(default = "default_max_event_bytes")]
+    pub max_event_bytes: u64,
 }
 
 fn default_timeout() -> u64 {
     1800
 }
 
+/// Default of `limits.max_line_bytes`: 4 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 4 << 20;
+/// Upper bound of `limits.max_line_bytes`: 16 MiB, so Paddock's memory
+/// stays flat whatever the engine prints.
+pub const MAX_LINE_BYTES: u64 = 16 << 20;
+/// Default of `limits.max_event_bytes`: 64 KiB.
+pub const DEFAULT_MAX_EVENT_BYTES: u64 = 64 << 10;
+
+fn default_max_line_bytes() -> u64 {
+    DEFAULT_MAX_LINE_BYTES
+}
+
+fn default_max_event_bytes() -> u64 {
+    DEFAULT_MAX_EVENT_BYTES
+}
+
 impl Default for LimitsSpec {
     fn default() -> Self {
         LimitsSpec {
             timeout_secs: default_timeout(),
+            max_line_bytes: default_max_line_bytes(),
+            max_event_bytes: default_max_event_bytes(),
         }
     }
 }
@@ -760,6 +787,18 @@ impl JobSpec {
         }
         if self.limits.timeout_secs == 0 {
             return Err(invalid("limits.timeout_secs", "must be at least 1".into()));
+        }
+        if !(1024..=MAX_LINE_BYTES).contains(&self.limits.max_line_bytes) {
+            return Err(invalid(
+                "limits.max_line_bytes",
+                format!("must be from 1024 to {MAX_LINE_BYTES}"),
+            ));
+        }
+        if !(1024..=self.limits.max_line_bytes).contains(&self.limits.max_event_bytes) {
+            return Err(invalid(
+                "limits.max_event_bytes",
+                "must be from 1024 to limits.max_line_bytes".into(),
+            ));
         }
         if self.context.skills.is_some() && self.context.skills_dir.is_none() {
             return Err(invalid(
