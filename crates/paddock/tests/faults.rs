@@ -308,3 +308,31 @@ exit 3",
     );
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
+
+/// An engine killed by a signal: a fatal `error` event names the signal
+/// and what it last wrote on stderr.
+#[tokio::test]
+async fn a_crashed_engine_is_an_error_event_naming_the_signal() {
+    let home = Home::new();
+    let spec = fake_job(
+        &home,
+        "process",
+        "echo 'about to crash' >&2; kill -SEGV $$",
+        60,
+    );
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let rec = record(&out);
+    let reason = "the engine was killed by signal SIGSEGV: about to crash";
+    assert_eq!(
+        (rec.reason.as_deref(), rec.engine_exit_code),
+        (Some(reason), None)
+    );
+    assert_eq!(
+        errors(&events(&home, &rec.id).await),
+        vec![(reason.to_string(), Some("codex".to_string()), true)]
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
