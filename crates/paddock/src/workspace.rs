@@ -1,9 +1,16 @@
 //! The per-job workspace: a fresh directory with `work/` (the repository at
-//! the base ref on a new branch, hooks disabled), `home/` (HOME, XDG dirs,
-//! the engines' config dirs), `tmp/` and `meta/` (Paddock's own files). The
-//! job's patch is the diff of `work/` against the base, new files included,
-//! Paddock's generated files excluded. The directory is removed at the end
-//! unless the job is kept.
+//! the base ref on a new branch, hooks disabled, with its own copy of every
+//! object), `home/` (HOME, XDG dirs, the engines' config dirs), `tmp/` and
+//! `meta/` (Paddock's own files, never in the job's view on the sandbox
+//! rung, among them `meta/git`: Paddock's own git directory with the base
+//! commit). The job's patch is the diff of `work/`'s content against the
+//! base, new files included, Paddock's generated files excluded, computed in
+//! `meta/git` without ever reading `work/.git` or obeying anything the job
+//! wrote (`host_git.rs`, `final_tree.rs`). The directory is removed at the
+//! end unless the job is kept.
+
+mod final_tree;
+mod host_git;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -13,6 +20,8 @@ use paddock_protocol::RepositorySpec;
 use tokio::process::Command;
 
 use crate::reaper::Lease;
+use final_tree::{nul_list, Tracked};
+use host_git::HostGit;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -55,6 +64,8 @@ pub enum WorkspaceError {
     },
     #[error("workspace {path}: {file} already exists in the checkout; Paddock does not overwrite the repository's files")]
     Exists { path: PathBuf, file: String },
+    #[error("workspace {path}: {file} is not a regular file, a link or a directory; Paddock's git would block reading it")]
+    NotAFile { path: PathBuf, file: String },
     #[error("workspace {path}: cannot remove: {source}")]
     Remove {
         path: PathBuf,
@@ -76,6 +87,8 @@ pub struct Workspace {
     /// The commit the job starts from.
     pub base_commit: String,
     pub branch: String,
+    /// The user's own git excludes file, read when the patch is computed.
+    excludes: Option<PathBuf>,
 }
 
 /// What the job changed.
@@ -231,7 +244,7 @@ impl Workspace {
     ) -> Result<Workspace, WorkspaceError> {
         let source = match (&repo.path, &repo.url) {
             (Some(path), _) => {
-                let probe = git(path, ["rev-parse", "--git-dir"]).await;
+                let probe = user_git(path, ["rev-parse", "--git-dir"]).await;
                 if !path.is_dir() || probe.is_err() {
                     return Err(WorkspaceError::NotARepository { path: path.clone() });
                 }
@@ -272,26 +285,25 @@ impl Workspace {
             root,
             base_commit: String::new(),
             branch: branch.to_string(),
+            excludes: host_git::user_excludes_file(),
         };
+        // 1. The source into Paddock's own git directory, with the user's
+        // git configuration (their remotes, credentials, safe directories):
+        // nothing of the job exists yet. Bare, so nothing is checked out or
+        // filtered; a local source's objects are hard-linked, which is safe
+        // because the job never sees `meta/`.
         let out = Command::new("git")
             .args([
                 "-c",
                 "core.hooksPath=/dev/null",
                 "clone",
                 "--quiet",
-                "--no-checkout",
-                // Written into the clone's own config: hooks stay off for
-                // every later git command, commits have an identity.
-                "--config",
-                "core.hooksPath=/dev/null",
-                "--config",
-                "user.name=Paddock",
-                "--config",
-                "user.email=paddock@localhost",
+                "--bare",
+                "--template=",
                 "--",
             ])
             .arg(&source)
-            .arg(&ws.work)
+            .arg(ws.git_dir())
             .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(Stdio::null())
             .output()
@@ -306,14 +318,24 @@ impl Workspace {
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
             });
         }
+        let paddock_git = ws.paddock_git(None, false);
         let base = &repo.base_ref;
+        let mut candidates = vec![format!("{base}^{{commit}}")];
+        if let Some(branch) = base.strip_prefix("origin/") {
+            // The source's branch, as a clone of it names it.
+            candidates.push(format!("refs/heads/{branch}^{{commit}}"));
+        }
         let mut base_commit = None;
-        for candidate in [
-            format!("{base}^{{commit}}"),
-            format!("origin/{base}^{{commit}}"),
-        ] {
-            if let Ok(c) = git(&ws.work, ["rev-parse", "--verify", "--quiet", &candidate]).await {
-                base_commit = Some(c.trim().to_string());
+        for candidate in candidates {
+            let args = [
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                &candidate,
+            ];
+            if let Ok(c) = paddock_git.run(args, None).await {
+                base_commit = Some(String::from_utf8_lossy(&c).trim().to_string());
                 break;
             }
         }
@@ -323,11 +345,61 @@ impl Workspace {
                 base_ref: base.clone(),
             });
         };
-        git(
-            &ws.work,
-            ["checkout", "--quiet", "-b", branch, &base_commit],
-        )
-        .await?;
+        std::fs::create_dir_all(ws.git_dir().join("info")).map_err(|e| WorkspaceError::Create {
+            path: ws.git_dir().join("info"),
+            source: e,
+        })?;
+        // 2. The job's repository: a clone of Paddock's that copies every
+        // object (no hard link to anything outside the job), hooks off for
+        // good, an identity for commits; the remote is the source again.
+        let cloner = HostGit {
+            git_dir: None,
+            work_tree: None,
+            index: None,
+            excludes: None,
+            root: ws.root.clone(),
+        };
+        let mut clone = vec![
+            "clone",
+            "--quiet",
+            "--no-hardlinks",
+            "--no-checkout",
+            "--template=",
+            "--config",
+            "core.hooksPath=/dev/null",
+            "--config",
+            "user.name=Paddock",
+            "--config",
+            "user.email=paddock@localhost",
+            "--",
+        ]
+        .into_iter()
+        .map(std::ffi::OsString::from)
+        .collect::<Vec<_>>();
+        clone.push(ws.git_dir().into_os_string());
+        clone.push(ws.work.clone().into_os_string());
+        cloner.run(&clone, None).await?;
+        let job_git = HostGit {
+            git_dir: Some(ws.work.join(".git")),
+            work_tree: Some(ws.work.clone()),
+            ..cloner
+        };
+        job_git
+            .run(["remote", "set-url", "origin", &source], None)
+            .await?;
+        job_git
+            .run(["checkout", "--quiet", "-b", branch, &base_commit], None)
+            .await?;
+        // 3. Paddock's index of the base: the fresh checkout's, whose file
+        // stamps let the patch skip hashing what the job did not touch.
+        let index = ws.git_dir().join("index");
+        std::fs::copy(ws.work.join(".git/index"), &index).map_err(|source| {
+            WorkspaceError::Write {
+                path: ws.root.clone(),
+                file: index.display().to_string(),
+                source,
+            }
+        })?;
         write_new(
             &ws.root,
             &ws.meta.join(BASE_COMMIT),
@@ -379,7 +451,25 @@ impl Workspace {
             root,
             base_commit,
             branch: branch.to_string(),
+            excludes: host_git::user_excludes_file(),
         }))
+    }
+
+    /// Paddock's own git directory for this job (`meta/git`).
+    fn git_dir(&self) -> PathBuf {
+        self.meta.join("git")
+    }
+
+    /// Paddock's git on its own git directory, with `index` and, when
+    /// `with_work`, the job's work tree as content.
+    fn paddock_git(&self, index: Option<&Path>, with_work: bool) -> HostGit {
+        HostGit {
+            git_dir: Some(self.git_dir()),
+            work_tree: with_work.then(|| self.work.clone()),
+            index: index.map(Path::to_path_buf),
+            excludes: self.excludes.clone(),
+            root: self.root.clone(),
+        }
     }
 
     /// Writes a new file Paddock generates (`rel` is relative to the
@@ -394,13 +484,13 @@ impl Workspace {
                 file: rel.to_string(),
             });
         }
-        let info = self.work.join(".git").join("info");
-        create_dir(&self.root, &info)?;
-        append(
-            &self.root,
-            &info.join("exclude"),
-            format!("/{}\n", exclude_pattern(rel)).as_bytes(),
-        )?;
+        // Paddock's own exclude file decides the patch; the job's copy
+        // keeps the file out of the agent's `git status`.
+        let pattern = format!("/{}\n", exclude_pattern(rel));
+        for info in [self.git_dir().join("info"), self.work.join(".git/info")] {
+            create_dir(&self.root, &info)?;
+            append(&self.root, &info.join("exclude"), pattern.as_bytes())?;
+        }
         if let Some(parent) = target.parent() {
             create_dir(&self.root, parent)?;
         }
@@ -463,25 +553,40 @@ impl Workspace {
             .collect()
     }
 
-    /// The diff of the work tree against the base commit, with new files and
-    /// without ignored or excluded ones. The work tree's own index is not touched.
+    /// The diff of the work tree's content against the base commit, with
+    /// new files and without ignored or excluded ones, computed in Paddock's
+    /// own git directory: nothing in `work/` but file content, links and
+    /// `.gitignore`/`.gitattributes` data is read, and nothing the job wrote
+    /// is run or obeyed. The job's own repository is not touched.
     pub async fn patch(&self) -> Result<Patch, WorkspaceError> {
         let index = self.meta.join("patch.index");
         let _ = std::fs::remove_file(&index);
-        let run = |args: Vec<&str>| {
-            let index = index.clone();
-            let work = self.work.clone();
-            let args: Vec<String> = args.into_iter().map(str::to_string).collect();
-            async move { git_env(&work, &args, &[("GIT_INDEX_FILE", index.as_os_str())]).await }
-        };
-        run(vec!["read-tree", &self.base_commit]).await?;
-        run(vec!["add", "--all", "--", "."]).await?;
+        std::fs::copy(self.git_dir().join("index"), &index).map_err(|source| {
+            WorkspaceError::Write {
+                path: self.root.clone(),
+                file: index.display().to_string(),
+                source,
+            }
+        })?;
+        let git = self.paddock_git(Some(&index), true);
+        let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await?);
+        let tree = final_tree::list(&git, &self.work, &tracked).await?;
+        if !tree.gone.is_empty() {
+            let args = ["update-index", "--force-remove", "-z", "--stdin"];
+            git.run(args, Some(&nul_list(&tree.gone))).await?;
+        }
+        if !tree.present.is_empty() {
+            let args = ["update-index", "--add", "-z", "--stdin"];
+            git.run(args, Some(&nul_list(&tree.present))).await?;
+        }
         let mut warnings = Vec::new();
         for ext in self.extended()? {
-            let current = match std::fs::read_to_string(self.work.join(&ext.path)) {
-                Ok(text) => text,
-                // Deleted by the agent: its deletion is its change.
-                Err(_) => continue,
+            // Deleted, or no longer a plain file: the agent's change stands.
+            if !tree.present.iter().any(|p| p == ext.path.as_bytes()) {
+                continue;
+            }
+            let Some(current) = read_no_follow(&self.work.join(&ext.path)) else {
+                continue;
             };
             let restored = match strip_extension(&current, &ext) {
                 Some(text) => text,
@@ -493,45 +598,59 @@ impl Workspace {
                     ext.original.clone()
                 }
             };
-            let blob_file = self.meta.join("restored.blob");
-            std::fs::write(&blob_file, &restored).map_err(|source| WorkspaceError::Write {
-                path: self.root.clone(),
-                file: blob_file.display().to_string(),
-                source,
-            })?;
-            let blob_path = blob_file.display().to_string();
-            let sha = run(vec!["hash-object", "-w", "--no-filters", "--", &blob_path]).await?;
-            let staged = run(vec!["ls-files", "--stage", "--", &ext.path]).await?;
-            let mode = staged
-                .split_whitespace()
-                .next()
+            let args = ["hash-object", "-w", "--no-filters", "--stdin"];
+            let sha = git.run(args, Some(restored.as_bytes())).await?;
+            let sha = String::from_utf8_lossy(&sha).trim().to_string();
+            let staged = git
+                .run(["ls-files", "--stage", "-z", "--", &ext.path], None)
+                .await?;
+            let mode = Tracked::parse(&staged)
+                .mode(ext.path.as_bytes())
                 .unwrap_or("100644")
                 .to_string();
-            let info = format!("{mode},{},{}", sha.trim(), ext.path);
-            run(vec!["update-index", "--add", "--cacheinfo", &info]).await?;
-            let _ = std::fs::remove_file(&blob_file);
+            let info = format!("{mode},{sha},{}", ext.path);
+            git.run(["update-index", "--add", "--cacheinfo", &info], None)
+                .await?;
         }
-        let diff = run(vec![
-            "diff",
-            "--cached",
-            "--binary",
-            "--no-color",
-            "--no-ext-diff",
-            &self.base_commit,
-        ])
-        .await?;
-        let names = run(vec![
-            "diff",
-            "--cached",
-            "--name-only",
-            "--no-renames",
-            &self.base_commit,
-        ])
-        .await?;
+        let tree_id = git.run(["write-tree"], None).await?;
+        let tree_id = String::from_utf8_lossy(&tree_id).trim().to_string();
         let _ = std::fs::remove_file(&index);
+        // Two trees compared: no work tree, no index.
+        let objects = self.paddock_git(None, false);
+        let diff = objects
+            .run(
+                [
+                    "diff",
+                    "--binary",
+                    "--no-color",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    &self.base_commit,
+                    &tree_id,
+                    "--",
+                ],
+                None,
+            )
+            .await?;
+        let names = objects
+            .run(
+                [
+                    "diff",
+                    "--name-only",
+                    "--no-renames",
+                    &self.base_commit,
+                    &tree_id,
+                    "--",
+                ],
+                None,
+            )
+            .await?;
         Ok(Patch {
-            diff,
-            changed_files: names.lines().map(str::to_string).collect(),
+            diff: String::from_utf8_lossy(&diff).into_owned(),
+            changed_files: String::from_utf8_lossy(&names)
+                .lines()
+                .map(str::to_string)
+                .collect(),
             warnings,
         })
     }
@@ -554,7 +673,28 @@ fn set_private(path: &Path) {
 #[cfg(not(unix))]
 fn set_private(_path: &Path) {}
 
-async fn git<I, S>(dir: &Path, args: I) -> Result<String, WorkspaceError>
+/// A text file's content, read without following a link at its last
+/// component and only when it is a regular file (never a FIFO or device).
+fn read_no_follow(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// `git -C dir ARGS` with the user's configuration, for the user's own
+/// source repository.
+async fn user_git<I, S>(dir: &Path, args: I) -> Result<String, WorkspaceError>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
@@ -563,24 +703,18 @@ where
         .into_iter()
         .map(|a| a.as_ref().to_string_lossy().into_owned())
         .collect();
-    git_env(dir, &args, &[]).await
-}
-
-async fn git_env(
-    dir: &Path,
-    args: &[String],
-    env: &[(&str, &OsStr)],
-) -> Result<String, WorkspaceError> {
-    let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir).args(args);
-    cmd.env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().await.map_err(|source| WorkspaceError::Spawn {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(&args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|source| WorkspaceError::Spawn {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
@@ -640,14 +774,14 @@ mod tests {
             .unwrap();
         assert!(ws.work.join("README.md").exists());
         assert_eq!(
-            git(&ws.work, ["rev-parse", "--abbrev-ref", "HEAD"])
+            user_git(&ws.work, ["rev-parse", "--abbrev-ref", "HEAD"])
                 .await
                 .unwrap()
                 .trim(),
             "paddock/T-1/1"
         );
         assert_eq!(
-            git(&ws.work, ["config", "core.hooksPath"])
+            user_git(&ws.work, ["config", "core.hooksPath"])
                 .await
                 .unwrap()
                 .trim(),
@@ -680,7 +814,7 @@ mod tests {
         assert!(!p.diff.contains(".agents"));
         // The work tree's own index is untouched: nothing staged.
         assert_eq!(
-            git(&ws.work, ["diff", "--cached", "--name-only"])
+            user_git(&ws.work, ["diff", "--cached", "--name-only"])
                 .await
                 .unwrap(),
             ""
@@ -715,6 +849,70 @@ mod tests {
             format!("repository {}: not a git repository", plain.display())
         );
         assert!(!jobs.join("j3").exists());
+    }
+
+    /// The final tree is listed by Paddock, not by git discovering the
+    /// checkout: ignore rules from the work tree's `.gitignore` and
+    /// Paddock's own excludes (not the job's `.git/info/exclude`), tracked
+    /// files kept inside ignored directories, names git would read as
+    /// pathspec magic, a nested repository's files as content, a submodule
+    /// of the base kept as it was whatever its `.git` says.
+    #[tokio::test]
+    async fn the_final_tree_is_listed_without_trusting_the_checkout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        std::fs::create_dir(r.join("target")).unwrap();
+        std::fs::write(r.join("target/tracked"), "t\n").unwrap();
+        sh(&r, &["add", "-f", "target/tracked"]);
+        let sub_commit = "1111111111111111111111111111111111111111";
+        sh(
+            &r,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{sub_commit},sub"),
+            ],
+        );
+        sh(&r, &["commit", "-q", "-m", "more"]);
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        ws.write_generated("GENERATED.md", b"g\n").await.unwrap();
+        let w = &ws.work;
+        std::fs::write(w.join("target/tracked"), "t2\n").unwrap();
+        std::fs::write(w.join("target/untracked"), "u\n").unwrap();
+        std::fs::write(w.join(":(top)magic"), "m\n").unwrap();
+        std::fs::write(w.join("hidden-by-job"), "h\n").unwrap();
+        append(
+            &ws.root,
+            &w.join(".git/info/exclude"),
+            b"hidden-by-job\n/GENERATED.md\n",
+        )
+        .unwrap();
+        std::fs::create_dir(w.join("nest")).unwrap();
+        sh(&w.join("nest"), &["init", "-q"]);
+        std::fs::write(w.join("nest/f"), "n\n").unwrap();
+        std::fs::create_dir_all(w.join("sub")).unwrap();
+        std::fs::write(w.join("sub/.git"), "gitdir: /nonexistent\n").unwrap();
+        std::fs::write(w.join("sub/x"), "x\n").unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            p.changed_files,
+            [":(top)magic", "hidden-by-job", "nest/f", "target/tracked"]
+                .map(String::from)
+                .to_vec()
+        );
+        // A FIFO where git reads ignore rules would block it: refused.
+        nix::unistd::mkfifo(&w.join("nest/.gitignore"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let err = ws.patch().await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "workspace {}: nest/.gitignore is not a regular file, a link or a directory; Paddock's git would block reading it",
+                ws.root.display()
+            )
+        );
     }
 
     fn tracked_agents_md(dir: &Path) -> PathBuf {

@@ -1,0 +1,207 @@
+//! The job's work tree at the end, listed without trusting it. The walk
+//! classifies every entry by `lstat` (its directory entry type), so a
+//! symbolic link is content (git stores links as links) and is never
+//! followed; it never enters or reads an entry named `.git` at any depth (a
+//! nested repository's files are plain content, its `.git` ignored), nor a
+//! directory the base commit records as a submodule (kept as it was); and it
+//! asks Paddock's git for ignore rules (`check-ignore`, which reads
+//! `.gitignore` files as data) one depth at a time, so ignored directories
+//! are not walked. The result is what git's `add --all` would have chosen,
+//! without git ever looking at the work tree by itself.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+
+use super::host_git::HostGit;
+use super::WorkspaceError;
+
+/// A submodule entry's mode in the index.
+const GITLINK: &str = "160000";
+
+/// Files whose content git reads while it hashes or checks ignores: one that
+/// is a FIFO or a device would block Paddock's git, so it is refused.
+const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
+
+/// The paths of the base commit (from the private index).
+#[derive(Debug, Default)]
+pub(super) struct Tracked {
+    modes: HashMap<Vec<u8>, String>,
+    /// Every leading directory of a tracked path.
+    dirs: HashSet<Vec<u8>>,
+}
+
+impl Tracked {
+    /// Parses `git ls-files --stage -z`: `MODE SHA STAGE\tPATH\0`.
+    pub fn parse(ls_files: &[u8]) -> Tracked {
+        let mut t = Tracked::default();
+        for record in ls_files.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+            let Some(tab) = record.iter().position(|b| *b == b'\t') else {
+                continue;
+            };
+            let mode =
+                String::from_utf8_lossy(record[..tab].split(|b| *b == b' ').next().unwrap_or(b""))
+                    .into_owned();
+            let path = record[tab + 1..].to_vec();
+            for (i, b) in path.iter().enumerate() {
+                if *b == b'/' {
+                    t.dirs.insert(path[..i].to_vec());
+                }
+            }
+            t.modes.insert(path, mode);
+        }
+        t
+    }
+
+    /// The mode of a tracked path.
+    pub fn mode(&self, path: &[u8]) -> Option<&str> {
+        self.modes.get(path).map(String::as_str)
+    }
+
+    fn is_gitlink(&self, path: &[u8]) -> bool {
+        self.mode(path) == Some(GITLINK)
+    }
+}
+
+/// What the final tree is made of.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct FinalTree {
+    /// Regular files and symbolic links to record, relative to the work tree.
+    pub present: Vec<Vec<u8>>,
+    /// Tracked paths (not submodules) that are no longer a file or link.
+    pub gone: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    /// A regular file or a symbolic link.
+    Content,
+    /// A FIFO, socket or device: not content.
+    Other,
+}
+
+fn join(base: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut out = base.to_vec();
+    if !out.is_empty() {
+        out.push(b'/');
+    }
+    out.extend_from_slice(name);
+    out
+}
+
+fn abs(work: &Path, rel: &[u8]) -> PathBuf {
+    work.join(OsStr::from_bytes(rel))
+}
+
+/// Lists the final tree of `work` (see the module comment).
+pub(super) async fn list(
+    git: &HostGit,
+    work: &Path,
+    tracked: &Tracked,
+) -> Result<FinalTree, WorkspaceError> {
+    // (directory, under an ignored directory)
+    let mut level: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), false)];
+    let mut present = Vec::new();
+    while !level.is_empty() {
+        let mut entries: Vec<(Vec<u8>, Kind, bool)> = Vec::new();
+        for (dir, ignored) in &level {
+            let path = abs(work, dir);
+            let read_err = |source| WorkspaceError::Read {
+                path: git.root.clone(),
+                file: path.display().to_string(),
+                source,
+            };
+            for entry in std::fs::read_dir(&path).map_err(read_err)? {
+                let entry = entry.map_err(read_err)?;
+                let name = entry.file_name();
+                if name == ".git" {
+                    continue;
+                }
+                // The entry's own type: a link is not followed.
+                let ft = entry.file_type().map_err(read_err)?;
+                let kind = if ft.is_dir() {
+                    Kind::Dir
+                } else if ft.is_file() || ft.is_symlink() {
+                    Kind::Content
+                } else {
+                    Kind::Other
+                };
+                let rel = join(dir, name.as_bytes());
+                if kind == Kind::Other && READ_BY_GIT.iter().any(|n| name == *n) {
+                    return Err(WorkspaceError::NotAFile {
+                        path: git.root.clone(),
+                        file: String::from_utf8_lossy(&rel).into_owned(),
+                    });
+                }
+                if tracked.is_gitlink(&rel) {
+                    continue;
+                }
+                entries.push((rel, kind, *ignored));
+            }
+        }
+        let query: Vec<&[u8]> = entries
+            .iter()
+            .filter(|(rel, kind, under_ignored)| {
+                !under_ignored && *kind != Kind::Other && tracked.mode(rel).is_none()
+            })
+            .map(|(rel, _, _)| rel.as_slice())
+            .collect();
+        let ignored = ignored(git, &query).await?;
+        let mut next = Vec::new();
+        for (rel, kind, under_ignored) in entries {
+            let is_ignored = under_ignored || ignored.contains(&rel);
+            match kind {
+                Kind::Dir if !is_ignored || tracked.dirs.contains(&rel) => {
+                    next.push((rel, is_ignored));
+                }
+                Kind::Content if !is_ignored || tracked.mode(&rel).is_some() => {
+                    present.push(rel);
+                }
+                _ => {}
+            }
+        }
+        level = next;
+    }
+    let kept: HashSet<&[u8]> = present.iter().map(Vec::as_slice).collect();
+    let mut gone: Vec<Vec<u8>> = tracked
+        .modes
+        .iter()
+        .filter(|(path, mode)| *mode != GITLINK && !kept.contains(path.as_slice()))
+        .map(|(path, _)| path.clone())
+        .collect();
+    gone.sort();
+    present.sort();
+    Ok(FinalTree { present, gone })
+}
+
+/// The `paths` (relative to the work tree) that ignore rules exclude.
+async fn ignored(git: &HostGit, paths: &[&[u8]]) -> Result<HashSet<Vec<u8>>, WorkspaceError> {
+    if paths.is_empty() {
+        return Ok(HashSet::new());
+    }
+    // `./` first: a name starting with `:` is then a path, not pathspec magic.
+    let dotted: Vec<Vec<u8>> = paths.iter().map(|p| [b"./", *p].concat()).collect();
+    let args = ["check-ignore", "--no-index", "-z", "--stdin"];
+    let (status, out, err) = git.status(args, Some(&nul_list(&dotted))).await?;
+    // 0: some are ignored, 1: none is.
+    if !matches!(status.code(), Some(0 | 1)) {
+        return Err(git.failed(args, &err));
+    }
+    Ok(out
+        .split(|b| *b == 0)
+        .filter_map(|p| p.strip_prefix(b"./"))
+        .map(<[u8]>::to_vec)
+        .collect())
+}
+
+/// `paths` as git's `-z` input.
+pub(super) fn nul_list<P: AsRef<[u8]>>(paths: &[P]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in paths {
+        out.extend_from_slice(p.as_ref());
+        out.push(0);
+    }
+    out
+}
