@@ -350,8 +350,10 @@ impl Workspace {
             source: e,
         })?;
         // 2. The job's repository: a clone of Paddock's that copies every
-        // object (no hard link to anything outside the job), hooks off for
-        // good, an identity for commits; the remote is the source again.
+        // object (no hard link to, nor alternate of, anything outside the
+        // job), hooks off for good, an identity for commits; the remote is
+        // the source again. Run hardened: a `.gitattributes` the source
+        // commits names no driver that exists, so the checkout runs nothing.
         let cloner = HostGit {
             git_dir: None,
             work_tree: None,
@@ -363,6 +365,10 @@ impl Workspace {
             "clone",
             "--quiet",
             "--no-hardlinks",
+            // A source borrowing objects (`objects/info/alternates`) passes
+            // the borrowing on: copy those objects too, so the job's
+            // repository points at nothing outside it.
+            "--dissociate",
             "--no-checkout",
             "--template=",
             "--config",
@@ -913,6 +919,36 @@ mod tests {
                 ws.root.display()
             )
         );
+    }
+
+    /// A source that borrows its objects from another repository
+    /// (`clone --shared`): the job's repository gets its own copies, no
+    /// alternates file pointing outside (Paddock's own does, the twin).
+    #[tokio::test]
+    async fn the_jobs_repository_borrows_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let lender = repo(tmp.path());
+        let shared = tmp.path().join("shared");
+        let ok = std::process::Command::new("git")
+            .args(["clone", "-q", "--shared"])
+            .arg(&lender)
+            .arg(&shared)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(shared, "main"), "b")
+            .await
+            .unwrap();
+        let alternates = |git_dir: &Path| git_dir.join("objects/info/alternates").exists();
+        assert_eq!(
+            (alternates(&ws.git_dir()), alternates(&ws.work.join(".git"))),
+            (true, false)
+        );
+        let head = user_git(&ws.work, ["cat-file", "-p", &ws.base_commit])
+            .await
+            .unwrap();
+        assert!(head.starts_with("tree "), "{head}");
     }
 
     fn tracked_agents_md(dir: &Path) -> PathBuf {
