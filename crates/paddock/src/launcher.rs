@@ -155,16 +155,20 @@ pub fn command(
 pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
     let mut argv = vec![spec.program.display().to_string()];
     argv.extend(spec.args.iter().cloned());
-    let mut rw = vec![paths.work.clone(), paths.home.clone(), paths.tmp.clone()];
-    rw.extend(paths.extra_rw.iter().cloned());
+    // Resolved once, here (the helper follows no link in them); the job's
+    // own directories are Paddock's, the job cannot replace them.
+    let resolved = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
+    let (work, home) = (resolved(&paths.work), resolved(&paths.home));
+    let mut rw = vec![work.clone(), home.clone(), resolved(&paths.tmp)];
+    rw.extend(paths.extra_rw.iter().map(resolved));
     let mut ro = engine_dirs(spec);
-    ro.extend(paths.extra_ro.iter().cloned());
+    ro.extend(paths.extra_ro.iter().map(resolved));
     Policy {
         argv,
         env: spec.env.clone(),
         cwd: spec.cwd.clone(),
         ro,
-        protect: protected(paths),
+        protect: protected(&work, &home),
         rw,
         hidden: paths.hidden.clone(),
         tmp_mb: SANDBOX_TMP_MB,
@@ -184,11 +188,11 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
 /// hooks, git config and shell rc files, and the engine's copy of the host
 /// profile's rules in its home (Claude Code's `--settings` file with the
 /// deny hook, Codex's execpolicy rules), so the agent cannot lift them.
-fn protected(paths: &SandboxPaths) -> Vec<PathBuf> {
-    let mut out = protected_in(&paths.work);
+fn protected(work: &Path, home: &Path) -> Vec<PathBuf> {
+    let mut out = protected_in(work);
     for p in [".claude/paddock-policy.json", ".codex/rules"] {
-        let p = paths.home.join(p);
-        if p.exists() {
+        let p = home.join(p);
+        if std::fs::symlink_metadata(&p).is_ok() {
             out.push(p);
         }
     }

@@ -134,6 +134,13 @@ mod exit {
 }
 
 fn main() -> ExitCode {
+    // No descriptor the caller left open reaches anything this process
+    // starts: the sandbox helper and its command, an engine on the
+    // `process` rung, git (docs/sandbox.md, threat model).
+    if let Err(e) = paddock_sandbox::caps::cloexec_inherited() {
+        eprintln!("paddock: cannot mark inherited file descriptors close-on-exec: {e}");
+        return ExitCode::from(exit::INTERNAL);
+    }
     // The sandbox helper: freshly exec'd, single-threaded, before anything
     // else of this binary runs (docs/sandbox.md).
     let first = std::env::args_os().nth(1);

@@ -87,7 +87,18 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
         env.retain(|(name, _)| *name != k);
         env.push((k, v));
     }
+    // Resolved once, here: the helper opens these exact paths and follows
+    // no link on the way. A path that is itself a link is refused (in a
+    // writable directory the job may have planted it).
     let canon = |p: &PathBuf| -> anyhow::Result<PathBuf> {
+        let meta = std::fs::symlink_metadata(p)
+            .with_context(|| format!("sandbox path {}", p.display()))?;
+        if meta.file_type().is_symlink() {
+            anyhow::bail!(
+                "sandbox path {} is a symbolic link; pass the path it points to",
+                p.display()
+            );
+        }
         p.canonicalize()
             .with_context(|| format!("sandbox path {}", p.display()))
     };

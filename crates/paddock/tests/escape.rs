@@ -6,6 +6,13 @@
 //! `setpriv`) with a delegated cgroup. Twins that need privileges the user
 //! does not have are skipped in the unprivileged pass (printed); their
 //! confined probe still runs.
+//!
+//! Every run, confined or not, holds three descriptors of the caller:
+//! 7 reads a host secret, 8 appends to a host file, 9 is a host directory.
+//! Probes with a `plant` step run twice in a fresh writable directory:
+//! the plant (a symbolic link, as a hostile job or a committed file of its
+//! repository would leave), then the attack in a second run, which is
+//! where the host side of the set-up could follow the link.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -40,6 +47,9 @@ enum Judge {
     /// The attack worked when `$MARK` exists a few seconds after the run
     /// (a process outlived it). The run gets a 1 s timeout.
     Outlives,
+    /// The attack worked when the host path in this fixture variable
+    /// exists after the run (it is removed before).
+    HostPath(&'static str),
 }
 
 struct Probe {
@@ -47,6 +57,10 @@ struct Probe {
     script: &'static str,
     twin: Twin,
     judge: Judge,
+    /// A first run, in the same fresh writable directory, before the attack.
+    plant: Option<&'static str>,
+    /// Extra `paddock sandbox` arguments of the attack (`$WORK` replaced).
+    args: &'static [&'static str],
 }
 
 const fn p(name: &'static str, script: &'static str) -> Probe {
@@ -55,15 +69,23 @@ const fn p(name: &'static str, script: &'static str) -> Probe {
         script,
         twin: Twin::Same,
         judge: Judge::Exit,
+        plant: None,
+        args: &[],
     }
 }
 
 const fn root(name: &'static str, script: &'static str) -> Probe {
     Probe {
-        name,
-        script,
         twin: Twin::RootOnly,
-        judge: Judge::Exit,
+        ..p(name, script)
+    }
+}
+
+/// A two-run probe: `plant`, then `script`.
+const fn planted(name: &'static str, plant: &'static str, script: &'static str) -> Probe {
+    Probe {
+        plant: Some(plant),
+        ..p(name, script)
     }
 }
 
@@ -126,13 +148,13 @@ fn probes() -> Vec<Probe> {
             name: "connect to 10.0.0.1",
             script: "$PY tcp 10.0.0.1 80",
             twin: Twin::Script("unshare -rn sh -c 'ip link set lo up && ip addr add 10.0.0.1/32 dev lo && $PY listen_connect 10.0.0.1'"),
-            judge: Judge::Exit,
+            ..p("", "")
         },
         Probe {
             name: "connect to the metadata address",
             script: "$PY tcp 169.254.169.254 80",
             twin: Twin::Script("unshare -rn sh -c 'ip link set lo up && ip addr add 169.254.169.254/32 dev lo && $PY listen_connect 169.254.169.254'"),
-            judge: Judge::Exit,
+            ..p("", "")
         },
         p("reach another job's broker socket", "$PY unix \"$OTHER_SOCK\""),
         p("reach a host abstract socket", "$PY abstract \"$ABSTRACT\""),
@@ -140,18 +162,86 @@ fn probes() -> Vec<Probe> {
         p("fork bomb past the pids cap", "$PY fork_bomb 100"),
         p("memory bomb past the memory cap", "$PY memory_bomb 400"),
         p("fill /tmp past its size cap", "dd if=/dev/zero of=/tmp/fill-$$ bs=1M count=64 2>/dev/null && rm -f /tmp/fill-$$"),
+        // Symbolic links planted in a writable directory, followed by the
+        // host side of the next run's set-up (protected paths, --ro/--rw).
+        Probe {
+            judge: Judge::HostPath("TMP_PWNED"),
+            ..planted("plant .profile -> /tmp, then write the host's /tmp", "ln -s /tmp \"$WORK/.profile\"", "echo x > \"$TMP_PWNED\"")
+        },
+        Probe {
+            judge: Judge::HostPath("TMP_PWNED"),
+            ..planted("plant a chain of links at .zshenv, then write the host's /tmp", "ln -s /tmp \"$WORK/hop\" && ln -s \"$WORK/hop\" \"$WORK/.zshenv\"", "echo x > \"$TMP_PWNED\"")
+        },
+        planted("plant .bash_profile -> a host secret, then read it", "ln -s \"$SECRET\" \"$WORK/.bash_profile\"", "grep -q host-secret \"$SECRET\""),
+        Probe {
+            twin: Twin::RootOnly,
+            ..planted("plant .bash_login -> /etc/shadow, then read it", "ln -s /etc/shadow \"$WORK/.bash_login\"", "head -c1 /etc/shadow >/dev/null")
+        },
+        planted("plant .zshrc -> another job's workspace, then read it", "ln -s \"$OTHER_WS\" \"$WORK/.zshrc\"", "grep -q other-job \"$OTHER_WS/file\""),
+        planted("plant a relative .zprofile link, then read what it names", "ln -s ../outside \"$WORK/.zprofile\"", "grep -q host-file \"$OUTSIDE/host-file\""),
+        planted("plant .git -> another job's directory, then read its config", "mv \"$WORK/.git\" \"$WORK/.git-old\" && ln -s \"$OTHER_WS\" \"$WORK/.git\"", "grep -q other-job \"$OTHER_WS/config\""),
+        Probe {
+            // What the planner did with it: `mkdir .git/hooks`, through the link.
+            twin: Twin::Script("mkdir -p \"$WORK/.git/hooks\""),
+            judge: Judge::HostPath("GIT_HOOKS"),
+            ..planted("plant .git -> a host directory, so that the set-up makes hooks there", "mv \"$WORK/.git\" \"$WORK/.git-old\" && ln -s \"$GITDIR\" \"$WORK/.git\"", "true")
+        },
+        Probe {
+            args: &["--ro", "$WORK/sub"],
+            ..planted("plant a link as a --ro path, then read what it names", "ln -s \"$OTHER_WS\" \"$WORK/sub\"", "grep -q other-job \"$WORK/sub/file\"")
+        },
+        Probe {
+            args: &["--rw", "$WORK/sub"],
+            judge: Judge::HostPath("OUT_PWNED"),
+            ..planted("plant a link as a --rw path, then write what it names", "ln -s \"$OUTSIDE\" \"$WORK/sub\"", "echo x > \"$WORK/sub/pwned\"")
+        },
+        // Descriptors the caller left open.
+        p("read a descriptor inherited from the caller", "cat <&7 | grep -q host-secret"),
+        p("write a descriptor inherited from the caller", "echo pwned >&8"),
+        p("open a host directory through an inherited descriptor", "grep -q host-file /proc/self/fd/9/host-file"),
+        // Files that keep root's (or the caller's) power after the run.
+        p("leave a setuid file (chmod)", "cp /bin/true \"$WORK/s-chmod\" && chmod 4755 \"$WORK/s-chmod\" && test -u \"$WORK/s-chmod\""),
+        p("leave a setgid file (chmod g+s)", "cp /bin/true \"$WORK/g-chmod\" && chmod 2755 \"$WORK/g-chmod\" && test -g \"$WORK/g-chmod\""),
+        p("leave a setuid file (install -m 4755)", "install -m 4755 /bin/true \"$WORK/s-install\" && test -u \"$WORK/s-install\""),
+        p("create a setuid file (open O_CREAT)", "$PY mode_bits open \"$WORK/s-open\""),
+        p("create a setuid file (O_TMPFILE, then link)", "$PY mode_bits tmpfile \"$WORK/s-tmpfile\""),
+        p("create a setuid file (mknod)", "$PY mode_bits mknod \"$WORK/s-mknod\""),
+        p("create a setuid file (openat2)", "$PY mode_bits openat2 \"$WORK/s-openat2\""),
+        p("set the setuid bit (fchmod)", "$PY mode_bits fchmod \"$WORK/s-fchmod\""),
+        p("set the setuid bit (fchmodat2)", "$PY mode_bits fchmodat2 \"$WORK/s-fchmodat2\""),
+        root("copy a setuid binary with its mode", "cp -p \"$(find /usr/bin -perm -4000 -type f | head -1)\" \"$WORK/s-copy\" && test -u \"$WORK/s-copy\""),
+        root("create a block device node", "mknod \"$WORK/blockdev\" b 7 0"),
+        root("read a root-only file of /etc", "for f in $(find /etc -type f ! -perm -o=r 2>/dev/null); do head -c1 \"$f\" >/dev/null 2>&1 && exit 0; done; exit 1"),
+        root("list a root-only directory of /etc", "for d in $(find /etc -type d ! -perm -o=r 2>/dev/null); do ls \"$d\" >/dev/null 2>&1 && exit 0; done; exit 1"),
+        // Memory of other processes (PID 1 is Paddock's; siblings of the
+        // same job share one trust domain, docs/sandbox.md).
+        Probe {
+            twin: Twin::Script("$PY proc_mem $HOST_PID"),
+            ..p("read PID 1's memory through /proc", "$PY proc_mem 1")
+        },
+        Probe {
+            twin: Twin::Script("$PY proc_mem_write child"),
+            ..p("write PID 1's memory through /proc", "$PY proc_mem_write 1")
+        },
+        Probe {
+            twin: Twin::Script("tr '\\0' '\\n' < /proc/$HOST_PID/environ | grep -q PADDOCK_HOST_SECRET"),
+            ..p("read PID 1's environment (the caller's)", "tr '\\0' '\\n' < /proc/1/environ | grep -q PADDOCK_HOST_SECRET")
+        },
+        p("read a host process's memory through /proc", "$PY proc_mem $HOST_PID"),
+        p("process_vm_writev a sibling", "$PY vm_writev"),
+        p("take a sibling's descriptor with pidfd_getfd", "$PY getfd"),
         // Lifetime.
         Probe {
             name: "outlive the timeout with a double-forked daemon",
             script: "(setsid sh -c 'sleep 2; echo alive > \"$MARK\"' &); sleep 30",
-            twin: Twin::Same,
             judge: Judge::Outlives,
+            ..p("", "")
         },
         Probe {
             name: "outlive the command with a double-forked daemon",
             script: "(setsid sh -c 'sleep 2; echo alive > \"$MARK\"' &); exit 0",
-            twin: Twin::Same,
             judge: Judge::Outlives,
+            ..p("", "")
         },
     ]
 }
@@ -193,6 +283,9 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         let _ = self.host.kill();
         let _ = self.host.wait();
+        if let Some(p) = self.var("TMP_PWNED") {
+            let _ = std::fs::remove_file(p);
+        }
         if let Some((_, delegated)) = &self.cgroot {
             for d in delegated {
                 let _ = std::fs::remove_dir(d.join("paddock"));
@@ -236,12 +329,14 @@ impl Fixture {
         std::fs::write(probes.join("probe.py"), PROBE_PY).unwrap();
         git_repo(&d.join("work"));
         git_repo(&d.join("twin-work"));
-        std::fs::create_dir_all(d.join("outside")).unwrap();
+        std::fs::create_dir_all(d.join("outside/gitdir")).unwrap();
+        std::fs::write(d.join("outside/host-file"), "host-file\n").unwrap();
         std::fs::write(d.join("secret.txt"), "host-secret\n").unwrap();
         std::fs::set_permissions(d.join("secret.txt"), std::fs::Permissions::from_mode(0o600))
             .unwrap();
         std::fs::create_dir_all(d.join("otherjob/work")).unwrap();
         std::fs::write(d.join("otherjob/work/file"), "other-job\n").unwrap();
+        std::fs::write(d.join("otherjob/work/config"), "other-job\n").unwrap();
         if uid != 0 {
             chown_tree(&d, uid);
         }
@@ -301,6 +396,16 @@ impl Fixture {
             ("PORT6", port6.to_string()),
             ("UPORT", uport.to_string()),
             ("HOST_PID", host.id().to_string()),
+            (
+                "TMP_PWNED",
+                format!("/tmp/paddock-escape-{}-{uid}-pwned", std::process::id()),
+            ),
+            ("GITDIR", d.join("outside/gitdir").display().to_string()),
+            (
+                "GIT_HOOKS",
+                d.join("outside/gitdir/hooks").display().to_string(),
+            ),
+            ("OUT_PWNED", d.join("outside/pwned").display().to_string()),
             ("PY", PY.replace("$PROBES", &probes.display().to_string())),
         ]
         .into_iter()
@@ -318,7 +423,27 @@ impl Fixture {
     fn path(&self) -> &Path {
         self.dir.path()
     }
+
+    fn var(&self, name: &str) -> Option<PathBuf> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| PathBuf::from(v))
+    }
+
+    /// A fresh writable directory (a git repository) for one two-run probe.
+    fn fresh_work(&self, name: &str) -> PathBuf {
+        let n = FRESH.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let work = self.path().join(format!("{name}-{n}"));
+        git_repo(&work);
+        if self.uid != 0 {
+            chown_tree(&work, self.uid);
+        }
+        work
+    }
 }
+
+static FRESH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// A cgroup v1 subtree per controller, owned by `uid`, presented as one
 /// root (symlinks) for `PADDOCK_CGROUP_ROOT`.
@@ -352,6 +477,17 @@ fn as_user(uid: u32, program: &str) -> Command {
     c
 }
 
+/// `program` as `uid`, holding the caller's descriptors 7 (a host secret,
+/// read), 8 (a host file, append) and 9 (a host directory).
+fn with_fds(uid: u32, program: &str) -> Command {
+    let mut c = as_user(uid, "sh");
+    c.arg("-c")
+        .arg("exec 7<\"$SECRET\" 8>>\"$OUTSIDE/fd8\" 9<\"$OUTSIDE\"; exec \"$@\"")
+        .arg("sh")
+        .arg(program);
+    c
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Outcome {
     Worked,
@@ -361,8 +497,16 @@ enum Outcome {
     SetupFailed(String),
 }
 
-fn run(mut cmd: Command, judge: Judge, mark: &Path) -> Outcome {
+fn run(mut cmd: Command, judge: Judge, mark: &Path, fx: &Fixture) -> Outcome {
     let _ = std::fs::remove_file(mark);
+    let host = match judge {
+        Judge::HostPath(var) => fx.var(var),
+        _ => None,
+    };
+    if let Some(h) = &host {
+        let _ = std::fs::remove_file(h);
+        let _ = std::fs::remove_dir(h);
+    }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -383,6 +527,14 @@ fn run(mut cmd: Command, judge: Judge, mark: &Path) -> Outcome {
         Judge::Outlives => {
             std::thread::sleep(Duration::from_secs(3));
             mark.exists()
+        }
+        Judge::HostPath(_) => {
+            let made = host.as_ref().is_some_and(|h| h.symlink_metadata().is_ok());
+            if let Some(h) = &host {
+                let _ = std::fs::remove_file(h);
+                let _ = std::fs::remove_dir(h);
+            }
+            made
         }
     };
     if worked {
@@ -410,60 +562,86 @@ fn twin(probe: &Probe, fx: &Fixture) -> Outcome {
         Twin::Same | Twin::RootOnly => probe.script,
         Twin::Script(s) => s,
     };
-    let work = fx.path().join("twin-work");
+    let work = match probe.plant {
+        Some(_) => fx.fresh_work("twin-plant"),
+        None => fx.path().join("twin-work"),
+    };
     let mark = work.join("twin-mark");
-    let mut cmd = as_user(fx.uid, "sh");
-    if probe.judge == Judge::Outlives && probe.name.contains("timeout") {
-        cmd = as_user(fx.uid, "timeout");
-        cmd.args(["1", "sh"]);
+    let unconfined = |script: &str| {
+        let mut cmd = with_fds(fx.uid, "sh");
+        if probe.judge == Judge::Outlives && probe.name.contains("timeout") {
+            cmd = with_fds(fx.uid, "timeout");
+            cmd.args(["1", "sh"]);
+        }
+        cmd.arg("-c").arg(script);
+        script_env(&mut cmd, fx, &work, &mark);
+        cmd
+    };
+    if let Some(plant) = probe.plant {
+        assert_eq!(
+            run(unconfined(plant), Judge::Exit, &mark, fx),
+            Outcome::Worked,
+            "{}: the unconfined plant",
+            probe.name
+        );
     }
-    cmd.arg("-c").arg(script);
-    script_env(&mut cmd, fx, &work, &mark);
-    run(cmd, probe.judge, &mark)
+    run(unconfined(script), probe.judge, &mark, fx)
 }
 
 fn confined(probe: &Probe, fx: &Fixture) -> Outcome {
-    let work = fx.path().join("work");
+    let work = match probe.plant {
+        Some(_) => fx.fresh_work("plant"),
+        None => fx.path().join("work"),
+    };
+    if let Some(plant) = probe.plant {
+        let planting = Probe {
+            plant: None,
+            args: &[],
+            ..p(probe.name, plant)
+        };
+        assert_eq!(
+            sandboxed(&planting, fx, &work),
+            Outcome::Worked,
+            "{}: the plant",
+            probe.name
+        );
+    }
+    sandboxed(probe, fx, &work)
+}
+
+/// One `paddock sandbox` run of `probe`'s script, writable `work`.
+fn sandboxed(probe: &Probe, fx: &Fixture, work: &Path) -> Outcome {
     let mark = work.join("mark");
-    let mut cmd = as_user(fx.uid, env!("CARGO_BIN_EXE_paddock"));
+    let mut cmd = with_fds(fx.uid, env!("CARGO_BIN_EXE_paddock"));
     cmd.arg("sandbox")
         .arg("--rw")
-        .arg(&work)
+        .arg(work)
         .arg("--ro")
         .arg(fx.path().join("probes"))
         .args(["--tmp-size", "16", "--pids", "64", "--memory", "128"]);
+    for a in probe.args {
+        cmd.arg(a.replace("$WORK", &work.display().to_string()));
+    }
     let timeout = if probe.name.contains("timeout") {
         "1"
     } else {
         "60"
     };
     cmd.args(["--timeout", timeout]);
-    for name in ["WORK", "MARK"].iter().chain(
-        [
-            "PROBES",
-            "SECRET",
-            "OUTSIDE",
-            "OTHER_WS",
-            "OTHER_SOCK",
-            "ABSTRACT",
-            "PORT",
-            "PORT6",
-            "UPORT",
-            "HOST_PID",
-            "PY",
-        ]
-        .iter(),
-    ) {
+    for name in ["WORK", "MARK"]
+        .into_iter()
+        .chain(fx.env.iter().map(|(k, _)| k.as_str()))
+    {
         cmd.args(["--env", name]);
     }
     cmd.args(["--", "sh", "-c", probe.script]);
-    script_env(&mut cmd, fx, &work, &mark);
+    script_env(&mut cmd, fx, work, &mark);
     if let Some((root, _)) = &fx.cgroot {
         cmd.env("PADDOCK_CGROUP_ROOT", root);
     }
     cmd.env("PADDOCK_DATA_DIR", fx.path().join("data"))
         .env("PADDOCK_JOBS_DIR", fx.path().join("jobs"));
-    run(cmd, probe.judge, &mark)
+    run(cmd, probe.judge, &mark, fx)
 }
 
 fn suite(uid: u32) {
@@ -481,7 +659,8 @@ fn suite(uid: u32) {
     }
     let fx = Fixture::new(uid);
     let probes = probes();
-    assert!(probes.len() >= 40, "{} probes", probes.len());
+    assert!(probes.len() >= 80, "{} probes", probes.len());
+    eprintln!("{} probes, {} controls", probes.len(), controls().len());
     let mut got = Vec::new();
     let mut want = Vec::new();
     for probe in &probes {

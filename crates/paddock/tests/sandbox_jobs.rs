@@ -295,3 +295,119 @@ async fn auto_falls_back_and_sandbox_is_refused_where_none_starts() {
         )
     );
 }
+
+/// `paddock ARGS` on `home`, started by a shell that first opens `secret`
+/// as descriptor 7 (a caller that leaked one).
+async fn paddock_holding_fd7(
+    home: &Home,
+    secret: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    let std = home.command(args);
+    let std = std.as_std();
+    tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec 7<\"$0\"; exec \"$@\"")
+        .arg(secret)
+        .arg(std.get_program())
+        .args(std.get_args())
+        .env_remove("PADDOCK_DB")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+/// What a stand-in engine read from descriptor 7 on `rung`.
+async fn engine_reads_fd7(sandbox: bool) -> String {
+    let home = Home::new();
+    let secret = home.path().join("secret");
+    std::fs::write(&secret, "caller-secret\n").unwrap();
+    let spec = stand_in_job(
+        &home,
+        "cat <&7 > \"$HOME/fd7\" 2>/dev/null || echo closed > \"$HOME/fd7\"",
+        sandbox,
+    );
+    let out = paddock_holding_fd7(
+        &home,
+        &secret,
+        &["run", "--json", "--keep", spec.to_str().unwrap()],
+    )
+    .await;
+    let rec = record(&out);
+    let seen = std::fs::read_to_string(home.jobs().join(&rec.id).join("home/fd7")).unwrap();
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+    seen
+}
+
+/// A descriptor the caller of `paddock run` left open reaches the engine on
+/// neither rung (nor the sandbox helper and PID 1 in between); the twin is
+/// the same shell wrapper starting `sh` instead of `paddock`, which reads it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_inherited_descriptor_reaches_no_engine() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "caller-secret\n").unwrap();
+    let twin = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec 7<\"$0\"; exec \"$@\"")
+        .arg(&secret)
+        .args(["sh", "-c", "cat <&7"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&twin.stdout).into_owned(),
+            engine_reads_fd7(false).await,
+            engine_reads_fd7(true).await
+        ),
+        (
+            "caller-secret\n".to_string(),
+            "closed\n".to_string(),
+            "closed\n".to_string()
+        )
+    );
+}
+
+/// A repository that commits `.profile -> /tmp` does not get the host's
+/// /tmp into the view (the protected path is not followed): the engine's
+/// write lands in the sandbox's own /tmp. Twin: on the `process` rung the
+/// same write reaches the host's /tmp.
+async fn committed_link_write_reaches_host(sandbox: bool) -> bool {
+    let home = Home::new();
+    let target = format!(
+        "/tmp/paddock-committed-link-{}-{}",
+        std::process::id(),
+        sandbox
+    );
+    let _ = std::fs::remove_file(&target);
+    let spec = stand_in_job(&home, &format!("echo pwned > {target}"), sandbox);
+    let repo = home.path().join("repo");
+    std::os::unix::fs::symlink("/tmp", repo.join(".profile")).unwrap();
+    common::git(&repo, &["add", ".profile"]);
+    common::git(&repo, &["commit", "-q", "-m", "a link"]);
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let _ = record(&out);
+    let reached = std::path::Path::new(&target).exists();
+    let _ = std::fs::remove_file(&target);
+    reached
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_committed_link_does_not_bring_host_paths_into_the_view() {
+    if !common::sandbox_available() {
+        return;
+    }
+    assert_eq!(
+        (
+            committed_link_write_reaches_host(false).await,
+            committed_link_write_reaches_host(true).await
+        ),
+        (true, false)
+    );
+}

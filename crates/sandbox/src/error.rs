@@ -14,6 +14,8 @@ pub enum SetupError {
     EmptyCommand,
     #[error("cgroup {path}: {detail}")]
     Cgroup { path: PathBuf, detail: String },
+    #[error("mark inherited file descriptors close-on-exec: {source}")]
+    Descriptors { source: Errno },
     #[error("unshare the {what} namespaces: {source}")]
     Unshare { what: &'static str, source: Errno },
     #[error("write the user namespace map {path}: {source}")]
@@ -60,6 +62,8 @@ pub enum SetupError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("path {path} to mount into the sandbox is not a resolved path (a symbolic link on the way or at its end, or `.`/`..`), or it changed since it was resolved: {source}")]
+    Link { path: PathBuf, source: Errno },
     #[error("pivot_root into the new root: {source}")]
     PivotRoot { source: Errno },
     #[error("set the sandbox hostname: {source}")]

@@ -2,9 +2,21 @@
 //! the sandbox's PID 1 (after the mounts it needs itself). Denied with
 //! EPERM: ptrace and cross-process memory access, every mount and
 //! namespace operation, kexec, modules, bpf, perf, keyrings, raw, packet,
-//! netlink and vsock sockets, terminal input injection. Denied with ENOSYS
-//! (so libraries fall back): io_uring and clone3 (whose flags a filter
-//! cannot read, so glibc falls back to clone, whose flags it can).
+//! netlink and vsock sockets, terminal input injection, and any file mode
+//! with the setuid or setgid bit (`chmod` and its kin, `mknod`, `creat`,
+//! `open`/`openat` that create a file): no file the job leaves behind
+//! raises the privileges of whoever runs it later, even where the job's
+//! uid is the host's root. Denied with ENOSYS (so libraries fall back):
+//! io_uring, clone3 (whose flags a filter cannot read, so glibc falls back
+//! to clone, whose flags it can) and openat2 (whose mode sits in a struct
+//! a filter cannot read; callers fall back to openat).
+//!
+//! What "ptrace" covers: `ptrace`, `process_vm_readv/writev` and
+//! `pidfd_getfd` are denied to every process of the job. `/proc/PID/mem`
+//! is no system call: it is the kernel's ptrace access check, which lets a
+//! process of the job open a sibling's memory (same uid, dumpable: one
+//! trust domain), never PID 1's (non-dumpable) and never a process outside
+//! the job (not in its PID namespace). docs/sandbox.md says the same.
 //!
 //! It is one classic-BPF program of about 70 instructions, assembled by
 //! `bpf.rs` from the tables below (the only list of the calls), so
@@ -25,7 +37,9 @@
 //! 4. the outcomes that read an argument (its low 32 bits, all the kernel
 //!    reads of these arguments): `socket` and `socketpair` (family
 //!    in `FAMILIES`, or type `SOCK_RAW` whatever the flags), `clone` (one
-//!    JSET with every `CLONE_NS` flag), `ioctl` (`TIOCSTI`, `TIOCLINUX`);
+//!    JSET with every `CLONE_NS` flag), `ioctl` (`TIOCSTI`, `TIOCLINUX`),
+//!    the open calls (flags with `O_CREAT` or `O_TMPFILE`, then the mode)
+//!    and the mode calls (one JSET with `S_ISUID | S_ISGID`);
 //!    EPERM when they match, else allowed;
 //! 5. the four returns every jump ends at: ALLOW, ERRNO(EPERM),
 //!    ERRNO(ENOSYS), KILL_PROCESS.
@@ -80,7 +94,39 @@ const ABSENT: &[(&str, i64)] = &[
     ("io_uring_enter", libc::SYS_io_uring_enter),
     ("io_uring_register", libc::SYS_io_uring_register),
     ("clone3", libc::SYS_clone3),
+    ("openat2", libc::SYS_openat2),
 ];
+
+/// The mode bits no file may get: setuid and setgid.
+const SET_ID: u32 = libc::S_ISUID | libc::S_ISGID;
+
+/// `open` flags that create a file (`O_TMPFILE` without its
+/// `O_DIRECTORY` part).
+const CREATING: i32 = libc::O_CREAT | (libc::O_TMPFILE & !libc::O_DIRECTORY);
+
+/// Calls whose argument `.2` is a file mode.
+const MODES: &[(&str, i64, u32)] = &[
+    ("fchmod", libc::SYS_fchmod, 1),
+    ("fchmodat", libc::SYS_fchmodat, 2),
+    ("fchmodat2", libc::SYS_fchmodat2, 2),
+    ("mknodat", libc::SYS_mknodat, 2),
+];
+
+/// The same, for calls only the older ABIs have.
+#[cfg(target_arch = "x86_64")]
+const LEGACY_MODES: &[(&str, i64, u32)] = &[
+    ("chmod", libc::SYS_chmod, 1),
+    ("creat", libc::SYS_creat, 1),
+    ("mknod", libc::SYS_mknod, 1),
+];
+#[cfg(not(target_arch = "x86_64"))]
+const LEGACY_MODES: &[(&str, i64, u32)] = &[];
+
+/// Calls with open flags at argument `.2` and the mode right after.
+#[cfg(target_arch = "x86_64")]
+const OPENS: &[(&str, i64, u32)] = &[("open", libc::SYS_open, 1), ("openat", libc::SYS_openat, 2)];
+#[cfg(not(target_arch = "x86_64"))]
+const OPENS: &[(&str, i64, u32)] = &[("openat", libc::SYS_openat, 2)];
 
 /// Socket families denied (socket and socketpair's first argument).
 const FAMILIES: &[(&str, i32)] = &[
@@ -162,6 +208,10 @@ struct Leaves {
     socket: Label,
     clone: Label,
     ioctl: Label,
+    /// Open flags at argument 1 or 2 (index 0 unused).
+    creating: [Label; 3],
+    /// A mode at argument 1, 2 or 3 (index 0 unused).
+    mode: [Label; 4],
 }
 
 /// Consecutive system call numbers with the same outcome.
@@ -189,6 +239,8 @@ pub fn program() -> Result<Vec<libc::sock_filter>, SetupError> {
         socket: a.label(),
         clone: a.label(),
         ioctl: a.label(),
+        creating: [a.label(), a.label(), a.label()],
+        mode: [a.label(), a.label(), a.label(), a.label()],
     };
     let runs = runs(leaves)?;
 
@@ -232,6 +284,18 @@ pub fn program() -> Result<Vec<libc::sock_filter>, SetupError> {
     a.jeq(word(libc::TIOCSTI)?, leaves.eperm, Next);
     a.jeq(word(libc::TIOCLINUX)?, leaves.eperm, leaves.allow);
 
+    // Open flags that create a file, then the mode right after; modes.
+    for i in 1..=2 {
+        a.bind(leaves.creating[i]);
+        a.load(arg_low(i as u32));
+        a.jset(word(CREATING)?, leaves.mode[i + 1], leaves.allow);
+    }
+    for i in 1..=3 {
+        a.bind(leaves.mode[i]);
+        a.load(arg_low(i as u32));
+        a.jset(SET_ID, leaves.eperm, leaves.allow);
+    }
+
     for (leaf, action) in [
         (leaves.allow, ALLOW),
         (leaves.eperm, errno(libc::EPERM)),
@@ -252,12 +316,25 @@ fn runs(leaves: Leaves) -> Result<Vec<Run>, SetupError> {
         ("clone", libc::SYS_clone, leaves.clone),
         ("ioctl", libc::SYS_ioctl, leaves.ioctl),
     ];
-    let calls = DENIED
+    let arg = |labels: &[Label], (name, nr, i): (&'static str, i64, u32)| {
+        labels
+            .get(i as usize)
+            .map(|leaf| (name, nr, *leaf))
+            .ok_or_else(|| error(format!("{name}: no leaf for argument {i}")))
+    };
+    let mut calls: Vec<(&str, i64, Label)> = DENIED
         .iter()
         .map(|(name, nr)| (*name, *nr, leaves.eperm))
         .chain(ABSENT.iter().map(|(name, nr)| (*name, *nr, leaves.enosys)))
-        .chain(with_arguments);
-    let mut numbered = Vec::with_capacity(DENIED.len() + ABSENT.len() + with_arguments.len());
+        .chain(with_arguments)
+        .collect();
+    for call in MODES.iter().chain(LEGACY_MODES) {
+        calls.push(arg(&leaves.mode, *call)?);
+    }
+    for call in OPENS {
+        calls.push(arg(&leaves.creating, *call)?);
+    }
+    let mut numbered = Vec::with_capacity(calls.len());
     for (name, nr, leaf) in calls {
         let nr = u32::try_from(nr).map_err(|_| error(format!("{name} has number {nr}")))?;
         numbered.push((nr, name, leaf));
@@ -362,7 +439,10 @@ mod tests {
         SeccompRule, TargetArch,
     };
 
-    use super::{errno, ABSENT, ALLOW, AUDIT_ARCH, CLONE_NS, DENIED, FAMILIES, KILL_PROCESS};
+    use super::{
+        errno, ABSENT, ALLOW, AUDIT_ARCH, CLONE_NS, CREATING, DENIED, FAMILIES, KILL_PROCESS,
+        LEGACY_MODES, MODES, OPENS, SET_ID,
+    };
     use crate::error::SetupError;
 
     fn arch() -> Result<TargetArch, SetupError> {
@@ -422,6 +502,33 @@ mod tests {
                 rule(vec![cond(1, SeccompCmpOp::Eq, libc::TIOCLINUX)?])?,
             ],
         );
+        let bits = |mask: u32| [mask & libc::S_ISUID, mask & libc::S_ISGID];
+        for (_, nr, i) in MODES.iter().chain(LEGACY_MODES) {
+            let mut rules = Vec::new();
+            for bit in bits(SET_ID) {
+                let arg = u8::try_from(*i).unwrap();
+                rules.push(rule(vec![cond(
+                    arg,
+                    SeccompCmpOp::MaskedEq(bit.into()),
+                    bit.into(),
+                )?])?);
+            }
+            deny.insert(*nr, rules);
+        }
+        for (_, nr, i) in OPENS {
+            let mut rules = Vec::new();
+            let flags = u8::try_from(*i).unwrap();
+            for create in [libc::O_CREAT, CREATING & !libc::O_CREAT] {
+                let create = create as u64;
+                for bit in bits(SET_ID) {
+                    rules.push(rule(vec![
+                        cond(flags, SeccompCmpOp::MaskedEq(create), create)?,
+                        cond(flags + 1, SeccompCmpOp::MaskedEq(bit.into()), bit.into())?,
+                    ])?);
+                }
+            }
+            deny.insert(*nr, rules);
+        }
         let mut absent: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
         for (_, nr) in ABSENT {
             absent.insert(*nr, vec![]);
@@ -673,6 +780,70 @@ mod tests {
         }
         // TIOCSTI and TIOCLINUX, with and without high bits, for 2 fds.
         assert_eq!(denied, 2 * 5);
+    }
+
+    #[test]
+    fn set_id_modes_give_the_reference_action() {
+        let f = filters();
+        let modes: [u64; 8] = [
+            0o644,
+            0o755,
+            0o1777,
+            0o4755,
+            0o2755,
+            0o6755,
+            (libc::S_IFREG | 0o4755).into(),
+            0o4755 | 1 << 32,
+        ];
+        let flags = [
+            libc::O_RDONLY,
+            libc::O_WRONLY | libc::O_CREAT,
+            libc::O_RDWR | libc::O_CREAT | libc::O_EXCL,
+            libc::O_TMPFILE | libc::O_WRONLY,
+            libc::O_WRONLY | libc::O_TRUNC,
+        ];
+        let mut denied = Vec::new();
+        for (name, call, i) in MODES.iter().chain(LEGACY_MODES) {
+            for mode in modes {
+                let mut args = [3, 0, 0, 0, 0, 0];
+                args[*i as usize] = mode;
+                f.same(nr(*call), args);
+                if f.both(native(), nr(*call), args).0 != ALLOW {
+                    denied.push((*name, mode));
+                }
+            }
+        }
+        let mut created = 0;
+        for (_, call, i) in OPENS {
+            for flag in flags {
+                for mode in modes {
+                    let mut args = [3, 0, 0, 0, 0, 0];
+                    args[*i as usize] = flag as u64;
+                    args[*i as usize + 1] = mode;
+                    f.same(nr(*call), args);
+                    created += usize::from(f.both(native(), nr(*call), args).0 != ALLOW);
+                }
+            }
+        }
+        let set_id: Vec<u64> = modes
+            .iter()
+            .copied()
+            .filter(|m| m & u64::from(SET_ID) != 0)
+            .collect();
+        assert_eq!(set_id.len(), 5);
+        let want: Vec<(&str, u64)> = MODES
+            .iter()
+            .chain(LEGACY_MODES)
+            .flat_map(|(name, _, _)| set_id.iter().map(move |m| (*name, *m)))
+            .collect();
+        assert_eq!(denied, want);
+        // The three creating flag sets, for each setuid/setgid mode.
+        assert_eq!(created, OPENS.len() * 3 * set_id.len());
+        // openat2 carries its mode in a struct: absent.
+        assert_eq!(
+            f.both(native(), nr(libc::SYS_openat2), [0; 6]).0,
+            errno(libc::ENOSYS)
+        );
     }
 
     #[test]

@@ -13,11 +13,20 @@
 //! cleared, and `mount_setattr` only adds them). /dev and /proc are mounted
 //! after that step. The host root is detached at the end (`pivot_root`
 //! then a lazy unmount).
+//!
+//! Nothing a job could have written is resolved through a symbolic link
+//! (`beneath.rs`): the caller's read-only and writable paths must be free
+//! of links (the caller resolves them once; the plan only `lstat`s), are
+//! opened again from the old root with `RESOLVE_NO_SYMLINKS` and bound
+//! descriptor to descriptor; mount points under a writable bind are made
+//! with `mkdirat` in directories opened the same way; a protected path is
+//! bound over itself only when it is reached without a link (a link in its
+//! last component is bound as the link), and skipped otherwise.
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::os::fd::AsFd as _;
-use std::os::unix::fs::{symlink, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{symlink, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Component, Path, PathBuf};
 
 use nix::errno::Errno;
@@ -25,6 +34,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::stat::{mknod, Mode, SFlag};
 use nix::unistd::{chdir, pivot_root};
 
+use crate::beneath;
 use crate::error::SetupError;
 use crate::policy::{Policy, ETC_RO, SYSTEM_RO};
 use crate::trace;
@@ -53,12 +63,18 @@ enum Kind {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Entry {
-    /// A bind mount of a host path (already canonical) at the same path.
-    Bind {
+    /// A read-only bind mount of a host system path at the same path.
+    Bind { path: PathBuf, kind: Kind },
+    /// A bind mount of one of the caller's paths (resolved by the caller,
+    /// opened again without following links) at the same path.
+    Caller {
         path: PathBuf,
         kind: Kind,
         writable: bool,
     },
+    /// A path inside a writable one, bound read-only over itself when it
+    /// is reached without a symbolic link.
+    Protect { path: PathBuf },
     /// A symlink recreated as it is on the host.
     Link { path: PathBuf, target: PathBuf },
     /// A size-capped tmpfs.
@@ -74,6 +90,8 @@ impl Entry {
     fn path(&self) -> &Path {
         match self {
             Entry::Bind { path, .. }
+            | Entry::Caller { path, .. }
+            | Entry::Protect { path }
             | Entry::Link { path, .. }
             | Entry::Tmpfs { path, .. }
             | Entry::Copy { path, .. }
@@ -103,10 +121,13 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
             v.ro.push(path.to_path_buf());
         }
     }
-    // Landlock's rule for /etc covers everything bound under it.
+    // Landlock's rule for /etc covers everything bound under it. What
+    // not everyone may read stays out (a root caller's job is the host's
+    // uid 0 on files).
     for name in ETC_RO {
         let path = Path::new("/etc").join(name);
         match std::fs::symlink_metadata(&path) {
+            Ok(m) if !m.file_type().is_symlink() && m.mode() & 0o004 == 0 => {}
             Ok(m) if m.is_file() && m.len() <= COPY_MAX => {
                 v.entries.push(Entry::Copy { path, len: m.len() })
             }
@@ -120,31 +141,22 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
         size_mb: policy.tmp_mb,
     });
     v.rw.push(PathBuf::from("/tmp"));
-    for p in &policy.ro {
-        let (path, kind) = canonical(p)?;
-        v.ro.push(path.clone());
-        v.entries.push(Entry::Bind {
-            path,
-            kind,
-            writable: false,
-        });
-    }
-    for p in &policy.rw {
-        let (path, kind) = canonical(p)?;
-        v.rw.push(path.clone());
-        v.entries.push(Entry::Bind {
-            path,
-            kind,
-            writable: true,
-        });
-    }
-    for p in &policy.protect {
-        if let Ok((path, kind)) = canonical(p) {
-            v.entries.push(Entry::Bind {
-                path,
+    for (paths, writable) in [(&policy.ro, false), (&policy.rw, true)] {
+        for p in paths {
+            let kind = caller_kind(p)?;
+            if writable { &mut v.rw } else { &mut v.ro }.push(p.clone());
+            v.entries.push(Entry::Caller {
+                path: p.clone(),
                 kind,
-                writable: false,
+                writable,
             });
+        }
+    }
+    // Only inside a writable path is there anything to protect; whether it
+    // exists is seen in the view, without following links.
+    for p in &policy.protect {
+        if policy.rw.iter().any(|w| p.starts_with(w) && p != w) {
+            v.entries.push(Entry::Protect { path: p.clone() });
         }
     }
     for p in &policy.hidden {
@@ -175,23 +187,30 @@ fn optional(v: &mut View, p: &Path) -> Option<Kind> {
     v.entries.push(Entry::Bind {
         path: p.to_path_buf(),
         kind,
-        writable: false,
     });
     Some(kind)
 }
 
-fn canonical(p: &Path) -> Result<(PathBuf, Kind), SetupError> {
-    let source = |source| SetupError::Source {
+/// What a caller's path is, read without following a link: it must be an
+/// absolute path without `.` or `..` whose last component is no link
+/// (links on the way are refused when it is opened).
+fn caller_kind(p: &Path) -> Result<Kind, SetupError> {
+    let link = |source| SetupError::Link {
         path: p.to_path_buf(),
         source,
     };
-    let path = p.canonicalize().map_err(source)?;
-    let kind = if std::fs::metadata(&path).map_err(source)?.is_dir() {
-        Kind::Dir
-    } else {
-        Kind::File
-    };
-    Ok((path, kind))
+    match beneath::relative(p) {
+        Some(rel) if !rel.as_os_str().is_empty() => {}
+        _ => return Err(link(Errno::EINVAL)),
+    }
+    let m = std::fs::symlink_metadata(p).map_err(|source| SetupError::Source {
+        path: p.to_path_buf(),
+        source,
+    })?;
+    if m.file_type().is_symlink() {
+        return Err(link(Errno::ELOOP));
+    }
+    Ok(if m.is_dir() { Kind::Dir } else { Kind::File })
 }
 
 /// `root` joined with an absolute path.
@@ -256,29 +275,51 @@ fn set_flags(
     recursive: bool,
     what: &'static str,
 ) -> Result<(), SetupError> {
+    set_flags_at(None, target, set, clear, recursive, what)
+}
+
+/// [`set_flags`] on the mount `at` is the root of (`target` only names it
+/// in errors), or on `target` when `at` is None.
+fn set_flags_at(
+    at: Option<BorrowedFd<'_>>,
+    target: &Path,
+    set: u64,
+    clear: u64,
+    recursive: bool,
+    what: &'static str,
+) -> Result<(), SetupError> {
     let err = |source| SetupError::MountFlags {
         what,
         target: target.to_path_buf(),
         source,
     };
-    let path = std::ffi::CString::new(target.as_os_str().as_encoded_bytes())
-        .map_err(|_| err(Errno::EINVAL))?;
+    let path = match at {
+        Some(_) => std::ffi::CString::default(),
+        None => std::ffi::CString::new(target.as_os_str().as_encoded_bytes())
+            .map_err(|_| err(Errno::EINVAL))?,
+    };
+    let (dirfd, empty) = match at {
+        Some(fd) => (fd.as_raw_fd(), libc::AT_EMPTY_PATH as libc::c_uint),
+        None => (libc::AT_FDCWD, 0),
+    };
     let attr = MountAttr {
         attr_set: set,
         attr_clr: clear,
         propagation: 0,
         userns_fd: 0,
     };
-    let flags =
-        libc::AT_SYMLINK_NOFOLLOW as libc::c_uint | if recursive { AT_RECURSIVE } else { 0 };
+    let flags = libc::AT_SYMLINK_NOFOLLOW as libc::c_uint
+        | empty
+        | if recursive { AT_RECURSIVE } else { 0 };
     // SAFETY: mount_setattr reads the NUL-terminated path and exactly
     // `size_of::<MountAttr>()` bytes of `attr`; both live across the call
-    // and `MountAttr` has the kernel's `struct mount_attr` layout (repr(C),
-    // four u64). It changes mount flags only, no memory of this process.
+    // (as does the descriptor, when there is one) and `MountAttr` has the
+    // kernel's `struct mount_attr` layout (repr(C), four u64). It changes
+    // mount flags only, no memory of this process.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
+            dirfd,
             path.as_ptr(),
             flags,
             &attr as *const MountAttr,
@@ -293,24 +334,46 @@ fn set_flags(
 }
 
 /// Directories created in the new root so far: a mount point's parents are
-/// made once, without a failing `mkdir` and a `stat` for each entry.
-#[derive(Default)]
-struct Dirs(BTreeSet<PathBuf>);
+/// made once, without a failing `mkdir` and a `stat` for each entry. Under
+/// a writable bind (whose content the job may have written) they are made
+/// with `mkdirat` in a directory opened without following links.
+struct Dirs {
+    /// The new root, opened once.
+    new: OwnedFd,
+    made: BTreeSet<PathBuf>,
+    /// Writable binds made so far, relative to the new root.
+    writable: Vec<PathBuf>,
+}
 
 impl Dirs {
+    fn new(new: OwnedFd) -> Dirs {
+        Dirs {
+            new,
+            made: BTreeSet::new(),
+            writable: Vec::new(),
+        }
+    }
+
+    /// Makes `dir` (under [`NEW`]) and its parents.
     fn make(&mut self, dir: &Path) -> Result<(), SetupError> {
-        if self.0.contains(dir) || dir == Path::new(NEW) || dir == Path::new("/") {
+        if self.made.contains(dir) || dir == Path::new(NEW) || dir == Path::new("/") {
             return Ok(());
         }
         if let Some(parent) = dir.parent() {
             self.make(parent)?;
         }
-        match std::fs::create_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(point_err(dir)(e)),
+        let rel = dir.strip_prefix(NEW).unwrap_or(dir);
+        if self.writable.iter().any(|w| rel.starts_with(w)) {
+            self.in_parent(rel, beneath::mkdir)
+                .map_err(|e| point_err(dir)(e.into()))?;
+        } else {
+            match std::fs::create_dir(dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(point_err(dir)(e)),
+            }
         }
-        self.0.insert(dir.to_path_buf());
+        self.made.insert(dir.to_path_buf());
         Ok(())
     }
 
@@ -319,6 +382,37 @@ impl Dirs {
             Some(parent) => self.make(parent),
             None => Ok(()),
         }
+    }
+
+    /// Runs `f` with the directory holding `rel` (relative to the new root,
+    /// opened without following links) and `rel`'s last component.
+    fn in_parent(
+        &self,
+        rel: &Path,
+        f: impl FnOnce(BorrowedFd<'_>, &Path) -> Result<(), Errno>,
+    ) -> Result<(), Errno> {
+        let name = Path::new(rel.file_name().ok_or(Errno::EINVAL)?);
+        match rel.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => {
+                let dir = beneath::open(self.new.as_fd(), parent)?;
+                f(dir.as_fd(), name)
+            }
+            _ => f(self.new.as_fd(), name),
+        }
+    }
+
+    /// The mount point for a caller's path `rel` of `kind`, made when
+    /// missing and opened without following links.
+    fn point(&mut self, rel: &Path, kind: Kind) -> Result<OwnedFd, Errno> {
+        let dst = Path::new(NEW).join(rel);
+        if let Some(parent) = dst.parent() {
+            self.make(parent).map_err(|_| Errno::ENOTDIR)?;
+        }
+        match kind {
+            Kind::Dir => self.in_parent(rel, beneath::mkdir)?,
+            Kind::File => self.in_parent(rel, beneath::file_point)?,
+        }
+        beneath::open(self.new.as_fd(), rel)
     }
 }
 
@@ -411,7 +505,8 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
         "mode=0755,size=4m",
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
     )?;
-    let mut dirs = Dirs::default();
+    let old = beneath::open_dir(Path::new(OLD)).map_err(|e| point_err(Path::new(OLD))(e.into()))?;
+    let mut dirs = Dirs::new(beneath::open_dir(new).map_err(|e| point_err(new)(e.into()))?);
     trace::step("root staged");
 
     // /etc: a directory in the new root, with generated passwd and group.
@@ -434,16 +529,13 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
     }
 
     trace::step("passwd, group");
-    // Mount points that must exist before the tree turns read-only.
-    let mut writable = Vec::new();
+    // Mount points that must exist before the tree turns read-only; the
+    // writable mounts (their roots, opened) and their paths.
+    let mut writable: Vec<(OwnedFd, PathBuf)> = Vec::new();
     for e in &view.entries {
         let dst = under(NEW, e.path());
         match e {
-            Entry::Bind {
-                path,
-                kind,
-                writable: w,
-            } => {
+            Entry::Bind { path, kind } => {
                 match kind {
                     Kind::Dir => dirs.make(&dst)?,
                     Kind::File => {
@@ -452,9 +544,40 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
                     }
                 }
                 bind(&under(OLD, path), &dst)?;
+            }
+            Entry::Caller {
+                path,
+                kind,
+                writable: w,
+            } => {
+                let link = |source| SetupError::Link {
+                    path: path.clone(),
+                    source,
+                };
+                let rel = beneath::relative(path).ok_or(Errno::EINVAL).map_err(link)?;
+                let src = beneath::open(old.as_fd(), rel).map_err(link)?;
+                let point = dirs
+                    .point(rel, *kind)
+                    .map_err(|e| point_err(&dst)(e.into()))?;
+                let root = beneath::bind(src.as_fd(), point.as_fd())
+                    .map_err(|e| mount_err(format!("bind of {}", path.display()), &dst)(e))?;
                 if *w {
-                    writable.push(dst);
+                    writable.push((root, dst));
+                    dirs.writable.push(rel.to_path_buf());
                 }
+            }
+            Entry::Protect { path } => {
+                let Some(rel) = beneath::relative(path) else {
+                    continue;
+                };
+                // Missing, or behind a link: nothing is protected there, and
+                // nothing is followed.
+                let Ok(point) = beneath::open(dirs.new.as_fd(), rel) else {
+                    continue;
+                };
+                beneath::bind(point.as_fd(), point.as_fd()).map_err(|e| {
+                    mount_err(format!("read-only bind of {}", path.display()), &dst)(e)
+                })?;
             }
             Entry::Link { target, .. } => {
                 dirs.parent_of(&dst)?;
@@ -481,7 +604,8 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
                     &format!("mode=1777,size={size_mb}m"),
                     MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
                 )?;
-                writable.push(dst);
+                let root = beneath::open_dir(&dst).map_err(|e| point_err(&dst)(e.into()))?;
+                writable.push((root, dst));
             }
         }
     }
@@ -501,8 +625,15 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
         true,
         "read-only, nosuid, nodev",
     )?;
-    for w in &writable {
-        set_flags(w, 0, MOUNT_ATTR_RDONLY, false, "writable")?;
+    for (root, path) in &writable {
+        set_flags_at(
+            Some(root.as_fd()),
+            path,
+            0,
+            MOUNT_ATTR_RDONLY,
+            false,
+            "writable",
+        )?;
     }
 
     trace::step("read-only flags");

@@ -75,6 +75,8 @@ fn read_policy() -> Result<Policy, SetupError> {
 fn run(policy: Policy) -> Result<i32, SetupError> {
     // The run ends with its caller, whatever kills the caller.
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
+    // Nothing the caller left open reaches PID 1 or the command.
+    caps::cloexec_inherited().map_err(|source| SetupError::Descriptors { source })?;
     let view = fs::plan(&policy)?;
     trace::step("planned");
     let uid = nix::unistd::getuid().as_raw();
@@ -351,7 +353,8 @@ fn setup(
     trace::step("landlock");
     filter::apply()?;
     trace::step("seccomp");
-    Ok(())
+    // Again, for what PID 1 itself opened: only stdio reaches the command.
+    caps::cloexec_inherited().map_err(|source| SetupError::Descriptors { source })
 }
 
 /// Finds `program` on the sandbox's PATH (never the helper's).

@@ -12,6 +12,7 @@
 //! in the caller. Any step that fails stops the command from running
 //! (exit code [`exit::SETUP_FAILED`], with the step named on stderr).
 
+pub mod beneath;
 mod bpf;
 pub mod caps;
 pub mod cgroup;

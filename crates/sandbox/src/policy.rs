@@ -85,7 +85,9 @@ pub const SYSTEM_RO: &[&str] = &[
 ];
 
 /// Entries of the host's /etc that the sandbox sees read-only (those that
-/// exist). Everything else in /etc (shadow, ssh keys, machine-id) is absent;
+/// exist and everyone may read: a root caller's job runs as the host's
+/// uid 0 on files, so nothing root-only may be in the view). Everything
+/// else in /etc (shadow, ssh keys, machine-id, `ssl/private`) is absent;
 /// /etc/passwd and /etc/group are generated.
 pub const ETC_RO: &[&str] = &[
     "alternatives",
@@ -109,7 +111,8 @@ pub const ETC_RO: &[&str] = &[
     "protocols",
     "resolv.conf",
     "services",
-    "ssl",
+    "ssl/certs",
+    "ssl/openssl.cnf",
     "terminfo",
     "timezone",
 ];
@@ -119,14 +122,13 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 
 /// Files and directories of a writable path that stay read-only: git hooks
 /// and config (which the host's git would execute or obey) and shell rc
-/// files (which a later shell would source). Only those that exist are
-/// returned; `.git/hooks` is created when `.git` exists, so that it can be
-/// protected.
+/// files (which a later shell would source). Returned are those present
+/// (as entries, links included: a link is not followed here, and the view
+/// binds only what it reaches without one, see `fs.rs`); `.git/hooks` is
+/// created when `.git` is a real directory (never through a link), so
+/// that it can be protected.
 pub fn protected_in(dir: &std::path::Path) -> Vec<PathBuf> {
-    let git = dir.join(".git");
-    if git.is_dir() {
-        let _ = std::fs::create_dir_all(git.join("hooks"));
-    }
+    make_hooks(dir);
     [
         ".git/hooks",
         ".git/config",
@@ -140,6 +142,21 @@ pub fn protected_in(dir: &std::path::Path) -> Vec<PathBuf> {
     ]
     .iter()
     .map(|p| dir.join(p))
-    .filter(|p| p.exists())
+    .filter(|p| std::fs::symlink_metadata(p).is_ok())
     .collect()
+}
+
+/// `dir/.git/hooks`, made with `mkdirat` in `.git` opened without
+/// following links; a `.git` that is a link or a file is left alone.
+fn make_hooks(dir: &std::path::Path) {
+    use std::os::fd::AsFd as _;
+    let Ok(top) = crate::beneath::open_dir(dir) else {
+        return;
+    };
+    let Ok(git) = crate::beneath::open(top.as_fd(), std::path::Path::new(".git")) else {
+        return;
+    };
+    // A link opens as itself and `mkdirat` in it fails (ENOTDIR), as in a
+    // file; nothing is made on the host through either.
+    let _ = crate::beneath::mkdir(git.as_fd(), std::path::Path::new("hooks"));
 }

@@ -148,6 +148,115 @@ def memory_bomb(mb):
     ok(len(block) > 0)
 
 
+def stat_mode(path):
+    return os.stat(path).st_mode
+
+
+def setuid_left(path):
+    """Worked when `path` exists with the setuid or setgid bit."""
+    ok(stat_mode(path) & 0o6000 != 0)
+
+
+def mode_bits(how, path):
+    """Creates `path` with mode 06755 or gives it that mode, one way each."""
+    if how == "open":
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o6755))
+    elif how == "tmpfile":
+        fd = os.open(os.path.dirname(path), os.O_TMPFILE | os.O_WRONLY, 0o6755)
+        src = ("/proc/self/fd/%d" % fd).encode()
+        # linkat(AT_FDCWD, src, AT_FDCWD, path, AT_SYMLINK_FOLLOW)
+        if libc.linkat(-100, src, -100, path.encode(), 0x400) != 0:
+            ok(False)
+    elif how == "mknod":
+        os.mknod(path, 0o100000 | 0o6755)
+    elif how == "fchmod":
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o755)
+        os.fchmod(fd, 0o6755)
+    elif how == "fchmodat2":
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o755))
+        r = libc.syscall(452, -100, path.encode(), 0o6755, 0)  # AT_FDCWD
+        if r != 0:
+            ok(False)
+    elif how == "openat2":
+        how_ = ctypes.create_string_buffer(
+            struct.pack("QQQ", os.O_CREAT | os.O_WRONLY, 0o6755, 0))
+        fd = libc.syscall(437, -100, path.encode(), how_, 24)
+        if fd < 0:
+            ok(False)
+    setuid_left(path)
+
+
+def memory_target(who):
+    """A pid whose memory to attack: a number, or `child` (a fresh one)."""
+    if who == "child":
+        return child(), True
+    return int(who), False
+
+
+def readable_mapping(pid, writable=False):
+    with open("/proc/%d/maps" % pid) as maps:
+        for line in maps:
+            addr, perms = line.split()[:2]
+            if perms[0] == "r" and (not writable or perms[1] == "w"):
+                return int(addr.split("-")[0], 16)
+    return None
+
+
+def proc_mem(who, mode="read"):
+    pid, mine = memory_target(who)
+    try:
+        addr = readable_mapping(pid, mode == "write")
+        with open("/proc/%d/mem" % pid, "r+b" if mode == "write" else "rb", 0) as mem:
+            mem.seek(addr)
+            data = mem.read(8)
+            if mode == "write":
+                mem.seek(addr)
+                mem.write(data)
+        ok(len(data) == 8)
+    finally:
+        if mine:
+            os.kill(pid, 9)
+
+
+def proc_mem_write(who):
+    proc_mem(who, "write")
+
+
+def vm_writev():
+    pid = child()
+    buf = ctypes.create_string_buffer(8)
+    local = ctypes.create_string_buffer(struct.pack("PN", ctypes.addressof(buf), 8))
+    remote = ctypes.create_string_buffer(struct.pack("PN", 0x10000, 8))
+    r = libc.syscall(311, pid, local, 1, remote, 1, 0)
+    err = ctypes.get_errno()
+    os.kill(pid, 9)
+    # EFAULT means the call was allowed (the remote address is unmapped).
+    ok(r >= 0 or err == 14)
+
+
+def getfd():
+    pid = child()
+    pidfd = libc.syscall(434, pid, 0)  # pidfd_open
+    fd = libc.syscall(438, pidfd, 0, 0) if pidfd >= 0 else -1  # pidfd_getfd
+    os.kill(pid, 9)
+    ok(fd >= 0)
+
+
+def connections(port, n):
+    """Holds `n` connections to 127.0.0.1:`port` open for 3 s."""
+    held = []
+    for _ in range(int(n)):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(5)
+        try:
+            s.connect(("127.0.0.1", int(port)))
+        except OSError:
+            break
+        held.append(s)
+    time.sleep(3)
+    ok(len(held) == int(n))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     try:
