@@ -406,16 +406,12 @@ async fn bedrock_rig_allowing(
     (upstream, broker, dir)
 }
 
-/// A non-streaming `invoke` is forwarded signed and metered from its JSON body.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_non_streaming_bedrock_invoke_is_metered() {
-    let (upstream, mut broker, _dir) = bedrock_rig(
-        "[[turn]]\ntext = \"Hello.\"\nusage = { input = 40, cached = 7, output = 9 }\n",
-        vec![],
-    )
-    .await;
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let resp = client
+/// A small non-streaming `invoke` of Claude Haiku through `broker`.
+async fn invoke_haiku(broker: &paddock::broker::BrokerHandle) -> reqwest::Response {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
         .post(format!(
             "{}/model/global.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke",
             broker.url
@@ -425,7 +421,18 @@ async fn a_non_streaming_bedrock_invoke_is_metered() {
         .body(r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#)
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// A non-streaming `invoke` is forwarded signed and metered from its JSON body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_streaming_bedrock_invoke_is_metered() {
+    let (upstream, mut broker, _dir) = bedrock_rig(
+        "[[turn]]\ntext = \"Hello.\"\nusage = { input = 40, cached = 7, output = 9 }\n",
+        vec![],
+    )
+    .await;
+    let resp = invoke_haiku(&broker).await;
     assert_eq!(resp.status().as_u16(), 200);
     let body: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();
     assert_eq!(body["content"][0]["text"], "Hello.");
@@ -472,18 +479,7 @@ async fn a_bedrock_invoke_served_by_a_model_outside_the_allowlist_is_withheld() 
         paddock::broker::ModelAllowlist::any().with("job", &["claude-haiku-4-5*".to_string()]),
     )
     .await;
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
-    let resp = client
-        .post(format!(
-            "{}/model/global.anthropic.claude-haiku-4-5-20251001-v1%3A0/invoke",
-            broker.url
-        ))
-        .header("x-api-key", broker.token.expose())
-        .header("content-type", "application/json")
-        .body(r#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#)
-        .send()
-        .await
-        .unwrap();
+    let resp = invoke_haiku(&broker).await;
     let message = "paddock broker: the upstream served model `claude-opus-4-5`, which the job model allowlist does not allow: the response was withheld";
     assert_eq!(resp.status().as_u16(), 403);
     let body: serde_json::Value = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap();

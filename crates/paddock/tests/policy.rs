@@ -40,6 +40,19 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// One scenario turn per command, each running it in a shell.
+fn trying(commands: &[String]) -> String {
+    commands
+        .iter()
+        .map(|cmd| {
+            format!(
+                "[[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = {}\n\n",
+                toml::Value::String(cmd.clone())
+            )
+        })
+        .collect()
+}
+
 async fn denied_commands_never_run(engine: &str) {
     if common::engine(engine).is_none() {
         return;
@@ -59,13 +72,7 @@ async fn denied_commands_never_run(engine: &str) {
         format!("(cd / && {rule})"),
         format!("echo \"$({rule})\""),
     ];
-    let mut scenario = String::new();
-    for cmd in &tried {
-        scenario.push_str(&format!(
-            "[[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = {}\n\n",
-            toml::Value::String(cmd.clone())
-        ));
-    }
+    let mut scenario = trying(&tried);
     scenario.push_str(&format!(
         "[[turn]]\ntext = \"an allowed command\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch {}\"\n\n[[turn]]\ntext = \"Done.\"\n",
         allowed.display()
@@ -558,13 +565,7 @@ async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
     let rule = format!("touch {}", denied.display());
     let disable = r#"echo '{"id":"test-deny","denyCommands":[]}' > ../meta/profile.json"#;
     let tried = [rule.clone(), disable.to_string(), format!("ls && {rule}")];
-    let mut scenario = String::new();
-    for cmd in &tried {
-        scenario.push_str(&format!(
-            "[[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = {}\n\n",
-            toml::Value::String(cmd.clone())
-        ));
-    }
+    let mut scenario = trying(&tried);
     scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
     std::fs::write(
         home.path().join("profile.json"),
@@ -768,6 +769,7 @@ async fn a_denied_program_is_absent_from_a_sandboxed_job() {
         return;
     }
     if which::which("curl").is_err() {
+        assert!(!common::in_ci(), "no curl on this host in CI");
         eprintln!("skipping: no curl on this host");
         return;
     }
