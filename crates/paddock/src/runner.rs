@@ -751,6 +751,13 @@ async fn launch_and_stream(
         allow_unpriced: spec.upstream.allow_unpriced,
         vertex: vertex.clone(),
         bedrock: bedrock.clone(),
+        retry: broker::RetryPolicy {
+            spec: spec.broker.retry,
+            deadline: Some(
+                std::time::Instant::now()
+                    + std::time::Duration::from_secs(spec.limits.timeout_secs),
+            ),
+        },
     };
     let (mut broker, sandbox) = match spec.isolation {
         // `auto` was resolved when the job was admitted.

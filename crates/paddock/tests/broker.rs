@@ -12,8 +12,8 @@ use paddock::broker::scripted::{RenderContext, Scenario};
 use paddock::broker::scripted_http::ScriptedServer;
 use paddock::broker::upstream::KeyHeader;
 use paddock::broker::{
-    self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable, Scope,
-    Secret, Upstream,
+    self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable,
+    RetryPolicy, Scope, Secret, Upstream,
 };
 use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
 use tokio::net::TcpListener;
@@ -43,7 +43,15 @@ async fn rig_with(
     allowlist: ModelAllowlist,
     allow_unpriced: bool,
 ) -> Rig {
-    rig_full(scenario, ceilings, allowlist, allow_unpriced, None).await
+    rig_full(
+        scenario,
+        ceilings,
+        allowlist,
+        allow_unpriced,
+        None,
+        RetryPolicy::default(),
+    )
+    .await
 }
 
 /// With `key`, the upstream demands it, sent as `key_header`.
@@ -53,6 +61,7 @@ async fn rig_full(
     allowlist: ModelAllowlist,
     allow_unpriced: bool,
     key: Option<(&str, KeyHeader)>,
+    retry: RetryPolicy,
 ) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let scenario =
@@ -83,6 +92,7 @@ async fn rig_full(
             allow_unpriced,
             vertex: None,
             bedrock: None,
+            retry,
         },
     )
     .unwrap();
@@ -550,6 +560,7 @@ usage = { input = 900, cached = 100, output = 40, reasoning = 10 }
         ModelAllowlist::any(),
         false,
         Some(("azure-real-key", KeyHeader::ApiKey)),
+        RetryPolicy::default(),
     )
     .await;
     let body = serde_json::json!({"model": "gpt-5.5", "stream": true,
@@ -741,4 +752,328 @@ async fn a_token_only_works_at_its_own_broker() {
     // Only the authorized call reached the ledger (and the upstream).
     assert_eq!(ledger(&mut a, 1).await[0].status, CallStatus::Ok);
     assert_eq!(b.upstream.requests().len(), 0);
+}
+
+/// Retries with a 1 ms backoff base, so that tests wait only where the
+/// upstream asks them to.
+fn fast_retry(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        spec: paddock_protocol::RetrySpec {
+            max_attempts,
+            base_delay_ms: 1,
+            max_delay_ms: 2_000,
+        },
+        deadline: None,
+    }
+}
+
+type RowSummary = (u64, CallStatus, Option<u16>, i64, Option<String>);
+
+fn summary(calls: &[ModelCall]) -> Vec<RowSummary> {
+    calls
+        .iter()
+        .map(|c| {
+            (
+                c.seq,
+                c.status,
+                c.http_status,
+                c.cost_micros,
+                c.error.clone(),
+            )
+        })
+        .collect()
+}
+
+/// A call rate limited twice (429 with `retry-after-ms: 150`) is retried by
+/// the broker after the upstream's wait: the engine sees only the answer;
+/// every attempt is a ledger row, the failed ones with their status and no
+/// cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limited_call_is_retried_after_the_upstreams_wait() {
+    let scenario = r#"
+[[turn]]
+text = "Answered on the third attempt."
+usage = { input = 1000, output = 100 }
+transient = { status = 429, times = 2, message = "Rate limit reached for gpt-5.5", retry_after_ms = 150 }
+"#;
+    let mut rig = rig_full(
+        scenario,
+        job_ceiling(10 * CALL_MICROS),
+        ModelAllowlist::any(),
+        false,
+        None,
+        fast_retry(4),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let (status, text) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+    let elapsed = started.elapsed();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("response.completed"), "{text}");
+    assert!(
+        elapsed >= std::time::Duration::from_millis(300),
+        "{elapsed:?}"
+    );
+    let calls = ledger(&mut rig, 3).await;
+    let retried = |n: u32| {
+        Some(format!(
+            "Rate limit reached for gpt-5.5 (attempt {n} of 4; the broker retries in 150 ms)"
+        ))
+    };
+    assert_eq!(
+        summary(&calls),
+        vec![
+            (1, CallStatus::HttpError, Some(429), 0, retried(1)),
+            (2, CallStatus::HttpError, Some(429), 0, retried(2)),
+            (3, CallStatus::Ok, Some(200), CALL_MICROS, None),
+        ]
+    );
+    assert_eq!(calls[2].tokens, expected_usage());
+    assert_eq!(rig.upstream.requests().len(), 3);
+    assert_eq!(rig.broker.spent_micros(), CALL_MICROS);
+}
+
+/// `Retry-After` in seconds on a Messages 529 (overloaded), then backoff
+/// without a header on a 503: both retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overloaded_and_unavailable_are_retried_on_messages() {
+    let scenario = r#"
+[[turn]]
+text = "Fine now."
+usage = { input = 10, output = 5 }
+transient = { status = 529, message = "Overloaded", retry_after = "0" }
+
+[[turn]]
+text = "Again fine."
+usage = { input = 10, output = 5 }
+transient = { status = 503, times = 2, message = "Service unavailable" }
+"#;
+    let mut rig = rig_full(
+        scenario,
+        vec![],
+        ModelAllowlist::any(),
+        false,
+        None,
+        fast_retry(3),
+    )
+    .await;
+    let body = serde_json::json!({"model": "claude-sonnet-4-5", "stream": true, "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, text) = post(&client(), &rig, "/v1/messages", &body).await;
+    assert_eq!(status, 200, "{text}");
+    let calls = ledger(&mut rig, 2).await;
+    assert_eq!(
+        summary(&calls),
+        vec![
+            (
+                1,
+                CallStatus::HttpError,
+                Some(529),
+                0,
+                Some("Overloaded (attempt 1 of 3; the broker retries in 0 ms)".into())
+            ),
+            (2, CallStatus::Ok, Some(200), 105, None),
+        ]
+    );
+    // The second turn: two 503s, each retried after a jittered wait of at
+    // most 1 ms, then 2 ms.
+    let body = serde_json::json!({"model": "claude-sonnet-4-5", "stream": true, "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"},
+                     {"role": "assistant", "content": "Fine now."},
+                     {"role": "user", "content": "more"}]});
+    let (status, text) = post(&client(), &rig, "/v1/messages", &body).await;
+    assert_eq!(status, 200, "{text}");
+    let calls = ledger(&mut rig, 3).await;
+    let statuses: Vec<_> = calls.iter().map(|c| (c.seq, c.http_status)).collect();
+    assert_eq!(
+        statuses,
+        vec![(3, Some(503)), (4, Some(503)), (5, Some(200))]
+    );
+    for c in &calls[..2] {
+        let e = c.error.as_deref().unwrap();
+        assert!(e.starts_with("Service unavailable (attempt "), "{e}");
+    }
+}
+
+/// No retry past `max_attempts`, nor when the upstream asks for a longer
+/// wait than `max_delay_ms`: the engine gets the upstream's own error, and
+/// the last attempt's row carries it unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_stop_at_max_attempts_and_at_a_wait_too_long() {
+    let scenario = r#"
+[[turn]]
+text = "Never reached."
+transient = { status = 429, times = 10, message = "slow down", retry_after_ms = 5 }
+"#;
+    let mut rig = rig_full(
+        scenario,
+        vec![],
+        ModelAllowlist::any(),
+        false,
+        None,
+        fast_retry(2),
+    )
+    .await;
+    let (status, text) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("slow down"), "{text}");
+    let calls = ledger(&mut rig, 2).await;
+    assert_eq!(
+        summary(&calls),
+        vec![
+            (
+                1,
+                CallStatus::HttpError,
+                Some(429),
+                0,
+                Some("slow down (attempt 1 of 2; the broker retries in 5 ms)".into())
+            ),
+            (
+                2,
+                CallStatus::HttpError,
+                Some(429),
+                0,
+                Some("slow down".into())
+            ),
+        ]
+    );
+
+    // Retry-After: 60 s is past max_delay_ms (2 s): not retried.
+    let scenario = r#"
+[[turn]]
+text = "Never reached."
+transient = { status = 429, message = "come back in a minute", retry_after = "60" }
+"#;
+    let mut rig = rig_full(
+        scenario,
+        vec![],
+        ModelAllowlist::any(),
+        false,
+        None,
+        fast_retry(4),
+    )
+    .await;
+    let (status, _) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+    assert_eq!(status, 429);
+    let calls = ledger(&mut rig, 1).await;
+    assert_eq!(
+        summary(&calls),
+        vec![(
+            1,
+            CallStatus::HttpError,
+            Some(429),
+            0,
+            Some("come back in a minute".into())
+        )]
+    );
+    assert_eq!(rig.upstream.requests().len(), 1);
+}
+
+/// Errors that are not transient (400) are never retried, and a stream the
+/// upstream cuts after its first byte is not replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_errors_and_cut_streams_are_not_retried() {
+    for scenario in [
+        "[[turn]]\nerror = { status = 400, message = \"bad request\" }\n",
+        "[[turn]]\ntext = \"half\"\ndisconnect = true\n",
+        "[[turn]]\ntext = \"half\"\nstream_error = { message = \"overloaded\", type = \"overloaded_error\" }\n",
+    ] {
+        let mut rig = rig_full(
+            scenario,
+            vec![],
+            ModelAllowlist::any(),
+            false,
+            None,
+            fast_retry(4),
+        )
+        .await;
+        if let Ok(resp) = client()
+            .post(format!("{}/v1/responses", rig.broker.url))
+            .bearer_auth(rig.broker.token.expose())
+            .body(responses_body(Some(100)).to_string())
+            .send()
+            .await
+        {
+            let _ = resp.bytes().await;
+        }
+        let calls = ledger(&mut rig, 1).await;
+        assert_ne!(calls[0].status, CallStatus::Ok, "{scenario}");
+        // Give a (wrong) retry the time to arrive.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(rig.upstream.requests().len(), 1, "{scenario}");
+        assert!(rig.broker.calls.try_recv().is_err(), "{scenario}");
+    }
+}
+
+/// A connection the upstream closes before sending a byte is retried: a
+/// stand-in in front of the scripted upstream drops the first connection
+/// after reading the request, then forwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_reset_before_the_first_byte_is_retried() {
+    let mut rig = rig(ONE_TURN, vec![]).await;
+    let target = rig
+        .upstream
+        .base
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
+    let front = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front_addr = front.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut first = true;
+        loop {
+            let (mut conn, _) = front.accept().await.unwrap();
+            if first {
+                first = false;
+                let mut buf = [0u8; 1024];
+                let _ = tokio::io::AsyncReadExt::read(&mut conn, &mut buf).await;
+                drop(conn);
+                continue;
+            }
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut up = tokio::net::TcpStream::connect(target).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+            });
+        }
+    });
+    let broker = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-reset".into(),
+            attempt: 1,
+            upstream: Upstream {
+                provider: "scripted".into(),
+                base: format!("http://{front_addr}/v1"),
+                key: None,
+                key_header: KeyHeader::ByApi,
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings: vec![],
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: false,
+            vertex: None,
+            bedrock: None,
+            retry: fast_retry(3),
+        },
+    )
+    .unwrap();
+    rig.broker = broker;
+    let (status, text) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+    assert_eq!(status, 200, "{text}");
+    let calls = ledger(&mut rig, 2).await;
+    assert_eq!(
+        (calls[0].status, calls[0].http_status, calls[0].cost_micros),
+        (CallStatus::HttpError, None, 0)
+    );
+    let e = calls[0].error.as_deref().unwrap();
+    assert!(
+        e.starts_with("paddock broker: upstream scripted unreachable: ")
+            && e.contains("(attempt 1 of 3; the broker retries in "),
+        "{e}"
+    );
+    assert_eq!(
+        (calls[1].seq, calls[1].status, calls[1].cost_micros),
+        (2, CallStatus::Ok, CALL_MICROS)
+    );
 }

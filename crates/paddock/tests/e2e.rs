@@ -139,6 +139,7 @@ async fn runs_a_ticket_end_to_end(engine: &str, sandbox: bool) {
     if !sandbox {
         common::on_rung(&spec, "process");
     }
+    fast_retries(&spec);
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
@@ -324,19 +325,98 @@ async fn upstream_failure_fails_the_job_on(
     assert!(patch.contains("+partial work"), "patch: {patch}");
     assert_eq!(rec.changed_files, vec!["partial.txt".to_string()]);
     assert!(events.iter().any(|e| e.body.kind() == "artifact_summary"));
-    // The failed call has its ledger row, with the upstream's message. (After
-    // a broken stream Claude Code retries once without streaming, which the
-    // scenario answers with the same failure: that call has its row too.)
+    // The failed call has its ledger row, with the upstream's message; a
+    // 500 is retried by the broker (4 attempts, 4 rows). (After a broken
+    // stream Claude Code retries once without streaming, which the scenario
+    // answers with the same failure as an HTTP 500: 4 more rows.)
     let calls = store.model_calls(&rec.id).await.unwrap();
-    assert!(
-        calls.len() == 2 || (engine == "claude" && calls.len() == 3),
-        "{calls:?}"
-    );
+    let failed_rows = match (engine, failure) {
+        (_, E500) | ("claude", MID) => 4,
+        _ => 1,
+    } + usize::from(engine == "claude" && failure == MID);
+    assert_eq!(calls.len(), 1 + failed_rows, "{calls:?}");
     assert_eq!(calls[0].status, CallStatus::Ok);
     for c in &calls[1..] {
         assert_ne!(c.status, CallStatus::Ok, "{c:?}");
         assert!(c.error.as_deref().unwrap_or("").contains(message), "{c:?}");
     }
+}
+
+/// `[broker.retry]` with 1 ms backoff, so that retried failures fail fast.
+fn fast_retries(spec: &std::path::Path) {
+    let mut text = std::fs::read_to_string(spec).unwrap();
+    text.push_str("\n[broker.retry]\nbase_delay_ms = 1\nmax_delay_ms = 50\n");
+    std::fs::write(spec, text).unwrap();
+}
+
+/// A job whose second call is rate limited once (429, `Retry-After: 1`)
+/// ends `done`: the broker waits and retries, the engine never sees the
+/// 429, and the ledger has a row for every attempt.
+async fn a_rate_limit_is_retried_by_the_broker(engine: &str) {
+    let Some(_) = common::engine(engine) else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = r#"
+[[turn]]
+text = "Writing."
+usage = { input = 100, output = 10 }
+[[turn.action]]
+type = "write"
+path = "retried.txt"
+content = "after a 429\n"
+
+[[turn]]
+text = "Done after a rate limit."
+usage = { input = 120, output = 5 }
+transient = { status = 429, message = "scripted-429: rate limited", retry_after = "1" }
+"#;
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(scenario));
+    common::on_rung(&spec, "process");
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        rec.status,
+        JobStatus::Done,
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(rec.changed_files, vec!["retried.txt".to_string()]);
+    let calls = home.store().await.model_calls(&rec.id).await.unwrap();
+    let rows: Vec<_> = calls
+        .iter()
+        .map(|c| (c.seq, c.status, c.http_status, c.error.clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (1, CallStatus::Ok, Some(200), None),
+            (
+                2,
+                CallStatus::HttpError,
+                Some(429),
+                Some(
+                    "scripted-429: rate limited (attempt 1 of 4; the broker retries in 1000 ms)"
+                        .into()
+                )
+            ),
+            (3, CallStatus::Ok, Some(200), None),
+        ]
+    );
+    assert_eq!(calls[1].cost_micros, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_job_survives_a_rate_limit() {
+    a_rate_limit_is_retried_by_the_broker("codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_job_survives_a_rate_limit() {
+    a_rate_limit_is_retried_by_the_broker("claude").await;
 }
 
 const E400: &str = "error = { status = 400, message = \"scripted-400: the request is invalid\" }";

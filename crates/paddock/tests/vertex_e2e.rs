@@ -307,6 +307,7 @@ async fn a_vertex_broker_refuses_other_routes() {
             allow_unpriced: false,
             vertex: Some(Arc::new(vertex)),
             bedrock: None,
+            retry: paddock::broker::RetryPolicy::default(),
         },
     )
     .unwrap();

@@ -44,6 +44,9 @@ pub struct JobSpec {
     pub budget: BudgetSpec,
     #[serde(default)]
     pub limits: LimitsSpec,
+    /// How the broker treats the upstream (retries).
+    #[serde(default, skip_serializing_if = "BrokerSpec::is_default")]
+    pub broker: BrokerSpec,
     #[serde(default)]
     pub isolation: Isolation,
     /// Templates and skills for the generated context (docs/context.md).
@@ -380,6 +383,91 @@ impl BudgetSpec {
 
 fn usd_to_micros(usd: f64) -> i64 {
     (usd * 1_000_000.0).round() as i64
+}
+
+/// `[broker]`: how the broker treats the upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerSpec {
+    /// Retries of transient upstream failures (docs/broker.md#retries).
+    #[serde(default)]
+    pub retry: RetrySpec,
+}
+
+impl BrokerSpec {
+    fn is_default(&self) -> bool {
+        *self == BrokerSpec::default()
+    }
+}
+
+/// `[broker.retry]`: the broker retries a call the upstream answered with
+/// 429 or 500/502/503/504/529, or whose connection failed before the first
+/// response byte, with exponential backoff and full jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Attempts per call, the first included (1 = no retries). 1 to 10.
+    #[serde(default = "RetrySpec::default_max_attempts")]
+    pub max_attempts: u32,
+    /// The backoff's base: attempt n waits up to `base × 2^(n-1)`. 1 to 60 000.
+    #[serde(default = "RetrySpec::default_base_delay_ms")]
+    pub base_delay_ms: u64,
+    /// The longest wait between attempts, `Retry-After` included: an upstream
+    /// asking for a longer wait gets no retry. `base_delay_ms` to 600 000.
+    #[serde(default = "RetrySpec::default_max_delay_ms")]
+    pub max_delay_ms: u64,
+}
+
+impl RetrySpec {
+    pub const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+    pub const DEFAULT_BASE_DELAY_MS: u64 = 500;
+    pub const DEFAULT_MAX_DELAY_MS: u64 = 30_000;
+
+    fn default_max_attempts() -> u32 {
+        Self::DEFAULT_MAX_ATTEMPTS
+    }
+    fn default_base_delay_ms() -> u64 {
+        Self::DEFAULT_BASE_DELAY_MS
+    }
+    fn default_max_delay_ms() -> u64 {
+        Self::DEFAULT_MAX_DELAY_MS
+    }
+
+    /// Why the policy is out of range: (field, reason).
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        if !(1..=10).contains(&self.max_attempts) {
+            return Err((
+                "broker.retry.max_attempts",
+                format!("must be 1 to 10, got {}", self.max_attempts),
+            ));
+        }
+        if !(1..=60_000).contains(&self.base_delay_ms) {
+            return Err((
+                "broker.retry.base_delay_ms",
+                format!("must be 1 to 60000, got {}", self.base_delay_ms),
+            ));
+        }
+        if !(self.base_delay_ms..=600_000).contains(&self.max_delay_ms) {
+            return Err((
+                "broker.retry.max_delay_ms",
+                format!(
+                    "must be from base_delay_ms ({}) to 600000, got {}",
+                    self.base_delay_ms, self.max_delay_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for RetrySpec {
+    fn default() -> Self {
+        RetrySpec {
+            max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
+            base_delay_ms: Self::DEFAULT_BASE_DELAY_MS,
+            max_delay_ms: Self::DEFAULT_MAX_DELAY_MS,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -800,6 +888,9 @@ impl JobSpec {
                 "must be from 1024 to limits.max_line_bytes".into(),
             ));
         }
+        if let Err((field, reason)) = self.broker.retry.check() {
+            return Err(invalid(field, reason));
+        }
         if self.context.skills.is_some() && self.context.skills_dir.is_none() {
             return Err(invalid(
                 "context.skills",
@@ -836,4 +927,68 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
         .unwrap_or(0)
         + 1;
     (line, col)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+
+    const BASE: &str = r#"
+[ticket]
+id = "T-1"
+title = "t"
+project = "p"
+[repository]
+path = "."
+[engine]
+kind = "codex"
+model = "gpt-5.5"
+[upstream]
+provider = "scripted"
+scenario = "s.toml"
+"#;
+
+    fn parse(extra: &str) -> Result<JobSpec, String> {
+        JobSpec::from_toml(&format!("{BASE}{extra}"), Path::new("spec.toml"))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn retry_policy_defaults_and_overrides() {
+        assert_eq!(parse("").unwrap().broker.retry, RetrySpec::default());
+        assert_eq!(
+            RetrySpec::default(),
+            RetrySpec {
+                max_attempts: 4,
+                base_delay_ms: 500,
+                max_delay_ms: 30_000
+            }
+        );
+        let spec = parse("[broker.retry]\nmax_attempts = 1\nbase_delay_ms = 10\n").unwrap();
+        assert_eq!(
+            spec.broker.retry,
+            RetrySpec {
+                max_attempts: 1,
+                base_delay_ms: 10,
+                max_delay_ms: 30_000
+            }
+        );
+    }
+
+    #[test]
+    fn retry_policy_is_validated() {
+        assert_eq!(
+            parse("[broker.retry]\nmax_attempts = 0\n").unwrap_err(),
+            "job spec spec.toml: field `broker.retry.max_attempts`: must be 1 to 10, got 0"
+        );
+        assert_eq!(
+            parse("[broker.retry]\nbase_delay_ms = 100\nmax_delay_ms = 50\n").unwrap_err(),
+            "job spec spec.toml: field `broker.retry.max_delay_ms`: must be from base_delay_ms (100) to 600000, got 50"
+        );
+        assert!(parse("[broker.retry]\nattempts = 3\n")
+            .unwrap_err()
+            .contains("unknown field `attempts`"));
+    }
 }

@@ -18,6 +18,7 @@ pub mod budget;
 pub mod eventstream;
 pub mod meter;
 pub mod prices;
+pub mod retry;
 pub mod scripted;
 pub mod scripted_http;
 pub mod secret;
@@ -29,6 +30,7 @@ pub mod vertex;
 pub use allowlist::ModelAllowlist;
 pub use budget::{Ceiling, Scope};
 pub use prices::PriceTable;
+pub use retry::RetryPolicy;
 pub use secret::Secret;
 pub use upstream::Upstream;
 
@@ -67,6 +69,9 @@ pub struct BrokerConfig {
     /// Amazon Bedrock: the broker serves the Bedrock runtime paths and
     /// SigV4-signs every forwarded request.
     pub bedrock: Option<Arc<bedrock::Bedrock>>,
+    /// Retries of transient upstream failures (`[broker.retry]`, the job's
+    /// deadline).
+    pub retry: retry::RetryPolicy,
 }
 
 /// A policy decision the broker took, for the job's `policy` events.

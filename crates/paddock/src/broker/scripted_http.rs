@@ -11,6 +11,7 @@
 //! ones; tests also use it as a stand-in provider that checks the key the
 //! broker injects and records what reached it.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
@@ -23,7 +24,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 
 use super::meter::Api;
-use super::scripted::{RenderContext, Scenario, Wire};
+use super::scripted::{RenderContext, Scenario, TransientReply, Wire};
 use super::secret::Secret;
 use super::server::error_response;
 
@@ -49,6 +50,8 @@ struct ScriptedState {
     expect_key: Option<Secret>,
     aws: Option<AwsCredentials>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// How often each turn's transient failure was served.
+    transient_served: Mutex<HashMap<usize, u32>>,
 }
 
 /// A running scripted upstream; dropping it stops the server.
@@ -97,6 +100,7 @@ impl ScriptedServer {
             expect_key,
             aws,
             requests: Mutex::new(Vec::new()),
+            transient_served: Mutex::new(HashMap::new()),
         });
         let app = Router::new().fallback(handle).with_state(state.clone());
         let task = tokio::spawn(async move {
@@ -221,7 +225,11 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
             Value::Bool(method == "invoke-with-response-stream"),
         );
     }
-    let mut reply = state.scenario.respond(wire, &request, &state.ctx);
+    let transient = state.transient(wire, &request);
+    let mut reply = match &transient {
+        Some(t) => t.reply.clone(),
+        None => state.scenario.respond(wire, &request, &state.ctx),
+    };
     if bedrock.is_some() && reply.content_type.starts_with("text/event-stream") {
         reply.chunks = to_eventstream(&reply.chunks);
         reply.content_type = super::eventstream::CONTENT_TYPE.to_string();
@@ -236,18 +244,38 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
     let abort = reply.abort_after;
     let chunks = reply.chunks;
     let stream = async_stream_of(chunks, abort);
-    Response::builder()
+    let mut builder = Response::builder()
         .status(reply.status)
-        .header(http::header::CONTENT_TYPE, reply.content_type)
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| {
-            error_response(
-                api,
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "api_error",
-                "scripted upstream: bad reply",
-            )
-        })
+        .header(http::header::CONTENT_TYPE, reply.content_type);
+    for (name, value) in transient.iter().flat_map(|t| &t.headers) {
+        builder = builder.header(*name, value);
+    }
+    builder.body(Body::from_stream(stream)).unwrap_or_else(|_| {
+        error_response(
+            api,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api_error",
+            "scripted upstream: bad reply",
+        )
+    })
+}
+
+impl ScriptedState {
+    /// The transient failure to serve for this request, while its turn has
+    /// served it fewer than `times` times.
+    fn transient(&self, wire: Wire, request: &Value) -> Option<TransientReply> {
+        let t = self.scenario.transient(wire, request)?;
+        let mut served = match self.transient_served.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let count = served.entry(t.turn).or_insert(0);
+        if *count >= t.times {
+            return None;
+        }
+        *count += 1;
+        Some(t)
+    }
 }
 
 /// AWS's message for a request whose signature does not verify.

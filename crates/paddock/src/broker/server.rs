@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -22,6 +22,7 @@ use time::OffsetDateTime;
 
 use super::budget::{estimate_micros, Admission, Reservation};
 use super::meter::{Api, Meter};
+use super::retry::{retry_after, retryable_error, retryable_status, NoRetry};
 use super::upstream::forwardable_response_header;
 use super::{PolicyNotice, Shared};
 
@@ -175,7 +176,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     };
 
     let upstream = &shared.config.upstream;
-    let (url, mut out_headers) = match (&shared.config.vertex, &vertex_call, &bedrock_call) {
+    let (url, out_headers) = match (&shared.config.vertex, &vertex_call, &bedrock_call) {
         (_, _, Some((m, method))) => {
             // The job picks only the model and the method; no AWS header of
             // the engine's survives (the broker signs).
@@ -204,75 +205,61 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             upstream.request_headers(api, &headers),
         ),
     };
-    if let Some(bedrock) = &shared.config.bedrock {
-        let content_type = out_headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("application/json")
-            .to_string();
-        out_headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_str(&content_type)
-                .unwrap_or(http::HeaderValue::from_static("application/json")),
-        );
-        let signed = bedrock.sign(
-            "POST",
-            &url,
-            &[("content-type", content_type.as_str())],
-            &body,
-            std::time::SystemTime::now(),
-        );
-        match signed {
-            Ok(headers) => {
-                for (name, value) in headers {
-                    if let (Ok(n), Ok(mut v)) = (
-                        http::HeaderName::from_bytes(name.as_bytes()),
-                        http::HeaderValue::from_str(&value),
-                    ) {
-                        v.set_sensitive(true);
-                        out_headers.insert(n, v);
-                    }
-                }
-            }
+    let retry = shared.config.retry;
+    let mut failed = 0u32;
+    let resp = loop {
+        let attempt_headers = match credentials(&shared, &url, &body, out_headers.clone()).await {
+            Ok(h) => h,
+            Err(msg) => return call.bad_gateway(reservation, msg),
+        };
+        let sent = shared
+            .client
+            .post(&url)
+            .headers(attempt_headers)
+            .body(body.clone())
+            .send()
+            .await;
+        let (answered, unreachable) = match sent {
+            Ok(r) if retryable_status(r.status().as_u16()) => (Some(r), None),
+            Ok(r) => break r,
             Err(e) => {
-                let msg = format!("paddock broker: {e}");
+                let msg = format!(
+                    "paddock broker: upstream {} unreachable: {}",
+                    upstream.provider,
+                    without_url(&e)
+                );
+                if !retryable_error(&e) {
+                    return call.bad_gateway(reservation, msg);
+                }
+                (None, Some(msg))
+            }
+        };
+        failed += 1;
+        let asked = answered
+            .as_ref()
+            .and_then(|r| retry_after(r.headers(), std::time::SystemTime::now()));
+        let delay = if shared.budget.held() {
+            Err(NoRetry::Held)
+        } else {
+            retry.delay(failed, asked, Instant::now())
+        };
+        let delay = match (answered, delay) {
+            (Some(r), Err(_)) => break r,
+            (None, Err(_)) => {
+                let msg = unreachable.unwrap_or_default();
                 return call.bad_gateway(reservation, msg);
             }
-        }
-    }
-    if let Some(vertex) = &shared.config.vertex {
-        match vertex.token().await {
-            Ok(token) => {
-                if let Ok(mut v) =
-                    http::HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-                {
-                    v.set_sensitive(true);
-                    out_headers.insert(http::header::AUTHORIZATION, v);
-                }
+            (Some(r), Ok(d)) => {
+                call.record_retried(r, failed, d).await;
+                d
             }
-            Err(e) => {
-                let msg = format!("paddock broker: {e}");
-                return call.bad_gateway(reservation, msg);
+            (None, Ok(d)) => {
+                call.record_unreachable(&unreachable.unwrap_or_default(), failed, d);
+                d
             }
-        }
-    }
-    let sent = shared
-        .client
-        .post(&url)
-        .headers(out_headers)
-        .body(body.clone())
-        .send()
-        .await;
-    let resp = match sent {
-        Ok(r) => r,
-        Err(e) => {
-            let msg = format!(
-                "paddock broker: upstream {} unreachable: {}",
-                upstream.provider,
-                without_url(&e)
-            );
-            return call.bad_gateway(reservation, msg);
-        }
+        };
+        tokio::time::sleep(delay).await;
+        call.next_attempt();
     };
     let status = resp.status();
     let content_type = resp
@@ -335,12 +322,12 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         inner,
         meter: Some(meter),
         shared: shared.clone(),
-        seq,
+        seq: call.seq,
         model,
         http_status: status.as_u16(),
         request_bytes: body.len() as u64,
-        started,
-        started_at,
+        started: call.started,
+        started_at: call.started_at,
         ttft_ms: None,
         broke,
         reservation: Some(reservation),
@@ -355,6 +342,58 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 "paddock broker: bad response",
             )
         })
+}
+
+/// The upstream credentials of one attempt, added to `headers`: Bedrock's
+/// SigV4 signature (made per attempt, so a retried call is signed at the
+/// moment it leaves) or Vertex's access token (cached).
+async fn credentials(
+    shared: &Shared,
+    url: &str,
+    body: &[u8],
+    mut headers: HeaderMap,
+) -> Result<HeaderMap, String> {
+    if let Some(bedrock) = &shared.config.bedrock {
+        let content_type = headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_string();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_str(&content_type)
+                .unwrap_or(http::HeaderValue::from_static("application/json")),
+        );
+        let signed = bedrock
+            .sign(
+                "POST",
+                url,
+                &[("content-type", content_type.as_str())],
+                body,
+                std::time::SystemTime::now(),
+            )
+            .map_err(|e| format!("paddock broker: {e}"))?;
+        for (name, value) in signed {
+            if let (Ok(n), Ok(mut v)) = (
+                http::HeaderName::from_bytes(name.as_bytes()),
+                http::HeaderValue::from_str(&value),
+            ) {
+                v.set_sensitive(true);
+                headers.insert(n, v);
+            }
+        }
+    }
+    if let Some(vertex) = &shared.config.vertex {
+        let token = vertex
+            .token()
+            .await
+            .map_err(|e| format!("paddock broker: {e}"))?;
+        if let Ok(mut v) = http::HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
+            v.set_sensitive(true);
+            headers.insert(http::header::AUTHORIZATION, v);
+        }
+    }
+    Ok(headers)
 }
 
 /// For a streaming Chat Completions request, sets
@@ -492,6 +531,71 @@ impl Call<'_> {
         ));
         reservation.settle(0);
         error_response(self.api, StatusCode::BAD_GATEWAY, "api_error", &message)
+    }
+
+    /// The next attempt of a retried call: its own ledger row (a new `seq`)
+    /// and its own clock.
+    fn next_attempt(&mut self) {
+        self.seq = self.shared.next_seq.fetch_add(1, Ordering::SeqCst);
+        self.started = Instant::now();
+        self.started_at = OffsetDateTime::now_utc();
+    }
+
+    /// The row of an attempt the upstream answered with a retryable error
+    /// (429, 5xx): the upstream's status and message, no cost. The error
+    /// body (at most 64 KiB of it) is read and dropped; the engine never
+    /// sees it.
+    async fn record_retried(&self, resp: reqwest::Response, failed: u32, delay: Duration) {
+        let ttft_ms = Some(self.started.elapsed().as_millis() as u64);
+        let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let mut meter = Meter::new(self.api, &content_type);
+        let mut resp = resp;
+        let mut read = 0usize;
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            read += chunk.len();
+            meter.feed(&chunk);
+            if read >= 64 << 10 {
+                break;
+            }
+        }
+        let reading = meter.finish(status);
+        let upstream_error = reading
+            .error
+            .unwrap_or_else(|| format!("HTTP {status} from the upstream"));
+        let mut row = self.unanswered(
+            CallStatus::HttpError,
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+            &self.retrying(&upstream_error, failed, delay),
+        );
+        row.ttft_ms = ttft_ms;
+        row.served_model = reading.served_model;
+        let _ = self.shared.calls.send(row);
+    }
+
+    /// The row of an attempt whose connection failed before any answer: no
+    /// HTTP status, no cost.
+    fn record_unreachable(&self, message: &str, failed: u32, delay: Duration) {
+        let mut row = self.unanswered(
+            CallStatus::HttpError,
+            StatusCode::BAD_GATEWAY,
+            &self.retrying(message, failed, delay),
+        );
+        row.http_status = None;
+        let _ = self.shared.calls.send(row);
+    }
+
+    fn retrying(&self, error: &str, failed: u32, delay: Duration) -> String {
+        format!(
+            "{error} (attempt {failed} of {}; the broker retries in {} ms)",
+            self.shared.config.retry.max_attempts(),
+            delay.as_millis()
+        )
     }
 
     /// The ledger row of a call without an upstream answer: no tokens, no

@@ -162,6 +162,45 @@ impl Scenario {
     }
 }
 
+/// A turn's transient failure, ready to serve (see [`Scenario::transient`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransientReply {
+    /// The 0-based turn it belongs to.
+    pub turn: usize,
+    /// How many requests for the turn get it before the turn is answered.
+    pub times: u32,
+    pub reply: ScriptedReply,
+    /// `Retry-After`, `retry-after-ms`.
+    pub headers: Vec<(&'static str, String)>,
+}
+
+impl Scenario {
+    /// The transient failure of the turn this request asks for, if the turn
+    /// has one. The caller counts how often it served it (`times`).
+    pub fn transient(&self, wire: Wire, request: &serde_json::Value) -> Option<TransientReply> {
+        let index = self.turn_index(wire, request)?;
+        let t = self.turns().get(index)?.transient.as_ref()?;
+        let reply = match wire {
+            Wire::Responses => responses::error_reply(&t.failure),
+            Wire::Messages => messages::error_reply(&t.failure),
+            Wire::Chat => chat::error_reply(&t.failure),
+        };
+        let mut headers = Vec::new();
+        if let Some(v) = &t.retry_after {
+            headers.push(("retry-after", v.clone()));
+        }
+        if let Some(ms) = t.retry_after_ms {
+            headers.push(("retry-after-ms", ms.to_string()));
+        }
+        Some(TransientReply {
+            turn: index,
+            times: t.times,
+            reply,
+            headers,
+        })
+    }
+}
+
 fn render(input: &RenderInput<'_>, wire: Wire) -> ScriptedReply {
     match wire {
         Wire::Responses => responses::render(input),

@@ -75,6 +75,21 @@ pub(crate) struct Turn {
     pub usage: Usage,
     pub ending: Ending,
     pub served_model: Option<String>,
+    /// The first requests for this turn fail this way before it is answered.
+    pub transient: Option<Transient>,
+}
+
+/// A turn's transient failure: its first `times` requests get this HTTP
+/// error (with the upstream's retry headers), later ones the turn itself.
+/// The only state a scenario has: counted per scripted server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Transient {
+    pub times: u32,
+    pub failure: HttpFailure,
+    /// `Retry-After`, as given (seconds or an HTTP date).
+    pub retry_after: Option<String>,
+    /// `retry-after-ms`.
+    pub retry_after_ms: Option<u64>,
 }
 
 /// How a turn ends.
@@ -176,6 +191,24 @@ struct RawTurn {
     #[serde(default)]
     disconnect: bool,
     served_model: Option<String>,
+    transient: Option<RawTransient>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTransient {
+    #[serde(default = "one")]
+    times: u32,
+    status: u16,
+    message: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    retry_after: Option<String>,
+    retry_after_ms: Option<u64>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Deserialize)]
@@ -409,6 +442,42 @@ fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
             at,
         )?);
     }
+    let transient = match raw.transient {
+        None => None,
+        Some(t) => {
+            if !(1..=10).contains(&t.times) {
+                return Err(at.error(
+                    "transient.times",
+                    format!("must be 1 to 10, got {}", t.times),
+                ));
+            }
+            if !(400..=599).contains(&t.status) {
+                return Err(at.error(
+                    "transient.status",
+                    format!(
+                        "must be an HTTP error status (400 to 599), got {}",
+                        t.status
+                    ),
+                ));
+            }
+            if t.retry_after.as_deref() == Some("") {
+                return Err(at.error("transient.retry_after", "is empty; leave it out instead"));
+            }
+            Some(Transient {
+                times: t.times,
+                failure: HttpFailure {
+                    status: t.status,
+                    message: t
+                        .message
+                        .unwrap_or_else(|| format!("scripted transient failure ({})", t.status)),
+                    kind: non_empty(t.kind),
+                    code: None,
+                },
+                retry_after: t.retry_after,
+                retry_after_ms: t.retry_after_ms,
+            })
+        }
+    };
     Ok(Turn {
         reasoning: raw.reasoning,
         text: raw.text,
@@ -416,6 +485,7 @@ fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
         usage,
         ending,
         served_model: raw.served_model,
+        transient,
     })
 }
 
@@ -621,6 +691,7 @@ served_model = "other"
                     },
                     ending: Ending::Complete,
                     served_model: None,
+                    transient: None,
                 },
                 Turn {
                     reasoning: None,
@@ -634,6 +705,7 @@ served_model = "other"
                         code: Some("rate_limit_exceeded".into()),
                     }),
                     served_model: None,
+                    transient: None,
                 },
                 Turn {
                     reasoning: None,
@@ -645,6 +717,7 @@ served_model = "other"
                         kind: Some("overloaded_error".into()),
                     }),
                     served_model: None,
+                    transient: None,
                 },
                 Turn {
                     reasoning: None,
@@ -653,6 +726,7 @@ served_model = "other"
                     usage: Usage::default(),
                     ending: Ending::Disconnect,
                     served_model: None,
+                    transient: None,
                 },
                 Turn {
                     reasoning: None,
@@ -661,6 +735,7 @@ served_model = "other"
                     usage: Usage::default(),
                     ending: Ending::Complete,
                     served_model: Some("other".into()),
+                    transient: None,
                 },
             ],
         };
@@ -673,7 +748,7 @@ served_model = "other"
     fn unknown_field_names_field_and_line() {
         assert_eq!(
             parse_error("[[turn]]\ntext = \"a\"\n\n[[turn]]\ntxt = \"b\"\n"),
-            "demo.toml:5:1: unknown field `txt`, expected one of `reasoning`, `text`, `action`, `usage`, `error`, `stream_error`, `disconnect`, `served_model`"
+            "demo.toml:5:1: unknown field `txt`, expected one of `reasoning`, `text`, `action`, `usage`, `error`, `stream_error`, `disconnect`, `served_model`, `transient`"
         );
     }
 

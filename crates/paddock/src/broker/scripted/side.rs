@@ -39,6 +39,7 @@ pub(crate) fn side_turn(wire: Wire, request: &Value) -> Option<Turn> {
                 usage: Usage::default(),
                 ending: Ending::Complete,
                 served_model: None,
+                transient: None,
             })
         }
     }
