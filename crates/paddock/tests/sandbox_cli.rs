@@ -218,6 +218,75 @@ fn the_broker_forwarder_is_the_only_way_out() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// The forwarder runs in the helper, outside the job's cgroup: 300
+/// connections held open under `--pids 20` must not grow the helper's
+/// threads (one forwarder thread, whatever the job connects), and the
+/// forwarder still relays both ways afterwards.
+#[test]
+fn many_connections_do_not_grow_the_helpers_threads() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("broker.sock");
+    let broker = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        for c in broker.incoming() {
+            let mut c = c.unwrap();
+            std::thread::spawn(move || {
+                let mut back = c.try_clone().unwrap();
+                let _ = std::io::copy(&mut c, &mut back);
+            });
+        }
+    });
+    let script = "import socket, time\n\
+        held = []\n\
+        for _ in range(300):\n    s = socket.create_connection(('127.0.0.1', 9000), timeout=5); held.append(s)\n\
+        print('held', len(held), flush=True)\n\
+        time.sleep(3)\n\
+        for s in held: s.close()\n\
+        s = socket.create_connection(('127.0.0.1', 9000), timeout=5)\n\
+        s.sendall(b'ping'); s.shutdown(socket.SHUT_WR)\n\
+        print(s.recv(16).decode())\n";
+    let child = Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(["sandbox", "--net", "broker", "--broker-socket"])
+        .arg(&sock)
+        .args([
+            "--broker-port",
+            "9000",
+            "--pids",
+            "20",
+            "--allow-without-cgroups",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            script,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // `paddock sandbox` is the helper itself: count its threads while the
+    // connections are held.
+    let tasks = format!("/proc/{}/task", child.id());
+    let mut most = 0;
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(4) {
+        if let Ok(rd) = std::fs::read_dir(&tasks) {
+            most = most.max(rd.count());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        (out.status.code(), text(&out.stdout), most <= 3),
+        (Some(0), "held 300\nping\n".to_string(), true),
+        "at most {most} threads; stderr: {}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn doctor_reports_what_the_kernel_says() {
     let out = Command::new(env!("CARGO_BIN_EXE_paddock"))

@@ -5,14 +5,18 @@
 //! `127.0.0.1:PORT` inside the namespace and relays each to the job's
 //! broker Unix socket on the host. The job can reach nothing else, and the
 //! broker attributes traffic by the socket it arrives on. The socket
-//! itself is not visible inside the sandbox.
+//! itself is not visible inside the sandbox. The helper is outside the
+//! job's cgroup, so the forwarder is one thread and one `poll(2)` loop
+//! over non-blocking sockets with a cap on connections: what the job asks
+//! for never grows the helper's threads.
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd as _, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
+use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType, UnixAddr};
 
 use crate::error::SetupError;
 
@@ -34,7 +38,6 @@ pub fn loopback_up() -> Result<(), SetupError> {
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
         *dst = *src as libc::c_char;
     }
-    use std::os::fd::AsRawFd as _;
     // SAFETY: `req` is a valid ifreq naming "lo" and outlives the call; the
     // kernel writes the flags into its union.
     unsafe { get_flags(sock.as_raw_fd(), &mut req) }.map_err(err)?;
@@ -56,52 +59,306 @@ pub fn bind_forwarder(port: u16, socket: &Path) -> Result<TcpListener, SetupErro
     })
 }
 
-/// Relays every accepted connection to `socket`, one thread pair per
-/// connection, until the process exits.
+/// At most this many connections are relayed at once; further ones wait in
+/// the listener's backlog until one ends (the job throttles itself, the
+/// helper's memory and descriptors stay bounded: two sockets and two
+/// [`BUF`]-byte buffers per connection).
+pub const MAX_CONNECTIONS: usize = 256;
+
+/// Bytes buffered per direction of a connection.
+const BUF: usize = 16 * 1024;
+
+/// Relays every accepted connection to `socket` from one thread, an event
+/// loop over non-blocking sockets (`poll(2)`), until the process exits.
+/// The helper runs outside the job's cgroup, so nothing it does may grow
+/// with what the job asks for: one thread whatever the number of
+/// connections, at most [`MAX_CONNECTIONS`] of them.
 pub fn serve_forwarder(listener: TcpListener, socket: PathBuf) {
     std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(tcp) = conn else { continue };
-            let socket = socket.clone();
-            std::thread::spawn(move || relay(tcp, &socket));
+        if listener.set_nonblocking(true).is_ok() {
+            Forwarder {
+                listener,
+                socket,
+                conns: Vec::new(),
+            }
+            .run();
         }
     });
 }
 
-fn relay(tcp: TcpStream, socket: &Path) {
-    let Ok(unix) = UnixStream::connect(socket) else {
-        let _ = tcp.shutdown(Shutdown::Both);
-        return;
-    };
-    let (Ok(tcp2), Ok(unix2)) = (tcp.try_clone(), unix.try_clone()) else {
-        return;
-    };
-    let up = std::thread::spawn(move || pipe(tcp2, unix2));
-    pipe_back(unix, tcp);
-    let _ = up.join();
+/// One direction of a connection: bytes read from one socket, not yet
+/// written to the other.
+#[derive(Default)]
+struct Pipe {
+    buf: Vec<u8>,
+    /// Unwritten bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// The source said end of file.
+    eof: bool,
+    /// The destination's write side was shut after `eof`.
+    shut: bool,
 }
 
-fn pipe(mut from: TcpStream, mut to: UnixStream) {
-    let _ = copy(&mut from, &mut to);
-    let _ = to.shutdown(Shutdown::Write);
-}
+impl Pipe {
+    fn pending(&self) -> bool {
+        self.start < self.end
+    }
 
-fn pipe_back(mut from: UnixStream, mut to: TcpStream) {
-    let _ = copy(&mut from, &mut to);
-    let _ = to.shutdown(Shutdown::Write);
-}
+    fn wants_read(&self) -> bool {
+        !self.eof && !self.pending()
+    }
 
-fn copy(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<()> {
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => return Ok(()),
-            Ok(n) => {
-                to.write_all(&buf[..n])?;
-                to.flush()?;
+    /// Moves what it can from `from` to `to` without blocking; false when
+    /// the connection is broken.
+    fn pump(&mut self, from: &mut impl Read, to: &mut (impl Write + Shut)) -> bool {
+        loop {
+            if self.wants_read() {
+                if self.buf.is_empty() {
+                    self.buf = vec![0; BUF];
+                }
+                match from.read(&mut self.buf) {
+                    Ok(0) => self.eof = true,
+                    Ok(n) => (self.start, self.end) = (0, n),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(_) => return false,
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            if !self.pending() {
+                break;
+            }
+            match to.write(&self.buf[self.start..self.end]) {
+                Ok(0) => return false,
+                Ok(n) => self.start += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
         }
+        if self.eof && !self.pending() && !self.shut {
+            to.shut_write();
+            self.shut = true;
+        }
+        true
+    }
+}
+
+/// Shutting the write side of a socket.
+trait Shut {
+    fn shut_write(&self);
+}
+
+impl Shut for TcpStream {
+    fn shut_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+}
+
+impl Shut for UnixStream {
+    fn shut_write(&self) {
+        let _ = self.shutdown(Shutdown::Write);
+    }
+}
+
+struct Conn {
+    tcp: TcpStream,
+    unix: UnixStream,
+    /// TCP (the job) to the broker.
+    up: Pipe,
+    /// The broker to TCP.
+    down: Pipe,
+}
+
+impl Conn {
+    fn done(&self) -> bool {
+        self.up.shut && self.down.shut
+    }
+
+    /// The poll events each socket waits for (0: none).
+    fn events(&self) -> (libc::c_short, libc::c_short) {
+        let mut tcp = 0;
+        let mut unix = 0;
+        if self.up.wants_read() {
+            tcp |= libc::POLLIN;
+        }
+        if self.up.pending() {
+            unix |= libc::POLLOUT;
+        }
+        if self.down.wants_read() {
+            unix |= libc::POLLIN;
+        }
+        if self.down.pending() {
+            tcp |= libc::POLLOUT;
+        }
+        (tcp, unix)
+    }
+
+    /// Moves what it can both ways; false when the connection is broken.
+    fn pump(&mut self) -> bool {
+        self.up.pump(&mut self.tcp, &mut self.unix) && self.down.pump(&mut self.unix, &mut self.tcp)
+    }
+}
+
+struct Forwarder {
+    listener: TcpListener,
+    socket: PathBuf,
+    conns: Vec<Conn>,
+}
+
+impl Forwarder {
+    fn run(mut self) {
+        let mut fds: Vec<libc::pollfd> = Vec::new();
+        loop {
+            fds.clear();
+            let accepting = self.conns.len() < MAX_CONNECTIONS;
+            fds.push(pollfd(
+                self.listener.as_raw_fd(),
+                if accepting { libc::POLLIN } else { 0 },
+            ));
+            for c in &self.conns {
+                let (tcp, unix) = c.events();
+                fds.push(pollfd(c.tcp.as_raw_fd(), tcp));
+                fds.push(pollfd(c.unix.as_raw_fd(), unix));
+            }
+            let Ok(len) = libc::nfds_t::try_from(fds.len()) else {
+                return;
+            };
+            // SAFETY: poll reads and writes `len` pollfd structs, exactly
+            // the vector's length; the vector lives across the call and
+            // every descriptor in it is open (or -1, which poll ignores).
+            let rc = unsafe { libc::poll(fds.as_mut_ptr(), len, -1) };
+            if rc < 0 {
+                if std::io::Error::last_os_error().kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                return;
+            }
+            // Pump every connection a socket of which is ready (readiness
+            // without a requested event is a hang-up or an error, which
+            // the pump finds too).
+            let ready: Vec<bool> = self
+                .conns
+                .iter()
+                .enumerate()
+                .map(|(i, _)| fds[1 + 2 * i].revents != 0 || fds[2 + 2 * i].revents != 0)
+                .collect();
+            let mut i = 0;
+            self.conns.retain_mut(|c| {
+                let keep = !ready[i] || (c.pump() && !c.done());
+                i += 1;
+                keep
+            });
+            if accepting && fds[0].revents != 0 {
+                self.accept();
+            }
+        }
+    }
+
+    /// Accepts what is waiting, up to the cap, each with its connection
+    /// to the broker (made without blocking: a broker that cannot take it
+    /// now closes the job's connection).
+    fn accept(&mut self) {
+        while self.conns.len() < MAX_CONNECTIONS {
+            let tcp = match self.listener.accept() {
+                Ok((tcp, _)) => tcp,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            let Ok(unix) = connect_nonblocking(&self.socket) else {
+                let _ = tcp.shutdown(Shutdown::Both);
+                continue;
+            };
+            if tcp.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let mut conn = Conn {
+                tcp,
+                unix,
+                up: Pipe::default(),
+                down: Pipe::default(),
+            };
+            if conn.pump() {
+                self.conns.push(conn);
+            }
+        }
+    }
+}
+
+fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd: if events == 0 { -1 } else { fd },
+        events,
+        revents: 0,
+    }
+}
+
+/// A non-blocking connection to the Unix socket at `path`.
+fn connect_nonblocking(path: &Path) -> nix::Result<UnixStream> {
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let addr = UnixAddr::new(path)?;
+    nix::sys::socket::connect(fd.as_raw_fd(), &addr)?;
+    Ok(UnixStream::from(fd))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Many connections at once, each echoed through a stand-in broker,
+    /// from one forwarder thread.
+    #[test]
+    fn relays_many_connections_both_ways() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("broker.sock");
+        let broker = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        std::thread::spawn(move || {
+            for c in broker.incoming() {
+                let mut c = c.unwrap();
+                std::thread::spawn(move || {
+                    let mut back = c.try_clone().unwrap();
+                    let _ = std::io::copy(&mut c, &mut back);
+                });
+            }
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        serve_forwarder(listener, sock);
+        let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let mut conns: Vec<TcpStream> = (0..40)
+            .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+            .collect();
+        let mut got = Vec::new();
+        for (i, c) in conns.iter_mut().enumerate() {
+            let msg = if i == 0 {
+                big.clone()
+            } else {
+                format!("conn {i}").into_bytes()
+            };
+            let mut writer = c.try_clone().unwrap();
+            let sender = std::thread::spawn(move || {
+                writer.write_all(&msg).unwrap();
+                writer.shutdown(Shutdown::Write).unwrap();
+            });
+            let mut back = Vec::new();
+            c.read_to_end(&mut back).unwrap();
+            sender.join().unwrap();
+            got.push(back);
+        }
+        let want: Vec<Vec<u8>> = (0..40)
+            .map(|i| {
+                if i == 0 {
+                    big.clone()
+                } else {
+                    format!("conn {i}").into_bytes()
+                }
+            })
+            .collect();
+        assert!(got == want, "the echoes differ");
     }
 }
