@@ -1,8 +1,9 @@
 //! Redaction of everything Paddock writes about a job: the job's directories
 //! become placeholders (the checkout `<workspace>`, the job directory
 //! `<job-dir>`), the secrets Paddock knows (the provider key, the per-job
-//! token) and common token shapes (OpenAI and Anthropic keys, GitHub, Slack,
-//! AWS, Google keys, JWTs, bearer headers, private key blocks) become
+//! token) and the credential shapes of `rules.rs` (AI providers, source
+//! hosts and registries, clouds, payments, chat, URLs with a password,
+//! bearer headers, key assignments, private key blocks, JWTs) become
 //! `[REDACTED]`. Applied to every event before it is stored or shown, to
 //! ledger error messages, to the job's reason and to the engine's raw output
 //! and stderr artifacts, and (patterns only) to Paddock's own log lines.
@@ -10,10 +11,8 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::path::Path;
-use std::sync::LazyLock;
 
 use paddock_protocol::EventBody;
-use regex::Regex;
 use serde_json::Value;
 
 use crate::broker::Secret;
@@ -28,38 +27,6 @@ pub const JOB_DIR: &str = "<job-dir>";
 /// Secrets shorter than this are not redacted by value (they would match
 /// ordinary text); the token patterns still apply.
 pub const MIN_SECRET_LEN: usize = 8;
-
-/// Token shapes redacted wherever they appear, also right after a JSON
-/// escape such as `\n` (so no `\b`). A pattern with a capture group keeps
-/// the group (a header name, the character before the token) and redacts
-/// the rest.
-static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    [
-        // Private key blocks.
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)-----END [A-Z0-9 ]*PRIVATE KEY-----",
-        // Authorization headers and bearer tokens.
-        r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}",
-        r"(?i)((?:x-api-key|api[_-]?key|access[_-]?token|secret)[\x22']?\s*[:=]\s*[\x22']?)[A-Za-z0-9._~+/=-]{12,}",
-        // OpenAI (sk-, sk-proj-, sk-svcacct-) and Anthropic (sk-ant-) keys.
-        r"(^|[^A-Za-z0-9]|\\[nrt])sk-[A-Za-z0-9_-]{20,}",
-        // Paddock's own per-job tokens.
-        r"pdk-job-[0-9a-f]{16,}",
-        // GitHub tokens.
-        r"gh[pousr]_[A-Za-z0-9]{30,}",
-        r"github_pat_[A-Za-z0-9_]{22,}",
-        // Slack tokens.
-        r"xox[abposr]-[A-Za-z0-9-]{10,}",
-        // AWS access key ids.
-        r"(?:AKIA|ASIA)[0-9A-Z]{16}",
-        // Google API keys.
-        r"AIza[0-9A-Za-z_-]{35}",
-        // JSON Web Tokens.
-        r"(^|[^A-Za-z0-9]|\\[nrt])eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    ]
-    .iter()
-    .filter_map(|p| Regex::new(p).ok())
-    .collect()
-});
 
 /// Redacts text for one job (or, without paths and secrets, for any text).
 #[derive(Clone, Default)]
@@ -127,16 +94,8 @@ impl Redactor {
                 out = Cow::Owned(out.replace(path.as_str(), placeholder));
             }
         }
-        for re in PATTERNS.iter() {
-            if re.is_match(&out) {
-                let replaced = re
-                    .replace_all(&out, |caps: &regex::Captures<'_>| match caps.get(1) {
-                        Some(keep) => format!("{}{REDACTED}", keep.as_str()),
-                        None => REDACTED.to_string(),
-                    })
-                    .into_owned();
-                out = Cow::Owned(replaced);
-            }
+        if let Some(replaced) = rules::redact(&out, REDACTED) {
+            out = Cow::Owned(replaced);
         }
         out
     }
@@ -160,9 +119,7 @@ impl Redactor {
                     .map(|(i, m)| (i, i + m.len())),
             );
         }
-        for re in PATTERNS.iter() {
-            spans.extend(re.find_iter(text).map(|m| (m.start(), m.end())));
-        }
+        spans.extend(rules::spans(text));
         let mut at = text.len().saturating_sub(keep);
         while !text.is_char_boundary(at) {
             at -= 1;
@@ -286,6 +243,8 @@ impl<W: std::io::Write> std::io::Write for RedactingWriter<W> {
         self.inner.flush()
     }
 }
+
+mod rules;
 
 #[cfg(test)]
 mod tests;
