@@ -4,12 +4,16 @@
 //! engine's install directories read-only, the job's work, home and tmp
 //! writable, and the broker reachable only through the forwarder at
 //! `127.0.0.1:`[`SANDBOX_BROKER_PORT`] inside the job's network namespace.
-//! The runner treats both the same way: one process group to stream,
-//! time out and kill.
+//! On the `process` rung the engine runs under Paddock's supervisor
+//! (supervise.rs), which kills everything the engine started however it
+//! detached. The runner treats both the same way: one child to stream,
+//! time out and [`stop`].
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
 use paddock_protocol::Isolation;
 use paddock_sandbox::policy::SYSTEM_RO;
 use paddock_sandbox::{launch, protected_in, Limits, NetMode, Policy};
@@ -132,23 +136,62 @@ pub fn command(
                 job_id: paths.job_id.clone(),
                 source,
             })?;
-            Command::from(std_cmd)
+            let mut c = Command::from(std_cmd);
+            c.kill_on_drop(true);
+            c
         }
+        // The engine under Paddock's supervisor (supervise.rs), which
+        // kills its whole tree when it ends or on SIGTERM; a SIGKILL would
+        // leave that tree running, so the runner stops it with
+        // [`stop`], never by dropping it.
         (Isolation::Process | Isolation::Auto, _) | (Isolation::Sandbox, None) => {
-            let mut c = Command::new(&spec.program);
-            c.args(&spec.args)
+            let exe = std::env::current_exe().map_err(LaunchError::Helper)?;
+            let mut c = Command::new(exe);
+            c.arg(crate::supervise::SUPERVISE_ARG)
+                .arg("--")
+                .arg(&spec.program)
+                .args(&spec.args)
                 .env_clear()
                 .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .current_dir(&spec.cwd);
+                .current_dir(&spec.cwd)
+                .kill_on_drop(false);
             c
         }
     };
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .process_group(0);
     Ok(cmd)
+}
+
+/// Stops a started engine and everything it started: the supervisor on the
+/// `process` rung gets SIGTERM (it kills the tree and exits), the sandbox
+/// helper's process group SIGKILL (the PID namespace takes the rest).
+pub fn stop(isolation: Isolation, pid: Option<u32>) {
+    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw) else {
+        return;
+    };
+    match isolation {
+        Isolation::Sandbox => {
+            let _ = killpg(pid, Signal::SIGKILL);
+        }
+        Isolation::Process | Isolation::Auto => {
+            let _ = kill(pid, Signal::SIGTERM);
+        }
+    }
+}
+
+/// Stops the engine when dropped (an error leaving the runner early).
+pub struct StopOnDrop {
+    pub isolation: Isolation,
+    pub pid: Option<u32>,
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        stop(self.isolation, self.pid);
+    }
 }
 
 /// The sandbox policy for an engine command.

@@ -15,5 +15,6 @@ pub mod redact;
 pub mod rung;
 pub mod runner;
 pub mod store;
+pub mod supervise;
 pub mod usage;
 pub mod workspace;

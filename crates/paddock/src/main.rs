@@ -148,6 +148,11 @@ fn main() -> ExitCode {
         let code = paddock_sandbox::init::main();
         return ExitCode::from(u8::try_from(code).unwrap_or(exit::INTERNAL));
     }
+    // The `process` rung's supervisor: single-threaded, no runtime.
+    if first.as_deref() == Some(std::ffi::OsStr::new(paddock::supervise::SUPERVISE_ARG)) {
+        let code = paddock::supervise::main(std::env::args_os().skip(2));
+        return ExitCode::from(u8::try_from(code).unwrap_or(exit::INTERNAL));
+    }
     // `paddock sandbox ...` is on the start-up path of every confined
     // command: it parses only its own arguments and sets up no logging
     // (`paddock --db X sandbox ...` still works, through the full parser).

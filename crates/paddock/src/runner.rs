@@ -30,6 +30,7 @@ use crate::context::{self, Prepared};
 use crate::engines::EngineAdapter;
 use crate::engines::{self, LaunchContext, Outcome};
 use crate::launcher;
+use crate::leftovers;
 use crate::output::{self, ArtifactWriter, Line, LineSplitter, Tail, Utf8Decoder};
 use crate::paths::Paths;
 use crate::policy::{self, HostSemaphore, JobPolicy};
@@ -40,6 +41,8 @@ use crate::workspace::Workspace;
 
 /// How much of the engine's output is read at once.
 const READ_CHUNK: usize = 64 << 10;
+/// How long a stopped engine's supervisor may take to kill its tree.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How long the rest of the engine's output is drained once it exited.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// A timer that never fires in a job's lifetime (100 years).
@@ -865,8 +868,12 @@ async fn launch_and_stream(
         .spawn()
         .map_err(|e| step(&format!("start {}", cmd.program.display()), e))?;
     let pgid = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
+    // Whatever ends this function early stops the engine and its tree.
+    let mut stop_on_drop = launcher::StopOnDrop {
+        isolation: spec.isolation,
+        pid: child.id(),
+    };
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        kill_group(pgid);
         return Err(LaunchFailure::Step(
             "the engine's stdout/stderr were not captured".into(),
         ));
@@ -923,6 +930,7 @@ async fn launch_and_stream(
             status = child.wait(), if exited.is_none() => {
                 let status = status.map_err(|e| step("wait for the engine", e))?;
                 exited = Some(status);
+                stop_on_drop.pid = None;
                 // What the engine left running goes with it.
                 kill_group(pgid);
                 grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
@@ -936,8 +944,7 @@ async fn launch_and_stream(
                 em.emit(EventBody::Policy { rule: notice.rule, message: notice.message }).await?;
             }
             () = &mut deadline, if exited.is_none() => {
-                kill_group(pgid);
-                let _ = child.start_kill();
+                launcher::stop(spec.isolation, child.id());
                 ended = Some(JobStatus::TimedOut);
                 em.emit(match job_policy.and_then(|p| p.timeout_event(spec.limits.timeout_secs)) {
                     Some(event) => event,
@@ -949,8 +956,7 @@ async fn launch_and_stream(
                 break;
             }
             () = &mut cancel, if exited.is_none() => {
-                kill_group(pgid);
-                let _ = child.start_kill();
+                launcher::stop(spec.isolation, child.id());
                 ended = Some(JobStatus::Cancelled);
                 break;
             }
@@ -968,13 +974,40 @@ async fn launch_and_stream(
     }
     let exit = match exited {
         Some(s) => s,
-        None => child
-            .wait()
-            .await
-            .map_err(|e| step("wait for the engine", e))?,
+        None => {
+            // Stopped: the supervisor kills the tree and exits; one that
+            // does not in time is killed with its group.
+            let status = match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    kill_group(pgid);
+                    let _ = child.start_kill();
+                    child.wait().await
+                }
+            };
+            status.map_err(|e| step("wait for the engine", e))?
+        }
     };
-    // No process of the job outlives it.
+    stop_on_drop.pid = None;
+    // No process of the job outlives it: its group, then anything still
+    // pointing into the job's directory (the check that nothing is left).
     kill_group(pgid);
+    let left = tokio::task::spawn_blocking({
+        let root = ws.root.clone();
+        move || leftovers::kill_processes(&root)
+    })
+    .await
+    .unwrap_or(0);
+    if left > 0 {
+        em.error(
+            "paddock",
+            format!(
+                "{left} process(es) of the job were still running after its engine ended; killed"
+            ),
+            false,
+        )
+        .await?;
+    }
     if let Some(e) = raw.finish().await {
         em.error("paddock", e, false).await?;
     }

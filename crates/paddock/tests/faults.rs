@@ -336,3 +336,82 @@ async fn a_crashed_engine_is_an_error_event_naming_the_signal() {
     );
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
+
+/// An engine script that starts two daemons in their own sessions (one
+/// directly, one through a double fork), writing their pids into `dir`.
+fn daemons(dir: &std::path::Path, then: &str) -> String {
+    format!(
+        "setsid sh -c 'echo $$ > {d}/d1.pid; exec sleep 300' &
+(setsid sh -c 'echo $$ > {d}/d2.pid; exec sleep 300' &)
+while [ ! -s {d}/d1.pid ] || [ ! -s {d}/d2.pid ]; do sleep 0.05; done
+echo changed >> README.md
+{then}",
+        d = dir.display()
+    )
+}
+
+/// The daemons' pids still alive (killed here, so that a failing test
+/// leaves nothing behind).
+fn live_daemons(dir: &std::path::Path) -> Vec<String> {
+    let mut alive = Vec::new();
+    for name in ["d1.pid", "d2.pid"] {
+        let pid: i32 = std::fs::read_to_string(dir.join(name))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if cmd.starts_with("sleep\u{0}300") {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            alive.push(name.to_string());
+        }
+    }
+    alive
+}
+
+/// On the process rung, what the engine started in its own session dies
+/// with the job: when the engine ends, and when the job is cancelled.
+#[tokio::test]
+async fn detached_descendants_die_with_the_job_on_the_process_rung() {
+    // The engine ends by itself.
+    let home = Home::new();
+    let spec = fake_job(&home, "process", &daemons(home.path(), "exit 0"), 60);
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (rec.status, live_daemons(home.path())),
+        (JobStatus::Failed, vec![])
+    );
+    // The job is cancelled while the engine runs.
+    let home = Home::new();
+    let spec = fake_job(
+        &home,
+        "process",
+        &daemons(home.path(), "touch started; sleep 60"),
+        60,
+    );
+    let child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file_in_work(&home, "started").await;
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    let rec = record(&out);
+    assert_eq!(
+        (
+            rec.status,
+            live_daemons(home.path()),
+            home.leftover_workspaces()
+        ),
+        (JobStatus::Cancelled, vec![], vec![])
+    );
+}

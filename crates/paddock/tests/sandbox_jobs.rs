@@ -1,6 +1,6 @@
 //! Jobs on the `sandbox` rung with a stand-in engine: the timeout kills
 //! everything the engine started, even a daemon that left the process
-//! group (which survives on the `process` rung: the positive twin), and
+//! group (on both rungs: the `process` rung's supervisor kills it too), and
 //! the engine sees the sandbox, not the host; the default pids cap holds;
 //! where no sandbox can start (inside one), `auto` falls back to `process`
 //! and says why, and an explicit `sandbox` is refused.
@@ -67,10 +67,10 @@ async fn the_timeout_kills_a_daemon_that_left_the_process_group() {
     if !common::sandbox_available() {
         return;
     }
-    // Twin: on the process rung the daemon outlives the job.
+    // On the process rung too: the supervisor kills it (supervise.rs).
     assert_eq!(
         (daemon_survives(false).await, daemon_survives(true).await),
-        (true, false)
+        (false, false)
     );
 }
 

@@ -1,0 +1,249 @@
+//! The `process` rung's supervisor: `paddock __supervise -- ENGINE ARGS…`,
+//! dispatched in `main` before the runtime starts. It is the engine's
+//! parent and a child subreaper (`PR_SET_CHILD_SUBREAPER`), so every
+//! process the engine starts stays in its subtree however it detached (its
+//! own session, a double fork, a `setsid` daemon): an orphan is reparented
+//! to the supervisor, not to init. When the engine exits, or on SIGTERM,
+//! SIGINT or SIGHUP (the runner's timeout and cancel, or the death of its
+//! `paddock`, through the parent-death signal), it kills its whole subtree
+//! with SIGKILL, round after round until none is left, reaps everything,
+//! and exits as the engine did (the same code, or the same signal).
+//!
+//! It is single-threaded and runs only this code: the signals it waits for
+//! are blocked and read from a signalfd, so no handler runs between a fork
+//! and an exec, and the engine starts with an empty signal mask (the
+//! standard library resets it in the child).
+
+use std::ffi::OsString;
+use std::process::Command;
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+/// The first argument that makes `paddock` the supervisor.
+pub const SUPERVISE_ARG: &str = "__supervise";
+
+/// Exit code when the supervisor itself cannot run the engine.
+const FAILED: i32 = 70;
+
+/// Rounds of killing: a process may fork while its tree is being killed.
+const KILL_ROUNDS: usize = 50;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error("usage: paddock {SUPERVISE_ARG} -- PROGRAM [ARGS...]")]
+    Usage,
+    #[error("become a child subreaper: {0}")]
+    Subreaper(Errno),
+    #[error("set the parent-death signal: {0}")]
+    DeathSignal(Errno),
+    #[error("block the signals it waits for: {0}")]
+    Signals(Errno),
+    #[error("start {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+/// Runs the supervisor on the arguments after [`SUPERVISE_ARG`]; the
+/// process's exit code.
+pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
+    match supervise(args.collect()) {
+        Ok(code) => code,
+        Err(e) => {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "paddock supervisor: {e}");
+            FAILED
+        }
+    }
+}
+
+fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
+    let argv = match args.split_first() {
+        Some((dashes, rest)) if dashes == "--" => rest,
+        _ => return Err(SuperviseError::Usage),
+    };
+    let Some((program, rest)) = argv.split_first() else {
+        return Err(SuperviseError::Usage);
+    };
+    nix::sys::prctl::set_child_subreaper(true).map_err(SuperviseError::Subreaper)?;
+    let parent = nix::unistd::getppid();
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(SuperviseError::DeathSignal)?;
+    let mut waited = SigSet::empty();
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGCHLD,
+    ] {
+        waited.add(s);
+    }
+    waited.thread_block().map_err(SuperviseError::Signals)?;
+    let signals =
+        SignalFd::with_flags(&waited, SfdFlags::SFD_CLOEXEC).map_err(SuperviseError::Signals)?;
+    // The parent died before the death signal was armed.
+    if nix::unistd::getppid() != parent {
+        return Ok(128 + Signal::SIGTERM as i32);
+    }
+    let engine =
+        Command::new(program)
+            .args(rest)
+            .spawn()
+            .map_err(|source| SuperviseError::Spawn {
+                program: program.to_string_lossy().into_owned(),
+                source,
+            })?;
+    let engine = Pid::from_raw(i32::try_from(engine.id()).unwrap_or(i32::MAX));
+    let ended = loop {
+        if let Some(status) = reap(engine) {
+            break status;
+        }
+        match signals.read_signal() {
+            Ok(Some(info)) if info.ssi_signo != Signal::SIGCHLD as u32 => kill_tree(),
+            Ok(_) => {}
+            // Cannot wait for signals any more: end the job rather than
+            // spin.
+            Err(Errno::EINTR) => {}
+            Err(_) => kill_tree(),
+        }
+    };
+    kill_tree();
+    // Everything left was killed: wait for the last of it.
+    while !matches!(waitpid(None, None), Err(Errno::ECHILD)) {}
+    Ok(exit_like(ended))
+}
+
+/// Reaps every child that ended; the engine's end when it was among them.
+fn reap(engine: Pid) -> Option<WaitStatus> {
+    let mut ended = None;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return ended,
+            Ok(status @ (WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, _, _)))
+                if pid == engine =>
+            {
+                ended = Some(status);
+            }
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return ended,
+        }
+    }
+}
+
+/// Kills every descendant (SIGKILL) until none is left.
+fn kill_tree() {
+    for _ in 0..KILL_ROUNDS {
+        let live = descendants(Pid::this());
+        if live.is_empty() {
+            return;
+        }
+        for pid in live {
+            let _ = kill(pid, Signal::SIGKILL);
+        }
+        // Reparented grandchildren show up as children once their parent
+        // is reaped.
+        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// The live (not zombie) descendants of `root`, from `/proc`'s children
+/// lists.
+pub fn descendants(root: Pid) -> Vec<Pid> {
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(pid) = stack.pop() {
+        for child in children(pid) {
+            if !zombie(child) {
+                out.push(child);
+            }
+            stack.push(child);
+        }
+    }
+    out
+}
+
+fn children(pid: Pid) -> Vec<Pid> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .map(Pid::from_raw),
+            );
+        }
+    }
+    out
+}
+
+fn zombie(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+/// Ends this process the way the engine ended: its exit code, or its
+/// signal (without a core dump); 128 + the signal when that signal does not
+/// end a process.
+fn exit_like(status: WaitStatus) -> i32 {
+    match status {
+        WaitStatus::Exited(_, code) => code,
+        WaitStatus::Signaled(_, sig, _) => {
+            let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0);
+            let mut all = SigSet::empty();
+            all.add(sig);
+            let _ = all.thread_unblock();
+            // Twice: the standard library's SIGSEGV and SIGBUS handler
+            // (stack overflow detection) resets the default action and
+            // returns on a fault it does not own.
+            let _ = nix::sys::signal::raise(sig);
+            let _ = nix::sys::signal::raise(sig);
+            128 + sig as i32
+        }
+        _ => FAILED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descendants_are_found_through_every_level() {
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_raw(child.id() as i32);
+        let mut found = Vec::new();
+        for _ in 0..200 {
+            found = descendants(pid);
+            if found.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(found.len(), 2);
+        for p in found {
+            kill(p, Signal::SIGKILL).unwrap();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
