@@ -1,6 +1,7 @@
 //! seccomp: the system calls the command may never make, applied last by
 //! the sandbox's PID 1 (after the mounts it needs itself). Denied with
-//! EPERM: ptrace and cross-process memory access, every mount and
+//! EPERM: `ptrace`, `process_vm_readv/writev` and `pidfd_getfd` (what
+//! that does and does not cover is below), every mount and
 //! namespace operation, kexec, modules, bpf, perf, keyrings, raw, packet,
 //! netlink and vsock sockets, terminal input injection, and any file mode
 //! with the setuid or setgid bit (`chmod` and its kin, `mknod`, `creat`,
