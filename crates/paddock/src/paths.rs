@@ -2,6 +2,13 @@
 //! conventions: the database and artifacts under `$XDG_DATA_HOME/paddock`,
 //! job workspaces under `$XDG_STATE_HOME/paddock/jobs`. Each can be set
 //! explicitly (flags or `PADDOCK_*` variables), which is what tests do.
+//!
+//! The locations are made canonical once, here: absolute, with every
+//! symbolic link on the way resolved (`/home` → `/data/home` is common).
+//! Everything derived from them (the sandbox's binds, the job's working
+//! directory, the paths an engine is told) then names the same real
+//! directory, which is the only name that exists inside a sandbox, and the
+//! one an engine sees as its working directory.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +16,11 @@ use std::path::{Path, PathBuf};
 pub enum PathsError {
     #[error("cannot find a home for Paddock's data: neither {xdg} nor HOME is set")]
     NoHome { xdg: &'static str },
+    #[error("cannot resolve {path}: {source}")]
+    Resolve {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The host locations one `paddock` process uses.
@@ -39,10 +51,14 @@ impl Paths {
                 .join("paddock")
                 .join("jobs"),
         };
+        let data = canonical(&data)?;
         Ok(Paths {
-            db: db.unwrap_or_else(|| data.join("paddock.db")),
+            db: match db {
+                Some(db) => canonical(&db)?,
+                None => data.join("paddock.db"),
+            },
             artifacts: data.join("artifacts"),
-            jobs,
+            jobs: canonical(&jobs)?,
         })
     }
 
@@ -52,6 +68,38 @@ impl Paths {
             db: root.join("paddock.db"),
             artifacts: root.join("artifacts"),
             jobs: root.join("jobs"),
+        }
+    }
+}
+
+/// `path` absolute and with every symbolic link resolved: its longest
+/// existing ancestor made canonical, the rest (created later, by Paddock)
+/// appended. `..` in the part that does not exist yet is refused.
+pub fn canonical(path: &Path) -> Result<PathBuf, PathsError> {
+    let err = |source| PathsError::Resolve {
+        path: path.to_path_buf(),
+        source,
+    };
+    let absolute = std::path::absolute(path).map_err(err)?;
+    let mut rest = Vec::new();
+    let mut existing = absolute.as_path();
+    loop {
+        match existing.canonicalize() {
+            Ok(real) => {
+                let mut out = real;
+                for part in rest.iter().rev() {
+                    out.push(part);
+                }
+                return Ok(out);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+                    return Err(err(e));
+                };
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            Err(e) => return Err(err(e)),
         }
     }
 }
@@ -66,5 +114,27 @@ fn xdg_dir(var: &'static str, fallback: &str) -> Result<PathBuf, PathsError> {
     match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         Some(home) => Ok(PathBuf::from(home).join(fallback)),
         None => Err(PathsError::NoHome { xdg: var }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_location_is_canonical_through_links_and_not_yet_existing_parts() {
+        let root = tempfile::tempdir().unwrap();
+        let real = root.path().canonicalize().unwrap().join("data/home");
+        std::fs::create_dir_all(&real).unwrap();
+        let link = root.path().join("home");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(
+            (
+                canonical(&link.join("u/.local/state/paddock/jobs")).unwrap(),
+                canonical(&link).unwrap(),
+                canonical(&real.join("x/../y")).is_err(),
+            ),
+            (real.join("u/.local/state/paddock/jobs"), real.clone(), true)
+        );
     }
 }

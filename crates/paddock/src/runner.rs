@@ -775,7 +775,7 @@ async fn launch_and_stream(
         Isolation::Sandbox => {
             // The job's own socket: only its sandbox's forwarder reaches it.
             let socket = ws.meta.join("broker.sock");
-            let listener = tokio::net::UnixListener::bind(&socket)
+            let listener = broker::bind_unix(&socket)
                 .map_err(|e| step(&format!("bind the broker socket {}", socket.display()), e))?;
             let url = format!("http://127.0.0.1:{}", launcher::SANDBOX_BROKER_PORT);
             let broker = broker::start_unix(listener, url, broker_config)

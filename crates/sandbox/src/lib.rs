@@ -27,6 +27,7 @@ pub mod net;
 pub mod policy;
 pub mod probe;
 pub mod trace;
+pub mod unix_path;
 
 pub use error::SetupError;
 pub use policy::{exit, protected_in, Limits, NetMode, Policy};

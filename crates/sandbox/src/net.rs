@@ -293,17 +293,20 @@ fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
     }
 }
 
-/// A non-blocking connection to the Unix socket at `path`.
-fn connect_nonblocking(path: &Path) -> nix::Result<UnixStream> {
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::Stream,
-        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    let addr = UnixAddr::new(path)?;
-    nix::sys::socket::connect(fd.as_raw_fd(), &addr)?;
-    Ok(UnixStream::from(fd))
+/// A non-blocking connection to the Unix socket at `path`, whatever the
+/// path's length (the broker socket may be deep under a long state path).
+fn connect_nonblocking(path: &Path) -> std::io::Result<UnixStream> {
+    crate::unix_path::with_short_name(path, |path| {
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+            None,
+        )?;
+        let addr = UnixAddr::new(path)?;
+        nix::sys::socket::connect(fd.as_raw_fd(), &addr)?;
+        Ok(UnixStream::from(fd))
+    })
 }
 
 #[cfg(test)]

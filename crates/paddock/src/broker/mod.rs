@@ -167,6 +167,14 @@ pub fn start(listener: TcpListener, config: BrokerConfig) -> Result<BrokerHandle
     serve(listener, format!("http://{addr}"), config)
 }
 
+/// Binds a job's broker socket at `path`, however long the path is
+/// (`paddock_sandbox::unix_path`: the state directory may be deep).
+pub fn bind_unix(path: &std::path::Path) -> std::io::Result<tokio::net::UnixListener> {
+    let listener = paddock_sandbox::unix_path::bind(path)?;
+    listener.set_nonblocking(true)?;
+    tokio::net::UnixListener::from_std(listener)
+}
+
 /// Starts a job's broker on a per-job Unix socket (the `sandbox` rung: the
 /// job reaches it through its sandbox's forwarder, and only its own socket
 /// identifies it). `url` is the address the engine is given, the
