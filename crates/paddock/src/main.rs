@@ -21,6 +21,7 @@ mod stdio;
 mod context_cmd;
 mod doctor;
 mod policy_cmd;
+mod prices_cmd;
 mod progress;
 mod sandbox_cmd;
 
@@ -59,10 +60,14 @@ enum Cmd {
         /// Keep the workspace after the job.
         #[arg(long)]
         keep: bool,
-        /// A price table replacing the vendored one.
-        #[arg(long)]
+        /// A price table merged over the shipped one (its models replace or
+        /// add to the shipped ones; `paddock prices` shows the result).
+        #[arg(long, env = "PADDOCK_PRICES")]
         prices: Option<PathBuf>,
     },
+    /// Print the price table in effect: the shipped one with `--prices`
+    /// merged over it (USD per million tokens).
+    Prices(prices_cmd::PricesArgs),
     /// Render a job's context (AGENTS.md, CLAUDE.md, .paddock/, skills, the
     /// prompt) into a directory without running an engine, and report its size.
     Context {
@@ -253,10 +258,8 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             prices,
         } => {
             let spec = JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?;
-            let prices = match prices {
-                Some(p) => PriceTable::load(&p).map_err(|e| Failure::BadInput(e.into()))?,
-                None => PriceTable::vendored().context("the vendored price table")?,
-            };
+            let prices = PriceTable::effective(prices.as_deref())
+                .map_err(|e| Failure::BadInput(e.into()))?;
             let store = open_store(&paths).await?;
             // Teardown also after a crash: what earlier `paddock` processes
             // left behind when they died mid-job (what `paddock gc` does).
@@ -380,6 +383,11 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
             } else {
                 out!("{}", progress::jobs_table(&jobs));
             }
+            Ok(exit::DONE)
+        }
+        Cmd::Prices(args) => {
+            let text = prices_cmd::run(&args).map_err(Failure::BadInput)?;
+            out!("{text}");
             Ok(exit::DONE)
         }
         Cmd::Usage { json } => {

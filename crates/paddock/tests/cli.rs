@@ -289,3 +289,47 @@ async fn a_model_without_a_price_is_bad_input_unless_allowed() {
     );
     assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
 }
+
+/// `paddock prices` prints the table in effect: the shipped one with
+/// `PADDOCK_PRICES` (or `--prices`) merged over it, aligned or as JSON.
+#[tokio::test]
+async fn prices_prints_the_table_in_effect() {
+    let home = Home::new();
+    let mine = home.path().join("mine.toml");
+    std::fs::write(
+        &mine,
+        "version = \"acme\"\n[models.in-house]\ninput = \"0.1\"\noutput = \"0.2\"\n",
+    )
+    .unwrap();
+    let out = home
+        .paddock(
+            &["prices", "--json"],
+            &[("PADDOCK_PRICES", mine.to_str().unwrap())],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["version"], "2026-11-30+acme");
+    assert_eq!(
+        v["models"]["in-house"],
+        serde_json::json!({"input": "0.1", "cached_input": "0.1", "cache_write": "0.1",
+                           "output": "0.2", "max_output": null})
+    );
+    assert_eq!(
+        v["models"]["gpt-5"]["priority"],
+        serde_json::json!({"input": "2.5", "cached_input": "0.25", "cache_write": "2.5", "output": "20"})
+    );
+    let out = home.paddock(&["prices"], &[]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("price table 2026-11-30 (USD per million tokens; "),
+        "{text}"
+    );
+    let header = lines.iter().find(|l| l.starts_with("MODEL")).unwrap();
+    let o3 = lines.iter().find(|l| l.starts_with("o3 ")).unwrap();
+    // Aligned: the OUTPUT column ends at the same place on every line.
+    let end = header.find("OUTPUT").unwrap() + "OUTPUT".len();
+    assert_eq!(&o3[end - 1..end], "8", "{header}\n{o3}");
+    assert!(!text.contains("in-house"));
+}

@@ -18,6 +18,7 @@ pub mod budget;
 pub mod eventstream;
 pub mod meter;
 pub mod prices;
+pub mod prices_import;
 pub mod retry;
 pub mod scripted;
 pub mod scripted_http;

@@ -1,14 +1,22 @@
 //! The price table: USD per million tokens as exact decimals, turned into
 //! integer micro-dollars so that costs add up without float drift. The table
-//! is vendored (`data/prices.toml`), dated and versioned, and can be replaced
-//! by a file in the same format.
+//! shipped in the binary is two files: `data/prices-litellm.toml`, generated
+//! from LiteLLM's model cost map by `scripts/import-prices` (every OpenAI and
+//! Anthropic chat model it lists), and `data/prices.toml` over it (models
+//! newer than that import, by hand). A user's table (`--prices`,
+//! `PADDOCK_PRICES`) is merged over the shipped one, model by model. Each
+//! model has standard prices, the most it can output, and optionally a
+//! long-context tier (applied when a call's input is above its threshold)
+//! and batch, priority and flex tiers (listed; the broker meters standard
+//! calls).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use paddock_protocol::TokenUsage;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
+const VENDORED_IMPORT: &str = include_str!("../../data/prices-litellm.toml");
 const VENDORED: &str = include_str!("../../data/prices.toml");
 
 #[derive(Debug, thiserror::Error)]
@@ -24,48 +32,134 @@ pub enum PriceError {
     Decimal {
         origin: String,
         model: String,
-        field: &'static str,
+        field: String,
         value: String,
     },
 }
 
-#[derive(Deserialize)]
+/// A price table file as written (decimal strings, USD per million tokens).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawTable {
-    version: String,
-    models: BTreeMap<String, RawPrice>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPrice {
-    input: String,
-    cached_input: String,
+pub struct RawTable {
+    /// The table's date (or another version label); it names the prices in
+    /// every ledger row.
+    pub version: String,
+    /// Where the prices come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
     #[serde(default)]
-    cache_write: Option<String>,
-    output: String,
+    pub models: BTreeMap<String, RawPrice>,
 }
 
-/// One model's prices in micro-dollars per million tokens (so that
+/// One model as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    pub input: String,
+    /// Cache reads; defaults to `input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<String>,
+    /// Cache writes; defaults to `input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<String>,
+    pub output: String,
+    /// The most output tokens one call can produce.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_context: Option<RawLongContext>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<RawTier>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<RawTier>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flex: Option<RawTier>,
+}
+
+/// Prices for calls whose input is above `above` tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLongContext {
+    pub above: u64,
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<String>,
+    pub output: String,
+}
+
+/// A service tier's prices (batch, priority, flex).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTier {
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<String>,
+    pub output: String,
+}
+
+/// Prices of one kind of call in micro-dollars per million tokens (so that
 /// `tokens * price / 1_000_000` is micro-dollars).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ModelPrice {
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Rates {
     pub input: u64,
     pub cached_input: u64,
     pub cache_write: u64,
     pub output: u64,
 }
 
+/// One model's prices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelPrice {
+    pub standard: Rates,
+    pub max_output: Option<u64>,
+    /// (threshold, rates): calls with more input tokens than the threshold.
+    pub long_context: Option<(u64, Rates)>,
+    /// `batch`, `priority`, `flex`.
+    pub tiers: BTreeMap<&'static str, Rates>,
+}
+
+impl ModelPrice {
+    /// The rates a call with `tokens` pays: the long-context tier when its
+    /// input (uncached, cached and cache writes) is above the threshold.
+    pub fn rates_for(&self, tokens: &TokenUsage) -> Rates {
+        let input = tokens
+            .input_tokens
+            .saturating_add(tokens.cached_input_tokens)
+            .saturating_add(tokens.cache_write_tokens);
+        match self.long_context {
+            Some((above, rates)) if input > above => rates,
+            _ => self.standard,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PriceTable {
     pub version: String,
+    /// Where the prices come from, one line per merged table.
+    pub sources: Vec<String>,
     models: BTreeMap<String, ModelPrice>,
 }
 
 impl PriceTable {
-    /// The table shipped inside the binary.
+    /// The table shipped inside the binary: the LiteLLM import with the
+    /// hand-maintained models over it.
     pub fn vendored() -> Result<PriceTable, PriceError> {
-        PriceTable::parse(VENDORED, "vendored")
+        let mut table = PriceTable::parse(VENDORED_IMPORT, "vendored prices-litellm.toml")?;
+        table.merge(PriceTable::parse(VENDORED, "vendored prices.toml")?);
+        Ok(table)
+    }
+
+    /// The table in effect: the shipped one, with `over` (a user's file)
+    /// merged over it when given.
+    pub fn effective(over: Option<&Path>) -> Result<PriceTable, PriceError> {
+        let mut table = PriceTable::vendored()?;
+        if let Some(path) = over {
+            table.merge(PriceTable::load(path)?);
+        }
+        Ok(table)
     }
 
     pub fn load(path: &Path) -> Result<PriceTable, PriceError> {
@@ -82,32 +176,100 @@ impl PriceTable {
             origin: origin.to_string(),
             message: e.to_string(),
         })?;
+        PriceTable::from_raw(raw, origin)
+    }
+
+    pub fn from_raw(raw: RawTable, origin: &str) -> Result<PriceTable, PriceError> {
         let mut models = BTreeMap::new();
         for (name, p) in raw.models {
-            let dec = |field: &'static str, value: &str| {
+            let dec = |field: &str, value: &str| {
                 parse_micros(value).ok_or_else(|| PriceError::Decimal {
                     origin: origin.to_string(),
                     model: name.clone(),
-                    field,
+                    field: field.to_string(),
                     value: value.to_string(),
                 })
             };
-            let input = dec("input", &p.input)?;
-            let price = ModelPrice {
-                input,
-                cached_input: dec("cached_input", &p.cached_input)?,
-                cache_write: match &p.cache_write {
-                    Some(v) => dec("cache_write", v)?,
-                    None => input,
-                },
-                output: dec("output", &p.output)?,
+            let rates = |prefix: &str,
+                         input: &str,
+                         cached: Option<&String>,
+                         write: Option<&String>,
+                         output: &str|
+             -> Result<Rates, PriceError> {
+                let input = dec(&format!("{prefix}input"), input)?;
+                Ok(Rates {
+                    input,
+                    cached_input: match cached {
+                        Some(v) => dec(&format!("{prefix}cached_input"), v)?,
+                        None => input,
+                    },
+                    cache_write: match write {
+                        Some(v) => dec(&format!("{prefix}cache_write"), v)?,
+                        None => input,
+                    },
+                    output: dec(&format!("{prefix}output"), output)?,
+                })
             };
-            models.insert(name, price);
+            let standard = rates(
+                "",
+                &p.input,
+                p.cached_input.as_ref(),
+                p.cache_write.as_ref(),
+                &p.output,
+            )?;
+            let long_context = match &p.long_context {
+                Some(l) => Some((
+                    l.above,
+                    rates(
+                        "long_context.",
+                        &l.input,
+                        l.cached_input.as_ref(),
+                        l.cache_write.as_ref(),
+                        &l.output,
+                    )?,
+                )),
+                None => None,
+            };
+            let mut tiers = BTreeMap::new();
+            for (tier, raw) in [
+                ("batch", &p.batch),
+                ("priority", &p.priority),
+                ("flex", &p.flex),
+            ] {
+                if let Some(t) = raw {
+                    let prefix = format!("{tier}.");
+                    tiers.insert(
+                        tier,
+                        rates(&prefix, &t.input, t.cached_input.as_ref(), None, &t.output)?,
+                    );
+                }
+            }
+            models.insert(
+                name,
+                ModelPrice {
+                    standard,
+                    max_output: p.max_output,
+                    long_context,
+                    tiers,
+                },
+            );
         }
         Ok(PriceTable {
             version: raw.version,
+            sources: raw.source.into_iter().collect(),
             models,
         })
+    }
+
+    /// Merges `over` into this table: its models replace or extend this
+    /// table's, model by model; the version becomes `this+over` unless they
+    /// are equal.
+    pub fn merge(&mut self, over: PriceTable) {
+        if over.version != self.version {
+            self.version = format!("{}+{}", self.version, over.version);
+        }
+        self.sources.extend(over.sources);
+        self.models.extend(over.models);
     }
 
     /// The names of the priced models, sorted.
@@ -115,10 +277,17 @@ impl PriceTable {
         self.models.keys().map(String::as_str)
     }
 
-    /// The price of a model: exact name, or the name without a `-YYYYMMDD` suffix.
-    pub fn price(&self, model: &str) -> Option<ModelPrice> {
+    /// Every model with its prices, sorted by name.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &ModelPrice)> {
+        self.models.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The price of a model: exact name, a Bedrock id (by the Anthropic
+    /// name it stands for), or the name without a `-YYYYMMDD` /
+    /// `@YYYYMMDD` date suffix.
+    pub fn price(&self, model: &str) -> Option<&ModelPrice> {
         if let Some(p) = self.models.get(model) {
-            return Some(*p);
+            return Some(p);
         }
         // Bedrock ids: `us.anthropic.claude-…-20250929-v1:0` → `claude-…-20250929`.
         if let Some(name) = super::bedrock::price_name(model) {
@@ -127,15 +296,16 @@ impl PriceTable {
         // `-20250929` (Anthropic), `@20250929` (Vertex AI).
         let (stem, date) = model.rsplit_once(['-', '@'])?;
         if date.len() == 8 && date.chars().all(|c| c.is_ascii_digit()) {
-            return self.models.get(stem).copied();
+            return self.models.get(stem);
         }
         None
     }
 
-    /// The cost of `tokens` on `model` in micro-dollars, rounded half up;
-    /// `None` when the model has no price.
+    /// The cost of `tokens` on `model` in micro-dollars, rounded half up,
+    /// at the long-context rates when the call's input is above the
+    /// model's threshold; `None` when the model has no price.
     pub fn cost_micros(&self, model: &str, tokens: &TokenUsage) -> Option<i64> {
-        let p = self.price(model)?;
+        let p = self.price(model)?.rates_for(tokens);
         let total: u128 = u128::from(tokens.input_tokens) * u128::from(p.input)
             + u128::from(tokens.cached_input_tokens) * u128::from(p.cached_input)
             + u128::from(tokens.cache_write_tokens) * u128::from(p.cache_write)
@@ -236,6 +406,80 @@ mod tests {
         assert_eq!(
             err,
             "price table test.toml: model `m` field `input`: `1.2.3` is not a decimal with at most 6 fraction digits"
+        );
+    }
+
+    /// Models the issue found refused as unpriced are priced, also by their
+    /// Bedrock and Vertex ids.
+    #[test]
+    fn current_models_are_priced() {
+        let t = PriceTable::vendored().unwrap();
+        for m in [
+            "gpt-5",
+            "gpt-5-mini",
+            "gpt-5-codex",
+            "o3",
+            "claude-opus-4-1",
+            "claude-sonnet-4-20250514",
+            "us.anthropic.claude-opus-4-1-20250805-v1:0",
+            "claude-sonnet-4-5@20250929",
+        ] {
+            assert!(t.price(m).is_some(), "{m} is unpriced");
+        }
+        assert!(t.models().count() > 100);
+    }
+
+    /// Above 200 000 input tokens (uncached, cached and cache writes
+    /// together) the whole call is priced at the long-context rates.
+    #[test]
+    fn the_long_context_tier_applies_above_its_threshold() {
+        let t = PriceTable::vendored().unwrap();
+        let at = |input: u64| TokenUsage {
+            input_tokens: input,
+            cached_input_tokens: 100_000,
+            output_tokens: 1_000,
+            ..TokenUsage::default()
+        };
+        // 100 000 + 100 000 = 200 000, not above: 100000*3 + 100000*0.3 + 1000*15.
+        assert_eq!(
+            t.cost_micros("claude-sonnet-4-5", &at(100_000)),
+            Some(345_000)
+        );
+        // 200 001: 100001*6 + 100000*0.6 + 1000*22.5.
+        assert_eq!(
+            t.cost_micros("claude-sonnet-4-5", &at(100_001)),
+            Some(682_506)
+        );
+        // A model without the tier keeps its prices: 100001*5 + 100000*0.5 + 1000*30.
+        assert_eq!(t.cost_micros("gpt-5.5", &at(100_001)), Some(580_005));
+    }
+
+    /// A user's table merges over the shipped one: its models replace or
+    /// add, the others stay; the version names both.
+    #[test]
+    fn a_users_table_merges_over_the_shipped_one() {
+        let dir = std::env::temp_dir().join(format!("paddock-prices-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("mine.toml");
+        std::fs::write(
+            &file,
+            "version = \"acme-1\"\n[models.gpt-5]\ninput = \"1\"\noutput = \"2\"\n[models.in-house]\ninput = \"0.1\"\noutput = \"0.2\"\n",
+        )
+        .unwrap();
+        let t = PriceTable::effective(Some(&file)).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(t.version, "2026-11-30+acme-1");
+        let tokens = TokenUsage {
+            input_tokens: 1_000_000,
+            output_tokens: 1_000_000,
+            ..TokenUsage::default()
+        };
+        assert_eq!(t.cost_micros("gpt-5", &tokens), Some(3_000_000));
+        assert_eq!(t.cost_micros("in-house", &tokens), Some(300_000));
+        assert_eq!(t.cost_micros("gpt-5.5", &tokens), Some(35_000_000));
+        assert_eq!(
+            PriceTable::effective(None).unwrap(),
+            PriceTable::vendored().unwrap()
         );
     }
 
