@@ -112,6 +112,9 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
         .iter()
         .map(canon)
         .collect::<anyhow::Result<Vec<_>>>()?;
+    for p in args.rw.iter().chain(&args.ro) {
+        no_link_inside(p, &rw)?;
+    }
     let cwd = match args.cwd {
         Some(c) => c,
         None => {
@@ -149,6 +152,40 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
             uuid::Uuid::now_v7().simple()
         ),
     })
+}
+
+/// Refuses `path` when resolving it goes through a symbolic link inside
+/// one of the writable directories `rw` (resolved): the job may have
+/// planted it there (`--rw W --ro W/a/b` with `W/a` a link). Links outside
+/// them (a `/home` that is a link) are followed as usual.
+fn no_link_inside(path: &Path, rw: &[PathBuf]) -> anyhow::Result<()> {
+    use std::path::Component;
+    let abs =
+        std::path::absolute(path).with_context(|| format!("sandbox path {}", path.display()))?;
+    let mut cur = PathBuf::from("/");
+    for c in abs.components() {
+        match c {
+            Component::Normal(name) => {
+                let next = cur.join(name);
+                let inside = rw.iter().any(|w| next.starts_with(w) && next != *w);
+                let is_link =
+                    std::fs::symlink_metadata(&next).is_ok_and(|m| m.file_type().is_symlink());
+                if inside && is_link {
+                    anyhow::bail!(
+                        "sandbox path {} goes through {}, a symbolic link inside a writable path",
+                        path.display(),
+                        next.display()
+                    );
+                }
+                cur = next.canonicalize().unwrap_or(next);
+            }
+            Component::ParentDir => {
+                cur.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// `paddock sandbox` on its own: the parser of the subcommand alone (the

@@ -195,6 +195,10 @@ fn probes() -> Vec<Probe> {
             judge: Judge::HostPath("OUT_PWNED"),
             ..planted("plant a link as a --rw path, then write what it names", "ln -s \"$OUTSIDE\" \"$WORK/sub\"", "echo x > \"$WORK/sub/pwned\"")
         },
+        Probe {
+            args: &["--ro", "$WORK/dir/file"],
+            ..planted("plant a link on the way of a --ro path, then read what it names", "ln -s \"$OTHER_WS\" \"$WORK/dir\"", "grep -q other-job \"$OTHER_WS/file\" || grep -q other-job \"$WORK/dir/file\"")
+        },
         // Descriptors the caller left open.
         p("read a descriptor inherited from the caller", "cat <&7 | grep -q host-secret"),
         p("write a descriptor inherited from the caller", "echo pwned >&8"),
