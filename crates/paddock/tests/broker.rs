@@ -347,7 +347,7 @@ async fn models_lists_the_allowed_models_in_both_formats() {
     let rig = rig_with(
         ONE_TURN,
         vec![],
-        allow(&["gpt-5.5", "claude-haiku*"]),
+        allow(&["gpt-5.5", "claude-opus-4-8*"]),
         false,
     )
     .await;
@@ -366,7 +366,7 @@ async fn models_lists_the_allowed_models_in_both_formats() {
     assert_eq!(
         openai,
         serde_json::json!({"object": "list", "data": [
-            {"id": "claude-haiku-4-5", "object": "model", "created": 0, "owned_by": "paddock"},
+            {"id": "claude-opus-4-8", "object": "model", "created": 0, "owned_by": "paddock"},
             {"id": "gpt-5.5", "object": "model", "created": 0, "owned_by": "paddock"},
         ]})
     );
@@ -384,9 +384,9 @@ async fn models_lists_the_allowed_models_in_both_formats() {
     assert_eq!(
         anthropic,
         serde_json::json!({"data": [
-            {"type": "model", "id": "claude-haiku-4-5", "display_name": "claude-haiku-4-5", "created_at": "1970-01-01T00:00:00Z"},
+            {"type": "model", "id": "claude-opus-4-8", "display_name": "claude-opus-4-8", "created_at": "1970-01-01T00:00:00Z"},
             {"type": "model", "id": "gpt-5.5", "display_name": "gpt-5.5", "created_at": "1970-01-01T00:00:00Z"},
-        ], "has_more": false, "first_id": "claude-haiku-4-5", "last_id": "gpt-5.5"})
+        ], "has_more": false, "first_id": "claude-opus-4-8", "last_id": "gpt-5.5"})
     );
     let status = client.get(&url).send().await.unwrap().status().as_u16();
     assert_eq!(status, 401);

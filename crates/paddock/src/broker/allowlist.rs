@@ -151,10 +151,10 @@ mod tests {
     #[test]
     fn the_listed_models_are_the_allowed_priced_ones_and_exact_names() {
         let prices = PriceTable::vendored().unwrap();
-        let a = ModelAllowlist::any().with("job", &["gpt-5.5".into(), "claude-haiku*".into()]);
+        let a = ModelAllowlist::any().with("job", &["gpt-5.5".into(), "claude-opus-4-8*".into()]);
         assert_eq!(
             a.listed(&prices),
-            vec!["claude-haiku-4-5".to_string(), "gpt-5.5".to_string()]
+            vec!["claude-opus-4-8".to_string(), "gpt-5.5".to_string()]
         );
         let unpriced = ModelAllowlist::any().with("job", &["local-model".into()]);
         assert_eq!(unpriced.listed(&prices), vec!["local-model".to_string()]);
