@@ -1,0 +1,43 @@
+//! `paddock context`: render a job's context into a directory without
+//! running an engine, and report its size.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use paddock::paths::Paths;
+use paddock_protocol::JobSpec;
+
+use super::{exit, open_store, Failure};
+use crate::context_cmd;
+
+#[derive(clap::Args)]
+pub struct ContextArgs {
+    pub spec: PathBuf,
+    /// The directory to write into (created; must be empty).
+    #[arg(long, default_value = "paddock-context")]
+    pub out: PathBuf,
+    /// Print the size report as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
+    let ContextArgs { spec, out, json } = args;
+    let spec = JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?;
+    let store = match spec.policy.profile {
+        Some(_) => Some(open_store(paths).await?),
+        None => None,
+    };
+    let report = context_cmd::render(&spec, paths, store.as_ref(), &out).await?;
+    if json {
+        let text = serde_json::to_string(&serde_json::json!({
+            "out": out.display().to_string(),
+            "report": report,
+        }))
+        .context("serialize the size report")?;
+        outln!("{text}");
+    } else {
+        out!("{}", context_cmd::table(&spec, &out, &report));
+    }
+    Ok(exit::DONE)
+}
