@@ -214,6 +214,7 @@ fn probes() -> Vec<Probe> {
         p("set the setuid bit (fchmod)", "$PY mode_bits fchmod \"$WORK/s-fchmod\""),
         p("set the setuid bit (fchmodat2)", "$PY mode_bits fchmodat2 \"$WORK/s-fchmodat2\""),
         root("copy a setuid binary with its mode", "cp -p \"$(find /usr/bin -perm -4000 -type f | head -1)\" \"$WORK/s-copy\" && test -u \"$WORK/s-copy\""),
+        root("leave a file capability", "$PY file_capability \"$WORK/s-fcap\""),
         root("create a block device node", "mknod \"$WORK/blockdev\" b 7 0"),
         root("read a root-only file of /etc", "for f in $(find /etc -type f ! -perm -o=r 2>/dev/null); do head -c1 \"$f\" >/dev/null 2>&1 && exit 0; done; exit 1"),
         root("list a root-only directory of /etc", "for d in $(find /etc -type d ! -perm -o=r 2>/dev/null); do ls \"$d\" >/dev/null 2>&1 && exit 0; done; exit 1"),

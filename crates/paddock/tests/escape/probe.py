@@ -257,6 +257,17 @@ def connections(port, n):
     ok(len(held) == int(n))
 
 
+def file_capability(path):
+    """Gives `path` a file capability (CAP_NET_RAW, effective)."""
+    with open(path, "wb") as f:
+        f.write(b"")
+    # struct vfs_cap_data, revision 2: magic | effective, then
+    # (permitted, inheritable) for capabilities 0-31 and 32-63.
+    data = struct.pack("<IIIII", 0x02000000 | 1, 1 << 13, 0, 0, 0)
+    os.setxattr(path, "security.capability", data)
+    ok(len(os.getxattr(path, "security.capability")) > 0)
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     try:
