@@ -12,7 +12,8 @@
 //! attack fires. Item 3: rewriting every object file of the job's
 //! repository leaves the source repository byte-identical; the twin is a
 //! plain local clone (hard links), where the same rewrite reaches the
-//! source.
+//! source. Everything runs as root and again as a throwaway unprivileged
+//! user (`setpriv`, uid 64124).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -136,7 +137,10 @@ const SECRET: &str = "host-secret-text\n<!-- paddock:begin: x -->\n<!-- paddock:
 /// The ordinary change every job makes, and the junk directory's ignore.
 const CHANGE: &str = "echo change >> README.md && echo new > added.txt && mkdir -p junk && echo '*' > junk/.gitignore";
 
+const UNPRIVILEGED_UID: u32 = 64_124;
+
 struct Setup {
+    uid: u32,
     home: Home,
     repo: PathBuf,
     outside: PathBuf,
@@ -144,7 +148,7 @@ struct Setup {
     marker: PathBuf,
 }
 
-fn setup() -> Setup {
+fn setup(uid: u32) -> Setup {
     let home = Home::new();
     let repo = repo(home.path());
     std::fs::write(repo.join("AGENTS.md"), "# Rules\n").unwrap();
@@ -160,7 +164,17 @@ fn setup() -> Setup {
     let secret = home.path().join("secret.txt");
     std::fs::write(&secret, SECRET).unwrap();
     let marker = home.path().join("marker");
+    if uid != 0 {
+        let ok = std::process::Command::new("chown")
+            .args(["-R", &format!("{uid}:{uid}")])
+            .arg(home.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
     Setup {
+        uid,
         home,
         repo,
         outside,
@@ -199,15 +213,51 @@ async fn run_job(s: &Setup, script: &str, sandbox: bool) -> paddock_protocol::Jo
     );
     std::fs::write(&spec, text).unwrap();
     on_rung(&spec, if sandbox { "sandbox" } else { "process" });
-    let out = s
-        .home
-        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
-        .await;
+    let out = if s.uid == 0 {
+        s.home
+            .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+            .await
+    } else {
+        let home = &s.home;
+        let mut cmd = tokio::process::Command::new("setpriv");
+        cmd.arg(format!("--reuid={}", s.uid))
+            .arg(format!("--regid={}", s.uid))
+            .args(["--clear-groups", "--", env!("CARGO_BIN_EXE_paddock")])
+            .arg("--data-dir")
+            .arg(home.data())
+            .arg("--jobs-dir")
+            .arg(home.jobs())
+            .args(["run", "--json", "--keep", spec.to_str().unwrap()])
+            .env("HOME", home.path())
+            .env_remove("PADDOCK_DB")
+            .stdin(std::process::Stdio::null());
+        cmd.output().await.unwrap()
+    };
     record(&out)
 }
 
-fn old_git(work: &Path, index: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("git")
+/// `program` run as the setup's user.
+fn as_user(s: &Setup, program: &str) -> std::process::Command {
+    if s.uid == 0 {
+        return std::process::Command::new(program);
+    }
+    let mut c = std::process::Command::new("setpriv");
+    c.arg(format!("--reuid={}", s.uid))
+        .arg(format!("--regid={}", s.uid))
+        .args(["--clear-groups", "--", program])
+        .env("HOME", s.home.path());
+    c
+}
+
+/// git run by the test (root) on the setup's repositories, whoever owns them.
+fn git_any(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["-c", "safe.directory=*"];
+    all.extend_from_slice(args);
+    git(dir, &all)
+}
+
+fn old_git(s: &Setup, work: &Path, index: &Path, args: &[&str]) -> std::process::Output {
+    as_user(s, "git")
         .arg("-C")
         .arg(work)
         .args(args)
@@ -219,11 +269,12 @@ fn old_git(work: &Path, index: &Path, args: &[&str]) -> std::process::Output {
 
 /// The conclude step as it was: git discovers the repository in the
 /// checkout and obeys it. Returns the diff it produced.
-fn old_conclude(work: &Path, base: &str) -> String {
+fn old_conclude(s: &Setup, work: &Path, base: &str) -> String {
     let index = work.parent().unwrap().join("old.index");
-    let _ = old_git(work, &index, &["read-tree", base]);
-    let _ = old_git(work, &index, &["add", "--all", "--", "."]);
+    let _ = old_git(s, work, &index, &["read-tree", base]);
+    let _ = old_git(s, work, &index, &["add", "--all", "--", "."]);
     let out = old_git(
+        s,
         work,
         &index,
         &[
@@ -242,7 +293,7 @@ fn fired(s: &Setup, v: &Variant, work: &Path, old_diff: &str) -> bool {
     match v.fired {
         Fired::Marker => s.marker.exists(),
         Fired::OutsideCommit => {
-            let head = git(&s.outside, &["rev-parse", "HEAD"]);
+            let head = git_any(&s.outside, &["rev-parse", "HEAD"]);
             old_diff.contains(&format!("+Subproject commit {}", head.trim()))
         }
         Fired::FollowedLink(rel) => {
@@ -277,9 +328,9 @@ async fn attack(s: &Setup, v: &Variant, sandbox: bool) -> (bool, Vec<String>, bo
                 "new file mode 120000\nindex 0000000..{}",
                 link_blob(&s.secret)
             )));
-    let base = git(&s.repo, &["rev-parse", "main"]);
+    let base = git_any(&s.repo, &["rev-parse", "main"]);
     let work = job_dir.join("work");
-    let old_diff = old_conclude(&work, base.trim());
+    let old_diff = old_conclude(s, &work, base.trim());
     let twin = fired(s, v, &work, &old_diff);
     std::fs::remove_dir_all(&job_dir).unwrap();
     (leaked, rec.changed_files, right, twin)
@@ -304,8 +355,8 @@ fn link_blob(target: &Path) -> String {
     String::from_utf8_lossy(&out.stdout)[..7].to_string()
 }
 
-async fn no_git_attack_fires_on_the_host(sandbox: bool) {
-    let s = setup();
+async fn no_git_attack_fires_on_the_host(sandbox: bool, uid: u32) {
+    let s = setup(uid);
     let mut got = Vec::new();
     let mut want = Vec::new();
     for v in variants() {
@@ -319,12 +370,25 @@ async fn no_git_attack_fires_on_the_host(sandbox: bool) {
         got.push((v.name, leaked, changed, right, twin));
         want.push((v.name, false, expected, true, true));
     }
-    assert_eq!(got, want);
+    assert_eq!(got, want, "uid {uid}");
+}
+
+/// The ids to run as: the current user, and the unprivileged one too when
+/// that is root.
+fn users() -> Vec<u32> {
+    if nix::unistd::geteuid().is_root() {
+        vec![0, UNPRIVILEGED_UID]
+    } else {
+        eprintln!("running as the current (unprivileged) user only");
+        vec![nix::unistd::geteuid().as_raw()]
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_git_attack_fires_on_the_host_process_rung() {
-    no_git_attack_fires_on_the_host(false).await;
+    for uid in users() {
+        no_git_attack_fires_on_the_host(false, uid).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -332,7 +396,9 @@ async fn no_git_attack_fires_on_the_host_sandbox_rung() {
     if !common::sandbox_available() {
         return;
     }
-    no_git_attack_fires_on_the_host(true).await;
+    for uid in users() {
+        no_git_attack_fires_on_the_host(true, uid).await;
+    }
 }
 
 /// Every file under `dir` with its bytes.
@@ -355,10 +421,17 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 /// Makes every object file under `git_dir` writable and overwrites it.
 const REWRITE: &str = "find \"$G/objects\" -type f | while read -r f; do chmod u+w \"$f\"; printf rewritten > \"$f\"; done";
 
-async fn source_objects_survive(sandbox: bool, packed: bool) -> (bool, bool) {
-    let s = setup();
+async fn source_objects_survive(sandbox: bool, packed: bool, uid: u32) -> (bool, bool) {
+    let s = setup(uid);
     if packed {
-        git(&s.repo, &["gc", "-q"]);
+        let ok = as_user(&s, "git")
+            .arg("-C")
+            .arg(&s.repo)
+            .args(["gc", "-q"])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
     }
     let objects = s.repo.join(".git/objects");
     let before = snapshot(&objects);
@@ -373,14 +446,14 @@ async fn source_objects_survive(sandbox: bool, packed: bool) -> (bool, bool) {
     let kept = snapshot(&objects) == before;
     // Twin: a plain local clone shares the object files.
     let twin = s.home.path().join("twin");
-    let out = std::process::Command::new("git")
+    let out = as_user(&s, "git")
         .args(["clone", "-q", "--no-checkout"])
         .arg(&s.repo)
         .arg(&twin)
         .output()
         .unwrap();
     assert!(out.status.success());
-    let ok = std::process::Command::new("sh")
+    let ok = as_user(&s, "sh")
         .args(["-c", REWRITE])
         .env("G", twin.join(".git"))
         .status()
@@ -394,13 +467,16 @@ async fn source_objects_survive(sandbox: bool, packed: bool) -> (bool, bool) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rewriting_the_jobs_objects_leaves_the_source_intact_process_rung() {
-    assert_eq!(
-        (
-            source_objects_survive(false, false).await,
-            source_objects_survive(false, true).await
-        ),
-        ((true, true), (true, true))
-    );
+    for uid in users() {
+        assert_eq!(
+            (
+                source_objects_survive(false, false, uid).await,
+                source_objects_survive(false, true, uid).await
+            ),
+            ((true, true), (true, true)),
+            "uid {uid}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -408,11 +484,14 @@ async fn rewriting_the_jobs_objects_leaves_the_source_intact_sandbox_rung() {
     if !common::sandbox_available() {
         return;
     }
-    assert_eq!(
-        (
-            source_objects_survive(true, false).await,
-            source_objects_survive(true, true).await
-        ),
-        ((true, true), (true, true))
-    );
+    for uid in users() {
+        assert_eq!(
+            (
+                source_objects_survive(true, false, uid).await,
+                source_objects_survive(true, true, uid).await
+            ),
+            ((true, true), (true, true)),
+            "uid {uid}"
+        );
+    }
 }
