@@ -41,6 +41,8 @@ use crate::workspace::Workspace;
 
 /// How much of the engine's output is read at once.
 const READ_CHUNK: usize = 64 << 10;
+/// Free space below which a store failure is reported as a full disk.
+const FULL_BELOW: u64 = 1 << 20;
 /// How long a stopped engine's supervisor may take to kill its tree.
 const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How long the rest of the engine's output is drained once it exited.
@@ -108,18 +110,29 @@ struct Emitter<'a> {
     redactor: Redactor,
     /// The longest text an event field keeps (`limits.max_event_bytes`).
     max_event: usize,
+    /// The first failure to store an event: the store is lost for the job.
+    lost: Option<String>,
 }
 
 impl Emitter<'_> {
+    /// Stores and shows an event. The first store failure is returned (so
+    /// the job stops) and kept: later events are only shown, so the job
+    /// can still conclude and tear down (a full disk).
     async fn emit(&mut self, body: EventBody) -> Result<(), StoreError> {
-        self.seq += 1;
         let event = AgentEvent {
             job_id: self.job_id.clone(),
-            seq: self.seq,
+            seq: self.seq + 1,
             at: OffsetDateTime::now_utc(),
             body: output::cap_event(self.redactor.event(body), self.max_event),
         };
-        self.store.append_event(&event).await?;
+        if self.lost.is_none() {
+            if let Err(e) = self.store.append_event(&event).await {
+                self.lost = Some(chain(&e));
+                self.observer.event(&event);
+                return Err(e);
+            }
+            self.seq += 1;
+        }
         self.observer.event(&event);
         Ok(())
     }
@@ -264,6 +277,7 @@ pub async fn run(
             observer,
             redactor,
             max_event: usize::try_from(spec.limits.max_event_bytes).unwrap_or(usize::MAX),
+            lost: None,
         };
         em.emit(EventBody::Status {
             phase: Phase::Provisioning,
@@ -415,7 +429,16 @@ pub async fn run(
                 record.model_calls = calls.len() as u64;
                 (status, reason)
             }
-            Err(LaunchFailure::Store(e)) => return Err(RunError::Store(e)),
+            // The store failed under the job (a full disk): the job ends
+            // here, concludes and tears down as far as the store allows.
+            Err(LaunchFailure::Store(e)) => {
+                let e = chain(&e);
+                em.lost.get_or_insert_with(|| e.clone());
+                (
+                    JobStatus::Failed,
+                    Some(format!("the store failed under the job: {e}")),
+                )
+            }
             Err(LaunchFailure::Step(msg)) => {
                 em.error("paddock", msg.clone(), true).await?;
                 (JobStatus::Failed, Some(msg))
@@ -477,9 +500,32 @@ pub async fn run(
         let (status, reason) = status_reason;
         let mut result = finish(&mut em, record, started, status, reason, false).await?;
         result.kept_workspace = opts.keep.then(|| ws.root.clone());
+        // Events were lost: the record is not whole, the reaper finishes it.
+        if let Some(lost) = em.lost.take() {
+            return Err(RunError::Host {
+                step: "write the job to the store",
+                message: format!(
+                    "{}: {lost}{}",
+                    opts.paths.db.display(),
+                    full_disk_note(&opts.paths.db)
+                ),
+            });
+        }
         Ok(result)
     }
     .await;
+    let result = result.map_err(|e| match e {
+        RunError::Store(e) => RunError::Host {
+            step: "write the job to the store",
+            message: format!(
+                "{}: {}{}",
+                opts.paths.db.display(),
+                chain(&e),
+                full_disk_note(&opts.paths.db)
+            ),
+        },
+        other => other,
+    });
     // Only a job whose record is final gives its lease up; any other end
     // (the store lost, an unwinding process) leaves it for the reaper.
     if result.is_ok() {
@@ -488,6 +534,34 @@ pub async fn run(
         }
     }
     result
+}
+
+/// `; the file system of DIR is full (ENOSPC)` when the directory of `path`
+/// has (almost) no space left, else nothing: SQLite says only "database or
+/// disk is full".
+fn full_disk_note(path: &Path) -> String {
+    let dir = path.parent().unwrap_or(path);
+    match nix::sys::statvfs::statvfs(dir) {
+        Ok(fs) if fs.blocks_available().saturating_mul(fs.fragment_size()) < FULL_BELOW => {
+            format!(
+                "; the file system of {} is full (ENOSPC: no space left on device)",
+                dir.display()
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+/// An error with its sources, `a: b: c`.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 enum SlotWait {

@@ -415,3 +415,102 @@ async fn detached_descendants_die_with_the_job_on_the_process_rung() {
         (JobStatus::Cancelled, vec![], vec![])
     );
 }
+
+/// A tmpfs of `size` mounted on `dir` for a test, unmounted when dropped;
+/// `None` (skipping, or failing in CI) where this process cannot mount.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "paddock-test"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Some(Tmpfs(dir.to_path_buf()));
+        }
+        if in_ci() {
+            panic!("cannot mount a tmpfs on {} in CI", dir.display());
+        }
+        eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+        None
+    }
+
+    fn resize(&self, size: &str) {
+        let ok = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The data directory fills up mid-job: the real error is reported with
+/// the path, the engine is stopped, the workspace removed, and the next
+/// `paddock gc` finishes the record.
+#[tokio::test]
+async fn a_full_data_directory_fails_the_job_and_removes_its_workspace() {
+    let home = Home::new();
+    let Some(disk) = Tmpfs::mount(&home.data(), "1m") else {
+        return;
+    };
+    drop(home.store().await);
+    let line = format!(
+        r#"{{"type":"item.completed","item":{{"id":"i","type":"agent_message","text":"{}"}}}}"#,
+        "x".repeat(1000)
+    );
+    let spec = fake_job(
+        &home,
+        "process",
+        &format!("i=0; while [ $i -lt 4000 ]; do echo '{line}'; i=$((i+1)); done; sleep 60"),
+        120,
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        home.command(&["run", spec.to_str().unwrap()]).output(),
+    )
+    .await
+    .expect("the job did not stop")
+    .unwrap();
+    let err = stderr(&out);
+    let db = home.db();
+    assert_eq!(out.status.code(), Some(70), "{err}");
+    let last = err.lines().last().unwrap_or_default().to_string();
+    assert!(
+        last.starts_with(&format!(
+            "paddock: write the job to the store: {}: ",
+            db.display()
+        )) && last.ends_with(&format!(
+            "; the file system of {} is full (ENOSPC: no space left on device)",
+            home.data().display()
+        )),
+        "{err}"
+    );
+    // The workspace is gone; the lease stays for the reaper.
+    let left = home.leftover_workspaces();
+    assert!(
+        left.len() == 1 && left[0].starts_with(".leases/job-"),
+        "{left:?}"
+    );
+    disk.resize("64m");
+    let gc = home.paddock(&["gc"], &[]).await;
+    assert_eq!(gc.status.code(), Some(0), "{}", stderr(&gc));
+    let jobs = home.store().await.jobs(10).await.unwrap();
+    assert_eq!(
+        (jobs.len(), jobs[0].status, home.leftover_workspaces()),
+        (1, JobStatus::Failed, vec![])
+    );
+}
