@@ -1,8 +1,13 @@
 //! `paddock doctor [--json]`: what this host supports for each isolation
 //! rung. The kernel facts come from `paddock_sandbox::probe`; whether the
 //! `sandbox` rung actually works is shown by starting one (`true` with no
-//! network), so the answer is never a guess.
+//! network), and whether jobs will work here by doing what a job does
+//! under the real state directory (`paddock::host_check`: a job directory,
+//! its broker socket, a sandbox working in it that reaches the socket), so
+//! the answer is never a guess. Each failed check says how to fix it.
 
+use paddock::host_check::{self, Check};
+use paddock::paths::Paths;
 use paddock_sandbox::probe::{self, HostSupport};
 use serde::Serialize;
 
@@ -18,12 +23,34 @@ pub struct Report {
     pub host: HostSupport,
     pub uid: u32,
     pub rungs: Vec<Rung>,
+    /// What a job does, done under this host's real locations.
+    pub checks: Vec<Check>,
 }
 
-pub fn report() -> Report {
+pub fn report(paths: &Paths) -> Report {
     let host = probe::host();
     let uid = nix::unistd::getuid().as_raw();
-    let sandbox = paddock::rung::probe_sandbox();
+    let kernel = paddock::rung::probe_sandbox();
+    let checks = match std::env::current_exe() {
+        Ok(exe) => host_check::run(paths, &exe, kernel.is_none()),
+        Err(e) => vec![Check {
+            name: "sandbox job",
+            ok: false,
+            detail: format!("locate the paddock binary: {e}"),
+            fix: None,
+        }],
+    };
+    // The kernel can start a sandbox; can a job, under these locations?
+    let sandbox = kernel.or_else(|| {
+        checks.iter().find(|c| !c.ok).map(|c| {
+            format!(
+                "the kernel supports it, but a job under {} cannot run: {}: {}",
+                paths.jobs.display(),
+                c.name,
+                c.detail
+            )
+        })
+    });
     let cgroups = match (&host.cgroup, uid) {
         (Some(v), 0) => format!("cgroup {v} caps available"),
         (Some(v), _) => format!("cgroup {v} present; caps need a delegated cgroup (PADDOCK_CGROUP_ROOT) or are refused unless accepted"),
@@ -49,7 +76,12 @@ pub fn report() -> Report {
             },
         },
     ];
-    Report { host, uid, rungs }
+    Report {
+        host,
+        uid,
+        rungs,
+        checks,
+    }
 }
 
 pub fn render(r: &Report) -> String {
@@ -84,6 +116,20 @@ pub fn render(r: &Report) -> String {
             rung.detail
         ));
     }
+    if !r.checks.is_empty() {
+        out.push_str("\nthis host's jobs:\n");
+    }
+    for c in &r.checks {
+        out.push_str(&format!(
+            "  {:<16} {:<3}  {}\n",
+            c.name,
+            if c.ok { "ok" } else { "no" },
+            c.detail
+        ));
+        if let Some(fix) = &c.fix {
+            out.push_str(&format!("  {:<16}       fix: {fix}\n", ""));
+        }
+    }
     out
 }
 
@@ -114,6 +160,20 @@ mod tests {
                     name: "sandbox",
                     supported: false,
                     detail: "unshare the user, mount, network, IPC, UTS and cgroup namespaces: EPERM: Operation not permitted".into(),
+                },
+            ],
+            checks: vec![
+                Check {
+                    name: "data directory",
+                    ok: true,
+                    detail: "/home/u/.local/share/paddock is writable".into(),
+                    fix: None,
+                },
+                Check {
+                    name: "state directory",
+                    ok: false,
+                    detail: "create a job directory /home/u/.local/state/paddock/jobs/doctor-1: Permission denied (os error 13)".into(),
+                    fix: Some("point XDG_STATE_HOME (or --jobs-dir / PADDOCK_JOBS_DIR) at a directory you can write".into()),
                 },
             ],
         };

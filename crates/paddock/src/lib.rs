@@ -5,6 +5,7 @@
 pub mod broker;
 pub mod context;
 pub mod engines;
+pub mod host_check;
 pub mod launcher;
 pub mod leftovers;
 pub mod output;

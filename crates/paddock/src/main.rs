@@ -99,6 +99,11 @@ fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(exit::INTERNAL));
     }
     // The `process` rung's supervisor: single-threaded, no runtime.
+    // Inside `paddock doctor`'s sandbox: reach the broker socket.
+    if first.as_deref() == Some(std::ffi::OsStr::new(paddock::host_check::CONNECT_ARG)) {
+        let port = std::env::args().nth(2);
+        return ExitCode::from(paddock::host_check::connect_main(port.as_deref()));
+    }
     if first.as_deref() == Some(std::ffi::OsStr::new(paddock::supervise::SUPERVISE_ARG)) {
         let code = paddock::supervise::main(std::env::args_os().skip(2));
         return ExitCode::from(u8::try_from(code).unwrap_or(exit::INTERNAL));
@@ -190,7 +195,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Cmd::Sandbox(_) => Err(Failure::Internal(anyhow::anyhow!(
             "`paddock sandbox` runs without the async runtime"
         ))),
-        Cmd::Doctor(args) => cli::doctor::exec(args),
+        Cmd::Doctor(args) => cli::doctor::exec(args, &paths),
         Cmd::Gc(args) => cli::gc::exec(args, &paths).await,
         Cmd::Context(args) => cli::context::exec(args, &paths).await,
         Cmd::Jobs(args) => cli::jobs::exec(args, &paths).await,

@@ -51,14 +51,18 @@ impl Paths {
                 .join("paddock")
                 .join("jobs"),
         };
-        let data = canonical(&data)?;
+        // A location that cannot be resolved (under a file, unreadable) is
+        // kept as given: the step that uses it fails naming it, and
+        // `paddock doctor` reports it with a fix.
+        let real = |p: PathBuf| canonical(&p).unwrap_or(p);
+        let data = real(data);
         Ok(Paths {
             db: match db {
-                Some(db) => canonical(&db)?,
+                Some(db) => real(db),
                 None => data.join("paddock.db"),
             },
             artifacts: data.join("artifacts"),
-            jobs: canonical(&jobs)?,
+            jobs: real(jobs),
         })
     }
 

@@ -192,3 +192,104 @@ usage = { input = 100, output = 10 }
     let patch = std::fs::read_to_string(rec.patch_path.unwrap()).unwrap();
     assert!(patch.contains("+written"), "{patch}");
 }
+
+/// `paddock doctor --json` with only `HOME` and the XDG variables set.
+async fn doctor_with_xdg(
+    dir: &Path,
+    state: &Path,
+    data: &Path,
+) -> (Option<i32>, serde_json::Value) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(["doctor", "--json"])
+        .env("HOME", dir)
+        .env("XDG_STATE_HOME", state)
+        .env("XDG_DATA_HOME", data)
+        .env_remove("PADDOCK_DB")
+        .env_remove("PADDOCK_DATA_DIR")
+        .env_remove("PADDOCK_JOBS_DIR")
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        serde_json::from_slice(&out.stdout).unwrap(),
+    )
+}
+
+/// The names and outcomes of a doctor report's checks, and whether it
+/// calls the sandbox rung supported.
+fn checks(report: &serde_json::Value) -> (Vec<(String, bool)>, bool) {
+    let checks = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["ok"] == true))
+        .collect();
+    let sandbox = report["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "sandbox" && r["supported"] == true);
+    (checks, sandbox)
+}
+
+/// `paddock doctor` does what a job does where jobs live: under a state
+/// directory that cannot hold a job it says no, names the step and how to
+/// fix it (it used to say yes: it only probed the kernel); under a long,
+/// symlinked one it starts a sandbox there that reaches its broker socket,
+/// and leaves nothing behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_tries_a_job_under_the_real_state_directory() {
+    if !sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let file = base.join("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    let (code, report) = doctor_with_xdg(&base, &file.join("state"), &base.join("data")).await;
+    let failed = report["checks"][1].clone();
+    assert_eq!(
+        (code, checks(&report), failed["fix"].as_str().is_some()),
+        (
+            Some(1),
+            (
+                vec![
+                    ("data directory".to_string(), true),
+                    ("state directory".to_string(), false)
+                ],
+                false
+            ),
+            true
+        ),
+        "{report}"
+    );
+
+    let real = base.join("data-disk/home");
+    std::fs::create_dir_all(&real).unwrap();
+    std::os::unix::fs::symlink(&real, base.join("home")).unwrap();
+    let mut state = base.join("home/state");
+    while state.as_os_str().len() < 150 {
+        state.push("s".repeat(30));
+    }
+    let (code, report) = doctor_with_xdg(&base, &state, &base.join("home/data")).await;
+    let ok = |n: &str| (n.to_string(), true);
+    assert_eq!(
+        (code, checks(&report)),
+        (
+            Some(0),
+            (
+                vec![
+                    ok("data directory"),
+                    ok("state directory"),
+                    ok("broker socket"),
+                    ok("sandbox job")
+                ],
+                true
+            )
+        ),
+        "{report}"
+    );
+    let jobs = std::fs::canonicalize(&state).unwrap().join("paddock/jobs");
+    assert_eq!(std::fs::read_dir(&jobs).unwrap().count(), 0);
+}

@@ -1,6 +1,9 @@
-//! `paddock doctor`: what this host supports for each isolation rung.
+//! `paddock doctor`: what this host supports for each isolation rung, and
+//! whether a job works where jobs live here.
 
 use anyhow::Context as _;
+
+use paddock::paths::Paths;
 
 use super::{exit, Failure};
 use crate::doctor;
@@ -11,8 +14,8 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-pub fn exec(args: DoctorArgs) -> Result<u8, Failure> {
-    let report = doctor::report();
+pub fn exec(args: DoctorArgs, paths: &Paths) -> Result<u8, Failure> {
+    let report = doctor::report(paths);
     if args.json {
         outln!(
             "{}",
@@ -21,9 +24,11 @@ pub fn exec(args: DoctorArgs) -> Result<u8, Failure> {
     } else {
         out!("{}", doctor::render(&report));
     }
-    Ok(if report.rungs.iter().all(|r| r.supported) {
-        exit::DONE
-    } else {
-        exit::FAILED
-    })
+    Ok(
+        if report.rungs.iter().all(|r| r.supported) && report.checks.iter().all(|c| c.ok) {
+            exit::DONE
+        } else {
+            exit::FAILED
+        },
+    )
 }
