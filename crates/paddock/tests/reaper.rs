@@ -1,7 +1,7 @@
 //! Teardown after a crash: a `paddock run` killed mid-job leaves its
-//! workspace, a `running` record, its cgroups (`sandbox` rung) and its
-//! engine running (`process` rung); `paddock gc`, and the next `paddock
-//! run`, kill that engine, remove the cgroups, save the work so far,
+//! workspace, a `running` record, its cgroups (`sandbox` rung) and
+//! processes outside the engine's tree (an orphaned `git`); `paddock gc`,
+//! and the next `paddock run`, kill those, remove the cgroups, save the work so far,
 //! remove the workspace, fail the job with the reason, a final status
 //! event and its ledger's totals, and say so. A job that is still running
 //! is left alone.
@@ -78,6 +78,24 @@ fn with_home(home: &Path) -> Vec<i32> {
         .collect()
 }
 
+/// A process left in a dead job's checkout, as the `git` of a `paddock`
+/// killed mid-clone would be: outside the engine's tree (which dies with
+/// its `paddock`), so only the reaper can end it.
+fn orphan_in(job_dir: &Path) -> std::process::Child {
+    std::process::Command::new("sleep")
+        .arg("60")
+        .current_dir(job_dir.join("work"))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The signal that ended `child` (SIGKILL from the reaper).
+fn killed_by(mut child: std::process::Child) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt as _;
+    child.wait().unwrap().signal()
+}
+
 fn paddock_cmd(home: &Home, spec: &Path) -> tokio::process::Command {
     let mut cmd = home.command(&["run", "--json", spec.to_str().unwrap()]);
     cmd.stdout(std::process::Stdio::null())
@@ -113,10 +131,8 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
 
     killed.kill().await.unwrap();
     killed.wait().await.unwrap();
-    // On the `process` rung its engine lives on (the positive twin of the
-    // reaper's kill below).
     let crashed_home = home.jobs().join(&crashed).join("home");
-    assert!(!with_home(&crashed_home).is_empty());
+    let orphan = orphan_in(&home.jobs().join(&crashed));
     let store = home.store().await;
     assert_eq!(
         store.job(&crashed).await.unwrap().unwrap().status,
@@ -145,6 +161,7 @@ async fn the_next_run_reaps_what_a_killed_run_left_behind() {
         .parse()
         .unwrap();
     assert!(killed_count >= 1, "{line}");
+    assert_eq!(killed_by(orphan), Some(9));
     assert_eq!(with_home(&crashed_home), Vec::<i32>::new());
     assert!(!stderr.contains(&running), "{stderr}");
     assert!(!home.jobs().join(&crashed).exists());
@@ -195,10 +212,7 @@ async fn gc_after_kill(rung: &str) {
     run.kill().await.unwrap();
     run.wait().await.unwrap();
     let crashed_home = home.jobs().join(&crashed).join("home");
-    if rung == "process" {
-        // The positive twin of the kill below: the engine outlived paddock.
-        assert!(!with_home(&crashed_home).is_empty());
-    }
+    let orphan = orphan_in(&home.jobs().join(&crashed));
 
     let out = home.paddock(&["gc", "--json"], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -210,12 +224,9 @@ async fn gc_after_kill(rung: &str) {
         .join("patch.diff");
     let diff = std::fs::read_to_string(&artifact).unwrap();
     let job = &report["jobs"][0];
-    // On the `sandbox` rung the engine dies with its paddock (the kill
-    // may still find it dying in its cgroup); on the `process` rung it
-    // lives on until the reaper kills it.
-    if rung == "process" {
-        assert!(job["killed"].as_u64().unwrap() >= 1, "{report}");
-    }
+    // The orphan at least (the engine died with its paddock, or is found
+    // still dying).
+    assert!(job["killed"].as_u64().unwrap() >= 1, "{report}");
     let cgroup_paths: Vec<String> = cgroups.iter().map(|c| c.display().to_string()).collect();
     assert_eq!(
         report,
@@ -240,6 +251,7 @@ async fn gc_after_kill(rung: &str) {
         })
     );
     assert!(diff.contains("+changed by the job"), "{diff}");
+    assert_eq!(killed_by(orphan), Some(9));
     assert_eq!(with_home(&crashed_home), Vec::<i32>::new());
     assert_eq!(cgroups_of(&crashed), Vec::<PathBuf>::new());
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
@@ -323,6 +335,7 @@ async fn gc_fails_a_running_job_that_has_no_lease_at_all() {
     run.kill().await.unwrap();
     run.wait().await.unwrap();
     std::fs::remove_file(home.jobs().join(".leases").join(format!("{crashed}.lock"))).unwrap();
+    let orphan = orphan_in(&home.jobs().join(&crashed));
 
     let out = home.paddock(&["gc"], &[]).await;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -337,6 +350,7 @@ async fn gc_fails_a_running_job_that_has_no_lease_at_all() {
         stdout.ends_with(", removed its workspace, marked it failed\n"),
         "{stdout}"
     );
+    assert_eq!(killed_by(orphan), Some(9));
     let store = home.store().await;
     let rec = store.job(&crashed).await.unwrap().unwrap();
     assert_eq!(
