@@ -158,10 +158,14 @@ pub fn command(
             c
         }
     };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    cmd.stdin(if spec.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0);
     Ok(cmd)
 }
 
@@ -302,6 +306,7 @@ mod tests {
                 format!("{}:{}:/usr/bin:/bin", bin.display(), node.display()),
             )],
             cwd: root.clone(),
+            stdin: None,
         };
         assert_eq!(
             engine_dirs(&spec),

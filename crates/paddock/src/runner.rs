@@ -19,7 +19,7 @@ use paddock_protocol::{
 };
 use std::os::unix::process::ExitStatusExt as _;
 use time::OffsetDateTime;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::broker::scripted::{RenderContext, Scenario};
@@ -947,6 +947,14 @@ async fn launch_and_stream(
         isolation: spec.isolation,
         pid: child.id(),
     };
+    // The prompt on stdin, then end of file; an engine that exits before
+    // reading it all only makes this write fail.
+    if let (Some(mut stdin), Some(text)) = (child.stdin.take(), cmd.stdin.clone()) {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(text.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(LaunchFailure::Step(
             "the engine's stdout/stderr were not captured".into(),

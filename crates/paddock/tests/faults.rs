@@ -514,3 +514,38 @@ async fn a_full_data_directory_fails_the_job_and_removes_its_workspace() {
         (1, JobStatus::Failed, vec![])
     );
 }
+
+/// A prompt larger than one command-line argument may be (128 KiB): the
+/// real engines read it from stdin, on both rungs.
+#[tokio::test]
+async fn a_prompt_over_128_kib_reaches_both_real_engines() {
+    for engine_name in ["codex", "claude"] {
+        if engine(engine_name).is_none() {
+            return;
+        }
+        for rung in ["process", "sandbox"] {
+            if rung == "sandbox" && !sandbox_available() {
+                continue;
+            }
+            let home = Home::new();
+            let repo = repo(home.path());
+            let spec = job(home.path(), engine_name, &repo, SCRIPTED, Some(ONE_TURN));
+            let text = std::fs::read_to_string(&spec).unwrap().replace(
+                "description = \"A test.\"",
+                &format!("description = \"{}\"", "word ".repeat(127 * 1024 / 5)),
+            );
+            std::fs::write(&spec, text).unwrap();
+            on_rung(&spec, rung);
+            let out = home
+                .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+                .await;
+            let rec = record(&out);
+            assert_eq!(
+                (rec.status, rec.reason.clone()),
+                (JobStatus::Done, None),
+                "{engine_name} on {rung}: {}",
+                stderr(&out)
+            );
+        }
+    }
+}

@@ -88,6 +88,10 @@ pub struct CommandSpec {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub cwd: PathBuf,
+    /// Written to the engine's stdin, which is then closed: the prompt, so
+    /// that its size is not bound by the kernel's limit on one argument
+    /// (128 KiB, E2BIG). `None`: stdin is `/dev/null`.
+    pub stdin: Option<String>,
 }
 
 /// What an engine can do beyond running a turn.

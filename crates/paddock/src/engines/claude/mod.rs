@@ -94,9 +94,9 @@ impl EngineAdapter for Claude {
             ("DISABLE_AUTOUPDATER".to_string(), "1".to_string()),
             ("CLAUDE_CODE_MAX_RETRIES".to_string(), "0".to_string()),
         ]);
+        // `-p` without a prompt argument: Claude Code reads it from stdin.
         let mut args: Vec<String> = vec![
             "-p".into(),
-            ctx.prompt.clone(),
             "--output-format".into(),
             "stream-json".into(),
             "--verbose".into(),
@@ -118,6 +118,7 @@ impl EngineAdapter for Claude {
             args,
             env,
             cwd: ctx.workdir.clone(),
+            stdin: Some(ctx.prompt.clone()),
         }
     }
 

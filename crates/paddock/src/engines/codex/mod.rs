@@ -119,12 +119,14 @@ impl EngineAdapter for Codex {
             // Paddock wrote the only hook in this CODEX_HOME itself.
             args.push("--dangerously-bypass-hook-trust".into());
         }
-        args.extend(["-m".into(), ctx.model.clone(), ctx.prompt.clone()]);
+        // `-`: `codex exec` reads the prompt from stdin.
+        args.extend(["-m".into(), ctx.model.clone(), "-".into()]);
         CommandSpec {
             program: ctx.binary.clone(),
             args,
             env,
             cwd: ctx.workdir.clone(),
+            stdin: Some(ctx.prompt.clone()),
         }
     }
 
