@@ -342,6 +342,7 @@ async fn main() {
             allow_unpriced: true,
             vertex: None,
             bedrock: None,
+            entra: None,
             retry: paddock::broker::RetryPolicy::default(),
         },
     )

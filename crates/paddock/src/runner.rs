@@ -167,12 +167,41 @@ pub async fn run(
             Some(Secret::resolve(reference).map_err(|e| RunError::BadInput(e.to_string()))?)
         }
     };
-    if let (ProviderKind::Vertex, Some(k)) = (spec.upstream.provider, &key) {
-        vertex_of(spec, k).map_err(|e| RunError::BadInput(format!("upstream.key: {e}")))?;
-    }
-    if let (ProviderKind::Bedrock, Some(k)) = (spec.upstream.provider, &key) {
-        bedrock_of(spec, k).map_err(|e| RunError::BadInput(format!("upstream.key: {e}")))?;
-    }
+    // The cloud providers' credentials: found (and, without a key, a first
+    // token fetched) before the job exists.
+    let cloud = CloudAuth {
+        vertex: match spec.upstream.provider {
+            ProviderKind::Vertex => {
+                Some(Arc::new(vertex_of(spec, key.as_ref()).await.map_err(
+                    |e| RunError::BadInput(format!("upstream.key: {e}")),
+                )?))
+            }
+            _ => None,
+        },
+        bedrock: match (spec.upstream.provider, &key) {
+            (ProviderKind::Bedrock, Some(k)) => {
+                Some(Arc::new(bedrock_of(spec, k).map_err(|e| {
+                    RunError::BadInput(format!("upstream.key: {e}"))
+                })?))
+            }
+            _ => None,
+        },
+        // The key is the app's client secret: it goes to the token endpoint
+        // only, never upstream.
+        entra: match (&spec.upstream.entra, &key) {
+            (Some(e), Some(secret)) => Some(Arc::new(
+                broker::entra::Entra::new(
+                    &e.tenant_id,
+                    &e.client_id,
+                    secret.clone(),
+                    e.authority.as_deref(),
+                    e.scope.as_deref(),
+                )
+                .map_err(|e| RunError::BadInput(format!("upstream.entra: {e}")))?,
+            )),
+            _ => None,
+        },
+    };
     if opts.prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
         return Err(RunError::BadInput(format!(
             "engine.model `{}` has no price in price table {}; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)",
@@ -399,6 +428,7 @@ pub async fn run(
             adapter.as_ref(),
             &binary,
             key,
+            cloud,
             scenario,
             &artifacts,
             opts,
@@ -690,6 +720,7 @@ async fn launch_and_stream(
     adapter: &dyn EngineAdapter,
     binary: &Path,
     key: Option<Secret>,
+    cloud: CloudAuth,
     scenario: Option<Arc<Scenario>>,
     artifacts: &Path,
     opts: &RunOptions,
@@ -699,18 +730,11 @@ async fn launch_and_stream(
 ) -> Result<Launched, LaunchFailure> {
     // The upstream: a real provider, or the scenario served on loopback.
     let mut _scripted = None;
-    let vertex = match (spec.upstream.provider, &key) {
-        (ProviderKind::Vertex, Some(k)) => Some(Arc::new(
-            vertex_of(spec, k).map_err(|e| step("upstream.key", e))?,
-        )),
-        _ => None,
-    };
-    let bedrock = match (spec.upstream.provider, &key) {
-        (ProviderKind::Bedrock, Some(k)) => Some(Arc::new(
-            bedrock_of(spec, k).map_err(|e| step("upstream.key", e))?,
-        )),
-        _ => None,
-    };
+    let CloudAuth {
+        vertex,
+        bedrock,
+        entra,
+    } = cloud;
     let upstream = match spec.upstream.provider {
         // The broker signs each call with SigV4; the base has no `/v1`.
         ProviderKind::Bedrock => Upstream {
@@ -773,7 +797,7 @@ async fn launch_and_stream(
                 .base_url
                 .clone()
                 .unwrap_or_else(|| OPENAI_BASE.into()),
-            key,
+            key: if entra.is_some() { None } else { key },
             key_header: match spec.upstream.key_header {
                 Some(KeyHeaderKind::ApiKey) => KeyHeader::ApiKey,
                 Some(KeyHeaderKind::Bearer) | None => KeyHeader::ByApi,
@@ -828,6 +852,7 @@ async fn launch_and_stream(
         allow_unpriced: spec.upstream.allow_unpriced,
         vertex: vertex.clone(),
         bedrock: bedrock.clone(),
+        entra,
         retry: broker::RetryPolicy {
             spec: spec.broker.retry,
             deadline: Some(
@@ -1180,16 +1205,26 @@ fn bedrock_of(
     broker::bedrock::Bedrock::new(key, spec.upstream.bedrock_region.as_deref().unwrap_or(""))
 }
 
-/// The Vertex AI upstream of a `vertex` spec, from its service-account key.
-fn vertex_of(
+/// The Vertex AI upstream of a `vertex` spec: its service-account key, or
+/// without one Google's Application Default Credentials.
+async fn vertex_of(
     spec: &JobSpec,
-    key: &Secret,
+    key: Option<&Secret>,
 ) -> Result<broker::vertex::Vertex, broker::vertex::VertexError> {
-    broker::vertex::Vertex::new(
-        key,
-        spec.upstream.vertex_project.as_deref().unwrap_or(""),
-        spec.upstream.vertex_region.as_deref().unwrap_or(""),
-    )
+    let project = spec.upstream.vertex_project.as_deref().unwrap_or("");
+    let region = spec.upstream.vertex_region.as_deref().unwrap_or("");
+    match key {
+        Some(key) => broker::vertex::Vertex::new(key, project, region),
+        None => broker::vertex::Vertex::from_default_credentials(project, region).await,
+    }
+}
+
+/// The credentials of a cloud upstream (Vertex, Bedrock, Azure OpenAI with
+/// Entra ID), made at admission.
+struct CloudAuth {
+    vertex: Option<Arc<broker::vertex::Vertex>>,
+    bedrock: Option<Arc<broker::bedrock::Bedrock>>,
+    entra: Option<Arc<broker::entra::Entra>>,
 }
 
 /// Stores a ledger row and surfaces failed and refused calls as events.

@@ -270,6 +270,7 @@ async fn a_bedrock_broker_refuses_other_routes() {
             allow_unpriced: false,
             vertex: None,
             bedrock: Some(Arc::new(bedrock)),
+            entra: None,
             retry: paddock::broker::RetryPolicy::default(),
         },
     )
@@ -401,6 +402,7 @@ async fn bedrock_rig_allowing(
             allow_unpriced: false,
             vertex: None,
             bedrock: Some(Arc::new(bedrock)),
+            entra: None,
             retry: paddock::broker::RetryPolicy::default(),
         },
     )

@@ -92,6 +92,7 @@ async fn rig_full(
             allow_unpriced,
             vertex: None,
             bedrock: None,
+            entra: None,
             retry,
         },
     )
@@ -1054,6 +1055,7 @@ async fn a_connection_reset_before_the_first_byte_is_retried() {
             allow_unpriced: false,
             vertex: None,
             bedrock: None,
+            entra: None,
             retry: fast_retry(3),
         },
     )

@@ -20,9 +20,6 @@ use paddock::broker::scripted::{RenderContext, Scenario};
 use paddock::broker::scripted_http::ScriptedServer;
 use paddock::broker::Secret;
 use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
-use rsa::pkcs1v15::{Signature, VerifyingKey};
-use rsa::pkcs8::DecodePublicKey as _;
-use rsa::signature::Verifier as _;
 
 fn openssl(args: &[&str]) -> Option<String> {
     let out = std::process::Command::new("openssl")
@@ -34,16 +31,40 @@ fn openssl(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A mock Google OAuth token endpoint: verifies the JWT bearer assertion
-/// against `public_pem` and answers with `token`.
+/// The PKCS#1 `RSAPublicKey` DER of an RSA public key in PEM
+/// (`openssl pkey -pubout`), as ring verifies with it.
+fn public_key_der(public_pem: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("pub.pem");
+    std::fs::write(&pem, public_pem).unwrap();
+    let der = dir.path().join("pub.der");
+    let out = std::process::Command::new("openssl")
+        .args(["rsa", "-pubin", "-in"])
+        .arg(&pem)
+        .args(["-RSAPublicKey_out", "-outform", "DER", "-out"])
+        .arg(&der)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(der).unwrap()
+}
+
+/// A mock Google OAuth token endpoint (RFC 7523 JWT bearer grant):
+/// verifies the assertion against `public_pem` and answers its `N`th
+/// request with the access token `{token}-N`, valid for `expires_in` seconds.
 async fn token_endpoint(
     public_pem: String,
     token: String,
     email: String,
+    expires_in: u64,
 ) -> (String, Arc<AtomicU64>) {
     let hits = Arc::new(AtomicU64::new(0));
     let counter = hits.clone();
-    let key = VerifyingKey::<sha2::Sha256>::from_public_key_pem(&public_pem).unwrap();
+    let key = Arc::new(public_key_der(&public_pem));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/token", listener.local_addr().unwrap());
     let aud = url.clone();
@@ -53,11 +74,11 @@ async fn token_endpoint(
             let (key, token, email, aud, counter) =
                 (key.clone(), token.clone(), email.clone(), aud.clone(), counter.clone());
             async move {
-                counter.fetch_add(1, Ordering::SeqCst);
+                let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
                 let form: std::collections::HashMap<String, String> = body
                     .split('&')
                     .filter_map(|kv| kv.split_once('='))
-                    .map(|(k, v)| (k.to_string(), v.replace("%3A", ":")))
+                    .map(|(k, v)| (k.to_string(), v.replace("%3A", ":").replace("%3D", "=")))
                     .collect();
                 assert_eq!(
                     form["grant_type"],
@@ -65,8 +86,12 @@ async fn token_endpoint(
                 );
                 let jwt = &form["assertion"];
                 let (signed, sig) = jwt.rsplit_once('.').unwrap();
-                let sig = Signature::try_from(URL_SAFE_NO_PAD.decode(sig).unwrap().as_slice()).unwrap();
-                if key.verify(signed.as_bytes(), &sig).is_err() {
+                let sig = URL_SAFE_NO_PAD.decode(sig.trim_end_matches('=')).unwrap();
+                let verifier = ring::signature::UnparsedPublicKey::new(
+                    &ring::signature::RSA_PKCS1_2048_8192_SHA256,
+                    key.as_slice(),
+                );
+                if verifier.verify(signed.as_bytes(), &sig).is_err() {
                     return (
                         http::StatusCode::UNAUTHORIZED,
                         r#"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#
@@ -75,7 +100,7 @@ async fn token_endpoint(
                 }
                 let claims: serde_json::Value = serde_json::from_slice(
                     &URL_SAFE_NO_PAD
-                        .decode(signed.split_once('.').unwrap().1)
+                        .decode(signed.split_once('.').unwrap().1.trim_end_matches('='))
                         .unwrap(),
                 )
                 .unwrap();
@@ -84,7 +109,7 @@ async fn token_endpoint(
                 assert_eq!(claims["scope"], "https://www.googleapis.com/auth/cloud-platform");
                 (
                     http::StatusCode::OK,
-                    serde_json::json!({"access_token": token, "expires_in": 3599, "token_type": "Bearer"})
+                    serde_json::json!({"access_token": format!("{token}-{n}"), "expires_in": expires_in, "token_type": "Bearer"})
                         .to_string(),
                 )
             }
@@ -123,7 +148,9 @@ async fn claude_runs_through_vertex_with_the_token_minted_by_the_broker() {
     let public_pem = openssl(&["pkey", "-in", private.to_str().unwrap(), "-pubout"]).unwrap();
     let access = format!("ya29.mock-access-{}", std::process::id());
     let email = "paddock-test@proj.iam.gserviceaccount.com".to_string();
-    let (token_uri, token_hits) = token_endpoint(public_pem, access.clone(), email.clone()).await;
+    let (token_uri, token_hits) =
+        token_endpoint(public_pem, access.clone(), email.clone(), 3599).await;
+    let access = format!("{access}-1");
     let sa_json = serde_json::json!({
         "type": "service_account", "project_id": "proj", "client_email": email,
         "private_key": private_pem, "token_uri": token_uri,
@@ -245,7 +272,11 @@ async fn a_bad_service_account_key_is_bad_input() {
     let home = Home::new();
     let repo = repo(home.path());
     let sa = home.path().join("sa.json");
-    std::fs::write(&sa, r#"{"client_email":"x@y","private_key":"not a key"}"#).unwrap();
+    std::fs::write(
+        &sa,
+        r#"{"client_email":"x@y","private_key":"not a key","token_uri":"http://127.0.0.1:9/token"}"#,
+    )
+    .unwrap();
     let upstream = format!(
         "[upstream]\nprovider = \"vertex\"\nkey = \"file:{}\"\nvertex_project = \"proj\"\nvertex_region = \"us-east5\"\n",
         sa.display()
@@ -256,7 +287,7 @@ async fn a_bad_service_account_key_is_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
-            "upstream.key: Vertex service account x@y: private_key is not a PKCS#8 PEM RSA key"
+            "upstream.key: Vertex service account x@y: failed to parse PKCS#8 RSA key pair"
         ),
         "{err}"
     );
@@ -307,6 +338,7 @@ async fn a_vertex_broker_refuses_other_routes() {
             allow_unpriced: false,
             vertex: Some(Arc::new(vertex)),
             bedrock: None,
+            entra: None,
             retry: paddock::broker::RetryPolicy::default(),
         },
     )
@@ -322,4 +354,145 @@ async fn a_vertex_broker_refuses_other_routes() {
             .unwrap();
         assert_eq!(resp.status().as_u16(), 404, "{path}");
     }
+}
+
+/// A 2048-bit RSA key pair made by openssl (PEM private key, PEM public
+/// key); `None` (skipped locally, a failure in CI) without openssl.
+fn key_pair(dir: &std::path::Path) -> Option<(String, String)> {
+    let private = dir.join("sa.pem");
+    let made = openssl(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        private.to_str().unwrap(),
+    ]);
+    if made.is_none() {
+        assert!(
+            !in_ci(),
+            "openssl is needed to make a test service-account key"
+        );
+        eprintln!("skipping: openssl cannot make a test key");
+        return None;
+    }
+    let public = openssl(&["pkey", "-in", private.to_str().unwrap(), "-pubout"]).unwrap();
+    Some((std::fs::read_to_string(&private).unwrap(), public))
+}
+
+/// Three calls through a Vertex job's broker, the third once the first
+/// token is within `gcp_auth`'s 20 s margin of its expiry: the broker
+/// reuses the token while it is fresh and fetches a new one before it
+/// expires. Returns the `authorization` headers the upstream saw.
+async fn three_calls(vertex: paddock::broker::vertex::Vertex) -> Vec<String> {
+    let (mock, seen) = mock_upstream().await;
+    let broker = credential_broker(
+        paddock::broker::Upstream {
+            provider: "vertex".into(),
+            base: format!("{mock}/v1"),
+            key: None,
+            key_header: paddock::broker::upstream::KeyHeader::ByApi,
+        },
+        Some(vertex),
+        None,
+        None,
+    )
+    .await;
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!(
+        "{}/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5:rawPredict",
+        broker.url
+    );
+    let mut statuses = Vec::new();
+    for wait in [0u64, 0, 2500] {
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        let resp = client
+            .post(&url)
+            .header("x-api-key", broker.token.expose())
+            .header("content-type", "application/json")
+            .body(r#"{"anthropic_version":"vertex-2023-10-16","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(resp.status().as_u16());
+        let _ = resp.bytes().await.unwrap();
+    }
+    assert_eq!(statuses, vec![200, 200, 200]);
+    let seen = seen.lock().unwrap().clone();
+    seen
+}
+
+/// A service-account token about to expire is replaced before it does: the
+/// mock token endpoint (RFC 7523 JWT bearer, signature verified) sees a
+/// second request and the upstream the new token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_account_token_is_refreshed_before_it_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((private_pem, public_pem)) = key_pair(dir.path()) else {
+        return;
+    };
+    let email = "refresh@proj.iam.gserviceaccount.com".to_string();
+    // Valid for 22 s: fresh for 2 s under gcp_auth's 20 s margin.
+    let (token_uri, hits) = token_endpoint(public_pem, "ya29.r".into(), email.clone(), 22).await;
+    let sa = serde_json::json!({"type": "service_account", "client_email": email,
+        "private_key": private_pem, "token_uri": token_uri});
+    let vertex =
+        paddock::broker::vertex::Vertex::new(&Secret::new(sa.to_string()), "proj", "us-east5")
+            .unwrap();
+    let seen = three_calls(vertex).await;
+    assert_eq!(
+        (hits.load(Ordering::SeqCst), seen),
+        (
+            2,
+            vec![
+                "Bearer ya29.r-1".to_string(),
+                "Bearer ya29.r-1".to_string(),
+                "Bearer ya29.r-2".to_string()
+            ]
+        )
+    );
+}
+
+/// Without a key in the spec, the broker finds Google's Application Default
+/// Credentials: here the service-account file `GOOGLE_APPLICATION_CREDENTIALS`
+/// names (the first source `gcp_auth` tries), refreshed like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn application_default_credentials_come_from_google_application_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((private_pem, public_pem)) = key_pair(dir.path()) else {
+        return;
+    };
+    let email = "adc@proj.iam.gserviceaccount.com".to_string();
+    let (token_uri, hits) = token_endpoint(public_pem, "ya29.adc".into(), email.clone(), 22).await;
+    let sa_path = dir.path().join("adc.json");
+    std::fs::write(
+        &sa_path,
+        serde_json::json!({"type": "service_account", "client_email": email,
+            "private_key": private_pem, "token_uri": token_uri})
+        .to_string(),
+    )
+    .unwrap();
+    // Only this test of the binary reads the variable.
+    std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &sa_path);
+    let vertex = paddock::broker::vertex::Vertex::from_default_credentials("proj", "us-east5")
+        .await
+        .unwrap();
+    std::env::remove_var("GOOGLE_APPLICATION_CREDENTIALS");
+    assert_eq!(
+        format!("{vertex:?}"),
+        "Vertex { project: \"proj\", region: \"us-east5\", credentials: \"Application Default Credentials\", .. }"
+    );
+    let seen = three_calls(vertex).await;
+    assert_eq!(
+        (hits.load(Ordering::SeqCst), seen),
+        (
+            2,
+            vec![
+                "Bearer ya29.adc-1".to_string(),
+                "Bearer ya29.adc-1".to_string(),
+                "Bearer ya29.adc-2".to_string()
+            ]
+        )
+    );
 }

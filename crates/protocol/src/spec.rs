@@ -231,7 +231,8 @@ impl ReasoningEffort {
 #[serde(deny_unknown_fields)]
 pub struct UpstreamSpec {
     pub provider: ProviderKind,
-    /// Where the broker reads the provider key: `env:NAME` or `file:PATH`.
+    /// Where the broker reads the provider key: `env:NAME` or `file:PATH`
+    /// (optional for `vertex`: without it, Application Default Credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<KeyRef>,
     /// Override of the provider's API base URL.
@@ -256,6 +257,28 @@ pub struct UpstreamSpec {
     /// Let calls to models without a price through (metered, priced at 0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_unpriced: bool,
+    /// `openai` (Azure OpenAI) only: get Microsoft Entra ID tokens with the
+    /// client-credentials grant; `key` is then the app's client secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entra: Option<EntraSpec>,
+}
+
+/// A Microsoft Entra ID app registration whose tokens the broker sends to
+/// Azure OpenAI (`[upstream.entra]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntraSpec {
+    /// The directory (tenant) id.
+    pub tenant_id: String,
+    /// The application (client) id.
+    pub client_id: String,
+    /// The authority, `https://login.microsoftonline.com` unless set
+    /// (sovereign clouds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authority: Option<String>,
+    /// The scope, `https://cognitiveservices.azure.com/.default` unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,7 +287,8 @@ pub enum ProviderKind {
     Openai,
     Anthropic,
     Scripted,
-    /// Claude on Google Vertex AI; the key is the service account's JSON key.
+    /// Claude on Google Vertex AI; the key is the service account's JSON
+    /// key, or without a key Google's Application Default Credentials.
     Vertex,
     /// Claude on Amazon Bedrock; the key is the AWS credentials JSON.
     Bedrock,
@@ -741,7 +765,9 @@ impl JobSpec {
             | ProviderKind::Anthropic
             | ProviderKind::Vertex
             | ProviderKind::Bedrock => {
-                if up.key.is_none() {
+                // Vertex without a key uses Google's Application Default
+                // Credentials.
+                if up.key.is_none() && up.provider != ProviderKind::Vertex {
                     return Err(invalid(
                         "upstream.key",
                         format!(
@@ -855,6 +881,43 @@ impl JobSpec {
                     return Err(invalid(
                         field,
                         "must be a number between 0 and 1000000000".into(),
+                    ));
+                }
+            }
+        }
+        if let Some(entra) = &up.entra {
+            if up.provider != ProviderKind::Openai {
+                return Err(invalid(
+                    "upstream.entra",
+                    "only the openai (Azure OpenAI) upstream takes Entra ID credentials".into(),
+                ));
+            }
+            if up.key_header == Some(KeyHeaderKind::ApiKey) {
+                return Err(invalid(
+                    "upstream.key_header",
+                    "Entra ID tokens go in `Authorization: Bearer`: drop `api-key`".into(),
+                ));
+            }
+            for (field, value) in [
+                ("upstream.entra.tenant_id", &entra.tenant_id),
+                ("upstream.entra.client_id", &entra.client_id),
+            ] {
+                if value.is_empty()
+                    || !value
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+                {
+                    return Err(invalid(
+                        field,
+                        format!("`{value}` must be an id (letters, digits, `-`, `.`)"),
+                    ));
+                }
+            }
+            if let Some(url) = &entra.authority {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(invalid(
+                        "upstream.entra.authority",
+                        format!("`{url}` must be an http:// or https:// URL"),
                     ));
                 }
             }
@@ -990,5 +1053,69 @@ scenario = "s.toml"
         assert!(parse("[broker.retry]\nattempts = 3\n")
             .unwrap_err()
             .contains("unknown field `attempts`"));
+    }
+
+    /// A spec of `engine` with the `[upstream]` lines given.
+    fn upstream(engine: &str, lines: &str) -> Result<JobSpec, String> {
+        let model = if engine == "codex" {
+            "gpt-5.5"
+        } else {
+            "claude-sonnet-4-5"
+        };
+        let text = format!(
+            "[ticket]\nid = \"T-1\"\ntitle = \"t\"\nproject = \"p\"\n[repository]\npath = \".\"\n[engine]\nkind = \"{engine}\"\nmodel = \"{model}\"\n[upstream]\n{lines}"
+        );
+        JobSpec::from_toml(&text, Path::new("spec.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn provider_credentials_are_validated() {
+        let vertex =
+            "provider = \"vertex\"\nvertex_project = \"p\"\nvertex_region = \"us-east5\"\n";
+        let entra = "provider = \"openai\"\nkey = \"env:AZURE_CLIENT_SECRET\"\nbase_url = \"https://r.openai.azure.com/openai/v1\"\n[upstream.entra]\ntenant_id = \"72f988bf-86f1-41af-91ab-2d7cd011db47\"\nclient_id = \"0f1e2d3c-aaaa-bbbb-cccc-1234567890ab\"\n";
+        let results = [
+            // Vertex without a key: Application Default Credentials.
+            upstream("claude", vertex).map(|s| s.upstream.key),
+            upstream("claude", "provider = \"anthropic\"\n").map(|s| s.upstream.key),
+            upstream("codex", entra).map(|s| s.upstream.key),
+            upstream("claude", &entra.replace("\"openai\"", "\"anthropic\""))
+                .map(|s| s.upstream.key),
+            upstream(
+                "codex",
+                &entra.replace(
+                    "[upstream.entra]",
+                    "key_header = \"api-key\"\n[upstream.entra]",
+                ),
+            )
+            .map(|s| s.upstream.key),
+            upstream(
+                "codex",
+                &entra.replace("tenant_id = \"72f988bf", "tenant_id = \"../x"),
+            )
+            .map(|s| s.upstream.key),
+            upstream("codex", &format!("{entra}authority = \"login.example\"\n"))
+                .map(|s| s.upstream.key),
+        ];
+        assert_eq!(
+            results,
+            [
+                Ok(None),
+                Err("job spec spec.toml: field `upstream.key`: the anthropic upstream needs a key reference (`env:NAME` or `file:PATH`)".into()),
+                Ok(Some(KeyRef::Env("AZURE_CLIENT_SECRET".into()))),
+                Err("job spec spec.toml: field `upstream.entra`: only the openai (Azure OpenAI) upstream takes Entra ID credentials".into()),
+                Err("job spec spec.toml: field `upstream.key_header`: Entra ID tokens go in `Authorization: Bearer`: drop `api-key`".into()),
+                Err("job spec spec.toml: field `upstream.entra.tenant_id`: `../x-86f1-41af-91ab-2d7cd011db47` must be an id (letters, digits, `-`, `.`)".into()),
+                Err("job spec spec.toml: field `upstream.entra.authority`: `login.example` must be an http:// or https:// URL".into()),
+            ]
+        );
+        assert_eq!(
+            upstream("codex", entra).unwrap().upstream.entra,
+            Some(EntraSpec {
+                tenant_id: "72f988bf-86f1-41af-91ab-2d7cd011db47".into(),
+                client_id: "0f1e2d3c-aaaa-bbbb-cccc-1234567890ab".into(),
+                authority: None,
+                scope: None,
+            })
+        );
     }
 }

@@ -1,6 +1,13 @@
 //! Amazon Bedrock for Claude Code: the broker holds the AWS credentials
 //! and signs every forwarded request with SigV4 (service `bedrock`, the
-//! spec's region). Claude Code runs in Bedrock mode with its own AWS auth
+//! spec's region), or sends a Bedrock API key as `Authorization: Bearer`.
+//! The credentials are the file the spec's `key` references (JSON or an
+//! INI profile), or, without a key, `AWS_BEARER_TOKEN_BEDROCK` (an API key)
+//! or else the standard AWS chain of `aws-config` (environment, shared
+//! config and credentials files with profiles, SSO, assume-role,
+//! `credential_process`, web identity, container and instance metadata),
+//! whose temporary credentials are reused until shortly before they expire
+//! ([`super::entra::fresh_until`]). Claude Code runs in Bedrock mode with its own AWS auth
 //! skipped and its job token in a custom header; the broker takes only the
 //! model and the method from the engine's path
 //! (`/model/MODEL/invoke-with-response-stream` or `/model/MODEL/invoke`)
@@ -8,13 +15,15 @@
 //! an optional inference-profile prefix `us.`, `eu.`, `global.`, …) are
 //! priced as the Anthropic model they name ([`price_name`]).
 
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
 use serde::Deserialize;
 
+use super::entra::fresh_until;
 use super::secret::Secret;
 
 /// The SigV4 service name of the Bedrock runtime.
@@ -26,6 +35,8 @@ pub enum BedrockError {
     ParseCredentials(String),
     #[error("AWS credentials: shared credentials file (INI): {0}")]
     ParseIni(String),
+    #[error("AWS credential chain{profile}: no credentials: {message}")]
+    Chain { profile: String, message: String },
     #[error("AWS credentials {access_key_id}: SigV4 signing of {url} failed: {message}")]
     Sign {
         access_key_id: String,
@@ -98,20 +109,41 @@ fn from_ini(text: &str) -> Result<CredentialsFile, BedrockError> {
     })
 }
 
-/// Where a job's Bedrock calls go and how they are signed.
+/// How the broker authorizes a job's Bedrock calls.
+enum Auth {
+    /// Fixed keys (the spec's credentials file).
+    Keys {
+        access_key_id: String,
+        secret_access_key: Secret,
+        session_token: Option<Secret>,
+    },
+    /// The AWS credential chain, its last credentials cached until shortly
+    /// before they expire.
+    Chain {
+        profile: Option<String>,
+        provider: SharedCredentialsProvider,
+        cached: tokio::sync::Mutex<Option<(Credentials, Option<Instant>)>>,
+    },
+    /// A Bedrock API key, sent as `Authorization: Bearer`.
+    ApiKey(Secret),
+}
+
+/// Where a job's Bedrock calls go and how they are authorized.
 pub struct Bedrock {
     pub region: String,
-    access_key_id: String,
-    secret_access_key: Secret,
-    session_token: Option<Secret>,
+    auth: Auth,
 }
 
 impl std::fmt::Debug for Bedrock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bedrock")
-            .field("region", &self.region)
-            .field("access_key_id", &self.access_key_id)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("Bedrock");
+        d.field("region", &self.region);
+        match &self.auth {
+            Auth::Keys { access_key_id, .. } => d.field("access_key_id", access_key_id),
+            Auth::Chain { profile, .. } => d.field("chain_profile", profile),
+            Auth::ApiKey(key) => d.field("api_key", &key.fingerprint()),
+        };
+        d.finish_non_exhaustive()
     }
 }
 
@@ -132,19 +164,102 @@ impl Bedrock {
         }
         Ok(Bedrock {
             region: region.to_string(),
-            access_key_id: file.access_key_id,
-            secret_access_key: Secret::new(file.secret_access_key),
-            session_token: file
-                .session_token
-                .filter(|t| !t.is_empty())
-                .map(Secret::new),
+            auth: Auth::Keys {
+                access_key_id: file.access_key_id,
+                secret_access_key: Secret::new(file.secret_access_key),
+                session_token: file
+                    .session_token
+                    .filter(|t| !t.is_empty())
+                    .map(Secret::new),
+            },
         })
     }
 
-    /// The SigV4 headers (`authorization`, `x-amz-date`, and
-    /// `x-amz-security-token` with a session token) for a request of
-    /// `method` to `url` with `headers` (signed as given) and `body`.
-    pub fn sign(
+    /// With a Bedrock API key (`AWS_BEARER_TOKEN_BEDROCK`), sent as
+    /// `Authorization: Bearer` instead of a SigV4 signature.
+    pub fn with_api_key(key: Secret, region: &str) -> Bedrock {
+        Bedrock {
+            region: region.to_string(),
+            auth: Auth::ApiKey(key),
+        }
+    }
+
+    /// With the standard AWS credential chain (`profile`, or `AWS_PROFILE`,
+    /// or `default`), its HTTP calls made with `client`. The first
+    /// credentials are fetched here, so a chain that finds none fails before
+    /// the job starts.
+    pub async fn from_chain(
+        region: &str,
+        profile: Option<&str>,
+        client: reqwest::Client,
+    ) -> Result<Bedrock, BedrockError> {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(region.to_string()))
+            .http_client(super::aws_http::ReqwestHttpClient::new(client));
+        if let Some(p) = profile {
+            loader = loader.profile_name(p);
+        }
+        let config = loader.load().await;
+        let shown = profile
+            .map(|p| format!(" (profile {p})"))
+            .unwrap_or_default();
+        let Some(provider) = config.credentials_provider() else {
+            return Err(BedrockError::Chain {
+                profile: shown,
+                message: "aws-config made no credentials provider".into(),
+            });
+        };
+        let bedrock = Bedrock {
+            region: region.to_string(),
+            auth: Auth::Chain {
+                profile: profile.map(str::to_string),
+                provider,
+                cached: tokio::sync::Mutex::new(None),
+            },
+        };
+        bedrock.chain_credentials().await?;
+        Ok(bedrock)
+    }
+
+    /// The chain's credentials: the cached ones while fresh, else new ones.
+    async fn chain_credentials(&self) -> Result<Option<Credentials>, BedrockError> {
+        let Auth::Chain {
+            profile,
+            provider,
+            cached,
+        } = &self.auth
+        else {
+            return Ok(None);
+        };
+        let mut cached = cached.lock().await;
+        if let Some((creds, until)) = cached.as_ref() {
+            if until.is_none_or(|u| Instant::now() < u) {
+                return Ok(Some(creds.clone()));
+            }
+        }
+        let asked = (Instant::now(), SystemTime::now());
+        let creds = provider
+            .provide_credentials()
+            .await
+            .map_err(|e| BedrockError::Chain {
+                profile: profile
+                    .as_deref()
+                    .map(|p| format!(" (profile {p})"))
+                    .unwrap_or_default(),
+                message: error_chain(&e),
+            })?;
+        let until = creds
+            .expiry()
+            .map(|expiry| fresh_until(asked.0, expiry.duration_since(asked.1).unwrap_or_default()));
+        *cached = Some((creds.clone(), until));
+        Ok(Some(creds))
+    }
+
+    /// The headers that authorize a request of `method` to `url` with
+    /// `headers` (signed as given) and `body`: the SigV4 ones
+    /// (`authorization`, `x-amz-date`, and `x-amz-security-token` with a
+    /// session token), or `authorization: Bearer` with an API key.
+    pub async fn sign(
         &self,
         method: &str,
         url: &str,
@@ -152,10 +267,40 @@ impl Bedrock {
         body: &[u8],
         time: SystemTime,
     ) -> Result<Vec<(String, String)>, BedrockError> {
+        let chain = self.chain_credentials().await?;
+        let (access_key_id, secret, token) = match (&self.auth, &chain) {
+            (Auth::ApiKey(key), _) => {
+                return Ok(vec![(
+                    "authorization".into(),
+                    format!("Bearer {}", key.expose()),
+                )])
+            }
+            (
+                Auth::Keys {
+                    access_key_id,
+                    secret_access_key,
+                    session_token,
+                },
+                _,
+            ) => (
+                access_key_id.as_str(),
+                secret_access_key.expose(),
+                session_token.as_ref().map(Secret::expose),
+            ),
+            (Auth::Chain { .. }, Some(c)) => {
+                (c.access_key_id(), c.secret_access_key(), c.session_token())
+            }
+            (Auth::Chain { .. }, None) => {
+                return Err(BedrockError::Chain {
+                    profile: String::new(),
+                    message: "no credentials cached".into(),
+                })
+            }
+        };
         sign_with(
-            &self.access_key_id,
-            self.secret_access_key.expose(),
-            self.session_token.as_ref().map(Secret::expose),
+            access_key_id,
+            secret,
+            token,
             &self.region,
             method,
             url,
@@ -164,7 +309,7 @@ impl Bedrock {
             time,
         )
         .map_err(|message| BedrockError::Sign {
-            access_key_id: self.access_key_id.clone(),
+            access_key_id: access_key_id.to_string(),
             url: url.to_string(),
             message,
         })
@@ -176,6 +321,21 @@ impl Bedrock {
     pub fn path(model: &str, method: &str) -> String {
         format!("/model/{}/{method}", encode_model(&decode_model(model)))
     }
+}
+
+/// An AWS SDK error with its causes, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 /// SigV4-signs a request with explicit credentials; the headers to add.
@@ -352,8 +512,50 @@ mod tests {
         assert_eq!(got, want);
     }
 
-    #[test]
-    fn credentials_parse_and_sign() {
+    /// The fixed keys of `b`.
+    fn keys(b: &Bedrock) -> (&str, &str, Option<&str>) {
+        match &b.auth {
+            Auth::Keys {
+                access_key_id,
+                secret_access_key,
+                session_token,
+            } => (
+                access_key_id.as_str(),
+                secret_access_key.expose(),
+                session_token.as_ref().map(Secret::expose),
+            ),
+            _ => panic!("not fixed keys"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_api_key_is_sent_as_bearer_instead_of_a_signature() {
+        let b = Bedrock::with_api_key(
+            Secret::new("ABSKQmVkcm9ja0FQSUtleS1zZWNyZXQ=".into()),
+            "us-east-1",
+        );
+        let signed = b
+            .sign(
+                "POST",
+                "https://x/model/m/invoke",
+                &[],
+                b"{}",
+                SystemTime::now(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            signed,
+            vec![(
+                "authorization".to_string(),
+                "Bearer ABSKQmVkcm9ja0FQSUtleS1zZWNyZXQ=".to_string()
+            )]
+        );
+        assert!(!format!("{b:?}").contains("ABSK"));
+    }
+
+    #[tokio::test]
+    async fn credentials_parse_and_sign() {
         let creds = Secret::new(
             r#"{"AccessKeyId":"AKIDEXAMPLE","SecretAccessKey":"wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY","SessionToken":"tok"}"#
                 .into(),
@@ -363,7 +565,7 @@ mod tests {
         let time = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
         let url = "https://bedrock-runtime.us-east-1.amazonaws.com/model/m/invoke";
         let headers = [("content-type", "application/json")];
-        let signed = b.sign("POST", url, &headers, b"{}", time).unwrap();
+        let signed = b.sign("POST", url, &headers, b"{}", time).await.unwrap();
         let names: Vec<&str> = signed.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
@@ -374,7 +576,10 @@ mod tests {
             "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20231114/us-east-1/bedrock/aws4_request, SignedHeaders=content-type;host;x-amz-date;x-amz-security-token, Signature="
         ), "{auth}");
         // Deterministic, and bound to the secret and the body.
-        assert_eq!(signed, b.sign("POST", url, &headers, b"{}", time).unwrap());
+        assert_eq!(
+            signed,
+            b.sign("POST", url, &headers, b"{}", time).await.unwrap()
+        );
         let other = sign_with(
             "AKIDEXAMPLE",
             "wrong",
@@ -388,7 +593,7 @@ mod tests {
         )
         .unwrap();
         assert_ne!(other[1], signed[1]);
-        let body2 = b.sign("POST", url, &headers, b"{ }", time).unwrap();
+        let body2 = b.sign("POST", url, &headers, b"{ }", time).await.unwrap();
         assert_ne!(body2[1], signed[1]);
     }
 
@@ -396,20 +601,10 @@ mod tests {
     fn shared_credentials_files_parse() {
         let ini = "# comment\n[other]\naws_access_key_id = AKIAOTHER\n\n[default]\naws_access_key_id = AKIADEF\nAWS_SECRET_ACCESS_KEY = s3cret\naws_session_token = tok\n";
         let b = Bedrock::new(&Secret::new(ini.into()), "eu-west-1").unwrap();
-        assert_eq!(
-            (
-                b.access_key_id.as_str(),
-                b.secret_access_key.expose(),
-                b.session_token.as_ref().map(Secret::expose)
-            ),
-            ("AKIADEF", "s3cret", Some("tok"))
-        );
+        assert_eq!(keys(&b), ("AKIADEF", "s3cret", Some("tok")));
         let one = "[ci]\naws_access_key_id=AKIACI\naws_secret_access_key=x\n";
         let b = Bedrock::new(&Secret::new(one.into()), "eu-west-1").unwrap();
-        assert_eq!(
-            (b.access_key_id.as_str(), b.session_token.is_none()),
-            ("AKIACI", true)
-        );
+        assert_eq!((keys(&b).0, keys(&b).2), ("AKIACI", None));
         let errs: Vec<String> = [
             "[a]\naws_access_key_id=A\n[b]\naws_access_key_id=B\n",
             "[default]\naws_access_key_id=A\n",

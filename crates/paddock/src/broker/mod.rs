@@ -13,8 +13,10 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 pub mod allowlist;
+pub mod aws_http;
 pub mod bedrock;
 pub mod budget;
+pub mod entra;
 pub mod eventstream;
 pub mod meter;
 pub mod prices;
@@ -70,6 +72,9 @@ pub struct BrokerConfig {
     /// Amazon Bedrock: the broker serves the Bedrock runtime paths and
     /// SigV4-signs every forwarded request.
     pub bedrock: Option<Arc<bedrock::Bedrock>>,
+    /// Azure OpenAI with Microsoft Entra ID: the broker gets the app's
+    /// tokens and sends them as `Authorization: Bearer`.
+    pub entra: Option<Arc<entra::Entra>>,
     /// Retries of transient upstream failures (`[broker.retry]`, the job's
     /// deadline).
     pub retry: retry::RetryPolicy,

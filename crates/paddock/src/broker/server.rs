@@ -346,7 +346,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
 
 /// The upstream credentials of one attempt, added to `headers`: Bedrock's
 /// SigV4 signature (made per attempt, so a retried call is signed at the
-/// moment it leaves) or Vertex's access token (cached).
+/// moment it leaves), or Vertex's or Entra ID's access token (cached until
+/// shortly before it expires).
 async fn credentials(
     shared: &Shared,
     url: &str,
@@ -372,6 +373,7 @@ async fn credentials(
                 body,
                 std::time::SystemTime::now(),
             )
+            .await
             .map_err(|e| format!("paddock broker: {e}"))?;
         for (name, value) in signed {
             if let (Ok(n), Ok(mut v)) = (
@@ -383,11 +385,22 @@ async fn credentials(
             }
         }
     }
-    if let Some(vertex) = &shared.config.vertex {
-        let token = vertex
-            .token()
-            .await
-            .map_err(|e| format!("paddock broker: {e}"))?;
+    let bearer = match (&shared.config.vertex, &shared.config.entra) {
+        (Some(vertex), _) => Some(
+            vertex
+                .token()
+                .await
+                .map_err(|e| format!("paddock broker: {e}"))?,
+        ),
+        (None, Some(entra)) => Some(
+            entra
+                .token()
+                .await
+                .map_err(|e| format!("paddock broker: {e}"))?,
+        ),
+        (None, None) => None,
+    };
+    if let Some(token) = bearer {
         if let Ok(mut v) = http::HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
             v.set_sensitive(true);
             headers.insert(http::header::AUTHORIZATION, v);

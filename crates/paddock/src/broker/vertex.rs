@@ -1,22 +1,22 @@
-//! Google Vertex AI for Claude Code: the broker holds the service account,
-//! mints its OAuth access token (an RS256-signed JWT exchanged at the
-//! account's `token_uri`, cached until shortly before it expires) and sends
-//! it upstream as `Authorization: Bearer`. Claude Code runs in Vertex mode
-//! with its own Google auth skipped and its job token in a custom header;
-//! the broker rebuilds the upstream path from the spec's project and
-//! region, taking only the model and the method from the engine's request.
+//! Google Vertex AI for Claude Code: the broker holds the Google
+//! credentials, gets OAuth access tokens with them (through `gcp_auth`,
+//! cached and refreshed shortly before they expire) and sends the token
+//! upstream as `Authorization: Bearer`. The credentials are the service
+//! account's JSON key the spec references (`upstream.key`; the RS256 JWT
+//! assertion is exchanged at the key's `token_uri`), or, without a key,
+//! Google's Application Default Credentials as `gcp_auth` finds them: the
+//! service-account file named by `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's
+//! `application_default_credentials.json` (an `authorized_user` refresh
+//! token), the metadata server of a GCE/GKE/Cloud Run workload, then
+//! `gcloud auth print-access-token`. Claude Code runs in Vertex mode with
+//! its own Google auth skipped and its job token in a custom header; the
+//! broker rebuilds the upstream path from the spec's project and region,
+//! taking only the model and the method from the engine's request.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine as _;
-use rsa::pkcs1v15::SigningKey;
-use rsa::pkcs8::DecodePrivateKey as _;
-use rsa::signature::{SignatureEncoding as _, Signer as _};
-use rsa::RsaPrivateKey;
+use gcp_auth::TokenProvider;
 use serde::Deserialize;
-use sha2::Sha256;
-use tokio::sync::Mutex;
 
 use super::secret::Secret;
 
@@ -27,62 +27,37 @@ pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 pub enum VertexError {
     #[error("Vertex service account: not a service-account JSON key: {0}")]
     ParseKey(String),
-    #[error(
-        "Vertex service account {client_email}: private_key is not a PKCS#8 PEM RSA key: {message}"
-    )]
+    #[error("Vertex service account {client_email}: {message}")]
     PrivateKey {
         client_email: String,
         message: String,
     },
-    #[error(
-        "Vertex service account {client_email}: cannot reach token endpoint {token_uri}: {message}"
-    )]
-    TokenRequest {
-        client_email: String,
-        token_uri: String,
+    #[error("Vertex: no Application Default Credentials (set upstream.key to a service-account key, or GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login`): {message}")]
+    NoDefaultCredentials { message: String },
+    #[error("Vertex {source_name}: cannot get an access token: {message}")]
+    Token {
+        source_name: String,
         message: String,
-    },
-    #[error("Vertex service account {client_email}: token endpoint {token_uri} answered HTTP {status}: {body}")]
-    TokenRefused {
-        client_email: String,
-        token_uri: String,
-        status: u16,
-        body: String,
     },
 }
 
+/// The parts of a service-account key Paddock names in messages; the rest
+/// is `gcp_auth`'s.
 #[derive(Deserialize)]
 struct KeyFile {
     client_email: String,
-    private_key: String,
-    #[serde(default = "default_token_uri")]
-    token_uri: String,
-}
-
-fn default_token_uri() -> String {
-    "https://oauth2.googleapis.com/token".to_string()
-}
-
-#[derive(Deserialize)]
-struct TokenAnswer {
-    access_token: String,
-    #[serde(default = "default_expiry")]
-    expires_in: u64,
-}
-
-fn default_expiry() -> u64 {
-    3600
+    #[serde(default)]
+    token_uri: Option<String>,
 }
 
 /// Where a job's Vertex calls go and how they are authorized.
 pub struct Vertex {
     pub project: String,
     pub region: String,
-    client_email: String,
-    token_uri: String,
-    key: SigningKey<Sha256>,
-    client: reqwest::Client,
-    cached: Mutex<Option<(Secret, Instant)>>,
+    /// What the credentials are, for messages: `service account EMAIL` or
+    /// `Application Default Credentials`.
+    source_name: String,
+    provider: Arc<dyn TokenProvider>,
 }
 
 impl std::fmt::Debug for Vertex {
@@ -90,10 +65,24 @@ impl std::fmt::Debug for Vertex {
         f.debug_struct("Vertex")
             .field("project", &self.project)
             .field("region", &self.region)
-            .field("client_email", &self.client_email)
-            .field("token_uri", &self.token_uri)
+            .field("credentials", &self.source_name)
             .finish_non_exhaustive()
     }
+}
+
+/// A `gcp_auth` error with its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 impl Vertex {
@@ -101,85 +90,62 @@ impl Vertex {
     pub fn new(key_json: &Secret, project: &str, region: &str) -> Result<Vertex, VertexError> {
         let file: KeyFile = serde_json::from_str(key_json.expose())
             .map_err(|e| VertexError::ParseKey(e.to_string()))?;
-        let private = RsaPrivateKey::from_pkcs8_pem(&file.private_key).map_err(|e| {
-            VertexError::PrivateKey {
-                client_email: file.client_email.clone(),
-                message: e.to_string(),
-            }
-        })?;
-        let client = reqwest::Client::builder().no_proxy().build().map_err(|e| {
-            VertexError::TokenRequest {
-                client_email: file.client_email.clone(),
-                token_uri: file.token_uri.clone(),
-                message: e.to_string(),
-            }
-        })?;
+        if file.token_uri.is_none() {
+            return Err(VertexError::ParseKey("missing field `token_uri`".into()));
+        }
+        let account =
+            gcp_auth::CustomServiceAccount::from_json(key_json.expose()).map_err(|e| {
+                VertexError::PrivateKey {
+                    client_email: file.client_email.clone(),
+                    message: chain(&e),
+                }
+            })?;
         Ok(Vertex {
             project: project.to_string(),
             region: region.to_string(),
-            client_email: file.client_email,
-            token_uri: file.token_uri,
-            key: SigningKey::<Sha256>::new(private),
-            client,
-            cached: Mutex::new(None),
+            source_name: format!("service account {}", file.client_email),
+            provider: Arc::new(account),
         })
     }
 
-    /// The signed JWT assertion for the token exchange.
-    fn assertion(&self, now_unix: i64) -> String {
-        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"RS256","typ":"JWT"}"#);
-        let claims = serde_json::json!({
-            "iss": self.client_email, "scope": SCOPE, "aud": self.token_uri,
-            "iat": now_unix, "exp": now_unix + 3600,
-        });
-        let claims = URL_SAFE_NO_PAD.encode(claims.to_string().as_bytes());
-        let signing_input = format!("{header}.{claims}");
-        let signature = self.key.sign(signing_input.as_bytes()).to_bytes();
-        format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(signature))
+    /// From Google's Application Default Credentials (no key in the spec).
+    /// Finding them gets a first token, so a missing or broken source fails
+    /// here, before the job starts.
+    pub async fn from_default_credentials(
+        project: &str,
+        region: &str,
+    ) -> Result<Vertex, VertexError> {
+        let provider =
+            gcp_auth::provider()
+                .await
+                .map_err(|e| VertexError::NoDefaultCredentials {
+                    message: match &e {
+                        gcp_auth::Error::NoAuthMethod(a, b, c) => {
+                            format!("{}; {}; {}", chain(&**c), chain(&**b), chain(&**a))
+                        }
+                        other => chain(other),
+                    },
+                })?;
+        Ok(Vertex {
+            project: project.to_string(),
+            region: region.to_string(),
+            source_name: "Application Default Credentials".into(),
+            provider,
+        })
     }
 
-    /// A valid access token: the cached one, or a fresh one.
+    /// A valid access token: the cached one, or a fresh one once the cached
+    /// one is within 20 seconds of its expiry.
     pub async fn token(&self) -> Result<Secret, VertexError> {
-        let mut cached = self.cached.lock().await;
-        if let Some((token, until)) = cached.as_ref() {
-            if Instant::now() < *until {
-                return Ok(token.clone());
-            }
-        }
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
-        let form = format!(
-            "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion={}",
-            self.assertion(now)
-        );
-        let err = |message: String| VertexError::TokenRequest {
-            client_email: self.client_email.clone(),
-            token_uri: self.token_uri.clone(),
-            message,
-        };
-        let resp = self
-            .client
-            .post(&self.token_uri)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form)
-            .send()
+        let token = self
+            .provider
+            .token(&[SCOPE])
             .await
-            .map_err(|e| err(e.to_string()))?;
-        let status = resp.status().as_u16();
-        let body = resp.text().await.map_err(|e| err(e.to_string()))?;
-        if status != 200 {
-            return Err(VertexError::TokenRefused {
-                client_email: self.client_email.clone(),
-                token_uri: self.token_uri.clone(),
-                status,
-                body: body.chars().take(300).collect(),
-            });
-        }
-        let answer: TokenAnswer =
-            serde_json::from_str(&body).map_err(|e| err(format!("bad token answer: {e}")))?;
-        let token = Secret::new(answer.access_token);
-        let life = Duration::from_secs(answer.expires_in.saturating_sub(60).max(1));
-        *cached = Some((token.clone(), Instant::now() + life));
-        Ok(token)
+            .map_err(|e| VertexError::Token {
+                source_name: self.source_name.clone(),
+                message: chain(&e),
+            })?;
+        Ok(Secret::new(token.as_str().to_string()))
     }
 
     /// The upstream path for `model` and `method` (`streamRawPredict` or

@@ -380,7 +380,7 @@ impl Prepared {
                 isolation: spec.isolation.as_str(),
                 limits: LimitVars {
                     timeout_secs: secs,
-                    time: if secs % 60 == 0 {
+                    time: if secs.is_multiple_of(60) {
                         format!("{} min", secs / 60)
                     } else {
                         format!("{secs} s")

@@ -318,3 +318,70 @@ command = "tr '\\0' '\\n' < /proc/$PPID/environ > engine-env.txt; echo probed"
 text = "Probed."
 usage = { input = 12, output = 3 }
 "#;
+
+/// A mock model provider on loopback for the credential tests: answers every
+/// POST with one whole (non-streamed) answer in the wire of the path
+/// (Anthropic Messages for Vertex and Bedrock paths, Chat Completions
+/// otherwise) and records each request's `authorization` header (`-` when
+/// absent). Returns its base URL (without `/v1`) and the record.
+pub async fn mock_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let record = record.clone();
+        async move {
+            let auth = req
+                .headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .to_string();
+            record.lock().unwrap().push(auth);
+            let body = if req.uri().path().contains("/chat/completions") {
+                serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion",
+                    "model": "gpt-5.5", "choices": [{"index": 0, "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "ok"}}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
+            } else {
+                serde_json::json!({"id": "msg_1", "type": "message", "role": "assistant",
+                    "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "ok"}],
+                    "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 1}})
+            };
+            (
+                [(http::header::CONTENT_TYPE, "application/json")],
+                body.to_string(),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, seen)
+}
+
+/// A broker for a credential test: `upstream` as given, no budget, the
+/// shipped prices, and the credentials of `vertex`, `bedrock` or `entra`.
+pub async fn credential_broker(
+    upstream: paddock::broker::Upstream,
+    vertex: Option<paddock::broker::vertex::Vertex>,
+    bedrock: Option<paddock::broker::bedrock::Bedrock>,
+    entra: Option<paddock::broker::entra::Entra>,
+) -> paddock::broker::BrokerHandle {
+    paddock::broker::start(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        paddock::broker::BrokerConfig {
+            job_id: "job-credentials".into(),
+            attempt: 1,
+            upstream,
+            prices: std::sync::Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
+            ceilings: vec![],
+            allowlist: paddock::broker::ModelAllowlist::any(),
+            allow_unpriced: false,
+            vertex: vertex.map(std::sync::Arc::new),
+            bedrock: bedrock.map(std::sync::Arc::new),
+            entra: entra.map(std::sync::Arc::new),
+            retry: paddock::broker::RetryPolicy::default(),
+        },
+    )
+    .unwrap()
+}

@@ -1,0 +1,92 @@
+//! The HTTP client the AWS credential chain (`aws-config`) talks through:
+//! the broker's own `reqwest` client (rustls with ring), adapted to the
+//! Smithy runtime's `HttpClient` trait, so that the chain's calls (STS for
+//! assume-role and web identity, SSO, the container and instance metadata
+//! endpoints) need no second TLS stack. Bodies are small JSON or XML
+//! documents: each is read whole.
+
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
+};
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::client::result::ConnectorError;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::body::SdkBody;
+
+/// `reqwest` as the AWS SDK's HTTP client.
+#[derive(Debug, Clone)]
+pub struct ReqwestHttpClient {
+    client: reqwest::Client,
+}
+
+impl ReqwestHttpClient {
+    pub fn new(client: reqwest::Client) -> ReqwestHttpClient {
+        ReqwestHttpClient { client }
+    }
+}
+
+impl HttpClient for ReqwestHttpClient {
+    fn http_connector(
+        &self,
+        settings: &HttpConnectorSettings,
+        _components: &RuntimeComponents,
+    ) -> SharedHttpConnector {
+        SharedHttpConnector::new(Connector {
+            client: self.client.clone(),
+            timeout: settings.read_timeout(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Connector {
+    client: reqwest::Client,
+    timeout: Option<std::time::Duration>,
+}
+
+impl HttpConnector for Connector {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let client = self.client.clone();
+        let timeout = self.timeout;
+        HttpConnectorFuture::new(async move {
+            let method = reqwest::Method::from_bytes(request.method().as_bytes())
+                .map_err(|e| ConnectorError::other(Box::new(e), None))?;
+            let mut builder = client.request(method, request.uri());
+            for (name, value) in request.headers() {
+                builder = builder.header(name, value);
+            }
+            if let Some(t) = timeout {
+                builder = builder.timeout(t);
+            }
+            let body = request
+                .body()
+                .bytes()
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default();
+            let resp = builder
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| ConnectorError::io(Box::new(e.without_url())))?;
+            let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
+            let bytes = resp
+                .bytes()
+                .await
+                .map_err(|e| ConnectorError::io(Box::new(e.without_url())))?;
+            let mut out = HttpResponse::new(
+                status
+                    .try_into()
+                    .map_err(|e| ConnectorError::other(Box::new(e), None))?,
+                SdkBody::from(bytes),
+            );
+            for (name, value) in &headers {
+                if let Ok(v) = value.to_str() {
+                    out.headers_mut()
+                        .append(name.as_str().to_string(), v.to_string());
+                }
+            }
+            Ok(out)
+        })
+    }
+}
