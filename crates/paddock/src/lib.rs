@@ -6,6 +6,7 @@ pub mod broker;
 pub mod context;
 pub mod engines;
 pub mod host_check;
+pub mod job_ref;
 pub mod launcher;
 pub mod leftovers;
 pub mod output;

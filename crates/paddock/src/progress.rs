@@ -1,7 +1,7 @@
 //! Live progress for `paddock run`: one line per meaningful event (what the
 //! agent says, the commands it runs, the files it changes, errors, policy
 //! decisions) above a spinner that shows tokens and cost so far; and the
-//! closing summary and the jobs table.
+//! closing summary.
 
 use std::time::Duration;
 
@@ -52,80 +52,85 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
+/// The one line an event shows as in progress views (`paddock run`,
+/// `paddock events`); `None` for events that show no line (usage, raw).
+pub fn event_line(e: &AgentEvent) -> Option<String> {
+    match &e.body {
+        EventBody::Status { phase, detail } => {
+            let phase = serde_json::to_value(phase)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            Some(match detail {
+                Some(d) => format!("▸ {phase}: {d}"),
+                None => format!("▸ {phase}"),
+            })
+        }
+        EventBody::Text { text } => Some(format!("  agent: {}", one_line(text, 200))),
+        EventBody::Thought { text } => Some(format!("  thinking: {}", one_line(text, 120))),
+        EventBody::ToolCall {
+            tool,
+            command,
+            input,
+            ..
+        } => Some(match command {
+            Some(c) => format!("  $ {}", one_line(c, 160)),
+            None => format!("  tool {tool} {}", one_line(&input.to_string(), 120)),
+        }),
+        EventBody::ToolResult {
+            exit_code,
+            is_error,
+            output,
+            ..
+        } => {
+            let lines = output.lines().count();
+            let status = match (exit_code, is_error) {
+                (Some(c), _) => format!("exit {c}"),
+                (None, true) => "error".to_string(),
+                (None, false) => "ok".to_string(),
+            };
+            Some(format!("    ↳ {status}, {lines} line(s) of output"))
+        }
+        EventBody::FileChange { path, change } => {
+            let verb = match change {
+                ChangeKind::Add => "added",
+                ChangeKind::Update => "updated",
+                ChangeKind::Delete => "deleted",
+            };
+            Some(format!("  ✎ {verb} {path}"))
+        }
+        EventBody::Usage { .. } | EventBody::Raw { .. } => None,
+        EventBody::ArtifactSummary {
+            patch_path,
+            changed_files,
+            interrupted,
+            ..
+        } => Some(format!(
+            "▸ {}patch: {} file(s) → {patch_path}",
+            if *interrupted {
+                "interrupted job's "
+            } else {
+                ""
+            },
+            changed_files.len()
+        )),
+        EventBody::Policy { rule, message } => Some(format!("  ⛔ policy {rule}: {message}")),
+        EventBody::Error {
+            message,
+            source,
+            fatal,
+        } => Some(format!(
+            "  {} {}: {}",
+            if *fatal { "✖ error" } else { "⚠ warning" },
+            source.as_deref().unwrap_or("paddock"),
+            one_line(message, 300)
+        )),
+    }
+}
+
 impl Observer for Progress {
     fn event(&mut self, e: &AgentEvent) {
-        let text = match &e.body {
-            EventBody::Status { phase, detail } => {
-                let phase = serde_json::to_value(phase)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                Some(match detail {
-                    Some(d) => format!("▸ {phase}: {d}"),
-                    None => format!("▸ {phase}"),
-                })
-            }
-            EventBody::Text { text } => Some(format!("  agent: {}", one_line(text, 200))),
-            EventBody::Thought { text } => Some(format!("  thinking: {}", one_line(text, 120))),
-            EventBody::ToolCall {
-                tool,
-                command,
-                input,
-                ..
-            } => Some(match command {
-                Some(c) => format!("  $ {}", one_line(c, 160)),
-                None => format!("  tool {tool} {}", one_line(&input.to_string(), 120)),
-            }),
-            EventBody::ToolResult {
-                exit_code,
-                is_error,
-                output,
-                ..
-            } => {
-                let lines = output.lines().count();
-                let status = match (exit_code, is_error) {
-                    (Some(c), _) => format!("exit {c}"),
-                    (None, true) => "error".to_string(),
-                    (None, false) => "ok".to_string(),
-                };
-                Some(format!("    ↳ {status}, {lines} line(s) of output"))
-            }
-            EventBody::FileChange { path, change } => {
-                let verb = match change {
-                    ChangeKind::Add => "added",
-                    ChangeKind::Update => "updated",
-                    ChangeKind::Delete => "deleted",
-                };
-                Some(format!("  ✎ {verb} {path}"))
-            }
-            EventBody::Usage { .. } | EventBody::Raw { .. } => None,
-            EventBody::ArtifactSummary {
-                patch_path,
-                changed_files,
-                interrupted,
-                ..
-            } => Some(format!(
-                "▸ {}patch: {} file(s) → {patch_path}",
-                if *interrupted {
-                    "interrupted job's "
-                } else {
-                    ""
-                },
-                changed_files.len()
-            )),
-            EventBody::Policy { rule, message } => Some(format!("  ⛔ policy {rule}: {message}")),
-            EventBody::Error {
-                message,
-                source,
-                fatal,
-            } => Some(format!(
-                "  {} {}: {}",
-                if *fatal { "✖ error" } else { "⚠ warning" },
-                source.as_deref().unwrap_or("paddock"),
-                one_line(message, 300)
-            )),
-        };
-        if let Some(t) = text {
+        if let Some(t) = event_line(e) {
             self.line(t);
         }
     }
@@ -154,6 +159,7 @@ pub fn summary(r: &JobRecord) -> String {
         r.ticket_id, r.attempt, r.branch
     ));
     s.push_str(&format!("  engine:   {} · {}\n", r.engine, r.model));
+    s.push_str(&format!("  rung:     {} (isolation)\n", r.isolation));
     if r.changed_files.is_empty() {
         s.push_str("  changed:  nothing\n");
     } else {
@@ -174,30 +180,6 @@ pub fn summary(r: &JobRecord) -> String {
     s.push_str(&format!("  cost:     {}\n", format_usd(r.cost_micros)));
     if let Some(ms) = r.duration_ms {
         s.push_str(&format!("  duration: {:.1} s\n", ms as f64 / 1000.0));
-    }
-    s
-}
-
-/// `paddock jobs` as a table.
-pub fn jobs_table(jobs: &[JobRecord]) -> String {
-    let mut s = format!(
-        "{:<36}  {:<10}  {:<16}  {:<7}  {:>10}  {}\n",
-        "JOB", "STATUS", "TICKET", "ENGINE", "COST", "CREATED"
-    );
-    for j in jobs {
-        let created = j
-            .created_at
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default();
-        s.push_str(&format!(
-            "{:<36}  {:<10}  {:<16}  {:<7}  {:>10}  {}\n",
-            j.id,
-            j.status.as_str(),
-            one_line(&j.ticket_id, 16),
-            j.engine,
-            format_usd(j.cost_micros),
-            created
-        ));
     }
     s
 }

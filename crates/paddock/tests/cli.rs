@@ -333,3 +333,105 @@ async fn prices_prints_the_table_in_effect() {
     assert_eq!(&o3[end - 1..end], "8", "{header}\n{o3}");
     assert!(!text.contains("in-house"));
 }
+
+/// A running job in `home`'s store, created `offset_s` seconds after a base time.
+async fn running_job(home: &Home, id: &str, offset_s: i64) -> paddock_protocol::JobRecord {
+    let rec = paddock_protocol::JobRecord {
+        id: id.to_owned(),
+        ticket_id: "T-1".to_owned(),
+        project: "tests".to_owned(),
+        attempt: 1,
+        engine: "codex".to_owned(),
+        model: "gpt-5-codex".to_owned(),
+        isolation: "process".to_owned(),
+        status: JobStatus::Running,
+        reason: None,
+        branch: "paddock/T-1".to_owned(),
+        base_ref: "main".to_owned(),
+        patch_path: None,
+        changed_files: Vec::new(),
+        tokens: Default::default(),
+        model_calls: 0,
+        cost_micros: 0,
+        engine_exit_code: None,
+        created_at: time::macros::datetime!(2025-06-01 12:00 UTC)
+            + time::Duration::seconds(offset_s),
+        finished_at: None,
+        duration_ms: None,
+    };
+    home.store().await.insert_job(&rec, "{}").await.unwrap();
+    rec
+}
+
+fn text_event(job: &str, seq: u64, text: &str) -> paddock_protocol::AgentEvent {
+    paddock_protocol::AgentEvent {
+        job_id: job.to_owned(),
+        seq,
+        at: time::macros::datetime!(2025-06-01 12:00 UTC),
+        body: EventBody::Text {
+            text: text.to_owned(),
+        },
+    }
+}
+
+#[tokio::test]
+async fn events_follow_tails_until_the_job_ends() {
+    let home = Home::new();
+    let mut rec = running_job(&home, "0193follow", 0).await;
+    let store = home.store().await;
+    store
+        .append_event(&text_event(&rec.id, 1, "first"))
+        .await
+        .unwrap();
+    // A prefix of the id names the job.
+    let child = home
+        .command(&["events", "0193f", "--follow", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    store
+        .append_event(&text_event(&rec.id, 2, "second"))
+        .await
+        .unwrap();
+    rec.status = JobStatus::Done;
+    store.update_job(&rec).await.unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("--follow ends when the job ends")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events: Vec<paddock_protocol::AgentEvent> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            text_event(&rec.id, 1, "first"),
+            text_event(&rec.id, 2, "second")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn job_ids_take_prefixes_and_latest_and_name_ambiguous_candidates() {
+    let home = Home::new();
+    running_job(&home, "0193aa-old", 0).await;
+    running_job(&home, "0193ab-new", 10).await;
+    let store = home.store().await;
+    store
+        .append_event(&text_event("0193ab-new", 1, "from the newest"))
+        .await
+        .unwrap();
+    let latest = home.paddock(&["events", "latest"], &[]).await;
+    assert_eq!(latest.status.code(), Some(0), "{}", stderr(&latest));
+    let line = String::from_utf8_lossy(&latest.stdout).into_owned();
+    assert!(line.ends_with("  agent: from the newest\n"), "{line}");
+    let ambiguous = home.paddock(&["events", "0193a"], &[]).await;
+    assert_eq!(ambiguous.status.code(), Some(2));
+    assert_eq!(
+        stderr(&ambiguous),
+        "paddock: `0193a` is ambiguous: it starts 0193ab-new, 0193aa-old (give more characters)\n"
+    );
+}

@@ -216,7 +216,7 @@ async fn runs_a_ticket_end_to_end(engine: &str, sandbox: bool) {
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
     let listed = home.paddock(&["jobs", "--json"], &[]).await;
     assert!(String::from_utf8_lossy(&listed.stdout).contains(&rec.id));
-    let ev = home.paddock(&["events", &rec.id], &[]).await;
+    let ev = home.paddock(&["events", &rec.id, "--json"], &[]).await;
     assert_eq!(
         String::from_utf8_lossy(&ev.stdout).lines().count(),
         events.len()

@@ -1,15 +1,21 @@
-//! `paddock jobs`: list jobs, newest first.
+//! `paddock jobs`: list jobs, newest first, as an aligned table (local
+//! times) or as JSONL.
 
 use anyhow::Context as _;
+use comfy_table::{presets, CellAlignment, Table};
+use jiff::tz::TimeZone;
+use paddock::broker::prices::format_usd;
 use paddock::paths::Paths;
+use paddock_protocol::JobRecord;
 
-use super::{exit, open_store, Failure};
-use crate::progress;
+use super::{exit, local_time, open_store, Failure};
 
 #[derive(clap::Args)]
 pub struct JobsArgs {
-    #[arg(long, default_value_t = 50)]
+    /// Show at most this many jobs.
+    #[arg(long, short = 'n', default_value_t = 50)]
     pub limit: u32,
+    /// Print one job record per line as JSON (JSONL).
     #[arg(long)]
     pub json: bool,
 }
@@ -22,7 +28,113 @@ pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
             outln!("{}", serde_json::to_string(j).context("serialize a job")?);
         }
     } else {
-        out!("{}", progress::jobs_table(&jobs));
+        outln!("{}", table(&jobs, &local_time::system()));
     }
     Ok(exit::DONE)
+}
+
+/// The jobs as a table: times in `tz`, ids in full (any unique prefix
+/// names a job).
+pub fn table(jobs: &[JobRecord], tz: &TimeZone) -> String {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING).set_header(vec![
+        "JOB",
+        "STATUS",
+        "TICKET",
+        "ENGINE",
+        "MODEL",
+        "ISOLATION",
+        "DURATION",
+        "COST",
+        "CREATED",
+    ]);
+    for j in jobs {
+        t.add_row(vec![
+            j.id.clone(),
+            j.status.as_str().to_owned(),
+            j.ticket_id.clone(),
+            j.engine.clone(),
+            j.model.clone(),
+            j.isolation.clone(),
+            j.duration_ms
+                .map(duration)
+                .unwrap_or_else(|| "-".to_owned()),
+            format_usd(j.cost_micros),
+            local_time::format(j.created_at, tz, "%Y-%m-%d %H:%M"),
+        ]);
+    }
+    for c in t.column_iter_mut() {
+        c.set_padding((0, 2));
+    }
+    for col in [6, 7] {
+        if let Some(c) = t.column_mut(col) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t.lines()
+        .map(|l| l.trim_end().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A duration as people read it: `42.1s`, `3m05s`, `1h02m`.
+fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=59 => format!("{:.1}s", ms as f64 / 1000.0),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_protocol::event::TokenUsage;
+    use paddock_protocol::JobStatus;
+    use time::macros::datetime;
+
+    fn job(id: &str, status: JobStatus, duration_ms: Option<u64>, cost: i64) -> JobRecord {
+        JobRecord {
+            id: id.to_owned(),
+            ticket_id: "T-1".to_owned(),
+            project: "acme/widgets".to_owned(),
+            attempt: 1,
+            engine: "codex".to_owned(),
+            model: "gpt-5-codex".to_owned(),
+            isolation: "sandbox".to_owned(),
+            status,
+            reason: None,
+            branch: "paddock/T-1".to_owned(),
+            base_ref: "main".to_owned(),
+            patch_path: None,
+            changed_files: Vec::new(),
+            tokens: TokenUsage::default(),
+            model_calls: 0,
+            cost_micros: cost,
+            engine_exit_code: None,
+            created_at: datetime!(2025-06-01 12:30:45 UTC),
+            finished_at: None,
+            duration_ms,
+        }
+    }
+
+    #[test]
+    fn jobs_table_is_aligned_in_local_time() {
+        let tz = TimeZone::get("Europe/Berlin").unwrap();
+        let jobs = [
+            job("01J0AAAA", JobStatus::Done, Some(42_100), 12_345),
+            job("01J0BBBB", JobStatus::TimedOut, Some(185_000), 1_234_567),
+            job("01J0CCCC", JobStatus::Running, None, 0),
+        ];
+        insta::assert_snapshot!(table(&jobs, &tz));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            [999, 42_100, 185_000, 3_725_000].map(duration),
+            ["1.0s", "42.1s", "3m05s", "1h02m"].map(str::to_owned)
+        );
+    }
 }

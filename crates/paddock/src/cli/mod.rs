@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod events;
 pub mod gc;
 pub mod jobs;
+pub mod local_time;
 pub mod profile;
 pub mod run;
 pub mod usage;
@@ -44,4 +45,17 @@ pub async fn open_store(paths: &Paths) -> Result<Store, Failure> {
         .await
         .with_context(|| format!("open the store at {}", paths.db.display()))
         .map_err(Failure::Internal)
+}
+
+/// The full id of the job `given` names (an id, a unique prefix, `latest`):
+/// a name that matches no job, or several, is the caller's mistake.
+pub async fn resolve_job(store: &Store, given: &str, paths: &Paths) -> Result<String, Failure> {
+    use paddock::job_ref::{resolve, JobRefError};
+    resolve(store, given).await.map_err(|e| match e {
+        JobRefError::Lookup { .. } => Failure::Internal(e.into()),
+        JobRefError::NoMatch { .. } | JobRefError::NoJobs => {
+            Failure::BadInput(anyhow::anyhow!("{e} in {}", paths.db.display()))
+        }
+        e => Failure::BadInput(e.into()),
+    })
 }

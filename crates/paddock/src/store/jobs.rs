@@ -239,6 +239,31 @@ impl Store {
         .map_err(|source| StoreError::ListJobs { source })
     }
 
+    /// The ids of the jobs whose id starts with `prefix`, newest first, at
+    /// most `limit` of them (`LIKE` wildcards in `prefix` match themselves).
+    pub async fn job_ids_with_prefix(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        let escaped: String = prefix
+            .chars()
+            .flat_map(|c| match c {
+                '%' | '_' | '\\' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect();
+        sqlx::query_scalar::<_, String>(
+            "SELECT id FROM jobs WHERE id LIKE $1 ESCAPE '\\' \
+             ORDER BY created_at DESC, id DESC LIMIT $2",
+        )
+        .bind(format!("{escaped}%"))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|source| StoreError::ListJobs { source })
+    }
+
     /// Up to `limit` jobs, newest (`created_at`) first; jobs created at the
     /// same instant come in descending id order.
     pub async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {

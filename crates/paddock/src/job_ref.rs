@@ -1,0 +1,150 @@
+//! What the user may write wherever a job id is taken: the full id, any
+//! unique prefix of it (`0193a…`, like git's short hashes), or `latest`
+//! (the newest job). An ambiguous prefix is an error that lists the
+//! candidates.
+
+use crate::store::{Store, StoreError};
+
+/// The word that names the newest job.
+pub const LATEST: &str = "latest";
+
+/// How many candidates an ambiguous prefix lists at most.
+const CANDIDATES: u32 = 10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobRefError {
+    #[error("no job `{given}` (no job id is or starts with it)")]
+    NoMatch { given: String },
+    #[error("no jobs yet: `latest` names none")]
+    NoJobs,
+    #[error(
+        "`{given}` is ambiguous: it starts {} (give more characters)",
+        list(candidates)
+    )]
+    Ambiguous {
+        given: String,
+        candidates: Vec<String>,
+    },
+    #[error("a job id cannot be empty")]
+    Empty,
+    #[error("look up job `{given}`")]
+    Lookup {
+        given: String,
+        #[source]
+        source: StoreError,
+    },
+}
+
+fn list(candidates: &[String]) -> String {
+    let shown: Vec<&str> = candidates
+        .iter()
+        .take(CANDIDATES as usize - 1)
+        .map(String::as_str)
+        .collect();
+    let more = if candidates.len() >= CANDIDATES as usize {
+        ", …"
+    } else {
+        ""
+    };
+    format!("{}{more}", shown.join(", "))
+}
+
+/// The full id of the job `given` names.
+pub async fn resolve(store: &Store, given: &str) -> Result<String, JobRefError> {
+    let lookup = |source| JobRefError::Lookup {
+        given: given.to_owned(),
+        source,
+    };
+    if given.is_empty() {
+        return Err(JobRefError::Empty);
+    }
+    if given == LATEST {
+        let newest = store.jobs(1).await.map_err(lookup)?;
+        return newest
+            .into_iter()
+            .next()
+            .map(|j| j.id)
+            .ok_or(JobRefError::NoJobs);
+    }
+    if store.job(given).await.map_err(lookup)?.is_some() {
+        return Ok(given.to_owned());
+    }
+    let mut ids = store
+        .job_ids_with_prefix(given, CANDIDATES)
+        .await
+        .map_err(lookup)?;
+    match ids.len() {
+        0 => Err(JobRefError::NoMatch {
+            given: given.to_owned(),
+        }),
+        1 => Ok(ids.remove(0)),
+        _ => Err(JobRefError::Ambiguous {
+            given: given.to_owned(),
+            candidates: ids,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fixtures::job;
+
+    async fn store_with(ids: &[(&str, i64)]) -> Store {
+        let store = Store::open_in_memory().await.unwrap();
+        for (id, offset) in ids {
+            store.insert_job(&job(id, *offset), "{}").await.unwrap();
+        }
+        store
+    }
+
+    #[tokio::test]
+    async fn full_id_unique_prefix_and_latest_resolve() {
+        let store = store_with(&[("abc111", 0), ("abd222", 10), ("x_z", 20)]).await;
+        assert_eq!(resolve(&store, "abc111").await.unwrap(), "abc111");
+        assert_eq!(resolve(&store, "abc").await.unwrap(), "abc111");
+        assert_eq!(resolve(&store, "abd").await.unwrap(), "abd222");
+        assert_eq!(resolve(&store, "latest").await.unwrap(), "x_z");
+    }
+
+    #[tokio::test]
+    async fn ambiguous_prefix_lists_the_candidates_newest_first() {
+        let store = store_with(&[("abc111", 0), ("abd222", 10)]).await;
+        let e = resolve(&store, "ab").await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`ab` is ambiguous: it starts abd222, abc111 (give more characters)"
+        );
+    }
+
+    #[tokio::test]
+    async fn like_wildcards_match_only_themselves() {
+        let store = store_with(&[("abc111", 0), ("x_z", 10)]).await;
+        assert!(matches!(
+            resolve(&store, "a%").await.unwrap_err(),
+            JobRefError::NoMatch { given } if given == "a%"
+        ));
+        assert!(matches!(
+            resolve(&store, "_").await.unwrap_err(),
+            JobRefError::NoMatch { given } if given == "_"
+        ));
+        assert_eq!(resolve(&store, "x_").await.unwrap(), "x_z");
+    }
+
+    #[tokio::test]
+    async fn latest_without_jobs_and_unknown_ids_are_errors() {
+        let store = store_with(&[]).await;
+        assert!(matches!(
+            resolve(&store, "latest").await.unwrap_err(),
+            JobRefError::NoJobs
+        ));
+        assert!(matches!(
+            resolve(&store, "").await.unwrap_err(),
+            JobRefError::Empty
+        ));
+        assert!(matches!(
+            resolve(&store, "zz").await.unwrap_err(),
+            JobRefError::NoMatch { given } if given == "zz"
+        ));
+    }
+}
