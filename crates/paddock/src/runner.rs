@@ -1099,12 +1099,30 @@ async fn launch_and_stream(
     // No process of the job outlives it: its group, then anything still
     // pointing into the job's directory (the check that nothing is left).
     kill_group(pgid);
-    let left = tokio::task::spawn_blocking({
+    // A stopped sandbox helper (killed with its group) could not remove
+    // the job's cgroups: they go here.
+    let (left, cgroup_errors) = tokio::task::spawn_blocking({
         let root = ws.root.clone();
-        move || leftovers::kill_processes(&root)
+        let job_id = em.job_id.clone();
+        move || {
+            let left = leftovers::kill_processes(&root);
+            let mut errors = Vec::new();
+            for dir in leftovers::cgroups(Path::new(crate::reaper::CGROUP_ROOT), &job_id) {
+                if let Err(e) = leftovers::remove_cgroup(&dir) {
+                    errors.push(format!(
+                        "cannot remove the job's cgroup {}: {e}",
+                        dir.display()
+                    ));
+                }
+            }
+            (left, errors)
+        }
     })
     .await
-    .unwrap_or(0);
+    .unwrap_or_default();
+    for e in cgroup_errors {
+        em.error("paddock", e, false).await?;
+    }
     if left > 0 {
         em.error(
             "paddock",
