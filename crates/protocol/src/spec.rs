@@ -690,6 +690,9 @@ impl JobSpec {
             field: field.to_string(),
             reason,
         };
+        if let Err((field, reason)) = check_sizes(self) {
+            return Err(invalid(&field, reason));
+        }
         let id = &self.ticket.id;
         if id.is_empty() || id.len() > 100 {
             return Err(invalid("ticket.id", "must be 1 to 100 characters".into()));
@@ -992,6 +995,121 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
+/// The longest a spec's text field may be, in bytes, unless
+/// [`TEXT_LIMITS`] says otherwise (names, models, paths, URLs, list items).
+pub const DEFAULT_TEXT_LIMIT: usize = 4_096;
+
+/// Fields allowed more text than [`DEFAULT_TEXT_LIMIT`] (or less), by
+/// their path in the spec (`[]` for any list item); a path ending in `.`
+/// covers every key under it.
+pub const TEXT_LIMITS: &[(&str, usize)] = &[
+    ("ticket.title", 1_000),
+    ("ticket.type", 100),
+    ("ticket.project", 100),
+    ("ticket.description", 65_536),
+    ("ticket.comments[].body", 16_384),
+    ("ticket.prior_attempts[].summary", 16_384),
+    ("ticket.prior_attempts[].bounce_comment", 16_384),
+    ("engine.model", 200),
+    ("engine.allowed_models[]", 200),
+    ("context.inline_skills[].body", 32_768),
+    ("context.inline_skills[].files.", 524_288),
+];
+
+/// The most items a list of the spec may have.
+pub const LIST_LIMIT: usize = 100;
+
+/// The most text the ticket may hold in all (it becomes the prompt, which
+/// must fit one command-line argument where an engine takes it there).
+pub const TICKET_TEXT_LIMIT: usize = 98_304;
+
+/// The size limit of the text at `path` (list indexes written `[]`).
+fn text_limit(path: &str) -> usize {
+    TEXT_LIMITS
+        .iter()
+        .find(|(p, _)| *p == path || (p.ends_with('.') && path.starts_with(p)))
+        .map_or(DEFAULT_TEXT_LIMIT, |(_, n)| *n)
+}
+
+/// Checks every text field and list of `spec` against its limit; the
+/// first one over it, as (field, reason).
+fn check_sizes(spec: &JobSpec) -> Result<(), (String, String)> {
+    let Ok(value) = serde_json::to_value(spec) else {
+        return Ok(());
+    };
+    let mut ticket_text = 0usize;
+    walk(&value, "", "", &mut ticket_text)?;
+    if ticket_text > TICKET_TEXT_LIMIT {
+        return Err((
+            "ticket".into(),
+            format!(
+                "{ticket_text} bytes of text in all, over the limit of {TICKET_TEXT_LIMIT} bytes"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// [`check_sizes`] of `value` at `path` (as written in errors, with
+/// indexes) and `pattern` (indexes as `[]`).
+fn walk(
+    value: &serde_json::Value,
+    path: &str,
+    pattern: &str,
+    ticket_text: &mut usize,
+) -> Result<(), (String, String)> {
+    let join = |base: &str, key: &str| {
+        if base.is_empty() {
+            key.to_string()
+        } else {
+            format!("{base}.{key}")
+        }
+    };
+    match value {
+        serde_json::Value::String(text) => {
+            let limit = text_limit(pattern);
+            if text.len() > limit {
+                return Err((
+                    path.to_string(),
+                    format!("{} bytes, over the limit of {limit} bytes", text.len()),
+                ));
+            }
+            if pattern.starts_with("ticket.") {
+                *ticket_text = ticket_text.saturating_add(text.len());
+            }
+        }
+        serde_json::Value::Array(items) => {
+            if items.len() > LIST_LIMIT {
+                return Err((
+                    path.to_string(),
+                    format!("{} items, over the limit of {LIST_LIMIT}", items.len()),
+                ));
+            }
+            for (i, item) in items.iter().enumerate() {
+                walk(
+                    item,
+                    &format!("{path}[{i}]"),
+                    &format!("{pattern}[]"),
+                    ticket_text,
+                )?;
+            }
+        }
+        serde_json::Value::Object(fields) => {
+            if fields.len() > LIST_LIMIT {
+                return Err((
+                    path.to_string(),
+                    format!("{} entries, over the limit of {LIST_LIMIT}", fields.len()),
+                ));
+            }
+            for (key, field) in fields {
+                walk(field, &join(path, key), &join(pattern, key), ticket_text)?;
+            }
+        }
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {}
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
@@ -1116,6 +1234,50 @@ scenario = "s.toml"
                 authority: None,
                 scope: None,
             })
+        );
+    }
+
+    /// A 127 KB title used to pass and fail at `exec` (E2BIG); every text
+    /// field and list has a limit, checked up front, naming the field.
+    #[test]
+    fn oversized_fields_are_refused_naming_the_field_and_the_limit() {
+        let title = "x".repeat(127_000);
+        let with_title = BASE.replace("title = \"t\"", &format!("title = \"{title}\""));
+        let spec = |text: &str| {
+            JobSpec::from_toml(text, Path::new("spec.toml"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let at_limit = BASE.replace(
+            "title = \"t\"",
+            &format!("title = \"{}\"", "x".repeat(1_000)),
+        );
+        let many: Vec<String> = (0..101).map(|i| format!("\"c{i}\"")).collect();
+        let long_item = format!("\"{}\"", "y".repeat(4_097));
+        let big_comments: Vec<String> = (0..7)
+            .map(|i| format!("{{ author = \"a{i}\", body = \"{}\" }}", "z".repeat(16_000)))
+            .collect();
+        assert_eq!(
+            (spec(&with_title), spec(&at_limit)),
+            (
+                Err("job spec spec.toml: field `ticket.title`: 127000 bytes, over the limit of 1000 bytes".to_string()),
+                Ok(()),
+            )
+        );
+        let ticket = |extra: &str| {
+            spec(&BASE.replace("project = \"p\"", &format!("project = \"p\"\n{extra}")))
+        };
+        assert_eq!(
+            (
+                ticket(&format!("done_when = [{}]", many.join(", "))),
+                ticket(&format!("constraints = [\"ok\", {long_item}]")),
+                ticket(&format!("comments = [{}]", big_comments.join(", "))),
+            ),
+            (
+                Err("job spec spec.toml: field `ticket.done_when`: 101 items, over the limit of 100".to_string()),
+                Err("job spec spec.toml: field `ticket.constraints[1]`: 4097 bytes, over the limit of 4096 bytes".to_string()),
+                Err("job spec spec.toml: field `ticket`: 112024 bytes of text in all, over the limit of 98304 bytes".to_string()),
+            )
         );
     }
 }
