@@ -157,6 +157,8 @@ fn main() -> ExitCode {
         {
             paddock::broker::secret::withdraw_env(&name);
         }
+        // A Bedrock API key read without a reference (`bedrock` without a key).
+        paddock::broker::secret::withdraw_env(paddock::runner::BEDROCK_API_KEY_VAR);
     }
     // `paddock sandbox` needs no runtime: it becomes the helper (exec).
     let cli = match cli.command {

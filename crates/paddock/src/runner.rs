@@ -178,11 +178,11 @@ pub async fn run(
             }
             _ => None,
         },
-        bedrock: match (spec.upstream.provider, &key) {
-            (ProviderKind::Bedrock, Some(k)) => {
-                Some(Arc::new(bedrock_of(spec, k).map_err(|e| {
-                    RunError::BadInput(format!("upstream.key: {e}"))
-                })?))
+        bedrock: match spec.upstream.provider {
+            ProviderKind::Bedrock => {
+                Some(Arc::new(bedrock_of(spec, key.as_ref()).await.map_err(
+                    |e| RunError::BadInput(format!("upstream.key: {e}")),
+                )?))
             }
             _ => None,
         },
@@ -1215,12 +1215,44 @@ async fn launch_and_stream(
     })
 }
 
-/// The Bedrock upstream of a `bedrock` spec, from its AWS credentials.
-fn bedrock_of(
+/// The variable a Bedrock API key is read from when the spec has no key,
+/// as the AWS SDKs and Claude Code do.
+pub const BEDROCK_API_KEY_VAR: &str = "AWS_BEARER_TOKEN_BEDROCK";
+
+/// The Bedrock upstream of a `bedrock` spec, first match wins: the key as a
+/// Bedrock API key (`key_header = "bearer"`) or as AWS credentials; without
+/// a key `AWS_BEARER_TOKEN_BEDROCK`, else the AWS credential chain.
+async fn bedrock_of(
     spec: &JobSpec,
-    key: &Secret,
+    key: Option<&Secret>,
 ) -> Result<broker::bedrock::Bedrock, broker::bedrock::BedrockError> {
-    broker::bedrock::Bedrock::new(key, spec.upstream.bedrock_region.as_deref().unwrap_or(""))
+    let region = spec.upstream.bedrock_region.as_deref().unwrap_or("");
+    let env_key = paddock_protocol::KeyRef::Env(BEDROCK_API_KEY_VAR.into());
+    match (key, spec.upstream.key_header) {
+        (Some(k), Some(KeyHeaderKind::Bearer)) => {
+            Ok(broker::bedrock::Bedrock::with_api_key(k.clone(), region))
+        }
+        (Some(k), _) => broker::bedrock::Bedrock::new(k, region),
+        (None, _) => match Secret::resolve(&env_key) {
+            Ok(k) => Ok(broker::bedrock::Bedrock::with_api_key(k, region)),
+            Err(_) => {
+                let client = reqwest::Client::builder()
+                    .no_proxy()
+                    .connect_timeout(Duration::from_secs(5))
+                    .build()
+                    .map_err(|e| broker::bedrock::BedrockError::Chain {
+                        profile: String::new(),
+                        message: e.to_string(),
+                    })?;
+                broker::bedrock::Bedrock::from_chain(
+                    region,
+                    spec.upstream.aws_profile.as_deref(),
+                    client,
+                )
+                .await
+            }
+        },
+    }
 }
 
 /// The Vertex AI upstream of a `vertex` spec: its service-account key, or

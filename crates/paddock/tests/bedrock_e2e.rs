@@ -595,3 +595,252 @@ async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() 
     assert_eq!(broker.policy.try_recv().unwrap().message, *message);
     assert!(broker.held());
 }
+
+/// A broker signing with `bedrock` in front of a mock Bedrock runtime that
+/// verifies SigV4 with `ACCESS_KEY_ID` / `rig-secret`.
+async fn signed_rig(
+    bedrock: paddock::broker::bedrock::Bedrock,
+) -> (
+    ScriptedServer,
+    paddock::broker::BrokerHandle,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = ScriptedServer::start_bedrock(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::new(
+            Scenario::from_toml(
+                "[[turn]]\ntext = \"Hello.\"\nusage = { input = 4, output = 2 }\n",
+                std::path::Path::new("rig.toml"),
+            )
+            .unwrap(),
+        ),
+        RenderContext {
+            workdir: dir.path().to_path_buf(),
+        },
+        AwsCredentials {
+            access_key_id: ACCESS_KEY_ID.into(),
+            secret_access_key: Secret::new("rig-secret".into()),
+            region: "us-east-1".into(),
+        },
+    )
+    .unwrap();
+    let broker = credential_broker(
+        paddock::broker::Upstream {
+            provider: "bedrock".into(),
+            base: upstream.base.trim_end_matches("/v1").to_string(),
+            key: None,
+            key_header: paddock::broker::upstream::KeyHeader::ByApi,
+        },
+        None,
+        Some(bedrock),
+        None,
+    )
+    .await;
+    (upstream, broker, dir)
+}
+
+/// A mock ECS/EKS container credentials endpoint (the protocol of
+/// `AWS_CONTAINER_CREDENTIALS_FULL_URI`): a GET with the authorization token
+/// gets `ACCESS_KEY_ID` / `rig-secret` with the session token
+/// `ecs-session-N` (its `N`th) expiring `life` seconds from now.
+async fn mock_container_credentials(
+    auth: &'static str,
+    life: i64,
+) -> (String, Arc<std::sync::atomic::AtomicU64>) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let hits = Arc::new(AtomicU64::new(0));
+    let counter = hits.clone();
+    let app = axum::Router::new().route(
+        "/v2/credentials/paddock-test",
+        axum::routing::get(move |headers: http::HeaderMap| {
+            let counter = counter.clone();
+            async move {
+                if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(auth) {
+                    return (http::StatusCode::UNAUTHORIZED, "{}".to_string());
+                }
+                let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                let expiry = (time::OffsetDateTime::now_utc() + time::Duration::seconds(life))
+                    .replace_nanosecond(0)
+                    .unwrap()
+                    .format(&time::format_description::well_known::Rfc3339)
+                    .unwrap();
+                (
+                    http::StatusCode::OK,
+                    serde_json::json!({"AccessKeyId": ACCESS_KEY_ID, "SecretAccessKey": "rig-secret",
+                        "Token": format!("ecs-session-{n}"), "Expiration": expiry,
+                        "RoleArn": "arn:aws:iam::123456789012:role/paddock-test"})
+                    .to_string(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/v2/credentials/paddock-test",
+        listener.local_addr().unwrap()
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, hits)
+}
+
+/// The AWS credential chain (`aws-config`), in one test because it reads
+/// this process's environment: a named profile of the shared credentials
+/// file, then container credentials from a mock endpoint on loopback,
+/// refreshed before they expire (the endpoint sees a second request, the
+/// upstream, which verifies every signature, the new session token).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_credential_chain_signs_and_refreshes_before_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials");
+    std::fs::write(
+        &credentials,
+        format!("[default]\naws_access_key_id = AKIADEFAULTNOTUSED01\naws_secret_access_key = wrong\n\n[dev]\naws_access_key_id = {ACCESS_KEY_ID}\naws_secret_access_key = rig-secret\n"),
+    )
+    .unwrap();
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    ] {
+        std::env::remove_var(var);
+    }
+    std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", &credentials);
+    std::env::set_var("AWS_CONFIG_FILE", dir.path().join("no-config"));
+    std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+    let client = || reqwest::Client::builder().no_proxy().build().unwrap();
+
+    // A named profile of the shared credentials file.
+    let bedrock = paddock::broker::bedrock::Bedrock::from_chain("us-east-1", Some("dev"), client())
+        .await
+        .unwrap();
+    let (upstream, broker, _dir) = signed_rig(bedrock).await;
+    assert_eq!(invoke_haiku(&broker).await.status().as_u16(), 200);
+    assert!(upstream.requests()[0].headers["authorization"]
+        .to_str()
+        .unwrap()
+        .starts_with(&format!("AWS4-HMAC-SHA256 Credential={ACCESS_KEY_ID}/")));
+
+    // Container credentials (no profile file entry applies), 4 s to live:
+    // used for 2 s, then replaced.
+    std::fs::write(&credentials, "").unwrap();
+    let (uri, hits) = mock_container_credentials("paddock-container-token", 4).await;
+    std::env::set_var("AWS_CONTAINER_CREDENTIALS_FULL_URI", &uri);
+    std::env::set_var(
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "paddock-container-token",
+    );
+    let bedrock = paddock::broker::bedrock::Bedrock::from_chain("us-east-1", None, client())
+        .await
+        .unwrap();
+    // The chain reads its sources again at each refresh.
+    let (upstream, broker, _dir) = signed_rig(bedrock).await;
+    let mut statuses = Vec::new();
+    for wait in [0u64, 0, 2500] {
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        statuses.push(invoke_haiku(&broker).await.status().as_u16());
+    }
+    std::env::remove_var("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+    std::env::remove_var("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+    let tokens: Vec<String> = upstream
+        .requests()
+        .iter()
+        .map(|r| {
+            r.headers["x-amz-security-token"]
+                .to_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        (
+            statuses,
+            hits.load(std::sync::atomic::Ordering::SeqCst),
+            tokens
+        ),
+        (
+            vec![200, 200, 200],
+            2,
+            vec![
+                "ecs-session-1".to_string(),
+                "ecs-session-1".to_string(),
+                "ecs-session-2".to_string()
+            ]
+        )
+    );
+}
+
+/// A Bedrock API key in `AWS_BEARER_TOKEN_BEDROCK` (the spec has no key):
+/// the real Claude Code through the broker, which sends the key as
+/// `Authorization: Bearer` instead of signing; the mock Bedrock runtime
+/// accepts only that key. The key is nowhere the job or Paddock writes.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_runs_through_bedrock_with_an_api_key_from_the_environment() {
+    let Some(_) = common::engine("claude") else {
+        return;
+    };
+    let home = Home::new();
+    let api_key = format!("ABSKQmVkcm9ja0FQSUtleS1wYWRkb2Nr{}", std::process::id());
+    let scenario = Scenario::from_toml(PROVIDER_PROBE, std::path::Path::new("probe.toml")).unwrap();
+    let bedrock = ScriptedServer::start_bedrock_api_key(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::new(scenario),
+        RenderContext {
+            workdir: home.path().to_path_buf(),
+        },
+        Secret::new(api_key.clone()),
+    )
+    .unwrap();
+    let repo = repo(home.path());
+    let upstream = format!(
+        "[upstream]\nprovider = \"bedrock\"\nbase_url = \"{}\"\nbedrock_region = \"us-west-2\"\n",
+        bedrock.base.trim_end_matches("/v1"),
+    );
+    let spec = job(home.path(), "claude", &repo, &upstream, None);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "model = \"claude-sonnet-4-5\"",
+        &format!("model = \"{MODEL}\""),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", "--keep", spec.to_str().unwrap()],
+            &[("AWS_BEARER_TOKEN_BEDROCK", &api_key)],
+        )
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        rec.status,
+        JobStatus::Done,
+        "reason: {:?}; stderr: {}",
+        rec.reason,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let auths: Vec<String> = bedrock
+        .requests()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r.headers["authorization"].to_str().unwrap(),
+                r.headers.contains_key("x-amz-date")
+            )
+        })
+        .collect();
+    assert_eq!(auths, vec![format!("Bearer {api_key} false"); 2]);
+    let work = home.jobs().join(&rec.id).join("work");
+    let engine_env = std::fs::read_to_string(work.join("engine-env.txt")).unwrap();
+    assert!(!engine_env.contains(&api_key), "{engine_env}");
+    assert!(!engine_env.contains("AWS_BEARER_TOKEN_BEDROCK"));
+    for dir in [home.jobs(), home.data()] {
+        assert_eq!(
+            files_containing(&dir, api_key.as_bytes()),
+            Vec::<std::path::PathBuf>::new()
+        );
+    }
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&api_key));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(&api_key));
+}

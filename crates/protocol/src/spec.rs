@@ -232,7 +232,8 @@ impl ReasoningEffort {
 pub struct UpstreamSpec {
     pub provider: ProviderKind,
     /// Where the broker reads the provider key: `env:NAME` or `file:PATH`
-    /// (optional for `vertex`: without it, Application Default Credentials).
+    /// (optional for `vertex`: without it, Application Default Credentials;
+    /// and for `bedrock`: without it, the AWS credential chain).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<KeyRef>,
     /// Override of the provider's API base URL.
@@ -254,6 +255,11 @@ pub struct UpstreamSpec {
     /// Bedrock only: the AWS region, e.g. `us-east-1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bedrock_region: Option<String>,
+    /// Bedrock without a key only: the profile of the AWS shared config and
+    /// credentials files the AWS credential chain uses (else `AWS_PROFILE`,
+    /// else `default`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws_profile: Option<String>,
     /// Let calls to models without a price through (metered, priced at 0).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_unpriced: bool,
@@ -290,7 +296,9 @@ pub enum ProviderKind {
     /// Claude on Google Vertex AI; the key is the service account's JSON
     /// key, or without a key Google's Application Default Credentials.
     Vertex,
-    /// Claude on Amazon Bedrock; the key is the AWS credentials JSON.
+    /// Claude on Amazon Bedrock; the key is the AWS credentials JSON (or a
+    /// Bedrock API key with `key_header = "bearer"`), or without a key
+    /// `AWS_BEARER_TOKEN_BEDROCK` or the AWS credential chain.
     Bedrock,
 }
 
@@ -769,8 +777,11 @@ impl JobSpec {
             | ProviderKind::Vertex
             | ProviderKind::Bedrock => {
                 // Vertex without a key uses Google's Application Default
-                // Credentials.
-                if up.key.is_none() && up.provider != ProviderKind::Vertex {
+                // Credentials, Bedrock `AWS_BEARER_TOKEN_BEDROCK` or the AWS
+                // credential chain.
+                if up.key.is_none()
+                    && !matches!(up.provider, ProviderKind::Vertex | ProviderKind::Bedrock)
+                {
                     return Err(invalid(
                         "upstream.key",
                         format!(
@@ -925,11 +936,41 @@ impl JobSpec {
                 }
             }
         }
-        if up.key_header.is_some() && up.provider != ProviderKind::Openai {
-            return Err(invalid(
-                "upstream.key_header",
-                "only the openai (OpenAI-compatible) upstream takes `bearer` or `api-key`".into(),
-            ));
+        match (up.provider, up.key_header) {
+            (_, None) | (ProviderKind::Openai, Some(_)) => {}
+            (ProviderKind::Bedrock, Some(KeyHeaderKind::Bearer)) if up.key.is_some() => {}
+            (ProviderKind::Bedrock, Some(_)) => {
+                return Err(invalid(
+                    "upstream.key_header",
+                    "bedrock takes `bearer` (the key is then a Bedrock API key), with a key".into(),
+                ))
+            }
+            (_, Some(_)) => {
+                return Err(invalid(
+                    "upstream.key_header",
+                    "only the openai (OpenAI-compatible) upstream takes `bearer` or `api-key`"
+                        .into(),
+                ))
+            }
+        }
+        if let Some(profile) = &up.aws_profile {
+            if up.provider != ProviderKind::Bedrock || up.key.is_some() {
+                return Err(invalid(
+                    "upstream.aws_profile",
+                    "only a bedrock upstream without a key (the AWS credential chain) takes it"
+                        .into(),
+                ));
+            }
+            if profile.is_empty()
+                || !profile
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.@+".contains(c))
+            {
+                return Err(invalid(
+                    "upstream.aws_profile",
+                    format!("`{profile}` must be a profile name (letters, digits, `-_.@+`)"),
+                ));
+            }
         }
         for (i, m) in self.engine.allowed_models.iter().enumerate() {
             if m.trim().is_empty() || m.trim_end_matches('*').contains('*') {
@@ -1224,6 +1265,46 @@ scenario = "s.toml"
                 Err("job spec spec.toml: field `upstream.key_header`: Entra ID tokens go in `Authorization: Bearer`: drop `api-key`".into()),
                 Err("job spec spec.toml: field `upstream.entra.tenant_id`: `../x-86f1-41af-91ab-2d7cd011db47` must be an id (letters, digits, `-`, `.`)".into()),
                 Err("job spec spec.toml: field `upstream.entra.authority`: `login.example` must be an http:// or https:// URL".into()),
+            ]
+        );
+        let bedrock = "provider = \"bedrock\"\nbedrock_region = \"us-east-1\"\n";
+        let results = [
+            // No key: AWS_BEARER_TOKEN_BEDROCK or the AWS credential chain.
+            upstream("claude", bedrock).map(|s| (s.upstream.key, s.upstream.aws_profile)),
+            upstream("claude", &format!("{bedrock}aws_profile = \"sso-dev\"\n"))
+                .map(|s| (s.upstream.key, s.upstream.aws_profile)),
+            upstream(
+                "claude",
+                &format!("{bedrock}key = \"env:BEDROCK_KEY\"\nkey_header = \"bearer\"\n"),
+            )
+            .map(|s| (s.upstream.key, s.upstream.aws_profile)),
+            upstream("claude", &format!("{bedrock}key_header = \"bearer\"\n"))
+                .map(|s| (s.upstream.key, s.upstream.aws_profile)),
+            upstream(
+                "claude",
+                &format!("{bedrock}key = \"env:K\"\nkey_header = \"api-key\"\n"),
+            )
+            .map(|s| (s.upstream.key, s.upstream.aws_profile)),
+            upstream(
+                "claude",
+                &format!("{bedrock}key = \"env:K\"\naws_profile = \"p\"\n"),
+            )
+            .map(|s| (s.upstream.key, s.upstream.aws_profile)),
+            upstream("claude", &format!("{bedrock}aws_profile = \"a b\"\n"))
+                .map(|s| (s.upstream.key, s.upstream.aws_profile)),
+        ];
+        let bearer_err = "job spec spec.toml: field `upstream.key_header`: bedrock takes `bearer` (the key is then a Bedrock API key), with a key";
+        let profile_err = "job spec spec.toml: field `upstream.aws_profile`: only a bedrock upstream without a key (the AWS credential chain) takes it";
+        assert_eq!(
+            results,
+            [
+                Ok((None, None)),
+                Ok((None, Some("sso-dev".to_string()))),
+                Ok((Some(KeyRef::Env("BEDROCK_KEY".into())), None)),
+                Err(bearer_err.to_string()),
+                Err(bearer_err.to_string()),
+                Err(profile_err.to_string()),
+                Err("job spec spec.toml: field `upstream.aws_profile`: `a b` must be a profile name (letters, digits, `-_.@+`)".to_string()),
             ]
         );
         assert_eq!(

@@ -6,7 +6,9 @@
 //! [`ScriptedServer::start_bedrock`] it is a mock Amazon Bedrock runtime:
 //! `/model/MODEL/invoke-with-response-stream` answered in the AWS event
 //! stream, `/model/MODEL/invoke` as JSON, every request's SigV4 signature
-//! verified with the test's credentials. The broker forwards `scripted` jobs here,
+//! verified with the test's credentials (or, started with
+//! [`ScriptedServer::start_bedrock_api_key`], a Bedrock API key checked
+//! instead). The broker forwards `scripted` jobs here,
 //! so scripted calls cross the same forwarding and metering code as real
 //! ones; tests also use it as a stand-in provider that checks the key the
 //! broker injects and records what reached it.
@@ -49,6 +51,8 @@ struct ScriptedState {
     ctx: RenderContext,
     expect_key: Option<Secret>,
     aws: Option<AwsCredentials>,
+    /// Serves Amazon Bedrock's runtime paths.
+    bedrock: bool,
     requests: Mutex<Vec<RecordedRequest>>,
     /// How often each turn's transient failure was served.
     transient_served: Mutex<HashMap<usize, u32>>,
@@ -71,7 +75,7 @@ impl ScriptedServer {
         ctx: RenderContext,
         expect_key: Option<Secret>,
     ) -> std::io::Result<ScriptedServer> {
-        Self::start_with(listener, scenario, ctx, expect_key, None)
+        Self::start_with(listener, scenario, ctx, expect_key, None, false)
     }
 
     /// Serves `scenario` as a mock Amazon Bedrock runtime that accepts only
@@ -83,7 +87,19 @@ impl ScriptedServer {
         ctx: RenderContext,
         aws: AwsCredentials,
     ) -> std::io::Result<ScriptedServer> {
-        Self::start_with(listener, scenario, ctx, None, Some(aws))
+        Self::start_with(listener, scenario, ctx, None, Some(aws), true)
+    }
+
+    /// Serves `scenario` as a mock Amazon Bedrock runtime that accepts only
+    /// requests carrying the Bedrock API key `key` as `Authorization:
+    /// Bearer` (anything else: HTTP 401).
+    pub fn start_bedrock_api_key(
+        listener: TcpListener,
+        scenario: Arc<Scenario>,
+        ctx: RenderContext,
+        key: Secret,
+    ) -> std::io::Result<ScriptedServer> {
+        Self::start_with(listener, scenario, ctx, Some(key), None, true)
     }
 
     fn start_with(
@@ -92,6 +108,7 @@ impl ScriptedServer {
         ctx: RenderContext,
         expect_key: Option<Secret>,
         aws: Option<AwsCredentials>,
+        bedrock: bool,
     ) -> std::io::Result<ScriptedServer> {
         let addr = listener.local_addr()?;
         let state = Arc::new(ScriptedState {
@@ -99,6 +116,7 @@ impl ScriptedServer {
             ctx,
             expect_key,
             aws,
+            bedrock,
             requests: Mutex::new(Vec::new()),
             transient_served: Mutex::new(HashMap::new()),
         });
@@ -137,8 +155,8 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
         _ => None,
     };
     // Amazon Bedrock's runtime paths (mock Bedrock only).
-    let bedrock = match (req.method(), &state.aws) {
-        (&Method::POST, Some(_)) => super::bedrock::parse_path(req.uri().path()),
+    let bedrock = match (req.method(), state.bedrock) {
+        (&Method::POST, true) => super::bedrock::parse_path(req.uri().path()),
         _ => None,
     };
     let (wire, api) = match (req.method(), req.uri().path()) {
