@@ -22,13 +22,41 @@ mod prices_cmd;
 mod progress;
 mod sandbox_cmd;
 
+/// Every environment variable Paddock reads, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  PADDOCK_DB, PADDOCK_DATA_DIR,   the same as --db, --data-dir, --jobs-dir,
+  PADDOCK_JOBS_DIR,               --host-dir and run's --prices
+  PADDOCK_HOST_DIR, PADDOCK_PRICES
+  PADDOCK_LOG                     log filter (tracing's syntax, e.g. `debug`;
+                                  default `warn`, raised by -v)
+  PADDOCK_CGROUP_ROOT             the cgroup under which jobs' cgroups are made
+  NO_COLOR                        set and not empty: no color (like --color never)
+  XDG_DATA_HOME, XDG_STATE_HOME,  where the defaults above live
+  XDG_CONFIG_HOME, HOME
+  TZ                              the time zone of times shown
+  PATH                            where the engines (codex, claude) and git are found
+  The variable a spec's upstream.key names (env:NAME) holds its provider key.
+
+Docs: README.md and docs/cli.md in Paddock's repository.";
+
 #[derive(Parser)]
 #[command(
     name = "paddock",
     version,
-    about = "Run coding agents as sandboxed, metered jobs"
+    about = "Run coding agents as sandboxed, metered jobs",
+    after_help = ENVIRONMENT
 )]
 struct Cli {
+    /// Print less: no live progress, only errors and the result.
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Print more: -v logs at info, -vv at debug (PADDOCK_LOG overrides).
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// When to color output (NO_COLOR set and not empty means never on auto).
+    #[arg(long, global = true, value_enum, default_value_t = cli::color::When::Auto)]
+    color: cli::color::When,
     /// The SQLite database (default: $XDG_DATA_HOME/paddock/paddock.db).
     #[arg(long, global = true, env = "PADDOCK_DB")]
     db: Option<PathBuf>,
@@ -75,6 +103,11 @@ enum Cmd {
         #[command(subcommand)]
         cmd: policy_cmd::ProfileCmd,
     },
+    /// Print a shell completion script (e.g. `paddock completions bash >
+    /// ~/.local/share/bash-completion/completions/paddock`).
+    Completions(cli::completions::CompletionsArgs),
+    /// Print the man page, paddock(1), as roff (`paddock man > paddock.1`).
+    Man,
     /// Called by engine hooks inside a job; not for direct use.
     #[command(hide = true)]
     Hook {
@@ -122,13 +155,6 @@ fn main() -> ExitCode {
         eprintln!("paddock: cannot make this process non-dumpable: {e}");
         return ExitCode::from(exit::INTERNAL);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(|| paddock::redact::RedactingWriter::new(std::io::stderr()))
-        .init();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -140,12 +166,31 @@ fn main() -> ExitCode {
             });
         }
     };
+    let color = cli::color::init(cli.color);
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_ansi(color)
+        .with_writer(|| paddock::redact::RedactingWriter::new(std::io::stderr()))
+        .init();
     if let Cmd::Hook { cmd } = &cli.command {
         return ExitCode::from(policy_cmd::run_hook(cmd));
     }
     // The job's provider key leaves the environment before the runtime's
     // threads exist (`dispatch` reports a spec that does not load).
     if let Cmd::Run(cli::run::RunArgs { spec, .. }) = &cli.command {
+        if let Err(e) = cli::run::read_stdin_spec(spec) {
+            errln!("paddock: cannot read the spec from stdin: {e}");
+            return ExitCode::from(exit::BAD_INPUT);
+        }
         if let Ok(JobSpec {
             upstream:
                 paddock_protocol::UpstreamSpec {
@@ -153,7 +198,7 @@ fn main() -> ExitCode {
                     ..
                 },
             ..
-        }) = JobSpec::load(spec)
+        }) = cli::run::load_spec(spec)
         {
             paddock::broker::secret::withdraw_env(&name);
         }
@@ -178,21 +223,43 @@ fn main() -> ExitCode {
     match rt.block_on(dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
         Err(Failure::BadInput(e)) => {
-            errln!("paddock: {e:#}");
+            errln!("{}", error_line(&e));
             ExitCode::from(exit::BAD_INPUT)
         }
         Err(Failure::Internal(e)) => {
-            errln!("paddock: {e:#}");
+            errln!("{}", error_line(&e));
             ExitCode::from(exit::INTERNAL)
         }
     }
 }
 
+/// A failed command's one line on stderr: `paddock: ` and the error chain,
+/// each cause once (the prefix in red when colored).
+fn error_line(e: &anyhow::Error) -> String {
+    format!(
+        "{} {}",
+        cli::color::paint("paddock:", cli::color::ERROR),
+        cli::error_chain::render(e.as_ref())
+    )
+}
+
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    use clap::CommandFactory as _;
+    match cli.command {
+        Cmd::Completions(args) => cli::completions::completions(args, Cli::command()),
+        Cmd::Man => cli::completions::man(Cli::command()),
+        command => dispatch_job_commands(Cli { command, ..cli }).await,
+    }
+}
+
+async fn dispatch_job_commands(cli: Cli) -> Result<u8, Failure> {
     let paths = Paths::resolve(cli.db, cli.data_dir, cli.jobs_dir)
         .map_err(|e| Failure::Internal(e.into()))?;
     match cli.command {
-        Cmd::Run(args) => cli::run::exec(args, &paths, cli.host_dir).await,
+        Cmd::Run(args) => cli::run::exec(args, &paths, cli.host_dir, cli.quiet).await,
+        Cmd::Completions(_) | Cmd::Man => Err(Failure::Internal(anyhow::anyhow!(
+            "`paddock completions` and `paddock man` need no store"
+        ))),
         // Handled in `main`, before the runtime exists.
         Cmd::Sandbox(_) => Err(Failure::Internal(anyhow::anyhow!(
             "`paddock sandbox` runs without the async runtime"
@@ -210,5 +277,56 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Cmd::Hook { cmd } => Ok(policy_cmd::run_hook(&cmd)),
         Cmd::Profile { cmd } => cli::profile::exec(cmd, &paths).await,
         Cmd::Events(args) => cli::events::exec(args, &paths).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    /// Every argument of every subcommand (hidden ones aside) has help text.
+    #[test]
+    fn every_argument_has_help() {
+        fn missing(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let builtin = matches!(a.get_id().as_str(), "help" | "version");
+                if !builtin && !a.is_hide_set() && a.get_help().is_none() {
+                    out.push(format!("{path} {}", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if !sub.is_hide_set() {
+                    missing(sub, &format!("{path} {}", sub.get_name()), out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        missing(&Cli::command(), "paddock", &mut out);
+        assert_eq!(out, Vec::<String>::new());
+    }
+
+    /// `--help` lists every environment variable Paddock's code reads.
+    #[test]
+    fn help_lists_every_environment_variable() {
+        let help = Cli::command().render_long_help().to_string();
+        let read = [
+            "PADDOCK_DB",
+            "PADDOCK_DATA_DIR",
+            "PADDOCK_JOBS_DIR",
+            "PADDOCK_HOST_DIR",
+            "PADDOCK_PRICES",
+            "PADDOCK_LOG",
+            "PADDOCK_CGROUP_ROOT",
+            "NO_COLOR",
+            "XDG_DATA_HOME",
+            "XDG_STATE_HOME",
+            "XDG_CONFIG_HOME",
+            "HOME",
+            "TZ",
+            "PATH",
+        ];
+        let absent: Vec<&str> = read.into_iter().filter(|v| !help.contains(v)).collect();
+        assert_eq!(absent, Vec::<&str>::new());
     }
 }

@@ -1,5 +1,5 @@
 //! The policy subcommands of the `paddock` binary: `paddock profile
-//! add|list|show` (host profiles in the store) and the hidden `paddock hook
+//! add|list|show|rm` (host profiles in the store) and the hidden `paddock hook
 //! pre-tool-use`, which Claude Code's PreToolUse hook runs for every Bash
 //! call of a job (reads the hook JSON on stdin, answers a deny decision on
 //! stdout, records the denial; exit 2 with a reason when it cannot judge,
@@ -32,11 +32,22 @@ pub enum HookCmd {
 #[derive(Subcommand)]
 pub enum ProfileCmd {
     /// Save a profile file (.json or .toml) in the store, replacing one with the same id.
-    Add { file: PathBuf },
+    Add {
+        /// The profile file (docs/host-profile.md).
+        file: PathBuf,
+    },
     /// List the stored profiles and the shipped presets.
     List,
     /// Print a profile (store first, then presets) as JSON.
-    Show { id: String },
+    Show {
+        /// The profile's id (a stored profile or a preset).
+        id: String,
+    },
+    /// Remove a profile from the store (presets cannot be removed).
+    Rm {
+        /// The stored profile's id.
+        id: String,
+    },
 }
 
 /// Runs the hook; the process exit code.
@@ -46,7 +57,10 @@ pub fn run_hook(cmd: &HookCmd) -> u8 {
             Ok(()) => 0,
             Err(e) => {
                 // Exit 2: Claude Code blocks the call and shows this reason.
-                errln!("paddock policy: {e:#}");
+                errln!(
+                    "paddock policy: {}",
+                    crate::cli::error_chain::render(e.as_ref())
+                );
                 2
             }
         },
@@ -115,6 +129,23 @@ pub async fn run_profile(cmd: &ProfileCmd, store: &Store) -> Result<String, Prof
                 out.push_str(&format!("{id}\tpreset\n"));
             }
             Ok(out)
+        }
+        ProfileCmd::Rm { id } => {
+            if store
+                .remove_profile(id)
+                .await
+                .with_context(|| format!("remove host profile `{id}`"))?
+            {
+                return Ok(format!("removed host profile `{id}`\n"));
+            }
+            let why = if PRESETS.iter().any(|(p, _)| p == id) {
+                format!(
+                    "`{id}` is a shipped preset, not a stored profile; presets cannot be removed"
+                )
+            } else {
+                format!("no stored host profile `{id}` (`paddock profile list` shows them)")
+            };
+            Err(ProfileFailure::BadInput(anyhow::anyhow!(why)))
         }
         ProfileCmd::Show { id } => {
             let (p, _) = profile::resolve(id, store).await.map_err(|e| match e {

@@ -14,10 +14,20 @@ pub struct Progress {
     bar: ProgressBar,
     tokens: u64,
     calls: u64,
+    quiet: bool,
 }
 
 impl Progress {
-    pub fn new() -> Progress {
+    /// `quiet`: no spinner and no lines (`paddock run -q`).
+    pub fn new(quiet: bool) -> Progress {
+        if quiet {
+            return Progress {
+                bar: ProgressBar::hidden(),
+                tokens: 0,
+                calls: 0,
+                quiet,
+            };
+        }
         let bar = ProgressBar::new_spinner();
         bar.set_style(
             ProgressStyle::with_template("{spinner} {elapsed} · {msg}")
@@ -29,10 +39,14 @@ impl Progress {
             bar,
             tokens: 0,
             calls: 0,
+            quiet,
         }
     }
 
     fn line(&self, text: String) {
+        if self.quiet {
+            return;
+        }
         self.bar.suspend(|| errln!("{text}"));
     }
 

@@ -44,6 +44,7 @@ pub struct SandboxArgs {
     /// Wall-clock limit; the whole tree is killed when it passes (exit 124).
     #[arg(long, value_name = "SECS")]
     timeout: Option<u64>,
+    /// The network the command gets: none at all, or only the broker's socket.
     #[arg(long, value_enum, default_value_t = Net::None)]
     net: Net,
     /// The broker's Unix socket (with --net broker).
@@ -223,7 +224,7 @@ pub fn main(args: SandboxArgs) -> ExitCode {
     let policy = match policy(args) {
         Ok(p) => p,
         Err(e) => {
-            errln!("paddock: {e:#}");
+            errln!("paddock: {}", crate::cli::error_chain::render(e.as_ref()));
             return ExitCode::from(2);
         }
     };

@@ -435,3 +435,87 @@ async fn job_ids_take_prefixes_and_latest_and_name_ambiguous_candidates() {
         "paddock: `0193a` is ambiguous: it starts 0193ab-new, 0193aa-old (give more characters)\n"
     );
 }
+
+#[tokio::test]
+async fn completions_and_man_page_are_generated() {
+    let home = Home::new();
+    for (args, needle) in [
+        (&["completions", "bash"][..], "_paddock()"),
+        (&["completions", "zsh"][..], "#compdef paddock"),
+        (&["completions", "fish"][..], "complete -c paddock"),
+        (&["man"][..], ".TH paddock 1"),
+    ] {
+        let out = home.paddock(args, &[]).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(needle), "{args:?}: {text}");
+        assert!(text.contains("events"), "{args:?} names the subcommands");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_spec_file_is_reported_once() {
+    let home = Home::new();
+    let out = home.paddock(&["run", "/nonexistent/job.toml"], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    let cause = std::io::Error::from_raw_os_error(2).to_string();
+    assert_eq!(err.matches(&cause).count(), 1, "{err}");
+}
+
+#[tokio::test]
+async fn run_dash_reads_the_spec_from_stdin() {
+    let home = Home::new();
+    // A spec with an unknown field: the error names stdin as its origin,
+    // so the text was read and parsed from there.
+    let mut child = home
+        .command(&["run", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"[ticket]\nid = \"T-1\"\nbogus = 1\n")
+            .await
+            .unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("<stdin>"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn profile_rm_removes_a_stored_profile_and_refuses_presets() {
+    let home = Home::new();
+    let shown = home
+        .paddock(&["profile", "show", "constrained-local"], &[])
+        .await;
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let mut preset: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    preset["id"] = serde_json::json!("mine");
+    let json = home.path().join("p.json");
+    std::fs::write(&json, preset.to_string()).unwrap();
+    let add = home
+        .paddock(&["profile", "add", json.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(add.status.code(), Some(0), "{}", stderr(&add));
+    let rm = home.paddock(&["profile", "rm", "mine"], &[]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&rm.stdout),
+        "removed host profile `mine`\n"
+    );
+    let again = home.paddock(&["profile", "rm", "mine"], &[]).await;
+    assert_eq!(again.status.code(), Some(2));
+    let preset = home
+        .paddock(&["profile", "rm", "constrained-local"], &[])
+        .await;
+    assert_eq!(preset.status.code(), Some(2));
+    assert!(
+        stderr(&preset).contains("shipped preset"),
+        "{}",
+        stderr(&preset)
+    );
+}

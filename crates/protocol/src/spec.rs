@@ -598,6 +598,19 @@ impl JobSpec {
         Ok(spec)
     }
 
+    /// Parses and validates a spec given as text (`paddock run -`): JSON
+    /// if it starts with `{`, TOML otherwise; relative paths in it are
+    /// resolved against `base`; `origin` names the source in errors.
+    pub fn from_text(text: &str, origin: &Path, base: &Path) -> Result<JobSpec, SpecError> {
+        let mut spec = if text.trim_start().starts_with('{') {
+            JobSpec::from_json(text, origin)?
+        } else {
+            JobSpec::from_toml(text, origin)?
+        };
+        spec.resolve_paths(base);
+        Ok(spec)
+    }
+
     /// Parses TOML; `origin` names the source in errors.
     pub fn from_toml(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
         let de = toml::Deserializer::new(text);

@@ -12,6 +12,7 @@ use crate::context_cmd;
 
 #[derive(clap::Args)]
 pub struct ContextArgs {
+    /// The job spec, a .toml or .json file (docs/job-spec.md).
     pub spec: PathBuf,
     /// The directory to write into (created; must be empty).
     #[arg(long, default_value = "paddock-context")]

@@ -10,6 +10,7 @@ use crate::doctor;
 
 #[derive(clap::Args)]
 pub struct DoctorArgs {
+    /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
 }

@@ -7,8 +7,11 @@ use anyhow::Context as _;
 use paddock::paths::Paths;
 use paddock::store::Store;
 
+pub mod color;
+pub mod completions;
 pub mod context;
 pub mod doctor;
+pub mod error_chain;
 pub mod events;
 pub mod gc;
 pub mod jobs;

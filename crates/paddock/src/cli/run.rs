@@ -13,8 +13,37 @@ use paddock_protocol::{JobSpec, JobStatus};
 use super::{exit, open_store, Failure};
 use crate::progress;
 
+/// The spec read from stdin for `paddock run -` (read once, in `main`,
+/// before the runtime starts).
+static STDIN_SPEC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Reads the spec from stdin if `spec` is `-`; once, before `load_spec`.
+pub fn read_stdin_spec(spec: &std::path::Path) -> std::io::Result<()> {
+    if spec == std::path::Path::new("-") && STDIN_SPEC.get().is_none() {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+        let _ = STDIN_SPEC.set(text);
+    }
+    Ok(())
+}
+
+/// The spec `spec` names: a file, or `-` for the one read from stdin
+/// (relative paths in it resolved against the current directory).
+pub fn load_spec(spec: &std::path::Path) -> Result<JobSpec, paddock_protocol::SpecError> {
+    match STDIN_SPEC.get() {
+        Some(text) if spec == std::path::Path::new("-") => JobSpec::from_text(
+            text,
+            std::path::Path::new("<stdin>"),
+            std::path::Path::new("."),
+        ),
+        _ => JobSpec::load(spec),
+    }
+}
+
 #[derive(clap::Args)]
 pub struct RunArgs {
+    /// The job spec, a .toml or .json file (docs/job-spec.md); `-` reads
+    /// it from stdin (JSON if it starts with `{`, TOML otherwise).
     pub spec: PathBuf,
     /// Print the final job record as one JSON object on stdout.
     #[arg(long)]
@@ -28,14 +57,19 @@ pub struct RunArgs {
     pub prices: Option<PathBuf>,
 }
 
-pub async fn exec(args: RunArgs, paths: &Paths, host_dir: Option<PathBuf>) -> Result<u8, Failure> {
+pub async fn exec(
+    args: RunArgs,
+    paths: &Paths,
+    host_dir: Option<PathBuf>,
+    quiet: bool,
+) -> Result<u8, Failure> {
     let RunArgs {
         spec,
         json,
         keep,
         prices,
     } = args;
-    let spec = JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?;
+    let spec = load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?;
     let prices =
         PriceTable::effective(prices.as_deref()).map_err(|e| Failure::BadInput(e.into()))?;
     let store = open_store(paths).await?;
@@ -53,7 +87,7 @@ pub async fn exec(args: RunArgs, paths: &Paths, host_dir: Option<PathBuf>) -> Re
             .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
         paddock_exe: std::env::current_exe().ok(),
     };
-    let mut view = progress::Progress::new();
+    let mut view = progress::Progress::new(quiet);
     // Listen for Ctrl-C, and for SIGTERM and SIGHUP (what systemd,
     // Docker and CI send, a closed terminal), from now on: each
     // cancels the job. `ctrl_c()` would install its handler only

@@ -113,6 +113,12 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot remove host profile {id}")]
+    RemoveProfile {
+        id: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("cannot read host profile {id}")]
     ReadProfile {
         id: String,

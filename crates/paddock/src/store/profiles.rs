@@ -52,6 +52,19 @@ impl Store {
         body.map(|b| decode(id, &b)).transpose()
     }
 
+    /// Removes the stored profile `id`; whether there was one.
+    pub async fn remove_profile(&self, id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM host_profiles WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| StoreError::RemoveProfile {
+                id: id.to_owned(),
+                source,
+            })?;
+        Ok(done.rows_affected() > 0)
+    }
+
     /// Every stored profile, by id.
     pub async fn profiles(&self) -> Result<Vec<HostProfile>, StoreError> {
         let rows =
