@@ -329,4 +329,32 @@ mod tests {
         let absent: Vec<&str> = read.into_iter().filter(|v| !help.contains(v)).collect();
         assert_eq!(absent, Vec::<&str>::new());
     }
+
+    /// docs/cli.md names every visible subcommand and every long option.
+    #[test]
+    fn docs_cover_every_command_and_option() {
+        let doc = include_str!("../../../docs/cli.md");
+        fn missing(cmd: &clap::Command, path: &str, doc: &str, out: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                if let Some(long) = a.get_long() {
+                    if !a.is_hide_set() && !doc.contains(&format!("--{long}")) {
+                        out.push(format!("{path} --{long}"));
+                    }
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.is_hide_set() || sub.get_name() == "help" {
+                    continue;
+                }
+                let name = format!("{path} {}", sub.get_name());
+                if !doc.contains(&name) {
+                    out.push(name.clone());
+                }
+                missing(sub, &name, doc, out);
+            }
+        }
+        let mut out = Vec::new();
+        missing(&Cli::command(), "paddock", doc, &mut out);
+        assert_eq!(out, Vec::<String>::new());
+    }
 }
