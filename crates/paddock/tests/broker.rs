@@ -124,6 +124,9 @@ fn responses_body(max_output_tokens: Option<u64>) -> serde_json::Value {
     if let Some(n) = max_output_tokens {
         body["max_output_tokens"] = n.into();
     }
+    // Exactly 4000 bytes: the broker's input estimate is 1000 tokens.
+    let pad = (4_000 + 3_900) - body.to_string().len();
+    body["input"][0]["content"][0]["text"] = "x".repeat(pad).into();
     body
 }
 
@@ -246,42 +249,49 @@ async fn fifty_concurrent_calls_stay_within_one_budget() {
     assert_eq!(notices, 40);
 }
 
-/// Without an output cap the reservation (4096 output tokens) is larger than
-/// the room left, so calls run one at a time. Two fit; the third starts with
-/// 16 000 µ$ settled, and its running cost (its request's ~1005 input
-/// tokens, 5025 µ$) crosses the 20 000 µ$ ceiling at its first event, so it
-/// is cut there: the overshoot stays within one call, and no call is refused
-/// while the settled spend is under the ceiling.
+/// Without an output cap a call's worst case is the model's most output
+/// (gpt-5.5: 128 000 tokens, $3.84) plus its input: more than a $0.02
+/// budget, so every call is refused before it reaches the upstream, with the
+/// worst case in the message, and nothing is spent. (Before, the first call
+/// was always admitted and a job could end far past its budget.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn large_reservations_serialize_calls_and_overshoot_at_most_one_call() {
+async fn calls_whose_worst_case_does_not_fit_are_refused_before_they_run() {
     let budget = 2 * CALL_MICROS + CALL_MICROS / 2;
     let mut rig = rig(ONE_TURN, job_ceiling(budget)).await;
     let statuses = concurrent(&rig, 50, responses_body(None)).await;
     let calls = ledger(&mut rig, 50).await;
-    let count = |s: CallStatus| calls.iter().filter(|c| c.status == s).count();
-    assert_eq!(
-        (
-            count(CallStatus::Ok),
-            count(CallStatus::StreamError),
-            count(CallStatus::Refused)
-        ),
-        (2, 1, 47)
-    );
-    assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 47);
-    let cut = calls
-        .iter()
-        .find(|c| c.status == CallStatus::StreamError)
-        .unwrap();
-    assert_eq!((cut.estimated, cut.cost_micros), (true, 5_025));
-    for c in calls.iter().filter(|c| c.status == CallStatus::Refused) {
+    assert_eq!(statuses, vec![402; 50]);
+    for c in &calls {
         assert_eq!(
-            c.error.as_deref(),
-            Some("paddock broker: job budget spent ($0.021025 of $0.020000); the job is held")
+            (c.status, c.cost_micros, c.error.as_deref()),
+            (
+                CallStatus::Refused,
+                0,
+                Some("paddock broker: job budget: this call could cost up to $3.845000 (its input and the most output it may produce), more than the $0.020000 left ($0.000000 of $0.020000 spent); the job is held")
+            )
         );
     }
-    let spent: i64 = calls.iter().map(|c| c.cost_micros).sum();
-    assert_eq!(spent, 2 * CALL_MICROS + 5_025);
-    assert!(spent - budget <= CALL_MICROS);
+    assert!(rig.upstream.requests().is_empty());
+    assert_eq!(rig.broker.spent_micros(), 0);
+    assert!(rig.broker.held());
+}
+
+/// An uncapped call whose worst case does not fit, but whose input and at
+/// least 1024 output tokens do, is capped: the broker sets the request's
+/// `max_output_tokens` to what fits (after 1016 input tokens at $5/M, 94 919
+/// µ$ of a $0.10 budget buy 3163 output tokens at $30/M) and the call runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncapped_call_is_capped_to_what_the_budget_leaves() {
+    let mut rig = rig(ONE_TURN, job_ceiling(100_000)).await;
+    let (status, text) = post(&client(), &rig, "/v1/responses", &responses_body(None)).await;
+    assert_eq!(status, 200, "{text}");
+    let sent = &rig.upstream.requests()[0].body;
+    assert_eq!(sent["max_output_tokens"], 3163);
+    let call = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (call.status, call.cost_micros),
+        (CallStatus::Ok, CALL_MICROS)
+    );
 }
 
 /// A long answer whose running cost crosses the ceiling is cut: the engine

@@ -25,7 +25,40 @@ command = "ls"
 text = "This answer is never paid for."
 "#;
 
+/// These tests hold jobs by what their calls cost, not by their worst case:
+/// the scripted usage (100 000 input tokens) is far above what the broker
+/// estimates from the request (its bytes / 4), the overshoot docs/broker.md
+/// names. A price table merged over the shipped one caps the test models'
+/// output at 100 tokens, so a call's worst case (input estimate + 100
+/// output tokens) fits the budgets and the first call is admitted; without
+/// it, Codex's uncapped calls (128 000 output tokens of gpt-5.5, $3.84)
+/// would be refused before they run (tests/broker.rs checks that).
+fn small_outputs() {
+    let dir = std::env::temp_dir().join(format!("paddock-budget-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("small-outputs.toml");
+    std::fs::write(
+        &file,
+        r#"version = "small-outputs"
+[models."gpt-5.5"]
+input = "5"
+cached_input = "0.50"
+output = "30"
+max_output = 100
+[models."claude-sonnet-4-5"]
+input = "3"
+cached_input = "0.30"
+cache_write = "3.75"
+output = "15"
+max_output = 100
+"#,
+    )
+    .unwrap();
+    std::env::set_var("PADDOCK_PRICES", &file);
+}
+
 fn with_budget(spec: &std::path::Path, budget: &str) {
+    small_outputs();
     let mut text = std::fs::read_to_string(spec).unwrap();
     text.push_str(&format!("\n[budget]\n{budget}\n"));
     std::fs::write(spec, text).unwrap();
@@ -440,4 +473,54 @@ text = "This answer is never paid for."
         "{}",
         String::from_utf8_lossy(&a_out.stderr)
     );
+}
+
+/// The issue's case: `max_usd = 0.006` once ended held at $0.0509 because
+/// the first call was always admitted. Now a call is admitted only if its
+/// worst case fits: Codex sends no output cap, so its worst case is gpt-5.5's
+/// 128 000 output tokens ($3.84), the call is refused before it runs, and
+/// the job is held having spent nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tiny_budget_refuses_a_call_whose_worst_case_does_not_fit() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(EXPENSIVE));
+    with_budget(&spec, "max_usd = 0.006");
+    // The shipped table, whatever PADDOCK_PRICES the other tests set.
+    let shipped = home.path().join("shipped.toml");
+    std::fs::write(&shipped, "version = \"2026-11-30\"\n").unwrap();
+    let out = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                "--prices",
+                shipped.to_str().unwrap(),
+                spec.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (rec.status, rec.cost_micros, out.status.code()),
+        (JobStatus::Held, 0, Some(3)),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reason = rec.reason.unwrap();
+    assert!(
+        reason.starts_with("paddock broker: job budget: this call could cost up to $3.8")
+            && reason.ends_with(
+                "more than the $0.006000 left ($0.000000 of $0.006000 spent); the job is held"
+            ),
+        "{reason}"
+    );
+    let calls = home.store().await.model_calls(&rec.id).await.unwrap();
+    assert!(calls
+        .iter()
+        .all(|c| c.status == CallStatus::Refused && c.cost_micros == 0));
 }

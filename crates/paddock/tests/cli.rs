@@ -519,3 +519,30 @@ async fn profile_rm_removes_a_stored_profile_and_refuses_presets() {
         stderr(&preset)
     );
 }
+
+/// A spec without any budget runs, with a warning on stderr; one with a
+/// budget gets none.
+#[tokio::test]
+async fn a_spec_without_a_budget_gets_a_warning() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let warning = "paddock: warning: the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd): this job's model spend is not capped";
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    common::on_rung(&spec, "process");
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).lines().any(|l| l == warning),
+        "{}",
+        stderr(&out)
+    );
+    let mut text = std::fs::read_to_string(&spec).unwrap();
+    text.push_str("\n[budget]\nmax_usd = 1.0\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("no [budget]"), "{}", stderr(&out));
+}

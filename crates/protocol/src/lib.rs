@@ -17,7 +17,7 @@ pub use host_profile::{BuildPolicy, CpuLimit, HostProfile, ProfileError, Verific
 pub use job::{JobRecord, JobStatus};
 pub use ledger::{CallStatus, ModelCall};
 pub use spec::{
-    BrokerSpec, EngineKind, EngineSpec, EntraSpec, Isolation, JobSpec, KeyHeaderKind, KeyRef,
-    LimitsSpec, PolicySpec, PriorAttempt, ProviderKind, RepositorySpec, RetrySpec, SpecError,
-    Ticket, TicketComment, UpstreamSpec,
+    BrokerSpec, BudgetSpec, EngineKind, EngineSpec, EntraSpec, Isolation, JobSpec, KeyHeaderKind,
+    KeyRef, LimitsSpec, PolicySpec, PriorAttempt, ProviderKind, RepositorySpec, RetrySpec,
+    SpecError, Ticket, TicketComment, UpstreamSpec,
 };

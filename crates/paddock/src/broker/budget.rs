@@ -4,12 +4,13 @@
 //! and while it runs (`shared_spend.rs` refreshes it, so jobs running side
 //! by side on one ticket or project see each other's settled calls).
 //!
-//! Each call reserves a bounded estimate before it is forwarded and settles
-//! on its metered cost. A call is admitted while the settled spend plus the
-//! reservations in flight fit under the tightest ceiling; one that does not
-//! fit waits for the calls in flight to settle instead of being refused, so
-//! a job is refused (and held) only when its *settled* spend has reached a
-//! ceiling. While a response streams, its running cost is updated; a stream
+//! Each call reserves its worst case (input estimate plus the most output it
+//! may produce, at the model's prices) before it is forwarded and settles on
+//! its metered cost. A call is admitted while the settled spend plus the
+//! reservations in flight plus its own fit under the tightest ceiling; one
+//! that would fit once the calls in flight settle waits for them; one whose
+//! worst case does not fit what is left even then is refused, and the job
+//! is held. While a response streams, its running cost is updated; a stream
 //! whose growth takes the running total (settled + every stream's running
 //! cost) past the ceiling is cut. The maximum overshoot is in docs/broker.md.
 
@@ -24,8 +25,9 @@ use super::prices::{format_usd, PriceTable};
 use crate::store::{Store, StoreError};
 
 /// Output tokens reserved for a call that does not say how many it may
-/// produce (`max_output_tokens` / `max_tokens`).
-pub const DEFAULT_OUTPUT_RESERVE: u64 = 4_096;
+/// produce (`max_output_tokens` / `max_tokens`) on a model whose price has
+/// no `max_output`.
+pub const DEFAULT_OUTPUT_RESERVE: u64 = 32_000;
 
 /// What a ceiling applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +62,20 @@ impl Ceiling {
     /// How much this job may spend under this ceiling.
     fn room(&self) -> i64 {
         self.limit_micros.saturating_sub(self.prior_micros)
+    }
+
+    /// The message of a call refused because its worst case does not fit
+    /// what is left.
+    pub fn worst_case_message(&self, job_spent: i64, estimate: i64) -> String {
+        let spent = self.prior_micros.saturating_add(job_spent);
+        format!(
+            "paddock broker: {}: this call could cost up to {} (its input and the most output it may produce), more than the {} left ({} of {} spent); the job is held",
+            self.scope.describe(),
+            format_usd(estimate),
+            format_usd(self.limit_micros.saturating_sub(spent).max(0)),
+            format_usd(spent),
+            format_usd(self.limit_micros)
+        )
     }
 
     /// The message a refused call carries.
@@ -120,21 +136,28 @@ fn tightest(ceilings: &[Ceiling]) -> Option<Ceiling> {
     ceilings.iter().copied().min_by_key(Ceiling::room)
 }
 
-/// The bounded estimate reserved for a call before it is forwarded: the
-/// request's bytes / 4 as uncached input plus the output it may produce
-/// (its own `max_output_tokens` / `max_tokens`, else
-/// [`DEFAULT_OUTPUT_RESERVE`], at most that), at the model's prices.
+/// A call's worst case, reserved before it is forwarded: the request's
+/// bytes / 4 as uncached input plus the most output it may produce (its own
+/// `max_output_tokens` / `max_tokens`, at most the model's `max_output`;
+/// without a cap, the model's `max_output`, else
+/// [`DEFAULT_OUTPUT_RESERVE`]), at the model's prices (the long-context
+/// tier when that input is above its threshold).
 pub fn estimate_micros(
     prices: &PriceTable,
     model: &str,
     request_bytes: u64,
     max_output: Option<u64>,
 ) -> i64 {
+    let model_max = prices.price(model).and_then(|p| p.max_output);
+    let output = match (max_output, model_max) {
+        (Some(asked), Some(max)) => asked.min(max),
+        (Some(asked), None) => asked,
+        (None, Some(max)) => max,
+        (None, None) => DEFAULT_OUTPUT_RESERVE,
+    };
     let tokens = TokenUsage {
         input_tokens: request_bytes / 4,
-        output_tokens: max_output
-            .unwrap_or(DEFAULT_OUTPUT_RESERVE)
-            .min(DEFAULT_OUTPUT_RESERVE),
+        output_tokens: output,
         ..TokenUsage::default()
     };
     prices.cost_micros(model, &tokens).unwrap_or(0)
@@ -189,6 +212,13 @@ impl Budget {
         self.lock().spent
     }
 
+    /// What the tightest ceiling leaves after the settled spend; `None`
+    /// without a ceiling.
+    pub fn left(&self) -> Option<i64> {
+        let st = self.lock();
+        tightest(&st.ceilings).map(|c| c.room().saturating_sub(st.spent))
+    }
+
     /// True once a call was refused because a ceiling was spent.
     pub fn held(&self) -> bool {
         self.lock().held
@@ -217,9 +247,15 @@ impl Budget {
                         .values()
                         .map(|(reserved, running)| (*reserved).max(*running))
                         .sum::<i64>();
-                if st.flights.is_empty() || committed.saturating_add(estimate) <= room {
+                if committed.saturating_add(estimate) <= room {
                     st.flights.insert(seq, (estimate, 0));
                     return Admission::Admitted(self.reservation(seq));
+                }
+                // Even with every call in flight settled at nothing, the
+                // worst case would not fit: refused now.
+                if st.spent.saturating_add(estimate) > room {
+                    st.held = true;
+                    return Admission::Refused(ceiling.worst_case_message(st.spent, estimate));
                 }
             }
             notified.await;
@@ -363,12 +399,24 @@ mod tests {
         assert!(b.held());
     }
 
+    /// A call whose worst case does not fit what is left is refused, even
+    /// alone, before it runs; one that fits is admitted, and a stream that
+    /// grows past its reservation is still cut at the ceiling.
     #[tokio::test]
-    async fn a_lone_call_is_admitted_even_when_its_estimate_is_larger() {
+    async fn a_call_whose_worst_case_does_not_fit_is_refused() {
+        let b = job(6_000);
+        match b.admit(1, 50_900).await {
+            Admission::Refused(m) => assert_eq!(
+                m,
+                "paddock broker: job budget: this call could cost up to $0.050900 (its input and the most output it may produce), more than the $0.006000 left ($0.000000 of $0.006000 spent); the job is held"
+            ),
+            Admission::Admitted(_) => panic!("admitted a worst case past the ceiling"),
+        }
+        assert!(b.held());
+        assert_eq!(b.spent(), 0);
         let b = job(1_000);
-        let r = admitted(b.admit(1, 50_000).await);
+        let r = admitted(b.admit(1, 900).await);
         assert_eq!(r.observe(900), None);
-        // Growing past the ceiling cuts the stream.
         assert_eq!(
             r.observe(1_001).as_deref(),
             Some("paddock broker: job budget reached ($0.001001 of $0.001000 with the calls under way): the response was cut; the job is held")
@@ -418,15 +466,28 @@ mod tests {
     }
 
     #[test]
-    fn estimates_are_bounded() {
+    fn estimates_are_the_worst_case() {
         let prices = PriceTable::vendored().unwrap();
         // gpt-5.5: 4000 bytes → 1000 input tokens × $5/M = 5000 µ$; output
-        // capped at 4096 tokens × $30/M = 122 880 µ$.
+        // at most the model's 128 000 tokens × $30/M = 3 840 000 µ$.
         assert_eq!(
             estimate_micros(&prices, "gpt-5.5", 4_000, Some(1_000_000)),
-            127_880
+            3_845_000
         );
         assert_eq!(estimate_micros(&prices, "gpt-5.5", 4_000, Some(100)), 8_000);
-        assert_eq!(estimate_micros(&prices, "gpt-5.5", 4_000, None), 127_880);
+        assert_eq!(estimate_micros(&prices, "gpt-5.5", 4_000, None), 3_845_000);
+        // Above 200 000 input tokens, Sonnet's long-context rates: 250 000 ×
+        // $6/M + 1000 × $22.5/M.
+        assert_eq!(
+            estimate_micros(&prices, "claude-sonnet-4-5", 1_000_000, Some(1_000)),
+            1_522_500
+        );
+        // A model without max_output: the default reserve.
+        let t = PriceTable::parse(
+            "version = \"x\"\n[models.m]\ninput = \"1\"\noutput = \"1\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(estimate_micros(&t, "m", 0, None), 32_000);
     }
 }

@@ -128,7 +128,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         }
     };
     // Chat Completions streams carry usage only when asked: ask.
-    let body = match include_usage(api, &mut request) {
+    let mut body = match include_usage(api, &mut request) {
         Some(rewritten) => rewritten,
         None => body,
     };
@@ -160,10 +160,21 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         );
         return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
     }
-    let max_output = ["max_output_tokens", "max_tokens"]
+    let max_output = ["max_output_tokens", "max_completion_tokens", "max_tokens"]
         .iter()
         .find_map(|k| request.get(*k).and_then(Value::as_u64));
-    let estimate = estimate_micros(prices, &model, body.len() as u64, max_output);
+    let mut estimate = estimate_micros(prices, &model, body.len() as u64, max_output);
+    // A worst case past what is left: the output is capped to what fits.
+    if let Some(left) = shared.budget.left() {
+        if estimate > left {
+            if let Some((cap, rewritten)) =
+                cap_output(api, &mut request, prices, &model, body.len() as u64, left)
+            {
+                body = rewritten;
+                estimate = estimate_micros(prices, &model, body.len() as u64, Some(cap));
+            }
+        }
+    }
     let reservation = match shared.budget.admit(seq, estimate).await {
         Admission::Admitted(r) => r,
         Admission::Refused(msg) => {
@@ -407,6 +418,54 @@ async fn credentials(
         }
     }
     Ok(headers)
+}
+
+/// The fewest output tokens the broker caps a call to: below it, a call
+/// whose worst case does not fit is refused instead.
+pub const MIN_OUTPUT_CAP: u64 = 1_024;
+
+/// Caps the call's output so that its worst case fits `left` micro-dollars:
+/// sets the API's own field (`max_output_tokens`, `max_tokens`,
+/// `max_completion_tokens`) to the output tokens that fit after the input
+/// estimate and returns the cap and the rewritten body; `None` when fewer
+/// than [`MIN_OUTPUT_CAP`] tokens fit or the model has no price.
+fn cap_output(
+    api: Api,
+    request: &mut Value,
+    prices: &super::PriceTable,
+    model: &str,
+    request_bytes: u64,
+    left: i64,
+) -> Option<(u64, Bytes)> {
+    // The rewritten body is the estimate's input: the field adds at most
+    // 64 bytes.
+    let input = TokenUsage {
+        input_tokens: (request_bytes + 64) / 4,
+        ..TokenUsage::default()
+    };
+    let input_cost = prices.cost_micros(model, &input)?;
+    let per_million = prices.price(model)?.rates_for(&input).output;
+    if per_million == 0 {
+        return None;
+    }
+    // One micro-dollar for the rounding of the whole call's cost.
+    let room = u64::try_from(left.checked_sub(input_cost)?.checked_sub(1)?).ok()?;
+    let cap = u64::try_from(u128::from(room) * 1_000_000 / u128::from(per_million)).ok()?;
+    if cap < MIN_OUTPUT_CAP {
+        return None;
+    }
+    let field = match api {
+        Api::Responses => "max_output_tokens",
+        Api::Messages => "max_tokens",
+        Api::Chat if request.get("max_tokens").is_some() => "max_tokens",
+        Api::Chat => "max_completion_tokens",
+    };
+    request
+        .as_object_mut()?
+        .insert(field.to_string(), Value::from(cap));
+    serde_json::to_vec(request)
+        .ok()
+        .map(|b| (cap, Bytes::from(b)))
 }
 
 /// For a streaming Chat Completions request, sets

@@ -70,6 +70,9 @@ pub async fn exec(
         prices,
     } = args;
     let spec = load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?;
+    if spec.budget == paddock_protocol::BudgetSpec::default() {
+        errln!("paddock: warning: the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd): this job's model spend is not capped");
+    }
     let prices =
         PriceTable::effective(prices.as_deref()).map_err(|e| Failure::BadInput(e.into()))?;
     let store = open_store(paths).await?;
