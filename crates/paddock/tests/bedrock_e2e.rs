@@ -844,3 +844,49 @@ async fn claude_runs_through_bedrock_with_an_api_key_from_the_environment() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains(&api_key));
     assert!(!String::from_utf8_lossy(&out.stderr).contains(&api_key));
 }
+
+/// A Bedrock spec without a key whose AWS chain finds nothing (no variables,
+/// no profile files, instance metadata off) is bad input before the job
+/// exists, naming the chain.
+#[tokio::test]
+async fn a_keyless_bedrock_spec_without_aws_credentials_is_bad_input() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let upstream = "[upstream]\nprovider = \"bedrock\"\nbase_url = \"http://127.0.0.1:9\"\nbedrock_region = \"us-east-1\"\n";
+    let spec = job(home.path(), "claude", &repo, upstream, None);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "model = \"claude-sonnet-4-5\"",
+        &format!("model = \"{MODEL}\""),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let mut cmd = home.command(&["run", spec.to_str().unwrap()]);
+    for var in [
+        "AWS_BEARER_TOKEN_BEDROCK",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
+        .env("AWS_CONFIG_FILE", home.path().join("no-config"))
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            home.path().join("no-credentials"),
+        )
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("upstream.key: AWS credential chain: no credentials: the credential provider was not enabled: no providers in chain provided credentials (it reads AWS_* variables, ~/.aws/config and ~/.aws/credentials with SSO and assume-role, web identity, container and instance metadata; docs/broker.md#amazon-bedrock)"),
+        "{err}"
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}

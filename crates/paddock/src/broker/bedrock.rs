@@ -35,7 +35,7 @@ pub enum BedrockError {
     ParseCredentials(String),
     #[error("AWS credentials: shared credentials file (INI): {0}")]
     ParseIni(String),
-    #[error("AWS credential chain{profile}: no credentials: {message}")]
+    #[error("AWS credential chain{profile}: no credentials: {message} (it reads AWS_* variables, ~/.aws/config and ~/.aws/credentials with SSO and assume-role, web identity, container and instance metadata; docs/broker.md#amazon-bedrock)")]
     Chain { profile: String, message: String },
     #[error("AWS credentials {access_key_id}: SigV4 signing of {url} failed: {message}")]
     Sign {
