@@ -41,19 +41,26 @@ fn fake_job(home: &Home, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
     spec
 }
 
-/// Waits until a job's engine has created `name` in its checkout.
-async fn wait_for_file_in_work(home: &Home, name: &str) {
-    for _ in 0..300 {
-        if let Ok(rd) = std::fs::read_dir(home.jobs()) {
-            for e in rd.flatten() {
-                if e.path().join("work").join(name).exists() {
-                    return;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the engine never created {name}");
+/// `paddock run --json SPEC`, sent `signal` once the engine created
+/// `started` in its checkout; its output.
+async fn signalled_run(
+    home: &Home,
+    spec: &std::path::Path,
+    signal: nix::sys::signal::Signal,
+) -> std::process::Output {
+    let child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(created_in_work(home, "started").await);
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, signal).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("paddock did not end")
+        .unwrap()
 }
 
 fn stderr(out: &std::process::Output) -> String {
@@ -80,19 +87,7 @@ async fn sigterm_and_sighup_cancel_like_ctrl_c() {
             "echo changed >> README.md; touch started; sleep 60",
             120,
         );
-        let child = home
-            .command(&["run", "--json", spec.to_str().unwrap()])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_for_file_in_work(&home, "started").await;
-        let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
-        nix::sys::signal::kill(pid, signal).unwrap();
-        let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-            .await
-            .unwrap()
-            .unwrap();
+        let out = signalled_run(&home, &spec, signal).await;
         assert_eq!(out.status.code(), Some(5), "{signal}: {}", stderr(&out));
         let rec = record(&out);
         assert_eq!(
@@ -395,16 +390,7 @@ async fn detached_descendants_die_with_the_job_on_the_process_rung() {
         &daemons(home.path(), "touch started; sleep 60"),
         60,
     );
-    let child = home
-        .command(&["run", "--json", spec.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_file_in_work(&home, "started").await;
-    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let out = child.wait_with_output().await.unwrap();
+    let out = signalled_run(&home, &spec, nix::sys::signal::Signal::SIGTERM).await;
     let rec = record(&out);
     assert_eq!(
         (
@@ -414,48 +400,6 @@ async fn detached_descendants_die_with_the_job_on_the_process_rung() {
         ),
         (JobStatus::Cancelled, vec![], vec![])
     );
-}
-
-/// A tmpfs of `size` mounted on `dir` for a test, unmounted when dropped;
-/// `None` (skipping, or failing in CI) where this process cannot mount.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(dir: &std::path::Path, size: &str) -> Option<Tmpfs> {
-        std::fs::create_dir_all(dir).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "paddock-test"])
-            .arg(dir)
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return Some(Tmpfs(dir.to_path_buf()));
-        }
-        if in_ci() {
-            panic!("cannot mount a tmpfs on {} in CI", dir.display());
-        }
-        eprintln!("skipping: cannot mount a tmpfs here (needs root)");
-        None
-    }
-
-    fn resize(&self, size: &str) {
-        let ok = std::process::Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
-            .arg(&self.0)
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
 }
 
 /// The data directory fills up mid-job: the real error is reported with
@@ -505,7 +449,7 @@ async fn a_full_data_directory_fails_the_job_and_removes_its_workspace() {
         left.len() == 1 && left[0].starts_with(".leases/job-"),
         "{left:?}"
     );
-    disk.resize("64m");
+    disk.grow();
     let gc = home.paddock(&["gc"], &[]).await;
     assert_eq!(gc.status.code(), Some(0), "{}", stderr(&gc));
     let jobs = home.store().await.jobs(10).await.unwrap();

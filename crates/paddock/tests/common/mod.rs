@@ -385,3 +385,64 @@ pub async fn credential_broker(
     )
     .unwrap()
 }
+
+/// A tmpfs of a given size mounted on a directory for a test (a data
+/// directory that fills up), unmounted when dropped.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts it; `None` (with a printed reason locally, a failure in CI)
+    /// where this process cannot mount.
+    pub fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "paddock-test"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Some(Tmpfs(dir.to_path_buf()));
+        }
+        if in_ci() {
+            panic!("cannot mount a tmpfs on {} in CI", dir.display());
+        }
+        eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+        None
+    }
+
+    /// Gives it room again (64 MB).
+    pub fn grow(&self) {
+        let ok = std::process::Command::new("mount")
+            .args(["-o", "remount,size=64m"])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Waits (up to 60 s) until a job's engine has created `name` in its
+/// checkout; false if it never did.
+pub async fn created_in_work(home: &Home, name: &str) -> bool {
+    for _ in 0..600 {
+        if let Ok(rd) = std::fs::read_dir(home.jobs()) {
+            for e in rd.flatten() {
+                if e.path().join("work").join(name).exists() {
+                    return true;
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
