@@ -11,6 +11,8 @@
 //! requests per second with 1 and 32 concurrent clients, time to first
 //! byte of a streaming answer, and the resident memory of the proxy before
 //! and after streaming the bulk answer through it. Prints a Markdown table.
+//! The broker runs as a job's does: retries on (the default
+//! `[broker.retry]`), every ledger row written to a SQLite store.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -347,13 +349,43 @@ async fn main() {
         },
     )
     .unwrap();
-    // Drain the ledger as a runner would.
+    // Write the ledger to SQLite as a real job does: a job row, then one
+    // `model_calls` row per call as it arrives (what the runner does with
+    // `insert_model_call`), in a store of its own.
+    let store = paddock::store::Store::open(&dir.path().join("paddock.db"))
+        .await
+        .unwrap();
+    let job = paddock_protocol::JobRecord {
+        id: "job-bench".into(),
+        ticket_id: "BENCH-1".into(),
+        project: "bench".into(),
+        attempt: 1,
+        engine: "codex".into(),
+        model: "gpt-5.5".into(),
+        isolation: "process".into(),
+        status: paddock_protocol::JobStatus::Running,
+        reason: None,
+        branch: "paddock/BENCH-1/1".into(),
+        base_ref: "main".into(),
+        patch_path: None,
+        changed_files: Vec::new(),
+        tokens: Default::default(),
+        model_calls: 0,
+        cost_micros: 0,
+        engine_exit_code: None,
+        created_at: time::OffsetDateTime::now_utc(),
+        finished_at: None,
+        duration_ms: None,
+    };
+    store.insert_job(&job, "{}").await.unwrap();
     let (_tx, placeholder) = tokio::sync::mpsc::unbounded_channel();
     let mut calls = std::mem::replace(&mut handle.calls, placeholder);
     let ledger_rows = Arc::new(AtomicU64::new(0));
     let rows = ledger_rows.clone();
+    let ledger = store.clone();
     tokio::spawn(async move {
-        while calls.recv().await.is_some() {
+        while let Some(call) = calls.recv().await {
+            ledger.insert_model_call(&call).await.unwrap();
             rows.fetch_add(1, Ordering::Relaxed);
         }
     });
@@ -432,8 +464,11 @@ async fn main() {
             rate
         );
     }
+    // Let the last rows land, then count them in the database.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     eprintln!(
-        "ledger rows written by the broker: {}",
-        ledger_rows.load(Ordering::Relaxed)
+        "ledger rows written to SQLite: {} (in the database: {})",
+        ledger_rows.load(Ordering::Relaxed),
+        store.model_calls("job-bench").await.unwrap().len()
     );
 }
