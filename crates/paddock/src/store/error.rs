@@ -24,6 +24,15 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// The database file exists but is empty: not a store Paddock made, or
+    /// one whose contents were lost; opening it would silently start a new,
+    /// empty history.
+    #[error(
+        "the store at {path} is an empty file (0 bytes): its history is gone or it is not \
+         Paddock's database; restore it from a backup, or move it away (or delete it) to \
+         start a new store there"
+    )]
+    EmptyFile { path: PathBuf },
     /// The lock that serializes migrations across processes could not be
     /// taken.
     #[error("cannot lock {path} to migrate the store")]

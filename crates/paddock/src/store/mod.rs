@@ -92,6 +92,9 @@ impl Store {
             path: lock_path,
             source,
         })?;
+        // Under the lock: a file another `paddock` is creating right now is
+        // migrated (not empty) by the time this one looks.
+        refuse_empty(path)?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
@@ -147,6 +150,26 @@ impl Store {
     /// file). Other clones of this `Store` fail afterwards.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// Refuses an existing, zero-byte database file: SQLite would take it for a
+/// new database (history gone, silently). A missing file is fine (the open
+/// creates it), and so is an empty one whose write-ahead log holds data.
+fn refuse_empty(path: &Path) -> Result<(), StoreError> {
+    let len = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+    };
+    let mut wal = path.as_os_str().to_os_string();
+    wal.push("-wal");
+    match (len(path), len(Path::new(&wal))) {
+        (Some(0), None | Some(0)) => Err(StoreError::EmptyFile {
+            path: path.to_owned(),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -290,6 +313,36 @@ mod tests {
             err.to_string().contains(&path.display().to_string()),
             "{err}"
         );
+    }
+
+    /// A zero-byte file where the database should be is refused, naming
+    /// it (it used to be taken for a new database, its history gone); a
+    /// path that does not exist yet is created as before.
+    #[tokio::test]
+    async fn an_empty_database_file_is_refused_and_a_missing_one_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("paddock.db");
+        std::fs::write(&empty, b"").unwrap();
+        let err = Store::open(&empty)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            err,
+            Err(format!(
+                "the store at {} is an empty file (0 bytes): its history is gone or it is not \
+                 Paddock's database; restore it from a backup, or move it away (or delete it) \
+                 to start a new store there",
+                empty.display()
+            ))
+        );
+        assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+        let fresh = dir.path().join("new/paddock.db");
+        let store = Store::open(&fresh).await.unwrap();
+        store.close().await;
+        drop(store);
+        assert!(std::fs::metadata(&fresh).unwrap().len() > 0);
+        assert!(Store::open(&fresh).await.is_ok());
     }
 
     #[tokio::test]
