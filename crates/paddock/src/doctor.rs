@@ -25,6 +25,8 @@ pub struct Report {
     pub rungs: Vec<Rung>,
     /// What a job does, done under this host's real locations.
     pub checks: Vec<Check>,
+    /// What the user installs: the engines at their pins, git, the database.
+    pub setup: Vec<Check>,
 }
 
 pub fn report(paths: &Paths) -> Report {
@@ -81,6 +83,7 @@ pub fn report(paths: &Paths) -> Report {
         uid,
         rungs,
         checks,
+        setup: paddock::setup_check::run(paths, std::env::var_os("PATH").as_deref()),
     }
 }
 
@@ -119,7 +122,16 @@ pub fn render(r: &Report) -> String {
     if !r.checks.is_empty() {
         out.push_str("\nthis host's jobs:\n");
     }
-    for c in &r.checks {
+    render_checks(&mut out, &r.checks);
+    if !r.setup.is_empty() {
+        out.push_str("\ninstalled:\n");
+    }
+    render_checks(&mut out, &r.setup);
+    out
+}
+
+fn render_checks(out: &mut String, checks: &[Check]) {
+    for c in checks {
         out.push_str(&format!(
             "  {:<16} {:<3}  {}\n",
             c.name,
@@ -130,7 +142,6 @@ pub fn render(r: &Report) -> String {
             out.push_str(&format!("  {:<16}       fix: {fix}\n", ""));
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -174,6 +185,20 @@ mod tests {
                     ok: false,
                     detail: "create a job directory /home/u/.local/state/paddock/jobs/doctor-1: Permission denied (os error 13)".into(),
                     fix: Some("point XDG_STATE_HOME (or --jobs-dir / PADDOCK_JOBS_DIR) at a directory you can write".into()),
+                },
+            ],
+            setup: vec![
+                Check {
+                    name: "engine codex",
+                    ok: true,
+                    detail: "/opt/engines/codex (codex-cli 0.171.0)".into(),
+                    fix: None,
+                },
+                Check {
+                    name: "engine claude",
+                    ok: false,
+                    detail: "`claude` is not on PATH".into(),
+                    fix: Some(paddock::engines::pins::CLAUDE.install_hint()),
                 },
             ],
         };

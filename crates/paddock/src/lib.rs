@@ -16,6 +16,7 @@ pub mod reaper;
 pub mod redact;
 pub mod rung;
 pub mod runner;
+pub mod setup_check;
 pub mod store;
 pub mod supervise;
 pub mod usage;

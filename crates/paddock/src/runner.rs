@@ -1403,10 +1403,7 @@ pub fn resolve_engine(
         EngineKind::Codex => "codex",
         EngineKind::Claude => "claude",
     };
-    let package = match spec.engine.kind {
-        EngineKind::Codex => "@openai/codex",
-        EngineKind::Claude => "@anthropic-ai/claude-code",
-    };
+    let pin = crate::engines::pins::pin(spec.engine.kind);
     match &spec.engine.binary {
         Some(p) if p.components().count() > 1 => {
             if is_executable(p) {
@@ -1427,8 +1424,11 @@ pub fn resolve_engine(
             let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
             which::which_in(&name, host_path, cwd).map_err(|_| {
                 format!(
-                    "engine {}: `{name}` was not found on PATH; install {package} or set engine.binary",
-                    spec.engine.kind
+                    "engine {}: `{name}` was not found on PATH; Paddock is tested with {} {}: {}; or set engine.binary",
+                    spec.engine.kind,
+                    pin.package,
+                    pin.version,
+                    pin.install_hint()
                 )
             })
         }

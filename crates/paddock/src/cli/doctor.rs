@@ -26,7 +26,9 @@ pub fn exec(args: DoctorArgs, paths: &Paths) -> Result<u8, Failure> {
         out!("{}", doctor::render(&report));
     }
     Ok(
-        if report.rungs.iter().all(|r| r.supported) && report.checks.iter().all(|c| c.ok) {
+        if report.rungs.iter().all(|r| r.supported)
+            && report.checks.iter().chain(&report.setup).all(|c| c.ok)
+        {
             exit::DONE
         } else {
             exit::FAILED

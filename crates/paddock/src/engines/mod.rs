@@ -11,6 +11,7 @@ use paddock_protocol::{EngineKind, EventBody};
 pub mod claude;
 pub mod codex;
 pub mod jsonl;
+pub mod pins;
 
 /// Everything an adapter needs to know about one job's launch.
 #[derive(Debug, Clone)]
