@@ -3,6 +3,7 @@
 //! binary as a module; see ARCHITECTURE.md for the map.
 
 pub mod broker;
+pub mod config;
 pub mod context;
 pub mod engines;
 pub mod host_check;

@@ -546,3 +546,23 @@ async fn a_spec_without_a_budget_gets_a_warning() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("no [budget]"), "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn a_config_file_with_an_unknown_key_is_bad_input_naming_file_and_line() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let dir = home.path().join("config/paddock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "max_usd = 1.0\nmaxUsd = 2.0\n").unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "paddock: config file {}, line 2: unknown field `maxUsd`",
+            dir.join("config.toml").display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -24,7 +24,8 @@ pub struct ContextArgs {
 
 pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
     let ContextArgs { spec, out, json } = args;
-    let spec = JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?;
+    let spec = super::run::user_config()?
+        .apply(JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?);
     let store = match spec.policy.profile {
         Some(_) => Some(open_store(paths).await?),
         None => None,

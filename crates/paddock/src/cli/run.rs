@@ -69,12 +69,13 @@ pub async fn exec(
         keep,
         prices,
     } = args;
-    let spec = load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?;
+    let config = user_config()?;
+    let spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
     if spec.budget == paddock_protocol::BudgetSpec::default() {
         errln!("paddock: warning: the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd): this job's model spend is not capped");
     }
-    let prices =
-        PriceTable::effective(prices.as_deref()).map_err(|e| Failure::BadInput(e.into()))?;
+    let prices = PriceTable::effective(prices.or(config.prices).as_deref())
+        .map_err(|e| Failure::BadInput(e.into()))?;
     let store = open_store(paths).await?;
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
@@ -123,6 +124,17 @@ pub async fn exec(
         JobStatus::TimedOut => exit::TIMED_OUT,
         JobStatus::Cancelled => exit::CANCELLED,
     })
+}
+
+/// The user's config file (`paddock::config`); a broken one is bad input.
+pub fn user_config() -> Result<paddock::config::Config, Failure> {
+    match paddock::config::location(
+        std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    ) {
+        Some(path) => paddock::config::load(&path).map_err(|e| Failure::BadInput(e.into())),
+        None => Ok(paddock::config::Config::default()),
+    }
 }
 
 /// Resolves on the first SIGINT, SIGTERM or SIGHUP; the handlers are

@@ -76,6 +76,8 @@ impl Home {
             .arg(self.jobs())
             .args(args)
             .env_remove("PADDOCK_DB")
+            // The user's own config file (docs/cli.md) stays out of tests.
+            .env("XDG_CONFIG_HOME", self.path().join("config"))
             .stdin(std::process::Stdio::null());
         cmd
     }

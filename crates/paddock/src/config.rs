@@ -1,0 +1,192 @@
+//! The user's config file, `$XDG_CONFIG_HOME/paddock/config.toml` (else
+//! `~/.config/paddock/config.toml`): defaults for what a spec leaves
+//! unset — the budget, the price table merged over the shipped one, the
+//! isolation rung, the host profile. A spec's own values always win; a
+//! key the file does not know is an error naming the file and line
+//! (docs/cli.md#config-file).
+
+use std::path::{Path, PathBuf};
+
+use paddock_protocol::{Isolation, JobSpec};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `budget.max_usd` of a spec without one.
+    pub max_usd: Option<f64>,
+    /// A price table merged over the shipped one (relative to the config
+    /// file), unless `--prices`/`PADDOCK_PRICES` names one.
+    pub prices: Option<PathBuf>,
+    /// The rung of a spec whose `isolation` is `auto` (or unset).
+    pub isolation: Option<Isolation>,
+    /// `policy.profile` of a spec without one.
+    pub profile: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {path}: cannot read")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}, line {line}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+/// Where the config file is: `$XDG_CONFIG_HOME/paddock/config.toml`, else
+/// under `$HOME/.config`; `None` without either variable.
+pub fn location(
+    xdg_config_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> Option<PathBuf> {
+    let base = match xdg_config_home.filter(|v| !v.is_empty()) {
+        Some(x) => PathBuf::from(x),
+        None => PathBuf::from(home.filter(|v| !v.is_empty())?).join(".config"),
+    };
+    Some(base.join("paddock").join("config.toml"))
+}
+
+/// The config at `path`; the defaults if there is no such file.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut config: Config = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        line: e
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+            .unwrap_or(1),
+        message: e.message().to_owned(),
+    })?;
+    if let (Some(p), Some(dir)) = (config.prices.as_mut(), path.parent()) {
+        if p.is_relative() {
+            *p = dir.join(&*p);
+        }
+    }
+    Ok(config)
+}
+
+impl Config {
+    /// `spec` with this config's defaults where it leaves a value unset.
+    pub fn apply(&self, mut spec: JobSpec) -> JobSpec {
+        if spec.budget.max_usd.is_none() {
+            spec.budget.max_usd = self.max_usd;
+        }
+        if spec.policy.profile.is_none() {
+            spec.policy.profile = self.profile.clone();
+        }
+        if let (Isolation::Auto, Some(i)) = (spec.isolation, self.isolation) {
+            spec.isolation = i;
+        }
+        spec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("config.toml");
+        std::fs::write(&p, text).unwrap();
+        (dir, p)
+    }
+
+    #[test]
+    fn reads_every_key_and_resolves_prices_against_the_file() {
+        let (dir, p) = write(
+            "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n",
+        );
+        assert_eq!(
+            load(&p).unwrap(),
+            Config {
+                max_usd: Some(2.5),
+                prices: Some(dir.path().join("prices.toml")),
+                isolation: Some(Isolation::Process),
+                profile: Some("constrained-local".to_owned()),
+            }
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_file_and_line() {
+        let (_dir, p) = write("max_usd = 1.0\n\nbudget_usd = 3\n");
+        let e = load(&p).unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::Parse { path, line: 3, message }
+                if path == &p && message.contains("unknown field `budget_usd`")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn no_file_is_the_defaults_and_the_location_follows_xdg() {
+        assert_eq!(
+            load(Path::new("/nonexistent/paddock/config.toml")).unwrap(),
+            Config::default()
+        );
+        assert_eq!(
+            location(Some("/x".as_ref()), Some("/h".as_ref())),
+            Some(PathBuf::from("/x/paddock/config.toml"))
+        );
+        assert_eq!(
+            location(None, Some("/h".as_ref())),
+            Some(PathBuf::from("/h/.config/paddock/config.toml"))
+        );
+        assert_eq!(location(Some("".as_ref()), None), None);
+    }
+
+    #[test]
+    fn spec_values_override_the_config() {
+        let spec_text =
+            "[ticket]\nid = \"T-1\"\ntitle = \"t\"\nproject = \"p\"\ndescription = \"d\"\n\
+            [repository]\npath = \"/r\"\nbase_ref = \"main\"\n\
+            [engine]\nkind = \"codex\"\nmodel = \"gpt-5\"\n\
+            [upstream]\nprovider = \"scripted\"\nscenario = \"s.toml\"\n";
+        let config = Config {
+            max_usd: Some(2.0),
+            prices: None,
+            isolation: Some(Isolation::Process),
+            profile: Some("constrained-local".to_owned()),
+        };
+        let bare = JobSpec::from_toml(spec_text, Path::new("job.toml")).unwrap();
+        let filled = config.apply(bare);
+        assert_eq!(
+            (
+                filled.budget.max_usd,
+                filled.isolation,
+                filled.policy.profile.as_deref()
+            ),
+            (Some(2.0), Isolation::Process, Some("constrained-local"))
+        );
+        let own = format!(
+            "isolation = \"sandbox\"\n{spec_text}[budget]\nmax_usd = 0.5\n[policy]\nprofile = \"remote-full\"\n"
+        );
+        let own = JobSpec::from_toml(&own, Path::new("job.toml")).unwrap();
+        let kept = config.apply(own);
+        assert_eq!(
+            (
+                kept.budget.max_usd,
+                kept.isolation,
+                kept.policy.profile.as_deref()
+            ),
+            (Some(0.5), Isolation::Sandbox, Some("remote-full"))
+        );
+    }
+}
