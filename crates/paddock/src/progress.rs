@@ -15,6 +15,7 @@ pub struct Progress {
     tokens: u64,
     calls: u64,
     quiet: bool,
+    lines: Lines,
 }
 
 impl Progress {
@@ -26,6 +27,7 @@ impl Progress {
                 tokens: 0,
                 calls: 0,
                 quiet,
+                lines: Lines::default(),
             };
         }
         let bar = ProgressBar::new_spinner();
@@ -40,6 +42,7 @@ impl Progress {
             tokens: 0,
             calls: 0,
             quiet,
+            lines: Lines::default(),
         }
     }
 
@@ -63,6 +66,45 @@ fn one_line(s: &str, max: usize) -> String {
         t
     } else {
         flat
+    }
+}
+
+/// Event lines with memory of the tool calls still open: a result that
+/// does not answer the latest call (engines run calls in parallel) names
+/// the call it answers, so both engines' progress reads the same.
+#[derive(Default)]
+pub struct Lines {
+    /// Open calls: id and a short label (the command, else the tool).
+    open: Vec<(String, String)>,
+}
+
+impl Lines {
+    pub fn line(&mut self, e: &AgentEvent) -> Option<String> {
+        let line = event_line(e)?;
+        match &e.body {
+            EventBody::ToolCall {
+                call_id: Some(id),
+                tool,
+                command,
+                ..
+            } => {
+                let label = one_line(command.as_deref().unwrap_or(tool), 40);
+                self.open.push((id.clone(), label));
+                Some(line)
+            }
+            EventBody::ToolResult {
+                call_id: Some(id), ..
+            } => {
+                let latest = self.open.last().is_some_and(|(open, _)| open == id);
+                let at = self.open.iter().position(|(open, _)| open == id);
+                let label = at.map(|i| self.open.remove(i).1);
+                Some(match label {
+                    Some(label) if !latest => line.replacen("↳ ", &format!("↳ {label}: "), 1),
+                    _ => line,
+                })
+            }
+            _ => Some(line),
+        }
     }
 }
 
@@ -144,7 +186,7 @@ pub fn event_line(e: &AgentEvent) -> Option<String> {
 
 impl Observer for Progress {
     fn event(&mut self, e: &AgentEvent) {
-        if let Some(t) = event_line(e) {
+        if let Some(t) = self.lines.line(e) {
             self.line(t);
         }
     }
@@ -196,4 +238,65 @@ pub fn summary(r: &JobRecord) -> String {
         s.push_str(&format!("  duration: {:.1} s\n", ms as f64 / 1000.0));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    fn ev(body: EventBody) -> AgentEvent {
+        AgentEvent {
+            job_id: "j".to_owned(),
+            seq: 1,
+            at: datetime!(2025-06-01 12:00 UTC),
+            body,
+        }
+    }
+
+    fn call(id: &str, cmd: &str) -> AgentEvent {
+        ev(EventBody::ToolCall {
+            call_id: Some(id.to_owned()),
+            tool: "shell".to_owned(),
+            command: Some(cmd.to_owned()),
+            input: serde_json::Value::Null,
+        })
+    }
+
+    fn result(id: &str, code: i64) -> AgentEvent {
+        ev(EventBody::ToolResult {
+            call_id: Some(id.to_owned()),
+            exit_code: Some(code),
+            is_error: false,
+            output: "x\n".to_owned(),
+        })
+    }
+
+    #[test]
+    fn parallel_results_name_their_call() {
+        let mut lines = Lines::default();
+        let shown: Vec<String> = [
+            call("a", "cargo test"),
+            call("b", "ls"),
+            result("a", 1),
+            result("b", 0),
+            call("c", "true"),
+            result("c", 0),
+        ]
+        .iter()
+        .filter_map(|e| lines.line(e))
+        .collect();
+        assert_eq!(
+            shown,
+            [
+                "  $ cargo test",
+                "  $ ls",
+                "    ↳ cargo test: exit 1, 1 line(s) of output",
+                "    ↳ exit 0, 1 line(s) of output",
+                "  $ true",
+                "    ↳ exit 0, 1 line(s) of output",
+            ]
+            .map(str::to_owned)
+        );
+    }
 }

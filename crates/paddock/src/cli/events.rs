@@ -36,6 +36,7 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_store(paths).await?;
     let job_id = resolve_job(&store, &args.job, paths).await?;
     let tz = local_time::system();
+    let mut lines = progress::Lines::default();
     let mut after = args.after;
     loop {
         // The status first: events written before the job turned final
@@ -44,7 +45,7 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
         let events = store.events(&job_id, after).await.context("read events")?;
         let mut out = String::new();
         for e in &events {
-            out.push_str(&render(e, args.json, &tz)?);
+            out.push_str(&render(e, args.json, &tz, &mut lines)?);
             after = e.seq;
         }
         out!("{out}");
@@ -66,13 +67,18 @@ async fn job_status(store: &Store, job_id: &str) -> Result<JobStatus, Failure> {
 
 /// One event as printed: its JSON line, or its readable line (nothing for
 /// events without one).
-fn render(e: &AgentEvent, json: bool, tz: &TimeZone) -> Result<String, Failure> {
+fn render(
+    e: &AgentEvent,
+    json: bool,
+    tz: &TimeZone,
+    lines: &mut progress::Lines,
+) -> Result<String, Failure> {
     if json {
         let mut line = serde_json::to_string(e).context("serialize an event")?;
         line.push('\n');
         return Ok(line);
     }
-    Ok(match progress::event_line(e) {
+    Ok(match lines.line(e) {
         Some(line) => format!(
             "{:>4} {} {line}\n",
             e.seq,
@@ -99,10 +105,11 @@ mod tests {
             },
         };
         assert_eq!(
-            render(&e, false, &TimeZone::UTC).unwrap_or_default(),
+            render(&e, false, &TimeZone::UTC, &mut progress::Lines::default()).unwrap_or_default(),
             "   7 12:30:45   agent: all done\n"
         );
-        let json = render(&e, true, &TimeZone::UTC).unwrap_or_default();
+        let json =
+            render(&e, true, &TimeZone::UTC, &mut progress::Lines::default()).unwrap_or_default();
         let back: AgentEvent = serde_json::from_str(&json).unwrap();
         assert_eq!(back, e);
     }
