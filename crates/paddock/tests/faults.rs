@@ -474,12 +474,52 @@ async fn a_prompt_over_128_kib_reaches_both_real_engines() {
             let home = Home::new();
             let repo = repo(home.path());
             let spec = job(home.path(), engine_name, &repo, SCRIPTED, Some(ONE_TURN));
+            // The ticket's text is capped (64 KiB a field), a project's
+            // prompt template is not: one that quotes the description
+            // three times makes a prompt of about 180 KiB.
+            let templates = home.path().join("templates");
+            std::fs::create_dir_all(&templates).unwrap();
+            std::fs::write(
+                templates.join("prompt.md.j2"),
+                "{{ ticket.description }}\n{{ ticket.description }}\n{{ ticket.description }}\n",
+            )
+            .unwrap();
             let text = std::fs::read_to_string(&spec).unwrap().replace(
                 "description = \"A test.\"",
-                &format!("description = \"{}\"", "word ".repeat(127 * 1024 / 5)),
+                &format!("description = \"{}\"", "word ".repeat(60 * 1024 / 5)),
             );
-            std::fs::write(&spec, text).unwrap();
+            std::fs::write(
+                &spec,
+                format!(
+                    "{text}\n[context]\ntemplates_dir = \"{}\"\n",
+                    templates.display()
+                ),
+            )
+            .unwrap();
             on_rung(&spec, rung);
+            // The prompt is over the 128 KiB of one argument.
+            let ctx = home.path().join("ctx");
+            let report = home
+                .paddock(
+                    &[
+                        "context",
+                        "--json",
+                        "--out",
+                        ctx.to_str().unwrap(),
+                        spec.to_str().unwrap(),
+                    ],
+                    &[],
+                )
+                .await;
+            let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+            let prompt = report["report"]["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["path"] == "PROMPT.md")
+                .and_then(|f| f["bytes"].as_u64())
+                .unwrap();
+            assert!(prompt > 128 * 1024, "a prompt of {prompt} bytes");
             let out = home
                 .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
                 .await;
