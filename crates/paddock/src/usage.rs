@@ -81,9 +81,9 @@ pub fn report(jobs: &[UsageJob], calls: &[UsageCalls]) -> Report {
                 continue;
             };
             let acc = groups.entry(key_of(j, c)).or_default();
-            acc.calls += c.calls;
+            acc.calls = acc.calls.saturating_add(c.calls);
             acc.tokens.add(&c.tokens);
-            acc.cost += c.cost_micros;
+            acc.cost = acc.cost.saturating_add(c.cost_micros);
             acc.jobs.insert(j.id.clone());
         }
         for j in jobs {

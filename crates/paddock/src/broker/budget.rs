@@ -242,11 +242,11 @@ impl Budget {
                     st.held = true;
                     return Admission::Refused(ceiling.exhausted_message(st.spent));
                 }
-                let committed: i64 = st.spent
-                    + st.flights
-                        .values()
-                        .map(|(reserved, running)| (*reserved).max(*running))
-                        .sum::<i64>();
+                let committed: i64 = st
+                    .flights
+                    .values()
+                    .map(|(reserved, running)| (*reserved).max(*running))
+                    .fold(st.spent, i64::saturating_add);
                 if committed.saturating_add(estimate) <= room {
                     st.flights.insert(seq, (estimate, 0));
                     return Admission::Admitted(self.reservation(seq));
@@ -299,7 +299,11 @@ impl Budget {
             }
             _ => false,
         };
-        let total: i64 = st.spent + st.flights.values().map(|(_, r)| *r).sum::<i64>();
+        let total: i64 = st
+            .flights
+            .values()
+            .map(|(_, r)| *r)
+            .fold(st.spent, i64::saturating_add);
         if !(grew && total > ceiling.room()) {
             return None;
         }

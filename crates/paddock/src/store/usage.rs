@@ -66,9 +66,9 @@ const JOBS: &str = "SELECT id, ticket_id, project, engine, status, created_at, f
 
 const CALLS: &str = "SELECT job_id, COALESCE(served_model, requested_model) AS model, \
      SUBSTR(started_at, 1, 10) AS day, COUNT(*) AS calls, \
-     SUM(input_tokens) AS input_tokens, SUM(cached_input_tokens) AS cached_input_tokens, \
-     SUM(cache_write_tokens) AS cache_write_tokens, SUM(output_tokens) AS output_tokens, \
-     SUM(reasoning_tokens) AS reasoning_tokens, SUM(cost_micros) AS cost_micros \
+     CAST(TOTAL(input_tokens) AS INTEGER) AS input_tokens, CAST(TOTAL(cached_input_tokens) AS INTEGER) AS cached_input_tokens, \
+     CAST(TOTAL(cache_write_tokens) AS INTEGER) AS cache_write_tokens, CAST(TOTAL(output_tokens) AS INTEGER) AS output_tokens, \
+     CAST(TOTAL(reasoning_tokens) AS INTEGER) AS reasoning_tokens, CAST(TOTAL(cost_micros) AS INTEGER) AS cost_micros \
      FROM model_calls GROUP BY job_id, COALESCE(served_model, requested_model), \
      SUBSTR(started_at, 1, 10) ORDER BY job_id, model, day";
 

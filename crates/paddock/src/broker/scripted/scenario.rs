@@ -152,6 +152,10 @@ pub(crate) enum Action {
     },
 }
 
+/// The most tokens of one kind a scenario's turn may report: far above any
+/// model's context, far below what sums of them could overflow.
+pub const MAX_TURN_TOKENS: u64 = 1_000_000_000;
+
 /// Token usage in Paddock's normalized kinds: `input` excludes cached and
 /// cache-write tokens; `reasoning` is a part of `output`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -425,6 +429,20 @@ fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
         }
     }
     let usage = raw.usage.unwrap_or_default();
+    for (field, n) in [
+        ("usage.input", usage.input),
+        ("usage.cached", usage.cached),
+        ("usage.cache_write", usage.cache_write),
+        ("usage.output", usage.output),
+        ("usage.reasoning", usage.reasoning),
+    ] {
+        if n > MAX_TURN_TOKENS {
+            return Err(at.error(
+                field,
+                format!("{n} tokens is absurd for one model call; at most {MAX_TURN_TOKENS}"),
+            ));
+        }
+    }
     if usage.reasoning > usage.output {
         return Err(at.error(
             "usage.reasoning",
@@ -845,6 +863,27 @@ served_model = "other"
             parse_error("[[turn]]\nerror = { status = 200, message = \"x\" }\n"),
             "demo.toml:1: turn 1: error.status: must be an HTTP error status (400 to 599), got 200"
         );
+    }
+
+    /// Usage near `i64::MAX` used to be accepted and make `paddock usage`
+    /// print a negative cost.
+    #[test]
+    fn absurd_usage_is_refused_naming_file_turn_and_field() {
+        assert_eq!(
+            (
+                parse_error("[[turn]]\ntext = \"a\"\nusage = { input = 9223372036854775000 }\n"),
+                parse_error("[[turn]]\ntext = \"a\"\nusage = { output = 1000000001 }\n"),
+            ),
+            (
+                "demo.toml:1: turn 1: usage.input: 9223372036854775000 tokens is absurd for one model call; at most 1000000000".to_string(),
+                "demo.toml:1: turn 1: usage.output: 1000000001 tokens is absurd for one model call; at most 1000000000".to_string(),
+            )
+        );
+        assert!(Scenario::from_toml(
+            "[[turn]]\ntext = \"a\"\nusage = { input = 1000000000 }\n",
+            Path::new("demo.toml")
+        )
+        .is_ok());
     }
 
     #[test]
