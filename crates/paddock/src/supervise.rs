@@ -36,6 +36,8 @@ const KILL_ROUNDS: usize = 50;
 pub enum SuperviseError {
     #[error("usage: paddock {SUPERVISE_ARG} -- PROGRAM [ARGS...]")]
     Usage,
+    #[error("become non-dumpable: {0}")]
+    Dumpable(Errno),
     #[error("become a child subreaper: {0}")]
     Subreaper(Errno),
     #[error("set the parent-death signal: {0}")]
@@ -70,6 +72,9 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
     let Some((program, rest)) = argv.split_first() else {
         return Err(SuperviseError::Usage);
     };
+    // Like `paddock` itself: the engine (same user) may not read this
+    // process's memory or environment through /proc, nor trace it.
+    nix::sys::prctl::set_dumpable(false).map_err(SuperviseError::Dumpable)?;
     nix::sys::prctl::set_child_subreaper(true).map_err(SuperviseError::Subreaper)?;
     let parent = nix::unistd::getppid();
     nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(SuperviseError::DeathSignal)?;

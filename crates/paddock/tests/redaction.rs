@@ -219,12 +219,13 @@ async fn an_engine_on_the_process_rung_cannot_read_paddocks_environment_or_memor
         "parent paddock\nchild-environ-readable\n"
     );
     if me == 0 && has_cap_sys_ptrace() {
-        // The limit, as documented: root with CAP_SYS_PTRACE reads it all,
-        // the key too: taking it out of the environment does not wipe the
-        // area the kernel shows.
+        // The limit, as documented: root with CAP_SYS_PTRACE reads its
+        // parent's environment and memory. That parent is the supervisor
+        // (`paddock __supervise`), which never held the key; `paddock`
+        // itself, one level up, is as readable to root.
         assert_eq!(
             what_the_engine_reads_of_paddock(0).await,
-            "parent paddock\nparent-environ-readable\nkey-in-environ\nparent-mem-openable\nchild-environ-readable\n"
+            "parent paddock\nparent-environ-readable\nparent-mem-openable\nchild-environ-readable\n"
         );
     } else {
         eprintln!("skipping the root half: not root with CAP_SYS_PTRACE");
