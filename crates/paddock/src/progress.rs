@@ -16,6 +16,9 @@ pub struct Progress {
     calls: u64,
     quiet: bool,
     lines: Lines,
+    /// A warning held until the job is admitted (its first event), so a
+    /// job refused before start prints only its refusal.
+    pending_warning: Option<String>,
 }
 
 impl Progress {
@@ -28,6 +31,7 @@ impl Progress {
                 calls: 0,
                 quiet,
                 lines: Lines::default(),
+                pending_warning: None,
             };
         }
         let bar = ProgressBar::new_spinner();
@@ -43,7 +47,14 @@ impl Progress {
             calls: 0,
             quiet,
             lines: Lines::default(),
+            pending_warning: None,
         }
+    }
+
+    /// Prints `text` on stderr once the job is admitted (at its first
+    /// event), also under `-q`: a warning is not progress.
+    pub fn warn_when_admitted(&mut self, text: String) {
+        self.pending_warning = Some(text);
     }
 
     fn line(&self, text: String) {
@@ -186,6 +197,9 @@ pub fn event_line(e: &AgentEvent) -> Option<String> {
 
 impl Observer for Progress {
     fn event(&mut self, e: &AgentEvent) {
+        if let Some(w) = self.pending_warning.take() {
+            self.bar.suspend(|| errln!("{w}"));
+        }
         if let Some(t) = self.lines.line(e) {
             self.line(t);
         }

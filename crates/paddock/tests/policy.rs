@@ -243,7 +243,7 @@ async fn unenforceable_profile_is_refused_before_start() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "paddock: warning: the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd): this job's model spend is not capped\npaddock: job refused before start: host profile `constrained-local`: rule `cpuLimit` (50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpuLimit` in `policy.accept_degraded`\n"
+        "paddock: job refused before start: host profile `constrained-local`: rule `cpuLimit` (50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpuLimit` in `policy.accept_degraded`\n"
     );
     assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
 }
@@ -301,7 +301,7 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "paddock: warning: the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd): this job's model spend is not capped\npaddock: job refused before start: host profile `box`: rule `allowedModels` does not allow model `gpt-5.5` (allowed: gpt-5.4)\n"
+        "paddock: job refused before start: host profile `box`: rule `allowedModels` does not allow model `gpt-5.5` (allowed: gpt-5.4)\n"
     );
 
     let spec = job(
@@ -316,7 +316,7 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "paddock: warning: the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd): this job's model spend is not capped\npaddock: host profile `no-such` is neither in the store nor a preset (constrained-local, remote-full); save it with `paddock profile add FILE` or name a profile file\n"
+        "paddock: host profile `no-such` is neither in the store nor a preset (constrained-local, remote-full); save it with `paddock profile add FILE` or name a profile file\n"
     );
 
     let spec = job(
