@@ -15,6 +15,7 @@
 //! an optional inference-profile prefix `us.`, `eu.`, `global.`, …) are
 //! priced as the Anthropic model they name ([`price_name`]).
 
+use super::error_text::error_chain;
 use std::time::{Instant, SystemTime};
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
@@ -321,21 +322,6 @@ impl Bedrock {
     pub fn path(model: &str, method: &str) -> String {
         format!("/model/{}/{method}", encode_model(&decode_model(model)))
     }
-}
-
-/// An AWS SDK error with its causes, on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        next = cause.source();
-    }
-    out
 }
 
 /// SigV4-signs a request with explicit credentials; the headers to add.

@@ -17,6 +17,7 @@ pub mod aws_http;
 pub mod bedrock;
 pub mod budget;
 pub mod entra;
+mod error_text;
 pub mod eventstream;
 pub mod meter;
 pub mod prices;

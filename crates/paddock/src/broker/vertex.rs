@@ -13,6 +13,7 @@
 //! broker rebuilds the upstream path from the spec's project and region,
 //! taking only the model and the method from the engine's request.
 
+use super::error_text::error_chain;
 use std::sync::Arc;
 
 use gcp_auth::TokenProvider;
@@ -70,21 +71,6 @@ impl std::fmt::Debug for Vertex {
     }
 }
 
-/// A `gcp_auth` error with its causes, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        next = cause.source();
-    }
-    out
-}
-
 impl Vertex {
     /// From the service account's JSON key (the secret the spec references).
     pub fn new(key_json: &Secret, project: &str, region: &str) -> Result<Vertex, VertexError> {
@@ -97,7 +83,7 @@ impl Vertex {
             gcp_auth::CustomServiceAccount::from_json(key_json.expose()).map_err(|e| {
                 VertexError::PrivateKey {
                     client_email: file.client_email.clone(),
-                    message: chain(&e),
+                    message: error_chain(&e),
                 }
             })?;
         Ok(Vertex {
@@ -121,9 +107,14 @@ impl Vertex {
                 .map_err(|e| VertexError::NoDefaultCredentials {
                     message: match &e {
                         gcp_auth::Error::NoAuthMethod(a, b, c) => {
-                            format!("{}; {}; {}", chain(&**c), chain(&**b), chain(&**a))
+                            format!(
+                                "{}; {}; {}",
+                                error_chain(&**c),
+                                error_chain(&**b),
+                                error_chain(&**a)
+                            )
                         }
-                        other => chain(other),
+                        other => error_chain(other),
                     },
                 })?;
         Ok(Vertex {
@@ -143,7 +134,7 @@ impl Vertex {
             .await
             .map_err(|e| VertexError::Token {
                 source_name: self.source_name.clone(),
-                message: chain(&e),
+                message: error_chain(&e),
             })?;
         Ok(Secret::new(token.as_str().to_string()))
     }
