@@ -57,13 +57,47 @@ pub fn append(path: &Path, record: &DenialRecord) -> Result<(), DenialsError> {
         .map_err(err)
 }
 
-/// The records in `path` (a missing file has none; a garbled line is skipped).
-pub fn read(path: &Path) -> Vec<DenialRecord> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
+/// The most of a record file read at once. The file is writable from
+/// inside the job (the hook appends to it), so it is hostile input: it is
+/// never followed through a link and never read past this bound per read.
+const MAX_RECORD_READ: u64 = 4 << 20;
+
+/// Up to [`MAX_RECORD_READ`] bytes of the record file from `offset`: the
+/// file opened without following a link and only when it is a regular
+/// file (a FIFO or device put in its place reads as nothing).
+fn read_from(path: &Path, offset: u64) -> Vec<u8> {
+    use std::io::{Read as _, Seek as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Ok(mut file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return Vec::new();
+    };
+    match file.metadata() {
+        Ok(m) if m.is_file() && m.len() > offset => {}
+        _ => return Vec::new(),
+    }
+    let mut out = Vec::new();
+    if file.seek(std::io::SeekFrom::Start(offset)).is_err()
+        || file.take(MAX_RECORD_READ).read_to_end(&mut out).is_err()
+    {
+        return Vec::new();
+    }
+    out
+}
+
+fn records(bytes: &[u8]) -> Vec<DenialRecord> {
+    String::from_utf8_lossy(bytes)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// The records in `path` (a missing file has none; a garbled line is skipped).
+pub fn read(path: &Path) -> Vec<DenialRecord> {
+    records(&read_from(path, 0))
 }
 
 /// Follows a record file while the engine runs, so that each denial
@@ -71,7 +105,7 @@ pub fn read(path: &Path) -> Vec<DenialRecord> {
 #[derive(Debug)]
 pub struct RecordTail {
     path: PathBuf,
-    offset: usize,
+    offset: u64,
     seen: Vec<DenialRecord>,
 }
 
@@ -86,19 +120,17 @@ impl RecordTail {
 
     /// Complete records appended since the last poll.
     pub fn poll(&mut self) -> Vec<DenialRecord> {
-        let Ok(text) = std::fs::read_to_string(&self.path) else {
-            return Vec::new();
+        // Only the bytes appended since the last poll, and only whole
+        // lines: a hook may be writing the next one.
+        let rest = read_from(&self.path, self.offset);
+        let complete = match rest.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            // A line longer than one read is garbage: skip it whole.
+            None if rest.len() as u64 >= MAX_RECORD_READ => rest.len(),
+            None => 0,
         };
-        let Some(rest) = text.get(self.offset..) else {
-            return Vec::new();
-        };
-        // Only whole lines: a hook may be writing the next one.
-        let complete = rest.rfind('\n').map_or(0, |i| i + 1);
-        self.offset += complete;
-        let new: Vec<DenialRecord> = rest[..complete]
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
+        self.offset += complete as u64;
+        let new = records(&rest[..complete]);
         self.seen.extend(new.iter().cloned());
         new
     }
@@ -295,6 +327,38 @@ fn rule_in(text: &str) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The record file is written from inside the job: a link put in its
+    /// place is not followed, and a line longer than one read is skipped
+    /// whole without stopping the records after it.
+    #[test]
+    fn a_hostile_record_file_is_bounded_and_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("denials.jsonl");
+        let a = DenialRecord {
+            rule: "curl".into(),
+            command: "curl x".into(),
+            call_id: Some("call_1".into()),
+        };
+        let target = dir.path().join("elsewhere.jsonl");
+        append(&target, &a).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert_eq!(read(&path), vec![]);
+        assert_eq!(RecordTail::new(path.clone()).poll(), vec![]);
+
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, vec![b'x'; (MAX_RECORD_READ + 10) as usize]).unwrap();
+        let mut tail = RecordTail::new(path.clone());
+        assert_eq!(tail.poll(), vec![]);
+        // The rest of the garbage line, its newline, then a real record.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"\n").unwrap();
+        append(&path, &a).unwrap();
+        assert_eq!(tail.poll(), vec![a]);
+    }
 
     #[test]
     fn records_round_trip() {
