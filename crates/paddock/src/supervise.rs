@@ -107,16 +107,22 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
         if let Some(status) = reap(engine) {
             break status;
         }
-        match signals.read_signal() {
-            Ok(Some(info)) if info.ssi_signo != Signal::SIGCHLD as u32 => kill_tree(),
-            Ok(_) => {}
+        let stop = match signals.read_signal() {
+            Ok(Some(info)) => info.ssi_signo != Signal::SIGCHLD as u32,
+            Ok(None) | Err(Errno::EINTR) => false,
             // Cannot wait for signals any more: end the job rather than
             // spin.
-            Err(Errno::EINTR) => {}
-            Err(_) => kill_tree(),
+            Err(_) => true,
+        };
+        // Killing the tree may reap the engine too: its end is kept, so
+        // the loop does not wait for a signal that never comes.
+        if stop {
+            if let Some(status) = kill_tree(engine) {
+                break status;
+            }
         }
     };
-    kill_tree();
+    let _ = kill_tree(engine);
     // Everything left was killed: wait for the last of it.
     while !matches!(waitpid(None, None), Err(Errno::ECHILD)) {}
     Ok(exit_like(ended))
@@ -139,25 +145,28 @@ fn reap(engine: Pid) -> Option<WaitStatus> {
     }
 }
 
-/// Kills every descendant (SIGKILL) until none is left.
-fn kill_tree() {
+/// Kills every descendant (SIGKILL) until none is left; the engine's end
+/// when it was reaped meanwhile.
+fn kill_tree(engine: Pid) -> Option<WaitStatus> {
+    let mut ended = None;
     for _ in 0..KILL_ROUNDS {
         let live = descendants(Pid::this());
         if live.is_empty() {
-            return;
+            break;
         }
         for pid in live {
             let _ = kill(pid, Signal::SIGKILL);
         }
         // Reparented grandchildren show up as children once their parent
         // is reaped.
-        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            if status == WaitStatus::StillAlive {
-                break;
-            }
+        if let Some(status) = reap(engine) {
+            ended = Some(status);
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+    // The engine may have ended (and become a zombie) before the first
+    // round.
+    ended.or_else(|| reap(engine))
 }
 
 /// The live (not zombie) descendants of `root`, from `/proc`'s children

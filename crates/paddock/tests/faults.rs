@@ -533,3 +533,35 @@ async fn a_prompt_over_128_kib_reaches_both_real_engines() {
         }
     }
 }
+
+/// The process rung's supervisor stops when told to: SIGTERM kills the
+/// engine's tree, and the supervisor ends as the engine did (killed)
+/// instead of waiting for a signal that never comes (the runner's
+/// SIGKILL after its grace was what ended it before).
+#[test]
+fn the_supervisor_ends_when_stopped() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(["__supervise", "--", "sh", "-c", "sleep 300 & sleep 300"])
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Let the engine start (and the supervisor block its signals).
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the supervisor did not end within 30 s of SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        status.signal(),
+        Some(nix::sys::signal::Signal::SIGKILL as i32)
+    );
+}
