@@ -230,7 +230,10 @@ impl Workspace {
     ) -> Result<Workspace, WorkspaceError> {
         let root = jobs_root.join(job_id);
         let result = Workspace::provision_in(root.clone(), lease, repo, branch).await;
-        if result.is_err() && root.exists() {
+        // Only what this call made is removed: a directory that was
+        // already there (creating it failed) is not ours to delete.
+        let ours = !matches!(&result, Err(WorkspaceError::Create { path, .. }) if *path == root);
+        if result.is_err() && ours && root.exists() {
             let _ = std::fs::remove_dir_all(&root);
         }
         result
@@ -768,6 +771,28 @@ mod tests {
             url: None,
             base_ref: base.into(),
         }
+    }
+
+    /// A job directory that is already there (e.g. a kept workspace) makes
+    /// provisioning fail, and is left as it was.
+    #[tokio::test]
+    async fn a_failed_provision_removes_only_what_it_made() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        std::fs::create_dir_all(jobs.join("job1")).unwrap();
+        std::fs::write(jobs.join("job1/keep.txt"), b"kept\n").unwrap();
+        let err = Workspace::provision(&jobs, "job1", &spec(r, "main"), "paddock/T-1/1")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, WorkspaceError::Create { path, .. } if *path == jobs.join("job1")),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(jobs.join("job1/keep.txt")).unwrap(),
+            b"kept\n"
+        );
     }
 
     #[tokio::test]
