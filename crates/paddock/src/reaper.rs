@@ -257,8 +257,17 @@ async fn reap_job(
     let dir = paths.jobs.join(name);
     let existed = dir.is_dir();
     // Only a job whose directory exists can have started anything.
+    // Until none is found (bounded): the patch below walks the work tree,
+    // which nothing of the job may still be changing, and a process can
+    // fork during a scan.
     if existed && !kept {
-        r.killed += leftovers::kill_processes(&dir);
+        for _ in 0..REMOVE_ATTEMPTS {
+            let n = leftovers::kill_processes(&dir);
+            r.killed += n;
+            if n == 0 {
+                break;
+            }
+        }
     }
     for cg in cgroup_roots
         .iter()
