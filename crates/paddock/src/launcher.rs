@@ -71,7 +71,7 @@ pub struct SandboxPaths {
     /// Further read-only and writable paths (the host profile's hook).
     pub extra_ro: Vec<PathBuf>,
     pub extra_rw: Vec<PathBuf>,
-    /// cgroup caps (the host profile's `memLimitMb` and `cpuLimit`).
+    /// cgroup caps (the host profile's `mem_limit_mb` and `cpu_limit`).
     pub limits: Limits,
     /// Run without the caps when this host cannot apply them (the spec
     /// accepted them as degraded).
@@ -104,7 +104,8 @@ pub fn apply_profile(
     if paths.limits.memory_mb.is_some() || paths.limits.cpu_percent.is_some() {
         paths.allow_without_cgroups = accepted_degraded
             .iter()
-            .any(|rule| rule == "memLimitMb" || rule == "cpuLimit");
+            .map(|rule| paddock_protocol::profile_key(rule))
+            .any(|rule| rule == Some("mem_limit_mb") || rule == Some("cpu_limit"));
     }
     let profile = meta.join("profile.json");
     if profile.exists() {

@@ -66,7 +66,7 @@ struct Cli {
     /// Where job workspaces are created (default: $XDG_STATE_HOME/paddock/jobs).
     #[arg(long, global = true, env = "PADDOCK_JOBS_DIR")]
     jobs_dir: Option<PathBuf>,
-    /// This host's shared state, e.g. the `maxConcurrentJobs` slots
+    /// This host's shared state, e.g. the `max_concurrent_jobs` slots
     /// (default: `host/` next to the jobs directory).
     #[arg(long, global = true, env = "PADDOCK_HOST_DIR")]
     host_dir: Option<PathBuf>,

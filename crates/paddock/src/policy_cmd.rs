@@ -68,7 +68,7 @@ pub fn run_hook(cmd: &HookCmd) -> u8 {
 }
 
 fn pre_tool_use(profile: &Path, record: Option<&Path>) -> anyhow::Result<()> {
-    let profile = HostProfile::load(profile)?;
+    let profile = HostProfile::load(profile)?.profile;
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)
@@ -113,7 +113,11 @@ impl From<anyhow::Error> for ProfileFailure {
 pub async fn run_profile(cmd: &ProfileCmd, store: &Store) -> Result<String, ProfileFailure> {
     match cmd {
         ProfileCmd::Add { file } => {
-            let p = HostProfile::load(file).map_err(|e| ProfileFailure::BadInput(e.into()))?;
+            let loaded = HostProfile::load(file).map_err(|e| ProfileFailure::BadInput(e.into()))?;
+            for d in &loaded.deprecated {
+                errln!("paddock: warning: {d}");
+            }
+            let p = loaded.profile;
             store
                 .put_profile(&p)
                 .await

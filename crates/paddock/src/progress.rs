@@ -16,9 +16,6 @@ pub struct Progress {
     calls: u64,
     quiet: bool,
     lines: Lines,
-    /// A warning held until the job is admitted (its first event), so a
-    /// job refused before start prints only its refusal.
-    pending_warning: Option<String>,
 }
 
 impl Progress {
@@ -31,7 +28,6 @@ impl Progress {
                 calls: 0,
                 quiet,
                 lines: Lines::default(),
-                pending_warning: None,
             };
         }
         let bar = ProgressBar::new_spinner();
@@ -47,18 +43,13 @@ impl Progress {
             calls: 0,
             quiet,
             lines: Lines::default(),
-            pending_warning: None,
         }
     }
 
-    /// Prints `text` on stderr once the job is admitted (at its first
-    /// event), also under `-q`: a warning is not progress.
-    pub fn warn_when_admitted(&mut self, text: String) {
-        self.pending_warning = Some(text);
-    }
-
-    fn line(&self, text: String) {
-        if self.quiet {
+    /// Shows `text` above the spinner; under `-q` only Paddock's own
+    /// warnings (`warning`), which are not progress.
+    fn line(&self, text: String, warning: bool) {
+        if self.quiet && !warning {
             return;
         }
         self.bar.suspend(|| errln!("{text}"));
@@ -197,11 +188,9 @@ pub fn event_line(e: &AgentEvent) -> Option<String> {
 
 impl Observer for Progress {
     fn event(&mut self, e: &AgentEvent) {
-        if let Some(w) = self.pending_warning.take() {
-            self.bar.suspend(|| errln!("{w}"));
-        }
+        let warning = matches!(&e.body, EventBody::Error { fatal: false, source: Some(s), .. } if s == "paddock");
         if let Some(t) = self.lines.line(e) {
-            self.line(t);
+            self.line(t, warning);
         }
     }
 

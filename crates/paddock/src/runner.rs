@@ -39,6 +39,8 @@ use crate::redact::Redactor;
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
 
+pub mod warnings;
+
 /// How much of the engine's output is read at once.
 const READ_CHUNK: usize = 64 << 10;
 /// Free space below which a store failure is reported as a full disk.
@@ -77,7 +79,7 @@ pub struct RunOptions {
     pub prices: Arc<PriceTable>,
     /// The host PATH used to look up engines and `node`.
     pub host_path: Option<OsString>,
-    /// This host's shared state (the `maxConcurrentJobs` slots), common to
+    /// This host's shared state (the `max_concurrent_jobs` slots), common to
     /// every `paddock` process on the host.
     pub host_dir: PathBuf,
     /// The `paddock` executable, for engine hooks that call back into it.
@@ -323,6 +325,9 @@ pub async fn run(
                 message,
             })
             .await?;
+        }
+        for warning in warnings::admission_warnings(spec, job_policy.as_ref()) {
+            em.error("paddock", warning, false).await?;
         }
 
         // Layer 3: degraded rules are reported; the host slot is held to the end.
@@ -595,14 +600,14 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 enum SlotWait {
-    /// The slot (none when the profile sets no `maxConcurrentJobs`).
+    /// The slot (none when the profile sets no `max_concurrent_jobs`).
     Held(Option<policy::Slot>),
     Cancelled,
     Failed(String),
 }
 
 /// Reports the profile's accepted gaps, then takes a host slot for
-/// `maxConcurrentJobs`, waiting (cancellably) while none is free.
+/// `max_concurrent_jobs`, waiting (cancellably) while none is free.
 async fn hold_host_slot(
     p: &JobPolicy,
     host_dir: &Path,

@@ -520,24 +520,75 @@ async fn profile_rm_removes_a_stored_profile_and_refuses_presets() {
     );
 }
 
-/// A spec without any budget runs, with a warning on stderr; one with a
-/// budget gets none.
+/// `paddock profile add` reads a camelCase profile with a warning per
+/// deprecated key, and stores it in snake_case.
 #[tokio::test]
-async fn a_spec_without_a_budget_gets_a_warning() {
+async fn profile_add_reads_camel_case_keys_with_a_warning_each() {
+    let home = Home::new();
+    let file = home.path().join("old.toml");
+    std::fs::write(
+        &file,
+        "id = \"old\"\ndenyCommands = [\"make all\"]\nmax_concurrent_jobs = 2\n",
+    )
+    .unwrap();
+    let add = home
+        .paddock(&["profile", "add", file.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(
+        (add.status.code(), stderr(&add)),
+        (
+            Some(0),
+            format!(
+                "paddock: warning: host profile {}: key `denyCommands` is deprecated, spell it `deny_commands`\n",
+                file.display()
+            )
+        )
+    );
+    let shown = home.paddock(&["profile", "show", "old"], &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&shown.stdout).unwrap(),
+        serde_json::json!({
+            "id": "old", "build_policy": "local", "verification": "full-suite",
+            "deny_commands": ["make all"], "max_concurrent_jobs": 2
+        })
+    );
+}
+
+/// A spec without any budget runs, with a warning event on the job's
+/// stream (shown by `paddock run`, also under `-q`, and by `paddock
+/// events`); one with a budget gets none.
+#[tokio::test]
+async fn a_spec_without_a_budget_gets_a_warning_event() {
     let Some(_) = common::engine("codex") else {
         return;
     };
-    let warning = "paddock: warning: the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd): this job's model spend is not capped";
+    let message = paddock::runner::warnings::NO_BUDGET;
     let home = Home::new();
     let repo = repo(home.path());
     let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
     common::on_rung(&spec, "process");
-    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    let out = home
+        .paddock(&["-q", "run", spec.to_str().unwrap()], &[])
+        .await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(
-        stderr(&out).lines().any(|l| l == warning),
-        "{}",
-        stderr(&out)
+    assert_eq!(stderr(&out), format!("  ⚠ warning paddock: {message}\n"));
+    let store = home.store().await;
+    let id = store.jobs(1).await.unwrap()[0].id.clone();
+    let warnings: Vec<EventBody> = store
+        .events(&id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Error { .. }))
+        .collect();
+    assert_eq!(
+        warnings,
+        vec![EventBody::Error {
+            message: message.to_string(),
+            source: Some("paddock".into()),
+            fatal: false
+        }]
     );
     let mut text = std::fs::read_to_string(&spec).unwrap();
     text.push_str("\n[budget]\nmax_usd = 1.0\n");
@@ -545,6 +596,35 @@ async fn a_spec_without_a_budget_gets_a_warning() {
     let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("no [budget]"), "{}", stderr(&out));
+}
+
+/// The config file's `max_usd` is the budget of a spec without one: no
+/// warning, and the budget holds the job (its first call's worst case
+/// does not fit $0.000001).
+#[tokio::test]
+async fn the_config_files_max_usd_budgets_a_spec_without_one() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    common::on_rung(&spec, "process");
+    let dir = home.path().join("config/paddock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "max_usd = 0.000001\n").unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("no [budget]"), "{}", stderr(&out));
+    let rec = &home.store().await.jobs(1).await.unwrap()[0];
+    assert_eq!(rec.status, JobStatus::Held);
+    assert!(
+        rec.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("of $0.000001 spent); the job is held")),
+        "{:?}",
+        rec.reason
+    );
 }
 
 #[tokio::test]

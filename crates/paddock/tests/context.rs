@@ -527,7 +527,7 @@ async fn repository_links_cannot_redirect_generated_files() {
 }
 
 /// `paddock context` admits the host profile as `paddock run` does: its
-/// advisory and denied commands are rendered, its `timeoutMin` caps the
+/// advisory and denied commands are rendered, its `timeout_min` caps the
 /// time budget, and a profile the rung cannot enforce is refused.
 #[tokio::test(flavor = "multi_thread")]
 async fn paddock_context_renders_the_host_profile() {
@@ -555,7 +555,7 @@ async fn paddock_context_renders_the_host_profile() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).starts_with(
-            "paddock: job refused before start: host profile `constrained-local`: rule `cpuLimit`"
+            "paddock: job refused before start: host profile `constrained-local`: rule `cpu_limit`"
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)
@@ -563,7 +563,7 @@ async fn paddock_context_renders_the_host_profile() {
 
     std::fs::write(
         &spec_path,
-        format!("{text}\n[policy]\nprofile = \"constrained-local\"\naccept_degraded = [\"cpuLimit\", \"memLimitMb\"]\n"),
+        format!("{text}\n[policy]\nprofile = \"constrained-local\"\naccept_degraded = [\"cpu_limit\", \"mem_limit_mb\"]\n"),
     )
     .unwrap();
     let out_dir = home.path().join("out");
@@ -601,7 +601,7 @@ async fn paddock_context_renders_the_host_profile() {
         &std::fs::read_to_string(out_dir.join(".paddock/tools.json")).unwrap(),
     )
     .unwrap();
-    assert_eq!(tools["commands"]["forbidden"], preset["denyCommands"]);
+    assert_eq!(tools["commands"]["forbidden"], preset["deny_commands"]);
     assert_eq!(tools["forbidden_by"], "constrained-local");
     let env: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(out_dir.join(".paddock/environment.json")).unwrap(),

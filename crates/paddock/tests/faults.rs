@@ -36,7 +36,8 @@ fn fake_job(home: &Home, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
             "timeout_secs = 120",
             &format!("timeout_secs = {timeout_secs}"),
         );
-    std::fs::write(&spec, text).unwrap();
+    // A budget, so the job's only `error` events are the faults' own.
+    std::fs::write(&spec, format!("{text}\n[budget]\nmax_usd = 1.0\n")).unwrap();
     on_rung(&spec, rung);
     spec
 }

@@ -1,7 +1,7 @@
 //! The HostProfile enforced, end to end: the real Codex CLI and Claude Code,
 //! run by the real `paddock` binary against scripted scenarios, try denied
 //! commands (plain, inside `bash -lc`, after `&&`, behind `env`) and none
-//! runs; `maxConcurrentJobs = 1` holds across two `paddock` processes; jobs
+//! runs; `max_concurrent_jobs = 1` holds across two `paddock` processes; jobs
 //! whose profile cannot be enforced are refused before they start.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -81,10 +81,10 @@ async fn denied_commands_never_run(engine: &str) {
         home.path().join("profile.json"),
         serde_json::json!({
             "id": "test-deny",
-            "buildPolicy": "ci-only",
+            "build_policy": "ci-only",
             "verification": "dev-probe",
-            "denyCommands": [rule],
-            "memLimitMb": 1024
+            "deny_commands": [rule],
+            "mem_limit_mb": 1024
         })
         .to_string(),
     )
@@ -92,7 +92,7 @@ async fn denied_commands_never_run(engine: &str) {
     let spec = job(home.path(), engine, &repo, SCRIPTED, Some(&scenario));
     with_policy(
         &spec,
-        "profile = \"profile.json\"\naccept_degraded = [\"memLimitMb\"]\n",
+        "profile = \"profile.json\"\naccept_degraded = [\"mem_limit_mb\"]\n",
     );
     let out = home
         .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
@@ -119,13 +119,13 @@ async fn denied_commands_never_run(engine: &str) {
         .filter(|b| matches!(b, EventBody::Policy { .. }))
         .collect();
     let mut want = vec![EventBody::Policy {
-        rule: "memLimitMb".into(),
-        message: "host profile `test-deny`: `memLimitMb` (1024 MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree; accepted as degraded by the spec".into(),
+        rule: "mem_limit_mb".into(),
+        message: "host profile `test-deny`: `mem_limit_mb` (1024 MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree; accepted as degraded by the spec".into(),
     }];
     for cmd in &tried {
         want.push(EventBody::Policy {
             rule: rule.clone(),
-            message: format!("denied `{cmd}` (host profile `test-deny`, denyCommands)"),
+            message: format!("denied `{cmd}` (host profile `test-deny`, deny_commands)"),
         });
     }
     assert_eq!(policy, want);
@@ -140,6 +140,64 @@ async fn denied_commands_never_run(engine: &str) {
     );
 }
 
+/// A profile file and `accept_degraded` in the former camelCase spelling
+/// still work; each deprecated spelling is a warning event on the job's
+/// stream naming its new spelling.
+#[tokio::test]
+async fn camel_case_profile_keys_still_work_with_a_warning_each() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let profile = home.path().join("old.json");
+    std::fs::write(&profile, r#"{"id":"old","memLimitMb":1024,"timeoutMin":5}"#).unwrap();
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"Done.\"\n"),
+    );
+    with_policy(
+        &spec,
+        "profile = \"old.json\"\naccept_degraded = [\"memLimitMb\"]\n[budget]\nmax_usd = 1.0\n",
+    );
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    let warning = |message: String| EventBody::Error {
+        message,
+        source: Some("paddock".into()),
+        fatal: false,
+    };
+    let p = profile.display();
+    let events: Vec<EventBody> = home
+        .store()
+        .await
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Error { .. } | EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            warning(format!("host profile {p}: key `memLimitMb` is deprecated, spell it `mem_limit_mb`")),
+            warning(format!("host profile {p}: key `timeoutMin` is deprecated, spell it `timeout_min`")),
+            warning("policy.accept_degraded: rule `memLimitMb` is deprecated, spell it `mem_limit_mb`".into()),
+            EventBody::Policy {
+                rule: "mem_limit_mb".into(),
+                message: "host profile `old`: `mem_limit_mb` (1024 MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree; accepted as degraded by the spec".into(),
+            },
+        ]
+    );
+}
+
 #[tokio::test]
 async fn codex_denied_commands_never_run() {
     denied_commands_never_run("codex").await;
@@ -150,7 +208,7 @@ async fn claude_denied_commands_never_run() {
     denied_commands_never_run("claude").await;
 }
 
-/// Two jobs under `maxConcurrentJobs = 1`, started at once from two separate
+/// Two jobs under `max_concurrent_jobs = 1`, started at once from two separate
 /// `paddock` processes, run one after the other: the times each job records
 /// itself do not overlap.
 #[tokio::test]
@@ -163,7 +221,7 @@ async fn max_concurrent_jobs_holds_across_processes() {
     let stamps = home.path().join("stamps");
     std::fs::write(
         home.path().join("one.json"),
-        r#"{"id":"one-at-a-time","maxConcurrentJobs":1}"#,
+        r#"{"id":"one-at-a-time","max_concurrent_jobs":1}"#,
     )
     .unwrap();
     let mut specs = Vec::new();
@@ -243,7 +301,7 @@ async fn unenforceable_profile_is_refused_before_start() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "paddock: job refused before start: host profile `constrained-local`: rule `cpuLimit` (50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpuLimit` in `policy.accept_degraded`\n"
+        "paddock: job refused before start: host profile `constrained-local`: rule `cpu_limit` (50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpu_limit` in `policy.accept_degraded`\n"
     );
     assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
 }
@@ -260,7 +318,7 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
         Some("[[turn]]\ntext = \"x\"\n"),
     );
     let profile = home.path().join("box.toml");
-    std::fs::write(&profile, "id = \"box\"\nallowedModels = [\"gpt-5.4\"]\n").unwrap();
+    std::fs::write(&profile, "id = \"box\"\nallowed_models = [\"gpt-5.4\"]\n").unwrap();
     // Saved in the store, then named by id.
     let out = home
         .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
@@ -273,7 +331,7 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
         (Some(0), "saved host profile `box`\n".to_string())
     );
     let bad = home.path().join("bad.json");
-    std::fs::write(&bad, r#"{"id":"bad","timeoutMin":0}"#).unwrap();
+    std::fs::write(&bad, r#"{"id":"bad","timeout_min":0}"#).unwrap();
     let out = home
         .paddock(&["profile", "add", bad.to_str().unwrap()], &[])
         .await;
@@ -281,7 +339,7 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
     assert_eq!(
         stderr(&out),
         format!(
-            "paddock: host profile {}: field `timeoutMin`: must be at least 1\n",
+            "paddock: host profile {}: field `timeout_min`: must be at least 1\n",
             bad.display()
         )
     );
@@ -293,15 +351,15 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
     let out = home.paddock(&["profile", "show", "box"], &[]).await;
     assert_eq!(
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
-        serde_json::json!({"id": "box", "buildPolicy": "local", "verification": "full-suite",
-            "denyCommands": [], "allowedModels": ["gpt-5.4"]})
+        serde_json::json!({"id": "box", "build_policy": "local", "verification": "full-suite",
+            "deny_commands": [], "allowed_models": ["gpt-5.4"]})
     );
     with_policy(&spec, "profile = \"box\"\n");
     let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        "paddock: job refused before start: host profile `box`: rule `allowedModels` does not allow model `gpt-5.5` (allowed: gpt-5.4)\n"
+        "paddock: job refused before start: host profile `box`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-5.4)\n"
     );
 
     let spec = job(
@@ -334,7 +392,7 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        format!("paddock: job spec {}: field `policy.accept_degraded[0]`: `memLimit` is not a profile rule; expected one of denyCommands, maxConcurrentJobs, cpuLimit, memLimitMb, timeoutMin\n", spec.display())
+        format!("paddock: job spec {}: field `policy.accept_degraded[0]`: `memLimit` is not a profile rule; expected one of deny_commands, max_concurrent_jobs, cpu_limit, mem_limit_mb, timeout_min\n", spec.display())
     );
     assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
 }
@@ -346,7 +404,7 @@ async fn hook_answers_and_fails_closed() {
     use tokio::io::AsyncWriteExt as _;
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("p.json");
-    std::fs::write(&profile, r#"{"id":"p","denyCommands":["make all"]}"#).unwrap();
+    std::fs::write(&profile, r#"{"id":"p","deny_commands":["make all"]}"#).unwrap();
     let record = dir.path().join("denials.jsonl");
     let run = |input: &'static str| {
         let (profile, record) = (profile.clone(), record.clone());
@@ -483,7 +541,7 @@ async fn a_job_waits_for_a_slot_held_elsewhere_and_can_be_cancelled() {
     let repo = repo(home.path());
     std::fs::write(
         home.path().join("one.json"),
-        r#"{"id":"one-at-a-time","maxConcurrentJobs":1}"#,
+        r#"{"id":"one-at-a-time","max_concurrent_jobs":1}"#,
     )
     .unwrap();
     let spec = job(
@@ -563,13 +621,13 @@ async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
     std::fs::create_dir_all(&marks).unwrap();
     let denied = marks.join("denied");
     let rule = format!("touch {}", denied.display());
-    let disable = r#"echo '{"id":"test-deny","denyCommands":[]}' > ../meta/profile.json"#;
+    let disable = r#"echo '{"id":"test-deny","deny_commands":[]}' > ../meta/profile.json"#;
     let tried = [rule.clone(), disable.to_string(), format!("ls && {rule}")];
     let mut scenario = trying(&tried);
     scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
     std::fs::write(
         home.path().join("profile.json"),
-        serde_json::json!({"id": "test-deny", "denyCommands": [rule]}).to_string(),
+        serde_json::json!({"id": "test-deny", "deny_commands": [rule]}).to_string(),
     )
     .unwrap();
     let spec = job(home.path(), "claude", &repo, SCRIPTED, Some(&scenario));
@@ -596,7 +654,7 @@ async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
         .iter()
         .map(|cmd| EventBody::Policy {
             rule: rule.clone(),
-            message: format!("denied `{cmd}` (host profile `test-deny`, denyCommands)"),
+            message: format!("denied `{cmd}` (host profile `test-deny`, deny_commands)"),
         })
         .collect();
     assert_eq!(policy, want.iter().collect::<Vec<_>>());
@@ -697,7 +755,7 @@ async fn interactive_route(rung: &str, deny: bool) -> (Vec<String>, Vec<EventBod
     if deny {
         std::fs::write(
             home.path().join("profile.json"),
-            serde_json::json!({"id": "no-touch", "denyCommands": [denied]}).to_string(),
+            serde_json::json!({"id": "no-touch", "deny_commands": [denied]}).to_string(),
         )
         .unwrap();
         with_policy(&spec, "profile = \"profile.json\"\n");
@@ -747,9 +805,9 @@ async fn codex_interactive_tools_cannot_type_a_denied_command() {
         assert_eq!(
             commands,
             vec![
-                "denyCommands: denied `bash` (host profile `no-touch`, denyCommands)".to_string(),
-                "denyCommands: denied `sh` (host profile `no-touch`, denyCommands)".to_string(),
-                "denyCommands: denied `echo 'touch denied-ran' | bash` (host profile `no-touch`, denyCommands)".to_string(),
+                "deny_commands: denied `bash` (host profile `no-touch`, deny_commands)".to_string(),
+                "deny_commands: denied `sh` (host profile `no-touch`, deny_commands)".to_string(),
+                "deny_commands: denied `echo 'touch denied-ran' | bash` (host profile `no-touch`, deny_commands)".to_string(),
             ],
             "{rung}"
         );
@@ -781,7 +839,7 @@ async fn a_denied_program_is_absent_from_a_sandboxed_job() {
         on_rung(&spec, rung);
         std::fs::write(
             home.path().join("profile.json"),
-            serde_json::json!({"id": "no-curl", "denyCommands": ["curl"]}).to_string(),
+            serde_json::json!({"id": "no-curl", "deny_commands": ["curl"]}).to_string(),
         )
         .unwrap();
         with_policy(&spec, "profile = \"profile.json\"\n");

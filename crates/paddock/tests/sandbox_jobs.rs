@@ -142,7 +142,7 @@ async fn a_job_cannot_fork_past_the_default_pids_cap() {
     std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
 }
 
-/// A host profile on the sandbox rung: `memLimitMb` and `cpuLimit` are
+/// A host profile on the sandbox rung: `mem_limit_mb` and `cpu_limit` are
 /// enforced (cgroups), so nothing is degraded, and the engine's deny hook
 /// (`paddock hook`, run inside the sandbox) still refuses denied commands.
 async fn profile_is_enforced_in_the_sandbox(engine: &str) {
@@ -163,11 +163,11 @@ async fn profile_is_enforced_in_the_sandbox(engine: &str) {
         home.path().join("profile.json"),
         serde_json::json!({
             "id": "sandbox-caps",
-            "buildPolicy": "ci-only",
+            "build_policy": "ci-only",
             "verification": "dev-probe",
-            "denyCommands": ["touch denied.txt"],
-            "memLimitMb": 2048,
-            "cpuLimit": "100%"
+            "deny_commands": ["touch denied.txt"],
+            "mem_limit_mb": 2048,
+            "cpu_limit": "100%"
         })
         .to_string(),
     )
@@ -206,7 +206,8 @@ async fn profile_is_enforced_in_the_sandbox(engine: &str) {
         policy,
         vec![paddock_protocol::EventBody::Policy {
             rule: "touch denied.txt".into(),
-            message: "denied `touch denied.txt` (host profile `sandbox-caps`, denyCommands)".into(),
+            message: "denied `touch denied.txt` (host profile `sandbox-caps`, deny_commands)"
+                .into(),
         }]
     );
 }

@@ -1,8 +1,10 @@
 //! The HostProfile: a host's rules for the jobs it runs (what may be built
 //! here, how to verify, which commands are forbidden, how many jobs at once,
-//! CPU, memory and time caps, which models). camelCase JSON as in DESIGN.md;
-//! unknown fields are errors and every error names the source, the field and
-//! the reason. The format is documented in `docs/host-profile.md`.
+//! CPU, memory and time caps, which models). snake_case keys as in job specs;
+//! the former camelCase spellings (`denyCommands`) are still read, each
+//! reported as a `DeprecatedKey`. Unknown fields are errors and every error
+//! names the source, the field and the reason. The format is documented in
+//! `docs/host-profile.md`.
 
 use std::path::{Path, PathBuf};
 
@@ -31,31 +33,105 @@ pub enum ProfileError {
 
 /// A host's rules. See `docs/host-profile.md`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(deny_unknown_fields)]
 pub struct HostProfile {
     /// Letters, digits, `.`, `_`, `-`.
     pub id: String,
-    #[serde(default)]
+    #[serde(default, alias = "buildPolicy")]
     pub build_policy: BuildPolicy,
     #[serde(default)]
     pub verification: Verification,
     /// Command prefixes that must not run (shell words, e.g. `cargo build --release`).
-    #[serde(default)]
+    #[serde(default, alias = "denyCommands")]
     pub deny_commands: Vec<String>,
     /// Jobs of this profile running at once on this host (held across processes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "maxConcurrentJobs",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_concurrent_jobs: Option<u32>,
     /// CPU cap: `"50%"` of one CPU, or a number of CPUs such as `"1.5"`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, alias = "cpuLimit", skip_serializing_if = "Option::is_none")]
     pub cpu_limit: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, alias = "memLimitMb", skip_serializing_if = "Option::is_none")]
     pub mem_limit_mb: Option<u64>,
     /// Wall-clock cap of a job in minutes (the spec's own timeout may be shorter).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, alias = "timeoutMin", skip_serializing_if = "Option::is_none")]
     pub timeout_min: Option<u64>,
     /// Models jobs may use; empty: any model.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "allowedModels",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub allowed_models: Vec<String>,
+}
+
+/// The former camelCase keys (still read, deprecated) and their snake_case
+/// spelling; the serde aliases above are these.
+pub const CAMEL_CASE_KEYS: &[(&str, &str)] = &[
+    ("buildPolicy", "build_policy"),
+    ("denyCommands", "deny_commands"),
+    ("maxConcurrentJobs", "max_concurrent_jobs"),
+    ("cpuLimit", "cpu_limit"),
+    ("memLimitMb", "mem_limit_mb"),
+    ("timeoutMin", "timeout_min"),
+    ("allowedModels", "allowed_models"),
+];
+
+/// The snake_case name of a profile key or rule given in either spelling
+/// (`denyCommands` and `deny_commands` are both `deny_commands`); `None`
+/// for a name that is neither.
+pub fn profile_key(name: &str) -> Option<&'static str> {
+    CAMEL_CASE_KEYS
+        .iter()
+        .find(|(camel, snake)| *camel == name || *snake == name)
+        .map(|(_, snake)| *snake)
+}
+
+/// A key written in its deprecated camelCase spelling.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("host profile {origin}: key `{key}` is deprecated, spell it `{new_key}`")]
+pub struct DeprecatedKey {
+    pub origin: String,
+    pub key: String,
+    pub new_key: String,
+}
+
+/// A profile as read, with the deprecated spellings it used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    pub profile: HostProfile,
+    pub deprecated: Vec<DeprecatedKey>,
+}
+
+/// The deprecated keys a profile uses, in the order of `CAMEL_CASE_KEYS`;
+/// `has` says whether its top level has a key.
+/// A key given in both spellings is an error naming the deprecated one.
+fn deprecated_keys(
+    has: impl Fn(&str) -> bool,
+    origin: &str,
+) -> Result<Vec<DeprecatedKey>, ProfileError> {
+    if let Some((camel, snake)) = CAMEL_CASE_KEYS
+        .iter()
+        .find(|(camel, snake)| has(camel) && has(snake))
+    {
+        return Err(ProfileError::Invalid {
+            origin: origin.to_string(),
+            field: (*camel).to_string(),
+            reason: format!("also given as `{snake}`: give it once, as `{snake}`"),
+        });
+    }
+    Ok(CAMEL_CASE_KEYS
+        .iter()
+        .filter(|(camel, _)| has(camel))
+        .map(|(camel, snake)| DeprecatedKey {
+            origin: origin.to_string(),
+            key: (*camel).to_string(),
+            new_key: (*snake).to_string(),
+        })
+        .collect())
 }
 
 /// What the agent may build on this host.
@@ -131,21 +207,48 @@ impl CpuLimit {
 }
 
 impl HostProfile {
-    /// Reads a profile file (`.json` or `.toml`).
-    pub fn load(path: &Path) -> Result<HostProfile, ProfileError> {
+    /// Reads a profile file (`.json` or `.toml`), with the deprecated keys
+    /// it uses.
+    pub fn load(path: &Path) -> Result<Loaded, ProfileError> {
         let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
             path: path.to_path_buf(),
             source,
         })?;
         let origin = path.display().to_string();
         match path.extension().and_then(|e| e.to_str()) {
-            Some("toml") => HostProfile::from_toml(&text, &origin),
-            _ => HostProfile::from_json(&text, &origin),
+            Some("toml") => HostProfile::parse_toml(&text, &origin),
+            _ => HostProfile::parse_json(&text, &origin),
         }
     }
 
-    /// Parses JSON; `origin` names the source in errors.
+    /// Parses JSON; `origin` names the source in errors. Deprecated keys
+    /// are read without a word (the store's rows of earlier versions).
     pub fn from_json(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
+        HostProfile::parse_json(text, origin).map(|l| l.profile)
+    }
+
+    /// Parses JSON, with the deprecated keys it uses.
+    pub fn parse_json(text: &str, origin: &str) -> Result<Loaded, ProfileError> {
+        let keys: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).unwrap_or_default();
+        let deprecated = deprecated_keys(|k| keys.contains_key(k), origin)?;
+        Ok(Loaded {
+            profile: HostProfile::json_only(text, origin)?,
+            deprecated,
+        })
+    }
+
+    /// Parses TOML, with the deprecated keys it uses.
+    pub fn parse_toml(text: &str, origin: &str) -> Result<Loaded, ProfileError> {
+        let keys: toml::Table = toml::from_str(text).unwrap_or_default();
+        let deprecated = deprecated_keys(|k| keys.contains_key(k), origin)?;
+        Ok(Loaded {
+            profile: HostProfile::toml_only(text, origin)?,
+            deprecated,
+        })
+    }
+
+    fn json_only(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
         let mut de = serde_json::Deserializer::from_str(text);
         let profile: HostProfile =
             serde_path_to_error::deserialize(&mut de).map_err(|e| ProfileError::Parse {
@@ -157,8 +260,13 @@ impl HostProfile {
         Ok(profile)
     }
 
-    /// Parses TOML (same camelCase keys); `origin` names the source in errors.
+    /// Parses TOML (the same keys); `origin` names the source in errors.
+    /// Deprecated keys are read without a word.
     pub fn from_toml(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
+        HostProfile::parse_toml(text, origin).map(|l| l.profile)
+    }
+
+    fn toml_only(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
         let de = toml::Deserializer::new(text);
         let profile: HostProfile =
             serde_path_to_error::deserialize(de).map_err(|e| ProfileError::Parse {
@@ -199,27 +307,27 @@ impl HostProfile {
         for (i, c) in self.deny_commands.iter().enumerate() {
             if c.trim().is_empty() {
                 return Err(invalid(
-                    &format!("denyCommands[{i}]"),
+                    &format!("deny_commands[{i}]"),
                     "must not be empty".into(),
                 ));
             }
         }
         if self.max_concurrent_jobs == Some(0) {
-            return Err(invalid("maxConcurrentJobs", "must be at least 1".into()));
+            return Err(invalid("max_concurrent_jobs", "must be at least 1".into()));
         }
         if let Some(cpu) = &self.cpu_limit {
-            CpuLimit::parse(cpu).map_err(|r| invalid("cpuLimit", r))?;
+            CpuLimit::parse(cpu).map_err(|r| invalid("cpu_limit", r))?;
         }
         if self.mem_limit_mb == Some(0) {
-            return Err(invalid("memLimitMb", "must be at least 1".into()));
+            return Err(invalid("mem_limit_mb", "must be at least 1".into()));
         }
         if self.timeout_min == Some(0) {
-            return Err(invalid("timeoutMin", "must be at least 1".into()));
+            return Err(invalid("timeout_min", "must be at least 1".into()));
         }
         for (i, m) in self.allowed_models.iter().enumerate() {
             if m.trim().is_empty() {
                 return Err(invalid(
-                    &format!("allowedModels[{i}]"),
+                    &format!("allowed_models[{i}]"),
                     "must not be empty".into(),
                 ));
             }
@@ -232,44 +340,127 @@ impl HostProfile {
 mod tests {
     use super::*;
 
+    fn constrained() -> HostProfile {
+        HostProfile {
+            id: "constrained-local".into(),
+            build_policy: BuildPolicy::CiOnly,
+            verification: Verification::DevProbe,
+            deny_commands: vec!["cargo build --release".into(), "npm run build".into()],
+            max_concurrent_jobs: Some(1),
+            cpu_limit: Some("50%".into()),
+            mem_limit_mb: Some(4096),
+            timeout_min: Some(30),
+            allowed_models: vec!["gpt-5.5".into()],
+        }
+    }
+
     #[test]
     fn design_example_parses() {
-        let p = HostProfile::from_json(
-            r#"{ "id": "constrained-local", "buildPolicy": "ci-only", "verification": "dev-probe",
-  "denyCommands": ["cargo build --release", "npm run build"],
-  "maxConcurrentJobs": 1, "cpuLimit": "50%", "memLimitMb": 4096, "timeoutMin": 30 }"#,
+        let p = HostProfile::parse_json(
+            r#"{ "id": "constrained-local", "build_policy": "ci-only", "verification": "dev-probe",
+  "deny_commands": ["cargo build --release", "npm run build"],
+  "max_concurrent_jobs": 1, "cpu_limit": "50%", "mem_limit_mb": 4096, "timeout_min": 30,
+  "allowed_models": ["gpt-5.5"] }"#,
             "test",
         )
         .unwrap();
         assert_eq!(
             p,
-            HostProfile {
-                id: "constrained-local".into(),
-                build_policy: BuildPolicy::CiOnly,
-                verification: Verification::DevProbe,
-                deny_commands: vec!["cargo build --release".into(), "npm run build".into()],
-                max_concurrent_jobs: Some(1),
-                cpu_limit: Some("50%".into()),
-                mem_limit_mb: Some(4096),
-                timeout_min: Some(30),
-                allowed_models: vec![],
+            Loaded {
+                profile: constrained(),
+                deprecated: vec![]
             }
         );
-        assert_eq!(p.cpu(), Some(CpuLimit { centi_cpus: 50 }));
+        assert_eq!(p.profile.cpu(), Some(CpuLimit { centi_cpus: 50 }));
+        // Written back in snake_case.
+        assert_eq!(
+            serde_json::to_value(&p.profile).unwrap(),
+            serde_json::json!({ "id": "constrained-local", "build_policy": "ci-only",
+                "verification": "dev-probe",
+                "deny_commands": ["cargo build --release", "npm run build"],
+                "max_concurrent_jobs": 1, "cpu_limit": "50%", "mem_limit_mb": 4096,
+                "timeout_min": 30, "allowed_models": ["gpt-5.5"] })
+        );
+    }
+
+    /// The former camelCase keys are read, each named as deprecated with
+    /// its new spelling, in JSON and TOML alike.
+    #[test]
+    fn camel_case_keys_are_read_and_named_deprecated() {
+        let json = HostProfile::parse_json(
+            r#"{ "id": "constrained-local", "buildPolicy": "ci-only", "verification": "dev-probe",
+  "denyCommands": ["cargo build --release", "npm run build"],
+  "maxConcurrentJobs": 1, "cpuLimit": "50%", "memLimitMb": 4096, "timeoutMin": 30,
+  "allowedModels": ["gpt-5.5"] }"#,
+            "p.json",
+        )
+        .unwrap();
+        let deprecated = |origin: &str| -> Vec<DeprecatedKey> {
+            CAMEL_CASE_KEYS
+                .iter()
+                .map(|(camel, snake)| DeprecatedKey {
+                    origin: origin.into(),
+                    key: (*camel).into(),
+                    new_key: (*snake).into(),
+                })
+                .collect()
+        };
+        assert_eq!(
+            json,
+            Loaded {
+                profile: constrained(),
+                deprecated: deprecated("p.json")
+            }
+        );
+        let toml = HostProfile::parse_toml(
+            "id = \"constrained-local\"\nbuildPolicy = \"ci-only\"\nverification = \"dev-probe\"\n\
+             denyCommands = [\"cargo build --release\", \"npm run build\"]\nmaxConcurrentJobs = 1\n\
+             cpuLimit = \"50%\"\nmemLimitMb = 4096\ntimeoutMin = 30\nallowedModels = [\"gpt-5.5\"]\n",
+            "p.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            toml,
+            Loaded {
+                profile: constrained(),
+                deprecated: deprecated("p.toml")
+            }
+        );
+        assert_eq!(
+            json.deprecated[1].to_string(),
+            "host profile p.json: key `denyCommands` is deprecated, spell it `deny_commands`"
+        );
+        let both = HostProfile::from_json(
+            r#"{"id":"x","denyCommands":["a"],"deny_commands":["b"]}"#,
+            "p.json",
+        )
+        .unwrap_err();
+        assert_eq!(
+            both.to_string(),
+            "host profile p.json: field `denyCommands`: also given as `deny_commands`: give it once, as `deny_commands`"
+        );
+        assert_eq!(
+            (
+                profile_key("memLimitMb"),
+                profile_key("mem_limit_mb"),
+                profile_key("memLimit")
+            ),
+            (Some("mem_limit_mb"), Some("mem_limit_mb"), None)
+        );
     }
 
     #[test]
     fn errors_name_origin_and_field() {
-        let e = HostProfile::from_json(r#"{"id":"x","denyComands":[]}"#, "p.json").unwrap_err();
+        let e = HostProfile::from_json(r#"{"id":"x","deny_comands":[]}"#, "p.json").unwrap_err();
         assert!(
             e.to_string()
-                .starts_with("host profile p.json: field `denyComands`: unknown field"),
+                .starts_with("host profile p.json: field `deny_comands`: unknown field"),
             "{e}"
         );
-        let e = HostProfile::from_json(r#"{"id":"x","cpuLimit":"lots"}"#, "p.json").unwrap_err();
+        let e = HostProfile::from_json(r#"{"id":"x","cpu_limit":"lots"}"#, "p.json").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "host profile p.json: field `cpuLimit`: `lots`: give `N%` of one CPU or a number of CPUs"
+            "host profile p.json: field `cpu_limit`: `lots`: give `N%` of one CPU or a number of CPUs"
         );
         let e = HostProfile::from_json(r#"{"id":"../x"}"#, "p.json").unwrap_err();
         assert_eq!(
@@ -280,7 +471,7 @@ mod tests {
             HostProfile::from_json(r#"{"id":"x","maxConcurrentJobs":0}"#, "p.json").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "host profile p.json: field `maxConcurrentJobs`: must be at least 1"
+            "host profile p.json: field `max_concurrent_jobs`: must be at least 1"
         );
     }
 

@@ -13,7 +13,10 @@ pub mod spec;
 
 pub use context::{ContextSpec, InlineSkill};
 pub use event::{AgentEvent, ChangeKind, EventBody, Phase, TokenUsage};
-pub use host_profile::{BuildPolicy, CpuLimit, HostProfile, ProfileError, Verification};
+pub use host_profile::{
+    profile_key, BuildPolicy, CpuLimit, DeprecatedKey, HostProfile, Loaded, ProfileError,
+    Verification,
+};
 pub use job::{JobRecord, JobStatus};
 pub use ledger::{CallStatus, ModelCall};
 pub use spec::{

@@ -66,23 +66,45 @@ pub struct PolicySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
     /// Profile rules the job's rung or engine cannot enforce, accepted as
-    /// advisory only (by their field names, e.g. `memLimitMb`).
+    /// advisory only (by their field names, e.g. `mem_limit_mb`; the former
+    /// camelCase names are still read, and deprecated).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub accept_degraded: Vec<String>,
 }
 
 /// The profile rules a job may list in `policy.accept_degraded`.
 pub const DEGRADABLE_RULES: &[&str] = &[
-    "denyCommands",
-    "maxConcurrentJobs",
-    "cpuLimit",
-    "memLimitMb",
-    "timeoutMin",
+    "deny_commands",
+    "max_concurrent_jobs",
+    "cpu_limit",
+    "mem_limit_mb",
+    "timeout_min",
 ];
 
 impl PolicySpec {
     pub fn is_empty(&self) -> bool {
         self.profile.is_none() && self.accept_degraded.is_empty()
+    }
+
+    /// Whether `accept_degraded` lists `rule` (a snake_case rule name), in
+    /// either spelling.
+    pub fn accepts(&self, rule: &str) -> bool {
+        self.accept_degraded
+            .iter()
+            .any(|a| crate::host_profile::profile_key(a) == Some(rule))
+    }
+
+    /// The entries of `accept_degraded` in the deprecated camelCase
+    /// spelling, each with its snake_case name.
+    pub fn deprecated_rules(&self) -> Vec<(&str, &'static str)> {
+        self.accept_degraded
+            .iter()
+            .filter_map(|a| {
+                crate::host_profile::profile_key(a)
+                    .filter(|snake| snake != a)
+                    .map(|snake| (a.as_str(), snake))
+            })
+            .collect()
     }
 
     /// True when `profile` names a file rather than an id.
@@ -1023,7 +1045,8 @@ impl JobSpec {
             }
         }
         for (i, rule) in self.policy.accept_degraded.iter().enumerate() {
-            if !DEGRADABLE_RULES.contains(&rule.as_str()) {
+            let known = crate::host_profile::profile_key(rule);
+            if !known.is_some_and(|r| DEGRADABLE_RULES.contains(&r)) {
                 return Err(invalid(
                     &format!("policy.accept_degraded[{i}]"),
                     format!(
@@ -1372,6 +1395,30 @@ scenario = "s.toml"
                 Err("job spec spec.toml: field `ticket.constraints[1]`: 4097 bytes, over the limit of 4096 bytes".to_string()),
                 Err("job spec spec.toml: field `ticket`: 112024 bytes of text in all, over the limit of 98304 bytes".to_string()),
             )
+        );
+    }
+
+    /// `accept_degraded` names rules in snake_case; the former camelCase
+    /// names are read too, and listed as deprecated.
+    #[test]
+    fn accepted_rules_in_either_spelling() {
+        let text = format!(
+            "{BASE}\n[policy]\nprofile = \"constrained-local\"\naccept_degraded = [\"cpu_limit\", \"memLimitMb\"]\n"
+        );
+        let spec = JobSpec::from_toml(&text, Path::new("spec.toml")).unwrap();
+        assert_eq!(
+            (
+                spec.policy.accepts("cpu_limit"),
+                spec.policy.accepts("mem_limit_mb"),
+                spec.policy.accepts("timeout_min"),
+                spec.policy.deprecated_rules(),
+            ),
+            (true, true, false, vec![("memLimitMb", "mem_limit_mb")])
+        );
+        let bad = text.replace("\"memLimitMb\"", "\"allowedModels\"");
+        assert_eq!(
+            JobSpec::from_toml(&bad, Path::new("spec.toml")).map_err(|e| e.to_string()).err(),
+            Some("job spec spec.toml: field `policy.accept_degraded[1]`: `allowedModels` is not a profile rule; expected one of deny_commands, max_concurrent_jobs, cpu_limit, mem_limit_mb, timeout_min".to_string())
         );
     }
 }

@@ -89,9 +89,6 @@ pub async fn exec(
         paddock_exe: std::env::current_exe().ok(),
     };
     let mut view = progress::Progress::new(quiet);
-    if spec.budget == paddock_protocol::BudgetSpec::default() {
-        view.warn_when_admitted("paddock: warning: the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd): this job's model spend is not capped".to_string());
-    }
     // Listen for Ctrl-C, and for SIGTERM and SIGHUP (what systemd,
     // Docker and CI send, a closed terminal), from now on: each
     // cancels the job. `ctrl_c()` would install its handler only

@@ -2,7 +2,7 @@
 //! checked against what the job's isolation rung and engine can enforce. A
 //! rule that cannot be enforced refuses the job, naming the rule, unless
 //! the spec lists it in `policy.accept_degraded` (then it is kept as advice
-//! and reported as a `policy` event). A model outside `allowedModels` is
+//! and reported as a `policy` event). A model outside `allowed_models` is
 //! always refused.
 
 use paddock_protocol::{EngineKind, HostProfile, Isolation, JobSpec};
@@ -21,13 +21,13 @@ pub struct Refusal {
 /// The profile as this job will run under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
-    /// The job's wall-clock limit: the spec's, capped by `timeoutMin`.
+    /// The job's wall-clock limit: the spec's, capped by `timeout_min`.
     pub timeout_secs: u64,
     /// Rules accepted as advisory only: (rule, why it is not enforced).
     pub degraded: Vec<(String, String)>,
 }
 
-/// Whether the engine has a layer-2 mechanism for `denyCommands`: its
+/// Whether the engine has a layer-2 mechanism for `deny_commands`: its
 /// adapter says whether it runs hooks Paddock can deny a call with.
 fn engine_denies(engine: EngineKind) -> bool {
     crate::engines::adapter(engine).capabilities().hooks
@@ -42,13 +42,13 @@ fn rung_gaps(isolation: Isolation, profile: &HostProfile) -> Vec<(&'static str, 
         Isolation::Process | Isolation::Auto => {
             if let Some(cpu) = &profile.cpu_limit {
                 gaps.push((
-                    "cpuLimit",
+                    "cpu_limit",
                     format!("({cpu}) cannot be enforced on the `process` rung: a plain child process has no CPU cap"),
                 ));
             }
             if let Some(mb) = profile.mem_limit_mb {
                 gaps.push((
-                    "memLimitMb",
+                    "mem_limit_mb",
                     format!("({mb} MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree"),
                 ));
             }
@@ -73,7 +73,7 @@ pub fn admit(profile: &HostProfile, spec: &JobSpec) -> Result<Admission, Refusal
     let models = ModelAllowlist::any().with("host profile", &profile.allowed_models);
     if !models.allows(&spec.engine.model) {
         return Err(refuse(
-            "allowedModels",
+            "allowed_models",
             format!(
                 "does not allow model `{}` (allowed: {})",
                 spec.engine.model,
@@ -84,17 +84,16 @@ pub fn admit(profile: &HostProfile, spec: &JobSpec) -> Result<Admission, Refusal
     let mut gaps: Vec<(&'static str, String)> = rung_gaps(spec.isolation, profile);
     if !profile.deny_commands.is_empty() && !engine_denies(spec.engine.kind) {
         gaps.push((
-            "denyCommands",
+            "deny_commands",
             format!(
                 "cannot be enforced with engine `{}`: it has no hook or rule mechanism",
                 spec.engine.kind
             ),
         ));
     }
-    let accepted = &spec.policy.accept_degraded;
     let mut degraded = Vec::new();
     for (rule, reason) in gaps {
-        if accepted.iter().any(|a| a == rule) {
+        if spec.policy.accepts(rule) {
             degraded.push((rule.to_string(), reason));
         } else {
             return Err(refuse(
@@ -145,23 +144,23 @@ mod tests {
             admit(&constrained(), &spec("")),
             Err(Refusal {
                 profile: "constrained-local".into(),
-                rule: "cpuLimit".into(),
-                reason: "(50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpuLimit` in `policy.accept_degraded`".into(),
+                rule: "cpu_limit".into(),
+                reason: "(50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpu_limit` in `policy.accept_degraded`".into(),
             })
         );
         let e = admit(
             &constrained(),
-            &spec("[policy]\naccept_degraded = [\"cpuLimit\"]\n"),
+            &spec("[policy]\naccept_degraded = [\"cpu_limit\"]\n"),
         )
         .unwrap_err();
-        assert_eq!(e.rule, "memLimitMb");
+        assert_eq!(e.rule, "mem_limit_mb");
     }
 
     #[test]
     fn accepted_gaps_and_timeout() {
         let a = admit(
             &constrained(),
-            &spec("[policy]\naccept_degraded = [\"cpuLimit\", \"memLimitMb\"]\n"),
+            &spec("[policy]\naccept_degraded = [\"cpu_limit\", \"mem_limit_mb\"]\n"),
         )
         .unwrap();
         assert_eq!(a.timeout_secs, 30 * 60);
@@ -170,7 +169,7 @@ mod tests {
                 .iter()
                 .map(|(r, _)| r.as_str())
                 .collect::<Vec<_>>(),
-            vec!["cpuLimit", "memLimitMb"]
+            vec!["cpu_limit", "mem_limit_mb"]
         );
         let full = crate::policy::profile::preset("remote-full")
             .unwrap()
@@ -192,7 +191,7 @@ mod tests {
         p.allowed_models = vec!["gpt-5.4".into()];
         assert_eq!(
             admit(&p, &spec("")).unwrap_err().to_string(),
-            "host profile `remote-full`: rule `allowedModels` does not allow model `gpt-5.5` (allowed: gpt-5.4)"
+            "host profile `remote-full`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-5.4)"
         );
         // The same patterns as the broker's allowlist: a prefix ending in
         // `*`, a name with the provider's date suffix.
@@ -201,7 +200,7 @@ mod tests {
         p.allowed_models = vec!["gpt-4*".into(), "o3".into()];
         assert_eq!(
             admit(&p, &spec("")).unwrap_err().to_string(),
-            "host profile `remote-full`: rule `allowedModels` does not allow model `gpt-5.5` (allowed: gpt-4*, o3)"
+            "host profile `remote-full`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-4*, o3)"
         );
     }
 }

@@ -33,7 +33,7 @@ pub enum DenialsError {
 /// One denied tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DenialRecord {
-    /// The profile rule (a `denyCommands` entry).
+    /// The profile rule (a `deny_commands` entry).
     pub rule: String,
     /// The command line the agent tried.
     pub command: String,
@@ -154,8 +154,8 @@ impl RecordTail {
 
 /// The rule of a denial made by Claude Code's permission rules whose
 /// command Paddock's matcher does not see (Paddock sets only `Bash(RULE:*)`
-/// rules, so this is a `denyCommands` denial all the same).
-pub const CLAUDE_PERMISSION_RULE: &str = "denyCommands";
+/// rules, so this is a `deny_commands` denial all the same).
+pub const CLAUDE_PERMISSION_RULE: &str = "deny_commands";
 
 /// The denials one line of Claude Code's stream-json reports: a tool
 /// result carrying Claude's own denial text (as it happens), and the
@@ -424,7 +424,7 @@ mod tests {
             claude_line(result, &matcher),
             vec![
                 rec("curl", "curl x", "toolu_1"),
-                rec("denyCommands", "c=curl; $c x", "toolu_4"),
+                rec("deny_commands", "c=curl; $c x", "toolu_4"),
                 rec(
                     "permissions (WebFetch)",
                     "{\"url\":\"http://x\"}",

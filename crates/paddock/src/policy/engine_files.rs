@@ -1,4 +1,4 @@
-//! Layer 2: the engines' own enforcement of `denyCommands`, as the files
+//! Layer 2: the engines' own enforcement of `deny_commands`, as the files
 //! they read. Claude Code: a `--settings` file with a PreToolUse hook on Bash
 //! that calls back into `paddock hook pre-tool-use` (the full matcher) plus
 //! `permissions.deny` prefix rules. Codex: `$CODEX_HOME/rules/default.rules`

@@ -1,4 +1,4 @@
-//! Layer 3 for `denyCommands` on the `sandbox` rung: a rule that names a
+//! Layer 3 for `deny_commands` on the `sandbox` rung: a rule that names a
 //! program alone (`curl`, `/usr/bin/wget`) makes that program absent from
 //! the job's view: every file it resolves to in the sandbox's PATH (and in
 //! the engine's) is covered by an empty file that cannot be executed. This

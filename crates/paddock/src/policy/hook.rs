@@ -74,7 +74,7 @@ mod tests {
     use super::*;
 
     fn profile() -> HostProfile {
-        HostProfile::from_json(r#"{"id":"box","denyCommands":["touch denied"]}"#, "t").unwrap()
+        HostProfile::from_json(r#"{"id":"box","deny_commands":["touch denied"]}"#, "t").unwrap()
     }
 
     #[test]
@@ -99,7 +99,7 @@ mod tests {
         let Decision::Deny { rule, reason, .. } = pre_tool_use(input, &profile()).unwrap() else {
             panic!("not denied");
         };
-        assert_eq!(rule, "denyCommands");
+        assert_eq!(rule, "deny_commands");
         assert!(
             reason.starts_with("paddock policy: host profile `box` denies commands on this host and refuses a command line it cannot judge (not a shell command line the parser accepts"),
             "{reason}"

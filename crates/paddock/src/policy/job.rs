@@ -27,7 +27,7 @@ pub enum JobPolicyError {
     },
     #[error("host profile `{profile}`: cannot build the hook's command line: {message}")]
     HookCommand { profile: String, message: String },
-    #[error("host profile `{profile}`: rule `denyCommands` needs the `paddock` executable for the engine hook, and its path is unknown")]
+    #[error("host profile `{profile}`: rule `deny_commands` needs the `paddock` executable for the engine hook, and its path is unknown")]
     NoHookExecutable { profile: String },
 }
 
@@ -61,6 +61,24 @@ impl JobPolicy {
             admission,
             matcher,
         })
+    }
+
+    /// What the job's profile and spec spell the deprecated way: one
+    /// warning each (camelCase profile keys, camelCase rule names in
+    /// `policy.accept_degraded`).
+    pub fn deprecations(&self, spec: &JobSpec) -> Vec<String> {
+        let keys = match &self.source {
+            ProfileSource::File { deprecated, .. } => deprecated.as_slice(),
+            ProfileSource::Store | ProfileSource::Preset => &[],
+        };
+        let rules = spec
+            .policy
+            .deprecated_rules()
+            .into_iter()
+            .map(|(old, new)| {
+                format!("policy.accept_degraded: rule `{old}` is deprecated, spell it `{new}`")
+            });
+        keys.iter().map(ToString::to_string).chain(rules).collect()
     }
 
     /// Layer 1: the profile as the generated context takes it.
@@ -176,11 +194,11 @@ impl JobPolicy {
     }
 
     /// The `policy` event for a timeout of `secs` when the profile's
-    /// `timeoutMin` set it (`None` when the spec's own limit did).
+    /// `timeout_min` set it (`None` when the spec's own limit did).
     pub fn timeout_event(&self, secs: u64) -> Option<EventBody> {
         let min = self.profile.timeout_min?;
         (min.saturating_mul(60) == secs).then(|| EventBody::Policy {
-            rule: "timeoutMin".into(),
+            rule: "timeout_min".into(),
             message: format!(
                 "the job ran past the {min} min limit of host profile `{}` and was killed",
                 self.profile.id
@@ -193,7 +211,7 @@ impl JobPolicy {
         EventBody::Policy {
             rule: record.rule.clone(),
             message: format!(
-                "denied `{}` (host profile `{}`, denyCommands)",
+                "denied `{}` (host profile `{}`, deny_commands)",
                 record.command, self.profile.id
             ),
         }
@@ -208,7 +226,7 @@ mod tests {
     #[test]
     fn hook_command_fails_closed() {
         let profile =
-            HostProfile::from_json(r#"{"id":"box","denyCommands":["make all"]}"#, "t").unwrap();
+            HostProfile::from_json(r#"{"id":"box","deny_commands":["make all"]}"#, "t").unwrap();
         let policy = JobPolicy {
             matcher: Matcher::new(&profile.deny_commands),
             profile,
@@ -242,7 +260,7 @@ mod tests {
         assert_eq!(
             capped.timeout_event(60),
             Some(EventBody::Policy {
-                rule: "timeoutMin".into(),
+                rule: "timeout_min".into(),
                 message: "the job ran past the 1 min limit of host profile `box` and was killed"
                     .into(),
             })

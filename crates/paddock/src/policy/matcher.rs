@@ -1,4 +1,4 @@
-//! Command matching for `denyCommands`: does a shell command line run one of
+//! Command matching for `deny_commands`: does a shell command line run one of
 //! the denied command prefixes? The line is parsed by a real shell parser,
 //! `brush-parser` (the POSIX/bash parser of the brush shell), and every
 //! simple command in the tree is checked: in pipelines, lists, `&&`/`||`,
@@ -64,7 +64,7 @@ pub struct Denial {
 }
 
 /// The `rule` of a denial for a command line that cannot be parsed.
-pub const UNPARSEABLE: &str = "denyCommands";
+pub const UNPARSEABLE: &str = "deny_commands";
 
 /// The denied command prefixes of one profile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! `paddock hook pre-tool-use` decision; `matcher`: which command lines run a
 //! denied command), the denials found afterwards (`denials`), and layer 3
 //! (`hidden`: denied programs absent from a sandboxed job's view; `job` ties them together for one job; `admission`: what the job's rung and engine can enforce, refused before
-//! start otherwise; `semaphore`: the per-host `maxConcurrentJobs` slots).
+//! start otherwise; `semaphore`: the per-host `max_concurrent_jobs` slots).
 //! Documented in docs/host-profile.md.
 
 pub mod admission;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use paddock_protocol::{HostProfile, PolicySpec, ProfileError};
+use paddock_protocol::{DeprecatedKey, HostProfile, PolicySpec, ProfileError};
 
 use crate::store::{Store, StoreError};
 
@@ -38,7 +38,11 @@ pub enum ResolveError {
 /// Where a profile was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProfileSource {
-    File(String),
+    /// A file, with the deprecated keys it spells the old way.
+    File {
+        path: String,
+        deprecated: Vec<DeprecatedKey>,
+    },
     Store,
     Preset,
 }
@@ -58,8 +62,12 @@ pub async fn resolve(
     store: &Store,
 ) -> Result<(HostProfile, ProfileSource), ResolveError> {
     if PolicySpec::profile_is_file(name) {
-        let profile = HostProfile::load(Path::new(name))?;
-        return Ok((profile, ProfileSource::File(name.to_string())));
+        let loaded = HostProfile::load(Path::new(name))?;
+        let source = ProfileSource::File {
+            path: name.to_string(),
+            deprecated: loaded.deprecated,
+        };
+        return Ok((loaded.profile, source));
     }
     if let Some(p) = store
         .profile(name)
@@ -115,8 +123,35 @@ mod tests {
         assert_eq!(e.to_string(), "host profile `nope` is neither in the store nor a preset (constrained-local, remote-full); save it with `paddock profile add FILE` or name a profile file");
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("box.toml");
+        let name = file.display().to_string();
+        std::fs::write(&file, "id = \"box\"\ndeny_commands = [\"make\"]\n").unwrap();
+        let (p, src) = resolve(&name, &store).await.unwrap();
+        assert_eq!(
+            (p.deny_commands, src),
+            (
+                vec!["make".to_string()],
+                ProfileSource::File {
+                    path: name.clone(),
+                    deprecated: vec![]
+                }
+            )
+        );
+        // The former spelling is read, and named.
         std::fs::write(&file, "id = \"box\"\ndenyCommands = [\"make\"]\n").unwrap();
-        let (p, _) = resolve(&file.display().to_string(), &store).await.unwrap();
-        assert_eq!(p.deny_commands, vec!["make".to_string()]);
+        let (p, src) = resolve(&name, &store).await.unwrap();
+        assert_eq!(
+            (p.deny_commands, src),
+            (
+                vec!["make".to_string()],
+                ProfileSource::File {
+                    path: name.clone(),
+                    deprecated: vec![DeprecatedKey {
+                        origin: name.clone(),
+                        key: "denyCommands".into(),
+                        new_key: "deny_commands".into()
+                    }]
+                }
+            )
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! Layer 3: the per-host semaphore for `maxConcurrentJobs`. A profile with
+//! Layer 3: the per-host semaphore for `max_concurrent_jobs`. A profile with
 //! N slots owns N lock files `<host dir>/slots/<profile id>/slot-<i>.lock`;
 //! a job holds an exclusive `flock` on one of them from admission to
 //! teardown. The kernel releases the lock when the holding process dies, so

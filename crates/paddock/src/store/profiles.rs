@@ -1,5 +1,6 @@
 //! Host profiles in the store (`host_profiles`): saved whole as their
-//! camelCase JSON, looked up by id. Saving an id again replaces it.
+//! snake_case JSON (rows of earlier versions in camelCase are read as
+//! they are), looked up by id. Saving an id again replaces it.
 
 use paddock_protocol::HostProfile;
 use time::OffsetDateTime;
