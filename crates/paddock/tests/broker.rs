@@ -1089,3 +1089,97 @@ async fn a_connection_reset_before_the_first_byte_is_retried() {
         (2, CallStatus::Ok, CALL_MICROS)
     );
 }
+
+/// A broker in front of a stand-in upstream that answers every call with
+/// `answer` (a JSON body).
+async fn json_upstream_broker(answer: serde_json::Value) -> BrokerHandle {
+    let app = axum::Router::new().fallback(move || {
+        let answer = answer.clone();
+        async move { axum::Json(answer) }
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-tier".into(),
+            attempt: 1,
+            upstream: Upstream {
+                provider: "openai".into(),
+                base,
+                key: None,
+                key_header: KeyHeader::ByApi,
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings: vec![],
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: false,
+            vertex: None,
+            bedrock: None,
+            entra: None,
+            retry: RetryPolicy::default(),
+        },
+    )
+    .unwrap()
+}
+
+/// The ledger prices a call at the service tier its answer reports:
+/// OpenAI's `service_tier` (`priority` costs twice gpt-5's standard rates,
+/// `flex` half), Anthropic's `usage.service_tier` (`standard`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_are_priced_at_the_service_tier_the_answer_reports() {
+    let openai = |tier: &str| {
+        serde_json::json!({"id": "r", "object": "response", "status": "completed",
+            "model": "gpt-5", "service_tier": tier, "output": [],
+            "usage": {"input_tokens": 1000, "output_tokens": 100, "total_tokens": 1100}})
+    };
+    let request = serde_json::json!({"model": "gpt-5", "input": "hi", "max_output_tokens": 100});
+    let mut costs = Vec::new();
+    for tier in ["default", "priority", "flex"] {
+        let mut broker = json_upstream_broker(openai(tier)).await;
+        let resp = client()
+            .post(format!("{}/v1/responses", broker.url))
+            .bearer_auth(broker.token.expose())
+            .header("content-type", "application/json")
+            .body(request.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{tier}");
+        let call = broker.calls.recv().await.unwrap();
+        costs.push((tier, call.status, call.cost_micros));
+    }
+    let anthropic = serde_json::json!({"id": "m", "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5", "content": [], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1000, "output_tokens": 100, "service_tier": "standard"}});
+    let mut broker = json_upstream_broker(anthropic).await;
+    let resp = client()
+        .post(format!("{}/v1/messages", broker.url))
+        .bearer_auth(broker.token.expose())
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 100,
+                "messages": [{"role": "user", "content": "hi"}]})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let call = broker.calls.recv().await.unwrap();
+    costs.push(("standard", call.status, call.cost_micros));
+    assert_eq!(
+        costs,
+        vec![
+            // 1000 × $1.25/M + 100 × $10/M.
+            ("default", CallStatus::Ok, 2_250),
+            // 1000 × $2.50/M + 100 × $20/M.
+            ("priority", CallStatus::Ok, 4_500),
+            // 1000 × $0.625/M + 100 × $5/M.
+            ("flex", CallStatus::Ok, 1_125),
+            // 1000 × $3/M + 100 × $15/M.
+            ("standard", CallStatus::Ok, 4_500),
+        ]
+    );
+}

@@ -3,8 +3,10 @@
 //! response completed, and the upstream's error message. It understands the
 //! OpenAI Responses, OpenAI Chat Completions and Anthropic Messages SSE
 //! streams and their JSON (non-streaming and error) bodies, and Bedrock's
-//! AWS event stream, whose chunks carry Messages events. It never changes
-//! a byte of the stream.
+//! AWS event stream, whose chunks carry Messages events; and the service
+//! tier the answer says it was served in (OpenAI's `service_tier`,
+//! Anthropic's `usage.service_tier`), which prices the call. It never
+//! changes a byte of the stream.
 
 use paddock_protocol::TokenUsage;
 use serde_json::Value;
@@ -35,6 +37,9 @@ pub struct Reading {
     pub error: Option<String>,
     /// Bytes of generated text seen, for estimating a cut stream's output.
     pub generated_chars: u64,
+    /// The service tier the answer reports (`default`, `priority`, `flex`,
+    /// `standard`, `batch`...), the latest seen.
+    pub service_tier: Option<String>,
 }
 
 impl Reading {
@@ -160,6 +165,21 @@ impl Meter {
         self.reading.served_model.as_deref()
     }
 
+    /// The service tier the upstream says serves the response, so far.
+    pub fn service_tier(&self) -> Option<&str> {
+        self.reading.service_tier.as_deref()
+    }
+
+    /// Notes `v`'s `service_tier` (a string), if it has one.
+    fn note_tier(&mut self, v: Option<&Value>) {
+        if let Some(t) = v
+            .and_then(|v| v.get("service_tier"))
+            .and_then(Value::as_str)
+        {
+            self.reading.service_tier = Some(t.to_string());
+        }
+    }
+
     /// Ends the body and returns the reading.
     pub fn finish(mut self, http_status: u16) -> Reading {
         if self.frames.is_some() {
@@ -222,6 +242,7 @@ impl Meter {
         if let Some(m) = v.get("model").and_then(Value::as_str) {
             self.reading.served_model = Some(m.to_string());
         }
+        self.note_tier(Some(v));
         if v.get("error").is_some_and(|e| !e.is_null()) {
             self.reading.error = Some(error_message(v));
         }
@@ -260,6 +281,7 @@ impl Meter {
                 if let Some(m) = v.pointer("/response/model").and_then(Value::as_str) {
                     self.reading.served_model = Some(m.to_string());
                 }
+                self.note_tier(v.get("response"));
             }
             "response.output_text.delta"
             | "response.reasoning_summary_text.delta"
@@ -274,6 +296,7 @@ impl Meter {
                 if let Some(m) = resp.get("model").and_then(Value::as_str) {
                     self.reading.served_model = Some(m.to_string());
                 }
+                self.note_tier(Some(resp));
                 if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
                     self.reading.usage = Some(responses_usage(u));
                     self.reading.usage_final = true;
@@ -308,6 +331,7 @@ impl Meter {
                     merge_messages_usage(&mut usage, u);
                     self.reading.usage = Some(usage);
                 }
+                self.note_tier(msg.get("usage"));
             }
             "content_block_delta" => {
                 let d = v.get("delta").unwrap_or(&Value::Null);
@@ -325,6 +349,7 @@ impl Meter {
                     self.reading.usage = Some(usage);
                     self.reading.usage_final = true;
                 }
+                self.note_tier(v.get("usage"));
             }
             "message_stop" => self.reading.completed = true,
             "error" => self.reading.error = Some(error_message(v)),
@@ -336,6 +361,9 @@ impl Meter {
         if let Some(m) = v.get("model").and_then(Value::as_str) {
             self.reading.served_model = Some(m.to_string());
         }
+        // OpenAI: top level; Anthropic: in `usage`.
+        self.note_tier(Some(v));
+        self.note_tier(v.get("usage"));
         match self.api {
             Api::Responses => {
                 if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
@@ -471,7 +499,7 @@ mod tests {
             ),
             (
                 "response.completed",
-                serde_json::json!({"type":"response.completed","response":{"model":"gpt-5.5-2026","usage":{
+                serde_json::json!({"type":"response.completed","response":{"model":"gpt-5.5-2026","service_tier":"priority","usage":{
                     "input_tokens": 1200, "input_tokens_details": {"cached_tokens": 200},
                     "output_tokens": 80, "output_tokens_details": {"reasoning_tokens": 30}, "total_tokens": 1280}}}),
             ),
@@ -495,6 +523,7 @@ mod tests {
                 completed: true,
                 error: None,
                 generated_chars: 5,
+                service_tier: Some("priority".into()),
             }
         );
     }
@@ -505,7 +534,8 @@ mod tests {
             (
                 "message_start",
                 serde_json::json!({"type":"message_start","message":{"model":"claude-sonnet-4-5","usage":{
-                    "input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 1000, "output_tokens": 1}}}),
+                    "input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 1000, "output_tokens": 1,
+                    "service_tier": "standard"}}}),
             ),
             (
                 "message_delta",
@@ -534,6 +564,7 @@ mod tests {
                 completed: true,
                 error: None,
                 generated_chars: 0,
+                service_tier: Some("standard".into()),
             }
         );
     }
@@ -569,6 +600,7 @@ mod tests {
                 completed: true,
                 error: None,
                 generated_chars: 5,
+                service_tier: None,
             }
         );
 
@@ -650,6 +682,7 @@ mod tests {
                 completed: true,
                 error: None,
                 generated_chars: 5,
+                service_tier: None,
             }
         );
     }
@@ -669,5 +702,42 @@ mod tests {
             })
         );
         assert!(r.completed);
+    }
+
+    /// The service tier of a JSON body: OpenAI's at the top level (also
+    /// Chat Completions'), Anthropic's in `usage`.
+    #[test]
+    fn json_bodies_report_their_service_tier() {
+        let tier = |api: Api, body: Value| {
+            let mut m = Meter::new(api, "application/json");
+            m.feed(body.to_string().as_bytes());
+            m.finish(200).service_tier
+        };
+        assert_eq!(
+            [
+                tier(
+                    Api::Responses,
+                    serde_json::json!({"model":"gpt-5","service_tier":"flex","usage":{"input_tokens":1,"output_tokens":1}})
+                ),
+                tier(
+                    Api::Chat,
+                    serde_json::json!({"model":"gpt-5","service_tier":"priority","usage":{"prompt_tokens":1,"completion_tokens":1}})
+                ),
+                tier(
+                    Api::Messages,
+                    serde_json::json!({"model":"claude-sonnet-4-5","usage":{"input_tokens":1,"output_tokens":1,"service_tier":"priority"}})
+                ),
+                tier(
+                    Api::Responses,
+                    serde_json::json!({"model":"gpt-5","usage":{"input_tokens":1,"output_tokens":1}})
+                ),
+            ],
+            [
+                Some("flex".to_string()),
+                Some("priority".to_string()),
+                Some("priority".to_string()),
+                None
+            ]
+        );
     }
 }

@@ -7,8 +7,9 @@
 //! `PADDOCK_PRICES`) is merged over the shipped one, model by model. Each
 //! model has standard prices, the most it can output, and optionally a
 //! long-context tier (applied when a call's input is above its threshold)
-//! and batch, priority and flex tiers (listed; the broker meters standard
-//! calls).
+//! and batch, priority and flex tiers (applied when the answer says it was
+//! served in that tier: OpenAI's `service_tier`, Anthropic's
+//! `usage.service_tier`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -120,7 +121,32 @@ pub struct ModelPrice {
     pub tiers: BTreeMap<&'static str, Rates>,
 }
 
+/// The table's tier for a service tier an answer reports (OpenAI's
+/// `priority`, `flex`; Anthropic's `priority`, `batch`); `None` for the
+/// standard ones (`default`, `auto`, `standard`) and any other value.
+pub fn tier_of(service_tier: &str) -> Option<&'static str> {
+    match service_tier {
+        "batch" => Some("batch"),
+        "priority" => Some("priority"),
+        "flex" => Some("flex"),
+        _ => None,
+    }
+}
+
 impl ModelPrice {
+    /// The rates of a call the upstream served in `service_tier` (as its
+    /// answer reports it): the tier's rates where the table has them
+    /// (cache writes at the tier's input price), else [`Self::rates_for`].
+    pub fn rates_in(&self, tokens: &TokenUsage, service_tier: Option<&str>) -> Rates {
+        match service_tier
+            .and_then(tier_of)
+            .and_then(|t| self.tiers.get(t))
+        {
+            Some(rates) => *rates,
+            None => self.rates_for(tokens),
+        }
+    }
+
     /// The rates a call with `tokens` pays: the long-context tier when its
     /// input (uncached, cached and cache writes) is above the threshold.
     pub fn rates_for(&self, tokens: &TokenUsage) -> Rates {
@@ -305,7 +331,18 @@ impl PriceTable {
     /// at the long-context rates when the call's input is above the
     /// model's threshold; `None` when the model has no price.
     pub fn cost_micros(&self, model: &str, tokens: &TokenUsage) -> Option<i64> {
-        let p = self.price(model)?.rates_for(tokens);
+        self.cost_micros_in(model, tokens, None)
+    }
+
+    /// [`Self::cost_micros`] of a call served in `service_tier` (as the
+    /// answer reports it; see [`ModelPrice::rates_in`]).
+    pub fn cost_micros_in(
+        &self,
+        model: &str,
+        tokens: &TokenUsage,
+        service_tier: Option<&str>,
+    ) -> Option<i64> {
+        let p = self.price(model)?.rates_in(tokens, service_tier);
         let total: u128 = u128::from(tokens.input_tokens) * u128::from(p.input)
             + u128::from(tokens.cached_input_tokens) * u128::from(p.cached_input)
             + u128::from(tokens.cache_write_tokens) * u128::from(p.cache_write)
@@ -452,6 +489,49 @@ mod tests {
         );
         // A model without the tier keeps its prices: 100001*5 + 100000*0.5 + 1000*30.
         assert_eq!(t.cost_micros("gpt-5.5", &at(100_001)), Some(580_005));
+    }
+
+    /// A call the answer reports served in the priority or flex tier is
+    /// priced at that tier's rates where the table has them; a standard
+    /// tier name, an unknown one, or a tier the model has no prices for
+    /// keeps the standard (or long-context) rates.
+    #[test]
+    fn the_service_tier_the_answer_reports_is_priced() {
+        let t = PriceTable::vendored().unwrap();
+        let tokens = TokenUsage {
+            input_tokens: 1_000_000,
+            cached_input_tokens: 1_000_000,
+            output_tokens: 1_000_000,
+            ..TokenUsage::default()
+        };
+        let cost = |model: &str, tier: Option<&str>| t.cost_micros_in(model, &tokens, tier);
+        assert_eq!(
+            [
+                cost("gpt-5", None),
+                cost("gpt-5", Some("default")),
+                cost("gpt-5", Some("priority")),
+                cost("gpt-5", Some("flex")),
+                cost("gpt-5", Some("scale")),
+                cost("gpt-5-2025-08-07", Some("priority")),
+                // No priority prices for this model: standard.
+                cost("gpt-5-nano", Some("priority")),
+                // Anthropic reports `standard`; no priority prices either.
+                cost("claude-sonnet-4-5", Some("standard")),
+                cost("claude-sonnet-4-5", Some("priority")),
+            ],
+            [
+                Some(11_375_000),
+                Some(11_375_000),
+                Some(22_750_000),
+                Some(5_687_500),
+                Some(11_375_000),
+                Some(22_750_000),
+                Some(455_000),
+                // 2 000 000 input tokens: the long-context rates.
+                Some(29_100_000),
+                Some(29_100_000),
+            ]
+        );
     }
 
     /// A user's table merges over the shipped one: its models replace or

@@ -108,6 +108,8 @@ mod tests {
     use crate::broker::PriceTable;
 
     const EXCERPT: &str = include_str!("../../tests/fixtures/litellm-prices-excerpt.json");
+    /// LiteLLM 1.110.2's gpt-5.1 entries (newer than the shipped import).
+    const GPT_5_1: &str = include_str!("../../tests/fixtures/litellm-1.110.2-gpt-5.1.json");
 
     #[test]
     fn decimals() {
@@ -160,5 +162,36 @@ mod tests {
                 }
             ))
         );
+    }
+
+    /// The shipped gpt-5.1 models are the import of LiteLLM 1.110.2's
+    /// entries, tiers included (the hand table holds them because the
+    /// shipped import is of an older LiteLLM).
+    #[test]
+    fn the_shipped_gpt_5_1_models_are_litellm_1_110_2s() {
+        let map: Value = serde_json::from_str(GPT_5_1).unwrap();
+        let raw = from_litellm(&map, "excerpt", "LiteLLM 1.110.2 excerpt");
+        let imported = PriceTable::from_raw(raw, "excerpt").unwrap();
+        let shipped = PriceTable::vendored().unwrap();
+        let names: Vec<&str> = imported.models().collect();
+        assert_eq!(
+            names,
+            [
+                "gpt-5.1",
+                "gpt-5.1-2025-11-13",
+                "gpt-5.1-chat-latest",
+                "gpt-5.1-codex",
+                "gpt-5.1-codex-max",
+                "gpt-5.1-codex-mini"
+            ]
+        );
+        for (name, price) in imported.entries() {
+            assert_eq!(shipped.price(name), Some(price), "{name}");
+        }
+        let shipped_5_1: Vec<&str> = shipped
+            .models()
+            .filter(|m| m.starts_with("gpt-5.1"))
+            .collect();
+        assert_eq!(shipped_5_1, names);
     }
 }

@@ -785,10 +785,11 @@ impl MeteredBody {
         }
         let tokens = meter.running_usage(self.request_bytes);
         let prices = &self.shared.config.prices;
+        let tier = meter.service_tier();
         let running = meter
             .served_model()
-            .and_then(|m| prices.cost_micros(m, &tokens))
-            .or_else(|| prices.cost_micros(&self.model, &tokens))
+            .and_then(|m| prices.cost_micros_in(m, &tokens, tier))
+            .or_else(|| prices.cost_micros_in(&self.model, &tokens, tier))
             .unwrap_or(0);
         if let Some(served) = meter.served_model() {
             if let Err(list) = self.shared.config.allowlist.check(served) {
@@ -891,9 +892,11 @@ impl MeteredBody {
         };
         let prices = &self.shared.config.prices;
         let priced_model = reading.served_model.as_deref().unwrap_or(&self.model);
+        // At the service tier the answer reports (priority, flex...).
+        let tier = reading.service_tier.as_deref();
         let cost = prices
-            .cost_micros(priced_model, &tokens)
-            .or_else(|| prices.cost_micros(&self.model, &tokens))
+            .cost_micros_in(priced_model, &tokens, tier)
+            .or_else(|| prices.cost_micros_in(&self.model, &tokens, tier))
             .unwrap_or(0);
         if let Some(r) = self.reservation.take() {
             r.settle(cost);
