@@ -10,6 +10,8 @@ use paddock::broker::prices::format_usd;
 use paddock::runner::Observer;
 use paddock_protocol::{AgentEvent, ChangeKind, EventBody, JobRecord, ModelCall};
 
+mod edit;
+
 pub struct Progress {
     bar: ProgressBar,
     tokens: u64,
@@ -71,18 +73,36 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
+/// The script of a command line that only runs a shell on it (Codex runs
+/// every command as `/bin/bash -lc '…'`), so both engines show the
+/// command the agent wrote; any other command line as it is.
+fn shell_script(command: &str) -> std::borrow::Cow<'_, str> {
+    match shlex::split(command).as_deref() {
+        Some([shell, flag, script])
+            if matches!(shell.as_str(), "/bin/bash" | "bash" | "/bin/sh" | "sh")
+                && matches!(flag.as_str(), "-lc" | "-c") =>
+        {
+            std::borrow::Cow::Owned(script.clone())
+        }
+        _ => std::borrow::Cow::Borrowed(command),
+    }
+}
+
 /// Event lines with memory of the tool calls still open: a result that
-/// does not answer the latest call (engines run calls in parallel) names
-/// the call it answers, so both engines' progress reads the same.
+/// does not come right after its own call (engines run calls in parallel)
+/// names the call it answers, so both engines' progress reads the same.
 #[derive(Default)]
 pub struct Lines {
     /// Open calls: id and a short label (the command, else the tool).
     open: Vec<(String, String)>,
+    /// The call whose line was the last one shown.
+    last_call: Option<String>,
 }
 
 impl Lines {
     pub fn line(&mut self, e: &AgentEvent) -> Option<String> {
         let line = event_line(e)?;
+        let last_call = self.last_call.take();
         match &e.body {
             EventBody::ToolCall {
                 call_id: Some(id),
@@ -90,18 +110,22 @@ impl Lines {
                 command,
                 ..
             } => {
-                let label = one_line(command.as_deref().unwrap_or(tool), 40);
+                let label = match command {
+                    Some(c) => one_line(&shell_script(c), 40),
+                    None => one_line(tool, 40),
+                };
                 self.open.push((id.clone(), label));
+                self.last_call = Some(id.clone());
                 Some(line)
             }
             EventBody::ToolResult {
                 call_id: Some(id), ..
             } => {
-                let latest = self.open.last().is_some_and(|(open, _)| open == id);
+                let right_after = last_call.as_deref() == Some(id.as_str());
                 let at = self.open.iter().position(|(open, _)| open == id);
                 let label = at.map(|i| self.open.remove(i).1);
                 Some(match label {
-                    Some(label) if !latest => line.replacen("↳ ", &format!("↳ {label}: "), 1),
+                    Some(label) if !right_after => line.replacen("↳ ", &format!("↳ {label}: "), 1),
                     _ => line,
                 })
             }
@@ -132,8 +156,9 @@ pub fn event_line(e: &AgentEvent) -> Option<String> {
             input,
             ..
         } => Some(match command {
-            Some(c) => format!("  $ {}", one_line(c, 160)),
-            None => format!("  tool {tool} {}", one_line(&input.to_string(), 120)),
+            Some(c) => format!("  $ {}", one_line(&shell_script(c), 160)),
+            None => edit::lines(tool, input)
+                .unwrap_or_else(|| format!("  tool {tool} {}", one_line(&input.to_string(), 120))),
         }),
         EventBody::ToolResult {
             exit_code,
@@ -295,11 +320,57 @@ mod tests {
                 "  $ cargo test",
                 "  $ ls",
                 "    ↳ cargo test: exit 1, 1 line(s) of output",
-                "    ↳ exit 0, 1 line(s) of output",
+                "    ↳ ls: exit 0, 1 line(s) of output",
                 "  $ true",
                 "    ↳ exit 0, 1 line(s) of output",
             ]
             .map(str::to_owned)
         );
+    }
+
+    /// What `paddock run` and `paddock events` show for an engine's
+    /// stdout: each line parsed as the runner does, then rendered.
+    fn shown(kind: paddock_protocol::EngineKind, jsonl: &str) -> String {
+        let work = std::path::Path::new("/tmp/cap/work");
+        let mut parser = paddock::engines::adapter(kind).parser(work);
+        // The runner's redaction, as the events reach the view.
+        let mut redactor = paddock::redact::Redactor::new();
+        redactor.add_job_dirs(work, std::path::Path::new("/tmp/cap"));
+        let mut lines = Lines::default();
+        jsonl
+            .lines()
+            .flat_map(|l| parser.parse_line(l))
+            .filter_map(|body| lines.line(&ev(redactor.event(body))))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Claude Code: two calls in parallel answered out of order, an
+    /// indented edit, a multi-edit and a new file.
+    const CLAUDE: &str = r#"{"type":"assistant","message":{"model":"m","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"cargo test"}},{"type":"tool_use","id":"t2","name":"Bash","input":{"command":"ls src"}}]}}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t2","type":"tool_result","content":"lib.rs","is_error":false}]}}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t1","type":"tool_result","content":"Exit code 101\nfailed","is_error":true}]}}
+{"type":"assistant","message":{"model":"m","content":[{"type":"tool_use","id":"t3","name":"Edit","input":{"file_path":"/tmp/cap/work/src/lib.rs","old_string":"fn add(a: i32, b: i32) -> i32 {\n    a - b\n}","new_string":"fn add(a: i32, b: i32) -> i32 {\n    // Sum.\n    a + b\n}"}}]}}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t3","type":"tool_result","content":"The file has been updated.","is_error":false}]}}
+{"type":"assistant","message":{"model":"m","content":[{"type":"tool_use","id":"t4","name":"MultiEdit","input":{"file_path":"/tmp/cap/work/src/main.rs","edits":[{"old_string":"\tprintln!(\"a\");","new_string":"\tprintln!(\"b\");"},{"old_string":"        deep();","new_string":"        deeper();"}]}}]}}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t4","type":"tool_result","content":"ok","is_error":false}]}}
+{"type":"assistant","message":{"model":"m","content":[{"type":"tool_use","id":"t5","name":"Write","input":{"file_path":"/tmp/cap/work/NOTES.md","content":"one\n  two\n"}}]}}
+{"type":"user","message":{"role":"user","content":[{"tool_use_id":"t5","type":"tool_result","content":"File created","is_error":false}]}}"#;
+
+    /// Codex: two commands in parallel finishing out of order, a patch.
+    const CODEX: &str = r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc 'cargo test'","aggregated_output":"","exit_code":null,"status":"in_progress"}}
+{"type":"item.started","item":{"id":"item_2","type":"command_execution","command":"/bin/bash -lc 'ls src'","aggregated_output":"","exit_code":null,"status":"in_progress"}}
+{"type":"item.completed","item":{"id":"item_2","type":"command_execution","command":"/bin/bash -lc 'ls src'","aggregated_output":"lib.rs\n","exit_code":0,"status":"completed"}}
+{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc 'cargo test'","aggregated_output":"failed\n","exit_code":101,"status":"failed"}}
+{"type":"item.completed","item":{"id":"item_3","type":"file_change","changes":[{"path":"/tmp/cap/work/src/lib.rs","kind":"update"},{"path":"/tmp/cap/work/NOTES.md","kind":"add"}],"status":"completed"}}"#;
+
+    #[test]
+    fn claude_progress() {
+        insta::assert_snapshot!(shown(paddock_protocol::EngineKind::Claude, CLAUDE));
+    }
+
+    #[test]
+    fn codex_progress() {
+        insta::assert_snapshot!(shown(paddock_protocol::EngineKind::Codex, CODEX));
     }
 }
