@@ -346,6 +346,7 @@ async fn main() {
             bedrock: None,
             entra: None,
             retry: paddock::broker::RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap();

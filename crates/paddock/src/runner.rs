@@ -865,6 +865,8 @@ async fn launch_and_stream(
                     + std::time::Duration::from_secs(spec.limits.timeout_secs),
             ),
         },
+        max_upstream_event_bytes: usize::try_from(spec.broker.max_upstream_event_bytes)
+            .unwrap_or(usize::MAX),
     };
     let (mut broker, sandbox) = match spec.isolation {
         // `auto` was resolved when the job was admitted.

@@ -272,6 +272,7 @@ async fn a_bedrock_broker_refuses_other_routes() {
             bedrock: Some(Arc::new(bedrock)),
             entra: None,
             retry: paddock::broker::RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap();
@@ -404,6 +405,7 @@ async fn bedrock_rig_allowing(
             bedrock: Some(Arc::new(bedrock)),
             entra: None,
             retry: paddock::broker::RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap();
@@ -547,7 +549,7 @@ async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() 
         "application/vnd.amazon.eventstream"
     );
     let body = resp.bytes().await.unwrap();
-    let mut decoder = Decoder::default();
+    let mut decoder = Decoder::new(16 << 20);
     let events = decoder.feed(&body);
     assert!(!decoder.mid_frame());
     let kinds: Vec<String> = events
@@ -555,7 +557,7 @@ async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() 
         .map(|e| match e {
             Event::Chunk(v) => v["type"].as_str().unwrap().to_string(),
             Event::Exception { kind, .. } => format!("exception {kind}"),
-            Event::Other => "other".into(),
+            Event::Other | Event::TooLarge { .. } => "other".into(),
         })
         .collect();
     assert_eq!(kinds.first().map(String::as_str), Some("message_start"));

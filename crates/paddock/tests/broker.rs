@@ -94,6 +94,7 @@ async fn rig_full(
             bedrock: None,
             entra: None,
             retry,
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap();
@@ -1067,6 +1068,7 @@ async fn a_connection_reset_before_the_first_byte_is_retried() {
             bedrock: None,
             entra: None,
             retry: fast_retry(3),
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap();
@@ -1119,6 +1121,7 @@ async fn json_upstream_broker(answer: serde_json::Value) -> BrokerHandle {
             bedrock: None,
             entra: None,
             retry: RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap()
@@ -1181,5 +1184,135 @@ async fn calls_are_priced_at_the_service_tier_the_answer_reports() {
             // 1000 × $3/M + 100 × $15/M.
             ("standard", CallStatus::Ok, 4_500),
         ]
+    );
+}
+
+/// An upstream that answers every request with `content_type`, `head`, then
+/// `x` without end: the broker must not hold it whole.
+async fn endless_upstream(content_type: &'static str, head: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(move || async move {
+        let tail = futures::stream::repeat_with(|| {
+            Ok::<_, std::io::Error>(bytes::Bytes::from_static(&[b'x'; 4096]))
+        });
+        let body = futures::StreamExt::chain(
+            futures::stream::once(async move { Ok(bytes::Bytes::from_static(head.as_bytes())) }),
+            tail,
+        );
+        axum::response::Response::builder()
+            .header("content-type", content_type)
+            .body(axum::body::Body::from_stream(body))
+            .unwrap()
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+/// A broker in front of `base` holding at most 64 KiB of one upstream
+/// event or answer.
+async fn broker_at(base: String) -> BrokerHandle {
+    broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-limit".into(),
+            attempt: 1,
+            upstream: Upstream {
+                provider: "scripted".into(),
+                base,
+                key: None,
+                key_header: KeyHeader::ByApi,
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings: vec![],
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: false,
+            vertex: None,
+            bedrock: None,
+            entra: None,
+            retry: fast_retry(1),
+            max_upstream_event_bytes: 64 << 10,
+        },
+    )
+    .unwrap()
+}
+
+/// An SSE event that never ends is cut at the limit: the engine gets the
+/// broker's error event naming the limit, the ledger a `stream_error` row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_event_past_the_limit_is_cut() {
+    let base = endless_upstream(
+        "text/event-stream",
+        "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"",
+    )
+    .await;
+    let mut broker = broker_at(base).await;
+    let resp = client()
+        .post(format!("{}/v1/responses", broker.url))
+        .bearer_auth(broker.token.expose())
+        .body(responses_body(Some(100)).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let text = tokio::time::timeout(std::time::Duration::from_secs(20), resp.text())
+        .await
+        .expect("the broker ends the stream")
+        .unwrap();
+    let cut = "paddock broker: the upstream sent an SSE event of more than 65536 bytes, past broker.max_upstream_event_bytes (65536 bytes)";
+    let tail = format!(
+        "\n\nevent: response.failed\ndata: {}\n\n",
+        serde_json::json!({"type": "response.failed", "response": {
+            "id": "resp_paddock_cut_1", "object": "response", "status": "failed",
+            "model": "gpt-5.5", "error": {"code": "api_error",
+            "message": format!("{cut}: the response was cut")}}})
+    );
+    assert!(text.ends_with(&tail), "{}", &text[text.len() - 600..]);
+    assert!(
+        text.len() < 1 << 20,
+        "{} bytes reached the engine",
+        text.len()
+    );
+    let call = broker.calls.recv().await.unwrap();
+    assert_eq!(
+        (call.status, call.error.as_deref(), call.estimated),
+        (CallStatus::StreamError, Some(cut), true)
+    );
+    assert_eq!(
+        broker.policy.recv().await.unwrap(),
+        PolicyNotice {
+            rule: "limits".into(),
+            message: format!("{cut}: the response was cut"),
+        }
+    );
+}
+
+/// A whole (JSON) answer longer than the limit is withheld unread: a 502
+/// naming the limit, and an estimated row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_answer_past_the_limit_is_withheld() {
+    let base = endless_upstream("application/json", "{\"model\":\"").await;
+    let mut broker = broker_at(base).await;
+    let resp = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        client()
+            .post(format!("{}/v1/responses", broker.url))
+            .bearer_auth(broker.token.expose())
+            .body(responses_body(Some(100)).to_string())
+            .send(),
+    )
+    .await
+    .expect("the broker answers")
+    .unwrap();
+    let message = "paddock broker: the upstream answered with a body of more than 65536 bytes, past broker.max_upstream_event_bytes: the response was withheld";
+    assert_eq!(resp.status(), 502);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&resp.text().await.unwrap()).unwrap(),
+        serde_json::json!({"error": {"message": message, "type": "api_error", "code": "api_error"}})
+    );
+    let call = broker.calls.recv().await.unwrap();
+    assert_eq!(
+        (call.status, call.error.as_deref(), call.estimated),
+        (CallStatus::StreamError, Some(message), true)
     );
 }

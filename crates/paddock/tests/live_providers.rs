@@ -66,6 +66,7 @@ async fn broker(
             bedrock: bedrock.map(Arc::new),
             entra: entra.map(Arc::new),
             retry: paddock::broker::RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap()

@@ -340,6 +340,7 @@ async fn a_vertex_broker_refuses_other_routes() {
             bedrock: None,
             entra: None,
             retry: paddock::broker::RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap();

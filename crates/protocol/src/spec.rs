@@ -440,17 +440,54 @@ fn usd_to_micros(usd: f64) -> i64 {
 }
 
 /// `[broker]`: how the broker treats the upstream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BrokerSpec {
     /// Retries of transient upstream failures (docs/broker.md#retries).
     #[serde(default)]
     pub retry: RetrySpec,
+    /// The largest upstream answer the broker holds to meter it: one SSE
+    /// event, one event-stream frame, or a whole (non-streaming) JSON body.
+    /// A longer one is cut with an error naming this limit
+    /// (docs/broker.md#limits). 65 536 to 268 435 456.
+    #[serde(default = "BrokerSpec::default_max_upstream_event_bytes")]
+    pub max_upstream_event_bytes: u64,
 }
 
 impl BrokerSpec {
+    pub const DEFAULT_MAX_UPSTREAM_EVENT_BYTES: u64 = 16 << 20;
+    const MAX_UPSTREAM_EVENT_BYTES_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(256 << 20);
+
+    fn default_max_upstream_event_bytes() -> u64 {
+        Self::DEFAULT_MAX_UPSTREAM_EVENT_BYTES
+    }
+
     fn is_default(&self) -> bool {
         *self == BrokerSpec::default()
+    }
+
+    /// Why the settings are out of range: (field, reason).
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        self.retry.check()?;
+        if !Self::MAX_UPSTREAM_EVENT_BYTES_RANGE.contains(&self.max_upstream_event_bytes) {
+            return Err((
+                "broker.max_upstream_event_bytes",
+                format!(
+                    "must be 65536 to 268435456, got {}",
+                    self.max_upstream_event_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for BrokerSpec {
+    fn default() -> Self {
+        BrokerSpec {
+            retry: RetrySpec::default(),
+            max_upstream_event_bytes: Self::DEFAULT_MAX_UPSTREAM_EVENT_BYTES,
+        }
     }
 }
 
@@ -1030,7 +1067,7 @@ impl JobSpec {
                 "must be from 1024 to limits.max_line_bytes".into(),
             ));
         }
-        if let Err((field, reason)) = self.broker.retry.check() {
+        if let Err((field, reason)) = self.broker.check() {
             return Err(invalid(field, reason));
         }
         if self.context.skills.is_some() && self.context.skills_dir.is_none() {
@@ -1248,6 +1285,22 @@ scenario = "s.toml"
         assert!(parse("[broker.retry]\nattempts = 3\n")
             .unwrap_err()
             .contains("unknown field `attempts`"));
+    }
+
+    #[test]
+    fn the_upstream_event_limit_defaults_and_is_validated() {
+        assert_eq!(parse("").unwrap().broker.max_upstream_event_bytes, 16 << 20);
+        assert_eq!(
+            parse("[broker]\nmax_upstream_event_bytes = 65536\n")
+                .unwrap()
+                .broker
+                .max_upstream_event_bytes,
+            65536
+        );
+        assert_eq!(
+            parse("[broker]\nmax_upstream_event_bytes = 1000\n").unwrap_err(),
+            "job spec spec.toml: field `broker.max_upstream_event_bytes`: must be 65536 to 268435456, got 1000"
+        );
     }
 
     /// A spec of `engine` with the `[upstream]` lines given.

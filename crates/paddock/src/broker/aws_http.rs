@@ -3,7 +3,7 @@
 //! Smithy runtime's `HttpClient` trait, so that the chain's calls (STS for
 //! assume-role and web identity, SSO, the container and instance metadata
 //! endpoints) need no second TLS stack. Bodies are small JSON or XML
-//! documents: each is read whole.
+//! documents: each is read whole, up to [`MAX_ANSWER`] bytes.
 
 use aws_smithy_runtime_api::client::http::{
     HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
@@ -12,6 +12,9 @@ use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::body::SdkBody;
+
+/// The most of one answer read (credential documents are a few kilobytes).
+pub const MAX_ANSWER: usize = 1 << 20;
 
 /// `reqwest` as the AWS SDK's HTTP client.
 #[derive(Debug, Clone)]
@@ -70,10 +73,9 @@ impl HttpConnector for Connector {
                 .map_err(|e| ConnectorError::io(Box::new(e.without_url())))?;
             let status = resp.status().as_u16();
             let headers = resp.headers().clone();
-            let bytes = resp
-                .bytes()
+            let bytes = super::bounded::read(resp, MAX_ANSWER)
                 .await
-                .map_err(|e| ConnectorError::io(Box::new(e.without_url())))?;
+                .map_err(|e| ConnectorError::io(Box::new(e)))?;
             let mut out = HttpResponse::new(
                 status
                     .try_into()
@@ -88,5 +90,45 @@ impl HttpConnector for Connector {
             }
             Ok(out)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_smithy_runtime_api::client::runtime_components::RuntimeComponentsBuilder;
+
+    /// A credentials endpoint that never stops answering is read up to
+    /// [`MAX_ANSWER`] only.
+    #[tokio::test]
+    async fn an_endless_answer_is_an_error_not_a_hang() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().fallback(|| async {
+            let body = futures::stream::repeat_with(|| {
+                Ok::<_, std::io::Error>(bytes::Bytes::from_static(&[b' '; 4096]))
+            });
+            axum::body::Body::from_stream(body)
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = ReqwestHttpClient::new(reqwest::Client::builder().no_proxy().build().unwrap());
+        let components = RuntimeComponentsBuilder::for_tests().build().unwrap();
+        let connector =
+            client.http_connector(&HttpConnectorSettings::builder().build(), &components);
+        let request = HttpRequest::try_from(
+            http::Request::builder()
+                .uri(format!("http://{addr}/latest/api/token"))
+                .body(SdkBody::empty())
+                .unwrap(),
+        )
+        .unwrap();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(20), connector.call(request))
+            .await
+            .expect("the call ends")
+            .unwrap_err();
+        assert_eq!(
+            std::error::Error::source(&got).map(ToString::to_string),
+            Some("the answer is longer than 1048576 bytes".to_string())
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! config and credentials files with profiles, SSO, assume-role,
 //! `credential_process`, web identity, container and instance metadata),
 //! whose temporary credentials are reused until shortly before they expire
-//! ([`super::entra::fresh_until`]). Claude Code runs in Bedrock mode with its own AWS auth
+//! ([`super::token_cache`]). Claude Code runs in Bedrock mode with its own AWS auth
 //! skipped and its job token in a custom header; the broker takes only the
 //! model and the method from the engine's path
 //! (`/model/MODEL/invoke-with-response-stream` or `/model/MODEL/invoke`)
@@ -16,7 +16,7 @@
 //! priced as the Anthropic model they name ([`price_name`]).
 
 use super::error_text::error_chain;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
@@ -24,8 +24,8 @@ use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettin
 use aws_sigv4::sign::v4;
 use serde::Deserialize;
 
-use super::entra::fresh_until;
 use super::secret::Secret;
+use super::token_cache::{Fetched, TokenCache};
 
 /// The SigV4 service name of the Bedrock runtime.
 pub const SERVICE: &str = "bedrock";
@@ -123,7 +123,7 @@ enum Auth {
     Chain {
         profile: Option<String>,
         provider: SharedCredentialsProvider,
-        cached: tokio::sync::Mutex<Option<(Credentials, Option<Instant>)>>,
+        cached: TokenCache<Credentials>,
     },
     /// A Bedrock API key, sent as `Authorization: Bearer`.
     ApiKey(Secret),
@@ -215,7 +215,7 @@ impl Bedrock {
             auth: Auth::Chain {
                 profile: profile.map(str::to_string),
                 provider,
-                cached: tokio::sync::Mutex::new(None),
+                cached: TokenCache::default(),
             },
         };
         bedrock.chain_credentials().await?;
@@ -232,28 +232,27 @@ impl Bedrock {
         else {
             return Ok(None);
         };
-        let mut cached = cached.lock().await;
-        if let Some((creds, until)) = cached.as_ref() {
-            if until.is_none_or(|u| Instant::now() < u) {
-                return Ok(Some(creds.clone()));
-            }
-        }
-        let asked = (Instant::now(), SystemTime::now());
-        let creds = provider
-            .provide_credentials()
-            .await
-            .map_err(|e| BedrockError::Chain {
-                profile: profile
-                    .as_deref()
-                    .map(|p| format!(" (profile {p})"))
-                    .unwrap_or_default(),
-                message: error_chain(&e),
-            })?;
-        let until = creds
-            .expiry()
-            .map(|expiry| fresh_until(asked.0, expiry.duration_since(asked.1).unwrap_or_default()));
-        *cached = Some((creds.clone(), until));
-        Ok(Some(creds))
+        let fetch = || async {
+            let asked = SystemTime::now();
+            let creds = provider
+                .provide_credentials()
+                .await
+                .map_err(|e| BedrockError::Chain {
+                    profile: profile
+                        .as_deref()
+                        .map(|p| format!(" (profile {p})"))
+                        .unwrap_or_default(),
+                    message: error_chain(&e),
+                })?;
+            let expires_in = creds
+                .expiry()
+                .map(|expiry| expiry.duration_since(asked).unwrap_or_default());
+            Ok(Fetched {
+                value: creds,
+                expires_in,
+            })
+        };
+        cached.get(fetch).await.map(Some)
     }
 
     /// The headers that authorize a request of `method` to `url` with

@@ -2,16 +2,16 @@
 //! registration's client secret and gets access tokens with the OAuth 2.0
 //! client-credentials grant (`POST {authority}/{tenant}/oauth2/v2.0/token`,
 //! scope `https://cognitiveservices.azure.com/.default`), caches each until
-//! shortly before it expires ([`fresh_until`]) and sends it upstream as
-//! `Authorization: Bearer`. The authority is overridable (sovereign clouds,
-//! tests).
+//! shortly before it expires ([`super::token_cache`]) and sends it upstream
+//! as `Authorization: Bearer`. The authority is overridable (sovereign
+//! clouds, tests).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
-use tokio::sync::Mutex;
 
 use super::secret::Secret;
+use super::token_cache::{Fetched, TokenCache};
 
 /// The public cloud's Entra authority.
 pub const AUTHORITY: &str = "https://login.microsoftonline.com";
@@ -42,12 +42,9 @@ struct TokenAnswer {
     expires_in: u64,
 }
 
-/// Until when a token valid for `expires_in` from `now` is used: up to five
-/// minutes before its expiry, or after half its life for a short-lived one.
-pub fn fresh_until(now: Instant, expires_in: Duration) -> Instant {
-    let margin = (expires_in / 2).min(Duration::from_secs(300));
-    now + (expires_in - margin)
-}
+/// The most of a token endpoint's answer read (a token answer is a few
+/// kilobytes).
+const MAX_TOKEN_ANSWER: usize = 64 << 10;
 
 /// An app registration's client-credentials token source.
 pub struct Entra {
@@ -56,7 +53,7 @@ pub struct Entra {
     scope: String,
     client_secret: Secret,
     client: reqwest::Client,
-    cached: Mutex<Option<(Secret, Instant)>>,
+    cached: TokenCache<Secret>,
 }
 
 impl std::fmt::Debug for Entra {
@@ -96,24 +93,22 @@ impl Entra {
             scope: scope.unwrap_or(SCOPE).to_string(),
             client_secret,
             client,
-            cached: Mutex::new(None),
+            cached: TokenCache::default(),
         })
     }
 
     /// A valid access token: the cached one while fresh, else a new one.
     pub async fn token(&self) -> Result<Secret, EntraError> {
-        let mut cached = self.cached.lock().await;
-        if let Some((token, until)) = cached.as_ref() {
-            if Instant::now() < *until {
-                return Ok(token.clone());
-            }
-        }
+        self.cached.get(|| self.fetch()).await
+    }
+
+    /// A new access token from the token endpoint.
+    async fn fetch(&self) -> Result<Fetched<Secret>, EntraError> {
         let err = |message: String| EntraError::TokenRequest {
             client_id: self.client_id.clone(),
             token_url: self.token_url.clone(),
             message,
         };
-        let asked = Instant::now();
         let resp = self
             .client
             .post(&self.token_url)
@@ -127,10 +122,9 @@ impl Entra {
             .await
             .map_err(|e| err(e.without_url().to_string()))?;
         let status = resp.status().as_u16();
-        let body = resp
-            .text()
+        let body = super::bounded::read_text(resp, MAX_TOKEN_ANSWER)
             .await
-            .map_err(|e| err(e.without_url().to_string()))?;
+            .map_err(|e| err(super::error_text::error_chain(&e)))?;
         if status != 200 {
             return Err(EntraError::TokenRefused {
                 client_id: self.client_id.clone(),
@@ -141,12 +135,10 @@ impl Entra {
         }
         let answer: TokenAnswer =
             serde_json::from_str(&body).map_err(|e| err(format!("bad token answer: {e}")))?;
-        let token = Secret::new(answer.access_token);
-        *cached = Some((
-            token.clone(),
-            fresh_until(asked, Duration::from_secs(answer.expires_in)),
-        ));
-        Ok(token)
+        Ok(Fetched {
+            value: Secret::new(answer.access_token),
+            expires_in: Some(Duration::from_secs(answer.expires_in)),
+        })
     }
 }
 
@@ -154,19 +146,37 @@ impl Entra {
 mod tests {
     use super::*;
 
-    #[test]
-    fn tokens_are_used_until_five_minutes_or_half_their_life_before_expiry() {
-        let now = Instant::now();
-        let cases = [(3600, 3300), (600, 300), (4, 2), (0, 0)];
-        let got: Vec<Duration> = cases
-            .iter()
-            .map(|(life, _)| fresh_until(now, Duration::from_secs(*life)) - now)
-            .collect();
-        let want: Vec<Duration> = cases
-            .iter()
-            .map(|(_, fresh)| Duration::from_secs(*fresh))
-            .collect();
-        assert_eq!(got, want);
+    /// A token endpoint that never stops answering is read up to 64 KiB
+    /// only.
+    #[tokio::test]
+    async fn an_endless_token_answer_is_an_error_not_a_hang() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().fallback(|| async {
+            let body = futures::stream::repeat_with(|| {
+                Ok::<_, std::io::Error>(bytes::Bytes::from_static(&[b' '; 4096]))
+            });
+            axum::body::Body::from_stream(body)
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let authority = format!("http://{addr}");
+        let entra = Entra::new(
+            "tid",
+            "cid",
+            Secret::new("s".into()),
+            Some(&authority),
+            None,
+        )
+        .unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(20), entra.token())
+            .await
+            .expect("the token request ends")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            got,
+            format!("Entra ID app cid: cannot reach token endpoint http://{addr}/tid/oauth2/v2.0/token: the answer is longer than 65536 bytes")
+        );
     }
 
     #[test]

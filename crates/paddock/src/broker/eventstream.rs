@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 /// The content type of an AWS event stream.
 pub const CONTENT_TYPE: &str = "application/vnd.amazon.eventstream";
 
-/// The largest frame accepted (AWS caps messages at 16 MiB plus headers).
-const MAX_FRAME: usize = 24 << 20;
+/// The smallest well-formed frame: prelude, its CRC and the message CRC.
+const MIN_FRAME: usize = 16;
 
 /// One decoded message of a Bedrock response stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,16 +29,30 @@ pub enum Event {
     Exception { kind: String, message: String },
     /// Any other event (ignored by the meter).
     Other,
+    /// A frame announced longer than the decoder's limit: nothing after it
+    /// is decoded.
+    TooLarge { len: usize },
 }
 
 /// Incremental decoder of an event-stream body.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Decoder {
     buf: BytesMut,
     broken: bool,
+    /// The longest frame held (`broker.max_upstream_event_bytes`).
+    limit: usize,
 }
 
 impl Decoder {
+    /// A decoder holding frames of at most `limit` bytes.
+    pub fn new(limit: usize) -> Decoder {
+        Decoder {
+            buf: BytesMut::new(),
+            broken: false,
+            limit,
+        }
+    }
+
     /// Feeds the next bytes; returns the events completed by them.
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<Event> {
         let mut events = Vec::new();
@@ -47,7 +61,13 @@ impl Decoder {
         }
         self.buf.extend_from_slice(chunk);
         while let Some(len) = self.frame_len() {
-            if !(16..=MAX_FRAME).contains(&len) {
+            if len > self.limit {
+                self.broken = true;
+                self.buf = BytesMut::new();
+                events.push(Event::TooLarge { len });
+                return events;
+            }
+            if len < MIN_FRAME {
                 self.broken = true;
                 events.push(Event::Exception {
                     kind: "eventstream".into(),
@@ -181,7 +201,7 @@ mod tests {
         body.extend_from_slice(&chunk(&b));
         body.extend_from_slice(&exception("throttlingException", "slow down"));
         for size in [1, 3, 7, 64, body.len()] {
-            let mut d = Decoder::default();
+            let mut d = Decoder::new(1 << 20);
             let mut events = Vec::new();
             for piece in body.chunks(size) {
                 events.extend(d.feed(piece));
@@ -206,10 +226,22 @@ mod tests {
         let mut frame = chunk(&json!({"type": "ping"})).to_vec();
         let last = frame.len() - 1;
         frame[last] ^= 0xff;
-        let mut d = Decoder::default();
+        let mut d = Decoder::new(1 << 20);
         let events = d.feed(&frame);
         assert_eq!(events.len(), 1);
         assert!(matches!(&events[0], Event::Exception { kind, .. } if kind == "eventstream"));
         assert_eq!(d.feed(&chunk(&json!({"type": "ping"}))), vec![]);
+    }
+
+    #[test]
+    fn a_frame_past_the_limit_is_too_large_and_nothing_after_is_read() {
+        let big =
+            chunk(&json!({"type": "content_block_delta", "delta": {"text": "z".repeat(4096)}}));
+        let small = chunk(&json!({"type": "ping"}));
+        let mut d = Decoder::new(1024);
+        let mut body = big.to_vec();
+        body.extend_from_slice(&small);
+        assert_eq!(d.feed(&body), vec![Event::TooLarge { len: big.len() }]);
+        assert_eq!((d.feed(&small), d.mid_frame()), (vec![], false));
     }
 }

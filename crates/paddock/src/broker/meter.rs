@@ -70,28 +70,46 @@ pub struct Meter {
     /// Bedrock's AWS event stream: frames whose chunks are Messages events.
     frames: Option<super::eventstream::Decoder>,
     buf: Vec<u8>,
+    /// How far `buf` has been searched for an event's end: each byte is
+    /// looked at once, however the upstream splits its chunks.
+    scanned: usize,
+    /// The most the meter holds of one SSE event or a JSON body
+    /// (`broker.max_upstream_event_bytes`).
+    limit: usize,
+    /// Set once the body passed `limit`: why the meter stopped reading.
+    over_limit: Option<String>,
     reading: Reading,
+    /// Bytes looked at while searching for event ends (tests check that
+    /// the search is linear).
+    #[cfg(test)]
+    examined: usize,
 }
 
-/// The most a non-SSE body may grow in the meter's copy (error bodies and
-/// non-streaming messages are small; past this the copy is dropped).
-const MAX_JSON_COPY: usize = 16 << 20;
-
 impl Meter {
-    pub fn new(api: Api, content_type: &str) -> Meter {
+    /// A meter of an `api` body of `content_type`, holding at most `limit`
+    /// bytes of one event (or of a whole JSON body).
+    pub fn new(api: Api, content_type: &str, limit: usize) -> Meter {
         Meter {
             api,
             sse: content_type.starts_with("text/event-stream"),
             frames: content_type
                 .starts_with(super::eventstream::CONTENT_TYPE)
-                .then(super::eventstream::Decoder::default),
+                .then(|| super::eventstream::Decoder::new(limit)),
             buf: Vec::new(),
+            scanned: 0,
+            limit,
+            over_limit: None,
             reading: Reading::default(),
+            #[cfg(test)]
+            examined: 0,
         }
     }
 
     /// Feeds the next chunk of the body.
     pub fn feed(&mut self, chunk: &[u8]) {
+        if self.over_limit.is_some() {
+            return;
+        }
         if let Some(frames) = self.frames.as_mut() {
             for event in frames.feed(chunk) {
                 match event {
@@ -106,22 +124,64 @@ impl Meter {
                     super::eventstream::Event::Exception { kind, message } => {
                         self.reading.error = Some(format!("{kind}: {message}"));
                     }
+                    super::eventstream::Event::TooLarge { len } => {
+                        self.stop(format!("an event-stream frame of {len} bytes"));
+                    }
                     super::eventstream::Event::Other => {}
                 }
             }
             return;
         }
-        if !self.sse {
-            if self.buf.len() + chunk.len() <= MAX_JSON_COPY {
-                self.buf.extend_from_slice(chunk);
-            }
+        if self.buf.len() + chunk.len() > self.limit && !self.sse {
+            self.stop(format!("a response body of more than {} bytes", self.limit));
             return;
         }
         self.buf.extend_from_slice(chunk);
-        while let Some((end, sep)) = find_event_end(&self.buf) {
+        if !self.sse {
+            return;
+        }
+        while let Some((end, sep)) = self.next_event_end() {
             let event: Vec<u8> = self.buf.drain(..end + sep).collect();
+            self.scanned = 0;
             self.sse_event(&event[..end]);
         }
+        if self.buf.len() > self.limit {
+            self.stop(format!("an SSE event of more than {} bytes", self.limit));
+        }
+    }
+
+    /// Stops reading past the limit: the copy is dropped and the reading
+    /// carries why.
+    fn stop(&mut self, what: String) {
+        let message = format!(
+            "paddock broker: the upstream sent {what}, past broker.max_upstream_event_bytes ({} bytes)",
+            self.limit
+        );
+        self.buf = Vec::new();
+        self.scanned = 0;
+        self.reading.error = Some(message.clone());
+        self.over_limit = Some(message);
+    }
+
+    /// Why the meter stopped reading (the body passed the limit), if it did:
+    /// the broker then cuts the response, since it can no longer meter it.
+    pub fn over_limit(&self) -> Option<&str> {
+        self.over_limit.as_deref()
+    }
+
+    /// The end of the first complete SSE event in `buf`: (index of the
+    /// blank line, length of the separator). Only bytes not searched before
+    /// are looked at (from three bytes back, for a separator split across
+    /// chunks).
+    fn next_event_end(&mut self) -> Option<(usize, usize)> {
+        let from = self.scanned.saturating_sub(3);
+        let found = find_event_end(&self.buf[from..]).map(|(i, sep)| (from + i, sep));
+        #[cfg(test)]
+        {
+            self.examined += found.map_or(self.buf.len(), |(i, sep)| i + sep) - from;
+        }
+        self.scanned = self.buf.len();
+        found
     }
 
     /// The tokens of the response so far, for budget checks while it
@@ -156,7 +216,9 @@ impl Meter {
     pub fn mid_event(&self) -> bool {
         match &self.frames {
             Some(frames) => frames.mid_frame(),
-            None => self.sse && !self.buf.is_empty(),
+            // Past the limit the copy is gone but the engine holds part of
+            // an event.
+            None => self.sse && (!self.buf.is_empty() || self.over_limit.is_some()),
         }
     }
 
@@ -182,8 +244,9 @@ impl Meter {
 
     /// Ends the body and returns the reading.
     pub fn finish(mut self, http_status: u16) -> Reading {
-        if self.frames.is_some() {
-            // A partial last frame carries nothing complete to read.
+        if self.frames.is_some() || self.over_limit.is_some() {
+            // A partial last frame carries nothing complete to read; past
+            // the limit nothing is left to read.
         } else if self.sse {
             if !self.buf.is_empty() {
                 let rest = std::mem::take(&mut self.buf);
@@ -478,6 +541,8 @@ fn truncate(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
+    const LIMIT: usize = 1 << 20;
+
     fn sse(events: &[(&str, Value)]) -> Vec<u8> {
         let mut out = Vec::new();
         for (name, data) in events {
@@ -504,7 +569,7 @@ mod tests {
                     "output_tokens": 80, "output_tokens_details": {"reasoning_tokens": 30}, "total_tokens": 1280}}}),
             ),
         ]);
-        let mut m = Meter::new(Api::Responses, "text/event-stream");
+        let mut m = Meter::new(Api::Responses, "text/event-stream", LIMIT);
         for chunk in body.chunks(7) {
             m.feed(chunk);
         }
@@ -547,7 +612,7 @@ mod tests {
             ),
             ("message_stop", serde_json::json!({"type":"message_stop"})),
         ]);
-        let mut m = Meter::new(Api::Messages, "text/event-stream; charset=utf-8");
+        let mut m = Meter::new(Api::Messages, "text/event-stream; charset=utf-8", LIMIT);
         m.feed(&body);
         assert_eq!(
             m.finish(200),
@@ -580,7 +645,7 @@ mod tests {
             serde_json::json!({"type":"message_stop"}),
         ];
         let body: Vec<u8> = events.iter().flat_map(|e| chunk(e).to_vec()).collect();
-        let mut m = Meter::new(Api::Messages, "application/vnd.amazon.eventstream");
+        let mut m = Meter::new(Api::Messages, "application/vnd.amazon.eventstream", LIMIT);
         for piece in body.chunks(5) {
             m.feed(piece);
         }
@@ -604,7 +669,7 @@ mod tests {
             }
         );
 
-        let mut m = Meter::new(Api::Messages, "application/vnd.amazon.eventstream");
+        let mut m = Meter::new(Api::Messages, "application/vnd.amazon.eventstream", LIMIT);
         m.feed(&chunk(&events[0]));
         m.feed(&exception("throttlingException", "Too many tokens"));
         let r = m.finish(200);
@@ -620,19 +685,19 @@ mod tests {
             "error",
             serde_json::json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}),
         )]);
-        let mut m = Meter::new(Api::Messages, "text/event-stream");
+        let mut m = Meter::new(Api::Messages, "text/event-stream", LIMIT);
         m.feed(&body);
         let r = m.finish(200);
         assert_eq!(r.error.as_deref(), Some("Overloaded"));
         assert!(!r.completed);
 
-        let mut m = Meter::new(Api::Responses, "application/json");
+        let mut m = Meter::new(Api::Responses, "application/json", LIMIT);
         m.feed(
             br#"{"error":{"message":"Invalid model","type":"invalid_request_error","code":null}}"#,
         );
         assert_eq!(m.finish(400).error.as_deref(), Some("Invalid model"));
 
-        let mut m = Meter::new(Api::Responses, "text/plain");
+        let mut m = Meter::new(Api::Responses, "text/plain", LIMIT);
         m.feed(b"upstream exploded");
         assert_eq!(m.finish(502).error.as_deref(), Some("upstream exploded"));
     }
@@ -643,7 +708,7 @@ mod tests {
             "response.failed",
             serde_json::json!({"type":"response.failed","response":{"model":"gpt-5.5","error":{"code":"server_error","message":"boom"},"usage":null}}),
         )]);
-        let mut m = Meter::new(Api::Responses, "text/event-stream");
+        let mut m = Meter::new(Api::Responses, "text/event-stream", LIMIT);
         m.feed(&body);
         let r = m.finish(200);
         assert_eq!(r.error.as_deref(), Some("boom"));
@@ -663,7 +728,7 @@ mod tests {
             body.extend_from_slice(format!("data: {data}\n\n").as_bytes());
         }
         body.extend_from_slice(b"data: [DONE]\n\n");
-        let mut m = Meter::new(Api::Chat, "text/event-stream");
+        let mut m = Meter::new(Api::Chat, "text/event-stream", LIMIT);
         for chunk in body.chunks(5) {
             m.feed(chunk);
         }
@@ -689,7 +754,7 @@ mod tests {
 
     #[test]
     fn non_streaming_message_body() {
-        let mut m = Meter::new(Api::Messages, "application/json");
+        let mut m = Meter::new(Api::Messages, "application/json", LIMIT);
         m.feed(br#"{"id":"msg_1","type":"message","model":"claude-haiku-4-5","usage":{"input_tokens":3,"output_tokens":4}}"#);
         let r = m.finish(200);
         assert_eq!(r.served_model.as_deref(), Some("claude-haiku-4-5"));
@@ -709,7 +774,7 @@ mod tests {
     #[test]
     fn json_bodies_report_their_service_tier() {
         let tier = |api: Api, body: Value| {
-            let mut m = Meter::new(api, "application/json");
+            let mut m = Meter::new(api, "application/json", LIMIT);
             m.feed(body.to_string().as_bytes());
             m.finish(200).service_tier
         };
@@ -739,5 +804,85 @@ mod tests {
                 None
             ]
         );
+    }
+    #[test]
+    fn an_sse_event_past_the_limit_stops_the_meter_and_drops_its_copy() {
+        let mut m = Meter::new(Api::Responses, "text/event-stream", 64 << 10);
+        m.feed(b"event: response.output_text.delta\ndata: {\"delta\":\"");
+        for _ in 0..100 {
+            m.feed(&[b'x'; 1024]);
+        }
+        let want = "paddock broker: the upstream sent an SSE event of more than 65536 bytes, past broker.max_upstream_event_bytes (65536 bytes)";
+        assert_eq!(
+            (m.over_limit(), m.buf.capacity(), m.mid_event()),
+            (Some(want), 0, true)
+        );
+        // Nothing after the limit is read, not even a complete event.
+        m.feed(b"\n\nevent: response.completed\ndata: {\"type\":\"response.completed\"}\n\n");
+        assert_eq!(
+            m.finish(200),
+            Reading {
+                error: Some(want.to_string()),
+                ..Reading::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_json_body_past_the_limit_stops_the_meter() {
+        let mut m = Meter::new(Api::Messages, "application/json", 64 << 10);
+        m.feed(&[b' '; 60 << 10]);
+        m.feed(&[b' '; 8 << 10]);
+        // A later small chunk is not appended to a truncated copy.
+        m.feed(br#"{"model":"m","usage":{"input_tokens":3,"output_tokens":4}}"#);
+        let want = "paddock broker: the upstream sent a response body of more than 65536 bytes, past broker.max_upstream_event_bytes (65536 bytes)";
+        assert_eq!((m.over_limit(), m.buf.capacity()), (Some(want), 0));
+        assert_eq!(
+            m.finish(200),
+            Reading {
+                error: Some(want.to_string()),
+                ..Reading::default()
+            }
+        );
+    }
+
+    /// One long event fed in small chunks: each byte is searched once (plus
+    /// three bytes of overlap per chunk), not again with every chunk.
+    #[test]
+    fn the_event_search_looks_at_each_byte_once() {
+        let delta = "y".repeat(200_000);
+        let body = sse(&[(
+            "response.output_text.delta",
+            serde_json::json!({"type":"response.output_text.delta","delta": delta}),
+        )]);
+        let mut m = Meter::new(Api::Responses, "text/event-stream", LIMIT);
+        let chunks = body.chunks(100).count();
+        for chunk in body.chunks(100) {
+            m.feed(chunk);
+        }
+        assert_eq!(m.reading.generated_chars, 200_000);
+        assert!(
+            m.examined <= body.len() + 3 * chunks,
+            "examined {} bytes of a {}-byte body",
+            m.examined,
+            body.len()
+        );
+    }
+
+    #[test]
+    fn separators_split_across_chunks_are_found() {
+        let body =
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"ab\"}}]}\r\n\r\ndata: [DONE]\n\n";
+        for size in 1..8 {
+            let mut m = Meter::new(Api::Chat, "text/event-stream", LIMIT);
+            for chunk in body.chunks(size) {
+                m.feed(chunk);
+            }
+            assert_eq!(
+                (m.reading.generated_chars, m.completed(), m.mid_event()),
+                (2, true, false),
+                "chunks of {size}"
+            );
+        }
     }
 }

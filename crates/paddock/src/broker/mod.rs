@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 pub mod allowlist;
 pub mod aws_http;
 pub mod bedrock;
+pub mod bounded;
 pub mod budget;
 pub mod entra;
 mod error_text;
@@ -28,6 +29,7 @@ pub mod scripted_http;
 pub mod secret;
 mod server;
 pub mod shared_spend;
+pub mod token_cache;
 pub mod upstream;
 pub mod vertex;
 
@@ -79,6 +81,9 @@ pub struct BrokerConfig {
     /// Retries of transient upstream failures (`[broker.retry]`, the job's
     /// deadline).
     pub retry: retry::RetryPolicy,
+    /// The most the broker holds of one upstream SSE event, event-stream
+    /// frame or whole JSON answer (`broker.max_upstream_event_bytes`).
+    pub max_upstream_event_bytes: usize,
 }
 
 /// A policy decision the broker took, for the job's `policy` events.

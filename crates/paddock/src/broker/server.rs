@@ -285,46 +285,41 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             builder = builder.header(name, value);
         }
     }
-    let mut meter = Meter::new(api, &content_type);
+    let limit = shared.config.max_upstream_event_bytes;
+    let mut meter = Meter::new(api, &content_type, limit);
     let (inner, cut, broke): (ByteStream, Cut, Option<String>) =
         if meter.is_sse() || !status.is_success() {
             (Box::pin(resp.bytes_stream()), Cut::No, None)
         } else {
             // A whole (JSON) answer is judged before any of it reaches the
             // engine: it names its served model only as a whole.
-            let bytes = match resp.bytes().await {
-                Ok(b) => b,
+            match whole_answer(&shared, resp, limit, &mut meter).await {
+                Ok(Whole::Pass(bytes)) => (
+                    Box::pin(futures::stream::once(async move { Ok(bytes) })),
+                    Cut::No,
+                    None,
+                ),
+                Ok(Whole::Withheld(w)) => {
+                    let _ = shared.policy.send(PolicyNotice {
+                        rule: w.rule.into(),
+                        message: w.message.clone(),
+                    });
+                    builder = Response::builder()
+                        .status(w.status)
+                        .header(http::header::CONTENT_TYPE, "application/json");
+                    let body = error_body(api, w.kind, &w.message);
+                    (
+                        Box::pin(futures::stream::empty()),
+                        Cut::Pending(Bytes::from(body)),
+                        Some(w.message),
+                    )
+                }
                 Err(e) => {
                     let msg = format!(
                         "paddock broker: the upstream answer broke: {}",
                         without_url(&e)
                     );
                     return call.bad_gateway(reservation, msg);
-                }
-            };
-            match served_outside_allowlist(&shared, &bytes) {
-                None => (
-                    Box::pin(futures::stream::once(async move { Ok(bytes) })),
-                    Cut::No,
-                    None,
-                ),
-                Some(message) => {
-                    // Metered here: none of it goes through the body.
-                    meter.feed(&bytes);
-                    shared.note_served_refused(&message);
-                    let _ = shared.policy.send(PolicyNotice {
-                        rule: "model".into(),
-                        message: message.clone(),
-                    });
-                    builder = Response::builder()
-                        .status(StatusCode::FORBIDDEN)
-                        .header(http::header::CONTENT_TYPE, "application/json");
-                    let body = error_body(api, "permission_error", &message);
-                    (
-                        Box::pin(futures::stream::empty()),
-                        Cut::Pending(Bytes::from(body)),
-                        Some(message),
-                    )
                 }
             }
         };
@@ -353,6 +348,60 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                 "paddock broker: bad response",
             )
         })
+}
+
+/// A whole (non-streaming) answer as the broker judged it.
+enum Whole {
+    /// Passed to the engine as it came.
+    Pass(Bytes),
+    /// Replaced by the broker's error (the ledger still prices what the
+    /// upstream answered, or estimates it when it was not read).
+    Withheld(Withheld),
+}
+
+struct Withheld {
+    status: StatusCode,
+    /// The policy rule, for the job's `policy` event.
+    rule: &'static str,
+    /// The error kind in the API's error body.
+    kind: &'static str,
+    message: String,
+}
+
+/// Reads a whole answer (at most `limit` bytes: past it the answer is
+/// withheld unread) and judges its served model against the allowlist.
+async fn whole_answer(
+    shared: &Shared,
+    resp: reqwest::Response,
+    limit: usize,
+    meter: &mut Meter,
+) -> Result<Whole, reqwest::Error> {
+    let bytes = match super::bounded::read(resp, limit).await {
+        Ok(b) => b,
+        Err(super::bounded::BodyError::TooLarge { limit }) => {
+            return Ok(Whole::Withheld(Withheld {
+                status: StatusCode::BAD_GATEWAY,
+                rule: "limits",
+                kind: "api_error",
+                message: format!(
+                    "paddock broker: the upstream answered with a body of more than {limit} bytes, past broker.max_upstream_event_bytes: the response was withheld"
+                ),
+            }))
+        }
+        Err(super::bounded::BodyError::Read(e)) => return Err(e),
+    };
+    let Some(message) = served_outside_allowlist(shared, &bytes) else {
+        return Ok(Whole::Pass(bytes));
+    };
+    // Metered here: none of it goes through the body.
+    meter.feed(&bytes);
+    shared.note_served_refused(&message);
+    Ok(Whole::Withheld(Withheld {
+        status: StatusCode::FORBIDDEN,
+        rule: "model",
+        kind: "permission_error",
+        message,
+    }))
 }
 
 /// The upstream credentials of one attempt, added to `headers`: Bedrock's
@@ -626,7 +675,11 @@ impl Call<'_> {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let mut meter = Meter::new(self.api, &content_type);
+        let mut meter = Meter::new(
+            self.api,
+            &content_type,
+            self.shared.config.max_upstream_event_bytes,
+        );
         let mut resp = resp;
         let mut read = 0usize;
         while let Ok(Some(chunk)) = resp.chunk().await {
@@ -781,6 +834,13 @@ impl MeteredBody {
         // A JSON body is priced whole at its end; a completed stream has
         // nothing left to cut.
         if !meter.is_sse() || meter.completed() {
+            return;
+        }
+        // Past the limit the meter stopped reading: what it cannot meter
+        // does not reach the engine.
+        if let Some(message) = meter.over_limit() {
+            let message = format!("{message}: the response was cut");
+            self.cut_with("limits", "api_error", message);
             return;
         }
         let tokens = meter.running_usage(self.request_bytes);

@@ -125,8 +125,9 @@ impl Vertex {
         })
     }
 
-    /// A valid access token: the cached one, or a fresh one once the cached
-    /// one is within 20 seconds of its expiry.
+    /// A valid access token. `gcp_auth` caches it (per provider, not with
+    /// [`super::token_cache`]) and fetches a new one once the cached one is
+    /// within 20 seconds of its expiry; concurrent callers may each fetch.
     pub async fn token(&self) -> Result<Secret, VertexError> {
         let token = self
             .provider

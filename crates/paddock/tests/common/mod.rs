@@ -383,6 +383,7 @@ pub async fn credential_broker(
             bedrock: bedrock.map(std::sync::Arc::new),
             entra: entra.map(std::sync::Arc::new),
             retry: paddock::broker::RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
         },
     )
     .unwrap()
