@@ -17,6 +17,8 @@ pub mod reaper;
 pub mod redact;
 pub mod rung;
 pub mod runner;
+#[cfg(feature = "scripted")]
+pub mod scripted;
 pub mod setup_check;
 pub mod store;
 pub mod supervise;

@@ -22,8 +22,6 @@ use time::OffsetDateTime;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::broker::scripted::{RenderContext, Scenario};
-use crate::broker::scripted_http::ScriptedServer;
 use crate::broker::upstream::{KeyHeader, ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, PriceTable, Secret, Upstream};
 use crate::context::{self, Prepared};
@@ -36,8 +34,12 @@ use crate::paths::Paths;
 use crate::policy::{self, HostSemaphore, JobPolicy};
 use crate::reaper::Lease;
 use crate::redact::Redactor;
+#[cfg(feature = "scripted")]
+use crate::scripted::{RenderContext, Scenario, ScriptedServer};
 use crate::store::{Store, StoreError};
 use crate::workspace::Workspace;
+#[cfg(not(feature = "scripted"))]
+use std::convert::Infallible as Scenario;
 
 pub mod warnings;
 
@@ -217,9 +219,18 @@ pub async fn run(
             spec.engine.model
         )));
     }
+    #[cfg(feature = "scripted")]
     let scenario = match (&spec.upstream.provider, &spec.upstream.scenario) {
         (ProviderKind::Scripted, Some(path)) => Some(Arc::new(
             Scenario::load(path).map_err(|e| RunError::BadInput(e.to_string()))?,
+        )),
+        _ => None,
+    };
+    #[cfg(not(feature = "scripted"))]
+    let scenario: Option<Arc<Scenario>> = match spec.upstream.provider {
+        ProviderKind::Scripted => return Err(RunError::BadInput(
+            "upstream.provider `scripted`: this paddock was built without the `scripted` feature"
+                .into(),
         )),
         _ => None,
     };
@@ -734,6 +745,7 @@ async fn launch_and_stream(
     cancel: impl Future<Output = ()>,
 ) -> Result<Launched, LaunchFailure> {
     // The upstream: a real provider, or the scenario served on loopback.
+    #[cfg(feature = "scripted")]
     let mut _scripted = None;
     let CloudAuth {
         vertex,
@@ -768,6 +780,14 @@ async fn launch_and_stream(
             key: None,
             key_header: KeyHeader::ByApi,
         },
+        #[cfg(not(feature = "scripted"))]
+        ProviderKind::Scripted => {
+            let _ = scenario;
+            return Err(LaunchFailure::Step(
+                "the scripted upstream is not built in (cargo feature `scripted`)".into(),
+            ));
+        }
+        #[cfg(feature = "scripted")]
         ProviderKind::Scripted => {
             let Some(scenario) = scenario else {
                 return Err(LaunchFailure::Step(

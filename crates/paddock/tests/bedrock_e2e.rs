@@ -13,9 +13,9 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use paddock::broker::scripted::{RenderContext, Scenario};
-use paddock::broker::scripted_http::{AwsCredentials, ScriptedServer, INVALID_SIGNATURE};
 use paddock::broker::Secret;
+use paddock::scripted::server::{AwsCredentials, ScriptedServer, INVALID_SIGNATURE};
+use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
 
 const MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";

@@ -8,13 +8,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use paddock::broker::scripted::{RenderContext, Scenario};
-use paddock::broker::scripted_http::ScriptedServer;
 use paddock::broker::upstream::KeyHeader;
 use paddock::broker::{
     self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable,
     RetryPolicy, Scope, Secret, Upstream,
 };
+use paddock::scripted::ScriptedServer;
+use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
 use tokio::net::TcpListener;
 

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use common::*;
-use paddock::broker::scripted::{RenderContext, Scenario};
-use paddock::broker::scripted_http::ScriptedServer;
 use paddock::broker::Secret;
+use paddock::scripted::ScriptedServer;
+use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
 
 fn openssl(args: &[&str]) -> Option<String> {

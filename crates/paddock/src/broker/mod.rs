@@ -2,8 +2,9 @@
 //! loopback endpoint and a worthless job token; the broker checks the token,
 //! the model's price and the job's budget, injects the real key, forwards the
 //! request upstream, streams the answer back unbuffered, and meters a copy of
-//! it into one ledger row per model call. The `scripted` upstream is served
-//! over loopback HTTP too, so every provider takes the same path.
+//! it into one ledger row per model call. The `scripted` upstream
+//! (`crate::scripted`) is served over loopback HTTP too, so every provider
+//! takes the same path.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -24,8 +25,6 @@ pub mod meter;
 pub mod prices;
 pub mod prices_import;
 pub mod retry;
-pub mod scripted;
-pub mod scripted_http;
 pub mod secret;
 mod server;
 pub mod shared_spend;
@@ -38,6 +37,7 @@ pub use budget::{Ceiling, Scope};
 pub use prices::PriceTable;
 pub use retry::RetryPolicy;
 pub use secret::Secret;
+pub use server::error_response;
 pub use upstream::Upstream;
 
 #[derive(Debug, thiserror::Error)]

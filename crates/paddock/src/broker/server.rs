@@ -749,7 +749,7 @@ impl Call<'_> {
 }
 
 /// An error body in the wire format of `api`, so the engine shows the message.
-pub(crate) fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -> Response {
+pub fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -> Response {
     Response::builder()
         .status(status)
         .header(http::header::CONTENT_TYPE, "application/json")

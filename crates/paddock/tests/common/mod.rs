@@ -267,7 +267,7 @@ pub fn on_rung(spec: &Path, rung: &str) {
 /// carrying `key` (it answers 401 otherwise): OpenAI's wire for Codex,
 /// Anthropic's for Claude Code.
 pub struct KeyedProvider {
-    pub server: paddock::broker::scripted_http::ScriptedServer,
+    pub server: paddock::scripted::ScriptedServer,
     /// `openai` or `anthropic`.
     pub name: &'static str,
     /// The base URL in the convention of the provider's spec field.
@@ -276,10 +276,10 @@ pub struct KeyedProvider {
 
 impl KeyedProvider {
     pub async fn start(home: &Home, engine: &str, scenario: &str, key: &str) -> KeyedProvider {
-        use paddock::broker::scripted::{RenderContext, Scenario};
+        use paddock::scripted::{RenderContext, Scenario};
         let scenario = Scenario::from_toml(scenario, Path::new("provider.toml")).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = paddock::broker::scripted_http::ScriptedServer::start(
+        let server = paddock::scripted::ScriptedServer::start(
             listener,
             std::sync::Arc::new(scenario),
             RenderContext {

@@ -25,10 +25,10 @@ use http::{HeaderMap, Method, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-use super::meter::Api;
-use super::scripted::{RenderContext, Scenario, TransientReply, Wire};
-use super::secret::Secret;
-use super::server::error_response;
+use super::{RenderContext, Scenario, TransientReply, Wire};
+use crate::broker::meter::Api;
+use crate::broker::secret::Secret;
+use crate::broker::{bedrock, error_response, eventstream, vertex};
 
 /// One request as the scripted upstream received it.
 #[derive(Debug, Clone)]
@@ -151,12 +151,12 @@ impl Drop for ScriptedServer {
 async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Response {
     // Google Vertex AI's Anthropic paths: Messages, the model in the path.
     let vertex_model = match req.method() {
-        &Method::POST => super::vertex::parse_path(req.uri().path()).map(|(m, _)| m),
+        &Method::POST => vertex::parse_path(req.uri().path()).map(|(m, _)| m),
         _ => None,
     };
     // Amazon Bedrock's runtime paths (mock Bedrock only).
     let bedrock = match (req.method(), state.bedrock) {
-        (&Method::POST, true) => super::bedrock::parse_path(req.uri().path()),
+        (&Method::POST, true) => bedrock::parse_path(req.uri().path()),
         _ => None,
     };
     let (wire, api) = match (req.method(), req.uri().path()) {
@@ -234,10 +234,7 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
     }
     if let (Some((m, method)), Some(obj)) = (&bedrock, request.as_object_mut()) {
         // Bedrock names the model in the path and streams by path.
-        obj.insert(
-            "model".into(),
-            Value::String(super::bedrock::decode_model(m)),
-        );
+        obj.insert("model".into(), Value::String(bedrock::decode_model(m)));
         obj.insert(
             "stream".into(),
             Value::Bool(method == "invoke-with-response-stream"),
@@ -250,7 +247,7 @@ async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Respon
     };
     if bedrock.is_some() && reply.content_type.starts_with("text/event-stream") {
         reply.chunks = to_eventstream(&reply.chunks);
-        reply.content_type = super::eventstream::CONTENT_TYPE.to_string();
+        reply.content_type = eventstream::CONTENT_TYPE.to_string();
     }
     if let Ok(mut r) = state.requests.lock() {
         r.push(RecordedRequest {
@@ -332,7 +329,7 @@ fn verify_sigv4(
             other => signed.push((other, text(other).ok_or(format!("no {other}"))?)),
         }
     }
-    let expected = super::bedrock::sign_with(
+    let expected = bedrock::sign_with(
         &aws.access_key_id,
         aws.secret_access_key.expose(),
         text("x-amz-security-token"),
@@ -362,7 +359,7 @@ fn to_eventstream(chunks: &[Bytes]) -> Vec<Bytes> {
                 .collect();
             serde_json::from_str::<Value>(&data).ok()
         })
-        .map(|v| super::eventstream::chunk(&v))
+        .map(|v| eventstream::chunk(&v))
         .collect()
 }
 

@@ -11,6 +11,12 @@
 //! API (Claude Code), streaming or not, including HTTP errors, in-stream
 //! failures and cut connections. Side requests an engine makes on its own
 //! (Claude Code's session title) get a fitting answer without using a turn.
+//! [`ScriptedServer`] serves a scenario over loopback HTTP, so the broker
+//! forwards scripted calls like any provider's.
+//!
+//! A product feature (the offline demo), behind the default cargo feature
+//! `scripted`; it sits above the broker (it speaks the broker's wire APIs)
+//! and nothing below it uses it.
 
 mod call;
 mod chat;
@@ -19,6 +25,7 @@ mod messages;
 mod patch;
 mod responses;
 mod scenario;
+pub mod server;
 mod side;
 mod sse;
 
@@ -27,6 +34,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 
 pub use scenario::{Scenario, ScenarioError};
+pub use server::ScriptedServer;
 
 /// The wire protocol a model request came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

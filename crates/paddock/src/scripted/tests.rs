@@ -424,7 +424,7 @@ mod recorded {
     #[test]
     fn codex_0_171_third_request() {
         let request = fixture(include_str!(
-            "../../../tests/fixtures/requests/codex-0.171.0/turn-3.json"
+            "../../tests/fixtures/requests/codex-0.171.0/turn-3.json"
         ));
         let scenario = scenario_for_test(SAMPLE);
         assert_eq!(scenario.turn_index(Wire::Responses, &request), Some(2));
@@ -452,7 +452,7 @@ mod recorded {
     #[test]
     fn claude_2_1_197_third_request() {
         let request = fixture(include_str!(
-            "../../../tests/fixtures/requests/claude-2.1.197/turn-3.json"
+            "../../tests/fixtures/requests/claude-2.1.197/turn-3.json"
         ));
         assert_eq!(request["stream"], json!(true));
         let scenario = scenario_for_test(SAMPLE);
@@ -462,7 +462,7 @@ mod recorded {
     #[test]
     fn claude_2_1_197_title_request() {
         let request = fixture(include_str!(
-            "../../../tests/fixtures/requests/claude-2.1.197/title.json"
+            "../../tests/fixtures/requests/claude-2.1.197/title.json"
         ));
         let scenario = scenario_for_test(SAMPLE);
         assert_eq!(scenario.turn_index(Wire::Messages, &request), None);
@@ -480,22 +480,22 @@ fn example_scenarios_load() {
     let examples = [
         (
             "notes.toml",
-            include_str!("../../../../../examples/scenarios/notes.toml"),
+            include_str!("../../../../examples/scenarios/notes.toml"),
             3,
         ),
         (
             "http-error.toml",
-            include_str!("../../../../../examples/scenarios/http-error.toml"),
+            include_str!("../../../../examples/scenarios/http-error.toml"),
             2,
         ),
         (
             "stream-error.toml",
-            include_str!("../../../../../examples/scenarios/stream-error.toml"),
+            include_str!("../../../../examples/scenarios/stream-error.toml"),
             2,
         ),
         (
             "disconnect.toml",
-            include_str!("../../../../../examples/scenarios/disconnect.toml"),
+            include_str!("../../../../examples/scenarios/disconnect.toml"),
             2,
         ),
     ];
