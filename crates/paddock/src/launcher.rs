@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use paddock_protocol::Isolation;
 use paddock_sandbox::policy::SYSTEM_RO;
@@ -171,17 +171,15 @@ pub fn command(
 }
 
 /// Stops a started engine and everything it started: the supervisor on the
-/// `process` rung gets SIGTERM (it kills the tree and exits), the sandbox
-/// helper's process group SIGKILL (the PID namespace takes the rest).
+/// `process` rung gets SIGTERM (it kills the tree and exits), and so does
+/// the sandbox helper (it kills the namespace's PID 1, which takes the
+/// rest, removes its placeholders from the workspace and exits).
 pub fn stop(isolation: Isolation, pid: Option<u32>) {
     let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw) else {
         return;
     };
     match isolation {
-        Isolation::Sandbox => {
-            let _ = killpg(pid, Signal::SIGKILL);
-        }
-        Isolation::Process | Isolation::Auto => {
+        Isolation::Sandbox | Isolation::Process | Isolation::Auto => {
             let _ = kill(pid, Signal::SIGTERM);
         }
     }

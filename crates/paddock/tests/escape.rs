@@ -9,10 +9,10 @@
 //!
 //! Every run, confined or not, holds three descriptors of the caller:
 //! 7 reads a host secret, 8 appends to a host file, 9 is a host directory.
-//! Probes with a `plant` step run twice in a fresh writable directory:
-//! the plant (a symbolic link, as a hostile job or a committed file of its
-//! repository would leave), then the attack in a second run, which is
-//! where the host side of the set-up could follow the link.
+//! Probes with a `plant` step run in a fresh writable directory where the
+//! plant (a symbolic link, as a committed file of a repository or an
+//! earlier job would leave) is made first, on the host as the caller; the
+//! attack's run is where the host side of the set-up could follow the link.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -61,6 +61,9 @@ struct Probe {
     plant: Option<&'static str>,
     /// Extra `paddock sandbox` arguments of the attack (`$WORK` replaced).
     args: &'static [&'static str],
+    /// Runs (twin and confined) in a fresh writable directory whose `.git`
+    /// has no `hooks`.
+    no_hooks: bool,
 }
 
 const fn p(name: &'static str, script: &'static str) -> Probe {
@@ -71,6 +74,7 @@ const fn p(name: &'static str, script: &'static str) -> Probe {
         judge: Judge::Exit,
         plant: None,
         args: &[],
+        no_hooks: false,
     }
 }
 
@@ -85,6 +89,14 @@ const fn root(name: &'static str, script: &'static str) -> Probe {
 const fn planted(name: &'static str, plant: &'static str, script: &'static str) -> Probe {
     Probe {
         plant: Some(plant),
+        ..p(name, script)
+    }
+}
+
+/// A one-run probe in a fresh repository without `.git/hooks`.
+const fn no_hooks(name: &'static str, script: &'static str) -> Probe {
+    Probe {
+        no_hooks: true,
         ..p(name, script)
     }
 }
@@ -115,6 +127,11 @@ fn probes() -> Vec<Probe> {
         p("write .git/config", "echo '[core]' >> \"$WORK/.git/config\""),
         p("rename .git/hooks away", "mv \"$WORK/.git/hooks\" \"$WORK/.git/hooks-moved\""),
         p("write a shell rc file", "echo 'echo pwned' >> \"$WORK/.bashrc\""),
+        // Protected names that do not exist when the run starts.
+        p("create a missing .bash_login", "echo 'echo pwned' > \"$WORK/.bash_login\""),
+        p("create a missing .profile by renaming a file onto it", "echo 'echo pwned' > \"$WORK/p-$$\" && mv \"$WORK/p-$$\" \"$WORK/.profile\""),
+        p("create a missing .zshenv as a link", "ln -sf \"$SECRET\" \"$WORK/.zshenv\""),
+        no_hooks("create a missing .git/hooks", "mkdir -p \"$WORK/.git/hooks\" && echo 'exit 0' > \"$WORK/.git/hooks/pre-commit\""),
         // Links out of the workspace.
         p("symlink out of the workspace", "ln -s \"$SECRET\" \"$WORK/link\" && grep -q host-secret \"$WORK/link\""),
         p("hardlink out of the workspace", "ln \"$SECRET\" \"$WORK/hard\" && grep -q host-secret \"$WORK/hard\""),
@@ -218,6 +235,12 @@ fn probes() -> Vec<Probe> {
         root("create a block device node", "mknod \"$WORK/blockdev\" b 7 0"),
         root("read a root-only file of /etc", "for f in $(find /etc -type f ! -perm -o=r 2>/dev/null); do head -c1 \"$f\" >/dev/null 2>&1 && exit 0; done; exit 1"),
         root("list a root-only directory of /etc", "for d in $(find /etc -type d ! -perm -o=r 2>/dev/null); do ls \"$d\" >/dev/null 2>&1 && exit 0; done; exit 1"),
+        // Root-only files of the system directories bound whole (/usr,
+        // /opt); the fixture plants them under /usr/local when it is root.
+        root("read a root-only file of /usr", "grep -q sys-secret \"$SYS_ONLY/secret\""),
+        root("list a root-only directory of /usr", "ls \"$SYS_ONLY/private\" | grep -q ."),
+        root("read a file of /usr only group root may read", "grep -q sys-secret \"$SYS_ONLY/group-only\""),
+        root("run a program of /usr only root may run", "\"$SYS_ONLY/program\""),
         // Memory of other processes (PID 1 is Paddock's; siblings of the
         // same job share one trust domain, docs/sandbox.md).
         Probe {
@@ -290,6 +313,9 @@ impl Drop for Fixture {
         let _ = self.host.wait();
         if let Some(p) = self.var("TMP_PWNED") {
             let _ = std::fs::remove_file(p);
+        }
+        if let Some(p) = self.var("SYS_ONLY") {
+            let _ = std::fs::remove_dir_all(p);
         }
         if let Some((_, delegated)) = &self.cgroot {
             for d in delegated {
@@ -390,6 +416,13 @@ impl Fixture {
         let host = host.spawn().unwrap();
 
         let cgroot = (uid != 0).then(|| delegate_cgroups(&d, uid));
+        let sys_only = PathBuf::from(format!(
+            "/usr/local/share/paddock-escape-{}-{uid}",
+            std::process::id()
+        ));
+        if nix::unistd::geteuid().is_root() {
+            system_only_files(&sys_only);
+        }
         let env = vec![
             ("PROBES", probes.display().to_string()),
             ("SECRET", d.join("secret.txt").display().to_string()),
@@ -411,6 +444,7 @@ impl Fixture {
                 d.join("outside/gitdir/hooks").display().to_string(),
             ),
             ("OUT_PWNED", d.join("outside/pwned").display().to_string()),
+            ("SYS_ONLY", sys_only.display().to_string()),
             ("PY", PY.replace("$PROBES", &probes.display().to_string())),
         ]
         .into_iter()
@@ -446,9 +480,36 @@ impl Fixture {
         }
         work
     }
+
+    /// [`Fixture::fresh_work`] whose `.git` has no `hooks`.
+    fn fresh_work_without_hooks(&self, name: &str) -> PathBuf {
+        let work = self.fresh_work(name);
+        std::fs::remove_dir_all(work.join(".git/hooks")).unwrap();
+        work
+    }
 }
 
 static FRESH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Files of a system directory that only root may read, list or run
+/// (the host keeps such files; none is needed by a job): mode 0600, a
+/// 0700 directory, a file of another owner only group root may read
+/// (0040), a 0700 program.
+fn system_only_files(dir: &Path) {
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    std::fs::create_dir_all(dir.join("private")).unwrap();
+    mode(dir, 0o755);
+    std::fs::write(dir.join("secret"), "sys-secret\n").unwrap();
+    mode(&dir.join("secret"), 0o600);
+    std::fs::write(dir.join("private/file"), "sys-secret\n").unwrap();
+    mode(&dir.join("private"), 0o700);
+    std::fs::write(dir.join("group-only"), "sys-secret\n").unwrap();
+    std::os::unix::fs::chown(dir.join("group-only"), Some(12_345), Some(0)).unwrap();
+    mode(&dir.join("group-only"), 0o040);
+    std::fs::write(dir.join("program"), "#!/bin/sh\nexit 0\n").unwrap();
+    mode(&dir.join("program"), 0o700);
+}
 
 /// A cgroup v1 subtree per controller, owned by `uid`, presented as one
 /// root (symlinks) for `PADDOCK_CGROUP_ROOT`.
@@ -567,9 +628,10 @@ fn twin(probe: &Probe, fx: &Fixture) -> Outcome {
         Twin::Same | Twin::RootOnly => probe.script,
         Twin::Script(s) => s,
     };
-    let work = match probe.plant {
-        Some(_) => fx.fresh_work("twin-plant"),
-        None => fx.path().join("twin-work"),
+    let work = match (probe.plant, probe.no_hooks) {
+        (_, true) => fx.fresh_work_without_hooks("twin-no-hooks"),
+        (Some(_), false) => fx.fresh_work("twin-plant"),
+        (None, false) => fx.path().join("twin-work"),
     };
     let mark = work.join("twin-mark");
     let unconfined = |script: &str| {
@@ -594,18 +656,21 @@ fn twin(probe: &Probe, fx: &Fixture) -> Outcome {
 }
 
 fn confined(probe: &Probe, fx: &Fixture) -> Outcome {
-    let work = match probe.plant {
-        Some(_) => fx.fresh_work("plant"),
-        None => fx.path().join("work"),
+    let work = match (probe.plant, probe.no_hooks) {
+        (_, true) => fx.fresh_work_without_hooks("no-hooks"),
+        (Some(_), false) => fx.fresh_work("plant"),
+        (None, false) => fx.path().join("work"),
     };
     if let Some(plant) = probe.plant {
-        let planting = Probe {
-            plant: None,
-            args: &[],
-            ..p(probe.name, plant)
-        };
+        // As a checkout of committed files (or an earlier job) leaves it:
+        // a job can no longer create the protected names itself (see the
+        // "create a missing ..." probes).
+        let mark = work.join("plant-mark");
+        let mut cmd = with_fds(fx.uid, "sh");
+        cmd.arg("-c").arg(plant);
+        script_env(&mut cmd, fx, &work, &mark);
         assert_eq!(
-            sandboxed(&planting, fx, &work),
+            run(cmd, Judge::Exit, &mark, fx),
             Outcome::Worked,
             "{}: the plant",
             probe.name

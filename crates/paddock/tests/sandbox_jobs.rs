@@ -258,8 +258,15 @@ async fn auto_falls_back_and_sandbox_is_refused_where_none_starts() {
         .unwrap()
         .replace("isolation = \"process\"\n", "");
     std::fs::write(&spec, &text).unwrap();
-    let why = "paddock sandbox: unshare the user and UTS namespaces: \
-               EPERM: Operation not permitted";
+    // A root caller's first step that needs a new user namespace is the
+    // idmapping of the system binds (idmap.rs), everyone else's the unshare.
+    let why = if nix::unistd::geteuid().is_root() {
+        "paddock sandbox: idmap user namespace (for a root caller, so that the host's \
+         root-only system files stay closed to the job): EPERM: Operation not permitted"
+    } else {
+        "paddock sandbox: unshare the user and UTS namespaces: \
+         EPERM: Operation not permitted"
+    };
 
     let out = run_where_no_sandbox_starts(&home, &spec).await;
     let rec = record(&out);

@@ -12,7 +12,7 @@
 //! looked up again between the check and the mount.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
+use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd, FromRawFd as _, OwnedFd};
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -85,6 +85,13 @@ pub fn bind(src: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> Result<OwnedFd, Errno> 
         Err(Errno::EINVAL) => open_tree(src, AT_RECURSIVE)?,
         other => other?,
     };
+    attach(tree.as_fd(), dst)?;
+    Ok(tree)
+}
+
+/// Attaches the detached mount tree `tree` (from `open_tree(2)`, here or
+/// in the helper) onto what `dst` names, descriptor to descriptor.
+pub fn attach(tree: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> Result<(), Errno> {
     let empty = c"";
     // SAFETY: move_mount reads two NUL-terminated (empty) paths and uses
     // two descriptors that are open for the duration of the call; it
@@ -101,7 +108,7 @@ pub fn bind(src: BorrowedFd<'_>, dst: BorrowedFd<'_>) -> Result<OwnedFd, Errno> 
         )
     };
     if rc == 0 {
-        Ok(tree)
+        Ok(())
     } else {
         Err(Errno::last())
     }
@@ -142,8 +149,6 @@ pub fn relative(path: &Path) -> Option<&Path> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::fd::AsFd as _;
-
     use super::*;
 
     #[test]

@@ -23,6 +23,10 @@ pub enum SetupError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("idmap {path} (for a root caller, so that the host's root-only system files stay closed to the job): {source}")]
+    Idmap { path: PathBuf, source: Errno },
+    #[error("set up the stop signals (SIGINT, SIGTERM, SIGHUP): {source}")]
+    Signals { source: Errno },
     #[error("bring up loopback in the new network namespace: {source}")]
     Loopback { source: Errno },
     #[error("start the broker forwarder on 127.0.0.1:{port} for {socket}: {source}")]

@@ -102,9 +102,12 @@ impl Entry {
 
 /// The paths the view is made of, resolved on the host before any mount.
 /// Read-only, writable and protected lists are what Landlock enforces too.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct View {
     entries: Vec<Entry>,
+    /// Root callers: the system binds as detached idmapped trees, made by
+    /// the helper ([`View::idmap`]), attached by PID 1 instead of binds.
+    trees: Vec<(PathBuf, OwnedFd)>,
     /// Read-only (read and execute) paths as seen inside the sandbox.
     pub ro: Vec<PathBuf>,
     /// Writable paths as seen inside the sandbox.
@@ -169,6 +172,29 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
     v.ro.push(PathBuf::from("/proc"));
     v.ro.push(PathBuf::from("/etc"));
     Ok(v)
+}
+
+impl View {
+    /// Root callers (`idmap.rs`): every system bind becomes a detached
+    /// idmapped tree in which the host's uid and gid 0 are not the job's.
+    /// Runs in the helper before it leaves the host's user namespace.
+    pub fn idmap(&mut self) -> Result<(), SetupError> {
+        let userns = crate::idmap::owner_namespace()?;
+        for e in &self.entries {
+            if let Entry::Bind { path, .. } = e {
+                let tree = crate::idmap::tree(path, &userns)?;
+                self.trees.push((path.clone(), tree));
+            }
+        }
+        Ok(())
+    }
+
+    fn tree(&self, path: &Path) -> Option<BorrowedFd<'_>> {
+        self.trees
+            .iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, t)| t.as_fd())
+    }
 }
 
 /// Adds an optional read-only system path: a symlink is recreated, a
@@ -443,6 +469,37 @@ fn bind(src: &Path, dst: &Path) -> Result<(), SetupError> {
     }
 }
 
+/// The empty file without permissions bound over hidden programs, in the
+/// staging root (never visible inside), opened as `O_PATH`.
+fn hidden_file() -> Result<OwnedFd, SetupError> {
+    let empty = Path::new(HIDDEN);
+    std::fs::File::create(empty)
+        .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o000)))
+        .map_err(point_err(empty))?;
+    beneath::open(
+        beneath::open_dir(Path::new("/"))
+            .map_err(|e| point_err(empty)(e.into()))?
+            .as_fd(),
+        Path::new(HIDDEN.trim_start_matches('/')),
+    )
+    .map_err(|e| point_err(empty)(e.into()))
+}
+
+/// Attaches a detached tree (the helper's idmapped clone of a system
+/// path) at `dst` in the new root, whose mount point exists.
+fn attach(tree: BorrowedFd<'_>, dst: &Path) -> Result<(), SetupError> {
+    let point = nix::fcntl::open(
+        dst,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| point_err(dst)(e.into()))?;
+    // SAFETY: `point` was just returned by open(2), owned by nothing else.
+    let point = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(point) };
+    beneath::attach(tree, point.as_fd())
+        .map_err(|e| mount_err(format!("idmapped bind of {}", dst.display()), dst)(e))
+}
+
 /// Copies a small host file into the new root (kernel-side, no buffer).
 fn copy(src: &Path, dst: &Path, len: u64) -> Result<(), SetupError> {
     let err = |source| SetupError::Copy {
@@ -532,6 +589,8 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
     // Mount points that must exist before the tree turns read-only; the
     // writable mounts (their roots, opened) and their paths.
     let mut writable: Vec<(OwnedFd, PathBuf)> = Vec::new();
+    // The empty file bound over hidden programs, made on first use.
+    let mut hidden: Option<OwnedFd> = None;
     for e in &view.entries {
         let dst = under(NEW, e.path());
         match e {
@@ -543,7 +602,10 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
                         file_point(&dst)?;
                     }
                 }
-                bind(&under(OLD, path), &dst)?;
+                match view.tree(path) {
+                    Some(tree) => attach(tree, &dst)?,
+                    None => bind(&under(OLD, path), &dst)?,
+                }
             }
             Entry::Caller {
                 path,
@@ -587,15 +649,26 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
                 dirs.parent_of(&dst)?;
                 copy(&under(OLD, path), &dst, *len)?;
             }
-            Entry::Hide { .. } => {
-                // The mount point is the bound file itself.
-                let empty = Path::new(HIDDEN);
-                if !empty.exists() {
-                    std::fs::File::create(empty)
-                        .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(0o000)))
-                        .map_err(point_err(empty))?;
+            Entry::Hide { path } => {
+                // Opened once, without following a link, and covered
+                // through that descriptor: no path is looked up again.
+                let hide = |source| SetupError::Link {
+                    path: path.clone(),
+                    source,
+                };
+                let rel = beneath::relative(path).ok_or(Errno::EINVAL).map_err(hide)?;
+                let point = beneath::open(dirs.new.as_fd(), rel).map_err(hide)?;
+                let st = nix::sys::stat::fstat(point.as_raw_fd()).map_err(hide)?;
+                if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                    return Err(hide(Errno::EISDIR));
                 }
-                bind(empty, &dst)?;
+                let empty = match &hidden {
+                    Some(fd) => fd,
+                    None => hidden.insert(hidden_file()?),
+                };
+                beneath::bind(empty.as_fd(), point.as_fd()).map_err(|e| {
+                    mount_err(format!("cover of hidden {}", path.display()), &dst)(e)
+                })?;
             }
             Entry::Tmpfs { size_mb, .. } => {
                 dirs.make(&dst)?;

@@ -11,12 +11,12 @@
 
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sched::{unshare, CloneFlags};
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{kill, sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 
@@ -24,7 +24,7 @@ use crate::cgroup::Cgroup;
 use crate::error::SetupError;
 use crate::handoff::{self, Join};
 use crate::policy::{exit, NetMode, Policy, DEFAULT_PATH};
-use crate::{caps, filter, fs, lock, net, trace};
+use crate::{absent, caps, filter, fs, lock, net, trace};
 
 /// The environment variable carrying the policy (JSON) to the helper.
 pub const POLICY_VAR: &str = "PADDOCK_SANDBOX_POLICY";
@@ -77,10 +77,23 @@ fn run(policy: Policy) -> Result<i32, SetupError> {
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     // Nothing the caller left open reaches PID 1 or the command.
     caps::cloexec_inherited().map_err(|source| SetupError::Descriptors { source })?;
-    let view = fs::plan(&policy)?;
+    // SIGINT, SIGTERM and SIGHUP wait until PID 1 exists (then they stop
+    // the run, see `on_stop`), so that whatever ends the run the helper
+    // removes what it made on the host.
+    stop_signals()
+        .thread_block()
+        .map_err(|source| SetupError::Signals { source })?;
+    // Missing protected names get placeholders, removed when this returns
+    // (after PID 1 is reaped).
+    let _placeholders = absent::Placeholders::make(&policy);
+    let mut view = fs::plan(&policy)?;
     trace::step("planned");
     let uid = nix::unistd::getuid().as_raw();
     let gid = nix::unistd::getgid().as_raw();
+    if uid == 0 {
+        view.idmap()?;
+        trace::step("idmapped");
+    }
 
     confine_and_run(&policy, &view, uid, gid)
 }
@@ -129,6 +142,7 @@ fn confine_and_run(
         Some(child) => child,
     };
     trace::step("pid1 cloned");
+    stop_run_on_signals(child)?;
     drop(join);
     ready.steer(child);
     let forwarder = match network(policy) {
@@ -160,6 +174,10 @@ fn confine_and_run(
         cg.remove();
         trace::step("cgroup removed");
     }
+    let stopped = STOP_SIGNAL.load(Ordering::SeqCst);
+    if stopped != 0 {
+        return Ok(128 + stopped);
+    }
     if timed_out.load(Ordering::SeqCst) {
         eprintln!(
             "paddock sandbox: timed out after {} s; the whole tree was killed",
@@ -172,6 +190,51 @@ fn confine_and_run(
         return Ok(exit::MEMORY_LIMIT);
     }
     Ok(code)
+}
+
+/// The signal that stopped the run (0: none), and PID 1 for the handler.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static PID1: AtomicI32 = AtomicI32::new(0);
+
+/// The signals that stop a run: Ctrl-C, `kill`, a closed terminal, and the
+/// runner stopping a job (`launcher::stop`).
+fn stop_signals() -> SigSet {
+    let mut set = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(sig);
+    }
+    set
+}
+
+extern "C" fn on_stop(sig: libc::c_int) {
+    STOP_SIGNAL.store(sig, Ordering::SeqCst);
+    let pid = PID1.load(Ordering::SeqCst);
+    if pid > 0 {
+        // kill(2) is async-signal-safe; PID 1's end takes the whole tree.
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// From now on (PID 1 is `pid1`) a stop signal kills PID 1, so the helper
+/// reaps it, cleans up and exits with 128 + the signal; the signals
+/// blocked until now are delivered here. PID 1 unblocks them for itself
+/// (as a namespace's init it ignores them anyway) and its command.
+fn stop_run_on_signals(pid1: Pid) -> Result<(), SetupError> {
+    PID1.store(pid1.as_raw(), Ordering::SeqCst);
+    let action = SigAction::new(
+        SigHandler::Handler(on_stop),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in stop_signals().iter() {
+        // SAFETY: `on_stop` only stores to atomics and calls kill(2), all
+        // async-signal-safe; it is installed in the helper only (PID 1,
+        // already cloned, keeps the default dispositions).
+        unsafe { sigaction(sig, &action) }.map_err(|source| SetupError::Signals { source })?;
+    }
+    stop_signals()
+        .thread_unblock()
+        .map_err(|source| SetupError::Signals { source })
 }
 
 /// Ends a run whose helper-side set-up failed: PID 1 has run nothing of
@@ -281,6 +344,12 @@ fn clone_pid1() -> Result<Option<Pid>, SetupError> {
 
 /// PID 1 of the new PID namespace.
 fn pid1(policy: &Policy, view: &fs::View, uid: u32, gid: u32, join: Join) -> i32 {
+    // The helper blocked them for itself; as the namespace's init PID 1
+    // ignores them anyway, and the command starts with this mask.
+    if let Err(source) = stop_signals().thread_unblock() {
+        eprintln!("paddock sandbox: {}", SetupError::Signals { source });
+        return exit::SETUP_FAILED;
+    }
     if let Err(e) = setup(policy, view, uid, gid, join) {
         eprintln!("paddock sandbox: {e}");
         return exit::SETUP_FAILED;

@@ -12,6 +12,7 @@
 //! in the caller. Any step that fails stops the command from running
 //! (exit code [`exit::SETUP_FAILED`], with the step named on stderr).
 
+pub mod absent;
 pub mod beneath;
 mod bpf;
 pub mod caps;
@@ -20,6 +21,7 @@ pub mod error;
 pub mod filter;
 pub mod fs;
 pub mod handoff;
+pub mod idmap;
 pub mod init;
 pub mod launch;
 pub mod lock;

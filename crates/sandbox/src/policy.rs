@@ -122,13 +122,12 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 
 /// Files and directories of a writable path that stay read-only: git hooks
 /// and config (which the host's git would execute or obey) and shell rc
-/// files (which a later shell would source). Returned are those present
-/// (as entries, links included: a link is not followed here, and the view
-/// binds only what it reaches without one, see `fs.rs`); `.git/hooks` is
-/// created when `.git` is a real directory (never through a link), so
-/// that it can be protected.
+/// files (which a later shell would source). All of them, present or not:
+/// a present one (a link included: a link is not followed here, and the
+/// view binds only what it reaches without one, see `fs.rs`) is bound
+/// read-only over itself, a missing one gets a placeholder for the run
+/// (`absent.rs`) so that the job cannot create it either.
 pub fn protected_in(dir: &std::path::Path) -> Vec<PathBuf> {
-    make_hooks(dir);
     [
         ".git/hooks",
         ".git/config",
@@ -142,21 +141,5 @@ pub fn protected_in(dir: &std::path::Path) -> Vec<PathBuf> {
     ]
     .iter()
     .map(|p| dir.join(p))
-    .filter(|p| std::fs::symlink_metadata(p).is_ok())
     .collect()
-}
-
-/// `dir/.git/hooks`, made with `mkdirat` in `.git` opened without
-/// following links; a `.git` that is a link or a file is left alone.
-fn make_hooks(dir: &std::path::Path) {
-    use std::os::fd::AsFd as _;
-    let Ok(top) = crate::beneath::open_dir(dir) else {
-        return;
-    };
-    let Ok(git) = crate::beneath::open(top.as_fd(), std::path::Path::new(".git")) else {
-        return;
-    };
-    // A link opens as itself and `mkdirat` in it fails (ENOTDIR), as in a
-    // file; nothing is made on the host through either.
-    let _ = crate::beneath::mkdir(git.as_fd(), std::path::Path::new("hooks"));
 }
