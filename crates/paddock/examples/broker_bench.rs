@@ -9,8 +9,12 @@
 //!
 //! Measured: added latency p50/p99 (sequential non-streaming calls),
 //! requests per second with 1 and 32 concurrent clients, time to first
-//! byte of a streaming answer, and the resident memory of the proxy before
-//! and after streaming the bulk answer through it. Prints a Markdown table.
+//! byte of a streaming answer, in `--runs` interleaved rounds (each round
+//! measures every target once), printed as the median of the rounds with
+//! their min–max; the throughput ratios broker / LiteLLM per round, the
+//! same way; then once, the resident memory of the proxy before and after
+//! streaming the bulk answer through it. The load average before and after
+//! is printed (the machine may be shared). Prints Markdown tables.
 //! The broker runs as a job's does: retries on (the default
 //! `[broker.retry]`), every ledger row written to a SQLite store.
 
@@ -40,6 +44,7 @@ struct Args {
     litellm_requests: usize,
     secs: u64,
     bulk_mib: usize,
+    runs: usize,
 }
 
 fn args() -> Args {
@@ -49,6 +54,7 @@ fn args() -> Args {
         litellm_requests: 300,
         secs: 5,
         bulk_mib: 1024,
+        runs: 5,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -59,8 +65,9 @@ fn args() -> Args {
             "--litellm-requests" => a.litellm_requests = value().parse().expect("N"),
             "--secs" => a.secs = value().parse().expect("--secs N"),
             "--bulk-mib" => a.bulk_mib = value().parse().expect("--bulk-mib N"),
+            "--runs" => a.runs = value().parse::<usize>().expect("--runs N").max(1),
             "--help" | "-h" => {
-                println!("broker_bench [--litellm BIN] [--requests N] [--litellm-requests N] [--secs N] [--bulk-mib N]");
+                println!("broker_bench [--litellm BIN] [--requests N] [--litellm-requests N] [--secs N] [--bulk-mib N] [--runs N]");
                 std::process::exit(0);
             }
             other => panic!("unknown option {other}"),
@@ -313,8 +320,46 @@ async fn start_litellm(
 
 // ---------------------------------------------------------------- main
 
-fn ms(d: Duration) -> String {
-    format!("{:.3}", d.as_secs_f64() * 1000.0)
+fn ms_f(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// One target's figures in one round.
+#[derive(Clone, Copy)]
+struct Round {
+    p50: f64,
+    p99: f64,
+    added_p50: f64,
+    added_p99: f64,
+    rps1: f64,
+    rps32: f64,
+    ttfb: f64,
+}
+
+/// `median [min–max]` of `values`, with `digits` fraction digits.
+fn spread(values: &[f64], digits: usize) -> String {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let median = if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    format!(
+        "{median:.digits$} [{:.digits$}–{:.digits$}]",
+        v[0],
+        v[v.len() - 1]
+    )
+}
+
+/// The load average (1, 5 and 15 minutes) as `/proc/loadavg` gives it.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -417,53 +462,82 @@ async fn main() {
         .pool_max_idle_per_host(64)
         .build()
         .unwrap();
-    println!("| target | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s, 1 client | req/s, 32 clients | TTFB stream ms | RSS before KiB | RSS after the {} MiB stream KiB | MiB received | stream MiB/s |", a.bulk_mib);
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    let mut direct = (Duration::ZERO, Duration::ZERO);
-    for t in &targets {
-        let n = if t.name == "LiteLLM proxy" {
-            a.litellm_requests
-        } else {
-            a.requests
-        };
-        let (p50, p99) = latencies(&client, t, n).await;
-        if t.name == "direct" {
-            direct = (p50, p99);
+    let load_before = loadavg();
+    // Interleaved rounds: every target once per round, so a change in the
+    // machine's load hits all of them alike.
+    let mut results: Vec<Vec<Round>> = vec![Vec::new(); targets.len()];
+    for round in 0..a.runs {
+        let mut direct = (Duration::ZERO, Duration::ZERO);
+        for (i, t) in targets.iter().enumerate() {
+            let n = if t.name == "LiteLLM proxy" {
+                a.litellm_requests
+            } else {
+                a.requests
+            };
+            let (p50, p99) = latencies(&client, t, n).await;
+            if t.name == "direct" {
+                direct = (p50, p99);
+            }
+            results[i].push(Round {
+                p50: ms_f(p50),
+                p99: ms_f(p99),
+                added_p50: ms_f(p50.saturating_sub(direct.0)),
+                added_p99: ms_f(p99.saturating_sub(direct.1)),
+                rps1: throughput(&client, t, 1, a.secs).await,
+                rps32: throughput(&client, t, 32, a.secs).await,
+                ttfb: ms_f(ttfb(&client, t, n / 4).await),
+            });
         }
-        let rps1 = throughput(&client, t, 1, a.secs).await;
-        let rps32 = throughput(&client, t, 32, a.secs).await;
-        let ttfb = ttfb(&client, t, n / 4).await;
-        let (mem, bulk_cell, got, rate) = if t.name == "direct" {
-            (
-                "-".to_string(),
-                "-".to_string(),
-                "-".to_string(),
-                "-".to_string(),
-            )
-        } else {
-            let (before, after, got, rate) = bulk(&client, t).await;
-            (
-                before.to_string(),
-                after.to_string(),
-                format!("{got:.0}"),
-                format!("{rate:.0}"),
-            )
+        eprintln!("round {}/{} done (load {})", round + 1, a.runs, loadavg());
+    }
+    let load_after = loadavg();
+    println!(
+        "{} interleaved rounds; each cell: the median of the rounds [min–max]. Load average (1, 5, 15 min) before: {load_before}; after: {load_after}.\n",
+        a.runs
+    );
+    println!("| target | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s, 1 client | req/s, 32 clients | TTFB stream ms |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (t, rounds) in targets.iter().zip(&results) {
+        let col = |f: fn(&Round) -> f64, digits: usize| {
+            spread(&rounds.iter().map(f).collect::<Vec<_>>(), digits)
         };
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             t.name,
-            ms(p50),
-            ms(p99),
-            ms(p50.saturating_sub(direct.0)),
-            ms(p99.saturating_sub(direct.1)),
-            rps1,
-            rps32,
-            ms(ttfb),
-            mem,
-            bulk_cell,
-            got,
-            rate
+            col(|r| r.p50, 3),
+            col(|r| r.p99, 3),
+            col(|r| r.added_p50, 3),
+            col(|r| r.added_p99, 3),
+            col(|r| r.rps1, 0),
+            col(|r| r.rps32, 0),
+            col(|r| r.ttfb, 3),
         );
+    }
+    // Broker / LiteLLM throughput, round by round.
+    let by_name = |name: &str| targets.iter().position(|t| t.name == name);
+    if let (Some(b), Some(l)) = (by_name("Paddock broker"), by_name("LiteLLM proxy")) {
+        let ratio = |f: fn(&Round) -> f64| {
+            let r: Vec<f64> = results[b]
+                .iter()
+                .zip(&results[l])
+                .map(|(b, l)| f(b) / f(l).max(f64::MIN_POSITIVE))
+                .collect();
+            spread(&r, 0)
+        };
+        println!(
+            "\nBroker / LiteLLM throughput, per round: {}× with 1 client, {}× with 32 clients.",
+            ratio(|r| r.rps1),
+            ratio(|r| r.rps32)
+        );
+    }
+    println!(
+        "\n| target | RSS before KiB | RSS after the {} MiB stream KiB | MiB received | stream MiB/s |",
+        a.bulk_mib
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for t in targets.iter().filter(|t| t.name != "direct") {
+        let (before, after, got, rate) = bulk(&client, t).await;
+        println!("| {} | {before} | {after} | {got:.0} | {rate:.0} |", t.name);
     }
     // Let the last rows land, then count them in the database.
     tokio::time::sleep(Duration::from_millis(200)).await;
