@@ -203,32 +203,51 @@ fn start(exe: &Path, work: &Path, socket: &Path, scratch: &Path) -> Result<(), S
     })
 }
 
+/// Why [`connect`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("paddock {CONNECT_ARG}: expected a port")]
+    NoPort,
+    #[error("the broker socket answered {got:?}, not the check's greeting")]
+    Greeting { got: String },
+    #[error("reach the broker socket through the forwarder on 127.0.0.1:{port}: {source}")]
+    Reach {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ConnectError {
+    /// The process's exit code: 2 for a missing port, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ConnectError::NoPort => 2,
+            ConnectError::Greeting { .. } | ConnectError::Reach { .. } => 1,
+        }
+    }
+}
+
 /// [`CONNECT_ARG`]`PORT`: inside the check's sandbox, connects to the
-/// forwarder on `127.0.0.1:PORT` and expects the broker socket's greeting;
-/// the process's exit code.
-pub fn connect_main(port: Option<&str>) -> u8 {
-    let Some(port) = port.and_then(|p| p.parse::<u16>().ok()) else {
-        eprintln!("paddock {CONNECT_ARG}: expected a port");
-        return 2;
-    };
-    let result = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut tcp| {
-        tcp.set_read_timeout(Some(TIMEOUT))?;
-        let mut got = Vec::new();
-        tcp.read_to_end(&mut got)?;
-        Ok(got)
-    });
-    match result {
-        Ok(got) if got == GREETING => 0,
-        Ok(got) => {
-            eprintln!(
-                "the broker socket answered {:?}, not the check's greeting",
-                String::from_utf8_lossy(&got)
-            );
-            1
-        }
-        Err(e) => {
-            eprintln!("reach the broker socket through the forwarder on 127.0.0.1:{port}: {e}");
-            1
-        }
+/// forwarder on `127.0.0.1:PORT` and expects the broker socket's greeting
+/// (the binary prints the error and exits with its code).
+pub fn connect(port: Option<&str>) -> Result<(), ConnectError> {
+    let port = port
+        .and_then(|p| p.parse::<u16>().ok())
+        .ok_or(ConnectError::NoPort)?;
+    let got = std::net::TcpStream::connect(("127.0.0.1", port))
+        .and_then(|mut tcp| {
+            tcp.set_read_timeout(Some(TIMEOUT))?;
+            let mut got = Vec::new();
+            tcp.read_to_end(&mut got)?;
+            Ok(got)
+        })
+        .map_err(|source| ConnectError::Reach { port, source })?;
+    if got == GREETING {
+        Ok(())
+    } else {
+        Err(ConnectError::Greeting {
+            got: String::from_utf8_lossy(&got).into_owned(),
+        })
     }
 }

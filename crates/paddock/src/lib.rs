@@ -1,10 +1,14 @@
 //! Paddock: runs rented headless coding engines (Codex CLI, Claude Code) as
 //! ephemeral, metered jobs. This library holds every part of the `paddock`
-//! binary as a module; see ARCHITECTURE.md for the map.
+//! binary as a module; see ARCHITECTURE.md for the map. The library never
+//! prints: what reaches the terminal is the binary's (`src/cli/`), or the
+//! log (`tracing`).
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod broker;
 pub mod config;
 pub mod context;
+pub mod doctor;
 pub mod engines;
 pub mod host_check;
 pub mod job_ref;

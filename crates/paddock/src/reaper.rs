@@ -431,62 +431,6 @@ async fn fail_job(
     store.update_job(&record).await
 }
 
-/// One line per thing the pass did, for `paddock gc` and the start of
-/// `paddock run` (without a trailing newline; empty when it did nothing).
-pub fn render(report: &Report) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in &report.jobs {
-        let mut did = Vec::new();
-        if r.killed > 0 {
-            did.push(format!("killed {} process(es) it left running", r.killed));
-        }
-        if !r.cgroups.is_empty() {
-            did.push(format!("removed {} cgroup(s)", r.cgroups.len()));
-        }
-        if let Some(p) = &r.patch {
-            did.push(format!(
-                "saved its patch so far ({} file(s)) to {}",
-                p.changed_files.len(),
-                p.path.display()
-            ));
-        }
-        if r.workspace_removed {
-            did.push("removed its workspace".to_string());
-        }
-        if r.kept {
-            did.push("left its kept workspace".to_string());
-        }
-        if r.marked_failed {
-            did.push("marked it failed".to_string());
-        }
-        let did = if did.is_empty() {
-            "removed its lease".to_string()
-        } else {
-            did.join(", ")
-        };
-        out.push(format!(
-            "{}: its paddock process ended mid-job; {did}",
-            r.name
-        ));
-        for e in &r.errors {
-            out.push(format!("{}: cannot clean up: {e}", r.name));
-        }
-    }
-    for cg in &report.sandbox_cgroups {
-        out.push(format!(
-            "removed the cgroup {} of a `paddock sandbox` run that ended",
-            cg.display()
-        ));
-    }
-    out.extend(
-        report
-            .errors
-            .iter()
-            .map(|e| format!("cannot clean up: {e}")),
-    );
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -812,45 +756,6 @@ mod tests {
                 Some(nix::sys::signal::Signal::SIGKILL as i32),
                 false
             )
-        );
-    }
-
-    #[test]
-    fn the_report_says_what_was_done_for_each_job() {
-        let report = Report {
-            jobs: vec![
-                Reaped {
-                    name: "job-1".into(),
-                    killed: 2,
-                    cgroups: vec!["/sys/fs/cgroup/pids/paddock/job-1".into()],
-                    patch: Some(SavedPatch {
-                        path: "/d/artifacts/job-1/patch.diff".into(),
-                        changed_files: vec!["a".into()],
-                        bytes: 10,
-                    }),
-                    workspace_removed: true,
-                    marked_failed: true,
-                    ..Reaped::default()
-                },
-                Reaped {
-                    name: "job-2".into(),
-                    kept: true,
-                    errors: vec!["remove /j/job-2: EBUSY".into()],
-                    ..Reaped::default()
-                },
-            ],
-            sandbox_cgroups: vec!["/sys/fs/cgroup/memory/paddock/sbx-9-1".into()],
-            errors: vec!["list running jobs: locked".into()],
-        };
-        assert_eq!(
-            render(&report),
-            vec![
-                "job-1: its paddock process ended mid-job; killed 2 process(es) it left running, removed 1 cgroup(s), saved its patch so far (1 file(s)) to /d/artifacts/job-1/patch.diff, removed its workspace, marked it failed",
-                "job-2: its paddock process ended mid-job; left its kept workspace",
-                "job-2: cannot clean up: remove /j/job-2: EBUSY",
-                "removed the cgroup /sys/fs/cgroup/memory/paddock/sbx-9-1 of a `paddock sandbox` run that ended",
-                "cannot clean up: list running jobs: locked",
-            ]
         );
     }
 }

@@ -10,8 +10,8 @@ use paddock::paths::Paths;
 use paddock::store::Store;
 use paddock_protocol::{AgentEvent, JobStatus};
 
+use super::progress;
 use super::{exit, local_time, open_store, resolve_job, Failure};
-use crate::progress;
 
 /// How often `--follow` looks for new events.
 const POLL: Duration = Duration::from_millis(250);

@@ -1,12 +1,20 @@
 //! One file per `paddock` subcommand: its arguments (a clap `Args`
-//! struct) and what it does (`exec`). `main.rs` parses the command line
-//! and dispatches here; what the subcommands share (the exit codes, the
-//! failure kinds, opening the store) lives in this file.
+//! struct) and what it does (`exec`); `args.rs` the command line's shape.
+//! `main.rs` runs the helper entry points and hands the parsed command
+//! line here; what the subcommands share (output set-up, the runtime, the
+//! dispatch, the exit codes, the failure kinds, opening the store) lives
+//! in this file. Rendering lives in `cli/`, domain logic in the library.
+
+use std::process::ExitCode;
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
 use paddock::store::Store;
+use paddock_protocol::{JobSpec, KeyRef, UpstreamSpec};
 
+use args::{Cli, Cmd};
+
+pub mod args;
 pub mod color;
 pub mod completions;
 pub mod context;
@@ -14,11 +22,113 @@ pub mod doctor;
 pub mod error_chain;
 pub mod events;
 pub mod gc;
+pub mod hook;
 pub mod jobs;
 pub mod local_time;
+pub mod prices;
 pub mod profile;
+pub mod progress;
 pub mod run;
+pub mod sandbox;
 pub mod usage;
+
+/// `--color` and `NO_COLOR`, and the log (`-q`/`-v`, `PADDOCK_LOG`) on
+/// stderr, redacted.
+pub fn init_output(cli: &Cli) {
+    let color = color::init(cli.color);
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_ansi(color)
+        .with_writer(|| paddock::redact::RedactingWriter::new(std::io::stderr()))
+        .init();
+}
+
+/// Runs `cli`'s command on a multi-threaded runtime; the exit code, a
+/// failure printed once on stderr.
+pub fn run_async(cli: Cli) -> ExitCode {
+    if let Cmd::Run(args) = &cli.command {
+        if let Err(e) = withdraw_keys(args) {
+            errln!("paddock: cannot read the spec from stdin: {e}");
+            return ExitCode::from(exit::BAD_INPUT);
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            errln!("paddock: cannot start the runtime: {e}");
+            return ExitCode::from(exit::INTERNAL);
+        }
+    };
+    let (code, e) = match rt.block_on(dispatch(cli)) {
+        Ok(code) => return ExitCode::from(code),
+        Err(Failure::BadInput(e)) => (exit::BAD_INPUT, e),
+        Err(Failure::Internal(e)) => (exit::INTERNAL, e),
+    };
+    errln!(
+        "{} {}",
+        color::paint("paddock:", color::ERROR),
+        error_chain::render(e.as_ref())
+    );
+    ExitCode::from(code)
+}
+
+/// The job's provider key leaves the environment before the runtime's
+/// threads exist (`run` reports a spec that does not load); `Err` when the
+/// spec is `-` and stdin cannot be read.
+fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
+    run::read_stdin_spec(&args.spec)?;
+    if let Ok(JobSpec {
+        upstream: UpstreamSpec {
+            key: Some(KeyRef::Env(name)),
+            ..
+        },
+        ..
+    }) = run::load_spec(&args.spec)
+    {
+        paddock::broker::secret::withdraw_env(&name);
+    }
+    // A Bedrock API key read without a reference (`bedrock` without a key).
+    paddock::broker::secret::withdraw_env(paddock::runner::BEDROCK_API_KEY_VAR);
+    Ok(())
+}
+
+async fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    use clap::CommandFactory as _;
+    let paths = || {
+        Paths::resolve(cli.db.clone(), cli.data_dir.clone(), cli.jobs_dir.clone())
+            .map_err(|e| Failure::Internal(e.into()))
+    };
+    match cli.command {
+        Cmd::Completions(args) => completions::completions(args, Cli::command()),
+        Cmd::Man => completions::man(Cli::command()),
+        Cmd::Prices(args) => prices::exec(args),
+        Cmd::Run(args) => run::exec(args, &paths()?, cli.host_dir, cli.quiet).await,
+        Cmd::Doctor(args) => doctor::exec(args, &paths()?),
+        Cmd::Gc(args) => gc::exec(args, &paths()?).await,
+        Cmd::Context(args) => context::exec(args, &paths()?).await,
+        Cmd::Jobs(args) => jobs::exec(args, &paths()?).await,
+        Cmd::Usage(args) => usage::exec(args, &paths()?).await,
+        Cmd::Profile { cmd } => profile::exec(cmd, &paths()?).await,
+        Cmd::Events(args) => events::exec(args, &paths()?).await,
+        Cmd::Hook { cmd } => Ok(hook::exec(&cmd)),
+        // Run in `main`, without the async runtime.
+        Cmd::Sandbox(_) => Err(Failure::Internal(anyhow::anyhow!(
+            "`paddock sandbox` runs without the async runtime"
+        ))),
+    }
+}
 
 /// Process exit codes.
 pub mod exit {

@@ -10,8 +10,8 @@ use paddock::paths::Paths;
 use paddock::runner::{self, RunError, RunOptions};
 use paddock_protocol::{JobSpec, JobStatus};
 
+use super::progress;
 use super::{exit, open_store, Failure};
-use crate::progress;
 
 /// The spec read from stdin for `paddock run -` (read once, in `main`,
 /// before the runtime starts).
@@ -76,7 +76,7 @@ pub async fn exec(
     let store = open_store(paths).await?;
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
-    for line in paddock::reaper::render(&paddock::reaper::reap(paths, &store).await) {
+    for line in super::gc::render(&paddock::reaper::reap(paths, &store).await) {
         errln!("paddock: {line}");
     }
     let opts = RunOptions {

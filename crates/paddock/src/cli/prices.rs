@@ -10,6 +10,8 @@ use paddock::broker::prices::{ModelPrice, Rates};
 use paddock::broker::{prices_import, PriceTable};
 use serde_json::{json, Value};
 
+use super::{exit, Failure};
+
 #[derive(Args)]
 pub struct PricesArgs {
     /// A price table merged over the shipped one (same format; its models
@@ -31,9 +33,15 @@ pub struct PricesArgs {
     pub import_source: Option<String>,
 }
 
+pub fn exec(args: PricesArgs) -> Result<u8, Failure> {
+    let text = run(&args).map_err(Failure::BadInput)?;
+    out!("{text}");
+    Ok(exit::DONE)
+}
+
 /// What `paddock prices` prints; `Err` for a table that does not load (bad
 /// input).
-pub fn run(args: &PricesArgs) -> anyhow::Result<String> {
+fn run(args: &PricesArgs) -> anyhow::Result<String> {
     if let Some(path) = &args.import_litellm {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("read LiteLLM's cost map {}", path.display()))?;

@@ -1,0 +1,182 @@
+//! The command line's shape: the global options, the subcommands (each
+//! one's arguments live in its own file of `cli/`), and the environment
+//! variables `--help` lists. Tests check that every argument has help
+//! text, `--help` names every variable Paddock reads, and docs/cli.md
+//! covers every command and option.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Every environment variable Paddock reads, for `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  PADDOCK_DB, PADDOCK_DATA_DIR,   the same as --db, --data-dir, --jobs-dir,
+  PADDOCK_JOBS_DIR,               --host-dir and run's --prices
+  PADDOCK_HOST_DIR, PADDOCK_PRICES
+  PADDOCK_LOG                     log filter (tracing's syntax, e.g. `debug`;
+                                  default `warn`, raised by -v)
+  PADDOCK_CGROUP_ROOT             the cgroup under which jobs' cgroups are made
+  NO_COLOR                        set and not empty: no color (like --color never)
+  XDG_DATA_HOME, XDG_STATE_HOME,  where the defaults above live
+  XDG_CONFIG_HOME, HOME
+  TZ                              the time zone of times shown
+  PATH                            where the engines (codex, claude) and git are found
+  The variable a spec's upstream.key names (env:NAME) holds its provider key.
+
+Docs: README.md and docs/cli.md in Paddock's repository.";
+
+#[derive(Parser)]
+#[command(
+    name = "paddock",
+    version,
+    about = "Run coding agents as sandboxed, metered jobs",
+    after_help = ENVIRONMENT
+)]
+pub struct Cli {
+    /// Print less: no live progress, only errors and the result.
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Print more: -v logs at info, -vv at debug (PADDOCK_LOG overrides).
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// When to color output (NO_COLOR set and not empty means never on auto).
+    #[arg(long, global = true, value_enum, default_value_t = super::color::When::Auto)]
+    pub color: super::color::When,
+    /// The SQLite database (default: $XDG_DATA_HOME/paddock/paddock.db).
+    #[arg(long, global = true, env = "PADDOCK_DB")]
+    pub db: Option<PathBuf>,
+    /// Where the database and artifacts live (default: $XDG_DATA_HOME/paddock).
+    #[arg(long, global = true, env = "PADDOCK_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Where job workspaces are created (default: $XDG_STATE_HOME/paddock/jobs).
+    #[arg(long, global = true, env = "PADDOCK_JOBS_DIR")]
+    pub jobs_dir: Option<PathBuf>,
+    /// This host's shared state, e.g. the `max_concurrent_jobs` slots
+    /// (default: `host/` next to the jobs directory).
+    #[arg(long, global = true, env = "PADDOCK_HOST_DIR")]
+    pub host_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Run a job spec (TOML or JSON) to its end.
+    Run(super::run::RunArgs),
+    /// Print the price table in effect: the shipped one with `--prices`
+    /// merged over it (USD per million tokens).
+    Prices(super::prices::PricesArgs),
+    /// Render a job's context (AGENTS.md, CLAUDE.md, .paddock/, skills, the
+    /// prompt) into a directory without running an engine, and report its size.
+    Context(super::context::ContextArgs),
+    /// List jobs, newest first.
+    Jobs(super::jobs::JobsArgs),
+    /// Run a command confined by Paddock's sandbox (docs/sandbox.md).
+    Sandbox(super::sandbox::SandboxArgs),
+    /// Clean up after jobs whose `paddock` process died: kill what they left
+    /// running, remove their cgroups, save their patch so far, remove their
+    /// workspaces and leases, and mark them failed.
+    Gc(super::gc::GcArgs),
+    /// Report what this host supports for each isolation rung.
+    Doctor(super::doctor::DoctorArgs),
+    /// Print a job's stored events as JSONL.
+    Events(super::events::EventsArgs),
+    /// Spend rolled up by day, project, task type, engine and model.
+    Usage(super::usage::UsageArgs),
+    /// Host profiles: save one in the store, list them, show one.
+    Profile {
+        #[command(subcommand)]
+        cmd: super::profile::ProfileCmd,
+    },
+    /// Print a shell completion script (e.g. `paddock completions bash >
+    /// ~/.local/share/bash-completion/completions/paddock`).
+    Completions(super::completions::CompletionsArgs),
+    /// Print the man page, paddock(1), as roff (`paddock man > paddock.1`).
+    Man,
+    /// Called by engine hooks inside a job; not for direct use.
+    #[command(hide = true)]
+    Hook {
+        #[command(subcommand)]
+        cmd: super::hook::HookCmd,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    /// Every argument of every subcommand (hidden ones aside) has help text.
+    #[test]
+    fn every_argument_has_help() {
+        fn missing(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let builtin = matches!(a.get_id().as_str(), "help" | "version");
+                if !builtin && !a.is_hide_set() && a.get_help().is_none() {
+                    out.push(format!("{path} {}", a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if !sub.is_hide_set() {
+                    missing(sub, &format!("{path} {}", sub.get_name()), out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        missing(&Cli::command(), "paddock", &mut out);
+        assert_eq!(out, Vec::<String>::new());
+    }
+
+    /// `--help` lists every environment variable Paddock's code reads.
+    #[test]
+    fn help_lists_every_environment_variable() {
+        let help = Cli::command().render_long_help().to_string();
+        let read = [
+            "PADDOCK_DB",
+            "PADDOCK_DATA_DIR",
+            "PADDOCK_JOBS_DIR",
+            "PADDOCK_HOST_DIR",
+            "PADDOCK_PRICES",
+            "PADDOCK_LOG",
+            "PADDOCK_CGROUP_ROOT",
+            "NO_COLOR",
+            "XDG_DATA_HOME",
+            "XDG_STATE_HOME",
+            "XDG_CONFIG_HOME",
+            "HOME",
+            "TZ",
+            "PATH",
+        ];
+        let absent: Vec<&str> = read.into_iter().filter(|v| !help.contains(v)).collect();
+        assert_eq!(absent, Vec::<&str>::new());
+    }
+
+    /// docs/cli.md names every visible subcommand and every long option.
+    #[test]
+    fn docs_cover_every_command_and_option() {
+        let doc = include_str!("../../../../docs/cli.md");
+        fn missing(cmd: &clap::Command, path: &str, doc: &str, out: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                if let Some(long) = a.get_long() {
+                    if !a.is_hide_set() && !doc.contains(&format!("--{long}")) {
+                        out.push(format!("{path} --{long}"));
+                    }
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.is_hide_set() || sub.get_name() == "help" {
+                    continue;
+                }
+                let name = format!("{path} {}", sub.get_name());
+                if !doc.contains(&name) {
+                    out.push(name.clone());
+                }
+                missing(sub, &name, doc, out);
+            }
+        }
+        let mut out = Vec::new();
+        missing(&Cli::command(), "paddock", doc, &mut out);
+        assert_eq!(out, Vec::<String>::new());
+    }
+}
