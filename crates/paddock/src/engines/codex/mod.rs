@@ -14,7 +14,11 @@ use super::{
 };
 
 mod stream;
+pub mod trust;
 pub use stream::CodexParser;
+
+/// How long Codex waits for Paddock's PreToolUse hook, in seconds.
+const HOOK_TIMEOUT_SECS: u64 = 30;
 
 /// The variable Codex reads the job token from (`env_key` of the provider).
 pub const TOKEN_VAR: &str = "PADDOCK_JOB_TOKEN";
@@ -62,11 +66,23 @@ impl Codex {
             let mut hook = toml::Table::new();
             hook.insert("type".into(), "command".into());
             hook.insert("command".into(), policy.hook_command.clone().into());
-            hook.insert("timeout".into(), 30.into());
+            hook.insert("timeout".into(), (HOOK_TIMEOUT_SECS as i64).into());
             let mut group = toml::Table::new();
             group.insert("hooks".into(), toml::Value::Array(vec![hook.into()]));
             let mut hooks = toml::Table::new();
             hooks.insert("PreToolUse".into(), toml::Value::Array(vec![group.into()]));
+            // Trusted the way Codex persists a reviewed hook (see `trust`).
+            let mut state = toml::Table::new();
+            state.insert(
+                "trusted_hash".into(),
+                trust::trusted_hash(&policy.hook_command, HOOK_TIMEOUT_SECS).into(),
+            );
+            let mut states = toml::Table::new();
+            states.insert(
+                trust::state_key(&Self::codex_home(ctx).join("config.toml")),
+                state.into(),
+            );
+            hooks.insert("state".into(), states.into());
             root.insert("hooks".into(), hooks.into());
         }
         format!(
@@ -111,14 +127,6 @@ impl EngineAdapter for Codex {
             "--skip-git-repo-check".into(),
             "--dangerously-bypass-approvals-and-sandbox".into(),
         ];
-        if ctx
-            .policy
-            .as_ref()
-            .is_some_and(|p| !p.hook_command.is_empty())
-        {
-            // Paddock wrote the only hook in this CODEX_HOME itself.
-            args.push("--dangerously-bypass-hook-trust".into());
-        }
         // `-`: `codex exec` reads the prompt from stdin.
         args.extend(["-m".into(), ctx.model.clone(), "-".into()]);
         CommandSpec {
@@ -140,8 +148,8 @@ impl EngineAdapter for Codex {
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            // execpolicy rules and the PreToolUse hook (trusted with
-            // --dangerously-bypass-hook-trust: Paddock writes the only hook).
+            // execpolicy rules and the PreToolUse hook (trusted in the
+            // job's config.toml: Paddock writes the only hook).
             hooks: true,
         }
     }
