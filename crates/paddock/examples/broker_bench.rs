@@ -33,6 +33,7 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use paddock::broker::upstream::KeyHeader;
 use paddock::broker::{self, BrokerConfig, ModelAllowlist, PriceTable, Upstream};
+use paddock::store::Store as _;
 use tokio::net::TcpListener;
 
 const CHUNK: usize = 64 << 10;
@@ -398,7 +399,7 @@ async fn main() {
     // Write the ledger to SQLite as a real job does: a job row, then one
     // `model_calls` row per call as it arrives (what the runner does with
     // `insert_model_call`), in a store of its own.
-    let store = paddock::store::Store::open(&dir.path().join("paddock.db"))
+    let store = paddock::store::SqliteStore::open(&dir.path().join("paddock.db"))
         .await
         .unwrap();
     let job = paddock_protocol::JobRecord {

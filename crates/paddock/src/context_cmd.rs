@@ -24,7 +24,7 @@ use crate::cli::Failure;
 pub async fn render(
     spec: &JobSpec,
     paths: &Paths,
-    store: Option<&Store>,
+    store: Option<&dyn Store>,
     out: &Path,
 ) -> Result<SizeReport, Failure> {
     let bad = |e: anyhow::Error| Failure::BadInput(e);

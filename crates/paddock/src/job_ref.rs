@@ -50,7 +50,7 @@ fn list(candidates: &[String]) -> String {
 }
 
 /// The full id of the job `given` names.
-pub async fn resolve(store: &Store, given: &str) -> Result<String, JobRefError> {
+pub async fn resolve(store: &dyn Store, given: &str) -> Result<String, JobRefError> {
     let lookup = |source| JobRefError::Lookup {
         given: given.to_owned(),
         source,
@@ -90,8 +90,8 @@ mod tests {
     use super::*;
     use crate::store::fixtures::job;
 
-    async fn store_with(ids: &[(&str, i64)]) -> Store {
-        let store = Store::open_in_memory().await.unwrap();
+    async fn store_with(ids: &[(&str, i64)]) -> crate::store::SqliteStore {
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
         for (id, offset) in ids {
             store.insert_job(&job(id, *offset), "{}").await.unwrap();
         }

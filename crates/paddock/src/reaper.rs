@@ -163,7 +163,7 @@ pub struct Report {
 /// One pass over `paths.jobs` and the store (module text), with cgroups
 /// under [`CGROUP_ROOT`] and under `PADDOCK_CGROUP_ROOT` when it is set
 /// (`paddock sandbox` runs there).
-pub async fn reap(paths: &Paths, store: &Store) -> Report {
+pub async fn reap(paths: &Paths, store: &dyn Store) -> Report {
     let mut roots = vec![PathBuf::from(CGROUP_ROOT)];
     if let Some(r) = std::env::var_os("PADDOCK_CGROUP_ROOT").filter(|r| !r.is_empty()) {
         roots.push(PathBuf::from(r));
@@ -173,7 +173,7 @@ pub async fn reap(paths: &Paths, store: &Store) -> Report {
 }
 
 /// [`reap`] with the cgroup hierarchies under `cgroup_roots`.
-pub async fn reap_with(paths: &Paths, store: &Store, cgroup_roots: &[PathBuf]) -> Report {
+pub async fn reap_with(paths: &Paths, store: &dyn Store, cgroup_roots: &[PathBuf]) -> Report {
     let mut report = Report::default();
     let leases = paths.jobs.join(LEASES);
     // Dead jobs with a lease file that nobody holds.
@@ -236,7 +236,7 @@ pub async fn reap_with(paths: &Paths, store: &Store, cgroup_roots: &[PathBuf]) -
 /// was nothing to do (the lease of a job that ended normally).
 async fn reap_job(
     paths: &Paths,
-    store: &Store,
+    store: &dyn Store,
     cgroup_roots: &[PathBuf],
     name: &str,
     lease: Lease,
@@ -376,7 +376,7 @@ fn abandoned(path: &Path) -> Option<(Flock<File>, bool)> {
 /// Marks running job `record` failed, with its totals from the ledger and
 /// the patch the reaper saved.
 async fn fail_job(
-    store: &Store,
+    store: &dyn Store,
     mut record: JobRecord,
     patch: Option<&SavedPatch>,
 ) -> Result<(), StoreError> {
@@ -428,7 +428,7 @@ async fn fail_job(
     record.reason = Some(REASON.to_string());
     record.finished_at = Some(now);
     record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
-    store.update_job(&record).await
+    store.finish_job(&record, JobStatus::Running).await
 }
 
 #[cfg(test)]
@@ -489,7 +489,7 @@ mod tests {
         let paths = Paths::under(root.path());
         let jobs = &paths.jobs;
         let cgroups = [root.path().join("cgroup")];
-        let store = Store::open_in_memory().await.unwrap();
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
         let dir = |name: &str| std::fs::create_dir_all(jobs.join(name).join("meta")).unwrap();
         // Alive: its lease is held.
         dir("alive");
@@ -578,7 +578,7 @@ mod tests {
             JobStatus::Done
         );
         let empty = Paths::under(&root.path().join("missing"));
-        let fresh = Store::open_in_memory().await.unwrap();
+        let fresh = crate::store::SqliteStore::open_in_memory().await.unwrap();
         assert_eq!(reap_with(&empty, &fresh, &cgroups).await, Report::default());
     }
 
@@ -588,7 +588,7 @@ mod tests {
     async fn a_reaped_job_has_the_totals_of_its_ledger() {
         let root = tempfile::tempdir().unwrap();
         let paths = Paths::under(root.path());
-        let store = Store::open_in_memory().await.unwrap();
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
         store
             .insert_job(&fixtures::job("job-1", 0), "{}")
             .await
@@ -650,7 +650,7 @@ mod tests {
             url: None,
             base_ref: "main".into(),
         };
-        let store = Store::open_in_memory().await.unwrap();
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
         store
             .insert_job(&fixtures::job("job-1", 0), "{}")
             .await
@@ -723,7 +723,7 @@ mod tests {
     async fn an_orphan_writing_into_a_dead_jobs_directory_is_killed_first() {
         let root = tempfile::tempdir().unwrap();
         let paths = Paths::under(&root.path().canonicalize().unwrap());
-        let store = Store::open_in_memory().await.unwrap();
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
         let dir = paths.jobs.join("job-1");
         std::fs::create_dir_all(dir.join("work")).unwrap();
         crashed(&paths.jobs, "job-1");

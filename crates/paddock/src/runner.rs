@@ -36,7 +36,7 @@ use crate::reaper::Lease;
 use crate::redact::Redactor;
 #[cfg(feature = "scripted")]
 use crate::scripted::{RenderContext, Scenario, ScriptedServer};
-use crate::store::{Store, StoreError};
+use crate::store::{SharedStore, StoreError};
 use crate::workspace::Workspace;
 #[cfg(not(feature = "scripted"))]
 use std::convert::Infallible as Scenario;
@@ -108,7 +108,7 @@ pub struct RunResult {
 struct Emitter<'a> {
     job_id: String,
     seq: u64,
-    store: &'a Store,
+    store: &'a SharedStore,
     observer: &'a mut dyn Observer,
     /// Learns the job's directories and secrets as the job gets them.
     redactor: Redactor,
@@ -159,7 +159,7 @@ impl Emitter<'_> {
 /// Runs one job to its end. `cancel` resolving cancels the job.
 pub async fn run(
     spec: &JobSpec,
-    store: &Store,
+    store: &SharedStore,
     opts: &RunOptions,
     observer: &mut dyn Observer,
     cancel: impl Future<Output = ()>,
@@ -256,7 +256,7 @@ pub async fn run(
     // The host profile: resolved and admitted before the job exists (fail closed).
     let job_policy = match &spec.policy.profile {
         Some(name) => Some(
-            JobPolicy::admit(name, spec, store)
+            JobPolicy::admit(name, spec, &**store)
                 .await
                 .map_err(|e| RunError::BadInput(e.to_string()))?,
         ),
@@ -686,7 +686,9 @@ async fn finish(
     record.finished_at = Some(OffsetDateTime::now_utc());
     record.duration_ms = Some(started.elapsed().as_millis() as u64);
     let phase = match status {
-        JobStatus::Running | JobStatus::Failed => Phase::Failed,
+        JobStatus::Queued | JobStatus::Running | JobStatus::Bounced | JobStatus::Failed => {
+            Phase::Failed
+        }
         JobStatus::Done => Phase::Done,
         JobStatus::Held => Phase::Held,
         JobStatus::TimedOut => Phase::TimedOut,
@@ -697,7 +699,7 @@ async fn finish(
         detail: reason,
     })
     .await?;
-    em.store.update_job(&record).await?;
+    em.store.finish_job(&record, JobStatus::Running).await?;
     Ok(RunResult {
         record,
         bad_input,
@@ -844,7 +846,7 @@ async fn launch_and_stream(
     };
     // Admission: a job whose ceiling is already spent is held, not run.
     let ceilings =
-        broker::budget::ceilings(spec, &em.job_id, em.store, OffsetDateTime::now_utc()).await?;
+        broker::budget::ceilings(spec, &em.job_id, &**em.store, OffsetDateTime::now_utc()).await?;
     if let Some(c) = broker::budget::exhausted_before_start(&ceilings) {
         let message = c.exhausted_message(0);
         em.emit(EventBody::Policy {

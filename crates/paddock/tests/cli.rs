@@ -161,12 +161,45 @@ fn fake_engine_path(home: &Home) -> String {
 #[tokio::test]
 async fn events_of_an_unknown_job_is_bad_input() {
     let home = Home::new();
+    home.store().await.close().await;
     let out = home.paddock(&["events", "job-nope"], &[]).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("no job `job-nope`"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// The read-only commands never create a store: a `--db` that names
+/// nothing (a typo) is the caller's mistake, naming the path, and neither
+/// the file nor its directory appears.
+#[tokio::test]
+async fn read_only_commands_refuse_a_missing_store_and_create_nothing() {
+    let home = Home::new();
+    let typo = home.path().join("no-such-dir/paddock.bd");
+    let typo_s = typo.to_str().unwrap();
+    let mut seen = Vec::new();
+    for args in [
+        vec!["--db", typo_s, "jobs"],
+        vec!["--db", typo_s, "events", "latest"],
+        vec!["--db", typo_s, "usage", "--json"],
+    ] {
+        let out = home.paddock(&args, &[]).await;
+        seen.push((out.status.code(), stderr(&out)));
+    }
+    let want = (
+        Some(2),
+        format!("paddock: no store at {typo_s}: nothing has run with this database (check --db)\n"),
+    );
+    assert_eq!(seen, vec![want.clone(), want.clone(), want]);
+    assert_eq!(
+        (
+            typo.parent().unwrap().exists(),
+            home.db().exists(),
+            home.data().exists()
+        ),
+        (false, false, false)
     );
 }
 
@@ -395,7 +428,7 @@ async fn events_follow_tails_until_the_job_ends() {
         .await
         .unwrap();
     rec.status = JobStatus::Done;
-    store.update_job(&rec).await.unwrap();
+    store.finish_job(&rec, JobStatus::Running).await.unwrap();
     let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
         .await
         .expect("--follow ends when the job ends")

@@ -87,7 +87,7 @@ async fn ran_and_wrote(out: &std::process::Output, data: &Path) {
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let store = paddock::store::Store::open(&data.join("paddock/paddock.db"))
+    let store = paddock::store::SqliteStore::open(&data.join("paddock/paddock.db"))
         .await
         .unwrap();
     assert_eq!(store.model_calls(&rec.id).await.unwrap().len(), 1);

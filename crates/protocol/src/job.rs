@@ -11,34 +11,43 @@ use crate::event::TokenUsage;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
+    /// Accepted and waiting for a runner to claim it (the queue's state).
+    Queued,
     Running,
     Done,
     Failed,
     Held,
     TimedOut,
     Cancelled,
+    /// Ended, then sent back for another attempt by a review (the results
+    /// loop's state; the next attempt is a new job).
+    Bounced,
 }
 
 impl JobStatus {
     pub fn as_str(&self) -> &'static str {
         match self {
+            JobStatus::Queued => "queued",
             JobStatus::Running => "running",
             JobStatus::Done => "done",
             JobStatus::Failed => "failed",
             JobStatus::Held => "held",
             JobStatus::TimedOut => "timed_out",
             JobStatus::Cancelled => "cancelled",
+            JobStatus::Bounced => "bounced",
         }
     }
 
     pub fn parse(s: &str) -> Option<JobStatus> {
         match s {
+            "queued" => Some(JobStatus::Queued),
             "running" => Some(JobStatus::Running),
             "done" => Some(JobStatus::Done),
             "failed" => Some(JobStatus::Failed),
             "held" => Some(JobStatus::Held),
             "timed_out" => Some(JobStatus::TimedOut),
             "cancelled" => Some(JobStatus::Cancelled),
+            "bounced" => Some(JobStatus::Bounced),
             _ => None,
         }
     }
@@ -71,4 +80,51 @@ pub struct JobRecord {
     #[serde(with = "time::serde::rfc3339::option")]
     pub finished_at: Option<OffsetDateTime>,
     pub duration_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::JobStatus;
+
+    /// Every state's stored name is its JSON name and parses back; the
+    /// queue's `queued` and the results loop's `bounced` are among them.
+    #[test]
+    fn every_status_round_trips_by_name() {
+        let all = [
+            JobStatus::Queued,
+            JobStatus::Running,
+            JobStatus::Done,
+            JobStatus::Failed,
+            JobStatus::Held,
+            JobStatus::TimedOut,
+            JobStatus::Cancelled,
+            JobStatus::Bounced,
+        ];
+        let names: Vec<(&str, String, Option<JobStatus>)> = all
+            .iter()
+            .map(|s| {
+                (
+                    s.as_str(),
+                    serde_json::to_string(s).unwrap(),
+                    JobStatus::parse(s.as_str()),
+                )
+            })
+            .collect();
+        let want: Vec<(&str, String, Option<JobStatus>)> = [
+            "queued",
+            "running",
+            "done",
+            "failed",
+            "held",
+            "timed_out",
+            "cancelled",
+            "bounced",
+        ]
+        .iter()
+        .zip(all)
+        .map(|(n, s)| (*n, format!("\"{n}\""), Some(s)))
+        .collect();
+        assert_eq!(names, want);
+    }
 }

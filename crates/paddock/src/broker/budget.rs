@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 use tokio::sync::Notify;
 
 use super::prices::{format_usd, PriceTable};
-use crate::store::{Store, StoreError};
+use crate::store::{SpendScope, Store, StoreError};
 
 /// Output tokens reserved for a call that does not say how many it may
 /// produce (`max_output_tokens` / `max_tokens`) on a model whose price has
@@ -94,7 +94,7 @@ impl Ceiling {
 pub async fn ceilings(
     spec: &JobSpec,
     job_id: &str,
-    store: &Store,
+    store: &dyn Store,
     now: OffsetDateTime,
 ) -> Result<Vec<Ceiling>, StoreError> {
     let mut out = Vec::new();
@@ -110,7 +110,13 @@ pub async fn ceilings(
             scope: Scope::Ticket,
             limit_micros: limit,
             prior_micros: store
-                .ticket_spent_micros(&spec.ticket.project, &spec.ticket.id, job_id)
+                .spent_micros(
+                    &SpendScope::Ticket {
+                        project: spec.ticket.project.clone(),
+                        ticket_id: spec.ticket.id.clone(),
+                    },
+                    job_id,
+                )
                 .await?,
         });
     }
@@ -119,7 +125,13 @@ pub async fn ceilings(
             scope: Scope::ProjectDay,
             limit_micros: limit,
             prior_micros: store
-                .project_day_spent_micros(&spec.ticket.project, now, job_id)
+                .spent_micros(
+                    &SpendScope::ProjectDay {
+                        project: spec.ticket.project.clone(),
+                        at: now,
+                    },
+                    job_id,
+                )
                 .await?,
         });
     }

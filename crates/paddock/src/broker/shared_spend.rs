@@ -15,7 +15,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::budget::{Budget, Scope};
-use crate::store::Store;
+use crate::store::{SharedStore, SpendScope};
 
 /// How often other jobs' spend is re-read.
 pub const EVERY: Duration = Duration::from_millis(500);
@@ -40,7 +40,12 @@ impl Drop for Follower {
 
 /// Starts re-reading other jobs' spend into `budget` for each of its
 /// ceilings that spans jobs; `None` when it has none.
-pub fn follow(budget: Arc<Budget>, store: Store, job: Shared, every: Duration) -> Option<Follower> {
+pub fn follow(
+    budget: Arc<Budget>,
+    store: SharedStore,
+    job: Shared,
+    every: Duration,
+) -> Option<Follower> {
     let scopes: Vec<Scope> = budget
         .ceilings()
         .iter()
@@ -57,23 +62,18 @@ pub fn follow(budget: Arc<Budget>, store: Store, job: Shared, every: Duration) -
         loop {
             tick.tick().await;
             for scope in &scopes {
-                let spent = match scope {
-                    Scope::Ticket => {
-                        store
-                            .ticket_spent_micros(&job.project, &job.ticket_id, &job.job_id)
-                            .await
-                    }
-                    Scope::ProjectDay => {
-                        store
-                            .project_day_spent_micros(
-                                &job.project,
-                                OffsetDateTime::now_utc(),
-                                &job.job_id,
-                            )
-                            .await
-                    }
+                let spend = match scope {
+                    Scope::Ticket => SpendScope::Ticket {
+                        project: job.project.clone(),
+                        ticket_id: job.ticket_id.clone(),
+                    },
+                    Scope::ProjectDay => SpendScope::ProjectDay {
+                        project: job.project.clone(),
+                        at: OffsetDateTime::now_utc(),
+                    },
                     Scope::Job => continue,
                 };
+                let spent = store.spent_micros(&spend, &job.job_id).await;
                 match spent {
                     Ok(micros) => budget.set_prior(*scope, micros),
                     // The last figure stays; the next tick tries again.
@@ -92,11 +92,11 @@ mod tests {
 
     use super::super::budget::{Admission, Ceiling};
     use super::*;
-    use crate::store::fixtures;
+    use crate::store::{fixtures, SqliteStore, Store};
 
     #[tokio::test]
     async fn another_jobs_settled_spend_reaches_a_running_job() {
-        let store = Store::open_in_memory().await.unwrap();
+        let store = SqliteStore::open_in_memory().await.unwrap();
         for id in ["job-a", "job-b"] {
             let mut j = fixtures::job(id, 0);
             j.project = "p".into();
@@ -111,7 +111,7 @@ mod tests {
         }]);
         let task = follow(
             budget.clone(),
-            store.clone(),
+            std::sync::Arc::new(store.clone()),
             Shared {
                 job_id: "job-a".into(),
                 project: "p".into(),
@@ -156,10 +156,10 @@ mod tests {
             limit_micros: 1,
             prior_micros: 0,
         }]);
-        let store = Store::open_in_memory().await.unwrap();
+        let store = SqliteStore::open_in_memory().await.unwrap();
         assert!(follow(
             budget,
-            store,
+            std::sync::Arc::new(store),
             Shared {
                 job_id: "j".into(),
                 project: "p".into(),

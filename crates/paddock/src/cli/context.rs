@@ -30,7 +30,7 @@ pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
         Some(_) => Some(open_store(paths).await?),
         None => None,
     };
-    let report = context_cmd::render(&spec, paths, store.as_ref(), &out).await?;
+    let report = context_cmd::render(&spec, paths, store.as_deref(), &out).await?;
     if json {
         let text = serde_json::to_string(&serde_json::json!({
             "out": out.display().to_string(),

@@ -11,7 +11,7 @@ use paddock::store::Store;
 use paddock_protocol::{AgentEvent, JobStatus};
 
 use super::progress;
-use super::{exit, local_time, open_store, resolve_job, Failure};
+use super::{exit, local_time, open_existing_store, resolve_job, Failure};
 
 /// How often `--follow` looks for new events.
 const POLL: Duration = Duration::from_millis(250);
@@ -33,15 +33,15 @@ pub struct EventsArgs {
 }
 
 pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_store(paths).await?;
-    let job_id = resolve_job(&store, &args.job, paths).await?;
+    let store = open_existing_store(paths).await?;
+    let job_id = resolve_job(&*store, &args.job, paths).await?;
     let tz = local_time::system();
     let mut lines = progress::Lines::default();
     let mut after = args.after;
     loop {
         // The status first: events written before the job turned final
         // are all read below, so none is missed on the last round.
-        let status = job_status(&store, &job_id).await?;
+        let status = job_status(&*store, &job_id).await?;
         let events = store.events(&job_id, after).await.context("read events")?;
         let mut out = String::new();
         for e in &events {
@@ -49,14 +49,14 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
             after = e.seq;
         }
         out!("{out}");
-        if !args.follow || status != JobStatus::Running {
+        if !args.follow || !matches!(status, JobStatus::Queued | JobStatus::Running) {
             return Ok(exit::DONE);
         }
         tokio::time::sleep(POLL).await;
     }
 }
 
-async fn job_status(store: &Store, job_id: &str) -> Result<JobStatus, Failure> {
+async fn job_status(store: &dyn Store, job_id: &str) -> Result<JobStatus, Failure> {
     Ok(store
         .job(job_id)
         .await

@@ -15,7 +15,7 @@ pub struct GcArgs {
 
 pub async fn exec(args: GcArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_store(paths).await?;
-    let report = paddock::reaper::reap(paths, &store).await;
+    let report = paddock::reaper::reap(paths, &*store).await;
     if args.json {
         outln!(
             "{}",

@@ -8,7 +8,7 @@ use paddock::broker::prices::format_usd;
 use paddock::paths::Paths;
 use paddock_protocol::JobRecord;
 
-use super::{exit, local_time, open_store, Failure};
+use super::{exit, local_time, open_existing_store, Failure};
 
 #[derive(clap::Args)]
 pub struct JobsArgs {
@@ -21,7 +21,7 @@ pub struct JobsArgs {
 }
 
 pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_store(paths).await?;
+    let store = open_existing_store(paths).await?;
     let jobs = store.jobs(args.limit).await.context("list jobs")?;
     if args.json {
         for j in &jobs {

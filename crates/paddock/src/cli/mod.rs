@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
-use paddock::store::Store;
+use paddock::store::{SharedStore, SqliteStore, Store, StoreError};
 use paddock_protocol::{JobSpec, KeyRef, UpstreamSpec};
 
 use args::{Cli, Cmd};
@@ -153,16 +153,30 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-pub async fn open_store(paths: &Paths) -> Result<Store, Failure> {
-    Store::open(&paths.db)
+/// The store at `paths.db`, created (with its directory) when missing.
+pub async fn open_store(paths: &Paths) -> Result<SharedStore, Failure> {
+    let store = SqliteStore::open(&paths.db)
         .await
         .with_context(|| format!("open the store at {}", paths.db.display()))
-        .map_err(Failure::Internal)
+        .map_err(Failure::Internal)?;
+    Ok(std::sync::Arc::new(store))
+}
+
+/// The existing store at `paths.db`, for a command that only reads: nothing
+/// is created, and a missing one (a typo in `--db`) is the caller's mistake.
+pub async fn open_existing_store(paths: &Paths) -> Result<SharedStore, Failure> {
+    match SqliteStore::open_existing(&paths.db).await {
+        Ok(store) => Ok(std::sync::Arc::new(store)),
+        Err(e @ StoreError::Missing { .. }) => Err(Failure::BadInput(e.into())),
+        Err(e) => Err(Failure::Internal(
+            anyhow::Error::new(e).context(format!("open the store at {}", paths.db.display())),
+        )),
+    }
 }
 
 /// The full id of the job `given` names (an id, a unique prefix, `latest`):
 /// a name that matches no job, or several, is the caller's mistake.
-pub async fn resolve_job(store: &Store, given: &str, paths: &Paths) -> Result<String, Failure> {
+pub async fn resolve_job(store: &dyn Store, given: &str, paths: &Paths) -> Result<String, Failure> {
     use paddock::job_ref::{resolve, JobRefError};
     resolve(store, given).await.map_err(|e| match e {
         JobRefError::Lookup { .. } => Failure::Internal(e.into()),

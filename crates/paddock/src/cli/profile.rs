@@ -36,13 +36,13 @@ pub enum ProfileCmd {
 
 pub async fn exec(cmd: ProfileCmd, paths: &Paths) -> Result<u8, Failure> {
     let store = open_store(paths).await?;
-    let out = run_profile(&cmd, &store).await?;
+    let out = run_profile(&cmd, &*store).await?;
     out!("{out}");
     Ok(exit::DONE)
 }
 
 /// Runs a profile subcommand against the store; what it prints.
-async fn run_profile(cmd: &ProfileCmd, store: &Store) -> Result<String, Failure> {
+async fn run_profile(cmd: &ProfileCmd, store: &dyn Store) -> Result<String, Failure> {
     match cmd {
         ProfileCmd::Add { file } => {
             let loaded = HostProfile::load(file).map_err(|e| Failure::BadInput(e.into()))?;

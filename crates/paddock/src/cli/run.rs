@@ -76,7 +76,7 @@ pub async fn exec(
     let store = open_store(paths).await?;
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
-    for line in super::gc::render(&paddock::reaper::reap(paths, &store).await) {
+    for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
         errln!("paddock: {line}");
     }
     let opts = RunOptions {
@@ -116,7 +116,9 @@ pub async fn exec(
     Ok(match result.record.status {
         _ if result.bad_input => exit::BAD_INPUT,
         JobStatus::Done => exit::DONE,
-        JobStatus::Failed | JobStatus::Running => exit::FAILED,
+        JobStatus::Failed | JobStatus::Queued | JobStatus::Running | JobStatus::Bounced => {
+            exit::FAILED
+        }
         JobStatus::Held => exit::HELD,
         JobStatus::TimedOut => exit::TIMED_OUT,
         JobStatus::Cancelled => exit::CANCELLED,

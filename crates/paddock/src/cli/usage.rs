@@ -5,7 +5,7 @@ use paddock::broker::prices::format_usd;
 use paddock::paths::Paths;
 use paddock::usage::Report;
 
-use super::{exit, open_store, Failure};
+use super::{exit, open_existing_store, Failure};
 
 #[derive(clap::Args)]
 pub struct UsageArgs {
@@ -15,7 +15,7 @@ pub struct UsageArgs {
 }
 
 pub async fn exec(args: UsageArgs, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_store(paths).await?;
+    let store = open_existing_store(paths).await?;
     let (jobs, calls) = store.usage().await.context("read the ledger")?;
     let report = paddock::usage::report(&jobs, &calls);
     if args.json {

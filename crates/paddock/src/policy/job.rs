@@ -50,7 +50,7 @@ impl JobPolicy {
     pub async fn admit(
         name: &str,
         spec: &JobSpec,
-        store: &Store,
+        store: &dyn Store,
     ) -> Result<JobPolicy, JobPolicyError> {
         let (profile, source) = resolve(name, store).await?;
         let admission = admit(&profile, spec)?;

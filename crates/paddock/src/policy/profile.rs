@@ -59,7 +59,7 @@ pub fn preset(id: &str) -> Result<Option<HostProfile>, ProfileError> {
 /// The profile `name` refers to.
 pub async fn resolve(
     name: &str,
-    store: &Store,
+    store: &dyn Store,
 ) -> Result<(HostProfile, ProfileSource), ResolveError> {
     if PolicySpec::profile_is_file(name) {
         let loaded = HostProfile::load(Path::new(name))?;
@@ -106,7 +106,7 @@ mod tests {
 
     #[tokio::test]
     async fn store_before_preset_and_files() {
-        let store = Store::open_in_memory().await.unwrap();
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
         let (p, src) = resolve("remote-full", &store).await.unwrap();
         assert_eq!(
             (p.max_concurrent_jobs, src),

@@ -63,6 +63,18 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// A job was to be finished from a status it no longer has: another
+    /// finisher (the runner, the reaper) came first.
+    #[error("job {job_id} is {found} in the store, not {expected}: another process finished it")]
+    StatusChanged {
+        job_id: String,
+        expected: &'static str,
+        found: String,
+    },
+    /// A read-only command named a store that does not exist (it is never
+    /// created for reading).
+    #[error("no store at {path}: nothing has run with this database (check --db)")]
+    Missing { path: PathBuf },
     /// An update, an event or a model call named a job the store does not have.
     #[error("no job {job_id} in the store")]
     NoSuchJob { job_id: String },

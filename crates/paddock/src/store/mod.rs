@@ -1,367 +1,121 @@
-//! The store: jobs, their normalized events and the broker's ledger rows
-//! (model calls), kept in one SQLite file (WAL journal, foreign keys on) and
-//! migrated at open. Queries use `$N` placeholders and a portable column
-//! subset (BIGINT, TEXT, BOOLEAN) so a PostgreSQL backend can share the
-//! schema; `docs/store.md` documents the tables for operators.
+//! The store: jobs, their normalized events, the broker's ledger rows (model
+//! calls) and host profiles, behind the [`Store`] trait of domain operations
+//! (create a job, append an event, finish a job with a compare-and-set on its
+//! status, record a call, read events after a seq, sum spend by scope, keep
+//! profiles). Every caller holds a `dyn Store` ([`SharedStore`] where it
+//! keeps one), so a backend is one implementation: SQLite today
+//! (`sqlite/`), PostgreSQL next. What a backend must do is pinned by the
+//! conformance suite (`conformance.rs`), which every backend runs. A queue's
+//! operations (enqueue, claim with a lease, heartbeat) belong here too, as
+//! further methods over the `queued` status.
 
-mod codec;
+#[cfg(test)]
+pub(crate) mod conformance;
 mod error;
-mod events;
 #[cfg(test)]
 pub(crate) mod fixtures;
-mod jobs;
-mod ledger;
-mod profiles;
-mod spend;
-mod usage;
+mod sqlite;
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
 
-use nix::fcntl::{Flock, FlockArg};
-use sqlx::migrate::Migrator;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use paddock_protocol::event::AgentEvent;
+use paddock_protocol::job::{JobRecord, JobStatus};
+use paddock_protocol::ledger::ModelCall;
+use paddock_protocol::HostProfile;
+use time::OffsetDateTime;
 
 pub use error::StoreError;
-pub use usage::{UsageCalls, UsageJob};
+pub use sqlite::usage::{UsageCalls, UsageJob};
+pub use sqlite::SqliteStore;
 
-/// The schema, embedded from `crates/paddock/migrations/` at compile time.
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+/// A store shared by the parts of a running job (runner, broker, followers).
+pub type SharedStore = Arc<dyn Store>;
 
-/// How long a statement waits for another connection's (or process's) write
-/// lock before failing with "database is locked".
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The domain operations on Paddock's records. Every method names what it
+/// works on in its error (`StoreError`); none of them trusts the order in
+/// which concurrent callers arrive: events are dense per job, and a job is
+/// finished only from the status its finisher saw.
+#[async_trait::async_trait]
+pub trait Store: std::fmt::Debug + Send + Sync {
+    /// Records a new job with its spec as submitted (any text; the caller's
+    /// JSON). Fails with `JobExists` if the id is taken.
+    async fn insert_job(&self, job: &JobRecord, spec_json: &str) -> Result<(), StoreError>;
 
-/// Connections to a file database: SQLite serializes writers anyway; readers
-/// run concurrently under WAL.
-const MAX_CONNECTIONS: u32 = 8;
+    /// Overwrites every field of the stored job `job.id` (its spec is kept)
+    /// if its stored status is still `from`: the compare-and-set that lets
+    /// exactly one of the runner and the reaper finish a job. Fails with
+    /// `StatusChanged` (naming what is stored) when another finisher came
+    /// first, `NoSuchJob` when there is no such job.
+    async fn finish_job(&self, job: &JobRecord, from: JobStatus) -> Result<(), StoreError>;
 
-/// The sidecar file whose `flock` serializes migrations of `db`.
-fn migrate_lock_path(db: &Path) -> PathBuf {
-    let mut name = db.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push("-migrate.lock");
-    db.with_file_name(name)
+    /// The job `id`, if the store has it.
+    async fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
+
+    /// The spec the job `id` was submitted with, as given to `insert_job`.
+    async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError>;
+
+    /// Up to `limit` jobs, newest (`created_at`) first; jobs created at the
+    /// same instant come in descending id order.
+    async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError>;
+
+    /// The ids of every job still `running`, oldest first (the reaper's
+    /// candidates: a running job without a live lease is dead).
+    async fn running_jobs(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The ids of the jobs whose id starts with `prefix` (taken literally),
+    /// newest first, at most `limit` of them.
+    async fn job_ids_with_prefix(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Appends `event` to its job's stream. Its `seq` must be the job's last
+    /// stored seq + 1 (1 for the first event): anything else fails with
+    /// `EventSeq`, naming the job, the seq given and the last one stored. A
+    /// job the store does not have fails with `NoSuchJob`.
+    async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError>;
+
+    /// The events of job `job_id` with `seq > after_seq`, in ascending seq
+    /// order (`after_seq` 0 gives them all). Empty for an unknown job.
+    async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError>;
+
+    /// Records one model call on the ledger. `(job_id, seq)` is unique; a
+    /// job the store does not have fails with `NoSuchJob`.
+    async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError>;
+
+    /// The model calls of job `job_id`, by seq.
+    async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError>;
+
+    /// Micro-dollars on the ledger in `scope`, by every job but `except_job`.
+    async fn spent_micros(&self, scope: &SpendScope, except_job: &str) -> Result<i64, StoreError>;
+
+    /// Saves `profile`, replacing a stored profile with the same id.
+    async fn put_profile(&self, profile: &HostProfile) -> Result<(), StoreError>;
+
+    /// The stored profile `id`, if any.
+    async fn profile(&self, id: &str) -> Result<Option<HostProfile>, StoreError>;
+
+    /// Removes the stored profile `id`; whether there was one.
+    async fn remove_profile(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// Every stored profile, by id.
+    async fn profiles(&self) -> Result<Vec<HostProfile>, StoreError>;
+
+    /// Every job and its calls per model and day (`paddock usage`).
+    async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError>;
+
+    /// Closes the backend (flushing what it buffers). Other holders of this
+    /// store fail afterwards.
+    async fn close(&self);
 }
 
-/// A handle to the store. Cheap to clone (it wraps a connection pool); every
-/// clone talks to the same database.
-#[derive(Debug, Clone)]
-pub struct Store {
-    pool: SqlitePool,
-}
-
-impl Store {
-    /// Opens the database file at `path`, creating its parent directories and
-    /// the file if missing, and brings its schema up to date. Opening the same
-    /// file again (even from another process) is fine: migrations already
-    /// applied are skipped.
-    pub async fn open(path: &Path) -> Result<Store, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            tokio::fs::create_dir_all(dir)
-                .await
-                .map_err(|source| StoreError::CreateDir {
-                    path: path.to_owned(),
-                    dir: dir.to_owned(),
-                    source,
-                })?;
-        }
-        // sqlx does not lock migrations on SQLite: two processes creating
-        // the same new file would both apply them (or trip over each
-        // other switching it to WAL), and all but one fail. An exclusive
-        // `flock` on a sidecar file serializes opening and migrating (never
-        // on the database file itself: closing any descriptor of it would
-        // drop SQLite's own POSIX locks of this process).
-        let lock_path = migrate_lock_path(path);
-        let lock = tokio::task::spawn_blocking({
-            let lock_path = lock_path.clone();
-            move || {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .truncate(false)
-                    .write(true)
-                    .open(&lock_path)?;
-                Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
-            }
-        })
-        .await
-        .map_err(std::io::Error::other)
-        .and_then(|r: std::io::Result<Flock<std::fs::File>>| r)
-        .map_err(|source| StoreError::MigrateLock {
-            path: lock_path,
-            source,
-        })?;
-        // Under the lock: a file another `paddock` is creating right now is
-        // migrated (not empty) by the time this one looks.
-        refuse_empty(path)?;
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(MAX_CONNECTIONS)
-            .connect_with(options)
-            .await
-            .map_err(|source| StoreError::Open {
-                path: path.to_owned(),
-                source,
-            })?;
-        let store = Store::migrated(pool, path.to_owned()).await;
-        drop(lock);
-        store
-    }
-
-    /// A private, empty in-memory database (for tests). The pool holds exactly
-    /// one connection that never expires, so the data lives as long as the
-    /// `Store` (and its clones).
-    pub async fn open_in_memory() -> Result<Store, StoreError> {
-        let path = PathBuf::from(":memory:");
-        let options = SqliteConnectOptions::new()
-            .in_memory(true)
-            .foreign_keys(true)
-            .busy_timeout(BUSY_TIMEOUT);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(options)
-            .await
-            .map_err(|source| StoreError::Open {
-                path: path.clone(),
-                source,
-            })?;
-        Store::migrated(pool, path).await
-    }
-
-    async fn migrated(pool: SqlitePool, path: PathBuf) -> Result<Store, StoreError> {
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|source| StoreError::Migrate { path, source })?;
-        Ok(Store { pool })
-    }
-
-    /// Closes every connection (checkpointing the WAL into the database
-    /// file). Other clones of this `Store` fail afterwards.
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
-}
-
-/// Refuses an existing, zero-byte database file: SQLite would take it for a
-/// new database (history gone, silently). A missing file is fine (the open
-/// creates it), and so is an empty one whose write-ahead log holds data.
-fn refuse_empty(path: &Path) -> Result<(), StoreError> {
-    let len = |p: &Path| {
-        std::fs::metadata(p)
-            .ok()
-            .filter(|m| m.is_file())
-            .map(|m| m.len())
-    };
-    let mut wal = path.as_os_str().to_os_string();
-    wal.push("-wal");
-    match (len(path), len(Path::new(&wal))) {
-        (Some(0), None | Some(0)) => Err(StoreError::EmptyFile {
-            path: path.to_owned(),
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Whether a failed statement hit a foreign key (the row names a job the
-/// store does not have).
-fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
-    match err {
-        sqlx::Error::Database(db) => {
-            matches!(db.kind(), sqlx::error::ErrorKind::ForeignKeyViolation)
-        }
-        _ => false,
-    }
-}
-
-/// Whether a failed statement hit a primary key or unique constraint.
-fn is_unique_violation(err: &sqlx::Error) -> bool {
-    match err {
-        sqlx::Error::Database(db) => matches!(db.kind(), sqlx::error::ErrorKind::UniqueViolation),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::fixtures::{event, job};
-    use super::*;
-    use paddock_protocol::event::{EventBody, Phase};
-
-    #[tokio::test]
-    async fn open_twice_is_idempotent_and_data_persists() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("nested/deeper/paddock.db");
-        let written = job("j1", 0);
-
-        let store = Store::open(&path).await.unwrap();
-        store.insert_job(&written, r#"{"spec":1}"#).await.unwrap();
-        let ev = event(
-            "j1",
-            1,
-            EventBody::Status {
-                phase: Phase::Provisioning,
-                detail: None,
-            },
-        );
-        store.append_event(&ev).await.unwrap();
-        store.close().await;
-        drop(store);
-        assert!(path.is_file());
-
-        let store = Store::open(&path).await.unwrap();
-        assert_eq!(store.job("j1").await.unwrap(), Some(written));
-        assert_eq!(
-            store.job_spec("j1").await.unwrap().as_deref(),
-            Some(r#"{"spec":1}"#)
-        );
-        assert_eq!(store.events("j1", 0).await.unwrap(), vec![ev]);
-
-        // A second pool on the same file, at the same time.
-        let again = Store::open(&path).await.unwrap();
-        assert_eq!(again.jobs(10).await.unwrap().len(), 1);
-    }
-
-    /// Several processes (here: pools) creating the same brand-new file at
-    /// once: each migration runs once, every opener gets the full schema.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn concurrent_opens_of_a_new_file_migrate_once() {
-        for round in 0..10 {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("paddock.db");
-            let opens: Vec<_> = (0..4)
-                .map(|_| {
-                    let path = path.clone();
-                    tokio::spawn(async move {
-                        Store::open(&path).await.map(|_| ()).map_err(|e| {
-                            let mut text = e.to_string();
-                            let mut cause = std::error::Error::source(&e);
-                            while let Some(c) = cause {
-                                text = format!("{text}: {c}");
-                                cause = c.source();
-                            }
-                            text
-                        })
-                    })
-                })
-                .collect();
-            let mut results = Vec::new();
-            for o in opens {
-                results.push(o.await.unwrap());
-            }
-            assert_eq!(results, vec![Ok(()); 4], "round {round}");
-            let store = Store::open(&path).await.unwrap();
-            let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
-                .fetch_one(&store.pool)
-                .await
-                .unwrap();
-            assert_eq!(applied as usize, MIGRATOR.iter().count(), "round {round}");
-        }
-    }
-
-    #[tokio::test]
-    async fn file_stores_use_wal_foreign_keys_and_a_busy_timeout() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("paddock.db")).await.unwrap();
-        let mut conn = store.pool.acquire().await.unwrap();
-        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-        assert_eq!(mode, "wal");
-        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-        assert_eq!(fk, 1);
-        let timeout: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-        assert_eq!(timeout, 5000);
-        let indexes: Vec<String> = sqlx::query_scalar(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' ORDER BY name",
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-        assert!(
-            indexes.contains(&"jobs_created_at".to_owned()),
-            "{indexes:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn open_under_a_file_names_the_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("not-a-dir");
-        std::fs::write(&file, "x").unwrap();
-        let path = file.join("paddock.db");
-        let err = Store::open(&path).await.unwrap_err();
-        assert!(matches!(err, StoreError::CreateDir { .. }), "{err:?}");
-        assert!(
-            err.to_string().contains(&path.display().to_string()),
-            "{err}"
-        );
-    }
-
-    /// A zero-byte file where the database should be is refused, naming
-    /// it (it used to be taken for a new database, its history gone); a
-    /// path that does not exist yet is created as before.
-    #[tokio::test]
-    async fn an_empty_database_file_is_refused_and_a_missing_one_created() {
-        let dir = tempfile::tempdir().unwrap();
-        let empty = dir.path().join("paddock.db");
-        std::fs::write(&empty, b"").unwrap();
-        let err = Store::open(&empty)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string());
-        assert_eq!(
-            err,
-            Err(format!(
-                "the store at {} is an empty file (0 bytes): its history is gone or it is not \
-                 Paddock's database; restore it from a backup, or move it away (or delete it) \
-                 to start a new store there",
-                empty.display()
-            ))
-        );
-        assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
-        let fresh = dir.path().join("new/paddock.db");
-        let store = Store::open(&fresh).await.unwrap();
-        store.close().await;
-        drop(store);
-        assert!(std::fs::metadata(&fresh).unwrap().len() > 0);
-        assert!(Store::open(&fresh).await.is_ok());
-    }
-
-    #[tokio::test]
-    async fn open_a_directory_names_the_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = Store::open(dir.path()).await.unwrap_err();
-        assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
-        assert!(
-            err.to_string().contains(&dir.path().display().to_string()),
-            "{err}"
-        );
-    }
-
-    #[tokio::test]
-    async fn in_memory_stores_are_separate() {
-        let a = Store::open_in_memory().await.unwrap();
-        let b = Store::open_in_memory().await.unwrap();
-        a.insert_job(&job("j1", 0), "{}").await.unwrap();
-        assert_eq!(a.clone().jobs(10).await.unwrap().len(), 1);
-        assert!(b.jobs(10).await.unwrap().is_empty());
-    }
+/// The budgets that span jobs, as sums over the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpendScope {
+    /// A ticket across all its attempts.
+    Ticket { project: String, ticket_id: String },
+    /// A project over the UTC day containing `at` (calls started from
+    /// 00:00:00 UTC that day to the next).
+    ProjectDay { project: String, at: OffsetDateTime },
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use paddock::store::Store;
+pub use paddock::store::{SqliteStore, Store};
 
 /// True when running in CI, where a missing prerequisite is a failure.
 pub fn in_ci() -> bool {
@@ -82,8 +82,8 @@ impl Home {
         cmd
     }
 
-    pub async fn store(&self) -> Store {
-        Store::open(&self.db()).await.unwrap()
+    pub async fn store(&self) -> SqliteStore {
+        SqliteStore::open(&self.db()).await.unwrap()
     }
 
     /// Workspaces left under the jobs directory, and job leases left in

@@ -6,7 +6,7 @@ use paddock_protocol::event::TokenUsage;
 use paddock_protocol::ledger::{CallStatus, ModelCall};
 
 use super::codec::RowRef;
-use super::{is_foreign_key_violation, Store, StoreError};
+use super::{is_foreign_key_violation, SqliteStore, StoreError};
 
 const INSERT: &str = "INSERT INTO model_calls (job_id, attempt, seq, provider, requested_model, \
      served_model, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
@@ -81,10 +81,10 @@ impl ModelCallRow {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Records one model call. Its job must exist (`NoSuchJob` otherwise) and
     /// `(job_id, seq)` must be new; seqs need not be dense here.
-    pub async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
+    pub(super) async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
         let row = RowRef::new(
             "model_calls",
             format!("model call {} of job {}", call.seq, call.job_id),
@@ -130,7 +130,7 @@ impl Store {
 
     /// The model calls of job `job_id`, in ascending seq order. Empty for an
     /// unknown job.
-    pub async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError> {
+    pub(super) async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError> {
         sqlx::query_as::<_, ModelCallRow>(SELECT)
             .bind(job_id)
             .fetch_all(&self.pool)
@@ -142,80 +142,5 @@ impl Store {
             .into_iter()
             .map(ModelCallRow::into_call)
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::fixtures::{job, model_call};
-    use super::*;
-
-    #[tokio::test]
-    async fn model_calls_round_trip_in_seq_order() {
-        let store = Store::open_in_memory().await.unwrap();
-        store.insert_job(&job("j1", 0), "{}").await.unwrap();
-        store.insert_job(&job("j2", 0), "{}").await.unwrap();
-
-        let full = model_call("j1", 1);
-        // Every optional field empty, tokens estimated, a failed call.
-        let sparse = ModelCall {
-            served_model: None,
-            ttft_ms: None,
-            http_status: None,
-            error: Some("stream ended before usage".to_owned()),
-            estimated: true,
-            status: CallStatus::StreamError,
-            cost_micros: 0,
-            ..model_call("j1", 2)
-        };
-        let refused = ModelCall {
-            status: CallStatus::Refused,
-            http_status: Some(402),
-            error: Some("budget exhausted".to_owned()),
-            tokens: TokenUsage::default(),
-            ..model_call("j1", 5)
-        };
-        let http_error = ModelCall {
-            status: CallStatus::HttpError,
-            http_status: Some(529),
-            ..model_call("j1", 3)
-        };
-        // Inserted out of seq order.
-        for call in [&refused, &full, &http_error, &sparse] {
-            store.insert_model_call(call).await.unwrap();
-        }
-        let other = model_call("j2", 1);
-        store.insert_model_call(&other).await.unwrap();
-
-        assert_eq!(
-            store.model_calls("j1").await.unwrap(),
-            vec![full, sparse, http_error, refused]
-        );
-        assert_eq!(store.model_calls("j2").await.unwrap(), vec![other]);
-        assert!(store.model_calls("unknown").await.unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn bad_model_calls_are_refused() {
-        let store = Store::open_in_memory().await.unwrap();
-        let err = store
-            .insert_model_call(&model_call("ghost", 1))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
-            "{err:?}"
-        );
-
-        store.insert_job(&job("j1", 0), "{}").await.unwrap();
-        store.insert_model_call(&model_call("j1", 1)).await.unwrap();
-        let err = store
-            .insert_model_call(&model_call("j1", 1))
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&err, StoreError::InsertModelCall { job_id, seq: 1, .. } if job_id == "j1"),
-            "{err:?}"
-        );
     }
 }

@@ -5,11 +5,11 @@
 use paddock_protocol::HostProfile;
 use time::OffsetDateTime;
 
-use super::{Store, StoreError};
+use super::{SqliteStore, StoreError};
 
-impl Store {
+impl SqliteStore {
     /// Saves `profile`, replacing a stored profile with the same id.
-    pub async fn put_profile(&self, profile: &HostProfile) -> Result<(), StoreError> {
+    pub(super) async fn put_profile(&self, profile: &HostProfile) -> Result<(), StoreError> {
         let body = serde_json::to_string(profile).map_err(|e| StoreError::Encode {
             table: "host_profiles",
             column: "body",
@@ -41,7 +41,7 @@ impl Store {
     }
 
     /// The stored profile `id`, if any.
-    pub async fn profile(&self, id: &str) -> Result<Option<HostProfile>, StoreError> {
+    pub(super) async fn profile(&self, id: &str) -> Result<Option<HostProfile>, StoreError> {
         let body = sqlx::query_scalar::<_, String>("SELECT body FROM host_profiles WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
@@ -54,7 +54,7 @@ impl Store {
     }
 
     /// Removes the stored profile `id`; whether there was one.
-    pub async fn remove_profile(&self, id: &str) -> Result<bool, StoreError> {
+    pub(super) async fn remove_profile(&self, id: &str) -> Result<bool, StoreError> {
         let done = sqlx::query("DELETE FROM host_profiles WHERE id = $1")
             .bind(id)
             .execute(&self.pool)
@@ -67,7 +67,7 @@ impl Store {
     }
 
     /// Every stored profile, by id.
-    pub async fn profiles(&self) -> Result<Vec<HostProfile>, StoreError> {
+    pub(super) async fn profiles(&self) -> Result<Vec<HostProfile>, StoreError> {
         let rows =
             sqlx::query_as::<_, (String, String)>("SELECT id, body FROM host_profiles ORDER BY id")
                 .fetch_all(&self.pool)
@@ -87,40 +87,4 @@ fn decode(id: &str, body: &str) -> Result<HostProfile, StoreError> {
         row: id.to_owned(),
         message: e.to_string(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use paddock_protocol::{BuildPolicy, HostProfile, Verification};
-
-    use crate::store::Store;
-
-    fn profile(id: &str, max: u32) -> HostProfile {
-        HostProfile {
-            id: id.into(),
-            build_policy: BuildPolicy::CiOnly,
-            verification: Verification::DevProbe,
-            deny_commands: vec!["make all".into()],
-            max_concurrent_jobs: Some(max),
-            cpu_limit: None,
-            mem_limit_mb: Some(512),
-            timeout_min: None,
-            allowed_models: vec!["gpt-5.5".into()],
-        }
-    }
-
-    #[tokio::test]
-    async fn saves_replaces_and_lists() {
-        let store = Store::open_in_memory().await.unwrap();
-        assert_eq!(store.profile("box").await.unwrap(), None);
-        store.put_profile(&profile("box", 1)).await.unwrap();
-        store.put_profile(&profile("a", 3)).await.unwrap();
-        store.put_profile(&profile("box", 2)).await.unwrap();
-        assert_eq!(store.profile("box").await.unwrap(), Some(profile("box", 2)));
-        assert_eq!(
-            store.profiles().await.unwrap(),
-            vec![profile("a", 3), profile("box", 2)]
-        );
-    }
 }

@@ -6,7 +6,7 @@
 use time::{OffsetDateTime, Time, UtcOffset};
 
 use super::codec::RowRef;
-use super::{Store, StoreError};
+use super::{SqliteStore, StoreError};
 
 const TICKET: &str = "SELECT CAST(TOTAL(c.cost_micros) AS INTEGER) FROM model_calls c \
      JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND j.ticket_id = $2 \
@@ -16,10 +16,10 @@ const PROJECT_DAY: &str = "SELECT CAST(TOTAL(c.cost_micros) AS INTEGER) FROM mod
      JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND c.started_at >= $2 \
      AND c.started_at < $3 AND c.job_id <> $4";
 
-impl Store {
+impl SqliteStore {
     /// Micro-dollars spent by every job of ticket `ticket_id` in `project`
     /// but `except_job`.
-    pub async fn ticket_spent_micros(
+    pub(super) async fn ticket_spent_micros(
         &self,
         project: &str,
         ticket_id: &str,
@@ -40,7 +40,7 @@ impl Store {
     /// Micro-dollars spent by project `project` on the UTC day containing
     /// `at` (calls started from 00:00:00 UTC that day to the next), by every
     /// job but `except_job`.
-    pub async fn project_day_spent_micros(
+    pub(super) async fn project_day_spent_micros(
         &self,
         project: &str,
         at: OffsetDateTime,
@@ -73,84 +73,16 @@ impl Store {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use paddock_protocol::ledger::ModelCall;
     use time::macros::datetime;
 
-    use super::super::fixtures;
     use super::*;
-
-    #[tokio::test]
-    async fn sums_per_ticket_across_attempts_and_per_project_day() {
-        let store = Store::open_in_memory().await.unwrap();
-        let mut a1 = fixtures::job("job-a1", 0);
-        a1.project = "p".into();
-        a1.ticket_id = "T-1".into();
-        let mut a2 = a1.clone();
-        a2.id = "job-a2".into();
-        a2.attempt = 2;
-        let mut other = a1.clone();
-        other.id = "job-b".into();
-        other.ticket_id = "T-2".into();
-        let mut elsewhere = a1.clone();
-        elsewhere.id = "job-c".into();
-        elsewhere.project = "q".into();
-        for j in [&a1, &a2, &other, &elsewhere] {
-            store.insert_job(j, "{}").await.unwrap();
-        }
-        let call = |job: &str, seq: u64, cost: i64, at: OffsetDateTime| ModelCall {
-            job_id: job.into(),
-            seq,
-            cost_micros: cost,
-            started_at: at,
-            ..fixtures::model_call(job, seq)
-        };
-        let day = datetime!(2026-11-30 12:00 UTC);
-        let yesterday = datetime!(2026-11-29 23:59:59.999999999 UTC);
-        for c in [
-            call("job-a1", 1, 100, yesterday),
-            call("job-a1", 2, 20, day),
-            call("job-a2", 1, 3, day),
-            call("job-b", 1, 4000, datetime!(2026-11-30 00:00 UTC)),
-            call("job-c", 1, 50_000, day),
-        ] {
-            store.insert_model_call(&c).await.unwrap();
-        }
-        // Every job, then every job but the one asking.
-        assert_eq!(
-            (
-                store.ticket_spent_micros("p", "T-1", "").await.unwrap(),
-                store
-                    .ticket_spent_micros("p", "T-1", "job-a2")
-                    .await
-                    .unwrap(),
-                store.ticket_spent_micros("p", "T-9", "").await.unwrap(),
-            ),
-            (123, 120, 0)
-        );
-        assert_eq!(
-            (
-                store.project_day_spent_micros("p", day, "").await.unwrap(),
-                store
-                    .project_day_spent_micros("p", day, "job-b")
-                    .await
-                    .unwrap(),
-            ),
-            (4023, 23)
-        );
-        assert_eq!(
-            store
-                .project_day_spent_micros("p", datetime!(2026-11-30 01:00 +02:00), "")
-                .await
-                .unwrap(),
-            100
-        );
-    }
+    use crate::store::fixtures;
 
     /// Sums past `i64::MAX` saturate (SQLite's SUM failed with "integer
     /// overflow", losing the budget check and `paddock usage`).
     #[tokio::test]
     async fn sums_saturate_instead_of_overflowing() {
-        let store = Store::open_in_memory().await.unwrap();
+        let store = SqliteStore::open_in_memory().await.unwrap();
         let mut job = fixtures::job("job-a", 0);
         job.project = "p".into();
         job.ticket_id = "T-1".into();

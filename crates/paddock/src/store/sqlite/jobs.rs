@@ -8,7 +8,7 @@ use paddock_protocol::job::{JobRecord, JobStatus};
 use sqlx::sqlite::{Sqlite, SqliteArguments};
 
 use super::codec::RowRef;
-use super::{is_unique_violation, Store, StoreError};
+use super::{is_unique_violation, SqliteStore, StoreError};
 
 /// The columns of a `JobRecord` after `id`, in bind order (`$2`...).
 const COLUMNS: [&str; 23] = [
@@ -160,10 +160,14 @@ fn bind_job<'q>(query: Query<'q>, job: &'q JobRecord) -> Result<Query<'q>, Store
         .bind(row.opt_int("duration_ms", job.duration_ms)?))
 }
 
-impl Store {
+impl SqliteStore {
     /// Records a new job with its spec as submitted (any text; the caller's
     /// JSON). Fails with `JobExists` if the id is taken.
-    pub async fn insert_job(&self, job: &JobRecord, spec_json: &str) -> Result<(), StoreError> {
+    pub(super) async fn insert_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+    ) -> Result<(), StoreError> {
         bind_job(sqlx::query(INSERT.as_str()), job)?
             .bind(spec_json)
             .execute(&self.pool)
@@ -183,26 +187,47 @@ impl Store {
         Ok(())
     }
 
-    /// Overwrites every field of the stored job `job.id` (its spec is kept).
-    /// Fails with `NoSuchJob` if there is none.
-    pub async fn update_job(&self, job: &JobRecord) -> Result<(), StoreError> {
-        let done = bind_job(sqlx::query(UPDATE.as_str()), job)?
+    /// Overwrites every field of the stored job `job.id` (its spec is kept)
+    /// if its stored status is `from` (see `Store::finish_job`).
+    pub(super) async fn finish_job(
+        &self,
+        job: &JobRecord,
+        from: JobStatus,
+    ) -> Result<(), StoreError> {
+        let update_error = |source| StoreError::UpdateJob {
+            job_id: job.id.clone(),
+            source,
+        };
+        let from_param = COLUMNS.len() + 2;
+        let sql = format!("{} AND status = ${from_param}", UPDATE.as_str());
+        let done = bind_job(sqlx::query(&sql), job)?
+            .bind(from.as_str())
             .execute(&self.pool)
             .await
-            .map_err(|source| StoreError::UpdateJob {
-                job_id: job.id.clone(),
-                source,
-            })?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NoSuchJob {
-                job_id: job.id.clone(),
-            });
+            .map_err(update_error)?;
+        if done.rows_affected() == 1 {
+            return Ok(());
         }
-        Ok(())
+        // Refused: say whether the job is missing or finished by another.
+        let stored = sqlx::query_scalar::<_, String>("SELECT status FROM jobs WHERE id = $1")
+            .bind(job.id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(update_error)?;
+        match stored {
+            None => Err(StoreError::NoSuchJob {
+                job_id: job.id.clone(),
+            }),
+            Some(found) => Err(StoreError::StatusChanged {
+                job_id: job.id.clone(),
+                expected: from.as_str(),
+                found,
+            }),
+        }
     }
 
     /// The job `id`, if the store has it.
-    pub async fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+    pub(super) async fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
         let sql = format!("{} WHERE id = $1", SELECT.as_str());
         sqlx::query_as::<_, JobRow>(&sql)
             .bind(id)
@@ -217,7 +242,7 @@ impl Store {
     }
 
     /// The spec the job `id` was submitted with, as given to `insert_job`.
-    pub async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
+    pub(super) async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
         sqlx::query_scalar::<_, String>("SELECT spec_json FROM jobs WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
@@ -230,7 +255,7 @@ impl Store {
 
     /// The ids of every job still `running`, oldest first (the reaper's
     /// candidates: a running job without a live lease is dead).
-    pub async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
+    pub(super) async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
         sqlx::query_scalar::<_, String>(
             "SELECT id FROM jobs WHERE status = 'running' ORDER BY created_at, id",
         )
@@ -241,7 +266,7 @@ impl Store {
 
     /// The ids of the jobs whose id starts with `prefix`, newest first, at
     /// most `limit` of them (`LIKE` wildcards in `prefix` match themselves).
-    pub async fn job_ids_with_prefix(
+    pub(super) async fn job_ids_with_prefix(
         &self,
         prefix: &str,
         limit: u32,
@@ -266,7 +291,7 @@ impl Store {
 
     /// Up to `limit` jobs, newest (`created_at`) first; jobs created at the
     /// same instant come in descending id order.
-    pub async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
+    pub(super) async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
         let sql = format!(
             "{} ORDER BY created_at DESC, id DESC LIMIT $1",
             SELECT.as_str()
@@ -287,8 +312,8 @@ mod tests {
     use paddock_protocol::event::TokenUsage;
     use time::Duration;
 
-    use super::super::fixtures::job;
     use super::*;
+    use crate::store::fixtures::job;
 
     fn finished(mut job: JobRecord) -> JobRecord {
         job.status = JobStatus::Done;
@@ -312,7 +337,7 @@ mod tests {
 
     #[tokio::test]
     async fn insert_then_read_then_update() {
-        let store = Store::open_in_memory().await.unwrap();
+        let store = SqliteStore::open_in_memory().await.unwrap();
         let written = job("j1", 0);
         store
             .insert_job(&written, r#"{"prompt":"fix it"}"#)
@@ -325,60 +350,15 @@ mod tests {
         );
 
         let updated = finished(written);
-        store.update_job(&updated).await.unwrap();
+        store
+            .finish_job(&updated, JobStatus::Running)
+            .await
+            .unwrap();
         assert_eq!(store.job("j1").await.unwrap(), Some(updated));
         assert_eq!(
             store.job_spec("j1").await.unwrap().as_deref(),
             Some(r#"{"prompt":"fix it"}"#),
             "update keeps the spec"
         );
-    }
-
-    #[tokio::test]
-    async fn missing_jobs() {
-        let store = Store::open_in_memory().await.unwrap();
-        assert_eq!(store.job("nope").await.unwrap(), None);
-        assert_eq!(store.job_spec("nope").await.unwrap(), None);
-        let err = store.update_job(&job("nope", 0)).await.unwrap_err();
-        assert!(
-            matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "nope"),
-            "{err:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn duplicate_insert_is_refused() {
-        let store = Store::open_in_memory().await.unwrap();
-        store.insert_job(&job("j1", 0), "{}").await.unwrap();
-        let err = store.insert_job(&job("j1", 5), "{}").await.unwrap_err();
-        assert!(
-            matches!(&err, StoreError::JobExists { job_id } if job_id == "j1"),
-            "{err:?}"
-        );
-        assert_eq!(store.job("j1").await.unwrap(), Some(job("j1", 0)));
-    }
-
-    #[tokio::test]
-    async fn jobs_are_listed_newest_first() {
-        let store = Store::open_in_memory().await.unwrap();
-        // Inserted out of order; offsets straddle whole seconds so the
-        // fractional digits matter, and "b"/"c" share an instant.
-        let a = job("a", 0);
-        let b = job("b", 877);
-        let c = job("c", 877);
-        let mut d = job("d", 1_000);
-        // Same kind of instant written in another offset still sorts by time.
-        d.created_at = d
-            .created_at
-            .to_offset(time::UtcOffset::from_hms(-7, 0, 0).unwrap());
-        for j in [&c, &a, &d, &b] {
-            store.insert_job(j, "{}").await.unwrap();
-        }
-        assert_eq!(
-            store.jobs(10).await.unwrap(),
-            vec![d.clone(), c.clone(), b.clone(), a.clone()]
-        );
-        assert_eq!(store.jobs(2).await.unwrap(), vec![d, c]);
-        assert!(store.jobs(0).await.unwrap().is_empty());
     }
 }

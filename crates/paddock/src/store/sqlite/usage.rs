@@ -6,7 +6,7 @@ use paddock_protocol::TokenUsage;
 use time::OffsetDateTime;
 
 use super::codec::RowRef;
-use super::{Store, StoreError};
+use super::{SqliteStore, StoreError};
 
 /// One job as the usage report needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,9 +72,9 @@ const CALLS: &str = "SELECT job_id, COALESCE(served_model, requested_model) AS m
      FROM model_calls GROUP BY job_id, COALESCE(served_model, requested_model), \
      SUBSTR(started_at, 1, 10) ORDER BY job_id, model, day";
 
-impl Store {
+impl SqliteStore {
     /// Every job and its calls per model and day.
-    pub async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError> {
+    pub(super) async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError> {
         let jobs = sqlx::query_as::<_, JobRow>(JOBS)
             .fetch_all(&self.pool)
             .await

@@ -6,7 +6,7 @@
 use paddock_protocol::event::{AgentEvent, EventBody};
 
 use super::codec::RowRef;
-use super::{is_foreign_key_violation, Store, StoreError};
+use super::{is_foreign_key_violation, SqliteStore, StoreError};
 
 /// Inserts the event only if `$2` is the job's last seq + 1, in one statement
 /// (so no other writer can slip in between the check and the insert).
@@ -38,12 +38,12 @@ impl EventRow {
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Appends `event` to its job's stream. Its `seq` must be the job's last
     /// stored seq + 1 (1 for the first event): anything else fails with
     /// `EventSeq`, naming the job, the seq given and the last one stored. A
     /// job the store does not have fails with `NoSuchJob`.
-    pub async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError> {
+    pub(super) async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError> {
         let row = RowRef::new(
             "events",
             format!("event {} of job {}", event.seq, event.job_id),
@@ -97,7 +97,7 @@ impl Store {
 
     /// The events of job `job_id` with `seq > after_seq`, in ascending seq
     /// order (`after_seq` 0 gives them all). Empty for an unknown job.
-    pub async fn events(
+    pub(super) async fn events(
         &self,
         job_id: &str,
         after_seq: u64,
@@ -129,8 +129,8 @@ mod tests {
     use paddock_protocol::event::{ChangeKind, Phase, TokenUsage};
     use serde_json::json;
 
-    use super::super::fixtures::{event, job};
     use super::*;
+    use crate::store::fixtures::{event, job};
 
     /// One of every `EventBody` variant, with optional fields both set and
     /// unset where the variant has them.
@@ -240,8 +240,8 @@ mod tests {
         }
     }
 
-    async fn store_with_job(id: &str) -> Store {
-        let store = Store::open_in_memory().await.unwrap();
+    async fn store_with_job(id: &str) -> SqliteStore {
+        let store = SqliteStore::open_in_memory().await.unwrap();
         store.insert_job(&job(id, 0), "{}").await.unwrap();
         store
     }
@@ -272,105 +272,5 @@ mod tests {
                 .unwrap();
         let expected: Vec<&str> = written.iter().map(|e| e.body.kind()).collect();
         assert_eq!(stored_kinds, expected);
-    }
-
-    #[tokio::test]
-    async fn events_after_seq() {
-        let store = store_with_job("j1").await;
-        let other = job("j2", 1);
-        store.insert_job(&other, "{}").await.unwrap();
-        let written: Vec<AgentEvent> = (1..=5)
-            .map(|seq| {
-                event(
-                    "j1",
-                    seq,
-                    EventBody::Text {
-                        text: format!("line {seq}"),
-                    },
-                )
-            })
-            .collect();
-        for ev in &written {
-            store.append_event(ev).await.unwrap();
-        }
-        let j2 = event(
-            "j2",
-            1,
-            EventBody::Text {
-                text: "other".to_owned(),
-            },
-        );
-        store.append_event(&j2).await.unwrap();
-
-        assert_eq!(store.events("j1", 0).await.unwrap(), written);
-        assert_eq!(store.events("j1", 3).await.unwrap(), written[3..].to_vec());
-        assert!(store.events("j1", 5).await.unwrap().is_empty());
-        assert!(store.events("j1", u64::MAX).await.unwrap().is_empty());
-        assert_eq!(store.events("j2", 0).await.unwrap(), vec![j2]);
-        assert!(store.events("unknown", 0).await.unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn non_dense_seq_is_rejected() {
-        let store = store_with_job("j1").await;
-        let text = |seq| {
-            event(
-                "j1",
-                seq,
-                EventBody::Text {
-                    text: format!("{seq}"),
-                },
-            )
-        };
-
-        // The first event must be 1.
-        let err = store.append_event(&text(2)).await.unwrap_err();
-        assert!(
-            matches!(&err, StoreError::EventSeq { job_id, seq: 2, last: 0 } if job_id == "j1"),
-            "{err:?}"
-        );
-        store.append_event(&text(1)).await.unwrap();
-        store.append_event(&text(2)).await.unwrap();
-
-        // A gap, a repeat and a step back are all refused.
-        for bad in [4, 2, 1, 0] {
-            let err = store.append_event(&text(bad)).await.unwrap_err();
-            assert!(
-                matches!(&err, StoreError::EventSeq { job_id, seq, last: 2 } if job_id == "j1" && *seq == bad),
-                "{err:?}"
-            );
-            assert_eq!(
-                err.to_string(),
-                format!(
-                    "event seq {bad} of job j1 is not dense: the last stored seq is 2, so the next must be 3"
-                )
-            );
-        }
-        store.append_event(&text(3)).await.unwrap();
-        assert_eq!(
-            store.events("j1", 0).await.unwrap(),
-            vec![text(1), text(2), text(3)]
-        );
-    }
-
-    #[tokio::test]
-    async fn events_of_an_unknown_job_are_refused() {
-        let store = Store::open_in_memory().await.unwrap();
-        for seq in [1, 2] {
-            let err = store
-                .append_event(&event(
-                    "ghost",
-                    seq,
-                    EventBody::Text {
-                        text: "boo".to_owned(),
-                    },
-                ))
-                .await
-                .unwrap_err();
-            assert!(
-                matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
-                "{err:?}"
-            );
-        }
     }
 }

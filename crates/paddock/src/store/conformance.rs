@@ -1,0 +1,546 @@
+//! The conformance suite of the [`Store`] trait: what every backend must
+//! do, as checks over a `&dyn Store` that starts empty. A backend runs all
+//! of them with `conformance_suite!(expression making a fresh store)`, one
+//! test each; SQLite runs them in memory and on a file
+//! (`sqlite/mod.rs`), PostgreSQL will run them against a scratch database.
+//! What only one backend has to get right (SQLite's file handling, its text
+//! encoding of timestamps) stays in that backend's own tests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use paddock_protocol::event::TokenUsage;
+use paddock_protocol::event::{AgentEvent, EventBody};
+use paddock_protocol::job::JobStatus;
+use paddock_protocol::ledger::{CallStatus, ModelCall};
+use paddock_protocol::{BuildPolicy, HostProfile, Verification};
+use time::macros::datetime;
+use time::OffsetDateTime;
+
+use super::fixtures::{event, job, model_call};
+use super::{SpendScope, Store, StoreError};
+
+/// One `#[tokio::test]` per check, each on a fresh store from `$make`
+/// (an async expression giving a `SharedStore`).
+macro_rules! conformance_suite {
+    ($make:expr) => {
+        $crate::store::conformance::conformance_suite!(@tests $make;
+            events_after_seq,
+            non_dense_seq_is_rejected,
+            events_of_an_unknown_job_are_refused,
+            missing_jobs,
+            duplicate_insert_is_refused,
+            jobs_are_listed_newest_first,
+            finishing_is_a_compare_and_set_on_the_status,
+            exactly_one_of_concurrent_finishers_wins,
+            running_jobs_and_id_prefixes,
+            model_calls_round_trip_in_seq_order,
+            bad_model_calls_are_refused,
+            sums_per_ticket_across_attempts_and_per_project_day,
+            profiles_are_saved_replaced_listed_and_removed,
+            usage_rows_per_job_and_per_model_and_day,
+        );
+    };
+    (@tests $make:expr; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $check() {
+                let store: $crate::store::SharedStore = $make.await;
+                $crate::store::conformance::$check(&*store).await;
+            }
+        )*
+    };
+}
+pub(crate) use conformance_suite;
+
+async fn ticket_spent(store: &dyn Store, project: &str, ticket_id: &str, except: &str) -> i64 {
+    let scope = SpendScope::Ticket {
+        project: project.into(),
+        ticket_id: ticket_id.into(),
+    };
+    store.spent_micros(&scope, except).await.unwrap()
+}
+
+async fn day_spent(store: &dyn Store, project: &str, at: OffsetDateTime, except: &str) -> i64 {
+    let scope = SpendScope::ProjectDay {
+        project: project.into(),
+        at,
+    };
+    store.spent_micros(&scope, except).await.unwrap()
+}
+
+pub(crate) async fn events_after_seq(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    let other = job("j2", 1);
+    store.insert_job(&other, "{}").await.unwrap();
+    let written: Vec<AgentEvent> = (1..=5)
+        .map(|seq| {
+            event(
+                "j1",
+                seq,
+                EventBody::Text {
+                    text: format!("line {seq}"),
+                },
+            )
+        })
+        .collect();
+    for ev in &written {
+        store.append_event(ev).await.unwrap();
+    }
+    let j2 = event(
+        "j2",
+        1,
+        EventBody::Text {
+            text: "other".to_owned(),
+        },
+    );
+    store.append_event(&j2).await.unwrap();
+
+    assert_eq!(store.events("j1", 0).await.unwrap(), written);
+    assert_eq!(store.events("j1", 3).await.unwrap(), written[3..].to_vec());
+    assert!(store.events("j1", 5).await.unwrap().is_empty());
+    assert!(store.events("j1", u64::MAX).await.unwrap().is_empty());
+    assert_eq!(store.events("j2", 0).await.unwrap(), vec![j2]);
+    assert!(store.events("unknown", 0).await.unwrap().is_empty());
+}
+
+pub(crate) async fn non_dense_seq_is_rejected(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    let text = |seq| {
+        event(
+            "j1",
+            seq,
+            EventBody::Text {
+                text: format!("{seq}"),
+            },
+        )
+    };
+
+    // The first event must be 1.
+    let err = store.append_event(&text(2)).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::EventSeq { job_id, seq: 2, last: 0 } if job_id == "j1"),
+        "{err:?}"
+    );
+    store.append_event(&text(1)).await.unwrap();
+    store.append_event(&text(2)).await.unwrap();
+
+    // A gap, a repeat and a step back are all refused.
+    for bad in [4, 2, 1, 0] {
+        let err = store.append_event(&text(bad)).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::EventSeq { job_id, seq, last: 2 } if job_id == "j1" && *seq == bad),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "event seq {bad} of job j1 is not dense: the last stored seq is 2, so the next must be 3"
+            )
+        );
+    }
+    store.append_event(&text(3)).await.unwrap();
+    assert_eq!(
+        store.events("j1", 0).await.unwrap(),
+        vec![text(1), text(2), text(3)]
+    );
+}
+
+pub(crate) async fn events_of_an_unknown_job_are_refused(store: &dyn Store) {
+    for seq in [1, 2] {
+        let err = store
+            .append_event(&event(
+                "ghost",
+                seq,
+                EventBody::Text {
+                    text: "boo".to_owned(),
+                },
+            ))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
+            "{err:?}"
+        );
+    }
+}
+
+pub(crate) async fn missing_jobs(store: &dyn Store) {
+    assert_eq!(store.job("nope").await.unwrap(), None);
+    assert_eq!(store.job_spec("nope").await.unwrap(), None);
+    let err = store
+        .finish_job(&job("nope", 0), JobStatus::Running)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "nope"),
+        "{err:?}"
+    );
+}
+
+pub(crate) async fn duplicate_insert_is_refused(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    let err = store.insert_job(&job("j1", 5), "{}").await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::JobExists { job_id } if job_id == "j1"),
+        "{err:?}"
+    );
+    assert_eq!(store.job("j1").await.unwrap(), Some(job("j1", 0)));
+}
+
+pub(crate) async fn jobs_are_listed_newest_first(store: &dyn Store) {
+    // Inserted out of order; offsets straddle whole seconds so the
+    // fractional digits matter, and "b"/"c" share an instant.
+    let a = job("a", 0);
+    let b = job("b", 877);
+    let c = job("c", 877);
+    let mut d = job("d", 1_000);
+    // Same kind of instant written in another offset still sorts by time.
+    d.created_at = d
+        .created_at
+        .to_offset(time::UtcOffset::from_hms(-7, 0, 0).unwrap());
+    for j in [&c, &a, &d, &b] {
+        store.insert_job(j, "{}").await.unwrap();
+    }
+    assert_eq!(
+        store.jobs(10).await.unwrap(),
+        vec![d.clone(), c.clone(), b.clone(), a.clone()]
+    );
+    assert_eq!(store.jobs(2).await.unwrap(), vec![d, c]);
+    assert!(store.jobs(0).await.unwrap().is_empty());
+}
+
+pub(crate) async fn sums_per_ticket_across_attempts_and_per_project_day(store: &dyn Store) {
+    let mut a1 = job("job-a1", 0);
+    a1.project = "p".into();
+    a1.ticket_id = "T-1".into();
+    let mut a2 = a1.clone();
+    a2.id = "job-a2".into();
+    a2.attempt = 2;
+    let mut other = a1.clone();
+    other.id = "job-b".into();
+    other.ticket_id = "T-2".into();
+    let mut elsewhere = a1.clone();
+    elsewhere.id = "job-c".into();
+    elsewhere.project = "q".into();
+    for j in [&a1, &a2, &other, &elsewhere] {
+        store.insert_job(j, "{}").await.unwrap();
+    }
+    let call = |job: &str, seq: u64, cost: i64, at: OffsetDateTime| ModelCall {
+        job_id: job.into(),
+        seq,
+        cost_micros: cost,
+        started_at: at,
+        ..model_call(job, seq)
+    };
+    let day = datetime!(2026-11-30 12:00 UTC);
+    let yesterday = datetime!(2026-11-29 23:59:59.999999999 UTC);
+    for c in [
+        call("job-a1", 1, 100, yesterday),
+        call("job-a1", 2, 20, day),
+        call("job-a2", 1, 3, day),
+        call("job-b", 1, 4000, datetime!(2026-11-30 00:00 UTC)),
+        call("job-c", 1, 50_000, day),
+    ] {
+        store.insert_model_call(&c).await.unwrap();
+    }
+    // Every job, then every job but the one asking.
+    assert_eq!(
+        (
+            ticket_spent(store, "p", "T-1", "").await,
+            ticket_spent(store, "p", "T-1", "job-a2").await,
+            ticket_spent(store, "p", "T-9", "").await,
+        ),
+        (123, 120, 0)
+    );
+    assert_eq!(
+        (
+            day_spent(store, "p", day, "").await,
+            day_spent(store, "p", day, "job-b").await,
+        ),
+        (4023, 23)
+    );
+    assert_eq!(
+        day_spent(store, "p", datetime!(2026-11-30 01:00 +02:00), "").await,
+        100
+    );
+}
+
+pub(crate) async fn model_calls_round_trip_in_seq_order(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    store.insert_job(&job("j2", 0), "{}").await.unwrap();
+
+    let full = model_call("j1", 1);
+    // Every optional field empty, tokens estimated, a failed call.
+    let sparse = ModelCall {
+        served_model: None,
+        ttft_ms: None,
+        http_status: None,
+        error: Some("stream ended before usage".to_owned()),
+        estimated: true,
+        status: CallStatus::StreamError,
+        cost_micros: 0,
+        ..model_call("j1", 2)
+    };
+    let refused = ModelCall {
+        status: CallStatus::Refused,
+        http_status: Some(402),
+        error: Some("budget exhausted".to_owned()),
+        tokens: TokenUsage::default(),
+        ..model_call("j1", 5)
+    };
+    let http_error = ModelCall {
+        status: CallStatus::HttpError,
+        http_status: Some(529),
+        ..model_call("j1", 3)
+    };
+    // Inserted out of seq order.
+    for call in [&refused, &full, &http_error, &sparse] {
+        store.insert_model_call(call).await.unwrap();
+    }
+    let other = model_call("j2", 1);
+    store.insert_model_call(&other).await.unwrap();
+
+    assert_eq!(
+        store.model_calls("j1").await.unwrap(),
+        vec![full, sparse, http_error, refused]
+    );
+    assert_eq!(store.model_calls("j2").await.unwrap(), vec![other]);
+    assert!(store.model_calls("unknown").await.unwrap().is_empty());
+}
+
+pub(crate) async fn bad_model_calls_are_refused(store: &dyn Store) {
+    let err = store
+        .insert_model_call(&model_call("ghost", 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
+        "{err:?}"
+    );
+
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    store.insert_model_call(&model_call("j1", 1)).await.unwrap();
+    let err = store
+        .insert_model_call(&model_call("j1", 1))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InsertModelCall { job_id, seq: 1, .. } if job_id == "j1"),
+        "{err:?}"
+    );
+}
+
+pub(crate) async fn saves_replaces_and_lists(store: &dyn Store) {
+    assert_eq!(store.profile("box").await.unwrap(), None);
+    store.put_profile(&profile("box", 1)).await.unwrap();
+    store.put_profile(&profile("a", 3)).await.unwrap();
+    store.put_profile(&profile("box", 2)).await.unwrap();
+    assert_eq!(store.profile("box").await.unwrap(), Some(profile("box", 2)));
+    assert_eq!(
+        store.profiles().await.unwrap(),
+        vec![profile("a", 3), profile("box", 2)]
+    );
+}
+
+fn profile(id: &str, max: u32) -> HostProfile {
+    HostProfile {
+        id: id.into(),
+        build_policy: BuildPolicy::CiOnly,
+        verification: Verification::DevProbe,
+        deny_commands: vec!["make all".into()],
+        max_concurrent_jobs: Some(max),
+        cpu_limit: None,
+        mem_limit_mb: Some(512),
+        timeout_min: None,
+        allowed_models: vec!["gpt-5.5".into()],
+    }
+}
+
+/// Saved, replaced, listed by id, removed once.
+pub(crate) async fn profiles_are_saved_replaced_listed_and_removed(store: &dyn Store) {
+    saves_replaces_and_lists(store).await;
+    assert_eq!(
+        (
+            store.remove_profile("box").await.unwrap(),
+            store.remove_profile("box").await.unwrap(),
+            store.profiles().await.unwrap(),
+        ),
+        (true, false, vec![profile("a", 3)])
+    );
+}
+
+/// A job finished from `running`; finishing it again from `running` (the
+/// reaper after the runner) is refused naming what is stored, and leaves
+/// the first finisher's record and the spec as they were.
+pub(crate) async fn finishing_is_a_compare_and_set_on_the_status(store: &dyn Store) {
+    let started = job("j1", 0);
+    store.insert_job(&started, "{\"spec\":1}").await.unwrap();
+    let mut done = started.clone();
+    done.status = JobStatus::Done;
+    done.reason = Some("engine exited 0".into());
+    done.changed_files = vec!["src/lib.rs".into()];
+    done.finished_at = Some(done.created_at + time::Duration::milliseconds(61_234));
+    done.duration_ms = Some(61_234);
+    store.finish_job(&done, JobStatus::Running).await.unwrap();
+    let mut reaped = started.clone();
+    reaped.status = JobStatus::Failed;
+    reaped.reason = Some("its process died".into());
+    let err = store
+        .finish_job(&reaped, JobStatus::Running)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "job j1 is done in the store, not running: another process finished it"
+    );
+    assert_eq!(
+        (
+            store.job("j1").await.unwrap(),
+            store.job_spec("j1").await.unwrap()
+        ),
+        (Some(done.clone()), Some("{\"spec\":1}".to_owned()))
+    );
+    // From the status that is stored, it goes through.
+    store.finish_job(&reaped, JobStatus::Done).await.unwrap();
+    assert_eq!(store.job("j1").await.unwrap(), Some(reaped));
+}
+
+/// Many finishers at once, all from `running`: exactly one wins, and the
+/// stored record is the winner's.
+pub(crate) async fn exactly_one_of_concurrent_finishers_wins(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    let finishers = (0..8).map(|i| {
+        let mut record = job("j1", 0);
+        record.status = JobStatus::Failed;
+        record.reason = Some(format!("finisher {i}"));
+        async move { (store.finish_job(&record, JobStatus::Running).await, record) }
+    });
+    let results = futures::future::join_all(finishers).await;
+    let winners: Vec<_> = results
+        .iter()
+        .filter(|(r, _)| r.is_ok())
+        .map(|(_, record)| record.clone())
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    assert!(results
+        .iter()
+        .all(|(r, _)| matches!(r, Ok(()) | Err(StoreError::StatusChanged { .. }))));
+    assert_eq!(store.job("j1").await.unwrap(), winners.into_iter().next());
+}
+
+/// `running_jobs` lists only running jobs, oldest first; an id prefix is
+/// taken literally (`%` and `_` are characters), newest first, limited.
+pub(crate) async fn running_jobs_and_id_prefixes(store: &dyn Store) {
+    let mut finished = job("a_1", 0);
+    for j in [
+        job("a%2", 30),
+        job("ab3", 20),
+        job("b4", 10),
+        finished.clone(),
+    ] {
+        store.insert_job(&j, "{}").await.unwrap();
+    }
+    finished.status = JobStatus::Cancelled;
+    store
+        .finish_job(&finished, JobStatus::Running)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            store.running_jobs().await.unwrap(),
+            store.job_ids_with_prefix("a", 10).await.unwrap(),
+            store.job_ids_with_prefix("a", 2).await.unwrap(),
+            store.job_ids_with_prefix("a_", 10).await.unwrap(),
+            store.job_ids_with_prefix("a%", 10).await.unwrap(),
+            store.job_ids_with_prefix("z", 10).await.unwrap(),
+        ),
+        (
+            vec!["b4".to_owned(), "ab3".to_owned(), "a%2".to_owned()],
+            vec!["a%2".to_owned(), "ab3".to_owned(), "a_1".to_owned()],
+            vec!["a%2".to_owned(), "ab3".to_owned()],
+            vec!["a_1".to_owned()],
+            vec!["a%2".to_owned()],
+            Vec::<String>::new(),
+        )
+    );
+}
+
+/// Usage: every job with its task type from the spec (`chore` without
+/// one), and its calls summed per model (served, else requested) and UTC day.
+pub(crate) async fn usage_rows_per_job_and_per_model_and_day(store: &dyn Store) {
+    let a = job("a", 0);
+    store
+        .insert_job(&a, r#"{"ticket":{"type":"bug"}}"#)
+        .await
+        .unwrap();
+    store.insert_job(&job("b", 1), "{}").await.unwrap();
+    let at = datetime!(2026-11-30 23:00 UTC);
+    let call = |seq: u64, served: Option<&str>, at: OffsetDateTime| ModelCall {
+        served_model: served.map(str::to_owned),
+        started_at: at,
+        cost_micros: 10,
+        ..model_call("a", seq)
+    };
+    for c in [
+        call(1, Some("m1"), at),
+        call(2, Some("m1"), at),
+        call(3, None, at),
+        call(4, Some("m1"), at + time::Duration::hours(2)),
+    ] {
+        store.insert_model_call(&c).await.unwrap();
+    }
+    let (jobs, calls) = store.usage().await.unwrap();
+    let jobs: Vec<_> = jobs
+        .into_iter()
+        .map(|j| (j.id, j.task_type, j.status, j.created_at))
+        .collect();
+    assert_eq!(
+        jobs,
+        vec![
+            ("a".into(), "bug".into(), "running".into(), a.created_at),
+            (
+                "b".into(),
+                "chore".into(),
+                "running".into(),
+                job("b", 1).created_at
+            ),
+        ]
+    );
+    let calls: Vec<_> = calls
+        .into_iter()
+        .map(|c| (c.job_id, c.model, c.day, c.calls, c.cost_micros))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            ("a".into(), "gpt-5-codex".into(), "2026-11-30".into(), 1, 10),
+            ("a".into(), "m1".into(), "2026-11-30".into(), 2, 20),
+            ("a".into(), "m1".into(), "2026-12-01".into(), 1, 10),
+        ]
+    );
+}
+
+/// The suite on SQLite, in memory and on a file.
+mod sqlite {
+    use std::sync::Arc;
+
+    use crate::store::{SharedStore, SqliteStore};
+
+    mod in_memory {
+        super::super::conformance_suite!(async {
+            let store: crate::store::SharedStore =
+                std::sync::Arc::new(crate::store::SqliteStore::open_in_memory().await.unwrap());
+            store
+        });
+    }
+
+    mod on_a_file {
+        super::super::conformance_suite!(super::file_store());
+    }
+
+    /// A store on a file in a directory that lives as long as the process.
+    async fn file_store() -> SharedStore {
+        let dir = tempfile::tempdir().unwrap().keep();
+        Arc::new(SqliteStore::open(&dir.join("paddock.db")).await.unwrap())
+    }
+}
