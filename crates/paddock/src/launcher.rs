@@ -214,7 +214,17 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
         env: spec.env.clone(),
         cwd: spec.cwd.clone(),
         ro,
-        protect: protected(&work, &home),
+        protect: protected(
+            &work,
+            &spec
+                .protect
+                .iter()
+                .map(|p| match (p.parent(), p.file_name()) {
+                    (Some(dir), Some(name)) => resolved(&dir.to_path_buf()).join(name),
+                    _ => p.clone(),
+                })
+                .collect::<Vec<_>>(),
+        ),
         rw,
         hidden: paths.hidden.clone(),
         tmp_mb: SANDBOX_TMP_MB,
@@ -231,17 +241,18 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
 }
 
 /// Paths that stay read-only inside the writable ones: the workspace's git
-/// hooks, git config and shell rc files, and the engine's copy of the host
-/// profile's rules in its home (Claude Code's `--settings` file with the
-/// deny hook, Codex's execpolicy rules), so the agent cannot lift them.
-fn protected(work: &Path, home: &Path) -> Vec<PathBuf> {
+/// hooks, git config and shell rc files, and those of the engine's home its
+/// adapter protects (its copy of the host profile's rules: Claude Code's
+/// `--settings` file with the deny hook, Codex's execpolicy rules), so the
+/// agent cannot lift them.
+fn protected(work: &Path, engine: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = protected_in(work);
-    for p in [".claude/paddock-policy.json", ".codex/rules"] {
-        let p = home.join(p);
-        if std::fs::symlink_metadata(&p).is_ok() {
-            out.push(p);
-        }
-    }
+    out.extend(
+        engine
+            .iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok())
+            .cloned(),
+    );
     out
 }
 
@@ -306,6 +317,7 @@ mod tests {
             )],
             cwd: root.clone(),
             stdin: None,
+            protect: vec![],
         };
         assert_eq!(
             engine_dirs(&spec),

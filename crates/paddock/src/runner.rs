@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use paddock_protocol::{
-    AgentEvent, CallStatus, EngineKind, EventBody, Isolation, JobRecord, JobSpec, JobStatus,
-    KeyHeaderKind, ModelCall, Phase, ProviderKind, TokenUsage,
+    AgentEvent, CallStatus, EventBody, Isolation, JobRecord, JobSpec, JobStatus, KeyHeaderKind,
+    ModelCall, Phase, ProviderKind, TokenUsage,
 };
 use std::os::unix::process::ExitStatusExt as _;
 use time::OffsetDateTime;
@@ -421,6 +421,15 @@ pub async fn run(
         // collision with the repository's files is bad input. The policy part
         // hands its HostProfile in as plain data (layer 1, the advisory).
         let path_env = engine_path(&binary, opts.host_path.as_deref());
+        // Another version than the pinned one may work: a warning, not a failure.
+        if let Some(w) = engines::version::mismatch(&adapter.install(), &binary, &path_env).await {
+            em.error(
+                "paddock",
+                format!("engine {}: {w}", spec.engine.kind),
+                false,
+            )
+            .await?;
+        }
         let policy = job_policy.as_ref().map(|p| p.context()).unwrap_or_default();
         let assembled = match context::assemble(&prepared, spec, &ws, policy, &path_env).await {
             Ok(a) => a,
@@ -1052,7 +1061,7 @@ async fn launch_and_stream(
                             continue;
                         };
                         if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
-                            for denial in p.line_denials(tail, adapter.kind(), &line) {
+                            for denial in p.new_denials(tail, adapter.stream_denials(&line)) {
                                 em.emit(p.denial_event(&denial)).await?;
                             }
                         }
@@ -1102,7 +1111,7 @@ async fn launch_and_stream(
         if let Some(line) = lines.finish() {
             let line = emit_line(em, parser.as_mut(), line, max_line, kind).await?;
             if let (Some(p), Some(tail), Some(line)) = (job_policy, denials.as_mut(), line) {
-                for denial in p.line_denials(tail, adapter.kind(), &line) {
+                for denial in p.new_denials(tail, adapter.stream_denials(&line)) {
                     em.emit(p.denial_event(&denial)).await?;
                 }
             }
@@ -1187,8 +1196,14 @@ async fn launch_and_stream(
     let held = broker.held();
     let served_refused = broker.served_refused();
     drop(broker);
+    // What the engine refused, read from what it left: its own refusals
+    // are events with or without a profile; the profile's go through it.
+    let found = adapter.denials_after(&ws.home);
+    for event in found.iter().filter_map(|d| d.refusal_event(adapter.kind())) {
+        em.emit(event).await?;
+    }
     if let (Some(p), Some(tail)) = (job_policy, denials.as_mut()) {
-        for denial in p.remaining_denials(tail, adapter.kind(), &ws.home) {
+        for denial in p.new_denials(tail, found) {
             em.emit(p.denial_event(&denial)).await?;
         }
     }
@@ -1428,11 +1443,8 @@ pub fn resolve_engine(
     spec: &JobSpec,
     host_path: Option<&std::ffi::OsStr>,
 ) -> Result<PathBuf, String> {
-    let default = match spec.engine.kind {
-        EngineKind::Codex => "codex",
-        EngineKind::Claude => "claude",
-    };
-    let pin = crate::engines::pins::pin(spec.engine.kind);
+    let pin = engines::adapter(spec.engine.kind).install();
+    let default = pin.binary;
     match &spec.engine.binary {
         Some(p) if p.components().count() > 1 => {
             if is_executable(p) {

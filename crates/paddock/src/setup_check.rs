@@ -6,13 +6,14 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::engines::pins::{self, Pin};
+use crate::engines::{self, Pin};
 use crate::host_check::Check;
 use crate::paths::Paths;
 
 /// Runs the checks with `host_path` as PATH.
 pub fn run(paths: &Paths, host_path: Option<&std::ffi::OsStr>) -> Vec<Check> {
-    let mut checks: Vec<Check> = [pins::CODEX, pins::CLAUDE]
+    let mut checks: Vec<Check> = engines::KINDS
+        .map(|k| engines::adapter(k).install())
         .iter()
         .map(|p| engine(p, host_path))
         .collect();
@@ -134,14 +135,14 @@ mod tests {
     #[test]
     fn a_missing_engine_names_the_pin_and_the_install_command() {
         let empty = tempfile::tempdir().unwrap();
-        let c = engine(&pins::CODEX, Some(empty.path().as_os_str()));
+        let c = engine(&engines::codex::PIN, Some(empty.path().as_os_str()));
         assert_eq!(
             (c.name, c.ok, c.detail.as_str(), c.fix),
             (
                 "engine codex",
                 false,
                 "`codex` is not on PATH",
-                Some(pins::CODEX.install_hint())
+                Some(engines::codex::PIN.install_hint())
             )
         );
     }
@@ -153,7 +154,7 @@ mod tests {
         std::fs::write(&bin, "#!/bin/sh\necho '1.0.0 (Claude Code)'\n").unwrap();
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let c = engine(&pins::CLAUDE, Some(dir.path().as_os_str()));
+        let c = engine(&engines::claude::PIN, Some(dir.path().as_os_str()));
         assert_eq!(
             (c.ok, c.detail),
             (

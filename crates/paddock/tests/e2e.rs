@@ -589,3 +589,80 @@ async fn codex_never_sees_the_provider_key_in_the_sandbox() {
 async fn claude_never_sees_the_provider_key_in_the_sandbox() {
     provider_key_never_reaches_the_engine("claude", true).await;
 }
+
+/// An engine of another version than the pinned one runs, with a warning
+/// event naming the pin and the install command (and its line in the
+/// progress); the pinned engine gets none.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_engine_version_is_a_warning_not_a_failure() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let Some(codex) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let dir = home.path().join("other-codex");
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrapper = dir.join("codex");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex-cli 0.1.0'; exit 0; fi\nexec '{}' \"$@\"\n",
+            codex.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let warnings = |events: &[paddock_protocol::AgentEvent]| -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| match &e.body {
+                EventBody::Error {
+                    message,
+                    fatal: false,
+                    ..
+                } if message.starts_with("engine codex:") => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    for (binary, pinned) in [(wrapper.clone(), false), (codex.clone(), true)] {
+        let spec = job(
+            home.path(),
+            "codex",
+            &repo,
+            SCRIPTED,
+            Some("[[turn]]\ntext = \"Done.\"\n"),
+        );
+        on_rung(&spec, "process");
+        let text = std::fs::read_to_string(&spec).unwrap().replace(
+            "[engine]\n",
+            &format!("[engine]\nbinary = \"{}\"\n", binary.display()),
+        );
+        std::fs::write(&spec, text).unwrap();
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(rec.status, JobStatus::Done, "{stderr}");
+        let events = home.store().await.events(&rec.id, 0).await.unwrap();
+        if pinned {
+            assert_eq!(warnings(&events), Vec::<String>::new());
+            continue;
+        }
+        let hint = paddock::engines::codex::PIN.install_hint();
+        let warning = format!(
+            "engine codex: {} is `codex-cli 0.1.0`; Paddock is tested with @openai/codex 0.171.0: {hint}",
+            wrapper.display()
+        );
+        assert_eq!(warnings(&events), vec![warning]);
+        assert!(
+            stderr.contains(&format!(
+                "⚠ warning paddock: engine codex: {} is `codex-cli 0.1.0`",
+                wrapper.display()
+            )),
+            "{stderr}"
+        );
+    }
+}

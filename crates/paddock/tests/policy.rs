@@ -476,7 +476,10 @@ fn codex_rollout_denials_are_found() {
     )
     .unwrap();
     let matcher = paddock::policy::Matcher::new(&["touch /paddock/marks/denied".to_string()]);
-    let found = paddock::policy::denials::codex_rollouts(home.path(), &matcher);
+    let found: Vec<_> = paddock::engines::codex::rollout::refused_calls(home.path())
+        .into_iter()
+        .filter_map(|d| paddock::policy::denials::from_engine(d, &matcher))
+        .collect();
     let record = |cmd: &str, id: &str| paddock::policy::denials::DenialRecord {
         rule: "touch /paddock/marks/denied".into(),
         command: cmd.into(),
@@ -499,13 +502,15 @@ async fn codex_execpolicy_check_forbids_the_rules() {
     };
     let dir = tempfile::tempdir().unwrap();
     let rules = dir.path().join("default.rules");
-    let matcher = paddock::policy::Matcher::new(&[
-        "cargo build --release".to_string(),
-        "npm run build".to_string(),
-    ]);
     std::fs::write(
         &rules,
-        paddock::policy::engine_files::codex_rules("box", &matcher),
+        paddock::engines::codex::rules::codex_rules(
+            "box",
+            &[
+                "cargo build --release".to_string(),
+                "npm run build".to_string(),
+            ],
+        ),
     )
     .unwrap();
     let check = |argv: &'static [&'static str]| {
@@ -866,4 +871,44 @@ async fn a_denied_program_is_absent_from_a_sandboxed_job() {
     // What is left of it inside: an empty file without permissions.
     assert!(seen.starts_with("---------- "), "{seen}");
     assert!(seen.contains(" 0 "), "{seen}");
+}
+
+/// Codex refusing a command on its own (its `rm -f` safety check), which
+/// its `--json` stream does not show, is a `policy` event all the same,
+/// with or without a host profile; the command did not run.
+#[tokio::test]
+async fn codex_refusing_a_command_on_its_own_is_a_policy_event() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let mut scenario = trying(&["rm -f README.md".to_string()]);
+    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(&scenario));
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let mut changed = None;
+    let mut policy = Vec::new();
+    for e in events {
+        match e.body {
+            EventBody::ArtifactSummary { changed_files, .. } => changed = Some(changed_files),
+            b @ EventBody::Policy { .. } => policy.push(b),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (policy, changed),
+        (
+            vec![EventBody::Policy {
+                rule: "codex".into(),
+                message: "codex refused `rm -f README.md` on its own: rm -f style commands are not permitted. Use a safer approach".into(),
+            }],
+            Some(vec![])
+        )
+    );
 }

@@ -152,7 +152,7 @@ mod tests {
                     name: "engine claude",
                     ok: false,
                     detail: "`claude` is not on PATH".into(),
-                    fix: Some(paddock::engines::pins::CLAUDE.install_hint()),
+                    fix: Some(paddock::engines::claude::PIN.install_hint()),
                 },
             ],
         };

@@ -312,12 +312,9 @@ struct SkillVars<'a> {
     description: &'a str,
 }
 
-/// The instructions file each engine reads.
+/// The instructions file each engine reads (its adapter says which).
 pub fn instructions_file(kind: EngineKind) -> &'static str {
-    match kind {
-        EngineKind::Codex => "AGENTS.md",
-        EngineKind::Claude => "CLAUDE.md",
-    }
+    crate::engines::adapter(kind).instructions_file()
 }
 
 impl Prepared {

@@ -1,8 +1,14 @@
-//! Engine adapters: one file per engine, each implementing the five
-//! operations of DESIGN.md (`prepare`, `command`, `parse`, `finish`,
-//! `capabilities`). Adapters know nothing of isolation or storage: they turn a
-//! [`LaunchContext`] into files, a command line and an environment, and the
-//! engine's JSONL into normalized [`EventBody`]s.
+//! Engine adapters: one directory per engine, each implementing
+//! [`EngineAdapter`], everything Paddock knows of that engine: how it is
+//! installed and which version is pinned, the model API it speaks, the
+//! instructions file it reads, the files it needs before launch (its
+//! config and its copy of the host profile's deny rules), its command line
+//! and environment, the parser of its JSONL into normalized
+//! [`EventBody`]s, its outcome, the paths of its home the job must not
+//! change, the refusals it reports (on its stream or in files it leaves),
+//! and its capabilities. Adapters know nothing of isolation, storage or
+//! the profile's matcher: `engines` sits below `policy`, `runner` and the
+//! launcher, which ask the adapter rather than naming an engine.
 
 use std::path::{Path, PathBuf};
 
@@ -10,8 +16,14 @@ use paddock_protocol::{EngineKind, EventBody};
 
 pub mod claude;
 pub mod codex;
+pub mod denial;
+pub mod hostile_file;
 pub mod jsonl;
 pub mod pins;
+pub mod version;
+
+pub use denial::{DeniedBy, EngineDenial};
+pub use pins::Pin;
 
 /// Everything an adapter needs to know about one job's launch.
 #[derive(Debug, Clone)]
@@ -48,6 +60,7 @@ pub struct LaunchContext {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnginePolicy {
     pub profile_id: String,
+    /// The profile's denied command prefixes, as written (none empty).
     pub deny_commands: Vec<String>,
     /// The shell command line of `paddock hook pre-tool-use` for this job.
     pub hook_command: String,
@@ -93,6 +106,21 @@ pub struct CommandSpec {
     /// that its size is not bound by the kernel's limit on one argument
     /// (128 KiB, E2BIG). `None`: stdin is `/dev/null`.
     pub stdin: Option<String>,
+    /// Paths in the engine's home that stay read-only inside the writable
+    /// ones on the sandbox rung (its copy of the host profile's rules),
+    /// whether or not they exist: [`EngineAdapter::protected_paths`].
+    pub protect: Vec<PathBuf>,
+}
+
+/// The model API an engine speaks to the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireApi {
+    /// OpenAI Responses (`POST /v1/responses`).
+    Responses,
+    /// Anthropic Messages (`POST /v1/messages`).
+    Messages,
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    Chat,
 }
 
 /// What an engine can do beyond running a turn.
@@ -130,12 +158,28 @@ pub trait StreamParser: Send {
 
 pub trait EngineAdapter: Send + Sync {
     fn kind(&self) -> EngineKind;
-    /// Config files to write before launch.
+    /// How the engine is installed (binary, npm package) and the version
+    /// Paddock is tested with.
+    fn install(&self) -> Pin;
+    /// The model API it speaks to the broker.
+    fn wire_api(&self) -> WireApi;
+    /// The instructions file it reads at the checkout's root.
+    fn instructions_file(&self) -> &'static str;
+    /// Files to write before launch: its config and, with a host profile,
+    /// its copy of the deny rules.
     fn prepare(&self, ctx: &LaunchContext) -> Vec<PreparedFile>;
     /// The command line and environment.
     fn command(&self, ctx: &LaunchContext) -> CommandSpec;
+    /// Paths under the job's `home` the job must not change (the deny
+    /// files of `prepare`), present or not.
+    fn protected_paths(&self, home: &Path) -> Vec<PathBuf>;
     /// A fresh parser for one run; `workdir` lets it report paths relative to the checkout.
     fn parser(&self, workdir: &Path) -> Box<dyn StreamParser>;
+    /// The refusals one line of its stdout reports.
+    fn stream_denials(&self, line: &str) -> Vec<EngineDenial>;
+    /// The refusals found in what it left under the job's `home` once it
+    /// has exited (what its stream does not show).
+    fn denials_after(&self, home: &Path) -> Vec<EngineDenial>;
     /// The outcome from the exit code (`None`: killed by a signal) and the stream.
     fn finish(&self, exit_code: Option<i32>, summary: &StreamSummary) -> Outcome;
     fn capabilities(&self) -> Capabilities;
@@ -148,6 +192,9 @@ pub fn adapter(kind: EngineKind) -> Box<dyn EngineAdapter> {
         EngineKind::Claude => Box::new(claude::Claude),
     }
 }
+
+/// Every engine kind, in the order `paddock doctor` lists them.
+pub const KINDS: [EngineKind; 2] = [EngineKind::Codex, EngineKind::Claude];
 
 /// Makes `path` relative to `workdir` when it lies inside it.
 pub fn relative_to(workdir: &Path, path: &str) -> String {

@@ -1,6 +1,7 @@
-//! The engine versions Paddock is tested with (the pins of
-//! `scripts/install-engines`, docs/engines.md), and how to install them:
-//! named in a missing engine's error and checked by `paddock doctor`.
+//! How an engine is installed and the version Paddock is tested with (the
+//! pins of `scripts/install-engines`, docs/engines.md): each adapter names
+//! its [`Pin`] (`EngineAdapter::install`); named in a missing engine's
+//! error, checked when a job starts (`version`) and by `paddock doctor`.
 
 use paddock_protocol::EngineKind;
 
@@ -15,23 +16,9 @@ pub struct Pin {
     pub version: &'static str,
 }
 
-pub const CODEX: Pin = Pin {
-    binary: "codex",
-    package: "@openai/codex",
-    version: "0.171.0",
-};
-
-pub const CLAUDE: Pin = Pin {
-    binary: "claude",
-    package: "@anthropic-ai/claude-code",
-    version: "2.1.197",
-};
-
+/// The pin of an engine kind (its adapter's).
 pub fn pin(kind: EngineKind) -> Pin {
-    match kind {
-        EngineKind::Codex => CODEX,
-        EngineKind::Claude => CLAUDE,
-    }
+    super::adapter(kind).install()
 }
 
 impl Pin {
@@ -53,7 +40,7 @@ impl Pin {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::engines::{claude::PIN as CLAUDE, codex::PIN as CODEX};
 
     /// The pins here are those `scripts/install-engines` installs.
     #[test]

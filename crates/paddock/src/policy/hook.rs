@@ -7,8 +7,8 @@
 use paddock_protocol::HostProfile;
 use serde_json::{json, Value};
 
-use super::engine_files::denial_reason;
-use super::matcher::Matcher;
+use super::matcher::{Denial, Matcher, UNPARSEABLE};
+use crate::engines::denial::{reason, JUSTIFICATION_MARK};
 
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
@@ -29,6 +29,19 @@ pub enum Decision {
         tool_use_id: Option<String>,
         reason: String,
     },
+}
+
+/// The reason given for one denial by the matcher: the rule's
+/// [`reason`], or why a command line that cannot be parsed is refused.
+pub fn denial_reason(profile_id: &str, denial: &Denial) -> String {
+    if denial.rule == UNPARSEABLE {
+        format!(
+            "{JUSTIFICATION_MARK} host profile `{profile_id}` denies commands on this host and refuses a command line it cannot judge ({}); write it as plain shell",
+            denial.matched
+        )
+    } else {
+        reason(profile_id, &denial.rule)
+    }
 }
 
 /// Judges one PreToolUse input.

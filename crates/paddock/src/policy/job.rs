@@ -11,6 +11,7 @@ use super::admission::{admit, Admission, Refusal};
 use super::denials::{self, DenialRecord, RecordTail};
 use super::matcher::Matcher;
 use super::profile::{resolve, ProfileSource, ResolveError};
+use crate::engines::denial::EngineDenial;
 use crate::engines::EnginePolicy;
 use crate::store::Store;
 
@@ -147,7 +148,13 @@ impl JobPolicy {
         };
         Ok(Some(EnginePolicy {
             profile_id: self.profile.id.clone(),
-            deny_commands: self.profile.deny_commands.clone(),
+            // The rules the matcher keeps (an empty one is none).
+            deny_commands: self
+                .matcher
+                .rules()
+                .iter()
+                .map(|r| r.text.clone())
+                .collect(),
             hook_command,
         }))
     }
@@ -157,39 +164,21 @@ impl JobPolicy {
         RecordTail::new(record_path(meta))
     }
 
-    /// The denials not yet reported after one line of the engine's output:
-    /// new hook records, then (Claude Code) the denials the line reports,
-    /// each call once.
-    pub fn line_denials(
+    /// The denials not yet reported: new hook records, then those of
+    /// `found` (what the engine reported, read by its adapter from a line
+    /// of its stream or, once it has exited, from the files it left) made
+    /// under the profile, each call once.
+    pub fn new_denials(
         &self,
         tail: &mut RecordTail,
-        engine: EngineKind,
-        line: &str,
+        found: Vec<EngineDenial>,
     ) -> Vec<DenialRecord> {
         let mut out = tail.poll();
-        if engine == EngineKind::Claude {
-            out.extend(tail.unseen(denials::claude_line(line, &self.matcher)));
-        }
-        out
-    }
-
-    /// The denials not yet reported once the engine has exited: the rest of
-    /// the hook's record and, for Codex, its rollout files in CODEX_HOME (a
-    /// call its execpolicy rules forbade never reaches the hook).
-    pub fn remaining_denials(
-        &self,
-        tail: &mut RecordTail,
-        engine: EngineKind,
-        home: &Path,
-    ) -> Vec<DenialRecord> {
-        let mut out = tail.poll();
-        match engine {
-            EngineKind::Claude => {}
-            EngineKind::Codex => {
-                let rollouts = denials::codex_rollouts(&home.join(".codex"), &self.matcher);
-                out.extend(tail.unseen(rollouts));
-            }
-        }
+        let records = found
+            .into_iter()
+            .filter_map(|d| denials::from_engine(d, &self.matcher))
+            .collect();
+        out.extend(tail.unseen(records));
         out
     }
 

@@ -3,23 +3,32 @@
 //! key, nonessential traffic, telemetry, retries and auto-update off, Bash
 //! allowed and file edits accepted inside the checkout.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use paddock_protocol::EngineKind;
 
 use super::{
-    base_env, judge, Capabilities, CommandSpec, EngineAdapter, LaunchContext, Outcome,
-    PreparedFile, StreamParser, StreamSummary,
+    base_env, judge, Capabilities, CommandSpec, EngineAdapter, EngineDenial, LaunchContext,
+    Outcome, Pin, PreparedFile, StreamParser, StreamSummary, WireApi,
 };
 
+pub mod denials;
+pub mod settings;
 mod stream;
 pub use stream::ClaudeParser;
+
+/// The pinned Claude Code.
+pub const PIN: Pin = Pin {
+    binary: "claude",
+    package: "@anthropic-ai/claude-code",
+    version: "2.1.197",
+};
 
 pub struct Claude;
 
 /// The `--settings` file carrying the host profile's hook and deny rules.
-fn settings_path(ctx: &LaunchContext) -> std::path::PathBuf {
-    ctx.home.join(".claude").join("paddock-policy.json")
+fn settings_path(home: &Path) -> PathBuf {
+    home.join(".claude").join("paddock-policy.json")
 }
 
 impl EngineAdapter for Claude {
@@ -27,14 +36,23 @@ impl EngineAdapter for Claude {
         EngineKind::Claude
     }
 
+    fn install(&self) -> Pin {
+        PIN
+    }
+
+    fn wire_api(&self) -> WireApi {
+        WireApi::Messages
+    }
+
+    fn instructions_file(&self) -> &'static str {
+        "CLAUDE.md"
+    }
+
     fn prepare(&self, ctx: &LaunchContext) -> Vec<PreparedFile> {
         match &ctx.policy {
             Some(policy) => vec![PreparedFile {
-                path: settings_path(ctx),
-                contents: crate::policy::engine_files::claude_settings(
-                    &crate::policy::Matcher::new(&policy.deny_commands),
-                    &policy.hook_command,
-                ),
+                path: settings_path(&ctx.home),
+                contents: settings::claude_settings(&policy.deny_commands, &policy.hook_command),
             }],
             None => Vec::new(),
         }
@@ -110,7 +128,7 @@ impl EngineAdapter for Claude {
         if ctx.policy.is_some() {
             args.extend([
                 "--settings".into(),
-                settings_path(ctx).display().to_string(),
+                settings_path(&ctx.home).display().to_string(),
             ]);
         }
         CommandSpec {
@@ -119,11 +137,26 @@ impl EngineAdapter for Claude {
             env,
             cwd: ctx.workdir.clone(),
             stdin: Some(ctx.prompt.clone()),
+            protect: self.protected_paths(&ctx.home),
         }
+    }
+
+    /// The `--settings` file with the deny hook and rules.
+    fn protected_paths(&self, home: &Path) -> Vec<PathBuf> {
+        vec![settings_path(home)]
     }
 
     fn parser(&self, workdir: &Path) -> Box<dyn StreamParser> {
         Box::new(ClaudeParser::new(workdir))
+    }
+
+    fn stream_denials(&self, line: &str) -> Vec<EngineDenial> {
+        denials::in_line(line)
+    }
+
+    /// Everything it refused is on its stream.
+    fn denials_after(&self, _home: &Path) -> Vec<EngineDenial> {
+        Vec::new()
     }
 
     fn finish(&self, exit_code: Option<i32>, summary: &StreamSummary) -> Outcome {

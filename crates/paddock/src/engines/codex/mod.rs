@@ -4,18 +4,27 @@
 //! core environment only. Codex's own sandbox is bypassed: isolation is the
 //! job's rung, one sandbox rather than nested ones.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use paddock_protocol::EngineKind;
 
 use super::{
-    base_env, judge, Capabilities, CommandSpec, EngineAdapter, LaunchContext, Outcome,
-    PreparedFile, StreamParser, StreamSummary,
+    base_env, judge, Capabilities, CommandSpec, EngineAdapter, EngineDenial, LaunchContext,
+    Outcome, Pin, PreparedFile, StreamParser, StreamSummary, WireApi,
 };
 
+pub mod rollout;
+pub mod rules;
 mod stream;
 pub mod trust;
 pub use stream::CodexParser;
+
+/// The pinned Codex CLI.
+pub const PIN: Pin = Pin {
+    binary: "codex",
+    package: "@openai/codex",
+    version: "0.171.0",
+};
 
 /// How long Codex waits for Paddock's PreToolUse hook, in seconds.
 const HOOK_TIMEOUT_SECS: u64 = 30;
@@ -26,7 +35,7 @@ pub const TOKEN_VAR: &str = "PADDOCK_JOB_TOKEN";
 pub struct Codex;
 
 impl Codex {
-    fn codex_home(ctx: &LaunchContext) -> std::path::PathBuf {
+    fn codex_home(ctx: &LaunchContext) -> PathBuf {
         ctx.home.join(".codex")
     }
 
@@ -97,6 +106,18 @@ impl EngineAdapter for Codex {
         EngineKind::Codex
     }
 
+    fn install(&self) -> Pin {
+        PIN
+    }
+
+    fn wire_api(&self) -> WireApi {
+        WireApi::Responses
+    }
+
+    fn instructions_file(&self) -> &'static str {
+        "AGENTS.md"
+    }
+
     fn prepare(&self, ctx: &LaunchContext) -> Vec<PreparedFile> {
         let mut files = vec![PreparedFile {
             path: Self::codex_home(ctx).join("config.toml"),
@@ -105,10 +126,7 @@ impl EngineAdapter for Codex {
         if let Some(policy) = &ctx.policy {
             files.push(PreparedFile {
                 path: Self::codex_home(ctx).join("rules").join("default.rules"),
-                contents: crate::policy::engine_files::codex_rules(
-                    &policy.profile_id,
-                    &crate::policy::Matcher::new(&policy.deny_commands),
-                ),
+                contents: rules::codex_rules(&policy.profile_id, &policy.deny_commands),
             });
         }
         files
@@ -135,11 +153,27 @@ impl EngineAdapter for Codex {
             env,
             cwd: ctx.workdir.clone(),
             stdin: Some(ctx.prompt.clone()),
+            protect: self.protected_paths(&ctx.home),
         }
+    }
+
+    /// The execpolicy rules (the hook and its trust are in config.toml,
+    /// which Codex reads once at start).
+    fn protected_paths(&self, home: &Path) -> Vec<PathBuf> {
+        vec![home.join(".codex/rules")]
     }
 
     fn parser(&self, workdir: &Path) -> Box<dyn StreamParser> {
         Box::new(CodexParser::new(workdir))
+    }
+
+    /// Its `--json` stream shows no refused call.
+    fn stream_denials(&self, _line: &str) -> Vec<EngineDenial> {
+        Vec::new()
+    }
+
+    fn denials_after(&self, home: &Path) -> Vec<EngineDenial> {
+        rollout::refused_calls(&home.join(".codex"))
     }
 
     fn finish(&self, exit_code: Option<i32>, summary: &StreamSummary) -> Outcome {

@@ -1,0 +1,207 @@
+//! The calls Codex refused, read from its rollout files
+//! (`$CODEX_HOME/sessions/**/rollout-*.jsonl`) once it has exited: its
+//! `--json` stream shows nothing for a refused call (codex-cli 0.171.0),
+//! the rollout keeps the call (`function_call`) and the refusal
+//! (`function_call_output`, same `call_id`). A refusal carrying
+//! [`JUSTIFICATION_MARK`] is the host profile's (its execpolicy rules or
+//! the hook); one of the form `exec_command failed: CreateProcess {
+//! message: "Rejected(…)" }` without it is Codex's own (its safety check
+//! of `rm -f` forms, for one). The files are written by the job: each is
+//! read without following links, bounded, and the walk is bounded too.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::engines::denial::{rule_in, DeniedBy, EngineDenial, JUSTIFICATION_MARK};
+use crate::engines::hostile_file;
+
+/// The most read of one rollout file.
+const MAX_ROLLOUT_BYTES: u64 = 64 << 20;
+/// The most rollout files read, and how deep the walk goes
+/// (`sessions/YYYY/MM/DD/rollout-….jsonl` is four levels).
+const MAX_FILES: usize = 64;
+const MAX_DEPTH: usize = 6;
+/// The most of Codex's reason kept in an event.
+const MAX_REASON_CHARS: usize = 500;
+
+/// The refused calls recorded under `codex_home`, in file order.
+pub fn refused_calls(codex_home: &Path) -> Vec<EngineDenial> {
+    let mut files = Vec::new();
+    collect_jsonl(&codex_home.join("sessions"), 0, &mut files);
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            let bytes = hostile_file::read_from(f, 0, MAX_ROLLOUT_BYTES);
+            in_rollout(&String::from_utf8_lossy(&bytes))
+        })
+        .collect()
+}
+
+/// The refused calls of one rollout file's text.
+pub fn in_rollout(text: &str) -> Vec<EngineDenial> {
+    let mut commands: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let Some(item) = v.get("payload") else {
+            continue;
+        };
+        let call_id = item.get("call_id").and_then(Value::as_str);
+        match (item.get("type").and_then(Value::as_str), call_id) {
+            (Some("function_call"), Some(id)) => {
+                commands.insert(id.to_string(), call_command(item));
+            }
+            (Some("function_call_output"), Some(id)) => {
+                let output = output_text(item);
+                let by = if output.contains(JUSTIFICATION_MARK) {
+                    DeniedBy::Profile {
+                        rule: rule_in(&output),
+                    }
+                } else if let Some(reason) = own_refusal(&output) {
+                    DeniedBy::Engine { reason }
+                } else {
+                    continue;
+                };
+                out.push(EngineDenial {
+                    command: commands.get(id).cloned().unwrap_or_default(),
+                    call_id: Some(id.to_string()),
+                    by,
+                });
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Codex's reason for a call it refused on its own: the output of a call
+/// whose process was never created because Codex rejected it.
+fn own_refusal(output: &str) -> Option<String> {
+    let rest = output.strip_prefix("exec_command failed: CreateProcess { message: ")?;
+    let start = rest.find("Rejected(")?;
+    let rejected = &rest[start + "Rejected(".len()..];
+    // "`/bin/bash -lc '…'` rejected: REASON\")\" }" (escaped once more).
+    let reason = match rejected.find(" rejected: ") {
+        Some(i) => &rejected[i + " rejected: ".len()..],
+        None => rejected,
+    };
+    let reason = reason
+        .trim_end_matches(" }")
+        .trim_end_matches('"')
+        .trim_end_matches(')')
+        .trim_end_matches('"')
+        .trim_end_matches('\\');
+    Some(reason.chars().take(MAX_REASON_CHARS).collect())
+}
+
+fn collect_jsonl(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth > MAX_DEPTH || out.len() >= MAX_FILES {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        // The entry's own type: a link is neither followed nor read.
+        let Ok(kind) = e.file_type() else { continue };
+        let p = e.path();
+        if kind.is_dir() {
+            collect_jsonl(&p, depth + 1, out);
+        } else if kind.is_file() && p.extension().is_some_and(|x| x == "jsonl") {
+            if out.len() >= MAX_FILES {
+                return;
+            }
+            out.push(p);
+        }
+    }
+}
+
+/// The command of a shell function call (`exec_command {cmd}`,
+/// `shell_command {command}`, `shell {command: [argv]}`).
+fn call_command(item: &Value) -> String {
+    let args: Value = item
+        .get("arguments")
+        .and_then(Value::as_str)
+        .and_then(|a| serde_json::from_str(a).ok())
+        .unwrap_or(Value::Null);
+    match args.get("cmd").or_else(|| args.get("command")) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(argv)) => {
+            let words: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+            shlex::try_join(words.iter().copied()).unwrap_or_else(|_| words.join(" "))
+        }
+        _ => String::new(),
+    }
+}
+
+fn output_text(item: &Value) -> String {
+    match item.get("output") {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/rollouts")
+                .join(name),
+        )
+        .unwrap()
+    }
+
+    /// A real codex-cli 0.171.0 rollout (see the fixtures' README): its
+    /// own refusal of `rm -f` and the profile hook's denial.
+    #[test]
+    fn codex_own_refusal_and_the_hooks_denial() {
+        assert_eq!(
+            in_rollout(&fixture("codex-0.171.0-refused.jsonl")),
+            vec![
+                EngineDenial {
+                    command: "rm -f junk.txt".into(),
+                    call_id: Some("call_paddock_1_1".into()),
+                    by: DeniedBy::Engine {
+                        reason: "rm -f style commands are not permitted. Use a safer approach"
+                            .into()
+                    },
+                },
+                EngineDenial {
+                    command: "touch /paddock/marks/denied".into(),
+                    call_id: Some("call_paddock_2_1".into()),
+                    by: DeniedBy::Profile {
+                        rule: Some("touch /paddock/marks/denied".into())
+                    },
+                },
+            ]
+        );
+    }
+
+    /// The rollout files are the job's: a link (to a file or a directory)
+    /// is not followed, and a FIFO is not read (it would block).
+    #[test]
+    fn links_and_fifos_under_sessions_are_not_read() {
+        let home = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let real = outside.path().join("rollout-1.jsonl");
+        std::fs::write(&real, fixture("codex-0.171.0-refused.jsonl")).unwrap();
+        let day = home.path().join("sessions/2026/11/30");
+        std::fs::create_dir_all(&day).unwrap();
+        std::os::unix::fs::symlink(&real, day.join("rollout-2.jsonl")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), day.join("linked")).unwrap();
+        nix::unistd::mkfifo(&day.join("rollout-3.jsonl"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(refused_calls(home.path()), vec![]);
+        std::fs::copy(&real, day.join("rollout-4.jsonl")).unwrap();
+        assert_eq!(refused_calls(home.path()).len(), 2);
+    }
+}

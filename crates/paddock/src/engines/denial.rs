@@ -1,0 +1,102 @@
+//! What an engine reports of the tool calls it refused, as the adapter
+//! reads it from the engine's stream or, after the run, from the files the
+//! engine left in the job's home. A refusal is either the host profile's
+//! rule as the engine enforces it (the deny files and the hook Paddock
+//! wrote, recognized by [`JUSTIFICATION_MARK`] or by the engine's own
+//! denial text), which `policy` turns into a `deny_commands` event, or the
+//! engine refusing on its own (its safety checks, its sandbox or approval
+//! layer), which is a `policy` event of its own whether or not the job has
+//! a profile. Everything here is read from files the job can write: it is
+//! hostile input and only ever becomes an event.
+
+use paddock_protocol::{EngineKind, EventBody};
+
+/// Starts the justification of every Paddock rule (and every hook reason),
+/// so that a denial can be told from the engine's own refusals.
+pub const JUSTIFICATION_MARK: &str = "paddock policy:";
+
+/// The reason given to the engine (and the agent) for a denial.
+pub fn reason(profile_id: &str, rule: &str) -> String {
+    format!("{JUSTIFICATION_MARK} host profile `{profile_id}` denies `{rule}` on this host")
+}
+
+/// The rule named in a Paddock [`reason`]: "... denies `RULE` on this host".
+pub fn rule_in(text: &str) -> Option<String> {
+    let start = text.find("denies `")? + "denies `".len();
+    let end = text[start..].find("` on this host")? + start;
+    Some(text[start..end].to_string())
+}
+
+/// One refused tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineDenial {
+    /// The command line the agent tried (for another tool, its input).
+    pub command: String,
+    /// The engine's id of the call, when it has one.
+    pub call_id: Option<String>,
+    pub by: DeniedBy,
+}
+
+/// Which layer refused the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeniedBy {
+    /// The host profile, through the files or hook Paddock gave the
+    /// engine. `rule`: the rule the engine's message names, used when the
+    /// profile's matcher does not recognize the command.
+    Profile { rule: Option<String> },
+    /// The engine on its own, with the reason it gave.
+    Engine { reason: String },
+}
+
+impl EngineDenial {
+    /// The `policy` event of a refusal the engine made on its own (`None`
+    /// for a profile denial: `policy` reports those).
+    pub fn refusal_event(&self, engine: EngineKind) -> Option<EventBody> {
+        match &self.by {
+            DeniedBy::Profile { .. } => None,
+            DeniedBy::Engine { reason } => Some(EventBody::Policy {
+                rule: engine.as_str().to_string(),
+                message: format!("{engine} refused `{}` on its own: {reason}", self.command),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rule_from_justification() {
+        assert_eq!(
+            rule_in(&reason("x", "make all")),
+            Some("make all".to_string())
+        );
+        assert_eq!(rule_in("no rule here"), None);
+    }
+
+    #[test]
+    fn only_the_engines_own_refusals_are_events_here() {
+        let own = EngineDenial {
+            command: "rm -f a".into(),
+            call_id: Some("c1".into()),
+            by: DeniedBy::Engine {
+                reason: "rm -f style commands are not permitted".into(),
+            },
+        };
+        assert_eq!(
+            own.refusal_event(EngineKind::Codex),
+            Some(EventBody::Policy {
+                rule: "codex".into(),
+                message:
+                    "codex refused `rm -f a` on its own: rm -f style commands are not permitted"
+                        .into(),
+            })
+        );
+        let profile = EngineDenial {
+            by: DeniedBy::Profile { rule: None },
+            ..own
+        };
+        assert_eq!(profile.refusal_event(EngineKind::Codex), None);
+    }
+}
