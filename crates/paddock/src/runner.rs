@@ -814,7 +814,6 @@ async fn launch_and_stream(
                 RenderContext {
                     workdir: ws.work.clone(),
                 },
-                None,
             )
             .map_err(|e| step("start the scripted upstream", e))?;
             let up = Upstream {

@@ -10,7 +10,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -22,80 +21,15 @@ use paddock_protocol::JobStatus;
 const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";
 const CLIENT: &str = "0f1e2d3c-aaaa-bbbb-cccc-1234567890ab";
 
-/// `a=b&c=d` form fields, percent-decoded.
-fn form(body: &str) -> HashMap<String, String> {
-    let decode = |v: &str| {
-        let v = v.replace('+', " ");
-        let bytes = v.as_bytes();
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i < bytes.len() {
-            match (bytes[i], v.get(i + 1..i + 3)) {
-                (b'%', Some(hex)) if u8::from_str_radix(hex, 16).is_ok() => {
-                    out.push(u8::from_str_radix(hex, 16).unwrap());
-                    i += 3;
-                }
-                (b, _) => {
-                    out.push(b);
-                    i += 1;
-                }
-            }
-        }
-        String::from_utf8(out).unwrap()
-    };
-    body.split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (decode(k), decode(v)))
-        .collect()
-}
-
-/// A mock Entra ID token endpoint for `TENANT`: a client-credentials
-/// request from `CLIENT` with `secret` and the Cognitive Services scope gets
-/// the access token `{token}-N` (its `N`th) valid for `expires_in`
-/// seconds; a wrong secret gets Entra's `invalid_client` answer. Returns
-/// the authority to configure and the request count.
+/// The stand-in Entra token endpoint of `TENANT`'s app `CLIENT` with
+/// `secret` (crates/test-support).
 async fn mock_entra(secret: String, token: String, expires_in: u64) -> (String, Arc<AtomicU64>) {
-    let hits = Arc::new(AtomicU64::new(0));
-    let counter = hits.clone();
-    let app = axum::Router::new().route(
-        &format!("/{TENANT}/oauth2/v2.0/token"),
-        axum::routing::post(move |body: String| {
-            let (secret, token, counter) = (secret.clone(), token.clone(), counter.clone());
-            async move {
-                let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
-                let f = form(&body);
-                assert_eq!(
-                    (
-                        f["grant_type"].as_str(),
-                        f["client_id"].as_str(),
-                        f["scope"].as_str()
-                    ),
-                    (
-                        "client_credentials",
-                        CLIENT,
-                        "https://cognitiveservices.azure.com/.default"
-                    )
-                );
-                if f["client_secret"] != secret {
-                    return (
-                        http::StatusCode::UNAUTHORIZED,
-                        r#"{"error":"invalid_client","error_description":"AADSTS7000215: Invalid client secret provided."}"#
-                            .to_string(),
-                    );
-                }
-                (
-                    http::StatusCode::OK,
-                    serde_json::json!({"token_type": "Bearer", "expires_in": expires_in,
-                        "ext_expires_in": expires_in, "access_token": format!("{token}-{n}")})
-                    .to_string(),
-                )
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let authority = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (authority, hits)
+    let app = paddock_test_support::entra::App {
+        tenant: TENANT.into(),
+        client_id: CLIENT.into(),
+        secret,
+    };
+    paddock_test_support::entra::token_endpoint(app, token, expires_in).await
 }
 
 /// A token about to expire is replaced before it does: the mock token

@@ -14,9 +14,10 @@ use std::sync::Arc;
 
 use common::*;
 use paddock::broker::Secret;
-use paddock::scripted::server::{AwsCredentials, ScriptedServer, INVALID_SIGNATURE};
 use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
+use paddock_test_support::bedrock::{AwsCredentials, INVALID_SIGNATURE};
+use paddock_test_support::MockUpstream;
 
 const MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
 const ACCESS_KEY_ID: &str = "AKIAPADDOCKTEST00001";
@@ -36,9 +37,9 @@ fn credentials(dir: &std::path::Path) -> (std::path::PathBuf, String, String) {
     (path, secret, token)
 }
 
-async fn mock_bedrock(home: &Home, secret: &str) -> ScriptedServer {
+async fn mock_bedrock(home: &Home, secret: &str) -> MockUpstream {
     let scenario = Scenario::from_toml(PROVIDER_PROBE, std::path::Path::new("probe.toml")).unwrap();
-    ScriptedServer::start_bedrock(
+    MockUpstream::start_bedrock(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         Arc::new(scenario),
         RenderContext {
@@ -351,7 +352,7 @@ async fn bedrock_rig(
     scenario: &str,
     ceilings: Vec<paddock::broker::Ceiling>,
 ) -> (
-    ScriptedServer,
+    MockUpstream,
     paddock::broker::BrokerHandle,
     tempfile::TempDir,
 ) {
@@ -363,12 +364,12 @@ async fn bedrock_rig_allowing(
     ceilings: Vec<paddock::broker::Ceiling>,
     allowlist: paddock::broker::ModelAllowlist,
 ) -> (
-    ScriptedServer,
+    MockUpstream,
     paddock::broker::BrokerHandle,
     tempfile::TempDir,
 ) {
     let dir = tempfile::tempdir().unwrap();
-    let upstream = ScriptedServer::start_bedrock(
+    let upstream = MockUpstream::start_bedrock(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         Arc::new(Scenario::from_toml(scenario, std::path::Path::new("rig.toml")).unwrap()),
         RenderContext {
@@ -603,12 +604,12 @@ async fn a_bedrock_stream_crossing_the_ceiling_is_cut_with_an_exception_frame() 
 async fn signed_rig(
     bedrock: paddock::broker::bedrock::Bedrock,
 ) -> (
-    ScriptedServer,
+    MockUpstream,
     paddock::broker::BrokerHandle,
     tempfile::TempDir,
 ) {
     let dir = tempfile::tempdir().unwrap();
-    let upstream = ScriptedServer::start_bedrock(
+    let upstream = MockUpstream::start_bedrock(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         Arc::new(
             Scenario::from_toml(
@@ -787,7 +788,7 @@ async fn claude_runs_through_bedrock_with_an_api_key_from_the_environment() {
     let home = Home::new();
     let api_key = format!("ABSKQmVkcm9ja0FQSUtleS1wYWRkb2Nr{}", std::process::id());
     let scenario = Scenario::from_toml(PROVIDER_PROBE, std::path::Path::new("probe.toml")).unwrap();
-    let bedrock = ScriptedServer::start_bedrock_api_key(
+    let bedrock = MockUpstream::start_bedrock_api_key(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         Arc::new(scenario),
         RenderContext {

@@ -13,9 +13,9 @@ use paddock::broker::{
     self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable,
     RetryPolicy, Scope, Secret, Upstream,
 };
-use paddock::scripted::ScriptedServer;
 use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
+use paddock_test_support::MockUpstream;
 use tokio::net::TcpListener;
 
 /// One answer: 1000 input tokens and 100 output tokens on gpt-5.5, that is
@@ -29,7 +29,7 @@ const CALL_MICROS: i64 = 8_000;
 
 struct Rig {
     broker: BrokerHandle,
-    upstream: ScriptedServer,
+    upstream: MockUpstream,
     _dir: tempfile::TempDir,
 }
 
@@ -66,7 +66,7 @@ async fn rig_full(
     let dir = tempfile::tempdir().unwrap();
     let scenario =
         Scenario::from_toml(scenario, Path::new("budget-test.toml")).expect("scenario parses");
-    let upstream = ScriptedServer::start(
+    let upstream = MockUpstream::start(
         TcpListener::bind("127.0.0.1:0").await.unwrap(),
         Arc::new(scenario),
         RenderContext {

@@ -298,15 +298,19 @@ impl Bedrock {
             }
         };
         sign_with(
-            access_key_id,
-            secret,
-            token,
-            &self.region,
-            method,
-            url,
-            headers,
-            body,
-            time,
+            &SigningKey {
+                access_key_id,
+                secret_access_key: secret,
+                session_token: token,
+                region: &self.region,
+            },
+            &SignedRequest {
+                method,
+                url,
+                headers,
+                body,
+                time,
+            },
         )
         .map_err(|message| BedrockError::Sign {
             access_key_id: access_key_id.to_string(),
@@ -323,46 +327,59 @@ impl Bedrock {
     }
 }
 
+/// The credentials a request is SigV4-signed with.
+#[derive(Debug, Clone, Copy)]
+pub struct SigningKey<'a> {
+    pub access_key_id: &'a str,
+    pub secret_access_key: &'a str,
+    pub session_token: Option<&'a str>,
+    pub region: &'a str,
+}
+
+/// The parts of a request a SigV4 signature covers.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedRequest<'a> {
+    pub method: &'a str,
+    pub url: &'a str,
+    /// The headers signed as given (`host` and the `x-amz-*` ones are added).
+    pub headers: &'a [(&'a str, &'a str)],
+    pub body: &'a [u8],
+    pub time: SystemTime,
+}
+
 /// SigV4-signs a request with explicit credentials; the headers to add.
-/// Shared by the broker and the mock Bedrock endpoint, which re-signs what
-/// it received with the test's credentials to verify the signature.
-#[allow(clippy::too_many_arguments)]
+/// Shared by the broker and the test stand-in Bedrock
+/// (`crates/test-support`), which re-signs what it received with the
+/// test's credentials to verify the signature.
 pub fn sign_with(
-    access_key_id: &str,
-    secret_access_key: &str,
-    session_token: Option<&str>,
-    region: &str,
-    method: &str,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-    time: SystemTime,
+    key: &SigningKey<'_>,
+    request: &SignedRequest<'_>,
 ) -> Result<Vec<(String, String)>, String> {
     let identity = Credentials::new(
-        access_key_id,
-        secret_access_key,
-        session_token.map(str::to_string),
+        key.access_key_id,
+        key.secret_access_key,
+        key.session_token.map(str::to_string),
         None,
         "paddock",
     )
     .into();
     let params = v4::SigningParams::builder()
         .identity(&identity)
-        .region(region)
+        .region(key.region)
         .name(SERVICE)
-        .time(time)
+        .time(request.time)
         .settings(SigningSettings::default())
         .build()
         .map_err(|e| e.to_string())?
         .into();
-    let request = SignableRequest::new(
-        method,
-        url,
-        headers.iter().copied(),
-        SignableBody::Bytes(body),
+    let signable = SignableRequest::new(
+        request.method,
+        request.url,
+        request.headers.iter().copied(),
+        SignableBody::Bytes(request.body),
     )
     .map_err(|e| e.to_string())?;
-    let (instructions, _signature) = sign(request, &params)
+    let (instructions, _signature) = sign(signable, &params)
         .map_err(|e| e.to_string())?
         .into_parts();
     Ok(instructions
@@ -566,15 +583,19 @@ mod tests {
             b.sign("POST", url, &headers, b"{}", time).await.unwrap()
         );
         let other = sign_with(
-            "AKIDEXAMPLE",
-            "wrong",
-            Some("tok"),
-            "us-east-1",
-            "POST",
-            url,
-            &headers,
-            b"{}",
-            time,
+            &SigningKey {
+                access_key_id: "AKIDEXAMPLE",
+                secret_access_key: "wrong",
+                session_token: Some("tok"),
+                region: "us-east-1",
+            },
+            &SignedRequest {
+                method: "POST",
+                url,
+                headers: &headers,
+                body: b"{}",
+                time,
+            },
         )
         .unwrap();
         assert_ne!(other[1], signed[1]);

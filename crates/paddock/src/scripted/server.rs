@@ -1,17 +1,11 @@
 //! Serves a [`Scenario`] over loopback HTTP, as a provider would: `POST
 //! /v1/responses` in the OpenAI Responses format, `POST /v1/messages` in
 //! the Anthropic Messages format and `POST /v1/chat/completions` in the
-//! OpenAI Chat Completions format (and Google Vertex AI's Anthropic
-//! `…/models/MODEL:streamRawPredict` paths as Messages). Started with
-//! [`ScriptedServer::start_bedrock`] it is a mock Amazon Bedrock runtime:
-//! `/model/MODEL/invoke-with-response-stream` answered in the AWS event
-//! stream, `/model/MODEL/invoke` as JSON, every request's SigV4 signature
-//! verified with the test's credentials (or, started with
-//! [`ScriptedServer::start_bedrock_api_key`], a Bedrock API key checked
-//! instead). The broker forwards `scripted` jobs here,
-//! so scripted calls cross the same forwarding and metering code as real
-//! ones; tests also use it as a stand-in provider that checks the key the
-//! broker injects and records what reached it.
+//! OpenAI Chat Completions format. The broker forwards `scripted` jobs
+//! here, so scripted calls cross the same forwarding and metering code as
+//! real ones. [`Replies`] and [`into_response`] are the pieces the test
+//! stand-ins of other providers (`crates/test-support`: Vertex and Bedrock
+//! paths, key checks, a request recorder) build on.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,264 +15,58 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode};
+use futures::StreamExt as _;
+use http::{Method, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
-use super::{RenderContext, Scenario, TransientReply, Wire};
+use super::{RenderContext, Scenario, ScriptedReply, Wire};
+use crate::broker::error_response;
 use crate::broker::meter::Api;
-use crate::broker::secret::Secret;
-use crate::broker::{bedrock, error_response, eventstream, vertex};
 
-/// One request as the scripted upstream received it.
-#[derive(Debug, Clone)]
-pub struct RecordedRequest {
-    pub path: String,
-    pub headers: HeaderMap,
-    pub body: Value,
-}
+/// The largest request body the scripted upstream reads.
+pub const MAX_REQUEST_BYTES: usize = 64 << 20;
 
-/// The AWS credentials a mock Bedrock endpoint verifies signatures with.
-#[derive(Debug, Clone)]
-pub struct AwsCredentials {
-    pub access_key_id: String,
-    pub secret_access_key: Secret,
-    pub region: String,
-}
-
-struct ScriptedState {
+/// A scenario's replies, with the count of transient failures served.
+pub struct Replies {
     scenario: Arc<Scenario>,
     ctx: RenderContext,
-    expect_key: Option<Secret>,
-    aws: Option<AwsCredentials>,
-    /// Serves Amazon Bedrock's runtime paths.
-    bedrock: bool,
-    requests: Mutex<Vec<RecordedRequest>>,
     /// How often each turn's transient failure was served.
     transient_served: Mutex<HashMap<usize, u32>>,
 }
 
-/// A running scripted upstream; dropping it stops the server.
-pub struct ScriptedServer {
-    /// Base URL including `/v1`, e.g. `http://127.0.0.1:4000/v1`.
-    pub base: String,
-    state: Arc<ScriptedState>,
-    task: tokio::task::JoinHandle<()>,
+/// One reply and the extra headers it goes with (`Retry-After`,
+/// `retry-after-ms`).
+pub struct Reply {
+    pub reply: ScriptedReply,
+    pub headers: Vec<(&'static str, String)>,
 }
 
-impl ScriptedServer {
-    /// Serves `scenario` on `listener`. With `expect_key`, a request that does
-    /// not carry exactly that key (bearer, `x-api-key` or `api-key`) gets a 401.
-    pub fn start(
-        listener: TcpListener,
-        scenario: Arc<Scenario>,
-        ctx: RenderContext,
-        expect_key: Option<Secret>,
-    ) -> std::io::Result<ScriptedServer> {
-        Self::start_with(listener, scenario, ctx, expect_key, None, false)
-    }
-
-    /// Serves `scenario` as a mock Amazon Bedrock runtime that accepts only
-    /// requests SigV4-signed with `aws` (anything else: HTTP 403
-    /// `InvalidSignatureException` with AWS's message).
-    pub fn start_bedrock(
-        listener: TcpListener,
-        scenario: Arc<Scenario>,
-        ctx: RenderContext,
-        aws: AwsCredentials,
-    ) -> std::io::Result<ScriptedServer> {
-        Self::start_with(listener, scenario, ctx, None, Some(aws), true)
-    }
-
-    /// Serves `scenario` as a mock Amazon Bedrock runtime that accepts only
-    /// requests carrying the Bedrock API key `key` as `Authorization:
-    /// Bearer` (anything else: HTTP 401).
-    pub fn start_bedrock_api_key(
-        listener: TcpListener,
-        scenario: Arc<Scenario>,
-        ctx: RenderContext,
-        key: Secret,
-    ) -> std::io::Result<ScriptedServer> {
-        Self::start_with(listener, scenario, ctx, Some(key), None, true)
-    }
-
-    fn start_with(
-        listener: TcpListener,
-        scenario: Arc<Scenario>,
-        ctx: RenderContext,
-        expect_key: Option<Secret>,
-        aws: Option<AwsCredentials>,
-        bedrock: bool,
-    ) -> std::io::Result<ScriptedServer> {
-        let addr = listener.local_addr()?;
-        let state = Arc::new(ScriptedState {
+impl Replies {
+    pub fn new(scenario: Arc<Scenario>, ctx: RenderContext) -> Replies {
+        Replies {
             scenario,
             ctx,
-            expect_key,
-            aws,
-            bedrock,
-            requests: Mutex::new(Vec::new()),
             transient_served: Mutex::new(HashMap::new()),
-        });
-        let app = Router::new().fallback(handle).with_state(state.clone());
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "scripted upstream stopped");
-            }
-        });
-        Ok(ScriptedServer {
-            base: format!("http://{addr}/v1"),
-            state,
-            task,
-        })
+        }
     }
 
-    /// Every request received so far.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
-        match self.state.requests.lock() {
-            Ok(r) => r.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
+    /// The reply to `request` on `wire`: the turn's transient failure while
+    /// it was served fewer than its `times`, else the turn.
+    pub fn reply(&self, wire: Wire, request: &Value) -> Reply {
+        match self.transient(wire, request) {
+            Some(t) => Reply {
+                reply: t.reply,
+                headers: t.headers,
+            },
+            None => Reply {
+                reply: self.scenario.respond(wire, request, &self.ctx),
+                headers: Vec::new(),
+            },
         }
     }
-}
 
-impl Drop for ScriptedServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn handle(State(state): State<Arc<ScriptedState>>, req: Request) -> Response {
-    // Google Vertex AI's Anthropic paths: Messages, the model in the path.
-    let vertex_model = match req.method() {
-        &Method::POST => vertex::parse_path(req.uri().path()).map(|(m, _)| m),
-        _ => None,
-    };
-    // Amazon Bedrock's runtime paths (mock Bedrock only).
-    let bedrock = match (req.method(), state.bedrock) {
-        (&Method::POST, true) => bedrock::parse_path(req.uri().path()),
-        _ => None,
-    };
-    let (wire, api) = match (req.method(), req.uri().path()) {
-        _ if vertex_model.is_some() || bedrock.is_some() => (Wire::Messages, Api::Messages),
-        (&Method::POST, "/v1/responses") => (Wire::Responses, Api::Responses),
-        (&Method::POST, "/v1/messages") => (Wire::Messages, Api::Messages),
-        (&Method::POST, "/v1/chat/completions") => (Wire::Chat, Api::Chat),
-        (m, p) => {
-            let msg = format!("scripted upstream: no route for {m} {p}");
-            return error_response(
-                Api::Responses,
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                &msg,
-            );
-        }
-    };
-    let path = req.uri().path().to_string();
-    let headers = req.headers().clone();
-    if let Some(key) = &state.expect_key {
-        let bearer = format!("Bearer {}", key.expose());
-        let ok = ["x-api-key", "api-key"].iter().any(|h| {
-            headers
-                .get(*h)
-                .is_some_and(|v| v.as_bytes() == key.expose().as_bytes())
-        }) || headers
-            .get(http::header::AUTHORIZATION)
-            .is_some_and(|v| v.as_bytes() == bearer.as_bytes());
-        if !ok {
-            return error_response(
-                api,
-                StatusCode::UNAUTHORIZED,
-                "authentication_error",
-                "scripted upstream: the provider key did not arrive",
-            );
-        }
-    }
-    let body = match axum::body::to_bytes(req.into_body(), 64 << 20).await {
-        Ok(b) => b,
-        Err(e) => {
-            let msg = format!("scripted upstream: cannot read the body: {e}");
-            return error_response(api, StatusCode::BAD_REQUEST, "invalid_request_error", &msg);
-        }
-    };
-    if let (Some(aws), Some(_)) = (&state.aws, &bedrock) {
-        if let Err(why) = verify_sigv4(aws, &path, &headers, &body) {
-            tracing::debug!(why, "mock Bedrock: signature rejected");
-            return Response::builder()
-                .status(StatusCode::FORBIDDEN)
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .header("x-amzn-errortype", "InvalidSignatureException")
-                .body(Body::from(
-                    serde_json::json!({"message": INVALID_SIGNATURE}).to_string(),
-                ))
-                .unwrap_or_else(|_| {
-                    error_response(
-                        api,
-                        StatusCode::FORBIDDEN,
-                        "InvalidSignatureException",
-                        INVALID_SIGNATURE,
-                    )
-                });
-        }
-    }
-    let request: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            let msg = format!("scripted upstream: the body is not JSON: {e}");
-            return error_response(api, StatusCode::BAD_REQUEST, "invalid_request_error", &msg);
-        }
-    };
-    let mut request = request;
-    if let (Some(m), Some(obj)) = (&vertex_model, request.as_object_mut()) {
-        obj.insert("model".into(), Value::String(m.clone()));
-    }
-    if let (Some((m, method)), Some(obj)) = (&bedrock, request.as_object_mut()) {
-        // Bedrock names the model in the path and streams by path.
-        obj.insert("model".into(), Value::String(bedrock::decode_model(m)));
-        obj.insert(
-            "stream".into(),
-            Value::Bool(method == "invoke-with-response-stream"),
-        );
-    }
-    let transient = state.transient(wire, &request);
-    let mut reply = match &transient {
-        Some(t) => t.reply.clone(),
-        None => state.scenario.respond(wire, &request, &state.ctx),
-    };
-    if bedrock.is_some() && reply.content_type.starts_with("text/event-stream") {
-        reply.chunks = to_eventstream(&reply.chunks);
-        reply.content_type = eventstream::CONTENT_TYPE.to_string();
-    }
-    if let Ok(mut r) = state.requests.lock() {
-        r.push(RecordedRequest {
-            path,
-            headers,
-            body: request,
-        });
-    }
-    let abort = reply.abort_after;
-    let chunks = reply.chunks;
-    let stream = async_stream_of(chunks, abort);
-    let mut builder = Response::builder()
-        .status(reply.status)
-        .header(http::header::CONTENT_TYPE, reply.content_type);
-    for (name, value) in transient.iter().flat_map(|t| &t.headers) {
-        builder = builder.header(*name, value);
-    }
-    builder.body(Body::from_stream(stream)).unwrap_or_else(|_| {
-        error_response(
-            api,
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "api_error",
-            "scripted upstream: bad reply",
-        )
-    })
-}
-
-impl ScriptedState {
-    /// The transient failure to serve for this request, while its turn has
-    /// served it fewer than `times` times.
-    fn transient(&self, wire: Wire, request: &Value) -> Option<TransientReply> {
+    fn transient(&self, wire: Wire, request: &Value) -> Option<super::TransientReply> {
         let t = self.scenario.transient(wire, request)?;
         let mut served = match self.transient_served.lock() {
             Ok(g) => g,
@@ -293,74 +81,107 @@ impl ScriptedState {
     }
 }
 
-/// AWS's message for a request whose signature does not verify.
-pub const INVALID_SIGNATURE: &str = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.";
-
-/// Re-signs the request as received with `aws` and compares signatures.
-fn verify_sigv4(
-    aws: &AwsCredentials,
-    path_and_query: &str,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(), String> {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let auth = text("authorization").ok_or("no authorization header")?;
-    let signed_headers = auth
-        .split(", ")
-        .find_map(|p| p.strip_prefix("SignedHeaders="))
-        .ok_or("no SignedHeaders")?;
-    let credential = auth
-        .split(", ")
-        .find_map(|p| p.strip_prefix("AWS4-HMAC-SHA256 Credential="))
-        .ok_or("not AWS4-HMAC-SHA256")?;
-    if credential.split('/').next() != Some(aws.access_key_id.as_str()) {
-        return Err(format!("unknown access key in {credential}"));
-    }
-    let date = text("x-amz-date").ok_or("no x-amz-date")?;
-    let format = time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
-    let when = time::PrimitiveDateTime::parse(date, format)
-        .map_err(|e| format!("x-amz-date {date}: {e}"))?
-        .assume_utc();
-    let host = text("host").ok_or("no host")?;
-    let mut signed = Vec::new();
-    for name in signed_headers.split(';') {
-        match name {
-            "host" | "x-amz-date" | "x-amz-security-token" => {}
-            other => signed.push((other, text(other).ok_or(format!("no {other}"))?)),
-        }
-    }
-    let expected = bedrock::sign_with(
-        &aws.access_key_id,
-        aws.secret_access_key.expose(),
-        text("x-amz-security-token"),
-        &aws.region,
-        "POST",
-        &format!("http://{host}{path_and_query}"),
-        &signed,
-        body,
-        std::time::SystemTime::from(when),
-    )?;
-    match expected.iter().find(|(n, _)| n == "authorization") {
-        Some((_, v)) if v == auth => Ok(()),
-        _ => Err("signature mismatch".into()),
+/// The wire (and the broker's API) of a request to `path`, for the three
+/// provider routes.
+pub fn route(method: &Method, path: &str) -> Option<(Wire, Api)> {
+    match (method, path) {
+        (&Method::POST, "/v1/responses") => Some((Wire::Responses, Api::Responses)),
+        (&Method::POST, "/v1/messages") => Some((Wire::Messages, Api::Messages)),
+        (&Method::POST, "/v1/chat/completions") => Some((Wire::Chat, Api::Chat)),
+        _ => None,
     }
 }
 
-/// SSE chunks (one Messages event each) as AWS event-stream `chunk` frames.
-fn to_eventstream(chunks: &[Bytes]) -> Vec<Bytes> {
-    let all: Vec<u8> = chunks.iter().flat_map(|c| c.to_vec()).collect();
-    String::from_utf8_lossy(&all)
-        .split("\n\n")
-        .filter_map(|event| {
-            let data: String = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(str::trim_start)
-                .collect();
-            serde_json::from_str::<Value>(&data).ok()
+/// The 404 of a path the upstream does not serve.
+pub fn no_route(method: &Method, path: &str) -> Response {
+    let msg = format!("scripted upstream: no route for {method} {path}");
+    error_response(
+        Api::Responses,
+        StatusCode::NOT_FOUND,
+        "not_found_error",
+        &msg,
+    )
+}
+
+/// The 400 of a request body the upstream cannot read.
+pub fn bad_request(api: Api, message: &str) -> Response {
+    error_response(
+        api,
+        StatusCode::BAD_REQUEST,
+        "invalid_request_error",
+        &format!("scripted upstream: {message}"),
+    )
+}
+
+/// A reply as an HTTP response: its chunks one write each, then a clean end
+/// or a cut connection.
+pub fn into_response(reply: Reply, api: Api) -> Response {
+    let Reply { reply, headers } = reply;
+    let stream = async_stream_of(reply.chunks, reply.abort_after);
+    let mut builder = Response::builder()
+        .status(reply.status)
+        .header(http::header::CONTENT_TYPE, reply.content_type);
+    for (name, value) in &headers {
+        builder = builder.header(*name, value);
+    }
+    builder.body(Body::from_stream(stream)).unwrap_or_else(|_| {
+        error_response(
+            api,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api_error",
+            "scripted upstream: bad reply",
+        )
+    })
+}
+
+/// A running scripted upstream; dropping it stops the server.
+pub struct ScriptedServer {
+    /// Base URL including `/v1`, e.g. `http://127.0.0.1:4000/v1`.
+    pub base: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ScriptedServer {
+    /// Serves `scenario` on `listener`.
+    pub fn start(
+        listener: TcpListener,
+        scenario: Arc<Scenario>,
+        ctx: RenderContext,
+    ) -> std::io::Result<ScriptedServer> {
+        let addr = listener.local_addr()?;
+        let replies = Arc::new(Replies::new(scenario, ctx));
+        let app = Router::new().fallback(handle).with_state(replies);
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "scripted upstream stopped");
+            }
+        });
+        Ok(ScriptedServer {
+            base: format!("http://{addr}/v1"),
+            task,
         })
-        .map(|v| eventstream::chunk(&v))
-        .collect()
+    }
+}
+
+impl Drop for ScriptedServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn handle(State(replies): State<Arc<Replies>>, req: Request) -> Response {
+    let Some((wire, api)) = route(req.method(), req.uri().path()) else {
+        return no_route(req.method(), req.uri().path());
+    };
+    let body = match axum::body::to_bytes(req.into_body(), MAX_REQUEST_BYTES).await {
+        Ok(b) => b,
+        Err(e) => return bad_request(api, &format!("cannot read the body: {e}")),
+    };
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return bad_request(api, &format!("the body is not JSON: {e}")),
+    };
+    into_response(replies.reply(wire, &request), api)
 }
 
 /// The reply's chunks, one write each, then a clean end or a cut connection.
@@ -381,5 +202,3 @@ fn async_stream_of(
         item
     })
 }
-
-use futures::StreamExt as _;

@@ -267,7 +267,7 @@ pub fn on_rung(spec: &Path, rung: &str) {
 /// carrying `key` (it answers 401 otherwise): OpenAI's wire for Codex,
 /// Anthropic's for Claude Code.
 pub struct KeyedProvider {
-    pub server: paddock::scripted::ScriptedServer,
+    pub server: paddock_test_support::MockUpstream,
     /// `openai` or `anthropic`.
     pub name: &'static str,
     /// The base URL in the convention of the provider's spec field.
@@ -279,7 +279,7 @@ impl KeyedProvider {
         use paddock::scripted::{RenderContext, Scenario};
         let scenario = Scenario::from_toml(scenario, Path::new("provider.toml")).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = paddock::scripted::ScriptedServer::start(
+        let server = paddock_test_support::MockUpstream::start(
             listener,
             std::sync::Arc::new(scenario),
             RenderContext {
