@@ -155,3 +155,47 @@ pub fn tree(path: &Path, userns: &OwnedFd) -> Result<OwnedFd, SetupError> {
     }
     Ok(tree)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd as _;
+
+    use super::*;
+
+    /// Through an idmapped tree, a file the host's root owns belongs to
+    /// [`OWNER`] (uid and gid), and a file of another owner keeps its ids
+    /// unmapped (the overflow id).
+    #[test]
+    fn root_owned_files_belong_to_the_owner_id() {
+        if !nix::unistd::geteuid().is_root() {
+            assert!(std::env::var("CI").is_err(), "this test needs root in CI");
+            eprintln!("skipping: idmapped mounts need root");
+            return;
+        }
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        std::fs::write(dir.path().join("root-file"), "x").unwrap();
+        std::fs::write(dir.path().join("other-file"), "x").unwrap();
+        std::os::unix::fs::chown(dir.path().join("other-file"), Some(12_345), Some(12_345))
+            .unwrap();
+        let userns = owner_namespace().unwrap();
+        let tree = tree(dir.path(), &userns).unwrap();
+        let ids = |name: &str| {
+            let st = nix::sys::stat::fstatat(
+                Some(tree.as_raw_fd()),
+                name,
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .unwrap();
+            (st.st_uid, st.st_gid)
+        };
+        let overflow: u32 = std::fs::read_to_string("/proc/sys/fs/overflowuid")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            [ids("root-file"), ids("other-file")],
+            [(OWNER, OWNER), (overflow, overflow)]
+        );
+    }
+}
