@@ -373,32 +373,9 @@ async fn main() {
     let app = Router::new().fallback(move |req: Request| mock(req, bulk_mib));
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
-    let mut handle = broker::start(
-        TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        BrokerConfig {
-            job_id: "job-bench".into(),
-            attempt: 1,
-            upstream: Upstream {
-                provider: "openai".into(),
-                base: format!("http://{upstream}/v1"),
-                key: Some(paddock::broker::Secret::new("sk-mock".into())),
-                key_header: KeyHeader::ByApi,
-            },
-            prices: Arc::new(PriceTable::vendored().unwrap()),
-            ceilings: vec![],
-            allowlist: ModelAllowlist::any(),
-            allow_unpriced: true,
-            vertex: None,
-            bedrock: None,
-            entra: None,
-            retry: paddock::broker::RetryPolicy::default(),
-            max_upstream_event_bytes: 16 << 20,
-        },
-    )
-    .unwrap();
-    // Write the ledger to SQLite as a real job does: a job row, then one
-    // `model_calls` row per call as it arrives (what the runner does with
-    // `insert_model_call`), in a store of its own.
+    // Write the ledger to SQLite as a real job does: a job row, then each
+    // call's row written ahead and settled by the broker (ledger.rs), in a
+    // store of its own.
     let store = paddock::store::SqliteStore::open(&dir.path().join("paddock.db"))
         .await
         .unwrap();
@@ -425,14 +402,39 @@ async fn main() {
         duration_ms: None,
     };
     store.insert_job(&job, "{}").await.unwrap();
+    let mut handle = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-bench".into(),
+            attempt: 1,
+            upstream: Upstream {
+                provider: "openai".into(),
+                base: format!("http://{upstream}/v1"),
+                key: Some(paddock::broker::Secret::new("sk-mock".into())),
+                key_header: KeyHeader::ByApi,
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings: vec![],
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: true,
+            vertex: None,
+            bedrock: None,
+            entra: None,
+            retry: paddock::broker::RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
+            ledger: Arc::new(paddock::broker::ledger::StoreLedger {
+                store: Arc::new(store.clone()),
+                redactor: paddock::redact::Redactor::new(),
+            }),
+        },
+    )
+    .unwrap();
     let (_tx, placeholder) = tokio::sync::mpsc::unbounded_channel();
     let mut calls = std::mem::replace(&mut handle.calls, placeholder);
     let ledger_rows = Arc::new(AtomicU64::new(0));
     let rows = ledger_rows.clone();
-    let ledger = store.clone();
     tokio::spawn(async move {
-        while let Some(call) = calls.recv().await {
-            ledger.insert_model_call(&call).await.unwrap();
+        while calls.recv().await.is_some() {
             rows.fetch_add(1, Ordering::Relaxed);
         }
     });

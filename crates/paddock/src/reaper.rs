@@ -18,7 +18,9 @@
 //!    `patch.diff` artifact and an `artifact_summary` event marked
 //!    `interrupted`;
 //! 3. removes the job's directory;
-//! 4. marks the job `failed` with [`REASON`] and a final status event, its
+//! 4. settles the job's ledger rows still `in_flight` (calls its process
+//!    never saw end) as `interrupted`, keeping their estimate, and marks
+//!    the job `failed` with [`REASON`] and a final status event, its
 //!    totals (model calls, tokens, cost) summed from the ledger;
 //! 5. deletes the lease file (left when a step failed, so a later pass
 //!    retries).
@@ -61,6 +63,10 @@ const KEPT: &[u8] = b"kept\n";
 const REMOVE_ATTEMPTS: usize = 5;
 
 /// Why a reaped job failed (its `reason`).
+/// Why a dead job's call still in flight is settled `interrupted`.
+pub const INTERRUPTED_CALL: &str = "the paddock process running this job ended before the \
+                                    call's answer did; its cost is the estimate written ahead";
+
 pub const REASON: &str = "the paddock process running this job ended before the job did \
                           (killed or crashed); the reaper saved its patch so far and removed \
                           its workspace";
@@ -414,6 +420,8 @@ async fn fail_job(
             .await?;
         seq += 1;
     }
+    // Calls its process never saw end are kept, settled as interrupted.
+    store.interrupt_model_calls(&id, INTERRUPTED_CALL).await?;
     let calls = store.model_calls(&id).await?;
     let mut tokens = TokenUsage::default();
     let mut cost: i64 = 0;
@@ -435,6 +443,7 @@ async fn fail_job(
 mod tests {
     use super::*;
     use crate::store::fixtures;
+    use paddock_protocol::{CallStatus, ModelCall};
 
     fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
@@ -618,6 +627,42 @@ mod tests {
             (calls.len() as u64, tokens, i64::MAX)
         );
         assert!(rec.model_calls >= 2 && rec.tokens.input_tokens >= 2400);
+    }
+
+    /// A call written ahead that its dead process never saw end stays on
+    /// the ledger, settled `interrupted` with its estimate, and counts in
+    /// the job's totals.
+    #[tokio::test]
+    async fn a_dead_jobs_calls_in_flight_are_kept_as_interrupted() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        store
+            .insert_job(&fixtures::job("job-1", 0), "{}")
+            .await
+            .unwrap();
+        let ahead = ModelCall {
+            status: CallStatus::InFlight,
+            http_status: None,
+            error: None,
+            estimated: true,
+            cost_micros: 40,
+            ..fixtures::model_call("job-1", 1)
+        };
+        store.insert_model_call(&ahead).await.unwrap();
+        crashed(&paths.jobs, "job-1");
+        reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        let interrupted = ModelCall {
+            status: CallStatus::Interrupted,
+            error: Some(INTERRUPTED_CALL.to_string()),
+            ..ahead.clone()
+        };
+        assert_eq!(store.model_calls("job-1").await.unwrap(), vec![interrupted]);
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        assert_eq!(
+            (rec.status, rec.model_calls, rec.tokens, rec.cost_micros),
+            (JobStatus::Failed, 1, ahead.tokens, 40)
+        );
     }
 
     /// The work of a job whose process died is saved as its patch, marked

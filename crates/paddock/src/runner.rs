@@ -59,6 +59,9 @@ const STDERR_TAIL: usize = 1000;
 const LINE_HEAD: usize = 1000;
 /// The longest reason a job record keeps (its end), in bytes.
 const REASON_MAX: usize = 2000;
+/// Why a call still in flight at the job's end is settled `interrupted`.
+const INTERRUPTED_AT_END: &str =
+    "the job ended before the call's answer did; its cost is estimated from what was metered";
 
 /// Errors that stop a job before it exists (bad input) or that lose the
 /// store under it.
@@ -897,6 +900,10 @@ async fn launch_and_stream(
         },
         max_upstream_event_bytes: usize::try_from(spec.broker.max_upstream_event_bytes)
             .unwrap_or(usize::MAX),
+        ledger: Arc::new(broker::ledger::StoreLedger {
+            store: em.store.clone(),
+            redactor: em.redactor.clone(),
+        }),
     };
     let (mut broker, sandbox) = match spec.isolation {
         // `auto` was resolved when the job was admitted.
@@ -1034,7 +1041,6 @@ async fn launch_and_stream(
     let mut stdout = stdout;
     let mut buf = vec![0u8; READ_CHUNK];
     let mut lines = LineSplitter::new(max_line);
-    let mut calls: Vec<ModelCall> = Vec::new();
     let deadline = tokio::time::sleep(Duration::from_secs(spec.limits.timeout_secs));
     tokio::pin!(deadline);
     tokio::pin!(cancel);
@@ -1081,7 +1087,7 @@ async fn launch_and_stream(
             }
             () = &mut grace, if exited.is_some() => break,
             Some(call) = broker.calls.recv() => {
-                record_call(em, &mut calls, call, broker.spent_micros()).await?;
+                record_call(em, call, broker.spent_micros()).await?;
             }
             Some(notice) = broker.policy.recv() => {
                 held_reason = Some(notice.message.clone());
@@ -1189,12 +1195,30 @@ async fn launch_and_stream(
         })
         .await?;
     }
+    // Calls still in flight are waited for (bounded), never dropped: what
+    // is not settled by then is settled `interrupted` on the ledger.
+    let settled = broker.settled(broker::ledger::LEDGER_WAIT).await;
     while let Ok(call) = broker.calls.try_recv() {
-        record_call(em, &mut calls, call, broker.spent_micros()).await?;
+        record_call(em, call, broker.spent_micros()).await?;
     }
     let held = broker.held();
     let served_refused = broker.served_refused();
     drop(broker);
+    if !settled {
+        let n = em
+            .store
+            .interrupt_model_calls(&em.job_id, INTERRUPTED_AT_END)
+            .await?;
+        if n > 0 {
+            em.error(
+                "broker",
+                format!("{n} model call(s) were still in flight when the job ended: {INTERRUPTED_AT_END}"),
+                false,
+            )
+            .await?;
+        }
+    }
+    let calls = em.store.model_calls(&em.job_id).await?;
     // What the engine refused, read from what it left: its own refusals
     // are events with or without a profile; the profile's go through it.
     let found = adapter.denials_after(&ws.home);
@@ -1320,17 +1344,16 @@ struct CloudAuth {
     entra: Option<Arc<broker::entra::Entra>>,
 }
 
-/// Stores a ledger row and surfaces failed and refused calls as events.
+/// Shows a ledger row the broker stored and surfaces failed and refused
+/// calls as events.
 async fn record_call(
     em: &mut Emitter<'_>,
-    calls: &mut Vec<ModelCall>,
     mut call: ModelCall,
     spent: i64,
 ) -> Result<(), StoreError> {
     if let Some(error) = call.error.as_mut() {
         em.redactor.string(error);
     }
-    em.store.insert_model_call(&call).await?;
     em.observer.model_call(&call, spent);
     let msg = call.error.clone().unwrap_or_default();
     match call.status {
@@ -1344,7 +1367,9 @@ async fn record_call(
         // Cut by the broker itself (budget, allowlist): the policy event
         // already says why; the row keeps the message.
         CallStatus::StreamError if msg.starts_with("paddock broker:") => {}
-        CallStatus::HttpError | CallStatus::StreamError => {
+        // Written ahead only: the broker reports a call once it is settled.
+        CallStatus::InFlight => {}
+        CallStatus::HttpError | CallStatus::StreamError | CallStatus::Interrupted => {
             let status = call
                 .http_status
                 .map(|s| format!(" (HTTP {s})"))
@@ -1360,7 +1385,6 @@ async fn record_call(
             .await?;
         }
     }
-    calls.push(call);
     Ok(())
 }
 

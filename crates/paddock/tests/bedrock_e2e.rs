@@ -274,6 +274,7 @@ async fn a_bedrock_broker_refuses_other_routes() {
             entra: None,
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
+            ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
         },
     )
     .unwrap();
@@ -407,6 +408,7 @@ async fn bedrock_rig_allowing(
             entra: None,
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
+            ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
         },
     )
     .unwrap();

@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use paddock::broker::ledger::{Ledger, LedgerFuture, MemoryLedger};
 use paddock::broker::upstream::KeyHeader;
 use paddock::broker::{
     self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable,
@@ -63,6 +64,29 @@ async fn rig_full(
     key: Option<(&str, KeyHeader)>,
     retry: RetryPolicy,
 ) -> Rig {
+    let ledger = Arc::new(paddock::broker::ledger::MemoryLedger::default());
+    rig_on(
+        scenario,
+        ceilings,
+        allowlist,
+        allow_unpriced,
+        key,
+        retry,
+        ledger,
+    )
+    .await
+}
+
+/// [`rig_full`] with the broker writing its rows to `ledger`.
+async fn rig_on(
+    scenario: &str,
+    ceilings: Vec<Ceiling>,
+    allowlist: ModelAllowlist,
+    allow_unpriced: bool,
+    key: Option<(&str, KeyHeader)>,
+    retry: RetryPolicy,
+    ledger: Arc<dyn Ledger>,
+) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let scenario =
         Scenario::from_toml(scenario, Path::new("budget-test.toml")).expect("scenario parses");
@@ -95,6 +119,7 @@ async fn rig_full(
             entra: None,
             retry,
             max_upstream_event_bytes: 16 << 20,
+            ledger,
         },
     )
     .unwrap();
@@ -1069,6 +1094,7 @@ async fn a_connection_reset_before_the_first_byte_is_retried() {
             entra: None,
             retry: fast_retry(3),
             max_upstream_event_bytes: 16 << 20,
+            ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
         },
     )
     .unwrap();
@@ -1122,6 +1148,7 @@ async fn json_upstream_broker(answer: serde_json::Value) -> BrokerHandle {
             entra: None,
             retry: RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
+            ledger: Arc::new(MemoryLedger::default()),
         },
     )
     .unwrap()
@@ -1232,6 +1259,7 @@ async fn broker_at(base: String) -> BrokerHandle {
             entra: None,
             retry: fast_retry(1),
             max_upstream_event_bytes: 64 << 10,
+            ledger: Arc::new(MemoryLedger::default()),
         },
     )
     .unwrap()
@@ -1315,4 +1343,159 @@ async fn a_whole_answer_past_the_limit_is_withheld() {
         (call.status, call.error.as_deref(), call.estimated),
         (CallStatus::StreamError, Some(message), true)
     );
+}
+
+/// A ledger whose writes wait for the test to let them through.
+#[derive(Debug)]
+struct GatedLedger {
+    rows: MemoryLedger,
+    ahead: tokio::sync::Semaphore,
+    settle: tokio::sync::Semaphore,
+}
+
+impl Ledger for GatedLedger {
+    fn write_ahead<'a>(&'a self, call: &'a ModelCall) -> LedgerFuture<'a> {
+        Box::pin(async move {
+            self.ahead.acquire().await.unwrap().forget();
+            self.rows.write_ahead(call).await
+        })
+    }
+
+    fn settle<'a>(&'a self, call: &'a ModelCall) -> LedgerFuture<'a> {
+        Box::pin(async move {
+            self.settle.acquire().await.unwrap().forget();
+            self.rows.settle(call).await
+        })
+    }
+}
+
+/// Issue #9: money spent upstream is always on the ledger. A call reaches
+/// the upstream only once its row is written ahead (`in_flight`), and its
+/// answer's final chunk reaches the engine only once the row is settled.
+#[tokio::test]
+async fn a_call_is_on_the_ledger_before_it_leaves_and_settled_before_its_answer_ends() {
+    let gated = Arc::new(GatedLedger {
+        rows: MemoryLedger::default(),
+        ahead: tokio::sync::Semaphore::new(0),
+        settle: tokio::sync::Semaphore::new(0),
+    });
+    let mut rig = rig_on(
+        ONE_TURN,
+        vec![],
+        ModelAllowlist::any(),
+        false,
+        None,
+        RetryPolicy::default(),
+        gated.clone(),
+    )
+    .await;
+    let call = {
+        let (client, url, token) = (
+            client(),
+            format!("{}/v1/responses", rig.broker.url),
+            rig.broker.token.expose().to_string(),
+        );
+        tokio::spawn(async move {
+            let resp = client
+                .post(url)
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(responses_body(Some(100)).to_string())
+                .send()
+                .await
+                .unwrap();
+            (resp.status().as_u16(), resp.text().await.unwrap())
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        (rig.upstream.requests().len(), gated.rows.rows().len()),
+        (0, 0),
+        "forwarded before its row was written"
+    );
+    gated.ahead.add_permits(1);
+    for _ in 0..100 {
+        if !rig.upstream.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let rows = gated.rows.rows();
+    assert_eq!(
+        (
+            rig.upstream.requests().len(),
+            call.is_finished(),
+            rows.iter()
+                .map(|r| (r.seq, r.status, r.estimated, r.tokens))
+                .collect::<Vec<_>>()
+        ),
+        (
+            1,
+            false,
+            vec![(
+                1,
+                CallStatus::InFlight,
+                true,
+                TokenUsage {
+                    input_tokens: 1000,
+                    ..TokenUsage::default()
+                }
+            )]
+        ),
+        "the answer ended before its row was settled"
+    );
+    gated.settle.add_permits(1);
+    let (status, text) = call.await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("response.completed"), "{text}");
+    let settled = gated.rows.rows();
+    assert_eq!(
+        settled
+            .iter()
+            .map(|r| (r.seq, r.status, r.cost_micros))
+            .collect::<Vec<_>>(),
+        vec![(1, CallStatus::Ok, CALL_MICROS)]
+    );
+    assert_eq!(ledger(&mut rig, 1).await, settled);
+    assert!(rig.broker.settled(std::time::Duration::from_secs(1)).await);
+}
+
+/// A call the ledger cannot write ahead is not forwarded: nothing is
+/// spent that the ledger does not show.
+#[tokio::test]
+async fn a_call_the_ledger_cannot_take_is_not_forwarded() {
+    #[derive(Debug)]
+    struct Full;
+    impl Ledger for Full {
+        fn write_ahead<'a>(&'a self, call: &'a ModelCall) -> LedgerFuture<'a> {
+            Box::pin(async move {
+                Err(paddock::broker::ledger::LedgerError::Duplicate {
+                    job_id: call.job_id.clone(),
+                    seq: call.seq,
+                })
+            })
+        }
+        fn settle<'a>(&'a self, _: &'a ModelCall) -> LedgerFuture<'a> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+    let rig = rig_on(
+        ONE_TURN,
+        vec![],
+        ModelAllowlist::any(),
+        false,
+        None,
+        RetryPolicy::default(),
+        Arc::new(Full),
+    )
+    .await;
+    let (status, text) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.contains("paddock broker: the call was not forwarded: write model call 1 of job job-budget ahead: the ledger already has it"),
+        "{text}"
+    );
+    assert_eq!(rig.upstream.requests().len(), 0);
+    assert!(rig.broker.settled(std::time::Duration::from_secs(1)).await);
 }

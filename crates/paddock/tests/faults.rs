@@ -566,3 +566,133 @@ fn the_supervisor_ends_when_stopped() {
         Some(nix::sys::signal::Signal::SIGKILL as i32)
     );
 }
+
+/// An upstream that answers each request with its headers and the
+/// stream's first event, then holds the connection open in silence; its
+/// URL and how many requests it answered.
+async fn stalling_upstream() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = answered.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let count = count.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let event = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"model\":\"gpt-5.5\"}}\n\n";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n",
+                    event.len()
+                );
+                let _ = conn.write_all(head.as_bytes()).await;
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            });
+        }
+    });
+    (url, answered)
+}
+
+/// Issue #10: a call still in flight when the job ends (made here, on
+/// the job's broker, and held open; the upstream never finishes it) is
+/// waited for, bounded, and kept on the ledger as `interrupted`, never
+/// dropped: the upstream answered it.
+#[tokio::test]
+async fn a_call_still_in_flight_at_teardown_is_kept_on_the_ledger() {
+    let home = Home::new();
+    let (url, answered) = stalling_upstream().await;
+    // The stand-in hands its broker and token out, then ends its turn
+    // when told to.
+    let hands_out = r#"url=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$CODEX_HOME/config.toml")
+echo "$url $PADDOCK_JOB_TOKEN" > "$TMPDIR/broker.tmp" && mv "$TMPDIR/broker.tmp" "$TMPDIR/broker"
+i=0; while [ ! -e "$TMPDIR/go" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+echo '{"type":"thread.started","thread_id":"t"}'
+echo '{"type":"turn.started"}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
+    let spec = fake_job(&home, "process", hands_out, 60);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        SCRIPTED,
+        &format!(
+            "[upstream]\nprovider = \"openai\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"{url}\"\n"
+        ),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let run = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .env("PADDOCK_E2E_KEY", "sk-teardown-key-0123456789")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tmp = {
+        let mut found = None;
+        for _ in 0..600 {
+            found = std::fs::read_dir(home.jobs())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path().join("tmp"))
+                .find(|t| t.join("broker").exists());
+            if found.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        found.expect("the stand-in never handed its broker out")
+    };
+    let handed = std::fs::read_to_string(tmp.join("broker")).unwrap();
+    let (broker, token) = handed.trim().split_once(' ').unwrap();
+    let call = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{broker}/responses"))
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(r#"{"model":"gpt-5.5","input":"hi","stream":true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(call.status().as_u16(), 200);
+    std::fs::write(tmp.join("go"), "").unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    drop(call);
+    let rec = record(&out);
+    let calls = home.store().await.model_calls(&rec.id).await.unwrap();
+    assert_eq!(
+        (
+            rec.status,
+            rec.model_calls,
+            answered.load(std::sync::atomic::Ordering::SeqCst),
+            calls
+                .iter()
+                .map(|c| (c.seq, c.status, c.error.as_deref()))
+                .collect::<Vec<_>>()
+        ),
+        (
+            JobStatus::Done,
+            1,
+            1,
+            vec![(
+                1,
+                paddock_protocol::CallStatus::Interrupted,
+                Some("the job ended before the call's answer did; its cost is estimated from what was metered")
+            )]
+        ),
+        "{}",
+        stderr(&out)
+    );
+}

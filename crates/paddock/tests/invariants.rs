@@ -157,24 +157,23 @@ async fn case(fault: Fault, rung: &'static str, engine: &'static str) -> Vec<Str
         .spawn()
         .unwrap();
     if let Some(sig) = fault.signal() {
-        if !created_in_work(&home, "started").await {
-            wrong.push(format!("{name}: the engine never ran its command"));
-        }
-        // Known gap, not covered here: the broker hands a call's ledger
-        // row to the runner, which stores it, after the answer reached the
-        // engine; a `kill -9` in between loses the row (seen under load).
-        // So the kill waits until the answered call is on the ledger.
         if fault == Fault::Kill9 {
-            let store = home.store().await;
-            for _ in 0..100 {
-                let jobs = store.jobs(1).await.unwrap();
-                if let Some(j) = jobs.first() {
-                    if !store.model_calls(&j.id).await.unwrap().is_empty() {
-                        break;
-                    }
+            // Killed right after the upstream answered the first call,
+            // before the answer can have reached the engine: the call's
+            // cost must be on the ledger all the same (its row is written
+            // before the call leaves; `paddock gc` settles it).
+            let answered = || provider.as_ref().map_or(0, |p| p.server.requests().len());
+            for _ in 0..6000 {
+                if answered() > 0 {
+                    break;
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
+            if answered() == 0 {
+                wrong.push(format!("{name}: the engine never called its upstream"));
+            }
+        } else if !created_in_work(&home, "started").await {
+            wrong.push(format!("{name}: the engine never ran its command"));
         }
         let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
         nix::sys::signal::kill(pid, sig).unwrap();
@@ -228,7 +227,18 @@ async fn case(fault: Fault, rung: &'static str, engine: &'static str) -> Vec<Str
     if killed > 0 {
         wrong.push(format!("{name}: {killed} process(es) of the job still ran"));
     }
-    let rows = store.model_calls(&job.id).await.unwrap().len();
+    let calls = store.model_calls(&job.id).await.unwrap();
+    let in_flight: Vec<u64> = calls
+        .iter()
+        .filter(|c| c.status == paddock_protocol::CallStatus::InFlight)
+        .map(|c| c.seq)
+        .collect();
+    if !in_flight.is_empty() {
+        wrong.push(format!(
+            "{name}: ledger rows still in flight: {in_flight:?}"
+        ));
+    }
+    let rows = calls.len();
     let answered = provider.map_or(0, |p| p.server.requests().len());
     if rows != answered {
         wrong.push(format!(

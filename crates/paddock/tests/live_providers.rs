@@ -67,6 +67,7 @@ async fn broker(
             entra: entra.map(Arc::new),
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
+            ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
         },
     )
     .unwrap()

@@ -242,6 +242,7 @@ async fn a_vertex_broker_refuses_other_routes() {
             entra: None,
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
+            ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
         },
     )
     .unwrap();

@@ -45,6 +45,13 @@ pub enum CallStatus {
     StreamError,
     /// The broker refused the call (bad token, unknown model, budget).
     Refused,
+    /// Written ahead, before the call was forwarded upstream: its end is
+    /// not recorded yet.
+    InFlight,
+    /// The call's end was never recorded (its `paddock` process died, or
+    /// the job ended while it was still streaming): what was metered so
+    /// far, estimated.
+    Interrupted,
 }
 
 impl CallStatus {
@@ -54,6 +61,8 @@ impl CallStatus {
             CallStatus::HttpError => "http_error",
             CallStatus::StreamError => "stream_error",
             CallStatus::Refused => "refused",
+            CallStatus::InFlight => "in_flight",
+            CallStatus::Interrupted => "interrupted",
         }
     }
 
@@ -63,6 +72,8 @@ impl CallStatus {
             "http_error" => Some(CallStatus::HttpError),
             "stream_error" => Some(CallStatus::StreamError),
             "refused" => Some(CallStatus::Refused),
+            "in_flight" => Some(CallStatus::InFlight),
+            "interrupted" => Some(CallStatus::Interrupted),
             _ => None,
         }
     }

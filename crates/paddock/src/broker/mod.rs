@@ -21,6 +21,7 @@ pub mod budget;
 pub mod entra;
 mod error_text;
 pub mod eventstream;
+pub mod ledger;
 pub mod meter;
 pub mod prices;
 pub mod prices_import;
@@ -84,6 +85,9 @@ pub struct BrokerConfig {
     /// The most the broker holds of one upstream SSE event, event-stream
     /// frame or whole JSON answer (`broker.max_upstream_event_bytes`).
     pub max_upstream_event_bytes: usize,
+    /// Where the job's ledger rows are written (ledger.rs: ahead of each
+    /// forwarded call, settled when its answer ends).
+    pub ledger: Arc<dyn ledger::Ledger>,
 }
 
 /// A policy decision the broker took, for the job's `policy` events.
@@ -102,7 +106,7 @@ pub(crate) struct Shared {
     pub client: reqwest::Client,
     pub next_seq: AtomicU64,
     pub budget: Arc<budget::Budget>,
-    pub calls: mpsc::UnboundedSender<ModelCall>,
+    pub recorder: ledger::Recorder,
     pub policy: mpsc::UnboundedSender<PolicyNotice>,
     /// The first answer served by a model outside the allowlist (cut or
     /// withheld): the job cannot end `done`.
@@ -125,7 +129,8 @@ pub struct BrokerHandle {
     /// `http://127.0.0.1:PORT`, without a path.
     pub url: String,
     pub token: Secret,
-    /// One ledger row per model call, in completion order.
+    /// One ledger row per model call, in completion order, once written
+    /// to the ledger.
     pub calls: mpsc::UnboundedReceiver<ModelCall>,
     /// Budget refusals and cuts, as they happen.
     pub policy: mpsc::UnboundedReceiver<PolicyNotice>,
@@ -149,6 +154,12 @@ impl BrokerHandle {
     /// Micro-dollars settled so far.
     pub fn spent_micros(&self) -> i64 {
         self.shared.budget.spent()
+    }
+
+    /// Waits until every ledger row of the job is settled (calls still in
+    /// flight included), at most `bound`; false when some are not.
+    pub async fn settled(&self, bound: std::time::Duration) -> bool {
+        self.shared.recorder.settled(bound).await
     }
 
     /// The job's budget (for `shared_spend::follow`).
@@ -216,11 +227,11 @@ where
     let token = secret::job_token();
     let shared = Arc::new(Shared {
         budget: budget::Budget::new(config.ceilings.clone()),
+        recorder: ledger::Recorder::new(config.ledger.clone(), tx, token.clone()),
         config,
         token: token.clone(),
         client,
         next_seq: AtomicU64::new(1),
-        calls: tx,
         policy: policy_tx,
         served_refused: std::sync::Mutex::new(None),
     });

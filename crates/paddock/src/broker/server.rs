@@ -3,6 +3,7 @@
 //! streams the answer back through a [`MeteredBody`] that writes the ledger
 //! row when the body ends, breaks, or is abandoned by the engine.
 
+use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::budget::{estimate_micros, Admission, Reservation};
+use super::ledger::{InFlight, LedgerError};
 use super::meter::{Api, Meter};
 use super::retry::{retry_after, retryable_error, retryable_status, NoRetry};
 use super::upstream::forwardable_response_header;
@@ -105,6 +107,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         model: String::new(),
         started,
         started_at,
+        in_flight: None,
     };
     let path = req.uri().path().to_string();
     let query = req.uri().query().map(str::to_string);
@@ -223,6 +226,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             Ok(h) => h,
             Err(msg) => return call.bad_gateway(reservation, msg),
         };
+        // On the ledger before it leaves: whatever kills Paddock now, the
+        // call's cost is accounted for (ledger.rs).
+        if let Err(e) = call.write_ahead(body.len() as u64).await {
+            reservation.settle(0);
+            let msg = format!("paddock broker: the call was not forwarded: {e}");
+            tracing::error!("{msg}");
+            return error_response(api, StatusCode::SERVICE_UNAVAILABLE, "api_error", &msg);
+        }
         let sent = shared
             .client
             .post(&url)
@@ -324,7 +335,11 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
         };
     let withheld = broke.is_some();
+    let whole = !meter.is_sse() && status.is_success();
     let metered = MeteredBody {
+        in_flight: call.in_flight.take(),
+        closing: None,
+        whole,
         inner,
         meter: Some(meter),
         shared: shared.clone(),
@@ -628,28 +643,57 @@ struct Call<'a> {
     model: String,
     started: Instant,
     started_at: OffsetDateTime,
+    /// The current attempt's row, written ahead and not yet settled.
+    in_flight: Option<InFlight>,
 }
 
 impl Call<'_> {
     /// The broker refuses the call: a `refused` row and an error in the
     /// API's wire format.
-    fn refuse(&self, status: StatusCode, kind: &str, message: String) -> Response {
-        let _ = self
-            .shared
-            .calls
-            .send(self.unanswered(CallStatus::Refused, status, &message));
+    fn refuse(&mut self, status: StatusCode, kind: &str, message: String) -> Response {
+        self.settle(self.unanswered(CallStatus::Refused, status, &message));
         error_response(self.api, status, kind, &message)
+    }
+
+    /// Writes the attempt's row ahead of forwarding it: `in_flight`, its
+    /// input estimated from the request's size (about four bytes a token).
+    async fn write_ahead(&mut self, request_bytes: u64) -> Result<(), LedgerError> {
+        let tokens = TokenUsage {
+            input_tokens: request_bytes / 4,
+            ..TokenUsage::default()
+        };
+        let row = ModelCall {
+            status: CallStatus::InFlight,
+            http_status: None,
+            error: None,
+            estimated: true,
+            cost_micros: self
+                .shared
+                .config
+                .prices
+                .cost_micros(&self.model, &tokens)
+                .unwrap_or(0),
+            tokens,
+            ..self.unanswered(CallStatus::InFlight, StatusCode::OK, "")
+        };
+        self.in_flight = Some(self.shared.recorder.write_ahead(row).await?);
+        Ok(())
+    }
+
+    /// Settles the attempt's row (its in-flight row, if written ahead), in
+    /// the background.
+    fn settle(&mut self, row: ModelCall) {
+        drop(match self.in_flight.take() {
+            Some(in_flight) => in_flight.settle(row),
+            None => self.shared.recorder.settle(row),
+        });
     }
 
     /// The upstream could not be asked (unreachable, credentials not
     /// minted): a 502 to the engine, an `http_error` row, the reservation
     /// released.
-    fn bad_gateway(&self, reservation: Reservation, message: String) -> Response {
-        let _ = self.shared.calls.send(self.unanswered(
-            CallStatus::HttpError,
-            StatusCode::BAD_GATEWAY,
-            &message,
-        ));
+    fn bad_gateway(&mut self, reservation: Reservation, message: String) -> Response {
+        self.settle(self.unanswered(CallStatus::HttpError, StatusCode::BAD_GATEWAY, &message));
         reservation.settle(0);
         error_response(self.api, StatusCode::BAD_GATEWAY, "api_error", &message)
     }
@@ -666,7 +710,7 @@ impl Call<'_> {
     /// (429, 5xx): the upstream's status and message, no cost. The error
     /// body (at most 64 KiB of it) is read and dropped; the engine never
     /// sees it.
-    async fn record_retried(&self, resp: reqwest::Response, failed: u32, delay: Duration) {
+    async fn record_retried(&mut self, resp: reqwest::Response, failed: u32, delay: Duration) {
         let ttft_ms = Some(self.started.elapsed().as_millis() as u64);
         let status = resp.status().as_u16();
         let content_type = resp
@@ -700,19 +744,19 @@ impl Call<'_> {
         );
         row.ttft_ms = ttft_ms;
         row.served_model = reading.served_model;
-        let _ = self.shared.calls.send(row);
+        self.settle(row);
     }
 
     /// The row of an attempt whose connection failed before any answer: no
     /// HTTP status, no cost.
-    fn record_unreachable(&self, message: &str, failed: u32, delay: Duration) {
+    fn record_unreachable(&mut self, message: &str, failed: u32, delay: Duration) {
         let mut row = self.unanswered(
             CallStatus::HttpError,
             StatusCode::BAD_GATEWAY,
             &self.retrying(message, failed, delay),
         );
         row.http_status = None;
-        let _ = self.shared.calls.send(row);
+        self.settle(row);
     }
 
     fn retrying(&self, error: &str, failed: u32, delay: Duration) -> String {
@@ -791,9 +835,17 @@ fn plain(status: StatusCode, message: &str) -> Response {
 type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
 
 /// The upstream body on its way to the engine, metered as it passes. The
-/// ledger row is written exactly once: at the end of the body, when the
+/// ledger row is settled exactly once: when the answer completes (its
+/// final chunk, or its end, held until the row is written), when the
 /// upstream breaks it, or when the engine drops it.
 struct MeteredBody {
+    /// The call's row, written ahead.
+    in_flight: Option<InFlight>,
+    /// The settled row being written, and the chunk held until it is
+    /// (none: the body's end).
+    closing: Option<(tokio::task::JoinHandle<()>, Option<Bytes>)>,
+    /// A whole (JSON) answer: its one chunk is its final one.
+    whole: bool,
     inner: ByteStream,
     meter: Option<Meter>,
     shared: Arc<Shared>,
@@ -921,10 +973,10 @@ impl MeteredBody {
         self.cut = Cut::Pending(Bytes::from(event));
     }
 
-    fn settle(&mut self) {
-        let Some(meter) = self.meter.take() else {
-            return;
-        };
+    /// Settles the call's row (once; later calls do nothing): the
+    /// handle of its write.
+    fn settle(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        let meter = self.meter.take()?;
         let reading = meter.finish(self.http_status);
         let mut error = reading.error.clone();
         // A response whose terminal event arrived is complete even when the
@@ -979,7 +1031,16 @@ impl MeteredBody {
             cost_micros: cost,
             started_at: self.started_at,
         };
-        let _ = self.shared.calls.send(call);
+        Some(match self.in_flight.take() {
+            Some(in_flight) => in_flight.settle(call),
+            None => self.shared.recorder.settle(call),
+        })
+    }
+
+    /// True when `chunk`, just metered, completes the answer.
+    fn completes(&self) -> bool {
+        matches!(self.cut, Cut::No)
+            && (self.whole || self.meter.as_ref().is_some_and(|m| m.completed()))
     }
 }
 
@@ -987,35 +1048,56 @@ impl Stream for MeteredBody {
     type Item = Result<Bytes, std::io::Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match std::mem::replace(&mut self.cut, Cut::Sent) {
-            Cut::Pending(event) => return Poll::Ready(Some(Ok(event))),
-            Cut::Sent => {
-                self.settle();
-                return Poll::Ready(None);
+        loop {
+            // The answer's final chunk (or its end) waits for its settled
+            // row, which the write bounds.
+            if let Some((write, _)) = self.closing.as_mut() {
+                let _ = futures::ready!(Pin::new(write).poll(cx));
+                let held = self.closing.take().and_then(|(_, chunk)| chunk);
+                return Poll::Ready(held.map(Ok));
             }
-            Cut::No => self.cut = Cut::No,
-        }
-        match self.inner.as_mut().poll_next(cx) {
-            Poll::Ready(Some(Ok(chunk))) => {
-                if self.ttft_ms.is_none() {
-                    self.ttft_ms = Some(self.started.elapsed().as_millis() as u64);
+            match std::mem::replace(&mut self.cut, Cut::Sent) {
+                Cut::Pending(event) => return Poll::Ready(Some(Ok(event))),
+                Cut::Sent => match self.settle() {
+                    Some(write) => {
+                        self.closing = Some((write, None));
+                        continue;
+                    }
+                    None => return Poll::Ready(None),
+                },
+                Cut::No => self.cut = Cut::No,
+            }
+            return match self.inner.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(chunk))) => {
+                    if self.ttft_ms.is_none() {
+                        self.ttft_ms = Some(self.started.elapsed().as_millis() as u64);
+                    }
+                    if let Some(m) = self.meter.as_mut() {
+                        m.feed(&chunk);
+                    }
+                    self.check_policy();
+                    if self.completes() {
+                        if let Some(write) = self.settle() {
+                            self.closing = Some((write, Some(chunk)));
+                            continue;
+                        }
+                    }
+                    Poll::Ready(Some(Ok(chunk)))
                 }
-                if let Some(m) = self.meter.as_mut() {
-                    m.feed(&chunk);
+                Poll::Ready(Some(Err(e))) => {
+                    self.broke = Some(format!("the upstream stream broke: {}", without_url(&e)));
+                    drop(self.settle());
+                    Poll::Ready(Some(Err(std::io::Error::other(e))))
                 }
-                self.check_policy();
-                Poll::Ready(Some(Ok(chunk)))
-            }
-            Poll::Ready(Some(Err(e))) => {
-                self.broke = Some(format!("the upstream stream broke: {}", without_url(&e)));
-                self.settle();
-                Poll::Ready(Some(Err(std::io::Error::other(e))))
-            }
-            Poll::Ready(None) => {
-                self.settle();
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
+                Poll::Ready(None) => match self.settle() {
+                    Some(write) => {
+                        self.closing = Some((write, None));
+                        continue;
+                    }
+                    None => Poll::Ready(None),
+                },
+                Poll::Pending => Poll::Pending,
+            };
         }
     }
 }
@@ -1025,7 +1107,7 @@ impl Drop for MeteredBody {
         if self.meter.is_some() {
             self.broke
                 .get_or_insert_with(|| "the engine closed the connection mid-stream".to_string());
-            self.settle();
+            drop(self.settle());
         }
     }
 }

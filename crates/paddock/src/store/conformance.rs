@@ -35,6 +35,7 @@ macro_rules! conformance_suite {
             running_jobs_and_id_prefixes,
             model_calls_round_trip_in_seq_order,
             bad_model_calls_are_refused,
+            in_flight_rows_are_settled_once_or_interrupted,
             sums_per_ticket_across_attempts_and_per_project_day,
             profiles_are_saved_replaced_listed_and_removed,
             usage_rows_per_job_and_per_model_and_day,
@@ -543,4 +544,51 @@ mod sqlite {
         let dir = tempfile::tempdir().unwrap().keep();
         Arc::new(SqliteStore::open(&dir.join("paddock.db")).await.unwrap())
     }
+}
+
+/// A row written ahead is completed once; a refused call (never
+/// written ahead) is inserted; a settled row is never overwritten; what
+/// is still in flight is settled `interrupted`, keeping its estimate.
+pub(crate) async fn in_flight_rows_are_settled_once_or_interrupted(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    let ahead = |seq| ModelCall {
+        status: CallStatus::InFlight,
+        served_model: None,
+        http_status: None,
+        ttft_ms: None,
+        estimated: true,
+        cost_micros: 7,
+        ..model_call("j1", seq)
+    };
+    store.insert_model_call(&ahead(1)).await.unwrap();
+    store.insert_model_call(&ahead(2)).await.unwrap();
+    let done = model_call("j1", 1);
+    assert!(store.settle_model_call(&done).await.unwrap());
+    let late = ModelCall {
+        cost_micros: 999,
+        ..model_call("j1", 1)
+    };
+    assert!(!store.settle_model_call(&late).await.unwrap());
+    let refused = ModelCall {
+        status: CallStatus::Refused,
+        ..model_call("j1", 3)
+    };
+    assert!(store.settle_model_call(&refused).await.unwrap());
+    assert_eq!(
+        store
+            .interrupt_model_calls("j1", "the job ended")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(store.interrupt_model_calls("j1", "again").await.unwrap(), 0);
+    let interrupted = ModelCall {
+        status: CallStatus::Interrupted,
+        error: Some("the job ended".into()),
+        ..ahead(2)
+    };
+    assert_eq!(
+        store.model_calls("j1").await.unwrap(),
+        vec![done, interrupted, refused]
+    );
 }

@@ -116,6 +116,12 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot settle the in-flight model calls of job {job_id} as interrupted")]
+    InterruptModelCalls {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("cannot read the model calls of job {job_id}")]
     ReadModelCalls {
         job_id: String,

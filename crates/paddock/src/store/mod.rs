@@ -84,6 +84,18 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// job the store does not have fails with `NoSuchJob`.
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError>;
 
+    /// Settles one model call: completes its in-flight row (written ahead
+    /// by `insert_model_call` with status `in_flight`), or inserts it when
+    /// it has none (a call refused before it was forwarded). A row already
+    /// settled is left as it is (false). A job the store does not have
+    /// fails with `NoSuchJob`.
+    async fn settle_model_call(&self, call: &ModelCall) -> Result<bool, StoreError>;
+
+    /// Settles the `in_flight` rows of job `job_id` as `interrupted` (their
+    /// end was never recorded), keeping what they carry, their error `why`
+    /// unless they have one; how many there were.
+    async fn interrupt_model_calls(&self, job_id: &str, why: &str) -> Result<u64, StoreError>;
+
     /// The model calls of job `job_id`, by seq.
     async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError>;
 

@@ -384,6 +384,7 @@ pub async fn credential_broker(
             entra: entra.map(std::sync::Arc::new),
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
+            ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
         },
     )
     .unwrap()

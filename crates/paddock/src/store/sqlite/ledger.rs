@@ -1,6 +1,8 @@
 //! The `model_calls` table: the broker's ledger, one row per model call of a
 //! job (`seq` per job, unique), with its five token counts, latency, outcome
-//! and cost in integer micro-dollars.
+//! and cost in integer micro-dollars. A call forwarded upstream is written
+//! ahead (`in_flight`) and settled when its answer ends; a row still in
+//! flight when its job ends (or its process dies) is settled `interrupted`.
 
 use paddock_protocol::event::TokenUsage;
 use paddock_protocol::ledger::{CallStatus, ModelCall};
@@ -14,6 +16,25 @@ const INSERT: &str = "INSERT INTO model_calls (job_id, attempt, seq, provider, r
      price_version, cost_micros, started_at) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
      $19, $20)";
+
+/// Settles a row: inserted when new (a call never forwarded), else its
+/// in-flight row completed; a row already settled is left alone.
+const SETTLE_SUFFIX: &str = " ON CONFLICT (job_id, seq) DO UPDATE SET attempt = excluded.attempt, \
+     provider = excluded.provider, requested_model = excluded.requested_model, \
+     served_model = excluded.served_model, input_tokens = excluded.input_tokens, \
+     cached_input_tokens = excluded.cached_input_tokens, \
+     cache_write_tokens = excluded.cache_write_tokens, output_tokens = excluded.output_tokens, \
+     reasoning_tokens = excluded.reasoning_tokens, ttft_ms = excluded.ttft_ms, \
+     duration_ms = excluded.duration_ms, status = excluded.status, \
+     http_status = excluded.http_status, error = excluded.error, \
+     estimated = excluded.estimated, price_version = excluded.price_version, \
+     cost_micros = excluded.cost_micros, started_at = excluded.started_at \
+     WHERE model_calls.status = 'in_flight'";
+
+/// Settles every in-flight row of a job as interrupted, keeping what it
+/// carries (its estimate) and saying why.
+const INTERRUPT: &str = "UPDATE model_calls SET status = 'interrupted', \
+     error = COALESCE(error, $2) WHERE job_id = $1 AND status = 'in_flight'";
 
 const SELECT: &str = "SELECT job_id, attempt, seq, provider, requested_model, served_model, \
      input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, \
@@ -85,11 +106,44 @@ impl SqliteStore {
     /// Records one model call. Its job must exist (`NoSuchJob` otherwise) and
     /// `(job_id, seq)` must be new; seqs need not be dense here.
     pub(super) async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
+        self.write_model_call(INSERT, call).await.map(|_| ())
+    }
+
+    /// Settles one model call: completes its in-flight row, or inserts it
+    /// when it has none (a call the broker refused before forwarding it).
+    /// False when its row was already settled (left as it is). Its job must
+    /// exist (`NoSuchJob` otherwise).
+    pub(super) async fn settle_model_call(&self, call: &ModelCall) -> Result<bool, StoreError> {
+        let query = format!("{INSERT}{SETTLE_SUFFIX}");
+        self.write_model_call(&query, call).await.map(|n| n > 0)
+    }
+
+    /// Settles the in-flight rows of job `job_id` as `interrupted` (their
+    /// end was never recorded), their error `why` unless they have one;
+    /// how many there were.
+    pub(super) async fn interrupt_model_calls(
+        &self,
+        job_id: &str,
+        why: &str,
+    ) -> Result<u64, StoreError> {
+        sqlx::query(INTERRUPT)
+            .bind(job_id)
+            .bind(why)
+            .execute(&self.pool)
+            .await
+            .map(|r| r.rows_affected())
+            .map_err(|source| StoreError::InterruptModelCalls {
+                job_id: job_id.to_owned(),
+                source,
+            })
+    }
+
+    async fn write_model_call(&self, query: &str, call: &ModelCall) -> Result<u64, StoreError> {
         let row = RowRef::new(
             "model_calls",
             format!("model call {} of job {}", call.seq, call.job_id),
         );
-        sqlx::query(INSERT)
+        sqlx::query(query)
             .bind(call.job_id.as_str())
             .bind(i64::from(call.attempt))
             .bind(row.int("seq", call.seq)?)
@@ -112,6 +166,7 @@ impl SqliteStore {
             .bind(row.time("started_at", call.started_at)?)
             .execute(&self.pool)
             .await
+            .map(|r| r.rows_affected())
             .map_err(|source| {
                 if is_foreign_key_violation(&source) {
                     StoreError::NoSuchJob {
@@ -124,8 +179,7 @@ impl SqliteStore {
                         source,
                     }
                 }
-            })?;
-        Ok(())
+            })
     }
 
     /// The model calls of job `job_id`, in ascending seq order. Empty for an

@@ -215,6 +215,14 @@ impl Store for SqliteStore {
         SqliteStore::insert_model_call(self, call).await
     }
 
+    async fn settle_model_call(&self, call: &ModelCall) -> Result<bool, StoreError> {
+        SqliteStore::settle_model_call(self, call).await
+    }
+
+    async fn interrupt_model_calls(&self, job_id: &str, why: &str) -> Result<u64, StoreError> {
+        SqliteStore::interrupt_model_calls(self, job_id, why).await
+    }
+
     async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError> {
         SqliteStore::model_calls(self, job_id).await
     }
