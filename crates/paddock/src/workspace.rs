@@ -45,6 +45,12 @@ pub enum WorkspaceError {
         args: String,
         stderr: String,
     },
+    #[error("workspace {path}: `git {args}` did not finish within {after:?}; it was killed")]
+    GitTimeout {
+        path: PathBuf,
+        args: String,
+        after: std::time::Duration,
+    },
     #[error("workspace {path}: cannot run git: {source}")]
     Spawn {
         path: PathBuf,
@@ -87,8 +93,6 @@ pub struct Workspace {
     /// The commit the job starts from.
     pub base_commit: String,
     pub branch: String,
-    /// The user's own git excludes file, read when the patch is computed.
-    excludes: Option<PathBuf>,
 }
 
 /// What the job changed.
@@ -288,14 +292,14 @@ impl Workspace {
             root,
             base_commit: String::new(),
             branch: branch.to_string(),
-            excludes: host_git::user_excludes_file(),
         };
         // 1. The source into Paddock's own git directory, with the user's
         // git configuration (their remotes, credentials, safe directories):
         // nothing of the job exists yet. Bare, so nothing is checked out or
         // filtered; a local source's objects are hard-linked, which is safe
         // because the job never sees `meta/`.
-        let out = Command::new("git")
+        let mut clone = Command::new("git");
+        clone
             .args([
                 "-c",
                 "core.hooksPath=/dev/null",
@@ -308,12 +312,17 @@ impl Workspace {
             .arg(&source)
             .arg(ws.git_dir())
             .env("GIT_TERMINAL_PROMPT", "0")
-            .stdin(Stdio::null())
-            .output()
+            .stdin(Stdio::null());
+        let out = host_git::output_within(clone, None, host_git::CLONE_TIMEOUT)
             .await
             .map_err(|source| WorkspaceError::Spawn {
                 path: ws.root.clone(),
                 source,
+            })?
+            .ok_or_else(|| WorkspaceError::GitTimeout {
+                path: ws.root.clone(),
+                args: format!("clone --bare {source}"),
+                after: host_git::CLONE_TIMEOUT,
             })?;
         if !out.status.success() {
             return Err(WorkspaceError::Clone {
@@ -363,6 +372,7 @@ impl Workspace {
             index: None,
             excludes: None,
             root: ws.root.clone(),
+            timeout: host_git::GIT_TIMEOUT,
         };
         let mut clone = vec![
             "clone",
@@ -460,7 +470,6 @@ impl Workspace {
             root,
             base_commit,
             branch: branch.to_string(),
-            excludes: host_git::user_excludes_file(),
         }))
     }
 
@@ -476,8 +485,9 @@ impl Workspace {
             git_dir: Some(self.git_dir()),
             work_tree: with_work.then(|| self.work.clone()),
             index: index.map(Path::to_path_buf),
-            excludes: self.excludes.clone(),
+            excludes: None,
             root: self.root.clone(),
+            timeout: host_git::GIT_TIMEOUT,
         }
     }
 
@@ -577,7 +587,10 @@ impl Workspace {
                 source,
             }
         })?;
-        let git = self.paddock_git(Some(&index), true);
+        let git = HostGit {
+            excludes: host_git::user_excludes_file().await,
+            ..self.paddock_git(Some(&index), true)
+        };
         let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await?);
         let tree = final_tree::list(&git, &self.work, &tracked).await?;
         if !tree.gone.is_empty() {
@@ -712,17 +725,22 @@ where
         .into_iter()
         .map(|a| a.as_ref().to_string_lossy().into_owned())
         .collect();
-    let out = Command::new("git")
-        .arg("-C")
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
         .arg(dir)
         .args(&args)
         .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .output()
+        .stdin(Stdio::null());
+    let out = host_git::output_within(cmd, None, host_git::GIT_TIMEOUT)
         .await
         .map_err(|source| WorkspaceError::Spawn {
             path: dir.to_path_buf(),
             source,
+        })?
+        .ok_or_else(|| WorkspaceError::GitTimeout {
+            path: dir.to_path_buf(),
+            args: args.join(" "),
+            after: host_git::GIT_TIMEOUT,
         })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())

@@ -8,17 +8,31 @@
 //! hooks, pagers, external diff, textconv, remote transports) and every
 //! path git would read besides the two it is given (attributes and
 //! excludes files, replace refs). The only repository config read is that
-//! of the git directory named, which Paddock wrote. See ARCHITECTURE.md,
-//! "Paddock's git and the job's git".
+//! of the git directory named, which Paddock wrote. Every command is
+//! bounded in time (a hostile repository can make git slow: a FIFO swapped
+//! in for a file it reads, a huge tree) and killed past its bound. See
+//! ARCHITECTURE.md, "Paddock's git and the job's git".
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::{ExitStatus, Output, Stdio};
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt as _;
 use tokio::process::Command;
+use tokio::sync::OnceCell;
 
 use super::WorkspaceError;
+
+/// How long one of Paddock's git commands on a job's repository may run.
+pub(super) const GIT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long the first clone of the user's source (possibly remote and
+/// large) may run.
+pub(super) const CLONE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// How long reading the user's own git configuration may take.
+const CONFIG_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings given as `-c` to every command. They outrank the repository's
 /// own config, so even a config file git reads cannot turn any of these on.
@@ -62,6 +76,8 @@ pub(super) struct HostGit {
     pub excludes: Option<PathBuf>,
     /// The job directory, for errors.
     pub root: PathBuf,
+    /// How long each command may run before it is killed.
+    pub timeout: Duration,
 }
 
 impl HostGit {
@@ -133,26 +149,20 @@ impl HostGit {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = self.command(args);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        if input.is_some() {
-            cmd.stdin(Stdio::piped());
-        }
-        let spawn_err = |source| WorkspaceError::Spawn {
-            path: self.root.clone(),
-            source,
-        };
-        let mut child = cmd.spawn().map_err(spawn_err)?;
-        let stdin = child.stdin.take();
-        let write = async move {
-            if let (Some(mut pipe), Some(data)) = (stdin, input) {
-                // A git that exits early closes the pipe: its status says why.
-                let _ = pipe.write_all(data).await;
-                let _ = pipe.shutdown().await;
-            }
-        };
-        let (_, out) = tokio::join!(write, child.wait_with_output());
-        let out = out.map_err(spawn_err)?;
+        let args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let cmd = self.command(&args);
+        let out = output_within(cmd, input, self.timeout)
+            .await
+            .map_err(|source| WorkspaceError::Spawn {
+                path: self.root.clone(),
+                source,
+            })?
+            .ok_or_else(|| WorkspaceError::GitTimeout {
+                path: self.root.clone(),
+                args: joined(&args),
+                after: self.timeout,
+            })?;
         Ok((out.status, out.stdout, out.stderr))
     }
 
@@ -164,27 +174,77 @@ impl HostGit {
     {
         WorkspaceError::Git {
             path: self.root.clone(),
-            args: args
-                .into_iter()
-                .map(|a| a.as_ref().to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join(" "),
+            args: joined(args),
             stderr: String::from_utf8_lossy(stderr).trim().to_string(),
         }
+    }
+}
+
+/// `args` as one line, for errors.
+pub(super) fn joined<I, S>(args: I) -> String
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    args.into_iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs `cmd` with `input` on stdin (written while its output is read) and
+/// its stdout and stderr captured; `None` when it ran past `limit` (it is
+/// killed then, and reaped by the runtime).
+pub(super) async fn output_within(
+    mut cmd: Command,
+    input: Option<&[u8]>,
+    limit: Duration,
+) -> std::io::Result<Option<Output>> {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if input.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn()?;
+    let stdin = child.stdin.take();
+    let write = async move {
+        if let (Some(mut pipe), Some(data)) = (stdin, input) {
+            // A git that exits early closes the pipe: its status says why.
+            let _ = pipe.write_all(data).await;
+            let _ = pipe.shutdown().await;
+        }
+    };
+    let run = async { tokio::join!(write, child.wait_with_output()).1 };
+    match tokio::time::timeout(limit, run).await {
+        Ok(out) => out.map(Some),
+        Err(_) => Ok(None),
     }
 }
 
 /// The user's own excludes file, as their git would read it: the global
 /// `core.excludesFile`, else `$XDG_CONFIG_HOME/git/ignore` or
 /// `~/.config/git/ignore` when it exists. Read from the user's
-/// configuration (never the job's), by Paddock's own process.
-pub(super) fn user_excludes_file() -> Option<PathBuf> {
-    let out = std::process::Command::new("git")
-        .args(["config", "--global", "--path", "--get", "core.excludesFile"])
+/// configuration (never the job's), by Paddock's own process, once per
+/// process and without blocking the runtime (it was one blocking `git`
+/// per workspace, on the async runtime's thread).
+pub(super) async fn user_excludes_file() -> Option<PathBuf> {
+    static EXCLUDES: OnceCell<Option<PathBuf>> = OnceCell::const_new();
+    EXCLUDES.get_or_init(look_up_user_excludes).await.clone()
+}
+
+/// How many times the user's configuration was read (once per process).
+#[cfg(test)]
+static LOOKUPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+async fn look_up_user_excludes() -> Option<PathBuf> {
+    #[cfg(test)]
+    LOOKUPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let mut cmd = Command::new("git");
+    cmd.args(["config", "--global", "--path", "--get", "core.excludesFile"])
         .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
+        .stdin(Stdio::null());
+    let out = output_within(cmd, None, CONFIG_TIMEOUT).await.ok()??;
     let configured = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let path = if out.status.success() && !configured.is_empty() {
         PathBuf::from(configured)
@@ -195,5 +255,61 @@ pub(super) fn user_excludes_file() -> Option<PathBuf> {
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
         config.join("git/ignore")
     };
-    path.is_file().then_some(path)
+    tokio::fs::metadata(&path)
+        .await
+        .is_ok_and(|m| m.is_file())
+        .then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A git that blocks (here reading a FIFO, as one swapped in for a
+    /// file of the work tree would make it) is killed at its bound, and
+    /// the error names the command and the bound (it waited forever).
+    #[tokio::test]
+    async fn a_git_that_blocks_is_killed_at_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let git = HostGit {
+            git_dir: None,
+            work_tree: None,
+            index: None,
+            excludes: None,
+            root: dir.path().to_path_buf(),
+            timeout: Duration::from_millis(500),
+        };
+        let started = std::time::Instant::now();
+        let result = tokio::time::timeout(
+            Duration::from_secs(30),
+            git.run(["hash-object", "--no-filters", "fifo"], None),
+        )
+        .await
+        .expect("bounded");
+        assert_eq!(
+            result.map(|_| ()).map_err(|e| e.to_string()),
+            Err(format!(
+                "workspace {}: `git hash-object --no-filters fifo` did not finish within 500ms; it was killed",
+                dir.path().display()
+            ))
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    /// The user's configuration is read once per process, however many
+    /// workspaces ask, and the same answer is given to all.
+    #[tokio::test]
+    async fn the_users_excludes_file_is_looked_up_once() {
+        let answers = futures::future::join_all((0..5).map(|_| user_excludes_file())).await;
+        let again = user_excludes_file().await;
+        assert_eq!(
+            (
+                LOOKUPS.load(std::sync::atomic::Ordering::SeqCst),
+                answers.iter().all(|a| *a == again)
+            ),
+            (1, true)
+        );
+    }
 }
