@@ -238,26 +238,57 @@ fn exit_like(status: WaitStatus) -> i32 {
 mod tests {
     use super::*;
 
+    /// A tree four levels deep (each shell starts the next level and a
+    /// `sleep`): every descendant is found, the great-grandchild included.
     #[test]
     fn descendants_are_found_through_every_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("nest.sh");
+        let pids = dir.path().join("pids");
+        std::fs::write(
+            &script,
+            "echo \"$$\" >> \"$2\"\n\
+             if [ \"$1\" -lt 3 ]; then sh \"$0\" $(( $1 + 1 )) \"$2\" & fi\n\
+             sleep 30 &\n\
+             wait\n",
+        )
+        .unwrap();
         let mut child = Command::new("sh")
-            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .arg(&script)
+            .arg("0")
+            .arg(&pids)
             .spawn()
             .unwrap();
-        let pid = Pid::from_raw(child.id() as i32);
+        let root = Pid::from_raw(child.id() as i32);
+        // Levels 1 to 3 are shells, each level (the root too) has a sleep.
         let mut found = Vec::new();
-        for _ in 0..200 {
-            found = descendants(pid);
-            if found.len() == 2 {
+        let mut shells = Vec::new();
+        for _ in 0..500 {
+            shells = std::fs::read_to_string(&pids)
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|p| Pid::from_raw(p.parse().unwrap()))
+                .filter(|p| *p != root)
+                .collect::<Vec<_>>();
+            found = descendants(root);
+            if shells.len() == 3 && found.len() == 7 {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        assert_eq!(found.len(), 2);
-        for p in found {
-            kill(p, Signal::SIGKILL).unwrap();
+        for p in &found {
+            let _ = kill(*p, Signal::SIGKILL);
         }
         child.kill().unwrap();
         child.wait().unwrap();
+        assert_eq!(
+            (
+                found.len(),
+                shells.len(),
+                shells.iter().all(|s| found.contains(s))
+            ),
+            (7, 3, true),
+            "found {found:?}, shells {shells:?}"
+        );
     }
 }

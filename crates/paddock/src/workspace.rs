@@ -9,6 +9,7 @@
 //! wrote (`host_git.rs`, `final_tree.rs`). The directory is removed at the
 //! end unless the job is kept.
 
+mod beneath;
 mod final_tree;
 mod host_git;
 
@@ -70,7 +71,7 @@ pub enum WorkspaceError {
     },
     #[error("workspace {path}: {file} already exists in the checkout; Paddock does not overwrite the repository's files")]
     Exists { path: PathBuf, file: String },
-    #[error("workspace {path}: {file} is not a regular file, a link or a directory; Paddock's git would block reading it")]
+    #[error("workspace {path}: {file} is not a regular file (a link, a FIFO, a device); Paddock's git reads it by path, so the patch is refused")]
     NotAFile { path: PathBuf, file: String },
     #[error("workspace {path}: cannot remove: {source}")]
     Remove {
@@ -607,7 +608,7 @@ impl Workspace {
             if !tree.present.iter().any(|p| p == ext.path.as_bytes()) {
                 continue;
             }
-            let Some(current) = read_no_follow(&self.work.join(&ext.path)) else {
+            let Some(current) = beneath::read_text(&self.work, &ext.path) else {
                 continue;
             };
             let restored = match strip_extension(&current, &ext) {
@@ -694,25 +695,6 @@ fn set_private(path: &Path) {
 
 #[cfg(not(unix))]
 fn set_private(_path: &Path) {}
-
-/// A text file's content, read without following a link at its last
-/// component and only when it is a regular file (never a FIFO or device).
-fn read_no_follow(path: &Path) -> Option<String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
-    let mut text = String::new();
-    file.read_to_string(&mut text).ok()?;
-    Some(text)
-}
 
 /// `git -C dir ARGS` with the user's configuration, for the user's own
 /// source repository.
@@ -952,15 +934,82 @@ mod tests {
                 .map(String::from)
                 .to_vec()
         );
-        // A FIFO where git reads ignore rules would block it: refused.
-        nix::unistd::mkfifo(&w.join("nest/.gitignore"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let err = ws.patch().await.unwrap_err();
-        assert_eq!(
-            err.to_string(),
+        // A FIFO where git reads ignore rules would block it, and a link
+        // there would have git read what it names: both refused.
+        let refused = |file: &str| {
             format!(
-                "workspace {}: nest/.gitignore is not a regular file, a link or a directory; Paddock's git would block reading it",
+                "workspace {}: {file} is not a regular file (a link, a FIFO, a device); Paddock's git reads it by path, so the patch is refused",
                 ws.root.display()
             )
+        };
+        nix::unistd::mkfifo(&w.join("nest/.gitignore"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(
+            ws.patch().await.unwrap_err().to_string(),
+            refused("nest/.gitignore")
+        );
+        std::fs::remove_file(w.join("nest/.gitignore")).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("attrs"), "* text eol=crlf\n").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("attrs"), w.join(".gitattributes")).unwrap();
+        assert_eq!(
+            ws.patch().await.unwrap_err().to_string(),
+            refused(".gitattributes")
+        );
+    }
+
+    /// Links in the work tree are content, never followed: a link to a
+    /// directory outside is recorded as the link (nothing under it), at
+    /// every depth; and a directory swapped for such a link while the walk
+    /// runs (after its parent's level was read) is refused, not walked
+    /// (the walk went by path and listed the outside directory's files as
+    /// the job's).
+    #[tokio::test]
+    async fn links_in_the_work_tree_are_never_followed_even_mid_walk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(outside.join("deep")).unwrap();
+        std::fs::write(outside.join("host-secret"), "s\n").unwrap();
+        std::fs::write(outside.join("deep/more"), "m\n").unwrap();
+        let w = &ws.work;
+        std::fs::create_dir_all(w.join("a/b")).unwrap();
+        std::os::unix::fs::symlink(&outside, w.join("top-link")).unwrap();
+        std::os::unix::fs::symlink(&outside, w.join("a/b/deep-link")).unwrap();
+        std::fs::write(w.join("a/b/file"), "f\n").unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            p.changed_files,
+            ["a/b/deep-link", "a/b/file", "top-link"]
+                .map(String::from)
+                .to_vec()
+        );
+        assert!(p.diff.contains("new file mode 120000"), "{}", p.diff);
+
+        // The race: `a` is read as a directory at depth 0, then swapped
+        // for a link to the outside directory before depth 1 is opened.
+        let index = ws.meta.join("race.index");
+        std::fs::copy(ws.git_dir().join("index"), &index).unwrap();
+        let git = ws.paddock_git(Some(&index), true);
+        let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await.unwrap());
+        let (work, moved) = (w.clone(), tmp.path().join("a-moved"));
+        let outside_dir = outside.clone();
+        let mut swap = move |depth: usize| {
+            if depth == 0 {
+                std::fs::rename(work.join("a"), &moved).unwrap();
+                std::os::unix::fs::symlink(&outside_dir, work.join("a")).unwrap();
+            }
+        };
+        let listed = final_tree::list_with(&git, w, &tracked, &mut swap).await;
+        assert_eq!(
+            listed.map_err(|e| e.to_string()),
+            Err(format!(
+                "workspace {}: cannot read {}: Not a directory (os error 20)",
+                ws.root.display(),
+                w.join("a").display()
+            ))
         );
     }
 

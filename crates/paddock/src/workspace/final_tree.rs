@@ -1,5 +1,8 @@
 //! The job's work tree at the end, listed without trusting it. The walk
-//! classifies every entry by `lstat` (its directory entry type), so a
+//! opens every directory by descriptor beneath the work tree's root
+//! (`beneath.rs`: no link followed on the way, so a job that swaps a
+//! directory for a link while the walk runs gets an error, never the host's
+//! files), and classifies every entry by its directory entry type, so a
 //! symbolic link is content (git stores links as links) and is never
 //! followed; it never enters or reads an entry named `.git` at any depth (a
 //! nested repository's files are plain content, its `.git` ignored), nor a
@@ -11,18 +14,24 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
+use std::os::fd::AsFd as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{FileType, OFlags};
+
+use super::beneath;
 use super::host_git::HostGit;
 use super::WorkspaceError;
 
 /// A submodule entry's mode in the index.
 const GITLINK: &str = "160000";
 
-/// Files whose content git reads while it hashes or checks ignores: one that
-/// is a FIFO or a device would block Paddock's git, so it is refused.
-const READ_BY_GIT: &[&str] = &[".gitignore", ".gitattributes"];
+/// Files whose content git reads by path while it hashes or checks
+/// ignores: one that is not a regular file is refused (a FIFO or a device
+/// would block Paddock's git; a link would have git read whatever it
+/// names, where a git older than 2.32 follows it).
+const READ_BY_GIT: &[&[u8]] = &[b".gitignore", b".gitattributes"];
 
 /// The paths of the base commit (from the private index).
 #[derive(Debug, Default)]
@@ -101,35 +110,48 @@ pub(super) async fn list(
     work: &Path,
     tracked: &Tracked,
 ) -> Result<FinalTree, WorkspaceError> {
+    list_with(git, work, tracked, &mut |_| {}).await
+}
+
+/// [`list`], calling `after_level` with each depth once it is read (the
+/// tests race the walk there).
+pub(super) async fn list_with(
+    git: &HostGit,
+    work: &Path,
+    tracked: &Tracked,
+    after_level: &mut (dyn FnMut(usize) + Send),
+) -> Result<FinalTree, WorkspaceError> {
+    let read_err = |rel: &[u8]| {
+        let file = abs(work, rel).display().to_string();
+        move |source| WorkspaceError::Read {
+            path: git.root.clone(),
+            file,
+            source,
+        }
+    };
+    let root = beneath::open_root(work).map_err(read_err(b""))?;
     // (directory, under an ignored directory)
     let mut level: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), false)];
     let mut present = Vec::new();
+    let mut depth = 0;
     while !level.is_empty() {
         let mut entries: Vec<(Vec<u8>, Kind, bool)> = Vec::new();
         for (dir, ignored) in &level {
-            let path = abs(work, dir);
-            let read_err = |source| WorkspaceError::Read {
-                path: git.root.clone(),
-                file: path.display().to_string(),
-                source,
-            };
-            for entry in std::fs::read_dir(&path).map_err(read_err)? {
-                let entry = entry.map_err(read_err)?;
-                let name = entry.file_name();
-                if name == ".git" {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+            let fd = beneath::open_beneath(root.as_fd(), dir, flags).map_err(read_err(dir))?;
+            for entry in beneath::entries(&fd).map_err(read_err(dir))? {
+                if entry.name == b".git" {
                     continue;
                 }
                 // The entry's own type: a link is not followed.
-                let ft = entry.file_type().map_err(read_err)?;
-                let kind = if ft.is_dir() {
-                    Kind::Dir
-                } else if ft.is_file() || ft.is_symlink() {
-                    Kind::Content
-                } else {
-                    Kind::Other
+                let kind = match entry.file_type {
+                    FileType::Directory => Kind::Dir,
+                    FileType::RegularFile | FileType::Symlink => Kind::Content,
+                    _ => Kind::Other,
                 };
-                let rel = join(dir, name.as_bytes());
-                if kind == Kind::Other && READ_BY_GIT.iter().any(|n| name == *n) {
+                let rel = join(dir, &entry.name);
+                let read_by_git = READ_BY_GIT.contains(&entry.name.as_slice());
+                if read_by_git && entry.file_type != FileType::RegularFile && kind != Kind::Dir {
                     return Err(WorkspaceError::NotAFile {
                         path: git.root.clone(),
                         file: String::from_utf8_lossy(&rel).into_owned(),
@@ -141,6 +163,8 @@ pub(super) async fn list(
                 entries.push((rel, kind, *ignored));
             }
         }
+        after_level(depth);
+        depth += 1;
         let query: Vec<&[u8]> = entries
             .iter()
             .filter(|(rel, kind, under_ignored)| {
