@@ -251,7 +251,8 @@ async fn timeout_kills_the_engine_and_its_children() {
     std::fs::write(
         &codex,
         format!(
-            "#!/bin/sh\n(sleep 3; touch {}) &\nsleep 30\n",
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n(sleep 3; touch {}) &\nsleep 30\n",
+            paddock::engines::codex::PIN.version,
             marker.display()
         ),
     )

@@ -22,7 +22,15 @@ fn fake_job(home: &Home, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
     let bin = home.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let engine = bin.join("codex");
-    std::fs::write(&engine, format!("#!/bin/sh\n{body}\n")).unwrap();
+    // The stand-in answers the start's version check as the pinned Codex.
+    std::fs::write(
+        &engine,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}\n",
+            paddock::engines::codex::PIN.version
+        ),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
     let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
