@@ -927,6 +927,8 @@ mod tests {
         std::fs::create_dir_all(w.join("sub")).unwrap();
         std::fs::write(w.join("sub/.git"), "gitdir: /nonexistent\n").unwrap();
         std::fs::write(w.join("sub/x"), "x\n").unwrap();
+        // A sandbox placeholder a killed run left behind is not content.
+        std::os::unix::fs::symlink(paddock_sandbox::absent::TARGET, w.join(".bash_login")).unwrap();
         let p = ws.patch().await.unwrap();
         assert_eq!(
             p.changed_files,

@@ -113,6 +113,12 @@ pub(super) async fn list(
     list_with(git, work, tracked, &mut |_| {}).await
 }
 
+/// Whether the link `name` in `dir` names the sandbox's placeholder target.
+fn is_placeholder(dir: &impl std::os::fd::AsFd, name: &[u8]) -> bool {
+    rustix::fs::readlinkat(dir, name, Vec::new())
+        .is_ok_and(|target| target.as_bytes() == paddock_sandbox::absent::TARGET.as_bytes())
+}
+
 /// [`list`], calling `after_level` with each depth once it is read (the
 /// tests race the walk there).
 pub(super) async fn list_with(
@@ -158,6 +164,15 @@ pub(super) async fn list_with(
                     });
                 }
                 if tracked.is_gitlink(&rel) {
+                    continue;
+                }
+                // A sandbox placeholder for a protected name (a link to a
+                // path that cannot exist) left by a run that was killed
+                // before its helper removed it: not the job's work.
+                if entry.file_type == FileType::Symlink
+                    && tracked.mode(&rel).is_none()
+                    && is_placeholder(&fd, &entry.name)
+                {
                     continue;
                 }
                 entries.push((rel, kind, *ignored));
