@@ -22,7 +22,17 @@ fn stand_in_job(home: &Home, script: &str, sandbox: bool) -> std::path::PathBuf 
     let bin = home.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
-    std::fs::write(&codex, format!("#!/bin/sh\n{script}\n")).unwrap();
+    // The stand-in answers the start's version check (run on the host,
+    // outside the rung) as the pinned Codex, and runs `script` only as
+    // the engine.
+    std::fs::write(
+        &codex,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{script}\n",
+            paddock::engines::codex::PIN.version
+        ),
+    )
+    .unwrap();
     std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
     let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
     let text = std::fs::read_to_string(&spec)
