@@ -192,7 +192,8 @@ async fn run_job(s: &Setup, script: &str, sandbox: bool) -> paddock_protocol::Jo
     std::fs::write(
         &codex,
         format!(
-            "#!/bin/sh\nM='{}'\nOUTSIDE='{}'\nSECRET='{}'\n( set -e; {script} ) > \"$HOME/plant.log\" 2>&1\necho \"plant exit $?\" >> \"$HOME/plant.log\"\n",
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\nM='{}'\nOUTSIDE='{}'\nSECRET='{}'\n( set -e; {script} ) > \"$HOME/plant.log\" 2>&1\necho \"plant exit $?\" >> \"$HOME/plant.log\"\n",
+            paddock::engines::codex::PIN.version,
             s.marker.display(),
             s.outside.display(),
             s.secret.display(),
