@@ -3,8 +3,19 @@
 //! against its adapter's [`Pin`]. A mismatch, or a version that cannot be
 //! read, is a warning for the job's stream, not a failure: a newer or
 //! older engine often works, but it is not what Paddock is tested with.
+//!
+//! The check runs on the host, outside any job's rung, so it runs the
+//! host's engine binary only: in an empty directory of its own (removed
+//! afterwards), never the caller's or a workspace, with nothing but the
+//! engine's PATH in its environment. A binary's answer is remembered by the
+//! binary's identity (device, inode, size, modification and change times)
+//! for the life of the process, so a server running many jobs asks once per
+//! installed engine, and a replaced binary is asked again.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use super::Pin;
@@ -16,19 +27,74 @@ const MAX_QUOTED_CHARS: usize = 200;
 /// The most of the engine's answer read.
 const MAX_ANSWER_BYTES: u64 = 4096;
 
+/// What identifies one installed binary: a replaced or rewritten file
+/// differs in at least one of these.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Identity {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: (i64, i64),
+    ctime_ns: (i64, i64),
+    pin: &'static str,
+}
+
+impl Identity {
+    fn of(binary: &Path, pin: &Pin) -> Option<Self> {
+        let meta = std::fs::metadata(binary).ok()?;
+        Some(Self {
+            path: binary.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.size(),
+            mtime_ns: (meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: (meta.ctime(), meta.ctime_nsec()),
+            pin: pin.version,
+        })
+    }
+}
+
+/// Answers already read, by binary identity: `None` when the version is
+/// the pin's, else the warning.
+fn answers() -> &'static Mutex<HashMap<Identity, Option<String>>> {
+    static ANSWERS: OnceLock<Mutex<HashMap<Identity, Option<String>>>> = OnceLock::new();
+    ANSWERS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
 /// The warning for `binary` when its version is not `pin`'s, or `None`.
+/// A binary that answered before (same identity) is not run again.
 pub async fn mismatch(pin: &Pin, binary: &Path, path_env: &str) -> Option<String> {
+    let identity = Identity::of(binary, pin);
+    if let Some(id) = &identity {
+        if let Some(known) = answers().lock().ok().and_then(|m| m.get(id).cloned()) {
+            return known;
+        }
+    }
+    let (warning, definite) = check(pin, binary, path_env).await;
+    if let (Some(id), true) = (identity, definite) {
+        if let Ok(mut m) = answers().lock() {
+            m.insert(id, warning.clone());
+        }
+    }
+    warning
+}
+
+/// The warning, and whether the answer is the binary's own (worth
+/// remembering) rather than a failure to ask (a start error, a timeout).
+async fn check(pin: &Pin, binary: &Path, path_env: &str) -> (Option<String>, bool) {
     let said = match ask(binary, path_env).await {
         Ok(out) => {
             let text = String::from_utf8_lossy(&out);
             let first = text.lines().next().unwrap_or_default().trim();
             if pin.matches(first) {
-                return None;
+                return (None, true);
             }
-            format!(
+            let said = format!(
                 "is `{}`",
                 first.chars().take(MAX_QUOTED_CHARS).collect::<String>()
-            )
+            );
+            return (Some(warning(pin, binary, &said)), true);
         }
         Err(Asked::Start(e)) => format!("cannot tell its version ({e})"),
         Err(Asked::Late) => format!(
@@ -36,13 +102,17 @@ pub async fn mismatch(pin: &Pin, binary: &Path, path_env: &str) -> Option<String
             VERSION_TIMEOUT.as_secs()
         ),
     };
-    Some(format!(
+    (Some(warning(pin, binary, &said)), false)
+}
+
+fn warning(pin: &Pin, binary: &Path, said: &str) -> String {
+    format!(
         "{} {said}; Paddock is tested with {} {}: {}",
         binary.display(),
         pin.package,
         pin.version,
         pin.install_hint()
-    ))
+    )
 }
 
 /// Why `--version` gave no answer.
@@ -51,14 +121,26 @@ enum Asked {
     Late,
 }
 
+impl From<std::io::Error> for Asked {
+    fn from(e: std::io::Error) -> Self {
+        Self::Start(e)
+    }
+}
+
 /// `BINARY --version`'s standard output (at most [`MAX_ANSWER_BYTES`]),
 /// run in a process group of its own that is killed whatever it did: an
 /// engine (or a wrapper script) that leaves a process behind, or does not
 /// answer in time, leaves nothing running once the check is over.
 async fn ask(binary: &Path, path_env: &str) -> Result<Vec<u8>, Asked> {
     use tokio::io::AsyncReadExt as _;
+    // An empty directory of its own, removed when the check is over:
+    // whatever the binary reads or writes relative to it is nobody's.
+    let cwd = tempfile::Builder::new()
+        .prefix("paddock-version-")
+        .tempdir()?;
     let mut child = tokio::process::Command::new(binary)
         .arg("--version")
+        .current_dir(cwd.path())
         .env_clear()
         .env("PATH", path_env)
         .stdin(std::process::Stdio::null())
@@ -99,6 +181,7 @@ async fn ask(binary: &Path, path_env: &str) -> Result<Vec<u8>, Asked> {
         );
     }
     let _ = child.kill().await;
+    drop(cwd);
     answer.map_err(|_| Asked::Late)
 }
 
@@ -135,6 +218,60 @@ mod tests {
                 PIN.install_hint()
             ))
         );
+    }
+
+    /// The check runs the binary in an empty directory of its own, gone
+    /// afterwards, not in the caller's working directory.
+    #[tokio::test]
+    async fn the_check_runs_in_an_empty_directory_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = dir.path().join("seen");
+        let bin = engine_script(
+            dir.path(),
+            &format!(
+                "pwd > {0}\nls -A >> {0}\ntouch planted\necho 'eng 1.2.3'",
+                seen.display()
+            ),
+        );
+        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin").await, None);
+        let seen = std::fs::read_to_string(&seen).unwrap();
+        let cwd = seen.lines().next().unwrap();
+        assert_eq!(seen, format!("{cwd}\n"), "the directory was not empty");
+        assert_ne!(
+            Path::new(cwd),
+            std::env::current_dir().unwrap(),
+            "ran in the caller's directory"
+        );
+        assert!(!Path::new(cwd).exists(), "its directory was left behind");
+    }
+
+    /// An unchanged binary is asked once; a replaced one again.
+    #[tokio::test]
+    async fn an_unchanged_binary_is_asked_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let count = dir.path().join("count");
+        let body = format!("echo x >> {}\necho 'eng 1.2.3'", count.display());
+        let bin = engine_script(dir.path(), &body);
+        let asked = || std::fs::read_to_string(&count).unwrap().lines().count();
+        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin").await, None);
+        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin").await, None);
+        assert_eq!(asked(), 1);
+        // Replaced (a new inode and change time): asked again, answer new.
+        std::fs::remove_file(&bin).unwrap();
+        let bin = engine_script(
+            dir.path(),
+            &format!("echo x >> {}\necho 'eng 9.9.9'", count.display()),
+        );
+        assert!(mismatch(&PIN, &bin, "/usr/bin:/bin").await.is_some());
+        assert_eq!(asked(), 2);
+    }
+
+    fn engine_script(dir: &Path, body: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = dir.join("eng");
+        std::fs::write(&bin, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        bin
     }
 
     /// A version check leaves nothing of the engine running, whether it
