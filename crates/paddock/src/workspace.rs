@@ -12,6 +12,7 @@
 mod beneath;
 mod final_tree;
 mod host_git;
+mod junk;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -101,8 +102,13 @@ pub struct Workspace {
 pub struct Patch {
     /// `git diff --binary` of the work tree against the base commit.
     pub diff: String,
+    /// The changed paths as they are (UTF-8 names unquoted), sorted.
     pub changed_files: Vec<String>,
-    /// What could not be kept exactly (an extended file the agent mangled).
+    /// Untracked build output left out of the patch (`workspace/junk.rs`):
+    /// a directory as `dir/`, a file as its path.
+    pub left_out: Vec<String>,
+    /// What could not be kept exactly (an extended file the agent mangled,
+    /// build output left out).
     pub warnings: Vec<String>,
 }
 
@@ -602,7 +608,18 @@ impl Workspace {
             let args = ["update-index", "--add", "-z", "--stdin"];
             git.run(args, Some(&nul_list(&tree.present))).await?;
         }
+        let left_out: Vec<String> = tree
+            .junk
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
         let mut warnings = Vec::new();
+        if !left_out.is_empty() {
+            warnings.push(format!(
+                "left out of the patch as build output, not the job's work: {}",
+                left_out.join(", ")
+            ));
+        }
         for ext in self.extended()? {
             // Deleted, or no longer a plain file: the agent's change stands.
             if !tree.present.iter().any(|p| p == ext.path.as_bytes()) {
@@ -638,7 +655,10 @@ impl Workspace {
         let tree_id = git.run(["write-tree"], None).await?;
         let tree_id = String::from_utf8_lossy(&tree_id).trim().to_string();
         let _ = std::fs::remove_file(&index);
-        // Two trees compared: no work tree, no index.
+        // Two trees compared: no work tree, no index. Every choice that
+        // shapes the text is spelled out (prefixes, paths relative to the
+        // top, no colour, no external or textconv driver), so the patch is
+        // the same whatever configuration git could still read.
         let objects = self.paddock_git(None, false);
         let diff = objects
             .run(
@@ -648,6 +668,9 @@ impl Workspace {
                     "--no-color",
                     "--no-ext-diff",
                     "--no-textconv",
+                    "--no-relative",
+                    "--src-prefix=a/",
+                    "--dst-prefix=b/",
                     &self.base_commit,
                     &tree_id,
                     "--",
@@ -655,12 +678,15 @@ impl Workspace {
                 None,
             )
             .await?;
+        // Names NUL-terminated: exactly as they are, never quoted.
         let names = objects
             .run(
                 [
                     "diff",
                     "--name-only",
+                    "-z",
                     "--no-renames",
+                    "--no-relative",
                     &self.base_commit,
                     &tree_id,
                     "--",
@@ -670,10 +696,12 @@ impl Workspace {
             .await?;
         Ok(Patch {
             diff: String::from_utf8_lossy(&diff).into_owned(),
-            changed_files: String::from_utf8_lossy(&names)
-                .lines()
-                .map(str::to_string)
+            changed_files: names
+                .split(|b| *b == 0)
+                .filter(|n| !n.is_empty())
+                .map(|n| String::from_utf8_lossy(n).into_owned())
                 .collect(),
+            left_out,
             warnings,
         })
     }
@@ -1045,6 +1073,52 @@ mod tests {
         assert!(head.starts_with("tree "), "{head}");
     }
 
+    /// Files are named as they are (`café.md`, not git's octal-quoted
+    /// `"caf\303\251.md"`), in the list and in the patch, and untracked
+    /// build output is left out and named in a warning, while a tracked
+    /// file under such a name stays content.
+    #[tokio::test]
+    async fn names_are_kept_as_they_are_and_build_output_is_left_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        std::fs::create_dir(r.join("vendor")).unwrap();
+        std::fs::write(r.join("vendor/keep.pyc"), "tracked\n").unwrap();
+        sh(&r, &["add", "-f", "vendor/keep.pyc"]);
+        sh(&r, &["commit", "-q", "-m", "tracked bytecode"]);
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let w = &ws.work;
+        std::fs::create_dir_all(w.join("docs")).unwrap();
+        std::fs::write(w.join("docs/café.md"), "# café\n").unwrap();
+        std::fs::write(w.join("vendor/keep.pyc"), "changed\n").unwrap();
+        std::fs::create_dir_all(w.join("src/__pycache__")).unwrap();
+        std::fs::write(w.join("src/__pycache__/m.cpython-312.pyc"), "x").unwrap();
+        std::fs::write(w.join("src/m.py"), "print(1)\n").unwrap();
+        std::fs::write(w.join("src/old.pyc"), "x").unwrap();
+        std::fs::create_dir_all(w.join("web/node_modules/left-pad")).unwrap();
+        std::fs::write(w.join("web/node_modules/left-pad/index.js"), "x").unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            (p.changed_files.clone(), p.left_out.clone(), p.warnings.clone()),
+            (
+                ["docs/café.md", "src/m.py", "vendor/keep.pyc"]
+                    .map(String::from)
+                    .to_vec(),
+                ["src/__pycache__/", "src/old.pyc", "web/node_modules/"]
+                    .map(String::from)
+                    .to_vec(),
+                vec!["left out of the patch as build output, not the job's work: src/__pycache__/, src/old.pyc, web/node_modules/".to_string()]
+            )
+        );
+        assert!(
+            p.diff
+                .contains("diff --git a/docs/café.md b/docs/café.md\n"),
+            "{}",
+            p.diff
+        );
+    }
+
     fn tracked_agents_md(dir: &Path) -> PathBuf {
         let r = repo(dir);
         std::fs::write(r.join("AGENTS.md"), "# Rules\n\n- Use tabs.\n").unwrap();
@@ -1078,6 +1152,7 @@ mod tests {
             Patch {
                 diff: String::new(),
                 changed_files: vec![],
+                left_out: vec![],
                 warnings: vec![]
             }
         );

@@ -9,7 +9,8 @@
 //! directory the base commit records as a submodule (kept as it was); and it
 //! asks Paddock's git for ignore rules (`check-ignore`, which reads
 //! `.gitignore` files as data) one depth at a time, so ignored directories
-//! are not walked. The result is what git's `add --all` would have chosen,
+//! are not walked; untracked build output (`junk.rs`) is set apart, not
+//! walked either. The result is what git's `add --all` would have chosen,
 //! without git ever looking at the work tree by itself.
 
 use std::collections::{HashMap, HashSet};
@@ -22,6 +23,7 @@ use rustix::fs::{FileType, OFlags};
 
 use super::beneath;
 use super::host_git::HostGit;
+use super::junk::is_junk;
 use super::WorkspaceError;
 
 /// A submodule entry's mode in the index.
@@ -80,6 +82,9 @@ pub(super) struct FinalTree {
     pub present: Vec<Vec<u8>>,
     /// Tracked paths (not submodules) that are no longer a file or link.
     pub gone: Vec<Vec<u8>>,
+    /// Untracked build output left out (`junk.rs`): a directory as
+    /// `dir/` (not walked), a file as its path.
+    pub junk: Vec<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -139,6 +144,7 @@ pub(super) async fn list_with(
     // (directory, under an ignored directory)
     let mut level: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), false)];
     let mut present = Vec::new();
+    let mut junk = Vec::new();
     let mut depth = 0;
     while !level.is_empty() {
         let mut entries: Vec<(Vec<u8>, Kind, bool)> = Vec::new();
@@ -191,6 +197,16 @@ pub(super) async fn list_with(
         let mut next = Vec::new();
         for (rel, kind, under_ignored) in entries {
             let is_ignored = under_ignored || ignored.contains(&rel);
+            let untracked = tracked.mode(&rel).is_none() && !tracked.dirs.contains(&rel);
+            let name = rel.rsplit(|b| *b == b'/').next().unwrap_or(&rel);
+            if !is_ignored && untracked && kind != Kind::Other && is_junk(name, kind == Kind::Dir) {
+                let mut shown = rel.clone();
+                if kind == Kind::Dir {
+                    shown.push(b'/');
+                }
+                junk.push(shown);
+                continue;
+            }
             match kind {
                 Kind::Dir if !is_ignored || tracked.dirs.contains(&rel) => {
                     next.push((rel, is_ignored));
@@ -212,7 +228,12 @@ pub(super) async fn list_with(
         .collect();
     gone.sort();
     present.sort();
-    Ok(FinalTree { present, gone })
+    junk.sort();
+    Ok(FinalTree {
+        present,
+        gone,
+        junk,
+    })
 }
 
 /// The `paths` (relative to the work tree) that ignore rules exclude.
