@@ -1,18 +1,17 @@
-//! `paddock context JOB.toml`: admits the job's host profile as `paddock
-//! run` would (refusals included), checks out the repository at its base ref
+//! `paddock context JOB.toml`: shapes the job through the runner's own
+//! admission step (`runner::admit::shape`: rung, host profile with its
+//! refusals), checks out the repository at its base ref
 //! in a scratch workspace, renders the job's whole context exactly as a run
 //! would (without starting a broker or an engine), writes it into a
 //! directory and reports its size in bytes and estimated tokens.
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
-use paddock::context::{self, ContextInputs, PolicyContext, Prepared, SizeReport};
+use paddock::context::{self, ContextInputs, SizeReport};
 use paddock::paths::Paths;
-use paddock::policy::JobPolicy;
-use paddock::runner;
+use paddock::runner::{self, Shaped};
 use paddock::store::Store;
 use paddock::workspace::Workspace;
 use paddock_protocol::JobSpec;
@@ -28,31 +27,24 @@ pub async fn render(
     out: &Path,
 ) -> Result<SizeReport, Failure> {
     let bad = |e: anyhow::Error| Failure::BadInput(e);
-    let prepared = Prepared::load(spec).map_err(|e| bad(e.into()))?;
-    // The rung as the run would resolve it (`auto` probes this host).
-    let rung = paddock::rung::for_host(spec.isolation)
+    // The spec as a run would shape it (the same admission step): its
+    // rung resolved on this host, its host profile admitted (the advisory,
+    // the timeout cap).
+    let exe = std::env::current_exe().context("locate the paddock binary")?;
+    let Shaped {
+        spec,
+        prepared,
+        policy,
+        ..
+    } = runner::admit::shape(spec, store, &exe)
         .await
         .map_err(|e| bad(e.into()))?;
-    let mut resolved = spec.clone();
-    resolved.isolation = rung.isolation;
-    let spec = &resolved;
-    // The host profile as the run would admit it: its advisory, and the
-    // timeout it caps.
-    let (spec, policy) = match (&spec.policy.profile, store) {
-        (Some(name), Some(store)) => {
-            let p = JobPolicy::admit(name, spec, store)
-                .await
-                .map_err(|e| bad(e.into()))?;
-            let mut capped = spec.clone();
-            capped.limits.timeout_secs = p.admission.timeout_secs;
-            (Cow::Owned(capped), p.context())
-        }
-        _ => (Cow::Borrowed(spec), PolicyContext::default()),
-    };
-    let spec = spec.as_ref();
+    let spec = &spec;
+    let policy = policy.map(|p| p.context()).unwrap_or_default();
     let host_path = std::env::var_os("PATH");
-    let path_env = match runner::resolve_engine(spec, host_path.as_deref()) {
-        Ok(binary) => runner::engine_path(&binary, host_path.as_deref()),
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::path::PathBuf::from("/"));
+    let path_env = match runner::resolve_engine(spec, host_path.as_deref(), &cwd) {
+        Ok(binary) => runner::engine_path(&binary, host_path.as_deref(), &cwd),
         Err(_) => host_path
             .as_ref()
             .map(|p| p.to_string_lossy().into_owned())

@@ -34,8 +34,12 @@ pub struct Report {
 pub fn report(paths: &Paths) -> Report {
     let host = probe::host();
     let uid = nix::unistd::getuid().as_raw();
-    let kernel = crate::rung::probe_sandbox();
-    let checks = match std::env::current_exe() {
+    let exe = std::env::current_exe();
+    let kernel = match &exe {
+        Ok(exe) => crate::rung::probe_sandbox(exe),
+        Err(e) => Some(format!("locate the paddock binary: {e}")),
+    };
+    let checks = match exe {
         Ok(exe) => host_check::run(paths, &exe, kernel.is_none()),
         Err(e) => vec![Check {
             name: "sandbox job",

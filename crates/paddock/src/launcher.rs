@@ -48,8 +48,6 @@ pub fn default_limits() -> Limits {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    #[error("locate the paddock binary to run the sandbox helper: {0}")]
-    Helper(std::io::Error),
     #[error("serialize the sandbox policy for job {job_id}: {source}")]
     Policy {
         job_id: String,
@@ -128,15 +126,16 @@ pub fn command(
     isolation: Isolation,
     spec: &CommandSpec,
     sandbox: Option<&SandboxPaths>,
+    helper_exe: &Path,
 ) -> Result<Command, LaunchError> {
     let mut cmd = match (isolation, sandbox) {
         (Isolation::Sandbox, Some(paths)) => {
             let policy = sandbox_policy(spec, paths);
-            let exe = std::env::current_exe().map_err(LaunchError::Helper)?;
-            let std_cmd = launch::command(&exe, &policy).map_err(|source| LaunchError::Policy {
-                job_id: paths.job_id.clone(),
-                source,
-            })?;
+            let std_cmd =
+                launch::command(helper_exe, &policy).map_err(|source| LaunchError::Policy {
+                    job_id: paths.job_id.clone(),
+                    source,
+                })?;
             let mut c = Command::from(std_cmd);
             c.kill_on_drop(true);
             c
@@ -146,8 +145,7 @@ pub fn command(
         // leave that tree running, so the runner stops it with
         // [`stop`], never by dropping it.
         (Isolation::Process | Isolation::Auto, _) | (Isolation::Sandbox, None) => {
-            let exe = std::env::current_exe().map_err(LaunchError::Helper)?;
-            let mut c = Command::new(exe);
+            let mut c = Command::new(helper_exe);
             c.arg(crate::supervise::SUPERVISE_ARG)
                 .arg("--")
                 .arg(&spec.program)

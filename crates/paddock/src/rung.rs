@@ -5,6 +5,7 @@
 //! `sandbox` on a host that cannot start one refuses the job, naming what
 //! failed (fail closed); `process` needs no check.
 
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::OnceLock;
 
@@ -57,12 +58,9 @@ pub fn resolve(
     }
 }
 
-/// Starts a minimal sandbox; None when it works, else the helper's error.
-pub fn probe_sandbox() -> Option<String> {
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return Some(format!("locate the paddock binary: {e}")),
-    };
+/// Starts a minimal sandbox with the helper `exe` (the `paddock` binary);
+/// None when it works, else the helper's error.
+pub fn probe_sandbox(exe: &Path) -> Option<String> {
     let policy = Policy {
         argv: vec!["true".into()],
         env: vec![],
@@ -79,7 +77,7 @@ pub fn probe_sandbox() -> Option<String> {
         cgroup_root: None,
         name: "doctor".into(),
     };
-    let mut cmd = match launch::command(&exe, &policy) {
+    let mut cmd = match launch::command(exe, &policy) {
         Ok(c) => c,
         Err(e) => return Some(e.to_string()),
     };
@@ -90,8 +88,9 @@ pub fn probe_sandbox() -> Option<String> {
     }
 }
 
-/// [`resolve`] against this host; the sandbox is started once per process.
-pub async fn for_host(requested: Isolation) -> Result<Resolved, RungError> {
+/// [`resolve`] against this host (`exe` the sandbox helper); the sandbox
+/// is started once per process.
+pub async fn for_host(requested: Isolation, exe: &Path) -> Result<Resolved, RungError> {
     static PROBE: OnceLock<Option<String>> = OnceLock::new();
     if requested == Isolation::Process {
         return resolve(requested, || None);
@@ -99,7 +98,8 @@ pub async fn for_host(requested: Isolation) -> Result<Resolved, RungError> {
     let answer = match PROBE.get() {
         Some(a) => a.clone(),
         None => {
-            let a = tokio::task::spawn_blocking(probe_sandbox)
+            let exe = exe.to_path_buf();
+            let a = tokio::task::spawn_blocking(move || probe_sandbox(&exe))
                 .await
                 .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")));
             PROBE.get_or_init(|| a).clone()

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use paddock::broker::PriceTable;
 use paddock::paths::Paths;
-use paddock::runner::{self, RunError, RunOptions};
+use paddock::runner::{ErrorCode, RunError, Runner, RunnerConfig};
 use paddock_protocol::{JobSpec, JobStatus};
 
 use super::progress;
@@ -79,34 +79,38 @@ pub async fn exec(
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
         errln!("paddock: {line}");
     }
-    let opts = RunOptions {
-        paths: paths.clone(),
-        keep,
-        prices: Arc::new(prices),
-        host_path: std::env::var_os("PATH"),
-        host_dir: host_dir
-            .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
-        paddock_exe: std::env::current_exe().ok(),
-    };
-    let mut view = progress::Progress::new(quiet);
+    let runner = Runner::new(
+        store,
+        RunnerConfig {
+            paths: paths.clone(),
+            prices: Arc::new(prices),
+            host_path: std::env::var_os("PATH"),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            host_dir: host_dir
+                .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
+            helper_exe: std::env::current_exe().context("locate the paddock binary")?,
+        },
+    );
     // Listen for Ctrl-C, and for SIGTERM and SIGHUP (what systemd,
     // Docker and CI send, a closed terminal), from now on: each
     // cancels the job. `ctrl_c()` would install its handler only
     // when first polled, and a signal before that (the job waiting
     // for a host slot) would kill paddock uncleaned.
     let cancel = cancel_signals().context("listen for Ctrl-C, SIGTERM and SIGHUP")?;
-    let result = runner::run(&spec, &store, &opts, &mut view, cancel).await;
+    let mut admitted = runner
+        .admit(&spec)
+        .await
+        .map_err(|e| failure(e.code(), e.into()))?;
+    admitted.keep = keep;
+    let mut view = progress::Progress::new(quiet);
+    let result = follow(runner.start(admitted, cancel), &mut view).await;
     view.finish();
     if let Ok(r) = &result {
         if let Some(dir) = &r.kept_workspace {
             errln!("paddock: workspace kept at {}", dir.display());
         }
     }
-    let result = match result {
-        Ok(r) => r,
-        Err(RunError::BadInput(msg)) => return Err(Failure::BadInput(anyhow::anyhow!(msg))),
-        Err(e) => return Err(Failure::Internal(e.into())),
-    };
+    let result = result.map_err(|e| failure(e.code(), e.into()))?;
     if json {
         let out = serde_json::to_string(&result.record).context("serialize the job record")?;
         outln!("{out}");
@@ -123,6 +127,31 @@ pub async fn exec(
         JobStatus::TimedOut => exit::TIMED_OUT,
         JobStatus::Cancelled => exit::CANCELLED,
     })
+}
+
+/// Shows a started job's updates until it ends; its end.
+async fn follow(
+    mut job: paddock::runner::JobHandle,
+    view: &mut progress::Progress,
+) -> Result<paddock::runner::RunResult, RunError> {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match job.events.recv().await {
+            Ok(update) => update.deliver(view),
+            // A view too slow for the job misses updates; the store has them.
+            Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => break,
+        }
+    }
+    job.finished().await
+}
+
+/// A runner error as the CLI's failure, by its code.
+fn failure(code: ErrorCode, e: anyhow::Error) -> Failure {
+    match code {
+        ErrorCode::BadInput => Failure::BadInput(e),
+        ErrorCode::StoreLost | ErrorCode::Internal => Failure::Internal(e),
+    }
 }
 
 /// The user's config file (`paddock::config`); a broken one is bad input.

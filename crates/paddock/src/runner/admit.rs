@@ -1,0 +1,177 @@
+//! Admission: everything that can be checked before a job exists. The
+//! provider key and the cloud credentials, the model's price and
+//! allowlist, the scenario, the templates, the isolation rung (`auto`
+//! resolved on this host) and the host profile (admitted fail closed, its
+//! timeout cap applied). The result is an [`Admitted`] job with its id
+//! minted, which a queue can hold before it runs. `paddock context` goes
+//! through the same [`shape`] step, so it renders what a run would.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use paddock_protocol::{JobSpec, ProviderKind};
+use time::OffsetDateTime;
+
+use super::cloud::CloudAuth;
+use super::error::AdmitError;
+use crate::broker::{self, PriceTable, Secret};
+use crate::context::Prepared;
+use crate::policy::JobPolicy;
+#[cfg(feature = "scripted")]
+use crate::scripted::Scenario;
+use crate::store::Store;
+#[cfg(not(feature = "scripted"))]
+use std::convert::Infallible as Scenario;
+
+/// A spec as a job runs it, shared by `run` and `context`.
+#[derive(Debug)]
+pub struct Shaped {
+    /// The spec with its rung resolved and its timeout capped by the host
+    /// profile.
+    pub spec: JobSpec,
+    /// Its templates and skills, loaded and checked.
+    pub prepared: Prepared,
+    /// Why `auto` is not the sandbox, when it fell back.
+    pub fallback: Option<String>,
+    /// The host profile, admitted.
+    pub policy: Option<JobPolicy>,
+}
+
+/// A job admitted to run: what it runs with, and its id.
+pub struct Admitted {
+    /// The job's id, minted at admission.
+    pub id: String,
+    /// When the job was admitted (its record's `created_at`).
+    pub submitted: OffsetDateTime,
+    /// Keep the workspace after the job (for debugging).
+    pub keep: bool,
+    pub(super) shaped: Shaped,
+    /// The spec as submitted, stored with the job.
+    pub(super) spec_json: String,
+    pub(super) key: Option<Secret>,
+    pub(super) cloud: CloudAuth,
+    pub(super) scenario: Option<Arc<Scenario>>,
+}
+
+impl Admitted {
+    /// The spec as the job runs it.
+    pub fn spec(&self) -> &JobSpec {
+        &self.shaped.spec
+    }
+}
+
+impl std::fmt::Debug for Admitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admitted")
+            .field("id", &self.id)
+            .field("spec", &self.shaped.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Admits `spec` against `prices`, `store` (its host profiles) and this
+/// host's rungs (`helper_exe` starts the sandbox probe).
+pub async fn admit(
+    spec: &JobSpec,
+    prices: &PriceTable,
+    store: &dyn Store,
+    helper_exe: &Path,
+) -> Result<Admitted, AdmitError> {
+    let key = match (spec.upstream.provider, &spec.upstream.key) {
+        (ProviderKind::Scripted, _) | (_, None) => None,
+        (_, Some(reference)) => {
+            Some(Secret::resolve(reference).map_err(|e| AdmitError::ResolveKey(e.to_string()))?)
+        }
+    };
+    let cloud = CloudAuth::of(spec, key.as_ref()).await?;
+    if prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
+        return Err(AdmitError::Unpriced {
+            model: spec.engine.model.clone(),
+            table: prices.version.to_string(),
+        });
+    }
+    let allowlist = broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models);
+    if let Err(list) = allowlist.check(&spec.engine.model) {
+        return Err(AdmitError::ModelNotAllowed {
+            model: spec.engine.model.clone(),
+            list: list.to_string(),
+        });
+    }
+    let scenario = scenario(spec)?;
+    let prepared = Prepared::load(spec).map_err(|e| AdmitError::LoadTemplates(e.to_string()))?;
+    let spec_json =
+        serde_json::to_string(spec).map_err(|e| AdmitError::SerializeSpec(e.to_string()))?;
+    let shaped = shape_prepared(spec, prepared, Some(store), helper_exe).await?;
+    Ok(Admitted {
+        id: format!("job-{}", uuid::Uuid::now_v7().simple()),
+        submitted: OffsetDateTime::now_utc(),
+        keep: false,
+        shaped,
+        spec_json,
+        key,
+        cloud,
+        scenario,
+    })
+}
+
+/// The spec as a job would run it (templates, rung, host profile), without
+/// its credentials: what `paddock context` renders. `store` holds the host
+/// profiles (needed only when the spec names one).
+pub async fn shape(
+    spec: &JobSpec,
+    store: Option<&dyn Store>,
+    helper_exe: &Path,
+) -> Result<Shaped, AdmitError> {
+    let prepared = Prepared::load(spec).map_err(|e| AdmitError::LoadTemplates(e.to_string()))?;
+    shape_prepared(spec, prepared, store, helper_exe).await
+}
+
+async fn shape_prepared(
+    spec: &JobSpec,
+    prepared: Prepared,
+    store: Option<&dyn Store>,
+    helper_exe: &Path,
+) -> Result<Shaped, AdmitError> {
+    // The rung: `auto` becomes `sandbox` where one starts, else `process`;
+    // an explicit `sandbox` that cannot start refuses the job.
+    let rung = crate::rung::for_host(spec.isolation, helper_exe).await?;
+    let mut spec = spec.clone();
+    spec.isolation = rung.isolation;
+    // The host profile: resolved and admitted before the job exists (fail
+    // closed); its timeout cap applies.
+    let policy = match (&spec.policy.profile, store) {
+        (Some(name), Some(store)) => Some(
+            JobPolicy::admit(name, &spec, store)
+                .await
+                .map_err(|e| AdmitError::HostProfile(e.to_string()))?,
+        ),
+        _ => None,
+    };
+    if let Some(p) = &policy {
+        spec.limits.timeout_secs = p.admission.timeout_secs;
+    }
+    Ok(Shaped {
+        spec,
+        prepared,
+        fallback: rung.fallback,
+        policy,
+    })
+}
+
+#[cfg(feature = "scripted")]
+fn scenario(spec: &JobSpec) -> Result<Option<Arc<Scenario>>, AdmitError> {
+    match (&spec.upstream.provider, &spec.upstream.scenario) {
+        (ProviderKind::Scripted, Some(path)) => Ok(Some(Arc::new(
+            Scenario::load(path).map_err(|e| AdmitError::LoadScenario(e.to_string()))?,
+        ))),
+        _ => Ok(None),
+    }
+}
+
+#[cfg(not(feature = "scripted"))]
+fn scenario(spec: &JobSpec) -> Result<Option<Arc<Scenario>>, AdmitError> {
+    match spec.upstream.provider {
+        ProviderKind::Scripted => Err(AdmitError::ScriptedNotBuilt),
+        _ => Ok(None),
+    }
+}

@@ -1,0 +1,280 @@
+//! Conclude: what the job came to (its engine's result, a timeout, a
+//! cancellation, the budget, a refused model, a crash with its stderr's
+//! tail), the refusals read from what the engine left, the totals from the
+//! ledger, the patch artifact whatever happened, the workspace removed or
+//! kept, and the final status event and record (a compare-and-set from
+//! `running`).
+
+use std::os::unix::process::ExitStatusExt as _;
+use std::time::Instant;
+
+use paddock_protocol::{EventBody, JobRecord, JobStatus, ModelCall, Phase};
+use time::OffsetDateTime;
+
+use super::emit::{chain, Emitter};
+use super::provision::Provisioned;
+use super::stream::Streamed;
+use super::teardown::TornDown;
+use super::{Job, LaunchFailure, RunResult};
+use crate::engines::Outcome;
+use crate::output;
+use crate::store::StoreError;
+
+/// The longest reason a job record keeps (its end), in bytes.
+const REASON_MAX: usize = 2000;
+
+/// How the engine's part of the job ended.
+pub(super) struct Launched {
+    pub status: JobStatus,
+    pub reason: Option<String>,
+    pub exit_code: Option<i32>,
+    pub calls: Vec<ModelCall>,
+}
+
+/// The job's status and reason from how its engine ended.
+pub(super) async fn outcome(
+    job: &Job,
+    em: &mut Emitter,
+    prov: &Provisioned,
+    streamed: Streamed,
+    mut torn: TornDown,
+) -> Result<Launched, StoreError> {
+    let adapter = prov.adapter.as_ref();
+    // What the engine refused, read from what it left: its own refusals
+    // are events with or without a profile; the profile's go through it.
+    let found = adapter.denials_after(&prov.ws().home);
+    for event in found.iter().filter_map(|d| d.refusal_event(adapter.kind())) {
+        em.emit(event).await?;
+    }
+    if let (Some(p), Some(tail)) = (&job.policy, torn.denials.as_mut()) {
+        for denial in p.new_denials(tail, found) {
+            em.emit(p.denial_event(&denial)).await?;
+        }
+    }
+    let exit_code = torn.exit.code();
+    let (status, reason) = match streamed.ended {
+        Some(JobStatus::TimedOut) => (
+            JobStatus::TimedOut,
+            Some(format!(
+                "timed out after {} s",
+                job.spec.limits.timeout_secs
+            )),
+        ),
+        Some(other) => (other, Some("cancelled".to_string())),
+        None if torn.held => (
+            JobStatus::Held,
+            Some(
+                streamed
+                    .held_reason
+                    .unwrap_or_else(|| "the job's budget is spent".to_string()),
+            ),
+        ),
+        None => {
+            let summary = torn.parser.summary();
+            match adapter.finish(exit_code, &summary) {
+                // Whatever the engine made of it, an answer from a model
+                // outside the allowlist reached the broker: not done.
+                Outcome::Completed if torn.served_refused.is_some() => {
+                    (JobStatus::Failed, torn.served_refused)
+                }
+                Outcome::Completed => (JobStatus::Done, None),
+                // The engine said why: its own error event is stored.
+                Outcome::Failed { reason } if summary.failure.is_some() => {
+                    (JobStatus::Failed, Some(reason))
+                }
+                // A crash, or an exit without a result: an error event
+                // says how it ended and what it last wrote on stderr.
+                Outcome::Failed { reason } => {
+                    let reason = crash_reason(reason, &torn);
+                    em.error(adapter.kind().as_str(), reason.clone(), true)
+                        .await?;
+                    (JobStatus::Failed, Some(reason))
+                }
+            }
+        }
+    };
+    Ok(Launched {
+        status,
+        reason,
+        exit_code,
+        calls: torn.calls,
+    })
+}
+
+/// How a crashed engine ended, and the end of its stderr.
+fn crash_reason(reason: String, torn: &TornDown) -> String {
+    let reason = match torn.exit.signal() {
+        Some(sig) => format!("the engine was killed by signal {}", signal_name(sig)),
+        None => reason,
+    };
+    if torn.stderr_tail.is_empty() {
+        reason
+    } else {
+        format!("{reason}: {}", torn.stderr_tail)
+    }
+}
+
+/// Concludes a job whose workspace exists: its totals, the patch, the
+/// workspace removed or kept, the final record.
+pub(super) async fn conclude(
+    job: Job,
+    em: &mut Emitter,
+    mut prov: Provisioned,
+    launched: Result<Launched, LaunchFailure>,
+) -> Result<RunResult, StoreError> {
+    let Job {
+        mut record,
+        started,
+        keep,
+        ..
+    } = job;
+    em.emit(EventBody::Status {
+        phase: Phase::Concluding,
+        detail: None,
+    })
+    .await?;
+    let mut status_reason = match launched {
+        Ok(Launched {
+            status,
+            reason,
+            exit_code,
+            calls,
+        }) => {
+            record.engine_exit_code = exit_code;
+            for c in &calls {
+                record.tokens.add(&c.tokens);
+                record.cost_micros += c.cost_micros;
+            }
+            record.model_calls = calls.len() as u64;
+            (status, reason)
+        }
+        // The store failed under the job (a full disk): the job ends
+        // here, concludes and tears down as far as the store allows.
+        Err(LaunchFailure::Store(e)) => {
+            let e = chain(&e);
+            em.lost.get_or_insert_with(|| e.clone());
+            (
+                JobStatus::Failed,
+                Some(format!("the store failed under the job: {e}")),
+            )
+        }
+        Err(LaunchFailure::Step(msg)) => {
+            em.error("paddock", msg.clone(), true).await?;
+            (JobStatus::Failed, Some(msg))
+        }
+    };
+    if let Some(failed) = save_patch(em, &mut record, &prov).await? {
+        status_reason = failed;
+    }
+    let ws = prov.ws();
+    if keep {
+        // A reaper leaves a kept directory alone (should this process
+        // die before the record is final); then the lease goes.
+        if let Err(e) = ws.lease.keep() {
+            em.error(
+                "paddock",
+                format!(
+                    "workspace {}: cannot mark its lease kept: {e}",
+                    ws.root.display()
+                ),
+                false,
+            )
+            .await?;
+        }
+        em.emit(EventBody::Status {
+            phase: Phase::Concluding,
+            detail: Some(format!("workspace kept at {}", ws.root.display())),
+        })
+        .await?;
+    }
+    let kept = keep.then(|| ws.root.clone());
+    if let Err(e) = prov.guard.remove_unless_kept() {
+        em.error("paddock", e.to_string(), false).await?;
+    }
+    let (status, reason) = status_reason;
+    let mut result = finish(em, record, started, status, reason, false).await?;
+    result.kept_workspace = kept;
+    Ok(result)
+}
+
+/// Writes the job's patch artifact; the job's failure when it cannot.
+async fn save_patch(
+    em: &mut Emitter,
+    record: &mut JobRecord,
+    prov: &Provisioned,
+) -> Result<Option<(JobStatus, Option<String>)>, StoreError> {
+    let patch = match prov.ws().patch().await {
+        Ok(patch) => patch,
+        Err(e) => {
+            let msg = format!("cannot compute the patch: {e}");
+            em.error("paddock", msg.clone(), true).await?;
+            return Ok(Some((JobStatus::Failed, Some(msg))));
+        }
+    };
+    for warning in &patch.warnings {
+        em.error("paddock", warning.clone(), false).await?;
+    }
+    let path = prov.artifacts.join("patch.diff");
+    match tokio::fs::write(&path, patch.diff.as_bytes()).await {
+        Ok(()) => {
+            record.patch_path = Some(path.display().to_string());
+            record.changed_files = patch.changed_files.clone();
+            em.emit(EventBody::ArtifactSummary {
+                patch_path: path.display().to_string(),
+                changed_files: patch.changed_files,
+                patch_bytes: patch.diff.len() as u64,
+                interrupted: false,
+            })
+            .await?;
+            Ok(None)
+        }
+        Err(e) => {
+            let msg = format!("cannot save the patch to {}: {e}", path.display());
+            em.error("paddock", msg.clone(), true).await?;
+            Ok(Some((JobStatus::Failed, Some(msg))))
+        }
+    }
+}
+
+/// Records the final status event and job row.
+pub(super) async fn finish(
+    em: &mut Emitter,
+    mut record: JobRecord,
+    started: Instant,
+    status: JobStatus,
+    reason: Option<String>,
+    bad_input: bool,
+) -> Result<RunResult, StoreError> {
+    let reason = reason.map(|r| output::keep_end(&em.redactor.text(&r), REASON_MAX));
+    record.status = status;
+    record.reason = reason.clone();
+    record.finished_at = Some(OffsetDateTime::now_utc());
+    record.duration_ms = Some(started.elapsed().as_millis() as u64);
+    let phase = match status {
+        JobStatus::Queued | JobStatus::Running | JobStatus::Bounced | JobStatus::Failed => {
+            Phase::Failed
+        }
+        JobStatus::Done => Phase::Done,
+        JobStatus::Held => Phase::Held,
+        JobStatus::TimedOut => Phase::TimedOut,
+        JobStatus::Cancelled => Phase::Cancelled,
+    };
+    em.emit(EventBody::Status {
+        phase,
+        detail: reason,
+    })
+    .await?;
+    em.store.finish_job(&record, JobStatus::Running).await?;
+    Ok(RunResult {
+        record,
+        bad_input,
+        kept_workspace: None,
+    })
+}
+
+/// A signal's name (`SIGKILL`), or its number.
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| sig.to_string())
+}

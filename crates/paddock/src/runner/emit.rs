@@ -1,0 +1,125 @@
+//! The job's emitter: assigns dense sequence numbers, redacts, caps, stores
+//! and fans out each event (to the job's broadcast, which a CLI's progress
+//! view or a server's followers read). The first store failure is kept:
+//! the job stops and tears down, showing what it still emits.
+
+use paddock_protocol::{AgentEvent, EventBody, ModelCall};
+use time::OffsetDateTime;
+use tokio::sync::broadcast;
+
+use crate::output;
+use crate::redact::Redactor;
+use crate::store::{SharedStore, StoreError};
+
+/// What a job's followers receive, in the order it happened.
+#[derive(Debug, Clone)]
+pub enum JobUpdate {
+    /// An event, as stored.
+    Event(AgentEvent),
+    /// A ledger row the broker stored, and the job's spend so far.
+    Call { call: ModelCall, spent_micros: i64 },
+}
+
+/// Receives a job's updates (the CLI's progress view).
+pub trait Observer: Send {
+    fn event(&mut self, event: &AgentEvent);
+    fn model_call(&mut self, call: &ModelCall, spent_micros: i64);
+}
+
+impl JobUpdate {
+    /// Hands the update to `observer`.
+    pub fn deliver(&self, observer: &mut dyn Observer) {
+        match self {
+            JobUpdate::Event(e) => observer.event(e),
+            JobUpdate::Call { call, spent_micros } => observer.model_call(call, *spent_micros),
+        }
+    }
+}
+
+/// Assigns dense sequence numbers, redacts, stores and fans out each event.
+pub(super) struct Emitter {
+    pub job_id: String,
+    seq: u64,
+    pub store: SharedStore,
+    updates: broadcast::Sender<JobUpdate>,
+    /// Learns the job's directories and secrets as the job gets them.
+    pub redactor: Redactor,
+    /// The longest text an event field keeps (`limits.max_event_bytes`).
+    max_event: usize,
+    /// The first failure to store an event: the store is lost for the job.
+    pub lost: Option<String>,
+}
+
+impl Emitter {
+    pub fn new(
+        job_id: String,
+        store: SharedStore,
+        updates: broadcast::Sender<JobUpdate>,
+        redactor: Redactor,
+        max_event: usize,
+    ) -> Emitter {
+        Emitter {
+            job_id,
+            seq: 0,
+            store,
+            updates,
+            redactor,
+            max_event,
+            lost: None,
+        }
+    }
+
+    /// Stores and shows an event. The first store failure is returned (so
+    /// the job stops) and kept: later events are only shown, so the job
+    /// can still conclude and tear down (a full disk).
+    pub async fn emit(&mut self, body: EventBody) -> Result<(), StoreError> {
+        let event = AgentEvent {
+            job_id: self.job_id.clone(),
+            seq: self.seq + 1,
+            at: OffsetDateTime::now_utc(),
+            body: output::cap_event(self.redactor.event(body), self.max_event),
+        };
+        if self.lost.is_none() {
+            if let Err(e) = self.store.append_event(&event).await {
+                self.lost = Some(chain(&e));
+                self.show(JobUpdate::Event(event));
+                return Err(e);
+            }
+            self.seq += 1;
+        }
+        self.show(JobUpdate::Event(event));
+        Ok(())
+    }
+
+    /// An `error` event from `source`.
+    pub async fn error(
+        &mut self,
+        source: &str,
+        message: String,
+        fatal: bool,
+    ) -> Result<(), StoreError> {
+        self.emit(EventBody::Error {
+            message,
+            source: Some(source.to_string()),
+            fatal,
+        })
+        .await
+    }
+
+    /// Fans an update out; nobody following is not an error.
+    pub fn show(&self, update: JobUpdate) {
+        let _ = self.updates.send(update);
+    }
+}
+
+/// An error with its sources, `a: b: c`.
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

@@ -1,0 +1,129 @@
+//! The runner's errors, one enum per phase that can fail outside a job's
+//! own record: [`AdmitError`] (the spec cannot run: nothing exists yet)
+//! and [`RunError`] (the job could not be recorded to its end). A job that
+//! fails once it exists is not an error here: it ends `failed` with its
+//! reason. Each error has a stable [`ErrorCode`], which the CLI maps to
+//! its exit code and a server to an HTTP status.
+
+use std::path::PathBuf;
+
+use crate::rung::RungError;
+
+/// The stable code of a runner error: what callers branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The spec (or what it names) cannot run; the caller can fix it.
+    BadInput,
+    /// The store failed under the job; its record is not whole (the
+    /// reaper finishes it).
+    StoreLost,
+    /// Paddock itself failed (a lease, a task that ended unexpectedly).
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code's stable name (`bad_input`, `store_lost`, `internal`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadInput => "bad_input",
+            ErrorCode::StoreLost => "store_lost",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The CLI's exit code (docs/cli.md): 2 bad input, 70 internal.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorCode::BadInput => 2,
+            ErrorCode::StoreLost | ErrorCode::Internal => 70,
+        }
+    }
+
+    /// The HTTP status a server answers with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::BadInput => 422,
+            ErrorCode::StoreLost => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+/// Why a spec is not admitted (nothing of the job exists yet).
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    #[error("{0}")]
+    ResolveKey(String),
+    #[error("upstream.key: {0}")]
+    CloudCredentials(String),
+    #[error("upstream.entra: {0}")]
+    EntraClient(String),
+    #[error(
+        "engine.model `{model}` has no price in price table {table}; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)"
+    )]
+    Unpriced { model: String, table: String },
+    #[error(
+        "engine.model `{model}` is not allowed by the {list} model allowlist (engine.allowed_models)"
+    )]
+    ModelNotAllowed { model: String, list: String },
+    #[error("{0}")]
+    LoadScenario(String),
+    #[error("upstream.provider `scripted`: this paddock was built without the `scripted` feature")]
+    ScriptedNotBuilt,
+    #[error("{0}")]
+    LoadTemplates(String),
+    #[error("serialize job spec: {0}")]
+    SerializeSpec(String),
+    #[error("{0}")]
+    Rung(#[from] RungError),
+    #[error("{0}")]
+    HostProfile(String),
+}
+
+impl AdmitError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AdmitError::SerializeSpec(_) => ErrorCode::Internal,
+            _ => ErrorCode::BadInput,
+        }
+    }
+}
+
+/// Why a started job could not run to a final record.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("take the job's lease: {dir}: {error}")]
+    TakeLease {
+        job_id: String,
+        dir: PathBuf,
+        error: std::io::Error,
+    },
+    /// The store failed under the job: its record is not whole.
+    #[error("write the job to the store: {db}: {message}")]
+    WriteStore {
+        job_id: String,
+        db: PathBuf,
+        message: String,
+    },
+    /// The job's task ended without a result (it panicked or was aborted).
+    #[error("job {job_id}: its task ended without a result: {message}")]
+    JoinJob { job_id: String, message: String },
+}
+
+impl RunError {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            RunError::WriteStore { .. } => ErrorCode::StoreLost,
+            RunError::TakeLease { .. } | RunError::JoinJob { .. } => ErrorCode::Internal,
+        }
+    }
+
+    /// The job the error is about.
+    pub fn job_id(&self) -> &str {
+        match self {
+            RunError::TakeLease { job_id, .. }
+            | RunError::WriteStore { job_id, .. }
+            | RunError::JoinJob { job_id, .. } => job_id,
+        }
+    }
+}

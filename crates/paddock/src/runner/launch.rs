@@ -1,0 +1,428 @@
+//! Launch: the job's upstream (a provider, or the scenario served on
+//! loopback), the budget checked before anything starts, the job's broker
+//! bound for its rung, the engine's files prepared by its adapter, and the
+//! engine started on the rung with its stdout, stderr and the raw
+//! artifact wired up: a [`Running`] job for the stream.
+
+use std::sync::Arc;
+
+use paddock_protocol::{EventBody, Isolation, KeyHeaderKind, Phase, ProviderKind};
+use time::OffsetDateTime;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpListener;
+
+use super::cloud::CloudAuth;
+use super::emit::Emitter;
+use super::provision::Provisioned;
+use super::stream::save_stderr;
+use super::{Job, LaunchFailure};
+use crate::broker::upstream::{KeyHeader, ANTHROPIC_BASE, OPENAI_BASE};
+use crate::broker::{self, BrokerConfig, BrokerHandle, Secret, Upstream};
+use crate::engines::{LaunchContext, StreamParser};
+use crate::launcher;
+use crate::output::ArtifactWriter;
+use crate::policy::denials::RecordTail;
+#[cfg(feature = "scripted")]
+use crate::scripted::{RenderContext, Scenario, ScriptedServer};
+#[cfg(not(feature = "scripted"))]
+use std::convert::Infallible as Scenario;
+
+/// What the job's upstream needs besides the spec, from admission.
+pub(super) struct Credentials {
+    pub key: Option<Secret>,
+    pub cloud: CloudAuth,
+    pub scenario: Option<Arc<Scenario>>,
+}
+
+/// A started engine and what follows it. Fields drop in order: the engine
+/// is stopped before its broker and upstream go.
+pub(super) struct Running {
+    /// Stops the engine and its tree if the job ends early.
+    pub stop_on_drop: launcher::StopOnDrop,
+    pub child: tokio::process::Child,
+    pub pgid: Option<nix::unistd::Pid>,
+    pub stdout: tokio::process::ChildStdout,
+    pub stderr_task: tokio::task::JoinHandle<(String, Option<String>)>,
+    /// The engine's stdout as it came (`engine.jsonl`).
+    pub raw: ArtifactWriter,
+    pub parser: Box<dyn StreamParser>,
+    /// The host profile's denial record, read as it grows.
+    pub denials: Option<RecordTail>,
+    pub _shared_spend: Option<broker::shared_spend::Follower>,
+    pub broker: BrokerHandle,
+    #[cfg(feature = "scripted")]
+    pub _scripted: Option<ScriptedServer>,
+}
+
+/// How the launch ended: the engine runs, or the budget held the job.
+pub(super) enum Start {
+    Running(Box<Running>),
+    Held(String),
+}
+
+/// Starts the job's broker and its engine.
+pub(super) async fn launch(
+    job: &Job,
+    em: &mut Emitter,
+    prov: &Provisioned,
+    prompt: String,
+    path_env: String,
+    creds: Credentials,
+) -> Result<Start, LaunchFailure> {
+    let spec = &job.spec;
+    let ws = prov.ws();
+    let (upstream, scripted) = upstream(job, ws, &creds).await?;
+    // Admission: a job whose ceiling is already spent is held, not run.
+    let ceilings =
+        broker::budget::ceilings(spec, &em.job_id, &*em.store, OffsetDateTime::now_utc()).await?;
+    if let Some(c) = broker::budget::exhausted_before_start(&ceilings) {
+        let message = c.exhausted_message(0);
+        em.emit(EventBody::Policy {
+            rule: "budget".into(),
+            message: message.clone(),
+        })
+        .await?;
+        return Ok(Start::Held(message));
+    }
+    let config = broker_config(job, em, upstream, ceilings, &creds.cloud);
+    let (broker, mut sandbox) = bind_broker(job, em, ws, config).await?;
+    em.redactor.add_secret(&broker.token);
+    // Other jobs of the same ticket or project, settling calls while this
+    // one runs; followed until the job's end.
+    let shared_spend = broker::shared_spend::follow(
+        broker.budget(),
+        em.store.clone(),
+        broker::shared_spend::Shared {
+            job_id: em.job_id.clone(),
+            project: spec.ticket.project.clone(),
+            ticket_id: spec.ticket.id.clone(),
+        },
+        broker::shared_spend::EVERY,
+    );
+    let adapter = prov.adapter.as_ref();
+    let ctx = launch_context(job, prov, &broker, (prompt, path_env), &creds.cloud)?;
+    write_prepared(adapter.prepare(&ctx)).await?;
+    let cmd = adapter.command(&ctx);
+    em.emit(EventBody::Status {
+        phase: Phase::Launching,
+        detail: Some(format!("{} {}", adapter.kind(), cmd.program.display())),
+    })
+    .await?;
+    if let (Some(paths), Some(p)) = (sandbox.as_mut(), &job.policy) {
+        launcher::apply_profile(
+            paths,
+            p,
+            &spec.policy.accept_degraded,
+            Some(&job.config.helper_exe),
+            &ws.meta,
+            cmd.env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_str()),
+        )
+        .map_err(|e| step("prepare the sandbox for the host profile", e))?;
+    }
+    let mut child = launcher::command(
+        spec.isolation,
+        &cmd,
+        sandbox.as_ref(),
+        &job.config.helper_exe,
+    )
+    .map_err(|e| step("prepare the launch", e))?
+    .spawn()
+    .map_err(|e| step(&format!("start {}", cmd.program.display()), e))?;
+    let pgid = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
+    // Whatever ends the job early stops the engine and its tree.
+    let stop_on_drop = launcher::StopOnDrop {
+        isolation: spec.isolation,
+        pid: child.id(),
+    };
+    // The prompt on stdin, then end of file; an engine that exits before
+    // reading it all only makes this write fail.
+    if let (Some(mut stdin), Some(text)) = (child.stdin.take(), cmd.stdin.clone()) {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(text.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(LaunchFailure::Step(
+            "the engine's stdout/stderr were not captured".into(),
+        ));
+    };
+    let stderr_artifact =
+        ArtifactWriter::create(prov.artifacts.join("engine.stderr"), em.redactor.clone()).await;
+    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_artifact));
+    let raw =
+        ArtifactWriter::create(prov.artifacts.join("engine.jsonl"), em.redactor.clone()).await;
+    Ok(Start::Running(Box::new(Running {
+        stop_on_drop,
+        child,
+        pgid,
+        stdout,
+        stderr_task,
+        raw,
+        parser: adapter.parser(&ws.work),
+        denials: job.policy.as_ref().map(|p| p.tail(&ws.meta)),
+        _shared_spend: shared_spend,
+        broker,
+        #[cfg(feature = "scripted")]
+        _scripted: scripted,
+    })))
+}
+
+/// The job's broker: its upstream, prices, ceilings, allowlists (the job's
+/// and its host profile's), retries and ledger.
+fn broker_config(
+    job: &Job,
+    em: &Emitter,
+    upstream: Upstream,
+    ceilings: Vec<broker::budget::Ceiling>,
+    cloud: &CloudAuth,
+) -> BrokerConfig {
+    let spec = &job.spec;
+    BrokerConfig {
+        job_id: em.job_id.clone(),
+        attempt: spec.attempt(),
+        upstream,
+        prices: job.config.prices.clone(),
+        ceilings,
+        allowlist: match &job.policy {
+            Some(p) => broker::ModelAllowlist::any()
+                .with("job", &spec.engine.allowed_models)
+                .with(
+                    &format!("host profile {}", p.profile.id),
+                    &p.profile.allowed_models,
+                ),
+            None => broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
+        },
+        allow_unpriced: spec.upstream.allow_unpriced,
+        vertex: cloud.vertex.clone(),
+        bedrock: cloud.bedrock.clone(),
+        entra: cloud.entra.clone(),
+        retry: broker::RetryPolicy {
+            spec: spec.broker.retry,
+            deadline: Some(
+                std::time::Instant::now()
+                    + std::time::Duration::from_secs(spec.limits.timeout_secs),
+            ),
+        },
+        max_upstream_event_bytes: usize::try_from(spec.broker.max_upstream_event_bytes)
+            .unwrap_or(usize::MAX),
+        ledger: Arc::new(broker::ledger::StoreLedger {
+            store: em.store.clone(),
+            redactor: em.redactor.clone(),
+        }),
+    }
+}
+
+/// What the engine's adapter builds its files and command from.
+fn launch_context(
+    job: &Job,
+    prov: &Provisioned,
+    broker: &BrokerHandle,
+    (prompt, path_env): (String, String),
+    cloud: &CloudAuth,
+) -> Result<LaunchContext, LaunchFailure> {
+    let spec = &job.spec;
+    let ws = prov.ws();
+    Ok(LaunchContext {
+        binary: prov.binary.clone(),
+        model: spec.engine.model.clone(),
+        reasoning_effort: spec.engine.reasoning_effort.map(|e| e.as_str().to_string()),
+        workdir: ws.work.clone(),
+        home: ws.home.clone(),
+        tmp: ws.tmp.clone(),
+        broker_url: broker.url.clone(),
+        job_token: broker.token.expose().to_string(),
+        prompt,
+        path_env,
+        policy: match &job.policy {
+            Some(p) => p
+                .engine_policy(prov.adapter.kind(), Some(&job.config.helper_exe), &ws.meta)
+                .map_err(|e| step("prepare the host profile's engine rules", e))?,
+            None => None,
+        },
+        vertex: cloud
+            .vertex
+            .as_ref()
+            .map(|v| (v.project.clone(), v.region.clone())),
+        bedrock: cloud.bedrock.as_ref().map(|b| b.region.clone()),
+    })
+}
+
+/// Writes the files the engine's adapter prepared (its config, its rules).
+async fn write_prepared(files: Vec<crate::engines::PreparedFile>) -> Result<(), LaunchFailure> {
+    for file in files {
+        if let Some(parent) = file.path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| step(&format!("create {}", parent.display()), e))?;
+        }
+        tokio::fs::write(&file.path, file.contents.as_bytes())
+            .await
+            .map_err(|e| step(&format!("write {}", file.path.display()), e))?;
+    }
+    Ok(())
+}
+
+#[cfg(feature = "scripted")]
+type ScriptedUpstream = Option<ScriptedServer>;
+#[cfg(not(feature = "scripted"))]
+type ScriptedUpstream = ();
+
+/// The upstream: a real provider, or the scenario served on loopback.
+async fn upstream(
+    job: &Job,
+    ws: &crate::workspace::Workspace,
+    creds: &Credentials,
+) -> Result<(Upstream, ScriptedUpstream), LaunchFailure> {
+    let spec = &job.spec;
+    #[cfg(feature = "scripted")]
+    let mut scripted = None;
+    let upstream = match spec.upstream.provider {
+        // The broker signs each call with SigV4; the base has no `/v1`.
+        ProviderKind::Bedrock => Upstream {
+            provider: "bedrock".into(),
+            base: spec.upstream.base_url.clone().unwrap_or_else(|| {
+                format!(
+                    "https://bedrock-runtime.{}.amazonaws.com",
+                    spec.upstream
+                        .bedrock_region
+                        .as_deref()
+                        .unwrap_or("us-east-1")
+                )
+            }),
+            key: None,
+            key_header: KeyHeader::ByApi,
+        },
+        // The broker mints the token per call; the base keeps `/v1`.
+        ProviderKind::Vertex => Upstream {
+            provider: "vertex".into(),
+            base: spec.upstream.base_url.clone().unwrap_or_else(|| {
+                format!(
+                    "https://{}-aiplatform.googleapis.com/v1",
+                    spec.upstream.vertex_region.as_deref().unwrap_or("us-east5")
+                )
+            }),
+            key: None,
+            key_header: KeyHeader::ByApi,
+        },
+        #[cfg(not(feature = "scripted"))]
+        ProviderKind::Scripted => {
+            return Err(LaunchFailure::Step(
+                "the scripted upstream is not built in (cargo feature `scripted`)".into(),
+            ));
+        }
+        #[cfg(feature = "scripted")]
+        ProviderKind::Scripted => {
+            let Some(scenario) = creds.scenario.clone() else {
+                return Err(LaunchFailure::Step(
+                    "the scripted upstream has no scenario".into(),
+                ));
+            };
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| step("bind the scripted upstream", e))?;
+            let server = ScriptedServer::start(
+                listener,
+                scenario,
+                RenderContext {
+                    workdir: ws.work.clone(),
+                },
+            )
+            .map_err(|e| step("start the scripted upstream", e))?;
+            let up = Upstream {
+                provider: "scripted".into(),
+                base: server.base.clone(),
+                key: None,
+                key_header: KeyHeader::ByApi,
+            };
+            scripted = Some(server);
+            up
+        }
+        ProviderKind::Openai => Upstream {
+            provider: "openai".into(),
+            base: spec
+                .upstream
+                .base_url
+                .clone()
+                .unwrap_or_else(|| OPENAI_BASE.into()),
+            key: if creds.cloud.entra.is_some() {
+                None
+            } else {
+                creds.key.clone()
+            },
+            key_header: match spec.upstream.key_header {
+                Some(KeyHeaderKind::ApiKey) => KeyHeader::ApiKey,
+                Some(KeyHeaderKind::Bearer) | None => KeyHeader::ByApi,
+            },
+        },
+        ProviderKind::Anthropic => Upstream {
+            provider: "anthropic".into(),
+            base: match &spec.upstream.base_url {
+                // ANTHROPIC_BASE_URL convention: without `/v1`.
+                Some(b) if !b.trim_end_matches('/').ends_with("/v1") => {
+                    format!("{}/v1", b.trim_end_matches('/'))
+                }
+                Some(b) => b.clone(),
+                None => ANTHROPIC_BASE.into(),
+            },
+            key: creds.key.clone(),
+            key_header: KeyHeader::ByApi,
+        },
+    };
+    #[cfg(not(feature = "scripted"))]
+    let (scripted, _) = ((), ws);
+    Ok((upstream, scripted))
+}
+
+/// The job's broker, bound where its rung reaches it: loopback on the
+/// `process` rung, the job's own socket (reached through the sandbox's
+/// forwarder) on `sandbox`, with the sandbox's paths.
+async fn bind_broker(
+    job: &Job,
+    em: &Emitter,
+    ws: &crate::workspace::Workspace,
+    config: BrokerConfig,
+) -> Result<(BrokerHandle, Option<launcher::SandboxPaths>), LaunchFailure> {
+    match job.spec.isolation {
+        // `auto` was resolved when the job was admitted.
+        Isolation::Process | Isolation::Auto => {
+            let listener = TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| step("bind the broker", e))?;
+            let broker =
+                broker::start(listener, config).map_err(|e| step("start the broker", e))?;
+            Ok((broker, None))
+        }
+        Isolation::Sandbox => {
+            // The job's own socket: only its sandbox's forwarder reaches it.
+            let socket = ws.meta.join("broker.sock");
+            let listener = broker::bind_unix(&socket)
+                .map_err(|e| step(&format!("bind the broker socket {}", socket.display()), e))?;
+            let url = format!("http://127.0.0.1:{}", launcher::SANDBOX_BROKER_PORT);
+            let broker = broker::start_unix(listener, url, config)
+                .map_err(|e| step("start the broker", e))?;
+            let paths = launcher::SandboxPaths {
+                job_id: em.job_id.clone(),
+                work: ws.work.clone(),
+                home: ws.home.clone(),
+                tmp: ws.tmp.clone(),
+                broker_socket: socket,
+                timeout_secs: job.spec.limits.timeout_secs,
+                extra_ro: Vec::new(),
+                extra_rw: Vec::new(),
+                limits: launcher::default_limits(),
+                allow_without_cgroups: true,
+                hidden: Vec::new(),
+            };
+            Ok((broker, Some(paths)))
+        }
+    }
+}
+
+/// A failed launch step, `what: error`.
+pub(super) fn step(what: &str, e: impl std::fmt::Display) -> LaunchFailure {
+    LaunchFailure::Step(format!("{what}: {e}"))
+}

@@ -1,0 +1,423 @@
+//! The job lifecycle, as phases each in its own module, passing typed
+//! values: [`admit`] (everything checked before the job exists: an
+//! [`Admitted`] job with its id), [`provision`] (the lease, the job's
+//! record, a host slot, the engine binary, the workspace: a `Provisioned`
+//! job), [`assemble`] (the context), [`launch`] (the job's broker and the
+//! engine on its rung), [`stream`] (stdout into stored events while the
+//! ledger rows arrive; timeout and cancellation), [`teardown`] (nothing
+//! left running, calls in flight waited for) and [`conclude`] (the
+//! outcome, the patch artifact, the final record). A [`Runner`] is built
+//! once per process (a CLI run, a server) and starts each job as a task:
+//! its [`JobHandle`] carries the job's id, its live updates and its end.
+//! Every step's failure is recorded as an `error` event on the job.
+
+pub mod admit;
+mod assemble;
+mod calls;
+mod cloud;
+mod conclude;
+mod emit;
+mod engine_bin;
+mod error;
+mod launch;
+mod provision;
+mod stream;
+mod teardown;
+pub mod warnings;
+
+use std::ffi::OsString;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use paddock_protocol::{JobRecord, JobSpec, JobStatus, TokenUsage};
+use tokio::sync::broadcast;
+
+pub use self::admit::{Admitted, Shaped};
+pub use self::cloud::BEDROCK_API_KEY_VAR;
+use self::emit::{chain, Emitter};
+pub use self::emit::{JobUpdate, Observer};
+pub use self::engine_bin::{engine_path, resolve_engine};
+pub use self::error::{AdmitError, ErrorCode, RunError};
+use crate::broker::PriceTable;
+use crate::paths::Paths;
+use crate::policy::JobPolicy;
+use crate::reaper::Lease;
+use crate::redact::Redactor;
+use crate::store::{SharedStore, StoreError};
+
+/// Free space below which a store failure is reported as a full disk.
+const FULL_BELOW: u64 = 1 << 20;
+/// How many updates a slow follower may fall behind before it misses some
+/// (the store has them all).
+const UPDATES: usize = 4096;
+
+/// What a [`Runner`] needs of its host, given once: nothing is looked up
+/// from the process inside the library.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    pub paths: Paths,
+    pub prices: Arc<PriceTable>,
+    /// The host PATH used to look up engines and `node`.
+    pub host_path: Option<OsString>,
+    /// The directory relative PATH entries are looked up against.
+    pub cwd: PathBuf,
+    /// This host's shared state (the `max_concurrent_jobs` slots), common to
+    /// every `paddock` process on the host.
+    pub host_dir: PathBuf,
+    /// The `paddock` executable: re-executed as the sandbox helper and the
+    /// `process` rung's supervisor, and called back by engine hooks.
+    pub helper_exe: PathBuf,
+}
+
+/// Runs jobs: built once, with the store every job is recorded in.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    store: SharedStore,
+    config: Arc<RunnerConfig>,
+}
+
+/// A started job.
+#[derive(Debug)]
+pub struct JobHandle {
+    pub id: String,
+    /// The job's updates from its first event on.
+    pub events: broadcast::Receiver<JobUpdate>,
+    /// The job's end.
+    pub join: tokio::task::JoinHandle<Result<RunResult, RunError>>,
+}
+
+impl JobHandle {
+    /// Waits for the job's end (a job whose task panicked is an error
+    /// naming it).
+    pub async fn finished(self) -> Result<RunResult, RunError> {
+        let id = self.id;
+        match self.join.await {
+            Ok(result) => result,
+            Err(e) => Err(RunError::JoinJob {
+                job_id: id,
+                message: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// The end of a run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub record: JobRecord,
+    /// The job failed because of its input (repository, engine binary).
+    pub bad_input: bool,
+    /// The workspace, when it was kept (`--keep`).
+    pub kept_workspace: Option<PathBuf>,
+}
+
+impl Runner {
+    pub fn new(store: SharedStore, config: RunnerConfig) -> Runner {
+        Runner {
+            store,
+            config: Arc::new(config),
+        }
+    }
+
+    pub fn config(&self) -> &RunnerConfig {
+        &self.config
+    }
+
+    /// Admits `spec`: everything checked before the job exists.
+    pub async fn admit(&self, spec: &JobSpec) -> Result<Admitted, AdmitError> {
+        admit::admit(
+            spec,
+            &self.config.prices,
+            &*self.store,
+            &self.config.helper_exe,
+        )
+        .await
+    }
+
+    /// Starts an admitted job as a task; `cancel` resolving cancels it.
+    pub fn start(
+        &self,
+        admitted: Admitted,
+        cancel: impl Future<Output = ()> + Send + 'static,
+    ) -> JobHandle {
+        let (updates, events) = broadcast::channel(UPDATES);
+        let id = admitted.id.clone();
+        let join = tokio::spawn(run_job(
+            self.store.clone(),
+            self.config.clone(),
+            admitted,
+            updates,
+            cancel,
+        ));
+        JobHandle { id, events, join }
+    }
+}
+
+/// One job as its phases see it.
+pub(super) struct Job {
+    /// The spec as the job runs it (rung resolved, timeout capped).
+    pub spec: JobSpec,
+    pub policy: Option<JobPolicy>,
+    pub config: Arc<RunnerConfig>,
+    pub keep: bool,
+    pub record: JobRecord,
+    pub started: Instant,
+}
+
+/// A job ended before its engine ran.
+pub(super) struct Ended {
+    pub status: JobStatus,
+    pub reason: Option<String>,
+    pub bad_input: bool,
+}
+
+impl Ended {
+    fn failed(reason: String, bad_input: bool) -> Ended {
+        Ended {
+            status: JobStatus::Failed,
+            reason: Some(reason),
+            bad_input,
+        }
+    }
+}
+
+/// Why a phase stops the job: it ended, or the store failed under it.
+pub(super) enum Stop {
+    End(Ended),
+    Store(StoreError),
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Self {
+        Stop::Store(e)
+    }
+}
+
+/// Why the engine's part of a job failed: a step, or the store.
+pub(super) enum LaunchFailure {
+    Store(StoreError),
+    Step(String),
+}
+
+impl From<StoreError> for LaunchFailure {
+    fn from(e: StoreError) -> Self {
+        LaunchFailure::Store(e)
+    }
+}
+
+/// Runs one job to its end, holding its lease: only a job whose record is
+/// final gives it up; any other end (the store lost, a panic, the task
+/// dropped) leaves it for the reaper.
+async fn run_job(
+    store: SharedStore,
+    config: Arc<RunnerConfig>,
+    admitted: Admitted,
+    updates: broadcast::Sender<JobUpdate>,
+    cancel: impl Future<Output = ()>,
+) -> Result<RunResult, RunError> {
+    let job_id = admitted.id.clone();
+    // The job's lease before its record: a crash from here on (also while
+    // waiting for a host slot) is found by the next start's reaper.
+    let lease = Lease::take(&config.paths.jobs, &job_id).map_err(|error| RunError::TakeLease {
+        job_id: job_id.clone(),
+        dir: config.paths.jobs.join(".leases"),
+        error,
+    })?;
+    let held = lease.clone();
+    let db = config.paths.db.clone();
+    let result = drive(store, config, admitted, updates, lease, cancel).await;
+    let result = result.map_err(|lost| RunError::WriteStore {
+        job_id: job_id.clone(),
+        message: format!("{lost}{}", full_disk_note(&db)),
+        db,
+    });
+    if result.is_ok() {
+        if let Err(e) = held.release() {
+            tracing::warn!("job {job_id}: cannot delete its lease file: {e}");
+        }
+    }
+    result
+}
+
+/// The phases in order; the error is the store's, lost under the job.
+async fn drive(
+    store: SharedStore,
+    config: Arc<RunnerConfig>,
+    admitted: Admitted,
+    updates: broadcast::Sender<JobUpdate>,
+    lease: Lease,
+    cancel: impl Future<Output = ()>,
+) -> Result<RunResult, String> {
+    tokio::pin!(cancel);
+    let Admitted {
+        id,
+        submitted,
+        keep,
+        shaped,
+        spec_json,
+        key,
+        cloud,
+        scenario,
+    } = admitted;
+    let Shaped {
+        spec,
+        prepared,
+        fallback,
+        policy,
+    } = shaped;
+    let record = new_record(&id, &spec, submitted);
+    store
+        .insert_job(&record, &spec_json)
+        .await
+        .map_err(|e| chain(&e))?;
+    let mut redactor = Redactor::new();
+    if let Some(key) = &key {
+        redactor.add_secret(key);
+    }
+    let max_event = usize::try_from(spec.limits.max_event_bytes).unwrap_or(usize::MAX);
+    let mut em = Emitter::new(id, store, updates, redactor, max_event);
+    let job = Job {
+        spec,
+        policy,
+        config,
+        keep,
+        record,
+        started: Instant::now(),
+    };
+    let creds = launch::Credentials {
+        key,
+        cloud,
+        scenario,
+    };
+    let result = phases(
+        job,
+        &mut em,
+        lease,
+        (&prepared, fallback),
+        creds,
+        &mut cancel,
+    )
+    .await;
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => return Err(chain(&e)),
+    };
+    // Events were lost: the record is not whole, the reaper finishes it.
+    match em.lost.take() {
+        Some(lost) => Err(lost),
+        None => Ok(result),
+    }
+}
+
+/// Provision, assemble, launch, stream, tear down, conclude.
+async fn phases(
+    job: Job,
+    em: &mut Emitter,
+    lease: Lease,
+    (prepared, fallback): (&crate::context::Prepared, Option<String>),
+    creds: launch::Credentials,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<RunResult, StoreError> {
+    let provisioned = match provision::begin(&job, em, fallback).await {
+        Ok(()) => provision::provision(&job, em, lease, cancel).await,
+        Err(stop) => Err(stop),
+    };
+    let mut prov = match provisioned {
+        Ok(p) => p,
+        Err(stop) => return ended_early(job, em, stop).await,
+    };
+    let assembled = match assemble::assemble(&job, em, &mut prov, prepared).await {
+        Ok(a) => a,
+        Err(stop) => return ended_early(job, em, stop).await,
+    };
+    let launched = engine(&job, em, &prov, assembled, creds, cancel).await;
+    conclude::conclude(job, em, prov, launched).await
+}
+
+/// A job that ended before its engine ran: its final record.
+async fn ended_early(job: Job, em: &mut Emitter, stop: Stop) -> Result<RunResult, StoreError> {
+    match stop {
+        Stop::End(end) => {
+            conclude::finish(
+                em,
+                job.record,
+                job.started,
+                end.status,
+                end.reason,
+                end.bad_input,
+            )
+            .await
+        }
+        Stop::Store(e) => Err(e),
+    }
+}
+
+/// The engine's part: launched, streamed, torn down, its outcome.
+async fn engine(
+    job: &Job,
+    em: &mut Emitter,
+    prov: &provision::Provisioned,
+    assembled: assemble::Assembled,
+    creds: launch::Credentials,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<conclude::Launched, LaunchFailure> {
+    let start = launch::launch(job, em, prov, assembled.prompt, assembled.path_env, creds).await?;
+    let mut run = match start {
+        launch::Start::Running(run) => *run,
+        launch::Start::Held(message) => {
+            return Ok(conclude::Launched {
+                status: JobStatus::Held,
+                reason: Some(message),
+                exit_code: None,
+                calls: Vec::new(),
+            })
+        }
+    };
+    let mut streamed = stream::stream(job, em, &mut run, prov.adapter.as_ref(), cancel).await?;
+    let torn = teardown::tear_down(em, run, &mut streamed, &prov.ws().root).await?;
+    Ok(conclude::outcome(job, em, prov, streamed, torn).await?)
+}
+
+/// A job's record as it starts.
+fn new_record(id: &str, spec: &JobSpec, created: time::OffsetDateTime) -> JobRecord {
+    JobRecord {
+        id: id.to_string(),
+        ticket_id: spec.ticket.id.clone(),
+        project: spec.ticket.project.clone(),
+        attempt: spec.attempt(),
+        engine: spec.engine.kind.as_str().to_string(),
+        model: spec.engine.model.clone(),
+        isolation: spec.isolation.as_str().to_string(),
+        status: JobStatus::Running,
+        reason: None,
+        branch: spec.branch(),
+        base_ref: spec.repository.base_ref.clone(),
+        patch_path: None,
+        changed_files: Vec::new(),
+        tokens: TokenUsage::default(),
+        model_calls: 0,
+        cost_micros: 0,
+        engine_exit_code: None,
+        created_at: created,
+        finished_at: None,
+        duration_ms: None,
+    }
+}
+
+/// `; the file system of DIR is full (ENOSPC)` when the directory of `path`
+/// has (almost) no space left, else nothing: SQLite says only "database or
+/// disk is full".
+fn full_disk_note(path: &Path) -> String {
+    let dir = path.parent().unwrap_or(path);
+    match nix::sys::statvfs::statvfs(dir) {
+        Ok(fs) if fs.blocks_available().saturating_mul(fs.fragment_size()) < FULL_BELOW => {
+            format!(
+                "; the file system of {} is full (ENOSPC: no space left on device)",
+                dir.display()
+            )
+        }
+        _ => String::new(),
+    }
+}

@@ -1,0 +1,180 @@
+//! Provision: the job's first events (its status, the rung's fallback,
+//! admission warnings, the host profile's accepted gaps), a host slot for
+//! the profile's `max_concurrent_jobs` (waited for, cancellably), the
+//! artifacts directory, the engine binary and the workspace checked out on
+//! the job's lease: a [`Provisioned`] job, whose workspace goes however
+//! the job ends ([`WorkspaceGuard`]).
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use paddock_protocol::{EventBody, JobStatus, Phase};
+
+use super::emit::Emitter;
+use super::engine_bin::resolve_engine;
+use super::teardown::WorkspaceGuard;
+use super::{warnings, Ended, Job, Stop};
+use crate::engines::{self, EngineAdapter};
+use crate::policy::{self, HostSemaphore, JobPolicy};
+use crate::reaper::Lease;
+use crate::workspace::Workspace;
+
+/// A job with its workspace, ready to assemble.
+pub(super) struct Provisioned {
+    pub adapter: Box<dyn EngineAdapter>,
+    pub binary: PathBuf,
+    /// `<artifacts>/<job id>`.
+    pub artifacts: PathBuf,
+    pub guard: WorkspaceGuard,
+    /// The host slot, held to the job's end.
+    pub _slot: Option<policy::Slot>,
+}
+
+impl Provisioned {
+    pub fn ws(&self) -> &Workspace {
+        self.guard.ws()
+    }
+}
+
+/// The job's first events: provisioning, why `auto` fell back, warnings.
+pub(super) async fn begin(
+    job: &Job,
+    em: &mut Emitter,
+    fallback: Option<String>,
+) -> Result<(), Stop> {
+    let spec = &job.spec;
+    em.emit(EventBody::Status {
+        phase: Phase::Provisioning,
+        detail: Some(format!(
+            "ticket {} attempt {}",
+            spec.ticket.id, job.record.attempt
+        )),
+    })
+    .await?;
+    if let Some(message) = fallback {
+        em.emit(EventBody::Policy {
+            rule: "isolation".into(),
+            message,
+        })
+        .await?;
+    }
+    for warning in warnings::admission_warnings(spec, job.policy.as_ref()) {
+        em.error("paddock", warning, false).await?;
+    }
+    Ok(())
+}
+
+/// Provisions the job on `lease`: slot, artifacts, engine, workspace.
+pub(super) async fn provision(
+    job: &Job,
+    em: &mut Emitter,
+    lease: Lease,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<Provisioned, Stop> {
+    let spec = &job.spec;
+    // Layer 3: degraded rules are reported; the host slot is held to the end.
+    let slot = match &job.policy {
+        Some(p) => hold_host_slot(job, p, em, cancel).await?,
+        None => None,
+    };
+    let artifacts = job.config.paths.artifacts.join(&em.job_id);
+    if let Err(e) = tokio::fs::create_dir_all(&artifacts).await {
+        let msg = format!(
+            "cannot create the artifacts directory {}: {e}",
+            artifacts.display()
+        );
+        return Err(Stop::End(Ended::failed(msg, false)));
+    }
+    let adapter = engines::adapter(spec.engine.kind);
+    let binary = match resolve_engine(spec, job.config.host_path.as_deref(), &job.config.cwd) {
+        Ok(b) => b,
+        Err(msg) => {
+            em.error("paddock", msg.clone(), true).await?;
+            return Err(Stop::End(Ended::failed(msg, true)));
+        }
+    };
+    let ws = match Workspace::provision_leased(
+        &job.config.paths.jobs,
+        &em.job_id,
+        lease,
+        &spec.repository,
+        &spec.branch(),
+    )
+    .await
+    {
+        Ok(ws) => ws,
+        Err(e) => {
+            let msg = e.to_string();
+            em.error("paddock", msg.clone(), true).await?;
+            return Err(Stop::End(Ended::failed(msg, true)));
+        }
+    };
+    em.redactor.add_job_dirs(&ws.work, &ws.root);
+    Ok(Provisioned {
+        adapter,
+        binary,
+        artifacts,
+        guard: WorkspaceGuard::new(ws, job.keep),
+        _slot: slot,
+    })
+}
+
+/// Reports the profile's accepted gaps, then takes a host slot for
+/// `max_concurrent_jobs`, waiting (cancellably) while none is free.
+async fn hold_host_slot(
+    job: &Job,
+    p: &JobPolicy,
+    em: &mut Emitter,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<Option<policy::Slot>, Stop> {
+    for body in p.degraded_events() {
+        em.emit(body).await?;
+    }
+    let Some(max) = p.profile.max_concurrent_jobs else {
+        return Ok(None);
+    };
+    let id = &p.profile.id;
+    let sem = HostSemaphore::new(&job.config.host_dir);
+    let job_id = em.job_id.clone();
+    let slot = match sem.try_acquire(id, max, &job_id) {
+        Ok(None) => {
+            em.emit(EventBody::Status {
+                phase: Phase::Provisioning,
+                detail: Some(format!(
+                    "waiting for a host slot: profile `{id}` allows {max} concurrent job(s)"
+                )),
+            })
+            .await?;
+            tokio::select! {
+                slot = sem.acquire(id, max, &job_id) => slot,
+                () = cancel => {
+                    return Err(Stop::End(Ended {
+                        status: JobStatus::Cancelled,
+                        reason: Some("cancelled".into()),
+                        bad_input: false,
+                    }));
+                }
+            }
+        }
+        Ok(Some(slot)) => Ok(slot),
+        Err(e) => Err(e),
+    };
+    match slot {
+        Ok(slot) => {
+            em.emit(EventBody::Status {
+                phase: Phase::Provisioning,
+                detail: Some(format!(
+                    "host slot {} of {max} (profile `{id}`)",
+                    slot.index + 1
+                )),
+            })
+            .await?;
+            Ok(Some(slot))
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            em.error("paddock", msg.clone(), true).await?;
+            Err(Stop::End(Ended::failed(msg, false)))
+        }
+    }
+}

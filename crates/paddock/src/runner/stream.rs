@@ -1,0 +1,214 @@
+//! Stream: the engine's stdout read into the raw artifact and, line by
+//! line, parsed into stored events (with the engine's refusals on its
+//! stream as denials), the broker's ledger rows and policy notices shown
+//! as they arrive, and the job's timeout and cancellation enforced. Only
+//! the engine's exit ends the timeout and cancellation: whatever it prints
+//! (or stops printing), neither stops holding. Its stderr is copied to its
+//! artifact meanwhile, keeping a short tail for the job's reason.
+
+use std::future::Future;
+use std::time::Duration;
+
+use paddock_protocol::{EventBody, JobStatus};
+use tokio::io::AsyncReadExt;
+
+use super::calls::record_call;
+use super::emit::Emitter;
+use super::launch::{step, Running};
+use super::{Job, LaunchFailure};
+use crate::engines::{self, EngineAdapter};
+use crate::launcher;
+use crate::output::{ArtifactWriter, Line, LineSplitter, Tail, Utf8Decoder};
+use crate::store::StoreError;
+
+/// How much of the engine's output is read at once.
+pub(super) const READ_CHUNK: usize = 64 << 10;
+/// How long the rest of the engine's output is drained once it exited.
+pub(super) const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// A timer that never fires in a job's lifetime (100 years).
+const NEVER_SECS: u64 = 100 * 365 * 24 * 3600;
+/// The end of the engine's stderr kept for the job's reason, in bytes.
+const STDERR_TAIL: usize = 1000;
+/// How much of a line that cannot be parsed its `error` event shows.
+const LINE_HEAD: usize = 1000;
+
+/// How the stream ended.
+pub(super) struct Streamed {
+    /// Stopped by the runner: timed out or cancelled.
+    pub ended: Option<JobStatus>,
+    /// The engine's exit, when it exited by itself.
+    pub exited: Option<std::process::ExitStatus>,
+    /// The last budget notice, the reason of a held job.
+    pub held_reason: Option<String>,
+}
+
+/// Follows the running engine until it exited and its stdout is drained,
+/// or the job timed out or was cancelled.
+pub(super) async fn stream(
+    job: &Job,
+    em: &mut Emitter,
+    run: &mut Running,
+    adapter: &dyn EngineAdapter,
+    cancel: impl Future<Output = ()>,
+) -> Result<Streamed, LaunchFailure> {
+    let spec = &job.spec;
+    let kind = adapter.kind().as_str();
+    let max_line = usize::try_from(spec.limits.max_line_bytes).unwrap_or(usize::MAX);
+    let mut lines = LineSplitter::new(max_line);
+    let mut buf = vec![0u8; READ_CHUNK];
+    let deadline = tokio::time::sleep(Duration::from_secs(spec.limits.timeout_secs));
+    tokio::pin!(deadline);
+    tokio::pin!(cancel);
+    // Armed when the engine exits: what is left of its output is drained
+    // for this long at most.
+    let grace = tokio::time::sleep(Duration::from_secs(NEVER_SECS));
+    tokio::pin!(grace);
+    let mut out = Streamed {
+        ended: None,
+        exited: None,
+        held_reason: None,
+    };
+    let mut stdout_open = true;
+    while stdout_open || out.exited.is_none() {
+        tokio::select! {
+            n = run.stdout.read(&mut buf), if stdout_open => match n {
+                Ok(0) => stdout_open = false,
+                Ok(n) => {
+                    run.raw.write(&buf[..n]).await;
+                    for line in lines.push(&buf[..n]) {
+                        on_line(job, em, run, adapter, line, max_line).await?;
+                    }
+                }
+                Err(e) => {
+                    em.error(kind, format!("cannot read the engine's output: {e}"), false).await?;
+                    stdout_open = false;
+                }
+            },
+            status = run.child.wait(), if out.exited.is_none() => {
+                let status = status.map_err(|e| step("wait for the engine", e))?;
+                out.exited = Some(status);
+                run.stop_on_drop.pid = None;
+                // What the engine left running goes with it.
+                super::teardown::kill_group(run.pgid);
+                grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
+            }
+            () = &mut grace, if out.exited.is_some() => break,
+            Some(call) = run.broker.calls.recv() => {
+                record_call(em, call, run.broker.spent_micros()).await?;
+            }
+            Some(notice) = run.broker.policy.recv() => {
+                out.held_reason = Some(notice.message.clone());
+                em.emit(EventBody::Policy { rule: notice.rule, message: notice.message }).await?;
+            }
+            () = &mut deadline, if out.exited.is_none() => {
+                launcher::stop(spec.isolation, run.child.id());
+                out.ended = Some(JobStatus::TimedOut);
+                em.emit(timeout_event(job)).await?;
+                break;
+            }
+            () = &mut cancel, if out.exited.is_none() => {
+                launcher::stop(spec.isolation, run.child.id());
+                out.ended = Some(JobStatus::Cancelled);
+                break;
+            }
+        }
+    }
+    if !stdout_open {
+        if let Some(line) = lines.finish() {
+            on_line(job, em, run, adapter, line, max_line).await?;
+        }
+    }
+    Ok(out)
+}
+
+/// The event of a job past its time: the host profile's, or the spec's.
+fn timeout_event(job: &Job) -> EventBody {
+    let secs = job.spec.limits.timeout_secs;
+    match job.policy.as_ref().and_then(|p| p.timeout_event(secs)) {
+        Some(event) => event,
+        None => EventBody::Policy {
+            rule: "timeout".into(),
+            message: format!("the job ran past its {secs} s limit and was killed"),
+        },
+    }
+}
+
+/// One whole line: its events, and the refusals the engine reported in it.
+async fn on_line(
+    job: &Job,
+    em: &mut Emitter,
+    run: &mut Running,
+    adapter: &dyn EngineAdapter,
+    line: Line,
+    max_line: usize,
+) -> Result<(), StoreError> {
+    let kind = adapter.kind().as_str();
+    let Some(line) = emit_line(em, run.parser.as_mut(), line, max_line, kind).await? else {
+        return Ok(());
+    };
+    if let (Some(p), Some(tail)) = (&job.policy, run.denials.as_mut()) {
+        for denial in p.new_denials(tail, adapter.stream_denials(&line)) {
+            em.emit(p.denial_event(&denial)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the engine's stderr to its artifact as it arrives; its last
+/// lines (a short tail), and the artifact's write error if any.
+pub(super) async fn save_stderr(
+    mut stderr: tokio::process::ChildStderr,
+    mut artifact: ArtifactWriter,
+) -> (String, Option<String>) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut tail = Tail::new(STDERR_TAIL);
+    let mut text = Utf8Decoder::default();
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        artifact.write(&buf[..n]).await;
+        tail.push(&text.decode(&buf[..n]));
+    }
+    tail.push(&text.finish());
+    let error = artifact.finish().await;
+    (tail.summary(), error)
+}
+
+/// One line of the engine's stdout into events: parsed when held whole and
+/// UTF-8 (the line is returned), else an `error` event showing it
+/// (lossily, cut).
+async fn emit_line(
+    em: &mut Emitter,
+    parser: &mut dyn engines::StreamParser,
+    line: Line,
+    max_line: usize,
+    kind: &str,
+) -> Result<Option<String>, StoreError> {
+    if !line.complete() {
+        let head = &line.bytes[..line.bytes.len().min(LINE_HEAD)];
+        let message = format!(
+            "the engine printed a line of {} bytes, more than limits.max_line_bytes ({max_line}); it is kept in engine.jsonl but not parsed; it began: {}",
+            line.len,
+            String::from_utf8_lossy(head)
+        );
+        em.error(kind, message, false).await?;
+        return Ok(None);
+    }
+    match String::from_utf8(line.bytes) {
+        Ok(text) => {
+            for body in parser.parse_line(&text) {
+                em.emit(body).await?;
+            }
+            Ok(Some(text))
+        }
+        Err(e) => {
+            let message = format!(
+                "the engine printed a line that is not UTF-8 (invalid bytes shown as U+FFFD): {}",
+                String::from_utf8_lossy(e.as_bytes())
+            );
+            em.error(kind, message, false).await?;
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! Teardown: the engine stopped (or reaped) and nothing of the job left
+//! running (its process group, anything pointing into its directory, its
+//! cgroups), its artifacts flushed, its broker's policy notices and ledger
+//! rows taken in, calls still in flight waited for (bounded) and the rest
+//! settled `interrupted`: never dropped. [`WorkspaceGuard`] removes the
+//! job's directory however the job ends (an error, a panic, a dropped
+//! future), so a job is either released clean or leaves its lease for the
+//! reaper.
+
+use std::path::Path;
+use std::time::Duration;
+
+use paddock_protocol::{EventBody, ModelCall};
+
+use super::calls::record_call;
+use super::emit::Emitter;
+use super::launch::{step, Running};
+use super::stream::{Streamed, DRAIN_GRACE};
+use super::LaunchFailure;
+use crate::broker;
+use crate::engines::StreamParser;
+use crate::leftovers;
+use crate::policy::denials::RecordTail;
+use crate::workspace::{Workspace, WorkspaceError};
+
+/// How long a stopped engine's supervisor may take to kill its tree.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Why a call still in flight at the job's end is settled `interrupted`.
+const INTERRUPTED_AT_END: &str =
+    "the job ended before the call's answer did; its cost is estimated from what was metered";
+
+/// What the engine and its broker left, once both are gone.
+pub(super) struct TornDown {
+    pub exit: std::process::ExitStatus,
+    /// The end of the engine's stderr.
+    pub stderr_tail: String,
+    /// The budget held the job.
+    pub held: bool,
+    /// Why an answer was refused for its served model, if one was.
+    pub served_refused: Option<String>,
+    /// Every ledger row of the job.
+    pub calls: Vec<ModelCall>,
+    /// The engine's stream parser, with what it saw.
+    pub parser: Box<dyn StreamParser>,
+    /// The host profile's denial record, as far as it was read.
+    pub denials: Option<RecordTail>,
+}
+
+/// Stops what is left of the job and takes in what its broker recorded.
+pub(super) async fn tear_down(
+    em: &mut Emitter,
+    run: Running,
+    streamed: &mut Streamed,
+    root: &Path,
+) -> Result<TornDown, LaunchFailure> {
+    let Running {
+        mut stop_on_drop,
+        mut child,
+        pgid,
+        mut raw,
+        stderr_task,
+        broker,
+        parser,
+        denials,
+        ..
+    } = run;
+    let exit = match streamed.exited {
+        Some(s) => s,
+        None => {
+            // Stopped: the supervisor kills the tree and exits; one that
+            // does not in time is killed with its group.
+            let status = match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+                Ok(status) => status,
+                Err(_) => {
+                    kill_group(pgid);
+                    let _ = child.start_kill();
+                    child.wait().await
+                }
+            };
+            status.map_err(|e| step("wait for the engine", e))?
+        }
+    };
+    stop_on_drop.pid = None;
+    // No process of the job outlives it: its group, then anything still
+    // pointing into the job's directory (the check that nothing is left).
+    kill_group(pgid);
+    leftovers_gone(em, root).await?;
+    if let Some(e) = raw.finish().await {
+        em.error("paddock", e, false).await?;
+    }
+    let (stderr_tail, stderr_error) = tokio::time::timeout(DRAIN_GRACE, stderr_task)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    if let Some(e) = stderr_error {
+        em.error("paddock", e, false).await?;
+    }
+    let mut broker = broker;
+    while let Ok(notice) = broker.policy.try_recv() {
+        streamed.held_reason = Some(notice.message.clone());
+        em.emit(EventBody::Policy {
+            rule: notice.rule,
+            message: notice.message,
+        })
+        .await?;
+    }
+    // Calls still in flight are waited for (bounded), never dropped: what
+    // is not settled by then is settled `interrupted` on the ledger.
+    let settled = broker.settled(broker::ledger::LEDGER_WAIT).await;
+    while let Ok(call) = broker.calls.try_recv() {
+        record_call(em, call, broker.spent_micros()).await?;
+    }
+    let held = broker.held();
+    let served_refused = broker.served_refused();
+    drop(broker);
+    if !settled {
+        interrupt_calls(em).await?;
+    }
+    let calls = em.store.model_calls(&em.job_id).await?;
+    Ok(TornDown {
+        exit,
+        stderr_tail,
+        held,
+        served_refused,
+        calls,
+        parser,
+        denials,
+    })
+}
+
+/// Kills what still points into the job's directory and removes its
+/// cgroups (a stopped sandbox helper, killed with its group, could not).
+async fn leftovers_gone(em: &mut Emitter, root: &Path) -> Result<(), LaunchFailure> {
+    let (left, cgroup_errors) = tokio::task::spawn_blocking({
+        let root = root.to_path_buf();
+        let job_id = em.job_id.clone();
+        move || {
+            let left = leftovers::kill_processes(&root);
+            let mut errors = Vec::new();
+            for dir in leftovers::cgroups(Path::new(crate::reaper::CGROUP_ROOT), &job_id) {
+                if let Err(e) = leftovers::remove_cgroup(&dir) {
+                    errors.push(format!(
+                        "cannot remove the job's cgroup {}: {e}",
+                        dir.display()
+                    ));
+                }
+            }
+            (left, errors)
+        }
+    })
+    .await
+    .unwrap_or_default();
+    for e in cgroup_errors {
+        em.error("paddock", e, false).await?;
+    }
+    if left > 0 {
+        em.error(
+            "paddock",
+            format!(
+                "{left} process(es) of the job were still running after its engine ended; killed"
+            ),
+            false,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Settles the job's calls still in flight `interrupted`, saying so.
+async fn interrupt_calls(em: &mut Emitter) -> Result<(), LaunchFailure> {
+    let n = em
+        .store
+        .interrupt_model_calls(&em.job_id, INTERRUPTED_AT_END)
+        .await?;
+    if n > 0 {
+        em.error(
+            "broker",
+            format!(
+                "{n} model call(s) were still in flight when the job ended: {INTERRUPTED_AT_END}"
+            ),
+            false,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// SIGKILL to the engine's process group.
+pub(super) fn kill_group(pgid: Option<nix::unistd::Pid>) {
+    if let Some(pgid) = pgid {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The job's workspace, removed when the guard is dropped however the job
+/// ends (an error, a panic, a dropped future), unless it is kept
+/// (`--keep`) or was removed already.
+pub(super) struct WorkspaceGuard {
+    ws: Workspace,
+    keep: bool,
+    armed: bool,
+}
+
+impl WorkspaceGuard {
+    pub fn new(ws: Workspace, keep: bool) -> WorkspaceGuard {
+        WorkspaceGuard {
+            ws,
+            keep,
+            armed: true,
+        }
+    }
+
+    pub fn ws(&self) -> &Workspace {
+        &self.ws
+    }
+
+    /// Removes the workspace now unless it is kept; dropping the guard
+    /// does nothing more.
+    pub fn remove_unless_kept(&mut self) -> Result<(), WorkspaceError> {
+        if !std::mem::replace(&mut self.armed, false) || self.keep {
+            return Ok(());
+        }
+        self.ws.remove()
+    }
+}
+
+impl Drop for WorkspaceGuard {
+    fn drop(&mut self) {
+        if self.armed && !self.keep {
+            if let Err(e) = self.ws.remove() {
+                tracing::warn!("job workspace: {e}");
+            }
+        }
+    }
+}
