@@ -385,6 +385,12 @@ pub fn cap_event(mut body: EventBody, max: usize) -> EventBody {
             cap_string(message, max);
             opt(source);
         }
+        EventBody::Network(record) => {
+            cap_string(&mut record.host, max);
+            opt(&mut record.address);
+            opt(&mut record.rule);
+            opt(&mut record.reason);
+        }
         EventBody::Raw {
             engine,
             event_type,

@@ -206,6 +206,11 @@ impl Redactor {
                 self.string(message);
                 opt(source);
             }
+            EventBody::Network(record) => {
+                self.string(&mut record.host);
+                opt(&mut record.rule);
+                opt(&mut record.reason);
+            }
             EventBody::Raw {
                 engine,
                 event_type,

@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::egress::EgressRecord;
+
 /// One stored, normalized event of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentEvent {
@@ -80,6 +82,9 @@ pub enum EventBody {
         source: Option<String>,
         fatal: bool,
     },
+    /// A connection the job tried through its egress proxy, allowed or
+    /// refused, once it ended (docs/egress.md).
+    Network(EgressRecord),
     /// An engine event Paddock does not (yet) normalize, kept verbatim.
     Raw {
         engine: String,
@@ -103,6 +108,7 @@ impl EventBody {
             EventBody::ArtifactSummary { .. } => "artifact_summary",
             EventBody::Policy { .. } => "policy",
             EventBody::Error { .. } => "error",
+            EventBody::Network(_) => "network",
             EventBody::Raw { .. } => "raw",
         }
     }

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::network::NetworkLimits;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error("cannot read host profile {path}: {source}")]
@@ -66,6 +68,10 @@ pub struct HostProfile {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub allowed_models: Vec<String>,
+    /// The most any job's egress lists may allow, and the denied addresses
+    /// opened (docs/egress.md); absent: no maximum beyond the deny list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkLimits>,
 }
 
 /// The former camelCase keys (still read, deprecated) and their snake_case
@@ -332,6 +338,9 @@ impl HostProfile {
                 ));
             }
         }
+        if let Some(Err((field, reason))) = self.network.as_ref().map(NetworkLimits::check) {
+            return Err(invalid(&field, reason));
+        }
         Ok(())
     }
 }
@@ -351,6 +360,7 @@ mod tests {
             mem_limit_mb: Some(4096),
             timeout_min: Some(30),
             allowed_models: vec!["gpt-5.5".into()],
+            network: None,
         }
     }
 
@@ -481,5 +491,28 @@ mod tests {
         assert_eq!(CpuLimit::parse("200%"), Ok(CpuLimit { centi_cpus: 200 }));
         assert!(CpuLimit::parse("0%").is_err());
         assert!(CpuLimit::parse("-1").is_err());
+    }
+
+    #[test]
+    fn network_limits_parse_and_errors_name_the_field() {
+        let p = HostProfile::from_toml(
+            "id = \"n\"\n[network]\nallow = [\"api.github.com\"]\nopen_addresses = [\"127.0.0.1:8443\"]\n",
+            "n.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            p.network,
+            Some(NetworkLimits {
+                allow: vec!["api.github.com".into()],
+                setup_allow: vec![],
+                open_addresses: vec!["127.0.0.1:8443".into()],
+            })
+        );
+        let e = HostProfile::from_json(r#"{"id":"n","network":{"setup_allow":["*.x"]}}"#, "n.json")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "host profile n.json: field `network.setup_allow[0]`: `*.x`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
+        );
     }
 }

@@ -5,13 +5,16 @@
 //! and consumer (CLI, server, store, dashboard) agrees on one definition.
 
 pub mod context;
+pub mod egress;
 pub mod event;
 pub mod host_profile;
 pub mod job;
 pub mod ledger;
+pub mod network;
 pub mod spec;
 
 pub use context::{ContextSpec, InlineSkill};
+pub use egress::{EgressMethod, EgressPhase, EgressRecord};
 pub use event::{AgentEvent, ChangeKind, EventBody, Phase, TokenUsage};
 pub use host_profile::{
     profile_key, BuildPolicy, CpuLimit, DeprecatedKey, HostProfile, Loaded, ProfileError,
@@ -19,6 +22,9 @@ pub use host_profile::{
 };
 pub use job::{JobRecord, JobStatus};
 pub use ledger::{CallStatus, ModelCall};
+pub use network::{
+    Destination, Host, HostPattern, NetworkLimits, NetworkSpec, SetupNetwork, SetupSpec,
+};
 pub use spec::{
     BrokerSpec, BudgetSpec, EngineKind, EngineSpec, EntraSpec, Isolation, JobSpec, KeyHeaderKind,
     KeyRef, LimitsSpec, PolicySpec, PriorAttempt, ProviderKind, RepositorySpec, RetrySpec,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::context::ContextSpec;
+use crate::network::{NetworkSpec, SetupSpec};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -55,6 +56,13 @@ pub struct JobSpec {
     /// The host profile the job runs under, and the weaker guarantees it accepts.
     #[serde(default, skip_serializing_if = "PolicySpec::is_empty")]
     pub policy: PolicySpec,
+    /// What the agent may reach through the broker's egress proxy
+    /// (docs/egress.md); default: nothing but the model.
+    #[serde(default, skip_serializing_if = "NetworkSpec::is_empty")]
+    pub network: NetworkSpec,
+    /// Commands run before the engine, with their own destinations.
+    #[serde(default, skip_serializing_if = "SetupSpec::is_default")]
+    pub setup: SetupSpec,
 }
 
 /// `[policy]`: which HostProfile applies (docs/host-profile.md).
@@ -1093,6 +1101,11 @@ impl JobSpec {
                 ));
             }
         }
+        crate::network::parse_list(&self.network.allow)
+            .map_err(|(i, why)| invalid(&format!("network.allow[{i}]"), why))?;
+        if let Err((field, reason)) = self.setup.check() {
+            return Err(invalid(&field, reason));
+        }
         Ok(())
     }
 }
@@ -1473,5 +1486,41 @@ scenario = "s.toml"
             JobSpec::from_toml(&bad, Path::new("spec.toml")).map_err(|e| e.to_string()).err(),
             Some("job spec spec.toml: field `policy.accept_degraded[1]`: `allowedModels` is not a profile rule; expected one of deny_commands, max_concurrent_jobs, cpu_limit, mem_limit_mb, timeout_min".to_string())
         );
+    }
+
+    #[test]
+    fn network_and_setup_parse_and_errors_name_file_and_field() {
+        let spec = parse(
+            "[network]\nallow = [\"api.github.com:443\", \"*.pythonhosted.org\"]\n\
+             [setup]\ncommands = [\"npm ci\", \"cargo fetch\"]\nnetwork = \"registries\"\ntimeout_secs = 300\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (spec.network, spec.setup),
+            (
+                NetworkSpec {
+                    allow: vec!["api.github.com:443".into(), "*.pythonhosted.org".into()]
+                },
+                SetupSpec {
+                    commands: vec!["npm ci".into(), "cargo fetch".into()],
+                    network: crate::network::SetupNetwork::Preset("registries".into()),
+                    timeout_secs: 300,
+                }
+            )
+        );
+        assert_eq!(
+            parse("[network]\nallow = [\"ok.example\", \"10.0.0.1:99999\"]\n").unwrap_err(),
+            "job spec spec.toml: field `network.allow[1]`: `10.0.0.1:99999`: the port must be 1 to 65535"
+        );
+        assert_eq!(
+            parse("[setup]\ncommands = [\"true\"]\ntimeout_secs = 99999\n").unwrap_err(),
+            "job spec spec.toml: field `setup.timeout_secs`: must be 1 to 7200, got 99999"
+        );
+        assert!(parse("[setup]\ncommand = [\"x\"]\n")
+            .unwrap_err()
+            .starts_with("job spec spec.toml: field `setup.command`: unknown field"));
+        // Unset, neither section is written back.
+        let plain = serde_json::to_value(parse("").unwrap()).unwrap();
+        assert_eq!((plain.get("network"), plain.get("setup")), (None, None));
     }
 }

@@ -183,6 +183,14 @@ pub fn event_line(e: &AgentEvent) -> Option<String> {
             Some(format!("  ✎ {verb} {path}"))
         }
         EventBody::Usage { .. } | EventBody::Raw { .. } => None,
+        // Allowed connections are on the record, not on the screen.
+        EventBody::Network(r) if r.allowed => None,
+        EventBody::Network(r) => Some(format!(
+            "  ⊘ network {}:{} refused ({})",
+            r.host,
+            r.port,
+            r.rule.as_deref().unwrap_or("denied")
+        )),
         EventBody::ArtifactSummary {
             patch_path,
             changed_files,

@@ -81,6 +81,28 @@ pub fn admit(profile: &HostProfile, spec: &JobSpec) -> Result<Admission, Refusal
             ),
         ));
     }
+    if let Some(limits) = &profile.network {
+        let setup = spec.setup.network.entries();
+        let lists = [
+            (
+                "network.allow",
+                "network.allow",
+                &spec.network.allow,
+                &limits.allow,
+            ),
+            (
+                "network.setup_allow",
+                "setup.network",
+                &setup,
+                &limits.setup_allow,
+            ),
+        ];
+        for (rule, field, asked, max) in lists {
+            if let Some(reason) = network_outside(asked, max, field) {
+                return Err(refuse(rule, reason));
+            }
+        }
+    }
     let mut gaps: Vec<(&'static str, String)> = rung_gaps(spec.isolation, profile);
     if !profile.deny_commands.is_empty() && !engine_denies(spec.engine.kind) {
         gaps.push((
@@ -110,6 +132,27 @@ pub fn admit(profile: &HostProfile, spec: &JobSpec) -> Result<Admission, Refusal
         timeout_secs,
         degraded,
     })
+}
+
+/// Why the job's destination list (`field` of the spec) is wider than the
+/// profile's maximum `max`; `None` when it stays within.
+fn network_outside(asked: &[String], max: &[String], field: &str) -> Option<String> {
+    let Ok(widest) = paddock_protocol::network::parse_list(max) else {
+        // Validated when the profile was read.
+        return Some("cannot be read".into());
+    };
+    let allowed = if max.is_empty() {
+        "nothing".to_string()
+    } else {
+        max.join(", ")
+    };
+    match paddock_protocol::network::first_outside(asked, &widest) {
+        Ok(None) => None,
+        Ok(Some((i, entry))) => Some(format!(
+            "does not allow `{entry}` (job spec field `{field}[{i}]`); this host allows at most: {allowed}"
+        )),
+        Err((i, why)) => Some(format!("job spec field `{field}[{i}]`: {why}")),
+    }
 }
 
 #[cfg(test)]
@@ -201,6 +244,51 @@ mod tests {
         assert_eq!(
             admit(&p, &spec("")).unwrap_err().to_string(),
             "host profile `remote-full`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-4*, o3)"
+        );
+    }
+
+    /// A job asks for destinations within the profile's `[network]`
+    /// maximum, or is refused naming the entry, the field and the maximum.
+    #[test]
+    fn network_lists_stay_within_the_profile() {
+        let profile = HostProfile::from_toml(
+            "id = \"net\"\n[network]\nallow = [\"*.github.com\"]\nsetup_allow = [\"registries\"]\n",
+            "net.toml",
+        )
+        .unwrap();
+        let within = spec(
+            "[network]\nallow = [\"api.github.com\"]\n\
+             [setup]\ncommands = [\"npm ci\"]\nnetwork = [\"registry.npmjs.org\"]\n",
+        );
+        assert_eq!(admit(&profile, &within).map(|a| a.degraded), Ok(vec![]));
+        let wider = spec("[network]\nallow = [\"api.github.com\", \"*.com.evil.org\"]\n");
+        assert_eq!(
+            admit(&profile, &wider),
+            Err(Refusal {
+                profile: "net".into(),
+                rule: "network.allow".into(),
+                reason: "does not allow `*.com.evil.org` (job spec field `network.allow[1]`); this host allows at most: *.github.com".into(),
+            })
+        );
+        let setup = spec("[setup]\ncommands = [\"pip download x\"]\nnetwork = \"registries\"\n");
+        assert_eq!(admit(&profile, &setup).map(|a| a.degraded), Ok(vec![]));
+        let nothing = HostProfile::from_toml("id = \"net\"\n[network]\n", "net.toml").unwrap();
+        assert_eq!(
+            admit(&nothing, &setup),
+            Err(Refusal {
+                profile: "net".into(),
+                rule: "network.setup_allow".into(),
+                reason: "does not allow `registries` (job spec field `setup.network[0]`); this host allows at most: nothing".into(),
+            })
+        );
+        // Without a `[network]` section the profile sets no maximum.
+        assert_eq!(
+            admit(
+                &HostProfile::from_toml("id = \"x\"\n", "x.toml").unwrap(),
+                &wider
+            )
+            .map(|a| a.degraded),
+            Ok(vec![])
         );
     }
 }

@@ -354,6 +354,7 @@ fn profile(id: &str, max: u32) -> HostProfile {
         mem_limit_mb: Some(512),
         timeout_min: None,
         allowed_models: vec!["gpt-5.5".into()],
+        network: None,
     }
 }
 

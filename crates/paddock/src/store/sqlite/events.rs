@@ -213,6 +213,19 @@ mod tests {
                 event_type: "system/compact".to_owned(),
                 data: json!({"kind": "not the tag", "type": 3, "big": u64::MAX}),
             },
+            EventBody::Network(paddock_protocol::EgressRecord {
+                host: "registry.npmjs.org".to_owned(),
+                port: 443,
+                method: Some(paddock_protocol::EgressMethod::Connect),
+                address: Some("104.16.0.1:443".to_owned()),
+                bytes_up: 512,
+                bytes_down: u64::MAX,
+                duration_ms: 12,
+                phase: paddock_protocol::EgressPhase::Setup,
+                allowed: false,
+                rule: Some("allowlist".to_owned()),
+                reason: Some("not on the list".to_owned()),
+            }),
         ];
         for change in [ChangeKind::Add, ChangeKind::Update, ChangeKind::Delete] {
             bodies.push(EventBody::FileChange {
@@ -236,6 +249,7 @@ mod tests {
             | EventBody::ArtifactSummary { .. }
             | EventBody::Policy { .. }
             | EventBody::Error { .. }
+            | EventBody::Network(_)
             | EventBody::Raw { .. } => {}
         }
     }
@@ -251,7 +265,7 @@ mod tests {
         let store = store_with_job("j1").await;
         let bodies = every_body();
         let kinds: std::collections::BTreeSet<_> = bodies.iter().map(EventBody::kind).collect();
-        assert_eq!(kinds.len(), 11, "one of each kind: {kinds:?}");
+        assert_eq!(kinds.len(), 12, "one of each kind: {kinds:?}");
         let written: Vec<AgentEvent> = bodies
             .into_iter()
             .zip(1..)

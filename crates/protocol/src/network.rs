@@ -1,0 +1,621 @@
+//! Network destinations a job may reach through its broker's egress proxy:
+//! the spec's `[network]` (the agent phase) and `[setup]` (the setup phase:
+//! commands, their destinations, their timeout), the host profile's
+//! `[network]` maximum, and the destination pattern all of them are written
+//! in (`host:port`, `*.suffix:port`, the port 443 unless given). Parsing and
+//! validation only; the proxy that enforces them is `paddock::egress`, the
+//! format is documented in `docs/egress.md`.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+
+/// The port of a pattern written without one.
+pub const DEFAULT_PORT: u16 = 443;
+
+/// The presets a destination list may name instead of a pattern.
+pub const PRESETS: &[(&str, &[&str])] = &[(
+    "registries",
+    &[
+        // npm
+        "registry.npmjs.org",
+        "registry.yarnpkg.com",
+        // PyPI
+        "pypi.org",
+        "files.pythonhosted.org",
+        // crates.io
+        "index.crates.io",
+        "static.crates.io",
+        "crates.io",
+        // Go
+        "proxy.golang.org",
+        "sum.golang.org",
+        // Debian
+        "deb.debian.org",
+        "security.debian.org",
+    ],
+)];
+
+/// A host name (or IP literal) pattern: `name`, or `*.suffix` for every
+/// name strictly below `suffix`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostPattern {
+    /// Exactly this name (lowercase, no trailing dot).
+    Exact(String),
+    /// Every name ending in `.suffix` (not `suffix` itself).
+    Suffix(String),
+    /// Exactly this address; only an explicit literal allows an IP host.
+    Address(IpAddr),
+}
+
+/// One allowed destination: a host pattern and a port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Destination {
+    pub host: HostPattern,
+    pub port: u16,
+}
+
+impl Destination {
+    /// Parses `host`, `host:port`, `*.suffix[:port]`, `1.2.3.4[:port]` or
+    /// `[::1][:port]`; the reason when it is none of them.
+    pub fn parse(text: &str) -> Result<Destination, String> {
+        let t = text.trim();
+        let (host, port) = split_port(t)?;
+        let port = match port {
+            None => DEFAULT_PORT,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 => n,
+                _ => return Err(format!("`{text}`: the port must be 1 to 65535")),
+            },
+        };
+        let unbracketed = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if let Ok(ip) = unbracketed.parse::<IpAddr>() {
+            if ip.is_ipv6() && !host.starts_with('[') {
+                return Err(format!("`{text}`: write an IPv6 address in brackets"));
+            }
+            return Ok(Destination {
+                host: HostPattern::Address(ip),
+                port,
+            });
+        }
+        let (wild, name) = match host.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, host),
+        };
+        let name = name.to_ascii_lowercase();
+        check_name(&name).map_err(|why| format!("`{text}`: {why}"))?;
+        if wild && !name.contains('.') {
+            return Err(format!(
+                "`{text}`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
+            ));
+        }
+        Ok(Destination {
+            host: if wild {
+                HostPattern::Suffix(name)
+            } else {
+                HostPattern::Exact(name)
+            },
+            port,
+        })
+    }
+
+    /// Whether this pattern allows `host` (lowercase) at `port`.
+    pub fn allows(&self, host: &Host, port: u16) -> bool {
+        if port != self.port {
+            return false;
+        }
+        match (&self.host, host) {
+            (HostPattern::Exact(p), Host::Name(h)) => p == h,
+            (HostPattern::Suffix(s), Host::Name(h)) => h
+                .strip_suffix(s.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+            (HostPattern::Address(p), Host::Address(a)) => p == a,
+            _ => false,
+        }
+    }
+
+    /// Whether every destination this pattern allows is allowed by `wider`
+    /// (a job's entry within the host profile's maximum).
+    pub fn within(&self, wider: &Destination) -> bool {
+        if self.port != wider.port {
+            return false;
+        }
+        match (&self.host, &wider.host) {
+            (HostPattern::Exact(h), _) => wider.allows(&Host::Name(h.clone()), self.port),
+            (HostPattern::Address(a), _) => wider.allows(&Host::Address(*a), self.port),
+            (HostPattern::Suffix(s), HostPattern::Suffix(w)) => {
+                s == w
+                    || s.strip_suffix(w.as_str())
+                        .is_some_and(|head| head.ends_with('.'))
+            }
+            (HostPattern::Suffix(_), _) => false,
+        }
+    }
+}
+
+impl fmt::Display for Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            HostPattern::Exact(h) => write!(f, "{h}:{}", self.port),
+            HostPattern::Suffix(s) => write!(f, "*.{s}:{}", self.port),
+            HostPattern::Address(a) => write!(f, "{}", SocketAddr::new(*a, self.port)),
+        }
+    }
+}
+
+/// A host as a request names it: a name (lowercase, no trailing dot) or
+/// an IP literal.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Host {
+    Name(String),
+    Address(IpAddr),
+}
+
+impl Host {
+    /// Parses a request's host (`name`, `1.2.3.4`, `[::1]`): lowercased,
+    /// one trailing dot dropped; the reason when it is not a host.
+    pub fn parse(text: &str) -> Result<Host, String> {
+        let unbracketed = text
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(text);
+        if let Ok(ip) = unbracketed.parse::<IpAddr>() {
+            return Ok(Host::Address(ip));
+        }
+        let name = text.strip_suffix('.').unwrap_or(text).to_ascii_lowercase();
+        check_name(&name)?;
+        // A name of digits and dots only is an IPv4 literal in another
+        // spelling (`2130706433`, `0x7f.1`, `127.1`) that resolvers read as
+        // an address: never a name.
+        let numeric = name
+            .split('.')
+            .all(|l| l.chars().all(|c| c.is_ascii_hexdigit() || c == 'x'))
+            && name
+                .split('.')
+                .next_back()
+                .is_some_and(|l| l.starts_with(|c: char| c.is_ascii_digit()));
+        if numeric {
+            return Err(format!("`{text}` is an address in a numeric spelling"));
+        }
+        Ok(Host::Name(name))
+    }
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Host::Name(n) => f.write_str(n),
+            Host::Address(IpAddr::V6(a)) => write!(f, "[{a}]"),
+            Host::Address(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+/// `host` and the text after its last `:` (outside brackets).
+fn split_port(t: &str) -> Result<(&str, Option<&str>), String> {
+    if t.starts_with('[') {
+        return match t.find(']') {
+            Some(end) if end + 1 == t.len() => Ok((t, None)),
+            Some(end) => match t[end + 1..].strip_prefix(':') {
+                Some(port) => Ok((&t[..=end], Some(port))),
+                None => Err(format!("`{t}`: expected `[address]:port`")),
+            },
+            None => Err(format!("`{t}`: an unclosed `[`")),
+        };
+    }
+    match t.rsplit_once(':') {
+        Some((host, _)) if host.contains(':') => Err(format!(
+            "`{t}`: write an IPv6 address in brackets, `[addr]:port`"
+        )),
+        Some((host, port)) => Ok((host, Some(port))),
+        None => Ok((t, None)),
+    }
+}
+
+/// Why `name` (lowercase) is not a DNS host name.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 253 {
+        return Err("a host name must be 1 to 253 characters".into());
+    }
+    for label in name.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !ok {
+            return Err(format!(
+                "`{name}` is not a host name (labels of letters, digits, `-`, `_`)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A destination list as written: patterns and preset names.
+pub fn parse_list(entries: &[String]) -> Result<Vec<Destination>, (usize, String)> {
+    let mut out = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        if let Some((_, hosts)) = PRESETS.iter().find(|(name, _)| *name == entry.trim()) {
+            for host in *hosts {
+                out.push(Destination::parse(host).map_err(|e| (i, e))?);
+            }
+        } else {
+            out.push(Destination::parse(entry).map_err(|e| (i, e))?);
+        }
+    }
+    Ok(out)
+}
+
+/// `[network]` of a job spec: what the agent may reach while it works.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// Destination patterns or presets; empty (the default): nothing but
+    /// the model, through the broker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+}
+
+impl NetworkSpec {
+    pub fn is_empty(&self) -> bool {
+        self.allow.is_empty()
+    }
+}
+
+/// `[setup]` of a job spec: commands run in the job's rung before the
+/// engine starts, with their own destinations and timeout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetupSpec {
+    /// Shell command lines, run one after the other in the work tree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<String>,
+    /// What setup may reach: a preset name, or a list of patterns and
+    /// presets.
+    #[serde(default, skip_serializing_if = "SetupNetwork::is_empty")]
+    pub network: SetupNetwork,
+    /// The most the whole setup may take, in seconds.
+    #[serde(default = "SetupSpec::default_timeout_secs")]
+    pub timeout_secs: u64,
+}
+
+impl SetupSpec {
+    pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
+    /// The longest setup a spec may ask for: 2 hours.
+    pub const MAX_TIMEOUT_SECS: u64 = 7200;
+
+    fn default_timeout_secs() -> u64 {
+        Self::DEFAULT_TIMEOUT_SECS
+    }
+
+    pub fn is_default(&self) -> bool {
+        *self == SetupSpec::default()
+    }
+
+    /// Why the section is invalid: (field under `setup.`, reason).
+    pub fn check(&self) -> Result<(), (String, String)> {
+        for (i, c) in self.commands.iter().enumerate() {
+            if c.trim().is_empty() {
+                return Err((format!("setup.commands[{i}]"), "must not be empty".into()));
+            }
+            if c.contains('\0') {
+                return Err((
+                    format!("setup.commands[{i}]"),
+                    "must not contain a NUL byte".into(),
+                ));
+            }
+        }
+        if !(1..=Self::MAX_TIMEOUT_SECS).contains(&self.timeout_secs) {
+            return Err((
+                "setup.timeout_secs".into(),
+                format!(
+                    "must be 1 to {}, got {}",
+                    Self::MAX_TIMEOUT_SECS,
+                    self.timeout_secs
+                ),
+            ));
+        }
+        let entries = self.network.entries();
+        parse_list(&entries).map_err(|(i, why)| match &self.network {
+            SetupNetwork::Preset(_) => ("setup.network".to_string(), why),
+            SetupNetwork::List(_) => (format!("setup.network[{i}]"), why),
+        })?;
+        if !self.network.is_empty() && self.commands.is_empty() {
+            return Err((
+                "setup.network".into(),
+                "setup has no commands: give `setup.commands` or drop `setup.network`".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for SetupSpec {
+    fn default() -> Self {
+        SetupSpec {
+            commands: Vec::new(),
+            network: SetupNetwork::default(),
+            timeout_secs: Self::DEFAULT_TIMEOUT_SECS,
+        }
+    }
+}
+
+/// `setup.network`: one preset name (`"registries"`, `"none"`), or a list
+/// of patterns and presets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SetupNetwork {
+    Preset(String),
+    List(Vec<String>),
+}
+
+impl Default for SetupNetwork {
+    fn default() -> Self {
+        SetupNetwork::List(Vec::new())
+    }
+}
+
+impl SetupNetwork {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            SetupNetwork::Preset(p) => p == "none",
+            SetupNetwork::List(l) => l.is_empty(),
+        }
+    }
+
+    /// The entries as a list (`"none"` is the empty list).
+    pub fn entries(&self) -> Vec<String> {
+        match self {
+            SetupNetwork::Preset(p) if p == "none" => Vec::new(),
+            SetupNetwork::Preset(p) => vec![p.clone()],
+            SetupNetwork::List(l) => l.clone(),
+        }
+    }
+}
+
+/// The host profile's `[network]`: the most any job may reach on this host
+/// (a job's lists must stay within these), and the denied addresses it
+/// opens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkLimits {
+    /// The widest agent-phase list a job may ask for.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// The widest setup-phase list a job may ask for.
+    #[serde(default)]
+    pub setup_allow: Vec<String>,
+    /// Addresses the proxy's deny list refuses (loopback, private ranges,
+    /// link-local...) opened one `address:port` at a time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_addresses: Vec<String>,
+}
+
+impl NetworkLimits {
+    /// Why the section is invalid: (field under `network.`, reason).
+    pub fn check(&self) -> Result<(), (String, String)> {
+        parse_list(&self.allow).map_err(|(i, why)| (format!("network.allow[{i}]"), why))?;
+        parse_list(&self.setup_allow)
+            .map_err(|(i, why)| (format!("network.setup_allow[{i}]"), why))?;
+        self.opened()
+            .map_err(|(i, why)| (format!("network.open_addresses[{i}]"), why))?;
+        Ok(())
+    }
+
+    /// The opened addresses, parsed.
+    pub fn opened(&self) -> Result<Vec<SocketAddr>, (usize, String)> {
+        self.open_addresses
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.trim().parse::<SocketAddr>().map_err(|_| {
+                    (
+                        i,
+                        format!(
+                            "`{a}` must be an address and port (`127.0.0.1:8443`, `[::1]:443`)"
+                        ),
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+/// A job's destination list checked against a maximum: the first entry
+/// (index, text) no entry of `max` covers.
+pub fn first_outside<'a>(
+    asked: &'a [String],
+    max: &[Destination],
+) -> Result<Option<(usize, &'a str)>, (usize, String)> {
+    for (i, entry) in asked.iter().enumerate() {
+        let parsed = parse_list(std::slice::from_ref(entry)).map_err(|(_, why)| (i, why))?;
+        if !parsed.iter().all(|d| max.iter().any(|m| d.within(m))) {
+            return Ok(Some((i, entry.as_str())));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn name(n: &str) -> Host {
+        Host::Name(n.into())
+    }
+
+    #[test]
+    fn patterns_parse_with_their_default_port() {
+        let cases: Vec<(&str, Result<Destination, String>)> = vec![
+            (
+                "API.github.com",
+                Ok(Destination {
+                    host: HostPattern::Exact("api.github.com".into()),
+                    port: 443,
+                }),
+            ),
+            (
+                "*.pythonhosted.org:8443",
+                Ok(Destination {
+                    host: HostPattern::Suffix("pythonhosted.org".into()),
+                    port: 8443,
+                }),
+            ),
+            (
+                "127.0.0.1:80",
+                Ok(Destination {
+                    host: HostPattern::Address("127.0.0.1".parse().unwrap()),
+                    port: 80,
+                }),
+            ),
+            (
+                "[::1]",
+                Ok(Destination {
+                    host: HostPattern::Address("::1".parse().unwrap()),
+                    port: 443,
+                }),
+            ),
+            (
+                "::1",
+                Err("`::1`: write an IPv6 address in brackets, `[addr]:port`".into()),
+            ),
+            ("a.b:0", Err("`a.b:0`: the port must be 1 to 65535".into())),
+            ("a.b:x", Err("`a.b:x`: the port must be 1 to 65535".into())),
+            (
+                "*.com",
+                Err(
+                    "`*.com`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
+                        .into(),
+                ),
+            ),
+            (
+                "a*.b.com",
+                Err("`a*.b.com`: `a*.b.com` is not a host name (labels of letters, digits, `-`, `_`)".into()),
+            ),
+            (
+                "",
+                Err("``: a host name must be 1 to 253 characters".into()),
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Destination::parse(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn suffixes_match_names_below_them_only() {
+        let d = Destination::parse("*.example.com").unwrap();
+        assert_eq!(
+            [
+                d.allows(&name("a.example.com"), 443),
+                d.allows(&name("a.b.example.com"), 443),
+                d.allows(&name("example.com"), 443),
+                d.allows(&name("badexample.com"), 443),
+                d.allows(&name("a.example.com"), 80),
+                d.allows(&Host::Address("1.2.3.4".parse().unwrap()), 443),
+            ],
+            [true, true, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn request_hosts_are_names_or_literals_never_numeric_spellings() {
+        assert_eq!(Host::parse("Example.COM."), Ok(name("example.com")));
+        assert_eq!(
+            Host::parse("[::ffff:127.0.0.1]"),
+            Ok(Host::Address("::ffff:127.0.0.1".parse().unwrap()))
+        );
+        for odd in ["2130706433", "0x7f.1", "127.1", "0177.0.0.1"] {
+            assert!(Host::parse(odd).is_err(), "{odd}");
+        }
+        assert!(Host::parse("a b").is_err());
+        assert_eq!(Host::parse("1password.com"), Ok(name("1password.com")));
+    }
+
+    #[test]
+    fn a_job_list_stays_within_the_maximum() {
+        let max = parse_list(&["*.example.com".into(), "api.github.com".into()]).unwrap();
+        let asked: Vec<String> = vec![
+            "a.example.com".into(),
+            "*.b.example.com".into(),
+            "*.example.com".into(),
+            "api.github.com:443".into(),
+        ];
+        assert_eq!(first_outside(&asked, &max), Ok(None));
+        for (wide, _) in [
+            ("example.com", ()),
+            ("*.com.example.org", ()),
+            ("api.github.com:22", ()),
+            ("registries", ()),
+            ("10.0.0.1:443", ()),
+        ] {
+            let list = vec![wide.to_string()];
+            assert_eq!(first_outside(&list, &max), Ok(Some((0, wide))), "{wide}");
+        }
+    }
+
+    #[test]
+    fn setup_is_validated_naming_the_field() {
+        let mut s = SetupSpec {
+            commands: vec!["npm ci".into(), " ".into()],
+            ..SetupSpec::default()
+        };
+        assert_eq!(
+            s.check(),
+            Err(("setup.commands[1]".into(), "must not be empty".into()))
+        );
+        s.commands.pop();
+        s.timeout_secs = 0;
+        assert_eq!(
+            s.check(),
+            Err((
+                "setup.timeout_secs".into(),
+                "must be 1 to 7200, got 0".into()
+            ))
+        );
+        s.timeout_secs = 60;
+        s.network = SetupNetwork::List(vec!["registries".into(), "bad host".into()]);
+        assert_eq!(
+            s.check(),
+            Err((
+                "setup.network[1]".into(),
+                "`bad host`: `bad host` is not a host name (labels of letters, digits, `-`, `_`)"
+                    .into()
+            ))
+        );
+        s.network = SetupNetwork::Preset("registries".into());
+        assert_eq!(s.check(), Ok(()));
+        s.commands.clear();
+        assert_eq!(
+            s.check(),
+            Err((
+                "setup.network".into(),
+                "setup has no commands: give `setup.commands` or drop `setup.network`".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn profile_limits_are_validated_naming_the_field() {
+        let l = NetworkLimits {
+            open_addresses: vec!["127.0.0.1:8443".into(), "localhost:1".into()],
+            ..NetworkLimits::default()
+        };
+        assert_eq!(
+            l.check(),
+            Err((
+                "network.open_addresses[1]".into(),
+                "`localhost:1` must be an address and port (`127.0.0.1:8443`, `[::1]:443`)".into()
+            ))
+        );
+    }
+}
