@@ -9,6 +9,12 @@ use std::process::Output;
 
 pub use paddock::store::{SqliteStore, Store};
 
+/// Held by a test while it changes the process's environment (the AWS and
+/// Google credential chains read it): one such test at a time in a binary.
+/// Children other tests spawn meanwhile inherit what it set, so only
+/// variables no other test's job reads may be changed.
+pub static PROCESS_ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// True when running in CI, where a missing prerequisite is a failure.
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")

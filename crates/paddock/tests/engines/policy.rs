@@ -1,0 +1,914 @@
+//! The HostProfile enforced, end to end: the real Codex CLI and Claude Code,
+//! run by the real `paddock` binary against scripted scenarios, try denied
+//! commands (plain, inside `bash -lc`, after `&&`, behind `env`) and none
+//! runs; `max_concurrent_jobs = 1` holds across two `paddock` processes; jobs
+//! whose profile cannot be enforced are refused before they start.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common;
+
+use std::path::Path;
+
+use crate::common::*;
+use paddock_protocol::{EventBody, JobStatus};
+
+/// Appends a `[policy]` table to a job spec written by `common::job`.
+fn with_policy(spec: &Path, policy: &str) {
+    let mut text = std::fs::read_to_string(spec).unwrap();
+    text.push_str("\n[policy]\n");
+    text.push_str(policy);
+    std::fs::write(spec, text).unwrap();
+}
+
+/// `common::job` on the `process` rung: these tests watch marker files
+/// outside the workspace and the `process` rung's degraded rules (the
+/// sandbox rung's policy is covered in sandbox_jobs.rs).
+fn job(
+    dir: &Path,
+    engine: &str,
+    repo: &Path,
+    upstream: &str,
+    scenario: Option<&str>,
+) -> std::path::PathBuf {
+    let spec = common::job(dir, engine, repo, upstream, scenario);
+    on_rung(&spec, "process");
+    spec
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// One scenario turn per command, each running it in a shell.
+fn trying(commands: &[String]) -> String {
+    commands
+        .iter()
+        .map(|cmd| {
+            format!(
+                "[[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = {}\n\n",
+                toml::Value::String(cmd.clone())
+            )
+        })
+        .collect()
+}
+
+async fn denied_commands_never_run(engine: &str) {
+    if common::engine(engine).is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let marks = home.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let denied = marks.join("denied");
+    let allowed = marks.join("allowed");
+    let rule = format!("touch {}", denied.display());
+    let tried = [
+        rule.clone(),
+        format!("bash -lc '{rule}'"),
+        format!("true && {rule}"),
+        format!("env FOO=1 {rule}"),
+        format!("(cd / && {rule})"),
+        format!("echo \"$({rule})\""),
+    ];
+    let mut scenario = trying(&tried);
+    scenario.push_str(&format!(
+        "[[turn]]\ntext = \"an allowed command\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch {}\"\n\n[[turn]]\ntext = \"Done.\"\n",
+        allowed.display()
+    ));
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({
+            "id": "test-deny",
+            "build_policy": "ci-only",
+            "verification": "dev-probe",
+            "deny_commands": [rule],
+            "mem_limit_mb": 1024
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(&scenario));
+    with_policy(
+        &spec,
+        "profile = \"profile.json\"\naccept_degraded = [\"mem_limit_mb\"]\n",
+    );
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (rec.status, out.status.code()),
+        (JobStatus::Done, Some(0)),
+        "reason: {:?}\nstderr: {}",
+        rec.reason,
+        stderr(&out)
+    );
+    // None of the denied commands ran; the job went on to the allowed one.
+    assert!(!denied.exists(), "a denied command ran");
+    assert!(
+        allowed.exists(),
+        "the job did not continue after the denials"
+    );
+
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    // Paddock's own settings (its hook, trusted the way the engine wants)
+    // make the engine warn about nothing.
+    let engine_errors: Vec<&EventBody> = events
+        .iter()
+        .map(|e| &e.body)
+        .filter(|b| matches!(b, EventBody::Error { source: Some(s), .. } if s == engine))
+        .collect();
+    assert_eq!(engine_errors, Vec::<&EventBody>::new());
+    let policy: Vec<EventBody> = events
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    let mut want = vec![EventBody::Policy {
+        rule: "mem_limit_mb".into(),
+        message: "host profile `test-deny`: `mem_limit_mb` (1024 MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree; accepted as degraded by the spec".into(),
+    }];
+    for cmd in &tried {
+        want.push(EventBody::Policy {
+            rule: rule.clone(),
+            message: format!("denied `{cmd}` (host profile `test-deny`, deny_commands)"),
+        });
+    }
+    assert_eq!(policy, want);
+
+    // Layer 1: the advisory is in the generated AGENTS.md.
+    let agents = std::fs::read_to_string(home.jobs().join(&rec.id).join("work/AGENTS.md")).unwrap();
+    assert!(
+        agents.contains(&format!(
+            "## Host rules (profile `test-deny`)\n\n- Do not run full or release builds on this host: CI runs the full build.\n- Verify with the cheapest targeted check (one test, a type check), then finish; CI runs the full suite.\n- Limits: 1024 MB memory.\n- These commands are blocked here (also inside scripts, `bash -c`, `env` or chains) and will be refused:\n  - `{rule}`\n"
+        )),
+        "{agents}"
+    );
+}
+
+/// A profile file and `accept_degraded` in the former camelCase spelling
+/// still work; each deprecated spelling is a warning event on the job's
+/// stream naming its new spelling.
+#[tokio::test]
+async fn camel_case_profile_keys_still_work_with_a_warning_each() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let profile = home.path().join("old.json");
+    std::fs::write(&profile, r#"{"id":"old","memLimitMb":1024,"timeoutMin":5}"#).unwrap();
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"Done.\"\n"),
+    );
+    with_policy(
+        &spec,
+        "profile = \"old.json\"\naccept_degraded = [\"memLimitMb\"]\n[budget]\nmax_usd = 1.0\n",
+    );
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    let warning = |message: String| EventBody::Error {
+        message,
+        source: Some("paddock".into()),
+        fatal: false,
+    };
+    let p = profile.display();
+    let events: Vec<EventBody> = home
+        .store()
+        .await
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Error { .. } | EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            warning(format!("host profile {p}: key `memLimitMb` is deprecated, spell it `mem_limit_mb`")),
+            warning(format!("host profile {p}: key `timeoutMin` is deprecated, spell it `timeout_min`")),
+            warning("policy.accept_degraded: rule `memLimitMb` is deprecated, spell it `mem_limit_mb`".into()),
+            EventBody::Policy {
+                rule: "mem_limit_mb".into(),
+                message: "host profile `old`: `mem_limit_mb` (1024 MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree; accepted as degraded by the spec".into(),
+            },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn codex_denied_commands_never_run() {
+    denied_commands_never_run("codex").await;
+}
+
+#[tokio::test]
+async fn claude_denied_commands_never_run() {
+    denied_commands_never_run("claude").await;
+}
+
+/// Two jobs under `max_concurrent_jobs = 1`, started at once from two separate
+/// `paddock` processes, run one after the other: the times each job records
+/// itself do not overlap.
+#[tokio::test]
+async fn max_concurrent_jobs_holds_across_processes() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let stamps = home.path().join("stamps");
+    std::fs::write(
+        home.path().join("one.json"),
+        r#"{"id":"one-at-a-time","max_concurrent_jobs":1}"#,
+    )
+    .unwrap();
+    let mut specs = Vec::new();
+    for name in ["a", "b"] {
+        let dir = home.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let scenario = format!(
+            "[[turn]]\ntext = \"working\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"echo {name} start $(date +%s%N) >> {s}; sleep 1; echo {name} end $(date +%s%N) >> {s}\"\n\n[[turn]]\ntext = \"Done.\"\n",
+            s = stamps.display()
+        );
+        let spec = job(&dir, "codex", &repo, SCRIPTED, Some(&scenario));
+        with_policy(&spec, "profile = \"../one.json\"\n");
+        specs.push(spec);
+    }
+    // The database exists before the two processes race to open it.
+    home.store().await.close().await;
+    let args_a = ["run", "--json", specs[0].to_str().unwrap()];
+    let args_b = ["run", "--json", specs[1].to_str().unwrap()];
+    let (a, b) = tokio::join!(home.paddock(&args_a, &[]), home.paddock(&args_b, &[]));
+    for out in [&a, &b] {
+        assert_eq!(record(out).status, JobStatus::Done, "{}", stderr(out));
+    }
+    // Each job's start and end, as the jobs recorded them.
+    let text = std::fs::read_to_string(&stamps).unwrap();
+    let mut spans = std::collections::BTreeMap::<String, (u128, u128)>::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let t: u128 = w[2].parse().unwrap();
+        let e = spans.entry(w[0].to_string()).or_default();
+        match w[1] {
+            "start" => e.0 = t,
+            _ => e.1 = t,
+        }
+    }
+    let (sa, sb) = (spans["a"], spans["b"]);
+    assert!(
+        sa.1 <= sb.0 || sb.1 <= sa.0,
+        "the jobs overlapped: a {sa:?}, b {sb:?}"
+    );
+    // The later one waited for the slot, and said so.
+    let store = home.store().await;
+    let mut waited = 0;
+    for out in [&a, &b] {
+        let events = store.events(&record(out).id, 0).await.unwrap();
+        waited += events
+            .iter()
+            .filter(|e| {
+                e.body
+                    == EventBody::Status {
+                        phase: paddock_protocol::Phase::Provisioning,
+                        detail: Some(
+                            "waiting for a host slot: profile `one-at-a-time` allows 1 concurrent job(s)"
+                                .into(),
+                        ),
+                    }
+            })
+            .count();
+    }
+    assert_eq!(waited, 1);
+}
+
+/// A profile the `process` rung cannot enforce refuses the job before it
+/// starts, naming the rule: no job row, exit 2.
+#[tokio::test]
+async fn unenforceable_profile_is_refused_before_start() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"x\"\n"),
+    );
+    with_policy(&spec, "profile = \"constrained-local\"\n");
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "paddock: job refused before start: host profile `constrained-local`: rule `cpu_limit` (50%) cannot be enforced on the `process` rung: a plain child process has no CPU cap; run the job on a rung that enforces it, or list `cpu_limit` in `policy.accept_degraded`\n"
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"x\"\n"),
+    );
+    let profile = home.path().join("box.toml");
+    std::fs::write(&profile, "id = \"box\"\nallowed_models = [\"gpt-5.4\"]\n").unwrap();
+    // Saved in the store, then named by id.
+    let out = home
+        .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        ),
+        (Some(0), "saved host profile `box`\n".to_string())
+    );
+    let bad = home.path().join("bad.json");
+    std::fs::write(&bad, r#"{"id":"bad","timeout_min":0}"#).unwrap();
+    let out = home
+        .paddock(&["profile", "add", bad.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "paddock: host profile {}: field `timeout_min`: must be at least 1\n",
+            bad.display()
+        )
+    );
+    let out = home.paddock(&["profile", "list"], &[]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "box\tstore\nconstrained-local\tpreset\nremote-full\tpreset\n"
+    );
+    let out = home.paddock(&["profile", "show", "box"], &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(),
+        serde_json::json!({"id": "box", "build_policy": "local", "verification": "full-suite",
+            "deny_commands": [], "allowed_models": ["gpt-5.4"]})
+    );
+    with_policy(&spec, "profile = \"box\"\n");
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "paddock: job refused before start: host profile `box`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-5.4)\n"
+    );
+
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"x\"\n"),
+    );
+    with_policy(&spec, "profile = \"no-such\"\n");
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "paddock: host profile `no-such` is neither in the store nor a preset (constrained-local, remote-full); save it with `paddock profile add FILE` or name a profile file\n"
+    );
+
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"x\"\n"),
+    );
+    with_policy(
+        &spec,
+        "profile = \"remote-full\"\naccept_degraded = [\"memLimit\"]\n",
+    );
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!("paddock: job spec {}: field `policy.accept_degraded[0]`: `memLimit` is not a profile rule; expected one of deny_commands, max_concurrent_jobs, cpu_limit, mem_limit_mb, timeout_min\n", spec.display())
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+/// The hook Claude Code and Codex call: a deny answer for a denied command,
+/// nothing for others, exit 2 (a denial) for input it cannot judge.
+#[tokio::test]
+async fn hook_answers_and_fails_closed() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("p.json");
+    std::fs::write(&profile, r#"{"id":"p","deny_commands":["make all"]}"#).unwrap();
+    let record = dir.path().join("denials.jsonl");
+    let run = |input: &'static str| {
+        let (profile, record) = (profile.clone(), record.clone());
+        async move {
+            let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+                .args(["hook", "pre-tool-use", "--profile"])
+                .arg(&profile)
+                .arg("--record")
+                .arg(&record)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(input.as_bytes()).await.unwrap();
+            drop(stdin);
+            let out = child.wait_with_output().await.unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    assert_eq!(
+        run(r#"{"tool_name":"Bash","tool_use_id":"t1","tool_input":{"command":"cd x && make all"}}"#).await,
+        (
+            Some(0),
+            "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\",\"permissionDecisionReason\":\"paddock policy: host profile `p` denies `make all` on this host\"}}\n".to_string(),
+            String::new()
+        )
+    );
+    assert_eq!(
+        run(r#"{"tool_name":"Bash","tool_input":{"command":"make test"}}"#).await,
+        (Some(0), String::new(), String::new())
+    );
+    let (code, stdout, err) = run("not json").await;
+    assert_eq!((code, stdout), (Some(2), String::new()));
+    assert!(
+        err.starts_with("paddock policy: paddock hook: the hook input is not JSON"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap(),
+        "{\"rule\":\"make all\",\"command\":\"cd x && make all\",\"call_id\":\"t1\"}\n"
+    );
+}
+
+/// Codex's rollout file is read for denials its execpolicy rules made
+/// (fixture: a real codex-cli 0.171.0 rollout, see its README).
+#[test]
+fn codex_rollout_denials_are_found() {
+    let home = tempfile::tempdir().unwrap();
+    let day = home.path().join("sessions/2026/11/30");
+    std::fs::create_dir_all(&day).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/rollouts/codex-0.171.0-forbidden.jsonl"),
+        day.join("rollout-1.jsonl"),
+    )
+    .unwrap();
+    let matcher = paddock::policy::Matcher::new(&["touch /paddock/marks/denied".to_string()]);
+    let found: Vec<_> = paddock::engines::codex::rollout::refused_calls(home.path())
+        .into_iter()
+        .filter_map(|d| paddock::policy::denials::from_engine(d, &matcher))
+        .collect();
+    let record = |cmd: &str, id: &str| paddock::policy::denials::DenialRecord {
+        rule: "touch /paddock/marks/denied".into(),
+        command: cmd.into(),
+        call_id: Some(id.into()),
+    };
+    assert_eq!(
+        found,
+        vec![
+            record("touch /paddock/marks/denied", "call_paddock_1_1"),
+            record("true && touch /paddock/marks/denied", "call_paddock_3_1"),
+        ]
+    );
+}
+
+/// The generated execpolicy rules, checked by the real `codex execpolicy check`.
+#[tokio::test]
+async fn codex_execpolicy_check_forbids_the_rules() {
+    let Some(codex) = common::engine("codex") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("default.rules");
+    std::fs::write(
+        &rules,
+        paddock::engines::codex::rules::codex_rules(
+            "box",
+            &[
+                "cargo build --release".to_string(),
+                "npm run build".to_string(),
+            ],
+        ),
+    )
+    .unwrap();
+    let check = |argv: &'static [&'static str]| {
+        let (codex, rules) = (codex.clone(), rules.clone());
+        async move {
+            let out = tokio::process::Command::new(codex)
+                .args(["execpolicy", "check", "--rules"])
+                .arg(rules)
+                .arg("--")
+                .args(argv)
+                .output()
+                .await
+                .unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        }
+    };
+    assert_eq!(
+        check(&["cargo", "build", "--release", "-p", "x"]).await,
+        serde_json::json!({"matchedRules": [{"prefixRuleMatch": {
+            "matchedPrefix": ["cargo", "build", "--release"],
+            "decision": "forbidden",
+            "justification": "paddock policy: host profile `box` denies `cargo build --release` on this host"
+        }}], "decision": "forbidden"})
+    );
+    assert_eq!(
+        check(&["npm", "run", "build"]).await["decision"],
+        serde_json::json!("forbidden")
+    );
+    assert_eq!(
+        check(&["cargo", "build"]).await,
+        serde_json::json!({"matchedRules": []})
+    );
+}
+
+/// A slot held by another process (this test) makes `paddock run` wait, and
+/// a waiting job can be cancelled: exit 5, status `cancelled`, no workspace.
+#[tokio::test]
+async fn a_job_waits_for_a_slot_held_elsewhere_and_can_be_cancelled() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    std::fs::write(
+        home.path().join("one.json"),
+        r#"{"id":"one-at-a-time","max_concurrent_jobs":1}"#,
+    )
+    .unwrap();
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"x\"\n"),
+    );
+    with_policy(&spec, "profile = \"one.json\"\n");
+    // The default host directory is `host/` next to the jobs directory.
+    let sem = paddock::policy::HostSemaphore::new(&home.path().join("host"));
+    let held = sem
+        .try_acquire("one-at-a-time", 1, "test")
+        .unwrap()
+        .unwrap();
+    let store = home.store().await;
+
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .arg("--data-dir")
+        .arg(home.data())
+        .arg("--jobs-dir")
+        .arg(home.jobs())
+        .args(["run", "--json"])
+        .arg(&spec)
+        .env_remove("PADDOCK_DB")
+        .env_remove("PADDOCK_HOST_DIR")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id().unwrap() as i32);
+    let waiting = EventBody::Status {
+        phase: paddock_protocol::Phase::Provisioning,
+        detail: Some(
+            "waiting for a host slot: profile `one-at-a-time` allows 1 concurrent job(s)".into(),
+        ),
+    };
+    let mut job_id = None;
+    for _ in 0..200 {
+        if let Some(j) = store.jobs(1).await.unwrap().first() {
+            let events = store.events(&j.id, 0).await.unwrap();
+            if events.iter().any(|e| e.body == waiting) {
+                job_id = Some(j.id.clone());
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let job_id = job_id.expect("the job never said it was waiting for a slot");
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let rec = record(&out);
+    assert_eq!(
+        (rec.id, rec.status, rec.reason),
+        (job_id, JobStatus::Cancelled, Some("cancelled".to_string()))
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    drop(held);
+}
+
+/// Every denial is one `policy` event, whichever layer made it: on the
+/// `process` rung the agent can rewrite the hook's profile (documented), and
+/// then Claude Code's own `Bash(RULE:*)` deny rules still refuse the
+/// command, with its own text and no hook record; a call the hook denied
+/// (also in Claude's `permission_denials`) is counted once.
+#[tokio::test]
+async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
+    if common::engine("claude").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let marks = home.path().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let denied = marks.join("denied");
+    let rule = format!("touch {}", denied.display());
+    let disable = r#"echo '{"id":"test-deny","deny_commands":[]}' > ../meta/profile.json"#;
+    let tried = [rule.clone(), disable.to_string(), format!("ls && {rule}")];
+    let mut scenario = trying(&tried);
+    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({"id": "test-deny", "deny_commands": [rule]}).to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), "claude", &repo, SCRIPTED, Some(&scenario));
+    with_policy(&spec, "profile = \"profile.json\"\n");
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    assert!(!denied.exists(), "a denied command ran");
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let bodies: Vec<EventBody> = events.into_iter().map(|e| e.body).collect();
+    // The second denial is Claude's own (the hook no longer denies).
+    assert!(
+        bodies.iter().any(|b| matches!(b, EventBody::ToolResult { output, is_error: true, .. }
+            if output == &format!("Permission to use Bash with command ls && {rule} has been denied."))),
+        "{bodies:#?}"
+    );
+    let policy: Vec<&EventBody> = bodies
+        .iter()
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    let want: Vec<EventBody> = [rule.clone(), format!("ls && {rule}")]
+        .iter()
+        .map(|cmd| EventBody::Policy {
+            rule: rule.clone(),
+            message: format!("denied `{cmd}` (host profile `test-deny`, deny_commands)"),
+        })
+        .collect();
+    assert_eq!(policy, want.iter().collect::<Vec<_>>());
+}
+
+/// The served-model allowlist holds against the real Claude Code: the
+/// broker cuts the streamed answer of a model outside the list, Claude
+/// retries without streaming, and that whole answer is withheld too (403);
+/// the job does not end `done`, and says why in a `policy` event.
+#[tokio::test]
+async fn claude_cannot_get_an_answer_from_a_model_outside_the_allowlist() {
+    if common::engine("claude").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "served_model = \"claude-opus-4-5\"\n[[turn]]\ntext = \"Done.\"\n";
+    let spec = job(home.path(), "claude", &repo, SCRIPTED, Some(scenario));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "[engine]\n",
+        "[engine]\nallowed_models = [\"claude-sonnet-4-5\"]\n",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Failed, "{}", stderr(&out));
+    let store = home.store().await;
+    let events = store.events(&rec.id, 0).await.unwrap();
+    let policy: Vec<EventBody> = events
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    let cut = "paddock broker: the upstream served model `claude-opus-4-5`, which the job model allowlist does not allow: the response was cut";
+    let withheld = "paddock broker: the upstream served model `claude-opus-4-5`, which the job model allowlist does not allow: the response was withheld";
+    assert_eq!(
+        policy,
+        vec![
+            EventBody::Policy {
+                rule: "model".into(),
+                message: cut.into()
+            },
+            EventBody::Policy {
+                rule: "model".into(),
+                message: withheld.into()
+            },
+        ]
+    );
+    // Both calls are in the ledger with the served model.
+    let calls = store.model_calls(&rec.id).await.unwrap();
+    let served: Vec<(Option<String>, Option<String>)> = calls
+        .iter()
+        .map(|c| (c.served_model.clone(), c.error.clone()))
+        .collect();
+    assert_eq!(
+        served,
+        vec![
+            (Some("claude-opus-4-5".into()), Some(cut.into())),
+            (Some("claude-opus-4-5".into()), Some(withheld.into())),
+        ]
+    );
+}
+
+/// The scenario of the interactive route: Codex's `exec_command` starts a
+/// shell (with a terminal, then on pipes) and `write_stdin` types the
+/// denied command into it; a pipe into `bash` does the same in one line.
+fn interactive_scenario(denied: &str) -> String {
+    let mut s = String::new();
+    for (cmd, tty) in [("bash", true), ("sh", false)] {
+        s.push_str(&format!(
+            "[[turn]]\n[[turn.action]]\ntype = \"call\"\nname = \"exec_command\"\narguments = {{ cmd = \"{cmd}\", tty = {tty}, yield_time_ms = 500 }}\n\n\
+             [[turn]]\n[[turn.action]]\ntype = \"call\"\nname = \"write_stdin\"\narguments = {{ session_id = \"{{{{session_id}}}}\", chars = \"{denied}\\n\", yield_time_ms = 500 }}\n\n"
+        ));
+    }
+    s.push_str(&format!(
+        "[[turn]]\n[[turn.action]]\ntype = \"shell\"\ncommand = \"echo '{denied}' | bash\"\n\n[[turn]]\ntext = \"Done.\"\n"
+    ));
+    s
+}
+
+/// What ran of the interactive route on `rung`, with and without a
+/// profile denying it: the files the denied command made in the checkout
+/// (from the job's patch), and the `policy` events.
+async fn interactive_route(rung: &str, deny: bool) -> (Vec<String>, Vec<EventBody>) {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let denied = "touch denied-ran";
+    let spec = common::job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some(&interactive_scenario(denied)),
+    );
+    on_rung(&spec, rung);
+    if deny {
+        std::fs::write(
+            home.path().join("profile.json"),
+            serde_json::json!({"id": "no-touch", "deny_commands": [denied]}).to_string(),
+        )
+        .unwrap();
+        with_policy(&spec, "profile = \"profile.json\"\n");
+    }
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let mut changed = Vec::new();
+    let mut policy = Vec::new();
+    for e in events {
+        match e.body {
+            EventBody::ArtifactSummary { changed_files, .. } => changed = changed_files,
+            b @ EventBody::Policy { .. } => policy.push(b),
+            _ => {}
+        }
+    }
+    (changed, policy)
+}
+
+/// Codex's interactive tools cannot type a denied command: a shell that
+/// reads its commands later (terminal, pipe) is refused when it starts, on
+/// both rungs. Twin: without the profile the same route runs the command.
+#[tokio::test]
+async fn codex_interactive_tools_cannot_type_a_denied_command() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    let mut rungs = vec!["process"];
+    if common::sandbox_available() {
+        rungs.push("sandbox");
+    }
+    for rung in rungs {
+        let (ran, _) = interactive_route(rung, false).await;
+        assert_eq!(ran, vec!["denied-ran".to_string()], "twin on {rung}");
+        let (ran, policy) = interactive_route(rung, true).await;
+        assert_eq!(ran, Vec::<String>::new(), "{rung}");
+        let commands: Vec<String> = policy
+            .iter()
+            .map(|b| match b {
+                EventBody::Policy { rule, message } => format!("{rule}: {message}"),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(
+            commands,
+            vec![
+                "deny_commands: denied `bash` (host profile `no-touch`, deny_commands)".to_string(),
+                "deny_commands: denied `sh` (host profile `no-touch`, deny_commands)".to_string(),
+                "deny_commands: denied `echo 'touch denied-ran' | bash` (host profile `no-touch`, deny_commands)".to_string(),
+            ],
+            "{rung}"
+        );
+    }
+}
+
+/// Layer 3 on the `sandbox` rung: a program a profile denies by name is
+/// absent from the job's view, so even a command line the matcher cannot
+/// judge (the program's name built at run time) cannot run it. Twin: the
+/// same job on the `process` rung runs it.
+#[tokio::test]
+async fn a_denied_program_is_absent_from_a_sandboxed_job() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    if !common::sandbox_available() {
+        return;
+    }
+    if which::which("curl").is_err() {
+        assert!(!common::in_ci(), "no curl on this host in CI");
+        eprintln!("skipping: no curl on this host");
+        return;
+    }
+    let ran = |rung: &'static str| async move {
+        let home = Home::new();
+        let repo = repo(home.path());
+        let scenario = "[[turn]]\n[[turn.action]]\ntype = \"shell\"\ncommand = \"c=cur; ${c}l --version > /dev/null 2>&1 && echo ran > ran.txt; ls -l /usr/bin/curl > seen.txt 2>&1\"\n\n[[turn]]\ntext = \"Done.\"\n";
+        let spec = common::job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+        on_rung(&spec, rung);
+        std::fs::write(
+            home.path().join("profile.json"),
+            serde_json::json!({"id": "no-curl", "deny_commands": ["curl"]}).to_string(),
+        )
+        .unwrap();
+        with_policy(&spec, "profile = \"profile.json\"\n");
+        let out = home
+            .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+        let work = home.jobs().join(&rec.id).join("work");
+        let seen = std::fs::read_to_string(work.join("seen.txt")).unwrap_or_default();
+        (work.join("ran.txt").exists(), seen)
+    };
+    let (on_process, _) = ran("process").await;
+    let (in_sandbox, seen) = ran("sandbox").await;
+    assert_eq!((on_process, in_sandbox), (true, false), "{seen}");
+    // What is left of it inside: an empty file without permissions.
+    assert!(seen.starts_with("---------- "), "{seen}");
+    assert!(seen.contains(" 0 "), "{seen}");
+}
+
+/// Codex refusing a command on its own (its `rm -f` safety check), which
+/// its `--json` stream does not show, is a `policy` event all the same,
+/// with or without a host profile; the command did not run.
+#[tokio::test]
+async fn codex_refusing_a_command_on_its_own_is_a_policy_event() {
+    if common::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let mut scenario = trying(&["rm -f README.md".to_string()]);
+    scenario.push_str("[[turn]]\ntext = \"Done.\"\n");
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(&scenario));
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let mut changed = None;
+    let mut policy = Vec::new();
+    for e in events {
+        match e.body {
+            EventBody::ArtifactSummary { changed_files, .. } => changed = Some(changed_files),
+            b @ EventBody::Policy { .. } => policy.push(b),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        (policy, changed),
+        (
+            vec![EventBody::Policy {
+                rule: "codex".into(),
+                message: "codex refused `rm -f README.md` on its own: rm -f style commands are not permitted. Use a safer approach".into(),
+            }],
+            Some(vec![])
+        )
+    );
+}

@@ -1,0 +1,682 @@
+//! The `paddock` binary's handling of bad input: every error names what and
+//! where, exits with the documented code, and leaves nothing behind.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common;
+
+use crate::common::*;
+use paddock_protocol::{EventBody, JobStatus};
+
+const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn unknown_spec_field_is_bad_input_naming_the_field() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("[engine]\n", "[engine]\nflavour = \"x\"\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "job spec {}: field `engine.flavour`: unknown field `flavour`",
+            spec.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("line 12"), "{err}");
+    // No job was created.
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn invalid_values_name_field_and_reason() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("id = \"T-1\"", "id = \"../etc\"");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("field `ticket.id`: `../etc` must be letters, digits"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn unset_key_variable_is_bad_input() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let up = "[upstream]\nprovider = \"openai\"\nkey = \"env:PADDOCK_TEST_UNSET_KEY\"\n";
+    let spec = job(home.path(), "codex", &repo, up, None);
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("provider key env:PADDOCK_TEST_UNSET_KEY: environment variable is not set"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn bad_scenario_is_bad_input_naming_the_file() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntxet = \"typo\"\n"),
+    );
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("scenario.toml"), "{err}");
+    assert!(err.contains("txet"), "{err}");
+}
+
+#[tokio::test]
+async fn missing_engine_binary_is_a_failed_job_never_a_fallback() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "[engine]\n",
+        "[engine]\nbinary = \"/nonexistent/bin/codex\"\n",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(2));
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Failed);
+    let msg = "engine codex: binary /nonexistent/bin/codex does not exist or is not executable";
+    assert_eq!(rec.reason.as_deref(), Some(msg));
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    assert!(events.iter().any(
+        |e| matches!(&e.body, EventBody::Error { message, fatal: true, .. } if message == msg)
+    ));
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn bad_base_ref_is_a_failed_job_and_leaves_no_workspace() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("base_ref = \"main\"", "base_ref = \"no-such-branch\"");
+    std::fs::write(&spec, text).unwrap();
+    // Any executable will do: the job must stop before launching it.
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PATH", &fake_engine_path(&home))],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Failed);
+    assert_eq!(
+        rec.reason.as_deref(),
+        Some(
+            format!(
+                "repository {}: base ref `no-such-branch` is not a commit in it",
+                repo.display()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+/// A PATH holding a `codex` that is never run, plus the system dirs for git.
+fn fake_engine_path(home: &Home) -> String {
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(&codex, "#!/bin/sh\nexit 99\n").unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display())
+}
+
+#[tokio::test]
+async fn events_of_an_unknown_job_is_bad_input() {
+    let home = Home::new();
+    home.store().await.close().await;
+    let out = home.paddock(&["events", "job-nope"], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no job `job-nope`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The read-only commands never create a store: a `--db` that names
+/// nothing (a typo) is the caller's mistake, naming the path, and neither
+/// the file nor its directory appears.
+#[tokio::test]
+async fn read_only_commands_refuse_a_missing_store_and_create_nothing() {
+    let home = Home::new();
+    let typo = home.path().join("no-such-dir/paddock.bd");
+    let typo_s = typo.to_str().unwrap();
+    let mut seen = Vec::new();
+    for args in [
+        vec!["--db", typo_s, "jobs"],
+        vec!["--db", typo_s, "events", "latest"],
+        vec!["--db", typo_s, "usage", "--json"],
+    ] {
+        let out = home.paddock(&args, &[]).await;
+        seen.push((out.status.code(), stderr(&out)));
+    }
+    let want = (
+        Some(2),
+        format!("paddock: no store at {typo_s}: nothing has run with this database (check --db)\n"),
+    );
+    assert_eq!(seen, vec![want.clone(), want.clone(), want]);
+    assert_eq!(
+        (
+            typo.parent().unwrap().exists(),
+            home.db().exists(),
+            home.data().exists()
+        ),
+        (false, false, false)
+    );
+}
+
+#[tokio::test]
+async fn an_engine_that_dies_fails_the_job_with_its_stderr() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(
+        &codex,
+        "#!/bin/sh\necho 'not json at all'\necho 'engine exploded' >&2\nexit 3\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "[engine]\n",
+        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Failed);
+    assert_eq!(rec.engine_exit_code, Some(3));
+    assert_eq!(
+        rec.reason.as_deref(),
+        Some("the engine exited with status 3: engine exploded")
+    );
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    // The malformed line is an error event, not lost.
+    assert!(events.iter().any(|e| matches!(&e.body, EventBody::Error { message, fatal: false, .. } if message.contains("not json at all"))));
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn timeout_kills_the_engine_and_its_children() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    let marker = home.path().join("survivor");
+    std::fs::write(
+        &codex,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n(sleep 3; touch {}) &\nsleep 30\n",
+            paddock::engines::codex::PIN.version,
+            marker.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            "[engine]\n",
+            &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
+        )
+        .replace("timeout_secs = 120", "timeout_secs = 1");
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(4));
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::TimedOut);
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.body, EventBody::Policy { rule, .. } if rule == "timeout")));
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(!marker.exists(), "a child of the engine outlived the job");
+}
+
+#[tokio::test]
+async fn a_model_outside_the_jobs_allowlist_is_bad_input() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("[engine]\n", "[engine]\nallowed_models = [\"claude-*\"]\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "engine.model `gpt-5.5` is not allowed by the job model allowlist (engine.allowed_models)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn a_model_without_a_price_is_bad_input_unless_allowed() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("model = \"gpt-5.5\"", "model = \"local-model\"");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "engine.model `local-model` has no price in price table 2026-11-30; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+/// `paddock prices` prints the table in effect: the shipped one with
+/// `PADDOCK_PRICES` (or `--prices`) merged over it, aligned or as JSON.
+#[tokio::test]
+async fn prices_prints_the_table_in_effect() {
+    let home = Home::new();
+    let mine = home.path().join("mine.toml");
+    std::fs::write(
+        &mine,
+        "version = \"acme\"\n[models.in-house]\ninput = \"0.1\"\noutput = \"0.2\"\n",
+    )
+    .unwrap();
+    let out = home
+        .paddock(
+            &["prices", "--json"],
+            &[("PADDOCK_PRICES", mine.to_str().unwrap())],
+        )
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["version"], "2026-11-30+acme");
+    assert_eq!(
+        v["models"]["in-house"],
+        serde_json::json!({"input": "0.1", "cached_input": "0.1", "cache_write": "0.1",
+                           "output": "0.2", "max_output": null})
+    );
+    assert_eq!(
+        v["models"]["gpt-5"]["priority"],
+        serde_json::json!({"input": "2.5", "cached_input": "0.25", "cache_write": "2.5", "output": "20"})
+    );
+    let out = home.paddock(&["prices"], &[]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("price table 2026-11-30 (USD per million tokens; "),
+        "{text}"
+    );
+    let header = lines.iter().find(|l| l.starts_with("MODEL")).unwrap();
+    let o3 = lines.iter().find(|l| l.starts_with("o3 ")).unwrap();
+    // Aligned: the OUTPUT column ends at the same place on every line.
+    let end = header.find("OUTPUT").unwrap() + "OUTPUT".len();
+    assert_eq!(&o3[end - 1..end], "8", "{header}\n{o3}");
+    assert!(!text.contains("in-house"));
+}
+
+/// A running job in `home`'s store, created `offset_s` seconds after a base time.
+async fn running_job(home: &Home, id: &str, offset_s: i64) -> paddock_protocol::JobRecord {
+    let rec = paddock_protocol::JobRecord {
+        id: id.to_owned(),
+        ticket_id: "T-1".to_owned(),
+        project: "tests".to_owned(),
+        attempt: 1,
+        engine: "codex".to_owned(),
+        model: "gpt-5-codex".to_owned(),
+        isolation: "process".to_owned(),
+        status: JobStatus::Running,
+        reason: None,
+        branch: "paddock/T-1".to_owned(),
+        base_ref: "main".to_owned(),
+        patch_path: None,
+        changed_files: Vec::new(),
+        tokens: Default::default(),
+        model_calls: 0,
+        cost_micros: 0,
+        engine_exit_code: None,
+        created_at: time::macros::datetime!(2025-06-01 12:00 UTC)
+            + time::Duration::seconds(offset_s),
+        finished_at: None,
+        duration_ms: None,
+    };
+    home.store().await.insert_job(&rec, "{}").await.unwrap();
+    rec
+}
+
+fn text_event(job: &str, seq: u64, text: &str) -> paddock_protocol::AgentEvent {
+    paddock_protocol::AgentEvent {
+        job_id: job.to_owned(),
+        seq,
+        at: time::macros::datetime!(2025-06-01 12:00 UTC),
+        body: EventBody::Text {
+            text: text.to_owned(),
+        },
+    }
+}
+
+#[tokio::test]
+async fn events_follow_tails_until_the_job_ends() {
+    let home = Home::new();
+    let mut rec = running_job(&home, "0193follow", 0).await;
+    let store = home.store().await;
+    store
+        .append_event(&text_event(&rec.id, 1, "first"))
+        .await
+        .unwrap();
+    // A prefix of the id names the job.
+    let child = home
+        .command(&["events", "0193f", "--follow", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    store
+        .append_event(&text_event(&rec.id, 2, "second"))
+        .await
+        .unwrap();
+    rec.status = JobStatus::Done;
+    store.finish_job(&rec, JobStatus::Running).await.unwrap();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("--follow ends when the job ends")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events: Vec<paddock_protocol::AgentEvent> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            text_event(&rec.id, 1, "first"),
+            text_event(&rec.id, 2, "second")
+        ]
+    );
+}
+
+#[tokio::test]
+async fn job_ids_take_prefixes_and_latest_and_name_ambiguous_candidates() {
+    let home = Home::new();
+    running_job(&home, "0193aa-old", 0).await;
+    running_job(&home, "0193ab-new", 10).await;
+    let store = home.store().await;
+    store
+        .append_event(&text_event("0193ab-new", 1, "from the newest"))
+        .await
+        .unwrap();
+    let latest = home.paddock(&["events", "latest"], &[]).await;
+    assert_eq!(latest.status.code(), Some(0), "{}", stderr(&latest));
+    let line = String::from_utf8_lossy(&latest.stdout).into_owned();
+    assert!(line.ends_with("  agent: from the newest\n"), "{line}");
+    let ambiguous = home.paddock(&["events", "0193a"], &[]).await;
+    assert_eq!(ambiguous.status.code(), Some(2));
+    assert_eq!(
+        stderr(&ambiguous),
+        "paddock: `0193a` is ambiguous: it starts 0193ab-new, 0193aa-old (give more characters)\n"
+    );
+}
+
+#[tokio::test]
+async fn completions_and_man_page_are_generated() {
+    let home = Home::new();
+    for (args, needle) in [
+        (&["completions", "bash"][..], "_paddock()"),
+        (&["completions", "zsh"][..], "#compdef paddock"),
+        (&["completions", "fish"][..], "complete -c paddock"),
+        (&["man"][..], ".TH paddock 1"),
+    ] {
+        let out = home.paddock(args, &[]).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(needle), "{args:?}: {text}");
+        assert!(text.contains("events"), "{args:?} names the subcommands");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_spec_file_is_reported_once() {
+    let home = Home::new();
+    let out = home.paddock(&["run", "/nonexistent/job.toml"], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    let cause = std::io::Error::from_raw_os_error(2).to_string();
+    assert_eq!(err.matches(&cause).count(), 1, "{err}");
+}
+
+#[tokio::test]
+async fn run_dash_reads_the_spec_from_stdin() {
+    let home = Home::new();
+    // A spec with an unknown field: the error names stdin as its origin,
+    // so the text was read and parsed from there.
+    let mut child = home
+        .command(&["run", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"[ticket]\nid = \"T-1\"\nbogus = 1\n")
+            .await
+            .unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("<stdin>"), "{}", stderr(&out));
+}
+
+#[tokio::test]
+async fn profile_rm_removes_a_stored_profile_and_refuses_presets() {
+    let home = Home::new();
+    let shown = home
+        .paddock(&["profile", "show", "constrained-local"], &[])
+        .await;
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let mut preset: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    preset["id"] = serde_json::json!("mine");
+    let json = home.path().join("p.json");
+    std::fs::write(&json, preset.to_string()).unwrap();
+    let add = home
+        .paddock(&["profile", "add", json.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(add.status.code(), Some(0), "{}", stderr(&add));
+    let rm = home.paddock(&["profile", "rm", "mine"], &[]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&rm.stdout),
+        "removed host profile `mine`\n"
+    );
+    let again = home.paddock(&["profile", "rm", "mine"], &[]).await;
+    assert_eq!(again.status.code(), Some(2));
+    let preset = home
+        .paddock(&["profile", "rm", "constrained-local"], &[])
+        .await;
+    assert_eq!(preset.status.code(), Some(2));
+    assert!(
+        stderr(&preset).contains("shipped preset"),
+        "{}",
+        stderr(&preset)
+    );
+}
+
+/// `paddock profile add` reads a camelCase profile with a warning per
+/// deprecated key, and stores it in snake_case.
+#[tokio::test]
+async fn profile_add_reads_camel_case_keys_with_a_warning_each() {
+    let home = Home::new();
+    let file = home.path().join("old.toml");
+    std::fs::write(
+        &file,
+        "id = \"old\"\ndenyCommands = [\"make all\"]\nmax_concurrent_jobs = 2\n",
+    )
+    .unwrap();
+    let add = home
+        .paddock(&["profile", "add", file.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(
+        (add.status.code(), stderr(&add)),
+        (
+            Some(0),
+            format!(
+                "paddock: warning: host profile {}: key `denyCommands` is deprecated, spell it `deny_commands`\n",
+                file.display()
+            )
+        )
+    );
+    let shown = home.paddock(&["profile", "show", "old"], &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&shown.stdout).unwrap(),
+        serde_json::json!({
+            "id": "old", "build_policy": "local", "verification": "full-suite",
+            "deny_commands": ["make all"], "max_concurrent_jobs": 2
+        })
+    );
+}
+
+/// A spec without any budget runs, with a warning event on the job's
+/// stream (shown by `paddock run`, also under `-q`, and by `paddock
+/// events`); one with a budget gets none.
+#[tokio::test]
+async fn a_spec_without_a_budget_gets_a_warning_event() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let message = paddock::runner::warnings::NO_BUDGET;
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    common::on_rung(&spec, "process");
+    let out = home
+        .paddock(&["-q", "run", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stderr(&out), format!("  ⚠ warning paddock: {message}\n"));
+    let store = home.store().await;
+    let id = store.jobs(1).await.unwrap()[0].id.clone();
+    let warnings: Vec<EventBody> = store
+        .events(&id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Error { .. }))
+        .collect();
+    assert_eq!(
+        warnings,
+        vec![EventBody::Error {
+            message: message.to_string(),
+            source: Some("paddock".into()),
+            fatal: false
+        }]
+    );
+    let mut text = std::fs::read_to_string(&spec).unwrap();
+    text.push_str("\n[budget]\nmax_usd = 1.0\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("no [budget]"), "{}", stderr(&out));
+}
+
+/// The config file's `max_usd` is the budget of a spec without one: no
+/// warning, and the budget holds the job (its first call's worst case
+/// does not fit $0.000001).
+#[tokio::test]
+async fn the_config_files_max_usd_budgets_a_spec_without_one() {
+    let Some(_) = common::engine("codex") else {
+        return;
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    common::on_rung(&spec, "process");
+    let dir = home.path().join("config/paddock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "max_usd = 0.000001\n").unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("no [budget]"), "{}", stderr(&out));
+    let rec = &home.store().await.jobs(1).await.unwrap()[0];
+    assert_eq!(rec.status, JobStatus::Held);
+    assert!(
+        rec.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("of $0.000001 spent); the job is held")),
+        "{:?}",
+        rec.reason
+    );
+}
+
+#[tokio::test]
+async fn a_config_file_with_an_unknown_key_is_bad_input_naming_file_and_line() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let dir = home.path().join("config/paddock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "max_usd = 1.0\nmaxUsd = 2.0\n").unwrap();
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "paddock: config file {}, line 2: unknown field `maxUsd`",
+            dir.join("config.toml").display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,28 @@
+//! Paddock's integration tests, one binary: the runner, the broker, the
+//! sandbox and its escape probes, the CLI, with stand-in engines and the
+//! scripted upstream. One binary links the library once (the suites used
+//! to be one binary each). The suites that run the real engines end to end
+//! are the `engines` binary (`tests/engines/`, feature `engine-e2e`, which
+//! `scripts/test` turns on). Shared helpers: `tests/common/` and the
+//! `paddock-test-support` crate.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod broker;
+mod cli;
+mod context;
+mod doc_links;
+mod escape;
+mod faults;
+mod git_escape;
+mod host_paths;
+mod invariants;
+mod parsers;
+mod reaper;
+mod redaction;
+mod results;
+mod sandbox_cli;
+mod sandbox_jobs;

@@ -1,0 +1,365 @@
+//! Teardown after a crash: a `paddock run` killed mid-job leaves its
+//! workspace, a `running` record, its cgroups (`sandbox` rung) and
+//! processes outside the engine's tree (an orphaned `git`); `paddock gc`,
+//! and the next `paddock run`, kill those, remove the cgroups, save the work so far,
+//! remove the workspace, fail the job with the reason, a final status
+//! event and its ledger's totals, and say so. A job that is still running
+//! is left alone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::common::*;
+use paddock_protocol::event::{EventBody, Phase};
+use paddock_protocol::JobStatus;
+
+/// A job on the `process` rung whose `codex` is `script`.
+fn stand_in_job(home: &Home, name: &str, script: &str) -> PathBuf {
+    stand_in_job_on(home, name, script, "process")
+}
+
+/// A job on `rung` whose `codex` is `script`.
+fn stand_in_job_on(home: &Home, name: &str, script: &str, rung: &str) -> PathBuf {
+    let dir = home.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let repo = repo(&dir);
+    let codex = dir.join("codex");
+    std::fs::write(&codex, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(
+        &dir,
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"hi\"\nusage = { input = 1000, output = 500 }\n"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "[engine]\n",
+        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
+    );
+    std::fs::write(&spec, text).unwrap();
+    on_rung(&spec, rung);
+    spec
+}
+
+/// Waits until a job directory under `jobs` has `tmp/started`; its name.
+async fn started(jobs: &Path) -> String {
+    for _ in 0..300 {
+        if let Ok(rd) = std::fs::read_dir(jobs) {
+            for e in rd.flatten() {
+                if e.path().join("tmp/started").exists() {
+                    return e.file_name().to_string_lossy().into_owned();
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no job started under {}", jobs.display());
+}
+
+/// The processes whose environment has `HOME=home` (this user's).
+fn with_home(home: &Path) -> Vec<i32> {
+    let wanted = format!("HOME={}", home.display());
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| {
+            let pid: i32 = p.file_name().to_str()?.parse().ok()?;
+            let env = std::fs::read(p.path().join("environ")).ok()?;
+            env.split(|b| *b == 0)
+                .any(|v| v == wanted.as_bytes())
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// A process left in a dead job's checkout, as the `git` of a `paddock`
+/// killed mid-clone would be: outside the engine's tree (which dies with
+/// its `paddock`), so only the reaper can end it.
+fn orphan_in(job_dir: &Path) -> std::process::Child {
+    std::process::Command::new("sleep")
+        .arg("60")
+        .current_dir(job_dir.join("work"))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The signal that ended `child` (SIGKILL from the reaper).
+fn killed_by(mut child: std::process::Child) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt as _;
+    child.wait().unwrap().signal()
+}
+
+fn paddock_cmd(home: &Home, spec: &Path) -> tokio::process::Command {
+    let mut cmd = home.command(&["run", "--json", spec.to_str().unwrap()]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_run_reaps_what_a_killed_run_left_behind() {
+    let home = Home::new();
+    // The stand-in engine waits for a file that never comes (and gives up
+    // on its own after 20 s, so that the orphan it becomes ends too).
+    let slow = stand_in_job(
+        &home,
+        "slow",
+        "touch \"$TMPDIR/started\"; i=0; while [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done",
+    );
+    let mut killed = paddock_cmd(&home, &slow).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+
+    // A second run while the first one is alive leaves its job alone.
+    let mut alive = paddock_cmd(&home, &slow).spawn().unwrap();
+    let running = loop {
+        let names = home.leftover_workspaces();
+        if let Some(n) = names.iter().find(|n| **n != crashed && !n.starts_with('.')) {
+            if home.jobs().join(n).join("tmp/started").exists() {
+                break n.clone();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(home.jobs().join(&crashed).is_dir());
+
+    killed.kill().await.unwrap();
+    killed.wait().await.unwrap();
+    let crashed_home = home.jobs().join(&crashed).join("home");
+    let orphan = orphan_in(&home.jobs().join(&crashed));
+    let store = home.store().await;
+    assert_eq!(
+        store.job(&crashed).await.unwrap().unwrap().status,
+        JobStatus::Running
+    );
+
+    let quick = stand_in_job(&home, "quick", "true");
+    let out = home
+        .paddock(&["run", "--json", quick.to_str().unwrap()], &[])
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(&crashed))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let prefix = format!("paddock: {crashed}: its paddock process ended mid-job; killed ");
+    let suffix = format!(
+        " process(es) it left running, saved its patch so far (0 file(s)) to {}, removed its workspace, marked it failed",
+        home.data().join("artifacts").join(&crashed).join("patch.diff").display()
+    );
+    assert!(
+        line.starts_with(&prefix) && line.ends_with(&suffix),
+        "{line}"
+    );
+    let killed_count: usize = line[prefix.len()..line.len() - suffix.len()]
+        .parse()
+        .unwrap();
+    assert!(killed_count >= 1, "{line}");
+    assert_eq!(killed_by(orphan), Some(9));
+    assert_eq!(with_home(&crashed_home), Vec::<i32>::new());
+    assert!(!stderr.contains(&running), "{stderr}");
+    assert!(!home.jobs().join(&crashed).exists());
+    assert!(home.jobs().join(&running).is_dir());
+
+    let rec = store.job(&crashed).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (JobStatus::Failed, Some(paddock::reaper::REASON))
+    );
+    assert!(rec.finished_at.is_some());
+    let last = store.events(&crashed, 0).await.unwrap().pop().unwrap();
+    assert_eq!(
+        last.body,
+        EventBody::Status {
+            phase: Phase::Failed,
+            detail: Some(paddock::reaper::REASON.to_string()),
+        }
+    );
+
+    alive.kill().await.unwrap();
+    alive.wait().await.unwrap();
+}
+
+/// A stand-in Codex that makes one model call through its broker (as the
+/// real one would, from its config), edits the checkout, says it started,
+/// and then waits (giving up on its own after 20 s).
+const CALLS_EDITS_AND_WAITS: &str = r#"url=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$CODEX_HOME/config.toml")
+curl -sS -o "$TMPDIR/answer" -H "Authorization: Bearer $PADDOCK_JOB_TOKEN" -H 'content-type: application/json' -d '{"model":"gpt-5.5","input":"hi","stream":true}' "$url/responses"
+echo "changed by the job" > README.md
+touch "$TMPDIR/started"
+i=0; while [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done"#;
+
+/// The cgroup directories of `name` under this host's hierarchies.
+fn cgroups_of(name: &str) -> Vec<PathBuf> {
+    paddock::leftovers::cgroups(Path::new(paddock::reaper::CGROUP_ROOT), name)
+}
+
+/// Kills a running `paddock run` (SIGKILL) once its job started, then runs
+/// `paddock gc --json` and checks everything of the job is gone, its work
+/// saved and its record failed with the ledger's totals.
+async fn gc_after_kill(rung: &str) {
+    let home = Home::new();
+    let spec = stand_in_job_on(&home, "slow", CALLS_EDITS_AND_WAITS, rung);
+    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+    let cgroups = cgroups_of(&crashed);
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+    let crashed_home = home.jobs().join(&crashed).join("home");
+    let orphan = orphan_in(&home.jobs().join(&crashed));
+
+    let out = home.paddock(&["gc", "--json"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let artifact = home
+        .data()
+        .join("artifacts")
+        .join(&crashed)
+        .join("patch.diff");
+    let diff = std::fs::read_to_string(&artifact).unwrap();
+    let job = &report["jobs"][0];
+    // The orphan at least (the engine died with its paddock, or is found
+    // still dying).
+    assert!(job["killed"].as_u64().unwrap() >= 1, "{report}");
+    let cgroup_paths: Vec<String> = cgroups.iter().map(|c| c.display().to_string()).collect();
+    assert_eq!(
+        report,
+        serde_json::json!({
+            "jobs": [{
+                "name": crashed,
+                "killed": job["killed"],
+                "cgroups": cgroup_paths,
+                "patch": {
+                    "path": artifact.display().to_string(),
+                    "changed_files": ["README.md"],
+                    "bytes": diff.len(),
+                },
+                "workspace_removed": true,
+                "kept": false,
+                "marked_failed": true,
+                "errors": [],
+            }],
+            // Other `paddock sandbox` runs of this host are not this test's.
+            "sandbox_cgroups": report["sandbox_cgroups"],
+            "errors": [],
+        })
+    );
+    assert!(diff.contains("+changed by the job"), "{diff}");
+    assert_eq!(killed_by(orphan), Some(9));
+    assert_eq!(with_home(&crashed_home), Vec::<i32>::new());
+    assert_eq!(cgroups_of(&crashed), Vec::<PathBuf>::new());
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+
+    let store = home.store().await;
+    let calls = store.model_calls(&crashed).await.unwrap();
+    assert_eq!(calls.len(), 1);
+    let rec = store.job(&crashed).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            rec.status,
+            rec.reason.as_deref(),
+            rec.model_calls,
+            rec.tokens,
+            rec.cost_micros,
+            rec.patch_path,
+            rec.changed_files,
+        ),
+        (
+            JobStatus::Failed,
+            Some(paddock::reaper::REASON),
+            1,
+            calls[0].tokens,
+            calls[0].cost_micros,
+            Some(artifact.display().to_string()),
+            vec!["README.md".to_string()],
+        )
+    );
+    assert!(rec.cost_micros > 0);
+    let mut events = store.events(&crashed, 0).await.unwrap();
+    let last = events.pop().unwrap().body;
+    let summary = events.pop().unwrap().body;
+    assert_eq!(
+        (summary, last),
+        (
+            EventBody::ArtifactSummary {
+                patch_path: artifact.display().to_string(),
+                changed_files: vec!["README.md".into()],
+                patch_bytes: diff.len() as u64,
+                interrupted: true,
+            },
+            EventBody::Status {
+                phase: Phase::Failed,
+                detail: Some(paddock::reaper::REASON.to_string()),
+            }
+        )
+    );
+
+    // Nothing of this job is left for a second pass.
+    let again = home.paddock(&["gc", "--json"], &[]).await;
+    let report: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        (again.status.code(), &report["jobs"]),
+        (Some(0), &serde_json::json!([]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_cleans_up_after_a_killed_run_on_the_process_rung() {
+    gc_after_kill("process").await;
+}
+
+/// On the `sandbox` rung the engine dies with its paddock, but its
+/// cgroups stay (the helper that removes them was killed too).
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_cleans_up_after_a_killed_run_on_the_sandbox_rung() {
+    if !common::sandbox_available() {
+        return;
+    }
+    gc_after_kill("sandbox").await;
+}
+
+/// A job whose process died and whose lease file is gone too (a panic's
+/// unwinding deleted it) is found by its `running` record.
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_fails_a_running_job_that_has_no_lease_at_all() {
+    let home = Home::new();
+    let spec = stand_in_job(&home, "slow", CALLS_EDITS_AND_WAITS);
+    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+    std::fs::remove_file(home.jobs().join(".leases").join(format!("{crashed}.lock"))).unwrap();
+    let orphan = orphan_in(&home.jobs().join(&crashed));
+
+    let out = home.paddock(&["gc"], &[]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{crashed}: its paddock process ended mid-job; killed "
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(", removed its workspace, marked it failed\n"),
+        "{stdout}"
+    );
+    assert_eq!(killed_by(orphan), Some(9));
+    let store = home.store().await;
+    let rec = store.job(&crashed).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.status, rec.model_calls, rec.changed_files),
+        (JobStatus::Failed, 1, vec!["README.md".to_string()])
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    assert_eq!(
+        with_home(&home.jobs().join(&crashed).join("home")),
+        Vec::<i32>::new()
+    );
+}

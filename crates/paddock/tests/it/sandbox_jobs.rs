@@ -1,0 +1,431 @@
+//! Jobs on the `sandbox` rung with a stand-in engine: the timeout kills
+//! everything the engine started, even a daemon that left the process
+//! group (on both rungs: the `process` rung's supervisor kills it too), and
+//! the engine sees the sandbox, not the host; the default pids cap holds;
+//! where no sandbox can start (inside one), `auto` falls back to `process`
+//! and says why, and an explicit `sandbox` is refused.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::common;
+
+use std::os::unix::fs::PermissionsExt as _;
+
+use crate::common::*;
+use paddock_protocol::JobStatus;
+
+const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\n";
+
+/// A job whose `codex` is `script`, with a 1 s timeout.
+fn stand_in_job(home: &Home, script: &str, sandbox: bool) -> std::path::PathBuf {
+    let repo = repo(home.path());
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    // The stand-in answers the start's version check (run on the host,
+    // outside the rung) as the pinned Codex, and runs `script` only as
+    // the engine.
+    std::fs::write(
+        &codex,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{script}\n",
+            paddock::engines::codex::PIN.version
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            "[engine]\n",
+            &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
+        )
+        .replace("timeout_secs = 120", "timeout_secs = 1");
+    std::fs::write(&spec, text).unwrap();
+    if sandbox {
+        sandboxed(&spec);
+    } else {
+        on_rung(&spec, "process");
+    }
+    spec
+}
+
+async fn daemon_survives(sandbox: bool) -> bool {
+    let home = Home::new();
+    let spec = stand_in_job(
+        &home,
+        "(setsid sh -c 'sleep 3; touch \"$TMPDIR/survivor\"' &)\nsleep 30",
+        sandbox,
+    );
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (out.status.code(), rec.status),
+        (Some(4), JobStatus::TimedOut)
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let survived = home.jobs().join(&rec.id).join("tmp/survivor").exists();
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+    survived
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_timeout_kills_a_daemon_that_left_the_process_group() {
+    if !common::sandbox_available() {
+        return;
+    }
+    // On the process rung too: the supervisor kills it (supervise.rs).
+    assert_eq!(
+        (daemon_survives(false).await, daemon_survives(true).await),
+        (false, false)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_engine_sees_the_sandbox_not_the_host() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(
+        &home,
+        "{ hostname; id -u; ls /; test -e /etc/machine-id && echo machine-id; \
+         cat /proc/1/environ >/dev/null 2>&1 && echo pid1-environ-readable; \
+         ( echo x > /usr/x ) 2>/dev/null && echo usr-writable; \
+         echo ok > \"$TMPDIR/w\" && echo tmp-writable; } > \"$HOME/seen\" 2>&1",
+        true,
+    );
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let seen = std::fs::read_to_string(home.jobs().join(&rec.id).join("home/seen")).unwrap();
+    let uid = nix::unistd::getuid().as_raw();
+    assert_eq!(
+        seen,
+        format!(
+            "paddock\n{uid}\nbin\ndev\netc\nlib\nlib64\nopt\nproc\nsbin\ntmp\nusr\ntmp-writable\n"
+        )
+    );
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
+
+/// Every sandboxed job has a pids cap (`launcher::SANDBOX_PIDS`, 1024) even
+/// without a host profile: a stand-in engine forking sleepers is stopped
+/// short of it (the helper's threads, PID 1 and the shell count too). The
+/// cap itself is attacked with its unconfined twin in escape.rs.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_cannot_fork_past_the_default_pids_cap() {
+    if !common::sandbox_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: cgroup caps for jobs need root or a delegated cgroup");
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(
+        &home,
+        "i=0; while [ $i -lt 1100 ]; do sleep 60 & i=$((i+1)); echo $i > \"$HOME/forked\"; done",
+        false,
+    );
+    // The default rung, with time to fork.
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("isolation = \"process\"\n", "")
+        .replace("timeout_secs = 1\n", "timeout_secs = 60\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.isolation, "sandbox");
+    let forked: u64 = std::fs::read_to_string(home.jobs().join(&rec.id).join("home/forked"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1000..1024).contains(&forked), "forked {forked}");
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
+
+/// A host profile on the sandbox rung: `mem_limit_mb` and `cpu_limit` are
+/// enforced (cgroups), so nothing is degraded, and the engine's deny hook
+/// (`paddock hook`, run inside the sandbox) still refuses denied commands.
+async fn profile_is_enforced_in_the_sandbox(engine: &str) {
+    if common::engine(engine).is_none() || !common::sandbox_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: cgroup caps for jobs need root or a delegated cgroup");
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"lifting the rules\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"echo {} > $HOME/.claude/paddock-policy.json; echo > $HOME/.codex/rules/default.rules; true\"\n\n\
+        [[turn]]\ntext = \"trying\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch denied.txt\"\n\n\
+        [[turn]]\ntext = \"allowed\"\n[[turn.action]]\ntype = \"shell\"\ncommand = \"touch allowed.txt\"\n\n\
+        [[turn]]\ntext = \"Done.\"\n";
+    std::fs::write(
+        home.path().join("profile.json"),
+        serde_json::json!({
+            "id": "sandbox-caps",
+            "build_policy": "ci-only",
+            "verification": "dev-probe",
+            "deny_commands": ["touch denied.txt"],
+            "mem_limit_mb": 2048,
+            "cpu_limit": "100%"
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let spec = job(home.path(), engine, &repo, SCRIPTED, Some(scenario));
+    let mut text = std::fs::read_to_string(&spec).unwrap();
+    text.push_str("\n[policy]\nprofile = \"profile.json\"\n");
+    std::fs::write(&spec, text).unwrap();
+    sandboxed(&spec);
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    // The engine's copy of the rules could not be lifted from inside.
+    let job_home = home.jobs().join(&rec.id).join("home");
+    let rules = match engine {
+        "codex" => std::fs::read_to_string(job_home.join(".codex/rules/default.rules")).unwrap(),
+        _ => std::fs::read_to_string(job_home.join(".claude/paddock-policy.json")).unwrap(),
+    };
+    assert!(rules.contains("touch"), "rules were lifted: {rules}");
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+    assert_eq!(
+        (rec.status, rec.changed_files.clone()),
+        (JobStatus::Done, vec!["allowed.txt".to_string()]),
+        "reason: {:?}\nstderr: {}",
+        rec.reason,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let policy: Vec<paddock_protocol::EventBody> = events
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, paddock_protocol::EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        policy,
+        vec![paddock_protocol::EventBody::Policy {
+            rule: "touch denied.txt".into(),
+            message: "denied `touch denied.txt` (host profile `sandbox-caps`, deny_commands)"
+                .into(),
+        }]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_profile_is_enforced_in_the_sandbox() {
+    profile_is_enforced_in_the_sandbox("codex").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_profile_is_enforced_in_the_sandbox() {
+    profile_is_enforced_in_the_sandbox("claude").await;
+}
+
+/// Runs `paddock run --json SPEC` inside Paddock's own sandbox, whose
+/// seccomp filter denies new user namespaces: a host where no sandbox can
+/// start, for real.
+async fn run_where_no_sandbox_starts(home: &Home, spec: &std::path::Path) -> std::process::Output {
+    let paddock = std::path::Path::new(env!("CARGO_BIN_EXE_paddock"));
+    let home_dir = home.path().to_str().unwrap();
+    tokio::process::Command::new(paddock)
+        .args(["sandbox", "--rw", home_dir, "--ro"])
+        .arg(paddock.parent().unwrap())
+        .args(["--env", &format!("HOME={home_dir}"), "--"])
+        .arg(paddock)
+        .arg("--data-dir")
+        .arg(home.data())
+        .arg("--jobs-dir")
+        .arg(home.jobs())
+        .args(["run", "--json", spec.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+/// The default rung where no sandbox can start: `auto` runs the job on the
+/// `process` rung and a `policy` event says why; an explicit `sandbox` is
+/// refused before the job exists, naming the failed step.
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_falls_back_and_sandbox_is_refused_where_none_starts() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(&home, "true", false);
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("isolation = \"process\"\n", "");
+    std::fs::write(&spec, &text).unwrap();
+    // A root caller's first step that needs a new user namespace is the
+    // idmapping of the system binds (idmap.rs), everyone else's the unshare.
+    let why = if nix::unistd::geteuid().is_root() {
+        "paddock sandbox: idmap user namespace (for a root caller, so that the host's \
+         root-only system files stay closed to the job): EPERM: Operation not permitted"
+    } else {
+        "paddock sandbox: unshare the user and UTS namespaces: \
+         EPERM: Operation not permitted"
+    };
+
+    let out = run_where_no_sandbox_starts(&home, &spec).await;
+    let rec = record(&out);
+    assert_eq!(rec.isolation, "process");
+    let policy: Vec<paddock_protocol::EventBody> = home
+        .store()
+        .await
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, paddock_protocol::EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        policy,
+        vec![paddock_protocol::EventBody::Policy {
+            rule: "isolation".into(),
+            message: format!(
+                "isolation auto: running on the `process` rung (unconfined) because this host \
+                 cannot start Paddock's sandbox: {why}"
+            ),
+        }]
+    );
+
+    std::fs::write(&spec, format!("isolation = \"sandbox\"\n{text}")).unwrap();
+    let out = run_where_no_sandbox_starts(&home, &spec).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        format!(
+            "paddock: isolation = \"sandbox\": this host cannot start Paddock's sandbox: {why} \
+             (`paddock doctor` shows what is missing; `isolation = \"process\"` runs unconfined)"
+        )
+    );
+}
+
+/// `paddock ARGS` on `home`, started by a shell that first opens `secret`
+/// as descriptor 7 (a caller that leaked one).
+async fn paddock_holding_fd7(
+    home: &Home,
+    secret: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    let std = home.command(args);
+    let std = std.as_std();
+    tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec 7<\"$0\"; exec \"$@\"")
+        .arg(secret)
+        .arg(std.get_program())
+        .args(std.get_args())
+        .env_remove("PADDOCK_DB")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+/// What a stand-in engine read from descriptor 7 on `rung`.
+async fn engine_reads_fd7(sandbox: bool) -> String {
+    let home = Home::new();
+    let secret = home.path().join("secret");
+    std::fs::write(&secret, "caller-secret\n").unwrap();
+    let spec = stand_in_job(
+        &home,
+        "cat <&7 > \"$HOME/fd7\" 2>/dev/null || echo closed > \"$HOME/fd7\"",
+        sandbox,
+    );
+    let out = paddock_holding_fd7(
+        &home,
+        &secret,
+        &["run", "--json", "--keep", spec.to_str().unwrap()],
+    )
+    .await;
+    let rec = record(&out);
+    let seen = std::fs::read_to_string(home.jobs().join(&rec.id).join("home/fd7")).unwrap();
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+    seen
+}
+
+/// A descriptor the caller of `paddock run` left open reaches the engine on
+/// neither rung (nor the sandbox helper and PID 1 in between); the twin is
+/// the same shell wrapper starting `sh` instead of `paddock`, which reads it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_inherited_descriptor_reaches_no_engine() {
+    if !common::sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "caller-secret\n").unwrap();
+    let twin = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("exec 7<\"$0\"; exec \"$@\"")
+        .arg(&secret)
+        .args(["sh", "-c", "cat <&7"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&twin.stdout).into_owned(),
+            engine_reads_fd7(false).await,
+            engine_reads_fd7(true).await
+        ),
+        (
+            "caller-secret\n".to_string(),
+            "closed\n".to_string(),
+            "closed\n".to_string()
+        )
+    );
+}
+
+/// A repository that commits `.profile -> /tmp` does not get the host's
+/// /tmp into the view (the protected path is not followed): the engine's
+/// write lands in the sandbox's own /tmp. Twin: on the `process` rung the
+/// same write reaches the host's /tmp.
+async fn committed_link_write_reaches_host(sandbox: bool) -> bool {
+    let home = Home::new();
+    let target = format!(
+        "/tmp/paddock-committed-link-{}-{}",
+        std::process::id(),
+        sandbox
+    );
+    let _ = std::fs::remove_file(&target);
+    let spec = stand_in_job(&home, &format!("echo pwned > {target}"), sandbox);
+    let repo = home.path().join("repo");
+    std::os::unix::fs::symlink("/tmp", repo.join(".profile")).unwrap();
+    common::git(&repo, &["add", ".profile"]);
+    common::git(&repo, &["commit", "-q", "-m", "a link"]);
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let _ = record(&out);
+    let reached = std::path::Path::new(&target).exists();
+    let _ = std::fs::remove_file(&target);
+    reached
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_committed_link_does_not_bring_host_paths_into_the_view() {
+    if !common::sandbox_available() {
+        return;
+    }
+    assert_eq!(
+        (
+            committed_link_write_reaches_host(false).await,
+            committed_link_write_reaches_host(true).await
+        ),
+        (true, false)
+    );
+}
