@@ -68,6 +68,9 @@ pub(super) async fn stream(
         exited: None,
         held_reason: None,
     };
+    // The engine's own refusals already reported (by call id, else command):
+    // its stream may name one twice (as it happens, and again at the end).
+    let mut refused = std::collections::HashSet::new();
     let mut stdout_open = true;
     while stdout_open || out.exited.is_none() {
         tokio::select! {
@@ -76,7 +79,7 @@ pub(super) async fn stream(
                 Ok(n) => {
                     run.raw.write(&buf[..n]).await;
                     for line in lines.push(&buf[..n]) {
-                        on_line(job, em, run, adapter, line, max_line).await?;
+                        on_line(job, em, run, adapter, line, max_line, &mut refused).await?;
                     }
                 }
                 Err(e) => {
@@ -115,7 +118,7 @@ pub(super) async fn stream(
     }
     if !stdout_open {
         if let Some(line) = lines.finish() {
-            on_line(job, em, run, adapter, line, max_line).await?;
+            on_line(job, em, run, adapter, line, max_line, &mut refused).await?;
         }
     }
     Ok(out)
@@ -133,7 +136,9 @@ fn timeout_event(job: &Job) -> EventBody {
     }
 }
 
-/// One whole line: its events, and the refusals the engine reported in it.
+/// One whole line: its events, and the refusals the engine reported in it:
+/// its own (a `policy` event each, once, with or without a profile) and
+/// the profile's (through the profile).
 async fn on_line(
     job: &Job,
     em: &mut Emitter,
@@ -141,13 +146,27 @@ async fn on_line(
     adapter: &dyn EngineAdapter,
     line: Line,
     max_line: usize,
+    refused: &mut std::collections::HashSet<String>,
 ) -> Result<(), StoreError> {
     let kind = adapter.kind().as_str();
     let Some(line) = emit_line(em, run.parser.as_mut(), line, max_line, kind).await? else {
         return Ok(());
     };
+    let found = adapter.stream_denials(&line);
+    for denial in &found {
+        let Some(event) = denial.refusal_event(adapter.kind()) else {
+            continue;
+        };
+        let key = denial
+            .call_id
+            .clone()
+            .unwrap_or_else(|| denial.command.clone());
+        if refused.insert(key) {
+            em.emit(event).await?;
+        }
+    }
     if let (Some(p), Some(tail)) = (&job.policy, run.denials.as_mut()) {
-        for denial in p.new_denials(tail, adapter.stream_denials(&line)) {
+        for denial in p.new_denials(tail, found) {
             em.emit(p.denial_event(&denial)).await?;
         }
     }

@@ -912,3 +912,36 @@ async fn codex_refusing_a_command_on_its_own_is_a_policy_event() {
         )
     );
 }
+
+/// A tool Claude Code's permission mode does not allow (WebFetch: Paddock
+/// allows edits and Bash) is refused by Claude Code on its own: one
+/// `policy` event, without a profile too, though Claude names the call
+/// twice (as it happens and in its result's `permission_denials`).
+#[tokio::test]
+async fn claude_refusing_a_tool_on_its_own_is_one_event_without_a_profile() {
+    if common::engine("claude").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let scenario = "[[turn]]\ntext = \"fetching\"\n[[turn.action]]\ntype = \"call\"\nname = \"WebFetch\"\narguments = { url = \"http://example.invalid/\", prompt = \"p\" }\n\n[[turn]]\ntext = \"Done.\"\n";
+    let spec = job(home.path(), "claude", &repo, SCRIPTED, Some(scenario));
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(rec.status, JobStatus::Done, "{}", stderr(&out));
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let policy: Vec<EventBody> = events
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    assert_eq!(
+        policy,
+        vec![EventBody::Policy {
+            rule: "claude".into(),
+            message: "claude refused `WebFetch {\"prompt\":\"p\",\"url\":\"http://example.invalid/\"}` on its own: its permission mode does not allow the WebFetch tool (Paddock allows edits and Bash)".into(),
+        }]
+    );
+}

@@ -4,6 +4,13 @@
 //! sets from the profile, deny without the hook), and the `result` event's
 //! `permission_denials` (all of them, the hook's too, at the end). Records
 //! share the tool-use id with the hook's, so `policy` counts a call once.
+//!
+//! Paddock gives the profile's rules to Claude Code for Bash only (the
+//! hook and `Bash(RULE:*)` deny rules) and runs it with
+//! `--permission-mode acceptEdits --allowedTools Bash`: a denied Bash call
+//! is the profile's, a denied call of any other tool (WebFetch, WebSearch,
+//! an MCP tool…) is Claude Code's own permission mode refusing it, a
+//! `policy` event with or without a profile.
 
 use serde_json::Value;
 
@@ -19,15 +26,25 @@ pub fn in_line(line: &str) -> Vec<EngineDenial> {
     let Ok(v) = serde_json::from_str::<Value>(line) else {
         return Vec::new();
     };
-    let record = |tool: &str, command: String, id: Option<&str>| EngineDenial {
-        command,
-        call_id: id.map(str::to_string),
-        by: DeniedBy::Profile {
-            rule: Some(match tool {
-                "Bash" => PERMISSION_RULE.to_string(),
-                other => format!("permissions ({other})"),
-            }),
+    let record = |tool: &str, command: String, id: Option<&str>| {
+        EngineDenial {
+        by: match tool {
+            "Bash" => DeniedBy::Profile {
+                rule: Some(PERMISSION_RULE.to_string()),
+            },
+            other => DeniedBy::Engine {
+                reason: format!(
+                    "its permission mode does not allow the {other} tool (Paddock allows edits and Bash)"
+                ),
+            },
         },
+        command: if tool == "Bash" {
+            command
+        } else {
+            format!("{tool} {command}")
+        },
+        call_id: id.map(str::to_string),
+    }
     };
     match v.get("type").and_then(Value::as_str) {
         Some("result") => v
@@ -115,12 +132,28 @@ mod tests {
             vec![
                 rec("deny_commands", "curl x", "toolu_1"),
                 rec("deny_commands", "c=curl; $c x", "toolu_4"),
-                rec(
-                    "permissions (WebFetch)",
-                    "{\"url\":\"http://x\"}",
-                    "toolu_5"
-                ),
+                EngineDenial {
+                    command: "WebFetch {\"url\":\"http://x\"}".into(),
+                    call_id: Some("toolu_5".into()),
+                    by: DeniedBy::Engine {
+                        reason: "its permission mode does not allow the WebFetch tool (Paddock allows edits and Bash)".into()
+                    },
+                },
             ]
+        );
+        // Claude Code's own refusal is a policy event of its own, with or
+        // without a profile; the profile's are not (policy reports them).
+        let found = in_line(result);
+        assert_eq!(
+            found[0].refusal_event(paddock_protocol::EngineKind::Claude),
+            None
+        );
+        assert_eq!(
+            found[2].refusal_event(paddock_protocol::EngineKind::Claude),
+            Some(paddock_protocol::EventBody::Policy {
+                rule: "claude".into(),
+                message: "claude refused `WebFetch {\"url\":\"http://x\"}` on its own: its permission mode does not allow the WebFetch tool (Paddock allows edits and Bash)".into(),
+            })
         );
         assert_eq!(in_line("not json"), vec![]);
     }
