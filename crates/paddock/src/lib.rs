@@ -9,6 +9,7 @@ pub mod broker;
 pub mod config;
 pub mod context;
 pub mod doctor;
+pub mod egress;
 pub mod engines;
 pub mod host_check;
 pub mod job_ref;

@@ -2,16 +2,20 @@
 //! the product: a recording upstream that serves a scenario as OpenAI,
 //! Anthropic, Vertex AI or a SigV4-verifying Amazon Bedrock would
 //! ([`upstream`]), a Google OAuth token endpoint ([`google`]) and a
-//! Microsoft Entra ID token endpoint ([`entra`]). Each speaks the real wire
-//! format and checks what the broker sends. A dev-dependency of `paddock`
+//! Microsoft Entra ID token endpoint ([`entra`]), and a DNS resolver for the
+//! egress proxy that maps names to loopback stand-ins and can rebind
+//! ([`dns`]). Each speaks the real wire format and checks what the broker
+//! sends. A dev-dependency of `paddock`
 //! only (`publish = false`).
 
 // Stand-ins assert on what they receive: a failed assertion fails the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod bedrock;
+pub mod dns;
 pub mod entra;
 pub mod google;
+pub mod tls;
 pub mod upstream;
 
 pub use upstream::{MockUpstream, RecordedRequest};

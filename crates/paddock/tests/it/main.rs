@@ -15,6 +15,7 @@ mod broker;
 mod cli;
 mod context;
 mod doc_links;
+mod egress;
 mod escape;
 mod faults;
 mod git_escape;

@@ -1,0 +1,179 @@
+//! The egress proxy (issue #15): the one way a job reaches anything but its
+//! model. An HTTP forward proxy (`CONNECT` for HTTPS, absolute-URI requests
+//! for plain HTTP) that checks each destination by host name and port
+//! against the current phase's list (setup or agent, switched at runtime by
+//! the host side; a connection opened in one phase is closed when it ends),
+//! resolves names itself and refuses any address on the deny list unless
+//! the host profile opened that exact `address:port`, requires a tunnel's
+//! TLS server name to be its CONNECT host, answers a refusal with a
+//! readable 403, and records every attempt as an `EgressRecord` on a
+//! channel. Not yet started for running jobs (docs/egress.md).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use paddock_protocol::{EgressPhase, EgressRecord, HostProfile, JobSpec};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub mod allowlist;
+pub mod deny;
+pub mod head;
+pub mod hello;
+pub mod refusal;
+pub mod relay;
+pub mod resolve;
+mod server;
+
+pub use allowlist::{Allowlist, PhaseLists};
+pub use deny::DenyList;
+pub use resolve::{Resolver, SystemResolver};
+pub use server::ProxyLimits;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error("egress proxy: cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("egress proxy: cannot read the listener's address: {source}")]
+    LocalAddr { source: std::io::Error },
+    #[error("egress proxy for job {job_id}: cannot list this host's addresses: {source}")]
+    HostAddresses { job_id: String, source: nix::Error },
+    #[error("egress proxy for job {job_id}: {field}: {reason}")]
+    List {
+        job_id: String,
+        field: String,
+        reason: String,
+    },
+}
+
+/// What one proxy enforces.
+#[derive(Clone)]
+pub struct EgressConfig {
+    pub lists: PhaseLists,
+    pub deny: DenyList,
+    pub resolver: Arc<dyn Resolver>,
+    pub limits: ProxyLimits,
+    /// The phase the proxy starts in.
+    pub phase: EgressPhase,
+}
+
+impl EgressConfig {
+    /// A job's proxy: its spec's lists (already admitted against the
+    /// profile's maximum), this host's deny list with the profile's opened
+    /// addresses, the system resolver; it starts in the setup phase when
+    /// the spec has setup commands, else in the agent phase.
+    pub fn for_job(
+        job_id: &str,
+        spec: &JobSpec,
+        profile: Option<&HostProfile>,
+    ) -> Result<EgressConfig, EgressError> {
+        let list_error = |field: &'static str| {
+            move |(i, reason): (usize, String)| EgressError::List {
+                job_id: job_id.to_string(),
+                field: format!("{field}[{i}]"),
+                reason,
+            }
+        };
+        let setup =
+            Allowlist::parse(&spec.setup.network.entries()).map_err(list_error("setup.network"))?;
+        let agent = Allowlist::parse(&spec.network.allow).map_err(list_error("network.allow"))?;
+        let opened = match profile.and_then(|p| p.network.as_ref()) {
+            Some(limits) => limits
+                .opened()
+                .map_err(list_error("network.open_addresses"))?,
+            None => Vec::new(),
+        };
+        let deny = DenyList::of_this_host(opened).map_err(|source| EgressError::HostAddresses {
+            job_id: job_id.to_string(),
+            source,
+        })?;
+        Ok(EgressConfig {
+            lists: PhaseLists { setup, agent },
+            deny,
+            resolver: Arc::new(SystemResolver),
+            limits: ProxyLimits::default(),
+            phase: if spec.setup.commands.is_empty() {
+                EgressPhase::Agent
+            } else {
+                EgressPhase::Setup
+            },
+        })
+    }
+}
+
+/// A running proxy. Dropping it stops accepting and closes every
+/// connection it relays.
+pub struct EgressProxy {
+    addr: SocketAddr,
+    phase: watch::Sender<EgressPhase>,
+    accept: JoinHandle<()>,
+}
+
+impl EgressProxy {
+    /// Listens on `addr` (port 0: any free port) and serves; each attempt's
+    /// record goes to `records` when it ends.
+    pub async fn bind(
+        addr: SocketAddr,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+    ) -> Result<EgressProxy, EgressError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| EgressError::Bind { addr, source })?;
+        EgressProxy::serve(listener, config, records)
+    }
+
+    /// Serves on `listener`.
+    pub fn serve(
+        listener: TcpListener,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+    ) -> Result<EgressProxy, EgressError> {
+        let addr = listener
+            .local_addr()
+            .map_err(|source| EgressError::LocalAddr { source })?;
+        let (phase, phase_rx) = watch::channel(config.phase);
+        let shared = Arc::new(server::Shared {
+            lists: config.lists,
+            deny: config.deny,
+            resolver: config.resolver,
+            limits: config.limits,
+            records,
+        });
+        let accept = tokio::spawn(server::serve(listener, shared, phase_rx));
+        Ok(EgressProxy {
+            addr,
+            phase,
+            accept,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The phase whose list is in force.
+    pub fn phase(&self) -> EgressPhase {
+        *self.phase.borrow()
+    }
+
+    /// Makes `phase`'s list the one in force; every connection opened
+    /// before is closed. False when it already was.
+    pub fn switch(&self, phase: EgressPhase) -> bool {
+        self.phase.send_if_modified(|p| {
+            let changed = *p != phase;
+            *p = phase;
+            changed
+        })
+    }
+}
+
+impl Drop for EgressProxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}

@@ -1,0 +1,107 @@
+//! A refused request's answer: an HTTP response the job (and the model
+//! reading its tool's output) can read, naming the rule that refused it
+//! and how to ask for the destination, never a bare reset. After a
+//! tunnel's `200` (a ClientHello refused) no answer can be written: the
+//! connection is closed.
+
+use paddock_protocol::EgressPhase;
+
+/// Why a request was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The HTTP status of the answer; `None` when none can be written.
+    pub status: Option<u16>,
+    /// `allowlist`, `ip_literal`, `deny_list:<range>`, `sni_mismatch`, ...
+    pub rule: String,
+    pub reason: String,
+}
+
+impl Refusal {
+    pub fn new(status: u16, rule: impl Into<String>, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status: Some(status),
+            rule: rule.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// A refusal after the tunnel opened: no answer, the connection closes.
+    pub fn silent(rule: impl Into<String>, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            status: None,
+            rule: rule.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The answer's bytes for `destination` (`host:port`) in `phase`.
+    pub fn answer(&self, destination: &str, phase: EgressPhase) -> Option<Vec<u8>> {
+        let status = self.status?;
+        let text = match status {
+            400 => "Bad Request",
+            403 => "Forbidden",
+            408 => "Request Timeout",
+            431 => "Request Header Fields Too Large",
+            _ => "Bad Gateway",
+        };
+        let body = format!(
+            "paddock egress proxy: {destination} refused in the {} phase: {}\nrule: {}\n{}\n",
+            phase.as_str(),
+            self.reason,
+            self.rule,
+            self.how_to_ask(destination, phase)
+        );
+        Some(
+            format!(
+                "HTTP/1.1 {status} {text}\r\ncontent-type: text/plain; charset=utf-8\r\n\
+                 content-length: {}\r\nconnection: close\r\nx-paddock-egress-rule: {}\r\n\r\n{body}",
+                body.len(),
+                self.rule
+            )
+            .into_bytes(),
+        )
+    }
+
+    fn how_to_ask(&self, destination: &str, phase: EgressPhase) -> String {
+        let (field, max) = match phase {
+            EgressPhase::Setup => ("setup.network", "network.setup_allow"),
+            EgressPhase::Agent => ("network.allow", "network.allow"),
+        };
+        match self.rule.as_str() {
+            "allowlist" | "ip_literal" => format!(
+                "To reach it, the job's spec must list `{destination}` in `{field}`, within the host profile's `{max}` (docs/egress.md); ask whoever runs this job."
+            ),
+            r if r.starts_with("deny_list:") => "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only the host profile opens one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
+            "bad_request" => "Send `CONNECT host:port` for HTTPS, or an absolute `http://host/path` request (set HTTPS_PROXY/HTTP_PROXY).".to_string(),
+            _ => "The destination is allowed but could not be reached.".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_refusal_reads_as_a_whole_http_answer() {
+        let r = Refusal::new(
+            403,
+            "allowlist",
+            "evil.example:443 is not on the agent phase's list",
+        );
+        let body = "paddock egress proxy: evil.example:443 refused in the agent phase: evil.example:443 is not on the agent phase's list\nrule: allowlist\nTo reach it, the job's spec must list `evil.example:443` in `network.allow`, within the host profile's `network.allow` (docs/egress.md); ask whoever runs this job.\n";
+        assert_eq!(
+            String::from_utf8(r.answer("evil.example:443", EgressPhase::Agent).unwrap()).unwrap(),
+            format!(
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\nx-paddock-egress-rule: allowlist\r\n\r\n{body}",
+                body.len()
+            )
+        );
+        assert_eq!(
+            Refusal::silent("sni_mismatch", "x").answer("a:1", EgressPhase::Setup),
+            None
+        );
+    }
+}

@@ -1,0 +1,363 @@
+//! One proxy connection from request to record: read the head (bounded,
+//! timed), take its target, check the phase's list, resolve the name here
+//! (once), check every address against the deny list, connect to a checked
+//! address, and for a tunnel check the ClientHello's server name before
+//! any byte goes upstream; then relay. Whatever happens ends as one
+//! `EgressRecord`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use paddock_protocol::{EgressMethod, EgressPhase, EgressRecord, Host};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::time::timeout;
+
+use super::allowlist::PhaseLists;
+use super::deny::DenyList;
+use super::head::{self, read_head, Head, HeadError, Target};
+use super::hello::{read_client_hello, HelloError};
+use super::refusal::Refusal;
+use super::relay::relay;
+use super::resolve::Resolver;
+
+/// The proxy's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProxyLimits {
+    /// For the whole request head to arrive.
+    pub head: Duration,
+    /// For a name to resolve.
+    pub resolve: Duration,
+    /// For each connection attempt upstream.
+    pub connect: Duration,
+    /// For a tunnel's ClientHello to arrive.
+    pub hello: Duration,
+    /// Connections handled at once; more wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+impl Default for ProxyLimits {
+    fn default() -> Self {
+        ProxyLimits {
+            head: Duration::from_secs(10),
+            resolve: Duration::from_secs(10),
+            connect: Duration::from_secs(10),
+            hello: Duration::from_secs(10),
+            max_connections: 256,
+        }
+    }
+}
+
+/// What every connection of one proxy shares.
+pub(crate) struct Shared {
+    pub lists: PhaseLists,
+    pub deny: DenyList,
+    pub resolver: Arc<dyn Resolver>,
+    pub limits: ProxyLimits,
+    pub records: mpsc::Sender<EgressRecord>,
+}
+
+/// Accepts connections until the task is aborted.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    phase: watch::Receiver<EgressPhase>,
+) {
+    let permits = Arc::new(Semaphore::new(shared.limits.max_connections));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let conn = match listener.accept().await {
+            Ok((conn, _)) => conn,
+            Err(e) => {
+                tracing::warn!("egress proxy: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let shared = shared.clone();
+        let phase = phase.clone();
+        tokio::spawn(async move {
+            let record = handle(conn, &shared, phase).await;
+            let _ = shared.records.send(record).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn handle(
+    mut client: TcpStream,
+    shared: &Shared,
+    mut phase_rx: watch::Receiver<EgressPhase>,
+) -> EgressRecord {
+    let started = Instant::now();
+    let phase = *phase_rx.borrow_and_update();
+    let mut record = EgressRecord {
+        host: String::new(),
+        port: 0,
+        method: None,
+        address: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        phase,
+        allowed: false,
+        rule: None,
+        reason: None,
+    };
+    if let Err(refusal) = attempt(&mut client, shared, &mut phase_rx, &mut record).await {
+        record.allowed = false;
+        let destination = format!("{}:{}", record.host, record.port);
+        if let Some(answer) = refusal.answer(&destination, phase) {
+            let _ = timeout(shared.limits.head, client.write_all(&answer)).await;
+        }
+        let _ = client.shutdown().await;
+        record.rule = Some(refusal.rule);
+        record.reason = Some(refusal.reason);
+    }
+    record.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    record
+}
+
+async fn attempt(
+    client: &mut TcpStream,
+    shared: &Shared,
+    phase_rx: &mut watch::Receiver<EgressPhase>,
+    record: &mut EgressRecord,
+) -> Result<(), Refusal> {
+    let limits = &shared.limits;
+    let mut buf = Vec::new();
+    let (head, end) = match timeout(limits.head, read_head(client, &mut buf)).await {
+        Err(_) => {
+            return Err(Refusal::new(
+                408,
+                "bad_request",
+                format!("no whole request head within {:?}", limits.head),
+            ))
+        }
+        Ok(Err(e @ HeadError::TooLarge)) => {
+            return Err(Refusal::new(431, "bad_request", e.to_string()))
+        }
+        Ok(Err(e @ HeadError::Malformed(_))) => {
+            return Err(Refusal::new(400, "bad_request", e.to_string()))
+        }
+        Ok(Err(e)) => return Err(Refusal::silent("bad_request", e.to_string())),
+        Ok(Ok(done)) => done,
+    };
+    record.host = head::escape(&head.target);
+    let target = head::target(&head).map_err(|(rule, why)| Refusal::new(400, rule, why))?;
+    record.host = target.host.to_string();
+    record.port = target.port;
+    record.method = Some(target.method);
+    let destination = format!("{}:{}", record.host, record.port);
+    if !shared
+        .lists
+        .of(record.phase)
+        .allows(&target.host, target.port)
+    {
+        let (rule, what) = match target.host {
+            Host::Address(_) => ("ip_literal", "an IP address that is not"),
+            Host::Name(_) => ("allowlist", "not"),
+        };
+        return Err(Refusal::new(
+            403,
+            rule,
+            format!(
+                "{destination} is {what} on the {} phase's list",
+                record.phase.as_str()
+            ),
+        ));
+    }
+    // What goes upstream first: the rewritten head of a plain request, or
+    // the tunnel's ClientHello; then whatever followed the head.
+    let mut first = match target.method {
+        EgressMethod::Http => origin_request(&head, &target)?,
+        EgressMethod::Connect => Vec::new(),
+    };
+    first.extend_from_slice(&buf[end..]);
+    let addresses = resolve(shared, &target).await?;
+    // Every address is checked before any connection, and only checked
+    // addresses are connected to: nothing is resolved twice.
+    let mut checked = Vec::with_capacity(addresses.len());
+    for ip in addresses {
+        let addr = SocketAddr::new(ip.to_canonical(), target.port);
+        if let Some(range) = shared.deny.check(addr) {
+            record.address = Some(addr.to_string());
+            return Err(Refusal::new(
+                403,
+                format!("deny_list:{}", range.0),
+                format!("{destination} is at {addr}, a {} address", range.0),
+            ));
+        }
+        checked.push(addr);
+    }
+    let mut upstream = connect(shared, &checked, record).await?;
+    if target.method == EgressMethod::Connect {
+        client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .map_err(|e| Refusal::silent("bad_request", format!("the job hung up: {e}")))?;
+        let sni = match timeout(limits.hello, read_client_hello(client, &mut first)).await {
+            Err(_) => {
+                return Err(Refusal::silent(
+                    "not_tls",
+                    format!("no ClientHello within {:?}", limits.hello),
+                ))
+            }
+            Ok(Err(e @ HelloError::Encrypted)) => {
+                return Err(Refusal::silent("encrypted_client_hello", e.to_string()))
+            }
+            Ok(Err(e)) => return Err(Refusal::silent("not_tls", e.to_string())),
+            Ok(Ok(sni)) => sni,
+        };
+        check_sni(&target.host, sni.as_deref())?;
+    }
+    record.allowed = true;
+    if let Err(e) = upstream.write_all(&first).await {
+        record.reason = Some(format!("the destination hung up: {e}"));
+        return Ok(());
+    }
+    let relayed = relay(client, &mut upstream, phase_rx).await;
+    record.bytes_up = (first.len() as u64).saturating_add(relayed.up);
+    record.bytes_down = relayed.down;
+    if relayed.cut {
+        record.rule = Some("phase_switch".into());
+        record.reason = Some(format!(
+            "opened in the {} phase, closed when it ended",
+            record.phase.as_str()
+        ));
+    }
+    Ok(())
+}
+
+/// The tunnel's server name against the CONNECT host: a name needs the
+/// same name, an (explicitly allowed) IP literal no name at all.
+fn check_sni(host: &Host, sni: Option<&str>) -> Result<(), Refusal> {
+    let sni = sni.map(|s| s.strip_suffix('.').unwrap_or(s));
+    match (host, sni) {
+        (Host::Name(h), Some(s)) if h == s => Ok(()),
+        (Host::Address(_), None) => Ok(()),
+        (_, Some(s)) => Err(Refusal::silent(
+            "sni_mismatch",
+            format!(
+                "the TLS server name `{}` is not the CONNECT host `{host}`",
+                head::escape(s)
+            ),
+        )),
+        (_, None) => Err(Refusal::silent(
+            "sni_mismatch",
+            format!("the ClientHello names no server; a tunnel to `{host}` must"),
+        )),
+    }
+}
+
+/// The addresses of the target's host: the literal, or the resolver's
+/// answer (once, bounded in time).
+async fn resolve(shared: &Shared, target: &Target) -> Result<Vec<IpAddr>, Refusal> {
+    let name = match &target.host {
+        Host::Address(ip) => return Ok(vec![*ip]),
+        Host::Name(name) => name,
+    };
+    match timeout(shared.limits.resolve, shared.resolver.resolve(name)).await {
+        Ok(Ok(list)) if !list.is_empty() => Ok(list),
+        Ok(Ok(_)) => Err(Refusal::new(
+            502,
+            "resolve",
+            format!("{name} has no address"),
+        )),
+        Ok(Err(e)) => Err(Refusal::new(
+            502,
+            "resolve",
+            format!("cannot resolve {name}: {e}"),
+        )),
+        Err(_) => Err(Refusal::new(
+            502,
+            "resolve",
+            format!("no answer for {name} within {:?}", shared.limits.resolve),
+        )),
+    }
+}
+
+/// The first checked address that takes a connection.
+async fn connect(
+    shared: &Shared,
+    checked: &[SocketAddr],
+    record: &mut EgressRecord,
+) -> Result<TcpStream, Refusal> {
+    let mut last = String::from("no address");
+    for addr in checked {
+        record.address = Some(addr.to_string());
+        match timeout(shared.limits.connect, TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
+            Ok(Err(e)) => last = format!("{addr}: {e}"),
+            Err(_) => last = format!("{addr}: no connection within {:?}", shared.limits.connect),
+        }
+    }
+    Err(Refusal::new(
+        502,
+        "connect",
+        format!("cannot connect: {last}"),
+    ))
+}
+
+/// Hop-by-hop and proxy headers a forwarded request loses.
+const DROPPED_HEADERS: &[&str] = &[
+    "proxy-authorization",
+    "proxy-connection",
+    "connection",
+    "keep-alive",
+];
+
+/// A plain HTTP request rewritten for its origin: the path as target, the
+/// proxy's headers dropped, `connection: close`. Its `Host` header, when
+/// it has one, must name the URL's host and port.
+fn origin_request(head: &Head, target: &Target) -> Result<Vec<u8>, Refusal> {
+    let authority = match target.port {
+        80 => target.host.to_string(),
+        port => format!("{}:{port}", target.host),
+    };
+    if let Some(value) = head.header("host") {
+        let same = std::str::from_utf8(value)
+            .ok()
+            .and_then(|v| v.parse::<http::uri::Authority>().ok())
+            .is_some_and(|a| {
+                Host::parse(a.host()).ok().as_ref() == Some(&target.host)
+                    && a.port_u16().unwrap_or(80) == target.port
+            });
+        if !same {
+            return Err(Refusal::new(
+                403,
+                "host_mismatch",
+                format!(
+                    "the Host header `{}` is not the URL's host `{authority}`",
+                    head::escape(&String::from_utf8_lossy(value))
+                ),
+            ));
+        }
+    }
+    let mut out = format!(
+        "{} {} HTTP/1.{}\r\n",
+        head.method, target.path, head.version
+    )
+    .into_bytes();
+    if head.header("host").is_none() {
+        out.extend_from_slice(format!("host: {authority}\r\n").as_bytes());
+    }
+    for (name, value) in &head.headers {
+        if DROPPED_HEADERS.iter().any(|d| name.eq_ignore_ascii_case(d)) {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"connection: close\r\n\r\n");
+    Ok(out)
+}

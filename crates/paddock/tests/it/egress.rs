@@ -1,0 +1,775 @@
+//! The egress proxy driven over loopback: probes that try every way around
+//! it (IP literals, denied ports, SNI/authority mismatch, names resolving
+//! to loopback, link-local and metadata addresses, IPv6 and mapped forms,
+//! DNS rebinding, garbage and oversized requests, a setup-phase connection
+//! kept open into the agent phase) must fail, each with its positive twin
+//! (the allowed destination works, bytes flow both ways, counted). The
+//! stand-in destinations listen on loopback, which the deny list refuses
+//! unless the test's "host profile" opens their exact address and port.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use paddock::egress::{
+    Allowlist, DenyList, EgressConfig, EgressProxy, PhaseLists, ProxyLimits, Resolver,
+};
+use paddock_protocol::{EgressMethod, EgressPhase, EgressRecord};
+use paddock_test_support::dns::MockResolver;
+use paddock_test_support::tls::client_hello;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// How a stand-in answers a connection.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Reads to the end, then answers `reply` and closes.
+    ReadAllThenReply(&'static [u8]),
+    /// Echoes every chunk until the end.
+    Echo,
+    /// Reads one HTTP head, answers `200 hello`, closes.
+    Http,
+}
+
+/// A destination on loopback recording what each connection sent.
+struct StandIn {
+    addr: SocketAddr,
+    received: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl StandIn {
+    async fn start(bind: &str, mode: Mode) -> StandIn {
+        let listener = TcpListener::bind(bind).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = received.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 65536];
+                    loop {
+                        let n = conn.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        match mode {
+                            Mode::Echo => conn.write_all(&buf[..n]).await.unwrap(),
+                            Mode::Http if got.windows(4).any(|w| w == b"\r\n\r\n") => break,
+                            _ => {}
+                        }
+                    }
+                    match mode {
+                        Mode::ReadAllThenReply(reply) => {
+                            let _ = conn.write_all(reply).await;
+                        }
+                        Mode::Http => {
+                            let _ = conn
+                                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello")
+                                .await;
+                        }
+                        Mode::Echo => {}
+                    }
+                    let _ = conn.shutdown().await;
+                    log.lock().unwrap().push(got);
+                });
+            }
+        });
+        StandIn { addr, received }
+    }
+
+    fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// What every finished connection sent, waiting for `n` of them.
+    async fn connections(&self, n: usize) -> Vec<Vec<u8>> {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let got = self.received.lock().unwrap().clone();
+                if got.len() >= n {
+                    return got;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the stand-in's connections")
+    }
+
+    /// What finished connections sent so far.
+    fn so_far(&self) -> Vec<Vec<u8>> {
+        self.received.lock().unwrap().clone()
+    }
+}
+
+struct Proxy {
+    proxy: EgressProxy,
+    records: mpsc::Receiver<EgressRecord>,
+}
+
+impl Proxy {
+    async fn start(
+        setup: &[String],
+        agent: &[String],
+        opened: &[SocketAddr],
+        resolver: Arc<dyn Resolver>,
+        phase: EgressPhase,
+    ) -> Proxy {
+        Proxy::with_limits(
+            setup,
+            agent,
+            opened,
+            resolver,
+            phase,
+            ProxyLimits::default(),
+        )
+        .await
+    }
+
+    async fn with_limits(
+        setup: &[String],
+        agent: &[String],
+        opened: &[SocketAddr],
+        resolver: Arc<dyn Resolver>,
+        phase: EgressPhase,
+        limits: ProxyLimits,
+    ) -> Proxy {
+        let config = EgressConfig {
+            lists: PhaseLists {
+                setup: Allowlist::parse(setup).unwrap(),
+                agent: Allowlist::parse(agent).unwrap(),
+            },
+            deny: DenyList::of_this_host(opened.iter().copied()).unwrap(),
+            resolver,
+            limits,
+            phase,
+        };
+        let (tx, records) = mpsc::channel(64);
+        let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
+            .await
+            .unwrap();
+        Proxy { proxy, records }
+    }
+
+    /// The agent-phase proxy allowing `agent`, opening `opened`.
+    async fn agent(agent: &[String], opened: &[SocketAddr], resolver: MockResolver) -> Proxy {
+        Proxy::start(&[], agent, opened, Arc::new(resolver), EgressPhase::Agent).await
+    }
+
+    async fn record(&mut self) -> EgressRecord {
+        let r = tokio::time::timeout(WAIT, self.records.recv())
+            .await
+            .expect("a record")
+            .expect("the channel");
+        EgressRecord {
+            duration_ms: 0,
+            ..r
+        }
+    }
+
+    async fn connect(&self) -> TcpStream {
+        TcpStream::connect(self.proxy.local_addr()).await.unwrap()
+    }
+
+    /// Sends `CONNECT authority`; the proxy's answer head (and body if
+    /// refused) and the stream.
+    async fn tunnel(&self, authority: &str) -> (String, TcpStream) {
+        let mut s = self.connect().await;
+        s.write_all(
+            format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if s.read(&mut byte).await.unwrap() == 0 {
+                break;
+            }
+            head.push(byte[0]);
+        }
+        let mut text = String::from_utf8(head).unwrap();
+        if !text.starts_with("HTTP/1.1 200") {
+            let mut rest = String::new();
+            s.read_to_string(&mut rest).await.unwrap();
+            text.push_str(&rest);
+        }
+        (text, s)
+    }
+}
+
+fn list(entries: &[&str]) -> Vec<String> {
+    entries.iter().map(|e| e.to_string()).collect()
+}
+
+fn allowed(host: &str, port: u16, address: SocketAddr, up: u64, down: u64) -> EgressRecord {
+    EgressRecord {
+        host: host.into(),
+        port,
+        method: Some(EgressMethod::Connect),
+        address: Some(address.to_string()),
+        bytes_up: up,
+        bytes_down: down,
+        duration_ms: 0,
+        phase: EgressPhase::Agent,
+        allowed: true,
+        rule: None,
+        reason: None,
+    }
+}
+
+fn refused(host: &str, port: u16, address: Option<&str>, rule: &str, reason: &str) -> EgressRecord {
+    EgressRecord {
+        host: host.into(),
+        port,
+        method: Some(EgressMethod::Connect),
+        address: address.map(str::to_string),
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        phase: EgressPhase::Agent,
+        allowed: false,
+        rule: Some(rule.into()),
+        reason: Some(reason.into()),
+    }
+}
+
+/// The refusal's status line and rule header, from a whole answer.
+fn status_and_rule(answer: &str) -> (String, String) {
+    let status = answer.lines().next().unwrap_or_default().to_string();
+    let rule = answer
+        .lines()
+        .find_map(|l| l.strip_prefix("x-paddock-egress-rule: "))
+        .unwrap_or_default()
+        .to_string();
+    (status, rule)
+}
+
+/// Through a tunnel: a ClientHello naming `sni`, then `data`; the half
+/// close; everything the destination answered.
+async fn through(mut s: TcpStream, sni: Option<&str>, data: &[u8]) -> Vec<u8> {
+    let mut out = client_hello(sni, &[], 16384);
+    out.extend_from_slice(data);
+    s.write_all(&out).await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    back
+}
+
+/// The positive twin of most probes: an allowed name, through a tunnel,
+/// bytes both ways, counted, the destination receiving exactly what was
+/// sent.
+#[tokio::test]
+async fn an_allowed_tunnel_carries_bytes_both_ways_and_counts_them() {
+    let dest = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"pong-pong")).await;
+    let port = dest.port();
+    let resolver = MockResolver::new().with("registry.test", &["127.0.0.1"]);
+    let mut p = Proxy::agent(
+        &list(&[&format!("registry.test:{port}")]),
+        &[dest.addr],
+        resolver,
+    )
+    .await;
+    let (head, s) = p.tunnel(&format!("registry.test:{port}")).await;
+    assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
+    let back = through(s, Some("registry.test"), b"ping").await;
+    assert_eq!(back, b"pong-pong");
+    let hello = client_hello(Some("registry.test"), &[], 16384);
+    let mut sent = hello.clone();
+    sent.extend_from_slice(b"ping");
+    assert_eq!(dest.connections(1).await, vec![sent]);
+    assert_eq!(
+        p.record().await,
+        allowed("registry.test", port, dest.addr, hello.len() as u64 + 4, 9)
+    );
+}
+
+/// An IP literal is refused even where its address is opened, unless the
+/// list names that literal; then it works (without SNI, as clients send
+/// to an IP).
+#[tokio::test]
+async fn an_ip_literal_is_refused_unless_listed_exactly() {
+    let dest = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"ok")).await;
+    let port = dest.port();
+    let authority = format!("127.0.0.1:{port}");
+    let mut p = Proxy::agent(&list(&["registry.test"]), &[dest.addr], MockResolver::new()).await;
+    let (answer, _) = p.tunnel(&authority).await;
+    assert_eq!(
+        status_and_rule(&answer),
+        ("HTTP/1.1 403 Forbidden".into(), "ip_literal".into())
+    );
+    assert!(answer.ends_with(&format!("paddock egress proxy: 127.0.0.1:{port} refused in the agent phase: 127.0.0.1:{port} is an IP address that is not on the agent phase's list\nrule: ip_literal\nTo reach it, the job's spec must list `127.0.0.1:{port}` in `network.allow`, within the host profile's `network.allow` (docs/egress.md); ask whoever runs this job.\n")), "{answer}");
+    assert_eq!(
+        p.record().await,
+        refused(
+            "127.0.0.1",
+            port,
+            None,
+            "ip_literal",
+            &format!("127.0.0.1:{port} is an IP address that is not on the agent phase's list")
+        )
+    );
+    assert_eq!(dest.so_far(), Vec::<Vec<u8>>::new());
+
+    let mut twin = Proxy::agent(&list(&[&authority]), &[dest.addr], MockResolver::new()).await;
+    let (head, s) = twin.tunnel(&authority).await;
+    assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
+    assert_eq!(through(s, None, b"x").await, b"ok");
+    let up = client_hello(None, &[], 16384).len() as u64 + 1;
+    assert_eq!(
+        twin.record().await,
+        allowed("127.0.0.1", port, dest.addr, up, 2)
+    );
+}
+
+/// A port the list does not name is refused before any lookup.
+#[tokio::test]
+async fn a_denied_port_is_refused_before_any_lookup() {
+    let dest = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"ok")).await;
+    let port = dest.port();
+    let resolver = Arc::new(MockResolver::new().with("registry.test", &["127.0.0.1"]));
+    let mut p = Proxy::start(
+        &[],
+        &list(&["registry.test"]),
+        &[dest.addr],
+        resolver.clone(),
+        EgressPhase::Agent,
+    )
+    .await;
+    let (answer, _) = p.tunnel(&format!("registry.test:{port}")).await;
+    assert_eq!(
+        status_and_rule(&answer),
+        ("HTTP/1.1 403 Forbidden".into(), "allowlist".into())
+    );
+    assert_eq!(
+        p.record().await,
+        refused(
+            "registry.test",
+            port,
+            None,
+            "allowlist",
+            &format!("registry.test:{port} is not on the agent phase's list")
+        )
+    );
+    assert_eq!(
+        (resolver.lookups("registry.test"), dest.so_far()),
+        (0, vec![])
+    );
+}
+
+/// A tunnel whose ClientHello names another server, none, hides it (ECH)
+/// or is not TLS is closed after the `200` without a byte sent upstream.
+#[tokio::test]
+async fn a_tunnel_must_speak_tls_to_the_host_it_named() {
+    let dest = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"secret")).await;
+    let port = dest.port();
+    let resolver = MockResolver::new().with("registry.test", &["127.0.0.1"]);
+    let mut p = Proxy::agent(
+        &list(&[&format!("registry.test:{port}")]),
+        &[dest.addr],
+        resolver,
+    )
+    .await;
+    let authority = format!("registry.test:{port}");
+    let ech = client_hello(Some("registry.test"), &[(0xfe0d, vec![0; 8])], 16384);
+    let cases: Vec<(Vec<u8>, &str, String)> = vec![
+        (
+            client_hello(Some("evil.test"), &[], 16384),
+            "sni_mismatch",
+            "the TLS server name `evil.test` is not the CONNECT host `registry.test`".into(),
+        ),
+        (
+            client_hello(None, &[], 16384),
+            "sni_mismatch",
+            "the ClientHello names no server; a tunnel to `registry.test` must".into(),
+        ),
+        (
+            ech,
+            "encrypted_client_hello",
+            "the ClientHello uses Encrypted Client Hello, which hides the server name".into(),
+        ),
+        (
+            b"SSH-2.0-OpenSSH_9.6\r\n".to_vec(),
+            "not_tls",
+            "the tunnel does not start with a TLS handshake".into(),
+        ),
+    ];
+    let n = cases.len();
+    for (bytes, rule, reason) in cases {
+        let (head, mut s) = p.tunnel(&authority).await;
+        assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
+        s.write_all(&bytes).await.unwrap();
+        let mut back = Vec::new();
+        tokio::time::timeout(WAIT, s.read_to_end(&mut back))
+            .await
+            .unwrap()
+            .unwrap_or(0);
+        assert_eq!(back, b"", "{rule}");
+        assert_eq!(
+            p.record().await,
+            refused(
+                "registry.test",
+                port,
+                Some(&dest.addr.to_string()),
+                rule,
+                &reason
+            )
+        );
+    }
+    // The destination was connected to (before the 200) but got nothing.
+    assert_eq!(dest.connections(n).await, vec![Vec::<u8>::new(); n]);
+}
+
+/// Names resolving to loopback (v4, v6, mapped), link-local, the metadata
+/// addresses, private ranges, or to a permitted address and a private one
+/// together, are refused without a connection; so are IPv6 literals of
+/// loopback, even listed.
+#[tokio::test]
+async fn names_and_literals_of_denied_addresses_are_refused() {
+    let open = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"ok")).await;
+    let closed = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"leak")).await;
+    let port = closed.port();
+    let names: &[(&str, &[&str], &str, &str)] = &[
+        ("loop.test", &["127.0.0.1"], "127.0.0.1", "loopback"),
+        ("loop6.test", &["::1"], "[::1]", "loopback"),
+        (
+            "mapped.test",
+            &["::ffff:127.0.0.1"],
+            "127.0.0.1",
+            "loopback",
+        ),
+        (
+            "meta.test",
+            &["169.254.169.254"],
+            "169.254.169.254",
+            "metadata",
+        ),
+        (
+            "meta6.test",
+            &["fd00:ec2::254"],
+            "[fd00:ec2::254]",
+            "metadata",
+        ),
+        ("link.test", &["169.254.10.1"], "169.254.10.1", "link_local"),
+        ("lan.test", &["192.168.1.10"], "192.168.1.10", "private"),
+        ("cgnat.test", &["100.64.1.1"], "100.64.1.1", "cgnat"),
+        ("zero.test", &["0.0.0.0"], "0.0.0.0", "unspecified"),
+    ];
+    let mut resolver = MockResolver::new();
+    for (name, answer, _, _) in names {
+        resolver = resolver.with(name, answer);
+    }
+    let mut allow: Vec<String> = names.iter().map(|(n, ..)| format!("{n}:{port}")).collect();
+    allow.push(format!("[::1]:{port}"));
+    allow.push(format!("[::ffff:127.0.0.1]:{port}"));
+    let mut p = Proxy::agent(&allow, &[open.addr], resolver).await;
+    for (name, _, address, range) in names {
+        let (answer, _) = p.tunnel(&format!("{name}:{port}")).await;
+        assert_eq!(
+            status_and_rule(&answer),
+            (
+                "HTTP/1.1 403 Forbidden".into(),
+                format!("deny_list:{range}")
+            ),
+            "{name}"
+        );
+        assert!(answer.contains("only the host profile opens one, one `address:port` at a time (`network.open_addresses`"), "{answer}");
+        let at = format!("{address}:{port}");
+        assert_eq!(
+            p.record().await,
+            refused(
+                name,
+                port,
+                Some(&at),
+                &format!("deny_list:{range}"),
+                &format!("{name}:{port} is at {at}, a {range} address")
+            )
+        );
+    }
+    for (literal, host) in [
+        ("[::1]", "[::1]"),
+        ("[::ffff:127.0.0.1]", "[::ffff:127.0.0.1]"),
+    ] {
+        let (answer, _) = p.tunnel(&format!("{literal}:{port}")).await;
+        assert_eq!(
+            status_and_rule(&answer),
+            ("HTTP/1.1 403 Forbidden".into(), "deny_list:loopback".into()),
+            "{literal}"
+        );
+        assert_eq!(p.record().await.host, host);
+    }
+    assert_eq!(closed.so_far(), Vec::<Vec<u8>>::new());
+    // A permitted address and a private one together: every address is
+    // checked before any connection, so the permitted one gets none.
+    let mut mixed = Proxy::agent(
+        &list(&[&format!("mixed.test:{}", open.port())]),
+        &[open.addr],
+        MockResolver::new().with("mixed.test", &["127.0.0.1", "10.0.0.1"]),
+    )
+    .await;
+    let (answer, _) = mixed.tunnel(&format!("mixed.test:{}", open.port())).await;
+    assert_eq!(
+        status_and_rule(&answer),
+        ("HTTP/1.1 403 Forbidden".into(), "deny_list:private".into())
+    );
+    assert_eq!(
+        mixed.record().await.address,
+        Some(format!("10.0.0.1:{}", open.port()))
+    );
+    assert_eq!(open.so_far(), Vec::<Vec<u8>>::new());
+    // The twin: the same loopback, opened at its exact address and port.
+    let mut twin = Proxy::agent(
+        &list(&[&format!("loop.test:{}", open.port())]),
+        &[open.addr],
+        MockResolver::new().with("loop.test", &["127.0.0.1"]),
+    )
+    .await;
+    let (head, s) = twin.tunnel(&format!("loop.test:{}", open.port())).await;
+    assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
+    assert_eq!(through(s, Some("loop.test"), b"").await, b"ok");
+    assert!(twin.record().await.allowed);
+}
+
+/// DNS rebinding: the name first answers a permitted address, then a
+/// denied one. Each request resolves once and connects to what it checked:
+/// the first reaches the permitted stand-in, the second is refused and the
+/// denied stand-in (same port, another loopback address) sees nothing.
+#[tokio::test]
+async fn dns_rebinding_reaches_only_checked_addresses() {
+    let permitted = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"ok")).await;
+    let port = permitted.port();
+    let Ok(rebound) = TcpListener::bind(("127.0.0.2", port)).await else {
+        panic!("cannot listen on 127.0.0.2:{port}");
+    };
+    drop(rebound);
+    let denied = StandIn::start(
+        &format!("127.0.0.2:{port}"),
+        Mode::ReadAllThenReply(b"leak"),
+    )
+    .await;
+    let resolver = Arc::new(
+        MockResolver::new().with_answers("rebind.test", &[&["127.0.0.1"], &["127.0.0.2"]]),
+    );
+    let mut p = Proxy::start(
+        &[],
+        &list(&[&format!("rebind.test:{port}")]),
+        &[permitted.addr],
+        resolver.clone(),
+        EgressPhase::Agent,
+    )
+    .await;
+    let (head, s) = p.tunnel(&format!("rebind.test:{port}")).await;
+    assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
+    assert_eq!(through(s, Some("rebind.test"), b"").await, b"ok");
+    let first = p.record().await;
+    assert_eq!(
+        (
+            first.allowed,
+            first.address,
+            resolver.lookups("rebind.test")
+        ),
+        (true, Some(permitted.addr.to_string()), 1)
+    );
+    let (answer, _) = p.tunnel(&format!("rebind.test:{port}")).await;
+    assert_eq!(
+        status_and_rule(&answer),
+        ("HTTP/1.1 403 Forbidden".into(), "deny_list:loopback".into())
+    );
+    assert_eq!(p.record().await.address, Some(format!("127.0.0.2:{port}")));
+    assert_eq!(resolver.lookups("rebind.test"), 2);
+    assert_eq!(denied.so_far(), Vec::<Vec<u8>>::new());
+}
+
+/// Garbage, an oversized head, too many headers and a silent client each
+/// get a readable error and a record; a plain HTTP request through a real
+/// client is the twin (forwarded in origin form, proxy headers dropped).
+#[tokio::test]
+async fn bad_requests_are_bounded_and_answered_plain_http_works() {
+    let web = StandIn::start("127.0.0.1:0", Mode::Http).await;
+    let port = web.port();
+    let resolver = MockResolver::new().with("web.test", &["127.0.0.1"]);
+    let limits = ProxyLimits {
+        head: Duration::from_millis(300),
+        ..ProxyLimits::default()
+    };
+    let mut p = Proxy::with_limits(
+        &[],
+        &list(&[&format!("web.test:{port}")]),
+        &[web.addr],
+        Arc::new(resolver),
+        EgressPhase::Agent,
+        limits,
+    )
+    .await;
+    let huge = format!(
+        "GET http://web.test:{port}/{} HTTP/1.1\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    let many: String = (0..100).map(|i| format!("X-{i}: v\r\n")).collect();
+    let many = format!("GET http://web.test:{port}/ HTTP/1.1\r\n{many}\r\n");
+    let cases: Vec<(Vec<u8>, &str, &str)> = vec![
+        (
+            client_hello(Some("web.test"), &[], 16384),
+            "HTTP/1.1 400 Bad Request",
+            "the request is not HTTP: invalid token",
+        ),
+        (
+            huge.into_bytes(),
+            "HTTP/1.1 431 Request Header Fields Too Large",
+            "the request head is over 16384 bytes or 64 headers",
+        ),
+        (
+            many.into_bytes(),
+            "HTTP/1.1 431 Request Header Fields Too Large",
+            "the request head is over 16384 bytes or 64 headers",
+        ),
+        (
+            b"GET /local HTTP/1.1\r\n\r\n".to_vec(),
+            "HTTP/1.1 400 Bad Request",
+            "`/local` is not an absolute http:// URL (this is a proxy)",
+        ),
+        (
+            b"GET http://web.test".to_vec(),
+            "HTTP/1.1 408 Request Timeout",
+            "no whole request head within 300ms",
+        ),
+    ];
+    for (bytes, status, reason) in cases {
+        let mut s = p.connect().await;
+        let _ = s.write_all(&bytes).await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut answer)).await;
+        let answer = String::from_utf8_lossy(&answer).to_string();
+        assert_eq!(answer.lines().next(), Some(status), "{reason}");
+        assert!(answer.contains(reason), "{answer}");
+        let r = p.record().await;
+        assert_eq!(
+            (
+                r.allowed,
+                r.rule.as_deref(),
+                r.reason.as_deref(),
+                r.host.len() <= 210
+            ),
+            (false, Some("bad_request"), Some(reason), true)
+        );
+    }
+    // A Host header naming another host than the URL.
+    let mut s = p.connect().await;
+    s.write_all(
+        format!("GET http://web.test:{port}/ HTTP/1.1\r\nHost: evil.test\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    assert_eq!(
+        status_and_rule(&answer),
+        ("HTTP/1.1 403 Forbidden".into(), "host_mismatch".into())
+    );
+    let _ = p.record().await;
+    assert_eq!(web.so_far(), Vec::<Vec<u8>>::new());
+
+    // The twin: reqwest through the proxy.
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::http(format!("http://{}", p.proxy.local_addr())).unwrap())
+        .build()
+        .unwrap();
+    let body = client
+        .get(format!("http://web.test:{port}/x?y=1"))
+        .header("proxy-authorization", "Basic c2VjcmV0")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(body, "hello");
+    let sent = String::from_utf8(web.connections(1).await.remove(0)).unwrap();
+    assert!(sent.starts_with("GET /x?y=1 HTTP/1.1\r\n"), "{sent}");
+    assert!(
+        sent.contains(&format!("host: web.test:{port}\r\n")),
+        "{sent}"
+    );
+    assert!(sent.ends_with("connection: close\r\n\r\n"), "{sent}");
+    assert!(!sent.to_ascii_lowercase().contains("proxy-"), "{sent}");
+    let r = p.record().await;
+    assert_eq!(
+        r,
+        EgressRecord {
+            host: "web.test".into(),
+            port,
+            method: Some(EgressMethod::Http),
+            address: Some(web.addr.to_string()),
+            bytes_up: sent.len() as u64,
+            bytes_down: 43,
+            duration_ms: 0,
+            phase: EgressPhase::Agent,
+            allowed: true,
+            rule: None,
+            reason: None,
+        }
+    );
+}
+
+/// A connection opened in the setup phase is closed when the agent phase
+/// starts, and the setup list no longer applies; until the switch it
+/// works, and a switch to the phase already in force closes nothing.
+#[tokio::test]
+async fn a_setup_connection_does_not_live_into_the_agent_phase() {
+    let dest = StandIn::start("127.0.0.1:0", Mode::Echo).await;
+    let port = dest.port();
+    let authority = format!("registry.test:{port}");
+    let resolver = MockResolver::new().with("registry.test", &["127.0.0.1"]);
+    let mut p = Proxy::start(
+        &list(&[&authority]),
+        &[],
+        &[dest.addr],
+        Arc::new(resolver),
+        EgressPhase::Setup,
+    )
+    .await;
+    let (head, mut s) = p.tunnel(&authority).await;
+    assert_eq!(head, "HTTP/1.1 200 Connection established\r\n\r\n");
+    let hello = client_hello(Some("registry.test"), &[], 16384);
+    s.write_all(&hello).await.unwrap();
+    let mut echoed = vec![0u8; hello.len()];
+    s.read_exact(&mut echoed).await.unwrap();
+    assert_eq!(echoed, hello);
+    assert!(!p.proxy.switch(EgressPhase::Setup));
+    s.write_all(b"still").await.unwrap();
+    let mut five = [0u8; 5];
+    s.read_exact(&mut five).await.unwrap();
+    assert_eq!(&five, b"still");
+
+    assert!(p.proxy.switch(EgressPhase::Agent));
+    let mut rest = Vec::new();
+    let end = tokio::time::timeout(WAIT, s.read_to_end(&mut rest)).await;
+    assert!(end.is_ok(), "the connection stayed open past the switch");
+    assert_eq!(rest, b"");
+    let n = hello.len() as u64 + 5;
+    assert_eq!(
+        p.record().await,
+        EgressRecord {
+            phase: EgressPhase::Setup,
+            rule: Some("phase_switch".into()),
+            reason: Some("opened in the setup phase, closed when it ended".into()),
+            ..allowed("registry.test", port, dest.addr, n, n)
+        }
+    );
+    let (answer, _) = p.tunnel(&authority).await;
+    assert_eq!(
+        status_and_rule(&answer),
+        ("HTTP/1.1 403 Forbidden".into(), "allowlist".into())
+    );
+    assert_eq!(p.record().await.phase, EgressPhase::Agent);
+}

@@ -1,0 +1,43 @@
+//! TLS bytes as a client sends them, for tests of the egress proxy: a
+//! minimal but well-formed ClientHello with a chosen server name and
+//! extensions, framed in records of a chosen size.
+
+/// A minimal ClientHello (TLS 1.2 record framing) with `sni` and the
+/// extra extensions `(type, data)`, split into records of `record_len`
+/// bytes: what tests send through a tunnel.
+pub fn client_hello(sni: Option<&str>, extra: &[(u16, Vec<u8>)], record_len: usize) -> Vec<u8> {
+    let mut exts = Vec::new();
+    let mut push = |kind: u16, data: &[u8]| {
+        exts.extend_from_slice(&kind.to_be_bytes());
+        exts.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        exts.extend_from_slice(data);
+    };
+    if let Some(name) = sni {
+        let mut entry = vec![0u8];
+        entry.extend_from_slice(&(name.len() as u16).to_be_bytes());
+        entry.extend_from_slice(name.as_bytes());
+        let mut list = (entry.len() as u16).to_be_bytes().to_vec();
+        list.extend_from_slice(&entry);
+        push(0u16, &list);
+    }
+    for (kind, data) in extra {
+        push(*kind, data);
+    }
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[7; 32]);
+    body.push(0);
+    body.extend_from_slice(&[0, 2, 0x13, 0x01]);
+    body.extend_from_slice(&[1, 0]);
+    body.extend_from_slice(&(exts.len() as u16).to_be_bytes());
+    body.extend_from_slice(&exts);
+    let mut handshake = vec![1u8];
+    handshake.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    handshake.extend_from_slice(&body);
+    let mut out = Vec::new();
+    for part in handshake.chunks(record_len) {
+        out.extend_from_slice(&[22, 3, 1]);
+        out.extend_from_slice(&(part.len() as u16).to_be_bytes());
+        out.extend_from_slice(part);
+    }
+    out
+}
