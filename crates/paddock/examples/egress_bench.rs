@@ -1,0 +1,304 @@
+//! The egress proxy's cost (issue #15), run by `scripts/bench-egress`:
+//! added latency per request (a plain HTTP request, and a CONNECT tunnel's
+//! set-up with its ClientHello and a request inside) and the throughput of
+//! one large download through a tunnel, each against the same loopback
+//! server reached directly. Rounds interleave direct and proxied runs so
+//! the machine's load hits both alike; the load average is printed before
+//! and after. Prints Markdown for BENCHMARKS.md.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use paddock::egress::{
+    Allowlist, DenyList, EgressConfig, EgressProxy, PhaseLists, ProxyLimits, Resolver,
+};
+use paddock_protocol::EgressPhase;
+use paddock_test_support::tls::client_hello;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const SMALL_ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
+
+struct Args {
+    requests: usize,
+    mb: usize,
+    runs: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        requests: 2000,
+        mb: 100,
+        runs: 5,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().and_then(|v| v.parse().ok()).expect("a number");
+        match flag.as_str() {
+            "--requests" => a.requests = value(),
+            "--mb" => a.mb = value(),
+            "--runs" => a.runs = value(),
+            _ => {
+                println!("usage: egress_bench [--requests N] [--mb MB] [--runs N]");
+                std::process::exit(2);
+            }
+        }
+    }
+    a
+}
+
+/// Names of the bench → loopback.
+struct Loopback;
+
+#[async_trait::async_trait]
+impl Resolver for Loopback {
+    async fn resolve(&self, _host: &str) -> std::io::Result<Vec<IpAddr>> {
+        Ok(vec![IpAddr::from([127, 0, 0, 1])])
+    }
+}
+
+/// Answers each request head with a two-byte body.
+async fn small_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut c, _) = l.accept().await.unwrap();
+            let _ = c.set_nodelay(true);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = c.write_all(SMALL_ANSWER).await;
+                let _ = c.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+/// Sends `mb` MiB after the first bytes arrive.
+async fn bulk_server(mb: usize) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (mut c, _) = l.accept().await.unwrap();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                if c.read(&mut buf).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                let chunk = vec![7u8; 1 << 20];
+                for _ in 0..mb {
+                    if c.write_all(&chunk).await.is_err() {
+                        return;
+                    }
+                }
+                let _ = c.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+async fn read_all(mut s: TcpStream) -> usize {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0;
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return n,
+            Ok(k) => n += k,
+        }
+    }
+}
+
+/// Opens a tunnel to `authority` through `proxy`.
+async fn tunnel(proxy: SocketAddr, authority: &str) -> TcpStream {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).await.unwrap(), 1, "the proxy hung up");
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 200"), "tunnel refused");
+    s
+}
+
+#[derive(Clone, Copy)]
+enum Path {
+    Direct,
+    Proxy,
+}
+
+async fn one_plain(path: Path, server: SocketAddr, proxy: SocketAddr) -> Duration {
+    let t = Instant::now();
+    let (to, req) = match path {
+        Path::Direct => (
+            server,
+            "GET / HTTP/1.1\r\nHost: web.bench\r\n\r\n".to_string(),
+        ),
+        Path::Proxy => (
+            proxy,
+            format!(
+                "GET http://web.bench:{p}/ HTTP/1.1\r\nHost: web.bench:{p}\r\n\r\n",
+                p = server.port()
+            ),
+        ),
+    };
+    let mut s = TcpStream::connect(to).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    assert_eq!(read_all(s).await, SMALL_ANSWER.len());
+    t.elapsed()
+}
+
+async fn one_tunnel(path: Path, server: SocketAddr, proxy: SocketAddr, hello: &[u8]) -> Duration {
+    let t = Instant::now();
+    let mut s = match path {
+        Path::Direct => {
+            let s = TcpStream::connect(server).await.unwrap();
+            s.set_nodelay(true).unwrap();
+            s
+        }
+        Path::Proxy => tunnel(proxy, &format!("web.bench:{}", server.port())).await,
+    };
+    let mut first = hello.to_vec();
+    first.extend_from_slice(b"GET / HTTP/1.1\r\nHost: web.bench\r\n\r\n");
+    s.write_all(&first).await.unwrap();
+    assert_eq!(read_all(s).await, SMALL_ANSWER.len());
+    t.elapsed()
+}
+
+async fn one_download(
+    path: Path,
+    server: SocketAddr,
+    proxy: SocketAddr,
+    hello: &[u8],
+) -> (usize, Duration) {
+    let t = Instant::now();
+    let mut s = match path {
+        Path::Direct => TcpStream::connect(server).await.unwrap(),
+        Path::Proxy => tunnel(proxy, &format!("bulk.bench:{}", server.port())).await,
+    };
+    s.write_all(hello).await.unwrap();
+    let n = read_all(s).await;
+    (n, t.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let a = args();
+    let load_before = load();
+    let small = small_server().await;
+    let bulk = bulk_server(a.mb).await;
+    let config = EgressConfig {
+        lists: PhaseLists {
+            setup: Allowlist::default(),
+            agent: Allowlist::parse(&[
+                format!("web.bench:{}", small.port()),
+                format!("bulk.bench:{}", bulk.port()),
+            ])
+            .unwrap(),
+        },
+        deny: DenyList::new([], [small, bulk]),
+        resolver: Arc::new(Loopback),
+        limits: ProxyLimits::default(),
+        phase: EgressPhase::Agent,
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
+        .await
+        .unwrap();
+    let p = proxy.local_addr();
+    let hello = client_hello(Some("web.bench"), &[], 16384);
+    let bulk_hello = client_hello(Some("bulk.bench"), &[], 16384);
+
+    println!("egress proxy bench: {} requests per path, a {} MiB download × {} runs; load average before: {load_before}\n", a.requests, a.mb, a.runs);
+    println!("| request | direct p50 | proxy p50 | added p50 | direct p99 | proxy p99 |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for kind in ["plain HTTP", "CONNECT + TLS hello"] {
+        let (mut d, mut x) = (Vec::new(), Vec::new());
+        for _ in 0..a.requests {
+            for path in [Path::Direct, Path::Proxy] {
+                let t = match kind {
+                    "plain HTTP" => one_plain(path, small, p).await,
+                    _ => one_tunnel(path, small, p, &hello).await,
+                };
+                match path {
+                    Path::Direct => d.push(t),
+                    Path::Proxy => x.push(t),
+                }
+            }
+        }
+        d.sort();
+        x.sort();
+        let (d50, x50) = (percentile(&d, 0.5), percentile(&x, 0.5));
+        println!(
+            "| {kind} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
+            micros(d50),
+            micros(x50),
+            micros(x50) - micros(d50),
+            micros(percentile(&d, 0.99)),
+            micros(percentile(&x, 0.99)),
+        );
+    }
+    let (mut d, mut x) = (Vec::new(), Vec::new());
+    for _ in 0..a.runs {
+        for path in [Path::Direct, Path::Proxy] {
+            let (n, t) = one_download(path, bulk, p, &bulk_hello).await;
+            assert_eq!(n, a.mb << 20, "a short download");
+            let mibps = n as f64 / (1 << 20) as f64 / t.as_secs_f64();
+            match path {
+                Path::Direct => d.push(mibps),
+                Path::Proxy => x.push(mibps),
+            }
+        }
+    }
+    let (dm, xm) = (median(&mut d), median(&mut x));
+    println!(
+        "\n| {} MiB download | direct | proxy | proxy / direct |",
+        a.mb
+    );
+    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| median of {} runs | {dm:.0} MiB/s | {xm:.0} MiB/s | {:.0} % |",
+        a.runs,
+        100.0 * xm / dm
+    );
+    println!("\nload average after: {}", load());
+}
