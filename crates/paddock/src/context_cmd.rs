@@ -36,7 +36,7 @@ pub async fn render(
         prepared,
         policy,
         ..
-    } = runner::admit::shape(spec, store, &exe)
+    } = runner::admit::shape(spec, store, &paddock::rung::Rungs::host(&exe))
         .await
         .map_err(|e| bad(e.into()))?;
     let spec = &spec;

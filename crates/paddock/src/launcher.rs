@@ -1,23 +1,15 @@
-//! How the engine process is started on the job's isolation rung: as a
-//! plain child (`process`), or through Paddock's sandbox (`sandbox`): the
-//! running `paddock` binary re-executed as the sandbox helper, with the
-//! engine's install directories read-only, the job's work, home and tmp
-//! writable, and the broker reachable only through the forwarder at
-//! `127.0.0.1:`[`SANDBOX_BROKER_PORT`] inside the job's network namespace.
-//! On the `process` rung the engine runs under Paddock's supervisor
-//! (supervise.rs), which kills everything the engine started however it
-//! detached. The runner treats both the same way: one child to stream,
-//! time out and [`stop`].
+//! The sandbox a job's engine runs in on the `sandbox` rung
+//! (`rung/sandbox.rs` starts it): the running `paddock` binary re-executed
+//! as the sandbox helper with the policy built here, the engine's install
+//! directories read-only, the job's work, home and tmp writable, and the
+//! broker reachable only through the forwarder at
+//! `127.0.0.1:`[`SANDBOX_BROKER_PORT`] inside the job's network namespace;
+//! a host profile's caps, hidden programs and hook paths applied.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-use paddock_protocol::Isolation;
 use paddock_sandbox::policy::SYSTEM_RO;
-use paddock_sandbox::{launch, protected_in, Limits, NetMode, Policy};
-use tokio::process::Command;
+use paddock_sandbox::{protected_in, Limits, NetMode, Policy};
 
 use crate::engines::CommandSpec;
 use crate::policy::JobPolicy;
@@ -44,15 +36,6 @@ pub fn default_limits() -> Limits {
         pids: Some(SANDBOX_PIDS),
         cpu_percent: None,
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum LaunchError {
-    #[error("serialize the sandbox policy for job {job_id}: {source}")]
-    Policy {
-        job_id: String,
-        source: serde_json::Error,
-    },
 }
 
 /// The job's paths a sandbox needs.
@@ -118,81 +101,6 @@ pub fn apply_profile(
         }
     }
     Ok(())
-}
-
-/// The command that starts `spec` on `isolation`, with stdio piped for the
-/// runner and in its own process group.
-pub fn command(
-    isolation: Isolation,
-    spec: &CommandSpec,
-    sandbox: Option<&SandboxPaths>,
-    helper_exe: &Path,
-) -> Result<Command, LaunchError> {
-    let mut cmd = match (isolation, sandbox) {
-        (Isolation::Sandbox, Some(paths)) => {
-            let policy = sandbox_policy(spec, paths);
-            let std_cmd =
-                launch::command(helper_exe, &policy).map_err(|source| LaunchError::Policy {
-                    job_id: paths.job_id.clone(),
-                    source,
-                })?;
-            let mut c = Command::from(std_cmd);
-            c.kill_on_drop(true);
-            c
-        }
-        // The engine under Paddock's supervisor (supervise.rs), which
-        // kills its whole tree when it ends or on SIGTERM; a SIGKILL would
-        // leave that tree running, so the runner stops it with
-        // [`stop`], never by dropping it.
-        (Isolation::Process | Isolation::Auto, _) | (Isolation::Sandbox, None) => {
-            let mut c = Command::new(helper_exe);
-            c.arg(crate::supervise::SUPERVISE_ARG)
-                .arg("--")
-                .arg(&spec.program)
-                .args(&spec.args)
-                .env_clear()
-                .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .current_dir(&spec.cwd)
-                .kill_on_drop(false);
-            c
-        }
-    };
-    cmd.stdin(if spec.stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0);
-    Ok(cmd)
-}
-
-/// Stops a started engine and everything it started: the supervisor on the
-/// `process` rung gets SIGTERM (it kills the tree and exits), and so does
-/// the sandbox helper (it kills the namespace's PID 1, which takes the
-/// rest, removes its placeholders from the workspace and exits).
-pub fn stop(isolation: Isolation, pid: Option<u32>) {
-    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw) else {
-        return;
-    };
-    match isolation {
-        Isolation::Sandbox | Isolation::Process | Isolation::Auto => {
-            let _ = kill(pid, Signal::SIGTERM);
-        }
-    }
-}
-
-/// Stops the engine when dropped (an error leaving the runner early).
-pub struct StopOnDrop {
-    pub isolation: Isolation,
-    pub pid: Option<u32>,
-}
-
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        stop(self.isolation, self.pid);
-    }
 }
 
 /// The sandbox policy for an engine command.

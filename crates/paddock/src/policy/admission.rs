@@ -5,7 +5,7 @@
 //! and reported as a `policy` event). A model outside `allowed_models` is
 //! always refused.
 
-use paddock_protocol::{EngineKind, HostProfile, Isolation, JobSpec};
+use paddock_protocol::{EngineKind, HostProfile, JobSpec};
 
 use crate::broker::ModelAllowlist;
 
@@ -33,37 +33,14 @@ fn engine_denies(engine: EngineKind) -> bool {
     crate::engines::adapter(engine).capabilities().hooks
 }
 
-/// What the rung cannot cap, with the reason.
-fn rung_gaps(isolation: Isolation, profile: &HostProfile) -> Vec<(&'static str, String)> {
-    let mut gaps = Vec::new();
-    match isolation {
-        // `auto` is resolved before admission; unresolved, it may fall back
-        // to `process`.
-        Isolation::Process | Isolation::Auto => {
-            if let Some(cpu) = &profile.cpu_limit {
-                gaps.push((
-                    "cpu_limit",
-                    format!("({cpu}) cannot be enforced on the `process` rung: a plain child process has no CPU cap"),
-                ));
-            }
-            if let Some(mb) = profile.mem_limit_mb {
-                gaps.push((
-                    "mem_limit_mb",
-                    format!("({mb} MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree"),
-                ));
-            }
-        }
-        // cgroup caps (docs/sandbox.md). A host that cannot apply them
-        // refuses the job when it starts, unless these rules were accepted
-        // as degraded.
-        Isolation::Sandbox => {}
-    }
-    gaps
-}
-
-/// Checks `profile` against the job; the timeout and the accepted gaps, or
-/// the first rule that refuses the job.
-pub fn admit(profile: &HostProfile, spec: &JobSpec) -> Result<Admission, Refusal> {
+/// Checks `profile` against the job on a rung that cannot enforce
+/// `rung_gaps` (rule, why: the rung's `gaps`); the timeout and the accepted
+/// gaps, or the first rule that refuses the job.
+pub fn admit(
+    profile: &HostProfile,
+    spec: &JobSpec,
+    rung_gaps: Vec<(&'static str, String)>,
+) -> Result<Admission, Refusal> {
     let refuse = |rule: &str, reason: String| Refusal {
         profile: profile.id.clone(),
         rule: rule.to_string(),
@@ -103,7 +80,7 @@ pub fn admit(profile: &HostProfile, spec: &JobSpec) -> Result<Admission, Refusal
             }
         }
     }
-    let mut gaps: Vec<(&'static str, String)> = rung_gaps(spec.isolation, profile);
+    let mut gaps = rung_gaps;
     if !profile.deny_commands.is_empty() && !engine_denies(spec.engine.kind) {
         gaps.push((
             "deny_commands",
@@ -175,6 +152,18 @@ mod tests {
         .unwrap()
     }
 
+    /// The gaps of the `process` rung, as `rung/process.rs` reports them.
+    fn process_gaps(profile: &HostProfile) -> Vec<(&'static str, String)> {
+        let mut gaps = Vec::new();
+        if let Some(cpu) = &profile.cpu_limit {
+            gaps.push(("cpu_limit", format!("({cpu}) cannot be enforced on the `process` rung: a plain child process has no CPU cap")));
+        }
+        if let Some(mb) = profile.mem_limit_mb {
+            gaps.push(("mem_limit_mb", format!("({mb} MB) cannot be enforced")));
+        }
+        gaps
+    }
+
     fn constrained() -> HostProfile {
         crate::policy::profile::preset("constrained-local")
             .unwrap()
@@ -184,7 +173,7 @@ mod tests {
     #[test]
     fn process_rung_refuses_memory_and_cpu_caps() {
         assert_eq!(
-            admit(&constrained(), &spec("")),
+            admit(&constrained(), &spec(""), process_gaps(&constrained())),
             Err(Refusal {
                 profile: "constrained-local".into(),
                 rule: "cpu_limit".into(),
@@ -194,6 +183,7 @@ mod tests {
         let e = admit(
             &constrained(),
             &spec("[policy]\naccept_degraded = [\"cpu_limit\"]\n"),
+            process_gaps(&constrained()),
         )
         .unwrap_err();
         assert_eq!(e.rule, "mem_limit_mb");
@@ -204,6 +194,7 @@ mod tests {
         let a = admit(
             &constrained(),
             &spec("[policy]\naccept_degraded = [\"cpu_limit\", \"mem_limit_mb\"]\n"),
+            process_gaps(&constrained()),
         )
         .unwrap();
         assert_eq!(a.timeout_secs, 30 * 60);
@@ -218,7 +209,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            admit(&full, &spec("")),
+            admit(&full, &spec(""), Vec::new()),
             Ok(Admission {
                 timeout_secs: 7200,
                 degraded: vec![]
@@ -233,16 +224,16 @@ mod tests {
             .unwrap();
         p.allowed_models = vec!["gpt-5.4".into()];
         assert_eq!(
-            admit(&p, &spec("")).unwrap_err().to_string(),
+            admit(&p, &spec(""), Vec::new()).unwrap_err().to_string(),
             "host profile `remote-full`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-5.4)"
         );
         // The same patterns as the broker's allowlist: a prefix ending in
         // `*`, a name with the provider's date suffix.
         p.allowed_models = vec!["gpt-5*".into()];
-        assert!(admit(&p, &spec("")).is_ok());
+        assert!(admit(&p, &spec(""), Vec::new()).is_ok());
         p.allowed_models = vec!["gpt-4*".into(), "o3".into()];
         assert_eq!(
-            admit(&p, &spec("")).unwrap_err().to_string(),
+            admit(&p, &spec(""), Vec::new()).unwrap_err().to_string(),
             "host profile `remote-full`: rule `allowed_models` does not allow model `gpt-5.5` (allowed: gpt-4*, o3)"
         );
     }
@@ -260,10 +251,13 @@ mod tests {
             "[network]\nallow = [\"api.github.com\"]\n\
              [setup]\ncommands = [\"npm ci\"]\nnetwork = [\"registry.npmjs.org\"]\n",
         );
-        assert_eq!(admit(&profile, &within).map(|a| a.degraded), Ok(vec![]));
+        assert_eq!(
+            admit(&profile, &within, Vec::new()).map(|a| a.degraded),
+            Ok(vec![])
+        );
         let wider = spec("[network]\nallow = [\"api.github.com\", \"*.com.evil.org\"]\n");
         assert_eq!(
-            admit(&profile, &wider),
+            admit(&profile, &wider, Vec::new()),
             Err(Refusal {
                 profile: "net".into(),
                 rule: "network.allow".into(),
@@ -271,10 +265,13 @@ mod tests {
             })
         );
         let setup = spec("[setup]\ncommands = [\"pip download x\"]\nnetwork = \"registries\"\n");
-        assert_eq!(admit(&profile, &setup).map(|a| a.degraded), Ok(vec![]));
+        assert_eq!(
+            admit(&profile, &setup, Vec::new()).map(|a| a.degraded),
+            Ok(vec![])
+        );
         let nothing = HostProfile::from_toml("id = \"net\"\n[network]\n", "net.toml").unwrap();
         assert_eq!(
-            admit(&nothing, &setup),
+            admit(&nothing, &setup, Vec::new()),
             Err(Refusal {
                 profile: "net".into(),
                 rule: "network.setup_allow".into(),
@@ -285,7 +282,8 @@ mod tests {
         assert_eq!(
             admit(
                 &HostProfile::from_toml("id = \"x\"\n", "x.toml").unwrap(),
-                &wider
+                &wider,
+                Vec::new()
             )
             .map(|a| a.degraded),
             Ok(vec![])

@@ -52,9 +52,11 @@ impl JobPolicy {
         name: &str,
         spec: &JobSpec,
         store: &dyn Store,
+        rung_gaps: impl FnOnce(&HostProfile) -> Vec<(&'static str, String)>,
     ) -> Result<JobPolicy, JobPolicyError> {
         let (profile, source) = resolve(name, store).await?;
-        let admission = admit(&profile, spec)?;
+        let gaps = rung_gaps(&profile);
+        let admission = admit(&profile, spec, gaps)?;
         let matcher = Matcher::new(&profile.deny_commands);
         Ok(JobPolicy {
             profile,

@@ -6,7 +6,6 @@
 //! minted, which a queue can hold before it runs. `paddock context` goes
 //! through the same [`shape`] step, so it renders what a run would.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use paddock_protocol::{JobSpec, ProviderKind};
@@ -17,6 +16,7 @@ use super::error::AdmitError;
 use crate::broker::{self, PriceTable, Secret};
 use crate::context::Prepared;
 use crate::policy::JobPolicy;
+use crate::rung::{Rung, Rungs};
 #[cfg(feature = "scripted")]
 use crate::scripted::Scenario;
 use crate::store::Store;
@@ -31,6 +31,8 @@ pub struct Shaped {
     pub spec: JobSpec,
     /// Its templates and skills, loaded and checked.
     pub prepared: Prepared,
+    /// The rung the job runs on.
+    pub rung: Arc<dyn Rung>,
     /// Why `auto` is not the sandbox, when it fell back.
     pub fallback: Option<String>,
     /// The host profile, admitted.
@@ -69,13 +71,13 @@ impl std::fmt::Debug for Admitted {
     }
 }
 
-/// Admits `spec` against `prices`, `store` (its host profiles) and this
-/// host's rungs (`helper_exe` starts the sandbox probe).
+/// Admits `spec` against `prices`, `store` (its host profiles) and the
+/// `rungs` it may run on.
 pub async fn admit(
     spec: &JobSpec,
     prices: &PriceTable,
     store: &dyn Store,
-    helper_exe: &Path,
+    rungs: &Rungs,
 ) -> Result<Admitted, AdmitError> {
     let key = match (spec.upstream.provider, &spec.upstream.key) {
         (ProviderKind::Scripted, _) | (_, None) => None,
@@ -101,7 +103,7 @@ pub async fn admit(
     let prepared = Prepared::load(spec).map_err(|e| AdmitError::LoadTemplates(e.to_string()))?;
     let spec_json =
         serde_json::to_string(spec).map_err(|e| AdmitError::SerializeSpec(e.to_string()))?;
-    let shaped = shape_prepared(spec, prepared, Some(store), helper_exe).await?;
+    let shaped = shape_prepared(spec, prepared, Some(store), rungs).await?;
     Ok(Admitted {
         id: format!("job-{}", uuid::Uuid::now_v7().simple()),
         submitted: OffsetDateTime::now_utc(),
@@ -120,28 +122,28 @@ pub async fn admit(
 pub async fn shape(
     spec: &JobSpec,
     store: Option<&dyn Store>,
-    helper_exe: &Path,
+    rungs: &Rungs,
 ) -> Result<Shaped, AdmitError> {
     let prepared = Prepared::load(spec).map_err(|e| AdmitError::LoadTemplates(e.to_string()))?;
-    shape_prepared(spec, prepared, store, helper_exe).await
+    shape_prepared(spec, prepared, store, rungs).await
 }
 
 async fn shape_prepared(
     spec: &JobSpec,
     prepared: Prepared,
     store: Option<&dyn Store>,
-    helper_exe: &Path,
+    rungs: &Rungs,
 ) -> Result<Shaped, AdmitError> {
     // The rung: `auto` becomes `sandbox` where one starts, else `process`;
     // an explicit `sandbox` that cannot start refuses the job.
-    let rung = crate::rung::for_host(spec.isolation, helper_exe).await?;
+    let (rung, resolved) = rungs.pick(spec.isolation).await?;
     let mut spec = spec.clone();
-    spec.isolation = rung.isolation;
+    spec.isolation = resolved.isolation;
     // The host profile: resolved and admitted before the job exists (fail
     // closed); its timeout cap applies.
     let policy = match (&spec.policy.profile, store) {
         (Some(name), Some(store)) => Some(
-            JobPolicy::admit(name, &spec, store)
+            JobPolicy::admit(name, &spec, store, |p| rung.gaps(p))
                 .await
                 .map_err(|e| AdmitError::HostProfile(e.to_string()))?,
         ),
@@ -153,7 +155,8 @@ async fn shape_prepared(
     Ok(Shaped {
         spec,
         prepared,
-        fallback: rung.fallback,
+        rung,
+        fallback: resolved.fallback,
         policy,
     })
 }

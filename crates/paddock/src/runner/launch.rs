@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use paddock_protocol::{EventBody, Isolation, KeyHeaderKind, Phase, ProviderKind};
+use paddock_protocol::{EventBody, KeyHeaderKind, Phase, ProviderKind};
 use time::OffsetDateTime;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
@@ -19,9 +19,9 @@ use super::{Job, LaunchFailure};
 use crate::broker::upstream::{KeyHeader, ANTHROPIC_BASE, OPENAI_BASE};
 use crate::broker::{self, BrokerConfig, BrokerHandle, Secret, Upstream};
 use crate::engines::{LaunchContext, StreamParser};
-use crate::launcher;
 use crate::output::ArtifactWriter;
 use crate::policy::denials::RecordTail;
+use crate::rung::{self, EngineProcess, RungError, RungJob};
 #[cfg(feature = "scripted")]
 use crate::scripted::{RenderContext, Scenario, ScriptedServer};
 #[cfg(not(feature = "scripted"))]
@@ -37,11 +37,10 @@ pub(super) struct Credentials {
 /// A started engine and what follows it. Fields drop in order: the engine
 /// is stopped before its broker and upstream go.
 pub(super) struct Running {
-    /// Stops the engine and its tree if the job ends early.
-    pub stop_on_drop: launcher::StopOnDrop,
-    pub child: tokio::process::Child,
-    pub pgid: Option<nix::unistd::Pid>,
-    pub stdout: tokio::process::ChildStdout,
+    /// The engine on its rung; dropped before it exited, it is stopped
+    /// with its tree.
+    pub process: Box<dyn EngineProcess>,
+    pub stdout: rung::Output,
     pub stderr_task: tokio::task::JoinHandle<(String, Option<String>)>,
     /// The engine's stdout as it came (`engine.jsonl`).
     pub raw: ArtifactWriter,
@@ -85,7 +84,20 @@ pub(super) async fn launch(
         return Ok(Start::Held(message));
     }
     let config = broker_config(job, em, upstream, ceilings, &creds.cloud);
-    let (broker, mut sandbox) = bind_broker(job, em, ws, config).await?;
+    let job_id = em.job_id.clone();
+    let on_rung = RungJob {
+        job_id: &job_id,
+        ws,
+        timeout_secs: spec.limits.timeout_secs,
+        policy: job.policy.as_ref(),
+        accept_degraded: &spec.policy.accept_degraded,
+        helper_exe: &job.config.helper_exe,
+    };
+    let broker = job
+        .rung
+        .bind_broker(&on_rung, config)
+        .await
+        .map_err(rung_failed)?;
     em.redactor.add_secret(&broker.token);
     // Other jobs of the same ticket or project, settling calls while this
     // one runs; followed until the job's end.
@@ -108,44 +120,18 @@ pub(super) async fn launch(
         detail: Some(format!("{} {}", adapter.kind(), cmd.program.display())),
     })
     .await?;
-    if let (Some(paths), Some(p)) = (sandbox.as_mut(), &job.policy) {
-        launcher::apply_profile(
-            paths,
-            p,
-            &spec.policy.accept_degraded,
-            Some(&job.config.helper_exe),
-            &ws.meta,
-            cmd.env
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map(|(_, v)| v.as_str()),
-        )
-        .map_err(|e| step("prepare the sandbox for the host profile", e))?;
-    }
-    let mut child = launcher::command(
-        spec.isolation,
-        &cmd,
-        sandbox.as_ref(),
-        &job.config.helper_exe,
-    )
-    .map_err(|e| step("prepare the launch", e))?
-    .spawn()
-    .map_err(|e| step(&format!("start {}", cmd.program.display()), e))?;
-    let pgid = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
-    // Whatever ends the job early stops the engine and its tree.
-    let stop_on_drop = launcher::StopOnDrop {
-        isolation: spec.isolation,
-        pid: child.id(),
-    };
+    // Whatever ends the job early stops the engine and its tree (the
+    // process handle's drop).
+    let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(rung_failed)?;
     // The prompt on stdin, then end of file; an engine that exits before
     // reading it all only makes this write fail.
-    if let (Some(mut stdin), Some(text)) = (child.stdin.take(), cmd.stdin.clone()) {
+    if let (Some(mut stdin), Some(text)) = (process.take_stdin(), cmd.stdin.clone()) {
         tokio::spawn(async move {
             let _ = stdin.write_all(text.as_bytes()).await;
             let _ = stdin.shutdown().await;
         });
     }
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+    let (Some(stdout), Some(stderr)) = (process.take_stdout(), process.take_stderr()) else {
         return Err(LaunchFailure::Step(
             "the engine's stdout/stderr were not captured".into(),
         ));
@@ -156,9 +142,7 @@ pub(super) async fn launch(
     let raw =
         ArtifactWriter::create(prov.artifacts.join("engine.jsonl"), em.redactor.clone()).await;
     Ok(Start::Running(Box::new(Running {
-        stop_on_drop,
-        child,
-        pgid,
+        process,
         stdout,
         stderr_task,
         raw,
@@ -377,49 +361,9 @@ async fn upstream(
     Ok((upstream, scripted))
 }
 
-/// The job's broker, bound where its rung reaches it: loopback on the
-/// `process` rung, the job's own socket (reached through the sandbox's
-/// forwarder) on `sandbox`, with the sandbox's paths.
-async fn bind_broker(
-    job: &Job,
-    em: &Emitter,
-    ws: &crate::workspace::Workspace,
-    config: BrokerConfig,
-) -> Result<(BrokerHandle, Option<launcher::SandboxPaths>), LaunchFailure> {
-    match job.spec.isolation {
-        // `auto` was resolved when the job was admitted.
-        Isolation::Process | Isolation::Auto => {
-            let listener = TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|e| step("bind the broker", e))?;
-            let broker =
-                broker::start(listener, config).map_err(|e| step("start the broker", e))?;
-            Ok((broker, None))
-        }
-        Isolation::Sandbox => {
-            // The job's own socket: only its sandbox's forwarder reaches it.
-            let socket = ws.meta.join("broker.sock");
-            let listener = broker::bind_unix(&socket)
-                .map_err(|e| step(&format!("bind the broker socket {}", socket.display()), e))?;
-            let url = format!("http://127.0.0.1:{}", launcher::SANDBOX_BROKER_PORT);
-            let broker = broker::start_unix(listener, url, config)
-                .map_err(|e| step("start the broker", e))?;
-            let paths = launcher::SandboxPaths {
-                job_id: em.job_id.clone(),
-                work: ws.work.clone(),
-                home: ws.home.clone(),
-                tmp: ws.tmp.clone(),
-                broker_socket: socket,
-                timeout_secs: job.spec.limits.timeout_secs,
-                extra_ro: Vec::new(),
-                extra_rw: Vec::new(),
-                limits: launcher::default_limits(),
-                allow_without_cgroups: true,
-                hidden: Vec::new(),
-            };
-            Ok((broker, Some(paths)))
-        }
-    }
+/// A rung's failure as the launch's.
+fn rung_failed(e: RungError) -> LaunchFailure {
+    LaunchFailure::Step(e.to_string())
 }
 
 /// A failed launch step, `what: error`.

@@ -23,6 +23,8 @@ mod launch;
 mod provision;
 mod stream;
 mod teardown;
+#[cfg(test)]
+mod tests;
 pub mod warnings;
 
 use std::ffi::OsString;
@@ -45,6 +47,7 @@ use crate::paths::Paths;
 use crate::policy::JobPolicy;
 use crate::reaper::Lease;
 use crate::redact::Redactor;
+use crate::rung::{Rung, Rungs};
 use crate::store::{SharedStore, StoreError};
 
 /// Free space below which a store failure is reported as a full disk.
@@ -76,6 +79,7 @@ pub struct RunnerConfig {
 pub struct Runner {
     store: SharedStore,
     config: Arc<RunnerConfig>,
+    rungs: Rungs,
 }
 
 /// A started job.
@@ -114,10 +118,18 @@ pub struct RunResult {
 }
 
 impl Runner {
+    /// A runner on this host's rungs.
     pub fn new(store: SharedStore, config: RunnerConfig) -> Runner {
+        let rungs = Rungs::host(&config.helper_exe);
+        Runner::with_rungs(store, config, rungs)
+    }
+
+    /// A runner on `rungs` (a test's fake rung, a container rung).
+    pub fn with_rungs(store: SharedStore, config: RunnerConfig, rungs: Rungs) -> Runner {
         Runner {
             store,
             config: Arc::new(config),
+            rungs,
         }
     }
 
@@ -127,13 +139,7 @@ impl Runner {
 
     /// Admits `spec`: everything checked before the job exists.
     pub async fn admit(&self, spec: &JobSpec) -> Result<Admitted, AdmitError> {
-        admit::admit(
-            spec,
-            &self.config.prices,
-            &*self.store,
-            &self.config.helper_exe,
-        )
-        .await
+        admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await
     }
 
     /// Starts an admitted job as a task; `cancel` resolving cancels it.
@@ -160,6 +166,7 @@ pub(super) struct Job {
     /// The spec as the job runs it (rung resolved, timeout capped).
     pub spec: JobSpec,
     pub policy: Option<JobPolicy>,
+    pub rung: Arc<dyn Rung>,
     pub config: Arc<RunnerConfig>,
     pub keep: bool,
     pub record: JobRecord,
@@ -264,6 +271,7 @@ async fn drive(
     let Shaped {
         spec,
         prepared,
+        rung,
         fallback,
         policy,
     } = shaped;
@@ -281,6 +289,7 @@ async fn drive(
     let job = Job {
         spec,
         policy,
+        rung,
         config,
         keep,
         record,
@@ -376,7 +385,8 @@ async fn engine(
         }
     };
     let mut streamed = stream::stream(job, em, &mut run, prov.adapter.as_ref(), cancel).await?;
-    let torn = teardown::tear_down(em, run, &mut streamed, &prov.ws().root).await?;
+    let torn =
+        teardown::tear_down(em, run, &mut streamed, job.rung.as_ref(), &prov.ws().root).await?;
     Ok(conclude::outcome(job, em, prov, streamed, torn).await?)
 }
 

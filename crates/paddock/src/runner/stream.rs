@@ -17,7 +17,6 @@ use super::emit::Emitter;
 use super::launch::{step, Running};
 use super::{Job, LaunchFailure};
 use crate::engines::{self, EngineAdapter};
-use crate::launcher;
 use crate::output::{ArtifactWriter, Line, LineSplitter, Tail, Utf8Decoder};
 use crate::store::StoreError;
 
@@ -87,12 +86,11 @@ pub(super) async fn stream(
                     stdout_open = false;
                 }
             },
-            status = run.child.wait(), if out.exited.is_none() => {
+            status = run.process.wait(), if out.exited.is_none() => {
                 let status = status.map_err(|e| step("wait for the engine", e))?;
                 out.exited = Some(status);
-                run.stop_on_drop.pid = None;
                 // What the engine left running goes with it.
-                super::teardown::kill_group(run.pgid);
+                run.process.kill();
                 grace.as_mut().reset(tokio::time::Instant::now() + DRAIN_GRACE);
             }
             () = &mut grace, if out.exited.is_some() => break,
@@ -104,13 +102,13 @@ pub(super) async fn stream(
                 em.emit(EventBody::Policy { rule: notice.rule, message: notice.message }).await?;
             }
             () = &mut deadline, if out.exited.is_none() => {
-                launcher::stop(spec.isolation, run.child.id());
+                run.process.stop();
                 out.ended = Some(JobStatus::TimedOut);
                 em.emit(timeout_event(job)).await?;
                 break;
             }
             () = &mut cancel, if out.exited.is_none() => {
-                launcher::stop(spec.isolation, run.child.id());
+                run.process.stop();
                 out.ended = Some(JobStatus::Cancelled);
                 break;
             }
@@ -176,7 +174,7 @@ async fn on_line(
 /// Copies the engine's stderr to its artifact as it arrives; its last
 /// lines (a short tail), and the artifact's write error if any.
 pub(super) async fn save_stderr(
-    mut stderr: tokio::process::ChildStderr,
+    mut stderr: crate::rung::Output,
     mut artifact: ArtifactWriter,
 ) -> (String, Option<String>) {
     let mut buf = vec![0u8; READ_CHUNK];

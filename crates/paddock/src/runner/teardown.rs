@@ -19,8 +19,8 @@ use super::stream::{Streamed, DRAIN_GRACE};
 use super::LaunchFailure;
 use crate::broker;
 use crate::engines::StreamParser;
-use crate::leftovers;
 use crate::policy::denials::RecordTail;
+use crate::rung::Rung;
 use crate::workspace::{Workspace, WorkspaceError};
 
 /// How long a stopped engine's supervisor may take to kill its tree.
@@ -51,12 +51,11 @@ pub(super) async fn tear_down(
     em: &mut Emitter,
     run: Running,
     streamed: &mut Streamed,
+    rung: &dyn Rung,
     root: &Path,
 ) -> Result<TornDown, LaunchFailure> {
     let Running {
-        mut stop_on_drop,
-        mut child,
-        pgid,
+        mut process,
         mut raw,
         stderr_task,
         broker,
@@ -69,22 +68,20 @@ pub(super) async fn tear_down(
         None => {
             // Stopped: the supervisor kills the tree and exits; one that
             // does not in time is killed with its group.
-            let status = match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+            let status = match tokio::time::timeout(STOP_GRACE, process.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
-                    kill_group(pgid);
-                    let _ = child.start_kill();
-                    child.wait().await
+                    process.kill();
+                    process.wait().await
                 }
             };
             status.map_err(|e| step("wait for the engine", e))?
         }
     };
-    stop_on_drop.pid = None;
     // No process of the job outlives it: its group, then anything still
     // pointing into the job's directory (the check that nothing is left).
-    kill_group(pgid);
-    leftovers_gone(em, root).await?;
+    process.kill();
+    leftovers_gone(em, rung, root).await?;
     if let Some(e) = raw.finish().await {
         em.error("paddock", e, false).await?;
     }
@@ -129,36 +126,23 @@ pub(super) async fn tear_down(
     })
 }
 
-/// Kills what still points into the job's directory and removes its
-/// cgroups (a stopped sandbox helper, killed with its group, could not).
-async fn leftovers_gone(em: &mut Emitter, root: &Path) -> Result<(), LaunchFailure> {
-    let (left, cgroup_errors) = tokio::task::spawn_blocking({
-        let root = root.to_path_buf();
-        let job_id = em.job_id.clone();
-        move || {
-            let left = leftovers::kill_processes(&root);
-            let mut errors = Vec::new();
-            for dir in leftovers::cgroups(Path::new(crate::reaper::CGROUP_ROOT), &job_id) {
-                if let Err(e) = leftovers::remove_cgroup(&dir) {
-                    errors.push(format!(
-                        "cannot remove the job's cgroup {}: {e}",
-                        dir.display()
-                    ));
-                }
-            }
-            (left, errors)
-        }
-    })
-    .await
-    .unwrap_or_default();
-    for e in cgroup_errors {
+/// What the rung found still running of the job (killed), and what of it
+/// it could not remove.
+async fn leftovers_gone(
+    em: &mut Emitter,
+    rung: &dyn Rung,
+    root: &Path,
+) -> Result<(), LaunchFailure> {
+    let left = rung.reap(&em.job_id, root).await;
+    for e in left.errors {
         em.error("paddock", e, false).await?;
     }
-    if left > 0 {
+    if left.killed > 0 {
         em.error(
             "paddock",
             format!(
-                "{left} process(es) of the job were still running after its engine ended; killed"
+                "{} process(es) of the job were still running after its engine ended; killed",
+                left.killed
             ),
             false,
         )
@@ -184,13 +168,6 @@ async fn interrupt_calls(em: &mut Emitter) -> Result<(), LaunchFailure> {
         .await?;
     }
     Ok(())
-}
-
-/// SIGKILL to the engine's process group.
-pub(super) fn kill_group(pgid: Option<nix::unistd::Pid>) {
-    if let Some(pgid) = pgid {
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-    }
 }
 
 /// The job's workspace, removed when the guard is dropped however the job

@@ -1,0 +1,203 @@
+//! A scripted rung for the runner's tests: its "engine" prints the lines
+//! it was given on stdout, and bytes on stderr, then exits with its code;
+//! or it hangs until stopped. Its broker is on loopback like the `process`
+//! rung's. It records what it launched and can hold the engine's stderr
+//! open past its exit (a grandchild that kept it), so a test can see
+//! whether the runner let go of it.
+
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
+
+use paddock_protocol::{HostProfile, Isolation};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, DuplexStream};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::{EngineProcess, Leftovers, Output, Rung, RungError, RungJob, Stdin};
+use crate::broker::{self, BrokerConfig, BrokerHandle};
+use crate::engines::CommandSpec;
+
+/// What the fake engine does.
+#[derive(Debug, Clone, Default)]
+pub struct FakeEngine {
+    /// Lines printed on stdout (each with a newline), then stdout closes.
+    pub stdout: Vec<String>,
+    /// Bytes printed on stderr.
+    pub stderr: Vec<u8>,
+    pub exit_code: i32,
+    /// Never exits by itself: only stopping or killing ends it.
+    pub hang: bool,
+    /// Its stderr stays open after it exits (held by the rung).
+    pub stderr_open: bool,
+}
+
+/// The fake rung.
+#[derive(Debug, Default)]
+pub struct FakeRung {
+    pub engine: FakeEngine,
+    /// Every command launched, in order.
+    pub launched: Mutex<Vec<CommandSpec>>,
+    /// The write ends of stderrs held open (`stderr_open`).
+    pub held_stderr: Mutex<Vec<DuplexStream>>,
+    /// What the engine read on stdin.
+    pub stdin: Arc<Mutex<Vec<u8>>>,
+}
+
+impl FakeRung {
+    pub fn new(engine: FakeEngine) -> FakeRung {
+        FakeRung {
+            engine,
+            ..FakeRung::default()
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Rung for FakeRung {
+    fn isolation(&self) -> Isolation {
+        Isolation::Process
+    }
+
+    async fn probe(&self) -> Option<String> {
+        None
+    }
+
+    fn gaps(&self, _profile: &HostProfile) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    async fn bind_broker(
+        &self,
+        job: &RungJob<'_>,
+        config: BrokerConfig,
+    ) -> Result<BrokerHandle, RungError> {
+        let listener =
+            TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|error| RungError::BindBroker {
+                    job_id: job.job_id.to_string(),
+                    socket: None,
+                    error,
+                })?;
+        broker::start(listener, config).map_err(|error| RungError::StartBroker {
+            job_id: job.job_id.to_string(),
+            error,
+        })
+    }
+
+    async fn launch(
+        &self,
+        _job: &RungJob<'_>,
+        cmd: &CommandSpec,
+    ) -> Result<Box<dyn EngineProcess>, RungError> {
+        if let Ok(mut l) = self.launched.lock() {
+            l.push(cmd.clone());
+        }
+        let (stdin_w, mut stdin_r) = tokio::io::duplex(64 << 10);
+        let (mut out_w, out_r) = tokio::io::duplex(64 << 10);
+        let (mut err_w, err_r) = tokio::io::duplex(64 << 10);
+        let (exit_tx, exit_rx) = watch::channel(None);
+        let exit_tx = Arc::new(exit_tx);
+        let read = self.stdin.clone();
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let _ = stdin_r.read_to_end(&mut buf).await;
+            if let Ok(mut r) = read.lock() {
+                *r = buf;
+            }
+        });
+        let engine = self.engine.clone();
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+        let ends = exit_tx.clone();
+        tokio::spawn(async move {
+            for line in &engine.stdout {
+                let _ = out_w.write_all(format!("{line}\n").as_bytes()).await;
+            }
+            let _ = err_w.write_all(&engine.stderr).await;
+            drop(out_w);
+            if engine.stderr_open {
+                let _ = held_tx.send(err_w);
+            } else {
+                drop(err_w);
+            }
+            if !engine.hang {
+                ends.send_if_modified(|s| {
+                    s.get_or_insert(ExitStatus::from_raw(engine.exit_code << 8));
+                    true
+                });
+            }
+        });
+        if self.engine.stderr_open {
+            if let Ok(w) = held_rx.await {
+                if let Ok(mut h) = self.held_stderr.lock() {
+                    h.push(w);
+                }
+            }
+        }
+        Ok(Box::new(FakeProcess {
+            stdin: Some(stdin_w),
+            stdout: Some(out_r),
+            stderr: Some(err_r),
+            exit_tx,
+            exit_rx,
+        }))
+    }
+
+    async fn reap(&self, _job_id: &str, _root: &Path) -> Leftovers {
+        Leftovers::default()
+    }
+}
+
+struct FakeProcess {
+    stdin: Option<DuplexStream>,
+    stdout: Option<DuplexStream>,
+    stderr: Option<DuplexStream>,
+    exit_tx: Arc<watch::Sender<Option<ExitStatus>>>,
+    exit_rx: watch::Receiver<Option<ExitStatus>>,
+}
+
+impl FakeProcess {
+    fn end(&self, signal: i32) {
+        self.exit_tx.send_if_modified(|s| {
+            if s.is_some() {
+                return false;
+            }
+            *s = Some(ExitStatus::from_raw(signal));
+            true
+        });
+    }
+}
+
+#[async_trait::async_trait]
+impl EngineProcess for FakeProcess {
+    fn take_stdin(&mut self) -> Option<Stdin> {
+        self.stdin.take().map(|s| Box::new(s) as Stdin)
+    }
+
+    fn take_stdout(&mut self) -> Option<Output> {
+        self.stdout.take().map(|s| Box::new(s) as Output)
+    }
+
+    fn take_stderr(&mut self) -> Option<Output> {
+        self.stderr.take().map(|s| Box::new(s) as Output)
+    }
+
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let status = self
+            .exit_rx
+            .wait_for(Option::is_some)
+            .await
+            .map_err(std::io::Error::other)?;
+        Ok(status.unwrap_or_else(|| ExitStatus::from_raw(9)))
+    }
+
+    fn stop(&mut self) {
+        self.end(15);
+    }
+
+    fn kill(&mut self) {
+        self.end(9);
+    }
+}

@@ -1,0 +1,337 @@
+//! The isolation rungs a job runs on, behind the [`Rung`] trait: probe
+//! the host, say what of a host profile the rung cannot enforce (its
+//! gaps), bind the job's broker where the rung reaches it, launch the
+//! engine (an [`EngineProcess`]: stdin, stdout, stderr, wait, stop, kill)
+//! and kill what a job left (after its end, or a crash). `process`
+//! (`process.rs`: the engine under Paddock's supervisor) and `sandbox`
+//! (`sandbox.rs`: Paddock's sandbox helper) implement it, `fake.rs` a
+//! scripted stand-in for the runner's tests; a container or Kubernetes
+//! rung is one more implementation. [`Rungs`] picks one:
+//! `isolation = "auto"` (the default) becomes `sandbox` where this host can
+//! start Paddock's sandbox (the same check `paddock doctor` makes: start
+//! one running `true`) and `process` elsewhere, with the reason carried to
+//! a `policy` event. An explicit `sandbox` on a host that cannot start one
+//! refuses the job, naming what failed (fail closed); `process` needs no
+//! check.
+
+#[cfg(test)]
+pub(crate) mod fake;
+mod process;
+mod sandbox;
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+
+use paddock_protocol::{HostProfile, Isolation};
+use paddock_sandbox::{launch, Limits, NetMode, Policy};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::broker::{BrokerConfig, BrokerHandle};
+use crate::engines::CommandSpec;
+use crate::policy::JobPolicy;
+use crate::workspace::Workspace;
+
+pub use self::process::ProcessRung;
+pub use self::sandbox::SandboxRung;
+
+/// The engine's stdin, as a rung hands it over.
+pub type Stdin = Box<dyn AsyncWrite + Send + Unpin>;
+/// The engine's stdout or stderr, as a rung hands it over.
+pub type Output = Box<dyn AsyncRead + Send + Unpin>;
+
+/// What a rung needs of a job to bind its broker and launch its engine.
+#[derive(Debug, Clone, Copy)]
+pub struct RungJob<'a> {
+    pub job_id: &'a str,
+    pub ws: &'a Workspace,
+    /// The job's wall-clock limit (a rung's backstop comes after it).
+    pub timeout_secs: u64,
+    /// The host profile, whose caps and hooks the rung applies.
+    pub policy: Option<&'a JobPolicy>,
+    /// The rules the spec accepts as degraded.
+    pub accept_degraded: &'a [String],
+    /// The `paddock` executable (the supervisor, the sandbox helper, the
+    /// engine hooks).
+    pub helper_exe: &'a Path,
+}
+
+/// A started engine, on whatever rung. Dropping it before it exited stops
+/// it with everything it started.
+#[async_trait::async_trait]
+pub trait EngineProcess: Send {
+    fn take_stdin(&mut self) -> Option<Stdin>;
+    fn take_stdout(&mut self) -> Option<Output>;
+    fn take_stderr(&mut self) -> Option<Output>;
+    /// Waits for the engine to exit (cancel-safe: a `select!` may drop it).
+    async fn wait(&mut self) -> std::io::Result<ExitStatus>;
+    /// Asks the engine to stop, with everything it started.
+    fn stop(&mut self);
+    /// Kills whatever is left of the engine now.
+    fn kill(&mut self);
+}
+
+/// What a rung found left of a job and killed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Leftovers {
+    /// Processes still running (pointing into the job's directory).
+    pub killed: usize,
+    /// What could not be removed (a cgroup), one message each.
+    pub errors: Vec<String>,
+}
+
+/// An isolation rung.
+#[async_trait::async_trait]
+pub trait Rung: Send + Sync + std::fmt::Debug {
+    /// The rung's isolation (never `auto`).
+    fn isolation(&self) -> Isolation;
+    /// None when this host can run jobs on the rung, else why not.
+    async fn probe(&self) -> Option<String>;
+    /// What of `profile` the rung cannot enforce: (rule, why).
+    fn gaps(&self, profile: &HostProfile) -> Vec<(&'static str, String)>;
+    /// Starts the job's broker where the rung's engine reaches it.
+    async fn bind_broker(
+        &self,
+        job: &RungJob<'_>,
+        config: BrokerConfig,
+    ) -> Result<BrokerHandle, RungError>;
+    /// Starts `cmd` on the rung, stdio piped.
+    async fn launch(
+        &self,
+        job: &RungJob<'_>,
+        cmd: &CommandSpec,
+    ) -> Result<Box<dyn EngineProcess>, RungError>;
+    /// Kills what the job `job_id` (directory `root`) left running.
+    async fn reap(&self, job_id: &str, root: &Path) -> Leftovers;
+}
+
+/// The rungs a runner picks from.
+#[derive(Debug, Clone)]
+pub struct Rungs {
+    pub process: Arc<dyn Rung>,
+    pub sandbox: Arc<dyn Rung>,
+}
+
+impl Rungs {
+    /// This host's rungs; `helper_exe` is the `paddock` binary.
+    pub fn host(helper_exe: &Path) -> Rungs {
+        Rungs {
+            process: Arc::new(ProcessRung::new(helper_exe.to_path_buf())),
+            sandbox: Arc::new(SandboxRung::new(helper_exe.to_path_buf())),
+        }
+    }
+
+    /// The rung for `requested` (see [`resolve`]); the sandbox is probed
+    /// only when the answer depends on it.
+    pub async fn pick(&self, requested: Isolation) -> Result<(Arc<dyn Rung>, Resolved), RungError> {
+        let answer = match requested {
+            Isolation::Process => None,
+            Isolation::Sandbox | Isolation::Auto => self.sandbox.probe().await,
+        };
+        let resolved = resolve(requested, || answer)?;
+        let rung = match resolved.isolation {
+            Isolation::Sandbox => self.sandbox.clone(),
+            Isolation::Process | Isolation::Auto => self.process.clone(),
+        };
+        Ok((rung, resolved))
+    }
+}
+
+/// The rung a job runs on, and why it is not the sandbox when `auto` fell
+/// back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub isolation: Isolation,
+    pub fallback: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RungError {
+    #[error(
+        "isolation = \"sandbox\": this host cannot start Paddock's sandbox: {why} \
+         (`paddock doctor` shows what is missing; `isolation = \"process\"` runs unconfined)"
+    )]
+    SandboxUnavailable { why: String },
+    #[error("bind the broker{}: {error}", socket.as_ref().map(|s| format!(" socket {}", s.display())).unwrap_or_default())]
+    BindBroker {
+        job_id: String,
+        socket: Option<PathBuf>,
+        error: std::io::Error,
+    },
+    #[error("start the broker: {error}")]
+    StartBroker {
+        job_id: String,
+        error: crate::broker::BrokerError,
+    },
+    #[error("prepare the sandbox for the host profile: {error}")]
+    ApplyProfile {
+        job_id: String,
+        error: std::io::Error,
+    },
+    #[error("prepare the launch: serialize the sandbox policy for job {job_id}: {error}")]
+    SandboxPolicy {
+        job_id: String,
+        error: serde_json::Error,
+    },
+    #[error("start {}: {error}", program.display())]
+    Spawn {
+        job_id: String,
+        program: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("the engine's stdout/stderr were not captured")]
+    Stdio { job_id: String },
+}
+
+/// Resolves `requested` with `probe` (None when a sandbox starts, else the
+/// reason it does not); the probe runs only when the answer depends on it.
+pub fn resolve(
+    requested: Isolation,
+    probe: impl FnOnce() -> Option<String>,
+) -> Result<Resolved, RungError> {
+    let isolation = |isolation, fallback| Resolved {
+        isolation,
+        fallback,
+    };
+    match requested {
+        Isolation::Process => Ok(isolation(Isolation::Process, None)),
+        Isolation::Sandbox => match probe() {
+            None => Ok(isolation(Isolation::Sandbox, None)),
+            Some(why) => Err(RungError::SandboxUnavailable { why }),
+        },
+        Isolation::Auto => match probe() {
+            None => Ok(isolation(Isolation::Sandbox, None)),
+            Some(why) => Ok(isolation(
+                Isolation::Process,
+                Some(format!(
+                    "isolation auto: running on the `process` rung (unconfined) because this \
+                     host cannot start Paddock's sandbox: {why}"
+                )),
+            )),
+        },
+    }
+}
+
+/// Starts a minimal sandbox with the helper `exe` (the `paddock` binary);
+/// None when it works, else the helper's error.
+pub fn probe_sandbox(exe: &Path) -> Option<String> {
+    let policy = Policy {
+        argv: vec!["true".into()],
+        env: vec![],
+        cwd: "/".into(),
+        ro: vec![],
+        rw: vec![],
+        protect: vec![],
+        hidden: Vec::new(),
+        tmp_mb: 1,
+        net: NetMode::None,
+        limits: Limits::default(),
+        allow_without_cgroups: false,
+        timeout_secs: Some(10),
+        cgroup_root: None,
+        name: "doctor".into(),
+    };
+    let mut cmd = match launch::command(exe, &policy) {
+        Ok(c) => c,
+        Err(e) => return Some(e.to_string()),
+    };
+    match cmd.stdin(Stdio::null()).stdout(Stdio::null()).output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+        Err(e) => Some(format!("start the helper: {e}")),
+    }
+}
+
+/// Kills what still points into the job's directory `root` and removes
+/// its cgroups (a stopped sandbox helper, killed with its group, could
+/// not): what both local rungs leave after a job.
+async fn reap_local(job_id: &str, root: &Path) -> Leftovers {
+    let root = root.to_path_buf();
+    let job_id = job_id.to_string();
+    tokio::task::spawn_blocking(move || {
+        let killed = crate::leftovers::kill_processes(&root);
+        let mut errors = Vec::new();
+        for dir in crate::leftovers::cgroups(Path::new(crate::reaper::CGROUP_ROOT), &job_id) {
+            if let Err(e) = crate::leftovers::remove_cgroup(&dir) {
+                errors.push(format!(
+                    "cannot remove the job's cgroup {}: {e}",
+                    dir.display()
+                ));
+            }
+        }
+        Leftovers { killed, errors }
+    })
+    .await
+    .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_probe() -> Option<String> {
+        unreachable!("process needs no probe")
+    }
+
+    #[test]
+    fn process_is_never_probed() {
+        assert_eq!(
+            resolve(Isolation::Process, no_probe).ok(),
+            Some(Resolved {
+                isolation: Isolation::Process,
+                fallback: None
+            })
+        );
+    }
+
+    #[test]
+    fn auto_is_the_sandbox_where_one_starts() {
+        assert_eq!(
+            resolve(Isolation::Auto, || None).ok(),
+            Some(Resolved {
+                isolation: Isolation::Sandbox,
+                fallback: None
+            })
+        );
+    }
+
+    #[test]
+    fn auto_falls_back_to_process_and_says_why() {
+        assert_eq!(
+            resolve(Isolation::Auto, || Some("Landlock: not supported".into())).ok(),
+            Some(Resolved {
+                isolation: Isolation::Process,
+                fallback: Some(
+                    "isolation auto: running on the `process` rung (unconfined) because this \
+                     host cannot start Paddock's sandbox: Landlock: not supported"
+                        .into()
+                ),
+            })
+        );
+    }
+
+    #[test]
+    fn an_explicit_sandbox_fails_closed_naming_what_is_missing() {
+        let err = resolve(Isolation::Sandbox, || {
+            Some("unshare the user namespaces: EPERM".into())
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "isolation = \"sandbox\": this host cannot start Paddock's sandbox: unshare the user \
+             namespaces: EPERM (`paddock doctor` shows what is missing; `isolation = \"process\"` \
+             runs unconfined)"
+        );
+    }
+
+    #[test]
+    fn an_explicit_sandbox_where_one_starts() {
+        assert_eq!(
+            resolve(Isolation::Sandbox, || None).ok(),
+            Some(Resolved {
+                isolation: Isolation::Sandbox,
+                fallback: None
+            })
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! The `process` rung: the engine as a plain child of Paddock's supervisor
+//! (`paddock __supervise -- ENGINE…`, supervise.rs), which kills its whole
+//! tree when it ends or on SIGTERM, with an environment built from scratch;
+//! the broker on loopback. A plain child has no CPU or memory cap: those
+//! rules of a host profile are its gaps. [`ChildProcess`] is how both
+//! local rungs hand over a started engine.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use paddock_protocol::{HostProfile, Isolation};
+use tokio::net::TcpListener;
+use tokio::process::Command;
+
+use super::{EngineProcess, Leftovers, Output, Rung, RungError, RungJob, Stdin};
+use crate::broker::{self, BrokerConfig, BrokerHandle};
+use crate::engines::CommandSpec;
+
+/// The `process` rung.
+#[derive(Debug, Clone)]
+pub struct ProcessRung {
+    helper_exe: PathBuf,
+}
+
+impl ProcessRung {
+    /// `helper_exe` is the `paddock` binary, run as the supervisor.
+    pub fn new(helper_exe: PathBuf) -> ProcessRung {
+        ProcessRung { helper_exe }
+    }
+}
+
+#[async_trait::async_trait]
+impl Rung for ProcessRung {
+    fn isolation(&self) -> Isolation {
+        Isolation::Process
+    }
+
+    async fn probe(&self) -> Option<String> {
+        None
+    }
+
+    fn gaps(&self, profile: &HostProfile) -> Vec<(&'static str, String)> {
+        gaps(profile)
+    }
+
+    async fn bind_broker(
+        &self,
+        job: &RungJob<'_>,
+        config: BrokerConfig,
+    ) -> Result<BrokerHandle, RungError> {
+        let listener =
+            TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|error| RungError::BindBroker {
+                    job_id: job.job_id.to_string(),
+                    socket: None,
+                    error,
+                })?;
+        broker::start(listener, config).map_err(|error| RungError::StartBroker {
+            job_id: job.job_id.to_string(),
+            error,
+        })
+    }
+
+    async fn launch(
+        &self,
+        job: &RungJob<'_>,
+        cmd: &CommandSpec,
+    ) -> Result<Box<dyn EngineProcess>, RungError> {
+        // The engine under Paddock's supervisor, which kills its whole
+        // tree when it ends or on SIGTERM; a SIGKILL would leave that tree
+        // running, so the runner stops it, never by dropping it.
+        let mut c = Command::new(&self.helper_exe);
+        c.arg(crate::supervise::SUPERVISE_ARG)
+            .arg("--")
+            .arg(&cmd.program)
+            .args(&cmd.args)
+            .env_clear()
+            .envs(cmd.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&cmd.cwd)
+            .kill_on_drop(false);
+        Ok(Box::new(ChildProcess::spawn(c, job.job_id, cmd)?))
+    }
+
+    async fn reap(&self, job_id: &str, root: &Path) -> Leftovers {
+        super::reap_local(job_id, root).await
+    }
+}
+
+/// What the `process` rung cannot cap, with the reason.
+pub(super) fn gaps(profile: &HostProfile) -> Vec<(&'static str, String)> {
+    let mut gaps = Vec::new();
+    if let Some(cpu) = &profile.cpu_limit {
+        gaps.push((
+            "cpu_limit",
+            format!("({cpu}) cannot be enforced on the `process` rung: a plain child process has no CPU cap"),
+        ));
+    }
+    if let Some(mb) = profile.mem_limit_mb {
+        gaps.push((
+            "mem_limit_mb",
+            format!("({mb} MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree"),
+        ));
+    }
+    gaps
+}
+
+/// A local child (the supervisor, or the sandbox helper) in its own
+/// process group, stdio piped. Dropped before it exited, it gets SIGTERM:
+/// the supervisor and the sandbox helper then kill everything the engine
+/// started.
+#[derive(Debug)]
+pub(super) struct ChildProcess {
+    child: tokio::process::Child,
+    pgid: Option<Pid>,
+    exited: bool,
+}
+
+impl ChildProcess {
+    /// Spawns `c` for `cmd` (its stdin piped when it has one).
+    pub(super) fn spawn(
+        mut c: Command,
+        job_id: &str,
+        cmd: &CommandSpec,
+    ) -> Result<ChildProcess, RungError> {
+        c.stdin(if cmd.stdin.is_some() {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0);
+        let child = c.spawn().map_err(|error| RungError::Spawn {
+            job_id: job_id.to_string(),
+            program: cmd.program.clone(),
+            error,
+        })?;
+        let pgid = child
+            .id()
+            .and_then(|pid| i32::try_from(pid).ok())
+            .map(Pid::from_raw);
+        Ok(ChildProcess {
+            child,
+            pgid,
+            exited: false,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl EngineProcess for ChildProcess {
+    fn take_stdin(&mut self) -> Option<Stdin> {
+        self.child.stdin.take().map(|s| Box::new(s) as Stdin)
+    }
+
+    fn take_stdout(&mut self) -> Option<Output> {
+        self.child.stdout.take().map(|s| Box::new(s) as Output)
+    }
+
+    fn take_stderr(&mut self) -> Option<Output> {
+        self.child.stderr.take().map(|s| Box::new(s) as Output)
+    }
+
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let status = self.child.wait().await?;
+        self.exited = true;
+        Ok(status)
+    }
+
+    /// SIGTERM to the supervisor or the sandbox helper: each kills the
+    /// engine's tree (the helper its namespace's PID 1, which takes the
+    /// rest, and removes its placeholders) and exits.
+    fn stop(&mut self) {
+        if let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+    }
+
+    /// SIGKILL to the child's process group, and to the child.
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid {
+            let _ = killpg(pgid, Signal::SIGKILL);
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        if !self.exited {
+            self.stop();
+        }
+    }
+}

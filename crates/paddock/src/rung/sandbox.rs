@@ -1,0 +1,139 @@
+//! The `sandbox` rung: the engine inside Paddock's sandbox, started by the
+//! `paddock` binary re-executed as the sandbox helper (launcher.rs builds
+//! its policy), with the broker on the job's own Unix socket, reached only
+//! through the helper's forwarder at `127.0.0.1:`[`SANDBOX_BROKER_PORT`]
+//! inside the job's network namespace. A host profile's memory and CPU
+//! caps are cgroup caps here. Whether this host can start a sandbox is
+//! probed once per rung (a real start running `true`).
+
+use std::path::{Path, PathBuf};
+
+use paddock_protocol::{HostProfile, Isolation};
+use tokio::process::Command;
+use tokio::sync::OnceCell;
+
+use super::process::ChildProcess;
+use super::{EngineProcess, Leftovers, Rung, RungError, RungJob};
+use crate::broker::{self, BrokerConfig, BrokerHandle};
+use crate::engines::CommandSpec;
+use crate::launcher::{self, SANDBOX_BROKER_PORT};
+
+/// The `sandbox` rung.
+#[derive(Debug)]
+pub struct SandboxRung {
+    helper_exe: PathBuf,
+    probed: OnceCell<Option<String>>,
+}
+
+impl SandboxRung {
+    /// `helper_exe` is the `paddock` binary, run as the sandbox helper.
+    pub fn new(helper_exe: PathBuf) -> SandboxRung {
+        SandboxRung {
+            helper_exe,
+            probed: OnceCell::new(),
+        }
+    }
+}
+
+/// The job's own broker socket.
+fn socket(job: &RungJob<'_>) -> PathBuf {
+    job.ws.meta.join("broker.sock")
+}
+
+#[async_trait::async_trait]
+impl Rung for SandboxRung {
+    fn isolation(&self) -> Isolation {
+        Isolation::Sandbox
+    }
+
+    async fn probe(&self) -> Option<String> {
+        self.probed
+            .get_or_init(|| async {
+                let exe = self.helper_exe.clone();
+                tokio::task::spawn_blocking(move || super::probe_sandbox(&exe))
+                    .await
+                    .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")))
+            })
+            .await
+            .clone()
+    }
+
+    /// cgroup caps (docs/sandbox.md): a host that cannot apply them
+    /// refuses the job when it starts, unless the rules were accepted as
+    /// degraded.
+    fn gaps(&self, _profile: &HostProfile) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+
+    async fn bind_broker(
+        &self,
+        job: &RungJob<'_>,
+        config: BrokerConfig,
+    ) -> Result<BrokerHandle, RungError> {
+        // The job's own socket: only its sandbox's forwarder reaches it.
+        let socket = socket(job);
+        let listener = broker::bind_unix(&socket).map_err(|error| RungError::BindBroker {
+            job_id: job.job_id.to_string(),
+            socket: Some(socket.clone()),
+            error,
+        })?;
+        let url = format!("http://127.0.0.1:{SANDBOX_BROKER_PORT}");
+        broker::start_unix(listener, url, config).map_err(|error| RungError::StartBroker {
+            job_id: job.job_id.to_string(),
+            error,
+        })
+    }
+
+    async fn launch(
+        &self,
+        job: &RungJob<'_>,
+        cmd: &CommandSpec,
+    ) -> Result<Box<dyn EngineProcess>, RungError> {
+        let ws = job.ws;
+        let mut paths = launcher::SandboxPaths {
+            job_id: job.job_id.to_string(),
+            work: ws.work.clone(),
+            home: ws.home.clone(),
+            tmp: ws.tmp.clone(),
+            broker_socket: socket(job),
+            timeout_secs: job.timeout_secs,
+            extra_ro: Vec::new(),
+            extra_rw: Vec::new(),
+            limits: launcher::default_limits(),
+            allow_without_cgroups: true,
+            hidden: Vec::new(),
+        };
+        if let Some(p) = job.policy {
+            launcher::apply_profile(
+                &mut paths,
+                p,
+                job.accept_degraded,
+                Some(job.helper_exe),
+                &ws.meta,
+                cmd.env
+                    .iter()
+                    .find(|(k, _)| k == "PATH")
+                    .map(|(_, v)| v.as_str()),
+            )
+            .map_err(|error| RungError::ApplyProfile {
+                job_id: job.job_id.to_string(),
+                error,
+            })?;
+        }
+        let policy = launcher::sandbox_policy(cmd, &paths);
+        let std_cmd =
+            paddock_sandbox::launch::command(&self.helper_exe, &policy).map_err(|error| {
+                RungError::SandboxPolicy {
+                    job_id: job.job_id.to_string(),
+                    error,
+                }
+            })?;
+        let mut c = Command::from(std_cmd);
+        c.kill_on_drop(true);
+        Ok(Box::new(ChildProcess::spawn(c, job.job_id, cmd)?))
+    }
+
+    async fn reap(&self, job_id: &str, root: &Path) -> Leftovers {
+        super::reap_local(job_id, root).await
+    }
+}
