@@ -12,7 +12,9 @@ use paddock_protocol::event::TokenUsage;
 use paddock_protocol::event::{AgentEvent, EventBody};
 use paddock_protocol::job::JobStatus;
 use paddock_protocol::ledger::{CallStatus, ModelCall};
-use paddock_protocol::{BuildPolicy, HostProfile, Verification};
+use paddock_protocol::{
+    BuildPolicy, EgressMethod, EgressPhase, EgressRecord, HostProfile, Verification,
+};
 use time::macros::datetime;
 use time::OffsetDateTime;
 
@@ -39,6 +41,7 @@ macro_rules! conformance_suite {
             sums_per_ticket_across_attempts_and_per_project_day,
             profiles_are_saved_replaced_listed_and_removed,
             usage_rows_per_job_and_per_model_and_day,
+            egress_attempts_round_trip_in_order_per_job,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -591,5 +594,58 @@ pub(crate) async fn in_flight_rows_are_settled_once_or_interrupted(store: &dyn S
     assert_eq!(
         store.model_calls("j1").await.unwrap(),
         vec![done, interrupted, refused]
+    );
+}
+
+/// Egress attempts come back whole, per job, in the order recorded; an
+/// unknown job's are refused.
+pub(crate) async fn egress_attempts_round_trip_in_order_per_job(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    store.insert_job(&job("j2", 0), "{}").await.unwrap();
+    let allowed = EgressRecord {
+        host: "registry.npmjs.org".to_owned(),
+        port: 443,
+        method: Some(EgressMethod::Connect),
+        address: Some("[2606:4700::6810:1]:443".to_owned()),
+        bytes_up: 1843,
+        bytes_down: u64::MAX,
+        duration_ms: 412,
+        phase: EgressPhase::Setup,
+        allowed: true,
+        rule: Some("phase_switch".to_owned()),
+        reason: Some("opened in the setup phase, closed when it ended".to_owned()),
+    };
+    let refused = EgressRecord {
+        host: "\\u{0}garbage".to_owned(),
+        port: 0,
+        method: None,
+        address: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        phase: EgressPhase::Agent,
+        allowed: false,
+        rule: Some("bad_request".to_owned()),
+        reason: Some("the request is not HTTP: invalid token".to_owned()),
+    };
+    store.record_egress("j1", &refused).await.unwrap();
+    store.record_egress("j2", &allowed).await.unwrap();
+    store.record_egress("j1", &allowed).await.unwrap();
+    assert_eq!(
+        (
+            store.egress("j1").await.unwrap(),
+            store.egress("j2").await.unwrap(),
+            store.egress("nope").await.unwrap(),
+        ),
+        (
+            vec![refused, allowed.clone()],
+            vec![allowed.clone()],
+            vec![]
+        )
+    );
+    let err = store.record_egress("ghost", &allowed).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
+        "{err:?}"
     );
 }

@@ -128,6 +128,18 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot record an egress attempt of job {job_id}")]
+    RecordEgress {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot read the egress attempts of job {job_id}")]
+    ReadEgress {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("cannot sum the spend of {scope}")]
     ReadSpend {
         scope: String,

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use paddock_protocol::event::AgentEvent;
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
-use paddock_protocol::HostProfile;
+use paddock_protocol::{EgressRecord, HostProfile};
 use time::OffsetDateTime;
 
 pub use error::StoreError;
@@ -101,6 +101,13 @@ pub trait Store: std::fmt::Debug + Send + Sync {
 
     /// Micro-dollars on the ledger in `scope`, by every job but `except_job`.
     async fn spent_micros(&self, scope: &SpendScope, except_job: &str) -> Result<i64, StoreError>;
+
+    /// Appends one attempt of job `job_id` through its egress proxy
+    /// (docs/egress.md); an unknown job is refused.
+    async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError>;
+
+    /// The egress attempts of job `job_id`, in the order they were recorded.
+    async fn egress(&self, job_id: &str) -> Result<Vec<EgressRecord>, StoreError>;
 
     /// Saves `profile`, replacing a stored profile with the same id.
     async fn put_profile(&self, profile: &HostProfile) -> Result<(), StoreError>;

@@ -5,6 +5,7 @@
 //! schema; `docs/store.md` documents the tables for operators.
 
 mod codec;
+mod egress;
 mod events;
 mod jobs;
 mod ledger;
@@ -24,7 +25,7 @@ use sqlx::sqlite::{
 use paddock_protocol::event::AgentEvent;
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
-use paddock_protocol::HostProfile;
+use paddock_protocol::{EgressRecord, HostProfile};
 
 use super::{SpendScope, Store, StoreError};
 use usage::{UsageCalls, UsageJob};
@@ -238,6 +239,14 @@ impl Store for SqliteStore {
                     .await
             }
         }
+    }
+
+    async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError> {
+        SqliteStore::record_egress(self, job_id, record).await
+    }
+
+    async fn egress(&self, job_id: &str) -> Result<Vec<EgressRecord>, StoreError> {
+        SqliteStore::egress(self, job_id).await
     }
 
     async fn put_profile(&self, profile: &HostProfile) -> Result<(), StoreError> {
