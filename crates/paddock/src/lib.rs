@@ -20,6 +20,7 @@ pub mod paths;
 pub mod policy;
 pub mod reaper;
 pub mod redact;
+pub mod results;
 pub mod rung;
 pub mod runner;
 #[cfg(feature = "scripted")]

@@ -11,8 +11,9 @@
 
 mod beneath;
 mod final_tree;
-mod host_git;
+pub(crate) mod host_git;
 mod junk;
+mod result_branch;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -110,6 +111,9 @@ pub struct Patch {
     /// What could not be kept exactly (an extended file the agent mangled,
     /// build output left out).
     pub warnings: Vec<String>,
+    /// The final tree's object name in Paddock's own git directory (the
+    /// result branch is committed from it).
+    pub tree: String,
 }
 
 /// Where the workspace records the files it extended (in `meta/`).
@@ -703,6 +707,7 @@ impl Workspace {
                 .collect(),
             left_out,
             warnings,
+            tree: tree_id,
         })
     }
 
@@ -725,8 +730,8 @@ fn set_private(path: &Path) {
 fn set_private(_path: &Path) {}
 
 /// `git -C dir ARGS` with the user's configuration, for the user's own
-/// source repository.
-async fn user_git<I, S>(dir: &Path, args: I) -> Result<String, WorkspaceError>
+/// source repository; no optional lock taken (`status` writes no index).
+pub(crate) async fn user_git<I, S>(dir: &Path, args: I) -> Result<String, WorkspaceError>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
@@ -740,6 +745,7 @@ where
         .arg(dir)
         .args(&args)
         .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0")
         .stdin(Stdio::null());
     let out = host_git::output_within(cmd, None, host_git::GIT_TIMEOUT)
         .await
@@ -1153,7 +1159,8 @@ mod tests {
                 diff: String::new(),
                 changed_files: vec![],
                 left_out: vec![],
-                warnings: vec![]
+                warnings: vec![],
+                tree: p.tree.clone(),
             }
         );
         // The agent edits the repository's part: exactly that edit.

@@ -11,6 +11,7 @@ pub mod host_profile;
 pub mod job;
 pub mod ledger;
 pub mod network;
+pub mod results;
 pub mod spec;
 
 pub use context::{ContextSpec, InlineSkill};
@@ -25,6 +26,7 @@ pub use ledger::{CallStatus, ModelCall};
 pub use network::{
     Destination, Host, HostPattern, NetworkLimits, NetworkSpec, SetupNetwork, SetupSpec,
 };
+pub use results::{GitHubSpec, ResultsSpec};
 pub use spec::{
     BrokerSpec, BudgetSpec, EngineKind, EngineSpec, EntraSpec, Isolation, JobSpec, KeyHeaderKind,
     KeyRef, LimitsSpec, PolicySpec, PriorAttempt, ProviderKind, RepositorySpec, RetrySpec,

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::ContextSpec;
 use crate::network::{NetworkSpec, SetupSpec};
+use crate::results::ResultsSpec;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
@@ -63,6 +64,10 @@ pub struct JobSpec {
     /// Commands run before the engine, with their own destinations.
     #[serde(default, skip_serializing_if = "SetupSpec::is_default")]
     pub setup: SetupSpec,
+    /// Where the result goes: the forge, the pull request's draft state
+    /// and labels, the ticket's link (docs/results.md).
+    #[serde(default, skip_serializing_if = "ResultsSpec::is_default")]
+    pub results: ResultsSpec,
 }
 
 /// `[policy]`: which HostProfile applies (docs/host-profile.md).
@@ -740,6 +745,9 @@ impl JobSpec {
                 join(p);
             }
         }
+        if let Some(KeyRef::File(p)) = self.results.github.as_mut().map(|g| &mut g.token) {
+            join(p);
+        }
         if let Some(KeyRef::File(p)) = self.upstream.key.as_mut() {
             join(p);
         }
@@ -796,6 +804,11 @@ impl JobSpec {
                 "ticket.id",
                 format!("`{id}` must be letters, digits, `.`, `_` and `-` (it names a git branch)"),
             ));
+        }
+        if let Some(github) = &self.results.github {
+            if let Err(reason) = github.owner_and_name() {
+                return Err(invalid("results.github.repository", reason));
+            }
         }
         if self.ticket.title.trim().is_empty() {
             return Err(invalid("ticket.title", "must not be empty".into()));

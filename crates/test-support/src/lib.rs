@@ -2,10 +2,11 @@
 //! the product: a recording upstream that serves a scenario as OpenAI,
 //! Anthropic, Vertex AI or a SigV4-verifying Amazon Bedrock would
 //! ([`upstream`]), a Google OAuth token endpoint ([`google`]) and a
-//! Microsoft Entra ID token endpoint ([`entra`]), and a DNS resolver for the
+//! Microsoft Entra ID token endpoint ([`entra`]), a DNS resolver for the
 //! egress proxy that maps names to loopback stand-ins and can rebind
-//! ([`dns`]). Each speaks the real wire format and checks what the broker
-//! sends. A dev-dependency of `paddock`
+//! ([`dns`]), a GitHub REST API mock ([`github`]) and a git smart-HTTP
+//! server around `git http-backend` ([`git_http`]). Each speaks the real
+//! wire format and checks what the broker sends. A dev-dependency of `paddock`
 //! only (`publish = false`).
 
 // Stand-ins assert on what they receive: a failed assertion fails the test.
@@ -14,6 +15,8 @@
 pub mod bedrock;
 pub mod dns;
 pub mod entra;
+pub mod git_http;
+pub mod github;
 pub mod google;
 pub mod tls;
 pub mod upstream;

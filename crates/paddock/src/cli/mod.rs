@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use paddock::paths::Paths;
 use paddock::store::{SharedStore, SqliteStore, Store, StoreError};
-use paddock_protocol::{JobSpec, KeyRef, UpstreamSpec};
+use paddock_protocol::KeyRef;
 
 use args::{Cli, Cmd};
 
@@ -89,15 +89,14 @@ pub fn run_async(cli: Cli) -> ExitCode {
 /// spec is `-` and stdin cannot be read.
 fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
     run::read_stdin_spec(&args.spec)?;
-    if let Ok(JobSpec {
-        upstream: UpstreamSpec {
-            key: Some(KeyRef::Env(name)),
-            ..
-        },
-        ..
-    }) = run::load_spec(&args.spec)
-    {
-        paddock::broker::secret::withdraw_env(&name);
+    if let Ok(spec) = run::load_spec(&args.spec) {
+        if let Some(KeyRef::Env(name)) = &spec.upstream.key {
+            paddock::broker::secret::withdraw_env(name);
+        }
+        // The forge's token (results.github.token) is Paddock's alone too.
+        if let Some(KeyRef::Env(name)) = spec.results.github.as_ref().map(|g| &g.token) {
+            paddock::broker::secret::withdraw_env(name);
+        }
     }
     // A Bedrock API key read without a reference (`bedrock` without a key).
     paddock::broker::secret::withdraw_env(paddock::runner::BEDROCK_API_KEY_VAR);

@@ -1,7 +1,8 @@
 //! Conclude: what the job came to (its engine's result, a timeout, a
 //! cancellation, the budget, a refused model, a crash with its stderr's
 //! tail), the refusals read from what the engine left, the totals from the
-//! ledger, the patch artifact whatever happened, the workspace removed or
+//! ledger, the patch artifact whatever happened, the result branch, pull
+//! request and closeout (`results::conclude_job`), the workspace removed or
 //! kept, and the final status event and record (a compare-and-set from
 //! `running`).
 
@@ -19,6 +20,7 @@ use super::{Job, LaunchFailure, RunResult};
 use crate::engines::Outcome;
 use crate::output;
 use crate::store::StoreError;
+use crate::workspace::Patch;
 
 /// The longest reason a job record keeps (its end), in bytes.
 const REASON_MAX: usize = 2000;
@@ -123,6 +125,7 @@ pub(super) async fn conclude(
     launched: Result<Launched, LaunchFailure>,
 ) -> Result<RunResult, StoreError> {
     let Job {
+        spec,
         mut record,
         started,
         keep,
@@ -163,8 +166,30 @@ pub(super) async fn conclude(
             (JobStatus::Failed, Some(msg))
         }
     };
-    if let Some(failed) = save_patch(em, &mut record, &prov).await? {
-        status_reason = failed;
+    match save_patch(em, &mut record, &prov).await? {
+        Err(failed) => status_reason = failed,
+        Ok(patch) => {
+            // The branch, the forge and the closeout (results/).
+            let mut ending = record.clone();
+            (ending.status, ending.reason) = status_reason.clone();
+            ending.duration_ms = Some(started.elapsed().as_millis() as u64);
+            let published = crate::results::conclude_job(
+                prov.ws(),
+                &spec,
+                &patch,
+                &ending,
+                &*em.store,
+                &prov.artifacts,
+            )
+            .await;
+            for warning in published.warnings {
+                em.error("paddock", warning, false).await?;
+            }
+            if let Some(failure) = published.failure {
+                em.error("paddock", failure.clone(), true).await?;
+                status_reason = (JobStatus::Failed, Some(failure));
+            }
+        }
     }
     let ws = prov.ws();
     if keep {
@@ -197,18 +222,19 @@ pub(super) async fn conclude(
     Ok(result)
 }
 
-/// Writes the job's patch artifact; the job's failure when it cannot.
+/// Writes the job's patch artifact; the patch, or the job's failure when
+/// it cannot.
 async fn save_patch(
     em: &mut Emitter,
     record: &mut JobRecord,
     prov: &Provisioned,
-) -> Result<Option<(JobStatus, Option<String>)>, StoreError> {
+) -> Result<Result<Patch, (JobStatus, Option<String>)>, StoreError> {
     let patch = match prov.ws().patch().await {
         Ok(patch) => patch,
         Err(e) => {
             let msg = format!("cannot compute the patch: {e}");
             em.error("paddock", msg.clone(), true).await?;
-            return Ok(Some((JobStatus::Failed, Some(msg))));
+            return Ok(Err((JobStatus::Failed, Some(msg))));
         }
     };
     for warning in &patch.warnings {
@@ -221,17 +247,17 @@ async fn save_patch(
             record.changed_files = patch.changed_files.clone();
             em.emit(EventBody::ArtifactSummary {
                 patch_path: path.display().to_string(),
-                changed_files: patch.changed_files,
+                changed_files: patch.changed_files.clone(),
                 patch_bytes: patch.diff.len() as u64,
                 interrupted: false,
             })
             .await?;
-            Ok(None)
+            Ok(Ok(patch))
         }
         Err(e) => {
             let msg = format!("cannot save the patch to {}: {e}", path.display());
             em.error("paddock", msg.clone(), true).await?;
-            Ok(Some((JobStatus::Failed, Some(msg))))
+            Ok(Err((JobStatus::Failed, Some(msg))))
         }
     }
 }

@@ -25,7 +25,7 @@ use tokio::sync::OnceCell;
 use super::WorkspaceError;
 
 /// How long one of Paddock's git commands on a job's repository may run.
-pub(super) const GIT_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How long the first clone of the user's source (possibly remote and
 /// large) may run.
@@ -71,7 +71,7 @@ const SETTINGS: &[&str] = &[
 /// One repository as Paddock's git sees it: a git directory, optionally a
 /// work tree and an index file.
 #[derive(Debug, Clone)]
-pub(super) struct HostGit {
+pub(crate) struct HostGit {
     /// `None` only for `clone`, which makes its own.
     pub git_dir: Option<PathBuf>,
     pub work_tree: Option<PathBuf>,
@@ -200,7 +200,7 @@ where
 /// Runs `cmd` with `input` on stdin (written while its output is read) and
 /// its stdout and stderr captured; `None` when it ran past `limit` (it is
 /// killed then, and reaped by the runtime).
-pub(super) async fn output_within(
+pub(crate) async fn output_within(
     mut cmd: Command,
     input: Option<&[u8]>,
     limit: Duration,

@@ -100,3 +100,442 @@ async fn the_patch_does_not_depend_on_the_users_git_configuration() {
         "{patch}"
     );
 }
+
+/// A stand-in engine body that ends its turn the way `codex exec --json`
+/// does, after `work` (shell) ran in the checkout.
+fn finishing(work: &str) -> String {
+    format!(
+        "{work}\necho '{{\"type\":\"thread.started\",\"thread_id\":\"t\"}}'\necho '{{\"type\":\"turn.started\"}}'\necho '{{\"type\":\"turn.completed\",\"usage\":{{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}}}'"
+    )
+}
+
+/// Every file under `dir` but its `.git`, with its bytes.
+fn work_tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_name() == ".git" {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), std::fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// A local source gets the job's branch (one commit on the base, the
+/// patch's change), and nothing else of it moves: the working tree with
+/// its uncommitted changes, the index with a staged one, the current
+/// branch and the config are byte for byte as they were; the dirty source
+/// is reported; the closeout is saved and written to the outbox.
+#[tokio::test]
+async fn a_local_jobs_branch_appears_in_the_source_and_nothing_else_moves() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    std::fs::write(repo.join("README.md"), "# sample\n\nuncommitted edit\n").unwrap();
+    std::fs::write(repo.join("staged.txt"), "staged\n").unwrap();
+    git(&repo, &["add", "staged.txt"]);
+    std::fs::write(repo.join("untracked.txt"), "u\n").unwrap();
+    let base = git(&repo, &["rev-parse", "main"]).trim().to_string();
+    let read = |p: &str| std::fs::read(repo.join(".git").join(p)).unwrap();
+    let before = (
+        work_tree(&repo),
+        read("index"),
+        read("HEAD"),
+        read("config"),
+    );
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        &finishing("printf 'fixed\\n' > fix.txt && printf 'x' > m.pyc"),
+    );
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let record = record(&out);
+    assert_eq!(
+        (record.status, record.changed_files.clone()),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec!["fix.txt".to_string()]
+        )
+    );
+    let after = (
+        work_tree(&repo),
+        read("index"),
+        read("HEAD"),
+        read("config"),
+    );
+    assert!(
+        before == after,
+        "the source's work tree, index, HEAD or config moved"
+    );
+    let branch = "paddock/T-1/1";
+    assert_eq!(
+        (
+            git(&repo, &["rev-parse", &format!("{branch}^")]).trim(),
+            git(&repo, &["diff", "--name-only", "main", branch]),
+            git(&repo, &["log", "-1", "--format=%an <%ae>%n%s", branch]),
+        ),
+        (
+            base.as_str(),
+            "fix.txt\n".to_string(),
+            "Paddock <paddock@localhost>\nT-1: Test ticket\n".to_string()
+        )
+    );
+    let artifacts = home.data().join("artifacts").join(&record.id);
+    let closeout = std::fs::read_to_string(artifacts.join("closeout.md")).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(artifacts.join("outbox/closeout.md")).unwrap(),
+        closeout
+    );
+    for needle in [
+        "**done**",
+        "1 file(s) changed on `paddock/T-1/1`",
+        "- `fix.txt`",
+        "Left out as build output: `m.pyc`.",
+        "The source repository had 3 uncommitted change(s); the job ran on the committed base, not on them.",
+        "- branch: `paddock/T-1/1` in the source repository",
+    ] {
+        assert!(closeout.contains(needle), "{needle:?} not in:\n{closeout}");
+    }
+    let pr = std::fs::read_to_string(artifacts.join("outbox/pull-request.md")).unwrap();
+    assert!(
+        pr.starts_with(
+            "title: T-1: Test ticket\nhead: paddock/T-1/1\nbase: main\ndraft: true\nlabels: \n\n"
+        ),
+        "{pr}"
+    );
+}
+
+/// No change: no branch anywhere, no pull request, and the closeout says so.
+#[tokio::test]
+async fn no_change_means_no_branch_and_no_pull_request() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("true"));
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let record = record(&out);
+    let artifacts = home.data().join("artifacts").join(&record.id);
+    let closeout = std::fs::read_to_string(artifacts.join("closeout.md")).unwrap();
+    assert_eq!(
+        (
+            record.status,
+            git(&repo, &["branch", "--list", "paddock/*"]),
+            artifacts.join("branch.bundle").exists(),
+            artifacts.join("outbox/pull-request.md").exists(),
+            closeout.contains("No change: no branch, no pull request."),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            String::new(),
+            false,
+            false,
+            true
+        )
+    );
+}
+
+const TOKEN: &str = "ghs_paddockTestToken0123456789";
+
+/// A bare remote `widgets.git` (a clone of `repo`) under `root`.
+fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
+    let bare = root.join("widgets.git");
+    let out = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(repo)
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    bare
+}
+
+/// The job spec with `[results.github]` at the mock and `push_url`.
+fn with_github(spec: &Path, api: &str, push_url: &str) {
+    let text = std::fs::read_to_string(spec).unwrap();
+    std::fs::write(
+        spec,
+        format!(
+            "{text}\n[results]\nlabels = [\"paddock\"]\nticket_url = \"https://tracker.example/T-1\"\n\n[results.github]\nrepository = \"acme/widgets\"\ntoken = \"env:PADDOCK_TEST_GH_TOKEN\"\napi_url = \"{api}\"\npush_url = \"{push_url}\"\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// `paddock run --json SPEC` with the forge's token in its environment;
+/// the final record.
+async fn run_with_token(home: &Home, spec: &Path) -> paddock_protocol::JobRecord {
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    record(&out)
+}
+
+fn basic(token: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"))
+    )
+}
+
+/// Calls that would merge, approve or enable auto-merge.
+fn merging(r: &paddock_test_support::github::GitHubRequest) -> bool {
+    let p = r.path.to_ascii_lowercase();
+    p.ends_with("/merge")
+        || p.contains("auto")
+        || p.starts_with("/graphql")
+        || (r.method != "GET" && p.contains("/reviews"))
+        || r.body.contains("APPROVE")
+}
+
+/// GitHub: the branch pushed over smart HTTP with Paddock's token (the
+/// only credential the remote saw; the job's environment and files never
+/// had it), a draft pull request opened with its label and the ticket's
+/// link, the closeout posted on it; and not one request that merges,
+/// approves or enables auto-merge.
+#[tokio::test(flavor = "multi_thread")]
+async fn github_gets_a_pushed_branch_a_draft_pull_request_and_the_closeout_never_a_merge() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        &finishing("printf 'fixed\\n' > fix.txt && env > job-env.txt"),
+    );
+    with_github(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let record = run_with_token(&home, &spec).await;
+    assert_eq!(
+        (record.status, record.reason.clone()),
+        (paddock_protocol::JobStatus::Done, None)
+    );
+    let branch = "paddock/T-1/1";
+    let pushed = git(&bare, &["rev-parse", branch]);
+    let in_source = git(&repo, &["rev-parse", branch]);
+    assert_eq!(pushed, in_source);
+    assert!(
+        !server.authorizations().is_empty()
+            && server
+                .authorizations()
+                .iter()
+                .all(|a| a.as_deref() == Some(basic(TOKEN).as_str())),
+        "{:?}",
+        server.authorizations()
+    );
+    let job_env = git(&bare, &["show", &format!("{branch}:job-env.txt")]);
+    assert!(!job_env.contains(TOKEN) && !job_env.contains("PADDOCK_TEST_GH_TOKEN"));
+    let pulls = mock.pulls();
+    assert_eq!(pulls.len(), 1);
+    let pr = &pulls[0];
+    assert_eq!(
+        (
+            pr["head"]["ref"].as_str(),
+            pr["base"]["ref"].as_str(),
+            pr["draft"].as_bool(),
+            pr["title"].as_str(),
+        ),
+        (
+            Some(branch),
+            Some("main"),
+            Some(true),
+            Some("T-1: Test ticket")
+        )
+    );
+    let body = pr["body"].as_str().unwrap();
+    assert!(
+        body.starts_with("Ticket: https://tracker.example/T-1\n\n"),
+        "{body}"
+    );
+    assert_eq!(mock.labels(), vec![(1, vec!["paddock".to_string()])]);
+    let comments = mock.comments();
+    assert_eq!(comments.len(), 1);
+    let closeout = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(&record.id)
+            .join("closeout.md"),
+    )
+    .unwrap();
+    assert_eq!(comments[0], (1, closeout.clone()));
+    assert!(
+        closeout.contains("- pull request: https://github.com/acme/widgets/pull/1"),
+        "{closeout}"
+    );
+    let requests = mock.requests();
+    assert_eq!(
+        requests
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>(),
+        vec![
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=open",
+            "POST /repos/acme/widgets/pulls",
+            "POST /repos/acme/widgets/issues/1/labels",
+            "POST /repos/acme/widgets/issues/1/comments",
+        ]
+    );
+    assert_eq!(
+        requests.iter().filter(|r| merging(r)).count(),
+        0,
+        "{requests:?}"
+    );
+    assert!(requests
+        .iter()
+        .all(|r| r.authorization.as_deref() == Some(&format!("Bearer {TOKEN}"))));
+}
+
+/// The forge down: the job is `failed` with the forge's message, and the
+/// patch, the bundle and the branch in the source are kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forge_that_is_down_fails_the_job_and_loses_nothing() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    mock.set_down(true);
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let record = run_with_token(&home, &spec).await;
+    let artifacts = home.data().join("artifacts").join(&record.id);
+    assert_eq!(
+        (
+            record.status,
+            record.reason.clone(),
+            artifacts.join("patch.diff").exists(),
+            artifacts.join("branch.bundle").exists(),
+            git(&repo, &["branch", "--list", "paddock/T-1/1"]),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some("publishing the result failed: github: find the pull request: HTTP 503: Service Unavailable".to_string()),
+            true,
+            true,
+            "  paddock/T-1/1\n".to_string(),
+        )
+    );
+    let closeout = std::fs::read_to_string(artifacts.join("closeout.md")).unwrap();
+    assert!(
+        closeout.contains("**failed**: publishing the result failed"),
+        "{closeout}"
+    );
+}
+
+/// A push the remote rejects (its branch moved elsewhere; never forced):
+/// the job is `failed` with git's message, no pull request is asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    // Someone else's commit already on the branch at the remote.
+    let other = home.path().join("other");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            bare.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(other.join("theirs.txt"), "theirs\n").unwrap();
+    git(&other, &["checkout", "-q", "-b", "paddock/T-1/1"]);
+    git(&other, &["add", "."]);
+    git(&other, &["commit", "-q", "-m", "theirs"]);
+    git(&other, &["push", "-q", "origin", "paddock/T-1/1"]);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let record = run_with_token(&home, &spec).await;
+    let reason = record.reason.clone().unwrap_or_default();
+    assert_eq!(record.status, paddock_protocol::JobStatus::Failed);
+    assert!(
+        reason.starts_with("publishing the result failed: push to file://")
+            && reason.contains("[rejected]"),
+        "{reason}"
+    );
+    assert_eq!(mock.requests(), vec![]);
+}
+
+/// The review of a pull request read back through the GitHub client: the
+/// reviews with a body and the line comments, in GitHub's shapes.
+#[tokio::test]
+async fn review_comments_are_read_back_from_github() {
+    use paddock::results::Forge as _;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let client = paddock::results::github::GitHub::new(
+        &mock.url,
+        "acme",
+        "widgets",
+        paddock::broker::Secret::new(TOKEN.into()),
+    )
+    .unwrap();
+    let draft = paddock::results::PullRequestDraft {
+        head: "paddock/T-1/1".into(),
+        base: "main".into(),
+        title: "T-1: t".into(),
+        body: "b".into(),
+        draft: true,
+        labels: vec![],
+    };
+    let pr = client.open_pull_request(&draft).await.unwrap();
+    let again = client.open_pull_request(&draft).await.unwrap();
+    for (state, path) in [
+        (Some("CHANGES_REQUESTED"), None),
+        (None, Some("src/lib.rs")),
+    ] {
+        mock.seed_review(paddock_test_support::github::SeededReview {
+            pull: 1,
+            login: "alice".into(),
+            body: format!("fix {path:?}"),
+            state: state.map(str::to_string),
+            path: path.map(str::to_string),
+            line: path.map(|_| 7),
+        });
+    }
+    let comments = client.review_comments("paddock/T-1/1").await.unwrap();
+    assert_eq!(
+        (pr.created, again.created, again.number, comments),
+        (
+            true,
+            false,
+            1,
+            vec![
+                paddock::results::ReviewComment {
+                    author: "alice".into(),
+                    body: "fix None".into(),
+                    path: None,
+                    line: None,
+                    state: Some("CHANGES_REQUESTED".into()),
+                },
+                paddock::results::ReviewComment {
+                    author: "alice".into(),
+                    body: "fix Some(\"src/lib.rs\")".into(),
+                    path: Some("src/lib.rs".into()),
+                    line: Some(7),
+                    state: None,
+                },
+            ]
+        )
+    );
+    assert_eq!(mock.requests().iter().filter(|r| merging(r)).count(), 0);
+}

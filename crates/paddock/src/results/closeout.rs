@@ -1,0 +1,456 @@
+//! The closeout: an honest account of one job, the same text on the pull
+//! request, in the outbox, in `paddock show` and in the job's record. Its
+//! facts are gathered from the job record, the patch and the event stream
+//! (failing commands and errors, policy denials, the test commands the
+//! agent ran and how they ended) and rendered from one minijinja template
+//! (`closeout.md.j2`). Everything the job wrote (commands, messages, file
+//! names) is data: it is shown inside code spans or as text, never obeyed.
+
+use std::collections::HashMap;
+
+use minijinja::Environment;
+use paddock_protocol::{AgentEvent, EventBody, JobRecord};
+use serde::Serialize;
+
+const TEMPLATE: &str = include_str!("closeout.md.j2");
+
+/// How long one quoted command or message may be in the closeout.
+const ITEM_MAX: usize = 200;
+
+/// At most this many items of one list.
+const LIST_MAX: usize = 20;
+
+#[derive(Debug, thiserror::Error)]
+#[error("closeout of job {job_id}: cannot render: {message}")]
+pub struct CloseoutError {
+    pub job_id: String,
+    pub message: String,
+}
+
+/// What the closeout tells beyond the job record.
+#[derive(Debug, Clone, Default)]
+pub struct CloseoutInput<'a> {
+    pub ticket_title: &'a str,
+    pub ticket_url: Option<&'a str>,
+    /// The result commit, when there was a change.
+    pub commit: Option<&'a str>,
+    pub left_out: &'a [String],
+    /// The source's uncommitted changes at the end.
+    pub source_dirty: &'a [String],
+    /// Labelled links (the pull request, the branch...).
+    pub links: Vec<(String, String)>,
+}
+
+#[derive(Serialize)]
+struct TestRun {
+    command: String,
+    result: String,
+}
+
+#[derive(Serialize)]
+struct Tokens {
+    input: u64,
+    cached: u64,
+    output: u64,
+    reasoning: u64,
+}
+
+#[derive(Serialize)]
+struct Link {
+    label: String,
+    url: String,
+}
+
+#[derive(Serialize)]
+struct Facts<'a> {
+    job_id: &'a str,
+    ticket_id: &'a str,
+    ticket_title: &'a str,
+    ticket_url: Option<&'a str>,
+    attempt: u32,
+    status: &'a str,
+    reason: Option<String>,
+    engine: &'a str,
+    model: &'a str,
+    rung: &'a str,
+    branch: &'a str,
+    base_ref: &'a str,
+    commit: Option<&'a str>,
+    changed_files: Vec<String>,
+    left_out: &'a [String],
+    source_dirty: &'a [String],
+    tests: Vec<TestRun>,
+    failures: Vec<String>,
+    denials: Vec<String>,
+    model_calls: u64,
+    tokens: Tokens,
+    cost: String,
+    duration: String,
+    links: Vec<Link>,
+}
+
+/// Commands that run a test suite.
+const TEST_COMMANDS: &[&str] = &[
+    "cargo test",
+    "cargo nextest",
+    "pytest",
+    "python -m pytest",
+    "python3 -m pytest",
+    "python -m unittest",
+    "npm test",
+    "npm run test",
+    "yarn test",
+    "pnpm test",
+    "go test",
+    "make test",
+    "make check",
+    "jest",
+    "vitest",
+    "mvn test",
+    "gradle test",
+    "./gradlew test",
+    "bundle exec rspec",
+    "rspec",
+    "ctest",
+];
+
+/// One line, at most `ITEM_MAX` characters, backticks made harmless.
+fn one_line(text: &str) -> String {
+    let flat: String = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('`', "'");
+    if flat.chars().count() > ITEM_MAX {
+        let cut: String = flat.chars().take(ITEM_MAX).collect();
+        format!("{cut}…")
+    } else {
+        flat
+    }
+}
+
+/// [`one_line`] for prose the job could write (error messages, reasons):
+/// an `@` is followed by a word joiner, so `@someone` or `@org/team` in
+/// hostile text mentions nobody on a forge.
+fn inert(text: &str) -> String {
+    one_line(text).replace('@', "@\u{2060}")
+}
+
+/// The command a shell tool ran, without a `bash -lc` wrapper.
+fn unwrapped(command: &str) -> &str {
+    for prefix in [
+        "bash -lc ",
+        "bash -c ",
+        "sh -c ",
+        "/bin/bash -lc ",
+        "/bin/sh -c ",
+    ] {
+        if let Some(rest) = command.strip_prefix(prefix) {
+            return rest.trim_matches(|c| c == '\'' || c == '"');
+        }
+    }
+    command
+}
+
+fn is_test(command: &str) -> bool {
+    let c = unwrapped(command);
+    c.split("&&")
+        .chain(c.split(';'))
+        .any(|part| TEST_COMMANDS.iter().any(|t| part.trim().starts_with(t)))
+}
+
+fn capped(mut list: Vec<String>) -> Vec<String> {
+    if list.len() > LIST_MAX {
+        let more = list.len() - LIST_MAX;
+        list.truncate(LIST_MAX);
+        list.push(format!("… and {more} more"));
+    }
+    list
+}
+
+struct FromEvents {
+    tests: Vec<TestRun>,
+    failures: Vec<String>,
+    denials: Vec<String>,
+}
+
+fn from_events(events: &[AgentEvent]) -> FromEvents {
+    let mut commands: HashMap<&str, String> = HashMap::new();
+    let mut tests = Vec::new();
+    let mut failures = Vec::new();
+    let mut denials = Vec::new();
+    for event in events {
+        match &event.body {
+            EventBody::ToolCall {
+                call_id: Some(id),
+                command: Some(command),
+                ..
+            } => {
+                commands.insert(id.as_str(), unwrapped(command).to_string());
+            }
+            EventBody::ToolResult {
+                call_id,
+                exit_code,
+                is_error,
+                ..
+            } => {
+                let Some(command) = call_id.as_deref().and_then(|id| commands.get(id)) else {
+                    continue;
+                };
+                let failed = *is_error || exit_code.is_some_and(|c| c != 0);
+                let ended = match exit_code {
+                    Some(0) => "passed (exit 0)".to_string(),
+                    Some(c) => format!("failed (exit {c})"),
+                    None if failed => "failed".to_string(),
+                    None => "ended".to_string(),
+                };
+                if is_test(command) {
+                    tests.push(TestRun {
+                        command: one_line(command),
+                        result: ended.clone(),
+                    });
+                }
+                if failed {
+                    failures.push(format!("`{}` {ended}", one_line(command)));
+                }
+            }
+            EventBody::Error { message, .. } => failures.push(inert(message)),
+            EventBody::Policy { rule, message } => {
+                denials.push(format!("{}: {}", inert(rule), inert(message)));
+            }
+            _ => {}
+        }
+    }
+    FromEvents {
+        tests,
+        failures: capped(failures),
+        denials: capped(denials),
+    }
+}
+
+/// `$1.2345` from micro-dollars.
+fn usd(micros: i64) -> String {
+    format!("${:.4}", micros as f64 / 1_000_000.0)
+}
+
+fn duration(ms: Option<u64>) -> String {
+    match ms {
+        None => "duration unknown".into(),
+        Some(ms) if ms < 60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        Some(ms) => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
+/// The closeout of `record` (final), with its `events` and `input`.
+pub fn render(
+    record: &JobRecord,
+    events: &[AgentEvent],
+    input: &CloseoutInput<'_>,
+) -> Result<String, CloseoutError> {
+    let found = from_events(events);
+    let facts = Facts {
+        job_id: &record.id,
+        ticket_id: &record.ticket_id,
+        ticket_title: input.ticket_title,
+        ticket_url: input.ticket_url,
+        attempt: record.attempt,
+        status: record.status.as_str(),
+        reason: record.reason.as_deref().map(inert),
+        engine: &record.engine,
+        model: &record.model,
+        rung: &record.isolation,
+        branch: &record.branch,
+        base_ref: &record.base_ref,
+        commit: input.commit,
+        changed_files: record.changed_files.iter().map(|f| one_line(f)).collect(),
+        left_out: input.left_out,
+        source_dirty: input.source_dirty,
+        tests: found.tests,
+        failures: found.failures,
+        denials: found.denials,
+        model_calls: record.model_calls,
+        tokens: Tokens {
+            input: record.tokens.input_tokens,
+            cached: record.tokens.cached_input_tokens,
+            output: record.tokens.output_tokens,
+            reasoning: record.tokens.reasoning_tokens,
+        },
+        cost: usd(record.cost_micros),
+        duration: duration(record.duration_ms),
+        links: input
+            .links
+            .iter()
+            .map(|(label, url)| Link {
+                label: label.clone(),
+                url: url.clone(),
+            })
+            .collect(),
+    };
+    let err = |e: minijinja::Error| CloseoutError {
+        job_id: record.id.clone(),
+        message: e.to_string(),
+    };
+    let mut env = Environment::new();
+    env.set_keep_trailing_newline(true);
+    env.set_trim_blocks(false);
+    env.add_template("closeout", TEMPLATE).map_err(err)?;
+    env.get_template("closeout")
+        .and_then(|t| t.render(&facts))
+        .map_err(err)
+}
+
+/// The pull request's body: the ticket's title and link, the closeout.
+pub fn pull_request_body(closeout: &str, ticket_url: Option<&str>) -> String {
+    let link = ticket_url
+        .map(|u| format!("Ticket: {u}\n\n"))
+        .unwrap_or_default();
+    format!("{link}Opened by Paddock; never merged by it.\n\n{closeout}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_protocol::{JobStatus, Phase, TokenUsage};
+    use time::macros::datetime;
+
+    fn event(seq: u64, body: EventBody) -> AgentEvent {
+        AgentEvent {
+            job_id: "job-1".into(),
+            seq,
+            at: datetime!(2026-01-01 00:00 UTC),
+            body,
+        }
+    }
+
+    fn call(seq: u64, id: &str, command: &str) -> AgentEvent {
+        event(
+            seq,
+            EventBody::ToolCall {
+                call_id: Some(id.into()),
+                tool: "shell".into(),
+                command: Some(command.into()),
+                input: serde_json::Value::Null,
+            },
+        )
+    }
+
+    fn result(seq: u64, id: &str, exit: i64) -> AgentEvent {
+        event(
+            seq,
+            EventBody::ToolResult {
+                call_id: Some(id.into()),
+                exit_code: Some(exit),
+                is_error: exit != 0,
+                output: String::new(),
+            },
+        )
+    }
+
+    fn record(status: JobStatus, changed: &[&str]) -> JobRecord {
+        JobRecord {
+            id: "job-1".into(),
+            ticket_id: "T-7".into(),
+            project: "widgets".into(),
+            attempt: 2,
+            engine: "codex".into(),
+            model: "gpt-5.5".into(),
+            isolation: "sandbox".into(),
+            status,
+            reason: None,
+            branch: "paddock/T-7/2".into(),
+            base_ref: "main".into(),
+            patch_path: Some("/data/artifacts/job-1/patch.diff".into()),
+            changed_files: changed.iter().map(|f| f.to_string()).collect(),
+            tokens: TokenUsage {
+                input_tokens: 12000,
+                cached_input_tokens: 8000,
+                cache_write_tokens: 0,
+                output_tokens: 900,
+                reasoning_tokens: 300,
+            },
+            model_calls: 4,
+            cost_micros: 41_250,
+            engine_exit_code: Some(0),
+            created_at: datetime!(2026-01-01 00:00 UTC),
+            finished_at: Some(datetime!(2026-01-01 00:02 UTC)),
+            duration_ms: Some(125_400),
+        }
+    }
+
+    /// A job that changed files, ran tests (one failing run, one passing),
+    /// had a command fail, a denial and an error: every section filled.
+    #[test]
+    fn a_full_closeout() {
+        let events = vec![
+            event(
+                1,
+                EventBody::Status {
+                    phase: Phase::Provisioning,
+                    detail: None,
+                },
+            ),
+            call(2, "c1", "bash -lc 'cargo test -p widgets'"),
+            result(3, "c1", 101),
+            call(4, "c2", "rm -rf target"),
+            event(
+                5,
+                EventBody::Policy {
+                    rule: "deny_commands".into(),
+                    message: "`rm -rf target` is denied by host profile constrained-local".into(),
+                },
+            ),
+            result(6, "c2", 1),
+            call(7, "c3", "bash -lc 'cargo test -p widgets'"),
+            result(8, "c3", 0),
+            event(
+                9,
+                EventBody::Error {
+                    message: "upstream answered 529 overloaded; retried (cc @acme/owners)".into(),
+                    source: Some("broker".into()),
+                    fatal: false,
+                },
+            ),
+        ];
+        let text = render(
+            &record(JobStatus::Done, &["src/lib.rs", "docs/café.md"]),
+            &events,
+            &CloseoutInput {
+                ticket_title: "Fix the widget",
+                ticket_url: Some("https://tracker.example/T-7"),
+                commit: Some("0123456789abcdef0123456789abcdef01234567"),
+                left_out: &["src/__pycache__/".to_string()],
+                source_dirty: &[" M README.md".to_string()],
+                links: vec![(
+                    "pull request".into(),
+                    "https://github.com/acme/widgets/pull/3".into(),
+                )],
+            },
+        )
+        .unwrap();
+        insta::assert_snapshot!(text);
+    }
+
+    /// A job that changed nothing and failed.
+    #[test]
+    fn a_closeout_without_a_change() {
+        let mut failed = record(JobStatus::Failed, &[]);
+        failed.reason = Some("the engine exited with status 1".into());
+        let text = render(&failed, &[], &CloseoutInput::default()).unwrap();
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn test_commands_are_recognised_through_shell_wrappers() {
+        let got: Vec<bool> = [
+            "bash -lc 'cargo test'",
+            "cd crates && cargo test -p x",
+            "pytest -q",
+            "cargo build",
+            "echo pytest",
+        ]
+        .iter()
+        .map(|c| is_test(c))
+        .collect();
+        assert_eq!(got, vec![true, true, true, false, false]);
+    }
+}

@@ -1,0 +1,276 @@
+//! The conclude step of a job's results, in two halves. [`keep_branch`]
+//! runs while the workspace exists: the patch's tree committed on the base
+//! as `paddock/<ticket>/<attempt>` in Paddock's own git directory and saved
+//! as a bundle beside the patch. [`publish`] needs only that bundle, the
+//! spec, the record and the events, so `paddock publish JOB` can run it
+//! again later: the branch fetched into a local source, pushed and
+//! proposed as a pull request on the forge (only for a job that is `done`),
+//! the closeout rendered, posted and saved. A failure to push or to reach
+//! the forge is the job's failure with the forge's message; the patch and
+//! the bundle stay.
+
+use std::path::{Path, PathBuf};
+
+use paddock_protocol::{AgentEvent, JobRecord, JobSpec, JobStatus};
+
+use super::closeout::{self, CloseoutInput};
+use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
+use super::github::GitHub;
+use super::outbox::Outbox;
+use super::{push, source};
+use crate::broker::secret::Secret;
+use crate::workspace::{Patch, Workspace};
+
+/// The branch's bundle, in the job's artifacts directory.
+pub const BUNDLE: &str = "branch.bundle";
+/// The closeout's text, in the job's artifacts directory.
+pub const CLOSEOUT: &str = "closeout.md";
+/// The outbox directory, in the job's artifacts directory.
+pub const OUTBOX: &str = "outbox";
+
+/// The result branch as kept: its commit and bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptBranch {
+    pub commit: String,
+    pub bundle: PathBuf,
+}
+
+/// Commits the change (if any) on the job's branch and bundles it into
+/// `artifacts`; `Ok(None)` when the patch is empty.
+pub async fn keep_branch(
+    ws: &Workspace,
+    spec: &JobSpec,
+    patch: &Patch,
+    artifacts: &Path,
+) -> Result<Option<KeptBranch>, crate::workspace::WorkspaceError> {
+    if patch.changed_files.is_empty() {
+        return Ok(None);
+    }
+    let message = format!(
+        "{}: {}\n\nPaddock job for ticket {}, attempt {}.\n",
+        spec.ticket.id,
+        spec.ticket.title.trim(),
+        spec.ticket.id,
+        spec.attempt()
+    );
+    let commit = ws.commit_result(patch, &message).await?;
+    let bundle = artifacts.join(BUNDLE);
+    let _ = std::fs::remove_file(&bundle);
+    ws.bundle_result(&bundle).await?;
+    Ok(Some(KeptBranch { commit, bundle }))
+}
+
+/// What publishing did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Published {
+    /// The branch was fetched into the local source repository.
+    pub in_source: bool,
+    pub pull_request: Option<PullRequest>,
+    /// Where the closeout was posted or written.
+    pub closeout_url: Option<String>,
+    /// The closeout's text (also in `artifacts/closeout.md`).
+    pub closeout: String,
+    /// Non-fatal problems (the local fetch failed, the source was dirty).
+    pub warnings: Vec<String>,
+    /// Why publishing failed: the job is `failed` with this reason.
+    pub failure: Option<String>,
+}
+
+/// What [`publish`] works from.
+pub struct PublishInput<'a> {
+    pub spec: &'a JobSpec,
+    /// The job as it ends (status, reason, counts, duration).
+    pub record: &'a JobRecord,
+    pub events: &'a [AgentEvent],
+    /// The job's artifacts directory (`<data>/artifacts/<job>`).
+    pub artifacts: &'a Path,
+    /// The result commit, when there was a change (its bundle is
+    /// `artifacts/branch.bundle`).
+    pub commit: Option<&'a str>,
+    /// The patch's left-out build output.
+    pub left_out: &'a [String],
+}
+
+/// The branch the pull request asks to merge into.
+fn base_branch(spec: &JobSpec) -> String {
+    spec.results.base_branch.clone().unwrap_or_else(|| {
+        let base = &spec.repository.base_ref;
+        base.strip_prefix("origin/")
+            .or_else(|| base.strip_prefix("refs/heads/"))
+            .unwrap_or(base)
+            .to_string()
+    })
+}
+
+/// The forge of `spec`: GitHub with its token, else the outbox.
+fn forge_of(spec: &JobSpec, artifacts: &Path) -> Result<(ForgeBackend, Option<Secret>), String> {
+    let Some(gh) = &spec.results.github else {
+        return Ok((
+            ForgeBackend::Outbox(Outbox {
+                dir: artifacts.join(OUTBOX),
+            }),
+            None,
+        ));
+    };
+    let token = Secret::resolve(&gh.token).map_err(|e| format!("results.github.token: {e}"))?;
+    let (owner, name) = gh
+        .owner_and_name()
+        .map_err(|e| format!("results.github.repository: {e}"))?;
+    let client = GitHub::new(&gh.api_url, owner, name, token.clone()).map_err(|e| e.to_string())?;
+    Ok((ForgeBackend::GitHub(client), Some(token)))
+}
+
+/// Publishes the job's result (see the module comment). Never fails: what
+/// went wrong is in `warnings` or `failure`.
+pub async fn publish(input: &PublishInput<'_>) -> Published {
+    let spec = input.spec;
+    let mut out = Published::default();
+    let bundle = input.artifacts.join(BUNDLE);
+    let mut source_dirty = Vec::new();
+    // 1. A local source gets the branch, whatever the job's status.
+    if let (Some(path), Some(_)) = (&spec.repository.path, input.commit) {
+        match source::fetch_branch(path, &bundle, &input.record.branch).await {
+            Ok(()) => out.in_source = true,
+            Err(e) => out.warnings.push(format!(
+                "the branch {} was not fetched into the source (it is kept in {}): {e}",
+                input.record.branch,
+                bundle.display()
+            )),
+        }
+        if let Ok(dirty) = source::uncommitted(path).await {
+            source_dirty = dirty;
+        }
+    }
+    if !source_dirty.is_empty() {
+        out.warnings.push(format!(
+            "the source repository has {} uncommitted change(s); the job ran on the committed base",
+            source_dirty.len()
+        ));
+    }
+    let mut links = Vec::new();
+    if out.in_source {
+        links.push((
+            "branch".to_string(),
+            format!("`{}` in the source repository", input.record.branch),
+        ));
+    }
+    let render = |record: &JobRecord, links: &[(String, String)]| {
+        closeout::render(
+            record,
+            input.events,
+            &CloseoutInput {
+                ticket_title: &spec.ticket.title,
+                ticket_url: spec.results.ticket_url.as_deref(),
+                commit: input.commit,
+                left_out: input.left_out,
+                source_dirty: &source_dirty,
+                links: links.to_vec(),
+            },
+        )
+        .unwrap_or_else(|e| e.to_string())
+    };
+    // 2. The forge: a pull request for a finished change, the closeout.
+    let proposed = async {
+        let (forge, token) = forge_of(spec, input.artifacts)?;
+        let mut pull_request = None;
+        if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {
+            if let Some(gh) = &spec.results.github {
+                push::push_branch(
+                    &bundle,
+                    &input.record.branch,
+                    &gh.push_url(),
+                    token.as_ref(),
+                    input.artifacts,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            }
+            let closeout = render(input.record, &links);
+            let draft = PullRequestDraft {
+                head: input.record.branch.clone(),
+                base: base_branch(spec),
+                title: format!("{}: {}", spec.ticket.id, spec.ticket.title.trim()),
+                body: closeout::pull_request_body(&closeout, spec.results.ticket_url.as_deref()),
+                draft: spec.results.draft,
+                labels: spec.results.labels.clone(),
+            };
+            let pr = forge
+                .open_pull_request(&draft)
+                .await
+                .map_err(|e| e.to_string())?;
+            pull_request = Some(pr);
+        }
+        let mut links = links.clone();
+        if let Some(pr) = &pull_request {
+            links.push(("pull request".into(), pr.url.clone()));
+        }
+        let closeout = render(input.record, &links);
+        let url = forge
+            .post_closeout(pull_request.as_ref(), &closeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((pull_request, url, closeout))
+    }
+    .await;
+    match proposed {
+        Ok((pr, url, closeout)) => {
+            out.pull_request = pr;
+            out.closeout_url = url;
+            out.closeout = closeout;
+        }
+        Err(message) => {
+            let mut failed = input.record.clone();
+            failed.status = JobStatus::Failed;
+            failed.reason = Some(format!("publishing the result failed: {message}"));
+            out.closeout = render(&failed, &links);
+            out.failure = failed.reason;
+        }
+    }
+    let path = input.artifacts.join(CLOSEOUT);
+    if let Err(e) = std::fs::write(&path, &out.closeout) {
+        out.warnings.push(format!(
+            "cannot save the closeout to {}: {e}",
+            path.display()
+        ));
+    }
+    out
+}
+
+/// The job's conclude step (the runner's one call): the branch kept,
+/// the events read back from the store, the result published.
+pub async fn conclude_job(
+    ws: &Workspace,
+    spec: &JobSpec,
+    patch: &Patch,
+    record: &JobRecord,
+    store: &dyn crate::store::Store,
+    artifacts: &Path,
+) -> Published {
+    let mut warnings = Vec::new();
+    let kept = match keep_branch(ws, spec, patch, artifacts).await {
+        Ok(kept) => kept,
+        Err(e) => {
+            warnings.push(format!("the result branch was not kept: {e}"));
+            None
+        }
+    };
+    let events = match store.events(&record.id, 0).await {
+        Ok(events) => events,
+        Err(e) => {
+            warnings.push(format!("the closeout lacks the job's events: {e}"));
+            Vec::new()
+        }
+    };
+    let mut published = publish(&PublishInput {
+        spec,
+        record,
+        events: &events,
+        artifacts,
+        commit: kept.as_ref().map(|k| k.commit.as_str()),
+        left_out: &patch.left_out,
+    })
+    .await;
+    warnings.append(&mut published.warnings);
+    published.warnings = warnings;
+    published
+}

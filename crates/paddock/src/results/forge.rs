@@ -1,0 +1,138 @@
+//! The forge seam: where a job's branch becomes a pull request. One trait,
+//! an enum of its backends (GitHub, the file outbox when no forge is
+//! configured) and, in tests, a fake. A forge opens or updates the pull
+//! request for a branch, posts the closeout and reads a review back for
+//! the next attempt. There is deliberately no operation that merges,
+//! approves or enables auto-merge, and the GitHub client refuses such a
+//! request even if one were built (`github.rs`, `refuse_merging`).
+
+use async_trait::async_trait;
+
+use super::github::GitHub;
+use super::outbox::Outbox;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeError {
+    #[error("{forge}: {step}: cannot reach {url}: {message}")]
+    Request {
+        forge: &'static str,
+        step: &'static str,
+        url: String,
+        message: String,
+    },
+    #[error("{forge}: {step}: HTTP {status}: {message}")]
+    Status {
+        forge: &'static str,
+        step: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error("{forge}: {step}: unexpected answer: {message}")]
+    Decode {
+        forge: &'static str,
+        step: &'static str,
+        message: String,
+    },
+    #[error("{forge}: refused to send {method} {path}: Paddock never merges, approves or enables auto-merge")]
+    NeverMerge {
+        forge: &'static str,
+        method: String,
+        path: String,
+    },
+    #[error("outbox {path}: cannot {step}: {source}")]
+    Outbox {
+        path: std::path::PathBuf,
+        step: &'static str,
+        source: std::io::Error,
+    },
+}
+
+/// The pull request a job asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequestDraft {
+    /// The job's branch (`paddock/<ticket>/<attempt>`).
+    pub head: String,
+    /// The branch it asks to merge into.
+    pub base: String,
+    pub title: String,
+    pub body: String,
+    pub draft: bool,
+    pub labels: Vec<String>,
+}
+
+/// A pull request as the forge knows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PullRequest {
+    pub number: u64,
+    /// Its page (a file for the outbox).
+    pub url: String,
+    /// Opened now (else an open one for the branch was updated).
+    pub created: bool,
+}
+
+/// A reviewer's word on a pull request, for the next attempt's brief.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReviewComment {
+    pub author: String,
+    pub body: String,
+    /// The file and line a line comment is on.
+    pub path: Option<String>,
+    pub line: Option<u64>,
+    /// A review's verdict (`CHANGES_REQUESTED`, `COMMENTED`...).
+    pub state: Option<String>,
+}
+
+/// What a forge does for Paddock. Nothing here merges.
+#[async_trait]
+pub trait Forge: Send + Sync {
+    /// Its name in messages (`github`, `outbox`).
+    fn name(&self) -> &'static str;
+    /// Opens the pull request for `draft.head`, or updates the open one
+    /// (title, body, labels).
+    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError>;
+    /// Posts the closeout: on the pull request when there is one; a forge
+    /// with nowhere to put it without one returns `None`.
+    async fn post_closeout(
+        &self,
+        pull_request: Option<&PullRequest>,
+        body: &str,
+    ) -> Result<Option<String>, ForgeError>;
+    /// The review comments on the pull request of `branch` (none when
+    /// there is no pull request).
+    async fn review_comments(&self, branch: &str) -> Result<Vec<ReviewComment>, ForgeError>;
+}
+
+/// The forges Paddock ships.
+pub enum ForgeBackend {
+    GitHub(GitHub),
+    Outbox(Outbox),
+}
+
+impl ForgeBackend {
+    fn inner(&self) -> &dyn Forge {
+        match self {
+            ForgeBackend::GitHub(f) => f,
+            ForgeBackend::Outbox(f) => f,
+        }
+    }
+}
+
+#[async_trait]
+impl Forge for ForgeBackend {
+    fn name(&self) -> &'static str {
+        self.inner().name()
+    }
+    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
+        self.inner().open_pull_request(draft).await
+    }
+    async fn post_closeout(
+        &self,
+        pull_request: Option<&PullRequest>,
+        body: &str,
+    ) -> Result<Option<String>, ForgeError> {
+        self.inner().post_closeout(pull_request, body).await
+    }
+    async fn review_comments(&self, branch: &str) -> Result<Vec<ReviewComment>, ForgeError> {
+        self.inner().review_comments(branch).await
+    }
+}

@@ -1,0 +1,407 @@
+//! GitHub's REST API for the forge seam, with reqwest and typed models of
+//! the few shapes Paddock reads (a pull request, a comment, a review, a
+//! review comment, an error). The token is Paddock's, sent only to the API
+//! root the job spec names, never to the job. Every request passes
+//! [`refuse_merging`] first: a merge, an approving review, auto-merge or a
+//! GraphQL mutation is refused before anything is sent.
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
+use crate::broker::secret::Secret;
+
+const FORGE: &str = "github";
+
+/// The REST API version Paddock speaks.
+const API_VERSION: &str = "2022-11-28";
+
+/// One GitHub repository, reached with Paddock's token.
+pub struct GitHub {
+    http: reqwest::Client,
+    api: String,
+    owner: String,
+    repo: String,
+    token: Secret,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiPull {
+    number: u64,
+    html_url: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiComment {
+    html_url: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiUser {
+    login: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiReview {
+    user: Option<ApiUser>,
+    #[serde(default)]
+    body: Option<String>,
+    state: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiReviewComment {
+    user: Option<ApiUser>,
+    body: String,
+    path: Option<String>,
+    line: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiError {
+    message: String,
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct NewPull<'a> {
+    title: &'a str,
+    head: &'a str,
+    base: &'a str,
+    body: &'a str,
+    draft: bool,
+}
+
+#[derive(Serialize)]
+struct PullUpdate<'a> {
+    title: &'a str,
+    body: &'a str,
+}
+
+#[derive(Serialize)]
+struct Labels<'a> {
+    labels: &'a [String],
+}
+
+#[derive(Serialize)]
+struct NewComment<'a> {
+    body: &'a str,
+}
+
+/// `Err` for a request that would merge, approve or enable auto-merge:
+/// `PUT …/pulls/N/merge`, a review submitted or created with an event
+/// (`POST …/pulls/N/reviews[/ID/events]`; Paddock never reviews), any
+/// path naming auto-merge, and GraphQL (where auto-merge is enabled).
+pub fn refuse_merging(method: &Method, path: &str) -> Result<(), ForgeError> {
+    let path_only = path.split('?').next().unwrap_or(path);
+    let lower = path_only.to_ascii_lowercase();
+    let refused = lower.ends_with("/merge")
+        || lower.contains("/merges")
+        || lower.contains("auto-merge")
+        || lower.contains("auto_merge")
+        || lower.contains("automerge")
+        || lower.starts_with("/graphql")
+        || (*method != Method::GET && lower.contains("/reviews"));
+    if refused {
+        return Err(ForgeError::NeverMerge {
+            forge: FORGE,
+            method: method.to_string(),
+            path: path_only.to_string(),
+        });
+    }
+    Ok(())
+}
+
+impl GitHub {
+    /// The client for `owner/repo` at the API root `api`.
+    pub fn new(api: &str, owner: &str, repo: &str, token: Secret) -> Result<GitHub, ForgeError> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("paddock/", env!("CARGO_PKG_VERSION")))
+            .timeout(std::time::Duration::from_secs(60))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ForgeError::Request {
+                forge: FORGE,
+                step: "build the HTTP client",
+                url: api.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(GitHub {
+            http,
+            api: api.trim_end_matches('/').to_string(),
+            owner: owner.to_string(),
+            repo: repo.to_string(),
+            token,
+        })
+    }
+
+    fn repo_path(&self, rest: &str) -> String {
+        format!("/repos/{}/{}{rest}", self.owner, self.repo)
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<T, ForgeError> {
+        refuse_merging(&method, path)?;
+        let url = format!("{}{path}", self.api);
+        let mut req = self
+            .http
+            .request(method, &url)
+            .header("Accept", "application/vnd.github+json")
+            .header("X-GitHub-Api-Version", API_VERSION)
+            .bearer_auth(self.token.expose());
+        if let Some(body) = body {
+            req = req
+                .header("Content-Type", "application/json")
+                .body(body.to_string());
+        }
+        let resp = req.send().await.map_err(|e| ForgeError::Request {
+            forge: FORGE,
+            step,
+            url: url.clone(),
+            message: e.without_url().to_string(),
+        })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| ForgeError::Request {
+            forge: FORGE,
+            step,
+            url: url.clone(),
+            message: e.without_url().to_string(),
+        })?;
+        if !status.is_success() {
+            let message = match serde_json::from_slice::<ApiError>(&bytes) {
+                Ok(err) => {
+                    let details: Vec<String> = err
+                        .errors
+                        .iter()
+                        .filter_map(|e| {
+                            e.get("message")
+                                .and_then(|m| m.as_str())
+                                .map(str::to_string)
+                        })
+                        .collect();
+                    if details.is_empty() {
+                        err.message
+                    } else {
+                        format!("{} ({})", err.message, details.join("; "))
+                    }
+                }
+                Err(_) => crate::output::keep_end(&String::from_utf8_lossy(&bytes), 500),
+            };
+            return Err(ForgeError::Status {
+                forge: FORGE,
+                step,
+                status: status.as_u16(),
+                message,
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ForgeError::Decode {
+            forge: FORGE,
+            step,
+            message: e.to_string(),
+        })
+    }
+
+    /// The pull request whose head is `branch` of this repository
+    /// (`state`: `open` or `all`), the newest first.
+    async fn pull_for(&self, branch: &str, state: &str) -> Result<Option<ApiPull>, ForgeError> {
+        let head = format!("{}:{branch}", self.owner);
+        let query = form_urlencoded(&[("head", head.as_str()), ("state", state)]);
+        let path = self.repo_path(&format!("/pulls?{query}"));
+        let pulls: Vec<ApiPull> = self
+            .call("find the pull request", Method::GET, &path, None)
+            .await?;
+        Ok(pulls.into_iter().next())
+    }
+}
+
+/// `k=v&…`, percent-encoded.
+fn form_urlencoded(pairs: &[(&str, &str)]) -> String {
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn json<T: Serialize>(value: &T) -> Option<serde_json::Value> {
+    serde_json::to_value(value).ok()
+}
+
+#[async_trait]
+impl Forge for GitHub {
+    fn name(&self) -> &'static str {
+        FORGE
+    }
+
+    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
+        let (pull, created) = match self.pull_for(&draft.head, "open").await? {
+            Some(open) => {
+                let path = self.repo_path(&format!("/pulls/{}", open.number));
+                let update = PullUpdate {
+                    title: &draft.title,
+                    body: &draft.body,
+                };
+                let pull: ApiPull = self
+                    .call(
+                        "update the pull request",
+                        Method::PATCH,
+                        &path,
+                        json(&update),
+                    )
+                    .await?;
+                (pull, false)
+            }
+            None => {
+                let new = NewPull {
+                    title: &draft.title,
+                    head: &draft.head,
+                    base: &draft.base,
+                    body: &draft.body,
+                    draft: draft.draft,
+                };
+                let path = self.repo_path("/pulls");
+                let pull: ApiPull = self
+                    .call("open the pull request", Method::POST, &path, json(&new))
+                    .await?;
+                (pull, true)
+            }
+        };
+        if !draft.labels.is_empty() {
+            let path = self.repo_path(&format!("/issues/{}/labels", pull.number));
+            let labels = Labels {
+                labels: &draft.labels,
+            };
+            let _: serde_json::Value = self
+                .call("label the pull request", Method::POST, &path, json(&labels))
+                .await?;
+        }
+        Ok(PullRequest {
+            number: pull.number,
+            url: pull.html_url,
+            created,
+        })
+    }
+
+    async fn post_closeout(
+        &self,
+        pull_request: Option<&PullRequest>,
+        body: &str,
+    ) -> Result<Option<String>, ForgeError> {
+        let Some(pr) = pull_request else {
+            return Ok(None);
+        };
+        let path = self.repo_path(&format!("/issues/{}/comments", pr.number));
+        let comment: ApiComment = self
+            .call(
+                "post the closeout",
+                Method::POST,
+                &path,
+                json(&NewComment { body }),
+            )
+            .await?;
+        Ok(Some(comment.html_url))
+    }
+
+    async fn review_comments(&self, branch: &str) -> Result<Vec<ReviewComment>, ForgeError> {
+        let Some(pull) = self.pull_for(branch, "all").await? else {
+            return Ok(Vec::new());
+        };
+        let reviews: Vec<ApiReview> = self
+            .call(
+                "read the reviews",
+                Method::GET,
+                &self.repo_path(&format!("/pulls/{}/reviews", pull.number)),
+                None,
+            )
+            .await?;
+        let lines: Vec<ApiReviewComment> = self
+            .call(
+                "read the review comments",
+                Method::GET,
+                &self.repo_path(&format!("/pulls/{}/comments", pull.number)),
+                None,
+            )
+            .await?;
+        let login = |u: Option<ApiUser>| u.map(|u| u.login).unwrap_or_else(|| "ghost".into());
+        let mut out: Vec<ReviewComment> = reviews
+            .into_iter()
+            .filter(|r| r.body.as_deref().is_some_and(|b| !b.trim().is_empty()))
+            .map(|r| ReviewComment {
+                author: login(r.user),
+                body: r.body.unwrap_or_default(),
+                path: None,
+                line: None,
+                state: Some(r.state),
+            })
+            .collect();
+        out.extend(lines.into_iter().map(|c| ReviewComment {
+            author: login(c.user),
+            body: c.body,
+            path: c.path,
+            line: c.line,
+            state: None,
+        }));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Merging, approving, reviewing and auto-merge are refused by path,
+    /// whatever built the request; reading reviews and the calls Paddock
+    /// makes pass.
+    #[test]
+    fn merging_requests_are_refused_before_they_are_sent() {
+        let cases = [
+            (Method::PUT, "/repos/o/r/pulls/1/merge", false),
+            (Method::POST, "/repos/o/r/pulls/1/reviews", false),
+            (Method::POST, "/repos/o/r/pulls/1/reviews/7/events", false),
+            (Method::PUT, "/repos/o/r/pulls/1/auto-merge", false),
+            (Method::POST, "/repos/o/r/merges", false),
+            (Method::POST, "/graphql", false),
+            (Method::GET, "/repos/o/r/pulls/1/reviews", true),
+            (Method::GET, "/repos/o/r/pulls?head=o%3Ab&state=open", true),
+            (Method::POST, "/repos/o/r/pulls", true),
+            (Method::PATCH, "/repos/o/r/pulls/1", true),
+            (Method::POST, "/repos/o/r/issues/1/comments", true),
+            (Method::POST, "/repos/o/r/issues/1/labels", true),
+        ];
+        let got: Vec<(String, bool)> = cases
+            .iter()
+            .map(|(m, p, _)| (format!("{m} {p}"), refuse_merging(m, p).is_ok()))
+            .collect();
+        let want: Vec<(String, bool)> = cases
+            .iter()
+            .map(|(m, p, ok)| (format!("{m} {p}"), *ok))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(
+            form_urlencoded(&[("head", "acme:paddock/T-1/2"), ("state", "open")]),
+            "head=acme%3Apaddock%2FT-1%2F2&state=open"
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! Results: where a job's work goes when it ends (DESIGN.md, "conclude").
+//! The change becomes a commit on `paddock/<ticket>/<attempt>` in Paddock's
+//! own git directory and a bundle beside the patch (`conclude.rs`); the
+//! branch is fetched into a local source (`source.rs`) and pushed with
+//! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
+//! in `github.rs`, or the file outbox in `outbox.rs`) gets a pull request
+//! and the closeout (`closeout.rs`). Nothing here merges, approves or
+//! enables auto-merge.
+
+pub mod closeout;
+pub mod conclude;
+pub mod forge;
+pub mod github;
+pub mod outbox;
+pub mod push;
+pub mod source;
+
+pub use conclude::{conclude_job, keep_branch, publish, KeptBranch, PublishInput, Published};
+pub use forge::{Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment};

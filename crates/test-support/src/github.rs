@@ -1,0 +1,315 @@
+//! A GitHub REST API **mock** for the results loop: pull requests (list by
+//! `head` and `state`, create, update), issue labels and comments, pull
+//! request reviews and review comments, answered in GitHub's own JSON
+//! shapes and errors (`{"message", "documentation_url", "errors"}`: 401 Bad
+//! credentials, 404 Not Found, 422 Validation Failed when a pull request
+//! already exists for the head). It checks the bearer token and records
+//! every request (method, path with query, authorization, body), so a test
+//! can assert what was, and what was never, sent. `down` makes it answer
+//! 503 like an outage.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use http::{Method, Request, StatusCode};
+use serde_json::{json, Value};
+
+/// One request as the mock received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitHubRequest {
+    pub method: String,
+    /// The path and query, as sent.
+    pub path: String,
+    pub authorization: Option<String>,
+    pub body: String,
+}
+
+/// A review (or line comment) the mock serves for a pull request.
+#[derive(Debug, Clone)]
+pub struct SeededReview {
+    pub pull: u64,
+    pub login: String,
+    pub body: String,
+    /// `Some(state)` for a review, `None` for a line comment.
+    pub state: Option<String>,
+    pub path: Option<String>,
+    pub line: Option<u64>,
+}
+
+#[derive(Default)]
+struct State {
+    requests: Vec<GitHubRequest>,
+    pulls: Vec<Value>,
+    labels: Vec<(u64, Vec<String>)>,
+    comments: Vec<(u64, String)>,
+    reviews: Vec<SeededReview>,
+}
+
+/// The running mock.
+#[derive(Clone)]
+pub struct MockGitHub {
+    /// The API root to configure (`results.github.api_url`).
+    pub url: String,
+    owner: String,
+    repo: String,
+    token: String,
+    state: Arc<Mutex<State>>,
+    down: Arc<AtomicBool>,
+}
+
+fn error(status: StatusCode, message: &str, errors: Option<Value>) -> (StatusCode, Value) {
+    let mut body = json!({
+        "message": message,
+        "documentation_url": "https://docs.github.com/rest",
+        "status": status.as_u16().to_string(),
+    });
+    if let Some(errors) = errors {
+        body["errors"] = errors;
+    }
+    (status, body)
+}
+
+impl MockGitHub {
+    /// Serves `owner/repo` on loopback, accepting `token`.
+    pub async fn start(owner: &str, repo: &str, token: &str) -> MockGitHub {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mock = MockGitHub {
+            url: format!("http://{addr}"),
+            owner: owner.into(),
+            repo: repo.into(),
+            token: token.into(),
+            state: Arc::default(),
+            down: Arc::default(),
+        };
+        let served = mock.clone();
+        let router = axum::Router::new().fallback(move |req: Request<Body>| {
+            let mock = served.clone();
+            async move {
+                let (status, body) = mock.answer(req).await;
+                (
+                    status,
+                    [("content-type", "application/json; charset=utf-8")],
+                    body.to_string(),
+                )
+            }
+        });
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        mock
+    }
+
+    /// Every request received, in order.
+    pub fn requests(&self) -> Vec<GitHubRequest> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The pull requests as stored (GitHub's JSON).
+    pub fn pulls(&self) -> Vec<Value> {
+        self.state.lock().unwrap().pulls.clone()
+    }
+
+    /// The comments posted, as (issue number, body).
+    pub fn comments(&self) -> Vec<(u64, String)> {
+        self.state.lock().unwrap().comments.clone()
+    }
+
+    /// The labels of each pull request, as added.
+    pub fn labels(&self) -> Vec<(u64, Vec<String>)> {
+        self.state.lock().unwrap().labels.clone()
+    }
+
+    /// Adds a review or line comment to serve.
+    pub fn seed_review(&self, review: SeededReview) {
+        self.state.lock().unwrap().reviews.push(review);
+    }
+
+    /// Answers every request with 503 while `down`.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    fn pull_json(
+        &self,
+        number: u64,
+        title: &str,
+        head: &str,
+        base: &str,
+        body: &str,
+        draft: bool,
+    ) -> Value {
+        let html = format!(
+            "https://github.com/{}/{}/pull/{number}",
+            self.owner, self.repo
+        );
+        json!({
+            "url": format!("{}/repos/{}/{}/pulls/{number}", self.url, self.owner, self.repo),
+            "id": 1000 + number,
+            "node_id": format!("PR_kw{number}"),
+            "html_url": html,
+            "number": number,
+            "state": "open",
+            "locked": false,
+            "title": title,
+            "user": {"login": "paddock-bot", "id": 1, "type": "Bot"},
+            "body": body,
+            "labels": [],
+            "draft": draft,
+            "merged": false,
+            "mergeable": null,
+            "auto_merge": null,
+            "head": {"label": format!("{}:{head}", self.owner), "ref": head, "sha": "0000000000000000000000000000000000000000"},
+            "base": {"label": format!("{}:{base}", self.owner), "ref": base, "sha": "0000000000000000000000000000000000000000"},
+            "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z",
+        })
+    }
+
+    async fn answer(&self, req: Request<Body>) -> (StatusCode, Value) {
+        let method = req.method().clone();
+        let path = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        let authorization = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let body = String::from_utf8_lossy(&body).into_owned();
+        self.state.lock().unwrap().requests.push(GitHubRequest {
+            method: method.to_string(),
+            path: path.clone(),
+            authorization: authorization.clone(),
+            body: body.clone(),
+        });
+        if self.down.load(Ordering::SeqCst) {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", None);
+        }
+        if authorization.as_deref() != Some(&format!("Bearer {}", self.token)) {
+            return error(StatusCode::UNAUTHORIZED, "Bad credentials", None);
+        }
+        let (route, query) = path.split_once('?').unwrap_or((&path, ""));
+        let prefix = format!("/repos/{}/{}/", self.owner, self.repo);
+        let Some(rest) = route.strip_prefix(&prefix) else {
+            return error(StatusCode::NOT_FOUND, "Not Found", None);
+        };
+        let parts: Vec<&str> = rest.split('/').collect();
+        let input: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let mut state = self.state.lock().unwrap();
+        match (&method, parts.as_slice()) {
+            (&Method::GET, ["pulls"]) => {
+                let q = crate::entra::form(query);
+                let head = q.get("head").cloned();
+                let open_only = q.get("state").map(String::as_str) != Some("all");
+                let found: Vec<Value> = state
+                    .pulls
+                    .iter()
+                    .filter(|p| head.as_deref().is_none_or(|h| p["head"]["label"] == h))
+                    .filter(|p| !open_only || p["state"] == "open")
+                    .cloned()
+                    .collect();
+                (StatusCode::OK, Value::Array(found))
+            }
+            (&Method::POST, ["pulls"]) => {
+                let head = input["head"].as_str().unwrap_or_default().to_string();
+                let label = format!("{}:{head}", self.owner);
+                if state
+                    .pulls
+                    .iter()
+                    .any(|p| p["head"]["label"] == label.as_str() && p["state"] == "open")
+                {
+                    return error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "Validation Failed",
+                        Some(
+                            json!([{"resource": "PullRequest", "code": "custom", "message": format!("A pull request already exists for {label}.")}]),
+                        ),
+                    );
+                }
+                let number = state.pulls.len() as u64 + 1;
+                let pull = self.pull_json(
+                    number,
+                    input["title"].as_str().unwrap_or_default(),
+                    &head,
+                    input["base"].as_str().unwrap_or_default(),
+                    input["body"].as_str().unwrap_or_default(),
+                    input["draft"].as_bool().unwrap_or(false),
+                );
+                state.pulls.push(pull.clone());
+                (StatusCode::CREATED, pull)
+            }
+            (&Method::PATCH, ["pulls", n]) => {
+                let Some(pull) = state
+                    .pulls
+                    .iter_mut()
+                    .find(|p| p["number"].as_u64() == n.parse().ok())
+                else {
+                    return error(StatusCode::NOT_FOUND, "Not Found", None);
+                };
+                for key in ["title", "body"] {
+                    if let Some(v) = input.get(key) {
+                        pull[key] = v.clone();
+                    }
+                }
+                (StatusCode::OK, pull.clone())
+            }
+            (&Method::POST, ["issues", n, "labels"]) => {
+                let labels: Vec<String> = input["labels"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|l| l.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                state.labels.push((n.parse().unwrap_or(0), labels.clone()));
+                let out: Vec<Value> = labels
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| json!({"id": i + 1, "name": l, "color": "ededed", "default": false}))
+                    .collect();
+                (StatusCode::OK, Value::Array(out))
+            }
+            (&Method::POST, ["issues", n, "comments"]) => {
+                let number: u64 = n.parse().unwrap_or(0);
+                state.comments.push((
+                    number,
+                    input["body"].as_str().unwrap_or_default().to_string(),
+                ));
+                let id = state.comments.len();
+                (
+                    StatusCode::CREATED,
+                    json!({
+                        "id": id,
+                        "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
+                        "body": input["body"],
+                        "user": {"login": "paddock-bot"},
+                        "created_at": "2026-01-01T00:00:00Z",
+                    }),
+                )
+            }
+            (&Method::GET, ["pulls", n, kind @ ("reviews" | "comments")]) => {
+                let number: u64 = n.parse().unwrap_or(0);
+                let out: Vec<Value> = state
+                    .reviews
+                    .iter()
+                    .filter(|r| r.pull == number && (r.state.is_some() == (*kind == "reviews")))
+                    .enumerate()
+                    .map(|(i, r)| match &r.state {
+                        Some(s) => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "state": s, "submitted_at": "2026-01-01T00:00:00Z"}),
+                        None => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "path": r.path, "line": r.line, "side": "RIGHT"}),
+                    })
+                    .collect();
+                (StatusCode::OK, Value::Array(out))
+            }
+            _ => error(StatusCode::NOT_FOUND, "Not Found", None),
+        }
+    }
+}
