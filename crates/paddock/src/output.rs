@@ -124,7 +124,13 @@ impl ArtifactWriter {
     /// Appends output bytes; writes a redacted window once enough arrived.
     pub async fn write(&mut self, bytes: &[u8]) {
         let text = self.decoder.decode(bytes);
-        self.pending.push_str(&text);
+        self.write_text(&text).await;
+    }
+
+    /// Appends output already decoded (a caller that needs the text itself
+    /// decodes once and hands it here).
+    pub async fn write_text(&mut self, text: &str) {
+        self.pending.push_str(text);
         let len = self.pending.len();
         if len < self.next_try_len && len <= PENDING_MAX {
             return;

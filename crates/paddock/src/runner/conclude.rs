@@ -131,9 +131,26 @@ pub(super) async fn conclude(
         keep,
         ..
     } = job;
+    let ws = prov.ws();
+    if keep {
+        // A reaper leaves a kept directory alone (should this process
+        // die before the record is final); then the lease goes.
+        if let Err(e) = ws.lease.keep() {
+            em.error(
+                "paddock",
+                format!(
+                    "workspace {}: cannot mark its lease kept: {e}",
+                    ws.root.display()
+                ),
+                false,
+            )
+            .await?;
+        }
+    }
+    // One status for the phase, naming a kept workspace.
     em.emit(EventBody::Status {
         phase: Phase::Concluding,
-        detail: None,
+        detail: keep.then(|| format!("workspace kept at {}", ws.root.display())),
     })
     .await?;
     let mut status_reason = match launched {
@@ -191,28 +208,7 @@ pub(super) async fn conclude(
             }
         }
     }
-    let ws = prov.ws();
-    if keep {
-        // A reaper leaves a kept directory alone (should this process
-        // die before the record is final); then the lease goes.
-        if let Err(e) = ws.lease.keep() {
-            em.error(
-                "paddock",
-                format!(
-                    "workspace {}: cannot mark its lease kept: {e}",
-                    ws.root.display()
-                ),
-                false,
-            )
-            .await?;
-        }
-        em.emit(EventBody::Status {
-            phase: Phase::Concluding,
-            detail: Some(format!("workspace kept at {}", ws.root.display())),
-        })
-        .await?;
-    }
-    let kept = keep.then(|| ws.root.clone());
+    let kept = keep.then(|| prov.ws().root.clone());
     if let Err(e) = prov.guard.remove_unless_kept() {
         em.error("paddock", e.to_string(), false).await?;
     }

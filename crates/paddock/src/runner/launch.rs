@@ -42,6 +42,8 @@ pub(super) struct Running {
     pub process: Box<dyn EngineProcess>,
     pub stdout: rung::Output,
     pub stderr_task: tokio::task::JoinHandle<(String, Option<String>)>,
+    /// Stops the stderr copy (when the drain grace is over).
+    pub stderr_stop: tokio::sync::oneshot::Sender<()>,
     /// The engine's stdout as it came (`engine.jsonl`).
     pub raw: ArtifactWriter,
     pub parser: Box<dyn StreamParser>,
@@ -138,13 +140,15 @@ pub(super) async fn launch(
     };
     let stderr_artifact =
         ArtifactWriter::create(prov.artifacts.join("engine.stderr"), em.redactor.clone()).await;
-    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_artifact));
+    let (stderr_stop, stop) = tokio::sync::oneshot::channel();
+    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_artifact, stop));
     let raw =
         ArtifactWriter::create(prov.artifacts.join("engine.jsonl"), em.redactor.clone()).await;
     Ok(Start::Running(Box::new(Running {
         process,
         stdout,
         stderr_task,
+        stderr_stop,
         raw,
         parser: adapter.parser(&ws.work),
         denials: job.policy.as_ref().map(|p| p.tail(&ws.meta)),

@@ -171,23 +171,36 @@ async fn on_line(
     Ok(())
 }
 
-/// Copies the engine's stderr to its artifact as it arrives; its last
-/// lines (a short tail), and the artifact's write error if any.
+/// Copies the engine's stderr to its artifact as it arrives (decoded once,
+/// for both) until it closes or `stop` fires (something the engine left
+/// holds it open); its last lines (a short tail), and the artifact's write
+/// error if any.
 pub(super) async fn save_stderr(
     mut stderr: crate::rung::Output,
     mut artifact: ArtifactWriter,
+    stop: tokio::sync::oneshot::Receiver<()>,
 ) -> (String, Option<String>) {
     let mut buf = vec![0u8; READ_CHUNK];
     let mut tail = Tail::new(STDERR_TAIL);
-    let mut text = Utf8Decoder::default();
-    while let Ok(n) = stderr.read(&mut buf).await {
-        if n == 0 {
-            break;
+    let mut decoder = Utf8Decoder::default();
+    tokio::pin!(stop);
+    loop {
+        let n = tokio::select! {
+            n = stderr.read(&mut buf) => n,
+            _ = &mut stop => break,
+        };
+        match n {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let text = decoder.decode(&buf[..n]);
+                artifact.write_text(&text).await;
+                tail.push(&text);
+            }
         }
-        artifact.write(&buf[..n]).await;
-        tail.push(&text.decode(&buf[..n]));
     }
-    tail.push(&text.finish());
+    let rest = decoder.finish();
+    artifact.write_text(&rest).await;
+    tail.push(&rest);
     let error = artifact.finish().await;
     (tail.summary(), error)
 }

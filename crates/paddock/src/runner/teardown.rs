@@ -58,6 +58,7 @@ pub(super) async fn tear_down(
         mut process,
         mut raw,
         stderr_task,
+        stderr_stop,
         broker,
         parser,
         denials,
@@ -85,11 +86,7 @@ pub(super) async fn tear_down(
     if let Some(e) = raw.finish().await {
         em.error("paddock", e, false).await?;
     }
-    let (stderr_tail, stderr_error) = tokio::time::timeout(DRAIN_GRACE, stderr_task)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
+    let (stderr_tail, stderr_error) = drain_stderr(stderr_task, stderr_stop).await;
     if let Some(e) = stderr_error {
         em.error("paddock", e, false).await?;
     }
@@ -149,6 +146,27 @@ async fn leftovers_gone(
         .await?;
     }
     Ok(())
+}
+
+/// The stderr copy's end: it finishes once the engine's stderr closes, or
+/// is stopped after the drain grace (something the engine left holds it
+/// open) and then finishes its artifact; never left running past the job.
+async fn drain_stderr(
+    mut task: tokio::task::JoinHandle<(String, Option<String>)>,
+    stop: tokio::sync::oneshot::Sender<()>,
+) -> (String, Option<String>) {
+    if let Ok(done) = tokio::time::timeout(DRAIN_GRACE, &mut task).await {
+        return done.unwrap_or_default();
+    }
+    let _ = stop.send(());
+    match tokio::time::timeout(DRAIN_GRACE, &mut task).await {
+        Ok(done) => done.unwrap_or_default(),
+        Err(_) => {
+            task.abort();
+            let _ = task.await;
+            (String::new(), None)
+        }
+    }
 }
 
 /// Settles the job's calls still in flight `interrupted`, saying so.

@@ -8,7 +8,7 @@ use paddock_protocol::{EventBody, JobSpec, JobStatus, Phase};
 
 use super::*;
 use crate::rung::fake::{FakeEngine, FakeRung};
-use crate::store::SqliteStore;
+use crate::store::{SqliteStore, StoreError};
 
 /// A Codex turn that completes.
 pub(super) const DONE: &[&str] = &[
@@ -271,4 +271,285 @@ async fn a_cancelled_job_is_cancelled_and_leaves_nothing() {
         (JobStatus::Cancelled, Some("cancelled".into()))
     );
     assert_eq!(host.left(), Vec::<String>::new());
+}
+
+/// A store that fails to append the events `fails` picks (a full disk at
+/// that moment), and is the SQLite store otherwise.
+#[derive(Debug)]
+struct FailingStore {
+    inner: SharedStore,
+    fails: fn(&paddock_protocol::AgentEvent) -> bool,
+}
+
+#[async_trait::async_trait]
+impl crate::store::Store for FailingStore {
+    async fn insert_job(
+        &self,
+        job: &paddock_protocol::JobRecord,
+        spec_json: &str,
+    ) -> Result<(), StoreError> {
+        self.inner.insert_job(job, spec_json).await
+    }
+    async fn finish_job(
+        &self,
+        job: &paddock_protocol::JobRecord,
+        from: JobStatus,
+    ) -> Result<(), StoreError> {
+        self.inner.finish_job(job, from).await
+    }
+    async fn job(&self, id: &str) -> Result<Option<paddock_protocol::JobRecord>, StoreError> {
+        self.inner.job(id).await
+    }
+    async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.job_spec(id).await
+    }
+    async fn jobs(&self, limit: u32) -> Result<Vec<paddock_protocol::JobRecord>, StoreError> {
+        self.inner.jobs(limit).await
+    }
+    async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.running_jobs().await
+    }
+    async fn job_ids_with_prefix(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.job_ids_with_prefix(prefix, limit).await
+    }
+    async fn append_event(&self, event: &paddock_protocol::AgentEvent) -> Result<(), StoreError> {
+        if (self.fails)(event) {
+            return Err(StoreError::NoSuchJob {
+                job_id: event.job_id.clone(),
+            });
+        }
+        self.inner.append_event(event).await
+    }
+    async fn events(
+        &self,
+        job_id: &str,
+        after_seq: u64,
+    ) -> Result<Vec<paddock_protocol::AgentEvent>, StoreError> {
+        self.inner.events(job_id, after_seq).await
+    }
+    async fn insert_model_call(
+        &self,
+        call: &paddock_protocol::ModelCall,
+    ) -> Result<(), StoreError> {
+        self.inner.insert_model_call(call).await
+    }
+    async fn settle_model_call(
+        &self,
+        call: &paddock_protocol::ModelCall,
+    ) -> Result<bool, StoreError> {
+        self.inner.settle_model_call(call).await
+    }
+    async fn interrupt_model_calls(&self, job_id: &str, why: &str) -> Result<u64, StoreError> {
+        self.inner.interrupt_model_calls(job_id, why).await
+    }
+    async fn model_calls(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<paddock_protocol::ModelCall>, StoreError> {
+        self.inner.model_calls(job_id).await
+    }
+    async fn spent_micros(
+        &self,
+        scope: &crate::store::SpendScope,
+        except_job: &str,
+    ) -> Result<i64, StoreError> {
+        self.inner.spent_micros(scope, except_job).await
+    }
+    async fn put_profile(&self, profile: &paddock_protocol::HostProfile) -> Result<(), StoreError> {
+        self.inner.put_profile(profile).await
+    }
+    async fn profile(&self, id: &str) -> Result<Option<paddock_protocol::HostProfile>, StoreError> {
+        self.inner.profile(id).await
+    }
+    async fn remove_profile(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.remove_profile(id).await
+    }
+    async fn profiles(&self) -> Result<Vec<paddock_protocol::HostProfile>, StoreError> {
+        self.inner.profiles().await
+    }
+    async fn usage(
+        &self,
+    ) -> Result<(Vec<crate::store::UsageJob>, Vec<crate::store::UsageCalls>), StoreError> {
+        self.inner.usage().await
+    }
+    async fn close(&self) {
+        self.inner.close().await
+    }
+}
+
+/// The engine of `DONE`, on a fresh fake rung.
+fn done_rung() -> Arc<FakeRung> {
+    Arc::new(FakeRung::new(FakeEngine {
+        stdout: DONE.iter().map(|s| s.to_string()).collect(),
+        ..FakeEngine::default()
+    }))
+}
+
+/// The store fails under the job once its workspace exists (at the
+/// concluding status): the job's record is not final, so its lease stays
+/// for the reaper, but its workspace is removed (it was left behind).
+#[tokio::test]
+async fn a_store_failure_after_provisioning_still_removes_the_workspace() {
+    let host = Host::new().await;
+    let store: SharedStore = Arc::new(FailingStore {
+        inner: host.store.clone(),
+        fails: |e| {
+            matches!(
+                e.body,
+                EventBody::Status {
+                    phase: Phase::Concluding,
+                    ..
+                }
+            )
+        },
+    });
+    let runner = host.runner_with(store, done_rung());
+    let (result, _) = run(&runner, &host.spec()).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.code(), ErrorCode::StoreLost);
+    let id = err.job_id().to_string();
+    assert_eq!(host.left(), vec![format!(".leases/{id}.lock")]);
+    // The reaper finds the lease and finishes the job.
+    let report = crate::reaper::reap(&host.paths, &*host.store).await;
+    assert_eq!(
+        report
+            .jobs
+            .iter()
+            .map(|j| j.name.clone())
+            .collect::<Vec<_>>(),
+        vec![id.clone()]
+    );
+    let record = host.store.job(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, JobStatus::Failed);
+    assert_eq!(host.left(), Vec::<String>::new());
+}
+
+/// A job whose task is dropped mid-run (aborted, as a server shutting down
+/// or a panic would) stops its engine, removes its workspace and leaves
+/// its lease, which the reaper finds.
+#[tokio::test]
+async fn a_job_dropped_mid_run_leaves_only_its_lease_for_the_reaper() {
+    let host = Host::new().await;
+    let runner = host.runner(Arc::new(FakeRung::new(FakeEngine {
+        hang: true,
+        ..FakeEngine::default()
+    })));
+    let admitted = runner.admit(&host.spec()).await.unwrap();
+    let mut job = runner.start(admitted, std::future::pending());
+    while let Ok(u) = job.events.recv().await {
+        if matches!(&u, JobUpdate::Event(e) if matches!(e.body, EventBody::Status { phase: Phase::Launching, .. }))
+        {
+            break;
+        }
+    }
+    let id = job.id.clone();
+    job.join.abort();
+    assert!(job.join.await.unwrap_err().is_cancelled());
+    assert_eq!(host.left(), vec![format!(".leases/{id}.lock")]);
+    let report = crate::reaper::reap(&host.paths, &*host.store).await;
+    assert_eq!(
+        report
+            .jobs
+            .iter()
+            .map(|j| j.name.clone())
+            .collect::<Vec<_>>(),
+        vec![id.clone()]
+    );
+    let record = host.store.job(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.reason.as_deref()),
+        (JobStatus::Failed, Some(crate::reaper::REASON))
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
+
+/// Something the engine left holds its stderr open past its exit: the
+/// runner stops copying it after the drain grace and lets go of it (the
+/// copy was left running, detached, holding the pipe).
+#[tokio::test]
+async fn the_stderr_copy_ends_with_the_job_even_when_stderr_stays_open() {
+    let host = Host::new().await;
+    let rung = Arc::new(FakeRung::new(FakeEngine {
+        stdout: DONE.iter().map(|s| s.to_string()).collect(),
+        stderr: b"warming up\n".to_vec(),
+        stderr_open: true,
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner(rung.clone());
+    let (result, _) = run(&runner, &host.spec()).await;
+    let record = result.unwrap().record;
+    assert_eq!(record.status, JobStatus::Done);
+    let mut held = rung.held_stderr.lock().unwrap().pop().unwrap();
+    use tokio::io::AsyncWriteExt as _;
+    let write = held.write_all(b"still here\n").await;
+    assert_eq!(
+        write.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::BrokenPipe)
+    );
+    let artifact =
+        std::fs::read_to_string(host.paths.artifacts.join(&record.id).join("engine.stderr"))
+            .unwrap();
+    assert_eq!(artifact, "warming up\n");
+}
+
+/// The stderr tail and artifact are decoded once: a character split across
+/// reads and invalid bytes come out the same in both.
+#[tokio::test]
+async fn stderr_is_decoded_once_for_its_artifact_and_its_tail() {
+    let host = Host::new().await;
+    let runner = host.runner(Arc::new(FakeRung::new(FakeEngine {
+        stderr: b"caf\xc3\xa9 \xff\n".to_vec(),
+        exit_code: 1,
+        ..FakeEngine::default()
+    })));
+    let (result, _) = run(&runner, &host.spec()).await;
+    let record = result.unwrap().record;
+    let artifact =
+        std::fs::read_to_string(host.paths.artifacts.join(&record.id).join("engine.stderr"))
+            .unwrap();
+    assert_eq!(artifact, "café \u{fffd}\n");
+    assert!(
+        record
+            .reason
+            .as_deref()
+            .unwrap()
+            .ends_with(": café \u{fffd}"),
+        "{:?}",
+        record.reason
+    );
+}
+
+/// A kept workspace is named by the one `concluding` status (there were
+/// two, the second only to name it).
+#[tokio::test]
+async fn a_kept_job_has_one_concluding_status_naming_its_workspace() {
+    let host = Host::new().await;
+    let runner = host.runner(done_rung());
+    let mut admitted = runner.admit(&host.spec()).await.unwrap();
+    admitted.keep = true;
+    let job = runner.start(admitted, std::future::pending());
+    let result = job.finished().await.unwrap();
+    let root = result.kept_workspace.clone().unwrap();
+    let events = host.store.events(&result.record.id, 0).await.unwrap();
+    let concluding: Vec<Option<String>> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Status {
+                phase: Phase::Concluding,
+                detail,
+            } => Some(detail.clone()),
+            _ => None,
+        })
+        .collect();
+    // The job's directory is redacted in events.
+    assert_eq!(
+        concluding,
+        vec![Some("workspace kept at <job-dir>".to_string())]
+    );
+    assert!(root.join("work").is_dir());
+    std::fs::remove_dir_all(&root).unwrap();
 }
