@@ -31,7 +31,6 @@ use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
 use futures::StreamExt as _;
-use paddock::broker::upstream::KeyHeader;
 use paddock::broker::{self, BrokerConfig, ModelAllowlist, PriceTable, Upstream};
 use paddock::store::Store as _;
 use tokio::net::TcpListener;
@@ -408,18 +407,15 @@ async fn main() {
             job_id: "job-bench".into(),
             attempt: 1,
             upstream: Upstream {
-                provider: "openai".into(),
                 base: format!("http://{upstream}/v1"),
-                key: Some(paddock::broker::Secret::new("sk-mock".into())),
-                key_header: KeyHeader::ByApi,
+                provider: paddock::broker::Provider::OpenAi {
+                    key: paddock::broker::Secret::new("sk-mock".into()),
+                },
             },
             prices: Arc::new(PriceTable::vendored().unwrap()),
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: true,
-            vertex: None,
-            bedrock: None,
-            entra: None,
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: Arc::new(paddock::broker::ledger::StoreLedger {

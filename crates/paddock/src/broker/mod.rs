@@ -18,13 +18,16 @@ pub mod aws_http;
 pub mod bedrock;
 pub mod bounded;
 pub mod budget;
+mod call;
 pub mod entra;
 mod error_text;
 pub mod eventstream;
 pub mod ledger;
 pub mod meter;
+mod metered;
 pub mod prices;
 pub mod prices_import;
+pub mod provider;
 pub mod retry;
 pub mod secret;
 mod server;
@@ -36,6 +39,7 @@ pub mod vertex;
 pub use allowlist::ModelAllowlist;
 pub use budget::{Ceiling, Scope};
 pub use prices::PriceTable;
+pub use provider::{AzureAuth, Provider};
 pub use retry::RetryPolicy;
 pub use secret::Secret;
 pub use server::error_response;
@@ -70,15 +74,6 @@ pub struct BrokerConfig {
     /// Forward calls to models without a price (priced at 0) instead of
     /// refusing them.
     pub allow_unpriced: bool,
-    /// Google Vertex AI: the broker serves the Vertex paths and mints the
-    /// service account's token.
-    pub vertex: Option<Arc<vertex::Vertex>>,
-    /// Amazon Bedrock: the broker serves the Bedrock runtime paths and
-    /// SigV4-signs every forwarded request.
-    pub bedrock: Option<Arc<bedrock::Bedrock>>,
-    /// Azure OpenAI with Microsoft Entra ID: the broker gets the app's
-    /// tokens and sends them as `Authorization: Bearer`.
-    pub entra: Option<Arc<entra::Entra>>,
     /// Retries of transient upstream failures (`[broker.retry]`, the job's
     /// deadline).
     pub retry: retry::RetryPolicy,

@@ -3,29 +3,26 @@
 //! streams the answer back through a [`MeteredBody`] that writes the ledger
 //! row when the body ends, breaks, or is abandoned by the engine.
 
-use std::future::Future as _;
-use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::Router;
 use bytes::Bytes;
-use futures::Stream;
-use http::{HeaderMap, Method, StatusCode};
-use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
+use http::{HeaderMap, StatusCode};
+use paddock_protocol::TokenUsage;
 use serde_json::{json, Value};
-use time::OffsetDateTime;
 
 use super::budget::{estimate_micros, Admission, Reservation};
-use super::ledger::{InFlight, LedgerError};
+use super::call::Call;
+use super::ledger::LedgerError;
 use super::meter::{Api, Meter};
+use super::metered::{ByteStream, Cut, MeteredBody};
+use super::provider::Route;
 use super::retry::{retry_after, retryable_error, retryable_status, NoRetry};
-use super::upstream::forwardable_response_header;
+use super::upstream::{forwardable_response_header, Upstream};
 use super::{PolicyNotice, Shared};
 
 /// The largest request body the broker accepts from an engine.
@@ -35,61 +32,30 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new().fallback(handle).with_state(shared)
 }
 
+/// One request: routed by the job's provider, authenticated, admitted,
+/// forwarded (with retries) and answered through a [`MeteredBody`].
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
-    let vertex_call = match (&shared.config.vertex, req.method()) {
-        (Some(_), &Method::POST) => super::vertex::parse_path(req.uri().path()),
-        _ => None,
+    let (parts, body) = req.into_parts();
+    let (api, path_model, upstream_path) = match shared
+        .config
+        .upstream
+        .provider
+        .route(&parts.method, parts.uri.path())
+    {
+        Route::Call {
+            api,
+            model,
+            upstream_path,
+        } => (api, model, upstream_path),
+        Route::Models => return models(&shared, &parts.headers),
+        Route::Refused {
+            api,
+            status,
+            kind,
+            message,
+        } => return error_response(api, status, kind, &message),
     };
-    let vertex_only = shared.config.vertex.is_some() && req.method() == Method::POST;
-    let bedrock_call = match (&shared.config.bedrock, req.method()) {
-        (Some(_), &Method::POST) => super::bedrock::parse_path(req.uri().path()),
-        _ => None,
-    };
-    let api = match (req.method(), req.uri().path()) {
-        _ if vertex_call.is_some() || bedrock_call.is_some() => Api::Messages,
-        // A Bedrock job reaches the Bedrock runtime's invoke paths only. Claude
-        // Code first lists inference profiles (a control-plane call it
-        // tolerates failing): not implemented here.
-        (&Method::GET, "/inference-profiles") if shared.config.bedrock.is_some() => {
-            return error_response(
-                Api::Messages,
-                StatusCode::NOT_IMPLEMENTED,
-                "not_implemented",
-                "paddock broker: Bedrock inference profiles are not listed through the broker",
-            );
-        }
-        (m, path) if shared.config.bedrock.is_some() => {
-            return error_response(
-                Api::Messages,
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                &format!("paddock broker: no route for {m} {path} (this job uses Amazon Bedrock)"),
-            );
-        }
-        // A Vertex job reaches Vertex's paths only: its token goes nowhere else.
-        (_, path) if vertex_only => {
-            return error_response(
-                Api::Messages,
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                &format!("paddock broker: no route for POST {path} (this job uses Vertex AI)"),
-            );
-        }
-        (&Method::POST, "/v1/responses") => Api::Responses,
-        (&Method::POST, "/v1/messages") => Api::Messages,
-        (&Method::POST, "/v1/chat/completions") => Api::Chat,
-        (&Method::GET, "/v1/models") => return models(&shared, req.headers()),
-        (_, path) => {
-            let path = path.to_string();
-            return error_response(
-                Api::Responses,
-                StatusCode::NOT_FOUND,
-                "not_found_error",
-                &format!("paddock broker: no route for {} {path}", req.method()),
-            );
-        }
-    };
-    if !authorized(req.headers(), shared.token.expose()) {
+    if !authorized(&parts.headers, shared.token.expose()) {
         return error_response(
             api,
             StatusCode::UNAUTHORIZED,
@@ -97,54 +63,102 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             "paddock broker: missing or invalid job token",
         );
     }
-    let started = Instant::now();
-    let started_at = OffsetDateTime::now_utc();
-    let seq = shared.next_seq.fetch_add(1, Ordering::SeqCst);
-    let mut call = Call {
-        shared: &shared,
-        api,
-        seq,
-        model: String::new(),
-        started,
-        started_at,
-        in_flight: None,
+    let mut call = Call::start(&shared, api);
+    let request = match read_request(&mut call, body).await {
+        Ok(r) => r,
+        Err(refusal) => return refusal,
     };
-    let path = req.uri().path().to_string();
-    let query = req.uri().query().map(str::to_string);
-    let headers = req.headers().clone();
-    let body = match axum::body::to_bytes(req.into_body(), MAX_REQUEST_BYTES).await {
+    let admitted = match admit(&shared, &mut call, request, path_model).await {
+        Ok(a) => a,
+        Err(refusal) => return refusal,
+    };
+    let upstream = &shared.config.upstream;
+    let url = upstream.url(&upstream_path, parts.uri.query());
+    let headers = Upstream::request_headers(&parts.headers);
+    let resp = match forward(&shared, &mut call, &url, &admitted.body, headers).await {
+        Ok(r) => r,
+        Err(NotForwarded::Unreachable(message)) => {
+            return call.bad_gateway(admitted.reservation, message)
+        }
+        Err(NotForwarded::NotOnLedger(e)) => {
+            admitted.reservation.settle(0);
+            let msg = format!("paddock broker: the call was not forwarded: {e}");
+            tracing::error!("{msg}");
+            return error_response(api, StatusCode::SERVICE_UNAVAILABLE, "api_error", &msg);
+        }
+    };
+    answer(&shared, call, admitted, resp).await
+}
+
+/// Why a call got no upstream answer.
+enum NotForwarded {
+    /// The upstream could not be asked (unreachable, credentials not
+    /// minted): a 502 and an `http_error` row.
+    Unreachable(String),
+    /// Its row could not be written ahead: it never left.
+    NotOnLedger(LedgerError),
+}
+
+/// A request body read whole and parsed as a JSON object.
+struct ReadRequest {
+    body: Bytes,
+    json: Value,
+}
+
+/// Reads the request body (at most [`MAX_REQUEST_BYTES`]); a body that is
+/// not a JSON object is refused.
+async fn read_request(call: &mut Call<'_>, body: Body) -> Result<ReadRequest, Response> {
+    let body = match axum::body::to_bytes(body, MAX_REQUEST_BYTES).await {
         Ok(b) => b,
         Err(e) => {
             let msg = format!("paddock broker: cannot read the request body: {e}");
-            return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
+            return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
         }
     };
-    let mut request: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
+    match serde_json::from_slice(&body) {
+        Ok(json @ Value::Object(_)) => Ok(ReadRequest { body, json }),
         Ok(_) => {
             let msg = "paddock broker: the request body is not a JSON object".to_string();
-            return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
+            Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg))
         }
         Err(e) => {
             let msg = format!("paddock broker: the request body is not JSON: {e}");
-            return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
+            Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg))
         }
-    };
+    }
+}
+
+/// A call the broker lets through: the body to forward (possibly
+/// rewritten), the model, and its budget reservation.
+struct Admitted {
+    body: Bytes,
+    model: String,
+    reservation: Reservation,
+}
+
+/// Admission: the model (named in the path for Vertex and Bedrock, else in
+/// the body) must be allowed and priced, and the call's worst case must fit
+/// the budget (its output capped to what is left when needed).
+async fn admit(
+    shared: &Shared,
+    call: &mut Call<'_>,
+    request: ReadRequest,
+    path_model: Option<String>,
+) -> Result<Admitted, Response> {
+    let ReadRequest {
+        body,
+        json: mut request,
+    } = request;
+    let api = call.api;
     // Chat Completions streams carry usage only when asked: ask.
-    let mut body = match include_usage(api, &mut request) {
-        Some(rewritten) => rewritten,
-        None => body,
-    };
-    let model = match (&vertex_call, &bedrock_call) {
-        // Vertex and Bedrock name the model in the path, not the body.
-        (Some((m, _)), _) => m.clone(),
-        (None, Some((m, _))) => super::bedrock::decode_model(m),
-        (None, None) => request
+    let mut body = include_usage(api, &mut request).unwrap_or(body);
+    let model = path_model.unwrap_or_else(|| {
+        request
             .get("model")
             .and_then(Value::as_str)
             .unwrap_or("")
-            .to_string(),
-    };
+            .to_string()
+    });
     call.model = model.clone();
     if let Err(list) = shared.config.allowlist.check(&model) {
         let msg =
@@ -153,7 +167,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             rule: "model".into(),
             message: msg.clone(),
         });
-        return call.refuse(StatusCode::FORBIDDEN, "permission_error", msg);
+        return Err(call.refuse(StatusCode::FORBIDDEN, "permission_error", msg));
     }
     let prices = &shared.config.prices;
     if prices.price(&model).is_none() && !shared.config.allow_unpriced {
@@ -161,7 +175,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             "paddock broker: model `{model}` has no price in price table {}; Paddock refuses calls it cannot meter (set upstream.allow_unpriced to run it unpriced)",
             prices.version
         );
-        return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
+        return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
     }
     let max_output = ["max_output_tokens", "max_completion_tokens", "max_tokens"]
         .iter()
@@ -178,80 +192,63 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
         }
     }
-    let reservation = match shared.budget.admit(seq, estimate).await {
-        Admission::Admitted(r) => r,
+    match shared.budget.admit(call.seq, estimate).await {
+        Admission::Admitted(reservation) => Ok(Admitted {
+            body,
+            model,
+            reservation,
+        }),
         Admission::Refused(msg) => {
             let _ = shared.policy.send(PolicyNotice {
                 rule: "budget".into(),
                 message: msg.clone(),
             });
-            return call.refuse(StatusCode::PAYMENT_REQUIRED, "budget_exceeded", msg);
+            Err(call.refuse(StatusCode::PAYMENT_REQUIRED, "budget_exceeded", msg))
         }
-    };
+    }
+}
 
+/// Sends the call upstream, retrying what [`RetryPolicy`](super::RetryPolicy)
+/// allows (each failed attempt its own ledger row, each attempt on the
+/// ledger before it leaves); the upstream's answer, or why there is none.
+async fn forward(
+    shared: &Shared,
+    call: &mut Call<'_>,
+    url: &str,
+    body: &Bytes,
+    headers: HeaderMap,
+) -> Result<reqwest::Response, NotForwarded> {
     let upstream = &shared.config.upstream;
-    let (url, out_headers) = match (&shared.config.vertex, &vertex_call, &bedrock_call) {
-        (_, _, Some((m, method))) => {
-            // The job picks only the model and the method; no AWS header of
-            // the engine's survives (the broker signs).
-            let mut h = upstream.request_headers(api, &headers);
-            let amz: Vec<_> = h
-                .keys()
-                .filter(|n| n.as_str().starts_with("x-amz-"))
-                .cloned()
-                .collect();
-            for n in amz {
-                h.remove(n);
-            }
-            (
-                upstream.url(&super::bedrock::Bedrock::path(m, method), query.as_deref()),
-                h,
-            )
-        }
-        (Some(vertex), Some((m, method)), None) => (
-            // Rebuilt from the spec's project and region: the job picks
-            // only the model and the method.
-            upstream.url(&vertex.path(m, method), query.as_deref()),
-            upstream.request_headers(api, &headers),
-        ),
-        _ => (
-            upstream.url(&path, query.as_deref()),
-            upstream.request_headers(api, &headers),
-        ),
-    };
-    let retry = shared.config.retry;
     let mut failed = 0u32;
-    let resp = loop {
-        let attempt_headers = match credentials(&shared, &url, &body, out_headers.clone()).await {
-            Ok(h) => h,
-            Err(msg) => return call.bad_gateway(reservation, msg),
-        };
+    loop {
+        let attempt_headers = upstream
+            .provider
+            .credentials(call.api, url, body, headers.clone())
+            .await
+            .map_err(NotForwarded::Unreachable)?;
         // On the ledger before it leaves: whatever kills Paddock now, the
         // call's cost is accounted for (ledger.rs).
-        if let Err(e) = call.write_ahead(body.len() as u64).await {
-            reservation.settle(0);
-            let msg = format!("paddock broker: the call was not forwarded: {e}");
-            tracing::error!("{msg}");
-            return error_response(api, StatusCode::SERVICE_UNAVAILABLE, "api_error", &msg);
-        }
+        call.write_ahead(body.len() as u64)
+            .await
+            .map_err(NotForwarded::NotOnLedger)?;
         let sent = shared
             .client
-            .post(&url)
+            .post(url)
             .headers(attempt_headers)
             .body(body.clone())
             .send()
             .await;
         let (answered, unreachable) = match sent {
             Ok(r) if retryable_status(r.status().as_u16()) => (Some(r), None),
-            Ok(r) => break r,
+            Ok(r) => return Ok(r),
             Err(e) => {
                 let msg = format!(
                     "paddock broker: upstream {} unreachable: {}",
-                    upstream.provider,
+                    upstream.provider.label(),
                     without_url(&e)
                 );
                 if !retryable_error(&e) {
-                    return call.bad_gateway(reservation, msg);
+                    return Err(NotForwarded::Unreachable(msg));
                 }
                 (None, Some(msg))
             }
@@ -263,13 +260,12 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         let delay = if shared.budget.held() {
             Err(NoRetry::Held)
         } else {
-            retry.delay(failed, asked, Instant::now())
+            shared.config.retry.delay(failed, asked, Instant::now())
         };
         let delay = match (answered, delay) {
-            (Some(r), Err(_)) => break r,
+            (Some(r), Err(_)) => return Ok(r),
             (None, Err(_)) => {
-                let msg = unreachable.unwrap_or_default();
-                return call.bad_gateway(reservation, msg);
+                return Err(NotForwarded::Unreachable(unreachable.unwrap_or_default()))
             }
             (Some(r), Ok(d)) => {
                 call.record_retried(r, failed, d).await;
@@ -282,7 +278,18 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         };
         tokio::time::sleep(delay).await;
         call.next_attempt();
-    };
+    }
+}
+
+/// The upstream's answer on its way to the engine: streams pass through a
+/// [`MeteredBody`]; a whole (JSON) answer is read first (bounded) and
+/// judged before any of it reaches the engine.
+async fn answer(
+    shared: &Arc<Shared>,
+    mut call: Call<'_>,
+    admitted: Admitted,
+    resp: reqwest::Response,
+) -> Response {
     let status = resp.status();
     let content_type = resp
         .headers()
@@ -297,14 +304,13 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         }
     }
     let limit = shared.config.max_upstream_event_bytes;
-    let mut meter = Meter::new(api, &content_type, limit);
+    let mut meter = Meter::new(call.api, &content_type, limit);
     let (inner, cut, broke): (ByteStream, Cut, Option<String>) =
         if meter.is_sse() || !status.is_success() {
             (Box::pin(resp.bytes_stream()), Cut::No, None)
         } else {
-            // A whole (JSON) answer is judged before any of it reaches the
-            // engine: it names its served model only as a whole.
-            match whole_answer(&shared, resp, limit, &mut meter).await {
+            // It names its served model only as a whole.
+            match whole_answer(shared, resp, limit, &mut meter).await {
                 Ok(Whole::Pass(bytes)) => (
                     Box::pin(futures::stream::once(async move { Ok(bytes) })),
                     Cut::No,
@@ -318,7 +324,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                     builder = Response::builder()
                         .status(w.status)
                         .header(http::header::CONTENT_TYPE, "application/json");
-                    let body = error_body(api, w.kind, &w.message);
+                    let body = error_body(call.api, w.kind, &w.message);
                     (
                         Box::pin(futures::stream::empty()),
                         Cut::Pending(Bytes::from(body)),
@@ -330,7 +336,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
                         "paddock broker: the upstream answer broke: {}",
                         without_url(&e)
                     );
-                    return call.bad_gateway(reservation, msg);
+                    return call.bad_gateway(admitted.reservation, msg);
                 }
             }
         };
@@ -344,14 +350,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         meter: Some(meter),
         shared: shared.clone(),
         seq: call.seq,
-        model,
+        model: admitted.model,
         http_status: status.as_u16(),
-        request_bytes: body.len() as u64,
+        request_bytes: admitted.body.len() as u64,
         started: call.started,
         started_at: call.started_at,
         ttft_ms: None,
         broke,
-        reservation: Some(reservation),
+        reservation: Some(admitted.reservation),
         cut,
         withheld,
     };
@@ -417,71 +423,6 @@ async fn whole_answer(
         kind: "permission_error",
         message,
     }))
-}
-
-/// The upstream credentials of one attempt, added to `headers`: Bedrock's
-/// SigV4 signature (made per attempt, so a retried call is signed at the
-/// moment it leaves), or Vertex's or Entra ID's access token (cached until
-/// shortly before it expires).
-async fn credentials(
-    shared: &Shared,
-    url: &str,
-    body: &[u8],
-    mut headers: HeaderMap,
-) -> Result<HeaderMap, String> {
-    if let Some(bedrock) = &shared.config.bedrock {
-        let content_type = headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("application/json")
-            .to_string();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_str(&content_type)
-                .unwrap_or(http::HeaderValue::from_static("application/json")),
-        );
-        let signed = bedrock
-            .sign(
-                "POST",
-                url,
-                &[("content-type", content_type.as_str())],
-                body,
-                std::time::SystemTime::now(),
-            )
-            .await
-            .map_err(|e| format!("paddock broker: {e}"))?;
-        for (name, value) in signed {
-            if let (Ok(n), Ok(mut v)) = (
-                http::HeaderName::from_bytes(name.as_bytes()),
-                http::HeaderValue::from_str(&value),
-            ) {
-                v.set_sensitive(true);
-                headers.insert(n, v);
-            }
-        }
-    }
-    let bearer = match (&shared.config.vertex, &shared.config.entra) {
-        (Some(vertex), _) => Some(
-            vertex
-                .token()
-                .await
-                .map_err(|e| format!("paddock broker: {e}"))?,
-        ),
-        (None, Some(entra)) => Some(
-            entra
-                .token()
-                .await
-                .map_err(|e| format!("paddock broker: {e}"))?,
-        ),
-        (None, None) => None,
-    };
-    if let Some(token) = bearer {
-        if let Ok(mut v) = http::HeaderValue::from_str(&format!("Bearer {}", token.expose())) {
-            v.set_sensitive(true);
-            headers.insert(http::header::AUTHORIZATION, v);
-        }
-    }
-    Ok(headers)
 }
 
 /// The fewest output tokens the broker caps a call to: below it, a call
@@ -596,7 +537,7 @@ fn models(shared: &Shared, headers: &HeaderMap) -> Response {
         })
 }
 
-fn without_url(e: &reqwest::Error) -> String {
+pub(super) fn without_url(e: &reqwest::Error) -> String {
     let mut s = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(inner) = src {
@@ -633,165 +574,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// One model call before any upstream answer: what the ledger row of a
-/// call that gets no answer needs.
-struct Call<'a> {
-    shared: &'a Shared,
-    api: Api,
-    seq: u64,
-    /// Empty until the request body has been read.
-    model: String,
-    started: Instant,
-    started_at: OffsetDateTime,
-    /// The current attempt's row, written ahead and not yet settled.
-    in_flight: Option<InFlight>,
-}
-
-impl Call<'_> {
-    /// The broker refuses the call: a `refused` row and an error in the
-    /// API's wire format.
-    fn refuse(&mut self, status: StatusCode, kind: &str, message: String) -> Response {
-        self.settle(self.unanswered(CallStatus::Refused, status, &message));
-        error_response(self.api, status, kind, &message)
-    }
-
-    /// Writes the attempt's row ahead of forwarding it: `in_flight`, its
-    /// input estimated from the request's size (about four bytes a token).
-    async fn write_ahead(&mut self, request_bytes: u64) -> Result<(), LedgerError> {
-        let tokens = TokenUsage {
-            input_tokens: request_bytes / 4,
-            ..TokenUsage::default()
-        };
-        let row = ModelCall {
-            status: CallStatus::InFlight,
-            http_status: None,
-            error: None,
-            estimated: true,
-            cost_micros: self
-                .shared
-                .config
-                .prices
-                .cost_micros(&self.model, &tokens)
-                .unwrap_or(0),
-            tokens,
-            ..self.unanswered(CallStatus::InFlight, StatusCode::OK, "")
-        };
-        self.in_flight = Some(self.shared.recorder.write_ahead(row).await?);
-        Ok(())
-    }
-
-    /// Settles the attempt's row (its in-flight row, if written ahead), in
-    /// the background.
-    fn settle(&mut self, row: ModelCall) {
-        drop(match self.in_flight.take() {
-            Some(in_flight) => in_flight.settle(row),
-            None => self.shared.recorder.settle(row),
-        });
-    }
-
-    /// The upstream could not be asked (unreachable, credentials not
-    /// minted): a 502 to the engine, an `http_error` row, the reservation
-    /// released.
-    fn bad_gateway(&mut self, reservation: Reservation, message: String) -> Response {
-        self.settle(self.unanswered(CallStatus::HttpError, StatusCode::BAD_GATEWAY, &message));
-        reservation.settle(0);
-        error_response(self.api, StatusCode::BAD_GATEWAY, "api_error", &message)
-    }
-
-    /// The next attempt of a retried call: its own ledger row (a new `seq`)
-    /// and its own clock.
-    fn next_attempt(&mut self) {
-        self.seq = self.shared.next_seq.fetch_add(1, Ordering::SeqCst);
-        self.started = Instant::now();
-        self.started_at = OffsetDateTime::now_utc();
-    }
-
-    /// The row of an attempt the upstream answered with a retryable error
-    /// (429, 5xx): the upstream's status and message, no cost. The error
-    /// body (at most 64 KiB of it) is read and dropped; the engine never
-    /// sees it.
-    async fn record_retried(&mut self, resp: reqwest::Response, failed: u32, delay: Duration) {
-        let ttft_ms = Some(self.started.elapsed().as_millis() as u64);
-        let status = resp.status().as_u16();
-        let content_type = resp
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let mut meter = Meter::new(
-            self.api,
-            &content_type,
-            self.shared.config.max_upstream_event_bytes,
-        );
-        let mut resp = resp;
-        let mut read = 0usize;
-        while let Ok(Some(chunk)) = resp.chunk().await {
-            read += chunk.len();
-            meter.feed(&chunk);
-            if read >= 64 << 10 {
-                break;
-            }
-        }
-        let reading = meter.finish(status);
-        let upstream_error = reading
-            .error
-            .unwrap_or_else(|| format!("HTTP {status} from the upstream"));
-        let mut row = self.unanswered(
-            CallStatus::HttpError,
-            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
-            &self.retrying(&upstream_error, failed, delay),
-        );
-        row.ttft_ms = ttft_ms;
-        row.served_model = reading.served_model;
-        self.settle(row);
-    }
-
-    /// The row of an attempt whose connection failed before any answer: no
-    /// HTTP status, no cost.
-    fn record_unreachable(&mut self, message: &str, failed: u32, delay: Duration) {
-        let mut row = self.unanswered(
-            CallStatus::HttpError,
-            StatusCode::BAD_GATEWAY,
-            &self.retrying(message, failed, delay),
-        );
-        row.http_status = None;
-        self.settle(row);
-    }
-
-    fn retrying(&self, error: &str, failed: u32, delay: Duration) -> String {
-        format!(
-            "{error} (attempt {failed} of {}; the broker retries in {} ms)",
-            self.shared.config.retry.max_attempts(),
-            delay.as_millis()
-        )
-    }
-
-    /// The ledger row of a call without an upstream answer: no tokens, no
-    /// cost, the broker's own status and message.
-    fn unanswered(&self, status: CallStatus, http_status: StatusCode, message: &str) -> ModelCall {
-        let config = &self.shared.config;
-        ModelCall {
-            job_id: config.job_id.clone(),
-            attempt: config.attempt,
-            seq: self.seq,
-            provider: config.upstream.provider.clone(),
-            requested_model: self.model.clone(),
-            served_model: None,
-            tokens: TokenUsage::default(),
-            ttft_ms: None,
-            duration_ms: self.started.elapsed().as_millis() as u64,
-            status,
-            http_status: Some(http_status.as_u16()),
-            error: Some(message.to_string()),
-            estimated: false,
-            price_version: config.prices.version.clone(),
-            cost_micros: 0,
-            started_at: self.started_at,
-        }
-    }
-}
-
 /// An error body in the wire format of `api`, so the engine shows the message.
 pub fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -> Response {
     Response::builder()
@@ -801,7 +583,7 @@ pub fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -
         .unwrap_or_else(|_| plain(status, message))
 }
 
-fn error_body(api: Api, kind: &str, message: &str) -> String {
+pub(super) fn error_body(api: Api, kind: &str, message: &str) -> String {
     match api {
         Api::Responses | Api::Chat => {
             json!({"error": {"message": message, "type": kind, "code": kind}})
@@ -830,284 +612,4 @@ fn plain(status: StatusCode, message: &str) -> Response {
     let mut r = Response::new(Body::from(message.to_string()));
     *r.status_mut() = status;
     r
-}
-
-type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
-
-/// The upstream body on its way to the engine, metered as it passes. The
-/// ledger row is settled exactly once: when the answer completes (its
-/// final chunk, or its end, held until the row is written), when the
-/// upstream breaks it, or when the engine drops it.
-struct MeteredBody {
-    /// The call's row, written ahead.
-    in_flight: Option<InFlight>,
-    /// The settled row being written, and the chunk held until it is
-    /// (none: the body's end).
-    closing: Option<(tokio::task::JoinHandle<()>, Option<Bytes>)>,
-    /// A whole (JSON) answer: its one chunk is its final one.
-    whole: bool,
-    inner: ByteStream,
-    meter: Option<Meter>,
-    shared: Arc<Shared>,
-    seq: u64,
-    model: String,
-    http_status: u16,
-    request_bytes: u64,
-    started: Instant,
-    started_at: OffsetDateTime,
-    ttft_ms: Option<u64>,
-    broke: Option<String>,
-    reservation: Option<Reservation>,
-    cut: Cut,
-    /// A whole answer replaced by the broker's error (the ledger still
-    /// prices what the upstream answered).
-    withheld: bool,
-}
-
-/// Whether the broker cut the stream (budget ceiling, model allowlist).
-enum Cut {
-    No,
-    /// Cut: the error event still to send to the engine.
-    Pending(Bytes),
-    /// Cut and the error event sent.
-    Sent,
-}
-
-impl MeteredBody {
-    /// Checks the served model against the allowlist and updates the
-    /// call's running cost; past either, drops the upstream
-    /// stream (closing its connection) and queues an error event for the
-    /// engine.
-    fn check_policy(&mut self) {
-        let (Some(meter), Some(reservation)) = (self.meter.as_ref(), self.reservation.as_ref())
-        else {
-            return;
-        };
-        // A JSON body is priced whole at its end; a completed stream has
-        // nothing left to cut.
-        if !meter.is_sse() || meter.completed() {
-            return;
-        }
-        // Past the limit the meter stopped reading: what it cannot meter
-        // does not reach the engine.
-        if let Some(message) = meter.over_limit() {
-            let message = format!("{message}: the response was cut");
-            self.cut_with("limits", "api_error", message);
-            return;
-        }
-        let tokens = meter.running_usage(self.request_bytes);
-        let prices = &self.shared.config.prices;
-        let tier = meter.service_tier();
-        let running = meter
-            .served_model()
-            .and_then(|m| prices.cost_micros_in(m, &tokens, tier))
-            .or_else(|| prices.cost_micros_in(&self.model, &tokens, tier))
-            .unwrap_or(0);
-        if let Some(served) = meter.served_model() {
-            if let Err(list) = self.shared.config.allowlist.check(served) {
-                let message = format!(
-                    "paddock broker: the upstream served model `{served}`, which the {list} model allowlist does not allow: the response was cut"
-                );
-                self.shared.note_served_refused(&message);
-                self.cut_with("model", "permission_error", message);
-                return;
-            }
-        }
-        let Some(message) = reservation.observe(running) else {
-            return;
-        };
-        self.cut_with("budget", "budget_exceeded", message);
-    }
-
-    /// Drops the upstream stream (closing its connection) and queues an
-    /// error event of `kind` with `message` for the engine.
-    fn cut_with(&mut self, rule: &str, kind: &str, message: String) {
-        let Some(meter) = self.meter.as_ref() else {
-            return;
-        };
-        if meter.is_eventstream() {
-            let event = super::eventstream::exception(kind, &message);
-            let _ = self.shared.policy.send(PolicyNotice {
-                rule: rule.into(),
-                message: message.clone(),
-            });
-            self.broke = Some(message);
-            self.inner = Box::pin(futures::stream::empty());
-            self.cut = Cut::Pending(event);
-            return;
-        }
-        let mut event = if meter.mid_event() {
-            b"\n\n".to_vec()
-        } else {
-            Vec::new()
-        };
-        let (name, data) = match meter.api() {
-            Api::Chat => (
-                "",
-                json!({"error": {"message": message, "type": kind, "code": kind}}),
-            ),
-            Api::Responses => (
-                "response.failed",
-                json!({"type": "response.failed", "response": {
-                    "id": format!("resp_paddock_cut_{}", self.seq), "object": "response",
-                    "status": "failed", "model": self.model,
-                    "error": {"code": kind, "message": message}}}),
-            ),
-            Api::Messages => (
-                "error",
-                json!({"type": "error", "error": {"type": kind, "message": message}}),
-            ),
-        };
-        let frame = if name.is_empty() {
-            format!("data: {data}\n\n")
-        } else {
-            format!("event: {name}\ndata: {data}\n\n")
-        };
-        event.extend_from_slice(frame.as_bytes());
-        let _ = self.shared.policy.send(PolicyNotice {
-            rule: rule.into(),
-            message: message.clone(),
-        });
-        self.broke = Some(message);
-        self.inner = Box::pin(futures::stream::empty());
-        self.cut = Cut::Pending(Bytes::from(event));
-    }
-
-    /// Settles the call's row (once; later calls do nothing): the
-    /// handle of its write.
-    fn settle(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        let meter = self.meter.take()?;
-        let reading = meter.finish(self.http_status);
-        let mut error = reading.error.clone();
-        // A response whose terminal event arrived is complete even when the
-        // engine hangs up before the body's last byte.
-        if let (Some(broke), false) = (&self.broke, reading.completed && !self.withheld) {
-            error.get_or_insert_with(|| broke.clone());
-        }
-        let (tokens, estimated) = match reading.usage {
-            Some(u) if reading.usage_final => (u, false),
-            None if self.http_status >= 400 => (TokenUsage::default(), false),
-            Some(u) if self.http_status >= 400 => (u, false),
-            // No final usage arrived (cut by the upstream, the engine or the
-            // broker): what was seen, with about four characters a token.
-            _ => (reading.running_usage(self.request_bytes), true),
-        };
-        let status = if self.http_status >= 400 {
-            CallStatus::HttpError
-        } else if error.is_some() || !reading.completed {
-            if error.is_none() {
-                error = Some("the stream ended before the response completed".to_string());
-            }
-            CallStatus::StreamError
-        } else {
-            CallStatus::Ok
-        };
-        let prices = &self.shared.config.prices;
-        let priced_model = reading.served_model.as_deref().unwrap_or(&self.model);
-        // At the service tier the answer reports (priority, flex...).
-        let tier = reading.service_tier.as_deref();
-        let cost = prices
-            .cost_micros_in(priced_model, &tokens, tier)
-            .or_else(|| prices.cost_micros_in(&self.model, &tokens, tier))
-            .unwrap_or(0);
-        if let Some(r) = self.reservation.take() {
-            r.settle(cost);
-        }
-        let call = ModelCall {
-            job_id: self.shared.config.job_id.clone(),
-            attempt: self.shared.config.attempt,
-            seq: self.seq,
-            provider: self.shared.config.upstream.provider.clone(),
-            requested_model: self.model.clone(),
-            served_model: reading.served_model,
-            tokens,
-            ttft_ms: self.ttft_ms,
-            duration_ms: self.started.elapsed().as_millis() as u64,
-            status,
-            http_status: Some(self.http_status),
-            error,
-            estimated,
-            price_version: prices.version.clone(),
-            cost_micros: cost,
-            started_at: self.started_at,
-        };
-        Some(match self.in_flight.take() {
-            Some(in_flight) => in_flight.settle(call),
-            None => self.shared.recorder.settle(call),
-        })
-    }
-
-    /// True when `chunk`, just metered, completes the answer.
-    fn completes(&self) -> bool {
-        matches!(self.cut, Cut::No)
-            && (self.whole || self.meter.as_ref().is_some_and(|m| m.completed()))
-    }
-}
-
-impl Stream for MeteredBody {
-    type Item = Result<Bytes, std::io::Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        loop {
-            // The answer's final chunk (or its end) waits for its settled
-            // row, which the write bounds.
-            if let Some((write, _)) = self.closing.as_mut() {
-                let _ = futures::ready!(Pin::new(write).poll(cx));
-                let held = self.closing.take().and_then(|(_, chunk)| chunk);
-                return Poll::Ready(held.map(Ok));
-            }
-            match std::mem::replace(&mut self.cut, Cut::Sent) {
-                Cut::Pending(event) => return Poll::Ready(Some(Ok(event))),
-                Cut::Sent => match self.settle() {
-                    Some(write) => {
-                        self.closing = Some((write, None));
-                        continue;
-                    }
-                    None => return Poll::Ready(None),
-                },
-                Cut::No => self.cut = Cut::No,
-            }
-            return match self.inner.as_mut().poll_next(cx) {
-                Poll::Ready(Some(Ok(chunk))) => {
-                    if self.ttft_ms.is_none() {
-                        self.ttft_ms = Some(self.started.elapsed().as_millis() as u64);
-                    }
-                    if let Some(m) = self.meter.as_mut() {
-                        m.feed(&chunk);
-                    }
-                    self.check_policy();
-                    if self.completes() {
-                        if let Some(write) = self.settle() {
-                            self.closing = Some((write, Some(chunk)));
-                            continue;
-                        }
-                    }
-                    Poll::Ready(Some(Ok(chunk)))
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    self.broke = Some(format!("the upstream stream broke: {}", without_url(&e)));
-                    drop(self.settle());
-                    Poll::Ready(Some(Err(std::io::Error::other(e))))
-                }
-                Poll::Ready(None) => match self.settle() {
-                    Some(write) => {
-                        self.closing = Some((write, None));
-                        continue;
-                    }
-                    None => Poll::Ready(None),
-                },
-                Poll::Pending => Poll::Pending,
-            };
-        }
-    }
-}
-
-impl Drop for MeteredBody {
-    fn drop(&mut self) {
-        if self.meter.is_some() {
-            self.broke
-                .get_or_insert_with(|| "the engine closed the connection mid-stream".to_string());
-            drop(self.settle());
-        }
-    }
 }

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use paddock_protocol::{JobSpec, ProviderKind};
 use time::OffsetDateTime;
 
-use super::cloud::CloudAuth;
 use super::error::AdmitError;
 use crate::broker::{self, PriceTable, Secret};
 use crate::context::Prepared;
@@ -50,8 +49,10 @@ pub struct Admitted {
     pub(super) shaped: Shaped,
     /// The spec as submitted, stored with the job.
     pub(super) spec_json: String,
+    /// The resolved key, redacted from everything the job writes.
     pub(super) key: Option<Secret>,
-    pub(super) cloud: CloudAuth,
+    /// The provider and its credentials.
+    pub(super) provider: broker::Provider,
     pub(super) scenario: Option<Arc<Scenario>>,
 }
 
@@ -85,7 +86,9 @@ pub async fn admit(
             Some(Secret::resolve(reference).map_err(|e| AdmitError::ResolveKey(e.to_string()))?)
         }
     };
-    let cloud = CloudAuth::of(spec, key.as_ref()).await?;
+    // The provider and its credentials: cloud credentials found (and,
+    // without a key, a first token fetched) before the job exists.
+    let provider = broker::Provider::from_spec(&spec.upstream, key.clone()).await?;
     if prices.price(&spec.engine.model).is_none() && !spec.upstream.allow_unpriced {
         return Err(AdmitError::Unpriced {
             model: spec.engine.model.clone(),
@@ -111,7 +114,7 @@ pub async fn admit(
         shaped,
         spec_json,
         key,
-        cloud,
+        provider,
         scenario,
     })
 }

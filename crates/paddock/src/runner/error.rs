@@ -54,10 +54,9 @@ impl ErrorCode {
 pub enum AdmitError {
     #[error("{0}")]
     ResolveKey(String),
-    #[error("upstream.key: {0}")]
-    CloudCredentials(String),
-    #[error("upstream.entra: {0}")]
-    EntraClient(String),
+    /// The provider's credentials (`upstream.key`, `upstream.entra`).
+    #[error("{0}")]
+    Provider(#[from] crate::broker::provider::ProviderError),
     #[error(
         "engine.model `{model}` has no price in price table {table}; Paddock refuses models it cannot meter (set upstream.allow_unpriced = true to run it unpriced)"
     )]

@@ -6,18 +6,16 @@
 
 use std::sync::Arc;
 
-use paddock_protocol::{EventBody, KeyHeaderKind, Phase, ProviderKind};
+use paddock_protocol::{EventBody, Phase};
 use time::OffsetDateTime;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
-use super::cloud::CloudAuth;
 use super::emit::Emitter;
 use super::provision::Provisioned;
 use super::stream::save_stderr;
 use super::{Job, LaunchFailure};
-use crate::broker::upstream::{KeyHeader, ANTHROPIC_BASE, OPENAI_BASE};
-use crate::broker::{self, BrokerConfig, BrokerHandle, Secret, Upstream};
+use crate::broker::{self, BrokerConfig, BrokerHandle, Provider, Upstream};
 use crate::engines::{LaunchContext, StreamParser};
 use crate::output::ArtifactWriter;
 use crate::policy::denials::RecordTail;
@@ -29,8 +27,7 @@ use std::convert::Infallible as Scenario;
 
 /// What the job's upstream needs besides the spec, from admission.
 pub(super) struct Credentials {
-    pub key: Option<Secret>,
-    pub cloud: CloudAuth,
+    pub provider: Provider,
     pub scenario: Option<Arc<Scenario>>,
 }
 
@@ -72,7 +69,10 @@ pub(super) async fn launch(
 ) -> Result<Start, LaunchFailure> {
     let spec = &job.spec;
     let ws = prov.ws();
-    let (upstream, scripted) = upstream(job, ws, &creds).await?;
+    // What the engine is told about a cloud upstream (the broker holds
+    // the credentials).
+    let cloud = CloudPlace::of(&creds.provider);
+    let (upstream, scripted) = upstream(job, ws, creds).await?;
     // Admission: a job whose ceiling is already spent is held, not run.
     let ceilings =
         broker::budget::ceilings(spec, &em.job_id, &*em.store, OffsetDateTime::now_utc()).await?;
@@ -85,7 +85,7 @@ pub(super) async fn launch(
         .await?;
         return Ok(Start::Held(message));
     }
-    let config = broker_config(job, em, upstream, ceilings, &creds.cloud);
+    let config = broker_config(job, em, upstream, ceilings);
     let job_id = em.job_id.clone();
     let on_rung = RungJob {
         job_id: &job_id,
@@ -114,7 +114,7 @@ pub(super) async fn launch(
         broker::shared_spend::EVERY,
     );
     let adapter = prov.adapter.as_ref();
-    let ctx = launch_context(job, prov, &broker, (prompt, path_env), &creds.cloud)?;
+    let ctx = launch_context(job, prov, &broker, (prompt, path_env), cloud)?;
     write_prepared(adapter.prepare(&ctx)).await?;
     let cmd = adapter.command(&ctx);
     em.emit(EventBody::Status {
@@ -166,7 +166,6 @@ fn broker_config(
     em: &Emitter,
     upstream: Upstream,
     ceilings: Vec<broker::budget::Ceiling>,
-    cloud: &CloudAuth,
 ) -> BrokerConfig {
     let spec = &job.spec;
     BrokerConfig {
@@ -185,9 +184,6 @@ fn broker_config(
             None => broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
         },
         allow_unpriced: spec.upstream.allow_unpriced,
-        vertex: cloud.vertex.clone(),
-        bedrock: cloud.bedrock.clone(),
-        entra: cloud.entra.clone(),
         retry: broker::RetryPolicy {
             spec: spec.broker.retry,
             deadline: Some(
@@ -210,7 +206,7 @@ fn launch_context(
     prov: &Provisioned,
     broker: &BrokerHandle,
     (prompt, path_env): (String, String),
-    cloud: &CloudAuth,
+    cloud: CloudPlace,
 ) -> Result<LaunchContext, LaunchFailure> {
     let spec = &job.spec;
     let ws = prov.ws();
@@ -231,12 +227,29 @@ fn launch_context(
                 .map_err(|e| step("prepare the host profile's engine rules", e))?,
             None => None,
         },
-        vertex: cloud
-            .vertex
-            .as_ref()
-            .map(|v| (v.project.clone(), v.region.clone())),
-        bedrock: cloud.bedrock.as_ref().map(|b| b.region.clone()),
+        vertex: cloud.vertex,
+        bedrock: cloud.bedrock,
     })
+}
+
+/// Where a cloud upstream is, as the engine is told (the broker holds the
+/// credentials).
+struct CloudPlace {
+    /// Vertex AI's project and region.
+    vertex: Option<(String, String)>,
+    /// Bedrock's region.
+    bedrock: Option<String>,
+}
+
+impl CloudPlace {
+    fn of(provider: &Provider) -> CloudPlace {
+        CloudPlace {
+            vertex: provider
+                .vertex()
+                .map(|v| (v.project.clone(), v.region.clone())),
+            bedrock: provider.bedrock().map(|b| b.region.clone()),
+        }
+    }
 }
 
 /// Writes the files the engine's adapter prepared (its config, its rules).
@@ -263,48 +276,22 @@ type ScriptedUpstream = ();
 async fn upstream(
     job: &Job,
     ws: &crate::workspace::Workspace,
-    creds: &Credentials,
+    creds: Credentials,
 ) -> Result<(Upstream, ScriptedUpstream), LaunchFailure> {
     let spec = &job.spec;
     #[cfg(feature = "scripted")]
     let mut scripted = None;
-    let upstream = match spec.upstream.provider {
-        // The broker signs each call with SigV4; the base has no `/v1`.
-        ProviderKind::Bedrock => Upstream {
-            provider: "bedrock".into(),
-            base: spec.upstream.base_url.clone().unwrap_or_else(|| {
-                format!(
-                    "https://bedrock-runtime.{}.amazonaws.com",
-                    spec.upstream
-                        .bedrock_region
-                        .as_deref()
-                        .unwrap_or("us-east-1")
-                )
-            }),
-            key: None,
-            key_header: KeyHeader::ByApi,
-        },
-        // The broker mints the token per call; the base keeps `/v1`.
-        ProviderKind::Vertex => Upstream {
-            provider: "vertex".into(),
-            base: spec.upstream.base_url.clone().unwrap_or_else(|| {
-                format!(
-                    "https://{}-aiplatform.googleapis.com/v1",
-                    spec.upstream.vertex_region.as_deref().unwrap_or("us-east5")
-                )
-            }),
-            key: None,
-            key_header: KeyHeader::ByApi,
-        },
+    let upstream = match creds.provider {
         #[cfg(not(feature = "scripted"))]
-        ProviderKind::Scripted => {
+        Provider::Scripted => {
+            let _ = creds.scenario;
             return Err(LaunchFailure::Step(
                 "the scripted upstream is not built in (cargo feature `scripted`)".into(),
             ));
         }
         #[cfg(feature = "scripted")]
-        ProviderKind::Scripted => {
-            let Some(scenario) = creds.scenario.clone() else {
+        Provider::Scripted => {
+            let Some(scenario) = creds.scenario else {
                 return Err(LaunchFailure::Step(
                     "the scripted upstream has no scenario".into(),
                 ));
@@ -321,43 +308,15 @@ async fn upstream(
             )
             .map_err(|e| step("start the scripted upstream", e))?;
             let up = Upstream {
-                provider: "scripted".into(),
                 base: server.base.clone(),
-                key: None,
-                key_header: KeyHeader::ByApi,
+                provider: Provider::Scripted,
             };
             scripted = Some(server);
             up
         }
-        ProviderKind::Openai => Upstream {
-            provider: "openai".into(),
-            base: spec
-                .upstream
-                .base_url
-                .clone()
-                .unwrap_or_else(|| OPENAI_BASE.into()),
-            key: if creds.cloud.entra.is_some() {
-                None
-            } else {
-                creds.key.clone()
-            },
-            key_header: match spec.upstream.key_header {
-                Some(KeyHeaderKind::ApiKey) => KeyHeader::ApiKey,
-                Some(KeyHeaderKind::Bearer) | None => KeyHeader::ByApi,
-            },
-        },
-        ProviderKind::Anthropic => Upstream {
-            provider: "anthropic".into(),
-            base: match &spec.upstream.base_url {
-                // ANTHROPIC_BASE_URL convention: without `/v1`.
-                Some(b) if !b.trim_end_matches('/').ends_with("/v1") => {
-                    format!("{}/v1", b.trim_end_matches('/'))
-                }
-                Some(b) => b.clone(),
-                None => ANTHROPIC_BASE.into(),
-            },
-            key: creds.key.clone(),
-            key_header: KeyHeader::ByApi,
+        provider => Upstream {
+            base: Provider::base_url(&spec.upstream).unwrap_or_default(),
+            provider,
         },
     };
     #[cfg(not(feature = "scripted"))]

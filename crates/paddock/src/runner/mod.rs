@@ -14,7 +14,6 @@
 pub mod admit;
 mod assemble;
 mod calls;
-mod cloud;
 mod conclude;
 mod emit;
 mod engine_bin;
@@ -37,11 +36,11 @@ use paddock_protocol::{JobRecord, JobSpec, JobStatus, TokenUsage};
 use tokio::sync::broadcast;
 
 pub use self::admit::{Admitted, Shaped};
-pub use self::cloud::BEDROCK_API_KEY_VAR;
 use self::emit::{chain, Emitter};
 pub use self::emit::{JobUpdate, Observer};
 pub use self::engine_bin::{engine_path, resolve_engine};
 pub use self::error::{AdmitError, ErrorCode, RunError};
+pub use crate::broker::provider::BEDROCK_API_KEY_VAR;
 use crate::broker::PriceTable;
 use crate::paths::Paths;
 use crate::policy::JobPolicy;
@@ -265,7 +264,7 @@ async fn drive(
         shaped,
         spec_json,
         key,
-        cloud,
+        provider,
         scenario,
     } = admitted;
     let Shaped {
@@ -295,11 +294,7 @@ async fn drive(
         record,
         started: Instant::now(),
     };
-    let creds = launch::Credentials {
-        key,
-        cloud,
-        scenario,
-    };
+    let creds = launch::Credentials { provider, scenario };
     let result = phases(
         job,
         &mut em,

@@ -367,27 +367,22 @@ pub async fn mock_upstream() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Str
     (base, seen)
 }
 
-/// A broker for a credential test: `upstream` as given, no budget, the
-/// shipped prices, and the credentials of `vertex`, `bedrock` or `entra`.
+/// A broker for a credential test: `provider` at `base`, no budget, the
+/// shipped prices.
 pub async fn credential_broker(
-    upstream: paddock::broker::Upstream,
-    vertex: Option<paddock::broker::vertex::Vertex>,
-    bedrock: Option<paddock::broker::bedrock::Bedrock>,
-    entra: Option<paddock::broker::entra::Entra>,
+    base: String,
+    provider: paddock::broker::Provider,
 ) -> paddock::broker::BrokerHandle {
     paddock::broker::start(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         paddock::broker::BrokerConfig {
             job_id: "job-credentials".into(),
             attempt: 1,
-            upstream,
+            upstream: paddock::broker::Upstream { base, provider },
             prices: std::sync::Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
             ceilings: vec![],
             allowlist: paddock::broker::ModelAllowlist::any(),
             allow_unpriced: false,
-            vertex: vertex.map(std::sync::Arc::new),
-            bedrock: bedrock.map(std::sync::Arc::new),
-            entra: entra.map(std::sync::Arc::new),
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),

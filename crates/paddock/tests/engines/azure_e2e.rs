@@ -50,15 +50,10 @@ async fn an_entra_token_is_refreshed_before_it_expires() {
     .unwrap();
     let (mock, seen) = mock_upstream().await;
     let broker = credential_broker(
-        paddock::broker::Upstream {
-            provider: "openai".into(),
-            base: format!("{mock}/openai/v1?api-version=preview"),
-            key: None,
-            key_header: paddock::broker::upstream::KeyHeader::ByApi,
-        },
-        None,
-        None,
-        Some(entra),
+        format!("{mock}/openai/v1?api-version=preview"),
+        paddock::broker::Provider::Azure(paddock::broker::AzureAuth::Entra(std::sync::Arc::new(
+            entra,
+        ))),
     )
     .await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
@@ -106,15 +101,10 @@ async fn a_refused_client_secret_is_a_bad_gateway_with_entras_message() {
     .unwrap();
     let (mock, seen) = mock_upstream().await;
     let broker = credential_broker(
-        paddock::broker::Upstream {
-            provider: "openai".into(),
-            base: format!("{mock}/openai/v1"),
-            key: None,
-            key_header: paddock::broker::upstream::KeyHeader::ByApi,
-        },
-        None,
-        None,
-        Some(entra),
+        format!("{mock}/openai/v1"),
+        paddock::broker::Provider::Azure(paddock::broker::AzureAuth::Entra(std::sync::Arc::new(
+            entra,
+        ))),
     )
     .await;
     let resp = reqwest::Client::builder()

@@ -260,18 +260,14 @@ async fn a_bedrock_broker_refuses_other_routes() {
             job_id: "job-bedrock".into(),
             attempt: 1,
             upstream: paddock::broker::Upstream {
-                provider: "bedrock".into(),
                 base: "http://127.0.0.1:9".into(),
-                key: None,
-                key_header: paddock::broker::upstream::KeyHeader::ByApi,
+                provider: paddock::broker::Provider::Bedrock(Arc::new(bedrock)),
             },
             prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
             ceilings: vec![],
             allowlist: paddock::broker::ModelAllowlist::any(),
             allow_unpriced: false,
-            vertex: None,
-            bedrock: Some(Arc::new(bedrock)),
-            entra: None,
+
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
@@ -394,18 +390,14 @@ async fn bedrock_rig_allowing(
             job_id: "job-bedrock-rig".into(),
             attempt: 1,
             upstream: paddock::broker::Upstream {
-                provider: "bedrock".into(),
                 base: upstream.base.trim_end_matches("/v1").to_string(),
-                key: None,
-                key_header: paddock::broker::upstream::KeyHeader::ByApi,
+                provider: paddock::broker::Provider::Bedrock(Arc::new(bedrock)),
             },
             prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
             ceilings,
             allowlist,
             allow_unpriced: false,
-            vertex: None,
-            bedrock: Some(Arc::new(bedrock)),
-            entra: None,
+
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
@@ -631,15 +623,8 @@ async fn signed_rig(
     )
     .unwrap();
     let broker = credential_broker(
-        paddock::broker::Upstream {
-            provider: "bedrock".into(),
-            base: upstream.base.trim_end_matches("/v1").to_string(),
-            key: None,
-            key_header: paddock::broker::upstream::KeyHeader::ByApi,
-        },
-        None,
-        Some(bedrock),
-        None,
+        upstream.base.trim_end_matches("/v1").to_string(),
+        paddock::broker::Provider::Bedrock(std::sync::Arc::new(bedrock)),
     )
     .await;
     (upstream, broker, dir)

@@ -27,8 +27,7 @@
 
 use std::sync::Arc;
 
-use paddock::broker::upstream::KeyHeader;
-use paddock::broker::{BrokerConfig, BrokerHandle, Secret, Upstream};
+use paddock::broker::{AzureAuth, BrokerConfig, BrokerHandle, Provider, Secret, Upstream};
 use paddock_protocol::CallStatus;
 
 fn var(name: &str) -> Option<String> {
@@ -46,12 +45,7 @@ fn skip(switch: &str, missing: &[&str]) -> Option<String> {
     None
 }
 
-async fn broker(
-    upstream: Upstream,
-    vertex: Option<paddock::broker::vertex::Vertex>,
-    bedrock: Option<paddock::broker::bedrock::Bedrock>,
-    entra: Option<paddock::broker::entra::Entra>,
-) -> BrokerHandle {
+async fn broker(upstream: Upstream) -> BrokerHandle {
     paddock::broker::start(
         tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
         BrokerConfig {
@@ -62,9 +56,6 @@ async fn broker(
             ceilings: vec![],
             allowlist: paddock::broker::ModelAllowlist::any(),
             allow_unpriced: true,
-            vertex: vertex.map(Arc::new),
-            bedrock: bedrock.map(Arc::new),
-            entra: entra.map(Arc::new),
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
@@ -143,17 +134,10 @@ async fn live_bedrock() {
         .await
         .unwrap(),
     };
-    let broker = broker(
-        Upstream {
-            provider: "bedrock".into(),
-            base: format!("https://bedrock-runtime.{region}.amazonaws.com"),
-            key: None,
-            key_header: KeyHeader::ByApi,
-        },
-        None,
-        Some(bedrock),
-        None,
-    )
+    let broker = broker(Upstream {
+        base: format!("https://bedrock-runtime.{region}.amazonaws.com"),
+        provider: Provider::Bedrock(Arc::new(bedrock)),
+    })
     .await;
     let path = format!(
         "/model/{}/invoke",
@@ -181,17 +165,10 @@ async fn live_vertex() {
     let vertex = paddock::broker::vertex::Vertex::from_default_credentials(&project, &region)
         .await
         .unwrap();
-    let broker = broker(
-        Upstream {
-            provider: "vertex".into(),
-            base: format!("https://{region}-aiplatform.googleapis.com/v1"),
-            key: None,
-            key_header: KeyHeader::ByApi,
-        },
-        Some(vertex),
-        None,
-        None,
-    )
+    let broker = broker(Upstream {
+        base: format!("https://{region}-aiplatform.googleapis.com/v1"),
+        provider: Provider::Vertex(Arc::new(vertex)),
+    })
     .await;
     let path = format!(
         "/v1/projects/{project}/locations/{region}/publishers/anthropic/models/{model}:rawPredict"
@@ -227,26 +204,21 @@ async fn live_azure_openai() {
         eprintln!("skipping live_azure_openai: {why}");
         return;
     }
-    let (key, key_header, entra) = match (entra, token, api_key) {
-        (Some((t, c, s)), _, _) => (
-            None,
-            KeyHeader::ByApi,
-            Some(paddock::broker::entra::Entra::new(&t, &c, Secret::new(s), None, None).unwrap()),
-        ),
-        (None, Some(token), _) => (Some(Secret::new(token)), KeyHeader::ByApi, None),
-        (None, None, key) => (key.map(Secret::new), KeyHeader::ApiKey, None),
-    };
-    let broker = broker(
-        Upstream {
-            provider: "openai".into(),
-            base: base.unwrap_or_default(),
-            key,
-            key_header,
+    let provider = match (entra, token, api_key) {
+        (Some((t, c, s)), _, _) => Provider::Azure(AzureAuth::Entra(Arc::new(
+            paddock::broker::entra::Entra::new(&t, &c, Secret::new(s), None, None).unwrap(),
+        ))),
+        (None, Some(token), _) => Provider::OpenAi {
+            key: Secret::new(token),
         },
-        None,
-        None,
-        entra,
-    )
+        (None, None, key) => {
+            Provider::Azure(AzureAuth::ApiKey(Secret::new(key.unwrap_or_default())))
+        }
+    };
+    let broker = broker(Upstream {
+        base: base.unwrap_or_default(),
+        provider,
+    })
     .await;
     let body = serde_json::json!({"model": model.unwrap_or_default(), "max_completion_tokens": 16,
         "messages": [{"role": "user", "content": "Say OK."}]});

@@ -228,18 +228,14 @@ async fn a_vertex_broker_refuses_other_routes() {
             job_id: "job-vertex".into(),
             attempt: 1,
             upstream: paddock::broker::Upstream {
-                provider: "vertex".into(),
                 base: "http://127.0.0.1:9/v1".into(),
-                key: None,
-                key_header: paddock::broker::upstream::KeyHeader::ByApi,
+                provider: paddock::broker::Provider::Vertex(Arc::new(vertex)),
             },
             prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
             ceilings: vec![],
             allowlist: paddock::broker::ModelAllowlist::any(),
             allow_unpriced: false,
-            vertex: Some(Arc::new(vertex)),
-            bedrock: None,
-            entra: None,
+
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
@@ -291,15 +287,8 @@ fn key_pair(dir: &std::path::Path) -> Option<(String, String)> {
 async fn three_calls(vertex: paddock::broker::vertex::Vertex) -> Vec<String> {
     let (mock, seen) = mock_upstream().await;
     let broker = credential_broker(
-        paddock::broker::Upstream {
-            provider: "vertex".into(),
-            base: format!("{mock}/v1"),
-            key: None,
-            key_header: paddock::broker::upstream::KeyHeader::ByApi,
-        },
-        Some(vertex),
-        None,
-        None,
+        format!("{mock}/v1"),
+        paddock::broker::Provider::Vertex(std::sync::Arc::new(vertex)),
     )
     .await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();

@@ -9,10 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use paddock::broker::ledger::{Ledger, LedgerFuture, MemoryLedger};
-use paddock::broker::upstream::KeyHeader;
 use paddock::broker::{
-    self, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable,
-    RetryPolicy, Scope, Secret, Upstream,
+    self, AzureAuth, BrokerConfig, BrokerHandle, Ceiling, ModelAllowlist, PolicyNotice, PriceTable,
+    Provider, RetryPolicy, Scope, Secret, Upstream,
 };
 use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
@@ -55,13 +54,13 @@ async fn rig_with(
     .await
 }
 
-/// With `key`, the upstream demands it, sent as `key_header`.
+/// With `azure_key`, the upstream demands it, sent as Azure's `api-key`.
 async fn rig_full(
     scenario: &str,
     ceilings: Vec<Ceiling>,
     allowlist: ModelAllowlist,
     allow_unpriced: bool,
-    key: Option<(&str, KeyHeader)>,
+    azure_key: Option<&str>,
     retry: RetryPolicy,
 ) -> Rig {
     let ledger = Arc::new(paddock::broker::ledger::MemoryLedger::default());
@@ -70,7 +69,7 @@ async fn rig_full(
         ceilings,
         allowlist,
         allow_unpriced,
-        key,
+        azure_key,
         retry,
         ledger,
     )
@@ -83,7 +82,7 @@ async fn rig_on(
     ceilings: Vec<Ceiling>,
     allowlist: ModelAllowlist,
     allow_unpriced: bool,
-    key: Option<(&str, KeyHeader)>,
+    azure_key: Option<&str>,
     retry: RetryPolicy,
     ledger: Arc<dyn Ledger>,
 ) -> Rig {
@@ -96,7 +95,7 @@ async fn rig_on(
         RenderContext {
             workdir: dir.path().to_path_buf(),
         },
-        key.map(|(k, _)| Secret::new(k.to_string())),
+        azure_key.map(|k| Secret::new(k.to_string())),
     )
     .unwrap();
     let broker = broker::start(
@@ -105,18 +104,16 @@ async fn rig_on(
             job_id: "job-budget".into(),
             attempt: 1,
             upstream: Upstream {
-                provider: "scripted".into(),
                 base: upstream.base.clone(),
-                key: key.map(|(k, _)| Secret::new(k.to_string())),
-                key_header: key.map_or(KeyHeader::ByApi, |(_, h)| h),
+                provider: match azure_key {
+                    Some(k) => Provider::Azure(AzureAuth::ApiKey(Secret::new(k.to_string()))),
+                    None => Provider::Scripted,
+                },
             },
             prices: Arc::new(PriceTable::vendored().unwrap()),
             ceilings,
             allowlist,
             allow_unpriced,
-            vertex: None,
-            bedrock: None,
-            entra: None,
             retry,
             max_upstream_event_bytes: 16 << 20,
             ledger,
@@ -596,7 +593,7 @@ usage = { input = 900, cached = 100, output = 40, reasoning = 10 }
         vec![],
         ModelAllowlist::any(),
         false,
-        Some(("azure-real-key", KeyHeader::ApiKey)),
+        Some("azure-real-key"),
         RetryPolicy::default(),
     )
     .await;
@@ -1080,18 +1077,13 @@ async fn a_connection_reset_before_the_first_byte_is_retried() {
             job_id: "job-reset".into(),
             attempt: 1,
             upstream: Upstream {
-                provider: "scripted".into(),
                 base: format!("http://{front_addr}/v1"),
-                key: None,
-                key_header: KeyHeader::ByApi,
+                provider: Provider::Scripted,
             },
             prices: Arc::new(PriceTable::vendored().unwrap()),
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: false,
-            vertex: None,
-            bedrock: None,
-            entra: None,
             retry: fast_retry(3),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
@@ -1134,18 +1126,15 @@ async fn json_upstream_broker(answer: serde_json::Value) -> BrokerHandle {
             job_id: "job-tier".into(),
             attempt: 1,
             upstream: Upstream {
-                provider: "openai".into(),
                 base,
-                key: None,
-                key_header: KeyHeader::ByApi,
+                provider: Provider::OpenAi {
+                    key: Secret::new("sk-test".into()),
+                },
             },
             prices: Arc::new(PriceTable::vendored().unwrap()),
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: false,
-            vertex: None,
-            bedrock: None,
-            entra: None,
             retry: RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: Arc::new(MemoryLedger::default()),
@@ -1245,18 +1234,13 @@ async fn broker_at(base: String) -> BrokerHandle {
             job_id: "job-limit".into(),
             attempt: 1,
             upstream: Upstream {
-                provider: "scripted".into(),
                 base,
-                key: None,
-                key_header: KeyHeader::ByApi,
+                provider: Provider::Scripted,
             },
             prices: Arc::new(PriceTable::vendored().unwrap()),
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: false,
-            vertex: None,
-            bedrock: None,
-            entra: None,
             retry: fast_retry(1),
             max_upstream_event_bytes: 64 << 10,
             ledger: Arc::new(MemoryLedger::default()),

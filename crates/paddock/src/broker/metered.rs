@@ -1,0 +1,303 @@
+//! The upstream body on its way to the engine: [`MeteredBody`] passes each
+//! chunk through unchanged while a copy feeds the meter, keeps the call's
+//! running cost, cuts the stream (budget ceiling, model allowlist, the
+//! upstream event limit) with an error event in the API's format, and
+//! writes the call's ledger row exactly once.
+
+use std::future::Future as _;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::Stream;
+use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use super::budget::Reservation;
+use super::ledger::InFlight;
+use super::meter::{Api, Meter};
+use super::server::without_url;
+use super::{PolicyNotice, Shared};
+
+pub(super) type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+
+/// The upstream body on its way to the engine, metered as it passes. The
+/// ledger row is settled exactly once: when the answer completes (its
+/// final chunk, or its end, held until the row is written), when the
+/// upstream breaks it, or when the engine drops it.
+pub(super) struct MeteredBody {
+    /// The call's row, written ahead.
+    pub(super) in_flight: Option<InFlight>,
+    /// The settled row being written, and the chunk held until it is
+    /// (none: the body's end).
+    pub(super) closing: Option<(tokio::task::JoinHandle<()>, Option<Bytes>)>,
+    /// A whole (JSON) answer: its one chunk is its final one.
+    pub(super) whole: bool,
+    pub(super) inner: ByteStream,
+    pub(super) meter: Option<Meter>,
+    pub(super) shared: Arc<Shared>,
+    pub(super) seq: u64,
+    pub(super) model: String,
+    pub(super) http_status: u16,
+    pub(super) request_bytes: u64,
+    pub(super) started: Instant,
+    pub(super) started_at: OffsetDateTime,
+    pub(super) ttft_ms: Option<u64>,
+    pub(super) broke: Option<String>,
+    pub(super) reservation: Option<Reservation>,
+    pub(super) cut: Cut,
+    /// A whole answer replaced by the broker's error (the ledger still
+    /// prices what the upstream answered).
+    pub(super) withheld: bool,
+}
+
+/// Whether the broker cut the stream (budget ceiling, model allowlist).
+pub(super) enum Cut {
+    No,
+    /// Cut: the error event still to send to the engine.
+    Pending(Bytes),
+    /// Cut and the error event sent.
+    Sent,
+}
+
+impl MeteredBody {
+    /// Checks the served model against the allowlist and updates the
+    /// call's running cost; past either, drops the upstream
+    /// stream (closing its connection) and queues an error event for the
+    /// engine.
+    fn check_policy(&mut self) {
+        let (Some(meter), Some(reservation)) = (self.meter.as_ref(), self.reservation.as_ref())
+        else {
+            return;
+        };
+        // A JSON body is priced whole at its end; a completed stream has
+        // nothing left to cut.
+        if !meter.is_sse() || meter.completed() {
+            return;
+        }
+        // Past the limit the meter stopped reading: what it cannot meter
+        // does not reach the engine.
+        if let Some(message) = meter.over_limit() {
+            let message = format!("{message}: the response was cut");
+            self.cut_with("limits", "api_error", message);
+            return;
+        }
+        let tokens = meter.running_usage(self.request_bytes);
+        let prices = &self.shared.config.prices;
+        let tier = meter.service_tier();
+        let running = meter
+            .served_model()
+            .and_then(|m| prices.cost_micros_in(m, &tokens, tier))
+            .or_else(|| prices.cost_micros_in(&self.model, &tokens, tier))
+            .unwrap_or(0);
+        if let Some(served) = meter.served_model() {
+            if let Err(list) = self.shared.config.allowlist.check(served) {
+                let message = format!(
+                    "paddock broker: the upstream served model `{served}`, which the {list} model allowlist does not allow: the response was cut"
+                );
+                self.shared.note_served_refused(&message);
+                self.cut_with("model", "permission_error", message);
+                return;
+            }
+        }
+        let Some(message) = reservation.observe(running) else {
+            return;
+        };
+        self.cut_with("budget", "budget_exceeded", message);
+    }
+
+    /// Drops the upstream stream (closing its connection) and queues an
+    /// error event of `kind` with `message` for the engine.
+    fn cut_with(&mut self, rule: &str, kind: &str, message: String) {
+        let Some(meter) = self.meter.as_ref() else {
+            return;
+        };
+        if meter.is_eventstream() {
+            let event = super::eventstream::exception(kind, &message);
+            let _ = self.shared.policy.send(PolicyNotice {
+                rule: rule.into(),
+                message: message.clone(),
+            });
+            self.broke = Some(message);
+            self.inner = Box::pin(futures::stream::empty());
+            self.cut = Cut::Pending(event);
+            return;
+        }
+        let mut event = if meter.mid_event() {
+            b"\n\n".to_vec()
+        } else {
+            Vec::new()
+        };
+        let (name, data) = match meter.api() {
+            Api::Chat => (
+                "",
+                json!({"error": {"message": message, "type": kind, "code": kind}}),
+            ),
+            Api::Responses => (
+                "response.failed",
+                json!({"type": "response.failed", "response": {
+                    "id": format!("resp_paddock_cut_{}", self.seq), "object": "response",
+                    "status": "failed", "model": self.model,
+                    "error": {"code": kind, "message": message}}}),
+            ),
+            Api::Messages => (
+                "error",
+                json!({"type": "error", "error": {"type": kind, "message": message}}),
+            ),
+        };
+        let frame = if name.is_empty() {
+            format!("data: {data}\n\n")
+        } else {
+            format!("event: {name}\ndata: {data}\n\n")
+        };
+        event.extend_from_slice(frame.as_bytes());
+        let _ = self.shared.policy.send(PolicyNotice {
+            rule: rule.into(),
+            message: message.clone(),
+        });
+        self.broke = Some(message);
+        self.inner = Box::pin(futures::stream::empty());
+        self.cut = Cut::Pending(Bytes::from(event));
+    }
+
+    /// Settles the call's row (once; later calls do nothing): the
+    /// handle of its write.
+    fn settle(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        let meter = self.meter.take()?;
+        let reading = meter.finish(self.http_status);
+        let mut error = reading.error.clone();
+        // A response whose terminal event arrived is complete even when the
+        // engine hangs up before the body's last byte.
+        if let (Some(broke), false) = (&self.broke, reading.completed && !self.withheld) {
+            error.get_or_insert_with(|| broke.clone());
+        }
+        let (tokens, estimated) = match reading.usage {
+            Some(u) if reading.usage_final => (u, false),
+            None if self.http_status >= 400 => (TokenUsage::default(), false),
+            Some(u) if self.http_status >= 400 => (u, false),
+            // No final usage arrived (cut by the upstream, the engine or the
+            // broker): what was seen, with about four characters a token.
+            _ => (reading.running_usage(self.request_bytes), true),
+        };
+        let status = if self.http_status >= 400 {
+            CallStatus::HttpError
+        } else if error.is_some() || !reading.completed {
+            if error.is_none() {
+                error = Some("the stream ended before the response completed".to_string());
+            }
+            CallStatus::StreamError
+        } else {
+            CallStatus::Ok
+        };
+        let prices = &self.shared.config.prices;
+        let priced_model = reading.served_model.as_deref().unwrap_or(&self.model);
+        // At the service tier the answer reports (priority, flex...).
+        let tier = reading.service_tier.as_deref();
+        let cost = prices
+            .cost_micros_in(priced_model, &tokens, tier)
+            .or_else(|| prices.cost_micros_in(&self.model, &tokens, tier))
+            .unwrap_or(0);
+        if let Some(r) = self.reservation.take() {
+            r.settle(cost);
+        }
+        let call = ModelCall {
+            job_id: self.shared.config.job_id.clone(),
+            attempt: self.shared.config.attempt,
+            seq: self.seq,
+            provider: self.shared.config.upstream.provider.label().to_string(),
+            requested_model: self.model.clone(),
+            served_model: reading.served_model,
+            tokens,
+            ttft_ms: self.ttft_ms,
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            status,
+            http_status: Some(self.http_status),
+            error,
+            estimated,
+            price_version: prices.version.clone(),
+            cost_micros: cost,
+            started_at: self.started_at,
+        };
+        Some(match self.in_flight.take() {
+            Some(in_flight) => in_flight.settle(call),
+            None => self.shared.recorder.settle(call),
+        })
+    }
+
+    /// True when `chunk`, just metered, completes the answer.
+    fn completes(&self) -> bool {
+        matches!(self.cut, Cut::No)
+            && (self.whole || self.meter.as_ref().is_some_and(|m| m.completed()))
+    }
+}
+
+impl Stream for MeteredBody {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        loop {
+            // The answer's final chunk (or its end) waits for its settled
+            // row, which the write bounds.
+            if let Some((write, _)) = self.closing.as_mut() {
+                let _ = futures::ready!(Pin::new(write).poll(cx));
+                let held = self.closing.take().and_then(|(_, chunk)| chunk);
+                return Poll::Ready(held.map(Ok));
+            }
+            match std::mem::replace(&mut self.cut, Cut::Sent) {
+                Cut::Pending(event) => return Poll::Ready(Some(Ok(event))),
+                Cut::Sent => match self.settle() {
+                    Some(write) => {
+                        self.closing = Some((write, None));
+                        continue;
+                    }
+                    None => return Poll::Ready(None),
+                },
+                Cut::No => self.cut = Cut::No,
+            }
+            return match self.inner.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(chunk))) => {
+                    if self.ttft_ms.is_none() {
+                        self.ttft_ms = Some(self.started.elapsed().as_millis() as u64);
+                    }
+                    if let Some(m) = self.meter.as_mut() {
+                        m.feed(&chunk);
+                    }
+                    self.check_policy();
+                    if self.completes() {
+                        if let Some(write) = self.settle() {
+                            self.closing = Some((write, Some(chunk)));
+                            continue;
+                        }
+                    }
+                    Poll::Ready(Some(Ok(chunk)))
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    self.broke = Some(format!("the upstream stream broke: {}", without_url(&e)));
+                    drop(self.settle());
+                    Poll::Ready(Some(Err(std::io::Error::other(e))))
+                }
+                Poll::Ready(None) => match self.settle() {
+                    Some(write) => {
+                        self.closing = Some((write, None));
+                        continue;
+                    }
+                    None => Poll::Ready(None),
+                },
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+}
+
+impl Drop for MeteredBody {
+    fn drop(&mut self) {
+        if self.meter.is_some() {
+            self.broke
+                .get_or_insert_with(|| "the engine closed the connection mid-stream".to_string());
+            drop(self.settle());
+        }
+    }
+}
