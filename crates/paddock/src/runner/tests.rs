@@ -359,6 +359,19 @@ impl crate::store::Store for FailingStore {
     ) -> Result<i64, StoreError> {
         self.inner.spent_micros(scope, except_job).await
     }
+    async fn record_egress(
+        &self,
+        job_id: &str,
+        record: &paddock_protocol::EgressRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.record_egress(job_id, record).await
+    }
+    async fn egress(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<paddock_protocol::EgressRecord>, StoreError> {
+        self.inner.egress(job_id).await
+    }
     async fn put_profile(&self, profile: &paddock_protocol::HostProfile) -> Result<(), StoreError> {
         self.inner.put_profile(profile).await
     }
