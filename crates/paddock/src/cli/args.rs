@@ -82,6 +82,15 @@ pub enum Cmd {
     Doctor(super::doctor::DoctorArgs),
     /// Print a job's stored events as JSONL.
     Events(super::events::EventsArgs),
+    /// A job's summary and its closeout (what was done, what failed, cost).
+    Show(super::show::ShowArgs),
+    /// Print a job's patch.
+    Diff(super::diff::DiffArgs),
+    /// Apply a job's patch to a working tree with `git apply`.
+    Apply(super::apply::ApplyArgs),
+    /// Publish a finished job's result again (after a forge outage or a
+    /// rejected push): branch, pull request, closeout. Never merges.
+    Publish(super::publish::PublishArgs),
     /// Spend rolled up by day, project, task type, engine and model.
     Usage(super::usage::UsageArgs),
     /// Host profiles: save one in the store, list them, show one.

@@ -14,10 +14,12 @@ use paddock_protocol::KeyRef;
 
 use args::{Cli, Cmd};
 
+pub mod apply;
 pub mod args;
 pub mod color;
 pub mod completions;
 pub mod context;
+pub mod diff;
 pub mod doctor;
 pub mod error_chain;
 pub mod events;
@@ -28,8 +30,10 @@ pub mod local_time;
 pub mod prices;
 pub mod profile;
 pub mod progress;
+pub mod publish;
 pub mod run;
 pub mod sandbox;
+pub mod show;
 pub mod usage;
 
 /// `--color` and `NO_COLOR`, and the log (`-q`/`-v`, `PADDOCK_LOG`) on
@@ -121,6 +125,10 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Cmd::Usage(args) => usage::exec(args, &paths()?).await,
         Cmd::Profile { cmd } => profile::exec(cmd, &paths()?).await,
         Cmd::Events(args) => events::exec(args, &paths()?).await,
+        Cmd::Show(args) => show::exec(args, &paths()?).await,
+        Cmd::Diff(args) => diff::exec(args, &paths()?).await,
+        Cmd::Apply(args) => apply::exec(args, &paths()?).await,
+        Cmd::Publish(args) => publish::exec(args, &paths()?).await,
         Cmd::Hook { cmd } => Ok(hook::exec(&cmd)),
         // Run in `main`, without the async runtime.
         Cmd::Sandbox(_) => Err(Failure::Internal(anyhow::anyhow!(

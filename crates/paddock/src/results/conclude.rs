@@ -27,6 +27,8 @@ pub const BUNDLE: &str = "branch.bundle";
 pub const CLOSEOUT: &str = "closeout.md";
 /// The outbox directory, in the job's artifacts directory.
 pub const OUTBOX: &str = "outbox";
+/// How the reason of a job whose publishing failed starts.
+pub const PUBLISH_FAILED: &str = "publishing the result failed: ";
 
 /// The result branch as kept: its commit and bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,7 +223,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         Err(message) => {
             let mut failed = input.record.clone();
             failed.status = JobStatus::Failed;
-            failed.reason = Some(format!("publishing the result failed: {message}"));
+            failed.reason = Some(format!("{PUBLISH_FAILED}{message}"));
             out.closeout = render(&failed, &links);
             out.failure = failed.reason;
         }

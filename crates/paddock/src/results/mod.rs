@@ -4,7 +4,8 @@
 //! branch is fetched into a local source (`source.rs`) and pushed with
 //! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
 //! in `github.rs`, or the file outbox in `outbox.rs`) gets a pull request
-//! and the closeout (`closeout.rs`). Nothing here merges, approves or
+//! and the closeout (`closeout.rs`); `republish.rs` publishes a finished
+//! job again from what it kept (`paddock publish`). Nothing here merges, approves or
 //! enables auto-merge.
 
 pub mod closeout;
@@ -13,6 +14,7 @@ pub mod forge;
 pub mod github;
 pub mod outbox;
 pub mod push;
+pub mod republish;
 pub mod source;
 
 pub use conclude::{conclude_job, keep_branch, publish, KeptBranch, PublishInput, Published};

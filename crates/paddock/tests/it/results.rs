@@ -539,3 +539,75 @@ async fn review_comments_are_read_back_from_github() {
     );
     assert_eq!(mock.requests().iter().filter(|r| merging(r)).count(), 0);
 }
+
+/// A publish that failed (the forge down) is finished later by `paddock
+/// publish JOB` from what the job kept: the pull request is opened, the
+/// closeout posted, and the job becomes `done`; `show`, `diff` and
+/// `apply` work from the artifacts alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_publish_finishes_a_publish_the_forge_was_down_for() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    mock.set_down(true);
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let failed = run_with_token(&home, &spec).await;
+    assert_eq!(failed.status, paddock_protocol::JobStatus::Failed);
+    mock.set_down(false);
+    let again = home
+        .paddock(
+            &["publish", "--json", &failed.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let done = record(&again);
+    assert_eq!(
+        (
+            again.status.code(),
+            done.status,
+            done.reason.clone(),
+            mock.pulls().len(),
+            mock.comments().len()
+        ),
+        (Some(0), paddock_protocol::JobStatus::Done, None, 1, 1)
+    );
+    let stored = home.store().await.job(&failed.id).await.unwrap().unwrap();
+    assert_eq!(stored.status, paddock_protocol::JobStatus::Done);
+    let show = home.paddock(&["show", &failed.id], &[]).await;
+    let shown = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert!(
+        shown.contains("## Paddock closeout: T-1 attempt 1") && shown.contains("**done**"),
+        "{shown}"
+    );
+    let diff = home.paddock(&["diff", &failed.id], &[]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&diff.stdout),
+        std::fs::read_to_string(done.patch_path.clone().unwrap()).unwrap()
+    );
+    let target = home.path().join("target-repo");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            repo.to_str().unwrap(),
+            target.to_str().unwrap(),
+        ],
+    );
+    let apply = home
+        .paddock(
+            &["apply", &failed.id, "--repo", target.to_str().unwrap()],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (
+            apply.status.code(),
+            std::fs::read_to_string(target.join("fix.txt")).ok()
+        ),
+        (Some(0), Some("fixed\n".to_string()))
+    );
+}

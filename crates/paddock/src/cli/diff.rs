@@ -1,0 +1,39 @@
+//! `paddock diff JOB`: the job's patch (its `patch.diff` artifact) on
+//! stdout, as `git apply` takes it.
+
+use anyhow::Context as _;
+use paddock::paths::Paths;
+
+use super::{exit, open_existing_store, resolve_job, Failure};
+
+#[derive(clap::Args)]
+pub struct DiffArgs {
+    /// The job: its id, a unique prefix of it, or `latest`.
+    pub job: String,
+}
+
+/// The patch file of `job` (its id resolved), or a bad-input failure.
+pub async fn patch_of(job: &str, paths: &Paths) -> Result<std::path::PathBuf, Failure> {
+    let store = open_existing_store(paths).await?;
+    let job_id = resolve_job(&*store, job, paths).await?;
+    let record = store
+        .job(&job_id)
+        .await
+        .context("look up the job")?
+        .context("the job vanished")?;
+    record
+        .patch_path
+        .map(std::path::PathBuf::from)
+        .ok_or_else(|| {
+            Failure::BadInput(anyhow::anyhow!(
+                "job {job_id}: no patch was saved (it ended before its work tree was read)"
+            ))
+        })
+}
+
+pub async fn exec(args: DiffArgs, paths: &Paths) -> Result<u8, Failure> {
+    let path = patch_of(&args.job, paths).await?;
+    let text = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+    out!("{}", String::from_utf8_lossy(&text));
+    Ok(exit::DONE)
+}

@@ -1,0 +1,132 @@
+//! `paddock publish JOB`: the results of a finished job published again
+//! from what it kept (the spec and events in the store, `branch.bundle`
+//! and the artifacts), without its workspace: after a forge outage or a
+//! rejected push, once the cause is fixed. A job that failed only because
+//! publishing failed becomes `done` when publishing succeeds; a failure
+//! again records the new message. The record changes by compare-and-set
+//! from its stored status, so a concurrent change is not overwritten.
+
+use std::path::Path;
+
+use paddock_protocol::{JobRecord, JobSpec, JobStatus};
+
+use super::conclude::{publish, PublishInput, Published, BUNDLE, PUBLISH_FAILED};
+use crate::store::{Store, StoreError};
+use crate::workspace::host_git::{HostGit, GIT_TIMEOUT};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepublishError {
+    #[error("job {job_id}: not found")]
+    NoJob { job_id: String },
+    #[error("job {job_id}: it is still {status}; publish it when it has ended")]
+    NotEnded { job_id: String, status: String },
+    #[error("job {job_id}: its stored spec does not load: {message}")]
+    Spec { job_id: String, message: String },
+    #[error("job {job_id}: {source}")]
+    Store { job_id: String, source: StoreError },
+}
+
+/// The commit `branch.bundle` in `artifacts` holds, if there is one.
+async fn bundled_commit(artifacts: &Path) -> Option<String> {
+    let bundle = artifacts.join(BUNDLE);
+    if !bundle.is_file() {
+        return None;
+    }
+    let git = HostGit {
+        git_dir: None,
+        work_tree: None,
+        index: None,
+        excludes: None,
+        root: artifacts.to_path_buf(),
+        timeout: GIT_TIMEOUT,
+    };
+    let bundle = bundle.to_string_lossy().into_owned();
+    let heads = git
+        .run(["bundle", "list-heads", &bundle], None)
+        .await
+        .ok()?;
+    String::from_utf8_lossy(&heads)
+        .split_whitespace()
+        .next()
+        .map(str::to_string)
+}
+
+/// Publishes the job `job_id` again from `artifacts_root/<job_id>`; its
+/// record as stored afterwards and what publishing did.
+pub async fn republish(
+    store: &dyn Store,
+    job_id: &str,
+    artifacts_root: &Path,
+) -> Result<(JobRecord, Published), RepublishError> {
+    let store_err = |source| RepublishError::Store {
+        job_id: job_id.to_string(),
+        source,
+    };
+    let record =
+        store
+            .job(job_id)
+            .await
+            .map_err(store_err)?
+            .ok_or_else(|| RepublishError::NoJob {
+                job_id: job_id.to_string(),
+            })?;
+    if matches!(record.status, JobStatus::Queued | JobStatus::Running) {
+        return Err(RepublishError::NotEnded {
+            job_id: job_id.to_string(),
+            status: record.status.as_str().to_string(),
+        });
+    }
+    let spec_text = store
+        .job_spec(job_id)
+        .await
+        .map_err(store_err)?
+        .unwrap_or_default();
+    let spec = JobSpec::from_json(&spec_text, Path::new("the store")).map_err(|e| {
+        RepublishError::Spec {
+            job_id: job_id.to_string(),
+            message: e.to_string(),
+        }
+    })?;
+    let events = store.events(job_id, 0).await.map_err(store_err)?;
+    let artifacts = artifacts_root.join(job_id);
+    let commit = bundled_commit(&artifacts).await;
+    // A job that failed only at publishing is published as what it was.
+    let publishing_failed = record.status == JobStatus::Failed
+        && record
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(PUBLISH_FAILED));
+    let mut ending = record.clone();
+    if publishing_failed {
+        ending.status = JobStatus::Done;
+        ending.reason = None;
+    }
+    let published = publish(&PublishInput {
+        spec: &spec,
+        record: &ending,
+        events: &events,
+        artifacts: &artifacts,
+        commit: commit.as_deref(),
+        left_out: &[],
+    })
+    .await;
+    let mut stored = record.clone();
+    match (&published.failure, publishing_failed) {
+        (None, true) => {
+            stored.status = JobStatus::Done;
+            stored.reason = None;
+        }
+        (Some(failure), _) => {
+            stored.status = JobStatus::Failed;
+            stored.reason = Some(failure.clone());
+        }
+        (None, false) => {}
+    }
+    if stored != record {
+        store
+            .finish_job(&stored, record.status)
+            .await
+            .map_err(store_err)?;
+    }
+    Ok((stored, published))
+}
