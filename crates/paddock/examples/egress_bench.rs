@@ -244,7 +244,7 @@ async fn main() {
     let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
         .await
         .unwrap();
-    let p = proxy.local_addr();
+    let p = proxy.local_addr().expect("a TCP proxy");
     let hello = client_hello(Some("web.bench"), &[], 16384);
     let bulk_hello = client_hello(Some("bulk.bench"), &[], 16384);
 

@@ -29,13 +29,18 @@ mod server;
 pub use allowlist::{Allowlist, PhaseLists};
 pub use deny::DenyList;
 pub use resolve::{Resolver, SystemResolver};
-pub use server::ProxyLimits;
+pub use server::{ProxyLimits, ProxyListener};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EgressError {
     #[error("egress proxy: cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("egress proxy: cannot listen on the Unix socket {path}: {source}")]
+    BindUnix {
+        path: std::path::PathBuf,
         source: std::io::Error,
     },
     #[error("egress proxy: cannot read the listener's address: {source}")]
@@ -108,7 +113,7 @@ impl EgressConfig {
 /// A running proxy. Dropping it stops accepting and closes every
 /// connection it relays.
 pub struct EgressProxy {
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
     phase: watch::Sender<EgressPhase>,
     accept: JoinHandle<()>,
 }
@@ -124,18 +129,44 @@ impl EgressProxy {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| EgressError::Bind { addr, source })?;
-        EgressProxy::serve(listener, config, records)
-    }
-
-    /// Serves on `listener`.
-    pub fn serve(
-        listener: TcpListener,
-        config: EgressConfig,
-        records: mpsc::Sender<EgressRecord>,
-    ) -> Result<EgressProxy, EgressError> {
         let addr = listener
             .local_addr()
             .map_err(|source| EgressError::LocalAddr { source })?;
+        Ok(EgressProxy::serve(
+            ProxyListener::Tcp(listener),
+            Some(addr),
+            config,
+            records,
+        ))
+    }
+
+    /// Listens on the Unix socket `path` (what the sandbox's forwarder
+    /// relays a job's connections to) and serves.
+    pub fn bind_unix(
+        path: &std::path::Path,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+    ) -> Result<EgressProxy, EgressError> {
+        let listener =
+            tokio::net::UnixListener::bind(path).map_err(|source| EgressError::BindUnix {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(EgressProxy::serve(
+            ProxyListener::Unix(listener),
+            None,
+            config,
+            records,
+        ))
+    }
+
+    /// Serves on `listener` (`addr`: its TCP address, if it has one).
+    pub fn serve(
+        listener: ProxyListener,
+        addr: Option<SocketAddr>,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+    ) -> EgressProxy {
         let (phase, phase_rx) = watch::channel(config.phase);
         let shared = Arc::new(server::Shared {
             lists: config.lists,
@@ -145,14 +176,15 @@ impl EgressProxy {
             records,
         });
         let accept = tokio::spawn(server::serve(listener, shared, phase_rx));
-        Ok(EgressProxy {
+        EgressProxy {
             addr,
             phase,
             accept,
-        })
+        }
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The TCP address it listens on (`None` on a Unix socket).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.addr
     }
 

@@ -24,15 +24,15 @@ pub struct Relayed {
 
 /// Relays between `client` and `upstream` until both directions end or
 /// `phase` changes from what it was when the connection was checked.
-pub async fn relay(
-    client: &mut TcpStream,
+pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut C,
     upstream: &mut TcpStream,
     phase: &mut watch::Receiver<EgressPhase>,
 ) -> Relayed {
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
     let cut = {
-        let (mut client_r, mut client_w) = client.split();
+        let (mut client_r, mut client_w) = tokio::io::split(client);
         let (mut up_r, mut up_w) = upstream.split();
         let both = async {
             tokio::join!(

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use paddock_protocol::{EgressMethod, EgressPhase, EgressRecord, Host};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::timeout;
 
@@ -59,9 +59,34 @@ pub(crate) struct Shared {
     pub records: mpsc::Sender<EgressRecord>,
 }
 
+/// Where the proxy accepts: loopback TCP (the engine on the `process`
+/// rung, tests, the bench) or a Unix socket (what the sandbox's forwarder
+/// relays to, like the broker's socket).
+pub enum ProxyListener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// A job's connection, whichever listener took it.
+trait Client: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Client for T {}
+
+impl ProxyListener {
+    async fn accept(&self) -> std::io::Result<Box<dyn Client>> {
+        Ok(match self {
+            ProxyListener::Tcp(l) => {
+                let (conn, _) = l.accept().await?;
+                let _ = conn.set_nodelay(true);
+                Box::new(conn)
+            }
+            ProxyListener::Unix(l) => Box::new(l.accept().await?.0),
+        })
+    }
+}
+
 /// Accepts connections until the task is aborted.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    listener: ProxyListener,
     shared: Arc<Shared>,
     phase: watch::Receiver<EgressPhase>,
 ) {
@@ -71,7 +96,7 @@ pub(crate) async fn serve(
             return;
         };
         let conn = match listener.accept().await {
-            Ok((conn, _)) => conn,
+            Ok(conn) => conn,
             Err(e) => {
                 tracing::warn!("egress proxy: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -89,7 +114,7 @@ pub(crate) async fn serve(
 }
 
 async fn handle(
-    mut client: TcpStream,
+    mut client: Box<dyn Client>,
     shared: &Shared,
     mut phase_rx: watch::Receiver<EgressPhase>,
 ) -> EgressRecord {
@@ -123,7 +148,7 @@ async fn handle(
 }
 
 async fn attempt(
-    client: &mut TcpStream,
+    client: &mut Box<dyn Client>,
     shared: &Shared,
     phase_rx: &mut watch::Receiver<EgressPhase>,
     record: &mut EgressRecord,

@@ -177,7 +177,9 @@ impl Proxy {
     }
 
     async fn connect(&self) -> TcpStream {
-        TcpStream::connect(self.proxy.local_addr()).await.unwrap()
+        TcpStream::connect(self.proxy.local_addr().unwrap())
+            .await
+            .unwrap()
     }
 
     /// Sends `CONNECT authority`; the proxy's answer head (and body if
@@ -681,7 +683,7 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
 
     // The twin: reqwest through the proxy.
     let client = reqwest::Client::builder()
-        .proxy(reqwest::Proxy::http(format!("http://{}", p.proxy.local_addr())).unwrap())
+        .proxy(reqwest::Proxy::http(format!("http://{}", p.proxy.local_addr().unwrap())).unwrap())
         .build()
         .unwrap();
     let body = client
@@ -772,4 +774,76 @@ async fn a_setup_connection_does_not_live_into_the_agent_phase() {
         ("HTTP/1.1 403 Forbidden".into(), "allowlist".into())
     );
     assert_eq!(p.record().await.phase, EgressPhase::Agent);
+}
+
+/// On a Unix socket (what the sandbox's forwarder relays to, like the
+/// broker's), the same checks hold: the allowed tunnel carries bytes both
+/// ways, a name resolving to a denied address is refused.
+#[tokio::test]
+async fn the_proxy_serves_a_unix_socket_too() {
+    let dest = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"pong")).await;
+    let port = dest.port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("egress.sock");
+    let config = EgressConfig {
+        lists: PhaseLists {
+            setup: Allowlist::default(),
+            agent: Allowlist::parse(&list(&[
+                &format!("registry.test:{port}"),
+                &format!("inside.test:{port}"),
+            ]))
+            .unwrap(),
+        },
+        deny: DenyList::of_this_host([dest.addr]).unwrap(),
+        resolver: Arc::new(
+            MockResolver::new()
+                .with("registry.test", &["127.0.0.1"])
+                .with("inside.test", &["10.1.2.3"]),
+        ),
+        limits: ProxyLimits::default(),
+        phase: EgressPhase::Agent,
+    };
+    let (tx, mut records) = mpsc::channel(8);
+    let proxy = EgressProxy::bind_unix(&path, config, tx).unwrap();
+    assert_eq!(proxy.local_addr(), None);
+
+    let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let mut out = format!("CONNECT registry.test:{port} HTTP/1.1\r\n\r\n").into_bytes();
+    let hello = client_hello(Some("registry.test"), &[], 16384);
+    out.extend_from_slice(&hello);
+    s.write_all(&out).await.unwrap();
+    s.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut back))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut want = b"HTTP/1.1 200 Connection established\r\n\r\n".to_vec();
+    want.extend_from_slice(b"pong");
+    assert_eq!(back, want);
+    let r = tokio::time::timeout(WAIT, records.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        EgressRecord {
+            duration_ms: 0,
+            ..r
+        },
+        allowed("registry.test", port, dest.addr, hello.len() as u64, 4)
+    );
+
+    let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+    s.write_all(format!("CONNECT inside.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(WAIT, s.read_to_string(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        status_and_rule(&answer),
+        ("HTTP/1.1 403 Forbidden".into(), "deny_list:private".into())
+    );
 }
