@@ -22,7 +22,8 @@ use time::OffsetDateTime;
 use tokio::sync::Notify;
 
 use super::prices::{format_usd, PriceTable};
-use crate::store::{SpendScope, Store, StoreError};
+use super::spend::SpendSource;
+use crate::store::{SpendScope, StoreError};
 
 /// Output tokens reserved for a call that does not say how many it may
 /// produce (`max_output_tokens` / `max_tokens`) on a model whose price has
@@ -94,7 +95,7 @@ impl Ceiling {
 pub async fn ceilings(
     spec: &JobSpec,
     job_id: &str,
-    store: &dyn Store,
+    spend: &dyn SpendSource,
     now: OffsetDateTime,
 ) -> Result<Vec<Ceiling>, StoreError> {
     let mut out = Vec::new();
@@ -109,7 +110,7 @@ pub async fn ceilings(
         out.push(Ceiling {
             scope: Scope::Ticket,
             limit_micros: limit,
-            prior_micros: store
+            prior_micros: spend
                 .spent_micros(
                     &SpendScope::Ticket {
                         project: spec.ticket.project.clone(),
@@ -124,7 +125,7 @@ pub async fn ceilings(
         out.push(Ceiling {
             scope: Scope::ProjectDay,
             limit_micros: limit,
-            prior_micros: store
+            prior_micros: spend
                 .spent_micros(
                     &SpendScope::ProjectDay {
                         project: spec.ticket.project.clone(),

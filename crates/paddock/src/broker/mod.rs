@@ -32,6 +32,7 @@ pub mod retry;
 pub mod secret;
 mod server;
 pub mod shared_spend;
+pub mod spend;
 pub mod token_cache;
 pub mod upstream;
 pub mod vertex;

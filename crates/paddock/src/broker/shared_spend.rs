@@ -15,7 +15,8 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::budget::{Budget, Scope};
-use crate::store::{SharedStore, SpendScope};
+use super::spend::SharedSpend;
+use crate::store::SpendScope;
 
 /// How often other jobs' spend is re-read.
 pub const EVERY: Duration = Duration::from_millis(500);
@@ -42,7 +43,7 @@ impl Drop for Follower {
 /// ceilings that spans jobs; `None` when it has none.
 pub fn follow(
     budget: Arc<Budget>,
-    store: SharedStore,
+    spend: SharedSpend,
     job: Shared,
     every: Duration,
 ) -> Option<Follower> {
@@ -62,7 +63,7 @@ pub fn follow(
         loop {
             tick.tick().await;
             for scope in &scopes {
-                let spend = match scope {
+                let scope_of = match scope {
                     Scope::Ticket => SpendScope::Ticket {
                         project: job.project.clone(),
                         ticket_id: job.ticket_id.clone(),
@@ -73,7 +74,7 @@ pub fn follow(
                     },
                     Scope::Job => continue,
                 };
-                let spent = store.spent_micros(&spend, &job.job_id).await;
+                let spent = spend.spent_micros(&scope_of, &job.job_id).await;
                 match spent {
                     Ok(micros) => budget.set_prior(*scope, micros),
                     // The last figure stays; the next tick tries again.
@@ -91,6 +92,7 @@ mod tests {
     use paddock_protocol::ledger::ModelCall;
 
     use super::super::budget::{Admission, Ceiling};
+    use super::super::spend::SpendSource;
     use super::*;
     use crate::store::{fixtures, SqliteStore, Store};
 
@@ -109,9 +111,10 @@ mod tests {
             limit_micros: 1000,
             prior_micros: 0,
         }]);
+        let shared: crate::store::SharedStore = Arc::new(store.clone());
         let task = follow(
             budget.clone(),
-            std::sync::Arc::new(store.clone()),
+            Arc::new(shared),
             Shared {
                 job_id: "job-a".into(),
                 project: "p".into(),
@@ -156,10 +159,9 @@ mod tests {
             limit_micros: 1,
             prior_micros: 0,
         }]);
-        let store = SqliteStore::open_in_memory().await.unwrap();
         assert!(follow(
             budget,
-            std::sync::Arc::new(store),
+            Arc::new(FakeSpend::default()),
             Shared {
                 job_id: "j".into(),
                 project: "p".into(),
@@ -168,5 +170,65 @@ mod tests {
             EVERY
         )
         .is_none());
+    }
+
+    /// A spend source answering 700 for every scope, recording what it
+    /// was asked.
+    #[derive(Default)]
+    struct FakeSpend(std::sync::Mutex<Vec<(SpendScope, String)>>);
+
+    #[async_trait::async_trait]
+    impl SpendSource for FakeSpend {
+        async fn spent_micros(
+            &self,
+            scope: &SpendScope,
+            except_job: &str,
+        ) -> Result<i64, crate::store::StoreError> {
+            self.0
+                .lock()
+                .unwrap()
+                .push((scope.clone(), except_job.to_string()));
+            Ok(700)
+        }
+    }
+
+    #[tokio::test]
+    async fn the_ticket_spend_is_read_through_the_spend_source() {
+        let budget = Budget::new(vec![Ceiling {
+            scope: Scope::Ticket,
+            limit_micros: 1000,
+            prior_micros: 0,
+        }]);
+        let spend = Arc::new(FakeSpend::default());
+        let task = follow(
+            budget.clone(),
+            spend.clone(),
+            Shared {
+                job_id: "job-a".into(),
+                project: "p".into(),
+                ticket_id: "T-1".into(),
+            },
+            Duration::from_millis(10),
+        )
+        .unwrap();
+        for _ in 0..200 {
+            if budget.ceilings()[0].prior_micros != 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        drop(task);
+        assert_eq!(budget.ceilings()[0].prior_micros, 700);
+        let asked = spend.0.lock().unwrap()[0].clone();
+        assert_eq!(
+            asked,
+            (
+                SpendScope::Ticket {
+                    project: "p".into(),
+                    ticket_id: "T-1".into()
+                },
+                "job-a".to_string()
+            )
+        );
     }
 }

@@ -75,7 +75,7 @@ pub(super) async fn launch(
     let (upstream, scripted) = upstream(job, ws, creds).await?;
     // Admission: a job whose ceiling is already spent is held, not run.
     let ceilings =
-        broker::budget::ceilings(spec, &em.job_id, &*em.store, OffsetDateTime::now_utc()).await?;
+        broker::budget::ceilings(spec, &em.job_id, &em.store, OffsetDateTime::now_utc()).await?;
     if let Some(c) = broker::budget::exhausted_before_start(&ceilings) {
         let message = c.exhausted_message(0);
         em.emit(EventBody::Policy {
@@ -105,7 +105,7 @@ pub(super) async fn launch(
     // one runs; followed until the job's end.
     let shared_spend = broker::shared_spend::follow(
         broker.budget(),
-        em.store.clone(),
+        Arc::new(em.store.clone()),
         broker::shared_spend::Shared {
             job_id: em.job_id.clone(),
             project: spec.ticket.project.clone(),
