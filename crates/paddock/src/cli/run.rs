@@ -55,6 +55,11 @@ pub struct RunArgs {
     /// add to the shipped ones; `paddock prices` shows the result).
     #[arg(long, env = "PADDOCK_PRICES")]
     pub prices: Option<PathBuf>,
+    /// Run the next attempt after this job of the same ticket: its
+    /// outcome, closeout and review comments join the ticket's prior
+    /// attempts (docs/results.md).
+    #[arg(long, value_name = "JOB")]
+    pub attempt_after: Option<String>,
 }
 
 pub async fn exec(
@@ -68,9 +73,22 @@ pub async fn exec(
         json,
         keep,
         prices,
+        attempt_after,
     } = args;
     let config = user_config()?;
-    let spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
+    let mut spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
+    if let Some(prior) = attempt_after {
+        let store = super::open_existing_store(paths).await?;
+        let prior = super::resolve_job(&*store, &prior, paths).await?;
+        spec.ticket.prior_attempts = paddock::results::bounce::attempts_after(
+            &*store,
+            &prior,
+            &spec.ticket.id,
+            &paths.artifacts,
+        )
+        .await
+        .map_err(|e| Failure::BadInput(e.into()))?;
+    }
     let prices = PriceTable::effective(prices.or(config.prices).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
     let store = open_store(paths).await?;

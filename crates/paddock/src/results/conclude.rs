@@ -105,7 +105,10 @@ fn base_branch(spec: &JobSpec) -> String {
 }
 
 /// The forge of `spec`: GitHub with its token, else the outbox.
-fn forge_of(spec: &JobSpec, artifacts: &Path) -> Result<(ForgeBackend, Option<Secret>), String> {
+pub(super) fn forge_of(
+    spec: &JobSpec,
+    artifacts: &Path,
+) -> Result<(ForgeBackend, Option<Secret>), String> {
     let Some(gh) = &spec.results.github else {
         return Ok((
             ForgeBackend::Outbox(Outbox {

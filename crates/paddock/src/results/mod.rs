@@ -5,9 +5,11 @@
 //! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
 //! in `github.rs`, or the file outbox in `outbox.rs`) gets a pull request
 //! and the closeout (`closeout.rs`); `republish.rs` publishes a finished
-//! job again from what it kept (`paddock publish`). Nothing here merges, approves or
+//! job again from what it kept (`paddock publish`); `bounce.rs` the prior
+//! attempts of `paddock run --attempt-after JOB`, review comments included. Nothing here merges, approves or
 //! enables auto-merge.
 
+pub mod bounce;
 pub mod closeout;
 pub mod conclude;
 pub mod forge;

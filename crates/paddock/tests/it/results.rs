@@ -611,3 +611,38 @@ async fn paddock_publish_finishes_a_publish_the_forge_was_down_for() {
         (Some(0), Some("fixed\n".to_string()))
     );
 }
+
+/// `--attempt-after JOB`: the next attempt is attempt 2 on its own
+/// branch, and the reviewer's answer left in the first job's outbox
+/// reaches the engine's prompt.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_attempt_gets_the_review_of_the_last() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("cat > prompt.txt"));
+    let first = run_with_token(&home, &spec).await;
+    let outbox = home.data().join("artifacts").join(&first.id).join("outbox");
+    std::fs::write(outbox.join("review.md"), "Use tabs, not spaces.\n").unwrap();
+    let out = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                spec.to_str().unwrap(),
+                "--attempt-after",
+                &first.id,
+            ],
+            &[],
+        )
+        .await;
+    let second = record(&out);
+    let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
+    assert_eq!(
+        (first.attempt, second.attempt, second.branch.as_str()),
+        (1, 2, "paddock/T-1/2")
+    );
+    assert!(
+        patch.contains("+- On attempt 1: reviewer: Use tabs, not spaces."),
+        "{patch}"
+    );
+}
