@@ -189,6 +189,9 @@ pub(super) async fn conclude(
             // The branch, the forge and the closeout (results/).
             let mut ending = record.clone();
             (ending.status, ending.reason) = status_reason.clone();
+            // What leaves the job (the closeout, the forge) is redacted
+            // as its events are: a reason may quote the provider's key.
+            ending.reason = ending.reason.map(|r| em.redactor.text(&r).into_owned());
             ending.duration_ms = Some(started.elapsed().as_millis() as u64);
             let published = crate::results::conclude_job(
                 prov.ws(),
