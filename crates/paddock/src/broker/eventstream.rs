@@ -125,7 +125,7 @@ fn event_of(message: &Message) -> Event {
             let payload = String::from_utf8_lossy(message.payload());
             let text = serde_json::from_str::<Value>(&payload)
                 .ok()
-                .map(|v| super::meter::error_message(&v))
+                .map(|v| super::error_text::error_message(&v))
                 .or_else(|| header(message, ":error-message").map(str::to_string))
                 .unwrap_or_else(|| payload.trim().to_string());
             return Event::Exception {

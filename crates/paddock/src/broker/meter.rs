@@ -11,6 +11,8 @@
 use paddock_protocol::TokenUsage;
 use serde_json::Value;
 
+use super::error_text::{error_message, truncate};
+
 /// Which API a call speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
@@ -511,30 +513,6 @@ fn merge_messages_usage(usage: &mut TokenUsage, v: &Value) {
     set(&mut usage.cached_input_tokens, "cache_read_input_tokens");
     set(&mut usage.cache_write_tokens, "cache_creation_input_tokens");
     set(&mut usage.output_tokens, "output_tokens");
-}
-
-/// The message of an OpenAI or Anthropic error body.
-pub fn error_message(v: &Value) -> String {
-    if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
-        return m.to_string();
-    }
-    if let Some(m) = v.get("message").and_then(Value::as_str) {
-        return m.to_string();
-    }
-    if let Some(m) = v.get("error").and_then(Value::as_str) {
-        return m.to_string();
-    }
-    truncate(&v.to_string(), 500)
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(max).collect();
-        t.push('…');
-        t
-    }
 }
 
 #[cfg(test)]
