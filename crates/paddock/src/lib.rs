@@ -25,6 +25,7 @@ pub mod rung;
 pub mod runner;
 #[cfg(feature = "scripted")]
 pub mod scripted;
+pub mod secret;
 pub mod setup_check;
 pub mod store;
 pub mod supervise;

@@ -17,7 +17,6 @@ use cli::exit;
 mod stdio;
 
 mod cli;
-mod context_cmd;
 
 fn main() -> ExitCode {
     // No descriptor the caller left open reaches anything this process

@@ -37,9 +37,8 @@
 //! sandbox never hold it.
 
 use std::fs::File;
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use nix::fcntl::{Flock, FlockArg};
 use paddock_protocol::event::{EventBody, Phase};
@@ -50,13 +49,9 @@ use time::OffsetDateTime;
 use crate::leftovers;
 use crate::paths::Paths;
 use crate::store::{Store, StoreError};
+pub use crate::workspace::lease::Lease;
+use crate::workspace::lease::{KEPT, LEASES};
 use crate::workspace::Workspace;
-
-/// The directory of the leases, under the jobs directory.
-const LEASES: &str = ".leases";
-
-/// What a kept job's lease file holds.
-const KEPT: &[u8] = b"kept\n";
 
 /// How often removing a dead job's directory is retried when something
 /// still writes into it (a process the scan has just killed).
@@ -73,56 +68,6 @@ pub const REASON: &str = "the paddock process running this job ended before the 
 
 /// The cgroup hierarchies of this host.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
-
-/// A job's lease, held while the job runs. Cheap to clone; the lock is
-/// released when the last clone is dropped (the kernel releases it when the
-/// process ends). The lease file is deleted only by [`Lease::release`],
-/// once the job's record is final: a job whose `paddock` unwound or gave
-/// up on its store leaves the file, unlocked, for the next reaper.
-#[derive(Debug, Clone)]
-pub struct Lease(Arc<Held>);
-
-#[derive(Debug)]
-struct Held {
-    lock: Flock<File>,
-    path: PathBuf,
-}
-
-impl Lease {
-    /// Takes the lease of job (or scratch directory) `name` under
-    /// `jobs_root`.
-    pub fn take(jobs_root: &Path, name: &str) -> std::io::Result<Lease> {
-        let dir = jobs_root.join(LEASES);
-        std::fs::create_dir_all(&dir)?;
-        let path = dir.join(format!("{name}.lock"));
-        let pending = dir.join(format!("{name}.lock.new"));
-        let file = File::create(&pending)?;
-        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
-            .map_err(|(_, e)| std::io::Error::from(e))?;
-        std::fs::rename(&pending, &path)?;
-        Ok(Lease::held(lock, path))
-    }
-
-    fn held(lock: Flock<File>, path: PathBuf) -> Lease {
-        Lease(Arc::new(Held { lock, path }))
-    }
-
-    /// Deletes the lease file: the job ended and its record is final.
-    /// While the lock is still held, so a reaper never finds the file free.
-    pub fn release(&self) -> std::io::Result<()> {
-        match std::fs::remove_file(&self.0.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
-    }
-
-    /// Marks the job directory as kept (`--keep`): if this process dies
-    /// before the job's record is final, a reaper fails the job but leaves
-    /// its directory; once the lease is released, nothing ever removes it.
-    pub fn keep(&self) -> std::io::Result<()> {
-        (&*self.0.lock).write_all(KEPT)
-    }
-}
 
 /// The patch a reaper saved for a dead job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

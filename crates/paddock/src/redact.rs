@@ -15,7 +15,7 @@ use std::path::Path;
 use paddock_protocol::EventBody;
 use serde_json::Value;
 
-use crate::broker::Secret;
+use crate::secret::Secret;
 
 /// What a secret or token becomes.
 pub const REDACTED: &str = "[REDACTED]";

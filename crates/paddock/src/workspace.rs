@@ -13,6 +13,7 @@ mod beneath;
 mod final_tree;
 pub(crate) mod host_git;
 mod junk;
+pub mod lease;
 mod result_branch;
 
 use std::ffi::OsStr;
@@ -22,9 +23,9 @@ use std::process::Stdio;
 use paddock_protocol::RepositorySpec;
 use tokio::process::Command;
 
-use crate::reaper::Lease;
 use final_tree::{nul_list, Tracked};
 use host_git::HostGit;
+pub use lease::Lease;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {

@@ -29,7 +29,7 @@ pub mod prices;
 pub mod prices_import;
 pub mod provider;
 pub mod retry;
-pub mod secret;
+pub use crate::secret;
 mod server;
 pub mod shared_spend;
 pub mod spend;

@@ -7,8 +7,8 @@ use anyhow::Context as _;
 use paddock::paths::Paths;
 use paddock_protocol::JobSpec;
 
+use super::context_render;
 use super::{exit, open_store, Failure};
-use crate::context_cmd;
 
 #[derive(clap::Args)]
 pub struct ContextArgs {
@@ -30,7 +30,7 @@ pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
         Some(_) => Some(open_store(paths).await?),
         None => None,
     };
-    let report = context_cmd::render(&spec, paths, store.as_deref(), &out).await?;
+    let report = context_render::render(&spec, paths, store.as_deref(), &out).await?;
     if json {
         let text = serde_json::to_string(&serde_json::json!({
             "out": out.display().to_string(),
@@ -39,7 +39,7 @@ pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
         .context("serialize the size report")?;
         outln!("{text}");
     } else {
-        out!("{}", context_cmd::table(&spec, &out, &report));
+        out!("{}", context_render::table(&spec, &out, &report));
     }
     Ok(exit::DONE)
 }

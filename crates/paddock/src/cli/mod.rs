@@ -19,6 +19,7 @@ pub mod args;
 pub mod color;
 pub mod completions;
 pub mod context;
+pub mod context_render;
 pub mod diff;
 pub mod doctor;
 pub mod error_chain;

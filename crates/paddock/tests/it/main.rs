@@ -21,6 +21,7 @@ mod faults;
 mod git_escape;
 mod host_paths;
 mod invariants;
+mod module_graph;
 mod parsers;
 mod reaper;
 mod redaction;

@@ -16,7 +16,7 @@ use paddock::store::Store;
 use paddock::workspace::Workspace;
 use paddock_protocol::JobSpec;
 
-use crate::cli::Failure;
+use super::Failure;
 
 /// Renders the context of `spec` into `out`; `store` holds the host
 /// profiles (needed only when the spec names one).

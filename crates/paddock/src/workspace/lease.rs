@@ -1,0 +1,71 @@
+//! A job's lease: `<jobs>/.leases/<job id>.lock`, on which the process
+//! running the job holds an exclusive `flock` from before the job is
+//! recorded until it ends (the kernel drops it when that process ends,
+//! however it ends). The workspace is provisioned under it; the reaper
+//! (`crate::reaper`) takes the leases no live process holds and cleans up
+//! after their jobs. The file appears only once it is locked (locked under
+//! a temporary name, then renamed), so a reaper never wins a race against
+//! a job that is starting; the lock's descriptor is close-on-exec.
+
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nix::fcntl::{Flock, FlockArg};
+
+/// The directory of the leases, under the jobs directory.
+pub(crate) const LEASES: &str = ".leases";
+
+/// What a kept job's lease file holds.
+pub(crate) const KEPT: &[u8] = b"kept\n";
+
+/// A job's lease, held while the job runs. Cheap to clone; the lock is
+/// released when the last clone is dropped (the kernel releases it when the
+/// process ends). The lease file is deleted only by [`Lease::release`],
+/// once the job's record is final: a job whose `paddock` unwound or gave
+/// up on its store leaves the file, unlocked, for the next reaper.
+#[derive(Debug, Clone)]
+pub struct Lease(Arc<Held>);
+
+#[derive(Debug)]
+struct Held {
+    lock: Flock<File>,
+    path: PathBuf,
+}
+
+impl Lease {
+    /// Takes the lease of job (or scratch directory) `name` under
+    /// `jobs_root`.
+    pub fn take(jobs_root: &Path, name: &str) -> std::io::Result<Lease> {
+        let dir = jobs_root.join(LEASES);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{name}.lock"));
+        let pending = dir.join(format!("{name}.lock.new"));
+        let file = File::create(&pending)?;
+        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| std::io::Error::from(e))?;
+        std::fs::rename(&pending, &path)?;
+        Ok(Lease::held(lock, path))
+    }
+
+    pub(crate) fn held(lock: Flock<File>, path: PathBuf) -> Lease {
+        Lease(Arc::new(Held { lock, path }))
+    }
+
+    /// Deletes the lease file: the job ended and its record is final.
+    /// While the lock is still held, so a reaper never finds the file free.
+    pub fn release(&self) -> std::io::Result<()> {
+        match std::fs::remove_file(&self.0.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Marks the job directory as kept (`--keep`): if this process dies
+    /// before the job's record is final, a reaper fails the job but leaves
+    /// its directory; once the lease is released, nothing ever removes it.
+    pub fn keep(&self) -> std::io::Result<()> {
+        (&*self.0.lock).write_all(KEPT)
+    }
+}
