@@ -18,7 +18,7 @@ use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
 use super::github::GitHub;
 use super::outbox::Outbox;
 use super::{push, source};
-use crate::broker::secret::Secret;
+use crate::secret::Secret;
 use crate::workspace::{Patch, Workspace};
 
 /// The branch's bundle, in the job's artifacts directory.

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
-use crate::broker::secret::Secret;
+use crate::secret::Secret;
 
 const FORGE: &str = "github";
 

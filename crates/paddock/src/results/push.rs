@@ -12,7 +12,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 
-use crate::broker::secret::Secret;
+use crate::secret::Secret;
 use crate::workspace::host_git::{HostGit, GIT_TIMEOUT};
 use crate::workspace::WorkspaceError;
 
