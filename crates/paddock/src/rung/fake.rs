@@ -12,11 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use paddock_protocol::{HostProfile, Isolation};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, DuplexStream};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::{EngineProcess, Leftovers, Output, Rung, RungError, RungJob, Stdin};
-use crate::broker::{self, BrokerConfig, BrokerHandle};
+use crate::broker::{BrokerConfig, BrokerHandle};
 use crate::engines::CommandSpec;
 
 /// What the fake engine does.
@@ -73,18 +72,7 @@ impl Rung for FakeRung {
         job: &RungJob<'_>,
         config: BrokerConfig,
     ) -> Result<BrokerHandle, RungError> {
-        let listener =
-            TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|error| RungError::BindBroker {
-                    job_id: job.job_id.to_string(),
-                    socket: None,
-                    error,
-                })?;
-        broker::start(listener, config).map_err(|error| RungError::StartBroker {
-            job_id: job.job_id.to_string(),
-            error,
-        })
+        super::process::bind_loopback_broker(job, config).await
     }
 
     async fn launch(

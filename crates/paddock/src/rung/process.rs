@@ -50,18 +50,7 @@ impl Rung for ProcessRung {
         job: &RungJob<'_>,
         config: BrokerConfig,
     ) -> Result<BrokerHandle, RungError> {
-        let listener =
-            TcpListener::bind("127.0.0.1:0")
-                .await
-                .map_err(|error| RungError::BindBroker {
-                    job_id: job.job_id.to_string(),
-                    socket: None,
-                    error,
-                })?;
-        broker::start(listener, config).map_err(|error| RungError::StartBroker {
-            job_id: job.job_id.to_string(),
-            error,
-        })
+        bind_loopback_broker(job, config).await
     }
 
     async fn launch(
@@ -194,4 +183,24 @@ impl Drop for ChildProcess {
             self.stop();
         }
     }
+}
+
+/// The job's broker on a loopback TCP port (the `process` rung's, and the
+/// fake rung's): the engine reaches it as `127.0.0.1:PORT`.
+pub(crate) async fn bind_loopback_broker(
+    job: &RungJob<'_>,
+    config: BrokerConfig,
+) -> Result<BrokerHandle, RungError> {
+    let listener =
+        TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|error| RungError::BindBroker {
+                job_id: job.job_id.to_string(),
+                socket: None,
+                error,
+            })?;
+    broker::start(listener, config).map_err(|error| RungError::StartBroker {
+        job_id: job.job_id.to_string(),
+        error,
+    })
 }
