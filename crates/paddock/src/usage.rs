@@ -1,6 +1,6 @@
 //! `paddock usage`: the ledger rolled up by day, project, task type, engine
 //! and model: calls, tokens by kind, cost, cost per ticket, bounce rate
-//! (attempts per done ticket) and time to done (first attempt created to
+//! (attempts per done ticket, by attempt number) and time to done (first attempt created to
 //! the done attempt finished, median).
 //!
 //! Call figures come from the ledger; ticket figures from the jobs. A job
@@ -26,7 +26,9 @@ pub struct Rollup {
     pub done_tickets: u64,
     /// Cost divided by tickets, in micro-dollars (rounded down).
     pub cost_per_ticket_micros: Option<i64>,
-    /// Attempts (jobs) of the done tickets per done ticket.
+    /// Attempts of the done tickets per done ticket: each done ticket counts
+    /// its highest attempt number, so 1.0 means done first time, and reruns
+    /// of one attempt (the same spec run again) are not bounces.
     pub bounce_rate: Option<f64>,
     /// Median milliseconds from a done ticket's first attempt to its done attempt.
     pub time_to_done_ms: Option<u64>,
@@ -139,9 +141,12 @@ fn rollup(key: String, acc: Acc, by_id: &BTreeMap<&str, &UsageJob>) -> Rollup {
             .filter(|j| j.status == "done")
             .filter_map(|j| j.finished_at)
             .min();
+        // How many attempts the ticket took: its highest attempt number (a
+        // rerun of one spec repeats its number; a bounce makes the next).
+        let tries = attempts.iter().map(|j| j.attempt.max(1)).max().unwrap_or(1);
         if let (Some(first), Some(done_at)) = (first, done_at) {
             done += 1;
-            done_attempts += attempts.len() as u64;
+            done_attempts += u64::from(tries);
             let ms = (done_at - first).whole_milliseconds();
             times.push(u64::try_from(ms).unwrap_or(0));
         }
@@ -180,7 +185,19 @@ mod tests {
         created: time::OffsetDateTime,
         secs: i64,
     ) -> UsageJob {
+        attempt(id, ticket, 1, status, created, secs)
+    }
+
+    fn attempt(
+        id: &str,
+        ticket: &str,
+        attempt: u32,
+        status: &str,
+        created: time::OffsetDateTime,
+        secs: i64,
+    ) -> UsageJob {
         UsageJob {
+            attempt,
             id: id.into(),
             ticket_id: ticket.into(),
             project: "p".into(),
@@ -213,8 +230,8 @@ mod tests {
         // B-1: bounced once, done on attempt 2 (10 min after attempt 1).
         // C-1: held, never done.
         let jobs = vec![
-            job("j1", "B-1", "failed", t0, 60),
-            job("j2", "B-1", "done", t0 + time::Duration::minutes(9), 60),
+            attempt("j1", "B-1", 1, "bounced", t0, 60),
+            attempt("j2", "B-1", 2, "done", t0 + time::Duration::minutes(9), 60),
             job("j3", "C-1", "held", t0, 5),
         ];
         let calls = vec![
@@ -263,6 +280,40 @@ mod tests {
         assert_eq!(r.by_model[0].done_tickets, 0);
         assert_eq!(keys(&r.by_day), vec![("2026-11-30".into(), 3_500)]);
         assert_eq!(keys(&r.by_project), vec![("p".into(), 3_500)]);
+    }
+
+    /// Running one spec again (a failed run retried, the same attempt
+    /// number) is not a bounce; a bounce is a later attempt number.
+    #[test]
+    fn reruns_of_one_attempt_are_not_bounces() {
+        let t0 = datetime!(2026-11-30 10:00 UTC);
+        let jobs = vec![
+            // failed, rerun from the same spec, done: one attempt.
+            attempt("r1", "R-1", 1, "failed", t0, 60),
+            attempt("r2", "R-1", 1, "done", t0 + time::Duration::minutes(5), 60),
+            // S-1: done on attempt 1, bounced by review, a rerun of attempt
+            // 2 that failed, then attempt 2 done: two attempts.
+            attempt("s1", "S-1", 1, "bounced", t0, 60),
+            attempt(
+                "s2",
+                "S-1",
+                2,
+                "failed",
+                t0 + time::Duration::minutes(5),
+                60,
+            ),
+            attempt("s3", "S-1", 2, "done", t0 + time::Duration::minutes(9), 60),
+        ];
+        let r = report(&jobs, &[]);
+        assert_eq!(
+            (
+                r.total.jobs,
+                r.total.tickets,
+                r.total.done_tickets,
+                r.total.bounce_rate
+            ),
+            (5, 2, 2, Some(1.5))
+        );
     }
 
     #[test]

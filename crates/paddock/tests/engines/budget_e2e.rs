@@ -276,7 +276,8 @@ async fn usage_rolls_up_real_jobs() {
             .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
             .await,
     );
-    // A second attempt of the same ticket, then a third held by its budget.
+    // A second attempt of the same ticket, then a rerun of that attempt
+    // held by its budget: two attempts (a rerun is not a bounce).
     let text = std::fs::read_to_string(&spec).unwrap().replace(
         "description = \"A test.\"\n",
         "description = \"A test.\"\ntype = \"bug\"\n[[ticket.prior_attempts]]\nattempt = 1\noutcome = \"bounced\"\nsummary = \"Wrong file.\"\n",
@@ -308,7 +309,7 @@ async fn usage_rolls_up_real_jobs() {
             "tokens": {"input_tokens": 2000, "cached_input_tokens": 400, "cache_write_tokens": 0,
                        "output_tokens": 200, "reasoning_tokens": 14},
             "cost_micros": 16_200, "jobs": 3, "tickets": 1, "done_tickets": 1,
-            "cost_per_ticket_micros": 16_200, "bounce_rate": 3.0,
+            "cost_per_ticket_micros": 16_200, "bounce_rate": 2.0,
             "time_to_done_ms": report["total"]["time_to_done_ms"],
         })
     );

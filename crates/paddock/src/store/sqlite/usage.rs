@@ -17,6 +17,9 @@ pub struct UsageJob {
     /// The ticket's `type` from the job's spec (`chore` when absent).
     pub task_type: String,
     pub engine: String,
+    /// The job's attempt number for its ticket (1 + its prior attempts):
+    /// a rerun of one spec repeats its attempt, it is not a bounce.
+    pub attempt: u32,
     pub status: String,
     pub created_at: OffsetDateTime,
     pub finished_at: Option<OffsetDateTime>,
@@ -41,6 +44,7 @@ struct JobRow {
     ticket_id: String,
     project: String,
     engine: String,
+    attempt: i64,
     status: String,
     created_at: String,
     finished_at: Option<String>,
@@ -61,7 +65,8 @@ struct CallsRow {
     cost_micros: i64,
 }
 
-const JOBS: &str = "SELECT id, ticket_id, project, engine, status, created_at, finished_at, \
+const JOBS: &str =
+    "SELECT id, ticket_id, project, engine, attempt, status, created_at, finished_at, \
      spec_json FROM jobs ORDER BY created_at";
 
 const CALLS: &str = "SELECT job_id, COALESCE(served_model, requested_model) AS model, \
@@ -102,6 +107,7 @@ impl SqliteStore {
                         .to_string(),
                     created_at: row.parse_time("created_at", &j.created_at)?,
                     finished_at: row.opt_parse_time("finished_at", j.finished_at.as_deref())?,
+                    attempt: row.narrow("attempt", j.attempt)?,
                     id: j.id,
                     ticket_id: j.ticket_id,
                     project: j.project,
