@@ -9,7 +9,6 @@ use std::sync::Arc;
 use paddock_protocol::{EventBody, Phase};
 use time::OffsetDateTime;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 
 use super::emit::Emitter;
 use super::provision::Provisioned;
@@ -73,6 +72,8 @@ pub(super) async fn launch(
     // the credentials).
     let cloud = CloudPlace::of(&creds.provider);
     let (upstream, scripted) = upstream(job, ws, creds).await?;
+    #[cfg(not(feature = "scripted"))]
+    let () = scripted;
     // Admission: a job whose ceiling is already spent is held, not run.
     let ceilings =
         broker::budget::ceilings(spec, &em.job_id, &em.store, OffsetDateTime::now_utc()).await?;
@@ -296,7 +297,7 @@ async fn upstream(
                     "the scripted upstream has no scenario".into(),
                 ));
             };
-            let listener = TcpListener::bind("127.0.0.1:0")
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| step("bind the scripted upstream", e))?;
             let server = ScriptedServer::start(
