@@ -37,8 +37,20 @@ impl Secret {
         Secret(value)
     }
 
-    /// Reads the value a reference points to. A file's trailing newline is dropped.
+    /// Reads the value a reference points to. A file's trailing newline is
+    /// dropped; a value with a line break or other control character is
+    /// refused (it would be a header).
     pub fn resolve(reference: &KeyRef) -> Result<Secret, SecretError> {
+        Secret::read(reference, |c| c.is_control())
+    }
+
+    /// Reads a multi-line value (a PEM key) a reference points to: line
+    /// breaks are kept, other control characters refused.
+    pub fn resolve_multiline(reference: &KeyRef) -> Result<Secret, SecretError> {
+        Secret::read(reference, |c| c.is_control() && !matches!(c, '\n' | '\r'))
+    }
+
+    fn read(reference: &KeyRef, refused: fn(char) -> bool) -> Result<Secret, SecretError> {
         let shown = reference.to_string();
         let value = match reference {
             KeyRef::Env(name) => match withdrawn(name) {
@@ -58,7 +70,7 @@ impl Secret {
         if value.is_empty() {
             return Err(SecretError::Empty { reference: shown });
         }
-        if value.chars().any(|c| c.is_control()) {
+        if value.chars().any(refused) {
             return Err(SecretError::Malformed { reference: shown });
         }
         Ok(Secret(value))

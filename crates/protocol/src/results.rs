@@ -53,16 +53,25 @@ impl ResultsSpec {
     }
 }
 
-/// `[results.github]`: a GitHub repository and the token Paddock (never
-/// the job) uses for it.
+/// `[results.github]`: a GitHub repository and the credential Paddock
+/// (never the job) uses for it: a token, or a GitHub App that mints one
+/// per job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GitHubSpec {
     /// `owner/name`.
     pub repository: String,
     /// A token with `contents` and `pull_requests` write on that
-    /// repository, as `env:NAME` or `file:PATH`.
-    pub token: KeyRef,
+    /// repository, as `env:NAME` or `file:PATH`. Exactly one of `token`
+    /// and `app`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<KeyRef>,
+    /// `[results.github.app]`: a GitHub App installation; each job gets
+    /// its own installation token, scoped to this one repository and to
+    /// `contents` and `pull_requests` write, revoked when the job's
+    /// results are published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<GitHubAppSpec>,
     /// The REST API's root (GitHub Enterprise: `https://HOST/api/v3`).
     #[serde(default = "default_api_url")]
     pub api_url: String,
@@ -71,6 +80,26 @@ pub struct GitHubSpec {
     /// taken as they are).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_url: Option<String>,
+}
+
+/// `[results.github.app]`: the App and the installation whose tokens
+/// Paddock mints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitHubAppSpec {
+    /// The App's id (its settings page, "App ID").
+    pub id: u64,
+    /// The installation on the repository's owner.
+    pub installation_id: u64,
+    /// The App's private key (PEM), as `env:NAME` or `file:PATH`.
+    pub private_key: KeyRef,
+}
+
+/// The credential a [`GitHubSpec`] names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GitHubCredential<'a> {
+    Token(&'a KeyRef),
+    App(&'a GitHubAppSpec),
 }
 
 fn default_api_url() -> String {
@@ -92,6 +121,21 @@ impl GitHubSpec {
                 "`{}` must be `owner/name` (letters, digits, `-`, `_`, `.`)",
                 self.repository
             )),
+        }
+    }
+
+    /// The one credential this section names, or why it names none or two.
+    pub fn credential(&self) -> Result<GitHubCredential<'_>, String> {
+        match (&self.token, &self.app) {
+            (Some(token), None) => Ok(GitHubCredential::Token(token)),
+            (None, Some(app)) if app.id == 0 || app.installation_id == 0 => {
+                Err("`app.id` and `app.installation_id` must be GitHub's ids (not 0)".into())
+            }
+            (None, Some(app)) => Ok(GitHubCredential::App(app)),
+            (Some(_), Some(_)) => Err("set `token` or `app`, not both".into()),
+            (None, None) => {
+                Err("needs `token` (env:NAME or file:PATH) or `[results.github.app]`".into())
+            }
         }
     }
 
@@ -123,7 +167,8 @@ mod tests {
                 base_branch: None,
                 github: Some(GitHubSpec {
                     repository: "acme/widgets".into(),
-                    token: KeyRef::Env("GH_TOKEN".into()),
+                    token: Some(KeyRef::Env("GH_TOKEN".into())),
+                    app: None,
                     api_url: "https://api.github.com".into(),
                     push_url: None,
                 }),
@@ -143,7 +188,8 @@ mod tests {
     fn a_repository_that_is_not_owner_slash_name_is_refused() {
         let gh = |r: &str| GitHubSpec {
             repository: r.into(),
-            token: KeyRef::Env("T".into()),
+            token: Some(KeyRef::Env("T".into())),
+            app: None,
             api_url: default_api_url(),
             push_url: None,
         };
@@ -152,5 +198,37 @@ mod tests {
             .map(|r| gh(r).owner_and_name().is_ok())
             .collect();
         assert_eq!(got, vec![true, false, false, false, false, false]);
+    }
+
+    #[test]
+    fn an_app_section_parses_and_exactly_one_credential_is_required() {
+        let parse = |t: &str| toml::from_str::<GitHubSpec>(t).unwrap();
+        let app = parse(
+            "repository = \"acme/widgets\"\n[app]\nid = 42\ninstallation_id = 7\nprivate_key = \"file:/etc/paddock/app.pem\"\n",
+        );
+        assert_eq!(
+            app.credential(),
+            Ok(GitHubCredential::App(&GitHubAppSpec {
+                id: 42,
+                installation_id: 7,
+                private_key: KeyRef::File("/etc/paddock/app.pem".into()),
+            }))
+        );
+        let errors: Vec<String> = [
+            "repository = \"a/b\"\n",
+            "repository = \"a/b\"\ntoken = \"env:T\"\n[app]\nid = 1\ninstallation_id = 2\nprivate_key = \"env:K\"\n",
+            "repository = \"a/b\"\n[app]\nid = 0\ninstallation_id = 2\nprivate_key = \"env:K\"\n",
+        ]
+        .iter()
+        .map(|t| parse(t).credential().unwrap_err())
+        .collect();
+        assert_eq!(
+            errors,
+            vec![
+                "needs `token` (env:NAME or file:PATH) or `[results.github.app]`".to_string(),
+                "set `token` or `app`, not both".to_string(),
+                "`app.id` and `app.installation_id` must be GitHub's ids (not 0)".to_string(),
+            ]
+        );
     }
 }

@@ -745,8 +745,13 @@ impl JobSpec {
                 join(p);
             }
         }
-        if let Some(KeyRef::File(p)) = self.results.github.as_mut().map(|g| &mut g.token) {
-            join(p);
+        if let Some(gh) = self.results.github.as_mut() {
+            if let Some(KeyRef::File(p)) = gh.token.as_mut() {
+                join(p);
+            }
+            if let Some(KeyRef::File(p)) = gh.app.as_mut().map(|a| &mut a.private_key) {
+                join(p);
+            }
         }
         if let Some(KeyRef::File(p)) = self.upstream.key.as_mut() {
             join(p);
@@ -808,6 +813,9 @@ impl JobSpec {
         if let Some(github) = &self.results.github {
             if let Err(reason) = github.owner_and_name() {
                 return Err(invalid("results.github.repository", reason));
+            }
+            if let Err(reason) = github.credential() {
+                return Err(invalid("results.github", reason));
             }
         }
         if self.ticket.title.trim().is_empty() {

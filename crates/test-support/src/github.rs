@@ -6,7 +6,12 @@
 //! already exists for the head). It checks the bearer token and records
 //! every request (method, path with query, authorization, body), so a test
 //! can assert what was, and what was never, sent. `down` makes it answer
-//! 503 like an outage.
+//! 503 like an outage. With [`MockGitHub::enable_app`] it is a GitHub App's
+//! installation instead: `POST /app/installations/{id}/access_tokens`
+//! checks the App's RS256 JWT (signature, `iss`, lifetime at most ten
+//! minutes) and mints installation tokens (the first one is the token
+//! given to `start`), which the repository routes then accept until
+//! `DELETE /installation/token` revokes them (401 Bad credentials after).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,9 +42,21 @@ pub struct SeededReview {
     pub line: Option<u64>,
 }
 
+/// The mock as a GitHub App installation.
+struct App {
+    id: u64,
+    installation_id: u64,
+    key: jsonwebtoken::DecodingKey,
+    /// Extra permissions granted beyond those asked (a misconfigured App).
+    grant_extra: Option<(String, String)>,
+}
+
 #[derive(Default)]
 struct State {
     requests: Vec<GitHubRequest>,
+    app: Option<App>,
+    minted: Vec<String>,
+    revoked: Vec<String>,
     pulls: Vec<Value>,
     labels: Vec<(u64, Vec<String>)>,
     comments: Vec<(u64, String)>,
@@ -88,10 +105,14 @@ impl MockGitHub {
             let mock = served.clone();
             async move {
                 let (status, body) = mock.answer(req).await;
+                let body = match status {
+                    StatusCode::NO_CONTENT => String::new(),
+                    _ => body.to_string(),
+                };
                 (
                     status,
                     [("content-type", "application/json; charset=utf-8")],
-                    body.to_string(),
+                    body,
                 )
             }
         });
@@ -124,6 +145,110 @@ impl MockGitHub {
     /// Adds a review or line comment to serve.
     pub fn seed_review(&self, review: SeededReview) {
         self.state.lock().unwrap().reviews.push(review);
+    }
+
+    /// Makes the mock the installation `installation_id` of the App `id`
+    /// whose public key is `public_pem`: only tokens it mints are accepted.
+    pub fn enable_app(&self, id: u64, installation_id: u64, public_pem: &str) {
+        self.state.lock().unwrap().app = Some(App {
+            id,
+            installation_id,
+            key: jsonwebtoken::DecodingKey::from_rsa_pem(public_pem.as_bytes()).unwrap(),
+            grant_extra: None,
+        });
+    }
+
+    /// Makes the App grant `permission: access` beyond what is asked.
+    pub fn grant_extra(&self, permission: &str, access: &str) {
+        if let Some(app) = self.state.lock().unwrap().app.as_mut() {
+            app.grant_extra = Some((permission.into(), access.into()));
+        }
+    }
+
+    /// The installation tokens minted, in order.
+    pub fn minted(&self) -> Vec<String> {
+        self.state.lock().unwrap().minted.clone()
+    }
+
+    /// The installation tokens revoked, in order.
+    pub fn revoked(&self) -> Vec<String> {
+        self.state.lock().unwrap().revoked.clone()
+    }
+
+    /// `(status, body)` for the App's routes, `None` for other paths.
+    fn app_route(
+        &self,
+        state: &mut State,
+        method: &Method,
+        route: &str,
+        bearer: &str,
+        input: &Value,
+    ) -> Option<(StatusCode, Value)> {
+        let app = state.app.as_ref()?;
+        if *method == Method::DELETE && route == "/installation/token" {
+            if !state.minted.iter().any(|t| t == bearer)
+                || state.revoked.iter().any(|t| t == bearer)
+            {
+                return Some(error(StatusCode::UNAUTHORIZED, "Bad credentials", None));
+            }
+            state.revoked.push(bearer.to_string());
+            return Some((StatusCode::NO_CONTENT, Value::Null));
+        }
+        let wanted = format!("/app/installations/{}/access_tokens", app.installation_id);
+        if *method != Method::POST || route != wanted {
+            return None;
+        }
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        validation.set_required_spec_claims(&["exp", "iat", "iss"]);
+        validation.set_issuer(&[app.id.to_string()]);
+        let claims = match jsonwebtoken::decode::<Value>(bearer, &app.key, &validation) {
+            Ok(data) => data.claims,
+            Err(_) => {
+                return Some(error(
+                    StatusCode::UNAUTHORIZED,
+                    "A JSON web token could not be decoded",
+                    None,
+                ))
+            }
+        };
+        let lifetime = claims["exp"].as_i64().unwrap_or(0) - claims["iat"].as_i64().unwrap_or(0);
+        if lifetime > 11 * 60 {
+            return Some(error(
+                StatusCode::UNAUTHORIZED,
+                "'Expiration time' claim ('exp') is too far in the future",
+                None,
+            ));
+        }
+        let mut permissions = input["permissions"].clone();
+        if !permissions.is_object() {
+            permissions = json!({"contents": "write", "pull_requests": "write", "issues": "write", "administration": "write"});
+        }
+        permissions["metadata"] = json!("read");
+        if let Some((k, v)) = &app.grant_extra {
+            permissions[k.as_str()] = json!(v);
+        }
+        let repositories: Vec<Value> = match input["repositories"].as_array() {
+            Some(names) => names
+                .iter()
+                .map(|n| json!({"name": n, "full_name": format!("{}/{}", self.owner, n.as_str().unwrap_or_default())}))
+                .collect(),
+            None => Vec::new(),
+        };
+        let token = match state.minted.len() {
+            0 => self.token.clone(),
+            n => format!("{}_{n}", self.token),
+        };
+        state.minted.push(token.clone());
+        let mut answer = json!({
+            "token": token,
+            "expires_at": "2026-01-01T01:00:00Z",
+            "permissions": permissions,
+            "repository_selection": if repositories.is_empty() { "all" } else { "selected" },
+        });
+        if !repositories.is_empty() {
+            answer["repositories"] = Value::Array(repositories);
+        }
+        Some((StatusCode::CREATED, answer))
     }
 
     /// Answers every request with 503 while `down`.
@@ -192,16 +317,32 @@ impl MockGitHub {
         if self.down.load(Ordering::SeqCst) {
             return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", None);
         }
-        if authorization.as_deref() != Some(&format!("Bearer {}", self.token)) {
-            return error(StatusCode::UNAUTHORIZED, "Bad credentials", None);
-        }
         let (route, query) = path.split_once('?').unwrap_or((&path, ""));
+        let bearer = authorization
+            .as_deref()
+            .and_then(|a| a.strip_prefix("Bearer "))
+            .unwrap_or_default()
+            .to_string();
+        let input: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        {
+            let mut state = self.state.lock().unwrap();
+            if let Some(answer) = self.app_route(&mut state, &method, route, &bearer, &input) {
+                return answer;
+            }
+            let valid = if state.app.is_some() {
+                state.minted.contains(&bearer) && !state.revoked.contains(&bearer)
+            } else {
+                bearer == self.token
+            };
+            if !valid {
+                return error(StatusCode::UNAUTHORIZED, "Bad credentials", None);
+            }
+        }
         let prefix = format!("/repos/{}/{}/", self.owner, self.repo);
         let Some(rest) = route.strip_prefix(&prefix) else {
             return error(StatusCode::NOT_FOUND, "Not Found", None);
         };
         let parts: Vec<&str> = rest.split('/').collect();
-        let input: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         let mut state = self.state.lock().unwrap();
         match (&method, parts.as_slice()) {
             (&Method::GET, ["pulls"]) => {
@@ -312,4 +453,21 @@ impl MockGitHub {
             _ => error(StatusCode::NOT_FOUND, "Not Found", None),
         }
     }
+}
+
+/// A GitHub App's RSA key made with `openssl` in `dir`: the private key's
+/// path (PEM) and the public key (PEM); `None` when openssl cannot make it.
+pub fn app_key(dir: &std::path::Path) -> Option<(std::path::PathBuf, String)> {
+    let private = dir.join("app.pem");
+    crate::google::openssl(&[
+        "genpkey",
+        "-algorithm",
+        "RSA",
+        "-pkeyopt",
+        "rsa_keygen_bits:2048",
+        "-out",
+        private.to_str()?,
+    ])?;
+    let public = crate::google::openssl(&["pkey", "-in", private.to_str()?, "-pubout"])?;
+    Some((private, public))
 }

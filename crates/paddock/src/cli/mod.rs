@@ -98,9 +98,14 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
         if let Some(KeyRef::Env(name)) = &spec.upstream.key {
             paddock::broker::secret::withdraw_env(name);
         }
-        // The forge's token (results.github.token) is Paddock's alone too.
-        if let Some(KeyRef::Env(name)) = spec.results.github.as_ref().map(|g| &g.token) {
-            paddock::broker::secret::withdraw_env(name);
+        // The forge's token or App key (results.github) is Paddock's alone too.
+        if let Some(gh) = &spec.results.github {
+            let app_key = gh.app.as_ref().map(|a| &a.private_key);
+            for key in gh.token.iter().chain(app_key) {
+                if let KeyRef::Env(name) = key {
+                    paddock::broker::secret::withdraw_env(name);
+                }
+            }
         }
     }
     // A Bedrock API key read without a reference (`bedrock` without a key).

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use paddock_protocol::{JobSpec, PriorAttempt};
 
-use super::conclude::{forge_of, CLOSEOUT};
+use super::conclude::{open_forge, CLOSEOUT};
 use super::forge::Forge as _;
 use crate::store::{Store, StoreError};
 
@@ -71,18 +71,20 @@ pub async fn attempts_after(
             message: e.to_string(),
         })?;
     let artifacts = artifacts_root.join(job_id);
-    let (forge, _) = forge_of(&spec, &artifacts).map_err(|message| BounceError::Review {
+    let session = open_forge(&spec, &artifacts)
+        .await
+        .map_err(|message| BounceError::Review {
+            job_id: job_id.to_string(),
+            message,
+        })?;
+    let comments = session.forge.review_comments(&record.branch).await;
+    // A minted token is revoked whatever the read gave; a failed
+    // revocation only leaves it to expire within the hour.
+    let _ = session.close().await;
+    let comments = comments.map_err(|e| BounceError::Review {
         job_id: job_id.to_string(),
-        message,
+        message: e.to_string(),
     })?;
-    let comments =
-        forge
-            .review_comments(&record.branch)
-            .await
-            .map_err(|e| BounceError::Review {
-                job_id: job_id.to_string(),
-                message: e.to_string(),
-            })?;
     let bounce = comments
         .iter()
         .map(|c| match (&c.path, c.line) {

@@ -11,11 +11,12 @@
 
 use std::path::{Path, PathBuf};
 
-use paddock_protocol::{AgentEvent, JobRecord, JobSpec, JobStatus};
+use paddock_protocol::{AgentEvent, GitHubCredential, JobRecord, JobSpec, JobStatus};
 
 use super::closeout::{self, CloseoutInput};
 use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
 use super::github::GitHub;
+use super::github_app;
 use super::outbox::Outbox;
 use super::{push, source};
 use crate::secret::Secret;
@@ -104,25 +105,73 @@ fn base_branch(spec: &JobSpec) -> String {
     })
 }
 
-/// The forge of `spec`: GitHub with its token, else the outbox.
-pub(super) fn forge_of(
-    spec: &JobSpec,
-    artifacts: &Path,
-) -> Result<(ForgeBackend, Option<Secret>), String> {
+/// The forge of a job for one publish (or one read of its review): the
+/// backend, the token its push uses, and whether that token was minted for
+/// this session (a GitHub App's installation token), which
+/// [`ForgeSession::close`] then revokes.
+pub(super) struct ForgeSession {
+    pub forge: ForgeBackend,
+    pub token: Option<Secret>,
+    minted: bool,
+}
+
+impl ForgeSession {
+    /// Ends the session, revoking a minted token; `Some(warning)` when the
+    /// revocation failed.
+    pub(super) async fn close(self) -> Option<String> {
+        match (&self.forge, self.minted) {
+            (ForgeBackend::GitHub(gh), true) => github_app::revoke(gh).await.err().map(|e| {
+                format!("the job's installation token was not revoked (GitHub expires it within the hour): {e}")
+            }),
+            (ForgeBackend::GitHub(_) | ForgeBackend::Outbox(_), _) => None,
+        }
+    }
+}
+
+/// Opens the forge of `spec`: GitHub with its token or a token minted for
+/// this job by its App, else the outbox.
+pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<ForgeSession, String> {
     let Some(gh) = &spec.results.github else {
-        return Ok((
-            ForgeBackend::Outbox(Outbox {
+        return Ok(ForgeSession {
+            forge: ForgeBackend::Outbox(Outbox {
                 dir: artifacts.join(OUTBOX),
             }),
-            None,
-        ));
+            token: None,
+            minted: false,
+        });
     };
-    let token = Secret::resolve(&gh.token).map_err(|e| format!("results.github.token: {e}"))?;
     let (owner, name) = gh
         .owner_and_name()
         .map_err(|e| format!("results.github.repository: {e}"))?;
-    let client = GitHub::new(&gh.api_url, owner, name, token.clone()).map_err(|e| e.to_string())?;
-    Ok((ForgeBackend::GitHub(client), Some(token)))
+    match gh
+        .credential()
+        .map_err(|e| format!("results.github: {e}"))?
+    {
+        GitHubCredential::Token(reference) => {
+            let token =
+                Secret::resolve(reference).map_err(|e| format!("results.github.token: {e}"))?;
+            let client =
+                GitHub::new(&gh.api_url, owner, name, token.clone()).map_err(|e| e.to_string())?;
+            Ok(ForgeSession {
+                forge: ForgeBackend::GitHub(client),
+                token: Some(token),
+                minted: false,
+            })
+        }
+        GitHubCredential::App(app) => {
+            let key = Secret::resolve_multiline(&app.private_key)
+                .map_err(|e| format!("results.github.app.private_key: {e}"))?;
+            let now = time::OffsetDateTime::now_utc();
+            let (client, token) = github_app::mint(&gh.api_url, owner, name, app, &key, now)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(ForgeSession {
+                forge: ForgeBackend::GitHub(client),
+                token: Some(token),
+                minted: true,
+            })
+        }
+    }
 }
 
 /// Publishes the job's result (see the module comment). Never fails: what
@@ -175,8 +224,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         .unwrap_or_else(|e| e.to_string())
     };
     // 2. The forge: a pull request for a finished change, the closeout.
+    let session = open_forge(spec, input.artifacts).await;
     let proposed = async {
-        let (forge, token) = forge_of(spec, input.artifacts)?;
+        let ForgeSession { forge, token, .. } = session.as_ref().map_err(Clone::clone)?;
         let mut pull_request = None;
         if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {
             if let Some(gh) = &spec.results.github {
@@ -217,6 +267,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         Ok::<_, String>((pull_request, url, closeout))
     }
     .await;
+    if let Ok(session) = session {
+        out.warnings.extend(session.close().await);
+    }
     match proposed {
         Ok((pr, url, closeout)) => {
             out.pull_request = pr;

@@ -39,6 +39,16 @@ pub enum ForgeError {
         method: String,
         path: String,
     },
+    #[error("{forge}: the App's private key: {message}")]
+    AppKey {
+        forge: &'static str,
+        message: String,
+    },
+    #[error("{forge}: the installation token grants more than the job needs ({granted}); it was revoked unused")]
+    TokenTooBroad {
+        forge: &'static str,
+        granted: String,
+    },
     #[error("outbox {path}: cannot {step}: {source}")]
     Outbox {
         path: std::path::PathBuf,

@@ -138,6 +138,23 @@ impl GitHub {
         })
     }
 
+    /// The repository's name (`widgets` of `acme/widgets`).
+    pub fn repo_name(&self) -> &str {
+        &self.repo
+    }
+
+    /// Sends one request to the API as this client's bearer (the App's
+    /// JWT or a token), for `github_app.rs`.
+    pub(super) async fn request<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<T, ForgeError> {
+        self.call(step, method, path, body).await
+    }
+
     fn repo_path(&self, rest: &str) -> String {
         format!("/repos/{}/{}{rest}", self.owner, self.repo)
     }
@@ -202,7 +219,9 @@ impl GitHub {
                 message,
             });
         }
-        serde_json::from_slice(&bytes).map_err(|e| ForgeError::Decode {
+        // A 204 (a revoked token) has no body: `()` reads it as `null`.
+        let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+        serde_json::from_slice(bytes).map_err(|e| ForgeError::Decode {
             forge: FORGE,
             step,
             message: e.to_string(),

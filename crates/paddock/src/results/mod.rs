@@ -14,6 +14,7 @@ pub mod closeout;
 pub mod conclude;
 pub mod forge;
 pub mod github;
+pub mod github_app;
 pub mod outbox;
 pub mod push;
 pub mod republish;

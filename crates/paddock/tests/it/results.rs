@@ -646,3 +646,176 @@ async fn the_next_attempt_gets_the_review_of_the_last() {
         "{patch}"
     );
 }
+
+/// The job spec with `[results.github]` at the mock and `push_url`, its
+/// credential the GitHub App 42's installation 7 with the key `key`.
+fn with_github_app(spec: &Path, api: &str, push_url: &str, key: &Path) {
+    let text = std::fs::read_to_string(spec).unwrap();
+    std::fs::write(
+        spec,
+        format!(
+            "{text}\n[results]\nlabels = [\"paddock\"]\n\n[results.github]\nrepository = \"acme/widgets\"\napi_url = \"{api}\"\npush_url = \"{push_url}\"\n\n[results.github.app]\nid = 42\ninstallation_id = 7\nprivate_key = \"file:{}\"\n",
+            key.display()
+        ),
+    )
+    .unwrap();
+}
+
+/// A GitHub App (mock), its key and a job that writes its environment
+/// into the change; `None` (skipped) without openssl.
+async fn app_setup(
+    home: &Home,
+) -> Option<(
+    PathBuf,
+    PathBuf,
+    paddock_test_support::github::MockGitHub,
+    paddock_test_support::git_http::GitHttpServer,
+    PathBuf,
+)> {
+    let keys = home.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let Some((key, public)) = paddock_test_support::github::app_key(&keys) else {
+        assert!(!in_ci(), "openssl is needed to make a test App key");
+        eprintln!("skipping: openssl cannot make a test App key");
+        return None;
+    };
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    mock.enable_app(42, 7, &public);
+    let spec = stand_in_job(
+        home,
+        &repo,
+        &finishing("printf 'fixed\\n' > fix.txt && env > job-env.txt"),
+    );
+    with_github_app(
+        &spec,
+        &mock.url,
+        &format!("{}/widgets.git", server.url),
+        &key,
+    );
+    Some((repo, bare, mock, server, spec))
+}
+
+/// A GitHub App: the job's installation token is minted for it alone
+/// (one repository, `contents` and `pull_requests` write, asked with the
+/// App's JWT), pushes the branch and opens the pull request, and is
+/// revoked once the results are published; the App's key and the token
+/// never reach the job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_app_token_is_minted_per_job_scoped_and_revoked() {
+    let home = Home::new();
+    let Some((_repo, bare, mock, server, spec)) = app_setup(&home).await else {
+        return;
+    };
+    let record = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    assert_eq!(
+        (record.status, record.reason.clone()),
+        (paddock_protocol::JobStatus::Done, None)
+    );
+    let requests = mock.requests();
+    assert_eq!(
+        requests
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>(),
+        vec![
+            "POST /app/installations/7/access_tokens",
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=open",
+            "POST /repos/acme/widgets/pulls",
+            "POST /repos/acme/widgets/issues/1/labels",
+            "POST /repos/acme/widgets/issues/1/comments",
+            "DELETE /installation/token",
+        ]
+    );
+    let asked: serde_json::Value = serde_json::from_str(&requests[0].body).unwrap();
+    assert_eq!(
+        asked,
+        serde_json::json!({
+            "repositories": ["widgets"],
+            "permissions": {"contents": "write", "pull_requests": "write"},
+        })
+    );
+    // The App's JWT asked for the token; the token did the rest.
+    let jwt = requests[0].authorization.clone().unwrap();
+    assert!(jwt.starts_with("Bearer ey"), "{jwt}");
+    assert!(requests[1..]
+        .iter()
+        .all(|r| r.authorization.as_deref() == Some(&format!("Bearer {TOKEN}"))));
+    assert_eq!(
+        (mock.minted(), mock.revoked()),
+        (vec![TOKEN.to_string()], vec![TOKEN.to_string()])
+    );
+    assert!(server
+        .authorizations()
+        .iter()
+        .all(|a| a.as_deref() == Some(basic(TOKEN).as_str())));
+    let job_env = git(&bare, &["show", "paddock/T-1/1:job-env.txt"]);
+    let key = std::fs::read_to_string(home.path().join("keys/app.pem")).unwrap();
+    let key_body = key.lines().nth(1).unwrap();
+    assert!(
+        !job_env.contains(TOKEN)
+            && !job_env.contains(key_body)
+            && !job_env.contains("app.pem")
+            && !job_env.contains(jwt.trim_start_matches("Bearer ")),
+        "{job_env}"
+    );
+    // Revoked means dead: the token no longer opens anything.
+    let after = reqwest::Client::new()
+        .get(format!("{}/repos/acme/widgets/pulls", mock.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 401);
+}
+
+/// An App whose installation grants more than the job asked for (here
+/// `administration: write`): the token is revoked unused, nothing is
+/// pushed or proposed, and the job fails saying why; the branch stays in
+/// the source and the bundle for `paddock publish`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_app_token_broader_than_asked_is_revoked_unused() {
+    let home = Home::new();
+    let Some((repo, bare, mock, server, spec)) = app_setup(&home).await else {
+        return;
+    };
+    mock.grant_extra("administration", "write");
+    let record = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    let artifacts = home.data().join("artifacts").join(&record.id);
+    assert_eq!(
+        (
+            record.status,
+            record.reason.clone(),
+            mock.minted(),
+            mock.revoked(),
+            mock.pulls().len(),
+            server.authorizations().len(),
+            git(&bare, &["branch", "--list", "paddock/T-1/1"]),
+            git(&repo, &["branch", "--list", "paddock/T-1/1"]),
+            artifacts.join("branch.bundle").exists(),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some("publishing the result failed: github: the installation token grants more than the job needs (administration: write); it was revoked unused".to_string()),
+            vec![TOKEN.to_string()],
+            vec![TOKEN.to_string()],
+            0,
+            0,
+            String::new(),
+            "  paddock/T-1/1\n".to_string(),
+            true,
+        )
+    );
+}
