@@ -151,6 +151,11 @@ impl ScriptedServer {
         let addr = listener.local_addr()?;
         let replies = Arc::new(Replies::new(scenario, ctx));
         let app = Router::new().fallback(handle).with_state(replies);
+        // No Nagle delay: a reply's small writes (SSE events) leave at once
+        // instead of waiting for the client's delayed ACK (≈ 40 ms a call).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!(error = %e, "scripted upstream stopped");
