@@ -42,7 +42,7 @@ pub fn report(paths: &Paths) -> Report {
     let checks = match exe {
         Ok(exe) => host_check::run(paths, &exe, kernel.is_none()),
         Err(e) => vec![Check {
-            name: "sandbox job",
+            name: "sandbox job".into(),
             ok: false,
             detail: format!("locate the paddock binary: {e}"),
             fix: None,

@@ -35,7 +35,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
     /// `state directory`, `data directory`, `broker socket`, `sandbox job`.
-    pub name: &'static str,
+    pub name: std::borrow::Cow<'static, str>,
     pub ok: bool,
     /// What was done, or why it failed.
     pub detail: String,
@@ -46,7 +46,7 @@ pub struct Check {
 impl Check {
     fn ok(name: &'static str, detail: String) -> Check {
         Check {
-            name,
+            name: name.into(),
             ok: true,
             detail,
             fix: None,
@@ -55,7 +55,7 @@ impl Check {
 
     fn failed(name: &'static str, detail: String, fix: String) -> Check {
         Check {
-            name,
+            name: name.into(),
             ok: false,
             detail,
             fix: Some(fix),

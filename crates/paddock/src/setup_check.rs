@@ -3,6 +3,7 @@
 //! fix. (The state directory, broker socket and a sandbox job are
 //! `host_check`'s.)
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::process::Command;
 
@@ -22,18 +23,18 @@ pub fn run(paths: &Paths, host_path: Option<&std::ffi::OsStr>) -> Vec<Check> {
     checks
 }
 
-fn failed(name: &'static str, detail: String, fix: String) -> Check {
+fn failed(name: impl Into<Cow<'static, str>>, detail: String, fix: String) -> Check {
     Check {
-        name,
+        name: name.into(),
         ok: false,
         detail,
         fix: Some(fix),
     }
 }
 
-fn passed(name: &'static str, detail: String) -> Check {
+fn passed(name: impl Into<Cow<'static, str>>, detail: String) -> Check {
     Check {
-        name,
+        name: name.into(),
         ok: true,
         detail,
         fix: None,
@@ -52,10 +53,7 @@ fn version(binary: &Path) -> Result<String, String> {
 }
 
 fn engine(pin: &Pin, host_path: Option<&std::ffi::OsStr>) -> Check {
-    let name = match pin.binary {
-        "codex" => "engine codex",
-        _ => "engine claude",
-    };
+    let name = format!("engine {}", pin.binary);
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
     let Ok(binary) = which::which_in(pin.binary, host_path, cwd) else {
         return failed(
@@ -137,7 +135,7 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         let c = engine(&engines::codex::PIN, Some(empty.path().as_os_str()));
         assert_eq!(
-            (c.name, c.ok, c.detail.as_str(), c.fix),
+            (c.name.as_ref(), c.ok, c.detail.as_str(), c.fix),
             (
                 "engine codex",
                 false,

@@ -225,6 +225,10 @@ pub struct EngineSpec {
 pub enum EngineKind {
     Codex,
     Claude,
+    /// A test-only engine (`paddock`'s `engines/stand_in/`), never shipped.
+    #[cfg(feature = "stand-in-engine")]
+    #[doc(hidden)]
+    StandIn,
 }
 
 impl EngineKind {
@@ -232,6 +236,8 @@ impl EngineKind {
         match self {
             EngineKind::Codex => "codex",
             EngineKind::Claude => "claude",
+            #[cfg(feature = "stand-in-engine")]
+            EngineKind::StandIn => "stand_in",
         }
     }
 }

@@ -129,13 +129,13 @@ mod tests {
             ],
             checks: vec![
                 Check {
-                    name: "data directory",
+                    name: "data directory".into(),
                     ok: true,
                     detail: "/home/u/.local/share/paddock is writable".into(),
                     fix: None,
                 },
                 Check {
-                    name: "state directory",
+                    name: "state directory".into(),
                     ok: false,
                     detail: "create a job directory /home/u/.local/state/paddock/jobs/doctor-1: Permission denied (os error 13)".into(),
                     fix: Some("point XDG_STATE_HOME (or --jobs-dir / PADDOCK_JOBS_DIR) at a directory you can write".into()),
@@ -143,13 +143,13 @@ mod tests {
             ],
             setup: vec![
                 Check {
-                    name: "engine codex",
+                    name: "engine codex".into(),
                     ok: true,
                     detail: "/opt/engines/codex (codex-cli 0.171.0)".into(),
                     fix: None,
                 },
                 Check {
-                    name: "engine claude",
+                    name: "engine claude".into(),
                     ok: false,
                     detail: "`claude` is not on PATH".into(),
                     fix: Some(paddock::engines::claude::PIN.install_hint()),

@@ -20,6 +20,8 @@ pub mod denial;
 pub mod hostile_file;
 pub mod jsonl;
 pub mod pins;
+#[cfg(feature = "stand-in-engine")]
+pub mod stand_in;
 pub mod version;
 
 pub use denial::{DeniedBy, EngineDenial};
@@ -185,15 +187,19 @@ pub trait EngineAdapter: Send + Sync {
     fn capabilities(&self) -> Capabilities;
 }
 
-/// The adapter for an engine kind.
+/// The adapter for an engine kind: the registry, one line per engine (the
+/// only place outside its directory that names an engine, with its
+/// `EngineKind` variant on the wire and its `KINDS` entry for doctor).
 pub fn adapter(kind: EngineKind) -> Box<dyn EngineAdapter> {
     match kind {
         EngineKind::Codex => Box::new(codex::Codex),
         EngineKind::Claude => Box::new(claude::Claude),
+        #[cfg(feature = "stand-in-engine")]
+        EngineKind::StandIn => Box::new(stand_in::StandIn),
     }
 }
 
-/// Every engine kind, in the order `paddock doctor` lists them.
+/// Every shipped engine kind, in the order `paddock doctor` lists them.
 pub const KINDS: [EngineKind; 2] = [EngineKind::Codex, EngineKind::Claude];
 
 /// Makes `path` relative to `workdir` when it lies inside it.

@@ -566,3 +566,86 @@ async fn a_kept_job_has_one_concluding_status_naming_its_workspace() {
     assert!(root.join("work").is_dir());
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A new engine is one directory: the test-only stand-in
+/// (`engines/stand_in/`) runs end to end on the fake rung, its own
+/// version checked, its files prepared, its command launched and its
+/// stream parsed, with nothing outside its directory naming it.
+#[cfg(feature = "stand-in-engine")]
+#[tokio::test]
+async fn a_stand_in_engine_added_in_one_directory_runs_to_done() {
+    use crate::engines::stand_in;
+    let host = Host::new().await;
+    let root = host.root();
+    let bin = root.join("bin/stand-in");
+    std::fs::write(
+        &bin,
+        format!("#!/bin/sh\necho 'stand-in {}'\n", stand_in::PIN.version),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let codex = host.spec();
+    let mut spec = codex.clone();
+    spec.engine.kind = paddock_protocol::EngineKind::StandIn;
+    spec.engine.binary = Some(bin.clone());
+    let rung = Arc::new(FakeRung::new(FakeEngine {
+        stdout: [
+            r#"{"type":"session"}"#,
+            r#"{"type":"say","text":"Standing in."}"#,
+            r#"{"type":"done"}"#,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner(rung.clone());
+    let (result, _) = run(&runner, &spec).await;
+    let record = result.unwrap().record;
+    assert_eq!(
+        (record.status, record.reason.clone(), record.engine.as_str()),
+        (JobStatus::Done, None, "stand_in")
+    );
+    let events = host.store.events(&record.id, 0).await.unwrap();
+    assert_eq!(
+        phases(&events),
+        vec![
+            Phase::Provisioning,
+            Phase::Launching,
+            Phase::SessionStarted,
+            Phase::TurnStarted,
+            Phase::TurnCompleted,
+            Phase::Concluding,
+            Phase::Done
+        ]
+    );
+    let texts: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, vec!["Standing in."]);
+    // Its own command line, with its config file kept read-only.
+    let launched = rung.launched.lock().unwrap().clone();
+    let [cmd] = launched.as_slice() else {
+        panic!("launched {launched:?}")
+    };
+    let home = cmd.protect[0].parent().unwrap().to_path_buf();
+    let config = home.join(".stand-in/config.json");
+    assert_eq!(
+        (&cmd.program, &cmd.args, &cmd.protect),
+        (
+            &bin,
+            &vec![
+                "run".to_owned(),
+                "--config".to_owned(),
+                config.display().to_string()
+            ],
+            &vec![home.join(".stand-in")]
+        )
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
