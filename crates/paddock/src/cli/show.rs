@@ -1,6 +1,6 @@
 //! `paddock show JOB`: a finished job's summary and its closeout (what was
-//! done, what failed, tests, denials, cost: docs/results.md), or both as
-//! one JSON object with `--json`.
+//! done, what failed, tests, denials, cost: docs/results.md) from the job's
+//! record in the store, or both as one JSON object with `--json`.
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
@@ -24,13 +24,18 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
         .await
         .context("look up the job")?
         .context("the job vanished")?;
-    let closeout = std::fs::read_to_string(
-        paths
-            .artifacts
-            .join(&job_id)
-            .join(paddock::results::conclude::CLOSEOUT),
-    )
-    .ok();
+    // The record's closeout; a job concluded before the store kept it
+    // has only the artifact.
+    let closeout = match store.closeout(&job_id).await.context("read the closeout")? {
+        Some(text) => Some(text),
+        None => std::fs::read_to_string(
+            paths
+                .artifacts
+                .join(&job_id)
+                .join(paddock::results::conclude::CLOSEOUT),
+        )
+        .ok(),
+    };
     if args.json {
         let value = serde_json::json!({ "record": record, "closeout": closeout });
         outln!("{value}");

@@ -110,6 +110,10 @@ pub async fn republish(
         left_out: &[],
     })
     .await;
+    store
+        .set_closeout(job_id, &published.closeout)
+        .await
+        .map_err(store_err)?;
     let mut stored = record.clone();
     match (&published.failure, publishing_failed) {
         (None, true) => {

@@ -202,6 +202,15 @@ pub(super) async fn conclude(
                 &prov.artifacts,
             )
             .await;
+            // The closeout in the job's record too (`paddock show`, the API).
+            if let Err(e) = em.store.set_closeout(&record.id, &published.closeout).await {
+                em.error(
+                    "paddock",
+                    format!("the closeout was not stored: {e}"),
+                    false,
+                )
+                .await?;
+            }
             for warning in published.warnings {
                 em.error("paddock", warning, false).await?;
             }

@@ -303,6 +303,12 @@ impl crate::store::Store for FailingStore {
     async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
         self.inner.job_spec(id).await
     }
+    async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError> {
+        self.inner.set_closeout(id, text).await
+    }
+    async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.closeout(id).await
+    }
     async fn jobs(&self, limit: u32) -> Result<Vec<paddock_protocol::JobRecord>, StoreError> {
         self.inner.jobs(limit).await
     }

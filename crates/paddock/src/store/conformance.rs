@@ -42,6 +42,7 @@ macro_rules! conformance_suite {
             profiles_are_saved_replaced_listed_and_removed,
             usage_rows_per_job_and_per_model_and_day,
             egress_attempts_round_trip_in_order_per_job,
+            closeouts_are_kept_replaced_and_refused_for_unknown_jobs,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -647,5 +648,38 @@ pub(crate) async fn egress_attempts_round_trip_in_order_per_job(store: &dyn Stor
     assert!(
         matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
         "{err:?}"
+    );
+}
+
+pub(crate) async fn closeouts_are_kept_replaced_and_refused_for_unknown_jobs(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    store.insert_job(&job("j2", 0), "{}").await.unwrap();
+    assert_eq!(store.closeout("j1").await.unwrap(), None);
+    store.set_closeout("j1", "first\n").await.unwrap();
+    store
+        .set_closeout("j1", "## Closeout\n\ncafé ✓\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            store.closeout("j1").await.unwrap(),
+            store.closeout("j2").await.unwrap(),
+            store.closeout("nope").await.unwrap(),
+        ),
+        (Some("## Closeout\n\ncafé ✓\n".to_string()), None, None)
+    );
+    let err = store.set_closeout("nope", "x").await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "nope"),
+        "{err:?}"
+    );
+    // Finishing a job keeps its closeout.
+    store
+        .finish_job(&job("j1", 0), JobStatus::Running)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.closeout("j1").await.unwrap(),
+        Some("## Closeout\n\ncafé ✓\n".to_string())
     );
 }

@@ -54,6 +54,14 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// The spec the job `id` was submitted with, as given to `insert_job`.
     async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError>;
 
+    /// Keeps `text` as the closeout of the job `id` (replacing an earlier
+    /// one: `paddock publish` renders it again). Fails with `NoSuchJob`.
+    async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError>;
+
+    /// The closeout of the job `id`; `None` when the job has none (yet) or
+    /// does not exist.
+    async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError>;
+
     /// Up to `limit` jobs, newest (`created_at`) first; jobs created at the
     /// same instant come in descending id order.
     async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError>;

@@ -212,6 +212,13 @@ async fn a_local_jobs_branch_appears_in_the_source_and_nothing_else_moves() {
         ),
         "{pr}"
     );
+    // The same text is in the job's record: `paddock show` has it with the
+    // artifact gone.
+    std::fs::remove_file(artifacts.join("closeout.md")).unwrap();
+    let shown = home.paddock(&["show", "--json", &record.id], &[]).await;
+    assert_eq!(shown.status.code(), Some(0));
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["closeout"].as_str(), Some(closeout.as_str()));
 }
 
 /// No change: no branch anywhere, no pull request, and the closeout says so.
@@ -574,8 +581,14 @@ async fn paddock_publish_finishes_a_publish_the_forge_was_down_for() {
         ),
         (Some(0), paddock_protocol::JobStatus::Done, None, 1, 1)
     );
-    let stored = home.store().await.job(&failed.id).await.unwrap().unwrap();
+    let store = home.store().await;
+    let stored = store.job(&failed.id).await.unwrap().unwrap();
     assert_eq!(stored.status, paddock_protocol::JobStatus::Done);
+    // The record's closeout is the one published now, not the failure's.
+    assert_eq!(
+        store.closeout(&failed.id).await.unwrap(),
+        Some(mock.comments()[0].1.clone())
+    );
     let show = home.paddock(&["show", &failed.id], &[]).await;
     let shown = String::from_utf8_lossy(&show.stdout).into_owned();
     assert!(

@@ -253,6 +253,38 @@ impl SqliteStore {
             })
     }
 
+    /// Keeps `text` as the job's closeout.
+    pub(super) async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError> {
+        let done = sqlx::query("UPDATE jobs SET closeout = $1 WHERE id = $2")
+            .bind(text)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| StoreError::UpdateJob {
+                job_id: id.to_owned(),
+                source,
+            })?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoSuchJob {
+                job_id: id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The job's closeout, if it has one.
+    pub(super) async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar::<_, Option<String>>("SELECT closeout FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map(Option::flatten)
+            .map_err(|source| StoreError::ReadJob {
+                job_id: id.to_owned(),
+                source,
+            })
+    }
+
     /// The ids of every job still `running`, oldest first (the reaper's
     /// candidates: a running job without a live lease is dead).
     pub(super) async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {

@@ -188,6 +188,14 @@ impl Store for SqliteStore {
         SqliteStore::job_spec(self, id).await
     }
 
+    async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError> {
+        SqliteStore::set_closeout(self, id, text).await
+    }
+
+    async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError> {
+        SqliteStore::closeout(self, id).await
+    }
+
     async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
         SqliteStore::jobs(self, limit).await
     }
