@@ -180,6 +180,7 @@ fn start(exe: &Path, work: &Path, socket: &Path, scratch: &Path) -> Result<(), S
         net: NetMode::Broker {
             socket: socket.to_path_buf(),
             port: SANDBOX_BROKER_PORT,
+            more: Vec::new(),
         },
         limits: Limits::default(),
         allow_without_cgroups: true,

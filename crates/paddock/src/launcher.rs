@@ -3,19 +3,24 @@
 //! as the sandbox helper with the policy built here, the engine's install
 //! directories read-only, the job's work, home and tmp writable, and the
 //! broker reachable only through the forwarder at
-//! `127.0.0.1:`[`SANDBOX_BROKER_PORT`] inside the job's network namespace;
+//! `127.0.0.1:`[`SANDBOX_BROKER_PORT`] inside the job's network namespace
+//! (and its egress proxy, when it has one, at [`SANDBOX_EGRESS_PORT`]);
 //! a host profile's caps, hidden programs and hook paths applied.
 
 use std::path::{Path, PathBuf};
 
 use paddock_sandbox::policy::SYSTEM_RO;
-use paddock_sandbox::{protected_in, Limits, NetMode, Policy};
+use paddock_sandbox::{protected_in, Forward, Limits, NetMode, Policy};
 
 use crate::engines::CommandSpec;
 use crate::policy::JobPolicy;
 
 /// The loopback port of the broker forwarder inside a sandbox.
 pub const SANDBOX_BROKER_PORT: u16 = 8080;
+
+/// The loopback port of the egress proxy's forwarder inside a sandbox
+/// (a job with a `[setup]` or `[network]` list only; docs/egress.md).
+pub const SANDBOX_EGRESS_PORT: u16 = 8081;
 
 /// Size of a sandboxed job's private /tmp.
 const SANDBOX_TMP_MB: u64 = 512;
@@ -47,6 +52,9 @@ pub struct SandboxPaths {
     pub tmp: PathBuf,
     /// The broker's Unix socket for this job.
     pub broker_socket: PathBuf,
+    /// The egress proxy's Unix socket, when the job has one: forwarded
+    /// from `127.0.0.1:`[`SANDBOX_EGRESS_PORT`].
+    pub egress_socket: Option<PathBuf>,
     /// Backstop wall-clock limit (the runner's own timeout comes first).
     pub timeout_secs: u64,
     /// Further read-only and writable paths (the host profile's hook).
@@ -137,6 +145,14 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
         net: NetMode::Broker {
             socket: paths.broker_socket.clone(),
             port: SANDBOX_BROKER_PORT,
+            more: paths
+                .egress_socket
+                .iter()
+                .map(|socket| Forward {
+                    socket: socket.clone(),
+                    port: SANDBOX_EGRESS_PORT,
+                })
+                .collect(),
         },
         limits: paths.limits.clone(),
         allow_without_cgroups: paths.allow_without_cgroups,

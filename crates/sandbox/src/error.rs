@@ -29,7 +29,7 @@ pub enum SetupError {
     Signals { source: Errno },
     #[error("bring up loopback in the new network namespace: {source}")]
     Loopback { source: Errno },
-    #[error("start the broker forwarder on 127.0.0.1:{port} for {socket}: {source}")]
+    #[error("start the forwarder on 127.0.0.1:{port} for {socket}: {source}")]
     Forwarder {
         port: u16,
         socket: PathBuf,

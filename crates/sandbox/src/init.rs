@@ -155,7 +155,7 @@ fn confine_and_run(
     };
     ready.send();
     trace::step("network handed over");
-    if let Some((listener, socket)) = forwarder {
+    for (listener, socket) in forwarder {
         net::serve_forwarder(listener, socket);
     }
     let timed_out = Arc::new(AtomicBool::new(false));
@@ -278,9 +278,10 @@ fn cgroup(policy: &Policy, pid1: Pid) -> Result<Option<Cgroup>, SetupError> {
     }
 }
 
-/// The network and IPC namespaces: loopback up, and the forwarder's
-/// listener bound inside when the policy has one.
-fn network(policy: &Policy) -> Result<Option<(std::net::TcpListener, PathBuf)>, SetupError> {
+/// The network and IPC namespaces: loopback up, and the forwarders'
+/// listeners bound inside when the policy has them (the broker's, then
+/// each further one: a fixed number, one thread each).
+fn network(policy: &Policy) -> Result<Vec<(std::net::TcpListener, PathBuf)>, SetupError> {
     unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC).map_err(|source| {
         SetupError::Unshare {
             what: "network and IPC",
@@ -290,9 +291,13 @@ fn network(policy: &Policy) -> Result<Option<(std::net::TcpListener, PathBuf)>, 
     net::loopback_up()?;
     trace::step("loopback");
     match &policy.net {
-        NetMode::None => Ok(None),
-        NetMode::Broker { socket, port } => {
-            Ok(Some((net::bind_forwarder(*port, socket)?, socket.clone())))
+        NetMode::None => Ok(Vec::new()),
+        NetMode::Broker { socket, port, more } => {
+            let mut out = vec![(net::bind_forwarder(*port, socket)?, socket.clone())];
+            for f in more {
+                out.push((net::bind_forwarder(f.port, &f.socket)?, f.socket.clone()));
+            }
+            Ok(out)
         }
     }
 }

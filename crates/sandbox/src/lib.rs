@@ -32,4 +32,4 @@ pub mod trace;
 pub mod unix_path;
 
 pub use error::SetupError;
-pub use policy::{exit, protected_in, Limits, NetMode, Policy};
+pub use policy::{exit, protected_in, Forward, Limits, NetMode, Policy};

@@ -3,10 +3,12 @@
 //! process, which lives in the job's network namespace but outside its
 //! PID namespace and filesystem view: it accepts TCP connections on
 //! `127.0.0.1:PORT` inside the namespace and relays each to the job's
-//! broker Unix socket on the host. The job can reach nothing else, and the
+//! broker Unix socket on the host (and, for a job with an egress proxy, a
+//! second port to the proxy's socket: one thread per forwarded port, a
+//! fixed number). The job can reach nothing else, and the
 //! broker attributes traffic by the socket it arrives on. The socket
 //! itself is not visible inside the sandbox. The helper is outside the
-//! job's cgroup, so the forwarder is one thread and one `poll(2)` loop
+//! job's cgroup, so each forwarder is one thread and one `poll(2)` loop
 //! over non-blocking sockets with a cap on connections: what the job asks
 //! for never grows the helper's threads.
 

@@ -29,8 +29,23 @@ pub enum NetMode {
     /// An empty network namespace with only loopback.
     None,
     /// An empty network namespace whose loopback port `port` forwards every
-    /// connection to the broker's Unix socket `socket` on the host.
-    Broker { socket: PathBuf, port: u16 },
+    /// connection to the broker's Unix socket `socket` on the host, and
+    /// each of `more` its own port to its own socket (the job's egress
+    /// proxy).
+    Broker {
+        socket: PathBuf,
+        port: u16,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        more: Vec<Forward>,
+    },
+}
+
+/// One more loopback port inside the job's network namespace forwarded to
+/// a Unix socket on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forward {
+    pub socket: PathBuf,
+    pub port: u16,
 }
 
 /// Resource caps enforced by cgroups (None: not requested).

@@ -80,6 +80,7 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
             NetMode::Broker {
                 socket,
                 port: args.broker_port,
+                more: Vec::new(),
             }
         }
     };

@@ -7,7 +7,8 @@
 //! the host profile opened that exact `address:port`, requires a tunnel's
 //! TLS server name to be its CONNECT host, answers a refusal with a
 //! readable 403, and records every attempt as an `EgressRecord` on a
-//! channel. Not yet started for running jobs (docs/egress.md).
+//! channel. A job whose spec lists destinations gets one from its rung
+//! (`Rung::bind_egress`), started with the broker (docs/egress.md).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use tokio::task::JoinHandle;
 
 pub mod allowlist;
 pub mod deny;
+pub mod env;
 pub mod head;
 pub mod hello;
 pub mod refusal;
@@ -28,6 +30,7 @@ mod server;
 
 pub use allowlist::{Allowlist, PhaseLists};
 pub use deny::DenyList;
+pub use env::proxy_env;
 pub use resolve::{Resolver, SystemResolver};
 pub use server::{ProxyLimits, ProxyListener};
 
@@ -147,11 +150,11 @@ impl EgressProxy {
         config: EgressConfig,
         records: mpsc::Sender<EgressRecord>,
     ) -> Result<EgressProxy, EgressError> {
-        let listener =
-            tokio::net::UnixListener::bind(path).map_err(|source| EgressError::BindUnix {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        // Whatever the path's length, like the broker's socket.
+        let listener = crate::broker::bind_unix(path).map_err(|source| EgressError::BindUnix {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(EgressProxy::serve(
             ProxyListener::Unix(listener),
             None,

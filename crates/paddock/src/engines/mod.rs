@@ -44,6 +44,9 @@ pub struct LaunchContext {
     pub broker_url: String,
     /// The worthless per-job token the engine presents to the broker.
     pub job_token: String,
+    /// The job's egress proxy, when its spec lists destinations: the
+    /// engine and its tools get the proxy variables pointing at it.
+    pub egress_url: Option<String>,
     /// The prompt handed to the engine.
     pub prompt: String,
     /// The PATH the engine runs with (its own directory and system dirs).
@@ -69,7 +72,8 @@ pub struct EnginePolicy {
 }
 
 /// Variables every engine gets: its own HOME, XDG dirs and TMPDIR under the
-/// job's directories, a fixed locale, no colour. Nothing is inherited.
+/// job's directories, a fixed locale, no colour, and the proxy variables
+/// when the job has an egress proxy. Nothing is inherited.
 pub fn base_env(ctx: &LaunchContext) -> Vec<(String, String)> {
     let home = ctx.home.display().to_string();
     let tmp = ctx.tmp.display().to_string();
@@ -88,6 +92,13 @@ pub fn base_env(ctx: &LaunchContext) -> Vec<(String, String)> {
         ("XDG_STATE_HOME".into(), format!("{home}/.local/state")),
         ("XDG_CACHE_HOME".into(), format!("{home}/.cache")),
     ]
+    .into_iter()
+    .chain(
+        ctx.egress_url
+            .iter()
+            .flat_map(|url| crate::egress::proxy_env(url)),
+    )
+    .collect()
 }
 
 /// A file an adapter wants written before launch (absolute path).

@@ -75,6 +75,15 @@ impl Rung for FakeRung {
         super::process::bind_loopback_broker(job, config).await
     }
 
+    async fn bind_egress(
+        &self,
+        job: &RungJob<'_>,
+        config: crate::egress::EgressConfig,
+        records: tokio::sync::mpsc::Sender<paddock_protocol::EgressRecord>,
+    ) -> Result<super::EgressHandle, RungError> {
+        super::process::bind_loopback_egress(job, config, records).await
+    }
+
     async fn launch(
         &self,
         _job: &RungJob<'_>,

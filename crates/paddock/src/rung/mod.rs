@@ -23,11 +23,13 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 
-use paddock_protocol::{HostProfile, Isolation};
+use paddock_protocol::{EgressRecord, HostProfile, Isolation};
 use paddock_sandbox::{launch, Limits, NetMode, Policy};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
 
 use crate::broker::{BrokerConfig, BrokerHandle};
+use crate::egress::{EgressConfig, EgressError, EgressProxy};
 use crate::engines::CommandSpec;
 use crate::policy::JobPolicy;
 use crate::workspace::Workspace;
@@ -54,6 +56,16 @@ pub struct RungJob<'a> {
     /// The `paddock` executable (the supervisor, the sandbox helper, the
     /// engine hooks).
     pub helper_exe: &'a Path,
+    /// The job has an egress proxy ([`Rung::bind_egress`]): what the rung
+    /// launches reaches it too.
+    pub egress: bool,
+}
+
+/// A job's running egress proxy and the URL what runs on the rung reaches
+/// it at (its `HTTPS_PROXY`).
+pub struct EgressHandle {
+    pub proxy: EgressProxy,
+    pub url: String,
 }
 
 /// A started engine, on whatever rung. Dropping it before it exited stops
@@ -95,6 +107,14 @@ pub trait Rung: Send + Sync + std::fmt::Debug {
         job: &RungJob<'_>,
         config: BrokerConfig,
     ) -> Result<BrokerHandle, RungError>;
+    /// Starts the job's egress proxy where what runs on the rung reaches
+    /// it; each attempt's record goes to `records`.
+    async fn bind_egress(
+        &self,
+        job: &RungJob<'_>,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+    ) -> Result<EgressHandle, RungError>;
     /// Starts `cmd` on the rung, stdio piped.
     async fn launch(
         &self,
@@ -163,6 +183,8 @@ pub enum RungError {
         job_id: String,
         error: crate::broker::BrokerError,
     },
+    #[error("start the egress proxy: {error}")]
+    BindEgress { job_id: String, error: EgressError },
     #[error("prepare the sandbox for the host profile: {error}")]
     ApplyProfile {
         job_id: String,

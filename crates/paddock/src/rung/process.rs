@@ -10,12 +10,14 @@ use std::process::ExitStatus;
 
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
-use paddock_protocol::{HostProfile, Isolation};
+use paddock_protocol::{EgressRecord, HostProfile, Isolation};
 use tokio::net::TcpListener;
 use tokio::process::Command;
+use tokio::sync::mpsc;
 
-use super::{EngineProcess, Leftovers, Output, Rung, RungError, RungJob, Stdin};
+use super::{EgressHandle, EngineProcess, Leftovers, Output, Rung, RungError, RungJob, Stdin};
 use crate::broker::{self, BrokerConfig, BrokerHandle};
+use crate::egress::{EgressConfig, EgressProxy};
 use crate::engines::CommandSpec;
 
 /// The `process` rung.
@@ -51,6 +53,17 @@ impl Rung for ProcessRung {
         config: BrokerConfig,
     ) -> Result<BrokerHandle, RungError> {
         bind_loopback_broker(job, config).await
+    }
+
+    /// On loopback, like the broker: advisory on this rung, where nothing
+    /// stops the job connecting around it (docs/egress.md).
+    async fn bind_egress(
+        &self,
+        job: &RungJob<'_>,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+    ) -> Result<EgressHandle, RungError> {
+        bind_loopback_egress(job, config, records).await
     }
 
     async fn launch(
@@ -203,4 +216,25 @@ pub(crate) async fn bind_loopback_broker(
         job_id: job.job_id.to_string(),
         error,
     })
+}
+
+/// The job's egress proxy on a loopback TCP port (the `process` rung's,
+/// and the fake rung's).
+pub(crate) async fn bind_loopback_egress(
+    job: &RungJob<'_>,
+    config: EgressConfig,
+    records: mpsc::Sender<EgressRecord>,
+) -> Result<EgressHandle, RungError> {
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let proxy = EgressProxy::bind(loopback, config, records)
+        .await
+        .map_err(|error| RungError::BindEgress {
+            job_id: job.job_id.to_string(),
+            error,
+        })?;
+    let url = match proxy.local_addr() {
+        Some(addr) => format!("http://{addr}"),
+        None => String::new(),
+    };
+    Ok(EgressHandle { proxy, url })
 }

@@ -2,21 +2,24 @@
 //! `paddock` binary re-executed as the sandbox helper (launcher.rs builds
 //! its policy), with the broker on the job's own Unix socket, reached only
 //! through the helper's forwarder at `127.0.0.1:`[`SANDBOX_BROKER_PORT`]
-//! inside the job's network namespace. A host profile's memory and CPU
+//! inside the job's network namespace (its egress proxy, when it has one,
+//! on its own socket through a second forwarder at
+//! `127.0.0.1:`[`SANDBOX_EGRESS_PORT`]). A host profile's memory and CPU
 //! caps are cgroup caps here. Whether this host can start a sandbox is
 //! probed once per rung (a real start running `true`).
 
 use std::path::{Path, PathBuf};
 
-use paddock_protocol::{HostProfile, Isolation};
+use paddock_protocol::{EgressRecord, HostProfile, Isolation};
 use tokio::process::Command;
-use tokio::sync::OnceCell;
+use tokio::sync::{mpsc, OnceCell};
 
 use super::process::ChildProcess;
-use super::{EngineProcess, Leftovers, Rung, RungError, RungJob};
+use super::{EgressHandle, EngineProcess, Leftovers, Rung, RungError, RungJob};
 use crate::broker::{self, BrokerConfig, BrokerHandle};
+use crate::egress::{EgressConfig, EgressProxy};
 use crate::engines::CommandSpec;
-use crate::launcher::{self, SANDBOX_BROKER_PORT};
+use crate::launcher::{self, SANDBOX_BROKER_PORT, SANDBOX_EGRESS_PORT};
 
 /// The `sandbox` rung.
 #[derive(Debug)]
@@ -38,6 +41,11 @@ impl SandboxRung {
 /// The job's own broker socket.
 fn socket(job: &RungJob<'_>) -> PathBuf {
     job.ws.meta.join("broker.sock")
+}
+
+/// The job's own egress proxy socket.
+fn egress_socket(job: &RungJob<'_>) -> PathBuf {
+    job.ws.meta.join("egress.sock")
 }
 
 #[async_trait::async_trait]
@@ -84,6 +92,27 @@ impl Rung for SandboxRung {
         })
     }
 
+    /// On the job's own socket, reached only through the sandbox's second
+    /// forwarder: the job's network namespace has no other way out.
+    async fn bind_egress(
+        &self,
+        job: &RungJob<'_>,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+    ) -> Result<EgressHandle, RungError> {
+        let proxy =
+            EgressProxy::bind_unix(&egress_socket(job), config, records).map_err(|error| {
+                RungError::BindEgress {
+                    job_id: job.job_id.to_string(),
+                    error,
+                }
+            })?;
+        Ok(EgressHandle {
+            proxy,
+            url: format!("http://127.0.0.1:{SANDBOX_EGRESS_PORT}"),
+        })
+    }
+
     async fn launch(
         &self,
         job: &RungJob<'_>,
@@ -96,6 +125,7 @@ impl Rung for SandboxRung {
             home: ws.home.clone(),
             tmp: ws.tmp.clone(),
             broker_socket: socket(job),
+            egress_socket: job.egress.then(|| egress_socket(job)),
             timeout_secs: job.timeout_secs,
             extra_ro: Vec::new(),
             extra_rw: Vec::new(),

@@ -1,16 +1,18 @@
 //! Launch: the job's upstream (a provider, or the scenario served on
 //! loopback), the budget checked before anything starts, the job's broker
-//! bound for its rung, the engine's files prepared by its adapter, and the
+//! bound for its rung (and its egress proxy, when its spec lists
+//! destinations), the engine's files prepared by its adapter, and the
 //! engine started on the rung with its stdout, stderr and the raw
 //! artifact wired up: a [`Running`] job for the stream.
 
 use std::sync::Arc;
 
-use paddock_protocol::{EventBody, Phase};
+use paddock_protocol::{EgressPhase, EventBody, Phase};
 use time::OffsetDateTime;
 use tokio::io::AsyncWriteExt;
 
 use super::emit::Emitter;
+use super::network::{self, Egress};
 use super::provision::Provisioned;
 use super::stream::save_stderr;
 use super::{Job, LaunchFailure};
@@ -47,6 +49,8 @@ pub(super) struct Running {
     pub denials: Option<RecordTail>,
     pub _shared_spend: Option<broker::shared_spend::Follower>,
     pub broker: BrokerHandle,
+    /// The job's egress proxy, when its spec lists destinations.
+    pub egress: Option<Egress>,
     #[cfg(feature = "scripted")]
     pub _scripted: Option<ScriptedServer>,
 }
@@ -95,6 +99,7 @@ pub(super) async fn launch(
         policy: job.policy.as_ref(),
         accept_degraded: &spec.policy.accept_degraded,
         helper_exe: &job.config.helper_exe,
+        egress: network::wanted(spec),
     };
     let broker = job
         .rung
@@ -102,6 +107,7 @@ pub(super) async fn launch(
         .await
         .map_err(rung_failed)?;
     em.redactor.add_secret(&broker.token);
+    let egress = network::start(job, &on_rung).await?;
     // Other jobs of the same ticket or project, settling calls while this
     // one runs; followed until the job's end.
     let shared_spend = broker::shared_spend::follow(
@@ -114,8 +120,14 @@ pub(super) async fn launch(
         },
         broker::shared_spend::EVERY,
     );
+    // The agent's list from here on: whatever the setup phase opened is
+    // closed before the engine starts.
+    if let Some(e) = &egress {
+        e.handle.proxy.switch(EgressPhase::Agent);
+    }
     let adapter = prov.adapter.as_ref();
-    let ctx = launch_context(job, prov, &broker, (prompt, path_env), cloud)?;
+    let egress_url = egress.as_ref().map(|e| e.handle.url.clone());
+    let ctx = launch_context(job, prov, &broker, (prompt, path_env, egress_url), cloud)?;
     write_prepared(adapter.prepare(&ctx)).await?;
     let cmd = adapter.command(&ctx);
     em.emit(EventBody::Status {
@@ -155,6 +167,7 @@ pub(super) async fn launch(
         denials: job.policy.as_ref().map(|p| p.tail(&ws.meta)),
         _shared_spend: shared_spend,
         broker,
+        egress,
         #[cfg(feature = "scripted")]
         _scripted: scripted,
     })))
@@ -206,7 +219,7 @@ fn launch_context(
     job: &Job,
     prov: &Provisioned,
     broker: &BrokerHandle,
-    (prompt, path_env): (String, String),
+    (prompt, path_env, egress_url): (String, String, Option<String>),
     cloud: CloudPlace,
 ) -> Result<LaunchContext, LaunchFailure> {
     let spec = &job.spec;
@@ -220,6 +233,7 @@ fn launch_context(
         tmp: ws.tmp.clone(),
         broker_url: broker.url.clone(),
         job_token: broker.token.expose().to_string(),
+        egress_url,
         prompt,
         path_env,
         policy: match &job.policy {

@@ -2,8 +2,8 @@
 //! values: [`admit`] (everything checked before the job exists: an
 //! [`Admitted`] job with its id), [`provision`] (the lease, the job's
 //! record, a host slot, the engine binary, the workspace: a `Provisioned`
-//! job), [`assemble`] (the context), [`launch`] (the job's broker and the
-//! engine on its rung), [`stream`] (stdout into stored events while the
+//! job), [`assemble`] (the context), [`launch`] (the job's broker, its
+//! egress proxy ([`network`]) and the engine on its rung), [`stream`] (stdout into stored events while the
 //! ledger rows arrive; timeout and cancellation), [`teardown`] (nothing
 //! left running, calls in flight waited for) and [`conclude`] (the
 //! outcome, the patch artifact, the final record). A [`Runner`] is built
@@ -19,6 +19,7 @@ mod emit;
 mod engine_bin;
 mod error;
 mod launch;
+mod network;
 mod provision;
 mod stream;
 mod teardown;

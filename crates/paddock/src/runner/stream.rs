@@ -15,6 +15,7 @@ use tokio::io::AsyncReadExt;
 use super::calls::record_call;
 use super::emit::Emitter;
 use super::launch::{step, Running};
+use super::network;
 use super::{Job, LaunchFailure};
 use crate::engines::{self, EngineAdapter};
 use crate::output::{ArtifactWriter, Line, LineSplitter, Tail, Utf8Decoder};
@@ -96,6 +97,9 @@ pub(super) async fn stream(
             () = &mut grace, if out.exited.is_some() => break,
             Some(call) = run.broker.calls.recv() => {
                 record_call(em, call, run.broker.spent_micros()).await?;
+            }
+            Some(rec) = network::next(&mut run.egress) => {
+                network::record(em, rec).await?;
             }
             Some(notice) = run.broker.policy.recv() => {
                 out.held_reason = Some(notice.message.clone());

@@ -1,6 +1,7 @@
 //! Teardown: the engine stopped (or reaped) and nothing of the job left
 //! running (its process group, anything pointing into its directory, its
-//! cgroups), its artifacts flushed, its broker's policy notices and ledger
+//! cgroups), its egress proxy stopped and its last records taken in, its
+//! artifacts flushed, its broker's policy notices and ledger
 //! rows taken in, calls still in flight waited for (bounded) and the rest
 //! settled `interrupted`: never dropped. [`WorkspaceGuard`] removes the
 //! job's directory however the job ends (an error, a panic, a dropped
@@ -15,6 +16,7 @@ use paddock_protocol::{EventBody, ModelCall};
 use super::calls::record_call;
 use super::emit::Emitter;
 use super::launch::{step, Running};
+use super::network;
 use super::stream::{Streamed, DRAIN_GRACE};
 use super::LaunchFailure;
 use crate::broker;
@@ -60,6 +62,7 @@ pub(super) async fn tear_down(
         stderr_task,
         stderr_stop,
         broker,
+        egress,
         parser,
         denials,
         ..
@@ -83,6 +86,11 @@ pub(super) async fn tear_down(
     // pointing into the job's directory (the check that nothing is left).
     process.kill();
     leftovers_gone(em, rung, root).await?;
+    // Nothing of the job is left to use its proxy: stopped, its last
+    // records taken in.
+    if let Some(egress) = egress {
+        network::stop(em, egress).await?;
+    }
     if let Some(e) = raw.finish().await {
         em.error("paddock", e, false).await?;
     }

@@ -14,16 +14,16 @@ use crate::policy::job::JobPolicy;
 /// The warning of a job whose model spend nothing caps.
 pub const NO_BUDGET: &str = "the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd) and no max_usd default is configured (config.toml): this job's model spend is not capped";
 
-/// The warning of a job whose spec has `[setup]` or `[network]`: checked,
-/// not yet applied to a running job.
-pub const NETWORK_NOT_APPLIED: &str = "the spec's [setup] and [network] are checked but not applied yet: setup commands do not run and the job reaches nothing but its model (docs/egress.md)";
+/// The warning of a job whose spec has `[setup]` commands: checked, not
+/// yet run.
+pub const NETWORK_NOT_APPLIED: &str =
+    "the spec's [setup] is checked but not applied yet: its commands do not run (docs/egress.md)";
 
 /// The warnings of an admitted job, in the order they are emitted.
 pub fn admission_warnings(spec: &JobSpec, policy: Option<&JobPolicy>) -> Vec<String> {
     let budget = (spec.budget == BudgetSpec::default()).then(|| NO_BUDGET.to_string());
     let deprecated = policy.map(|p| p.deprecations(spec)).unwrap_or_default();
-    let network = (!spec.network.is_empty() || !spec.setup.is_default())
-        .then(|| NETWORK_NOT_APPLIED.to_string());
+    let network = (!spec.setup.is_default()).then(|| NETWORK_NOT_APPLIED.to_string());
     budget
         .into_iter()
         .chain(deprecated)
@@ -79,9 +79,6 @@ mod tests {
         );
         let text = format!("{SPEC}[budget]\nmax_usd = 1.0\n[network]\nallow = [\"a.example\"]\n");
         let spec = JobSpec::from_toml(&text, Path::new("job.toml")).unwrap();
-        assert_eq!(
-            admission_warnings(&spec, None),
-            vec![NETWORK_NOT_APPLIED.to_string()]
-        );
+        assert_eq!(admission_warnings(&spec, None), Vec::<String>::new());
     }
 }

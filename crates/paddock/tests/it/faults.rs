@@ -5,48 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::common::*;
 use paddock_protocol::{EventBody, JobStatus};
 
 const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
-
-/// A job spec on `rung` whose engine is the shell script `body` (run as
-/// Codex), with `timeout_secs`.
-fn fake_job(home: &Home, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
-    let repo = repo(home.path());
-    let bin = home.path().join("fakebin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let engine = bin.join("codex");
-    // The stand-in answers the start's version check as the pinned Codex.
-    std::fs::write(
-        &engine,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}\n",
-            paddock::engines::codex::PIN.version
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace(
-            "[engine]\n",
-            &format!("[engine]\nbinary = \"{}\"\n", engine.display()),
-        )
-        .replace(
-            "timeout_secs = 120",
-            &format!("timeout_secs = {timeout_secs}"),
-        );
-    // A budget, so the job's only `error` events are the faults' own.
-    std::fs::write(&spec, format!("{text}\n[budget]\nmax_usd = 1.0\n")).unwrap();
-    on_rung(&spec, rung);
-    spec
-}
 
 /// `paddock run --json SPEC`, sent `signal` once the engine created
 /// `started` in its checkout; its output.
@@ -88,7 +52,7 @@ async fn sigterm_and_sighup_cancel_like_ctrl_c() {
         nix::sys::signal::Signal::SIGINT,
     ] {
         let home = Home::new();
-        let spec = fake_job(
+        let spec = fake_codex_job(
             &home,
             "process",
             "echo changed >> README.md; touch started; sleep 60",
@@ -119,7 +83,7 @@ async fn sigterm_and_sighup_cancel_like_ctrl_c() {
 #[tokio::test]
 async fn a_closed_stdout_and_stderr_never_stop_the_job() {
     let home = Home::new();
-    let spec = fake_job(&home, "process", "echo changed >> README.md; exit 0", 120);
+    let spec = fake_codex_job(&home, "process", "echo changed >> README.md; exit 0", 120);
     let mut child = home
         .command(&["run", spec.to_str().unwrap()])
         .stdout(std::process::Stdio::piped())
@@ -206,7 +170,7 @@ fn errors(events: &[EventBody]) -> Vec<(String, Option<String>, bool)> {
 #[tokio::test]
 async fn invalid_utf8_then_a_flood_cannot_outlast_the_timeout() {
     let home = Home::new();
-    let spec = fake_job(
+    let spec = fake_codex_job(
         &home,
         "process",
         "printf 'bad \\377 byte\\n'; head -c 200000 /dev/zero | tr '\\0' a; echo; sleep 60",
@@ -255,7 +219,7 @@ exit 3",
         line = 3 * MB,
         err = 3 * MB,
     );
-    let spec = fake_job(&home, "process", &script, 120);
+    let spec = fake_codex_job(&home, "process", &script, 120);
     // The line cap is configurable: 1 MiB here, to keep the test short
     // (BENCHMARKS.md runs 100 MB with the defaults).
     let text = std::fs::read_to_string(&spec).unwrap().replace(
@@ -316,7 +280,7 @@ exit 3",
 #[tokio::test]
 async fn a_crashed_engine_is_an_error_event_naming_the_signal() {
     let home = Home::new();
-    let spec = fake_job(
+    let spec = fake_codex_job(
         &home,
         "process",
         "echo 'about to crash' >&2; kill -SEGV $$",
@@ -380,7 +344,7 @@ fn live_daemons(dir: &std::path::Path) -> Vec<String> {
 async fn detached_descendants_die_with_the_job_on_the_process_rung() {
     // The engine ends by itself.
     let home = Home::new();
-    let spec = fake_job(&home, "process", &daemons(home.path(), "exit 0"), 60);
+    let spec = fake_codex_job(&home, "process", &daemons(home.path(), "exit 0"), 60);
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
@@ -391,7 +355,7 @@ async fn detached_descendants_die_with_the_job_on_the_process_rung() {
     );
     // The job is cancelled while the engine runs.
     let home = Home::new();
-    let spec = fake_job(
+    let spec = fake_codex_job(
         &home,
         "process",
         &daemons(home.path(), "touch started; sleep 60"),
@@ -423,7 +387,7 @@ async fn a_full_data_directory_fails_the_job_and_removes_its_workspace() {
         r#"{{"type":"item.completed","item":{{"id":"i","type":"agent_message","text":"{}"}}}}"#,
         "x".repeat(1000)
     );
-    let spec = fake_job(
+    let spec = fake_codex_job(
         &home,
         "process",
         &format!("i=0; while [ $i -lt 4000 ]; do echo '{line}'; i=$((i+1)); done; sleep 60"),
@@ -625,7 +589,7 @@ i=0; while [ ! -e "$TMPDIR/go" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); do
 echo '{"type":"thread.started","thread_id":"t"}'
 echo '{"type":"turn.started"}'
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
-    let spec = fake_job(&home, "process", hands_out, 60);
+    let spec = fake_codex_job(&home, "process", hands_out, 60);
     let text = std::fs::read_to_string(&spec).unwrap().replace(
         SCRIPTED,
         &format!(

@@ -16,6 +16,7 @@ mod cli;
 mod context;
 mod doc_links;
 mod egress;
+mod egress_jobs;
 mod escape;
 mod faults;
 mod git_escape;
