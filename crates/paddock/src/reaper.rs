@@ -324,6 +324,25 @@ fn abandoned(path: &Path) -> Option<(Flock<File>, bool)> {
     Some((lock, content == KEPT))
 }
 
+/// Why the dead job `id` failed, from its events: a job that died while
+/// publishing a `done` result failed at publishing (the prefix
+/// `paddock publish` recognizes, so that it finishes the job as done);
+/// any other, [`REASON`].
+fn reason_for(id: &str, events: &[AgentEvent]) -> String {
+    let last_status = events.iter().rev().find_map(|e| match &e.body {
+        EventBody::Status { phase, detail } => Some((*phase, detail.as_deref())),
+        _ => None,
+    });
+    match last_status {
+        Some((Phase::Publishing, Some("done"))) => format!(
+            "{}the paddock process running this job ended while publishing its result \
+             (killed or crashed); `paddock publish {id}` finishes it",
+            crate::results::conclude::PUBLISH_FAILED
+        ),
+        _ => REASON.to_string(),
+    }
+}
+
 /// Marks running job `record` failed, with its totals from the ledger and
 /// the patch the reaper saved.
 async fn fail_job(
@@ -333,12 +352,9 @@ async fn fail_job(
 ) -> Result<(), StoreError> {
     let id = record.id.clone();
     let now = OffsetDateTime::now_utc();
-    let mut seq = store
-        .events(&id, 0)
-        .await?
-        .last()
-        .map(|e| e.seq + 1)
-        .unwrap_or(1);
+    let stored = store.events(&id, 0).await?;
+    let first_seq = stored.last().map(|e| e.seq + 1).unwrap_or(1);
+    let reason = reason_for(&id, &stored);
     let mut events = Vec::new();
     if let Some(p) = patch {
         events.push(EventBody::ArtifactSummary {
@@ -352,9 +368,9 @@ async fn fail_job(
     }
     events.push(EventBody::Status {
         phase: Phase::Failed,
-        detail: Some(REASON.to_string()),
+        detail: Some(reason.clone()),
     });
-    for body in events {
+    for (seq, body) in (first_seq..).zip(events) {
         store
             .append_event(&AgentEvent {
                 job_id: id.clone(),
@@ -363,7 +379,6 @@ async fn fail_job(
                 body,
             })
             .await?;
-        seq += 1;
     }
     // Calls its process never saw end are kept, settled as interrupted.
     store.interrupt_model_calls(&id, INTERRUPTED_CALL).await?;
@@ -378,7 +393,7 @@ async fn fail_job(
     record.cost_micros = cost;
     record.model_calls = u64::try_from(calls.len()).unwrap_or(u64::MAX);
     record.status = JobStatus::Failed;
-    record.reason = Some(REASON.to_string());
+    record.reason = Some(reason);
     record.finished_at = Some(now);
     record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
     store.finish_job(&record, JobStatus::Running).await

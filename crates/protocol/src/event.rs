@@ -127,6 +127,11 @@ pub enum Phase {
     /// The engine finished a turn.
     TurnCompleted,
     Concluding,
+    /// The result is being kept and published (branch, pull request,
+    /// closeout); `detail` is the outcome it is published as (`done`…). A
+    /// job whose last status is this one died while publishing: the reaper
+    /// leaves it for `paddock publish` to finish.
+    Publishing,
     Done,
     Failed,
     Held,

@@ -6,7 +6,7 @@
 //! already exists for the head). It checks the bearer token and records
 //! every request (method, path with query, authorization, body), so a test
 //! can assert what was, and what was never, sent. `down` makes it answer
-//! 503 like an outage. With [`MockGitHub::enable_app`] it is a GitHub App's
+//! 503 like an outage, `stall` leaves requests unanswered (a hang). With [`MockGitHub::enable_app`] it is a GitHub App's
 //! installation instead: `POST /app/installations/{id}/access_tokens`
 //! checks the App's RS256 JWT (signature, `iss`, lifetime at most ten
 //! minutes) and mints installation tokens (the first one is the token
@@ -73,6 +73,7 @@ pub struct MockGitHub {
     token: String,
     state: Arc<Mutex<State>>,
     down: Arc<AtomicBool>,
+    stall: Arc<AtomicBool>,
 }
 
 fn error(status: StatusCode, message: &str, errors: Option<Value>) -> (StatusCode, Value) {
@@ -99,6 +100,7 @@ impl MockGitHub {
             token: token.into(),
             state: Arc::default(),
             down: Arc::default(),
+            stall: Arc::default(),
         };
         let served = mock.clone();
         let router = axum::Router::new().fallback(move |req: Request<Body>| {
@@ -251,6 +253,12 @@ impl MockGitHub {
         Some((StatusCode::CREATED, answer))
     }
 
+    /// While `stall`, every request is recorded and then left unanswered
+    /// until the stall ends (a forge that hangs mid-publish).
+    pub fn set_stall(&self, stall: bool) {
+        self.stall.store(stall, Ordering::SeqCst);
+    }
+
     /// Answers every request with 503 while `down`.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
@@ -314,6 +322,9 @@ impl MockGitHub {
             authorization: authorization.clone(),
             body: body.clone(),
         });
+        while self.stall.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         if self.down.load(Ordering::SeqCst) {
             return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", None);
         }

@@ -193,6 +193,13 @@ pub(super) async fn conclude(
             // as its events are: a reason may quote the provider's key.
             ending.reason = ending.reason.map(|r| em.redactor.text(&r).into_owned());
             ending.duration_ms = Some(started.elapsed().as_millis() as u64);
+            // Should this process die while publishing, the reaper reads
+            // this and leaves the job for `paddock publish` to finish.
+            em.emit(EventBody::Status {
+                phase: Phase::Publishing,
+                detail: Some(ending.status.as_str().to_string()),
+            })
+            .await?;
             let published = crate::results::conclude_job(
                 prov.ws(),
                 &spec,

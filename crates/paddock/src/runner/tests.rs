@@ -191,6 +191,7 @@ async fn a_job_on_the_fake_rung_runs_to_done_and_leaves_nothing() {
             Phase::TurnStarted,
             Phase::TurnCompleted,
             Phase::Concluding,
+            Phase::Publishing,
             Phase::Done
         ]
     );
@@ -623,6 +624,7 @@ async fn a_stand_in_engine_added_in_one_directory_runs_to_done() {
             Phase::TurnStarted,
             Phase::TurnCompleted,
             Phase::Concluding,
+            Phase::Publishing,
             Phase::Done
         ]
     );

@@ -832,3 +832,88 @@ async fn a_github_app_token_broader_than_asked_is_revoked_unused() {
         )
     );
 }
+
+/// `kill -9` of `paddock run` while it publishes (the forge hangs on the
+/// first request, after the push): nothing is lost. `paddock gc` reaps
+/// the job as failed at publishing, its workspace goes, the bundle and
+/// patch stay, and `paddock publish` finishes it as `done` with the pull
+/// request and closeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_during_publishing_loses_nothing_and_paddock_publish_finishes_it() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    mock.set_stall(true);
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let mut run = home.command(&["run", "--json", spec.to_str().unwrap()]);
+    run.env("PADDOCK_TEST_GH_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut run = run.spawn().unwrap();
+    // Publishing has reached the forge (the branch is pushed by then).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while mock.requests().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never reached the forge"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+    let id = home.store().await.jobs(1).await.unwrap()[0].id.clone();
+
+    let gc = home.paddock(&["gc", "--json"], &[]).await;
+    assert_eq!(gc.status.code(), Some(0), "{gc:?}");
+    let reaped = home.store().await.job(&id).await.unwrap().unwrap();
+    let artifacts = home.data().join("artifacts").join(&id);
+    assert_eq!(
+        (
+            reaped.status,
+            reaped.reason.clone(),
+            artifacts.join("branch.bundle").exists(),
+            artifacts.join("patch.diff").exists(),
+            home.leftover_workspaces(),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some(format!(
+                "publishing the result failed: the paddock process running this job ended while \
+                 publishing its result (killed or crashed); `paddock publish {id}` finishes it"
+            )),
+            true,
+            true,
+            Vec::<String>::new(),
+        )
+    );
+
+    mock.set_stall(false);
+    let again = home
+        .paddock(
+            &["publish", "--json", &id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let done = record(&again);
+    assert_eq!(
+        (
+            again.status.code(),
+            done.status,
+            done.reason.clone(),
+            mock.pulls().len(),
+            mock.comments().len(),
+            git(&bare, &["rev-parse", "paddock/T-1/1"]),
+        ),
+        (
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            None,
+            1,
+            1,
+            git(&repo, &["rev-parse", "paddock/T-1/1"]),
+        )
+    );
+}
