@@ -12,57 +12,11 @@ use paddock_protocol::TokenUsage;
 use serde_json::Value;
 
 use super::error_text::{error_message, truncate};
+use super::wire::note_tier;
 
-/// Which API a call speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Api {
-    /// OpenAI Responses (`POST /v1/responses`), spoken by Codex.
-    Responses,
-    /// Anthropic Messages (`POST /v1/messages`), spoken by Claude Code.
-    Messages,
-    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
-    Chat,
-}
+pub use super::wire::Api;
 
-/// What the meter concluded about one response.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Reading {
-    pub served_model: Option<String>,
-    pub usage: Option<TokenUsage>,
-    /// The usage is the response's final count (Responses terminal event,
-    /// Messages `message_delta`, Chat usage chunk, a JSON body), not the
-    /// `message_start` snapshot.
-    pub usage_final: bool,
-    /// The response reached its terminal event (or was a complete JSON body).
-    pub completed: bool,
-    /// The upstream's own error message (HTTP error body or in-stream error).
-    pub error: Option<String>,
-    /// Bytes of generated text seen, for estimating a cut stream's output.
-    pub generated_chars: u64,
-    /// The service tier the answer reports (`default`, `priority`, `flex`,
-    /// `standard`, `batch`...), the latest seen.
-    pub service_tier: Option<String>,
-}
-
-impl Reading {
-    /// The tokens seen so far: the usage reported, with output at least the
-    /// generated characters / 4; without usage, the request bytes / 4 as
-    /// input.
-    pub fn running_usage(&self, request_bytes: u64) -> TokenUsage {
-        let generated = self.generated_chars.div_ceil(4);
-        match self.usage {
-            Some(mut u) => {
-                u.output_tokens = u.output_tokens.max(generated);
-                u
-            }
-            None => TokenUsage {
-                input_tokens: request_bytes / 4,
-                output_tokens: generated,
-                ..TokenUsage::default()
-            },
-        }
-    }
-}
+pub use super::reading::Reading;
 
 /// An incremental reader of one response body.
 #[derive(Debug)]
@@ -117,11 +71,7 @@ impl Meter {
                 match event {
                     super::eventstream::Event::Chunk(v) => {
                         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
-                        match self.api {
-                            Api::Responses => self.responses_event(kind, &v),
-                            Api::Messages => self.messages_event(kind, &v),
-                            Api::Chat => self.chat_chunk(&v),
-                        }
+                        self.api.read_event(&mut self.reading, kind, &v);
                     }
                     super::eventstream::Event::Exception { kind, message } => {
                         self.reading.error = Some(format!("{kind}: {message}"));
@@ -234,16 +184,6 @@ impl Meter {
         self.reading.service_tier.as_deref()
     }
 
-    /// Notes `v`'s `service_tier` (a string), if it has one.
-    fn note_tier(&mut self, v: Option<&Value>) {
-        if let Some(t) = v
-            .and_then(|v| v.get("service_tier"))
-            .and_then(Value::as_str)
-        {
-            self.reading.service_tier = Some(t.to_string());
-        }
-    }
-
     /// Ends the body and returns the reading.
     pub fn finish(mut self, http_status: u16) -> Reading {
         if self.frames.is_some() || self.over_limit.is_some() {
@@ -294,132 +234,7 @@ impl Meter {
             return;
         };
         let kind = v.get("type").and_then(Value::as_str).unwrap_or("");
-        match self.api {
-            Api::Responses => self.responses_event(kind, &v),
-            Api::Messages => self.messages_event(kind, &v),
-            Api::Chat => self.chat_chunk(&v),
-        }
-    }
-
-    /// A Chat Completions chunk: the model, content and tool-call argument
-    /// deltas, the usage chunk (`include_usage`), or an in-stream error.
-    fn chat_chunk(&mut self, v: &Value) {
-        if let Some(m) = v.get("model").and_then(Value::as_str) {
-            self.reading.served_model = Some(m.to_string());
-        }
-        self.note_tier(Some(v));
-        if v.get("error").is_some_and(|e| !e.is_null()) {
-            self.reading.error = Some(error_message(v));
-        }
-        for choice in v
-            .get("choices")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let delta = choice.get("delta").unwrap_or(&Value::Null);
-            for key in ["content", "reasoning_content"] {
-                if let Some(s) = delta.get(key).and_then(Value::as_str) {
-                    self.reading.generated_chars += s.chars().count() as u64;
-                }
-            }
-            for call in delta
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(s) = call.pointer("/function/arguments").and_then(Value::as_str) {
-                    self.reading.generated_chars += s.chars().count() as u64;
-                }
-            }
-        }
-        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            self.reading.usage = Some(chat_usage(u));
-            self.reading.usage_final = true;
-        }
-    }
-
-    fn responses_event(&mut self, kind: &str, v: &Value) {
-        match kind {
-            "response.created" | "response.in_progress" => {
-                if let Some(m) = v.pointer("/response/model").and_then(Value::as_str) {
-                    self.reading.served_model = Some(m.to_string());
-                }
-                self.note_tier(v.get("response"));
-            }
-            "response.output_text.delta"
-            | "response.reasoning_summary_text.delta"
-            | "response.function_call_arguments.delta"
-            | "response.custom_tool_call_input.delta" => {
-                if let Some(d) = v.get("delta").and_then(Value::as_str) {
-                    self.reading.generated_chars += d.chars().count() as u64;
-                }
-            }
-            "response.completed" | "response.incomplete" | "response.failed" => {
-                let resp = v.get("response").unwrap_or(&Value::Null);
-                if let Some(m) = resp.get("model").and_then(Value::as_str) {
-                    self.reading.served_model = Some(m.to_string());
-                }
-                self.note_tier(Some(resp));
-                if let Some(u) = resp.get("usage").filter(|u| u.is_object()) {
-                    self.reading.usage = Some(responses_usage(u));
-                    self.reading.usage_final = true;
-                }
-                if kind == "response.failed" {
-                    self.reading.error = Some(
-                        resp.pointer("/error/message")
-                            .and_then(Value::as_str)
-                            .unwrap_or("response.failed without a message")
-                            .to_string(),
-                    );
-                } else {
-                    self.reading.completed = true;
-                }
-            }
-            "error" => {
-                self.reading.error = Some(error_message(v));
-            }
-            _ => {}
-        }
-    }
-
-    fn messages_event(&mut self, kind: &str, v: &Value) {
-        match kind {
-            "message_start" => {
-                let msg = v.get("message").unwrap_or(&Value::Null);
-                if let Some(m) = msg.get("model").and_then(Value::as_str) {
-                    self.reading.served_model = Some(m.to_string());
-                }
-                if let Some(u) = msg.get("usage") {
-                    let mut usage = TokenUsage::default();
-                    merge_messages_usage(&mut usage, u);
-                    self.reading.usage = Some(usage);
-                }
-                self.note_tier(msg.get("usage"));
-            }
-            "content_block_delta" => {
-                let d = v.get("delta").unwrap_or(&Value::Null);
-                for key in ["text", "thinking", "partial_json"] {
-                    if let Some(s) = d.get(key).and_then(Value::as_str) {
-                        self.reading.generated_chars += s.chars().count() as u64;
-                    }
-                }
-            }
-            "message_delta" => {
-                // Cumulative: the latest value of each field wins; never add.
-                if let Some(u) = v.get("usage") {
-                    let mut usage = self.reading.usage.unwrap_or_default();
-                    merge_messages_usage(&mut usage, u);
-                    self.reading.usage = Some(usage);
-                    self.reading.usage_final = true;
-                }
-                self.note_tier(v.get("usage"));
-            }
-            "message_stop" => self.reading.completed = true,
-            "error" => self.reading.error = Some(error_message(v)),
-            _ => {}
-        }
+        self.api.read_event(&mut self.reading, kind, &v);
     }
 
     fn json_body(&mut self, v: &Value) {
@@ -427,26 +242,10 @@ impl Meter {
             self.reading.served_model = Some(m.to_string());
         }
         // OpenAI: top level; Anthropic: in `usage`.
-        self.note_tier(Some(v));
-        self.note_tier(v.get("usage"));
-        match self.api {
-            Api::Responses => {
-                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-                    self.reading.usage = Some(responses_usage(u));
-                }
-            }
-            Api::Messages => {
-                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-                    let mut usage = TokenUsage::default();
-                    merge_messages_usage(&mut usage, u);
-                    self.reading.usage = Some(usage);
-                }
-            }
-            Api::Chat => {
-                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-                    self.reading.usage = Some(chat_usage(u));
-                }
-            }
+        note_tier(&mut self.reading, Some(v));
+        note_tier(&mut self.reading, v.get("usage"));
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.reading.usage = Some(self.api.body_usage(u));
         }
         self.reading.completed = self.reading.usage.is_some();
         self.reading.usage_final = self.reading.usage.is_some();
@@ -467,52 +266,6 @@ fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
         i += 1;
     }
     None
-}
-
-fn u(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// Responses usage: cached and cache-write tokens are part of `input_tokens`;
-/// Paddock's `input_tokens` excludes them.
-fn responses_usage(v: &Value) -> TokenUsage {
-    let input = u(v, "/input_tokens");
-    let cached = u(v, "/input_tokens_details/cached_tokens");
-    let cache_write = u(v, "/input_tokens_details/cache_write_tokens");
-    TokenUsage {
-        input_tokens: input.saturating_sub(cached).saturating_sub(cache_write),
-        cached_input_tokens: cached,
-        cache_write_tokens: cache_write,
-        output_tokens: u(v, "/output_tokens"),
-        reasoning_tokens: u(v, "/output_tokens_details/reasoning_tokens"),
-    }
-}
-
-/// Chat Completions usage: cached tokens are part of `prompt_tokens`;
-/// Paddock's `input_tokens` excludes them.
-fn chat_usage(v: &Value) -> TokenUsage {
-    let prompt = u(v, "/prompt_tokens");
-    let cached = u(v, "/prompt_tokens_details/cached_tokens");
-    TokenUsage {
-        input_tokens: prompt.saturating_sub(cached),
-        cached_input_tokens: cached,
-        cache_write_tokens: 0,
-        output_tokens: u(v, "/completion_tokens"),
-        reasoning_tokens: u(v, "/completion_tokens_details/reasoning_tokens"),
-    }
-}
-
-/// Anthropic usage: each field present replaces the previous value.
-fn merge_messages_usage(usage: &mut TokenUsage, v: &Value) {
-    let set = |field: &mut u64, key: &str| {
-        if let Some(n) = v.get(key).and_then(Value::as_u64) {
-            *field = n;
-        }
-    };
-    set(&mut usage.input_tokens, "input_tokens");
-    set(&mut usage.cached_input_tokens, "cache_read_input_tokens");
-    set(&mut usage.cache_write_tokens, "cache_creation_input_tokens");
-    set(&mut usage.output_tokens, "output_tokens");
 }
 
 #[cfg(test)]

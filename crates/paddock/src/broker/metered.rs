@@ -13,12 +13,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use futures::Stream;
 use paddock_protocol::{CallStatus, ModelCall, TokenUsage};
-use serde_json::json;
 use time::OffsetDateTime;
 
 use super::budget::Reservation;
 use super::ledger::InFlight;
-use super::meter::{Api, Meter};
+use super::meter::Meter;
 use super::server::without_url;
 use super::{PolicyNotice, Shared};
 
@@ -131,23 +130,7 @@ impl MeteredBody {
         } else {
             Vec::new()
         };
-        let (name, data) = match meter.api() {
-            Api::Chat => (
-                "",
-                json!({"error": {"message": message, "type": kind, "code": kind}}),
-            ),
-            Api::Responses => (
-                "response.failed",
-                json!({"type": "response.failed", "response": {
-                    "id": format!("resp_paddock_cut_{}", self.seq), "object": "response",
-                    "status": "failed", "model": self.model,
-                    "error": {"code": kind, "message": message}}}),
-            ),
-            Api::Messages => (
-                "error",
-                json!({"type": "error", "error": {"type": kind, "message": message}}),
-            ),
-        };
+        let (name, data) = meter.api().cut_event(kind, &message, self.seq, &self.model);
         let frame = if name.is_empty() {
             format!("data: {data}\n\n")
         } else {

@@ -28,6 +28,7 @@ mod metered;
 pub mod prices;
 pub mod prices_import;
 pub mod provider;
+pub mod reading;
 pub mod retry;
 pub use crate::secret;
 mod server;
@@ -36,6 +37,7 @@ pub mod spend;
 pub mod token_cache;
 pub mod upstream;
 pub mod vertex;
+pub mod wire;
 
 pub use allowlist::ModelAllowlist;
 pub use budget::{Ceiling, Scope};

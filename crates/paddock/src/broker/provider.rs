@@ -319,11 +319,9 @@ fn standard_route(method: &Method, path: &str) -> Route {
         model: None,
         upstream_path: path.to_string(),
     };
-    match (method, path) {
-        (&Method::POST, "/v1/responses") => call(Api::Responses),
-        (&Method::POST, "/v1/messages") => call(Api::Messages),
-        (&Method::POST, "/v1/chat/completions") => call(Api::Chat),
-        (&Method::GET, "/v1/models") => Route::Models,
+    match (method, Api::of_path(path)) {
+        (&Method::POST, Some(api)) => call(api),
+        (&Method::GET, None) if path == "/v1/models" => Route::Models,
         _ => refused(
             Api::Responses,
             http::StatusCode::NOT_FOUND,

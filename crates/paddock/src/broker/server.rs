@@ -459,12 +459,7 @@ fn cap_output(
     if cap < MIN_OUTPUT_CAP {
         return None;
     }
-    let field = match api {
-        Api::Responses => "max_output_tokens",
-        Api::Messages => "max_tokens",
-        Api::Chat if request.get("max_tokens").is_some() => "max_tokens",
-        Api::Chat => "max_completion_tokens",
-    };
+    let field = api.max_output_field(request);
     request
         .as_object_mut()?
         .insert(field.to_string(), Value::from(cap));
@@ -473,25 +468,13 @@ fn cap_output(
         .map(|b| (cap, Bytes::from(b)))
 }
 
-/// For a streaming Chat Completions request, sets
-/// `stream_options.include_usage` and returns the rewritten body; `None`
-/// when the body passes unchanged.
+/// For a streaming Chat Completions request, the body rewritten with
+/// `stream_options.include_usage` set; `None` when it passes unchanged.
 fn include_usage(api: Api, request: &mut Value) -> Option<Bytes> {
-    if api != Api::Chat || request.get("stream").and_then(Value::as_bool) != Some(true) {
+    if api != Api::Chat {
         return None;
     }
-    if request.pointer("/stream_options/include_usage") == Some(&Value::Bool(true)) {
-        return None;
-    }
-    let obj = request.as_object_mut()?;
-    let options = obj.entry("stream_options").or_insert_with(|| json!({}));
-    if !options.is_object() {
-        *options = json!({});
-    }
-    options
-        .as_object_mut()?
-        .insert("include_usage".into(), Value::Bool(true));
-    serde_json::to_vec(request).ok().map(Bytes::from)
+    super::wire::chat::include_usage(request).map(Bytes::from)
 }
 
 /// `GET /v1/models`: the models the job may use, in Anthropic's list format
@@ -584,13 +567,7 @@ pub fn error_response(api: Api, status: StatusCode, kind: &str, message: &str) -
 }
 
 pub(super) fn error_body(api: Api, kind: &str, message: &str) -> String {
-    match api {
-        Api::Responses | Api::Chat => {
-            json!({"error": {"message": message, "type": kind, "code": kind}})
-        }
-        Api::Messages => json!({"type": "error", "error": {"type": kind, "message": message}}),
-    }
-    .to_string()
+    api.error_body(kind, message).to_string()
 }
 
 /// The refusal for a whole answer whose served model (its `model` field:

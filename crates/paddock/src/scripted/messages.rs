@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use super::scenario::{Action, Ending, HttpFailure, StreamFailure, Usage};
 use super::sse::{deltas, frame, json_reply, stream_reply};
 use super::{RenderInput, ScriptedReply};
+use crate::broker::wire::messages::error_body;
 
 /// Renders the input's turn.
 pub(crate) fn render(input: &RenderInput<'_>) -> ScriptedReply {
@@ -68,10 +69,6 @@ pub(crate) fn error_reply(failure: &HttpFailure) -> ScriptedReply {
         .clone()
         .unwrap_or_else(|| default_error_type(failure.status).to_owned());
     json_reply(failure.status, &error_body(&kind, &failure.message))
-}
-
-fn error_body(kind: &str, message: &str) -> Value {
-    json!({"type": "error", "error": {"type": kind, "message": message}})
 }
 
 /// Anthropic's error `type` for a status.

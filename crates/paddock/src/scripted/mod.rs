@@ -36,17 +36,11 @@ use bytes::Bytes;
 pub use scenario::{Scenario, ScenarioError};
 pub use server::ScriptedServer;
 
-/// The wire protocol a model request came in on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wire {
-    /// The OpenAI Responses API (`POST /v1/responses`), spoken by Codex.
-    Responses,
-    /// The Anthropic Messages API (`POST /v1/messages`), spoken by Claude Code.
-    Messages,
-    /// The OpenAI Chat Completions API (`POST /v1/chat/completions`), spoken
-    /// by OpenAI-compatible clients.
-    Chat,
-}
+/// The wire protocol a model request came in on: the broker's [`Api`]
+/// (`crate::broker::wire`), whose routes the scripted upstream serves.
+///
+/// [`Api`]: crate::broker::wire::Api
+pub use crate::broker::wire::Api as Wire;
 
 /// What the renderer needs to know about the job beyond the request itself.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -84,12 +84,8 @@ impl Replies {
 /// The wire (and the broker's API) of a request to `path`, for the three
 /// provider routes.
 pub fn route(method: &Method, path: &str) -> Option<(Wire, Api)> {
-    match (method, path) {
-        (&Method::POST, "/v1/responses") => Some((Wire::Responses, Api::Responses)),
-        (&Method::POST, "/v1/messages") => Some((Wire::Messages, Api::Messages)),
-        (&Method::POST, "/v1/chat/completions") => Some((Wire::Chat, Api::Chat)),
-        _ => None,
-    }
+    let api = Api::of_path(path).filter(|_| method == Method::POST)?;
+    Some((api, api))
 }
 
 /// The 404 of a path the upstream does not serve.

@@ -1,0 +1,76 @@
+//! Anthropic Messages (`POST /v1/messages`), spoken by Claude Code (and
+//! inside Bedrock's event stream and Vertex's bodies): its stream events
+//! as the meter reads them, its cumulative usage, and its error body (also
+//! the event that ends a cut stream).
+
+use paddock_protocol::TokenUsage;
+use serde_json::{json, Value};
+
+use super::{generated, note_tier};
+use crate::broker::error_text::error_message;
+use crate::broker::reading::Reading;
+
+pub const PATH: &str = "/v1/messages";
+
+/// The request field that caps the answer's output tokens.
+pub const MAX_OUTPUT_FIELD: &str = "max_tokens";
+
+/// One stream event of `kind`.
+pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
+    match kind {
+        "message_start" => {
+            let msg = v.get("message").unwrap_or(&Value::Null);
+            if let Some(m) = msg.get("model").and_then(Value::as_str) {
+                reading.served_model = Some(m.to_string());
+            }
+            if let Some(u) = msg.get("usage") {
+                reading.usage = Some(usage(u));
+            }
+            note_tier(reading, msg.get("usage"));
+        }
+        "content_block_delta" => {
+            let d = v.get("delta").unwrap_or(&Value::Null);
+            for key in ["text", "thinking", "partial_json"] {
+                generated(reading, d.get(key).and_then(Value::as_str));
+            }
+        }
+        "message_delta" => {
+            // Cumulative: the latest value of each field wins; never add.
+            if let Some(u) = v.get("usage") {
+                let mut usage = reading.usage.unwrap_or_default();
+                merge_usage(&mut usage, u);
+                reading.usage = Some(usage);
+                reading.usage_final = true;
+            }
+            note_tier(reading, v.get("usage"));
+        }
+        "message_stop" => reading.completed = true,
+        "error" => reading.error = Some(error_message(v)),
+        _ => {}
+    }
+}
+
+/// A whole `usage` object.
+pub(super) fn usage(v: &Value) -> TokenUsage {
+    let mut usage = TokenUsage::default();
+    merge_usage(&mut usage, v);
+    usage
+}
+
+/// Anthropic usage: each field present replaces the previous value.
+fn merge_usage(usage: &mut TokenUsage, v: &Value) {
+    let set = |field: &mut u64, key: &str| {
+        if let Some(n) = v.get(key).and_then(Value::as_u64) {
+            *field = n;
+        }
+    };
+    set(&mut usage.input_tokens, "input_tokens");
+    set(&mut usage.cached_input_tokens, "cache_read_input_tokens");
+    set(&mut usage.cache_write_tokens, "cache_creation_input_tokens");
+    set(&mut usage.output_tokens, "output_tokens");
+}
+
+/// Anthropic's error body (and `error` event; the scripted upstream's too).
+pub(crate) fn error_body(kind: &str, message: &str) -> Value {
+    json!({"type": "error", "error": {"type": kind, "message": message}})
+}

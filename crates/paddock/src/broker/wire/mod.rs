@@ -1,0 +1,127 @@
+//! The wire APIs the broker speaks, one module each: `responses` (OpenAI
+//! Responses, Codex), `messages` (Anthropic Messages, Claude Code; also
+//! inside Bedrock's event stream and Vertex's bodies) and `chat` (OpenAI
+//! Chat Completions). Each owns its route (the path an engine posts to),
+//! what the meter reads of it (a stream event, a whole JSON body's usage),
+//! its error body, the event that cuts its stream, and the request field
+//! that caps its output. [`Api`] names one and dispatches to its module;
+//! the meter, the server and the metered body ask it rather than matching
+//! on an API themselves. A new wire API is one more module here and one
+//! more variant.
+
+use paddock_protocol::TokenUsage;
+use serde_json::{json, Value};
+
+use super::reading::Reading;
+
+pub mod chat;
+pub mod messages;
+pub mod responses;
+
+/// Which API a call speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI Responses (`POST /v1/responses`), spoken by Codex.
+    Responses,
+    /// Anthropic Messages (`POST /v1/messages`), spoken by Claude Code.
+    Messages,
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    Chat,
+}
+
+impl Api {
+    /// The API whose route is `POST path`, if any.
+    pub fn of_path(path: &str) -> Option<Api> {
+        [Api::Responses, Api::Messages, Api::Chat]
+            .into_iter()
+            .find(|api| api.path() == path)
+    }
+
+    /// The path an engine posts a call to.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Responses => responses::PATH,
+            Api::Messages => messages::PATH,
+            Api::Chat => chat::PATH,
+        }
+    }
+
+    /// Reads one decoded stream event (`kind`: its `type`, empty if none)
+    /// into `reading`.
+    pub(super) fn read_event(self, reading: &mut Reading, kind: &str, v: &Value) {
+        match self {
+            Api::Responses => responses::read_event(reading, kind, v),
+            Api::Messages => messages::read_event(reading, kind, v),
+            Api::Chat => chat::read_event(reading, v),
+        }
+    }
+
+    /// The usage of a whole JSON answer's `usage` object.
+    pub(super) fn body_usage(self, usage: &Value) -> TokenUsage {
+        match self {
+            Api::Responses => responses::usage(usage),
+            Api::Messages => messages::usage(usage),
+            Api::Chat => chat::usage(usage),
+        }
+    }
+
+    /// An error body in this API's format, so the engine shows `message`.
+    pub fn error_body(self, kind: &str, message: &str) -> Value {
+        match self {
+            Api::Responses | Api::Chat => openai_error(kind, message),
+            Api::Messages => messages::error_body(kind, message),
+        }
+    }
+
+    /// The SSE event (name, data; no name: a bare `data:` line) that ends
+    /// a cut stream of a call of `model`, `id` naming the cut answer.
+    pub(super) fn cut_event(
+        self,
+        kind: &str,
+        message: &str,
+        id: u64,
+        model: &str,
+    ) -> (&'static str, Value) {
+        match self {
+            Api::Responses => responses::cut_event(kind, message, id, model),
+            Api::Messages => ("error", messages::error_body(kind, message)),
+            Api::Chat => ("", openai_error(kind, message)),
+        }
+    }
+
+    /// The request field that caps the answer's output tokens.
+    pub(super) fn max_output_field(self, request: &Value) -> &'static str {
+        match self {
+            Api::Responses => responses::MAX_OUTPUT_FIELD,
+            Api::Messages => messages::MAX_OUTPUT_FIELD,
+            Api::Chat => chat::max_output_field(request),
+        }
+    }
+}
+
+/// OpenAI's error body (Responses and Chat Completions).
+fn openai_error(kind: &str, message: &str) -> Value {
+    json!({"error": {"message": message, "type": kind, "code": kind}})
+}
+
+/// Notes `v`'s `service_tier` (a string), if it has one.
+pub(super) fn note_tier(reading: &mut Reading, v: Option<&Value>) {
+    if let Some(t) = v
+        .and_then(|v| v.get("service_tier"))
+        .and_then(Value::as_str)
+    {
+        reading.service_tier = Some(t.to_string());
+    }
+}
+
+/// Adds the characters of `s` to the generated text seen.
+fn generated(reading: &mut Reading, s: Option<&str>) {
+    if let Some(s) = s {
+        reading.generated_chars += s.chars().count() as u64;
+    }
+}
+
+/// The number at `ptr`, 0 when absent.
+fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0)
+}
