@@ -316,6 +316,23 @@ impl crate::store::Store for FailingStore {
     async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
         self.inner.running_jobs().await
     }
+    async fn enqueue_job(
+        &self,
+        job: &paddock_protocol::JobRecord,
+        spec_json: &str,
+        priority: i64,
+    ) -> Result<(), StoreError> {
+        self.inner.enqueue_job(job, spec_json, priority).await
+    }
+    async fn claim_job(&self) -> Result<Option<paddock_protocol::JobRecord>, StoreError> {
+        self.inner.claim_job().await
+    }
+    async fn list_jobs(
+        &self,
+        query: &crate::store::JobQuery,
+    ) -> Result<Vec<paddock_protocol::JobRecord>, StoreError> {
+        self.inner.list_jobs(query).await
+    }
     async fn job_ids_with_prefix(
         &self,
         prefix: &str,

@@ -19,7 +19,7 @@ use time::macros::datetime;
 use time::OffsetDateTime;
 
 use super::fixtures::{event, job, model_call};
-use super::{SpendScope, Store, StoreError};
+use super::{JobQuery, SpendScope, Store, StoreError};
 
 /// One `#[tokio::test]` per check, each on a fresh store from `$make`
 /// (an async expression giving a `SharedStore`).
@@ -43,6 +43,9 @@ macro_rules! conformance_suite {
             usage_rows_per_job_and_per_model_and_day,
             egress_attempts_round_trip_in_order_per_job,
             closeouts_are_kept_replaced_and_refused_for_unknown_jobs,
+            the_queue_claims_by_priority_then_age_one_attempt_per_ticket,
+            concurrent_claims_never_share_a_job,
+            jobs_are_listed_by_filter_in_pages,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -681,5 +684,153 @@ pub(crate) async fn closeouts_are_kept_replaced_and_refused_for_unknown_jobs(sto
     assert_eq!(
         store.closeout("j1").await.unwrap(),
         Some("## Closeout\n\ncafé ✓\n".to_string())
+    );
+}
+
+/// A queued job `id` of ticket `ticket`, `offset_ms` after the base time.
+fn queued(id: &str, ticket: &str, offset_ms: i64) -> paddock_protocol::JobRecord {
+    let mut j = job(id, offset_ms);
+    j.ticket_id = ticket.to_owned();
+    j.status = JobStatus::Queued;
+    j
+}
+
+/// Claims until the queue gives nothing; the ids in claim order.
+async fn claim_all(store: &dyn Store) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(j) = store.claim_job().await.unwrap() {
+        assert_eq!(j.status, JobStatus::Running, "{}", j.id);
+        out.push(j.id);
+    }
+    out
+}
+
+pub(crate) async fn the_queue_claims_by_priority_then_age_one_attempt_per_ticket(
+    store: &dyn Store,
+) {
+    let mut held = queued("held", "T-H", 0);
+    held.status = JobStatus::Held;
+    let jobs = [
+        (queued("old-low", "T-A", 0), 0),
+        (queued("new-high", "T-B", 20), 5),
+        (queued("newer-high-same-ticket", "T-B", 30), 5),
+        (queued("mid-low", "T-C", 10), 0),
+        (queued("older-high", "T-D", 15), 5),
+        (held.clone(), 9),
+    ];
+    for (j, priority) in &jobs {
+        store.enqueue_job(j, "{}", *priority).await.unwrap();
+    }
+    // A ticket with a running attempt elsewhere waits too.
+    let mut busy = job("busy", 0);
+    busy.ticket_id = "T-E".into();
+    store.insert_job(&busy, "{}").await.unwrap();
+    store
+        .enqueue_job(&queued("behind-busy", "T-E", 1), "{}", 7)
+        .await
+        .unwrap();
+
+    let mut claimed = store.job("older-high").await.unwrap().unwrap();
+    assert_eq!(claimed.status, JobStatus::Queued);
+    claimed.status = JobStatus::Running;
+    assert_eq!(
+        claim_all(store).await,
+        vec!["older-high", "new-high", "old-low", "mid-low"]
+    );
+    assert_eq!(store.job("older-high").await.unwrap(), Some(claimed));
+    assert_eq!(store.job("held").await.unwrap(), Some(held));
+
+    // Once the ticket's running attempts end, its next attempt runs.
+    for id in ["new-high", "busy"] {
+        let mut done = store.job(id).await.unwrap().unwrap();
+        done.status = JobStatus::Done;
+        store.finish_job(&done, JobStatus::Running).await.unwrap();
+    }
+    assert_eq!(
+        claim_all(store).await,
+        vec!["behind-busy", "newer-high-same-ticket"]
+    );
+}
+
+pub(crate) async fn concurrent_claims_never_share_a_job(store: &dyn Store) {
+    let mut ids: Vec<String> = (0..24).map(|i| format!("q{i:02}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let j = queued(id, &format!("T-{id}"), i as i64);
+        store.enqueue_job(&j, "{}", 0).await.unwrap();
+    }
+    let claimers = (0..4).map(|_| claim_all(store));
+    let mut claimed: Vec<String> = futures::future::join_all(claimers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    claimed.sort();
+    ids.sort();
+    assert_eq!(claimed, ids);
+}
+
+pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
+    let mut all = Vec::new();
+    for i in 0..5_i64 {
+        let mut j = job(&format!("j{i}"), i * 100);
+        if i % 2 == 1 {
+            j.engine = "claude".into();
+        }
+        if i >= 3 {
+            j.status = JobStatus::Queued;
+        }
+        store.enqueue_job(&j, "{}", 0).await.unwrap();
+        all.push(j);
+    }
+    let page = |status, engine: Option<&str>, after: Option<&str>, limit| JobQuery {
+        status,
+        engine: engine.map(str::to_owned),
+        after: after.map(str::to_owned),
+        limit,
+    };
+    let ids = |jobs: Vec<paddock_protocol::JobRecord>| -> Vec<String> {
+        jobs.into_iter().map(|j| j.id).collect()
+    };
+    assert_eq!(
+        store.list_jobs(&page(None, None, None, 10)).await.unwrap(),
+        all.iter().rev().cloned().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        (
+            ids(store.list_jobs(&page(None, None, None, 2)).await.unwrap()),
+            ids(store
+                .list_jobs(&page(None, None, Some("j3"), 2))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&page(None, None, Some("j1"), 2))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&page(Some(JobStatus::Queued), None, None, 10))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&page(Some(JobStatus::Running), Some("claude"), None, 10))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&page(None, Some("codex"), Some("j4"), 10))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&page(None, None, Some("nope"), 10))
+                .await
+                .unwrap()),
+        ),
+        (
+            vec!["j4".to_owned(), "j3".to_owned()],
+            vec!["j2".to_owned(), "j1".to_owned()],
+            vec!["j0".to_owned()],
+            vec!["j4".to_owned(), "j3".to_owned()],
+            vec!["j1".to_owned()],
+            vec!["j2".to_owned(), "j0".to_owned()],
+            Vec::<String>::new(),
+        )
     );
 }

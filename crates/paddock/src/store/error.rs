@@ -89,6 +89,12 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// The queue's next job could not be claimed.
+    #[error("cannot claim the next queued job")]
+    ClaimJob {
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("cannot append event {seq} of job {job_id}")]
     AppendEvent {
         job_id: String,

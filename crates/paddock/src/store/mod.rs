@@ -5,9 +5,10 @@
 //! profiles). Every caller holds a `dyn Store` ([`SharedStore`] where it
 //! keeps one), so a backend is one implementation: SQLite today
 //! (`sqlite/`), PostgreSQL next. What a backend must do is pinned by the
-//! conformance suite (`conformance.rs`), which every backend runs. A queue's
-//! operations (enqueue, claim with a lease, heartbeat) belong here too, as
-//! further methods over the `queued` status.
+//! conformance suite (`conformance.rs`), which every backend runs. The
+//! server's queue is here too: enqueue (a job `queued` with a priority),
+//! claim (the next runnable queued job set `running` by compare-and-set)
+//! and the filtered, paginated list of jobs.
 
 #[cfg(test)]
 pub(crate) mod conformance;
@@ -69,6 +70,28 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// The ids of every job still `running`, oldest first (the reaper's
     /// candidates: a running job without a live lease is dead).
     async fn running_jobs(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Records a new job waiting to run (`queued`, or `held` by the budget
+    /// gate) with its spec and its queue priority (higher runs first).
+    /// Fails with `JobExists` if the id is taken.
+    async fn enqueue_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        priority: i64,
+    ) -> Result<(), StoreError>;
+
+    /// Claims the next job of the queue and returns it `running`: the
+    /// highest priority, then the oldest (`created_at`, then id) `queued`
+    /// job whose ticket (project and ticket id) has no `running` attempt.
+    /// The claim is a compare-and-set on `queued`: concurrent claimers never
+    /// get the same job. `None` when no queued job can run.
+    async fn claim_job(&self) -> Result<Option<JobRecord>, StoreError>;
+
+    /// A page of the jobs matching `query`, newest (`created_at`, then id)
+    /// first, starting after the job `query.after` (the previous page's
+    /// last id; an unknown id gives an empty page).
+    async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError>;
 
     /// The ids of the jobs whose id starts with `prefix` (taken literally),
     /// newest first, at most `limit` of them.
@@ -135,6 +158,20 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// Closes the backend (flushing what it buffers). Other holders of this
     /// store fail afterwards.
     async fn close(&self);
+}
+
+/// Which jobs a page of [`Store::list_jobs`] holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobQuery {
+    /// Only jobs with this status.
+    pub status: Option<JobStatus>,
+    /// Only jobs of this engine (`codex`, `claude`).
+    pub engine: Option<String>,
+    /// The page starts after this job (the cursor: the last id of the
+    /// previous page).
+    pub after: Option<String>,
+    /// At most this many jobs.
+    pub limit: u32,
 }
 
 /// The budgets that span jobs, as sums over the ledger.

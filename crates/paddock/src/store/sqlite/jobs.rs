@@ -37,12 +37,12 @@ const COLUMNS: [&str; 23] = [
     "duration_ms",
 ];
 
-/// `INSERT` of `id`, the `COLUMNS` and `spec_json`.
+/// `INSERT` of `id`, the `COLUMNS`, `spec_json` and `priority`.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
-    let spec = COLUMNS.len() + 2;
-    let placeholders: Vec<String> = (1..=spec).map(|n| format!("${n}")).collect();
+    let last = COLUMNS.len() + 3;
+    let placeholders: Vec<String> = (1..=last).map(|n| format!("${n}")).collect();
     format!(
-        "INSERT INTO jobs (id, {}, spec_json) VALUES ({})",
+        "INSERT INTO jobs (id, {}, spec_json, priority) VALUES ({})",
         COLUMNS.join(", "),
         placeholders.join(", ")
     )
@@ -59,12 +59,12 @@ static UPDATE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// `SELECT` list matching `JobRow`.
-static SELECT: LazyLock<String> =
+pub(super) static SELECT: LazyLock<String> =
     LazyLock::new(|| format!("SELECT id, {} FROM jobs", COLUMNS.join(", ")));
 
 /// A `jobs` row as stored.
 #[derive(sqlx::FromRow)]
-struct JobRow {
+pub(super) struct JobRow {
     id: String,
     ticket_id: String,
     project: String,
@@ -92,7 +92,7 @@ struct JobRow {
 }
 
 impl JobRow {
-    fn into_record(self) -> Result<JobRecord, StoreError> {
+    pub(super) fn into_record(self) -> Result<JobRecord, StoreError> {
         let row = RowRef::new("jobs", format!("job {}", self.id));
         let status = JobStatus::parse(&self.status).ok_or_else(|| {
             row.decode_error("status", format!("unknown job status {:?}", self.status))
@@ -168,8 +168,19 @@ impl SqliteStore {
         job: &JobRecord,
         spec_json: &str,
     ) -> Result<(), StoreError> {
+        self.insert_job_with_priority(job, spec_json, 0).await
+    }
+
+    /// `insert_job` with the job's queue priority (higher runs first).
+    pub(super) async fn insert_job_with_priority(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        priority: i64,
+    ) -> Result<(), StoreError> {
         bind_job(sqlx::query(INSERT.as_str()), job)?
             .bind(spec_json)
+            .bind(priority)
             .execute(&self.pool)
             .await
             .map_err(|source| {

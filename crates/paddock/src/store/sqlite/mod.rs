@@ -10,6 +10,7 @@ mod events;
 mod jobs;
 mod ledger;
 mod profiles;
+mod queue;
 mod spend;
 pub(super) mod usage;
 
@@ -27,7 +28,7 @@ use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
 
-use super::{SpendScope, Store, StoreError};
+use super::{JobQuery, SpendScope, Store, StoreError};
 use usage::{UsageCalls, UsageJob};
 
 /// The schema, embedded from `crates/paddock/migrations/` at compile time.
@@ -202,6 +203,23 @@ impl Store for SqliteStore {
 
     async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
         SqliteStore::running_jobs(self).await
+    }
+
+    async fn enqueue_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        priority: i64,
+    ) -> Result<(), StoreError> {
+        SqliteStore::enqueue_job(self, job, spec_json, priority).await
+    }
+
+    async fn claim_job(&self) -> Result<Option<JobRecord>, StoreError> {
+        SqliteStore::claim_job(self).await
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {
+        SqliteStore::list_jobs(self, query).await
     }
 
     async fn job_ids_with_prefix(

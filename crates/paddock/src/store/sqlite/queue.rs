@@ -1,0 +1,67 @@
+//! The server's queue over the `jobs` table: a submitted job is a row
+//! `queued` (or `held`) with a `priority`; the claim is one `UPDATE` that
+//! picks the highest priority, then the oldest, queued job whose ticket has
+//! no `running` attempt and sets it `running` only if it is still `queued`
+//! (a compare-and-set, so two servers on one database never claim the same
+//! job); the list is a page of jobs by filter, newest first, after a cursor.
+
+use paddock_protocol::job::{JobRecord, JobStatus};
+
+use super::jobs::{JobRow, SELECT};
+use super::{SqliteStore, StoreError};
+use crate::store::JobQuery;
+
+impl SqliteStore {
+    /// Stores `job` (`queued`, or `held` by the budget gate) with its spec
+    /// and priority.
+    pub(super) async fn enqueue_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        priority: i64,
+    ) -> Result<(), StoreError> {
+        self.insert_job_with_priority(job, spec_json, priority)
+            .await
+    }
+
+    /// The next queued job, now `running`; `None` when nothing can run.
+    pub(super) async fn claim_job(&self) -> Result<Option<JobRecord>, StoreError> {
+        let claimed = sqlx::query_scalar::<_, String>(
+            "UPDATE jobs SET status = 'running' WHERE status = 'queued' AND id = ( \
+               SELECT q.id FROM jobs q WHERE q.status = 'queued' AND NOT EXISTS ( \
+                 SELECT 1 FROM jobs r WHERE r.status = 'running' \
+                   AND r.project = q.project AND r.ticket_id = q.ticket_id) \
+               ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1) \
+             RETURNING id",
+        )
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|source| StoreError::ClaimJob { source })?;
+        match claimed {
+            Some(id) => self.job(&id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// A page of jobs matching `query`, newest first.
+    pub(super) async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {
+        let sql = format!(
+            "{} WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR engine = $2) \
+             AND ($3 IS NULL OR (created_at, id) < \
+                  (SELECT created_at, id FROM jobs WHERE id = $3)) \
+             ORDER BY created_at DESC, id DESC LIMIT $4",
+            SELECT.as_str()
+        );
+        sqlx::query_as::<_, JobRow>(&sql)
+            .bind(query.status.map(|s: JobStatus| s.as_str()))
+            .bind(query.engine.as_deref())
+            .bind(query.after.as_deref())
+            .bind(i64::from(query.limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })?
+            .into_iter()
+            .map(JobRow::into_record)
+            .collect()
+    }
+}
