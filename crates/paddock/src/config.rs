@@ -1,7 +1,8 @@
 //! The user's config file, `$XDG_CONFIG_HOME/paddock/config.toml` (else
 //! `~/.config/paddock/config.toml`): defaults for what a spec leaves
 //! unset — the budget, the price table merged over the shipped one, the
-//! isolation rung, the host profile. A spec's own values always win; a
+//! isolation rung, the host profile — and `paddock serve`'s settings (the
+//! `[serve]` table). A spec's own values always win; a
 //! key the file does not know is an error naming the file and line
 //! (docs/cli.md#config-file).
 
@@ -22,6 +23,22 @@ pub struct Config {
     pub isolation: Option<Isolation>,
     /// `policy.profile` of a spec without one.
     pub profile: Option<String>,
+    /// `paddock serve`'s settings; its flags win.
+    #[serde(default)]
+    pub serve: ServeFile,
+}
+
+/// The `[serve]` table: what `paddock serve` runs with unless a flag says
+/// otherwise (docs/serve.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeFile {
+    /// The address to listen on.
+    pub listen: Option<std::net::SocketAddr>,
+    /// How many queued jobs run at once.
+    pub max_concurrent_jobs: Option<u32>,
+    /// How long SIGTERM waits for running jobs before cancelling them.
+    pub drain_grace_secs: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +128,8 @@ mod tests {
     #[test]
     fn reads_every_key_and_resolves_prices_against_the_file() {
         let (dir, p) = write(
-            "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n",
+            "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n\
+             [serve]\nlisten = \"0.0.0.0:9000\"\nmax_concurrent_jobs = 3\ndrain_grace_secs = 7\n",
         );
         assert_eq!(
             load(&p).unwrap(),
@@ -120,6 +138,11 @@ mod tests {
                 prices: Some(dir.path().join("prices.toml")),
                 isolation: Some(Isolation::Process),
                 profile: Some("constrained-local".to_owned()),
+                serve: ServeFile {
+                    listen: Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9000))),
+                    max_concurrent_jobs: Some(3),
+                    drain_grace_secs: Some(7),
+                },
             }
         );
     }
@@ -164,6 +187,7 @@ mod tests {
             prices: None,
             isolation: Some(Isolation::Process),
             profile: Some("constrained-local".to_owned()),
+            serve: ServeFile::default(),
         };
         let bare = JobSpec::from_toml(spec_text, Path::new("job.toml")).unwrap();
         let filled = config.apply(bare);

@@ -26,6 +26,7 @@ pub mod runner;
 #[cfg(feature = "scripted")]
 pub mod scripted;
 pub mod secret;
+pub mod server;
 pub mod setup_check;
 pub mod store;
 pub mod supervise;

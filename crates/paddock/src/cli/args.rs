@@ -64,6 +64,9 @@ pub struct Cli {
 pub enum Cmd {
     /// Run a job spec (TOML or JSON) to its end.
     Run(super::run::RunArgs),
+    /// Serve the HTTP API other systems dispatch jobs to: a persistent
+    /// queue, live events, cancellation (docs/serve.md, docs/api.md).
+    Serve(super::serve::ServeArgs),
     /// Print the price table in effect: the shipped one with `--prices`
     /// merged over it (USD per million tokens).
     Prices(super::prices::PricesArgs),

@@ -34,6 +34,7 @@ pub mod progress;
 pub mod publish;
 pub mod run;
 pub mod sandbox;
+pub mod serve;
 pub mod show;
 pub mod usage;
 
@@ -124,6 +125,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Cmd::Man => completions::man(Cli::command()),
         Cmd::Prices(args) => prices::exec(args),
         Cmd::Run(args) => run::exec(args, &paths()?, cli.host_dir, cli.quiet).await,
+        Cmd::Serve(args) => serve::exec(args, &paths()?, cli.host_dir).await,
         Cmd::Doctor(args) => doctor::exec(args, &paths()?),
         Cmd::Gc(args) => gc::exec(args, &paths()?).await,
         Cmd::Context(args) => context::exec(args, &paths()?).await,

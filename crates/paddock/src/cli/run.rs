@@ -97,18 +97,7 @@ pub async fn exec(
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
         errln!("paddock: {line}");
     }
-    let runner = Runner::new(
-        store,
-        RunnerConfig {
-            paths: paths.clone(),
-            prices: Arc::new(prices),
-            host_path: std::env::var_os("PATH"),
-            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-            host_dir: host_dir
-                .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
-            helper_exe: std::env::current_exe().context("locate the paddock binary")?,
-        },
-    );
+    let runner = Runner::new(store, runner_config(paths, host_dir, prices)?);
     // Listen for Ctrl-C, and for SIGTERM and SIGHUP (what systemd,
     // Docker and CI send, a closed terminal), from now on: each
     // cancels the job. `ctrl_c()` would install its handler only
@@ -162,6 +151,23 @@ async fn follow(
         }
     }
     job.finished().await
+}
+
+/// What a [`Runner`] of this process runs with (`run` and `serve`).
+pub fn runner_config(
+    paths: &Paths,
+    host_dir: Option<PathBuf>,
+    prices: PriceTable,
+) -> Result<RunnerConfig, Failure> {
+    Ok(RunnerConfig {
+        paths: paths.clone(),
+        prices: Arc::new(prices),
+        host_path: std::env::var_os("PATH"),
+        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        host_dir: host_dir
+            .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
+        helper_exe: std::env::current_exe().context("locate the paddock binary")?,
+    })
 }
 
 /// A runner error as the CLI's failure, by its code.

@@ -61,6 +61,18 @@ pub(super) enum Start {
     Held(String),
 }
 
+/// The job's budget ceilings, and why it is held when one is already
+/// spent (the gate before a job runs; a queue runs it at submission too).
+pub(super) async fn budget_gate(
+    spec: &paddock_protocol::JobSpec,
+    job_id: &str,
+    store: &crate::store::SharedStore,
+) -> Result<(Vec<broker::budget::Ceiling>, Option<String>), crate::store::StoreError> {
+    let ceilings = broker::budget::ceilings(spec, job_id, store, OffsetDateTime::now_utc()).await?;
+    let held = broker::budget::exhausted_before_start(&ceilings).map(|c| c.exhausted_message(0));
+    Ok((ceilings, held))
+}
+
 /// Starts the job's broker and its engine.
 pub(super) async fn launch(
     job: &Job,
@@ -79,10 +91,8 @@ pub(super) async fn launch(
     #[cfg(not(feature = "scripted"))]
     let () = scripted;
     // Admission: a job whose ceiling is already spent is held, not run.
-    let ceilings =
-        broker::budget::ceilings(spec, &em.job_id, &em.store, OffsetDateTime::now_utc()).await?;
-    if let Some(c) = broker::budget::exhausted_before_start(&ceilings) {
-        let message = c.exhausted_message(0);
+    let (ceilings, held) = budget_gate(spec, &em.job_id, &em.store).await?;
+    if let Some(message) = held {
         em.emit(EventBody::Policy {
             rule: "budget".into(),
             message: message.clone(),

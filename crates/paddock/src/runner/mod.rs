@@ -148,17 +148,69 @@ impl Runner {
         admitted: Admitted,
         cancel: impl Future<Output = ()> + Send + 'static,
     ) -> JobHandle {
+        self.spawn(admitted, Recorded::No, cancel)
+    }
+
+    /// Starts an admitted job whose record a queue already holds and has
+    /// claimed (`running`, see `Store::claim_job`): its record is brought
+    /// up to date instead of inserted.
+    pub fn start_claimed(
+        &self,
+        admitted: Admitted,
+        cancel: impl Future<Output = ()> + Send + 'static,
+    ) -> JobHandle {
+        self.spawn(admitted, Recorded::Claimed, cancel)
+    }
+
+    fn spawn(
+        &self,
+        admitted: Admitted,
+        recorded: Recorded,
+        cancel: impl Future<Output = ()> + Send + 'static,
+    ) -> JobHandle {
         let (updates, events) = broadcast::channel(UPDATES);
         let id = admitted.id.clone();
         let join = tokio::spawn(run_job(
             self.store.clone(),
             self.config.clone(),
-            admitted,
+            (admitted, recorded),
             updates,
             cancel,
         ));
         JobHandle { id, events, join }
     }
+
+    /// The budget gate before a job runs: why `admitted` is held (its
+    /// ticket's, project's or own ceiling already spent), or `None`.
+    pub async fn budget_hold(&self, admitted: &Admitted) -> Result<Option<String>, StoreError> {
+        launch::budget_gate(admitted.spec(), &admitted.id, &self.store)
+            .await
+            .map(|(_, held)| held)
+    }
+}
+
+impl Admitted {
+    /// The job's record before it runs, with `status` (`queued`, or
+    /// `held`): what a queue stores at submission.
+    pub fn record(&self, status: JobStatus) -> JobRecord {
+        let mut record = new_record(&self.id, &self.shaped.spec, self.submitted);
+        record.status = status;
+        record
+    }
+
+    /// The spec as submitted, as the store keeps it.
+    pub fn spec_json(&self) -> &str {
+        &self.spec_json
+    }
+}
+
+/// Whether the job's record exists before it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recorded {
+    /// It does not: the job inserts it.
+    No,
+    /// A queue holds it, claimed (`running`): the job updates it.
+    Claimed,
 }
 
 /// One job as its phases see it.
@@ -220,7 +272,7 @@ impl From<StoreError> for LaunchFailure {
 async fn run_job(
     store: SharedStore,
     config: Arc<RunnerConfig>,
-    admitted: Admitted,
+    (admitted, recorded): (Admitted, Recorded),
     updates: broadcast::Sender<JobUpdate>,
     cancel: impl Future<Output = ()>,
 ) -> Result<RunResult, RunError> {
@@ -234,7 +286,7 @@ async fn run_job(
     })?;
     let held = lease.clone();
     let db = config.paths.db.clone();
-    let result = drive(store, config, admitted, updates, lease, cancel).await;
+    let result = drive(store, config, (admitted, recorded), updates, lease, cancel).await;
     let result = result.map_err(|lost| RunError::WriteStore {
         job_id: job_id.clone(),
         message: format!("{lost}{}", full_disk_note(&db)),
@@ -252,7 +304,7 @@ async fn run_job(
 async fn drive(
     store: SharedStore,
     config: Arc<RunnerConfig>,
-    admitted: Admitted,
+    (admitted, recorded): (Admitted, Recorded),
     updates: broadcast::Sender<JobUpdate>,
     lease: Lease,
     cancel: impl Future<Output = ()>,
@@ -276,10 +328,12 @@ async fn drive(
         policy,
     } = shaped;
     let record = new_record(&id, &spec, submitted);
-    store
-        .insert_job(&record, &spec_json)
-        .await
-        .map_err(|e| chain(&e))?;
+    match recorded {
+        Recorded::No => store.insert_job(&record, &spec_json).await,
+        // The claim set it `running`; the rest as this admission shaped it.
+        Recorded::Claimed => store.finish_job(&record, JobStatus::Running).await,
+    }
+    .map_err(|e| chain(&e))?;
     let mut redactor = Redactor::new();
     if let Some(key) = &key {
         redactor.add_secret(key);

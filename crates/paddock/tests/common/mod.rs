@@ -196,38 +196,9 @@ timeout_secs = 120
 /// A job spec on `rung` whose engine is the shell script `body` (run as
 /// Codex), with `timeout_secs`.
 pub fn fake_codex_job(home: &Home, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
-    const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
-    let repo = repo(home.path());
-    let bin = home.path().join("fakebin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let engine = bin.join("codex");
-    // The stand-in answers the start's version check as the pinned Codex.
-    std::fs::write(
-        &engine,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}\n",
-            paddock::engines::codex::PIN.version
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace(
-            "[engine]\n",
-            &format!("[engine]\nbinary = \"{}\"\n", engine.display()),
-        )
-        .replace(
-            "timeout_secs = 120",
-            &format!("timeout_secs = {timeout_secs}"),
-        );
-    // A budget, so the job's only `error` events are the faults' own.
-    std::fs::write(&spec, format!("{text}\n[budget]\nmax_usd = 1.0\n")).unwrap();
-    on_rung(&spec, rung);
-    spec
+    stand_in_job(home.path(), rung, body, timeout_secs)
 }
+
 pub const SCRIPTED: &str = "[upstream]\nprovider = \"scripted\"\nscenario = \"scenario.toml\"\n";
 
 /// The final job record printed by `paddock run --json`.
@@ -485,4 +456,41 @@ pub async fn created_in_work(home: &Home, name: &str) -> bool {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     false
+}
+
+/// A job spec in `dir` (with its repository, `dir/repo`) on `rung` whose
+/// engine is the shell script `body` (run as Codex, `dir/fakebin/codex`),
+/// with `timeout_secs`.
+pub fn stand_in_job(dir: &Path, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
+    const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
+    let repo = repo(dir);
+    let bin = dir.join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let engine = bin.join("codex");
+    // The stand-in answers the start's version check as the pinned Codex.
+    std::fs::write(
+        &engine,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}\n",
+            paddock::engines::codex::PIN.version
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(dir, "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            "[engine]\n",
+            &format!("[engine]\nbinary = \"{}\"\n", engine.display()),
+        )
+        .replace(
+            "timeout_secs = 120",
+            &format!("timeout_secs = {timeout_secs}"),
+        );
+    // A budget, so the job's only `error` events are the faults' own.
+    std::fs::write(&spec, format!("{text}\n[budget]\nmax_usd = 1.0\n")).unwrap();
+    on_rung(&spec, rung);
+    spec
 }

@@ -1,0 +1,93 @@
+//! `paddock serve`: the HTTP runtime (docs/serve.md, docs/api.md) on the
+//! same store and the same `Runner` as `paddock run`. What earlier
+//! processes left behind when they died is reaped first (as `run` and
+//! `gc` do), so jobs a killed server was running end `failed` and what
+//! it had queued runs. SIGTERM or Ctrl-C drains and stops.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use paddock::broker::PriceTable;
+use paddock::config::ServeFile;
+use paddock::paths::Paths;
+use paddock::runner::Runner;
+use paddock::server::{self, ServeConfig};
+
+use super::{exit, open_store, Failure};
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The address to listen on (default 127.0.0.1:8012; port 0 picks a
+    /// free one, printed at start).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// How many queued jobs run at once (default 2).
+    #[arg(long)]
+    pub max_concurrent_jobs: Option<u32>,
+    /// On SIGTERM, how long running jobs may go on before they are
+    /// cancelled, in seconds (default 30).
+    #[arg(long)]
+    pub drain_grace_secs: Option<u64>,
+    /// A price table merged over the shipped one (as for `paddock run`).
+    #[arg(long, env = "PADDOCK_PRICES")]
+    pub prices: Option<PathBuf>,
+}
+
+pub async fn exec(
+    args: ServeArgs,
+    paths: &Paths,
+    host_dir: Option<PathBuf>,
+) -> Result<u8, Failure> {
+    let defaults = super::run::user_config()?;
+    let flags = ServeFile {
+        listen: args.listen,
+        max_concurrent_jobs: args.max_concurrent_jobs,
+        drain_grace_secs: args.drain_grace_secs,
+    };
+    let config = ServeConfig::resolve(&flags, &defaults.serve);
+    let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())
+        .map_err(|e| Failure::BadInput(e.into()))?;
+    let store = open_store(paths).await?;
+    for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
+        errln!("paddock: {line}");
+    }
+    let runner = Runner::new(
+        store.clone(),
+        super::run::runner_config(paths, host_dir, prices)?,
+    );
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("listen on {}", config.listen))
+        .map_err(Failure::BadInput)?;
+    let addr = listener.local_addr().context("read the bound address")?;
+    let shutdown = stop_signals().context("listen for SIGTERM and Ctrl-C")?;
+    errln!("paddock: serving on http://{addr}");
+    server::serve(server::Deps {
+        listener,
+        shutdown,
+        store: store.clone(),
+        runner,
+        config,
+        defaults,
+    })
+    .await
+    .map_err(|e| Failure::Internal(e.into()))?;
+    store.close().await;
+    errln!("paddock: stopped");
+    Ok(exit::DONE)
+}
+
+/// Resolves on the first SIGTERM or SIGINT; the handlers are installed
+/// before this returns.
+fn stop_signals() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
+}

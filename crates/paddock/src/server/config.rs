@@ -1,0 +1,87 @@
+//! What a server runs with: the address, the queue's concurrency, the
+//! drain's grace. Each setting comes from a flag, else the config file's
+//! `[serve]` table (`config::ServeFile`), else its default here.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::config::ServeFile;
+
+/// The address `paddock serve` listens on by default (loopback only).
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8012);
+/// How many queued jobs run at once by default.
+pub const DEFAULT_MAX_CONCURRENT_JOBS: u32 = 2;
+/// How long SIGTERM waits for running jobs by default.
+pub const DEFAULT_DRAIN_GRACE_SECS: u64 = 30;
+
+/// A server's settings, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    /// How many jobs run at once (the host's `max_concurrent_jobs` slots a
+    /// host profile adds are waited for inside each job as well).
+    pub max_concurrent_jobs: u32,
+    /// How long a drain waits for running jobs before cancelling them.
+    pub drain_grace: Duration,
+}
+
+impl Default for ServeConfig {
+    fn default() -> ServeConfig {
+        ServeConfig::resolve(&ServeFile::default(), &ServeFile::default())
+    }
+}
+
+impl ServeConfig {
+    /// `flags` over `file` over the defaults.
+    pub fn resolve(flags: &ServeFile, file: &ServeFile) -> ServeConfig {
+        ServeConfig {
+            listen: flags.listen.or(file.listen).unwrap_or(DEFAULT_LISTEN),
+            max_concurrent_jobs: flags
+                .max_concurrent_jobs
+                .or(file.max_concurrent_jobs)
+                .unwrap_or(DEFAULT_MAX_CONCURRENT_JOBS)
+                .max(1),
+            drain_grace: Duration::from_secs(
+                flags
+                    .drain_grace_secs
+                    .or(file.drain_grace_secs)
+                    .unwrap_or(DEFAULT_DRAIN_GRACE_SECS),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_file_over_the_defaults() {
+        let file = ServeFile {
+            listen: Some(SocketAddr::from(([0, 0, 0, 0], 9000))),
+            max_concurrent_jobs: Some(3),
+            drain_grace_secs: None,
+        };
+        let flags = ServeFile {
+            listen: None,
+            max_concurrent_jobs: Some(0),
+            drain_grace_secs: Some(5),
+        };
+        assert_eq!(
+            (ServeConfig::resolve(&flags, &file), ServeConfig::default()),
+            (
+                ServeConfig {
+                    listen: SocketAddr::from(([0, 0, 0, 0], 9000)),
+                    max_concurrent_jobs: 1,
+                    drain_grace: Duration::from_secs(5),
+                },
+                ServeConfig {
+                    listen: SocketAddr::from(([127, 0, 0, 1], 8012)),
+                    max_concurrent_jobs: 2,
+                    drain_grace: Duration::from_secs(30),
+                }
+            )
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! A job's events as a stream that resumes without gaps or doubles: the
+//! stored events after the client's last seq, then the live ones from the
+//! [`Hub`](super::hub::Hub), each sent once in seq order. The follower
+//! subscribes to the live events *before* it reads the store (an event is
+//! stored before it is broadcast, so nothing falls between the two), drops
+//! live events it already sent, and goes back to the store on any gap (it
+//! fell behind the broadcast). It ends once the job's record is final and
+//! every event stored before that was sent (a job's last event is stored
+//! before its record is finished), when the client goes away, or when the
+//! server closes. Served as SSE (`id:` is the seq, `event:` the kind;
+//! `Last-Event-ID` resumes) or as JSONL.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
+use paddock_protocol::{AgentEvent, JobStatus};
+use serde::Deserialize;
+use tokio::sync::{broadcast, mpsc};
+
+use super::problem::Problem;
+use super::state::AppState;
+use crate::store::StoreError;
+
+/// How often a follower of a job not running here looks again.
+const POLL: Duration = Duration::from_millis(250);
+/// Events buffered for a slow client.
+const BUFFER: usize = 256;
+/// The JSONL media type.
+pub const NDJSON: &str = "application/x-ndjson";
+
+/// `GET /v1/jobs/{id}/events` query.
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    /// `jsonl` for JSON lines (as `Accept: application/x-ndjson`).
+    pub format: Option<String>,
+    /// Start after this seq (as `Last-Event-ID`, which wins).
+    pub after: Option<u64>,
+}
+
+/// The events of job `id` as SSE or JSONL.
+pub async fn events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    if state.store.job(&id).await?.is_none() {
+        return Err(Problem::not_found(format!("no job {id}")));
+    }
+    let after = match headers.get("last-event-id") {
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                Problem::bad_request(format!("Last-Event-ID must be an event seq, not {v:?}"))
+            })?,
+        None => query.after.unwrap_or(0),
+    };
+    let jsonl = match query.format.as_deref() {
+        Some("jsonl") => true,
+        Some("sse") | None => headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains(NDJSON)),
+        Some(other) => {
+            return Err(Problem::bad_request(format!(
+                "format must be `sse` or `jsonl`, not `{other}`"
+            )))
+        }
+    };
+    let (tx, rx) = mpsc::channel(BUFFER);
+    let follower = state.clone();
+    tokio::spawn(async move {
+        if let Err(e) = follow(&follower, &id, after, tx).await {
+            tracing::warn!("serve: following job {id}: {e}");
+        }
+    });
+    let stream =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
+    if jsonl {
+        let lines = stream.map(|e| {
+            serde_json::to_string(&e).map(|mut line| {
+                line.push('\n');
+                line
+            })
+        });
+        let mut response = Body::from_stream(lines).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
+        return Ok(response);
+    }
+    let sse = stream.map(|e| {
+        Ok::<Event, Infallible>(
+            Event::default()
+                .id(e.seq.to_string())
+                .event(e.body.kind())
+                .json_data(&e)
+                .unwrap_or_else(|_| {
+                    Event::default()
+                        .id(e.seq.to_string())
+                        .comment("unserializable")
+                }),
+        )
+    });
+    Ok(Sse::new(sse)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// Sends the events of job `id` after seq `after` to `out`, once each, in
+/// order, until the job is final and all were sent.
+pub async fn follow(
+    state: &AppState,
+    id: &str,
+    mut after: u64,
+    out: mpsc::Sender<AgentEvent>,
+) -> Result<(), StoreError> {
+    use broadcast::error::RecvError;
+    loop {
+        let live = state.hub.subscribe(id);
+        // Read before the events: a final record means they are all stored.
+        let ended = state
+            .store
+            .job(id)
+            .await?
+            .is_none_or(|j| !matches!(j.status, JobStatus::Queued | JobStatus::Running));
+        for event in state.store.events(id, after).await? {
+            after = event.seq;
+            if out.send(event).await.is_err() {
+                return Ok(());
+            }
+        }
+        if ended {
+            return Ok(());
+        }
+        match live {
+            Some(mut live) => loop {
+                tokio::select! {
+                    update = live.recv() => match update {
+                        Ok(e) if e.seq <= after => {}
+                        Ok(e) if e.seq == after + 1 => {
+                            after = e.seq;
+                            if out.send(e).await.is_err() {
+                                return Ok(());
+                            }
+                        }
+                        // A gap (this follower fell behind) or the end:
+                        // the store has the rest.
+                        Ok(_) | Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => break,
+                    },
+                    _ = out.closed() => return Ok(()),
+                    _ = state.closing.cancelled() => return Ok(()),
+                }
+            },
+            None => tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = out.closed() => return Ok(()),
+                _ = state.closing.cancelled() => return Ok(()),
+            },
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! The jobs API: submit a spec (`POST /v1/jobs`, 202 with the queued or
+//! held record), list jobs by status and engine a page at a time (`GET
+//! /v1/jobs`), get one (`GET /v1/jobs/{id}`) and cancel one (`POST
+//! /v1/jobs/{id}/cancel`). A spec is checked exactly as `paddock run`
+//! checks it (the user's config defaults applied, then `Runner::admit`),
+//! with the same errors, as problem bodies.
+
+use std::path::Path as FsPath;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use paddock_protocol::{JobRecord, JobSpec, JobStatus};
+use serde::{Deserialize, Serialize};
+
+use super::problem::Problem;
+use super::queue::{Cancel, SubmitError};
+use super::state::AppState;
+use crate::runner::ErrorCode;
+use crate::store::JobQuery;
+
+/// The longest page of `GET /v1/jobs`.
+pub const MAX_PAGE: u32 = 500;
+/// The page of `GET /v1/jobs` without `limit`.
+pub const DEFAULT_PAGE: u32 = 50;
+
+/// `POST /v1/jobs` query.
+#[derive(Debug, Deserialize)]
+pub struct SubmitQuery {
+    /// Higher runs first (default 0).
+    pub priority: Option<i64>,
+}
+
+/// `GET /v1/jobs` query.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    pub status: Option<String>,
+    pub engine: Option<String>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// A page of jobs.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct JobPage {
+    pub jobs: Vec<JobRecord>,
+    /// Pass as `cursor` for the next page; absent on the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Submits the JSON job spec in the body.
+pub async fn submit(
+    State(state): State<AppState>,
+    Query(query): Query<SubmitQuery>,
+    body: String,
+) -> Result<Response, Problem> {
+    if !body.trim_start().starts_with('{') {
+        return Err(Problem::runner(
+            ErrorCode::BadInput,
+            "the request body must be a JSON job spec (docs/job-spec.md)".into(),
+        ));
+    }
+    let spec = JobSpec::from_text(
+        &body,
+        FsPath::new("<request body>"),
+        &state.runner.config().cwd,
+    )?;
+    let spec = state.defaults.apply(spec);
+    let record = state
+        .queue
+        .submit(&spec, query.priority.unwrap_or(0))
+        .await
+        .map_err(|e| match e {
+            SubmitError::Admit(e) => Problem::from(e),
+            SubmitError::Store(e) => Problem::from(e),
+        })?;
+    let location = format!("/v1/jobs/{}", record.id);
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, location)],
+        Json(record),
+    )
+        .into_response())
+}
+
+/// A page of jobs, newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<JobPage>, Problem> {
+    let status = match query.status.as_deref() {
+        None => None,
+        Some(s) => Some(
+            JobStatus::parse(s)
+                .ok_or_else(|| Problem::bad_request(format!("status `{s}` is not a job status")))?,
+        ),
+    };
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(Problem::bad_request(format!(
+            "limit must be 1 to {MAX_PAGE}, not {limit}"
+        )));
+    }
+    let jobs = state
+        .store
+        .list_jobs(&JobQuery {
+            status,
+            engine: query.engine,
+            after: query.cursor,
+            limit,
+        })
+        .await?;
+    let next_cursor = match jobs.last() {
+        Some(last) if jobs.len() == limit as usize => Some(last.id.clone()),
+        _ => None,
+    };
+    Ok(Json(JobPage { jobs, next_cursor }))
+}
+
+/// One job's record.
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobRecord>, Problem> {
+    match state.store.job(&id).await? {
+        Some(job) => Ok(Json(job)),
+        None => Err(Problem::not_found(format!("no job {id}"))),
+    }
+}
+
+/// Cancels a job: 202 with its record (a queued job is `cancelled` at
+/// once, a running one concludes `cancelled` shortly).
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, Problem> {
+    let record = match state.queue.cancel(&id).await? {
+        Cancel::Dequeued(record) => record,
+        Cancel::Signalled => state
+            .store
+            .job(&id)
+            .await?
+            .ok_or_else(|| Problem::not_found(format!("no job {id}")))?,
+        Cancel::Final(record) => {
+            return Err(Problem::new(
+                409,
+                "job_final",
+                "the job has already ended",
+                format!("job {id} is {}", record.status.as_str()),
+            ))
+        }
+        Cancel::Elsewhere => {
+            return Err(Problem::new(
+                409,
+                "job_elsewhere",
+                "the job runs in another process",
+                format!("job {id} is running, but not in this server"),
+            ))
+        }
+        Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),
+    };
+    Ok((StatusCode::ACCEPTED, Json(record)).into_response())
+}

@@ -1,0 +1,114 @@
+//! `paddock serve`: the HTTP runtime other systems dispatch jobs to. The
+//! axum app is built from what it is given — a bound `TcpListener`, a
+//! shutdown future, the store, the [`Runner`] (the same one `paddock run`
+//! drives), the settings — so tests run it on `127.0.0.1:0` in temporary
+//! directories. `jobs.rs` the jobs API, `events.rs` a job's events as SSE
+//! or JSONL, `queue.rs` the scheduler over the store's persistent queue,
+//! `hub.rs` the live events of running jobs, `problem.rs` errors as
+//! problem+json, `state.rs` what handlers share, `config.rs` the
+//! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
+//!
+//! Seam for the operations layer (authentication, `/metrics`, completion
+//! webhooks): [`router`] is where a route or a layer over every route is
+//! added, [`AppState`] where what it needs is kept.
+
+mod config;
+mod events;
+mod hub;
+mod jobs;
+mod problem;
+mod queue;
+mod state;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+
+pub use self::config::{ServeConfig, DEFAULT_LISTEN};
+pub use self::events::NDJSON;
+pub use self::jobs::JobPage;
+pub use self::problem::{Problem, PROBLEM_JSON};
+pub use self::queue::{Queue, CANCELLED_QUEUED};
+pub use self::state::AppState;
+use crate::runner::Runner;
+use crate::store::SharedStore;
+
+/// Why the server stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("serve HTTP on {addr}: {source}")]
+    Serve {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a server is built from.
+pub struct Deps<S> {
+    /// Bound already (port 0 in tests).
+    pub listener: tokio::net::TcpListener,
+    /// Resolves when the server should drain and stop (SIGTERM).
+    pub shutdown: S,
+    pub store: SharedStore,
+    pub runner: Runner,
+    pub config: ServeConfig,
+    /// The user's config: defaults for submitted specs.
+    pub defaults: crate::config::Config,
+}
+
+/// The routes over `state`.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/v1/jobs", post(jobs::submit).get(jobs::list))
+        .route("/v1/jobs/{id}", get(jobs::get))
+        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/v1/jobs/{id}/events", get(events::events))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> Problem {
+    Problem::not_found(format!("no route {}", uri.path()))
+}
+
+/// Serves until `deps.shutdown` resolves, then drains: no job is claimed
+/// any more, running jobs get the configured grace, then are cancelled and
+/// concluded; event streams end and the server stops.
+pub async fn serve<S>(deps: Deps<S>) -> Result<(), ServerError>
+where
+    S: Future<Output = ()> + Send + 'static,
+{
+    let Deps {
+        listener,
+        shutdown,
+        store,
+        runner,
+        config,
+        defaults,
+    } = deps;
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into());
+    let grace = config.drain_grace;
+    let state = AppState::new(store, runner, config, defaults);
+    let scheduler = tokio::spawn(Arc::clone(&state.queue).run());
+    let app = router(state.clone());
+    let closing = state.closing.clone();
+    let queue = Arc::clone(&state.queue);
+    let stopped = async move {
+        shutdown.await;
+        tracing::info!("serve: draining");
+        queue.drain(grace).await;
+        closing.cancel();
+    };
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stopped)
+        .await
+        .map_err(|source| ServerError::Serve { addr, source });
+    scheduler.abort();
+    served
+}

@@ -1,0 +1,101 @@
+//! Errors as HTTP answers: `application/problem+json` (RFC 9457) bodies
+//! with a stable `code` a client branches on. The runner's errors keep
+//! their own codes and statuses (`runner::ErrorCode`: `bad_input` 422,
+//! `store_lost` 503, `internal` 500); the server adds its own few
+//! (`not_found`, `bad_request`, `job_final`, `job_elsewhere`). The `detail`
+//! is the error's whole chain, for people; never branch on it.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::runner::{AdmitError, ErrorCode};
+use crate::store::StoreError;
+
+/// The media type of a problem body.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// A problem body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// `urn:paddock:problem:<code>`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// The stable code (docs/api.md#errors).
+    pub code: String,
+}
+
+impl Problem {
+    pub fn new(status: u16, code: &str, title: &str, detail: String) -> Problem {
+        Problem {
+            kind: format!("urn:paddock:problem:{code}"),
+            title: title.to_owned(),
+            status,
+            detail,
+            code: code.to_owned(),
+        }
+    }
+
+    /// A runner error by its code.
+    pub fn runner(code: ErrorCode, detail: String) -> Problem {
+        let title = match code {
+            ErrorCode::BadInput => "the job spec cannot run",
+            ErrorCode::StoreLost => "the store failed",
+            ErrorCode::Internal => "paddock failed",
+        };
+        Problem::new(code.http_status(), code.as_str(), title, detail)
+    }
+
+    pub fn not_found(what: String) -> Problem {
+        Problem::new(404, "not_found", "no such resource", what)
+    }
+
+    pub fn bad_request(detail: String) -> Problem {
+        Problem::new(400, "bad_request", "the request is malformed", detail)
+    }
+}
+
+/// An error with its sources, `a: b: c`.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+impl From<AdmitError> for Problem {
+    fn from(e: AdmitError) -> Problem {
+        Problem::runner(e.code(), chain(&e))
+    }
+}
+
+impl From<StoreError> for Problem {
+    fn from(e: StoreError) -> Problem {
+        Problem::runner(ErrorCode::StoreLost, chain(&e))
+    }
+}
+
+impl From<paddock_protocol::SpecError> for Problem {
+    fn from(e: paddock_protocol::SpecError) -> Problem {
+        Problem::runner(ErrorCode::BadInput, chain(&e))
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_string(&self).unwrap_or_else(|_| String::from("{}"));
+        let mut response = (status, body).into_response();
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        response
+    }
+}

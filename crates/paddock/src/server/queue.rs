@@ -1,0 +1,326 @@
+//! The server's scheduler over the store's persistent queue. A submitted
+//! spec is admitted by the [`Runner`] (the CLI's checks, its errors), put
+//! through the budget gate (a spent ticket, project or job ceiling: the
+//! job is stored `held`, with the reason, and never runs), and stored
+//! `queued` with its priority. One task claims queued jobs
+//! (`Store::claim_job`: priority, then age, one running attempt per
+//! ticket) while fewer than `max_concurrent_jobs` run, and starts each on
+//! the runner as a claimed job. A job admitted by this process runs as it
+//! was admitted; one found queued after a restart is admitted again from
+//! its stored spec under its own id. Cancelling a queued job is a
+//! compare-and-set to `cancelled`; a running one is signalled through its
+//! runner's cancel future. A drain stops the claiming, waits for running
+//! jobs up to a grace, then cancels what still runs and waits for it to
+//! conclude.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use paddock_protocol::event::{EventBody, Phase};
+use paddock_protocol::{AgentEvent, JobRecord, JobSpec, JobStatus};
+use time::OffsetDateTime;
+use tokio::sync::{oneshot, Notify};
+use tokio_util::sync::CancellationToken;
+
+use super::hub::Hub;
+use crate::runner::{AdmitError, Admitted, JobHandle, Runner};
+use crate::store::{SharedStore, StoreError};
+
+/// How often the scheduler looks at the queue without being woken (jobs
+/// another process enqueued, tickets freed elsewhere).
+const POLL: Duration = Duration::from_secs(1);
+/// How long a drain waits for cancelled jobs to conclude.
+const CANCEL_WAIT: Duration = Duration::from_secs(60);
+/// Why a job cancelled before it ran is `cancelled`.
+pub const CANCELLED_QUEUED: &str = "cancelled while queued";
+
+/// Why a submission is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("{0}")]
+    Admit(#[from] AdmitError),
+    #[error("enqueue the job: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cancel {
+    /// The job runs here: it was told to stop and concludes `cancelled`.
+    Signalled,
+    /// The job was still queued: it is `cancelled` now.
+    Dequeued(JobRecord),
+    /// The job had already ended.
+    Final(JobRecord),
+    /// The job runs in another process (another server on the store).
+    Elsewhere,
+    NotFound,
+}
+
+/// The scheduler and the jobs it runs.
+#[derive(Debug)]
+pub struct Queue {
+    store: SharedStore,
+    runner: Runner,
+    hub: Hub,
+    max: usize,
+    /// Jobs admitted by this process and not claimed yet.
+    pending: Mutex<HashMap<String, Admitted>>,
+    /// Jobs running here, with their cancel (taken once sent).
+    running: Mutex<HashMap<String, Option<oneshot::Sender<()>>>>,
+    /// Wakes the scheduler (a submission, a job's end).
+    wake: Notify,
+    /// Set by a drain: nothing more is claimed.
+    draining: CancellationToken,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Queue {
+    pub fn new(store: SharedStore, runner: Runner, hub: Hub, max_concurrent_jobs: u32) -> Queue {
+        Queue {
+            store,
+            runner,
+            hub,
+            max: usize::try_from(max_concurrent_jobs).unwrap_or(usize::MAX),
+            pending: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+            draining: CancellationToken::new(),
+        }
+    }
+
+    /// How many jobs run here now.
+    pub fn running(&self) -> usize {
+        locked(&self.running).len()
+    }
+
+    /// How many jobs may run here at once.
+    pub fn capacity(&self) -> usize {
+        self.max
+    }
+
+    /// Whether a drain has begun.
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    /// Admits `spec`, gates it on its budget and stores it: `queued` (with
+    /// `priority`, higher first) or `held`. The record as stored.
+    pub async fn submit(&self, spec: &JobSpec, priority: i64) -> Result<JobRecord, SubmitError> {
+        let admitted = self.runner.admit(spec).await?;
+        let held = self.runner.budget_hold(&admitted).await?;
+        let status = match held {
+            Some(_) => JobStatus::Held,
+            None => JobStatus::Queued,
+        };
+        let mut record = admitted.record(status);
+        record.reason.clone_from(&held);
+        if held.is_some() {
+            record.finished_at = Some(OffsetDateTime::now_utc());
+            record.duration_ms = Some(0);
+        }
+        self.store
+            .enqueue_job(&record, admitted.spec_json(), priority)
+            .await?;
+        match held {
+            Some(message) => {
+                let events = [
+                    EventBody::Policy {
+                        rule: "budget".into(),
+                        message: message.clone(),
+                    },
+                    EventBody::Status {
+                        phase: Phase::Held,
+                        detail: Some(message),
+                    },
+                ];
+                self.append(&record.id, events).await?;
+            }
+            None => {
+                locked(&self.pending).insert(record.id.clone(), admitted);
+                self.wake.notify_one();
+            }
+        }
+        Ok(record)
+    }
+
+    /// Appends `bodies` as the first events of job `id` (a job that never
+    /// ran has none).
+    async fn append(
+        &self,
+        id: &str,
+        bodies: impl IntoIterator<Item = EventBody>,
+    ) -> Result<(), StoreError> {
+        for (seq, body) in (1..).zip(bodies) {
+            let event = AgentEvent {
+                job_id: id.to_owned(),
+                seq,
+                at: OffsetDateTime::now_utc(),
+                body,
+            };
+            self.store.append_event(&event).await?;
+        }
+        Ok(())
+    }
+
+    /// Claims and starts queued jobs until the drain begins.
+    pub async fn run(self: Arc<Self>) {
+        while !self.is_draining() {
+            self.fill().await;
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(POLL) => {}
+                _ = self.draining.cancelled() => {}
+            }
+        }
+    }
+
+    /// Starts queued jobs while there is room.
+    async fn fill(self: &Arc<Self>) {
+        while !self.is_draining() && self.running() < self.max {
+            match self.store.claim_job().await {
+                Ok(Some(record)) => self.start(record).await,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!("serve: cannot claim the next queued job: {e}");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Starts the claimed job `record` on the runner.
+    async fn start(self: &Arc<Self>, record: JobRecord) {
+        let id = record.id.clone();
+        let pending = locked(&self.pending).remove(&id);
+        let admitted = match pending {
+            Some(a) => a,
+            None => match self.readmit(&record).await {
+                Ok(a) => a,
+                Err(reason) => return self.fail_claimed(record, reason).await,
+            },
+        };
+        let (cancel, cancelled) = oneshot::channel::<()>();
+        let handle = self.runner.start_claimed(admitted, async move {
+            // A dropped sender (the job ended) is not a cancel.
+            if cancelled.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        });
+        locked(&self.running).insert(id.clone(), Some(cancel));
+        let JobHandle { events, join, .. } = handle;
+        self.hub.attach(&id, events);
+        let queue = Arc::clone(self);
+        tokio::spawn(async move {
+            match join.await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!("serve: job {id}: {e}"),
+                Err(e) => tracing::warn!("serve: job {id}: its task ended without a result: {e}"),
+            }
+            locked(&queue.running).remove(&id);
+            queue.wake.notify_one();
+        });
+    }
+
+    /// A job found queued after a restart, admitted again from its stored
+    /// spec under its own id and submission time.
+    async fn readmit(&self, record: &JobRecord) -> Result<Admitted, String> {
+        let text = match self.store.job_spec(&record.id).await {
+            Ok(Some(text)) => text,
+            Ok(None) => return Err("its stored spec is missing".into()),
+            Err(e) => return Err(super::problem::chain(&e)),
+        };
+        let spec = JobSpec::from_text(&text, Path::new("<stored spec>"), &self.runner.config().cwd)
+            .map_err(|e| super::problem::chain(&e))?;
+        let mut admitted = self
+            .runner
+            .admit(&spec)
+            .await
+            .map_err(|e| super::problem::chain(&e))?;
+        admitted.id.clone_from(&record.id);
+        admitted.submitted = record.created_at;
+        Ok(admitted)
+    }
+
+    /// A claimed job that cannot start: `failed` with `reason`.
+    async fn fail_claimed(&self, mut record: JobRecord, reason: String) {
+        let now = OffsetDateTime::now_utc();
+        record.status = JobStatus::Failed;
+        record.reason = Some(format!(
+            "admitted again after a restart, it failed: {reason}"
+        ));
+        record.finished_at = Some(now);
+        record.duration_ms = Some(0);
+        if let Err(e) = self.store.finish_job(&record, JobStatus::Running).await {
+            tracing::warn!("serve: job {}: cannot mark it failed: {e}", record.id);
+        }
+    }
+
+    /// Cancels job `id`.
+    pub async fn cancel(&self, id: &str) -> Result<Cancel, StoreError> {
+        // A claim in flight (`running` in the store, not yet here) settles
+        // within a few tries.
+        for _ in 0..50 {
+            if let Some(slot) = locked(&self.running).get_mut(id) {
+                if let Some(cancel) = slot.take() {
+                    let _ = cancel.send(());
+                }
+                return Ok(Cancel::Signalled);
+            }
+            let Some(mut record) = self.store.job(id).await? else {
+                return Ok(Cancel::NotFound);
+            };
+            match record.status {
+                JobStatus::Queued => {
+                    record.status = JobStatus::Cancelled;
+                    record.reason = Some(CANCELLED_QUEUED.into());
+                    record.finished_at = Some(OffsetDateTime::now_utc());
+                    record.duration_ms = Some(0);
+                    match self.store.finish_job(&record, JobStatus::Queued).await {
+                        Ok(()) => {
+                            locked(&self.pending).remove(id);
+                            let status = EventBody::Status {
+                                phase: Phase::Cancelled,
+                                detail: Some(CANCELLED_QUEUED.into()),
+                            };
+                            self.append(id, [status]).await?;
+                            return Ok(Cancel::Dequeued(record));
+                        }
+                        Err(StoreError::StatusChanged { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                JobStatus::Running => {}
+                _ => return Ok(Cancel::Final(record)),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(Cancel::Elsewhere)
+    }
+
+    /// Stops claiming; waits up to `grace` for running jobs, then cancels
+    /// the rest and waits for them to conclude.
+    pub async fn drain(&self, grace: Duration) {
+        self.draining.cancel();
+        self.wait_idle(grace).await;
+        for slot in locked(&self.running).values_mut() {
+            if let Some(cancel) = slot.take() {
+                let _ = cancel.send(());
+            }
+        }
+        self.wait_idle(CANCEL_WAIT).await;
+    }
+
+    /// Waits (up to `limit`) until nothing runs here.
+    async fn wait_idle(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.running() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! What every handler shares: the store, the runner, the queue, the live
+//! events, the settings, the user's spec defaults, and the token that
+//! closes long-lived responses when the server stops. Built once by
+//! [`serve`](super::serve) from the dependencies it is given.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::config::ServeConfig;
+use super::hub::Hub;
+use super::queue::Queue;
+use crate::config::Config;
+use crate::runner::Runner;
+use crate::store::SharedStore;
+
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub store: SharedStore,
+    pub runner: Runner,
+    pub queue: Arc<Queue>,
+    pub hub: Hub,
+    pub config: Arc<ServeConfig>,
+    /// The user's config: defaults a submitted spec leaves unset, as for
+    /// `paddock run`.
+    pub defaults: Arc<Config>,
+    /// Cancelled when the server stops: event streams end.
+    pub closing: CancellationToken,
+}
+
+impl AppState {
+    pub fn new(
+        store: SharedStore,
+        runner: Runner,
+        config: ServeConfig,
+        defaults: Config,
+    ) -> AppState {
+        let hub = Hub::default();
+        let queue = Arc::new(Queue::new(
+            store.clone(),
+            runner.clone(),
+            hub.clone(),
+            config.max_concurrent_jobs,
+        ));
+        AppState {
+            store,
+            runner,
+            queue,
+            hub,
+            config: Arc::new(config),
+            defaults: Arc::new(defaults),
+            closing: CancellationToken::new(),
+        }
+    }
+}

@@ -1,0 +1,562 @@
+//! `paddock serve` end to end: the real binary on 127.0.0.1:0 in a temp
+//! home, a reqwest client, the real SQLite store, jobs on the `process`
+//! rung with stand-in engines (scripts as `engine.binary`) and the
+//! scripted upstream. Submit → 202 → SSE to the final state, resume with
+//! `Last-Event-ID` exactly once, problem+json errors with the CLI's
+//! messages, cancel, the queue's limit and priority, a restart after
+//! `kill -9`, and the SIGTERM drain.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use paddock_protocol::event::{EventBody, Phase};
+use paddock_protocol::{AgentEvent, JobRecord, JobSpec, JobStatus};
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::common::*;
+
+/// The three lines of a finished Codex turn.
+const TURN: &str = r#"echo '{"type":"thread.started","thread_id":"t"}'
+echo '{"type":"turn.started"}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
+
+/// A running `paddock serve`.
+struct Server {
+    child: tokio::process::Child,
+    base: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    async fn start(home: &Home, args: &[&str]) -> Server {
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let mut child = home
+            .command(&all)
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let base = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let line = lines.next_line().await.unwrap().expect("serve ended");
+                stderr.lock().unwrap().push_str(&format!("{line}\n"));
+                if let Some(addr) = line.strip_prefix("paddock: serving on ") {
+                    return addr.to_owned();
+                }
+            }
+        })
+        .await
+        .expect("serve did not start");
+        let rest = stderr.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                rest.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        Server {
+            child,
+            base,
+            stderr,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn submit(&self, spec: &Value, priority: i64) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(self.url(&format!("/v1/jobs?priority={priority}")))
+            .header("content-type", "application/json")
+            .body(spec.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Submits `spec`; its id (202 asserted).
+    async fn submit_ok(&self, spec: &Value, priority: i64) -> String {
+        let resp = self.submit(spec, priority).await;
+        assert_eq!(resp.status(), 202, "{}", self.stderr());
+        let record: JobRecord = body(resp).await;
+        record.id
+    }
+
+    async fn job(&self, id: &str) -> JobRecord {
+        body(
+            reqwest::get(self.url(&format!("/v1/jobs/{id}")))
+                .await
+                .unwrap(),
+        )
+        .await
+    }
+
+    /// Waits (up to 60 s) until job `id` is `status`; its record.
+    async fn wait_for(&self, id: &str, done: impl Fn(JobStatus) -> bool) -> JobRecord {
+        for _ in 0..600 {
+            let job = self.job(id).await;
+            if done(job.status) {
+                return job;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("job {id} never reached the state; {}", self.stderr());
+    }
+
+    async fn cancel(&self, id: &str) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(self.url(&format!("/v1/jobs/{id}/cancel")))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn pid(&self) -> nix::unistd::Pid {
+        nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32)
+    }
+}
+
+/// A job spec (as JSON) in `home/<name>` whose stand-in engine runs
+/// `body`, on ticket `name`.
+fn spec(home: &Home, name: &str, body: &str) -> Value {
+    spec_on(home, name, name, body)
+}
+
+/// `spec` in `home/<dir>` on ticket `name`.
+fn spec_on(home: &Home, dir: &str, name: &str, body: &str) -> Value {
+    let dir = home.path().join(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = stand_in_job(&dir, "process", body, 120);
+    let mut spec = serde_json::to_value(JobSpec::load(&path).unwrap()).unwrap();
+    spec["ticket"]["id"] = Value::from(name);
+    spec
+}
+
+/// A stand-in that waits for the file `gate` before it finishes its turn.
+fn gated(gate: &Path) -> String {
+    format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n{TURN}",
+        gate.display()
+    )
+}
+
+/// A response's JSON body.
+async fn body<T: serde::de::DeserializeOwned>(resp: reqwest::Response) -> T {
+    let bytes = resp.bytes().await.unwrap();
+    serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bytes)))
+}
+
+/// One SSE event: its `id:`, `event:` and `data:` (parsed).
+#[derive(Debug, PartialEq)]
+struct Sse {
+    id: u64,
+    kind: String,
+    event: AgentEvent,
+}
+
+/// Reads SSE events from `resp` until the stream ends or `stop_after`
+/// events arrived.
+async fn read_sse(resp: reqwest::Response, stop_after: Option<usize>) -> Vec<Sse> {
+    assert_eq!(
+        resp.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    let mut out = Vec::new();
+    loop {
+        while let Some(end) = text.find("\n\n") {
+            let block: String = text.drain(..end + 2).collect();
+            let (mut id, mut kind, mut data) = (None, None, None);
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.parse().unwrap());
+                } else if let Some(v) = line.strip_prefix("event: ") {
+                    kind = Some(v.to_owned());
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = Some(serde_json::from_str(v).unwrap());
+                }
+            }
+            if let (Some(id), Some(kind), Some(event)) = (id, kind, data) {
+                out.push(Sse { id, kind, event });
+                if stop_after == Some(out.len()) {
+                    return out;
+                }
+            }
+        }
+        let next = tokio::time::timeout(Duration::from_secs(60), body.next())
+            .await
+            .expect("no SSE data for 60 s");
+        match next {
+            Some(chunk) => text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap()),
+            None => return out,
+        }
+    }
+}
+
+async fn events_sse(server: &Server, id: &str, last: Option<u64>) -> reqwest::Response {
+    let mut req = reqwest::Client::new().get(server.url(&format!("/v1/jobs/{id}/events")));
+    if let Some(last) = last {
+        req = req.header("last-event-id", last.to_string());
+    }
+    req.send().await.unwrap()
+}
+
+async fn stored_events(home: &Home, id: &str) -> Vec<AgentEvent> {
+    home.store().await.events(id, 0).await.unwrap()
+}
+
+fn is_final(s: JobStatus) -> bool {
+    !matches!(s, JobStatus::Queued | JobStatus::Running)
+}
+
+#[tokio::test]
+async fn a_submitted_job_streams_its_events_over_sse_to_its_final_state() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let resp = server.submit(&spec(&home, "T-1", TURN), 0).await;
+    assert_eq!(resp.status(), 202, "{}", server.stderr());
+    let location = resp.headers()["location"].to_str().unwrap().to_owned();
+    let submitted: JobRecord = body(resp).await;
+    assert_eq!(
+        (submitted.status, location),
+        (JobStatus::Queued, format!("/v1/jobs/{}", submitted.id))
+    );
+    let id = submitted.id;
+
+    let streamed = read_sse(events_sse(&server, &id, None).await, None).await;
+    let record = server.job(&id).await;
+    assert_eq!(
+        (record.status, record.reason.as_deref()),
+        (JobStatus::Done, None),
+        "{}",
+        server.stderr()
+    );
+    let stored = stored_events(&home, &id).await;
+    let expected: Vec<Sse> = stored
+        .iter()
+        .map(|e| Sse {
+            id: e.seq,
+            kind: e.body.kind().to_owned(),
+            event: e.clone(),
+        })
+        .collect();
+    assert_eq!(streamed, expected);
+    assert_eq!(
+        stored.last().map(|e| &e.body),
+        Some(&EventBody::Status {
+            phase: Phase::Done,
+            detail: None
+        })
+    );
+
+    // The same events as JSONL, by query and by Accept.
+    for req in [
+        reqwest::Client::new().get(server.url(&format!("/v1/jobs/{id}/events?format=jsonl"))),
+        reqwest::Client::new()
+            .get(server.url(&format!("/v1/jobs/{id}/events")))
+            .header("accept", "application/x-ndjson"),
+    ] {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.headers()["content-type"], "application/x-ndjson");
+        let lines: Vec<AgentEvent> = resp
+            .text()
+            .await
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines, stored);
+    }
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn last_event_id_resumes_without_gaps_or_doubles() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let gate = home.path().join("gate");
+    let id = server
+        .submit_ok(&spec(&home, "T-1", &gated(&gate)), 0)
+        .await;
+
+    // The first two events, then the connection drops mid-job.
+    let first = read_sse(events_sse(&server, &id, None).await, Some(2)).await;
+    let last = first.last().unwrap().id;
+    // Resumed while the job runs; it finishes once the client is back.
+    let resumed = events_sse(&server, &id, Some(last)).await;
+    std::fs::write(&gate, "").unwrap();
+    let rest = read_sse(resumed, None).await;
+
+    let stored = stored_events(&home, &id).await;
+    let seqs: Vec<u64> = first.iter().chain(&rest).map(|e| e.id).collect();
+    assert_eq!(seqs, (1..=stored.len() as u64).collect::<Vec<_>>());
+    let events: Vec<AgentEvent> = first.into_iter().chain(rest).map(|e| e.event).collect();
+    assert_eq!(events, stored);
+    assert_eq!(server.job(&id).await.status, JobStatus::Done);
+
+    // A resume after the end gives exactly what follows, then ends.
+    let tail = read_sse(events_sse(&server, &id, Some(last + 1)).await, None).await;
+    assert_eq!(
+        tail.into_iter().map(|e| e.event).collect::<Vec<_>>(),
+        stored[(last as usize + 1)..].to_vec()
+    );
+}
+
+#[tokio::test]
+async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let mut unpriced = spec(&home, "T-1", TURN);
+    unpriced["engine"]["model"] = Value::from("gpt-unpriced-9");
+    let file = home.path().join("unpriced.json");
+    std::fs::write(&file, unpriced.to_string()).unwrap();
+    let cli = home.paddock(&["run", file.to_str().unwrap()], &[]).await;
+    assert_eq!(cli.status.code(), Some(2));
+    let cli_message = String::from_utf8_lossy(&cli.stderr)
+        .trim_end()
+        .strip_prefix("paddock: ")
+        .unwrap()
+        .to_owned();
+
+    let resp = server.submit(&unpriced, 0).await;
+    assert_eq!(
+        (
+            resp.status().as_u16(),
+            resp.headers()["content-type"].to_str().unwrap().to_owned()
+        ),
+        (422, "application/problem+json".to_owned())
+    );
+    assert_eq!(
+        body::<Value>(resp).await,
+        serde_json::json!({
+            "type": "urn:paddock:problem:bad_input",
+            "title": "the job spec cannot run",
+            "status": 422,
+            "detail": cli_message,
+            "code": "bad_input",
+        })
+    );
+
+    let not_json = reqwest::Client::new()
+        .post(server.url("/v1/jobs"))
+        .body("[ticket]\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_json.status(), 422);
+    assert_eq!(
+        body::<Value>(not_json).await["code"],
+        Value::from("bad_input")
+    );
+    let missing = reqwest::get(server.url("/v1/jobs/job-none")).await.unwrap();
+    assert_eq!(
+        (missing.status().as_u16(), body::<Value>(missing).await),
+        (
+            404,
+            serde_json::json!({
+                "type": "urn:paddock:problem:not_found",
+                "title": "no such resource",
+                "status": 404,
+                "detail": "no job job-none",
+                "code": "not_found",
+            })
+        )
+    );
+    let bad_filter = reqwest::get(server.url("/v1/jobs?status=sleeping"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            bad_filter.status().as_u16(),
+            body::<Value>(bad_filter).await["code"].clone()
+        ),
+        (400, Value::from("bad_request"))
+    );
+    // Nothing was recorded for the refused specs.
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn cancel_a_queued_and_a_running_job() {
+    let home = Home::new();
+    let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let gate = home.path().join("never");
+    let running = server
+        .submit_ok(&spec(&home, "T-1", &gated(&gate)), 0)
+        .await;
+    let queued = server.submit_ok(&spec(&home, "T-2", TURN), 0).await;
+    server.wait_for(&running, |s| s == JobStatus::Running).await;
+
+    let resp = server.cancel(&queued).await;
+    assert_eq!(resp.status(), 202);
+    let record: JobRecord = body(resp).await;
+    assert_eq!(
+        (record.status, record.reason.as_deref()),
+        (JobStatus::Cancelled, Some("cancelled while queued"))
+    );
+    assert_eq!(server.job(&queued).await, record);
+
+    assert_eq!(server.cancel(&running).await.status(), 202);
+    let ended = server.wait_for(&running, is_final).await;
+    assert_eq!(
+        (ended.status, ended.reason.as_deref()),
+        (JobStatus::Cancelled, Some("cancelled"))
+    );
+    let again = server.cancel(&running).await;
+    assert_eq!(
+        (
+            again.status().as_u16(),
+            body::<Value>(again).await["code"].clone()
+        ),
+        (409, Value::from("job_final"))
+    );
+    assert_eq!(server.cancel("job-none").await.status(), 404);
+    // The queued job never ran: only its cancellation is on its stream.
+    let events = stored_events(&home, &queued).await;
+    assert_eq!(
+        events.iter().map(|e| e.body.clone()).collect::<Vec<_>>(),
+        vec![EventBody::Status {
+            phase: Phase::Cancelled,
+            detail: Some("cancelled while queued".into())
+        }]
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn the_queue_runs_by_priority_within_its_concurrency_limit() {
+    let home = Home::new();
+    let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let gate = home.path().join("gate");
+    let first = server
+        .submit_ok(&spec(&home, "T-A", &gated(&gate)), 0)
+        .await;
+    server.wait_for(&first, |s| s == JobStatus::Running).await;
+    let low = server.submit_ok(&spec(&home, "T-B", TURN), 0).await;
+    let high = server.submit_ok(&spec(&home, "T-C", TURN), 5).await;
+    let mid = server.submit_ok(&spec(&home, "T-D", TURN), 1).await;
+    // Same ticket as `high`: never beside it.
+    let high_again = server
+        .submit_ok(&spec_on(&home, "T-C2", "T-C", TURN), 5)
+        .await;
+    std::fs::write(&gate, "").unwrap();
+    let mut spans = Vec::new();
+    for id in [&first, &low, &high, &mid, &high_again] {
+        let record = server.wait_for(id, is_final).await;
+        assert_eq!(record.status, JobStatus::Done, "{id}: {}", server.stderr());
+        let started = stored_events(&home, id).await[0].at;
+        spans.push((started, record.finished_at.unwrap(), id.clone()));
+    }
+    spans.sort();
+    let order: Vec<&String> = spans.iter().map(|s| &s.2).collect();
+    assert_eq!(order, vec![&first, &high, &high_again, &mid, &low]);
+    let overlaps: Vec<(&String, &String)> = spans
+        .windows(2)
+        .filter(|w| w[1].0 < w[0].1)
+        .map(|w| (&w[0].2, &w[1].2))
+        .collect();
+    assert_eq!(overlaps, Vec::<(&String, &String)>::new());
+
+    let page: Value = body(
+        reqwest::get(server.url("/v1/jobs?status=done&limit=2"))
+            .await
+            .unwrap(),
+    )
+    .await;
+    let newest = home.store().await.jobs(10).await.unwrap();
+    assert_eq!(
+        page,
+        serde_json::json!({
+            "jobs": [newest[0], newest[1]],
+            "next_cursor": newest[1].id,
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_restart_marks_what_died_and_runs_what_was_queued() {
+    let home = Home::new();
+    let mark = home.path().join("engine-started");
+    let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let body = format!("touch '{}'; sleep 60\n{TURN}", mark.display());
+    let died = server.submit_ok(&spec(&home, "T-1", &body), 0).await;
+    let waiting = server.submit_ok(&spec(&home, "T-2", TURN), 0).await;
+    for _ in 0..600 {
+        if mark.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(mark.exists(), "{}", server.stderr());
+    nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let mut killed = server;
+    killed.child.wait().await.unwrap();
+    assert_eq!(
+        home.store()
+            .await
+            .job(&waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        JobStatus::Queued
+    );
+
+    let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let dead = server.job(&died).await;
+    assert_eq!(
+        (dead.status, dead.reason.as_deref()),
+        (JobStatus::Failed, Some(paddock::reaper::REASON))
+    );
+    let ran = server.wait_for(&waiting, is_final).await;
+    assert_eq!(ran.status, JobStatus::Done, "{}", server.stderr());
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn sigterm_drains_cancelling_what_outlives_the_grace() {
+    let home = Home::new();
+    let server = Server::start(
+        &home,
+        &["--max-concurrent-jobs", "1", "--drain-grace-secs", "1"],
+    )
+    .await;
+    let gate = home.path().join("never");
+    let running = server
+        .submit_ok(&spec(&home, "T-1", &gated(&gate)), 0)
+        .await;
+    let queued = server.submit_ok(&spec(&home, "T-2", TURN), 0).await;
+    server.wait_for(&running, |s| s == JobStatus::Running).await;
+    nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let mut server = server;
+    let status = tokio::time::timeout(Duration::from_secs(60), server.child.wait())
+        .await
+        .expect("serve did not stop")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{}", server.stderr());
+    let store = home.store().await;
+    let ended = store.job(&running).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            ended.status,
+            ended.reason.as_deref(),
+            store.job(&queued).await.unwrap().unwrap().status
+        ),
+        (JobStatus::Cancelled, Some("cancelled"), JobStatus::Queued)
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
