@@ -528,6 +528,29 @@ fn copy(src: &Path, dst: &Path, len: u64) -> Result<(), SetupError> {
 /// Builds the view and switches into it. Runs in the new mount namespace,
 /// as PID 1 of the new PID namespace, before any capability is dropped.
 pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), SetupError> {
+    let (old, mut dirs) = stage()?;
+    let new = Path::new(NEW);
+    write_users(&mut dirs, uid, gid, home.unwrap_or("/"))?;
+    trace::step("passwd, group");
+    let writable = place(view, &old, &mut dirs)?;
+    trace::step("binds, copies");
+    let dev = new.join("dev");
+    let proc = new.join("proc");
+    dirs.make(&dev)?;
+    dirs.make(&proc)?;
+    seal(new, &writable)?;
+    trace::step("read-only flags");
+    dev_mounts(&dev)?;
+    trace::step("/dev");
+    proc_mounts(&proc)?;
+    trace::step("/proc");
+    switch(new)
+}
+
+/// `/` made private, a staging root pivoted onto (the host's root stays
+/// reachable at /oldroot while the new root is populated at /newroot):
+/// the host's root and the new root, opened.
+fn stage() -> Result<(OwnedFd, Dirs), SetupError> {
     let none: Option<&OsStr> = None;
     let root = Path::new("/");
     mount(
@@ -538,9 +561,6 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
         none,
     )
     .map_err(mount_err("/ as private", root))?;
-
-    // A staging root: the host's root stays reachable at /oldroot while the
-    // new root is populated at /newroot.
     let stage = Path::new(STAGE);
     tmpfs(
         stage,
@@ -563,13 +583,15 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
     )?;
     let old = beneath::open_dir(Path::new(OLD)).map_err(|e| point_err(Path::new(OLD))(e.into()))?;
-    let mut dirs = Dirs::new(beneath::open_dir(new).map_err(|e| point_err(new)(e.into()))?);
+    let dirs = Dirs::new(beneath::open_dir(new).map_err(|e| point_err(new)(e.into()))?);
     trace::step("root staged");
+    Ok((old, dirs))
+}
 
-    // /etc: a directory in the new root, with generated passwd and group.
-    let etc = new.join("etc");
+/// /etc: a directory in the new root, with generated passwd and group.
+fn write_users(dirs: &mut Dirs, uid: u32, gid: u32, home: &str) -> Result<(), SetupError> {
+    let etc = Path::new(NEW).join("etc");
     dirs.make(&etc)?;
-    let home = home.unwrap_or("/");
     let passwd = if uid == 0 {
         format!("root:x:0:0:root:{home}:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
     } else {
@@ -584,10 +606,17 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
         let p = etc.join(name);
         std::fs::write(&p, text).map_err(point_err(&p))?;
     }
+    Ok(())
+}
 
-    trace::step("passwd, group");
-    // Mount points that must exist before the tree turns read-only; the
-    // writable mounts (their roots, opened) and their paths.
+/// Places every entry of the view in the new root (`old`: the host's
+/// root): mount points that must exist before the tree turns read-only.
+/// Returns the writable mounts (their roots, opened) and their paths.
+fn place(
+    view: &View,
+    old: &OwnedFd,
+    dirs: &mut Dirs,
+) -> Result<Vec<(OwnedFd, PathBuf)>, SetupError> {
     let mut writable: Vec<(OwnedFd, PathBuf)> = Vec::new();
     // The empty file bound over hidden programs, made on first use.
     let mut hidden: Option<OwnedFd> = None;
@@ -612,20 +641,12 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
                 kind,
                 writable: w,
             } => {
-                let link = |source| SetupError::Link {
-                    path: path.clone(),
-                    source,
-                };
-                let rel = beneath::relative(path).ok_or(Errno::EINVAL).map_err(link)?;
-                let src = beneath::open(old.as_fd(), rel).map_err(link)?;
-                let point = dirs
-                    .point(rel, *kind)
-                    .map_err(|e| point_err(&dst)(e.into()))?;
-                let root = beneath::bind(src.as_fd(), point.as_fd())
-                    .map_err(|e| mount_err(format!("bind of {}", path.display()), &dst)(e))?;
+                let root = place_caller(old, dirs, path, *kind, &dst)?;
                 if *w {
+                    if let Some(rel) = beneath::relative(path) {
+                        dirs.writable.push(rel.to_path_buf());
+                    }
                     writable.push((root, dst));
-                    dirs.writable.push(rel.to_path_buf());
                 }
             }
             Entry::Protect { path } => {
@@ -650,25 +671,11 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
                 copy(&under(OLD, path), &dst, *len)?;
             }
             Entry::Hide { path } => {
-                // Opened once, without following a link, and covered
-                // through that descriptor: no path is looked up again.
-                let hide = |source| SetupError::Link {
-                    path: path.clone(),
-                    source,
-                };
-                let rel = beneath::relative(path).ok_or(Errno::EINVAL).map_err(hide)?;
-                let point = beneath::open(dirs.new.as_fd(), rel).map_err(hide)?;
-                let st = nix::sys::stat::fstat(point.as_raw_fd()).map_err(hide)?;
-                if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-                    return Err(hide(Errno::EISDIR));
-                }
                 let empty = match &hidden {
                     Some(fd) => fd,
                     None => hidden.insert(hidden_file()?),
                 };
-                beneath::bind(empty.as_fd(), point.as_fd()).map_err(|e| {
-                    mount_err(format!("cover of hidden {}", path.display()), &dst)(e)
-                })?;
+                hide(dirs, path, empty, &dst)?;
             }
             Entry::Tmpfs { size_mb, .. } => {
                 dirs.make(&dst)?;
@@ -682,15 +689,54 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
             }
         }
     }
-    trace::step("binds, copies");
-    let dev = new.join("dev");
-    let proc = new.join("proc");
-    dirs.make(&dev)?;
-    dirs.make(&proc)?;
+    Ok(writable)
+}
 
-    // The whole tree read-only, nosuid, nodev; then the writable paths
-    // (in order: a protected path inside a writable one is its own mount
-    // and keeps its read-only flag).
+/// Binds the caller's `path` (opened beneath the host's root `old`, no
+/// link followed) at `dst`; returns the mount's root, opened.
+fn place_caller(
+    old: &OwnedFd,
+    dirs: &mut Dirs,
+    path: &Path,
+    kind: Kind,
+    dst: &Path,
+) -> Result<OwnedFd, SetupError> {
+    let link = |source| SetupError::Link {
+        path: path.to_path_buf(),
+        source,
+    };
+    let rel = beneath::relative(path).ok_or(Errno::EINVAL).map_err(link)?;
+    let src = beneath::open(old.as_fd(), rel).map_err(link)?;
+    let point = dirs
+        .point(rel, kind)
+        .map_err(|e| point_err(dst)(e.into()))?;
+    beneath::bind(src.as_fd(), point.as_fd())
+        .map_err(|e| mount_err(format!("bind of {}", path.display()), dst)(e))
+}
+
+/// Covers the hidden program `path` with the empty file `empty`: opened
+/// once, without following a link, and covered through that descriptor,
+/// so no path is looked up again.
+fn hide(dirs: &Dirs, path: &Path, empty: &OwnedFd, dst: &Path) -> Result<(), SetupError> {
+    let hide = |source| SetupError::Link {
+        path: path.to_path_buf(),
+        source,
+    };
+    let rel = beneath::relative(path).ok_or(Errno::EINVAL).map_err(hide)?;
+    let point = beneath::open(dirs.new.as_fd(), rel).map_err(hide)?;
+    let st = nix::sys::stat::fstat(point.as_raw_fd()).map_err(hide)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(hide(Errno::EISDIR));
+    }
+    beneath::bind(empty.as_fd(), point.as_fd())
+        .map_err(|e| mount_err(format!("cover of hidden {}", path.display()), dst)(e))?;
+    Ok(())
+}
+
+/// The whole tree read-only, nosuid, nodev; then the writable paths (in
+/// order: a protected path inside a writable one is its own mount and
+/// keeps its read-only flag).
+fn seal(new: &Path, writable: &[(OwnedFd, PathBuf)]) -> Result<(), SetupError> {
     set_flags(
         new,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
@@ -698,7 +744,7 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
         true,
         "read-only, nosuid, nodev",
     )?;
-    for (root, path) in &writable {
+    for (root, path) in writable {
         set_flags_at(
             Some(root.as_fd()),
             path,
@@ -708,15 +754,13 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
             "writable",
         )?;
     }
+    Ok(())
+}
 
-    trace::step("read-only flags");
-    dev_mounts(&dev)?;
-    trace::step("/dev");
-    proc_mounts(&proc)?;
-    trace::step("/proc");
-
-    // Switch: the new root on top, the staging root (with the host's root
-    // under it) detached.
+/// Switch: the new root on top, the staging root (with the host's root
+/// under it) detached.
+fn switch(new: &Path) -> Result<(), SetupError> {
+    let root = Path::new("/");
     chdir(new).map_err(|source| SetupError::Chdir {
         path: new.to_path_buf(),
         source,
