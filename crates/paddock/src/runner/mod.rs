@@ -137,6 +137,12 @@ impl Runner {
         &self.config
     }
 
+    /// Why this host cannot run jobs on the `sandbox` rung (`None`: it
+    /// can): the probe admission uses, run once.
+    pub async fn sandbox_problem(&self) -> Option<String> {
+        self.rungs.sandbox.probe().await
+    }
+
     /// Admits `spec`: everything checked before the job exists.
     pub async fn admit(&self, spec: &JobSpec) -> Result<Admitted, AdmitError> {
         admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await

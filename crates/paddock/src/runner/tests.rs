@@ -327,6 +327,9 @@ impl crate::store::Store for FailingStore {
     async fn claim_job(&self) -> Result<Option<paddock_protocol::JobRecord>, StoreError> {
         self.inner.claim_job().await
     }
+    async fn queue_depth(&self) -> Result<u64, StoreError> {
+        self.inner.queue_depth().await
+    }
     async fn list_jobs(
         &self,
         query: &crate::store::JobQuery,

@@ -1,7 +1,9 @@
 //! The jobs API: submit a spec (`POST /v1/jobs`, 202 with the queued or
 //! held record), list jobs by status and engine a page at a time (`GET
-//! /v1/jobs`), get one (`GET /v1/jobs/{id}`) and cancel one (`POST
-//! /v1/jobs/{id}/cancel`). A spec is checked exactly as `paddock run`
+//! /v1/jobs`), get one (`GET /v1/jobs/{id}`), cancel one (`POST
+//! /v1/jobs/{id}/cancel`) and dispose of one (`DELETE /v1/jobs/{id}`:
+//! cancelled if it has not ended, waited for, its artifacts removed; its
+//! record, events and ledger rows stay for accounting). A spec is checked exactly as `paddock run`
 //! checks it (the user's config defaults applied, then `Runner::admit`),
 //! with the same errors, as problem bodies.
 
@@ -163,4 +165,59 @@ pub async fn cancel(
         Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),
     };
     Ok((StatusCode::ACCEPTED, Json(record)).into_response())
+}
+
+/// How long a dispose waits for a cancelled job to conclude.
+const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Disposes of a job: cancels it unless it ended, waits for its end,
+/// removes its artifacts directory. 200 with the final record.
+pub async fn dispose(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<JobRecord>, Problem> {
+    match state.queue.cancel(&id).await? {
+        Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),
+        Cancel::Elsewhere => {
+            return Err(Problem::new(
+                409,
+                "job_elsewhere",
+                "the job runs in another process",
+                format!("job {id} is running, but not in this server"),
+            ))
+        }
+        Cancel::Signalled | Cancel::Dequeued(_) | Cancel::Final(_) => {}
+    }
+    let deadline = tokio::time::Instant::now() + DISPOSE_WAIT;
+    let record = loop {
+        let record = state
+            .store
+            .job(&id)
+            .await?
+            .ok_or_else(|| Problem::not_found(format!("no job {id}")))?;
+        if !matches!(record.status, JobStatus::Queued | JobStatus::Running) {
+            break record;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Problem::new(
+                409,
+                "job_not_ended",
+                "the job did not end in time",
+                format!("job {id} was cancelled but is still running; try again"),
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let dir = state.runner.config().paths.artifacts.join(&record.id);
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(Problem::runner(
+                ErrorCode::Internal,
+                format!("remove the artifacts of job {id} at {}: {e}", dir.display()),
+            ))
+        }
+    }
+    Ok(Json(record))
 }

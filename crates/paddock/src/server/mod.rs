@@ -3,7 +3,8 @@
 //! shutdown future, the store, the [`Runner`] (the same one `paddock run`
 //! drives), the settings — so tests run it on `127.0.0.1:0` in temporary
 //! directories. `jobs.rs` the jobs API, `events.rs` a job's events as SSE
-//! or JSONL, `queue.rs` the scheduler over the store's persistent queue,
+//! or JSONL, `discover.rs` what the server offers (engines, rungs,
+//! profiles, prices, capacity), `health.rs` liveness and readiness, `queue.rs` the scheduler over the store's persistent queue,
 //! `hub.rs` the live events of running jobs, `problem.rs` errors as
 //! problem+json, `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
@@ -13,7 +14,9 @@
 //! added, [`AppState`] where what it needs is kept.
 
 mod config;
+mod discover;
 mod events;
+mod health;
 mod hub;
 mod jobs;
 mod problem;
@@ -27,7 +30,9 @@ use axum::routing::{get, post};
 use axum::Router;
 
 pub use self::config::{ServeConfig, DEFAULT_LISTEN};
+pub use self::discover::Discovery;
 pub use self::events::NDJSON;
+pub use self::health::Readiness;
 pub use self::jobs::JobPage;
 pub use self::problem::{Problem, PROBLEM_JSON};
 pub use self::queue::{Queue, CANCELLED_QUEUED};
@@ -63,9 +68,12 @@ pub struct Deps<S> {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/jobs", post(jobs::submit).get(jobs::list))
-        .route("/v1/jobs/{id}", get(jobs::get))
+        .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::dispose))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
         .route("/v1/jobs/{id}/events", get(events::events))
+        .route("/v1/discover", get(discover::discover))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
         .fallback(not_found)
         .with_state(state)
 }

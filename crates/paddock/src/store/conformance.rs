@@ -733,10 +733,12 @@ pub(crate) async fn the_queue_claims_by_priority_then_age_one_attempt_per_ticket
     let mut claimed = store.job("older-high").await.unwrap().unwrap();
     assert_eq!(claimed.status, JobStatus::Queued);
     claimed.status = JobStatus::Running;
+    assert_eq!(store.queue_depth().await.unwrap(), 6);
     assert_eq!(
         claim_all(store).await,
         vec!["older-high", "new-high", "old-low", "mid-low"]
     );
+    assert_eq!(store.queue_depth().await.unwrap(), 2);
     assert_eq!(store.job("older-high").await.unwrap(), Some(claimed));
     assert_eq!(store.job("held").await.unwrap(), Some(held));
 

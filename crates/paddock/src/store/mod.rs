@@ -88,6 +88,9 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// get the same job. `None` when no queued job can run.
     async fn claim_job(&self) -> Result<Option<JobRecord>, StoreError>;
 
+    /// How many jobs are `queued`.
+    async fn queue_depth(&self) -> Result<u64, StoreError>;
+
     /// A page of the jobs matching `query`, newest (`created_at`, then id)
     /// first, starting after the job `query.after` (the previous page's
     /// last id; an unknown id gives an empty page).

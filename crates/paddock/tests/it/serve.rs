@@ -560,3 +560,170 @@ async fn sigterm_drains_cancelling_what_outlives_the_grace() {
     );
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_job_whose_budget_is_spent_is_held_at_submission_as_the_cli_holds_it() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let mut spent = spec(&home, "T-1", TURN);
+    spent["budget"]["max_usd"] = Value::from(0.0);
+    let file = home.path().join("spent.json");
+    std::fs::write(&file, spent.to_string()).unwrap();
+    let cli = home
+        .paddock(&["run", "--json", file.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(cli.status.code(), Some(3), "{}", stderr_of(&cli));
+    let cli_reason = record(&cli).reason;
+
+    let resp = server.submit(&spent, 0).await;
+    assert_eq!(resp.status(), 202);
+    let held: JobRecord = body(resp).await;
+    assert_eq!(
+        (held.status, held.reason.clone()),
+        (JobStatus::Held, cli_reason.clone())
+    );
+    // It never runs: its record stays, its events say why.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(server.job(&held.id).await, held);
+    let reason = cli_reason.unwrap();
+    assert_eq!(
+        stored_events(&home, &held.id)
+            .await
+            .into_iter()
+            .map(|e| e.body)
+            .collect::<Vec<_>>(),
+        vec![
+            EventBody::Policy {
+                rule: "budget".into(),
+                message: reason.clone()
+            },
+            EventBody::Status {
+                phase: Phase::Held,
+                detail: Some(reason)
+            },
+        ]
+    );
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn discover_healthz_and_readyz_describe_this_host() {
+    use paddock::server::{Discovery, Readiness};
+    let home = Home::new();
+    let server = Server::start(&home, &["--max-concurrent-jobs", "3"]).await;
+    let sandbox = paddock::rung::probe_sandbox(Path::new(env!("CARGO_BIN_EXE_paddock")));
+    let sandbox_detail = sandbox
+        .clone()
+        .unwrap_or_else(|| "a sandbox starts on this host".into());
+    let engines: Vec<Value> = paddock::engines::KINDS
+        .iter()
+        .map(|&kind| {
+            let pin = paddock::engines::pins::pin(kind);
+            serde_json::json!({
+                "kind": kind.as_str(),
+                "binary": pin.binary,
+                "package": pin.package,
+                "pinned_version": pin.version,
+                "path": which::which(pin.binary).ok().map(|p| p.display().to_string()),
+            })
+        })
+        .collect();
+    let prices = paddock::broker::PriceTable::effective(None).unwrap();
+    let presets: Vec<Value> = paddock::policy::profile::PRESETS
+        .iter()
+        .map(|(id, _)| serde_json::json!({"id": id, "source": "preset"}))
+        .collect();
+    let discovered: Discovery = body(reqwest::get(server.url("/v1/discover")).await.unwrap()).await;
+    assert_eq!(
+        serde_json::to_value(discovered).unwrap(),
+        serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "engines": engines,
+            "rungs": [
+                {"name": "process", "supported": true, "detail": "always available (no isolation)"},
+                {"name": "sandbox", "supported": sandbox.is_none(), "detail": sandbox_detail},
+            ],
+            "profiles": presets,
+            "prices": {"version": prices.version, "sources": prices.sources},
+            "capacity": {"max_concurrent_jobs": 3, "running": 0, "queued": 0, "draining": false},
+        })
+    );
+
+    let health = reqwest::get(server.url("/healthz")).await.unwrap();
+    assert_eq!(
+        (health.status().as_u16(), body::<Value>(health).await),
+        (200, serde_json::json!({"status": "ok"}))
+    );
+    let ready = reqwest::get(server.url("/readyz")).await.unwrap();
+    let status = ready.status().as_u16();
+    let ready: Readiness = body(ready).await;
+    let db = std::fs::canonicalize(home.db()).unwrap();
+    let mut checks = vec![serde_json::json!({
+        "name": "store", "ok": true, "required": true,
+        "detail": format!("{} answers", db.display()),
+    })];
+    for e in &engines {
+        let path = e["path"].as_str();
+        checks.push(serde_json::json!({
+            "name": format!("engine {}", e["kind"].as_str().unwrap()),
+            "ok": path.is_some(),
+            "required": false,
+            "detail": match path {
+                Some(p) => format!("{p} (pinned {})", e["pinned_version"].as_str().unwrap()),
+                None => unreachable!("the test's PATH has the engines"),
+            },
+        }));
+    }
+    checks.push(serde_json::json!({
+        "name": "sandbox", "ok": sandbox.is_none(), "required": false, "detail": sandbox_detail,
+    }));
+    assert_eq!(
+        (status, serde_json::to_value(ready).unwrap()),
+        (200, serde_json::json!({"ready": true, "checks": checks}))
+    );
+}
+
+#[tokio::test]
+async fn dispose_cancels_waits_and_removes_the_artifacts() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let finished = server.submit_ok(&spec(&home, "T-1", TURN), 0).await;
+    let gate = home.path().join("never");
+    let running = server
+        .submit_ok(&spec(&home, "T-2", &gated(&gate)), 0)
+        .await;
+    server.wait_for(&finished, is_final).await;
+    server.wait_for(&running, |s| s == JobStatus::Running).await;
+    let artifacts = |id: &str| home.data().join("artifacts").join(id);
+    assert!(artifacts(&finished).exists());
+
+    let delete = |id: String| {
+        let url = server.url(&format!("/v1/jobs/{id}"));
+        async move { reqwest::Client::new().delete(url).send().await.unwrap() }
+    };
+    let resp = delete(running.clone()).await;
+    assert_eq!(resp.status(), 200);
+    let disposed: JobRecord = body(resp).await;
+    assert_eq!(
+        (disposed.status, disposed.reason.as_deref()),
+        (JobStatus::Cancelled, Some("cancelled"))
+    );
+    let resp = delete(finished.clone()).await;
+    assert_eq!(resp.status(), 200);
+    let done: JobRecord = body(resp).await;
+    assert_eq!(done.status, JobStatus::Done);
+    assert_eq!(
+        (
+            artifacts(&running).exists(),
+            artifacts(&finished).exists(),
+            delete("job-none".into()).await.status().as_u16()
+        ),
+        (false, false, 404)
+    );
+    // The records stay for accounting.
+    assert_eq!(server.job(&finished).await, done);
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}

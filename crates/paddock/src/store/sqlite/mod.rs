@@ -218,6 +218,10 @@ impl Store for SqliteStore {
         SqliteStore::claim_job(self).await
     }
 
+    async fn queue_depth(&self) -> Result<u64, StoreError> {
+        SqliteStore::queue_depth(self).await
+    }
+
     async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {
         SqliteStore::list_jobs(self, query).await
     }

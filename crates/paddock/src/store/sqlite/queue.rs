@@ -43,6 +43,15 @@ impl SqliteStore {
         }
     }
 
+    /// How many jobs are `queued`.
+    pub(super) async fn queue_depth(&self) -> Result<u64, StoreError> {
+        let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs WHERE status = 'queued'")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// A page of jobs matching `query`, newest first.
     pub(super) async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {
         let sql = format!(
