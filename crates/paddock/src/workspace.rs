@@ -261,7 +261,37 @@ impl Workspace {
         repo: &RepositorySpec,
         branch: &str,
     ) -> Result<Workspace, WorkspaceError> {
-        let source = match (&repo.path, &repo.url) {
+        let source = Workspace::source_of(repo).await?;
+        let ws = Workspace::make_dirs(root, lease, branch)?;
+        ws.clone_bare(&source).await?;
+        let base_commit = ws.base_commit(&source, &repo.base_ref).await?;
+        std::fs::create_dir_all(ws.git_dir().join("info")).map_err(|e| WorkspaceError::Create {
+            path: ws.git_dir().join("info"),
+            source: e,
+        })?;
+        ws.clone_job(&source, branch, &base_commit).await?;
+        // 3. Paddock's index of the base: the fresh checkout's, whose file
+        // stamps let the patch skip hashing what the job did not touch.
+        let index = ws.git_dir().join("index");
+        std::fs::copy(ws.work.join(".git/index"), &index).map_err(|source| {
+            WorkspaceError::Write {
+                path: ws.root.clone(),
+                file: index.display().to_string(),
+                source,
+            }
+        })?;
+        write_new(
+            &ws.root,
+            &ws.meta.join(BASE_COMMIT),
+            format!("{base_commit}\n").as_bytes(),
+        )?;
+        Ok(Workspace { base_commit, ..ws })
+    }
+
+    /// The source to clone: a local repository's path (checked to be one)
+    /// or the URL.
+    async fn source_of(repo: &RepositorySpec) -> Result<String, WorkspaceError> {
+        Ok(match (&repo.path, &repo.url) {
             (Some(path), _) => {
                 let probe = user_git(path, ["rev-parse", "--git-dir"]).await;
                 if !path.is_dir() || probe.is_err() {
@@ -275,7 +305,11 @@ impl Workspace {
                     path: PathBuf::new(),
                 })
             }
-        };
+        })
+    }
+
+    /// The job's directory `root` (private) and its `home`, `tmp`, `meta`.
+    fn make_dirs(root: PathBuf, lease: Lease, branch: &str) -> Result<Workspace, WorkspaceError> {
         if let Some(parent) = root.parent() {
             std::fs::create_dir_all(parent).map_err(|source| WorkspaceError::Create {
                 path: parent.to_path_buf(),
@@ -295,7 +329,7 @@ impl Workspace {
                 source,
             })?;
         }
-        let ws = Workspace {
+        Ok(Workspace {
             work: root.join("work"),
             home: root.join("home"),
             tmp: root.join("tmp"),
@@ -304,7 +338,11 @@ impl Workspace {
             root,
             base_commit: String::new(),
             branch: branch.to_string(),
-        };
+        })
+    }
+
+    /// Step 1 of [`Workspace::provision_in`].
+    async fn clone_bare(&self, source: &str) -> Result<(), WorkspaceError> {
         // 1. The source into Paddock's own git directory, with the user's
         // git configuration (their remotes, credentials, safe directories):
         // nothing of the job exists yet. Bare, so nothing is checked out or
@@ -321,29 +359,34 @@ impl Workspace {
                 "--template=",
                 "--",
             ])
-            .arg(&source)
-            .arg(ws.git_dir())
+            .arg(source)
+            .arg(self.git_dir())
             .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(Stdio::null());
         let out = host_git::output_within(clone, None, host_git::CLONE_TIMEOUT)
             .await
             .map_err(|source| WorkspaceError::Spawn {
-                path: ws.root.clone(),
+                path: self.root.clone(),
                 source,
             })?
             .ok_or_else(|| WorkspaceError::GitTimeout {
-                path: ws.root.clone(),
+                path: self.root.clone(),
                 args: format!("clone --bare {source}"),
                 after: host_git::CLONE_TIMEOUT,
             })?;
         if !out.status.success() {
             return Err(WorkspaceError::Clone {
-                source_repo: source,
+                source_repo: source.to_string(),
                 stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
             });
         }
-        let paddock_git = ws.paddock_git(None, false);
-        let base = &repo.base_ref;
+        Ok(())
+    }
+
+    /// The commit `base` names in Paddock's clone of `source` (`origin/X`:
+    /// also the source's branch `X`).
+    async fn base_commit(&self, source: &str, base: &str) -> Result<String, WorkspaceError> {
+        let paddock_git = self.paddock_git(None, false);
         let mut candidates = vec![format!("{base}^{{commit}}")];
         if let Some(branch) = base.strip_prefix("origin/") {
             // The source's branch, as a clone of it names it.
@@ -365,14 +408,20 @@ impl Workspace {
         }
         let Some(base_commit) = base_commit else {
             return Err(WorkspaceError::BaseRef {
-                source_repo: source,
-                base_ref: base.clone(),
+                source_repo: source.to_string(),
+                base_ref: base.to_string(),
             });
         };
-        std::fs::create_dir_all(ws.git_dir().join("info")).map_err(|e| WorkspaceError::Create {
-            path: ws.git_dir().join("info"),
-            source: e,
-        })?;
+        Ok(base_commit)
+    }
+
+    /// Step 2 of [`Workspace::provision_in`].
+    async fn clone_job(
+        &self,
+        source: &str,
+        branch: &str,
+        base_commit: &str,
+    ) -> Result<(), WorkspaceError> {
         // 2. The job's repository: a clone of Paddock's that copies every
         // object (no hard link to, nor alternate of, anything outside the
         // job), hooks off for good, an identity for commits; the remote is
@@ -383,7 +432,7 @@ impl Workspace {
             work_tree: None,
             index: None,
             excludes: None,
-            root: ws.root.clone(),
+            root: self.root.clone(),
             timeout: host_git::GIT_TIMEOUT,
         };
         let mut clone = vec![
@@ -407,36 +456,21 @@ impl Workspace {
         .into_iter()
         .map(std::ffi::OsString::from)
         .collect::<Vec<_>>();
-        clone.push(ws.git_dir().into_os_string());
-        clone.push(ws.work.clone().into_os_string());
+        clone.push(self.git_dir().into_os_string());
+        clone.push(self.work.clone().into_os_string());
         cloner.run(&clone, None).await?;
         let job_git = HostGit {
-            git_dir: Some(ws.work.join(".git")),
-            work_tree: Some(ws.work.clone()),
+            git_dir: Some(self.work.join(".git")),
+            work_tree: Some(self.work.clone()),
             ..cloner
         };
         job_git
-            .run(["remote", "set-url", "origin", &source], None)
+            .run(["remote", "set-url", "origin", source], None)
             .await?;
         job_git
-            .run(["checkout", "--quiet", "-b", branch, &base_commit], None)
+            .run(["checkout", "--quiet", "-b", branch, base_commit], None)
             .await?;
-        // 3. Paddock's index of the base: the fresh checkout's, whose file
-        // stamps let the patch skip hashing what the job did not touch.
-        let index = ws.git_dir().join("index");
-        std::fs::copy(ws.work.join(".git/index"), &index).map_err(|source| {
-            WorkspaceError::Write {
-                path: ws.root.clone(),
-                file: index.display().to_string(),
-                source,
-            }
-        })?;
-        write_new(
-            &ws.root,
-            &ws.meta.join(BASE_COMMIT),
-            format!("{base_commit}\n").as_bytes(),
-        )?;
-        Ok(Workspace { base_commit, ..ws })
+        Ok(())
     }
 
     /// The workspace `<jobs_root>/<job_id>` of a job whose process is gone,
