@@ -408,6 +408,33 @@ impl Prepared {
                 },
             };
 
+        let mut files = self.instruction_files(inputs, &base)?;
+        files.extend(manifests(spec, inputs)?);
+        files.extend(
+            skills::install_paths(&self.skills)
+                .into_iter()
+                .map(|(path, skill, file)| GeneratedFile {
+                    path,
+                    contents: skill.files.get(file).cloned().unwrap_or_default(),
+                    extends: None,
+                    counted: false,
+                }),
+        );
+
+        let prompt = self
+            .templates
+            .render("prompt.md.j2", &base("PROMPT.md", false, None))?;
+        Ok(Assembled { prompt, files })
+    }
+
+    /// AGENTS.md and CLAUDE.md: generated where the repository has none,
+    /// extended where it has one (never through a link); `base` makes the
+    /// template's variables for a file.
+    fn instruction_files<'i, 'v>(
+        &self,
+        inputs: &'i ContextInputs,
+        base: &impl Fn(&'static str, bool, Option<(&'static str, &'i Existing)>) -> Vars<'v>,
+    ) -> Result<Vec<GeneratedFile>, ContextError> {
         let mut files = Vec::new();
         for (name, template, own, other) in [
             (
@@ -464,35 +491,27 @@ impl Prepared {
             }
         }
 
-        let env = manifest::environment(spec, &inputs.policy);
-        let tools = manifest::tools(spec, inputs);
-        for (name, value) in [("environment.json", env), ("tools.json", tools)] {
-            let mut text =
-                serde_json::to_string_pretty(&value).map_err(|e| ContextError::Encode {
-                    file: name.to_string(),
-                    message: e.to_string(),
-                })?;
-            text.push('\n');
-            files.push(GeneratedFile {
-                path: format!("{PADDOCK_DIR}/{name}"),
-                contents: text.into_bytes(),
-                extends: None,
-                counted: true,
-            });
-        }
-
-        for (path, skill, file) in skills::install_paths(&self.skills) {
-            files.push(GeneratedFile {
-                path,
-                contents: skill.files.get(file).cloned().unwrap_or_default(),
-                extends: None,
-                counted: false,
-            });
-        }
-
-        let prompt = self
-            .templates
-            .render("prompt.md.j2", &base("PROMPT.md", false, None))?;
-        Ok(Assembled { prompt, files })
+        Ok(files)
     }
+}
+
+/// `.paddock/environment.json` and `tools.json`.
+fn manifests(spec: &JobSpec, inputs: &ContextInputs) -> Result<Vec<GeneratedFile>, ContextError> {
+    let mut files = Vec::new();
+    let env = manifest::environment(spec, &inputs.policy);
+    let tools = manifest::tools(spec, inputs);
+    for (name, value) in [("environment.json", env), ("tools.json", tools)] {
+        let mut text = serde_json::to_string_pretty(&value).map_err(|e| ContextError::Encode {
+            file: name.to_string(),
+            message: e.to_string(),
+        })?;
+        text.push('\n');
+        files.push(GeneratedFile {
+            path: format!("{PADDOCK_DIR}/{name}"),
+            contents: text.into_bytes(),
+            extends: None,
+            counted: true,
+        });
+    }
+    Ok(files)
 }
