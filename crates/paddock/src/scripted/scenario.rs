@@ -352,7 +352,7 @@ impl TurnAt<'_> {
     }
 }
 
-fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
+fn validate_turn(mut raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
     for (field, value) in [
         ("reasoning", &raw.reasoning),
         ("text", &raw.text),
@@ -362,7 +362,45 @@ fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
             return Err(at.error(field, "is empty; leave it out instead"));
         }
     }
-    let ending = match (raw.error, raw.stream_error, raw.disconnect) {
+    let ending = ending(
+        raw.error.take(),
+        raw.stream_error.take(),
+        raw.disconnect,
+        at,
+    )?;
+    fields_of_ending(&ending, &raw, at)?;
+    let usage = validate_usage(raw.usage.unwrap_or_default(), at)?;
+    let mut actions = Vec::with_capacity(raw.action.len());
+    for (index, action) in raw.action.into_iter().enumerate() {
+        actions.push(validate_action(
+            action,
+            &format!("action {}", index + 1),
+            at,
+        )?);
+    }
+    let transient = raw
+        .transient
+        .map(|t| validate_transient(t, at))
+        .transpose()?;
+    Ok(Turn {
+        reasoning: raw.reasoning,
+        text: raw.text,
+        actions,
+        usage,
+        ending,
+        served_model: raw.served_model,
+        transient,
+    })
+}
+
+/// How the turn ends: completes, or fails in one way only.
+fn ending(
+    error: Option<RawHttpError>,
+    stream_error: Option<RawStreamError>,
+    disconnect: bool,
+    at: &TurnAt<'_>,
+) -> Result<Ending, ScenarioError> {
+    Ok(match (error, stream_error, disconnect) {
         (None, None, false) => Ending::Complete,
         (Some(error), None, false) => {
             if !(400..=599).contains(&error.status) {
@@ -389,8 +427,12 @@ fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
                 "a turn can fail in one way only: choose one of `error`, `stream_error` and `disconnect`",
             ))
         }
-    };
-    match &ending {
+    })
+}
+
+/// The fields a turn with this `ending` may not have.
+fn fields_of_ending(ending: &Ending, raw: &RawTurn, at: &TurnAt<'_>) -> Result<(), ScenarioError> {
+    match ending {
         Ending::Complete => {
             if raw.reasoning.is_none() && raw.text.is_none() && raw.action.is_empty() {
                 return Err(at.error(
@@ -428,7 +470,11 @@ fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
             }
         }
     }
-    let usage = raw.usage.unwrap_or_default();
+    Ok(())
+}
+
+/// Token counts a model call could report.
+fn validate_usage(usage: Usage, at: &TurnAt<'_>) -> Result<Usage, ScenarioError> {
     for (field, n) in [
         ("usage.input", usage.input),
         ("usage.cached", usage.cached),
@@ -452,58 +498,41 @@ fn validate_turn(raw: RawTurn, at: &TurnAt<'_>) -> Result<Turn, ScenarioError> {
             ),
         ));
     }
-    let mut actions = Vec::with_capacity(raw.action.len());
-    for (index, action) in raw.action.into_iter().enumerate() {
-        actions.push(validate_action(
-            action,
-            &format!("action {}", index + 1),
-            at,
-        )?);
+    Ok(usage)
+}
+
+/// A transient failure before the turn: how often, with which answer.
+fn validate_transient(t: RawTransient, at: &TurnAt<'_>) -> Result<Transient, ScenarioError> {
+    if !(1..=10).contains(&t.times) {
+        return Err(at.error(
+            "transient.times",
+            format!("must be 1 to 10, got {}", t.times),
+        ));
     }
-    let transient = match raw.transient {
-        None => None,
-        Some(t) => {
-            if !(1..=10).contains(&t.times) {
-                return Err(at.error(
-                    "transient.times",
-                    format!("must be 1 to 10, got {}", t.times),
-                ));
-            }
-            if !(400..=599).contains(&t.status) {
-                return Err(at.error(
-                    "transient.status",
-                    format!(
-                        "must be an HTTP error status (400 to 599), got {}",
-                        t.status
-                    ),
-                ));
-            }
-            if t.retry_after.as_deref() == Some("") {
-                return Err(at.error("transient.retry_after", "is empty; leave it out instead"));
-            }
-            Some(Transient {
-                times: t.times,
-                failure: HttpFailure {
-                    status: t.status,
-                    message: t
-                        .message
-                        .unwrap_or_else(|| format!("scripted transient failure ({})", t.status)),
-                    kind: non_empty(t.kind),
-                    code: None,
-                },
-                retry_after: t.retry_after,
-                retry_after_ms: t.retry_after_ms,
-            })
-        }
-    };
-    Ok(Turn {
-        reasoning: raw.reasoning,
-        text: raw.text,
-        actions,
-        usage,
-        ending,
-        served_model: raw.served_model,
-        transient,
+    if !(400..=599).contains(&t.status) {
+        return Err(at.error(
+            "transient.status",
+            format!(
+                "must be an HTTP error status (400 to 599), got {}",
+                t.status
+            ),
+        ));
+    }
+    if t.retry_after.as_deref() == Some("") {
+        return Err(at.error("transient.retry_after", "is empty; leave it out instead"));
+    }
+    Ok(Transient {
+        times: t.times,
+        failure: HttpFailure {
+            status: t.status,
+            message: t
+                .message
+                .unwrap_or_else(|| format!("scripted transient failure ({})", t.status)),
+            kind: non_empty(t.kind),
+            code: None,
+        },
+        retry_after: t.retry_after,
+        retry_after_ms: t.retry_after_ms,
     })
 }
 
