@@ -5,6 +5,7 @@
 //! log (`tracing`).
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+pub mod api_token;
 pub mod broker;
 pub mod config;
 pub mod context;

@@ -101,6 +101,11 @@ pub enum Cmd {
         #[command(subcommand)]
         cmd: super::profile::ProfileCmd,
     },
+    /// API tokens of `paddock serve`: create (printed once), list, revoke.
+    Token {
+        #[command(subcommand)]
+        cmd: super::token::TokenCmd,
+    },
     /// Print a shell completion script (e.g. `paddock completions bash >
     /// ~/.local/share/bash-completion/completions/paddock`).
     Completions(super::completions::CompletionsArgs),

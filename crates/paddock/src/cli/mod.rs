@@ -36,6 +36,7 @@ pub mod run;
 pub mod sandbox;
 pub mod serve;
 pub mod show;
+pub mod token;
 pub mod usage;
 
 /// `--color` and `NO_COLOR`, and the log (`-q`/`-v`, `PADDOCK_LOG`) on
@@ -132,6 +133,7 @@ async fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Cmd::Jobs(args) => jobs::exec(args, &paths()?).await,
         Cmd::Usage(args) => usage::exec(args, &paths()?).await,
         Cmd::Profile { cmd } => profile::exec(cmd, &paths()?).await,
+        Cmd::Token { cmd } => token::exec(cmd, &paths()?).await,
         Cmd::Events(args) => events::exec(args, &paths()?).await,
         Cmd::Show(args) => show::exec(args, &paths()?).await,
         Cmd::Diff(args) => diff::exec(args, &paths()?).await,

@@ -80,6 +80,7 @@ pub(crate) fn rules() -> Vec<Rule> {
         edged("huggingface-org-token", r"api_org_[A-Za-z]{34}"),
         // Paddock's own per-job tokens.
         rule("paddock-job-token", r"pdk-job-[0-9a-f]{16,}"),
+        rule("paddock-api-token", r"pdk-api-[0-9a-f]{12}-[0-9a-f]{64}"),
         // Source hosting and package registries.
         rule("github-token", r"gh[pousr]_[A-Za-z0-9]{30,}"),
         rule("github-fine-grained-pat", r"github_pat_[A-Za-z0-9_]{22,}"),

@@ -225,6 +225,8 @@ fn rule_cases() -> Vec<(&'static str, String, String, String)> {
         ("huggingface-org-token", format!("api_org_{}", letters(34)), r.into(),
             "api_org_settings".into()),
         ("paddock-job-token", format!("pdk-job-{}", hex(32)), r.into(), "pdk-job-token".into()),
+        ("paddock-api-token", format!("pdk-api-{}-{}", hex(12), hex(64)), r.into(),
+            format!("pdk-api-{}", hex(12))),
         ("github-token", format!("ghp_{}", alnum(36)), r.into(), "ghp_short".into()),
         ("github-fine-grained-pat", format!("github_pat_{}", alnum(60)), r.into(),
             "github_pat_docs".into()),

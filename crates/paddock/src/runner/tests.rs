@@ -411,6 +411,28 @@ impl crate::store::Store for FailingStore {
     async fn profiles(&self) -> Result<Vec<paddock_protocol::HostProfile>, StoreError> {
         self.inner.profiles().await
     }
+    async fn insert_api_token(
+        &self,
+        token: &crate::api_token::StoredToken,
+    ) -> Result<(), StoreError> {
+        self.inner.insert_api_token(token).await
+    }
+    async fn api_token(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::api_token::StoredToken>, StoreError> {
+        self.inner.api_token(id).await
+    }
+    async fn api_tokens(&self) -> Result<Vec<crate::api_token::StoredToken>, StoreError> {
+        self.inner.api_tokens().await
+    }
+    async fn revoke_api_token(
+        &self,
+        id: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<Option<crate::api_token::StoredToken>, StoreError> {
+        self.inner.revoke_api_token(id, at).await
+    }
     async fn usage(
         &self,
     ) -> Result<(Vec<crate::store::UsageJob>, Vec<crate::store::UsageCalls>), StoreError> {

@@ -13,6 +13,7 @@
 //! webhooks): [`router`] is where a route or a layer over every route is
 //! added, [`AppState`] where what it needs is kept.
 
+pub mod auth;
 mod config;
 mod discover;
 mod events;

@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 
 use super::fixtures::{event, job, model_call};
 use super::{JobQuery, SpendScope, Store, StoreError};
+use crate::api_token::{Scope, StoredToken};
 
 /// One `#[tokio::test]` per check, each on a fresh store from `$make`
 /// (an async expression giving a `SharedStore`).
@@ -46,6 +47,7 @@ macro_rules! conformance_suite {
             the_queue_claims_by_priority_then_age_one_attempt_per_ticket,
             concurrent_claims_never_share_a_job,
             jobs_are_listed_by_filter_in_pages,
+            api_tokens_are_saved_listed_and_revoked_once,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -833,6 +835,61 @@ pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
             vec!["j1".to_owned()],
             vec!["j2".to_owned(), "j0".to_owned()],
             Vec::<String>::new(),
+        )
+    );
+}
+
+fn api_token(id: &str, scope: Scope, name: Option<&str>, at: OffsetDateTime) -> StoredToken {
+    StoredToken {
+        id: id.into(),
+        name: name.map(Into::into),
+        scope,
+        salt: format!("{id}00"),
+        hash: format!("{id}ff"),
+        created_at: at,
+        revoked_at: None,
+    }
+}
+
+/// Tokens round-trip whole, are listed oldest first, refuse a taken id,
+/// and are revoked once: revoking again keeps the first time.
+pub(crate) async fn api_tokens_are_saved_listed_and_revoked_once(store: &dyn Store) {
+    let t0 = datetime!(2026-12-01 02:00:00.123456789 +01:00);
+    let later = api_token("bbbb", Scope::Admin, None, t0 + time::Duration::seconds(5));
+    let first = api_token("cccc", Scope::Read, Some("ci reader"), t0);
+    store.insert_api_token(&later).await.unwrap();
+    store.insert_api_token(&first).await.unwrap();
+    let err = store.insert_api_token(&first).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::TokenExists { id } if id == "cccc"),
+        "{err:?}"
+    );
+    assert_eq!(store.api_token("cccc").await.unwrap(), Some(first.clone()));
+    assert_eq!(store.api_token("nope").await.unwrap(), None);
+    assert_eq!(
+        store.api_tokens().await.unwrap(),
+        vec![first.clone(), later.clone()]
+    );
+    let revoked_at = t0 + time::Duration::minutes(1);
+    let revoked = StoredToken {
+        revoked_at: Some(revoked_at),
+        ..later.clone()
+    };
+    assert_eq!(
+        (
+            store.revoke_api_token("bbbb", revoked_at).await.unwrap(),
+            store
+                .revoke_api_token("bbbb", revoked_at + time::Duration::hours(1))
+                .await
+                .unwrap(),
+            store.revoke_api_token("nope", revoked_at).await.unwrap(),
+            store.api_tokens().await.unwrap(),
+        ),
+        (
+            Some(revoked.clone()),
+            Some(revoked.clone()),
+            None,
+            vec![first, revoked]
         )
     );
 }

@@ -170,6 +170,26 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("API token {id} already exists in the store")]
+    TokenExists { id: String },
+    #[error("cannot insert API token {id}")]
+    InsertToken {
+        id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot read API token {id}")]
+    ReadTokens {
+        id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot revoke API token {id}")]
+    RevokeToken {
+        id: String,
+        #[source]
+        source: sqlx::Error,
+    },
     /// A value cannot be written as its column (an integer too large for
     /// BIGINT, a timestamp outside RFC 3339's years...).
     #[error("cannot store {table}.{column} of {row}: {message}")]

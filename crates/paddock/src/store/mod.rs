@@ -2,7 +2,7 @@
 //! calls) and host profiles, behind the [`Store`] trait of domain operations
 //! (create a job, append an event, finish a job with a compare-and-set on its
 //! status, record a call, read events after a seq, sum spend by scope, keep
-//! profiles). Every caller holds a `dyn Store` ([`SharedStore`] where it
+//! profiles, API tokens). Every caller holds a `dyn Store` ([`SharedStore`] where it
 //! keeps one), so a backend is one implementation: SQLite today
 //! (`sqlite/`), PostgreSQL next. What a backend must do is pinned by the
 //! conformance suite (`conformance.rs`), which every backend runs. The
@@ -24,6 +24,8 @@ use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
 use time::OffsetDateTime;
+
+use crate::api_token::StoredToken;
 
 pub use error::StoreError;
 pub use sqlite::usage::{UsageCalls, UsageJob};
@@ -154,6 +156,25 @@ pub trait Store: std::fmt::Debug + Send + Sync {
 
     /// Every stored profile, by id.
     async fn profiles(&self) -> Result<Vec<HostProfile>, StoreError>;
+
+    /// Saves a new API token (its salted hash, never the token). Fails with
+    /// `TokenExists` if the id is taken.
+    async fn insert_api_token(&self, token: &StoredToken) -> Result<(), StoreError>;
+
+    /// The API token `id`, revoked or not, if the store has it.
+    async fn api_token(&self, id: &str) -> Result<Option<StoredToken>, StoreError>;
+
+    /// Every API token, revoked ones too, oldest first (then by id).
+    async fn api_tokens(&self) -> Result<Vec<StoredToken>, StoreError>;
+
+    /// Revokes the API token `id` at `at`; one already revoked keeps its
+    /// first revocation time. The token as stored afterwards, `None` if
+    /// there is no such token.
+    async fn revoke_api_token(
+        &self,
+        id: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<StoredToken>, StoreError>;
 
     /// Every job and its calls per model and day (`paddock usage`).
     async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError>;

@@ -12,6 +12,7 @@ mod ledger;
 mod profiles;
 mod queue;
 mod spend;
+mod tokens;
 pub(super) mod usage;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,8 @@ use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
 
 use super::{JobQuery, SpendScope, Store, StoreError};
+
+use crate::api_token::StoredToken;
 use usage::{UsageCalls, UsageJob};
 
 /// The schema, embedded from `crates/paddock/migrations/` at compile time.
@@ -170,7 +173,7 @@ impl SqliteStore {
 }
 
 /// The SQLite queries live in one file per table (`jobs.rs`, `events.rs`,
-/// `ledger.rs`, `spend.rs`, `profiles.rs`, `usage.rs`); this is the seam.
+/// `ledger.rs`, `spend.rs`, `profiles.rs`, `tokens.rs`, `usage.rs`); this is the seam.
 #[async_trait::async_trait]
 impl Store for SqliteStore {
     async fn insert_job(&self, job: &JobRecord, spec_json: &str) -> Result<(), StoreError> {
@@ -293,6 +296,26 @@ impl Store for SqliteStore {
 
     async fn profiles(&self) -> Result<Vec<HostProfile>, StoreError> {
         SqliteStore::profiles(self).await
+    }
+
+    async fn insert_api_token(&self, token: &StoredToken) -> Result<(), StoreError> {
+        SqliteStore::insert_api_token(self, token).await
+    }
+
+    async fn api_token(&self, id: &str) -> Result<Option<StoredToken>, StoreError> {
+        SqliteStore::api_token(self, id).await
+    }
+
+    async fn api_tokens(&self) -> Result<Vec<StoredToken>, StoreError> {
+        SqliteStore::api_tokens(self).await
+    }
+
+    async fn revoke_api_token(
+        &self,
+        id: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<Option<StoredToken>, StoreError> {
+        SqliteStore::revoke_api_token(self, id, at).await
     }
 
     async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError> {
