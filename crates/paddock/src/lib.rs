@@ -31,5 +31,6 @@ pub mod server;
 pub mod setup_check;
 pub mod store;
 pub mod supervise;
+pub mod telemetry;
 pub mod usage;
 pub mod workspace;

@@ -188,6 +188,7 @@ impl Recorder {
                     "broker ledger: the settled row was not written in time (it stays in flight)"
                 ),
             }
+            crate::telemetry::model_call(&row);
             let _ = recorder.calls.send(row);
             recorder.done();
         })

@@ -30,6 +30,10 @@ pub struct FakeEngine {
     pub hang: bool,
     /// Its stderr stays open after it exits (held by the rung).
     pub stderr_open: bool,
+    /// Request bodies it POSTs to its broker's `/v1/responses` with the
+    /// job's token, one after the other, reading each answer to its end,
+    /// before it prints (model calls, as Codex makes them).
+    pub calls: Vec<String>,
 }
 
 /// The fake rung.
@@ -42,6 +46,8 @@ pub struct FakeRung {
     pub held_stderr: Mutex<Vec<DuplexStream>>,
     /// What the engine read on stdin.
     pub stdin: Arc<Mutex<Vec<u8>>>,
+    /// The job's broker, once bound.
+    pub broker_url: Mutex<Option<String>>,
 }
 
 impl FakeRung {
@@ -72,7 +78,11 @@ impl Rung for FakeRung {
         job: &RungJob<'_>,
         config: BrokerConfig,
     ) -> Result<BrokerHandle, RungError> {
-        super::process::bind_loopback_broker(job, config).await
+        let broker = super::process::bind_loopback_broker(job, config).await?;
+        if let Ok(mut url) = self.broker_url.lock() {
+            *url = Some(broker.url.clone());
+        }
+        Ok(broker)
     }
 
     async fn bind_egress(
@@ -108,7 +118,16 @@ impl Rung for FakeRung {
         let engine = self.engine.clone();
         let (held_tx, held_rx) = tokio::sync::oneshot::channel();
         let ends = exit_tx.clone();
+        let broker = self.broker_url.lock().ok().and_then(|u| u.clone());
+        let token = cmd
+            .env
+            .iter()
+            .find(|(k, _)| k == crate::engines::codex::TOKEN_VAR)
+            .map(|(_, v)| v.clone());
         tokio::spawn(async move {
+            if let (Some(broker), Some(token)) = (broker, token) {
+                call_broker(&broker, &token, &engine.calls).await;
+            }
             for line in &engine.stdout {
                 let _ = out_w.write_all(format!("{line}\n").as_bytes()).await;
             }
@@ -144,6 +163,27 @@ impl Rung for FakeRung {
 
     async fn reap(&self, _job_id: &str, _root: &Path) -> Leftovers {
         Leftovers::default()
+    }
+}
+
+/// POSTs each of `calls` to the broker at `url` with `token`, in turn,
+/// reading each answer to its end (a failure ends the calls).
+async fn call_broker(url: &str, token: &str, calls: &[String]) {
+    let client = reqwest::Client::new();
+    for body in calls {
+        let sent = client
+            .post(format!("{url}/v1/responses"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(response) => {
+                let _ = response.bytes().await;
+            }
+            Err(_) => return,
+        }
     }
 }
 

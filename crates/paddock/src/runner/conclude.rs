@@ -306,6 +306,7 @@ pub(super) async fn finish(
     })
     .await?;
     em.store.finish_job(&record, JobStatus::Running).await?;
+    crate::telemetry::job_finished(&record);
     Ok(RunResult {
         record,
         bad_input,

@@ -147,7 +147,9 @@ pub(super) async fn launch(
     .await?;
     // Whatever ends the job early stops the engine and its tree (the
     // process handle's drop).
+    let launching = std::time::Instant::now();
     let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(rung_failed)?;
+    crate::telemetry::engine_started(job.rung.isolation().as_str(), launching.elapsed());
     // The prompt on stdin, then end of file; an engine that exits before
     // reading it all only makes this write fail.
     if let (Some(mut stdin), Some(text)) = (process.take_stdin(), cmd.stdin.clone()) {

@@ -699,3 +699,5 @@ async fn a_stand_in_engine_added_in_one_directory_runs_to_done() {
     );
     assert_eq!(host.left(), Vec::<String>::new());
 }
+
+mod metrics;

@@ -20,6 +20,7 @@ mod events;
 mod health;
 mod hub;
 mod jobs;
+pub mod metrics;
 mod problem;
 mod queue;
 mod state;
