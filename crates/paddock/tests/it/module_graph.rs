@@ -89,8 +89,11 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in files {
         let rel = file.strip_prefix(src).unwrap();
-        // A module's unit tests in a file of their own are test code.
-        if rel.file_name().is_some_and(|n| n == "tests.rs") {
+        // A module's unit tests in a file of their own, or in a `tests/`
+        // directory of files (`runner/tests/metrics.rs`), are test code.
+        if rel.file_name().is_some_and(|n| n == "tests.rs")
+            || rel.parent().is_some_and(|d| d.ends_with("tests"))
+        {
             continue;
         }
         let top = rel
