@@ -1,0 +1,316 @@
+//! The per-job overhead benchmark (issue #14; run it with
+//! `scripts/bench-job`): the hello job (`examples/hello`) run by the real
+//! Codex CLI against the scripted upstream, three ways, interleaved so load
+//! changes hit each alike:
+//!
+//! - **bare**: `codex exec` by itself, in a fresh clone of the hello
+//!   repository, against the same scripted upstream directly (a minimal
+//!   `config.toml` like the one Paddock writes, no broker, no workspace);
+//! - **process** and **sandbox**: `paddock run` of the hello job on each
+//!   rung (a fresh data directory per run, so nothing is cached between
+//!   runs that a first job would not have).
+//!
+//! For the Paddock runs it also prints where the time went, from the job's
+//! own status events: provisioning → launching (the workspace, the
+//! context, the version check), launching → turn completed (the broker,
+//! the rung and the engine, the engine's turn), turn completed →
+//! concluding (the engine's exit), concluding → publishing (the patch),
+//! publishing → done (the branch, the closeout, the record), and the rest
+//! of the process (start-up before the first event, exit after the last).
+//! "Paddock's own time" is the whole run minus launching → turn completed.
+//! Medians of `--runs` rounds (default 7); the load average before and
+//! after is printed, figures belong in BENCHMARKS.md only when it stayed
+//! under 2.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use paddock::scripted::{RenderContext, Scenario, ScriptedServer};
+use paddock::store::Store as _;
+use paddock_protocol::event::{EventBody, Phase};
+use time::OffsetDateTime;
+
+struct Args {
+    runs: usize,
+    paddock: PathBuf,
+    codex: PathBuf,
+    hello: PathBuf,
+}
+
+fn args() -> Args {
+    let mut runs = 7;
+    let mut paddock = None;
+    let mut codex = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--runs" => runs = it.next().and_then(|v| v.parse().ok()).expect("--runs N"),
+            "--paddock" => paddock = it.next().map(PathBuf::from),
+            "--codex" => codex = it.next().map(PathBuf::from),
+            other => panic!("unknown argument {other} (--runs N, --paddock BIN, --codex BIN)"),
+        }
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    Args {
+        runs,
+        paddock: paddock.expect("--paddock BIN (scripts/bench-job passes the release build)"),
+        codex: codex
+            .or_else(|| which::which("codex").ok())
+            .expect("codex on PATH or --codex BIN (scripts/install-engines)"),
+        hello: manifest
+            .join("../../examples/hello")
+            .canonicalize()
+            .unwrap(),
+    }
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One bare `codex exec` of the hello prompt in a fresh clone; its wall time.
+fn bare(args: &Args, base: &str, scratch: &Path, prompt: &str) -> Duration {
+    let dir = tempfile::tempdir_in(scratch).unwrap();
+    let work = dir.path().join("work");
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "-q",
+            "--branch",
+            "main",
+            args.hello.join("repo.bundle").to_str().unwrap(),
+            "work",
+        ],
+    );
+    let home = dir.path().join("home");
+    let codex_home = home.join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"bench\"\ncheck_for_update_on_startup = false\n\
+             [analytics]\nenabled = false\n[features]\nplugins = false\n\
+             [shell_environment_policy]\ninherit = \"core\"\n\
+             [model_providers.bench]\nname = \"bench\"\nbase_url = \"{base}\"\nenv_key = \"BENCH_KEY\"\n\
+             wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n"
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let mut child = Command::new(&args.codex)
+        .args([
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-m",
+            "gpt-5.5",
+            "-",
+        ])
+        .current_dir(&work)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("CODEX_HOME", &codex_home)
+        .env("BENCH_KEY", "bench")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(prompt.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("\"turn.completed\""),
+        "bare codex failed: {stdout}"
+    );
+    took
+}
+
+/// The phases of one Paddock run, in milliseconds.
+#[derive(Default, Clone)]
+struct Phases {
+    total: f64,
+    startup: f64,
+    provision: f64,
+    engine: f64,
+    exit: f64,
+    patch: f64,
+    publish: f64,
+    after: f64,
+}
+
+impl Phases {
+    fn own(&self) -> f64 {
+        self.total - self.engine
+    }
+}
+
+/// One `paddock run` of the hello job on `rung`; its wall time and phases.
+async fn paddock(args: &Args, scratch: &Path, rung: &str) -> Phases {
+    let dir = tempfile::tempdir_in(scratch).unwrap();
+    for f in ["repo.bundle", "scenario.toml"] {
+        std::fs::copy(args.hello.join(f), dir.path().join(f)).unwrap();
+    }
+    let spec = std::fs::read_to_string(args.hello.join("job.toml")).unwrap();
+    std::fs::write(
+        dir.path().join("job.toml"),
+        format!("isolation = \"{rung}\"\n{spec}"),
+    )
+    .unwrap();
+    let db = dir.path().join("paddock.db");
+    let wall_start = OffsetDateTime::now_utc();
+    let started = Instant::now();
+    let out = Command::new(&args.paddock)
+        .arg("--db")
+        .arg(&db)
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--jobs-dir")
+        .arg(dir.path().join("jobs"))
+        .args(["run", "--json", "job.toml"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let total = started.elapsed();
+    let wall_end = wall_start + total;
+    assert!(
+        out.status.success(),
+        "paddock run ({rung}) failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = record["id"].as_str().unwrap().to_string();
+    let store = paddock::store::SqliteStore::open(&db).await.unwrap();
+    let events = store.events(&id, 0).await.unwrap();
+    store.close().await;
+    let at = |want: Phase| {
+        events
+            .iter()
+            .find_map(|e| match &e.body {
+                EventBody::Status { phase, .. } if *phase == want => Some(e.at),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no {want:?} status in job {id}"))
+    };
+    let ms = |a: OffsetDateTime, b: OffsetDateTime| (b - a).as_seconds_f64() * 1000.0;
+    let (prov, launch, turn, concl, publ, done) = (
+        at(Phase::Provisioning),
+        at(Phase::Launching),
+        at(Phase::TurnCompleted),
+        at(Phase::Concluding),
+        at(Phase::Publishing),
+        at(Phase::Done),
+    );
+    Phases {
+        total: total.as_secs_f64() * 1000.0,
+        startup: ms(wall_start, prov),
+        provision: ms(prov, launch),
+        engine: ms(launch, turn),
+        exit: ms(turn, concl),
+        patch: ms(concl, publ),
+        publish: ms(publ, done),
+        after: ms(done, wall_end),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let args = args();
+    let scratch = tempfile::tempdir().unwrap();
+    let scenario = Scenario::load(&args.hello.join("scenario.toml")).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = ScriptedServer::start(
+        listener,
+        Arc::new(scenario),
+        RenderContext {
+            workdir: PathBuf::from("."),
+        },
+    )
+    .unwrap();
+    // The prompt Paddock would give is not what is measured here: the
+    // scenario answers by turn, whatever the prompt says.
+    let prompt = "Add a greeting file and fix the README typo.";
+    println!(
+        "job bench: the hello job × {} rounds; paddock: {}; codex: {}; load average before: {}\n",
+        args.runs,
+        args.paddock.display(),
+        args.codex.display(),
+        load()
+    );
+    let mut bare_ms = Vec::new();
+    let mut runs: Vec<(&str, Vec<Phases>)> = vec![("process", Vec::new()), ("sandbox", Vec::new())];
+    for _ in 0..args.runs {
+        // The scripted upstream runs on the runtime's other threads.
+        let b = tokio::task::block_in_place(|| bare(&args, &server.base, scratch.path(), prompt));
+        bare_ms.push(b.as_secs_f64() * 1000.0);
+        for (rung, v) in runs.iter_mut() {
+            v.push(paddock(&args, scratch.path(), rung).await);
+        }
+    }
+    let bare = median(bare_ms);
+    println!("| run | wall [ms] | vs bare codex | Paddock's own [ms] |");
+    println!("| --- | ---: | ---: | ---: |");
+    println!("| bare `codex exec` | {bare:.0} | 1.00× | – |");
+    for (rung, v) in &runs {
+        let total = median(v.iter().map(|p| p.total).collect());
+        let own = median(v.iter().map(Phases::own).collect());
+        println!(
+            "| `paddock run` ({rung}) | {total:.0} | {:.2}× | {own:.0} |",
+            total / bare
+        );
+    }
+    println!("\nWhere Paddock's time goes (medians, ms):\n");
+    println!("| rung | start-up | provision + context | engine (broker, rung, turn) | engine exit | patch | publish + record | exit |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (rung, v) in &runs {
+        let m = |f: fn(&Phases) -> f64| median(v.iter().map(f).collect());
+        println!(
+            "| {rung} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+            m(|p| p.startup),
+            m(|p| p.provision),
+            m(|p| p.engine),
+            m(|p| p.exit),
+            m(|p| p.patch),
+            m(|p| p.publish),
+            m(|p| p.after),
+        );
+    }
+    println!("\nload average after: {}", load());
+}
