@@ -150,6 +150,7 @@ pub enum ChangeKind {
 /// Token counts by kind. `input_tokens` excludes cached and cache-write
 /// tokens; `reasoning_tokens` is a part of `output_tokens`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TokenUsage {
     pub input_tokens: u64,
     pub cached_input_tokens: u64,

@@ -9,6 +9,7 @@ use crate::event::TokenUsage;
 /// Final and intermediate states of a job. Each final state has its own
 /// process exit code (see `docs/cli.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     /// Accepted and waiting for a runner to claim it (the queue's state).
@@ -54,6 +55,7 @@ impl JobStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobRecord {
     pub id: String,
     pub ticket_id: String,
@@ -76,8 +78,10 @@ pub struct JobRecord {
     pub cost_micros: i64,
     pub engine_exit_code: Option<i32>,
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: OffsetDateTime,
     #[serde(with = "time::serde::rfc3339::option")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub finished_at: Option<OffsetDateTime>,
     pub duration_ms: Option<u64>,
 }

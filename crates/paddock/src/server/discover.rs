@@ -13,7 +13,7 @@ use super::problem::Problem;
 use super::state::AppState;
 
 /// What this server offers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Discovery {
     /// Paddock's version.
     pub version: String,
@@ -25,7 +25,7 @@ pub struct Discovery {
 }
 
 /// An engine and its pin.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Engine {
     /// `codex`, `claude`: a spec's `engine.kind`.
     pub kind: String,
@@ -38,7 +38,7 @@ pub struct Engine {
 }
 
 /// An isolation rung on this host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RungSupport {
     /// `process`, `sandbox`.
     pub name: String,
@@ -47,7 +47,7 @@ pub struct RungSupport {
 }
 
 /// A host profile a spec can name (`policy.profile`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Profile {
     pub id: String,
     /// `preset` (shipped) or `store` (`paddock profile add`).
@@ -55,14 +55,14 @@ pub struct Profile {
 }
 
 /// The price table in effect.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Prices {
     pub version: String,
     pub sources: Vec<String>,
 }
 
 /// The queue's capacity now.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Capacity {
     pub max_concurrent_jobs: u64,
     pub running: u64,
@@ -108,6 +108,12 @@ pub async fn rungs(state: &AppState) -> Vec<RungSupport> {
     ]
 }
 
+/// What this server offers.
+#[utoipa::path(get, path = "/v1/discover", tag = "runtime",
+    responses(
+        (status = 200, description = "Engines, rungs, profiles, prices, capacity", body = Discovery),
+        (status = 503, description = "The store failed", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn discover(State(state): State<AppState>) -> Result<Json<Discovery>, Problem> {
     let mut profiles: Vec<Profile> = crate::policy::profile::PRESETS
         .iter()

@@ -35,7 +35,8 @@ const BUFFER: usize = 256;
 pub const NDJSON: &str = "application/x-ndjson";
 
 /// `GET /v1/jobs/{id}/events` query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct EventsQuery {
     /// `jsonl` for JSON lines (as `Accept: application/x-ndjson`).
     pub format: Option<String>,
@@ -44,6 +45,15 @@ pub struct EventsQuery {
 }
 
 /// The events of job `id` as SSE or JSONL.
+#[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "jobs",
+    params(("id" = String, Path, description = "The job's id"), EventsQuery,
+        ("last-event-id" = Option<u64>, Header, description = "Resume after this seq")),
+    responses(
+        (status = 200, description = "The job's events (docs/events.md), one per SSE event (`id:` the seq, `event:` the kind, `data:` the event) or JSON line, until the job is final",
+            content((String = "text/event-stream"), (String = "application/x-ndjson"))),
+        (status = 400, description = "A bad Last-Event-ID or format", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn events(
     State(state): State<AppState>,
     Path(id): Path<String>,

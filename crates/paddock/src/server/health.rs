@@ -14,14 +14,14 @@ use serde::{Deserialize, Serialize};
 use super::state::AppState;
 
 /// Liveness.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Health {
     /// `ok`.
     pub status: String,
 }
 
 /// One readiness check.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Check {
     /// `store`, `engine codex`, `engine claude`, `sandbox`.
     pub name: String,
@@ -32,18 +32,27 @@ pub struct Check {
 }
 
 /// Readiness.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Readiness {
     pub ready: bool,
     pub checks: Vec<Check>,
 }
 
+/// Liveness.
+#[utoipa::path(get, path = "/healthz", tag = "runtime",
+    responses((status = 200, description = "The server answers", body = Health)))]
 pub async fn healthz() -> Json<Health> {
     Json(Health {
         status: "ok".into(),
     })
 }
 
+/// Readiness.
+#[utoipa::path(get, path = "/readyz", tag = "runtime",
+    responses(
+        (status = 200, description = "Every required check passes", body = Readiness),
+        (status = 503, description = "A required check fails", body = Readiness),
+    ))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readiness>) {
     let mut checks = Vec::new();
     let store = state.store.queue_depth().await;

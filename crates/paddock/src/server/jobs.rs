@@ -28,24 +28,29 @@ pub const MAX_PAGE: u32 = 500;
 pub const DEFAULT_PAGE: u32 = 50;
 
 /// `POST /v1/jobs` query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SubmitQuery {
     /// Higher runs first (default 0).
     pub priority: Option<i64>,
 }
 
 /// `GET /v1/jobs` query.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Only jobs with this status (`queued`, `running`, `done`, ...).
     pub status: Option<String>,
+    /// Only jobs of this engine (`codex`, `claude`).
     pub engine: Option<String>,
     /// The previous page's `next_cursor`.
     pub cursor: Option<String>,
+    /// At most this many jobs (1 to 500, default 50).
     pub limit: Option<u32>,
 }
 
 /// A page of jobs.
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct JobPage {
     pub jobs: Vec<JobRecord>,
     /// Pass as `cursor` for the next page; absent on the last one.
@@ -53,7 +58,24 @@ pub struct JobPage {
     pub next_cursor: Option<String>,
 }
 
+/// A job spec as JSON (docs/job-spec.md): what `paddock run` reads.
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = Object)]
+#[expect(
+    dead_code,
+    reason = "the request body's schema only: the body is read as text"
+)]
+pub struct JobSpecBody(serde_json::Value);
+
 /// Submits the JSON job spec in the body.
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", params(SubmitQuery),
+    request_body(content = JobSpecBody, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Queued (or held by its budget)", body = JobRecord,
+            headers(("location" = String, description = "The job's URL"))),
+        (status = 422, description = "The spec cannot run (the CLI's errors)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "The store failed", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn submit(
     State(state): State<AppState>,
     Query(query): Query<SubmitQuery>,
@@ -89,6 +111,11 @@ pub async fn submit(
 }
 
 /// A page of jobs, newest first.
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", params(ListQuery),
+    responses(
+        (status = 200, description = "A page of jobs", body = JobPage),
+        (status = 400, description = "A bad filter or limit", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
@@ -123,6 +150,12 @@ pub async fn list(
 }
 
 /// One job's record.
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "The job's record", body = JobRecord),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -135,6 +168,13 @@ pub async fn get(
 
 /// Cancels a job: 202 with its record (a queued job is `cancelled` at
 /// once, a running one concludes `cancelled` shortly).
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+    params(("id" = String, Path, description = "The job's id")),
+    responses(
+        (status = 202, description = "Cancelled, or told to stop", body = JobRecord),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job has ended (`job_final`) or runs elsewhere (`job_elsewhere`)", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn cancel(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -172,6 +212,13 @@ const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Disposes of a job: cancels it unless it ended, waits for its end,
 /// removes its artifacts directory. 200 with the final record.
+#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "The job's id")),
+    responses(
+        (status = 200, description = "Ended and its artifacts removed", body = JobRecord),
+        (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job runs elsewhere or did not end in time", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn dispose(
     State(state): State<AppState>,
     Path(id): Path<String>,

@@ -4,7 +4,8 @@
 //! drives), the settings — so tests run it on `127.0.0.1:0` in temporary
 //! directories. `jobs.rs` the jobs API, `events.rs` a job's events as SSE
 //! or JSONL, `discover.rs` what the server offers (engines, rungs,
-//! profiles, prices, capacity), `health.rs` liveness and readiness, `queue.rs` the scheduler over the store's persistent queue,
+//! profiles, prices, capacity), `health.rs` liveness and readiness, `openapi.rs` the OpenAPI 3.1
+//! document (utoipa) served at `/openapi.json`, `queue.rs` the scheduler over the store's persistent queue,
 //! `hub.rs` the live events of running jobs, `problem.rs` errors as
 //! problem+json, `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
@@ -21,6 +22,7 @@ mod health;
 mod hub;
 mod jobs;
 pub mod metrics;
+mod openapi;
 mod problem;
 mod queue;
 mod state;
@@ -36,6 +38,7 @@ pub use self::discover::Discovery;
 pub use self::events::NDJSON;
 pub use self::health::Readiness;
 pub use self::jobs::JobPage;
+pub use self::openapi::document as openapi_document;
 pub use self::problem::{Problem, PROBLEM_JSON};
 pub use self::queue::{Queue, CANCELLED_QUEUED};
 pub use self::state::AppState;
@@ -76,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/discover", get(discover::discover))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/openapi.json", get(openapi::openapi_json))
         .fallback(not_found)
         .with_state(state)
 }

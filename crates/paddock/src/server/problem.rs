@@ -16,7 +16,7 @@ use crate::store::StoreError;
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// A problem body.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Problem {
     /// `urn:paddock:problem:<code>`.
     #[serde(rename = "type")]

@@ -727,3 +727,63 @@ async fn dispose_cancels_waits_and_removes_the_artifacts() {
     assert_eq!(server.job(&finished).await, done);
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn the_openapi_document_is_served_and_names_every_route() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let served: Value = body(reqwest::get(server.url("/openapi.json")).await.unwrap()).await;
+    assert_eq!(
+        served,
+        serde_json::to_value(paddock::server::openapi_document()).unwrap()
+    );
+    let routes: Vec<(String, Vec<String>)> = served["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(path, ops)| {
+            (
+                path.clone(),
+                ops.as_object().unwrap().keys().cloned().collect(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, Vec<String>)> = [
+        ("/healthz", &["get"][..]),
+        ("/openapi.json", &["get"]),
+        ("/readyz", &["get"]),
+        ("/v1/discover", &["get"]),
+        ("/v1/jobs", &["get", "post"]),
+        ("/v1/jobs/{id}", &["delete", "get"]),
+        ("/v1/jobs/{id}/cancel", &["post"]),
+        ("/v1/jobs/{id}/events", &["get"]),
+    ]
+    .iter()
+    .map(|(p, m)| (p.to_string(), m.iter().map(|m| m.to_string()).collect()))
+    .collect();
+    assert_eq!(
+        (served["openapi"].clone(), routes),
+        (Value::from("3.1.0"), expected.clone())
+    );
+    // Every documented route is routed: none answers the fallback's
+    // "no route" problem.
+    let client = reqwest::Client::new();
+    let mut unrouted = Vec::new();
+    for (path, methods) in &expected {
+        for method in methods {
+            let url = server.url(&path.replace("{id}", "job-none"));
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let resp = client
+                .request(method.clone(), url)
+                .body("{}")
+                .send()
+                .await
+                .unwrap();
+            let text = resp.text().await.unwrap();
+            if text.contains("no route") {
+                unrouted.push(format!("{method} {path}"));
+            }
+        }
+    }
+    assert_eq!(unrouted, Vec::<String>::new());
+}
