@@ -22,6 +22,9 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+/// The cgroup hierarchies of this host.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
 /// How often the process scan is repeated when it found something (a
 /// process may fork while it is being killed).
 const SCAN_ROUNDS: usize = 20;

@@ -39,6 +39,7 @@
 use std::fs::File;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use nix::fcntl::{Flock, FlockArg};
 use paddock_protocol::event::{EventBody, Phase};
@@ -48,6 +49,7 @@ use time::OffsetDateTime;
 
 use crate::leftovers;
 use crate::paths::Paths;
+use crate::rung::{self, Reap, Rung};
 use crate::store::{Store, StoreError};
 pub use crate::workspace::lease::Lease;
 use crate::workspace::lease::{KEPT, LEASES};
@@ -66,8 +68,7 @@ pub const REASON: &str = "the paddock process running this job ended before the 
                           (killed or crashed); the reaper saved its patch so far and removed \
                           its workspace";
 
-/// The cgroup hierarchies of this host.
-pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+pub use crate::leftovers::CGROUP_ROOT;
 
 /// The patch a reaper saved for a dead job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -125,6 +126,16 @@ pub async fn reap(paths: &Paths, store: &dyn Store) -> Report {
 
 /// [`reap`] with the cgroup hierarchies under `cgroup_roots`.
 pub async fn reap_with(paths: &Paths, store: &dyn Store, cgroup_roots: &[PathBuf]) -> Report {
+    reap_on(paths, store, &rung::host_reapers(), cgroup_roots).await
+}
+
+/// [`reap_with`], each dead job's leftovers reaped by `rungs`.
+pub async fn reap_on(
+    paths: &Paths,
+    store: &dyn Store,
+    rungs: &[Arc<dyn Rung>],
+    cgroup_roots: &[PathBuf],
+) -> Report {
     let mut report = Report::default();
     let leases = paths.jobs.join(LEASES);
     // Dead jobs with a lease file that nobody holds.
@@ -143,7 +154,8 @@ pub async fn reap_with(paths: &Paths, store: &dyn Store, cgroup_roots: &[PathBuf
                 continue;
             };
             let lease = Lease::held(lock, path);
-            if let Some(r) = reap_job(paths, store, cgroup_roots, &name, lease, kept).await {
+            if let Some(r) = reap_job(paths, store, (rungs, cgroup_roots), &name, lease, kept).await
+            {
                 report.jobs.push(r);
             }
         }
@@ -161,7 +173,9 @@ pub async fn reap_with(paths: &Paths, store: &dyn Store, cgroup_roots: &[PathBuf
                 let Ok(lease) = Lease::take(&paths.jobs, &id) else {
                     continue;
                 };
-                if let Some(r) = reap_job(paths, store, cgroup_roots, &id, lease, false).await {
+                if let Some(r) =
+                    reap_job(paths, store, (rungs, cgroup_roots), &id, lease, false).await
+                {
                     report.jobs.push(r);
                 }
             }
@@ -188,7 +202,7 @@ pub async fn reap_with(paths: &Paths, store: &dyn Store, cgroup_roots: &[PathBuf
 async fn reap_job(
     paths: &Paths,
     store: &dyn Store,
-    cgroup_roots: &[PathBuf],
+    (rungs, cgroup_roots): (&[Arc<dyn Rung>], &[PathBuf]),
     name: &str,
     lease: Lease,
     kept: bool,
@@ -211,28 +225,25 @@ async fn reap_job(
     // Until none is found (bounded): the patch below walks the work tree,
     // which nothing of the job may still be changing, and a process can
     // fork during a scan.
-    if existed && !kept {
-        for _ in 0..REMOVE_ATTEMPTS {
-            let n = leftovers::kill_processes(&dir);
+    for rung in rungs {
+        let left = rung
+            .reap(&Reap {
+                job_id: name,
+                root: &dir,
+                kill_passes: if existed && !kept { REMOVE_ATTEMPTS } else { 0 },
+                cgroup_roots,
+            })
+            .await;
+        r.killed += left.killed;
+        for (cg, n) in left.cgroups {
             r.killed += n;
-            if n == 0 {
-                break;
-            }
+            r.cgroups.push(cg);
         }
-    }
-    for cg in cgroup_roots
-        .iter()
-        .flat_map(|root| leftovers::cgroups(root, name))
-    {
-        match leftovers::remove_cgroup(&cg) {
-            Ok(n) => {
-                r.killed += n;
-                r.cgroups.push(cg);
-            }
-            Err(e) => r
-                .errors
-                .push(format!("remove cgroup {}: {e}", cg.display())),
-        }
+        r.errors.extend(
+            left.stuck
+                .into_iter()
+                .map(|(cg, e)| format!("remove cgroup {}: {e}", cg.display())),
+        );
     }
     if let (Some(rec), true, false) = (&record, existed, kept) {
         match save_patch(paths, rec, lease.clone()).await {
@@ -553,6 +564,49 @@ mod tests {
 
     /// A reaped job's record has the totals of its ledger rows, not the
     /// zeros it was created with.
+    /// The reaper reaches what a dead job left on its rung through
+    /// `Rung::reap` (processes, cgroups), and reports what the rung found.
+    #[tokio::test]
+    async fn a_dead_jobs_leftovers_are_reaped_through_its_rung() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        crashed(&paths.jobs, "job-1");
+        std::fs::create_dir_all(paths.jobs.join("job-1")).unwrap();
+        let cg = root.path().join("cgroup/pids/paddock/job-1");
+        let rung = Arc::new(crate::rung::fake::FakeRung {
+            leftovers: crate::rung::Leftovers {
+                killed: 2,
+                cgroups: vec![(cg.clone(), 1)],
+                stuck: vec![(root.path().join("stuck"), "busy".into())],
+            },
+            ..Default::default()
+        });
+        let roots = [root.path().join("cgroup")];
+        let report = reap_on(&paths, &store, &[rung.clone() as Arc<dyn Rung>], &roots).await;
+        assert_eq!(
+            rung.reaped.lock().unwrap().clone(),
+            vec![(
+                "job-1".to_owned(),
+                paths.jobs.join("job-1"),
+                REMOVE_ATTEMPTS,
+                roots.to_vec()
+            )]
+        );
+        let r = &report.jobs[0];
+        assert_eq!(
+            (r.killed, r.cgroups.clone(), r.errors.clone()),
+            (
+                3,
+                vec![cg],
+                vec![format!(
+                    "remove cgroup {}: busy",
+                    root.path().join("stuck").display()
+                )]
+            )
+        );
+    }
+
     #[tokio::test]
     async fn a_reaped_job_has_the_totals_of_its_ledger() {
         let root = tempfile::tempdir().unwrap();

@@ -6,7 +6,7 @@
 //! whether the runner let go of it.
 
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 
@@ -14,7 +14,7 @@ use paddock_protocol::{HostProfile, Isolation};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, DuplexStream};
 use tokio::sync::watch;
 
-use super::{EngineProcess, Leftovers, Output, Rung, RungError, RungJob, Stdin};
+use super::{EngineProcess, Leftovers, Output, Reap, Rung, RungError, RungJob, Stdin};
 use crate::broker::{BrokerConfig, BrokerHandle};
 use crate::engines::CommandSpec;
 
@@ -36,6 +36,10 @@ pub struct FakeEngine {
     pub calls: Vec<String>,
 }
 
+/// One reap asked of the fake rung: job id, directory, kill passes,
+/// cgroup roots.
+pub type Reaped = (String, PathBuf, usize, Vec<PathBuf>);
+
 /// The fake rung.
 #[derive(Debug, Default)]
 pub struct FakeRung {
@@ -48,6 +52,10 @@ pub struct FakeRung {
     pub stdin: Arc<Mutex<Vec<u8>>>,
     /// The job's broker, once bound.
     pub broker_url: Mutex<Option<String>>,
+    /// What each reap finds.
+    pub leftovers: Leftovers,
+    /// Every reap asked.
+    pub reaped: Mutex<Vec<Reaped>>,
 }
 
 impl FakeRung {
@@ -161,8 +169,16 @@ impl Rung for FakeRung {
         }))
     }
 
-    async fn reap(&self, _job_id: &str, _root: &Path) -> Leftovers {
-        Leftovers::default()
+    async fn reap(&self, job: &Reap<'_>) -> Leftovers {
+        if let Ok(mut reaped) = self.reaped.lock() {
+            reaped.push((
+                job.job_id.to_owned(),
+                job.root.to_path_buf(),
+                job.kill_passes,
+                job.cgroup_roots.to_vec(),
+            ));
+        }
+        self.leftovers.clone()
     }
 }
 

@@ -83,13 +83,29 @@ pub trait EngineProcess: Send {
     fn kill(&mut self);
 }
 
-/// What a rung found left of a job and killed.
+/// What a rung found left of a job: processes killed, cgroups removed
+/// (with the processes killed in each), and cgroups it could not remove.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Leftovers {
     /// Processes still running (pointing into the job's directory).
     pub killed: usize,
-    /// What could not be removed (a cgroup), one message each.
-    pub errors: Vec<String>,
+    /// The job's cgroups removed, each with the processes killed in it.
+    pub cgroups: Vec<(PathBuf, usize)>,
+    /// The job's cgroups that could not be removed, and why.
+    pub stuck: Vec<(PathBuf, String)>,
+}
+
+/// What a reap is asked: the job, and how thoroughly.
+#[derive(Debug, Clone, Copy)]
+pub struct Reap<'a> {
+    pub job_id: &'a str,
+    /// The job's directory.
+    pub root: &'a Path,
+    /// Scans for processes pointing into `root`, another only after one
+    /// that killed something (0: none, a kept job's).
+    pub kill_passes: usize,
+    /// The cgroup hierarchies the job's cgroups are looked for under.
+    pub cgroup_roots: &'a [PathBuf],
 }
 
 /// An isolation rung.
@@ -121,8 +137,9 @@ pub trait Rung: Send + Sync + std::fmt::Debug {
         job: &RungJob<'_>,
         cmd: &CommandSpec,
     ) -> Result<Box<dyn EngineProcess>, RungError>;
-    /// Kills what the job `job_id` (directory `root`) left running.
-    async fn reap(&self, job_id: &str, root: &Path) -> Leftovers;
+    /// Kills what a job left running and removes what it left of the
+    /// rung (after its end, or after a crash: the reaper).
+    async fn reap(&self, job: &Reap<'_>) -> Leftovers;
 }
 
 /// The rungs a runner picks from.
@@ -264,24 +281,41 @@ pub fn probe_sandbox(exe: &Path) -> Option<String> {
     }
 }
 
-/// Kills what still points into the job's directory `root` and removes
-/// its cgroups (a stopped sandbox helper, killed with its group, could
-/// not): what both local rungs leave after a job.
-async fn reap_local(job_id: &str, root: &Path) -> Leftovers {
-    let root = root.to_path_buf();
-    let job_id = job_id.to_string();
+/// The rungs whose leftovers the reaper looks for on this host. Both
+/// local rungs leave the same things ([`reap_local`]: processes pointing
+/// into the job's directory, its cgroups), so the `process` rung stands
+/// for both; a container or Kubernetes rung adds itself here.
+pub fn host_reapers() -> Vec<Arc<dyn Rung>> {
+    vec![Arc::new(ProcessRung::new(PathBuf::new()))]
+}
+
+/// Kills what still points into the job's directory and removes its
+/// cgroups (a stopped sandbox helper, killed with its group, could not):
+/// what both local rungs leave after a job.
+async fn reap_local(job: &Reap<'_>) -> Leftovers {
+    let root = job.root.to_path_buf();
+    let job_id = job.job_id.to_string();
+    let passes = job.kill_passes;
+    let cgroup_roots = job.cgroup_roots.to_vec();
     tokio::task::spawn_blocking(move || {
-        let killed = crate::leftovers::kill_processes(&root);
-        let mut errors = Vec::new();
-        for dir in crate::leftovers::cgroups(Path::new(crate::reaper::CGROUP_ROOT), &job_id) {
-            if let Err(e) = crate::leftovers::remove_cgroup(&dir) {
-                errors.push(format!(
-                    "cannot remove the job's cgroup {}: {e}",
-                    dir.display()
-                ));
+        let mut left = Leftovers::default();
+        for _ in 0..passes {
+            let n = crate::leftovers::kill_processes(&root);
+            left.killed += n;
+            if n == 0 {
+                break;
             }
         }
-        Leftovers { killed, errors }
+        for dir in cgroup_roots
+            .iter()
+            .flat_map(|r| crate::leftovers::cgroups(r, &job_id))
+        {
+            match crate::leftovers::remove_cgroup(&dir) {
+                Ok(n) => left.cgroups.push((dir, n)),
+                Err(e) => left.stuck.push((dir, e.to_string())),
+            }
+        }
+        left
     })
     .await
     .unwrap_or_default()

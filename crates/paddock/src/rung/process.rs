@@ -5,7 +5,7 @@
 //! rules of a host profile are its gaps. [`ChildProcess`] is how both
 //! local rungs hand over a started engine.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitStatus;
 
 use nix::sys::signal::{kill, killpg, Signal};
@@ -15,7 +15,9 @@ use tokio::net::TcpListener;
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
-use super::{EgressHandle, EngineProcess, Leftovers, Output, Rung, RungError, RungJob, Stdin};
+use super::{
+    EgressHandle, EngineProcess, Leftovers, Output, Reap, Rung, RungError, RungJob, Stdin,
+};
 use crate::broker::{self, BrokerConfig, BrokerHandle};
 use crate::egress::{EgressConfig, EgressProxy};
 use crate::engines::CommandSpec;
@@ -86,8 +88,8 @@ impl Rung for ProcessRung {
         Ok(Box::new(ChildProcess::spawn(c, job.job_id, cmd)?))
     }
 
-    async fn reap(&self, job_id: &str, root: &Path) -> Leftovers {
-        super::reap_local(job_id, root).await
+    async fn reap(&self, job: &Reap<'_>) -> Leftovers {
+        super::reap_local(job).await
     }
 }
 

@@ -8,14 +8,14 @@
 //! caps are cgroup caps here. Whether this host can start a sandbox is
 //! probed once per rung (a real start running `true`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use paddock_protocol::{EgressRecord, HostProfile, Isolation};
 use tokio::process::Command;
 use tokio::sync::{mpsc, OnceCell};
 
 use super::process::ChildProcess;
-use super::{EgressHandle, EngineProcess, Leftovers, Rung, RungError, RungJob};
+use super::{EgressHandle, EngineProcess, Leftovers, Reap, Rung, RungError, RungJob};
 use crate::broker::{self, BrokerConfig, BrokerHandle};
 use crate::egress::{EgressConfig, EgressProxy};
 use crate::engines::CommandSpec;
@@ -163,7 +163,7 @@ impl Rung for SandboxRung {
         Ok(Box::new(ChildProcess::spawn(c, job.job_id, cmd)?))
     }
 
-    async fn reap(&self, job_id: &str, root: &Path) -> Leftovers {
-        super::reap_local(job_id, root).await
+    async fn reap(&self, job: &Reap<'_>) -> Leftovers {
+        super::reap_local(job).await
     }
 }

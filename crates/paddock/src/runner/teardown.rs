@@ -8,7 +8,7 @@
 //! future), so a job is either released clean or leaves its lease for the
 //! reaper.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use paddock_protocol::{EventBody, ModelCall};
@@ -22,7 +22,7 @@ use super::LaunchFailure;
 use crate::broker;
 use crate::engines::StreamParser;
 use crate::policy::denials::RecordTail;
-use crate::rung::Rung;
+use crate::rung::{Reap, Rung};
 use crate::workspace::{Workspace, WorkspaceError};
 
 /// How long a stopped engine's supervisor may take to kill its tree.
@@ -138,9 +138,21 @@ async fn leftovers_gone(
     rung: &dyn Rung,
     root: &Path,
 ) -> Result<(), LaunchFailure> {
-    let left = rung.reap(&em.job_id, root).await;
-    for e in left.errors {
-        em.error("paddock", e, false).await?;
+    let left = rung
+        .reap(&Reap {
+            job_id: &em.job_id,
+            root,
+            kill_passes: 1,
+            cgroup_roots: &[PathBuf::from(crate::leftovers::CGROUP_ROOT)],
+        })
+        .await;
+    for (dir, e) in left.stuck {
+        em.error(
+            "paddock",
+            format!("cannot remove the job's cgroup {}: {e}", dir.display()),
+            false,
+        )
+        .await?;
     }
     if left.killed > 0 {
         em.error(
