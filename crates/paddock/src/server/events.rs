@@ -45,7 +45,7 @@ pub struct EventsQuery {
 }
 
 /// The events of job `id` as SSE or JSONL.
-#[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "jobs",
+#[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "jobs", security(("bearer" = [])),
     params(("id" = String, Path, description = "The job's id"), EventsQuery,
         ("last-event-id" = Option<u64>, Header, description = "Resume after this seq")),
     responses(

@@ -68,7 +68,7 @@ pub struct JobPage {
 pub struct JobSpecBody(serde_json::Value);
 
 /// Submits the JSON job spec in the body.
-#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", params(SubmitQuery),
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", security(("bearer" = [])), params(SubmitQuery),
     request_body(content = JobSpecBody, content_type = "application/json"),
     responses(
         (status = 202, description = "Queued (or held by its budget)", body = JobRecord,
@@ -111,7 +111,7 @@ pub async fn submit(
 }
 
 /// A page of jobs, newest first.
-#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", params(ListQuery),
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", security(("bearer" = [])), params(ListQuery),
     responses(
         (status = 200, description = "A page of jobs", body = JobPage),
         (status = 400, description = "A bad filter or limit", body = Problem, content_type = "application/problem+json"),
@@ -150,7 +150,7 @@ pub async fn list(
 }
 
 /// One job's record.
-#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs",
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = [])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
         (status = 200, description = "The job's record", body = JobRecord),
@@ -168,7 +168,7 @@ pub async fn get(
 
 /// Cancels a job: 202 with its record (a queued job is `cancelled` at
 /// once, a running one concludes `cancelled` shortly).
-#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs", security(("bearer" = [])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
         (status = 202, description = "Cancelled, or told to stop", body = JobRecord),
@@ -212,7 +212,7 @@ const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Disposes of a job: cancels it unless it ended, waits for its end,
 /// removes its artifacts directory. 200 with the final record.
-#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs",
+#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = [])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
         (status = 200, description = "Ended and its artifacts removed", body = JobRecord),

@@ -10,9 +10,10 @@
 //! problem+json, `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
 //!
-//! Seam for the operations layer (authentication, `/metrics`, completion
-//! webhooks): [`router`] is where a route or a layer over every route is
-//! added, [`AppState`] where what it needs is kept.
+//! The operations layer is wired in here: `auth.rs` guards every route but
+//! health with a bearer token of the route's scope, `metrics.rs` renders
+//! `/metrics`. [`router`] is where a route or a layer is added,
+//! [`AppState`] where what it needs is kept.
 
 pub mod auth;
 mod config;
@@ -30,7 +31,7 @@ mod state;
 use std::future::Future;
 use std::sync::Arc;
 
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 
 pub use self::config::{ServeConfig, DEFAULT_LISTEN};
@@ -42,8 +43,12 @@ pub use self::openapi::document as openapi_document;
 pub use self::problem::{Problem, PROBLEM_JSON};
 pub use self::queue::{Queue, CANCELLED_QUEUED};
 pub use self::state::AppState;
+use crate::api_token::Scope;
 use crate::runner::Runner;
 use crate::store::SharedStore;
+
+/// How often histogram samples are drained when nobody scrapes.
+const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Why the server stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -69,19 +74,66 @@ pub struct Deps<S> {
     pub defaults: crate::config::Config,
 }
 
-/// The routes over `state`.
+/// The routes over `state`: health is open; everything else needs a
+/// bearer token (`auth.rs`) of scope `read` (reading jobs, events, the
+/// document, the metrics) or `submit` (submitting, cancelling,
+/// disposing).
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/v1/jobs", post(jobs::submit).get(jobs::list))
-        .route("/v1/jobs/{id}", get(jobs::get).delete(jobs::dispose))
-        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+    let authenticator = auth::Authenticator::new(state.store.clone());
+    let gate = |needed| {
+        axum::middleware::from_fn_with_state(
+            auth::Gate {
+                auth: authenticator.clone(),
+                needed,
+            },
+            auth::require,
+        )
+    };
+    let read = Router::new()
+        .route("/v1/jobs", get(jobs::list))
+        .route("/v1/jobs/{id}", get(jobs::get))
         .route("/v1/jobs/{id}/events", get(events::events))
         .route("/v1/discover", get(discover::discover))
+        .route("/openapi.json", get(openapi::openapi_json))
+        .route("/metrics", get(exposition))
+        .route_layer(gate(Scope::Read));
+    let submit = Router::new()
+        .route("/v1/jobs", post(jobs::submit))
+        .route("/v1/jobs/{id}", delete(jobs::dispose))
+        .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route_layer(gate(Scope::Submit));
+    Router::new()
+        .merge(read)
+        .merge(submit)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/openapi.json", get(openapi::openapi_json))
         .fallback(not_found)
         .with_state(state)
+}
+
+/// `GET /metrics`: the Prometheus exposition (`metrics.rs`).
+#[utoipa::path(get, path = "/metrics", tag = "runtime", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Prometheus text exposition (docs/serve.md lists the metrics)", content_type = "text/plain"),
+        (status = 503, description = "No metrics recorder in this process", body = Problem, content_type = "application/problem+json"),
+    ))]
+async fn exposition(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> Result<axum::response::Response, Problem> {
+    use axum::response::IntoResponse as _;
+    match &state.metrics {
+        Some(m) => Ok((
+            [(axum::http::header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+            m.render(),
+        )
+            .into_response()),
+        None => Err(Problem::new(
+            503,
+            "metrics_unavailable",
+            "no metrics recorder",
+            "another metrics recorder is installed in this process".into(),
+        )),
+    }
 }
 
 async fn not_found(uri: axum::http::Uri) -> Problem {
@@ -108,7 +160,18 @@ where
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let grace = config.drain_grace;
-    let state = AppState::new(store, runner, config, defaults);
+    let mut state = AppState::new(store, runner, config, defaults);
+    let upkeep = match metrics::install() {
+        Ok(m) => {
+            let task = m.upkeep(METRICS_UPKEEP);
+            state.metrics = Some(m);
+            Some(task)
+        }
+        Err(e) => {
+            tracing::warn!("serve: no /metrics: {e}");
+            None
+        }
+    };
     let scheduler = tokio::spawn(Arc::clone(&state.queue).run());
     let app = router(state.clone());
     let closing = state.closing.clone();
@@ -124,5 +187,8 @@ where
         .await
         .map_err(|source| ServerError::Serve { addr, source });
     scheduler.abort();
+    if let Some(task) = upkeep {
+        task.abort();
+    }
     served
 }

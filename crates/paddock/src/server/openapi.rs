@@ -26,7 +26,9 @@ use super::{discover, events, health, jobs, problem};
         health::healthz,
         health::readyz,
         openapi_json,
+        super::exposition,
     ),
+    modifiers(&Bearer),
     components(schemas(
         problem::Problem,
         jobs::JobPage,
@@ -45,6 +47,21 @@ use super::{discover, events, health, jobs, problem};
 )]
 pub struct ApiDoc;
 
+/// The bearer scheme every route but health needs (docs/serve.md,
+/// "Authentication").
+struct Bearer;
+
+impl utoipa::Modify for Bearer {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
 /// The document.
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
@@ -53,7 +70,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
 }
 
 /// This document.
-#[utoipa::path(get, path = "/openapi.json", tag = "runtime",
+#[utoipa::path(get, path = "/openapi.json", tag = "runtime", security(("bearer" = [])),
     responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(document())

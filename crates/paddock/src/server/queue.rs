@@ -180,8 +180,16 @@ impl Queue {
         }
     }
 
-    /// Starts queued jobs while there is room.
+    /// Starts queued jobs while there is room; the queue's depth for
+    /// `/metrics`.
     async fn fill(self: &Arc<Self>) {
+        self.claim_while_room().await;
+        if let Ok(depth) = self.store.queue_depth().await {
+            crate::telemetry::queue_depth(depth);
+        }
+    }
+
+    async fn claim_while_room(self: &Arc<Self>) {
         while !self.is_draining() && self.running() < self.max {
             match self.store.claim_job().await {
                 Ok(Some(record)) => self.start(record).await,

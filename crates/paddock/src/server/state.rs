@@ -26,6 +26,8 @@ pub struct AppState {
     pub defaults: Arc<Config>,
     /// Cancelled when the server stops: event streams end.
     pub closing: CancellationToken,
+    /// The Prometheus recorder, when this process has it.
+    pub metrics: Option<super::metrics::Metrics>,
 }
 
 impl AppState {
@@ -50,6 +52,7 @@ impl AppState {
             config: Arc::new(config),
             defaults: Arc::new(defaults),
             closing: CancellationToken::new(),
+            metrics: None,
         }
     }
 }

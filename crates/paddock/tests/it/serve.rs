@@ -30,10 +30,39 @@ struct Server {
     child: tokio::process::Child,
     base: String,
     stderr: Arc<Mutex<String>>,
+    /// Sends an admin token with every request.
+    client: reqwest::Client,
+}
+
+/// A new API token of `scope` in `home`'s store (`paddock token create`).
+async fn token(home: &Home, scope: &str) -> String {
+    let out = home
+        .paddock(&["token", "create", "--scope", scope], &[])
+        .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A client sending `token` as its bearer.
+fn client_with(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
 }
 
 impl Server {
     async fn start(home: &Home, args: &[&str]) -> Server {
+        let client = client_with(&token(home, "admin").await);
         let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
         let mut child = home
@@ -65,6 +94,7 @@ impl Server {
             child,
             base,
             stderr,
+            client,
         }
     }
 
@@ -73,7 +103,8 @@ impl Server {
     }
 
     async fn submit(&self, spec: &Value, priority: i64) -> reqwest::Response {
-        reqwest::Client::new()
+        self.client
+            .clone()
             .post(self.url(&format!("/v1/jobs?priority={priority}")))
             .header("content-type", "application/json")
             .body(spec.to_string())
@@ -92,7 +123,9 @@ impl Server {
 
     async fn job(&self, id: &str) -> JobRecord {
         body(
-            reqwest::get(self.url(&format!("/v1/jobs/{id}")))
+            self.client
+                .get(self.url(&format!("/v1/jobs/{id}")))
+                .send()
                 .await
                 .unwrap(),
         )
@@ -112,7 +145,8 @@ impl Server {
     }
 
     async fn cancel(&self, id: &str) -> reqwest::Response {
-        reqwest::Client::new()
+        self.client
+            .clone()
             .post(self.url(&format!("/v1/jobs/{id}/cancel")))
             .send()
             .await
@@ -208,7 +242,10 @@ async fn read_sse(resp: reqwest::Response, stop_after: Option<usize>) -> Vec<Sse
 }
 
 async fn events_sse(server: &Server, id: &str, last: Option<u64>) -> reqwest::Response {
-    let mut req = reqwest::Client::new().get(server.url(&format!("/v1/jobs/{id}/events")));
+    let mut req = server
+        .client
+        .clone()
+        .get(server.url(&format!("/v1/jobs/{id}/events")));
     if let Some(last) = last {
         req = req.header("last-event-id", last.to_string());
     }
@@ -265,8 +302,13 @@ async fn a_submitted_job_streams_its_events_over_sse_to_its_final_state() {
 
     // The same events as JSONL, by query and by Accept.
     for req in [
-        reqwest::Client::new().get(server.url(&format!("/v1/jobs/{id}/events?format=jsonl"))),
-        reqwest::Client::new()
+        server
+            .client
+            .clone()
+            .get(server.url(&format!("/v1/jobs/{id}/events?format=jsonl"))),
+        server
+            .client
+            .clone()
             .get(server.url(&format!("/v1/jobs/{id}/events")))
             .header("accept", "application/x-ndjson"),
     ] {
@@ -351,7 +393,9 @@ async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
         })
     );
 
-    let not_json = reqwest::Client::new()
+    let not_json = server
+        .client
+        .clone()
         .post(server.url("/v1/jobs"))
         .body("[ticket]\n")
         .send()
@@ -362,7 +406,12 @@ async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
         body::<Value>(not_json).await["code"],
         Value::from("bad_input")
     );
-    let missing = reqwest::get(server.url("/v1/jobs/job-none")).await.unwrap();
+    let missing = server
+        .client
+        .get(server.url("/v1/jobs/job-none"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(
         (missing.status().as_u16(), body::<Value>(missing).await),
         (
@@ -376,7 +425,10 @@ async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
             })
         )
     );
-    let bad_filter = reqwest::get(server.url("/v1/jobs?status=sleeping"))
+    let bad_filter = server
+        .client
+        .get(server.url("/v1/jobs?status=sleeping"))
+        .send()
         .await
         .unwrap();
     assert_eq!(
@@ -472,7 +524,10 @@ async fn the_queue_runs_by_priority_within_its_concurrency_limit() {
     assert_eq!(overlaps, Vec::<(&String, &String)>::new());
 
     let page: Value = body(
-        reqwest::get(server.url("/v1/jobs?status=done&limit=2"))
+        server
+            .client
+            .get(server.url("/v1/jobs?status=done&limit=2"))
+            .send()
             .await
             .unwrap(),
     )
@@ -636,7 +691,15 @@ async fn discover_healthz_and_readyz_describe_this_host() {
         .iter()
         .map(|(id, _)| serde_json::json!({"id": id, "source": "preset"}))
         .collect();
-    let discovered: Discovery = body(reqwest::get(server.url("/v1/discover")).await.unwrap()).await;
+    let discovered: Discovery = body(
+        server
+            .client
+            .get(server.url("/v1/discover"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(
         serde_json::to_value(discovered).unwrap(),
         serde_json::json!({
@@ -652,12 +715,22 @@ async fn discover_healthz_and_readyz_describe_this_host() {
         })
     );
 
-    let health = reqwest::get(server.url("/healthz")).await.unwrap();
+    let health = server
+        .client
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(
         (health.status().as_u16(), body::<Value>(health).await),
         (200, serde_json::json!({"status": "ok"}))
     );
-    let ready = reqwest::get(server.url("/readyz")).await.unwrap();
+    let ready = server
+        .client
+        .get(server.url("/readyz"))
+        .send()
+        .await
+        .unwrap();
     let status = ready.status().as_u16();
     let ready: Readiness = body(ready).await;
     let db = std::fs::canonicalize(home.db()).unwrap();
@@ -702,7 +775,8 @@ async fn dispose_cancels_waits_and_removes_the_artifacts() {
 
     let delete = |id: String| {
         let url = server.url(&format!("/v1/jobs/{id}"));
-        async move { reqwest::Client::new().delete(url).send().await.unwrap() }
+        let client = server.client.clone();
+        async move { client.delete(url).send().await.unwrap() }
     };
     let resp = delete(running.clone()).await;
     assert_eq!(resp.status(), 200);
@@ -732,7 +806,15 @@ async fn dispose_cancels_waits_and_removes_the_artifacts() {
 async fn the_openapi_document_is_served_and_names_every_route() {
     let home = Home::new();
     let server = Server::start(&home, &[]).await;
-    let served: Value = body(reqwest::get(server.url("/openapi.json")).await.unwrap()).await;
+    let served: Value = body(
+        server
+            .client
+            .get(server.url("/openapi.json"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(
         served,
         serde_json::to_value(paddock::server::openapi_document()).unwrap()
@@ -750,6 +832,7 @@ async fn the_openapi_document_is_served_and_names_every_route() {
         .collect();
     let expected: Vec<(String, Vec<String>)> = [
         ("/healthz", &["get"][..]),
+        ("/metrics", &["get"]),
         ("/openapi.json", &["get"]),
         ("/readyz", &["get"]),
         ("/v1/discover", &["get"]),
@@ -767,7 +850,7 @@ async fn the_openapi_document_is_served_and_names_every_route() {
     );
     // Every documented route is routed: none answers the fallback's
     // "no route" problem.
-    let client = reqwest::Client::new();
+    let client = server.client.clone();
     let mut unrouted = Vec::new();
     for (path, methods) in &expected {
         for method in methods {
@@ -786,4 +869,56 @@ async fn the_openapi_document_is_served_and_names_every_route() {
         }
     }
     assert_eq!(unrouted, Vec::<String>::new());
+
+    // Every route but health: 401 without a token (or with a revoked or
+    // made-up one), 403 for a read token on what needs submit.
+    let anonymous = reqwest::Client::new();
+    let reader = client_with(&token(&home, "read").await);
+    let forged = client_with("pdk-api-nothing-here");
+    let mut answers = Vec::new();
+    for (path, methods) in &expected {
+        for method in methods {
+            let url = server.url(&path.replace("{id}", "job-none"));
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let mut codes = Vec::new();
+            for client in [&anonymous, &forged, &reader] {
+                let resp = client
+                    .request(method.clone(), &url)
+                    .body("{}")
+                    .send()
+                    .await
+                    .unwrap();
+                codes.push(resp.status().as_u16());
+            }
+            answers.push((format!("{method} {path}"), codes));
+        }
+    }
+    let want = |route: &str| -> Vec<u16> {
+        match route {
+            "GET /healthz" | "GET /readyz" => vec![200, 200, 200],
+            "POST /v1/jobs" | "DELETE /v1/jobs/{id}" | "POST /v1/jobs/{id}/cancel" => {
+                vec![401, 401, 403]
+            }
+            "GET /v1/jobs/{id}" | "GET /v1/jobs/{id}/events" => vec![401, 401, 404],
+            _ => vec![401, 401, 200],
+        }
+    };
+    let expected_answers: Vec<(String, Vec<u16>)> = answers
+        .iter()
+        .map(|(route, _)| (route.clone(), want(route)))
+        .collect();
+    assert_eq!(answers, expected_answers);
+    let metrics = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "paddock_queue_depth 0"),
+        "{metrics}"
+    );
 }
