@@ -11,8 +11,9 @@
 //!
 //! It is single-threaded and runs only this code: the signals it waits for
 //! are blocked and read from a signalfd, so no handler runs between a fork
-//! and an exec, and the engine starts with an empty signal mask (the
-//! standard library resets it in the child).
+//! and an exec, and the engine starts with every signal at its default
+//! disposition and none blocked (`paddock_sandbox::signals`: what glibc's
+//! `posix_spawn` or a shell left ignored is not inherited).
 
 use std::ffi::OsString;
 use std::process::Command;
@@ -94,14 +95,16 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
     if nix::unistd::getppid() != parent {
         return Ok(128 + Signal::SIGTERM as i32);
     }
-    let engine =
-        Command::new(program)
-            .args(rest)
-            .spawn()
-            .map_err(|source| SuperviseError::Spawn {
-                program: program.to_string_lossy().into_owned(),
-                source,
-            })?;
+    // Every signal at its default: nothing this process (or glibc's
+    // posix_spawn that started it) ignores reaches the engine.
+    let mut engine = Command::new(program);
+    engine.args(rest);
+    let engine = paddock_sandbox::signals::start_with_defaults(&mut engine)
+        .spawn()
+        .map_err(|source| SuperviseError::Spawn {
+            program: program.to_string_lossy().into_owned(),
+            source,
+        })?;
     let engine = Pid::from_raw(i32::try_from(engine.id()).unwrap_or(i32::MAX));
     let ended = loop {
         if let Some(status) = reap(engine) {

@@ -28,6 +28,7 @@ pub mod lock;
 pub mod net;
 pub mod policy;
 pub mod probe;
+pub mod signals;
 pub mod trace;
 pub mod unix_path;
 

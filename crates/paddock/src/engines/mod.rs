@@ -183,6 +183,14 @@ pub trait EngineAdapter: Send + Sync {
     fn prepare(&self, ctx: &LaunchContext) -> Vec<PreparedFile>;
     /// The command line and environment.
     fn command(&self, ctx: &LaunchContext) -> CommandSpec;
+    /// The program that really starts for the resolved install `binary`,
+    /// with the variables its launcher would have set: the native
+    /// executable behind a launcher script when the engine's package ships
+    /// one (no interpreter started at every run or version check). By
+    /// default `binary` itself.
+    fn native_program(&self, binary: &Path) -> (PathBuf, Vec<(String, String)>) {
+        (binary.to_path_buf(), Vec::new())
+    }
     /// Paths under the job's `home` the job must not change (the deny
     /// files of `prepare`), present or not.
     fn protected_paths(&self, home: &Path) -> Vec<PathBuf>;

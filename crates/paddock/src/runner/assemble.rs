@@ -32,8 +32,12 @@ pub(super) async fn assemble(
         &job.config.cwd,
     );
     // Another version than the pinned one may work: a warning, not a failure.
-    if let Some(w) =
-        engines::version::mismatch(&prov.adapter.install(), &prov.binary, &path_env).await
+    if let Some(w) = engines::version::mismatch(
+        &prov.adapter.install(),
+        &prov.adapter.native_program(&prov.binary).0,
+        &path_env,
+    )
+    .await
     {
         em.error(
             "paddock",

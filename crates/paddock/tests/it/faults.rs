@@ -666,3 +666,32 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
         stderr(&out)
     );
 }
+
+/// The `process` rung's supervisor starts the engine with every signal at
+/// its default and none blocked: what glibc's `posix_spawn` (which started
+/// the supervisor, as it starts every program here) or a shell left
+/// ignored does not reach it. Codex's musl binary with signals 32 and 33
+/// ignored never sees its commands end (paddock_sandbox::signals).
+#[test]
+fn the_supervised_engine_starts_with_default_signal_dispositions() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args([
+            "__supervise",
+            "--",
+            "/bin/sh",
+            "-c",
+            "grep -E '^Sig(Ign|Blk)' /proc/self/status",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        ),
+        (
+            Some(0),
+            "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n".to_string()
+        )
+    );
+}
