@@ -792,17 +792,30 @@ impl JobSpec {
     }
 
     fn validate(&self, origin: &Path) -> Result<(), SpecError> {
-        let invalid = |field: &str, reason: String| SpecError::Invalid {
-            path: origin.to_path_buf(),
-            field: field.to_string(),
-            reason,
-        };
-        if let Err((field, reason)) = check_sizes(self) {
-            return Err(invalid(&field, reason));
+        let checks: [Check; 7] = [
+            check_sizes,
+            JobSpec::check_ticket,
+            JobSpec::check_repository,
+            JobSpec::check_provider,
+            JobSpec::check_engine_pair,
+            JobSpec::check_budget_and_credentials,
+            JobSpec::check_limits_and_policy,
+        ];
+        for check in checks {
+            check(self).map_err(|(field, reason)| SpecError::Invalid {
+                path: origin.to_path_buf(),
+                field,
+                reason,
+            })?;
         }
+        Ok(())
+    }
+
+    /// The ticket (its id names a git branch) and where its results go.
+    fn check_ticket(&self) -> Result<(), (String, String)> {
         let id = &self.ticket.id;
         if id.is_empty() || id.len() > 100 {
-            return Err(invalid("ticket.id", "must be 1 to 100 characters".into()));
+            return Err(bad("ticket.id", "must be 1 to 100 characters".into()));
         }
         if !id
             .chars()
@@ -811,42 +824,47 @@ impl JobSpec {
             || id.ends_with(".lock")
             || id.contains("..")
         {
-            return Err(invalid(
+            return Err(bad(
                 "ticket.id",
                 format!("`{id}` must be letters, digits, `.`, `_` and `-` (it names a git branch)"),
             ));
         }
         if let Some(github) = &self.results.github {
             if let Err(reason) = github.owner_and_name() {
-                return Err(invalid("results.github.repository", reason));
+                return Err(bad("results.github.repository", reason));
             }
             if let Err(reason) = github.credential() {
-                return Err(invalid("results.github", reason));
+                return Err(bad("results.github", reason));
             }
         }
         if self.ticket.title.trim().is_empty() {
-            return Err(invalid("ticket.title", "must not be empty".into()));
+            return Err(bad("ticket.title", "must not be empty".into()));
         }
         if self.ticket.project.trim().is_empty() {
-            return Err(invalid("ticket.project", "must not be empty".into()));
+            return Err(bad("ticket.project", "must not be empty".into()));
         }
         for (i, a) in self.ticket.prior_attempts.iter().enumerate() {
             if a.attempt == 0 {
-                return Err(invalid(
-                    &format!("ticket.prior_attempts[{i}].attempt"),
+                return Err(bad(
+                    format!("ticket.prior_attempts[{i}].attempt"),
                     "attempts are numbered from 1".into(),
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The repository, its base revision, and the engine's model.
+    fn check_repository(&self) -> Result<(), (String, String)> {
         match (&self.repository.path, &self.repository.url) {
             (Some(_), Some(_)) => {
-                return Err(invalid(
+                return Err(bad(
                     "repository",
                     "give either `path` or `url`, not both".into(),
                 ))
             }
             (None, None) => {
-                return Err(invalid(
+                return Err(bad(
                     "repository",
                     "give `path` (a local git repository) or `url`".into(),
                 ))
@@ -855,25 +873,30 @@ impl JobSpec {
         }
         let base = &self.repository.base_ref;
         if base.is_empty() || base.starts_with('-') || base.chars().any(|c| c.is_whitespace()) {
-            return Err(invalid(
+            return Err(bad(
                 "repository.base_ref",
                 format!("`{base}` is not a valid git revision"),
             ));
         }
         if self.engine.model.trim().is_empty() {
-            return Err(invalid("engine.model", "must not be empty".into()));
+            return Err(bad("engine.model", "must not be empty".into()));
         }
+        Ok(())
+    }
+
+    /// The upstream's provider and the fields only some providers take.
+    fn check_provider(&self) -> Result<(), (String, String)> {
         let up = &self.upstream;
         match up.provider {
             ProviderKind::Scripted => {
                 if up.scenario.is_none() {
-                    return Err(invalid(
+                    return Err(bad(
                         "upstream.scenario",
                         "the scripted upstream needs a scenario file".into(),
                     ));
                 }
                 if up.key.is_some() {
-                    return Err(invalid(
+                    return Err(bad(
                         "upstream.key",
                         "the scripted upstream takes no key".into(),
                     ));
@@ -889,7 +912,7 @@ impl JobSpec {
                 if up.key.is_none()
                     && !matches!(up.provider, ProviderKind::Vertex | ProviderKind::Bedrock)
                 {
-                    return Err(invalid(
+                    return Err(bad(
                         "upstream.key",
                         format!(
                             "the {} upstream needs a key reference (`env:NAME` or `file:PATH`)",
@@ -898,7 +921,7 @@ impl JobSpec {
                     ));
                 }
                 if up.scenario.is_some() {
-                    return Err(invalid(
+                    return Err(bad(
                         "upstream.scenario",
                         "only the scripted upstream replays a scenario".into(),
                     ));
@@ -917,23 +940,21 @@ impl JobSpec {
             };
             match (up.provider, value) {
                 (ProviderKind::Vertex, None) => {
-                    return Err(invalid(field, "the vertex upstream needs it".into()))
+                    return Err(bad(field, "the vertex upstream needs it".into()))
                 }
                 (ProviderKind::Vertex, Some(v)) if !ok_word(v) => {
-                    return Err(invalid(
+                    return Err(bad(
                         field,
                         format!("`{v}` must be letters, digits, `-` and `_`"),
                     ))
                 }
                 (ProviderKind::Vertex, Some(_)) | (_, None) => {}
-                (_, Some(_)) => {
-                    return Err(invalid(field, "only the vertex upstream takes it".into()))
-                }
+                (_, Some(_)) => return Err(bad(field, "only the vertex upstream takes it".into())),
             }
         }
         match (up.provider, &up.bedrock_region) {
             (ProviderKind::Bedrock, None) => {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.bedrock_region",
                     "the bedrock upstream needs it".into(),
                 ))
@@ -944,36 +965,42 @@ impl JobSpec {
                         .chars()
                         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') =>
             {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.bedrock_region",
                     format!("`{v}` must be an AWS region such as `us-east-1`"),
                 ))
             }
             (ProviderKind::Bedrock, Some(_)) | (_, None) => {}
             (_, Some(_)) => {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.bedrock_region",
                     "only the bedrock upstream takes it".into(),
                 ))
             }
         }
+        Ok(())
+    }
+
+    /// An engine and a provider that speak the same API, and the base URL.
+    fn check_engine_pair(&self) -> Result<(), (String, String)> {
+        let up = &self.upstream;
         if self.engine.kind == EngineKind::Codex
             && matches!(up.provider, ProviderKind::Vertex | ProviderKind::Bedrock)
         {
-            return Err(invalid(
+            return Err(bad(
                 "upstream.provider",
                 "Codex speaks the OpenAI Responses API: use `openai` or `scripted`".into(),
             ));
         }
         match (self.engine.kind, up.provider) {
             (EngineKind::Codex, ProviderKind::Anthropic) => {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.provider",
                     "Codex speaks the OpenAI Responses API: use `openai` or `scripted`".into(),
                 ))
             }
             (EngineKind::Claude, ProviderKind::Openai) => {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.provider",
                     "Claude Code speaks the Anthropic Messages API: use `anthropic` or `scripted`"
                         .into(),
@@ -983,12 +1010,18 @@ impl JobSpec {
         }
         if let Some(url) = &up.base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.base_url",
                     format!("`{url}` must be an http:// or https:// URL"),
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The budget ceilings and the upstream's credentials.
+    fn check_budget_and_credentials(&self) -> Result<(), (String, String)> {
+        let up = &self.upstream;
         for (field, value) in [
             ("budget.max_usd", self.budget.max_usd),
             ("budget.ticket_max_usd", self.budget.ticket_max_usd),
@@ -999,7 +1032,7 @@ impl JobSpec {
         ] {
             if let Some(max) = value {
                 if !(max.is_finite() && (0.0..=1e9).contains(&max)) {
-                    return Err(invalid(
+                    return Err(bad(
                         field,
                         "must be a number between 0 and 1000000000".into(),
                     ));
@@ -1008,13 +1041,13 @@ impl JobSpec {
         }
         if let Some(entra) = &up.entra {
             if up.provider != ProviderKind::Openai {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.entra",
                     "only the openai (Azure OpenAI) upstream takes Entra ID credentials".into(),
                 ));
             }
             if up.key_header == Some(KeyHeaderKind::ApiKey) {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.key_header",
                     "Entra ID tokens go in `Authorization: Bearer`: drop `api-key`".into(),
                 ));
@@ -1028,7 +1061,7 @@ impl JobSpec {
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
                 {
-                    return Err(invalid(
+                    return Err(bad(
                         field,
                         format!("`{value}` must be an id (letters, digits, `-`, `.`)"),
                     ));
@@ -1036,7 +1069,7 @@ impl JobSpec {
             }
             if let Some(url) = &entra.authority {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(invalid(
+                    return Err(bad(
                         "upstream.entra.authority",
                         format!("`{url}` must be an http:// or https:// URL"),
                     ));
@@ -1047,13 +1080,13 @@ impl JobSpec {
             (_, None) | (ProviderKind::Openai, Some(_)) => {}
             (ProviderKind::Bedrock, Some(KeyHeaderKind::Bearer)) if up.key.is_some() => {}
             (ProviderKind::Bedrock, Some(_)) => {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.key_header",
                     "bedrock takes `bearer` (the key is then a Bedrock API key), with a key".into(),
                 ))
             }
             (_, Some(_)) => {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.key_header",
                     "only the openai (OpenAI-compatible) upstream takes `bearer` or `api-key`"
                         .into(),
@@ -1062,7 +1095,7 @@ impl JobSpec {
         }
         if let Some(profile) = &up.aws_profile {
             if up.provider != ProviderKind::Bedrock || up.key.is_some() {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.aws_profile",
                     "only a bedrock upstream without a key (the AWS credential chain) takes it"
                         .into(),
@@ -1073,54 +1106,59 @@ impl JobSpec {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.@+".contains(c))
             {
-                return Err(invalid(
+                return Err(bad(
                     "upstream.aws_profile",
                     format!("`{profile}` must be a profile name (letters, digits, `-_.@+`)"),
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Allowed models, limits, the broker, context, policy, network and setup.
+    fn check_limits_and_policy(&self) -> Result<(), (String, String)> {
         for (i, m) in self.engine.allowed_models.iter().enumerate() {
             if m.trim().is_empty() || m.trim_end_matches('*').contains('*') {
-                return Err(invalid(
-                    &format!("engine.allowed_models[{i}]"),
+                return Err(bad(
+                    format!("engine.allowed_models[{i}]"),
                     format!("`{m}` must be a model name, or a prefix ending in `*`"),
                 ));
             }
         }
         if self.limits.timeout_secs == 0 {
-            return Err(invalid("limits.timeout_secs", "must be at least 1".into()));
+            return Err(bad("limits.timeout_secs", "must be at least 1".into()));
         }
         if !(1024..=MAX_LINE_BYTES).contains(&self.limits.max_line_bytes) {
-            return Err(invalid(
+            return Err(bad(
                 "limits.max_line_bytes",
                 format!("must be from 1024 to {MAX_LINE_BYTES}"),
             ));
         }
         if !(1024..=self.limits.max_line_bytes).contains(&self.limits.max_event_bytes) {
-            return Err(invalid(
+            return Err(bad(
                 "limits.max_event_bytes",
                 "must be from 1024 to limits.max_line_bytes".into(),
             ));
         }
         if let Err((field, reason)) = self.broker.check() {
-            return Err(invalid(field, reason));
+            return Err(bad(field, reason));
         }
         if self.context.skills.is_some() && self.context.skills_dir.is_none() {
-            return Err(invalid(
+            return Err(bad(
                 "context.skills",
                 "names skills of a library: set `context.skills_dir` too".into(),
             ));
         }
         if let Some(name) = &self.policy.profile {
             if name.trim().is_empty() {
-                return Err(invalid("policy.profile", "must not be empty".into()));
+                return Err(bad("policy.profile", "must not be empty".into()));
             }
         }
         for (i, rule) in self.policy.accept_degraded.iter().enumerate() {
             let known = crate::host_profile::profile_key(rule);
             if !known.is_some_and(|r| DEGRADABLE_RULES.contains(&r)) {
-                return Err(invalid(
-                    &format!("policy.accept_degraded[{i}]"),
+                return Err(bad(
+                    format!("policy.accept_degraded[{i}]"),
                     format!(
                         "`{rule}` is not a profile rule; expected one of {}",
                         DEGRADABLE_RULES.join(", ")
@@ -1129,9 +1167,9 @@ impl JobSpec {
             }
         }
         crate::network::parse_list(&self.network.allow)
-            .map_err(|(i, why)| invalid(&format!("network.allow[{i}]"), why))?;
+            .map_err(|(i, why)| bad(format!("network.allow[{i}]"), why))?;
         if let Err((field, reason)) = self.setup.check() {
-            return Err(invalid(&field, reason));
+            return Err(bad(&field, reason));
         }
         Ok(())
     }
@@ -1187,6 +1225,14 @@ fn text_limit(path: &str) -> usize {
 
 /// Checks every text field and list of `spec` against its limit; the
 /// first one over it, as (field, reason).
+/// One check of a spec: `(field, reason)` when it fails.
+type Check = fn(&JobSpec) -> Result<(), (String, String)>;
+
+/// A refusal of `field` for `reason`.
+fn bad(field: impl Into<String>, reason: String) -> (String, String) {
+    (field.into(), reason)
+}
+
 fn check_sizes(spec: &JobSpec) -> Result<(), (String, String)> {
     let Ok(value) = serde_json::to_value(spec) else {
         return Ok(());
