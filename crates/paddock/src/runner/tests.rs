@@ -433,6 +433,18 @@ impl crate::store::Store for FailingStore {
     ) -> Result<Option<crate::api_token::StoredToken>, StoreError> {
         self.inner.revoke_api_token(id, at).await
     }
+    async fn record_webhook_attempt(
+        &self,
+        attempt: &crate::store::WebhookAttempt,
+    ) -> Result<(), StoreError> {
+        self.inner.record_webhook_attempt(attempt).await
+    }
+    async fn webhook_attempts(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<crate::store::WebhookAttempt>, StoreError> {
+        self.inner.webhook_attempts(job_id).await
+    }
     async fn usage(
         &self,
     ) -> Result<(Vec<crate::store::UsageJob>, Vec<crate::store::UsageCalls>), StoreError> {

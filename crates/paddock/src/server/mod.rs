@@ -27,6 +27,7 @@ mod openapi;
 mod problem;
 mod queue;
 mod state;
+pub mod webhooks;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -21,6 +21,7 @@ use time::OffsetDateTime;
 use super::fixtures::{event, job, model_call};
 use super::{JobQuery, SpendScope, Store, StoreError};
 use crate::api_token::{Scope, StoredToken};
+use crate::store::WebhookAttempt;
 
 /// One `#[tokio::test]` per check, each on a fresh store from `$make`
 /// (an async expression giving a `SharedStore`).
@@ -48,6 +49,7 @@ macro_rules! conformance_suite {
             concurrent_claims_never_share_a_job,
             jobs_are_listed_by_filter_in_pages,
             api_tokens_are_saved_listed_and_revoked_once,
+            webhook_attempts_round_trip_in_order_per_job,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -891,5 +893,58 @@ pub(crate) async fn api_tokens_are_saved_listed_and_revoked_once(store: &dyn Sto
             None,
             vec![first, revoked]
         )
+    );
+}
+
+/// Attempts come back whole, in the order recorded, per job; an unknown
+/// job is refused.
+pub(crate) async fn webhook_attempts_round_trip_in_order_per_job(store: &dyn Store) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    store.insert_job(&job("j2", 1), "{}").await.unwrap();
+    let at = datetime!(2026-12-01 03:00:00.5 +01:00);
+    let failed = WebhookAttempt {
+        job_id: "j1".into(),
+        url: "https://hooks.example/paddock".into(),
+        attempt: 1,
+        at,
+        delivered: false,
+        http_status: Some(503),
+        error: Some("the receiver answered 503 Service Unavailable".into()),
+    };
+    let delivered = WebhookAttempt {
+        attempt: 2,
+        at: at + time::Duration::seconds(1),
+        delivered: true,
+        http_status: Some(204),
+        error: None,
+        ..failed.clone()
+    };
+    let other = WebhookAttempt {
+        job_id: "j2".into(),
+        http_status: None,
+        error: Some("timed out after 10 s".into()),
+        ..failed.clone()
+    };
+    for a in [&failed, &other, &delivered] {
+        store.record_webhook_attempt(a).await.unwrap();
+    }
+    let err = store
+        .record_webhook_attempt(&WebhookAttempt {
+            job_id: "nope".into(),
+            ..failed.clone()
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "nope"),
+        "{err:?}"
+    );
+    assert_eq!(
+        (
+            store.webhook_attempts("j1").await.unwrap(),
+            store.webhook_attempts("j2").await.unwrap(),
+            store.webhook_attempts("nope").await.unwrap(),
+        ),
+        (vec![failed, delivered], vec![other], vec![])
     );
 }

@@ -170,6 +170,18 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot record a webhook delivery attempt of job {job_id}")]
+    RecordWebhook {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot read the webhook delivery attempts of job {job_id}")]
+    ReadWebhooks {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("API token {id} already exists in the store")]
     TokenExists { id: String },
     #[error("cannot insert API token {id}")]

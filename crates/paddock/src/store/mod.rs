@@ -16,6 +16,7 @@ mod error;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod sqlite;
+mod webhook;
 
 use std::sync::Arc;
 
@@ -30,6 +31,7 @@ use crate::api_token::StoredToken;
 pub use error::StoreError;
 pub use sqlite::usage::{UsageCalls, UsageJob};
 pub use sqlite::SqliteStore;
+pub use webhook::WebhookAttempt;
 
 /// A store shared by the parts of a running job (runner, broker, followers).
 pub type SharedStore = Arc<dyn Store>;
@@ -175,6 +177,14 @@ pub trait Store: std::fmt::Debug + Send + Sync {
         id: &str,
         at: OffsetDateTime,
     ) -> Result<Option<StoredToken>, StoreError>;
+
+    /// Appends one delivery attempt of a completion webhook; an unknown
+    /// job is refused (`NoSuchJob`).
+    async fn record_webhook_attempt(&self, attempt: &WebhookAttempt) -> Result<(), StoreError>;
+
+    /// The webhook delivery attempts of job `job_id`, in the order they
+    /// were recorded.
+    async fn webhook_attempts(&self, job_id: &str) -> Result<Vec<WebhookAttempt>, StoreError>;
 
     /// Every job and its calls per model and day (`paddock usage`).
     async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError>;

@@ -14,6 +14,7 @@ mod queue;
 mod spend;
 mod tokens;
 pub(super) mod usage;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -316,6 +317,20 @@ impl Store for SqliteStore {
         at: time::OffsetDateTime,
     ) -> Result<Option<StoredToken>, StoreError> {
         SqliteStore::revoke_api_token(self, id, at).await
+    }
+
+    async fn record_webhook_attempt(
+        &self,
+        attempt: &crate::store::WebhookAttempt,
+    ) -> Result<(), StoreError> {
+        SqliteStore::record_webhook_attempt(self, attempt).await
+    }
+
+    async fn webhook_attempts(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<crate::store::WebhookAttempt>, StoreError> {
+        SqliteStore::webhook_attempts(self, job_id).await
     }
 
     async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError> {
