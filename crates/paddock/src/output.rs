@@ -278,7 +278,8 @@ impl LineSplitter {
     }
 }
 
-/// The last bytes of a stream (stderr), for the job's reason.
+/// The last bytes of a stream (stderr for the job's reason, a setup
+/// command's output).
 #[derive(Debug)]
 pub struct Tail {
     max: usize,
@@ -299,6 +300,11 @@ impl Tail {
             let cut = floor_char_boundary(&self.text, self.text.len() - self.max);
             self.text.drain(..cut);
         }
+    }
+
+    /// The last `max` bytes as they came (marked with `…` when cut).
+    pub fn text(&self) -> String {
+        keep_end(&self.text, self.max)
     }
 
     /// The last three non-empty lines, joined by ` | `, at most `max`

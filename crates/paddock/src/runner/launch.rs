@@ -14,6 +14,7 @@ use tokio::io::AsyncWriteExt;
 use super::emit::Emitter;
 use super::network::{self, Egress};
 use super::provision::Provisioned;
+use super::setup::SetupStop;
 use super::stream::save_stderr;
 use super::{Job, LaunchFailure};
 use crate::broker::{self, BrokerConfig, BrokerHandle, Provider, Upstream};
@@ -55,10 +56,12 @@ pub(super) struct Running {
     pub _scripted: Option<ScriptedServer>,
 }
 
-/// How the launch ended: the engine runs, or the budget held the job.
+/// How the launch ended: the engine runs, the budget held the job, or it
+/// was cancelled during its setup.
 pub(super) enum Start {
     Running(Box<Running>),
     Held(String),
+    Cancelled(String),
 }
 
 /// The job's budget ceilings, and why it is held when one is already
@@ -81,6 +84,7 @@ pub(super) async fn launch(
     prompt: String,
     path_env: String,
     creds: Credentials,
+    cancel: &mut (impl std::future::Future<Output = ()> + Unpin),
 ) -> Result<Start, LaunchFailure> {
     let spec = &job.spec;
     let ws = prov.ws();
@@ -117,7 +121,17 @@ pub(super) async fn launch(
         .await
         .map_err(rung_failed)?;
     em.redactor.add_secret(&broker.token);
-    let egress = network::start(job, &on_rung).await?;
+    let mut egress = network::start(job, &on_rung).await?;
+    let egress_url = egress.as_ref().map(|e| e.handle.url.clone());
+    let ctx = launch_context(job, prov, &broker, (prompt, path_env, egress_url), cloud)?;
+    // The spec's setup commands, on the rung, before the engine, with the
+    // engine's environment (no broker, no token: those are its command's).
+    let setup_env = crate::engines::base_env(&ctx);
+    match super::setup::run(job, em, &on_rung, setup_env, &mut egress, cancel).await {
+        Ok(()) => {}
+        Err(SetupStop::Failed(e)) => return Err(e),
+        Err(SetupStop::Cancelled(why)) => return Ok(Start::Cancelled(why)),
+    }
     // Other jobs of the same ticket or project, settling calls while this
     // one runs; followed until the job's end.
     let shared_spend = broker::shared_spend::follow(
@@ -131,13 +145,12 @@ pub(super) async fn launch(
         broker::shared_spend::EVERY,
     );
     // The agent's list from here on: whatever the setup phase opened is
-    // closed before the engine starts.
+    // closed before the engine starts (its records come in while the
+    // engine streams).
     if let Some(e) = &egress {
         e.handle.proxy.switch(EgressPhase::Agent);
     }
     let adapter = prov.adapter.as_ref();
-    let egress_url = egress.as_ref().map(|e| e.handle.url.clone());
-    let ctx = launch_context(job, prov, &broker, (prompt, path_env, egress_url), cloud)?;
     write_prepared(adapter.prepare(&ctx)).await?;
     let cmd = adapter.command(&ctx);
     em.emit(EventBody::Status {

@@ -21,6 +21,7 @@ mod error;
 mod launch;
 mod network;
 mod provision;
+mod setup;
 mod stream;
 mod teardown;
 #[cfg(test)]
@@ -428,22 +429,35 @@ async fn engine(
     creds: launch::Credentials,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> Result<conclude::Launched, LaunchFailure> {
-    let start = launch::launch(job, em, prov, assembled.prompt, assembled.path_env, creds).await?;
-    let mut run = match start {
-        launch::Start::Running(run) => *run,
-        launch::Start::Held(message) => {
-            return Ok(conclude::Launched {
-                status: JobStatus::Held,
-                reason: Some(message),
-                exit_code: None,
-                calls: Vec::new(),
-            })
+    let start = launch::launch(
+        job,
+        em,
+        prov,
+        assembled.prompt,
+        assembled.path_env,
+        creds,
+        cancel,
+    )
+    .await?;
+    let (status, message) = match start {
+        launch::Start::Running(run) => {
+            let mut run = *run;
+            let mut streamed =
+                stream::stream(job, em, &mut run, prov.adapter.as_ref(), cancel).await?;
+            let torn =
+                teardown::tear_down(em, run, &mut streamed, job.rung.as_ref(), &prov.ws().root)
+                    .await?;
+            return Ok(conclude::outcome(job, em, prov, streamed, torn).await?);
         }
+        launch::Start::Held(message) => (JobStatus::Held, message),
+        launch::Start::Cancelled(message) => (JobStatus::Cancelled, message),
     };
-    let mut streamed = stream::stream(job, em, &mut run, prov.adapter.as_ref(), cancel).await?;
-    let torn =
-        teardown::tear_down(em, run, &mut streamed, job.rung.as_ref(), &prov.ws().root).await?;
-    Ok(conclude::outcome(job, em, prov, streamed, torn).await?)
+    Ok(conclude::Launched {
+        status,
+        reason: Some(message),
+        exit_code: None,
+        calls: Vec::new(),
+    })
 }
 
 /// A job's record as it starts.

@@ -85,7 +85,7 @@ pub(super) async fn tear_down(
     // No process of the job outlives it: its group, then anything still
     // pointing into the job's directory (the check that nothing is left).
     process.kill();
-    leftovers_gone(em, rung, root).await?;
+    leftovers_gone(em, rung, root, "its engine ended").await?;
     // Nothing of the job is left to use its proxy: stopped, its last
     // records taken in.
     if let Some(egress) = egress {
@@ -131,12 +131,13 @@ pub(super) async fn tear_down(
     })
 }
 
-/// What the rung found still running of the job (killed), and what of it
-/// it could not remove.
-async fn leftovers_gone(
+/// What the rung found still running of the job (killed) once `after`
+/// ("its engine ended"), and what of it it could not remove.
+pub(super) async fn leftovers_gone(
     em: &mut Emitter,
     rung: &dyn Rung,
     root: &Path,
+    after: &str,
 ) -> Result<(), LaunchFailure> {
     let left = rung
         .reap(&Reap {
@@ -158,7 +159,7 @@ async fn leftovers_gone(
         em.error(
             "paddock",
             format!(
-                "{} process(es) of the job were still running after its engine ended; killed",
+                "{} process(es) of the job were still running after {after}; killed",
                 left.killed
             ),
             false,

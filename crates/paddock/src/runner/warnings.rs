@@ -1,8 +1,6 @@
 //! What an admitted job is warned about before it starts: a spec (after
 //! the user's config file filled in its defaults) without any budget, and
-//! deprecated spellings in its host profile or `policy.accept_degraded`,
-//! and `[setup]`/`[network]` sections this version reads but does not run
-//! yet (docs/egress.md).
+//! deprecated spellings in its host profile or `policy.accept_degraded`.
 //! Each becomes a non-fatal `error` event from `paddock` on the job's
 //! stream, so whoever follows the job sees it, not only the terminal that
 //! started it.
@@ -14,21 +12,11 @@ use crate::policy::job::JobPolicy;
 /// The warning of a job whose model spend nothing caps.
 pub const NO_BUDGET: &str = "the spec sets no [budget] (max_usd, ticket_max_usd, project_daily_max_usd) and no max_usd default is configured (config.toml): this job's model spend is not capped";
 
-/// The warning of a job whose spec has `[setup]` commands: checked, not
-/// yet run.
-pub const NETWORK_NOT_APPLIED: &str =
-    "the spec's [setup] is checked but not applied yet: its commands do not run (docs/egress.md)";
-
 /// The warnings of an admitted job, in the order they are emitted.
 pub fn admission_warnings(spec: &JobSpec, policy: Option<&JobPolicy>) -> Vec<String> {
     let budget = (spec.budget == BudgetSpec::default()).then(|| NO_BUDGET.to_string());
     let deprecated = policy.map(|p| p.deprecations(spec)).unwrap_or_default();
-    let network = (!spec.setup.is_default()).then(|| NETWORK_NOT_APPLIED.to_string());
-    budget
-        .into_iter()
-        .chain(deprecated)
-        .chain(network)
-        .collect()
+    budget.into_iter().chain(deprecated).collect()
 }
 
 #[cfg(test)]
@@ -70,14 +58,10 @@ mod tests {
     }
 
     #[test]
-    fn setup_and_network_sections_are_warned_about_until_applied() {
-        let text = format!("{SPEC}[budget]\nmax_usd = 1.0\n[setup]\ncommands = [\"npm ci\"]\n");
-        let spec = JobSpec::from_toml(&text, Path::new("job.toml")).unwrap();
-        assert_eq!(
-            admission_warnings(&spec, None),
-            vec![NETWORK_NOT_APPLIED.to_string()]
+    fn setup_and_network_sections_are_applied_not_warned_about() {
+        let text = format!(
+            "{SPEC}[budget]\nmax_usd = 1.0\n[setup]\ncommands = [\"npm ci\"]\n[network]\nallow = [\"a.example\"]\n"
         );
-        let text = format!("{SPEC}[budget]\nmax_usd = 1.0\n[network]\nallow = [\"a.example\"]\n");
         let spec = JobSpec::from_toml(&text, Path::new("job.toml")).unwrap();
         assert_eq!(admission_warnings(&spec, None), Vec::<String>::new());
     }

@@ -18,7 +18,8 @@ use tokio::net::TcpListener;
 
 const HELLO: &str = "hello from the stand-in\n";
 
-/// A plain HTTP server on loopback answering every request with [`HELLO`].
+/// A plain HTTP server on loopback answering every request with [`HELLO`],
+/// but `GET /drip` with a body that never ends (1 KiB every 20 ms).
 async fn stand_in() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -35,6 +36,13 @@ async fn stand_in() -> u16 {
                         Ok(0) | Err(_) => return,
                         Ok(n) => head.extend_from_slice(&buf[..n]),
                     }
+                }
+                if head.starts_with(b"GET /drip ") {
+                    let _ = conn.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
+                    while conn.write_all(&[b'.'; 1024]).await.is_ok() {
+                        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    }
+                    return;
                 }
                 let answer = format!(
                     "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{HELLO}",
@@ -63,23 +71,35 @@ fn curl(name: &str, url: &str, proxy: bool) -> String {
     )
 }
 
-/// A job on `rung` whose `codex` runs `script`, with `[network] allow` and
-/// a host profile opening `127.0.0.1:port`.
-fn network_job(home: &Home, rung: &str, script: &str, port: u16) -> PathBuf {
+/// A job on `rung` whose `codex` runs `script`, with `sections` (TOML)
+/// and a host profile opening `127.0.0.1:port` and allowing it in its
+/// `[network]` list `limit` (`allow` or `setup_allow`).
+fn egress_job(
+    home: &Home,
+    rung: &str,
+    script: &str,
+    port: u16,
+    limit: &str,
+    sections: &str,
+) -> PathBuf {
     std::fs::write(
         home.path().join("profile.toml"),
         format!(
-            "id = \"egress-test\"\n[network]\nallow = [\"127.0.0.1:{port}\"]\nopen_addresses = [\"127.0.0.1:{port}\"]\n"
+            "id = \"egress-test\"\n[network]\n{limit} = [\"127.0.0.1:{port}\"]\nopen_addresses = [\"127.0.0.1:{port}\"]\n"
         ),
     )
     .unwrap();
     let spec = fake_codex_job(home, rung, script, 60);
     let text = std::fs::read_to_string(&spec).unwrap();
-    let text = format!(
-        "{text}\n[network]\nallow = [\"127.0.0.1:{port}\"]\n\n[policy]\nprofile = \"profile.toml\"\n"
-    );
+    let text = format!("{text}\n{sections}\n\n[policy]\nprofile = \"profile.toml\"\n");
     std::fs::write(&spec, text).unwrap();
     spec
+}
+
+/// A job whose agent may reach the stand-in at `port`.
+fn network_job(home: &Home, rung: &str, script: &str, port: u16) -> PathBuf {
+    let sections = format!("[network]\nallow = [\"127.0.0.1:{port}\"]");
+    egress_job(home, rung, script, port, "allow", &sections)
 }
 
 /// One attempt as the tests compare it: (host, port, method, phase,
@@ -255,4 +275,200 @@ async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
     assert_eq!(ran.bodies, format!("{HELLO}{DENIED_BODY}"));
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
     assert_eq!(ran.events, ran.rows);
+}
+
+/// A job on `rung` with `[setup]` (`setup`, TOML lines) that may reach
+/// the stand-in at `port` in the setup phase only.
+fn setup_job(home: &Home, rung: &str, setup: &str, script: &str, port: u16) -> PathBuf {
+    egress_job(
+        home,
+        rung,
+        script,
+        port,
+        "setup_allow",
+        &format!("[setup]\n{setup}"),
+    )
+}
+
+/// The `setup` tool calls and results of a job: (command, exit code,
+/// is_error, output) per command.
+fn setup_events(
+    events: &[paddock_protocol::AgentEvent],
+) -> Vec<(String, Option<i64>, bool, String)> {
+    let mut calls = Vec::new();
+    let mut out = Vec::new();
+    for e in events {
+        match &e.body {
+            EventBody::ToolCall {
+                tool,
+                command: Some(c),
+                call_id: Some(id),
+                ..
+            } if tool == "setup" => calls.push((id.clone(), c.clone())),
+            EventBody::ToolResult {
+                call_id: Some(id),
+                exit_code,
+                is_error,
+                output,
+            } if id.starts_with("setup-") => {
+                let command = calls
+                    .iter()
+                    .find(|(c, _)| c == id)
+                    .map(|(_, c)| c.clone())
+                    .unwrap_or_default();
+                out.push((command, *exit_code, *is_error, output.clone()));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Setup runs in the sandbox, in the work tree, before the engine, with
+/// the setup list (the stand-in reached, its answer left in the work tree
+/// for the engine); the agent's list (empty) is in force once the engine
+/// starts (the same destination refused); a setup process holding a
+/// connection into the agent phase is cut (the drip stops); every attempt
+/// is on the record with its phase.
+#[tokio::test(flavor = "multi_thread")]
+async fn setup_reaches_its_list_in_the_sandbox_and_the_agent_does_not() {
+    if !sandbox_available() {
+        return;
+    }
+    let port = stand_in().await;
+    let home = Home::new();
+    let fetch =
+        format!("curl -s --noproxy '' -o fetched.txt http://127.0.0.1:{port}/deps && echo fetched");
+    let drip = format!("(curl -s --noproxy '' -o \"$HOME/drip\" http://127.0.0.1:{port}/drip &) ; sleep 1; echo dripping");
+    let toml = |s: &str| s.replace('"', "\\\"");
+    let setup = format!(
+        "commands = [\"{fetch}\", \"{}\"]\nnetwork = [\"127.0.0.1:{port}\"]",
+        toml(&drip)
+    );
+    let script = [
+        "cp fetched.txt \"$HOME/fetched\"".to_string(),
+        "a=$(wc -c < \"$HOME/drip\"); sleep 1; b=$(wc -c < \"$HOME/drip\")".to_string(),
+        "[ \"$a\" -gt 0 ] && [ \"$a\" = \"$b\" ] && echo cut > \"$HOME/drip-state\" || echo \"flowing $a $b\" > \"$HOME/drip-state\"".to_string(),
+        curl("agent", &format!("http://127.0.0.1:{port}/x"), true),
+    ]
+    .join("\n");
+    let spec = setup_job(&home, "sandbox", &setup, &script, port);
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let job_home = home.jobs().join(&rec.id).join("home");
+    let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
+    assert_eq!(
+        (read("fetched"), read("drip-state"), read("seen")),
+        (
+            HELLO.to_string(),
+            "cut\n".to_string(),
+            "agent 403 0\n".to_string()
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = home.store().await;
+    let events = store.events(&rec.id, 0).await.unwrap();
+    assert_eq!(
+        setup_events(&events),
+        vec![
+            (fetch, Some(0), false, "fetched\n".to_string()),
+            (drip, Some(0), false, "dripping\n".to_string()),
+        ]
+    );
+    let rows = store.egress(&rec.id).await.unwrap();
+    let phases: Vec<(String, EgressPhase, bool, Option<String>)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.host.clone() + ":" + &r.port.to_string(),
+                r.phase,
+                r.allowed,
+                r.rule.clone(),
+            )
+        })
+        .collect();
+    let at = format!("127.0.0.1:{port}");
+    assert_eq!(phases.len(), 3, "{phases:?}");
+    assert!(
+        phases.contains(&(at.clone(), EgressPhase::Setup, true, None)),
+        "{phases:?}"
+    );
+    assert!(
+        phases.contains(&(
+            at.clone(),
+            EgressPhase::Agent,
+            false,
+            Some("ip_literal".into())
+        )),
+        "{phases:?}"
+    );
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
+
+/// A failing setup command ends the job naming it and its exit code: the
+/// next command and the engine never run, what the command left running
+/// is gone, its output is its `tool_result`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_setup_command_fails_the_job_and_leaves_nothing() {
+    let port = stand_in().await;
+    let home = Home::new();
+    let setup = "commands = [\"(setsid sh -c 'sleep 2; touch survivor' &); echo before; exit 3\", \"touch never\"]";
+    let spec = setup_job(&home, "process", setup, "touch \"$HOME/engine-ran\"", port);
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let reason = "setup command 1 of 2 (`(setsid sh -c 'sleep 2; touch survivor' &); echo before; exit 3`) exited with code 3; the engine was not started";
+    assert_eq!(
+        (out.status.code(), rec.status, rec.reason.as_deref()),
+        (Some(1), JobStatus::Failed, Some(reason)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    assert_eq!(
+        setup_events(&events),
+        vec![(
+            "(setsid sh -c 'sleep 2; touch survivor' &); echo before; exit 3".to_string(),
+            Some(3),
+            true,
+            "before\n".to_string()
+        )]
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let dir = home.jobs().join(&rec.id);
+    assert_eq!(
+        (
+            dir.join("work/survivor").exists(),
+            dir.join("work/never").exists(),
+            dir.join("home/engine-ran").exists()
+        ),
+        (false, false, false)
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A setup past its `timeout_secs` is killed and fails the job, saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setup_past_its_timeout_is_killed_and_fails_the_job() {
+    let port = stand_in().await;
+    let home = Home::new();
+    let setup = "commands = [\"sleep 30\"]\ntimeout_secs = 1";
+    let spec = setup_job(&home, "process", setup, "touch \"$HOME/engine-ran\"", port);
+    let started = std::time::Instant::now();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (
+            JobStatus::Failed,
+            Some("setup command 1 of 1 (`sleep 30`) was still running when the setup's 1 s (setup.timeout_secs) ran out; it was killed and the engine was not started")
+        )
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }

@@ -1,0 +1,244 @@
+//! Setup: the spec's `[setup] commands`, one after the other, each a
+//! `/bin/sh -c` on the job's rung (the sandbox, with the job's host
+//! profile, on the `sandbox` rung) in the work tree, before the engine
+//! starts. They get the engine's base environment (its HOME, TMPDIR, PATH
+//! and the proxy variables: `engines::base_env`), never the broker or its
+//! token; the egress proxy is in
+//! its setup phase meanwhile (`setup.network`), and its records are taken
+//! in as they come. Each command is a `tool_call` event (tool `setup`) and
+//! its output and exit code a `tool_result`. The whole setup has one
+//! timeout (`setup.timeout_secs`). A command that fails or times out ends
+//! the job with an error naming it and its exit code; either way nothing
+//! it started is left running (its rung kills the command's tree, then
+//! whatever still points into the job's directory), and the proxy's
+//! records are taken in before the job ends.
+
+use std::future::Future;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use paddock_protocol::EventBody;
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
+
+use super::emit::Emitter;
+use super::network::{self, Egress};
+use super::{Job, LaunchFailure};
+use crate::engines::CommandSpec;
+use crate::output::Tail;
+use crate::rung::{EngineProcess, Output, RungJob};
+
+/// How much of a command's output its `tool_result` keeps: its end.
+const OUTPUT_TAIL: usize = 64 << 10;
+/// How long a stopped command's tree may take to go.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long a command's output is read once it exited (something it left
+/// may hold the pipe open).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// How one command ended.
+enum Ended {
+    Exited(ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+/// How the setup ended when the engine is not to start.
+pub(super) enum SetupStop {
+    /// A command failed, timed out or could not start: the job fails.
+    Failed(LaunchFailure),
+    /// The job was cancelled during setup.
+    Cancelled(String),
+}
+
+impl From<LaunchFailure> for SetupStop {
+    fn from(e: LaunchFailure) -> Self {
+        SetupStop::Failed(e)
+    }
+}
+
+impl From<crate::store::StoreError> for SetupStop {
+    fn from(e: crate::store::StoreError) -> Self {
+        SetupStop::Failed(LaunchFailure::Store(e))
+    }
+}
+
+/// Runs the setup commands; `Err` (naming the command) when one fails or
+/// the job is cancelled meanwhile.
+pub(super) async fn run(
+    job: &Job,
+    em: &mut Emitter,
+    on_rung: &RungJob<'_>,
+    env: Vec<(String, String)>,
+    egress: &mut Option<Egress>,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<(), SetupStop> {
+    let setup = &job.spec.setup;
+    if setup.commands.is_empty() {
+        return Ok(());
+    }
+    let on_rung = RungJob {
+        timeout_secs: setup.timeout_secs,
+        ..*on_rung
+    };
+    let ws = on_rung.ws;
+    let deadline = Instant::now() + Duration::from_secs(setup.timeout_secs);
+    let total = setup.commands.len();
+    for (i, line) in setup.commands.iter().enumerate() {
+        let call_id = format!("setup-{}", i + 1);
+        em.emit(EventBody::ToolCall {
+            call_id: Some(call_id.clone()),
+            tool: "setup".into(),
+            command: Some(line.clone()),
+            input: serde_json::Value::Null,
+        })
+        .await?;
+        let cmd = CommandSpec {
+            program: "/bin/sh".into(),
+            // One stream, in the order it was written.
+            args: vec!["-c".into(), format!("exec 2>&1\n{line}")],
+            env: env.clone(),
+            cwd: ws.work.clone(),
+            stdin: None,
+            protect: Vec::new(),
+        };
+        let what = format!("setup command {} of {total} (`{line}`)", i + 1);
+        let result = match job.rung.launch(&on_rung, &cmd).await {
+            Ok(process) => one(em, process, egress, deadline, cancel).await,
+            Err(e) => Err(LaunchFailure::Step(format!("{what}: {e}")).into()),
+        };
+        // Nothing the command started outlives it.
+        super::teardown::leftovers_gone(em, job.rung.as_ref(), &ws.root, "a setup command ended")
+            .await?;
+        let failure = match result {
+            Ok((ended, output)) => {
+                let (code, failure) = judge(&ended, &what, setup.timeout_secs);
+                em.emit(EventBody::ToolResult {
+                    call_id: Some(call_id),
+                    exit_code: code,
+                    is_error: failure.is_some(),
+                    output,
+                })
+                .await?;
+                failure
+            }
+            Err(e) => Some(e),
+        };
+        if let Some(failure) = failure {
+            // The records of what setup reached are the job's too.
+            if let Some(e) = egress.take() {
+                network::stop(em, e).await?;
+            }
+            return Err(failure);
+        }
+    }
+    Ok(())
+}
+
+/// The exit code a `tool_result` shows, and why the engine is not to
+/// start when the command did not succeed.
+fn judge(ended: &Ended, what: &str, timeout_secs: u64) -> (Option<i64>, Option<SetupStop>) {
+    let failed = |m: String| Some(SetupStop::Failed(LaunchFailure::Step(m)));
+    match ended {
+        Ended::Exited(status) if status.success() => (Some(0), None),
+        Ended::Exited(status) => {
+            let code = exit_code(status);
+            (
+                Some(code),
+                failed(format!(
+                    "{what} exited with code {code}; the engine was not started"
+                )),
+            )
+        }
+        Ended::TimedOut => (
+            None,
+            failed(format!(
+                "{what} was still running when the setup's {timeout_secs} s (setup.timeout_secs) ran out; it was killed and the engine was not started"
+            )),
+        ),
+        Ended::Cancelled => (
+            None,
+            Some(SetupStop::Cancelled(format!(
+                "cancelled during {what}; the engine was not started"
+            ))),
+        ),
+    }
+}
+
+/// A shell-style exit code: the code, or 128 + the signal.
+fn exit_code(status: &ExitStatus) -> i64 {
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => i64::from(code),
+        (None, Some(sig)) => 128 + i64::from(sig),
+        (None, None) => -1,
+    }
+}
+
+/// Waits for one command (taking in the proxy's records meanwhile) until
+/// it exits or `deadline`; its end and its output's tail.
+async fn one(
+    em: &mut Emitter,
+    mut process: Box<dyn EngineProcess>,
+    egress: &mut Option<Egress>,
+    deadline: Instant,
+    cancel: &mut (impl Future<Output = ()> + Unpin),
+) -> Result<(Ended, String), SetupStop> {
+    let stdout = process.take_stdout().map(|o| tokio::spawn(tail(o)));
+    let stderr = process.take_stderr().map(|o| tokio::spawn(tail(o)));
+    let ended = loop {
+        tokio::select! {
+            status = process.wait() => {
+                let status = status.map_err(|e| super::launch::step("wait for a setup command", e))?;
+                break Ended::Exited(status);
+            }
+            Some(rec) = network::next(egress) => network::record(em, rec).await?,
+            () = tokio::time::sleep_until(deadline) => {
+                stop(process.as_mut()).await;
+                break Ended::TimedOut;
+            }
+            () = &mut *cancel => {
+                stop(process.as_mut()).await;
+                break Ended::Cancelled;
+            }
+        }
+    };
+    // What the command left in its group goes with it.
+    process.kill();
+    let mut output = String::new();
+    for task in [stdout, stderr].into_iter().flatten() {
+        let mut task = task;
+        match tokio::time::timeout(DRAIN, &mut task).await {
+            Ok(Ok(text)) => output.push_str(&text),
+            _ => task.abort(),
+        }
+    }
+    Ok((ended, output))
+}
+
+/// Stops a command with its tree; one that does not go in time is killed.
+async fn stop(process: &mut dyn EngineProcess) {
+    process.stop();
+    if tokio::time::timeout(STOP_GRACE, process.wait())
+        .await
+        .is_err()
+    {
+        process.kill();
+        let _ = process.wait().await;
+    }
+}
+
+/// The end of what `out` says, lossily decoded, until it closes.
+async fn tail(mut out: Output) -> String {
+    let mut tail = Tail::new(OUTPUT_TAIL);
+    let mut decoder = crate::output::Utf8Decoder::default();
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        match out.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => tail.push(&decoder.decode(&buf[..n])),
+        }
+    }
+    tail.push(&decoder.finish());
+    tail.text()
+}
