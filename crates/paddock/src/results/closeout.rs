@@ -1,8 +1,9 @@
 //! The closeout: an honest account of one job, the same text on the pull
 //! request, in the outbox, in `paddock show` and in the job's record. Its
 //! facts are gathered from the job record, the patch and the event stream
-//! (failing commands and errors, policy denials, the test commands the
-//! agent ran and how they ended) and rendered from one minijinja template
+//! (failing commands and errors, policy denials, the destinations its
+//! egress proxy refused, the test commands the agent ran and how they
+//! ended) and rendered from one minijinja template
 //! (`closeout.md.j2`). Everything the job wrote (commands, messages, file
 //! names) is data: it is shown inside code spans or as text, never obeyed.
 
@@ -82,6 +83,7 @@ struct Facts<'a> {
     tests: Vec<TestRun>,
     failures: Vec<String>,
     denials: Vec<String>,
+    network_refused: Vec<String>,
     model_calls: u64,
     tokens: Tokens,
     cost: String,
@@ -172,6 +174,48 @@ struct FromEvents {
     tests: Vec<TestRun>,
     failures: Vec<String>,
     denials: Vec<String>,
+    network_refused: Vec<String>,
+}
+
+/// The destinations the job's egress proxy refused, each once (in the
+/// order first refused) with its phase, rule and how many attempts: what
+/// the job could not reach, and what to ask for (docs/egress.md).
+fn refused_destinations(events: &[AgentEvent]) -> Vec<String> {
+    /// (host, port, phase, rule) of a refusal.
+    type Refused = (String, u16, &'static str, String);
+    let mut seen: Vec<(Refused, usize)> = Vec::new();
+    for event in events {
+        let EventBody::Network(r) = &event.body else {
+            continue;
+        };
+        if r.allowed {
+            continue;
+        }
+        let key = (
+            r.host.clone(),
+            r.port,
+            r.phase.as_str(),
+            r.rule.clone().unwrap_or_default(),
+        );
+        match seen.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((key, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|((host, port, phase, rule), n)| {
+            let times = if n == 1 {
+                String::new()
+            } else {
+                format!(", {n} attempts")
+            };
+            format!(
+                "`{}` ({phase} phase, {}){times}",
+                one_line(&format!("{host}:{port}")),
+                inert(&rule)
+            )
+        })
+        .collect()
 }
 
 fn from_events(events: &[AgentEvent]) -> FromEvents {
@@ -225,6 +269,7 @@ fn from_events(events: &[AgentEvent]) -> FromEvents {
         tests,
         failures: capped(failures),
         denials: capped(denials),
+        network_refused: capped(refused_destinations(events)),
     }
 }
 
@@ -268,6 +313,7 @@ pub fn render(
         tests: found.tests,
         failures: found.failures,
         denials: found.denials,
+        network_refused: found.network_refused,
         model_calls: record.model_calls,
         tokens: Tokens {
             input: record.tokens.input_tokens,
@@ -436,6 +482,46 @@ mod tests {
         let mut failed = record(JobStatus::Failed, &[]);
         failed.reason = Some("the engine exited with status 1".into());
         let text = render(&failed, &[], &CloseoutInput::default()).unwrap();
+        insta::assert_snapshot!(text);
+    }
+
+    /// A job whose egress proxy refused destinations: each listed once,
+    /// with its phase, its rule and how many attempts; allowed ones not.
+    #[test]
+    fn a_closeout_lists_the_refused_destinations() {
+        let attempt =
+            |host: &str, port, phase, rule: Option<&str>| paddock_protocol::EgressRecord {
+                host: host.into(),
+                port,
+                method: Some(paddock_protocol::EgressMethod::Connect),
+                address: None,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 1,
+                phase,
+                allowed: rule.is_none(),
+                rule: rule.map(str::to_string),
+                reason: None,
+            };
+        use paddock_protocol::EgressPhase::{Agent, Setup};
+        let events: Vec<AgentEvent> = [
+            attempt("registry.npmjs.org", 443, Setup, None),
+            attempt("evil.example", 443, Agent, Some("allowlist")),
+            attempt("metadata.internal", 80, Setup, Some("deny_list:link_local")),
+            attempt("evil.example", 443, Agent, Some("allowlist")),
+            attempt("api.github.com", 443, Agent, None),
+            attempt("`@x`", 443, Agent, Some("bad_request")),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| event(i as u64 + 1, EventBody::Network(r)))
+        .collect();
+        let text = render(
+            &record(JobStatus::Done, &[]),
+            &events,
+            &CloseoutInput::default(),
+        )
+        .unwrap();
         insta::assert_snapshot!(text);
     }
 

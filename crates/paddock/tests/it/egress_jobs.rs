@@ -146,6 +146,8 @@ struct Ran {
     bodies: String,
     rows: Vec<EgressRecord>,
     events: Vec<EgressRecord>,
+    /// The closeout's "Network refused" section.
+    refused: String,
 }
 
 /// Runs the curl job on `rung`.
@@ -178,7 +180,20 @@ async fn run_curls(rung: &str) -> Ran {
     let job_home = home.jobs().join(&rec.id).join("home");
     let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
     let store = home.store().await;
+    let closeout = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(&rec.id)
+            .join("closeout.md"),
+    )
+    .unwrap();
+    let refused = closeout
+        .split("### ")
+        .find(|s| s.starts_with("Network refused"))
+        .unwrap_or_default()
+        .to_string();
     let ran = Ran {
+        refused,
         port,
         seen: read("seen"),
         env: read("env"),
@@ -254,7 +269,11 @@ async fn on_the_sandbox_rung_curl_goes_through_the_proxy_and_nowhere_else() {
     assert_eq!(ran.bodies, format!("{HELLO}{DENIED_BODY}"));
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
     assert_eq!(ran.events, ran.rows);
+    assert_eq!(ran.refused, REFUSED);
 }
+
+/// The closeout's section listing what the curl job was refused.
+const REFUSED: &str = "Network refused\nDestinations the job's egress proxy refused (a spec asks for one in `network.allow` or `setup.network`, within the host profile's maximum; docs/egress.md):\n- `denied.example:80` (agent phase, allowlist)\n- `denied.example:443` (agent phase, allowlist)\n\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
@@ -275,6 +294,7 @@ async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
     assert_eq!(ran.bodies, format!("{HELLO}{DENIED_BODY}"));
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
     assert_eq!(ran.events, ran.rows);
+    assert_eq!(ran.refused, REFUSED);
 }
 
 /// A job on `rung` with `[setup]` (`setup`, TOML lines) that may reach
