@@ -26,6 +26,18 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [JobStatus; 8] = [
+        JobStatus::Queued,
+        JobStatus::Running,
+        JobStatus::Done,
+        JobStatus::Failed,
+        JobStatus::Held,
+        JobStatus::TimedOut,
+        JobStatus::Cancelled,
+        JobStatus::Bounced,
+    ];
+
     pub fn as_str(&self) -> &'static str {
         match self {
             JobStatus::Queued => "queued",

@@ -330,6 +330,9 @@ impl crate::store::Store for FailingStore {
     async fn queue_depth(&self) -> Result<u64, StoreError> {
         self.inner.queue_depth().await
     }
+    async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
+        self.inner.job_counts().await
+    }
     async fn list_jobs(
         &self,
         query: &crate::store::JobQuery,

@@ -180,12 +180,15 @@ impl Queue {
         }
     }
 
-    /// Starts queued jobs while there is room; the queue's depth for
-    /// `/metrics`.
+    /// Starts queued jobs while there is room; the queue's depth and the
+    /// jobs by status for `/metrics`.
     async fn fill(self: &Arc<Self>) {
         self.claim_while_room().await;
         if let Ok(depth) = self.store.queue_depth().await {
             crate::telemetry::queue_depth(depth);
+        }
+        if let Ok(counts) = self.store.job_counts().await {
+            crate::telemetry::jobs_by_state(&counts);
         }
     }
 

@@ -743,6 +743,19 @@ pub(crate) async fn the_queue_claims_by_priority_then_age_one_attempt_per_ticket
         vec!["older-high", "new-high", "old-low", "mid-low"]
     );
     assert_eq!(store.queue_depth().await.unwrap(), 2);
+    assert_eq!(
+        store.job_counts().await.unwrap(),
+        vec![
+            (JobStatus::Queued, 2),
+            (JobStatus::Running, 5),
+            (JobStatus::Done, 0),
+            (JobStatus::Failed, 0),
+            (JobStatus::Held, 1),
+            (JobStatus::TimedOut, 0),
+            (JobStatus::Cancelled, 0),
+            (JobStatus::Bounced, 0),
+        ]
+    );
     assert_eq!(store.job("older-high").await.unwrap(), Some(claimed));
     assert_eq!(store.job("held").await.unwrap(), Some(held));
 

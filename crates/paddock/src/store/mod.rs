@@ -95,6 +95,10 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// How many jobs are `queued`.
     async fn queue_depth(&self) -> Result<u64, StoreError>;
 
+    /// How many jobs have each status, every status listed (zeros
+    /// included), in `JobStatus` order.
+    async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError>;
+
     /// A page of the jobs matching `query`, newest (`created_at`, then id)
     /// first, starting after the job `query.after` (the previous page's
     /// last id; an unknown id gives an empty page).

@@ -917,8 +917,18 @@ async fn the_openapi_document_is_served_and_names_every_route() {
         .text()
         .await
         .unwrap();
-    assert!(
-        metrics.lines().any(|l| l == "paddock_queue_depth 0"),
-        "{metrics}"
+    let gauges: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("paddock_queue_depth ") || l.starts_with("paddock_jobs{"))
+        .collect();
+    let mut want = vec!["paddock_queue_depth 0".to_owned()];
+    want.extend(
+        JobStatus::ALL
+            .iter()
+            .map(|s| format!("paddock_jobs{{state=\"{}\"}} 0", s.as_str())),
     );
+    let mut gauges: Vec<String> = gauges.into_iter().map(str::to_owned).collect();
+    gauges.sort();
+    want.sort();
+    assert_eq!(gauges, want, "{metrics}");
 }

@@ -226,6 +226,10 @@ impl Store for SqliteStore {
         SqliteStore::queue_depth(self).await
     }
 
+    async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
+        SqliteStore::job_counts(self).await
+    }
+
     async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {
         SqliteStore::list_jobs(self, query).await
     }

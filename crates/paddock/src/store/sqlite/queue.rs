@@ -52,6 +52,25 @@ impl SqliteStore {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
+    /// How many jobs have each status, zeros included.
+    pub(super) async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
+        let rows =
+            sqlx::query_as::<_, (String, i64)>("SELECT status, COUNT(*) FROM jobs GROUP BY status")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|source| StoreError::ListJobs { source })?;
+        Ok(JobStatus::ALL
+            .iter()
+            .map(|&status| {
+                let n = rows
+                    .iter()
+                    .find(|(s, _)| s == status.as_str())
+                    .map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0));
+                (status, n)
+            })
+            .collect())
+    }
+
     /// A page of jobs matching `query`, newest first.
     pub(super) async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {
         let sql = format!(
