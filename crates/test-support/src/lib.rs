@@ -14,6 +14,7 @@
 
 pub mod bedrock;
 pub mod dns;
+pub mod endless;
 pub mod entra;
 pub mod git_http;
 pub mod github;

@@ -150,15 +150,7 @@ mod tests {
     /// only.
     #[tokio::test]
     async fn an_endless_token_answer_is_an_error_not_a_hang() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let app = axum::Router::new().fallback(|| async {
-            let body = futures::stream::repeat_with(|| {
-                Ok::<_, std::io::Error>(bytes::Bytes::from_static(&[b' '; 4096]))
-            });
-            axum::body::Body::from_stream(body)
-        });
-        tokio::spawn(async move { axum::serve(listener, app).await });
+        let addr = paddock_test_support::endless::serve().await;
         let authority = format!("http://{addr}");
         let entra = Entra::new(
             "tid",
