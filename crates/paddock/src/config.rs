@@ -39,6 +39,10 @@ pub struct ServeFile {
     pub max_concurrent_jobs: Option<u32>,
     /// How long SIGTERM waits for running jobs before cancelling them.
     pub drain_grace_secs: Option<u64>,
+    /// Where every job's final record is POSTed (completion webhooks).
+    pub webhook_url: Option<String>,
+    /// The webhooks' HMAC key, as a reference (`env:NAME`, `file:PATH`).
+    pub webhook_secret: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +146,8 @@ mod tests {
                     listen: Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9000))),
                     max_concurrent_jobs: Some(3),
                     drain_grace_secs: Some(7),
+                    webhook_url: None,
+                    webhook_secret: None,
                 },
             }
         );

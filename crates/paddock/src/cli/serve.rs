@@ -29,6 +29,13 @@ pub struct ServeArgs {
     /// cancelled, in seconds (default 30).
     #[arg(long)]
     pub drain_grace_secs: Option<u64>,
+    /// POST every job's final record here, signed (docs/serve.md,
+    /// "Completion webhooks").
+    #[arg(long)]
+    pub webhook_url: Option<String>,
+    /// The webhooks' HMAC key: `env:NAME` or `file:PATH`.
+    #[arg(long)]
+    pub webhook_secret: Option<String>,
     /// A price table merged over the shipped one (as for `paddock run`).
     #[arg(long, env = "PADDOCK_PRICES")]
     pub prices: Option<PathBuf>,
@@ -44,11 +51,14 @@ pub async fn exec(
         listen: args.listen,
         max_concurrent_jobs: args.max_concurrent_jobs,
         drain_grace_secs: args.drain_grace_secs,
+        webhook_url: args.webhook_url,
+        webhook_secret: args.webhook_secret,
     };
     let config = ServeConfig::resolve(&flags, &defaults.serve);
     let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
     let store = open_store(paths).await?;
+    let webhooks = webhooks(&config, &store)?;
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
         errln!("paddock: {line}");
     }
@@ -70,12 +80,36 @@ pub async fn exec(
         runner,
         config,
         defaults,
+        webhooks,
     })
     .await
     .map_err(|e| Failure::Internal(e.into()))?;
     store.close().await;
     errln!("paddock: stopped");
     Ok(exit::DONE)
+}
+
+/// The completion webhooks the settings ask for (a URL needs a secret).
+fn webhooks(
+    config: &ServeConfig,
+    store: &paddock::store::SharedStore,
+) -> Result<Option<server::webhooks::Webhooks>, Failure> {
+    use server::webhooks::{WebhookConfig, Webhooks};
+    let Some(url) = &config.webhook_url else {
+        return Ok(None);
+    };
+    let reference = config.webhook_secret.as_deref().ok_or_else(|| {
+        Failure::BadInput(anyhow::anyhow!(
+            "--webhook-url needs --webhook-secret (env:NAME or file:PATH)"
+        ))
+    })?;
+    let reference = paddock_protocol::KeyRef::parse(reference)
+        .map_err(|e| Failure::BadInput(anyhow::anyhow!("--webhook-secret: {e}")))?;
+    let secret = paddock::secret::Secret::resolve(&reference)
+        .map_err(|e| Failure::BadInput(anyhow::anyhow!("--webhook-secret: {e}")))?;
+    Webhooks::new(WebhookConfig::new(Some(url.clone()), secret), store.clone())
+        .map(Some)
+        .map_err(|e| Failure::BadInput(e.into()))
 }
 
 /// Resolves on the first SIGTERM or SIGINT; the handlers are installed

@@ -24,6 +24,9 @@ pub struct ServeConfig {
     pub max_concurrent_jobs: u32,
     /// How long a drain waits for running jobs before cancelling them.
     pub drain_grace: Duration,
+    /// Where final records are POSTed, and the reference to the HMAC key.
+    pub webhook_url: Option<String>,
+    pub webhook_secret: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -48,6 +51,8 @@ impl ServeConfig {
                     .or(file.drain_grace_secs)
                     .unwrap_or(DEFAULT_DRAIN_GRACE_SECS),
             ),
+            webhook_url: flags.webhook_url.clone().or(file.webhook_url.clone()),
+            webhook_secret: flags.webhook_secret.clone().or(file.webhook_secret.clone()),
         }
     }
 }
@@ -62,11 +67,15 @@ mod tests {
             listen: Some(SocketAddr::from(([0, 0, 0, 0], 9000))),
             max_concurrent_jobs: Some(3),
             drain_grace_secs: None,
+            webhook_url: None,
+            webhook_secret: None,
         };
         let flags = ServeFile {
             listen: None,
             max_concurrent_jobs: Some(0),
             drain_grace_secs: Some(5),
+            webhook_url: None,
+            webhook_secret: None,
         };
         assert_eq!(
             (ServeConfig::resolve(&flags, &file), ServeConfig::default()),
@@ -75,11 +84,15 @@ mod tests {
                     listen: SocketAddr::from(([0, 0, 0, 0], 9000)),
                     max_concurrent_jobs: 1,
                     drain_grace: Duration::from_secs(5),
+                    webhook_url: None,
+                    webhook_secret: None,
                 },
                 ServeConfig {
                     listen: SocketAddr::from(([127, 0, 0, 1], 8012)),
                     max_concurrent_jobs: 2,
                     drain_grace: Duration::from_secs(30),
+                    webhook_url: None,
+                    webhook_secret: None,
                 }
             )
         );

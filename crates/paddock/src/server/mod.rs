@@ -73,6 +73,8 @@ pub struct Deps<S> {
     pub config: ServeConfig,
     /// The user's config: defaults for submitted specs.
     pub defaults: crate::config::Config,
+    /// Completion webhooks, when configured.
+    pub webhooks: Option<webhooks::Webhooks>,
 }
 
 /// The routes over `state`: health is open; everything else needs a
@@ -155,13 +157,14 @@ where
         runner,
         config,
         defaults,
+        webhooks,
     } = deps;
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let grace = config.drain_grace;
-    let mut state = AppState::new(store, runner, config, defaults);
+    let mut state = AppState::new(store, runner, config, defaults, webhooks);
     let upkeep = match metrics::install() {
         Ok(m) => {
             let task = m.upkeep(METRICS_UPKEEP);

@@ -25,6 +25,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::hub::Hub;
+use super::webhooks::Webhooks;
 use crate::runner::{AdmitError, Admitted, JobHandle, Runner};
 use crate::store::{SharedStore, StoreError};
 
@@ -74,6 +75,8 @@ pub struct Queue {
     wake: Notify,
     /// Set by a drain: nothing more is claimed.
     draining: CancellationToken,
+    /// Completion webhooks: every final record is sent.
+    webhooks: Option<Webhooks>,
 }
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -81,7 +84,13 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Queue {
-    pub fn new(store: SharedStore, runner: Runner, hub: Hub, max_concurrent_jobs: u32) -> Queue {
+    pub fn new(
+        store: SharedStore,
+        runner: Runner,
+        hub: Hub,
+        max_concurrent_jobs: u32,
+        webhooks: Option<Webhooks>,
+    ) -> Queue {
         Queue {
             store,
             runner,
@@ -91,6 +100,23 @@ impl Queue {
             running: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             draining: CancellationToken::new(),
+            webhooks,
+        }
+    }
+
+    /// Sends job `id`'s final record to the webhook, if one is configured.
+    async fn completed(&self, id: &str) {
+        let Some(webhooks) = &self.webhooks else {
+            return;
+        };
+        match self.store.job(id).await {
+            Ok(Some(record))
+                if !matches!(record.status, JobStatus::Queued | JobStatus::Running) =>
+            {
+                webhooks.spawn(record);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("serve: job {id}: no webhook, cannot read its record: {e}"),
         }
     }
 
@@ -140,6 +166,7 @@ impl Queue {
                     },
                 ];
                 self.append(&record.id, events).await?;
+                self.completed(&record.id).await;
             }
             None => {
                 locked(&self.pending).insert(record.id.clone(), admitted);
@@ -235,6 +262,7 @@ impl Queue {
             }
             locked(&queue.running).remove(&id);
             queue.wake.notify_one();
+            queue.completed(&id).await;
         });
     }
 
@@ -267,8 +295,9 @@ impl Queue {
         ));
         record.finished_at = Some(now);
         record.duration_ms = Some(0);
-        if let Err(e) = self.store.finish_job(&record, JobStatus::Running).await {
-            tracing::warn!("serve: job {}: cannot mark it failed: {e}", record.id);
+        match self.store.finish_job(&record, JobStatus::Running).await {
+            Ok(()) => self.completed(&record.id).await,
+            Err(e) => tracing::warn!("serve: job {}: cannot mark it failed: {e}", record.id),
         }
     }
 
@@ -300,6 +329,7 @@ impl Queue {
                                 detail: Some(CANCELLED_QUEUED.into()),
                             };
                             self.append(id, [status]).await?;
+                            self.completed(id).await;
                             return Ok(Cancel::Dequeued(record));
                         }
                         Err(StoreError::StatusChanged { .. }) => {}

@@ -36,6 +36,7 @@ impl AppState {
         runner: Runner,
         config: ServeConfig,
         defaults: Config,
+        webhooks: Option<super::webhooks::Webhooks>,
     ) -> AppState {
         let hub = Hub::default();
         let queue = Arc::new(Queue::new(
@@ -43,6 +44,7 @@ impl AppState {
             runner.clone(),
             hub.clone(),
             config.max_concurrent_jobs,
+            webhooks,
         ));
         AppState {
             store,

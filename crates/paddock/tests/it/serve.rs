@@ -62,11 +62,18 @@ fn client_with(token: &str) -> reqwest::Client {
 
 impl Server {
     async fn start(home: &Home, args: &[&str]) -> Server {
+        Server::start_env(home, args, &[]).await
+    }
+
+    async fn start_env(home: &Home, args: &[&str], env: &[(&str, &str)]) -> Server {
         let client = client_with(&token(home, "admin").await);
         let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
-        let mut child = home
-            .command(&all)
+        let mut command = home.command(&all);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -931,4 +938,60 @@ async fn the_openapi_document_is_served_and_names_every_route() {
     gauges.sort();
     want.sort();
     assert_eq!(gauges, want, "{metrics}");
+}
+
+#[tokio::test]
+async fn every_final_record_is_posted_to_the_webhook_signed() {
+    type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+    let home = Home::new();
+    let received: Received = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    let sink = received.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let sink = sink.clone();
+                async move {
+                    let signature = headers["paddock-signature"].to_str().unwrap().to_owned();
+                    sink.lock().unwrap().push((signature, body.to_vec()));
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            },
+        ),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let secret = "whsec-test-0123456789";
+    let server = Server::start_env(
+        &home,
+        &[
+            "--webhook-url",
+            &hook,
+            "--webhook-secret",
+            "env:PADDOCK_TEST_HOOK_SECRET",
+        ],
+        &[("PADDOCK_TEST_HOOK_SECRET", secret)],
+    )
+    .await;
+    let id = server.submit_ok(&spec(&home, "T-1", TURN), 0).await;
+    let record = server.wait_for(&id, is_final).await;
+    for _ in 0..100 {
+        if !received.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = received.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{}", server.stderr());
+    let (signature, body) = &got[0];
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let key = paddock::secret::Secret::new(secret.to_owned());
+    assert_eq!(
+        (
+            paddock::server::webhooks::verify(&key, signature, body, now, 300).is_ok(),
+            serde_json::from_slice::<JobRecord>(body).unwrap(),
+        ),
+        (true, record)
+    );
 }
