@@ -923,6 +923,58 @@ mod tests {
         assert!(!ws.root.exists());
     }
 
+    /// Teardown never follows a link the job planted: links to a
+    /// directory and a file outside, at the top of each of the job's
+    /// directories and deep in the tree, and `work/.git` swapped for a
+    /// link, are removed as links; what they name is left as it was.
+    #[tokio::test]
+    async fn teardown_removes_planted_links_without_following_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(outside.join("dir")).unwrap();
+        std::fs::write(outside.join("dir/precious"), "keep\n").unwrap();
+        std::fs::write(outside.join("file"), "keep\n").unwrap();
+        let plant = |at: &Path| {
+            std::fs::create_dir_all(at).unwrap();
+            std::os::unix::fs::symlink(outside.join("dir"), at.join("to-dir")).unwrap();
+            std::os::unix::fs::symlink(outside.join("file"), at.join("to-file")).unwrap();
+        };
+        for at in [&ws.work, &ws.home, &ws.tmp, &ws.work.join("a/b/c")] {
+            plant(at);
+        }
+        std::fs::rename(ws.work.join(".git"), tmp.path().join("moved-git")).unwrap();
+        std::os::unix::fs::symlink(outside.join("dir"), ws.work.join(".git")).unwrap();
+        ws.remove().unwrap();
+        let listing = |dir: &Path| {
+            let mut names: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            (
+                ws.root.exists(),
+                listing(&outside),
+                listing(&outside.join("dir")),
+                std::fs::read_to_string(outside.join("dir/precious")).unwrap(),
+                std::fs::read_to_string(outside.join("file")).unwrap(),
+            ),
+            (
+                false,
+                vec!["dir".to_string(), "file".to_string()],
+                vec!["precious".to_string()],
+                "keep\n".to_string(),
+                "keep\n".to_string(),
+            )
+        );
+    }
+
     #[tokio::test]
     async fn bad_inputs_name_what_and_leave_nothing() {
         let tmp = tempfile::tempdir().unwrap();
