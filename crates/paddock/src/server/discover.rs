@@ -109,7 +109,7 @@ pub async fn rungs(state: &AppState) -> Vec<RungSupport> {
 }
 
 /// What this server offers.
-#[utoipa::path(get, path = "/v1/discover", tag = "runtime", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/discover", tag = "runtime", security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "Engines, rungs, profiles, prices, capacity", body = Discovery),
         (status = 503, description = "The store failed", body = Problem, content_type = "application/problem+json"),

@@ -23,6 +23,7 @@ use paddock_protocol::{AgentEvent, JobStatus};
 use serde::Deserialize;
 use tokio::sync::{broadcast, mpsc};
 
+use super::extract::Checked;
 use super::problem::Problem;
 use super::state::AppState;
 use crate::store::StoreError;
@@ -45,7 +46,7 @@ pub struct EventsQuery {
 }
 
 /// The events of job `id` as SSE or JSONL.
-#[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "jobs", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/jobs/{id}/events", tag = "jobs", security(("bearer" = ["read"])),
     params(("id" = String, Path, description = "The job's id"), EventsQuery,
         ("last-event-id" = Option<u64>, Header, description = "Resume after this seq")),
     responses(
@@ -56,8 +57,8 @@ pub struct EventsQuery {
     ))]
 pub async fn events(
     State(state): State<AppState>,
-    Path(id): Path<String>,
-    Query(query): Query<EventsQuery>,
+    Checked(Path(id)): Checked<Path<String>>,
+    Checked(Query(query)): Checked<Query<EventsQuery>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     if state.store.job(&id).await?.is_none() {

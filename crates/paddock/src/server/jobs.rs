@@ -9,6 +9,7 @@
 
 use std::path::Path as FsPath;
 
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,6 +17,7 @@ use axum::Json;
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 use serde::{Deserialize, Serialize};
 
+use super::extract::{Checked, CheckedBody};
 use super::problem::Problem;
 use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
@@ -68,7 +70,7 @@ pub struct JobPage {
 pub struct JobSpecBody(serde_json::Value);
 
 /// Submits the JSON job spec in the body.
-#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", security(("bearer" = [])), params(SubmitQuery),
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", security(("bearer" = ["submit"])), params(SubmitQuery),
     request_body(content = JobSpecBody, content_type = "application/json"),
     responses(
         (status = 202, description = "Queued (or held by its budget)", body = JobRecord,
@@ -78,9 +80,15 @@ pub struct JobSpecBody(serde_json::Value);
     ))]
 pub async fn submit(
     State(state): State<AppState>,
-    Query(query): Query<SubmitQuery>,
-    body: String,
+    Checked(Query(query)): Checked<Query<SubmitQuery>>,
+    CheckedBody(body): CheckedBody<Bytes>,
 ) -> Result<Response, Problem> {
+    let body = std::str::from_utf8(&body).map_err(|e| {
+        Problem::runner(
+            ErrorCode::BadInput,
+            format!("the request body is not UTF-8: {e}"),
+        )
+    })?;
     if !body.trim_start().starts_with('{') {
         return Err(Problem::runner(
             ErrorCode::BadInput,
@@ -88,7 +96,7 @@ pub async fn submit(
         ));
     }
     let spec = JobSpec::from_text(
-        &body,
+        body,
         FsPath::new("<request body>"),
         &state.runner.config().cwd,
     )?;
@@ -111,14 +119,14 @@ pub async fn submit(
 }
 
 /// A page of jobs, newest first.
-#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", security(("bearer" = [])), params(ListQuery),
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", security(("bearer" = ["read"])), params(ListQuery),
     responses(
         (status = 200, description = "A page of jobs", body = JobPage),
         (status = 400, description = "A bad filter or limit", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(
     State(state): State<AppState>,
-    Query(query): Query<ListQuery>,
+    Checked(Query(query)): Checked<Query<ListQuery>>,
 ) -> Result<Json<JobPage>, Problem> {
     let status = match query.status.as_deref() {
         None => None,
@@ -150,7 +158,7 @@ pub async fn list(
 }
 
 /// One job's record.
-#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = ["read"])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
         (status = 200, description = "The job's record", body = JobRecord),
@@ -158,7 +166,7 @@ pub async fn list(
     ))]
 pub async fn get(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<Json<JobRecord>, Problem> {
     match state.store.job(&id).await? {
         Some(job) => Ok(Json(job)),
@@ -168,7 +176,7 @@ pub async fn get(
 
 /// Cancels a job: 202 with its record (a queued job is `cancelled` at
 /// once, a running one concludes `cancelled` shortly).
-#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs", security(("bearer" = [])),
+#[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs", security(("bearer" = ["submit"])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
         (status = 202, description = "Cancelled, or told to stop", body = JobRecord),
@@ -177,7 +185,7 @@ pub async fn get(
     ))]
 pub async fn cancel(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<Response, Problem> {
     let record = match state.queue.cancel(&id).await? {
         Cancel::Dequeued(record) => record,
@@ -212,7 +220,7 @@ const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Disposes of a job: cancels it unless it ended, waits for its end,
 /// removes its artifacts directory. 200 with the final record.
-#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = [])),
+#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = ["submit"])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
         (status = 200, description = "Ended and its artifacts removed", body = JobRecord),
@@ -221,7 +229,7 @@ const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
     ))]
 pub async fn dispose(
     State(state): State<AppState>,
-    Path(id): Path<String>,
+    Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<Json<JobRecord>, Problem> {
     match state.queue.cancel(&id).await? {
         Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),

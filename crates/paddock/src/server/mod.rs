@@ -7,7 +7,7 @@
 //! profiles, prices, capacity), `health.rs` liveness and readiness, `openapi.rs` the OpenAPI 3.1
 //! document (utoipa) served at `/openapi.json`, `queue.rs` the scheduler over the store's persistent queue,
 //! `hub.rs` the live events of running jobs, `problem.rs` errors as
-//! problem+json, `state.rs` what handlers share, `config.rs` the
+//! problem+json (`extract.rs` makes malformed requests problems too), `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
 //!
 //! The operations layer is wired in here: `auth.rs` guards every route but
@@ -19,6 +19,7 @@ pub mod auth;
 mod config;
 mod discover;
 mod events;
+mod extract;
 mod health;
 mod hub;
 mod jobs;
@@ -115,7 +116,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// `GET /metrics`: the Prometheus exposition (`metrics.rs`).
-#[utoipa::path(get, path = "/metrics", tag = "runtime", security(("bearer" = [])),
+#[utoipa::path(get, path = "/metrics", tag = "runtime", security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "Prometheus text exposition (docs/serve.md lists the metrics)", content_type = "text/plain"),
         (status = 503, description = "No metrics recorder in this process", body = Problem, content_type = "application/problem+json"),

@@ -2,7 +2,12 @@
 //! `#[utoipa::path]` annotations and the wire types' schemas (the
 //! protocol crate's with its `openapi` feature), served at
 //! `GET /openapi.json`. A route missing here fails the test that walks the
-//! router's routes against the document.
+//! router's routes against the document. Each operation's security
+//! requirement names the scope its route needs (`bearer: [submit]`); the
+//! problem answers every guarded route shares (401, 403, 503 `store_lost`)
+//! and every route with input shares (400 from `extract.rs`, 413 for a
+//! body) are added to each operation by [`ProblemAnswers`], so the
+//! annotations list only a route's own.
 
 use axum::Json;
 use utoipa::OpenApi;
@@ -28,7 +33,7 @@ use super::{discover, events, health, jobs, problem};
         openapi_json,
         super::exposition,
     ),
-    modifiers(&Bearer),
+    modifiers(&Bearer, &ProblemAnswers),
     components(schemas(
         problem::Problem,
         jobs::JobPage,
@@ -62,6 +67,79 @@ impl utoipa::Modify for Bearer {
     }
 }
 
+/// Adds the problem answers routes share to every operation that lacks
+/// them: 401 and 403 (with `WWW-Authenticate`) and 503 (the token lookup's
+/// store) where a token is needed, 400 where the operation takes
+/// parameters or a body, 413 where it takes a body.
+struct ProblemAnswers;
+
+impl utoipa::Modify for ProblemAnswers {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        for item in doc.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                add_problem_answers(operation);
+            }
+        }
+    }
+}
+
+fn add_problem_answers(operation: &mut utoipa::openapi::path::Operation) {
+    let guarded = operation.security.as_ref().is_some_and(|s| !s.is_empty());
+    let has_body = operation.request_body.is_some();
+    let has_input = has_body || operation.parameters.as_ref().is_some_and(|p| !p.is_empty());
+    let mut wanted: Vec<(&str, &str)> = Vec::new();
+    if has_input {
+        wanted.push(("400", "A malformed parameter or body (`bad_request`)"));
+    }
+    if guarded {
+        wanted.push((
+            "401",
+            "No bearer token, or an unknown or revoked one (`unauthorized`)",
+        ));
+        wanted.push((
+            "403",
+            "The token's scope is smaller than the route's (`forbidden`)",
+        ));
+        wanted.push(("503", "The store failed (`store_lost`)"));
+    }
+    if has_body {
+        wanted.push(("413", "The body is too large (`too_large`)"));
+    }
+    for (status, description) in wanted {
+        operation
+            .responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| problem_answer(status, description).into());
+    }
+}
+
+/// A problem+json answer; a 401 or 403 also carries `WWW-Authenticate`.
+fn problem_answer(status: &str, description: &str) -> utoipa::openapi::Response {
+    use utoipa::openapi::schema::{Object, Type};
+    use utoipa::openapi::{ContentBuilder, Header, Ref, ResponseBuilder};
+    let mut answer = ResponseBuilder::new().description(description).content(
+        super::problem::PROBLEM_JSON,
+        ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build(),
+    );
+    if status == "401" || status == "403" {
+        answer = answer.header(
+            "www-authenticate",
+            Header::new(Object::with_type(Type::String)),
+        );
+    }
+    answer.build()
+}
+
 /// The document.
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
@@ -70,7 +148,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
 }
 
 /// This document.
-#[utoipa::path(get, path = "/openapi.json", tag = "runtime", security(("bearer" = [])),
+#[utoipa::path(get, path = "/openapi.json", tag = "runtime", security(("bearer" = ["read"])),
     responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     Json(document())

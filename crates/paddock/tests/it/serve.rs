@@ -915,6 +915,51 @@ async fn the_openapi_document_is_served_and_names_every_route() {
         .map(|(route, _)| (route.clone(), want(route)))
         .collect();
     assert_eq!(answers, expected_answers);
+    // The document says what the walk saw: each guarded operation names
+    // the scope it needs and lists its 401, 403 and 503 problems; each
+    // with input lists 400.
+    let documented: Vec<(String, Value, Vec<String>)> = expected
+        .iter()
+        .flat_map(|(path, methods)| {
+            let served = &served;
+            methods.iter().map(move |method| {
+                let op = &served["paths"][path][method];
+                let problems = op["responses"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .filter(|(_, r)| r["content"].get("application/problem+json").is_some())
+                    .map(|(status, _)| status.clone())
+                    .filter(|s| ["400", "401", "403", "503"].contains(&s.as_str()))
+                    .collect();
+                (
+                    format!("{} {path}", method.to_uppercase()),
+                    op["security"][0]["bearer"][0].clone(),
+                    problems,
+                )
+            })
+        })
+        .collect();
+    let with = |codes: &[&str]| codes.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    let expected_documented: Vec<(String, Value, Vec<String>)> = answers
+        .iter()
+        .map(|(route, codes)| {
+            let scope = match codes[2] {
+                403 => Value::from("submit"),
+                _ if codes[0] == 401 => Value::from("read"),
+                _ => Value::Null,
+            };
+            let problems = match route.as_str() {
+                "GET /healthz" | "GET /readyz" => with(&[]),
+                "GET /metrics" | "GET /openapi.json" | "GET /v1/discover" => {
+                    with(&["401", "403", "503"])
+                }
+                _ => with(&["400", "401", "403", "503"]),
+            };
+            (route.clone(), scope, problems)
+        })
+        .collect();
+    assert_eq!(documented, expected_documented);
     let metrics = server
         .client
         .get(server.url("/metrics"))
