@@ -23,3 +23,8 @@ pub mod tls;
 pub mod upstream;
 
 pub use upstream::{MockUpstream, RecordedRequest};
+
+/// True when running in CI, where a missing prerequisite is a failure.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}

@@ -2,14 +2,12 @@
 //! registration's client secret and gets access tokens with the OAuth 2.0
 //! client-credentials grant (`POST {authority}/{tenant}/oauth2/v2.0/token`,
 //! scope `https://cognitiveservices.azure.com/.default`), caches each until
-//! shortly before it expires ([`super::token_cache`]) and sends it upstream
+//! shortly before it expires ([`super::token_cache`]; the answer read by
+//! [`super::oauth`], bounded) and sends it upstream
 //! as `Authorization: Bearer`. The authority is overridable (sovereign
 //! clouds, tests).
 
-use std::time::Duration;
-
-use serde::Deserialize;
-
+use super::oauth::ExchangeError;
 use super::secret::Secret;
 use super::token_cache::{Fetched, TokenCache};
 
@@ -34,17 +32,6 @@ pub enum EntraError {
         body: String,
     },
 }
-
-/// A token endpoint's answer (RFC 6749 §5.1).
-#[derive(Deserialize)]
-struct TokenAnswer {
-    access_token: String,
-    expires_in: u64,
-}
-
-/// The most of a token endpoint's answer read (a token answer is a few
-/// kilobytes).
-const MAX_TOKEN_ANSWER: usize = 64 << 10;
 
 /// An app registration's client-credentials token source.
 pub struct Entra {
@@ -104,40 +91,24 @@ impl Entra {
 
     /// A new access token from the token endpoint.
     async fn fetch(&self) -> Result<Fetched<Secret>, EntraError> {
-        let err = |message: String| EntraError::TokenRequest {
-            client_id: self.client_id.clone(),
-            token_url: self.token_url.clone(),
-            message,
-        };
-        let resp = self
-            .client
-            .post(&self.token_url)
-            .form(&[
-                ("grant_type", "client_credentials"),
-                ("client_id", self.client_id.as_str()),
-                ("client_secret", self.client_secret.expose()),
-                ("scope", self.scope.as_str()),
-            ])
-            .send()
-            .await
-            .map_err(|e| err(e.without_url().to_string()))?;
-        let status = resp.status().as_u16();
-        let body = super::bounded::read_text(resp, MAX_TOKEN_ANSWER)
-            .await
-            .map_err(|e| err(super::error_text::error_chain(&e)))?;
-        if status != 200 {
-            return Err(EntraError::TokenRefused {
+        let request = self.client.post(&self.token_url).form(&[
+            ("grant_type", "client_credentials"),
+            ("client_id", self.client_id.as_str()),
+            ("client_secret", self.client_secret.expose()),
+            ("scope", self.scope.as_str()),
+        ]);
+        super::oauth::exchange(request).await.map_err(|e| match e {
+            ExchangeError::Request(message) => EntraError::TokenRequest {
+                client_id: self.client_id.clone(),
+                token_url: self.token_url.clone(),
+                message,
+            },
+            ExchangeError::Refused { status, body } => EntraError::TokenRefused {
                 client_id: self.client_id.clone(),
                 token_url: self.token_url.clone(),
                 status,
-                body: body.chars().take(300).collect(),
-            });
-        }
-        let answer: TokenAnswer =
-            serde_json::from_str(&body).map_err(|e| err(format!("bad token answer: {e}")))?;
-        Ok(Fetched {
-            value: Secret::new(answer.access_token),
-            expires_in: Some(Duration::from_secs(answer.expires_in)),
+                body,
+            },
         })
     }
 }
@@ -145,6 +116,7 @@ impl Entra {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// A token endpoint that never stops answering is read up to 64 KiB
     /// only.

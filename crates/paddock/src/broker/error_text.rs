@@ -1,6 +1,6 @@
 //! A provider SDK's error on one line: its message and each cause's,
 //! joined by `: `, a cause whose text is already in the line skipped
-//! (`aws-config` and `gcp_auth` errors often repeat their cause in their
+//! (`aws-config` errors often repeat their cause in their
 //! own message). Used where the broker reports a credential failure.
 //! And the message of an upstream's error body, read by the meter and by
 //! the event-stream decoder (which therefore do not import each other).

@@ -1,54 +1,28 @@
 //! Google Vertex AI for Claude Code: the broker holds the Google
-//! credentials, gets OAuth access tokens with them (through `gcp_auth`,
-//! cached and refreshed shortly before they expire) and sends the token
+//! credentials, gets OAuth access tokens with them ([`super::google_auth`]:
+//! Paddock makes the requests, reads each answer up to a bound, caches the
+//! token and fetches a new one before it expires) and sends the token
 //! upstream as `Authorization: Bearer`. The credentials are the service
 //! account's JSON key the spec references (`upstream.key`; the RS256 JWT
 //! assertion is exchanged at the key's `token_uri`), or, without a key,
-//! Google's Application Default Credentials as `gcp_auth` finds them: the
-//! service-account file named by `GOOGLE_APPLICATION_CREDENTIALS`, gcloud's
-//! `application_default_credentials.json` (an `authorized_user` refresh
-//! token), the metadata server of a GCE/GKE/Cloud Run workload, then
-//! `gcloud auth print-access-token`. Claude Code runs in Vertex mode with
-//! its own Google auth skipped and its job token in a custom header; the
-//! broker rebuilds the upstream path from the spec's project and region,
-//! taking only the model and the method from the engine's request.
+//! Google's Application Default Credentials ([`super::google_adc`]).
+//! Claude Code runs in Vertex mode with its own Google auth skipped and its
+//! job token in a custom header; the broker rebuilds the upstream path from
+//! the spec's project and region, taking only the model and the method from
+//! the engine's request.
 
-use super::error_text::error_chain;
-use std::sync::Arc;
-
-use gcp_auth::TokenProvider;
-use serde::Deserialize;
-
+use super::google_adc::{AdcEnv, AdcError};
+use super::google_auth::{GoogleAuthError, GoogleTokens};
 use super::secret::Secret;
 
-/// The scope Vertex AI calls need.
-pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+pub use super::google_auth::SCOPE;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VertexError {
-    #[error("Vertex service account: not a service-account JSON key: {0}")]
-    ParseKey(String),
-    #[error("Vertex service account {client_email}: {message}")]
-    PrivateKey {
-        client_email: String,
-        message: String,
-    },
-    #[error("Vertex: no Application Default Credentials (set upstream.key to a service-account key, or GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login`): {message}")]
-    NoDefaultCredentials { message: String },
-    #[error("Vertex {source_name}: cannot get an access token: {message}")]
-    Token {
-        source_name: String,
-        message: String,
-    },
-}
-
-/// The parts of a service-account key Paddock names in messages; the rest
-/// is `gcp_auth`'s.
-#[derive(Deserialize)]
-struct KeyFile {
-    client_email: String,
-    #[serde(default)]
-    token_uri: Option<String>,
+    #[error("Vertex {0}")]
+    Credentials(#[from] GoogleAuthError),
+    #[error("Vertex: no Application Default Credentials (set upstream.key to a service-account key, or GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud auth application-default login`): {0}")]
+    NoDefaultCredentials(#[from] AdcError),
 }
 
 /// Where a job's Vertex calls go and how they are authorized.
@@ -58,7 +32,7 @@ pub struct Vertex {
     /// What the credentials are, for messages: `service account EMAIL` or
     /// `Application Default Credentials`.
     source_name: String,
-    provider: Arc<dyn TokenProvider>,
+    tokens: GoogleTokens,
 }
 
 impl std::fmt::Debug for Vertex {
@@ -74,70 +48,46 @@ impl std::fmt::Debug for Vertex {
 impl Vertex {
     /// From the service account's JSON key (the secret the spec references).
     pub fn new(key_json: &Secret, project: &str, region: &str) -> Result<Vertex, VertexError> {
-        let file: KeyFile = serde_json::from_str(key_json.expose())
-            .map_err(|e| VertexError::ParseKey(e.to_string()))?;
-        if file.token_uri.is_none() {
-            return Err(VertexError::ParseKey("missing field `token_uri`".into()));
-        }
-        let account =
-            gcp_auth::CustomServiceAccount::from_json(key_json.expose()).map_err(|e| {
-                VertexError::PrivateKey {
-                    client_email: file.client_email.clone(),
-                    message: error_chain(&e),
-                }
-            })?;
+        let tokens = GoogleTokens::service_account(key_json)?;
         Ok(Vertex {
             project: project.to_string(),
             region: region.to_string(),
-            source_name: format!("service account {}", file.client_email),
-            provider: Arc::new(account),
+            source_name: tokens.source_name(),
+            tokens,
         })
     }
 
-    /// From Google's Application Default Credentials (no key in the spec).
-    /// Finding them gets a first token, so a missing or broken source fails
-    /// here, before the job starts.
+    /// From Google's Application Default Credentials in Paddock's
+    /// environment (no key in the spec).
     pub async fn from_default_credentials(
         project: &str,
         region: &str,
     ) -> Result<Vertex, VertexError> {
-        let provider =
-            gcp_auth::provider()
-                .await
-                .map_err(|e| VertexError::NoDefaultCredentials {
-                    message: match &e {
-                        gcp_auth::Error::NoAuthMethod(a, b, c) => {
-                            format!(
-                                "{}; {}; {}",
-                                error_chain(&**c),
-                                error_chain(&**b),
-                                error_chain(&**a)
-                            )
-                        }
-                        other => error_chain(other),
-                    },
-                })?;
+        Vertex::from_default_credentials_in(&AdcEnv::from_process(), project, region).await
+    }
+
+    /// From Google's Application Default Credentials in `env`. Finding them
+    /// gets a first token, so a missing or broken source fails here, before
+    /// the job starts.
+    pub async fn from_default_credentials_in(
+        env: &AdcEnv,
+        project: &str,
+        region: &str,
+    ) -> Result<Vertex, VertexError> {
+        let tokens = super::google_adc::find(env).await?;
         Ok(Vertex {
             project: project.to_string(),
             region: region.to_string(),
             source_name: "Application Default Credentials".into(),
-            provider,
+            tokens,
         })
     }
 
-    /// A valid access token. `gcp_auth` caches it (per provider, not with
-    /// [`super::token_cache`]) and fetches a new one once the cached one is
-    /// within 20 seconds of its expiry; concurrent callers may each fetch.
+    /// A valid access token: the cached one until five minutes (or half its
+    /// life, for a short-lived one) before it expires, then a new one; one
+    /// fetch at a time ([`super::token_cache`]).
     pub async fn token(&self) -> Result<Secret, VertexError> {
-        let token = self
-            .provider
-            .token(&[SCOPE])
-            .await
-            .map_err(|e| VertexError::Token {
-                source_name: self.source_name.clone(),
-                message: error_chain(&e),
-            })?;
-        Ok(Secret::new(token.as_str().to_string()))
+        Ok(self.tokens.token().await?)
     }
 
     /// The upstream path for `model` and `method` (`streamRawPredict` or

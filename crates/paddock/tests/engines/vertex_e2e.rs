@@ -17,7 +17,7 @@ use crate::common::*;
 use paddock::broker::Secret;
 use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
-use paddock_test_support::google::{openssl, token_endpoint};
+use paddock_test_support::google::token_endpoint;
 use paddock_test_support::MockUpstream;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -28,25 +28,9 @@ async fn claude_runs_through_vertex_with_the_token_minted_by_the_broker() {
     let home = Home::new();
     let keys = home.path().join("keys");
     std::fs::create_dir_all(&keys).unwrap();
-    let private = keys.join("sa.pem");
-    let Some(_) = openssl(&[
-        "genpkey",
-        "-algorithm",
-        "RSA",
-        "-pkeyopt",
-        "rsa_keygen_bits:2048",
-        "-out",
-        private.to_str().unwrap(),
-    ]) else {
-        assert!(
-            !in_ci(),
-            "openssl is needed to make a test service-account key"
-        );
-        eprintln!("skipping: openssl cannot make a test key");
+    let Some((private_pem, public_pem)) = key_pair(&keys) else {
         return;
     };
-    let private_pem = std::fs::read_to_string(&private).unwrap();
-    let public_pem = openssl(&["pkey", "-in", private.to_str().unwrap(), "-pubout"]).unwrap();
     let access = format!("ya29.mock-access-{}", std::process::id());
     let email = "paddock-test@proj.iam.gserviceaccount.com".to_string();
     let (token_uri, token_hits) =
@@ -188,7 +172,7 @@ async fn a_bad_service_account_key_is_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
-            "upstream.key: Vertex service account x@y: failed to parse PKCS#8 RSA key pair"
+            "upstream.key: Vertex service account x@y: private_key is not an RSA private key in PEM: InvalidKeyFormat"
         ),
         "{err}"
     );
@@ -200,25 +184,11 @@ async fn a_bad_service_account_key_is_bad_input() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vertex_broker_refuses_other_routes() {
     let dir = tempfile::tempdir().unwrap();
-    let private = dir.path().join("sa.pem");
-    let Some(_) = openssl(&[
-        "genpkey",
-        "-algorithm",
-        "RSA",
-        "-pkeyopt",
-        "rsa_keygen_bits:2048",
-        "-out",
-        private.to_str().unwrap(),
-    ]) else {
-        assert!(
-            !in_ci(),
-            "openssl is needed to make a test service-account key"
-        );
-        eprintln!("skipping: openssl cannot make a test key");
+    let Some((private_pem, _)) = key_pair(dir.path()) else {
         return;
     };
     let sa = serde_json::json!({"client_email": "a@b", "token_uri": "http://127.0.0.1:9/token",
-        "private_key": std::fs::read_to_string(&private).unwrap()});
+        "private_key": private_pem});
     let vertex =
         paddock::broker::vertex::Vertex::new(&Secret::new(sa.to_string()), "proj", "us-east5")
             .unwrap();
@@ -258,32 +228,22 @@ async fn a_vertex_broker_refuses_other_routes() {
 /// A 2048-bit RSA key pair made by openssl (PEM private key, PEM public
 /// key); `None` (skipped locally, a failure in CI) without openssl.
 fn key_pair(dir: &std::path::Path) -> Option<(String, String)> {
-    let private = dir.join("sa.pem");
-    let made = openssl(&[
-        "genpkey",
-        "-algorithm",
-        "RSA",
-        "-pkeyopt",
-        "rsa_keygen_bits:2048",
-        "-out",
-        private.to_str().unwrap(),
-    ]);
+    let made = paddock_test_support::google::key_pair(dir);
     if made.is_none() {
         assert!(
             !in_ci(),
             "openssl is needed to make a test service-account key"
         );
         eprintln!("skipping: openssl cannot make a test key");
-        return None;
     }
-    let public = openssl(&["pkey", "-in", private.to_str().unwrap(), "-pubout"]).unwrap();
-    Some((std::fs::read_to_string(&private).unwrap(), public))
+    made
 }
 
 /// Three calls through a Vertex job's broker, the third once the first
-/// token is within `gcp_auth`'s 20 s margin of its expiry: the broker
-/// reuses the token while it is fresh and fetches a new one before it
-/// expires. Returns the `authorization` headers the upstream saw.
+/// token (valid for 8 s) is past half its life: the broker reuses a token
+/// until five minutes, or half its life for a short-lived one, before it
+/// expires, and then fetches a new one. Returns the `authorization`
+/// headers the upstream saw.
 async fn three_calls(vertex: paddock::broker::vertex::Vertex) -> Vec<String> {
     let (mock, seen) = mock_upstream().await;
     let broker = credential_broker(
@@ -297,7 +257,7 @@ async fn three_calls(vertex: paddock::broker::vertex::Vertex) -> Vec<String> {
         broker.url
     );
     let mut statuses = Vec::new();
-    for wait in [0u64, 0, 2500] {
+    for wait in [0u64, 0, 4500] {
         tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
         let resp = client
             .post(&url)
@@ -325,8 +285,8 @@ async fn a_service_account_token_is_refreshed_before_it_expires() {
         return;
     };
     let email = "refresh@proj.iam.gserviceaccount.com".to_string();
-    // Valid for 22 s: fresh for 2 s under gcp_auth's 20 s margin.
-    let (token_uri, hits) = token_endpoint(public_pem, "ya29.r".into(), email.clone(), 22).await;
+    // Valid for 8 s: used for 4 s (half its life), then replaced.
+    let (token_uri, hits) = token_endpoint(public_pem, "ya29.r".into(), email.clone(), 8).await;
     let sa = serde_json::json!({"type": "service_account", "client_email": email,
         "private_key": private_pem, "token_uri": token_uri});
     let vertex =
@@ -348,16 +308,15 @@ async fn a_service_account_token_is_refreshed_before_it_expires() {
 
 /// Without a key in the spec, the broker finds Google's Application Default
 /// Credentials: here the service-account file `GOOGLE_APPLICATION_CREDENTIALS`
-/// names (the first source `gcp_auth` tries), refreshed like any other.
+/// names (the first source tried), refreshed like any other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn application_default_credentials_come_from_google_application_credentials() {
-    let _env = crate::common::PROCESS_ENV.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let Some((private_pem, public_pem)) = key_pair(dir.path()) else {
         return;
     };
     let email = "adc@proj.iam.gserviceaccount.com".to_string();
-    let (token_uri, hits) = token_endpoint(public_pem, "ya29.adc".into(), email.clone(), 22).await;
+    let (token_uri, hits) = token_endpoint(public_pem, "ya29.adc".into(), email.clone(), 8).await;
     let sa_path = dir.path().join("adc.json");
     std::fs::write(
         &sa_path,
@@ -366,12 +325,14 @@ async fn application_default_credentials_come_from_google_application_credential
         .to_string(),
     )
     .unwrap();
-    // Only this test of the binary reads the variable (it holds PROCESS_ENV).
-    std::env::set_var("GOOGLE_APPLICATION_CREDENTIALS", &sa_path);
-    let vertex = paddock::broker::vertex::Vertex::from_default_credentials("proj", "us-east5")
-        .await
-        .unwrap();
-    std::env::remove_var("GOOGLE_APPLICATION_CREDENTIALS");
+    let env = paddock::broker::google_adc::AdcEnv {
+        credentials_file: Some(sa_path),
+        ..Default::default()
+    };
+    let vertex =
+        paddock::broker::vertex::Vertex::from_default_credentials_in(&env, "proj", "us-east5")
+            .await
+            .unwrap();
     assert_eq!(
         format!("{vertex:?}"),
         "Vertex { project: \"proj\", region: \"us-east5\", credentials: \"Application Default Credentials\", .. }"
