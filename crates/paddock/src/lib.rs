@@ -12,6 +12,7 @@ pub mod context;
 pub mod doctor;
 pub mod egress;
 pub mod engines;
+pub mod event_line;
 pub mod host_check;
 pub mod job_ref;
 pub mod launcher;

@@ -17,6 +17,7 @@
 
 pub mod auth;
 mod config;
+pub mod dashboard;
 mod discover;
 mod events;
 mod extract;
@@ -111,6 +112,7 @@ pub fn router(state: AppState) -> Router {
         .merge(submit)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .merge(dashboard::routes(&state))
         .fallback(not_found)
         .with_state(state)
 }

@@ -1,0 +1,90 @@
+//! The dashboard at `/`: server-rendered pages for people, embedded in the
+//! binary (minijinja templates and one small script, `include_str!`, no
+//! build step, nothing from another origin). The jobs list (filtered by
+//! status, engine and rung, with cost and duration), a job's page with its
+//! live event view (the same lines `paddock run` prints, `crate::event_line`,
+//! streamed as SSE from the follower the API's event route uses, so it
+//! resumes with `Last-Event-ID` the same way), spend by day, model, project
+//! and task type as SVG bar charts (`charts.rs`), and the host's capacity,
+//! rungs and engines (`/v1/discover`'s answer). A browser logs in once with
+//! a token and then holds a session cookie (`session.rs`). Everything a job
+//! wrote is escaped: the templates auto-escape, the script sets text only,
+//! and every page carries a strict Content-Security-Policy (scripts,
+//! styles and connections from this server only, no inline code).
+
+mod charts;
+mod pages;
+mod session;
+
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Router};
+
+pub use self::session::{Sessions, Viewer, COOKIE};
+use super::state::AppState;
+
+/// The policy every dashboard answer carries: nothing but this server's
+/// own script, style and event stream; no inline script or style, no
+/// frames, forms only to this server.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+     connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The dashboard's routes; every page but the login form needs a session.
+pub fn routes(state: &AppState) -> Router<AppState> {
+    let dash = pages::Dash::new(Sessions::new(state.store.clone()));
+    Router::new()
+        .route("/", get(pages::jobs))
+        .route("/jobs/{id}", get(pages::job))
+        .route("/jobs/{id}/lines", get(pages::lines))
+        .route("/jobs/{id}/cancel", post(pages::cancel))
+        .route("/spend", get(pages::spend))
+        .route("/host", get(pages::host))
+        .route("/login", get(pages::login_form).post(pages::login))
+        .route("/logout", post(pages::logout))
+        .route("/assets/dash.js", get(script))
+        .route("/assets/dash.css", get(style))
+        .route(
+            "/favicon.ico",
+            get(|| async { axum::http::StatusCode::NO_CONTENT }),
+        )
+        .layer(Extension(dash))
+        .layer(axum::middleware::map_response(guarded))
+}
+
+/// Adds the CSP and its companions to every dashboard answer.
+async fn guarded(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("dashboard/assets/dash.js"),
+    )
+        .into_response()
+}
+
+async fn style() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("dashboard/assets/dash.css"),
+    )
+        .into_response()
+}

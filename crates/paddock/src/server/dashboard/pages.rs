@@ -1,0 +1,423 @@
+//! The dashboard's handlers: each checks the session (`session.rs`), reads
+//! what it shows from the store, the queue or `/v1/discover`'s handler, and
+//! renders a template. A missing or dead session is a redirect to the login
+//! form; a POST without the session's CSRF token is 403.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::{Extension, Form};
+use minijinja::{context, Environment, Value};
+use paddock_protocol::{Isolation, JobRecord, JobStatus};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::charts;
+use super::session::{same_origin, SessionError, Sessions, Viewer};
+use crate::api_token::Scope;
+use crate::broker::prices::format_usd;
+use crate::event_line::Lines;
+use crate::server::problem::Problem;
+use crate::server::state::AppState;
+use crate::store::JobQuery;
+
+/// Jobs on one page of the list.
+const PAGE: u32 = 100;
+/// Lines buffered for a slow browser.
+const BUFFER: usize = 256;
+
+/// What the handlers share: the templates and the sessions.
+#[derive(Clone)]
+pub struct Dash {
+    templates: Arc<Environment<'static>>,
+    sessions: Sessions,
+}
+
+impl Dash {
+    pub fn new(sessions: Sessions) -> Dash {
+        let mut env = Environment::new();
+        for (name, text) in [
+            ("base.html", include_str!("templates/base.html")),
+            ("login.html", include_str!("templates/login.html")),
+            ("jobs.html", include_str!("templates/jobs.html")),
+            ("job.html", include_str!("templates/job.html")),
+            ("spend.html", include_str!("templates/spend.html")),
+            ("host.html", include_str!("templates/host.html")),
+        ] {
+            if let Err(e) = env.add_template(name, text) {
+                tracing::error!("dashboard: template {name}: {e}");
+            }
+        }
+        Dash {
+            templates: Arc::new(env),
+            sessions,
+        }
+    }
+
+    /// `name` rendered with `ctx` (the `.html` templates auto-escape).
+    fn render(&self, name: &str, ctx: Value) -> Response {
+        match self
+            .templates
+            .get_template(name)
+            .and_then(|t| t.render(ctx))
+        {
+            Ok(html) => Html(html).into_response(),
+            Err(e) => {
+                tracing::error!("dashboard: render {name}: {e:#}");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the page failed to render",
+                )
+                    .into_response()
+            }
+        }
+    }
+
+    async fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Refused> {
+        Ok(self.sessions.viewer(headers).await?)
+    }
+}
+
+/// Why a dashboard request was refused.
+#[derive(Debug)]
+pub enum Refused {
+    Session(SessionError),
+    Problem(Problem),
+}
+
+impl From<SessionError> for Refused {
+    fn from(e: SessionError) -> Refused {
+        Refused::Session(e)
+    }
+}
+
+impl<E: Into<Problem>> From<E> for Refused {
+    fn from(e: E) -> Refused {
+        Refused::Problem(e.into())
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        match self {
+            Refused::Session(SessionError::NoSession | SessionError::TokenGone { .. }) => {
+                Redirect::to("/login").into_response()
+            }
+            Refused::Session(e @ (SessionError::Csrf | SessionError::Forbidden { .. })) => {
+                tracing::info!(reason = %e, "dashboard: refused a form");
+                (StatusCode::FORBIDDEN, e.to_string()).into_response()
+            }
+            Refused::Session(SessionError::Login(e)) => e.into_response(),
+            Refused::Session(e @ SessionError::Lookup { .. }) => {
+                tracing::error!(error = ?e, "dashboard: cannot check a session");
+                (StatusCode::SERVICE_UNAVAILABLE, "the store failed").into_response()
+            }
+            Refused::Problem(p) => p.into_response(),
+        }
+    }
+}
+
+fn viewer_value(v: &Viewer) -> Value {
+    context! { token_id => v.token_id, scope => v.scope.as_str(), csrf => v.csrf }
+}
+
+/// `GET /login`.
+pub async fn login_form(Extension(dash): Extension<Dash>) -> Response {
+    dash.render("login.html", context! {})
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    token: String,
+}
+
+/// `POST /login`: a session for a valid token, else the form again.
+pub async fn login(
+    Extension(dash): Extension<Dash>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if !same_origin(&headers) {
+        return Refused::Session(SessionError::Csrf).into_response();
+    }
+    match dash.sessions.login(&form.token).await {
+        Ok(cookie) => ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response(),
+        Err(e) => {
+            tracing::info!(reason = %e, "dashboard: refused a login");
+            let mut page = dash.render(
+                "login.html",
+                context! { error => "That token is unknown, revoked or malformed." },
+            );
+            *page.status_mut() = StatusCode::UNAUTHORIZED;
+            page
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    csrf: String,
+}
+
+/// `POST /logout`.
+pub async fn logout(
+    Extension(dash): Extension<Dash>,
+    headers: HeaderMap,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, Refused> {
+    let viewer = dash.viewer(&headers).await?;
+    viewer.may_post(&headers, &form.csrf, Scope::Read)?;
+    let cleared = dash.sessions.logout(&headers);
+    Ok(([(header::SET_COOKIE, cleared)], Redirect::to("/login")).into_response())
+}
+
+/// The jobs list's filters (an empty value is no filter).
+#[derive(Debug, Default, Deserialize)]
+pub struct JobsFilter {
+    status: Option<String>,
+    engine: Option<String>,
+    rung: Option<String>,
+    cursor: Option<String>,
+}
+
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().filter(|s| !s.is_empty())
+}
+
+fn duration(ms: Option<u64>) -> String {
+    ms.map(|ms| format!("{:.1} s", ms as f64 / 1000.0))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn row(j: &JobRecord) -> Value {
+    let at = j.created_at;
+    context! {
+        id => j.id, status => j.status.as_str(), ticket => j.ticket_id, project => j.project,
+        engine => j.engine, model => j.model, rung => j.isolation,
+        cost => format_usd(j.cost_micros), duration => duration(j.duration_ms),
+        created => format!("{} {:02}:{:02}:{:02}", at.date(), at.hour(), at.minute(), at.second()),
+    }
+}
+
+/// `GET /`: the newest jobs, filtered.
+pub async fn jobs(
+    State(state): State<AppState>,
+    Extension(dash): Extension<Dash>,
+    headers: HeaderMap,
+    Query(filter): Query<JobsFilter>,
+) -> Result<Response, Refused> {
+    let viewer = dash.viewer(&headers).await?;
+    let status = match given(&filter.status) {
+        Some(s) => Some(
+            JobStatus::parse(s)
+                .ok_or_else(|| Problem::bad_request(format!("status `{s}` is not a job status")))?,
+        ),
+        None => None,
+    };
+    let page = state
+        .store
+        .list_jobs(&JobQuery {
+            status,
+            engine: given(&filter.engine).map(str::to_owned),
+            after: given(&filter.cursor).map(str::to_owned),
+            limit: PAGE,
+        })
+        .await?;
+    let rung = given(&filter.rung);
+    let shown: Vec<Value> = page
+        .iter()
+        .filter(|j| rung.is_none_or(|r| j.isolation == r))
+        .map(row)
+        .collect();
+    let next = match page.last() {
+        Some(last) if page.len() == PAGE as usize => {
+            let mut q = form_urlencoded(&[
+                ("status", given(&filter.status)),
+                ("engine", given(&filter.engine)),
+                ("rung", rung),
+            ]);
+            q.push_str(&format!("cursor={}", last.id));
+            Some(q)
+        }
+        _ => None,
+    };
+    Ok(dash.render(
+        "jobs.html",
+        context! {
+            viewer => viewer_value(&viewer),
+            jobs => shown,
+            next => next,
+            filter => context! {
+                status => given(&filter.status), engine => given(&filter.engine), rung => rung,
+            },
+            statuses => JobStatus::ALL.iter().map(JobStatus::as_str).collect::<Vec<_>>(),
+            engines => crate::engines::KINDS.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+            rungs => [Isolation::Process.as_str(), Isolation::Sandbox.as_str()],
+        },
+    ))
+}
+
+/// `k=v&` for each given pair, URL-encoded.
+fn form_urlencoded(pairs: &[(&str, Option<&str>)]) -> String {
+    pairs
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={}&", percent(v))))
+        .collect()
+}
+
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn record(state: &AppState, id: &str) -> Result<JobRecord, Refused> {
+    state
+        .store
+        .job(id)
+        .await?
+        .ok_or_else(|| Refused::Problem(Problem::not_found(format!("no job {id}"))))
+}
+
+fn running(s: JobStatus) -> bool {
+    matches!(s, JobStatus::Queued | JobStatus::Running)
+}
+
+/// `GET /jobs/{id}`: the record and the live event view.
+pub async fn job(
+    State(state): State<AppState>,
+    Extension(dash): Extension<Dash>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, Refused> {
+    let viewer = dash.viewer(&headers).await?;
+    let job = record(&state, &id).await?;
+    Ok(dash.render(
+        "job.html",
+        context! {
+            viewer => viewer_value(&viewer),
+            can_cancel => running(job.status) && viewer.scope.allows(Scope::Submit),
+            cost => format_usd(job.cost_micros),
+            duration => duration(job.duration_ms),
+            job => Value::from_serialize(&job),
+        },
+    ))
+}
+
+/// `POST /jobs/{id}/cancel`: as `POST /v1/jobs/{id}/cancel`, back to the page.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Extension(dash): Extension<Dash>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, Refused> {
+    let viewer = dash.viewer(&headers).await?;
+    viewer.may_post(&headers, &form.csrf, Scope::Submit)?;
+    let outcome = state.queue.cancel(&id).await?;
+    tracing::info!(job = %id, token = %viewer.token_id, ?outcome, "dashboard: cancel");
+    Ok(Redirect::to(&format!("/jobs/{}", percent(&id))).into_response())
+}
+
+/// `GET /jobs/{id}/lines`: the job's events as the lines `paddock run`
+/// prints, as SSE (`event: line`, `id:` the seq, `data: {"seq", "kind",
+/// "line"}`), resuming after `Last-Event-ID`; once the job is final and
+/// every line was sent, one `event: end` with its status and reason.
+pub async fn lines(
+    State(state): State<AppState>,
+    Extension(dash): Extension<Dash>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, Refused> {
+    dash.viewer(&headers).await?;
+    record(&state, &id).await?;
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let (events_tx, mut events) = mpsc::channel(BUFFER);
+    let (tx, rx) = mpsc::channel::<Event>(BUFFER);
+    let follower = state.clone();
+    let job = id.clone();
+    tokio::spawn(async move {
+        if let Err(e) = crate::server::events::follow(&follower, &job, after, events_tx).await {
+            tracing::warn!("dashboard: following job {job}: {e}");
+        }
+    });
+    tokio::spawn(async move {
+        let mut view = Lines::default();
+        while let Some(e) = events.recv().await {
+            let Some(line) = view.line(&e) else { continue };
+            let data = serde_json::json!({ "seq": e.seq, "kind": e.body.kind(), "line": line });
+            let event = Event::default()
+                .id(e.seq.to_string())
+                .event("line")
+                .data(data.to_string());
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+        if let Ok(Some(job)) = state.store.job(&id).await {
+            if !running(job.status) {
+                let data =
+                    serde_json::json!({ "status": job.status.as_str(), "reason": job.reason });
+                let _ = tx
+                    .send(Event::default().event("end").data(data.to_string()))
+                    .await;
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<Event, Infallible>(e), rx))
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// `GET /spend`: the usage report as charts.
+pub async fn spend(
+    State(state): State<AppState>,
+    Extension(dash): Extension<Dash>,
+    headers: HeaderMap,
+) -> Result<Response, Refused> {
+    let viewer = dash.viewer(&headers).await?;
+    let (jobs, calls) = state.store.usage().await?;
+    let report = crate::usage::report(&jobs, &calls);
+    Ok(dash.render(
+        "spend.html",
+        context! {
+            viewer => viewer_value(&viewer),
+            total => format_usd(report.total.cost_micros),
+            calls => report.total.calls,
+            jobs => report.total.jobs,
+            charts => Value::from_serialize(charts::charts(&report)),
+            bar_width => charts::BAR_WIDTH,
+            row => charts::ROW,
+        },
+    ))
+}
+
+/// `GET /host`: what `/v1/discover` answers, as a page.
+pub async fn host(
+    State(state): State<AppState>,
+    Extension(dash): Extension<Dash>,
+    headers: HeaderMap,
+) -> Result<Response, Refused> {
+    let viewer = dash.viewer(&headers).await?;
+    let axum::Json(d) = crate::server::discover::discover(State(state)).await?;
+    Ok(dash.render(
+        "host.html",
+        context! { viewer => viewer_value(&viewer), d => Value::from_serialize(&d) },
+    ))
+}

@@ -1,0 +1,291 @@
+//! How a browser presents a bearer token: it does not. The login form takes
+//! the token once (`POST /login`), the server checks it as the API does
+//! (`auth::Authenticator`) and answers with a cookie holding a fresh random
+//! session id: `HttpOnly` (no script reads it), `SameSite=Strict` (no other
+//! site's page sends it), `Path=/`. The server keeps, per session, only the
+//! SHA-256 of that id, the token's public id and its stored hash, the scope,
+//! a CSRF token and the expiry. Every request re-reads the token's row: a
+//! revoked token (or one whose row changed) ends its sessions at once. Every
+//! POST (cancel, logout) must carry the session's CSRF token as a form field
+//! and, when the browser sends one, an `Origin` of this server's host.
+//! Sessions live in memory: a restart logs everyone out.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::http::{header, HeaderMap, HeaderValue};
+use sha2::{Digest as _, Sha256};
+use subtle::ConstantTimeEq as _;
+
+use super::super::auth::{AuthError, Authenticator};
+use crate::api_token::Scope;
+use crate::store::{SharedStore, StoreError};
+
+/// The session cookie's name.
+pub const COOKIE: &str = "paddock_session";
+/// How long a session lasts.
+const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+
+/// A logged-in browser: the token it logged in with, and its CSRF token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Viewer {
+    pub token_id: String,
+    pub scope: Scope,
+    pub csrf: String,
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    token_id: String,
+    token_hash: String,
+    scope: Scope,
+    csrf: String,
+    expires: Instant,
+}
+
+/// Why a browser request was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("not logged in")]
+    NoSession,
+    #[error("the session's token {token_id} was revoked or changed")]
+    TokenGone { token_id: String },
+    #[error("look up API token {token_id}")]
+    Lookup {
+        token_id: String,
+        #[source]
+        source: StoreError,
+    },
+    #[error("log in: {0}")]
+    Login(#[from] AuthError),
+    #[error("a form without this session's CSRF token, or from another origin")]
+    Csrf,
+    #[error("this needs a token of scope {needed}; the session's token {token_id} has {has}")]
+    Forbidden {
+        token_id: String,
+        has: Scope,
+        needed: Scope,
+    },
+}
+
+/// The sessions of this server.
+#[derive(Debug, Clone)]
+pub struct Sessions {
+    auth: Authenticator,
+    store: SharedStore,
+    live: Arc<Mutex<HashMap<String, Session>>>,
+}
+
+fn hashed(id: &str) -> String {
+    hex::encode(Sha256::digest(id.as_bytes()))
+}
+
+fn random_hex() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
+}
+
+impl Sessions {
+    pub fn new(store: SharedStore) -> Sessions {
+        Sessions {
+            auth: Authenticator::new(store.clone()),
+            store,
+            live: Arc::default(),
+        }
+    }
+
+    fn live(&self) -> MutexGuard<'_, HashMap<String, Session>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Checks `token` as the API would for scope `read`; the new session's
+    /// `Set-Cookie` value.
+    pub async fn login(&self, token: &str) -> Result<HeaderValue, SessionError> {
+        let mut headers = HeaderMap::new();
+        let bearer = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+            .map_err(|_| SessionError::Login(AuthError::NotBearer))?;
+        headers.insert(header::AUTHORIZATION, bearer);
+        let caller = self.auth.authorize(&headers, Scope::Read).await?;
+        let row = self.row(&caller.token_id).await?;
+        let id = random_hex();
+        let now = Instant::now();
+        let mut live = self.live();
+        live.retain(|_, s| s.expires > now);
+        live.insert(
+            hashed(&id),
+            Session {
+                token_id: row.id,
+                token_hash: row.hash,
+                scope: row.scope,
+                csrf: random_hex(),
+                expires: now + LIFETIME,
+            },
+        );
+        HeaderValue::from_str(&format!(
+            "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            LIFETIME.as_secs()
+        ))
+        .map_err(|_| SessionError::NoSession)
+    }
+
+    /// Ends the session `headers` carry; the `Set-Cookie` value that clears it.
+    pub fn logout(&self, headers: &HeaderMap) -> HeaderValue {
+        if let Some(id) = cookie(headers) {
+            self.live().remove(&hashed(&id));
+        }
+        HeaderValue::from_static("paddock_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
+    }
+
+    async fn row(&self, token_id: &str) -> Result<crate::api_token::StoredToken, SessionError> {
+        self.store
+            .api_token(token_id)
+            .await
+            .map_err(|source| SessionError::Lookup {
+                token_id: token_id.to_owned(),
+                source,
+            })?
+            .ok_or_else(|| SessionError::TokenGone {
+                token_id: token_id.to_owned(),
+            })
+    }
+
+    /// The viewer of the session `headers` carry, while its token stands.
+    pub async fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, SessionError> {
+        let id = cookie(headers).ok_or(SessionError::NoSession)?;
+        let key = hashed(&id);
+        let session = {
+            let mut live = self.live();
+            match live.get(&key) {
+                Some(s) if s.expires > Instant::now() => s.clone(),
+                Some(_) => {
+                    live.remove(&key);
+                    return Err(SessionError::NoSession);
+                }
+                None => return Err(SessionError::NoSession),
+            }
+        };
+        let row = self.row(&session.token_id).await?;
+        let same: bool = row
+            .hash
+            .as_bytes()
+            .ct_eq(session.token_hash.as_bytes())
+            .into();
+        if !same || row.revoked_at.is_some() || row.scope != session.scope {
+            self.live().remove(&key);
+            return Err(SessionError::TokenGone {
+                token_id: session.token_id,
+            });
+        }
+        Ok(Viewer {
+            token_id: session.token_id,
+            scope: session.scope,
+            csrf: session.csrf,
+        })
+    }
+}
+
+impl Viewer {
+    /// Whether a POST of this viewer may do what `needed` allows: the
+    /// form's `csrf` field is the session's, the `Origin` (when sent) is
+    /// this server, the scope suffices.
+    pub fn may_post(
+        &self,
+        headers: &HeaderMap,
+        csrf: &str,
+        needed: Scope,
+    ) -> Result<(), SessionError> {
+        let token_ok: bool = csrf.as_bytes().ct_eq(self.csrf.as_bytes()).into();
+        if !token_ok || !same_origin(headers) {
+            return Err(SessionError::Csrf);
+        }
+        if !self.scope.allows(needed) {
+            return Err(SessionError::Forbidden {
+                token_id: self.token_id.clone(),
+                has: self.scope,
+                needed,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Whether the request's `Origin`, if any, names the host it was sent to.
+pub fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return true;
+    };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    let origin = origin.to_str().ok().and_then(|o| {
+        o.strip_prefix("http://")
+            .or_else(|| o.strip_prefix("https://"))
+    });
+    matches!((origin, host), (Some(o), Some(h)) if o == h)
+}
+
+/// The session id in the request's cookies.
+fn cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                *k,
+                HeaderValue::from_str(v).unwrap_or(HeaderValue::from_static("")),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let h = headers(&[("cookie", "a=1; paddock_session=abc; b=2")]);
+        assert_eq!(cookie(&h), Some("abc".to_owned()));
+        assert_eq!(cookie(&headers(&[("cookie", "paddock_sessionx=1")])), None);
+    }
+
+    #[test]
+    fn a_foreign_origin_is_refused_and_a_missing_one_allowed() {
+        let host = ("host", "127.0.0.1:8012");
+        assert_eq!(
+            [
+                same_origin(&headers(&[host, ("origin", "http://127.0.0.1:8012")])),
+                same_origin(&headers(&[host, ("origin", "http://evil.example")])),
+                same_origin(&headers(&[host, ("origin", "null")])),
+                same_origin(&headers(&[host])),
+            ],
+            [true, false, false, true]
+        );
+    }
+
+    #[test]
+    fn a_post_needs_the_session_s_csrf_token_and_the_scope() {
+        let viewer = Viewer {
+            token_id: "t".into(),
+            scope: Scope::Read,
+            csrf: "c".repeat(64),
+        };
+        let h = headers(&[]);
+        assert!(matches!(
+            viewer.may_post(&h, "wrong", Scope::Read),
+            Err(SessionError::Csrf)
+        ));
+        assert!(matches!(
+            viewer.may_post(&h, &"c".repeat(64), Scope::Submit),
+            Err(SessionError::Forbidden { .. })
+        ));
+        assert!(viewer.may_post(&h, &"c".repeat(64), Scope::Read).is_ok());
+    }
+}
