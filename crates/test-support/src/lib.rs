@@ -6,25 +6,40 @@
 //! egress proxy that maps names to loopback stand-ins and can rebind
 //! ([`dns`]), a GitHub REST API mock ([`github`]) and a git smart-HTTP
 //! server around `git http-backend` ([`git_http`]). Each speaks the real
-//! wire format and checks what the broker sends. A dev-dependency of `paddock`
-//! only (`publish = false`).
+//! wire format and checks what the broker sends. And the fixtures every
+//! integration test shares: a private Paddock home running the real binary
+//! ([`home`]), git repositories ([`git`]), job specs and stand-in engines
+//! ([`jobs`]), prerequisite checks that skip locally and fail in CI
+//! ([`skip`]), credential-test stand-ins ([`credentials`]); [`prelude`]
+//! names them all. A dev-dependency of `paddock` only (`publish = false`).
 
 // Stand-ins assert on what they receive: a failed assertion fails the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod bedrock;
+pub mod credentials;
 pub mod dns;
 pub mod endless;
 pub mod entra;
+pub mod git;
 pub mod git_http;
 pub mod github;
 pub mod google;
+pub mod home;
+pub mod jobs;
+pub mod skip;
 pub mod tls;
 pub mod upstream;
 
+pub use skip::{engine, in_ci, sandbox_available, PROCESS_ENV};
 pub use upstream::{MockUpstream, RecordedRequest};
 
-/// True when running in CI, where a missing prerequisite is a failure.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+/// What an integration test uses by name: `use paddock_test_support::prelude::*;`.
+pub mod prelude {
+    pub use crate::credentials::*;
+    pub use crate::git::*;
+    pub use crate::home::*;
+    pub use crate::jobs::*;
+    pub use crate::skip::*;
+    pub use paddock::store::{SqliteStore, Store};
 }

@@ -8,15 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::common::*;
 use paddock::broker::entra::Entra;
 use paddock::broker::Secret;
 use paddock_protocol::JobStatus;
+use paddock_test_support::prelude::*;
 
 const TENANT: &str = "72f988bf-86f1-41af-91ab-2d7cd011db47";
 const CLIENT: &str = "0f1e2d3c-aaaa-bbbb-cccc-1234567890ab";
@@ -136,7 +134,7 @@ async fn a_refused_client_secret_is_a_bad_gateway_with_entras_message() {
 /// secret from the environment; the upstream answers only the minted token.
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_runs_against_azure_openai_with_an_entra_token() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();
@@ -149,7 +147,7 @@ async fn codex_runs_against_azure_openai_with_an_entra_token() {
         provider.base
     );
     let spec = job(home.path(), "codex", &repo, &upstream, None);
-    common::on_rung(&spec, "process");
+    paddock_test_support::prelude::on_rung(&spec, "process");
     let out = home
         .paddock(
             &["run", "--json", "--keep", spec.to_str().unwrap()],

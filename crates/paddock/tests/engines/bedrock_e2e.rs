@@ -8,15 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::sync::Arc;
 
-use crate::common::*;
 use paddock::broker::Secret;
 use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
 use paddock_test_support::bedrock::{AwsCredentials, INVALID_SIGNATURE};
+use paddock_test_support::prelude::*;
 use paddock_test_support::MockUpstream;
 
 const MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
@@ -74,7 +72,7 @@ fn bedrock_job(home: &Home, creds: &std::path::Path, base: &str) -> std::path::P
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_runs_through_bedrock_with_requests_signed_by_the_broker() {
-    let Some(_) = common::engine("claude") else {
+    let Some(_) = paddock_test_support::prelude::engine("claude") else {
         return;
     };
     let home = Home::new();
@@ -199,7 +197,7 @@ async fn claude_runs_through_bedrock_with_requests_signed_by_the_broker() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_signature_bedrock_rejects_fails_the_job_with_its_message() {
-    let Some(_) = common::engine("claude") else {
+    let Some(_) = paddock_test_support::prelude::engine("claude") else {
         return;
     };
     let home = Home::new();
@@ -681,7 +679,7 @@ async fn mock_container_credentials(
 /// upstream, which verifies every signature, the new session token).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_aws_credential_chain_signs_and_refreshes_before_expiry() {
-    let _env = crate::common::PROCESS_ENV.lock().await;
+    let _env = paddock_test_support::PROCESS_ENV.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let credentials = dir.path().join("credentials");
     std::fs::write(
@@ -770,7 +768,7 @@ async fn the_aws_credential_chain_signs_and_refreshes_before_expiry() {
 /// accepts only that key. The key is nowhere the job or Paddock writes.
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_runs_through_bedrock_with_an_api_key_from_the_environment() {
-    let Some(_) = common::engine("claude") else {
+    let Some(_) = paddock_test_support::prelude::engine("claude") else {
         return;
     };
     let home = Home::new();

@@ -6,10 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
-use crate::common::*;
 use paddock_protocol::{CallStatus, EventBody, JobStatus, TokenUsage};
+use paddock_test_support::prelude::*;
 
 /// A first answer that costs more than the job's $0.20 budget (100 000 input
 /// tokens), then a second turn the broker must refuse.
@@ -88,7 +86,7 @@ struct FirstCall {
 }
 
 async fn held_at_its_budget(engine: &str, first_cost: i64, first: FirstCall) {
-    let Some(_) = common::engine(engine) else {
+    let Some(_) = paddock_test_support::prelude::engine(engine) else {
         return;
     };
     let home = Home::new();
@@ -208,7 +206,7 @@ async fn claude_job_is_held_at_its_budget() {
 /// is held at admission, without starting its engine.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_ticket_budget_spent_by_earlier_attempts_holds_the_next() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();
@@ -264,7 +262,7 @@ async fn a_ticket_budget_spent_by_earlier_attempts_holds_the_next() {
 /// and a held job, rolled up with the ledger's exact figures.
 #[tokio::test(flavor = "multi_thread")]
 async fn usage_rolls_up_real_jobs() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();
@@ -346,7 +344,7 @@ async fn usage_rolls_up_real_jobs() {
 /// it, a job of another ticket in the same project is held at admission.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_project_daily_budget_spans_tickets() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();
@@ -395,7 +393,7 @@ async fn a_project_daily_budget_spans_tickets() {
 /// because a running job re-reads what the others spent.
 #[tokio::test(flavor = "multi_thread")]
 async fn jobs_running_side_by_side_share_the_ticket_budget() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();
@@ -489,7 +487,7 @@ text = "This answer is never paid for."
 /// the job is held having spent nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tiny_budget_refuses_a_call_whose_worst_case_does_not_fit() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();

@@ -8,12 +8,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 
-use crate::common::*;
 use paddock_protocol::{EventBody, JobStatus};
+use paddock_test_support::prelude::*;
 
 const REPO_AGENTS_MD: &str = "# Greeter conventions\n\n- Rust 2021, `cargo fmt` clean.\n- Unit tests live next to the code.\n";
 const FAKE_GITHUB_TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ0123456789";
@@ -92,7 +90,7 @@ fn expected_patch(home: &Home, repo: &Path) -> String {
 }
 
 async fn runs_with_the_generated_context(engine: &str) {
-    let Some(_) = common::engine(engine) else {
+    let Some(_) = paddock_test_support::prelude::engine(engine) else {
         return;
     };
     let home = Home::new();
@@ -220,7 +218,7 @@ async fn claude_runs_with_the_generated_context() {
 /// and the skills, as each engine loads them (Codex from AGENTS.md and
 /// `.agents/skills`, Claude Code from CLAUDE.md and `.claude/skills`).
 async fn the_model_sees_the_context(engine: &str) {
-    let Some(_) = common::engine(engine) else {
+    let Some(_) = paddock_test_support::prelude::engine(engine) else {
         return;
     };
     let home = Home::new();

@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
-use crate::common::*;
 use paddock_protocol::{CallStatus, EventBody, JobStatus, TokenUsage};
+use paddock_test_support::prelude::*;
 
 /// A shell command, a file write and an edit, then a closing message.
 const WORK_SCENARIO: &str = r#"
@@ -124,11 +122,11 @@ fn blob_id(content: &str) -> String {
 }
 
 async fn runs_a_ticket_end_to_end(engine: &str, sandbox: bool) {
-    let Some(bin) = common::engine(engine) else {
+    let Some(bin) = paddock_test_support::prelude::engine(engine) else {
         return;
     };
     let _ = bin;
-    if sandbox && !common::sandbox_available() {
+    if sandbox && !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let home = Home::new();
@@ -137,7 +135,7 @@ async fn runs_a_ticket_end_to_end(engine: &str, sandbox: bool) {
     // The sandbox variants run on the default rung (`auto`: the sandbox
     // wherever one starts); the others ask for `process`.
     if !sandbox {
-        common::on_rung(&spec, "process");
+        paddock_test_support::prelude::on_rung(&spec, "process");
     }
     fast_retries(&spec);
     let out = home
@@ -271,10 +269,10 @@ async fn upstream_failure_fails_the_job_on(
     message: &str,
     sandbox: bool,
 ) {
-    let Some(_) = common::engine(engine) else {
+    let Some(_) = paddock_test_support::prelude::engine(engine) else {
         return;
     };
-    if sandbox && !common::sandbox_available() {
+    if sandbox && !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let home = Home::new();
@@ -289,7 +287,7 @@ async fn upstream_failure_fails_the_job_on(
     // The sandbox variants run on the default rung (`auto`: the sandbox
     // wherever one starts); the others ask for `process`.
     if !sandbox {
-        common::on_rung(&spec, "process");
+        paddock_test_support::prelude::on_rung(&spec, "process");
     }
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
@@ -353,7 +351,7 @@ fn fast_retries(spec: &std::path::Path) {
 /// ends `done`: the broker waits and retries, the engine never sees the
 /// 429, and the ledger has a row for every attempt.
 async fn a_rate_limit_is_retried_by_the_broker(engine: &str) {
-    let Some(_) = common::engine(engine) else {
+    let Some(_) = paddock_test_support::prelude::engine(engine) else {
         return;
     };
     let home = Home::new();
@@ -373,7 +371,7 @@ usage = { input = 120, output = 5 }
 transient = { status = 429, message = "scripted-429: rate limited", retry_after = "1" }
 "#;
     let spec = job(home.path(), engine, &repo, SCRIPTED, Some(scenario));
-    common::on_rung(&spec, "process");
+    paddock_test_support::prelude::on_rung(&spec, "process");
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
@@ -486,10 +484,10 @@ async fn provider_key_never_reaches_the_engine(engine: &str, sandbox: bool) {
 /// `upstream_extra` adds lines to the `[upstream]` table (e.g. the key
 /// header of an OpenAI-compatible upstream).
 async fn key_never_reaches_the_engine(engine: &str, sandbox: bool, upstream_extra: &str) {
-    let Some(_) = common::engine(engine) else {
+    let Some(_) = paddock_test_support::prelude::engine(engine) else {
         return;
     };
-    if sandbox && !common::sandbox_available() {
+    if sandbox && !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let home = Home::new();
@@ -507,7 +505,7 @@ async fn key_never_reaches_the_engine(engine: &str, sandbox: bool, upstream_extr
     // The sandbox variants run on the default rung (`auto`: the sandbox
     // wherever one starts); the others ask for `process`.
     if !sandbox {
-        common::on_rung(&spec, "process");
+        paddock_test_support::prelude::on_rung(&spec, "process");
     }
     let out = home
         .paddock(
@@ -596,7 +594,7 @@ async fn claude_never_sees_the_provider_key_in_the_sandbox() {
 #[tokio::test(flavor = "multi_thread")]
 async fn another_engine_version_is_a_warning_not_a_failure() {
     use std::os::unix::fs::PermissionsExt as _;
-    let Some(codex) = common::engine("codex") else {
+    let Some(codex) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();

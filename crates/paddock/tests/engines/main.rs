@@ -4,12 +4,9 @@
 //! profile, and the opt-in live provider smoke tests. One binary behind
 //! the `engine-e2e` feature (`scripts/test` turns it on), so a plain
 //! `cargo test` stays quick. Tests that change the process's environment
-//! (the credential chains read it) hold `common::PROCESS_ENV`.
+//! (the credential chains read it) hold `paddock_test_support::PROCESS_ENV`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-#[path = "../common/mod.rs"]
-mod common;
 
 mod azure_e2e;
 mod bedrock_e2e;

@@ -6,14 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::path::Path;
 
-use crate::common::*;
 use paddock_protocol::{EventBody, JobStatus};
+use paddock_test_support::prelude::*;
 
-/// Appends a `[policy]` table to a job spec written by `common::job`.
+/// Appends a `[policy]` table to a job spec written by `paddock_test_support::prelude::job`.
 fn with_policy(spec: &Path, policy: &str) {
     let mut text = std::fs::read_to_string(spec).unwrap();
     text.push_str("\n[policy]\n");
@@ -21,7 +19,7 @@ fn with_policy(spec: &Path, policy: &str) {
     std::fs::write(spec, text).unwrap();
 }
 
-/// `common::job` on the `process` rung: these tests watch marker files
+/// `paddock_test_support::prelude::job` on the `process` rung: these tests watch marker files
 /// outside the workspace and the `process` rung's degraded rules (the
 /// sandbox rung's policy is covered in sandbox_jobs.rs).
 fn job(
@@ -31,7 +29,7 @@ fn job(
     upstream: &str,
     scenario: Option<&str>,
 ) -> std::path::PathBuf {
-    let spec = common::job(dir, engine, repo, upstream, scenario);
+    let spec = paddock_test_support::prelude::job(dir, engine, repo, upstream, scenario);
     on_rung(&spec, "process");
     spec
 }
@@ -54,7 +52,7 @@ fn trying(commands: &[String]) -> String {
 }
 
 async fn denied_commands_never_run(engine: &str) {
-    if common::engine(engine).is_none() {
+    if paddock_test_support::prelude::engine(engine).is_none() {
         return;
     }
     let home = Home::new();
@@ -153,7 +151,7 @@ async fn denied_commands_never_run(engine: &str) {
 /// stream naming its new spelling.
 #[tokio::test]
 async fn camel_case_profile_keys_still_work_with_a_warning_each() {
-    if common::engine("codex").is_none() {
+    if paddock_test_support::prelude::engine("codex").is_none() {
         return;
     }
     let home = Home::new();
@@ -221,7 +219,7 @@ async fn claude_denied_commands_never_run() {
 /// itself do not overlap.
 #[tokio::test]
 async fn max_concurrent_jobs_holds_across_processes() {
-    if common::engine("codex").is_none() {
+    if paddock_test_support::prelude::engine("codex").is_none() {
         return;
     }
     let home = Home::new();
@@ -497,7 +495,7 @@ fn codex_rollout_denials_are_found() {
 /// The generated execpolicy rules, checked by the real `codex execpolicy check`.
 #[tokio::test]
 async fn codex_execpolicy_check_forbids_the_rules() {
-    let Some(codex) = common::engine("codex") else {
+    let Some(codex) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -625,7 +623,7 @@ async fn a_job_waits_for_a_slot_held_elsewhere_and_can_be_cancelled() {
 /// (also in Claude's `permission_denials`) is counted once.
 #[tokio::test]
 async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
-    if common::engine("claude").is_none() {
+    if paddock_test_support::prelude::engine("claude").is_none() {
         return;
     }
     let home = Home::new();
@@ -679,7 +677,7 @@ async fn claude_every_denial_is_one_event_whichever_layer_made_it() {
 /// the job does not end `done`, and says why in a `policy` event.
 #[tokio::test]
 async fn claude_cannot_get_an_answer_from_a_model_outside_the_allowlist() {
-    if common::engine("claude").is_none() {
+    if paddock_test_support::prelude::engine("claude").is_none() {
         return;
     }
     let home = Home::new();
@@ -757,7 +755,7 @@ async fn interactive_route(rung: &str, deny: bool) -> (Vec<String>, Vec<EventBod
     let home = Home::new();
     let repo = repo(home.path());
     let denied = "touch denied-ran";
-    let spec = common::job(
+    let spec = paddock_test_support::prelude::job(
         home.path(),
         "codex",
         &repo,
@@ -796,11 +794,11 @@ async fn interactive_route(rung: &str, deny: bool) -> (Vec<String>, Vec<EventBod
 /// both rungs. Twin: without the profile the same route runs the command.
 #[tokio::test]
 async fn codex_interactive_tools_cannot_type_a_denied_command() {
-    if common::engine("codex").is_none() {
+    if paddock_test_support::prelude::engine("codex").is_none() {
         return;
     }
     let mut rungs = vec!["process"];
-    if common::sandbox_available() {
+    if paddock_test_support::prelude::sandbox_available() {
         rungs.push("sandbox");
     }
     for rung in rungs {
@@ -833,14 +831,17 @@ async fn codex_interactive_tools_cannot_type_a_denied_command() {
 /// same job on the `process` rung runs it.
 #[tokio::test]
 async fn a_denied_program_is_absent_from_a_sandboxed_job() {
-    if common::engine("codex").is_none() {
+    if paddock_test_support::prelude::engine("codex").is_none() {
         return;
     }
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     if which::which("curl").is_err() {
-        assert!(!common::in_ci(), "no curl on this host in CI");
+        assert!(
+            !paddock_test_support::prelude::in_ci(),
+            "no curl on this host in CI"
+        );
         eprintln!("skipping: no curl on this host");
         return;
     }
@@ -848,7 +849,13 @@ async fn a_denied_program_is_absent_from_a_sandboxed_job() {
         let home = Home::new();
         let repo = repo(home.path());
         let scenario = "[[turn]]\n[[turn.action]]\ntype = \"shell\"\ncommand = \"c=cur; ${c}l --version > /dev/null 2>&1 && echo ran > ran.txt; ls -l /usr/bin/curl > seen.txt 2>&1\"\n\n[[turn]]\ntext = \"Done.\"\n";
-        let spec = common::job(home.path(), "codex", &repo, SCRIPTED, Some(scenario));
+        let spec = paddock_test_support::prelude::job(
+            home.path(),
+            "codex",
+            &repo,
+            SCRIPTED,
+            Some(scenario),
+        );
         on_rung(&spec, rung);
         std::fs::write(
             home.path().join("profile.json"),
@@ -878,7 +885,7 @@ async fn a_denied_program_is_absent_from_a_sandboxed_job() {
 /// with or without a host profile; the command did not run.
 #[tokio::test]
 async fn codex_refusing_a_command_on_its_own_is_a_policy_event() {
-    if common::engine("codex").is_none() {
+    if paddock_test_support::prelude::engine("codex").is_none() {
         return;
     }
     let home = Home::new();
@@ -919,7 +926,7 @@ async fn codex_refusing_a_command_on_its_own_is_a_policy_event() {
 /// twice (as it happens and in its result's `permission_denials`).
 #[tokio::test]
 async fn claude_refusing_a_tool_on_its_own_is_one_event_without_a_profile() {
-    if common::engine("claude").is_none() {
+    if paddock_test_support::prelude::engine("claude").is_none() {
         return;
     }
     let home = Home::new();

@@ -8,21 +8,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::common::*;
 use paddock::broker::Secret;
 use paddock::scripted::{RenderContext, Scenario};
 use paddock_protocol::{CallStatus, JobStatus, TokenUsage};
 use paddock_test_support::google::token_endpoint;
+use paddock_test_support::prelude::*;
 use paddock_test_support::MockUpstream;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_runs_through_vertex_with_the_token_minted_by_the_broker() {
-    let Some(_) = common::engine("claude") else {
+    let Some(_) = paddock_test_support::prelude::engine("claude") else {
         return;
     };
     let home = Home::new();

@@ -3,10 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
-use crate::common::*;
 use paddock_protocol::{EventBody, JobStatus};
+use paddock_test_support::prelude::*;
 
 const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
 
@@ -593,14 +591,14 @@ async fn profile_add_reads_camel_case_keys_with_a_warning_each() {
 /// events`); one with a budget gets none.
 #[tokio::test]
 async fn a_spec_without_a_budget_gets_a_warning_event() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let message = paddock::runner::warnings::NO_BUDGET;
     let home = Home::new();
     let repo = repo(home.path());
     let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
-    common::on_rung(&spec, "process");
+    paddock_test_support::prelude::on_rung(&spec, "process");
     let out = home
         .paddock(&["-q", "run", spec.to_str().unwrap()], &[])
         .await;
@@ -637,13 +635,13 @@ async fn a_spec_without_a_budget_gets_a_warning_event() {
 /// does not fit $0.000001).
 #[tokio::test]
 async fn the_config_files_max_usd_budgets_a_spec_without_one() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();
     let repo = repo(home.path());
     let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
-    common::on_rung(&spec, "process");
+    paddock_test_support::prelude::on_rung(&spec, "process");
     let dir = home.path().join("config/paddock");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.toml"), "max_usd = 0.000001\n").unwrap();

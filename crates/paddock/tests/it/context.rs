@@ -5,13 +5,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 
-use crate::common::*;
 use paddock::context::{Assembled, ContextInputs, PolicyContext, Prepared};
 use paddock_protocol::{EngineKind, JobSpec};
+use paddock_test_support::prelude::*;
 
 const REPO_AGENTS_MD: &str = "# Greeter conventions\n\n- Rust 2021, `cargo fmt` clean.\n- Unit tests live next to the code.\n";
 
@@ -413,7 +411,7 @@ async fn bad_skill_names_stop_the_job_before_anything_is_written() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_skill_colliding_with_the_repository_fails_before_writing() {
     // The engine is resolved before the workspace is provisioned.
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();

@@ -11,8 +11,8 @@
 
 use std::path::PathBuf;
 
-use crate::common::*;
 use paddock_protocol::{EgressMethod, EgressPhase, EgressRecord, EventBody, JobStatus};
+use paddock_test_support::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 

@@ -16,8 +16,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
@@ -328,7 +326,7 @@ impl Drop for Fixture {
 
 fn git_repo(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap();
-    common::git(dir, &["init", "-q", "-b", "main"]);
+    paddock_test_support::prelude::git(dir, &["init", "-q", "-b", "main"]);
     std::fs::write(dir.join(".bashrc"), "# rc\n").unwrap();
     std::fs::create_dir_all(dir.join(".git/hooks")).unwrap();
 }
@@ -715,12 +713,12 @@ fn sandboxed(probe: &Probe, fx: &Fixture, work: &Path) -> Outcome {
 }
 
 fn suite(uid: u32) {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     for tool in ["setpriv", "unshare", "ip", "nsenter", "/usr/bin/python3"] {
         if which::which(tool).is_err() {
-            if common::in_ci() {
+            if paddock_test_support::prelude::in_ci() {
                 panic!("the escape suite needs `{tool}` (see .ci/run)");
             }
             eprintln!("skipping: the escape suite needs `{tool}`");

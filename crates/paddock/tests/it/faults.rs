@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use crate::common::*;
 use paddock_protocol::{EventBody, JobStatus};
+use paddock_test_support::prelude::*;
 
 const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
 

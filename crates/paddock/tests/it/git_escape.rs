@@ -17,13 +17,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::common::*;
+use paddock_test_support::prelude::*;
 
 /// What shows that an attack worked.
 #[derive(Clone, Copy, Debug)]
@@ -394,7 +392,7 @@ async fn no_git_attack_fires_on_the_host_process_rung() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_git_attack_fires_on_the_host_sandbox_rung() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     for uid in users() {
@@ -482,7 +480,7 @@ async fn rewriting_the_jobs_objects_leaves_the_source_intact_process_rung() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rewriting_the_jobs_objects_leaves_the_source_intact_sandbox_rung() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     for uid in users() {

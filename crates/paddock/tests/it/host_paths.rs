@@ -9,8 +9,8 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::common::*;
 use paddock_protocol::JobStatus;
+use paddock_test_support::prelude::*;
 
 /// A stand-in Codex: one model call through the broker (as configured in
 /// its `config.toml`), a file written into the checkout, a finished turn.

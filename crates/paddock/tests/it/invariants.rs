@@ -15,9 +15,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::*;
 use nix::sys::signal::Signal;
 use paddock_protocol::JobStatus;
+use paddock_test_support::prelude::*;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {

@@ -3,13 +3,10 @@
 //! scripted upstream. One binary links the library once (the suites used
 //! to be one binary each). The suites that run the real engines end to end
 //! are the `engines` binary (`tests/engines/`, feature `engine-e2e`, which
-//! `scripts/test` turns on). Shared helpers: `tests/common/` and the
-//! `paddock-test-support` crate.
+//! `scripts/test` turns on). Shared helpers and mocks: the
+//! `paddock-test-support` crate (`use paddock_test_support::prelude::*;`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-#[path = "../common/mod.rs"]
-mod common;
 
 mod broker;
 mod cli;

@@ -8,15 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::common::*;
 use paddock_protocol::event::{EventBody, Phase};
 use paddock_protocol::JobStatus;
+use paddock_test_support::prelude::*;
 
 /// A job on the `process` rung whose `codex` is `script`.
 fn stand_in_job(home: &Home, name: &str, script: &str) -> PathBuf {
@@ -318,7 +316,7 @@ async fn gc_cleans_up_after_a_killed_run_on_the_process_rung() {
 /// cgroups stay (the helper that removes them was killed too).
 #[tokio::test(flavor = "multi_thread")]
 async fn gc_cleans_up_after_a_killed_run_on_the_sandbox_rung() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     gc_after_kill("sandbox").await;

@@ -6,15 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::path::PathBuf;
 
-use crate::common::*;
 use paddock_protocol::{EventBody, JobStatus};
+use paddock_test_support::prelude::*;
 
 async fn an_echoed_provider_key_is_redacted(engine: &str) {
-    let Some(_) = common::engine(engine) else {
+    let Some(_) = paddock_test_support::prelude::engine(engine) else {
         return;
     };
     let home = Home::new();
@@ -86,7 +84,7 @@ async fn claude_an_echoed_provider_key_is_redacted() {
 /// other; the real path is printed on stderr for the user.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kept_workspace_is_named_on_stderr_not_in_events() {
-    let Some(_) = common::engine("codex") else {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
     let home = Home::new();

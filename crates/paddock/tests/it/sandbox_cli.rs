@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::io::{Read, Write};
 use std::process::{Command, Output, Stdio};
 
@@ -26,7 +24,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn passes_stdio_and_the_exit_status_through() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let out = sandbox(&["--", "sh", "-c", "echo out; echo err >&2; exit 7"], &[]);
@@ -52,7 +50,7 @@ fn passes_stdio_and_the_exit_status_through() {
 
 #[test]
 fn the_environment_is_only_the_allowlist() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let out = sandbox(
@@ -75,7 +73,7 @@ fn the_environment_is_only_the_allowlist() {
 
 #[test]
 fn documented_exit_codes() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let timeout = sandbox(&["--timeout", "1", "--", "sleep", "30"], &[]);
@@ -120,7 +118,7 @@ fn documented_exit_codes() {
 
 #[test]
 fn fails_closed_when_a_protection_cannot_be_set_up() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     // A cgroup root that offers no controllers: the caps cannot be applied,
@@ -166,7 +164,7 @@ fn fails_closed_when_a_protection_cannot_be_set_up() {
 
 #[test]
 fn the_broker_forwarder_is_the_only_way_out() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     // A stand-in broker on a Unix socket answering one HTTP request.
@@ -224,7 +222,7 @@ fn the_broker_forwarder_is_the_only_way_out() {
 /// forwarder still relays both ways afterwards.
 #[test]
 fn many_connections_do_not_grow_the_helpers_threads() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -317,7 +315,7 @@ fn doctor_reports_what_the_kernel_says() {
 
 #[test]
 fn the_command_gets_the_default_sigpipe() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     // With SIGPIPE ignored (Rust ignores it in its own processes) `yes`
@@ -331,7 +329,7 @@ fn the_command_gets_the_default_sigpipe() {
 
 #[test]
 fn the_trace_names_every_set_up_step_in_order() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let out = sandbox(&["--", "true"], &[("PADDOCK_SANDBOX_TRACE", "1")]);
@@ -423,7 +421,7 @@ fn parses_its_own_arguments_and_help() {
 
 #[test]
 fn the_cgroup_namespace_is_rooted_at_the_run() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     // With caps (the helper moves PID 1 into the run's cgroup before PID 1
@@ -444,7 +442,7 @@ fn the_cgroup_namespace_is_rooted_at_the_run() {
 
 #[test]
 fn the_command_runs_on_every_cpu_the_caller_may_use() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     // PID 1 is moved to another CPU while it builds the view (so that the
@@ -495,7 +493,7 @@ fn listing(root: &std::path::Path) -> Vec<String> {
 /// was made and left in every `--rw` repository without one.
 #[test]
 fn a_run_leaves_no_placeholder_behind() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -541,7 +539,7 @@ fn a_run_leaves_no_placeholder_behind() {
 /// empty file without permissions inside.
 #[test]
 fn hidden_programs_are_covered_without_following_links() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -600,7 +598,7 @@ fn hidden_programs_are_covered_without_following_links() {
 /// signal (before, the helper died of the signal and left them).
 #[test]
 fn a_stop_signal_ends_the_run_and_cleans_up() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let mut got = Vec::new();

@@ -7,12 +7,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
-
 use std::os::unix::fs::PermissionsExt as _;
 
-use crate::common::*;
 use paddock_protocol::JobStatus;
+use paddock_test_support::prelude::*;
 
 const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\n";
 
@@ -74,7 +72,7 @@ async fn daemon_survives(sandbox: bool) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_timeout_kills_a_daemon_that_left_the_process_group() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     // On the process rung too: the supervisor kills it (supervise.rs).
@@ -86,7 +84,7 @@ async fn the_timeout_kills_a_daemon_that_left_the_process_group() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_engine_sees_the_sandbox_not_the_host() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let home = Home::new();
@@ -119,7 +117,7 @@ async fn the_engine_sees_the_sandbox_not_the_host() {
 /// cap itself is attacked with its unconfined twin in escape.rs.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_cannot_fork_past_the_default_pids_cap() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     if !nix::unistd::geteuid().is_root() {
@@ -156,7 +154,9 @@ async fn a_job_cannot_fork_past_the_default_pids_cap() {
 /// enforced (cgroups), so nothing is degraded, and the engine's deny hook
 /// (`paddock hook`, run inside the sandbox) still refuses denied commands.
 async fn profile_is_enforced_in_the_sandbox(engine: &str) {
-    if common::engine(engine).is_none() || !common::sandbox_available() {
+    if paddock_test_support::prelude::engine(engine).is_none()
+        || !paddock_test_support::prelude::sandbox_available()
+    {
         return;
     }
     if !nix::unistd::geteuid().is_root() {
@@ -259,7 +259,7 @@ async fn run_where_no_sandbox_starts(home: &Home, spec: &std::path::Path) -> std
 /// refused before the job exists, naming the failed step.
 #[tokio::test(flavor = "multi_thread")]
 async fn auto_falls_back_and_sandbox_is_refused_where_none_starts() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let home = Home::new();
@@ -363,7 +363,7 @@ async fn engine_reads_fd7(sandbox: bool) -> String {
 /// the same shell wrapper starting `sh` instead of `paddock`, which reads it.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_inherited_descriptor_reaches_no_engine() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -405,8 +405,8 @@ async fn committed_link_write_reaches_host(sandbox: bool) -> bool {
     let spec = stand_in_job(&home, &format!("echo pwned > {target}"), sandbox);
     let repo = home.path().join("repo");
     std::os::unix::fs::symlink("/tmp", repo.join(".profile")).unwrap();
-    common::git(&repo, &["add", ".profile"]);
-    common::git(&repo, &["commit", "-q", "-m", "a link"]);
+    paddock_test_support::prelude::git(&repo, &["add", ".profile"]);
+    paddock_test_support::prelude::git(&repo, &["commit", "-q", "-m", "a link"]);
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
@@ -418,7 +418,7 @@ async fn committed_link_write_reaches_host(sandbox: bool) -> bool {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_committed_link_does_not_bring_host_paths_into_the_view() {
-    if !common::sandbox_available() {
+    if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
     assert_eq!(

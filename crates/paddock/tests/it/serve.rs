@@ -18,7 +18,7 @@ use paddock_protocol::{AgentEvent, JobRecord, JobSpec, JobStatus};
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::common::*;
+use paddock_test_support::prelude::*;
 
 /// The three lines of a finished Codex turn.
 const TURN: &str = r#"echo '{"type":"thread.started","thread_id":"t"}'

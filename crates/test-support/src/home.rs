@@ -1,0 +1,107 @@
+//! One test's private Paddock home (database, artifacts, workspaces, a
+//! config directory of its own) and the real `paddock` binary run on it.
+//! The binary is the one Cargo built beside the running test binary (an
+//! integration test's `target/<profile>/deps/NAME-HASH` → its
+//! `target/<profile>/paddock`), so this library needs no build-time path.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use paddock::store::SqliteStore;
+
+/// The `paddock` binary Cargo built for the running integration test.
+pub fn paddock_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("a test binary lives in target/<profile>/deps");
+    profile_dir.join("paddock")
+}
+
+/// One test's private Paddock home: database, artifacts, workspaces.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for Home {
+    fn default() -> Home {
+        Home::new()
+    }
+}
+
+impl Home {
+    pub fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.path().join("data")
+    }
+
+    pub fn jobs(&self) -> PathBuf {
+        self.path().join("jobs")
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.data().join("paddock.db")
+    }
+
+    /// Runs the real `paddock` binary with this home and extra environment.
+    pub async fn paddock(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().await.unwrap()
+    }
+
+    /// `paddock ARGS` on this home, not started (for a test that runs it
+    /// alongside others, or kills it).
+    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(paddock_bin());
+        cmd.arg("--data-dir")
+            .arg(self.data())
+            .arg("--jobs-dir")
+            .arg(self.jobs())
+            .args(args)
+            .env_remove("PADDOCK_DB")
+            // The user's own config file (docs/cli.md) stays out of tests.
+            .env("XDG_CONFIG_HOME", self.path().join("config"))
+            .stdin(std::process::Stdio::null());
+        cmd
+    }
+
+    pub async fn store(&self) -> SqliteStore {
+        SqliteStore::open(&self.db()).await.unwrap()
+    }
+
+    /// Workspaces left under the jobs directory, and job leases left in
+    /// its `.leases/` (as `.leases/NAME`).
+    pub fn leftover_workspaces(&self) -> Vec<String> {
+        let names = |dir: &Path| -> Vec<String> {
+            match std::fs::read_dir(dir) {
+                Ok(rd) => rd
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect(),
+                Err(_) => Vec::new(),
+            }
+        };
+        let mut out: Vec<String> = names(&self.jobs())
+            .into_iter()
+            .filter(|n| n != ".leases")
+            .collect();
+        out.extend(
+            names(&self.jobs().join(".leases"))
+                .into_iter()
+                .map(|n| format!(".leases/{n}")),
+        );
+        out
+    }
+}

@@ -1,0 +1,164 @@
+//! Job specs for tests (a real engine with a model, or a shell-script
+//! stand-in answering the pinned version), the record `paddock run --json`
+//! prints, and what a job left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::git::repo;
+use crate::home::Home;
+
+/// The model each engine is run with in tests.
+pub fn model(engine: &str) -> &'static str {
+    match engine {
+        "codex" => "gpt-5.5",
+        _ => "claude-sonnet-4-5",
+    }
+}
+
+/// Writes `job.toml` (and `scenario.toml` when scripted) into `dir`.
+pub fn job(
+    dir: &Path,
+    engine: &str,
+    repo: &Path,
+    upstream: &str,
+    scenario: Option<&str>,
+) -> PathBuf {
+    if let Some(s) = scenario {
+        std::fs::write(dir.join("scenario.toml"), s).unwrap();
+    }
+    let spec = format!(
+        r#"[ticket]
+id = "T-1"
+title = "Test ticket"
+project = "tests"
+description = "A test."
+
+[repository]
+path = "{repo}"
+base_ref = "main"
+
+[engine]
+kind = "{engine}"
+model = "{model}"
+
+{upstream}
+
+[limits]
+timeout_secs = 120
+"#,
+        repo = repo.display(),
+        model = model(engine),
+    );
+    let p = dir.join("job.toml");
+    std::fs::write(&p, spec).unwrap();
+    p
+}
+
+/// A job spec on `rung` whose engine is the shell script `body` (run as
+/// Codex), with `timeout_secs`.
+pub fn fake_codex_job(home: &Home, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
+    stand_in_job(home.path(), rung, body, timeout_secs)
+}
+
+pub const SCRIPTED: &str = "[upstream]\nprovider = \"scripted\"\nscenario = \"scenario.toml\"\n";
+
+/// The final job record printed by `paddock run --json`.
+pub fn record(out: &Output) -> paddock_protocol::JobRecord {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "no job record on stdout ({e}); stdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut hits = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(p);
+            } else if ft.is_file() {
+                if let Ok(bytes) = std::fs::read(&p) {
+                    if bytes.windows(needle.len()).any(|w| w == needle) {
+                        hits.push(p);
+                    }
+                }
+            }
+        }
+    }
+    hits
+}
+
+/// Puts the job spec at `spec` on the `sandbox` rung.
+pub fn sandboxed(spec: &Path) {
+    on_rung(spec, "sandbox");
+}
+
+/// Puts the job spec at `spec` on `rung` explicitly (the default is `auto`).
+pub fn on_rung(spec: &Path, rung: &str) {
+    let text = std::fs::read_to_string(spec).unwrap();
+    std::fs::write(spec, format!("isolation = \"{rung}\"\n{text}")).unwrap();
+}
+
+/// Waits (up to 60 s) until a job's engine has created `name` in its
+/// checkout; false if it never did.
+pub async fn created_in_work(home: &Home, name: &str) -> bool {
+    for _ in 0..600 {
+        if let Ok(rd) = std::fs::read_dir(home.jobs()) {
+            for e in rd.flatten() {
+                if e.path().join("work").join(name).exists() {
+                    return true;
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// A job spec in `dir` (with its repository, `dir/repo`) on `rung` whose
+/// engine is the shell script `body` (run as Codex, `dir/fakebin/codex`),
+/// with `timeout_secs`.
+pub fn stand_in_job(dir: &Path, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
+    const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
+    let repo = repo(dir);
+    let bin = dir.join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let engine = bin.join("codex");
+    // The stand-in answers the start's version check as the pinned Codex.
+    std::fs::write(
+        &engine,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}\n",
+            paddock::engines::codex::PIN.version
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(dir, "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            "[engine]\n",
+            &format!("[engine]\nbinary = \"{}\"\n", engine.display()),
+        )
+        .replace(
+            "timeout_secs = 120",
+            &format!("timeout_secs = {timeout_secs}"),
+        );
+    // A budget, so the job's only `error` events are the faults' own.
+    std::fs::write(&spec, format!("{text}\n[budget]\nmax_usd = 1.0\n")).unwrap();
+    on_rung(&spec, rung);
+    spec
+}

@@ -1,0 +1,104 @@
+//! Prerequisites a test checks first: an engine CLI on PATH, a sandbox
+//! that can start, a tmpfs this process can mount. Absent, a test skips
+//! with a printed reason locally and fails in CI ([`in_ci`]); and the lock
+//! a test holds while it changes the process's environment.
+
+use std::path::{Path, PathBuf};
+
+/// Held by a test while it changes the process's environment (the AWS and
+/// Google credential chains read it): one such test at a time in a binary.
+/// Children other tests spawn meanwhile inherit what it set, so only
+/// variables no other test's job reads may be changed.
+pub static PROCESS_ENV: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// True when running in CI, where a missing prerequisite is a failure.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// The engine CLI on PATH, or `None` (with a printed reason) when absent
+/// locally. In CI an absent engine fails the test.
+pub fn engine(name: &str) -> Option<PathBuf> {
+    match which::which(name) {
+        Ok(p) => Some(p),
+        Err(_) if in_ci() => {
+            panic!("engine `{name}` is not on PATH in CI (run scripts/install-engines)")
+        }
+        Err(_) => {
+            eprintln!("skipping: engine `{name}` is not on PATH (run scripts/test, which installs the pinned engines)");
+            None
+        }
+    }
+}
+
+/// True when Paddock's sandbox can start on this host (`paddock doctor`
+/// says so); otherwise prints why and returns false locally, and fails in
+/// CI.
+pub fn sandbox_available() -> bool {
+    let out = std::process::Command::new(crate::home::paddock_bin())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rung = report["rungs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "sandbox")
+        .cloned()
+        .unwrap();
+    if rung["supported"] == true {
+        return true;
+    }
+    let why = rung["detail"].as_str().unwrap_or("?").to_string();
+    if in_ci() {
+        panic!("the sandbox rung is not available in CI: {why}");
+    }
+    eprintln!("skipping: the sandbox rung is not available here: {why}");
+    false
+}
+
+/// A tmpfs of a given size mounted on a directory for a test (a data
+/// directory that fills up), unmounted when dropped.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts it; `None` (with a printed reason locally, a failure in CI)
+    /// where this process cannot mount.
+    pub fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "paddock-test"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return Some(Tmpfs(dir.to_path_buf()));
+        }
+        if in_ci() {
+            panic!("cannot mount a tmpfs on {} in CI", dir.display());
+        }
+        eprintln!("skipping: cannot mount a tmpfs here (needs root)");
+        None
+    }
+
+    /// Gives it room again (64 MB).
+    pub fn grow(&self) {
+        let ok = std::process::Command::new("mount")
+            .args(["-o", "remount,size=64m"])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
