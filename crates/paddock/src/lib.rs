@@ -16,6 +16,7 @@ pub mod event_line;
 pub mod host_check;
 pub mod job_ref;
 pub mod launcher;
+pub mod ledger;
 pub mod leftovers;
 pub mod output;
 pub mod paths;

@@ -6,6 +6,10 @@
 //! Call figures come from the ledger; ticket figures from the jobs. A job
 //! counts toward a day by the day it was created, toward a model if it made
 //! calls on that model; a ticket is `(project, ticket id)`.
+//!
+//! `paddock usage --by DIM` and `GET /v1/usage?by=DIM` answer one
+//! dimension with the total ([`Dimension`], [`Report::by`]): the same
+//! [`UsageBy`] from the same code.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,7 +19,7 @@ use serde::Serialize;
 use crate::store::{UsageCalls, UsageJob};
 
 /// One group of one dimension.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Rollup {
     pub key: String,
     pub calls: u64,
@@ -114,6 +118,90 @@ pub fn report(jobs: &[UsageJob], calls: &[UsageCalls]) -> Report {
         by_engine: next(),
         by_model: next(),
     }
+}
+
+/// A dimension of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Dimension {
+    Day,
+    Project,
+    TaskType,
+    Engine,
+    Model,
+}
+
+impl Dimension {
+    pub const ALL: [Dimension; 5] = [
+        Dimension::Day,
+        Dimension::Project,
+        Dimension::TaskType,
+        Dimension::Engine,
+        Dimension::Model,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dimension::Day => "day",
+            Dimension::Project => "project",
+            Dimension::TaskType => "task_type",
+            Dimension::Engine => "engine",
+            Dimension::Model => "model",
+        }
+    }
+
+    /// The dimension named `name` (`day`, `project`, `task_type`,
+    /// `engine`, `model`).
+    pub fn parse(name: &str) -> Result<Dimension, UnknownDimension> {
+        Dimension::ALL
+            .into_iter()
+            .find(|d| d.as_str() == name)
+            .ok_or_else(|| UnknownDimension {
+                given: name.to_owned(),
+            })
+    }
+}
+
+/// A dimension name that is none of them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown usage dimension `{given}` (expected day, project, task_type, engine or model)")]
+pub struct UnknownDimension {
+    pub given: String,
+}
+
+/// One dimension of the report with the total.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct UsageBy {
+    pub by: Dimension,
+    pub total: Rollup,
+    /// One per group, by key.
+    pub rollups: Vec<Rollup>,
+}
+
+impl Report {
+    /// Dimension `by` of the report, with the total.
+    pub fn by(&self, by: Dimension) -> UsageBy {
+        let rollups = match by {
+            Dimension::Day => &self.by_day,
+            Dimension::Project => &self.by_project,
+            Dimension::TaskType => &self.by_task_type,
+            Dimension::Engine => &self.by_engine,
+            Dimension::Model => &self.by_model,
+        };
+        UsageBy {
+            by,
+            total: self.total.clone(),
+            rollups: rollups.clone(),
+        }
+    }
+}
+
+/// The report of everything `store` holds.
+pub async fn from_store(
+    store: &dyn crate::store::Store,
+) -> Result<Report, crate::store::StoreError> {
+    let (jobs, calls) = store.usage().await?;
+    Ok(report(&jobs, &calls))
 }
 
 fn day_of(t: time::OffsetDateTime) -> String {
@@ -324,5 +412,32 @@ mod tests {
             (0, 0, None)
         );
         assert!(r.by_model.is_empty());
+    }
+
+    #[test]
+    fn one_dimension_with_the_total() {
+        let t0 = datetime!(2026-11-30 10:00 UTC);
+        let jobs = vec![attempt("a", "A-1", 1, "done", t0, 60)];
+        let r = report(&jobs, &[]);
+        let names: Vec<Result<Dimension, UnknownDimension>> = ["task_type", "week"]
+            .into_iter()
+            .map(Dimension::parse)
+            .collect();
+        assert_eq!(
+            (names, r.by(Dimension::TaskType)),
+            (
+                vec![
+                    Ok(Dimension::TaskType),
+                    Err(UnknownDimension {
+                        given: "week".into()
+                    })
+                ],
+                UsageBy {
+                    by: Dimension::TaskType,
+                    total: r.total.clone(),
+                    rollups: r.by_task_type.clone(),
+                }
+            )
+        );
     }
 }

@@ -7,6 +7,7 @@ use time::OffsetDateTime;
 use crate::event::TokenUsage;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModelCall {
     pub job_id: String,
     pub attempt: u32,
@@ -31,10 +32,12 @@ pub struct ModelCall {
     pub price_version: String,
     pub cost_micros: i64,
     #[serde(with = "time::serde::rfc3339")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub started_at: OffsetDateTime,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CallStatus {
     /// The call completed with usage.

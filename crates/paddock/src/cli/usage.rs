@@ -1,9 +1,12 @@
-//! `paddock usage`: spend rolled up by day, project, task type, engine and model.
+//! `paddock usage`: spend rolled up by day, project, task type, engine and
+//! model (`--by DIM`: one of them), or the ledger a page at a time
+//! (`--ledger`); the same library code as `GET /v1/usage` and `GET
+//! /v1/ledger`.
 
 use anyhow::Context as _;
 use paddock::broker::prices::format_usd;
 use paddock::paths::Paths;
-use paddock::usage::Report;
+use paddock::usage::{Dimension, Report};
 
 use super::{exit, open_existing_store, Failure};
 
@@ -12,34 +15,85 @@ pub struct UsageArgs {
     /// Print the report as one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Only this dimension and the total: day, project, task_type, engine
+    /// or model.
+    #[arg(long, value_name = "DIM", value_parser = parse_dimension, conflicts_with = "ledger")]
+    pub by: Option<Dimension>,
+    /// Print a page of the ledger (its model calls, oldest first) as JSON
+    /// instead, with the cursor of the next page.
+    #[arg(long)]
+    pub ledger: bool,
+    /// With --ledger: start after this page's `next_cursor`.
+    #[arg(long, requires = "ledger")]
+    pub cursor: Option<String>,
+    /// With --ledger: at most this many calls (1 to 500, default 100).
+    #[arg(long, requires = "ledger")]
+    pub limit: Option<u32>,
+}
+
+fn parse_dimension(name: &str) -> Result<Dimension, String> {
+    Dimension::parse(name).map_err(|e| e.to_string())
 }
 
 pub async fn exec(args: UsageArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_existing_store(paths).await?;
-    let (jobs, calls) = store.usage().await.context("read the ledger")?;
-    let report = paddock::usage::report(&jobs, &calls);
-    if args.json {
+    if args.ledger {
+        let page = paddock::ledger::page(store.as_ref(), args.cursor.as_deref(), args.limit)
+            .await
+            .map_err(|e| match e {
+                paddock::ledger::LedgerError::Read(_) => Failure::Internal(anyhow::Error::new(e)),
+                _ => Failure::BadInput(anyhow::Error::new(e)),
+            })?;
         outln!(
             "{}",
-            serde_json::to_string(&report).context("serialize the usage report")?
+            serde_json::to_string(&page).context("serialize the ledger page")?
         );
-    } else {
-        out!("{}", render(&report));
+        return Ok(exit::DONE);
+    }
+    let report = paddock::usage::from_store(store.as_ref())
+        .await
+        .context("read the ledger")?;
+    match (args.by, args.json) {
+        (Some(by), true) => outln!(
+            "{}",
+            serde_json::to_string(&report.by(by)).context("serialize the usage report")?
+        ),
+        (None, true) => outln!(
+            "{}",
+            serde_json::to_string(&report).context("serialize the usage report")?
+        ),
+        (by, false) => out!("{}", render(&report, by)),
     }
     Ok(exit::DONE)
 }
 
-/// The report as text tables, one per dimension.
-fn render(report: &Report) -> String {
+/// The report as text tables, one per dimension (only `by`'s and the
+/// total's when given).
+fn render(report: &Report, by: Option<Dimension>) -> String {
     let mut out = String::new();
-    for (title, rows) in [
-        ("total", std::slice::from_ref(&report.total)),
-        ("day", report.by_day.as_slice()),
-        ("project", report.by_project.as_slice()),
-        ("task type", report.by_task_type.as_slice()),
-        ("engine", report.by_engine.as_slice()),
-        ("model", report.by_model.as_slice()),
+    for (dimension, title, rows) in [
+        (None, "total", std::slice::from_ref(&report.total)),
+        (Some(Dimension::Day), "day", report.by_day.as_slice()),
+        (
+            Some(Dimension::Project),
+            "project",
+            report.by_project.as_slice(),
+        ),
+        (
+            Some(Dimension::TaskType),
+            "task type",
+            report.by_task_type.as_slice(),
+        ),
+        (
+            Some(Dimension::Engine),
+            "engine",
+            report.by_engine.as_slice(),
+        ),
+        (Some(Dimension::Model), "model", report.by_model.as_slice()),
     ] {
+        if by.is_some() && dimension.is_some() && dimension != by {
+            continue;
+        }
         out.push_str(&format!(
             "{title:<20} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>12} {:>7} {:>12} {:>7} {:>10}\n",
             "calls",

@@ -448,6 +448,13 @@ impl crate::store::Store for FailingStore {
     ) -> Result<Vec<crate::store::WebhookAttempt>, StoreError> {
         self.inner.webhook_attempts(job_id).await
     }
+    async fn ledger(
+        &self,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<(i64, paddock_protocol::ledger::ModelCall)>, StoreError> {
+        self.inner.ledger(after, limit).await
+    }
     async fn usage(
         &self,
     ) -> Result<(Vec<crate::store::UsageJob>, Vec<crate::store::UsageCalls>), StoreError> {

@@ -6,7 +6,7 @@
 //! or JSONL, `discover.rs` what the server offers (engines, rungs,
 //! profiles, prices, capacity), `health.rs` liveness and readiness, `openapi.rs` the OpenAPI 3.1
 //! document (utoipa) served at `/openapi.json`, `queue.rs` the scheduler over the store's persistent queue,
-//! `hub.rs` the live events of running jobs, `problem.rs` errors as
+//! `usage.rs` spend rollups and the ledger, `hub.rs` the live events of running jobs, `problem.rs` errors as
 //! problem+json (`extract.rs` makes malformed requests problems too), `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
 //!
@@ -29,6 +29,7 @@ mod openapi;
 mod problem;
 mod queue;
 mod state;
+mod usage;
 pub mod webhooks;
 
 use std::future::Future;
@@ -99,6 +100,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}", get(jobs::get))
         .route("/v1/jobs/{id}/events", get(events::events))
         .route("/v1/discover", get(discover::discover))
+        .route("/v1/usage", get(usage::usage))
+        .route("/v1/ledger", get(usage::ledger))
         .route("/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(exposition))
         .route_layer(gate(Scope::Read));

@@ -12,7 +12,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{discover, events, health, jobs, problem};
+use super::{discover, events, health, jobs, problem, usage};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -28,6 +28,8 @@ use super::{discover, events, health, jobs, problem};
         jobs::dispose,
         events::events,
         discover::discover,
+        usage::usage,
+        usage::ledger,
         health::healthz,
         health::readyz,
         openapi_json,
@@ -44,10 +46,17 @@ use super::{discover, events, health, jobs, problem};
         discover::Discovery,
         health::Health,
         health::Readiness,
+        crate::usage::UsageBy,
+        crate::usage::Rollup,
+        crate::usage::Dimension,
+        crate::ledger::LedgerPage,
+        paddock_protocol::ledger::ModelCall,
+        paddock_protocol::ledger::CallStatus,
     )),
     tags(
         (name = "jobs", description = "Submit, list, watch, cancel and dispose of jobs"),
         (name = "runtime", description = "What the server offers and whether it is ready"),
+        (name = "usage", description = "Spend rollups and the ledger"),
     )
 )]
 pub struct ApiDoc;

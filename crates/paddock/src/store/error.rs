@@ -128,6 +128,12 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot read the ledger after position {after:?}")]
+    ReadLedger {
+        after: Option<i64>,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("cannot read the model calls of job {job_id}")]
     ReadModelCalls {
         job_id: String,

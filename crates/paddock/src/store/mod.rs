@@ -190,6 +190,15 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// were recorded.
     async fn webhook_attempts(&self, job_id: &str) -> Result<Vec<WebhookAttempt>, StoreError>;
 
+    /// The ledger a page at a time: at most `limit` model calls of every
+    /// job in the order they were first recorded, after the row at
+    /// `after` (a position this returned), each with its position.
+    async fn ledger(
+        &self,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<(i64, ModelCall)>, StoreError>;
+
     /// Every job and its calls per model and day (`paddock usage`).
     async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError>;
 

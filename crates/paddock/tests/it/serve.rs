@@ -847,6 +847,8 @@ async fn the_openapi_document_is_served_and_names_every_route() {
         ("/v1/jobs/{id}", &["delete", "get"]),
         ("/v1/jobs/{id}/cancel", &["post"]),
         ("/v1/jobs/{id}/events", &["get"]),
+        ("/v1/ledger", &["get"]),
+        ("/v1/usage", &["get"]),
     ]
     .iter()
     .map(|(p, m)| (p.to_string(), m.iter().map(|m| m.to_string()).collect()))
@@ -907,6 +909,8 @@ async fn the_openapi_document_is_served_and_names_every_route() {
                 vec![401, 401, 403]
             }
             "GET /v1/jobs/{id}" | "GET /v1/jobs/{id}/events" => vec![401, 401, 404],
+            // `by` is required.
+            "GET /v1/usage" => vec![401, 401, 400],
             _ => vec![401, 401, 200],
         }
     };
@@ -1038,5 +1042,132 @@ async fn every_final_record_is_posted_to_the_webhook_signed() {
             serde_json::from_slice::<JobRecord>(body).unwrap(),
         ),
         (true, record)
+    );
+}
+
+/// A ledger row of job `job` (as the broker records one).
+fn call(job: &str, seq: u64, model: &str, cost_micros: i64) -> paddock_protocol::ledger::ModelCall {
+    paddock_protocol::ledger::ModelCall {
+        job_id: job.to_owned(),
+        attempt: 1,
+        seq,
+        provider: "openai".into(),
+        requested_model: model.into(),
+        served_model: Some(model.into()),
+        tokens: paddock_protocol::TokenUsage {
+            input_tokens: 100 * seq,
+            output_tokens: 10,
+            ..Default::default()
+        },
+        ttft_ms: Some(5),
+        duration_ms: 20,
+        status: paddock_protocol::ledger::CallStatus::Ok,
+        http_status: Some(200),
+        error: None,
+        estimated: false,
+        price_version: "test".into(),
+        cost_micros,
+        started_at: time::OffsetDateTime::now_utc(),
+    }
+}
+
+#[tokio::test]
+async fn usage_and_the_ledger_are_served_as_the_cli_reports_them() {
+    use paddock::store::Store as _;
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let a = server.submit_ok(&spec(&home, "T-1", TURN), 0).await;
+    let b = server.submit_ok(&spec(&home, "T-2", TURN), 0).await;
+    server.wait_for(&a, is_final).await;
+    server.wait_for(&b, is_final).await;
+    let store = home.store().await;
+    let recorded = vec![
+        call(&a, 1, "gpt-5.5", 1_000),
+        call(&b, 1, "gpt-5.5-mini", 200),
+        call(&a, 2, "gpt-5.5", 3_000),
+    ];
+    for c in &recorded {
+        store.insert_model_call(c).await.unwrap();
+    }
+    let get = |path: String| {
+        let client = server.client.clone();
+        let url = server.url(&path);
+        async move { client.get(url).send().await.unwrap() }
+    };
+    let cli = |args: &'static [&'static str]| {
+        let home = &home;
+        async move {
+            let out = home.paddock(args, &[]).await;
+            assert!(out.status.success(), "{}", stderr_of(&out));
+            serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        }
+    };
+    // The server's answer is the CLI's, and it adds up.
+    let by_model: Value = body(get("/v1/usage?by=model".into()).await).await;
+    assert_eq!(by_model, cli(&["usage", "--by", "model", "--json"]).await);
+    let rollups: Vec<(String, u64, i64)> = by_model["rollups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap().to_owned(),
+                r["calls"].as_u64().unwrap(),
+                r["cost_micros"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (rollups, by_model["total"]["cost_micros"].clone()),
+        (
+            vec![
+                ("gpt-5.5".to_owned(), 2, 4_000),
+                ("gpt-5.5-mini".to_owned(), 1, 200)
+            ],
+            Value::from(4_200)
+        )
+    );
+    // Two pages of the ledger, in the order recorded, then an empty one
+    // that gives the same cursor back.
+    let first: paddock::ledger::LedgerPage = body(get("/v1/ledger?limit=2".into()).await).await;
+    let second: paddock::ledger::LedgerPage =
+        body(get(format!("/v1/ledger?limit=2&cursor={}", first.next_cursor)).await).await;
+    let last: paddock::ledger::LedgerPage =
+        body(get(format!("/v1/ledger?cursor={}", second.next_cursor)).await).await;
+    let mut served = first.calls.clone();
+    served.extend(second.calls.clone());
+    assert_eq!(
+        (
+            served,
+            first.more,
+            second.more,
+            last.calls.len(),
+            &last.next_cursor
+        ),
+        (recorded, true, false, 0, &second.next_cursor)
+    );
+    assert_eq!(
+        serde_json::to_value(&first).unwrap(),
+        cli(&["usage", "--ledger", "--limit", "2"]).await
+    );
+    // Bad input is a problem, as the CLI's is an error.
+    let mut bad = Vec::new();
+    for path in [
+        "/v1/usage?by=week",
+        "/v1/ledger?cursor=nope",
+        "/v1/ledger?limit=0",
+    ] {
+        let resp = get(path.to_owned()).await;
+        let status = resp.status().as_u16();
+        let problem: Value = body(resp).await;
+        bad.push((status, problem["code"].as_str().unwrap().to_owned()));
+    }
+    assert_eq!(
+        bad,
+        vec![
+            (400, "bad_request".to_owned()),
+            (400, "bad_request".to_owned()),
+            (400, "bad_request".to_owned())
+        ]
     );
 }

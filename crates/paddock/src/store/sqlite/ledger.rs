@@ -41,6 +41,22 @@ const SELECT: &str = "SELECT job_id, attempt, seq, provider, requested_model, se
      ttft_ms, duration_ms, status, http_status, error, estimated, price_version, cost_micros, \
      started_at FROM model_calls WHERE job_id = $1 ORDER BY seq";
 
+/// The ledger after a position (the row's `rowid`: the order rows were
+/// first written; settling a row keeps it), a page at a time.
+const PAGE: &str = "SELECT rowid AS position, job_id, attempt, seq, provider, requested_model, \
+     served_model, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
+     reasoning_tokens, ttft_ms, duration_ms, status, http_status, error, estimated, \
+     price_version, cost_micros, started_at FROM model_calls WHERE rowid > $1 \
+     ORDER BY rowid LIMIT $2";
+
+/// A ledger row with its position.
+#[derive(sqlx::FromRow)]
+struct PositionedRow {
+    position: i64,
+    #[sqlx(flatten)]
+    row: ModelCallRow,
+}
+
 /// A `model_calls` row as stored.
 #[derive(sqlx::FromRow)]
 struct ModelCallRow {
@@ -180,6 +196,24 @@ impl SqliteStore {
                     }
                 }
             })
+    }
+
+    /// At most `limit` ledger rows after position `after`, in the order
+    /// they were first written, with their positions.
+    pub(super) async fn ledger(
+        &self,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<(i64, ModelCall)>, StoreError> {
+        sqlx::query_as::<_, PositionedRow>(PAGE)
+            .bind(after.unwrap_or(0))
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ReadLedger { after, source })?
+            .into_iter()
+            .map(|r| Ok((r.position, r.row.into_call()?)))
+            .collect()
     }
 
     /// The model calls of job `job_id`, in ascending seq order. Empty for an

@@ -337,6 +337,14 @@ impl Store for SqliteStore {
         SqliteStore::webhook_attempts(self, job_id).await
     }
 
+    async fn ledger(
+        &self,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<(i64, ModelCall)>, StoreError> {
+        SqliteStore::ledger(self, after, limit).await
+    }
+
     async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError> {
         SqliteStore::usage(self).await
     }
