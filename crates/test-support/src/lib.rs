@@ -5,7 +5,8 @@
 //! Microsoft Entra ID token endpoint ([`entra`]), a DNS resolver for the
 //! egress proxy that maps names to loopback stand-ins and can rebind
 //! ([`dns`]), a GitHub REST API mock ([`github`]) and a git smart-HTTP
-//! server around `git http-backend` ([`git_http`]). Each speaks the real
+//! server around `git http-backend` ([`git_http`]), a real headless Chromium
+//! driven over the DevTools protocol ([`chromium`]). Each speaks the real
 //! wire format and checks what the broker sends. And the fixtures every
 //! integration test shares: a private Paddock home running the real binary
 //! ([`home`]), git repositories ([`git`]), job specs and stand-in engines
@@ -17,6 +18,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod bedrock;
+pub mod chromium;
 pub mod credentials;
 pub mod dns;
 pub mod endless;

@@ -11,6 +11,7 @@
 mod broker;
 mod cli;
 mod context;
+mod dashboard;
 mod doc_links;
 mod egress;
 mod egress_jobs;

@@ -21,12 +21,12 @@ use tokio::io::AsyncBufReadExt as _;
 use paddock_test_support::prelude::*;
 
 /// The three lines of a finished Codex turn.
-const TURN: &str = r#"echo '{"type":"thread.started","thread_id":"t"}'
+pub(crate) const TURN: &str = r#"echo '{"type":"thread.started","thread_id":"t"}'
 echo '{"type":"turn.started"}'
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
 
 /// A running `paddock serve`.
-struct Server {
+pub(crate) struct Server {
     child: tokio::process::Child,
     base: String,
     stderr: Arc<Mutex<String>>,
@@ -35,7 +35,7 @@ struct Server {
 }
 
 /// A new API token of `scope` in `home`'s store (`paddock token create`).
-async fn token(home: &Home, scope: &str) -> String {
+pub(crate) async fn token(home: &Home, scope: &str) -> String {
     let out = home
         .paddock(&["token", "create", "--scope", scope], &[])
         .await;
@@ -61,7 +61,7 @@ fn client_with(token: &str) -> reqwest::Client {
 }
 
 impl Server {
-    async fn start(home: &Home, args: &[&str]) -> Server {
+    pub(crate) async fn start(home: &Home, args: &[&str]) -> Server {
         Server::start_env(home, args, &[]).await
     }
 
@@ -105,7 +105,7 @@ impl Server {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
@@ -121,14 +121,14 @@ impl Server {
     }
 
     /// Submits `spec`; its id (202 asserted).
-    async fn submit_ok(&self, spec: &Value, priority: i64) -> String {
+    pub(crate) async fn submit_ok(&self, spec: &Value, priority: i64) -> String {
         let resp = self.submit(spec, priority).await;
         assert_eq!(resp.status(), 202, "{}", self.stderr());
         let record: JobRecord = body(resp).await;
         record.id
     }
 
-    async fn job(&self, id: &str) -> JobRecord {
+    pub(crate) async fn job(&self, id: &str) -> JobRecord {
         body(
             self.client
                 .get(self.url(&format!("/v1/jobs/{id}")))
@@ -140,7 +140,7 @@ impl Server {
     }
 
     /// Waits (up to 60 s) until job `id` is `status`; its record.
-    async fn wait_for(&self, id: &str, done: impl Fn(JobStatus) -> bool) -> JobRecord {
+    pub(crate) async fn wait_for(&self, id: &str, done: impl Fn(JobStatus) -> bool) -> JobRecord {
         for _ in 0..600 {
             let job = self.job(id).await;
             if done(job.status) {
@@ -160,7 +160,7 @@ impl Server {
             .unwrap()
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
@@ -171,7 +171,7 @@ impl Server {
 
 /// A job spec (as JSON) in `home/<name>` whose stand-in engine runs
 /// `body`, on ticket `name`.
-fn spec(home: &Home, name: &str, body: &str) -> Value {
+pub(crate) fn spec(home: &Home, name: &str, body: &str) -> Value {
     spec_on(home, name, name, body)
 }
 
@@ -263,7 +263,7 @@ async fn stored_events(home: &Home, id: &str) -> Vec<AgentEvent> {
     home.store().await.events(id, 0).await.unwrap()
 }
 
-fn is_final(s: JobStatus) -> bool {
+pub(crate) fn is_final(s: JobStatus) -> bool {
     !matches!(s, JobStatus::Queued | JobStatus::Running)
 }
 

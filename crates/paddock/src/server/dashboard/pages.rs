@@ -196,7 +196,7 @@ fn duration(ms: Option<u64>) -> String {
 fn row(j: &JobRecord) -> Value {
     let at = j.created_at;
     context! {
-        id => j.id, status => j.status.as_str(), ticket => j.ticket_id, project => j.project,
+        id => j.id, url => format!("/jobs/{}", percent(&j.id)), status => j.status.as_str(), ticket => j.ticket_id, project => j.project,
         engine => j.engine, model => j.model, rung => j.isolation,
         cost => format_usd(j.cost_micros), duration => duration(j.duration_ms),
         created => format!("{} {:02}:{:02}:{:02}", at.date(), at.hour(), at.minute(), at.second()),
@@ -308,6 +308,7 @@ pub async fn job(
             can_cancel => running(job.status) && viewer.scope.allows(Scope::Submit),
             cost => format_usd(job.cost_micros),
             duration => duration(job.duration_ms),
+            url => format!("/jobs/{}", percent(&job.id)),
             job => Value::from_serialize(&job),
         },
     ))

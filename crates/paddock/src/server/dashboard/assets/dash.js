@@ -24,6 +24,10 @@
     var data = JSON.parse(e.data);
     source.close();
     live.textContent = "ended";
+    var cancel = document.getElementById("cancel");
+    if (cancel) {
+      cancel.remove();
+    }
     var status = document.getElementById("job-status");
     if (status) {
       status.textContent = data.status;

@@ -1,0 +1,360 @@
+//! The dashboard at `/` of the real `paddock serve` binary: the browser
+//! login (a session cookie that is HttpOnly and SameSite=Strict, refused by
+//! the API, ended by a revoked token, CSRF-checked on POSTs) over plain
+//! HTTP, then the pages in a real headless Chromium (Debian's `chromium`,
+//! driven over the DevTools protocol, `paddock_test_support::chromium`):
+//! they load without a console error or CSP violation, a running job's
+//! lines appear before it ends, hostile job output stays text, the spend
+//! charts carry the ledger's values. Screenshots go to
+//! `$CARGO_TARGET_DIR/ci-artifacts/dashboard/` (printed by `.ci/run`).
+//! Without Chromium the browser test is skipped with a reason, and fails
+//! when `CI=true`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use paddock::store::Store as _;
+use paddock_protocol::{CallStatus, JobStatus, ModelCall, TokenUsage};
+use paddock_test_support::chromium;
+use serde_json::Value;
+
+use paddock_test_support::prelude::*;
+use crate::serve::{is_final, spec, token, Server, TURN};
+
+/// The CSP every dashboard answer carries.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// An agent message that would run script if it were ever markup.
+const HOSTILE: &str =
+    r#"first: <script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">"#;
+
+/// A stand-in that says `HOSTILE`, waits for `gate`, says `second`, ends.
+fn slow_turn(gate: &std::path::Path) -> String {
+    format!(
+        r#"echo '{{"type":"thread.started","thread_id":"t"}}'
+echo '{{"type":"turn.started"}}'
+echo '{{"type":"item.completed","item":{{"id":"m1","type":"agent_message","text":"{HOSTILE}"}}}}'
+i=0; while [ ! -e '{gate}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+echo '{{"type":"item.completed","item":{{"id":"m2","type":"agent_message","text":"second"}}}}'
+echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#,
+        gate = gate.display()
+    )
+}
+
+/// A client that follows no redirect and sends no token.
+fn browserish() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// Logs in with `token`; the session cookie (`name=value`).
+async fn login(server: &Server, token: &str) -> String {
+    let resp = browserish()
+        .post(server.url("/login"))
+        .form(&[("token", token)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 303, "{}", server.stderr());
+    let set = resp.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let (pair, attributes) = set.split_once("; ").unwrap();
+    assert_eq!(
+        (pair.split_once('=').unwrap().0, attributes),
+        (
+            "paddock_session",
+            "HttpOnly; SameSite=Strict; Path=/; Max-Age=43200"
+        )
+    );
+    pair.to_owned()
+}
+
+async fn get(server: &Server, path: &str, cookie: Option<&str>) -> reqwest::Response {
+    let mut req = browserish().get(server.url(path));
+    if let Some(c) = cookie {
+        req = req.header("cookie", c);
+    }
+    req.send().await.unwrap()
+}
+
+/// The CSRF token in a page's logout form.
+fn csrf_of(html: &str) -> String {
+    let at = html.find(r#"name="csrf" value=""#).unwrap() + 19;
+    html[at..at + 64].to_owned()
+}
+
+#[tokio::test]
+async fn the_browser_logs_in_once_and_holds_a_strict_cookie_the_api_refuses() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let id = server.submit_ok(&spec(&home, "T-1", TURN), 0).await;
+    server.wait_for(&id, is_final).await;
+
+    // No session: every page sends the browser to the login form.
+    let resp = get(&server, "/", None).await;
+    assert_eq!(
+        (
+            resp.status().as_u16(),
+            resp.headers()["location"].to_str().unwrap(),
+            resp.headers()["content-security-policy"].to_str().unwrap(),
+        ),
+        (303, "/login", CSP)
+    );
+    // A wrong token is the form again, 401, and no cookie.
+    let resp = browserish()
+        .post(server.url("/login"))
+        .form(&[("token", "pdk-api-000000000000-00")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (resp.status().as_u16(), resp.headers().get("set-cookie")),
+        (401, None)
+    );
+
+    let read = token(&home, "read").await;
+    let cookie = login(&server, &read).await;
+    let page = get(&server, "/", Some(&cookie)).await;
+    assert_eq!(page.status(), 200, "{}", server.stderr());
+    let html = page.text().await.unwrap();
+    assert!(html.contains(&id), "{html}");
+    // The cookie opens the dashboard only: the API wants a bearer token.
+    let api = get(&server, "/v1/jobs", Some(&cookie)).await;
+    assert_eq!(api.status(), 401);
+
+    // A POST without the session's CSRF token, or from another origin, is
+    // refused; and a read token may not cancel even with it.
+    let csrf = csrf_of(&html);
+    let post = |form: Vec<(&'static str, String)>, origin: Option<&'static str>| {
+        let mut req = browserish()
+            .post(server.url(&format!("/jobs/{id}/cancel")))
+            .header("cookie", cookie.clone())
+            .form(&form);
+        if let Some(o) = origin {
+            req = req.header("origin", o);
+        }
+        req.send()
+    };
+    let statuses = [
+        post(vec![("csrf", "0".repeat(64))], None)
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        post(vec![("csrf", csrf.clone())], Some("http://evil.example"))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        post(vec![("csrf", csrf.clone())], None)
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+    ];
+    assert_eq!(statuses, [403, 403, 403]);
+
+    // Revoking the token ends its session at once.
+    let token_id = read.strip_prefix("pdk-api-").unwrap()[..12].to_owned();
+    let out = home.paddock(&["token", "revoke", &token_id], &[]).await;
+    assert!(out.status.success());
+    let resp = get(&server, "/spend", Some(&cookie)).await;
+    assert_eq!(
+        (
+            resp.status().as_u16(),
+            resp.headers()["location"].to_str().unwrap()
+        ),
+        (303, "/login")
+    );
+}
+
+/// Where screenshots go: `$CARGO_TARGET_DIR/ci-artifacts/dashboard`.
+fn artifacts() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    target.join("ci-artifacts").join("dashboard")
+}
+
+/// A settled ledger row of `cost` on `model`, started on `day`.
+fn call(job: &str, seq: u64, model: &str, cost: i64, day: &str) -> ModelCall {
+    ModelCall {
+        job_id: job.into(),
+        attempt: 1,
+        seq,
+        provider: "scripted".into(),
+        requested_model: model.into(),
+        served_model: Some(model.into()),
+        tokens: TokenUsage::default(),
+        ttft_ms: Some(5),
+        duration_ms: 10,
+        status: CallStatus::Ok,
+        http_status: Some(200),
+        error: None,
+        estimated: false,
+        price_version: "test".into(),
+        cost_micros: cost,
+        started_at: time::OffsetDateTime::parse(
+            &format!("{day}T12:00:00Z"),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn in_headless_chromium_pages_load_clean_events_stream_live_output_stays_text_charts_draw() {
+    let Some(binary) = chromium::find() else {
+        assert!(
+            !in_ci(),
+            "chromium is not installed (apt-get install chromium)"
+        );
+        eprintln!("skipped: no chromium on PATH (Debian: apt-get install chromium)");
+        return;
+    };
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let gate = home.path().join("gate");
+    let id = server
+        .submit_ok(&spec(&home, "T-1", &slow_turn(&gate)), 0)
+        .await;
+    let submit = token(&home, "submit").await;
+    let browser = chromium::Browser::launch(&binary, &home.path().join("chromium")).await;
+    let page = browser.page().await;
+    let shots = artifacts();
+
+    // The login form, filled and sent as a person would.
+    page.goto(&server.url("/login")).await;
+    let loads = 1;
+    page.eval(&format!(
+        "document.querySelector('input[name=token]').value = {}; \
+         document.getElementById('login').submit(); true",
+        Value::from(submit.as_str())
+    ))
+    .await;
+    page.wait_loads(loads).await;
+    page.wait_for(
+        "location.pathname === '/' && !!document.getElementById('jobs')",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(
+        page.eval("document.cookie").await,
+        Value::from(""),
+        "the session cookie is HttpOnly"
+    );
+
+    // The job's page: the first line arrives while the job still runs.
+    page.goto(&server.url(&format!("/jobs/{id}"))).await;
+    page.wait_for(
+        "[...document.querySelectorAll('#events li')].some(li => li.textContent.includes('first:'))",
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(server.job(&id).await.status, JobStatus::Running);
+    assert_eq!(
+        page.eval("document.querySelectorAll('#events li').length > 0 && document.getElementById('live').textContent").await,
+        Value::from("live")
+    );
+    page.screenshot(&shots.join("job-live.png")).await;
+    // Hostile output is text: no element made of it, nothing ran.
+    assert_eq!(
+        page.eval("[typeof window.__pwned, document.querySelectorAll('#events *:not(li)').length, document.images.length]").await,
+        serde_json::json!(["undefined", 0, 0])
+    );
+
+    std::fs::write(&gate, "").unwrap();
+    page.wait_for(
+        "document.getElementById('live').textContent === 'ended'",
+        Duration::from_secs(60),
+    )
+    .await;
+    let record = server.job(&id).await;
+    assert_eq!(record.status, JobStatus::Done, "{}", server.stderr());
+    let stored = home.store().await.events(&id, 0).await.unwrap();
+    let mut view = paddock::event_line::Lines::default();
+    let expected: Vec<String> = stored.iter().filter_map(|e| view.line(e)).collect();
+    assert!(
+        expected.iter().any(|l| l.contains("<img src=x onerror=")),
+        "{expected:?}"
+    );
+    let shown: Vec<String> = serde_json::from_value(
+        page.eval("[...document.querySelectorAll('#events li')].map(li => li.textContent)")
+            .await,
+    )
+    .unwrap();
+    assert_eq!(shown, expected);
+    assert_eq!(
+        page.eval("[document.getElementById('job-status').textContent, typeof window.__pwned, document.images.length, !!document.getElementById('cancel')]").await,
+        serde_json::json!(["done", "undefined", 0, false])
+    );
+    page.screenshot(&shots.join("job-done.png")).await;
+
+    // Spend: ledger rows on two models and two days become bars.
+    let store = home.store().await;
+    for c in [
+        call(&id, 1, "m-big", 3_000_000, "2020-01-02"),
+        call(&id, 2, "m-small", 1_000_000, "2020-01-01"),
+    ] {
+        store.insert_model_call(&c).await.unwrap();
+    }
+    page.goto(&server.url("/spend")).await;
+    let bars = |chart: &str| {
+        format!(
+            "[...document.querySelectorAll('svg#spend-{chart} g.bar')].map(g => \
+             [g.dataset.key, Number(g.dataset.costMicros), Number(g.querySelector('rect').getAttribute('width'))])"
+        )
+    };
+    let mut charts = Vec::new();
+    for chart in ["day", "model", "project", "task_type"] {
+        charts.push(page.eval(&bars(chart)).await);
+    }
+    assert_eq!(
+        charts,
+        vec![
+            // The job's own day (no calls) after the calls' days.
+            serde_json::json!([
+                ["2020-01-01", 1_000_000, 160],
+                ["2020-01-02", 3_000_000, 480],
+                [record.created_at.date().to_string(), 0, 0]
+            ]),
+            serde_json::json!([["m-big", 3_000_000, 480], ["m-small", 1_000_000, 160]]),
+            serde_json::json!([["tests", 4_000_000, 480]]),
+            serde_json::json!([["chore", 4_000_000, 480]]),
+        ]
+    );
+    assert_eq!(
+        page.eval("document.getElementById('spend-total').textContent")
+            .await,
+        Value::from("$4.000000")
+    );
+    page.screenshot(&shots.join("spend.png")).await;
+
+    // The jobs list, filtered, and the host page.
+    page.goto(&server.url("/?status=done&rung=process")).await;
+    assert_eq!(
+        page.eval("[...document.querySelectorAll('#jobs tbody tr')].map(tr => tr.dataset.id)")
+            .await,
+        serde_json::json!([id])
+    );
+    page.screenshot(&shots.join("jobs.png")).await;
+    page.goto(&server.url("/?rung=sandbox")).await;
+    assert_eq!(
+        page.eval("document.querySelectorAll('#jobs tbody tr[data-id]').length")
+            .await,
+        Value::from(0)
+    );
+    page.goto(&server.url("/host")).await;
+    assert_eq!(
+        page.eval("[document.getElementById('cap-slots').textContent, document.querySelector('#rungs tr[data-rung=process]').dataset.supported]").await,
+        serde_json::json!(["2", "true"])
+    );
+    page.screenshot(&shots.join("host.png")).await;
+
+    assert_eq!(page.errors(), Vec::<String>::new());
+    eprintln!("screenshots in {}", shots.display());
+    browser.close().await;
+}
