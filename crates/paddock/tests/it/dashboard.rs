@@ -20,8 +20,8 @@ use paddock_protocol::{CallStatus, JobStatus, ModelCall, TokenUsage};
 use paddock_test_support::chromium;
 use serde_json::Value;
 
-use paddock_test_support::prelude::*;
 use crate::serve::{is_final, spec, token, Server, TURN};
+use paddock_test_support::prelude::*;
 
 /// The CSP every dashboard answer carries.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
