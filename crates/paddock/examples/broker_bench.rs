@@ -362,20 +362,19 @@ fn loadavg() -> String {
         .join(" ")
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
-    let a = args();
-    let dir = tempfile::tempdir().unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let upstream = listener.local_addr().unwrap();
-    let bulk_mib = a.bulk_mib;
-    let app = Router::new().fallback(move |req: Request| mock(req, bulk_mib));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-
-    // Write the ledger to SQLite as a real job does: a job row, then each
-    // call's row written ahead and settled by the broker (ledger.rs), in a
-    // store of its own.
-    let store = paddock::store::SqliteStore::open(&dir.path().join("paddock.db"))
+/// A job's broker in front of the mock `upstream`, its ledger written to
+/// SQLite as a real job's is (a job row, then each call's row written ahead
+/// and settled by the broker, ledger.rs), in a store of its own under
+/// `dir`; and the count of rows the broker reported.
+async fn start_broker(
+    upstream: SocketAddr,
+    dir: &std::path::Path,
+) -> (
+    broker::BrokerHandle,
+    paddock::store::SqliteStore,
+    Arc<AtomicU64>,
+) {
+    let store = paddock::store::SqliteStore::open(&dir.join("paddock.db"))
         .await
         .unwrap();
     let job = paddock_protocol::JobRecord {
@@ -434,6 +433,89 @@ async fn main() {
             rows.fetch_add(1, Ordering::Relaxed);
         }
     });
+    (handle, store, ledger_rows)
+}
+
+/// Interleaved rounds: every target once per round, so a change in the
+/// machine's load hits all of them alike. Each target's rounds.
+async fn measure(client: &reqwest::Client, targets: &[Arc<Target>], a: &Args) -> Vec<Vec<Round>> {
+    let mut results: Vec<Vec<Round>> = vec![Vec::new(); targets.len()];
+    for round in 0..a.runs {
+        let mut direct = (Duration::ZERO, Duration::ZERO);
+        for (i, t) in targets.iter().enumerate() {
+            let n = if t.name == "LiteLLM proxy" {
+                a.litellm_requests
+            } else {
+                a.requests
+            };
+            let (p50, p99) = latencies(client, t, n).await;
+            if t.name == "direct" {
+                direct = (p50, p99);
+            }
+            results[i].push(Round {
+                p50: ms_f(p50),
+                p99: ms_f(p99),
+                added_p50: ms_f(p50.saturating_sub(direct.0)),
+                added_p99: ms_f(p99.saturating_sub(direct.1)),
+                rps1: throughput(client, t, 1, a.secs).await,
+                rps32: throughput(client, t, 32, a.secs).await,
+                ttfb: ms_f(ttfb(client, t, n / 4).await),
+            });
+        }
+        eprintln!("round {}/{} done (load {})", round + 1, a.runs, loadavg());
+    }
+    results
+}
+
+/// The latency and throughput table, and the broker / LiteLLM throughput
+/// ratio round by round when both ran.
+fn print_rounds(targets: &[Arc<Target>], results: &[Vec<Round>]) {
+    println!("| target | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s, 1 client | req/s, 32 clients | TTFB stream ms |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (t, rounds) in targets.iter().zip(results) {
+        let col = |f: fn(&Round) -> f64, digits: usize| {
+            spread(&rounds.iter().map(f).collect::<Vec<_>>(), digits)
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            t.name,
+            col(|r| r.p50, 3),
+            col(|r| r.p99, 3),
+            col(|r| r.added_p50, 3),
+            col(|r| r.added_p99, 3),
+            col(|r| r.rps1, 0),
+            col(|r| r.rps32, 0),
+            col(|r| r.ttfb, 3),
+        );
+    }
+    let by_name = |name: &str| targets.iter().position(|t| t.name == name);
+    if let (Some(b), Some(l)) = (by_name("Paddock broker"), by_name("LiteLLM proxy")) {
+        let ratio = |f: fn(&Round) -> f64| {
+            let r: Vec<f64> = results[b]
+                .iter()
+                .zip(&results[l])
+                .map(|(b, l)| f(b) / f(l).max(f64::MIN_POSITIVE))
+                .collect();
+            spread(&r, 0)
+        };
+        println!(
+            "\nBroker / LiteLLM throughput, per round: {}× with 1 client, {}× with 32 clients.",
+            ratio(|r| r.rps1),
+            ratio(|r| r.rps32)
+        );
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let a = args();
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let bulk_mib = a.bulk_mib;
+    let app = Router::new().fallback(move |req: Request| mock(req, bulk_mib));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (handle, store, ledger_rows) = start_broker(upstream, dir.path()).await;
 
     let mut targets = vec![
         Arc::new(Target {
@@ -462,73 +544,13 @@ async fn main() {
         .build()
         .unwrap();
     let load_before = loadavg();
-    // Interleaved rounds: every target once per round, so a change in the
-    // machine's load hits all of them alike.
-    let mut results: Vec<Vec<Round>> = vec![Vec::new(); targets.len()];
-    for round in 0..a.runs {
-        let mut direct = (Duration::ZERO, Duration::ZERO);
-        for (i, t) in targets.iter().enumerate() {
-            let n = if t.name == "LiteLLM proxy" {
-                a.litellm_requests
-            } else {
-                a.requests
-            };
-            let (p50, p99) = latencies(&client, t, n).await;
-            if t.name == "direct" {
-                direct = (p50, p99);
-            }
-            results[i].push(Round {
-                p50: ms_f(p50),
-                p99: ms_f(p99),
-                added_p50: ms_f(p50.saturating_sub(direct.0)),
-                added_p99: ms_f(p99.saturating_sub(direct.1)),
-                rps1: throughput(&client, t, 1, a.secs).await,
-                rps32: throughput(&client, t, 32, a.secs).await,
-                ttfb: ms_f(ttfb(&client, t, n / 4).await),
-            });
-        }
-        eprintln!("round {}/{} done (load {})", round + 1, a.runs, loadavg());
-    }
+    let results = measure(&client, &targets, &a).await;
     let load_after = loadavg();
     println!(
         "{} interleaved rounds; each cell: the median of the rounds [min–max]. Load average (1, 5, 15 min) before: {load_before}; after: {load_after}.\n",
         a.runs
     );
-    println!("| target | p50 ms | p99 ms | added p50 ms | added p99 ms | req/s, 1 client | req/s, 32 clients | TTFB stream ms |");
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
-    for (t, rounds) in targets.iter().zip(&results) {
-        let col = |f: fn(&Round) -> f64, digits: usize| {
-            spread(&rounds.iter().map(f).collect::<Vec<_>>(), digits)
-        };
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            t.name,
-            col(|r| r.p50, 3),
-            col(|r| r.p99, 3),
-            col(|r| r.added_p50, 3),
-            col(|r| r.added_p99, 3),
-            col(|r| r.rps1, 0),
-            col(|r| r.rps32, 0),
-            col(|r| r.ttfb, 3),
-        );
-    }
-    // Broker / LiteLLM throughput, round by round.
-    let by_name = |name: &str| targets.iter().position(|t| t.name == name);
-    if let (Some(b), Some(l)) = (by_name("Paddock broker"), by_name("LiteLLM proxy")) {
-        let ratio = |f: fn(&Round) -> f64| {
-            let r: Vec<f64> = results[b]
-                .iter()
-                .zip(&results[l])
-                .map(|(b, l)| f(b) / f(l).max(f64::MIN_POSITIVE))
-                .collect();
-            spread(&r, 0)
-        };
-        println!(
-            "\nBroker / LiteLLM throughput, per round: {}× with 1 client, {}× with 32 clients.",
-            ratio(|r| r.rps1),
-            ratio(|r| r.rps32)
-        );
-    }
+    print_rounds(&targets, &results);
     println!(
         "\n| target | RSS before KiB | RSS after the {} MiB stream KiB | MiB received | stream MiB/s |",
         a.bulk_mib

@@ -23,7 +23,7 @@ use std::process::Stdio;
 use paddock_protocol::RepositorySpec;
 use tokio::process::Command;
 
-use final_tree::{nul_list, Tracked};
+use final_tree::{nul_list, FinalTree, Tracked};
 use host_git::HostGit;
 pub use lease::Lease;
 
@@ -637,16 +637,7 @@ impl Workspace {
             excludes: host_git::user_excludes_file().await,
             ..self.paddock_git(Some(&index), true)
         };
-        let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await?);
-        let tree = final_tree::list(&git, &self.work, &tracked).await?;
-        if !tree.gone.is_empty() {
-            let args = ["update-index", "--force-remove", "-z", "--stdin"];
-            git.run(args, Some(&nul_list(&tree.gone))).await?;
-        }
-        if !tree.present.is_empty() {
-            let args = ["update-index", "--add", "-z", "--stdin"];
-            git.run(args, Some(&nul_list(&tree.present))).await?;
-        }
+        let tree = self.stage_work_tree(&git).await?;
         let left_out: Vec<String> = tree
             .junk
             .iter()
@@ -659,6 +650,46 @@ impl Workspace {
                 left_out.join(", ")
             ));
         }
+        warnings.extend(self.restore_extended(&git, &tree).await?);
+        let tree_id = git.run(["write-tree"], None).await?;
+        let tree_id = String::from_utf8_lossy(&tree_id).trim().to_string();
+        let _ = std::fs::remove_file(&index);
+        let (diff, changed_files) = self.diff_to(&tree_id).await?;
+        Ok(Patch {
+            diff,
+            changed_files,
+            left_out,
+            warnings,
+            tree: tree_id,
+        })
+    }
+
+    /// Stages the work tree's content in `git`'s index (a copy of the
+    /// checkout's): files gone removed, files present added, build output
+    /// left out. The work tree as listed.
+    async fn stage_work_tree(&self, git: &HostGit) -> Result<FinalTree, WorkspaceError> {
+        let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await?);
+        let tree = final_tree::list(git, &self.work, &tracked).await?;
+        if !tree.gone.is_empty() {
+            let args = ["update-index", "--force-remove", "-z", "--stdin"];
+            git.run(args, Some(&nul_list(&tree.gone))).await?;
+        }
+        if !tree.present.is_empty() {
+            let args = ["update-index", "--add", "-z", "--stdin"];
+            git.run(args, Some(&nul_list(&tree.present))).await?;
+        }
+        Ok(tree)
+    }
+
+    /// Stages the files Paddock extended (AGENTS.md, CLAUDE.md) without
+    /// Paddock's generated section, or as they were when the agent rewrote
+    /// that section; the warnings for the latter.
+    async fn restore_extended(
+        &self,
+        git: &HostGit,
+        tree: &FinalTree,
+    ) -> Result<Vec<String>, WorkspaceError> {
+        let mut warnings = Vec::new();
         for ext in self.extended()? {
             // Deleted, or no longer a plain file: the agent's change stands.
             if !tree.present.iter().any(|p| p == ext.path.as_bytes()) {
@@ -691,13 +722,15 @@ impl Workspace {
             git.run(["update-index", "--add", "--cacheinfo", &info], None)
                 .await?;
         }
-        let tree_id = git.run(["write-tree"], None).await?;
-        let tree_id = String::from_utf8_lossy(&tree_id).trim().to_string();
-        let _ = std::fs::remove_file(&index);
-        // Two trees compared: no work tree, no index. Every choice that
-        // shapes the text is spelled out (prefixes, paths relative to the
-        // top, no colour, no external or textconv driver), so the patch is
-        // the same whatever configuration git could still read.
+        Ok(warnings)
+    }
+
+    /// The diff from the base commit to `tree_id` and the names it changes.
+    /// Two trees compared: no work tree, no index. Every choice that
+    /// shapes the text is spelled out (prefixes, paths relative to the
+    /// top, no colour, no external or textconv driver), so the patch is
+    /// the same whatever configuration git could still read.
+    async fn diff_to(&self, tree_id: &str) -> Result<(String, Vec<String>), WorkspaceError> {
         let objects = self.paddock_git(None, false);
         let diff = objects
             .run(
@@ -711,7 +744,7 @@ impl Workspace {
                     "--src-prefix=a/",
                     "--dst-prefix=b/",
                     &self.base_commit,
-                    &tree_id,
+                    tree_id,
                     "--",
                 ],
                 None,
@@ -727,23 +760,18 @@ impl Workspace {
                     "--no-renames",
                     "--no-relative",
                     &self.base_commit,
-                    &tree_id,
+                    tree_id,
                     "--",
                 ],
                 None,
             )
             .await?;
-        Ok(Patch {
-            diff: String::from_utf8_lossy(&diff).into_owned(),
-            changed_files: names
-                .split(|b| *b == 0)
-                .filter(|n| !n.is_empty())
-                .map(|n| String::from_utf8_lossy(n).into_owned())
-                .collect(),
-            left_out,
-            warnings,
-            tree: tree_id,
-        })
+        let changed_files = names
+            .split(|b| *b == 0)
+            .filter(|n| !n.is_empty())
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect();
+        Ok((String::from_utf8_lossy(&diff).into_owned(), changed_files))
     }
 
     /// Removes the whole job directory.

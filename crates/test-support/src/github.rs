@@ -301,27 +301,7 @@ impl MockGitHub {
     }
 
     async fn answer(&self, req: Request<Body>) -> (StatusCode, Value) {
-        let method = req.method().clone();
-        let path = req
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .unwrap_or_default();
-        let authorization = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = axum::body::to_bytes(req.into_body(), 1 << 20)
-            .await
-            .unwrap();
-        let body = String::from_utf8_lossy(&body).into_owned();
-        self.state.lock().unwrap().requests.push(GitHubRequest {
-            method: method.to_string(),
-            path: path.clone(),
-            authorization: authorization.clone(),
-            body: body.clone(),
-        });
+        let (method, path, authorization, body) = self.record(req).await;
         while self.stall.load(Ordering::SeqCst) {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
@@ -355,130 +335,168 @@ impl MockGitHub {
         };
         let parts: Vec<&str> = rest.split('/').collect();
         let mut state = self.state.lock().unwrap();
+        let number = |n: &str| n.parse::<u64>().unwrap_or(0);
         match (&method, parts.as_slice()) {
-            (&Method::GET, ["pulls"]) => {
-                let q = crate::entra::form(query);
-                let head = q.get("head").cloned();
-                let open_only = q.get("state").map(String::as_str) != Some("all");
-                let found: Vec<Value> = state
-                    .pulls
-                    .iter()
-                    .filter(|p| head.as_deref().is_none_or(|h| p["head"]["label"] == h))
-                    .filter(|p| !open_only || p["state"] == "open")
-                    .cloned()
-                    .collect();
-                (StatusCode::OK, Value::Array(found))
-            }
-            (&Method::POST, ["pulls"]) => {
-                let head = input["head"].as_str().unwrap_or_default().to_string();
-                let label = format!("{}:{head}", self.owner);
-                if state
-                    .pulls
-                    .iter()
-                    .any(|p| p["head"]["label"] == label.as_str() && p["state"] == "open")
-                {
-                    return error(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "Validation Failed",
-                        Some(
-                            json!([{"resource": "PullRequest", "code": "custom", "message": format!("A pull request already exists for {label}.")}]),
-                        ),
-                    );
-                }
-                let number = state.pulls.len() as u64 + 1;
-                let pull = self.pull_json(
-                    number,
-                    input["title"].as_str().unwrap_or_default(),
-                    &head,
-                    input["base"].as_str().unwrap_or_default(),
-                    input["body"].as_str().unwrap_or_default(),
-                    input["draft"].as_bool().unwrap_or(false),
-                );
-                state.pulls.push(pull.clone());
-                (StatusCode::CREATED, pull)
-            }
-            (&Method::PATCH, ["pulls", n]) => {
-                let Some(pull) = state
-                    .pulls
-                    .iter_mut()
-                    .find(|p| p["number"].as_u64() == n.parse().ok())
-                else {
-                    return error(StatusCode::NOT_FOUND, "Not Found", None);
-                };
-                for key in ["title", "body"] {
-                    if let Some(v) = input.get(key) {
-                        pull[key] = v.clone();
-                    }
-                }
-                (StatusCode::OK, pull.clone())
-            }
-            (&Method::POST, ["issues", n, "labels"]) => {
-                let labels: Vec<String> = input["labels"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|l| l.as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                state.labels.push((n.parse().unwrap_or(0), labels.clone()));
-                let out: Vec<Value> = labels
-                    .iter()
-                    .enumerate()
-                    .map(|(i, l)| json!({"id": i + 1, "name": l, "color": "ededed", "default": false}))
-                    .collect();
-                (StatusCode::OK, Value::Array(out))
-            }
+            (&Method::GET, ["pulls"]) => list_pulls(&state, query),
+            (&Method::POST, ["pulls"]) => self.create_pull(&mut state, &input),
+            (&Method::PATCH, ["pulls", n]) => update_pull(&mut state, number(n), &input),
+            (&Method::POST, ["issues", n, "labels"]) => add_labels(&mut state, number(n), &input),
             (&Method::POST, ["issues", n, "comments"]) => {
-                let number: u64 = n.parse().unwrap_or(0);
-                state.comments.push((
-                    number,
-                    input["body"].as_str().unwrap_or_default().to_string(),
-                ));
-                let id = state.comments.len();
-                (
-                    StatusCode::CREATED,
-                    json!({
-                        "id": id,
-                        "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
-                        "body": input["body"],
-                        "user": {"login": "paddock-bot"},
-                        "created_at": "2026-01-01T00:00:00Z",
-                    }),
-                )
+                self.add_comment(&mut state, number(n), &input)
             }
             (&Method::GET, ["pulls", n, kind @ ("reviews" | "comments")]) => {
-                let number: u64 = n.parse().unwrap_or(0);
-                let out: Vec<Value> = state
-                    .reviews
-                    .iter()
-                    .filter(|r| r.pull == number && (r.state.is_some() == (*kind == "reviews")))
-                    .enumerate()
-                    .map(|(i, r)| match &r.state {
-                        Some(s) => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "state": s, "submitted_at": "2026-01-01T00:00:00Z"}),
-                        None => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "path": r.path, "line": r.line, "side": "RIGHT"}),
-                    })
-                    .collect();
-                (StatusCode::OK, Value::Array(out))
+                list_reviews(&state, number(n), *kind == "reviews")
             }
             _ => error(StatusCode::NOT_FOUND, "Not Found", None),
         }
     }
+
+    /// Reads and records one request: its method, path with query,
+    /// authorization and body.
+    async fn record(&self, req: Request<Body>) -> (Method, String, Option<String>, String) {
+        let method = req.method().clone();
+        let path = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default();
+        let authorization = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = axum::body::to_bytes(req.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        let body = String::from_utf8_lossy(&body).into_owned();
+        self.state.lock().unwrap().requests.push(GitHubRequest {
+            method: method.to_string(),
+            path: path.clone(),
+            authorization: authorization.clone(),
+            body: body.clone(),
+        });
+        (method, path, authorization, body)
+    }
+
+    /// `POST /repos/O/R/pulls`: 422 when an open one has the head.
+    fn create_pull(&self, state: &mut State, input: &Value) -> (StatusCode, Value) {
+        let head = input["head"].as_str().unwrap_or_default().to_string();
+        let label = format!("{}:{head}", self.owner);
+        if state
+            .pulls
+            .iter()
+            .any(|p| p["head"]["label"] == label.as_str() && p["state"] == "open")
+        {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Validation Failed",
+                Some(
+                    json!([{"resource": "PullRequest", "code": "custom", "message": format!("A pull request already exists for {label}.")}]),
+                ),
+            );
+        }
+        let number = state.pulls.len() as u64 + 1;
+        let pull = self.pull_json(
+            number,
+            input["title"].as_str().unwrap_or_default(),
+            &head,
+            input["base"].as_str().unwrap_or_default(),
+            input["body"].as_str().unwrap_or_default(),
+            input["draft"].as_bool().unwrap_or(false),
+        );
+        state.pulls.push(pull.clone());
+        (StatusCode::CREATED, pull)
+    }
+
+    /// `POST /repos/O/R/issues/N/comments`.
+    fn add_comment(&self, state: &mut State, number: u64, input: &Value) -> (StatusCode, Value) {
+        state.comments.push((
+            number,
+            input["body"].as_str().unwrap_or_default().to_string(),
+        ));
+        let id = state.comments.len();
+        (
+            StatusCode::CREATED,
+            json!({
+                "id": id,
+                "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
+                "body": input["body"],
+                "user": {"login": "paddock-bot"},
+                "created_at": "2026-01-01T00:00:00Z",
+            }),
+        )
+    }
+}
+
+/// `GET /repos/O/R/pulls?head=…&state=…` (open ones unless `state=all`).
+fn list_pulls(state: &State, query: &str) -> (StatusCode, Value) {
+    let q = crate::entra::form(query);
+    let head = q.get("head").cloned();
+    let open_only = q.get("state").map(String::as_str) != Some("all");
+    let found: Vec<Value> = state
+        .pulls
+        .iter()
+        .filter(|p| head.as_deref().is_none_or(|h| p["head"]["label"] == h))
+        .filter(|p| !open_only || p["state"] == "open")
+        .cloned()
+        .collect();
+    (StatusCode::OK, Value::Array(found))
+}
+
+/// `PATCH /repos/O/R/pulls/N`: the title and body.
+fn update_pull(state: &mut State, number: u64, input: &Value) -> (StatusCode, Value) {
+    let Some(pull) = state
+        .pulls
+        .iter_mut()
+        .find(|p| p["number"].as_u64() == Some(number))
+    else {
+        return error(StatusCode::NOT_FOUND, "Not Found", None);
+    };
+    for key in ["title", "body"] {
+        if let Some(v) = input.get(key) {
+            pull[key] = v.clone();
+        }
+    }
+    (StatusCode::OK, pull.clone())
+}
+
+/// `POST /repos/O/R/issues/N/labels`.
+fn add_labels(state: &mut State, number: u64, input: &Value) -> (StatusCode, Value) {
+    let labels: Vec<String> = input["labels"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| l.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    state.labels.push((number, labels.clone()));
+    let out: Vec<Value> = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| json!({"id": i + 1, "name": l, "color": "ededed", "default": false}))
+        .collect();
+    (StatusCode::OK, Value::Array(out))
+}
+
+/// `GET /repos/O/R/pulls/N/reviews` (`reviews`) or `…/comments` (line
+/// comments).
+fn list_reviews(state: &State, number: u64, reviews: bool) -> (StatusCode, Value) {
+    let out: Vec<Value> = state
+        .reviews
+        .iter()
+        .filter(|r| r.pull == number && (r.state.is_some() == reviews))
+        .enumerate()
+        .map(|(i, r)| match &r.state {
+            Some(s) => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "state": s, "submitted_at": "2026-01-01T00:00:00Z"}),
+            None => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "path": r.path, "line": r.line, "side": "RIGHT"}),
+        })
+        .collect();
+    (StatusCode::OK, Value::Array(out))
 }
 
 /// A GitHub App's RSA key made with `openssl` in `dir`: the private key's
 /// path (PEM) and the public key (PEM); `None` when openssl cannot make it.
 pub fn app_key(dir: &std::path::Path) -> Option<(std::path::PathBuf, String)> {
-    let private = dir.join("app.pem");
-    crate::google::openssl(&[
-        "genpkey",
-        "-algorithm",
-        "RSA",
-        "-pkeyopt",
-        "rsa_keygen_bits:2048",
-        "-out",
-        private.to_str()?,
-    ])?;
-    let public = crate::google::openssl(&["pkey", "-in", private.to_str()?, "-pubout"])?;
-    Some((private, public))
+    crate::google::rsa_key(&dir.join("app.pem"))
 }

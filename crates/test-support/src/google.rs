@@ -29,7 +29,13 @@ pub fn openssl(args: &[&str]) -> Option<String> {
 /// PEM public key); `None` without `openssl` (a test then skips locally
 /// and fails in CI, [`crate::in_ci`]).
 pub fn key_pair(dir: &std::path::Path) -> Option<(String, String)> {
-    let private = dir.join("sa.pem");
+    let (private, public) = rsa_key(&dir.join("sa.pem"))?;
+    Some((std::fs::read_to_string(private).ok()?, public))
+}
+
+/// A 2048-bit RSA private key made by `openssl` at `private` (PEM): its
+/// path and the public key (PEM); `None` without `openssl`.
+pub fn rsa_key(private: &std::path::Path) -> Option<(std::path::PathBuf, String)> {
     openssl(&[
         "genpkey",
         "-algorithm",
@@ -40,7 +46,7 @@ pub fn key_pair(dir: &std::path::Path) -> Option<(String, String)> {
         private.to_str()?,
     ])?;
     let public = openssl(&["pkey", "-in", private.to_str()?, "-pubout"])?;
-    Some((std::fs::read_to_string(&private).ok()?, public))
+    Some((private.to_path_buf(), public))
 }
 
 /// The PKCS#1 `RSAPublicKey` DER of an RSA public key in PEM
