@@ -30,6 +30,7 @@ pub mod runner;
 pub mod scripted;
 pub mod secret;
 pub mod server;
+pub mod session;
 pub mod setup_check;
 pub mod store;
 pub mod supervise;

@@ -9,7 +9,7 @@
 //! wrote (`host_git.rs`, `final_tree.rs`). The directory is removed at the
 //! end unless the job is kept.
 
-mod beneath;
+pub(crate) mod beneath;
 mod final_tree;
 pub(crate) mod host_git;
 mod junk;

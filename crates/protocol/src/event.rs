@@ -122,6 +122,12 @@ pub enum Phase {
     Launching,
     /// The engine opened its session (Codex `thread.started`, Claude `system/init`).
     SessionStarted,
+    /// The job resumes its prior attempt's engine session
+    /// (`--attempt-after`); `detail` names the session and the attempt.
+    SessionResumed,
+    /// The job starts a new session instead of resuming its prior
+    /// attempt's; `detail` says why (the model changed...).
+    SessionForked,
     /// The engine started a turn (Codex `turn.started`).
     TurnStarted,
     /// The engine finished a turn.

@@ -77,6 +77,7 @@ pub async fn exec(
     } = args;
     let config = user_config()?;
     let mut spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
+    let mut follows = None;
     if let Some(prior) = attempt_after {
         let store = super::open_existing_store(paths).await?;
         let prior = super::resolve_job(&*store, &prior, paths).await?;
@@ -88,6 +89,10 @@ pub async fn exec(
         )
         .await
         .map_err(|e| Failure::BadInput(e.into()))?;
+        follows = paddock::session::Prior::load(&*store, &prior, &paths.artifacts)
+            .await
+            .with_context(|| format!("read the prior job {prior}"))
+            .map_err(Failure::Internal)?;
     }
     let prices = PriceTable::effective(prices.or(config.prices).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
@@ -109,6 +114,10 @@ pub async fn exec(
         .await
         .map_err(|e| failure(e.code(), e.into()))?;
     admitted.keep = keep;
+    if let Some(prior) = follows {
+        // The engine's own session resumed, or a new one and why.
+        errln!("paddock: {}", admitted.follow(prior).describe());
+    }
     let mut view = progress::Progress::new(quiet);
     let result = follow(runner.start(admitted, cancel), &mut view).await;
     view.finish();

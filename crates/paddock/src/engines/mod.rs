@@ -59,6 +59,9 @@ pub struct LaunchContext {
     /// Claude Code through Amazon Bedrock: the region; the broker serves
     /// the Bedrock runtime paths and holds the AWS credentials.
     pub bedrock: Option<String>,
+    /// The engine's own session to continue (`--attempt-after` with the
+    /// same engine, model and rung): its files are already in `home`.
+    pub resume: Option<String>,
 }
 
 /// Layer 2 of the host profile as an adapter needs it (see `policy`).
@@ -141,6 +144,38 @@ pub enum WireApi {
 pub struct Capabilities {
     /// The engine runs hooks Paddock can use to deny a tool call.
     pub hooks: bool,
+    /// The engine continues a session of an earlier run
+    /// ([`EngineAdapter::session_place`], [`LaunchContext::resume`]).
+    pub resume: bool,
+}
+
+/// Where an engine keeps the files of one session under the job's home:
+/// what Paddock copies out after a run and back in before a resumed one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionPlace {
+    /// The directory, relative to the job's home.
+    pub dir: PathBuf,
+    /// How many directory levels below `dir` the files lie (Codex's
+    /// `YYYY/MM/DD`: 3).
+    pub depth: usize,
+    /// The session's files are the regular files whose name ends with this.
+    pub suffix: String,
+}
+
+/// The longest session id Paddock keeps.
+const SESSION_ID_MAX: usize = 128;
+
+/// `raw` as a session id when it looks like one (1 to 128 ASCII letters,
+/// digits, `-` and `_`: the UUIDs both engines use); what the job printed
+/// is hostile, and the id becomes a file name and an argument.
+pub fn session_id(raw: &str) -> Option<String> {
+    let ok = !raw.is_empty()
+        && raw.len() <= SESSION_ID_MAX
+        && !raw.starts_with('-')
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    ok.then(|| raw.to_string())
 }
 
 /// How the engine's run ended, as the adapter judges it from the exit status
@@ -158,6 +193,9 @@ pub struct StreamSummary {
     pub completed: bool,
     /// The first fatal error the engine reported.
     pub failure: Option<String>,
+    /// The engine's session id, as its stream announced it (checked by
+    /// [`session_id`]).
+    pub session: Option<String>,
 }
 
 /// Turns an engine's stdout, one line at a time, into normalized events.
@@ -204,6 +242,11 @@ pub trait EngineAdapter: Send + Sync {
     /// The outcome from the exit code (`None`: killed by a signal) and the stream.
     fn finish(&self, exit_code: Option<i32>, summary: &StreamSummary) -> Outcome;
     fn capabilities(&self) -> Capabilities;
+    /// Where the files of `session` lie in the home of a run in `workdir`
+    /// (`None`: the engine cannot resume; see [`Capabilities::resume`]).
+    fn session_place(&self, _workdir: &Path, _session: &str) -> Option<SessionPlace> {
+        None
+    }
 }
 
 /// The adapter for an engine kind: the registry, one line per engine (the
@@ -249,5 +292,62 @@ pub fn judge(exit_code: Option<i32>, summary: &StreamSummary) -> Outcome {
         None => Outcome::Failed {
             reason: "the engine was killed by a signal".to_string(),
         },
+    }
+}
+
+/// A launch context for the adapters' tests.
+#[cfg(test)]
+pub(crate) fn test_context() -> LaunchContext {
+    LaunchContext {
+        binary: PathBuf::from("/opt/engine/bin/engine"),
+        model: "m-1".into(),
+        reasoning_effort: None,
+        workdir: PathBuf::from("/data/jobs/job-1/work"),
+        home: PathBuf::from("/data/jobs/job-1/home"),
+        tmp: PathBuf::from("/data/jobs/job-1/tmp"),
+        broker_url: "http://127.0.0.1:9".into(),
+        job_token: "job-token".into(),
+        egress_url: None,
+        prompt: "Do it.".into(),
+        path_env: "/usr/bin:/bin".into(),
+        policy: None,
+        vertex: None,
+        bedrock: None,
+        resume: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only what looks like a session id is kept: it becomes a file name
+    /// and an argument.
+    #[test]
+    fn session_ids_are_plain() {
+        let got: Vec<Option<String>> = [
+            "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+            "ca5a5f52_x",
+            "",
+            "-rf",
+            "../etc",
+            "a b",
+            &"a".repeat(129),
+        ]
+        .iter()
+        .map(|s| session_id(s))
+        .collect();
+        assert_eq!(
+            got,
+            vec![
+                Some("0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".to_string()),
+                Some("ca5a5f52_x".to_string()),
+                None,
+                None,
+                None,
+                None,
+                None,
+            ]
+        );
     }
 }

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use minijinja::Environment;
-use paddock_protocol::{AgentEvent, EventBody, JobRecord};
+use paddock_protocol::{AgentEvent, EventBody, JobRecord, Phase};
 use serde::Serialize;
 
 const TEMPLATE: &str = include_str!("closeout.md.j2");
@@ -74,6 +74,7 @@ struct Facts<'a> {
     engine: &'a str,
     model: &'a str,
     rung: &'a str,
+    session: Option<String>,
     branch: &'a str,
     base_ref: &'a str,
     commit: Option<&'a str>,
@@ -218,6 +219,28 @@ fn refused_destinations(events: &[AgentEvent]) -> Vec<String> {
         .collect()
 }
 
+/// What the job did with its prior attempt's engine session: the detail
+/// of its `session_resumed` or `session_forked` status.
+fn session(events: &[AgentEvent]) -> Option<String> {
+    events.iter().find_map(|e| match &e.body {
+        EventBody::Status {
+            phase: Phase::SessionResumed,
+            detail,
+        } => Some(format!(
+            "Engine session: {}.",
+            inert(detail.as_deref().unwrap_or("resumed"))
+        )),
+        EventBody::Status {
+            phase: Phase::SessionForked,
+            detail,
+        } => Some(format!(
+            "Engine session forked: {}.",
+            inert(detail.as_deref().unwrap_or("a new session"))
+        )),
+        _ => None,
+    })
+}
+
 fn from_events(events: &[AgentEvent]) -> FromEvents {
     let mut commands: HashMap<&str, String> = HashMap::new();
     let mut tests = Vec::new();
@@ -304,6 +327,7 @@ pub fn render(
         engine: &record.engine,
         model: &record.model,
         rung: &record.isolation,
+        session: session(events),
         branch: &record.branch,
         base_ref: &record.base_ref,
         commit: input.commit,
@@ -483,6 +507,41 @@ mod tests {
         failed.reason = Some("the engine exited with status 1".into());
         let text = render(&failed, &[], &CloseoutInput::default()).unwrap();
         insta::assert_snapshot!(text);
+    }
+
+    /// A job that resumed its prior attempt's session, and one that forked
+    /// a new session: the closeout says which, and why.
+    #[test]
+    fn a_closeout_says_whether_the_session_was_resumed_or_forked() {
+        let status = |phase, detail: &str| {
+            vec![event(
+                1,
+                EventBody::Status {
+                    phase,
+                    detail: Some(detail.into()),
+                },
+            )]
+        };
+        let done = record(JobStatus::Done, &[]);
+        let resumed = render(
+            &done,
+            &status(
+                Phase::SessionResumed,
+                "resumed session 0199-abc of attempt 1 (job job-0)",
+            ),
+            &CloseoutInput::default(),
+        )
+        .unwrap();
+        let forked = render(
+            &done,
+            &status(
+                Phase::SessionForked,
+                "a new session, not attempt 1's (job job-0): the model changed (gpt-5.4 → gpt-5.5)",
+            ),
+            &CloseoutInput::default(),
+        )
+        .unwrap();
+        insta::assert_snapshot!(format!("{resumed}\n----\n{forked}"));
     }
 
     /// A job whose egress proxy refused destinations: each listed once,

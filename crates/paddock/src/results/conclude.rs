@@ -95,7 +95,7 @@ pub struct PublishInput<'a> {
 }
 
 /// The branch the pull request asks to merge into.
-fn base_branch(spec: &JobSpec) -> String {
+pub fn base_branch(spec: &JobSpec) -> String {
     spec.results.base_branch.clone().unwrap_or_else(|| {
         let base = &spec.repository.base_ref;
         base.strip_prefix("origin/")

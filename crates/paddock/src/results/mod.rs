@@ -20,5 +20,7 @@ pub mod push;
 pub mod republish;
 pub mod source;
 
-pub use conclude::{conclude_job, keep_branch, publish, KeptBranch, PublishInput, Published};
+pub use conclude::{
+    base_branch, conclude_job, keep_branch, publish, KeptBranch, PublishInput, Published,
+};
 pub use forge::{Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment};

@@ -18,6 +18,7 @@ use crate::policy::JobPolicy;
 use crate::rung::{Rung, Rungs};
 #[cfg(feature = "scripted")]
 use crate::scripted::Scenario;
+use crate::session::{Continuation, Prior};
 use crate::store::Store;
 #[cfg(not(feature = "scripted"))]
 use std::convert::Infallible as Scenario;
@@ -54,12 +55,46 @@ pub struct Admitted {
     /// The provider and its credentials.
     pub(super) provider: broker::Provider,
     pub(super) scenario: Option<Arc<Scenario>>,
+    /// The prior attempt it follows and whether its engine session is
+    /// resumed ([`Admitted::follow`]).
+    pub(super) continuation: Option<Continuation>,
 }
 
 impl Admitted {
     /// The spec as the job runs it.
     pub fn spec(&self) -> &JobSpec {
         &self.shaped.spec
+    }
+
+    /// Makes the job the next attempt after `prior`: it resumes the prior
+    /// engine session (on the prior attempt's branch, the pull request
+    /// still asking to merge into the spec's base) when the engine, model
+    /// and rung are the same, else it forks a new one; the decision.
+    pub fn follow(&mut self, prior: Prior) -> &Continuation {
+        let spec = &mut self.shaped.spec;
+        let can_resume = crate::engines::adapter(spec.engine.kind)
+            .capabilities()
+            .resume;
+        let now = (
+            spec.engine.kind.as_str(),
+            spec.engine.model.as_str(),
+            spec.isolation.as_str(),
+        );
+        let continuation = Continuation::decide(prior, now, can_resume);
+        if let Continuation::Resume {
+            prior: Prior {
+                branch: Some(branch),
+                ..
+            },
+            ..
+        } = &continuation
+        {
+            if spec.results.base_branch.is_none() {
+                spec.results.base_branch = Some(crate::results::base_branch(spec));
+            }
+            spec.repository.base_ref = branch.clone();
+        }
+        self.continuation.insert(continuation)
     }
 }
 
@@ -116,6 +151,7 @@ pub async fn admit(
         key,
         provider,
         scenario,
+        continuation: None,
     })
 }
 

@@ -42,6 +42,8 @@ pub(super) async fn outcome(
     mut torn: TornDown,
 ) -> Result<Launched, StoreError> {
     let adapter = prov.adapter.as_ref();
+    // The session it ran, for a next attempt to resume.
+    super::resume::keep(em, prov, adapter, torn.parser.summary().session).await?;
     // What the engine refused, read from what it left: its own refusals
     // are events with or without a profile; the profile's go through it.
     let found = adapter.denials_after(&prov.ws().home);

@@ -123,7 +123,7 @@ pub(super) async fn launch(
     em.redactor.add_secret(&broker.token);
     let mut egress = network::start(job, &on_rung).await?;
     let egress_url = egress.as_ref().map(|e| e.handle.url.clone());
-    let ctx = launch_context(job, prov, &broker, (prompt, path_env, egress_url), cloud)?;
+    let mut ctx = launch_context(job, prov, &broker, (prompt, path_env, egress_url), cloud)?;
     // The spec's setup commands, on the rung, before the engine, with the
     // engine's environment (no broker, no token: those are its command's).
     let setup_env = crate::engines::base_env(&ctx);
@@ -152,6 +152,7 @@ pub(super) async fn launch(
     }
     let adapter = prov.adapter.as_ref();
     write_prepared(adapter.prepare(&ctx)).await?;
+    ctx.resume = super::resume::restore(job, em, prov, adapter).await?;
     let cmd = adapter.command(&ctx);
     em.emit(EventBody::Status {
         phase: Phase::Launching,
@@ -269,6 +270,7 @@ fn launch_context(
         },
         vertex: cloud.vertex,
         bedrock: cloud.bedrock,
+        resume: None,
     })
 }
 

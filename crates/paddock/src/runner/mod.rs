@@ -6,7 +6,8 @@
 //! egress proxy ([`network`]) and the engine on its rung), [`stream`] (stdout into stored events while the
 //! ledger rows arrive; timeout and cancellation), [`teardown`] (nothing
 //! left running, calls in flight waited for) and [`conclude`] (the
-//! outcome, the patch artifact, the final record). A [`Runner`] is built
+//! outcome, the patch artifact, the final record); [`resume`] carries the
+//! engine's session from one attempt to the next. A [`Runner`] is built
 //! once per process (a CLI run, a server) and starts each job as a task:
 //! its [`JobHandle`] carries the job's id, its live updates and its end.
 //! Every step's failure is recorded as an `error` event on the job.
@@ -21,6 +22,7 @@ mod error;
 mod launch;
 mod network;
 mod provision;
+mod resume;
 mod setup;
 mod stream;
 mod teardown;
@@ -230,6 +232,8 @@ pub(super) struct Job {
     pub keep: bool,
     pub record: JobRecord,
     pub started: Instant,
+    /// The prior attempt it follows (`--attempt-after`): resumed or forked.
+    pub continuation: Option<crate::session::Continuation>,
 }
 
 /// A job ended before its engine ran.
@@ -326,6 +330,7 @@ async fn drive(
         key,
         provider,
         scenario,
+        continuation,
     } = admitted;
     let Shaped {
         spec,
@@ -355,6 +360,7 @@ async fn drive(
         keep,
         record,
         started: Instant::now(),
+        continuation,
     };
     let creds = launch::Credentials { provider, scenario };
     let result = phases(

@@ -310,6 +310,12 @@ impl crate::store::Store for FailingStore {
     async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError> {
         self.inner.closeout(id).await
     }
+    async fn set_engine_session(&self, id: &str, session: &str) -> Result<(), StoreError> {
+        self.inner.set_engine_session(id, session).await
+    }
+    async fn engine_session(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.engine_session(id).await
+    }
     async fn jobs(&self, limit: u32) -> Result<Vec<paddock_protocol::JobRecord>, StoreError> {
         self.inner.jobs(limit).await
     }

@@ -45,6 +45,7 @@ macro_rules! conformance_suite {
             usage_rows_per_job_and_per_model_and_day,
             egress_attempts_round_trip_in_order_per_job,
             closeouts_are_kept_replaced_and_refused_for_unknown_jobs,
+            engine_sessions_are_kept_replaced_and_refused_for_unknown_jobs,
             the_queue_claims_by_priority_then_age_one_attempt_per_ticket,
             concurrent_claims_never_share_a_job,
             jobs_are_listed_by_filter_in_pages,
@@ -688,6 +689,45 @@ pub(crate) async fn closeouts_are_kept_replaced_and_refused_for_unknown_jobs(sto
     assert_eq!(
         store.closeout("j1").await.unwrap(),
         Some("## Closeout\n\ncafé ✓\n".to_string())
+    );
+}
+
+pub(crate) async fn engine_sessions_are_kept_replaced_and_refused_for_unknown_jobs(
+    store: &dyn Store,
+) {
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    store.insert_job(&job("j2", 0), "{}").await.unwrap();
+    assert_eq!(store.engine_session("j1").await.unwrap(), None);
+    store.set_engine_session("j1", "first").await.unwrap();
+    store
+        .set_engine_session("j1", "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b")
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            store.engine_session("j1").await.unwrap(),
+            store.engine_session("j2").await.unwrap(),
+            store.engine_session("nope").await.unwrap(),
+        ),
+        (
+            Some("0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".to_string()),
+            None,
+            None
+        )
+    );
+    let err = store.set_engine_session("nope", "x").await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "nope"),
+        "{err:?}"
+    );
+    // Finishing a job keeps its session id.
+    store
+        .finish_job(&job("j1", 0), JobStatus::Running)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.engine_session("j1").await.unwrap(),
+        Some("0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".to_string())
     );
 }
 

@@ -67,6 +67,14 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// does not exist.
     async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError>;
 
+    /// Keeps `session` as the engine's own session id of the job `id`
+    /// (what a next attempt resumes). Fails with `NoSuchJob`.
+    async fn set_engine_session(&self, id: &str, session: &str) -> Result<(), StoreError>;
+
+    /// The engine's session id of the job `id`; `None` when its engine
+    /// announced none or the job does not exist.
+    async fn engine_session(&self, id: &str) -> Result<Option<String>, StoreError>;
+
     /// Up to `limit` jobs, newest (`created_at`) first; jobs created at the
     /// same instant come in descending id order.
     async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError>;

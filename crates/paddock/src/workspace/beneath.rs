@@ -18,20 +18,20 @@ use rustix::io::Errno;
 
 /// A directory entry's name and type (a link is a link, never its target).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Entry {
+pub(crate) struct Entry {
     pub name: Vec<u8>,
     pub file_type: FileType,
 }
 
 /// The work tree's root directory, itself not a link.
-pub(super) fn open_root(work: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_root(work: &Path) -> io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     Ok(rustix::fs::open(work, flags, Mode::empty())?)
 }
 
 /// `rel` (relative to `root`, `/`-separated; empty for `root` itself)
 /// opened with `flags`, through no link and never above `root`.
-pub(super) fn open_beneath(root: BorrowedFd<'_>, rel: &[u8], flags: OFlags) -> io::Result<OwnedFd> {
+pub(crate) fn open_beneath(root: BorrowedFd<'_>, rel: &[u8], flags: OFlags) -> io::Result<OwnedFd> {
     let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let path: &[u8] = if rel.is_empty() { b"." } else { rel };
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
@@ -66,7 +66,7 @@ fn by_components(root: BorrowedFd<'_>, path: &[u8], flags: OFlags) -> io::Result
 /// The entries of the directory `dir` (without `.` and `..`), each with its
 /// own type: an entry whose type the file system does not report is
 /// `lstat`ed relative to `dir`.
-pub(super) fn entries(dir: &OwnedFd) -> io::Result<Vec<Entry>> {
+pub(crate) fn entries(dir: &OwnedFd) -> io::Result<Vec<Entry>> {
     let mut out = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;

@@ -15,4 +15,5 @@ mod context_e2e;
 mod e2e;
 mod live_providers;
 mod policy;
+mod resume_e2e;
 mod vertex_e2e;

@@ -9,7 +9,7 @@ use paddock_protocol::EngineKind;
 
 use super::{
     base_env, judge, Capabilities, CommandSpec, EngineAdapter, EngineDenial, LaunchContext,
-    Outcome, Pin, PreparedFile, StreamParser, StreamSummary, WireApi,
+    Outcome, Pin, PreparedFile, SessionPlace, StreamParser, StreamSummary, WireApi,
 };
 
 pub mod denials;
@@ -29,6 +29,49 @@ pub struct Claude;
 /// The `--settings` file carrying the host profile's hook and deny rules.
 fn settings_path(home: &Path) -> PathBuf {
     home.join(".claude").join("paddock-policy.json")
+}
+
+/// The longest project directory name before Claude Code shortens it.
+const SLUG_MAX: usize = 200;
+
+/// The directory Claude Code keeps a checkout's sessions in, named after
+/// its path (2.1.197): every character but an ASCII letter or digit
+/// becomes `-`; a name longer than 200 is cut there and followed by `-`
+/// and the path's 32-bit string hash (Java's, over UTF-16 units) in base 36.
+pub fn project_slug(path: &str) -> String {
+    let slug: String = path
+        .encode_utf16()
+        .map(|u| match char::from_u32(u32::from(u)) {
+            Some(c) if c.is_ascii_alphanumeric() => c,
+            _ => '-',
+        })
+        .collect();
+    if slug.len() <= SLUG_MAX {
+        return slug;
+    }
+    let hash = path.encode_utf16().fold(0i32, |h, u| {
+        h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u))
+    });
+    format!(
+        "{}-{}",
+        &slug[..SLUG_MAX],
+        base36(i64::from(hash).unsigned_abs())
+    )
+}
+
+/// `n` in base 36, lower case, as JavaScript's `toString(36)`.
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl EngineAdapter for Claude {
@@ -125,6 +168,10 @@ impl EngineAdapter for Claude {
             "--model".into(),
             ctx.model.clone(),
         ];
+        // The session's transcript is in its project directory (`session_place`).
+        if let Some(session) = &ctx.resume {
+            args.extend(["--resume".into(), session.clone()]);
+        }
         if ctx.policy.is_some() {
             args.extend([
                 "--settings".into(),
@@ -164,6 +211,68 @@ impl EngineAdapter for Claude {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { hooks: true }
+        Capabilities {
+            hooks: true,
+            resume: true,
+        }
     }
+
+    /// Its transcript, `$CLAUDE_CONFIG_DIR/projects/<the checkout's slug>/<id>.jsonl`.
+    fn session_place(&self, workdir: &Path, session: &str) -> Option<SessionPlace> {
+        Some(SessionPlace {
+            dir: Path::new(".claude/projects").join(project_slug(&workdir.display().to_string())),
+            depth: 0,
+            suffix: format!("{session}.jsonl"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resumed turn adds `--resume SESSION`; its transcript is in the
+    /// checkout's project directory.
+    #[test]
+    fn a_resumed_turn_names_its_session() {
+        let mut ctx = crate::engines::test_context();
+        let fresh = Claude.command(&ctx).args;
+        ctx.resume = Some("0199-abc".into());
+        let resumed = Claude.command(&ctx).args;
+        let mut want = fresh.clone();
+        want.extend(["--resume".to_string(), "0199-abc".to_string()]);
+        assert_eq!(resumed, want);
+        assert_eq!(
+            Claude.session_place(&ctx.workdir, "0199-abc"),
+            Some(SessionPlace {
+                dir: PathBuf::from(".claude/projects/-data-jobs-job-1-work"),
+                depth: 0,
+                suffix: "0199-abc.jsonl".into(),
+            })
+        );
+    }
+
+    /// Claude Code's project directory names (2.1.197's `$E`): short
+    /// paths with every other character a dash; long ones cut at 200 and
+    /// followed by the path's string hash in base 36 (values computed
+    /// with its own function under Node).
+    #[test]
+    fn project_slugs_follow_claude_code() {
+        let long = format!("/w/{}", "é".repeat(250));
+        assert_eq!(
+            (
+                project_slug("/root/.local/share/paddock/jobs/job-01/work"),
+                project_slug(&long).len(),
+                project_slug(&long)[200..].to_string(),
+            ),
+            (
+                "-root--local-share-paddock-jobs-job-01-work".to_string(),
+                200 + 1 + LONG_HASH.len(),
+                format!("-{LONG_HASH}"),
+            )
+        );
+    }
+
+    /// `Math.abs(hash("/w/" + "é".repeat(250))).toString(36)` in Node.
+    const LONG_HASH: &str = "blrp47";
 }

@@ -56,6 +56,7 @@ impl ClaudeParser {
             "system" => match obj.get("subtype").and_then(Value::as_str) {
                 Some("init") => {
                     let session = obj.get("session_id").and_then(Value::as_str);
+                    self.summary.session = session.and_then(crate::engines::session_id);
                     let model = obj.get("model").and_then(Value::as_str);
                     vec![EventBody::Status {
                         phase: Phase::SessionStarted,
@@ -462,7 +463,8 @@ mod tests {
             summary,
             StreamSummary {
                 completed: true,
-                failure: None
+                failure: None,
+                session: Some("d65804ca-9dc6-48d3-baf1-6db70ecb6818".into())
             }
         );
     }
@@ -492,7 +494,8 @@ mod tests {
             summary,
             StreamSummary {
                 completed: false,
-                failure: Some(message.into())
+                failure: Some(message.into()),
+                session: Some("ca5a5f52-2818-4936-9a30-95482b859deb".into())
             }
         );
     }
@@ -739,7 +742,8 @@ mod tests {
             parser.summary(),
             StreamSummary {
                 completed: true,
-                failure: None
+                failure: None,
+                session: None
             }
         );
     }

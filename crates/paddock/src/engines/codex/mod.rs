@@ -10,7 +10,7 @@ use paddock_protocol::EngineKind;
 
 use super::{
     base_env, judge, Capabilities, CommandSpec, EngineAdapter, EngineDenial, LaunchContext,
-    Outcome, Pin, PreparedFile, StreamParser, StreamSummary, WireApi,
+    Outcome, Pin, PreparedFile, SessionPlace, StreamParser, StreamSummary, WireApi,
 };
 
 mod native;
@@ -140,14 +140,21 @@ impl EngineAdapter for Codex {
             Self::codex_home(ctx).display().to_string(),
         ));
         env.push((TOKEN_VAR.into(), ctx.job_token.clone()));
-        let mut args: Vec<String> = vec![
-            "exec".into(),
+        let mut args: Vec<String> = vec!["exec".into()];
+        // `codex exec resume [OPTIONS] SESSION_ID PROMPT`: the same turn
+        // options, the session's history read from its rollout file.
+        if ctx.resume.is_some() {
+            args.push("resume".into());
+        }
+        args.extend([
             "--json".into(),
             "--skip-git-repo-check".into(),
             "--dangerously-bypass-approvals-and-sandbox".into(),
-        ];
+        ]);
+        args.extend(["-m".into(), ctx.model.clone()]);
+        args.extend(ctx.resume.clone());
         // `-`: `codex exec` reads the prompt from stdin.
-        args.extend(["-m".into(), ctx.model.clone(), "-".into()]);
+        args.push("-".into());
         let (program, native_env) = self.native_program(&ctx.binary);
         let _ = native_env;
         CommandSpec {
@@ -200,6 +207,60 @@ impl EngineAdapter for Codex {
             // execpolicy rules and the PreToolUse hook (trusted in the
             // job's config.toml: Paddock writes the only hook).
             hooks: true,
+            resume: true,
         }
+    }
+
+    /// Its rollout files, `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`
+    /// (found by id wherever they lie under `sessions`).
+    fn session_place(&self, _workdir: &Path, session: &str) -> Option<SessionPlace> {
+        Some(SessionPlace {
+            dir: PathBuf::from(".codex/sessions"),
+            depth: 3,
+            suffix: format!("-{session}.jsonl"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resumed turn is `codex exec resume [OPTIONS] SESSION -`; a new
+    /// one `codex exec [OPTIONS] -`.
+    #[test]
+    fn a_resumed_turn_names_its_session() {
+        let mut ctx = crate::engines::test_context();
+        let args = |ctx: &LaunchContext| Codex.command(ctx).args;
+        let options = [
+            "--json",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+            "-m",
+            "m-1",
+        ];
+        let fresh: Vec<String> = ["exec"]
+            .iter()
+            .chain(options.iter())
+            .chain(["-"].iter())
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(args(&ctx), fresh);
+        ctx.resume = Some("0199-abc".into());
+        let resumed: Vec<String> = ["exec", "resume"]
+            .iter()
+            .chain(options.iter())
+            .chain(["0199-abc", "-"].iter())
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(args(&ctx), resumed);
+        assert_eq!(
+            Codex.session_place(&ctx.workdir, "0199-abc"),
+            Some(SessionPlace {
+                dir: PathBuf::from(".codex/sessions"),
+                depth: 3,
+                suffix: "-0199-abc.jsonl".into(),
+            })
+        );
     }
 }

@@ -42,10 +42,14 @@ impl CodexParser {
             return vec![raw(NO_TYPE, whole)];
         };
         match event_type {
-            "thread.started" => vec![EventBody::Status {
-                phase: Phase::SessionStarted,
-                detail: str_field(obj, "thread_id"),
-            }],
+            "thread.started" => {
+                let thread = str_field(obj, "thread_id");
+                self.summary.session = thread.as_deref().and_then(crate::engines::session_id);
+                vec![EventBody::Status {
+                    phase: Phase::SessionStarted,
+                    detail: thread,
+                }]
+            }
             "turn.started" => vec![EventBody::Status {
                 phase: Phase::TurnStarted,
                 detail: None,
@@ -429,7 +433,8 @@ mod tests {
             summary,
             StreamSummary {
                 completed: true,
-                failure: None
+                failure: None,
+                session: Some("01a22aa2-7bdc-7033-b915-985e2c91408f".into())
             }
         );
     }
@@ -460,7 +465,8 @@ mod tests {
             summary,
             StreamSummary {
                 completed: false,
-                failure: Some(message.into())
+                failure: Some(message.into()),
+                session: Some("01a22aa1-f36b-7ce3-85c9-42df957b769d".into())
             }
         );
     }
@@ -480,7 +486,13 @@ mod tests {
         ];
         expected.extend(std::iter::repeat_n(reconnect, 13));
         assert_eq!(events, expected);
-        assert_eq!(summary, StreamSummary::default());
+        assert_eq!(
+            summary,
+            StreamSummary {
+                session: Some("01a22a98-f52f-7461-bcb3-3e8bdcdcf60e".into()),
+                ..StreamSummary::default()
+            }
+        );
     }
 
     #[test]

@@ -107,7 +107,10 @@ impl EngineAdapter for StandIn {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { hooks: false }
+        Capabilities {
+            hooks: false,
+            resume: false,
+        }
     }
 }
 

@@ -283,6 +283,42 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Keeps `session` as the job's engine session id.
+    pub(super) async fn set_engine_session(
+        &self,
+        id: &str,
+        session: &str,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query("UPDATE jobs SET engine_session = $1 WHERE id = $2")
+            .bind(session)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| StoreError::UpdateJob {
+                job_id: id.to_owned(),
+                source,
+            })?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoSuchJob {
+                job_id: id.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The job's engine session id, if it has one.
+    pub(super) async fn engine_session(&self, id: &str) -> Result<Option<String>, StoreError> {
+        sqlx::query_scalar::<_, Option<String>>("SELECT engine_session FROM jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map(Option::flatten)
+            .map_err(|source| StoreError::ReadJob {
+                job_id: id.to_owned(),
+                source,
+            })
+    }
+
     /// The job's closeout, if it has one.
     pub(super) async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError> {
         sqlx::query_scalar::<_, Option<String>>("SELECT closeout FROM jobs WHERE id = $1")

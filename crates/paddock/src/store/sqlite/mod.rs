@@ -201,6 +201,14 @@ impl Store for SqliteStore {
         SqliteStore::closeout(self, id).await
     }
 
+    async fn set_engine_session(&self, id: &str, session: &str) -> Result<(), StoreError> {
+        SqliteStore::set_engine_session(self, id, session).await
+    }
+
+    async fn engine_session(&self, id: &str) -> Result<Option<String>, StoreError> {
+        SqliteStore::engine_session(self, id).await
+    }
+
     async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
         SqliteStore::jobs(self, limit).await
     }

@@ -1,0 +1,118 @@
+//! Resume: the engine's session carried from one attempt to the next.
+//! Before the engine starts, a job that resumes its prior attempt's
+//! session gets that session's files in its home (else it forks, saying
+//! why, as a `session_forked` status); once the engine has exited, the
+//! session id its stream announced is kept in the job's record and its
+//! session files in the job's artifacts (`session::files`), for the next
+//! attempt.
+
+use paddock_protocol::{EventBody, Phase};
+
+use super::emit::Emitter;
+use super::provision::Provisioned;
+use super::Job;
+use crate::engines::EngineAdapter;
+use crate::redact::{JOB_DIR, WORKSPACE};
+use crate::session::{files, Continuation};
+use crate::store::StoreError;
+
+/// The checkout as the engine sees its own working directory (Claude
+/// Code names its session directory after the real path).
+fn engine_cwd(prov: &Provisioned) -> std::path::PathBuf {
+    let work = &prov.ws().work;
+    work.canonicalize().unwrap_or_else(|_| work.clone())
+}
+
+/// A kept session file made the new job's: the placeholders its
+/// redaction left become the new checkout and job directory.
+fn into_job(bytes: Vec<u8>, prov: &Provisioned) -> Vec<u8> {
+    let ws = prov.ws();
+    String::from_utf8_lossy(&bytes)
+        .replace(WORKSPACE, &engine_cwd(prov).display().to_string())
+        .replace(JOB_DIR, &ws.root.display().to_string())
+        .into_bytes()
+}
+
+/// The session the engine resumes (its files now in the job's home), or
+/// `None`; the `session_resumed` or `session_forked` status either way
+/// for a job that follows a prior attempt.
+pub(super) async fn restore(
+    job: &Job,
+    em: &mut Emitter,
+    prov: &Provisioned,
+    adapter: &dyn EngineAdapter,
+) -> Result<Option<String>, StoreError> {
+    let Some(continuation) = &job.continuation else {
+        return Ok(None);
+    };
+    let continuation = match continuation {
+        Continuation::Resume { prior, session } => {
+            let restored = adapter
+                .session_place(&engine_cwd(prov), session)
+                .ok_or_else(|| format!("{} cannot resume a session", adapter.kind()))
+                .and_then(|place| {
+                    files::restore(&prior.saved, &prov.ws().home, &place, &|bytes| {
+                        into_job(bytes, prov)
+                    })
+                    .map_err(|e| e.to_string())
+                });
+            match restored {
+                Ok(n) if n > 0 => continuation.clone(),
+                Ok(_) => Continuation::Fork {
+                    prior: prior.clone(),
+                    reason: format!("the session files of attempt {} are gone", prior.attempt),
+                },
+                Err(reason) => Continuation::Fork {
+                    prior: prior.clone(),
+                    reason,
+                },
+            }
+        }
+        fork @ Continuation::Fork { .. } => fork.clone(),
+    };
+    let (phase, session) = match &continuation {
+        Continuation::Resume { session, .. } => (Phase::SessionResumed, Some(session.clone())),
+        Continuation::Fork { .. } => (Phase::SessionForked, None),
+    };
+    em.emit(EventBody::Status {
+        phase,
+        detail: Some(continuation.describe()),
+    })
+    .await?;
+    Ok(session)
+}
+
+/// Keeps the session `session` the engine announced: its id in the job's
+/// record, its files in the job's artifacts. Failing to is a warning.
+pub(super) async fn keep(
+    em: &mut Emitter,
+    prov: &Provisioned,
+    adapter: &dyn EngineAdapter,
+    session: Option<String>,
+) -> Result<(), StoreError> {
+    let Some(session) = session else {
+        return Ok(());
+    };
+    let job_id = em.job_id.clone();
+    em.store.set_engine_session(&job_id, &session).await?;
+    let Some(place) = adapter.session_place(&engine_cwd(prov), &session) else {
+        return Ok(());
+    };
+    let dest = prov.artifacts.join(files::SAVED_DIR);
+    let redactor = em.redactor.clone();
+    let redact = move |bytes: Vec<u8>| {
+        redactor
+            .text(&String::from_utf8_lossy(&bytes))
+            .into_owned()
+            .into_bytes()
+    };
+    if let Err(e) = files::save(&prov.ws().home, &place, &dest, &redact) {
+        em.error(
+            "paddock",
+            format!("the engine's session was not kept for a next attempt: {e}"),
+            false,
+        )
+        .await?;
+    }
+    Ok(())
+}

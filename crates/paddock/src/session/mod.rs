@@ -1,0 +1,205 @@
+//! Follow-up turns continue the engine's own session (`paddock run
+//! --attempt-after JOB`): the prior job's session id (from its engine's
+//! stream, kept in its record) and its session files (kept in its
+//! artifacts by [`files`]) let the next attempt resume that session with
+//! its history, on the prior attempt's branch, when the engine, the model
+//! and the rung are the same and the engine can resume; otherwise the
+//! next attempt forks a new session and says why. The adapter knows how
+//! its engine resumes and where its files lie (`engines::SessionPlace`);
+//! this module decides, and carries the files.
+
+pub mod files;
+
+use std::path::PathBuf;
+
+use paddock_protocol::JobRecord;
+
+use crate::store::{Store, StoreError};
+
+/// The prior attempt a job follows, as its next attempt needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prior {
+    pub job_id: String,
+    pub attempt: u32,
+    pub engine: String,
+    pub model: String,
+    pub rung: String,
+    /// Its result branch, when it kept one (a change, and done).
+    pub branch: Option<String>,
+    /// Its engine's session id, when the engine announced one.
+    pub session: Option<String>,
+    /// Where its session files were saved.
+    pub saved: PathBuf,
+}
+
+impl Prior {
+    /// The prior attempt `job_id` from the store (`None`: no such job).
+    pub async fn load(
+        store: &dyn Store,
+        job_id: &str,
+        artifacts_root: &std::path::Path,
+    ) -> Result<Option<Prior>, StoreError> {
+        let Some(record) = store.job(job_id).await? else {
+            return Ok(None);
+        };
+        let session = store.engine_session(job_id).await?;
+        Ok(Some(Prior::of(&record, session, artifacts_root)))
+    }
+
+    fn of(record: &JobRecord, session: Option<String>, artifacts_root: &std::path::Path) -> Prior {
+        let kept =
+            record.status == paddock_protocol::JobStatus::Done && !record.changed_files.is_empty();
+        Prior {
+            job_id: record.id.clone(),
+            attempt: record.attempt,
+            engine: record.engine.clone(),
+            model: record.model.clone(),
+            rung: record.isolation.clone(),
+            branch: kept.then(|| record.branch.clone()),
+            session: session.as_deref().and_then(crate::engines::session_id),
+            saved: artifacts_root.join(&record.id).join(files::SAVED_DIR),
+        }
+    }
+}
+
+/// How the next attempt's engine starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Continuation {
+    /// It resumes `session` of the prior attempt.
+    Resume { prior: Prior, session: String },
+    /// It starts a new session, for `reason`.
+    Fork { prior: Prior, reason: String },
+}
+
+impl Continuation {
+    /// Resume when the engine can and the engine, the model and the rung
+    /// are the prior attempt's and its session was kept; else fork.
+    pub fn decide(
+        prior: Prior,
+        (engine, model, rung): (&str, &str, &str),
+        can_resume: bool,
+    ) -> Continuation {
+        let changed = |what: &str, was: &str, now: &str| {
+            (was != now).then(|| format!("the {what} changed ({was} → {now})"))
+        };
+        let why = changed("engine", &prior.engine, engine)
+            .or_else(|| changed("model", &prior.model, model))
+            .or_else(|| changed("rung", &prior.rung, rung))
+            .or_else(|| (!can_resume).then(|| format!("{engine} cannot resume a session")));
+        let why = why.or_else(|| match &prior.session {
+            None => Some(format!(
+                "attempt {} recorded no engine session",
+                prior.attempt
+            )),
+            Some(_) if !prior.saved.is_dir() => Some(format!(
+                "the session files of attempt {} are gone",
+                prior.attempt
+            )),
+            Some(_) => None,
+        });
+        match (why, prior.session.clone()) {
+            (None, Some(session)) => Continuation::Resume { prior, session },
+            (Some(reason), _) => Continuation::Fork { prior, reason },
+            (None, None) => Continuation::Fork {
+                reason: format!("attempt {} recorded no engine session", prior.attempt),
+                prior,
+            },
+        }
+    }
+
+    /// The status event's text.
+    pub fn describe(&self) -> String {
+        match self {
+            Continuation::Resume { prior, session } => format!(
+                "resumed session {session} of attempt {} (job {})",
+                prior.attempt, prior.job_id
+            ),
+            Continuation::Fork { prior, reason } => format!(
+                "a new session, not attempt {}'s (job {}): {reason}",
+                prior.attempt, prior.job_id
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn prior(saved: PathBuf) -> Prior {
+        Prior {
+            job_id: "job-1".into(),
+            attempt: 1,
+            engine: "codex".into(),
+            model: "gpt-5.5".into(),
+            rung: "process".into(),
+            branch: Some("paddock/T-1/1".into()),
+            session: Some("0199-abc".into()),
+            saved,
+        }
+    }
+
+    #[test]
+    fn resumes_only_the_same_engine_model_and_rung_with_its_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kept = prior(tmp.path().to_path_buf());
+        let now = ("codex", "gpt-5.5", "process");
+        let cases = [
+            (kept.clone(), now, true, None),
+            (
+                kept.clone(),
+                ("claude", "gpt-5.5", "process"),
+                true,
+                Some("the engine changed (codex → claude)"),
+            ),
+            (
+                kept.clone(),
+                ("codex", "gpt-5.4", "process"),
+                true,
+                Some("the model changed (gpt-5.5 → gpt-5.4)"),
+            ),
+            (
+                kept.clone(),
+                ("codex", "gpt-5.5", "sandbox"),
+                true,
+                Some("the rung changed (process → sandbox)"),
+            ),
+            (
+                kept.clone(),
+                now,
+                false,
+                Some("codex cannot resume a session"),
+            ),
+            (
+                Prior {
+                    session: None,
+                    ..kept.clone()
+                },
+                now,
+                true,
+                Some("attempt 1 recorded no engine session"),
+            ),
+            (
+                prior(tmp.path().join("gone")),
+                now,
+                true,
+                Some("the session files of attempt 1 are gone"),
+            ),
+        ];
+        for (p, now, can, want) in cases {
+            let got = Continuation::decide(p.clone(), now, can);
+            let want = match want {
+                None => Continuation::Resume {
+                    session: "0199-abc".into(),
+                    prior: p,
+                },
+                Some(reason) => Continuation::Fork {
+                    prior: p,
+                    reason: reason.into(),
+                },
+            };
+            assert_eq!(got, want);
+        }
+    }
+}
