@@ -4,9 +4,8 @@
 //! attempt 1's turn in its request; attempt 3, on another model, forks a
 //! new session, and its event and closeout say why.
 
-use crate::common;
-use crate::common::*;
 use paddock_protocol::{EventBody, JobStatus, Phase};
+use paddock_test_support::prelude::*;
 
 /// Attempt 1 answers twice (a shell command writing `one.md`, then a
 /// closing message); a resumed attempt 2 is answered from turn 3 on,
@@ -71,7 +70,7 @@ fn model_requests(provider: &KeyedProvider) -> Vec<serde_json::Value> {
 }
 
 async fn resumes_then_forks(engine: &str) {
-    if common::engine(engine).is_none() {
+    if paddock_test_support::skip::engine(engine).is_none() {
         return;
     }
     let home = Home::new();
@@ -80,7 +79,7 @@ async fn resumes_then_forks(engine: &str) {
     let provider = KeyedProvider::start(&home, engine, SCENARIO, &key).await;
     let upstream = format!("[upstream]\n{}\n", provider.spec_lines());
     let spec = job(home.path(), engine, &repo, &upstream, None);
-    common::on_rung(&spec, "process");
+    on_rung(&spec, "process");
     let env = [("PADDOCK_E2E_KEY", key.as_str())];
     let run = |extra: Vec<String>| {
         let mut args = vec!["run".to_string(), "--json".to_string()];
