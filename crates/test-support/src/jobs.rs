@@ -126,16 +126,12 @@ pub async fn created_in_work(home: &Home, name: &str) -> bool {
     false
 }
 
-/// A job spec in `dir` (with its repository, `dir/repo`) on `rung` whose
-/// engine is the shell script `body` (run as Codex, `dir/fakebin/codex`),
-/// with `timeout_secs`.
-pub fn stand_in_job(dir: &Path, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
-    const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
-    let repo = repo(dir);
-    let bin = dir.join("fakebin");
-    std::fs::create_dir_all(&bin).unwrap();
+/// Writes `bin/codex`, a stand-in Codex: it answers the start's version
+/// check (run on the host, outside the rung) as the pinned Codex and runs
+/// the shell script `body` as the engine. Its path.
+pub fn stand_in_codex(bin: &Path, body: &str) -> PathBuf {
+    std::fs::create_dir_all(bin).unwrap();
     let engine = bin.join("codex");
-    // The stand-in answers the start's version check as the pinned Codex.
     std::fs::write(
         &engine,
         format!(
@@ -146,19 +142,43 @@ pub fn stand_in_job(dir: &Path, rung: &str, body: &str, timeout_secs: u64) -> Pa
     .unwrap();
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let spec = job(dir, "codex", &repo, SCRIPTED, Some(ONE_TURN));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace(
-            "[engine]\n",
-            &format!("[engine]\nbinary = \"{}\"\n", engine.display()),
-        )
-        .replace(
-            "timeout_secs = 120",
-            &format!("timeout_secs = {timeout_secs}"),
-        );
-    // A budget, so the job's only `error` events are the faults' own.
+    engine
+}
+
+/// Points the job spec at `spec` at the engine `binary` (`[engine]
+/// binary`).
+pub fn use_engine_binary(spec: &Path, binary: &Path) {
+    let text = std::fs::read_to_string(spec).unwrap().replace(
+        "[engine]\n",
+        &format!("[engine]\nbinary = \"{}\"\n", binary.display()),
+    );
+    std::fs::write(spec, text).unwrap();
+}
+
+/// A scripted Codex job spec in `dir` for `repo` whose engine is the
+/// stand-in `body` (`dir/fakebin/codex`), with a budget (so the job's only
+/// `error` events are the test's own), on `rung`.
+pub fn stand_in_spec(dir: &Path, repo: &Path, rung: &str, body: &str) -> PathBuf {
+    const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
+    let engine = stand_in_codex(&dir.join("fakebin"), body);
+    let spec = job(dir, "codex", repo, SCRIPTED, Some(ONE_TURN));
+    use_engine_binary(&spec, &engine);
+    let text = std::fs::read_to_string(&spec).unwrap();
     std::fs::write(&spec, format!("{text}\n[budget]\nmax_usd = 1.0\n")).unwrap();
     on_rung(&spec, rung);
+    spec
+}
+
+/// A job spec in `dir` (with its repository, `dir/repo`) on `rung` whose
+/// engine is the shell script `body` (run as Codex, `dir/fakebin/codex`),
+/// with `timeout_secs`.
+pub fn stand_in_job(dir: &Path, rung: &str, body: &str, timeout_secs: u64) -> PathBuf {
+    let repo = repo(dir);
+    let spec = stand_in_spec(dir, &repo, rung, body);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "timeout_secs = 120",
+        &format!("timeout_secs = {timeout_secs}"),
+    );
+    std::fs::write(&spec, text).unwrap();
     spec
 }

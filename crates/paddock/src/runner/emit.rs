@@ -112,8 +112,9 @@ impl Emitter {
     }
 }
 
-/// An error with its sources, `a: b: c`.
-pub(super) fn chain(e: &dyn std::error::Error) -> String {
+/// An error with its sources, `a: b: c` (the runner's messages, and the
+/// server's problem details).
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -41,7 +41,7 @@ use tokio::sync::broadcast;
 
 pub use self::admit::{Admitted, Shaped};
 use self::emit::{chain, Emitter};
-pub use self::emit::{JobUpdate, Observer};
+pub use self::emit::{chain as error_chain, JobUpdate, Observer};
 pub use self::engine_bin::{engine_path, resolve_engine};
 pub use self::error::{AdmitError, ErrorCode, RunError};
 pub use crate::broker::provider::BEDROCK_API_KEY_VAR;

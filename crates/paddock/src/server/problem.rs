@@ -58,17 +58,8 @@ impl Problem {
     }
 }
 
-/// An error with its sources, `a: b: c`.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
+/// An error with its sources, `a: b: c`, as the runner writes them.
+pub use crate::runner::error_chain as chain;
 
 impl From<AdmitError> for Problem {
     fn from(e: AdmitError) -> Problem {

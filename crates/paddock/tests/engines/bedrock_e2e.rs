@@ -252,26 +252,11 @@ async fn bad_aws_credentials_are_bad_input() {
 async fn a_bedrock_broker_refuses_other_routes() {
     let creds = Secret::new(r#"{"AccessKeyId":"AKIA1","SecretAccessKey":"s"}"#.to_string());
     let bedrock = paddock::broker::bedrock::Bedrock::new(&creds, "us-east-1").unwrap();
-    let broker = paddock::broker::start(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        paddock::broker::BrokerConfig {
-            job_id: "job-bedrock".into(),
-            attempt: 1,
-            upstream: paddock::broker::Upstream {
-                base: "http://127.0.0.1:9".into(),
-                provider: paddock::broker::Provider::Bedrock(Arc::new(bedrock)),
-            },
-            prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
-            ceilings: vec![],
-            allowlist: paddock::broker::ModelAllowlist::any(),
-            allow_unpriced: false,
-
-            retry: paddock::broker::RetryPolicy::default(),
-            max_upstream_event_bytes: 16 << 20,
-            ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
-        },
+    let broker = credential_broker(
+        "http://127.0.0.1:9".into(),
+        paddock::broker::Provider::Bedrock(Arc::new(bedrock)),
     )
-    .unwrap();
+    .await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let mut got = Vec::new();
     for (method, path) in [

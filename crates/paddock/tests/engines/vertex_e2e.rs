@@ -190,26 +190,11 @@ async fn a_vertex_broker_refuses_other_routes() {
     let vertex =
         paddock::broker::vertex::Vertex::new(&Secret::new(sa.to_string()), "proj", "us-east5")
             .unwrap();
-    let broker = paddock::broker::start(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        paddock::broker::BrokerConfig {
-            job_id: "job-vertex".into(),
-            attempt: 1,
-            upstream: paddock::broker::Upstream {
-                base: "http://127.0.0.1:9/v1".into(),
-                provider: paddock::broker::Provider::Vertex(Arc::new(vertex)),
-            },
-            prices: Arc::new(paddock::broker::PriceTable::vendored().unwrap()),
-            ceilings: vec![],
-            allowlist: paddock::broker::ModelAllowlist::any(),
-            allow_unpriced: false,
-
-            retry: paddock::broker::RetryPolicy::default(),
-            max_upstream_event_bytes: 16 << 20,
-            ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
-        },
+    let broker = credential_broker(
+        "http://127.0.0.1:9/v1".into(),
+        paddock::broker::Provider::Vertex(Arc::new(vertex)),
     )
-    .unwrap();
+    .await;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     for path in ["/v1/messages", "/v1/responses", "/v1/chat/completions"] {
         let resp = client

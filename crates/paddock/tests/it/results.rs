@@ -8,32 +8,10 @@ use std::path::{Path, PathBuf};
 
 use paddock_test_support::prelude::*;
 
-const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n";
-
 /// A job spec on the `process` rung whose engine is the shell script
 /// `body` (run as Codex, answering the start's version check as the pin).
 fn stand_in_job(home: &Home, repo: &Path, body: &str) -> PathBuf {
-    let bin = home.path().join("fakebin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let engine = bin.join("codex");
-    std::fs::write(
-        &engine,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}\n",
-            paddock::engines::codex::PIN.version
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let spec = job(home.path(), "codex", repo, SCRIPTED, Some(ONE_TURN));
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        "[engine]\n",
-        &format!("[engine]\nbinary = \"{}\"\n", engine.display()),
-    );
-    std::fs::write(&spec, format!("{text}\n[budget]\nmax_usd = 1.0\n")).unwrap();
-    on_rung(&spec, "process");
-    spec
+    stand_in_spec(home.path(), repo, "process", body)
 }
 
 /// A user whose git configuration changes every default a patch depends

@@ -7,46 +7,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::os::unix::fs::PermissionsExt as _;
-
 use paddock_protocol::JobStatus;
 use paddock_test_support::prelude::*;
 
-const ONE_TURN: &str = "[[turn]]\ntext = \"hi\"\n";
-
 /// A job whose `codex` is `script`, with a 1 s timeout.
 fn stand_in_job(home: &Home, script: &str, sandbox: bool) -> std::path::PathBuf {
-    let repo = repo(home.path());
-    let bin = home.path().join("fakebin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let codex = bin.join("codex");
-    // The stand-in answers the start's version check (run on the host,
-    // outside the rung) as the pinned Codex, and runs `script` only as
-    // the engine.
-    std::fs::write(
-        &codex,
-        format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{script}\n",
-            paddock::engines::codex::PIN.version
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace(
-            "[engine]\n",
-            &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
-        )
-        .replace("timeout_secs = 120", "timeout_secs = 1");
-    std::fs::write(&spec, text).unwrap();
-    if sandbox {
-        sandboxed(&spec);
-    } else {
-        on_rung(&spec, "process");
-    }
-    spec
+    let rung = if sandbox { "sandbox" } else { "process" };
+    paddock_test_support::jobs::stand_in_job(home.path(), rung, script, 1)
 }
 
 async fn daemon_survives(sandbox: bool) -> bool {
