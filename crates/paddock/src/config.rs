@@ -43,6 +43,18 @@ pub struct ServeFile {
     pub webhook_url: Option<String>,
     /// The webhooks' HMAC key, as a reference (`env:NAME`, `file:PATH`).
     pub webhook_secret: Option<String>,
+    /// The log's format on stderr (`--log-format` wins).
+    pub log_format: Option<LogFormat>,
+}
+
+/// How the log is written on stderr: lines for people, or one JSON object
+/// per event (`timestamp`, `level`, `target`, `fields`) for a collector.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -133,7 +145,8 @@ mod tests {
     fn reads_every_key_and_resolves_prices_against_the_file() {
         let (dir, p) = write(
             "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n\
-             [serve]\nlisten = \"0.0.0.0:9000\"\nmax_concurrent_jobs = 3\ndrain_grace_secs = 7\n",
+             [serve]\nlisten = \"0.0.0.0:9000\"\nmax_concurrent_jobs = 3\ndrain_grace_secs = 7\n\
+             log_format = \"json\"\n",
         );
         assert_eq!(
             load(&p).unwrap(),
@@ -148,6 +161,7 @@ mod tests {
                     drain_grace_secs: Some(7),
                     webhook_url: None,
                     webhook_secret: None,
+                    log_format: Some(LogFormat::Json),
                 },
             }
         );

@@ -16,6 +16,7 @@ Environment:
   PADDOCK_HOST_DIR, PADDOCK_PRICES
   PADDOCK_LOG                     log filter (tracing's syntax, e.g. `debug`;
                                   default `warn`, raised by -v)
+  PADDOCK_LOG_FORMAT              the same as --log-format (text, json)
   PADDOCK_CGROUP_ROOT             the cgroup under which jobs' cgroups are made
   NO_COLOR                        set and not empty: no color (like --color never)
   XDG_DATA_HOME, XDG_STATE_HOME,  where the defaults above live
@@ -40,6 +41,11 @@ pub struct Cli {
     /// Print more: -v logs at info, -vv at debug (PADDOCK_LOG overrides).
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// The log's format on stderr: text, or one JSON object per line
+    /// (default: text; for `paddock serve`, the config file's
+    /// `[serve] log_format`).
+    #[arg(long, global = true, value_enum, env = "PADDOCK_LOG_FORMAT")]
+    pub log_format: Option<paddock::config::LogFormat>,
     /// When to color output (NO_COLOR set and not empty means never on auto).
     #[arg(long, global = true, value_enum, default_value_t = super::color::When::Auto)]
     pub color: super::color::When,

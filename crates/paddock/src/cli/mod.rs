@@ -40,8 +40,10 @@ pub mod token;
 pub mod usage;
 
 /// `--color` and `NO_COLOR`, and the log (`-q`/`-v`, `PADDOCK_LOG`) on
-/// stderr, redacted.
+/// stderr, redacted, as text or JSON lines (`--log-format`, else for
+/// `paddock serve` the config file's `[serve] log_format`).
 pub fn init_output(cli: &Cli) {
+    use paddock::config::LogFormat;
     let color = color::init(cli.color);
     let level = match (cli.quiet, cli.verbose) {
         (true, _) => "error",
@@ -49,14 +51,24 @@ pub fn init_output(cli: &Cli) {
         (false, 1) => "info",
         (false, _) => "debug",
     };
-    tracing_subscriber::fmt()
+    let format = cli.log_format.unwrap_or_else(|| match &cli.command {
+        // A config file that does not load is reported by the command.
+        Cmd::Serve(_) => run::user_config()
+            .ok()
+            .and_then(|c| c.serve.log_format)
+            .unwrap_or_default(),
+        _ => LogFormat::Text,
+    });
+    let log = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
-        .with_ansi(color)
-        .with_writer(|| paddock::redact::RedactingWriter::new(std::io::stderr()))
-        .init();
+        .with_writer(|| paddock::redact::RedactingWriter::new(std::io::stderr()));
+    match format {
+        LogFormat::Text => log.with_ansi(color).init(),
+        LogFormat::Json => log.json().with_ansi(false).init(),
+    }
 }
 
 /// Runs `cli`'s command on a multi-threaded runtime; the exit code, a

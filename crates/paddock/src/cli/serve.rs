@@ -53,6 +53,8 @@ pub async fn exec(
         drain_grace_secs: args.drain_grace_secs,
         webhook_url: args.webhook_url,
         webhook_secret: args.webhook_secret,
+        // Read where the log starts (`init_output`).
+        log_format: None,
     };
     let config = ServeConfig::resolve(&flags, &defaults.serve);
     let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())

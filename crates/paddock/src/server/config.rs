@@ -69,6 +69,7 @@ mod tests {
             drain_grace_secs: None,
             webhook_url: None,
             webhook_secret: None,
+            log_format: None,
         };
         let flags = ServeFile {
             listen: None,
@@ -76,6 +77,7 @@ mod tests {
             drain_grace_secs: Some(5),
             webhook_url: None,
             webhook_secret: None,
+            log_format: None,
         };
         assert_eq!(
             (ServeConfig::resolve(&flags, &file), ServeConfig::default()),

@@ -1171,3 +1171,47 @@ async fn usage_and_the_ledger_are_served_as_the_cli_reports_them() {
         ]
     );
 }
+
+#[tokio::test]
+async fn log_format_json_writes_one_json_object_per_log_event() {
+    let home = Home::new();
+    let server = Server::start_env(
+        &home,
+        &["--log-format", "json"],
+        &[("PADDOCK_LOG", "paddock=info")],
+    )
+    .await;
+    // A refused request is logged at info with its path.
+    let refused = reqwest::Client::new()
+        .get(server.url("/v1/jobs"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let mut seen = None;
+    for _ in 0..50 {
+        seen = server
+            .stderr()
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|v| v["fields"]["message"] == "refused a request");
+        if seen.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen = seen.unwrap_or_else(|| panic!("no JSON log line: {}", server.stderr()));
+    assert_eq!(
+        (
+            seen["level"].clone(),
+            seen["fields"]["path"].clone(),
+            seen["target"].clone()
+        ),
+        (
+            Value::from("INFO"),
+            Value::from("/v1/jobs"),
+            Value::from("paddock::server::auth")
+        )
+    );
+}
