@@ -1,5 +1,6 @@
 //! Workspace benchmark (issue #14, "Workspaces at the physical limit"):
-//! Paddock's per-job workspace phase by phase (provision; the patch after
+//! Paddock's per-job workspace, the clone and the overlay layout (as
+//! root), phase by phase (provision; the patch after
 //! the job changed one file; removal) side by side with `git worktree
 //! add`/`remove` and a plain `git clone --local`, on generated packed
 //! repositories, the largest the issue's 10,000 files of ~42 MB. Prints
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use paddock::workspace::Workspace;
+use paddock::workspace::{Layout, Lease, Workspace};
 use paddock_protocol::RepositorySpec;
 
 fn git(dir: &Path, args: &[&str]) {
@@ -76,11 +77,51 @@ fn load() -> String {
         .join(" ")
 }
 
-/// Medians of one repository's runs.
-struct Row {
+/// Paddock's phases for one layout.
+#[derive(Clone, Copy)]
+struct Phases {
     provision: Duration,
     patch: Duration,
     remove: Duration,
+}
+
+/// Provisions, changes one file, computes the patch and removes, timed.
+fn paddock_run(
+    rt: &tokio::runtime::Runtime,
+    jobs: &Path,
+    id: &str,
+    spec: &RepositorySpec,
+    layout: Layout,
+) -> [Duration; 3] {
+    let changed = "src/m00/n00/f0.rs";
+    let start = Instant::now();
+    let lease = Lease::take(jobs, id).unwrap();
+    let ws = rt
+        .block_on(Workspace::provision_as(
+            jobs,
+            id,
+            lease,
+            spec,
+            "paddock/BENCH/1",
+            layout,
+        ))
+        .unwrap();
+    let provision = start.elapsed();
+    std::fs::write(ws.work.join(changed), "changed by the job\n").unwrap();
+    let start = Instant::now();
+    let patch = rt.block_on(ws.patch()).unwrap();
+    let patched = start.elapsed();
+    assert_eq!(patch.changed_files, vec![changed.to_string()]);
+    let start = Instant::now();
+    ws.remove().unwrap();
+    [provision, patched, start.elapsed()]
+}
+
+/// Medians of one repository's runs.
+struct Row {
+    clone_ws: Phases,
+    /// `None` where the overlay is not allowed (not root).
+    overlay: Option<Phases>,
     worktree_add: Duration,
     worktree_remove: Duration,
     clone: Duration,
@@ -93,27 +134,22 @@ fn measure(rt: &tokio::runtime::Runtime, tmp: &Path, repo: &Path, runs: usize) -
         url: None,
         base_ref: "main".into(),
     };
-    let mut t: [Vec<Duration>; 6] = Default::default();
-    let changed = "src/m00/n00/f0.rs";
+    let mut t: [Vec<Duration>; 9] = Default::default();
+    // The overlay's snapshot is made once per commit: by a first job,
+    // not timed; then whether the overlay was used at all.
+    paddock_run(rt, &jobs, "warm", &spec, Layout::Overlay);
+    let overlay = overlay_allowed();
     for i in 0..runs {
-        let start = Instant::now();
-        let ws = rt
-            .block_on(Workspace::provision(
-                &jobs,
-                &format!("job-{i}"),
-                &spec,
-                "paddock/BENCH/1",
-            ))
-            .unwrap();
-        t[0].push(start.elapsed());
-        std::fs::write(ws.work.join(changed), "changed by the job\n").unwrap();
-        let start = Instant::now();
-        let patch = rt.block_on(ws.patch()).unwrap();
-        t[1].push(start.elapsed());
-        assert_eq!(patch.changed_files, vec![changed.to_string()]);
-        let start = Instant::now();
-        ws.remove().unwrap();
-        t[2].push(start.elapsed());
+        let clone = paddock_run(rt, &jobs, &format!("job-{i}"), &spec, Layout::Clone);
+        for (k, d) in clone.into_iter().enumerate() {
+            t[k].push(d);
+        }
+        if overlay {
+            let layered = paddock_run(rt, &jobs, &format!("ov-{i}"), &spec, Layout::Overlay);
+            for (k, d) in layered.into_iter().enumerate() {
+                t[6 + k].push(d);
+            }
+        }
 
         let wt = tmp.join(format!("wt-{i}"));
         let start = Instant::now();
@@ -140,11 +176,24 @@ fn measure(rt: &tokio::runtime::Runtime, tmp: &Path, repo: &Path, runs: usize) -
         std::fs::remove_dir_all(&cl).unwrap();
         t[5].push(start.elapsed());
     }
-    let [p, pa, r, wa, wr, c] = t.map(median);
+    let [p, pa, r, wa, wr, c, op, opa, or] = t.map(|v| {
+        if v.is_empty() {
+            Duration::ZERO
+        } else {
+            median(v)
+        }
+    });
     Row {
-        provision: p,
-        patch: pa,
-        remove: r,
+        clone_ws: Phases {
+            provision: p,
+            patch: pa,
+            remove: r,
+        },
+        overlay: overlay.then_some(Phases {
+            provision: op,
+            patch: opa,
+            remove: or,
+        }),
         worktree_add: wa,
         worktree_remove: wr,
         clone: c,
@@ -179,31 +228,38 @@ fn main() {
         .map(|(_, repo, _)| measure(&rt, tmp.path(), repo, runs))
         .collect();
     let load_after = load();
-    println!("| repository | Paddock provision | git worktree add | provision ÷ worktree add | git clone --local (+ rm) |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!("| repository | layout | Paddock provision | git worktree add | provision ÷ worktree add | git clone --local (+ rm) |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
     for ((files, _, bytes), row) in repos.iter().zip(&rows) {
-        let ratio = row.provision.as_secs_f64() / row.worktree_add.as_secs_f64();
-        println!(
-            "| {files} files, {:.1} MB | {} ms | {} ms | {ratio:.2}× ({:.1}× faster) | {} ms |",
-            *bytes as f64 / 1e6,
-            ms(row.provision),
-            ms(row.worktree_add),
-            1.0 / ratio,
-            ms(row.clone),
-        );
+        for (layout, phases) in row.layouts() {
+            let ratio = phases.provision.as_secs_f64() / row.worktree_add.as_secs_f64();
+            println!(
+                "| {files} files, {:.1} MB | {layout} | {} ms | {} ms | {ratio:.3}× ({:.1}× faster) | {} ms |",
+                *bytes as f64 / 1e6,
+                ms(phases.provision),
+                ms(row.worktree_add),
+                1.0 / ratio,
+                ms(row.clone),
+            );
+        }
     }
     println!();
-    println!(
-        "| repository | provision | patch (one file changed) | remove | git worktree remove |"
-    );
-    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!("| repository | layout | provision | patch (one file changed) | remove | git worktree remove |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
     for ((files, _, _), row) in repos.iter().zip(&rows) {
+        for (layout, phases) in row.layouts() {
+            println!(
+                "| {files} files | {layout} | {} ms | {} ms | {} ms | {} ms |",
+                ms(phases.provision),
+                ms(phases.patch),
+                ms(phases.remove),
+                ms(row.worktree_remove),
+            );
+        }
+    }
+    if rows.iter().any(|r| r.overlay.is_none()) {
         println!(
-            "| {files} files | {} ms | {} ms | {} ms | {} ms |",
-            ms(row.provision),
-            ms(row.patch),
-            ms(row.remove),
-            ms(row.worktree_remove),
+            "\nThe overlay layout was not measured: mounting needs CAP_SYS_ADMIN (run as root)."
         );
     }
     println!(
@@ -211,6 +267,27 @@ fn main() {
          `git worktree add` at 10,000 files. git {}, load average before {load_before}, after {load_after}.",
         git_version()
     );
+}
+
+impl Row {
+    fn layouts(&self) -> Vec<(&'static str, Phases)> {
+        let mut out = vec![("clone", self.clone_ws)];
+        out.extend(self.overlay.map(|o| ("overlay", o)));
+        out
+    }
+}
+
+/// Whether this process may mount an overlay (a workspace asked for one
+/// falls back to the clone otherwise).
+fn overlay_allowed() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 21) != 0)
 }
 
 fn git_version() -> String {

@@ -279,11 +279,14 @@ async fn reap_job(
 
 /// Removes a dead job's directory, killing again what may still write
 /// into it between attempts (so a process that forked during the first
-/// scan cannot make the removal fail with "Directory not empty").
+/// scan cannot make the removal fail with "Directory not empty"); an
+/// overlay workspace's mount first, never walked through.
 fn remove_dir(dir: &Path) -> std::io::Result<()> {
     let mut attempt = 0;
     loop {
-        match std::fs::remove_dir_all(dir) {
+        let removed = crate::workspace::overlay::unmount_work(dir)
+            .and_then(|()| std::fs::remove_dir_all(dir));
+        match removed {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
             Err(e) if attempt + 1 >= REMOVE_ATTEMPTS => return Err(e),

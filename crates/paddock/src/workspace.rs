@@ -14,7 +14,9 @@ mod final_tree;
 pub(crate) mod host_git;
 mod junk;
 pub mod lease;
+pub mod overlay;
 mod result_branch;
+mod snapshot;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -26,6 +28,8 @@ use tokio::process::Command;
 use final_tree::{nul_list, FinalTree, Tracked};
 use host_git::HostGit;
 pub use lease::Lease;
+pub use overlay::Layout;
+use snapshot::Snapshot;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -123,6 +127,14 @@ const EXTENDED: &str = "extended.jsonl";
 /// Where the workspace records its base commit (in `meta/`), so that a
 /// reaper can compute the patch of a job whose process died.
 const BASE_COMMIT: &str = "base_commit";
+
+/// Where an overlay workspace records its lower layer (in `meta/`): its
+/// presence says `work/` is an overlay mount (`overlay.rs`).
+const OVERLAY: &str = "overlay";
+/// An overlay workspace's upper layer and overlay's work directory (in
+/// `meta/`, never in the job's view).
+const UPPER: &str = "upper";
+const OVERLAY_WORK: &str = "overlay-work";
 
 /// A full object name as `git rev-parse` prints it (SHA-1 or SHA-256).
 fn is_object_name(s: &str) -> bool {
@@ -244,15 +256,141 @@ impl Workspace {
         repo: &RepositorySpec,
         branch: &str,
     ) -> Result<Workspace, WorkspaceError> {
+        let layout = Layout::from_env();
+        Workspace::provision_as(jobs_root, job_id, lease, repo, branch, layout).await
+    }
+
+    /// [`Workspace::provision_leased`] with the given `layout`.
+    pub async fn provision_as(
+        jobs_root: &Path,
+        job_id: &str,
+        lease: Lease,
+        repo: &RepositorySpec,
+        branch: &str,
+        layout: Layout,
+    ) -> Result<Workspace, WorkspaceError> {
         let root = jobs_root.join(job_id);
-        let result = Workspace::provision_in(root.clone(), lease, repo, branch).await;
+        let result = match layout {
+            Layout::Overlay => {
+                Workspace::provision_layered(jobs_root, root.clone(), lease, repo, branch).await
+            }
+            Layout::Clone => Workspace::provision_in(root.clone(), lease, repo, branch).await,
+        };
         // Only what this call made is removed: a directory that was
         // already there (creating it failed) is not ours to delete.
         let ours = !matches!(&result, Err(WorkspaceError::Create { path, .. }) if *path == root);
         if result.is_err() && ours && root.exists() {
+            let _ = overlay::unmount(&root.join("work"));
             let _ = std::fs::remove_dir_all(&root);
         }
         result
+    }
+
+    /// An overlay workspace (`overlay.rs`) on the base's snapshot when the
+    /// source is a local repository and the host allows the mount; else a
+    /// clone, as [`Workspace::provision_in`] makes.
+    async fn provision_layered(
+        jobs_root: &Path,
+        root: PathBuf,
+        lease: Lease,
+        repo: &RepositorySpec,
+        branch: &str,
+    ) -> Result<Workspace, WorkspaceError> {
+        let (Some(path), true) = (&repo.path, overlay::may_mount()) else {
+            return Workspace::provision_in(root, lease, repo, branch).await;
+        };
+        let source = path.display().to_string();
+        let base_commit = match resolve_in_source(path, &source, &repo.base_ref).await {
+            Ok(commit) => commit,
+            Err(e) => {
+                // Not a repository at all is the error to report, then.
+                Workspace::source_of(repo).await?;
+                return Err(e);
+            }
+        };
+        let snap = Snapshot::get_or_make(jobs_root, &source, &base_commit).await?;
+        let ws = Workspace::make_dirs(root, lease, branch)?;
+        let meta = |name: &str| ws.meta.join(name);
+        for dir in [ws.work.clone(), meta(UPPER), meta(OVERLAY_WORK)] {
+            create_dir(&ws.root, &dir)?;
+        }
+        if overlay::mount_at(&snap.tree(), &meta(UPPER), &meta(OVERLAY_WORK), &ws.work).is_err() {
+            // Not allowed here (no CAP_SYS_ADMIN, no overlayfs): the clone.
+            for dir in [ws.work.clone(), meta(UPPER), meta(OVERLAY_WORK)] {
+                let _ = std::fs::remove_dir(dir);
+            }
+            return Workspace::provision_clone(ws, &source, &repo.base_ref).await;
+        }
+        let lower = format!("{}\n", snap.tree().display());
+        write_new(&ws.root, &meta(OVERLAY), lower.as_bytes())?;
+        ws.borrowing_git_dir(&snap)?;
+        // The job's branch at the base (git checks its name), then HEAD
+        // on it, where the snapshot's is detached: `checkout -b` would
+        // refresh and rewrite the index, copying it up.
+        let job_git = HostGit {
+            git_dir: Some(ws.work.join(".git")),
+            work_tree: Some(ws.work.clone()),
+            ..ws.paddock_git(None, false)
+        };
+        let head = format!("refs/heads/{branch}");
+        job_git
+            .run(["update-ref", "--no-deref", &head, &base_commit, ""], None)
+            .await?;
+        let head_file = ws.work.join(".git/HEAD");
+        std::fs::write(&head_file, format!("ref: {head}\n")).map_err(|source| {
+            WorkspaceError::Write {
+                path: ws.root.clone(),
+                file: head_file.display().to_string(),
+                source,
+            }
+        })?;
+        write_new(
+            &ws.root,
+            &meta(BASE_COMMIT),
+            format!("{base_commit}\n").as_bytes(),
+        )?;
+        Ok(Workspace { base_commit, ..ws })
+    }
+
+    /// Paddock's own git directory of an overlay workspace: empty, its
+    /// objects borrowed from the snapshot's (`objects/info/alternates`),
+    /// the index of the snapshot's checkout (its stat stamps are those the
+    /// overlay shows for every file the job leaves alone).
+    fn borrowing_git_dir(&self, snap: &Snapshot) -> Result<(), WorkspaceError> {
+        let git = self.git_dir();
+        for dir in [
+            "objects/info",
+            "objects/pack",
+            "refs/heads",
+            "refs/tags",
+            "info",
+        ] {
+            create_dir(&self.root, &git.join(dir))?;
+        }
+        let files = [
+            ("HEAD", "ref: refs/heads/main\n".to_string()),
+            (
+                "config",
+                "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+                    .to_string(),
+            ),
+            (
+                "objects/info/alternates",
+                format!("{}\n", snap.git().join("objects").display()),
+            ),
+        ];
+        for (name, text) in files {
+            write_new(&self.root, &git.join(name), text.as_bytes())?;
+        }
+        let index = git.join("index");
+        std::fs::copy(snap.git().join("index"), &index).map_err(|source| {
+            WorkspaceError::Write {
+                path: self.root.clone(),
+                file: index.display().to_string(),
+                source,
+            }
+        })?;
+        Ok(())
     }
 
     async fn provision_in(
@@ -263,13 +401,23 @@ impl Workspace {
     ) -> Result<Workspace, WorkspaceError> {
         let source = Workspace::source_of(repo).await?;
         let ws = Workspace::make_dirs(root, lease, branch)?;
-        ws.clone_bare(&source).await?;
-        let base_commit = ws.base_commit(&source, &repo.base_ref).await?;
+        Workspace::provision_clone(ws, &source, &repo.base_ref).await
+    }
+
+    /// The clone of `source` into the made directories of `ws`.
+    async fn provision_clone(
+        ws: Workspace,
+        source: &str,
+        base_ref: &str,
+    ) -> Result<Workspace, WorkspaceError> {
+        Workspace::clone_bare(&ws.root, source, &ws.git_dir()).await?;
+        let base_commit = ws.base_commit(source, base_ref).await?;
         std::fs::create_dir_all(ws.git_dir().join("info")).map_err(|e| WorkspaceError::Create {
             path: ws.git_dir().join("info"),
             source: e,
         })?;
-        ws.clone_job(&source, branch, &base_commit).await?;
+        let checkout = ["checkout", "--quiet", "-b", &ws.branch, &base_commit];
+        Workspace::clone_job(&ws.root, source, &ws.git_dir(), &ws.work, &checkout).await?;
         // 3. Paddock's index of the base: the fresh checkout's, whose file
         // stamps let the patch skip hashing what the job did not touch.
         let index = ws.git_dir().join("index");
@@ -341,8 +489,9 @@ impl Workspace {
         })
     }
 
-    /// Step 1 of [`Workspace::provision_in`].
-    async fn clone_bare(&self, source: &str) -> Result<(), WorkspaceError> {
+    /// Step 1 of a clone workspace, and of a snapshot: `source` into
+    /// Paddock's own bare `git_dir` (`root` names the directory in errors).
+    async fn clone_bare(root: &Path, source: &str, git_dir: &Path) -> Result<(), WorkspaceError> {
         // 1. The source into Paddock's own git directory, with the user's
         // git configuration (their remotes, credentials, safe directories):
         // nothing of the job exists yet. Bare, so nothing is checked out or
@@ -360,17 +509,17 @@ impl Workspace {
                 "--",
             ])
             .arg(source)
-            .arg(self.git_dir())
+            .arg(git_dir)
             .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(Stdio::null());
         let out = host_git::output_within(clone, None, host_git::CLONE_TIMEOUT)
             .await
             .map_err(|source| WorkspaceError::Spawn {
-                path: self.root.clone(),
+                path: root.to_path_buf(),
                 source,
             })?
             .ok_or_else(|| WorkspaceError::GitTimeout {
-                path: self.root.clone(),
+                path: root.to_path_buf(),
                 args: format!("clone --bare {source}"),
                 after: host_git::CLONE_TIMEOUT,
             })?;
@@ -415,12 +564,15 @@ impl Workspace {
         Ok(base_commit)
     }
 
-    /// Step 2 of [`Workspace::provision_in`].
+    /// Step 2 of a clone workspace, and of a snapshot: the job's
+    /// repository at `work`, cloned from Paddock's `git_dir`, then
+    /// `checkout` run in it.
     async fn clone_job(
-        &self,
+        root: &Path,
         source: &str,
-        branch: &str,
-        base_commit: &str,
+        git_dir: &Path,
+        work: &Path,
+        checkout: &[&str],
     ) -> Result<(), WorkspaceError> {
         // 2. The job's repository: a clone of Paddock's that copies every
         // object (no hard link to, nor alternate of, anything outside the
@@ -432,7 +584,7 @@ impl Workspace {
             work_tree: None,
             index: None,
             excludes: None,
-            root: self.root.clone(),
+            root: root.to_path_buf(),
             timeout: host_git::GIT_TIMEOUT,
         };
         let mut clone = vec![
@@ -456,20 +608,18 @@ impl Workspace {
         .into_iter()
         .map(std::ffi::OsString::from)
         .collect::<Vec<_>>();
-        clone.push(self.git_dir().into_os_string());
-        clone.push(self.work.clone().into_os_string());
+        clone.push(git_dir.as_os_str().to_owned());
+        clone.push(work.as_os_str().to_owned());
         cloner.run(&clone, None).await?;
         let job_git = HostGit {
-            git_dir: Some(self.work.join(".git")),
-            work_tree: Some(self.work.clone()),
+            git_dir: Some(work.join(".git")),
+            work_tree: Some(work.to_path_buf()),
             ..cloner
         };
         job_git
             .run(["remote", "set-url", "origin", source], None)
             .await?;
-        job_git
-            .run(["checkout", "--quiet", "-b", branch, base_commit], None)
-            .await?;
+        job_git.run(checkout, None).await?;
         Ok(())
     }
 
@@ -507,7 +657,7 @@ impl Workspace {
                 ),
             });
         }
-        Ok(Some(Workspace {
+        let ws = Workspace {
             work: root.join("work"),
             home: root.join("home"),
             tmp: root.join("tmp"),
@@ -516,7 +666,9 @@ impl Workspace {
             root,
             base_commit,
             branch: branch.to_string(),
-        }))
+        };
+        ws.remount()?;
+        Ok(Some(ws))
     }
 
     /// Paddock's own git directory for this job (`meta/git`).
@@ -774,13 +926,72 @@ impl Workspace {
         Ok((String::from_utf8_lossy(&diff).into_owned(), changed_files))
     }
 
-    /// Removes the whole job directory.
+    /// Removes the whole job directory; an overlay workspace's mount
+    /// first (never a walk through it: only the upper layer is removed).
     pub fn remove(&self) -> Result<(), WorkspaceError> {
-        std::fs::remove_dir_all(&self.root).map_err(|source| WorkspaceError::Remove {
+        let failed = |source| WorkspaceError::Remove {
             path: self.root.clone(),
             source,
+        };
+        overlay::unmount_work(&self.root).map_err(failed)?;
+        std::fs::remove_dir_all(&self.root).map_err(failed)
+    }
+
+    /// Mounts an overlay workspace's `work/` again when it is not (the
+    /// host restarted since the job ran), so its patch sees the job's
+    /// work; a clone workspace, or one whose snapshot is gone, is left.
+    fn remount(&self) -> Result<(), WorkspaceError> {
+        let Ok(lower) = std::fs::read_to_string(self.meta.join(OVERLAY)) else {
+            return Ok(());
+        };
+        let lower = PathBuf::from(lower.trim_end_matches('\n'));
+        if overlay::is_mounted(&self.work) || !lower.is_dir() {
+            return Ok(());
+        }
+        let (upper, workdir) = (self.meta.join(UPPER), self.meta.join(OVERLAY_WORK));
+        overlay::mount_at(&lower, &upper, &workdir, &self.work).map_err(|source| {
+            WorkspaceError::Create {
+                path: self.work.clone(),
+                source,
+            }
         })
     }
+}
+
+/// The commit `base` names in the local `source` (at `path`), read with
+/// the user's git as a clone of it would name it: `origin/X` is the
+/// source's own branch `X` (a branch literally named `origin/X` first).
+async fn resolve_in_source(
+    path: &Path,
+    source: &str,
+    base: &str,
+) -> Result<String, WorkspaceError> {
+    let mut candidates = vec![format!("{base}^{{commit}}")];
+    if let Some(branch) = base.strip_prefix("origin/") {
+        candidates = vec![
+            format!("refs/heads/{base}^{{commit}}"),
+            format!("refs/heads/{branch}^{{commit}}"),
+        ];
+    }
+    for candidate in candidates {
+        let args = [
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &candidate,
+        ];
+        if let Ok(out) = user_git(path, args).await {
+            let commit = out.trim().to_string();
+            if is_object_name(&commit) {
+                return Ok(commit);
+            }
+        }
+    }
+    Err(WorkspaceError::BaseRef {
+        source_repo: source.to_string(),
+        base_ref: base.to_string(),
+    })
 }
 
 #[cfg(unix)]
@@ -999,6 +1210,187 @@ mod tests {
                 vec!["precious".to_string()],
                 "keep\n".to_string(),
                 "keep\n".to_string(),
+            )
+        );
+    }
+
+    /// Whether overlay workspaces can be tested here: root with overlayfs.
+    /// Skipped with a reason locally, a failure in CI.
+    fn overlay_here() -> bool {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = |n: &str| {
+            let p = tmp.path().join(n);
+            std::fs::create_dir(&p).unwrap();
+            p
+        };
+        let (l, u, w, m) = (d("l"), d("u"), d("w"), d("m"));
+        let ok = overlay::may_mount() && overlay::mount_at(&l, &u, &w, &m).is_ok();
+        if ok {
+            overlay::unmount(&m).unwrap();
+        } else if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("overlay workspaces need root and overlayfs in CI");
+        } else {
+            eprintln!("skipping: overlay workspaces need CAP_SYS_ADMIN and overlayfs");
+        }
+        ok
+    }
+
+    async fn overlay_ws(jobs: &Path, id: &str, r: &Path) -> Workspace {
+        let lease = Lease::take(jobs, id).unwrap();
+        Workspace::provision_as(
+            jobs,
+            id,
+            lease,
+            &spec(r.to_path_buf(), "main"),
+            "paddock/T/1",
+            Layout::Overlay,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Every file under `dir` (links as their target) with its bytes.
+    fn files_of(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let t = e.file_type().unwrap();
+                if t.is_dir() {
+                    stack.push(e.path());
+                } else if t.is_symlink() {
+                    let target = std::fs::read_link(e.path()).unwrap();
+                    out.insert(e.path(), target.as_os_str().as_encoded_bytes().to_vec());
+                } else {
+                    out.insert(e.path(), std::fs::read(e.path()).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    /// An overlay workspace: `work/` is a mount of the base's snapshot on
+    /// the job's branch, with hooks off; the job's writes through it (a
+    /// tracked file, a new one, a deletion, every object file of its
+    /// repository rewritten) change neither the source (files and
+    /// objects) nor the snapshot, the patch is the job's change, and
+    /// teardown unmounts and removes only the job's directory. A second
+    /// job on the same commit reuses the snapshot.
+    #[tokio::test]
+    async fn an_overlay_workspace_never_writes_through_to_the_source_or_snapshot() {
+        if !overlay_here() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        sh(&r, &["gc", "-q"]);
+        let jobs = tmp.path().join("jobs");
+        let ws = overlay_ws(&jobs, "j1", &r).await;
+        let snapshots: Vec<PathBuf> = std::fs::read_dir(jobs.join(snapshot::SNAPSHOTS))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(snapshots.len(), 1, "{snapshots:?}");
+        let (source_before, snap_before) = (files_of(&r), files_of(&snapshots[0]));
+        assert_eq!(
+            (
+                overlay::is_mounted(&ws.work),
+                user_git(&ws.work, ["rev-parse", "--abbrev-ref", "HEAD"])
+                    .await
+                    .unwrap(),
+                user_git(&ws.work, ["config", "core.hooksPath"])
+                    .await
+                    .unwrap(),
+                user_git(&ws.work, ["status", "--porcelain"]).await.unwrap(),
+            ),
+            (
+                true,
+                "paddock/T/1\n".into(),
+                "/dev/null\n".into(),
+                String::new()
+            )
+        );
+        std::fs::write(ws.work.join("README.md"), "changed\n").unwrap();
+        std::fs::write(ws.work.join("new.txt"), "new\n").unwrap();
+        std::fs::remove_file(ws.work.join(".gitignore")).unwrap();
+        let mut rewritten = 0;
+        for (path, _) in files_of(&ws.work.join(".git/objects")) {
+            let mut perm = std::fs::metadata(&path).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o644);
+            std::fs::set_permissions(&path, perm).unwrap();
+            std::fs::write(&path, "rewritten").unwrap();
+            rewritten += 1;
+        }
+        assert!(rewritten > 0);
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            p.changed_files,
+            [".gitignore", "README.md", "new.txt"]
+                .map(String::from)
+                .to_vec()
+        );
+        let again = overlay_ws(&jobs, "j2", &r).await;
+        assert_eq!(
+            std::fs::read_to_string(again.work.join("README.md")).unwrap(),
+            "hello\n"
+        );
+        ws.remove().unwrap();
+        again.remove().unwrap();
+        assert_eq!(
+            (
+                files_of(&r) == source_before,
+                files_of(&snapshots[0]) == snap_before,
+                ws.root.exists(),
+                std::fs::read_dir(jobs.join(snapshot::SNAPSHOTS))
+                    .unwrap()
+                    .count(),
+            ),
+            (true, true, false, 1)
+        );
+    }
+
+    /// Teardown of an overlay workspace follows no link the job planted
+    /// through the overlay (they are in its upper layer), and a workspace
+    /// reopened after its mount went (a restarted host) is mounted again,
+    /// so the reaper's patch is the job's work, not every file deleted.
+    #[tokio::test]
+    async fn an_overlay_workspace_is_remounted_and_its_links_not_followed() {
+        if !overlay_here() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let ws = overlay_ws(&jobs, "j", &r).await;
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("precious"), "keep\n").unwrap();
+        std::os::unix::fs::symlink(&outside, ws.work.join("to-dir")).unwrap();
+        std::fs::create_dir_all(ws.work.join("a/b")).unwrap();
+        std::os::unix::fs::symlink(outside.join("precious"), ws.work.join("a/b/to-file")).unwrap();
+        std::fs::write(ws.work.join("README.md"), "changed\n").unwrap();
+        overlay::unmount(&ws.work).unwrap();
+        assert!(!overlay::is_mounted(&ws.work));
+        let lease = Lease::take(&jobs, "j-reaper").unwrap();
+        let reopened = Workspace::reopen(&jobs, "j", lease, "paddock/T/1")
+            .unwrap()
+            .unwrap();
+        let p = reopened.patch().await.unwrap();
+        assert_eq!(
+            p.changed_files,
+            ["README.md", "a/b/to-file", "to-dir"]
+                .map(String::from)
+                .to_vec()
+        );
+        reopened.remove().unwrap();
+        assert_eq!(
+            (ws.root.exists(), files_of(&outside),),
+            (
+                false,
+                [(outside.join("precious"), b"keep\n".to_vec())]
+                    .into_iter()
+                    .collect()
             )
         );
     }

@@ -184,6 +184,16 @@ fn setup(uid: u32) -> Setup {
 /// Runs a job whose stand-in `codex` runs `script` in its checkout, kept;
 /// the job's record.
 async fn run_job(s: &Setup, script: &str, sandbox: bool) -> paddock_protocol::JobRecord {
+    run_job_env(s, script, sandbox, &[]).await
+}
+
+/// [`run_job`] with `env` for Paddock (a workspace layout).
+async fn run_job_env(
+    s: &Setup,
+    script: &str,
+    sandbox: bool,
+    env: &[(&str, &str)],
+) -> paddock_protocol::JobRecord {
     let bin = s.home.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
@@ -214,7 +224,7 @@ async fn run_job(s: &Setup, script: &str, sandbox: bool) -> paddock_protocol::Jo
     on_rung(&spec, if sandbox { "sandbox" } else { "process" });
     let out = if s.uid == 0 {
         s.home
-            .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+            .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], env)
             .await
     } else {
         let home = &s.home;
@@ -228,6 +238,7 @@ async fn run_job(s: &Setup, script: &str, sandbox: bool) -> paddock_protocol::Jo
             .arg(home.jobs())
             .args(["run", "--json", "--keep", spec.to_str().unwrap()])
             .env("HOME", home.path())
+            .envs(env.iter().copied())
             .env_remove("PADDOCK_DB")
             .stdin(std::process::Stdio::null());
         cmd.output().await.unwrap()
@@ -421,6 +432,16 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 const REWRITE: &str = "find \"$G/objects\" -type f | while read -r f; do chmod u+w \"$f\"; printf rewritten > \"$f\"; done";
 
 async fn source_objects_survive(sandbox: bool, packed: bool, uid: u32) -> (bool, bool) {
+    source_objects_survive_as(sandbox, packed, uid, &[]).await
+}
+
+/// [`source_objects_survive`] with `env` for Paddock.
+async fn source_objects_survive_as(
+    sandbox: bool,
+    packed: bool,
+    uid: u32,
+    env: &[(&str, &str)],
+) -> (bool, bool) {
     let s = setup(uid);
     if packed {
         let ok = as_user(&s, "git")
@@ -434,15 +455,29 @@ async fn source_objects_survive(sandbox: bool, packed: bool, uid: u32) -> (bool,
     }
     let objects = s.repo.join(".git/objects");
     let before = snapshot(&objects);
-    let rec = run_job(&s, &format!("G=.git; {REWRITE}"), sandbox).await;
+    let rec = run_job_env(&s, &format!("G=.git; {REWRITE}"), sandbox, env).await;
     let job_dir = s.home.jobs().join(&rec.id);
     let log = std::fs::read_to_string(job_dir.join("home/plant.log")).unwrap();
     assert!(log.ends_with("plant exit 0\n"), "the rewrite failed: {log}");
     let rewritten = snapshot(&job_dir.join("work/.git/objects"))
         .values()
         .all(|b| b == b"rewritten");
+    // A kept overlay workspace stays mounted: unmounted, never walked.
+    paddock::workspace::overlay::unmount_work(&job_dir).unwrap();
     std::fs::remove_dir_all(&job_dir).unwrap();
-    let kept = snapshot(&objects) == before;
+    // The base's snapshot an overlay workspace sits on kept its objects.
+    let snapshots = s.home.jobs().join(".snapshots");
+    // As root, asked for it, the job did run on an overlay.
+    assert_eq!(
+        snapshots.exists(),
+        uid == 0 && !env.is_empty(),
+        "{snapshots:?}"
+    );
+    let snapshot_kept = !snapshots.exists()
+        || snapshot(&snapshots).iter().all(|(path, bytes)| {
+            !path.to_string_lossy().contains("/objects/") || bytes != b"rewritten"
+        });
+    let kept = snapshot(&objects) == before && snapshot_kept;
     // Twin: a plain local clone shares the object files.
     let twin = s.home.path().join("twin");
     let out = as_user(&s, "git")
@@ -471,6 +506,25 @@ async fn rewriting_the_jobs_objects_leaves_the_source_intact_process_rung() {
             (
                 source_objects_survive(false, false, uid).await,
                 source_objects_survive(false, true, uid).await
+            ),
+            ((true, true), (true, true)),
+            "uid {uid}"
+        );
+    }
+}
+
+/// The same through an overlay workspace (`PADDOCK_WORKSPACE_LAYOUT`,
+/// used as root; the unprivileged pass gets the clone): the job's writes
+/// land in its upper layer, neither in the source nor in the snapshot.
+#[tokio::test(flavor = "multi_thread")]
+async fn rewriting_the_jobs_objects_through_an_overlay_leaves_source_and_snapshot_intact() {
+    let env = [("PADDOCK_WORKSPACE_LAYOUT", "overlay")];
+    let sandbox = sandbox_available();
+    for uid in users() {
+        assert_eq!(
+            (
+                source_objects_survive_as(false, true, uid, &env).await,
+                source_objects_survive_as(sandbox, false, uid, &env).await
             ),
             ((true, true), (true, true)),
             "uid {uid}"

@@ -1,0 +1,143 @@
+//! The job's work tree as an overlay mount: the base commit's checkout, a
+//! read-only snapshot shared by every job on that commit (`snapshot.rs`),
+//! as the lower layer, and the job's own `meta/upper` as the upper layer,
+//! mounted at `work/` by Paddock on the host. Provisioning is then a mount,
+//! not a checkout, and teardown removes only what the job wrote. Writes go
+//! to the upper layer (copied up on first write): the job never holds a
+//! writable inode of the snapshot, and the snapshot none of the source
+//! (its objects are copies). The mount is made with redirects, metacopy
+//! and the inode index off, so nothing a job writes into its upper layer
+//! can make the merged view show a file of another path. Mounting needs
+//! `CAP_SYS_ADMIN` on the host; where it is refused, the clone is used
+//! (see ARCHITECTURE.md, "Workspaces").
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::Path;
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+
+/// Which layout `Workspace::provision` makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// A clone of the source checked out at the base (every file written).
+    Clone,
+    /// An overlay on a cached snapshot of the base, where the host allows
+    /// the mount and the source is a local repository; else the clone.
+    Overlay,
+}
+
+/// The environment variable that picks the layout (`overlay`; anything
+/// else, or unset, is the clone).
+pub const LAYOUT_ENV: &str = "PADDOCK_WORKSPACE_LAYOUT";
+
+impl Layout {
+    /// The layout [`LAYOUT_ENV`] asks for.
+    pub fn from_env() -> Layout {
+        match std::env::var_os(LAYOUT_ENV) {
+            Some(v) if v == "overlay" => Layout::Overlay,
+            _ => Layout::Clone,
+        }
+    }
+}
+
+/// Whether this process may mount (`CAP_SYS_ADMIN` in its effective set,
+/// read from `/proc/self/status`), checked before a snapshot is made for a
+/// mount that would be refused.
+pub(super) fn may_mount() -> bool {
+    const CAP_SYS_ADMIN: u32 = 21;
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+}
+
+/// Whether `path` can be named in overlay's mount options, which use `,`,
+/// `:` and `\` as separators and escapes.
+pub(super) fn nameable(path: &Path) -> bool {
+    !path
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .any(|b| matches!(b, b',' | b':' | b'\\'))
+}
+
+/// Mounts the overlay of `lower` (read-only) and `upper` (with overlay's
+/// `workdir`, on the same file system) at `target`.
+pub(super) fn mount_at(
+    lower: &Path,
+    upper: &Path,
+    workdir: &Path,
+    target: &Path,
+) -> io::Result<()> {
+    if ![lower, upper, workdir].into_iter().all(nameable) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a layer's path holds `,`, `:` or `\\`",
+        ));
+    }
+    let mut data = std::ffi::OsString::from("lowerdir=");
+    data.push(lower);
+    data.push(",upperdir=");
+    data.push(upper);
+    data.push(",workdir=");
+    data.push(workdir);
+    data.push(",redirect_dir=nofollow,metacopy=off,index=off,xino=off");
+    mount(
+        Some(OsStr::new("overlay")),
+        target,
+        Some(OsStr::new("overlay")),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(data.as_os_str()),
+    )?;
+    Ok(())
+}
+
+/// Whether something is mounted at `target` (it is on another device than
+/// its parent).
+pub(super) fn is_mounted(target: &Path) -> bool {
+    let (Ok(here), Some(Ok(parent))) = (
+        std::fs::symlink_metadata(target),
+        target.parent().map(std::fs::symlink_metadata),
+    ) else {
+        return false;
+    };
+    here.dev() != parent.dev()
+}
+
+/// Unmounts `target` without following a link there; lazily when it is
+/// still busy. Nothing mounted is not an error.
+pub(super) fn unmount(target: &Path) -> io::Result<()> {
+    if !is_mounted(target) {
+        return Ok(());
+    }
+    match umount2(target, MntFlags::UMOUNT_NOFOLLOW) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EBUSY) => {
+            umount2(target, MntFlags::UMOUNT_NOFOLLOW | MntFlags::MNT_DETACH)?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Unmounts the work tree of the job directory `root` when it is an
+/// overlay (the reaper removes a dead job's directory by path); an error
+/// when it stays mounted, so that nothing walks through it.
+pub fn unmount_work(root: &Path) -> io::Result<()> {
+    let work = root.join("work");
+    unmount(&work)?;
+    if is_mounted(&work) {
+        return Err(io::Error::other(format!(
+            "{} is still mounted",
+            work.display()
+        )));
+    }
+    Ok(())
+}
