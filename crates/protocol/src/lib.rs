@@ -26,7 +26,9 @@ pub use ledger::{CallStatus, ModelCall};
 pub use network::{
     Destination, Host, HostPattern, NetworkLimits, NetworkSpec, SetupNetwork, SetupSpec,
 };
-pub use results::{GitHubAppSpec, GitHubCredential, GitHubSpec, ResultsSpec};
+pub use results::{
+    GitHubAppSpec, GitHubCredential, GitHubSpec, PushCredential, PushSpec, ResultsSpec,
+};
 pub use spec::{
     BrokerSpec, BudgetSpec, EngineKind, EngineSpec, EntraSpec, Isolation, JobSpec, KeyHeaderKind,
     KeyRef, LimitsSpec, PolicySpec, PriorAttempt, ProviderKind, RepositorySpec, RetrySpec,

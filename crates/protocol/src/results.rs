@@ -29,6 +29,67 @@ pub struct ResultsSpec {
     /// `[results.github]`: the forge. Absent: the file outbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub github: Option<GitHubSpec>,
+    /// `[results.push]`: a git remote the branch is pushed to with a plain
+    /// token or an SSH deploy key held on the host (instead of
+    /// `results.github`'s push; with the outbox when there is no forge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushSpec>,
+}
+
+/// `[results.push]`: where the branch goes and the one credential
+/// Paddock (never the job) pushes it with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PushSpec {
+    /// `https://…` (with `token`), `ssh://…` (with `ssh_key`), `file://…`
+    /// or loopback `http://…` (tests).
+    pub url: String,
+    /// A token sent as HTTP basic `x-access-token:TOKEN`, as `env:NAME` or
+    /// `file:PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<KeyRef>,
+    /// An SSH deploy key (OpenSSH private key), as `env:NAME` or `file:PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_key: Option<KeyRef>,
+    /// The `known_hosts` file the SSH host key is checked against (needed
+    /// with `ssh_key`: an unknown host is refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_hosts: Option<std::path::PathBuf>,
+}
+
+/// The credential a [`PushSpec`] names.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PushCredential<'a> {
+    /// None (a `file://` remote).
+    None,
+    Token(&'a KeyRef),
+    SshKey {
+        key: &'a KeyRef,
+        known_hosts: &'a std::path::Path,
+    },
+}
+
+impl PushSpec {
+    /// The one credential this section names, or why it does not fit its URL.
+    pub fn credential(&self) -> Result<PushCredential<'_>, String> {
+        let ssh = self.url.starts_with("ssh://");
+        match (&self.token, &self.ssh_key, &self.known_hosts) {
+            (Some(_), Some(_), _) => Err("set `token` or `ssh_key`, not both".into()),
+            (None, Some(_), None) => Err("`ssh_key` needs `known_hosts`".into()),
+            (None, Some(key), Some(known_hosts)) if ssh => {
+                Ok(PushCredential::SshKey { key, known_hosts })
+            }
+            (None, Some(_), Some(_)) => Err("`ssh_key` needs an `ssh://` url".into()),
+            (_, None, _) if ssh => Err("an `ssh://` url needs `ssh_key`".into()),
+            (Some(token), None, _) => Ok(PushCredential::Token(token)),
+            (None, None, _) => Ok(PushCredential::None),
+        }
+    }
+
+    /// Every key reference (Paddock withdraws `env:` ones at start).
+    pub fn keys(&self) -> impl Iterator<Item = &KeyRef> {
+        self.token.iter().chain(self.ssh_key.iter())
+    }
 }
 
 fn yes() -> bool {
@@ -43,6 +104,7 @@ impl Default for ResultsSpec {
             ticket_url: None,
             base_branch: None,
             github: None,
+            push: None,
         }
     }
 }
@@ -172,6 +234,7 @@ mod tests {
                     api_url: "https://api.github.com".into(),
                     push_url: None,
                 }),
+                push: None,
             }
         );
         let gh = spec.github.unwrap();
@@ -181,6 +244,69 @@ mod tests {
                 Ok(("acme", "widgets")),
                 "https://github.com/acme/widgets.git".to_string()
             )
+        );
+    }
+
+    /// A push section's credential fits its URL: a token (or nothing) for
+    /// HTTP(S) and `file://`, a deploy key with its known hosts for `ssh://`.
+    #[test]
+    fn a_push_sections_credential_fits_its_url() {
+        let key = KeyRef::File("/etc/paddock/deploy".into());
+        let token = KeyRef::Env("GIT_TOKEN".into());
+        let hosts = std::path::PathBuf::from("/etc/paddock/known_hosts");
+        let push = |url: &str, token: Option<&KeyRef>, ssh: Option<&KeyRef>, kh: bool| PushSpec {
+            url: url.into(),
+            token: token.cloned(),
+            ssh_key: ssh.cloned(),
+            known_hosts: kh.then(|| hosts.clone()),
+        };
+        let cases = [
+            (
+                push("https://git.example/r.git", Some(&token), None, false),
+                Ok(PushCredential::Token(&token)),
+            ),
+            (
+                push("file:///srv/r.git", None, None, false),
+                Ok(PushCredential::None),
+            ),
+            (
+                push("ssh://git@git.example/r.git", None, Some(&key), true),
+                Ok(PushCredential::SshKey {
+                    key: &key,
+                    known_hosts: &hosts,
+                }),
+            ),
+            (
+                push("ssh://git@git.example/r.git", None, Some(&key), false),
+                Err("`ssh_key` needs `known_hosts`"),
+            ),
+            (
+                push("ssh://git@git.example/r.git", Some(&token), None, false),
+                Err("an `ssh://` url needs `ssh_key`"),
+            ),
+            (
+                push("https://git.example/r.git", None, Some(&key), true),
+                Err("`ssh_key` needs an `ssh://` url"),
+            ),
+            (
+                push("https://git.example/r.git", Some(&token), Some(&key), true),
+                Err("set `token` or `ssh_key`, not both"),
+            ),
+        ];
+        for (spec, want) in &cases {
+            assert_eq!(
+                spec.credential(),
+                (*want).map_err(str::to_string),
+                "{spec:?}"
+            );
+        }
+        let parsed: ResultsSpec = toml::from_str(
+            "[push]\nurl = \"ssh://git@git.example/r.git\"\nssh_key = \"file:/etc/paddock/deploy\"\nknown_hosts = \"/etc/paddock/known_hosts\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            parsed.push,
+            Some(push("ssh://git@git.example/r.git", None, Some(&key), true))
         );
     }
 

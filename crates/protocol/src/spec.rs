@@ -837,6 +837,11 @@ impl JobSpec {
                 return Err(bad("results.github", reason));
             }
         }
+        if let Some(push) = &self.results.push {
+            if let Err(reason) = push.credential() {
+                return Err(bad("results.push", reason));
+            }
+        }
         if self.ticket.title.trim().is_empty() {
             return Err(bad("ticket.title", "must not be empty".into()));
         }

@@ -121,6 +121,12 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
                 }
             }
         }
+        // So is the push's token or deploy key (results.push).
+        for key in spec.results.push.iter().flat_map(|p| p.keys()) {
+            if let KeyRef::Env(name) = key {
+                paddock::broker::secret::withdraw_env(name);
+            }
+        }
     }
     // A Bedrock API key read without a reference (`bedrock` without a key).
     paddock::broker::secret::withdraw_env(paddock::runner::BEDROCK_API_KEY_VAR);

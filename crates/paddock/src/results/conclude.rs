@@ -11,14 +11,17 @@
 
 use std::path::{Path, PathBuf};
 
-use paddock_protocol::{AgentEvent, GitHubCredential, JobRecord, JobSpec, JobStatus};
+use paddock_protocol::{
+    AgentEvent, GitHubCredential, JobRecord, JobSpec, JobStatus, PushCredential,
+};
 
 use super::closeout::{self, CloseoutInput};
 use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
 use super::github::GitHub;
 use super::github_app;
 use super::outbox::Outbox;
-use super::{push, source};
+use super::push::{self, PushAuth};
+use super::source;
 use crate::secret::Secret;
 use crate::workspace::{Patch, Workspace};
 
@@ -174,6 +177,49 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
     }
 }
 
+/// Pushes `branch` of `bundle` where the spec says: `[results.push]` with
+/// its token or deploy key, else the GitHub forge's push URL with the
+/// forge's token; neither: nowhere (the outbox).
+async fn push_result(
+    spec: &JobSpec,
+    bundle: &Path,
+    branch: &str,
+    forge_token: Option<&Secret>,
+    scratch: &Path,
+) -> Result<(), String> {
+    let Some(target) = &spec.results.push else {
+        if let Some(gh) = &spec.results.github {
+            let auth = forge_token.map_or(PushAuth::None, PushAuth::Token);
+            return push::push_branch(bundle, branch, &gh.push_url(), auth, scratch)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        return Ok(());
+    };
+    let secret;
+    let auth = match target
+        .credential()
+        .map_err(|e| format!("results.push: {e}"))?
+    {
+        PushCredential::None => PushAuth::None,
+        PushCredential::Token(reference) => {
+            secret = Secret::resolve(reference).map_err(|e| format!("results.push.token: {e}"))?;
+            PushAuth::Token(&secret)
+        }
+        PushCredential::SshKey { key, known_hosts } => {
+            secret =
+                Secret::resolve_multiline(key).map_err(|e| format!("results.push.ssh_key: {e}"))?;
+            PushAuth::SshKey {
+                key: &secret,
+                known_hosts,
+            }
+        }
+    };
+    push::push_branch(bundle, branch, &target.url, auth, scratch)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// Publishes the job's result (see the module comment). Never fails: what
 /// went wrong is in `warnings` or `failure`.
 pub async fn publish(input: &PublishInput<'_>) -> Published {
@@ -229,17 +275,14 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         let ForgeSession { forge, token, .. } = session.as_ref().map_err(Clone::clone)?;
         let mut pull_request = None;
         if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {
-            if let Some(gh) = &spec.results.github {
-                push::push_branch(
-                    &bundle,
-                    &input.record.branch,
-                    &gh.push_url(),
-                    token.as_ref(),
-                    input.artifacts,
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            }
+            push_result(
+                spec,
+                &bundle,
+                &input.record.branch,
+                token.as_ref(),
+                input.artifacts,
+            )
+            .await?;
             let closeout = render(input.record, &links);
             let draft = PullRequestDraft {
                 head: input.record.branch.clone(),

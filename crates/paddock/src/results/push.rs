@@ -1,10 +1,14 @@
 //! The branch pushed to a remote with Paddock's credentials: from the
 //! job's bundle through a scratch bare repository, by Paddock's hardened
-//! git (`workspace/host_git.rs`), to a `file://`, `https://` or loopback
-//! `http://` URL. The token reaches git only as configuration in the
-//! environment of that one host process (`GIT_CONFIG_COUNT`: an
+//! git (`workspace/host_git.rs`), to a `file://`, `https://`, `ssh://` or
+//! loopback `http://` URL. A token reaches git only as configuration in
+//! the environment of that one host process (`GIT_CONFIG_COUNT`: an
 //! `http.extraHeader` with HTTP basic `x-access-token`), never in its
-//! argv (readable by any process in `/proc`), a file, or the job. The push
+//! argv (readable by any process in `/proc`), a file, or the job. An SSH
+//! deploy key is written for the push only, 0600 in the scratch directory
+//! (Paddock's, removed after it), and named to ssh by `GIT_SSH_COMMAND`
+//! with `IdentitiesOnly=yes`, `StrictHostKeyChecking=yes` against the
+//! configured `known_hosts`, `BatchMode=yes` and no user config. The push
 //! is never forced: a branch that moved is a rejection, reported with the
 //! remote's message.
 
@@ -18,8 +22,16 @@ use crate::workspace::WorkspaceError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
-    #[error("push to {url}: only file://, https:// and loopback http:// URLs are pushed to")]
+    #[error(
+        "push to {url}: only file://, https://, ssh:// and loopback http:// URLs are pushed to"
+    )]
     Scheme { url: String },
+    #[error("push to {url}: cannot write the deploy key into {dir}: {source}")]
+    WriteKey {
+        url: String,
+        dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("push to {url}: cannot make a scratch repository in {dir}: {source}")]
     Scratch {
         url: String,
@@ -41,6 +53,9 @@ fn protocols(url: &str) -> Result<&'static str, PushError> {
     if url.starts_with("https://") {
         return Ok("https");
     }
+    if url.starts_with("ssh://") {
+        return Ok("ssh");
+    }
     if let Some(rest) = url.strip_prefix("http://") {
         let host = rest.split(['/', '@']).next().unwrap_or("");
         let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
@@ -59,14 +74,57 @@ fn auth_header(token: &Secret) -> String {
     format!("Authorization: Basic {basic}")
 }
 
-/// Pushes `branch` of `bundle` to `url` as the same branch, with `token`
-/// when the URL is HTTP(S); `scratch_parent` holds the scratch repository
-/// while it runs.
+/// The credential a push presents.
+#[derive(Debug, Clone, Copy)]
+pub enum PushAuth<'a> {
+    /// None (a `file://` remote).
+    None,
+    /// HTTP basic `x-access-token:TOKEN` (HTTP(S) URLs).
+    Token(&'a Secret),
+    /// An SSH deploy key, the server's key checked against `known_hosts`.
+    SshKey {
+        key: &'a Secret,
+        known_hosts: &'a Path,
+    },
+}
+
+/// `text` quoted for the shell git runs `GIT_SSH_COMMAND` with.
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// The `GIT_SSH_COMMAND` of a push with the deploy key at `key_file`.
+fn ssh_command(key_file: &Path, known_hosts: &Path) -> String {
+    format!(
+        "ssh -F /dev/null -i {} -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={} -o BatchMode=yes",
+        shell_quote(&key_file.to_string_lossy()),
+        shell_quote(&known_hosts.to_string_lossy()),
+    )
+}
+
+/// Writes the deploy key for ssh: 0600, created new in `dir`, ending
+/// with the newline OpenSSH wants.
+fn write_key(dir: &Path, key: &Secret) -> std::io::Result<std::path::PathBuf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = dir.join("deploy-key");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    let text = key.expose().trim_end();
+    file.write_all(format!("{text}\n").as_bytes())?;
+    Ok(path)
+}
+
+/// Pushes `branch` of `bundle` to `url` as the same branch, with `auth`;
+/// `scratch_parent` holds the scratch repository while it runs.
 pub async fn push_branch(
     bundle: &Path,
     branch: &str,
     url: &str,
-    token: Option<&Secret>,
+    auth: PushAuth<'_>,
     scratch_parent: &Path,
 ) -> Result<(), PushError> {
     let protocol = protocols(url)?;
@@ -126,10 +184,23 @@ pub async fn push_branch(
     ];
     let mut cmd = git.command(&args);
     cmd.env("GIT_ALLOW_PROTOCOL", protocol);
-    if let (Some(token), "http" | "https") = (token, protocol) {
-        cmd.env("GIT_CONFIG_COUNT", "1")
-            .env("GIT_CONFIG_KEY_0", "http.extraHeader")
-            .env("GIT_CONFIG_VALUE_0", auth_header(token));
+    match (auth, protocol) {
+        (PushAuth::Token(token), "http" | "https") => {
+            cmd.env("GIT_CONFIG_COUNT", "1")
+                .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+                .env("GIT_CONFIG_VALUE_0", auth_header(token));
+        }
+        (PushAuth::SshKey { key, known_hosts }, "ssh") => {
+            let key_file =
+                write_key(scratch.path(), key).map_err(|source| PushError::WriteKey {
+                    url: url.to_string(),
+                    dir: scratch.path().to_path_buf(),
+                    source,
+                })?;
+            cmd.env("GIT_SSH_COMMAND", ssh_command(&key_file, known_hosts))
+                .env("GIT_SSH_VARIANT", "ssh");
+        }
+        _ => {}
     }
     let out = crate::workspace::host_git::output_within(cmd, None, GIT_TIMEOUT)
         .await
@@ -154,6 +225,7 @@ pub async fn push_branch(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -167,6 +239,7 @@ mod tests {
             "http://127.0.0.1.example.com/r.git",
             "ssh://git@github.com/o/r.git",
             "/srv/r.git",
+            "git@github.com:o/r.git",
         ]
         .iter()
         .map(|u| protocols(u).ok())
@@ -180,9 +253,48 @@ mod tests {
                 Some("http"),
                 None,
                 None,
+                Some("ssh"),
                 None,
                 None
             ]
+        );
+    }
+
+    /// The deploy key is named by path, only that identity is offered,
+    /// the host key must be known, nothing is asked or read from the
+    /// user's config; quotes in paths stay inside their words.
+    #[test]
+    fn the_ssh_command_offers_only_the_deploy_key_to_a_known_host() {
+        assert_eq!(
+            ssh_command(Path::new("/d/.push-x/deploy-key"), Path::new("/etc/it's/known_hosts")),
+            "ssh -F /dev/null -i '/d/.push-x/deploy-key' -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile='/etc/it'\\''s/known_hosts' -o BatchMode=yes"
+        );
+    }
+
+    /// The key file is the key with one final newline, readable by its
+    /// owner only.
+    #[test]
+    fn the_deploy_key_file_is_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_key(
+            dir.path(),
+            &Secret::new(
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n\n"
+                    .into(),
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                std::fs::read_to_string(&path).unwrap(),
+                std::fs::metadata(&path).unwrap().permissions().mode() & 0o777
+            ),
+            (
+                "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
+                    .to_string(),
+                0o600
+            )
         );
     }
 

@@ -895,3 +895,88 @@ async fn a_kill_during_publishing_loses_nothing_and_paddock_publish_finishes_it(
         )
     );
 }
+
+/// `[results.push]` with a plain token and no forge: the branch pushed
+/// over smart HTTP with Paddock's token (the only credential the remote
+/// saw; the job's environment never had it, nor its variable), the pull
+/// request's body and the closeout in the outbox.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_token_pushes_the_branch_without_a_forge() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        &finishing("printf 'fixed\\n' > fix.txt && env > job-env.txt"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[results.push]\nurl = \"{}/widgets.git\"\ntoken = \"env:PADDOCK_TEST_PUSH_TOKEN\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_TEST_PUSH_TOKEN", TOKEN)],
+        )
+        .await;
+    let record = record(&out);
+    assert_eq!(
+        (record.status, record.reason.clone()),
+        (paddock_protocol::JobStatus::Done, None)
+    );
+    let branch = "paddock/T-1/1";
+    assert_eq!(
+        git(&bare, &["rev-parse", branch]),
+        git(&repo, &["rev-parse", branch])
+    );
+    let auths = server.authorizations();
+    assert!(
+        !auths.is_empty()
+            && auths
+                .iter()
+                .all(|a| a.as_deref() == Some(basic(TOKEN).as_str())),
+        "{auths:?}"
+    );
+    let job_env = git(&bare, &["show", &format!("{branch}:job-env.txt")]);
+    assert!(!job_env.contains(TOKEN) && !job_env.contains("PADDOCK_TEST_PUSH_TOKEN"));
+    let outbox = home
+        .data()
+        .join("artifacts")
+        .join(&record.id)
+        .join("outbox");
+    assert!(outbox.join("pull-request.md").is_file());
+    assert!(outbox.join("closeout.md").is_file());
+}
+
+/// A push section whose credential does not fit its URL is refused with
+/// the spec, before anything runs.
+#[tokio::test]
+async fn a_push_section_without_its_known_hosts_is_refused() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("true"));
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!("{text}\n[results.push]\nurl = \"ssh://git@git.example/acme/widgets.git\"\nssh_key = \"file:/etc/paddock/deploy\"\n"),
+    )
+    .unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("results.push") && stderr.contains("`ssh_key` needs `known_hosts`"),
+        "{stderr}"
+    );
+}
