@@ -33,6 +33,7 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use paddock::broker::{self, BrokerConfig, ModelAllowlist, PriceTable, Upstream};
 use paddock::store::Store as _;
+use paddock_test_support::bench::loadavg;
 use tokio::net::TcpListener;
 
 const CHUNK: usize = 64 << 10;
@@ -350,16 +351,6 @@ fn spread(values: &[f64], digits: usize) -> String {
         v[0],
         v[v.len() - 1]
     )
-}
-
-/// The load average (1, 5 and 15 minutes) as `/proc/loadavg` gives it.
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// A job's broker in front of the mock `upstream`, its ledger written to

@@ -16,6 +16,7 @@ use paddock::egress::{
     Allowlist, DenyList, EgressConfig, EgressProxy, PhaseLists, ProxyLimits, Resolver,
 };
 use paddock_protocol::EgressPhase;
+use paddock_test_support::bench::loadavg;
 use paddock_test_support::tls::client_hello;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -213,16 +214,10 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     let a = args();
-    let load_before = load();
+    let load_before = loadavg();
     let small = small_server().await;
     let bulk = bulk_server(a.mb).await;
     let config = EgressConfig {
@@ -300,5 +295,5 @@ async fn main() {
         a.runs,
         100.0 * xm / dm
     );
-    println!("\nload average after: {}", load());
+    println!("\nload average after: {}", loadavg());
 }

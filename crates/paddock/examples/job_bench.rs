@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 use paddock::scripted::{RenderContext, Scenario, ScriptedServer};
 use paddock::store::Store as _;
 use paddock_protocol::event::{EventBody, Phase};
+use paddock_test_support::bench::loadavg;
+use paddock_test_support::git::git;
 use time::OffsetDateTime;
 
 struct Args {
@@ -66,25 +68,6 @@ fn args() -> Args {
             .canonicalize()
             .unwrap(),
     }
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// One bare `codex exec` of the hello prompt in a fresh clone; its wall time.
@@ -272,7 +255,7 @@ async fn main() {
         args.runs,
         args.paddock.display(),
         args.codex.display(),
-        load()
+        loadavg()
     );
     let mut bare_ms = Vec::new();
     let mut runs: Vec<(&str, Vec<Phases>)> = vec![("process", Vec::new()), ("sandbox", Vec::new())];
@@ -312,5 +295,5 @@ async fn main() {
             m(|p| p.after),
         );
     }
-    println!("\nload average after: {}", load());
+    println!("\nload average after: {}", loadavg());
 }

@@ -17,24 +17,8 @@ use std::time::{Duration, Instant};
 
 use paddock::workspace::{Layout, Lease, Workspace};
 use paddock_protocol::RepositorySpec;
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@localhost")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@localhost")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use paddock_test_support::bench::loadavg;
+use paddock_test_support::git::git;
 
 /// A packed repository of `files` files of about `size` bytes in nested
 /// directories; its checked-out size in bytes.
@@ -66,15 +50,6 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1000.0)
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// Paddock's phases for one layout.
@@ -222,12 +197,12 @@ fn main() {
             (files, repo, bytes)
         })
         .collect();
-    let load_before = load();
+    let load_before = loadavg();
     let rows: Vec<Row> = repos
         .iter()
         .map(|(_, repo, _)| measure(&rt, tmp.path(), repo, runs))
         .collect();
-    let load_after = load();
+    let load_after = loadavg();
     println!("| repository | layout | Paddock provision | git worktree add | provision ÷ worktree add | git clone --local (+ rm) |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
     for ((files, _, bytes), row) in repos.iter().zip(&rows) {

@@ -18,6 +18,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod bedrock;
+pub mod bench;
 pub mod chromium;
 pub mod credentials;
 pub mod dns;
