@@ -3,7 +3,10 @@
 //! [`AgentEvent`]s and [`ModelCall`] ledger rows come out. This crate holds no
 //! logic beyond parsing and validating these types, so that every producer
 //! and consumer (CLI, server, store, dashboard) agrees on one definition.
+//! It never prints.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
+pub mod api;
 pub mod context;
 pub mod egress;
 pub mod event;

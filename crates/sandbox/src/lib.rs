@@ -11,6 +11,11 @@
 //! execs the command. The steps that cannot be undone therefore never run
 //! in the caller. Any step that fails stops the command from running
 //! (exit code [`exit::SETUP_FAILED`], with the step named on stderr).
+//!
+//! The library prints nothing to the caller; only the helper's own process
+//! writes, to its stderr (the run's stderr, as a program's `main` would):
+//! `init` and `handoff` allow it, each line starting `paddock sandbox:`.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod absent;
 pub mod beneath;
@@ -20,8 +25,10 @@ pub mod cgroup;
 pub mod error;
 pub mod filter;
 pub mod fs;
+#[allow(clippy::print_stderr)] // the helper process's own diagnostics
 pub mod handoff;
 pub mod idmap;
+#[allow(clippy::print_stderr)] // the helper process's own diagnostics
 pub mod init;
 pub mod launch;
 pub mod lock;

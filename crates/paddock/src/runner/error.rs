@@ -9,45 +9,9 @@ use std::path::PathBuf;
 
 use crate::rung::RungError;
 
-/// The stable code of a runner error: what callers branch on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    /// The spec (or what it names) cannot run; the caller can fix it.
-    BadInput,
-    /// The store failed under the job; its record is not whole (the
-    /// reaper finishes it).
-    StoreLost,
-    /// Paddock itself failed (a lease, a task that ended unexpectedly).
-    Internal,
-}
-
-impl ErrorCode {
-    /// The code's stable name (`bad_input`, `store_lost`, `internal`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::BadInput => "bad_input",
-            ErrorCode::StoreLost => "store_lost",
-            ErrorCode::Internal => "internal",
-        }
-    }
-
-    /// The CLI's exit code (docs/cli.md): 2 bad input, 70 internal.
-    pub fn exit_code(self) -> u8 {
-        match self {
-            ErrorCode::BadInput => 2,
-            ErrorCode::StoreLost | ErrorCode::Internal => 70,
-        }
-    }
-
-    /// The HTTP status a server answers with.
-    pub fn http_status(self) -> u16 {
-        match self {
-            ErrorCode::BadInput => 422,
-            ErrorCode::StoreLost => 503,
-            ErrorCode::Internal => 500,
-        }
-    }
-}
+/// The stable code of a runner error (in the protocol crate: API
+/// consumers branch on it too).
+pub use paddock_protocol::api::ErrorCode;
 
 /// Why a spec is not admitted (nothing of the job exists yet).
 #[derive(Debug, thiserror::Error)]

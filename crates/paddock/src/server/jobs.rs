@@ -15,7 +15,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::extract::{Checked, CheckedBody};
 use super::problem::Problem;
@@ -51,14 +51,8 @@ pub struct ListQuery {
     pub limit: Option<u32>,
 }
 
-/// A page of jobs.
-#[derive(Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
-pub struct JobPage {
-    pub jobs: Vec<JobRecord>,
-    /// Pass as `cursor` for the next page; absent on the last one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}
+/// A page of jobs (a protocol type).
+pub use paddock_protocol::api::JobPage;
 
 /// A job spec as JSON (docs/job-spec.md): what `paddock run` reads.
 #[derive(utoipa::ToSchema)]
