@@ -45,6 +45,8 @@ pub struct ServeFile {
     pub webhook_secret: Option<String>,
     /// The log's format on stderr (`--log-format` wins).
     pub log_format: Option<LogFormat>,
+    /// The jobs this server takes (`[[serve.lanes]]`); none: every job.
+    pub lanes: Option<Vec<crate::store::Lane>>,
 }
 
 /// How the log is written on stderr: lines for people, or one JSON object
@@ -146,7 +148,7 @@ mod tests {
         let (dir, p) = write(
             "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n\
              [serve]\nlisten = \"0.0.0.0:9000\"\nmax_concurrent_jobs = 3\ndrain_grace_secs = 7\n\
-             log_format = \"json\"\n",
+             log_format = \"json\"\n[[serve.lanes]]\ntask_types = [\"bug\"]\n",
         );
         assert_eq!(
             load(&p).unwrap(),
@@ -162,6 +164,10 @@ mod tests {
                     webhook_url: None,
                     webhook_secret: None,
                     log_format: Some(LogFormat::Json),
+                    lanes: Some(vec![crate::store::Lane {
+                        task_types: vec!["bug".into()],
+                        projects: vec![],
+                    }]),
                 },
             }
         );

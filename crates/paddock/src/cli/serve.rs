@@ -55,11 +55,24 @@ pub async fn exec(
         webhook_secret: args.webhook_secret,
         // Read where the log starts (`init_output`).
         log_format: None,
+        lanes: None,
     };
-    let config = ServeConfig::resolve(&flags, &defaults.serve);
+    let store = open_store(paths).await?;
+    // The default host profile's slots cap the queue unless a flag or
+    // `[serve]` says otherwise.
+    let profile_cap = match &defaults.profile {
+        Some(id) => {
+            paddock::policy::profile::resolve(id, &*store)
+                .await
+                .map_err(|e| Failure::BadInput(e.into()))?
+                .0
+                .max_concurrent_jobs
+        }
+        None => None,
+    };
+    let config = ServeConfig::resolve_with_profile(&flags, &defaults.serve, profile_cap);
     let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
-    let store = open_store(paths).await?;
     let webhooks = webhooks(&config, &store)?;
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
         errln!("paddock: {line}");

@@ -330,8 +330,11 @@ impl crate::store::Store for FailingStore {
     ) -> Result<(), StoreError> {
         self.inner.enqueue_job(job, spec_json, priority).await
     }
-    async fn claim_job(&self) -> Result<Option<paddock_protocol::JobRecord>, StoreError> {
-        self.inner.claim_job().await
+    async fn claim_job(
+        &self,
+        lanes: &[crate::store::Lane],
+    ) -> Result<Option<paddock_protocol::JobRecord>, StoreError> {
+        self.inner.claim_job(lanes).await
     }
     async fn queue_depth(&self) -> Result<u64, StoreError> {
         self.inner.queue_depth().await

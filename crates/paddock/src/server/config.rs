@@ -27,6 +27,8 @@ pub struct ServeConfig {
     /// Where final records are POSTed, and the reference to the HMAC key.
     pub webhook_url: Option<String>,
     pub webhook_secret: Option<String>,
+    /// The queued jobs this server takes; empty: every job.
+    pub lanes: Vec<crate::store::Lane>,
 }
 
 impl Default for ServeConfig {
@@ -38,13 +40,30 @@ impl Default for ServeConfig {
 impl ServeConfig {
     /// `flags` over `file` over the defaults.
     pub fn resolve(flags: &ServeFile, file: &ServeFile) -> ServeConfig {
+        ServeConfig::resolve_with_profile(flags, file, None)
+    }
+
+    /// `flags` over `file` over the defaults; the concurrency without a
+    /// flag or setting is the default host profile's `max_concurrent_jobs`
+    /// (`profile_cap`) when it has one.
+    pub fn resolve_with_profile(
+        flags: &ServeFile,
+        file: &ServeFile,
+        profile_cap: Option<u32>,
+    ) -> ServeConfig {
         ServeConfig {
             listen: flags.listen.or(file.listen).unwrap_or(DEFAULT_LISTEN),
             max_concurrent_jobs: flags
                 .max_concurrent_jobs
                 .or(file.max_concurrent_jobs)
+                .or(profile_cap)
                 .unwrap_or(DEFAULT_MAX_CONCURRENT_JOBS)
                 .max(1),
+            lanes: flags
+                .lanes
+                .clone()
+                .or(file.lanes.clone())
+                .unwrap_or_default(),
             drain_grace: Duration::from_secs(
                 flags
                     .drain_grace_secs
@@ -70,6 +89,7 @@ mod tests {
             webhook_url: None,
             webhook_secret: None,
             log_format: None,
+            lanes: None,
         };
         let flags = ServeFile {
             listen: None,
@@ -78,6 +98,7 @@ mod tests {
             webhook_url: None,
             webhook_secret: None,
             log_format: None,
+            lanes: None,
         };
         assert_eq!(
             (ServeConfig::resolve(&flags, &file), ServeConfig::default()),
@@ -88,6 +109,7 @@ mod tests {
                     drain_grace: Duration::from_secs(5),
                     webhook_url: None,
                     webhook_secret: None,
+                    lanes: vec![],
                 },
                 ServeConfig {
                     listen: SocketAddr::from(([127, 0, 0, 1], 8012)),
@@ -95,8 +117,30 @@ mod tests {
                     drain_grace: Duration::from_secs(30),
                     webhook_url: None,
                     webhook_secret: None,
+                    lanes: vec![],
                 }
             )
+        );
+    }
+
+    #[test]
+    fn the_default_profile_s_slots_cap_the_queue_unless_a_setting_does() {
+        let set = ServeFile {
+            max_concurrent_jobs: Some(3),
+            ..ServeFile::default()
+        };
+        let none = ServeFile::default();
+        let cap = |flags: &ServeFile, file: &ServeFile, profile: Option<u32>| {
+            ServeConfig::resolve_with_profile(flags, file, profile).max_concurrent_jobs
+        };
+        assert_eq!(
+            (
+                cap(&none, &none, Some(5)),
+                cap(&none, &set, Some(5)),
+                cap(&set, &none, Some(1)),
+                cap(&none, &none, None)
+            ),
+            (5, 3, 3, 2)
         );
     }
 }

@@ -22,6 +22,9 @@ pub struct Discovery {
     pub profiles: Vec<Profile>,
     pub prices: Prices,
     pub capacity: Capacity,
+    /// The queued jobs this server takes (`[[serve.lanes]]`); empty: every
+    /// job. A job no server's lane takes stays queued.
+    pub lanes: Vec<crate::store::Lane>,
 }
 
 /// An engine and its pin.
@@ -142,5 +145,6 @@ pub async fn discover(State(state): State<AppState>) -> Result<Json<Discovery>, 
             queued: state.store.queue_depth().await?,
             draining: state.queue.is_draining(),
         },
+        lanes: state.config.lanes.clone(),
     }))
 }

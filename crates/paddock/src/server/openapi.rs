@@ -44,6 +44,7 @@ use super::{discover, events, health, jobs, problem, usage};
         paddock_protocol::JobStatus,
         paddock_protocol::TokenUsage,
         discover::Discovery,
+        crate::store::Lane,
         health::Health,
         health::Readiness,
         crate::usage::UsageBy,

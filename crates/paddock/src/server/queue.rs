@@ -67,6 +67,8 @@ pub struct Queue {
     runner: Runner,
     hub: Hub,
     max: usize,
+    /// The jobs this server claims (none: every job).
+    lanes: Vec<crate::store::Lane>,
     /// Jobs admitted by this process and not claimed yet.
     pending: Mutex<HashMap<String, Admitted>>,
     /// Jobs running here, with their cancel (taken once sent).
@@ -89,6 +91,7 @@ impl Queue {
         runner: Runner,
         hub: Hub,
         max_concurrent_jobs: u32,
+        lanes: Vec<crate::store::Lane>,
         webhooks: Option<Webhooks>,
     ) -> Queue {
         Queue {
@@ -96,6 +99,7 @@ impl Queue {
             runner,
             hub,
             max: usize::try_from(max_concurrent_jobs).unwrap_or(usize::MAX),
+            lanes,
             pending: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             wake: Notify::new(),
@@ -221,7 +225,7 @@ impl Queue {
 
     async fn claim_while_room(self: &Arc<Self>) {
         while !self.is_draining() && self.running() < self.max {
-            match self.store.claim_job().await {
+            match self.store.claim_job(&self.lanes).await {
                 Ok(Some(record)) => self.start(record).await,
                 Ok(None) => break,
                 Err(e) => {

@@ -44,6 +44,7 @@ impl AppState {
             runner.clone(),
             hub.clone(),
             config.max_concurrent_jobs,
+            config.lanes.clone(),
             webhooks,
         ));
         AppState {

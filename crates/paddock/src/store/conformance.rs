@@ -48,6 +48,7 @@ macro_rules! conformance_suite {
             engine_sessions_are_kept_replaced_and_refused_for_unknown_jobs,
             the_queue_claims_by_priority_then_age_one_attempt_per_ticket,
             concurrent_claims_never_share_a_job,
+            the_queue_claims_only_what_its_lanes_take,
             jobs_are_listed_by_filter_in_pages,
             api_tokens_are_saved_listed_and_revoked_once,
             webhook_attempts_round_trip_in_order_per_job,
@@ -741,8 +742,14 @@ fn queued(id: &str, ticket: &str, offset_ms: i64) -> paddock_protocol::JobRecord
 
 /// Claims until the queue gives nothing; the ids in claim order.
 async fn claim_all(store: &dyn Store) -> Vec<String> {
+    claim_in(store, &[]).await
+}
+
+/// Claims what `lanes` take until the queue gives nothing; the ids in
+/// claim order.
+async fn claim_in(store: &dyn Store, lanes: &[crate::store::Lane]) -> Vec<String> {
     let mut out = Vec::new();
-    while let Some(j) = store.claim_job().await.unwrap() {
+    while let Some(j) = store.claim_job(lanes).await.unwrap() {
         assert_eq!(j.status, JobStatus::Running, "{}", j.id);
         out.push(j.id);
     }
@@ -808,6 +815,46 @@ pub(crate) async fn the_queue_claims_by_priority_then_age_one_attempt_per_ticket
     assert_eq!(
         claim_all(store).await,
         vec!["behind-busy", "newer-high-same-ticket"]
+    );
+}
+
+pub(crate) async fn the_queue_claims_only_what_its_lanes_take(store: &dyn Store) {
+    use crate::store::Lane;
+    for (i, (id, project, spec)) in [
+        ("bug-p1", "p1", r#"{"ticket":{"type":"bug"}}"#),
+        ("chore-p1", "p1", r#"{"ticket":{}}"#),
+        ("bug-p2", "p2", r#"{"ticket":{"type":"bug"}}"#),
+        ("feature-p2", "p2", r#"{"ticket":{"type":"feature"}}"#),
+        ("chore-p2", "p2", r#"{"ticket":{"type":"chore"}}"#),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut j = queued(id, &format!("T-{id}"), i as i64);
+        j.project = project.to_owned();
+        store.enqueue_job(&j, spec, 0).await.unwrap();
+    }
+    let lanes = [
+        Lane {
+            task_types: vec!["bug".into()],
+            projects: vec![],
+        },
+        Lane {
+            task_types: vec!["chore".into()],
+            projects: vec!["p1".into()],
+        },
+    ];
+    assert_eq!(
+        (
+            claim_in(store, &lanes).await,
+            store.queue_depth().await.unwrap(),
+            claim_all(store).await
+        ),
+        (
+            vec!["bug-p1".to_owned(), "chore-p1".into(), "bug-p2".into()],
+            2,
+            vec!["feature-p2".to_owned(), "chore-p2".into()]
+        )
     );
 }
 

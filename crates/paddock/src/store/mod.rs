@@ -97,8 +97,9 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// highest priority, then the oldest (`created_at`, then id) `queued`
     /// job whose ticket (project and ticket id) has no `running` attempt.
     /// The claim is a compare-and-set on `queued`: concurrent claimers never
-    /// get the same job. `None` when no queued job can run.
-    async fn claim_job(&self) -> Result<Option<JobRecord>, StoreError>;
+    /// get the same job. Only jobs in one of `lanes` are claimed (any job
+    /// when `lanes` is empty). `None` when no queued job can run.
+    async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError>;
 
     /// How many jobs are `queued`.
     async fn queue_depth(&self) -> Result<u64, StoreError>;
@@ -227,6 +228,21 @@ pub struct JobQuery {
     pub after: Option<String>,
     /// At most this many jobs.
     pub limit: u32,
+}
+
+/// A lane of a server: the queued jobs it takes (`[[serve.lanes]]`,
+/// docs/serve.md). A job is in the lane when its ticket's task type
+/// (`chore` when the spec names none) is one of `task_types` and its
+/// project one of `projects`; an empty list takes any.
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct Lane {
+    #[serde(default)]
+    pub task_types: Vec<String>,
+    #[serde(default)]
+    pub projects: Vec<String>,
 }
 
 /// The budgets that span jobs, as sums over the ledger.

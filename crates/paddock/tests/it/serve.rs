@@ -719,6 +719,7 @@ async fn discover_healthz_and_readyz_describe_this_host() {
             "profiles": presets,
             "prices": {"version": prices.version, "sources": prices.sources},
             "capacity": {"max_concurrent_jobs": 3, "running": 0, "queued": 0, "draining": false},
+            "lanes": [],
         })
     );
 
@@ -1213,5 +1214,75 @@ async fn log_format_json_writes_one_json_object_per_log_event() {
             Value::from("/v1/jobs"),
             Value::from("paddock::server::auth")
         )
+    );
+}
+
+#[tokio::test]
+async fn a_server_takes_only_the_jobs_of_its_lanes() {
+    let home = Home::new();
+    let config = home.path().join("config").join("paddock");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        "[[serve.lanes]]\ntask_types = [\"bug\"]\n",
+    )
+    .unwrap();
+    let server = Server::start(&home, &[]).await;
+    let mut chore = spec(&home, "T-1", TURN);
+    chore["ticket"]["type"] = Value::from("chore");
+    let mut bug = spec(&home, "T-2", TURN);
+    bug["ticket"]["type"] = Value::from("bug");
+    let chore = server.submit_ok(&chore, 9).await;
+    let bug = server.submit_ok(&bug, 0).await;
+    let ran = server.wait_for(&bug, is_final).await;
+    let discovered: Value = body(
+        server
+            .client
+            .get(server.url("/v1/discover"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            ran.status,
+            server.job(&chore).await.status,
+            discovered["lanes"].clone(),
+            discovered["capacity"]["queued"].clone()
+        ),
+        (
+            JobStatus::Done,
+            JobStatus::Queued,
+            serde_json::json!([{"task_types": ["bug"], "projects": []}]),
+            Value::from(1)
+        ),
+        "{}",
+        server.stderr()
+    );
+}
+
+#[tokio::test]
+async fn the_default_profile_s_slots_are_the_queue_s_cap() {
+    let home = Home::new();
+    let config = home.path().join("config").join("paddock");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "profile = \"remote-full\"\n").unwrap();
+    let server = Server::start(&home, &[]).await;
+    let discovered: Value = body(
+        server
+            .client
+            .get(server.url("/v1/discover"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    // remote-full's max_concurrent_jobs, not the default 2.
+    assert_eq!(
+        discovered["capacity"]["max_concurrent_jobs"],
+        Value::from(8),
+        "{}",
+        server.stderr()
     );
 }

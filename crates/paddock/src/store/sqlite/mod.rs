@@ -30,7 +30,7 @@ use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
 
-use super::{JobQuery, SpendScope, Store, StoreError};
+use super::{JobQuery, Lane, SpendScope, Store, StoreError};
 
 use crate::api_token::StoredToken;
 use usage::{UsageCalls, UsageJob};
@@ -226,8 +226,8 @@ impl Store for SqliteStore {
         SqliteStore::enqueue_job(self, job, spec_json, priority).await
     }
 
-    async fn claim_job(&self) -> Result<Option<JobRecord>, StoreError> {
-        SqliteStore::claim_job(self).await
+    async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError> {
+        SqliteStore::claim_job(self, lanes).await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {

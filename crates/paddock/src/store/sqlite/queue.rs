@@ -9,7 +9,7 @@ use paddock_protocol::job::{JobRecord, JobStatus};
 
 use super::jobs::{JobRow, SELECT};
 use super::{SqliteStore, StoreError};
-use crate::store::JobQuery;
+use crate::store::{JobQuery, Lane};
 
 impl SqliteStore {
     /// Stores `job` (`queued`, or `held` by the budget gate) with its spec
@@ -25,18 +25,26 @@ impl SqliteStore {
     }
 
     /// The next queued job, now `running`; `None` when nothing can run.
-    pub(super) async fn claim_job(&self) -> Result<Option<JobRecord>, StoreError> {
-        let claimed = sqlx::query_scalar::<_, String>(
+    pub(super) async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError> {
+        let sql = format!(
             "UPDATE jobs SET status = 'running' WHERE status = 'queued' AND id = ( \
                SELECT q.id FROM jobs q WHERE q.status = 'queued' AND NOT EXISTS ( \
                  SELECT 1 FROM jobs r WHERE r.status = 'running' \
-                   AND r.project = q.project AND r.ticket_id = q.ticket_id) \
+                   AND r.project = q.project AND r.ticket_id = q.ticket_id){} \
                ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1) \
              RETURNING id",
-        )
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|source| StoreError::ClaimJob { source })?;
+            lanes_filter(lanes)
+        );
+        let mut query = sqlx::query_scalar::<_, String>(&sql);
+        for lane in lanes {
+            for value in lane.task_types.iter().chain(&lane.projects) {
+                query = query.bind(value);
+            }
+        }
+        let claimed = query
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|source| StoreError::ClaimJob { source })?;
         match claimed {
             Some(id) => self.job(&id).await,
             None => Ok(None),
@@ -92,4 +100,31 @@ impl SqliteStore {
             .map(JobRow::into_record)
             .collect()
     }
+}
+
+/// ` AND (lane OR lane …)` over the queued row `q`, each lane's lists as
+/// `?` parameters in order (task types, then projects); nothing for no
+/// lanes.
+fn lanes_filter(lanes: &[Lane]) -> String {
+    if lanes.is_empty() {
+        return String::new();
+    }
+    let list = |n: usize| vec!["?"; n].join(", ");
+    let each: Vec<String> = lanes
+        .iter()
+        .map(|lane| {
+            let mut parts = vec![String::from("1")];
+            if !lane.task_types.is_empty() {
+                parts.push(format!(
+                    "COALESCE(json_extract(q.spec_json, '$.ticket.type'), 'chore') IN ({})",
+                    list(lane.task_types.len())
+                ));
+            }
+            if !lane.projects.is_empty() {
+                parts.push(format!("q.project IN ({})", list(lane.projects.len())));
+            }
+            format!("({})", parts.join(" AND "))
+        })
+        .collect();
+    format!(" AND ({})", each.join(" OR "))
 }
