@@ -37,7 +37,8 @@ fn make_repo(root: &Path, files: usize, size: usize) -> (PathBuf, u64) {
         std::fs::write(dir.join(format!("f{i}.rs")), text).unwrap();
     }
     git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "bench"]);
+    // No automatic gc in the background: it would race the one below.
+    git(&repo, &["-c", "gc.auto=0", "commit", "-q", "-m", "bench"]);
     // Packed, as a fetched or long-lived repository is.
     git(&repo, &["gc", "-q"]);
     (repo, bytes)

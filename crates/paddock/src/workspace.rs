@@ -949,6 +949,10 @@ impl Workspace {
             return Ok(());
         }
         let (upper, workdir) = (self.meta.join(UPPER), self.meta.join(OVERLAY_WORK));
+        overlay::forget_volatile(&workdir).map_err(|source| WorkspaceError::Remove {
+            path: workdir.clone(),
+            source,
+        })?;
         overlay::mount_at(&lower, &upper, &workdir, &self.work).map_err(|source| {
             WorkspaceError::Create {
                 path: self.work.clone(),
