@@ -5,7 +5,8 @@
 //! Microsoft Entra ID token endpoint ([`entra`]), a DNS resolver for the
 //! egress proxy that maps names to loopback stand-ins and can rebind
 //! ([`dns`]), a GitHub REST API mock ([`github`]) and a git smart-HTTP
-//! server around `git http-backend` ([`git_http`]), a real headless Chromium
+//! server around `git http-backend` ([`git_http`]), package registry stand-ins
+//! for real `pip` and `npm` clients ([`pypi_index`], [`npm_registry`]), a real headless Chromium
 //! driven over the DevTools protocol ([`chromium`]). Each speaks the real
 //! wire format and checks what the broker sends. And the fixtures every
 //! integration test shares: a private Paddock home running the real binary
@@ -30,6 +31,8 @@ pub mod github;
 pub mod google;
 pub mod home;
 pub mod jobs;
+pub mod npm_registry;
+pub mod pypi_index;
 pub mod skip;
 pub mod tls;
 pub mod upstream;

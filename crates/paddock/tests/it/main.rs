@@ -14,6 +14,7 @@ mod context;
 mod dashboard;
 mod doc_links;
 mod egress;
+mod egress_clients;
 mod egress_jobs;
 mod escape;
 mod faults;

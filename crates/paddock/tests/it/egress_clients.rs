@@ -1,0 +1,227 @@
+//! Real package clients in a real sandbox through the job's egress proxy:
+//! a job's `[setup]` runs `pip download` against a PEP 503 index stand-in
+//! and `npm ci` / `npm install` against an npm registry stand-in (both in
+//! `paddock-test-support`, on loopback, opened explicitly in the test's host
+//! profile and on the setup phase's list); the files they fetched are in
+//! the job. The engine (agent phase, empty list) runs the same commands:
+//! they fail, and the refused destinations are `network` events.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use paddock_protocol::{EgressPhase, EgressRecord, EventBody, JobStatus};
+use paddock_test_support::npm_registry::{NpmRegistryStandIn, NPM_PACKAGE, NPM_VERSION};
+use paddock_test_support::prelude::*;
+use paddock_test_support::pypi_index::{PypiIndexStandIn, PYPI_PROJECT, PYPI_VERSION, PYPI_WHEEL};
+
+/// The system Python (CI installs `python3-pip`, `.ci/run`).
+const PYTHON: &str = "/usr/bin/python3";
+
+/// True when `program args` runs; otherwise prints why the test is skipped
+/// locally, and fails in CI.
+fn present(program: &str, args: &[&str], what: &str) -> bool {
+    let found = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        if in_ci() {
+            panic!("{what} is not installed in CI (.ci/run installs it)");
+        }
+        eprintln!("skipping: {what} is not installed");
+    }
+    found
+}
+
+/// `pip download` of the index's project into `dest`, through the proxy
+/// (loopback is on NO_PROXY, for the broker: emptied here), no retries.
+fn pip_download(index: &PypiIndexStandIn, dest: &str) -> String {
+    format!(
+        "NO_PROXY= no_proxy= {PYTHON} -m pip download --no-cache-dir --disable-pip-version-check --retries 0 --timeout 10 --no-deps --proxy \"$HTTP_PROXY\" --index-url {} -d {dest} {PYPI_PROJECT}=={PYPI_VERSION}",
+        index.index_url()
+    )
+}
+
+/// `npm <args>` against the registry, through the proxy, no retries.
+fn npm(registry: &NpmRegistryStandIn, args: &str) -> String {
+    format!(
+        "NO_PROXY= no_proxy= npm {args} --registry {} --proxy \"$HTTP_PROXY\" --cache \"$HOME/.npm\" --fetch-retries 0 --no-audit --no-fund --no-update-notifier",
+        registry.url()
+    )
+}
+
+/// `(host:port, phase, allowed, rule)` of every attempt, sorted, once each.
+fn destinations(records: &[EgressRecord]) -> Vec<(String, EgressPhase, bool, Option<String>)> {
+    let mut out: Vec<_> = records
+        .iter()
+        .map(|r| {
+            (
+                format!("{}:{}", r.host, r.port),
+                r.phase,
+                r.allowed,
+                r.rule.clone(),
+            )
+        })
+        .collect();
+    out.sort_by_key(|d| format!("{d:?}"));
+    out.dedup();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pip_and_npm_fetch_through_the_proxy_in_setup_and_not_in_the_agent_phase() {
+    if !sandbox_available()
+        || !present(PYTHON, &["-m", "pip", "--version"], "pip (python3-pip)")
+        || !present("npm", &["--version"], "npm")
+        || !present("tar", &["--version"], "tar")
+    {
+        return;
+    }
+    let index = PypiIndexStandIn::start().await;
+    let registry = NpmRegistryStandIn::start().await;
+    let home = Home::new();
+    let (pip_at, npm_at) = (
+        format!("127.0.0.1:{}", index.port),
+        format!("127.0.0.1:{}", registry.port),
+    );
+    std::fs::write(
+        home.path().join("profile.toml"),
+        format!(
+            "id = \"egress-clients\"\n[network]\nsetup_allow = [\"{pip_at}\", \"{npm_at}\"]\nopen_addresses = [\"{pip_at}\", \"{npm_at}\"]\n"
+        ),
+    )
+    .unwrap();
+    let agent = [
+        "ls \"$HOME/pip\" > \"$HOME/pip-files\"".to_string(),
+        "cat node_modules/paddock-standin/index.js > \"$HOME/npm-ci\"".to_string(),
+        "cat \"$HOME/inst/node_modules/paddock-standin/index.js\" > \"$HOME/npm-install\""
+            .to_string(),
+        format!(
+            "{} > /dev/null 2>&1; echo \"pip $?\" >> \"$HOME/agent\"",
+            pip_download(&index, "\"$HOME/pip-agent\"")
+        ),
+        "rm -rf node_modules \"$HOME/.npm\"".to_string(),
+        format!(
+            "{} > /dev/null 2>&1; echo \"npm ci $?\" >> \"$HOME/agent\"",
+            npm(&registry, "ci")
+        ),
+    ]
+    .join("\n");
+    let spec = fake_codex_job(&home, "sandbox", &agent, 120);
+    // The project `npm ci` installs: a manifest and its lockfile, committed.
+    let repo = home.path().join("repo");
+    let manifest = serde_json::json!({
+        "name": "project", "version": "1.0.0",
+        "dependencies": {NPM_PACKAGE: NPM_VERSION},
+    });
+    std::fs::write(repo.join("package.json"), manifest.to_string()).unwrap();
+    std::fs::write(repo.join("package-lock.json"), registry.lockfile("project")).unwrap();
+    for args in [&["add", "."][..], &["commit", "-q", "-m", "npm project"]] {
+        let st = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let setup = [
+        pip_download(&index, "\"$HOME/pip\""),
+        npm(&registry, "ci"),
+        format!(
+            "mkdir -p \"$HOME/inst\" && cd \"$HOME/inst\" && echo '{{}}' > package.json && {}",
+            npm(&registry, &format!("install {NPM_PACKAGE}@{NPM_VERSION}"))
+        ),
+    ]
+    .iter()
+    .map(|c| format!("'''{c}'''"))
+    .collect::<Vec<_>>()
+    .join(", ");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let text = format!(
+        "{text}\n[setup]\ncommands = [{setup}]\nnetwork = [\"{pip_at}\", \"{npm_at}\"]\ntimeout_secs = 100\n\n[policy]\nprofile = \"profile.toml\"\n"
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    // The stand-in engine prints no turn: the job fails after its script
+    // ran, which it reaches only when every setup command succeeded.
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (
+            JobStatus::Failed,
+            Some("the engine exited without finishing its turn")
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job_home = home.jobs().join(&rec.id).join("home");
+    let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
+    let fetched_wheel = std::fs::read(job_home.join("pip").join(PYPI_WHEEL)).unwrap_or_default();
+    assert_eq!(
+        (
+            read("pip-files"),
+            fetched_wheel == *index.wheel,
+            read("npm-ci"),
+            read("npm-install"),
+            read("agent"),
+        ),
+        (
+            format!("{PYPI_WHEEL}\n"),
+            true,
+            "module.exports = \"hello from the stand-in registry\";\n".to_string(),
+            "module.exports = \"hello from the stand-in registry\";\n".to_string(),
+            "pip 1\nnpm ci 1\n".to_string(),
+        )
+    );
+    let store = home.store().await;
+    let rows = store.egress(&rec.id).await.unwrap();
+    let events: Vec<EgressRecord> = store
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::Network(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(events, rows);
+    let mut expected = vec![
+        (pip_at.clone(), EgressPhase::Setup, true, None),
+        (npm_at.clone(), EgressPhase::Setup, true, None),
+        (
+            pip_at,
+            EgressPhase::Agent,
+            false,
+            Some("ip_literal".to_string()),
+        ),
+        (
+            npm_at,
+            EgressPhase::Agent,
+            false,
+            Some("ip_literal".to_string()),
+        ),
+    ];
+    expected.sort_by_key(|d| format!("{d:?}"));
+    assert_eq!(destinations(&rows), expected);
+    // What the stand-ins served: the index page and the wheel to pip; the
+    // tarball to `npm ci` (its lockfile names it), the packument to `npm
+    // install` (the tarball it names already in npm's cache); nothing in
+    // the agent phase.
+    assert_eq!(
+        index.requests(),
+        vec![
+            format!("/simple/{PYPI_PROJECT}/"),
+            format!("/files/{PYPI_WHEEL}")
+        ]
+    );
+    assert_eq!(
+        registry.requests(),
+        vec![
+            format!("/{NPM_PACKAGE}/-/{NPM_PACKAGE}-{NPM_VERSION}.tgz"),
+            format!("/{NPM_PACKAGE}")
+        ]
+    );
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
