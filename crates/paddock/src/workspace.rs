@@ -14,6 +14,7 @@ mod final_tree;
 pub(crate) mod host_git;
 mod junk;
 pub mod lease;
+mod mirror;
 pub mod overlay;
 mod result_branch;
 mod snapshot;
@@ -101,6 +102,8 @@ pub struct Workspace {
     /// The commit the job starts from.
     pub base_commit: String,
     pub branch: String,
+    /// What provisioning has to tell the job (a URL's mirror made again).
+    pub notes: Vec<String>,
 }
 
 /// What the job changed.
@@ -319,7 +322,7 @@ impl Workspace {
             for dir in [ws.work.clone(), meta(UPPER), meta(OVERLAY_WORK)] {
                 let _ = std::fs::remove_dir(dir);
             }
-            return Workspace::provision_clone(ws, &source, &repo.base_ref).await;
+            return Workspace::provision_clone(ws, &source, &source, &repo.base_ref).await;
         }
         let lower = format!("{}\n", snap.tree().display());
         write_new(&ws.root, &meta(OVERLAY), lower.as_bytes())?;
@@ -401,16 +404,28 @@ impl Workspace {
     ) -> Result<Workspace, WorkspaceError> {
         let source = Workspace::source_of(repo).await?;
         let ws = Workspace::make_dirs(root, lease, branch)?;
-        Workspace::provision_clone(ws, &source, &repo.base_ref).await
+        // A URL is cloned from its mirror, fetched for this job.
+        let mirror = match (&repo.path, &repo.url, ws.root.parent()) {
+            (None, Some(url), Some(jobs_root)) => Some(mirror::fetched(jobs_root, url).await?),
+            _ => None,
+        };
+        let from = mirror
+            .as_ref()
+            .map_or(source.clone(), |m| m.dir.display().to_string());
+        let ws = Workspace::provision_clone(ws, &source, &from, &repo.base_ref).await?;
+        let notes = mirror.and_then(|m| m.remade).into_iter().collect();
+        Ok(Workspace { notes, ..ws })
     }
 
-    /// The clone of `source` into the made directories of `ws`.
+    /// The clone of `source` (from `from`: itself, or its mirror) into the
+    /// made directories of `ws`.
     async fn provision_clone(
         ws: Workspace,
         source: &str,
+        from: &str,
         base_ref: &str,
     ) -> Result<Workspace, WorkspaceError> {
-        Workspace::clone_bare(&ws.root, source, &ws.git_dir()).await?;
+        Workspace::clone_bare(&ws.root, from, &ws.git_dir()).await?;
         let base_commit = ws.base_commit(source, base_ref).await?;
         std::fs::create_dir_all(ws.git_dir().join("info")).map_err(|e| WorkspaceError::Create {
             path: ws.git_dir().join("info"),
@@ -486,6 +501,7 @@ impl Workspace {
             root,
             base_commit: String::new(),
             branch: branch.to_string(),
+            notes: Vec::new(),
         })
     }
 
@@ -666,6 +682,7 @@ impl Workspace {
             root,
             base_commit,
             branch: branch.to_string(),
+            notes: Vec::new(),
         };
         ws.remount()?;
         Ok(Some(ws))

@@ -110,6 +110,9 @@ pub(super) async fn provision(
         }
     };
     em.redactor.add_job_dirs(&ws.work, &ws.root);
+    for note in &ws.notes {
+        em.error("paddock", note.clone(), false).await?;
+    }
     Ok(Provisioned {
         adapter,
         binary,

@@ -980,3 +980,124 @@ async fn a_push_section_without_its_known_hosts_is_refused() {
         "{stderr}"
     );
 }
+
+/// A URL source over smart HTTP (the user's git configuration holds its
+/// credential): the first job makes its bare mirror under the jobs
+/// directory, the next fetches it (a commit pushed since is the next
+/// job's base), two jobs at once share it, and a broken mirror is made
+/// again, the job saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn url_sources_are_cached_as_mirrors_fetched_per_job() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let config = home.path().join("user.gitconfig");
+    std::fs::write(
+        &config,
+        format!("[http]\n\textraHeader = Authorization: {}\n", basic(TOKEN)),
+    )
+    .unwrap();
+    let spec = stand_in_job(&home, &repo, &finishing("git rev-parse HEAD > base.txt"));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("url = \"{}/widgets.git\"", server.url),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let run = || {
+        let (home, spec, config) = (&home, &spec, &config);
+        async move {
+            let out = home
+                .paddock(
+                    &["run", "--json", spec.to_str().unwrap()],
+                    &[("GIT_CONFIG_GLOBAL", config)],
+                )
+                .await;
+            let rec = record(&out);
+            assert_eq!(
+                (rec.status, rec.reason.clone()),
+                (paddock_protocol::JobStatus::Done, None),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            rec
+        }
+    };
+    // The base the job saw (its branch's parent), from its patch.
+    let base_seen = |rec: &paddock_protocol::JobRecord| {
+        let patch = std::fs::read_to_string(rec.patch_path.as_ref().unwrap()).unwrap();
+        patch
+            .lines()
+            .find_map(|l| l.strip_prefix('+').filter(|l| l.len() == 40))
+            .unwrap()
+            .to_string()
+    };
+    let mirrors = home.jobs().join(".mirrors");
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&mirrors)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let first = run().await;
+    let main_then = git(&bare, &["rev-parse", "main"]).trim().to_string();
+    assert_eq!(base_seen(&first), main_then);
+    let names = listing();
+    let key = names[0].trim_end_matches(".git").to_string();
+    assert_eq!(names, vec![format!("{key}.git"), format!("{key}.lock")]);
+    let mirror = mirrors.join(format!("{key}.git"));
+    assert_eq!(git(&mirror, &["rev-parse", "main"]).trim(), main_then);
+
+    // A commit pushed since: the next job starts from it.
+    std::fs::write(repo.join("later.txt"), "later\n").unwrap();
+    git(&repo, &["add", "later.txt"]);
+    git(&repo, &["commit", "-qm", "later"]);
+    git(&repo, &["push", "-q", bare.to_str().unwrap(), "main"]);
+    let main_now = git(&bare, &["rev-parse", "main"]).trim().to_string();
+    let second = run().await;
+    assert_eq!(base_seen(&second), main_now);
+    assert_eq!(listing(), names);
+
+    // Two jobs at once on the URL share the mirror.
+    let (a, b) = tokio::join!(run(), run());
+    assert_eq!(
+        (base_seen(&a), base_seen(&b)),
+        (main_now.clone(), main_now.clone())
+    );
+    assert_eq!(listing(), names);
+
+    // Broken (its configuration garbage, its objects gone; missing
+    // objects alone a fetch brings back): made again, and the job says so.
+    std::fs::write(mirror.join("config"), "[[[ not git\n").unwrap();
+    std::fs::remove_dir_all(mirror.join("objects")).unwrap();
+    let third = run().await;
+    assert_eq!(base_seen(&third), main_now);
+    let store = home.store().await;
+    let notes: Vec<String> = store
+        .events(&third.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            paddock_protocol::EventBody::Error {
+                message,
+                fatal: false,
+                ..
+            } if message.starts_with("the mirror of ") => Some(message),
+            _ => None,
+        })
+        .collect();
+    let url = format!("{}/widgets.git", server.url);
+    assert!(
+        notes.len() == 1
+            && notes[0].starts_with(&format!("the mirror of {url} was broken ("))
+            && notes[0].ends_with("); it was made again"),
+        "{notes:?}"
+    );
+    assert_eq!(listing(), names);
+}
