@@ -34,6 +34,31 @@ pub struct ResultsSpec {
     /// `results.github`'s push; with the outbox when there is no forge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<PushSpec>,
+    /// Where `paddock serve` POSTs this job's final record, signed with
+    /// the server's webhook secret (besides the server's own URL): an
+    /// `http://` or `https://` URL with a host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+}
+
+/// Why `url` is not a webhook URL: `http://` or `https://`, a host, no
+/// spaces or control characters.
+pub fn check_webhook_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("`{url}` must start with http:// or https://"))?;
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "`{url}` must not contain spaces or control characters"
+        ));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
+    if host.is_empty() || host.starts_with(':') {
+        return Err(format!("`{url}` has no host"));
+    }
+    Ok(())
 }
 
 /// `[results.push]`: where the branch goes and the one credential
@@ -105,6 +130,7 @@ impl Default for ResultsSpec {
             base_branch: None,
             github: None,
             push: None,
+            webhook_url: None,
         }
     }
 }
@@ -235,6 +261,7 @@ mod tests {
                     push_url: None,
                 }),
                 push: None,
+                webhook_url: None,
             }
         );
         let gh = spec.github.unwrap();
@@ -354,6 +381,30 @@ mod tests {
                 "needs `token` (env:NAME or file:PATH) or `[results.github.app]`".to_string(),
                 "set `token` or `app`, not both".to_string(),
                 "`app.id` and `app.installation_id` must be GitHub's ids (not 0)".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_webhook_url_is_http_or_https_with_a_host() {
+        let checked: Vec<Result<(), String>> = [
+            "https://hooks.example/paddock?x=1",
+            "http://127.0.0.1:9000/hook",
+            "ftp://hooks.example/",
+            "https:///path",
+            "https://a b/",
+        ]
+        .into_iter()
+        .map(check_webhook_url)
+        .collect();
+        assert_eq!(
+            checked,
+            vec![
+                Ok(()),
+                Ok(()),
+                Err("`ftp://hooks.example/` must start with http:// or https://".into()),
+                Err("`https:///path` has no host".into()),
+                Err("`https://a b/` must not contain spaces or control characters".into()),
             ]
         );
     }

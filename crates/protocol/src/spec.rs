@@ -842,6 +842,10 @@ impl JobSpec {
                 return Err(bad("results.push", reason));
             }
         }
+        if let Some(url) = &self.results.webhook_url {
+            crate::results::check_webhook_url(url)
+                .map_err(|reason| bad("results.webhook_url", reason))?;
+        }
         if self.ticket.title.trim().is_empty() {
             return Err(bad("ticket.title", "must not be empty".into()));
         }

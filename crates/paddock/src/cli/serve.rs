@@ -110,21 +110,26 @@ fn webhooks(
     store: &paddock::store::SharedStore,
 ) -> Result<Option<server::webhooks::Webhooks>, Failure> {
     use server::webhooks::{WebhookConfig, Webhooks};
-    let Some(url) = &config.webhook_url else {
-        return Ok(None);
+    // A secret alone signs the jobs' own webhooks (`results.webhook_url`).
+    let reference = match (&config.webhook_url, config.webhook_secret.as_deref()) {
+        (None, None) => return Ok(None),
+        (Some(_), None) => {
+            return Err(Failure::BadInput(anyhow::anyhow!(
+                "--webhook-url needs --webhook-secret (env:NAME or file:PATH)"
+            )))
+        }
+        (_, Some(reference)) => reference,
     };
-    let reference = config.webhook_secret.as_deref().ok_or_else(|| {
-        Failure::BadInput(anyhow::anyhow!(
-            "--webhook-url needs --webhook-secret (env:NAME or file:PATH)"
-        ))
-    })?;
     let reference = paddock_protocol::KeyRef::parse(reference)
         .map_err(|e| Failure::BadInput(anyhow::anyhow!("--webhook-secret: {e}")))?;
     let secret = paddock::secret::Secret::resolve(&reference)
         .map_err(|e| Failure::BadInput(anyhow::anyhow!("--webhook-secret: {e}")))?;
-    Webhooks::new(WebhookConfig::new(Some(url.clone()), secret), store.clone())
-        .map(Some)
-        .map_err(|e| Failure::BadInput(e.into()))
+    Webhooks::new(
+        WebhookConfig::new(config.webhook_url.clone(), secret),
+        store.clone(),
+    )
+    .map(Some)
+    .map_err(|e| Failure::BadInput(e.into()))
 }
 
 /// Resolves on the first SIGTERM or SIGINT; the handlers are installed

@@ -95,6 +95,12 @@ pub async fn submit(
         &state.runner.config().cwd,
     )?;
     let spec = state.defaults.apply(spec);
+    if spec.results.webhook_url.is_some() && !state.queue.has_webhooks() {
+        return Err(Problem::runner(
+            ErrorCode::BadInput,
+            "results.webhook_url: this server has no webhook secret to sign deliveries with (start it with --webhook-secret or [serve] webhook_secret)".into(),
+        ));
+    }
     let record = state
         .queue
         .submit(&spec, query.priority.unwrap_or(0))

@@ -108,7 +108,14 @@ impl Queue {
         }
     }
 
-    /// Sends job `id`'s final record to the webhook, if one is configured.
+    /// Whether final records can be signed and sent (the server has a
+    /// webhook secret): a job's own `results.webhook_url` needs it.
+    pub fn has_webhooks(&self) -> bool {
+        self.webhooks.is_some()
+    }
+
+    /// Sends job `id`'s final record to the server's webhook and to the
+    /// job's own (`results.webhook_url`), where there are.
     async fn completed(&self, id: &str) {
         let Some(webhooks) = &self.webhooks else {
             return;
@@ -117,6 +124,19 @@ impl Queue {
             Ok(Some(record))
                 if !matches!(record.status, JobStatus::Queued | JobStatus::Running) =>
             {
+                let own = match self.store.job_spec(id).await {
+                    Ok(Some(spec)) => serde_json::from_str::<serde_json::Value>(&spec)
+                        .ok()
+                        .and_then(|s| {
+                            s.pointer("/results/webhook_url")
+                                .and_then(serde_json::Value::as_str)
+                                .map(str::to_owned)
+                        }),
+                    _ => None,
+                };
+                if let Some(url) = own {
+                    webhooks.spawn_to(url, record.clone());
+                }
                 webhooks.spawn(record);
             }
             Ok(_) => {}

@@ -236,6 +236,21 @@ impl Webhooks {
         }))
     }
 
+    /// Delivers `record` to `url` (a job's own webhook, `results.webhook_url`)
+    /// in the background, signed as the server's deliveries are.
+    pub fn spawn_to(&self, url: String, record: JobRecord) -> tokio::task::JoinHandle<bool> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            match this.deliver(&url, &record).await {
+                Ok(delivered) => delivered,
+                Err(e) => {
+                    tracing::error!(job_id = %record.id, error = %e, "job webhook");
+                    false
+                }
+            }
+        })
+    }
+
     /// Delivers `record` to `url`, retrying with backoff; whether one
     /// attempt was answered 2xx. Each attempt is recorded in the store (a
     /// failure to record it is logged, not retried).

@@ -1286,3 +1286,88 @@ async fn the_default_profile_s_slots_are_the_queue_s_cap() {
         server.stderr()
     );
 }
+
+#[tokio::test]
+async fn a_job_s_own_webhook_gets_its_final_record_signed() {
+    type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+    let home = Home::new();
+    let received: Received = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/job-hook", listener.local_addr().unwrap());
+    let sink = received.clone();
+    let app = axum::Router::new().route(
+        "/job-hook",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let sink = sink.clone();
+                async move {
+                    let signature = headers["paddock-signature"].to_str().unwrap().to_owned();
+                    sink.lock().unwrap().push((signature, body.to_vec()));
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            },
+        ),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut with_hook = spec(&home, "T-1", TURN);
+    with_hook["results"]["webhook_url"] = Value::from(hook.clone());
+    let mut bad_hook = spec(&home, "T-2", TURN);
+    bad_hook["results"]["webhook_url"] = Value::from("ftp://hooks.example/");
+
+    // Without a webhook secret the server cannot sign: refused.
+    let unsigned = Server::start(&home, &[]).await;
+    let refused = unsigned.submit(&with_hook, 0).await;
+    let status = refused.status().as_u16();
+    let problem: Value = body(refused).await;
+    assert_eq!(
+        (status, problem["code"].clone(), problem["detail"].clone()),
+        (
+            422,
+            Value::from("bad_input"),
+            Value::from("results.webhook_url: this server has no webhook secret to sign deliveries with (start it with --webhook-secret or [serve] webhook_secret)")
+        )
+    );
+    drop(unsigned);
+
+    let secret = "whsec-job-0123456789";
+    let server = Server::start_env(
+        &home,
+        &["--webhook-secret", "env:PADDOCK_TEST_HOOK_SECRET"],
+        &[("PADDOCK_TEST_HOOK_SECRET", secret)],
+    )
+    .await;
+    let bad = server.submit(&bad_hook, 0).await;
+    let status = bad.status().as_u16();
+    let problem: Value = body(bad).await;
+    let detail = problem["detail"].as_str().unwrap().to_owned();
+    assert_eq!(
+        (
+            status,
+            problem["code"].clone(),
+            detail.contains("results.webhook_url")
+                && detail.contains("`ftp://hooks.example/` must start with http:// or https://")
+        ),
+        (422, Value::from("bad_input"), true),
+        "{detail}"
+    );
+    let id = server.submit_ok(&with_hook, 0).await;
+    let record = server.wait_for(&id, is_final).await;
+    for _ in 0..100 {
+        if !received.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = received.lock().unwrap().clone();
+    assert_eq!(got.len(), 1, "{}", server.stderr());
+    let (signature, body) = &got[0];
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let key = paddock::secret::Secret::new(secret.to_owned());
+    assert_eq!(
+        (
+            paddock::server::webhooks::verify(&key, signature, body, now, 300).is_ok(),
+            serde_json::from_slice::<JobRecord>(body).unwrap(),
+        ),
+        (true, record)
+    );
+}
