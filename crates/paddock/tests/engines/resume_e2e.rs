@@ -69,8 +69,10 @@ fn model_requests(provider: &KeyedProvider) -> Vec<serde_json::Value> {
         .collect()
 }
 
-async fn resumes_then_forks(engine: &str) {
-    if paddock_test_support::skip::engine(engine).is_none() {
+async fn resumes_then_forks(engine: &str, rung: &str) {
+    if paddock_test_support::skip::engine(engine).is_none()
+        || (rung == "sandbox" && !sandbox_available())
+    {
         return;
     }
     let home = Home::new();
@@ -79,7 +81,7 @@ async fn resumes_then_forks(engine: &str) {
     let provider = KeyedProvider::start(&home, engine, SCENARIO, &key).await;
     let upstream = format!("[upstream]\n{}\n", provider.spec_lines());
     let spec = job(home.path(), engine, &repo, &upstream, None);
-    on_rung(&spec, "process");
+    on_rung(&spec, rung);
     let env = [("PADDOCK_E2E_KEY", key.as_str())];
     let run = |extra: Vec<String>| {
         let mut args = vec!["run".to_string(), "--json".to_string()];
@@ -184,10 +186,20 @@ async fn resumes_then_forks(engine: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_resumes_its_session_and_forks_on_another_model() {
-    resumes_then_forks("codex").await;
+    resumes_then_forks("codex", "process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_resumes_its_session_in_the_sandbox() {
+    resumes_then_forks("codex", "sandbox").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_resumes_its_session_in_the_sandbox() {
+    resumes_then_forks("claude", "sandbox").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn claude_resumes_its_session_and_forks_on_another_model() {
-    resumes_then_forks("claude").await;
+    resumes_then_forks("claude", "process").await;
 }
