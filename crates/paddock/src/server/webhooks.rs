@@ -224,27 +224,18 @@ impl Webhooks {
     /// background.
     pub fn spawn(&self, record: JobRecord) -> Option<tokio::task::JoinHandle<bool>> {
         let url = self.config.url.clone()?;
-        let this = self.clone();
-        Some(tokio::spawn(async move {
-            match this.deliver(&url, &record).await {
-                Ok(delivered) => delivered,
-                Err(e) => {
-                    tracing::error!(job_id = %record.id, error = %e, "webhook");
-                    false
-                }
-            }
-        }))
+        Some(self.spawn_to(url, record))
     }
 
-    /// Delivers `record` to `url` (a job's own webhook, `results.webhook_url`)
-    /// in the background, signed as the server's deliveries are.
+    /// Delivers `record` to `url` (the server's, or a job's own
+    /// `results.webhook_url`) in the background.
     pub fn spawn_to(&self, url: String, record: JobRecord) -> tokio::task::JoinHandle<bool> {
         let this = self.clone();
         tokio::spawn(async move {
             match this.deliver(&url, &record).await {
                 Ok(delivered) => delivered,
                 Err(e) => {
-                    tracing::error!(job_id = %record.id, error = %e, "job webhook");
+                    tracing::error!(job_id = %record.id, error = %e, "webhook");
                     false
                 }
             }

@@ -992,26 +992,8 @@ async fn the_openapi_document_is_served_and_names_every_route() {
 
 #[tokio::test]
 async fn every_final_record_is_posted_to_the_webhook_signed() {
-    type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
     let home = Home::new();
-    let received: Received = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
-    let sink = received.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(
-            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-                let sink = sink.clone();
-                async move {
-                    let signature = headers["paddock-signature"].to_str().unwrap().to_owned();
-                    sink.lock().unwrap().push((signature, body.to_vec()));
-                    axum::http::StatusCode::NO_CONTENT
-                }
-            },
-        ),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (hook, received) = hook_receiver().await;
     let secret = "whsec-test-0123456789";
     let server = Server::start_env(
         &home,
@@ -1026,24 +1008,7 @@ async fn every_final_record_is_posted_to_the_webhook_signed() {
     .await;
     let id = server.submit_ok(&spec(&home, "T-1", TURN), 0).await;
     let record = server.wait_for(&id, is_final).await;
-    for _ in 0..100 {
-        if !received.lock().unwrap().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let got = received.lock().unwrap().clone();
-    assert_eq!(got.len(), 1, "{}", server.stderr());
-    let (signature, body) = &got[0];
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let key = paddock::secret::Secret::new(secret.to_owned());
-    assert_eq!(
-        (
-            paddock::server::webhooks::verify(&key, signature, body, now, 300).is_ok(),
-            serde_json::from_slice::<JobRecord>(body).unwrap(),
-        ),
-        (true, record)
-    );
+    assert_one_signed_delivery(&server, &received, secret, record).await;
 }
 
 /// A ledger row of job `job` (as the broker records one).
@@ -1289,26 +1254,8 @@ async fn the_default_profile_s_slots_are_the_queue_s_cap() {
 
 #[tokio::test]
 async fn a_job_s_own_webhook_gets_its_final_record_signed() {
-    type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
     let home = Home::new();
-    let received: Received = Arc::default();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hook = format!("http://{}/job-hook", listener.local_addr().unwrap());
-    let sink = received.clone();
-    let app = axum::Router::new().route(
-        "/job-hook",
-        axum::routing::post(
-            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-                let sink = sink.clone();
-                async move {
-                    let signature = headers["paddock-signature"].to_str().unwrap().to_owned();
-                    sink.lock().unwrap().push((signature, body.to_vec()));
-                    axum::http::StatusCode::NO_CONTENT
-                }
-            },
-        ),
-    );
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (hook, received) = hook_receiver().await;
     let mut with_hook = spec(&home, "T-1", TURN);
     with_hook["results"]["webhook_url"] = Value::from(hook.clone());
     let mut bad_hook = spec(&home, "T-2", TURN);
@@ -1352,6 +1299,43 @@ async fn a_job_s_own_webhook_gets_its_final_record_signed() {
     );
     let id = server.submit_ok(&with_hook, 0).await;
     let record = server.wait_for(&id, is_final).await;
+    assert_one_signed_delivery(&server, &received, secret, record).await;
+}
+
+/// The deliveries a webhook receiver got: each one's signature and body.
+type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A webhook receiver on 127.0.0.1: its URL (`/hook`) and what it got.
+async fn hook_receiver() -> (String, Received) {
+    let received: Received = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    let sink = received.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+                let sink = sink.clone();
+                async move {
+                    let signature = headers["paddock-signature"].to_str().unwrap().to_owned();
+                    sink.lock().unwrap().push((signature, body.to_vec()));
+                    axum::http::StatusCode::NO_CONTENT
+                }
+            },
+        ),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (hook, received)
+}
+
+/// Waits (up to 10 s) for a delivery; asserts exactly one came, signed
+/// with `secret`, carrying `record`.
+async fn assert_one_signed_delivery(
+    server: &Server,
+    received: &Received,
+    secret: &str,
+    record: JobRecord,
+) {
     for _ in 0..100 {
         if !received.lock().unwrap().is_empty() {
             break;
