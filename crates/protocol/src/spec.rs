@@ -143,6 +143,11 @@ pub struct Ticket {
     pub done_when: Vec<String>,
     #[serde(default)]
     pub constraints: Vec<String>,
+    /// The paths the change may touch (globs from the repository's top:
+    /// `*`, `?`, a whole-segment `**`); a patch that changes any other
+    /// file is flagged in the closeout. Empty: no constraint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub touch_only: Vec<String>,
     #[serde(default)]
     pub comments: Vec<TicketComment>,
     #[serde(default)]
@@ -852,6 +857,17 @@ impl JobSpec {
         if self.ticket.project.trim().is_empty() {
             return Err(bad("ticket.project", "must not be empty".into()));
         }
+        if self.ticket.touch_only.len() > MAX_TOUCH_ONLY {
+            return Err(bad(
+                "ticket.touch_only",
+                format!("at most {MAX_TOUCH_ONLY} patterns"),
+            ));
+        }
+        for (i, pattern) in self.ticket.touch_only.iter().enumerate() {
+            if let Err(reason) = check_touch_only(pattern) {
+                return Err(bad(format!("ticket.touch_only[{i}]"), reason));
+            }
+        }
         for (i, a) in self.ticket.prior_attempts.iter().enumerate() {
             if a.attempt == 0 {
                 return Err(bad(
@@ -1319,6 +1335,42 @@ fn walk(
     Ok(())
 }
 
+/// The most patterns `ticket.touch_only` may hold.
+const MAX_TOUCH_ONLY: usize = 100;
+
+/// A `ticket.touch_only` pattern: a path from the repository's top,
+/// `/`-separated, with `*`, `?` and whole-segment `**` wildcards only.
+fn check_touch_only(pattern: &str) -> Result<(), String> {
+    if pattern.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if pattern.starts_with('/') {
+        return Err(format!(
+            "`{pattern}` must be relative to the repository's top (no leading `/`)"
+        ));
+    }
+    if let Some(c) = pattern
+        .chars()
+        .find(|c| matches!(c, '[' | ']' | '{' | '}' | '!' | '\\') || c.is_control())
+    {
+        return Err(format!(
+            "`{}`: {c:?} is not supported (only `*`, `?` and `**` are)",
+            pattern.escape_debug()
+        ));
+    }
+    for segment in pattern.split('/') {
+        match segment {
+            "" => return Err(format!("`{pattern}` has an empty path segment")),
+            "." | ".." => return Err(format!("`{pattern}` must not have `.` or `..` segments")),
+            s if s.contains("**") && s != "**" => {
+                return Err(format!("`{pattern}`: `**` must be a whole path segment"))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
@@ -1343,6 +1395,58 @@ scenario = "s.toml"
     fn parse(extra: &str) -> Result<JobSpec, String> {
         JobSpec::from_toml(&format!("{BASE}{extra}"), Path::new("spec.toml"))
             .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn touch_only_patterns_are_validated() {
+        let with = |list: &str| {
+            JobSpec::from_toml(
+                &BASE.replace(
+                    "project = \"p\"\n",
+                    &format!("project = \"p\"\ntouch_only = {list}\n"),
+                ),
+                Path::new("spec.toml"),
+            )
+            .map(|s| s.ticket.touch_only)
+            .map_err(|e| e.to_string())
+        };
+        let got = [
+            r#"["src/parser/**", "**/*.md", "docs/?.txt"]"#,
+            r#"["/etc/passwd"]"#,
+            r#"["src/../secret"]"#,
+            r#"["src/**.rs"]"#,
+            r#"["src/[ab].rs"]"#,
+            r#"["src//x"]"#,
+            r#"[""]"#,
+        ]
+        .map(with);
+        let field = |i: usize, reason: &str| {
+            Err(format!(
+                "job spec spec.toml: field `ticket.touch_only[{i}]`: {reason}"
+            ))
+        };
+        assert_eq!(
+            got,
+            [
+                Ok(vec![
+                    "src/parser/**".to_string(),
+                    "**/*.md".to_string(),
+                    "docs/?.txt".to_string()
+                ]),
+                field(
+                    0,
+                    "`/etc/passwd` must be relative to the repository's top (no leading `/`)"
+                ),
+                field(0, "`src/../secret` must not have `.` or `..` segments"),
+                field(0, "`src/**.rs`: `**` must be a whole path segment"),
+                field(
+                    0,
+                    "`src/[ab].rs`: '[' is not supported (only `*`, `?` and `**` are)"
+                ),
+                field(0, "`src//x` has an empty path segment"),
+                field(0, "must not be empty"),
+            ]
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! facts are gathered from the job record, the patch and the event stream
 //! (failing commands and errors, policy denials, the destinations its
 //! egress proxy refused, the test commands the agent ran and how they
-//! ended) and rendered from one minijinja template
+//! ended, the changed files outside the ticket's `touch_only`) and
+//! rendered from one minijinja template
 //! (`closeout.md.j2`). Everything the job wrote (commands, messages, file
 //! names) is data: it is shown inside code spans or as text, never obeyed.
 
@@ -38,6 +39,8 @@ pub struct CloseoutInput<'a> {
     pub left_out: &'a [String],
     /// The source's uncommitted changes at the end.
     pub source_dirty: &'a [String],
+    /// The ticket's `touch_only` patterns (empty: no constraint).
+    pub touch_only: &'a [String],
     /// Labelled links (the pull request, the branch...).
     pub links: Vec<(String, String)>,
 }
@@ -81,6 +84,10 @@ struct Facts<'a> {
     changed_files: Vec<String>,
     left_out: &'a [String],
     source_dirty: &'a [String],
+    touch_only: Vec<String>,
+    /// Changed files no `touch_only` pattern covers (capped), and how many.
+    outside_scope: Vec<String>,
+    outside_count: usize,
     tests: Vec<TestRun>,
     failures: Vec<String>,
     denials: Vec<String>,
@@ -316,6 +323,7 @@ pub fn render(
     input: &CloseoutInput<'_>,
 ) -> Result<String, CloseoutError> {
     let found = from_events(events);
+    let outside = super::scope::outside(input.touch_only, &record.changed_files);
     let facts = Facts {
         job_id: &record.id,
         ticket_id: &record.ticket_id,
@@ -334,6 +342,9 @@ pub fn render(
         changed_files: record.changed_files.iter().map(|f| one_line(f)).collect(),
         left_out: input.left_out,
         source_dirty: input.source_dirty,
+        touch_only: input.touch_only.iter().map(|p| one_line(p)).collect(),
+        outside_count: outside.len(),
+        outside_scope: capped(outside.iter().map(|f| one_line(f)).collect()),
         tests: found.tests,
         failures: found.failures,
         denials: found.denials,
@@ -490,10 +501,36 @@ mod tests {
                 commit: Some("0123456789abcdef0123456789abcdef01234567"),
                 left_out: &["src/__pycache__/".to_string()],
                 source_dirty: &[" M README.md".to_string()],
+                touch_only: &[],
                 links: vec![(
                     "pull request".into(),
                     "https://github.com/acme/widgets/pull/3".into(),
                 )],
+            },
+        )
+        .unwrap();
+        insta::assert_snapshot!(text);
+    }
+
+    /// A patch that changes files outside the ticket's `touch_only`: they
+    /// are flagged, the covered ones not.
+    #[test]
+    fn a_closeout_flags_the_files_outside_touch_only() {
+        let touch_only = ["src/parser/**".to_string(), "*.md".to_string()];
+        let text = render(
+            &record(
+                JobStatus::Done,
+                &[
+                    "src/parser/lex.rs",
+                    "src/main.rs",
+                    "README.md",
+                    "build/out.txt",
+                ],
+            ),
+            &[],
+            &CloseoutInput {
+                touch_only: &touch_only,
+                ..CloseoutInput::default()
             },
         )
         .unwrap();

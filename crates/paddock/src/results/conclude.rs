@@ -264,6 +264,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 commit: input.commit,
                 left_out: input.left_out,
                 source_dirty: &source_dirty,
+                touch_only: &spec.ticket.touch_only,
                 links: links.to_vec(),
             },
         )
@@ -348,6 +349,16 @@ pub async fn conclude_job(
     artifacts: &Path,
 ) -> Published {
     let mut warnings = Vec::new();
+    // The ticket's scope, in the job's events as well as its closeout.
+    let outside = super::scope::outside(&spec.ticket.touch_only, &patch.changed_files);
+    if !outside.is_empty() {
+        warnings.push(format!(
+            "the patch changes {} file(s) outside the ticket's touch_only ({}): {}",
+            outside.len(),
+            spec.ticket.touch_only.join(", "),
+            outside.join(", ")
+        ));
+    }
     let kept = match keep_branch(ws, spec, patch, artifacts).await {
         Ok(kept) => kept,
         Err(e) => {

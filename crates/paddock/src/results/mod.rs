@@ -18,6 +18,7 @@ pub mod github_app;
 pub mod outbox;
 pub mod push;
 pub mod republish;
+pub mod scope;
 pub mod source;
 
 pub use conclude::{

@@ -229,6 +229,66 @@ async fn no_change_means_no_branch_and_no_pull_request() {
     );
 }
 
+/// A change outside the ticket's `touch_only` is flagged, in the closeout
+/// and as a warning of the job; the job is still done, with its branch.
+#[tokio::test]
+async fn a_change_outside_touch_only_is_flagged_in_the_closeout_and_the_events() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        &finishing("mkdir -p docs && printf 'x\\n' > docs/a.md && printf 'fixed\\n' > fix.txt"),
+    );
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("[ticket]\n", "[ticket]\ntouch_only = [\"docs/**\"]\n");
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let record = record(&out);
+    let closeout = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(&record.id)
+            .join("closeout.md"),
+    )
+    .unwrap();
+    let warnings: Vec<String> = home
+        .store()
+        .await
+        .events(&record.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            paddock_protocol::EventBody::Error {
+                message,
+                fatal: false,
+                ..
+            } if message.contains("touch_only") => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        (
+            record.status,
+            record.changed_files.clone(),
+            warnings,
+            closeout.contains("**Outside the ticket's scope**: 1 changed file(s) match none of `touch_only` (`docs/**`):\n- `fix.txt`\n"),
+            git(&repo, &["branch", "--list", "paddock/*"]).trim().to_string(),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec!["docs/a.md".to_string(), "fix.txt".to_string()],
+            vec!["the patch changes 1 file(s) outside the ticket's touch_only (docs/**): fix.txt".to_string()],
+            true,
+            "paddock/T-1/1".to_string(),
+        )
+    );
+}
+
 const TOKEN: &str = "ghs_paddockTestToken0123456789";
 
 /// A bare remote `widgets.git` (a clone of `repo`) under `root`.
