@@ -35,8 +35,8 @@ pub enum SetupError {
         socket: PathBuf,
         source: std::io::Error,
     },
-    #[error("hand the network and IPC namespaces to PID 1 ({step}): {source}")]
-    Handoff { step: &'static str, source: Errno },
+    #[error("wait until PID 1 is in the run's cgroup ({step}): {source}")]
+    Gate { step: &'static str, source: Errno },
     #[error("fork the sandbox's PID 1: {source}")]
     Fork { source: Errno },
     #[error("mount {what} at {target}: {source}")]

@@ -1,9 +1,9 @@
 //! The helper process (`paddock __sandbox-init`), freshly exec'd for each
 //! sandboxed command and single-threaded until it forks. It reads the
-//! policy, joins the run's cgroup, unshares the user, network, IPC, UTS
-//! and cgroup namespaces (mapping only the caller's own uid and gid),
-//! brings up loopback and binds the forwarder, then clones the PID
-//! namespace's init straight into new PID and mount namespaces. The helper stays outside the PID namespace and the
+//! policy, unshares the user, UTS, network and IPC namespaces (mapping
+//! only the caller's own uid and gid), brings up loopback and binds the
+//! forwarder, then clones the PID namespace's init straight into new PID
+//! and mount namespaces, and (with caps) moves it into the run's cgroup. The helper stays outside the PID namespace and the
 //! filesystem view, serves the forwarder, enforces the timeout (killing
 //! PID 1 kills every process of the namespace) and exits with the
 //! command's status. PID 1 builds the view, drops privileges, applies
@@ -22,7 +22,7 @@ use nix::unistd::Pid;
 
 use crate::cgroup::Cgroup;
 use crate::error::SetupError;
-use crate::handoff::{self, Join};
+use crate::gate::{self, Wait};
 use crate::policy::{exit, NetMode, Policy, DEFAULT_PATH};
 use crate::{absent, caps, filter, fs, lock, net, trace};
 
@@ -114,10 +114,10 @@ fn confine_and_run(
     // No mount namespace here: the helper keeps the host's view (the
     // broker socket, the cgroup files); PID 1 gets the only new one, owned
     // by the new user namespace. One mount namespace fewer to copy and to
-    // tear down per run. The network and IPC namespaces and the cgroup
-    // come after the clone, in parallel with PID 1's set-up (see
-    // `handoff`); PID 1 makes its cgroup namespace once it is in the
-    // cgroup.
+    // tear down per run. The network and IPC namespaces are made here,
+    // before the clone, and PID 1 inherits them (`gate.rs` says why not
+    // in parallel with PID 1's set-up); PID 1 makes its cgroup namespace
+    // once it is in the cgroup.
     unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWUTS).map_err(|source| {
         SetupError::Unshare {
             what: "user and UTS",
@@ -129,32 +129,40 @@ fn confine_and_run(
     id_map("/proc/self/uid_map", &format!("{uid} {uid} 1"))?;
     id_map("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
     trace::step("id maps");
-    let (ready, join) = handoff::pair()?;
+    let forwarder = network(policy)?;
+    let gate = if capped(policy) {
+        Some(gate::pair()?)
+    } else {
+        None
+    };
+    let (open, wait) = match gate {
+        Some((open, wait)) => (Some(open), Some(wait)),
+        None => (None, None),
+    };
 
     // A process that unshared its PID namespace cannot start threads, and
     // the helper needs them (forwarder, timeout): PID 1 is cloned straight
     // into a new PID namespace and the run's mount namespace.
     let child = match clone_pid1()? {
         None => {
-            drop(ready);
-            std::process::exit(pid1(policy, view, uid, gid, join));
+            // The listeners are the helper's; PID 1 keeps no copy.
+            drop(forwarder);
+            drop(open);
+            std::process::exit(pid1(policy, view, uid, gid, wait));
         }
         Some(child) => child,
     };
     trace::step("pid1 cloned");
     stop_run_on_signals(child)?;
-    drop(join);
-    ready.steer(child);
-    let forwarder = match network(policy) {
-        Ok(f) => f,
-        Err(e) => return abandon(child, e),
-    };
+    drop(wait);
     let cgroup = match cgroup(policy, child) {
         Ok(cg) => cg,
         Err(e) => return abandon(child, e),
     };
-    ready.send();
-    trace::step("network handed over");
+    if let Some(open) = open {
+        open.open();
+    }
+    trace::step("pid1 let go");
     for (listener, socket) in forwarder {
         net::serve_forwarder(listener, socket);
     }
@@ -253,7 +261,7 @@ fn abandon(pid1: Pid, error: SetupError) -> Result<i32, SetupError> {
 /// when this host cannot and the policy accepts that.
 fn cgroup(policy: &Policy, pid1: Pid) -> Result<Option<Cgroup>, SetupError> {
     let limits = &policy.limits;
-    if limits.memory_mb.is_none() && limits.pids.is_none() && limits.cpu_percent.is_none() {
+    if !capped(policy) {
         return Ok(None);
     }
     let root = policy
@@ -276,6 +284,12 @@ fn cgroup(policy: &Policy, pid1: Pid) -> Result<Option<Cgroup>, SetupError> {
         }
         Err(e) => Err(e),
     }
+}
+
+/// Whether the policy caps resources, hence has a cgroup.
+fn capped(policy: &Policy) -> bool {
+    let limits = &policy.limits;
+    limits.memory_mb.is_some() || limits.pids.is_some() || limits.cpu_percent.is_some()
 }
 
 /// The network and IPC namespaces: loopback up, and the forwarders'
@@ -348,14 +362,14 @@ fn clone_pid1() -> Result<Option<Pid>, SetupError> {
 }
 
 /// PID 1 of the new PID namespace.
-fn pid1(policy: &Policy, view: &fs::View, uid: u32, gid: u32, join: Join) -> i32 {
+fn pid1(policy: &Policy, view: &fs::View, uid: u32, gid: u32, gate: Option<Wait>) -> i32 {
     // The helper blocked them for itself; as the namespace's init PID 1
     // ignores them anyway, and the command starts with this mask.
     if let Err(source) = stop_signals().thread_unblock() {
         eprintln!("paddock sandbox: {}", SetupError::Signals { source });
         return exit::SETUP_FAILED;
     }
-    if let Err(e) = setup(policy, view, uid, gid, join) {
+    if let Err(e) = setup(policy, view, uid, gid, gate) {
         eprintln!("paddock sandbox: {e}");
         return exit::SETUP_FAILED;
     }
@@ -397,7 +411,7 @@ fn setup(
     view: &fs::View,
     uid: u32,
     gid: u32,
-    join: Join,
+    gate: Option<Wait>,
 ) -> Result<(), SetupError> {
     trace::step("pid1 running");
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
@@ -411,14 +425,16 @@ fn setup(
         source,
     })?;
     trace::step("hostname, rlimits, session, cwd");
-    join.join()?;
+    if let Some(gate) = gate {
+        gate.wait()?;
+    }
     // The cgroup namespace's root is the run's cgroup (the helper moved
-    // PID 1 in before the hand-off).
+    // PID 1 in before it opened the gate).
     unshare(CloneFlags::CLONE_NEWCGROUP).map_err(|source| SetupError::Unshare {
         what: "cgroup",
         source,
     })?;
-    trace::step("network joined");
+    trace::step("cgroup joined");
     caps::drop_all()?;
     caps::not_dumpable()?;
     caps::no_new_privs()?;

@@ -14,7 +14,7 @@
 //!
 //! The library prints nothing to the caller; only the helper's own process
 //! writes, to its stderr (the run's stderr, as a program's `main` would):
-//! `init` and `handoff` allow it, each line starting `paddock sandbox:`.
+//! `init` allows it, each line starting `paddock sandbox:`.
 #![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
 
 pub mod absent;
@@ -25,8 +25,7 @@ pub mod cgroup;
 pub mod error;
 pub mod filter;
 pub mod fs;
-#[allow(clippy::print_stderr)] // the helper process's own diagnostics
-pub mod handoff;
+pub mod gate;
 pub mod idmap;
 #[allow(clippy::print_stderr)] // the helper process's own diagnostics
 pub mod init;

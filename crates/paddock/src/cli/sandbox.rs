@@ -130,6 +130,25 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
         }
     };
     let protect = rw.iter().flat_map(|d| protected_in(d)).collect();
+    let limits = Limits {
+        memory_mb: args.memory,
+        pids: args.pids,
+        cpu_percent: args.cpu,
+    };
+    // The name only names the run's cgroup: without caps there is none,
+    // and no random id is drawn (a static binary's random source costs
+    // four system calls on every start).
+    let capped =
+        limits.memory_mb.is_some() || limits.pids.is_some() || limits.cpu_percent.is_some();
+    let name = if capped {
+        format!(
+            "sbx-{}-{}",
+            std::process::id(),
+            uuid::Uuid::now_v7().simple()
+        )
+    } else {
+        format!("sbx-{}", std::process::id())
+    };
     Ok(Policy {
         argv: args.command,
         env,
@@ -140,19 +159,11 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
         hidden: Vec::new(),
         tmp_mb: args.tmp_size,
         net,
-        limits: Limits {
-            memory_mb: args.memory,
-            pids: args.pids,
-            cpu_percent: args.cpu,
-        },
+        limits,
         allow_without_cgroups: args.allow_without_cgroups,
         timeout_secs: args.timeout,
         cgroup_root: std::env::var_os("PADDOCK_CGROUP_ROOT").map(PathBuf::from),
-        name: format!(
-            "sbx-{}-{}",
-            std::process::id(),
-            uuid::Uuid::now_v7().simple()
-        ),
+        name,
     })
 }
 

@@ -365,9 +365,9 @@ fn the_trace_names_every_set_up_step_in_order() {
                 "idmapped",
                 "namespaces",
                 "id maps",
-                "pid1 cloned",
                 "loopback",
-                "network handed over",
+                "pid1 cloned",
+                "pid1 let go",
                 "pid1 reaped",
             ]
             .into_iter()
@@ -384,7 +384,7 @@ fn the_trace_names_every_set_up_step_in_order() {
                 "/proc",
                 "view entered",
                 "hostname, rlimits, session, cwd",
-                "network joined",
+                "cgroup joined",
                 "privileges dropped",
                 "landlock",
                 "seccomp",
