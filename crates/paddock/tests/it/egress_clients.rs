@@ -33,18 +33,20 @@ fn present(program: &str, args: &[&str], what: &str) -> bool {
 }
 
 /// `pip download` of the index's project into `dest`, through the proxy
-/// (loopback is on NO_PROXY, for the broker: emptied here), no retries.
+/// the job's variables name (no `--proxy`: pip reads them; loopback is on
+/// NO_PROXY, for the broker: emptied here), no retries.
 fn pip_download(index: &PypiIndexStandIn, dest: &str) -> String {
     format!(
-        "NO_PROXY= no_proxy= {PYTHON} -m pip download --no-cache-dir --disable-pip-version-check --retries 0 --timeout 10 --no-deps --proxy \"$HTTP_PROXY\" --index-url {} -d {dest} {PYPI_PROJECT}=={PYPI_VERSION}",
+        "NO_PROXY= no_proxy= {PYTHON} -m pip download --no-cache-dir --disable-pip-version-check --retries 0 --timeout 10 --no-deps --index-url {} -d {dest} {PYPI_PROJECT}=={PYPI_VERSION}",
         index.index_url()
     )
 }
 
-/// `npm <args>` against the registry, through the proxy, no retries.
+/// `npm <args>` against the registry, through the proxy the job's
+/// variables name (npm reads them), no retries.
 fn npm(registry: &NpmRegistryStandIn, args: &str) -> String {
     format!(
-        "NO_PROXY= no_proxy= npm {args} --registry {} --proxy \"$HTTP_PROXY\" --cache \"$HOME/.npm\" --fetch-retries 0 --no-audit --no-fund --no-update-notifier",
+        "NO_PROXY= no_proxy= npm {args} --registry {} --cache \"$HOME/.npm\" --fetch-retries 0 --no-audit --no-fund --no-update-notifier",
         registry.url()
     )
 }
