@@ -1313,6 +1313,11 @@ mod tests {
             .map(|e| e.unwrap().path())
             .collect();
         assert_eq!(snapshots.len(), 1, "{snapshots:?}");
+        let mode = |p: &Path| {
+            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+                & 0o777
+        };
+        assert_eq!(mode(&jobs.join(snapshot::SNAPSHOTS)), 0o700);
         let (source_before, snap_before) = (files_of(&r), files_of(&snapshots[0]));
         assert_eq!(
             (

@@ -56,6 +56,8 @@ impl Snapshot {
             move |source| WorkspaceError::Create { path, source }
         };
         std::fs::create_dir_all(&root).map_err(create(&root))?;
+        // The source's files: private, as every job directory is.
+        super::set_private(&root);
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
