@@ -742,10 +742,14 @@ impl JobSpec {
             join(p);
         }
         if let Some(url) = self.repository.url.as_mut() {
-            // A URL without a scheme and not scp-like (`host:path`) is a local path.
+            // A URL without a scheme and not scp-like (`host:path`) is a local
+            // path, made absolute: it is cloned (and mirrored, keyed by the
+            // URL) from another working directory than the caller's.
             if !url.contains("://") && !url.contains(':') && !Path::new(url.as_str()).is_absolute()
             {
-                *url = base.join(url.as_str()).display().to_string();
+                let joined = base.join(url.as_str());
+                let joined = std::path::absolute(&joined).unwrap_or(joined);
+                *url = joined.display().to_string();
             }
         }
         if let Some(p) = self.upstream.scenario.as_mut() {
@@ -1395,6 +1399,34 @@ scenario = "s.toml"
     fn parse(extra: &str) -> Result<JobSpec, String> {
         JobSpec::from_toml(&format!("{BASE}{extra}"), Path::new("spec.toml"))
             .map_err(|e| e.to_string())
+    }
+
+    /// A local repository URL relative to the spec is made absolute (the
+    /// mirror is made from another working directory); real URLs and
+    /// scp-like ones are kept as written.
+    #[test]
+    fn a_relative_local_url_is_made_absolute() {
+        let url = |u: &str| {
+            let text = BASE.replace("path = \".\"", &format!("url = \"{u}\""));
+            JobSpec::from_text(&text, Path::new("spec.toml"), Path::new("examples/hello"))
+                .unwrap()
+                .repository
+                .url
+                .unwrap()
+        };
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            [
+                url("repo.bundle"),
+                url("https://example.com/r.git"),
+                url("git@example.com:r.git")
+            ],
+            [
+                cwd.join("examples/hello/repo.bundle").display().to_string(),
+                "https://example.com/r.git".to_string(),
+                "git@example.com:r.git".to_string()
+            ]
+        );
     }
 
     #[test]
