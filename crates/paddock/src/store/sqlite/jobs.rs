@@ -266,21 +266,8 @@ impl SqliteStore {
 
     /// Keeps `text` as the job's closeout.
     pub(super) async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError> {
-        let done = sqlx::query("UPDATE jobs SET closeout = $1 WHERE id = $2")
-            .bind(text)
-            .bind(id)
-            .execute(&self.pool)
+        self.set_one(id, "UPDATE jobs SET closeout = $1 WHERE id = $2", text)
             .await
-            .map_err(|source| StoreError::UpdateJob {
-                job_id: id.to_owned(),
-                source,
-            })?;
-        if done.rows_affected() == 0 {
-            return Err(StoreError::NoSuchJob {
-                job_id: id.to_owned(),
-            });
-        }
-        Ok(())
     }
 
     /// Keeps `session` as the job's engine session id.
@@ -289,8 +276,19 @@ impl SqliteStore {
         id: &str,
         session: &str,
     ) -> Result<(), StoreError> {
-        let done = sqlx::query("UPDATE jobs SET engine_session = $1 WHERE id = $2")
-            .bind(session)
+        self.set_one(
+            id,
+            "UPDATE jobs SET engine_session = $1 WHERE id = $2",
+            session,
+        )
+        .await
+    }
+
+    /// Runs `update` (one text column of job `id`, `$1` the value, `$2`
+    /// the id); a job that does not exist is an error.
+    async fn set_one(&self, id: &str, update: &'static str, value: &str) -> Result<(), StoreError> {
+        let done = sqlx::query(update)
+            .bind(value)
             .bind(id)
             .execute(&self.pool)
             .await
