@@ -83,7 +83,8 @@ impl Home {
     }
 
     /// Workspaces left under the jobs directory, and job leases left in
-    /// its `.leases/` (as `.leases/NAME`).
+    /// its `.leases/` (as `.leases/NAME`); not Paddock's remembered engine
+    /// versions (`.engine-versions.json`, kept on purpose).
     pub fn leftover_workspaces(&self) -> Vec<String> {
         let names = |dir: &Path| -> Vec<String> {
             match std::fs::read_dir(dir) {
@@ -95,7 +96,7 @@ impl Home {
         };
         let mut out: Vec<String> = names(&self.jobs())
             .into_iter()
-            .filter(|n| n != ".leases")
+            .filter(|n| n != ".leases" && n != ".engine-versions.json")
             .collect();
         out.extend(
             names(&self.jobs().join(".leases"))

@@ -8,9 +8,14 @@
 //! host's engine binary only: in an empty directory of its own (removed
 //! afterwards), never the caller's or a workspace, with nothing but the
 //! engine's PATH in its environment. A binary's answer is remembered by the
-//! binary's identity (device, inode, size, modification and change times)
-//! for the life of the process, so a server running many jobs asks once per
-//! installed engine, and a replaced binary is asked again.
+//! binary's identity (path, device, inode, size, modification and change
+//! times, the pin) for the life of the process, so a server running many
+//! jobs asks once per installed engine, and a replaced binary is asked
+//! again; and, when the caller names a file for it (Paddock's own, under
+//! the jobs directory), across processes too, so `paddock run` does not
+//! start the engine once more per job to ask (issue #14). The file holds
+//! only answers keyed by identity: a changed binary misses it, a broken or
+//! missing file is asked around, never trusted for anything else.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt as _;
@@ -62,17 +67,92 @@ fn answers() -> &'static Mutex<HashMap<Identity, Option<String>>> {
     ANSWERS.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// The answers file's name under the jobs directory (Paddock's state,
+/// beside `.leases` and `.mirrors`; never in a job's view).
+pub const REMEMBERED: &str = ".engine-versions.json";
+
+/// The most answers the file of [`mismatch`] keeps (a host has a few
+/// engines; past this it starts again).
+const MAX_REMEMBERED: usize = 32;
+
+impl Identity {
+    /// The identity as the key of the answers file.
+    fn key(&self) -> String {
+        format!(
+            "{}\0{}\0{}\0{}\0{}.{}\0{}.{}\0{}",
+            self.path.display(),
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime_ns.0,
+            self.mtime_ns.1,
+            self.ctime_ns.0,
+            self.ctime_ns.1,
+            self.pin
+        )
+    }
+}
+
+/// The answers file's content: identity key → the warning (`None`: the pin).
+type Remembered = HashMap<String, Option<String>>;
+
+fn read_remembered(file: &Path) -> Remembered {
+    std::fs::read(file)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// Adds one answer to `file` (written whole to a temporary name, then
+/// renamed: a reader sees the old file or the new one). Best effort: a
+/// file that cannot be written only means asking again next time.
+fn remember(file: &Path, key: String, warning: Option<String>) {
+    let mut known = read_remembered(file);
+    if known.len() >= MAX_REMEMBERED {
+        known.clear();
+    }
+    known.insert(key, warning);
+    let Ok(text) = serde_json::to_vec(&known) else {
+        return;
+    };
+    let Some(dir) = file.parent() else {
+        return;
+    };
+    let _ = std::fs::create_dir_all(dir);
+    let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) else {
+        return;
+    };
+    if std::io::Write::write_all(&mut tmp, &text).is_ok() {
+        let _ = tmp.persist(file);
+    }
+}
+
 /// The warning for `binary` when its version is not `pin`'s, or `None`.
-/// A binary that answered before (same identity) is not run again.
-pub async fn mismatch(pin: &Pin, binary: &Path, path_env: &str) -> Option<String> {
+/// A binary that answered before (same identity) is not run again: in
+/// this process, and through `remembered` (a file of Paddock's) in any.
+pub async fn mismatch(
+    pin: &Pin,
+    binary: &Path,
+    path_env: &str,
+    remembered: Option<&Path>,
+) -> Option<String> {
     let identity = Identity::of(binary, pin);
     if let Some(id) = &identity {
         if let Some(known) = answers().lock().ok().and_then(|m| m.get(id).cloned()) {
             return known;
         }
+        if let Some(known) = remembered.and_then(|f| read_remembered(f).remove(&id.key())) {
+            if let Ok(mut m) = answers().lock() {
+                m.insert(id.clone(), known.clone());
+            }
+            return known;
+        }
     }
     let (warning, definite) = check(pin, binary, path_env).await;
     if let (Some(id), true) = (identity, definite) {
+        if let Some(file) = remembered {
+            remember(file, id.key(), warning.clone());
+        }
         if let Ok(mut m) = answers().lock() {
             m.insert(id, warning.clone());
         }
@@ -208,10 +288,10 @@ mod tests {
     async fn a_mismatch_is_a_warning_naming_the_pin() {
         let dir = tempfile::tempdir().unwrap();
         let bin = engine(dir.path(), "eng 1.2.3");
-        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin").await, None);
+        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin", None).await, None);
         let bin = engine(dir.path(), "eng 1.2.4 (beta)");
         assert_eq!(
-            mismatch(&PIN, &bin, "/usr/bin:/bin").await,
+            mismatch(&PIN, &bin, "/usr/bin:/bin", None).await,
             Some(format!(
                 "{} is `eng 1.2.4 (beta)`; Paddock is tested with @x/eng 1.2.3: {}",
                 bin.display(),
@@ -233,7 +313,7 @@ mod tests {
                 seen.display()
             ),
         );
-        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin").await, None);
+        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin", None).await, None);
         let seen = std::fs::read_to_string(&seen).unwrap();
         let cwd = seen.lines().next().unwrap();
         assert_eq!(seen, format!("{cwd}\n"), "the directory was not empty");
@@ -253,8 +333,8 @@ mod tests {
         let body = format!("echo x >> {}\necho 'eng 1.2.3'", count.display());
         let bin = engine_script(dir.path(), &body);
         let asked = || std::fs::read_to_string(&count).unwrap().lines().count();
-        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin").await, None);
-        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin").await, None);
+        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin", None).await, None);
+        assert_eq!(mismatch(&PIN, &bin, "/usr/bin:/bin", None).await, None);
         assert_eq!(asked(), 1);
         // Replaced (a new inode and change time): asked again, answer new.
         std::fs::remove_file(&bin).unwrap();
@@ -262,7 +342,7 @@ mod tests {
             dir.path(),
             &format!("echo x >> {}\necho 'eng 9.9.9'", count.display()),
         );
-        assert!(mismatch(&PIN, &bin, "/usr/bin:/bin").await.is_some());
+        assert!(mismatch(&PIN, &bin, "/usr/bin:/bin", None).await.is_some());
         assert_eq!(asked(), 2);
     }
 
@@ -294,7 +374,7 @@ mod tests {
             std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
             let _ = tokio::time::timeout(
                 Duration::from_secs(30),
-                mismatch(&PIN, &bin, "/usr/bin:/bin"),
+                mismatch(&PIN, &bin, "/usr/bin:/bin", None),
             )
             .await
             .unwrap();
@@ -305,5 +385,57 @@ mod tests {
             let running = stat.is_ok_and(|s| !s.contains(") Z "));
             assert!(!running, "{body}: a child of the check outlived it");
         }
+    }
+
+    /// Another process's answer, from the answers file: an unchanged
+    /// binary is not asked again, a replaced one is, and a broken file is
+    /// asked around.
+    #[tokio::test]
+    async fn the_answers_file_spares_the_question_across_processes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("state/engine-versions.json");
+        let count = dir.path().join("count");
+        let body = format!("echo x >> {}\necho 'eng 1.2.3'", count.display());
+        let bin = engine_script(dir.path(), &body);
+        let asked = || std::fs::read_to_string(&count).unwrap().lines().count();
+        // What another process would not have: this one's memory.
+        let forget = |bin: &Path| {
+            let id = Identity::of(bin, &PIN).unwrap();
+            answers().lock().unwrap().remove(&id);
+        };
+        assert_eq!(
+            mismatch(&PIN, &bin, "/usr/bin:/bin", Some(&file)).await,
+            None
+        );
+        forget(&bin);
+        assert_eq!(
+            mismatch(&PIN, &bin, "/usr/bin:/bin", Some(&file)).await,
+            None
+        );
+        assert_eq!(asked(), 1);
+        // Replaced: asked again, the new answer remembered in the file.
+        std::fs::remove_file(&bin).unwrap();
+        let bin = engine_script(
+            dir.path(),
+            &format!("echo x >> {}\necho 'eng 9.9.9'", count.display()),
+        );
+        let warning = mismatch(&PIN, &bin, "/usr/bin:/bin", Some(&file)).await;
+        assert!(warning.is_some());
+        assert_eq!(asked(), 2);
+        forget(&bin);
+        assert_eq!(
+            mismatch(&PIN, &bin, "/usr/bin:/bin", Some(&file)).await,
+            warning
+        );
+        assert_eq!(asked(), 2);
+        // A broken file: asked again, and the file made whole.
+        std::fs::write(&file, b"{not json").unwrap();
+        forget(&bin);
+        assert_eq!(
+            mismatch(&PIN, &bin, "/usr/bin:/bin", Some(&file)).await,
+            warning
+        );
+        assert_eq!(asked(), 3);
+        assert_eq!(read_remembered(&file).len(), 1);
     }
 }

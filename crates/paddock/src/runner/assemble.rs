@@ -36,6 +36,7 @@ pub(super) async fn assemble(
         &prov.adapter.install(),
         &prov.adapter.native_program(&prov.binary).0,
         &path_env,
+        Some(&job.config.paths.jobs.join(engines::version::REMEMBERED)),
     )
     .await
     {
