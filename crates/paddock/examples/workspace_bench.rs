@@ -109,6 +109,7 @@ fn measure(rt: &tokio::runtime::Runtime, tmp: &Path, repo: &Path, runs: usize) -
         path: Some(repo.to_path_buf()),
         url: None,
         base_ref: "main".into(),
+        token: None,
     };
     let mut t: [Vec<Duration>; 9] = Default::default();
     // The overlay's snapshot is made once per commit: by a first job,

@@ -711,6 +711,7 @@ mod tests {
             path: Some(repo.clone()),
             url: None,
             base_ref: "main".into(),
+            token: None,
         };
         let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
         store

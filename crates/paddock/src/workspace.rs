@@ -81,6 +81,11 @@ pub enum WorkspaceError {
     Exists { path: PathBuf, file: String },
     #[error("workspace {path}: {file} is not a regular file (a link, a FIFO, a device); Paddock's git reads it by path, so the patch is refused")]
     NotAFile { path: PathBuf, file: String },
+    #[error("repository {source_repo}: cannot read its token: {source}")]
+    Token {
+        source_repo: String,
+        source: crate::secret::SecretError,
+    },
     #[error("workspace {path}: cannot remove: {source}")]
     Remove {
         path: PathBuf,
@@ -406,7 +411,18 @@ impl Workspace {
         let ws = Workspace::make_dirs(root, lease, branch)?;
         // A URL is cloned from its mirror, fetched for this job.
         let mirror = match (&repo.path, &repo.url, ws.root.parent()) {
-            (None, Some(url), Some(jobs_root)) => Some(mirror::fetched(jobs_root, url).await?),
+            (None, Some(url), Some(jobs_root)) => {
+                let token = repo
+                    .token
+                    .as_ref()
+                    .map(crate::secret::Secret::resolve)
+                    .transpose()
+                    .map_err(|source| WorkspaceError::Token {
+                        source_repo: url.clone(),
+                        source,
+                    })?;
+                Some(mirror::fetched(jobs_root, url, token.as_ref()).await?)
+            }
             _ => None,
         };
         let from = mirror
@@ -1099,6 +1115,7 @@ mod tests {
             path: Some(path),
             url: None,
             base_ref: base.into(),
+            token: None,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod network;
 pub mod results;
 pub mod spec;
+pub mod url_credentials;
 
 pub use context::{ContextSpec, InlineSkill};
 pub use egress::{EgressMethod, EgressPhase, EgressRecord};

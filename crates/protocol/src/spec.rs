@@ -203,6 +203,12 @@ pub struct RepositorySpec {
     /// The commit-ish the job starts from.
     #[serde(default = "default_base_ref")]
     pub base_ref: String,
+    /// The credential Paddock fetches an `https://` (or loopback
+    /// `http://`) `url` with, sent as HTTP basic `x-access-token:TOKEN`:
+    /// `env:NAME` or `file:PATH`, held on the host, never in the job. A
+    /// URL never carries a credential itself (`url_credentials.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<KeyRef>,
 }
 
 fn default_base_ref() -> String {
@@ -771,6 +777,9 @@ impl JobSpec {
         if let Some(KeyRef::File(p)) = self.upstream.key.as_mut() {
             join(p);
         }
+        if let Some(KeyRef::File(p)) = self.repository.token.as_mut() {
+            join(p);
+        }
         if let Some(p) = self.context.templates_dir.as_mut() {
             join(p);
         }
@@ -801,8 +810,9 @@ impl JobSpec {
     }
 
     fn validate(&self, origin: &Path) -> Result<(), SpecError> {
-        let checks: [Check; 7] = [
+        let checks: [Check; 8] = [
             check_sizes,
+            JobSpec::check_url_credentials,
             JobSpec::check_ticket,
             JobSpec::check_repository,
             JobSpec::check_provider,
@@ -877,6 +887,58 @@ impl JobSpec {
                 return Err(bad(
                     format!("ticket.prior_attempts[{i}].attempt"),
                     "attempts are numbered from 1".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// No URL of the spec carries a credential: it would be stored with
+    /// the record, shown in events and written by git into the job's
+    /// repository. The reason names the field, never the URL.
+    fn check_url_credentials(&self) -> Result<(), (String, String)> {
+        let gh = self.results.github.as_ref();
+        let urls = [
+            ("repository.url", self.repository.url.as_deref()),
+            ("upstream.base_url", self.upstream.base_url.as_deref()),
+            (
+                "upstream.entra.authority",
+                self.upstream
+                    .entra
+                    .as_ref()
+                    .and_then(|e| e.authority.as_deref()),
+            ),
+            ("results.ticket_url", self.results.ticket_url.as_deref()),
+            ("results.webhook_url", self.results.webhook_url.as_deref()),
+            ("results.github.api_url", gh.map(|g| g.api_url.as_str())),
+            (
+                "results.github.push_url",
+                gh.and_then(|g| g.push_url.as_deref()),
+            ),
+            (
+                "results.push.url",
+                self.results.push.as_ref().map(|p| p.url.as_str()),
+            ),
+        ];
+        for (field, url) in urls {
+            if let Some(why) = url.and_then(crate::url_credentials::credentials_in_url) {
+                return Err(bad(
+                    field,
+                    format!("{why}; name a credential by reference instead (`token = \"env:NAME\"` or `file:PATH`), held by Paddock on the host"),
+                ));
+            }
+        }
+        if self.repository.token.is_some() {
+            let url = self.repository.url.as_deref().unwrap_or("");
+            let loopback_http = url.strip_prefix("http://").is_some_and(|rest| {
+                let host = rest.split(['/', '@']).next().unwrap_or("");
+                let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+                matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+            });
+            if !(url.starts_with("https://") || loopback_http) {
+                return Err(bad(
+                    "repository.token",
+                    "needs an `https://` (or loopback `http://`) `url`".into(),
                 ));
             }
         }
@@ -1425,6 +1487,57 @@ scenario = "s.toml"
                 cwd.join("examples/hello/repo.bundle").display().to_string(),
                 "https://example.com/r.git".to_string(),
                 "git@example.com:r.git".to_string()
+            ]
+        );
+    }
+
+    /// A URL with a credential in it is refused, naming the field and
+    /// never the secret; a source's credential is a reference, for an
+    /// `https://` (or loopback `http://`) URL only.
+    #[test]
+    fn urls_carry_no_credentials_a_source_token_is_a_reference() {
+        let with = |repo: &str, extra: &str| {
+            JobSpec::from_toml(
+                &format!("{}{extra}", BASE.replace("path = \".\"", repo)),
+                Path::new("spec.toml"),
+            )
+            .map(|s| s.repository.token)
+            .map_err(|e| e.to_string())
+        };
+        let refused = |field: &str, why: &str| {
+            Err(format!("job spec spec.toml: field `{field}`: {why}; name a credential by reference instead (`token = \"env:NAME\"` or `file:PATH`), held by Paddock on the host"))
+        };
+        assert_eq!(
+            [
+                with("url = \"https://u:s3cret@git.example/r.git\"", ""),
+                with("url = \"https://ghp_s3cret@git.example/r.git\"", ""),
+                with(
+                    "url = \"https://git.example/r.git\"",
+                    "[results.push]\nurl = \"https://x:s3cret@git.example/r.git\"\n"
+                ),
+                with(
+                    "url = \"https://git.example/r.git\"\ntoken = \"env:SOURCE_TOKEN\"",
+                    ""
+                ),
+                with("url = \"ssh://git@git.example/r.git\"\ntoken = \"env:T\"", ""),
+                with("url = \"ssh://git@git.example/r.git\"", ""),
+            ],
+            [
+                refused(
+                    "repository.url",
+                    "the https:// URL carries a password (`user:…@`)"
+                ),
+                refused(
+                    "repository.url",
+                    "the https:// URL carries a user name (`…@`), which is often a token"
+                ),
+                refused(
+                    "results.push.url",
+                    "the https:// URL carries a password (`user:…@`)"
+                ),
+                Ok(Some(KeyRef::Env("SOURCE_TOKEN".into()))),
+                Err("job spec spec.toml: field `repository.token`: needs an `https://` (or loopback `http://`) `url`".into()),
+                Ok(None),
             ]
         );
     }

@@ -121,6 +121,10 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
                 }
             }
         }
+        // And the token a URL source is fetched with (repository.token).
+        if let Some(KeyRef::Env(name)) = &spec.repository.token {
+            paddock::broker::secret::withdraw_env(name);
+        }
         // So is the push's token or deploy key (results.push).
         for key in spec.results.push.iter().flat_map(|p| p.keys()) {
             if let KeyRef::Env(name) = key {

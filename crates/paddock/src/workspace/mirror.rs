@@ -8,7 +8,13 @@
 //! (not a repository, or a commit its refs name missing: `git rev-list
 //! --all` fails after the fetch) is removed and made again, and the job
 //! says so (a non-fatal error event). Made with the user's git
-//! configuration (their credentials for the URL), like a clone of the URL.
+//! configuration (their credentials for the URL), like a clone of the URL,
+//! or with the spec's `repository.token`: an `http.extraHeader` in the
+//! environment of each git process (`GIT_CONFIG_COUNT`), never on its
+//! command line or in the mirror's configuration, whose `origin` is the
+//! URL as the spec gives it (a spec's URL carries no credential). Git's
+//! error text has any `user:password@` of a URL it echoes (a user's
+//! `insteadOf` may add one) cut before it becomes a job's error.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,6 +24,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::process::Command;
 
 use super::{host_git, WorkspaceError};
+use crate::secret::Secret;
 
 /// Where the mirrors live, under the jobs directory.
 pub(super) const MIRRORS: &str = ".mirrors";
@@ -33,7 +40,11 @@ pub(super) struct Mirror {
 }
 
 /// The up-to-date mirror of `url` under `jobs_root`.
-pub(super) async fn fetched(jobs_root: &Path, url: &str) -> Result<Mirror, WorkspaceError> {
+pub(super) async fn fetched(
+    jobs_root: &Path,
+    url: &str,
+    token: Option<&Secret>,
+) -> Result<Mirror, WorkspaceError> {
     let root = jobs_root.join(MIRRORS);
     std::fs::create_dir_all(&root).map_err(|source| WorkspaceError::Create {
         path: root.clone(),
@@ -56,7 +67,7 @@ pub(super) async fn fetched(jobs_root: &Path, url: &str) -> Result<Mirror, Works
         .map_err(std::io::Error::other)
         .and_then(|r: std::io::Result<Flock<std::fs::File>>| r)
         .map_err(|source| WorkspaceError::Create {
-            path: lock_path,
+            path: lock_path.clone(),
             source,
         })?
     };
@@ -70,7 +81,7 @@ pub(super) async fn fetched(jobs_root: &Path, url: &str) -> Result<Mirror, Works
             "--quiet",
             "origin",
         ];
-        let fetched = git(&dir, url, &fetch).await;
+        let fetched = git(&dir, url, token, &fetch).await;
         match (fetched, broken(&dir, url).await) {
             (_, Some(why)) => {
                 remade = Some(format!(
@@ -93,6 +104,7 @@ pub(super) async fn fetched(jobs_root: &Path, url: &str) -> Result<Mirror, Works
         let cloned = git(
             &root,
             url,
+            token,
             &[
                 "clone",
                 "--mirror",
@@ -135,7 +147,7 @@ async fn broken(dir: &Path, url: &str) -> Option<String> {
         "--connectivity-only",
         "--no-dangling",
     ];
-    match git(dir, url, &args).await {
+    match git(dir, url, None, &args).await {
         Ok(()) => None,
         Err(WorkspaceError::Clone { stderr, .. }) => Some(
             stderr
@@ -148,10 +160,23 @@ async fn broken(dir: &Path, url: &str) -> Option<String> {
     }
 }
 
-/// Runs the user's git with `args` (hooks off, no prompt) in `cwd`; a
-/// failure is a `Clone` error of `url` with git's stderr.
-async fn git(cwd: &Path, url: &str, args: &[&str]) -> Result<(), WorkspaceError> {
+/// Runs the user's git with `args` (hooks off, no prompt) in `cwd`, with
+/// `token` as its `Authorization` header; a failure is a `Clone` error of
+/// `url` with git's stderr, credentials in URLs cut.
+async fn git(
+    cwd: &Path,
+    url: &str,
+    token: Option<&Secret>,
+    args: &[&str],
+) -> Result<(), WorkspaceError> {
     let mut cmd = Command::new("git");
+    if let Some(token) = token {
+        // Configuration in this process's environment only: nothing is
+        // written into the mirror, nothing is on the command line.
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+            .env("GIT_CONFIG_VALUE_0", auth_header(token));
+    }
     // No automatic gc: a job may be cloning from it.
     cmd.args(["-c", "core.hooksPath=/dev/null", "-c", "gc.auto=0"])
         .args(args)
@@ -172,8 +197,45 @@ async fn git(cwd: &Path, url: &str, args: &[&str]) -> Result<(), WorkspaceError>
     if !out.status.success() {
         return Err(WorkspaceError::Clone {
             source_repo: url.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            stderr: without_userinfo(String::from_utf8_lossy(&out.stderr).trim()),
         });
     }
     Ok(())
+}
+
+/// The `Authorization` header of HTTP basic `x-access-token:TOKEN`.
+pub(crate) fn auth_header(token: &Secret) -> String {
+    use base64::Engine as _;
+    let basic = base64::engine::general_purpose::STANDARD
+        .encode(format!("x-access-token:{}", token.expose()));
+    format!("Authorization: Basic {basic}")
+}
+
+/// `text` with the user information of every `scheme://user[:password]@`
+/// in it replaced by `[REDACTED]`.
+pub(crate) fn without_userinfo(text: &str) -> String {
+    static USERINFO: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let re = USERINFO
+        .get_or_init(|| regex::Regex::new(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s'\x22]+@").ok());
+    match re {
+        Some(re) => re.replace_all(text, "${1}[REDACTED]@").into_owned(),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_in_git_errors_lose_their_user_information() {
+        assert_eq!(
+            without_userinfo(
+                "fatal: repository 'https://x-access-token:s3cret@git.example/r.git/' not found\n\
+                 fatal: unable to access 'http://tok@127.0.0.1:9/r.git': refused; see https://git.example/help"
+            ),
+            "fatal: repository 'https://[REDACTED]@git.example/r.git/' not found\n\
+             fatal: unable to access 'http://[REDACTED]@127.0.0.1:9/r.git': refused; see https://git.example/help"
+        );
+    }
 }

@@ -1161,3 +1161,190 @@ async fn url_sources_are_cached_as_mirrors_fetched_per_job() {
     );
     assert_eq!(listing(), names);
 }
+
+const SOURCE_TOKEN: &str = "pdk_sourceToken_0123456789abcdef";
+
+/// The needles of a key scan: the source's token, its HTTP basic form (as
+/// the `Authorization` header carries it), and a secret of the user's
+/// own git configuration.
+fn source_needles(extra: &str) -> Vec<Vec<u8>> {
+    use base64::Engine as _;
+    let basic =
+        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{SOURCE_TOKEN}"));
+    vec![
+        SOURCE_TOKEN.as_bytes().to_vec(),
+        basic.into_bytes(),
+        extra.as_bytes().to_vec(),
+    ]
+}
+
+/// A private URL source (`repository.token = "env:…"`, over smart HTTP
+/// whose server demands it): the token reaches the remote on every
+/// request of the mirror's clone and fetch, and nowhere else: a key scan
+/// of the kept workspaces (the job's `.git/config`, packed refs, logs),
+/// the mirror (its config, refs), the artifacts, the store's files, the events
+/// and the record finds neither the token nor its header, and the
+/// engine's own environment (`/proc/self/environ`, written by the engine
+/// into its change) holds neither the token nor its variable. A URL with
+/// a credential in it is refused without being echoed; git's error text
+/// that names a URL a user's `insteadOf` gave a password is redacted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_sources_token_reaches_the_remote_and_nothing_of_the_job() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(SOURCE_TOKEN)).await;
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        &finishing(
+            "tr '\\0' '\\n' < /proc/self/environ > proc-environ.txt && tr '\\0' '\\n' < /proc/$$/environ > engine-environ.txt && cp .git/config job-git-config.txt && printf 'fixed\\n' > fix.txt",
+        ),
+    );
+    let with_url = |name: &str, url: &str| {
+        let text = std::fs::read_to_string(&spec).unwrap().replace(
+            &format!("path = \"{}\"", repo.display()),
+            &format!("url = \"{url}\"\ntoken = \"env:PADDOCK_TEST_SOURCE_TOKEN\""),
+        );
+        let path = home.path().join(format!("spec-{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let url = format!("{}/widgets.git", server.url);
+    let private = with_url("private", &url);
+    let run = |spec: PathBuf, env: Vec<(&'static str, String)>| {
+        let home = &home;
+        async move {
+            let mut all = vec![("PADDOCK_TEST_SOURCE_TOKEN", SOURCE_TOKEN.to_string())];
+            all.extend(env);
+            let env: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            home.paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &env)
+                .await
+        }
+    };
+    // Twice: the mirror is cloned, then fetched (FETCH_HEAD written).
+    let mut records = Vec::new();
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        let out = run(private.clone(), Vec::new()).await;
+        let rec = record(&out);
+        assert_eq!(
+            (rec.status, rec.reason.clone()),
+            (paddock_protocol::JobStatus::Done, None),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        records.push(rec);
+        outputs.push(out);
+    }
+    let auths = server.authorizations();
+    assert!(
+        auths.len() >= 2
+            && auths
+                .iter()
+                .all(|a| a.as_deref() == Some(basic(SOURCE_TOKEN).as_str())),
+        "{auths:?}"
+    );
+
+    // A URL with the token in it: refused, naming the field, not echoing it.
+    let inline = with_url(
+        "inline",
+        &format!(
+            "{}/widgets.git",
+            server
+                .url
+                .replace("http://", &format!("http://x-access-token:{SOURCE_TOKEN}@"))
+        ),
+    );
+    let out = run(inline, Vec::new()).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("repository.url") && stderr.contains("carries a password"),
+        "{stderr}"
+    );
+    outputs.push(out);
+
+    // The user's `insteadOf` puts a password into a URL of a missing
+    // repository: git's error names it, the job's reason does not.
+    const USER_SECRET: &str = "userSecret_from_insteadOf_987";
+    let config = home.path().join("user.gitconfig");
+    std::fs::write(
+        &config,
+        format!(
+            "[url \"http://x-access-token:{USER_SECRET}@{host}/\"]\n\tinsteadOf = {base}/\n",
+            host = server.url.trim_start_matches("http://"),
+            base = server.url
+        ),
+    )
+    .unwrap();
+    let missing = with_url("missing", &format!("{}/missing.git", server.url));
+    let out = run(
+        missing,
+        vec![("GIT_CONFIG_GLOBAL", config.display().to_string())],
+    )
+    .await;
+    let failed = record(&out);
+    assert_eq!(
+        failed.status,
+        paddock_protocol::JobStatus::Failed,
+        "{failed:?}"
+    );
+    let reason = failed.reason.clone().unwrap_or_default();
+    assert!(reason.contains("missing.git"), "{reason}");
+    records.push(failed);
+    outputs.push(out);
+
+    // The engine's environment: no token, no variable.
+    for rec in &records[..2] {
+        let work = home.jobs().join(&rec.id).join("work");
+        for name in ["proc-environ.txt", "engine-environ.txt"] {
+            let env = std::fs::read_to_string(work.join(name)).unwrap();
+            assert!(env.contains("HOME="), "{name}: {env}");
+            assert!(
+                !env.contains(SOURCE_TOKEN) && !env.contains("PADDOCK_TEST_SOURCE_TOKEN"),
+                "{name}: {env}"
+            );
+        }
+        let job_config = std::fs::read_to_string(work.join("job-git-config.txt")).unwrap();
+        assert!(
+            job_config.contains(&format!("url = {url}\n")),
+            "{job_config}"
+        );
+    }
+    // The key scan: the jobs directory (kept workspaces, the mirror), the data directory (artifacts, bundles, the
+    // store's files), Paddock's output, the events and the records.
+    let store = home.store().await;
+    let mut texts: Vec<String> = outputs
+        .iter()
+        .flat_map(|o| [o.stdout.clone(), o.stderr.clone()])
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect();
+    for rec in &records {
+        texts.push(serde_json::to_string(rec).unwrap());
+        let events = store.events(&rec.id, 0).await.unwrap();
+        assert!(!events.is_empty());
+        texts.push(serde_json::to_string(&events).unwrap());
+    }
+    drop(store);
+    // The mirror names the URL as the spec gives it, and only there.
+    let naming_url = files_containing(&home.jobs().join(".mirrors"), url.as_bytes());
+    assert!(
+        naming_url.len() == 1 && naming_url[0].ends_with("config"),
+        "{naming_url:?}"
+    );
+    for needle in source_needles(USER_SECRET) {
+        let shown = String::from_utf8_lossy(&needle).into_owned();
+        assert_eq!(
+            (
+                files_containing(&home.jobs(), &needle),
+                files_containing(&home.data(), &needle)
+            ),
+            (Vec::<PathBuf>::new(), Vec::<PathBuf>::new()),
+            "{shown}"
+        );
+        assert!(texts.iter().all(|t| !t.contains(&shown)), "{shown}");
+    }
+}
