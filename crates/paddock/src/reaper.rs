@@ -245,6 +245,15 @@ async fn reap_job(
                 .map(|(cg, e)| format!("remove cgroup {}: {e}", cg.display())),
         );
     }
+    // A push the dead process was making: what still runs in its scratch
+    // directory (git, ssh: the deploy key is in their memory only) is
+    // killed, the directory removed.
+    for push in crate::results::push::leftover_pushes(&paths.artifacts.join(name)) {
+        r.killed += leftovers::kill_processes(&push);
+        if let Err(e) = std::fs::remove_dir_all(&push) {
+            r.errors.push(format!("remove {}: {e}", push.display()));
+        }
+    }
     if let (Some(rec), true, false) = (&record, existed, kept) {
         match save_patch(paths, rec, lease.clone()).await {
             Ok(p) => r.patch = p,

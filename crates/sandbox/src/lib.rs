@@ -32,6 +32,7 @@ pub mod init;
 pub mod launch;
 pub mod lock;
 pub mod net;
+pub mod pass_fd;
 pub mod policy;
 pub mod probe;
 pub mod signals;

@@ -7,7 +7,8 @@
 //! ([`dns`]), a GitHub REST API mock ([`github`]) and a git smart-HTTP
 //! server around `git http-backend` ([`git_http`]), package registry stand-ins
 //! for real `pip` and `npm` clients ([`pypi_index`], [`npm_registry`]), a real headless Chromium
-//! driven over the DevTools protocol ([`chromium`]). Each speaks the real
+//! driven over the DevTools protocol ([`chromium`]), a real loopback
+//! OpenSSH server and a stalling one ([`sshd`]). Each speaks the real
 //! wire format and checks what the broker sends. And the fixtures every
 //! integration test shares: a private Paddock home running the real binary
 //! ([`home`]), git repositories ([`git`]), job specs and stand-in engines
@@ -34,6 +35,7 @@ pub mod jobs;
 pub mod npm_registry;
 pub mod pypi_index;
 pub mod skip;
+pub mod sshd;
 pub mod tls;
 pub mod upstream;
 

@@ -5,13 +5,20 @@
 //! the environment of that one host process (`GIT_CONFIG_COUNT`: an
 //! `http.extraHeader` with HTTP basic `x-access-token`), never in its
 //! argv (readable by any process in `/proc`), a file, or the job. An SSH
-//! deploy key is written for the push only, 0600 in the scratch directory
-//! (Paddock's, removed after it), and named to ssh by `GIT_SSH_COMMAND`
-//! with `IdentitiesOnly=yes`, `StrictHostKeyChecking=yes` against the
-//! configured `known_hosts`, `BatchMode=yes` and no user config. The push
-//! is never forced: a branch that moved is a rejection, reported with the
-//! remote's message.
+//! deploy key is never a file on disk: it is a sealed memory file
+//! (`memfd_create`, 0600) that only the push's git inherits
+//! (`paddock_sandbox::pass_fd`), and ssh opens it through git's
+//! descriptor table, `-i /proc/$PPID/fd/N` (`GIT_SSH_COMMAND` runs in a
+//! shell whose parent is that git), with `IdentitiesOnly=yes`,
+//! `StrictHostKeyChecking=yes` against the configured `known_hosts`,
+//! `BatchMode=yes`, no user config, and bounds on a remote that stalls
+//! (`ConnectTimeout`, `ServerAliveInterval`). The key goes when the last
+//! process holding it ends, however Paddock ends: a `kill -9` leaves no
+//! copy of it anywhere on disk, and the reaper kills what a killed push
+//! left running ([`leftover_pushes`]). The push is never forced: a branch
+//! that moved is a rejection, reported with the remote's message.
 
+use std::os::fd::{AsFd as _, AsRawFd as _};
 use std::path::Path;
 
 use base64::Engine as _;
@@ -26,12 +33,8 @@ pub enum PushError {
         "push to {url}: only file://, https://, ssh:// and loopback http:// URLs are pushed to"
     )]
     Scheme { url: String },
-    #[error("push to {url}: cannot write the deploy key into {dir}: {source}")]
-    WriteKey {
-        url: String,
-        dir: std::path::PathBuf,
-        source: std::io::Error,
-    },
+    #[error("push to {url}: cannot hold the deploy key in memory: {source}")]
+    HoldKey { url: String, source: std::io::Error },
     #[error("push to {url}: cannot make a scratch repository in {dir}: {source}")]
     Scratch {
         url: String,
@@ -93,30 +96,56 @@ fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
-/// The `GIT_SSH_COMMAND` of a push with the deploy key at `key_file`.
-fn ssh_command(key_file: &Path, known_hosts: &Path) -> String {
+/// The `GIT_SSH_COMMAND` of a push whose git holds the deploy key as its
+/// descriptor `key_fd` (`$PPID`: the shell git runs the command in is
+/// git's child).
+fn ssh_command(key_fd: i32, known_hosts: &Path) -> String {
     format!(
-        "ssh -F /dev/null -i {} -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={} -o BatchMode=yes",
-        shell_quote(&key_file.to_string_lossy()),
+        "ssh -F /dev/null -i /proc/$PPID/fd/{key_fd} -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={} -o BatchMode=yes -o ConnectTimeout=30 -o ServerAliveInterval=15 -o ServerAliveCountMax=4",
         shell_quote(&known_hosts.to_string_lossy()),
     )
 }
 
-/// Writes the deploy key for ssh: 0600, created new in `dir`, ending
-/// with the newline OpenSSH wants.
-fn write_key(dir: &Path, key: &Secret) -> std::io::Result<std::path::PathBuf> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let path = dir.join("deploy-key");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    let text = key.expose().trim_end();
-    file.write_all(format!("{text}\n").as_bytes())?;
-    Ok(path)
+/// The deploy key as a sealed memory file, readable by its owner only,
+/// ending with the newline OpenSSH wants; close-on-exec (only the push's
+/// git is given it).
+fn key_in_memory(key: &Secret) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{MemfdFlags, SealFlags};
+    let fd = rustix::fs::memfd_create(
+        "paddock-deploy-key",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+    )?;
+    rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o600))?;
+    let text = format!("{}\n", key.expose().trim_end());
+    let mut bytes = text.as_bytes();
+    while !bytes.is_empty() {
+        let n = rustix::io::write(&fd, bytes)?;
+        bytes = &bytes[n..];
+    }
+    rustix::fs::fcntl_add_seals(
+        &fd,
+        SealFlags::SEAL | SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE,
+    )?;
+    Ok(fd)
 }
+
+/// The scratch directories of pushes under `artifacts` (a job's artifacts
+/// directory) that a killed Paddock left: the reaper kills what still
+/// runs in them and removes them.
+pub fn leftover_pushes(artifacts: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(artifacts) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(SCRATCH_PREFIX))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// The name a push's scratch directory starts with.
+const SCRATCH_PREFIX: &str = ".push-";
 
 /// Pushes `branch` of `bundle` to `url` as the same branch, with `auth`;
 /// `scratch_parent` holds the scratch repository while it runs.
@@ -129,7 +158,7 @@ pub async fn push_branch(
 ) -> Result<(), PushError> {
     let protocol = protocols(url)?;
     let scratch = tempfile::Builder::new()
-        .prefix(".push-")
+        .prefix(SCRATCH_PREFIX)
         .tempdir_in(scratch_parent)
         .map_err(|source| PushError::Scratch {
             url: url.to_string(),
@@ -184,6 +213,8 @@ pub async fn push_branch(
     ];
     let mut cmd = git.command(&args);
     cmd.env("GIT_ALLOW_PROTOCOL", protocol);
+    // Held open until git has been started with it.
+    let mut key_fd = None;
     match (auth, protocol) {
         (PushAuth::Token(token), "http" | "https") => {
             cmd.env("GIT_CONFIG_COUNT", "1")
@@ -191,19 +222,20 @@ pub async fn push_branch(
                 .env("GIT_CONFIG_VALUE_0", auth_header(token));
         }
         (PushAuth::SshKey { key, known_hosts }, "ssh") => {
-            let key_file =
-                write_key(scratch.path(), key).map_err(|source| PushError::WriteKey {
-                    url: url.to_string(),
-                    dir: scratch.path().to_path_buf(),
-                    source,
-                })?;
-            cmd.env("GIT_SSH_COMMAND", ssh_command(&key_file, known_hosts))
+            let fd = key_in_memory(key).map_err(|source| PushError::HoldKey {
+                url: url.to_string(),
+                source,
+            })?;
+            cmd.env("GIT_SSH_COMMAND", ssh_command(fd.as_raw_fd(), known_hosts))
                 .env("GIT_SSH_VARIANT", "ssh");
+            paddock_sandbox::pass_fd::pass_fd(cmd.as_std_mut(), fd.as_fd());
+            key_fd = Some(fd);
         }
         _ => {}
     }
-    let out = crate::workspace::host_git::output_within(cmd, None, GIT_TIMEOUT)
-        .await
+    let out = crate::workspace::host_git::output_within(cmd, None, GIT_TIMEOUT).await;
+    drop(key_fd);
+    let out = out
         .map_err(|source| {
             git_err(WorkspaceError::Spawn {
                 path: scratch.path().to_path_buf(),
@@ -260,40 +292,56 @@ mod tests {
         );
     }
 
-    /// The deploy key is named by path, only that identity is offered,
-    /// the host key must be known, nothing is asked or read from the
-    /// user's config; quotes in paths stay inside their words.
+    /// The deploy key is named through git's descriptor, only that
+    /// identity is offered, the host key must be known, nothing is asked
+    /// or read from the user's config, a stalled remote is given up on;
+    /// quotes in paths stay inside their words.
     #[test]
     fn the_ssh_command_offers_only_the_deploy_key_to_a_known_host() {
         assert_eq!(
-            ssh_command(Path::new("/d/.push-x/deploy-key"), Path::new("/etc/it's/known_hosts")),
-            "ssh -F /dev/null -i '/d/.push-x/deploy-key' -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile='/etc/it'\\''s/known_hosts' -o BatchMode=yes"
+            ssh_command(7, Path::new("/etc/it's/known_hosts")),
+            "ssh -F /dev/null -i /proc/$PPID/fd/7 -o IdentitiesOnly=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile='/etc/it'\\''s/known_hosts' -o BatchMode=yes -o ConnectTimeout=30 -o ServerAliveInterval=15 -o ServerAliveCountMax=4"
         );
     }
 
-    /// The key file is the key with one final newline, readable by its
-    /// owner only.
+    /// The key in memory is the key with one final newline, readable by
+    /// its owner only, sealed, close-on-exec, and no file of any
+    /// directory.
     #[test]
-    fn the_deploy_key_file_is_private() {
+    fn the_deploy_key_is_a_private_sealed_memory_file() {
+        use std::io::Read as _;
         use std::os::unix::fs::PermissionsExt as _;
-        let dir = tempfile::tempdir().unwrap();
-        let path = write_key(
-            dir.path(),
-            &Secret::new(
-                "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n\n"
-                    .into(),
-            ),
-        )
+        let fd = key_in_memory(&Secret::new(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n\n"
+                .into(),
+        ))
         .unwrap();
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let mut text = String::new();
+        std::fs::File::open(&path)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        let link = std::fs::read_link(&path).unwrap();
+        let written = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"x"));
         assert_eq!(
             (
-                std::fs::read_to_string(&path).unwrap(),
-                std::fs::metadata(&path).unwrap().permissions().mode() & 0o777
+                text,
+                std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                link.display().to_string(),
+                written.is_err(),
+                rustix::io::fcntl_getfd(&fd).unwrap(),
             ),
             (
                 "-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n-----END OPENSSH PRIVATE KEY-----\n"
                     .to_string(),
-                0o600
+                0o600,
+                "/memfd:paddock-deploy-key (deleted)".to_string(),
+                true,
+                rustix::io::FdFlags::CLOEXEC,
             )
         );
     }

@@ -1348,3 +1348,139 @@ async fn a_url_sources_token_reaches_the_remote_and_nothing_of_the_job() {
         assert!(texts.iter().all(|t| !t.contains(&shown)), "{shown}");
     }
 }
+
+/// A spec pushing with `[results.push]` to `url` with the deploy key in
+/// `PADDOCK_TEST_DEPLOY_KEY` and `known_hosts`.
+fn with_ssh_push(spec: &Path, url: &str, known_hosts: &Path) {
+    let text = std::fs::read_to_string(spec).unwrap();
+    std::fs::write(
+        spec,
+        format!(
+            "{text}\n[results.push]\nurl = \"{url}\"\nssh_key = \"env:PADDOCK_TEST_DEPLOY_KEY\"\nknown_hosts = \"{}\"\n",
+            known_hosts.display()
+        ),
+    )
+    .unwrap();
+}
+
+/// A deploy key made in `dir` (outside the scanned directories): its
+/// text, and a line of it distinctive enough for a key scan.
+fn deploy_key(dir: &Path) -> (String, String, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("deploy_key");
+    paddock_test_support::sshd::keygen(&path);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let public = std::fs::read_to_string(path.with_extension("pub")).unwrap();
+    let line = text.lines().nth(2).unwrap().to_string();
+    assert!(line.len() >= 40, "{text}");
+    (text, public, line)
+}
+
+/// The files under the home's jobs and data directories holding `needle`.
+fn on_disk(home: &Home, needle: &str) -> Vec<PathBuf> {
+    let mut hits = files_containing(&home.jobs(), needle.as_bytes());
+    hits.extend(files_containing(&home.data(), needle.as_bytes()));
+    hits
+}
+
+/// `[results.push]` with a deploy key, for real: a loopback OpenSSH server
+/// (Debian's `sshd`) takes the push with that key only, its host key
+/// checked against `known_hosts`; the branch lands in the bare remote,
+/// and the key was never a file under Paddock's directories.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ssh_deploy_key_pushes_the_branch_to_a_real_sshd() {
+    let home = Home::new();
+    let (key, public, line) = deploy_key(&home.path().join("keys"));
+    let Some(sshd) = paddock_test_support::sshd::Sshd::start(&home.path().join("sshd"), &public)
+    else {
+        return;
+    };
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_ssh_push(&spec, &sshd.url(&bare), &sshd.known_hosts);
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_TEST_DEPLOY_KEY", key.as_str())],
+        )
+        .await;
+    let record = record(&out);
+    assert_eq!(
+        (record.status, record.reason.clone()),
+        (paddock_protocol::JobStatus::Done, None),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let branch = "paddock/T-1/1";
+    assert_eq!(
+        git(&bare, &["rev-parse", branch]),
+        git(&repo, &["rev-parse", branch])
+    );
+    assert_eq!(on_disk(&home, &line), Vec::<PathBuf>::new());
+}
+
+/// `kill -9` of Paddock while ssh waits on a remote that stalls: the
+/// deploy key is on no disk during the push nor after the kill (it was a
+/// memory file only the push's git held), and the next start's reaper
+/// (`paddock gc`) kills the push's git and ssh, removes its scratch
+/// directory and fails the job at publishing: nothing is left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_during_an_ssh_push_leaves_no_key_and_the_next_start_leaves_nothing() {
+    let home = Home::new();
+    let (key, public, line) = deploy_key(&home.path().join("keys"));
+    let stall = paddock_test_support::sshd::Stall::start();
+    let known_hosts = home.path().join("known_hosts");
+    std::fs::write(&known_hosts, format!("[127.0.0.1]:{} {public}", stall.port)).unwrap();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_ssh_push(
+        &spec,
+        &format!("ssh://git@127.0.0.1:{}/widgets.git", stall.port),
+        &known_hosts,
+    );
+    let mut child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .env("PADDOCK_TEST_DEPLOY_KEY", &key)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..600 {
+        if stall.accepted() > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(stall.accepted(), 1, "ssh never reached the remote");
+    let store = home.store().await;
+    let jobs = store.jobs(10).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    let id = jobs[0].id.clone();
+    let artifacts = home.data().join("artifacts").join(&id);
+    let pushes = || paddock::results::push::leftover_pushes(&artifacts);
+    assert_eq!(pushes().len(), 1);
+    assert_eq!(on_disk(&home, &line), Vec::<PathBuf>::new());
+
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    assert_eq!(on_disk(&home, &line), Vec::<PathBuf>::new());
+    assert_eq!(pushes().len(), 1);
+
+    let out = home.paddock(&["gc", "--json"], &[]).await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reaped = &report["jobs"][0];
+    assert_eq!(
+        (
+            reaped["name"].as_str(),
+            reaped["marked_failed"].as_bool(),
+            reaped["killed"].as_u64().is_some_and(|n| n >= 1),
+        ),
+        (Some(id.as_str()), Some(true), true),
+        "{report}"
+    );
+    assert_eq!(pushes(), Vec::<PathBuf>::new());
+    assert_eq!(on_disk(&home, &line), Vec::<PathBuf>::new());
+    let rec = store.job(&id).await.unwrap().unwrap();
+    assert_eq!(rec.status, paddock_protocol::JobStatus::Failed);
+}
