@@ -12,6 +12,7 @@
 pub(crate) mod beneath;
 mod final_tree;
 pub(crate) mod host_git;
+pub mod inline_source;
 mod junk;
 pub mod lease;
 mod mirror;

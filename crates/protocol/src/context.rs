@@ -25,6 +25,11 @@ pub struct ContextSpec {
     /// Skills written out in the spec itself.
     #[serde(default, rename = "skill", skip_serializing_if = "Vec::is_empty")]
     pub inline_skills: Vec<InlineSkill>,
+    /// Standing instructions for the agent, rendered into the generated
+    /// `AGENTS.md`/`CLAUDE.md` under "Instructions" (a turn's
+    /// `instructions`, docs/api.md#turns).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
 }
 
 /// A skill given in the spec: Paddock writes its `SKILL.md` (front matter

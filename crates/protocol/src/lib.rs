@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod network;
 pub mod results;
 pub mod spec;
+pub mod turn;
 pub mod url_credentials;
 
 pub use context::{ContextSpec, InlineSkill};
@@ -38,3 +39,4 @@ pub use spec::{
     KeyRef, LimitsSpec, PolicySpec, PriorAttempt, ProviderKind, RepositorySpec, RetrySpec,
     SpecError, Ticket, TicketComment, UpstreamSpec,
 };
+pub use turn::TurnRequest;

@@ -1295,8 +1295,9 @@ pub const TEXT_LIMITS: &[(&str, usize)] = &[
     ("ticket.prior_attempts[].bounce_comment", 16_384),
     ("engine.model", 200),
     ("engine.allowed_models[]", 200),
-    ("context.inline_skills[].body", 32_768),
-    ("context.inline_skills[].files.", 524_288),
+    ("context.skill[].body", 32_768),
+    ("context.skill[].files.", 524_288),
+    ("context.instructions", 65_536),
 ];
 
 /// The most items a list of the spec may have.
@@ -1791,6 +1792,39 @@ scenario = "s.toml"
                 Err("job spec spec.toml: field `ticket.done_when`: 101 items, over the limit of 100".to_string()),
                 Err("job spec spec.toml: field `ticket.constraints[1]`: 4097 bytes, over the limit of 4096 bytes".to_string()),
                 Err("job spec spec.toml: field `ticket`: 112024 bytes of text in all, over the limit of 98304 bytes".to_string()),
+            )
+        );
+    }
+
+    /// Inline skills (`[[context.skill]]`) and `context.instructions` have
+    /// their own, larger limits: the patterns name the fields as the spec
+    /// spells them.
+    #[test]
+    fn context_text_has_its_own_limits() {
+        let spec = |extra: &str| {
+            JobSpec::from_toml(&format!("{BASE}\n{extra}"), Path::new("spec.toml"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let skill = |body: usize| {
+            format!(
+                "[[context.skill]]\nname = \"s\"\ndescription = \"d\"\nbody = \"{}\"\n",
+                "b".repeat(body)
+            )
+        };
+        let instructions = |n: usize| format!("[context]\ninstructions = \"{}\"\n", "i".repeat(n));
+        assert_eq!(
+            (
+                spec(&skill(32_768)),
+                spec(&skill(32_769)),
+                spec(&instructions(65_536)),
+                spec(&instructions(65_537)),
+            ),
+            (
+                Ok(()),
+                Err("job spec spec.toml: field `context.skill[0].body`: 32769 bytes, over the limit of 32768 bytes".to_string()),
+                Ok(()),
+                Err("job spec spec.toml: field `context.instructions`: 65537 bytes, over the limit of 65536 bytes".to_string()),
             )
         );
     }

@@ -247,6 +247,8 @@ struct Vars<'a> {
     policy: &'a PolicyContext,
     skills: Vec<SkillVars<'a>>,
     bounces: Vec<AttemptVars<'a>>,
+    /// Standing instructions (`context.instructions`; a turn's).
+    instructions: Option<&'a str>,
     /// The file being rendered (`AGENTS.md`, `CLAUDE.md`; `PROMPT.md` for the prompt).
     file: &'a str,
     /// The file the engine reads its instructions from.
@@ -398,6 +400,7 @@ impl Prepared {
                     .filter(|a| a.bounce_comment.is_some())
                     .cloned()
                     .collect(),
+                instructions: spec.context.instructions.as_deref(),
                 file,
                 instructions_file: instructions_file(spec.engine.kind),
                 extends,

@@ -31,7 +31,7 @@ use crate::store::StoreError;
 /// How often a follower of a job not running here looks again.
 const POLL: Duration = Duration::from_millis(250);
 /// Events buffered for a slow client.
-const BUFFER: usize = 256;
+pub(super) const BUFFER: usize = 256;
 /// The JSONL media type.
 pub const NDJSON: &str = "application/x-ndjson";
 
@@ -76,10 +76,7 @@ pub async fn events(
     };
     let jsonl = match query.format.as_deref() {
         Some("jsonl") => true,
-        Some("sse") | None => headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|a| a.contains(NDJSON)),
+        Some("sse") | None => wants_jsonl(&headers),
         Some(other) => {
             return Err(Problem::bad_request(format!(
                 "format must be `sse` or `jsonl`, not `{other}`"
@@ -93,8 +90,29 @@ pub async fn events(
             tracing::warn!("serve: following job {id}: {e}");
         }
     });
-    let stream =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) });
+    Ok(respond(rx, jsonl, ()))
+}
+
+/// Whether `headers` ask for JSON lines (`Accept: application/x-ndjson`).
+pub fn wants_jsonl(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains(NDJSON))
+}
+
+/// The events from `rx` as the response body: SSE (`id:` the seq,
+/// `event:` the kind), or JSON lines when `jsonl`. `keep` lives as long
+/// as the body: it is dropped when the stream ends or the client goes
+/// away.
+pub fn respond<K: Send + Sync + 'static>(
+    rx: mpsc::Receiver<AgentEvent>,
+    jsonl: bool,
+    keep: K,
+) -> Response {
+    let stream = futures::stream::unfold((rx, keep), |(mut rx, keep)| async move {
+        rx.recv().await.map(|e| (e, (rx, keep)))
+    });
     if jsonl {
         let lines = stream.map(|e| {
             serde_json::to_string(&e).map(|mut line| {
@@ -106,7 +124,7 @@ pub async fn events(
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(NDJSON));
-        return Ok(response);
+        return response;
     }
     let sse = stream.map(|e| {
         Ok::<Event, Infallible>(
@@ -121,9 +139,9 @@ pub async fn events(
                 }),
         )
     });
-    Ok(Sse::new(sse)
+    Sse::new(sse)
         .keep_alive(KeepAlive::default())
-        .into_response())
+        .into_response()
 }
 
 /// Sends the events of job `id` after seq `after` to `out`, once each, in

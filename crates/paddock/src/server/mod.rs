@@ -6,6 +6,7 @@
 //! or JSONL, `discover.rs` what the server offers (engines, rungs,
 //! profiles, prices, capacity), `health.rs` liveness and readiness, `openapi.rs` the OpenAPI 3.1
 //! document (utoipa) served at `/openapi.json`, `queue.rs` the scheduler over the store's persistent queue,
+//! `turns.rs` one assistant turn streamed back on its response,
 //! `usage.rs` spend rollups and the ledger, `hub.rs` the live events of running jobs, `problem.rs` errors as
 //! problem+json (`extract.rs` makes malformed requests problems too), `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
@@ -29,6 +30,7 @@ mod openapi;
 mod problem;
 mod queue;
 mod state;
+mod turns;
 mod usage;
 pub mod webhooks;
 
@@ -47,6 +49,7 @@ pub use self::openapi::document as openapi_document;
 pub use self::problem::{Problem, PROBLEM_JSON};
 pub use self::queue::{Queue, CANCELLED_QUEUED};
 pub use self::state::AppState;
+pub use self::turns::JOB_ID_HEADER;
 use crate::api_token::Scope;
 use crate::runner::Runner;
 use crate::store::SharedStore;
@@ -83,7 +86,7 @@ pub struct Deps<S> {
 /// The routes over `state`: health is open; everything else needs a
 /// bearer token (`auth.rs`) of scope `read` (reading jobs, events, the
 /// document, the metrics) or `submit` (submitting, cancelling,
-/// disposing).
+/// disposing, turns).
 pub fn router(state: AppState) -> Router {
     let authenticator = auth::Authenticator::new(state.store.clone());
     let gate = |needed| {
@@ -109,6 +112,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs", post(jobs::submit))
         .route("/v1/jobs/{id}", delete(jobs::dispose))
         .route("/v1/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/v1/turns", post(turns::turn))
         .route_layer(gate(Scope::Submit));
     Router::new()
         .merge(read)

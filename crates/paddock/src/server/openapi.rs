@@ -12,7 +12,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{discover, events, health, jobs, problem, usage};
+use super::{discover, events, health, jobs, problem, turns, usage};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -27,6 +27,7 @@ use super::{discover, events, health, jobs, problem, usage};
         jobs::cancel,
         jobs::dispose,
         events::events,
+        turns::turn,
         discover::discover,
         usage::usage,
         usage::ledger,
@@ -40,6 +41,7 @@ use super::{discover, events, health, jobs, problem, usage};
         problem::Problem,
         jobs::JobPage,
         jobs::JobSpecBody,
+        turns::TurnBody,
         paddock_protocol::JobRecord,
         paddock_protocol::JobStatus,
         paddock_protocol::TokenUsage,
@@ -56,6 +58,7 @@ use super::{discover, events, health, jobs, problem, usage};
     )),
     tags(
         (name = "jobs", description = "Submit, list, watch, cancel and dispose of jobs"),
+        (name = "turns", description = "One assistant turn, its events streamed back"),
         (name = "runtime", description = "What the server offers and whether it is ready"),
         (name = "usage", description = "Spend rollups and the ledger"),
     )

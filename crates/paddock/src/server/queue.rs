@@ -13,8 +13,8 @@
 //! jobs up to a grace, then cancels what still runs and waits for it to
 //! conclude.
 
-use std::collections::HashMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ use super::hub::Hub;
 use super::webhooks::Webhooks;
 use crate::runner::{AdmitError, Admitted, JobHandle, Runner};
 use crate::store::{SharedStore, StoreError};
+use crate::workspace::inline_source;
 
 /// How often the scheduler looks at the queue without being woken (jobs
 /// another process enqueued, tickets freed elsewhere).
@@ -36,6 +37,16 @@ const POLL: Duration = Duration::from_secs(1);
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
 /// Why a job cancelled before it ran is `cancelled`.
 pub const CANCELLED_QUEUED: &str = "cancelled while queued";
+/// The `running` key of the slot a claim in flight holds (never a job id).
+const CLAIMING: &str = "";
+
+/// A job's cancel future from its cancel channel: a dropped sender (the
+/// job ended) is not a cancel.
+async fn cancel_future(cancelled: oneshot::Receiver<()>) {
+    if cancelled.await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
 
 /// Why a submission is refused.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +55,34 @@ pub enum SubmitError {
     Admit(#[from] AdmitError),
     #[error("enqueue the job: {0}")]
     Store(#[from] StoreError),
+}
+
+/// Why a turn is refused before it starts.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error("{0}")]
+    Admit(#[from] AdmitError),
+    #[error("record the turn: {0}")]
+    Store(#[from] StoreError),
+    #[error("every slot is taken: {running} of {max} jobs run here; try again shortly")]
+    NoSlot { running: usize, max: usize },
+    #[error("the server is draining: it starts no more turns")]
+    Draining,
+    #[error("make the turn's files: {0}")]
+    Source(#[from] crate::workspace::WorkspaceError),
+}
+
+/// A turn the queue took.
+#[derive(Debug)]
+pub enum Turn {
+    /// Running in a slot of its own; `ended` is told once its record is
+    /// final and its inline source removed.
+    Started {
+        id: String,
+        ended: oneshot::Receiver<()>,
+    },
+    /// Held by its budget at admission (stored `held`, never run): its id.
+    Held(String),
 }
 
 /// What a cancel did.
@@ -163,41 +202,112 @@ impl Queue {
     /// `priority`, higher first) or `held`. The record as stored.
     pub async fn submit(&self, spec: &JobSpec, priority: i64) -> Result<JobRecord, SubmitError> {
         let admitted = self.runner.admit(spec).await?;
-        let held = self.runner.budget_hold(&admitted).await?;
-        let status = match held {
-            Some(_) => JobStatus::Held,
-            None => JobStatus::Queued,
-        };
-        let mut record = admitted.record(status);
-        record.reason.clone_from(&held);
-        if held.is_some() {
-            record.finished_at = Some(OffsetDateTime::now_utc());
-            record.duration_ms = Some(0);
+        if let Some(message) = self.runner.budget_hold(&admitted).await? {
+            return Ok(self.hold(&admitted, message, priority).await?);
         }
+        let record = admitted.record(JobStatus::Queued);
         self.store
             .enqueue_job(&record, admitted.spec_json(), priority)
             .await?;
-        match held {
-            Some(message) => {
-                let events = [
-                    EventBody::Policy {
-                        rule: "budget".into(),
-                        message: message.clone(),
-                    },
-                    EventBody::Status {
-                        phase: Phase::Held,
-                        detail: Some(message),
-                    },
-                ];
-                self.append(&record.id, events).await?;
-                self.completed(&record.id).await;
+        locked(&self.pending).insert(record.id.clone(), admitted);
+        self.wake.notify_one();
+        Ok(record)
+    }
+
+    /// Runs a turn now, in a free slot of `max_concurrent_jobs` or not at
+    /// all: admitted as a job, gated on its budget (held: stored `held`
+    /// as a submission is), recorded `running` (never `queued`: the
+    /// scheduler never sees it), its `files` written into `source` as a
+    /// repository when it has them, and started as a claimed job.
+    pub async fn turn(
+        self: &Arc<Self>,
+        spec: &JobSpec,
+        source: Option<(PathBuf, &BTreeMap<String, String>)>,
+    ) -> Result<Turn, TurnError> {
+        let admitted = self.runner.admit(spec).await?;
+        if let Some(message) = self.runner.budget_hold(&admitted).await? {
+            return Ok(Turn::Held(self.hold(&admitted, message, 0).await?.id));
+        }
+        let (cancel, cancelled) = oneshot::channel::<()>();
+        {
+            let mut running = locked(&self.running);
+            if self.is_draining() {
+                return Err(TurnError::Draining);
             }
-            None => {
-                locked(&self.pending).insert(record.id.clone(), admitted);
-                self.wake.notify_one();
+            if running.len() >= self.max {
+                return Err(TurnError::NoSlot {
+                    running: running.len(),
+                    max: self.max,
+                });
+            }
+            running.insert(admitted.id.clone(), Some(cancel));
+        }
+        let id = admitted.id.clone();
+        let made = async {
+            if let Some((dir, files)) = &source {
+                inline_source::make(dir, files).await?;
+            }
+            self.store
+                .insert_job(&admitted.record(JobStatus::Running), admitted.spec_json())
+                .await?;
+            Ok::<(), TurnError>(())
+        }
+        .await;
+        if let Err(e) = made {
+            if let Some((dir, _)) = &source {
+                if let Err(e) = inline_source::remove(dir) {
+                    tracing::warn!("serve: turn {id}: {e}");
+                }
+            }
+            locked(&self.running).remove(&id);
+            return Err(e);
+        }
+        let handle = self
+            .runner
+            .start_claimed(admitted, cancel_future(cancelled));
+        let (ended_tx, ended) = oneshot::channel();
+        self.watch(handle, Some((source.map(|(dir, _)| dir), ended_tx)));
+        Ok(Turn::Started { id, ended })
+    }
+
+    /// Stores `admitted` `held` for `message` with its `policy` and
+    /// `status` events, and sends its webhooks; the record.
+    async fn hold(
+        &self,
+        admitted: &Admitted,
+        message: String,
+        priority: i64,
+    ) -> Result<JobRecord, StoreError> {
+        let mut record = admitted.record(JobStatus::Held);
+        record.reason = Some(message.clone());
+        record.finished_at = Some(OffsetDateTime::now_utc());
+        record.duration_ms = Some(0);
+        self.store
+            .enqueue_job(&record, admitted.spec_json(), priority)
+            .await?;
+        let events = [
+            EventBody::Policy {
+                rule: "budget".into(),
+                message: message.clone(),
+            },
+            EventBody::Status {
+                phase: Phase::Held,
+                detail: Some(message),
+            },
+        ];
+        self.append(&record.id, events).await?;
+        self.completed(&record.id).await;
+        Ok(record)
+    }
+
+    /// Tells job `id` to stop if it runs here (a turn whose client went
+    /// away); nothing when it does not.
+    pub fn cancel_here(&self, id: &str) {
+        if let Some(slot) = locked(&self.running).get_mut(id) {
+            if let Some(cancel) = slot.take() {
+                let _ = cancel.send(());
             }
         }
-        Ok(record)
     }
 
     /// Appends `bodies` as the first events of job `id` (a job that never
@@ -243,10 +353,29 @@ impl Queue {
         }
     }
 
+    /// Claims queued jobs while a slot is free. The slot is taken (under
+    /// the `running` lock) before the claim and handed to the claimed job,
+    /// so a turn ([`Queue::turn`]) never takes it meanwhile.
     async fn claim_while_room(self: &Arc<Self>) {
-        while !self.is_draining() && self.running() < self.max {
-            match self.store.claim_job(&self.lanes).await {
-                Ok(Some(record)) => self.start(record).await,
+        while !self.is_draining() {
+            {
+                let mut running = locked(&self.running);
+                if running.len() >= self.max {
+                    break;
+                }
+                running.insert(CLAIMING.to_owned(), None);
+            }
+            let claimed = self.store.claim_job(&self.lanes).await;
+            let (cancel, cancelled) = oneshot::channel::<()>();
+            {
+                let mut running = locked(&self.running);
+                running.remove(CLAIMING);
+                if let Ok(Some(record)) = &claimed {
+                    running.insert(record.id.clone(), Some(cancel));
+                }
+            }
+            match claimed {
+                Ok(Some(record)) => self.start(record, cancelled).await,
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!("serve: cannot claim the next queued job: {e}");
@@ -256,26 +385,38 @@ impl Queue {
         }
     }
 
-    /// Starts the claimed job `record` on the runner.
-    async fn start(self: &Arc<Self>, record: JobRecord) {
+    /// Starts the claimed job `record` on the runner, in the slot taken
+    /// for it; `cancelled` is its cancel.
+    async fn start(self: &Arc<Self>, record: JobRecord, cancelled: oneshot::Receiver<()>) {
         let id = record.id.clone();
         let pending = locked(&self.pending).remove(&id);
         let admitted = match pending {
             Some(a) => a,
             None => match self.readmit(&record).await {
                 Ok(a) => a,
-                Err(reason) => return self.fail_claimed(record, reason).await,
+                Err(reason) => {
+                    self.fail_claimed(record, reason).await;
+                    locked(&self.running).remove(&id);
+                    self.wake.notify_one();
+                    return;
+                }
             },
         };
-        let (cancel, cancelled) = oneshot::channel::<()>();
-        let handle = self.runner.start_claimed(admitted, async move {
-            // A dropped sender (the job ended) is not a cancel.
-            if cancelled.await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        });
-        locked(&self.running).insert(id.clone(), Some(cancel));
-        let JobHandle { events, join, .. } = handle;
+        let handle = self
+            .runner
+            .start_claimed(admitted, cancel_future(cancelled));
+        self.watch(handle, None);
+    }
+
+    /// Follows a started job: its live events into the hub; at its end its
+    /// inline source (a turn's) removed, its slot freed, its webhooks sent,
+    /// then `ended` told.
+    fn watch(
+        self: &Arc<Self>,
+        handle: JobHandle,
+        turn: Option<(Option<PathBuf>, oneshot::Sender<()>)>,
+    ) {
+        let JobHandle { id, events, join } = handle;
         self.hub.attach(&id, events);
         let queue = Arc::clone(self);
         tokio::spawn(async move {
@@ -284,9 +425,21 @@ impl Queue {
                 Ok(Err(e)) => tracing::warn!("serve: job {id}: {e}"),
                 Err(e) => tracing::warn!("serve: job {id}: its task ended without a result: {e}"),
             }
+            let (source, ended) = match turn {
+                Some((source, ended)) => (source, Some(ended)),
+                None => (None, None),
+            };
+            if let Some(dir) = source {
+                if let Err(e) = inline_source::remove(&dir) {
+                    tracing::warn!("serve: turn {id}: {e}");
+                }
+            }
             locked(&queue.running).remove(&id);
             queue.wake.notify_one();
             queue.completed(&id).await;
+            if let Some(ended) = ended {
+                let _ = ended.send(());
+            }
         });
     }
 

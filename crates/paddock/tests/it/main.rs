@@ -29,3 +29,4 @@ mod results;
 mod sandbox_cli;
 mod sandbox_jobs;
 mod serve;
+mod serve_turns;

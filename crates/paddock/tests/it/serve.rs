@@ -31,7 +31,7 @@ pub(crate) struct Server {
     base: String,
     stderr: Arc<Mutex<String>>,
     /// Sends an admin token with every request.
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
 }
 
 /// A new API token of `scope` in `home`'s store (`paddock token create`).
@@ -48,7 +48,7 @@ pub(crate) async fn token(home: &Home, scope: &str) -> String {
 }
 
 /// A client sending `token` as its bearer.
-fn client_with(token: &str) -> reqwest::Client {
+pub(crate) fn client_with(token: &str) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(
         reqwest::header::AUTHORIZATION,
@@ -65,7 +65,7 @@ impl Server {
         Server::start_env(home, args, &[]).await
     }
 
-    async fn start_env(home: &Home, args: &[&str], env: &[(&str, &str)]) -> Server {
+    pub(crate) async fn start_env(home: &Home, args: &[&str], env: &[(&str, &str)]) -> Server {
         let client = client_with(&token(home, "admin").await);
         let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
@@ -194,7 +194,7 @@ fn gated(gate: &Path) -> String {
 }
 
 /// A response's JSON body.
-async fn body<T: serde::de::DeserializeOwned>(resp: reqwest::Response) -> T {
+pub(crate) async fn body<T: serde::de::DeserializeOwned>(resp: reqwest::Response) -> T {
     let bytes = resp.bytes().await.unwrap();
     serde_json::from_slice(&bytes)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&bytes)))
@@ -202,15 +202,15 @@ async fn body<T: serde::de::DeserializeOwned>(resp: reqwest::Response) -> T {
 
 /// One SSE event: its `id:`, `event:` and `data:` (parsed).
 #[derive(Debug, PartialEq)]
-struct Sse {
-    id: u64,
-    kind: String,
-    event: AgentEvent,
+pub(crate) struct Sse {
+    pub(crate) id: u64,
+    pub(crate) kind: String,
+    pub(crate) event: AgentEvent,
 }
 
 /// Reads SSE events from `resp` until the stream ends or `stop_after`
 /// events arrived.
-async fn read_sse(resp: reqwest::Response, stop_after: Option<usize>) -> Vec<Sse> {
+pub(crate) async fn read_sse(resp: reqwest::Response, stop_after: Option<usize>) -> Vec<Sse> {
     assert_eq!(
         resp.headers()["content-type"].to_str().unwrap(),
         "text/event-stream"
@@ -259,7 +259,7 @@ async fn events_sse(server: &Server, id: &str, last: Option<u64>) -> reqwest::Re
     req.send().await.unwrap()
 }
 
-async fn stored_events(home: &Home, id: &str) -> Vec<AgentEvent> {
+pub(crate) async fn stored_events(home: &Home, id: &str) -> Vec<AgentEvent> {
     home.store().await.events(id, 0).await.unwrap()
 }
 
@@ -849,6 +849,7 @@ async fn the_openapi_document_is_served_and_names_every_route() {
         ("/v1/jobs/{id}/cancel", &["post"]),
         ("/v1/jobs/{id}/events", &["get"]),
         ("/v1/ledger", &["get"]),
+        ("/v1/turns", &["post"]),
         ("/v1/usage", &["get"]),
     ]
     .iter()
@@ -906,9 +907,10 @@ async fn the_openapi_document_is_served_and_names_every_route() {
     let want = |route: &str| -> Vec<u16> {
         match route {
             "GET /healthz" | "GET /readyz" => vec![200, 200, 200],
-            "POST /v1/jobs" | "DELETE /v1/jobs/{id}" | "POST /v1/jobs/{id}/cancel" => {
-                vec![401, 401, 403]
-            }
+            "POST /v1/jobs"
+            | "DELETE /v1/jobs/{id}"
+            | "POST /v1/jobs/{id}/cancel"
+            | "POST /v1/turns" => vec![401, 401, 403],
             "GET /v1/jobs/{id}" | "GET /v1/jobs/{id}/events" => vec![401, 401, 404],
             // `by` is required.
             "GET /v1/usage" => vec![401, 401, 400],

@@ -1,0 +1,437 @@
+//! `POST /v1/turns` end to end: the real `paddock serve` on 127.0.0.1:0,
+//! the real Codex and Claude Code against the scripted upstream (a turn
+//! with inline files, instructions and a skill, streamed as SSE and as
+//! JSON lines to `done`, nothing left behind), a client that goes away
+//! mid-turn (a stand-in Codex that made its model call and then stalls:
+//! cancelled, its processes gone, its ledger row kept), the slot limit
+//! (429 `no_slot`), and every bad field of a turn refused with its name.
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use paddock_protocol::event::{EventBody, Phase};
+use paddock_protocol::{AgentEvent, JobRecord, JobStatus};
+use serde_json::{json, Value};
+
+use crate::serve::{body, is_final, read_sse, stored_events, Server, Sse};
+use paddock_test_support::prelude::*;
+
+/// The scripted turns of the happy path: read the client's file and the
+/// instructions file, then answer.
+fn scenario(dir: &Path, instructions_file: &str) -> String {
+    let text = format!(
+        r#"[[turn]]
+text = "Reading."
+usage = {{ input = 100, output = 10 }}
+[[turn.action]]
+type = "shell"
+command = "cat notes/hello.txt {instructions_file}"
+
+[[turn]]
+text = "hello"
+usage = {{ input = 120, output = 2 }}
+"#
+    );
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// A turn request for `engine` replaying `scenario`.
+fn request(engine: &str, scenario: &str) -> Value {
+    json!({
+        "engine": {"kind": engine, "model": model(engine)},
+        "upstream": {"provider": "scripted", "scenario": scenario},
+        "instructions": "Answer in one word.",
+        "input": "Read notes/hello.txt and greet me.",
+        "skills": [{"name": "greet", "description": "Greets the user.", "body": "Say hello."}],
+        "files": {"notes/hello.txt": "hello from the client\n"},
+        "project": "chat",
+        "isolation": "process",
+        "limits": {"timeout_secs": 120},
+    })
+}
+
+async fn post_turn(server: &Server, body: &Value, jsonl: bool) -> reqwest::Response {
+    let mut req = server
+        .client
+        .clone()
+        .post(server.url("/v1/turns"))
+        .header("content-type", "application/json")
+        .body(body.to_string());
+    if jsonl {
+        req = req.header("accept", "application/x-ndjson");
+    }
+    req.send().await.unwrap()
+}
+
+/// The turn's events from its response: SSE or JSON lines.
+async fn read_events(resp: reqwest::Response, jsonl: bool) -> Vec<AgentEvent> {
+    if !jsonl {
+        return read_sse(resp, None)
+            .await
+            .into_iter()
+            .map(|Sse { id, kind, event }| {
+                assert_eq!((id, kind.as_str()), (event.seq, event.body.kind()));
+                event
+            })
+            .collect();
+    }
+    assert_eq!(resp.headers()["content-type"], "application/x-ndjson");
+    let text = tokio::time::timeout(Duration::from_secs(180), resp.text())
+        .await
+        .expect("the turn's stream did not end")
+        .unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A turn on the real `engine`: its events stream back to `done`, exactly
+/// the stored ones; the client's files, the instructions and the skill
+/// reached the engine; the ledger has both calls; nothing is left.
+async fn a_turn_streams_to_done(engine: &str, jsonl: bool) {
+    if paddock_test_support::prelude::engine(engine).is_none() {
+        return;
+    }
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let instructions_file = if engine == "codex" {
+        "AGENTS.md"
+    } else {
+        "CLAUDE.md"
+    };
+    let scenario = scenario(home.path(), instructions_file);
+    let resp = post_turn(&server, &request(engine, &scenario), jsonl).await;
+    assert_eq!(resp.status(), 200, "{}", server.stderr());
+    let id = resp.headers()["paddock-job-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        resp.headers()["location"].to_str().unwrap(),
+        format!("/v1/jobs/{id}")
+    );
+    let streamed = read_events(resp, jsonl).await;
+    // When the stream has ended, the turn is over and nothing is left.
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    let record = server.job(&id).await;
+    assert_eq!(
+        (
+            record.status,
+            record.project.as_str(),
+            record.ticket_id.starts_with("turn-")
+        ),
+        (JobStatus::Done, "chat", true),
+        "{:?} {}",
+        record.reason,
+        server.stderr()
+    );
+    assert_eq!(streamed, stored_events(&home, &id).await);
+    assert_eq!(
+        streamed.last().map(|e| &e.body),
+        Some(&EventBody::Status {
+            phase: Phase::Done,
+            detail: None
+        })
+    );
+    let output: String = streamed
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::ToolResult { output, .. } => Some(output.as_str()),
+            _ => None,
+        })
+        .collect();
+    for want in [
+        "hello from the client",
+        "## Instructions\n\nAnswer in one word.",
+        "`greet`: Greets the user.",
+    ] {
+        assert!(output.contains(want), "{want:?} not in {output:?}");
+    }
+    let store = home.store().await;
+    assert_eq!(store.model_calls(&id).await.unwrap().len(), 2);
+    assert_eq!(
+        running_jobs(&server).await,
+        Vec::<String>::new(),
+        "nothing is left running"
+    );
+}
+
+/// The ids of the jobs the server lists as `running`.
+async fn running_jobs(server: &Server) -> Vec<String> {
+    let page: Value = body(
+        server
+            .client
+            .get(server.url("/v1/jobs?status=running"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_codex_turn_streams_sse_to_done_and_leaves_nothing() {
+    a_turn_streams_to_done("codex", false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claude_turn_streams_jsonl_to_done_and_leaves_nothing() {
+    a_turn_streams_to_done("claude", true).await;
+}
+
+/// A stand-in Codex that makes one model call through its broker, writes
+/// its pid to `pid_file`, and then stalls for five minutes.
+fn stalling_codex(home: &Home, pid_file: &Path) -> String {
+    let body = format!(
+        r#"url=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$CODEX_HOME/config.toml")
+curl -sS -o "$TMPDIR/answer" -H "Authorization: Bearer $PADDOCK_JOB_TOKEN" -H 'content-type: application/json' -d '{{"model":"gpt-5.5","input":"hi","stream":true}}' "$url/responses"
+echo $$ > '{pid}.tmp' && mv '{pid}.tmp' '{pid}'
+sleep 300"#,
+        pid = pid_file.display()
+    );
+    stand_in_codex(&home.path().join("bin"), &body)
+        .display()
+        .to_string()
+}
+
+/// One scripted answer for the stand-in's call.
+fn one_answer(home: &Home) -> String {
+    let path = home.path().join("answer.toml");
+    std::fs::write(
+        &path,
+        "[[turn]]\ntext = \"hi\"\nusage = { input = 10, output = 1 }\n",
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+/// Waits up to 60 s for `path` to exist.
+async fn wait_for_file(path: &Path, server: &Server) {
+    for _ in 0..600 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} never appeared; {}", path.display(), server.stderr());
+}
+
+fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+/// With one slot, a running turn takes it (a second turn is 429
+/// `no_slot` with `Retry-After`); its client going away cancels it: the
+/// engine's processes are gone, the job ends `cancelled` with its final
+/// `status` event, its ledger row is kept, and its workspace and inline
+/// source are removed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_goes_away_cancels_its_turn_and_turns_take_slots() {
+    let home = Home::new();
+    let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let pid_file = home.path().join("engine.pid");
+    let turn = json!({
+        "engine": {"kind": "codex", "model": "gpt-5.5", "binary": stalling_codex(&home, &pid_file)},
+        "upstream": {"provider": "scripted", "scenario": one_answer(&home)},
+        "input": "Wait.",
+        "files": {"a.txt": "a\n"},
+        "isolation": "process",
+    });
+    let resp = post_turn(&server, &turn, false).await;
+    assert_eq!(resp.status(), 200, "{}", server.stderr());
+    let id = resp.headers()["paddock-job-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut stream = resp.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(60), stream.next())
+        .await
+        .expect("no event")
+        .unwrap()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&first).contains("event: status"),
+        "{first:?}"
+    );
+    wait_for_file(&pid_file, &server).await;
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid));
+
+    // The slot is taken: a second turn is refused, not queued.
+    let second = post_turn(&server, &turn, false).await;
+    let retry = second.headers().get("retry-after").cloned();
+    let problem: Value = body(second).await;
+    assert_eq!(
+        (
+            retry,
+            problem["status"].clone(),
+            problem["code"].clone(),
+            problem["detail"].clone()
+        ),
+        (
+            Some(reqwest::header::HeaderValue::from_static("1")),
+            json!(429),
+            json!("no_slot"),
+            json!("every slot is taken: 1 of 1 jobs run here; try again shortly"),
+        )
+    );
+
+    drop(stream);
+    let record: JobRecord = server.wait_for(&id, is_final).await;
+    assert_eq!(
+        (record.status, record.reason.as_deref()),
+        (JobStatus::Cancelled, Some("cancelled")),
+        "{}",
+        server.stderr()
+    );
+    for _ in 0..100 {
+        if !alive(pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!alive(pid), "the engine {pid} outlived its cancelled turn");
+    let events = stored_events(&home, &id).await;
+    assert_eq!(
+        events.last().map(|e| &e.body),
+        Some(&EventBody::Status {
+            phase: Phase::Cancelled,
+            detail: record.reason.clone()
+        })
+    );
+    let calls = home.store().await.model_calls(&id).await.unwrap();
+    assert_eq!(
+        calls.iter().map(|c| c.status).collect::<Vec<_>>(),
+        vec![paddock_protocol::CallStatus::Ok]
+    );
+    for _ in 0..100 {
+        if home.leftover_workspaces().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    assert_eq!(running_jobs(&server).await, Vec::<String>::new());
+}
+
+/// Every bad field of a turn is a 422 `bad_input` problem naming it, and
+/// nothing is recorded or written for it.
+#[tokio::test]
+async fn a_bad_turn_is_refused_naming_its_field() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let scenario = one_answer(&home);
+    let good = json!({
+        "engine": {"kind": "codex", "model": "gpt-5.5"},
+        "upstream": {"provider": "scripted", "scenario": scenario},
+        "input": "Hi.",
+    });
+    let with = |path: &[&str], value: Value| {
+        let mut body = good.clone();
+        let (last, parents) = path.split_last().unwrap();
+        let mut at = &mut body;
+        for p in parents {
+            at = &mut at[*p];
+        }
+        match value {
+            Value::Null => {
+                at.as_object_mut().unwrap().remove(*last);
+            }
+            v => at[*last] = v,
+        }
+        body.to_string()
+    };
+    let cases: Vec<(&str, String)> = vec![
+        ("not json", "hello".into()),
+        ("unknown field", with(&["inputs"], json!("x"))),
+        ("no input", with(&["input"], Value::Null)),
+        ("blank input", with(&["input"], json!(" \n"))),
+        ("no engine", with(&["engine"], Value::Null)),
+        (
+            "reasoning effort",
+            with(&["engine", "reasoning_effort"], json!("extreme")),
+        ),
+        (
+            "engine model",
+            with(&["engine", "model"], json!("no-such-model")),
+        ),
+        ("upstream", with(&["upstream", "scenario"], Value::Null)),
+        ("instructions", with(&["instructions"], json!(7))),
+        (
+            "absolute file",
+            with(&["files"], json!({"/etc/passwd": "x"})),
+        ),
+        ("dot-dot file", with(&["files"], json!({"a/../../b": "x"}))),
+        ("git file", with(&["files"], json!({".git/config": "x"}))),
+        (
+            "big file",
+            with(&["files"], json!({"a": "x".repeat(524_289)})),
+        ),
+        (
+            "files and repository",
+            with(&["repository"], json!({"path": "."})),
+        ),
+        (
+            "skill name",
+            with(
+                &["skills"],
+                json!([{"name": "../x", "description": "d", "body": "b"}]),
+            ),
+        ),
+        ("project", with(&["project"], json!(""))),
+        ("limits", with(&["limits"], json!({"timeout_secs": 0}))),
+        ("isolation", with(&["isolation"], json!("vm"))),
+    ];
+    let mut answers = Vec::new();
+    for (name, text) in &cases {
+        let text = if *name == "files and repository" {
+            let mut v: Value = serde_json::from_str(text).unwrap();
+            v["files"] = json!({"a": "x"});
+            v.to_string()
+        } else {
+            text.clone()
+        };
+        let resp = server
+            .client
+            .clone()
+            .post(server.url("/v1/turns"))
+            .header("content-type", "application/json")
+            .body(text)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let problem: Value = body(resp).await;
+        answers.push((
+            name.to_string(),
+            status,
+            problem["code"].as_str().unwrap_or("?").to_owned(),
+            problem["detail"].as_str().unwrap_or("?").to_owned(),
+        ));
+    }
+    insta::assert_debug_snapshot!(answers);
+    let jobs: Value = body(
+        server
+            .client
+            .get(server.url("/v1/jobs"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(jobs["jobs"], json!([]));
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
