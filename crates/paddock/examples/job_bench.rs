@@ -10,6 +10,11 @@
 //!   rung (a fresh data directory per run, so nothing is cached between
 //!   runs that a first job would not have).
 //!
+//! The same three again on the hello repository grown to `--files` more
+//! files (default 10,000 files of about 4 KB in nested directories, the
+//! size issue #14 names; `--files 0` leaves it out), given to Paddock as a
+//! local repository path (the bare run gets a fresh clone of it).
+//!
 //! For the Paddock runs it also prints where the time went, from the job's
 //! own status events: provisioning → launching (the workspace, the
 //! context, the version check), launching → turn completed (the broker,
@@ -38,6 +43,7 @@ use time::OffsetDateTime;
 
 struct Args {
     runs: usize,
+    files: usize,
     paddock: PathBuf,
     codex: PathBuf,
     hello: PathBuf,
@@ -45,20 +51,25 @@ struct Args {
 
 fn args() -> Args {
     let mut runs = 7;
+    let mut files = 10_000;
     let mut paddock = None;
     let mut codex = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--runs" => runs = it.next().and_then(|v| v.parse().ok()).expect("--runs N"),
+            "--files" => files = it.next().and_then(|v| v.parse().ok()).expect("--files N"),
             "--paddock" => paddock = it.next().map(PathBuf::from),
             "--codex" => codex = it.next().map(PathBuf::from),
-            other => panic!("unknown argument {other} (--runs N, --paddock BIN, --codex BIN)"),
+            other => {
+                panic!("unknown argument {other} (--runs N, --files N, --paddock BIN, --codex BIN)")
+            }
         }
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     Args {
         runs,
+        files,
         paddock: paddock.expect("--paddock BIN (scripts/bench-job passes the release build)"),
         codex: codex
             .or_else(|| which::which("codex").ok())
@@ -70,8 +81,51 @@ fn args() -> Args {
     }
 }
 
-/// One bare `codex exec` of the hello prompt in a fresh clone; its wall time.
-fn bare(args: &Args, base: &str, scratch: &Path, prompt: &str) -> Duration {
+/// The hello repository with `files` more files of about 4 KB in nested
+/// directories, committed and packed (as a long-lived repository is).
+fn big_repo(args: &Args, scratch: &Path, files: usize) -> PathBuf {
+    let repo = scratch.join(format!("hello-{files}"));
+    git(
+        scratch,
+        &[
+            "clone",
+            "-q",
+            "--branch",
+            "main",
+            args.hello.join("repo.bundle").to_str().unwrap(),
+            repo.to_str().unwrap(),
+        ],
+    );
+    let line = "fn sample() -> u64 { 42 } // padding padding padding padding\n";
+    let body = line.repeat(4096 / line.len() + 1);
+    for i in 0..files {
+        let dir = repo.join(format!("src/m{:02}/n{:02}", i % 37, i % 11));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i}.rs")), format!("// file {i}\n{body}")).unwrap();
+    }
+    git(&repo, &["add", "-A"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@localhost",
+            "commit",
+            "-q",
+            "-m",
+            "grow",
+        ],
+    );
+    git(&repo, &["gc", "-q"]);
+    repo
+}
+
+/// One bare `codex exec` of the hello prompt in a fresh clone of `source`
+/// (not timed); its wall time.
+fn bare(args: &Args, base: &str, scratch: &Path, prompt: &str, source: &Path) -> Duration {
     let dir = tempfile::tempdir_in(scratch).unwrap();
     let work = dir.path().join("work");
     git(
@@ -81,7 +135,7 @@ fn bare(args: &Args, base: &str, scratch: &Path, prompt: &str) -> Duration {
             "-q",
             "--branch",
             "main",
-            args.hello.join("repo.bundle").to_str().unwrap(),
+            source.to_str().unwrap(),
             "work",
         ],
     );
@@ -159,13 +213,20 @@ impl Phases {
     }
 }
 
-/// One `paddock run` of the hello job on `rung`; its wall time and phases.
-async fn paddock(args: &Args, scratch: &Path, rung: &str) -> Phases {
+/// One `paddock run` of the hello job on `rung` (on the local repository
+/// `repo` instead of the hello bundle, if given); its wall time and phases.
+async fn paddock(args: &Args, scratch: &Path, rung: &str, repo: Option<&Path>) -> Phases {
     let dir = tempfile::tempdir_in(scratch).unwrap();
     for f in ["repo.bundle", "scenario.toml"] {
         std::fs::copy(args.hello.join(f), dir.path().join(f)).unwrap();
     }
-    let spec = std::fs::read_to_string(args.hello.join("job.toml")).unwrap();
+    let mut spec = std::fs::read_to_string(args.hello.join("job.toml")).unwrap();
+    if let Some(repo) = repo {
+        spec = spec.replace(
+            "url = \"repo.bundle\"",
+            &format!("path = \"{}\"", repo.display()),
+        );
+    }
     std::fs::write(
         dir.path().join("job.toml"),
         format!("isolation = \"{rung}\"\n{spec}"),
@@ -257,43 +318,67 @@ async fn main() {
         args.codex.display(),
         loadavg()
     );
-    let mut bare_ms = Vec::new();
-    let mut runs: Vec<(&str, Vec<Phases>)> = vec![("process", Vec::new()), ("sandbox", Vec::new())];
+    let bundle = args.hello.join("repo.bundle");
+    let big = (args.files > 0).then(|| big_repo(&args, scratch.path(), args.files));
+    // Each case: its name, its source (the bare run's clone), the repository
+    // Paddock is given (None: the hello job's bundle).
+    let mut cases: Vec<(String, PathBuf, Option<PathBuf>)> =
+        vec![("hello".to_string(), bundle.clone(), None)];
+    if let Some(big) = &big {
+        cases.push((
+            format!("hello + {} files", args.files),
+            big.clone(),
+            Some(big.clone()),
+        ));
+    }
+    let mut bare_ms: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut runs: Vec<Vec<(&str, Vec<Phases>)>> = cases
+        .iter()
+        .map(|_| vec![("process", Vec::new()), ("sandbox", Vec::new())])
+        .collect();
     for _ in 0..args.runs {
-        // The scripted upstream runs on the runtime's other threads.
-        let b = tokio::task::block_in_place(|| bare(&args, &server.base, scratch.path(), prompt));
-        bare_ms.push(b.as_secs_f64() * 1000.0);
-        for (rung, v) in runs.iter_mut() {
-            v.push(paddock(&args, scratch.path(), rung).await);
+        for (i, (_, source, repo)) in cases.iter().enumerate() {
+            // The scripted upstream runs on the runtime's other threads.
+            let b = tokio::task::block_in_place(|| {
+                bare(&args, &server.base, scratch.path(), prompt, source)
+            });
+            bare_ms[i].push(b.as_secs_f64() * 1000.0);
+            for (rung, v) in runs[i].iter_mut() {
+                v.push(paddock(&args, scratch.path(), rung, repo.as_deref()).await);
+            }
         }
     }
-    let bare = median(bare_ms);
-    println!("| run | wall [ms] | vs bare codex | Paddock's own [ms] |");
-    println!("| --- | ---: | ---: | ---: |");
-    println!("| bare `codex exec` | {bare:.0} | 1.00× | – |");
-    for (rung, v) in &runs {
-        let total = median(v.iter().map(|p| p.total).collect());
-        let own = median(v.iter().map(Phases::own).collect());
-        println!(
-            "| `paddock run` ({rung}) | {total:.0} | {:.2}× | {own:.0} |",
-            total / bare
-        );
+    println!("| case | run | wall [ms] | vs bare codex | Paddock's own [ms] |");
+    println!("| --- | --- | ---: | ---: | ---: |");
+    for (i, (case, _, _)) in cases.iter().enumerate() {
+        let bare = median(bare_ms[i].clone());
+        println!("| {case} | bare `codex exec` | {bare:.0} | 1.00× | – |");
+        for (rung, v) in &runs[i] {
+            let total = median(v.iter().map(|p| p.total).collect());
+            let own = median(v.iter().map(Phases::own).collect());
+            println!(
+                "| {case} | `paddock run` ({rung}) | {total:.0} | {:.2}× | {own:.0} |",
+                total / bare
+            );
+        }
     }
     println!("\nWhere Paddock's time goes (medians, ms):\n");
-    println!("| rung | start-up | provision + context | engine (broker, rung, turn) | engine exit | patch | publish + record | exit |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (rung, v) in &runs {
-        let m = |f: fn(&Phases) -> f64| median(v.iter().map(f).collect());
-        println!(
-            "| {rung} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
-            m(|p| p.startup),
-            m(|p| p.provision),
-            m(|p| p.engine),
-            m(|p| p.exit),
-            m(|p| p.patch),
-            m(|p| p.publish),
-            m(|p| p.after),
-        );
+    println!("| case | rung | start-up | provision + context | engine (broker, rung, turn) | engine exit | patch | publish + record | exit |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for ((case, _, _), runs) in cases.iter().zip(&runs) {
+        for (rung, v) in runs {
+            let m = |f: fn(&Phases) -> f64| median(v.iter().map(f).collect());
+            println!(
+                "| {case} | {rung} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                m(|p| p.startup),
+                m(|p| p.provision),
+                m(|p| p.engine),
+                m(|p| p.exit),
+                m(|p| p.patch),
+                m(|p| p.publish),
+                m(|p| p.after),
+            );
+        }
     }
     println!("\nload average after: {}", loadavg());
 }

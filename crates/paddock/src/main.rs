@@ -82,6 +82,12 @@ fn helper_entry() -> Option<ExitCode> {
     if first == OsStr::new(paddock::supervise::SUPERVISE_ARG) {
         return Some(code(paddock::supervise::main(std::env::args_os().skip(2))));
     }
+    // The detached remover `paddock run` leaves the trash to.
+    if first == OsStr::new(paddock::workspace::trash::EMPTY_ARG) {
+        return Some(code(paddock::workspace::trash::empty_main(
+            std::env::args_os().skip(2),
+        )));
+    }
     // `paddock sandbox ...` is on the start-up path of every confined
     // command: it parses only its own arguments and sets up no logging
     // (`paddock --db X sandbox ...` still works, through the full parser).

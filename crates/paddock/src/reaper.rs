@@ -25,6 +25,10 @@
 //! 5. deletes the lease file (left when a step failed, so a later pass
 //!    retries).
 //!
+//! Each pass also deletes what is in the jobs directory's trash (job
+//! directories teardown moved there, `workspace/trash.rs`) unless another
+//! remover is at it.
+//!
 //! A lease held by a live process (another `paddock run` next to this
 //! one) is left alone, a kept directory (`--keep` marks its lease) is never
 //! removed, and a lease file left over by a job that ended normally is
@@ -193,6 +197,11 @@ pub async fn reap_on(
                 .push(format!("remove cgroup {}: {e}", dir.display())),
         }
     }
+    // Job directories teardown moved into the trash and no remover
+    // finished (killed, or still at it: then it is left to finish).
+    report
+        .errors
+        .extend(crate::workspace::trash::empty(&paths.jobs, false));
     report.jobs.sort_by(|a, b| a.name.cmp(&b.name));
     report
 }

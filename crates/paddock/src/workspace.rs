@@ -19,6 +19,7 @@ mod mirror;
 pub mod overlay;
 mod result_branch;
 mod snapshot;
+pub mod trash;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -960,9 +961,26 @@ impl Workspace {
         Ok((String::from_utf8_lossy(&diff).into_owned(), changed_files))
     }
 
-    /// Removes the whole job directory; an overlay workspace's mount
-    /// first (never a walk through it: only the upper layer is removed).
+    /// Removes the whole job directory from its place; an overlay
+    /// workspace's mount first (never a walk through it: only the upper
+    /// layer is removed). The directory is renamed into the jobs
+    /// directory's trash, whose files are deleted off the job's path
+    /// (`trash.rs`); where the rename fails, it is deleted in place.
     pub fn remove(&self) -> Result<(), WorkspaceError> {
+        let failed = |source| WorkspaceError::Remove {
+            path: self.root.clone(),
+            source,
+        };
+        overlay::unmount_work(&self.root).map_err(failed)?;
+        match trash::discard(&self.root) {
+            Ok(_) => Ok(()),
+            Err(_) => std::fs::remove_dir_all(&self.root).map_err(failed),
+        }
+    }
+
+    /// [`Workspace::remove`] deleting in place, now (a job unwinding,
+    /// whose trash no one would empty until the next reaper pass).
+    pub fn remove_now(&self) -> Result<(), WorkspaceError> {
         let failed = |source| WorkspaceError::Remove {
             path: self.root.clone(),
             source,

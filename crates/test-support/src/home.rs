@@ -82,10 +82,19 @@ impl Home {
         SqliteStore::open(&self.db()).await.unwrap()
     }
 
-    /// Workspaces left under the jobs directory, and job leases left in
-    /// its `.leases/` (as `.leases/NAME`); not Paddock's remembered engine
-    /// versions (`.engine-versions.json`, kept on purpose).
+    /// Workspaces left under the jobs directory, job leases left in its
+    /// `.leases/` (as `.leases/NAME`), and what of its trash (job
+    /// directories teardown moved there) the background remover has not
+    /// deleted within 10 s (as `.trash/NAME`); not Paddock's remembered
+    /// engine versions (`.engine-versions.json`, kept on purpose).
     pub fn leftover_workspaces(&self) -> Vec<String> {
+        let trash = self.jobs().join(".trash");
+        for _ in 0..200 {
+            if !std::fs::read_dir(&trash).is_ok_and(|mut rd| rd.next().is_some()) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
         let names = |dir: &Path| -> Vec<String> {
             match std::fs::read_dir(dir) {
                 Ok(rd) => rd
@@ -96,8 +105,11 @@ impl Home {
         };
         let mut out: Vec<String> = names(&self.jobs())
             .into_iter()
-            .filter(|n| n != ".leases" && n != ".engine-versions.json")
+            .filter(|n| {
+                ![".leases", ".trash", ".trash.lock", ".engine-versions.json"].contains(&n.as_str())
+            })
             .collect();
+        out.extend(names(&trash).into_iter().map(|n| format!(".trash/{n}")));
         out.extend(
             names(&self.jobs().join(".leases"))
                 .into_iter()

@@ -62,7 +62,7 @@ pub async fn render(
     .with_repository(&ws.work)
     .and_then(|inputs| prepared.render(spec, &inputs))
     .map_err(|e| bad(e.into()));
-    let removed = ws.remove().map_err(anyhow::Error::from).and_then(|()| {
+    let removed = ws.remove_now().map_err(anyhow::Error::from).and_then(|()| {
         ws.lease
             .release()
             .context("release the scratch workspace's lease")

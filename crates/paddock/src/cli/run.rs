@@ -102,7 +102,12 @@ pub async fn exec(
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
         errln!("paddock: {line}");
     }
-    let runner = Runner::new(store, runner_config(paths, host_dir, prices)?);
+    let config = runner_config(paths, host_dir, prices)?;
+    let helper = config.helper_exe.clone();
+    // The job's directory goes into the trash at teardown, deleted after
+    // this process exits by a detached remover (issue #14: teardown off
+    // the job's path); the next reaper pass finishes what it does not.
+    let runner = Runner::new(store, config).leaving_trash();
     // Listen for Ctrl-C, and for SIGTERM and SIGHUP (what systemd,
     // Docker and CI send, a closed terminal), from now on: each
     // cancels the job. `ctrl_c()` would install its handler only
@@ -121,6 +126,12 @@ pub async fn exec(
     let mut view = progress::Progress::new(quiet);
     let result = follow(runner.start(admitted, cancel), &mut view).await;
     view.finish();
+    if let Err(e) = paddock::workspace::trash::empty_detached(&helper, &paths.jobs) {
+        errln!(
+            "paddock: cannot start deleting the job's directory in {}: {e} (the next run's reaper deletes it)",
+            paths.jobs.join(paddock::workspace::trash::TRASH).display()
+        );
+    }
     if let Ok(r) = &result {
         if let Some(dir) = &r.kept_workspace {
             errln!("paddock: workspace kept at {}", dir.display());

@@ -83,6 +83,10 @@ pub struct Runner {
     store: SharedStore,
     config: Arc<RunnerConfig>,
     rungs: Rungs,
+    /// Whether the runner deletes the trash after each job itself (a
+    /// background thread); `paddock run`, which exits next, leaves it
+    /// to a detached remover instead (`workspace/trash.rs`).
+    empties_trash: bool,
 }
 
 /// A started job.
@@ -133,6 +137,17 @@ impl Runner {
             store,
             config: Arc::new(config),
             rungs,
+            empties_trash: true,
+        }
+    }
+
+    /// A runner that leaves the job directories it moved into the trash
+    /// for the caller to delete (a process about to exit: a thread of its
+    /// own would die with it half done).
+    pub fn leaving_trash(self) -> Runner {
+        Runner {
+            empties_trash: false,
+            ..self
         }
     }
 
@@ -182,7 +197,7 @@ impl Runner {
         let join = tokio::spawn(run_job(
             self.store.clone(),
             self.config.clone(),
-            (admitted, recorded),
+            (admitted, recorded, self.empties_trash),
             updates,
             cancel,
         ));
@@ -283,7 +298,7 @@ impl From<StoreError> for LaunchFailure {
 async fn run_job(
     store: SharedStore,
     config: Arc<RunnerConfig>,
-    (admitted, recorded): (Admitted, Recorded),
+    (admitted, recorded, empties_trash): (Admitted, Recorded, bool),
     updates: broadcast::Sender<JobUpdate>,
     cancel: impl Future<Output = ()>,
 ) -> Result<RunResult, RunError> {
@@ -297,7 +312,17 @@ async fn run_job(
     })?;
     let held = lease.clone();
     let db = config.paths.db.clone();
+    let jobs = config.paths.jobs.clone();
     let result = drive(store, config, (admitted, recorded), updates, lease, cancel).await;
+    // The job's directory, moved into the trash by its teardown, deleted
+    // off the job's path (a remover already at it is waited for).
+    if empties_trash && crate::workspace::trash::has_entries(&jobs) {
+        tokio::task::spawn_blocking(move || {
+            for e in crate::workspace::trash::empty(&jobs, true) {
+                tracing::warn!("trash: {e}");
+            }
+        });
+    }
     let result = result.map_err(|lost| RunError::WriteStore {
         job_id: job_id.clone(),
         message: format!("{lost}{}", full_disk_note(&db)),

@@ -210,8 +210,9 @@ async fn interrupt_calls(em: &mut Emitter) -> Result<(), LaunchFailure> {
 }
 
 /// The job's workspace, removed when the guard is dropped however the job
-/// ends (an error, a panic, a dropped future), unless it is kept
-/// (`--keep`) or was removed already.
+/// ends (an error, a panic, a dropped future: deleted in place then),
+/// unless it is kept (`--keep`) or was removed already (into the trash,
+/// at the job's normal end).
 pub(super) struct WorkspaceGuard {
     ws: Workspace,
     keep: bool,
@@ -244,7 +245,7 @@ impl WorkspaceGuard {
 impl Drop for WorkspaceGuard {
     fn drop(&mut self) {
         if self.armed && !self.keep {
-            if let Err(e) = self.ws.remove() {
+            if let Err(e) = self.ws.remove_now() {
                 tracing::warn!("job workspace: {e}");
             }
         }

@@ -122,14 +122,35 @@ impl Host {
         )
     }
 
-    /// The job directories and lease files left under the jobs directory.
+    /// The job directories and lease files left under the jobs directory,
+    /// and what of the trash its background remover has not deleted
+    /// within 10 s (as `.trash/NAME`).
     pub fn left(&self) -> Vec<String> {
+        let trash = self.paths.jobs.join(crate::workspace::trash::TRASH);
+        for _ in 0..200 {
+            if !crate::workspace::trash::has_entries(&self.paths.jobs) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let skip = [
+            ".leases",
+            crate::workspace::trash::TRASH,
+            crate::workspace::trash::TRASH_LOCK,
+            crate::engines::version::REMEMBERED,
+        ];
         let mut out: Vec<String> = std::fs::read_dir(&self.paths.jobs)
             .unwrap()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n != ".leases")
+            .filter(|n| !skip.contains(&n.as_str()))
             .collect();
+        if let Ok(left) = std::fs::read_dir(&trash) {
+            out.extend(
+                left.flatten()
+                    .map(|e| format!(".trash/{}", e.file_name().to_string_lossy())),
+            );
+        }
         if let Ok(leases) = std::fs::read_dir(self.paths.jobs.join(".leases")) {
             out.extend(
                 leases

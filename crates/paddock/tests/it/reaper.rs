@@ -361,3 +361,43 @@ async fn gc_fails_a_running_job_that_has_no_lease_at_all() {
         Vec::<i32>::new()
     );
 }
+
+/// Teardown moves a job's directory into `<jobs>/.trash` and deletes it
+/// off the job's path; a remover killed with SIGKILL half way (here: none
+/// ever ran) leaves the trash to the next reaper pass, which deletes it
+/// without following a link planted in it, and says nothing went wrong.
+#[tokio::test]
+async fn gc_deletes_the_trash_a_killed_remover_left_following_no_link() {
+    let home = Home::new();
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("keep.txt"), "keep").unwrap();
+    let left = home.jobs().join(".trash/job-dead/work/src");
+    std::fs::create_dir_all(&left).unwrap();
+    for i in 0..50 {
+        std::fs::write(left.join(format!("f{i}.rs")), "x").unwrap();
+    }
+    std::os::unix::fs::symlink(&outside, left.join("link")).unwrap();
+    let out = home.paddock(&["gc", "--json"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
+    assert_eq!(
+        (
+            home.leftover_workspaces(),
+            std::fs::read_to_string(outside.join("keep.txt")).unwrap()
+        ),
+        (Vec::<String>::new(), "keep".to_string())
+    );
+}
+
+/// A finished `paddock run` leaves no job directory: moved into the trash
+/// at teardown, deleted by the detached remover after the run exited.
+#[tokio::test]
+async fn a_finished_run_leaves_its_directory_to_the_detached_remover() {
+    let home = Home::new();
+    let spec = stand_in_job(&home, "quick", "exit 0");
+    let out = paddock_cmd(&home, &spec).output().await.unwrap();
+    assert_ne!(out.status.code(), Some(70), "{out:?}");
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}

@@ -1,0 +1,197 @@
+//! Removing a job's directory off the job's path (issue #14): teardown
+//! renames it into `<jobs>/.trash/` (one `rename(2)`, whatever the size of
+//! the tree) and the files are deleted afterwards, by a background thread
+//! of a long-running Paddock, by a detached `paddock __empty-trash` that
+//! `paddock run` starts as it exits, and by every reaper pass (the start of
+//! each `paddock run`, `paddock gc`), which finishes what a killed remover
+//! left. Deleting never follows a link (`std::fs::remove_dir_all` opens
+//! each directory with `O_NOFOLLOW` and unlinks relative to it), and
+//! nothing of the job is running by then (teardown killed it). Emptying
+//! takes an exclusive `flock` on `<jobs>/.trash.lock`, so two removers
+//! never delete the same tree at once; a reaper on the start-up path does
+//! not wait for it (the holder finishes), a background remover does.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+/// The trash directory, under the jobs directory.
+pub const TRASH: &str = ".trash";
+/// The lock file of whoever empties the trash, under the jobs directory.
+pub const TRASH_LOCK: &str = ".trash.lock";
+
+/// The hidden subcommand of the detached remover: `paddock __empty-trash
+/// JOBS_DIR` (dispatched before the runtime, like the sandbox helper).
+pub const EMPTY_ARG: &str = "__empty-trash";
+
+/// Starts `exe __empty-trash jobs` detached (its own process group, no
+/// standard streams, an empty environment, `/` as its directory), not
+/// waited for: the trash is deleted after this process has exited. Only
+/// when the trash holds anything.
+pub fn empty_detached(exe: &Path, jobs: &Path) -> std::io::Result<()> {
+    use std::os::unix::process::CommandExt as _;
+    if !has_entries(jobs) {
+        return Ok(());
+    }
+    std::process::Command::new(exe)
+        .arg(EMPTY_ARG)
+        .arg(jobs)
+        .env_clear()
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(drop)
+}
+
+/// The detached remover's body: empties the trash under the one
+/// argument, waiting for a remover already at it; 0, or 1 when something
+/// could not be deleted (a later reaper pass retries it).
+pub fn empty_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
+    match (args.next(), args.next()) {
+        (Some(jobs), None) => i32::from(!empty(Path::new(&jobs), true).is_empty()),
+        _ => 2,
+    }
+}
+
+/// Moves the job directory `root` (directly under the jobs directory)
+/// into the trash, under a name no other entry has. Errors are the
+/// rename's: the caller removes the directory in place then.
+pub fn discard(root: &Path) -> std::io::Result<PathBuf> {
+    let (Some(jobs), Some(name)) = (root.parent(), root.file_name()) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a directory under the jobs directory",
+        ));
+    };
+    let trash = jobs.join(TRASH);
+    std::fs::create_dir_all(&trash)?;
+    let mut target = trash.join(name);
+    let mut n = 0u32;
+    while std::fs::symlink_metadata(&target).is_ok() {
+        n += 1;
+        let mut unique = name.to_os_string();
+        unique.push(format!(".{n}"));
+        target = trash.join(unique);
+    }
+    std::fs::rename(root, &target)?;
+    Ok(target)
+}
+
+/// Whether the trash under `jobs` holds anything.
+pub fn has_entries(jobs: &Path) -> bool {
+    std::fs::read_dir(jobs.join(TRASH)).is_ok_and(|mut rd| rd.next().is_some())
+}
+
+/// Deletes everything in the trash under `jobs`; `wait` for another
+/// remover to finish first, or else leave the trash to it. What could not
+/// be deleted, as messages naming the path (it stays for a later pass).
+pub fn empty(jobs: &Path, wait: bool) -> Vec<String> {
+    let trash = jobs.join(TRASH);
+    if !has_entries(jobs) {
+        return Vec::new();
+    }
+    let lock_path = jobs.join(TRASH_LOCK);
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| e.to_string())
+        .and_then(|file| {
+            let how = if wait {
+                FlockArg::LockExclusive
+            } else {
+                FlockArg::LockExclusiveNonblock
+            };
+            Flock::lock(file, how).map_err(|(_, e)| e.to_string())
+        });
+    let _lock = match lock {
+        Ok(lock) => lock,
+        // Held: another remover empties it.
+        Err(_) if !wait => return Vec::new(),
+        Err(e) => return vec![format!("lock {}: {e}", lock_path.display())],
+    };
+    let mut errors = Vec::new();
+    let Ok(entries) = std::fs::read_dir(&trash) else {
+        return errors;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        // A directory is removed without following any link in it; a
+        // link or file is unlinked itself.
+        let removed = match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                errors.push(format!("remove {}: {e}", path.display()));
+            }
+            _ => {}
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A discarded directory is gone from its place at once, and emptying
+    /// deletes it without following a link planted in it: the link's
+    /// target outside survives.
+    #[test]
+    fn discard_then_empty_follows_no_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = dir.path().join("jobs");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(outside.join("sub")).unwrap();
+        std::fs::write(outside.join("sub/keep.txt"), "keep").unwrap();
+        for id in ["job-a", "job-a"] {
+            let root = jobs.join(id);
+            std::fs::create_dir_all(root.join("work/deep")).unwrap();
+            std::fs::write(root.join("work/deep/f"), "x").unwrap();
+            std::os::unix::fs::symlink(&outside, root.join("work/link")).unwrap();
+            discard(&root).unwrap();
+            assert!(!root.exists());
+        }
+        let mut names: Vec<String> = std::fs::read_dir(jobs.join(TRASH))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["job-a", "job-a.1"]);
+        assert!(has_entries(&jobs));
+        assert_eq!(empty(&jobs, false), Vec::<String>::new());
+        assert!(!has_entries(&jobs));
+        assert_eq!(
+            std::fs::read_to_string(outside.join("sub/keep.txt")).unwrap(),
+            "keep"
+        );
+    }
+
+    /// A remover that holds the lock is left to finish: a reaper that
+    /// does not wait deletes nothing, one that waits does once it is free.
+    #[test]
+    fn a_held_trash_is_left_to_its_remover() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = dir.path().to_path_buf();
+        std::fs::create_dir_all(jobs.join("job-b/work")).unwrap();
+        discard(&jobs.join("job-b")).unwrap();
+        let held = Flock::lock(
+            File::create(jobs.join(TRASH_LOCK)).unwrap(),
+            FlockArg::LockExclusive,
+        )
+        .unwrap();
+        assert_eq!(empty(&jobs, false), Vec::<String>::new());
+        assert!(has_entries(&jobs));
+        drop(held);
+        assert_eq!(empty(&jobs, true), Vec::<String>::new());
+        assert!(!has_entries(&jobs));
+    }
+}
