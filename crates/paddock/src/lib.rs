@@ -31,6 +31,7 @@ pub mod scripted;
 pub mod secret;
 pub mod server;
 pub mod session;
+pub(crate) mod setup_cache;
 pub mod setup_check;
 pub mod store;
 pub mod supervise;

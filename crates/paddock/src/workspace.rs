@@ -706,6 +706,46 @@ impl Workspace {
         Ok(Some(ws))
     }
 
+    /// The base commit's files whose name (the path's last part) `wanted`
+    /// accepts, as (path, blob id), read from Paddock's own git directory
+    /// (never the job's repository).
+    pub async fn base_files(
+        &self,
+        wanted: impl Fn(&[u8]) -> bool,
+    ) -> Result<Vec<(String, String)>, WorkspaceError> {
+        let listing = self
+            .paddock_git(None, false)
+            .run(
+                [
+                    "ls-tree",
+                    "-r",
+                    "-z",
+                    "--full-tree",
+                    self.base_commit.as_str(),
+                ],
+                None,
+            )
+            .await?;
+        let mut out = Vec::new();
+        // `MODE TYPE ID\tPATH`, NUL-terminated.
+        for record in listing.split(|b| *b == 0).filter(|r| !r.is_empty()) {
+            let Some(tab) = record.iter().position(|b| *b == b'\t') else {
+                continue;
+            };
+            let mut head = record[..tab].split(|b| *b == b' ');
+            let (_, kind, id) = (head.next(), head.next(), head.next());
+            let path = &record[tab + 1..];
+            let name = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
+            if let (Some(b"blob"), Some(id), true) = (kind, id, wanted(name)) {
+                out.push((
+                    String::from_utf8_lossy(path).into_owned(),
+                    String::from_utf8_lossy(id).into_owned(),
+                ));
+            }
+        }
+        Ok(out)
+    }
+
     /// Paddock's own git directory for this job (`meta/git`).
     fn git_dir(&self) -> PathBuf {
         self.meta.join("git")

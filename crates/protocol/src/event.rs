@@ -128,6 +128,10 @@ pub enum Phase {
     /// The job starts a new session instead of resuming its prior
     /// attempt's; `detail` says why (the model changed...).
     SessionForked,
+    /// The setup cache (docs/egress.md#the-setup-cache): `detail` says
+    /// whether setup's output was restored from it (the setup commands did
+    /// not run), stored in it, or why not.
+    SetupCache,
     /// The engine started a turn (Codex `turn.started`).
     TurnStarted,
     /// The engine finished a turn.

@@ -72,6 +72,10 @@ pub struct HostProfile {
     /// opened (docs/egress.md); absent: no maximum beyond the deny list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkLimits>,
+    /// `false` turns the setup cache off for this profile's jobs
+    /// (docs/egress.md#the-setup-cache); absent: on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup_cache: Option<bool>,
 }
 
 /// The former camelCase keys (still read, deprecated) and their snake_case
@@ -361,6 +365,7 @@ mod tests {
             timeout_min: Some(30),
             allowed_models: vec!["gpt-5.5".into()],
             network: None,
+            setup_cache: None,
         }
     }
 

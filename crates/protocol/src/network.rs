@@ -284,6 +284,14 @@ pub struct SetupSpec {
     /// The most the whole setup may take, in seconds.
     #[serde(default = "SetupSpec::default_timeout_secs")]
     pub timeout_secs: u64,
+    /// Whether setup's output may be restored from, and stored in, the
+    /// host's setup cache (docs/egress.md#the-setup-cache); default true.
+    #[serde(default = "SetupSpec::default_cache", skip_serializing_if = "is_true")]
+    pub cache: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl SetupSpec {
@@ -293,6 +301,10 @@ impl SetupSpec {
 
     fn default_timeout_secs() -> u64 {
         Self::DEFAULT_TIMEOUT_SECS
+    }
+
+    fn default_cache() -> bool {
+        true
     }
 
     pub fn is_default(&self) -> bool {
@@ -343,6 +355,7 @@ impl Default for SetupSpec {
             commands: Vec::new(),
             network: SetupNetwork::default(),
             timeout_secs: Self::DEFAULT_TIMEOUT_SECS,
+            cache: true,
         }
     }
 }
@@ -561,6 +574,22 @@ mod tests {
             let list = vec![wide.to_string()];
             assert_eq!(first_outside(&list, &max), Ok(Some((0, wide))), "{wide}");
         }
+    }
+
+    /// `cache` defaults to on, reads `false`, and is written only when off.
+    #[test]
+    fn setup_cache_switch_parses_and_round_trips() {
+        let on: SetupSpec = toml::from_str("commands = [\"npm ci\"]\n").unwrap();
+        let off: SetupSpec = toml::from_str("commands = [\"npm ci\"]\ncache = false\n").unwrap();
+        assert_eq!(
+            (
+                on.cache,
+                off.cache,
+                serde_json::to_value(&on).unwrap().get("cache").cloned(),
+                serde_json::to_value(&off).unwrap().get("cache").cloned(),
+            ),
+            (true, false, None, Some(serde_json::Value::Bool(false)))
+        );
     }
 
     #[test]

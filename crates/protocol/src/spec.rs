@@ -1870,6 +1870,7 @@ scenario = "s.toml"
                     commands: vec!["npm ci".into(), "cargo fetch".into()],
                     network: crate::network::SetupNetwork::Preset("registries".into()),
                     timeout_secs: 300,
+                    cache: true,
                 }
             )
         );

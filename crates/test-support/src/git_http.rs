@@ -3,7 +3,12 @@
 //! the bare repositories under a directory, fetch and push both. Every
 //! request must carry the expected `Authorization` header (401 with a
 //! Basic challenge otherwise, as a forge answers); each one's header is
-//! recorded, so a test sees which credentials reached the remote.
+//! recorded, so a test sees which credentials reached the remote. Or over
+//! HTTPS ([`GitHttpServer::start_https`]): behind rustls with a
+//! certificate for `localhost` signed by a self-signed CA made by rcgen for
+//! the server alone (its PEM given to the test, for the client to trust),
+//! no authorization asked, the server name each TLS client announced
+//! recorded.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -20,8 +25,11 @@ pub struct GitHttpServer {
     /// `{url}/NAME.git`.
     pub url: String,
     root: PathBuf,
-    authorization: String,
+    /// The `Authorization` every request must carry; `None`: none asked.
+    authorization: Option<String>,
     seen: Arc<Mutex<Vec<Option<String>>>>,
+    /// The server name (SNI) of each TLS connection (HTTPS only).
+    server_names: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl GitHttpServer {
@@ -32,18 +40,63 @@ impl GitHttpServer {
         let server = GitHttpServer {
             url: format!("http://{}", listener.local_addr().unwrap()),
             root: root.to_path_buf(),
-            authorization: authorization.to_string(),
+            authorization: Some(authorization.to_string()),
             seen: Arc::default(),
+            server_names: Arc::default(),
         };
-        let served = server.clone();
-        let router = axum::Router::new().fallback(move |req: Request<Body>| {
-            let server = served.clone();
-            async move { server.answer(req).await }
-        });
+        let router = server.router();
         tokio::spawn(async move {
             let _ = axum::serve(listener, router).await;
         });
         server
+    }
+
+    /// Serves the repositories under `root` over HTTPS on loopback, as
+    /// `https://localhost:PORT`, with no authorization asked; the PEM of
+    /// the CA that signed its certificate.
+    pub async fn start_https(root: &Path) -> (GitHttpServer, String) {
+        let (config, ca_pem) = tls_config();
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        let server = GitHttpServer {
+            url: format!("https://localhost:{port}"),
+            root: root.to_path_buf(),
+            authorization: None,
+            seen: Arc::default(),
+            server_names: Arc::default(),
+        };
+        let listener = TlsListener {
+            tcp,
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            server_names: server.server_names.clone(),
+        };
+        let router = server.router();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        (server, ca_pem)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap()
+    }
+
+    /// The server name each TLS client announced, in order (HTTPS only).
+    pub fn server_names(&self) -> Vec<Option<String>> {
+        self.server_names.lock().unwrap().clone()
+    }
+
+    fn router(&self) -> axum::Router {
+        let served = self.clone();
+        axum::Router::new().fallback(move |req: Request<Body>| {
+            let server = served.clone();
+            async move { server.answer(req).await }
+        })
     }
 
     /// The `Authorization` header of every request, in order.
@@ -58,7 +111,11 @@ impl GitHttpServer {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         self.seen.lock().unwrap().push(auth.clone());
-        if auth.as_deref() != Some(self.authorization.as_str()) {
+        if self
+            .authorization
+            .as_ref()
+            .is_some_and(|expected| auth.as_ref() != Some(expected))
+        {
             return http::Response::builder()
                 .status(StatusCode::UNAUTHORIZED)
                 .header("WWW-Authenticate", "Basic realm=\"git\"")
@@ -144,5 +201,76 @@ impl GitHttpServer {
         resp.status(status)
             .body(Body::from(out.stdout[end + sep..].to_vec()))
             .unwrap()
+    }
+}
+
+/// A rustls server configuration for `localhost` (a leaf certificate
+/// signed by a fresh self-signed CA, both made by rcgen) and the CA's PEM.
+fn tls_config() -> (rustls::ServerConfig, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+        KeyUsagePurpose,
+    };
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "Paddock test CA");
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = KeyPair::generate().unwrap();
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    leaf.distinguished_name
+        .push(DnType::CommonName, "localhost");
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf_cert = leaf.signed_by(&leaf_key, &ca_cert, &ca_key).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+        leaf_key.serialize_der(),
+    ));
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![leaf_cert.der().clone(), ca_cert.der().clone()], key)
+    .unwrap();
+    (config, ca_cert.pem())
+}
+
+/// Loopback TCP with a TLS handshake per connection, for `axum::serve`;
+/// a connection whose handshake fails (or takes over 10 s) is dropped.
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    server_names: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            let handshake = self.acceptor.accept(tcp);
+            if let Ok(Ok(tls)) =
+                tokio::time::timeout(std::time::Duration::from_secs(10), handshake).await
+            {
+                let name = tls.get_ref().1.server_name().map(str::to_string);
+                self.server_names.lock().unwrap().push(name);
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
     }
 }

@@ -24,6 +24,7 @@ mod network;
 mod provision;
 mod resume;
 mod setup;
+mod setup_cache;
 mod stream;
 mod teardown;
 #[cfg(test)]

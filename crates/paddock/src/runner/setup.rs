@@ -11,7 +11,9 @@
 //! the job with an error naming it and its exit code; either way nothing
 //! it started is left running (its rung kills the command's tree, then
 //! whatever still points into the job's directory), and the proxy's
-//! records are taken in before the job ends.
+//! records are taken in before the job ends. The setup cache
+//! (`setup_cache.rs`) restores what an earlier job's identical setup
+//! added instead of running the commands, or stores what they added.
 
 use std::future::Future;
 use std::process::ExitStatus;
@@ -82,6 +84,12 @@ pub(super) async fn run(
         ..*on_rung
     };
     let ws = on_rung.ws;
+    // The setup cache: restored instead of the commands, or the trees
+    // listed to store what they add.
+    let mut cached = super::setup_cache::open(job, em, ws, &env).await?;
+    if super::setup_cache::restore(em, &mut cached, ws).await? {
+        return Ok(());
+    }
     let deadline = Instant::now() + Duration::from_secs(setup.timeout_secs);
     let total = setup.commands.len();
     for (i, line) in setup.commands.iter().enumerate() {
@@ -131,6 +139,10 @@ pub(super) async fn run(
             }
             return Err(failure);
         }
+    }
+    // Every command succeeded and nothing they started is left.
+    if let Some(c) = cached {
+        super::setup_cache::store(em, c, ws).await?;
     }
     Ok(())
 }

@@ -368,6 +368,7 @@ fn profile(id: &str, max: u32) -> HostProfile {
         timeout_min: None,
         allowed_models: vec!["gpt-5.5".into()],
         network: None,
+        setup_cache: None,
     }
 }
 

@@ -227,3 +227,128 @@ async fn pip_and_npm_fetch_through_the_proxy_in_setup_and_not_in_the_agent_phase
     );
     std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
 }
+
+/// `git clone` over HTTPS from a loopback smart-HTTP server
+/// (`git http-backend` behind rustls, its certificate for `localhost`
+/// signed by a self-signed CA the job's repository carries, given to git
+/// with `GIT_SSL_CAINFO`) as a setup command on the sandbox rung, through
+/// the proxy (a CONNECT to `localhost:PORT` whose ClientHello names
+/// `localhost`): the clone's content is there and the row is an allowed
+/// one of the setup phase. The engine's same clone is refused (403 to
+/// the CONNECT, a refused row of the agent phase) and git fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn git_clone_over_https_with_a_self_signed_ca_in_setup_and_not_in_the_agent_phase() {
+    if !sandbox_available() || !present("git", &["--version"], "git") {
+        return;
+    }
+    let remotes = tempfile::tempdir().unwrap();
+    let dep = paddock_test_support::git::repo(remotes.path());
+    std::fs::write(dep.join("hello.txt"), "hello over https\n").unwrap();
+    git(&dep, &["add", "."]);
+    git(&dep, &["commit", "-q", "-m", "hello"]);
+    git(
+        remotes.path(),
+        &["clone", "-q", "--bare", dep.to_str().unwrap(), "dep.git"],
+    );
+    let (server, ca_pem) =
+        paddock_test_support::git_http::GitHttpServer::start_https(remotes.path()).await;
+    let port = server.port();
+    let home = Home::new();
+    let at = format!("localhost:{port}");
+    // The proxy resolves `localhost` itself: its loopback addresses are
+    // opened for this port only.
+    std::fs::write(
+        home.path().join("profile.toml"),
+        format!(
+            "id = \"egress-git\"\n[network]\nsetup_allow = [\"{at}\"]\nopen_addresses = [\"127.0.0.1:{port}\", \"[::1]:{port}\"]\n"
+        ),
+    )
+    .unwrap();
+    // loopback names are on NO_PROXY (for the broker): emptied.
+    let clone = |dest: &str| {
+        format!(
+            "NO_PROXY= no_proxy= GIT_SSL_CAINFO=\"$PWD/ca.pem\" git clone -q {}/dep.git \"{dest}\"",
+            server.url
+        )
+    };
+    let agent = format!(
+        "cat \"$HOME/dep/hello.txt\" > \"$HOME/seen\"\n{} > \"$HOME/agent-err\" 2>&1; echo \"clone $?\" > \"$HOME/agent\"",
+        clone("$HOME/dep2")
+    );
+    let spec = fake_codex_job(&home, "sandbox", &agent, 120);
+    let repo = home.path().join("repo");
+    std::fs::write(repo.join("ca.pem"), &ca_pem).unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "the CA"]);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[setup]\ncommands = ['''{}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"profile.toml\"\n",
+            clone("$HOME/dep")
+        ),
+    )
+    .unwrap();
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (
+            JobStatus::Failed,
+            Some("the engine exited without finishing its turn")
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job_home = home.jobs().join(&rec.id).join("home");
+    let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
+    let refused = read("agent-err");
+    assert_eq!(
+        (
+            read("seen"),
+            read("agent"),
+            refused.contains("CONNECT tunnel failed, response 403"),
+            job_home.join("dep2/hello.txt").exists(),
+        ),
+        (
+            "hello over https\n".to_string(),
+            "clone 128\n".to_string(),
+            true,
+            false
+        ),
+        "{refused}"
+    );
+    let store = home.store().await;
+    let rows = store.egress(&rec.id).await.unwrap();
+    let events: Vec<EgressRecord> = store
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::Network(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(events, rows);
+    assert_eq!(
+        destinations(&rows),
+        vec![
+            (
+                at.clone(),
+                EgressPhase::Agent,
+                false,
+                Some("allowlist".to_string())
+            ),
+            (at, EgressPhase::Setup, true, None),
+        ]
+    );
+    // Every TLS connection the server took named `localhost` (the proxy
+    // checked it against the CONNECT).
+    let names = server.server_names();
+    assert!(!names.is_empty());
+    assert_eq!(names, vec![Some("localhost".to_string()); names.len()]);
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}

@@ -30,3 +30,4 @@ mod sandbox_cli;
 mod sandbox_jobs;
 mod serve;
 mod serve_turns;
+mod setup_cache;

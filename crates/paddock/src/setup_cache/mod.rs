@@ -1,0 +1,463 @@
+//! The setup cache (issue #15): what a job's setup commands added to its
+//! work tree and home, kept by the host under `<jobs>/.setup-cache/` (0700)
+//! and copied into a later job with the same key instead of running the
+//! commands again. The key (`key.rs`) is everything that decides what
+//! setup produces; its first part is the source's own hash, so two
+//! sources never share an entry. An entry is written only from what setup
+//! added (paths that did not exist before it ran, the work tree's `.git`
+//! aside), once the commands succeeded and nothing they started is left,
+//! before the engine starts, so nothing the agent does reaches it. It is
+//! copied out and in by `copy.rs` (no link followed, no setuid/setgid
+//! file, FIFO or device, no link leaving its tree, every file a new
+//! inode: the job never holds a writable inode of the cache). A restore
+//! first checks that none of the entry's paths exists in the new job and
+//! that each one's directory does, else it is a miss and setup runs.
+//! Stores go to a temporary directory renamed into place; restores hold a
+//! shared lock on `.lock`, stores and pruning an exclusive one. Pruning,
+//! when an entry is stored: entries unused for [`MAX_AGE`] go, and of each
+//! source only the [`KEEP_PER_SOURCE`] used last are kept.
+
+pub(crate) mod copy;
+mod key;
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsFd as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use rustix::fs::{AtFlags, FlockOperation, OFlags};
+use serde::{Deserialize, Serialize};
+
+use crate::workspace::beneath;
+use copy::{copy_entry, Copied, CopyError};
+pub(crate) use key::{is_key_file, Key, KeyInput};
+
+/// Entries unused for this long are removed when another is stored.
+pub const MAX_AGE: Duration = Duration::from_secs(14 * 24 * 3600);
+/// Entries kept per source (the ones used last).
+pub const KEEP_PER_SOURCE: usize = 3;
+/// The cache's directory under the jobs directory.
+pub const DIR: &str = ".setup-cache";
+/// A store left half-made (its process died) is removed after this long.
+const STALE_TMP: Duration = Duration::from_secs(24 * 3600);
+
+/// The trees setup may add to: the work tree (its `.git` aside) and HOME.
+const TREES: [&str; 2] = ["work", "home"];
+
+fn skip_of(tree: &str) -> &'static [&'static [u8]] {
+    if tree == "work" {
+        &[b".git"]
+    } else {
+        &[]
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupCacheError {
+    #[error("setup cache {path}: cannot {step}: {source}")]
+    Io {
+        path: PathBuf,
+        step: &'static str,
+        source: io::Error,
+    },
+    #[error("setup cache {path}: cannot copy {tree}/{source}")]
+    Copy {
+        path: PathBuf,
+        tree: &'static str,
+        source: CopyError,
+    },
+}
+
+fn io_error<'a>(
+    path: &'a Path,
+    step: &'static str,
+) -> impl FnOnce(io::Error) -> SetupCacheError + 'a {
+    move |source| SetupCacheError::Io {
+        path: path.to_path_buf(),
+        step,
+        source,
+    }
+}
+
+/// The job's two trees.
+#[derive(Debug, Clone, Copy)]
+pub struct JobTrees<'a> {
+    pub work: &'a Path,
+    pub home: &'a Path,
+}
+
+impl JobTrees<'_> {
+    fn root(&self, tree: &str) -> &Path {
+        if tree == "work" {
+            self.work
+        } else {
+            self.home
+        }
+    }
+}
+
+/// What was copied, for the event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub key: String,
+    pub entries: u64,
+    pub bytes: u64,
+    /// Paths left out (at most ten) with why, and how many in all.
+    pub left_out: Vec<(String, &'static str)>,
+    pub left_out_count: u64,
+}
+
+impl Summary {
+    fn of(key: &Key, c: Copied) -> Summary {
+        Summary {
+            key: key.short().to_string(),
+            entries: c.entries,
+            bytes: c.bytes,
+            left_out: c.left_out,
+            left_out_count: c.left_out_count,
+        }
+    }
+}
+
+/// How a restore went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restore {
+    Restored(Summary),
+    /// No entry for the key.
+    Miss,
+    /// An entry, but it does not fit this checkout (why).
+    Unfit(String),
+}
+
+/// How a store went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    Stored(Summary),
+    /// Not stored (why).
+    Declined(String),
+}
+
+/// The paths of both trees before setup ran.
+#[derive(Debug, Default)]
+pub struct Before {
+    trees: Vec<HashSet<Vec<u8>>>,
+}
+
+/// What an entry holds besides its trees.
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    version: u32,
+    source: String,
+    /// (tree, path) of each subtree setup added.
+    roots: Vec<(String, Vec<u8>)>,
+    entries: u64,
+    bytes: u64,
+}
+
+/// The cache under one jobs directory.
+#[derive(Debug, Clone)]
+pub struct SetupCache {
+    dir: PathBuf,
+}
+
+impl SetupCache {
+    pub fn under(jobs_root: &Path) -> SetupCache {
+        SetupCache {
+            dir: jobs_root.join(DIR),
+        }
+    }
+
+    /// The paths of the job's trees before setup runs.
+    pub fn before(trees: JobTrees<'_>) -> Result<Before, SetupCacheError> {
+        let mut out = Before::default();
+        for tree in TREES {
+            let root = trees.root(tree);
+            out.trees.push(
+                copy::inventory(root, skip_of(tree)).map_err(io_error(root, "list the tree"))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The cache's directory, private.
+    fn make_dir(&self) -> Result<(), SetupCacheError> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)
+            .map_err(io_error(&self.dir, "create the directory"))
+    }
+
+    /// The cache's lock, taken `op`.
+    fn lock(&self, op: FlockOperation) -> Result<std::fs::File, SetupCacheError> {
+        self.make_dir()?;
+        let path = self.dir.join(".lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_error(&path, "open the lock"))?;
+        rustix::fs::flock(&file, op).map_err(|e| io_error(&path, "lock")(e.into()))?;
+        Ok(file)
+    }
+
+    /// Copies the entry of `key` into the job's trees, when there is one
+    /// and it fits; nothing is left of a restore that failed.
+    pub fn restore(&self, key: &Key, trees: JobTrees<'_>) -> Result<Restore, SetupCacheError> {
+        let entry = self.dir.join(key.dir_name());
+        let manifest_path = entry.join("manifest.json");
+        if !manifest_path.exists() {
+            return Ok(Restore::Miss);
+        }
+        let _lock = self.lock(FlockOperation::LockShared)?;
+        let text = match std::fs::read(&manifest_path) {
+            Ok(t) => t,
+            // Pruned meanwhile.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Restore::Miss),
+            Err(e) => return Err(io_error(&manifest_path, "read the manifest")(e)),
+        };
+        let manifest: Manifest = serde_json::from_slice(&text)
+            .map_err(|e| io_error(&manifest_path, "read the manifest")(io::Error::other(e)))?;
+        if let Some(why) = unfit(&manifest, trees) {
+            return Ok(Restore::Unfit(why));
+        }
+        let mut acc = Copied::default();
+        let mut made: Vec<PathBuf> = Vec::new();
+        for (tree, rel) in &manifest.roots {
+            let tree = tree_name(tree);
+            let dst_root = trees.root(tree);
+            let copied = copy_root(&entry.join(tree), dst_root, rel, &mut acc);
+            made.push(dst_root.join(OsStr::from_bytes(rel)));
+            if let Err(source) = copied {
+                for path in &made {
+                    remove(path);
+                }
+                return Err(SetupCacheError::Copy {
+                    path: entry,
+                    tree,
+                    source,
+                });
+            }
+        }
+        // Its last use, for pruning.
+        if let Ok(f) = std::fs::File::options().write(true).open(&manifest_path) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+        Ok(Restore::Restored(Summary::of(key, acc)))
+    }
+
+    /// Stores what setup added to the job's trees since `before` under
+    /// `key`, then prunes.
+    pub fn store(
+        &self,
+        key: &Key,
+        trees: JobTrees<'_>,
+        before: &Before,
+    ) -> Result<Stored, SetupCacheError> {
+        let entry = self.dir.join(key.dir_name());
+        if entry.exists() {
+            return Ok(Stored::Declined(format!(
+                "an entry for key {} is already there",
+                key.short()
+            )));
+        }
+        self.make_dir()?;
+        let tmp = self
+            .dir
+            .join(format!(".tmp-{:016x}", rand::random::<u64>()));
+        let made = self.fill(&tmp, key, trees, before);
+        let summary = match made {
+            Ok(s) => s,
+            Err(SetupCacheError::Copy {
+                source: CopyError::TooBig,
+                ..
+            }) => {
+                remove(&tmp);
+                return Ok(Stored::Declined(CopyError::TooBig.to_string()));
+            }
+            Err(e) => {
+                remove(&tmp);
+                return Err(e);
+            }
+        };
+        let _lock = self.lock(FlockOperation::LockExclusive)?;
+        if std::fs::rename(&tmp, &entry).is_err() {
+            // Another job stored the same key first.
+            remove(&tmp);
+        }
+        self.prune();
+        Ok(Stored::Stored(summary))
+    }
+
+    /// The new entry's trees and manifest in `tmp`.
+    fn fill(
+        &self,
+        tmp: &Path,
+        key: &Key,
+        trees: JobTrees<'_>,
+        before: &Before,
+    ) -> Result<Summary, SetupCacheError> {
+        let mut acc = Copied::default();
+        let mut roots = Vec::new();
+        for (i, tree) in TREES.into_iter().enumerate() {
+            let src_root = trees.root(tree);
+            let dst_root = tmp.join(tree);
+            std::fs::create_dir_all(&dst_root).map_err(io_error(&dst_root, "create"))?;
+            let empty = HashSet::new();
+            let new = copy::new_roots(
+                src_root,
+                before.trees.get(i).unwrap_or(&empty),
+                skip_of(tree),
+            )
+            .map_err(io_error(src_root, "list the tree"))?;
+            for rel in new {
+                let (parent, _) = copy::split(&rel);
+                let parent = dst_root.join(OsStr::from_bytes(parent));
+                std::fs::create_dir_all(&parent).map_err(io_error(&parent, "create"))?;
+                copy_root(src_root, &dst_root, &rel, &mut acc).map_err(|source| {
+                    SetupCacheError::Copy {
+                        path: tmp.to_path_buf(),
+                        tree,
+                        source,
+                    }
+                })?;
+                roots.push((tree.to_string(), rel));
+            }
+        }
+        let manifest = Manifest {
+            version: 1,
+            source: key.source.clone(),
+            roots,
+            entries: acc.entries,
+            bytes: acc.bytes,
+        };
+        let path = tmp.join("manifest.json");
+        let text = serde_json::to_vec(&manifest)
+            .map_err(|e| io_error(&path, "write")(io::Error::other(e)))?;
+        std::fs::write(&path, text).map_err(io_error(&path, "write"))?;
+        Ok(Summary::of(key, acc))
+    }
+
+    /// Removes half-made stores, entries unused for [`MAX_AGE`], and each
+    /// source's entries beyond the [`KEEP_PER_SOURCE`] used last (the
+    /// caller holds the exclusive lock).
+    fn prune(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let now = SystemTime::now();
+        let age = |p: &Path| {
+            std::fs::symlink_metadata(p)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .unwrap_or_default()
+        };
+        let mut by_source: std::collections::BTreeMap<String, Vec<(Duration, PathBuf)>> =
+            Default::default();
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = e.path();
+            if name.starts_with(".tmp-") {
+                if age(&path) > STALE_TMP {
+                    remove(&path);
+                }
+                continue;
+            }
+            let Some((source, _)) = name.split_once('-') else {
+                continue;
+            };
+            let used = age(&path.join("manifest.json"));
+            if used > MAX_AGE {
+                remove(&path);
+                continue;
+            }
+            by_source
+                .entry(source.to_string())
+                .or_default()
+                .push((used, path));
+        }
+        for mut entries in by_source.into_values() {
+            entries.sort();
+            for (_, path) in entries.into_iter().skip(KEEP_PER_SOURCE) {
+                remove(&path);
+            }
+        }
+    }
+}
+
+fn tree_name(tree: &str) -> &'static str {
+    if tree == "work" {
+        "work"
+    } else {
+        "home"
+    }
+}
+
+/// Why an entry does not fit the job's trees: a path it holds exists
+/// already, or its directory does not; `None` when it fits.
+fn unfit(manifest: &Manifest, trees: JobTrees<'_>) -> Option<String> {
+    for (tree, rel) in &manifest.roots {
+        let shown = format!("{tree}/{}", String::from_utf8_lossy(rel));
+        if !TREES.contains(&tree.as_str()) || !copy::is_plain(rel) {
+            return Some(format!("`{shown}` is not a path the cache holds"));
+        }
+        let (parent, name) = copy::split(rel);
+        let Ok(root) = beneath::open_root(trees.root(tree)) else {
+            return Some(format!("the job's {tree} directory cannot be opened"));
+        };
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+        let Ok(dir) = beneath::open_beneath(root.as_fd(), parent, flags) else {
+            return Some(format!("`{shown}`: its directory is not in the checkout"));
+        };
+        match rustix::fs::statat(&dir, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW) {
+            Err(rustix::io::Errno::NOENT) => {}
+            _ => return Some(format!("`{shown}` exists in the checkout already")),
+        }
+    }
+    None
+}
+
+/// Copies the subtree `rel` of `src_root` to the same place under
+/// `dst_root` (whose parent directory exists).
+fn copy_root(
+    src_root: &Path,
+    dst_root: &Path,
+    rel: &[u8],
+    acc: &mut Copied,
+) -> Result<(), CopyError> {
+    let (parent, name) = copy::split(rel);
+    let open = |root: &Path| -> Result<std::os::fd::OwnedFd, CopyError> {
+        let fd = beneath::open_root(root).map_err(|source| CopyError::Io {
+            rel: String::new(),
+            source,
+        })?;
+        beneath::open_beneath(fd.as_fd(), parent, OFlags::RDONLY | OFlags::DIRECTORY).map_err(
+            |source| CopyError::Io {
+                rel: String::from_utf8_lossy(parent).into_owned(),
+                source,
+            },
+        )
+    };
+    let (src, dst) = (open(src_root)?, open(dst_root)?);
+    copy_entry(src.as_fd(), dst.as_fd(), name, rel, acc)
+}
+
+/// Removes `path` (a directory with what it holds, or a file or link)
+/// without following links.
+fn remove(path: &Path) {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {
+            let _ = std::fs::remove_dir_all(path);
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(path);
+        }
+        Err(_) => {}
+    }
+}

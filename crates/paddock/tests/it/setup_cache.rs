@@ -1,0 +1,297 @@
+//! The setup cache (docs/egress.md#the-setup-cache) with the real binary
+//! and a stand-in engine: a second job of the same source, commands and
+//! lockfiles is restored (its setup commands do not run, the files and
+//! links they made are there, the very bytes of the first run); a changed
+//! lockfile misses; `setup.cache = false` turns it off; a planted link out
+//! of the tree, a setuid file and a FIFO are not carried; two sources with
+//! the same content and commands never share an entry.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+use paddock_protocol::{EventBody, JobStatus, Phase};
+use paddock_test_support::prelude::*;
+
+/// The setup: a file whose bytes differ on every run (a second run would
+/// show), a file, a link inside the tree, and a file in HOME.
+const SETUP: &[&str] = &[
+    "mkdir -p deps/bin && date +%s%N > deps/stamp && echo lib > deps/lib.js",
+    "ln -s ../lib.js deps/bin/lib && mkdir -p \"$HOME/.pkg\" && echo cached > \"$HOME/.pkg/index\"",
+];
+
+/// The engine: what it sees of setup's output.
+const AGENT: &str = "exec 2>/dev/null; cat deps/stamp deps/bin/lib \"$HOME/.pkg/index\" > \"$HOME/seen\"; readlink deps/bin/lib >> \"$HOME/seen\"; ls -A deps >> \"$HOME/seen\"";
+
+/// A job spec in `home` on `rung` with `commands` as its setup (and
+/// `extra` lines in `[setup]`).
+fn spec_with(home: &Home, rung: &str, commands: &[&str], extra: &str) -> std::path::PathBuf {
+    let spec = fake_codex_job(home, rung, AGENT, 60);
+    let list = commands
+        .iter()
+        .map(|c| format!("'''{c}'''"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!("{text}\n[setup]\ncommands = [{list}]\n{extra}"),
+    )
+    .unwrap();
+    spec
+}
+
+/// A job's run: the `setup_cache` statuses, how many setup
+/// commands ran, what its engine saw.
+struct Run {
+    cache: Vec<String>,
+    commands_run: usize,
+    seen: String,
+}
+
+async fn run(home: &Home, spec: &Path) -> Run {
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    // The stand-in engine prints no turn: the job fails after its script.
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (
+            JobStatus::Failed,
+            Some("the engine exited without finishing its turn")
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let cache = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::Status {
+                phase: Phase::SetupCache,
+                detail,
+            } => detail.clone(),
+            _ => None,
+        })
+        .collect();
+    let commands_run = events
+        .iter()
+        .filter(|e| matches!(&e.body, EventBody::ToolCall { tool, .. } if tool == "setup"))
+        .count();
+    let job = home.jobs().join(&rec.id);
+    let seen = std::fs::read_to_string(job.join("home/seen")).unwrap_or_default();
+    std::fs::remove_dir_all(&job).unwrap();
+    Run {
+        cache,
+        commands_run,
+        seen,
+    }
+}
+
+/// The 12-digit key an event names.
+fn key_of(detail: &str) -> String {
+    let at = detail.find("(key ").expect(detail) + 5;
+    detail[at..at + 12].to_string()
+}
+
+fn commit(repo: &Path, file: &str, text: &str) {
+    std::fs::write(repo.join(file), text).unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-q", "-m", file]);
+}
+
+async fn restored_then_missed_on(rung: &str) {
+    let home = Home::new();
+    let spec = spec_with(&home, rung, SETUP, "");
+    let repo = home.path().join("repo");
+    commit(&repo, "package-lock.json", "{\"lockfileVersion\": 3}\n");
+    // 5 entries in the work tree (2 directories, 2 files, a link), 2 in
+    // HOME; the stamp's 20 bytes, `lib\n`, `cached\n`.
+    let size = "7 entries, 31 bytes";
+    let first = run(&home, &spec).await;
+    let k = key_of(&first.cache[0]);
+    assert_eq!(
+        (&first.cache, first.commands_run),
+        (
+            &vec![
+                format!("not in the setup cache (key {k}); the setup commands run"),
+                format!("stored in the setup cache (key {k}): {size}"),
+            ],
+            2
+        ),
+        "{rung}"
+    );
+    let stamp = first.seen.lines().next().unwrap().to_string();
+    let expected_seen = format!("{stamp}\nlib\ncached\n../lib.js\nbin\nlib.js\nstamp\n");
+    assert_eq!(first.seen, expected_seen);
+    // The same source, lockfile and commands: restored, not run; the
+    // first run's bytes.
+    let second = run(&home, &spec).await;
+    assert_eq!(
+        (&second.cache, second.commands_run, &second.seen),
+        (
+            &vec![format!(
+                "restored from the setup cache (key {k}): {size}; the setup commands did not run"
+            )],
+            0,
+            &expected_seen
+        ),
+        "{rung}"
+    );
+    // Another commit that leaves the lockfile alone: still restored.
+    commit(&repo, "src.txt", "code\n");
+    let third = run(&home, &spec).await;
+    assert_eq!((third.commands_run, &third.seen), (0, &expected_seen));
+    // A changed lockfile: another key, a miss, the commands run.
+    commit(
+        &repo,
+        "package-lock.json",
+        "{\"lockfileVersion\": 3, \"x\": 1}\n",
+    );
+    let fourth = run(&home, &spec).await;
+    let k2 = key_of(&fourth.cache[0]);
+    assert_ne!(k2, k);
+    assert_eq!(
+        (&fourth.cache, fourth.commands_run),
+        (
+            &vec![
+                format!("not in the setup cache (key {k2}); the setup commands run"),
+                format!("stored in the setup cache (key {k2}): {size}"),
+            ],
+            2
+        )
+    );
+    assert_ne!(fourth.seen, expected_seen);
+    // Off in the spec: the commands run, nothing is restored or stored.
+    let off = home.path().join("off.toml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&off, format!("{text}cache = false\n")).unwrap();
+    let fifth = run(&home, &off).await;
+    assert_eq!(
+        (&fifth.cache, fifth.commands_run),
+        (&vec!["off (setup.cache = false)".to_string()], 2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_job_is_restored_and_a_changed_lockfile_misses_on_the_process_rung() {
+    restored_then_missed_on("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_job_is_restored_and_a_changed_lockfile_misses_in_the_sandbox() {
+    if !sandbox_available() {
+        return;
+    }
+    restored_then_missed_on("sandbox").await;
+}
+
+/// A host profile with `setup_cache = false` turns it off.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_profile_turns_the_cache_off() {
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("profile.toml"),
+        "id = \"no-cache\"\nsetup_cache = false\n",
+    )
+    .unwrap();
+    let spec = spec_with(
+        &home,
+        "process",
+        SETUP,
+        "\n[policy]\nprofile = \"profile.toml\"\n",
+    );
+    for _ in 0..2 {
+        let r = run(&home, &spec).await;
+        assert_eq!(
+            (&r.cache, r.commands_run),
+            (
+                &vec!["off (host profile no-cache: setup_cache = false)".to_string()],
+                2
+            )
+        );
+    }
+}
+
+/// Links out of the tree, a setuid file and a FIFO made by setup are left
+/// out of the entry (named in the event) and not in the restored job;
+/// the cache holds none of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn planted_links_setuid_files_and_fifos_are_not_carried() {
+    let home = Home::new();
+    let planted = [
+        "mkdir -p deps && echo ok > deps/ok && ln -s /etc/passwd deps/out && ln -s ../../../.. deps/up",
+        "echo s > deps/suid && chmod 4755 deps/suid && test -u deps/suid && mkfifo deps/fifo",
+    ];
+    let spec = spec_with(&home, "process", &planted, "");
+    let first = run(&home, &spec).await;
+    let k = key_of(&first.cache[0]);
+    assert_eq!(
+        first.cache[1],
+        format!(
+            "stored in the setup cache (key {k}): 2 entries, 3 bytes; left out (4 in all): `deps/fifo` (not a file, directory or link), `deps/out` (a link out of the tree), `deps/suid` (setuid or setgid), `deps/up` (a link out of the tree)"
+        )
+    );
+    let second = run(&home, &spec).await;
+    assert_eq!(
+        (second.commands_run, second.seen.lines().last()),
+        (0, Some("ok"))
+    );
+    // Nothing in the cache is a link out, setuid or special.
+    let cache = home.jobs().join(".setup-cache");
+    let mut odd = Vec::new();
+    let mut stack = vec![cache];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            use std::os::unix::fs::PermissionsExt as _;
+            if m.is_dir() {
+                stack.push(e.path());
+            } else if !m.is_file() || m.permissions().mode() & 0o6000 != 0 {
+                odd.push(e.path());
+            }
+        }
+    }
+    assert_eq!(odd, Vec::<std::path::PathBuf>::new());
+}
+
+/// Two sources with the same content, lockfile and commands: each gets
+/// its own entry, neither restores the other's.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_sources_never_share_an_entry() {
+    let home = Home::new();
+    let spec = spec_with(&home, "process", SETUP, "");
+    let repo = home.path().join("repo");
+    let twin = home.path().join("twin");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            repo.to_str().unwrap(),
+            twin.to_str().unwrap(),
+        ],
+    );
+    let twin_spec = home.path().join("twin.toml");
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("path = \"{}\"", twin.display()),
+    );
+    std::fs::write(&twin_spec, text).unwrap();
+    let first = run(&home, &spec).await;
+    let other = run(&home, &twin_spec).await;
+    let (k, k2) = (key_of(&first.cache[0]), key_of(&other.cache[0]));
+    assert_ne!(k, k2);
+    assert_eq!(
+        (&other.cache[0], other.commands_run),
+        (
+            &format!("not in the setup cache (key {k2}); the setup commands run"),
+            2
+        )
+    );
+    assert_ne!(first.seen, other.seen);
+    // And each source's second job restores its own.
+    let again = run(&home, &twin_spec).await;
+    assert_eq!((again.commands_run, &again.seen), (0, &other.seen));
+}
