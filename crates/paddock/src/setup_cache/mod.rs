@@ -461,3 +461,129 @@ fn remove(path: &Path) {
         Err(_) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(source: &str, command: &str) -> Key {
+        Key::of(KeyInput {
+            source,
+            key_files: Vec::new(),
+            commands: &[command.to_string()],
+            network: Vec::new(),
+            rung: "process",
+            profile: None,
+            path_env: "",
+        })
+    }
+
+    /// A job's trees under `dir`, `deps/f` added by its "setup".
+    fn job(dir: &Path) -> (PathBuf, PathBuf, Before) {
+        let (work, home) = (dir.join("work"), dir.join("home"));
+        std::fs::create_dir_all(work.join(".git")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let before = SetupCache::before(JobTrees {
+            work: &work,
+            home: &home,
+        })
+        .unwrap();
+        std::fs::create_dir_all(work.join("deps")).unwrap();
+        std::fs::write(work.join("deps/f"), "f").unwrap();
+        std::fs::write(work.join(".git/planted"), "x").unwrap();
+        (work, home, before)
+    }
+
+    /// A key is stored once; an entry whose path exists in the new job,
+    /// or whose directory does not, is unfit and nothing is copied; the
+    /// job's `.git` is never carried.
+    #[test]
+    fn stored_once_and_restored_only_where_it_fits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = SetupCache::under(&tmp.path().join("jobs"));
+        let k = key("/src", "make deps");
+        let (work, home, before) = job(&tmp.path().join("a"));
+        let trees = JobTrees {
+            work: &work,
+            home: &home,
+        };
+        let stored = cache.store(&k, trees, &before).unwrap();
+        assert_eq!(
+            (
+                matches!(stored, Stored::Stored(ref s) if (s.entries, s.bytes) == (2, 1)),
+                cache.store(&k, trees, &before).unwrap(),
+            ),
+            (
+                true,
+                Stored::Declined(format!("an entry for key {} is already there", k.short()))
+            )
+        );
+        // The same job's trees already have `deps`.
+        assert_eq!(
+            cache.restore(&k, trees).unwrap(),
+            Restore::Unfit("`work/deps` exists in the checkout already".into())
+        );
+        let fresh = tmp.path().join("b");
+        std::fs::create_dir_all(fresh.join("work")).unwrap();
+        std::fs::create_dir_all(fresh.join("home")).unwrap();
+        let fresh_trees = JobTrees {
+            work: &fresh.join("work"),
+            home: &fresh.join("home"),
+        };
+        assert_eq!(
+            (
+                cache
+                    .restore(&key("/other", "make deps"), fresh_trees)
+                    .unwrap(),
+                matches!(
+                    cache.restore(&k, fresh_trees).unwrap(),
+                    Restore::Restored(_)
+                ),
+                std::fs::read_to_string(fresh.join("work/deps/f")).unwrap(),
+                fresh.join("work/.git").exists(),
+            ),
+            (Restore::Miss, true, "f".to_string(), false)
+        );
+    }
+
+    /// Storing prunes: entries unused for longer than `MAX_AGE` go, and a
+    /// source keeps the `KEEP_PER_SOURCE` used last.
+    #[test]
+    fn storing_prunes_old_entries_and_keeps_three_per_source() {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let cache = SetupCache::under(&jobs);
+        let set_age = |k: &Key, secs: u64| {
+            let manifest = jobs.join(DIR).join(k.dir_name()).join("manifest.json");
+            let f = std::fs::File::options().write(true).open(manifest).unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(secs))
+                .unwrap();
+        };
+        let old = key("/old", "make");
+        let (work, home, before) = job(&tmp.path().join("old"));
+        let trees = JobTrees {
+            work: &work,
+            home: &home,
+        };
+        cache.store(&old, trees, &before).unwrap();
+        set_age(&old, MAX_AGE.as_secs() + 60);
+        let keys: Vec<Key> = (0..4).map(|i| key("/src", &format!("make {i}"))).collect();
+        for (i, k) in keys.iter().enumerate() {
+            cache.store(k, trees, &before).unwrap();
+            // The earlier a key, the longer ago it was used.
+            set_age(k, 1000 - 100 * i as u64);
+        }
+        let mut left: Vec<String> = std::fs::read_dir(jobs.join(DIR))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        left.sort();
+        let mut expected: Vec<String> = keys[1..].iter().map(Key::dir_name).collect();
+        expected.sort();
+        // Pruned when the fourth was stored (before its age was set): the
+        // old source's entry and the first key, used longest ago.
+        assert_eq!(left, expected);
+    }
+}
