@@ -7,8 +7,11 @@
 //!   repository, against the same scripted upstream directly (a minimal
 //!   `config.toml` like the one Paddock writes, no broker, no workspace);
 //! - **process** and **sandbox**: `paddock run` of the hello job on each
-//!   rung (a fresh data directory per run, so nothing is cached between
-//!   runs that a first job would not have).
+//!   rung, one after another in one data directory per rung and case, as a
+//!   user's jobs run (the mirror of a URL source fetched, not cloned; the
+//!   engine's version remembered), after one untimed first job; with
+//!   `--cold`, a fresh data directory per run instead (nothing cached that
+//!   a first job would not have).
 //!
 //! The same three again on the hello repository grown to `--files` more
 //! files (default 10,000 files of about 4 KB in nested directories, the
@@ -43,6 +46,7 @@ use time::OffsetDateTime;
 
 struct Args {
     runs: usize,
+    cold: bool,
     files: usize,
     paddock: PathBuf,
     codex: PathBuf,
@@ -52,23 +56,26 @@ struct Args {
 fn args() -> Args {
     let mut runs = 7;
     let mut files = 10_000;
+    let mut cold = false;
     let mut paddock = None;
     let mut codex = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--runs" => runs = it.next().and_then(|v| v.parse().ok()).expect("--runs N"),
+            "--cold" => cold = true,
             "--files" => files = it.next().and_then(|v| v.parse().ok()).expect("--files N"),
             "--paddock" => paddock = it.next().map(PathBuf::from),
             "--codex" => codex = it.next().map(PathBuf::from),
             other => {
-                panic!("unknown argument {other} (--runs N, --files N, --paddock BIN, --codex BIN)")
+                panic!("unknown argument {other} (--runs N, --files N, --cold, --paddock BIN, --codex BIN)")
             }
         }
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     Args {
         runs,
+        cold,
         files,
         paddock: paddock.expect("--paddock BIN (scripts/bench-job passes the release build)"),
         codex: codex
@@ -215,10 +222,11 @@ impl Phases {
 
 /// One `paddock run` of the hello job on `rung` (on the local repository
 /// `repo` instead of the hello bundle, if given); its wall time and phases.
-async fn paddock(args: &Args, scratch: &Path, rung: &str, repo: Option<&Path>) -> Phases {
-    let dir = tempfile::tempdir_in(scratch).unwrap();
+async fn paddock(args: &Args, home: &Path, rung: &str, repo: Option<&Path>) -> Phases {
+    let fresh = tempfile::tempdir_in(home).unwrap();
+    let dir: &Path = if args.cold { fresh.path() } else { home };
     for f in ["repo.bundle", "scenario.toml"] {
-        std::fs::copy(args.hello.join(f), dir.path().join(f)).unwrap();
+        std::fs::copy(args.hello.join(f), dir.join(f)).unwrap();
     }
     let mut spec = std::fs::read_to_string(args.hello.join("job.toml")).unwrap();
     if let Some(repo) = repo {
@@ -228,22 +236,22 @@ async fn paddock(args: &Args, scratch: &Path, rung: &str, repo: Option<&Path>) -
         );
     }
     std::fs::write(
-        dir.path().join("job.toml"),
+        dir.join("job.toml"),
         format!("isolation = \"{rung}\"\n{spec}"),
     )
     .unwrap();
-    let db = dir.path().join("paddock.db");
+    let db = dir.join("paddock.db");
     let wall_start = OffsetDateTime::now_utc();
     let started = Instant::now();
     let out = Command::new(&args.paddock)
         .arg("--db")
         .arg(&db)
         .arg("--data-dir")
-        .arg(dir.path().join("data"))
+        .arg(dir.join("data"))
         .arg("--jobs-dir")
-        .arg(dir.path().join("jobs"))
+        .arg(dir.join("jobs"))
         .args(["run", "--json", "job.toml"])
-        .current_dir(dir.path())
+        .current_dir(dir)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -332,6 +340,26 @@ async fn main() {
         ));
     }
     let mut bare_ms: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    // One data directory per case and rung, its first job untimed.
+    let homes: Vec<Vec<PathBuf>> = (0..cases.len())
+        .map(|i| {
+            ["process", "sandbox"]
+                .iter()
+                .map(|rung| {
+                    let home = scratch.path().join(format!("home-{i}-{rung}"));
+                    std::fs::create_dir_all(&home).unwrap();
+                    home
+                })
+                .collect()
+        })
+        .collect();
+    if !args.cold {
+        for (i, (_, _, repo)) in cases.iter().enumerate() {
+            for (j, rung) in ["process", "sandbox"].iter().enumerate() {
+                paddock(&args, &homes[i][j], rung, repo.as_deref()).await;
+            }
+        }
+    }
     let mut runs: Vec<Vec<(&str, Vec<Phases>)>> = cases
         .iter()
         .map(|_| vec![("process", Vec::new()), ("sandbox", Vec::new())])
@@ -343,8 +371,8 @@ async fn main() {
                 bare(&args, &server.base, scratch.path(), prompt, source)
             });
             bare_ms[i].push(b.as_secs_f64() * 1000.0);
-            for (rung, v) in runs[i].iter_mut() {
-                v.push(paddock(&args, scratch.path(), rung, repo.as_deref()).await);
+            for (j, (rung, v)) in runs[i].iter_mut().enumerate() {
+                v.push(paddock(&args, &homes[i][j], rung, repo.as_deref()).await);
             }
         }
     }
