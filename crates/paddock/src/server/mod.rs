@@ -186,6 +186,7 @@ where
             None
         }
     };
+    turns::sweep(&state).await;
     let scheduler = tokio::spawn(Arc::clone(&state.queue).run());
     let app = router(state.clone());
     let closing = state.closing.clone();

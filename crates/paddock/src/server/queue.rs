@@ -215,16 +215,18 @@ impl Queue {
     }
 
     /// Runs a turn now, in a free slot of `max_concurrent_jobs` or not at
-    /// all: admitted as a job, gated on its budget (held: stored `held`
+    /// all: admitted as a job (under job id `id`), gated on its budget (held: stored `held`
     /// as a submission is), recorded `running` (never `queued`: the
     /// scheduler never sees it), its `files` written into `source` as a
     /// repository when it has them, and started as a claimed job.
     pub async fn turn(
         self: &Arc<Self>,
+        id: &str,
         spec: &JobSpec,
         source: Option<(PathBuf, &BTreeMap<String, String>)>,
     ) -> Result<Turn, TurnError> {
-        let admitted = self.runner.admit(spec).await?;
+        let mut admitted = self.runner.admit(spec).await?;
+        id.clone_into(&mut admitted.id);
         if let Some(message) = self.runner.budget_hold(&admitted).await? {
             return Ok(Turn::Held(self.hold(&admitted, message, 0).await?.id));
         }

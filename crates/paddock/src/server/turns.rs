@@ -30,6 +30,13 @@ use crate::runner::ErrorCode;
 
 /// The header naming the turn's job id.
 pub const JOB_ID_HEADER: &str = "paddock-job-id";
+/// A turn's inline source is `<jobs>/.turn-<key>`; its job `job-<key>`
+/// and its ticket `turn-<key>` (`key` a fresh UUID v7).
+const SOURCE_PREFIX: &str = ".turn-";
+const JOB_PREFIX: &str = "job-";
+/// How old an inline source whose job is not in the store must be before
+/// [`sweep`] removes it (a turn writes its files just before its record).
+const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A turn request as JSON (docs/api.md#turns): `engine`, `upstream` and
 /// `input` required; `instructions`, `skills`, `files` or `repository`,
@@ -84,7 +91,7 @@ pub async fn turn(
                 .config()
                 .paths
                 .jobs
-                .join(format!(".turn-{key}")),
+                .join(format!("{SOURCE_PREFIX}{key}")),
         ),
     };
     let spec = request.to_spec(
@@ -95,7 +102,11 @@ pub async fn turn(
     let spec = state.defaults.apply(spec);
     let taken = state
         .queue
-        .turn(&spec, source.map(|dir| (dir, &request.files)))
+        .turn(
+            &format!("{JOB_PREFIX}{key}"),
+            &spec,
+            source.map(|dir| (dir, &request.files)),
+        )
         .await;
     let (id, ended) = match taken {
         Ok(Turn::Started { id, ended }) => (id, Some(ended)),
@@ -166,5 +177,45 @@ struct CancelOnDrop {
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.queue.cancel_here(&self.id);
+    }
+}
+
+/// Removes the inline sources (`<jobs>/.turn-<key>`) of turns that have
+/// ended, which a server killed mid-turn leaves behind (its reaper at the
+/// next start finishes the job and removes its workspace, not this
+/// directory): each whose job `job-<key>` is final, or not in the store
+/// and older than [`ORPHAN_AGE`]. A running turn's, another server's on the
+/// same store, is kept. What could not be read or removed is logged.
+pub async fn sweep(state: &AppState) {
+    let jobs = &state.runner.config().paths.jobs;
+    let Ok(entries) = std::fs::read_dir(jobs) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(key) = name.to_str().and_then(|n| n.strip_prefix(SOURCE_PREFIX)) else {
+            continue;
+        };
+        let ended = match state.store.job(&format!("{JOB_PREFIX}{key}")).await {
+            Ok(Some(job)) => !matches!(
+                job.status,
+                paddock_protocol::JobStatus::Queued | paddock_protocol::JobStatus::Running
+            ),
+            Ok(None) => entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > ORPHAN_AGE),
+            Err(e) => {
+                tracing::warn!("serve: cannot sweep {}: {e}", entry.path().display());
+                false
+            }
+        };
+        if ended {
+            if let Err(e) = crate::workspace::inline_source::remove(&entry.path()) {
+                tracing::warn!("serve: {e}");
+            }
+        }
     }
 }

@@ -27,7 +27,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#;
 
 /// A running `paddock serve`.
 pub(crate) struct Server {
-    child: tokio::process::Child,
+    pub(crate) child: tokio::process::Child,
     base: String,
     stderr: Arc<Mutex<String>>,
     /// Sends an admin token with every request.
@@ -164,7 +164,7 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
-    fn pid(&self) -> nix::unistd::Pid {
+    pub(crate) fn pid(&self) -> nix::unistd::Pid {
         nix::unistd::Pid::from_raw(self.child.id().unwrap() as i32)
     }
 }

@@ -327,6 +327,53 @@ async fn a_client_that_goes_away_cancels_its_turn_and_turns_take_slots() {
     assert_eq!(running_jobs(&server).await, Vec::<String>::new());
 }
 
+/// A server killed (`kill -9`) mid-turn leaves the turn to its next
+/// start: the reaper fails the job and removes its workspace, and the
+/// turn's inline source is swept; the engine is gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_whose_server_was_killed_leaves_nothing_after_a_restart() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let pid_file = home.path().join("engine.pid");
+    let turn = json!({
+        "engine": {"kind": "codex", "model": "gpt-5.5", "binary": stalling_codex(&home, &pid_file)},
+        "upstream": {"provider": "scripted", "scenario": one_answer(&home)},
+        "input": "Wait.",
+        "files": {"a.txt": "a\n"},
+        "isolation": "process",
+    });
+    let resp = post_turn(&server, &turn, true).await;
+    assert_eq!(resp.status(), 200, "{}", server.stderr());
+    let id = resp.headers()["paddock-job-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    wait_for_file(&pid_file, &server).await;
+    let leftovers = home.leftover_workspaces();
+    assert!(
+        leftovers.iter().any(|n| n.starts_with(".turn-")),
+        "{leftovers:?}"
+    );
+    nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let mut killed = server;
+    killed.child.wait().await.unwrap();
+    drop(resp);
+
+    let server = Server::start(&home, &[]).await;
+    let dead = server.job(&id).await;
+    assert_eq!(
+        (dead.status, dead.reason.as_deref()),
+        (JobStatus::Failed, Some(paddock::reaper::REASON))
+    );
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(pid), "the engine {pid} outlived its server");
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
 /// Every bad field of a turn is a 422 `bad_input` problem naming it, and
 /// nothing is recorded or written for it.
 #[tokio::test]
