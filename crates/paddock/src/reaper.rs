@@ -112,6 +112,10 @@ pub struct Report {
     pub jobs: Vec<Reaped>,
     /// Cgroups of `paddock sandbox` runs whose process is gone, removed.
     pub sandbox_cgroups: Vec<PathBuf>,
+    /// Cache entries (URL mirrors, overlay snapshots) unused for
+    /// `workspace::prune::UNUSED_FOR`, removed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pruned: Vec<PathBuf>,
     /// What could not be done outside any one job.
     pub errors: Vec<String>,
 }
@@ -202,6 +206,10 @@ pub async fn reap_on(
     report
         .errors
         .extend(crate::workspace::trash::empty(&paths.jobs, false));
+    // The caches last: a dead job reaped above names no snapshot any more.
+    let pruned = crate::workspace::prune::prune(&paths.jobs, crate::workspace::prune::UNUSED_FOR);
+    report.pruned = pruned.removed;
+    report.errors.extend(pruned.errors);
     report.jobs.sort_by(|a, b| a.name.cmp(&b.name));
     report
 }
@@ -557,6 +565,7 @@ mod tests {
                     reaped("waiting", true, false),
                 ],
                 sandbox_cgroups: vec![],
+                pruned: vec![],
                 errors: vec![],
             }
         );

@@ -17,6 +17,7 @@ mod junk;
 pub mod lease;
 mod mirror;
 pub mod overlay;
+pub mod prune;
 mod result_branch;
 mod snapshot;
 pub mod trash;
@@ -1384,9 +1385,11 @@ mod tests {
         sh(&r, &["gc", "-q"]);
         let jobs = tmp.path().join("jobs");
         let ws = overlay_ws(&jobs, "j1", &r).await;
+        // Beside each snapshot, its lock (`<name>.lock`, prune.rs).
         let snapshots: Vec<PathBuf> = std::fs::read_dir(jobs.join(snapshot::SNAPSHOTS))
             .unwrap()
             .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
             .collect();
         assert_eq!(snapshots.len(), 1, "{snapshots:?}");
         let mode = |p: &Path| {
@@ -1446,6 +1449,7 @@ mod tests {
                 ws.root.exists(),
                 std::fs::read_dir(jobs.join(snapshot::SNAPSHOTS))
                     .unwrap()
+                    .filter(|e| e.as_ref().unwrap().path().is_dir())
                     .count(),
             ),
             (true, true, false, 1)

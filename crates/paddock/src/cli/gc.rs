@@ -81,6 +81,13 @@ pub fn render(report: &Report) -> Vec<String> {
             cg.display()
         ));
     }
+    for entry in &report.pruned {
+        out.push(format!(
+            "removed {}, unused for {} days",
+            entry.display(),
+            paddock::workspace::prune::UNUSED_FOR.as_secs() / 86_400
+        ));
+    }
     out.extend(
         report
             .errors
@@ -120,6 +127,7 @@ mod tests {
                 },
             ],
             sandbox_cgroups: vec!["/sys/fs/cgroup/memory/paddock/sbx-9-1".into()],
+            pruned: vec!["/j/.mirrors/0123abcd.git".into()],
             errors: vec!["list running jobs: locked".into()],
         };
         assert_eq!(
@@ -129,6 +137,7 @@ mod tests {
                 "job-2: its paddock process ended mid-job; left its kept workspace",
                 "job-2: cannot clean up: remove /j/job-2: EBUSY",
                 "removed the cgroup /sys/fs/cgroup/memory/paddock/sbx-9-1 of a `paddock sandbox` run that ended",
+                "removed /j/.mirrors/0123abcd.git, unused for 14 days",
                 "cannot clean up: list running jobs: locked",
             ]
         );

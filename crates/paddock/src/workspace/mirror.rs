@@ -71,6 +71,8 @@ pub(super) async fn fetched(
             source,
         })?
     };
+    // Used now (what pruning reads, `prune.rs`).
+    super::prune::stamp(&lock_path);
     let mut remade = None;
     if dir.is_dir() {
         let fetch = [

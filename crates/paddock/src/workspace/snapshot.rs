@@ -8,10 +8,14 @@
 //! temporary name then renamed into place, so a job never sees a half-made
 //! one and two jobs making it at once both end up with a whole one. Jobs
 //! only ever see it as an overlay's lower layer, never writable; nothing
-//! changes it once it is in place. Snapshots are not pruned yet.
+//! changes it once it is in place. A job takes `<name>.lock` shared while
+//! it gets the snapshot and until its `meta/overlay` names it, and stamps
+//! the snapshot as used (its modification time): what pruning
+//! (`prune.rs`) reads.
 
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest as _, Sha256};
 
 use super::{Workspace, WorkspaceError};
@@ -23,6 +27,9 @@ pub(super) const SNAPSHOTS: &str = ".snapshots";
 #[derive(Debug, Clone)]
 pub(super) struct Snapshot {
     pub dir: PathBuf,
+    /// Its lock, held shared while this value lives (none for one being
+    /// made under a temporary name).
+    _in_use: Option<std::sync::Arc<Flock<std::fs::File>>>,
 }
 
 impl Snapshot {
@@ -45,12 +52,6 @@ impl Snapshot {
     ) -> Result<Snapshot, WorkspaceError> {
         let root = jobs_root.join(SNAPSHOTS);
         let key = hex::encode(&Sha256::digest(source.as_bytes())[..8]);
-        let snap = Snapshot {
-            dir: root.join(format!("{commit}-{key}")),
-        };
-        if snap.tree().is_dir() {
-            return Ok(snap);
-        }
         let create = |path: &Path| {
             let path = path.to_path_buf();
             move |source| WorkspaceError::Create { path, source }
@@ -58,6 +59,31 @@ impl Snapshot {
         std::fs::create_dir_all(&root).map_err(create(&root))?;
         // The source's files: private, as every job directory is.
         super::set_private(&root);
+        let name = format!("{commit}-{key}");
+        let lock_path = root.join(format!("{name}.lock"));
+        let in_use = {
+            let path = lock_path.clone();
+            tokio::task::spawn_blocking(move || {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&path)?;
+                Flock::lock(file, FlockArg::LockShared).map_err(|(_, errno)| errno.into())
+            })
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r: std::io::Result<Flock<std::fs::File>>| r)
+            .map_err(create(&lock_path))?
+        };
+        let snap = Snapshot {
+            dir: root.join(name),
+            _in_use: Some(std::sync::Arc::new(in_use)),
+        };
+        if snap.tree().is_dir() {
+            super::prune::stamp(&snap.dir);
+            return Ok(snap);
+        }
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -67,6 +93,7 @@ impl Snapshot {
                 ".tmp-{commit}-{key}-{}-{nonce}",
                 std::process::id()
             )),
+            _in_use: None,
         };
         std::fs::create_dir(&tmp.dir).map_err(create(&tmp.dir))?;
         let made = tmp.make(source, commit).await;

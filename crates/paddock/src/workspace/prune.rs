@@ -1,0 +1,326 @@
+//! Pruning of the caches under the jobs directory, which otherwise grow
+//! forever: the bare mirrors of URL sources (`.mirrors/<key>.git`,
+//! `mirror.rs`) and the overlay snapshots of base commits (`.snapshots/
+//! <commit>-<key>`, `snapshot.rs`). The rule: an entry not used for
+//! [`UNUSED_FOR`] (its last use stamped as its lock file's, or its own,
+//! modification time each time a job takes it) is removed, never one in
+//! use. A mirror is in use while a job holds its `<key>.lock` (pruning
+//! takes the same exclusive `flock`, without waiting, and removes the
+//! mirror while holding it); a snapshot is in use while a job holds its
+//! `<name>.lock` shared (from before it stamps the snapshot until its
+//! `meta/overlay` names it) and while any job directory names it as its
+//! overlay's lower layer (`meta/overlay`), kept or dead alike. Nothing is
+//! followed: entries are looked at with `lstat`, a link or other
+//! non-directory in place of an entry is left alone, and the removal
+//! (`std::fs::remove_dir_all`) unlinks links inside without following
+//! them. Run by the reaper (`paddock gc`, and the start of `paddock run`
+//! and `paddock serve`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use super::mirror::MIRRORS;
+use super::snapshot::SNAPSHOTS;
+use super::OVERLAY;
+
+/// How long a cache entry may go unused before it is pruned.
+pub const UNUSED_FOR: Duration = Duration::from_secs(14 * 24 * 3600);
+
+/// What one pruning pass removed, and what it could not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Pruned {
+    /// Removed entries (mirrors and snapshots), by path.
+    pub removed: Vec<PathBuf>,
+    pub errors: Vec<String>,
+}
+
+/// Stamps `path` (a lock file, a snapshot directory) as used now.
+pub(super) fn stamp(path: &Path) {
+    if let Ok(file) = std::fs::File::open(path) {
+        let _ = file.set_modified(SystemTime::now());
+    }
+}
+
+/// Whether `path`'s modification time is at least `unused_for` ago.
+fn unused(path: &Path, now: SystemTime, unused_for: Duration) -> bool {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| now.duration_since(t).ok())
+        .is_some_and(|age| age >= unused_for)
+}
+
+/// The directories (not links) directly under `dir`, with their names.
+fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Prunes the caches under `jobs_root` of entries unused for `unused_for`.
+pub fn prune(jobs_root: &Path, unused_for: Duration) -> Pruned {
+    let now = SystemTime::now();
+    let mut pruned = Pruned::default();
+    prune_mirrors(&jobs_root.join(MIRRORS), now, unused_for, &mut pruned);
+    prune_snapshots(jobs_root, now, unused_for, &mut pruned);
+    pruned
+}
+
+fn remove(dir: &Path, pruned: &mut Pruned) {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => pruned.removed.push(dir.to_path_buf()),
+        Err(e) => pruned
+            .errors
+            .push(format!("prune {}: cannot remove: {e}", dir.display())),
+    }
+}
+
+fn prune_mirrors(root: &Path, now: SystemTime, unused_for: Duration, pruned: &mut Pruned) {
+    for (name, dir) in subdirs(root) {
+        let Some(key) = name.strip_suffix(".git") else {
+            // A clone left half-made by a process that died (`.tmp-…`).
+            if name.starts_with(".tmp-") && unused(&dir, now, unused_for) {
+                remove(&dir, pruned);
+            }
+            continue;
+        };
+        let lock_path = root.join(format!("{key}.lock"));
+        // The lock file is stamped at each use; a mirror without one is
+        // judged by its own time.
+        let last_use = if lock_path.exists() { &lock_path } else { &dir };
+        if !unused(last_use, now, unused_for) {
+            continue;
+        }
+        // Held by a job (fetching, or cloning from it): in use.
+        let Some(held) = lock(&lock_path, pruned) else {
+            continue;
+        };
+        // Used while the lock was being taken: not unused any more.
+        if unused(&lock_path, now, unused_for) {
+            remove(&dir, pruned);
+        }
+        drop(held);
+    }
+}
+
+fn prune_snapshots(jobs_root: &Path, now: SystemTime, unused_for: Duration, pruned: &mut Pruned) {
+    let root = jobs_root.join(SNAPSHOTS);
+    // A half-made one (`.tmp-…`) is its maker's until it is old.
+    for (name, dir) in subdirs(&root) {
+        if !unused(&dir, now, unused_for) {
+            continue;
+        }
+        let Some(held) = lock(&root.join(format!("{name}.lock")), pruned) else {
+            continue;
+        };
+        // No job is between taking it and naming it in its `meta/overlay`
+        // (they hold the lock shared); one that named it uses it still.
+        let in_use = lower_layers(jobs_root)
+            .iter()
+            .any(|lower| lower.starts_with(&dir));
+        if !in_use && unused(&dir, now, unused_for) {
+            remove(&dir, pruned);
+        }
+        drop(held);
+    }
+}
+
+/// The lock at `path`, taken exclusively without waiting; `None` when a
+/// job holds it (or it cannot be opened: an error is noted).
+fn lock(path: &Path, pruned: &mut Pruned) -> Option<Flock<std::fs::File>> {
+    let file = match std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags_nofollow()
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            pruned.errors.push(format!("prune {}: {e}", path.display()));
+            return None;
+        }
+    };
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()
+}
+
+/// The lower layers job directories under `jobs_root` name
+/// (`<job>/meta/overlay`), read without following links, bounded.
+fn lower_layers(jobs_root: &Path) -> Vec<PathBuf> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    for (name, dir) in subdirs(jobs_root) {
+        if name.starts_with('.') {
+            continue;
+        }
+        let file = dir.join("meta").join(OVERLAY);
+        // None: a clone workspace (or an overlay being set up, whose
+        // snapshot was stamped as used just before).
+        let Ok(f) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags_nofollow()
+            .open(&file)
+        else {
+            continue;
+        };
+        let mut text = String::new();
+        if f.take(64 * 1024).read_to_string(&mut text).is_ok() {
+            out.push(PathBuf::from(text.trim_end_matches('\n')));
+        }
+    }
+    out
+}
+
+/// `O_NOFOLLOW` on an `OpenOptions`.
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+
+impl NoFollow for std::fs::OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        self.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+
+    /// Sets `path`'s modification time `age` ago, the path itself when it
+    /// is a link.
+    fn age(path: &Path, age: Duration) {
+        use nix::sys::stat::{utimensat, UtimensatFlags};
+        use nix::sys::time::TimeSpec;
+        let then = SystemTime::now() - age;
+        let secs = then.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+        let t = TimeSpec::from_duration(secs);
+        utimensat(None, path, &t, &t, UtimensatFlags::NoFollowSymlink).unwrap();
+    }
+
+    /// A directory `dir` with a file, aged `days`.
+    fn entry(dir: &Path, days: u32) {
+        std::fs::create_dir_all(dir.join("objects")).unwrap();
+        std::fs::write(dir.join("objects/pack"), "x").unwrap();
+        age(dir, DAY * days);
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    }
+
+    /// Mirrors: an old one removed (a link planted inside it unlinked,
+    /// its target untouched), one in use (its lock held) and a recent one
+    /// kept, a link in place of a mirror left alone, an old half-made
+    /// clone removed.
+    #[test]
+    fn old_mirrors_go_those_in_use_or_recent_stay_links_are_never_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let mirrors = jobs.join(MIRRORS);
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("precious"), "keep me").unwrap();
+        for (key, days) in [("old", 30), ("busy", 30), ("new", 1)] {
+            let lock = mirrors.join(format!("{key}.lock"));
+            entry(&mirrors.join(format!("{key}.git")), days);
+            std::fs::write(&lock, "").unwrap();
+            age(&lock, DAY * days);
+        }
+        std::os::unix::fs::symlink(&outside, mirrors.join("old.git/objects/escape")).unwrap();
+        std::os::unix::fs::symlink(&outside, mirrors.join("planted.git")).unwrap();
+        age(&mirrors.join("planted.git"), DAY * 30);
+        entry(&mirrors.join(".tmp-dead-1"), 30);
+        let busy = std::fs::File::open(mirrors.join("busy.lock")).unwrap();
+        let busy = Flock::lock(busy, FlockArg::LockExclusive).unwrap();
+
+        let pruned = prune(&jobs, UNUSED_FOR);
+        drop(busy);
+        assert_eq!(
+            pruned,
+            Pruned {
+                removed: vec![mirrors.join(".tmp-dead-1"), mirrors.join("old.git")],
+                errors: vec![],
+            }
+        );
+        assert_eq!(
+            names(&mirrors),
+            [
+                "busy.git",
+                "busy.lock",
+                "new.git",
+                "new.lock",
+                "old.lock",
+                "planted.git"
+            ]
+        );
+        assert_eq!(names(&outside), ["precious"]);
+    }
+
+    /// Snapshots: an old one no job names removed; one a job's
+    /// `meta/overlay` names (a kept or dead job's), one a job holds (its
+    /// lock shared: between taking it and naming it) and a recent one
+    /// kept.
+    #[test]
+    fn old_snapshots_go_those_named_held_or_recent_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let snaps = jobs.join(SNAPSHOTS);
+        for (name, days) in [
+            ("c1-old", 30),
+            ("c2-named", 30),
+            ("c3-held", 30),
+            ("c4-new", 2),
+        ] {
+            entry(&snaps.join(name).join("tree"), 0);
+            age(&snaps.join(name), DAY * days);
+        }
+        let meta = jobs.join("job-1/meta");
+        std::fs::create_dir_all(&meta).unwrap();
+        std::fs::write(
+            meta.join(OVERLAY),
+            format!("{}\n", snaps.join("c2-named/tree").display()),
+        )
+        .unwrap();
+        let held = std::fs::File::create(snaps.join("c3-held.lock")).unwrap();
+        let held = Flock::lock(held, FlockArg::LockShared).unwrap();
+
+        let pruned = prune(&jobs, UNUSED_FOR);
+        drop(held);
+        assert_eq!(
+            pruned,
+            Pruned {
+                removed: vec![snaps.join("c1-old")],
+                errors: vec![],
+            }
+        );
+        assert_eq!(
+            names(&snaps),
+            [
+                "c1-old.lock",
+                "c2-named",
+                "c2-named.lock",
+                "c3-held",
+                "c3-held.lock",
+                "c4-new"
+            ]
+        );
+    }
+}
