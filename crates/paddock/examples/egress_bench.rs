@@ -1,10 +1,13 @@
 //! The egress proxy's cost (issue #15), run by `scripts/bench-egress`:
 //! added latency per request (a plain HTTP request, and a CONNECT tunnel's
 //! set-up with its ClientHello and a request inside) and the throughput of
-//! one large download through a tunnel, each against the same loopback
-//! server reached directly. Rounds interleave direct and proxied runs so
-//! the machine's load hits both alike; the load average is printed before
-//! and after. Prints Markdown for BENCHMARKS.md.
+//! one large download through a tunnel, against the same loopback server
+//! reached directly, through Paddock's proxy on TCP, through the sandbox's
+//! forwarder in front of Paddock's proxy on a Unix socket (the sandbox
+//! rung's two hops), and through srt's proxy when the script started one
+//! (`--srt`). Rounds interleave the paths so the machine's load hits all
+//! alike; the load average is printed before and after. Prints Markdown
+//! for BENCHMARKS.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -27,6 +30,8 @@ struct Args {
     requests: usize,
     mb: usize,
     runs: usize,
+    /// srt's proxy, started by `scripts/bench-egress`.
+    srt: Option<SocketAddr>,
 }
 
 fn args() -> Args {
@@ -34,16 +39,21 @@ fn args() -> Args {
         requests: 2000,
         mb: 100,
         runs: 5,
+        srt: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = || it.next().and_then(|v| v.parse().ok()).expect("a number");
+        let value = it.next().unwrap_or_default();
+        let number = || value.parse().expect("a number");
         match flag.as_str() {
-            "--requests" => a.requests = value(),
-            "--mb" => a.mb = value(),
-            "--runs" => a.runs = value(),
+            "--requests" => a.requests = number(),
+            "--mb" => a.mb = number(),
+            "--runs" => a.runs = number(),
+            "--srt" => a.srt = Some(value.parse().expect("--srt HOST:PORT")),
             _ => {
-                println!("usage: egress_bench [--requests N] [--mb MB] [--runs N]");
+                println!(
+                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT]"
+                );
                 std::process::exit(2);
             }
         }
@@ -111,7 +121,18 @@ async fn bulk_server(mb: usize) -> SocketAddr {
     addr
 }
 
-async fn read_all(mut s: TcpStream) -> usize {
+async fn read_all(mut s: TcpStream) -> Vec<u8> {
+    let mut buf = vec![0u8; 1 << 16];
+    let mut got = Vec::new();
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return got,
+            Ok(k) => got.extend_from_slice(&buf[..k]),
+        }
+    }
+}
+
+async fn count_all(mut s: TcpStream) -> usize {
     let mut buf = vec![0u8; 1 << 16];
     let mut n = 0;
     loop {
@@ -120,6 +141,12 @@ async fn read_all(mut s: TcpStream) -> usize {
             Ok(k) => n += k,
         }
     }
+}
+
+/// An answer of the small server, whoever relayed it (srt's proxy
+/// rewrites the head of a plain HTTP answer).
+fn small_answer(got: &[u8]) -> bool {
+    got.starts_with(b"HTTP/1.1 200") && got.ends_with(b"\r\n\r\nok")
 }
 
 /// Opens a tunnel to `authority` through `proxy`.
@@ -139,23 +166,26 @@ async fn tunnel(proxy: SocketAddr, authority: &str) -> TcpStream {
     s
 }
 
+/// How a request reaches the server: directly, or through a proxy at
+/// this address (Paddock's on TCP, the sandbox's forwarder in front of
+/// Paddock's on a Unix socket, srt's).
 #[derive(Clone, Copy)]
 enum Path {
     Direct,
-    Proxy,
+    Via(SocketAddr),
 }
 
-async fn one_plain(path: Path, server: SocketAddr, proxy: SocketAddr) -> Duration {
+async fn one_plain(path: Path, server: SocketAddr) -> Duration {
     let t = Instant::now();
     let (to, req) = match path {
         Path::Direct => (
             server,
-            "GET / HTTP/1.1\r\nHost: web.bench\r\n\r\n".to_string(),
+            "GET / HTTP/1.1\r\nHost: web.bench\r\nConnection: close\r\n\r\n".to_string(),
         ),
-        Path::Proxy => (
+        Path::Via(proxy) => (
             proxy,
             format!(
-                "GET http://web.bench:{p}/ HTTP/1.1\r\nHost: web.bench:{p}\r\n\r\n",
+                "GET http://web.bench:{p}/ HTTP/1.1\r\nHost: web.bench:{p}\r\nConnection: close\r\n\r\n",
                 p = server.port()
             ),
         ),
@@ -163,11 +193,11 @@ async fn one_plain(path: Path, server: SocketAddr, proxy: SocketAddr) -> Duratio
     let mut s = TcpStream::connect(to).await.unwrap();
     s.set_nodelay(true).unwrap();
     s.write_all(req.as_bytes()).await.unwrap();
-    assert_eq!(read_all(s).await, SMALL_ANSWER.len());
+    assert!(small_answer(&read_all(s).await), "not the small answer");
     t.elapsed()
 }
 
-async fn one_tunnel(path: Path, server: SocketAddr, proxy: SocketAddr, hello: &[u8]) -> Duration {
+async fn one_tunnel(path: Path, server: SocketAddr, hello: &[u8]) -> Duration {
     let t = Instant::now();
     let mut s = match path {
         Path::Direct => {
@@ -175,28 +205,23 @@ async fn one_tunnel(path: Path, server: SocketAddr, proxy: SocketAddr, hello: &[
             s.set_nodelay(true).unwrap();
             s
         }
-        Path::Proxy => tunnel(proxy, &format!("web.bench:{}", server.port())).await,
+        Path::Via(proxy) => tunnel(proxy, &format!("web.bench:{}", server.port())).await,
     };
     let mut first = hello.to_vec();
     first.extend_from_slice(b"GET / HTTP/1.1\r\nHost: web.bench\r\n\r\n");
     s.write_all(&first).await.unwrap();
-    assert_eq!(read_all(s).await, SMALL_ANSWER.len());
+    assert_eq!(read_all(s).await, SMALL_ANSWER, "not the small answer");
     t.elapsed()
 }
 
-async fn one_download(
-    path: Path,
-    server: SocketAddr,
-    proxy: SocketAddr,
-    hello: &[u8],
-) -> (usize, Duration) {
+async fn one_download(path: Path, server: SocketAddr, hello: &[u8]) -> (usize, Duration) {
     let t = Instant::now();
     let mut s = match path {
         Path::Direct => TcpStream::connect(server).await.unwrap(),
-        Path::Proxy => tunnel(proxy, &format!("bulk.bench:{}", server.port())).await,
+        Path::Via(proxy) => tunnel(proxy, &format!("bulk.bench:{}", server.port())).await,
     };
     s.write_all(hello).await.unwrap();
-    let n = read_all(s).await;
+    let n = count_all(s).await;
     (n, t.elapsed())
 }
 
@@ -214,13 +239,8 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
-    let a = args();
-    let load_before = loadavg();
-    let small = small_server().await;
-    let bulk = bulk_server(a.mb).await;
-    let config = EgressConfig {
+fn config(small: SocketAddr, bulk: SocketAddr) -> EgressConfig {
+    EgressConfig {
         lists: PhaseLists {
             setup: Allowlist::default(),
             agent: Allowlist::parse(&[
@@ -233,67 +253,96 @@ async fn main() {
         resolver: Arc::new(Loopback),
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
-    };
+    }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let a = args();
+    let load_before = loadavg();
+    let small = small_server().await;
+    let bulk = bulk_server(a.mb).await;
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
     tokio::spawn(async move { while rx.recv().await.is_some() {} });
-    let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
-        .await
-        .unwrap();
-    let p = proxy.local_addr().expect("a TCP proxy");
+    // Paddock's proxy on loopback TCP (the `process` rung).
+    let proxy = EgressProxy::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        config(small, bulk),
+        tx.clone(),
+    )
+    .await
+    .unwrap();
+    // The `sandbox` rung's path: the sandbox's forwarder (the helper's
+    // poll loop, here on a thread of this process) relaying loopback TCP
+    // to the proxy's Unix socket.
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("egress.sock");
+    let _unix_proxy = EgressProxy::bind_unix(&sock, config(small, bulk), tx).unwrap();
+    let forwarder = paddock_sandbox::net::bind_forwarder(0, &sock).unwrap();
+    let forwarded = forwarder.local_addr().unwrap();
+    paddock_sandbox::net::serve_forwarder(forwarder, sock.clone());
+
+    let mut paths = vec![
+        ("direct", Path::Direct),
+        (
+            "Paddock proxy",
+            Path::Via(proxy.local_addr().expect("a TCP proxy")),
+        ),
+        ("forwarder + Paddock proxy", Path::Via(forwarded)),
+    ];
+    if let Some(srt) = a.srt {
+        paths.push(("srt proxy", Path::Via(srt)));
+    }
     let hello = client_hello(Some("web.bench"), &[], 16384);
     let bulk_hello = client_hello(Some("bulk.bench"), &[], 16384);
 
-    println!("egress proxy bench: {} requests per path, a {} MiB download × {} runs; load average before: {load_before}\n", a.requests, a.mb, a.runs);
-    println!("| request | direct p50 | proxy p50 | added p50 | direct p99 | proxy p99 |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    println!("egress proxy bench: {} requests per path, a {} MiB download × {} runs, paths interleaved; load average before: {load_before}\n", a.requests, a.mb, a.runs);
+    println!("| request | path | p50 | added p50 | p99 |");
+    println!("| --- | --- | ---: | ---: | ---: |");
     for kind in ["plain HTTP", "CONNECT + TLS hello"] {
-        let (mut d, mut x) = (Vec::new(), Vec::new());
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
         for _ in 0..a.requests {
-            for path in [Path::Direct, Path::Proxy] {
+            for (i, (_, path)) in paths.iter().enumerate() {
                 let t = match kind {
-                    "plain HTTP" => one_plain(path, small, p).await,
-                    _ => one_tunnel(path, small, p, &hello).await,
+                    "plain HTTP" => one_plain(*path, small).await,
+                    _ => one_tunnel(*path, small, &hello).await,
                 };
-                match path {
-                    Path::Direct => d.push(t),
-                    Path::Proxy => x.push(t),
-                }
+                times[i].push(t);
             }
         }
-        d.sort();
-        x.sort();
-        let (d50, x50) = (percentile(&d, 0.5), percentile(&x, 0.5));
+        for t in &mut times {
+            t.sort();
+        }
+        let direct = micros(percentile(&times[0], 0.5));
+        for (i, (name, _)) in paths.iter().enumerate() {
+            let p50 = micros(percentile(&times[i], 0.5));
+            println!(
+                "| {kind} | {name} | {p50:.0} µs | {:.0} µs | {:.0} µs |",
+                p50 - direct,
+                micros(percentile(&times[i], 0.99)),
+            );
+        }
+    }
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    for _ in 0..a.runs {
+        for (i, (_, path)) in paths.iter().enumerate() {
+            let (n, t) = one_download(*path, bulk, &bulk_hello).await;
+            assert_eq!(n, a.mb << 20, "a short download");
+            rates[i].push(n as f64 / (1 << 20) as f64 / t.as_secs_f64());
+        }
+    }
+    let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    println!(
+        "\n| {} MiB download through a tunnel, median of {} | MiB/s | / direct |",
+        a.mb, a.runs
+    );
+    println!("| --- | ---: | ---: |");
+    for (i, (name, _)) in paths.iter().enumerate() {
         println!(
-            "| {kind} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
-            micros(d50),
-            micros(x50),
-            micros(x50) - micros(d50),
-            micros(percentile(&d, 0.99)),
-            micros(percentile(&x, 0.99)),
+            "| {name} | {:.0} | {:.0} % |",
+            medians[i],
+            100.0 * medians[i] / medians[0]
         );
     }
-    let (mut d, mut x) = (Vec::new(), Vec::new());
-    for _ in 0..a.runs {
-        for path in [Path::Direct, Path::Proxy] {
-            let (n, t) = one_download(path, bulk, p, &bulk_hello).await;
-            assert_eq!(n, a.mb << 20, "a short download");
-            let mibps = n as f64 / (1 << 20) as f64 / t.as_secs_f64();
-            match path {
-                Path::Direct => d.push(mibps),
-                Path::Proxy => x.push(mibps),
-            }
-        }
-    }
-    let (dm, xm) = (median(&mut d), median(&mut x));
-    println!(
-        "\n| {} MiB download | direct | proxy | proxy / direct |",
-        a.mb
-    );
-    println!("| --- | ---: | ---: | ---: |");
-    println!(
-        "| median of {} runs | {dm:.0} MiB/s | {xm:.0} MiB/s | {:.0} % |",
-        a.runs,
-        100.0 * xm / dm
-    );
     println!("\nload average after: {}", loadavg());
 }

@@ -36,6 +36,7 @@ pub mod pass_fd;
 pub mod policy;
 pub mod probe;
 pub mod signals;
+pub mod splice;
 pub mod trace;
 pub mod unix_path;
 

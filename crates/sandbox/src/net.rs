@@ -14,13 +14,14 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd as _, RawFd};
+use std::os::fd::{AsFd, AsRawFd as _, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType, UnixAddr};
 
 use crate::error::SetupError;
+use crate::splice::SplicePipe;
 
 nix::ioctl_read_bad!(get_flags, libc::SIOCGIFFLAGS, libc::ifreq);
 nix::ioctl_write_ptr_bad!(set_flags, libc::SIOCSIFFLAGS, libc::ifreq);
@@ -63,11 +64,11 @@ pub fn bind_forwarder(port: u16, socket: &Path) -> Result<TcpListener, SetupErro
 
 /// At most this many connections are relayed at once; further ones wait in
 /// the listener's backlog until one ends (the job throttles itself, the
-/// helper's memory and descriptors stay bounded: two sockets and two
-/// [`BUF`]-byte buffers per connection).
+/// helper's memory and descriptors stay bounded: two sockets and two pipes
+/// per connection).
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// Bytes buffered per direction of a connection.
+/// Bytes buffered per direction of a connection that could get no pipe.
 const BUF: usize = 16 * 1024;
 
 /// Relays every accepted connection to `socket` from one thread, an event
@@ -88,14 +89,68 @@ pub fn serve_forwarder(listener: TcpListener, socket: PathBuf) {
     });
 }
 
+/// Where one direction's bytes wait between the sockets: a kernel pipe
+/// they are spliced through (`splice.rs`: no copy through the helper), or,
+/// when no pipe can be made (out of descriptors), a buffer.
+enum Held {
+    Spliced(SplicePipe),
+    Copied {
+        buf: Vec<u8>,
+        /// Unwritten bytes are `buf[start..end]`.
+        start: usize,
+        end: usize,
+    },
+}
+
+impl Held {
+    fn new() -> Held {
+        match SplicePipe::new() {
+            Ok(pipe) => Held::Spliced(pipe),
+            Err(_) => Held::Copied {
+                buf: vec![0; BUF],
+                start: 0,
+                end: 0,
+            },
+        }
+    }
+
+    fn pending(&self) -> bool {
+        match self {
+            Held::Spliced(pipe) => pipe.held() > 0,
+            Held::Copied { start, end, .. } => start < end,
+        }
+    }
+
+    /// Reads what `from` has (only when nothing is pending); `Ok(0)` is its
+    /// end of file.
+    fn fill(&mut self, from: &mut (impl Read + AsFd)) -> std::io::Result<usize> {
+        match self {
+            Held::Spliced(pipe) => pipe.fill(from.as_fd()),
+            Held::Copied { buf, start, end } => {
+                let n = from.read(buf)?;
+                (*start, *end) = (0, n);
+                Ok(n)
+            }
+        }
+    }
+
+    /// Writes what is pending to `to`, as much as it takes.
+    fn drain(&mut self, to: &mut (impl Write + AsFd)) -> std::io::Result<usize> {
+        match self {
+            Held::Spliced(pipe) => pipe.drain(to.as_fd()),
+            Held::Copied { buf, start, end } => {
+                let n = to.write(&buf[*start..*end])?;
+                *start += n;
+                Ok(n)
+            }
+        }
+    }
+}
+
 /// One direction of a connection: bytes read from one socket, not yet
 /// written to the other.
-#[derive(Default)]
 struct Pipe {
-    buf: Vec<u8>,
-    /// Unwritten bytes are `buf[start..end]`.
-    start: usize,
-    end: usize,
+    held: Held,
     /// The source said end of file.
     eof: bool,
     /// The destination's write side was shut after `eof`.
@@ -103,8 +158,16 @@ struct Pipe {
 }
 
 impl Pipe {
+    fn new() -> Pipe {
+        Pipe {
+            held: Held::new(),
+            eof: false,
+            shut: false,
+        }
+    }
+
     fn pending(&self) -> bool {
-        self.start < self.end
+        self.held.pending()
     }
 
     fn wants_read(&self) -> bool {
@@ -113,15 +176,12 @@ impl Pipe {
 
     /// Moves what it can from `from` to `to` without blocking; false when
     /// the connection is broken.
-    fn pump(&mut self, from: &mut impl Read, to: &mut (impl Write + Shut)) -> bool {
+    fn pump(&mut self, from: &mut (impl Read + AsFd), to: &mut (impl Write + AsFd + Shut)) -> bool {
         loop {
             if self.wants_read() {
-                if self.buf.is_empty() {
-                    self.buf = vec![0; BUF];
-                }
-                match from.read(&mut self.buf) {
+                match self.held.fill(from) {
                     Ok(0) => self.eof = true,
-                    Ok(n) => (self.start, self.end) = (0, n),
+                    Ok(_) => {}
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     Err(_) => return false,
@@ -130,9 +190,9 @@ impl Pipe {
             if !self.pending() {
                 break;
             }
-            match to.write(&self.buf[self.start..self.end]) {
+            match self.held.drain(to) {
                 Ok(0) => return false,
-                Ok(n) => self.start += n,
+                Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => return false,
@@ -277,8 +337,8 @@ impl Forwarder {
             let mut conn = Conn {
                 tcp,
                 unix,
-                up: Pipe::default(),
-                down: Pipe::default(),
+                up: Pipe::new(),
+                down: Pipe::new(),
             };
             if conn.pump() {
                 self.conns.push(conn);

@@ -2,15 +2,27 @@
 //! pass, until both sides are done, or until the phase the connection was
 //! opened in ends (a setup-phase connection does not live into the agent
 //! phase) or the proxy stops: then both sides are closed.
+//!
+//! Everything the proxy checks is read before the relay starts (the
+//! request head, a tunnel's ClientHello); from then on the bytes are
+//! opaque, and each direction is moved socket to socket by the kernel
+//! (`splice(2)` through a pipe, `paddock_sandbox::splice`), driven by
+//! tokio's readiness of the two sockets: no copy through the proxy's
+//! memory. A direction whose pipe cannot be made (out of descriptors)
+//! copies through a buffer instead. A byte is counted once the destination
+//! took it.
 
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use paddock_protocol::EgressPhase;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+use paddock_sandbox::splice::{shut_write, SplicePipe};
+use tokio::io::Interest;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::watch;
 
-/// The relay's buffer per direction.
+/// The fallback copy's buffer per direction.
 const BUFFER: usize = 64 * 1024;
 
 /// What a relay carried and how it ended.
@@ -22,22 +34,83 @@ pub struct Relayed {
     pub cut: bool,
 }
 
+/// One end of a relay: a socket of either kind the proxy handles (the
+/// job's connection arrives over TCP or a Unix socket, the destination is
+/// TCP).
+#[derive(Clone, Copy)]
+pub enum Socket<'a> {
+    Tcp(&'a TcpStream),
+    Unix(&'a UnixStream),
+}
+
+impl Socket<'_> {
+    async fn ready(self, interest: Interest) -> io::Result<()> {
+        match self {
+            Socket::Tcp(s) => s.ready(interest).await.map(drop),
+            Socket::Unix(s) => s.ready(interest).await.map(drop),
+        }
+    }
+
+    /// Runs `op` on the socket; a `WouldBlock` clears its readiness.
+    fn try_io<R>(self, interest: Interest, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        match self {
+            Socket::Tcp(s) => s.try_io(interest, op),
+            Socket::Unix(s) => s.try_io(interest, op),
+        }
+    }
+
+    fn try_read(self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.try_read(buf),
+            Socket::Unix(s) => s.try_read(buf),
+        }
+    }
+
+    fn try_write(self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Socket::Tcp(s) => s.try_write(buf),
+            Socket::Unix(s) => s.try_write(buf),
+        }
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Socket::Tcp(s) => s.as_fd(),
+            Socket::Unix(s) => s.as_fd(),
+        }
+    }
+
+    /// Retries `op` until the socket is ready for it.
+    async fn when_ready<R>(
+        self,
+        interest: Interest,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        loop {
+            self.ready(interest).await?;
+            match self.try_io(interest, &mut op) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                done => return done,
+            }
+        }
+    }
+}
+
 /// Relays between `client` and `upstream` until both directions end or
 /// `phase` changes from what it was when the connection was checked.
-pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
-    client: &mut C,
-    upstream: &mut TcpStream,
+pub async fn relay(
+    client: Socket<'_>,
+    upstream: &TcpStream,
     phase: &mut watch::Receiver<EgressPhase>,
 ) -> Relayed {
+    let upstream = Socket::Tcp(upstream);
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
     let cut = {
-        let (mut client_r, mut client_w) = tokio::io::split(client);
-        let (mut up_r, mut up_w) = upstream.split();
         let both = async {
             tokio::join!(
-                pump(&mut client_r, &mut up_w, &up),
-                pump(&mut up_r, &mut client_w, &down)
+                direction(client, upstream, &up),
+                direction(upstream, client, &down)
             )
         };
         tokio::select! {
@@ -52,23 +125,60 @@ pub async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// Copies `from` to `to` until `from` ends or either fails, then shuts
+/// Moves `from` to `to` until `from` ends or either fails, then shuts
 /// `to`'s writing side.
-async fn pump<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    from: &mut R,
-    to: &mut W,
+async fn direction(from: Socket<'_>, to: Socket<'_>, count: &AtomicU64) {
+    let _ = match SplicePipe::new() {
+        Ok(pipe) => spliced(from, to, pipe, count).await,
+        Err(_) => copied(from, to, count).await,
+    };
+    shut_write(to.fd());
+}
+
+/// Socket to pipe to socket: the pipe is filled only when empty.
+async fn spliced(
+    from: Socket<'_>,
+    to: Socket<'_>,
+    mut pipe: SplicePipe,
     count: &AtomicU64,
-) {
+) -> io::Result<()> {
+    loop {
+        if from
+            .when_ready(Interest::READABLE, || pipe.fill(from.fd()))
+            .await?
+            == 0
+        {
+            return Ok(());
+        }
+        while pipe.held() > 0 {
+            let n = to
+                .when_ready(Interest::WRITABLE, || pipe.drain(to.fd()))
+                .await?;
+            count.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Socket to buffer to socket.
+async fn copied(from: Socket<'_>, to: Socket<'_>, count: &AtomicU64) -> io::Result<()> {
     let mut buf = vec![0u8; BUFFER];
     loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if to.write_all(&buf[..n]).await.is_err() {
-            break;
+        let n = from
+            .when_ready(Interest::READABLE, || from.try_read(&mut buf))
+            .await?;
+        if n == 0 {
+            return Ok(());
         }
-        count.fetch_add(n as u64, Ordering::Relaxed);
+        let mut sent = 0;
+        while sent < n {
+            let k = to
+                .when_ready(Interest::WRITABLE, || match to.try_write(&buf[sent..n]) {
+                    Ok(0) => Err(io::ErrorKind::WriteZero.into()),
+                    other => other,
+                })
+                .await?;
+            sent += k;
+            count.fetch_add(k as u64, Ordering::Relaxed);
+        }
     }
-    let _ = to.shutdown().await;
 }

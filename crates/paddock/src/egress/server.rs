@@ -10,17 +10,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use paddock_protocol::{EgressMethod, EgressPhase, EgressRecord, Host};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixListener};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::timeout;
+use tokio_util::either::Either;
 
 use super::allowlist::PhaseLists;
 use super::deny::DenyList;
 use super::head::{self, read_head, Head, HeadError, Target};
 use super::hello::{read_client_hello, HelloError};
 use super::refusal::Refusal;
-use super::relay::relay;
+use super::relay::{relay, Socket};
 use super::resolve::Resolver;
 
 /// The proxy's bounds.
@@ -67,20 +68,28 @@ pub enum ProxyListener {
     Unix(UnixListener),
 }
 
-/// A job's connection, whichever listener took it.
-trait Client: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Client for T {}
+/// A job's connection, whichever listener took it: read as a stream
+/// while it is checked, relayed as a socket after.
+type Client = Either<TcpStream, UnixStream>;
 
 impl ProxyListener {
-    async fn accept(&self) -> std::io::Result<Box<dyn Client>> {
+    async fn accept(&self) -> std::io::Result<Client> {
         Ok(match self {
             ProxyListener::Tcp(l) => {
                 let (conn, _) = l.accept().await?;
                 let _ = conn.set_nodelay(true);
-                Box::new(conn)
+                Either::Left(conn)
             }
-            ProxyListener::Unix(l) => Box::new(l.accept().await?.0),
+            ProxyListener::Unix(l) => Either::Right(l.accept().await?.0),
         })
+    }
+}
+
+/// The client's socket, for the relay.
+fn socket(client: &Client) -> Socket<'_> {
+    match client {
+        Either::Left(tcp) => Socket::Tcp(tcp),
+        Either::Right(unix) => Socket::Unix(unix),
     }
 }
 
@@ -114,7 +123,7 @@ pub(crate) async fn serve(
 }
 
 async fn handle(
-    mut client: Box<dyn Client>,
+    mut client: Client,
     shared: &Shared,
     mut phase_rx: watch::Receiver<EgressPhase>,
 ) -> EgressRecord {
@@ -148,7 +157,7 @@ async fn handle(
 }
 
 async fn attempt(
-    client: &mut Box<dyn Client>,
+    client: &mut Client,
     shared: &Shared,
     phase_rx: &mut watch::Receiver<EgressPhase>,
     record: &mut EgressRecord,
@@ -245,7 +254,7 @@ async fn attempt(
         record.reason = Some(format!("the destination hung up: {e}"));
         return Ok(());
     }
-    let relayed = relay(client, &mut upstream, phase_rx).await;
+    let relayed = relay(socket(client), &upstream, phase_rx).await;
     record.bytes_up = (first.len() as u64).saturating_add(relayed.up);
     record.bytes_down = relayed.down;
     if relayed.cut {
