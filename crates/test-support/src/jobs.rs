@@ -74,6 +74,32 @@ pub fn record(out: &Output) -> paddock_protocol::JobRecord {
     })
 }
 
+/// Runs the kept job `spec` whose stand-in engine only runs its script and
+/// prints no turn: the job must end `failed` for exactly that reason (it
+/// gets there only when every setup command succeeded). Returns the record
+/// and the job's kept home directory, where such scripts leave their
+/// findings.
+pub async fn run_kept_script_job(
+    home: &Home,
+    spec: &Path,
+) -> (paddock_protocol::JobRecord, PathBuf) {
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some("the engine exited without finishing its turn")
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job_home = home.jobs().join(&rec.id).join("home");
+    (rec, job_home)
+}
+
 /// Every file under `dir` whose bytes contain `needle`.
 pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     let mut hits = Vec::new();

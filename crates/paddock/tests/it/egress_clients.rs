@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use paddock_protocol::{EgressPhase, EgressRecord, EventBody, JobStatus};
+use paddock_protocol::{EgressPhase, EgressRecord, EventBody};
 use paddock_test_support::npm_registry::{NpmRegistryStandIn, NPM_PACKAGE, NPM_VERSION};
 use paddock_test_support::prelude::*;
 use paddock_test_support::pypi_index::{PypiIndexStandIn, PYPI_PROJECT, PYPI_VERSION, PYPI_WHEEL};
@@ -142,22 +142,7 @@ async fn pip_and_npm_fetch_through_the_proxy_in_setup_and_not_in_the_agent_phase
         "{text}\n[setup]\ncommands = [{setup}]\nnetwork = [\"{pip_at}\", \"{npm_at}\"]\ntimeout_secs = 100\n\n[policy]\nprofile = \"profile.toml\"\n"
     );
     std::fs::write(&spec, text).unwrap();
-    let out = home
-        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
-        .await;
-    let rec = record(&out);
-    // The stand-in engine prints no turn: the job fails after its script
-    // ran, which it reaches only when every setup command succeeded.
-    assert_eq!(
-        (rec.status, rec.reason.as_deref()),
-        (
-            JobStatus::Failed,
-            Some("the engine exited without finishing its turn")
-        ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let job_home = home.jobs().join(&rec.id).join("home");
+    let (rec, job_home) = run_kept_script_job(&home, &spec).await;
     let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
     let fetched_wheel = std::fs::read(job_home.join("pip").join(PYPI_WHEEL)).unwrap_or_default();
     assert_eq!(
@@ -289,20 +274,7 @@ async fn git_clone_over_https_with_a_self_signed_ca_in_setup_and_not_in_the_agen
         ),
     )
     .unwrap();
-    let out = home
-        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
-        .await;
-    let rec = record(&out);
-    assert_eq!(
-        (rec.status, rec.reason.as_deref()),
-        (
-            JobStatus::Failed,
-            Some("the engine exited without finishing its turn")
-        ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let job_home = home.jobs().join(&rec.id).join("home");
+    let (rec, job_home) = run_kept_script_job(&home, &spec).await;
     let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
     let refused = read("agent-err");
     assert_eq!(

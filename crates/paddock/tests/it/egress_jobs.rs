@@ -179,21 +179,7 @@ async fn run_curls(rung: &str) -> Ran {
     ]
     .join("\n");
     let spec = network_job(&home, rung, &script, port);
-    let out = home
-        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
-        .await;
-    let rec = record(&out);
-    // The stand-in prints no turn: the job fails after the script ran.
-    assert_eq!(
-        (rec.status, rec.reason.as_deref()),
-        (
-            JobStatus::Failed,
-            Some("the engine exited without finishing its turn")
-        ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let job_home = home.jobs().join(&rec.id).join("home");
+    let (rec, job_home) = run_kept_script_job(&home, &spec).await;
     let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
     let store = home.store().await;
     let closeout = std::fs::read_to_string(

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use paddock_protocol::{EventBody, JobStatus, Phase};
+use paddock_protocol::{EventBody, Phase};
 use paddock_test_support::prelude::*;
 
 /// The setup: a file whose bytes differ on every run (a second run would
@@ -50,20 +50,7 @@ struct Run {
 }
 
 async fn run(home: &Home, spec: &Path) -> Run {
-    let out = home
-        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &[])
-        .await;
-    let rec = record(&out);
-    // The stand-in engine prints no turn: the job fails after its script.
-    assert_eq!(
-        (rec.status, rec.reason.as_deref()),
-        (
-            JobStatus::Failed,
-            Some("the engine exited without finishing its turn")
-        ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (rec, _) = run_kept_script_job(home, spec).await;
     let events = home.store().await.events(&rec.id, 0).await.unwrap();
     let cache = events
         .iter()
