@@ -20,6 +20,24 @@ pub(crate) const LEASES: &str = ".leases";
 /// What a kept job's lease file holds.
 pub(crate) const KEPT: &[u8] = b"kept\n";
 
+/// Opens (creating it when missing) the lock file `path` and waits, off
+/// the async runtime, for `how` (shared or exclusive) on it: how jobs hold
+/// a mirror or a snapshot while they use it (`mirror.rs`, `snapshot.rs`).
+pub(crate) async fn lock_file(path: &Path, how: FlockArg) -> std::io::Result<Flock<File>> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        Flock::lock(file, how).map_err(|(_, errno)| errno.into())
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|locked| locked)
+}
+
 /// A job's lease, held while the job runs. Cheap to clone; the lock is
 /// released when the last clone is dropped (the kernel releases it when the
 /// process ends). The lease file is deleted only by [`Lease::release`],

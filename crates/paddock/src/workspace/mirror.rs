@@ -53,24 +53,12 @@ pub(super) async fn fetched(
     let key = hex::encode(&Sha256::digest(url.as_bytes())[..12]);
     let dir = root.join(format!("{key}.git"));
     let lock_path = root.join(format!("{key}.lock"));
-    let lock = {
-        let path = lock_path.clone();
-        tokio::task::spawn_blocking(move || {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)?;
-            Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| errno.into())
-        })
+    let lock = super::lease::lock_file(&lock_path, FlockArg::LockExclusive)
         .await
-        .map_err(std::io::Error::other)
-        .and_then(|r: std::io::Result<Flock<std::fs::File>>| r)
         .map_err(|source| WorkspaceError::Create {
             path: lock_path.clone(),
             source,
-        })?
-    };
+        })?;
     // Used now (what pruning reads, `prune.rs`).
     super::prune::stamp(&lock_path);
     let mut remade = None;

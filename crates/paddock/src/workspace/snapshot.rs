@@ -61,21 +61,9 @@ impl Snapshot {
         super::set_private(&root);
         let name = format!("{commit}-{key}");
         let lock_path = root.join(format!("{name}.lock"));
-        let in_use = {
-            let path = lock_path.clone();
-            tokio::task::spawn_blocking(move || {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .truncate(false)
-                    .write(true)
-                    .open(&path)?;
-                Flock::lock(file, FlockArg::LockShared).map_err(|(_, errno)| errno.into())
-            })
+        let in_use = super::lease::lock_file(&lock_path, FlockArg::LockShared)
             .await
-            .map_err(std::io::Error::other)
-            .and_then(|r: std::io::Result<Flock<std::fs::File>>| r)
-            .map_err(create(&lock_path))?
-        };
+            .map_err(create(&lock_path))?;
         let snap = Snapshot {
             dir: root.join(name),
             _in_use: Some(std::sync::Arc::new(in_use)),
