@@ -1,6 +1,7 @@
 //! The SQLite backend of the [`Store`]: jobs, their normalized events, the
 //! broker's ledger rows (model calls) and host profiles in one SQLite file
-//! (WAL journal, foreign keys on), migrated at open. Queries use `$N` placeholders and a portable column
+//! (WAL journal, foreign keys on), migrated at open (one query when the
+//! schema is current already). Queries use `$N` placeholders and a portable column
 //! subset (BIGINT, TEXT, BOOLEAN) so a PostgreSQL backend can share the
 //! schema; `docs/store.md` documents the tables for operators.
 
@@ -165,12 +166,44 @@ impl SqliteStore {
     }
 
     async fn migrated(pool: SqlitePool, path: PathBuf) -> Result<SqliteStore, StoreError> {
-        MIGRATOR
-            .run(&pool)
-            .await
-            .map_err(|source| StoreError::Migrate { path, source })?;
+        if !schema_current(&pool).await {
+            MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|source| StoreError::Migrate { path, source })?;
+        }
         Ok(SqliteStore { pool })
     }
+}
+
+/// True when the database already holds exactly the embedded migrations,
+/// each applied successfully with the same checksum: one query instead of
+/// the migrator's table creation, dirty check and listing. Anything else
+/// (a new database, a missing, failed, changed or unknown migration, an
+/// error) is left to the migrator, which applies or refuses as before.
+async fn schema_current(pool: &SqlitePool) -> bool {
+    let applied: Vec<(i64, Vec<u8>, bool)> = match sqlx::query_as(
+        "SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version",
+    )
+    .fetch_all(pool)
+    .await
+    {
+        Ok(rows) => rows,
+        Err(_) => return false,
+    };
+    let mut wanted: Vec<(i64, &[u8])> = MIGRATOR
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .map(|m| (m.version, m.checksum.as_ref()))
+        .collect();
+    wanted.sort_by_key(|(v, _)| *v);
+    applied.len() == wanted.len()
+        && applied
+            .iter()
+            .zip(&wanted)
+            .all(|((v, sum, ok), (want_v, want_sum))| {
+                *ok && v == want_v && sum.as_slice() == *want_sum
+            })
 }
 
 /// The SQLite queries live in one file per table (`jobs.rs`, `events.rs`,
@@ -478,6 +511,61 @@ mod tests {
                 .unwrap();
             assert_eq!(applied as usize, MIGRATOR.iter().count(), "round {round}");
         }
+    }
+
+    /// A reopened, current database skips the migrator; one whose applied
+    /// migrations differ from the embedded ones (a changed checksum, a
+    /// failed one) is still handed to it, which refuses as before.
+    #[tokio::test]
+    async fn a_current_schema_skips_the_migrator_and_a_changed_one_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("paddock.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        assert!(schema_current(&store.pool).await);
+        let first = MIGRATOR.iter().next().unwrap().version;
+        sqlx::query("UPDATE _sqlx_migrations SET checksum = x'00' WHERE version = $1")
+            .bind(first)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(!schema_current(&store.pool).await);
+        store.close().await;
+        drop(store);
+        let err = SqliteStore::open(&path).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                StoreError::Migrate {
+                    source: sqlx::migrate::MigrateError::VersionMismatch(v),
+                    ..
+                } if *v == first
+            ),
+            "{err:?}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("paddock.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        let last = MIGRATOR.iter().last().unwrap().version;
+        sqlx::query("UPDATE _sqlx_migrations SET success = FALSE WHERE version = $1")
+            .bind(last)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(!schema_current(&store.pool).await);
+        store.close().await;
+        drop(store);
+        let err = SqliteStore::open(&path).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                StoreError::Migrate {
+                    source: sqlx::migrate::MigrateError::Dirty(v),
+                    ..
+                } if *v == last
+            ),
+            "{err:?}"
+        );
     }
 
     #[tokio::test]
