@@ -32,7 +32,7 @@ pub use network::{
     Destination, Host, HostPattern, NetworkLimits, NetworkSpec, SetupNetwork, SetupSpec,
 };
 pub use results::{
-    GitHubAppSpec, GitHubCredential, GitHubSpec, PushCredential, PushSpec, ResultsSpec,
+    GitHubAppSpec, GitHubCredential, GitHubSpec, GitLabSpec, PushCredential, PushSpec, ResultsSpec,
 };
 pub use spec::{
     BrokerSpec, BudgetSpec, EngineKind, EngineSpec, EntraSpec, Isolation, JobSpec, KeyHeaderKind,

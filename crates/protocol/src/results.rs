@@ -29,6 +29,10 @@ pub struct ResultsSpec {
     /// `[results.github]`: the forge. Absent: the file outbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub github: Option<GitHubSpec>,
+    /// `[results.gitlab]`: the forge is GitLab (merge requests). At most
+    /// one of `github` and `gitlab`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitlab: Option<GitLabSpec>,
     /// `[results.push]`: a git remote the branch is pushed to with a plain
     /// token or an SSH deploy key held on the host (instead of
     /// `results.github`'s push; with the outbox when there is no forge).
@@ -129,6 +133,7 @@ impl Default for ResultsSpec {
             ticket_url: None,
             base_branch: None,
             github: None,
+            gitlab: None,
             push: None,
             webhook_url: None,
         }
@@ -235,6 +240,69 @@ impl GitHubSpec {
     }
 }
 
+/// `[results.gitlab]`: a GitLab project and the token Paddock (never the
+/// job) uses for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitLabSpec {
+    /// The project: its path (`group/sub/name`) or its numeric id.
+    pub project: String,
+    /// A token with `api` and `write_repository` on that project, as
+    /// `env:NAME` or `file:PATH` (sent as `PRIVATE-TOKEN`, and as HTTP
+    /// basic `oauth2:TOKEN` to push).
+    pub token: KeyRef,
+    /// The REST API's root (self-managed: `https://HOST/api/v4`).
+    #[serde(default = "default_gitlab_api_url")]
+    pub api_url: String,
+    /// Where the branch is pushed (default: `https://HOST/PROJECT.git`
+    /// from `api_url` and a project path; needed with a numeric id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_url: Option<String>,
+}
+
+fn default_gitlab_api_url() -> String {
+    "https://gitlab.com/api/v4".to_string()
+}
+
+impl GitLabSpec {
+    /// Why `project` is neither a numeric id nor a `group/name` path.
+    pub fn check_project(&self) -> Result<(), String> {
+        let p = &self.project;
+        if !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()) {
+            return Ok(());
+        }
+        let valid = |s: &str| {
+            !s.is_empty()
+                && !s.starts_with('.')
+                && !s.ends_with(".git")
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        let parts: Vec<&str> = p.split('/').collect();
+        if parts.len() >= 2 && parts.iter().all(|s| valid(s)) {
+            return Ok(());
+        }
+        Err(format!(
+            "`{p}` must be a project id (digits) or a path `group/name` (letters, digits, `-`, `_`, `.`)"
+        ))
+    }
+
+    /// Where the branch is pushed, or why there is no default.
+    pub fn push_url(&self) -> Result<String, String> {
+        if let Some(url) = &self.push_url {
+            return Ok(url.clone());
+        }
+        if self.project.chars().all(|c| c.is_ascii_digit()) {
+            return Err("a numeric `project` id needs `push_url`".into());
+        }
+        let root = self.api_url.trim_end_matches('/');
+        let root = root.strip_suffix("/api/v4").ok_or_else(|| {
+            format!("`api_url` `{root}` does not end in `/api/v4`: set `push_url`")
+        })?;
+        Ok(format!("{root}/{}.git", self.project))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -260,6 +328,7 @@ mod tests {
                     api_url: "https://api.github.com".into(),
                     push_url: None,
                 }),
+                gitlab: None,
                 push: None,
                 webhook_url: None,
             }
@@ -382,6 +451,38 @@ mod tests {
                 "set `token` or `app`, not both".to_string(),
                 "`app.id` and `app.installation_id` must be GitHub's ids (not 0)".to_string(),
             ]
+        );
+    }
+
+    #[test]
+    fn a_gitlab_section_parses_with_its_defaults_and_its_project_is_checked() {
+        let spec: ResultsSpec = toml::from_str(
+            "[gitlab]\nproject = \"acme/tools/widgets\"\ntoken = \"env:GL_TOKEN\"\n",
+        )
+        .unwrap();
+        let gl = GitLabSpec {
+            project: "acme/tools/widgets".into(),
+            token: KeyRef::Env("GL_TOKEN".into()),
+            api_url: "https://gitlab.com/api/v4".into(),
+            push_url: None,
+        };
+        assert_eq!(spec.gitlab.as_ref(), Some(&gl));
+        assert_eq!(
+            gl.push_url(),
+            Ok("https://gitlab.com/acme/tools/widgets.git".to_string())
+        );
+        let with = |project: &str| GitLabSpec {
+            project: project.into(),
+            ..gl.clone()
+        };
+        let checked: Vec<bool> = ["acme/w", "1234", "acme", "acme/../x", "a/w.git", "", "a//b"]
+            .iter()
+            .map(|p| with(p).check_project().is_ok())
+            .collect();
+        assert_eq!(checked, vec![true, true, false, false, false, false, false]);
+        assert_eq!(
+            with("1234").push_url(),
+            Err("a numeric `project` id needs `push_url`".to_string())
         );
     }
 

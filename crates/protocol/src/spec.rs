@@ -774,6 +774,9 @@ impl JobSpec {
                 join(p);
             }
         }
+        if let Some(KeyRef::File(p)) = self.results.gitlab.as_mut().map(|g| &mut g.token) {
+            join(p);
+        }
         if let Some(KeyRef::File(p)) = self.upstream.key.as_mut() {
             join(p);
         }
@@ -856,6 +859,22 @@ impl JobSpec {
                 return Err(bad("results.github", reason));
             }
         }
+        if let Some(gitlab) = &self.results.gitlab {
+            if self.results.github.is_some() {
+                return Err(bad(
+                    "results.gitlab",
+                    "set `[results.github]` or `[results.gitlab]`, not both".into(),
+                ));
+            }
+            if let Err(reason) = gitlab.check_project() {
+                return Err(bad("results.gitlab.project", reason));
+            }
+            if self.results.push.is_none() {
+                if let Err(reason) = gitlab.push_url() {
+                    return Err(bad("results.gitlab.push_url", reason));
+                }
+            }
+        }
         if let Some(push) = &self.results.push {
             if let Err(reason) = push.credential() {
                 return Err(bad("results.push", reason));
@@ -898,6 +917,7 @@ impl JobSpec {
     /// repository. The reason names the field, never the URL.
     fn check_url_credentials(&self) -> Result<(), (String, String)> {
         let gh = self.results.github.as_ref();
+        let gl = self.results.gitlab.as_ref();
         let urls = [
             ("repository.url", self.repository.url.as_deref()),
             ("upstream.base_url", self.upstream.base_url.as_deref()),
@@ -914,6 +934,11 @@ impl JobSpec {
             (
                 "results.github.push_url",
                 gh.and_then(|g| g.push_url.as_deref()),
+            ),
+            ("results.gitlab.api_url", gl.map(|g| g.api_url.as_str())),
+            (
+                "results.gitlab.push_url",
+                gl.and_then(|g| g.push_url.as_deref()),
             ),
             (
                 "results.push.url",

@@ -121,6 +121,10 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
                 }
             }
         }
+        // So is GitLab's (results.gitlab.token).
+        if let Some(KeyRef::Env(name)) = spec.results.gitlab.as_ref().map(|g| &g.token) {
+            paddock::broker::secret::withdraw_env(name);
+        }
         // And the token a URL source is fetched with (repository.token).
         if let Some(KeyRef::Env(name)) = &spec.repository.token {
             paddock::broker::secret::withdraw_env(name);

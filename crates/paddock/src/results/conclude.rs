@@ -19,6 +19,7 @@ use super::closeout::{self, CloseoutInput};
 use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
 use super::github::GitHub;
 use super::github_app;
+use super::gitlab::GitLab;
 use super::outbox::Outbox;
 use super::push::{self, PushAuth};
 use super::source;
@@ -126,14 +127,26 @@ impl ForgeSession {
             (ForgeBackend::GitHub(gh), true) => github_app::revoke(gh).await.err().map(|e| {
                 format!("the job's installation token was not revoked (GitHub expires it within the hour): {e}")
             }),
-            (ForgeBackend::GitHub(_) | ForgeBackend::Outbox(_), _) => None,
+            (ForgeBackend::GitHub(_) | ForgeBackend::GitLab(_) | ForgeBackend::Outbox(_), _) => None,
         }
     }
 }
 
 /// Opens the forge of `spec`: GitHub with its token or a token minted for
-/// this job by its App, else the outbox.
+/// this job by its App, GitLab with its token, else the outbox.
 pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<ForgeSession, String> {
+    if let Some(gl) = &spec.results.gitlab {
+        gl.check_project()
+            .map_err(|e| format!("results.gitlab.project: {e}"))?;
+        let token = Secret::resolve(&gl.token).map_err(|e| format!("results.gitlab.token: {e}"))?;
+        let client =
+            GitLab::new(&gl.api_url, &gl.project, token.clone()).map_err(|e| e.to_string())?;
+        return Ok(ForgeSession {
+            forge: ForgeBackend::GitLab(client),
+            token: Some(token),
+            minted: false,
+        });
+    }
     let Some(gh) = &spec.results.github else {
         return Ok(ForgeSession {
             forge: ForgeBackend::Outbox(Outbox {
@@ -178,8 +191,9 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
 }
 
 /// Pushes `branch` of `bundle` where the spec says: `[results.push]` with
-/// its token or deploy key, else the GitHub forge's push URL with the
-/// forge's token; neither: nowhere (the outbox).
+/// its token or deploy key, else the GitHub (GitLab) forge's push URL with
+/// the forge's token as `x-access-token` (`oauth2`); neither: nowhere (the
+/// outbox).
 async fn push_result(
     spec: &JobSpec,
     bundle: &Path,
@@ -191,6 +205,15 @@ async fn push_result(
         if let Some(gh) = &spec.results.github {
             let auth = forge_token.map_or(PushAuth::None, PushAuth::Token);
             return push::push_branch(bundle, branch, &gh.push_url(), auth, scratch)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        if let Some(gl) = &spec.results.gitlab {
+            let url = gl
+                .push_url()
+                .map_err(|e| format!("results.gitlab.push_url: {e}"))?;
+            let auth = forge_token.map_or(PushAuth::None, PushAuth::OAuth2);
+            return push::push_branch(bundle, branch, &url, auth, scratch)
                 .await
                 .map_err(|e| e.to_string());
         }

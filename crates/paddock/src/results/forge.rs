@@ -1,14 +1,16 @@
 //! The forge seam: where a job's branch becomes a pull request. One trait,
-//! an enum of its backends (GitHub, the file outbox when no forge is
+//! an enum of its backends (GitHub, GitLab, the file outbox when no forge is
 //! configured) and, in tests, a fake. A forge opens or updates the pull
 //! request for a branch, posts the closeout and reads a review back for
 //! the next attempt. There is deliberately no operation that merges,
-//! approves or enables auto-merge, and the GitHub client refuses such a
-//! request even if one were built (`github.rs`, `refuse_merging`).
+//! approves or enables auto-merge, and the GitHub and GitLab clients
+//! refuse such a request even if one were built (`refuse_merging` in
+//! `github.rs` and `gitlab.rs`).
 
 use async_trait::async_trait;
 
 use super::github::GitHub;
+use super::gitlab::GitLab;
 use super::outbox::Outbox;
 
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +97,7 @@ pub struct ReviewComment {
 /// What a forge does for Paddock. Nothing here merges.
 #[async_trait]
 pub trait Forge: Send + Sync {
-    /// Its name in messages (`github`, `outbox`).
+    /// Its name in messages (`github`, `gitlab`, `outbox`).
     fn name(&self) -> &'static str;
     /// Opens the pull request for `draft.head`, or updates the open one
     /// (title, body, labels).
@@ -115,6 +117,7 @@ pub trait Forge: Send + Sync {
 /// The forges Paddock ships.
 pub enum ForgeBackend {
     GitHub(GitHub),
+    GitLab(GitLab),
     Outbox(Outbox),
 }
 
@@ -122,6 +125,7 @@ impl ForgeBackend {
     fn inner(&self) -> &dyn Forge {
         match self {
             ForgeBackend::GitHub(f) => f,
+            ForgeBackend::GitLab(f) => f,
             ForgeBackend::Outbox(f) => f,
         }
     }

@@ -3,7 +3,8 @@
 //! own git directory and a bundle beside the patch (`conclude.rs`); the
 //! branch is fetched into a local source (`source.rs`) and pushed with
 //! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
-//! in `github.rs`, or the file outbox in `outbox.rs`) gets a pull request
+//! in `github.rs`, GitLab in `gitlab.rs`, or the file outbox in
+//! `outbox.rs`) gets a pull (merge) request
 //! and the closeout (`closeout.rs`); `republish.rs` publishes a finished
 //! job again from what it kept (`paddock publish`); `bounce.rs` the prior
 //! attempts of `paddock run --attempt-after JOB`, review comments included. Nothing here merges, approves or
@@ -15,6 +16,7 @@ pub mod conclude;
 pub mod forge;
 pub mod github;
 pub mod github_app;
+pub mod gitlab;
 pub mod outbox;
 pub mod push;
 pub mod republish;

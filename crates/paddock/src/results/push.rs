@@ -72,8 +72,13 @@ fn protocols(url: &str) -> Result<&'static str, PushError> {
 
 /// The `Authorization` header git sends with `token`.
 fn auth_header(token: &Secret) -> String {
-    let basic = base64::engine::general_purpose::STANDARD
-        .encode(format!("x-access-token:{}", token.expose()));
+    basic_header("x-access-token", token)
+}
+
+/// HTTP basic `user:TOKEN` as git's `Authorization` header.
+fn basic_header(user: &str, token: &Secret) -> String {
+    let basic =
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{}", token.expose()));
     format!("Authorization: Basic {basic}")
 }
 
@@ -84,6 +89,8 @@ pub enum PushAuth<'a> {
     None,
     /// HTTP basic `x-access-token:TOKEN` (HTTP(S) URLs).
     Token(&'a Secret),
+    /// HTTP basic `oauth2:TOKEN` (GitLab's form for a token over HTTPS).
+    OAuth2(&'a Secret),
     /// An SSH deploy key, the server's key checked against `known_hosts`.
     SshKey {
         key: &'a Secret,
@@ -220,6 +227,11 @@ pub async fn push_branch(
             cmd.env("GIT_CONFIG_COUNT", "1")
                 .env("GIT_CONFIG_KEY_0", "http.extraHeader")
                 .env("GIT_CONFIG_VALUE_0", auth_header(token));
+        }
+        (PushAuth::OAuth2(token), "http" | "https") => {
+            cmd.env("GIT_CONFIG_COUNT", "1")
+                .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+                .env("GIT_CONFIG_VALUE_0", basic_header("oauth2", token));
         }
         (PushAuth::SshKey { key, known_hosts }, "ssh") => {
             let fd = key_in_memory(key).map_err(|source| PushError::HoldKey {

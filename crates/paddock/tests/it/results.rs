@@ -1484,3 +1484,295 @@ async fn a_kill_during_an_ssh_push_leaves_no_key_and_the_next_start_leaves_nothi
     let rec = store.job(&id).await.unwrap().unwrap();
     assert_eq!(rec.status, paddock_protocol::JobStatus::Failed);
 }
+
+/// The job spec with `[results.gitlab]` at the mock and `push_url`.
+fn with_gitlab(spec: &Path, api: &str, push_url: &str) {
+    let text = std::fs::read_to_string(spec).unwrap();
+    std::fs::write(
+        spec,
+        format!(
+            "{text}\n[results]\nlabels = [\"paddock\"]\nticket_url = \"https://tracker.example/T-1\"\n\n[results.gitlab]\nproject = \"acme/widgets\"\ntoken = \"env:PADDOCK_TEST_GL_TOKEN\"\napi_url = \"{api}\"\npush_url = \"{push_url}\"\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// `paddock run --json SPEC [extra…]` with GitLab's token in its
+/// environment; the final record.
+async fn run_with_gitlab_token(
+    home: &Home,
+    spec: &Path,
+    extra: &[&str],
+) -> paddock_protocol::JobRecord {
+    let mut args = vec!["run", "--json", spec.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = home
+        .paddock(&args, &[("PADDOCK_TEST_GL_TOKEN", TOKEN)])
+        .await;
+    record(&out)
+}
+
+/// Calls that would merge, approve or set "merge when the pipeline
+/// succeeds" on GitLab.
+fn gitlab_merging(r: &paddock_test_support::gitlab::GitLabRequest) -> bool {
+    let p = r.path.to_ascii_lowercase();
+    p.contains("/merge?")
+        || p.ends_with("/merge")
+        || p.contains("/approv")
+        || p.contains("merge_train")
+        || r.body.contains("merge_when_pipeline_succeeds")
+        || r.body.contains("auto_merge")
+}
+
+/// GitLab: the branch pushed over smart HTTP with Paddock's token as
+/// `oauth2` (the only credential the remote saw; the job's environment
+/// never had it), a draft merge request (`Draft: ` title) opened with its
+/// label and the ticket's link, the closeout posted as a note, every API
+/// call with `PRIVATE-TOKEN` and not one that merges or approves. Then a
+/// reviewer's note (beside a system note and Paddock's own) reaches the
+/// next attempt's brief through `--attempt-after`.
+#[tokio::test(flavor = "multi_thread")]
+async fn gitlab_gets_a_pushed_branch_a_draft_merge_request_and_the_closeout_never_a_merge() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let oauth2 = {
+        use base64::Engine as _;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("oauth2:{TOKEN}"))
+        )
+    };
+    let server = paddock_test_support::git_http::GitHttpServer::start(&remotes, &oauth2).await;
+    let mock = paddock_test_support::gitlab::MockGitLab::start("acme/widgets", TOKEN).await;
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        &finishing("cat > prompt.txt && env > job-env.txt"),
+    );
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let record = run_with_gitlab_token(&home, &spec, &[]).await;
+    assert_eq!(
+        (record.status, record.reason.clone()),
+        (paddock_protocol::JobStatus::Done, None)
+    );
+    let branch = "paddock/T-1/1";
+    assert_eq!(
+        git(&bare, &["rev-parse", branch]),
+        git(&repo, &["rev-parse", branch])
+    );
+    assert!(
+        !server.authorizations().is_empty()
+            && server
+                .authorizations()
+                .iter()
+                .all(|a| a.as_deref() == Some(oauth2.as_str())),
+        "{:?}",
+        server.authorizations()
+    );
+    let job_env = git(&bare, &["show", &format!("{branch}:job-env.txt")]);
+    assert!(!job_env.contains(TOKEN) && !job_env.contains("PADDOCK_TEST_GL_TOKEN"));
+    let mrs = mock.merge_requests();
+    assert_eq!(mrs.len(), 1);
+    let mr = &mrs[0];
+    assert_eq!(
+        (
+            mr["iid"].as_u64(),
+            mr["source_branch"].as_str(),
+            mr["target_branch"].as_str(),
+            mr["draft"].as_bool(),
+            mr["title"].as_str(),
+            mr["labels"].clone(),
+        ),
+        (
+            Some(1),
+            Some(branch),
+            Some("main"),
+            Some(true),
+            Some("Draft: T-1: Test ticket"),
+            serde_json::json!(["paddock"]),
+        )
+    );
+    let description = mr["description"].as_str().unwrap();
+    assert!(
+        description.starts_with("Ticket: https://tracker.example/T-1\n\n"),
+        "{description}"
+    );
+    let closeout = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(&record.id)
+            .join("closeout.md"),
+    )
+    .unwrap();
+    assert_eq!(
+        mock.notes(),
+        vec![(1, "paddock-bot".to_string(), closeout.clone())]
+    );
+    assert!(
+        closeout.contains("- pull request: https://gitlab.example/acme/widgets/-/merge_requests/1"),
+        "{closeout}"
+    );
+    let requests = mock.requests();
+    assert_eq!(
+        requests
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>(),
+        vec![
+            "GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=opened",
+            "POST /projects/acme%2Fwidgets/merge_requests",
+            "POST /projects/acme%2Fwidgets/merge_requests/1/notes",
+        ]
+    );
+    assert!(requests
+        .iter()
+        .all(|r| r.token_header.as_deref() == Some(&format!("PRIVATE-TOKEN: {TOKEN}"))));
+    // The review: a line note, a system note and Paddock's closeout; only
+    // the reviewer's reaches the next brief.
+    mock.seed_note(
+        1,
+        "alice",
+        "Use tabs, not spaces.",
+        Some(("fix.txt", 1)),
+        false,
+    );
+    mock.seed_note(1, "alice", "changed the description", None, true);
+    let second = run_with_gitlab_token(&home, &spec, &["--attempt-after", &record.id]).await;
+    assert_eq!(
+        (second.status, second.attempt, second.branch.as_str()),
+        (paddock_protocol::JobStatus::Done, 2, "paddock/T-1/2")
+    );
+    let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
+    assert!(
+        patch.contains("+- On attempt 1: alice on fix.txt:1: Use tabs, not spaces."),
+        "{patch}"
+    );
+    assert!(!patch.contains("changed the description"), "{patch}");
+    let all = mock.requests();
+    assert_eq!(
+        all.iter().filter(|r| gitlab_merging(r)).count(),
+        0,
+        "{all:?}"
+    );
+    assert_eq!(mock.merge_requests().len(), 2);
+}
+
+/// The GitLab client on an open merge request: a second open updates the
+/// same one (its labels added to, a reviewer's "ready" kept: no `Draft: `
+/// put back), never a second merge request; the review notes come back
+/// without system notes or Paddock's own.
+#[tokio::test]
+async fn a_second_open_updates_the_same_merge_request_and_notes_are_read_back() {
+    use paddock::results::Forge as _;
+    let mock = paddock_test_support::gitlab::MockGitLab::start("acme/widgets", TOKEN).await;
+    let client = paddock::results::gitlab::GitLab::new(
+        &mock.url,
+        "acme/widgets",
+        paddock::broker::Secret::new(TOKEN.into()),
+    )
+    .unwrap();
+    let draft = |labels: &[&str], body: &str| paddock::results::PullRequestDraft {
+        head: "paddock/T-1/1".into(),
+        base: "main".into(),
+        title: "T-1: t".into(),
+        body: body.into(),
+        draft: true,
+        labels: labels.iter().map(|l| l.to_string()).collect(),
+    };
+    let first = client
+        .open_pull_request(&draft(&["paddock"], "one"))
+        .await
+        .unwrap();
+    let again = client
+        .open_pull_request(&draft(&["second"], "two"))
+        .await
+        .unwrap();
+    let url = client
+        .post_closeout(Some(&again), "closeout")
+        .await
+        .unwrap();
+    mock.seed_note(1, "alice", "Rename it.", None, false);
+    mock.seed_note(1, "bob", "nit", Some(("src/lib.rs", 7)), false);
+    mock.seed_note(1, "alice", "approved this merge request", None, true);
+    let comments = client.review_comments("paddock/T-1/1").await.unwrap();
+    let mrs = mock.merge_requests();
+    assert_eq!(
+        (
+            first.created,
+            again.created,
+            again.number,
+            url,
+            mrs.len(),
+            mrs[0]["title"].clone(),
+            mrs[0]["description"].clone(),
+            mrs[0]["labels"].clone(),
+        ),
+        (
+            true,
+            false,
+            1,
+            Some("https://gitlab.example/acme/widgets/-/merge_requests/1#note_500".to_string()),
+            1,
+            serde_json::json!("Draft: T-1: t"),
+            serde_json::json!("two"),
+            serde_json::json!(["paddock", "second"]),
+        )
+    );
+    assert_eq!(
+        comments,
+        vec![
+            paddock::results::ReviewComment {
+                author: "alice".into(),
+                body: "Rename it.".into(),
+                path: None,
+                line: None,
+                state: None,
+            },
+            paddock::results::ReviewComment {
+                author: "bob".into(),
+                body: "nit".into(),
+                path: Some("src/lib.rs".into()),
+                line: Some(7),
+                state: None,
+            },
+        ]
+    );
+    assert_eq!(
+        mock.requests().iter().filter(|r| gitlab_merging(r)).count(),
+        0
+    );
+}
+
+/// GitLab down: the job is `failed` with GitLab's message, and the patch,
+/// the bundle and the branch in the source are kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn gitlab_down_fails_the_job_with_its_message_and_loses_nothing() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let mock = paddock_test_support::gitlab::MockGitLab::start("acme/widgets", TOKEN).await;
+    mock.set_down(true);
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let record = run_with_gitlab_token(&home, &spec, &[]).await;
+    let artifacts = home.data().join("artifacts").join(&record.id);
+    assert_eq!(
+        (
+            record.status,
+            record.reason.clone(),
+            artifacts.join("patch.diff").exists(),
+            artifacts.join("branch.bundle").exists(),
+            git(&repo, &["branch", "--list", "paddock/T-1/1"]),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some("publishing the result failed: gitlab: find the merge request: HTTP 503: 503 Service Unavailable".to_string()),
+            true,
+            true,
+            "  paddock/T-1/1\n".to_string(),
+        )
+    );
+}

@@ -1,0 +1,449 @@
+//! GitLab's REST API v4 for the forge seam, with reqwest and typed models
+//! of the few shapes Paddock reads (a merge request, a note, a user, an
+//! error). A pull request is a merge request here: a draft is a title
+//! prefixed `Draft: `, the closeout is a note, a review is the merge
+//! request's human notes (system notes and Paddock's own left out). The
+//! token is Paddock's, sent as `PRIVATE-TOKEN` only to the API root the
+//! job spec names. Every request passes [`refuse_merging`] first: a merge,
+//! an approval or "merge when the pipeline succeeds" is refused before
+//! anything is sent.
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
+use super::github::{form_urlencoded, percent_encode};
+use crate::secret::Secret;
+
+const FORGE: &str = "gitlab";
+
+/// How a draft merge request's title starts.
+pub const DRAFT_PREFIX: &str = "Draft: ";
+
+/// One GitLab project, reached with Paddock's token.
+pub struct GitLab {
+    http: reqwest::Client,
+    api: String,
+    /// The project's id or its URL-encoded path.
+    project: String,
+    token: Secret,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiMergeRequest {
+    iid: u64,
+    web_url: String,
+    #[serde(default)]
+    draft: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiNote {
+    id: u64,
+    body: String,
+    author: ApiUser,
+    #[serde(default)]
+    system: bool,
+    #[serde(default)]
+    position: Option<ApiPosition>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiPosition {
+    new_path: Option<String>,
+    new_line: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ApiUser {
+    username: String,
+}
+
+#[derive(Serialize)]
+struct NewMergeRequest<'a> {
+    source_branch: &'a str,
+    target_branch: &'a str,
+    title: &'a str,
+    description: &'a str,
+    /// Comma-separated.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    labels: &'a str,
+}
+
+#[derive(Serialize)]
+struct MergeRequestUpdate<'a> {
+    title: &'a str,
+    description: &'a str,
+    /// Added to the labels it has (a reviewer's stay).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    add_labels: &'a str,
+}
+
+#[derive(Serialize)]
+struct NewNote<'a> {
+    body: &'a str,
+}
+
+/// `Err` for a request that would merge, approve or set "merge when the
+/// pipeline succeeds": a path ending in `/merge`, `/approve` or
+/// `/approvals`, naming a merge train or auto-merge, or a body or query
+/// asking for `merge_when_pipeline_succeeds` or `auto_merge`.
+pub fn refuse_merging(method: &Method, path: &str, body: Option<&str>) -> Result<(), ForgeError> {
+    let lower = path.to_ascii_lowercase();
+    let path_only = lower.split('?').next().unwrap_or(&lower);
+    let asks = |s: &str| s.contains("merge_when_pipeline_succeeds") || s.contains("auto_merge");
+    let refused = path_only.ends_with("/merge")
+        || path_only.ends_with("/approve")
+        || path_only.ends_with("/approvals")
+        || path_only.contains("/merge_trains")
+        || asks(&lower)
+        || body.is_some_and(|b| asks(&b.to_ascii_lowercase()));
+    if refused {
+        return Err(ForgeError::NeverMerge {
+            forge: FORGE,
+            method: method.to_string(),
+            path: path.split('?').next().unwrap_or(path).to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// GitLab's error body: `message` (a string, a list or a map of field to
+/// messages) or `error`.
+fn error_message(bytes: &[u8]) -> String {
+    let text = || crate::output::keep_end(&String::from_utf8_lossy(bytes), 500);
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return text();
+    };
+    match value.get("message").or_else(|| value.get("error")) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => crate::output::keep_end(&other.to_string(), 500),
+        None => text(),
+    }
+}
+
+impl GitLab {
+    /// The client for `project` (an id or a path) at the API root `api`.
+    pub fn new(api: &str, project: &str, token: Secret) -> Result<GitLab, ForgeError> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("paddock/", env!("CARGO_PKG_VERSION")))
+            .timeout(std::time::Duration::from_secs(60))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ForgeError::Request {
+                forge: FORGE,
+                step: "build the HTTP client",
+                url: api.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(GitLab {
+            http,
+            api: api.trim_end_matches('/').to_string(),
+            project: percent_encode(project),
+            token,
+        })
+    }
+
+    fn project_path(&self, rest: &str) -> String {
+        format!("/projects/{}{rest}", self.project)
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<T, ForgeError> {
+        refuse_merging(&method, path, body.as_deref())?;
+        let url = format!("{}{path}", self.api);
+        let mut req = self
+            .http
+            .request(method, &url)
+            .header("PRIVATE-TOKEN", self.token.expose());
+        if let Some(body) = body {
+            req = req.header("Content-Type", "application/json").body(body);
+        }
+        let fail = |e: reqwest::Error| ForgeError::Request {
+            forge: FORGE,
+            step,
+            url: url.clone(),
+            message: e.without_url().to_string(),
+        };
+        let resp = req.send().await.map_err(fail)?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(fail)?;
+        if !status.is_success() {
+            return Err(ForgeError::Status {
+                forge: FORGE,
+                step,
+                status: status.as_u16(),
+                message: error_message(&bytes),
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ForgeError::Decode {
+            forge: FORGE,
+            step,
+            message: e.to_string(),
+        })
+    }
+
+    /// The merge request from `branch` (`state`: `opened` or `all`), the
+    /// newest first.
+    async fn merge_request_for(
+        &self,
+        branch: &str,
+        state: &str,
+    ) -> Result<Option<ApiMergeRequest>, ForgeError> {
+        let query = form_urlencoded(&[("source_branch", branch), ("state", state)]);
+        let path = self.project_path(&format!("/merge_requests?{query}"));
+        let found: Vec<ApiMergeRequest> = self
+            .call("find the merge request", Method::GET, &path, None)
+            .await?;
+        Ok(found.into_iter().next())
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> Option<String> {
+    serde_json::to_string(value).ok()
+}
+
+/// `title` as a draft's (once prefixed) or a ready one's.
+fn titled(title: &str, draft: bool) -> String {
+    let bare = title.strip_prefix(DRAFT_PREFIX).unwrap_or(title);
+    if draft {
+        format!("{DRAFT_PREFIX}{bare}")
+    } else {
+        bare.to_string()
+    }
+}
+
+#[async_trait]
+impl Forge for GitLab {
+    fn name(&self) -> &'static str {
+        FORGE
+    }
+
+    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
+        let labels = draft.labels.join(",");
+        let (mr, created) = match self.merge_request_for(&draft.head, "opened").await? {
+            // An open one keeps its draft state (a reviewer may have marked
+            // it ready).
+            Some(open) => {
+                let title = titled(&draft.title, open.draft);
+                let update = MergeRequestUpdate {
+                    title: &title,
+                    description: &draft.body,
+                    add_labels: &labels,
+                };
+                let path = self.project_path(&format!("/merge_requests/{}", open.iid));
+                let mr: ApiMergeRequest = self
+                    .call(
+                        "update the merge request",
+                        Method::PUT,
+                        &path,
+                        json(&update),
+                    )
+                    .await?;
+                (mr, false)
+            }
+            None => {
+                let title = titled(&draft.title, draft.draft);
+                let new = NewMergeRequest {
+                    source_branch: &draft.head,
+                    target_branch: &draft.base,
+                    title: &title,
+                    description: &draft.body,
+                    labels: &labels,
+                };
+                let path = self.project_path("/merge_requests");
+                let mr: ApiMergeRequest = self
+                    .call("open the merge request", Method::POST, &path, json(&new))
+                    .await?;
+                (mr, true)
+            }
+        };
+        Ok(PullRequest {
+            number: mr.iid,
+            url: mr.web_url,
+            created,
+        })
+    }
+
+    async fn post_closeout(
+        &self,
+        pull_request: Option<&PullRequest>,
+        body: &str,
+    ) -> Result<Option<String>, ForgeError> {
+        let Some(mr) = pull_request else {
+            return Ok(None);
+        };
+        let path = self.project_path(&format!("/merge_requests/{}/notes", mr.number));
+        let note: ApiNote = self
+            .call(
+                "post the closeout",
+                Method::POST,
+                &path,
+                json(&NewNote { body }),
+            )
+            .await?;
+        Ok(Some(format!("{}#note_{}", mr.url, note.id)))
+    }
+
+    async fn review_comments(&self, branch: &str) -> Result<Vec<ReviewComment>, ForgeError> {
+        let Some(mr) = self.merge_request_for(branch, "all").await? else {
+            return Ok(Vec::new());
+        };
+        let me: ApiUser = self
+            .call("read the token's user", Method::GET, "/user", None)
+            .await?;
+        let path = self.project_path(&format!(
+            "/merge_requests/{}/notes?sort=asc&order_by=created_at&per_page=100",
+            mr.iid
+        ));
+        let notes: Vec<ApiNote> = self
+            .call("read the review notes", Method::GET, &path, None)
+            .await?;
+        Ok(notes
+            .into_iter()
+            .filter(|n| !n.system && n.author.username != me.username && !n.body.trim().is_empty())
+            .map(|n| {
+                let (path, line) = n
+                    .position
+                    .map(|p| (p.new_path, p.new_line))
+                    .unwrap_or((None, None));
+                ReviewComment {
+                    author: n.author.username,
+                    body: n.body,
+                    path,
+                    line,
+                    state: None,
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Merging, approving and "merge when the pipeline succeeds" are
+    /// refused before anything is sent; opening, updating, noting and
+    /// reading are not.
+    #[test]
+    fn merging_and_approving_are_refused_before_sending() {
+        let cases: [(Method, &str, Option<&str>, bool); 10] = [
+            (
+                Method::PUT,
+                "/projects/a%2Fw/merge_requests/1/merge",
+                None,
+                false,
+            ),
+            (
+                Method::POST,
+                "/projects/a%2Fw/merge_requests/1/approve",
+                None,
+                false,
+            ),
+            (
+                Method::POST,
+                "/projects/7/merge_requests/1/approvals",
+                None,
+                false,
+            ),
+            (
+                Method::POST,
+                "/projects/7/merge_trains/merge_requests/1",
+                None,
+                false,
+            ),
+            (
+                Method::PUT,
+                "/projects/7/merge_requests/1",
+                Some(r#"{"merge_when_pipeline_succeeds":true}"#),
+                false,
+            ),
+            (
+                Method::PUT,
+                "/projects/7/merge_requests/1?auto_merge=true",
+                None,
+                false,
+            ),
+            (
+                Method::GET,
+                "/projects/7/merge_requests?source_branch=b&state=opened",
+                None,
+                true,
+            ),
+            (
+                Method::POST,
+                "/projects/7/merge_requests",
+                Some(r#"{"title":"t"}"#),
+                true,
+            ),
+            (
+                Method::PUT,
+                "/projects/7/merge_requests/1",
+                Some(r#"{"title":"t"}"#),
+                true,
+            ),
+            (
+                Method::POST,
+                "/projects/7/merge_requests/1/notes",
+                Some(r#"{"body":"b"}"#),
+                true,
+            ),
+        ];
+        let got: Vec<(String, bool)> = cases
+            .iter()
+            .map(|(m, p, b, _)| (format!("{m} {p}"), refuse_merging(m, p, *b).is_ok()))
+            .collect();
+        let want: Vec<(String, bool)> = cases
+            .iter()
+            .map(|(m, p, _, ok)| (format!("{m} {p}"), *ok))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            refuse_merging(&Method::PUT, "/projects/7/merge_requests/1/merge?x=1", None)
+                .unwrap_err()
+                .to_string(),
+            "gitlab: refused to send PUT /projects/7/merge_requests/1/merge: Paddock never merges, approves or enables auto-merge"
+        );
+    }
+
+    #[test]
+    fn a_draft_title_is_prefixed_once() {
+        assert_eq!(
+            [
+                titled("T-1: fix", true),
+                titled("Draft: T-1: fix", true),
+                titled("Draft: T-1: fix", false),
+                titled("T-1: fix", false),
+            ],
+            ["Draft: T-1: fix", "Draft: T-1: fix", "T-1: fix", "T-1: fix"].map(String::from)
+        );
+    }
+
+    #[test]
+    fn gitlab_error_bodies_are_read() {
+        assert_eq!(
+            [
+                error_message(br#"{"message":"403 Forbidden"}"#),
+                error_message(br#"{"message":["Another open merge request already exists"]}"#),
+                error_message(br#"{"error":"invalid_token"}"#),
+                error_message(b"Bad Gateway"),
+            ],
+            [
+                "403 Forbidden",
+                r#"["Another open merge request already exists"]"#,
+                "invalid_token",
+                "Bad Gateway",
+            ]
+            .map(String::from)
+        );
+    }
+}
