@@ -1642,6 +1642,51 @@ scenario = "s.toml"
         );
     }
 
+    /// `[results.gitlab]` is checked with errors naming the field: its
+    /// project, its push URL's default, no credential in its URLs, not
+    /// beside `[results.github]`.
+    #[test]
+    fn a_gitlab_section_is_checked_field_by_field() {
+        let gl = |rest: &str| parse(&format!("[results.gitlab]\ntoken = \"env:GL\"\n{rest}"));
+        let got: Vec<Result<(), String>> = [
+            gl("project = \"acme/widgets\"\n"),
+            gl("project = \"widgets\"\n"),
+            gl("project = \"42\"\n"),
+            gl("project = \"42\"\npush_url = \"https://git.example/w.git\"\n"),
+            gl("project = \"a/w\"\napi_url = \"https://git.example/gitlab\"\n"),
+            gl("project = \"a/w\"\npush_url = \"https://oauth2:glpat-x@gitlab.com/a/w.git\"\n"),
+            parse("[results.github]\nrepository = \"a/w\"\ntoken = \"env:GH\"\n[results.gitlab]\nproject = \"a/w\"\ntoken = \"env:GL\"\n"),
+        ]
+        .into_iter()
+        .map(|r| r.map(|_| ()))
+        .collect();
+        let field =
+            |f: &str, reason: &str| Err(format!("job spec spec.toml: field `{f}`: {reason}"));
+        assert_eq!(got[..5].to_vec(), vec![
+            Ok(()),
+            field("results.gitlab.project", "`widgets` must be a project id (digits) or a path `group/name` (letters, digits, `-`, `_`, `.`)"),
+            field("results.gitlab.push_url", "a numeric `project` id needs `push_url`"),
+            Ok(()),
+            field("results.gitlab.push_url", "`api_url` `https://git.example/gitlab` does not end in `/api/v4`: set `push_url`"),
+        ]);
+        assert!(
+            got[5]
+                .as_ref()
+                .unwrap_err()
+                .starts_with("job spec spec.toml: field `results.gitlab.push_url`: ")
+                && !got[5].as_ref().unwrap_err().contains("glpat-x"),
+            "{:?}",
+            got[5]
+        );
+        assert_eq!(
+            got[6],
+            field(
+                "results.gitlab",
+                "set `[results.github]` or `[results.gitlab]`, not both"
+            )
+        );
+    }
+
     #[test]
     fn retry_policy_is_validated() {
         assert_eq!(
