@@ -5,13 +5,16 @@
 //! of the request's parts, [`CheckedBody`] one of its body; either turns
 //! the refusal into a problem of the same status: 400 `bad_request`, 413
 //! `too_large`, 415 `unsupported_media_type`, 422 `bad_input`, with axum's
-//! message as the detail.
+//! message as the detail. [`json_object_text`] is the one check every
+//! JSON-object body (a job spec, a turn request) goes through before its own
+//! parser: UTF-8, and an object, with the document that describes it named.
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
 
 use super::problem::Problem;
+use crate::runner::ErrorCode;
 
 /// The longest refusal message kept as a problem's detail.
 const MAX_DETAIL: usize = 4096;
@@ -58,6 +61,26 @@ where
     }
 }
 
+/// The body as text when it is UTF-8 and a JSON object; otherwise a
+/// `bad_input` problem naming `what` the body must be (e.g. "a JSON job
+/// spec (docs/job-spec.md)"). The object itself is parsed by its own type,
+/// which names the field that is wrong.
+pub fn json_object_text<'a>(body: &'a [u8], what: &str) -> Result<&'a str, Problem> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        Problem::runner(
+            ErrorCode::BadInput,
+            format!("the request body is not UTF-8: {e}"),
+        )
+    })?;
+    if !text.trim_start().starts_with('{') {
+        return Err(Problem::runner(
+            ErrorCode::BadInput,
+            format!("the request body must be {what}"),
+        ));
+    }
+    Ok(text)
+}
+
 /// The problem of an extractor's refusal: its status, its message.
 async fn problem(response: axum::response::Response) -> Problem {
     let status = response.status().as_u16();
@@ -89,6 +112,29 @@ mod tests {
     struct Limit {
         #[allow(dead_code)]
         limit: u32,
+    }
+
+    #[test]
+    fn a_json_object_body_is_its_text_and_anything_else_is_bad_input() {
+        assert_eq!(
+            json_object_text(b" \n{\"a\": 1}", "a JSON thing (docs/x.md)"),
+            Ok(" \n{\"a\": 1}")
+        );
+        assert_eq!(
+            json_object_text(b"[1]", "a JSON thing (docs/x.md)"),
+            Err(Problem::runner(
+                ErrorCode::BadInput,
+                "the request body must be a JSON thing (docs/x.md)".into()
+            ))
+        );
+        assert_eq!(
+            json_object_text(b"{\"a\": \"\xff\"}", "a JSON thing (docs/x.md)"),
+            Err(Problem::runner(
+                ErrorCode::BadInput,
+                "the request body is not UTF-8: invalid utf-8 sequence of 1 bytes from index 7"
+                    .into()
+            ))
+        );
     }
 
     #[tokio::test]

@@ -17,7 +17,7 @@ use axum::Json;
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 use serde::Deserialize;
 
-use super::extract::{Checked, CheckedBody};
+use super::extract::{json_object_text, Checked, CheckedBody};
 use super::problem::Problem;
 use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
@@ -77,18 +77,7 @@ pub async fn submit(
     Checked(Query(query)): Checked<Query<SubmitQuery>>,
     CheckedBody(body): CheckedBody<Bytes>,
 ) -> Result<Response, Problem> {
-    let body = std::str::from_utf8(&body).map_err(|e| {
-        Problem::runner(
-            ErrorCode::BadInput,
-            format!("the request body is not UTF-8: {e}"),
-        )
-    })?;
-    if !body.trim_start().starts_with('{') {
-        return Err(Problem::runner(
-            ErrorCode::BadInput,
-            "the request body must be a JSON job spec (docs/job-spec.md)".into(),
-        ));
-    }
+    let body = json_object_text(&body, "a JSON job spec (docs/job-spec.md)")?;
     let spec = JobSpec::from_text(
         body,
         FsPath::new("<request body>"),

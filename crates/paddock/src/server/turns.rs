@@ -22,7 +22,7 @@ use paddock_protocol::TurnRequest;
 use tokio::sync::mpsc;
 
 use super::events::{follow, respond, wants_jsonl, BUFFER};
-use super::extract::CheckedBody;
+use super::extract::{json_object_text, CheckedBody};
 use super::problem::Problem;
 use super::queue::{Queue, Turn, TurnError};
 use super::state::AppState;
@@ -69,18 +69,7 @@ pub async fn turn(
     headers: HeaderMap,
     CheckedBody(body): CheckedBody<Bytes>,
 ) -> Result<Response, Problem> {
-    let body = std::str::from_utf8(&body).map_err(|e| {
-        Problem::runner(
-            ErrorCode::BadInput,
-            format!("the request body is not UTF-8: {e}"),
-        )
-    })?;
-    if !body.trim_start().starts_with('{') {
-        return Err(Problem::runner(
-            ErrorCode::BadInput,
-            "the request body must be a JSON turn request (docs/api.md#turns)".into(),
-        ));
-    }
+    let body = json_object_text(&body, "a JSON turn request (docs/api.md#turns)")?;
     let request = TurnRequest::from_json(body)?;
     let key = uuid::Uuid::now_v7().simple().to_string();
     let source = match request.repository {
