@@ -3,8 +3,10 @@
 //! with inline files, instructions and a skill, streamed as SSE and as
 //! JSON lines to `done`, nothing left behind), a client that goes away
 //! mid-turn (a stand-in Codex that made its model call and then stalls:
-//! cancelled, its processes gone, its ledger row kept), the slot limit
-//! (429 `no_slot`), and every bad field of a turn refused with its name.
+//! cancelled, its processes gone, its ledger row kept; over SSE and over
+//! JSON lines), a turn on the `sandbox` rung, a turn whose budget is spent
+//! (held, never run, its stream ending at `held`), the slot limit (429
+//! `no_slot`), and every bad field of a turn refused with its name.
 
 use std::path::Path;
 use std::time::Duration;
@@ -38,7 +40,7 @@ usage = {{ input = 120, output = 2 }}
     path.display().to_string()
 }
 
-/// A turn request for `engine` replaying `scenario`.
+/// A turn request for `engine` replaying `scenario` on the `process` rung.
 fn request(engine: &str, scenario: &str) -> Value {
     json!({
         "engine": {"kind": engine, "model": model(engine)},
@@ -91,8 +93,11 @@ async fn read_events(resp: reqwest::Response, jsonl: bool) -> Vec<AgentEvent> {
 /// A turn on the real `engine`: its events stream back to `done`, exactly
 /// the stored ones; the client's files, the instructions and the skill
 /// reached the engine; the ledger has both calls; nothing is left.
-async fn a_turn_streams_to_done(engine: &str, jsonl: bool) {
+async fn a_turn_streams_to_done(engine: &str, jsonl: bool, isolation: &str) {
     if paddock_test_support::prelude::engine(engine).is_none() {
+        return;
+    }
+    if isolation == "sandbox" && !sandbox_available() {
         return;
     }
     let home = Home::new();
@@ -103,7 +108,9 @@ async fn a_turn_streams_to_done(engine: &str, jsonl: bool) {
         "CLAUDE.md"
     };
     let scenario = scenario(home.path(), instructions_file);
-    let resp = post_turn(&server, &request(engine, &scenario), jsonl).await;
+    let mut turn = request(engine, &scenario);
+    turn["isolation"] = json!(isolation);
+    let resp = post_turn(&server, &turn, jsonl).await;
     assert_eq!(resp.status(), 200, "{}", server.stderr());
     let id = resp.headers()["paddock-job-id"]
         .to_str()
@@ -121,9 +128,10 @@ async fn a_turn_streams_to_done(engine: &str, jsonl: bool) {
         (
             record.status,
             record.project.as_str(),
-            record.ticket_id.starts_with("turn-")
+            record.ticket_id.starts_with("turn-"),
+            record.isolation.as_str()
         ),
-        (JobStatus::Done, "chat", true),
+        (JobStatus::Done, "chat", true, isolation),
         "{:?} {}",
         record.reason,
         server.stderr()
@@ -180,12 +188,70 @@ async fn running_jobs(server: &Server) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_codex_turn_streams_sse_to_done_and_leaves_nothing() {
-    a_turn_streams_to_done("codex", false).await;
+    a_turn_streams_to_done("codex", false, "process").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claude_turn_streams_jsonl_to_done_and_leaves_nothing() {
-    a_turn_streams_to_done("claude", true).await;
+    a_turn_streams_to_done("claude", true, "process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_codex_turn_on_the_sandbox_rung_streams_to_done_and_leaves_nothing() {
+    a_turn_streams_to_done("codex", true, "sandbox").await;
+}
+
+/// A turn whose budget is already spent is held at admission, as a
+/// submitted job is: the stream is its `policy` and `held` events and ends;
+/// nothing ran (no ledger row, no engine), no inline source was written,
+/// and the held record says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_whose_budget_is_spent_is_held_and_its_stream_ends() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let turn = json!({
+        "engine": {"kind": "codex", "model": "gpt-5.5"},
+        "upstream": {"provider": "scripted", "scenario": one_answer(&home)},
+        "input": "Hi.",
+        "files": {"a.txt": "a\n"},
+        "budget": {"max_usd": 0.0},
+        "isolation": "process",
+    });
+    let resp = post_turn(&server, &turn, true).await;
+    assert_eq!(resp.status(), 200, "{}", server.stderr());
+    let id = resp.headers()["paddock-job-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let streamed = read_events(resp, true).await;
+    let record = server.job(&id).await;
+    let reason = record.reason.clone().expect("a held turn says why");
+    assert_eq!(
+        (
+            record.status,
+            streamed.iter().map(|e| e.body.clone()).collect::<Vec<_>>()
+        ),
+        (
+            JobStatus::Held,
+            vec![
+                EventBody::Policy {
+                    rule: "budget".into(),
+                    message: reason.clone()
+                },
+                EventBody::Status {
+                    phase: Phase::Held,
+                    detail: Some(reason)
+                },
+            ]
+        )
+    );
+    assert_eq!(streamed, stored_events(&home, &id).await);
+    assert_eq!(
+        home.store().await.model_calls(&id).await.unwrap(),
+        Vec::new()
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    assert_eq!(running_jobs(&server).await, Vec::<String>::new());
 }
 
 /// A stand-in Codex that makes one model call through its broker, writes
@@ -236,6 +302,17 @@ fn alive(pid: i32) -> bool {
 /// source are removed.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_that_goes_away_cancels_its_turn_and_turns_take_slots() {
+    a_client_goes_away(false).await;
+}
+
+/// The same over JSON lines: the client's hang-up is seen on that stream
+/// too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jsonl_client_that_goes_away_cancels_its_turn() {
+    a_client_goes_away(true).await;
+}
+
+async fn a_client_goes_away(jsonl: bool) {
     let home = Home::new();
     let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
     let pid_file = home.path().join("engine.pid");
@@ -246,7 +323,7 @@ async fn a_client_that_goes_away_cancels_its_turn_and_turns_take_slots() {
         "files": {"a.txt": "a\n"},
         "isolation": "process",
     });
-    let resp = post_turn(&server, &turn, false).await;
+    let resp = post_turn(&server, &turn, jsonl).await;
     assert_eq!(resp.status(), 200, "{}", server.stderr());
     let id = resp.headers()["paddock-job-id"]
         .to_str()
@@ -258,10 +335,13 @@ async fn a_client_that_goes_away_cancels_its_turn_and_turns_take_slots() {
         .expect("no event")
         .unwrap()
         .unwrap();
-    assert!(
-        String::from_utf8_lossy(&first).contains("event: status"),
-        "{first:?}"
-    );
+    let first = String::from_utf8_lossy(&first).into_owned();
+    if jsonl {
+        let event: AgentEvent = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+        assert_eq!((event.seq, event.body.kind()), (1, "status"), "{first:?}");
+    } else {
+        assert!(first.contains("event: status"), "{first:?}");
+    }
     wait_for_file(&pid_file, &server).await;
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .unwrap()
