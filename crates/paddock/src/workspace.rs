@@ -747,6 +747,33 @@ impl Workspace {
         Ok(out)
     }
 
+    /// Whether the base commit is `commit` or descends from it (`git
+    /// merge-base --is-ancestor` in Paddock's own git directory, never the
+    /// job's repository). `commit` must be an object name (hex digits); a
+    /// commit this directory does not hold is no ancestor of the base (a
+    /// clone holds every ancestor of what it checked out).
+    pub async fn descends_from(&self, commit: &str) -> Result<bool, WorkspaceError> {
+        if commit.is_empty() || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(false);
+        }
+        if commit == self.base_commit {
+            return Ok(true);
+        }
+        let (status, _, _) = self
+            .paddock_git(None, false)
+            .status(
+                [
+                    "merge-base",
+                    "--is-ancestor",
+                    commit,
+                    self.base_commit.as_str(),
+                ],
+                None,
+            )
+            .await?;
+        Ok(status.success())
+    }
+
     /// Paddock's own git directory for this job (`meta/git`).
     fn git_dir(&self) -> PathBuf {
         self.meta.join("git")

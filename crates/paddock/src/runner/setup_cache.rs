@@ -1,7 +1,9 @@
 //! The setup cache for one job (`crate::setup_cache`, docs/egress.md#the-setup-cache):
 //! its key from the job (source, the base commit's lockfiles and
 //! manifests, setup commands and list, rung, host profile, PATH), a
-//! restore instead of the commands when the cache has a fitting entry,
+//! restore instead of the commands when the cache has a fitting entry
+//! produced from the job's base commit or one of its ancestors (an entry
+//! another branch's setup produced is never restored: its scripts ran),
 //! else the trees listed before the commands run and what they added
 //! stored after they all succeeded (and everything they started is gone,
 //! before the engine starts). Each step is a `status` event of phase
@@ -23,6 +25,8 @@ use crate::workspace::Workspace;
 pub(super) struct Cached {
     cache: SetupCache,
     key: Key,
+    /// The job's base commit: what a stored entry is produced from.
+    commit: String,
     before: Option<Before>,
 }
 
@@ -105,6 +109,7 @@ pub(super) async fn open(
     Ok(Some(Cached {
         cache: SetupCache::under(jobs_root),
         key,
+        commit: ws.base_commit.clone(),
         before: None,
     }))
 }
@@ -134,6 +139,53 @@ fn size(s: &Summary) -> String {
     format!("{} entries, {} bytes", s.entries, s.bytes)
 }
 
+/// A commit's name as events show it.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+/// The commits of the key's entries, and which one the job may restore:
+/// the one used last of those produced from its base commit or an
+/// ancestor of it. `None` when the cache failed (said in an event).
+struct Entries {
+    trusted: Option<String>,
+    all: Vec<String>,
+}
+
+async fn entries(
+    em: &mut Emitter,
+    c: &Cached,
+    ws: &Workspace,
+) -> Result<Option<Entries>, LaunchFailure> {
+    let (cache, key) = (c.cache.clone(), c.key.clone());
+    let commits = match blocking(ws, move |_| cache.commits(&key)).await {
+        Ok(commits) => commits,
+        Err(e) => {
+            failed(em, "setup cache: listing the entries", e).await?;
+            return Ok(None);
+        }
+    };
+    for commit in &commits {
+        match ws.descends_from(commit).await {
+            Ok(true) => {
+                return Ok(Some(Entries {
+                    trusted: Some(commit.clone()),
+                    all: commits,
+                }))
+            }
+            Ok(false) => {}
+            Err(e) => {
+                failed(em, "setup cache: checking an entry's commit", e).await?;
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(Entries {
+        trusted: None,
+        all: commits,
+    }))
+}
+
 /// Restores the key's entry; `Ok(true)` when it was (the commands are not
 /// to run). Otherwise the trees are listed for [`store`], and `cached`
 /// becomes `None` when that fails.
@@ -146,34 +198,67 @@ pub(super) async fn restore(
         return Ok(false);
     };
     let (cache, key) = (c.cache.clone(), c.key.clone());
-    let short = key.short().to_string();
-    match blocking(ws, move |t| cache.restore(&key, t)).await {
-        Ok(Restore::Restored(s)) => {
+    let key_short = key.short().to_string();
+    let restored = match entries(em, c, ws).await? {
+        Some(Entries {
+            trusted: Some(commit),
+            ..
+        }) => {
+            let from = commit.clone();
+            Some((
+                commit,
+                blocking(ws, move |t| cache.restore(&key, &from, t)).await,
+            ))
+        }
+        Some(Entries {
+            trusted: None,
+            all: commits,
+        }) if !commits.is_empty() => {
+            let n = commits.len();
             say(
                 em,
                 format!(
-                    "restored from the setup cache (key {short}): {}; the setup commands did not run",
+                    "not restored from the setup cache (key {key_short}): {} made from {} that base commit {} does not descend from (another branch's setup ran code this job does not trust); the setup commands run",
+                    if n == 1 { "its entry was".to_string() } else { format!("its {n} entries were") },
+                    commits.iter().map(|c| format!("commit {}", short(c))).collect::<Vec<_>>().join(", "),
+                    short(&c.commit),
+                ),
+            )
+            .await?;
+            None
+        }
+        Some(_) => Some((String::new(), Ok(Restore::Miss))),
+        None => None,
+    };
+    match restored {
+        Some((commit, Ok(Restore::Restored(s)))) => {
+            say(
+                em,
+                format!(
+                    "restored from the setup cache (key {key_short}, commit {}): {}; the setup commands did not run",
+                    short(&commit),
                     size(&s)
                 ),
             )
             .await?;
             return Ok(true);
         }
-        Ok(Restore::Miss) => {
+        Some((_, Ok(Restore::Miss))) => {
             say(
                 em,
-                format!("not in the setup cache (key {short}); the setup commands run"),
+                format!("not in the setup cache (key {key_short}); the setup commands run"),
             )
             .await?;
         }
-        Ok(Restore::Unfit(why)) => {
+        Some((_, Ok(Restore::Unfit(why)))) => {
             say(
                 em,
-                format!("not restored from the setup cache (key {short}): {why}; the setup commands run"),
+                format!("not restored from the setup cache (key {key_short}): {why}; the setup commands run"),
             )
             .await?;
         }
-        Err(e) => failed(em, "setup cache: restore", e).await?,
+        Some((_, Err(e))) => failed(em, "setup cache: restore", e).await?,
+        None => {}
     }
     match blocking(ws, SetupCache::before).await {
         Ok(before) => c.before = Some(before),
@@ -191,14 +276,23 @@ pub(super) async fn store(
     cached: Cached,
     ws: &Workspace,
 ) -> Result<(), LaunchFailure> {
-    let Cached { cache, key, before } = cached;
+    let Cached {
+        cache,
+        key,
+        commit,
+        before,
+    } = cached;
     let Some(before) = before else {
         return Ok(());
     };
-    let short = key.short().to_string();
-    match blocking(ws, move |t| cache.store(&key, t, &before)).await {
+    let key_short = key.short().to_string();
+    let commit_short = short(&commit).to_string();
+    match blocking(ws, move |t| cache.store(&key, &commit, t, &before)).await {
         Ok(Stored::Stored(s)) => {
-            let mut detail = format!("stored in the setup cache (key {short}): {}", size(&s));
+            let mut detail = format!(
+                "stored in the setup cache (key {key_short}, commit {commit_short}): {}",
+                size(&s)
+            );
             if s.left_out_count > 0 {
                 let named: Vec<String> = s
                     .left_out
@@ -216,7 +310,7 @@ pub(super) async fn store(
         Ok(Stored::Declined(why)) => {
             say(
                 em,
-                format!("not stored in the setup cache (key {short}): {why}"),
+                format!("not stored in the setup cache (key {key_short}): {why}"),
             )
             .await
         }

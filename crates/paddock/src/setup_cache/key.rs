@@ -6,7 +6,9 @@
 //! rung, the host profile and the PATH the commands get (which names the
 //! engine's Node). The source alone is also hashed, so entries of one
 //! source can be counted and pruned together, and no other source's key
-//! can ever equal its.
+//! can ever equal its. An entry is named by its key and the commit it was
+//! produced from (`mod.rs` says who may restore it): one key can have
+//! entries from several commits, a branch's beside main's.
 
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
@@ -91,16 +93,28 @@ impl Key {
         }
     }
 
-    /// The entry's directory name: the source's part first, so one
-    /// source's entries are found by prefix.
-    pub fn dir_name(&self) -> String {
-        format!("{}-{}", self.source, self.full)
+    /// What the directory name of each of this key's entries starts
+    /// with: the source's part first, so one source's entries are found by
+    /// prefix, then the key.
+    pub fn prefix(&self) -> String {
+        format!("{}-{}-", self.source, self.full)
+    }
+
+    /// The directory name of this key's entry produced from `commit`.
+    pub fn entry_name(&self, commit: &str) -> String {
+        format!("{}{commit}", self.prefix())
     }
 
     /// The short form events show.
     pub fn short(&self) -> &str {
         &self.full[..12]
     }
+}
+
+/// Whether `s` is a commit's object name as git prints it (40 or 64
+/// lowercase hex digits): what may name an entry, and be given to git.
+pub(crate) fn is_commit(s: &str) -> bool {
+    matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// 16 hex digits naming a source.
@@ -191,5 +205,21 @@ mod tests {
             (false, true)
         );
         assert!(is_key_file(b"Cargo.lock") && !is_key_file(b"README.md"));
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        assert_eq!(
+            base.entry_name(c),
+            format!("{}-{}-{c}", base.source, base.full)
+        );
+        assert_eq!(
+            [
+                c,
+                &c[1..],
+                "0123456789ABCDEF0123456789ABCDEF01234567",
+                "-x",
+                ""
+            ]
+            .map(is_commit),
+            [true, false, false, false, false]
+        );
     }
 }

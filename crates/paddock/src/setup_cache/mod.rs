@@ -16,6 +16,17 @@
 //! shared lock on `.lock`, stores and pruning an exclusive one. Pruning,
 //! when an entry is stored: entries unused for [`MAX_AGE`] go, and of each
 //! source only the [`KEEP_PER_SOURCE`] used last are kept.
+//!
+//! Trust: setup runs the checkout's own code (npm's `postinstall`, a
+//! `build.rs`, a `setup.py`), which the key does not cover, so an entry
+//! is only as trustworthy as the commit it was produced from. Each entry
+//! is named by its key and that commit, and the runner restores it only
+//! into a job whose base commit is that commit or descends from it
+//! ([`SetupCache::commits`], then `git merge-base --is-ancestor` in
+//! Paddock's git directory): a job on main never restores what a job on
+//! another branch produced (unless main has merged that branch), while a
+//! branch restores main's. docs/egress.md, "The setup cache", has the
+//! threat model.
 
 pub(crate) mod copy;
 mod key;
@@ -33,7 +44,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::workspace::beneath;
 use copy::{copy_entry, Copied, CopyError};
-pub(crate) use key::{is_key_file, Key, KeyInput};
+pub(crate) use key::{is_commit, is_key_file, Key, KeyInput};
 
 /// Entries unused for this long are removed when another is stored.
 pub const MAX_AGE: Duration = Duration::from_secs(14 * 24 * 3600);
@@ -41,6 +52,8 @@ pub const MAX_AGE: Duration = Duration::from_secs(14 * 24 * 3600);
 pub const KEEP_PER_SOURCE: usize = 3;
 /// The cache's directory under the jobs directory.
 pub const DIR: &str = ".setup-cache";
+/// The manifest's version: 2 names the commit the entry was produced from.
+const VERSION: u32 = 2;
 /// A store left half-made (its process died) is removed after this long.
 const STALE_TMP: Duration = Duration::from_secs(24 * 3600);
 
@@ -151,6 +164,9 @@ pub struct Before {
 struct Manifest {
     version: u32,
     source: String,
+    /// The base commit of the job whose setup produced the entry.
+    #[serde(default)]
+    commit: String,
     /// (tree, path) of each subtree setup added.
     roots: Vec<(String, Vec<u8>)>,
     entries: u64,
@@ -206,10 +222,47 @@ impl SetupCache {
         Ok(file)
     }
 
-    /// Copies the entry of `key` into the job's trees, when there is one
-    /// and it fits; nothing is left of a restore that failed.
-    pub fn restore(&self, key: &Key, trees: JobTrees<'_>) -> Result<Restore, SetupCacheError> {
-        let entry = self.dir.join(key.dir_name());
+    /// The commits `key`'s entries were produced from, the entry used
+    /// last first. Which of them a job may restore is the caller's to
+    /// decide (its base commit must be one of them or descend from it).
+    pub fn commits(&self, key: &Key) -> Result<Vec<String>, SetupCacheError> {
+        let dir = match std::fs::read_dir(&self.dir) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_error(&self.dir, "list the directory")(e)),
+        };
+        let prefix = key.prefix();
+        let mut found = Vec::new();
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let Some(commit) = name.to_str().and_then(|n| n.strip_prefix(prefix.as_str())) else {
+                continue;
+            };
+            if !is_commit(commit) {
+                continue;
+            }
+            let used = std::fs::symlink_metadata(e.path().join("manifest.json"))
+                .and_then(|m| m.modified())
+                .ok();
+            found.push((used, commit.to_string()));
+        }
+        found.sort_by(|a, b| b.cmp(a));
+        Ok(found.into_iter().map(|(_, commit)| commit).collect())
+    }
+
+    /// Copies the entry of `key` produced from `commit` into the job's
+    /// trees, when there is one and it fits; nothing is left of a restore
+    /// that failed. The caller has checked that the job trusts `commit`.
+    pub fn restore(
+        &self,
+        key: &Key,
+        commit: &str,
+        trees: JobTrees<'_>,
+    ) -> Result<Restore, SetupCacheError> {
+        if !is_commit(commit) {
+            return Ok(Restore::Miss);
+        }
+        let entry = self.dir.join(key.entry_name(commit));
         let manifest_path = entry.join("manifest.json");
         if !manifest_path.exists() {
             return Ok(Restore::Miss);
@@ -223,6 +276,16 @@ impl SetupCache {
         };
         let manifest: Manifest = serde_json::from_slice(&text)
             .map_err(|e| io_error(&manifest_path, "read the manifest")(io::Error::other(e)))?;
+        if (
+            manifest.version,
+            manifest.source.as_str(),
+            manifest.commit.as_str(),
+        ) != (VERSION, key.source.as_str(), commit)
+        {
+            return Ok(Restore::Unfit(format!(
+                "its manifest does not name this source and commit {commit}"
+            )));
+        }
         if let Some(why) = unfit(&manifest, trees) {
             return Ok(Restore::Unfit(why));
         }
@@ -252,17 +315,24 @@ impl SetupCache {
     }
 
     /// Stores what setup added to the job's trees since `before` under
-    /// `key`, then prunes.
+    /// `key` as produced from `commit` (the job's base commit), then
+    /// prunes.
     pub fn store(
         &self,
         key: &Key,
+        commit: &str,
         trees: JobTrees<'_>,
         before: &Before,
     ) -> Result<Stored, SetupCacheError> {
-        let entry = self.dir.join(key.dir_name());
+        if !is_commit(commit) {
+            return Ok(Stored::Declined(format!(
+                "`{commit}` is not a commit's name"
+            )));
+        }
+        let entry = self.dir.join(key.entry_name(commit));
         if entry.exists() {
             return Ok(Stored::Declined(format!(
-                "an entry for key {} is already there",
+                "an entry for key {} from commit {commit} is already there",
                 key.short()
             )));
         }
@@ -270,7 +340,7 @@ impl SetupCache {
         let tmp = self
             .dir
             .join(format!(".tmp-{:016x}", rand::random::<u64>()));
-        let made = self.fill(&tmp, key, trees, before);
+        let made = self.fill(&tmp, key, commit, trees, before);
         let summary = match made {
             Ok(s) => s,
             Err(SetupCacheError::Copy {
@@ -299,6 +369,7 @@ impl SetupCache {
         &self,
         tmp: &Path,
         key: &Key,
+        commit: &str,
         trees: JobTrees<'_>,
         before: &Before,
     ) -> Result<Summary, SetupCacheError> {
@@ -330,8 +401,9 @@ impl SetupCache {
             }
         }
         let manifest = Manifest {
-            version: 1,
+            version: VERSION,
             source: key.source.clone(),
+            commit: commit.to_string(),
             roots,
             entries: acc.entries,
             bytes: acc.bytes,
@@ -466,6 +538,10 @@ fn remove(path: &Path) {
 mod tests {
     use super::*;
 
+    /// Two commits' names.
+    const C1: &str = "1111111111111111111111111111111111111111";
+    const C2: &str = "2222222222222222222222222222222222222222";
+
     fn key(source: &str, command: &str) -> Key {
         Key::of(KeyInput {
             source,
@@ -507,20 +583,23 @@ mod tests {
             work: &work,
             home: &home,
         };
-        let stored = cache.store(&k, trees, &before).unwrap();
+        let stored = cache.store(&k, C1, trees, &before).unwrap();
         assert_eq!(
             (
                 matches!(stored, Stored::Stored(ref s) if (s.entries, s.bytes) == (2, 1)),
-                cache.store(&k, trees, &before).unwrap(),
+                cache.store(&k, C1, trees, &before).unwrap(),
             ),
             (
                 true,
-                Stored::Declined(format!("an entry for key {} is already there", k.short()))
+                Stored::Declined(format!(
+                    "an entry for key {} from commit {C1} is already there",
+                    k.short()
+                ))
             )
         );
         // The same job's trees already have `deps`.
         assert_eq!(
-            cache.restore(&k, trees).unwrap(),
+            cache.restore(&k, C1, trees).unwrap(),
             Restore::Unfit("`work/deps` exists in the checkout already".into())
         );
         let fresh = tmp.path().join("b");
@@ -533,10 +612,10 @@ mod tests {
         assert_eq!(
             (
                 cache
-                    .restore(&key("/other", "make deps"), fresh_trees)
+                    .restore(&key("/other", "make deps"), C1, fresh_trees)
                     .unwrap(),
                 matches!(
-                    cache.restore(&k, fresh_trees).unwrap(),
+                    cache.restore(&k, C1, fresh_trees).unwrap(),
                     Restore::Restored(_)
                 ),
                 std::fs::read_to_string(fresh.join("work/deps/f")).unwrap(),
@@ -554,7 +633,7 @@ mod tests {
         let jobs = tmp.path().join("jobs");
         let cache = SetupCache::under(&jobs);
         let set_age = |k: &Key, secs: u64| {
-            let manifest = jobs.join(DIR).join(k.dir_name()).join("manifest.json");
+            let manifest = jobs.join(DIR).join(k.entry_name(C1)).join("manifest.json");
             let f = std::fs::File::options().write(true).open(manifest).unwrap();
             f.set_modified(SystemTime::now() - Duration::from_secs(secs))
                 .unwrap();
@@ -565,11 +644,11 @@ mod tests {
             work: &work,
             home: &home,
         };
-        cache.store(&old, trees, &before).unwrap();
+        cache.store(&old, C1, trees, &before).unwrap();
         set_age(&old, MAX_AGE.as_secs() + 60);
         let keys: Vec<Key> = (0..4).map(|i| key("/src", &format!("make {i}"))).collect();
         for (i, k) in keys.iter().enumerate() {
-            cache.store(k, trees, &before).unwrap();
+            cache.store(k, C1, trees, &before).unwrap();
             // The earlier a key, the longer ago it was used.
             set_age(k, 1000 - 100 * i as u64);
         }
@@ -580,10 +659,83 @@ mod tests {
             .filter(|n| !n.starts_with('.'))
             .collect();
         left.sort();
-        let mut expected: Vec<String> = keys[1..].iter().map(Key::dir_name).collect();
+        let mut expected: Vec<String> = keys[1..].iter().map(|k| k.entry_name(C1)).collect();
         expected.sort();
         // Pruned when the fourth was stored (before its age was set): the
         // old source's entry and the first key, used longest ago.
         assert_eq!(left, expected);
+    }
+
+    /// One key, entries from two commits: both are listed, the one used
+    /// last first; each restores only under its own commit; a commit
+    /// without an entry, or a name that is not a commit, is a miss; a
+    /// manifest naming another commit than its directory is unfit.
+    #[test]
+    fn a_key_has_an_entry_per_commit_and_each_restores_only_as_itself() {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let cache = SetupCache::under(&jobs);
+        let k = key("/src", "make deps");
+        assert_eq!(cache.commits(&k).unwrap(), Vec::<String>::new());
+        let (work, home, before) = job(&tmp.path().join("a"));
+        let trees = JobTrees {
+            work: &work,
+            home: &home,
+        };
+        for c in [C1, C2] {
+            assert!(matches!(
+                cache.store(&k, c, trees, &before).unwrap(),
+                Stored::Stored(_)
+            ));
+        }
+        let manifest = |c: &str| jobs.join(DIR).join(k.entry_name(c)).join("manifest.json");
+        let touch = |c: &str, secs: u64| {
+            let f = std::fs::File::options()
+                .write(true)
+                .open(manifest(c))
+                .unwrap();
+            f.set_modified(SystemTime::now() - Duration::from_secs(secs))
+                .unwrap();
+        };
+        touch(C1, 10);
+        touch(C2, 20);
+        assert_eq!(
+            cache.commits(&k).unwrap(),
+            vec![C1.to_string(), C2.to_string()]
+        );
+        touch(C1, 30);
+        assert_eq!(
+            cache.commits(&k).unwrap(),
+            vec![C2.to_string(), C1.to_string()]
+        );
+        // C2's entry moved under C1's name: its manifest says C2.
+        std::fs::remove_dir_all(jobs.join(DIR).join(k.entry_name(C1))).unwrap();
+        std::fs::rename(
+            jobs.join(DIR).join(k.entry_name(C2)),
+            jobs.join(DIR).join(k.entry_name(C1)),
+        )
+        .unwrap();
+        let fresh = tmp.path().join("b");
+        std::fs::create_dir_all(fresh.join("work")).unwrap();
+        std::fs::create_dir_all(fresh.join("home")).unwrap();
+        let fresh_trees = JobTrees {
+            work: &fresh.join("work"),
+            home: &fresh.join("home"),
+        };
+        assert_eq!(
+            [
+                cache.restore(&k, C2, fresh_trees).unwrap(),
+                cache.restore(&k, "../x", fresh_trees).unwrap(),
+                cache.restore(&k, C1, fresh_trees).unwrap(),
+            ],
+            [
+                Restore::Miss,
+                Restore::Miss,
+                Restore::Unfit(format!(
+                    "its manifest does not name this source and commit {C1}"
+                )),
+            ]
+        );
+        assert!(!fresh.join("work/deps").exists());
     }
 }

@@ -4,7 +4,9 @@
 //! links they made are there, the very bytes of the first run); a changed
 //! lockfile misses; `setup.cache = false` turns it off; a planted link out
 //! of the tree, a setuid file and a FIFO are not carried; two sources with
-//! the same content and commands never share an entry.
+//! the same content and commands never share an entry; what a job on
+//! another branch stored (its own scripts ran in setup) never reaches a
+//! job on main, while main's entry reaches the branch.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -88,6 +90,11 @@ fn commit(repo: &Path, file: &str, text: &str) {
     git(repo, &["commit", "-q", "-m", file]);
 }
 
+/// The first 12 digits of the commit `rev` names in `repo`.
+fn short_commit(repo: &Path, rev: &str) -> String {
+    git(repo, &["rev-parse", rev]).trim()[..12].to_string()
+}
+
 async fn restored_then_missed_on(rung: &str) {
     let home = Home::new();
     let spec = spec_with(&home, rung, SETUP, "");
@@ -98,12 +105,13 @@ async fn restored_then_missed_on(rung: &str) {
     let size = "7 entries, 31 bytes";
     let first = run(&home, &spec).await;
     let k = key_of(&first.cache[0]);
+    let c = short_commit(&repo, "main");
     assert_eq!(
         (&first.cache, first.commands_run),
         (
             &vec![
                 format!("not in the setup cache (key {k}); the setup commands run"),
-                format!("stored in the setup cache (key {k}): {size}"),
+                format!("stored in the setup cache (key {k}, commit {c}): {size}"),
             ],
             2
         ),
@@ -119,7 +127,7 @@ async fn restored_then_missed_on(rung: &str) {
         (&second.cache, second.commands_run, &second.seen),
         (
             &vec![format!(
-                "restored from the setup cache (key {k}): {size}; the setup commands did not run"
+                "restored from the setup cache (key {k}, commit {c}): {size}; the setup commands did not run"
             )],
             0,
             &expected_seen
@@ -138,13 +146,14 @@ async fn restored_then_missed_on(rung: &str) {
     );
     let fourth = run(&home, &spec).await;
     let k2 = key_of(&fourth.cache[0]);
+    let c2 = short_commit(&repo, "main");
     assert_ne!(k2, k);
     assert_eq!(
         (&fourth.cache, fourth.commands_run),
         (
             &vec![
                 format!("not in the setup cache (key {k2}); the setup commands run"),
-                format!("stored in the setup cache (key {k2}): {size}"),
+                format!("stored in the setup cache (key {k2}, commit {c2}): {size}"),
             ],
             2
         )
@@ -214,10 +223,11 @@ async fn planted_links_setuid_files_and_fifos_are_not_carried() {
     let spec = spec_with(&home, "process", &planted, "");
     let first = run(&home, &spec).await;
     let k = key_of(&first.cache[0]);
+    let c = short_commit(&home.path().join("repo"), "main");
     assert_eq!(
         first.cache[1],
         format!(
-            "stored in the setup cache (key {k}): 2 entries, 3 bytes; left out (4 in all): `deps/fifo` (not a file, directory or link), `deps/out` (a link out of the tree), `deps/suid` (setuid or setgid), `deps/up` (a link out of the tree)"
+            "stored in the setup cache (key {k}, commit {c}): 2 entries, 3 bytes; left out (4 in all): `deps/fifo` (not a file, directory or link), `deps/out` (a link out of the tree), `deps/suid` (setuid or setgid), `deps/up` (a link out of the tree)"
         )
     );
     let second = run(&home, &spec).await;
@@ -281,4 +291,113 @@ async fn two_sources_never_share_an_entry() {
     // And each source's second job restores its own.
     let again = run(&home, &twin_spec).await;
     assert_eq!((again.commands_run, &again.seen), (0, &other.seen));
+}
+
+/// The setup runs the checkout's own script (as `npm ci` runs a
+/// package's `postinstall`); the script is no lockfile, so it is not in
+/// the key. A job on a branch whose script plants something stores it;
+/// a later job on main (whose base does not descend from the branch) must
+/// not restore it: it runs its own setup and stores its own entry, which
+/// the next job on main restores. A job on the branch may restore main's
+/// (the branch descends from main); once main merges the branch, main's
+/// jobs trust what the branch produced.
+async fn a_branch_cannot_poison_main_on(rung: &str) {
+    let home = Home::new();
+    let spec = spec_with(&home, rung, &["sh setup.sh"], "");
+    let repo = home.path().join("repo");
+    let script = "mkdir -p deps/bin && echo lib > deps/lib.js && ln -s ../lib.js deps/bin/lib && date +%s%N > deps/stamp && mkdir -p \"$HOME/.pkg\" && echo cached > \"$HOME/.pkg/index\"\n";
+    commit(&repo, "package-lock.json", "{\"lockfileVersion\": 3}\n");
+    commit(&repo, "setup.sh", script);
+    let main = short_commit(&repo, "main");
+    // The hostile branch: the same lockfile, a script that poisons.
+    git(&repo, &["checkout", "-q", "-b", "hostile"]);
+    commit(
+        &repo,
+        "setup.sh",
+        &script.replace("echo lib >", "echo pwned >"),
+    );
+    git(&repo, &["checkout", "-q", "main"]);
+    let hostile = short_commit(&repo, "hostile");
+    let on_hostile = home.path().join("hostile.toml");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    assert!(text.contains("base_ref = \"main\""));
+    std::fs::write(
+        &on_hostile,
+        text.replace("base_ref = \"main\"", "base_ref = \"hostile\""),
+    )
+    .unwrap();
+    let size = "7 entries, 31 bytes";
+    let lib = |r: &Run| r.seen.lines().nth(1).unwrap_or_default().to_string();
+
+    let poisoner = run(&home, &on_hostile).await;
+    let k = key_of(&poisoner.cache[0]);
+    assert_eq!(
+        (&poisoner.cache, poisoner.commands_run, lib(&poisoner)),
+        (
+            &vec![
+                format!("not in the setup cache (key {k}); the setup commands run"),
+                // `pwned\n` is two bytes longer than `lib\n`.
+                format!(
+                    "stored in the setup cache (key {k}, commit {hostile}): 7 entries, 33 bytes"
+                ),
+            ],
+            1,
+            "pwned".to_string()
+        ),
+        "{rung}"
+    );
+    // Main: the same key, the branch's entry refused, its own setup.
+    let victim = run(&home, &spec).await;
+    assert_eq!(
+        (&victim.cache, victim.commands_run, lib(&victim)),
+        (
+            &vec![
+                format!("not restored from the setup cache (key {k}): its entry was made from commit {hostile} that base commit {main} does not descend from (another branch's setup ran code this job does not trust); the setup commands run"),
+                format!("stored in the setup cache (key {k}, commit {main}): {size}"),
+            ],
+            1,
+            "lib".to_string()
+        ),
+        "{rung}"
+    );
+    // Main again: its own entry, the very bytes of its own setup.
+    let again = run(&home, &spec).await;
+    assert_eq!(
+        (&again.cache, again.commands_run, &again.seen),
+        (
+            &vec![format!(
+                "restored from the setup cache (key {k}, commit {main}): {size}; the setup commands did not run"
+            )],
+            0,
+            &victim.seen
+        ),
+        "{rung}"
+    );
+    // Main merges the branch: its base now descends from both commits,
+    // and the entry used last of those it trusts (main's) is restored.
+    git(&repo, &["merge", "-q", "--no-ff", "-m", "merge", "hostile"]);
+    let merged = run(&home, &spec).await;
+    assert_eq!(
+        (&merged.cache, merged.commands_run),
+        (
+            &vec![format!(
+                "restored from the setup cache (key {k}, commit {main}): {size}; the setup commands did not run"
+            )],
+            0
+        ),
+        "{rung}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_branch_cannot_poison_main_on_the_process_rung() {
+    a_branch_cannot_poison_main_on("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_branch_cannot_poison_main_in_the_sandbox() {
+    if !sandbox_available() {
+        return;
+    }
+    a_branch_cannot_poison_main_on("sandbox").await;
 }
