@@ -17,7 +17,10 @@
 //!    [`Workspace::patch`] a job's own conclusion uses, as the job's
 //!    `patch.diff` artifact and an `artifact_summary` event marked
 //!    `interrupted`;
-//! 3. removes the job's directory;
+//! 3. removes the job's directory, kills and removes what a publish it
+//!    was making left (a push's scratch directory, `results/push.rs`) and
+//!    revokes a GitLab project access token it minted
+//!    (`results/gitlab_token.rs`);
 //! 4. settles the job's ledger rows still `in_flight` (calls its process
 //!    never saw end) as `interrupted`, keeping their estimate, and marks
 //!    the job `failed` with [`REASON`] and a final status event, its
@@ -96,6 +99,9 @@ pub struct Reaped {
     pub patch: Option<SavedPatch>,
     /// Its directory was removed.
     pub workspace_removed: bool,
+    /// GitLab project access tokens its killed publish left, revoked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub revoked_tokens: Vec<String>,
     /// Its directory was kept (`--keep`) and left alone.
     pub kept: bool,
     /// The job was `running` in the store and is now `failed`.
@@ -265,11 +271,15 @@ async fn reap_job(
     // A push the dead process was making: what still runs in its scratch
     // directory (git, ssh: the deploy key is in their memory only) is
     // killed, the directory removed.
-    for push in crate::results::push::leftover_pushes(&paths.artifacts.join(name)) {
-        r.killed += leftovers::kill_processes(&push);
-        if let Err(e) = std::fs::remove_dir_all(&push) {
-            r.errors.push(format!("remove {}: {e}", push.display()));
-        }
+    let artifacts = paths.artifacts.join(name);
+    let (killed, errors) = crate::results::push::remove_leftover_pushes(&artifacts);
+    r.killed += killed;
+    r.errors.extend(errors);
+    // A GitLab project access token the dead process minted and never
+    // revoked (its record names it).
+    match crate::results::revoke_leftover_tokens(store, name, &artifacts).await {
+        Ok(names) => r.revoked_tokens = names,
+        Err(errors) => r.errors.extend(errors),
     }
     if let (Some(rec), true, false) = (&record, existed, kept) {
         match save_patch(paths, rec, lease.clone()).await {
@@ -297,6 +307,7 @@ async fn reap_job(
     drop(lease);
     let did_nothing = r.killed == 0
         && r.cgroups.is_empty()
+        && r.revoked_tokens.is_empty()
         && !r.marked_failed
         && !existed
         && r.errors.is_empty();

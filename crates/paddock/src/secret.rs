@@ -82,6 +82,15 @@ impl Secret {
     }
 
     /// `sha256:` and the first 12 hex digits of the value's digest.
+    /// git's `http.extraHeader` for this secret as the password of HTTP
+    /// basic `user` (`Authorization: Basic base64(user:SECRET)`), itself a
+    /// secret: it goes only into one git process's environment.
+    pub fn basic_auth_header(&self, user: &str) -> Secret {
+        use base64::Engine as _;
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{}", self.0));
+        Secret(format!("Authorization: Basic {basic}"))
+    }
+
     pub fn fingerprint(&self) -> String {
         let digest = Sha256::digest(self.0.as_bytes());
         format!("sha256:{}", &hex::encode(digest)[..12])
@@ -133,6 +142,18 @@ pub fn job_token() -> Secret {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_basic_auth_header_carries_user_and_secret() {
+        let header = Secret::new("tok".into()).basic_auth_header("x-access-token");
+        assert_eq!(
+            (header.expose(), format!("{header}")),
+            (
+                "Authorization: Basic eC1hY2Nlc3MtdG9rZW46dG9r",
+                "[REDACTED]".to_string()
+            )
+        );
+    }
 
     #[test]
     fn secret_is_redacted_in_debug_and_display() {

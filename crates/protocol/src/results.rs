@@ -247,9 +247,10 @@ impl GitHubSpec {
 pub struct GitLabSpec {
     /// The project: its path (`group/sub/name`) or its numeric id.
     pub project: String,
-    /// A token with `api` and `write_repository` on that project, as
-    /// `env:NAME` or `file:PATH` (sent as `PRIVATE-TOKEN`, and as HTTP
-    /// basic `oauth2:TOKEN` to push).
+    /// The host-held token, as `env:NAME` or `file:PATH`: a Maintainer's
+    /// with `api`, which only mints and revokes each job's project access
+    /// token (that one pushes, as HTTP basic `oauth2:TOKEN`, and makes the
+    /// merge request calls, as `PRIVATE-TOKEN`).
     pub token: KeyRef,
     /// The REST API's root (self-managed: `https://HOST/api/v4`).
     #[serde(default = "default_gitlab_api_url")]

@@ -8,7 +8,9 @@
 //! certificate for `localhost` signed by a self-signed CA made by rcgen for
 //! the server alone (its PEM given to the test, for the client to trust),
 //! no authorization asked, the server name each TLS client announced
-//! recorded.
+//! recorded. The credential check can be a forge mock's (the tokens it
+//! minted), and `set_stall` leaves requests hanging (a push killed
+//! mid-way).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,6 +20,9 @@ use axum::body::Body;
 use http::{Request, StatusCode};
 use tokio::io::AsyncWriteExt as _;
 
+/// A check of a request's `Authorization` header.
+type Check = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
 /// The running server.
 #[derive(Clone)]
 pub struct GitHttpServer {
@@ -25,24 +30,39 @@ pub struct GitHttpServer {
     /// `{url}/NAME.git`.
     pub url: String,
     root: PathBuf,
-    /// The `Authorization` every request must carry; `None`: none asked.
-    authorization: Option<String>,
+    /// Whether a request's `Authorization` is taken; `None`: none asked.
+    authorization: Option<Check>,
     seen: Arc<Mutex<Vec<Option<String>>>>,
     /// The server name (SNI) of each TLS connection (HTTPS only).
     server_names: Arc<Mutex<Vec<Option<String>>>>,
+    /// While set, requests are recorded and left unanswered (a remote
+    /// that hangs mid-push).
+    stall: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl GitHttpServer {
     /// Serves the repositories under `root`, accepting only requests whose
     /// `Authorization` header is `authorization`.
     pub async fn start(root: &Path, authorization: &str) -> GitHttpServer {
+        let expected = authorization.to_string();
+        GitHttpServer::start_checked(root, move |a| a == expected).await
+    }
+
+    /// Serves the repositories under `root`, accepting only requests whose
+    /// `Authorization` header `check` takes (a forge mock's check of the
+    /// tokens it minted).
+    pub async fn start_checked(
+        root: &Path,
+        check: impl Fn(&str) -> bool + Send + Sync + 'static,
+    ) -> GitHttpServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let server = GitHttpServer {
             url: format!("http://{}", listener.local_addr().unwrap()),
             root: root.to_path_buf(),
-            authorization: Some(authorization.to_string()),
+            authorization: Some(Arc::new(check)),
             seen: Arc::default(),
             server_names: Arc::default(),
+            stall: Arc::default(),
         };
         let router = server.router();
         tokio::spawn(async move {
@@ -64,6 +84,7 @@ impl GitHttpServer {
             authorization: None,
             seen: Arc::default(),
             server_names: Arc::default(),
+            stall: Arc::default(),
         };
         let listener = TlsListener {
             tcp,
@@ -99,6 +120,11 @@ impl GitHttpServer {
         })
     }
 
+    /// Leaves every request from now on unanswered while `stall`.
+    pub fn set_stall(&self, stall: bool) {
+        self.stall.store(stall, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// The `Authorization` header of every request, in order.
     pub fn authorizations(&self) -> Vec<Option<String>> {
         self.seen.lock().unwrap().clone()
@@ -111,10 +137,13 @@ impl GitHttpServer {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         self.seen.lock().unwrap().push(auth.clone());
+        while self.stall.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         if self
             .authorization
             .as_ref()
-            .is_some_and(|expected| auth.as_ref() != Some(expected))
+            .is_some_and(|check| !auth.as_deref().is_some_and(|a| check(a)))
         {
             return http::Response::builder()
                 .status(StatusCode::UNAUTHORIZED)

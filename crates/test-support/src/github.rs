@@ -1,6 +1,7 @@
 //! A GitHub REST API **mock** for the results loop: pull requests (list by
 //! `head` and `state`, create, update), issue labels and comments, pull
-//! request reviews and review comments, answered in GitHub's own JSON
+//! request reviews and review comments (paged as GitHub pages them: `per_page`,
+//! `page`, a `Link` header), answered in GitHub's own JSON
 //! shapes and errors (`{"message", "documentation_url", "errors"}`: 401 Bad
 //! credentials, 404 Not Found, 422 Validation Failed when a pull request
 //! already exists for the head). It checks the bearer token and records
@@ -16,9 +17,10 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
-use http::{Method, Request, StatusCode};
+use http::{Method, StatusCode};
 use serde_json::{json, Value};
+
+use crate::forge_mock::{self, Incoming, Paging, Reply};
 
 /// One request as the mock received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,10 +93,9 @@ fn error(status: StatusCode, message: &str, errors: Option<Value>) -> (StatusCod
 impl MockGitHub {
     /// Serves `owner/repo` on loopback, accepting `token`.
     pub async fn start(owner: &str, repo: &str, token: &str) -> MockGitHub {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (listener, url) = forge_mock::bind().await;
         let mock = MockGitHub {
-            url: format!("http://{addr}"),
+            url,
             owner: owner.into(),
             repo: repo.into(),
             token: token.into(),
@@ -103,23 +104,9 @@ impl MockGitHub {
             stall: Arc::default(),
         };
         let served = mock.clone();
-        let router = axum::Router::new().fallback(move |req: Request<Body>| {
+        forge_mock::serve(listener, "application/json; charset=utf-8", move |req| {
             let mock = served.clone();
-            async move {
-                let (status, body) = mock.answer(req).await;
-                let body = match status {
-                    StatusCode::NO_CONTENT => String::new(),
-                    _ => body.to_string(),
-                };
-                (
-                    status,
-                    [("content-type", "application/json; charset=utf-8")],
-                    body,
-                )
-            }
-        });
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
+            async move { mock.answer(req).await }
         });
         mock
     }
@@ -300,13 +287,22 @@ impl MockGitHub {
         })
     }
 
-    async fn answer(&self, req: Request<Body>) -> (StatusCode, Value) {
-        let (method, path, authorization, body) = self.record(req).await;
+    async fn answer(&self, req: Incoming) -> Reply {
+        let authorization = req.header("authorization");
+        self.state.lock().unwrap().requests.push(GitHubRequest {
+            method: req.method.to_string(),
+            path: req.path.clone(),
+            authorization: authorization.clone(),
+            body: req.body.clone(),
+        });
+        let Incoming {
+            method, path, body, ..
+        } = req;
         while self.stall.load(Ordering::SeqCst) {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         if self.down.load(Ordering::SeqCst) {
-            return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", None);
+            return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", None).into();
         }
         let (route, query) = path.split_once('?').unwrap_or((&path, ""));
         let bearer = authorization
@@ -318,7 +314,7 @@ impl MockGitHub {
         {
             let mut state = self.state.lock().unwrap();
             if let Some(answer) = self.app_route(&mut state, &method, route, &bearer, &input) {
-                return answer;
+                return answer.into();
             }
             let valid = if state.app.is_some() {
                 state.minted.contains(&bearer) && !state.revoked.contains(&bearer)
@@ -326,17 +322,17 @@ impl MockGitHub {
                 bearer == self.token
             };
             if !valid {
-                return error(StatusCode::UNAUTHORIZED, "Bad credentials", None);
+                return error(StatusCode::UNAUTHORIZED, "Bad credentials", None).into();
             }
         }
         let prefix = format!("/repos/{}/{}/", self.owner, self.repo);
         let Some(rest) = route.strip_prefix(&prefix) else {
-            return error(StatusCode::NOT_FOUND, "Not Found", None);
+            return error(StatusCode::NOT_FOUND, "Not Found", None).into();
         };
         let parts: Vec<&str> = rest.split('/').collect();
         let mut state = self.state.lock().unwrap();
         let number = |n: &str| n.parse::<u64>().unwrap_or(0);
-        match (&method, parts.as_slice()) {
+        let answer = match (&method, parts.as_slice()) {
             (&Method::GET, ["pulls"]) => list_pulls(&state, query),
             (&Method::POST, ["pulls"]) => self.create_pull(&mut state, &input),
             (&Method::PATCH, ["pulls", n]) => update_pull(&mut state, number(n), &input),
@@ -345,37 +341,13 @@ impl MockGitHub {
                 self.add_comment(&mut state, number(n), &input)
             }
             (&Method::GET, ["pulls", n, kind @ ("reviews" | "comments")]) => {
-                list_reviews(&state, number(n), *kind == "reviews")
+                let items = list_reviews(&state, number(n), *kind == "reviews");
+                let url = format!("{}{route}", self.url);
+                return forge_mock::page(items, &url, query, Paging::GitHub);
             }
             _ => error(StatusCode::NOT_FOUND, "Not Found", None),
-        }
-    }
-
-    /// Reads and records one request: its method, path with query,
-    /// authorization and body.
-    async fn record(&self, req: Request<Body>) -> (Method, String, Option<String>, String) {
-        let method = req.method().clone();
-        let path = req
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .unwrap_or_default();
-        let authorization = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = axum::body::to_bytes(req.into_body(), 1 << 20)
-            .await
-            .unwrap();
-        let body = String::from_utf8_lossy(&body).into_owned();
-        self.state.lock().unwrap().requests.push(GitHubRequest {
-            method: method.to_string(),
-            path: path.clone(),
-            authorization: authorization.clone(),
-            body: body.clone(),
-        });
-        (method, path, authorization, body)
+        };
+        answer.into()
     }
 
     /// `POST /repos/O/R/pulls`: 422 when an open one has the head.
@@ -480,9 +452,9 @@ fn add_labels(state: &mut State, number: u64, input: &Value) -> (StatusCode, Val
 }
 
 /// `GET /repos/O/R/pulls/N/reviews` (`reviews`) or `…/comments` (line
-/// comments).
-fn list_reviews(state: &State, number: u64, reviews: bool) -> (StatusCode, Value) {
-    let out: Vec<Value> = state
+/// comments), all of them (paged by the caller).
+fn list_reviews(state: &State, number: u64, reviews: bool) -> Vec<Value> {
+    state
         .reviews
         .iter()
         .filter(|r| r.pull == number && (r.state.is_some() == reviews))
@@ -491,8 +463,7 @@ fn list_reviews(state: &State, number: u64, reviews: bool) -> (StatusCode, Value
             Some(s) => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "state": s, "submitted_at": "2026-01-01T00:00:00Z"}),
             None => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "path": r.path, "line": r.line, "side": "RIGHT"}),
         })
-        .collect();
-    (StatusCode::OK, Value::Array(out))
+        .collect()
 }
 
 /// A GitHub App's RSA key made with `openssl` in `dir`: the private key's

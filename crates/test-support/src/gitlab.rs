@@ -1,20 +1,31 @@
 //! A GitLab REST API v4 **mock** for the results loop: merge requests
 //! (list by `source_branch` and `state`, create, update), their notes
-//! (post, list, with system notes and line positions) and `GET /user`,
-//! answered in GitLab's own JSON shapes and errors (`{"message": …}`: 401
-//! Unauthorized, 404 Not Found, 409 when an open merge request already
-//! exists for the source branch). It checks the token (`PRIVATE-TOKEN` or
-//! `Authorization: Bearer`) and records every request (method, path with
-//! query, the token header, body), so a test can assert what was, and
-//! what was never, sent. Served under `/api/v4`; `down` answers 503 like
-//! an outage.
+//! (post, list paged as GitLab pages them: `page`, `per_page`, `Link` and
+//! the `X-Next-Page`… headers; with system notes and line positions),
+//! `GET /user`, and project access tokens (`POST`, `GET` and `DELETE
+//! /projects/:id/access_tokens[/:token_id]`: name, scopes, access level
+//! and expiry checked as GitLab checks them, each token with its own bot
+//! user `project_42_bot_…`, a revoked or expired one refused from then on),
+//! answered in GitLab's own JSON shapes and errors (`{"message": …}` or
+//! `{"error": …}`: 400, 401 Unauthorized, 403 Forbidden, 404 Not Found,
+//! 409 when an open merge request already exists for the source branch).
+//! The token given to `start` is a Maintainer's (it alone may manage
+//! access tokens); a minted token acts as its bot at its access level. It
+//! checks the token (`PRIVATE-TOKEN` or `Authorization: Bearer`) and
+//! records every request (method, path with query, the token header,
+//! body), so a test can assert what was, and what was never, sent; its
+//! [`MockGitLab::git_authorization_ok`] is the check a git remote makes
+//! of a push's HTTP basic credential. Served under `/api/v4`; `down`
+//! answers 503 like an outage.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
-use http::{Method, Request, StatusCode};
+use base64::Engine as _;
+use http::{Method, StatusCode};
 use serde_json::{json, Value};
+
+use crate::forge_mock::{self, Incoming, Paging, Reply};
 
 /// One request as the mock received it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +38,75 @@ pub struct GitLabRequest {
     pub body: String,
 }
 
-/// The user the token belongs to (authors Paddock's notes).
+/// The user the Maintainer's token (the one given to `start`) belongs to.
 pub const BOT: &str = "paddock-bot";
+
+/// The project's numeric id.
+pub const PROJECT_ID: u64 = 42;
+
+/// The access levels GitLab knows (Guest … Owner).
+const ACCESS_LEVELS: [u64; 5] = [10, 20, 30, 40, 50];
+
+/// The scopes a project access token may have.
+const SCOPES: [&str; 9] = [
+    "api",
+    "read_api",
+    "read_registry",
+    "write_registry",
+    "read_repository",
+    "write_repository",
+    "create_runner",
+    "manage_runner",
+    "ai_features",
+];
+
+/// A project access token the mock minted.
+#[derive(Debug, Clone)]
+struct AccessToken {
+    id: u64,
+    name: String,
+    scopes: Vec<String>,
+    access_level: u64,
+    expires_at: String,
+    value: String,
+    revoked: bool,
+    bot: String,
+}
+
+impl AccessToken {
+    /// GitLab's JSON for it (`token` only when just created).
+    fn json(&self, with_value: bool, today: &str) -> Value {
+        let mut v = json!({
+            "id": self.id,
+            "name": self.name,
+            "revoked": self.revoked,
+            "created_at": "2026-01-01T00:00:00.000Z",
+            "description": null,
+            "scopes": self.scopes,
+            "user_id": 1000 + self.id,
+            "last_used_at": null,
+            "active": self.active(today),
+            "expires_at": self.expires_at,
+            "access_level": self.access_level,
+        });
+        if with_value {
+            v["token"] = json!(self.value);
+        }
+        v
+    }
+
+    fn active(&self, today: &str) -> bool {
+        !self.revoked && self.expires_at.as_str() > today
+    }
+}
+
+/// Who a request's token is.
+enum Caller {
+    /// The Maintainer's token given to `start`.
+    Maintainer,
+    /// A minted access token, by index.
+    Minted(usize),
+}
 
 #[derive(Default)]
 struct State {
@@ -36,6 +114,7 @@ struct State {
     merge_requests: Vec<Value>,
     /// (merge request iid, note as GitLab's JSON).
     notes: Vec<(u64, Value)>,
+    tokens: Vec<AccessToken>,
 }
 
 /// The running mock.
@@ -58,10 +137,9 @@ fn error(status: StatusCode, message: Value) -> (StatusCode, Value) {
 impl MockGitLab {
     /// Serves the project `path` (`group/name`) on loopback, accepting `token`.
     pub async fn start(path: &str, token: &str) -> MockGitLab {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+        let (listener, root) = forge_mock::bind().await;
         let mock = MockGitLab {
-            url: format!("http://{addr}/api/v4"),
+            url: format!("{root}/api/v4"),
             project: path.replace('/', "%2F"),
             project_path: path.into(),
             token: token.into(),
@@ -69,19 +147,9 @@ impl MockGitLab {
             down: Arc::default(),
         };
         let served = mock.clone();
-        let router = axum::Router::new().fallback(move |req: Request<Body>| {
+        forge_mock::serve(listener, "application/json", move |req| {
             let mock = served.clone();
-            async move {
-                let (status, body) = mock.answer(req).await;
-                (
-                    status,
-                    [("content-type", "application/json")],
-                    body.to_string(),
-                )
-            }
-        });
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
+            async move { mock.answer(req) }
         });
         mock
     }
@@ -113,6 +181,76 @@ impl MockGitLab {
                 )
             })
             .collect()
+    }
+
+    /// The project access tokens as GitLab lists them (no values), in the
+    /// order they were minted.
+    pub fn access_tokens(&self) -> Vec<Value> {
+        let today = today();
+        let state = self.state.lock().unwrap();
+        state.tokens.iter().map(|t| t.json(false, &today)).collect()
+    }
+
+    /// The values of the tokens minted, in order.
+    pub fn minted(&self) -> Vec<String> {
+        let state = self.state.lock().unwrap();
+        state.tokens.iter().map(|t| t.value.clone()).collect()
+    }
+
+    /// The bot user of each minted token, in order.
+    pub fn bots(&self) -> Vec<String> {
+        let state = self.state.lock().unwrap();
+        state.tokens.iter().map(|t| t.bot.clone()).collect()
+    }
+
+    /// Whether a git remote of this project takes a push with the HTTP
+    /// `authorization` (`Basic base64(user:token)`): the Maintainer's token,
+    /// or a minted one that is active, has `write_repository` and is at
+    /// least Developer.
+    pub fn git_authorization_ok(&self, authorization: &str) -> bool {
+        let Some(pair) = authorization
+            .strip_prefix("Basic ")
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .and_then(|b| String::from_utf8(b).ok())
+        else {
+            return false;
+        };
+        let Some((user, token)) = pair.split_once(':') else {
+            return false;
+        };
+        if user.is_empty() {
+            return false;
+        }
+        let state = self.state.lock().unwrap();
+        match self.caller(&state, Some(token)) {
+            Some(Caller::Maintainer) => true,
+            Some(Caller::Minted(i)) => {
+                let t = &state.tokens[i];
+                t.scopes.iter().any(|s| s == "write_repository") && t.access_level >= 30
+            }
+            None => false,
+        }
+    }
+
+    /// The caller `token` is, if it is valid now.
+    fn caller(&self, state: &State, token: Option<&str>) -> Option<Caller> {
+        let token = token?;
+        if token == self.token {
+            return Some(Caller::Maintainer);
+        }
+        let today = today();
+        state
+            .tokens
+            .iter()
+            .position(|t| t.value == token && t.active(&today))
+            .map(Caller::Minted)
+    }
+
+    /// Adds `count` reviewer notes by `author` (`note 1`, `note 2`…).
+    pub fn seed_notes(&self, iid: u64, author: &str, count: usize) {
+        for n in 1..=count {
+            self.seed_note(iid, author, &format!("note {n}"), None, false);
+        }
     }
 
     /// Adds a reviewer's note (on `path:line` when given) or, with
@@ -166,72 +304,91 @@ impl MockGitLab {
         note
     }
 
-    async fn answer(&self, req: Request<Body>) -> (StatusCode, Value) {
-        let method = req.method().clone();
-        let path = req
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .unwrap_or_default();
-        let private = req
-            .headers()
-            .get("private-token")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let bearer = req
-            .headers()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let body = axum::body::to_bytes(req.into_body(), 1 << 20)
-            .await
-            .unwrap();
-        let body = String::from_utf8_lossy(&body).into_owned();
-        let path = path.strip_prefix("/api/v4").unwrap_or(&path).to_string();
+    fn answer(&self, req: Incoming) -> Reply {
+        let private = req.header("private-token");
+        let bearer = req.header("authorization");
+        let path = req.path.strip_prefix("/api/v4").unwrap_or(&req.path);
         let token_header = private
             .as_ref()
             .map(|t| format!("PRIVATE-TOKEN: {t}"))
             .or_else(|| bearer.as_ref().map(|a| format!("Authorization: {a}")));
         let mut state = self.state.lock().unwrap();
         state.requests.push(GitLabRequest {
-            method: method.to_string(),
-            path: path.clone(),
+            method: req.method.to_string(),
+            path: path.to_string(),
             token_header,
-            body: body.clone(),
+            body: req.body.clone(),
         });
         if self.down.load(Ordering::SeqCst) {
             return error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 json!("503 Service Unavailable"),
-            );
+            )
+            .into();
         }
-        let valid = private.as_deref() == Some(self.token.as_str())
-            || bearer.as_deref() == Some(format!("Bearer {}", self.token).as_str());
-        if !valid {
-            return error(StatusCode::UNAUTHORIZED, json!("401 Unauthorized"));
+        let token = private.or_else(|| {
+            bearer
+                .as_deref()
+                .and_then(|b| b.strip_prefix("Bearer "))
+                .map(str::to_string)
+        });
+        let Some(caller) = self.caller(&state, token.as_deref()) else {
+            return error(StatusCode::UNAUTHORIZED, json!("401 Unauthorized")).into();
+        };
+        if let Caller::Minted(i) = caller {
+            if !state.tokens[i].scopes.iter().any(|s| s == "api") {
+                return (
+                    StatusCode::FORBIDDEN,
+                    json!({"error": "insufficient_scope", "error_description": "The request requires higher privileges than provided by the access token.", "scope": "api"}),
+                )
+                    .into();
+            }
         }
-        let input: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        let (route, query) = path.split_once('?').unwrap_or((&path, ""));
-        if method == Method::GET && route == "/user" {
+        let author = match caller {
+            Caller::Maintainer => BOT.to_string(),
+            Caller::Minted(i) => state.tokens[i].bot.clone(),
+        };
+        let input: Value = serde_json::from_str(&req.body).unwrap_or(Value::Null);
+        let (route, query) = path.split_once('?').unwrap_or((path, ""));
+        let method = &req.method;
+        if *method == Method::GET && route == "/user" {
             return (
                 StatusCode::OK,
-                json!({"id": 1, "username": BOT, "name": "Paddock", "state": "active", "bot": true}),
-            );
+                json!({"id": 1, "username": author, "name": author, "state": "active", "bot": true}),
+            )
+                .into();
         }
         let prefix = format!("/projects/{}/", self.project);
         let Some(rest) = route.strip_prefix(&prefix) else {
-            return error(StatusCode::NOT_FOUND, json!("404 Project Not Found"));
+            return error(StatusCode::NOT_FOUND, json!("404 Project Not Found")).into();
         };
         let parts: Vec<&str> = rest.split('/').collect();
         let iid = |n: &str| n.parse::<u64>().unwrap_or(0);
-        match (&method, parts.as_slice()) {
+        if parts.first() == Some(&"access_tokens") {
+            // Managing access tokens needs a Maintainer.
+            if !matches!(caller, Caller::Maintainer) {
+                return error(StatusCode::FORBIDDEN, json!("403 Forbidden")).into();
+            }
+            let url = format!("{}{route}", self.url);
+            return match (method, parts.as_slice()) {
+                (&Method::POST, ["access_tokens"]) => mint(&mut state, &input).into(),
+                (&Method::GET, ["access_tokens"]) => {
+                    let today = today();
+                    let all = state.tokens.iter().map(|t| t.json(false, &today)).collect();
+                    forge_mock::page(all, &url, query, Paging::GitLab)
+                }
+                (&Method::DELETE, ["access_tokens", id]) => revoke(&mut state, iid(id)).into(),
+                _ => error(StatusCode::NOT_FOUND, json!("404 Not Found")).into(),
+            };
+        }
+        match (method, parts.as_slice()) {
             (&Method::GET, ["merge_requests"]) => list(&state, query),
-            (&Method::POST, ["merge_requests"]) => self.create(&mut state, &input),
+            (&Method::POST, ["merge_requests"]) => self.create(&mut state, &input, &author),
             (&Method::PUT, ["merge_requests", n]) => update(&mut state, iid(n), &input),
             (&Method::POST, ["merge_requests", n, "notes"]) => {
                 let note = self.note_json(
                     &state,
-                    BOT,
+                    &author,
                     input["body"].as_str().unwrap_or_default(),
                     None,
                     false,
@@ -247,15 +404,17 @@ impl MockGitLab {
                     .filter(|(i, _)| *i == n)
                     .map(|(_, v)| v.clone())
                     .collect();
-                (StatusCode::OK, Value::Array(notes))
+                let url = format!("{}{route}", self.url);
+                return forge_mock::page(notes, &url, query, Paging::GitLab);
             }
             _ => error(StatusCode::NOT_FOUND, json!("404 Not Found")),
         }
+        .into()
     }
 
     /// `POST /projects/P/merge_requests`: 409 when an open one has the
     /// source branch.
-    fn create(&self, state: &mut State, input: &Value) -> (StatusCode, Value) {
+    fn create(&self, state: &mut State, input: &Value, author: &str) -> (StatusCode, Value) {
         let source = input["source_branch"].as_str().unwrap_or_default();
         if let Some(open) = state
             .merge_requests
@@ -292,7 +451,7 @@ impl MockGitLab {
             "work_in_progress": title.starts_with("Draft:"),
             "merge_when_pipeline_succeeds": false,
             "merge_status": "checking",
-            "author": {"id": 1, "username": BOT},
+            "author": {"id": 1, "username": author},
             "web_url": format!("https://gitlab.example/{}/-/merge_requests/{iid}", self.project_path),
             "created_at": "2026-01-01T00:00:00.000Z",
         });
@@ -343,4 +502,93 @@ fn update(state: &mut State, iid: u64, input: &Value) -> (StatusCode, Value) {
         mr["labels"] = Value::Array(labels);
     }
     (StatusCode::OK, mr.clone())
+}
+
+/// Today (UTC) as GitLab writes a date.
+fn today() -> String {
+    let now = time::OffsetDateTime::now_utc().date();
+    format!(
+        "{:04}-{:02}-{:02}",
+        now.year(),
+        u8::from(now.month()),
+        now.day()
+    )
+}
+
+/// `POST /projects/P/access_tokens`: checked as GitLab checks it (a name,
+/// known scopes, a known access level, an expiry date in the future).
+fn mint(state: &mut State, input: &Value) -> (StatusCode, Value) {
+    let bad = |e: &str| (StatusCode::BAD_REQUEST, json!({ "error": e }));
+    let Some(name) = input["name"].as_str().filter(|n| !n.is_empty()) else {
+        return bad("name is missing");
+    };
+    let scopes: Vec<String> = input["scopes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if scopes.is_empty() {
+        return bad("scopes is missing");
+    }
+    if scopes.iter().any(|s| !SCOPES.contains(&s.as_str())) {
+        return bad("scopes does not have a valid value");
+    }
+    let access_level = input["access_level"].as_u64().unwrap_or(40);
+    if !ACCESS_LEVELS.contains(&access_level) {
+        return bad("access_level does not have a valid value");
+    }
+    let Some(expires_at) = input["expires_at"].as_str() else {
+        return bad("expires_at is missing");
+    };
+    let valid_date = expires_at.len() == 10
+        && expires_at.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    if !valid_date {
+        return bad("expires_at is invalid");
+    }
+    if expires_at <= today().as_str() {
+        return (
+            StatusCode::BAD_REQUEST,
+            json!({"message": {"expires_at": ["must be in the future"]}}),
+        );
+    }
+    let id = 70 + state.tokens.len() as u64;
+    let token = AccessToken {
+        id,
+        name: name.to_string(),
+        scopes,
+        access_level,
+        expires_at: expires_at.to_string(),
+        value: format!("glpat-pdkMinted{id}Xq7Lm2Rv9Tz4"),
+        revoked: false,
+        bot: format!("project_{PROJECT_ID}_bot_{:032x}", 0xb07_u64 * id),
+    };
+    let answer = token.json(true, &today());
+    state.tokens.push(token);
+    (StatusCode::CREATED, answer)
+}
+
+/// `DELETE /projects/P/access_tokens/ID`: 204; a token it does not know,
+/// or one revoked already (its bot user is gone), 404.
+fn revoke(state: &mut State, id: u64) -> (StatusCode, Value) {
+    match state.tokens.iter_mut().find(|t| t.id == id && !t.revoked) {
+        Some(t) => {
+            t.revoked = true;
+            (StatusCode::NO_CONTENT, Value::Null)
+        }
+        None => error(
+            StatusCode::NOT_FOUND,
+            json!(format!(
+                "404 Could not find project access token with token_id: {id} Not Found"
+            )),
+        ),
+    }
 }

@@ -4,7 +4,8 @@
 //! ([`upstream`]), a Google OAuth token endpoint ([`google`]) and a
 //! Microsoft Entra ID token endpoint ([`entra`]), a DNS resolver for the
 //! egress proxy that maps names to loopback stand-ins and can rebind
-//! ([`dns`]), a GitHub REST API mock ([`github`]), a GitLab one ([`gitlab`]) and a git smart-HTTP
+//! ([`dns`]), a GitHub REST API mock ([`github`]), a GitLab one ([`gitlab`]), their shared
+//! recording and paging ([`forge_mock`]), and a git smart-HTTP
 //! server around `git http-backend` ([`git_http`]), package registry stand-ins
 //! for real `pip` and `npm` clients ([`pypi_index`], [`npm_registry`]), a real headless Chromium
 //! driven over the DevTools protocol ([`chromium`]), a real loopback
@@ -26,6 +27,7 @@ pub mod credentials;
 pub mod dns;
 pub mod endless;
 pub mod entra;
+pub mod forge_mock;
 pub mod git;
 pub mod git_http;
 pub mod github;

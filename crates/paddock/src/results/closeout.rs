@@ -316,6 +316,10 @@ fn duration(ms: Option<u64>) -> String {
     }
 }
 
+/// How every closeout starts (`closeout.md.j2`): how a forge's review
+/// reader knows an earlier job's closeout whoever posted it.
+pub const HEADING: &str = "## Paddock closeout: ";
+
 /// The closeout of `record` (final), with its `events` and `input`.
 pub fn render(
     record: &JobRecord,
@@ -543,6 +547,7 @@ mod tests {
         let mut failed = record(JobStatus::Failed, &[]);
         failed.reason = Some("the engine exited with status 1".into());
         let text = render(&failed, &[], &CloseoutInput::default()).unwrap();
+        assert_eq!(text.split_at(HEADING.len()).0, HEADING);
         insta::assert_snapshot!(text);
     }
 

@@ -19,7 +19,7 @@ use super::closeout::{self, CloseoutInput};
 use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
 use super::github::GitHub;
 use super::github_app;
-use super::gitlab::GitLab;
+use super::gitlab_token;
 use super::outbox::Outbox;
 use super::push::{self, PushAuth};
 use super::source;
@@ -110,13 +110,22 @@ pub fn base_branch(spec: &JobSpec) -> String {
 }
 
 /// The forge of a job for one publish (or one read of its review): the
-/// backend, the token its push uses, and whether that token was minted for
-/// this session (a GitHub App's installation token), which
-/// [`ForgeSession::close`] then revokes.
+/// backend, the token its push uses, and the token minted for this session
+/// (a GitHub App's installation token, a GitLab project access token),
+/// which [`ForgeSession::close`] then revokes.
 pub(super) struct ForgeSession {
     pub forge: ForgeBackend,
     pub token: Option<Secret>,
-    minted: bool,
+    minted: Minted,
+}
+
+/// A token minted for one session.
+enum Minted {
+    /// The spec's own token: nothing to revoke.
+    None,
+    /// The GitHub App's installation token the GitHub client uses.
+    GitHubApp,
+    GitLab(gitlab_token::Issued),
 }
 
 impl ForgeSession {
@@ -124,27 +133,82 @@ impl ForgeSession {
     /// revocation failed.
     pub(super) async fn close(self) -> Option<String> {
         match (&self.forge, self.minted) {
-            (ForgeBackend::GitHub(gh), true) => github_app::revoke(gh).await.err().map(|e| {
+            (ForgeBackend::GitHub(gh), Minted::GitHubApp) => github_app::revoke(gh).await.err().map(|e| {
                 format!("the job's installation token was not revoked (GitHub expires it within the hour): {e}")
             }),
-            (ForgeBackend::GitHub(_) | ForgeBackend::GitLab(_) | ForgeBackend::Outbox(_), _) => None,
+            (_, Minted::GitLab(issued)) => gitlab_token::revoke(issued).await.err().map(|e| {
+                format!("the job's project access token was not revoked (GitLab expires it tomorrow; `paddock gc` and `paddock publish` try again): {e}")
+            }),
+            (_, Minted::GitHubApp | Minted::None) => None,
         }
     }
 }
 
+/// The job id an artifacts directory is named after.
+fn job_id_of(artifacts: &Path) -> String {
+    artifacts
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Revokes the GitLab project access tokens a killed publish (or review
+/// read) of the job `job_id` left, as its records in `artifacts` name them,
+/// through its stored spec's `[results.gitlab]` (the reaper, `paddock
+/// publish`); the names revoked, or what failed (records stay for a later
+/// pass). Nothing is read when there is no record.
+pub async fn revoke_leftover_tokens(
+    store: &dyn crate::store::Store,
+    job_id: &str,
+    artifacts: &Path,
+) -> Result<Vec<String>, Vec<String>> {
+    if gitlab_token::leftover_records(artifacts).is_empty() {
+        return Ok(Vec::new());
+    }
+    let failed = |e: String| vec![format!("revoke the job's GitLab tokens: {e}")];
+    let text = store
+        .job_spec(job_id)
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .unwrap_or_default();
+    let spec =
+        JobSpec::from_json(&text, Path::new("the store")).map_err(|e| failed(e.to_string()))?;
+    let Some(gl) = &spec.results.gitlab else {
+        return Err(failed("its spec has no [results.gitlab]".into()));
+    };
+    gitlab_token::revoke_leftovers(
+        &gl.api_url,
+        &gl.project,
+        || Secret::resolve(&gl.token).map_err(|e| format!("results.gitlab.token: {e}")),
+        job_id,
+        artifacts,
+    )
+    .await
+}
+
 /// Opens the forge of `spec`: GitHub with its token or a token minted for
-/// this job by its App, GitLab with its token, else the outbox.
+/// this job by its App, GitLab with a project access token its host-held
+/// token mints for this job, else the outbox.
 pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<ForgeSession, String> {
     if let Some(gl) = &spec.results.gitlab {
         gl.check_project()
             .map_err(|e| format!("results.gitlab.project: {e}"))?;
-        let token = Secret::resolve(&gl.token).map_err(|e| format!("results.gitlab.token: {e}"))?;
-        let client =
-            GitLab::new(&gl.api_url, &gl.project, token.clone()).map_err(|e| e.to_string())?;
+        let host = Secret::resolve(&gl.token).map_err(|e| format!("results.gitlab.token: {e}"))?;
+        let today = time::OffsetDateTime::now_utc().date();
+        let (client, token, issued) = gitlab_token::mint(
+            &gl.api_url,
+            &gl.project,
+            host,
+            &job_id_of(artifacts),
+            artifacts,
+            today,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         return Ok(ForgeSession {
             forge: ForgeBackend::GitLab(client),
             token: Some(token),
-            minted: false,
+            minted: Minted::GitLab(issued),
         });
     }
     let Some(gh) = &spec.results.github else {
@@ -153,7 +217,7 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
                 dir: artifacts.join(OUTBOX),
             }),
             token: None,
-            minted: false,
+            minted: Minted::None,
         });
     };
     let (owner, name) = gh
@@ -171,7 +235,7 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
             Ok(ForgeSession {
                 forge: ForgeBackend::GitHub(client),
                 token: Some(token),
-                minted: false,
+                minted: Minted::None,
             })
         }
         GitHubCredential::App(app) => {
@@ -184,7 +248,7 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
             Ok(ForgeSession {
                 forge: ForgeBackend::GitHub(client),
                 token: Some(token),
-                minted: true,
+                minted: Minted::GitHubApp,
             })
         }
     }

@@ -46,10 +46,21 @@ pub enum ForgeError {
         forge: &'static str,
         message: String,
     },
-    #[error("{forge}: the installation token grants more than the job needs ({granted}); it was revoked unused")]
+    #[error(
+        "{forge}: the {token} grants more than the job needs ({granted}); it was revoked unused"
+    )]
     TokenTooBroad {
         forge: &'static str,
+        /// Which token (`installation token`, `project access token`).
+        token: &'static str,
         granted: String,
+    },
+    #[error("{forge}: the job's token record {path}: cannot {step}: {source}")]
+    TokenRecord {
+        forge: &'static str,
+        path: std::path::PathBuf,
+        step: &'static str,
+        source: std::io::Error,
     },
     #[error("outbox {path}: cannot {step}: {source}")]
     Outbox {

@@ -6,11 +6,13 @@
 //! GraphQL mutation is refused before anything is sent.
 
 use async_trait::async_trait;
+use reqwest::header::HeaderMap;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
+use super::forge_http::{form, raw_message, ForgeHttp};
 use crate::secret::Secret;
 
 const FORGE: &str = "github";
@@ -20,8 +22,7 @@ const API_VERSION: &str = "2022-11-28";
 
 /// One GitHub repository, reached with Paddock's token.
 pub struct GitHub {
-    http: reqwest::Client,
-    api: String,
+    http: ForgeHttp,
     owner: String,
     repo: String,
     token: Secret,
@@ -115,23 +116,32 @@ pub fn refuse_merging(method: &Method, path: &str) -> Result<(), ForgeError> {
     Ok(())
 }
 
+/// GitHub's error body: `message`, with the `errors`' messages.
+fn error_message(bytes: &[u8]) -> String {
+    let Ok(err) = serde_json::from_slice::<ApiError>(bytes) else {
+        return raw_message(bytes);
+    };
+    let details: Vec<String> = err
+        .errors
+        .iter()
+        .filter_map(|e| {
+            e.get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
+        .collect();
+    if details.is_empty() {
+        err.message
+    } else {
+        format!("{} ({})", err.message, details.join("; "))
+    }
+}
+
 impl GitHub {
     /// The client for `owner/repo` at the API root `api`.
     pub fn new(api: &str, owner: &str, repo: &str, token: Secret) -> Result<GitHub, ForgeError> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("paddock/", env!("CARGO_PKG_VERSION")))
-            .timeout(std::time::Duration::from_secs(60))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ForgeError::Request {
-                forge: FORGE,
-                step: "build the HTTP client",
-                url: api.to_string(),
-                message: e.to_string(),
-            })?;
         Ok(GitHub {
-            http,
-            api: api.trim_end_matches('/').to_string(),
+            http: ForgeHttp::new(FORGE, api)?,
             owner: owner.to_string(),
             repo: repo.to_string(),
             token,
@@ -166,11 +176,19 @@ impl GitHub {
         path: &str,
         body: Option<serde_json::Value>,
     ) -> Result<T, ForgeError> {
+        Ok(self.call_with_headers(step, method, path, body).await?.0)
+    }
+
+    async fn call_with_headers<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<(T, HeaderMap), ForgeError> {
         refuse_merging(&method, path)?;
-        let url = format!("{}{path}", self.api);
-        let mut req = self
-            .http
-            .request(method, &url)
+        let (req, url) = self.http.request(method, path);
+        let mut req = req
             .header("Accept", "application/vnd.github+json")
             .header("X-GitHub-Api-Version", API_VERSION)
             .bearer_auth(self.token.expose());
@@ -179,87 +197,33 @@ impl GitHub {
                 .header("Content-Type", "application/json")
                 .body(body.to_string());
         }
-        let resp = req.send().await.map_err(|e| ForgeError::Request {
-            forge: FORGE,
-            step,
-            url: url.clone(),
-            message: e.without_url().to_string(),
-        })?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| ForgeError::Request {
-            forge: FORGE,
-            step,
-            url: url.clone(),
-            message: e.without_url().to_string(),
-        })?;
-        if !status.is_success() {
-            let message = match serde_json::from_slice::<ApiError>(&bytes) {
-                Ok(err) => {
-                    let details: Vec<String> = err
-                        .errors
-                        .iter()
-                        .filter_map(|e| {
-                            e.get("message")
-                                .and_then(|m| m.as_str())
-                                .map(str::to_string)
-                        })
-                        .collect();
-                    if details.is_empty() {
-                        err.message
-                    } else {
-                        format!("{} ({})", err.message, details.join("; "))
-                    }
-                }
-                Err(_) => crate::output::keep_end(&String::from_utf8_lossy(&bytes), 500),
-            };
-            return Err(ForgeError::Status {
-                forge: FORGE,
-                step,
-                status: status.as_u16(),
-                message,
-            });
-        }
-        // A 204 (a revoked token) has no body: `()` reads it as `null`.
-        let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
-        serde_json::from_slice(bytes).map_err(|e| ForgeError::Decode {
-            forge: FORGE,
-            step,
-            message: e.to_string(),
-        })
+        self.http.send(step, &url, req, error_message).await
+    }
+
+    /// Every item of the list at `path`, every page of it.
+    async fn list<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        path: &str,
+    ) -> Result<Vec<T>, ForgeError> {
+        self.http
+            .all_pages(step, path, |page| async move {
+                self.call_with_headers(step, Method::GET, &page, None).await
+            })
+            .await
     }
 
     /// The pull request whose head is `branch` of this repository
     /// (`state`: `open` or `all`), the newest first.
     async fn pull_for(&self, branch: &str, state: &str) -> Result<Option<ApiPull>, ForgeError> {
         let head = format!("{}:{branch}", self.owner);
-        let query = form_urlencoded(&[("head", head.as_str()), ("state", state)]);
+        let query = form(&[("head", head.as_str()), ("state", state)]);
         let path = self.repo_path(&format!("/pulls?{query}"));
         let pulls: Vec<ApiPull> = self
             .call("find the pull request", Method::GET, &path, None)
             .await?;
         Ok(pulls.into_iter().next())
     }
-}
-
-/// `k=v&…`, percent-encoded.
-pub(super) fn form_urlencoded(pairs: &[(&str, &str)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", percent_encode(k), percent_encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// `s` with every byte but an unreserved one percent-encoded.
-pub(super) fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect::<String>()
 }
 
 fn json<T: Serialize>(value: &T) -> Option<serde_json::Value> {
@@ -346,19 +310,15 @@ impl Forge for GitHub {
             return Ok(Vec::new());
         };
         let reviews: Vec<ApiReview> = self
-            .call(
+            .list(
                 "read the reviews",
-                Method::GET,
                 &self.repo_path(&format!("/pulls/{}/reviews", pull.number)),
-                None,
             )
             .await?;
         let lines: Vec<ApiReviewComment> = self
-            .call(
+            .list(
                 "read the review comments",
-                Method::GET,
                 &self.repo_path(&format!("/pulls/{}/comments", pull.number)),
-                None,
             )
             .await?;
         let login = |u: Option<ApiUser>| u.map(|u| u.login).unwrap_or_else(|| "ghost".into());
@@ -416,13 +376,5 @@ mod tests {
             .map(|(m, p, ok)| (format!("{m} {p}"), *ok))
             .collect();
         assert_eq!(got, want);
-    }
-
-    #[test]
-    fn query_values_are_percent_encoded() {
-        assert_eq!(
-            form_urlencoded(&[("head", "acme:paddock/T-1/2"), ("state", "open")]),
-            "head=acme%3Apaddock%2FT-1%2F2&state=open"
-        );
     }
 }

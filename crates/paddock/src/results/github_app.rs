@@ -129,6 +129,7 @@ pub async fn mint(
         let _ = revoke(&client).await;
         return Err(ForgeError::TokenTooBroad {
             forge: FORGE,
+            token: "installation token",
             granted: extra.join(", "),
         });
     }

@@ -2,19 +2,23 @@
 //! of the few shapes Paddock reads (a merge request, a note, a user, an
 //! error). A pull request is a merge request here: a draft is a title
 //! prefixed `Draft: `, the closeout is a note, a review is the merge
-//! request's human notes (system notes and Paddock's own left out). The
-//! token is Paddock's, sent as `PRIVATE-TOKEN` only to the API root the
+//! request's human notes, every page of them (system notes and Paddock's
+//! own left out: its token's user's, and closeouts). The token is the
+//! job's project access token (`gitlab_token.rs`; the host-held token only
+//! mints and revokes it), sent as `PRIVATE-TOKEN` only to the API root the
 //! job spec names. Every request passes [`refuse_merging`] first: a merge,
 //! an approval or "merge when the pipeline succeeds" is refused before
 //! anything is sent.
 
 use async_trait::async_trait;
+use reqwest::header::HeaderMap;
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::closeout::HEADING;
 use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
-use super::github::{form_urlencoded, percent_encode};
+use super::forge_http::{form, path_segment, raw_message, ForgeHttp};
 use crate::secret::Secret;
 
 const FORGE: &str = "gitlab";
@@ -22,10 +26,9 @@ const FORGE: &str = "gitlab";
 /// How a draft merge request's title starts.
 pub const DRAFT_PREFIX: &str = "Draft: ";
 
-/// One GitLab project, reached with Paddock's token.
+/// One GitLab project, reached with a token of Paddock's.
 pub struct GitLab {
-    http: reqwest::Client,
-    api: String,
+    http: ForgeHttp,
     /// The project's id or its URL-encoded path.
     project: String,
     token: Secret,
@@ -112,8 +115,8 @@ pub fn refuse_merging(method: &Method, path: &str, body: Option<&str>) -> Result
 
 /// GitLab's error body: `message` (a string, a list or a map of field to
 /// messages) or `error`.
-fn error_message(bytes: &[u8]) -> String {
-    let text = || crate::output::keep_end(&String::from_utf8_lossy(bytes), 500);
+pub(super) fn error_message(bytes: &[u8]) -> String {
+    let text = || raw_message(bytes);
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
         return text();
     };
@@ -127,67 +130,54 @@ fn error_message(bytes: &[u8]) -> String {
 impl GitLab {
     /// The client for `project` (an id or a path) at the API root `api`.
     pub fn new(api: &str, project: &str, token: Secret) -> Result<GitLab, ForgeError> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("paddock/", env!("CARGO_PKG_VERSION")))
-            .timeout(std::time::Duration::from_secs(60))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ForgeError::Request {
-                forge: FORGE,
-                step: "build the HTTP client",
-                url: api.to_string(),
-                message: e.to_string(),
-            })?;
         Ok(GitLab {
-            http,
-            api: api.trim_end_matches('/').to_string(),
-            project: percent_encode(project),
+            http: ForgeHttp::new(FORGE, api)?,
+            project: path_segment(project),
             token,
         })
     }
 
-    fn project_path(&self, rest: &str) -> String {
+    pub(super) fn project_path(&self, rest: &str) -> String {
         format!("/projects/{}{rest}", self.project)
     }
 
-    async fn call<T: DeserializeOwned>(
+    pub(super) async fn call<T: DeserializeOwned>(
         &self,
         step: &'static str,
         method: Method,
         path: &str,
         body: Option<String>,
     ) -> Result<T, ForgeError> {
+        Ok(self.call_with_headers(step, method, path, body).await?.0)
+    }
+
+    async fn call_with_headers<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(T, HeaderMap), ForgeError> {
         refuse_merging(&method, path, body.as_deref())?;
-        let url = format!("{}{path}", self.api);
-        let mut req = self
-            .http
-            .request(method, &url)
-            .header("PRIVATE-TOKEN", self.token.expose());
+        let (req, url) = self.http.request(method, path);
+        let mut req = req.header("PRIVATE-TOKEN", self.token.expose());
         if let Some(body) = body {
             req = req.header("Content-Type", "application/json").body(body);
         }
-        let fail = |e: reqwest::Error| ForgeError::Request {
-            forge: FORGE,
-            step,
-            url: url.clone(),
-            message: e.without_url().to_string(),
-        };
-        let resp = req.send().await.map_err(fail)?;
-        let status = resp.status();
-        let bytes = resp.bytes().await.map_err(fail)?;
-        if !status.is_success() {
-            return Err(ForgeError::Status {
-                forge: FORGE,
-                step,
-                status: status.as_u16(),
-                message: error_message(&bytes),
-            });
-        }
-        serde_json::from_slice(&bytes).map_err(|e| ForgeError::Decode {
-            forge: FORGE,
-            step,
-            message: e.to_string(),
-        })
+        self.http.send(step, &url, req, error_message).await
+    }
+
+    /// Every item of the list at `path`, every page of it.
+    pub(super) async fn list<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        path: &str,
+    ) -> Result<Vec<T>, ForgeError> {
+        self.http
+            .all_pages(step, path, |page| async move {
+                self.call_with_headers(step, Method::GET, &page, None).await
+            })
+            .await
     }
 
     /// The merge request from `branch` (`state`: `opened` or `all`), the
@@ -197,7 +187,7 @@ impl GitLab {
         branch: &str,
         state: &str,
     ) -> Result<Option<ApiMergeRequest>, ForgeError> {
-        let query = form_urlencoded(&[("source_branch", branch), ("state", state)]);
+        let query = form(&[("source_branch", branch), ("state", state)]);
         let path = self.project_path(&format!("/merge_requests?{query}"));
         let found: Vec<ApiMergeRequest> = self
             .call("find the merge request", Method::GET, &path, None)
@@ -300,15 +290,20 @@ impl Forge for GitLab {
             .call("read the token's user", Method::GET, "/user", None)
             .await?;
         let path = self.project_path(&format!(
-            "/merge_requests/{}/notes?sort=asc&order_by=created_at&per_page=100",
+            "/merge_requests/{}/notes?sort=asc&order_by=created_at",
             mr.iid
         ));
-        let notes: Vec<ApiNote> = self
-            .call("read the review notes", Method::GET, &path, None)
-            .await?;
+        let notes: Vec<ApiNote> = self.list("read the review notes", &path).await?;
+        // Each job's token has its own bot user: an earlier job's closeout
+        // is known by its heading.
         Ok(notes
             .into_iter()
-            .filter(|n| !n.system && n.author.username != me.username && !n.body.trim().is_empty())
+            .filter(|n| {
+                !n.system
+                    && n.author.username != me.username
+                    && !n.body.trim().is_empty()
+                    && !n.body.starts_with(HEADING)
+            })
             .map(|n| {
                 let (path, line) = n
                     .position

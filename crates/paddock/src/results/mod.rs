@@ -3,8 +3,10 @@
 //! own git directory and a bundle beside the patch (`conclude.rs`); the
 //! branch is fetched into a local source (`source.rs`) and pushed with
 //! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
-//! in `github.rs`, GitLab in `gitlab.rs`, or the file outbox in
-//! `outbox.rs`) gets a pull (merge) request
+//! in `github.rs` with a per-job App token from `github_app.rs`, GitLab in
+//! `gitlab.rs` with a per-job project access token from `gitlab_token.rs`,
+//! both over `forge_http.rs`, or the file outbox in `outbox.rs`) gets a
+//! pull (merge) request
 //! and the closeout (`closeout.rs`); `republish.rs` publishes a finished
 //! job again from what it kept (`paddock publish`); `bounce.rs` the prior
 //! attempts of `paddock run --attempt-after JOB`, review comments included. Nothing here merges, approves or
@@ -14,9 +16,11 @@ pub mod bounce;
 pub mod closeout;
 pub mod conclude;
 pub mod forge;
+pub mod forge_http;
 pub mod github;
 pub mod github_app;
 pub mod gitlab;
+pub mod gitlab_token;
 pub mod outbox;
 pub mod push;
 pub mod republish;
@@ -24,6 +28,7 @@ pub mod scope;
 pub mod source;
 
 pub use conclude::{
-    base_branch, conclude_job, keep_branch, publish, KeptBranch, PublishInput, Published,
+    base_branch, conclude_job, keep_branch, publish, revoke_leftover_tokens, KeptBranch,
+    PublishInput, Published,
 };
 pub use forge::{Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment};

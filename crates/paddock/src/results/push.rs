@@ -21,8 +21,6 @@
 use std::os::fd::{AsFd as _, AsRawFd as _};
 use std::path::Path;
 
-use base64::Engine as _;
-
 use crate::secret::Secret;
 use crate::workspace::host_git::{HostGit, GIT_TIMEOUT};
 use crate::workspace::WorkspaceError;
@@ -68,18 +66,6 @@ fn protocols(url: &str) -> Result<&'static str, PushError> {
         };
     }
     Err(refused())
-}
-
-/// The `Authorization` header git sends with `token`.
-fn auth_header(token: &Secret) -> String {
-    basic_header("x-access-token", token)
-}
-
-/// HTTP basic `user:TOKEN` as git's `Authorization` header.
-fn basic_header(user: &str, token: &Secret) -> String {
-    let basic =
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{}", token.expose()));
-    format!("Authorization: Basic {basic}")
 }
 
 /// The credential a push presents.
@@ -149,6 +135,23 @@ pub fn leftover_pushes(artifacts: &Path) -> Vec<std::path::PathBuf> {
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.path())
         .collect()
+}
+
+/// Kills what still runs in each scratch directory a killed push left in
+/// `artifacts` (git, ssh) and removes it, never following a link (a link
+/// in place of one is not a scratch directory; links inside are removed,
+/// not followed): how many processes were killed, and what could not be
+/// removed.
+pub fn remove_leftover_pushes(artifacts: &Path) -> (usize, Vec<String>) {
+    let mut killed = 0;
+    let mut errors = Vec::new();
+    for push in leftover_pushes(artifacts) {
+        killed += crate::leftovers::kill_processes(&push);
+        if let Err(e) = std::fs::remove_dir_all(&push) {
+            errors.push(format!("remove {}: {e}", push.display()));
+        }
+    }
+    (killed, errors)
 }
 
 /// The name a push's scratch directory starts with.
@@ -226,12 +229,18 @@ pub async fn push_branch(
         (PushAuth::Token(token), "http" | "https") => {
             cmd.env("GIT_CONFIG_COUNT", "1")
                 .env("GIT_CONFIG_KEY_0", "http.extraHeader")
-                .env("GIT_CONFIG_VALUE_0", auth_header(token));
+                .env(
+                    "GIT_CONFIG_VALUE_0",
+                    token.basic_auth_header("x-access-token").expose(),
+                );
         }
         (PushAuth::OAuth2(token), "http" | "https") => {
             cmd.env("GIT_CONFIG_COUNT", "1")
                 .env("GIT_CONFIG_KEY_0", "http.extraHeader")
-                .env("GIT_CONFIG_VALUE_0", basic_header("oauth2", token));
+                .env(
+                    "GIT_CONFIG_VALUE_0",
+                    token.basic_auth_header("oauth2").expose(),
+                );
         }
         (PushAuth::SshKey { key, known_hosts }, "ssh") => {
             let fd = key_in_memory(key).map_err(|source| PushError::HoldKey {
@@ -355,14 +364,6 @@ mod tests {
                 true,
                 rustix::io::FdFlags::CLOEXEC,
             )
-        );
-    }
-
-    #[test]
-    fn the_header_is_basic_with_the_access_token_user() {
-        assert_eq!(
-            auth_header(&Secret::new("tok".into())),
-            "Authorization: Basic eC1hY2Nlc3MtdG9rZW46dG9r"
         );
     }
 }

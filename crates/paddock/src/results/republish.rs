@@ -5,14 +5,24 @@
 //! publishing failed becomes `done` when publishing succeeds; a failure
 //! again records the new message. The record changes by compare-and-set
 //! from its stored status, so a concurrent change is not overwritten.
+//! One publish of a job at a time (an exclusive `flock` on the artifacts'
+//! `.publish.lock`, not waited for): holding it, a publish first finishes
+//! what a killed one left (`kill -9` mid-push): the push's scratch
+//! directories, what still runs in them killed, removed without following
+//! a link, and its GitLab project access tokens revoked.
 
 use std::path::Path;
+
+use nix::fcntl::FlockArg;
 
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 
 use super::conclude::{publish, PublishInput, Published, BUNDLE, PUBLISH_FAILED};
 use crate::store::{Store, StoreError};
 use crate::workspace::host_git::{HostGit, GIT_TIMEOUT};
+
+/// The lock one publish of a job holds, in its artifacts directory.
+pub const PUBLISH_LOCK: &str = ".publish.lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepublishError {
@@ -24,6 +34,17 @@ pub enum RepublishError {
     Spec { job_id: String, message: String },
     #[error("job {job_id}: {source}")]
     Store { job_id: String, source: StoreError },
+    #[error("job {job_id}: another `paddock publish` is publishing it ({path} is locked)")]
+    Busy {
+        job_id: String,
+        path: std::path::PathBuf,
+    },
+    #[error("job {job_id}: cannot lock {path}: {source}")]
+    Lock {
+        job_id: String,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The commit `branch.bundle` in `artifacts` holds, if there is one.
@@ -89,6 +110,29 @@ pub async fn republish(
     })?;
     let events = store.events(job_id, 0).await.map_err(store_err)?;
     let artifacts = artifacts_root.join(job_id);
+    let lock_path = artifacts.join(PUBLISH_LOCK);
+    let _ = std::fs::create_dir_all(&artifacts);
+    let _publishing =
+        crate::workspace::lease::lock_file(&lock_path, FlockArg::LockExclusiveNonblock)
+            .await
+            .map_err(|source| match source.raw_os_error() {
+                Some(code) if code == nix::errno::Errno::EWOULDBLOCK as i32 => {
+                    RepublishError::Busy {
+                        job_id: job_id.to_string(),
+                        path: lock_path.clone(),
+                    }
+                }
+                _ => RepublishError::Lock {
+                    job_id: job_id.to_string(),
+                    path: lock_path.clone(),
+                    source,
+                },
+            })?;
+    // What a killed publish of this job left.
+    let (_, mut leftovers) = super::push::remove_leftover_pushes(&artifacts);
+    if let Err(errors) = super::revoke_leftover_tokens(store, job_id, &artifacts).await {
+        leftovers.extend(errors);
+    }
     let commit = bundled_commit(&artifacts).await;
     // A job that failed only at publishing is published as what it was.
     let publishing_failed = record.status == JobStatus::Failed
@@ -101,7 +145,7 @@ pub async fn republish(
         ending.status = JobStatus::Done;
         ending.reason = None;
     }
-    let published = publish(&PublishInput {
+    let mut published = publish(&PublishInput {
         spec: &spec,
         record: &ending,
         events: &events,
@@ -110,6 +154,8 @@ pub async fn republish(
         left_out: &[],
     })
     .await;
+    leftovers.append(&mut published.warnings);
+    published.warnings = leftovers;
     store
         .set_closeout(job_id, &published.closeout)
         .await

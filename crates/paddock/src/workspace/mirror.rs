@@ -165,7 +165,10 @@ async fn git(
         // written into the mirror, nothing is on the command line.
         cmd.env("GIT_CONFIG_COUNT", "1")
             .env("GIT_CONFIG_KEY_0", "http.extraHeader")
-            .env("GIT_CONFIG_VALUE_0", auth_header(token));
+            .env(
+                "GIT_CONFIG_VALUE_0",
+                token.basic_auth_header("x-access-token").expose(),
+            );
     }
     // No automatic gc: a job may be cloning from it.
     cmd.args(["-c", "core.hooksPath=/dev/null", "-c", "gc.auto=0"])
@@ -191,14 +194,6 @@ async fn git(
         });
     }
     Ok(())
-}
-
-/// The `Authorization` header of HTTP basic `x-access-token:TOKEN`.
-pub(crate) fn auth_header(token: &Secret) -> String {
-    use base64::Engine as _;
-    let basic = base64::engine::general_purpose::STANDARD
-        .encode(format!("x-access-token:{}", token.expose()));
-    format!("Authorization: Basic {basic}")
 }
 
 /// `text` with the user information of every `scheme://user[:password]@`

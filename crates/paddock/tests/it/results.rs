@@ -521,27 +521,51 @@ async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
     assert_eq!(mock.requests(), vec![]);
 }
 
-/// The review of a pull request read back through the GitHub client: the
-/// reviews with a body and the line comments, in GitHub's shapes.
-#[tokio::test]
-async fn review_comments_are_read_back_from_github() {
-    use paddock::results::Forge as _;
-    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
-    let client = paddock::results::github::GitHub::new(
+/// The GitHub client of `acme/widgets` at the mock, with TOKEN.
+fn github_client(
+    mock: &paddock_test_support::github::MockGitHub,
+) -> paddock::results::github::GitHub {
+    paddock::results::github::GitHub::new(
         &mock.url,
         "acme",
         "widgets",
         paddock::broker::Secret::new(TOKEN.into()),
     )
-    .unwrap();
-    let draft = paddock::results::PullRequestDraft {
+    .unwrap()
+}
+
+/// The GitLab client of `acme/widgets` at the mock, with TOKEN.
+fn gitlab_client(
+    mock: &paddock_test_support::gitlab::MockGitLab,
+) -> paddock::results::gitlab::GitLab {
+    paddock::results::gitlab::GitLab::new(
+        &mock.url,
+        "acme/widgets",
+        paddock::broker::Secret::new(TOKEN.into()),
+    )
+    .unwrap()
+}
+
+/// The draft the client tests open: `paddock/T-1/1` into `main`.
+fn plain_draft() -> paddock::results::PullRequestDraft {
+    paddock::results::PullRequestDraft {
         head: "paddock/T-1/1".into(),
         base: "main".into(),
         title: "T-1: t".into(),
         body: "b".into(),
         draft: true,
         labels: vec![],
-    };
+    }
+}
+
+/// The review of a pull request read back through the GitHub client: the
+/// reviews with a body and the line comments, in GitHub's shapes.
+#[tokio::test]
+async fn review_comments_are_read_back_from_github() {
+    use paddock::results::Forge as _;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let client = github_client(&mock);
+    let draft = plain_draft();
     let pr = client.open_pull_request(&draft).await.unwrap();
     let again = client.open_pull_request(&draft).await.unwrap();
     for (state, path) in [
@@ -956,6 +980,19 @@ async fn a_kill_during_publishing_loses_nothing_and_paddock_publish_finishes_it(
     );
 }
 
+/// The job spec with `[results.push]` to `{server}/widgets.git` with the
+/// token in `PADDOCK_TEST_PUSH_TOKEN`.
+fn with_token_push(spec: &Path, server: &str) {
+    let text = std::fs::read_to_string(spec).unwrap();
+    std::fs::write(
+        spec,
+        format!(
+            "{text}\n[results.push]\nurl = \"{server}/widgets.git\"\ntoken = \"env:PADDOCK_TEST_PUSH_TOKEN\"\n"
+        ),
+    )
+    .unwrap();
+}
+
 /// `[results.push]` with a plain token and no forge: the branch pushed
 /// over smart HTTP with Paddock's token (the only credential the remote
 /// saw; the job's environment never had it, nor its variable), the pull
@@ -973,15 +1010,7 @@ async fn a_plain_token_pushes_the_branch_without_a_forge() {
         &repo,
         &finishing("printf 'fixed\\n' > fix.txt && env > job-env.txt"),
     );
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
-        &spec,
-        format!(
-            "{text}\n[results.push]\nurl = \"{}/widgets.git\"\ntoken = \"env:PADDOCK_TEST_PUSH_TOKEN\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
+    with_token_push(&spec, &server.url);
     let out = home
         .paddock(
             &["run", "--json", spec.to_str().unwrap()],
@@ -1524,28 +1553,86 @@ fn gitlab_merging(r: &paddock_test_support::gitlab::GitLabRequest) -> bool {
         || r.body.contains("auto_merge")
 }
 
-/// GitLab: the branch pushed over smart HTTP with Paddock's token as
-/// `oauth2` (the only credential the remote saw; the job's environment
-/// never had it), a draft merge request (`Draft: ` title) opened with its
-/// label and the ticket's link, the closeout posted as a note, every API
-/// call with `PRIVATE-TOKEN` and not one that merges or approves. Then a
-/// reviewer's note (beside a system note and Paddock's own) reaches the
-/// next attempt's brief through `--attempt-after`.
-#[tokio::test(flavor = "multi_thread")]
-async fn gitlab_gets_a_pushed_branch_a_draft_merge_request_and_the_closeout_never_a_merge() {
-    let home = Home::new();
+/// `Basic base64(oauth2:TOKEN)`, GitLab's form for a token over HTTPS.
+fn oauth2(token: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("oauth2:{token}"))
+    )
+}
+
+/// A GitLab mock for `acme/widgets` with the host-held TOKEN and a git
+/// remote `widgets.git` (a bare clone of a fresh repository) that takes
+/// the pushes the mock's tokens may make; the repository, the bare remote,
+/// the mock and the server.
+async fn gitlab_setup(
+    home: &Home,
+) -> (
+    PathBuf,
+    PathBuf,
+    paddock_test_support::gitlab::MockGitLab,
+    paddock_test_support::git_http::GitHttpServer,
+) {
     let repo = repo(home.path());
     let remotes = home.path().join("remotes");
     let bare = bare_remote(&remotes, &repo);
-    let oauth2 = {
-        use base64::Engine as _;
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(format!("oauth2:{TOKEN}"))
-        )
-    };
-    let server = paddock_test_support::git_http::GitHttpServer::start(&remotes, &oauth2).await;
     let mock = paddock_test_support::gitlab::MockGitLab::start("acme/widgets", TOKEN).await;
+    let check = mock.clone();
+    let server = paddock_test_support::git_http::GitHttpServer::start_checked(&remotes, move |a| {
+        check.git_authorization_ok(a)
+    })
+    .await;
+    (repo, bare, mock, server)
+}
+
+/// GitLab's project access tokens as the mock lists them: `(name, scopes,
+/// access level, expires at, revoked)`.
+fn gitlab_tokens(
+    mock: &paddock_test_support::gitlab::MockGitLab,
+) -> Vec<(String, serde_json::Value, u64, String, bool)> {
+    mock.access_tokens()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_string(),
+                t["scopes"].clone(),
+                t["access_level"].as_u64().unwrap(),
+                t["expires_at"].as_str().unwrap().to_string(),
+                t["revoked"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Tomorrow (UTC) as GitLab writes a date.
+fn tomorrow() -> String {
+    let d = time::OffsetDateTime::now_utc().date().next_day().unwrap();
+    format!("{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+}
+
+/// The GitLab token records left in a job's artifacts.
+fn token_records(home: &Home, id: &str) -> Vec<PathBuf> {
+    paddock::results::gitlab_token::leftover_records(&home.data().join("artifacts").join(id))
+}
+
+/// GitLab with a project access token minted for the job: the host-held
+/// token only mints it (`api` + `write_repository`, Developer, expiring
+/// tomorrow, named after the job) and revokes it; the minted token pushes
+/// the branch over smart HTTP as `oauth2` (the only credential the remote
+/// saw) and makes every merge request call: a draft merge request
+/// (`Draft: ` title) with its label and the ticket's link, the closeout as
+/// a note by the token's bot. It is revoked at the end (dead from then
+/// on), its record gone, and its value is nowhere in the job (its
+/// environment, the files under the jobs and data directories, the
+/// events). Not one request merges or approves. Then a reviewer's note
+/// (beside a system note and the first job's closeout, by another bot)
+/// reaches the next attempt's brief through `--attempt-after`, which mints
+/// and revokes its own tokens.
+#[tokio::test(flavor = "multi_thread")]
+async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_revokes_it() {
+    let home = Home::new();
+    let (repo, bare, mock, server) = gitlab_setup(&home).await;
     let spec = stand_in_job(
         &home,
         &repo,
@@ -1557,6 +1644,49 @@ async fn gitlab_gets_a_pushed_branch_a_draft_merge_request_and_the_closeout_neve
         (record.status, record.reason.clone()),
         (paddock_protocol::JobStatus::Done, None)
     );
+    let minted = mock.minted();
+    assert_eq!(minted.len(), 1);
+    let job_token = minted[0].clone();
+    let requests = mock.requests();
+    let asked: serde_json::Value = serde_json::from_str(&requests[0].body).unwrap();
+    let name = asked["name"].as_str().unwrap().to_string();
+    assert_eq!(
+        (name.starts_with(&format!("paddock-{}-", record.id)), asked),
+        (
+            true,
+            serde_json::json!({
+                "name": name,
+                "scopes": ["api", "write_repository"],
+                "access_level": 30,
+                "expires_at": tomorrow(),
+            })
+        )
+    );
+    let host = format!("PRIVATE-TOKEN: {TOKEN}");
+    let job = format!("PRIVATE-TOKEN: {job_token}");
+    assert_eq!(
+        requests
+            .iter()
+            .map(|r| (format!("{} {}", r.method, r.path), r.token_header.clone().unwrap()))
+            .collect::<Vec<_>>(),
+        vec![
+            ("POST /projects/acme%2Fwidgets/access_tokens".to_string(), host.clone()),
+            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=opened".to_string(), job.clone()),
+            ("POST /projects/acme%2Fwidgets/merge_requests".to_string(), job.clone()),
+            ("POST /projects/acme%2Fwidgets/merge_requests/1/notes".to_string(), job.clone()),
+            ("DELETE /projects/acme%2Fwidgets/access_tokens/70".to_string(), host.clone()),
+        ]
+    );
+    assert_eq!(
+        gitlab_tokens(&mock),
+        vec![(
+            name.clone(),
+            serde_json::json!(["api", "write_repository"]),
+            30,
+            tomorrow(),
+            true
+        )]
+    );
     let branch = "paddock/T-1/1";
     assert_eq!(
         git(&bare, &["rev-parse", branch]),
@@ -1567,12 +1697,47 @@ async fn gitlab_gets_a_pushed_branch_a_draft_merge_request_and_the_closeout_neve
             && server
                 .authorizations()
                 .iter()
-                .all(|a| a.as_deref() == Some(oauth2.as_str())),
+                .all(|a| a.as_deref() == Some(oauth2(&job_token).as_str())),
         "{:?}",
         server.authorizations()
     );
+    // Revoked means dead: the token no longer opens anything, nor pushes.
+    let after = reqwest::Client::new()
+        .get(format!("{}/user", mock.url))
+        .header("PRIVATE-TOKEN", &job_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            after.status().as_u16(),
+            mock.git_authorization_ok(&oauth2(&job_token))
+        ),
+        (401, false)
+    );
+    // The key scan: the minted value and the host-held one are nowhere in
+    // the job, nor on disk, nor in its events.
     let job_env = git(&bare, &["show", &format!("{branch}:job-env.txt")]);
-    assert!(!job_env.contains(TOKEN) && !job_env.contains("PADDOCK_TEST_GL_TOKEN"));
+    let events = home.store().await.events(&record.id, 0).await.unwrap();
+    let events = serde_json::to_string(&events).unwrap();
+    assert_eq!(
+        (
+            job_env.contains(&job_token)
+                || job_env.contains(TOKEN)
+                || job_env.contains("PADDOCK_TEST_GL_TOKEN"),
+            events.contains(&job_token),
+            on_disk(&home, &job_token),
+            on_disk(&home, TOKEN),
+            token_records(&home, &record.id),
+        ),
+        (
+            false,
+            false,
+            Vec::<PathBuf>::new(),
+            Vec::<PathBuf>::new(),
+            Vec::<PathBuf>::new()
+        )
+    );
     let mrs = mock.merge_requests();
     assert_eq!(mrs.len(), 1);
     let mr = &mrs[0];
@@ -1606,31 +1771,14 @@ async fn gitlab_gets_a_pushed_branch_a_draft_merge_request_and_the_closeout_neve
             .join("closeout.md"),
     )
     .unwrap();
-    assert_eq!(
-        mock.notes(),
-        vec![(1, "paddock-bot".to_string(), closeout.clone())]
-    );
+    let bots = mock.bots();
+    assert_eq!(mock.notes(), vec![(1, bots[0].clone(), closeout.clone())]);
     assert!(
         closeout.contains("- pull request: https://gitlab.example/acme/widgets/-/merge_requests/1"),
         "{closeout}"
     );
-    let requests = mock.requests();
-    assert_eq!(
-        requests
-            .iter()
-            .map(|r| format!("{} {}", r.method, r.path))
-            .collect::<Vec<_>>(),
-        vec![
-            "GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=opened",
-            "POST /projects/acme%2Fwidgets/merge_requests",
-            "POST /projects/acme%2Fwidgets/merge_requests/1/notes",
-        ]
-    );
-    assert!(requests
-        .iter()
-        .all(|r| r.token_header.as_deref() == Some(&format!("PRIVATE-TOKEN: {TOKEN}"))));
-    // The review: a line note, a system note and Paddock's closeout; only
-    // the reviewer's reaches the next brief.
+    // The review: a line note, a system note and the closeout (by the
+    // first job's bot); only the reviewer's reaches the next brief.
     mock.seed_note(
         1,
         "alice",
@@ -1645,11 +1793,22 @@ async fn gitlab_gets_a_pushed_branch_a_draft_merge_request_and_the_closeout_neve
         (paddock_protocol::JobStatus::Done, 2, "paddock/T-1/2")
     );
     let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
-    assert!(
-        patch.contains("+- On attempt 1: alice on fix.txt:1: Use tabs, not spaces."),
+    // The bounce comments: the reviewer's note alone (the closeout is the
+    // attempt's summary, never a bounce comment).
+    assert_eq!(
+        patch
+            .lines()
+            .filter(|l| l.starts_with("+- On attempt"))
+            .collect::<Vec<_>>(),
+        vec!["+- On attempt 1: alice on fix.txt:1: Use tabs, not spaces."],
         "{patch}"
     );
     assert!(!patch.contains("changed the description"), "{patch}");
+    // The review read and the second publish: a token each, both revoked.
+    assert_eq!(
+        gitlab_tokens(&mock).iter().map(|t| t.4).collect::<Vec<_>>(),
+        vec![true, true, true]
+    );
     let all = mock.requests();
     assert_eq!(
         all.iter().filter(|r| gitlab_merging(r)).count(),
@@ -1657,6 +1816,120 @@ async fn gitlab_gets_a_pushed_branch_a_draft_merge_request_and_the_closeout_neve
         "{all:?}"
     );
     assert_eq!(mock.merge_requests().len(), 2);
+}
+
+/// A publish that fails after the token was minted (the push is refused:
+/// no such remote) still revokes it; the job is `failed` with git's
+/// message and no token record is left.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_gitlab_publish_still_revokes_its_token() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/missing.git", server.url));
+    let record = run_with_gitlab_token(&home, &spec, &[]).await;
+    let reason = record.reason.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            record.status,
+            reason.starts_with("publishing the result failed: push to "),
+            mock.minted().len(),
+            gitlab_tokens(&mock).iter().map(|t| t.4).collect::<Vec<_>>(),
+            mock.merge_requests().len(),
+            token_records(&home, &record.id),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            true,
+            1,
+            vec![true],
+            0,
+            Vec::<PathBuf>::new(),
+        ),
+        "{reason}"
+    );
+}
+
+/// `kill -9` of Paddock while the push hangs (the remote stalls): the
+/// token's record (its name and id, never its value) is all that is left
+/// on disk of it, and the next start's reaper (`paddock gc`) revokes it,
+/// kills the push and removes its scratch directory.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_during_a_gitlab_publish_leaves_a_token_the_reaper_revokes() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    server.set_stall(true);
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let mut child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .env("PADDOCK_TEST_GL_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.authorizations().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let id = home.store().await.jobs(1).await.unwrap()[0].id.clone();
+    let artifacts = home.data().join("artifacts").join(&id);
+    let job_token = mock.minted()[0].clone();
+    let records = token_records(&home, &id);
+    assert_eq!(records.len(), 1);
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&records[0]).unwrap()).unwrap();
+    let name = gitlab_tokens(&mock)[0].0.clone();
+    assert_eq!(recorded, serde_json::json!({"name": name, "token_id": 70}));
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    assert_eq!(
+        (
+            gitlab_tokens(&mock)[0].4,
+            paddock::results::push::leftover_pushes(&artifacts).len(),
+            on_disk(&home, &job_token),
+        ),
+        (false, 1, Vec::<PathBuf>::new())
+    );
+
+    let out = home
+        .paddock(&["gc", "--json"], &[("PADDOCK_TEST_GL_TOKEN", TOKEN)])
+        .await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reaped = &report["jobs"][0];
+    assert_eq!(
+        (
+            reaped["name"].as_str(),
+            reaped["marked_failed"].as_bool(),
+            reaped["revoked_tokens"].clone(),
+            reaped["errors"].clone(),
+        ),
+        (
+            Some(id.as_str()),
+            Some(true),
+            serde_json::json!([name]),
+            serde_json::json!([]),
+        ),
+        "{report}"
+    );
+    assert_eq!(
+        (
+            gitlab_tokens(&mock).iter().map(|t| t.4).collect::<Vec<_>>(),
+            token_records(&home, &id),
+            paddock::results::push::leftover_pushes(&artifacts),
+        ),
+        (vec![true], Vec::<PathBuf>::new(), Vec::<PathBuf>::new())
+    );
+    let last = mock.requests().last().cloned().unwrap();
+    assert_eq!(
+        (last.method.as_str(), last.token_header),
+        ("DELETE", Some(format!("PRIVATE-TOKEN: {TOKEN}")))
+    );
+    server.set_stall(false);
 }
 
 /// The GitLab client on an open merge request: a second open updates the
@@ -1667,12 +1940,7 @@ async fn gitlab_gets_a_pushed_branch_a_draft_merge_request_and_the_closeout_neve
 async fn a_second_open_updates_the_same_merge_request_and_notes_are_read_back() {
     use paddock::results::Forge as _;
     let mock = paddock_test_support::gitlab::MockGitLab::start("acme/widgets", TOKEN).await;
-    let client = paddock::results::gitlab::GitLab::new(
-        &mock.url,
-        "acme/widgets",
-        paddock::broker::Secret::new(TOKEN.into()),
-    )
-    .unwrap();
+    let client = gitlab_client(&mock);
     let draft = |labels: &[&str], body: &str| paddock::results::PullRequestDraft {
         head: "paddock/T-1/1".into(),
         base: "main".into(),
@@ -1769,10 +2037,196 @@ async fn gitlab_down_fails_the_job_with_its_message_and_loses_nothing() {
         ),
         (
             paddock_protocol::JobStatus::Failed,
-            Some("publishing the result failed: gitlab: find the merge request: HTTP 503: 503 Service Unavailable".to_string()),
+            Some("publishing the result failed: gitlab: mint the job's project access token: HTTP 503: 503 Service Unavailable".to_string()),
             true,
             true,
             "  paddock/T-1/1\n".to_string(),
         )
+    );
+}
+
+/// More than 100 notes on a merge request: every page is read (GitLab's
+/// `Link` / `X-Next-Page`), 100 a page, in order; system notes and an
+/// earlier job's closeout (by another bot) are left out wherever they are.
+#[tokio::test]
+async fn gitlab_review_notes_are_read_past_the_first_page() {
+    use paddock::results::Forge as _;
+    let mock = paddock_test_support::gitlab::MockGitLab::start("acme/widgets", TOKEN).await;
+    let client = gitlab_client(&mock);
+    let draft = plain_draft();
+    client.open_pull_request(&draft).await.unwrap();
+    mock.seed_note(
+        1,
+        "project_42_bot_0ld",
+        "## Paddock closeout: T-1 attempt 1\n\nold",
+        None,
+        false,
+    );
+    mock.seed_notes(1, "alice", 150);
+    mock.seed_note(1, "alice", "changed the description", None, true);
+    mock.seed_notes(1, "bob", 60);
+    let comments = client.review_comments("paddock/T-1/1").await.unwrap();
+    let want: Vec<paddock::results::ReviewComment> = (1..=150)
+        .map(|n| ("alice", n))
+        .chain((1..=60).map(|n| ("bob", n)))
+        .map(|(author, n)| paddock::results::ReviewComment {
+            author: author.into(),
+            body: format!("note {n}"),
+            path: None,
+            line: None,
+            state: None,
+        })
+        .collect();
+    assert_eq!(comments, want);
+    let reads: Vec<String> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/notes"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        reads,
+        vec![
+            "GET /projects/acme%2Fwidgets/merge_requests/1/notes?sort=asc&order_by=created_at&per_page=100",
+            "GET /projects/acme%2Fwidgets/merge_requests/1/notes?order_by=created_at&sort=asc&page=2&per_page=100",
+            "GET /projects/acme%2Fwidgets/merge_requests/1/notes?order_by=created_at&sort=asc&page=3&per_page=100",
+        ]
+    );
+}
+
+/// GitHub's reviews and line comments past the first page: every page is
+/// read as its `Link` header says, 100 a page.
+#[tokio::test]
+async fn github_reviews_and_review_comments_are_read_past_the_first_page() {
+    use paddock::results::Forge as _;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let client = github_client(&mock);
+    let draft = plain_draft();
+    client.open_pull_request(&draft).await.unwrap();
+    let seed = |n: u64, state: Option<&str>, path: Option<&str>| {
+        mock.seed_review(paddock_test_support::github::SeededReview {
+            pull: 1,
+            login: "alice".into(),
+            body: format!("{} {n}", if state.is_some() { "review" } else { "line" }),
+            state: state.map(str::to_string),
+            path: path.map(str::to_string),
+            line: path.map(|_| n),
+        });
+    };
+    for n in 1..=101 {
+        seed(n, Some("COMMENTED"), None);
+    }
+    for n in 1..=130 {
+        seed(n, None, Some("src/lib.rs"));
+    }
+    let comments = client.review_comments("paddock/T-1/1").await.unwrap();
+    let want: Vec<paddock::results::ReviewComment> = (1..=101)
+        .map(|n| paddock::results::ReviewComment {
+            author: "alice".into(),
+            body: format!("review {n}"),
+            path: None,
+            line: None,
+            state: Some("COMMENTED".into()),
+        })
+        .chain((1..=130).map(|n| paddock::results::ReviewComment {
+            author: "alice".into(),
+            body: format!("line {n}"),
+            path: Some("src/lib.rs".into()),
+            line: Some(n),
+            state: None,
+        }))
+        .collect();
+    assert_eq!(comments, want);
+    let reads: Vec<String> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/reviews") || r.path.contains("/comments"))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        reads,
+        vec![
+            "GET /repos/acme/widgets/pulls/1/reviews?per_page=100",
+            "GET /repos/acme/widgets/pulls/1/reviews?page=2&per_page=100",
+            "GET /repos/acme/widgets/pulls/1/comments?per_page=100",
+            "GET /repos/acme/widgets/pulls/1/comments?page=2&per_page=100",
+        ]
+    );
+}
+
+/// `kill -9` of `paddock publish` mid-push (the remote hangs) leaves its
+/// scratch directory and the push's git; the next `paddock publish` of
+/// the job kills that git, removes the scratch directory without following
+/// the links in or beside it (their targets untouched), and publishes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_publish_killed_mid_push_is_cleaned_by_the_next_publish() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_token_push(&spec, &server.url);
+    let env = [("PADDOCK_TEST_PUSH_TOKEN", TOKEN)];
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+        .await;
+    let first = record(&out);
+    assert_eq!(first.status, paddock_protocol::JobStatus::Done);
+    let artifacts = home.data().join("artifacts").join(&first.id);
+    let pushes = || paddock::results::push::leftover_pushes(&artifacts);
+
+    server.set_stall(true);
+    let seen = server.authorizations().len();
+    let mut publish = home
+        .command(&["publish", "--json", &first.id])
+        .env("PADDOCK_TEST_PUSH_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.authorizations().len() == seen {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    publish.start_kill().unwrap();
+    publish.wait().await.unwrap();
+    let left = pushes();
+    assert_eq!(left.len(), 1);
+    // Links the next publish must not follow: one inside the scratch
+    // directory, one in place of another.
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("keep.txt"), "keep\n").unwrap();
+    std::os::unix::fs::symlink(&outside, left[0].join("link")).unwrap();
+    std::os::unix::fs::symlink(&outside, artifacts.join(".push-planted")).unwrap();
+
+    server.set_stall(false);
+    let again = home.paddock(&["publish", "--json", &first.id], &env).await;
+    let done = record(&again);
+    assert_eq!(
+        (
+            again.status.code(),
+            done.status,
+            pushes(),
+            std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+            std::fs::read_link(artifacts.join(".push-planted")).unwrap(),
+            git(&bare, &["rev-parse", "paddock/T-1/1"]),
+        ),
+        (
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            Vec::<PathBuf>::new(),
+            "keep\n".to_string(),
+            outside.clone(),
+            git(&repo, &["rev-parse", "paddock/T-1/1"]),
+        ),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
     );
 }

@@ -1,0 +1,318 @@
+//! HTTP to a forge's REST API, the part GitHub's (`github.rs`) and
+//! GitLab's (`gitlab.rs`) clients share: one reqwest client (Paddock's user
+//! agent, a minute's timeout, no redirects followed: a redirect could carry
+//! the token elsewhere), a request sent and its answer read (a failure
+//! status turned into the forge's own message by the forge's reader, a 204
+//! read as `null`, the JSON decoded), the next page of a list (the `Link`
+//! header's `rel="next"` as GitHub and GitLab send it, or GitLab's
+//! `X-Next-Page`; only ever below the API root, and at most [`MAX_PAGES`]
+//! pages), and the encoding of query strings and path segments. Each
+//! client keeps its own authentication, headers and `refuse_merging`.
+
+use reqwest::header::HeaderMap;
+use reqwest::{Method, RequestBuilder};
+use serde::de::DeserializeOwned;
+
+use super::forge::ForgeError;
+
+/// How many pages of one list are read at most (100 items a page): a
+/// forge whose `next` never ends is not followed forever.
+pub const MAX_PAGES: usize = 50;
+
+/// Items asked for a page (GitHub's and GitLab's maximum).
+pub const PER_PAGE: &str = "100";
+
+/// One forge's API root and the client that talks to it.
+pub(super) struct ForgeHttp {
+    pub forge: &'static str,
+    http: reqwest::Client,
+    /// The API root, without a trailing `/`.
+    pub api: String,
+}
+
+impl ForgeHttp {
+    /// The client for the API root `api` of `forge`.
+    pub fn new(forge: &'static str, api: &str) -> Result<ForgeHttp, ForgeError> {
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("paddock/", env!("CARGO_PKG_VERSION")))
+            .timeout(std::time::Duration::from_secs(60))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ForgeError::Request {
+                forge,
+                step: "build the HTTP client",
+                url: api.to_string(),
+                message: e.to_string(),
+            })?;
+        Ok(ForgeHttp {
+            forge,
+            http,
+            api: api.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// The request `method` to `path` below the API root, and its URL.
+    pub fn request(&self, method: Method, path: &str) -> (RequestBuilder, String) {
+        let url = format!("{}{path}", self.api);
+        (self.http.request(method, &url), url)
+    }
+
+    /// Sends `req` (to `url`, for messages) and reads its answer as `T`,
+    /// with its headers; a failure status is `Status` with the message
+    /// `error_message` reads from the body.
+    pub async fn send<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        url: &str,
+        req: RequestBuilder,
+        error_message: fn(&[u8]) -> String,
+    ) -> Result<(T, HeaderMap), ForgeError> {
+        let forge = self.forge;
+        let fail = |e: reqwest::Error| ForgeError::Request {
+            forge,
+            step,
+            url: url.to_string(),
+            message: e.without_url().to_string(),
+        };
+        let resp = req.send().await.map_err(fail)?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.map_err(fail)?;
+        if !status.is_success() {
+            return Err(ForgeError::Status {
+                forge,
+                step,
+                status: status.as_u16(),
+                message: error_message(&bytes),
+            });
+        }
+        // A 204 (a revoked token) has no body: `()` reads it as `null`.
+        let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+        let value = serde_json::from_slice(bytes).map_err(|e| ForgeError::Decode {
+            forge,
+            step,
+            message: e.to_string(),
+        })?;
+        Ok((value, headers))
+    }
+
+    /// Every item of the list at `path` (its query kept, `per_page=100`
+    /// added), page after page as [`ForgeHttp::next_page`] finds them,
+    /// each page read by `fetch` (the forge's authenticated GET); at most
+    /// [`MAX_PAGES`] pages.
+    pub async fn all_pages<T, F, Fut>(
+        &self,
+        step: &'static str,
+        path: &str,
+        mut fetch: F,
+    ) -> Result<Vec<T>, ForgeError>
+    where
+        F: FnMut(String) -> Fut,
+        Fut: std::future::Future<Output = Result<(Vec<T>, HeaderMap), ForgeError>>,
+    {
+        let per_page = form(&[("per_page", PER_PAGE)]);
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let mut next = Some(format!("{path}{separator}{per_page}"));
+        let mut out = Vec::new();
+        for _ in 0..MAX_PAGES {
+            let Some(page) = next.take() else {
+                return Ok(out);
+            };
+            let (items, headers) = fetch(page.clone()).await?;
+            out.extend(items);
+            next = self.next_page(step, &headers, &page)?;
+        }
+        match next {
+            None => Ok(out),
+            Some(_) => Err(ForgeError::Decode {
+                forge: self.forge,
+                step,
+                message: format!("more than {MAX_PAGES} pages of {PER_PAGE}"),
+            }),
+        }
+    }
+
+    /// The path (below the API root) of the page after the one `path`
+    /// answered with `headers`: the `Link` header's `rel="next"`, else
+    /// GitLab's `X-Next-Page` (a number: `page` set in `path`'s query);
+    /// `None` on the last page. A `next` link outside the API root is
+    /// refused (the token goes only there).
+    pub fn next_page(
+        &self,
+        step: &'static str,
+        headers: &HeaderMap,
+        path: &str,
+    ) -> Result<Option<String>, ForgeError> {
+        let link = headers
+            .get_all(reqwest::header::LINK)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(next_link);
+        if let Some(url) = link {
+            return match url.strip_prefix(&self.api) {
+                Some(rest) if rest.starts_with('/') => Ok(Some(rest.to_string())),
+                _ => Err(ForgeError::Decode {
+                    forge: self.forge,
+                    step,
+                    message: format!("the next page's link {url} is not below {}", self.api),
+                }),
+            };
+        }
+        let next = headers
+            .get("x-next-page")
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|n| !n.is_empty());
+        let Some(next) = next else {
+            return Ok(None);
+        };
+        if !next.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ForgeError::Decode {
+                forge: self.forge,
+                step,
+                message: format!("X-Next-Page `{next}` is not a page number"),
+            });
+        }
+        Ok(Some(with_page(path, next)))
+    }
+}
+
+/// The `rel="next"` target of one `Link` header value
+/// (`<URL>; rel="next", <URL>; rel="last"`).
+fn next_link(value: &str) -> Option<String> {
+    let mut rest = value;
+    while let Some(start) = rest.find('<') {
+        let after = &rest[start + 1..];
+        let end = after.find('>')?;
+        let url = &after[..end];
+        let params = &after[end + 1..];
+        let params = params.split('<').next().unwrap_or(params);
+        let is_next = params.split(';').any(|p| {
+            p.trim()
+                .strip_prefix("rel=")
+                .map(|r| r.trim_matches(|c| c == '"' || c == ',' || c == ' '))
+                .is_some_and(|r| r.split_whitespace().any(|r| r == "next"))
+        });
+        if is_next {
+            return Some(url.to_string());
+        }
+        rest = &after[end + 1..];
+    }
+    None
+}
+
+/// `path` with its query's `page` set to `page`.
+fn with_page(path: &str, page: &str) -> String {
+    let (route, query) = path.split_once('?').unwrap_or((path, ""));
+    let mut pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .filter(|(k, _)| k != "page")
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    pairs.push(("page".into(), page.into()));
+    let pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    format!("{route}?{}", form(&pairs))
+}
+
+/// `k=v&…`, form-encoded.
+pub fn form(pairs: &[(&str, &str)]) -> String {
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish()
+}
+
+/// Every byte but an unreserved one (`A-Z a-z 0-9 - _ . ~`).
+const RESERVED: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// `s` as one path segment (`acme/widgets` → `acme%2Fwidgets`).
+pub fn path_segment(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, RESERVED).to_string()
+}
+
+/// The body text of an error no forge shape reads: its end, bounded.
+pub fn raw_message(bytes: &[u8]) -> String {
+    crate::output::keep_end(&String::from_utf8_lossy(bytes), 500)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn queries_and_segments_are_encoded() {
+        assert_eq!(
+            (
+                form(&[("head", "acme:paddock/T-1/2"), ("state", "open")]),
+                path_segment("acme/tools/widgets"),
+                path_segment("a b~c"),
+            ),
+            (
+                "head=acme%3Apaddock%2FT-1%2F2&state=open".to_string(),
+                "acme%2Ftools%2Fwidgets".to_string(),
+                "a%20b~c".to_string(),
+            )
+        );
+    }
+
+    /// GitHub's and GitLab's `Link` headers: the `next` target wherever it
+    /// is in the list; none on the last page.
+    #[test]
+    fn the_next_link_is_read_from_a_link_header() {
+        assert_eq!(
+            [
+                next_link(r#"<https://api.github.com/repositories/1/pulls/2/comments?per_page=100&page=2>; rel="next", <https://api.github.com/repositories/1/pulls/2/comments?per_page=100&page=3>; rel="last""#),
+                next_link(r#"<https://gl.example/api/v4/projects/8/merge_requests/1/notes?page=1&per_page=100>; rel="prev", <https://gl.example/api/v4/projects/8/merge_requests/1/notes?page=3&per_page=100>; rel="next", <https://gl.example/api/v4/projects/8/merge_requests/1/notes?page=1&per_page=100>; rel="first""#),
+                next_link(r#"<https://gl.example/api/v4/x?page=1>; rel="first", <https://gl.example/api/v4/x?page=1>; rel="last""#),
+            ],
+            [
+                Some("https://api.github.com/repositories/1/pulls/2/comments?per_page=100&page=2".to_string()),
+                Some("https://gl.example/api/v4/projects/8/merge_requests/1/notes?page=3&per_page=100".to_string()),
+                None,
+            ]
+        );
+    }
+
+    /// The next page as a path below the API root: from `Link`, else from
+    /// `X-Next-Page`; a link elsewhere or a page that is not a number is
+    /// an error naming it.
+    #[test]
+    fn the_next_page_stays_below_the_api_root() {
+        let api = ForgeHttp::new("gitlab", "https://gl.example/api/v4/").unwrap();
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, v.parse().unwrap());
+            }
+            h
+        };
+        let path = "/projects/8/merge_requests/1/notes?sort=asc&per_page=100&page=2";
+        let next = |h: &HeaderMap| api.next_page("read", h, path).map_err(|e| e.to_string());
+        assert_eq!(
+            [
+                next(&headers(&[("link", r#"<https://gl.example/api/v4/projects/8/merge_requests/1/notes?page=3>; rel="next""#)])),
+                next(&headers(&[("x-next-page", "3")])),
+                next(&headers(&[("x-next-page", "")])),
+                next(&headers(&[])),
+                next(&headers(&[("link", r#"<https://evil.example/api/v4/x?page=3>; rel="next""#)])),
+                next(&headers(&[("link", r#"<https://gl.example/api/v4.evil/x>; rel="next""#)])),
+                next(&headers(&[("x-next-page", "3&admin=1")])),
+            ],
+            [
+                Ok(Some("/projects/8/merge_requests/1/notes?page=3".to_string())),
+                Ok(Some("/projects/8/merge_requests/1/notes?sort=asc&per_page=100&page=3".to_string())),
+                Ok(None),
+                Ok(None),
+                Err("gitlab: read: unexpected answer: the next page's link https://evil.example/api/v4/x?page=3 is not below https://gl.example/api/v4".to_string()),
+                Err("gitlab: read: unexpected answer: the next page's link https://gl.example/api/v4.evil/x is not below https://gl.example/api/v4".to_string()),
+                Err("gitlab: read: unexpected answer: X-Next-Page `3&admin=1` is not a page number".to_string()),
+            ]
+        );
+    }
+}
