@@ -128,6 +128,8 @@ pub struct MockGitLab {
     token: String,
     state: Arc<Mutex<State>>,
     down: Arc<AtomicBool>,
+    /// The host's token is a Developer's, not a Maintainer's.
+    developer: Arc<AtomicBool>,
 }
 
 fn error(status: StatusCode, message: Value) -> (StatusCode, Value) {
@@ -145,6 +147,7 @@ impl MockGitLab {
             token: token.into(),
             state: Arc::default(),
             down: Arc::default(),
+            developer: Arc::default(),
         };
         let served = mock.clone();
         forge_mock::serve(listener, "application/json", move |req| {
@@ -268,6 +271,12 @@ impl MockGitLab {
         state.notes.push((iid, note));
     }
 
+    /// Makes the token given to `start` a Developer's: it may no longer
+    /// manage access tokens (403, as GitLab answers).
+    pub fn demote_to_developer(&self) {
+        self.developer.store(true, Ordering::SeqCst);
+    }
+
     /// Answers every request with 503 while `down`.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
@@ -366,7 +375,7 @@ impl MockGitLab {
         let iid = |n: &str| n.parse::<u64>().unwrap_or(0);
         if parts.first() == Some(&"access_tokens") {
             // Managing access tokens needs a Maintainer.
-            if !matches!(caller, Caller::Maintainer) {
+            if !matches!(caller, Caller::Maintainer) || self.developer.load(Ordering::SeqCst) {
                 return error(StatusCode::FORBIDDEN, json!("403 Forbidden")).into();
             }
             let url = format!("{}{route}", self.url);

@@ -152,14 +152,24 @@ pub async fn mint(
         access_level: ACCESS_LEVEL,
         expires_at: tomorrow(today),
     };
-    let answer: TokenAnswer = host
+    let answer: TokenAnswer = match host
         .call(
             "mint the job's project access token",
             Method::POST,
             &host.project_path("/access_tokens"),
             serde_json::to_string(&body).ok(),
         )
-        .await?;
+        .await
+    {
+        Ok(answer) => answer,
+        // GitLab answered no: no token was made, nothing to revoke. (A
+        // request that got no answer may have made one: its record stays.)
+        Err(e @ ForgeError::Status { .. }) => {
+            let _ = remove_record(&record_path);
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     record.token_id = Some(answer.id);
     let issued = Issued {
         host,

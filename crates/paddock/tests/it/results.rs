@@ -2014,7 +2014,8 @@ async fn a_second_open_updates_the_same_merge_request_and_notes_are_read_back() 
 }
 
 /// GitLab down: the job is `failed` with GitLab's message, and the patch,
-/// the bundle and the branch in the source are kept.
+/// the bundle and the branch in the source are kept; no token was made,
+/// so no token record is left.
 #[tokio::test(flavor = "multi_thread")]
 async fn gitlab_down_fails_the_job_with_its_message_and_loses_nothing() {
     let home = Home::new();
@@ -2034,6 +2035,7 @@ async fn gitlab_down_fails_the_job_with_its_message_and_loses_nothing() {
             artifacts.join("patch.diff").exists(),
             artifacts.join("branch.bundle").exists(),
             git(&repo, &["branch", "--list", "paddock/T-1/1"]),
+            token_records(&home, &record.id),
         ),
         (
             paddock_protocol::JobStatus::Failed,
@@ -2041,6 +2043,46 @@ async fn gitlab_down_fails_the_job_with_its_message_and_loses_nothing() {
             true,
             true,
             "  paddock/T-1/1\n".to_string(),
+            Vec::<PathBuf>::new(),
+        )
+    );
+}
+
+/// A host-held GitLab token that is not a Maintainer's cannot mint: the
+/// job is `failed` with GitLab's 403 named as the mint's, nothing is
+/// pushed or proposed, no token record is left, and the branch stays in
+/// the source and the bundle.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gitlab_host_token_that_cannot_mint_fails_the_job_clearly() {
+    let home = Home::new();
+    let (repo, bare, mock, server) = gitlab_setup(&home).await;
+    mock.demote_to_developer();
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let record = run_with_gitlab_token(&home, &spec, &[]).await;
+    let artifacts = home.data().join("artifacts").join(&record.id);
+    assert_eq!(
+        (
+            record.status,
+            record.reason.clone(),
+            mock.minted(),
+            mock.merge_requests().len(),
+            server.authorizations().len(),
+            git(&bare, &["branch", "--list", "paddock/T-1/1"]),
+            git(&repo, &["branch", "--list", "paddock/T-1/1"]),
+            artifacts.join("branch.bundle").exists(),
+            token_records(&home, &record.id),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some("publishing the result failed: gitlab: mint the job's project access token: HTTP 403: 403 Forbidden".to_string()),
+            Vec::<String>::new(),
+            0,
+            0,
+            String::new(),
+            "  paddock/T-1/1\n".to_string(),
+            true,
+            Vec::<PathBuf>::new(),
         )
     );
 }
