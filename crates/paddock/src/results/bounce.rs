@@ -2,7 +2,9 @@
 //! JOB`): the prior job's attempts plus one for that job itself, filled
 //! from the store and the forge rather than by hand: its outcome, its
 //! closeout as the summary, its reason as what failed, its branch, and the
-//! review comments on its pull request (GitHub) or its outbox's
+//! review comments on its pull request (GitHub, or a GitLab merge
+//! request's notes; read with a token minted for the read and revoked
+//! after it, `conclude.rs`'s `open_forge`) or its outbox's
 //! `review.md` as the bounce comment. The existing prompt appendix and
 //! context render them (docs/context.md).
 
