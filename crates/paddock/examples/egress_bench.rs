@@ -253,6 +253,7 @@ fn config(small: SocketAddr, bulk: SocketAddr) -> EgressConfig {
         resolver: Arc::new(Loopback),
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
+        credentials: None,
     }
 }
 

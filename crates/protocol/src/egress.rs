@@ -56,4 +56,11 @@ pub struct EgressRecord {
     /// Why, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The host profile's credential of a terminated tunnel (its name;
+    /// never its value or the job's placeholder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
+    /// How many requests of a terminated tunnel got the credential's value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub substituted: Option<u64>,
 }

@@ -511,6 +511,7 @@ mod tests {
                 allow: vec!["api.github.com".into()],
                 setup_allow: vec![],
                 open_addresses: vec!["127.0.0.1:8443".into()],
+                credentials: vec![],
             })
         );
         let e = HostProfile::from_json(r#"{"id":"n","network":{"setup_allow":["*.x"]}}"#, "n.json")
@@ -518,6 +519,41 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "host profile n.json: field `network.setup_allow[0]`: `*.x`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
+        );
+    }
+
+    #[test]
+    fn network_credentials_parse_and_errors_name_the_entry_and_field() {
+        let text = "id = \"c\"\n[network]\nsetup_allow = [\"npm.corp.example\"]\n\
+                    [[network.credentials]]\nname = \"registry\"\nhost = \"npm.corp.example:443\"\n\
+                    header = \"authorization\"\nvalue = \"Bearer {secret}\"\nsecret = \"env:CORP_NPM_TOKEN\"\n\
+                    env = \"NPM_TOKEN\"\nphases = [\"setup\"]\n";
+        let p = HostProfile::from_toml(text, "c.toml").unwrap();
+        assert_eq!(
+            p.network.unwrap().credentials,
+            vec![crate::CredentialSpec {
+                name: "registry".into(),
+                host: "npm.corp.example:443".into(),
+                header: "authorization".into(),
+                value: "Bearer {secret}".into(),
+                secret: crate::KeyRef::Env("CORP_NPM_TOKEN".into()),
+                env: "NPM_TOKEN".into(),
+                phases: vec![crate::EgressPhase::Setup],
+                upstream_ca: None,
+            }]
+        );
+        // Both phases unless given: the agent's list does not hold it.
+        let e = HostProfile::from_toml(&text.replace("phases = [\"setup\"]\n", ""), "c.toml")
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "host profile c.toml: field `network.credentials[0].host`: `npm.corp.example:443` is used in the agent phase but is not within the profile's `network.allow`"
+        );
+        let e = HostProfile::from_toml(&text.replace("env:CORP", "CORP"), "c.toml").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a key is referenced as `env:NAME` or `file:PATH`"),
+            "{e}"
         );
     }
 }

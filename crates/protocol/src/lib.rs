@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod context;
+pub mod credential;
 pub mod egress;
 pub mod event;
 pub mod host_profile;
@@ -20,6 +21,7 @@ pub mod turn;
 pub mod url_credentials;
 
 pub use context::{ContextSpec, InlineSkill};
+pub use credential::CredentialSpec;
 pub use egress::{EgressMethod, EgressPhase, EgressRecord};
 pub use event::{AgentEvent, ChangeKind, EventBody, Phase, TokenUsage};
 pub use host_profile::{

@@ -409,6 +409,10 @@ pub struct NetworkLimits {
     /// link-local...) opened one `address:port` at a time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub open_addresses: Vec<String>,
+    /// Credentials the proxy puts into requests to one allowed host each
+    /// (`[[network.credentials]]`, `crate::credential`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<crate::credential::CredentialSpec>,
 }
 
 impl NetworkLimits {
@@ -419,6 +423,7 @@ impl NetworkLimits {
             .map_err(|(i, why)| (format!("network.setup_allow[{i}]"), why))?;
         self.opened()
             .map_err(|(i, why)| (format!("network.open_addresses[{i}]"), why))?;
+        crate::credential::check_all(&self.credentials, &self.allow, &self.setup_allow)?;
         Ok(())
     }
 

@@ -7,10 +7,12 @@
 //! HTTPS ([`GitHttpServer::start_https`]): behind rustls with a
 //! certificate for `localhost` signed by a self-signed CA made by rcgen for
 //! the server alone (its PEM given to the test, for the client to trust),
-//! no authorization asked, the server name each TLS client announced
-//! recorded. The credential check can be a forge mock's (the tokens it
-//! minted), and `set_stall` leaves requests hanging (a push killed
-//! mid-way).
+//! no authorization asked ([`GitHttpServer::start_https_requiring`]: one
+//! demanded), the server name each TLS client announced recorded. A
+//! request for `/echo-headers` is answered with the request's headers, as
+//! an httpbin-like endpoint that reflects them. The credential check can
+//! be a forge mock's (the tokens it minted), and `set_stall` leaves
+//! requests hanging (a push killed mid-way).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -75,13 +77,28 @@ impl GitHttpServer {
     /// `https://localhost:PORT`, with no authorization asked; the PEM of
     /// the CA that signed its certificate.
     pub async fn start_https(root: &Path) -> (GitHttpServer, String) {
+        GitHttpServer::https(root, None).await
+    }
+
+    /// [`GitHttpServer::start_https`] demanding `authorization` on every
+    /// request (401 otherwise).
+    pub async fn start_https_requiring(
+        root: &Path,
+        authorization: &str,
+    ) -> (GitHttpServer, String) {
+        let expected = authorization.to_string();
+        let check: Check = Arc::new(move |a| a == expected);
+        GitHttpServer::https(root, Some(check)).await
+    }
+
+    async fn https(root: &Path, authorization: Option<Check>) -> (GitHttpServer, String) {
         let (config, ca_pem) = tls_config();
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = tcp.local_addr().unwrap().port();
         let server = GitHttpServer {
             url: format!("https://localhost:{port}"),
             root: root.to_path_buf(),
-            authorization: None,
+            authorization,
             seen: Arc::default(),
             server_names: Arc::default(),
             stall: Arc::default(),
@@ -150,6 +167,16 @@ impl GitHttpServer {
                 .header("WWW-Authenticate", "Basic realm=\"git\"")
                 .body(Body::from("Unauthorized\n"))
                 .unwrap();
+        }
+        if req.uri().path() == "/echo-headers" {
+            let mut echo = String::new();
+            for (name, value) in req.headers() {
+                echo.push_str(&format!(
+                    "{name}: {}\n",
+                    String::from_utf8_lossy(value.as_bytes())
+                ));
+            }
+            return http::Response::new(Body::from(echo));
         }
         let method = req.method().to_string();
         let path = req.uri().path().to_string();

@@ -5,7 +5,9 @@
 //! broker is (the model's traffic goes to the broker, not through the
 //! proxy). On the `sandbox` rung nothing but these two loopback ports
 //! leads out, so a tool that ignores the variables reaches nothing; on the
-//! `process` rung they are advice (docs/egress.md).
+//! `process` rung they are advice (docs/egress.md). A job with
+//! credentials also gets the usual CA-bundle variables pointing at its CA
+//! bundle ([`ca_env`]) and each credential's placeholder.
 
 /// What `NO_PROXY` lists: loopback, where the broker listens.
 pub const NO_PROXY: &str = "127.0.0.1,localhost,::1";
@@ -19,6 +21,26 @@ pub fn proxy_env(url: &str) -> Vec<(String, String)> {
         env.push((name.to_ascii_lowercase(), value.to_string()));
     }
     env
+}
+
+/// The variables clients read their trust roots from.
+pub const CA_VARIABLES: &[&str] = &[
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "NODE_EXTRA_CA_CERTS",
+    "GIT_SSL_CAINFO",
+    "CURL_CA_BUNDLE",
+    "CARGO_HTTP_CAINFO",
+];
+
+/// Each CA-bundle variable pointing at the job's bundle (`path`: the
+/// system's roots and the job's CA).
+pub fn ca_env(path: &str) -> Vec<(String, String)> {
+    CA_VARIABLES
+        .iter()
+        .map(|v| (v.to_string(), path.to_string()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -8,7 +8,10 @@
 //! TLS server name to be its CONNECT host, answers a refusal with a
 //! readable 403, and records every attempt as an `EgressRecord` on a
 //! channel. A job whose spec lists destinations gets one from its rung
-//! (`Rung::bind_egress`), started with the broker (docs/egress.md).
+//! (`Rung::bind_egress`), started with the broker (docs/egress.md). A
+//! tunnel to a host the host profile holds a credential for is terminated
+//! with the job's own CA, so the real value goes into one header of its
+//! requests without ever entering the job (`credential`, `terminate`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +22,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub mod allowlist;
+pub mod ca;
+pub mod credential;
 pub mod deny;
 pub mod env;
 pub mod head;
@@ -26,9 +31,13 @@ pub mod hello;
 pub mod refusal;
 pub mod relay;
 pub mod resolve;
+pub mod roots;
+pub mod scan;
 mod server;
+pub mod terminate;
 
 pub use allowlist::{Allowlist, PhaseLists};
+pub use credential::{Credential, CredentialError, Credentials};
 pub use deny::DenyList;
 pub use env::proxy_env;
 pub use resolve::{Resolver, SystemResolver};
@@ -50,6 +59,11 @@ pub enum EgressError {
     LocalAddr { source: std::io::Error },
     #[error("egress proxy for job {job_id}: cannot list this host's addresses: {source}")]
     HostAddresses { job_id: String, source: nix::Error },
+    #[error("egress proxy for job {job_id}: {source}")]
+    Credentials {
+        job_id: String,
+        source: Box<CredentialError>,
+    },
     #[error("egress proxy for job {job_id}: {field}: {reason}")]
     List {
         job_id: String,
@@ -67,6 +81,9 @@ pub struct EgressConfig {
     pub limits: ProxyLimits,
     /// The phase the proxy starts in.
     pub phase: EgressPhase,
+    /// The host profile's credentials for this job (`None`: no tunnel is
+    /// ever terminated).
+    pub credentials: Option<Arc<Credentials>>,
 }
 
 impl EgressConfig {
@@ -99,6 +116,30 @@ impl EgressConfig {
             job_id: job_id.to_string(),
             source,
         })?;
+        let specs = profile
+            .and_then(|p| p.network.as_ref())
+            .map(|n| n.credentials.as_slice())
+            .unwrap_or_default();
+        let credentials = if specs.is_empty() {
+            None
+        } else {
+            let failed = |source| EgressError::Credentials {
+                job_id: job_id.to_string(),
+                source: Box::new(source),
+            };
+            let system =
+                roots::Roots::system().map_err(|e| failed(CredentialError::SystemRoots(e)))?;
+            // The job's CA outlives the job: its timeout, its setup's, a day.
+            let valid_for = std::time::Duration::from_secs(
+                spec.limits
+                    .timeout_secs
+                    .saturating_add(spec.setup.timeout_secs)
+                    .saturating_add(86_400),
+            );
+            Some(Arc::new(
+                Credentials::build(job_id, specs, &system, valid_for).map_err(failed)?,
+            ))
+        };
         Ok(EgressConfig {
             lists: PhaseLists { setup, agent },
             deny,
@@ -109,6 +150,7 @@ impl EgressConfig {
             } else {
                 EgressPhase::Setup
             },
+            credentials,
         })
     }
 }
@@ -176,6 +218,7 @@ impl EgressProxy {
             deny: config.deny,
             resolver: config.resolver,
             limits: config.limits,
+            credentials: config.credentials,
             records,
         });
         let accept = tokio::spawn(server::serve(listener, shared, phase_rx));

@@ -2,7 +2,8 @@
 //! timed), take its target, check the phase's list, resolve the name here
 //! (once), check every address against the deny list, connect to a checked
 //! address, and for a tunnel check the ClientHello's server name before
-//! any byte goes upstream; then relay. Whatever happens ends as one
+//! any byte goes upstream; then relay (or, to a credential's host,
+//! terminate: `super::terminate`). Whatever happens ends as one
 //! `EgressRecord`.
 
 use std::net::{IpAddr, SocketAddr};
@@ -17,6 +18,7 @@ use tokio::time::timeout;
 use tokio_util::either::Either;
 
 use super::allowlist::PhaseLists;
+use super::credential::Credentials;
 use super::deny::DenyList;
 use super::head::{self, read_head, Head, HeadError, Target};
 use super::hello::{read_client_hello, HelloError};
@@ -57,6 +59,7 @@ pub(crate) struct Shared {
     pub deny: DenyList,
     pub resolver: Arc<dyn Resolver>,
     pub limits: ProxyLimits,
+    pub credentials: Option<Arc<Credentials>>,
     pub records: mpsc::Sender<EgressRecord>,
 }
 
@@ -141,6 +144,8 @@ async fn handle(
         allowed: false,
         rule: None,
         reason: None,
+        credential: None,
+        substituted: None,
     };
     if let Err(refusal) = attempt(&mut client, shared, &mut phase_rx, &mut record).await {
         record.allowed = false;
@@ -248,6 +253,18 @@ async fn attempt(
             Ok(Ok(sni)) => sni,
         };
         check_sni(&target.host, sni.as_deref())?;
+        // A credential's host: terminated, never spliced.
+        let credential = shared
+            .credentials
+            .as_ref()
+            .and_then(|c| c.find(&target.host, target.port, record.phase))
+            .cloned();
+        if let Some(cred) = credential {
+            return super::terminate::terminate(
+                client, first, upstream, &cred, limits, phase_rx, record,
+            )
+            .await;
+        }
     }
     record.allowed = true;
     if let Err(e) = upstream.write_all(&first).await {

@@ -47,6 +47,9 @@ pub struct LaunchContext {
     /// The job's egress proxy, when its spec lists destinations: the
     /// engine and its tools get the proxy variables pointing at it.
     pub egress_url: Option<String>,
+    /// What the job's credentials add to its environment: the CA-bundle
+    /// variables and each placeholder (never a real value).
+    pub egress_env: Vec<(String, String)>,
     /// The prompt handed to the engine.
     pub prompt: String,
     /// The PATH the engine runs with (its own directory and system dirs).
@@ -101,6 +104,7 @@ pub fn base_env(ctx: &LaunchContext) -> Vec<(String, String)> {
             .iter()
             .flat_map(|url| crate::egress::proxy_env(url)),
     )
+    .chain(ctx.egress_env.iter().cloned())
     .collect()
 }
 
@@ -308,6 +312,7 @@ pub(crate) fn test_context() -> LaunchContext {
         broker_url: "http://127.0.0.1:9".into(),
         job_token: "job-token".into(),
         egress_url: None,
+        egress_env: Vec::new(),
         prompt: "Do it.".into(),
         path_env: "/usr/bin:/bin".into(),
         policy: None,

@@ -603,6 +603,8 @@ mod tests {
                 allowed: rule.is_none(),
                 rule: rule.map(str::to_string),
                 reason: None,
+                credential: None,
+                substituted: None,
             };
         use paddock_protocol::EgressPhase::{Agent, Setup};
         let events: Vec<AgentEvent> = [

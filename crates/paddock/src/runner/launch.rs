@@ -124,6 +124,14 @@ pub(super) async fn launch(
     let mut egress = network::start(job, &on_rung).await?;
     let egress_url = egress.as_ref().map(|e| e.handle.url.clone());
     let mut ctx = launch_context(job, prov, &broker, (prompt, path_env, egress_url), cloud)?;
+    if let Some(e) = &egress {
+        // The credentials' real values never reach the job; should one be
+        // echoed into the job's output anyway, the records redact it.
+        for secret in e.secrets.iter() {
+            em.redactor.add_secret(secret);
+        }
+        ctx.egress_env = e.env.clone();
+    }
     // The spec's setup commands, on the rung, before the engine, with the
     // engine's environment (no broker, no token: those are its command's).
     let setup_env = crate::engines::base_env(&ctx);
@@ -260,6 +268,7 @@ fn launch_context(
         broker_url: broker.url.clone(),
         job_token: broker.token.expose().to_string(),
         egress_url,
+        egress_env: Vec::new(),
         prompt,
         path_env,
         policy: match &job.policy {

@@ -4,8 +4,10 @@
 //! in as the job runs (a row of the store's `egress_attempts` and a
 //! `network` event), and at the end stopped (every connection it relays
 //! closed) and drained: no record is dropped while the proxy's own
-//! connections finish.
+//! connections finish. A job whose host profile holds credentials gets its
+//! CA bundle under its HOME and their placeholders in its environment.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use paddock_protocol::{EgressRecord, EventBody, JobSpec};
@@ -16,6 +18,7 @@ use super::launch::step;
 use super::{Job, LaunchFailure};
 use crate::egress::EgressConfig;
 use crate::rung::{EgressHandle, RungJob};
+use crate::secret::Secret;
 use crate::store::StoreError;
 
 /// Records the proxy may hold before a connection's end waits for the
@@ -29,7 +32,15 @@ const DRAIN: Duration = Duration::from_secs(2);
 pub(super) struct Egress {
     pub handle: EgressHandle,
     pub records: mpsc::Receiver<EgressRecord>,
+    /// What the job's credentials add to its environment (the CA bundle's
+    /// variables, the placeholders).
+    pub env: Vec<(String, String)>,
+    /// The credentials' real values (for the job's redactor only).
+    pub secrets: Vec<Secret>,
 }
+
+/// Where the job's CA bundle is, under its HOME.
+pub(super) const CA_BUNDLE: &str = ".paddock/egress-ca.pem";
 
 /// Whether the job gets a proxy: its setup or its agent may reach
 /// something besides the model.
@@ -48,13 +59,62 @@ pub(super) async fn start(
     let profile = job.policy.as_ref().map(|p| &p.profile);
     let config = EgressConfig::for_job(on_rung.job_id, &job.spec, profile)
         .map_err(|e| step("configure the egress proxy", e))?;
+    let (env, secrets) = match &config.credentials {
+        Some(creds) => {
+            let path = write_bundle(&on_rung.ws.home, &creds.bundle)
+                .await
+                .map_err(|e| step("write the job's CA bundle", e))?;
+            let mut env = crate::egress::env::ca_env(&path.display().to_string());
+            env.extend(creds.placeholders());
+            (env, creds.secrets().cloned().collect())
+        }
+        None => (Vec::new(), Vec::new()),
+    };
     let (tx, records) = mpsc::channel(RECORDS);
     let handle = job
         .rung
         .bind_egress(on_rung, config, tx)
         .await
         .map_err(|e| LaunchFailure::Step(e.to_string()))?;
-    Ok(Some(Egress { handle, records }))
+    Ok(Some(Egress {
+        handle,
+        records,
+        env,
+        secrets,
+    }))
+}
+
+/// Writes the job's CA bundle (the system's roots and the job's CA, no key)
+/// under its HOME, read-only; its path. Nothing of the job runs yet, but
+/// its HOME may be an earlier attempt's: a link in the way is removed,
+/// never followed.
+async fn write_bundle(home: &Path, bundle: &str) -> std::io::Result<PathBuf> {
+    let path = home.join(CA_BUNDLE);
+    let (home, bundle, at) = (home.to_path_buf(), bundle.to_string(), path.clone());
+    tokio::task::spawn_blocking(move || {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let dir = at.parent().unwrap_or(&home);
+        match std::fs::symlink_metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => std::fs::remove_file(dir)?,
+            Err(_) => {}
+        }
+        std::fs::create_dir_all(dir)?;
+        match std::fs::remove_file(&at) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&at)?;
+        std::io::Write::write_all(&mut file, bundle.as_bytes())
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    Ok(path)
 }
 
 /// The next record of the job's proxy (never, for a job without one).
@@ -77,6 +137,7 @@ pub(super) async fn stop(em: &mut Emitter, egress: Egress) -> Result<(), StoreEr
     let Egress {
         handle,
         mut records,
+        ..
     } = egress;
     drop(handle);
     let deadline = tokio::time::Instant::now() + DRAIN;

@@ -625,6 +625,8 @@ pub(crate) async fn egress_attempts_round_trip_in_order_per_job(store: &dyn Stor
         allowed: true,
         rule: Some("phase_switch".to_owned()),
         reason: Some("opened in the setup phase, closed when it ended".to_owned()),
+        credential: None,
+        substituted: None,
     };
     let refused = EgressRecord {
         host: "\\u{0}garbage".to_owned(),
@@ -638,6 +640,8 @@ pub(crate) async fn egress_attempts_round_trip_in_order_per_job(store: &dyn Stor
         allowed: false,
         rule: Some("bad_request".to_owned()),
         reason: Some("the request is not HTTP: invalid token".to_owned()),
+        credential: None,
+        substituted: None,
     };
     store.record_egress("j1", &refused).await.unwrap();
     store.record_egress("j2", &allowed).await.unwrap();

@@ -152,6 +152,7 @@ impl Proxy {
             resolver,
             limits,
             phase,
+            credentials: None,
         };
         let (tx, records) = mpsc::channel(64);
         let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
@@ -226,6 +227,8 @@ fn allowed(host: &str, port: u16, address: SocketAddr, up: u64, down: u64) -> Eg
         allowed: true,
         rule: None,
         reason: None,
+        credential: None,
+        substituted: None,
     }
 }
 
@@ -242,6 +245,8 @@ fn refused(host: &str, port: u16, address: Option<&str>, rule: &str, reason: &st
         allowed: false,
         rule: Some(rule.into()),
         reason: Some(reason.into()),
+        credential: None,
+        substituted: None,
     }
 }
 
@@ -719,6 +724,8 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
             allowed: true,
             rule: None,
             reason: None,
+            credential: None,
+            substituted: None,
         }
     );
 }
@@ -765,6 +772,8 @@ async fn a_setup_connection_does_not_live_into_the_agent_phase() {
             phase: EgressPhase::Setup,
             rule: Some("phase_switch".into()),
             reason: Some("opened in the setup phase, closed when it ended".into()),
+            credential: None,
+            substituted: None,
             ..allowed("registry.test", port, dest.addr, n, n)
         }
     );
@@ -802,6 +811,7 @@ async fn the_proxy_serves_a_unix_socket_too() {
         ),
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
+        credentials: None,
     };
     let (tx, mut records) = mpsc::channel(8);
     let proxy = EgressProxy::bind_unix(&path, config, tx).unwrap();
@@ -930,6 +940,7 @@ async fn a_large_transfer_through_the_forwarder_and_the_unix_socket_is_byte_exac
         resolver: Arc::new(MockResolver::new().with("registry.test", &["127.0.0.1"])),
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
+        credentials: None,
     };
     let (tx, mut records) = mpsc::channel(8);
     let _proxy = EgressProxy::bind_unix(&path, config, tx).unwrap();

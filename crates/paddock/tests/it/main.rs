@@ -15,6 +15,7 @@ mod dashboard;
 mod doc_links;
 mod egress;
 mod egress_clients;
+mod egress_credentials;
 mod egress_jobs;
 mod escape;
 mod faults;

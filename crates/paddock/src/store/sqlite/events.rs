@@ -225,6 +225,8 @@ mod tests {
                 allowed: false,
                 rule: Some("allowlist".to_owned()),
                 reason: Some("not on the list".to_owned()),
+                credential: None,
+                substituted: None,
             }),
         ];
         for change in [ChangeKind::Add, ChangeKind::Update, ChangeKind::Delete] {

@@ -1,0 +1,415 @@
+//! The host profile's credentials as the job's proxy holds them
+//! (docs/egress.md, "Credentials for allowed hosts"): each one's real
+//! value (a [`Secret`], read by the broker from its reference), the job's
+//! placeholder (`paddock-cred-<name>-<32 random hex>`, made per job), the
+//! TLS configurations of its terminated tunnels (a leaf of the job's CA
+//! toward the job, ALPN `http/1.1` only; the system's roots and its
+//! `upstream_ca` toward the host), the one header it goes into, and what
+//! the response scan looks for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use paddock_protocol::{CredentialSpec, EgressPhase, Host};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::CertificateDer;
+
+use super::ca::{CaError, JobCa};
+use super::roots::{Roots, RootsError};
+use crate::secret::{Secret, SecretError};
+
+/// The one application protocol a terminated tunnel speaks.
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
+
+/// Derived forms of a value shorter than this are not scanned for (they
+/// would mask innocent bytes); the value itself always is.
+const MIN_DERIVED_NEEDLE: usize = 8;
+
+/// Why the job's credentials could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    #[error("network.credentials `{name}`: {source}")]
+    Secret { name: String, source: SecretError },
+    #[error("network.credentials `{name}`: {field}: {reason}")]
+    Invalid {
+        name: String,
+        field: &'static str,
+        reason: String,
+    },
+    #[error("network.credentials `{name}`: upstream_ca: {source}")]
+    UpstreamCa { name: String, source: RootsError },
+    #[error("network.credentials: the system's trust roots: {0}")]
+    SystemRoots(RootsError),
+    #[error("network.credentials `{name}`: {source}")]
+    Ca { name: String, source: CaError },
+    #[error("network.credentials `{name}`: the TLS configuration: {reason}")]
+    Tls { name: String, reason: String },
+}
+
+/// One credential of a job's proxy.
+pub struct Credential {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// The header it goes into, lowercase.
+    pub header: String,
+    pub phases: Vec<EgressPhase>,
+    /// The job's environment variable holding the placeholder.
+    pub env: String,
+    pub placeholder: String,
+    /// The header's value as the job sends it (the placeholder in place of
+    /// `{secret}`).
+    job_value: String,
+    /// The header's value sent upstream.
+    real_value: Secret,
+    /// What the response scan replaces, longest first.
+    needles: Vec<Secret>,
+    /// Toward the job: a leaf of the job's CA for the host.
+    pub server: Arc<rustls::ServerConfig>,
+    /// Toward the host: its certificate verified against the roots.
+    pub client: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("name", &self.name)
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("header", &self.header)
+            .field("real_value", &self.real_value)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Credential {
+    /// Whether a CONNECT to `host:port` in `phase` is terminated for it.
+    pub fn applies(&self, host: &Host, port: u16, phase: EgressPhase) -> bool {
+        matches!(host, Host::Name(h) if *h == self.host)
+            && port == self.port
+            && self.phases.contains(&phase)
+    }
+
+    /// The real header value for a value the job sent, when it is exactly
+    /// the job's form (the placeholder in the template).
+    pub fn substitute(&self, value: &[u8]) -> Option<&Secret> {
+        (value == self.job_value.as_bytes()).then_some(&self.real_value)
+    }
+
+    /// What the response scan looks for.
+    pub fn needles(&self) -> &[Secret] {
+        &self.needles
+    }
+
+    /// What a match of `len` bytes becomes: the placeholder, cut or padded
+    /// with `*` to the same length, so that the response's framing
+    /// (`content-length`, chunk sizes) stays true.
+    pub fn mask(&self, len: usize) -> Vec<u8> {
+        let mut out: Vec<u8> = self.placeholder.bytes().take(len).collect();
+        out.resize(len, b'*');
+        out
+    }
+
+    /// The real value, for the tests' key scans.
+    pub fn real_value(&self) -> &Secret {
+        &self.real_value
+    }
+}
+
+/// Every credential of one job's proxy, and the job's CA.
+pub struct Credentials {
+    pub list: Vec<Arc<Credential>>,
+    /// The job's CA bundle: the system's roots and the job's CA, PEM.
+    pub bundle: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("list", &self.list)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Credentials {
+    /// The credentials of `specs` for `job_id`: each value read from its
+    /// reference, a placeholder made, the job's CA made for their hosts
+    /// (valid for `valid_for`), upstream TLS verified against `system`'s
+    /// roots and each one's `upstream_ca`.
+    pub fn build(
+        job_id: &str,
+        specs: &[CredentialSpec],
+        system: &Roots,
+        valid_for: Duration,
+    ) -> Result<Credentials, CredentialError> {
+        let mut hosts = Vec::new();
+        let mut parsed = Vec::new();
+        for spec in specs {
+            let invalid = |field, reason| CredentialError::Invalid {
+                name: spec.name.clone(),
+                field,
+                reason,
+            };
+            let (host, port) = spec.destination().map_err(|r| invalid("host", r))?;
+            let (before, after) = spec
+                .value_parts()
+                .ok_or_else(|| invalid("value", "must hold `{secret}` exactly once".to_string()))?;
+            let secret =
+                Secret::resolve(&spec.secret).map_err(|source| CredentialError::Secret {
+                    name: spec.name.clone(),
+                    source,
+                })?;
+            hosts.push(host.clone());
+            parsed.push((spec, host, port, before, after, secret));
+        }
+        let first = specs.first().map(|s| s.name.clone()).unwrap_or_default();
+        let ca = JobCa::new(job_id, &hosts, valid_for).map_err(|source| CredentialError::Ca {
+            name: first,
+            source,
+        })?;
+        let mut list = Vec::new();
+        for (spec, host, port, before, after, secret) in parsed {
+            let name = spec.name.clone();
+            let tls = |e: rustls::Error| CredentialError::Tls {
+                name: name.clone(),
+                reason: e.to_string(),
+            };
+            let (chain, key) = ca.leaf(&host).map_err(|source| CredentialError::Ca {
+                name: name.clone(),
+                source,
+            })?;
+            let mut server = rustls::ServerConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .map_err(tls)?
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .map_err(tls)?;
+            server.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add_parsable_certificates(system.certs.iter().cloned());
+            if let Some(path) = &spec.upstream_ca {
+                let extra = Roots::read(path).map_err(|source| CredentialError::UpstreamCa {
+                    name: name.clone(),
+                    source,
+                })?;
+                roots.add_parsable_certificates(extra.certs);
+            }
+            let mut client = rustls::ClientConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()
+                .map_err(tls)?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            client.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+            let placeholder = format!(
+                "paddock-cred-{name}-{}",
+                hex::encode(rand::random::<[u8; 16]>())
+            );
+            let real_value = Secret::new(format!("{before}{}{after}", secret.expose()));
+            list.push(Arc::new(Credential {
+                needles: needles(&secret, &spec.value),
+                job_value: format!("{before}{placeholder}{after}"),
+                real_value,
+                header: spec.header.to_ascii_lowercase(),
+                phases: spec.phases.clone(),
+                env: spec.env.clone(),
+                placeholder,
+                host,
+                port,
+                name,
+                server: Arc::new(server),
+                client: Arc::new(client),
+            }));
+        }
+        let mut bundle = system.pem.clone();
+        if !bundle.ends_with('\n') {
+            bundle.push('\n');
+        }
+        bundle.push_str(ca.pem());
+        Ok(Credentials { list, bundle })
+    }
+
+    /// The credential a CONNECT to `host:port` in `phase` is terminated
+    /// for.
+    pub fn find(&self, host: &Host, port: u16, phase: EgressPhase) -> Option<&Arc<Credential>> {
+        self.list.iter().find(|c| c.applies(host, port, phase))
+    }
+
+    /// The job's environment for them: each placeholder in its variable.
+    pub fn placeholders(&self) -> Vec<(String, String)> {
+        self.list
+            .iter()
+            .map(|c| (c.env.clone(), c.placeholder.clone()))
+            .collect()
+    }
+
+    /// Every real value and form the scan looks for (for the job's
+    /// redactor).
+    pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
+        self.list.iter().flat_map(|c| c.needles.iter())
+    }
+}
+
+/// The forms of a value the response scan replaces: the value, its base64
+/// form, and for a Basic credential (`value = "Basic {secret}"`, the
+/// secret being base64 of `user:password`) the decoded pair and the
+/// password; longest first.
+fn needles(secret: &Secret, template: &str) -> Vec<Secret> {
+    let value = secret.expose();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut out = vec![value.to_string()];
+    out.push(b64.encode(value).trim_end_matches('=').to_string());
+    let basic = template
+        .get(..6)
+        .is_some_and(|p| p.eq_ignore_ascii_case("basic "));
+    if basic {
+        if let Some(pair) = b64
+            .decode(value)
+            .ok()
+            .and_then(|d| String::from_utf8(d).ok())
+        {
+            if let Some((_, password)) = pair.split_once(':') {
+                out.push(password.to_string());
+            }
+            out.push(pair);
+        }
+    }
+    let mut kept: Vec<String> = Vec::new();
+    for (i, n) in out.into_iter().enumerate() {
+        if (i == 0 || n.len() >= MIN_DERIVED_NEEDLE) && !kept.contains(&n) {
+            kept.push(n);
+        }
+    }
+    kept.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    kept.into_iter().map(Secret::new).collect()
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The trust roots of the PEM certificates `pem` only (a test's
+/// stand-in CA, in place of the system's roots).
+pub fn roots_of(pem: &str) -> Roots {
+    Roots {
+        pem: pem.to_string(),
+        certs: CertificateDer::pem_slice_iter(pem.as_bytes())
+            .filter_map(Result::ok)
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use paddock_protocol::KeyRef;
+
+    fn spec(value: &str, secret_file: &std::path::Path) -> CredentialSpec {
+        CredentialSpec {
+            name: "git".into(),
+            host: "git.corp.example".into(),
+            header: "Authorization".into(),
+            value: value.into(),
+            secret: KeyRef::File(secret_file.to_path_buf()),
+            env: "GIT_TOKEN".into(),
+            phases: vec![EgressPhase::Setup],
+            upstream_ca: None,
+        }
+    }
+
+    #[test]
+    fn only_the_exact_placeholder_value_in_its_own_phase_and_host_is_substituted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "s3cr3t-token-value\n").unwrap();
+        let creds = Credentials::build(
+            "j1",
+            &[spec("Bearer {secret}", &file)],
+            &roots_of(""),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let c = &creds.list[0];
+        let p = &c.placeholder;
+        assert!(
+            p.starts_with("paddock-cred-git-") && p.len() == 17 + 32,
+            "{p}"
+        );
+        assert_eq!(creds.placeholders(), vec![("GIT_TOKEN".into(), p.clone())]);
+        let sub = |v: &str| c.substitute(v.as_bytes()).map(|s| s.expose().to_string());
+        assert_eq!(
+            [
+                sub(&format!("Bearer {p}")),
+                sub(&format!("Bearer {p} ")),
+                sub(&format!("bearer {p}")),
+                sub(p),
+                sub("Bearer s3cr3t-token-value"),
+            ],
+            [
+                Some("Bearer s3cr3t-token-value".to_string()),
+                None,
+                None,
+                None,
+                None
+            ]
+        );
+        let host = Host::Name("git.corp.example".into());
+        assert_eq!(
+            [
+                creds.find(&host, 443, EgressPhase::Setup).is_some(),
+                creds.find(&host, 443, EgressPhase::Agent).is_some(),
+                creds.find(&host, 8443, EgressPhase::Setup).is_some(),
+                creds
+                    .find(&Host::Name("other.example".into()), 443, EgressPhase::Setup)
+                    .is_some(),
+            ],
+            [true, false, false, false]
+        );
+        assert!(creds.bundle.contains("-----BEGIN CERTIFICATE-----"));
+        // Debug never shows the value.
+        assert!(!format!("{creds:?}").contains("s3cr3t"));
+        // Every job gets another placeholder.
+        let again = Credentials::build(
+            "j2",
+            &[spec("Bearer {secret}", &file)],
+            &roots_of(""),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        assert_ne!(again.list[0].placeholder, *p);
+    }
+
+    #[test]
+    fn a_basic_credential_is_scanned_for_in_every_form() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        // base64 of `user:pa55word-long`
+        std::fs::write(&file, "dXNlcjpwYTU1d29yZC1sb25n").unwrap();
+        let creds = Credentials::build(
+            "j1",
+            &[spec("Basic {secret}", &file)],
+            &roots_of(""),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let forms: Vec<String> = creds.list[0]
+            .needles()
+            .iter()
+            .map(|s| s.expose().to_string())
+            .collect();
+        assert_eq!(
+            forms,
+            vec![
+                "ZFhObGNqcHdZVFUxZDI5eVpDMXNiMjVu".to_string(),
+                "dXNlcjpwYTU1d29yZC1sb25n".into(),
+                "user:pa55word-long".into(),
+                "pa55word-long".into(),
+            ]
+        );
+        assert_eq!(creds.list[0].mask(4), b"padd".to_vec());
+        let long = creds.list[0].mask(60);
+        assert_eq!((long.len(), long.ends_with(b"***")), (60, true));
+    }
+}

@@ -1,0 +1,534 @@
+//! A tunnel to a credential host, terminated (docs/egress.md,
+//! "Credentials for allowed hosts"): after every check of an ordinary
+//! tunnel (the list, the deny list, the ClientHello's server name), the
+//! proxy finishes the job's TLS handshake itself with a leaf of the job's
+//! CA (ALPN `http/1.1` only: anything else fails the handshake) and opens
+//! its own TLS connection to the checked address, verifying the host's
+//! certificate for the same name against the trust roots. Requests are
+//! then read one by one (bounded heads, bodies passed on by their
+//! `content-length` or chunked framing): in the credential's header only,
+//! a value that is exactly the job's placeholder form becomes the real
+//! value; `accept-encoding` becomes `identity` so the response scan sees
+//! plain bytes; nothing else is touched. Responses are scanned for the
+//! real value ([`super::scan`]) before the job reads them.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use paddock_protocol::{EgressPhase, EgressRecord};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::timeout;
+
+use super::credential::Credential;
+use super::head::{read_head, Head, HeadError};
+use super::refusal::Refusal;
+use super::scan::Scan;
+use super::server::ProxyLimits;
+
+/// How long the host may stay quiet before what the scan holds back (a
+/// possible start of the value) is passed on.
+pub const SCAN_QUIET: Duration = Duration::from_millis(50);
+/// The longest chunk-size or trailer line of a chunked body.
+const MAX_LINE: usize = 4096;
+/// A read's buffer.
+const CHUNK: usize = 16 * 1024;
+
+/// The job's side of the tunnel with the bytes the proxy already read
+/// from it (the ClientHello) given back first.
+pub struct Replay<S> {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S> Replay<S> {
+    pub fn new(prefix: Vec<u8>, inner: S) -> Replay<S> {
+        Replay {
+            prefix,
+            at: 0,
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.at < self.prefix.len() {
+            let n = (self.prefix.len() - self.at).min(buf.remaining());
+            let at = self.at;
+            buf.put_slice(&self.prefix[at..at + n]);
+            self.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Terminates the job's tunnel (`hello`: what was read of it) to the
+/// credential's host and relays requests and responses over `upstream`
+/// until both ends are done or the phase changes. A handshake that fails
+/// on either side is a refusal; one upstream gets the job a readable
+/// `502` inside its TLS.
+pub async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
+    client: S,
+    hello: Vec<u8>,
+    upstream: TcpStream,
+    cred: &Credential,
+    limits: &ProxyLimits,
+    phase_rx: &mut watch::Receiver<EgressPhase>,
+    record: &mut EgressRecord,
+) -> Result<(), Refusal> {
+    record.credential = Some(cred.name.clone());
+    record.substituted = Some(0);
+    let acceptor = tokio_rustls::TlsAcceptor::from(cred.server.clone());
+    let mut job = match timeout(limits.hello, acceptor.accept(Replay::new(hello, client))).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            return Err(Refusal::silent(
+                "tls_handshake",
+                format!("the job's TLS handshake with the proxy failed: {e}"),
+            ))
+        }
+        Err(_) => {
+            return Err(Refusal::silent(
+                "tls_handshake",
+                format!("no TLS handshake within {:?}", limits.hello),
+            ))
+        }
+    };
+    let name = ServerName::try_from(cred.host.clone())
+        .map_err(|e| Refusal::silent("upstream_tls", format!("`{}`: {e}", cred.host)))?;
+    let connector = tokio_rustls::TlsConnector::from(cred.client.clone());
+    let host = match timeout(limits.connect, connector.connect(name, upstream)).await {
+        Ok(Ok(tls)) => tls,
+        failed => {
+            let why = match failed {
+                Ok(Err(e)) => format!("the host's TLS handshake failed: {e}"),
+                _ => format!("no TLS handshake with the host within {:?}", limits.connect),
+            };
+            let refusal = Refusal::new(502, "upstream_tls", why);
+            // The job's request first, then the answer it can read.
+            let mut buf = Vec::new();
+            let _ = timeout(limits.head, read_head(&mut job, &mut buf)).await;
+            let destination = format!("{}:{}", cred.host, cred.port);
+            if let Some(answer) = refusal.answer(&destination, record.phase) {
+                let _ = timeout(limits.head, job.write_all(&answer)).await;
+            }
+            let _ = job.shutdown().await;
+            return Err(Refusal {
+                status: None,
+                ..refusal
+            });
+        }
+    };
+    record.allowed = true;
+    let up = AtomicU64::new(0);
+    let down = AtomicU64::new(0);
+    let substituted = AtomicU64::new(0);
+    let (mut job_r, mut job_w) = tokio::io::split(job);
+    let (mut host_r, mut host_w) = tokio::io::split(host);
+    let cut = {
+        let requests = async {
+            let end = requests(&mut job_r, &mut host_w, cred, &up, &substituted).await;
+            let _ = host_w.shutdown().await;
+            end
+        };
+        let responses = async {
+            let end = responses(&mut host_r, &mut job_w, cred, &down).await;
+            let _ = job_w.shutdown().await;
+            end
+        };
+        tokio::select! {
+            (req, _) = async { tokio::join!(requests, responses) } => {
+                if let Err(why) = req {
+                    record.reason = Some(why);
+                }
+                false
+            }
+            _ = phase_rx.changed() => true,
+        }
+    };
+    record.bytes_up = up.load(Ordering::Relaxed);
+    record.bytes_down = down.load(Ordering::Relaxed);
+    record.substituted = Some(substituted.load(Ordering::Relaxed));
+    if cut {
+        record.rule = Some("phase_switch".into());
+        record.reason = Some(format!(
+            "opened in the {} phase, closed when it ended",
+            record.phase.as_str()
+        ));
+    }
+    Ok(())
+}
+
+/// How a request's body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// Requests from the job to the host, one by one, until the job is done;
+/// why it stopped early, if it did.
+async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    job: &mut R,
+    host: &mut W,
+    cred: &Credential,
+    up: &AtomicU64,
+    substituted: &AtomicU64,
+) -> Result<(), String> {
+    let mut buf = Vec::new();
+    loop {
+        let (head, end) = match read_head(job, &mut buf).await {
+            Ok(done) => done,
+            Err(HeadError::Closed) if buf.is_empty() => return Ok(()),
+            Err(e) => return Err(format!("a request to the credential host: {e}")),
+        };
+        let body = framing(&head)?;
+        let (out, n) = rewrite(&head, cred);
+        substituted.fetch_add(n, Ordering::Relaxed);
+        write(host, &out, up).await?;
+        buf.drain(..end);
+        match body {
+            Body::None => {}
+            Body::Length(len) => copy_exact(job, host, &mut buf, len, up).await?,
+            Body::Chunked => chunked(job, host, &mut buf, up).await?,
+        }
+    }
+}
+
+/// The body's framing; a request framed two ways, or in a way the proxy
+/// does not read, is refused (it could smuggle a second request past the
+/// substitution's view).
+fn framing(head: &Head) -> Result<Body, String> {
+    let te: Vec<&[u8]> = head
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"))
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    let cl: Vec<&[u8]> = head
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    match (te.as_slice(), cl.as_slice()) {
+        ([], []) => Ok(Body::None),
+        ([te], []) if te.trim_ascii().eq_ignore_ascii_case(b"chunked") => Ok(Body::Chunked),
+        ([], [first, rest @ ..]) if rest.iter().all(|v| v == first) => std::str::from_utf8(first)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Body::Length)
+            .ok_or_else(|| "a request's content-length is not a number".to_string()),
+        _ => Err("a request framed by transfer-encoding other than chunked, or two ways".into()),
+    }
+}
+
+/// The request head as sent upstream and how many values were
+/// substituted: the credential's header, when exactly the placeholder
+/// form, holds the real value; `accept-encoding` is `identity`.
+fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
+    let mut out = format!(
+        "{} {} HTTP/1.{}\r\n",
+        head.method, head.target, head.version
+    )
+    .into_bytes();
+    let mut n = 0;
+    for (name, value) in &head.headers {
+        if name.eq_ignore_ascii_case("accept-encoding") {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        match cred.substitute(value) {
+            Some(real) if name.eq_ignore_ascii_case(&cred.header) => {
+                out.extend_from_slice(real.expose().as_bytes());
+                n += 1;
+            }
+            _ => out.extend_from_slice(value),
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"accept-encoding: identity\r\n\r\n");
+    (out, n)
+}
+
+async fn write<W: AsyncWrite + Unpin>(
+    to: &mut W,
+    bytes: &[u8],
+    count: &AtomicU64,
+) -> Result<(), String> {
+    to.write_all(bytes)
+        .await
+        .map_err(|e| format!("writing to the credential host: {e}"))?;
+    count.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Reads more of the job's request into `buf`; false at its end.
+async fn more<R: AsyncRead + Unpin>(job: &mut R, buf: &mut Vec<u8>) -> Result<bool, String> {
+    let mut chunk = vec![0u8; CHUNK];
+    let n = job
+        .read(&mut chunk)
+        .await
+        .map_err(|e| format!("reading the job's request: {e}"))?;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n > 0)
+}
+
+/// Passes on `len` bytes of body (what `buf` holds first).
+async fn copy_exact<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    job: &mut R,
+    host: &mut W,
+    buf: &mut Vec<u8>,
+    len: u64,
+    up: &AtomicU64,
+) -> Result<(), String> {
+    let mut left = len;
+    while left > 0 {
+        if buf.is_empty() && !more(job, buf).await? {
+            return Err("the job's request body ended early".into());
+        }
+        let take = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+        write(host, &buf[..take], up).await?;
+        buf.drain(..take);
+        left -= take as u64;
+    }
+    Ok(())
+}
+
+/// One CRLF-terminated line (without it), bounded.
+async fn line<R: AsyncRead + Unpin>(job: &mut R, buf: &mut Vec<u8>) -> Result<Vec<u8>, String> {
+    loop {
+        if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+            let line = buf[..i].to_vec();
+            buf.drain(..i + 2);
+            return Ok(line);
+        }
+        if buf.len() > MAX_LINE {
+            return Err("a chunked body's line is too long".into());
+        }
+        if !more(job, buf).await? {
+            return Err("the job's chunked body ended early".into());
+        }
+    }
+}
+
+/// Passes on a chunked body: each chunk by its size, then the trailer.
+async fn chunked<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    job: &mut R,
+    host: &mut W,
+    buf: &mut Vec<u8>,
+    up: &AtomicU64,
+) -> Result<(), String> {
+    loop {
+        let size_line = line(job, buf).await?;
+        let size = std::str::from_utf8(&size_line)
+            .ok()
+            .and_then(|l| u64::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok())
+            .ok_or_else(|| "a chunk size is not hexadecimal".to_string())?;
+        write(host, &[&size_line[..], b"\r\n"].concat(), up).await?;
+        if size == 0 {
+            loop {
+                let trailer = line(job, buf).await?;
+                write(host, &[&trailer[..], b"\r\n"].concat(), up).await?;
+                if trailer.is_empty() {
+                    return Ok(());
+                }
+            }
+        }
+        copy_exact(job, host, buf, size + 2, up).await?;
+    }
+}
+
+/// Responses from the host to the job, scanned, until the host is done.
+async fn responses<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    host: &mut R,
+    job: &mut W,
+    cred: &Credential,
+    down: &AtomicU64,
+) -> io::Result<()> {
+    let mut scan = Scan::new(cred.needles(), |len| cred.mask(len));
+    let mut chunk = vec![0u8; CHUNK];
+    loop {
+        let n = if scan.holding() {
+            match timeout(SCAN_QUIET, host.read(&mut chunk)).await {
+                Ok(n) => n?,
+                Err(_) => {
+                    let held = scan.flush();
+                    job.write_all(&held).await?;
+                    down.fetch_add(held.len() as u64, Ordering::Relaxed);
+                    continue;
+                }
+            }
+        } else {
+            host.read(&mut chunk).await?
+        };
+        let out = if n == 0 {
+            scan.flush()
+        } else {
+            scan.push(&chunk[..n])
+        };
+        job.write_all(&out).await?;
+        down.fetch_add(out.len() as u64, Ordering::Relaxed);
+        if n == 0 {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::egress::credential::{roots_of, Credentials};
+    use paddock_protocol::{CredentialSpec, KeyRef};
+
+    fn credentials(dir: &std::path::Path) -> Credentials {
+        let file = dir.join("token");
+        std::fs::write(&file, "real-token-0123456789").unwrap();
+        Credentials::build(
+            "j1",
+            &[CredentialSpec {
+                name: "git".into(),
+                host: "git.corp.example".into(),
+                header: "Authorization".into(),
+                value: "Bearer {secret}".into(),
+                secret: KeyRef::File(file),
+                env: "GIT_TOKEN".into(),
+                phases: vec![EgressPhase::Setup],
+                upstream_ca: None,
+            }],
+            &roots_of(""),
+            Duration::from_secs(60),
+        )
+        .unwrap()
+    }
+
+    /// Runs `input` (what the job sends) through the request side; what
+    /// the host got, the substitutions, and why it stopped.
+    async fn through(cred: &Credential, input: &[u8]) -> (String, u64, Result<(), String>) {
+        let (up, subs) = (AtomicU64::new(0), AtomicU64::new(0));
+        let mut job = input;
+        let mut host = Vec::new();
+        let end = requests(&mut job, &mut host, cred, &up, &subs).await;
+        (
+            String::from_utf8(host).unwrap(),
+            subs.load(Ordering::Relaxed),
+            end,
+        )
+    }
+
+    #[tokio::test]
+    async fn only_the_credentials_header_with_the_exact_placeholder_form_gets_the_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = credentials(dir.path());
+        let c = &creds.list[0];
+        let p = c.placeholder.clone();
+        let input = format!(
+            "GET /a?t={p} HTTP/1.1\r\nHost: git.corp.example\r\nAuthorization: Bearer {p}\r\n\
+             X-Other: Bearer {p}\r\nAccept-Encoding: gzip\r\n\r\n\
+             POST /b HTTP/1.1\r\nauthorization: Bearer {p}x\r\ncontent-length: 5\r\n\r\nhello\
+             PUT /c HTTP/1.1\r\nAUTHORIZATION: Bearer {p}\r\ntransfer-encoding: chunked\r\n\r\n\
+             3\r\nabc\r\n0\r\nx-t: 1\r\n\r\n"
+        );
+        let (host, subs, end) = through(c, input.as_bytes()).await;
+        assert_eq!(
+            (host, subs, end),
+            (
+                format!(
+                    "GET /a?t={p} HTTP/1.1\r\nHost: git.corp.example\r\nAuthorization: Bearer real-token-0123456789\r\n\
+                     X-Other: Bearer {p}\r\naccept-encoding: identity\r\n\r\n\
+                     POST /b HTTP/1.1\r\nauthorization: Bearer {p}x\r\ncontent-length: 5\r\naccept-encoding: identity\r\n\r\nhello\
+                     PUT /c HTTP/1.1\r\nAUTHORIZATION: Bearer real-token-0123456789\r\ntransfer-encoding: chunked\r\naccept-encoding: identity\r\n\r\n\
+                     3\r\nabc\r\n0\r\nx-t: 1\r\n\r\n"
+                ),
+                2,
+                Ok(())
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_framed_two_ways_stops_the_tunnel() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = credentials(dir.path());
+        let (host, subs, end) = through(
+            &creds.list[0],
+            b"POST / HTTP/1.1\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n",
+        )
+        .await;
+        assert_eq!(
+            (host, subs, end),
+            (
+                String::new(),
+                0,
+                Err("a request framed by transfer-encoding other than chunked, or two ways".into())
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn responses_are_scanned_across_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = credentials(dir.path());
+        let c = &creds.list[0];
+        let body = "echo: Bearer real-token-0123456789\n";
+        let mut host = tokio_test_reader(&[&body[..20], &body[20..]]);
+        let mut job = Vec::new();
+        let down = AtomicU64::new(0);
+        responses(&mut host, &mut job, c, &down).await.unwrap();
+        let want = format!("echo: Bearer {}\n", String::from_utf8(c.mask(21)).unwrap());
+        assert_eq!(
+            (
+                String::from_utf8(job).unwrap(),
+                down.load(Ordering::Relaxed)
+            ),
+            (want, body.len() as u64)
+        );
+    }
+
+    /// A reader giving `parts` one read each.
+    fn tokio_test_reader(parts: &[&str]) -> impl AsyncRead + Unpin {
+        let (mut w, r) = tokio::io::duplex(1 << 16);
+        let parts: Vec<String> = parts.iter().map(|s| s.to_string()).collect();
+        tokio::spawn(async move {
+            for p in parts {
+                w.write_all(p.as_bytes()).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        r
+    }
+}

@@ -1,0 +1,524 @@
+//! Credentials for allowed hosts without entering the job
+//! (docs/egress.md): the proxy terminates a tunnel to a credential's host
+//! with the job's own CA, puts the real value into the one header where
+//! the job sent its placeholder, verifies the host's certificate itself,
+//! and scans responses for the value. Against loopback HTTPS stand-ins
+//! (`git http-backend` behind rustls, `paddock_test_support::git_http`),
+//! real reqwest and rustls clients, and in real jobs a real `git clone`
+//! on the `sandbox` and `process` rungs, followed by a key scan of
+//! everything the job and Paddock left.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use paddock::egress::credential::roots_of;
+use paddock::egress::{
+    Allowlist, Credentials, DenyList, EgressConfig, EgressProxy, PhaseLists, ProxyLimits,
+};
+use paddock_protocol::{
+    CredentialSpec, EgressMethod, EgressPhase, EgressRecord, EventBody, KeyRef,
+};
+use paddock_test_support::dns::MockResolver;
+use paddock_test_support::git_http::GitHttpServer;
+use paddock_test_support::prelude::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A credential spec for `localhost:port`, its value in `dir/name`.
+fn credential(dir: &Path, name: &str, port: u16, value: &str) -> CredentialSpec {
+    let file = dir.join(name);
+    std::fs::write(&file, value).unwrap();
+    CredentialSpec {
+        name: name.into(),
+        host: format!("localhost:{port}"),
+        header: "authorization".into(),
+        value: "Bearer {secret}".into(),
+        secret: KeyRef::File(file),
+        env: format!("{}_TOKEN", name.to_ascii_uppercase()),
+        phases: vec![EgressPhase::Agent],
+        upstream_ca: None,
+    }
+}
+
+fn port_of(url: &str) -> u16 {
+    url.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// Five loopback stand-ins behind one agent-phase proxy:
+/// `alpha` and `beta` (HTTPS, each demanding its own real token, each a
+/// credential whose CA the proxy trusts), `gamma` (HTTPS, a credential, its
+/// CA not trusted), `delta` (plain HTTP, a credential), `other` (HTTPS, no
+/// credential: an ordinary spliced tunnel).
+struct Rig {
+    proxy: EgressProxy,
+    records: mpsc::Receiver<EgressRecord>,
+    creds: Arc<Credentials>,
+    alpha: GitHttpServer,
+    beta: GitHttpServer,
+    gamma: GitHttpServer,
+    delta: GitHttpServer,
+    other: GitHttpServer,
+    other_ca: String,
+    _dir: tempfile::TempDir,
+}
+
+const ALPHA: &str = "alpha-real-token-7f3a9c1e5b";
+const BETA: &str = "beta-real-token-0d2e4f6a8c";
+const DELTA: &str = "delta-real-token-1b3d5f7e9a";
+
+impl Rig {
+    async fn start() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repos");
+        std::fs::create_dir_all(&root).unwrap();
+        let (alpha, alpha_ca) =
+            GitHttpServer::start_https_requiring(&root, &format!("Bearer {ALPHA}")).await;
+        let (beta, beta_ca) =
+            GitHttpServer::start_https_requiring(&root, &format!("Bearer {BETA}")).await;
+        let (gamma, _untrusted) = GitHttpServer::start_https(&root).await;
+        let delta = GitHttpServer::start(&root, &format!("Bearer {DELTA}")).await;
+        let (other, other_ca) = GitHttpServer::start_https(&root).await;
+        let ports = [&alpha, &beta, &gamma, &delta, &other].map(|s| port_of(&s.url));
+        let specs = vec![
+            credential(dir.path(), "alpha", ports[0], ALPHA),
+            credential(dir.path(), "beta", ports[1], BETA),
+            credential(dir.path(), "gamma", ports[2], "gamma-real-token-2c4e6a8b0d"),
+            credential(dir.path(), "delta", ports[3], DELTA),
+        ];
+        // The trust roots the proxy verifies upstreams against: alpha's
+        // and beta's CAs only (in place of the system's).
+        let roots = roots_of(&format!("{alpha_ca}{beta_ca}"));
+        let creds = Arc::new(
+            Credentials::build("j-cred", &specs, &roots, Duration::from_secs(3600)).unwrap(),
+        );
+        let list: Vec<String> = ports.iter().map(|p| format!("localhost:{p}")).collect();
+        let opened: Vec<SocketAddr> = ports
+            .iter()
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
+            .collect();
+        let (tx, records) = mpsc::channel(64);
+        let config = EgressConfig {
+            lists: PhaseLists {
+                setup: Allowlist::default(),
+                agent: Allowlist::parse(&list).unwrap(),
+            },
+            deny: DenyList::of_this_host(opened).unwrap(),
+            resolver: Arc::new(MockResolver::new().with("localhost", &["127.0.0.1"])),
+            limits: ProxyLimits::default(),
+            phase: EgressPhase::Agent,
+            credentials: Some(creds.clone()),
+        };
+        let proxy = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config, tx)
+            .await
+            .unwrap();
+        Rig {
+            proxy,
+            records,
+            creds,
+            alpha,
+            beta,
+            gamma,
+            delta,
+            other,
+            other_ca,
+            _dir: dir,
+        }
+    }
+
+    fn placeholder(&self, name: &str) -> String {
+        self.creds
+            .list
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .placeholder
+            .clone()
+    }
+
+    /// A client as a job has one: the proxy, the job's CA bundle (and the
+    /// `other` stand-in's CA, as a job trusting its own server would), no
+    /// connection kept (so each record comes at once).
+    fn client(&self) -> reqwest::Client {
+        let mut b = reqwest::Client::builder()
+            .proxy(
+                reqwest::Proxy::all(format!("http://{}", self.proxy.local_addr().unwrap()))
+                    .unwrap(),
+            )
+            .tls_built_in_root_certs(false)
+            .pool_max_idle_per_host(0)
+            .timeout(WAIT);
+        let bundle = format!("{}{}", self.creds.bundle, self.other_ca);
+        for cert in reqwest::Certificate::from_pem_bundle(bundle.as_bytes()).unwrap() {
+            b = b.add_root_certificate(cert);
+        }
+        b.build().unwrap()
+    }
+
+    /// `GET url` with `authorization: Bearer <token>`: status and body.
+    async fn get(&self, url: &str, token: &str) -> (u16, String) {
+        let resp = self
+            .client()
+            .get(url)
+            .header("authorization", format!("Bearer {token}"))
+            .send()
+            .await
+            .unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
+    }
+
+    async fn record(&mut self) -> EgressRecord {
+        let r = tokio::time::timeout(WAIT, self.records.recv())
+            .await
+            .expect("a record")
+            .expect("the channel");
+        EgressRecord {
+            duration_ms: 0,
+            bytes_up: 0,
+            bytes_down: 0,
+            ..r
+        }
+    }
+}
+
+fn https(server: &GitHttpServer, path: &str) -> String {
+    format!("https://localhost:{}{path}", port_of(&server.url))
+}
+
+fn row(
+    port: u16,
+    method: EgressMethod,
+    credential: Option<&str>,
+    substituted: Option<u64>,
+) -> EgressRecord {
+    EgressRecord {
+        host: "localhost".into(),
+        port,
+        method: Some(method),
+        address: Some(format!("127.0.0.1:{port}")),
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        phase: EgressPhase::Agent,
+        allowed: true,
+        rule: None,
+        reason: None,
+        credential: credential.map(str::to_string),
+        substituted,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_real_value_reaches_its_host_and_an_echo_of_it_comes_back_masked() {
+    let mut rig = Rig::start().await;
+    let p = rig.placeholder("alpha");
+    let (status, body) = rig.get(&https(&rig.alpha, "/echo-headers"), &p).await;
+    let cred = rig.creds.list.iter().find(|c| c.name == "alpha").unwrap();
+    let mask = String::from_utf8(cred.mask(ALPHA.len())).unwrap();
+    assert_eq!(
+        (
+            status,
+            body.contains(&format!("authorization: Bearer {mask}\n")),
+            body.contains(ALPHA),
+            // What the host was asked for plain bytes.
+            body.contains("accept-encoding: identity\n"),
+        ),
+        (200, true, false, true),
+        "{body}"
+    );
+    assert_eq!(
+        rig.alpha.authorizations(),
+        vec![Some(format!("Bearer {ALPHA}"))]
+    );
+    let port = port_of(&rig.alpha.url);
+    assert_eq!(
+        rig.record().await,
+        row(port, EgressMethod::Connect, Some("alpha"), Some(1))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_placeholder_elsewhere_stays_a_placeholder() {
+    let mut rig = Rig::start().await;
+    let alpha = rig.placeholder("alpha");
+    let delta = rig.placeholder("delta");
+    // To another allowed host (an ordinary tunnel): the placeholder.
+    let (status, _) = rig.get(&https(&rig.other, "/echo-headers"), &alpha).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        rig.other.authorizations(),
+        vec![Some(format!("Bearer {alpha}"))]
+    );
+    let other = port_of(&rig.other.url);
+    assert_eq!(
+        rig.record().await,
+        row(other, EgressMethod::Connect, None, None)
+    );
+    // A's placeholder to B's host (terminated for B): unchanged, refused.
+    let (status, _) = rig.get(&https(&rig.beta, "/echo-headers"), &alpha).await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        rig.beta.authorizations(),
+        vec![Some(format!("Bearer {alpha}"))]
+    );
+    let beta = port_of(&rig.beta.url);
+    assert_eq!(
+        rig.record().await,
+        row(beta, EgressMethod::Connect, Some("beta"), Some(0))
+    );
+    // Plain HTTP to a credential's host: never substituted.
+    let d = port_of(&rig.delta.url);
+    let (status, _) = rig
+        .get(&format!("http://localhost:{d}/echo-headers"), &delta)
+        .await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        rig.delta.authorizations(),
+        vec![Some(format!("Bearer {delta}"))]
+    );
+    assert_eq!(rig.record().await, row(d, EgressMethod::Http, None, None));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_certificate_not_from_the_trusted_roots_gets_the_job_a_readable_502() {
+    let mut rig = Rig::start().await;
+    let p = rig.placeholder("gamma");
+    let resp = rig
+        .client()
+        .get(https(&rig.gamma, "/echo-headers"))
+        .header("authorization", format!("Bearer {p}"))
+        .send()
+        .await
+        .unwrap();
+    let rule = resp
+        .headers()
+        .get("x-paddock-egress-rule")
+        .map(|v| v.to_str().unwrap().to_string());
+    let (status, body) = (resp.status().as_u16(), resp.text().await.unwrap());
+    assert_eq!(
+        (status, rule.as_deref()),
+        (502, Some("upstream_tls")),
+        "{body}"
+    );
+    assert!(
+        body.contains("the host's TLS handshake failed") && body.contains("rule: upstream_tls"),
+        "{body}"
+    );
+    // The stand-in took no request.
+    assert_eq!(rig.gamma.authorizations(), Vec::<Option<String>>::new());
+    let port = port_of(&rig.gamma.url);
+    let rec = rig.record().await;
+    assert_eq!(
+        (
+            rec.allowed,
+            rec.rule.as_deref(),
+            rec.credential.as_deref(),
+            rec.substituted
+        ),
+        (false, Some("upstream_tls"), Some("gamma"), Some(0)),
+        "{rec:?}"
+    );
+    assert_eq!(rec.port, port);
+}
+
+/// A raw tunnel to alpha through the proxy, then a rustls handshake
+/// offering `alpn` and trusting the job's bundle: the protocol agreed on,
+/// or the error.
+async fn handshake(rig: &Rig, alpn: &[&[u8]]) -> Result<Option<Vec<u8>>, String> {
+    let port = port_of(&rig.alpha.url);
+    let mut s = tokio::net::TcpStream::connect(rig.proxy.local_addr().unwrap())
+        .await
+        .unwrap();
+    s.write_all(
+        format!("CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut head = [0u8; 39];
+    s.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head[..], b"HTTP/1.1 200 Connection established\r\n\r\n");
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add_parsable_certificates(roots_of(&rig.creds.bundle).certs);
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let name = rustls::pki_types::ServerName::try_from("localhost".to_string()).unwrap();
+    match tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, s)
+        .await
+    {
+        Ok(tls) => Ok(tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_terminated_tunnel_speaks_http1_only() {
+    let mut rig = Rig::start().await;
+    let h2 = handshake(&rig, &[b"h2"]).await;
+    assert!(h2.is_err(), "{h2:?}");
+    let rec = rig.record().await;
+    assert_eq!(
+        (rec.allowed, rec.rule.as_deref(), rec.credential.as_deref()),
+        (false, Some("tls_handshake"), Some("alpha")),
+        "{rec:?}"
+    );
+    assert_eq!(
+        handshake(&rig, &[b"h2", b"http/1.1"]).await,
+        Ok(Some(b"http/1.1".to_vec()))
+    );
+}
+
+/// `git clone` over HTTPS as a setup command on `rung`, from a stand-in
+/// that demands the real token, the job holding only its placeholder; the
+/// engine keeps its own environment in a file; then the job's directory,
+/// Paddock's data (events, records, the store), and that environment are
+/// scanned for the real value and its base64 form.
+async fn a_git_clone_uses_a_credential_the_job_never_holds(rung: &str) {
+    let git_found = std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !git_found {
+        assert!(!in_ci(), "git is not installed in CI");
+        eprintln!("skipping: git is not installed");
+        return;
+    }
+    let remotes = tempfile::tempdir().unwrap();
+    let dep = paddock_test_support::git::repo(remotes.path());
+    std::fs::write(dep.join("hello.txt"), "hello with a credential\n").unwrap();
+    git(&dep, &["add", "."]);
+    git(&dep, &["commit", "-q", "-m", "hello"]);
+    git(
+        remotes.path(),
+        &["clone", "-q", "--bare", dep.to_str().unwrap(), "dep.git"],
+    );
+    let token = format!("ghp_paddockRealToken{}x9Q", std::process::id());
+    let (server, ca_pem) =
+        GitHttpServer::start_https_requiring(remotes.path(), &format!("Bearer {token}")).await;
+    let port = port_of(&server.url);
+    // The value and the stand-in's CA, where only the host reads them.
+    let secrets = tempfile::tempdir().unwrap();
+    std::fs::write(secrets.path().join("token"), &token).unwrap();
+    std::fs::write(secrets.path().join("server-ca.pem"), &ca_pem).unwrap();
+    let home = Home::new();
+    let at = format!("localhost:{port}");
+    std::fs::write(
+        home.path().join("profile.toml"),
+        format!(
+            "id = \"egress-cred\"\n[network]\nsetup_allow = [\"{at}\"]\n\
+             open_addresses = [\"127.0.0.1:{port}\", \"[::1]:{port}\"]\n\
+             [[network.credentials]]\nname = \"git\"\nhost = \"{at}\"\nheader = \"authorization\"\n\
+             value = \"Bearer {{secret}}\"\nsecret = \"file:{}\"\nenv = \"GIT_TOKEN\"\nphases = [\"setup\"]\n\
+             upstream_ca = \"{}\"\n",
+            secrets.path().join("token").display(),
+            secrets.path().join("server-ca.pem").display()
+        ),
+    )
+    .unwrap();
+    let agent = "cat \"$HOME/dep/hello.txt\" > \"$HOME/seen\"\n\
+                 tr '\\0' '\\n' < /proc/self/environ > \"$HOME/engine-environ\"";
+    let spec = fake_codex_job(&home, rung, agent, 120);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    // git trusts the job's bundle through GIT_SSL_CAINFO, which the job's
+    // environment sets; the header carries the placeholder.
+    let clone = format!(
+        "NO_PROXY= no_proxy= git -c http.extraHeader=\"Authorization: Bearer $GIT_TOKEN\" clone -q {}/dep.git \"$HOME/dep\"",
+        server.url
+    );
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[setup]\ncommands = ['''{clone}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"profile.toml\"\n"
+        ),
+    )
+    .unwrap();
+    let (rec, job_home) = run_kept_script_job(&home, &spec).await;
+    let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
+    let environ = read("engine-environ");
+    let placeholder = environ
+        .lines()
+        .find_map(|l| l.strip_prefix("GIT_TOKEN="))
+        .unwrap_or_default()
+        .to_string();
+    let bundle = job_home.join(".paddock/egress-ca.pem");
+    assert_eq!(
+        (
+            read("seen"),
+            placeholder.starts_with("paddock-cred-git-"),
+            environ.contains(&format!("GIT_SSL_CAINFO={}\n", bundle.display())),
+            environ.contains(&format!("SSL_CERT_FILE={}\n", bundle.display())),
+        ),
+        ("hello with a credential\n".to_string(), true, true, true),
+        "{environ}"
+    );
+    // The stand-in got the real value on every request, nothing else.
+    let seen = server.authorizations();
+    assert!(!seen.is_empty());
+    assert_eq!(seen, vec![Some(format!("Bearer {token}")); seen.len()]);
+    // The record names the credential and counts, never the value.
+    let store = home.store().await;
+    let rows = store.egress(&rec.id).await.unwrap();
+    assert!(
+        rows.iter().all(|r| r.credential.as_deref() == Some("git")
+            && r.allowed
+            && r.phase == EgressPhase::Setup),
+        "{rows:#?}"
+    );
+    assert_eq!(
+        rows.iter().filter_map(|r| r.substituted).sum::<u64>(),
+        seen.len() as u64
+    );
+    let events = store.events(&rec.id, 0).await.unwrap();
+    assert!(events.iter().any(
+        |e| matches!(&e.body, EventBody::Network(r) if r.credential.as_deref() == Some("git"))
+    ));
+    // The key scan: the value, its base64 form, nowhere.
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&token);
+    for needle in [token.as_str(), b64.trim_end_matches('=')] {
+        for e in &events {
+            let json = serde_json::to_string(e).unwrap();
+            assert!(!json.contains(needle), "{json}");
+        }
+        for r in &rows {
+            assert!(!format!("{r:?}").contains(needle));
+        }
+        for dir in [home.data(), home.jobs()] {
+            assert_eq!(
+                files_containing(&dir, needle.as_bytes()),
+                Vec::<std::path::PathBuf>::new(),
+                "{needle}"
+            );
+        }
+        assert!(!environ.contains(needle));
+    }
+    // The placeholder is in the record of nothing but the job's own files.
+    for e in &events {
+        assert!(!serde_json::to_string(e).unwrap().contains(&placeholder));
+    }
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sandbox_a_git_clone_uses_a_credential_the_job_never_holds() {
+    if !sandbox_available() {
+        return;
+    }
+    a_git_clone_uses_a_credential_the_job_never_holds("sandbox").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn process_a_git_clone_uses_a_credential_the_job_never_holds() {
+    a_git_clone_uses_a_credential_the_job_never_holds("process").await;
+}
