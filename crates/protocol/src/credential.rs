@@ -182,6 +182,18 @@ impl CredentialSpec {
                 format!("`{}` is set by Paddock for every job", self.env),
             );
         }
+        if matches!(&self.secret, KeyRef::File(p) if p.is_relative()) {
+            return bad(
+                "secret",
+                format!("`{}`: a file is named by its absolute path", self.secret),
+            );
+        }
+        if let Some(p) = self.upstream_ca.as_ref().filter(|p| p.is_relative()) {
+            return bad(
+                "upstream_ca",
+                format!("`{}`: a file is named by its absolute path", p.display()),
+            );
+        }
         if self.phases.is_empty() {
             return bad("phases", "name `setup`, `agent` or both".into());
         }
@@ -278,6 +290,8 @@ mod tests {
             (|c| c.env = "1X".into(), "env", "`1X`: an environment variable name is letters, digits and `_`"),
             (|c| c.env = "https_proxy".into(), "env", "`https_proxy` is set by Paddock for every job"),
             (|c| c.phases = vec![], "phases", "name `setup`, `agent` or both"),
+            (|c| c.secret = KeyRef::File("token".into()), "secret", "`file:token`: a file is named by its absolute path"),
+            (|c| c.upstream_ca = Some("ca.pem".into()), "upstream_ca", "`ca.pem`: a file is named by its absolute path"),
         ];
         for (change, field, why) in cases {
             let mut c = cred();

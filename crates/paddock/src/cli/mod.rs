@@ -135,6 +135,18 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
                 paddock::broker::secret::withdraw_env(name);
             }
         }
+        // And a host profile file's credentials for allowed hosts
+        // (network.credentials; a profile from the store is read later).
+        let profile = spec.policy.profile.as_deref();
+        if let Some(path) = profile.filter(|p| paddock_protocol::PolicySpec::profile_is_file(p)) {
+            if let Ok(loaded) = paddock_protocol::HostProfile::load(std::path::Path::new(path)) {
+                for c in loaded.profile.network.iter().flat_map(|n| &n.credentials) {
+                    if let KeyRef::Env(name) = &c.secret {
+                        paddock::broker::secret::withdraw_env(name);
+                    }
+                }
+            }
+        }
     }
     // A Bedrock API key read without a reference (`bedrock` without a key).
     paddock::broker::secret::withdraw_env(paddock::runner::BEDROCK_API_KEY_VAR);

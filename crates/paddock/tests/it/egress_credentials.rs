@@ -383,9 +383,11 @@ async fn a_terminated_tunnel_speaks_http1_only() {
 /// `git clone` over HTTPS as a setup command on `rung`, from a stand-in
 /// that demands the real token, the job holding only its placeholder; the
 /// engine keeps its own environment in a file; then the job's directory,
-/// Paddock's data (events, records, the store), and that environment are
-/// scanned for the real value and its base64 form.
-async fn a_git_clone_uses_a_credential_the_job_never_holds(rung: &str) {
+/// Paddock's data (events, records, the store), its output and that
+/// environment are scanned for the real value and its base64 form. The
+/// profile names the value by a file, or (`by_env`) by a variable of
+/// Paddock's own environment.
+async fn a_git_clone_uses_a_credential_the_job_never_holds(rung: &str, by_env: bool) {
     let git_found = std::process::Command::new("git")
         .arg("--version")
         .output()
@@ -414,15 +416,19 @@ async fn a_git_clone_uses_a_credential_the_job_never_holds(rung: &str) {
     std::fs::write(secrets.path().join("server-ca.pem"), &ca_pem).unwrap();
     let home = Home::new();
     let at = format!("localhost:{port}");
+    let reference = if by_env {
+        "env:PADDOCK_TEST_CRED_TOKEN".to_string()
+    } else {
+        format!("file:{}", secrets.path().join("token").display())
+    };
     std::fs::write(
         home.path().join("profile.toml"),
         format!(
             "id = \"egress-cred\"\n[network]\nsetup_allow = [\"{at}\"]\n\
              open_addresses = [\"127.0.0.1:{port}\", \"[::1]:{port}\"]\n\
              [[network.credentials]]\nname = \"git\"\nhost = \"{at}\"\nheader = \"authorization\"\n\
-             value = \"Bearer {{secret}}\"\nsecret = \"file:{}\"\nenv = \"GIT_TOKEN\"\nphases = [\"setup\"]\n\
+             value = \"Bearer {{secret}}\"\nsecret = \"{reference}\"\nenv = \"GIT_TOKEN\"\nphases = [\"setup\"]\n\
              upstream_ca = \"{}\"\n",
-            secrets.path().join("token").display(),
             secrets.path().join("server-ca.pem").display()
         ),
     )
@@ -444,7 +450,28 @@ async fn a_git_clone_uses_a_credential_the_job_never_holds(rung: &str) {
         ),
     )
     .unwrap();
-    let (rec, job_home) = run_kept_script_job(&home, &spec).await;
+    let env: Vec<(&str, &str)> = if by_env {
+        vec![("PADDOCK_TEST_CRED_TOKEN", token.as_str())]
+    } else {
+        vec![]
+    };
+    let out = home
+        .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], &env)
+        .await;
+    let rec = record(&out);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some("the engine exited without finishing its turn")
+        ),
+        "{stderr}"
+    );
+    let job_home = home.jobs().join(&rec.id).join("home");
     let read = |name: &str| std::fs::read_to_string(job_home.join(name)).unwrap_or_default();
     let environ = read("engine-environ");
     let placeholder = environ
@@ -502,6 +529,7 @@ async fn a_git_clone_uses_a_credential_the_job_never_holds(rung: &str) {
             );
         }
         assert!(!environ.contains(needle));
+        assert!(!stdout.contains(needle) && !stderr.contains(needle));
     }
     // The placeholder is in the record of nothing but the job's own files.
     for e in &events {
@@ -515,10 +543,10 @@ async fn sandbox_a_git_clone_uses_a_credential_the_job_never_holds() {
     if !sandbox_available() {
         return;
     }
-    a_git_clone_uses_a_credential_the_job_never_holds("sandbox").await;
+    a_git_clone_uses_a_credential_the_job_never_holds("sandbox", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn process_a_git_clone_uses_a_credential_the_job_never_holds() {
-    a_git_clone_uses_a_credential_the_job_never_holds("process").await;
+    a_git_clone_uses_a_credential_the_job_never_holds("process", true).await;
 }
