@@ -29,7 +29,7 @@ const MIN_DERIVED_NEEDLE: usize = 8;
 /// Why the job's credentials could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
-    #[error("network.credentials `{name}`: {source}")]
+    #[error("network.credentials `{name}`: secret {}", secret_reason(.source))]
     Secret { name: String, source: SecretError },
     #[error("network.credentials `{name}`: {field}: {reason}")]
     Invalid {
@@ -45,6 +45,23 @@ pub enum CredentialError {
     Ca { name: String, source: CaError },
     #[error("network.credentials `{name}`: the TLS configuration: {reason}")]
     Tls { name: String, reason: String },
+}
+
+/// Why a credential's value could not be read, without the provider-key
+/// wording of [`SecretError`]'s own message.
+fn secret_reason(e: &SecretError) -> String {
+    match e {
+        SecretError::EnvMissing { reference } => {
+            format!("{reference}: environment variable is not set")
+        }
+        SecretError::FileRead { reference, source } => {
+            format!("{reference}: cannot read the file: {source}")
+        }
+        SecretError::Empty { reference } => format!("{reference}: the value is empty"),
+        SecretError::Malformed { reference } => {
+            format!("{reference}: the value contains a line break or control character")
+        }
+    }
 }
 
 /// One credential of a job's proxy.
@@ -379,6 +396,19 @@ mod tests {
         )
         .unwrap();
         assert_ne!(again.list[0].placeholder, *p);
+    }
+
+    #[test]
+    fn a_value_that_cannot_be_read_names_the_credential_and_its_reference() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut missing = spec("Bearer {secret}", &dir.path().join("absent"));
+        missing.secret = KeyRef::Env("PADDOCK_TEST_NO_SUCH_CREDENTIAL".into());
+        let e = Credentials::build("j1", &[missing], &roots_of(""), Duration::from_secs(60))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "network.credentials `git`: secret env:PADDOCK_TEST_NO_SUCH_CREDENTIAL: environment variable is not set"
+        );
     }
 
     #[test]
