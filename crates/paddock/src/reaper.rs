@@ -34,7 +34,8 @@
 //!
 //! A lease held by a live process (another `paddock run` next to this
 //! one) is left alone, a kept directory (`--keep` marks its lease) is never
-//! removed, and a lease file left over by a job that ended normally is
+//! removed (a kept overlay workspace is made a plain directory,
+//! `workspace/keep.rs`), and a lease file left over by a job that ended normally is
 //! simply deleted. Cgroups of `paddock sandbox` runs whose process is gone
 //! are removed too.
 //!
@@ -287,6 +288,14 @@ async fn reap_job(
             Err(e) => r.errors.push(e),
         }
     }
+    // A kept overlay workspace: made a plain directory, so nothing stays
+    // mounted and no snapshot stays named (the lease stays on failure,
+    // and a later pass takes the step again).
+    if existed && kept {
+        if let Err(e) = crate::workspace::keep::settle(&dir) {
+            r.errors.push(e.to_string());
+        }
+    }
     if existed && !kept {
         match remove_dir(&dir) {
             Ok(()) => r.workspace_removed = true,
@@ -489,6 +498,97 @@ mod tests {
         lease.release().unwrap();
         drop(lease);
         assert!(!root.path().join(".leases/job-2.lock").exists());
+    }
+
+    /// A kept overlay workspace whose `paddock` died (kill -9 after the
+    /// lease was marked kept): the reaper leaves the directory but makes
+    /// it plain, nothing mounted, the snapshot no longer named, the work
+    /// kept; the job failed and the lease released.
+    #[tokio::test]
+    async fn a_dead_kept_overlay_workspace_is_made_plain() {
+        use crate::workspace::{overlay, Layout};
+        if !overlay::testable_here() {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let jobs = &paths.jobs;
+        let repo = root.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "."],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "init",
+            ],
+        ] {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
+        let spec = paddock_protocol::RepositorySpec {
+            path: Some(repo),
+            url: None,
+            base_ref: "main".into(),
+            token: None,
+        };
+        let lease = Lease::take(jobs, "kept-dead").unwrap();
+        let ws = Workspace::provision_as(
+            jobs,
+            "kept-dead",
+            lease.clone(),
+            &spec,
+            "paddock/T/1",
+            Layout::Overlay,
+        )
+        .await
+        .unwrap();
+        std::fs::write(ws.work.join("new.txt"), "work\n").unwrap();
+        lease.keep().unwrap();
+        drop((lease, ws));
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        store
+            .insert_job(&fixtures::job("kept-dead", 0), "{}")
+            .await
+            .unwrap();
+        let report = reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        let work = jobs.join("kept-dead/work");
+        assert_eq!(
+            (
+                report.jobs,
+                report.errors,
+                overlay::is_mounted(&work),
+                std::fs::read_to_string(work.join("new.txt")).unwrap(),
+                std::fs::read_to_string(work.join("README.md")).unwrap(),
+                jobs.join("kept-dead/meta/overlay").exists(),
+                names(&jobs.join(LEASES)),
+            ),
+            (
+                vec![Reaped {
+                    name: "kept-dead".into(),
+                    kept: true,
+                    marked_failed: true,
+                    ..Reaped::default()
+                }],
+                vec![],
+                false,
+                "work\n".to_string(),
+                "hello\n".to_string(),
+                false,
+                Vec::<String>::new(),
+            )
+        );
     }
 
     #[test]

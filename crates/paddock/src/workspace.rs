@@ -14,6 +14,7 @@ mod final_tree;
 pub(crate) mod host_git;
 pub mod inline_source;
 mod junk;
+pub mod keep;
 pub mod lease;
 mod mirror;
 pub mod overlay;
@@ -32,8 +33,9 @@ use tokio::process::Command;
 use final_tree::{nul_list, FinalTree, Tracked};
 use host_git::HostGit;
 pub use lease::Lease;
-pub use overlay::Layout;
-use snapshot::Snapshot;
+pub use overlay::{Chosen, Layout};
+pub use snapshot::SNAPSHOTS;
+use snapshot::{Snapshot, Source as SnapSource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -94,6 +96,16 @@ pub enum WorkspaceError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{}=`{value}` names no workspace layout (`clone` or `overlay`; unset: the overlay where the host can mount it, else the clone)", overlay::LAYOUT_ENV)]
+    LayoutEnv { value: String },
+    #[error("workspace {path}: {}=overlay, but {why}", overlay::LAYOUT_ENV)]
+    OverlayRefused { path: PathBuf, why: String },
+    #[error("workspace {path}: cannot make the kept overlay work tree a plain directory: {step}: {source}")]
+    Keep {
+        path: PathBuf,
+        step: &'static str,
+        source: std::io::Error,
+    },
 }
 
 /// One job's directories.
@@ -112,6 +124,8 @@ pub struct Workspace {
     pub branch: String,
     /// What provisioning has to tell the job (a URL's mirror made again).
     pub notes: Vec<String>,
+    /// The layout `work/` got, and why.
+    pub layout: overlay::Chosen,
 }
 
 /// What the job changed.
@@ -267,7 +281,7 @@ impl Workspace {
         repo: &RepositorySpec,
         branch: &str,
     ) -> Result<Workspace, WorkspaceError> {
-        let layout = Layout::from_env();
+        let layout = Layout::from_env().map_err(|value| WorkspaceError::LayoutEnv { value })?;
         Workspace::provision_as(jobs_root, job_id, lease, repo, branch, layout).await
     }
 
@@ -282,10 +296,17 @@ impl Workspace {
     ) -> Result<Workspace, WorkspaceError> {
         let root = jobs_root.join(job_id);
         let result = match layout {
-            Layout::Overlay => {
-                Workspace::provision_layered(jobs_root, root.clone(), lease, repo, branch).await
+            Layout::Auto | Layout::Overlay => {
+                let forced = layout == Layout::Overlay;
+                Workspace::provision_layered(jobs_root, root.clone(), lease, repo, branch, forced)
+                    .await
             }
-            Layout::Clone => Workspace::provision_in(root.clone(), lease, repo, branch).await,
+            Layout::Clone => Workspace::provision_in(root.clone(), lease, repo, branch)
+                .await
+                .map(|ws| Workspace {
+                    layout: Chosen::clone_because(format!("{}=clone", overlay::LAYOUT_ENV)),
+                    ..ws
+                }),
         };
         // Only what this call made is removed: a directory that was
         // already there (creating it failed) is not ours to delete.
@@ -299,38 +320,85 @@ impl Workspace {
 
     /// An overlay workspace (`overlay.rs`) on the base's snapshot when the
     /// source is a local repository and the host allows the mount; else a
-    /// clone, as [`Workspace::provision_in`] makes.
+    /// clone, as [`Workspace::provision_in`] makes (an error instead when
+    /// the overlay is `forced`).
     async fn provision_layered(
         jobs_root: &Path,
         root: PathBuf,
         lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
+        forced: bool,
     ) -> Result<Workspace, WorkspaceError> {
-        let (Some(path), true) = (&repo.path, overlay::may_mount()) else {
-            return Workspace::provision_in(root, lease, repo, branch).await;
-        };
-        let source = path.display().to_string();
-        let base_commit = match resolve_in_source(path, &source, &repo.base_ref).await {
-            Ok(commit) => commit,
-            Err(e) => {
-                // Not a repository at all is the error to report, then.
-                Workspace::source_of(repo).await?;
-                return Err(e);
+        match overlay_unavailable(jobs_root, &root, repo) {
+            Ok(()) => {}
+            Err(why) if forced => return Err(WorkspaceError::OverlayRefused { path: root, why }),
+            Err(why) => {
+                let ws = Workspace::provision_in(root, lease, repo, branch).await?;
+                return Ok(Workspace {
+                    layout: Chosen::clone_because(why),
+                    ..ws
+                });
+            }
+        }
+        let (source, base_commit, snap, mirror) = match (&repo.path, &repo.url) {
+            (Some(path), _) => {
+                let source = path.display().to_string();
+                let base_commit = match resolve_in_source(path, &source, &repo.base_ref).await {
+                    Ok(commit) => commit,
+                    Err(e) => {
+                        // Not a repository at all is the error to report, then.
+                        Workspace::source_of(repo).await?;
+                        return Err(e);
+                    }
+                };
+                let snap =
+                    Snapshot::get_or_make(jobs_root, &SnapSource::Path(&source), &base_commit)
+                        .await?;
+                (source, base_commit, snap, None)
+            }
+            (None, Some(url)) => {
+                // The URL's mirror, fetched (and held: no other job
+                // fetches it) until the snapshot is made or found.
+                let mirror = fetched_mirror(jobs_root, repo, url).await?;
+                let from = mirror.dir.display().to_string();
+                let base_commit = resolve_in_source(&mirror.dir, url, &repo.base_ref).await?;
+                let snap = SnapSource::Url { url, mirror: &from };
+                let snap = Snapshot::get_or_make(jobs_root, &snap, &base_commit).await?;
+                (url.clone(), base_commit, snap, Some(mirror))
+            }
+            (None, None) => {
+                return Err(WorkspaceError::NotARepository {
+                    path: PathBuf::new(),
+                })
             }
         };
-        let snap = Snapshot::get_or_make(jobs_root, &source, &base_commit).await?;
-        let ws = Workspace::make_dirs(root, lease, branch)?;
+        let mut ws = Workspace::make_dirs(root, lease, branch)?;
+        ws.notes
+            .extend(mirror.as_ref().and_then(|m| m.remade.clone()));
         let meta = |name: &str| ws.meta.join(name);
         for dir in [ws.work.clone(), meta(UPPER), meta(OVERLAY_WORK)] {
             create_dir(&ws.root, &dir)?;
         }
-        if overlay::mount_at(&snap.tree(), &meta(UPPER), &meta(OVERLAY_WORK), &ws.work).is_err() {
-            // Not allowed here (no CAP_SYS_ADMIN, no overlayfs): the clone.
+        if let Err(e) = overlay::mount_at(&snap.tree(), &meta(UPPER), &meta(OVERLAY_WORK), &ws.work)
+        {
+            // Refused here (no overlayfs, a file system overlay cannot
+            // stack on): the clone, saying why.
+            let why = format!("the overlay mount was refused: {e}");
+            if forced {
+                return Err(WorkspaceError::OverlayRefused { path: ws.root, why });
+            }
             for dir in [ws.work.clone(), meta(UPPER), meta(OVERLAY_WORK)] {
                 let _ = std::fs::remove_dir(dir);
             }
-            return Workspace::provision_clone(ws, &source, &source, &repo.base_ref).await;
+            let from = mirror
+                .as_ref()
+                .map_or(source.clone(), |m| m.dir.display().to_string());
+            let ws = Workspace::provision_clone(ws, &source, &from, &repo.base_ref).await?;
+            return Ok(Workspace {
+                layout: Chosen::clone_because(why),
+                ..ws
+            });
         }
         let lower = format!("{}\n", snap.tree().display());
         write_new(&ws.root, &meta(OVERLAY), lower.as_bytes())?;
@@ -360,7 +428,15 @@ impl Workspace {
             &meta(BASE_COMMIT),
             format!("{base_commit}\n").as_bytes(),
         )?;
-        Ok(Workspace { base_commit, ..ws })
+        let layout = Chosen {
+            overlay: true,
+            why: format!("on the snapshot of {}", short(&base_commit)),
+        };
+        Ok(Workspace {
+            base_commit,
+            layout,
+            ..ws
+        })
     }
 
     /// Paddock's own git directory of an overlay workspace: empty, its
@@ -394,12 +470,10 @@ impl Workspace {
             write_new(&self.root, &git.join(name), text.as_bytes())?;
         }
         let index = git.join("index");
-        std::fs::copy(snap.git().join("index"), &index).map_err(|source| {
-            WorkspaceError::Write {
-                path: self.root.clone(),
-                file: index.display().to_string(),
-                source,
-            }
+        copy_index(&snap.git().join("index"), &index).map_err(|source| WorkspaceError::Write {
+            path: self.root.clone(),
+            file: index.display().to_string(),
+            source,
         })?;
         Ok(())
     }
@@ -414,18 +488,7 @@ impl Workspace {
         let ws = Workspace::make_dirs(root, lease, branch)?;
         // A URL is cloned from its mirror, fetched for this job.
         let mirror = match (&repo.path, &repo.url, ws.root.parent()) {
-            (None, Some(url), Some(jobs_root)) => {
-                let token = repo
-                    .token
-                    .as_ref()
-                    .map(crate::secret::Secret::resolve)
-                    .transpose()
-                    .map_err(|source| WorkspaceError::Token {
-                        source_repo: url.clone(),
-                        source,
-                    })?;
-                Some(mirror::fetched(jobs_root, url, token.as_ref()).await?)
-            }
+            (None, Some(url), Some(jobs_root)) => Some(fetched_mirror(jobs_root, repo, url).await?),
             _ => None,
         };
         let from = mirror
@@ -455,7 +518,7 @@ impl Workspace {
         // 3. Paddock's index of the base: the fresh checkout's, whose file
         // stamps let the patch skip hashing what the job did not touch.
         let index = ws.git_dir().join("index");
-        std::fs::copy(ws.work.join(".git/index"), &index).map_err(|source| {
+        copy_index(&ws.work.join(".git/index"), &index).map_err(|source| {
             WorkspaceError::Write {
                 path: ws.root.clone(),
                 file: index.display().to_string(),
@@ -521,6 +584,7 @@ impl Workspace {
             base_commit: String::new(),
             branch: branch.to_string(),
             notes: Vec::new(),
+            layout: Chosen::clone_because("the clone"),
         })
     }
 
@@ -692,6 +756,13 @@ impl Workspace {
                 ),
             });
         }
+        let layout = match meta.join(OVERLAY).exists() {
+            true => Chosen {
+                overlay: true,
+                why: "reopened".into(),
+            },
+            false => Chosen::clone_because("reopened"),
+        };
         let ws = Workspace {
             work: root.join("work"),
             home: root.join("home"),
@@ -702,6 +773,7 @@ impl Workspace {
             base_commit,
             branch: branch.to_string(),
             notes: Vec::new(),
+            layout,
         };
         ws.remount()?;
         Ok(Some(ws))
@@ -881,7 +953,7 @@ impl Workspace {
     pub async fn patch(&self) -> Result<Patch, WorkspaceError> {
         let index = self.meta.join("patch.index");
         let _ = std::fs::remove_file(&index);
-        std::fs::copy(self.git_dir().join("index"), &index).map_err(|source| {
+        copy_index(&self.git_dir().join("index"), &index).map_err(|source| {
             WorkspaceError::Write {
                 path: self.root.clone(),
                 file: index.display().to_string(),
@@ -1046,6 +1118,12 @@ impl Workspace {
         }
     }
 
+    /// A kept workspace made a plain directory when it is an overlay
+    /// (`keep.rs`); `None` for a clone, or one done already.
+    pub fn settle_kept(&self) -> Result<Option<keep::Settled>, WorkspaceError> {
+        keep::settle(&self.root)
+    }
+
     /// [`Workspace::remove`] deleting in place, now (a job unwinding,
     /// whose trash no one would empty until the next reaper pass).
     pub fn remove_now(&self) -> Result<(), WorkspaceError> {
@@ -1082,6 +1160,54 @@ impl Workspace {
     }
 }
 
+/// The up-to-date mirror of the URL source `url` under `jobs_root`, with
+/// the spec's token.
+async fn fetched_mirror(
+    jobs_root: &Path,
+    repo: &RepositorySpec,
+    url: &str,
+) -> Result<mirror::Mirror, WorkspaceError> {
+    let token = repo
+        .token
+        .as_ref()
+        .map(crate::secret::Secret::resolve)
+        .transpose()
+        .map_err(|source| WorkspaceError::Token {
+            source_repo: url.to_string(),
+            source,
+        })?;
+    mirror::fetched(jobs_root, url, token.as_ref()).await
+}
+
+/// Whether an overlay workspace can be had for `repo` at `root` under
+/// `jobs_root`; why not when it cannot.
+fn overlay_unavailable(jobs_root: &Path, root: &Path, repo: &RepositorySpec) -> Result<(), String> {
+    if repo
+        .path
+        .as_ref()
+        .is_some_and(|path| path.starts_with(jobs_root))
+    {
+        // A turn's inline files (`inline_source.rs`): used once, a
+        // snapshot of them would be made for nothing.
+        return Err("the source is inside Paddock's jobs directory, used once".into());
+    }
+    if !overlay::may_mount() {
+        return Err("this process cannot mount (no CAP_SYS_ADMIN)".into());
+    }
+    if !overlay::nameable(root) {
+        return Err(
+            "the jobs directory's path holds `,`, `:` or `\\`, which overlay's options cannot name"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The first 12 characters of an object name.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
 /// The commit `base` names in the local `source` (at `path`), read with
 /// the user's git as a clone of it would name it: `origin/X` is the
 /// source's own branch `X` (a branch literally named `origin/X` first).
@@ -1116,6 +1242,21 @@ async fn resolve_in_source(
         source_repo: source.to_string(),
         base_ref: base.to_string(),
     })
+}
+
+/// Copies the index `from` to `to` with `from`'s modification time: git
+/// takes an entry stamped in the same second as its index or later as
+/// racily clean and compares its content, so a file the job changed
+/// (keeping its size) in the second its checkout was made is not missed
+/// because a copy of the index looked newer.
+fn copy_index(from: &Path, to: &Path) -> std::io::Result<u64> {
+    let copied = std::fs::copy(from, to)?;
+    let modified = std::fs::metadata(from)?.modified()?;
+    std::fs::File::options()
+        .write(true)
+        .open(to)?
+        .set_modified(modified)?;
+    Ok(copied)
 }
 
 #[cfg(unix)]
@@ -1171,6 +1312,31 @@ where
 mod tests {
     use super::*;
 
+    /// A temporary directory whose jobs' overlay mounts (`jobs/*/work`)
+    /// are unmounted before it is removed, however a test ends: a
+    /// workspace a test does not remove is mounted on the default layout.
+    struct TmpDir(tempfile::TempDir);
+
+    impl TmpDir {
+        fn new() -> TmpDir {
+            TmpDir(tempfile::tempdir().unwrap())
+        }
+
+        fn path(&self) -> &Path {
+            self.0.path()
+        }
+    }
+
+    impl Drop for TmpDir {
+        fn drop(&mut self) {
+            if let Ok(jobs) = std::fs::read_dir(self.path().join("jobs")) {
+                for job in jobs.flatten() {
+                    let _ = overlay::unmount(&job.path().join("work"));
+                }
+            }
+        }
+    }
+
     fn sh(dir: &Path, args: &[&str]) {
         let ok = std::process::Command::new("git")
             .arg("-C")
@@ -1210,7 +1376,7 @@ mod tests {
     /// provisioning fail, and is left as it was.
     #[tokio::test]
     async fn a_failed_provision_removes_only_what_it_made() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         let jobs = tmp.path().join("jobs");
         std::fs::create_dir_all(jobs.join("job1")).unwrap();
@@ -1230,7 +1396,7 @@ mod tests {
 
     #[tokio::test]
     async fn provision_patch_and_remove() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         let jobs = tmp.path().join("jobs");
         let ws = Workspace::provision(&jobs, "job1", &spec(r, "main"), "paddock/T-1/1")
@@ -1293,7 +1459,7 @@ mod tests {
     /// link, are removed as links; what they name is left as it was.
     #[tokio::test]
     async fn teardown_removes_planted_links_without_following_them() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
             .await
@@ -1310,7 +1476,8 @@ mod tests {
         for at in [&ws.work, &ws.home, &ws.tmp, &ws.work.join("a/b/c")] {
             plant(at);
         }
-        std::fs::rename(ws.work.join(".git"), tmp.path().join("moved-git")).unwrap();
+        // Gone (an overlay renames no directory of its lower layer).
+        std::fs::remove_dir_all(ws.work.join(".git")).unwrap();
         std::os::unix::fs::symlink(outside.join("dir"), ws.work.join(".git")).unwrap();
         ws.remove().unwrap();
         let listing = |dir: &Path| {
@@ -1339,25 +1506,8 @@ mod tests {
         );
     }
 
-    /// Whether overlay workspaces can be tested here: root with overlayfs.
-    /// Skipped with a reason locally, a failure in CI.
     fn overlay_here() -> bool {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = |n: &str| {
-            let p = tmp.path().join(n);
-            std::fs::create_dir(&p).unwrap();
-            p
-        };
-        let (l, u, w, m) = (d("l"), d("u"), d("w"), d("m"));
-        let ok = overlay::may_mount() && overlay::mount_at(&l, &u, &w, &m).is_ok();
-        if ok {
-            overlay::unmount(&m).unwrap();
-        } else if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("overlay workspaces need root and overlayfs in CI");
-        } else {
-            eprintln!("skipping: overlay workspaces need CAP_SYS_ADMIN and overlayfs");
-        }
-        ok
+        overlay::testable_here()
     }
 
     async fn overlay_ws(jobs: &Path, id: &str, r: &Path) -> Workspace {
@@ -1407,7 +1557,7 @@ mod tests {
         if !overlay_here() {
             return;
         }
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         sh(&r, &["gc", "-q"]);
         let jobs = tmp.path().join("jobs");
@@ -1492,7 +1642,7 @@ mod tests {
         if !overlay_here() {
             return;
         }
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         let jobs = tmp.path().join("jobs");
         let ws = overlay_ws(&jobs, "j", &r).await;
@@ -1528,9 +1678,162 @@ mod tests {
         );
     }
 
+    /// A kept overlay workspace becomes a plain directory: the merged
+    /// view copied (changes, deletions, links as links, a FIFO left out
+    /// and named, setuid dropped), nothing mounted, the layers, Paddock's
+    /// git directory and `meta/overlay` gone, so pruning may take the
+    /// snapshot; the job's repository works there; a second settle has
+    /// nothing to do. Settled again after a restart mid-copy (unmounted,
+    /// a half-made copy left): the same tree.
+    #[tokio::test]
+    async fn a_kept_overlay_workspace_becomes_a_plain_directory() {
+        if !overlay_here() {
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("precious"), "keep\n").unwrap();
+        for (id, interrupted) in [("j1", false), ("j2", true)] {
+            let ws = overlay_ws(&jobs, id, &r).await;
+            std::fs::write(ws.work.join("README.md"), "changed\n").unwrap();
+            std::fs::remove_file(ws.work.join(".gitignore")).unwrap();
+            std::fs::create_dir_all(ws.work.join("a/b")).unwrap();
+            std::fs::write(ws.work.join("a/b/new.txt"), "new\n").unwrap();
+            std::os::unix::fs::symlink(&outside, ws.work.join("to-outside")).unwrap();
+            std::fs::write(ws.work.join("suid"), "x").unwrap();
+            std::fs::set_permissions(
+                ws.work.join("suid"),
+                std::fs::Permissions::from_mode(0o4755),
+            )
+            .unwrap();
+            let mut expected = files_of(&ws.work);
+            expected = expected
+                .into_iter()
+                .map(|(p, b)| (p.strip_prefix(&ws.work).unwrap().to_path_buf(), b))
+                .collect();
+            nix::unistd::mkfifo(
+                &ws.work.join("fifo"),
+                nix::sys::stat::Mode::from_bits_truncate(0o644),
+            )
+            .unwrap();
+            if interrupted {
+                overlay::unmount(&ws.work).unwrap();
+                std::fs::create_dir_all(ws.meta.join("kept-work.tmp/half")).unwrap();
+            }
+            let settled = ws.settle_kept().unwrap().unwrap();
+            assert_eq!(settled.left_out, ["fifo".to_string()]);
+            let got: std::collections::BTreeMap<PathBuf, Vec<u8>> = files_of(&ws.work)
+                .into_iter()
+                .map(|(p, b)| (p.strip_prefix(&ws.work).unwrap().to_path_buf(), b))
+                .collect();
+            let meta_left: Vec<bool> = [
+                "overlay",
+                "upper",
+                "overlay-work",
+                "git",
+                "kept-work",
+                "kept-work.tmp",
+            ]
+            .iter()
+            .map(|n| std::fs::symlink_metadata(ws.meta.join(n)).is_ok())
+            .collect();
+            assert_eq!(
+                (
+                    got == expected,
+                    overlay::is_mounted(&ws.work),
+                    meta_left,
+                    std::fs::metadata(ws.work.join("suid"))
+                        .unwrap()
+                        .permissions()
+                        .mode()
+                        & 0o7777,
+                    std::fs::read_link(ws.work.join("to-outside")).unwrap(),
+                    user_git(&ws.work, ["rev-parse", "--abbrev-ref", "HEAD"])
+                        .await
+                        .unwrap(),
+                    user_git(&ws.work, ["status", "--porcelain", "--", "README.md"])
+                        .await
+                        .unwrap(),
+                    ws.settle_kept().unwrap(),
+                ),
+                (
+                    true,
+                    false,
+                    vec![false; 6],
+                    0o755,
+                    outside.clone(),
+                    "paddock/T/1\n".to_string(),
+                    " M README.md\n".to_string(),
+                    None,
+                ),
+                "{id}"
+            );
+        }
+        // No job names the snapshot any more: pruning takes it.
+        let pruned = prune::prune(&jobs, std::time::Duration::ZERO);
+        assert_eq!(pruned.removed.len(), 1, "{pruned:?}");
+        assert_eq!(files_of(&outside).len(), 1);
+    }
+
+    /// A URL source gets an overlay too, on a snapshot made from its bare
+    /// mirror at the base commit; two URLs of the same commits never
+    /// share a snapshot (nor a mirror); the job's `origin` is the URL.
+    #[tokio::test]
+    async fn url_sources_get_an_overlay_on_a_snapshot_of_their_mirror() {
+        if !overlay_here() {
+            return;
+        }
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let copy = tmp.path().join("copy.git");
+        sh(tmp.path(), &["clone", "-q", "--bare", "repo", "copy.git"]);
+        let jobs = tmp.path().join("jobs");
+        let url = |p: &Path| format!("file://{}", p.display());
+        let mut made = Vec::new();
+        for (id, source) in [("u1", url(&r)), ("u2", url(&copy)), ("u3", url(&r))] {
+            let lease = Lease::take(&jobs, id).unwrap();
+            let spec = RepositorySpec {
+                path: None,
+                url: Some(source.clone()),
+                base_ref: "main".into(),
+                token: None,
+            };
+            let ws =
+                Workspace::provision_as(&jobs, id, lease, &spec, "paddock/T/1", Layout::Overlay)
+                    .await
+                    .unwrap();
+            std::fs::write(ws.work.join("README.md"), format!("{id}\n")).unwrap();
+            let p = ws.patch().await.unwrap();
+            made.push((
+                ws.layout.overlay,
+                overlay::is_mounted(&ws.work),
+                p.changed_files,
+                user_git(&ws.work, ["remote", "get-url", "origin"])
+                    .await
+                    .unwrap(),
+            ));
+            ws.remove().unwrap();
+        }
+        let dirs = |name: &str| {
+            std::fs::read_dir(jobs.join(name))
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().path().is_dir())
+                .count()
+        };
+        let want = |u: String| (true, true, vec!["README.md".to_string()], format!("{u}\n"));
+        assert_eq!(
+            (made, dirs(snapshot::SNAPSHOTS), dirs(mirror::MIRRORS)),
+            (vec![want(url(&r)), want(url(&copy)), want(url(&r))], 2, 2)
+        );
+    }
+
     #[tokio::test]
     async fn bad_inputs_name_what_and_leave_nothing() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         let jobs = tmp.path().join("jobs");
         let err = Workspace::provision(&jobs, "j2", &spec(r.clone(), "nope"), "b")
@@ -1564,7 +1867,7 @@ mod tests {
     /// of the base kept as it was whatever its `.git` says.
     #[tokio::test]
     async fn the_final_tree_is_listed_without_trusting_the_checkout() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         std::fs::create_dir(r.join("target")).unwrap();
         std::fs::write(r.join("target/tracked"), "t\n").unwrap();
@@ -1641,7 +1944,7 @@ mod tests {
     /// the job's).
     #[tokio::test]
     async fn links_in_the_work_tree_are_never_followed_even_mid_walk() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
             .await
@@ -1670,7 +1973,8 @@ mod tests {
         std::fs::copy(ws.git_dir().join("index"), &index).unwrap();
         let git = ws.paddock_git(Some(&index), true);
         let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await.unwrap());
-        let (work, moved) = (w.clone(), tmp.path().join("a-moved"));
+        // Moved within the work tree: an overlay's is its own mount.
+        let (work, moved) = (w.clone(), w.join("a-moved"));
         let outside_dir = outside.clone();
         let mut swap = move |depth: usize| {
             if depth == 0 {
@@ -1694,7 +1998,7 @@ mod tests {
     /// alternates file pointing outside (Paddock's own does, the twin).
     #[tokio::test]
     async fn the_jobs_repository_borrows_nothing() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let lender = repo(tmp.path());
         let shared = tmp.path().join("shared");
         let ok = std::process::Command::new("git")
@@ -1725,7 +2029,7 @@ mod tests {
     /// file under such a name stays content.
     #[tokio::test]
     async fn names_are_kept_as_they_are_and_build_output_is_left_out() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         std::fs::create_dir(r.join("vendor")).unwrap();
         std::fs::write(r.join("vendor/keep.pyc"), "tracked\n").unwrap();
@@ -1778,7 +2082,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_extended_file_keeps_only_the_agents_change() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = tracked_agents_md(tmp.path());
         let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
             .await

@@ -24,6 +24,19 @@ pub struct Home {
     pub dir: tempfile::TempDir,
 }
 
+/// A job a test killed (or left running) may leave its overlay work tree
+/// mounted: unmounted here, so that removing the directory never walks
+/// through a mount (and no mount outlives the test).
+impl Drop for Home {
+    fn drop(&mut self) {
+        if let Ok(jobs) = std::fs::read_dir(self.jobs()) {
+            for job in jobs.flatten() {
+                let _ = paddock::workspace::overlay::unmount_work(&job.path());
+            }
+        }
+    }
+}
+
 impl Default for Home {
     fn default() -> Home {
         Home::new()
@@ -86,7 +99,8 @@ impl Home {
     /// `.leases/` (as `.leases/NAME`), and what of its trash (job
     /// directories teardown moved there) the background remover has not
     /// deleted within 10 s (as `.trash/NAME`); not Paddock's remembered
-    /// engine versions (`.engine-versions.json`, kept on purpose).
+    /// engine versions (`.engine-versions.json`) nor the base commits'
+    /// snapshots overlay workspaces share (`.snapshots`), kept on purpose.
     pub fn leftover_workspaces(&self) -> Vec<String> {
         let trash = self.jobs().join(".trash");
         for _ in 0..200 {
@@ -106,7 +120,14 @@ impl Home {
         let mut out: Vec<String> = names(&self.jobs())
             .into_iter()
             .filter(|n| {
-                ![".leases", ".trash", ".trash.lock", ".engine-versions.json"].contains(&n.as_str())
+                ![
+                    ".leases",
+                    ".trash",
+                    ".trash.lock",
+                    ".engine-versions.json",
+                    ".snapshots",
+                ]
+                .contains(&n.as_str())
             })
             .collect();
         out.extend(names(&trash).into_iter().map(|n| format!(".trash/{n}")));

@@ -18,9 +18,10 @@ Environment:
                                   default `warn`, raised by -v)
   PADDOCK_LOG_FORMAT              the same as --log-format (text, json)
   PADDOCK_CGROUP_ROOT             the cgroup under which jobs' cgroups are made
-  PADDOCK_WORKSPACE_LAYOUT        `overlay`: a job's work tree is an overlay on a
-                                  cached snapshot of its base (root only; else
-                                  the default, a clone)
+  PADDOCK_WORKSPACE_LAYOUT        `clone` or `overlay` (an error where it cannot
+                                  be mounted); unset: an overlay on a cached
+                                  snapshot of the base where this process may
+                                  mount (root), else a clone
   NO_COLOR                        set and not empty: no color (like --color never)
   XDG_DATA_HOME, XDG_STATE_HOME,  where the defaults above live
   XDG_CONFIG_HOME, HOME

@@ -230,6 +230,31 @@ pub(super) async fn conclude(
         }
     }
     let kept = keep.then(|| prov.ws().root.clone());
+    if keep {
+        // A kept overlay made a plain directory off the runtime (a copy
+        // of the tree); the guard below then finds nothing left to do.
+        let ws = prov.ws().clone();
+        let settled = tokio::task::spawn_blocking(move || ws.settle_kept())
+            .await
+            .unwrap_or_else(|e| {
+                Err(crate::workspace::WorkspaceError::Keep {
+                    path: prov.ws().root.clone(),
+                    step: "copy work/",
+                    source: std::io::Error::other(e),
+                })
+            });
+        match settled {
+            Ok(Some(s)) => {
+                em.emit(EventBody::Status {
+                    phase: Phase::Concluding,
+                    detail: Some(s.note()),
+                })
+                .await?
+            }
+            Ok(None) => {}
+            Err(e) => em.error("paddock", e.to_string(), false).await?,
+        }
+    }
     if let Err(e) = prov.guard.remove_unless_kept() {
         em.error("paddock", e.to_string(), false).await?;
     }

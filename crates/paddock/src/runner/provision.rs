@@ -117,6 +117,13 @@ pub(super) async fn provision(
         }
     };
     em.redactor.add_job_dirs(&ws.work, &ws.root);
+    // Which layout the job got and why (the overlay, or the clone and
+    // what ruled the overlay out).
+    em.emit(EventBody::Status {
+        phase: Phase::Provisioning,
+        detail: Some(ws.layout.to_string()),
+    })
+    .await?;
     for note in &ws.notes {
         em.error("paddock", note.clone(), false).await?;
     }

@@ -23,6 +23,7 @@ use crate::broker;
 use crate::engines::StreamParser;
 use crate::policy::denials::RecordTail;
 use crate::rung::{Reap, Rung};
+use crate::workspace::keep::Settled;
 use crate::workspace::{Workspace, WorkspaceError};
 
 /// How long a stopped engine's supervisor may take to kill its tree.
@@ -232,22 +233,31 @@ impl WorkspaceGuard {
         &self.ws
     }
 
-    /// Removes the workspace now unless it is kept; dropping the guard
-    /// does nothing more.
-    pub fn remove_unless_kept(&mut self) -> Result<(), WorkspaceError> {
-        if !std::mem::replace(&mut self.armed, false) || self.keep {
-            return Ok(());
+    /// Removes the workspace now unless it is kept, when a kept overlay
+    /// is made a plain directory instead (`workspace/keep.rs`: nothing
+    /// stays mounted); dropping the guard does nothing more.
+    pub fn remove_unless_kept(&mut self) -> Result<Option<Settled>, WorkspaceError> {
+        if !std::mem::replace(&mut self.armed, false) {
+            return Ok(None);
         }
-        self.ws.remove()
+        if self.keep {
+            return self.ws.settle_kept();
+        }
+        self.ws.remove().map(|()| None)
     }
 }
 
 impl Drop for WorkspaceGuard {
     fn drop(&mut self) {
-        if self.armed && !self.keep {
-            if let Err(e) = self.ws.remove_now() {
-                tracing::warn!("job workspace: {e}");
-            }
+        if !self.armed {
+            return;
+        }
+        let ended = match self.keep {
+            true => self.ws.settle_kept().map(|_| ()),
+            false => self.ws.remove_now(),
+        };
+        if let Err(e) = ended {
+            tracing::warn!("job workspace: {e}");
         }
     }
 }

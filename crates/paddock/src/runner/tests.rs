@@ -138,6 +138,9 @@ impl Host {
             crate::workspace::trash::TRASH,
             crate::workspace::trash::TRASH_LOCK,
             crate::engines::version::REMEMBERED,
+            // The cache of base commits' snapshots (overlay workspaces),
+            // shared by jobs and pruned by the reaper.
+            crate::workspace::SNAPSHOTS,
         ];
         let mut out: Vec<String> = std::fs::read_dir(&self.paths.jobs)
             .unwrap()
@@ -206,6 +209,8 @@ async fn a_job_on_the_fake_rung_runs_to_done_and_leaves_nothing() {
     assert_eq!(
         phases(&events),
         vec![
+            Phase::Provisioning,
+            // The workspace's layout, and why.
             Phase::Provisioning,
             Phase::Launching,
             Phase::SessionStarted,
@@ -659,12 +664,24 @@ async fn a_kept_job_has_one_concluding_status_naming_its_workspace() {
             _ => None,
         })
         .collect();
-    // The job's directory is redacted in events.
-    assert_eq!(
-        concluding,
-        vec![Some("workspace kept at <job-dir>".to_string())]
-    );
+    // The job's directory is redacted in events. A kept overlay (the
+    // default where the host can mount) is then made a plain directory,
+    // and a second status says so.
+    let overlay = events.iter().any(|e| {
+        matches!(&e.body, EventBody::Status { phase: Phase::Provisioning, detail: Some(d) }
+            if d.starts_with("workspace layout: overlay"))
+    });
+    let mut expected = vec![Some("workspace kept at <job-dir>".to_string())];
+    if overlay {
+        expected.push(Some(
+            "the kept overlay work tree was copied into a plain directory (43 entries); \
+             nothing is mounted for it any more"
+                .to_string(),
+        ));
+    }
+    assert_eq!(concluding, expected);
     assert!(root.join("work").is_dir());
+    assert!(!crate::workspace::overlay::is_mounted(&root.join("work")));
     std::fs::remove_dir_all(&root).unwrap();
 }
 
@@ -712,6 +729,8 @@ async fn a_stand_in_engine_added_in_one_directory_runs_to_done() {
     assert_eq!(
         phases(&events),
         vec![
+            Phase::Provisioning,
+            // The workspace's layout, and why.
             Phase::Provisioning,
             Phase::Launching,
             Phase::SessionStarted,

@@ -12,8 +12,9 @@
 //! refuses to mount the layers again until its marker is dropped: the
 //! reaper does so after a restart, and patches what reached the disk, as
 //! it does a clone's files). Mounting needs
-//! `CAP_SYS_ADMIN` on the host; where it is refused, the clone is used
-//! (see ARCHITECTURE.md, "Workspaces").
+//! `CAP_SYS_ADMIN` on the host; where it cannot be had, the clone is used
+//! and the job's provisioning event says why ([`Chosen`]; see
+//! ARCHITECTURE.md, "Workspaces").
 
 use std::ffi::OsStr;
 use std::io;
@@ -26,24 +27,55 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 /// Which layout `Workspace::provision` makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
+    /// The overlay where it can be had (a local source, a host that lets
+    /// this process mount), else the clone: the default.
+    Auto,
     /// A clone of the source checked out at the base (every file written).
     Clone,
-    /// An overlay on a cached snapshot of the base, where the host allows
-    /// the mount and the source is a local repository; else the clone.
+    /// An overlay on a cached snapshot of the base, or an error saying why
+    /// not: never a silent clone.
     Overlay,
 }
 
-/// The environment variable that picks the layout (`overlay`; anything
-/// else, or unset, is the clone).
+/// The environment variable that picks the layout: `clone` or `overlay`;
+/// unset (or empty) is [`Layout::Auto`].
 pub const LAYOUT_ENV: &str = "PADDOCK_WORKSPACE_LAYOUT";
 
 impl Layout {
-    /// The layout [`LAYOUT_ENV`] asks for.
-    pub fn from_env() -> Layout {
+    /// The layout [`LAYOUT_ENV`] asks for; the value when it names none.
+    pub fn from_env() -> Result<Layout, String> {
         match std::env::var_os(LAYOUT_ENV) {
-            Some(v) if v == "overlay" => Layout::Overlay,
-            _ => Layout::Clone,
+            None => Ok(Layout::Auto),
+            Some(v) if v.is_empty() => Ok(Layout::Auto),
+            Some(v) if v == "clone" => Ok(Layout::Clone),
+            Some(v) if v == "overlay" => Ok(Layout::Overlay),
+            Some(v) => Err(v.to_string_lossy().into_owned()),
         }
+    }
+}
+
+/// The layout a job got, and why (its provisioning event says so).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    /// Whether `work/` is an overlay mount.
+    pub overlay: bool,
+    /// Why: the snapshot it is mounted on, or why the clone.
+    pub why: String,
+}
+
+impl Chosen {
+    pub(super) fn clone_because(why: impl Into<String>) -> Chosen {
+        Chosen {
+            overlay: false,
+            why: why.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Chosen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let layout = if self.overlay { "overlay" } else { "clone" };
+        write!(f, "workspace layout: {layout} ({})", self.why)
     }
 }
 
@@ -118,7 +150,7 @@ pub(super) fn forget_volatile(workdir: &Path) -> io::Result<()> {
 
 /// Whether something is mounted at `target` (it is on another device than
 /// its parent).
-pub(super) fn is_mounted(target: &Path) -> bool {
+pub fn is_mounted(target: &Path) -> bool {
     let (Ok(here), Some(Ok(parent))) = (
         std::fs::symlink_metadata(target),
         target.parent().map(std::fs::symlink_metadata),
@@ -157,4 +189,26 @@ pub fn unmount_work(root: &Path) -> io::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Whether overlay workspaces can be tested here: root with overlayfs.
+/// Skipped with a reason locally, a failure in CI.
+#[cfg(test)]
+pub(crate) fn testable_here() -> bool {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = |n: &str| {
+        let p = tmp.path().join(n);
+        std::fs::create_dir(&p).unwrap();
+        p
+    };
+    let (l, u, w, m) = (d("l"), d("u"), d("w"), d("m"));
+    let ok = may_mount() && mount_at(&l, &u, &w, &m).is_ok();
+    if ok {
+        unmount(&m).unwrap();
+    } else if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("overlay workspaces need root and overlayfs in CI");
+    } else {
+        eprintln!("skipping: overlay workspaces need CAP_SYS_ADMIN and overlayfs");
+    }
+    ok
 }

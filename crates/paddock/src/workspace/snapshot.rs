@@ -1,7 +1,9 @@
 //! The read-only snapshot of a base commit that overlay workspaces share
 //! (`overlay.rs`): `<jobs>/.snapshots/<commit>-<source key>/` holds `git`
 //! (Paddock's bare clone of the source, hard-linked, as a clone workspace's
-//! `meta/git` is) and `tree` (the job's repository as a clone workspace's
+//! `meta/git` is; for a URL, of its bare mirror, `mirror.rs`; the key a
+//! hash of the kind of source and its path or URL, so a path and a URL, or
+//! two URLs, never share one) and `tree` (the job's repository as a clone workspace's
 //! `work/` is: its own copy of every object, hooks off, the source as its
 //! remote, checked out detached at the commit, its index with the stat
 //! stamps of these files). It is made once per source and commit, under a
@@ -21,7 +23,7 @@ use sha2::{Digest as _, Sha256};
 use super::{Workspace, WorkspaceError};
 
 /// Where the snapshots live, under the jobs directory.
-pub(super) const SNAPSHOTS: &str = ".snapshots";
+pub const SNAPSHOTS: &str = ".snapshots";
 
 /// One base commit's snapshot.
 #[derive(Debug, Clone)]
@@ -30,6 +32,30 @@ pub(super) struct Snapshot {
     /// Its lock, held shared while this value lives (none for one being
     /// made under a temporary name).
     _in_use: Option<std::sync::Arc<Flock<std::fs::File>>>,
+}
+
+/// What a snapshot is made of.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Source<'a> {
+    /// A local repository, by its path.
+    Path(&'a str),
+    /// A URL (the job repository's `origin`), cloned from its `mirror`.
+    Url { url: &'a str, mirror: &'a str },
+}
+
+impl Source<'_> {
+    /// The snapshot's key: a hash of the kind of source and its name.
+    fn key(&self) -> String {
+        let (kind, name) = match self {
+            Source::Path(p) => ("path", *p),
+            Source::Url { url, .. } => ("url", *url),
+        };
+        let mut h = Sha256::new();
+        h.update(kind.as_bytes());
+        h.update([0]);
+        h.update(name.as_bytes());
+        hex::encode(&h.finalize()[..16])
+    }
 }
 
 impl Snapshot {
@@ -43,15 +69,16 @@ impl Snapshot {
         self.dir.join("tree")
     }
 
-    /// The snapshot of `commit` of `source` under `jobs_root`, made when
-    /// there is none yet.
+    /// The snapshot of `commit` of `source` under `jobs_root`, made from
+    /// `from` (the source itself, or a URL's mirror) when there is none
+    /// yet.
     pub async fn get_or_make(
         jobs_root: &Path,
-        source: &str,
+        source: &Source<'_>,
         commit: &str,
     ) -> Result<Snapshot, WorkspaceError> {
         let root = jobs_root.join(SNAPSHOTS);
-        let key = hex::encode(&Sha256::digest(source.as_bytes())[..8]);
+        let key = source.key();
         let create = |path: &Path| {
             let path = path.to_path_buf();
             move |source| WorkspaceError::Create { path, source }
@@ -103,12 +130,16 @@ impl Snapshot {
     }
 
     /// Fills this (temporary) snapshot directory.
-    async fn make(&self, source: &str, commit: &str) -> Result<(), WorkspaceError> {
-        Workspace::clone_bare(&self.dir, source, &self.git()).await?;
+    async fn make(&self, source: &Source<'_>, commit: &str) -> Result<(), WorkspaceError> {
+        let (name, from) = match source {
+            Source::Path(p) => (*p, *p),
+            Source::Url { url, mirror } => (*url, *mirror),
+        };
+        Workspace::clone_bare(&self.dir, from, &self.git()).await?;
         let checkout = ["checkout", "--quiet", "--detach", commit];
-        Workspace::clone_job(&self.dir, source, &self.git(), &self.tree(), &checkout).await?;
+        Workspace::clone_job(&self.dir, name, &self.git(), &self.tree(), &checkout).await?;
         let index = self.git().join("index");
-        std::fs::copy(self.tree().join(".git/index"), &index).map_err(|source| {
+        super::copy_index(&self.tree().join(".git/index"), &index).map_err(|source| {
             WorkspaceError::Write {
                 path: self.dir.clone(),
                 file: index.display().to_string(),

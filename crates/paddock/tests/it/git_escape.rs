@@ -181,13 +181,8 @@ fn setup(uid: u32) -> Setup {
     }
 }
 
-/// Runs a job whose stand-in `codex` runs `script` in its checkout, kept;
-/// the job's record.
-async fn run_job(s: &Setup, script: &str, sandbox: bool) -> paddock_protocol::JobRecord {
-    run_job_env(s, script, sandbox, &[]).await
-}
-
-/// [`run_job`] with `env` for Paddock (a workspace layout).
+/// Runs a job whose stand-in `codex` runs `script` in its checkout, kept,
+/// with `env` for Paddock (a workspace layout); the job's record.
 async fn run_job_env(
     s: &Setup,
     script: &str,
@@ -314,9 +309,14 @@ fn fired(s: &Setup, v: &Variant, work: &Path, old_diff: &str) -> bool {
 
 /// One variant on one rung: (the marker or leak after Paddock concluded,
 /// the changed files, the patch is right, the twin fired).
-async fn attack(s: &Setup, v: &Variant, sandbox: bool) -> (bool, Vec<String>, bool, bool) {
+async fn attack(
+    s: &Setup,
+    v: &Variant,
+    sandbox: bool,
+    env: &[(&str, &str)],
+) -> (bool, Vec<String>, bool, bool) {
     let _ = std::fs::remove_file(&s.marker);
-    let rec = run_job(s, &format!("{CHANGE} && {}", v.plant), sandbox).await;
+    let rec = run_job_env(s, &format!("{CHANGE} && {}", v.plant), sandbox, env).await;
     let job_dir = s.home.jobs().join(&rec.id);
     let log = std::fs::read_to_string(job_dir.join("home/plant.log")).unwrap_or_default();
     assert!(
@@ -365,12 +365,14 @@ fn link_blob(target: &Path) -> String {
     String::from_utf8_lossy(&out.stdout)[..7].to_string()
 }
 
-async fn no_git_attack_fires_on_the_host(sandbox: bool, uid: u32) {
+/// Every variant on one rung, as `uid`, with `env` for Paddock (a
+/// workspace layout).
+async fn no_git_attack_fires_on_the_host(sandbox: bool, uid: u32, env: &[(&str, &str)]) {
     let s = setup(uid);
     let mut got = Vec::new();
     let mut want = Vec::new();
     for v in variants() {
-        let (leaked, changed, right, twin) = attack(&s, &v, sandbox).await;
+        let (leaked, changed, right, twin) = attack(&s, &v, sandbox, env).await;
         let mut expected: Vec<String> = ["README.md", "added.txt"]
             .iter()
             .chain(v.extra)
@@ -397,7 +399,8 @@ fn users() -> Vec<u32> {
 #[tokio::test(flavor = "multi_thread")]
 async fn no_git_attack_fires_on_the_host_process_rung() {
     for uid in users() {
-        no_git_attack_fires_on_the_host(false, uid).await;
+        // The default layout: the overlay as root, the clone unprivileged.
+        no_git_attack_fires_on_the_host(false, uid, &[]).await;
     }
 }
 
@@ -407,7 +410,13 @@ async fn no_git_attack_fires_on_the_host_sandbox_rung() {
         return;
     }
     for uid in users() {
-        no_git_attack_fires_on_the_host(true, uid).await;
+        // The clone: on the sandbox rung the job's `.git/config` and
+        // `.git/hooks` are read-only mounts, and an overlay renames no
+        // directory of its base (`EXDEV`), so `mv .git` falls back to a
+        // copy and delete that the mounts refuse: the variants' plants
+        // cannot happen on an overlay here (the overlay's own probe is
+        // `rewriting_the_jobs_objects_through_an_overlay_...`).
+        no_git_attack_fires_on_the_host(true, uid, &[("PADDOCK_WORKSPACE_LAYOUT", "clone")]).await;
     }
 }
 
@@ -462,15 +471,18 @@ async fn source_objects_survive_as(
     let rewritten = snapshot(&job_dir.join("work/.git/objects"))
         .values()
         .all(|b| b == b"rewritten");
-    // A kept overlay workspace stays mounted: unmounted, never walked.
-    paddock::workspace::overlay::unmount_work(&job_dir).unwrap();
+    // A kept overlay workspace is a plain directory by the job's end.
+    assert!(!paddock::workspace::overlay::is_mounted(
+        &job_dir.join("work")
+    ));
     std::fs::remove_dir_all(&job_dir).unwrap();
     // The base's snapshot an overlay workspace sits on kept its objects.
     let snapshots = s.home.jobs().join(".snapshots");
-    // As root, asked for it, the job did run on an overlay.
+    // As root, unless the clone was asked for, the job ran on an overlay.
+    let clone_asked = env.contains(&("PADDOCK_WORKSPACE_LAYOUT", "clone"));
     assert_eq!(
         snapshots.exists(),
-        uid == 0 && !env.is_empty(),
+        uid == 0 && !clone_asked,
         "{snapshots:?}"
     );
     let snapshot_kept = !snapshots.exists()
@@ -513,14 +525,32 @@ async fn rewriting_the_jobs_objects_leaves_the_source_intact_process_rung() {
     }
 }
 
-/// The same through an overlay workspace (`PADDOCK_WORKSPACE_LAYOUT`,
-/// used as root; the unprivileged pass gets the clone): the job's writes
-/// land in its upper layer, neither in the source nor in the snapshot.
+/// The same through an overlay workspace (`PADDOCK_WORKSPACE_LAYOUT`
+/// forcing it, as root): the job's writes land in its upper layer,
+/// neither in the source nor in the snapshot. Unprivileged, where it
+/// cannot be mounted, the job fails saying so: never a silent clone.
 #[tokio::test(flavor = "multi_thread")]
 async fn rewriting_the_jobs_objects_through_an_overlay_leaves_source_and_snapshot_intact() {
     let env = [("PADDOCK_WORKSPACE_LAYOUT", "overlay")];
     let sandbox = sandbox_available();
     for uid in users() {
+        if uid != 0 {
+            let s = setup(uid);
+            let rec = run_job_env(&s, "true", false, &env).await;
+            let reason = rec.reason.clone().unwrap_or_default();
+            assert_eq!(
+                (
+                    rec.status,
+                    reason.ends_with(
+                        "PADDOCK_WORKSPACE_LAYOUT=overlay, but this process cannot mount (no CAP_SYS_ADMIN)"
+                    ),
+                    s.home.leftover_workspaces(),
+                ),
+                (paddock_protocol::JobStatus::Failed, true, Vec::<String>::new()),
+                "{reason}"
+            );
+            continue;
+        }
         assert_eq!(
             (
                 source_objects_survive_as(false, true, uid, &env).await,
