@@ -10,6 +10,7 @@
 //! end unless the job is kept.
 
 pub(crate) mod beneath;
+mod check_ignore;
 mod final_tree;
 pub(crate) mod host_git;
 pub mod inline_source;
@@ -19,6 +20,7 @@ pub mod lease;
 mod mirror;
 pub mod overlay;
 pub mod prune;
+mod raw_diff;
 mod result_branch;
 mod snapshot;
 pub mod trash;
@@ -294,6 +296,9 @@ impl Workspace {
         branch: &str,
         layout: Layout,
     ) -> Result<Workspace, WorkspaceError> {
+        // The user's excludes file, which only the patch reads, looked up
+        // while the job runs (once per process): off the job's end.
+        tokio::spawn(host_git::user_excludes_file());
         let root = jobs_root.join(job_id);
         let result = match layout {
             Layout::Auto | Layout::Overlay => {
@@ -1052,53 +1057,39 @@ impl Workspace {
         Ok(warnings)
     }
 
-    /// The diff from the base commit to `tree_id` and the names it changes.
-    /// Two trees compared: no work tree, no index. Every choice that
-    /// shapes the text is spelled out (prefixes, paths relative to the
-    /// top, no colour, no external or textconv driver), so the patch is
-    /// the same whatever configuration git could still read.
+    /// The diff from the base commit to `tree_id` and the names it changes,
+    /// from one git: `--raw -z` before the patch gives each changed path
+    /// NUL-terminated, exactly as it is, never quoted. Two trees compared:
+    /// no work tree, no index. Every choice that shapes the text is spelled
+    /// out (prefixes, paths relative to the top, no colour, no external or
+    /// textconv driver), so the patch is the same whatever configuration
+    /// git could still read.
     async fn diff_to(&self, tree_id: &str) -> Result<(String, Vec<String>), WorkspaceError> {
+        let args = [
+            "diff",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-relative",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "--patch",
+            "--raw",
+            "-z",
+            &self.base_commit,
+            tree_id,
+            "--",
+        ];
         let objects = self.paddock_git(None, false);
-        let diff = objects
-            .run(
-                [
-                    "diff",
-                    "--binary",
-                    "--no-color",
-                    "--no-ext-diff",
-                    "--no-textconv",
-                    "--no-relative",
-                    "--src-prefix=a/",
-                    "--dst-prefix=b/",
-                    &self.base_commit,
-                    tree_id,
-                    "--",
-                ],
-                None,
-            )
-            .await?;
-        // Names NUL-terminated: exactly as they are, never quoted.
-        let names = objects
-            .run(
-                [
-                    "diff",
-                    "--name-only",
-                    "-z",
-                    "--no-renames",
-                    "--no-relative",
-                    &self.base_commit,
-                    tree_id,
-                    "--",
-                ],
-                None,
-            )
-            .await?;
+        let out = objects.run(args, None).await?;
+        let (names, diff) = raw_diff::split(&out)
+            .ok_or_else(|| objects.failed(args, b"its --raw output is not what git writes"))?;
         let changed_files = names
-            .split(|b| *b == 0)
-            .filter(|n| !n.is_empty())
+            .into_iter()
             .map(|n| String::from_utf8_lossy(n).into_owned())
             .collect();
-        Ok((String::from_utf8_lossy(&diff).into_owned(), changed_files))
+        Ok((String::from_utf8_lossy(diff).into_owned(), changed_files))
     }
 
     /// Removes the whole job directory from its place; an overlay
@@ -2064,6 +2055,137 @@ mod tests {
         assert!(
             p.diff
                 .contains("diff --git a/docs/café.md b/docs/café.md\n"),
+            "{}",
+            p.diff
+        );
+    }
+
+    /// The patch step's fewer gits decide as the many did: the tree is the
+    /// one `git add --all` makes of the same work tree (ignore rules at
+    /// several depths, a negation, an ignored directory holding a tracked
+    /// file), and the patch and the names from one `diff` are those of two
+    /// (`--binary` and `--name-only -z --no-renames`): a rename, a
+    /// deletion, a file become a link, a binary file, names with a tab, a
+    /// newline and a non-ASCII letter.
+    #[tokio::test]
+    async fn one_check_ignore_and_one_diff_decide_as_many_did() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = repo(tmp.path());
+        std::fs::create_dir_all(r.join("logs")).unwrap();
+        std::fs::write(r.join("logs/kept.txt"), "tracked\n").unwrap();
+        std::fs::write(r.join("old.txt"), "a\nb\nc\nd\ne\nf\n").unwrap();
+        std::fs::write(r.join("gone.txt"), "g\n").unwrap();
+        std::fs::write(r.join("link"), "was a file\n").unwrap();
+        std::fs::write(r.join(".gitignore"), "target/\n*.log\nlogs/\n").unwrap();
+        sh(&r, &["add", "-f", "."]);
+        sh(&r, &["commit", "-q", "-m", "more"]);
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let w = &ws.work;
+        std::fs::rename(w.join("old.txt"), w.join("new.txt")).unwrap();
+        std::fs::remove_file(w.join("gone.txt")).unwrap();
+        std::fs::remove_file(w.join("link")).unwrap();
+        std::os::unix::fs::symlink("new.txt", w.join("link")).unwrap();
+        std::fs::write(w.join("bin"), b"\0\x01\x02").unwrap();
+        std::fs::write(w.join("tab\tname"), "t\n").unwrap();
+        std::fs::write(w.join("new\nline"), "n\n").unwrap();
+        std::fs::write(w.join("café.md"), "c\n").unwrap();
+        std::fs::write(w.join("top.log"), "ignored\n").unwrap();
+        std::fs::write(w.join("logs/kept.txt"), "changed\n").unwrap();
+        std::fs::write(w.join("logs/new.txt"), "ignored dir\n").unwrap();
+        for dir in ["a/b/c", "a/skip", "target"] {
+            std::fs::create_dir_all(w.join(dir)).unwrap();
+        }
+        std::fs::write(w.join("a/.gitignore"), "*.tmp\n!keep.tmp\nskip/\n").unwrap();
+        std::fs::write(w.join("a/b/.gitignore"), "deep.txt\n").unwrap();
+        for file in ["a/x.tmp", "a/keep.tmp", "a/b/keep.tmp", "a/b/c/deep.txt"] {
+            std::fs::write(w.join(file), "f\n").unwrap();
+        }
+        std::fs::write(w.join("a/b/c/d.txt"), "d\n").unwrap();
+        std::fs::write(w.join("a/skip/s.txt"), "s\n").unwrap();
+        std::fs::write(w.join("target/out"), "t\n").unwrap();
+        let p = ws.patch().await.unwrap();
+        // The same work tree as git's own `add --all` sees it.
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(w)
+                .args([
+                    "-c",
+                    "core.quotePath=false",
+                    "-c",
+                    "core.excludesFile=/dev/null",
+                ])
+                .args(args)
+                .env("HOME", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            out.stdout
+        };
+        git(&["add", "--all"]);
+        let tree = String::from_utf8(git(&["write-tree"])).unwrap();
+        let diff = git(&[
+            "diff",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-relative",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            &ws.base_commit,
+            tree.trim(),
+            "--",
+        ]);
+        let names = git(&[
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--no-relative",
+            &ws.base_commit,
+            tree.trim(),
+            "--",
+        ]);
+        let names: Vec<String> = names
+            .split(|b| *b == 0)
+            .filter(|n| !n.is_empty())
+            .map(|n| String::from_utf8(n.to_vec()).unwrap())
+            .collect();
+        assert_eq!(
+            (p.tree.clone(), p.changed_files.clone(), p.diff.clone()),
+            (
+                tree.trim().to_string(),
+                names,
+                String::from_utf8(diff).unwrap()
+            )
+        );
+        assert_eq!(
+            p.changed_files,
+            [
+                "a/.gitignore",
+                "a/b/.gitignore",
+                "a/b/c/d.txt",
+                "a/b/keep.tmp",
+                "a/keep.tmp",
+                "bin",
+                "café.md",
+                "gone.txt",
+                "link",
+                "logs/kept.txt",
+                "new\nline",
+                "new.txt",
+                "old.txt",
+                "tab\tname",
+            ]
+            .map(String::from)
+            .to_vec()
+        );
+        assert!(
+            p.diff.contains("rename from old.txt\nrename to new.txt\n"),
             "{}",
             p.diff
         );

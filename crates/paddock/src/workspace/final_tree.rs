@@ -7,9 +7,9 @@
 //! followed; it never enters or reads an entry named `.git` at any depth (a
 //! nested repository's files are plain content, its `.git` ignored), nor a
 //! directory the base commit records as a submodule (kept as it was); and it
-//! asks Paddock's git for ignore rules (`check-ignore`, which reads
-//! `.gitignore` files as data) one depth at a time, so ignored directories
-//! are not walked; untracked build output (`junk.rs`) is set apart, not
+//! asks Paddock's git for ignore rules (one `check-ignore` for the whole
+//! walk, which reads `.gitignore` files as data: `check_ignore.rs`) one
+//! depth at a time, so ignored directories are not walked; untracked build output (`junk.rs`) is set apart, not
 //! walked either. The result is what git's `add --all` would have chosen,
 //! without git ever looking at the work tree by itself.
 
@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FileType, OFlags};
 
 use super::beneath;
+use super::check_ignore::IgnoreQuery;
 use super::host_git::HostGit;
 use super::junk::is_junk;
 use super::WorkspaceError;
@@ -141,6 +142,7 @@ pub(super) async fn list_with(
         }
     };
     let root = beneath::open_root(work).map_err(read_err(b""))?;
+    let mut rules = IgnoreQuery::new(git);
     // (directory, under an ignored directory)
     let mut level: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), false)];
     let mut present = Vec::new();
@@ -193,7 +195,7 @@ pub(super) async fn list_with(
             })
             .map(|(rel, _, _)| rel.as_slice())
             .collect();
-        let ignored = ignored(git, &query).await?;
+        let ignored = rules.ignored(&query).await?;
         let mut next = Vec::new();
         for (rel, kind, under_ignored) in entries {
             let is_ignored = under_ignored || ignored.contains(&rel);
@@ -219,6 +221,7 @@ pub(super) async fn list_with(
         }
         level = next;
     }
+    rules.finish().await?;
     let kept: HashSet<&[u8]> = present.iter().map(Vec::as_slice).collect();
     let mut gone: Vec<Vec<u8>> = tracked
         .modes
@@ -234,26 +237,6 @@ pub(super) async fn list_with(
         gone,
         junk,
     })
-}
-
-/// The `paths` (relative to the work tree) that ignore rules exclude.
-async fn ignored(git: &HostGit, paths: &[&[u8]]) -> Result<HashSet<Vec<u8>>, WorkspaceError> {
-    if paths.is_empty() {
-        return Ok(HashSet::new());
-    }
-    // `./` first: a name starting with `:` is then a path, not pathspec magic.
-    let dotted: Vec<Vec<u8>> = paths.iter().map(|p| [b"./", *p].concat()).collect();
-    let args = ["check-ignore", "--no-index", "-z", "--stdin"];
-    let (status, out, err) = git.status(args, Some(&nul_list(&dotted))).await?;
-    // 0: some are ignored, 1: none is.
-    if !matches!(status.code(), Some(0 | 1)) {
-        return Err(git.failed(args, &err));
-    }
-    Ok(out
-        .split(|b| *b == 0)
-        .filter_map(|p| p.strip_prefix(b"./"))
-        .map(<[u8]>::to_vec)
-        .collect())
 }
 
 /// `paths` as git's `-z` input.

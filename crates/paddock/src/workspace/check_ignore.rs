@@ -1,0 +1,196 @@
+//! One `git check-ignore` for a whole walk of the work tree. The walk
+//! (`final_tree.rs`) asks which entries ignore rules exclude one depth at a
+//! time, so that ignored directories are not walked; it used to start one
+//! `check-ignore` per depth. Here a single one runs beside the walk:
+//! `--stdin -z -v -n` answers every path it is given with one record
+//! (`SOURCE\0LINE\0PATTERN\0PATH\0`, the three first empty when no rule
+//! matches), in order, and git flushes each answer when its output is a
+//! pipe, so a depth's paths are written and their answers read before the
+//! next depth is asked. A path is ignored when its last matching rule is
+//! not a negation (`!pattern`, which `-v` reports too): exactly the paths
+//! `check-ignore` without `-v` prints. It is Paddock's git (`host_git.rs`):
+//! it reads `.gitignore` files as data and runs nothing. Writing and
+//! reading go on together, so a depth of any size cannot fill both pipes;
+//! every exchange is bounded by the git's time limit, and the process is
+//! killed when the query is dropped.
+
+use std::collections::HashSet;
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+
+use super::host_git::HostGit;
+use super::WorkspaceError;
+
+/// The command's arguments (after Paddock's `-c` settings).
+const ARGS: [&str; 6] = ["check-ignore", "--no-index", "-z", "--stdin", "-v", "-n"];
+
+/// A running `git check-ignore`, asked one batch of paths at a time.
+pub(super) struct IgnoreQuery<'a> {
+    git: &'a HostGit,
+    child: Option<Running>,
+}
+
+struct Running {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    stderr: tokio::task::JoinHandle<Vec<u8>>,
+}
+
+impl<'a> IgnoreQuery<'a> {
+    /// A query on `git`'s work tree; git is started at the first batch.
+    pub fn new(git: &'a HostGit) -> IgnoreQuery<'a> {
+        IgnoreQuery { git, child: None }
+    }
+
+    /// The `paths` (relative to the work tree) that ignore rules exclude.
+    pub async fn ignored(&mut self, paths: &[&[u8]]) -> Result<HashSet<Vec<u8>>, WorkspaceError> {
+        if paths.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let git = self.git;
+        let running = match &mut self.child {
+            Some(r) => r,
+            None => self.child.insert(start(git)?),
+        };
+        // `./` first: a name starting with `:` is then a path, not pathspec magic.
+        let mut input = Vec::new();
+        for p in paths {
+            input.extend_from_slice(b"./");
+            input.extend_from_slice(p);
+            input.push(0);
+        }
+        let exchange = async {
+            let write = async {
+                // A git that died closes the pipe: reading says so.
+                let _ = running.stdin.write_all(&input).await;
+                let _ = running.stdin.flush().await;
+            };
+            let read = read_answers(&mut running.stdout, paths);
+            tokio::join!(write, read).1
+        };
+        match tokio::time::timeout(git.timeout, exchange).await {
+            Ok(Ok(Some(ignored))) => Ok(ignored),
+            Ok(Ok(None)) => Err(self.died().await),
+            Ok(Err(source)) => Err(WorkspaceError::Spawn {
+                path: git.root.clone(),
+                source,
+            }),
+            Err(_) => Err(WorkspaceError::GitTimeout {
+                path: git.root.clone(),
+                args: ARGS.join(" "),
+                after: git.timeout,
+            }),
+        }
+    }
+
+    /// Ends the query: git's input closed, its exit checked.
+    pub async fn finish(mut self) -> Result<(), WorkspaceError> {
+        let Some(running) = self.child.take() else {
+            return Ok(());
+        };
+        let Running {
+            mut child,
+            stdin,
+            stdout,
+            stderr,
+        } = running;
+        drop(stdin);
+        drop(stdout);
+        let git = self.git;
+        let waited = tokio::time::timeout(git.timeout, async {
+            let status = child.wait().await;
+            (status, stderr.await.unwrap_or_default())
+        })
+        .await;
+        match waited {
+            // 0: some were ignored, 1: none was.
+            Ok((Ok(status), _)) if matches!(status.code(), Some(0 | 1)) => Ok(()),
+            Ok((Ok(_), err)) => Err(git.failed(ARGS, &err)),
+            Ok((Err(source), _)) => Err(WorkspaceError::Spawn {
+                path: git.root.clone(),
+                source,
+            }),
+            Err(_) => Err(WorkspaceError::GitTimeout {
+                path: git.root.clone(),
+                args: ARGS.join(" "),
+                after: git.timeout,
+            }),
+        }
+    }
+
+    /// The error of a git that stopped answering: what it said.
+    async fn died(&mut self) -> WorkspaceError {
+        let Some(mut running) = self.child.take() else {
+            return self.git.failed(ARGS, b"");
+        };
+        let _ = running.child.start_kill();
+        let _ = running.child.wait().await;
+        let err = running.stderr.await.unwrap_or_default();
+        self.git.failed(ARGS, &err)
+    }
+}
+
+fn start(git: &HostGit) -> Result<Running, WorkspaceError> {
+    let mut cmd = git.command(ARGS);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let spawned = |source| WorkspaceError::Spawn {
+        path: git.root.clone(),
+        source,
+    };
+    let mut child = cmd.spawn().map_err(spawned)?;
+    let pipe = || std::io::Error::other("git check-ignore: no pipe");
+    let stdin = child.stdin.take().ok_or_else(|| spawned(pipe()))?;
+    let stdout = child.stdout.take().ok_or_else(|| spawned(pipe()))?;
+    let mut stderr = child.stderr.take().ok_or_else(|| spawned(pipe()))?;
+    let stderr = tokio::spawn(async move {
+        let mut out = Vec::new();
+        let _ = stderr.read_to_end(&mut out).await;
+        out
+    });
+    Ok(Running {
+        child,
+        stdin,
+        stdout: BufReader::new(stdout),
+        stderr,
+    })
+}
+
+/// Reads one record per path of `paths`; the ignored ones, or `None` when
+/// git's output ended first.
+async fn read_answers(
+    stdout: &mut BufReader<ChildStdout>,
+    paths: &[&[u8]],
+) -> std::io::Result<Option<HashSet<Vec<u8>>>> {
+    let mut ignored = HashSet::new();
+    let mut field = Vec::new();
+    for path in paths {
+        let mut fields: [Vec<u8>; 4] = Default::default();
+        for slot in &mut fields {
+            field.clear();
+            let n = stdout.read_until(0, &mut field).await?;
+            if n == 0 || field.last() != Some(&0) {
+                return Ok(None);
+            }
+            field.pop();
+            *slot = std::mem::take(&mut field);
+        }
+        let [_, _, pattern, answered] = fields;
+        if answered.strip_prefix(b"./") != Some(path) {
+            return Err(std::io::Error::other(format!(
+                "git check-ignore answered for {} when asked for {}",
+                String::from_utf8_lossy(&answered),
+                String::from_utf8_lossy(path)
+            )));
+        }
+        if !pattern.is_empty() && !pattern.starts_with(b"!") {
+            ignored.insert(path.to_vec());
+        }
+    }
+    Ok(Some(ignored))
+}
