@@ -14,6 +14,22 @@
 //!   ends, but not when it is killed with its `paddock`.
 //!
 //! Processes of other users cannot be read and are never touched.
+//!
+//! At a job's own end the scan is scoped by time ([`Since`]): only
+//! processes created after the job began are read, and only those are the
+//! job's. Every process the job made (the engine, its tools, anything that
+//! left the engine's process group or session, double-forked, or was
+//! started by a daemon at the job's request) was created by a fork after
+//! the job began, and a process's start time (`/proc/PID/stat`) is set when
+//! it is created and never changes, so none of them is skipped, however it
+//! escaped the tree, its cgroup or its PID namespace. What is skipped are
+//! the processes older than the job (a host has hundreds, each with its
+//! open files to read: most of the scan's time): they can point into the
+//! job's directory only by their own doing (a user's shell `cd`ed there)
+//! or, on the unconfined `process` rung, by a job that attaches to them
+//! with `ptrace` (which the sandbox rung's PID namespace rules out); such a
+//! process is not the job's and is left. The reaper, which does not know
+//! when a dead job began, scans every process.
 
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
@@ -76,10 +92,47 @@ fn points_into(proc_dir: &Path, dir: &[u8]) -> bool {
     }
 }
 
+/// A moment on the clock of the processes' start times (clock ticks
+/// since boot, `/proc/PID/stat`'s 22nd field), a tick early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Since(u64);
+
+impl Since {
+    /// Now, from `/proc/uptime` (the same boot clock, to a hundredth of a
+    /// second, rounded down); `None` when it cannot be read.
+    pub fn now() -> Option<Since> {
+        let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+        let (secs, hundredths) = uptime.split_whitespace().next()?.split_once('.')?;
+        let centis = secs.parse::<u64>().ok()? * 100 + hundredths.get(..2)?.parse::<u64>().ok()?;
+        let ticks = centis.checked_mul(clock_ticks()?)? / 100;
+        Some(Since(ticks.saturating_sub(1)))
+    }
+
+    /// When process `proc_dir` (`/proc/<pid>`) was created.
+    fn of(proc_dir: &Path) -> Option<Since> {
+        let stat = std::fs::read(proc_dir.join("stat")).ok()?;
+        // `PID (COMM) STATE PPID …`: COMM may hold anything but ends at
+        // the last `)`; the start time is the 20th field after it.
+        let close = stat.iter().rposition(|b| *b == b')')?;
+        let field = stat[close + 1..]
+            .split(|b| *b == b' ')
+            .filter(|f| !f.is_empty())
+            .nth(19)?;
+        std::str::from_utf8(field).ok()?.parse().ok().map(Since)
+    }
+}
+
+/// The kernel's clock ticks per second (`USER_HZ`).
+fn clock_ticks() -> Option<u64> {
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    u64::try_from(ticks).ok().filter(|t| *t > 0)
+}
+
 /// Kills (SIGKILL) every process of this user that points into `dir`
 /// (see the module's text), but this one; how many. The scan repeats
-/// until it finds none, so children forked meanwhile go too.
-pub fn kill_processes(dir: &Path) -> usize {
+/// until it finds none, so children forked meanwhile go too. With `since`,
+/// only processes created at or after it are read (the module's text).
+pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
     let wanted = dir.as_os_str().as_bytes();
     let me = std::process::id();
     let mut killed = std::collections::BTreeSet::new();
@@ -95,7 +148,19 @@ pub fn kill_processes(dir: &Path) -> usize {
             let Ok(raw) = i32::try_from(pid) else {
                 continue;
             };
-            if pid == me || !points_into(&p.path(), wanted) {
+            if pid == me {
+                continue;
+            }
+            let path = p.path();
+            // Older than the job: not the job's. A start time that cannot
+            // be read (the process is gone, or not this user's) is read
+            // in full as before.
+            if let (Some(since), Some(started)) = (since, Since::of(&path)) {
+                if started < since {
+                    continue;
+                }
+            }
+            if !points_into(&path, wanted) {
                 continue;
             }
             if kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
@@ -267,7 +332,7 @@ mod tests {
         ];
         // Let the shell open its file and exec.
         std::thread::sleep(Duration::from_millis(200));
-        assert_eq!(kill_processes(&dir), 4);
+        assert_eq!(kill_processes(&dir, None), 4);
         let statuses: Vec<Option<i32>> = children
             .iter_mut()
             .map(|c| {
@@ -284,7 +349,50 @@ mod tests {
             b.kill().unwrap();
             b.wait().unwrap();
         }
-        assert_eq!(kill_processes(&dir), 0);
+        assert_eq!(kill_processes(&dir, None), 0);
+    }
+
+    /// Scoped by time, the scan kills what was created since (here in its
+    /// own session, its working directory `/`, its environment empty: only
+    /// an open file points into the directory) and leaves a process older
+    /// than that, though it points into the directory too.
+    #[test]
+    fn a_scan_since_a_moment_finds_what_was_created_since_and_only_that() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().canonicalize().unwrap().join("job-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("file"), "x").unwrap();
+        let mut older = std::process::Command::new("sleep")
+            .arg("30")
+            .current_dir(&dir)
+            .spawn()
+            .unwrap();
+        // Past the clock's resolution (a tick of 10 ms, and one more).
+        std::thread::sleep(Duration::from_millis(100));
+        let since = Since::now().unwrap();
+        assert!(Since::of(Path::new(&format!("/proc/{}", older.id()))).unwrap() < since);
+        let mut newer = std::process::Command::new("setsid")
+            .args(["env", "-i", "/bin/sh", "-c", "exec 3<\"$0\"; exec sleep 30"])
+            .arg(dir.join("file"))
+            .current_dir("/")
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(kill_processes(&dir, Some(since)), 1);
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(
+            (
+                newer.wait().unwrap().signal(),
+                older.try_wait().unwrap().is_none()
+            ),
+            (Some(nix::sys::signal::Signal::SIGKILL as i32), true)
+        );
+        // Unscoped (the reaper's scan), the older one is found too.
+        assert_eq!(kill_processes(&dir, None), 1);
+        assert_eq!(
+            older.wait().unwrap().signal(),
+            Some(nix::sys::signal::Signal::SIGKILL as i32)
+        );
     }
 
     #[test]

@@ -256,6 +256,7 @@ async fn reap_job(
                 root: &dir,
                 kill_passes: if existed && !kept { REMOVE_ATTEMPTS } else { 0 },
                 cgroup_roots,
+                since: None,
             })
             .await;
         r.killed += left.killed;
@@ -338,7 +339,7 @@ fn remove_dir(dir: &Path) -> std::io::Result<()> {
             Err(e) if attempt + 1 >= REMOVE_ATTEMPTS => return Err(e),
             Err(_) => {
                 attempt += 1;
-                leftovers::kill_processes(dir);
+                leftovers::kill_processes(dir, None);
             }
         }
     }

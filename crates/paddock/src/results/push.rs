@@ -146,7 +146,7 @@ pub fn remove_leftover_pushes(artifacts: &Path) -> (usize, Vec<String>) {
     let mut killed = 0;
     let mut errors = Vec::new();
     for push in leftover_pushes(artifacts) {
-        killed += crate::leftovers::kill_processes(&push);
+        killed += crate::leftovers::kill_processes(&push, None);
         if let Err(e) = std::fs::remove_dir_all(&push) {
             errors.push(format!("remove {}: {e}", push.display()));
         }

@@ -106,6 +106,9 @@ pub struct Reap<'a> {
     pub kill_passes: usize,
     /// The cgroup hierarchies the job's cgroups are looked for under.
     pub cgroup_roots: &'a [PathBuf],
+    /// When the job began, if known: only processes created since are
+    /// its own (`leftovers.rs`); `None` reads every process.
+    pub since: Option<crate::leftovers::Since>,
 }
 
 /// An isolation rung.
@@ -296,11 +299,12 @@ async fn reap_local(job: &Reap<'_>) -> Leftovers {
     let root = job.root.to_path_buf();
     let job_id = job.job_id.to_string();
     let passes = job.kill_passes;
+    let since = job.since;
     let cgroup_roots = job.cgroup_roots.to_vec();
     tokio::task::spawn_blocking(move || {
         let mut left = Leftovers::default();
         for _ in 0..passes {
-            let n = crate::leftovers::kill_processes(&root);
+            let n = crate::leftovers::kill_processes(&root, since);
             left.killed += n;
             if n == 0 {
                 break;

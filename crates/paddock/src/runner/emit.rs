@@ -48,6 +48,9 @@ pub(super) struct Emitter {
     max_event: usize,
     /// The first failure to store an event: the store is lost for the job.
     pub lost: Option<String>,
+    /// When the job began (before its workspace or any of its processes):
+    /// the leftovers scan at its end reads only processes created since.
+    pub since: Option<crate::leftovers::Since>,
 }
 
 impl Emitter {
@@ -66,6 +69,7 @@ impl Emitter {
             redactor,
             max_event,
             lost: None,
+            since: crate::leftovers::Since::now(),
         }
     }
 

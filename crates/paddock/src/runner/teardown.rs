@@ -146,6 +146,7 @@ pub(super) async fn leftovers_gone(
             root,
             kill_passes: 1,
             cgroup_roots: &[PathBuf::from(crate::leftovers::CGROUP_ROOT)],
+            since: em.since,
         })
         .await;
     for (dir, e) in left.stuck {

@@ -303,13 +303,16 @@ async fn a_crashed_engine_is_an_error_event_naming_the_signal() {
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
 
-/// An engine script that starts two daemons in their own sessions (one
-/// directly, one through a double fork), writing their pids into `dir`.
+/// An engine script that starts three daemons in their own sessions (one
+/// directly, one through a double fork, one that then leaves the job's
+/// directory and environment behind and only holds a file of it open),
+/// writing their pids into `dir`.
 fn daemons(dir: &std::path::Path, then: &str) -> String {
     format!(
         "setsid sh -c 'echo $$ > {d}/d1.pid; exec sleep 300' &
 (setsid sh -c 'echo $$ > {d}/d2.pid; exec sleep 300' &)
-while [ ! -s {d}/d1.pid ] || [ ! -s {d}/d2.pid ]; do sleep 0.05; done
+(cd / && exec setsid env -i /bin/sh -c 'exec 9<\"$0\"; echo $$ > {d}/d3.pid; exec sleep 300' \"$OLDPWD/README.md\" &)
+while [ ! -s {d}/d1.pid ] || [ ! -s {d}/d2.pid ] || [ ! -s {d}/d3.pid ]; do sleep 0.05; done
 echo changed >> README.md
 {then}",
         d = dir.display()
@@ -320,7 +323,7 @@ echo changed >> README.md
 /// leaves nothing behind).
 fn live_daemons(dir: &std::path::Path) -> Vec<String> {
     let mut alive = Vec::new();
-    for name in ["d1.pid", "d2.pid"] {
+    for name in ["d1.pid", "d2.pid", "d3.pid"] {
         let pid: i32 = std::fs::read_to_string(dir.join(name))
             .unwrap()
             .trim()

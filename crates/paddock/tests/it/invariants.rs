@@ -221,7 +221,7 @@ async fn case(fault: Fault, rung: &'static str, engine: &'static str) -> Vec<Str
     if !cgroups.is_empty() {
         wrong.push(format!("{name}: left cgroups {cgroups:?}"));
     }
-    let killed = paddock::leftovers::kill_processes(&home.jobs().join(&job.id));
+    let killed = paddock::leftovers::kill_processes(&home.jobs().join(&job.id), None);
     if killed > 0 {
         wrong.push(format!("{name}: {killed} process(es) of the job still ran"));
     }
