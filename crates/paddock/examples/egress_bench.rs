@@ -5,9 +5,16 @@
 //! reached directly, through Paddock's proxy on TCP, through the sandbox's
 //! forwarder in front of Paddock's proxy on a Unix socket (the sandbox
 //! rung's two hops), and through srt's proxy when the script started one
-//! (`--srt`). Rounds interleave the paths so the machine's load hits all
-//! alike; the load average is printed before and after. Prints Markdown
-//! for BENCHMARKS.md.
+//! (`--srt`), and through other relays the script started (`--relay`:
+//! the floor, a minimal C `splice(2)` relay). Rounds interleave the paths
+//! so the machine's load hits all alike; the load average is printed
+//! before and after. Besides the rates, the CPU time spent per GiB
+//! downloaded on each path: this process's threads (the server, the
+//! client, Paddock's proxy and the forwarder all run here) plus the
+//! external relay's process; the direct path's figure is what the server
+//! and the client cost, so a path's CPU minus direct's is its relay's
+//! cost, the figure that does not depend on how busy the machine is.
+//! Prints Markdown for BENCHMARKS.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -30,8 +37,12 @@ struct Args {
     requests: usize,
     mb: usize,
     runs: usize,
-    /// srt's proxy, started by `scripts/bench-egress`.
-    srt: Option<SocketAddr>,
+    /// srt's proxy, started by `scripts/bench-egress`, and its pid when
+    /// given (`--srt ADDR[/PID]`).
+    srt: Option<(SocketAddr, Option<u32>)>,
+    /// Other relays, CONNECT only (no plain HTTP): name, address, and the
+    /// pid whose CPU time counts as theirs (`--relay NAME=ADDR/PID`).
+    relays: Vec<(String, SocketAddr, u32)>,
 }
 
 fn args() -> Args {
@@ -40,6 +51,7 @@ fn args() -> Args {
         mb: 100,
         runs: 5,
         srt: None,
+        relays: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -49,10 +61,25 @@ fn args() -> Args {
             "--requests" => a.requests = number(),
             "--mb" => a.mb = number(),
             "--runs" => a.runs = number(),
-            "--srt" => a.srt = Some(value.parse().expect("--srt HOST:PORT")),
+            "--srt" => {
+                let (addr, pid) = match value.split_once('/') {
+                    Some((addr, pid)) => (addr, Some(pid.parse().expect("--srt's pid"))),
+                    None => (value.as_str(), None),
+                };
+                a.srt = Some((addr.parse().expect("--srt HOST:PORT[/PID]"), pid));
+            }
+            "--relay" => {
+                let (name, rest) = value.split_once('=').expect("--relay NAME=ADDR/PID");
+                let (addr, pid) = rest.split_once('/').expect("--relay NAME=ADDR/PID");
+                a.relays.push((
+                    name.to_string(),
+                    addr.parse().expect("--relay's address"),
+                    pid.parse().expect("--relay's pid"),
+                ));
+            }
             _ => {
                 println!(
-                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT]"
+                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT[/PID]] [--relay NAME=HOST:PORT/PID]..."
                 );
                 std::process::exit(2);
             }
@@ -225,6 +252,19 @@ async fn one_download(path: Path, server: SocketAddr, hello: &[u8]) -> (usize, D
     (n, t.elapsed())
 }
 
+/// The CPU time of every thread of process `pid` so far, in nanoseconds
+/// (`/proc/PID/task/*/schedstat`'s first field).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -283,17 +323,30 @@ async fn main() {
     let forwarded = forwarder.local_addr().unwrap();
     paddock_sandbox::net::serve_forwarder(forwarder, sock.clone());
 
-    let mut paths = vec![
-        ("direct", Path::Direct),
+    // Each path, the external process whose CPU time is its relay's, and
+    // whether it relays plain HTTP.
+    let mut paths: Vec<(String, Path, Option<u32>, bool)> = vec![
+        ("direct".into(), Path::Direct, None, true),
         (
-            "Paddock proxy",
+            "Paddock proxy".into(),
             Path::Via(proxy.local_addr().expect("a TCP proxy")),
+            None,
+            true,
         ),
-        ("forwarder + Paddock proxy", Path::Via(forwarded)),
+        (
+            "forwarder + Paddock proxy".into(),
+            Path::Via(forwarded),
+            None,
+            true,
+        ),
     ];
-    if let Some(srt) = a.srt {
-        paths.push(("srt proxy", Path::Via(srt)));
+    if let Some((srt, pid)) = a.srt {
+        paths.push(("srt proxy".into(), Path::Via(srt), pid, true));
     }
+    for (name, addr, pid) in &a.relays {
+        paths.push((name.clone(), Path::Via(*addr), Some(*pid), false));
+    }
+    let me = std::process::id();
     let hello = client_hello(Some("web.bench"), &[], 16384);
     let bulk_hello = client_hello(Some("bulk.bench"), &[], 16384);
 
@@ -303,7 +356,10 @@ async fn main() {
     for kind in ["plain HTTP", "CONNECT + TLS hello"] {
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
         for _ in 0..a.requests {
-            for (i, (_, path)) in paths.iter().enumerate() {
+            for (i, (_, path, _, plain)) in paths.iter().enumerate() {
+                if kind == "plain HTTP" && !plain {
+                    continue;
+                }
                 let t = match kind {
                     "plain HTTP" => one_plain(*path, small).await,
                     _ => one_tunnel(*path, small, &hello).await,
@@ -315,7 +371,10 @@ async fn main() {
             t.sort();
         }
         let direct = micros(percentile(&times[0], 0.5));
-        for (i, (name, _)) in paths.iter().enumerate() {
+        for (i, (name, _, _, _)) in paths.iter().enumerate() {
+            if times[i].is_empty() {
+                continue;
+            }
             let p50 = micros(percentile(&times[i], 0.5));
             println!(
                 "| {kind} | {name} | {p50:.0} µs | {:.0} µs | {:.0} µs |",
@@ -325,24 +384,32 @@ async fn main() {
         }
     }
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+    // CPU nanoseconds per GiB, this process's and the external relay's.
+    let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     for _ in 0..a.runs {
-        for (i, (_, path)) in paths.iter().enumerate() {
+        for (i, (_, path, pid, _)) in paths.iter().enumerate() {
+            let cpu_before = cpu_ns(me) + pid.map_or(0, cpu_ns);
             let (n, t) = one_download(*path, bulk, &bulk_hello).await;
+            let spent = (cpu_ns(me) + pid.map_or(0, cpu_ns)).saturating_sub(cpu_before);
             assert_eq!(n, a.mb << 20, "a short download");
             rates[i].push(n as f64 / (1 << 20) as f64 / t.as_secs_f64());
+            cpu[i].push(spent as f64 / (n as f64 / (1u64 << 30) as f64));
         }
     }
     let medians: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    let cpu: Vec<f64> = cpu.iter_mut().map(|c| median(c) / 1e6).collect();
     println!(
-        "\n| {} MiB download through a tunnel, median of {} | MiB/s | / direct |",
+        "\n| {} MiB download through a tunnel, median of {} | MiB/s | / direct | CPU ms per GiB (all) | the relay's CPU ms per GiB (all − direct) |",
         a.mb, a.runs
     );
-    println!("| --- | ---: | ---: |");
-    for (i, (name, _)) in paths.iter().enumerate() {
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    for (i, (name, _, _, _)) in paths.iter().enumerate() {
         println!(
-            "| {name} | {:.0} | {:.0} % |",
+            "| {name} | {:.0} | {:.0} % | {:.0} | {:.0} |",
             medians[i],
-            100.0 * medians[i] / medians[0]
+            100.0 * medians[i] / medians[0],
+            cpu[i],
+            cpu[i] - cpu[0],
         );
     }
     println!("\nload average after: {}", loadavg());

@@ -6,7 +6,8 @@
 //! Everything the proxy checks is read before the relay starts (the
 //! request head, a tunnel's ClientHello); from then on the bytes are
 //! opaque, and each direction is moved socket to socket by the kernel
-//! (`splice(2)` through a pipe, `paddock_sandbox::splice`), driven by
+//! (`splice(2)` through a pipe, `paddock_sandbox::splice`, whose pipe
+//! grows from 64 to 256 KiB once the direction carries bulk), driven by
 //! tokio's readiness of the two sockets: no copy through the proxy's
 //! memory. A direction whose pipe cannot be made (out of descriptors)
 //! copies through a buffer instead. A byte is counted once the destination
