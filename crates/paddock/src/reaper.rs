@@ -592,6 +592,33 @@ mod tests {
         );
     }
 
+    /// A publish's lease: refused while a live process holds the job's
+    /// lease, kept from the start, and an abandoned one taken over.
+    #[test]
+    fn a_publishs_lease_is_kept_and_never_taken_from_a_live_holder() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join(".leases/job-1.lock");
+        let running = Lease::take(root.path(), "job-1").unwrap();
+        assert!(Lease::take_to_publish(root.path(), "job-1")
+            .unwrap()
+            .is_none());
+        drop(running);
+        let publishing = Lease::take_to_publish(root.path(), "job-1")
+            .unwrap()
+            .unwrap();
+        assert!(abandoned(&path).is_none());
+        drop(publishing);
+        assert_eq!(abandoned(&path).map(|(_, kept)| kept), Some(true));
+        let fresh = Lease::take_to_publish(root.path(), "job-2")
+            .unwrap()
+            .unwrap();
+        drop(fresh);
+        assert_eq!(
+            abandoned(&root.path().join(".leases/job-2.lock")).map(|(_, kept)| kept),
+            Some(true)
+        );
+    }
+
     #[test]
     fn a_kept_lease_says_so_once_abandoned() {
         let root = tempfile::tempdir().unwrap();

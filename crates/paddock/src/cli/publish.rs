@@ -21,7 +21,7 @@ pub struct PublishArgs {
 pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_existing_store(paths).await?;
     let job_id = resolve_job(&*store, &args.job, paths).await?;
-    let (record, published) = republish(&*store, &job_id, &paths.artifacts)
+    let (record, published) = republish(&*store, &job_id, &paths.artifacts, &paths.jobs)
         .await
         .map_err(|e| match e {
             RepublishError::Store { .. } => Failure::Internal(e.into()),

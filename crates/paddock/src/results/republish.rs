@@ -5,24 +5,23 @@
 //! publishing failed becomes `done` when publishing succeeds; a failure
 //! again records the new message. The record changes by compare-and-set
 //! from its stored status, so a concurrent change is not overwritten.
-//! One publish of a job at a time (an exclusive `flock` on the artifacts'
-//! `.publish.lock`, not waited for): holding it, a publish first finishes
-//! what a killed one left (`kill -9` mid-push): the push's scratch
-//! directories, what still runs in them killed, removed without following
-//! a link, and its GitLab project access tokens revoked.
+//! One publish of a job at a time: it holds the job's lease
+//! (`workspace/lease.rs`, marked kept) while it publishes, so a publish
+//! killed mid-way is cleaned up after by the next reaper pass (`paddock
+//! gc`, the start of `paddock run` and `paddock serve`) as a dead job's
+//! publish is. Holding it, a publish first finishes what a killed one left
+//! (`kill -9` mid-push): the push's scratch directories, what still runs
+//! in them killed, removed without following a link, and its GitLab
+//! project access tokens revoked.
 
 use std::path::Path;
-
-use nix::fcntl::FlockArg;
 
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 
 use super::conclude::{publish, PublishInput, Published, BUNDLE, PUBLISH_FAILED};
 use crate::store::{Store, StoreError};
 use crate::workspace::host_git::{HostGit, GIT_TIMEOUT};
-
-/// The lock one publish of a job holds, in its artifacts directory.
-pub const PUBLISH_LOCK: &str = ".publish.lock";
+use crate::workspace::lease::Lease;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepublishError {
@@ -34,15 +33,15 @@ pub enum RepublishError {
     Spec { job_id: String, message: String },
     #[error("job {job_id}: {source}")]
     Store { job_id: String, source: StoreError },
-    #[error("job {job_id}: another `paddock publish` is publishing it ({path} is locked)")]
+    #[error("job {job_id}: another process is publishing it (its lease in {jobs_dir} is held)")]
     Busy {
         job_id: String,
-        path: std::path::PathBuf,
+        jobs_dir: std::path::PathBuf,
     },
-    #[error("job {job_id}: cannot lock {path}: {source}")]
-    Lock {
+    #[error("job {job_id}: cannot take its lease in {jobs_dir}: {source}")]
+    Lease {
         job_id: String,
-        path: std::path::PathBuf,
+        jobs_dir: std::path::PathBuf,
         source: std::io::Error,
     },
 }
@@ -72,12 +71,14 @@ async fn bundled_commit(artifacts: &Path) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Publishes the job `job_id` again from `artifacts_root/<job_id>`; its
-/// record as stored afterwards and what publishing did.
+/// Publishes the job `job_id` again from `artifacts_root/<job_id>`, under
+/// its lease in `jobs_root`; its record as stored afterwards and what
+/// publishing did.
 pub async fn republish(
     store: &dyn Store,
     job_id: &str,
     artifacts_root: &Path,
+    jobs_root: &Path,
 ) -> Result<(JobRecord, Published), RepublishError> {
     let store_err = |source| RepublishError::Store {
         job_id: job_id.to_string(),
@@ -110,24 +111,16 @@ pub async fn republish(
     })?;
     let events = store.events(job_id, 0).await.map_err(store_err)?;
     let artifacts = artifacts_root.join(job_id);
-    let lock_path = artifacts.join(PUBLISH_LOCK);
-    let _ = std::fs::create_dir_all(&artifacts);
-    let _publishing =
-        crate::workspace::lease::lock_file(&lock_path, FlockArg::LockExclusiveNonblock)
-            .await
-            .map_err(|source| match source.raw_os_error() {
-                Some(code) if code == nix::errno::Errno::EWOULDBLOCK as i32 => {
-                    RepublishError::Busy {
-                        job_id: job_id.to_string(),
-                        path: lock_path.clone(),
-                    }
-                }
-                _ => RepublishError::Lock {
-                    job_id: job_id.to_string(),
-                    path: lock_path.clone(),
-                    source,
-                },
-            })?;
+    let lease = Lease::take_to_publish(jobs_root, job_id)
+        .map_err(|source| RepublishError::Lease {
+            job_id: job_id.to_string(),
+            jobs_dir: jobs_root.to_path_buf(),
+            source,
+        })?
+        .ok_or_else(|| RepublishError::Busy {
+            job_id: job_id.to_string(),
+            jobs_dir: jobs_root.to_path_buf(),
+        })?;
     // What a killed publish of this job left.
     let (_, mut leftovers) = super::push::remove_leftover_pushes(&artifacts);
     if let Err(errors) = super::revoke_leftover_tokens(store, job_id, &artifacts).await {
@@ -177,6 +170,12 @@ pub async fn republish(
             .finish_job(&stored, record.status)
             .await
             .map_err(store_err)?;
+    }
+    // The record is final: the lease goes (while still held).
+    if let Err(e) = lease.release() {
+        published
+            .warnings
+            .push(format!("cannot delete the job's lease file: {e}"));
     }
     Ok((stored, published))
 }

@@ -6,6 +6,10 @@
 //! after their jobs. The file appears only once it is locked (locked under
 //! a temporary name, then renamed), so a reaper never wins a race against
 //! a job that is starting; the lock's descriptor is close-on-exec.
+//! `paddock publish` of a finished job holds the same lease while it
+//! publishes, marked kept ([`Lease::take_to_publish`]): a reaper that finds
+//! it abandoned (the publish was killed) finishes what the publish left
+//! (its push's scratch, a GitLab token) and never removes a job directory.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -65,6 +69,37 @@ impl Lease {
             .map_err(|(_, e)| std::io::Error::from(e))?;
         std::fs::rename(&pending, &path)?;
         Ok(Lease::held(lock, path))
+    }
+
+    /// The lease of the ended job `name` for one `paddock publish`, marked
+    /// kept from before it appears; `None` while a live process holds it.
+    /// An abandoned one (a killed publish's) is taken over as it is.
+    pub fn take_to_publish(jobs_root: &Path, name: &str) -> std::io::Result<Option<Lease>> {
+        let dir = jobs_root.join(LEASES);
+        let path = dir.join(format!("{name}.lock"));
+        match File::options().read(true).write(true).open(&path) {
+            Ok(file) => {
+                return match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                    Ok(lock) => {
+                        let lease = Lease::held(lock, path);
+                        lease.keep()?;
+                        Ok(Some(lease))
+                    }
+                    Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+                    Err((_, e)) => Err(e.into()),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        std::fs::create_dir_all(&dir)?;
+        let pending = dir.join(format!("{name}.lock.new"));
+        let file = File::create(&pending)?;
+        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+            .map_err(|(_, e)| std::io::Error::from(e))?;
+        (&*lock).write_all(KEPT)?;
+        std::fs::rename(&pending, &path)?;
+        Ok(Some(Lease::held(lock, path)))
     }
 
     pub(crate) fn held(lock: Flock<File>, path: PathBuf) -> Lease {

@@ -2272,3 +2272,97 @@ async fn a_publish_killed_mid_push_is_cleaned_by_the_next_publish() {
         String::from_utf8_lossy(&again.stderr)
     );
 }
+
+/// `kill -9` of `paddock publish` mid-push on GitLab (the remote hangs):
+/// the publish held the job's lease, so the next reaper pass (`paddock
+/// gc`) finds it abandoned and finishes what the publish left: the push's
+/// git killed and its scratch directory removed, the token it minted
+/// revoked, the lease gone; the finished job's record is not touched.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_publish_killed_mid_push_is_cleaned_by_the_next_reaper_pass() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    assert_eq!(first.status, paddock_protocol::JobStatus::Done);
+    let artifacts = home.data().join("artifacts").join(&first.id);
+    let pushes = || paddock::results::push::leftover_pushes(&artifacts);
+
+    server.set_stall(true);
+    let seen = server.authorizations().len();
+    let mut publish = home
+        .command(&["publish", "--json", &first.id])
+        .env("PADDOCK_TEST_GL_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.authorizations().len() == seen {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    publish.start_kill().unwrap();
+    publish.wait().await.unwrap();
+    let name = gitlab_tokens(&mock)[1].0.clone();
+    let lease = home
+        .jobs()
+        .join(".leases")
+        .join(format!("{}.lock", first.id));
+    assert_eq!(
+        (
+            pushes().len(),
+            token_records(&home, &first.id).len(),
+            gitlab_tokens(&mock).iter().map(|t| t.4).collect::<Vec<_>>(),
+            lease.exists(),
+        ),
+        (1, 1, vec![true, false], true)
+    );
+
+    let out = home
+        .paddock(&["gc", "--json"], &[("PADDOCK_TEST_GL_TOKEN", TOKEN)])
+        .await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reaped = &report["jobs"][0];
+    assert_eq!(
+        (
+            reaped["name"].as_str(),
+            reaped["kept"].as_bool(),
+            reaped["marked_failed"].as_bool(),
+            reaped["workspace_removed"].as_bool(),
+            reaped["revoked_tokens"].clone(),
+            reaped["errors"].clone(),
+        ),
+        (
+            Some(first.id.as_str()),
+            Some(true),
+            Some(false),
+            Some(false),
+            serde_json::json!([name]),
+            serde_json::json!([]),
+        ),
+        "{report}"
+    );
+    let after = home.store().await.job(&first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            pushes(),
+            token_records(&home, &first.id),
+            gitlab_tokens(&mock).iter().map(|t| t.4).collect::<Vec<_>>(),
+            lease.exists(),
+            after.status,
+        ),
+        (
+            Vec::<PathBuf>::new(),
+            Vec::<PathBuf>::new(),
+            vec![true, true],
+            false,
+            paddock_protocol::JobStatus::Done,
+        )
+    );
+    server.set_stall(false);
+}
