@@ -1624,6 +1624,85 @@ mod tests {
         );
     }
 
+    /// On the overlay a directory of the base renames as in a clone (`git
+    /// mv`, `rename(2)`: no `EXDEV`), the patch is the rename, and the
+    /// snapshot and source are unchanged; a redirect planted straight into
+    /// the upper layer (as a root job on the `process` rung could) shows
+    /// at most another part of the snapshot, never a path above it.
+    #[tokio::test]
+    async fn an_overlay_workspace_renames_base_directories_and_redirects_stay_in_the_snapshot() {
+        if !overlay_here() {
+            return;
+        }
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        for (dir, file) in [("src", "a.txt"), ("other", "b.txt")] {
+            std::fs::create_dir(r.join(dir)).unwrap();
+            std::fs::write(r.join(dir).join(file), format!("{file}\n")).unwrap();
+        }
+        sh(&r, &["add", "."]);
+        sh(&r, &["commit", "-q", "-m", "dirs"]);
+        let jobs = tmp.path().join("jobs");
+        let ws = overlay_ws(&jobs, "j1", &r).await;
+        let snapshot: PathBuf = std::fs::read_dir(jobs.join(snapshot::SNAPSHOTS))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        let (source_before, snap_before) = (files_of(&r), files_of(&snapshot));
+        user_git(&ws.work, ["mv", "src", "lib"]).await.unwrap();
+        std::fs::rename(ws.work.join("other"), ws.work.join("renamed")).unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            p.changed_files,
+            ["lib/a.txt", "other/b.txt", "renamed/b.txt", "src/a.txt"]
+                .map(String::from)
+                .to_vec()
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.work.join("lib/a.txt")).unwrap(),
+            "a.txt\n"
+        );
+        // Planted redirects: above the snapshot's root, and to its `.git`.
+        let upper = ws.root.join("meta/upper");
+        for (name, target) in [
+            ("up", "/../.."),
+            ("dots", "/../../../../etc"),
+            ("git", "/.git"),
+        ] {
+            std::fs::create_dir(upper.join(name)).unwrap();
+            rustix::fs::setxattr(
+                upper.join(name),
+                "trusted.overlay.redirect",
+                target.as_bytes(),
+                rustix::fs::XattrFlags::empty(),
+            )
+            .unwrap();
+        }
+        for name in ["up", "dots"] {
+            let shown: Vec<String> = std::fs::read_dir(ws.work.join(name))
+                .map(|d| {
+                    d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(
+                !shown
+                    .iter()
+                    .any(|n| n == "passwd" || n == "jobs" || n == "repo"),
+                "{name}: {shown:?}"
+            );
+        }
+        ws.remove().unwrap();
+        assert_eq!(
+            (
+                files_of(&r) == source_before,
+                files_of(&snapshot) == snap_before
+            ),
+            (true, true)
+        );
+    }
+
     /// Teardown of an overlay workspace follows no link the job planted
     /// through the overlay (they are in its upper layer), and a workspace
     /// reopened after its mount went (a restarted host) is mounted again,

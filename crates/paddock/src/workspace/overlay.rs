@@ -5,9 +5,11 @@
 //! not a checkout, and teardown removes only what the job wrote. Writes go
 //! to the upper layer (copied up on first write): the job never holds a
 //! writable inode of the snapshot, and the snapshot none of the source
-//! (its objects are copies). The mount is made with redirects, metacopy
-//! and the inode index off, so nothing a job writes into its upper layer
-//! can make the merged view show a file of another path; and `volatile`,
+//! (its objects are copies). The mount is made with metacopy and the
+//! inode index off, so nothing a job writes into its upper layer can make
+//! the merged view show a file's data from another path, and with
+//! directory redirects on, so a directory of the base can be renamed as in
+//! a clone (a redirect names only a path inside the snapshot); and `volatile`,
 //! so that unmounting does not sync the whole file system (overlay then
 //! refuses to mount the layers again until its marker is dropped: the
 //! reaper does so after a restart, and patches what reached the disk, as
@@ -127,7 +129,14 @@ pub(super) fn mount_at(
     // `volatile`: no sync of the upper layer's file system, which at
     // unmount flushed every other process's dirty pages too (0.8 s on a
     // busy host); a job's work is scratch until its patch is taken.
-    data.push(",redirect_dir=nofollow,metacopy=off,index=off,xino=off,volatile");
+    // `redirect_dir=on`: a directory of the base can be renamed (`git mv
+    // src lib`), as in a clone; the redirect is an xattr in the upper
+    // layer naming a path of the lower layer, looked up one component at
+    // a time from the snapshot's root (the kernel refuses `.` and `..`
+    // components), so one the job plants can only show it another part of
+    // its own base, which it can read anyway. Metacopy stays off: no
+    // file's data is ever taken from another path.
+    data.push(",redirect_dir=on,metacopy=off,index=off,xino=off,volatile");
     mount(
         Some(OsStr::new("overlay")),
         target,
