@@ -2148,7 +2148,7 @@ mod tests {
     /// newline and a non-ASCII letter.
     #[tokio::test]
     async fn one_check_ignore_and_one_diff_decide_as_many_did() {
-        let tmp = tempfile::tempdir().unwrap();
+        let tmp = TmpDir::new();
         let r = repo(tmp.path());
         std::fs::create_dir_all(r.join("logs")).unwrap();
         std::fs::write(r.join("logs/kept.txt"), "tracked\n").unwrap();
