@@ -36,6 +36,7 @@ pub mod google;
 pub mod home;
 pub mod jobs;
 pub mod npm_registry;
+pub mod overlay;
 pub mod pypi_index;
 pub mod skip;
 pub mod sshd;
@@ -51,6 +52,7 @@ pub mod prelude {
     pub use crate::git::*;
     pub use crate::home::*;
     pub use crate::jobs::*;
+    pub use crate::overlay::OverlayJob;
     pub use crate::skip::*;
     pub use paddock::store::{SqliteStore, Store};
 }

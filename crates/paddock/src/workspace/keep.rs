@@ -12,6 +12,27 @@
 //! (their permission bits, without setuid/setgid; bytes in new inodes)
 //! and links (their text) are carried; FIFOs, sockets and devices are
 //! left out and named. Nothing walks through the mount to remove it.
+//!
+//! What a hostile job can plant in the tree, and why each holds (probed by
+//! `tests/it/keep_attacks.rs`): a link (to a host file, to `/proc`) is
+//! copied as its text, never read through; a hard link to a file outside
+//! gives a new inode with the bytes the job could read anyway; setuid and
+//! setgid bits are dropped and no extended attribute is copied (no file
+//! capability, no ACL); FIFOs, sockets and devices are left out, and a
+//! regular file swapped for one after it was listed is opened without
+//! blocking and refused; a directory or file swapped for a link while the
+//! copy runs fails its `O_NOFOLLOW` open (every open is relative to its
+//! parent's descriptor); a sparse file is copied sparse (only its data
+//! ranges, `SEEK_DATA`/`SEEK_HOLE`), so a job cannot make the copy write a
+//! terabyte of zeros it never paid for; a directory deeper than 256 levels
+//! is left out and named (the walk keeps its levels on a heap stack, not
+//! the thread's, and two descriptors per level); a name with a newline or terminal escapes is named
+//! with its control characters escaped; modes 0000 are copied as 0000 (the
+//! copy runs with `CAP_SYS_ADMIN`, as root: read permission does not stop
+//! it). The copy is made under `meta/`, outside the sandboxed job's view;
+//! a `meta/kept-work` that is not a directory (a link a `process`-rung job,
+//! which runs as the user, could plant) is removed, never renamed into
+//! place.
 
 use std::ffi::OsStr;
 use std::io;
@@ -26,8 +47,9 @@ use super::{beneath, overlay, WorkspaceError, OVERLAY, OVERLAY_WORK, UPPER};
 /// The copy being made, then made (under `meta/`).
 const COPYING: &str = "kept-work.tmp";
 const COPIED: &str = "kept-work";
-/// The deepest directory copied (each level a descriptor and a frame).
-const MAX_DEPTH: usize = 1024;
+/// The deepest directory copied (each level holds two descriptors, so at
+/// most 512 are open); deeper ones are left out. The setup cache's bound.
+const MAX_DEPTH: usize = 256;
 /// How many left-out paths are named.
 const NAMED: usize = 10;
 
@@ -36,7 +58,9 @@ const NAMED: usize = 10;
 pub struct Settled {
     /// Entries copied.
     pub entries: u64,
-    /// Paths left out (not a file, directory or link), at most ten named.
+    /// Paths left out (not a file, directory or link, or a directory
+    /// deeper than 256 levels), at most ten named, control characters
+    /// escaped.
     pub left_out: Vec<String>,
 }
 
@@ -50,7 +74,7 @@ impl Settled {
         );
         if !self.left_out.is_empty() {
             s.push_str(&format!(
-                "; left out (not a file, directory or link): {}",
+                "; left out (not a file, directory or link, or too deep): {}",
                 self.left_out.join(", ")
             ));
         }
@@ -77,6 +101,13 @@ pub fn settle(root: &Path) -> Result<Option<Settled>, WorkspaceError> {
     let (copying, copied) = (meta.join(COPYING), meta.join(COPIED));
     let mut settled = Settled::default();
     let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    // Only a directory is a copy made; anything else there was planted.
+    match std::fs::symlink_metadata(&copied) {
+        Ok(m) if !m.is_dir() => {
+            std::fs::remove_file(&copied).map_err(fail("remove a kept-work that is no copy"))?
+        }
+        _ => {}
+    }
     // Not yet copied and the layers still there: copy the merged view.
     if !exists(&copied) && exists(&upper) {
         if exists(&copying) {
@@ -89,9 +120,7 @@ pub fn settle(root: &Path) -> Result<Option<Settled>, WorkspaceError> {
         std::fs::create_dir(&copying).map_err(fail("create the copy"))?;
         let from = beneath::open_root(&work).map_err(fail("open work/"))?;
         let to = beneath::open_root(&copying).map_err(fail("open the copy"))?;
-        copy_dir(&from, &to, b"", &mut settled).map_err(fail("copy work/"))?;
-        rustix::fs::fchmod(&to, Mode::from_raw_mode(0o755))
-            .map_err(|e| fail("copy work/")(e.into()))?;
+        copy_tree(from, to, &mut settled).map_err(fail("copy work/"))?;
         std::fs::rename(&copying, &copied).map_err(fail("name the copy"))?;
     }
     if exists(&copied) {
@@ -127,46 +156,112 @@ fn join(base: &[u8], name: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Copies the entries of `from` (at `rel`) into the empty directory `to`.
-fn copy_dir(from: &OwnedFd, to: &OwnedFd, rel: &[u8], acc: &mut Settled) -> io::Result<()> {
-    if rel.split(|b| *b == b'/').count() > MAX_DEPTH {
-        return Err(io::Error::other(format!(
-            "{}: deeper than {MAX_DEPTH} directories",
-            String::from_utf8_lossy(rel)
-        )));
+/// `rel` as text, every control character escaped (a name may hold a
+/// newline or a terminal escape).
+fn printable(rel: &[u8]) -> String {
+    String::from_utf8_lossy(rel)
+        .chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect()
+}
+
+fn leave_out(acc: &mut Settled, rel: &[u8]) {
+    if acc.left_out.len() < NAMED {
+        acc.left_out.push(printable(rel));
     }
-    let mut entries = beneath::entries(from)?;
-    entries.sort_by(|a, b| a.name.cmp(&b.name));
-    for entry in entries {
-        let child = join(rel, &entry.name);
-        copy_entry(from.as_fd(), to.as_fd(), &entry.name, &child, acc).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("{}: {e}", String::from_utf8_lossy(&child)),
-            )
-        })?;
+}
+
+/// A directory being copied: its descriptors, where it is, the entries
+/// still to copy, and the mode it gets once they are.
+struct Level {
+    from: OwnedFd,
+    to: OwnedFd,
+    rel: Vec<u8>,
+    entries: std::vec::IntoIter<beneath::Entry>,
+    mode: Mode,
+}
+
+impl Level {
+    fn open(from: OwnedFd, to: OwnedFd, rel: Vec<u8>, mode: Mode) -> io::Result<Level> {
+        let mut entries = beneath::entries(&from)?;
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Level {
+            from,
+            to,
+            rel,
+            entries: entries.into_iter(),
+            mode,
+        })
+    }
+}
+
+/// Copies the tree under `from` into the empty directory `to`, without
+/// recursion (a level is a `Level` on a heap stack, not a frame: a deep
+/// tree cannot overflow the thread's stack).
+fn copy_tree(from: OwnedFd, to: OwnedFd, acc: &mut Settled) -> io::Result<()> {
+    let mut stack = vec![Level::open(
+        from,
+        to,
+        Vec::new(),
+        Mode::from_raw_mode(0o755),
+    )?];
+    while let Some(level) = stack.last_mut() {
+        let Some(entry) = level.entries.next() else {
+            if let Some(done) = stack.pop() {
+                rustix::fs::fchmod(&done.to, done.mode).map_err(|e| named(&done.rel, e.into()))?;
+            }
+            continue;
+        };
+        let child = join(&level.rel, &entry.name);
+        let depth = stack.len() - 1;
+        let level = &stack[depth];
+        let below = copy_entry(
+            level.from.as_fd(),
+            level.to.as_fd(),
+            &entry.name,
+            &child,
+            depth,
+            acc,
+        )
+        .map_err(|e| named(&child, e))?;
+        if let Some(below) = below {
+            stack.push(below);
+        }
     }
     Ok(())
 }
 
+fn named(rel: &[u8], e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", printable(rel)))
+}
+
+/// Copies one entry; a directory is made and returned to be filled.
 fn copy_entry(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
     name: &[u8],
     rel: &[u8],
+    depth: usize,
     acc: &mut Settled,
-) -> io::Result<()> {
+) -> io::Result<Option<Level>> {
     let os_name = OsStr::from_bytes(name);
     let stat = rustix::fs::statat(src, os_name, AtFlags::SYMLINK_NOFOLLOW)?;
     let mode = Mode::from_raw_mode(stat.st_mode & 0o777);
+    let mut below = None;
     match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Directory if depth >= MAX_DEPTH => {
+            leave_out(acc, rel);
+            return Ok(None);
+        }
         FileType::Directory => {
             rustix::fs::mkdirat(dst, os_name, Mode::from_raw_mode(0o700))?;
             let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let from = rustix::fs::openat(src, os_name, flags, Mode::empty())?;
             let to = rustix::fs::openat(dst, os_name, flags, Mode::empty())?;
-            copy_dir(&from, &to, rel, acc)?;
-            rustix::fs::fchmod(&to, mode)?;
+            below = Some(Level::open(from, to, rel.to_vec(), mode)?);
         }
         FileType::RegularFile => {
             let read = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -178,8 +273,8 @@ fn copy_entry(
             let write =
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let to = rustix::fs::openat(dst, os_name, write, Mode::from_raw_mode(0o600))?;
-            let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
-            io::copy(&mut from, &mut to)?;
+            let (from, to) = (std::fs::File::from(from), std::fs::File::from(to));
+            copy_data(&from, &to)?;
             // No setuid/setgid bit (`mode` holds none); the umask ignored.
             rustix::fs::fchmod(&to, mode)?;
         }
@@ -188,12 +283,43 @@ fn copy_entry(
             rustix::fs::symlinkat(target.as_c_str(), dst, os_name)?;
         }
         _ => {
-            if acc.left_out.len() < NAMED {
-                acc.left_out.push(String::from_utf8_lossy(rel).into_owned());
-            }
-            return Ok(());
+            leave_out(acc, rel);
+            return Ok(None);
         }
     }
     acc.entries += 1;
-    Ok(())
+    Ok(below)
+}
+
+/// Copies the bytes of `from` (as long as it was when opened) into the
+/// empty file `to`, only its data ranges: a hole stays a hole, so a sparse
+/// file costs the copy no more disk than the job's layer spent on it. A
+/// file system without `SEEK_DATA` reports the whole file as data.
+fn copy_data(from: &std::fs::File, to: &std::fs::File) -> io::Result<()> {
+    use io::{Read as _, Seek as _};
+    use rustix::fs::SeekFrom;
+    let size = from.metadata()?.len();
+    let mut at = 0;
+    while at < size {
+        let data = match rustix::fs::seek(from, SeekFrom::Data(at)) {
+            Ok(data) => data,
+            // No data after `at`: the rest is a hole.
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let end = rustix::fs::seek(from, SeekFrom::Hole(data))?.min(size);
+        if data >= end {
+            break;
+        }
+        let (mut src, mut dst) = (from, to);
+        src.seek(io::SeekFrom::Start(data))?;
+        dst.seek(io::SeekFrom::Start(data))?;
+        let copied = io::copy(&mut src.take(end - data), &mut dst)?;
+        if copied < end - data {
+            return Err(io::Error::other("shrank while it was copied"));
+        }
+        at = end;
+    }
+    // The trailing hole, if any.
+    to.set_len(size)
 }

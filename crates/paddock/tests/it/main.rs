@@ -22,6 +22,7 @@ mod faults;
 mod git_escape;
 mod host_paths;
 mod invariants;
+mod keep_attacks;
 mod module_graph;
 mod parsers;
 mod reaper;
