@@ -37,18 +37,16 @@ pub const RESERVED_HEADERS: &[&str] = &[
 /// Variables the job's environment already gives a meaning to; a
 /// credential's placeholder may not take one of them.
 pub const RESERVED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "LANG",
-    "TERM",
-    "TMPDIR",
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "ALL_PROXY",
-    "NO_PROXY",
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TERM", "TMPDIR",
+];
+
+/// The proxy variables a job's environment gets (each also in lower
+/// case) when its egress goes through the broker.
+pub const PROXY_VARIABLES: &[&str] = &["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"];
+
+/// The variables clients read their trust roots from: each points at the
+/// job's CA bundle when a credential's host is terminated.
+pub const CA_VARIABLES: &[&str] = &[
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
     "PIP_CERT",
@@ -57,6 +55,15 @@ pub const RESERVED_ENV: &[&str] = &[
     "CURL_CA_BUNDLE",
     "CARGO_HTTP_CAINFO",
 ];
+
+/// Whether the job's environment already gives variable `name` a meaning
+/// (case-insensitively): [`RESERVED_ENV`], the proxy and the CA variables.
+pub fn is_reserved_env(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [RESERVED_ENV, PROXY_VARIABLES, CA_VARIABLES]
+        .iter()
+        .any(|list| list.contains(&upper.as_str()))
+}
 
 /// One `[[network.credentials]]` entry of the host profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -176,7 +183,7 @@ impl CredentialSpec {
                 ),
             );
         }
-        if RESERVED_ENV.contains(&self.env.to_ascii_uppercase().as_str()) {
+        if is_reserved_env(&self.env) {
             return bad(
                 "env",
                 format!("`{}` is set by Paddock for every job", self.env),

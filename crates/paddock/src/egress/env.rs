@@ -15,24 +15,16 @@ pub const NO_PROXY: &str = "127.0.0.1,localhost,::1";
 /// The proxy variables for a proxy at `url` (`http://127.0.0.1:PORT`).
 pub fn proxy_env(url: &str) -> Vec<(String, String)> {
     let mut env = Vec::with_capacity(8);
-    for name in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"] {
-        let value = if name == "NO_PROXY" { NO_PROXY } else { url };
+    for name in PROXY_VARIABLES {
+        let value = if *name == "NO_PROXY" { NO_PROXY } else { url };
         env.push((name.to_string(), value.to_string()));
         env.push((name.to_ascii_lowercase(), value.to_string()));
     }
     env
 }
 
-/// The variables clients read their trust roots from.
-pub const CA_VARIABLES: &[&str] = &[
-    "SSL_CERT_FILE",
-    "REQUESTS_CA_BUNDLE",
-    "PIP_CERT",
-    "NODE_EXTRA_CA_CERTS",
-    "GIT_SSL_CAINFO",
-    "CURL_CA_BUNDLE",
-    "CARGO_HTTP_CAINFO",
-];
+pub use paddock_protocol::credential::CA_VARIABLES;
+use paddock_protocol::credential::PROXY_VARIABLES;
 
 /// Each CA-bundle variable pointing at the job's bundle (`path`: the
 /// system's roots and the job's CA).

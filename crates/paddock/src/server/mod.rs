@@ -29,6 +29,7 @@ pub mod metrics;
 mod openapi;
 mod problem;
 mod queue;
+mod slots;
 mod state;
 mod turns;
 mod usage;

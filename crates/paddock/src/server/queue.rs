@@ -25,6 +25,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::hub::Hub;
+use super::slots::{SlotError, Slots};
 use super::webhooks::Webhooks;
 use crate::runner::{AdmitError, Admitted, JobHandle, Runner};
 use crate::store::{SharedStore, StoreError};
@@ -37,8 +38,6 @@ const POLL: Duration = Duration::from_secs(1);
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
 /// Why a job cancelled before it ran is `cancelled`.
 pub const CANCELLED_QUEUED: &str = "cancelled while queued";
-/// The `running` key of the slot a claim in flight holds (never a job id).
-const CLAIMING: &str = "";
 
 /// A job's cancel future from its cancel channel: a dropped sender (the
 /// job ended) is not a cancel.
@@ -105,13 +104,13 @@ pub struct Queue {
     store: SharedStore,
     runner: Runner,
     hub: Hub,
-    max: usize,
     /// The jobs this server claims (none: every job).
     lanes: Vec<crate::store::Lane>,
     /// Jobs admitted by this process and not claimed yet.
     pending: Mutex<HashMap<String, Admitted>>,
-    /// Jobs running here, with their cancel (taken once sent).
-    running: Mutex<HashMap<String, Option<oneshot::Sender<()>>>>,
+    /// The `max_concurrent_jobs` slots: jobs running here, with their
+    /// cancel, and the claim in flight.
+    slots: Slots,
     /// Wakes the scheduler (a submission, a job's end).
     wake: Notify,
     /// Set by a drain: nothing more is claimed.
@@ -137,10 +136,9 @@ impl Queue {
             store,
             runner,
             hub,
-            max: usize::try_from(max_concurrent_jobs).unwrap_or(usize::MAX),
             lanes,
             pending: Mutex::new(HashMap::new()),
-            running: Mutex::new(HashMap::new()),
+            slots: Slots::new(usize::try_from(max_concurrent_jobs).unwrap_or(usize::MAX)),
             wake: Notify::new(),
             draining: CancellationToken::new(),
             webhooks,
@@ -185,12 +183,12 @@ impl Queue {
 
     /// How many jobs run here now.
     pub fn running(&self) -> usize {
-        locked(&self.running).len()
+        self.slots.running()
     }
 
     /// How many jobs may run here at once.
     pub fn capacity(&self) -> usize {
-        self.max
+        self.slots.capacity()
     }
 
     /// Whether a drain has begun.
@@ -231,19 +229,13 @@ impl Queue {
             return Ok(Turn::Held(self.hold(&admitted, message, 0).await?.id));
         }
         let (cancel, cancelled) = oneshot::channel::<()>();
-        {
-            let mut running = locked(&self.running);
-            if self.is_draining() {
-                return Err(TurnError::Draining);
-            }
-            if running.len() >= self.max {
-                return Err(TurnError::NoSlot {
-                    running: running.len(),
-                    max: self.max,
-                });
-            }
-            running.insert(admitted.id.clone(), Some(cancel));
-        }
+        self.slots
+            .take_for_turn(&admitted.id, cancel, || self.is_draining())
+            .await
+            .map_err(|e| match e {
+                SlotError::Full { running, max } => TurnError::NoSlot { running, max },
+                SlotError::Draining => TurnError::Draining,
+            })?;
         let id = admitted.id.clone();
         let made = async {
             if let Some((dir, files)) = &source {
@@ -261,7 +253,7 @@ impl Queue {
                     tracing::warn!("serve: turn {id}: {e}");
                 }
             }
-            locked(&self.running).remove(&id);
+            self.slots.release(&id);
             return Err(e);
         }
         let handle = self
@@ -305,11 +297,7 @@ impl Queue {
     /// Tells job `id` to stop if it runs here (a turn whose client went
     /// away); nothing when it does not.
     pub fn cancel_here(&self, id: &str) {
-        if let Some(slot) = locked(&self.running).get_mut(id) {
-            if let Some(cancel) = slot.take() {
-                let _ = cancel.send(());
-            }
-        }
+        self.slots.cancel(id);
     }
 
     /// Appends `bodies` as the first events of job `id` (a job that never
@@ -355,27 +343,21 @@ impl Queue {
         }
     }
 
-    /// Claims queued jobs while a slot is free. The slot is taken (under
-    /// the `running` lock) before the claim and handed to the claimed job,
-    /// so a turn ([`Queue::turn`]) never takes it meanwhile.
+    /// Claims queued jobs while a slot is free. The slot is taken before
+    /// the claim and handed to the claimed job, so a turn
+    /// ([`Queue::turn`]) never takes it meanwhile; a turn that arrives
+    /// then waits for the claim to settle ([`Slots::take_for_turn`]).
     async fn claim_while_room(self: &Arc<Self>) {
         while !self.is_draining() {
-            {
-                let mut running = locked(&self.running);
-                if running.len() >= self.max {
-                    break;
-                }
-                running.insert(CLAIMING.to_owned(), None);
+            if !self.slots.begin_claim() {
+                break;
             }
             let claimed = self.store.claim_job(&self.lanes).await;
             let (cancel, cancelled) = oneshot::channel::<()>();
-            {
-                let mut running = locked(&self.running);
-                running.remove(CLAIMING);
-                if let Ok(Some(record)) = &claimed {
-                    running.insert(record.id.clone(), Some(cancel));
-                }
-            }
+            self.slots.end_claim(match &claimed {
+                Ok(Some(record)) => Some((record.id.clone(), cancel)),
+                Ok(None) | Err(_) => None,
+            });
             match claimed {
                 Ok(Some(record)) => self.start(record, cancelled).await,
                 Ok(None) => break,
@@ -398,7 +380,7 @@ impl Queue {
                 Ok(a) => a,
                 Err(reason) => {
                     self.fail_claimed(record, reason).await;
-                    locked(&self.running).remove(&id);
+                    self.slots.release(&id);
                     self.wake.notify_one();
                     return;
                 }
@@ -436,7 +418,7 @@ impl Queue {
                     tracing::warn!("serve: turn {id}: {e}");
                 }
             }
-            locked(&queue.running).remove(&id);
+            queue.slots.release(&id);
             queue.wake.notify_one();
             queue.completed(&id).await;
             if let Some(ended) = ended {
@@ -485,10 +467,7 @@ impl Queue {
         // A claim in flight (`running` in the store, not yet here) settles
         // within a few tries.
         for _ in 0..50 {
-            if let Some(slot) = locked(&self.running).get_mut(id) {
-                if let Some(cancel) = slot.take() {
-                    let _ = cancel.send(());
-                }
+            if self.slots.cancel(id) {
                 return Ok(Cancel::Signalled);
             }
             let Some(mut record) = self.store.job(id).await? else {
@@ -528,18 +507,14 @@ impl Queue {
     pub async fn drain(&self, grace: Duration) {
         self.draining.cancel();
         self.wait_idle(grace).await;
-        for slot in locked(&self.running).values_mut() {
-            if let Some(cancel) = slot.take() {
-                let _ = cancel.send(());
-            }
-        }
+        self.slots.cancel_all();
         self.wait_idle(CANCEL_WAIT).await;
     }
 
     /// Waits (up to `limit`) until nothing runs here.
     async fn wait_idle(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;
-        while self.running() > 0 && tokio::time::Instant::now() < deadline {
+        while !self.slots.is_idle() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
