@@ -380,6 +380,11 @@ fn abandoned(path: &Path) -> Option<(Flock<File>, bool)> {
     // Held (EWOULDBLOCK) means alive; any other failure means this
     // process cannot tell, and the directory is left alone.
     let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
+    // Released (deleted) by its holder while this pass opened it: gone,
+    // not abandoned.
+    if !crate::workspace::lease::still_at(&lock, path) {
+        return None;
+    }
     let mut content = Vec::new();
     let _ = (&*lock).read_to_end(&mut content);
     Some((lock, content == KEPT))

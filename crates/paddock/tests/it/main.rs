@@ -23,6 +23,7 @@ mod git_escape;
 mod host_paths;
 mod invariants;
 mod keep_attacks;
+mod lease_race;
 mod module_graph;
 mod parsers;
 mod reaper;
