@@ -17,6 +17,16 @@
 //! the job's name), else by name among the project's active tokens (a kill
 //! between the request and the record of its id). The API root and the
 //! project are always the job spec's, never the record's.
+//!
+//! The record is hostile input only where the job could write it: it lies
+//! in `<artifacts>/<job>/`, outside a sandboxed job's view (work, home,
+//! tmp), and a `process`-rung job runs as the user. Even so a record
+//! cannot send the host token elsewhere (no field names a place; unknown
+//! fields are refused), revoke another job's token (its name must start
+//! `paddock-<this job's id>-`, and job ids are one fixed-length form; by
+//! id, the listed token must carry that name too), or stall the reaper (a
+//! link, FIFO or directory is not read; at most 4 KiB is); every error
+//! names the record's file (`tests/it/gitlab_token_attacks.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -248,18 +258,27 @@ pub fn leftover_records(artifacts: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Reads a record without following a link.
+/// Reads a record without following a link, and only a regular file: one
+/// swapped for a FIFO after it was listed is opened without blocking and
+/// refused (a reaper must never wait on it). At most 4 KiB is read.
 fn read_record(path: &Path) -> Result<TokenRecord, String> {
     use std::io::Read as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let mut text = String::new();
-    std::fs::OpenOptions::new()
+    let failed = |e: &dyn std::fmt::Display| format!("read {}: {e}", path.display());
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .custom_flags(flags.bits())
         .open(path)
-        .and_then(|f| f.take(4096).read_to_string(&mut text))
-        .map_err(|e| format!("read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("read {}: {e}", path.display()))
+        .map_err(|e| failed(&e))?;
+    if !file.metadata().map_err(|e| failed(&e))?.is_file() {
+        return Err(failed(&"not a regular file"));
+    }
+    let mut text = String::new();
+    file.take(4096)
+        .read_to_string(&mut text)
+        .map_err(|e| failed(&e))?;
+    serde_json::from_str(&text).map_err(|e| failed(&e))
 }
 
 /// Revokes every token a record in `artifacts` names for the job `job_id`
@@ -300,7 +319,7 @@ pub async fn revoke_leftovers(
 /// with `prefix`), then removes it; its name.
 async fn revoke_recorded(host: &GitLab, prefix: &str, path: &Path) -> Result<String, String> {
     let record = read_record(path)?;
-    let named = |e: ForgeError| format!("revoke {}: {e}", record.name);
+    let named = |e: ForgeError| format!("{}: revoke {}: {e}", path.display(), record.name);
     if !record.name.starts_with(prefix) {
         return Err(format!(
             "{}: the token {} is not this job's; left alone",
@@ -378,11 +397,16 @@ mod tests {
         std::fs::write(&outside, r#"{"name":"paddock-j-bb","token_id":8}"#).unwrap();
         std::os::unix::fs::symlink(&outside, dir.path().join(".gitlab-token-bb.json")).unwrap();
         std::fs::create_dir(dir.path().join(".gitlab-token-cc.json")).unwrap();
+        // A FIFO, as one swapped in after the listing: refused at once,
+        // not waited on (nothing ever opens its other end).
+        let fifo = dir.path().join(".gitlab-token-dd.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         assert_eq!(
             (
                 leftover_records(dir.path()),
                 read_record(&real),
                 read_record(&dir.path().join(".gitlab-token-bb.json")).is_err(),
+                read_record(&fifo),
             ),
             (
                 vec![real.clone()],
@@ -391,6 +415,7 @@ mod tests {
                     token_id: Some(7),
                 }),
                 true,
+                Err(format!("read {}: not a regular file", fifo.display())),
             )
         );
     }

@@ -20,6 +20,7 @@ mod egress_jobs;
 mod escape;
 mod faults;
 mod git_escape;
+mod gitlab_token_attacks;
 mod host_paths;
 mod invariants;
 mod keep_attacks;
