@@ -93,13 +93,21 @@ impl PypiIndexStandIn {
 }
 
 /// The wheel: a zip (stored, not compressed) holding a module, the
-/// `.dist-info` METADATA, WHEEL and RECORD files (PEP 427 and 376).
+/// `.dist-info` METADATA, WHEEL, entry_points.txt (a console script) and
+/// RECORD files (PEP 427 and 376).
 fn wheel() -> Vec<u8> {
     let info = "paddock_standin-1.0.0.dist-info";
     let mut files: Vec<(String, Vec<u8>)> = vec![
         (
             "paddock_standin/__init__.py".to_string(),
-            b"GREETING = \"hello from the stand-in index\"\n".to_vec(),
+            b"GREETING = \"hello from the stand-in index\"\n\n\ndef main():\n    print(GREETING)\n"
+                .to_vec(),
+        ),
+        // A console script: pip writes `bin/paddock-standin`, whose first
+        // line names the environment's Python by its absolute path.
+        (
+            format!("{info}/entry_points.txt"),
+            format!("[console_scripts]\n{PYPI_PROJECT} = paddock_standin:main\n").into_bytes(),
         ),
         (
             format!("{info}/METADATA"),

@@ -139,6 +139,20 @@ fn size(s: &Summary) -> String {
     format!("{} entries, {} bytes", s.entries, s.bytes)
 }
 
+/// What a restore did with the producing job's directory, for the event.
+fn rewritten(s: &Summary) -> String {
+    match (&s.not_rewritten, s.rewritten) {
+        (Some((from, to)), _) => format!(
+            "; `{from}` where files name it is not rewritten to `{to}` (their lengths differ)"
+        ),
+        (None, 0) => String::new(),
+        (None, 1) => "; the first job's directory rewritten to this job's in 1 file or link".into(),
+        (None, n) => {
+            format!("; the first job's directory rewritten to this job's in {n} files and links")
+        }
+    }
+}
+
 /// A commit's name as events show it.
 fn short(commit: &str) -> &str {
     commit.get(..12).unwrap_or(commit)
@@ -235,9 +249,10 @@ pub(super) async fn restore(
             say(
                 em,
                 format!(
-                    "restored from the setup cache (key {key_short}, commit {}): {}; the setup commands did not run",
+                    "restored from the setup cache (key {key_short}, commit {}): {}{}; the setup commands did not run",
                     short(&commit),
-                    size(&s)
+                    size(&s),
+                    rewritten(&s)
                 ),
             )
             .await?;

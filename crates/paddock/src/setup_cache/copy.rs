@@ -4,16 +4,25 @@
 //! with `O_NOFOLLOW`, so a link is read as a link (`readlinkat`) and only
 //! its text is copied. What is carried: directories (mode 0755), regular
 //! files without setuid/setgid bits (mode 0755 when the owner could run
-//! them, else 0644; their bytes copied into a new inode, never linked), and
+//! them, else 0644; their bytes copied into a new inode, never linked),
 //! relative links whose target stays inside the tree they belong to
-//! (checked on the text, lexically). Everything else (a link to an
-//! absolute path or out of the tree, a setuid or setgid file, a FIFO,
-//! socket or device) is left out and named. Both directions use the same
-//! rules, so the cache holds nothing a restore would refuse.
+//! (checked on the text, lexically) and links to absolute paths (a
+//! virtualenv's `bin/python3 -> /usr/bin/python3`: text the job could
+//! write itself, which the host never follows). Everything else (a
+//! relative link climbing out of the tree, a setuid or setgid file, a
+//! FIFO, socket or device) is left out and named. Both directions use the
+//! same rules, so the cache holds nothing a restore would refuse.
+//!
+//! A restore may also carry the entry to its new place ([`Rewrite`]): the
+//! producing job's directory, wherever a file's bytes or an absolute
+//! link's text name it, becomes the new job's, byte for byte and only
+//! when both names have the same length (a job's directory is
+//! `<jobs>/job-<32 hex digits>`, so they do), which keeps binaries,
+//! length-prefixed strings (`.pyc`) and offsets intact.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::io;
+use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
@@ -42,6 +51,82 @@ pub(crate) struct Copied {
     pub left_out: Vec<(String, &'static str)>,
     /// How many were left out (`left_out` names at most [`NAMED`]).
     pub left_out_count: u64,
+    /// Files and links whose bytes or text named the producing job's
+    /// directory, rewritten ([`Rewrite`]).
+    pub rewritten: u64,
+}
+
+/// The producing job's directory, and the new job's, as a restore
+/// rewrites one into the other; an empty `from` rewrites nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Rewrite {
+    pub from: Vec<u8>,
+    pub to: Vec<u8>,
+}
+
+impl Rewrite {
+    /// Whether there is something to rewrite: two different names of the
+    /// same length (a shorter or longer name would move every byte after
+    /// it, which a binary does not survive).
+    pub fn applies(&self) -> bool {
+        !self.from.is_empty() && self.from.len() == self.to.len() && self.from != self.to
+    }
+
+    /// `text` with every `from` replaced by `to`, when there was one.
+    fn text(&self, text: &[u8]) -> Option<Vec<u8>> {
+        if !self.applies() || memchr::memmem::find(text, &self.from).is_none() {
+            return None;
+        }
+        let mut out = text.to_vec();
+        replace_in(&mut out, 0, &self.from, &self.to);
+        Some(out)
+    }
+}
+
+/// Replaces each `from` in `buf[start..]` by `to` (the same length),
+/// left to right, a replaced range not searched again; the end of the
+/// last replacement, or `start`.
+fn replace_in(buf: &mut [u8], start: usize, from: &[u8], to: &[u8]) -> usize {
+    let finder = memchr::memmem::Finder::new(from);
+    let mut at = start;
+    while let Some(i) = buf.get(at..).and_then(|rest| finder.find(rest)) {
+        let s = at + i;
+        if let Some(dst) = buf.get_mut(s..s + to.len()) {
+            dst.copy_from_slice(to);
+        }
+        at = s + to.len();
+    }
+    at
+}
+
+/// Copies `from` to `to`, replacing `rw.from` by `rw.to` (the same
+/// length) through a fixed buffer, a name split across two reads
+/// included; whether anything was replaced.
+fn copy_rewriting(
+    from: &mut std::fs::File,
+    to: &mut std::fs::File,
+    rw: &Rewrite,
+) -> io::Result<bool> {
+    // What is held back after each read: the longest start of a name
+    // that the next read could finish.
+    let keep = rw.from.len() - 1;
+    let mut buf = vec![0u8; 64 * 1024 + keep];
+    let (mut held, mut changed) = (0, false);
+    loop {
+        let n = from.read(&mut buf[held..])?;
+        let end = held + n;
+        let done = replace_in(&mut buf[..end], 0, &rw.from, &rw.to);
+        changed |= done > 0;
+        if n == 0 {
+            to.write_all(&buf[..end])?;
+            return Ok(changed);
+        }
+        // Never hold back part of a replacement: it is not searched again.
+        let out = end.saturating_sub(keep).max(done);
+        to.write_all(&buf[..out])?;
+        buf.copy_within(out..end, 0);
+        held = end - out;
+    }
 }
 
 impl Copied {
@@ -199,6 +284,7 @@ pub(crate) fn copy_entry(
     dst: BorrowedFd<'_>,
     name: &[u8],
     rel: &[u8],
+    rw: &Rewrite,
     acc: &mut Copied,
 ) -> Result<(), CopyError> {
     let os_name = OsStr::from_bytes(name);
@@ -218,19 +304,27 @@ pub(crate) fn copy_entry(
             entries.sort_by(|a, b| a.name.cmp(&b.name));
             for entry in entries {
                 let child = join(rel, &entry.name);
-                copy_entry(from.as_fd(), to.as_fd(), &entry.name, &child, acc)?;
+                copy_entry(from.as_fd(), to.as_fd(), &entry.name, &child, rw, acc)?;
             }
         }
         FileType::RegularFile if stat.st_mode & 0o6000 != 0 => {
             acc.leave_out(rel, "setuid or setgid");
         }
-        FileType::RegularFile => copy_file(src, dst, name, rel, acc)?,
+        FileType::RegularFile => copy_file(src, dst, name, rel, rw, acc)?,
         FileType::Symlink => {
             let target =
                 rustix::fs::readlinkat(src, os_name, Vec::new()).map_err(|e| io_err(rel, e))?;
-            if link_stays_inside(rel, target.as_bytes()) {
+            let target = target.as_bytes();
+            if target.starts_with(b"/") || link_stays_inside(rel, target) {
                 count(acc, 0)?;
-                rustix::fs::symlinkat(target.as_c_str(), dst, os_name)
+                let text = match rw.text(target).filter(|_| target.starts_with(b"/")) {
+                    Some(text) => {
+                        acc.rewritten += 1;
+                        text
+                    }
+                    None => target.to_vec(),
+                };
+                rustix::fs::symlinkat(OsStr::from_bytes(&text), dst, os_name)
                     .map_err(|e| io_err(rel, e))?;
             } else {
                 acc.leave_out(rel, "a link out of the tree");
@@ -257,6 +351,7 @@ fn copy_file(
     dst: BorrowedFd<'_>,
     name: &[u8],
     rel: &[u8],
+    rw: &Rewrite,
     acc: &mut Copied,
 ) -> Result<(), CopyError> {
     let os_name = OsStr::from_bytes(name);
@@ -280,7 +375,13 @@ fn copy_file(
     let to = rustix::fs::openat(dst, os_name, write, Mode::from_raw_mode(mode))
         .map_err(|e| io_err(rel, e))?;
     let (mut from, mut to) = (std::fs::File::from(from), std::fs::File::from(to));
-    io::copy(&mut from, &mut to).map_err(|e| io_err(rel, e))?;
+    if rw.applies() {
+        if copy_rewriting(&mut from, &mut to, rw).map_err(|e| io_err(rel, e))? {
+            acc.rewritten += 1;
+        }
+    } else {
+        io::copy(&mut from, &mut to).map_err(|e| io_err(rel, e))?;
+    }
     // The umask may have narrowed the mode.
     rustix::fs::fchmod(&to, Mode::from_raw_mode(mode)).map_err(|e| io_err(rel, e))?;
     Ok(())
@@ -314,7 +415,7 @@ mod tests {
             (b"a/l", b"../b", true),
             (b"a/l", b"../../b", false),
             (b"l", b"../b", false),
-            (b"l", b"/etc/passwd", false),
+            (b"l", b"/etc/passwd", false), // (copy_entry carries it: absolute)
             (b"a/b/l", b"./.././../c", true),
             (b"a/b/l", b"../../../c", false),
             (b"l", b"", false),
@@ -331,9 +432,9 @@ mod tests {
     }
 
     /// New subtrees are found under unchanged directories; the copy
-    /// carries files, directories and inside links, and leaves out links
-    /// out of the tree, setuid files and FIFOs, naming them; every copied
-    /// file is a new inode.
+    /// carries files, directories, inside links and absolute links (as
+    /// text), and leaves out relative links out of the tree, setuid files
+    /// and FIFOs, naming them; every copied file is a new inode.
     #[test]
     fn new_subtrees_are_copied_by_the_rules() {
         let tmp = tempfile::tempdir().unwrap();
@@ -375,7 +476,15 @@ mod tests {
             std::fs::create_dir_all(dst.join(OsStr::from_bytes(parent))).unwrap();
             let s = beneath::open_root(&src.join(OsStr::from_bytes(parent))).unwrap();
             let d = beneath::open_root(&dst.join(OsStr::from_bytes(parent))).unwrap();
-            copy_entry(s.as_fd(), d.as_fd(), name, rel, &mut acc).unwrap();
+            copy_entry(
+                s.as_fd(),
+                d.as_fd(),
+                name,
+                rel,
+                &Rewrite::default(),
+                &mut acc,
+            )
+            .unwrap();
         }
         let mut names: Vec<_> = acc
             .left_out
@@ -386,11 +495,10 @@ mod tests {
         assert_eq!(
             (acc.entries, acc.bytes, acc.left_out_count, names),
             (
-                6,
+                7,
                 "lib".len() as u64 + "#!/bin/sh\n".len() as u64 + 1,
-                4,
+                3,
                 vec![
-                    "old/deep/new/bin/out: a link out of the tree".to_string(),
                     "old/deep/new/bin/up: a link out of the tree".to_string(),
                     "old/deep/new/fifo: not a file, directory or link".to_string(),
                     "old/deep/new/suid: setuid or setgid".to_string(),
@@ -411,19 +519,101 @@ mod tests {
                 mode("old/deep/new/run"),
                 mode("old/deep/new/lib.js"),
                 std::fs::read_to_string(dst.join("top")).unwrap(),
+                std::fs::read_link(dst.join("old/deep/new/bin/out")).unwrap(),
             ),
             (
                 "lib".to_string(),
                 std::path::PathBuf::from("../lib.js"),
                 0o755,
                 0o644,
-                "t".to_string()
+                "t".to_string(),
+                std::path::PathBuf::from("/etc/passwd"),
             )
         );
         use std::os::unix::fs::MetadataExt as _;
         assert_ne!(
             std::fs::metadata(src.join("top")).unwrap().ino(),
             std::fs::metadata(dst.join("top")).unwrap().ino()
+        );
+    }
+
+    /// A restore's rewrite: the producing job's directory becomes the new
+    /// job's in a file's bytes wherever it is (across the copy buffer's
+    /// edge, back to back, at the very end, in a binary's bytes) and in an
+    /// absolute link's text; a relative link, and names of another length,
+    /// are left as they were.
+    #[test]
+    fn the_producing_jobs_directory_is_rewritten_byte_for_byte() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+        std::fs::create_dir_all(src.join("venv/bin")).unwrap();
+        std::fs::create_dir_all(&dst).unwrap();
+        let (old, new) = ("/jobs/job-0123", "/jobs/job-abcd");
+        let mut big = vec![b'x'; 64 * 1024 - 5];
+        big.extend_from_slice(format!("{old}/work{old}\0\x01{old}").as_bytes());
+        std::fs::write(src.join("venv/big"), &big).unwrap();
+        std::fs::write(
+            src.join("venv/bin/pip"),
+            format!("#!{old}/work/.venv/bin/python3\n"),
+        )
+        .unwrap();
+        std::fs::write(src.join("venv/same"), "no name here").unwrap();
+        std::os::unix::fs::symlink(format!("{old}/work/x"), src.join("venv/abs")).unwrap();
+        std::os::unix::fs::symlink("/usr/bin/python3", src.join("venv/bin/python3")).unwrap();
+        std::os::unix::fs::symlink("python3", src.join("venv/bin/python")).unwrap();
+        let copy = |rw: &Rewrite, to: &Path| {
+            let mut acc = Copied::default();
+            let (s, d) = (
+                beneath::open_root(&src).unwrap(),
+                beneath::open_root(to).unwrap(),
+            );
+            copy_entry(s.as_fd(), d.as_fd(), b"venv", b"venv", rw, &mut acc).unwrap();
+            acc
+        };
+        let rw = Rewrite {
+            from: old.as_bytes().to_vec(),
+            to: new.as_bytes().to_vec(),
+        };
+        let acc = copy(&rw, &dst);
+        let mut want = vec![b'x'; 64 * 1024 - 5];
+        want.extend_from_slice(format!("{new}/work{new}\0\x01{new}").as_bytes());
+        assert_eq!(
+            (
+                acc.rewritten,
+                acc.left_out_count,
+                std::fs::read(dst.join("venv/big")).unwrap() == want,
+                std::fs::read_to_string(dst.join("venv/bin/pip")).unwrap(),
+                std::fs::read_to_string(dst.join("venv/same")).unwrap(),
+                std::fs::read_link(dst.join("venv/abs")).unwrap(),
+                std::fs::read_link(dst.join("venv/bin/python3")).unwrap(),
+                std::fs::read_link(dst.join("venv/bin/python")).unwrap(),
+            ),
+            (
+                3,
+                0,
+                true,
+                format!("#!{new}/work/.venv/bin/python3\n"),
+                "no name here".to_string(),
+                std::path::PathBuf::from(format!("{new}/work/x")),
+                std::path::PathBuf::from("/usr/bin/python3"),
+                std::path::PathBuf::from("python3"),
+            )
+        );
+        // Names of different lengths: nothing is rewritten.
+        let other = tmp.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let longer = Rewrite {
+            from: old.as_bytes().to_vec(),
+            to: b"/jobs/job-abcde".to_vec(),
+        };
+        let acc = copy(&longer, &other);
+        assert_eq!(
+            (
+                acc.rewritten,
+                std::fs::read(other.join("venv/big")).unwrap() == big,
+                std::fs::read_link(other.join("venv/abs")).unwrap(),
+            ),
+            (0, true, std::path::PathBuf::from(format!("{old}/work/x")))
         );
     }
 }

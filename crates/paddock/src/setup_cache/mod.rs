@@ -43,7 +43,7 @@ use rustix::fs::{AtFlags, FlockOperation, OFlags};
 use serde::{Deserialize, Serialize};
 
 use crate::workspace::beneath;
-use copy::{copy_entry, Copied, CopyError};
+use copy::{copy_entry, Copied, CopyError, Rewrite};
 pub(crate) use key::{is_commit, is_key_file, Key, KeyInput};
 
 /// Entries unused for this long are removed when another is stored.
@@ -103,6 +103,15 @@ pub struct JobTrees<'a> {
 }
 
 impl JobTrees<'_> {
+    /// The job's own directory (`<jobs>/<job id>`), both trees' parent:
+    /// what a restore rewrites; empty when they have none in common.
+    fn origin(&self) -> Vec<u8> {
+        match (self.work.parent(), self.home.parent()) {
+            (Some(a), Some(b)) if a == b => a.as_os_str().as_bytes().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
     fn root(&self, tree: &str) -> &Path {
         if tree == "work" {
             self.work
@@ -121,6 +130,12 @@ pub struct Summary {
     /// Paths left out (at most ten) with why, and how many in all.
     pub left_out: Vec<(String, &'static str)>,
     pub left_out_count: u64,
+    /// Files and links of a restore in which the producing job's
+    /// directory was rewritten to this job's.
+    pub rewritten: u64,
+    /// A restore that could not rewrite the producing job's directory:
+    /// (its name, this job's), of different lengths.
+    pub not_rewritten: Option<(String, String)>,
 }
 
 impl Summary {
@@ -131,6 +146,8 @@ impl Summary {
             bytes: c.bytes,
             left_out: c.left_out,
             left_out_count: c.left_out_count,
+            rewritten: c.rewritten,
+            not_rewritten: None,
         }
     }
 }
@@ -167,6 +184,10 @@ struct Manifest {
     /// The base commit of the job whose setup produced the entry.
     #[serde(default)]
     commit: String,
+    /// The directory of the job whose setup produced the entry
+    /// (`<jobs>/<job id>`), which a restore rewrites to its own.
+    #[serde(default)]
+    origin: Vec<u8>,
     /// (tree, path) of each subtree setup added.
     roots: Vec<(String, Vec<u8>)>,
     entries: u64,
@@ -289,12 +310,16 @@ impl SetupCache {
         if let Some(why) = unfit(&manifest, trees) {
             return Ok(Restore::Unfit(why));
         }
+        let rw = Rewrite {
+            from: manifest.origin.clone(),
+            to: trees.origin(),
+        };
         let mut acc = Copied::default();
         let mut made: Vec<PathBuf> = Vec::new();
         for (tree, rel) in &manifest.roots {
             let tree = tree_name(tree);
             let dst_root = trees.root(tree);
-            let copied = copy_root(&entry.join(tree), dst_root, rel, &mut acc);
+            let copied = copy_root(&entry.join(tree), dst_root, rel, &rw, &mut acc);
             made.push(dst_root.join(OsStr::from_bytes(rel)));
             if let Err(source) = copied {
                 for path in &made {
@@ -311,7 +336,14 @@ impl SetupCache {
         if let Ok(f) = std::fs::File::options().write(true).open(&manifest_path) {
             let _ = f.set_modified(SystemTime::now());
         }
-        Ok(Restore::Restored(Summary::of(key, acc)))
+        let mut summary = Summary::of(key, acc);
+        if !rw.from.is_empty() && rw.from != rw.to && !rw.applies() {
+            summary.not_rewritten = Some((
+                String::from_utf8_lossy(&rw.from).into_owned(),
+                String::from_utf8_lossy(&rw.to).into_owned(),
+            ));
+        }
+        Ok(Restore::Restored(summary))
     }
 
     /// Stores what setup added to the job's trees since `before` under
@@ -390,13 +422,13 @@ impl SetupCache {
                 let (parent, _) = copy::split(&rel);
                 let parent = dst_root.join(OsStr::from_bytes(parent));
                 std::fs::create_dir_all(&parent).map_err(io_error(&parent, "create"))?;
-                copy_root(src_root, &dst_root, &rel, &mut acc).map_err(|source| {
-                    SetupCacheError::Copy {
+                copy_root(src_root, &dst_root, &rel, &Rewrite::default(), &mut acc).map_err(
+                    |source| SetupCacheError::Copy {
                         path: tmp.to_path_buf(),
                         tree,
                         source,
-                    }
-                })?;
+                    },
+                )?;
                 roots.push((tree.to_string(), rel));
             }
         }
@@ -404,6 +436,7 @@ impl SetupCache {
             version: VERSION,
             source: key.source.clone(),
             commit: commit.to_string(),
+            origin: trees.origin(),
             roots,
             entries: acc.entries,
             bytes: acc.bytes,
@@ -501,6 +534,7 @@ fn copy_root(
     src_root: &Path,
     dst_root: &Path,
     rel: &[u8],
+    rw: &Rewrite,
     acc: &mut Copied,
 ) -> Result<(), CopyError> {
     let (parent, name) = copy::split(rel);
@@ -517,7 +551,7 @@ fn copy_root(
         )
     };
     let (src, dst) = (open(src_root)?, open(dst_root)?);
-    copy_entry(src.as_fd(), dst.as_fd(), name, rel, acc)
+    copy_entry(src.as_fd(), dst.as_fd(), name, rel, rw, acc)
 }
 
 /// Removes `path` (a directory with what it holds, or a file or link)

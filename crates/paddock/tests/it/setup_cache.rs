@@ -14,6 +14,7 @@ use std::path::Path;
 
 use paddock_protocol::{EventBody, Phase};
 use paddock_test_support::prelude::*;
+use paddock_test_support::pypi_index::{PypiIndexStandIn, PYPI_PROJECT, PYPI_VERSION};
 
 /// The setup: a file whose bytes differ on every run (a second run would
 /// show), a file, a link inside the tree, and a file in HOME.
@@ -28,7 +29,18 @@ const AGENT: &str = "exec 2>/dev/null; cat deps/stamp deps/bin/lib \"$HOME/.pkg/
 /// A job spec in `home` on `rung` with `commands` as its setup (and
 /// `extra` lines in `[setup]`).
 fn spec_with(home: &Home, rung: &str, commands: &[&str], extra: &str) -> std::path::PathBuf {
-    let spec = fake_codex_job(home, rung, AGENT, 60);
+    spec_running(home, rung, AGENT, commands, extra)
+}
+
+/// [`spec_with`] with `agent` as the engine's script.
+fn spec_running(
+    home: &Home,
+    rung: &str,
+    agent: &str,
+    commands: &[&str],
+    extra: &str,
+) -> std::path::PathBuf {
+    let spec = fake_codex_job(home, rung, agent, 60);
     let list = commands
         .iter()
         .map(|c| format!("'''{c}'''"))
@@ -210,9 +222,10 @@ async fn a_host_profile_turns_the_cache_off() {
     }
 }
 
-/// Links out of the tree, a setuid file and a FIFO made by setup are left
-/// out of the entry (named in the event) and not in the restored job;
-/// the cache holds none of them.
+/// A relative link out of the tree, a setuid file and a FIFO made by
+/// setup are left out of the entry (named in the event) and not in the
+/// restored job; the cache holds none of them. A link to an absolute path
+/// is carried as its text (the host never follows it).
 #[tokio::test(flavor = "multi_thread")]
 async fn planted_links_setuid_files_and_fifos_are_not_carried() {
     let home = Home::new();
@@ -227,17 +240,17 @@ async fn planted_links_setuid_files_and_fifos_are_not_carried() {
     assert_eq!(
         first.cache[1],
         format!(
-            "stored in the setup cache (key {k}, commit {c}): 2 entries, 3 bytes; left out (4 in all): `deps/fifo` (not a file, directory or link), `deps/out` (a link out of the tree), `deps/suid` (setuid or setgid), `deps/up` (a link out of the tree)"
+            "stored in the setup cache (key {k}, commit {c}): 3 entries, 3 bytes; left out (3 in all): `deps/fifo` (not a file, directory or link), `deps/suid` (setuid or setgid), `deps/up` (a link out of the tree)"
         )
     );
     let second = run(&home, &spec).await;
-    assert_eq!(
-        (second.commands_run, second.seen.lines().last()),
-        (0, Some("ok"))
-    );
-    // Nothing in the cache is a link out, setuid or special.
+    // `ls -A deps` of the restored job: the file and the absolute link.
+    let listed: Vec<&str> = second.seen.lines().rev().take(2).collect();
+    assert_eq!((second.commands_run, listed), (0, vec!["out", "ok"]));
+    // Nothing in the cache is a relative link out, setuid or special:
+    // the one link is `deps/out`, its text as it was.
     let cache = home.jobs().join(".setup-cache");
-    let mut odd = Vec::new();
+    let (mut odd, mut links) = (Vec::new(), Vec::new());
     let mut stack = vec![cache];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
@@ -245,12 +258,117 @@ async fn planted_links_setuid_files_and_fifos_are_not_carried() {
             use std::os::unix::fs::PermissionsExt as _;
             if m.is_dir() {
                 stack.push(e.path());
+            } else if m.is_symlink() {
+                links.push(std::fs::read_link(e.path()).unwrap());
             } else if !m.is_file() || m.permissions().mode() & 0o6000 != 0 {
                 odd.push(e.path());
             }
         }
     }
-    assert_eq!(odd, Vec::<std::path::PathBuf>::new());
+    assert_eq!(
+        (odd, links),
+        (
+            Vec::<std::path::PathBuf>::new(),
+            vec![std::path::PathBuf::from("/etc/passwd")]
+        )
+    );
+}
+
+/// The system Python (CI installs `python3-venv` and `python3-pip`).
+const PYTHON: &str = "/usr/bin/python3";
+
+/// A virtualenv made by setup (`python3 -m venv .venv`, then its pip
+/// installing a wheel with a console script from a loopback index
+/// stand-in through the job's proxy) names the job's directory in its
+/// scripts and `pyvenv.cfg`, and links `bin/python3` to the system's
+/// Python by its absolute path. A second job restored from the cache
+/// runs the venv's `bin/python` (its `sys.prefix` is the new job's
+/// `.venv`) and the console script, whose first line names the new job's
+/// Python; the index was asked once, by the first job.
+async fn a_restored_virtualenv_runs_on(rung: &str) {
+    let venv_works = std::process::Command::new(PYTHON)
+        .args(["-c", "import venv, ensurepip"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !venv_works {
+        assert!(!in_ci(), "python3-venv is not installed in CI");
+        eprintln!("skipping: {PYTHON} cannot make a virtualenv (python3-venv)");
+        return;
+    }
+    let index = PypiIndexStandIn::start().await;
+    let home = Home::new();
+    let at = format!("127.0.0.1:{}", index.port);
+    std::fs::write(
+        home.path().join("profile.toml"),
+        format!(
+            "id = \"venv\"\n[network]\nsetup_allow = [\"{at}\"]\nopen_addresses = [\"{at}\"]\n"
+        ),
+    )
+    .unwrap();
+    let setup = [
+        format!("{PYTHON} -m venv .venv"),
+        format!(
+            "NO_PROXY= no_proxy= .venv/bin/pip install --no-cache-dir --disable-pip-version-check --retries 0 --timeout 10 --index-url {} {PYPI_PROJECT}=={PYPI_VERSION}",
+            index.index_url()
+        ),
+    ];
+    let agent = [
+        "exec > \"$HOME/seen\" 2>&1",
+        ".venv/bin/python -c 'import os, sys, paddock_standin; print(paddock_standin.GREETING); print(sys.prefix == os.getcwd() + \"/.venv\")'",
+        ".venv/bin/paddock-standin",
+        "[ \"$(head -n 1 .venv/bin/paddock-standin)\" = \"#!$PWD/.venv/bin/python3\" ] && echo shebang names this job",
+        "grep -c \"$PWD/.venv\" .venv/pyvenv.cfg .venv/bin/activate",
+    ]
+    .join("\n");
+    let commands: Vec<&str> = setup.iter().map(String::as_str).collect();
+    let spec = spec_running(
+        &home,
+        rung,
+        &agent,
+        &commands,
+        &format!(
+            "network = [\"{at}\"]\ntimeout_secs = 100\n\n[policy]\nprofile = \"profile.toml\"\n"
+        ),
+    );
+    let expected_seen = "hello from the stand-in index\nTrue\nhello from the stand-in index\nshebang names this job\n.venv/pyvenv.cfg:1\n.venv/bin/activate:1\n";
+    let first = run(&home, &spec).await;
+    assert_eq!(
+        (first.commands_run, first.seen.as_str(), first.cache.len()),
+        (2, expected_seen, 2),
+        "{rung}: {:?}",
+        first.cache
+    );
+    let second = run(&home, &spec).await;
+    let restored = second.cache.first().cloned().unwrap_or_default();
+    assert_eq!(
+        (second.commands_run, second.seen.as_str()),
+        (0, expected_seen),
+        "{rung}: {:?}",
+        second.cache
+    );
+    assert!(
+        restored.starts_with("restored from the setup cache")
+            && restored.contains("; the first job's directory rewritten to this job's in "),
+        "{restored}"
+    );
+    assert_eq!(
+        index.requests().len(),
+        2,
+        "the index page and the wheel, once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restored_virtualenv_runs_on_the_process_rung() {
+    a_restored_virtualenv_runs_on("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restored_virtualenv_runs_in_the_sandbox() {
+    if !sandbox_available() {
+        return;
+    }
+    a_restored_virtualenv_runs_on("sandbox").await;
 }
 
 /// Two sources with the same content, lockfile and commands: each gets
