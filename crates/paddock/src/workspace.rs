@@ -24,6 +24,7 @@ mod raw_diff;
 mod result_branch;
 mod snapshot;
 pub mod trash;
+mod upper;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -997,20 +998,35 @@ impl Workspace {
     }
 
     /// Stages the work tree's content in `git`'s index (a copy of the
-    /// checkout's): files gone removed, files present added, build output
-    /// left out. The work tree as listed.
+    /// checkout's): files gone removed, files read added, build output
+    /// left out. The work tree as listed. On an overlay only what its
+    /// upper layer names is read (`upper.rs`); the base's files the job
+    /// left alone stay as the index has them.
     async fn stage_work_tree(&self, git: &HostGit) -> Result<FinalTree, WorkspaceError> {
         let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await?);
-        let tree = final_tree::list(git, &self.work, &tracked).await?;
+        let upper = self.upper_layer();
+        let tree =
+            final_tree::list_with(git, &self.work, &tracked, upper.as_ref(), &mut |_| {}).await?;
         if !tree.gone.is_empty() {
             let args = ["update-index", "--force-remove", "-z", "--stdin"];
             git.run(args, Some(&nul_list(&tree.gone))).await?;
         }
-        if !tree.present.is_empty() {
+        if !tree.staged.is_empty() {
             let args = ["update-index", "--add", "-z", "--stdin"];
-            git.run(args, Some(&nul_list(&tree.present))).await?;
+            git.run(args, Some(&nul_list(&tree.staged))).await?;
         }
         Ok(tree)
+    }
+
+    /// The upper layer of an overlay workspace whose `work/` is mounted
+    /// (what the patch reads narrows to); `None` for a clone, a kept
+    /// workspace made a plain directory, or an upper layer that cannot be
+    /// opened as a directory (the whole tree is walked then).
+    fn upper_layer(&self) -> Option<upper::Upper> {
+        if !self.meta.join(OVERLAY).exists() || !overlay::is_mounted(&self.work) {
+            return None;
+        }
+        upper::Upper::open(&self.meta.join(UPPER)).ok()
     }
 
     /// Stages the files Paddock extended (AGENTS.md, CLAUDE.md) without
@@ -2052,7 +2068,7 @@ mod tests {
                 std::os::unix::fs::symlink(&outside_dir, work.join("a")).unwrap();
             }
         };
-        let listed = final_tree::list_with(&git, w, &tracked, &mut swap).await;
+        let listed = final_tree::list_with(&git, w, &tracked, None, &mut swap).await;
         assert_eq!(
             listed.map_err(|e| e.to_string()),
             Err(format!(
@@ -2139,6 +2155,200 @@ mod tests {
         );
     }
 
+    /// What git's own `add --all` makes of the work tree `w` (in the job's
+    /// repository, its configuration out of the way): the tree, the names
+    /// `--name-only -z --no-renames` gives from `base` to it, and the
+    /// `--binary` patch.
+    fn add_all_in(w: &Path, base: &str) -> (String, Vec<String>, String) {
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(w)
+                .args([
+                    "-c",
+                    "core.quotePath=false",
+                    "-c",
+                    "core.excludesFile=/dev/null",
+                ])
+                .args(args)
+                .env("HOME", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            out.stdout
+        };
+        git(&["add", "--all"]);
+        let tree = String::from_utf8(git(&["write-tree"])).unwrap();
+        let tree = tree.trim();
+        let diff = git(&[
+            "diff",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-relative",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            base,
+            tree,
+            "--",
+        ]);
+        let names = git(&[
+            "diff",
+            "--name-only",
+            "-z",
+            "--no-renames",
+            "--no-relative",
+            base,
+            tree,
+            "--",
+        ]);
+        let names: Vec<String> = names
+            .split(|b| *b == 0)
+            .filter(|n| !n.is_empty())
+            .map(|n| String::from_utf8(n.to_vec()).unwrap())
+            .collect();
+        (tree.to_string(), names, String::from_utf8(diff).unwrap())
+    }
+
+    /// On the overlay the patch reads only the paths the upper layer
+    /// names, and decides exactly as the walk of every directory and git's
+    /// own `add --all` do: a base directory renamed (`git mv`, a redirect:
+    /// walked whole) with a file changed in it, one removed and made again
+    /// (opaque: its old files gone, one rewritten as it was), a file
+    /// become a directory and a directory a file, a mode-only change, a
+    /// file become a link, a new link, a deletion, a new nested
+    /// directory, ignored output and build output; the untouched files of
+    /// the base are neither read nor staged.
+    #[tokio::test]
+    async fn the_overlay_patch_reads_only_what_the_upper_layer_names() {
+        if !overlay_here() {
+            return;
+        }
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let base: &[(&str, &str)] = &[
+            ("src/a.rs", "a\n"),
+            ("src/deep/b.rs", "b\n"),
+            ("opaque/o1", "o1\n"),
+            ("opaque/o2", "o2\n"),
+            ("file_to_dir", "f\n"),
+            ("dir_to_file/p", "p\n"),
+            ("dir_to_file/q/r", "r\n"),
+            ("run.sh", "echo\n"),
+            ("was_file", "w\n"),
+            ("gone.txt", "g\n"),
+            ("keep/deep/k", "k\n"),
+        ];
+        for (path, text) in base {
+            std::fs::create_dir_all(r.join(path).parent().unwrap()).unwrap();
+            std::fs::write(r.join(path), text).unwrap();
+        }
+        for i in 0..50 {
+            std::fs::write(r.join(format!("keep/k{i}")), format!("{i}\n")).unwrap();
+        }
+        sh(&r, &["add", "."]);
+        sh(&r, &["commit", "-q", "-m", "base"]);
+        let jobs = tmp.path().join("jobs");
+        let ws = overlay_ws(&jobs, "j", &r).await;
+        let w = &ws.work;
+        user_git(w, ["mv", "src", "lib"]).await.unwrap();
+        std::fs::write(w.join("lib/deep/b.rs"), "b changed\n").unwrap();
+        std::fs::remove_dir_all(w.join("opaque")).unwrap();
+        std::fs::create_dir(w.join("opaque")).unwrap();
+        std::fs::write(w.join("opaque/o1"), "o1\n").unwrap();
+        std::fs::write(w.join("opaque/o3"), "o3\n").unwrap();
+        std::fs::remove_file(w.join("file_to_dir")).unwrap();
+        std::fs::create_dir(w.join("file_to_dir")).unwrap();
+        std::fs::write(w.join("file_to_dir/inner"), "i\n").unwrap();
+        std::fs::remove_dir_all(w.join("dir_to_file")).unwrap();
+        std::fs::write(w.join("dir_to_file"), "now a file\n").unwrap();
+        let mut perm = std::fs::metadata(w.join("run.sh")).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(w.join("run.sh"), perm).unwrap();
+        std::fs::remove_file(w.join("was_file")).unwrap();
+        std::os::unix::fs::symlink("keep/k1", w.join("was_file")).unwrap();
+        std::os::unix::fs::symlink("README.md", w.join("keep/deep/new_link")).unwrap();
+        std::fs::remove_file(w.join("gone.txt")).unwrap();
+        std::fs::create_dir_all(w.join("new/dir")).unwrap();
+        std::fs::write(w.join("new/dir/f"), "n\n").unwrap();
+        std::fs::create_dir_all(w.join("target")).unwrap();
+        std::fs::write(w.join("target/out"), "ignored\n").unwrap();
+        std::fs::create_dir_all(w.join("keep/__pycache__")).unwrap();
+        std::fs::write(w.join("keep/__pycache__/m.pyc"), "x").unwrap();
+
+        // What the walk read and staged, against the walk of everything.
+        let index = ws.meta.join("check.index");
+        std::fs::copy(ws.git_dir().join("index"), &index).unwrap();
+        let git = ws.paddock_git(Some(&index), true);
+        let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await.unwrap());
+        let upper = ws.upper_layer().unwrap();
+        let narrowed = final_tree::list_with(&git, w, &tracked, Some(&upper), &mut |_| {})
+            .await
+            .unwrap();
+        let whole = final_tree::list(&git, w, &tracked).await.unwrap();
+        let text = |paths: &[Vec<u8>]| -> Vec<String> {
+            paths
+                .iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect()
+        };
+        assert_eq!(
+            (&narrowed.present, &narrowed.gone, &narrowed.junk),
+            (&whole.present, &whole.gone, &whole.junk)
+        );
+        assert_eq!(
+            text(&narrowed.staged),
+            [
+                "dir_to_file",
+                "file_to_dir/inner",
+                "keep/deep/new_link",
+                "lib/a.rs",
+                "lib/deep/b.rs",
+                "new/dir/f",
+                "opaque/o1",
+                "opaque/o3",
+                "run.sh",
+                "was_file",
+            ]
+        );
+        assert_eq!(whole.staged.len(), whole.present.len());
+
+        let p = ws.patch().await.unwrap();
+        assert_eq!(p.left_out, vec!["keep/__pycache__/".to_string()]);
+        // Git's `add --all` has no notion of build output.
+        std::fs::remove_dir_all(w.join("keep/__pycache__")).unwrap();
+        assert_eq!(
+            (p.tree.clone(), p.changed_files.clone(), p.diff.clone()),
+            add_all_in(w, &ws.base_commit)
+        );
+        assert_eq!(
+            p.changed_files,
+            [
+                "dir_to_file",
+                "dir_to_file/p",
+                "dir_to_file/q/r",
+                "file_to_dir",
+                "file_to_dir/inner",
+                "gone.txt",
+                "keep/deep/new_link",
+                "lib/a.rs",
+                "lib/deep/b.rs",
+                "new/dir/f",
+                "opaque/o2",
+                "opaque/o3",
+                "run.sh",
+                "src/a.rs",
+                "src/deep/b.rs",
+                "was_file",
+            ]
+            .map(String::from)
+            .to_vec()
+        );
+        ws.remove().unwrap();
+    }
+
     /// The patch step's fewer gits decide as the many did: the tree is the
     /// one `git add --all` makes of the same work tree (ignore rules at
     /// several depths, a negation, an ignored directory holding a tracked
@@ -2185,62 +2395,9 @@ mod tests {
         std::fs::write(w.join("a/skip/s.txt"), "s\n").unwrap();
         std::fs::write(w.join("target/out"), "t\n").unwrap();
         let p = ws.patch().await.unwrap();
-        // The same work tree as git's own `add --all` sees it.
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .arg("-C")
-                .arg(w)
-                .args([
-                    "-c",
-                    "core.quotePath=false",
-                    "-c",
-                    "core.excludesFile=/dev/null",
-                ])
-                .args(args)
-                .env("HOME", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}");
-            out.stdout
-        };
-        git(&["add", "--all"]);
-        let tree = String::from_utf8(git(&["write-tree"])).unwrap();
-        let diff = git(&[
-            "diff",
-            "--binary",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-relative",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            &ws.base_commit,
-            tree.trim(),
-            "--",
-        ]);
-        let names = git(&[
-            "diff",
-            "--name-only",
-            "-z",
-            "--no-renames",
-            "--no-relative",
-            &ws.base_commit,
-            tree.trim(),
-            "--",
-        ]);
-        let names: Vec<String> = names
-            .split(|b| *b == 0)
-            .filter(|n| !n.is_empty())
-            .map(|n| String::from_utf8(n.to_vec()).unwrap())
-            .collect();
         assert_eq!(
             (p.tree.clone(), p.changed_files.clone(), p.diff.clone()),
-            (
-                tree.trim().to_string(),
-                names,
-                String::from_utf8(diff).unwrap()
-            )
+            add_all_in(w, &ws.base_commit)
         );
         assert_eq!(
             p.changed_files,
