@@ -2355,9 +2355,18 @@ mod tests {
     /// file), and the patch and the names from one `diff` are those of two
     /// (`--binary` and `--name-only -z --no-renames`): a rename, a
     /// deletion, a file become a link, a binary file, names with a tab, a
-    /// newline and a non-ASCII letter.
+    /// newline and a non-ASCII letter. On both layouts: the clone, whose
+    /// walk reads every directory, and the overlay (where it can be had),
+    /// whose walk reads only what the upper layer names.
     #[tokio::test]
     async fn one_check_ignore_and_one_diff_decide_as_many_did() {
+        decide_as_many_did(Layout::Clone).await;
+        if overlay_here() {
+            decide_as_many_did(Layout::Overlay).await;
+        }
+    }
+
+    async fn decide_as_many_did(layout: Layout) {
         let tmp = TmpDir::new();
         let r = repo(tmp.path());
         std::fs::create_dir_all(r.join("logs")).unwrap();
@@ -2368,9 +2377,12 @@ mod tests {
         std::fs::write(r.join(".gitignore"), "target/\n*.log\nlogs/\n").unwrap();
         sh(&r, &["add", "-f", "."]);
         sh(&r, &["commit", "-q", "-m", "more"]);
-        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+        let jobs = tmp.path().join("jobs");
+        let lease = Lease::take(&jobs, "j").unwrap();
+        let ws = Workspace::provision_as(&jobs, "j", lease, &spec(r, "main"), "b", layout)
             .await
             .unwrap();
+        assert_eq!(ws.layout.overlay, layout == Layout::Overlay);
         let w = &ws.work;
         std::fs::rename(w.join("old.txt"), w.join("new.txt")).unwrap();
         std::fs::remove_file(w.join("gone.txt")).unwrap();
