@@ -17,7 +17,7 @@ pub mod inline_source;
 mod junk;
 pub mod keep;
 pub mod lease;
-mod mirror;
+pub(crate) mod mirror;
 pub mod overlay;
 pub mod prune;
 mod raw_diff;

@@ -15,6 +15,7 @@ use paddock_protocol::{
     AgentEvent, GitHubCredential, JobRecord, JobSpec, JobStatus, PushCredential,
 };
 
+use super::base_objects;
 use super::closeout::{self, CloseoutInput};
 use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
 use super::github::GitHub;
@@ -40,15 +41,22 @@ pub const PUBLISH_FAILED: &str = "publishing the result failed: ";
 pub struct KeptBranch {
     pub commit: String,
     pub bundle: PathBuf,
+    /// Why the bundle holds the branch's whole history rather than the
+    /// job's new objects on the base (`None`: only the new objects).
+    pub whole: Option<String>,
 }
 
 /// Commits the change (if any) on the job's branch and bundles it into
-/// `artifacts`; `Ok(None)` when the patch is empty.
+/// `artifacts`: the job's new objects on the base, when the repository
+/// that keeps the base on this host (`base_objects.rs`, under `jobs_root`)
+/// has it; else the whole history, saying why. `Ok(None)` when the patch
+/// is empty.
 pub async fn keep_branch(
     ws: &Workspace,
     spec: &JobSpec,
     patch: &Patch,
     artifacts: &Path,
+    jobs_root: &Path,
 ) -> Result<Option<KeptBranch>, crate::workspace::WorkspaceError> {
     if patch.changed_files.is_empty() {
         return Ok(None);
@@ -63,8 +71,29 @@ pub async fn keep_branch(
     let commit = ws.commit_result(patch, &message).await?;
     let bundle = artifacts.join(BUNDLE);
     let _ = std::fs::remove_file(&bundle);
-    ws.bundle_result(&bundle).await?;
-    Ok(Some(KeptBranch { commit, bundle }))
+    ws.bundle_result(&bundle, false).await?;
+    let whole = match base_objects::holds_base(spec, jobs_root, &bundle).await {
+        Ok(()) => None,
+        Err(why) => {
+            std::fs::remove_file(&bundle).map_err(|source| {
+                crate::workspace::WorkspaceError::Remove {
+                    path: bundle.clone(),
+                    source,
+                }
+            })?;
+            ws.bundle_result(&bundle, true).await?;
+            Some(format!(
+                "the branch's bundle holds its whole history, not only the job's new objects: \
+                 the base commit {} is kept nowhere on this host ({why})",
+                ws.base_commit
+            ))
+        }
+    };
+    Ok(Some(KeptBranch {
+        commit,
+        bundle,
+        whole,
+    }))
 }
 
 /// What publishing did.
@@ -96,6 +125,9 @@ pub struct PublishInput<'a> {
     pub commit: Option<&'a str>,
     /// The patch's left-out build output.
     pub left_out: &'a [String],
+    /// Paddock's jobs directory (a URL source's mirror, which keeps the
+    /// base a push borrows, is under it).
+    pub jobs_root: &'a Path,
 }
 
 /// The branch the pull request asks to merge into.
@@ -264,11 +296,24 @@ async fn push_result(
     branch: &str,
     forge_token: Option<&Secret>,
     scratch: &Path,
+    jobs_root: &Path,
 ) -> Result<(), String> {
+    // A bundle of the new objects only: the push borrows the base's.
+    let thin = base_objects::prerequisites(bundle)
+        .map_err(|e| format!("the branch's bundle {}: {e}", bundle.display()))?;
+    let borrowed = match thin.is_empty() {
+        true => None,
+        false => base_objects::objects_dir(spec, jobs_root).await,
+    };
+    let from = push::Bundle {
+        bundle,
+        base: thin.first().map(String::as_str),
+        borrow: borrowed.as_deref(),
+    };
     let Some(target) = &spec.results.push else {
         if let Some(gh) = &spec.results.github {
             let auth = forge_token.map_or(PushAuth::None, PushAuth::Token);
-            return push::push_branch(bundle, branch, &gh.push_url(), auth, scratch)
+            return push::push_branch(&from, branch, &gh.push_url(), auth, scratch)
                 .await
                 .map_err(|e| e.to_string());
         }
@@ -277,7 +322,7 @@ async fn push_result(
                 .push_url()
                 .map_err(|e| format!("results.gitlab.push_url: {e}"))?;
             let auth = forge_token.map_or(PushAuth::None, PushAuth::OAuth2);
-            return push::push_branch(bundle, branch, &url, auth, scratch)
+            return push::push_branch(&from, branch, &url, auth, scratch)
                 .await
                 .map_err(|e| e.to_string());
         }
@@ -302,7 +347,7 @@ async fn push_result(
             }
         }
     };
-    push::push_branch(bundle, branch, &target.url, auth, scratch)
+    push::push_branch(&from, branch, &target.url, auth, scratch)
         .await
         .map_err(|e| e.to_string())
 }
@@ -369,6 +414,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 &input.record.branch,
                 token.as_ref(),
                 input.artifacts,
+                input.jobs_root,
             )
             .await?;
             let closeout = render(input.record, &links);
@@ -446,8 +492,12 @@ pub async fn conclude_job(
             outside.join(", ")
         ));
     }
-    let kept = match keep_branch(ws, spec, patch, artifacts).await {
-        Ok(kept) => kept,
+    let jobs_root = ws.root.parent().unwrap_or(&ws.root);
+    let kept = match keep_branch(ws, spec, patch, artifacts, jobs_root).await {
+        Ok(kept) => {
+            warnings.extend(kept.as_ref().and_then(|k| k.whole.clone()));
+            kept
+        }
         Err(e) => {
             warnings.push(format!("the result branch was not kept: {e}"));
             None
@@ -467,6 +517,7 @@ pub async fn conclude_job(
         artifacts,
         commit: kept.as_ref().map(|k| k.commit.as_str()),
         left_out: &patch.left_out,
+        jobs_root,
     })
     .await;
     warnings.append(&mut published.warnings);

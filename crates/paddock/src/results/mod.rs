@@ -1,7 +1,8 @@
 //! Results: where a job's work goes when it ends (DESIGN.md, "conclude").
 //! The change becomes a commit on `paddock/<ticket>/<attempt>` in Paddock's
-//! own git directory and a bundle beside the patch (`conclude.rs`); the
-//! branch is fetched into a local source (`source.rs`) and pushed with
+//! own git directory and a bundle beside the patch (`conclude.rs`: only the
+//! job's new objects where `base_objects.rs` finds the base kept on the
+//! host); the branch is fetched into a local source (`source.rs`) and pushed with
 //! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
 //! in `github.rs` with a per-job App token from `github_app.rs`, GitLab in
 //! `gitlab.rs` with a per-job project access token from `gitlab_token.rs`,
@@ -12,6 +13,7 @@
 //! attempts of `paddock run --attempt-after JOB`, review comments included. Nothing here merges, approves or
 //! enables auto-merge.
 
+pub mod base_objects;
 pub mod bounce;
 pub mod closeout;
 pub mod conclude;

@@ -1,5 +1,9 @@
 //! The branch pushed to a remote with Paddock's credentials: from the
-//! job's bundle through a scratch bare repository, by Paddock's hardened
+//! job's bundle through a scratch bare repository (which borrows the
+//! base's objects read-only from the local source or the URL's mirror,
+//! `objects/info/alternates`, when the bundle holds only the job's new
+//! objects: `base_objects.rs`; verified, and its objects checked by
+//! `fsck` as they are indexed), by Paddock's hardened
 //! git (`workspace/host_git.rs`), to a `file://`, `https://`, `ssh://` or
 //! loopback `http://` URL. A token reaches git only as configuration in
 //! the environment of that one host process (`GIT_CONFIG_COUNT`: an
@@ -41,6 +45,13 @@ pub enum PushError {
     },
     #[error("push to {url}: {source}")]
     Git { url: String, source: WorkspaceError },
+    #[error("push to {url}: the branch's bundle holds only the job's new objects, and their base commit {base} is not in what the push borrows ({borrowed}): the source was rewritten and pruned, or its mirror removed: {source}")]
+    BaseGone {
+        url: String,
+        base: String,
+        borrowed: String,
+        source: Box<WorkspaceError>,
+    },
 }
 
 /// The protocols git may use for `url`, or why it is refused.
@@ -157,10 +168,22 @@ pub fn remove_leftover_pushes(artifacts: &Path) -> (usize, Vec<String>) {
 /// The name a push's scratch directory starts with.
 const SCRATCH_PREFIX: &str = ".push-";
 
-/// Pushes `branch` of `bundle` to `url` as the same branch, with `auth`;
-/// `scratch_parent` holds the scratch repository while it runs.
+/// The bundle a push takes the branch from.
+#[derive(Debug, Clone, Copy)]
+pub struct Bundle<'a> {
+    pub bundle: &'a Path,
+    /// Its prerequisite, when it holds only the job's new objects on the
+    /// base (`results/base_objects.rs`); `None` for the whole history.
+    pub base: Option<&'a str>,
+    /// An object directory that has the base (the local source's, the
+    /// URL's mirror's), borrowed read-only by the scratch repository.
+    pub borrow: Option<&'a Path>,
+}
+
+/// Pushes `branch` of `from`'s bundle to `url` as the same branch, with
+/// `auth`; `scratch_parent` holds the scratch repository while it runs.
 pub async fn push_branch(
-    bundle: &Path,
+    from: &Bundle<'_>,
     branch: &str,
     url: &str,
     auth: PushAuth<'_>,
@@ -197,20 +220,49 @@ pub async fn push_branch(
         ..init
     };
     let head = format!("refs/heads/{branch}");
-    let bundle_arg = bundle.to_string_lossy().into_owned();
-    git.run(
-        [
-            "fetch",
-            "--quiet",
-            "--no-write-fetch-head",
-            "--",
-            &bundle_arg,
-            &format!("{head}:{head}"),
-        ],
-        None,
-    )
-    .await
-    .map_err(git_err)?;
+    let bundle_arg = from.bundle.to_string_lossy().into_owned();
+    if let Some(base) = from.base {
+        // The base's objects, borrowed: the new ones alone are no history.
+        if let Some(objects) = from.borrow {
+            let alternates = repo.join("objects/info/alternates");
+            std::fs::write(&alternates, format!("{}\n", objects.display())).map_err(|source| {
+                PushError::Scratch {
+                    url: url.to_string(),
+                    dir: alternates.clone(),
+                    source,
+                }
+            })?;
+        }
+        if let Err(e) = git
+            .run(["bundle", "verify", "--quiet", &bundle_arg], None)
+            .await
+        {
+            return Err(PushError::BaseGone {
+                url: url.to_string(),
+                base: base.to_string(),
+                borrowed: from
+                    .borrow
+                    .map_or("nothing".into(), |p| p.display().to_string()),
+                source: Box::new(e),
+            });
+        }
+    }
+    // The job's new objects are checked as they are indexed; a whole
+    // history is the user's own, which need not pass today's fsck.
+    let refspec = format!("{head}:{head}");
+    let mut fetch = Vec::new();
+    if from.base.is_some() {
+        fetch.extend(["-c", "fetch.fsckObjects=true"]);
+    }
+    fetch.extend([
+        "fetch",
+        "--quiet",
+        "--no-write-fetch-head",
+        "--",
+        bundle_arg.as_str(),
+        refspec.as_str(),
+    ]);
+    git.run(&fetch, None).await.map_err(git_err)?;
     let args = [
         "-c".to_string(),
         format!("protocol.{protocol}.allow=always"),

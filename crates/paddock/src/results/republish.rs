@@ -145,6 +145,7 @@ pub async fn republish(
         artifacts: &artifacts,
         commit: commit.as_deref(),
         left_out: &[],
+        jobs_root,
     })
     .await;
     leftovers.append(&mut published.warnings);

@@ -19,23 +19,34 @@ pub async fn fetch_branch(
     branch: &str,
 ) -> Result<(), WorkspaceError> {
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
-    let bundle = bundle.to_string_lossy();
-    user_git(
-        source,
-        [
-            "fetch",
-            "--quiet",
-            "--no-write-fetch-head",
-            "--no-tags",
-            "--no-recurse-submodules",
-            "--no-auto-gc",
-            "--",
-            &bundle,
-            &refspec,
-        ],
-    )
-    .await
-    .map(|_| ())
+    // The job's new objects on the base (the bundle's prerequisite) are
+    // checked as they are indexed; a whole history is the user's own,
+    // which need not pass today's fsck (their own setting stands). The
+    // fetch verifies the bundle.
+    let thin = super::base_objects::prerequisites(bundle)
+        .map(|p| !p.is_empty())
+        .map_err(|e| WorkspaceError::Read {
+            path: source.to_path_buf(),
+            file: bundle.display().to_string(),
+            source: e,
+        })?;
+    let bundle = bundle.to_string_lossy().into_owned();
+    let mut args = Vec::new();
+    if thin {
+        args.extend(["-c", "fetch.fsckObjects=true"]);
+    }
+    args.extend([
+        "fetch",
+        "--quiet",
+        "--no-write-fetch-head",
+        "--no-tags",
+        "--no-recurse-submodules",
+        "--no-auto-gc",
+        "--",
+        bundle.as_str(),
+        refspec.as_str(),
+    ]);
+    user_git(source, args).await.map(|_| ())
 }
 
 /// The source's uncommitted changes (`git status --porcelain` entries),

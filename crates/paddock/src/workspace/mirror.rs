@@ -50,7 +50,7 @@ pub(super) async fn fetched(
         path: root.clone(),
         source,
     })?;
-    let key = hex::encode(&Sha256::digest(url.as_bytes())[..12]);
+    let key = key_of(url);
     let dir = root.join(format!("{key}.git"));
     let lock_path = root.join(format!("{key}.lock"));
     let lock = super::lease::lock_file(&lock_path, FlockArg::LockExclusive)
@@ -122,6 +122,16 @@ pub(super) async fn fetched(
         remade,
         _lock: lock,
     })
+}
+
+/// The mirror's key: a hash of the URL.
+fn key_of(url: &str) -> String {
+    hex::encode(&Sha256::digest(url.as_bytes())[..12])
+}
+
+/// Where the mirror of `url` under `jobs_root` is (or would be).
+pub(crate) fn dir_of(jobs_root: &Path, url: &str) -> PathBuf {
+    jobs_root.join(MIRRORS).join(format!("{}.git", key_of(url)))
 }
 
 fn arg(path: &Path) -> String {

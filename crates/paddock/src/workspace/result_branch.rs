@@ -2,7 +2,9 @@
 //! commit, made in Paddock's own git directory (`meta/git`) with Paddock's
 //! identity and a message Paddock writes, on `paddock/<ticket>/<attempt>`,
 //! and saved as a git bundle beside the patch, so the branch outlives the
-//! workspace (`paddock publish` and `paddock apply` read it later). Nothing
+//! workspace (`paddock publish` and `paddock apply` read it later): the
+//! job's new objects only, on the base as the bundle's prerequisite, or
+//! the whole history when nothing on the host keeps the base. Nothing
 //! of the job's own repository (its commits, refs, messages, config) is
 //! read: the host never runs git on what the job wrote.
 
@@ -44,16 +46,22 @@ impl Workspace {
         Ok(commit)
     }
 
-    /// Writes the branch as a git bundle at `dest`, with its whole
-    /// history: a bundle with the base as a prerequisite could only be
-    /// fetched into a repository that has the base, and `paddock publish`
-    /// pushes from a scratch repository that has nothing.
-    pub async fn bundle_result(&self, dest: &Path) -> Result<(), WorkspaceError> {
+    /// Writes the branch as a git bundle at `dest`: by default only the
+    /// job's new objects, with the base commit as the bundle's
+    /// prerequisite (`git bundle create dest base..branch`), which can be
+    /// fetched only into a repository that has the base (the local source,
+    /// a push's scratch repository borrowing the source's or its mirror's
+    /// objects: `results/base_objects.rs`); with `whole`, the branch's
+    /// whole history, which needs nothing.
+    pub async fn bundle_result(&self, dest: &Path, whole: bool) -> Result<(), WorkspaceError> {
         let git = self.paddock_git(None, false);
         let head = format!("refs/heads/{}", self.branch);
+        let not_base = format!("^{}", self.base_commit);
         let dest = dest.to_string_lossy();
-        git.run(["bundle", "create", "--quiet", &dest, &head], None)
-            .await
-            .map(|_| ())
+        let mut args = vec!["bundle", "create", "--quiet", &dest, &head];
+        if !whole {
+            args.push(&not_base);
+        }
+        git.run(&args, None).await.map(|_| ())
     }
 }

@@ -29,6 +29,7 @@ mod module_graph;
 mod parsers;
 mod reaper;
 mod redaction;
+mod result_bundle;
 mod results;
 mod sandbox_cli;
 mod sandbox_jobs;

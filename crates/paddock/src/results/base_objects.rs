@@ -1,0 +1,176 @@
+//! Where the host keeps a job's base commit, so that the result branch's
+//! bundle need carry only the job's new objects
+//! (`workspace/result_branch.rs`): a local source's own object directory,
+//! or a URL source's bare mirror (`<jobs>/.mirrors`, `workspace/mirror.rs`).
+//! A local source fetches such a bundle itself; a push's scratch
+//! repository borrows these objects read-only (it names them in its
+//! `objects/info/alternates`: git reads an alternate, never writes to it).
+//! What keeps nothing gets a bundle with the branch's whole history: a
+//! source inside Paddock's jobs directory (a turn's inline source, removed
+//! when its job ends), no source at all, and a holder that no longer has
+//! the base (a source rewritten and pruned during the job, a mirror made
+//! again from a remote that dropped it). That is decided while the job's
+//! workspace, which has the base, still exists ([`holds_base`]).
+//!
+//! A bundle is Paddock's file, but its objects are the job's content: it is
+//! verified (`git bundle verify`) where it is fetched, and its new objects
+//! checked (`fetch.fsckObjects`) as they are indexed (a whole-history
+//! bundle is only verified: its history is the user's own, which need not
+//! pass today's `fsck`).
+
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+
+use paddock_protocol::JobSpec;
+
+use crate::workspace::host_git::{HostGit, GIT_TIMEOUT};
+use crate::workspace::{mirror, user_git};
+
+/// The most header a bundle may have before its pack (its prerequisites
+/// and refs: Paddock's have one or two lines).
+const MAX_HEADER: u64 = 64 * 1024;
+
+/// The repository that keeps the base of `spec`'s jobs on this host: a
+/// local source (not one inside `jobs_root`), or a URL's mirror under it.
+enum Holder {
+    Source(PathBuf),
+    Mirror(PathBuf),
+}
+
+fn holder(spec: &JobSpec, jobs_root: &Path) -> Option<Holder> {
+    match (&spec.repository.path, &spec.repository.url) {
+        (Some(path), _) if path.starts_with(jobs_root) => None,
+        (Some(path), _) => Some(Holder::Source(path.clone())),
+        (None, Some(url)) => Some(Holder::Mirror(mirror::dir_of(jobs_root, url))),
+        (None, None) => None,
+    }
+}
+
+/// The object directory holding the base of `spec`'s jobs, for a push to
+/// borrow: absolute, a directory, and a name an alternates file can hold
+/// (no newline).
+pub async fn objects_dir(spec: &JobSpec, jobs_root: &Path) -> Option<PathBuf> {
+    let dir = match holder(spec, jobs_root)? {
+        Holder::Source(path) => {
+            let out = user_git(
+                &path,
+                [
+                    "rev-parse",
+                    "--path-format=absolute",
+                    "--git-path",
+                    "objects",
+                ],
+            )
+            .await
+            .ok()?;
+            PathBuf::from(out.trim_end_matches('\n'))
+        }
+        Holder::Mirror(dir) => dir.join("objects"),
+    };
+    let plain = dir.is_absolute() && !dir.to_string_lossy().contains(['\n', '\r']);
+    (plain && dir.is_dir()).then_some(dir)
+}
+
+/// Whether the holder of `spec`'s base has everything `bundle` needs
+/// (`git bundle verify` there: its prerequisites present and connected);
+/// `Err` says why not.
+pub async fn holds_base(spec: &JobSpec, jobs_root: &Path, bundle: &Path) -> Result<(), String> {
+    let bundle_arg = bundle.to_string_lossy().into_owned();
+    let verify = ["bundle", "verify", "--quiet", &bundle_arg];
+    match holder(spec, jobs_root) {
+        None => Err("no repository on this host keeps the base (a source Paddock made for the job, removed with it)".into()),
+        Some(Holder::Source(path)) => user_git(&path, verify)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("the source does not have it any more: {e}")),
+        Some(Holder::Mirror(dir)) => {
+            if !dir.is_dir() {
+                return Err(format!("the mirror {} is gone", dir.display()));
+            }
+            let git = HostGit {
+                git_dir: Some(dir.clone()),
+                work_tree: None,
+                index: None,
+                excludes: None,
+                root: dir,
+                timeout: GIT_TIMEOUT,
+            };
+            git.run(verify, None)
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("the source's mirror does not have it any more: {e}"))
+        }
+    }
+}
+
+/// The prerequisites `bundle` names (the commits a repository must have
+/// to fetch it): none for a bundle with the whole history. Reads only its
+/// header (`# v2 git bundle`, or v3 with its capabilities), bounded.
+pub fn prerequisites(bundle: &Path) -> std::io::Result<Vec<String>> {
+    let file = std::fs::File::open(bundle)?;
+    let mut reader = std::io::BufReader::new(std::io::Read::take(file, MAX_HEADER));
+    let mut line = Vec::new();
+    let mut out = Vec::new();
+    let mut first = true;
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Err(std::io::Error::other("the bundle's header does not end"));
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches('\n');
+        if first {
+            if !text.starts_with("# v2 git bundle") && !text.starts_with("# v3 git bundle") {
+                return Err(std::io::Error::other("not a git bundle"));
+            }
+            first = false;
+            continue;
+        }
+        if text.is_empty() {
+            return Ok(out);
+        }
+        if let Some(rest) = text.strip_prefix('-') {
+            out.extend(rest.split(' ').next().map(str::to_string));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_bundles_prerequisites_are_read_from_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let read = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            prerequisites(&path).map_err(|e| e.to_string())
+        };
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        assert_eq!(
+            (
+                read(
+                    "thin",
+                    format!("# v2 git bundle\n-{a} base subject\n{b} refs/heads/x\n\nPACK\n\0")
+                        .as_bytes()
+                ),
+                read(
+                    "v3",
+                    format!("# v3 git bundle\n@object-format=sha1\n{b} refs/heads/x\n\nPACK")
+                        .as_bytes()
+                ),
+                read("junk", b"PACK\n\n"),
+                read("cut", format!("# v2 git bundle\n-{a}\n").as_bytes()),
+            ),
+            (
+                Ok(vec![a.clone()]),
+                Ok(vec![]),
+                Err("not a git bundle".to_string()),
+                Err("the bundle's header does not end".to_string()),
+            )
+        );
+    }
+}
