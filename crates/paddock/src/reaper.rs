@@ -19,8 +19,9 @@
 //!    `interrupted`;
 //! 3. removes the job's directory, kills and removes what a publish it
 //!    was making left (a push's scratch directory, `results/push.rs`) and
-//!    revokes a GitLab project access token it minted
-//!    (`results/gitlab_token.rs`);
+//!    revokes a GitLab project access token or GitHub App installation
+//!    token it minted (`results/gitlab_token.rs`,
+//!    `results/github_app_record.rs`);
 //! 4. settles the job's ledger rows still `in_flight` (calls its process
 //!    never saw end) as `interrupted`, keeping their estimate, and marks
 //!    the job `failed` with [`REASON`] and a final status event, its
@@ -100,7 +101,8 @@ pub struct Reaped {
     pub patch: Option<SavedPatch>,
     /// Its directory was removed.
     pub workspace_removed: bool,
-    /// GitLab project access tokens its killed publish left, revoked.
+    /// GitLab project access tokens and GitHub App installation tokens
+    /// its killed publish left, revoked.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub revoked_tokens: Vec<String>,
     /// Its directory was kept (`--keep`) and left alone.
@@ -277,8 +279,8 @@ async fn reap_job(
     let (killed, errors) = crate::results::push::remove_leftover_pushes(&artifacts);
     r.killed += killed;
     r.errors.extend(errors);
-    // A GitLab project access token the dead process minted and never
-    // revoked (its record names it).
+    // A GitLab or GitHub App token the dead process minted and never
+    // revoked (its record names or holds it).
     match crate::results::revoke_leftover_tokens(store, name, &artifacts).await {
         Ok(names) => r.revoked_tokens = names,
         Err(errors) => r.errors.extend(errors),

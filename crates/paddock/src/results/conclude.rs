@@ -20,6 +20,7 @@ use super::closeout::{self, CloseoutInput};
 use super::forge::{Forge, ForgeBackend, PullRequest, PullRequestDraft};
 use super::github::GitHub;
 use super::github_app;
+use super::github_app_record;
 use super::gitlab_token;
 use super::outbox::Outbox;
 use super::push::{self, PushAuth};
@@ -72,7 +73,7 @@ pub async fn keep_branch(
     let bundle = artifacts.join(BUNDLE);
     let _ = std::fs::remove_file(&bundle);
     ws.bundle_result(&bundle, false).await?;
-    let whole = match base_objects::holds_base(spec, jobs_root, &bundle).await {
+    let whole = match base_objects::holds_base(spec, jobs_root, &ws.base_commit).await {
         Ok(()) => None,
         Err(why) => {
             std::fs::remove_file(&bundle).map_err(|source| {
@@ -155,8 +156,9 @@ pub(super) struct ForgeSession {
 enum Minted {
     /// The spec's own token: nothing to revoke.
     None,
-    /// The GitHub App's installation token the GitHub client uses.
-    GitHubApp,
+    /// The GitHub App's installation token the GitHub client uses, and
+    /// its record.
+    GitHubApp(github_app_record::Recorded),
     GitLab(gitlab_token::Issued),
 }
 
@@ -165,13 +167,13 @@ impl ForgeSession {
     /// revocation failed.
     pub(super) async fn close(self) -> Option<String> {
         match (&self.forge, self.minted) {
-            (ForgeBackend::GitHub(gh), Minted::GitHubApp) => github_app::revoke(gh).await.err().map(|e| {
-                format!("the job's installation token was not revoked (GitHub expires it within the hour): {e}")
+            (ForgeBackend::GitHub(gh), Minted::GitHubApp(recorded)) => github_app::close(gh, recorded).await.err().map(|e| {
+                format!("the job's installation token was not revoked (GitHub expires it within the hour; `paddock gc` and `paddock publish` try again): {e}")
             }),
             (_, Minted::GitLab(issued)) => gitlab_token::revoke(issued).await.err().map(|e| {
                 format!("the job's project access token was not revoked (GitLab expires it tomorrow; `paddock gc` and `paddock publish` try again): {e}")
             }),
-            (_, Minted::GitHubApp | Minted::None) => None,
+            (_, Minted::GitHubApp(_) | Minted::None) => None,
         }
     }
 }
@@ -184,20 +186,23 @@ fn job_id_of(artifacts: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Revokes the GitLab project access tokens a killed publish (or review
-/// read) of the job `job_id` left, as its records in `artifacts` name them,
-/// through its stored spec's `[results.gitlab]` (the reaper, `paddock
-/// publish`); the names revoked, or what failed (records stay for a later
-/// pass). Nothing is read when there is no record.
+/// Revokes the tokens a killed publish (or review read) of the job
+/// `job_id` left, as its records in `artifacts` name them: GitLab project
+/// access tokens through its stored spec's `[results.gitlab]`, GitHub App
+/// installation tokens at its `[results.github]` API root (the reaper,
+/// `paddock publish`); the names revoked, or what failed (records stay for
+/// a later pass). Nothing is read when there is no record.
 pub async fn revoke_leftover_tokens(
     store: &dyn crate::store::Store,
     job_id: &str,
     artifacts: &Path,
 ) -> Result<Vec<String>, Vec<String>> {
-    if gitlab_token::leftover_records(artifacts).is_empty() {
+    let gitlab = !gitlab_token::leftover_records(artifacts).is_empty();
+    let github = !github_app_record::leftover_records(artifacts).is_empty();
+    if !gitlab && !github {
         return Ok(Vec::new());
     }
-    let failed = |e: String| vec![format!("revoke the job's GitLab tokens: {e}")];
+    let failed = |e: String| vec![format!("revoke the job's forge tokens: {e}")];
     let text = store
         .job_spec(job_id)
         .await
@@ -205,17 +210,46 @@ pub async fn revoke_leftover_tokens(
         .unwrap_or_default();
     let spec =
         JobSpec::from_json(&text, Path::new("the store")).map_err(|e| failed(e.to_string()))?;
-    let Some(gl) = &spec.results.gitlab else {
-        return Err(failed("its spec has no [results.gitlab]".into()));
-    };
-    gitlab_token::revoke_leftovers(
-        &gl.api_url,
-        &gl.project,
-        || Secret::resolve(&gl.token).map_err(|e| format!("results.gitlab.token: {e}")),
-        job_id,
-        artifacts,
-    )
-    .await
+    let mut revoked = Vec::new();
+    let mut errors = Vec::new();
+    if gitlab {
+        let done = match &spec.results.gitlab {
+            None => Err(failed("its spec has no [results.gitlab]".into())),
+            Some(gl) => {
+                gitlab_token::revoke_leftovers(
+                    &gl.api_url,
+                    &gl.project,
+                    || Secret::resolve(&gl.token).map_err(|e| format!("results.gitlab.token: {e}")),
+                    job_id,
+                    artifacts,
+                )
+                .await
+            }
+        };
+        match done {
+            Ok(names) => revoked.extend(names),
+            Err(e) => errors.extend(e),
+        }
+    }
+    if github {
+        let done = match &spec.results.github {
+            None => Err(failed("its spec has no [results.github]".into())),
+            Some(gh) => match gh.owner_and_name() {
+                Err(e) => Err(failed(format!("results.github.repository: {e}"))),
+                Ok((owner, name)) => {
+                    github_app_record::revoke_leftovers(&gh.api_url, owner, name, artifacts).await
+                }
+            },
+        };
+        match done {
+            Ok(names) => revoked.extend(names),
+            Err(e) => errors.extend(e),
+        }
+    }
+    match errors.is_empty() {
+        true => Ok(revoked),
+        false => Err(errors),
+    }
 }
 
 /// Opens the forge of `spec`: GitHub with its token or a token minted for
@@ -274,13 +308,14 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
             let key = Secret::resolve_multiline(&app.private_key)
                 .map_err(|e| format!("results.github.app.private_key: {e}"))?;
             let now = time::OffsetDateTime::now_utc();
-            let (client, token) = github_app::mint(&gh.api_url, owner, name, app, &key, now)
-                .await
-                .map_err(|e| e.to_string())?;
+            let (client, token, recorded) =
+                github_app::mint(&gh.api_url, owner, name, app, &key, now, artifacts)
+                    .await
+                    .map_err(|e| e.to_string())?;
             Ok(ForgeSession {
                 forge: ForgeBackend::GitHub(client),
                 token: Some(token),
-                minted: Minted::GitHubApp,
+                minted: Minted::GitHubApp(recorded),
             })
         }
     }

@@ -6,15 +6,20 @@
 //! revoked and never used), pushes and talks to the forge with it, and
 //! revokes it (`DELETE /installation/token`) once the job's results are
 //! published, whatever happened (`conclude.rs`). The App's key and the
-//! token live only in Paddock's process: the job has ended before either
-//! is read, and neither is written anywhere.
+//! token never reach the job: it has ended before either is read. The
+//! token is recorded on the host until it is revoked
+//! (`github_app_record.rs`), so that the reaper can revoke one a `kill -9`
+//! left.
 
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use std::path::Path;
+
 use super::forge::ForgeError;
 use super::github::GitHub;
+use super::github_app_record::{self, Recorded};
 use crate::secret::Secret;
 use paddock_protocol::GitHubAppSpec;
 
@@ -98,7 +103,9 @@ fn beyond_asked(answer: &TokenAnswer, repo: &str) -> Vec<String> {
 }
 
 /// Mints the job's installation token for `owner/repo` at the API root
-/// `api`: a client that uses it, and the token (for the push).
+/// `api`, recorded in `artifacts` (`github_app_record.rs`) the moment it is
+/// answered: a client that uses it, the token (for the push) and its
+/// record.
 pub async fn mint(
     api: &str,
     owner: &str,
@@ -106,7 +113,8 @@ pub async fn mint(
     app: &GitHubAppSpec,
     key: &Secret,
     now: OffsetDateTime,
-) -> Result<(GitHub, Secret), ForgeError> {
+    artifacts: &Path,
+) -> Result<(GitHub, Secret, Recorded), ForgeError> {
     let as_app = GitHub::new(api, owner, repo, app_jwt(app, key, now)?)?;
     let body = TokenRequest {
         repositories: [repo],
@@ -122,18 +130,39 @@ pub async fn mint(
         .await?;
     let token = Secret::new(answer.token.clone());
     let client = GitHub::new(api, owner, repo, token.clone())?;
+    let recorded = match github_app_record::write(artifacts, &token) {
+        Ok(recorded) => recorded,
+        Err(e) => {
+            // Not recorded: revoked now, unused.
+            let _ = revoke(&client).await;
+            return Err(e);
+        }
+    };
     let extra = beyond_asked(&answer, repo);
     if !extra.is_empty() {
-        // Never used: revoked at once (a failure to revoke changes nothing
-        // here; the token expires within the hour).
-        let _ = revoke(&client).await;
+        // Never used: revoked at once (a failed revocation leaves the
+        // record for the reaper; the token expires within the hour).
+        if github_app_record::revoke_dead_or_alive(&client)
+            .await
+            .is_ok()
+        {
+            let _ = github_app_record::remove(&recorded.path);
+        }
         return Err(ForgeError::TokenTooBroad {
             forge: FORGE,
             token: "installation token",
             granted: extra.join(", "),
         });
     }
-    Ok((client, token))
+    Ok((client, token, recorded))
+}
+
+/// Revokes the job's token (`client`'s) and removes its record; the
+/// record stays when the revocation failed, for the reaper and the next
+/// `paddock publish`.
+pub async fn close(client: &GitHub, recorded: Recorded) -> Result<(), ForgeError> {
+    github_app_record::revoke_dead_or_alive(client).await?;
+    github_app_record::remove(&recorded.path)
 }
 
 /// Revokes the token `client` uses.

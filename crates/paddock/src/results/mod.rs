@@ -4,7 +4,8 @@
 //! job's new objects where `base_objects.rs` finds the base kept on the
 //! host); the branch is fetched into a local source (`source.rs`) and pushed with
 //! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
-//! in `github.rs` with a per-job App token from `github_app.rs`, GitLab in
+//! in `github.rs` with a per-job App token from `github_app.rs` (recorded
+//! until revoked by `github_app_record.rs`), GitLab in
 //! `gitlab.rs` with a per-job project access token from `gitlab_token.rs`,
 //! both over `forge_http.rs`, or the file outbox in `outbox.rs`) gets a
 //! pull (merge) request
@@ -21,6 +22,7 @@ pub mod forge;
 pub mod forge_http;
 pub mod github;
 pub mod github_app;
+pub mod github_app_record;
 pub mod gitlab;
 pub mod gitlab_token;
 pub mod outbox;

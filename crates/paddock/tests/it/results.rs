@@ -825,8 +825,16 @@ async fn a_github_app_token_is_minted_per_job_scoped_and_revoked() {
         .iter()
         .all(|r| r.authorization.as_deref() == Some(&format!("Bearer {TOKEN}"))));
     assert_eq!(
-        (mock.minted(), mock.revoked()),
-        (vec![TOKEN.to_string()], vec![TOKEN.to_string()])
+        (
+            mock.minted(),
+            mock.revoked(),
+            github_token_records(&home, &record.id)
+        ),
+        (
+            vec![TOKEN.to_string()],
+            vec![TOKEN.to_string()],
+            Vec::<PathBuf>::new()
+        )
     );
     assert!(server
         .authorizations()
@@ -850,6 +858,102 @@ async fn a_github_app_token_is_minted_per_job_scoped_and_revoked() {
         .await
         .unwrap();
     assert_eq!(after.status(), 401);
+}
+
+/// The job's GitHub App records in its artifacts (the host's secret until
+/// the token is revoked).
+fn github_token_records(home: &Home, id: &str) -> Vec<PathBuf> {
+    paddock::results::github_app_record::leftover_records(&home.data().join("artifacts").join(id))
+}
+
+/// `kill -9` of `paddock run` while it pushes with a GitHub App's token:
+/// the token's record is there (0600, holding it: GitHub revokes an
+/// installation token only at the token's own request), the token is not
+/// revoked by the dead process, and `paddock gc` revokes it (with the
+/// token itself, at the spec's API root) and removes the record, leaving
+/// the token on no disk.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_during_a_github_app_publish_leaves_a_token_the_reaper_revokes() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = Home::new();
+    let Some((_repo, _bare, mock, server, spec)) = app_setup(&home).await else {
+        return;
+    };
+    server.set_stall(true);
+    let mut child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.authorizations().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let id = home.store().await.jobs(1).await.unwrap()[0].id.clone();
+    let records = github_token_records(&home, &id);
+    assert_eq!(records.len(), 1);
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&records[0]).unwrap()).unwrap();
+    assert_eq!(
+        (
+            recorded,
+            std::fs::metadata(&records[0]).unwrap().permissions().mode() & 0o777,
+        ),
+        (serde_json::json!({"token": TOKEN}), 0o600)
+    );
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    assert_eq!(
+        (mock.minted(), mock.revoked()),
+        (vec![TOKEN.to_string()], Vec::<String>::new())
+    );
+
+    let out = home.paddock(&["gc", "--json"], &[]).await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reaped = &report["jobs"][0];
+    let name = records[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        (
+            reaped["name"].as_str(),
+            reaped["marked_failed"].as_bool(),
+            reaped["revoked_tokens"].clone(),
+            reaped["errors"].clone(),
+        ),
+        (
+            Some(id.as_str()),
+            Some(true),
+            serde_json::json!([format!("github installation token {name}")]),
+            serde_json::json!([]),
+        ),
+        "{report}"
+    );
+    let last = mock.requests().last().cloned().unwrap();
+    assert_eq!(
+        (
+            mock.revoked(),
+            github_token_records(&home, &id),
+            on_disk(&home, TOKEN),
+            format!("{} {}", last.method, last.path),
+            last.authorization,
+        ),
+        (
+            vec![TOKEN.to_string()],
+            Vec::<PathBuf>::new(),
+            Vec::<PathBuf>::new(),
+            "DELETE /installation/token".to_string(),
+            Some(format!("Bearer {TOKEN}")),
+        )
+    );
+    server.set_stall(false);
 }
 
 /// An App whose installation grants more than the job asked for (here

@@ -1,0 +1,211 @@
+//! The record of a GitHub App installation token minted for a job
+//! (`github_app.rs`), so that a `kill -9` between the mint and the
+//! revocation does not leave the token alive until GitHub expires it. GitHub
+//! revokes an installation token only when the token itself asks (`DELETE
+//! /installation/token`; there is no revocation by id with the App's key),
+//! so the record must hold the token's value: it is the host's secret, kept
+//! as the App's key is. It is written the moment the mint is answered, as
+//! `.github-token-<random>.json` in the job's artifacts directory (Paddock's
+//! data directory, which no job's sandbox shows; the job has ended before
+//! any publish begins), created new with mode 0600 and no link followed,
+//! and removed as soon as the token is revoked (or GitHub says it is dead
+//! already: `401 Bad credentials`). The reaper (`paddock gc`, the start of
+//! `paddock run` and `paddock serve`) and the next `paddock publish` of the
+//! job revoke what a record left behind holds ([`revoke_leftovers`]), at
+//! the API root and repository of the job's stored spec, never the
+//! record's.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::forge::ForgeError;
+use super::github::GitHub;
+use crate::secret::Secret;
+
+const FORGE: &str = "github";
+
+/// How a record's file name starts, in the job's artifacts.
+const RECORD_PREFIX: &str = ".github-token-";
+
+/// A record as it is on disk.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OnDisk {
+    token: String,
+}
+
+/// A token's record, written: what removes it.
+#[derive(Debug)]
+pub struct Recorded {
+    pub path: PathBuf,
+}
+
+/// Writes the record of `token` into `artifacts`: created new, 0600, never
+/// through a link.
+pub fn write(artifacts: &Path, token: &Secret) -> Result<Recorded, ForgeError> {
+    let nonce = hex::encode(rand::random::<[u8; 8]>());
+    let path = artifacts.join(format!("{RECORD_PREFIX}{nonce}.json"));
+    let failed = |step, source| ForgeError::TokenRecord {
+        forge: FORGE,
+        path: path.clone(),
+        step,
+        source,
+    };
+    std::fs::create_dir_all(artifacts).map_err(|e| failed("make its directory", e))?;
+    let text = serde_json::to_string(&OnDisk {
+        token: token.expose().to_string(),
+    })
+    .unwrap_or_default();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(&path)
+        .map_err(|e| failed("create it", e))?;
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|()| file.sync_all());
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&path);
+        return Err(failed("write it", e));
+    }
+    Ok(Recorded { path })
+}
+
+/// Removes a record (gone already is fine).
+pub fn remove(path: &Path) -> Result<(), ForgeError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(ForgeError::TokenRecord {
+            forge: FORGE,
+            path: path.to_path_buf(),
+            step: "remove it",
+            source,
+        }),
+    }
+}
+
+/// The records in `artifacts` (regular files only; a link is never
+/// followed).
+pub fn leftover_records(artifacts: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(artifacts) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(RECORD_PREFIX))
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Reads a record without following a link, at most 4 KiB.
+fn read(path: &Path) -> Result<Secret, String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .and_then(|f| f.take(4096).read_to_string(&mut text))
+        .map_err(|e| format!("read {}: {e}", path.display()))?;
+    let on_disk: OnDisk = serde_json::from_str(&text)
+        .map_err(|_| format!("{}: not a token record", path.display()))?;
+    Ok(Secret::new(on_disk.token))
+}
+
+/// The name a record is reported by (its file name: never the token).
+fn label(path: &Path) -> String {
+    path.file_name()
+        .map(|n| format!("github installation token {}", n.to_string_lossy()))
+        .unwrap_or_default()
+}
+
+/// Revokes the token `client` uses; one GitHub no longer knows (revoked
+/// or expired already: `401`) counts as revoked.
+pub async fn revoke_dead_or_alive(client: &GitHub) -> Result<(), ForgeError> {
+    match super::github_app::revoke(client).await {
+        Ok(()) | Err(ForgeError::Status { status: 401, .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Revokes the token of every record in `artifacts` (a killed publish's),
+/// at the spec's `api` for `owner/repo`, and removes the records revoked:
+/// what was revoked (by record), or what failed (the record stays for a
+/// later pass).
+pub async fn revoke_leftovers(
+    api: &str,
+    owner: &str,
+    repo: &str,
+    artifacts: &Path,
+) -> Result<Vec<String>, Vec<String>> {
+    let mut revoked = Vec::new();
+    let mut errors = Vec::new();
+    for path in leftover_records(artifacts) {
+        let done = async {
+            let token = read(&path)?;
+            let client = GitHub::new(api, owner, repo, token).map_err(|e| e.to_string())?;
+            revoke_dead_or_alive(&client)
+                .await
+                .map_err(|e| format!("revoke {}: {e}", label(&path)))?;
+            remove(&path).map_err(|e| e.to_string())
+        }
+        .await;
+        match done {
+            Ok(()) => revoked.push(label(&path)),
+            Err(e) => errors.push(e),
+        }
+    }
+    match errors.is_empty() {
+        true => Ok(revoked),
+        false => Err(errors),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// A record holds the token, readable by its owner only; it is read
+    /// back, and a link or a directory in a record's name is never one.
+    #[test]
+    fn a_record_is_private_and_never_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorded = write(dir.path(), &Secret::new("ghs_abc".into())).unwrap();
+        let outside = dir.path().join("outside.json");
+        std::fs::write(&outside, r#"{"token":"ghs_other"}"#).unwrap();
+        let link = dir.path().join(".github-token-link.json");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        std::fs::create_dir(dir.path().join(".github-token-dir.json")).unwrap();
+        assert_eq!(
+            (
+                leftover_records(dir.path()),
+                std::fs::metadata(&recorded.path)
+                    .unwrap()
+                    .permissions()
+                    .mode()
+                    & 0o777,
+                read(&recorded.path).map(|s| s.expose().to_string()),
+                read(&link).is_err(),
+            ),
+            (
+                vec![recorded.path.clone()],
+                0o600,
+                Ok("ghs_abc".to_string()),
+                true
+            )
+        );
+        remove(&recorded.path).unwrap();
+        assert_eq!(leftover_records(dir.path()), Vec::<PathBuf>::new());
+    }
+}
