@@ -106,18 +106,26 @@ pub fn leftover_records(artifacts: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// Reads a record without following a link, at most 4 KiB.
+/// Reads a record without following a link or blocking (a FIFO swapped in
+/// after the listing is refused, not waited on), a regular file only, at
+/// most 4 KiB.
 fn read(path: &Path) -> Result<Secret, String> {
     use std::io::Read as _;
-    let mut text = String::new();
-    std::fs::OpenOptions::new()
+    let failed = |e: &dyn std::fmt::Display| format!("read {}: {e}", path.display());
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .custom_flags(flags.bits())
         .open(path)
-        .and_then(|f| f.take(4096).read_to_string(&mut text))
-        .map_err(|e| format!("read {}: {e}", path.display()))?;
-    let on_disk: OnDisk = serde_json::from_str(&text)
-        .map_err(|_| format!("{}: not a token record", path.display()))?;
+        .map_err(|e| failed(&e))?;
+    if !file.metadata().map_err(|e| failed(&e))?.is_file() {
+        return Err(failed(&"not a regular file"));
+    }
+    let mut text = String::new();
+    file.take(4096)
+        .read_to_string(&mut text)
+        .map_err(|e| failed(&e))?;
+    let on_disk: OnDisk = serde_json::from_str(&text).map_err(|_| failed(&"not a token record"))?;
     Ok(Secret::new(on_disk.token))
 }
 
@@ -207,5 +215,11 @@ mod tests {
         );
         remove(&recorded.path).unwrap();
         assert_eq!(leftover_records(dir.path()), Vec::<PathBuf>::new());
+        let fifo = dir.path().join(".github-token-fifo.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(
+            read(&fifo).map(|_| ()),
+            Err(format!("read {}: not a regular file", fifo.display()))
+        );
     }
 }
