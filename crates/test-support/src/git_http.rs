@@ -10,7 +10,9 @@
 //! no authorization asked ([`GitHttpServer::start_https_requiring`]: one
 //! demanded), the server name each TLS client announced recorded. A
 //! request for `/echo-headers` is answered with the request's headers, as
-//! an httpbin-like endpoint that reflects them. The credential check can
+//! an httpbin-like endpoint that reflects them (`/echo-slowly`: in two
+//! chunks 200 ms apart, cut in the middle of the `authorization` value;
+//! `/echo-gzip`: labelled `content-encoding: gzip` whatever was asked). The credential check can
 //! be a forge mock's (the tokens it minted), and `set_stall` leaves
 //! requests hanging (a push killed mid-way).
 
@@ -19,6 +21,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
+use futures::StreamExt as _;
 use http::{Request, StatusCode};
 use tokio::io::AsyncWriteExt as _;
 
@@ -168,7 +171,8 @@ impl GitHttpServer {
                 .body(Body::from("Unauthorized\n"))
                 .unwrap();
         }
-        if req.uri().path() == "/echo-headers" {
+        let path = req.uri().path();
+        if ["/echo-headers", "/echo-slowly", "/echo-gzip"].contains(&path) {
             let mut echo = String::new();
             for (name, value) in req.headers() {
                 echo.push_str(&format!(
@@ -176,7 +180,32 @@ impl GitHttpServer {
                     String::from_utf8_lossy(value.as_bytes())
                 ));
             }
-            return http::Response::new(Body::from(echo));
+            return match path {
+                // In two chunks 200 ms apart, cut in the middle of the
+                // `authorization` value: a host pausing mid-value.
+                "/echo-slowly" => {
+                    let at = echo.find("authorization: ").map_or(0, |i| i + 15);
+                    let end = at + echo[at..].find('\n').unwrap_or(0);
+                    let cut = (at + end) / 2;
+                    let (a, b) = (echo[..cut].to_string(), echo[cut..].to_string());
+                    let parts = futures::stream::iter([(a, false), (b, true)]).then(
+                        |(part, late)| async move {
+                            if late {
+                                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                            }
+                            Ok::<_, std::io::Error>(bytes::Bytes::from(part))
+                        },
+                    );
+                    http::Response::new(Body::from_stream(parts))
+                }
+                // Labelled gzip whatever the request asked for (the bytes
+                // are the echo itself: a client must not get to decode it).
+                "/echo-gzip" => http::Response::builder()
+                    .header("content-encoding", "gzip")
+                    .body(Body::from(echo))
+                    .unwrap(),
+                _ => http::Response::new(Body::from(echo)),
+            };
         }
         let method = req.method().to_string();
         let path = req.uri().path().to_string();

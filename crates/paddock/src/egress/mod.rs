@@ -31,6 +31,7 @@ pub mod hello;
 pub mod refusal;
 pub mod relay;
 pub mod resolve;
+pub mod response;
 pub mod roots;
 pub mod scan;
 mod server;

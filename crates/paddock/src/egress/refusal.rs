@@ -73,6 +73,8 @@ impl Refusal {
             ),
             r if r.starts_with("deny_list:") => "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only the host profile opens one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
             "bad_request" => "Send `CONNECT host:port` for HTTPS, or an absolute `http://host/path` request (set HTTPS_PROXY/HTTP_PROXY).".to_string(),
+            "content_encoding" => "The proxy asked the credential host for `accept-encoding: identity` so that it can scan the answer for the credential; a compressed answer is not relayed. Ask the host for an uncompressed one (docs/egress.md).".to_string(),
+            "upgrade" => "A tunnel to a credential host carries HTTP/1.1 requests only: upgrades (WebSocket) are not relayed. Use plain HTTP requests to this host, or a host without a credential (docs/egress.md).".to_string(),
             _ => "The destination is allowed but could not be reached.".to_string(),
         }
     }

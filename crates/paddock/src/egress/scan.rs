@@ -5,7 +5,8 @@
 //! framing stays true, and what could still be the start of a match (a
 //! suffix that is a prefix of a value) is held back until the next read
 //! decides it, so a value split across reads is still found. The caller
-//! flushes what is held when the host goes quiet ([`Scan::flush`]).
+//! flushes what is held when a response message ends ([`Scan::flush`],
+//! `super::response`), never on a timer.
 
 use crate::secret::Secret;
 
@@ -43,8 +44,8 @@ impl Scan {
         std::mem::replace(&mut self.held, rest)
     }
 
-    /// Everything held, the stream having ended or gone quiet: a value
-    /// cut there is not whole, and nothing else can complete it.
+    /// Everything held, the message having ended: a value cut there is
+    /// not whole within it.
     pub fn flush(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.held)
     }

@@ -9,14 +9,14 @@
 //! `content-length` or chunked framing): in the credential's header only,
 //! a value that is exactly the job's placeholder form becomes the real
 //! value; `accept-encoding` becomes `identity` so the response scan sees
-//! plain bytes; nothing else is touched. Responses are scanned for the
-//! real value ([`super::scan`]) before the job reads them.
+//! plain bytes; nothing else is touched. Responses are read by their
+//! framing and scanned for the real value before the job reads them
+//! ([`super::response`]).
 
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use paddock_protocol::{EgressPhase, EgressRecord};
 use rustls::pki_types::ServerName;
@@ -28,12 +28,9 @@ use tokio::time::timeout;
 use super::credential::Credential;
 use super::head::{read_head, Head, HeadError};
 use super::refusal::Refusal;
-use super::scan::Scan;
+use super::response::{Pending, Scanning, Stop};
 use super::server::ProxyLimits;
 
-/// How long the host may stay quiet before what the scan holds back (a
-/// possible start of the value) is passed on.
-pub const SCAN_QUIET: Duration = Duration::from_millis(50);
 /// The longest chunk-size or trailer line of a chunked body.
 const MAX_LINE: usize = 4096;
 /// A read's buffer.
@@ -153,23 +150,42 @@ pub async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
     let substituted = AtomicU64::new(0);
+    let pending = Pending::default();
+    let destination = format!("{}:{}", cred.host, cred.port);
+    let phase = record.phase;
+    let mask = |len: usize| cred.mask(len);
+    let answer = |r: &Refusal| r.answer(&destination, phase);
+    let scanning = Scanning {
+        needles: cred.needles(),
+        mask: &mask,
+        answer: &answer,
+        pending: &pending,
+        down: &down,
+    };
     let (mut job_r, mut job_w) = tokio::io::split(job);
     let (mut host_r, mut host_w) = tokio::io::split(host);
     let cut = {
         let requests = async {
-            let end = requests(&mut job_r, &mut host_w, cred, &up, &substituted).await;
+            let end = requests(&mut job_r, &mut host_w, cred, &up, &substituted, &pending).await;
             let _ = host_w.shutdown().await;
             end
         };
         let responses = async {
-            let end = responses(&mut host_r, &mut job_w, cred, &down).await;
+            let end = super::response::responses(&mut host_r, &mut job_w, &scanning).await;
             let _ = job_w.shutdown().await;
             end
         };
         tokio::select! {
-            (req, _) = async { tokio::join!(requests, responses) } => {
-                if let Err(why) = req {
-                    record.reason = Some(why);
+            (req, resp) = both(requests, responses) => {
+                match (req, resp) {
+                    (_, Some(Err(Stop::Refused(r)))) => {
+                        record.rule = Some(r.rule);
+                        record.reason = Some(r.reason);
+                    }
+                    (Some(Err(why)), _) | (_, Some(Err(Stop::Broken(why)))) => {
+                        record.reason = Some(why);
+                    }
+                    _ => {}
                 }
                 false
             }
@@ -189,6 +205,33 @@ pub async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// Runs both directions until both are done, or until the responses
+/// stop on a refused or broken response (the tunnel ends: a job that
+/// keeps its side open after the answer is not waited for). `None`: that
+/// direction had not ended.
+async fn both<A, B>(
+    requests: impl std::future::Future<Output = Result<(), A>>,
+    responses: impl std::future::Future<Output = Result<(), B>>,
+) -> (Option<Result<(), A>>, Option<Result<(), B>>) {
+    tokio::pin!(requests, responses);
+    let (mut req, mut resp) = (None, None);
+    loop {
+        tokio::select! {
+            r = &mut requests, if req.is_none() => req = Some(r),
+            r = &mut responses, if resp.is_none() => {
+                let stop = r.is_err();
+                resp = Some(r);
+                if stop {
+                    return (req, resp);
+                }
+            }
+        }
+        if req.is_some() && resp.is_some() {
+            return (req, resp);
+        }
+    }
+}
+
 /// How a request's body is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Body {
@@ -205,6 +248,7 @@ async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     cred: &Credential,
     up: &AtomicU64,
     substituted: &AtomicU64,
+    pending: &Pending,
 ) -> Result<(), String> {
     let mut buf = Vec::new();
     loop {
@@ -216,6 +260,7 @@ async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         let body = framing(&head)?;
         let (out, n) = rewrite(&head, cred);
         substituted.fetch_add(n, Ordering::Relaxed);
+        pending.sent(head.method.eq_ignore_ascii_case("HEAD"));
         write(host, &out, up).await?;
         buf.drain(..end);
         match body {
@@ -371,42 +416,6 @@ async fn chunked<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     }
 }
 
-/// Responses from the host to the job, scanned, until the host is done.
-async fn responses<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    host: &mut R,
-    job: &mut W,
-    cred: &Credential,
-    down: &AtomicU64,
-) -> io::Result<()> {
-    let mut scan = Scan::new(cred.needles(), |len| cred.mask(len));
-    let mut chunk = vec![0u8; CHUNK];
-    loop {
-        let n = if scan.holding() {
-            match timeout(SCAN_QUIET, host.read(&mut chunk)).await {
-                Ok(n) => n?,
-                Err(_) => {
-                    let held = scan.flush();
-                    job.write_all(&held).await?;
-                    down.fetch_add(held.len() as u64, Ordering::Relaxed);
-                    continue;
-                }
-            }
-        } else {
-            host.read(&mut chunk).await?
-        };
-        let out = if n == 0 {
-            scan.flush()
-        } else {
-            scan.push(&chunk[..n])
-        };
-        job.write_all(&out).await?;
-        down.fetch_add(out.len() as u64, Ordering::Relaxed);
-        if n == 0 {
-            return Ok(());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -414,6 +423,7 @@ mod tests {
     use super::*;
     use crate::egress::credential::{roots_of, Credentials};
     use paddock_protocol::{CredentialSpec, KeyRef};
+    use std::time::Duration;
 
     fn credentials(dir: &std::path::Path) -> Credentials {
         let file = dir.join("token");
@@ -442,7 +452,7 @@ mod tests {
         let (up, subs) = (AtomicU64::new(0), AtomicU64::new(0));
         let mut job = input;
         let mut host = Vec::new();
-        let end = requests(&mut job, &mut host, cred, &up, &subs).await;
+        let end = requests(&mut job, &mut host, cred, &up, &subs, &Pending::default()).await;
         (
             String::from_utf8(host).unwrap(),
             subs.load(Ordering::Relaxed),
@@ -497,38 +507,5 @@ mod tests {
                 Err("a request framed by transfer-encoding other than chunked, or two ways".into())
             )
         );
-    }
-
-    #[tokio::test]
-    async fn responses_are_scanned_across_reads() {
-        let dir = tempfile::tempdir().unwrap();
-        let creds = credentials(dir.path());
-        let c = &creds.list[0];
-        let body = "echo: Bearer real-token-0123456789\n";
-        let mut host = tokio_test_reader(&[&body[..20], &body[20..]]);
-        let mut job = Vec::new();
-        let down = AtomicU64::new(0);
-        responses(&mut host, &mut job, c, &down).await.unwrap();
-        let want = format!("echo: Bearer {}\n", String::from_utf8(c.mask(21)).unwrap());
-        assert_eq!(
-            (
-                String::from_utf8(job).unwrap(),
-                down.load(Ordering::Relaxed)
-            ),
-            (want, body.len() as u64)
-        );
-    }
-
-    /// A reader giving `parts` one read each.
-    fn tokio_test_reader(parts: &[&str]) -> impl AsyncRead + Unpin {
-        let (mut w, r) = tokio::io::duplex(1 << 16);
-        let parts: Vec<String> = parts.iter().map(|s| s.to_string()).collect();
-        tokio::spawn(async move {
-            for p in parts {
-                w.write_all(p.as_bytes()).await.unwrap();
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        });
-        r
     }
 }

@@ -243,6 +243,58 @@ async fn the_real_value_reaches_its_host_and_an_echo_of_it_comes_back_masked() {
     );
 }
 
+/// A host that pauses 200 ms in the middle of echoing the value (two
+/// chunks, the value cut between them) still gets it masked whole: the
+/// scan holds back what could start the value until the body's next
+/// bytes, whatever the timing. A host that answers `content-encoding:
+/// gzip` though asked for `identity` gets the job a readable `502`
+/// (rule `content_encoding`) in place of its answer, and the record says
+/// why the tunnel ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_paused_echo_is_masked_and_a_compressed_answer_is_refused() {
+    let mut rig = Rig::start().await;
+    let p = rig.placeholder("alpha");
+    let (status, body) = rig.get(&https(&rig.alpha, "/echo-slowly"), &p).await;
+    let cred = rig.creds.list.iter().find(|c| c.name == "alpha").unwrap();
+    let mask = String::from_utf8(cred.mask(ALPHA.len())).unwrap();
+    assert_eq!(
+        (
+            status,
+            body.contains(&format!("authorization: Bearer {mask}\n")),
+            body.contains(&ALPHA[..ALPHA.len() / 2]),
+            body.contains(&ALPHA[ALPHA.len() / 2..]),
+        ),
+        (200, true, false, false),
+        "{body}"
+    );
+    let port = port_of(&rig.alpha.url);
+    assert_eq!(
+        rig.record().await,
+        row(port, EgressMethod::Connect, Some("alpha"), Some(1))
+    );
+    let (status, body) = rig.get(&https(&rig.alpha, "/echo-gzip"), &p).await;
+    let dest = format!("localhost:{port}");
+    assert_eq!(
+        (status, body.contains(ALPHA), body.lines().take(2).map(str::to_string).collect::<Vec<_>>()),
+        (
+            502,
+            false,
+            vec![
+                format!("paddock egress proxy: {dest} refused in the agent phase: the credential host answered with content-encoding `gzip` though asked for `identity`: a coded answer could hide the credential from the proxy's scan, so it is not relayed"),
+                "rule: content_encoding".to_string(),
+            ]
+        )
+    );
+    assert_eq!(
+        rig.record().await,
+        EgressRecord {
+            rule: Some("content_encoding".into()),
+            reason: Some("the credential host answered with content-encoding `gzip` though asked for `identity`: a coded answer could hide the credential from the proxy's scan, so it is not relayed".into()),
+            ..row(port, EgressMethod::Connect, Some("alpha"), Some(1))
+        }
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_placeholder_elsewhere_stays_a_placeholder() {
     let mut rig = Rig::start().await;
