@@ -1,5 +1,8 @@
-//! Provider keys as a type: the value is read from its reference (`env:`,
-//! `file:`) only inside the broker, is redacted in Debug and Display, and is
+//! Secrets as a type (provider keys, repository and forge tokens, webhook
+//! and egress credential values): the value is read from its reference
+//! (`env:`, `file:`) only where it is used, is redacted in Debug and
+//! Display, its errors name what kind of secret failed ([`SecretKind`]) and
+//! its reference, never its value; it is
 //! identified elsewhere only by its reference and a fingerprint. An `env:`
 //! key is taken out of Paddock's own environment before any thread starts
 //! ([`withdraw_env`]), so that no child inherits it; what the kernel shows in
@@ -13,19 +16,59 @@ use std::sync::{Mutex, OnceLock};
 use paddock_protocol::KeyRef;
 use sha2::{Digest, Sha256};
 
+/// What a secret is for, as its errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretKind {
+    /// `upstream.key`, and a cloud provider's key found in the environment.
+    ProviderKey,
+    /// `repository.token`: fetching a private URL source.
+    RepositoryToken,
+    /// `results.push.token`.
+    PushToken,
+    /// `results.push.ssh_key`.
+    PushSshKey,
+    /// `results.github.token`.
+    GitHubToken,
+    /// `results.github.app.private_key`.
+    GitHubAppKey,
+    /// `results.gitlab.token`: the host-held token that mints job tokens.
+    GitLabToken,
+    /// `paddock serve --webhook-secret`.
+    WebhookSecret,
+    /// A host profile's `network.credentials` value.
+    Credential,
+}
+
+impl fmt::Display for SecretKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SecretKind::ProviderKey => "provider key",
+            SecretKind::RepositoryToken => "repository token",
+            SecretKind::PushToken => "push token",
+            SecretKind::PushSshKey => "push SSH key",
+            SecretKind::GitHubToken => "GitHub token",
+            SecretKind::GitHubAppKey => "GitHub App private key",
+            SecretKind::GitLabToken => "GitLab host token",
+            SecretKind::WebhookSecret => "webhook secret",
+            SecretKind::Credential => "secret",
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    #[error("provider key {reference}: environment variable is not set")]
-    EnvMissing { reference: String },
-    #[error("provider key {reference}: cannot read the file: {source}")]
+    #[error("{kind} {reference}: environment variable is not set")]
+    EnvMissing { kind: SecretKind, reference: String },
+    #[error("{kind} {reference}: cannot read the file: {source}")]
     FileRead {
+        kind: SecretKind,
         reference: String,
         source: std::io::Error,
     },
-    #[error("provider key {reference}: the value is empty")]
-    Empty { reference: String },
-    #[error("provider key {reference}: the value contains a line break or control character")]
-    Malformed { reference: String },
+    #[error("{kind} {reference}: the value is empty")]
+    Empty { kind: SecretKind, reference: String },
+    #[error("{kind} {reference}: the value contains a line break or control character")]
+    Malformed { kind: SecretKind, reference: String },
 }
 
 /// A secret value. Never printed, never logged.
@@ -37,30 +80,38 @@ impl Secret {
         Secret(value)
     }
 
-    /// Reads the value a reference points to. A file's trailing newline is
-    /// dropped; a value with a line break or other control character is
-    /// refused (it would be a header).
-    pub fn resolve(reference: &KeyRef) -> Result<Secret, SecretError> {
-        Secret::read(reference, |c| c.is_control())
+    /// Reads the value a reference to a `kind` of secret points to. A
+    /// file's trailing newline is dropped; a value with a line break or
+    /// other control character is refused (it would be a header).
+    pub fn resolve(kind: SecretKind, reference: &KeyRef) -> Result<Secret, SecretError> {
+        Secret::read(kind, reference, |c| c.is_control())
     }
 
     /// Reads a multi-line value (a PEM key) a reference points to: line
     /// breaks are kept, other control characters refused.
-    pub fn resolve_multiline(reference: &KeyRef) -> Result<Secret, SecretError> {
-        Secret::read(reference, |c| c.is_control() && !matches!(c, '\n' | '\r'))
+    pub fn resolve_multiline(kind: SecretKind, reference: &KeyRef) -> Result<Secret, SecretError> {
+        Secret::read(kind, reference, |c| {
+            c.is_control() && !matches!(c, '\n' | '\r')
+        })
     }
 
-    fn read(reference: &KeyRef, refused: fn(char) -> bool) -> Result<Secret, SecretError> {
+    fn read(
+        kind: SecretKind,
+        reference: &KeyRef,
+        refused: fn(char) -> bool,
+    ) -> Result<Secret, SecretError> {
         let shown = reference.to_string();
         let value = match reference {
             KeyRef::Env(name) => match withdrawn(name) {
                 Some(v) => v,
                 None => std::env::var(name).map_err(|_| SecretError::EnvMissing {
+                    kind,
                     reference: shown.clone(),
                 })?,
             },
             KeyRef::File(path) => std::fs::read_to_string(path)
                 .map_err(|source| SecretError::FileRead {
+                    kind,
                     reference: shown.clone(),
                     source,
                 })?
@@ -68,10 +119,16 @@ impl Secret {
                 .to_string(),
         };
         if value.is_empty() {
-            return Err(SecretError::Empty { reference: shown });
+            return Err(SecretError::Empty {
+                kind,
+                reference: shown,
+            });
         }
         if value.chars().any(refused) {
-            return Err(SecretError::Malformed { reference: shown });
+            return Err(SecretError::Malformed {
+                kind,
+                reference: shown,
+            });
         }
         Ok(Secret(value))
     }
@@ -168,7 +225,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("key");
         std::fs::write(&p, "sk-abc\n").unwrap();
-        let s = Secret::resolve(&KeyRef::File(p)).unwrap();
+        let s = Secret::resolve(SecretKind::ProviderKey, &KeyRef::File(p)).unwrap();
         assert_eq!(s.expose(), "sk-abc");
     }
 
@@ -180,7 +237,7 @@ mod tests {
         assert_eq!(
             (
                 std::env::var_os(name),
-                Secret::resolve(&KeyRef::Env(name.into()))
+                Secret::resolve(SecretKind::ProviderKey, &KeyRef::Env(name.into()))
                     .unwrap()
                     .expose()
                     .to_string()
@@ -189,24 +246,40 @@ mod tests {
         );
     }
 
+    /// Each error names the kind of secret and its reference: the
+    /// provider key's, a forge token's, an egress credential's.
     #[test]
-    fn resolve_errors_name_the_reference() {
-        let err = Secret::resolve(&KeyRef::Env("PADDOCK_TEST_SURELY_UNSET_VAR".into()))
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "provider key env:PADDOCK_TEST_SURELY_UNSET_VAR: environment variable is not set"
-        );
+    fn resolve_errors_name_the_kind_and_the_reference() {
+        let unset = KeyRef::Env("PADDOCK_TEST_SURELY_UNSET_VAR".into());
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("empty");
         std::fs::write(&p, "\n").unwrap();
-        let err = Secret::resolve(&KeyRef::File(p.clone()))
-            .unwrap_err()
-            .to_string();
+        let bell = dir.path().join("bell");
+        std::fs::write(&bell, "a\u{7}b\n").unwrap();
+        let missing = dir.path().join("missing");
+        let err = |kind, r: &KeyRef| Secret::resolve(kind, r).unwrap_err().to_string();
         assert_eq!(
-            err,
-            format!("provider key file:{}: the value is empty", p.display())
+            [
+                err(SecretKind::ProviderKey, &unset),
+                err(SecretKind::GitLabToken, &KeyRef::File(p.clone())),
+                Secret::resolve_multiline(SecretKind::GitHubAppKey, &KeyRef::File(bell.clone()))
+                    .unwrap_err()
+                    .to_string(),
+                err(SecretKind::Credential, &KeyRef::File(missing.clone())),
+            ],
+            [
+                "provider key env:PADDOCK_TEST_SURELY_UNSET_VAR: environment variable is not set"
+                    .to_string(),
+                format!("GitLab host token file:{}: the value is empty", p.display()),
+                format!(
+                    "GitHub App private key file:{}: the value contains a line break or control character",
+                    bell.display()
+                ),
+                format!(
+                    "secret file:{}: cannot read the file: No such file or directory (os error 2)",
+                    missing.display()
+                ),
+            ]
         );
     }
 

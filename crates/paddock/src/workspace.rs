@@ -1177,7 +1177,7 @@ async fn fetched_mirror(
     let token = repo
         .token
         .as_ref()
-        .map(crate::secret::Secret::resolve)
+        .map(|r| crate::secret::Secret::resolve(crate::secret::SecretKind::RepositoryToken, r))
         .transpose()
         .map_err(|source| WorkspaceError::Token {
             source_repo: url.to_string(),

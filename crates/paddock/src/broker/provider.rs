@@ -16,7 +16,7 @@ use paddock_protocol::spec::{KeyHeaderKind, ProviderKind, UpstreamSpec};
 use super::bedrock::{Bedrock, BedrockError};
 use super::entra::{Entra, EntraError};
 use super::meter::Api;
-use super::secret::Secret;
+use super::secret::{Secret, SecretKind};
 use super::vertex::{Vertex, VertexError};
 
 /// The default OpenAI API base (the path after `/v1` is appended).
@@ -388,7 +388,7 @@ async fn bedrock_of(spec: &UpstreamSpec, key: Option<&Secret>) -> Result<Bedrock
     match (key, spec.key_header) {
         (Some(k), Some(KeyHeaderKind::Bearer)) => Ok(Bedrock::with_api_key(k.clone(), region)),
         (Some(k), _) => Bedrock::new(k, region),
-        (None, _) => match Secret::resolve(&env_key) {
+        (None, _) => match Secret::resolve(SecretKind::ProviderKey, &env_key) {
             Ok(k) => Ok(Bedrock::with_api_key(k, region)),
             Err(_) => {
                 let client = reqwest::Client::builder()

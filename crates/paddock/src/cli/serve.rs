@@ -122,8 +122,9 @@ fn webhooks(
     };
     let reference = paddock_protocol::KeyRef::parse(reference)
         .map_err(|e| Failure::BadInput(anyhow::anyhow!("--webhook-secret: {e}")))?;
-    let secret = paddock::secret::Secret::resolve(&reference)
-        .map_err(|e| Failure::BadInput(anyhow::anyhow!("--webhook-secret: {e}")))?;
+    let secret =
+        paddock::secret::Secret::resolve(paddock::secret::SecretKind::WebhookSecret, &reference)
+            .map_err(|e| Failure::BadInput(anyhow::anyhow!("--webhook-secret: {e}")))?;
     Webhooks::new(
         WebhookConfig::new(config.webhook_url.clone(), secret),
         store.clone(),

@@ -17,7 +17,7 @@ use rustls::pki_types::CertificateDer;
 
 use super::ca::{CaError, JobCa};
 use super::roots::{Roots, RootsError};
-use crate::secret::{Secret, SecretError};
+use crate::secret::{Secret, SecretError, SecretKind};
 
 /// The one application protocol a terminated tunnel speaks.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
@@ -29,7 +29,7 @@ const MIN_DERIVED_NEEDLE: usize = 8;
 /// Why the job's credentials could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
-    #[error("network.credentials `{name}`: secret {}", secret_reason(.source))]
+    #[error("network.credentials `{name}`: {source}")]
     Secret { name: String, source: SecretError },
     #[error("network.credentials `{name}`: {field}: {reason}")]
     Invalid {
@@ -45,23 +45,6 @@ pub enum CredentialError {
     Ca { name: String, source: CaError },
     #[error("network.credentials `{name}`: the TLS configuration: {reason}")]
     Tls { name: String, reason: String },
-}
-
-/// Why a credential's value could not be read, without the provider-key
-/// wording of [`SecretError`]'s own message.
-fn secret_reason(e: &SecretError) -> String {
-    match e {
-        SecretError::EnvMissing { reference } => {
-            format!("{reference}: environment variable is not set")
-        }
-        SecretError::FileRead { reference, source } => {
-            format!("{reference}: cannot read the file: {source}")
-        }
-        SecretError::Empty { reference } => format!("{reference}: the value is empty"),
-        SecretError::Malformed { reference } => {
-            format!("{reference}: the value contains a line break or control character")
-        }
-    }
 }
 
 /// One credential of a job's proxy.
@@ -173,9 +156,11 @@ impl Credentials {
                 .value_parts()
                 .ok_or_else(|| invalid("value", "must hold `{secret}` exactly once".to_string()))?;
             let secret =
-                Secret::resolve(&spec.secret).map_err(|source| CredentialError::Secret {
-                    name: spec.name.clone(),
-                    source,
+                Secret::resolve(SecretKind::Credential, &spec.secret).map_err(|source| {
+                    CredentialError::Secret {
+                        name: spec.name.clone(),
+                        source,
+                    }
                 })?;
             hosts.push(host.clone());
             parsed.push((spec, host, port, before, after, secret));

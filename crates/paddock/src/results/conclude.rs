@@ -25,7 +25,7 @@ use super::gitlab_token;
 use super::outbox::Outbox;
 use super::push::{self, PushAuth};
 use super::source;
-use crate::secret::Secret;
+use crate::secret::{Secret, SecretKind};
 use crate::workspace::{Patch, Workspace};
 
 /// The branch's bundle, in the job's artifacts directory.
@@ -219,7 +219,10 @@ pub async fn revoke_leftover_tokens(
                 gitlab_token::revoke_leftovers(
                     &gl.api_url,
                     &gl.project,
-                    || Secret::resolve(&gl.token).map_err(|e| format!("results.gitlab.token: {e}")),
+                    || {
+                        Secret::resolve(SecretKind::GitLabToken, &gl.token)
+                            .map_err(|e| format!("results.gitlab.token: {e}"))
+                    },
                     job_id,
                     artifacts,
                 )
@@ -259,7 +262,8 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
     if let Some(gl) = &spec.results.gitlab {
         gl.check_project()
             .map_err(|e| format!("results.gitlab.project: {e}"))?;
-        let host = Secret::resolve(&gl.token).map_err(|e| format!("results.gitlab.token: {e}"))?;
+        let host = Secret::resolve(SecretKind::GitLabToken, &gl.token)
+            .map_err(|e| format!("results.gitlab.token: {e}"))?;
         let today = time::OffsetDateTime::now_utc().date();
         let (client, token, issued) = gitlab_token::mint(
             &gl.api_url,
@@ -294,8 +298,8 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
         .map_err(|e| format!("results.github: {e}"))?
     {
         GitHubCredential::Token(reference) => {
-            let token =
-                Secret::resolve(reference).map_err(|e| format!("results.github.token: {e}"))?;
+            let token = Secret::resolve(SecretKind::GitHubToken, reference)
+                .map_err(|e| format!("results.github.token: {e}"))?;
             let client =
                 GitHub::new(&gh.api_url, owner, name, token.clone()).map_err(|e| e.to_string())?;
             Ok(ForgeSession {
@@ -305,7 +309,7 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
             })
         }
         GitHubCredential::App(app) => {
-            let key = Secret::resolve_multiline(&app.private_key)
+            let key = Secret::resolve_multiline(SecretKind::GitHubAppKey, &app.private_key)
                 .map_err(|e| format!("results.github.app.private_key: {e}"))?;
             let now = time::OffsetDateTime::now_utc();
             let (client, token, recorded) =
@@ -370,12 +374,13 @@ async fn push_result(
     {
         PushCredential::None => PushAuth::None,
         PushCredential::Token(reference) => {
-            secret = Secret::resolve(reference).map_err(|e| format!("results.push.token: {e}"))?;
+            secret = Secret::resolve(SecretKind::PushToken, reference)
+                .map_err(|e| format!("results.push.token: {e}"))?;
             PushAuth::Token(&secret)
         }
         PushCredential::SshKey { key, known_hosts } => {
-            secret =
-                Secret::resolve_multiline(key).map_err(|e| format!("results.push.ssh_key: {e}"))?;
+            secret = Secret::resolve_multiline(SecretKind::PushSshKey, key)
+                .map_err(|e| format!("results.push.ssh_key: {e}"))?;
             PushAuth::SshKey {
                 key: &secret,
                 known_hosts,

@@ -18,6 +18,7 @@ use crate::policy::JobPolicy;
 use crate::rung::{Rung, Rungs};
 #[cfg(feature = "scripted")]
 use crate::scripted::Scenario;
+use crate::secret::SecretKind;
 use crate::session::{Continuation, Prior};
 use crate::store::Store;
 #[cfg(not(feature = "scripted"))]
@@ -117,9 +118,10 @@ pub async fn admit(
 ) -> Result<Admitted, AdmitError> {
     let key = match (spec.upstream.provider, &spec.upstream.key) {
         (ProviderKind::Scripted, _) | (_, None) => None,
-        (_, Some(reference)) => {
-            Some(Secret::resolve(reference).map_err(|e| AdmitError::ResolveKey(e.to_string()))?)
-        }
+        (_, Some(reference)) => Some(
+            Secret::resolve(SecretKind::ProviderKey, reference)
+                .map_err(|e| AdmitError::ResolveKey(e.to_string()))?,
+        ),
     };
     // The provider and its credentials: cloud credentials found (and,
     // without a key, a first token fetched) before the job exists.

@@ -17,7 +17,7 @@ use super::{warnings, Ended, Job, Stop};
 use crate::engines::{self, EngineAdapter};
 use crate::policy::{self, HostSemaphore, JobPolicy};
 use crate::reaper::Lease;
-use crate::secret::Secret;
+use crate::secret::{Secret, SecretKind};
 use crate::workspace::Workspace;
 
 /// A job with its workspace, ready to assemble.
@@ -97,7 +97,12 @@ pub(super) async fn provision(
     // The source's token (a URL source's `repository.token`) is redacted
     // wherever the job's text goes; the workspace reads it again and
     // reports a reference that does not resolve.
-    if let Some(Ok(token)) = spec.repository.token.as_ref().map(Secret::resolve) {
+    if let Some(Ok(token)) = spec
+        .repository
+        .token
+        .as_ref()
+        .map(|r| Secret::resolve(SecretKind::RepositoryToken, r))
+    {
         em.redactor.add_secret(&token);
     }
     let ws = match Workspace::provision_leased(
