@@ -47,6 +47,12 @@ fn holder(spec: &JobSpec, jobs_root: &Path) -> Option<Holder> {
     }
 }
 
+/// Whether anything on this host keeps the base of `spec`'s jobs after
+/// they end (no: a source Paddock made for the job, removed with it).
+pub fn kept_on_host(spec: &JobSpec, jobs_root: &Path) -> bool {
+    holder(spec, jobs_root).is_some()
+}
+
 /// The object directory holding the base of `spec`'s jobs, for a push to
 /// borrow: absolute, a directory, and a name an alternates file can hold
 /// (no newline).

@@ -43,7 +43,9 @@ pub struct KeptBranch {
     pub commit: String,
     pub bundle: PathBuf,
     /// Why the bundle holds the branch's whole history rather than the
-    /// job's new objects on the base (`None`: only the new objects).
+    /// job's new objects on the base, when that is news (`None`: only the
+    /// new objects, or a source Paddock made for the job, which keeps
+    /// nothing after it).
     pub whole: Option<String>,
 }
 
@@ -72,6 +74,16 @@ pub async fn keep_branch(
     let commit = ws.commit_result(patch, &message).await?;
     let bundle = artifacts.join(BUNDLE);
     let _ = std::fs::remove_file(&bundle);
+    // A source Paddock made for the job (a turn's, removed with it)
+    // keeps nothing: its one commit's whole history, and no news.
+    if !base_objects::kept_on_host(spec, jobs_root) {
+        ws.bundle_result(&bundle, true).await?;
+        return Ok(Some(KeptBranch {
+            commit,
+            bundle,
+            whole: None,
+        }));
+    }
     ws.bundle_result(&bundle, false).await?;
     let whole = match base_objects::holds_base(spec, jobs_root, &ws.base_commit).await {
         Ok(()) => None,
