@@ -1,7 +1,8 @@
-//! An overlay workspace for a test that plays a hostile job against it:
-//! provisioned the way a job's is (`Layout::Overlay` on a real repository),
-//! unmounted and removed when dropped. `None` (a printed reason locally, a
-//! failure in CI) where this process cannot mount an overlay (not root).
+//! A job's workspace for a test that plays a hostile job against it:
+//! provisioned the way a job's is (`Layout::Overlay`, or the clone, on a
+//! real repository), unmounted and removed when dropped. An overlay is
+//! `None` (a printed reason locally, a failure in CI) where this process
+//! cannot mount one (not root).
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +20,11 @@ pub struct OverlayJob {
 impl OverlayJob {
     /// Provisions job `id`'s overlay workspace on a one-commit repository.
     pub async fn new(id: &str) -> Option<OverlayJob> {
+        OverlayJob::with_layout(id, Layout::Overlay).await
+    }
+
+    /// The same with the given layout (`Layout::Clone` works anywhere).
+    pub async fn with_layout(id: &str, layout: Layout) -> Option<OverlayJob> {
         let dir = tempfile::tempdir().unwrap();
         let repo = crate::git::repo(dir.path());
         let outside = dir.path().join("outside");
@@ -31,8 +37,7 @@ impl OverlayJob {
             base_ref: "main".into(),
             token: None,
         };
-        match Workspace::provision_as(&jobs, id, lease, &spec, "paddock/T/1", Layout::Overlay).await
-        {
+        match Workspace::provision_as(&jobs, id, lease, &spec, "paddock/T/1", layout).await {
             Ok(ws) => Some(OverlayJob { ws, outside, dir }),
             Err(e) if crate::skip::in_ci() => panic!("no overlay workspace in CI: {e}"),
             Err(e) => {

@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod broker;
+mod check_ignore_attacks;
 mod cli;
 mod context;
 mod dashboard;
