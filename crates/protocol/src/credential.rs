@@ -92,6 +92,38 @@ pub struct CredentialSpec {
     /// for this host's upstream certificate (a private registry's CA).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_ca: Option<PathBuf>,
+    /// The request methods the value is put into (`GET`); empty: every
+    /// method.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
+    /// Path prefixes (`/v2/`) the value is put into requests for, compared
+    /// with the request's path as sent (before `?`); empty: every path.
+    /// A path with a `.` or `..` segment, a percent-encoded `.`, `/` or
+    /// `\\`, or a request target not in origin form never matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+}
+
+/// Whether `path` (a request target's path, before `?`) is one the
+/// prefixes of a credential's `paths` may be compared with: origin form,
+/// no `.` or `..` segment, no percent-encoded `.`, `/` or `\\` (which a
+/// server could decode into another path than the text shows).
+pub fn plain_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    path.starts_with('/')
+        && !path.contains('\\')
+        && !["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e))
+        && path.split('/').all(|seg| seg != "." && seg != "..")
+        && !path.chars().any(|c| c.is_control() || c == ' ' || c == '#')
+}
+
+/// Whether a request `method` to `target` (as sent) is within `methods`
+/// and `paths` (each empty: any).
+pub fn in_scope(methods: &[String], paths: &[String], method: &str, target: &str) -> bool {
+    let path = target.split('?').next().unwrap_or_default();
+    (methods.is_empty() || methods.iter().any(|m| m == method))
+        && (paths.is_empty()
+            || (plain_path(path) && paths.iter().any(|p| path.starts_with(p.as_str()))))
 }
 
 fn both_phases() -> Vec<EgressPhase> {
@@ -204,6 +236,32 @@ impl CredentialSpec {
         if self.phases.is_empty() {
             return bad("phases", "name `setup`, `agent` or both".into());
         }
+        for (j, m) in self.methods.iter().enumerate() {
+            let ok = !m.is_empty() && m.len() <= 32 && m.bytes().all(|b| b.is_ascii_uppercase());
+            if !ok {
+                return bad(
+                    &format!("methods[{j}]"),
+                    format!(
+                        "`{}`: a method is 1 to 32 of `A-Z` (`GET`)",
+                        m.escape_default()
+                    ),
+                );
+            }
+            if self.methods[..j].contains(m) {
+                return bad(&format!("methods[{j}]"), format!("`{m}` is listed twice"));
+            }
+        }
+        for (j, p) in self.paths.iter().enumerate() {
+            if p.len() > 1024 || !plain_path(p) || p.contains('?') {
+                return bad(
+                    &format!("paths[{j}]"),
+                    format!(
+                        "`{}`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment or percent-encoded `.`, `/`, `\\` (`/v2/`)",
+                        p.escape_default()
+                    ),
+                );
+            }
+        }
         let host = [self.host.clone()];
         for phase in &self.phases {
             let (list, field) = match phase {
@@ -273,6 +331,8 @@ mod tests {
             env: "NPM_TOKEN".into(),
             phases: both_phases(),
             upstream_ca: None,
+            methods: Vec::new(),
+            paths: Vec::new(),
         }
     }
 
@@ -297,6 +357,11 @@ mod tests {
             (|c| c.env = "1X".into(), "env", "`1X`: an environment variable name is letters, digits and `_`"),
             (|c| c.env = "https_proxy".into(), "env", "`https_proxy` is set by Paddock for every job"),
             (|c| c.phases = vec![], "phases", "name `setup`, `agent` or both"),
+            (|c| c.methods = vec!["GET".into(), "get".into()], "methods[1]", "`get`: a method is 1 to 32 of `A-Z` (`GET`)"),
+            (|c| c.methods = vec!["GET".into(), "GET".into()], "methods[1]", "`GET` is listed twice"),
+            (|c| c.paths = vec!["v2/".into()], "paths[0]", "`v2/`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment or percent-encoded `.`, `/`, `\\` (`/v2/`)"),
+            (|c| c.paths = vec!["/v2/".into(), "/a/../b".into()], "paths[1]", "`/a/../b`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment or percent-encoded `.`, `/`, `\\` (`/v2/`)"),
+            (|c| c.paths = vec!["/v2?x".into()], "paths[0]", "`/v2?x`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment or percent-encoded `.`, `/`, `\\` (`/v2/`)"),
             (|c| c.secret = KeyRef::File("token".into()), "secret", "`file:token`: a file is named by its absolute path"),
             (|c| c.upstream_ca = Some("ca.pem".into()), "upstream_ca", "`ca.pem`: a file is named by its absolute path"),
         ];
@@ -350,5 +415,38 @@ mod tests {
         assert_eq!(c.value_parts(), Some(("Bearer ", "")));
         c.value = "token={secret};x".into();
         assert_eq!(c.value_parts(), Some(("token=", ";x")));
+    }
+
+    /// A request is in scope by its method and its path's textual prefix;
+    /// a path a server could read as another (dot segments, encoded
+    /// slashes or dots) or a target not in origin form never is.
+    #[test]
+    fn a_request_is_in_scope_by_method_and_plain_path_prefix() {
+        let (m, p) = (
+            vec!["GET".to_string(), "HEAD".to_string()],
+            vec!["/v2/".to_string()],
+        );
+        let cases = [
+            ("GET", "/v2/lib/manifests/1?x=/v3/", true),
+            ("HEAD", "/v2/", true),
+            ("PUT", "/v2/lib", false),
+            ("get", "/v2/lib", false),
+            ("GET", "/v2", false),
+            ("GET", "/v3/lib", false),
+            ("GET", "/v2/../admin", false),
+            ("GET", "/v2/%2e%2e/admin", false),
+            ("GET", "/v2/..%2Fadmin", false),
+            ("GET", "/v2/./x", false),
+            ("GET", "https://host/v2/x", false),
+            ("GET", "*", false),
+        ];
+        let got: Vec<bool> = cases
+            .iter()
+            .map(|(meth, t, _)| in_scope(&m, &p, meth, t))
+            .collect();
+        let want: Vec<bool> = cases.iter().map(|c| c.2).collect();
+        assert_eq!(got, want);
+        assert!(in_scope(&[], &[], "DELETE", "https://anything"));
+        assert!(in_scope(&[], &p, "DELETE", "/v2/x"));
     }
 }

@@ -540,6 +540,8 @@ mod tests {
                 env: "NPM_TOKEN".into(),
                 phases: vec![crate::EgressPhase::Setup],
                 upstream_ca: None,
+                methods: Vec::new(),
+                paths: Vec::new(),
             }]
         );
         // Both phases unless given: the agent's list does not hold it.

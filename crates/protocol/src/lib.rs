@@ -21,7 +21,7 @@ pub mod turn;
 pub mod url_credentials;
 
 pub use context::{ContextSpec, InlineSkill};
-pub use credential::CredentialSpec;
+pub use credential::{in_scope as credential_in_scope, CredentialSpec};
 pub use egress::{EgressMethod, EgressPhase, EgressRecord};
 pub use event::{AgentEvent, ChangeKind, EventBody, Phase, TokenUsage};
 pub use host_profile::{

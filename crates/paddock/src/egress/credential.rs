@@ -61,6 +61,10 @@ pub struct Credential {
     /// The header's value as the job sends it (the placeholder in place of
     /// `{secret}`).
     job_value: String,
+    /// The methods and path prefixes the value is put into requests for
+    /// (each empty: any).
+    methods: Vec<String>,
+    paths: Vec<String>,
     /// The header's value sent upstream.
     real_value: Secret,
     /// What the response scan replaces, longest first.
@@ -95,6 +99,12 @@ impl Credential {
     /// the job's form (the placeholder in the template).
     pub fn substitute(&self, value: &[u8]) -> Option<&Secret> {
         (value == self.job_value.as_bytes()).then_some(&self.real_value)
+    }
+
+    /// Whether a request `method` to `target` (as sent) gets the value:
+    /// within the credential's `methods` and `paths`.
+    pub fn in_scope(&self, method: &str, target: &str) -> bool {
+        paddock_protocol::credential_in_scope(&self.methods, &self.paths, method, target)
     }
 
     /// What the response scan looks for.
@@ -211,6 +221,8 @@ impl Credentials {
             list.push(Arc::new(Credential {
                 needles: needles(&secret, &spec.value),
                 job_value: format!("{before}{placeholder}{after}"),
+                methods: spec.methods.clone(),
+                paths: spec.paths.clone(),
                 real_value,
                 header: spec.header.to_ascii_lowercase(),
                 phases: spec.phases.clone(),
@@ -318,6 +330,8 @@ mod tests {
             env: "GIT_TOKEN".into(),
             phases: vec![EgressPhase::Setup],
             upstream_ca: None,
+            methods: Vec::new(),
+            paths: Vec::new(),
         }
     }
 

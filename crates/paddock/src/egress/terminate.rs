@@ -301,7 +301,8 @@ fn framing(head: &Head) -> Result<Body, String> {
 
 /// The request head as sent upstream and how many values were
 /// substituted: the credential's header, when exactly the placeholder
-/// form, holds the real value; `accept-encoding` is `identity`.
+/// form and the request within the credential's methods and paths, holds
+/// the real value; `accept-encoding` is `identity`.
 fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
     let mut out = format!(
         "{} {} HTTP/1.{}\r\n",
@@ -309,6 +310,7 @@ fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
     )
     .into_bytes();
     let mut n = 0;
+    let in_scope = cred.in_scope(&head.method, &head.target);
     for (name, value) in &head.headers {
         if name.eq_ignore_ascii_case("accept-encoding") {
             continue;
@@ -316,7 +318,7 @@ fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
         match cred.substitute(value) {
-            Some(real) if name.eq_ignore_ascii_case(&cred.header) => {
+            Some(real) if in_scope && name.eq_ignore_ascii_case(&cred.header) => {
                 out.extend_from_slice(real.expose().as_bytes());
                 n += 1;
             }
@@ -426,6 +428,11 @@ mod tests {
     use std::time::Duration;
 
     fn credentials(dir: &std::path::Path) -> Credentials {
+        scoped(dir, Vec::new(), Vec::new())
+    }
+
+    /// The credential with `methods` and `paths`.
+    fn scoped(dir: &std::path::Path, methods: Vec<String>, paths: Vec<String>) -> Credentials {
         let file = dir.join("token");
         std::fs::write(&file, "real-token-0123456789").unwrap();
         Credentials::build(
@@ -439,6 +446,8 @@ mod tests {
                 env: "GIT_TOKEN".into(),
                 phases: vec![EgressPhase::Setup],
                 upstream_ca: None,
+                methods,
+                paths,
             }],
             &roots_of(""),
             Duration::from_secs(60),
@@ -485,6 +494,47 @@ mod tests {
                      3\r\nabc\r\n0\r\nx-t: 1\r\n\r\n"
                 ),
                 2,
+                Ok(())
+            )
+        );
+    }
+
+    /// With `methods = ["GET"]` and `paths = ["/v2/"]` only a GET under
+    /// `/v2/` with a plain path gets the value; the others carry the
+    /// placeholder on, as sent.
+    #[tokio::test]
+    async fn a_scoped_credential_is_put_only_into_requests_in_its_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = scoped(dir.path(), vec!["GET".into()], vec!["/v2/".into()]);
+        let c = &creds.list[0];
+        let p = c.placeholder.clone();
+        let req =
+            |m: &str, t: &str| format!("{m} {t} HTTP/1.1\r\nauthorization: Bearer {p}\r\n\r\n");
+        let sent = |m: &str, t: &str, v: &str| {
+            format!("{m} {t} HTTP/1.1\r\nauthorization: Bearer {v}\r\naccept-encoding: identity\r\n\r\n")
+        };
+        let real = "real-token-0123456789";
+        let input = [
+            req("GET", "/v2/lib/manifests/1"),
+            req("DELETE", "/v2/lib/manifests/1"),
+            req("GET", "/v3/x"),
+            req("GET", "/v2/../admin"),
+            req("GET", "/v2/%2e%2e/admin"),
+        ]
+        .concat();
+        let (host, subs, end) = through(c, input.as_bytes()).await;
+        assert_eq!(
+            (host, subs, end),
+            (
+                [
+                    sent("GET", "/v2/lib/manifests/1", real),
+                    sent("DELETE", "/v2/lib/manifests/1", &p),
+                    sent("GET", "/v3/x", &p),
+                    sent("GET", "/v2/../admin", &p),
+                    sent("GET", "/v2/%2e%2e/admin", &p),
+                ]
+                .concat(),
+                1,
                 Ok(())
             )
         );

@@ -44,6 +44,8 @@ fn credential(dir: &Path, name: &str, port: u16, value: &str) -> CredentialSpec 
         env: format!("{}_TOKEN", name.to_ascii_uppercase()),
         phases: vec![EgressPhase::Agent],
         upstream_ca: None,
+        methods: Vec::new(),
+        paths: Vec::new(),
     }
 }
 
