@@ -22,6 +22,7 @@ use std::sync::Mutex;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::framing;
 use super::refusal::Refusal;
 use super::scan::Scan;
 
@@ -203,9 +204,7 @@ fn framing(head: &ResponseHead, head_request: bool) -> Result<Body, String> {
     }
     match head.all("content-length").as_slice() {
         [] => Ok(Body::Close),
-        [first, rest @ ..] if rest.iter().all(|v| v == first) => std::str::from_utf8(first)
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
+        [first, rest @ ..] if rest.iter().all(|v| v == first) => framing::content_length(first)
             .map(Body::Length)
             .ok_or_else(|| "a response's content-length is not a number".to_string()),
         _ => Err("a response with two different content-lengths".into()),
@@ -352,9 +351,7 @@ async fn chunked<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 ) -> Result<(), Stop> {
     loop {
         let size_line = line(host, buf).await?;
-        let size = std::str::from_utf8(&size_line)
-            .ok()
-            .and_then(|l| u64::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok())
+        let size = framing::chunk_size(&size_line)
             .ok_or_else(|| Stop::Broken("a response's chunk size is not hexadecimal".into()))?;
         if size == 0 {
             let held = scan.flush();

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tokio::time::timeout;
 
 use super::credential::Credential;
+use super::framing;
 use super::head::{read_head, Head, HeadError};
 use super::refusal::Refusal;
 use super::response::{Pending, Scanning, Stop};
@@ -290,11 +291,11 @@ fn framing(head: &Head) -> Result<Body, String> {
     match (te.as_slice(), cl.as_slice()) {
         ([], []) => Ok(Body::None),
         ([te], []) if te.trim_ascii().eq_ignore_ascii_case(b"chunked") => Ok(Body::Chunked),
-        ([], [first, rest @ ..]) if rest.iter().all(|v| v == first) => std::str::from_utf8(first)
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Body::Length)
-            .ok_or_else(|| "a request's content-length is not a number".to_string()),
+        ([], [first, rest @ ..]) if rest.iter().all(|v| v == first) => {
+            framing::content_length(first)
+                .map(Body::Length)
+                .ok_or_else(|| "a request's content-length is not a number".to_string())
+        }
         _ => Err("a request framed by transfer-encoding other than chunked, or two ways".into()),
     }
 }
@@ -400,9 +401,7 @@ async fn chunked<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 ) -> Result<(), String> {
     loop {
         let size_line = line(job, buf).await?;
-        let size = std::str::from_utf8(&size_line)
-            .ok()
-            .and_then(|l| u64::from_str_radix(l.split(';').next().unwrap_or("").trim(), 16).ok())
+        let size = framing::chunk_size(&size_line)
             .ok_or_else(|| "a chunk size is not hexadecimal".to_string())?;
         write(host, &[&size_line[..], b"\r\n"].concat(), up).await?;
         if size == 0 {

@@ -1,0 +1,144 @@
+//! The two numbers HTTP/1.1 frames a body by, read strictly (RFC 9112):
+//! a `content-length` is one or more ASCII digits, a chunk size one or
+//! more hex digits (then only whitespace before a `;` extension). Rust's
+//! own integer parsing also takes a leading `+` (and trimming takes
+//! leading whitespace), which a strict server refuses: a proxy that reads
+//! `content-length: +5` or a chunk size `+a` as a number while the host
+//! reads the message as broken frames the bytes differently from it,
+//! the ground of request smuggling across a terminated tunnel. Both are
+//! bounded (18 decimal, 15 hex digits), so adding the chunk's CRLF can
+//! never overflow.
+
+/// The most digits a `content-length` may have.
+const MAX_DECIMAL_DIGITS: usize = 18;
+/// The most hex digits a chunk size may have.
+const MAX_HEX_DIGITS: usize = 15;
+
+/// A `content-length` value: digits only, with optional surrounding
+/// spaces or tabs (the field's own whitespace); `None` for anything else.
+pub fn content_length(value: &[u8]) -> Option<u64> {
+    let digits = trim_ows(value);
+    if digits.is_empty()
+        || digits.len() > MAX_DECIMAL_DIGITS
+        || !digits.iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// A chunk-size line's size: hex digits from the line's start, then only
+/// spaces or tabs before an optional `;` extension; `None` otherwise.
+pub fn chunk_size(line: &[u8]) -> Option<u64> {
+    let size = line.split(|b| *b == b';').next().unwrap_or_default();
+    let digits = size.trim_ascii_end();
+    if digits.is_empty()
+        || digits.len() > MAX_HEX_DIGITS
+        || !digits.iter().all(u8::is_ascii_hexdigit)
+        || size[digits.len()..]
+            .iter()
+            .any(|b| !matches!(b, b' ' | b'\t'))
+    {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+fn trim_ows(value: &[u8]) -> &[u8] {
+    let start = value
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(value.len());
+    let end = value
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(start, |i| i + 1);
+    &value[start..end.max(start)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_content_length_is_digits_only() {
+        let read = |v: &str| content_length(v.as_bytes());
+        assert_eq!(
+            [
+                "5",
+                " 42\t",
+                "0",
+                "007",
+                "+5",
+                "-5",
+                "5 5",
+                "0x5",
+                "",
+                " ",
+                "5;",
+                "١",
+                "999999999999999999",
+                "1000000000000000000"
+            ]
+            .map(read),
+            [
+                Some(5),
+                Some(42),
+                Some(0),
+                Some(7),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                Some(999_999_999_999_999_999),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn a_chunk_size_is_hex_digits_then_an_extension() {
+        let read = |v: &str| chunk_size(v.as_bytes());
+        assert_eq!(
+            [
+                "a",
+                "1F",
+                "0",
+                "a;name=v",
+                "a ;x",
+                "a\t",
+                "+a",
+                " a",
+                "0xa",
+                "-1",
+                "",
+                ";x",
+                "a b",
+                "fffffffffffffff",
+                "ffffffffffffffff"
+            ]
+            .map(read),
+            [
+                Some(10),
+                Some(31),
+                Some(0),
+                Some(10),
+                Some(10),
+                Some(10),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                Some(0x0fff_ffff_ffff_ffff),
+                None
+            ]
+        );
+    }
+}
