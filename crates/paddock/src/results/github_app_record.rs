@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::forge::ForgeError;
 use super::github::GitHub;
+use super::token_record;
 use crate::secret::Secret;
 
 const FORGE: &str = "github";
@@ -78,54 +79,21 @@ pub fn write(artifacts: &Path, token: &Secret) -> Result<Recorded, ForgeError> {
 
 /// Removes a record (gone already is fine).
 pub fn remove(path: &Path) -> Result<(), ForgeError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(ForgeError::TokenRecord {
-            forge: FORGE,
-            path: path.to_path_buf(),
-            step: "remove it",
-            source,
-        }),
-    }
+    token_record::remove(path, FORGE)
 }
 
 /// The records in `artifacts` (regular files only; a link is never
 /// followed).
 pub fn leftover_records(artifacts: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(artifacts) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(RECORD_PREFIX))
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .map(|e| e.path())
-        .collect();
-    found.sort();
-    found
+    token_record::list(artifacts, RECORD_PREFIX)
 }
 
-/// Reads a record without following a link or blocking (a FIFO swapped in
-/// after the listing is refused, not waited on), a regular file only, at
-/// most 4 KiB.
+/// Reads a record as [`token_record::read_text`] does; a record that does
+/// not parse is named, never quoted (it may hold the token).
 fn read(path: &Path) -> Result<Secret, String> {
-    use std::io::Read as _;
-    let failed = |e: &dyn std::fmt::Display| format!("read {}: {e}", path.display());
-    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .map_err(|e| failed(&e))?;
-    if !file.metadata().map_err(|e| failed(&e))?.is_file() {
-        return Err(failed(&"not a regular file"));
-    }
-    let mut text = String::new();
-    file.take(4096)
-        .read_to_string(&mut text)
-        .map_err(|e| failed(&e))?;
-    let on_disk: OnDisk = serde_json::from_str(&text).map_err(|_| failed(&"not a token record"))?;
+    let text = token_record::read_text(path)?;
+    let on_disk: OnDisk = serde_json::from_str(&text)
+        .map_err(|_| format!("read {}: not a token record", path.display()))?;
     Ok(Secret::new(on_disk.token))
 }
 

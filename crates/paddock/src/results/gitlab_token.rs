@@ -36,6 +36,7 @@ use time::Date;
 
 use super::forge::ForgeError;
 use super::gitlab::GitLab;
+use super::token_record;
 use crate::secret::Secret;
 
 const FORGE: &str = "gitlab";
@@ -230,55 +231,20 @@ async fn revoke_id(host: &GitLab, id: u64) -> Result<(), ForgeError> {
 }
 
 fn remove_record(path: &Path) -> Result<(), ForgeError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(ForgeError::TokenRecord {
-            forge: FORGE,
-            path: path.to_path_buf(),
-            step: "remove it",
-            source,
-        }),
-    }
+    token_record::remove(path, FORGE)
 }
 
 /// The token records in `artifacts` (regular files only; a link is never
 /// followed).
 pub fn leftover_records(artifacts: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(artifacts) else {
-        return Vec::new();
-    };
-    let mut found: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(RECORD_PREFIX))
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .map(|e| e.path())
-        .collect();
-    found.sort();
-    found
+    token_record::list(artifacts, RECORD_PREFIX)
 }
 
-/// Reads a record without following a link, and only a regular file: one
-/// swapped for a FIFO after it was listed is opened without blocking and
-/// refused (a reaper must never wait on it). At most 4 KiB is read.
+/// Reads a record as [`token_record::read_text`] does (a FIFO swapped in
+/// after the listing is refused, not waited on: a reaper must never wait).
 fn read_record(path: &Path) -> Result<TokenRecord, String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let failed = |e: &dyn std::fmt::Display| format!("read {}: {e}", path.display());
-    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
-        .map_err(|e| failed(&e))?;
-    if !file.metadata().map_err(|e| failed(&e))?.is_file() {
-        return Err(failed(&"not a regular file"));
-    }
-    let mut text = String::new();
-    file.take(4096)
-        .read_to_string(&mut text)
-        .map_err(|e| failed(&e))?;
-    serde_json::from_str(&text).map_err(|e| failed(&e))
+    let text = token_record::read_text(path)?;
+    serde_json::from_str(&text).map_err(|e| format!("read {}: {e}", path.display()))
 }
 
 /// Revokes every token a record in `artifacts` names for the job `job_id`

@@ -30,6 +30,7 @@ pub mod push;
 pub mod republish;
 pub mod scope;
 pub mod source;
+pub mod token_record;
 
 pub use conclude::{
     base_branch, conclude_job, keep_branch, publish, revoke_leftover_tokens, KeptBranch,
