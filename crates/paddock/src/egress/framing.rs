@@ -7,7 +7,56 @@
 //! reads the message as broken frames the bytes differently from it,
 //! the ground of request smuggling across a terminated tunnel. Both are
 //! bounded (18 decimal, 15 hex digits), so adding the chunk's CRLF can
-//! never overflow.
+//! never overflow. Both sides of a terminated tunnel (the job's requests,
+//! the host's responses) also read their bytes and their chunked bodies'
+//! lines here ([`more`], [`line`]).
+
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+
+/// How much one read asks for.
+const READ_BYTES: usize = 16 * 1024;
+/// The longest chunk-size or trailer line.
+pub const MAX_LINE: usize = 4096;
+
+/// Why no line was read.
+#[derive(Debug)]
+pub enum LineError {
+    /// Over [`MAX_LINE`] bytes without a CRLF.
+    TooLong,
+    /// The stream ended before the CRLF.
+    Ended,
+    Read(std::io::Error),
+}
+
+/// Reads what `from` has next onto the end of `buf` (up to 16 KiB);
+/// `false` at the end of the stream.
+pub async fn more<R: AsyncRead + Unpin>(from: &mut R, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    buf.reserve(READ_BYTES);
+    let n = from.read_buf(buf).await?;
+    Ok(n > 0)
+}
+
+/// One CRLF-terminated line of `from` (without the CRLF), `buf` holding
+/// what was read before it and keeping what follows, at most
+/// [`MAX_LINE`] bytes.
+pub async fn line<R: AsyncRead + Unpin>(
+    from: &mut R,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<u8>, LineError> {
+    loop {
+        if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
+            let line = buf[..i].to_vec();
+            buf.drain(..i + 2);
+            return Ok(line);
+        }
+        if buf.len() > MAX_LINE {
+            return Err(LineError::TooLong);
+        }
+        if !more(from, buf).await.map_err(LineError::Read)? {
+            return Err(LineError::Ended);
+        }
+    }
+}
 
 /// The most digits a `content-length` may have.
 const MAX_DECIMAL_DIGITS: usize = 18;

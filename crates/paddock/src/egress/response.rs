@@ -20,9 +20,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use super::framing;
+use super::framing::{self, LineError};
 use super::refusal::Refusal;
 use super::scan::Scan;
 
@@ -30,10 +30,6 @@ use super::scan::Scan;
 pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 /// The most header lines a response head may have.
 pub const MAX_RESPONSE_HEADERS: usize = 128;
-/// The longest chunk-size or trailer line of a chunked body.
-const MAX_LINE: usize = 4096;
-/// A read's buffer.
-const CHUNK: usize = 16 * 1024;
 
 /// The methods of the requests sent upstream, oldest first: the request
 /// side pushes one before sending a request, the response side takes one
@@ -255,13 +251,9 @@ async fn read_head<R: AsyncRead + Unpin>(
 
 /// Reads more from the host into `buf`; false at its end.
 async fn more<R: AsyncRead + Unpin>(host: &mut R, buf: &mut Vec<u8>) -> Result<bool, Stop> {
-    let mut chunk = vec![0u8; CHUNK];
-    let n = host
-        .read(&mut chunk)
+    framing::more(host, buf)
         .await
-        .map_err(|e| Stop::Broken(format!("reading the credential host's response: {e}")))?;
-    buf.extend_from_slice(&chunk[..n]);
-    Ok(n > 0)
+        .map_err(|e| Stop::Broken(format!("reading the credential host's response: {e}")))
 }
 
 async fn send<W: AsyncWrite + Unpin>(
@@ -307,21 +299,13 @@ async fn length<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 
 /// One CRLF-terminated line (without it), bounded.
 async fn line<R: AsyncRead + Unpin>(host: &mut R, buf: &mut Vec<u8>) -> Result<Vec<u8>, Stop> {
-    loop {
-        if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
-            let line = buf[..i].to_vec();
-            buf.drain(..i + 2);
-            return Ok(line);
-        }
-        if buf.len() > MAX_LINE {
-            return Err(Stop::Broken("a chunked response's line is too long".into()));
-        }
-        if !more(host, buf).await? {
-            return Err(Stop::Broken(
-                "the credential host's chunked response ended early".into(),
-            ));
-        }
-    }
+    framing::line(host, buf).await.map_err(|e| {
+        Stop::Broken(match e {
+            LineError::TooLong => "a chunked response's line is too long".into(),
+            LineError::Ended => "the credential host's chunked response ended early".into(),
+            LineError::Read(e) => format!("reading the credential host's response: {e}"),
+        })
+    })
 }
 
 /// Writes `data` as one chunk of the proxy's own (nothing when empty).

@@ -20,22 +20,17 @@ use std::task::{Context, Poll};
 
 use paddock_protocol::{EgressPhase, EgressRecord};
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::timeout;
 
 use super::credential::Credential;
-use super::framing;
+use super::framing::{self, LineError};
 use super::head::{read_head, Head, HeadError};
 use super::refusal::Refusal;
 use super::response::{Pending, Scanning, Stop};
 use super::server::ProxyLimits;
-
-/// The longest chunk-size or trailer line of a chunked body.
-const MAX_LINE: usize = 4096;
-/// A read's buffer.
-const CHUNK: usize = 16 * 1024;
 
 /// The job's side of the tunnel with the bytes the proxy already read
 /// from it (the ClientHello) given back first.
@@ -345,13 +340,9 @@ async fn write<W: AsyncWrite + Unpin>(
 
 /// Reads more of the job's request into `buf`; false at its end.
 async fn more<R: AsyncRead + Unpin>(job: &mut R, buf: &mut Vec<u8>) -> Result<bool, String> {
-    let mut chunk = vec![0u8; CHUNK];
-    let n = job
-        .read(&mut chunk)
+    framing::more(job, buf)
         .await
-        .map_err(|e| format!("reading the job's request: {e}"))?;
-    buf.extend_from_slice(&chunk[..n]);
-    Ok(n > 0)
+        .map_err(|e| format!("reading the job's request: {e}"))
 }
 
 /// Passes on `len` bytes of body (what `buf` holds first).
@@ -377,19 +368,11 @@ async fn copy_exact<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
 
 /// One CRLF-terminated line (without it), bounded.
 async fn line<R: AsyncRead + Unpin>(job: &mut R, buf: &mut Vec<u8>) -> Result<Vec<u8>, String> {
-    loop {
-        if let Some(i) = buf.windows(2).position(|w| w == b"\r\n") {
-            let line = buf[..i].to_vec();
-            buf.drain(..i + 2);
-            return Ok(line);
-        }
-        if buf.len() > MAX_LINE {
-            return Err("a chunked body's line is too long".into());
-        }
-        if !more(job, buf).await? {
-            return Err("the job's chunked body ended early".into());
-        }
-    }
+    framing::line(job, buf).await.map_err(|e| match e {
+        LineError::TooLong => "a chunked body's line is too long".into(),
+        LineError::Ended => "the job's chunked body ended early".into(),
+        LineError::Read(e) => format!("reading the job's request: {e}"),
+    })
 }
 
 /// Passes on a chunked body: each chunk by its size, then the trailer.
