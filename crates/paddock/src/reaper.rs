@@ -281,10 +281,9 @@ async fn reap_job(
     r.errors.extend(errors);
     // A GitLab or GitHub App token the dead process minted and never
     // revoked (its record names or holds it).
-    match crate::results::revoke_leftover_tokens(store, name, &artifacts).await {
-        Ok(names) => r.revoked_tokens = names,
-        Err(errors) => r.errors.extend(errors),
-    }
+    let pass = crate::results::revoke_leftover_tokens(store, name, &artifacts).await;
+    r.revoked_tokens = pass.revoked;
+    r.errors.extend(pass.errors);
     if let (Some(rec), true, false) = (&record, existed, kept) {
         match save_patch(paths, rec, lease.clone()).await {
             Ok(p) => r.patch = p,

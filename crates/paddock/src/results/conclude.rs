@@ -25,6 +25,7 @@ use super::gitlab_token;
 use super::outbox::Outbox;
 use super::push::{self, PushAuth};
 use super::source;
+use super::token_record::Pass;
 use crate::secret::{Secret, SecretKind};
 use crate::workspace::{Patch, Workspace};
 
@@ -202,31 +203,32 @@ fn job_id_of(artifacts: &Path) -> String {
 /// `job_id` left, as its records in `artifacts` name them: GitLab project
 /// access tokens through its stored spec's `[results.gitlab]`, GitHub App
 /// installation tokens at its `[results.github]` API root (the reaper,
-/// `paddock publish`); the names revoked, or what failed (records stay for
-/// a later pass). Nothing is read when there is no record.
+/// `paddock publish`, a dispose); the names revoked and what failed
+/// (records stay for a later pass). Nothing is read when there is no
+/// record.
 pub async fn revoke_leftover_tokens(
     store: &dyn crate::store::Store,
     job_id: &str,
     artifacts: &Path,
-) -> Result<Vec<String>, Vec<String>> {
+) -> Pass {
     let gitlab = !gitlab_token::leftover_records(artifacts).is_empty();
     let github = !github_app_record::leftover_records(artifacts).is_empty();
     if !gitlab && !github {
-        return Ok(Vec::new());
+        return Pass::default();
     }
-    let failed = |e: String| vec![format!("revoke the job's forge tokens: {e}")];
-    let text = store
-        .job_spec(job_id)
-        .await
-        .map_err(|e| failed(e.to_string()))?
-        .unwrap_or_default();
-    let spec =
-        JobSpec::from_json(&text, Path::new("the store")).map_err(|e| failed(e.to_string()))?;
-    let mut revoked = Vec::new();
-    let mut errors = Vec::new();
+    let failed = |e: String| Pass::failed(format!("revoke the job's forge tokens: {e}"));
+    let text = match store.job_spec(job_id).await {
+        Ok(text) => text.unwrap_or_default(),
+        Err(e) => return failed(e.to_string()),
+    };
+    let spec = match JobSpec::from_json(&text, Path::new("the store")) {
+        Ok(spec) => spec,
+        Err(e) => return failed(e.to_string()),
+    };
+    let mut pass = Pass::default();
     if gitlab {
-        let done = match &spec.results.gitlab {
-            None => Err(failed("its spec has no [results.gitlab]".into())),
+        pass.extend(match &spec.results.gitlab {
+            None => failed("its spec has no [results.gitlab]".into()),
             Some(gl) => {
                 gitlab_token::revoke_leftovers(
                     &gl.api_url,
@@ -240,31 +242,20 @@ pub async fn revoke_leftover_tokens(
                 )
                 .await
             }
-        };
-        match done {
-            Ok(names) => revoked.extend(names),
-            Err(e) => errors.extend(e),
-        }
+        });
     }
     if github {
-        let done = match &spec.results.github {
-            None => Err(failed("its spec has no [results.github]".into())),
+        pass.extend(match &spec.results.github {
+            None => failed("its spec has no [results.github]".into()),
             Some(gh) => match gh.owner_and_name() {
-                Err(e) => Err(failed(format!("results.github.repository: {e}"))),
+                Err(e) => failed(format!("results.github.repository: {e}")),
                 Ok((owner, name)) => {
                     github_app_record::revoke_leftovers(&gh.api_url, owner, name, artifacts).await
                 }
             },
-        };
-        match done {
-            Ok(names) => revoked.extend(names),
-            Err(e) => errors.extend(e),
-        }
+        });
     }
-    match errors.is_empty() {
-        true => Ok(revoked),
-        false => Err(errors),
-    }
+    pass
 }
 
 /// Opens the forge of `spec`: GitHub with its token or a token minted for

@@ -9,7 +9,9 @@
 //! data directory, which no job's sandbox shows; the job has ended before
 //! any publish begins), created new with mode 0600 and no link followed,
 //! and removed as soon as the token is revoked (or GitHub says it is dead
-//! already: `401 Bad credentials`). The reaper (`paddock gc`, the start of
+//! already: `401 Bad credentials`). A record names its job (the artifacts
+//! directory's name): one naming another job is left alone, so a record
+//! copied from another job's directory never revokes that job's token. The reaper (`paddock gc`, the start of
 //! `paddock run` and `paddock serve`) and the next `paddock publish` of the
 //! job revoke what a record left behind holds ([`revoke_leftovers`]), at
 //! the API root and repository of the job's stored spec, never the
@@ -31,10 +33,14 @@ const FORGE: &str = "github";
 /// How a record's file name starts, in the job's artifacts.
 const RECORD_PREFIX: &str = ".github-token-";
 
+/// The longest token a record may hold.
+const MAX_TOKEN: usize = 512;
+
 /// A record as it is on disk.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct OnDisk {
+    job: String,
     token: String,
 }
 
@@ -44,8 +50,16 @@ pub struct Recorded {
     pub path: PathBuf,
 }
 
-/// Writes the record of `token` into `artifacts`: created new, 0600, never
-/// through a link.
+/// The job a record in `artifacts` belongs to: the directory's name.
+fn job_of(artifacts: &Path) -> String {
+    artifacts
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Writes the record of `token` into `artifacts` (the job's artifacts
+/// directory): created new, 0600, never through a link.
 pub fn write(artifacts: &Path, token: &Secret) -> Result<Recorded, ForgeError> {
     let nonce = hex::encode(rand::random::<[u8; 8]>());
     let path = artifacts.join(format!("{RECORD_PREFIX}{nonce}.json"));
@@ -57,6 +71,7 @@ pub fn write(artifacts: &Path, token: &Secret) -> Result<Recorded, ForgeError> {
     };
     std::fs::create_dir_all(artifacts).map_err(|e| failed("make its directory", e))?;
     let text = serde_json::to_string(&OnDisk {
+        job: job_of(artifacts),
         token: token.expose().to_string(),
     })
     .unwrap_or_default();
@@ -88,12 +103,26 @@ pub fn leftover_records(artifacts: &Path) -> Vec<PathBuf> {
     token_record::list(artifacts, RECORD_PREFIX)
 }
 
-/// Reads a record as [`token_record::read_text`] does; a record that does
-/// not parse is named, never quoted (it may hold the token).
-fn read(path: &Path) -> Result<Secret, String> {
+/// Reads a record of the job `job` as [`token_record::read_text`] does; a
+/// record that does not parse is named, never quoted (it may hold the
+/// token), and one naming another job is refused (left alone).
+fn read(path: &Path, job: &str) -> Result<Secret, String> {
     let text = token_record::read_text(path)?;
     let on_disk: OnDisk = serde_json::from_str(&text)
         .map_err(|_| format!("read {}: not a token record", path.display()))?;
+    // A token is sent as a header: printable ASCII, no space, not huge
+    // (GitHub's are `ghs_` and a few dozen characters).
+    let plausible = (1..=MAX_TOKEN).contains(&on_disk.token.len())
+        && on_disk.token.bytes().all(|b| b.is_ascii_graphic());
+    if !plausible {
+        return Err(format!("read {}: not a token record", path.display()));
+    }
+    if on_disk.job != job {
+        return Err(format!(
+            "read {}: the record is not this job's ({job}); left alone",
+            path.display()
+        ));
+    }
     Ok(Secret::new(on_disk.token))
 }
 
@@ -115,19 +144,19 @@ pub async fn revoke_dead_or_alive(client: &GitHub) -> Result<(), ForgeError> {
 
 /// Revokes the token of every record in `artifacts` (a killed publish's),
 /// at the spec's `api` for `owner/repo`, and removes the records revoked:
-/// what was revoked (by record), or what failed (the record stays for a
+/// what was revoked (by record) and what failed (the record stays for a
 /// later pass).
 pub async fn revoke_leftovers(
     api: &str,
     owner: &str,
     repo: &str,
     artifacts: &Path,
-) -> Result<Vec<String>, Vec<String>> {
-    let mut revoked = Vec::new();
-    let mut errors = Vec::new();
+) -> token_record::Pass {
+    let mut pass = token_record::Pass::default();
+    let job = job_of(artifacts);
     for path in leftover_records(artifacts) {
         let done = async {
-            let token = read(&path)?;
+            let token = read(&path, &job)?;
             let client = GitHub::new(api, owner, repo, token).map_err(|e| e.to_string())?;
             revoke_dead_or_alive(&client)
                 .await
@@ -136,14 +165,11 @@ pub async fn revoke_leftovers(
         }
         .await;
         match done {
-            Ok(()) => revoked.push(label(&path)),
-            Err(e) => errors.push(e),
+            Ok(()) => pass.revoked.push(label(&path)),
+            Err(e) => pass.errors.push(e),
         }
     }
-    match errors.is_empty() {
-        true => Ok(revoked),
-        false => Err(errors),
-    }
+    pass
 }
 
 #[cfg(test)]
@@ -171,8 +197,8 @@ mod tests {
                     .permissions()
                     .mode()
                     & 0o777,
-                read(&recorded.path).map(|s| s.expose().to_string()),
-                read(&link).is_err(),
+                read(&recorded.path, &job_of(dir.path())).map(|s| s.expose().to_string()),
+                read(&link, &job_of(dir.path())).is_err(),
             ),
             (
                 vec![recorded.path.clone()],
@@ -186,7 +212,7 @@ mod tests {
         let fifo = dir.path().join(".github-token-fifo.json");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         assert_eq!(
-            read(&fifo).map(|_| ()),
+            read(&fifo, &job_of(dir.path())).map(|_| ()),
             Err(format!("read {}: not a regular file", fifo.display()))
         );
     }

@@ -250,35 +250,35 @@ fn read_record(path: &Path) -> Result<TokenRecord, String> {
 /// Revokes every token a record in `artifacts` names for the job `job_id`
 /// (a killed publish's), through the spec's `api`, `project` and host-held
 /// token (`host_token`: resolved only when there is a record); removes the
-/// records revoked. The names revoked, or what failed (the record stays for
-/// a later pass).
+/// records revoked. The names revoked and what failed (the record stays
+/// for a later pass).
 pub async fn revoke_leftovers(
     api: &str,
     project: &str,
     host_token: impl FnOnce() -> Result<Secret, String>,
     job_id: &str,
     artifacts: &Path,
-) -> Result<Vec<String>, Vec<String>> {
+) -> token_record::Pass {
+    let mut pass = token_record::Pass::default();
     let records = leftover_records(artifacts);
     if records.is_empty() {
-        return Ok(Vec::new());
+        return pass;
     }
-    let host = host_token()
-        .and_then(|t| GitLab::new(api, project, t).map_err(|e| e.to_string()))
-        .map_err(|e| vec![format!("revoke the job's GitLab tokens: {e}")])?;
+    let host =
+        match host_token().and_then(|t| GitLab::new(api, project, t).map_err(|e| e.to_string())) {
+            Ok(host) => host,
+            Err(e) => {
+                return token_record::Pass::failed(format!("revoke the job's GitLab tokens: {e}"))
+            }
+        };
     let prefix = format!("paddock-{job_id}-");
-    let mut revoked = Vec::new();
-    let mut errors = Vec::new();
     for path in records {
         match revoke_recorded(&host, &prefix, &path).await {
-            Ok(name) => revoked.push(name),
-            Err(e) => errors.push(e),
+            Ok(name) => pass.revoked.push(name),
+            Err(e) => pass.errors.push(e),
         }
     }
-    match errors.is_empty() {
-        true => Ok(revoked),
-        false => Err(errors),
-    }
+    pass
 }
 
 /// Revokes what the record at `path` names (a token whose name starts

@@ -123,9 +123,11 @@ pub async fn republish(
         })?;
     // What a killed publish of this job left.
     let (_, mut leftovers) = super::push::remove_leftover_pushes(&artifacts);
-    if let Err(errors) = super::revoke_leftover_tokens(store, job_id, &artifacts).await {
-        leftovers.extend(errors);
-    }
+    leftovers.extend(
+        super::revoke_leftover_tokens(store, job_id, &artifacts)
+            .await
+            .errors,
+    );
     let commit = bundled_commit(&artifacts).await;
     // A job that failed only at publishing is published as what it was.
     let publishing_failed = record.status == JobStatus::Failed

@@ -13,6 +13,31 @@ use super::forge::ForgeError;
 /// The most bytes of a record read.
 pub const MAX_BYTES: u64 = 4096;
 
+/// What one pass over a job's token records did: the tokens revoked (by
+/// record, never by value) and what failed (those records stay for a later
+/// pass). Both are reported: a bad record never hides a revocation.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pass {
+    pub revoked: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+impl Pass {
+    /// A pass that failed before any record was read.
+    pub fn failed(error: String) -> Pass {
+        Pass {
+            revoked: Vec::new(),
+            errors: vec![error],
+        }
+    }
+
+    /// Adds `other`'s revocations and errors to this pass.
+    pub fn extend(&mut self, other: Pass) {
+        self.revoked.extend(other.revoked);
+        self.errors.extend(other.errors);
+    }
+}
+
 /// The records in `artifacts` whose names start with `prefix`, sorted
 /// (regular files only; a link is never followed).
 pub fn list(artifacts: &Path, prefix: &str) -> Vec<PathBuf> {

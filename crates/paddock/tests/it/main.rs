@@ -21,6 +21,7 @@ mod egress_jobs;
 mod escape;
 mod faults;
 mod git_escape;
+mod github_token_attacks;
 mod gitlab_token_attacks;
 mod host_paths;
 mod invariants;

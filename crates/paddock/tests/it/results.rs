@@ -738,7 +738,7 @@ fn with_github_app(spec: &Path, api: &str, push_url: &str, key: &Path) {
 
 /// A GitHub App (mock), its key and a job that writes its environment
 /// into the change; `None` (skipped) without openssl.
-async fn app_setup(
+pub(super) async fn app_setup(
     home: &Home,
 ) -> Option<(
     PathBuf,
@@ -757,10 +757,19 @@ async fn app_setup(
     let repo = repo(home.path());
     let remotes = home.path().join("remotes");
     let bare = bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     mock.enable_app(42, 7, &public);
+    // The remote takes any installation token the App minted and has not
+    // revoked, as GitHub does.
+    let minted = mock.clone();
+    let server = paddock_test_support::git_http::GitHttpServer::start_checked(&remotes, move |a| {
+        let revoked = minted.revoked();
+        minted
+            .minted()
+            .iter()
+            .any(|t| !revoked.contains(t) && a == basic(t))
+    })
+    .await;
     let spec = stand_in_job(
         home,
         &repo,
@@ -904,7 +913,7 @@ async fn a_kill_during_a_github_app_publish_leaves_a_token_the_reaper_revokes() 
             recorded,
             std::fs::metadata(&records[0]).unwrap().permissions().mode() & 0o777,
         ),
-        (serde_json::json!({"token": TOKEN}), 0o600)
+        (serde_json::json!({"job": id, "token": TOKEN}), 0o600)
     );
     child.start_kill().unwrap();
     child.wait().await.unwrap();
@@ -1510,7 +1519,7 @@ fn deploy_key(dir: &Path) -> (String, String, String) {
 }
 
 /// The files under the home's jobs and data directories holding `needle`.
-fn on_disk(home: &Home, needle: &str) -> Vec<PathBuf> {
+pub(super) fn on_disk(home: &Home, needle: &str) -> Vec<PathBuf> {
     let mut hits = files_containing(&home.jobs(), needle.as_bytes());
     hits.extend(files_containing(&home.data(), needle.as_bytes()));
     hits
