@@ -138,15 +138,32 @@ fn arg(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// Why the mirror `dir` is broken (`git fsck` fails), or `None`.
+/// Why the mirror `dir` is broken (`git fsck` fails), or `None`. `fsck`
+/// starts `git commit-graph verify` and `git multi-pack-index verify` (a
+/// process each) even when the mirror has neither file; for a file that
+/// is absent the check is turned off (`core.commitGraph`,
+/// `core.multiPackIndex`), so one that exists is still verified.
 async fn broken(dir: &Path, url: &str) -> Option<String> {
-    let args = [
-        "--git-dir",
-        &arg(dir),
-        "fsck",
-        "--connectivity-only",
-        "--no-dangling",
-    ];
+    let objects = dir.join("objects");
+    let absent = |rel: &str| std::fs::symlink_metadata(objects.join(rel)).is_err();
+    let mut args: Vec<String> = Vec::new();
+    if absent("info/commit-graph") && absent("info/commit-graphs") {
+        args.extend(["-c".into(), "core.commitGraph=false".into()]);
+    }
+    if absent("pack/multi-pack-index") {
+        args.extend(["-c".into(), "core.multiPackIndex=false".into()]);
+    }
+    args.extend(
+        [
+            "--git-dir",
+            &arg(dir),
+            "fsck",
+            "--connectivity-only",
+            "--no-dangling",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match git(dir, url, None, &args).await {
         Ok(()) => None,
         Err(WorkspaceError::Clone { stderr, .. }) => Some(
@@ -180,12 +197,21 @@ async fn git(
                 token.basic_auth_header("x-access-token").expose(),
             );
     }
-    // No automatic gc: a job may be cloning from it.
-    cmd.args(["-c", "core.hooksPath=/dev/null", "-c", "gc.auto=0"])
-        .args(args)
-        .current_dir(cwd)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null());
+    // No automatic gc, nor the maintenance a fetch starts after itself
+    // (`git maintenance run --auto`, one more process per job): a job may
+    // be cloning from it.
+    cmd.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "gc.auto=0",
+        "-c",
+        "maintenance.auto=false",
+    ])
+    .args(args)
+    .current_dir(cwd)
+    .env("GIT_TERMINAL_PROMPT", "0")
+    .stdin(Stdio::null());
     let out = host_git::output_within(cmd, None, host_git::CLONE_TIMEOUT)
         .await
         .map_err(|source| WorkspaceError::Spawn {
@@ -221,6 +247,61 @@ pub(crate) fn without_userinfo(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sh(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    /// The fsck of a mirror leaves out the commit-graph's and the
+    /// multi-pack index's checks only while it has no such file: a
+    /// mirror without them is intact, one whose commit-graph is corrupt
+    /// is found broken and made again.
+    #[tokio::test]
+    async fn a_mirrors_commit_graph_is_checked_when_it_has_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        sh(&src, &["init", "-q", "-b", "main"]);
+        for i in 0..3 {
+            std::fs::write(src.join("f"), format!("{i}\n")).unwrap();
+            sh(&src, &["add", "f"]);
+            sh(&src, &["commit", "-qm", &format!("c{i}")]);
+        }
+        let jobs = tmp.path().join("jobs");
+        let url = src.display().to_string();
+        let first = fetched(&jobs, &url, None).await.unwrap();
+        assert_eq!(first.remade, None);
+        let dir = first.dir.clone();
+        drop(first);
+        let again = fetched(&jobs, &url, None).await.unwrap();
+        assert_eq!(again.remade, None);
+        drop(again);
+        sh(&dir, &["commit-graph", "write", "--reachable"]);
+        let graph = dir.join("objects/info/commit-graph");
+        let mut bytes = std::fs::read(&graph).unwrap();
+        let n = bytes.len();
+        bytes[n - 40..n - 20].iter_mut().for_each(|b| *b ^= 0xff);
+        std::fs::remove_file(&graph).unwrap();
+        std::fs::write(&graph, bytes).unwrap();
+        let remade = fetched(&jobs, &url, None).await.unwrap();
+        assert!(
+            remade
+                .remade
+                .as_deref()
+                .is_some_and(|why| why.starts_with(&format!("the mirror of {url} was broken ("))),
+            "{:?}",
+            remade.remade
+        );
+        assert!(!graph.exists());
+    }
 
     #[test]
     fn urls_in_git_errors_lose_their_user_information() {
