@@ -4,7 +4,8 @@
 //! one large download through a tunnel, against the same loopback server
 //! reached directly, through Paddock's proxy on TCP, through the sandbox's
 //! forwarder in front of Paddock's proxy on a Unix socket (the sandbox
-//! rung's two hops), and through srt's proxy when the script started one
+//! rung's path: the forwarder hands each connection to the proxy, which
+//! relays it once), and through srt's proxy when the script started one
 //! (`--srt`), and through other relays the script started (`--relay`:
 //! the floor, a minimal C `splice(2)` relay). Rounds interleave the paths
 //! so the machine's load hits all alike; the load average is printed
@@ -313,15 +314,15 @@ async fn main() {
     )
     .await
     .unwrap();
-    // The `sandbox` rung's path: the sandbox's forwarder (the helper's
-    // poll loop, here on a thread of this process) relaying loopback TCP
-    // to the proxy's Unix socket.
+    // The `sandbox` rung's path: the sandbox's forwarder (a thread of the
+    // helper, here of this process) handing each loopback TCP connection
+    // to the proxy's Unix socket, which serves it directly.
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("egress.sock");
     let _unix_proxy = EgressProxy::bind_unix(&sock, config(small, bulk), tx).unwrap();
     let forwarder = paddock_sandbox::net::bind_forwarder(0, &sock).unwrap();
     let forwarded = forwarder.local_addr().unwrap();
-    paddock_sandbox::net::serve_forwarder(forwarder, sock.clone());
+    paddock_sandbox::net::serve_handoff(forwarder, sock.clone());
 
     // Each path, the external process whose CPU time is its relay's, and
     // whether it relays plain HTTP.

@@ -151,6 +151,8 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
                 .map(|socket| Forward {
                     socket: socket.clone(),
                     port: SANDBOX_EGRESS_PORT,
+                    // The proxy serves the job's socket itself: one relay.
+                    hand_off: true,
                 })
                 .collect(),
         },

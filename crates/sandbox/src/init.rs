@@ -163,8 +163,12 @@ fn confine_and_run(
         open.open();
     }
     trace::step("pid1 let go");
-    for (listener, socket) in forwarder {
-        net::serve_forwarder(listener, socket);
+    for (listener, socket, hand_off) in forwarder {
+        if hand_off {
+            net::serve_handoff(listener, socket);
+        } else {
+            net::serve_forwarder(listener, socket);
+        }
     }
     let timed_out = Arc::new(AtomicBool::new(false));
     if let Some(secs) = policy.timeout_secs {
@@ -295,7 +299,9 @@ fn capped(policy: &Policy) -> bool {
 /// The network and IPC namespaces: loopback up, and the forwarders'
 /// listeners bound inside when the policy has them (the broker's, then
 /// each further one: a fixed number, one thread each).
-fn network(policy: &Policy) -> Result<Vec<(std::net::TcpListener, PathBuf)>, SetupError> {
+/// Each listener comes with its socket and whether its connections are
+/// handed off rather than relayed.
+fn network(policy: &Policy) -> Result<Vec<(std::net::TcpListener, PathBuf, bool)>, SetupError> {
     unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWIPC).map_err(|source| {
         SetupError::Unshare {
             what: "network and IPC",
@@ -307,9 +313,13 @@ fn network(policy: &Policy) -> Result<Vec<(std::net::TcpListener, PathBuf)>, Set
     match &policy.net {
         NetMode::None => Ok(Vec::new()),
         NetMode::Broker { socket, port, more } => {
-            let mut out = vec![(net::bind_forwarder(*port, socket)?, socket.clone())];
+            let mut out = vec![(net::bind_forwarder(*port, socket)?, socket.clone(), false)];
             for f in more {
-                out.push((net::bind_forwarder(f.port, &f.socket)?, f.socket.clone()));
+                out.push((
+                    net::bind_forwarder(f.port, &f.socket)?,
+                    f.socket.clone(),
+                    f.hand_off,
+                ));
             }
             Ok(out)
         }

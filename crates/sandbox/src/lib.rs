@@ -26,6 +26,7 @@ pub mod error;
 pub mod filter;
 pub mod fs;
 pub mod gate;
+pub mod handoff;
 pub mod idmap;
 #[allow(clippy::print_stderr)] // the helper process's own diagnostics
 pub mod init;

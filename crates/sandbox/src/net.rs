@@ -2,15 +2,22 @@
 //! namespace, and the egress forwarder. The forwarder runs in the helper
 //! process, which lives in the job's network namespace but outside its
 //! PID namespace and filesystem view: it accepts TCP connections on
-//! `127.0.0.1:PORT` inside the namespace and relays each to the job's
-//! broker Unix socket on the host (and, for a job with an egress proxy, a
-//! second port to the proxy's socket: one thread per forwarded port, a
-//! fixed number). The job can reach nothing else, and the
+//! `127.0.0.1:PORT` inside the namespace and takes each to a Unix socket
+//! on the host: the job's broker socket, and for a job with an egress
+//! proxy, a second port to the proxy's socket (one thread per forwarded
+//! port, a fixed number). The job can reach nothing else, and the
 //! broker attributes traffic by the socket it arrives on. The socket
-//! itself is not visible inside the sandbox. The helper is outside the
-//! job's cgroup, so each forwarder is one thread and one `poll(2)` loop
-//! over non-blocking sockets with a cap on connections: what the job asks
-//! for never grows the helper's threads.
+//! itself is not visible inside the sandbox.
+//!
+//! Two ways to take a connection there. The broker's port is *relayed*
+//! ([`serve_forwarder`]): bytes both ways between the job's socket and a
+//! Unix connection, one `poll(2)` loop over non-blocking sockets with a
+//! cap on connections (the helper is outside the job's cgroup, so what
+//! the job asks for never grows its threads). The egress proxy's port is
+//! *handed off* ([`serve_handoff`]): the accepted socket itself is sent
+//! to the proxy over a Unix connection (`handoff.rs`, `SCM_RIGHTS`) and
+//! the helper keeps no copy, so a download's bytes cross one relay (the
+//! proxy's) instead of two.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -60,6 +67,33 @@ pub fn bind_forwarder(port: u16, socket: &Path) -> Result<TcpListener, SetupErro
         socket: socket.to_path_buf(),
         source,
     })
+}
+
+/// Hands every accepted connection to the egress proxy at `socket`, from
+/// one thread, until the process exits: for each, a Unix connection to
+/// the socket (a blocking connect: while the proxy takes no more, the
+/// job's further connections wait in the listener's backlog), the
+/// accepted socket sent on it with [`crate::handoff::HEADER`], then both
+/// closed here. A connection that cannot be handed over is closed.
+pub fn serve_handoff(listener: TcpListener, socket: PathBuf) {
+    std::thread::spawn(move || loop {
+        let tcp = match listener.accept() {
+            Ok((tcp, _)) => tcp,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => {
+                // Out of descriptors or an aborted connection: not a
+                // reason to stop; not a reason to spin either.
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+        };
+        let handed = crate::unix_path::connect(&socket).and_then(|unix| {
+            crate::handoff::send(unix.as_fd(), crate::handoff::HEADER, &[tcp.as_fd()])
+        });
+        if handed.is_err() {
+            let _ = tcp.shutdown(Shutdown::Both);
+        }
+    });
 }
 
 /// At most this many connections are relayed at once; further ones wait in

@@ -46,6 +46,10 @@ pub enum NetMode {
 pub struct Forward {
     pub socket: PathBuf,
     pub port: u16,
+    /// Hand each accepted connection itself to the socket (`handoff.rs`:
+    /// the egress proxy) rather than relay its bytes (`net.rs`).
+    #[serde(default)]
+    pub hand_off: bool,
 }
 
 /// Resource caps enforced by cgroups (None: not requested).

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use paddock_protocol::EgressPhase;
 use paddock_sandbox::splice::{shut_write, SplicePipe};
 use tokio::io::Interest;
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 /// The fallback copy's buffer per direction.
@@ -35,50 +35,28 @@ pub struct Relayed {
     pub cut: bool,
 }
 
-/// One end of a relay: a socket of either kind the proxy handles (the
-/// job's connection arrives over TCP or a Unix socket, the destination is
-/// TCP).
+/// One end of a relay: a TCP socket (the job's, served directly whether
+/// it connected over loopback or was handed over by the sandbox's
+/// forwarder; or the destination).
 #[derive(Clone, Copy)]
-pub enum Socket<'a> {
-    Tcp(&'a TcpStream),
-    Unix(&'a UnixStream),
-}
+struct Socket<'a>(&'a TcpStream);
 
 impl Socket<'_> {
-    async fn ready(self, interest: Interest) -> io::Result<()> {
-        match self {
-            Socket::Tcp(s) => s.ready(interest).await.map(drop),
-            Socket::Unix(s) => s.ready(interest).await.map(drop),
-        }
-    }
-
     /// Runs `op` on the socket; a `WouldBlock` clears its readiness.
     fn try_io<R>(self, interest: Interest, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
-        match self {
-            Socket::Tcp(s) => s.try_io(interest, op),
-            Socket::Unix(s) => s.try_io(interest, op),
-        }
+        self.0.try_io(interest, op)
     }
 
     fn try_read(self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => s.try_read(buf),
-            Socket::Unix(s) => s.try_read(buf),
-        }
+        self.0.try_read(buf)
     }
 
     fn try_write(self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Socket::Tcp(s) => s.try_write(buf),
-            Socket::Unix(s) => s.try_write(buf),
-        }
+        self.0.try_write(buf)
     }
 
     fn fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Socket::Tcp(s) => s.as_fd(),
-            Socket::Unix(s) => s.as_fd(),
-        }
+        self.0.as_fd()
     }
 
     /// Retries `op` until the socket is ready for it.
@@ -88,7 +66,7 @@ impl Socket<'_> {
         mut op: impl FnMut() -> io::Result<R>,
     ) -> io::Result<R> {
         loop {
-            self.ready(interest).await?;
+            self.0.ready(interest).await?;
             match self.try_io(interest, &mut op) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 done => return done,
@@ -100,11 +78,12 @@ impl Socket<'_> {
 /// Relays between `client` and `upstream` until both directions end or
 /// `phase` changes from what it was when the connection was checked.
 pub async fn relay(
-    client: Socket<'_>,
+    client: &TcpStream,
     upstream: &TcpStream,
     phase: &mut watch::Receiver<EgressPhase>,
 ) -> Relayed {
-    let upstream = Socket::Tcp(upstream);
+    let client = Socket(client);
+    let upstream = Socket(upstream);
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
     let cut = {

@@ -7,15 +7,16 @@
 //! `EgressRecord`.
 
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use paddock_protocol::{EgressMethod, EgressPhase, EgressRecord, Host};
-use tokio::io::AsyncWriteExt;
+use paddock_sandbox::handoff;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::time::timeout;
-use tokio_util::either::Either;
 
 use super::allowlist::PhaseLists;
 use super::credential::Credentials;
@@ -23,7 +24,7 @@ use super::deny::DenyList;
 use super::head::{self, read_head, Head, HeadError, Target};
 use super::hello::{read_client_hello, HelloError};
 use super::refusal::Refusal;
-use super::relay::{relay, Socket};
+use super::relay::relay;
 use super::resolve::Resolver;
 
 /// The proxy's bounds.
@@ -64,35 +65,28 @@ pub(crate) struct Shared {
 }
 
 /// Where the proxy accepts: loopback TCP (the engine on the `process`
-/// rung, tests, the bench) or a Unix socket (what the sandbox's forwarder
-/// relays to, like the broker's socket).
+/// rung, tests, the bench) or a Unix socket, to which the sandbox's
+/// forwarder hands each of the job's TCP connections itself
+/// (`paddock_sandbox::handoff`): the proxy then serves the job's socket
+/// directly, and the bytes cross one relay.
 pub enum ProxyListener {
     Tcp(TcpListener),
     Unix(UnixListener),
 }
 
-/// A job's connection, whichever listener took it: read as a stream
-/// while it is checked, relayed as a socket after.
-type Client = Either<TcpStream, UnixStream>;
-
-impl ProxyListener {
-    async fn accept(&self) -> std::io::Result<Client> {
-        Ok(match self {
-            ProxyListener::Tcp(l) => {
-                let (conn, _) = l.accept().await?;
-                let _ = conn.set_nodelay(true);
-                Either::Left(conn)
-            }
-            ProxyListener::Unix(l) => Either::Right(l.accept().await?.0),
-        })
-    }
+/// What a listener took: a job's connection, or a Unix connection that
+/// should carry one.
+enum Accepted {
+    Tcp(TcpStream),
+    Unix(UnixStream),
 }
 
-/// The client's socket, for the relay.
-fn socket(client: &Client) -> Socket<'_> {
-    match client {
-        Either::Left(tcp) => Socket::Tcp(tcp),
-        Either::Right(unix) => Socket::Unix(unix),
+impl ProxyListener {
+    async fn accept(&self) -> std::io::Result<Accepted> {
+        Ok(match self {
+            ProxyListener::Tcp(l) => Accepted::Tcp(l.accept().await?.0),
+            ProxyListener::Unix(l) => Accepted::Unix(l.accept().await?.0),
+        })
     }
 }
 
@@ -118,21 +112,64 @@ pub(crate) async fn serve(
         let shared = shared.clone();
         let phase = phase.clone();
         tokio::spawn(async move {
-            let record = handle(conn, &shared, phase).await;
+            let record = match conn {
+                Accepted::Tcp(tcp) => handle(tcp, &shared, phase).await,
+                Accepted::Unix(unix) => match take_handoff(&unix, shared.limits.head).await {
+                    Ok(tcp) => {
+                        drop(unix);
+                        handle(tcp, &shared, phase).await
+                    }
+                    Err(record) => record,
+                },
+            };
             let _ = shared.records.send(record).await;
             drop(permit);
         });
     }
 }
 
-async fn handle(
-    mut client: Client,
-    shared: &Shared,
-    mut phase_rx: watch::Receiver<EgressPhase>,
-) -> EgressRecord {
-    let started = Instant::now();
-    let phase = *phase_rx.borrow_and_update();
-    let mut record = EgressRecord {
+/// The job's TCP connection handed over `unix` (`paddock_sandbox::handoff`:
+/// one message, read without blocking once it arrives, within `wait`), or
+/// the record of what was refused instead (every descriptor that came
+/// with it closed; logged as well, since a refusal here means something
+/// other than the forwarder is at the socket or the forwarder is broken).
+async fn take_handoff(unix: &UnixStream, wait: Duration) -> Result<TcpStream, EgressRecord> {
+    let fd = unix.as_fd();
+    let received = timeout(wait, async {
+        loop {
+            unix.readable().await?;
+            match unix.try_io(Interest::READABLE, || handoff::receive(fd)) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                other => return other,
+            }
+        }
+    })
+    .await;
+    let why = match received {
+        Ok(Ok(Ok(tcp))) => match tcp
+            .set_nonblocking(true)
+            .and_then(|()| TcpStream::from_std(tcp))
+        {
+            Ok(tcp) => {
+                let _ = tcp.set_nodelay(true);
+                return Ok(tcp);
+            }
+            Err(e) => format!("the handed-over connection cannot be served: {e}"),
+        },
+        Ok(Ok(Err(refused))) => format!("refused a hand-over on the proxy's socket: {refused}"),
+        Ok(Err(e)) => format!("cannot read a hand-over from the proxy's socket: {e}"),
+        Err(_) => format!("no connection handed over on the proxy's socket within {wait:?}"),
+    };
+    tracing::warn!("egress proxy: {why}");
+    let mut record = empty_record(EgressPhase::Agent);
+    record.rule = Some("handoff".into());
+    record.reason = Some(why);
+    Err(record)
+}
+
+/// A record with nothing known yet.
+fn empty_record(phase: EgressPhase) -> EgressRecord {
+    EgressRecord {
         host: String::new(),
         port: 0,
         method: None,
@@ -146,7 +183,18 @@ async fn handle(
         reason: None,
         credential: None,
         substituted: None,
-    };
+    }
+}
+
+async fn handle(
+    mut client: TcpStream,
+    shared: &Shared,
+    mut phase_rx: watch::Receiver<EgressPhase>,
+) -> EgressRecord {
+    let _ = client.set_nodelay(true);
+    let started = Instant::now();
+    let phase = *phase_rx.borrow_and_update();
+    let mut record = empty_record(phase);
     if let Err(refusal) = attempt(&mut client, shared, &mut phase_rx, &mut record).await {
         record.allowed = false;
         let destination = format!("{}:{}", record.host, record.port);
@@ -162,7 +210,7 @@ async fn handle(
 }
 
 async fn attempt(
-    client: &mut Client,
+    client: &mut TcpStream,
     shared: &Shared,
     phase_rx: &mut watch::Receiver<EgressPhase>,
     record: &mut EgressRecord,
@@ -271,7 +319,7 @@ async fn attempt(
         record.reason = Some(format!("the destination hung up: {e}"));
         return Ok(());
     }
-    let relayed = relay(socket(client), &upstream, phase_rx).await;
+    let relayed = relay(client, &upstream, phase_rx).await;
     record.bytes_up = (first.len() as u64).saturating_add(relayed.up);
     record.bytes_down = relayed.down;
     if relayed.cut {

@@ -785,9 +785,9 @@ async fn a_setup_connection_does_not_live_into_the_agent_phase() {
     assert_eq!(p.record().await.phase, EgressPhase::Agent);
 }
 
-/// On a Unix socket (what the sandbox's forwarder relays to, like the
-/// broker's), the same checks hold: the allowed tunnel carries bytes both
-/// ways, a name resolving to a denied address is refused.
+/// On a Unix socket (to which the sandbox's forwarder hands the job's
+/// connections), the same checks hold: the allowed tunnel carries bytes
+/// both ways, a name resolving to a denied address is refused.
 #[tokio::test]
 async fn the_proxy_serves_a_unix_socket_too() {
     let dest = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"pong")).await;
@@ -816,8 +816,12 @@ async fn the_proxy_serves_a_unix_socket_too() {
     let (tx, mut records) = mpsc::channel(8);
     let proxy = EgressProxy::bind_unix(&path, config, tx).unwrap();
     assert_eq!(proxy.local_addr(), None);
+    // The sandbox's forwarder hands each connection to the socket.
+    let forwarder = paddock_sandbox::net::bind_forwarder(0, &path).unwrap();
+    let forwarded = forwarder.local_addr().unwrap();
+    paddock_sandbox::net::serve_handoff(forwarder, path.clone());
 
-    let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let mut s = TcpStream::connect(forwarded).await.unwrap();
     let mut out = format!("CONNECT registry.test:{port} HTTP/1.1\r\n\r\n").into_bytes();
     let hello = client_hello(Some("registry.test"), &[], 16384);
     out.extend_from_slice(&hello);
@@ -843,7 +847,7 @@ async fn the_proxy_serves_a_unix_socket_too() {
         allowed("registry.test", port, dest.addr, hello.len() as u64, 4)
     );
 
-    let mut s = tokio::net::UnixStream::connect(&path).await.unwrap();
+    let mut s = TcpStream::connect(forwarded).await.unwrap();
     s.write_all(format!("CONNECT inside.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
         .await
         .unwrap();
@@ -921,10 +925,10 @@ async fn a_large_transfer_arrives_byte_exact_both_ways_and_counted() {
     );
 }
 
-/// The sandbox rung's path: the job's TCP connection through the sandbox's
-/// forwarder (`paddock_sandbox::net`, both hops spliced) to the proxy's
-/// Unix socket and on to the destination; 16 MiB each way arrive byte
-/// exact, counted in the record.
+/// The sandbox rung's path: the job's TCP connection handed by the
+/// sandbox's forwarder (`paddock_sandbox::net::serve_handoff`) to the
+/// proxy's Unix socket, served by the proxy and spliced on to the
+/// destination; 16 MiB each way arrive byte exact, counted in the record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_transfer_through_the_forwarder_and_the_unix_socket_is_byte_exact() {
     let dest = StandIn::start("127.0.0.1:0", Mode::Echo).await;
@@ -946,7 +950,7 @@ async fn a_large_transfer_through_the_forwarder_and_the_unix_socket_is_byte_exac
     let _proxy = EgressProxy::bind_unix(&path, config, tx).unwrap();
     let forwarder = paddock_sandbox::net::bind_forwarder(0, &path).unwrap();
     let forwarded = forwarder.local_addr().unwrap();
-    paddock_sandbox::net::serve_forwarder(forwarder, path.clone());
+    paddock_sandbox::net::serve_handoff(forwarder, path.clone());
 
     let mut s = TcpStream::connect(forwarded).await.unwrap();
     s.write_all(format!("CONNECT registry.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
