@@ -1,7 +1,11 @@
 // Floor relay for the egress bench: answers one CONNECT head with 200,
 // connects to 127.0.0.1:<port of the authority>, then splices both ways
 // with blocking splice(2), one thread per direction. argv[1]: pipe size
-// (0 = default). Prints its port on stdout.
+// (0 = default). Prints its port on stdout. Both sockets are TCP_NODELAY
+// (as Paddock's proxy's are) and no splice says SPLICE_F_MORE: on a TCP
+// socket that flag corks the data (MSG_MORE), so the last partial segment
+// of an answer waited for the kernel's 200 ms cork timer; every tunnel
+// stalled that long until session 24.
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -19,9 +23,9 @@ static void *pump(void *arg) {
     struct dir *d = arg; int p[2]; if (pipe2(p, O_CLOEXEC)) return 0;
     if (pipesz) fcntl(p[1], F_SETPIPE_SZ, pipesz);
     for (;;) {
-        ssize_t n = splice(d->from, 0, p[1], 0, 1 << 20, SPLICE_F_MOVE | SPLICE_F_MORE);
+        ssize_t n = splice(d->from, 0, p[1], 0, 1 << 20, SPLICE_F_MOVE);
         if (n <= 0) break;
-        while (n > 0) { ssize_t k = splice(p[0], 0, d->to, 0, n, SPLICE_F_MOVE | SPLICE_F_MORE); if (k <= 0) goto out; n -= k; }
+        while (n > 0) { ssize_t k = splice(p[0], 0, d->to, 0, n, SPLICE_F_MOVE); if (k <= 0) goto out; n -= k; }
     }
 out: shutdown(d->to, SHUT_WR); close(p[0]); close(p[1]); return 0;
 }
@@ -31,6 +35,7 @@ static void *conn(void *arg) {
     char *colon = strchr(head, ':'); int port = colon ? atoi(colon + 1) : 0;
     int u = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) }; a.sin_addr.s_addr = htonl(0x7f000001);
     if (connect(u, (void *)&a, sizeof a)) { close(c); close(u); return 0; }
+    int one = 1; setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const char *ok = "HTTP/1.1 200 Connection established\r\n\r\n"; write(c, ok, strlen(ok));
     struct dir up = { c, u }, down = { u, c }; pthread_t t; pthread_create(&t, 0, pump, &up); pump(&down); pthread_join(t, 0);
     close(c); close(u); return 0;
