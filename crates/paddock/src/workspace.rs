@@ -1640,6 +1640,69 @@ mod tests {
         );
     }
 
+    /// A snapshot's index (its checkout's, and the copy in its `git`) is
+    /// stamped in a later second than every file of the checkout, so no
+    /// entry is racily clean and no git that writes a copy of it hashes the
+    /// base again (`snapshot::settle_index`); yet a base file the job
+    /// rewrites at once, keeping its size and setting its modification time
+    /// back, is still in the patch (its `ctime` is new), and the files it
+    /// left alone are not.
+    #[tokio::test]
+    async fn a_snapshot_index_has_no_racy_entry_and_a_same_size_rewrite_is_still_seen() {
+        if !overlay_here() {
+            return;
+        }
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        for i in 0..20 {
+            std::fs::write(r.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+        }
+        sh(&r, &["add", "."]);
+        sh(&r, &["commit", "-q", "-m", "files"]);
+        let jobs = tmp.path().join("jobs");
+        let ws = overlay_ws(&jobs, "j", &r).await;
+        let w = &ws.work;
+        let before = std::fs::metadata(w.join("f3.txt"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::fs::write(w.join("f3.txt"), "FILE 3\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(w.join("f3.txt"))
+            .unwrap()
+            .set_modified(before)
+            .unwrap();
+
+        let lower = std::fs::read_to_string(ws.meta.join(OVERLAY)).unwrap();
+        let tree = PathBuf::from(lower.trim_end());
+        let secs = |p: &Path| {
+            std::fs::symlink_metadata(p)
+                .unwrap()
+                .modified()
+                .unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        };
+        let index_secs = secs(&tree.join(".git/index"));
+        let racy: Vec<PathBuf> = files_of(&tree)
+            .into_keys()
+            .filter(|p| !p.starts_with(tree.join(".git")) && secs(p) >= index_secs)
+            .collect();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            (
+                racy,
+                secs(&tree.parent().unwrap().join("git/index")) == index_secs,
+                p.changed_files,
+            ),
+            (Vec::<PathBuf>::new(), true, vec!["f3.txt".to_string()])
+        );
+        assert!(p.diff.contains("-file 3\n+FILE 3\n"), "{}", p.diff);
+        ws.remove().unwrap();
+    }
+
     /// On the overlay a directory of the base renames as in a clone (`git
     /// mv`, `rename(2)`: no `EXDEV`), the patch is the rename, and the
     /// snapshot and source are unchanged; a redirect planted straight into

@@ -6,7 +6,8 @@
 //! two URLs, never share one) and `tree` (the job's repository as a clone workspace's
 //! `work/` is: its own copy of every object, hooks off, the source as its
 //! remote, checked out detached at the commit, its index with the stat
-//! stamps of these files). It is made once per source and commit, under a
+//! stamps of these files, written again in a later second than any of
+//! them: [`settle_index`]). It is made once per source and commit, under a
 //! temporary name then renamed into place, so a job never sees a half-made
 //! one and two jobs making it at once both end up with a whole one. Jobs
 //! only ever see it as an overlay's lower layer, never writable; nothing
@@ -16,10 +17,12 @@
 //! (`prune.rs`) reads.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest as _, Sha256};
 
+use super::host_git::{self, HostGit};
 use super::{Workspace, WorkspaceError};
 
 /// Where the snapshots live, under the jobs directory.
@@ -138,6 +141,7 @@ impl Snapshot {
         Workspace::clone_bare(&self.dir, from, &self.git()).await?;
         let checkout = ["checkout", "--quiet", "--detach", commit];
         Workspace::clone_job(&self.dir, name, &self.git(), &self.tree(), &checkout).await?;
+        settle_index(&self.dir, &self.tree()).await?;
         let index = self.git().join("index");
         super::copy_index(&self.tree().join(".git/index"), &index).map_err(|source| {
             WorkspaceError::Write {
@@ -148,4 +152,50 @@ impl Snapshot {
         })?;
         Ok(())
     }
+}
+
+/// Writes the checkout's index (`tree/.git/index`) again once the clock
+/// is in a later second than the one it was written in, so that none of
+/// its entries is racily clean. Git (built without nanosecond stamps, as
+/// it is by default) takes an entry whose file was modified in the same
+/// second as the index, or later, as possibly changed behind a matching
+/// stat, and every git that writes an index copied from this one (the
+/// patch's `update-index` and `write-tree`, the job's own `git status`)
+/// reads and hashes each such file again: the whole base when its checkout
+/// took less than a second, ≈ 0.3 s per write at 10,000 files. The write
+/// itself compares those files' content once (nothing has changed them:
+/// the tree is private until it is renamed into place) and stamps the
+/// index with the new second. The protection stays whole: a file a job
+/// changes later gets a new `ctime`, which git compares (`core.trustctime`),
+/// and one changed in the index's own second is racy again, as git wants.
+async fn settle_index(root: &Path, tree: &Path) -> Result<(), WorkspaceError> {
+    let index = tree.join(".git/index");
+    let written = std::fs::metadata(&index)
+        .and_then(|m| m.modified())
+        .map_err(|source| WorkspaceError::Read {
+            path: root.to_path_buf(),
+            file: index.display().to_string(),
+            source,
+        })?;
+    let second = written
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // File times come from the kernel's coarse clock, a tick behind the
+    // one `now` reads: a margin past the second's end covers it.
+    let next = UNIX_EPOCH + Duration::from_secs(second + 1) + Duration::from_millis(20);
+    if let Ok(wait) = next.duration_since(SystemTime::now()) {
+        tokio::time::sleep(wait).await;
+    }
+    let git = HostGit {
+        git_dir: Some(tree.join(".git")),
+        work_tree: Some(tree.to_path_buf()),
+        index: None,
+        excludes: None,
+        root: root.to_path_buf(),
+        timeout: host_git::GIT_TIMEOUT,
+    };
+    git.run(["update-index", "-q", "--force-write-index"], None)
+        .await?;
+    Ok(())
 }
