@@ -12,7 +12,9 @@
 //! request for `/echo-headers` is answered with the request's headers, as
 //! an httpbin-like endpoint that reflects them (`/echo-slowly`: in two
 //! chunks 200 ms apart, cut in the middle of the `authorization` value;
-//! `/echo-gzip`: labelled `content-encoding: gzip` whatever was asked). The credential check can
+//! `/echo-gzip`: labelled `content-encoding: gzip` whatever was asked;
+//! `/echo-upgrade`: `101 Switching Protocols` to `websocket`, as a
+//! WebSocket server accepts a handshake). The credential check can
 //! be a forge mock's (the tokens it minted), and `set_stall` leaves
 //! requests hanging (a push killed mid-way).
 
@@ -172,7 +174,14 @@ impl GitHttpServer {
                 .unwrap();
         }
         let path = req.uri().path();
-        if ["/echo-headers", "/echo-slowly", "/echo-gzip"].contains(&path) {
+        if [
+            "/echo-headers",
+            "/echo-slowly",
+            "/echo-gzip",
+            "/echo-upgrade",
+        ]
+        .contains(&path)
+        {
             let mut echo = String::new();
             for (name, value) in req.headers() {
                 echo.push_str(&format!(
@@ -203,6 +212,15 @@ impl GitHttpServer {
                 "/echo-gzip" => http::Response::builder()
                     .header("content-encoding", "gzip")
                     .body(Body::from(echo))
+                    .unwrap(),
+                // A WebSocket server's answer to a handshake: the `101`
+                // head (no accept key: what a proxy that relays it would
+                // let through is the switch itself).
+                "/echo-upgrade" => http::Response::builder()
+                    .status(StatusCode::SWITCHING_PROTOCOLS)
+                    .header("upgrade", "websocket")
+                    .header("connection", "upgrade")
+                    .body(Body::empty())
                     .unwrap(),
                 _ => http::Response::new(Body::from(echo)),
             };

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine as _;
 use paddock_protocol::{CredentialSpec, EgressPhase, Host};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::CertificateDer;
@@ -21,10 +20,6 @@ use crate::secret::{Secret, SecretError, SecretKind};
 
 /// The one application protocol a terminated tunnel speaks.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
-
-/// Derived forms of a value shorter than this are not scanned for (they
-/// would mask innocent bytes); the value itself always is.
-const MIN_DERIVED_NEEDLE: usize = 8;
 
 /// Why the job's credentials could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -219,7 +214,7 @@ impl Credentials {
             );
             let real_value = Secret::new(format!("{before}{}{after}", secret.expose()));
             list.push(Arc::new(Credential {
-                needles: needles(&secret, &spec.value),
+                needles: super::forms::forms(&secret, &spec.value),
                 job_value: format!("{before}{placeholder}{after}"),
                 methods: spec.methods.clone(),
                 paths: spec.paths.clone(),
@@ -262,40 +257,6 @@ impl Credentials {
     pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
         self.list.iter().flat_map(|c| c.needles.iter())
     }
-}
-
-/// The forms of a value the response scan replaces: the value, its base64
-/// form, and for a Basic credential (`value = "Basic {secret}"`, the
-/// secret being base64 of `user:password`) the decoded pair and the
-/// password; longest first.
-fn needles(secret: &Secret, template: &str) -> Vec<Secret> {
-    let value = secret.expose();
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let mut out = vec![value.to_string()];
-    out.push(b64.encode(value).trim_end_matches('=').to_string());
-    let basic = template
-        .get(..6)
-        .is_some_and(|p| p.eq_ignore_ascii_case("basic "));
-    if basic {
-        if let Some(pair) = b64
-            .decode(value)
-            .ok()
-            .and_then(|d| String::from_utf8(d).ok())
-        {
-            if let Some((_, password)) = pair.split_once(':') {
-                out.push(password.to_string());
-            }
-            out.push(pair);
-        }
-    }
-    let mut kept: Vec<String> = Vec::new();
-    for (i, n) in out.into_iter().enumerate() {
-        if (i == 0 || n.len() >= MIN_DERIVED_NEEDLE) && !kept.contains(&n) {
-            kept.push(n);
-        }
-    }
-    kept.sort_by_key(|n| std::cmp::Reverse(n.len()));
-    kept.into_iter().map(Secret::new).collect()
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
@@ -430,12 +391,36 @@ mod tests {
             .collect();
         assert_eq!(
             forms,
-            vec![
-                "ZFhObGNqcHdZVFUxZDI5eVpDMXNiMjVu".to_string(),
-                "dXNlcjpwYTU1d29yZC1sb25n".into(),
-                "user:pa55word-long".into(),
-                "pa55word-long".into(),
+            [
+                // hex of the value, both cases; of the pair
+                "64584E6C636A707759545531643239795A4331736232356E",
+                "64584e6c636a707759545531643239795a4331736232356e",
+                "757365723A70613535776F72642D6C6F6E67",
+                "757365723a70613535776f72642d6c6f6e67",
+                // base64 of the value, whole and at offsets 1 and 2
+                "ZFhObGNqcHdZVFUxZDI5eVpDMXNiMjVu",
+                "RYTmxjanB3WVRVMWQyOXlaQzFzYjI1b",
+                "kWE5sY2pwd1lUVTFkMjl5WkMxc2IyNW",
+                // hex of the password
+                "70613535776F72642D6C6F6E67",
+                "70613535776f72642d6c6f6e67",
+                // the value itself (base64 of the pair), and that at offsets 1 and 2
+                "dXNlcjpwYTU1d29yZC1sb25n",
+                "VzZXI6cGE1NXdvcmQtbG9uZ",
+                "1c2VyOnBhNTV3b3JkLWxvbm",
+                // the pair percent-encoded, and as it is
+                "user%3apa55word-long",
+                "user%3Apa55word-long",
+                "user:pa55word-long",
+                // the password's base64, whole, then its core at offsets 0, 1, 2
+                "cGE1NXdvcmQtbG9uZw",
+                "cGE1NXdvcmQtbG9uZ",
+                "wYTU1d29yZC1sb25n",
+                "BhNTV3b3JkLWxvbm",
+                "pa55word-long",
             ]
+            .map(str::to_string)
+            .to_vec()
         );
         assert_eq!(creds.list[0].mask(4), b"padd".to_vec());
         let long = creds.list[0].mask(60);

@@ -26,6 +26,7 @@ pub mod ca;
 pub mod credential;
 pub mod deny;
 pub mod env;
+pub mod forms;
 mod framing;
 pub mod head;
 pub mod hello;

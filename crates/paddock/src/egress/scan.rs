@@ -8,11 +8,16 @@
 //! flushes what is held when a response message ends ([`Scan::flush`],
 //! `super::response`), never on a timer.
 
+use memchr::memmem::Finder;
+
 use crate::secret::Secret;
 
 /// One direction's scan state.
 pub struct Scan {
     needles: Vec<Secret>,
+    /// A searcher per needle (SIMD substring search: a credential host's
+    /// bulk answer, a git pack, is scanned for every form of the value).
+    finders: Vec<Finder<'static>>,
     masks: Vec<Vec<u8>>,
     held: Vec<u8>,
     /// Matches replaced so far.
@@ -29,6 +34,10 @@ impl Scan {
             .collect();
         Scan {
             masks: needles.iter().map(|n| mask(n.expose().len())).collect(),
+            finders: needles
+                .iter()
+                .map(|n| Finder::new(n.expose().as_bytes()).into_owned())
+                .collect(),
             needles,
             held: Vec::new(),
             replaced: 0,
@@ -57,14 +66,14 @@ impl Scan {
 
     /// Replaces every whole match in what is held, longest needle first.
     fn replace(&mut self) {
-        for (needle, mask) in self.needles.iter().zip(&self.masks) {
-            let n = needle.expose().as_bytes();
+        for (finder, mask) in self.finders.iter().zip(&self.masks) {
+            let len = finder.needle().len();
             let mut at = 0;
-            while let Some(i) = find(&self.held[at..], n) {
+            while let Some(i) = finder.find(&self.held[at..]) {
                 let start = at + i;
-                self.held[start..start + n.len()].copy_from_slice(mask);
+                self.held[start..start + len].copy_from_slice(mask);
                 self.replaced += 1;
-                at = start + n.len();
+                at = start + len;
             }
         }
     }
@@ -85,13 +94,6 @@ impl Scan {
         }
         best
     }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.len() > hay.len() {
-        return None;
-    }
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]

@@ -77,6 +77,11 @@ const DELTA: &str = "delta-real-token-1b3d5f7e9a";
 
 impl Rig {
     async fn start() -> Rig {
+        Rig::start_with(|_| {}).await
+    }
+
+    /// The rig with its credential specs changed by `adjust` first.
+    async fn start_with(adjust: impl FnOnce(&mut Vec<CredentialSpec>)) -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("repos");
         std::fs::create_dir_all(&root).unwrap();
@@ -94,6 +99,8 @@ impl Rig {
             credential(dir.path(), "gamma", ports[2], "gamma-real-token-2c4e6a8b0d"),
             credential(dir.path(), "delta", ports[3], DELTA),
         ];
+        let mut specs = specs;
+        adjust(&mut specs);
         // The trust roots the proxy verifies upstreams against: alpha's
         // and beta's CAs only (in place of the system's).
         let roots = roots_of(&format!("{alpha_ca}{beta_ca}"));
@@ -337,6 +344,133 @@ async fn a_placeholder_elsewhere_stays_a_placeholder() {
         vec![Some(format!("Bearer {delta}"))]
     );
     assert_eq!(rig.record().await, row(d, EgressMethod::Http, None, None));
+}
+
+/// `methods` and `paths` with real clients: reqwest, and curl with
+/// `--path-as-is` for a target a client would otherwise normalise. Only a
+/// `GET` under `/echo-h` gets the value; a `POST` there, a `GET`
+/// elsewhere, and a path that reaches `/echo-h` only textually (a `..`
+/// segment, its percent-encoded form) reach the host with the
+/// placeholder, as sent, and the host refuses them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_credential_reaches_only_its_methods_and_paths() {
+    let mut rig = Rig::start_with(|specs| {
+        specs[0].methods = vec!["GET".into()];
+        specs[0].paths = vec!["/echo-h".into()];
+    })
+    .await;
+    let p = rig.placeholder("alpha");
+    let port = port_of(&rig.alpha.url);
+    let bearer = format!("Bearer {p}");
+    let send = |method: reqwest::Method, path: &str| {
+        rig.client()
+            .request(method, https(&rig.alpha, path))
+            .header("authorization", &bearer)
+            .send()
+    };
+    let get = send(reqwest::Method::GET, "/echo-headers").await.unwrap();
+    let post = send(reqwest::Method::POST, "/echo-headers").await.unwrap();
+    let elsewhere = send(reqwest::Method::GET, "/echo-slowly").await.unwrap();
+    let mut statuses = vec![
+        get.status().as_u16(),
+        post.status().as_u16(),
+        elsewhere.status().as_u16(),
+    ];
+    let mut records = Vec::new();
+    for _ in 0..3 {
+        records.push(rig.record().await);
+    }
+    // curl, the target sent as written.
+    let bundle = rig._dir.path().join("bundle.pem");
+    std::fs::write(&bundle, &rig.creds.bundle).unwrap();
+    for path in ["/echo-h/../echo-headers", "/echo-h/%2e%2e/echo-headers"] {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--path-as-is",
+            ])
+            .arg("--proxy")
+            .arg(format!("http://{}", rig.proxy.local_addr().unwrap()))
+            .arg("--cacert")
+            .arg(&bundle)
+            .args(["-H", &format!("authorization: {bearer}")])
+            .arg(https(&rig.alpha, path))
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .output()
+            .expect("curl (a Debian package .ci/run installs)");
+        assert!(out.status.success(), "{out:?}");
+        statuses.push(String::from_utf8(out.stdout).unwrap().parse().unwrap());
+        records.push(rig.record().await);
+    }
+    assert_eq!(statuses, vec![200, 401, 401, 401, 401]);
+    let real = Some(format!("Bearer {ALPHA}"));
+    let held = Some(bearer.clone());
+    assert_eq!(
+        rig.alpha.authorizations(),
+        vec![real, held.clone(), held.clone(), held.clone(), held]
+    );
+    let terminated = |n| row(port, EgressMethod::Connect, Some("alpha"), Some(n));
+    assert_eq!(
+        records,
+        vec![
+            terminated(1),
+            terminated(0),
+            terminated(0),
+            terminated(0),
+            terminated(0)
+        ]
+    );
+}
+
+/// A WebSocket handshake (a real reqwest client sending the upgrade
+/// request) to a credential host that accepts it: the `101` is not
+/// relayed; the job reads a `502` saying why (rule `upgrade`), and the
+/// record names the rule.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_websocket_upgrade_on_a_credential_tunnel_is_refused_readably() {
+    let mut rig = Rig::start().await;
+    let p = rig.placeholder("alpha");
+    let resp = rig
+        .client()
+        .get(https(&rig.alpha, "/echo-upgrade"))
+        .header("authorization", format!("Bearer {p}"))
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.text().await.unwrap();
+    let port = port_of(&rig.alpha.url);
+    let record = rig.record().await;
+    assert_eq!(
+        (status, body.lines().nth(1).map(str::to_string)),
+        (502, Some("rule: upgrade".to_string())),
+        "{body}"
+    );
+    // The host took the handshake with the real value.
+    assert_eq!(
+        rig.alpha.authorizations(),
+        vec![Some(format!("Bearer {ALPHA}"))]
+    );
+    assert_eq!(
+        record,
+        EgressRecord {
+            rule: Some("upgrade".into()),
+            reason: record.reason.clone(),
+            ..row(port, EgressMethod::Connect, Some("alpha"), Some(1))
+        }
+    );
+    assert!(record.reason.is_some_and(|r| r.contains("101")));
 }
 
 #[tokio::test(flavor = "multi_thread")]
