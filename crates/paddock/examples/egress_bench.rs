@@ -15,7 +15,12 @@
 //! external relay's process; the direct path's figure is what the server
 //! and the client cost, so a path's CPU minus direct's is its relay's
 //! cost, the figure that does not depend on how busy the machine is.
-//! Prints Markdown for BENCHMARKS.md.
+//! Last, real HTTPS requests (reqwest and rustls against a loopback
+//! HTTPS server with its own CA) directly, through an ordinary spliced
+//! tunnel, and through a tunnel the proxy terminates for a credential
+//! (its own TLS both ways, the header substituted, the answer scanned):
+//! each on a new connection and on a kept one, which is what a
+//! credential costs per request. Prints Markdown for BENCHMARKS.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -23,11 +28,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use paddock::egress::credential::roots_of;
 use paddock::egress::{
-    Allowlist, DenyList, EgressConfig, EgressProxy, PhaseLists, ProxyLimits, Resolver,
+    Allowlist, Credentials, DenyList, EgressConfig, EgressProxy, PhaseLists, ProxyLimits, Resolver,
 };
-use paddock_protocol::EgressPhase;
+use paddock_protocol::{CredentialSpec, EgressPhase, KeyRef};
 use paddock_test_support::bench::loadavg;
+use paddock_test_support::git_http::GitHttpServer;
 use paddock_test_support::tls::client_hello;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -413,5 +420,140 @@ async fn main() {
             cpu[i] - cpu[0],
         );
     }
+    https_latency(a.requests / 4).await;
     println!("\nload average after: {}", loadavg());
+}
+
+/// The real value the HTTPS server demands (`Bearer REAL`).
+const REAL: &str = "bench-real-token-5e8c2a9f4d7b1036";
+
+/// A real HTTPS request (`GET /echo-headers`, its answer the request's
+/// headers) directly, through a spliced tunnel, and through a terminated
+/// one with the header substituted; `requests` of each, interleaved,
+/// each on a new connection and then on one kept connection.
+async fn https_latency(requests: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repos");
+    std::fs::create_dir_all(&root).unwrap();
+    let (server, ca) = GitHttpServer::start_https_requiring(&root, &format!("Bearer {REAL}")).await;
+    let port = server.port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let secret = dir.path().join("token");
+    std::fs::write(&secret, REAL).unwrap();
+    let spec = CredentialSpec {
+        name: "bench".into(),
+        host: format!("localhost:{port}"),
+        header: "authorization".into(),
+        value: "Bearer {secret}".into(),
+        secret: KeyRef::File(secret),
+        env: "BENCH_TOKEN".into(),
+        phases: vec![EgressPhase::Agent],
+        upstream_ca: None,
+        methods: Vec::new(),
+        paths: Vec::new(),
+    };
+    let creds = Arc::new(
+        Credentials::build("bench", &[spec], &roots_of(&ca), Duration::from_secs(3600)).unwrap(),
+    );
+    let placeholder = creds.list[0].placeholder.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    tokio::spawn(async move { while rx.recv().await.is_some() {} });
+    let config = |credentials: Option<Arc<Credentials>>| EgressConfig {
+        lists: PhaseLists {
+            setup: Allowlist::default(),
+            agent: Allowlist::parse(&[format!("localhost:{port}")]).unwrap(),
+        },
+        deny: DenyList::new([], [addr]),
+        resolver: Arc::new(Loopback),
+        limits: ProxyLimits::default(),
+        phase: EgressPhase::Agent,
+        credentials,
+    };
+    let spliced = EgressProxy::bind("127.0.0.1:0".parse().unwrap(), config(None), tx.clone())
+        .await
+        .unwrap();
+    let terminated = EgressProxy::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        config(Some(creds.clone())),
+        tx,
+    )
+    .await
+    .unwrap();
+    // name, proxy, the CA bundle the client trusts, the token it sends.
+    let paths = [
+        ("direct", None, ca.clone(), REAL.to_string()),
+        (
+            "spliced tunnel",
+            spliced.local_addr(),
+            ca.clone(),
+            REAL.to_string(),
+        ),
+        (
+            "terminated tunnel (credential substituted, answer scanned)",
+            terminated.local_addr(),
+            creds.bundle.clone(),
+            placeholder,
+        ),
+    ];
+    let url = format!("https://localhost:{port}/echo-headers");
+    println!(
+        "\n| HTTPS request (reqwest + rustls, `GET /echo-headers`), {requests} each, interleaved | path | p50 | added p50 | p99 |"
+    );
+    println!("| --- | --- | ---: | ---: | ---: |");
+    for kept in [false, true] {
+        let clients: Vec<reqwest::Client> = paths
+            .iter()
+            .map(|(_, proxy, bundle, _)| {
+                let mut b = reqwest::Client::builder()
+                    .tls_built_in_root_certs(false)
+                    .no_proxy();
+                if !kept {
+                    b = b.pool_max_idle_per_host(0);
+                }
+                if let Some(p) = proxy {
+                    b = b.proxy(reqwest::Proxy::all(format!("http://{p}")).unwrap());
+                }
+                for cert in reqwest::Certificate::from_pem_bundle(bundle.as_bytes()).unwrap() {
+                    b = b.add_root_certificate(cert);
+                }
+                b.build().unwrap()
+            })
+            .collect();
+        let mut times: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
+        // One unmeasured request each: a kept connection is open after it.
+        for round in 0..=requests {
+            for (i, (client, (_, _, _, token))) in clients.iter().zip(&paths).enumerate() {
+                let t = Instant::now();
+                let resp = client
+                    .get(&url)
+                    .header("authorization", format!("Bearer {token}"))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status().as_u16(), 200, "{}", paths[i].0);
+                let body = resp.bytes().await.unwrap();
+                assert!(!body.windows(REAL.len()).any(|w| w == REAL.as_bytes()) || i < 2);
+                if round > 0 {
+                    times[i].push(t.elapsed());
+                }
+            }
+        }
+        for t in &mut times {
+            t.sort();
+        }
+        let direct = micros(percentile(&times[0], 0.5));
+        let how = if kept {
+            "kept connection"
+        } else {
+            "new connection"
+        };
+        for (i, (name, _, _, _)) in paths.iter().enumerate() {
+            let p50 = micros(percentile(&times[i], 0.5));
+            println!(
+                "| {how} | {name} | {p50:.0} µs | {:.0} µs | {:.0} µs |",
+                p50 - direct,
+                micros(percentile(&times[i], 0.99)),
+            );
+        }
+    }
 }
