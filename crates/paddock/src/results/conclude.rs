@@ -72,21 +72,31 @@ pub async fn keep_branch(
         spec.ticket.id,
         spec.attempt()
     );
-    let commit = ws.commit_result(patch, &message).await?;
     let bundle = artifacts.join(BUNDLE);
-    let _ = std::fs::remove_file(&bundle);
     // A source Paddock made for the job (a turn's, removed with it)
     // keeps nothing: its one commit's whole history, and no news.
-    if !base_objects::kept_on_host(spec, jobs_root) {
-        ws.bundle_result(&bundle, true).await?;
+    let kept = base_objects::kept_on_host(spec, jobs_root);
+    let made = async {
+        let commit = ws.commit_result(patch, &message).await?;
+        let _ = std::fs::remove_file(&bundle);
+        ws.bundle_result(&bundle, !kept).await?;
+        Ok::<_, crate::workspace::WorkspaceError>(commit)
+    };
+    if !kept {
         return Ok(Some(KeptBranch {
-            commit,
+            commit: made.await?,
             bundle,
             whole: None,
         }));
     }
-    ws.bundle_result(&bundle, false).await?;
-    let whole = match base_objects::holds_base(spec, jobs_root, &ws.base_commit).await {
+    // Whether the host still holds the base is asked (a git process of its
+    // own) while the commit and its bundle are made, not after them.
+    let (commit, held) = tokio::join!(
+        made,
+        base_objects::holds_base(spec, jobs_root, &ws.base_commit)
+    );
+    let commit = commit?;
+    let whole = match held {
         Ok(()) => None,
         Err(why) => {
             std::fs::remove_file(&bundle).map_err(|source| {
