@@ -366,9 +366,14 @@ impl Workspace {
             (None, Some(url)) => {
                 // The URL's mirror, fetched (and held: no other job
                 // fetches it) until the snapshot is made or found.
-                let mirror = fetched_mirror(jobs_root, repo, url).await?;
+                // The base's name is read beside the mirror's check.
+                let resolve = |dir: PathBuf| async move {
+                    resolve_in_source(&dir, url, &repo.base_ref).await
+                };
+                let (mirror, base_commit) =
+                    fetched_mirror_then(jobs_root, repo, url, resolve).await?;
+                let base_commit = base_commit?;
                 let from = mirror.dir.display().to_string();
-                let base_commit = resolve_in_source(&mirror.dir, url, &repo.base_ref).await?;
                 let snap = SnapSource::Url { url, mirror: &from };
                 let snap = Snapshot::get_or_make(jobs_root, &snap, &base_commit).await?;
                 (url.clone(), base_commit, snap, Some(mirror))
@@ -494,7 +499,11 @@ impl Workspace {
         let ws = Workspace::make_dirs(root, lease, branch)?;
         // A URL is cloned from its mirror, fetched for this job.
         let mirror = match (&repo.path, &repo.url, ws.root.parent()) {
-            (None, Some(url), Some(jobs_root)) => Some(fetched_mirror(jobs_root, repo, url).await?),
+            (None, Some(url), Some(jobs_root)) => Some(
+                fetched_mirror_then(jobs_root, repo, url, |_| async {})
+                    .await?
+                    .0,
+            ),
             _ => None,
         };
         let from = mirror
@@ -1168,12 +1177,18 @@ impl Workspace {
 }
 
 /// The up-to-date mirror of the URL source `url` under `jobs_root`, with
-/// the spec's token.
-async fn fetched_mirror(
+/// the spec's token, and what `then` read from it
+/// ([`mirror::fetched_then`]).
+async fn fetched_mirror_then<T, F, Fut>(
     jobs_root: &Path,
     repo: &RepositorySpec,
     url: &str,
-) -> Result<mirror::Mirror, WorkspaceError> {
+    then: F,
+) -> Result<(mirror::Mirror, T), WorkspaceError>
+where
+    F: Fn(PathBuf) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let token = repo
         .token
         .as_ref()
@@ -1183,7 +1198,7 @@ async fn fetched_mirror(
             source_repo: url.to_string(),
             source,
         })?;
-    mirror::fetched(jobs_root, url, token.as_ref()).await
+    mirror::fetched_then(jobs_root, url, token.as_ref(), then).await
 }
 
 /// Whether an overlay workspace can be had for `repo` at `root` under

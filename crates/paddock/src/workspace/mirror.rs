@@ -5,9 +5,13 @@
 //! either). Jobs on one URL take turns (an exclusive `flock` on
 //! `<url key>.lock` while the mirror is made or fetched and a job clones
 //! from it). A broken mirror
-//! (not a repository, or a commit its refs name missing: `git rev-list
-//! --all` fails after the fetch) is removed and made again, and the job
-//! says so (a non-fatal error event). Made with the user's git
+//! (not a repository, or a commit its refs name missing: `git fsck
+//! --connectivity-only` fails after the fetch) is removed and made again,
+//! and the job says so (a non-fatal error event); what the job reads from
+//! the mirror (its base commit's name) is read beside that check and kept
+//! only if it passes. No git process is started that the job does not
+//! need: no automatic maintenance after a fetch, no commit-graph or
+//! multi-pack-index verification in a mirror that has neither. Made with the user's git
 //! configuration (their credentials for the URL), like a clone of the URL,
 //! or with the spec's `repository.token`: an `http.extraHeader` in the
 //! environment of each git process (`GIT_CONFIG_COUNT`), never on its
@@ -40,11 +44,32 @@ pub(super) struct Mirror {
 }
 
 /// The up-to-date mirror of `url` under `jobs_root`.
+#[cfg(test)]
 pub(super) async fn fetched(
     jobs_root: &Path,
     url: &str,
     token: Option<&Secret>,
 ) -> Result<Mirror, WorkspaceError> {
+    fetched_then(jobs_root, url, token, |_| async {})
+        .await
+        .map(|(mirror, ())| mirror)
+}
+
+/// The up-to-date mirror of `url` under `jobs_root`, and what `then`
+/// reads from it (the base commit's name): on a mirror that was there, run
+/// beside its check (`git fsck`, a process of its own) once the fetch has
+/// succeeded and kept only if the check passes; on a mirror made (again),
+/// run after it is made.
+pub(super) async fn fetched_then<T, F, Fut>(
+    jobs_root: &Path,
+    url: &str,
+    token: Option<&Secret>,
+    then: F,
+) -> Result<(Mirror, T), WorkspaceError>
+where
+    F: Fn(PathBuf) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let root = jobs_root.join(MIRRORS);
     std::fs::create_dir_all(&root).map_err(|source| WorkspaceError::Create {
         path: root.clone(),
@@ -62,6 +87,7 @@ pub(super) async fn fetched(
     // Used now (what pruning reads, `prune.rs`).
     super::prune::stamp(&lock_path);
     let mut remade = None;
+    let mut read_early = None;
     if dir.is_dir() {
         let fetch = [
             "--git-dir",
@@ -72,8 +98,17 @@ pub(super) async fn fetched(
             "origin",
         ];
         let fetched = git(&dir, url, token, &fetch).await;
-        match (fetched, broken(&dir, url).await) {
+        let check = match fetched {
+            Ok(()) => {
+                let (check, read) = tokio::join!(broken(&dir, url), then(dir.clone()));
+                read_early = Some(read);
+                check
+            }
+            Err(_) => broken(&dir, url).await,
+        };
+        match (fetched, check) {
             (_, Some(why)) => {
+                read_early = None;
                 remade = Some(format!(
                     "the mirror of {url} was broken ({why}); it was made again"
                 ));
@@ -117,11 +152,18 @@ pub(super) async fn fetched(
         }
         placed?;
     }
-    Ok(Mirror {
-        dir,
-        remade,
-        _lock: lock,
-    })
+    let read = match read_early {
+        Some(read) => read,
+        None => then(dir.clone()).await,
+    };
+    Ok((
+        Mirror {
+            dir,
+            remade,
+            _lock: lock,
+        },
+        read,
+    ))
 }
 
 /// The mirror's key: a hash of the URL.
