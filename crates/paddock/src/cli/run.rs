@@ -86,6 +86,7 @@ pub async fn exec(
             &prior,
             &spec.ticket.id,
             &paths.artifacts,
+            &paths.jobs,
         )
         .await
         .map_err(|e| Failure::BadInput(e.into()))?;

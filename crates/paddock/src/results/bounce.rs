@@ -4,17 +4,20 @@
 //! closeout as the summary, its reason as what failed, its branch, and the
 //! review comments on its pull request (GitHub, or a GitLab merge
 //! request's notes; read with a token minted for the read and revoked
-//! after it, `conclude.rs`'s `open_forge`) or its outbox's
+//! after it, `conclude.rs`'s `open_forge`, under the prior job's lease as
+//! a publish is, so that a read killed mid-way leaves its token's record
+//! to the next reaper pass) or its outbox's
 //! `review.md` as the bounce comment. The existing prompt appendix and
 //! context render them (docs/context.md).
 
 use std::path::Path;
 
-use paddock_protocol::{JobSpec, PriorAttempt};
+use paddock_protocol::{JobSpec, JobStatus, PriorAttempt};
 
 use super::conclude::{open_forge, CLOSEOUT};
 use super::forge::Forge as _;
 use crate::store::{Store, StoreError};
+use crate::workspace::lease::Lease;
 
 /// How much of the prior closeout becomes the attempt's summary.
 const SUMMARY_MAX: usize = 8000;
@@ -35,14 +38,27 @@ pub enum BounceError {
     Review { job_id: String, message: String },
     #[error("--attempt-after {job_id}: {source}")]
     Store { job_id: String, source: StoreError },
+    #[error("--attempt-after {job_id}: another process is publishing it or reading its review (its lease in {jobs_dir} is held); try again")]
+    Busy {
+        job_id: String,
+        jobs_dir: std::path::PathBuf,
+    },
+    #[error("--attempt-after {job_id}: cannot take its lease in {jobs_dir}: {source}")]
+    Lease {
+        job_id: String,
+        jobs_dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
-/// The prior attempts of a job after `job_id` for the ticket `ticket_id`.
+/// The prior attempts of a job after `job_id` for the ticket `ticket_id`
+/// (its artifacts in `artifacts_root`, its lease in `jobs_root`).
 pub async fn attempts_after(
     store: &dyn Store,
     job_id: &str,
     ticket_id: &str,
     artifacts_root: &Path,
+    jobs_root: &Path,
 ) -> Result<Vec<PriorAttempt>, BounceError> {
     let store_err = |source| BounceError::Store {
         job_id: job_id.to_string(),
@@ -73,6 +89,29 @@ pub async fn attempts_after(
             message: e.to_string(),
         })?;
     let artifacts = artifacts_root.join(job_id);
+    // The prior job's lease, held while a token minted for the read is
+    // alive: a kill leaves the lease to the reaper, which revokes the
+    // token its record names or holds (and no publish of it runs meanwhile).
+    // Not a job still recorded running: its lease is its runner's (or, dead,
+    // the reaper's to find as it is).
+    let ended = !matches!(record.status, JobStatus::Queued | JobStatus::Running);
+    let lease = match ended {
+        false => None,
+        true => Some(
+            Lease::take_to_publish(jobs_root, job_id)
+                .map_err(|source| BounceError::Lease {
+                    job_id: job_id.to_string(),
+                    jobs_dir: jobs_root.to_path_buf(),
+                    source,
+                })?
+                .ok_or_else(|| BounceError::Busy {
+                    job_id: job_id.to_string(),
+                    jobs_dir: jobs_root.to_path_buf(),
+                })?,
+        ),
+    };
+    // What a killed read or publish of it left, first.
+    let _ = super::revoke_leftover_tokens(store, job_id, &artifacts).await;
     let session = open_forge(&spec, &artifacts)
         .await
         .map_err(|message| BounceError::Review {
@@ -83,6 +122,14 @@ pub async fn attempts_after(
     // A minted token is revoked whatever the read gave; a failed
     // revocation only leaves it to expire within the hour.
     let _ = session.close().await;
+    // Released only once no token of the read is left (a failed revocation
+    // leaves it, with the token's record, to the reaper).
+    if let Some(lease) = lease.filter(|_| {
+        super::github_app_record::leftover_records(&artifacts).is_empty()
+            && super::gitlab_token::leftover_records(&artifacts).is_empty()
+    }) {
+        let _ = lease.release();
+    }
     let comments = comments.map_err(|e| BounceError::Review {
         job_id: job_id.to_string(),
         message: e.to_string(),

@@ -103,9 +103,9 @@ fn beyond_asked(answer: &TokenAnswer, repo: &str) -> Vec<String> {
 }
 
 /// Mints the job's installation token for `owner/repo` at the API root
-/// `api`, recorded in `artifacts` (`github_app_record.rs`) the moment it is
-/// answered: a client that uses it, the token (for the push) and its
-/// record.
+/// `api`, recorded in `artifacts` (`github_app_record.rs`: an intent
+/// before asking, the token the moment it is answered): a client that uses
+/// it, the token (for the push) and its record.
 pub async fn mint(
     api: &str,
     owner: &str,
@@ -120,17 +120,31 @@ pub async fn mint(
         repositories: [repo],
         permissions: PERMISSIONS.into_iter().collect(),
     };
-    let answer: TokenAnswer = as_app
+    // The intent first: a kill between GitHub's answer and the record is
+    // then named by the reaper (the token cannot be found otherwise).
+    let intent = github_app_record::intend(artifacts)?;
+    let answer: TokenAnswer = match as_app
         .request(
             "mint the installation token",
             Method::POST,
             &format!("/app/installations/{}/access_tokens", app.installation_id),
             serde_json::to_value(&body).ok(),
         )
-        .await?;
+        .await
+    {
+        Ok(answer) => answer,
+        // GitHub refused: no token was made.
+        Err(e @ ForgeError::Status { .. }) => {
+            intent.abandon();
+            return Err(e);
+        }
+        // No answer, or one not understood: GitHub may have made a token
+        // this process cannot know; the intent stays to say so.
+        Err(e) => return Err(e),
+    };
     let token = Secret::new(answer.token.clone());
     let client = GitHub::new(api, owner, repo, token.clone())?;
-    let recorded = match github_app_record::write(artifacts, &token) {
+    let recorded = match intent.record(&token) {
         Ok(recorded) => recorded,
         Err(e) => {
             // Not recorded: revoked now, unused.

@@ -33,6 +33,11 @@ const FORGE: &str = "github";
 /// How a record's file name starts, in the job's artifacts.
 const RECORD_PREFIX: &str = ".github-token-";
 
+/// What an intent a kill left unfilled means.
+pub const ORPHAN: &str = "a publish (or review read) was killed after asking GitHub for an \
+                          installation token and before recording the answer; if GitHub made the token, Paddock cannot \
+                          revoke it (GitHub lists no installation tokens): it expires within the hour";
+
 /// The longest token a record may hold.
 const MAX_TOKEN: usize = 512;
 
@@ -41,7 +46,8 @@ const MAX_TOKEN: usize = 512;
 #[serde(deny_unknown_fields)]
 struct OnDisk {
     job: String,
-    token: String,
+    /// `None` in the intent written before the mint is asked for.
+    token: Option<String>,
 }
 
 /// A token's record, written: what removes it.
@@ -58,9 +64,23 @@ fn job_of(artifacts: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Writes the record of `token` into `artifacts` (the job's artifacts
+/// A record written before the mint is asked for (`{"job": …, "token":
+/// null}`), so that a kill between GitHub's answer and the token's record
+/// leaves a trace the reaper names: [`Intent::record`] fills it in once the
+/// answer is there, [`Intent::abandon`] removes it when GitHub answered
+/// with an error (no token was made).
+#[derive(Debug)]
+pub struct Intent {
+    file: std::fs::File,
+    path: PathBuf,
+    /// The length of what is written now: the record written over it is
+    /// at least as long, so no byte of the intent is left behind.
+    written: usize,
+}
+
+/// Writes the intent of a record into `artifacts` (the job's artifacts
 /// directory): created new, 0600, never through a link.
-pub fn write(artifacts: &Path, token: &Secret) -> Result<Recorded, ForgeError> {
+pub fn intend(artifacts: &Path) -> Result<Intent, ForgeError> {
     let nonce = hex::encode(rand::random::<[u8; 8]>());
     let path = artifacts.join(format!("{RECORD_PREFIX}{nonce}.json"));
     let failed = |step, source| ForgeError::TokenRecord {
@@ -72,7 +92,7 @@ pub fn write(artifacts: &Path, token: &Secret) -> Result<Recorded, ForgeError> {
     std::fs::create_dir_all(artifacts).map_err(|e| failed("make its directory", e))?;
     let text = serde_json::to_string(&OnDisk {
         job: job_of(artifacts),
-        token: token.expose().to_string(),
+        token: None,
     })
     .unwrap_or_default();
     let mut file = std::fs::OpenOptions::new()
@@ -89,7 +109,44 @@ pub fn write(artifacts: &Path, token: &Secret) -> Result<Recorded, ForgeError> {
         let _ = std::fs::remove_file(&path);
         return Err(failed("write it", e));
     }
-    Ok(Recorded { path })
+    Ok(Intent {
+        file,
+        path,
+        written: text.len(),
+    })
+}
+
+impl Intent {
+    /// Records `token` in place of the intent: one write at the start of
+    /// the file (a kill lands before or after it, never inside), padded
+    /// with spaces to at least the intent's length, then synced.
+    pub fn record(self, token: &Secret) -> Result<Recorded, ForgeError> {
+        use std::os::unix::fs::FileExt as _;
+        let failed = |source| ForgeError::TokenRecord {
+            forge: FORGE,
+            path: self.path.clone(),
+            step: "write it",
+            source,
+        };
+        let mut text = serde_json::to_string(&OnDisk {
+            job: job_of(self.path.parent().unwrap_or(Path::new(""))),
+            token: Some(token.expose().to_string()),
+        })
+        .unwrap_or_default();
+        while text.len() < self.written {
+            text.push(' ');
+        }
+        self.file
+            .write_all_at(text.as_bytes(), 0)
+            .and_then(|()| self.file.sync_all())
+            .map_err(failed)?;
+        Ok(Recorded { path: self.path })
+    }
+
+    /// Removes the intent: GitHub answered, and made no token.
+    pub fn abandon(self) {
+        let _ = remove(&self.path);
+    }
 }
 
 /// Removes a record (gone already is fine).
@@ -103,19 +160,20 @@ pub fn leftover_records(artifacts: &Path) -> Vec<PathBuf> {
     token_record::list(artifacts, RECORD_PREFIX)
 }
 
-/// Reads a record of the job `job` as [`token_record::read_text`] does; a
-/// record that does not parse is named, never quoted (it may hold the
-/// token), and one naming another job is refused (left alone).
-fn read(path: &Path, job: &str) -> Result<Secret, String> {
+/// Reads a record of the job `job` as [`token_record::read_text`] does:
+/// its token, or `None` for an intent never filled in. A record that does
+/// not parse is named, never quoted (it may hold the token), and one
+/// naming another job is refused (left alone).
+fn read(path: &Path, job: &str) -> Result<Option<Secret>, String> {
     let text = token_record::read_text(path)?;
-    let on_disk: OnDisk = serde_json::from_str(&text)
-        .map_err(|_| format!("read {}: not a token record", path.display()))?;
+    let not_one = || format!("read {}: not a token record", path.display());
+    let on_disk: OnDisk = serde_json::from_str(&text).map_err(|_| not_one())?;
     // A token is sent as a header: printable ASCII, no space, not huge
     // (GitHub's are `ghs_` and a few dozen characters).
-    let plausible = (1..=MAX_TOKEN).contains(&on_disk.token.len())
-        && on_disk.token.bytes().all(|b| b.is_ascii_graphic());
-    if !plausible {
-        return Err(format!("read {}: not a token record", path.display()));
+    let plausible =
+        |t: &String| (1..=MAX_TOKEN).contains(&t.len()) && t.bytes().all(|b| b.is_ascii_graphic());
+    if !on_disk.token.as_ref().is_none_or(plausible) {
+        return Err(not_one());
     }
     if on_disk.job != job {
         return Err(format!(
@@ -123,7 +181,7 @@ fn read(path: &Path, job: &str) -> Result<Secret, String> {
             path.display()
         ));
     }
-    Ok(Secret::new(on_disk.token))
+    Ok(on_disk.token.map(Secret::new))
 }
 
 /// The name a record is reported by (its file name: never the token).
@@ -156,7 +214,11 @@ pub async fn revoke_leftovers(
     let job = job_of(artifacts);
     for path in leftover_records(artifacts) {
         let done = async {
-            let token = read(&path, &job)?;
+            let Some(token) = read(&path, &job)? else {
+                // Reported once, then gone: nothing more can be done.
+                remove(&path).map_err(|e| e.to_string())?;
+                return Err(format!("{}: {ORPHAN}", label(&path)));
+            };
             let client = GitHub::new(api, owner, repo, token).map_err(|e| e.to_string())?;
             revoke_dead_or_alive(&client)
                 .await
@@ -183,7 +245,10 @@ mod tests {
     #[test]
     fn a_record_is_private_and_never_a_link() {
         let dir = tempfile::tempdir().unwrap();
-        let recorded = write(dir.path(), &Secret::new("ghs_abc".into())).unwrap();
+        let recorded = intend(dir.path())
+            .unwrap()
+            .record(&Secret::new("ghs_abc".into()))
+            .unwrap();
         let outside = dir.path().join("outside.json");
         std::fs::write(&outside, r#"{"token":"ghs_other"}"#).unwrap();
         let link = dir.path().join(".github-token-link.json");
@@ -197,13 +262,14 @@ mod tests {
                     .permissions()
                     .mode()
                     & 0o777,
-                read(&recorded.path, &job_of(dir.path())).map(|s| s.expose().to_string()),
+                read(&recorded.path, &job_of(dir.path()))
+                    .map(|s| s.map(|s| s.expose().to_string())),
                 read(&link, &job_of(dir.path())).is_err(),
             ),
             (
                 vec![recorded.path.clone()],
                 0o600,
-                Ok("ghs_abc".to_string()),
+                Ok(Some("ghs_abc".to_string())),
                 true
             )
         );
@@ -214,6 +280,38 @@ mod tests {
         assert_eq!(
             read(&fifo, &job_of(dir.path())).map(|_| ()),
             Err(format!("read {}: not a regular file", fifo.display()))
+        );
+    }
+
+    /// An intent a kill left unfilled is named once as a token that may be
+    /// alive and cannot be revoked, and removed; no request is made (the
+    /// API root here is nowhere). An abandoned intent leaves nothing; a
+    /// filled one is the token's record with no byte of the intent left.
+    #[tokio::test]
+    async fn an_intent_left_by_a_kill_is_named_once() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("job-1");
+        let left = intend(&dir).unwrap();
+        let path = left.path.clone();
+        drop(left);
+        intend(&dir).unwrap().abandon();
+        let pass = revoke_leftovers("http://127.0.0.1:9", "acme", "widgets", &dir).await;
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(
+            (pass.revoked, pass.errors, leftover_records(&dir)),
+            (
+                Vec::<String>::new(),
+                vec![format!("github installation token {name}: {ORPHAN}")],
+                Vec::<PathBuf>::new()
+            )
+        );
+        let filled = intend(&dir)
+            .unwrap()
+            .record(&Secret::new("t".into()))
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&filled.path).unwrap(),
+            r#"{"job":"job-1","token":"t"}"#.to_string() + " "
         );
     }
 }

@@ -208,13 +208,15 @@ pub async fn cancel(
 const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Disposes of a job: cancels it unless it ended, waits for its end,
-/// removes its artifacts directory. 200 with the final record.
+/// revokes the forge tokens a killed or failed publish of it left (their
+/// records are in the artifacts), removes its artifacts directory. 200
+/// with the final record.
 #[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = ["submit"])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
         (status = 200, description = "Ended and its artifacts removed", body = JobRecord),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The job runs elsewhere or did not end in time", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job runs elsewhere, did not end in time, is being published, or a token its publish left could not be revoked", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn dispose(
     State(state): State<AppState>,
@@ -252,8 +254,55 @@ pub async fn dispose(
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
-    let dir = state.runner.config().paths.artifacts.join(&record.id);
-    match std::fs::remove_dir_all(&dir) {
+    let paths = &state.runner.config().paths;
+    let dir = paths.artifacts.join(&record.id);
+    // Under the job's lease: no `paddock publish` of it runs meanwhile.
+    let lease = match crate::workspace::lease::Lease::take_to_publish(&paths.jobs, &record.id) {
+        Ok(Some(lease)) => lease,
+        Ok(None) => {
+            return Err(Problem::new(
+                409,
+                "job_publishing",
+                "the job is being published",
+                format!("job {id} is being published by another process; try again"),
+            ))
+        }
+        Err(e) => {
+            return Err(Problem::runner(
+                ErrorCode::Internal,
+                format!(
+                    "take the lease of job {id} in {}: {e}",
+                    paths.jobs.display()
+                ),
+            ))
+        }
+    };
+    // The tokens a killed or failed publish left (their records are in the
+    // artifacts) are revoked before the records go; when one cannot be,
+    // nothing is removed and the lease stays for the reaper's next pass.
+    let (_, mut left) = crate::results::push::remove_leftover_pushes(&dir);
+    left.extend(
+        crate::results::revoke_leftover_tokens(&*state.store, &record.id, &dir)
+            .await
+            .errors,
+    );
+    if !left.is_empty() {
+        drop(lease);
+        return Err(Problem::new(
+            409,
+            "tokens_not_revoked",
+            "what the job's publish left could not all be cleaned up",
+            format!(
+                "job {id}: its artifacts are kept (the reaper and the next dispose try again): {}",
+                left.join("; ")
+            ),
+        ));
+    }
+    let removed = std::fs::remove_dir_all(&dir);
+    if let Err(e) = lease.release() {
+        tracing::warn!("dispose {id}: cannot delete the job's lease file: {e}");
+    }
+    match removed {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {

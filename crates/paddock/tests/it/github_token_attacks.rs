@@ -30,7 +30,11 @@ fn write_record(dir: &Path, nonce: &str, text: &[u8]) -> PathBuf {
 /// Mints an installation token of the App (42, installation 7) at `mock`
 /// for a job whose artifacts are `artifacts`, as a publish does, and
 /// "kills" the publish: the token stays alive, its record in place.
-async fn minted_and_left(mock: &MockGitHub, home: &Home, artifacts: &Path) -> (String, PathBuf) {
+pub(super) async fn minted_and_left(
+    mock: &MockGitHub,
+    home: &Home,
+    artifacts: &Path,
+) -> (String, PathBuf) {
     let key = std::fs::read_to_string(home.path().join("keys/app.pem")).unwrap();
     let app = paddock_protocol::GitHubAppSpec {
         id: 42,
@@ -52,7 +56,7 @@ async fn minted_and_left(mock: &MockGitHub, home: &Home, artifacts: &Path) -> (S
 }
 
 /// Whether `token` still opens the mock's repository.
-async fn alive(mock: &MockGitHub, token: &str) -> bool {
+pub(super) async fn alive(mock: &MockGitHub, token: &str) -> bool {
     reqwest::Client::new()
         .get(format!("{}/repos/acme/widgets/pulls", mock.url))
         .bearer_auth(token)

@@ -39,3 +39,4 @@ mod sandbox_jobs;
 mod serve;
 mod serve_turns;
 mod setup_cache;
+mod token_endings;
