@@ -152,6 +152,9 @@ pub struct PublishInput<'a> {
     /// Paddock's jobs directory (a URL source's mirror, which keeps the
     /// base a push borrows, is under it).
     pub jobs_root: &'a Path,
+    /// A local source's uncommitted changes as read while the job ran
+    /// (`git status --porcelain` entries); `None`: read them now.
+    pub source_dirty: Option<Vec<String>>,
 }
 
 /// The branch the pull request asks to merge into.
@@ -422,9 +425,10 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 bundle.display()
             )),
         }
-        if let Ok(dirty) = source::uncommitted(path).await {
-            source_dirty = dirty;
-        }
+        source_dirty = match &input.source_dirty {
+            Some(dirty) => dirty.clone(),
+            None => source::uncommitted(path).await.unwrap_or_default(),
+        };
     }
     if !source_dirty.is_empty() {
         out.warnings.push(format!(
@@ -526,6 +530,8 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
 
 /// The job's conclude step (the runner's one call): the branch kept,
 /// the events read back from the store, the result published.
+/// `source_dirty`: a local source's uncommitted changes, read while the
+/// job ran (`None`: read when publishing).
 pub async fn conclude_job(
     ws: &Workspace,
     spec: &JobSpec,
@@ -533,6 +539,7 @@ pub async fn conclude_job(
     record: &JobRecord,
     store: &dyn crate::store::Store,
     artifacts: &Path,
+    source_dirty: Option<Vec<String>>,
 ) -> Published {
     let mut warnings = Vec::new();
     // The ticket's scope, in the job's events as well as its closeout.
@@ -571,6 +578,7 @@ pub async fn conclude_job(
         commit: kept.as_ref().map(|k| k.commit.as_str()),
         left_out: &patch.left_out,
         jobs_root,
+        source_dirty,
     })
     .await;
     warnings.append(&mut published.warnings);

@@ -148,6 +148,7 @@ pub async fn republish(
         commit: commit.as_deref(),
         left_out: &[],
         jobs_root,
+        source_dirty: None,
     })
     .await;
     leftovers.append(&mut published.warnings);

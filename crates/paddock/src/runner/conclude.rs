@@ -202,6 +202,11 @@ pub(super) async fn conclude(
                 detail: Some(ending.status.as_str().to_string()),
             })
             .await?;
+            // Read beside the engine; one that failed is read again.
+            let source_dirty = match prov.source_changes.take() {
+                Some(read) => read.read().await,
+                None => None,
+            };
             let published = crate::results::conclude_job(
                 prov.ws(),
                 &spec,
@@ -209,6 +214,7 @@ pub(super) async fn conclude(
                 &ending,
                 &*em.store,
                 &prov.artifacts,
+                source_dirty,
             )
             .await;
             // The closeout in the job's record too (`paddock show`, the API).

@@ -29,6 +29,30 @@ pub(super) struct Provisioned {
     pub guard: WorkspaceGuard,
     /// The host slot, held to the job's end.
     pub _slot: Option<policy::Slot>,
+    /// A local source's uncommitted changes, read while the job runs
+    /// (`results::source::uncommitted`: a `git status` of the user's whole
+    /// tree, which grows with it) and reported when it is published.
+    pub source_changes: Option<SourceChanges>,
+}
+
+/// The background read of a local source's uncommitted changes; aborted
+/// if the job ends before it is asked for.
+#[derive(Debug)]
+pub(super) struct SourceChanges(
+    tokio::task::JoinHandle<Result<Vec<String>, crate::workspace::WorkspaceError>>,
+);
+
+impl SourceChanges {
+    /// The changes, or `None` when they could not be read.
+    pub async fn read(mut self) -> Option<Vec<String>> {
+        (&mut self.0).await.ok().and_then(Result::ok)
+    }
+}
+
+impl Drop for SourceChanges {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl Provisioned {
@@ -132,12 +156,20 @@ pub(super) async fn provision(
     for note in &ws.notes {
         em.error("paddock", note.clone(), false).await?;
     }
+    // The job runs on the committed base: whether the source's tree has
+    // changes beside it is read now, beside the engine, not after it.
+    let source_changes = spec.repository.path.clone().map(|path| {
+        SourceChanges(tokio::spawn(async move {
+            crate::results::source::uncommitted(&path).await
+        }))
+    });
     Ok(Provisioned {
         adapter,
         binary,
         artifacts,
         guard: WorkspaceGuard::new(ws, job.keep),
         _slot: slot,
+        source_changes,
     })
 }
 
