@@ -3,8 +3,10 @@
 //! dashboard), so a browser shows a job exactly as the terminal does. What
 //! the agent says, the commands it runs (a `bash -lc` wrapper left out), the
 //! files it changes, errors and policy decisions; usage and raw events show
-//! no line. Every text here comes from the job: the views escape it (the
-//! dashboard sets it as text, never as markup).
+//! no line. Every text here comes from the job: each line is made safe
+//! for a terminal before it is returned (`terminal_text`: control
+//! characters and bidirectional overrides shown escaped), and the
+//! dashboard sets it as text, never as markup.
 
 use paddock_protocol::{AgentEvent, ChangeKind, EventBody};
 
@@ -50,7 +52,14 @@ pub struct Lines {
 
 impl Lines {
     pub fn line(&mut self, e: &AgentEvent) -> Option<String> {
-        let line = event_line(e)?;
+        let line = self.unsafe_line(e)?;
+        Some(crate::terminal_text::text(&line).into_owned())
+    }
+
+    /// The line before it is made safe for a terminal (a call's label, the
+    /// job's text, is put into a result's line here).
+    fn unsafe_line(&mut self, e: &AgentEvent) -> Option<String> {
+        let line = raw_line(e)?;
         let last_call = self.last_call.take();
         match &e.body {
             EventBody::ToolCall {
@@ -85,7 +94,13 @@ impl Lines {
 
 /// The one line an event shows as in progress views (`paddock run`,
 /// `paddock events`); `None` for events that show no line (usage, raw).
+/// Safe to print on a terminal (`terminal_text::text`).
 pub fn event_line(e: &AgentEvent) -> Option<String> {
+    raw_line(e).map(|l| crate::terminal_text::text(&l).into_owned())
+}
+
+/// The line as the job's texts make it, control characters and all.
+fn raw_line(e: &AgentEvent) -> Option<String> {
     match &e.body {
         EventBody::Status { phase, detail } => {
             let phase = serde_json::to_value(phase)

@@ -36,5 +36,6 @@ pub mod setup_check;
 pub mod store;
 pub mod supervise;
 pub mod telemetry;
+pub mod terminal_text;
 pub mod usage;
 pub mod workspace;

@@ -1,5 +1,9 @@
 //! `paddock diff JOB`: the job's patch (its `patch.diff` artifact) on
-//! stdout, as `git apply` takes it.
+//! stdout, as `git apply` takes it: its bytes as they are into a pipe or
+//! a file; on a terminal, control characters the job wrote into its
+//! files are shown escaped (`terminal_text`), never sent to the terminal.
+
+use std::io::{IsTerminal as _, Write as _};
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
@@ -34,6 +38,13 @@ pub async fn patch_of(job: &str, paths: &Paths) -> Result<std::path::PathBuf, Fa
 pub async fn exec(args: DiffArgs, paths: &Paths) -> Result<u8, Failure> {
     let path = patch_of(&args.job, paths).await?;
     let text = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
-    out!("{}", String::from_utf8_lossy(&text));
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not an error, as elsewhere (stdio.rs).
+    let _ = if stdout.is_terminal() {
+        let shown = String::from_utf8_lossy(&text);
+        stdout.write_all(paddock::terminal_text::text(&shown).as_bytes())
+    } else {
+        stdout.write_all(&text)
+    };
     Ok(exit::DONE)
 }

@@ -98,7 +98,7 @@ pub fn run_async(cli: Cli) -> ExitCode {
     errln!(
         "{} {}",
         color::paint("paddock:", color::ERROR),
-        error_chain::render(e.as_ref())
+        paddock::terminal_text::text(&error_chain::render(e.as_ref()))
     );
     ExitCode::from(code)
 }

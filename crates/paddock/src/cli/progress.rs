@@ -83,25 +83,32 @@ impl Observer for Progress {
 }
 
 /// The closing summary of `paddock run`.
+/// Every field that can come from the job (the reason, which may quote
+/// the engine's stderr; the names of changed files) is shown as one line
+/// safe for a terminal (`terminal_text::line`).
 pub fn summary(r: &JobRecord) -> String {
+    use paddock::terminal_text::line;
     let mut s = String::new();
     s.push_str(&format!("job {}  {}\n", r.id, r.status.as_str()));
     if let Some(reason) = &r.reason {
-        s.push_str(&format!("  reason:   {}\n", one_line(reason, 300)));
+        s.push_str(&format!("  reason:   {}\n", line(&one_line(reason, 300))));
     }
     s.push_str(&format!(
         "  ticket:   {} (attempt {}) on {}\n",
-        r.ticket_id, r.attempt, r.branch
+        line(&r.ticket_id),
+        r.attempt,
+        line(&r.branch)
     ));
     s.push_str(&format!("  engine:   {} · {}\n", r.engine, r.model));
     s.push_str(&format!("  rung:     {} (isolation)\n", r.isolation));
     if r.changed_files.is_empty() {
         s.push_str("  changed:  nothing\n");
     } else {
-        s.push_str(&format!("  changed:  {}\n", r.changed_files.join(", ")));
+        let names: Vec<_> = r.changed_files.iter().map(|f| line(f)).collect();
+        s.push_str(&format!("  changed:  {}\n", names.join(", ")));
     }
     if let Some(p) = &r.patch_path {
-        s.push_str(&format!("  patch:    {p}\n"));
+        s.push_str(&format!("  patch:    {}\n", line(p)));
     }
     s.push_str(&format!(
         "  tokens:   {} input, {} cached, {} cache-write, {} output ({} reasoning) in {} call(s)\n",

@@ -36,7 +36,7 @@ pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
     } else {
         out!("{}", progress::summary(&record));
         if let Some(pr) = &published.pull_request {
-            outln!("pull request: {}", pr.url);
+            outln!("pull request: {}", paddock::terminal_text::line(&pr.url));
         }
     }
     Ok(match published.failure {

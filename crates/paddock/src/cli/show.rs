@@ -42,7 +42,7 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
     } else {
         out!("{}", progress::summary(&record));
         match closeout {
-            Some(text) => out!("\n{text}"),
+            Some(text) => out!("\n{}", paddock::terminal_text::text(&text)),
             None => outln!("\n(no closeout: the job ended before Paddock wrote one)"),
         }
     }

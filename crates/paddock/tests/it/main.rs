@@ -39,4 +39,5 @@ mod sandbox_jobs;
 mod serve;
 mod serve_turns;
 mod setup_cache;
+mod terminal_attacks;
 mod token_endings;

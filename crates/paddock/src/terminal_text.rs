@@ -1,0 +1,88 @@
+//! Text from a job made safe to print on a terminal. A job is hostile and
+//! much of what Paddock prints comes from it: the agent's messages, the
+//! commands it ran, the names of the files it changed, the engine's
+//! stderr in a failure's reason, a patch. Printed as they are, control
+//! characters in them are commands to the user's terminal: an escape
+//! sequence can rewrite what is on screen (hide a line, fake a `done`),
+//! set the window title, write the clipboard (OSC 52) or make a link
+//! that says one thing and opens another (OSC 8), and Unicode's
+//! bidirectional overrides reorder what is shown ("Trojan Source"). So
+//! every such character is shown as its escape (`\u{1b}`) instead: the
+//! C0 and C1 controls and DEL (Unicode's `Cc`), and the bidirectional
+//! embeddings, overrides, isolates and marks. A line view escapes newlines
+//! too ([`line`]); a text view keeps newlines and tabs ([`text`]).
+//! Paddock's own colours are added after, never passed through here.
+
+use std::borrow::Cow;
+
+/// `s` with every control character, newline and tab included, escaped:
+/// for a view that shows one line per item.
+pub fn line(s: &str) -> Cow<'_, str> {
+    escape(s, false)
+}
+
+/// `s` with every control character but newline and tab escaped: for
+/// multi-line text (a closeout, a patch, an error's causes).
+pub fn text(s: &str) -> Cow<'_, str> {
+    escape(s, true)
+}
+
+fn escape(s: &str, keep_layout: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| dangerous(c) && !(keep_layout && (c == '\n' || c == '\t'));
+    if !s.chars().any(unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Whether a terminal could take `c` as a command rather than a glyph,
+/// or show the text around it in another order than it is.
+fn dangerous(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            // Arabic letter mark, left-to-right and right-to-left marks.
+            '\u{061c}' | '\u{200e}' | '\u{200f}'
+            // Embeddings, pop, overrides.
+            | '\u{202a}'..='\u{202e}'
+            // Isolates and their pop.
+            | '\u{2066}'..='\u{2069}'
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_commands_are_shown_escaped() {
+        let hostile =
+            "ok\x1b[2K\x1b[1Adone\x1b]52;c;ZXZpbA==\x07 \u{9b}31m \x7f\u{202e}fdp.exe\t\nnext";
+        assert_eq!(
+            line(hostile),
+            "ok\\u{1b}[2K\\u{1b}[1Adone\\u{1b}]52;c;ZXZpbA==\\u{7} \\u{9b}31m \\u{7f}\\u{202e}fdp.exe\\u{9}\\u{a}next"
+        );
+        assert_eq!(
+            text(hostile),
+            "ok\\u{1b}[2K\\u{1b}[1Adone\\u{1b}]52;c;ZXZpbA==\\u{7} \\u{9b}31m \\u{7f}\\u{202e}fdp.exe\t\nnext"
+        );
+    }
+
+    #[test]
+    fn plain_text_is_borrowed_unchanged() {
+        let plain = "café.md — 3 files, 100 % «ok»\n\tindented";
+        assert!(matches!(text(plain), Cow::Borrowed(p) if p == plain));
+        assert_eq!(
+            line(plain),
+            "café.md — 3 files, 100 % «ok»\\u{a}\\u{9}indented"
+        );
+    }
+}

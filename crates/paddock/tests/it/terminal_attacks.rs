@@ -1,0 +1,148 @@
+//! A hostile job against the user's terminal: everything it can make
+//! Paddock print (the agent's messages, the commands it runs, the names
+//! of the files it changes, its stderr in the failure's reason, its
+//! patch) carries terminal control (CSI to erase and move, OSC 52 to
+//! write the clipboard, a C1 CSI, a bidirectional override). Through the
+//! real `paddock` binary: `run`, `show`, `events` and `diff` print none of
+//! it raw, but escaped (`terminal_text`), and the text is still there to
+//! read. `paddock diff` into a pipe gives the patch's exact bytes, and on
+//! a terminal (a pseudo-terminal from util-linux's `script`) the escaped
+//! text.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use paddock_test_support::prelude::*;
+
+/// What the job says and names its file with: erase the line, move up,
+/// write the clipboard, a C1 CSI, a right-to-left override.
+const JSON_HOSTILE: &str = r"\u001b[2K\u001b[1Adone\u001b]52;c;ZXZpbA==\u0007 \u009b31m \u202eevil";
+
+/// The stand-in engine: an agent message and a command with the hostile
+/// text, a file whose name and content carry escapes, stderr with them
+/// too, then a failure (so the reason quotes the stderr).
+fn engine() -> String {
+    format!(
+        r#"echo '{{"type":"thread.started","thread_id":"t"}}'
+echo '{{"type":"turn.started"}}'
+echo '{{"type":"item.completed","item":{{"id":"m1","type":"agent_message","text":"said {JSON_HOSTILE}"}}}}'
+echo '{{"type":"item.started","item":{{"id":"c1","type":"command_execution","command":"echo {JSON_HOSTILE}","aggregated_output":"","status":"in_progress"}}}}'
+echo '{{"type":"item.completed","item":{{"id":"c1","type":"command_execution","command":"echo {JSON_HOSTILE}","aggregated_output":"x","exit_code":0,"status":"completed"}}}}'
+printf 'content \033]52;c;ZXZpbA==\007\n' > "$(printf 'name\033[2K.txt')"
+echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'
+printf 'engine broke \033[2K\033]0;title\007\n' >&2
+exit 3"#
+    )
+}
+
+/// The raw control a terminal would obey, if any is in `bytes`.
+fn raw_control(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    text.chars()
+        .find(|c| {
+            (c.is_control() && *c != '\n' && *c != '\t')
+                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
+        .map(|c| format!("{c:?} in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_the_job_writes_reaches_the_terminal_as_control() {
+    let home = Home::new();
+    let dir = home.path().join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = stand_in_job(&dir, "process", &engine(), 60);
+    let run = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    let shown = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let run_text = shown(&run);
+    assert_eq!(raw_control(&run.stdout), None);
+    assert_eq!(raw_control(&run.stderr), None);
+    // The job's texts are there, escaped: the message, the command, the
+    // file's name, the stderr in the reason.
+    for seen in [
+        r"agent: said \u{1b}[2K\u{1b}[1Adone\u{1b}]52;c;ZXZpbA==\u{7} \u{9b}31m \u{202e}evil",
+        r"$ echo \u{1b}[2K",
+        r"name\u{1b}[2K.txt",
+        r"engine broke \u{1b}[2K\u{1b}]0;title\u{7}",
+    ] {
+        assert!(run_text.contains(seen), "{seen} not in:\n{run_text}");
+    }
+
+    for args in [&["show", "latest"][..], &["events", "latest"][..]] {
+        let out = home.paddock(args, &[]).await;
+        assert!(out.status.success(), "{args:?}: {}", shown(&out));
+        assert_eq!(
+            (raw_control(&out.stdout), raw_control(&out.stderr)),
+            (None, None),
+            "{args:?}"
+        );
+        assert!(
+            shown(&out).contains(r"\u{1b}[2K"),
+            "{args:?}: {}",
+            shown(&out)
+        );
+    }
+
+    // Into a pipe: the patch as saved, byte for byte (its file content
+    // holds the OSC 52 as the job wrote it).
+    let diff = home.paddock(&["diff", "latest"], &[]).await;
+    assert!(diff.status.success(), "{}", shown(&diff));
+    let record = home.paddock(&["show", "latest", "--json"], &[]).await;
+    let value: serde_json::Value = serde_json::from_slice(&record.stdout).unwrap();
+    let patch = std::fs::read(value["record"]["patch_path"].as_str().unwrap()).unwrap();
+    assert!(patch.windows(5).any(|w| w == b"\x1b]52;"));
+    assert_eq!(diff.stdout, patch);
+
+    // On a terminal: escaped. util-linux's `script` runs it on a
+    // pseudo-terminal and copies what the terminal got to its stdout.
+    if which("script").is_none() {
+        assert!(!in_ci(), "util-linux's script is missing in CI");
+        eprintln!("skipping the terminal half: util-linux's `script` is not installed");
+        return;
+    }
+    let command = home
+        .command(&["diff", "latest"])
+        .as_std()
+        .get_args()
+        .map(|a| shell_quote(&a.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let tty = tokio::process::Command::new("script")
+        .args(["-qec"])
+        .arg(format!(
+            "{} {command}",
+            shell_quote(paddock_bin().to_str().unwrap())
+        ))
+        .arg("/dev/null")
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env_remove("PADDOCK_DB")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(tty.status.success(), "{}", shown(&tty));
+    // The terminal's line discipline turns each newline into CR LF.
+    let tty_text = String::from_utf8_lossy(&tty.stdout).replace("\r\n", "\n");
+    assert_eq!(raw_control(tty_text.as_bytes()), None, "{tty_text}");
+    assert!(
+        tty_text.contains(r"+content \u{1b}]52;c;ZXZpbA==\u{7}"),
+        "{tty_text}"
+    );
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(program))
+            .find(|p| p.is_file())
+    })
+}
