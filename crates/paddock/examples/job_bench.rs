@@ -26,6 +26,10 @@
 //! publishing → done (the branch, the closeout, the record), and the rest
 //! of the process (start-up before the first event, exit after the last).
 //! "Paddock's own time" is the whole run minus launching → turn completed.
+//! The engine's exit phase holds the engine's own shutdown after its
+//! last event, which a bare run pays too: the bare runs time it (their
+//! `turn.completed` line to their exit), and the first table also shows
+//! Paddock's own time less that median, the part no bare run has.
 //! Medians of `--runs` rounds (default 7); the load average before and
 //! after is printed, figures belong in BENCHMARKS.md only when it stayed
 //! under 2.
@@ -131,8 +135,15 @@ fn big_repo(args: &Args, scratch: &Path, files: usize) -> PathBuf {
 }
 
 /// One bare `codex exec` of the hello prompt in a fresh clone of `source`
-/// (not timed); its wall time.
-fn bare(args: &Args, base: &str, scratch: &Path, prompt: &str, source: &Path) -> Duration {
+/// (not timed); its wall time, and the time from its `turn.completed`
+/// line to its exit (the engine's own shutdown).
+fn bare(
+    args: &Args,
+    base: &str,
+    scratch: &Path,
+    prompt: &str,
+    source: &Path,
+) -> (Duration, Duration) {
     let dir = tempfile::tempdir_in(scratch).unwrap();
     let work = dir.path().join("work");
     git(
@@ -191,14 +202,27 @@ fn bare(args: &Args, base: &str, scratch: &Path, prompt: &str, source: &Path) ->
             .write_all(prompt.as_bytes())
             .unwrap();
     }
-    let out = child.wait_with_output().unwrap();
+    let mut stdout = String::new();
+    let mut completed = None;
+    {
+        use std::io::BufRead as _;
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while lines.read_line(&mut line).unwrap() > 0 {
+            if completed.is_none() && line.contains("\"turn.completed\"") {
+                completed = Some(Instant::now());
+            }
+            stdout.push_str(&line);
+            line.clear();
+        }
+    }
+    let status = child.wait().unwrap();
     let took = started.elapsed();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("\"turn.completed\""),
-        "bare codex failed: {stdout}"
-    );
-    took
+    let completed = completed.filter(|_| status.success());
+    let Some(completed) = completed else {
+        panic!("bare codex failed: {stdout}");
+    };
+    (took, completed.elapsed())
 }
 
 /// The phases of one Paddock run, in milliseconds.
@@ -340,6 +364,7 @@ async fn main() {
         ));
     }
     let mut bare_ms: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut shutdown_ms: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     // One data directory per case and rung, its first job untimed.
     let homes: Vec<Vec<PathBuf>> = (0..cases.len())
         .map(|i| {
@@ -370,23 +395,28 @@ async fn main() {
             let b = tokio::task::block_in_place(|| {
                 bare(&args, &server.base, scratch.path(), prompt, source)
             });
-            bare_ms[i].push(b.as_secs_f64() * 1000.0);
+            bare_ms[i].push(b.0.as_secs_f64() * 1000.0);
+            shutdown_ms[i].push(b.1.as_secs_f64() * 1000.0);
             for (j, (rung, v)) in runs[i].iter_mut().enumerate() {
                 v.push(paddock(&args, &homes[i][j], rung, repo.as_deref()).await);
             }
         }
     }
-    println!("| case | run | wall [ms] | vs bare codex | Paddock's own [ms] |");
-    println!("| --- | --- | ---: | ---: | ---: |");
+    println!("| case | run | wall [ms] | vs bare codex | Paddock's own [ms] | less the engine's own shutdown [ms] |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
     for (i, (case, _, _)) in cases.iter().enumerate() {
         let bare = median(bare_ms[i].clone());
-        println!("| {case} | bare `codex exec` | {bare:.0} | 1.00× | – |");
+        let shutdown = median(shutdown_ms[i].clone());
+        println!(
+            "| {case} | bare `codex exec` (turn completed → exit: {shutdown:.0} ms) | {bare:.0} | 1.00× | – | – |"
+        );
         for (rung, v) in &runs[i] {
             let total = median(v.iter().map(|p| p.total).collect());
             let own = median(v.iter().map(Phases::own).collect());
             println!(
-                "| {case} | `paddock run` ({rung}) | {total:.0} | {:.2}× | {own:.0} |",
-                total / bare
+                "| {case} | `paddock run` ({rung}) | {total:.0} | {:.2}× | {own:.0} | {:.0} |",
+                total / bare,
+                own - shutdown
             );
         }
     }
