@@ -1201,6 +1201,32 @@ where
     mirror::fetched_then(jobs_root, url, token.as_ref(), then).await
 }
 
+/// A URL source's mirror made again for a later publish whose base the
+/// host lost (the mirror pruned or removed after the job): its objects,
+/// and its lock held until this is dropped, so no prune or job remakes it
+/// while a push borrows them.
+#[derive(Debug)]
+pub struct RefetchedMirror(mirror::Mirror);
+
+impl RefetchedMirror {
+    /// The mirror's object directory.
+    pub fn objects(&self) -> PathBuf {
+        self.0.dir.join("objects")
+    }
+}
+
+/// The mirror of the URL source `url` of `repo` under `jobs_root`, fetched
+/// (or cloned afresh) with the spec's token, as a job's start fetches it.
+pub async fn refetch_mirror(
+    jobs_root: &Path,
+    repo: &RepositorySpec,
+    url: &str,
+) -> Result<RefetchedMirror, WorkspaceError> {
+    fetched_mirror_then(jobs_root, repo, url, |_| async {})
+        .await
+        .map(|(m, ())| RefetchedMirror(m))
+}
+
 /// Whether an overlay workspace can be had for `repo` at `root` under
 /// `jobs_root`; why not when it cannot.
 fn overlay_unavailable(jobs_root: &Path, root: &Path, repo: &RepositorySpec) -> Result<(), String> {

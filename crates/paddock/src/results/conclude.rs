@@ -356,10 +356,26 @@ async fn push_result(
     // A bundle of the new objects only: the push borrows the base's.
     let thin = base_objects::prerequisites(bundle)
         .map_err(|e| format!("the branch's bundle {}: {e}", bundle.display()))?;
-    let borrowed = match thin.is_empty() {
+    let mut borrowed = match thin.is_empty() {
         true => None,
         false => base_objects::objects_dir(spec, jobs_root).await,
     };
+    // A URL source's mirror gone since the job (pruned, removed): made
+    // again from the URL, held while the push borrows it; the push then
+    // fails naming the base only when the remote lost it too.
+    let mut _refetched = None;
+    if let (false, None, None, Some(url)) = (
+        thin.is_empty(),
+        &borrowed,
+        &spec.repository.path,
+        &spec.repository.url,
+    ) {
+        let mirror = crate::workspace::refetch_mirror(jobs_root, &spec.repository, url)
+            .await
+            .map_err(|e| format!("the base's mirror is gone and could not be made again: {e}"))?;
+        borrowed = Some(mirror.objects());
+        _refetched = Some(mirror);
+    }
     let from = push::Bundle {
         bundle,
         base: thin.first().map(String::as_str),

@@ -2479,3 +2479,81 @@ async fn a_publish_killed_mid_push_is_cleaned_by_the_next_reaper_pass() {
     );
     server.set_stall(false);
 }
+
+/// A URL source's job whose publishing failed (the forge down), then its
+/// mirror removed (as pruning removes an unused one): `paddock publish`
+/// makes the mirror again from the URL, borrows the base from it for the
+/// push of the bundle (only the job's new objects), and finishes; before,
+/// it failed naming the base commit.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_publish_makes_a_removed_mirror_again() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    mock.set_down(true);
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("url = \"file://{}\"", repo.display()),
+    );
+    std::fs::write(&spec, text).unwrap();
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let failed = run_with_token(&home, &spec).await;
+    let bundle = home
+        .data()
+        .join("artifacts")
+        .join(&failed.id)
+        .join("branch.bundle");
+    let thin = paddock::results::base_objects::prerequisites(&bundle).unwrap();
+    let mirrors = home.jobs().join(".mirrors");
+    let mirror_dirs = || -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(&mirrors)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "git"))
+            .collect();
+        dirs.sort();
+        dirs
+    };
+    let before = mirror_dirs();
+    for dir in &before {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+    // The first push landed before the forge failed: gone, so this one
+    // must push the branch again.
+    git(&bare, &["branch", "-D", "paddock/T-1/1"]);
+    mock.set_down(false);
+    let again = home
+        .paddock(
+            &["publish", "--json", &failed.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let done = record(&again);
+    assert_eq!(
+        (
+            failed.status,
+            thin.len(),
+            before.len(),
+            again.status.code(),
+            done.status,
+            done.reason.clone(),
+            git(&bare, &["rev-parse", "paddock/T-1/1^"]),
+            mirror_dirs(),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            1,
+            1,
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            None,
+            format!("{}\n", thin[0]),
+            before.clone(),
+        ),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
