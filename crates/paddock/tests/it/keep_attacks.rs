@@ -369,8 +369,10 @@ async fn paths_swapped_for_links_while_copying_are_never_followed() {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         racer.join().unwrap();
         // Whatever was made (the copy in place, or the half-made one).
+        // A settle that failed after removing the mount point leaves no
+        // `work/` (its copy waits in `meta/` for the next settle).
         let mut made = tree(&job.ws.meta);
-        if !overlay::is_mounted(&work) {
+        if !overlay::is_mounted(&work) && work.is_dir() {
             made.extend(tree(&work));
         }
         let leaked: Vec<&PathBuf> = made
