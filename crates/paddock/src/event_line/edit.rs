@@ -4,10 +4,12 @@
 //! with its indentation (tabs included), instead of one flattened line of
 //! JSON. Codex reports a patch only as the paths it changed (`file_change`
 //! events, shown as `✎ updated PATH` for both engines). The text is
-//! written by the job: control characters are shown escaped, lines and
-//! hunks are cut to a few.
+//! written by the job: control characters are shown escaped
+//! (`crate::terminal_text`), lines and hunks are cut to a few.
 
 use serde_json::Value;
+
+use crate::terminal_text;
 
 /// Lines of one side of a hunk shown at most.
 const MAX_LINES: usize = 8;
@@ -20,7 +22,7 @@ const INDENT: &str = "      ";
 /// whose input lacks what it needs).
 pub fn lines(tool: &str, input: &Value) -> Option<String> {
     let path = input.get("file_path").and_then(Value::as_str)?;
-    let path = printable(path.strip_prefix("<workspace>/").unwrap_or(path));
+    let path = terminal_text::line(path.strip_prefix("<workspace>/").unwrap_or(path));
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
     match tool {
         "Edit" => {
@@ -77,7 +79,12 @@ fn hunk(old: &str, new: &str) -> String {
 /// One side of a hunk, at most `MAX_LINES` lines.
 fn side(out: &mut Vec<String>, mark: char, lines: &[&str]) {
     for line in lines.iter().take(MAX_LINES) {
-        out.push(format!("{INDENT}{mark} {}", cut(&printable(line))));
+        // One line of a `lines()` split: a tab kept, every other control
+        // character escaped.
+        out.push(format!(
+            "{INDENT}{mark} {}",
+            cut(&terminal_text::text(line))
+        ));
     }
     if lines.len() > MAX_LINES {
         out.push(format!(
@@ -85,20 +92,6 @@ fn side(out: &mut Vec<String>, mark: char, lines: &[&str]) {
             lines.len() - MAX_LINES
         ));
     }
-}
-
-/// `line` without terminal control: every control character but the tab
-/// shown escaped (`\u{1b}`).
-fn printable(line: &str) -> String {
-    line.chars()
-        .map(|c| {
-            if c.is_control() && c != '\t' {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 fn cut(line: &str) -> String {
