@@ -16,6 +16,14 @@
 //! `SO_PROTOCOL` TCP, `SO_ACCEPTCONN` 0, a peer address), and says what
 //! it refused ([`Refused`]). It never reads from, writes to or waits on a
 //! descriptor it refuses.
+//!
+//! The receive side calls `recvmsg` itself rather than through nix
+//! (which this module uses to send): nix 0.29's `RecvMsg::cmsgs` answers
+//! `ENOBUFS` for a message the kernel truncated (`MSG_CTRUNC`) and gives
+//! no way to walk the control data that did arrive, yet the kernel has
+//! installed every descriptor that fitted, so a hostile peer sending 13
+//! descriptors would leave 12 open in the broker per connection. The
+//! hand-written walk owns (and so closes) each one whatever the flags say.
 
 use std::io::{self, IoSlice};
 use std::net::TcpStream;
