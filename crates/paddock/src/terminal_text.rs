@@ -12,6 +12,9 @@
 //! embeddings, overrides, isolates and marks. A line view escapes newlines
 //! too ([`line`]); a text view keeps newlines and tabs ([`text`]).
 //! Paddock's own colours are added after, never passed through here.
+//! JSON Paddock prints escapes the same characters as `\uXXXX` ([`json`]).
+
+pub mod json;
 
 use std::borrow::Cow;
 
@@ -45,7 +48,7 @@ fn escape(s: &str, keep_layout: bool) -> Cow<'_, str> {
 
 /// Whether a terminal could take `c` as a command rather than a glyph,
 /// or show the text around it in another order than it is.
-fn dangerous(c: char) -> bool {
+pub fn dangerous(c: char) -> bool {
     c.is_control()
         || matches!(
             c,

@@ -32,7 +32,7 @@ pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
     };
     let report = context_render::render(&spec, paths, store.as_deref(), &out).await?;
     if json {
-        let text = serde_json::to_string(&serde_json::json!({
+        let text = paddock::terminal_text::json::to_string(&serde_json::json!({
             "out": out.display().to_string(),
             "report": report,
         }))

@@ -21,7 +21,7 @@ pub fn exec(args: DoctorArgs, paths: &Paths) -> Result<u8, Failure> {
     if args.json {
         outln!(
             "{}",
-            serde_json::to_string(&report).context("serialize the report")?
+            paddock::terminal_text::json::to_string(&report).context("serialize the report")?
         );
     } else {
         out!("{}", render(&report));

@@ -74,7 +74,7 @@ fn render(
     lines: &mut progress::Lines,
 ) -> Result<String, Failure> {
     if json {
-        let mut line = serde_json::to_string(e).context("serialize an event")?;
+        let mut line = paddock::terminal_text::json::to_string(e).context("serialize an event")?;
         line.push('\n');
         return Ok(line);
     }

@@ -19,7 +19,7 @@ pub async fn exec(args: GcArgs, paths: &Paths) -> Result<u8, Failure> {
     if args.json {
         outln!(
             "{}",
-            serde_json::to_string(&report).context("serialize the report")?
+            paddock::terminal_text::json::to_string(&report).context("serialize the report")?
         );
     } else {
         let lines = render(&report);

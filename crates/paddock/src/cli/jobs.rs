@@ -25,7 +25,10 @@ pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
     let jobs = store.jobs(args.limit).await.context("list jobs")?;
     if args.json {
         for j in &jobs {
-            outln!("{}", serde_json::to_string(j).context("serialize a job")?);
+            outln!(
+                "{}",
+                paddock::terminal_text::json::to_string(j).context("serialize a job")?
+            );
         }
     } else {
         outln!("{}", table(&jobs, &local_time::system()));

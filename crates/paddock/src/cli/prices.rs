@@ -61,7 +61,9 @@ fn run(args: &PricesArgs) -> anyhow::Result<String> {
     }
     let table = PriceTable::effective(args.prices.as_deref())?;
     if args.json {
-        return Ok(format!("{}\n", to_json(&table)));
+        let text = paddock::terminal_text::json::to_string(&to_json(&table))
+            .context("serialize the price table")?;
+        return Ok(format!("{text}\n"));
     }
     Ok(render(&table))
 }

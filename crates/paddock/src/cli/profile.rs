@@ -92,7 +92,8 @@ async fn run_profile(cmd: &ProfileCmd, store: &dyn Store) -> Result<String, Fail
             })?;
             Ok(format!(
                 "{}\n",
-                serde_json::to_string_pretty(&p).context("serialize the profile")?
+                paddock::terminal_text::json::to_string_pretty(&p)
+                    .context("serialize the profile")?
             ))
         }
     }

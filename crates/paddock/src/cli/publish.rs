@@ -31,7 +31,8 @@ pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
         errln!("paddock: {warning}");
     }
     if args.json {
-        let value = serde_json::to_string(&record).map_err(anyhow::Error::from)?;
+        let value =
+            paddock::terminal_text::json::to_string(&record).map_err(anyhow::Error::from)?;
         outln!("{value}");
     } else {
         out!("{}", progress::summary(&record));

@@ -140,7 +140,8 @@ pub async fn exec(
     }
     let result = result.map_err(|e| failure(e.code(), e.into()))?;
     if json {
-        let out = serde_json::to_string(&result.record).context("serialize the job record")?;
+        let out = paddock::terminal_text::json::to_string(&result.record)
+            .context("serialize the job record")?;
         outln!("{out}");
     } else {
         out!("{}", progress::summary(&result.record));

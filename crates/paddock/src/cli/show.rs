@@ -38,7 +38,10 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
     };
     if args.json {
         let value = serde_json::json!({ "record": record, "closeout": closeout });
-        outln!("{value}");
+        outln!(
+            "{}",
+            paddock::terminal_text::json::to_string(&value).context("serialize the job")?
+        );
     } else {
         out!("{}", progress::summary(&record));
         match closeout {

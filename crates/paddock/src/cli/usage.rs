@@ -46,7 +46,7 @@ pub async fn exec(args: UsageArgs, paths: &Paths) -> Result<u8, Failure> {
             })?;
         outln!(
             "{}",
-            serde_json::to_string(&page).context("serialize the ledger page")?
+            paddock::terminal_text::json::to_string(&page).context("serialize the ledger page")?
         );
         return Ok(exit::DONE);
     }
@@ -56,11 +56,13 @@ pub async fn exec(args: UsageArgs, paths: &Paths) -> Result<u8, Failure> {
     match (args.by, args.json) {
         (Some(by), true) => outln!(
             "{}",
-            serde_json::to_string(&report.by(by)).context("serialize the usage report")?
+            paddock::terminal_text::json::to_string(&report.by(by))
+                .context("serialize the usage report")?
         ),
         (None, true) => outln!(
             "{}",
-            serde_json::to_string(&report).context("serialize the usage report")?
+            paddock::terminal_text::json::to_string(&report)
+                .context("serialize the usage report")?
         ),
         (by, false) => out!("{}", render(&report, by)),
     }

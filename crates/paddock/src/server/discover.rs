@@ -5,8 +5,8 @@
 //! the store's), the price table in effect, and the capacity (slots, what
 //! runs, what is queued, whether the server is draining).
 
+use super::json::Json;
 use axum::extract::State;
-use axum::Json;
 use serde::{Deserialize, Serialize};
 
 use super::problem::Problem;

@@ -115,7 +115,7 @@ pub fn respond<K: Send + Sync + 'static>(
     });
     if jsonl {
         let lines = stream.map(|e| {
-            serde_json::to_string(&e).map(|mut line| {
+            super::json::to_string(&e).map(|mut line| {
                 line.push('\n');
                 line
             })
@@ -127,17 +127,11 @@ pub fn respond<K: Send + Sync + 'static>(
         return response;
     }
     let sse = stream.map(|e| {
-        Ok::<Event, Infallible>(
-            Event::default()
-                .id(e.seq.to_string())
-                .event(e.body.kind())
-                .json_data(&e)
-                .unwrap_or_else(|_| {
-                    Event::default()
-                        .id(e.seq.to_string())
-                        .comment("unserializable")
-                }),
-        )
+        let event = Event::default().id(e.seq.to_string());
+        Ok::<Event, Infallible>(match super::json::to_string(&e) {
+            Ok(data) => event.event(e.body.kind()).data(data),
+            Err(_) => event.comment("unserializable"),
+        })
     });
     Sse::new(sse)
         .keep_alive(KeepAlive::default())

@@ -5,9 +5,9 @@
 //! 200 when every required check passes, 503 otherwise; the body lists
 //! every check either way.
 
+use super::json::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use paddock_protocol::Isolation;
 use serde::{Deserialize, Serialize};
 

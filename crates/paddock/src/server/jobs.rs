@@ -9,11 +9,11 @@
 
 use std::path::Path as FsPath;
 
+use super::json::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 use serde::Deserialize;
 

@@ -9,7 +9,7 @@
 //! body) are added to each operation by [`ProblemAnswers`], so the
 //! annotations list only a route's own.
 
-use axum::Json;
+use super::json::Json;
 use utoipa::OpenApi;
 
 use super::{discover, events, health, jobs, problem, turns, usage};

@@ -82,7 +82,7 @@ impl From<paddock_protocol::SpecError> for Problem {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = serde_json::to_string(&self).unwrap_or_else(|_| String::from("{}"));
+        let body = super::json::to_string(&self).unwrap_or_else(|_| String::from("{}"));
         let mut response = (status, body).into_response();
         response
             .headers_mut()

@@ -4,8 +4,8 @@
 //! scope `read`, both the library's code (`crate::usage`, `crate::ledger`)
 //! that `paddock usage` runs too.
 
+use super::json::Json;
 use axum::extract::{Query, State};
-use axum::Json;
 use serde::Deserialize;
 
 use super::extract::Checked;

@@ -2,20 +2,29 @@
 //! Paddock print (the agent's messages, the commands it runs, the names
 //! of the files it changes, its stderr in the failure's reason, its
 //! patch) carries terminal control (CSI to erase and move, OSC 52 to
-//! write the clipboard, a C1 CSI, a bidirectional override). Through the
-//! real `paddock` binary: `run`, `show`, `events` and `diff` print none of
-//! it raw, but escaped (`terminal_text`), and the text is still there to
-//! read. `paddock diff` into a pipe gives the patch's exact bytes, and on
-//! a terminal (a pseudo-terminal from util-linux's `script`) the escaped
-//! text.
+//! write the clipboard, a C1 CSI, DEL, bidirectional overrides, isolates
+//! and marks). Through the real `paddock` binary: `run`, `show`, `events`
+//! and `diff` print none of it raw, but escaped (`terminal_text`), and the
+//! text is still there to read. `paddock diff` into a pipe gives the
+//! patch's exact bytes, and on a terminal (a pseudo-terminal from
+//! util-linux's `script`) the escaped text. Every `--json` output carries
+//! none of it raw either (`terminal_text::json`'s `\uXXXX`), and parses
+//! back to the exact text, with the spec's free text (project, task type,
+//! model: a dispatcher writes them) hostile too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use paddock_test_support::prelude::*;
 
 /// What the job says and names its file with: erase the line, move up,
-/// write the clipboard, a C1 CSI, a right-to-left override.
-const JSON_HOSTILE: &str = r"\u001b[2K\u001b[1Adone\u001b]52;c;ZXZpbA==\u0007 \u009b31m \u202eevil";
+/// write the clipboard, a C1 CSI, a right-to-left override, DEL, C1's
+/// next line, an isolate, a right-to-left mark, the Arabic letter mark.
+const JSON_HOSTILE: &str = r"\u001b[2K\u001b[1Adone\u001b]52;c;ZXZpbA==\u0007 \u009b31m \u202eevil \u007f\u0085\u2066x\u2069\u200f\u061c";
+
+/// [`JSON_HOSTILE`] as the job means it.
+fn hostile() -> String {
+    serde_json::from_str(&format!("\"{JSON_HOSTILE}\"")).unwrap()
+}
 
 /// The stand-in engine: an agent message and a command with the hostile
 /// text, a file whose name and content carry escapes, stderr with them
@@ -40,7 +49,14 @@ fn raw_control(bytes: &[u8]) -> Option<String> {
     text.chars()
         .find(|c| {
             (c.is_control() && *c != '\n' && *c != '\t')
-                || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+                || matches!(
+                    c,
+                    '\u{202a}'..='\u{202e}'
+                        | '\u{2066}'..='\u{2069}'
+                        | '\u{200e}'
+                        | '\u{200f}'
+                        | '\u{061c}'
+                )
         })
         .map(|c| format!("{c:?} in {text}"))
 }
@@ -133,6 +149,194 @@ async fn nothing_the_job_writes_reaches_the_terminal_as_control() {
         tty_text.contains(r"+content \u{1b}]52;c;ZXZpbA==\u{7}"),
         "{tty_text}"
     );
+}
+
+/// A job whose spec's project, task type and model carry the hostile
+/// text, and whose engine (the one above) first makes a model call naming
+/// that model, so the ledger and every rollup hold it too.
+fn hostile_spec(home: &Home) -> std::path::PathBuf {
+    let dir = home.path().join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    let call = format!(
+        r#"url=$(sed -n 's/^base_url = "\(.*\)"$/\1/p' "$CODEX_HOME/config.toml")
+curl -sS -o "$TMPDIR/answer" -H "Authorization: Bearer $PADDOCK_JOB_TOKEN" -H 'content-type: application/json' -d '{{"model":"m {JSON_HOSTILE}","input":"hi","stream":true}}' "$url/responses"
+"#
+    );
+    let spec = stand_in_job(&dir, "process", &format!("{call}{}", engine()), 60);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let edited = text
+        .replace(
+            "project = \"tests\"",
+            &format!("project = \"p {JSON_HOSTILE}\"\ntype = \"t {JSON_HOSTILE}\""),
+        )
+        .replace(
+            "model = \"gpt-5.5\"",
+            &format!("model = \"m {JSON_HOSTILE}\""),
+        )
+        .replace(
+            "provider = \"scripted\"\n",
+            "provider = \"scripted\"\nallow_unpriced = true\n",
+        );
+    assert_ne!(edited, text);
+    std::fs::write(&spec, edited).unwrap();
+    spec
+}
+
+/// Every string in `value`, keys too.
+fn strings(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                strings(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Checks one JSON output (`what`): no raw control in `body` (nor in
+/// `stderr`), each of its documents (the lines `documents` picks) parses,
+/// and every one of `texts` is a string in them, exactly.
+fn parses_back(
+    what: &str,
+    body: &[u8],
+    stderr: &[u8],
+    documents: fn(&str) -> Option<&str>,
+    texts: &[&String],
+) {
+    let text = String::from_utf8_lossy(body);
+    assert_eq!(
+        (raw_control(body), raw_control(stderr)),
+        (None, None),
+        "{what}"
+    );
+    let mut found = Vec::new();
+    for line in text.lines().filter_map(documents) {
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"));
+        strings(&value, &mut found);
+    }
+    assert!(
+        !found.is_empty(),
+        "{what}: {text}{}",
+        String::from_utf8_lossy(stderr)
+    );
+    for t in texts {
+        assert!(found.contains(t), "{what}: {t:?} not in {text}");
+    }
+}
+
+/// Every line but empty ones (JSON, JSONL).
+fn lines(line: &str) -> Option<&str> {
+    Some(line).filter(|l| !l.is_empty())
+}
+
+/// An SSE stream's `data:` lines.
+fn sse_data(line: &str) -> Option<&str> {
+    line.strip_prefix("data:").map(str::trim_start)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_outputs_carry_no_control_and_parse_back_to_the_text() {
+    let home = Home::new();
+    let spec = hostile_spec(&home);
+    let h = hostile();
+    let (said, command) = (format!("said {h}"), format!("echo {h}"));
+    let (project, task_type, model) = (format!("p {h}"), format!("t {h}"), format!("m {h}"));
+    let file = "name\u{1b}[2K.txt".to_owned();
+    let reason = "engine broke \u{1b}[2K\u{1b}]0;title\u{7}".to_owned();
+    let run = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    parses_back(
+        "run --json",
+        &run.stdout,
+        &run.stderr,
+        lines,
+        &[&project, &model, &file],
+    );
+    let id = record(&run).id;
+    assert!(record(&run).reason.unwrap().contains(&reason));
+    for (args, texts) in [
+        (
+            vec!["show", "latest", "--json"],
+            vec![&project, &model, &file],
+        ),
+        (
+            vec!["events", "latest", "--json"],
+            vec![&said, &command, &file],
+        ),
+        (vec!["jobs", "--json"], vec![&project, &model]),
+        (vec!["usage", "--json"], vec![&project, &task_type, &model]),
+        (vec!["usage", "--by", "model", "--json"], vec![&model]),
+        (vec!["usage", "--ledger"], vec![&model]),
+        (vec!["gc", "--json"], vec![]),
+    ] {
+        let out = home.paddock(&args, &[]).await;
+        parses_back(&args.join(" "), &out.stdout, &out.stderr, lines, &texts);
+    }
+
+    // The API's answers come from the same writer.
+    let server = super::serve::Server::start(&home, &[]).await;
+    let events = format!("/v1/jobs/{id}/events");
+    for (path, accept, documents, texts) in [
+        (
+            format!("/v1/jobs/{id}"),
+            "application/json",
+            lines as fn(&str) -> Option<&str>,
+            vec![&project, &model, &file],
+        ),
+        (
+            "/v1/jobs".to_owned(),
+            "application/json",
+            lines,
+            vec![&project, &model],
+        ),
+        (
+            events.clone(),
+            "application/x-ndjson",
+            lines,
+            vec![&said, &command, &file],
+        ),
+        (
+            events,
+            "text/event-stream",
+            sse_data,
+            vec![&said, &command, &file],
+        ),
+        (
+            "/v1/usage?by=task_type".to_owned(),
+            "application/json",
+            lines,
+            vec![&task_type],
+        ),
+        (
+            "/v1/usage?by=model".to_owned(),
+            "application/json",
+            lines,
+            vec![&model],
+        ),
+        (
+            "/v1/ledger".to_owned(),
+            "application/json",
+            lines,
+            vec![&model],
+        ),
+    ] {
+        let answer = server
+            .client
+            .get(server.url(&path))
+            .header("accept", accept)
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+        let body = answer.bytes().await.unwrap();
+        parses_back(&format!("{path} ({accept})"), &body, b"", documents, &texts);
+    }
 }
 
 fn shell_quote(s: &str) -> String {

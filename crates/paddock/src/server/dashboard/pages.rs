@@ -363,7 +363,7 @@ pub async fn lines(
             let event = Event::default()
                 .id(e.seq.to_string())
                 .event("line")
-                .data(data.to_string());
+                .data(crate::server::json::to_string(&data).unwrap_or_default());
             if tx.send(event).await.is_err() {
                 return;
             }
@@ -373,7 +373,11 @@ pub async fn lines(
                 let data =
                     serde_json::json!({ "status": job.status.as_str(), "reason": job.reason });
                 let _ = tx
-                    .send(Event::default().event("end").data(data.to_string()))
+                    .send(
+                        Event::default()
+                            .event("end")
+                            .data(crate::server::json::to_string(&data).unwrap_or_default()),
+                    )
                     .await;
             }
         }
@@ -416,7 +420,7 @@ pub async fn host(
     headers: HeaderMap,
 ) -> Result<Response, Refused> {
     let viewer = dash.viewer(&headers).await?;
-    let axum::Json(d) = crate::server::discover::discover(State(state)).await?;
+    let crate::server::json::Json(d) = crate::server::discover::discover(State(state)).await?;
     Ok(dash.render(
         "host.html",
         context! { viewer => viewer_value(&viewer), d => Value::from_serialize(&d) },
