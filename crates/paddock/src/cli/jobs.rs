@@ -6,6 +6,7 @@ use comfy_table::{presets, CellAlignment, Table};
 use jiff::tz::TimeZone;
 use paddock::broker::prices::format_usd;
 use paddock::paths::Paths;
+use paddock::terminal_text;
 use paddock_protocol::JobRecord;
 
 use super::{exit, local_time, open_existing_store, Failure};
@@ -51,14 +52,18 @@ pub fn table(jobs: &[JobRecord], tz: &TimeZone) -> String {
         "COST",
         "CREATED",
     ]);
+    // The spec's free text (the model; a dispatcher writes specs through
+    // `paddock serve`'s API) is escaped like a job's; the rest is
+    // validated or Paddock's own, escaped all the same.
+    let cell = |s: &str| terminal_text::line(s).into_owned();
     for j in jobs {
         t.add_row(vec![
-            j.id.clone(),
+            cell(&j.id),
             j.status.as_str().to_owned(),
-            j.ticket_id.clone(),
-            j.engine.clone(),
-            j.model.clone(),
-            j.isolation.clone(),
+            cell(&j.ticket_id),
+            cell(&j.engine),
+            cell(&j.model),
+            cell(&j.isolation),
             j.duration_ms
                 .map(duration)
                 .unwrap_or_else(|| "-".to_owned()),
@@ -131,6 +136,19 @@ mod tests {
             job("01J0CCCC", JobStatus::Running, None, 0),
         ];
         insta::assert_snapshot!(table(&jobs, &tz));
+    }
+
+    #[test]
+    fn a_model_name_with_terminal_control_is_shown_escaped() {
+        let tz = TimeZone::get("Europe/Berlin").unwrap();
+        let mut hostile = job("01J0AAAA", JobStatus::Done, Some(42_100), 12_345);
+        hostile.model = "gpt\u{1b}]52;c;ZXZpbA==\u{7}\u{9b}2K\u{202e}x\u{2066}".to_owned();
+        assert_eq!(
+            table(&[hostile], &tz).lines().nth(1),
+            Some(
+                "01J0AAAA  done    T-1     codex   gpt\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{9b}2K\\u{202e}x\\u{2066}  sandbox       42.1s  $0.012345  2025-06-01 14:30"
+            )
+        );
     }
 
     #[test]

@@ -113,7 +113,9 @@ fn render(report: &Report, by: Option<Dimension>) -> String {
         for r in rows {
             out.push_str(&format!(
                 "{:<20} {:>6} {:>10} {:>10} {:>10} {:>9} {:>9} {:>12} {:>7} {:>12} {:>7} {:>10}\n",
-                r.key,
+                // The key is the spec's free text (project, task type,
+                // model), which a dispatcher writes through the API.
+                paddock::terminal_text::line(&r.key),
                 r.calls,
                 r.tokens.input_tokens,
                 r.tokens.cached_input_tokens,

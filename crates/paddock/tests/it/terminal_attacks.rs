@@ -10,7 +10,8 @@
 //! util-linux's `script`) the escaped text. Every `--json` output carries
 //! none of it raw either (`terminal_text::json`'s `\uXXXX`), and parses
 //! back to the exact text, with the spec's free text (project, task type,
-//! model: a dispatcher writes them) hostile too.
+//! model: a dispatcher writes them) hostile too; the `jobs` and `usage`
+//! tables show that text escaped.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -336,6 +337,54 @@ async fn json_outputs_carry_no_control_and_parse_back_to_the_text() {
         assert!(answer.status().is_success(), "{path}: {}", answer.status());
         let body = answer.bytes().await.unwrap();
         parses_back(&format!("{path} ({accept})"), &body, b"", documents, &texts);
+    }
+}
+
+/// The `jobs` and `usage` tables print the spec's free text (validation
+/// lets the model, the project and the task type be any text, and
+/// dispatchers write specs through the API): escaped, never raw.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_jobs_and_usage_tables_show_the_specs_text_escaped() {
+    let home = Home::new();
+    let spec = hostile_spec(&home);
+    let run = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let escaped = r"\u{1b}[2K\u{1b}[1Adone\u{1b}]52;c;ZXZpbA==\u{7} \u{9b}31m \u{202e}evil \u{7f}\u{85}\u{2066}x\u{2069}\u{200f}\u{61c}";
+    for (args, texts) in [
+        (vec!["jobs"], vec![format!("m {escaped}")]),
+        (
+            vec!["usage"],
+            vec![
+                format!("p {escaped}"),
+                format!("t {escaped}"),
+                format!("m {escaped}"),
+            ],
+        ),
+        (
+            vec!["usage", "--by", "project"],
+            vec![format!("p {escaped}")],
+        ),
+    ] {
+        let out = home.paddock(&args, &[]).await;
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            (raw_control(&out.stdout), raw_control(&out.stderr)),
+            (None, None),
+            "{args:?}"
+        );
+        for t in texts {
+            assert!(text.contains(&t), "{args:?}: {t} not in\n{text}");
+        }
     }
 }
 
