@@ -26,6 +26,87 @@ pub struct Config {
     /// `paddock serve`'s settings; its flags win.
     #[serde(default)]
     pub serve: ServeFile,
+    /// The caches under the jobs directory (`[caches]`).
+    #[serde(default)]
+    pub caches: CachesFile,
+}
+
+/// The caches' size cap when the config file sets none: 10 GiB.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 10 << 30;
+
+/// The `[caches]` table: the size cap on the URL mirrors, overlay
+/// snapshots and setup cache entries under the jobs directory
+/// (`crate::cache_cap`, docs/cli.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CachesFile {
+    /// `"10GiB"`, `"500MiB"`, `"64KiB"`, a number of bytes, or
+    /// `"unlimited"`.
+    pub max_size: Option<CacheSize>,
+}
+
+impl CachesFile {
+    /// The cap in bytes (`None`: unlimited), the default when unset.
+    pub fn max_bytes(&self) -> Option<u64> {
+        match self.max_size {
+            None => Some(DEFAULT_CACHE_MAX_BYTES),
+            Some(CacheSize::Bytes(n)) => Some(n),
+            Some(CacheSize::Unlimited) => None,
+        }
+    }
+}
+
+/// A size cap: bytes, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheSize {
+    Bytes(u64),
+    Unlimited,
+}
+
+impl<'de> Deserialize<'de> for CacheSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => Ok(CacheSize::Bytes(n)),
+            Raw::Text(t) => parse_size(&t).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// `"10GiB"` (also `KiB`, `MiB`, `TiB`, `B`, or no unit: bytes; `K`,
+/// `M`, `G`, `T` as their binary units) or `"unlimited"`.
+fn parse_size(text: &str) -> Result<CacheSize, String> {
+    let t = text.trim();
+    if t == "unlimited" {
+        return Ok(CacheSize::Unlimited);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size (e.g. \"10GiB\", \"500MiB\", \"unlimited\")"
+            ))
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1u64 << shift))
+        .map(CacheSize::Bytes)
+        .ok_or_else(|| {
+            format!("`{text}` is not a size (e.g. \"10GiB\", \"500MiB\", \"unlimited\")")
+        })
 }
 
 /// The `[serve]` table: what `paddock serve` runs with unless a flag says
@@ -148,7 +229,8 @@ mod tests {
         let (dir, p) = write(
             "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n\
              [serve]\nlisten = \"0.0.0.0:9000\"\nmax_concurrent_jobs = 3\ndrain_grace_secs = 7\n\
-             log_format = \"json\"\n[[serve.lanes]]\ntask_types = [\"bug\"]\n",
+             log_format = \"json\"\n[[serve.lanes]]\ntask_types = [\"bug\"]\n\
+             [caches]\nmax_size = \"3GiB\"\n",
         );
         assert_eq!(
             load(&p).unwrap(),
@@ -169,7 +251,35 @@ mod tests {
                         projects: vec![],
                     }]),
                 },
+                caches: CachesFile {
+                    max_size: Some(CacheSize::Bytes(3 << 30)),
+                },
             }
+        );
+    }
+
+    /// Sizes with and without units, `unlimited`, the default; a bad one
+    /// names the file and line.
+    #[test]
+    fn the_caches_size_cap_reads_units() {
+        let cap = |text: &str| {
+            let (_dir, p) = write(&format!("[caches]\nmax_size = {text}\n"));
+            load(&p).map(|c| c.caches.max_bytes())
+        };
+        assert_eq!(cap("\"500MiB\"").unwrap(), Some(500 << 20));
+        assert_eq!(cap("\"64K\"").unwrap(), Some(64 << 10));
+        assert_eq!(cap("4096").unwrap(), Some(4096));
+        assert_eq!(cap("\"unlimited\"").unwrap(), None);
+        assert_eq!(
+            Config::default().caches.max_bytes(),
+            Some(DEFAULT_CACHE_MAX_BYTES)
+        );
+        let e = cap("\"ten gigs\"").unwrap_err().to_string();
+        assert!(
+            e.ends_with(
+                ", line 2: `ten gigs` is not a size (e.g. \"10GiB\", \"500MiB\", \"unlimited\")"
+            ),
+            "{e}"
         );
     }
 
@@ -214,6 +324,7 @@ mod tests {
             isolation: Some(Isolation::Process),
             profile: Some("constrained-local".to_owned()),
             serve: ServeFile::default(),
+            caches: CachesFile::default(),
         };
         let bare = JobSpec::from_toml(spec_text, Path::new("job.toml")).unwrap();
         let filled = config.apply(bare);

@@ -7,6 +7,7 @@
 
 pub mod api_token;
 pub mod broker;
+pub mod cache_cap;
 pub mod config;
 pub mod context;
 pub mod doctor;

@@ -82,9 +82,10 @@ fn helper_entry() -> Option<ExitCode> {
     if first == OsStr::new(paddock::supervise::SUPERVISE_ARG) {
         return Some(code(paddock::supervise::main(std::env::args_os().skip(2))));
     }
-    // The detached remover `paddock run` leaves the trash to.
+    // The detached remover `paddock run` leaves the trash (and the
+    // caches' size cap) to.
     if first == OsStr::new(paddock::workspace::trash::EMPTY_ARG) {
-        return Some(code(paddock::workspace::trash::empty_main(
+        return Some(code(paddock::cache_cap::after_job_main(
             std::env::args_os().skip(2),
         )));
     }

@@ -122,9 +122,10 @@ pub struct Report {
     /// Cgroups of `paddock sandbox` runs whose process is gone, removed.
     pub sandbox_cgroups: Vec<PathBuf>,
     /// Cache entries (URL mirrors, overlay snapshots) unused for
-    /// `workspace::prune::UNUSED_FOR`, removed.
+    /// `workspace::prune::UNUSED_FOR`, removed; `paddock gc` adds those its
+    /// size cap's pass removed (`crate::cache_cap`), each with its reason.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pruned: Vec<PathBuf>,
+    pub pruned: Vec<crate::workspace::prune::PrunedEntry>,
     /// What could not be done outside any one job.
     pub errors: Vec<String>,
 }

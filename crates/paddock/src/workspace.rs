@@ -11,6 +11,7 @@
 
 pub(crate) mod beneath;
 mod check_ignore;
+pub mod disk_usage;
 mod final_tree;
 pub(crate) mod host_git;
 pub mod inline_source;
@@ -22,7 +23,7 @@ pub mod overlay;
 pub mod prune;
 mod raw_diff;
 mod result_branch;
-mod snapshot;
+pub(crate) mod snapshot;
 pub mod trash;
 mod upper;
 

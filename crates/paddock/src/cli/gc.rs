@@ -3,6 +3,7 @@
 use anyhow::Context as _;
 use paddock::paths::Paths;
 use paddock::reaper::Report;
+use paddock::workspace::prune::Reason;
 
 use super::{exit, open_store, Failure};
 
@@ -15,7 +16,18 @@ pub struct GcArgs {
 
 pub async fn exec(args: GcArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_store(paths).await?;
-    let report = paddock::reaper::reap(paths, &*store).await;
+    let max_bytes = super::run::user_config()?.caches.max_bytes();
+    let mut report = paddock::reaper::reap(paths, &*store).await;
+    // The caches held to their size cap, after the age pruning.
+    if let Some(max_bytes) = max_bytes {
+        let jobs = paths.jobs.clone();
+        let capped =
+            tokio::task::spawn_blocking(move || paddock::cache_cap::enforce(&jobs, max_bytes))
+                .await
+                .context("hold the caches to their size cap")?;
+        report.pruned.extend(capped.removed);
+        report.errors.extend(capped.errors);
+    }
     if args.json {
         outln!(
             "{}",
@@ -82,11 +94,18 @@ pub fn render(report: &Report) -> Vec<String> {
         ));
     }
     for entry in &report.pruned {
-        out.push(format!(
-            "removed {}, unused for {} days",
-            entry.display(),
-            paddock::workspace::prune::UNUSED_FOR.as_secs() / 86_400
-        ));
+        out.push(match entry.reason {
+            Reason::Age => format!(
+                "removed {}, unused for {} days",
+                entry.path.display(),
+                paddock::workspace::prune::UNUSED_FOR.as_secs() / 86_400
+            ),
+            Reason::Cap => format!(
+                "removed {} ({}), the least recently used while the caches were over their size cap",
+                entry.path.display(),
+                mib(entry.bytes.unwrap_or(0))
+            ),
+        });
     }
     out.extend(
         report
@@ -95,6 +114,12 @@ pub fn render(report: &Report) -> Vec<String> {
             .map(|e| format!("cannot clean up: {e}")),
     );
     out
+}
+
+/// `bytes` in MiB, one decimal.
+fn mib(bytes: u64) -> String {
+    let tenths = bytes.saturating_mul(10) / (1 << 20);
+    format!("{}.{} MiB", tenths / 10, tenths % 10)
 }
 
 #[cfg(test)]
@@ -127,7 +152,14 @@ mod tests {
                 },
             ],
             sandbox_cgroups: vec!["/sys/fs/cgroup/memory/paddock/sbx-9-1".into()],
-            pruned: vec!["/j/.mirrors/0123abcd.git".into()],
+            pruned: vec![
+                paddock::workspace::prune::PrunedEntry::unused("/j/.mirrors/0123abcd.git".into()),
+                paddock::workspace::prune::PrunedEntry {
+                    path: "/j/.snapshots/c0ffee-12ab".into(),
+                    reason: Reason::Cap,
+                    bytes: Some(3 << 19),
+                },
+            ],
             errors: vec!["list running jobs: locked".into()],
         };
         assert_eq!(
@@ -138,6 +170,7 @@ mod tests {
                 "job-2: cannot clean up: remove /j/job-2: EBUSY",
                 "removed the cgroup /sys/fs/cgroup/memory/paddock/sbx-9-1 of a `paddock sandbox` run that ended",
                 "removed /j/.mirrors/0123abcd.git, unused for 14 days",
+                "removed /j/.snapshots/c0ffee-12ab (1.5 MiB), the least recently used while the caches were over their size cap",
                 "cannot clean up: list running jobs: locked",
             ]
         );

@@ -95,6 +95,7 @@ pub async fn exec(
             .with_context(|| format!("read the prior job {prior}"))
             .map_err(Failure::Internal)?;
     }
+    let cache_cap = config.caches.max_bytes();
     let prices = PriceTable::effective(prices.or(config.prices).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
     let store = open_store(paths).await?;
@@ -127,7 +128,7 @@ pub async fn exec(
     let mut view = progress::Progress::new(quiet);
     let result = follow(runner.start(admitted, cancel), &mut view).await;
     view.finish();
-    if let Err(e) = paddock::workspace::trash::empty_detached(&helper, &paths.jobs) {
+    if let Err(e) = paddock::workspace::trash::empty_detached(&helper, &paths.jobs, cache_cap) {
         errln!(
             "paddock: cannot start deleting the job's directory in {}: {e} (the next run's reaper deletes it)",
             paths.jobs.join(paddock::workspace::trash::TRASH).display()

@@ -80,7 +80,8 @@ pub async fn exec(
     let runner = Runner::new(
         store.clone(),
         super::run::runner_config(paths, host_dir, prices)?,
-    );
+    )
+    .capping_caches(defaults.caches.max_bytes());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listen on {}", config.listen))

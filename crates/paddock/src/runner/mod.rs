@@ -88,6 +88,9 @@ pub struct Runner {
     /// background thread); `paddock run`, which exits next, leaves it
     /// to a detached remover instead (`workspace/trash.rs`).
     empties_trash: bool,
+    /// The caches' size cap the runner enforces after each job, with the
+    /// trash (`crate::cache_cap`); none: not held.
+    cache_cap: Option<u64>,
 }
 
 /// A started job.
@@ -139,6 +142,16 @@ impl Runner {
             config: Arc::new(config),
             rungs,
             empties_trash: true,
+            cache_cap: None,
+        }
+    }
+
+    /// A runner that holds the caches to `max_bytes` after each job it
+    /// empties the trash for (`crate::cache_cap`).
+    pub fn capping_caches(self, max_bytes: Option<u64>) -> Runner {
+        Runner {
+            cache_cap: max_bytes,
+            ..self
         }
     }
 
@@ -198,7 +211,7 @@ impl Runner {
         let join = tokio::spawn(run_job(
             self.store.clone(),
             self.config.clone(),
-            (admitted, recorded, self.empties_trash),
+            (admitted, recorded, (self.empties_trash, self.cache_cap)),
             updates,
             cancel,
         ));
@@ -299,7 +312,7 @@ impl From<StoreError> for LaunchFailure {
 async fn run_job(
     store: SharedStore,
     config: Arc<RunnerConfig>,
-    (admitted, recorded, empties_trash): (Admitted, Recorded, bool),
+    (admitted, recorded, (empties_trash, cache_cap)): (Admitted, Recorded, (bool, Option<u64>)),
     updates: broadcast::Sender<JobUpdate>,
     cancel: impl Future<Output = ()>,
 ) -> Result<RunResult, RunError> {
@@ -316,11 +329,17 @@ async fn run_job(
     let jobs = config.paths.jobs.clone();
     let result = drive(store, config, (admitted, recorded), updates, lease, cancel).await;
     // The job's directory, moved into the trash by its teardown, deleted
-    // off the job's path (a remover already at it is waited for).
-    if empties_trash && crate::workspace::trash::has_entries(&jobs) {
+    // off the job's path (a remover already at it is waited for); then
+    // the caches held to their cap.
+    if empties_trash && (cache_cap.is_some() || crate::workspace::trash::has_entries(&jobs)) {
         tokio::task::spawn_blocking(move || {
             for e in crate::workspace::trash::empty(&jobs, true) {
                 tracing::warn!("trash: {e}");
+            }
+            if let Some(cap) = cache_cap {
+                for e in crate::cache_cap::enforce(&jobs, cap).errors {
+                    tracing::warn!("caches: {e}");
+                }
             }
         });
     }

@@ -496,6 +496,41 @@ impl SetupCache {
     }
 }
 
+/// The size cap's view of the cache under `jobs_root` (`crate::cache_cap`):
+/// its entries with their last use (their manifest's modification time),
+/// half-made stores (`.tmp-…`) apart, which are counted but never removed
+/// by the cap. Directories only, looked at with `lstat`.
+pub(crate) fn entries_for_cap(
+    jobs_root: &Path,
+) -> (Vec<(PathBuf, Option<SystemTime>)>, Vec<PathBuf>) {
+    let dir = jobs_root.join(DIR);
+    let (mut entries, mut half_made) = (Vec::new(), Vec::new());
+    for (name, path) in crate::workspace::prune::subdirs(&dir) {
+        if name.starts_with(".tmp-") {
+            half_made.push(path);
+        } else {
+            let used = crate::workspace::prune::last_use(&path.join("manifest.json"));
+            entries.push((path, used));
+        }
+    }
+    (entries, half_made)
+}
+
+/// The cache's lock under `jobs_root`, taken exclusively without waiting
+/// (as a store's pruning takes it); `None` while a job restores or stores
+/// (or there is no cache).
+pub(crate) fn lock_for_cap(jobs_root: &Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = jobs_root.join(DIR).join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).ok()?;
+    Some(file)
+}
+
 fn tree_name(tree: &str) -> &'static str {
     if tree == "work" {
         "work"

@@ -31,7 +31,7 @@ use super::{host_git, WorkspaceError};
 use crate::secret::Secret;
 
 /// Where the mirrors live, under the jobs directory.
-pub(super) const MIRRORS: &str = ".mirrors";
+pub(crate) const MIRRORS: &str = ".mirrors";
 
 /// A mirror ready to clone from, and what happened to it on the way;
 /// no other job fetches or remakes it while this is held.

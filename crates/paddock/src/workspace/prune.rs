@@ -31,9 +31,41 @@ pub const UNUSED_FOR: Duration = Duration::from_secs(14 * 24 * 3600);
 /// What one pruning pass removed, and what it could not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Pruned {
-    /// Removed entries (mirrors and snapshots), by path.
-    pub removed: Vec<PathBuf>,
+    /// Removed entries (mirrors, snapshots, setup cache entries).
+    pub removed: Vec<PrunedEntry>,
     pub errors: Vec<String>,
+}
+
+/// One removed cache entry, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PrunedEntry {
+    pub path: PathBuf,
+    pub reason: Reason,
+    /// What it took on disk (measured by the size cap's pass only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+impl PrunedEntry {
+    /// An entry pruned for its age.
+    pub fn unused(path: PathBuf) -> PrunedEntry {
+        PrunedEntry {
+            path,
+            reason: Reason::Age,
+            bytes: None,
+        }
+    }
+}
+
+/// Why a cache entry was removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reason {
+    /// Unused for [`UNUSED_FOR`].
+    Age,
+    /// The least recently used while the caches were over their size cap
+    /// (`crate::cache_cap`).
+    Cap,
 }
 
 /// Stamps `path` (a lock file, a snapshot directory) as used now.
@@ -41,6 +73,14 @@ pub(super) fn stamp(path: &Path) {
     if let Ok(file) = std::fs::File::open(path) {
         let _ = file.set_modified(SystemTime::now());
     }
+}
+
+/// When `path` (a lock file, a snapshot directory) was last used: its
+/// modification time, the link itself when it is one.
+pub(crate) fn last_use(path: &Path) -> Option<SystemTime> {
+    std::fs::symlink_metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
 }
 
 /// Whether `path`'s modification time is at least `unused_for` ago.
@@ -53,7 +93,7 @@ fn unused(path: &Path, now: SystemTime, unused_for: Duration) -> bool {
 }
 
 /// The directories (not links) directly under `dir`, with their names.
-fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
+pub(crate) fn subdirs(dir: &Path) -> Vec<(String, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -77,11 +117,71 @@ pub fn prune(jobs_root: &Path, unused_for: Duration) -> Pruned {
 
 fn remove(dir: &Path, pruned: &mut Pruned) {
     match std::fs::remove_dir_all(dir) {
-        Ok(()) => pruned.removed.push(dir.to_path_buf()),
+        Ok(()) => pruned.removed.push(PrunedEntry::unused(dir.to_path_buf())),
         Err(e) => pruned
             .errors
             .push(format!("prune {}: cannot remove: {e}", dir.display())),
     }
+}
+
+/// Where a mirror's last use is stamped: its lock file, or the mirror
+/// itself when it has none.
+pub(crate) fn mirror_stamp(dir: &Path) -> PathBuf {
+    let lock = dir.with_extension("lock");
+    if lock.exists() {
+        lock
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+/// Removes the mirror `dir` (`<key>.git`) if no job holds it and none has
+/// used it since `seen` (its last use when it was chosen); whether it did.
+pub(crate) fn remove_mirror_if_unused(dir: &Path, seen: SystemTime) -> Result<bool, String> {
+    let lock_path = dir.with_extension("lock");
+    let mut pruned = Pruned::default();
+    let Some(held) = lock(&lock_path, &mut pruned) else {
+        return pruned.errors.pop().map_or(Ok(false), Err);
+    };
+    if last_use(&mirror_stamp(dir)).is_some_and(|t| t > seen) {
+        return Ok(false);
+    }
+    let removed = std::fs::remove_dir_all(dir)
+        .map(|()| true)
+        .map_err(|e| format!("prune {}: cannot remove: {e}", dir.display()));
+    drop(held);
+    removed
+}
+
+/// Removes the snapshot `dir` (`.snapshots/<name>`) if no job holds its
+/// lock, none names it as its lower layer, and none has used it since
+/// `seen`; whether it did.
+pub(crate) fn remove_snapshot_if_unused(
+    jobs_root: &Path,
+    dir: &Path,
+    seen: SystemTime,
+) -> Result<bool, String> {
+    let lock_path = dir.with_extension("lock");
+    let lock_path = match dir.file_name() {
+        // A commit-key name has no dot: `with_extension` is the lock's name.
+        Some(name) if !name.to_string_lossy().contains('.') => lock_path,
+        _ => return Ok(false),
+    };
+    let mut pruned = Pruned::default();
+    let Some(held) = lock(&lock_path, &mut pruned) else {
+        return pruned.errors.pop().map_or(Ok(false), Err);
+    };
+    let named = lower_layers(jobs_root)
+        .iter()
+        .any(|lower| lower.starts_with(dir));
+    if named || last_use(dir).is_some_and(|t| t > seen) {
+        return Ok(false);
+    }
+    let removed = std::fs::remove_dir_all(dir)
+        .map(|()| true)
+        .map_err(|e| format!("prune {}: cannot remove: {e}", dir.display()));
+    drop(held);
+    removed
 }
 
 fn prune_mirrors(root: &Path, now: SystemTime, unused_for: Duration, pruned: &mut Pruned) {
@@ -256,7 +356,10 @@ mod tests {
         assert_eq!(
             pruned,
             Pruned {
-                removed: vec![mirrors.join(".tmp-dead-1"), mirrors.join("old.git")],
+                removed: vec![
+                    PrunedEntry::unused(mirrors.join(".tmp-dead-1")),
+                    PrunedEntry::unused(mirrors.join("old.git"))
+                ],
                 errors: vec![],
             }
         );
@@ -307,7 +410,7 @@ mod tests {
         assert_eq!(
             pruned,
             Pruned {
-                removed: vec![snaps.join("c1-old")],
+                removed: vec![PrunedEntry::unused(snaps.join("c1-old"))],
                 errors: vec![],
             }
         );

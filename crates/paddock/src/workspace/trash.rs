@@ -25,19 +25,22 @@ pub const TRASH_LOCK: &str = ".trash.lock";
 /// JOBS_DIR` (dispatched before the runtime, like the sandbox helper).
 pub const EMPTY_ARG: &str = "__empty-trash";
 
-/// Starts `exe __empty-trash jobs` detached (its own process group, no
-/// standard streams, an empty environment, `/` as its directory), not
-/// waited for: the trash is deleted after this process has exited. Only
-/// when the trash holds anything.
-pub fn empty_detached(exe: &Path, jobs: &Path) -> std::io::Result<()> {
+/// Starts `exe __empty-trash jobs [max_bytes]` detached (its own process
+/// group, no standard streams, an empty environment, `/` as its
+/// directory), not waited for: the trash is deleted, and the caches held to
+/// `max_bytes` (`crate::cache_cap::after_job_main`), after this process
+/// has exited. Only when the trash holds anything or there is a cap.
+pub fn empty_detached(exe: &Path, jobs: &Path, max_bytes: Option<u64>) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt as _;
-    if !has_entries(jobs) {
+    if !has_entries(jobs) && max_bytes.is_none() {
         return Ok(());
     }
-    std::process::Command::new(exe)
-        .arg(EMPTY_ARG)
-        .arg(jobs)
-        .env_clear()
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg(EMPTY_ARG).arg(jobs);
+    if let Some(cap) = max_bytes {
+        cmd.arg(cap.to_string());
+    }
+    cmd.env_clear()
         .current_dir("/")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -45,16 +48,6 @@ pub fn empty_detached(exe: &Path, jobs: &Path) -> std::io::Result<()> {
         .process_group(0)
         .spawn()
         .map(drop)
-}
-
-/// The detached remover's body: empties the trash under the one
-/// argument, waiting for a remover already at it; 0, or 1 when something
-/// could not be deleted (a later reaper pass retries it).
-pub fn empty_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
-    match (args.next(), args.next()) {
-        (Some(jobs), None) => i32::from(!empty(Path::new(&jobs), true).is_empty()),
-        _ => 2,
-    }
 }
 
 /// Moves the job directory `root` (directly under the jobs directory)

@@ -21,6 +21,7 @@ mod egress_handoff;
 mod egress_jobs;
 mod escape;
 mod faults;
+mod gc;
 mod git_escape;
 mod github_token_attacks;
 mod gitlab_token_attacks;
