@@ -16,8 +16,15 @@
 //! `/echo-upgrade`: `101 Switching Protocols` to `websocket`, as a
 //! WebSocket server accepts a handshake). The credential check can
 //! be a forge mock's (the tokens it minted), and `set_stall` leaves
-//! requests hanging (a push killed mid-way).
+//! requests hanging (a push killed mid-way). Over HTTPS it also records
+//! which connection (the client's address) each request came on, and can
+//! end its kept connections as a keep-alive timeout would
+//! ([`GitHttpServer::close_connections`]), or end the connection of the
+//! next request without answering it, as a host whose idle timeout fired
+//! just as the request came ([`GitHttpServer::drop_next_request`]).
 
+use std::future::Future as _;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -26,6 +33,7 @@ use axum::body::Body;
 use futures::StreamExt as _;
 use http::{Request, StatusCode};
 use tokio::io::AsyncWriteExt as _;
+use tokio_util::sync::CancellationToken;
 
 /// A check of a request's `Authorization` header.
 type Check = Arc<dyn Fn(&str) -> bool + Send + Sync>;
@@ -45,6 +53,25 @@ pub struct GitHttpServer {
     /// While set, requests are recorded and left unanswered (a remote
     /// that hangs mid-push).
     stall: Arc<std::sync::atomic::AtomicBool>,
+    /// The client's address of each request, in order (HTTPS only).
+    peers: Arc<Mutex<Vec<Option<SocketAddr>>>>,
+    /// The TLS connections' sockets by the client's address (HTTPS only).
+    sockets: Sockets,
+    /// While set, the next request's connection is ended unanswered.
+    drop_next: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Each accepted connection's ending, by the client's address.
+type Sockets = Arc<Mutex<std::collections::HashMap<SocketAddr, CancellationToken>>>;
+
+/// The client's address of an HTTPS connection, for the handler.
+#[derive(Clone, Copy)]
+struct Peer(SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TlsListener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TlsListener>) -> Self {
+        Peer(*stream.remote_addr())
+    }
 }
 
 impl GitHttpServer {
@@ -70,6 +97,9 @@ impl GitHttpServer {
             seen: Arc::default(),
             server_names: Arc::default(),
             stall: Arc::default(),
+            peers: Arc::default(),
+            sockets: Arc::default(),
+            drop_next: Arc::default(),
         };
         let router = server.router();
         tokio::spawn(async move {
@@ -107,15 +137,23 @@ impl GitHttpServer {
             seen: Arc::default(),
             server_names: Arc::default(),
             stall: Arc::default(),
+            peers: Arc::default(),
+            sockets: Arc::default(),
+            drop_next: Arc::default(),
         };
         let listener = TlsListener {
             tcp,
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
             server_names: server.server_names.clone(),
+            sockets: server.sockets.clone(),
         };
         let router = server.router();
         tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
+            let _ = axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<Peer>(),
+            )
+            .await;
         });
         (server, ca_pem)
     }
@@ -147,6 +185,28 @@ impl GitHttpServer {
         self.stall.store(stall, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// The client's address of every request, in order: requests with
+    /// the same one came on the same connection (HTTPS only; `None` over
+    /// plain HTTP).
+    pub fn peers(&self) -> Vec<Option<SocketAddr>> {
+        self.peers.lock().unwrap().clone()
+    }
+
+    /// Ends every connection the server holds (both directions shut, as a
+    /// keep-alive timeout ends an idle one; HTTPS only).
+    pub fn close_connections(&self) {
+        for (_, end) in self.sockets.lock().unwrap().drain() {
+            end.cancel();
+        }
+    }
+
+    /// The next request is recorded, then its connection is ended without
+    /// an answer (HTTPS only).
+    pub fn drop_next_request(&self) {
+        self.drop_next
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// The `Authorization` header of every request, in order.
     pub fn authorizations(&self) -> Vec<Option<String>> {
         self.seen.lock().unwrap().clone()
@@ -159,6 +219,23 @@ impl GitHttpServer {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         self.seen.lock().unwrap().push(auth.clone());
+        let peer = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<Peer>>()
+            .map(|c| c.0 .0);
+        self.peers.lock().unwrap().push(peer);
+        if let Some(peer) = peer {
+            if self
+                .drop_next
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                if let Some(end) = self.sockets.lock().unwrap().remove(&peer) {
+                    end.cancel();
+                }
+                // The answer has no connection left to go on.
+                return http::Response::new(Body::empty());
+            }
+        }
         while self.stall.load(std::sync::atomic::Ordering::SeqCst) {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
@@ -351,10 +428,68 @@ struct TlsListener {
     tcp: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
     server_names: Arc<Mutex<Vec<Option<String>>>>,
+    sockets: Sockets,
+}
+
+/// A server connection that can be ended from outside: once its token is
+/// cancelled, reads see the end and writes fail, so the server closes it.
+struct Endable {
+    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    ended: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+}
+
+impl Endable {
+    fn is_ended(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        self.ended.as_mut().poll(cx).is_ready()
+    }
+}
+
+impl tokio::io::AsyncRead for Endable {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.is_ended(cx) {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut self.tls).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Endable {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.is_ended(cx) {
+            return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        }
+        std::pin::Pin::new(&mut self.tls).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tls).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.is_ended(cx) {
+            // No close_notify: the socket just closes, as on a timeout.
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut self.tls).poll_shutdown(cx)
+    }
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Io = Endable;
     type Addr = std::net::SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
@@ -368,7 +503,10 @@ impl axum::serve::Listener for TlsListener {
             {
                 let name = tls.get_ref().1.server_name().map(str::to_string);
                 self.server_names.lock().unwrap().push(name);
-                return (tls, addr);
+                let end = CancellationToken::new();
+                self.sockets.lock().unwrap().insert(addr, end.clone());
+                let ended = Box::pin(end.cancelled_owned());
+                return (Endable { tls, ended }, addr);
             }
         }
     }

@@ -30,6 +30,7 @@ pub mod forms;
 mod framing;
 pub mod head;
 pub mod hello;
+pub mod pool;
 pub mod refusal;
 pub mod relay;
 pub mod resolve;
@@ -164,6 +165,9 @@ pub struct EgressProxy {
     addr: Option<SocketAddr>,
     phase: watch::Sender<EgressPhase>,
     accept: JoinHandle<()>,
+    /// The job's kept connections to its credential hosts, emptied at a
+    /// phase switch and when the proxy is dropped.
+    pool: Arc<pool::UpstreamPool>,
 }
 
 impl EgressProxy {
@@ -216,7 +220,9 @@ impl EgressProxy {
         records: mpsc::Sender<EgressRecord>,
     ) -> EgressProxy {
         let (phase, phase_rx) = watch::channel(config.phase);
+        let pool = Arc::new(pool::UpstreamPool::default());
         let shared = Arc::new(server::Shared {
+            pool: pool.clone(),
             lists: config.lists,
             deny: config.deny,
             resolver: config.resolver,
@@ -229,6 +235,7 @@ impl EgressProxy {
             addr,
             phase,
             accept,
+            pool,
         }
     }
 
@@ -243,18 +250,29 @@ impl EgressProxy {
     }
 
     /// Makes `phase`'s list the one in force; every connection opened
-    /// before is closed. False when it already was.
+    /// before is closed, the kept ones too. False when it already was.
     pub fn switch(&self, phase: EgressPhase) -> bool {
-        self.phase.send_if_modified(|p| {
+        let changed = self.phase.send_if_modified(|p| {
             let changed = *p != phase;
             *p = phase;
             changed
-        })
+        });
+        // After the new phase is in force: a tunnel ending now sees it and
+        // keeps nothing, one that kept its connection before is emptied.
+        self.pool.clear();
+        changed
+    }
+
+    /// How many connections to credential hosts the proxy keeps for the
+    /// job's next tunnels (docs/egress.md, "Kept upstream connections").
+    pub fn kept_connections(&self) -> usize {
+        self.pool.len()
     }
 }
 
 impl Drop for EgressProxy {
     fn drop(&mut self) {
         self.accept.abort();
+        self.pool.clear();
     }
 }

@@ -17,7 +17,7 @@
 //! is no longer HTTP/1.1 the proxy can read).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -45,6 +45,11 @@ impl Pending {
         }
     }
 
+    /// Whether every request sent was answered.
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().map(|q| q.is_empty()).unwrap_or(true)
+    }
+
     /// Whether the oldest request answered was a `HEAD`.
     fn answered(&self) -> bool {
         self.0
@@ -65,9 +70,22 @@ pub enum Stop {
     Broken(String),
 }
 
+/// How the responses ended when nothing went wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The host closed the connection.
+    Closed,
+    /// The job was done sending and every request was answered: the
+    /// connection is between messages (it may be kept when `reusable`
+    /// still holds).
+    Idle,
+}
+
 /// A response head as read.
 struct ResponseHead {
     status: u16,
+    /// `1` for HTTP/1.1, `0` for HTTP/1.0.
+    version: u8,
     headers: Vec<(String, Vec<u8>)>,
     /// The head's bytes as the host sent them.
     raw: Vec<u8>,
@@ -102,19 +120,43 @@ pub struct Scanning<'a> {
     pub pending: &'a Pending,
     /// Bytes passed on to the job.
     pub down: &'a AtomicU64,
+    /// Cancelled when the job is done sending (its side ended between
+    /// requests): the responses end once every request is answered.
+    pub job_done: &'a tokio_util::sync::CancellationToken,
+    /// Cleared when a response says the connection is not kept
+    /// (`connection: close`, HTTP/1.0, a body ending with the connection).
+    pub reusable: &'a AtomicBool,
 }
 
 /// The host's responses to the job, message by message, scanned, until
-/// the host is done (`Ok`) or a response is refused or broken.
+/// the host is done (`Closed`), the job is done and every request was
+/// answered (`Idle`), or a response is refused or broken. `buf`: what
+/// was already read from the host.
 pub async fn responses<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     host: &mut R,
     job: &mut W,
     s: &Scanning<'_>,
-) -> Result<(), Stop> {
-    let mut buf = Vec::new();
+    mut buf: Vec<u8>,
+) -> Result<Ended, Stop> {
     loop {
-        let Some(head) = read_head(host, &mut buf).await? else {
-            return Ok(());
+        let head = loop {
+            if s.job_done.is_cancelled() {
+                if s.pending.is_empty() && buf.is_empty() {
+                    return Ok(Ended::Idle);
+                }
+                break read_head(host, &mut buf).await?;
+            }
+            // Reading is cancel-safe: what was read stays in `buf`.
+            let read = tokio::select! {
+                head = read_head(host, &mut buf) => Some(head),
+                () = s.job_done.cancelled() => None,
+            };
+            if let Some(head) = read {
+                break head?;
+            }
+        };
+        let Some(head) = head else {
+            return Ok(Ended::Closed);
         };
         if let Some(refusal) = refused(&head) {
             if let Some(answer) = (s.answer)(&refusal) {
@@ -125,6 +167,9 @@ pub async fn responses<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         let informational = (100..200).contains(&head.status);
         let head_request = !informational && s.pending.answered();
         let body = framing(&head, head_request).map_err(Stop::Broken)?;
+        if !informational && !keeps_alive(&head) {
+            s.reusable.store(false, Ordering::Relaxed);
+        }
         let mut scan = Scan::new(s.needles, s.mask);
         let mut out = scan.push(&head.raw);
         out.extend(scan.flush());
@@ -144,10 +189,21 @@ pub async fn responses<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
                 }
                 let out = scan.flush();
                 send(job, &out, s.down).await?;
-                return Ok(());
+                s.reusable.store(false, Ordering::Relaxed);
+                return Ok(Ended::Closed);
             }
         }
     }
+}
+
+/// Whether the host means to keep the connection after this response:
+/// HTTP/1.1 without a `close` in its `connection` header.
+fn keeps_alive(head: &ResponseHead) -> bool {
+    head.version == 1
+        && !head.all("connection").iter().any(|v| {
+            v.split(|b| *b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+        })
 }
 
 /// Why a response is not relayed: a coding other than `identity`, or a
@@ -221,6 +277,7 @@ async fn read_head<R: AsyncRead + Unpin>(
             Ok(httparse::Status::Complete(end)) => {
                 let head = ResponseHead {
                     status: resp.code.unwrap_or(0),
+                    version: resp.version.unwrap_or(0),
                     headers: resp
                         .headers
                         .iter()
@@ -414,6 +471,7 @@ mod tests {
         }
         let down = AtomicU64::new(0);
         let mut job = Vec::new();
+        let (job_done, reusable) = (Default::default(), AtomicBool::new(true));
         let end = responses(
             &mut r,
             &mut job,
@@ -423,9 +481,13 @@ mod tests {
                 answer: &answer,
                 pending: &pending,
                 down: &down,
+                job_done: &job_done,
+                reusable: &reusable,
             },
+            Vec::new(),
         )
-        .await;
+        .await
+        .map(|_| ());
         // Everything the job got was the host's, but a refusal's answer.
         if end.is_ok() {
             assert_eq!(down.load(Ordering::Relaxed), job.len() as u64);

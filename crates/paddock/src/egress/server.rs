@@ -23,9 +23,11 @@ use super::credential::Credentials;
 use super::deny::DenyList;
 use super::head::{self, read_head, Head, HeadError, Target};
 use super::hello::{read_client_hello, HelloError};
+use super::pool::UpstreamPool;
 use super::refusal::Refusal;
 use super::relay::relay;
 use super::resolve::Resolver;
+use super::terminate::{terminate, Upstream};
 
 /// The proxy's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +64,8 @@ pub(crate) struct Shared {
     pub limits: ProxyLimits,
     pub credentials: Option<Arc<Credentials>>,
     pub records: mpsc::Sender<EgressRecord>,
+    /// The job's kept connections to its credential hosts.
+    pub pool: Arc<UpstreamPool>,
 }
 
 /// Where the proxy accepts: loopback TCP (the engine on the `process`
@@ -281,7 +285,25 @@ async fn attempt(
         }
         checked.push(addr);
     }
-    let mut upstream = connect(shared, &checked, record).await?;
+    // A credential's host is terminated, never spliced; when the job's
+    // pool keeps a connection to it, none is made now (the tunnel's first
+    // request decides, `super::terminate`).
+    let credential = match target.method {
+        EgressMethod::Connect => shared
+            .credentials
+            .as_ref()
+            .and_then(|c| c.find(&target.host, target.port, record.phase))
+            .cloned(),
+        EgressMethod::Http => None,
+    };
+    let kept = credential
+        .as_ref()
+        .is_some_and(|c| shared.pool.has(&c.name, record.phase));
+    let mut upstream = if kept {
+        None
+    } else {
+        Some(connect(shared, &checked, record).await?)
+    };
     if target.method == EgressMethod::Connect {
         client
             .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -301,19 +323,17 @@ async fn attempt(
             Ok(Ok(sni)) => sni,
         };
         check_sni(&target.host, sni.as_deref())?;
-        // A credential's host: terminated, never spliced.
-        let credential = shared
-            .credentials
-            .as_ref()
-            .and_then(|c| c.find(&target.host, target.port, record.phase))
-            .cloned();
         if let Some(cred) = credential {
-            return super::terminate::terminate(
-                client, first, upstream, &cred, limits, phase_rx, record,
-            )
-            .await;
+            let upstream = match upstream.take() {
+                Some(tcp) => Upstream::Fresh(tcp),
+                None => Upstream::Kept(checked),
+            };
+            return terminate(client, first, upstream, &cred, shared, phase_rx, record).await;
         }
     }
+    let Some(mut upstream) = upstream else {
+        return Err(Refusal::new(502, "connect", "no connection was made"));
+    };
     record.allowed = true;
     if let Err(e) = upstream.write_all(&first).await {
         record.reason = Some(format!("the destination hung up: {e}"));
@@ -381,7 +401,7 @@ async fn resolve(shared: &Shared, target: &Target) -> Result<Vec<IpAddr>, Refusa
 }
 
 /// The first checked address that takes a connection.
-async fn connect(
+pub(crate) async fn connect(
     shared: &Shared,
     checked: &[SocketAddr],
     record: &mut EgressRecord,

@@ -14,8 +14,9 @@
 //! ([`super::response`]).
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use paddock_protocol::{EgressPhase, EgressRecord};
@@ -24,13 +25,15 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::timeout;
+use tokio_util::sync::CancellationToken;
 
 use super::credential::Credential;
 use super::framing::{self, LineError};
 use super::head::{read_head, Head, HeadError};
+use super::pool::Kept;
 use super::refusal::Refusal;
-use super::response::{Pending, Scanning, Stop};
-use super::server::ProxyLimits;
+use super::response::{Ended, Pending, Scanning, Stop};
+use super::server::{ProxyLimits, Shared};
 
 /// The job's side of the tunnel with the bytes the proxy already read
 /// from it (the ClientHello) given back first.
@@ -85,24 +88,48 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
     }
 }
 
+/// The host side of a terminated tunnel as it starts.
+pub enum Upstream {
+    /// A TCP connection made for this tunnel (to `record.address`): its
+    /// TLS handshake runs while the job's does.
+    Fresh(TcpStream),
+    /// None yet: the job's pool kept a connection to the host when the
+    /// tunnel was checked. The first request decides: one safe to repeat
+    /// (`GET`, `HEAD`, `OPTIONS` without a body) takes the kept
+    /// connection, and is repeated on a new one if the host had closed it;
+    /// any other gets a new connection to one of these checked addresses.
+    Kept(Vec<SocketAddr>),
+}
+
 /// Terminates the job's tunnel (`hello`: what was read of it) to the
 /// credential's host and relays requests and responses over `upstream`
 /// until both ends are done or the phase changes. A handshake that fails
 /// on either side is a refusal; one upstream gets the job a readable
-/// `502` inside its TLS.
-pub async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
+/// `502` inside its TLS. A connection that ends between messages, every
+/// request answered and neither side asking to close, is kept in the
+/// job's pool for its next tunnel to the host in this phase.
+pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
     client: S,
     hello: Vec<u8>,
-    upstream: TcpStream,
+    upstream: Upstream,
     cred: &Credential,
-    limits: &ProxyLimits,
+    shared: &Shared,
     phase_rx: &mut watch::Receiver<EgressPhase>,
     record: &mut EgressRecord,
 ) -> Result<(), Refusal> {
+    let limits = &shared.limits;
     record.credential = Some(cred.name.clone());
     record.substituted = Some(0);
     let acceptor = tokio_rustls::TlsAcceptor::from(cred.server.clone());
-    let mut job = match timeout(limits.hello, acceptor.accept(Replay::new(hello, client))).await {
+    let accept = timeout(limits.hello, acceptor.accept(Replay::new(hello, client)));
+    let (accepted, fresh, checked) = match upstream {
+        Upstream::Fresh(tcp) => {
+            let (job, host) = tokio::join!(accept, handshake(cred, tcp, limits));
+            (job, Some(host), Vec::new())
+        }
+        Upstream::Kept(checked) => (accept.await, None, checked),
+    };
+    let mut job = match accepted {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
             return Err(Refusal::silent(
@@ -117,22 +144,55 @@ pub async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
             ))
         }
     };
-    let name = ServerName::try_from(cred.host.clone())
-        .map_err(|e| Refusal::silent("upstream_tls", format!("`{}`: {e}", cred.host)))?;
-    let connector = tokio_rustls::TlsConnector::from(cred.client.clone());
-    let host = match timeout(limits.connect, connector.connect(name, upstream)).await {
-        Ok(Ok(tls)) => tls,
-        failed => {
-            let why = match failed {
-                Ok(Err(e)) => format!("the host's TLS handshake failed: {e}"),
-                _ => format!("no TLS handshake with the host within {:?}", limits.connect),
-            };
-            let refusal = Refusal::new(502, "upstream_tls", why);
-            // The job's request first, then the answer it can read.
-            let mut buf = Vec::new();
-            let _ = timeout(limits.head, read_head(&mut job, &mut buf)).await;
-            let destination = format!("{}:{}", cred.host, cred.port);
-            if let Some(answer) = refusal.answer(&destination, record.phase) {
+    let up = AtomicU64::new(0);
+    let substituted = AtomicU64::new(0);
+    let pending = Pending::default();
+    let phase = record.phase;
+    let destination = format!("{}:{}", cred.host, cred.port);
+    // The first request, when the kept connection is to be chosen by it.
+    let mut job_buf = Vec::new();
+    let mut host_buf = Vec::new();
+    let reusable = AtomicBool::new(true);
+    let chosen = match fresh {
+        Some(host) => host,
+        None => {
+            let choose = choose(
+                &mut job,
+                &mut job_buf,
+                &mut host_buf,
+                cred,
+                shared,
+                &checked,
+                record,
+                (&up, &substituted, &pending),
+                &reusable,
+            );
+            tokio::select! {
+                chosen = choose => match chosen {
+                    Some(chosen) => chosen,
+                    // The job left before its first request.
+                    None => {
+                        record.allowed = true;
+                        return Ok(());
+                    }
+                },
+                _ = phase_rx.changed() => {
+                    record.allowed = true;
+                    cut(record);
+                    return Ok(());
+                }
+            }
+        }
+    };
+    let (host, address) = match chosen {
+        Ok(host) => host,
+        Err(refusal) => {
+            // The job's request first (unless read already), then the
+            // answer it can read.
+            if job_buf.is_empty() {
+                let _ = timeout(limits.head, read_head(&mut job, &mut job_buf)).await;
+            }
+            if let Some(answer) = refusal.answer(&destination, phase) {
                 let _ = timeout(limits.head, job.write_all(&answer)).await;
             }
             let _ = job.shutdown().await;
@@ -142,73 +202,202 @@ pub async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
             });
         }
     };
+    record.address = Some(address.to_string());
     record.allowed = true;
-    let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
-    let substituted = AtomicU64::new(0);
-    let pending = Pending::default();
-    let destination = format!("{}:{}", cred.host, cred.port);
-    let phase = record.phase;
     let mask = |len: usize| cred.mask(len);
     let answer = |r: &Refusal| r.answer(&destination, phase);
+    let job_done = CancellationToken::new();
     let scanning = Scanning {
         needles: cred.needles(),
         mask: &mask,
         answer: &answer,
         pending: &pending,
         down: &down,
+        job_done: &job_done,
+        reusable: &reusable,
     };
     let (mut job_r, mut job_w) = tokio::io::split(job);
     let (mut host_r, mut host_w) = tokio::io::split(host);
-    let cut = {
+    let (cut_off, ended) = {
         let requests = async {
-            let end = requests(&mut job_r, &mut host_w, cred, &up, &substituted, &pending).await;
-            let _ = host_w.shutdown().await;
+            let end = requests(
+                &mut job_r,
+                &mut host_w,
+                cred,
+                (&up, &substituted, &pending),
+                job_buf,
+                &reusable,
+            )
+            .await;
+            if end.is_err() {
+                reusable.store(false, Ordering::Relaxed);
+                let _ = host_w.shutdown().await;
+            }
+            job_done.cancel();
             end
         };
         let responses = async {
-            let end = super::response::responses(&mut host_r, &mut job_w, &scanning).await;
+            let end =
+                super::response::responses(&mut host_r, &mut job_w, &scanning, host_buf).await;
             let _ = job_w.shutdown().await;
             end
         };
         tokio::select! {
-            (req, resp) = both(requests, responses) => {
-                match (req, resp) {
-                    (_, Some(Err(Stop::Refused(r)))) => {
-                        record.rule = Some(r.rule);
-                        record.reason = Some(r.reason);
-                    }
-                    (Some(Err(why)), _) | (_, Some(Err(Stop::Broken(why)))) => {
-                        record.reason = Some(why);
-                    }
-                    _ => {}
-                }
-                false
-            }
-            _ = phase_rx.changed() => true,
+            (req, resp) = both(requests, responses) => (false, Some((req, resp))),
+            _ = phase_rx.changed() => (true, None),
         }
     };
+    let mut keep = false;
+    if let Some((req, resp)) = ended {
+        match (req, resp) {
+            (_, Some(Err(Stop::Refused(r)))) => {
+                record.rule = Some(r.rule);
+                record.reason = Some(r.reason);
+            }
+            (Some(Err(why)), _) | (_, Some(Err(Stop::Broken(why)))) => {
+                record.reason = Some(why);
+            }
+            (Some(Ok(())), Some(Ok(Ended::Idle))) => keep = reusable.load(Ordering::Relaxed),
+            _ => {}
+        }
+    }
     record.bytes_up = up.load(Ordering::Relaxed);
     record.bytes_down = down.load(Ordering::Relaxed);
     record.substituted = Some(substituted.load(Ordering::Relaxed));
-    if cut {
-        record.rule = Some("phase_switch".into());
-        record.reason = Some(format!(
-            "opened in the {} phase, closed when it ended",
-            record.phase.as_str()
-        ));
+    if cut_off {
+        cut(record);
+        return Ok(());
+    }
+    let mut host = host_r.unsplit(host_w);
+    if keep {
+        let current = *phase_rx.borrow();
+        shared
+            .pool
+            .put(&cred.name, phase, current, Kept { tls: host, address });
+    } else {
+        let _ = timeout(limits.head, host.shutdown()).await;
     }
     Ok(())
+}
+
+/// The record of a connection the phase switch closed.
+fn cut(record: &mut EgressRecord) {
+    record.rule = Some("phase_switch".into());
+    record.reason = Some(format!(
+        "opened in the {} phase, closed when it ended",
+        record.phase.as_str()
+    ));
+}
+
+/// What a tunnel counts: bytes sent up, values substituted, requests
+/// awaiting their answer.
+type Counters<'a> = (&'a AtomicU64, &'a AtomicU64, &'a Pending);
+
+/// The job's TLS stream toward the proxy.
+type JobTls<S> = tokio_rustls::server::TlsStream<Replay<S>>;
+/// The proxy's TLS stream toward the host.
+type HostTls = tokio_rustls::client::TlsStream<TcpStream>;
+
+/// The proxy's TLS handshake with the host over `tcp`, verified for the
+/// credential's host name.
+async fn handshake(
+    cred: &Credential,
+    tcp: TcpStream,
+    limits: &ProxyLimits,
+) -> Result<(HostTls, SocketAddr), Refusal> {
+    let failed = |why: String| Refusal::new(502, "upstream_tls", why);
+    let address = tcp
+        .peer_addr()
+        .map_err(|e| failed(format!("the connection to the host: {e}")))?;
+    let name = ServerName::try_from(cred.host.clone())
+        .map_err(|e| failed(format!("`{}`: {e}", cred.host)))?;
+    let connector = tokio_rustls::TlsConnector::from(cred.client.clone());
+    match timeout(limits.connect, connector.connect(name, tcp)).await {
+        Ok(Ok(tls)) => Ok((tls, address)),
+        Ok(Err(e)) => Err(failed(format!("the host's TLS handshake failed: {e}"))),
+        Err(_) => Err(failed(format!(
+            "no TLS handshake with the host within {:?}",
+            limits.connect
+        ))),
+    }
+}
+
+/// Whether a request may be sent again on another connection when the
+/// kept one it went on turns out closed: a safe method (RFC 9110, 9.2.1)
+/// without a body.
+fn repeatable(head: &Head) -> bool {
+    ["GET", "HEAD", "OPTIONS"]
+        .iter()
+        .any(|m| head.method.eq_ignore_ascii_case(m))
+        && framing(head) == Ok(Body::None)
+}
+
+/// The host connection of a tunnel that started with a kept one in the
+/// pool: the job's first request is read (into `job_buf`); one
+/// [`repeatable`] goes out on the kept connection and is sent again on a
+/// new one if the host had closed it (no byte of an answer came); any
+/// other request, or no kept connection left, gets a new connection,
+/// made to the first of `checked` that takes it. What the host answered
+/// already is in `host_buf`; a request sent here is counted and is no
+/// longer in `job_buf`. `None`: the job left before a whole request.
+#[allow(clippy::too_many_arguments)]
+async fn choose<S: AsyncRead + AsyncWrite + Unpin>(
+    job: &mut JobTls<S>,
+    job_buf: &mut Vec<u8>,
+    host_buf: &mut Vec<u8>,
+    cred: &Credential,
+    shared: &Shared,
+    checked: &[SocketAddr],
+    record: &mut EgressRecord,
+    (up, substituted, pending): Counters<'_>,
+    reusable: &AtomicBool,
+) -> Option<Result<(HostTls, SocketAddr), Refusal>> {
+    let (head, end) = match read_head(job, job_buf).await {
+        Ok(done) => done,
+        Err(HeadError::Closed) if job_buf.is_empty() => return None,
+        Err(e) => {
+            record.reason = Some(format!("a request to the credential host: {e}"));
+            return None;
+        }
+    };
+    if asks_close(&head) {
+        reusable.store(false, Ordering::Relaxed);
+    }
+    if repeatable(&head) {
+        if let Some(mut kept) = shared.pool.take(&cred.name, record.phase) {
+            let (out, n) = rewrite(&head, cred);
+            let answered = async {
+                kept.tls.write_all(&out).await?;
+                kept.tls.flush().await?;
+                framing::more(&mut kept.tls, host_buf).await
+            };
+            if let Ok(true) = answered.await {
+                substituted.fetch_add(n, Ordering::Relaxed);
+                up.fetch_add(out.len() as u64, Ordering::Relaxed);
+                pending.sent(head.method.eq_ignore_ascii_case("HEAD"));
+                job_buf.drain(..end);
+                return Some(Ok((kept.tls, kept.address)));
+            }
+            // The host had closed it: the request goes on a new one.
+            host_buf.clear();
+        }
+    }
+    let tcp = match super::server::connect(shared, checked, record).await {
+        Ok(tcp) => tcp,
+        Err(refusal) => return Some(Err(refusal)),
+    };
+    Some(handshake(cred, tcp, &shared.limits).await)
 }
 
 /// Runs both directions until both are done, or until the responses
 /// stop on a refused or broken response (the tunnel ends: a job that
 /// keeps its side open after the answer is not waited for). `None`: that
 /// direction had not ended.
-async fn both<A, B>(
+async fn both<A, B, E>(
     requests: impl std::future::Future<Output = Result<(), A>>,
-    responses: impl std::future::Future<Output = Result<(), B>>,
-) -> (Option<Result<(), A>>, Option<Result<(), B>>) {
+    responses: impl std::future::Future<Output = Result<E, B>>,
+) -> (Option<Result<(), A>>, Option<Result<E, B>>) {
     tokio::pin!(requests, responses);
     let (mut req, mut resp) = (None, None);
     loop {
@@ -242,17 +431,21 @@ async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     job: &mut R,
     host: &mut W,
     cred: &Credential,
-    up: &AtomicU64,
-    substituted: &AtomicU64,
-    pending: &Pending,
+    (up, substituted, pending): Counters<'_>,
+    mut buf: Vec<u8>,
+    reusable: &AtomicBool,
 ) -> Result<(), String> {
-    let mut buf = Vec::new();
     loop {
         let (head, end) = match read_head(job, &mut buf).await {
             Ok(done) => done,
-            Err(HeadError::Closed) if buf.is_empty() => return Ok(()),
+            // The job's side ended between requests (with or without its
+            // TLS close_notify): it is done.
+            Err(HeadError::Closed | HeadError::Io(_)) if buf.is_empty() => return Ok(()),
             Err(e) => return Err(format!("a request to the credential host: {e}")),
         };
+        if asks_close(&head) {
+            reusable.store(false, Ordering::Relaxed);
+        }
         let body = framing(&head)?;
         let (out, n) = rewrite(&head, cred);
         substituted.fetch_add(n, Ordering::Relaxed);
@@ -265,6 +458,20 @@ async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             Body::Chunked => chunked(job, host, &mut buf, up).await?,
         }
     }
+}
+
+/// Whether the job's request means the connection to end after its
+/// answer: HTTP/1.0, or `close` in its `connection` header.
+fn asks_close(head: &Head) -> bool {
+    head.version == 0
+        || head
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .any(|(_, v)| {
+                v.split(|b| *b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+            })
 }
 
 /// The body's framing; a request framed two ways, or in a way the proxy
@@ -443,7 +650,15 @@ mod tests {
         let (up, subs) = (AtomicU64::new(0), AtomicU64::new(0));
         let mut job = input;
         let mut host = Vec::new();
-        let end = requests(&mut job, &mut host, cred, &up, &subs, &Pending::default()).await;
+        let end = requests(
+            &mut job,
+            &mut host,
+            cred,
+            (&up, &subs, &Pending::default()),
+            Vec::new(),
+            &AtomicBool::new(true),
+        )
+        .await;
         (
             String::from_utf8(host).unwrap(),
             subs.load(Ordering::Relaxed),

@@ -19,6 +19,7 @@ mod egress_clients;
 mod egress_credentials;
 mod egress_handoff;
 mod egress_jobs;
+mod egress_kept;
 mod escape;
 mod faults;
 mod gc;
