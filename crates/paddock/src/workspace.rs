@@ -52,6 +52,14 @@ pub enum WorkspaceError {
     NotARepository { path: PathBuf },
     #[error("repository {source_repo}: git clone failed: {stderr}")]
     Clone { source_repo: String, stderr: String },
+    #[error(
+        "the base commit {base} is neither in the mirror {mirror} nor to be had from {source_repo} any more (fetched again, and asked for by name)"
+    )]
+    MirrorLacksBase {
+        base: String,
+        mirror: PathBuf,
+        source_repo: String,
+    },
     #[error("repository {source_repo}: base ref `{base_ref}` is not a commit in it")]
     BaseRef {
         source_repo: String,
@@ -1190,16 +1198,23 @@ where
     F: Fn(PathBuf) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
-    let token = repo
-        .token
+    let token = repository_token(repo, url)?;
+    mirror::fetched_then(jobs_root, url, token.as_ref(), then).await
+}
+
+/// The spec's `repository.token` for the URL source `url`, resolved.
+fn repository_token(
+    repo: &RepositorySpec,
+    url: &str,
+) -> Result<Option<crate::secret::Secret>, WorkspaceError> {
+    repo.token
         .as_ref()
         .map(|r| crate::secret::Secret::resolve(crate::secret::SecretKind::RepositoryToken, r))
         .transpose()
         .map_err(|source| WorkspaceError::Token {
             source_repo: url.to_string(),
             source,
-        })?;
-    mirror::fetched_then(jobs_root, url, token.as_ref(), then).await
+        })
 }
 
 /// A URL source's mirror made again for a later publish whose base the
@@ -1216,16 +1231,39 @@ impl RefetchedMirror {
     }
 }
 
-/// The mirror of the URL source `url` of `repo` under `jobs_root`, fetched
-/// (or cloned afresh) with the spec's token, as a job's start fetches it.
-pub async fn refetch_mirror(
+/// The mirror of the URL source `url` of `repo` under `jobs_root`, made
+/// to hold the commit `base` a later publish needs: fetched (or cloned
+/// afresh) as a job's start fetches it, then, should `base` still be
+/// missing (the remote rewritten, a force-push, and the mirror made again
+/// since), asked for by name (a server that keeps the dropped commit and
+/// lets a client want it, as GitHub does, gives it back; nothing names it
+/// in the mirror, whose automatic gc is off). A `MirrorLacksBase` error
+/// names the base, the mirror and the URL when the remote has lost it.
+pub async fn refetch_mirror_for(
     jobs_root: &Path,
     repo: &RepositorySpec,
     url: &str,
+    base: &str,
 ) -> Result<RefetchedMirror, WorkspaceError> {
-    fetched_mirror_then(jobs_root, repo, url, |_| async {})
-        .await
-        .map(|(m, ())| RefetchedMirror(m))
+    let lacks = || WorkspaceError::MirrorLacksBase {
+        base: base.to_string(),
+        mirror: mirror::dir_of(jobs_root, url),
+        source_repo: url.to_string(),
+    };
+    // Only a commit's full name reaches git's command line.
+    if !matches!(base.len(), 40 | 64) || !base.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(lacks());
+    }
+    let token = repository_token(repo, url)?;
+    let (held, ()) = mirror::fetched_then(jobs_root, url, token.as_ref(), |_| async {}).await?;
+    if !mirror::has_commit(&held.dir, url, base).await {
+        // Refused by a server that gives only what its refs reach.
+        let _ = mirror::fetch_commit(&held.dir, url, token.as_ref(), base).await;
+        if !mirror::has_commit(&held.dir, url, base).await {
+            return Err(lacks());
+        }
+    }
+    Ok(RefetchedMirror(held))
 }
 
 /// Whether an overlay workspace can be had for `repo` at `root` under

@@ -361,20 +361,32 @@ async fn push_result(
         false => base_objects::objects_dir(spec, jobs_root).await,
     };
     // A URL source's mirror gone since the job (pruned, removed): made
-    // again from the URL, held while the push borrows it; the push then
-    // fails naming the base only when the remote lost it too.
+    // again from the URL, held while the push borrows it; one that is
+    // there but lacks the base (made again after the remote was
+    // rewritten): fetched again, the base asked for by name. Either fails
+    // naming the base, the mirror and the URL when the remote lost it too.
     let mut _refetched = None;
-    if let (false, None, None, Some(url)) = (
-        thin.is_empty(),
-        &borrowed,
-        &spec.repository.path,
-        &spec.repository.url,
-    ) {
-        let mirror = crate::workspace::refetch_mirror(jobs_root, &spec.repository, url)
-            .await
-            .map_err(|e| format!("the base's mirror is gone and could not be made again: {e}"))?;
-        borrowed = Some(mirror.objects());
-        _refetched = Some(mirror);
+    if let (Some(base), None, Some(url)) =
+        (thin.first(), &spec.repository.path, &spec.repository.url)
+    {
+        let gone = borrowed.is_none();
+        if gone
+            || base_objects::holds_base(spec, jobs_root, base)
+                .await
+                .is_err()
+        {
+            let mirror =
+                crate::workspace::refetch_mirror_for(jobs_root, &spec.repository, url, base)
+                    .await
+                    .map_err(|e| match gone {
+                        true => {
+                            format!("the base's mirror is gone and could not be made again: {e}")
+                        }
+                        false => format!("the base's mirror lacks it: {e}"),
+                    })?;
+            borrowed = Some(mirror.objects());
+            _refetched = Some(mirror);
+        }
     }
     let from = push::Bundle {
         bundle,

@@ -166,6 +166,41 @@ where
     ))
 }
 
+/// Whether the mirror `dir` has the commit `commit` (a full name) and its
+/// tree.
+pub(super) async fn has_commit(dir: &Path, url: &str, commit: &str) -> bool {
+    let tree = format!("{commit}^{{tree}}");
+    git(
+        dir,
+        url,
+        None,
+        &["--git-dir", &arg(dir), "cat-file", "-e", &tree],
+    )
+    .await
+    .is_ok()
+}
+
+/// Fetches the commit `commit` (a full name, checked by the caller) from
+/// the mirror's `origin` by its name, no ref changed, no `FETCH_HEAD`
+/// written.
+pub(super) async fn fetch_commit(
+    dir: &Path,
+    url: &str,
+    token: Option<&Secret>,
+    commit: &str,
+) -> Result<(), WorkspaceError> {
+    let fetch = [
+        "--git-dir",
+        &arg(dir),
+        "fetch",
+        "--quiet",
+        "--no-write-fetch-head",
+        "origin",
+        commit,
+    ];
+    git(dir, url, token, &fetch).await
+}
+
 /// The mirror's key: a hash of the URL.
 fn key_of(url: &str) -> String {
     hex::encode(&Sha256::digest(url.as_bytes())[..12])

@@ -344,3 +344,203 @@ async fn a_url_jobs_push_borrows_the_base_from_its_mirror() {
         "{reason}"
     );
 }
+
+/// A URL source rewritten after its job (main force-pushed to a new root:
+/// the job's base is reachable from no ref) and its mirror pruned and made
+/// again by a later job, so the mirror is there but lacks the base:
+/// `paddock publish` fetches again and asks for the base by its name,
+/// which a server that keeps the dropped commit gives back (GitHub does;
+/// here `git http-backend` with `uploadpack.allowAnySHA1InWant`), and
+/// pushes the bundle of the job's new objects onto it; no ref of the
+/// mirror names the base. Once the server has dropped the commit too
+/// (`gc --prune=now`) and the mirror is made again, the publish fails
+/// naming the base, the mirror and the URL, the bundle kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mirror_lacking_the_base_after_a_force_push_is_fetched_again() {
+    use base64::Engine as _;
+    const SERVED: &str = "pdk_servedToken_0123456789";
+    let home = Home::new();
+    let repo = repo(home.path());
+    let base = git(&repo, &["rev-parse", "main"]).trim().to_string();
+    let served = home.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let served_repo = served.join("widgets.git");
+    let out = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(&repo)
+        .arg(&served_repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let header_value = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{SERVED}"))
+    );
+    let server = paddock_test_support::git_http::GitHttpServer::start(&served, &header_value).await;
+    let url = format!("{}/widgets.git", server.url);
+    let config = home.path().join("user.gitconfig");
+    std::fs::write(
+        &config,
+        format!("[http]\n\textraHeader = Authorization: {header_value}\n"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let spec = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("url = \"{url}\""),
+    );
+    // A later job on the URL that pushes nothing.
+    let later = home.path().join("later.toml");
+    std::fs::write(&later, &text).unwrap();
+    std::fs::write(&spec, text).unwrap();
+    let remote = empty_remote(home.path(), "remote.git");
+    pushing_to(&spec, &remote);
+    let run = |spec: PathBuf| {
+        let (home, config) = (&home, &config);
+        async move {
+            let out = home
+                .paddock(
+                    &["run", "--json", spec.to_str().unwrap()],
+                    &[("GIT_CONFIG_GLOBAL", config)],
+                )
+                .await;
+            let rec = record(&out);
+            assert_eq!(
+                rec.status,
+                paddock_protocol::JobStatus::Done,
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            rec
+        }
+    };
+    let rec = run(spec.clone()).await;
+    let bundle = home
+        .data()
+        .join("artifacts")
+        .join(&rec.id)
+        .join("branch.bundle");
+    assert!(header(&bundle)[1].starts_with(&format!("-{base} ")));
+
+    // main force-pushed to a new root commit: the base is on no ref.
+    let tree = git(&served_repo, &["rev-parse", "main^{tree}"]);
+    let rewritten = git(
+        &served_repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit-tree",
+            tree.trim(),
+            "-m",
+            "rewritten",
+        ],
+    );
+    git(
+        &served_repo,
+        &["update-ref", "refs/heads/main", rewritten.trim()],
+    );
+    // The mirror pruned (as the cap or the age would) and made again by a
+    // later job: there, without the base.
+    let mirrors = home.jobs().join(".mirrors");
+    let remake_mirror = || async {
+        for e in std::fs::read_dir(&mirrors).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                std::fs::remove_dir_all(&path).unwrap();
+            }
+        }
+        run(later.clone()).await;
+        let mirror = std::fs::read_dir(&mirrors)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        let lacks = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&mirror)
+            .args(["cat-file", "-e", &base])
+            .status()
+            .unwrap();
+        assert!(!lacks.success(), "the remade mirror has the base");
+        mirror
+    };
+    // The remote emptied: the push must borrow the base's objects.
+    let empty = || {
+        git(
+            &remote,
+            &["update-ref", "-d", &format!("refs/heads/{BRANCH}")],
+        );
+        git(&remote, &["gc", "-q", "--prune=now"]);
+    };
+    let mirror = remake_mirror().await;
+    empty();
+    git(
+        &served_repo,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
+    let again = home
+        .paddock(
+            &["publish", "--json", &rec.id],
+            &[("GIT_CONFIG_GLOBAL", &config)],
+        )
+        .await;
+    let published = record(&again);
+    assert_eq!(
+        (
+            published.status,
+            published.reason.clone(),
+            git(&remote, &["rev-parse", &format!("{BRANCH}^")])
+                .trim()
+                .to_string(),
+            git(&remote, &["fsck", "--no-dangling", "--no-progress"]),
+            git(&mirror, &["cat-file", "-t", &base]).trim().to_string(),
+            git(&mirror, &["for-each-ref", "--contains", &base]),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            None,
+            base.clone(),
+            String::new(),
+            "commit".to_string(),
+            String::new(),
+        ),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    // The server drops the commit too; the mirror is made again.
+    git(&served_repo, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&served_repo, &["gc", "-q", "--prune=now"]);
+    let mirror = remake_mirror().await;
+    empty();
+    let again = home
+        .paddock(
+            &["publish", "--json", &rec.id],
+            &[("GIT_CONFIG_GLOBAL", &config)],
+        )
+        .await;
+    let failed = record(&again);
+    assert_eq!(
+        (failed.status, failed.reason.clone(), bundle.exists()),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some(format!(
+                "publishing the result failed: the base's mirror lacks it: the base commit {base} \
+                 is neither in the mirror {} nor to be had from {url} any more (fetched again, \
+                 and asked for by name)",
+                mirror.display()
+            )),
+            true
+        ),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
