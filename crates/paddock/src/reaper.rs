@@ -411,8 +411,25 @@ fn reason_for(id: &str, events: &[AgentEvent]) -> String {
     }
 }
 
+/// The patch a dead job's own process saved when it concluded (its last
+/// `artifact_summary` event, Paddock's, never the job's): a job that died
+/// while publishing has no workspace left for the reaper to save from,
+/// and its record is written whole only when the job ends, so without
+/// this the record would lose the patch the artifacts keep.
+fn concluded_patch(events: &[AgentEvent]) -> Option<(String, Vec<String>)> {
+    events.iter().rev().find_map(|e| match &e.body {
+        EventBody::ArtifactSummary {
+            patch_path,
+            changed_files,
+            ..
+        } => Some((patch_path.clone(), changed_files.clone())),
+        _ => None,
+    })
+}
+
 /// Marks running job `record` failed, with its totals from the ledger and
-/// the patch the reaper saved.
+/// the patch the reaper saved (or, when it saved none, the one the job's
+/// process saved before it died).
 async fn fail_job(
     store: &dyn Store,
     mut record: JobRecord,
@@ -433,6 +450,9 @@ async fn fail_job(
         });
         record.patch_path = Some(p.path.display().to_string());
         record.changed_files = p.changed_files.clone();
+    } else if let Some((path, files)) = concluded_patch(&stored) {
+        record.patch_path = Some(path);
+        record.changed_files = files;
     }
     events.push(EventBody::Status {
         phase: Phase::Failed,
@@ -817,6 +837,67 @@ mod tests {
             (calls.len() as u64, tokens, i64::MAX)
         );
         assert!(rec.model_calls >= 2 && rec.tokens.input_tokens >= 2400);
+    }
+
+    /// A job whose process died while publishing (its workspace gone, its
+    /// patch saved and announced): failed at publishing, so `paddock
+    /// publish` finishes it, its record pointing at that patch.
+    #[tokio::test]
+    async fn a_job_dead_while_publishing_keeps_the_patch_it_saved() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        store
+            .insert_job(&fixtures::job("job-1", 0), "{}")
+            .await
+            .unwrap();
+        let patch = paths
+            .artifacts
+            .join("job-1/patch.diff")
+            .display()
+            .to_string();
+        let files = vec!["fix.txt".to_string()];
+        for (seq, body) in [
+            EventBody::ArtifactSummary {
+                patch_path: patch.clone(),
+                changed_files: files.clone(),
+                patch_bytes: 10,
+                interrupted: false,
+            },
+            EventBody::Status {
+                phase: Phase::Publishing,
+                detail: Some("done".into()),
+            },
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            store
+                .append_event(&AgentEvent {
+                    job_id: "job-1".into(),
+                    seq: seq as u64 + 1,
+                    at: OffsetDateTime::now_utc(),
+                    body,
+                })
+                .await
+                .unwrap();
+        }
+        crashed(&paths.jobs, "job-1");
+        reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        assert_eq!(
+            (rec.status, rec.reason, rec.patch_path, rec.changed_files),
+            (
+                JobStatus::Failed,
+                Some(format!(
+                    "{}the paddock process running this job ended while publishing its result \
+                     (killed or crashed); `paddock publish job-1` finishes it",
+                    crate::results::conclude::PUBLISH_FAILED
+                )),
+                Some(patch),
+                files
+            )
+        );
     }
 
     /// A call written ahead that its dead process never saw end stays on

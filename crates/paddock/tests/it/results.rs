@@ -289,7 +289,7 @@ async fn a_change_outside_touch_only_is_flagged_in_the_closeout_and_the_events()
     );
 }
 
-const TOKEN: &str = "ghs_paddockTestToken0123456789";
+pub(super) const TOKEN: &str = "ghs_paddockTestToken0123456789";
 
 /// A bare remote `widgets.git` (a clone of `repo`) under `root`.
 fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
@@ -871,7 +871,7 @@ async fn a_github_app_token_is_minted_per_job_scoped_and_revoked() {
 
 /// The job's GitHub App records in its artifacts (the host's secret until
 /// the token is revoked).
-fn github_token_records(home: &Home, id: &str) -> Vec<PathBuf> {
+pub(super) fn github_token_records(home: &Home, id: &str) -> Vec<PathBuf> {
     paddock::results::github_app_record::leftover_records(&home.data().join("artifacts").join(id))
 }
 

@@ -3,7 +3,9 @@
 //! its killed publish left, and a `paddock run --attempt-after` killed
 //! while it reads the prior job's review (the read holds that job's lease,
 //! so the reaper visits it; the GitHub App token's intent, written before
-//! the mint, is named). Against the GitHub mock (the one part that cannot
+//! the mint, is named), and `paddock serve` stopped (SIGTERM) while it
+//! publishes (the next start's reaper revokes the token, `paddock publish`
+//! finishes the job). Against the GitHub mock (the one part that cannot
 //! be real here), the real binary, git and SQLite.
 
 use std::path::PathBuf;
@@ -15,7 +17,7 @@ use paddock_test_support::prelude::*;
 use serde_json::json;
 
 use super::github_token_attacks::{alive, minted_and_left};
-use super::results::app_setup;
+use super::results::{app_setup, TOKEN};
 use super::serve::{body, spec, Server, TURN};
 
 /// A served job whose spec publishes through a GitHub App (at `mock`).
@@ -218,5 +220,187 @@ async fn a_review_read_killed_mid_mint_is_named_by_the_reaper() {
             paddock_protocol::JobStatus::Done,
         ),
         "{first:#} {second:#}"
+    );
+}
+
+/// `paddock serve` stopped (SIGTERM) while a served job publishes through
+/// a GitHub App, its push hanging on the remote: the drain waits out the
+/// grace and its wait for cancelled jobs (a publish does not stop on a
+/// cancel) and serve exits 0, the job left `running`; nothing of it is
+/// lost (its events, its ledger row, its patch) and its token, minted and
+/// recorded, stays alive until the next start's reaper revokes it and
+/// fails the job at publishing, its record pointing at the patch; then
+/// `paddock publish JOB` finishes what was cut short (a new token, the
+/// branch pushed, the pull request opened, both tokens revoked, the job
+/// `done`).
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_stopped_mid_publish_loses_nothing_and_publish_finishes_it() {
+    use paddock_protocol::event::{EventBody, Phase};
+    use paddock_protocol::{JobRecord, JobStatus};
+    let home = Home::new();
+    let Some((_repo, bare, mock, remote, spec_path)) = app_setup(&home).await else {
+        return;
+    };
+    // The stand-in makes one model call first, so the job has a ledger.
+    let engine = home.path().join("fakebin").join("codex");
+    let script = std::fs::read_to_string(&engine).unwrap().replacen(
+        "exit 0; }\n",
+        "exit 0; }\nurl=$(sed -n 's/^base_url = \"\\(.*\\)\"$/\\1/p' \"$CODEX_HOME/config.toml\")\n\
+         curl -sS -o \"$TMPDIR/answer\" -H \"Authorization: Bearer $PADDOCK_JOB_TOKEN\" -H 'content-type: application/json' -d '{\"model\":\"gpt-5.5\",\"input\":\"hi\",\"stream\":true}' \"$url/responses\"\n",
+        1,
+    );
+    std::fs::write(&engine, script).unwrap();
+    let spec = serde_json::to_value(paddock_protocol::JobSpec::load(&spec_path).unwrap()).unwrap();
+
+    remote.set_stall(true);
+    let server = Server::start(&home, &["--drain-grace-secs", "1"]).await;
+    let id = server.submit_ok(&spec, 0).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while remote.authorizations().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push never started: {}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let store = home.store().await;
+    let events = store.events(&id, 0).await.unwrap();
+    let calls = store.model_calls(&id).await.unwrap();
+    nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let mut server = server;
+    // The drain's grace (1 s), then up to a minute for the cancelled job.
+    let status = tokio::time::timeout(Duration::from_secs(120), server.child.wait())
+        .await
+        .expect("serve did not stop")
+        .unwrap();
+    let (patch, changed) = events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::ArtifactSummary {
+                patch_path,
+                changed_files,
+                ..
+            } => Some((patch_path.clone(), changed_files.clone())),
+            _ => None,
+        })
+        .expect("the patch was saved before publishing");
+    let records = super::results::github_token_records(&home, &id);
+    assert_eq!(
+        (
+            status.code(),
+            store.job(&id).await.unwrap().unwrap().status,
+            events.last().map(|e| e.body.clone()),
+            store.events(&id, 0).await.unwrap() == events,
+            calls.len(),
+            store.model_calls(&id).await.unwrap() == calls,
+            std::path::Path::new(&patch).is_file(),
+            records.len(),
+            mock.revoked(),
+            alive(&mock, TOKEN).await,
+        ),
+        (
+            Some(0),
+            JobStatus::Running,
+            Some(EventBody::Status {
+                phase: Phase::Publishing,
+                detail: Some("done".into())
+            }),
+            true,
+            1,
+            true,
+            true,
+            1,
+            Vec::<String>::new(),
+            true,
+        ),
+        "{}",
+        server.stderr()
+    );
+    remote.set_stall(false);
+
+    // The next start's reaper: the token revoked, the job failed at
+    // publishing with its totals and its patch.
+    let restarted = Server::start(&home, &[]).await;
+    let reaped = restarted.job(&id).await;
+    let reason = format!(
+        "{}the paddock process running this job ended while publishing its result \
+         (killed or crashed); `paddock publish {id}` finishes it",
+        paddock::results::conclude::PUBLISH_FAILED
+    );
+    assert_eq!(
+        (
+            reaped.status,
+            reaped.reason.clone(),
+            reaped.patch_path.clone(),
+            reaped.changed_files.clone(),
+            reaped.model_calls,
+            reaped.cost_micros,
+            mock.revoked(),
+            alive(&mock, TOKEN).await,
+            super::results::github_token_records(&home, &id),
+            store
+                .events(&id, 0)
+                .await
+                .unwrap()
+                .last()
+                .map(|e| e.body.clone()),
+        ),
+        (
+            JobStatus::Failed,
+            Some(reason.clone()),
+            Some(patch.clone()),
+            changed,
+            1,
+            calls[0].cost_micros,
+            vec![TOKEN.to_string()],
+            false,
+            Vec::<PathBuf>::new(),
+            Some(EventBody::Status {
+                phase: Phase::Failed,
+                detail: Some(reason)
+            }),
+        ),
+        "{}",
+        restarted.stderr()
+    );
+    let mut restarted = restarted;
+    nix::sys::signal::kill(restarted.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
+    restarted.child.wait().await.unwrap();
+
+    // `paddock publish` finishes it with a token of its own.
+    let out = home.paddock(&["publish", &id, "--json"], &[]).await;
+    let published: JobRecord = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let second = format!("{TOKEN}_1");
+    assert_eq!(
+        (
+            out.status.code(),
+            published,
+            mock.pulls().len(),
+            git(&bare, &["branch", "--list", "paddock/T-1/1"])
+                .trim()
+                .to_owned(),
+            mock.minted(),
+            mock.revoked(),
+            super::results::github_token_records(&home, &id),
+            home.leftover_workspaces(),
+        ),
+        (
+            Some(0),
+            JobRecord {
+                status: JobStatus::Done,
+                reason: None,
+                ..reaped
+            },
+            1,
+            "paddock/T-1/1".to_owned(),
+            vec![TOKEN.to_string(), second.clone()],
+            vec![TOKEN.to_string(), second],
+            Vec::<PathBuf>::new(),
+            Vec::<String>::new(),
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
