@@ -25,6 +25,7 @@ pub mod bench;
 pub mod chromium;
 pub mod credentials;
 pub mod dns;
+pub mod egress_record;
 pub mod endless;
 pub mod entra;
 pub mod forge_mock;

@@ -18,6 +18,7 @@ use paddock::egress::{
 };
 use paddock_protocol::{EgressMethod, EgressPhase, EgressRecord};
 use paddock_test_support::dns::MockResolver;
+use paddock_test_support::egress_record::{egress_record, next_record};
 use paddock_test_support::tls::client_hello;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -167,14 +168,7 @@ impl Proxy {
     }
 
     async fn record(&mut self) -> EgressRecord {
-        let r = tokio::time::timeout(WAIT, self.records.recv())
-            .await
-            .expect("a record")
-            .expect("the channel");
-        EgressRecord {
-            duration_ms: 0,
-            ..r
-        }
+        next_record(&mut self.records, WAIT).await
     }
 
     async fn connect(&self) -> TcpStream {
@@ -216,37 +210,22 @@ fn list(entries: &[&str]) -> Vec<String> {
 
 fn allowed(host: &str, port: u16, address: SocketAddr, up: u64, down: u64) -> EgressRecord {
     EgressRecord {
-        host: host.into(),
-        port,
         method: Some(EgressMethod::Connect),
         address: Some(address.to_string()),
         bytes_up: up,
         bytes_down: down,
-        duration_ms: 0,
-        phase: EgressPhase::Agent,
-        allowed: true,
-        rule: None,
-        reason: None,
-        credential: None,
-        substituted: None,
+        ..egress_record(host, port)
     }
 }
 
 fn refused(host: &str, port: u16, address: Option<&str>, rule: &str, reason: &str) -> EgressRecord {
     EgressRecord {
-        host: host.into(),
-        port,
         method: Some(EgressMethod::Connect),
         address: address.map(str::to_string),
-        bytes_up: 0,
-        bytes_down: 0,
-        duration_ms: 0,
-        phase: EgressPhase::Agent,
         allowed: false,
         rule: Some(rule.into()),
         reason: Some(reason.into()),
-        credential: None,
-        substituted: None,
+        ..egress_record(host, port)
     }
 }
 
@@ -713,19 +692,11 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
     assert_eq!(
         r,
         EgressRecord {
-            host: "web.test".into(),
-            port,
             method: Some(EgressMethod::Http),
             address: Some(web.addr.to_string()),
             bytes_up: sent.len() as u64,
             bytes_down: 43,
-            duration_ms: 0,
-            phase: EgressPhase::Agent,
-            allowed: true,
-            rule: None,
-            reason: None,
-            credential: None,
-            substituted: None,
+            ..egress_record("web.test", port)
         }
     );
 }

@@ -24,6 +24,7 @@ use paddock_protocol::{
     CredentialSpec, EgressMethod, EgressPhase, EgressRecord, EventBody, KeyRef,
 };
 use paddock_test_support::dns::MockResolver;
+use paddock_test_support::egress_record::{egress_record, next_record};
 use paddock_test_support::git_http::GitHttpServer;
 use paddock_test_support::prelude::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -183,15 +184,10 @@ impl Rig {
     }
 
     async fn record(&mut self) -> EgressRecord {
-        let r = tokio::time::timeout(WAIT, self.records.recv())
-            .await
-            .expect("a record")
-            .expect("the channel");
         EgressRecord {
-            duration_ms: 0,
             bytes_up: 0,
             bytes_down: 0,
-            ..r
+            ..next_record(&mut self.records, WAIT).await
         }
     }
 }
@@ -207,19 +203,11 @@ fn row(
     substituted: Option<u64>,
 ) -> EgressRecord {
     EgressRecord {
-        host: "localhost".into(),
-        port,
         method: Some(method),
         address: Some(format!("127.0.0.1:{port}")),
-        bytes_up: 0,
-        bytes_down: 0,
-        duration_ms: 0,
-        phase: EgressPhase::Agent,
-        allowed: true,
-        rule: None,
-        reason: None,
         credential: credential.map(str::to_string),
         substituted,
+        ..egress_record("localhost", port)
     }
 }
 

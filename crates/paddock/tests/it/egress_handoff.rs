@@ -29,6 +29,7 @@ use paddock::egress::{Allowlist, DenyList, EgressConfig, EgressProxy, PhaseLists
 use paddock_protocol::{EgressMethod, EgressPhase, EgressRecord};
 use paddock_sandbox::handoff::{send, HEADER};
 use paddock_test_support::dns::MockResolver;
+use paddock_test_support::egress_record::{egress_record, next_record};
 use paddock_test_support::tls::client_hello;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -104,14 +105,7 @@ impl UnixProxy {
     }
 
     async fn record(&mut self) -> EgressRecord {
-        let r = tokio::time::timeout(WAIT, self.records.recv())
-            .await
-            .expect("a record")
-            .expect("the channel");
-        EgressRecord {
-            duration_ms: 0,
-            ..r
-        }
+        next_record(&mut self.records, WAIT).await
     }
 
     /// What the job would ask first: a tunnel to the allowed destination.
@@ -137,21 +131,12 @@ fn hand(path: &Path, header: &[u8], fds: &[BorrowedFd<'_>]) -> UnixStream {
 /// The record of a refused hand-over.
 fn refused(reason: &str) -> EgressRecord {
     EgressRecord {
-        host: String::new(),
-        port: 0,
-        method: None,
-        address: None,
-        bytes_up: 0,
-        bytes_down: 0,
-        duration_ms: 0,
-        phase: EgressPhase::Agent,
         allowed: false,
         rule: Some("handoff".into()),
         reason: Some(format!(
             "refused a hand-over on the proxy's socket: {reason}"
         )),
-        credential: None,
-        substituted: None,
+        ..egress_record("", 0)
     }
 }
 
@@ -194,19 +179,11 @@ async fn a_handed_over_tcp_connection_is_served() {
     assert_eq!(
         p.record().await,
         EgressRecord {
-            host: "registry.test".into(),
-            port: p.dest.addr.port(),
             method: Some(EgressMethod::Connect),
             address: Some(p.dest.addr.to_string()),
             bytes_up: hello_len,
             bytes_down: 4,
-            duration_ms: 0,
-            phase: EgressPhase::Agent,
-            allowed: true,
-            rule: None,
-            reason: None,
-            credential: None,
-            substituted: None,
+            ..egress_record("registry.test", p.dest.addr.port())
         }
     );
 }

@@ -1,0 +1,47 @@
+//! The egress proxy's records as its tests expect them, built in one
+//! place: [`egress_record`] is an allowed connection of the agent phase
+//! with nothing else known (no method, address, bytes, rule, reason or
+//! credential), which a test completes with struct update syntax to the
+//! whole value it expects; [`next_record`] takes the proxy's next record
+//! off its channel, its duration (which no test can predict) zeroed.
+
+use std::time::Duration;
+
+use paddock_protocol::{EgressPhase, EgressRecord};
+use tokio::sync::mpsc;
+
+/// An allowed connection to `host:port` in the agent phase, every other
+/// field empty or zero.
+pub fn egress_record(host: &str, port: u16) -> EgressRecord {
+    EgressRecord {
+        host: host.into(),
+        port,
+        method: None,
+        address: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        phase: EgressPhase::Agent,
+        allowed: true,
+        rule: None,
+        reason: None,
+        credential: None,
+        substituted: None,
+    }
+}
+
+/// The next record the proxy sends on `records` (panics after `wait`),
+/// with `duration_ms` zeroed.
+pub async fn next_record(
+    records: &mut mpsc::Receiver<EgressRecord>,
+    wait: Duration,
+) -> EgressRecord {
+    let record = tokio::time::timeout(wait, records.recv())
+        .await
+        .expect("a record")
+        .expect("the channel");
+    EgressRecord {
+        duration_ms: 0,
+        ..record
+    }
+}
