@@ -80,6 +80,11 @@ pub fn run_async(cli: Cli) -> ExitCode {
             return ExitCode::from(exit::BAD_INPUT);
         }
     }
+    // A command that runs jobs compiles the redaction rules beside its
+    // start-up (after the keys left the environment: a thread of its own).
+    if matches!(cli.command, Cmd::Run(_) | Cmd::Serve(_)) {
+        paddock::redact::warm_up();
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

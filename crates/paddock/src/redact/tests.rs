@@ -291,6 +291,12 @@ fn rule_cases() -> Vec<(&'static str, String, String, String)> {
 fn every_rule_compiles_and_has_a_case() {
     let ids: Vec<&str> = super::rules::rules().iter().map(|r| r.id).collect();
     assert_eq!(super::rules::COMPILED.ids, ids, "a rule did not compile");
+    // Each rule's own regex (compiled when the set first finds it) too.
+    let alone: Vec<&str> = (0..ids.len())
+        .filter(|&i| super::rules::COMPILED.rule(i).is_some())
+        .map(|i| ids[i])
+        .collect();
+    assert_eq!(alone, ids, "a rule did not compile alone");
     let cases: Vec<&str> = rule_cases().iter().map(|c| c.0).collect();
     assert_eq!(cases, ids);
 }
