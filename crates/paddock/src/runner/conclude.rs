@@ -31,6 +31,8 @@ pub(super) struct Launched {
     pub reason: Option<String>,
     pub exit_code: Option<i32>,
     pub calls: Vec<ModelCall>,
+    /// The engine's session files being copied into the artifacts.
+    pub session_save: Option<super::resume::SessionSave>,
 }
 
 /// The job's status and reason from how its engine ended.
@@ -42,8 +44,10 @@ pub(super) async fn outcome(
     mut torn: TornDown,
 ) -> Result<Launched, StoreError> {
     let adapter = prov.adapter.as_ref();
-    // The session it ran, for a next attempt to resume.
-    super::resume::keep(em, prov, adapter, torn.parser.summary().session).await?;
+    // The session it ran, for a next attempt to resume (its files copied
+    // beside the patch).
+    let session_save =
+        super::resume::keep(em, prov, adapter, torn.parser.summary().session).await?;
     // What the engine refused, read from what it left: its own refusals
     // are events with or without a profile; the profile's go through it.
     let found = adapter.denials_after(&prov.ws().home);
@@ -102,6 +106,7 @@ pub(super) async fn outcome(
         reason,
         exit_code,
         calls: torn.calls,
+        session_save,
     })
 }
 
@@ -155,13 +160,16 @@ pub(super) async fn conclude(
         detail: keep.then(|| format!("workspace kept at {}", ws.root.display())),
     })
     .await?;
+    let mut session_save = None;
     let mut status_reason = match launched {
         Ok(Launched {
             status,
             reason,
             exit_code,
             calls,
+            session_save: save,
         }) => {
+            session_save = save;
             record.engine_exit_code = exit_code;
             for c in &calls {
                 record.tokens.add(&c.tokens);
@@ -185,7 +193,12 @@ pub(super) async fn conclude(
             (JobStatus::Failed, Some(msg))
         }
     };
-    match save_patch(em, &mut record, &prov).await? {
+    let saved_patch = save_patch(em, &mut record, &prov).await?;
+    // The session's files, copied while the patch was made.
+    if let Some(save) = session_save {
+        save.finish(em).await?;
+    }
+    match saved_patch {
         Err(failed) => status_reason = failed,
         Ok(patch) => {
             // The branch, the forge and the closeout (results/).

@@ -508,6 +508,7 @@ async fn engine(
         reason: Some(message),
         exit_code: None,
         calls: Vec::new(),
+        session_save: None,
     })
 }
 

@@ -83,36 +83,57 @@ pub(super) async fn restore(
 }
 
 /// Keeps the session `session` the engine announced: its id in the job's
-/// record, its files in the job's artifacts. Failing to is a warning.
+/// record now, its files in the job's artifacts by a [`SessionSave`] that
+/// runs beside the patch (reading and redacting them was most of Paddock's
+/// own part of the engine's exit); `None` when there is nothing to copy.
 pub(super) async fn keep(
     em: &mut Emitter,
     prov: &Provisioned,
     adapter: &dyn EngineAdapter,
     session: Option<String>,
-) -> Result<(), StoreError> {
+) -> Result<Option<SessionSave>, StoreError> {
     let Some(session) = session else {
-        return Ok(());
+        return Ok(None);
     };
     let job_id = em.job_id.clone();
     em.store.set_engine_session(&job_id, &session).await?;
     let Some(place) = adapter.session_place(&engine_cwd(prov), &session) else {
-        return Ok(());
+        return Ok(None);
     };
     let dest = prov.artifacts.join(files::SAVED_DIR);
+    let home = prov.ws().home.clone();
     let redactor = em.redactor.clone();
-    let redact = move |bytes: Vec<u8>| {
-        redactor
-            .text(&String::from_utf8_lossy(&bytes))
-            .into_owned()
-            .into_bytes()
-    };
-    if let Err(e) = files::save(&prov.ws().home, &place, &dest, &redact) {
+    let copy = tokio::task::spawn_blocking(move || {
+        let redact = move |bytes: Vec<u8>| {
+            redactor
+                .text(&String::from_utf8_lossy(&bytes))
+                .into_owned()
+                .into_bytes()
+        };
+        files::save(&home, &place, &dest, &redact).map_err(|e| e.to_string())
+    });
+    Ok(Some(SessionSave(copy)))
+}
+
+/// The copy of the engine's session files into the job's artifacts, on a
+/// blocking thread of its own; finished before the job publishes and
+/// before its workspace goes.
+pub(super) struct SessionSave(tokio::task::JoinHandle<Result<usize, String>>);
+
+impl SessionSave {
+    /// Waits for the copy; one that failed is a warning, not the job's
+    /// failure.
+    pub async fn finish(self, em: &mut Emitter) -> Result<(), StoreError> {
+        let failed = match self.0.await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => e,
+            Err(e) => e.to_string(),
+        };
         em.error(
             "paddock",
-            format!("the engine's session was not kept for a next attempt: {e}"),
+            format!("the engine's session was not kept for a next attempt: {failed}"),
             false,
         )
-        .await?;
+        .await
     }
-    Ok(())
 }
