@@ -60,6 +60,10 @@ error = {{ status = 400, message = "Incorrect API key provided: {key}." }}
         assert!(!json.contains(&key), "{json}");
     }
     assert!(!rec.reason.clone().unwrap_or_default().contains(&key));
+    // The job's own files (its home, where the engine stored the message
+    // too) are deleted by the remover `paddock run` starts as it exits:
+    // what is looked at is what is left once it is done.
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
     for dir in [home.data(), home.jobs()] {
         assert_eq!(
             files_containing(&dir, key.as_bytes()),
