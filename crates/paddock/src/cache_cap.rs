@@ -62,15 +62,98 @@ struct Candidate {
     bytes: u64,
 }
 
+/// The memo of the sizes of entries that do not change once in place
+/// (snapshots, setup cache entries), under the jobs directory.
+const MEMO: &str = ".cache-sizes.json";
+/// The most of the memo that is read.
+const MEMO_MAX: u64 = 16 << 20;
+
+/// An entry's size, by path, with what identifies the directory measured
+/// (its inode and birth time: an entry removed and made again under the
+/// same name is measured again).
+type Memo = std::collections::BTreeMap<String, (u64, u128, u64)>;
+
+fn read_memo(jobs_root: &Path) -> Memo {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(jobs_root.join(MEMO))
+    else {
+        return Memo::new();
+    };
+    let mut text = Vec::new();
+    if file.take(MEMO_MAX).read_to_end(&mut text).is_err() {
+        return Memo::new();
+    }
+    serde_json::from_slice(&text).unwrap_or_default()
+}
+
+/// Writes the memo (a temporary file renamed into place; a failure only
+/// means the next pass measures again).
+fn write_memo(jobs_root: &Path, memo: &Memo) {
+    let Ok(text) = serde_json::to_vec(memo) else {
+        return;
+    };
+    let Ok(mut tmp) = tempfile::Builder::new()
+        .prefix(".cache-sizes.tmp")
+        .tempfile_in(jobs_root)
+    else {
+        return;
+    };
+    if std::io::Write::write_all(&mut tmp, &text).is_ok() {
+        let _ = tmp.persist(jobs_root.join(MEMO));
+    }
+}
+
+/// The inode and birth time of the directory `path` (not followed).
+fn identity(path: &Path) -> Option<(u64, u128)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let born = meta
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Some((meta.ino(), born))
+}
+
 /// One pass of the cap over the caches under `jobs_root` (module text).
+/// Mirrors (fetched by every job) are measured each pass; snapshots and
+/// setup cache entries, which nothing changes once they are in place, once
+/// (`.cache-sizes.json` keeps their sizes by inode and birth time), so a
+/// pass under the cap costs a walk of the mirrors and an `lstat` of
+/// each other entry.
 pub fn enforce(jobs_root: &Path, max_bytes: u64) -> Capped {
     let mut capped = Capped {
         max_bytes,
         ..Capped::default()
     };
     let mut candidates = Vec::new();
+    let old_memo = read_memo(jobs_root);
+    let mut memo = Memo::new();
     let mut measure = |kind: Option<Kind>, path: PathBuf, seen: Option<SystemTime>| {
-        let bytes = disk_usage::of(&path).bytes;
+        let fixed = matches!(kind, Some(Kind::Snapshot | Kind::Setup));
+        let id = identity(&path).filter(|_| fixed);
+        let key = path.to_string_lossy().into_owned();
+        let known = id.and_then(|(ino, born)| {
+            old_memo
+                .get(&key)
+                .filter(|(i, b, _)| (*i, *b) == (ino, born))
+                .map(|(_, _, bytes)| *bytes)
+        });
+        let (bytes, whole) = match known {
+            Some(bytes) => (bytes, true),
+            None => {
+                let usage = disk_usage::of(&path);
+                (usage.bytes, !usage.partial)
+            }
+        };
+        // Only whole figures are kept.
+        if let (Some((ino, born)), true) = (id, whole) {
+            memo.insert(key, (ino, born, bytes));
+        }
         capped.bytes_before = capped.bytes_before.saturating_add(bytes);
         capped.entries += 1;
         if let Some(kind) = kind {
@@ -98,6 +181,9 @@ pub fn enforce(jobs_root: &Path, max_bytes: u64) -> Capped {
     }
     for path in half_made {
         measure(None, path, None);
+    }
+    if memo != old_memo {
+        write_memo(jobs_root, &memo);
     }
     capped.bytes_after = capped.bytes_before;
     if capped.bytes_before <= max_bytes {
@@ -160,4 +246,83 @@ pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32
         failed |= !enforce(jobs, cap).errors.is_empty();
     }
     i32::from(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn snapshot(jobs: &Path, name: &str, bytes: usize) -> PathBuf {
+        let dir = jobs.join(".snapshots").join(name);
+        std::fs::create_dir_all(dir.join("tree")).unwrap();
+        std::fs::write(dir.join("tree/f"), vec![1u8; bytes]).unwrap();
+        dir
+    }
+
+    /// A snapshot's size is measured once and then read from the memo
+    /// (bytes added inside it later are not seen); one removed and made
+    /// again under the same name is measured again; a mirror is measured
+    /// on every pass; a link planted as the memo is not read.
+    #[test]
+    fn fixed_entries_are_measured_once_mirrors_every_pass() {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let snap = snapshot(&jobs, "c1-k", 64 * 1024);
+        let mirror = jobs.join(".mirrors/k.git");
+        std::fs::create_dir_all(&mirror).unwrap();
+        let first = enforce(&jobs, u64::MAX);
+        let snap_size = disk_usage::of(&snap).bytes;
+        let mirror_size = disk_usage::of(&mirror).bytes;
+        assert_eq!(first.bytes_before, snap_size + mirror_size);
+
+        std::fs::write(snap.join("tree/g"), vec![1u8; 64 * 1024]).unwrap();
+        std::fs::write(mirror.join("pack"), vec![1u8; 64 * 1024]).unwrap();
+        let mirror_size = disk_usage::of(&mirror).bytes;
+        assert_eq!(
+            enforce(&jobs, u64::MAX).bytes_before,
+            snap_size + mirror_size
+        );
+
+        std::fs::remove_dir_all(&snap).unwrap();
+        let snap = snapshot(&jobs, "c1-k", 128 * 1024);
+        let snap_size = disk_usage::of(&snap).bytes;
+        assert_eq!(
+            enforce(&jobs, u64::MAX).bytes_before,
+            snap_size + mirror_size
+        );
+
+        let elsewhere = tmp.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, format!("{{\"{}\":[1,1,1]}}", snap.display())).unwrap();
+        std::fs::remove_file(jobs.join(MEMO)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, jobs.join(MEMO)).unwrap();
+        assert_eq!(read_memo(&jobs), Memo::new());
+    }
+
+    /// Over the cap: the least recently used snapshot goes, a held one
+    /// (its lock shared, as a job mounting it holds it) stays.
+    #[test]
+    fn over_the_cap_the_oldest_unheld_entry_goes() {
+        use nix::fcntl::{Flock, FlockArg};
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let old_held = snapshot(&jobs, "c1-k", 64 * 1024);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let older = snapshot(&jobs, "c2-k", 64 * 1024);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let newest = snapshot(&jobs, "c3-k", 64 * 1024);
+        let lock = std::fs::File::create(old_held.with_extension("lock")).unwrap();
+        let _held = Flock::lock(lock, FlockArg::LockShared).unwrap();
+        let size = disk_usage::of(&older).bytes;
+        let capped = enforce(&jobs, 2 * size + size / 2);
+        assert_eq!(
+            capped.removed,
+            vec![PrunedEntry {
+                path: older.clone(),
+                reason: Reason::Cap,
+                bytes: Some(size),
+            }]
+        );
+        assert!(old_held.exists() && newest.exists() && !older.exists());
+    }
 }
