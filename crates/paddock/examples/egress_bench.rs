@@ -18,9 +18,13 @@
 //! Last, real HTTPS requests (reqwest and rustls against a loopback
 //! HTTPS server with its own CA) directly, through an ordinary spliced
 //! tunnel, and through a tunnel the proxy terminates for a credential
-//! (its own TLS both ways, the header substituted, the answer scanned):
-//! each on a new connection and on a kept one, which is what a
-//! credential costs per request. Prints Markdown for BENCHMARKS.md.
+//! (its own TLS both ways, the header substituted, the answer scanned),
+//! with the proxy's kept upstream connection and without one (its pool
+//! emptied before each request: a job's first tunnel to the host): each
+//! on a new connection and on a kept one, which is what a credential
+//! costs per request. The download also goes through the proxy with
+//! fixed socket buffers (`ProxyLimits::socket_buffer`, 1 and 4 MiB)
+//! beside its default. Prints Markdown for BENCHMARKS.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -288,6 +292,10 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn config(small: SocketAddr, bulk: SocketAddr) -> EgressConfig {
+    config_with(small, bulk, ProxyLimits::default())
+}
+
+fn config_with(small: SocketAddr, bulk: SocketAddr, limits: ProxyLimits) -> EgressConfig {
     EgressConfig {
         lists: PhaseLists {
             setup: Allowlist::default(),
@@ -299,7 +307,7 @@ fn config(small: SocketAddr, bulk: SocketAddr) -> EgressConfig {
         },
         deny: DenyList::new([], [small, bulk]),
         resolver: Arc::new(Loopback),
-        limits: ProxyLimits::default(),
+        limits,
         phase: EgressPhase::Agent,
         credentials: None,
     }
@@ -321,6 +329,24 @@ async fn main() {
     )
     .await
     .unwrap();
+    // The same proxy with fixed socket buffers on both legs (an A/B of
+    // `ProxyLimits::socket_buffer`; the default leaves the kernel's own
+    // sizing).
+    let mut buffered = Vec::new();
+    for size in [1usize << 20, 4 << 20] {
+        let limits = ProxyLimits {
+            socket_buffer: Some(size),
+            ..ProxyLimits::default()
+        };
+        let p = EgressProxy::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            config_with(small, bulk, limits),
+            tx.clone(),
+        )
+        .await
+        .unwrap();
+        buffered.push((size, p));
+    }
     // The `sandbox` rung's path: the sandbox's forwarder (a thread of the
     // helper, here of this process) handing each loopback TCP connection
     // to the proxy's Unix socket, which serves it directly.
@@ -348,6 +374,14 @@ async fn main() {
             true,
         ),
     ];
+    for (size, p) in &buffered {
+        paths.push((
+            format!("Paddock proxy, SO_RCVBUF/SO_SNDBUF {} MiB", size >> 20),
+            Path::Via(p.local_addr().expect("a TCP proxy")),
+            None,
+            true,
+        ));
+    }
     if let Some((srt, pid)) = a.srt {
         paths.push(("srt proxy".into(), Path::Via(srt), pid, true));
     }
@@ -475,6 +509,16 @@ async fn https_latency(requests: usize) {
     let terminated = EgressProxy::bind(
         "127.0.0.1:0".parse().unwrap(),
         config(Some(creds.clone())),
+        tx.clone(),
+    )
+    .await
+    .unwrap();
+    // The same, its kept connections closed before each request (a phase
+    // switch there and back): every tunnel makes its own connection and
+    // handshake to the server, as a job's first tunnel to a host does.
+    let unkept = EgressProxy::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        config(Some(creds.clone())),
         tx,
     )
     .await
@@ -491,6 +535,12 @@ async fn https_latency(requests: usize) {
         (
             "terminated tunnel (credential substituted, answer scanned)",
             terminated.local_addr(),
+            creds.bundle.clone(),
+            placeholder.clone(),
+        ),
+        (
+            "terminated tunnel, no kept upstream connection (a job's first tunnel to the host)",
+            unkept.local_addr(),
             creds.bundle.clone(),
             placeholder,
         ),
@@ -523,6 +573,10 @@ async fn https_latency(requests: usize) {
         // One unmeasured request each: a kept connection is open after it.
         for round in 0..=requests {
             for (i, (client, (_, _, _, token))) in clients.iter().zip(&paths).enumerate() {
+                if i == 3 && !kept {
+                    unkept.switch(EgressPhase::Setup);
+                    unkept.switch(EgressPhase::Agent);
+                }
                 let t = Instant::now();
                 let resp = client
                     .get(&url)

@@ -42,6 +42,9 @@ pub struct ProxyLimits {
     pub hello: Duration,
     /// Connections handled at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// `SO_RCVBUF` and `SO_SNDBUF` of both sockets of every connection
+    /// (`None`: the kernel's own sizing, which grows them as needed).
+    pub socket_buffer: Option<usize>,
 }
 
 impl Default for ProxyLimits {
@@ -52,6 +55,7 @@ impl Default for ProxyLimits {
             connect: Duration::from_secs(10),
             hello: Duration::from_secs(10),
             max_connections: 256,
+            socket_buffer: None,
         }
     }
 }
@@ -196,6 +200,7 @@ async fn handle(
     mut phase_rx: watch::Receiver<EgressPhase>,
 ) -> EgressRecord {
     let _ = client.set_nodelay(true);
+    buffers(&client, shared.limits.socket_buffer);
     let started = Instant::now();
     let phase = *phase_rx.borrow_and_update();
     let mut record = empty_record(phase);
@@ -412,6 +417,7 @@ pub(crate) async fn connect(
         match timeout(shared.limits.connect, TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
+                buffers(&stream, shared.limits.socket_buffer);
                 return Ok(stream);
             }
             Ok(Err(e)) => last = format!("{addr}: {e}"),
@@ -423,6 +429,16 @@ pub(crate) async fn connect(
         "connect",
         format!("cannot connect: {last}"),
     ))
+}
+
+/// Sets a socket's buffer sizes, when the limits fix them (the kernel
+/// caps them at its `rmem_max`/`wmem_max`; a failure leaves its own).
+fn buffers(socket: &TcpStream, size: Option<usize>) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    if let Some(size) = size {
+        let _ = setsockopt(socket, sockopt::RcvBuf, &size);
+        let _ = setsockopt(socket, sockopt::SndBuf, &size);
+    }
 }
 
 /// Hop-by-hop and proxy headers a forwarded request loses.
