@@ -20,8 +20,9 @@ use paddock::egress::credential::roots_of;
 use paddock::egress::{
     Allowlist, Credentials, DenyList, EgressConfig, EgressProxy, PhaseLists, ProxyLimits,
 };
-use paddock_protocol::{CredentialSpec, EgressPhase, EgressRecord, KeyRef};
+use paddock_protocol::{CredentialSpec, EgressMethod, EgressPhase, EgressRecord, KeyRef};
 use paddock_test_support::dns::MockResolver;
+use paddock_test_support::egress_record::{egress_record, next_record};
 use paddock_test_support::git_http::GitHttpServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -140,11 +141,15 @@ impl Job {
         let status = resp.status().as_u16();
         let body = resp.text().await.unwrap();
         assert!(!body.contains(REAL), "{body}");
-        let record = tokio::time::timeout(WAIT, self.records.recv())
-            .await
-            .expect("a record")
-            .expect("the channel");
-        (status, record)
+        let record = next_record(&mut self.records, WAIT).await;
+        (
+            status,
+            EgressRecord {
+                bytes_up: 0,
+                bytes_down: 0,
+                ..record
+            },
+        )
     }
 
     async fn get(&mut self, url: &str) -> (u16, EgressRecord) {
@@ -152,21 +157,19 @@ impl Job {
     }
 }
 
-/// What a tunnel's record says besides its sizes, times and address.
-type Summary = (bool, Option<String>, Option<String>, Option<u64>);
-
-fn summary(r: &EgressRecord) -> Summary {
-    (
-        r.allowed,
-        r.rule.clone(),
-        r.credential.clone(),
-        r.substituted,
-    )
-}
-
-/// An allowed tunnel of the credential, one value substituted.
-fn kept_ok() -> Summary {
-    (true, None, Some("kept".into()), Some(1))
+/// The record of an allowed tunnel to the stand-in in `phase`, the
+/// credential's value substituted once (sizes and times zeroed, as
+/// [`Job::request`] zeroes them).
+fn kept_ok(host: &Host, phase: EgressPhase) -> EgressRecord {
+    let port = host.server.port();
+    EgressRecord {
+        method: Some(EgressMethod::Connect),
+        address: Some(format!("127.0.0.1:{port}")),
+        phase,
+        credential: Some("kept".into()),
+        substituted: Some(1),
+        ..egress_record("localhost", port)
+    }
 }
 
 /// Job A's second tunnel goes on A's first tunnel's connection (the pool
@@ -183,9 +186,9 @@ async fn a_kept_connection_carries_only_its_own_jobs_requests() {
     for which in ['a', 'a', 'b', 'a', 'b'] {
         let job = if which == 'a' { &mut a } else { &mut b };
         let (status, record) = job.get(&url).await;
-        rows.push((status, summary(&record)));
+        rows.push((status, record));
     }
-    assert_eq!(rows, vec![(200, kept_ok()); 5]);
+    assert_eq!(rows, vec![(200, kept_ok(&host, EgressPhase::Agent)); 5]);
     let peers = host.server.peers();
     let (a1, b1) = (peers[0], peers[2]);
     assert_eq!(peers, vec![a1, a1, b1, a1, b1]);
@@ -220,16 +223,18 @@ async fn a_phase_switch_closes_the_kept_connections() {
     assert_eq!(
         (
             [s1, s2, s3],
-            [r1.phase, r2.phase, r3.phase],
-            [summary(&r1), summary(&r2), summary(&r3)],
+            [r1, r2, r3],
             kept_in_setup,
             kept_after_switch,
             job.proxy.kept_connections()
         ),
         (
             [200; 3],
-            [EgressPhase::Setup, EgressPhase::Setup, EgressPhase::Agent],
-            [kept_ok(), kept_ok(), kept_ok()],
+            [
+                kept_ok(&host, EgressPhase::Setup),
+                kept_ok(&host, EgressPhase::Setup),
+                kept_ok(&host, EgressPhase::Agent)
+            ],
             1,
             0,
             1
@@ -261,11 +266,16 @@ async fn a_request_after_the_host_closed_its_kept_connection_still_works() {
     let (s3, r3) = job.get(&url).await;
     let (s4, r4) = job.request(reqwest::Method::POST, &url).await;
     assert_eq!(
+        ([s1, s2, s3, s4], [r1, r2, r3, r4]),
         (
-            [s1, s2, s3, s4],
-            [summary(&r1), summary(&r2), summary(&r3), summary(&r4)]
-        ),
-        ([200; 4], [kept_ok(), kept_ok(), kept_ok(), kept_ok()])
+            [200; 4],
+            [
+                kept_ok(&host, EgressPhase::Agent),
+                kept_ok(&host, EgressPhase::Agent),
+                kept_ok(&host, EgressPhase::Agent),
+                kept_ok(&host, EgressPhase::Agent)
+            ]
+        )
     );
     // 1: first; 2: after the close, a new connection; 3: the GET the host
     // dropped on the kept connection 2, then again on a new one; 4: the
