@@ -126,6 +126,10 @@ pub struct Report {
     /// size cap's pass removed (`crate::cache_cap`), each with its reason.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pruned: Vec<crate::workspace::prune::PrunedEntry>,
+    /// Lease files a killed writer left half-placed (`<id>.lock.new…`),
+    /// removed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stale_leases: Vec<PathBuf>,
     /// What could not be done outside any one job.
     pub errors: Vec<String>,
 }
@@ -178,6 +182,11 @@ pub async fn reap_on(
             }
         }
     }
+    // Lease files a writer killed while placing one left under their
+    // temporary name (where the file system has no `O_TMPFILE`).
+    let (stale, errors) = crate::workspace::lease::remove_stale_pending(&leases);
+    report.stale_leases = stale;
+    report.errors.extend(errors);
     // Dead jobs whose lease file is gone altogether: a running job always
     // has one, from before its record exists until after it is final.
     match store.running_jobs().await {
@@ -619,6 +628,65 @@ mod tests {
         );
     }
 
+    /// A lease file a writer killed mid-placing left under its temporary
+    /// name (`<id>.lock.new…`, where there is no `O_TMPFILE`) is removed
+    /// once a minute old and unlocked; one a live writer holds, a recent
+    /// one, and a link (never followed) stay. A lease placed here (ext4 or
+    /// tmpfs: `O_TMPFILE`) never has such a name.
+    #[test]
+    fn a_killed_writers_pending_lease_files_go_live_recent_and_links_stay() {
+        use nix::sys::stat::{utimensat, UtimensatFlags};
+        use nix::sys::time::TimeSpec;
+        let root = tempfile::tempdir().unwrap();
+        let leases = root.path().join(LEASES);
+        // A lease placed unnamed leaves no pending name at any point.
+        let lease = Lease::take(root.path(), "job-1").unwrap();
+        assert_eq!(names(&leases), ["job-1.lock"]);
+        drop(lease);
+        let outside = root.path().join("outside");
+        std::fs::write(&outside, "keep me").unwrap();
+        let old = |p: &Path| {
+            let t = TimeSpec::from_duration(
+                (std::time::SystemTime::now() - std::time::Duration::from_secs(120))
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap(),
+            );
+            utimensat(None, p, &t, &t, UtimensatFlags::NoFollowSymlink).unwrap();
+        };
+        for name in [
+            "job-2.lock.newAbC123",
+            "job-3.lock.newDeF456",
+            "job-4.lock.newGhI789",
+        ] {
+            std::fs::write(leases.join(name), "").unwrap();
+        }
+        old(&leases.join("job-2.lock.newAbC123"));
+        old(&leases.join("job-3.lock.newDeF456"));
+        // job-3's writer is alive (holds it); job-4's is recent.
+        let held = File::open(leases.join("job-3.lock.newDeF456")).unwrap();
+        let _held = Flock::lock(held, FlockArg::LockExclusive).unwrap();
+        std::os::unix::fs::symlink(&outside, leases.join("job-5.lock.newJkL012")).unwrap();
+        old(&leases.join("job-5.lock.newJkL012"));
+        let (removed, errors) = crate::workspace::lease::remove_stale_pending(&leases);
+        assert_eq!(
+            (removed, errors),
+            (
+                vec![leases.join("job-2.lock.newAbC123")],
+                Vec::<String>::new()
+            )
+        );
+        assert_eq!(
+            names(&leases),
+            [
+                "job-1.lock",
+                "job-3.lock.newDeF456",
+                "job-4.lock.newGhI789",
+                "job-5.lock.newJkL012"
+            ]
+        );
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me");
+    }
+
     /// A publish's lease: refused while a live process holds the job's
     /// lease, kept from the start, and an abandoned one taken over.
     #[test]
@@ -732,6 +800,7 @@ mod tests {
                 ],
                 sandbox_cgroups: vec![],
                 pruned: vec![],
+                stale_leases: vec![],
                 errors: vec![],
             }
         );

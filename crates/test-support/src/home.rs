@@ -126,6 +126,7 @@ impl Home {
                     ".trash.lock",
                     ".engine-versions.json",
                     ".snapshots",
+                    ".cache-sizes.json",
                 ]
                 .contains(&n.as_str())
             })

@@ -93,6 +93,12 @@ pub fn render(report: &Report) -> Vec<String> {
             cg.display()
         ));
     }
+    for lease in &report.stale_leases {
+        out.push(format!(
+            "removed {}, a lease file a killed process left half-placed",
+            lease.display()
+        ));
+    }
     for entry in &report.pruned {
         out.push(match entry.reason {
             Reason::Age => format!(
@@ -152,6 +158,7 @@ mod tests {
                 },
             ],
             sandbox_cgroups: vec!["/sys/fs/cgroup/memory/paddock/sbx-9-1".into()],
+            stale_leases: vec!["/j/.leases/job-3.lock.newAbC123".into()],
             pruned: vec![
                 paddock::workspace::prune::PrunedEntry::unused("/j/.mirrors/0123abcd.git".into()),
                 paddock::workspace::prune::PrunedEntry {
@@ -169,6 +176,7 @@ mod tests {
                 "job-2: its paddock process ended mid-job; left its kept workspace",
                 "job-2: cannot clean up: remove /j/job-2: EBUSY",
                 "removed the cgroup /sys/fs/cgroup/memory/paddock/sbx-9-1 of a `paddock sandbox` run that ended",
+                "removed /j/.leases/job-3.lock.newAbC123, a lease file a killed process left half-placed",
                 "removed /j/.mirrors/0123abcd.git, unused for 14 days",
                 "removed /j/.snapshots/c0ffee-12ab (1.5 MiB), the least recently used while the caches were over their size cap",
                 "cannot clean up: list running jobs: locked",

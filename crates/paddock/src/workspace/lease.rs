@@ -12,11 +12,16 @@
 //! (its push's scratch, a GitLab token) and never removes a job directory.
 //!
 //! A lease is never taken from its holder: a new lease file is made and
-//! locked under a name of its own (`<id>.lock.new<random>`) and put in
-//! place only if no lease file is there (`renameat2(RENAME_NOREPLACE)`,
-//! or a hard link where that is missing), and a lease file that was
-//! locked is checked to still be the one at the lease's path (its holder
-//! may have released it in between). So of two `paddock publish JOB` at
+//! locked without a name (`O_TMPFILE` in the leases directory) and linked
+//! at the lease's path only if no lease file is there (`linkat`, which
+//! never replaces), so a process killed while it places one leaves
+//! nothing behind. Where the file system has no `O_TMPFILE` (or `/proc`
+//! is missing), it is made under a name of its own (`<id>.lock.new<random>`)
+//! and put in place with `renameat2(RENAME_NOREPLACE)` (or a hard link);
+//! a writer killed then leaves that file, unlocked, which the reaper
+//! removes once it is a minute old ([`remove_stale_pending`]). A lease
+//! file that was locked is checked to still be the one at the lease's
+//! path (its holder may have released it in between). So of two `paddock publish JOB` at
 //! once exactly one holds the lease and the other is told it is busy,
 //! whether or not a lease file was there (`tests/it/lease_race.rs`).
 
@@ -55,11 +60,53 @@ pub(crate) async fn lock_file(path: &Path, how: FlockArg) -> std::io::Result<Flo
 /// How many times [`Lease::take_to_publish`] looks again.
 const ROUNDS: usize = 8;
 
+/// The infix of a lease file being placed under a name of its own.
+const PENDING: &str = ".lock.new";
+
+/// How old a named pending lease file must be before the reaper takes it
+/// for a killed writer's (a live one holds it for microseconds).
+const PENDING_STALE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Makes a lease file holding `content`, locked, and puts it at `path`
-/// only if nothing is there; `None` when something is.
+/// only if nothing is there; `None` when something is. Unnamed until it
+/// is in place where the file system allows it, else under a name of its
+/// own (module text).
 fn place(dir: &Path, name: &str, path: &Path, content: &[u8]) -> std::io::Result<Option<Lease>> {
+    match place_unnamed(dir, path, content) {
+        Ok(placed) => Ok(placed),
+        Err(_) => place_named(dir, name, path, content),
+    }
+}
+
+/// [`place`] with an `O_TMPFILE` file linked at `path`: nothing is left
+/// when the process is killed at any point.
+fn place_unnamed(dir: &Path, path: &Path, content: &[u8]) -> std::io::Result<Option<Lease>> {
+    use rustix::fs::{AtFlags, Mode, OFlags, CWD};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let lock = Flock::lock(File::from(fd), FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| std::io::Error::from(e))?;
+    (&*lock).write_all(content)?;
+    let name = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&*lock));
+    match rustix::fs::linkat(CWD, name.as_str(), CWD, path, AtFlags::SYMLINK_FOLLOW) {
+        Ok(()) => Ok(Some(Lease::held(lock, path.to_path_buf()))),
+        Err(rustix::io::Errno::EXIST) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`place`] under a temporary name, renamed into place.
+fn place_named(
+    dir: &Path,
+    name: &str,
+    path: &Path,
+    content: &[u8],
+) -> std::io::Result<Option<Lease>> {
     let pending = tempfile::Builder::new()
-        .prefix(&format!("{name}.lock.new"))
+        .prefix(&format!("{name}{PENDING}"))
         .tempfile_in(dir)?;
     let lock = Flock::lock(
         pending.as_file().try_clone()?,
@@ -73,6 +120,60 @@ fn place(dir: &Path, name: &str, path: &Path, content: &[u8]) -> std::io::Result
         Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
         Err(e) => Err(e.error),
     }
+}
+
+/// Removes the pending lease files (`<id>.lock.new…`) under the leases
+/// directory `dir` whose writer is gone: a regular file (looked at with
+/// `lstat`; a link or anything else is left alone), unchanged for
+/// [`PENDING_STALE`], that nobody holds locked (its lock taken without
+/// waiting, through a descriptor opened with `O_NOFOLLOW`, and checked to
+/// be the file still at that name). Returns the names removed and what
+/// could not be done.
+pub(crate) fn remove_stale_pending(dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let (mut removed, mut errors) = (Vec::new(), Vec::new());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (removed, errors);
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().contains(PENDING) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age >= PENDING_STALE);
+        if !meta.file_type().is_file() || !old {
+            continue;
+        }
+        let Ok(file) = File::options()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&path)
+        else {
+            continue;
+        };
+        // Held: its writer is alive (however unlikely after a minute).
+        let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+            continue;
+        };
+        if !still_at(&lock, &path) {
+            continue;
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) => errors.push(format!("remove {}: {e}", path.display())),
+        }
+        drop(lock);
+    }
+    removed.sort();
+    (removed, errors)
 }
 
 /// Whether the file `lock` holds is still the one at `path`.
@@ -166,5 +267,29 @@ impl Lease {
     /// its directory; once the lease is released, nothing ever removes it.
     pub fn keep(&self) -> std::io::Result<()> {
         (&*self.0.lock).write_all(KEPT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Where the file system has `O_TMPFILE` (this host's ext4 and tmpfs),
+    /// a lease is placed without ever having a name of its own, so a kill
+    /// at any moment leaves nothing; placing over an existing one refuses.
+    #[test]
+    fn a_lease_is_placed_unnamed_and_never_over_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("job-1.lock");
+        let first = place_unnamed(dir.path(), &path, KEPT).unwrap();
+        assert!(first.is_some());
+        assert_eq!(std::fs::read(&path).unwrap(), KEPT);
+        assert!(place_unnamed(dir.path(), &path, b"").unwrap().is_none());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["job-1.lock"]);
     }
 }
