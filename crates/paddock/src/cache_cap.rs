@@ -90,20 +90,54 @@ fn read_memo(jobs_root: &Path) -> Memo {
     serde_json::from_slice(&text).unwrap_or_default()
 }
 
+/// The prefix of the memo's temporary files.
+const MEMO_TMP: &str = ".cache-sizes.tmp";
+/// How old a memo's temporary file must be before a pass takes it for a
+/// killed writer's (a live one holds it for milliseconds).
+const MEMO_TMP_STALE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Writes the memo (a temporary file renamed into place; a failure only
-/// means the next pass measures again).
+/// means the next pass measures again). A temporary file a killed pass
+/// left is removed by a later pass once it is stale (a regular file by
+/// `lstat`; unlinking never follows a link).
 fn write_memo(jobs_root: &Path, memo: &Memo) {
+    remove_stale_memo_tmp(jobs_root);
     let Ok(text) = serde_json::to_vec(memo) else {
         return;
     };
     let Ok(mut tmp) = tempfile::Builder::new()
-        .prefix(".cache-sizes.tmp")
+        .prefix(MEMO_TMP)
         .tempfile_in(jobs_root)
     else {
         return;
     };
     if std::io::Write::write_all(&mut tmp, &text).is_ok() {
         let _ = tmp.persist(jobs_root.join(MEMO));
+    }
+}
+
+/// Removes the memo's temporary files older than [`MEMO_TMP_STALE`].
+fn remove_stale_memo_tmp(jobs_root: &Path) {
+    let Ok(entries) = std::fs::read_dir(jobs_root) else {
+        return;
+    };
+    let now = SystemTime::now();
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(MEMO_TMP) {
+            continue;
+        }
+        let path = entry.path();
+        let stale = std::fs::symlink_metadata(&path).is_ok_and(|meta| {
+            meta.file_type().is_file()
+                && meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| now.duration_since(t).ok())
+                    .is_some_and(|age| age >= MEMO_TMP_STALE)
+        });
+        if stale {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
@@ -252,6 +286,49 @@ pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A memo's temporary file a killed pass left goes once stale; a
+    /// fresh one (a live writer's), a link and a directory of that name
+    /// stay, and the link's target is untouched.
+    #[test]
+    fn a_killed_passes_memo_tmp_is_removed_once_stale() {
+        let jobs = tempfile::tempdir().unwrap();
+        let j = jobs.path();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        let stale = j.join(".cache-sizes.tmpSTALE");
+        std::fs::write(&stale, b"{}").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let fresh = j.join(".cache-sizes.tmpFRESH");
+        std::fs::write(&fresh, b"{}").unwrap();
+        let target = j.join("target");
+        std::fs::write(&target, b"host").unwrap();
+        std::os::unix::fs::symlink(&target, j.join(".cache-sizes.tmpLINK")).unwrap();
+        std::fs::create_dir(j.join(".cache-sizes.tmpDIR")).unwrap();
+        write_memo(j, &Memo::new());
+        let mut names: Vec<String> = std::fs::read_dir(j)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            (names, std::fs::read(&target).unwrap()),
+            (
+                vec![
+                    ".cache-sizes.json".to_string(),
+                    ".cache-sizes.tmpDIR".into(),
+                    ".cache-sizes.tmpFRESH".into(),
+                    ".cache-sizes.tmpLINK".into(),
+                    "target".into(),
+                ],
+                b"host".to_vec()
+            )
+        );
+    }
 
     fn snapshot(jobs: &Path, name: &str, bytes: usize) -> PathBuf {
         let dir = jobs.join(".snapshots").join(name);

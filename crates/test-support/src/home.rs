@@ -117,6 +117,9 @@ impl Home {
                 Err(_) => Vec::new(),
             }
         };
+        // The caches' size memo, and its temporary file while the
+        // detached remover writes it (a stale one is removed by the next
+        // pass: cache_cap.rs).
         let mut out: Vec<String> = names(&self.jobs())
             .into_iter()
             .filter(|n| {
@@ -129,6 +132,7 @@ impl Home {
                     ".cache-sizes.json",
                 ]
                 .contains(&n.as_str())
+                    && !n.starts_with(".cache-sizes.tmp")
             })
             .collect();
         out.extend(names(&trash).into_iter().map(|n| format!(".trash/{n}")));
