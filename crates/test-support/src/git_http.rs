@@ -497,6 +497,7 @@ impl axum::serve::Listener for TlsListener {
             let Ok((tcp, addr)) = self.tcp.accept().await else {
                 continue;
             };
+            let _ = tcp.set_nodelay(true);
             let handshake = self.acceptor.accept(tcp);
             if let Ok(Ok(tls)) =
                 tokio::time::timeout(std::time::Duration::from_secs(10), handshake).await
