@@ -146,11 +146,16 @@ pub(crate) fn remove_mirror_if_unused(dir: &Path, seen: SystemTime) -> Result<bo
     if last_use(&mirror_stamp(dir)).is_some_and(|t| t > seen) {
         return Ok(false);
     }
-    let removed = std::fs::remove_dir_all(dir)
-        .map(|()| true)
-        .map_err(|e| format!("prune {}: cannot remove: {e}", dir.display()));
+    let removed = remove_held(dir);
     drop(held);
     removed
+}
+
+/// Removes `dir`, whose lock the caller holds; `true` when it did.
+fn remove_held(dir: &Path) -> Result<bool, String> {
+    std::fs::remove_dir_all(dir)
+        .map(|()| true)
+        .map_err(|e| format!("prune {}: cannot remove: {e}", dir.display()))
 }
 
 /// Removes the snapshot `dir` (`.snapshots/<name>`) if no job holds its
@@ -177,60 +182,64 @@ pub(crate) fn remove_snapshot_if_unused(
     if named || last_use(dir).is_some_and(|t| t > seen) {
         return Ok(false);
     }
-    let removed = std::fs::remove_dir_all(dir)
-        .map(|()| true)
-        .map_err(|e| format!("prune {}: cannot remove: {e}", dir.display()));
+    let removed = remove_held(dir);
     drop(held);
     removed
 }
 
+/// What [`remove_mirror_if_unused`] or [`remove_snapshot_if_unused`]
+/// answered, noted in `pruned` as removed for its age or as an error.
+fn note_age(dir: &Path, removed: Result<bool, String>, pruned: &mut Pruned) {
+    match removed {
+        Ok(true) => pruned.removed.push(PrunedEntry::unused(dir.to_path_buf())),
+        Ok(false) => {}
+        Err(e) => pruned.errors.push(e),
+    }
+}
+
+/// The age pass over the mirrors: the size cap's in-use rules
+/// ([`remove_mirror_if_unused`]) with the last use allowed at `now -
+/// unused_for`.
 fn prune_mirrors(root: &Path, now: SystemTime, unused_for: Duration, pruned: &mut Pruned) {
+    let Some(cutoff) = now.checked_sub(unused_for) else {
+        return;
+    };
     for (name, dir) in subdirs(root) {
-        let Some(key) = name.strip_suffix(".git") else {
+        if !name.ends_with(".git") {
             // A clone left half-made by a process that died (`.tmp-…`).
             if name.starts_with(".tmp-") && unused(&dir, now, unused_for) {
                 remove(&dir, pruned);
             }
             continue;
-        };
-        let lock_path = root.join(format!("{key}.lock"));
-        // The lock file is stamped at each use; a mirror without one is
-        // judged by its own time.
-        let last_use = if lock_path.exists() { &lock_path } else { &dir };
-        if !unused(last_use, now, unused_for) {
-            continue;
         }
-        // Held by a job (fetching, or cloning from it): in use.
-        let Some(held) = lock(&lock_path, pruned) else {
-            continue;
-        };
-        // Used while the lock was being taken: not unused any more.
-        if unused(&lock_path, now, unused_for) {
-            remove(&dir, pruned);
+        // Judged first without the lock (taking it makes its file).
+        if unused(&mirror_stamp(&dir), now, unused_for) {
+            note_age(&dir, remove_mirror_if_unused(&dir, cutoff), pruned);
         }
-        drop(held);
     }
 }
 
+/// The age pass over the snapshots: the size cap's in-use rules
+/// ([`remove_snapshot_if_unused`]) for made ones. A half-made one
+/// (`.tmp-…`) is its maker's until it is old: no job holds a lock on it or
+/// names it, so it is then removed as a mirror's half-made clone is.
 fn prune_snapshots(jobs_root: &Path, now: SystemTime, unused_for: Duration, pruned: &mut Pruned) {
-    let root = jobs_root.join(SNAPSHOTS);
-    // A half-made one (`.tmp-…`) is its maker's until it is old.
-    for (name, dir) in subdirs(&root) {
+    let Some(cutoff) = now.checked_sub(unused_for) else {
+        return;
+    };
+    for (name, dir) in subdirs(&jobs_root.join(SNAPSHOTS)) {
         if !unused(&dir, now, unused_for) {
             continue;
         }
-        let Some(held) = lock(&root.join(format!("{name}.lock")), pruned) else {
-            continue;
-        };
-        // No job is between taking it and naming it in its `meta/overlay`
-        // (they hold the lock shared); one that named it uses it still.
-        let in_use = lower_layers(jobs_root)
-            .iter()
-            .any(|lower| lower.starts_with(&dir));
-        if !in_use && unused(&dir, now, unused_for) {
+        if name.starts_with(".tmp-") {
             remove(&dir, pruned);
+        } else {
+            note_age(
+                &dir,
+                remove_snapshot_if_unused(jobs_root, &dir, cutoff),
+                pruned,
+            );
         }
-        drop(held);
     }
 }
 
@@ -380,7 +389,8 @@ mod tests {
     /// Snapshots: an old one no job names removed; one a job's
     /// `meta/overlay` names (a kept or dead job's), one a job holds (its
     /// lock shared: between taking it and naming it) and a recent one
-    /// kept.
+    /// kept; an old half-made one (`.tmp-…`) removed, a recent one (its
+    /// maker's) kept, and no lock file made for either.
     #[test]
     fn old_snapshots_go_those_named_held_or_recent_stay() {
         let tmp = tempfile::tempdir().unwrap();
@@ -391,6 +401,8 @@ mod tests {
             ("c2-named", 30),
             ("c3-held", 30),
             ("c4-new", 2),
+            (".tmp-c5-dead-1", 30),
+            (".tmp-c6-making-2", 0),
         ] {
             entry(&snaps.join(name).join("tree"), 0);
             age(&snaps.join(name), DAY * days);
@@ -410,13 +422,17 @@ mod tests {
         assert_eq!(
             pruned,
             Pruned {
-                removed: vec![PrunedEntry::unused(snaps.join("c1-old"))],
+                removed: vec![
+                    PrunedEntry::unused(snaps.join(".tmp-c5-dead-1")),
+                    PrunedEntry::unused(snaps.join("c1-old"))
+                ],
                 errors: vec![],
             }
         );
         assert_eq!(
             names(&snaps),
             [
+                ".tmp-c6-making-2",
                 "c1-old.lock",
                 "c2-named",
                 "c2-named.lock",
