@@ -155,6 +155,11 @@ pub struct PublishInput<'a> {
     /// A local source's uncommitted changes as read while the job ran
     /// (`git status --porcelain` entries); `None`: read them now.
     pub source_dirty: Option<Vec<String>>,
+    /// The base's holder (the source, a URL's mirror) was seen to keep the
+    /// base as this job's branch was made, moments ago: the push borrows
+    /// it without asking again. `false` (a later `paddock publish`): the
+    /// push checks it, and fetches a URL's base again when it is gone.
+    pub base_held: bool,
 }
 
 /// The branch the pull request asks to merge into.
@@ -352,6 +357,7 @@ async fn push_result(
     forge_token: Option<&Secret>,
     scratch: &Path,
     jobs_root: &Path,
+    base_held: bool,
 ) -> Result<(), String> {
     // A bundle of the new objects only: the push borrows the base's.
     let thin = base_objects::prerequisites(bundle)
@@ -371,9 +377,10 @@ async fn push_result(
     {
         let gone = borrowed.is_none();
         if gone
-            || base_objects::holds_base(spec, jobs_root, base)
-                .await
-                .is_err()
+            || (!base_held
+                && base_objects::holds_base(spec, jobs_root, base)
+                    .await
+                    .is_err())
         {
             let mirror =
                 crate::workspace::refetch_mirror_for(jobs_root, &spec.repository, url, base)
@@ -500,6 +507,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 token.as_ref(),
                 input.artifacts,
                 input.jobs_root,
+                input.base_held,
             )
             .await?;
             let closeout = render(input.record, &links);
@@ -607,6 +615,9 @@ pub async fn conclude_job(
         left_out: &patch.left_out,
         jobs_root,
         source_dirty,
+        // `keep_branch` asked while it made the branch: a bundle of the
+        // job's new objects only means the holder kept the base.
+        base_held: kept.as_ref().is_some_and(|k| k.whole.is_none()),
     })
     .await;
     warnings.append(&mut published.warnings);

@@ -149,6 +149,7 @@ pub async fn republish(
         left_out: &[],
         jobs_root,
         source_dirty: None,
+        base_held: false,
     })
     .await;
     leftovers.append(&mut published.warnings);
