@@ -1,6 +1,7 @@
-//! TLS bytes as a client sends them, for tests of the egress proxy: a
+//! TLS as a job's client speaks it, for tests of the egress proxy: a
 //! minimal but well-formed ClientHello with a chosen server name and
-//! extensions, framed in records of a chosen size.
+//! extensions, framed in records of a chosen size; and a real HTTPS client
+//! set up as a job's is ([`job_client`]).
 
 /// A minimal ClientHello (TLS 1.2 record framing) with `sni` and the
 /// extra extensions `(type, data)`, split into records of `record_len`
@@ -40,4 +41,25 @@ pub fn client_hello(sni: Option<&str>, extra: &[(u16, Vec<u8>)], record_len: usi
         out.extend_from_slice(part);
     }
     out
+}
+
+/// A real HTTPS client as a job has one: every request through the proxy
+/// at `proxy`, trusting only the certificates of `pem_bundle` (the job's
+/// CA bundle, with whatever else the test trusts), no connection kept
+/// between requests (each one a new tunnel, so its record comes at once),
+/// each request given `timeout`.
+pub fn job_client(
+    proxy: std::net::SocketAddr,
+    pem_bundle: &str,
+    timeout: std::time::Duration,
+) -> reqwest::Client {
+    let mut b = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::all(format!("http://{proxy}")).expect("proxy URL"))
+        .tls_built_in_root_certs(false)
+        .pool_max_idle_per_host(0)
+        .timeout(timeout);
+    for cert in reqwest::Certificate::from_pem_bundle(pem_bundle.as_bytes()).expect("PEM bundle") {
+        b = b.add_root_certificate(cert);
+    }
+    b.build().expect("HTTPS client")
 }

@@ -27,6 +27,7 @@ use paddock_test_support::dns::MockResolver;
 use paddock_test_support::egress_record::{egress_record, next_record};
 use paddock_test_support::git_http::GitHttpServer;
 use paddock_test_support::prelude::*;
+use paddock_test_support::tls;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -156,19 +157,8 @@ impl Rig {
     /// `other` stand-in's CA, as a job trusting its own server would), no
     /// connection kept (so each record comes at once).
     fn client(&self) -> reqwest::Client {
-        let mut b = reqwest::Client::builder()
-            .proxy(
-                reqwest::Proxy::all(format!("http://{}", self.proxy.local_addr().unwrap()))
-                    .unwrap(),
-            )
-            .tls_built_in_root_certs(false)
-            .pool_max_idle_per_host(0)
-            .timeout(WAIT);
         let bundle = format!("{}{}", self.creds.bundle, self.other_ca);
-        for cert in reqwest::Certificate::from_pem_bundle(bundle.as_bytes()).unwrap() {
-            b = b.add_root_certificate(cert);
-        }
-        b.build().unwrap()
+        tls::job_client(self.proxy.local_addr().unwrap(), &bundle, WAIT)
     }
 
     /// `GET url` with `authorization: Bearer <token>`: status and body.

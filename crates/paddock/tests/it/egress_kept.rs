@@ -24,6 +24,7 @@ use paddock_protocol::{CredentialSpec, EgressMethod, EgressPhase, EgressRecord, 
 use paddock_test_support::dns::MockResolver;
 use paddock_test_support::egress_record::{egress_record, next_record};
 use paddock_test_support::git_http::GitHttpServer;
+use paddock_test_support::tls;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -107,18 +108,7 @@ impl Job {
     /// A client as the job has one: through its proxy, trusting its
     /// bundle, no connection kept (each request a new tunnel).
     fn client(&self) -> reqwest::Client {
-        let mut b = reqwest::Client::builder()
-            .proxy(
-                reqwest::Proxy::all(format!("http://{}", self.proxy.local_addr().unwrap()))
-                    .unwrap(),
-            )
-            .tls_built_in_root_certs(false)
-            .pool_max_idle_per_host(0)
-            .timeout(WAIT);
-        for cert in reqwest::Certificate::from_pem_bundle(self.creds.bundle.as_bytes()).unwrap() {
-            b = b.add_root_certificate(cert);
-        }
-        b.build().unwrap()
+        tls::job_client(self.proxy.local_addr().unwrap(), &self.creds.bundle, WAIT)
     }
 
     /// `method url` with the job's placeholder, then the tunnel's record
