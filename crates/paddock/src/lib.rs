@@ -19,6 +19,7 @@ pub mod job_ref;
 pub mod launcher;
 pub mod ledger;
 pub mod leftovers;
+pub mod log;
 pub mod output;
 pub mod paths;
 pub mod policy;

@@ -15,6 +15,7 @@
 //! JSON Paddock prints escapes the same characters as `\uXXXX` ([`json`]).
 
 pub mod json;
+pub mod log_line;
 
 use std::borrow::Cow;
 

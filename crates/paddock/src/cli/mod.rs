@@ -40,7 +40,7 @@ pub mod token;
 pub mod usage;
 
 /// `--color` and `NO_COLOR`, and the log (`-q`/`-v`, `PADDOCK_LOG`) on
-/// stderr, redacted, as text or JSON lines (`--log-format`, else for
+/// stderr, redacted and terminal-safe (`paddock::log`), as text or JSON lines (`--log-format`, else for
 /// `paddock serve` the config file's `[serve] log_format`).
 pub fn init_output(cli: &Cli) {
     use paddock::config::LogFormat;
@@ -59,16 +59,10 @@ pub fn init_output(cli: &Cli) {
             .unwrap_or_default(),
         _ => LogFormat::Text,
     });
-    let log = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .with_writer(|| paddock::redact::RedactingWriter::new(std::io::stderr()));
-    match format {
-        LogFormat::Text => log.with_ansi(color).init(),
-        LogFormat::Json => log.json().with_ansi(false).init(),
-    }
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PADDOCK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    paddock::log::subscriber(format, color, filter, std::io::stderr).init();
 }
 
 /// Runs `cli`'s command on a multi-threaded runtime; the exit code, a
