@@ -28,6 +28,7 @@ use super::source;
 use super::token_record::Pass;
 use crate::secret::{Secret, SecretKind};
 use crate::workspace::{Patch, Workspace};
+use tokio_util::sync::CancellationToken;
 
 /// The branch's bundle, in the job's artifacts directory.
 pub const BUNDLE: &str = "branch.bundle";
@@ -37,6 +38,10 @@ pub const CLOSEOUT: &str = "closeout.md";
 pub const OUTBOX: &str = "outbox";
 /// How the reason of a job whose publishing failed starts.
 pub const PUBLISH_FAILED: &str = "publishing the result failed: ";
+/// How long a publish cut short by a cancel still tries to revoke the
+/// token minted for it (the forge may be what hung); past it the token's
+/// record stays for `paddock publish` and the reaper.
+const REVOKE_AFTER_CANCEL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The result branch as kept: its commit and bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +165,40 @@ pub struct PublishInput<'a> {
     /// it without asking again. `false` (a later `paddock publish`): the
     /// push checks it, and fetches a URL's base again when it is gone.
     pub base_held: bool,
+    /// Cancelled: the forge's requests and the push (git and what it
+    /// started, killed as a process group) are dropped where they are,
+    /// the minted token revoked within [`REVOKE_AFTER_CANCEL`], and a
+    /// `done` job fails at publishing saying so (`paddock publish`
+    /// finishes it).
+    pub cancel: &'a CancellationToken,
+}
+
+/// Why a cancelled publish failed (after [`PUBLISH_FAILED`]).
+fn cancelled_reason(job_id: &str) -> String {
+    format!(
+        "it was cancelled (paddock was stopped, or the job cancelled) before the branch was \
+         pushed and proposed; the patch and the branch's bundle are kept, and `paddock publish \
+         {job_id}` finishes it"
+    )
+}
+
+/// What a publish step came to: its own result, or the publish's cancel.
+enum Step<T> {
+    Done(T),
+    Cancelled,
+}
+
+/// Runs `step` unless `cancel` comes first (then `step` is dropped where
+/// it is).
+async fn unless_cancelled<T>(
+    cancel: &CancellationToken,
+    step: impl std::future::Future<Output = T>,
+) -> Step<T> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Step::Cancelled,
+        done = step => Step::Done(done),
+    }
 }
 
 /// The branch the pull request asks to merge into.
@@ -494,10 +533,18 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         )
         .unwrap_or_else(|e| e.to_string())
     };
-    // 2. The forge: a pull request for a finished change, the closeout.
-    let session = open_forge(spec, input.artifacts).await;
+    // 2. The forge: a pull request for a finished change, the closeout;
+    // the forge's requests and the push dropped on a cancel.
+    let cancel = input.cancel;
+    let session = match unless_cancelled(cancel, open_forge(spec, input.artifacts)).await {
+        Step::Done(session) => Some(session),
+        Step::Cancelled => None,
+    };
     let proposed = async {
-        let ForgeSession { forge, token, .. } = session.as_ref().map_err(Clone::clone)?;
+        let Some(session) = &session else {
+            return Err(None);
+        };
+        let ForgeSession { forge, token, .. } = session.as_ref().map_err(|e| Some(e.clone()))?;
         let mut pull_request = None;
         if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {
             push_result(
@@ -509,7 +556,8 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 input.jobs_root,
                 input.base_held,
             )
-            .await?;
+            .await
+            .map_err(Some)?;
             let closeout = render(input.record, &links);
             let draft = PullRequestDraft {
                 head: input.record.branch.clone(),
@@ -522,7 +570,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             let pr = forge
                 .open_pull_request(&draft)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Some(e.to_string()))?;
             pull_request = Some(pr);
         }
         let mut links = links.clone();
@@ -533,12 +581,31 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         let url = forge
             .post_closeout(pull_request.as_ref(), &closeout)
             .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>((pull_request, url, closeout))
-    }
-    .await;
-    if let Ok(session) = session {
-        out.warnings.extend(session.close().await);
+            .map_err(|e| Some(e.to_string()))?;
+        Ok::<_, Option<String>>((pull_request, url, closeout))
+    };
+    // `Err(None)`: cancelled.
+    let proposed = match unless_cancelled(cancel, proposed).await {
+        Step::Done(proposed) => proposed,
+        Step::Cancelled => Err(None),
+    };
+    if let Some(Ok(session)) = session {
+        let closing = session.close();
+        out.warnings.extend(match cancel.is_cancelled() {
+            false => closing.await,
+            // The forge may be what hung: bounded, the record kept past it.
+            true => tokio::time::timeout(REVOKE_AFTER_CANCEL, closing)
+                .await
+                .unwrap_or_else(|_| {
+                    Some(format!(
+                        "the token minted for the job was not revoked within {} s of the cancel \
+                         (its record in {} is kept: `paddock publish` revokes it, and the forge \
+                         expires it)",
+                        REVOKE_AFTER_CANCEL.as_secs(),
+                        input.artifacts.display()
+                    ))
+                }),
+        });
     }
     match proposed {
         Ok((pr, url, closeout)) => {
@@ -546,7 +613,18 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             out.closeout_url = url;
             out.closeout = closeout;
         }
+        // A job that did not end `done` proposes nothing: its cancel cut
+        // short only the closeout's posting, which `paddock publish` does.
+        Err(None) if input.record.status != JobStatus::Done => {
+            out.warnings.push(format!(
+                "publishing was cancelled before the closeout was posted (it is saved in the \
+                 job's artifacts; `paddock publish {}` posts it)",
+                input.record.id
+            ));
+            out.closeout = render(input.record, &links);
+        }
         Err(message) => {
+            let message = message.unwrap_or_else(|| cancelled_reason(&input.record.id));
             let mut failed = input.record.clone();
             failed.status = JobStatus::Failed;
             failed.reason = Some(format!("{PUBLISH_FAILED}{message}"));
@@ -567,7 +645,8 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
 /// The job's conclude step (the runner's one call): the branch kept,
 /// the events read back from the store, the result published.
 /// `source_dirty`: a local source's uncommitted changes, read while the
-/// job ran (`None`: read when publishing).
+/// job ran (`None`: read when publishing); `cancel`: the publish's cancel
+/// ([`PublishInput::cancel`]).
 pub async fn conclude_job(
     ws: &Workspace,
     spec: &JobSpec,
@@ -575,7 +654,7 @@ pub async fn conclude_job(
     record: &JobRecord,
     store: &dyn crate::store::Store,
     artifacts: &Path,
-    source_dirty: Option<Vec<String>>,
+    (source_dirty, cancel): (Option<Vec<String>>, &CancellationToken),
 ) -> Published {
     let mut warnings = Vec::new();
     // The ticket's scope, in the job's events as well as its closeout.
@@ -618,6 +697,7 @@ pub async fn conclude_job(
         // `keep_branch` asked while it made the branch: a bundle of the
         // job's new objects only means the holder kept the base.
         base_held: kept.as_ref().is_some_and(|k| k.whole.is_none()),
+        cancel,
     })
     .await;
     warnings.append(&mut published.warnings);

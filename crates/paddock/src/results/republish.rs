@@ -150,6 +150,9 @@ pub async fn republish(
         jobs_root,
         source_dirty: None,
         base_held: false,
+        // Ctrl-C ends `paddock publish` itself: the next one (or the
+        // reaper) finishes what it left, as after a kill.
+        cancel: &tokio_util::sync::CancellationToken::new(),
     })
     .await;
     leftovers.append(&mut published.warnings);

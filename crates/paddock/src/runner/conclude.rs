@@ -124,12 +124,16 @@ fn crash_reason(reason: String, torn: &TornDown) -> String {
 }
 
 /// Concludes a job whose workspace exists: its totals, the patch, the
-/// workspace removed or kept, the final record.
+/// workspace removed or kept, the final record. `cancel` (a cancel not
+/// already spent on the engine) cuts its publishing short: the push and
+/// the forge's requests are dropped, and a `done` job fails at publishing
+/// for `paddock publish` to finish.
 pub(super) async fn conclude(
     job: Job,
     em: &mut Emitter,
     mut prov: Provisioned,
     launched: Result<Launched, LaunchFailure>,
+    cancel: &mut (impl std::future::Future<Output = ()> + Unpin),
 ) -> Result<RunResult, StoreError> {
     let Job {
         spec,
@@ -220,16 +224,26 @@ pub(super) async fn conclude(
                 Some(read) => read.read().await,
                 None => None,
             };
-            let published = crate::results::conclude_job(
-                prov.ws(),
-                &spec,
-                &patch,
-                &ending,
-                &*em.store,
-                &prov.artifacts,
-                source_dirty,
-            )
-            .await;
+            let cancelled = tokio_util::sync::CancellationToken::new();
+            let published = {
+                let publishing = crate::results::conclude_job(
+                    prov.ws(),
+                    &spec,
+                    &patch,
+                    &ending,
+                    &*em.store,
+                    &prov.artifacts,
+                    (source_dirty, &cancelled),
+                );
+                tokio::pin!(publishing);
+                tokio::select! {
+                    published = &mut publishing => published,
+                    () = &mut *cancel => {
+                        cancelled.cancel();
+                        publishing.await
+                    }
+                }
+            };
             // The closeout in the job's record too (`paddock show`, the API).
             if let Err(e) = em.store.set_closeout(&record.id, &published.closeout).await {
                 em.error(

@@ -365,6 +365,9 @@ async fn drive(
     lease: Lease,
     cancel: impl Future<Output = ()>,
 ) -> Result<RunResult, String> {
+    // Fused: a cancel spent on the engine (the job `cancelled`) is not
+    // seen again by its publishing; one that comes later cuts that short.
+    let cancel = futures::FutureExt::fuse(cancel);
     tokio::pin!(cancel);
     let Admitted {
         id,
@@ -450,7 +453,7 @@ async fn phases(
         Err(stop) => return ended_early(job, em, stop).await,
     };
     let launched = engine(&job, em, &prov, assembled, creds, cancel).await;
-    conclude::conclude(job, em, prov, launched).await
+    conclude::conclude(job, em, prov, launched, cancel).await
 }
 
 /// A job that ended before its engine ran: its final record.

@@ -10,7 +10,9 @@
 //! excludes files, replace refs). The only repository config read is that
 //! of the git directory named, which Paddock wrote. Every command is
 //! bounded in time (a hostile repository can make git slow: a FIFO swapped
-//! in for a file it reads, a huge tree) and killed past its bound. See
+//! in for a file it reads, a huge tree) and killed past its bound, or when
+//! its caller stops waiting for it, with every process it started (a
+//! process group of its own). See
 //! ARCHITECTURE.md, "Paddock's git and the job's git".
 
 use std::ffi::OsStr;
@@ -198,8 +200,11 @@ where
 }
 
 /// Runs `cmd` with `input` on stdin (written while its output is read) and
-/// its stdout and stderr captured; `None` when it ran past `limit` (it is
-/// killed then, and reaped by the runtime).
+/// its stdout and stderr captured; `None` when it ran past `limit`. The
+/// command runs in a process group of its own, killed whole (`SIGKILL`)
+/// when it runs past `limit` or when the caller stops waiting for it (this
+/// future dropped: a cancelled publish), so what git started goes with it
+/// (`git-remote-http`, `ssh`), not only git; the runtime reaps git.
 pub(crate) async fn output_within(
     mut cmd: Command,
     input: Option<&[u8]>,
@@ -207,12 +212,22 @@ pub(crate) async fn output_within(
 ) -> std::io::Result<Option<Output>> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true);
     if input.is_some() {
         cmd.stdin(Stdio::piped());
     }
     let mut child = cmd.spawn()?;
     let stdin = child.stdin.take();
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let mut group = Group {
+        pgid: child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(nix::unistd::Pid::from_raw),
+        child,
+        ended: false,
+    };
     let write = async move {
         if let (Some(mut pipe), Some(data)) = (stdin, input) {
             // A git that exits early closes the pipe: its status says why.
@@ -220,11 +235,56 @@ pub(crate) async fn output_within(
             let _ = pipe.shutdown().await;
         }
     };
-    let run = async { tokio::join!(write, child.wait_with_output()).1 };
-    match tokio::time::timeout(limit, run).await {
-        Ok(out) => out.map(Some),
+    let run = async {
+        let (_, status, stdout, stderr) = tokio::join!(
+            write,
+            group.child.wait(),
+            read_all(stdout),
+            read_all(stderr)
+        );
+        Ok::<_, std::io::Error>(Output {
+            status: status?,
+            stdout: stdout?,
+            stderr: stderr?,
+        })
+    };
+    let out = tokio::time::timeout(limit, run).await;
+    match out {
+        Ok(Ok(out)) => {
+            group.ended = true;
+            Ok(Some(out))
+        }
+        Ok(Err(e)) => Err(e),
         Err(_) => Ok(None),
     }
+}
+
+/// A child in a process group of its own (its id the group's), the whole
+/// group killed when this is dropped before the child's run ended.
+struct Group {
+    child: tokio::process::Child,
+    pgid: Option<nix::unistd::Pid>,
+    /// The run ended: its output read to the end, the child reaped.
+    ended: bool,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let (false, Some(pgid)) = (self.ended, self.pgid) {
+            // A group outlives its leader while any member lives, so its
+            // id is no other's; one gone already (ESRCH) is fine.
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+/// All of a child's pipe (nothing when it has none).
+async fn read_all(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    if let Some(mut pipe) = pipe {
+        tokio::io::AsyncReadExt::read_to_end(&mut pipe, &mut buf).await?;
+    }
+    Ok(buf)
 }
 
 /// The user's own excludes file, as their git would read it: the global

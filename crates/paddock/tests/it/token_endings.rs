@@ -3,9 +3,9 @@
 //! its killed publish left, and a `paddock run --attempt-after` killed
 //! while it reads the prior job's review (the read holds that job's lease,
 //! so the reaper visits it; the GitHub App token's intent, written before
-//! the mint, is named), and `paddock serve` stopped (SIGTERM) while it
-//! publishes (the next start's reaper revokes the token, `paddock publish`
-//! finishes the job). Against the GitHub mock (the one part that cannot
+//! the mint, is named), and `paddock serve` stopped (SIGTERM) or
+//! `paddock run` interrupted while it publishes (the publish is cancelled,
+//! the token revoked, `paddock publish` finishes the job). Against the GitHub mock (the one part that cannot
 //! be real here), the real binary, git and SQLite.
 
 use std::path::PathBuf;
@@ -223,20 +223,110 @@ async fn a_review_read_killed_mid_mint_is_named_by_the_reaper() {
     );
 }
 
-/// `paddock serve` stopped (SIGTERM) while a served job publishes through
-/// a GitHub App, its push hanging on the remote: the drain waits out the
-/// grace and its wait for cancelled jobs (a publish does not stop on a
-/// cancel) and serve exits 0, the job left `running`; nothing of it is
-/// lost (its events, its ledger row, its patch) and its token, minted and
-/// recorded, stays alive until the next start's reaper revokes it and
-/// fails the job at publishing, its record pointing at the patch; then
-/// `paddock publish JOB` finishes what was cut short (a new token, the
-/// branch pushed, the pull request opened, both tokens revoked, the job
-/// `done`).
-#[tokio::test(flavor = "multi_thread")]
-async fn serve_stopped_mid_publish_loses_nothing_and_publish_finishes_it() {
-    use paddock_protocol::event::{EventBody, Phase};
+/// The processes whose command line names `url` (a push's git and its
+/// `git-remote-http`), as `pid: command line`.
+fn processes_naming(url: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(line) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&line).replace('\0', " ");
+        if line.contains(url) {
+            found.push(format!("{name}: {line}"));
+        }
+    }
+    found
+}
+
+/// Waits (up to a minute) until the push to `remote` has begun.
+async fn push_started(remote: &paddock_test_support::git_http::GitHttpServer, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while remote.authorizations().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push never started: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The reason of a job whose publishing a cancel cut short.
+fn cancelled_reason(id: &str) -> String {
+    format!(
+        "{}it was cancelled (paddock was stopped, or the job cancelled) before the branch was \
+         pushed and proposed; the patch and the branch's bundle are kept, and `paddock publish \
+         {id}` finishes it",
+        paddock::results::conclude::PUBLISH_FAILED
+    )
+}
+
+/// `paddock publish JOB` of a job a cancel stopped mid-publish: a token
+/// of its own, the branch pushed, the pull request opened, both tokens
+/// revoked, the job `done`, nothing left behind.
+async fn publish_finishes(
+    home: &Home,
+    bare: &std::path::Path,
+    mock: &MockGitHub,
+    id: &str,
+    failed: paddock_protocol::JobRecord,
+) {
     use paddock_protocol::{JobRecord, JobStatus};
+    let out = home.paddock(&["publish", id, "--json"], &[]).await;
+    let published: JobRecord = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let second = format!("{TOKEN}_1");
+    assert_eq!(
+        (
+            out.status.code(),
+            published,
+            mock.pulls().len(),
+            git(bare, &["branch", "--list", "paddock/T-1/1"])
+                .trim()
+                .to_owned(),
+            mock.minted(),
+            mock.revoked(),
+            super::results::github_token_records(home, id),
+            home.leftover_workspaces(),
+        ),
+        (
+            Some(0),
+            JobRecord {
+                status: JobStatus::Done,
+                reason: None,
+                ..failed
+            },
+            1,
+            "paddock/T-1/1".to_owned(),
+            vec![TOKEN.to_string(), second.clone()],
+            vec![TOKEN.to_string(), second],
+            Vec::<PathBuf>::new(),
+            Vec::<String>::new(),
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `paddock serve` stopped (SIGTERM) while a served job publishes through
+/// a GitHub App, its push hanging on the remote (which holds it for as
+/// long as the test says): the drain waits out its grace (1 s) and then
+/// cancels the job, which cuts the publish short. Serve exits 0 well
+/// before its minute of waiting for cancelled jobs would end; the push's
+/// git and `git-remote-http` are gone (killed as a process group) with
+/// its scratch directory; the job is `failed` at publishing saying it was
+/// cancelled and how to finish it, its earlier events, ledger row and
+/// patch kept; the installation token is revoked and its record gone.
+/// `paddock publish JOB` then finishes it (a new token, the branch
+/// pushed, the pull request opened, the job `done`).
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_stopped_mid_publish_cancels_it_and_publish_finishes_it() {
+    use paddock_protocol::event::{EventBody, Phase};
+    use paddock_protocol::JobStatus;
     let home = Home::new();
     let Some((_repo, bare, mock, remote, spec_path)) = app_setup(&home).await else {
         return;
@@ -255,24 +345,18 @@ async fn serve_stopped_mid_publish_loses_nothing_and_publish_finishes_it() {
     remote.set_stall(true);
     let server = Server::start(&home, &["--drain-grace-secs", "1"]).await;
     let id = server.submit_ok(&spec, 0).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while remote.authorizations().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the push never started: {}",
-            server.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    push_started(&remote, &server.stderr()).await;
     let store = home.store().await;
     let events = store.events(&id, 0).await.unwrap();
     let calls = store.model_calls(&id).await.unwrap();
     nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
     let mut server = server;
-    // The drain's grace (1 s), then up to a minute for the cancelled job.
-    let status = tokio::time::timeout(Duration::from_secs(120), server.child.wait())
+    // The grace (1 s), then the cancel: well within the drain's minute
+    // for cancelled jobs, which a publish that ignored it would wait out
+    // (the remote holds the push until the end of this test).
+    let status = tokio::time::timeout(Duration::from_secs(45), server.child.wait())
         .await
-        .expect("serve did not stop")
+        .unwrap_or_else(|_| panic!("serve did not stop: {}", server.stderr()))
         .unwrap();
     let (patch, changed) = events
         .iter()
@@ -285,122 +369,128 @@ async fn serve_stopped_mid_publish_loses_nothing_and_publish_finishes_it() {
             _ => None,
         })
         .expect("the patch was saved before publishing");
-    let records = super::results::github_token_records(&home, &id);
+    let failed = store.job(&id).await.unwrap().unwrap();
+    let after = store.events(&id, 0).await.unwrap();
+    let artifacts = home.data().join("artifacts").join(&id);
+    let reason = cancelled_reason(&id);
     assert_eq!(
         (
-            status.code(),
-            store.job(&id).await.unwrap().unwrap().status,
-            events.last().map(|e| e.body.clone()),
-            store.events(&id, 0).await.unwrap() == events,
-            calls.len(),
-            store.model_calls(&id).await.unwrap() == calls,
-            std::path::Path::new(&patch).is_file(),
-            records.len(),
-            mock.revoked(),
-            alive(&mock, TOKEN).await,
+            (
+                status.code(),
+                failed.status,
+                failed.reason.clone(),
+                failed.patch_path.clone(),
+                failed.changed_files.clone(),
+                after.last().map(|e| e.body.clone()),
+                after.get(..events.len()) == Some(&events[..]),
+                store.model_calls(&id).await.unwrap() == calls,
+                calls.len(),
+            ),
+            (
+                std::path::Path::new(&patch).is_file(),
+                artifacts.join("branch.bundle").is_file(),
+                super::results::github_token_records(&home, &id),
+                mock.revoked(),
+                alive(&mock, TOKEN).await,
+                paddock::results::push::leftover_pushes(&artifacts),
+                processes_naming(&remote.url),
+                mock.pulls().len(),
+            )
         ),
         (
-            Some(0),
-            JobStatus::Running,
-            Some(EventBody::Status {
-                phase: Phase::Publishing,
-                detail: Some("done".into())
-            }),
-            true,
-            1,
-            true,
-            true,
-            1,
-            Vec::<String>::new(),
-            true,
+            (
+                Some(0),
+                JobStatus::Failed,
+                Some(reason.clone()),
+                Some(patch.clone()),
+                changed,
+                Some(EventBody::Status {
+                    phase: Phase::Failed,
+                    detail: Some(reason)
+                }),
+                true,
+                true,
+                1,
+            ),
+            (
+                true,
+                true,
+                Vec::<PathBuf>::new(),
+                vec![TOKEN.to_string()],
+                false,
+                Vec::<PathBuf>::new(),
+                Vec::<String>::new(),
+                0,
+            )
         ),
         "{}",
         server.stderr()
     );
     remote.set_stall(false);
+    publish_finishes(&home, &bare, &mock, &id, failed).await;
+}
 
-    // The next start's reaper: the token revoked, the job failed at
-    // publishing with its totals and its patch.
-    let restarted = Server::start(&home, &[]).await;
-    let reaped = restarted.job(&id).await;
-    let reason = format!(
-        "{}the paddock process running this job ended while publishing its result \
-         (killed or crashed); `paddock publish {id}` finishes it",
-        paddock::results::conclude::PUBLISH_FAILED
-    );
-    assert_eq!(
-        (
-            reaped.status,
-            reaped.reason.clone(),
-            reaped.patch_path.clone(),
-            reaped.changed_files.clone(),
-            reaped.model_calls,
-            reaped.cost_micros,
-            mock.revoked(),
-            alive(&mock, TOKEN).await,
-            super::results::github_token_records(&home, &id),
-            store
-                .events(&id, 0)
-                .await
-                .unwrap()
-                .last()
-                .map(|e| e.body.clone()),
-        ),
-        (
-            JobStatus::Failed,
-            Some(reason.clone()),
-            Some(patch.clone()),
-            changed,
-            1,
-            calls[0].cost_micros,
-            vec![TOKEN.to_string()],
-            false,
-            Vec::<PathBuf>::new(),
-            Some(EventBody::Status {
-                phase: Phase::Failed,
-                detail: Some(reason)
-            }),
-        ),
-        "{}",
-        restarted.stderr()
-    );
-    let mut restarted = restarted;
-    nix::sys::signal::kill(restarted.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
-    restarted.child.wait().await.unwrap();
-
-    // `paddock publish` finishes it with a token of its own.
-    let out = home.paddock(&["publish", &id, "--json"], &[]).await;
-    let published: JobRecord = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let second = format!("{TOKEN}_1");
+/// `paddock run` interrupted (SIGINT, as Ctrl-C sends; SIGTERM and SIGHUP
+/// are the same cancel) while its push hangs on the remote: the publish
+/// is cut short at once, the push's processes killed and its scratch
+/// directory gone, the token revoked, and the job ends `failed` at
+/// publishing (exit 1) saying how to finish it; `paddock publish JOB`
+/// does.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_interrupted_mid_publish_cancels_it_and_publish_finishes_it() {
+    use paddock_protocol::JobStatus;
+    let home = Home::new();
+    let Some((_repo, bare, mock, remote, spec)) = app_setup(&home).await else {
+        return;
+    };
+    remote.set_stall(true);
+    let run = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    push_started(&remote, "paddock run").await;
+    let pid = nix::unistd::Pid::from_raw(run.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(45), run.wait_with_output())
+        .await
+        .expect("paddock run did not stop")
+        .unwrap();
+    let id = home.store().await.jobs(1).await.unwrap()[0].id.clone();
+    let failed = home.store().await.job(&id).await.unwrap().unwrap();
+    let artifacts = home.data().join("artifacts").join(&id);
+    let printed: Option<paddock_protocol::JobRecord> = serde_json::from_slice(&out.stdout).ok();
     assert_eq!(
         (
             out.status.code(),
-            published,
-            mock.pulls().len(),
-            git(&bare, &["branch", "--list", "paddock/T-1/1"])
-                .trim()
-                .to_owned(),
-            mock.minted(),
-            mock.revoked(),
+            printed.as_ref(),
+            failed.status,
+            failed.reason.clone(),
+            artifacts.join("patch.diff").is_file(),
+            artifacts.join("branch.bundle").is_file(),
             super::results::github_token_records(&home, &id),
+            mock.revoked(),
+            paddock::results::push::leftover_pushes(&artifacts),
+            processes_naming(&remote.url),
             home.leftover_workspaces(),
         ),
         (
-            Some(0),
-            JobRecord {
-                status: JobStatus::Done,
-                reason: None,
-                ..reaped
-            },
-            1,
-            "paddock/T-1/1".to_owned(),
-            vec![TOKEN.to_string(), second.clone()],
-            vec![TOKEN.to_string(), second],
+            Some(1),
+            Some(&failed),
+            JobStatus::Failed,
+            Some(cancelled_reason(&id)),
+            true,
+            true,
             Vec::<PathBuf>::new(),
+            vec![TOKEN.to_string()],
+            Vec::<PathBuf>::new(),
+            Vec::<String>::new(),
             Vec::<String>::new(),
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    remote.set_stall(false);
+    publish_finishes(&home, &bare, &mock, &id, failed).await;
 }
