@@ -1,4 +1,5 @@
-//! Where Paddock keeps things on the host, following the XDG base directory
+//! Where Paddock keeps things on the host (and which store it uses: a
+//! `postgres://` URL in `--db` names a PostgreSQL database instead of a file), following the XDG base directory
 //! conventions: the database and artifacts under `$XDG_DATA_HOME/paddock`,
 //! job workspaces under `$XDG_STATE_HOME/paddock/jobs`. Each can be set
 //! explicitly (flags or `PADDOCK_*` variables), which is what tests do.
@@ -12,10 +13,18 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::store::{is_postgres_url, PgUrl, StoreAt};
+
 #[derive(Debug, thiserror::Error)]
 pub enum PathsError {
     #[error("cannot find a home for Paddock's data: neither {xdg} nor HOME is set")]
     NoHome { xdg: &'static str },
+    /// `--db` (or `PADDOCK_DB`) is a `postgres://` URL that does not parse.
+    #[error("--db (or PADDOCK_DB) names a PostgreSQL store")]
+    StoreUrl {
+        #[source]
+        source: crate::store::StoreError,
+    },
     #[error("cannot resolve {path}: {source}")]
     Resolve {
         path: PathBuf,
@@ -26,8 +35,8 @@ pub enum PathsError {
 /// The host locations one `paddock` process uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Paths {
-    /// The SQLite database file.
-    pub db: PathBuf,
+    /// The store: a SQLite database file, or a PostgreSQL database.
+    pub db: StoreAt,
     /// Per-job artifacts (patch, raw engine output) that outlive the workspace.
     pub artifacts: PathBuf,
     /// Per-job workspaces, removed at the end of each job.
@@ -58,8 +67,13 @@ impl Paths {
         let data = real(data);
         Ok(Paths {
             db: match db {
-                Some(db) => real(db),
-                None => data.join("paddock.db"),
+                Some(db) => match db.to_str().filter(|d| is_postgres_url(d)) {
+                    Some(url) => StoreAt::Postgres(
+                        PgUrl::parse(url).map_err(|source| PathsError::StoreUrl { source })?,
+                    ),
+                    None => StoreAt::File(real(db)),
+                },
+                None => StoreAt::File(data.join("paddock.db")),
             },
             artifacts: data.join("artifacts"),
             jobs: real(jobs),
@@ -69,7 +83,7 @@ impl Paths {
     /// All locations under one directory (tests, demos).
     pub fn under(root: &Path) -> Paths {
         Paths {
-            db: root.join("paddock.db"),
+            db: StoreAt::File(root.join("paddock.db")),
             artifacts: root.join("artifacts"),
             jobs: root.join("jobs"),
         }

@@ -37,6 +37,8 @@ pub enum SecretKind {
     WebhookSecret,
     /// A host profile's `network.credentials` value.
     Credential,
+    /// The PostgreSQL store's password (`PGPASSWORD`).
+    StorePassword,
 }
 
 impl fmt::Display for SecretKind {
@@ -51,6 +53,7 @@ impl fmt::Display for SecretKind {
             SecretKind::GitLabToken => "GitLab host token",
             SecretKind::WebhookSecret => "webhook secret",
             SecretKind::Credential => "secret",
+            SecretKind::StorePassword => "store password",
         })
     }
 }

@@ -38,6 +38,7 @@ pub mod home;
 pub mod jobs;
 pub mod npm_registry;
 pub mod overlay;
+pub mod postgres;
 pub mod pypi_index;
 pub mod skip;
 pub mod sshd;

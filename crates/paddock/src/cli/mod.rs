@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
-use paddock::store::{SharedStore, SqliteStore, Store, StoreError};
+use paddock::store::{SharedStore, Store, StoreError};
 use paddock_protocol::KeyRef;
 
 use args::{Cli, Cmd};
@@ -68,6 +68,9 @@ pub fn init_output(cli: &Cli) {
 /// Runs `cli`'s command on a multi-threaded runtime; the exit code, a
 /// failure printed once on stderr.
 pub fn run_async(cli: Cli) -> ExitCode {
+    // The store's PostgreSQL password (PGPASSWORD, a URL in PADDOCK_DB)
+    // leaves the environment before the runtime's threads exist.
+    paddock::store::withdraw_env();
     if let Cmd::Run(args) = &cli.command {
         if let Err(e) = withdraw_keys(args) {
             errln!("paddock: cannot read the spec from stdin: {e}");
@@ -155,8 +158,12 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     use clap::CommandFactory as _;
     let paths = || {
-        Paths::resolve(cli.db.clone(), cli.data_dir.clone(), cli.jobs_dir.clone())
-            .map_err(|e| Failure::Internal(e.into()))
+        Paths::resolve(cli.db.clone(), cli.data_dir.clone(), cli.jobs_dir.clone()).map_err(|e| {
+            match e {
+                paddock::paths::PathsError::StoreUrl { .. } => Failure::BadInput(e.into()),
+                e => Failure::Internal(e.into()),
+            }
+        })
     };
     match cli.command {
         Cmd::Completions(args) => completions::completions(args, Cli::command()),
@@ -207,23 +214,26 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-/// The store at `paths.db`, created (with its directory) when missing.
+/// The store `paths.db` names: a SQLite file created (with its directory)
+/// when missing, or a PostgreSQL database migrated.
 pub async fn open_store(paths: &Paths) -> Result<SharedStore, Failure> {
-    let store = SqliteStore::open(&paths.db)
+    paddock::store::open(&paths.db)
         .await
-        .with_context(|| format!("open the store at {}", paths.db.display()))
-        .map_err(Failure::Internal)?;
-    Ok(std::sync::Arc::new(store))
+        .with_context(|| format!("open the store at {}", paths.db))
+        .map_err(Failure::Internal)
 }
 
-/// The existing store at `paths.db`, for a command that only reads: nothing
-/// is created, and a missing one (a typo in `--db`) is the caller's mistake.
+/// The existing store `paths.db` names, for a command that only reads:
+/// nothing is created or migrated, and a missing one (a typo in `--db`, a
+/// database nothing has run with) is the caller's mistake.
 pub async fn open_existing_store(paths: &Paths) -> Result<SharedStore, Failure> {
-    match SqliteStore::open_existing(&paths.db).await {
-        Ok(store) => Ok(std::sync::Arc::new(store)),
-        Err(e @ StoreError::Missing { .. }) => Err(Failure::BadInput(e.into())),
+    match paddock::store::open_existing(&paths.db).await {
+        Ok(store) => Ok(store),
+        Err(e @ (StoreError::Missing { .. } | StoreError::PgSchema { .. })) => {
+            Err(Failure::BadInput(e.into()))
+        }
         Err(e) => Err(Failure::Internal(
-            anyhow::Error::new(e).context(format!("open the store at {}", paths.db.display())),
+            anyhow::Error::new(e).context(format!("open the store at {}", paths.db)),
         )),
     }
 }
@@ -235,7 +245,7 @@ pub async fn resolve_job(store: &dyn Store, given: &str, paths: &Paths) -> Resul
     resolve(store, given).await.map_err(|e| match e {
         JobRefError::Lookup { .. } => Failure::Internal(e.into()),
         JobRefError::NoMatch { .. } | JobRefError::NoJobs => {
-            Failure::BadInput(anyhow::anyhow!("{e} in {}", paths.db.display()))
+            Failure::BadInput(anyhow::anyhow!("{e} in {}", paths.db))
         }
         e => Failure::BadInput(e.into()),
     })

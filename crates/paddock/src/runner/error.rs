@@ -65,7 +65,8 @@ pub enum RunError {
     #[error("write the job to the store: {db}: {message}")]
     WriteStore {
         job_id: String,
-        db: PathBuf,
+        /// The store (a file's path, a PostgreSQL URL without its password).
+        db: String,
         message: String,
     },
     /// The job's task ended without a result (it panicked or was aborted).

@@ -345,8 +345,11 @@ async fn run_job(
     }
     let result = result.map_err(|lost| RunError::WriteStore {
         job_id: job_id.clone(),
-        message: format!("{lost}{}", full_disk_note(&db)),
-        db,
+        message: format!(
+            "{lost}{}",
+            db.file().map(full_disk_note).unwrap_or_default()
+        ),
+        db: db.to_string(),
     });
     if result.is_ok() {
         if let Err(e) = held.release() {

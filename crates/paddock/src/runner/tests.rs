@@ -72,7 +72,8 @@ impl Host {
         .unwrap();
         let paths = Paths::under(&root.join("data"));
         std::fs::create_dir_all(&paths.jobs).unwrap();
-        let store: SharedStore = Arc::new(SqliteStore::open(&paths.db).await.unwrap());
+        let store: SharedStore =
+            Arc::new(SqliteStore::open(paths.db.file().unwrap()).await.unwrap());
         Host { dir, paths, store }
     }
 

@@ -61,7 +61,7 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<Readines
         ok: store.is_ok(),
         required: true,
         detail: match store {
-            Ok(_) => format!("{} answers", state.runner.config().paths.db.display()),
+            Ok(_) => format!("{} answers", state.runner.config().paths.db),
             Err(e) => super::problem::chain(&e),
         },
     });

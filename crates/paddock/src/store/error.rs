@@ -49,6 +49,32 @@ pub enum StoreError {
         #[source]
         source: sqlx::migrate::MigrateError,
     },
+    /// `--db` (or `PADDOCK_DB`) looks like a PostgreSQL URL but is not
+    /// one; the URL itself is not repeated (it may hold a password).
+    #[error("the store URL is not a valid PostgreSQL URL: {message}")]
+    PgUrl { message: String },
+    /// The PostgreSQL server could not be reached, or refused the login.
+    #[error("cannot connect to the store at {target}")]
+    PgConnect {
+        target: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The PostgreSQL schema migrations failed (or the database was
+    /// migrated by a newer or different Paddock).
+    #[error("cannot migrate the store at {target}")]
+    PgMigrate {
+        target: String,
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    /// A read-only command found no Paddock schema, or an older or newer
+    /// one, in the PostgreSQL database (it never migrates).
+    #[error(
+        "the store at {target} {problem}; a command that writes (paddock run, paddock gc) \
+         creates or upgrades it"
+    )]
+    PgSchema { target: String, problem: String },
     #[error("cannot insert job {job_id}")]
     InsertJob {
         job_id: String,

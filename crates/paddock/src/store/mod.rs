@@ -3,8 +3,9 @@
 //! (create a job, append an event, finish a job with a compare-and-set on its
 //! status, record a call, read events after a seq, sum spend by scope, keep
 //! profiles, API tokens). Every caller holds a `dyn Store` ([`SharedStore`] where it
-//! keeps one), so a backend is one implementation: SQLite today
-//! (`sqlite/`), PostgreSQL next. What a backend must do is pinned by the
+//! keeps one), so a backend is one implementation: SQLite (`sqlite/`, the
+//! default) and PostgreSQL (`postgres/`), chosen by [`StoreAt`]
+//! (`location.rs`: a path or a `postgres://` URL) in [`open`]. What a backend must do is pinned by the
 //! conformance suite (`conformance.rs`), which every backend runs. The
 //! server's queue is here too: enqueue (a job `queued` with a priority),
 //! claim (the next runnable queued job set `running` by compare-and-set)
@@ -15,6 +16,8 @@ pub(crate) mod conformance;
 mod error;
 #[cfg(test)]
 pub(crate) mod fixtures;
+mod location;
+mod postgres;
 mod sqlite;
 mod webhook;
 
@@ -29,12 +32,35 @@ use time::OffsetDateTime;
 use crate::api_token::StoredToken;
 
 pub use error::StoreError;
+pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PGPASSWORD};
+pub use postgres::PgStore;
 pub use sqlite::usage::{UsageCalls, UsageJob};
 pub use sqlite::SqliteStore;
 pub use webhook::WebhookAttempt;
 
 /// A store shared by the parts of a running job (runner, broker, followers).
 pub type SharedStore = Arc<dyn Store>;
+
+/// Opens the store `at` names for a command that writes: a SQLite file is
+/// created (with its directory) when missing, a PostgreSQL database is
+/// migrated (it must exist). The one place the CLI and the server choose a
+/// backend.
+pub async fn open(at: &StoreAt) -> Result<SharedStore, StoreError> {
+    Ok(match at {
+        StoreAt::File(path) => Arc::new(SqliteStore::open(path).await?),
+        StoreAt::Postgres(url) => Arc::new(PgStore::open(url).await?),
+    })
+}
+
+/// Opens the store `at` names for a command that only reads: nothing is
+/// created or migrated; a missing file fails with `Missing`, a PostgreSQL
+/// database without this Paddock's schema with `PgSchema`.
+pub async fn open_existing(at: &StoreAt) -> Result<SharedStore, StoreError> {
+    Ok(match at {
+        StoreAt::File(path) => Arc::new(SqliteStore::open_existing(path).await?),
+        StoreAt::Postgres(url) => Arc::new(PgStore::open_existing(url).await?),
+    })
+}
 
 /// The domain operations on Paddock's records. Every method names what it
 /// works on in its error (`StoreError`); none of them trusts the order in

@@ -10,13 +10,13 @@ use super::{is_foreign_key_violation, SqliteStore, StoreError};
 
 /// Inserts the event only if `$2` is the job's last seq + 1, in one statement
 /// (so no other writer can slip in between the check and the insert).
-const APPEND: &str = "INSERT INTO events (job_id, seq, at, kind, body) \
+pub(in crate::store) const APPEND: &str = "INSERT INTO events (job_id, seq, at, kind, body) \
      SELECT $1, $2, $3, $4, $5 \
      WHERE $2 = (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = $1)";
 
 /// An `events` row as stored.
 #[derive(sqlx::FromRow)]
-struct EventRow {
+pub(in crate::store) struct EventRow {
     job_id: String,
     seq: i64,
     at: String,
@@ -24,7 +24,7 @@ struct EventRow {
 }
 
 impl EventRow {
-    fn into_event(self) -> Result<AgentEvent, StoreError> {
+    pub(in crate::store) fn into_event(self) -> Result<AgentEvent, StoreError> {
         let row = RowRef::new(
             "events",
             format!("event {} of job {}", self.seq, self.job_id),

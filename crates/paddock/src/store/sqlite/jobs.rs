@@ -11,7 +11,7 @@ use super::codec::RowRef;
 use super::{is_unique_violation, SqliteStore, StoreError};
 
 /// The columns of a `JobRecord` after `id`, in bind order (`$2`...).
-const COLUMNS: [&str; 23] = [
+pub(in crate::store) const COLUMNS: [&str; 23] = [
     "ticket_id",
     "project",
     "attempt",
@@ -38,7 +38,7 @@ const COLUMNS: [&str; 23] = [
 ];
 
 /// `INSERT` of `id`, the `COLUMNS`, `spec_json` and `priority`.
-static INSERT: LazyLock<String> = LazyLock::new(|| {
+pub(in crate::store) static INSERT: LazyLock<String> = LazyLock::new(|| {
     let last = COLUMNS.len() + 3;
     let placeholders: Vec<String> = (1..=last).map(|n| format!("${n}")).collect();
     format!(
@@ -49,7 +49,7 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// `UPDATE` of the `COLUMNS` of the job `$1`.
-static UPDATE: LazyLock<String> = LazyLock::new(|| {
+pub(in crate::store) static UPDATE: LazyLock<String> = LazyLock::new(|| {
     let sets: Vec<String> = COLUMNS
         .iter()
         .enumerate()
@@ -59,12 +59,12 @@ static UPDATE: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// `SELECT` list matching `JobRow`.
-pub(super) static SELECT: LazyLock<String> =
+pub(in crate::store) static SELECT: LazyLock<String> =
     LazyLock::new(|| format!("SELECT id, {} FROM jobs", COLUMNS.join(", ")));
 
 /// A `jobs` row as stored.
 #[derive(sqlx::FromRow)]
-pub(super) struct JobRow {
+pub(in crate::store) struct JobRow {
     id: String,
     ticket_id: String,
     project: String,
@@ -92,7 +92,7 @@ pub(super) struct JobRow {
 }
 
 impl JobRow {
-    pub(super) fn into_record(self) -> Result<JobRecord, StoreError> {
+    pub(in crate::store) fn into_record(self) -> Result<JobRecord, StoreError> {
         let row = RowRef::new("jobs", format!("job {}", self.id));
         let status = JobStatus::parse(&self.status).ok_or_else(|| {
             row.decode_error("status", format!("unknown job status {:?}", self.status))

@@ -10,7 +10,8 @@ use paddock_protocol::ledger::{CallStatus, ModelCall};
 use super::codec::RowRef;
 use super::{is_foreign_key_violation, SqliteStore, StoreError};
 
-const INSERT: &str = "INSERT INTO model_calls (job_id, attempt, seq, provider, requested_model, \
+pub(in crate::store) const INSERT: &str =
+    "INSERT INTO model_calls (job_id, attempt, seq, provider, requested_model, \
      served_model, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
      reasoning_tokens, ttft_ms, duration_ms, status, http_status, error, estimated, \
      price_version, cost_micros, started_at) \
@@ -19,7 +20,8 @@ const INSERT: &str = "INSERT INTO model_calls (job_id, attempt, seq, provider, r
 
 /// Settles a row: inserted when new (a call never forwarded), else its
 /// in-flight row completed; a row already settled is left alone.
-const SETTLE_SUFFIX: &str = " ON CONFLICT (job_id, seq) DO UPDATE SET attempt = excluded.attempt, \
+pub(in crate::store) const SETTLE_SUFFIX: &str =
+    " ON CONFLICT (job_id, seq) DO UPDATE SET attempt = excluded.attempt, \
      provider = excluded.provider, requested_model = excluded.requested_model, \
      served_model = excluded.served_model, input_tokens = excluded.input_tokens, \
      cached_input_tokens = excluded.cached_input_tokens, \
@@ -33,17 +35,19 @@ const SETTLE_SUFFIX: &str = " ON CONFLICT (job_id, seq) DO UPDATE SET attempt = 
 
 /// Settles every in-flight row of a job as interrupted, keeping what it
 /// carries (its estimate) and saying why.
-const INTERRUPT: &str = "UPDATE model_calls SET status = 'interrupted', \
+pub(in crate::store) const INTERRUPT: &str = "UPDATE model_calls SET status = 'interrupted', \
      error = COALESCE(error, $2) WHERE job_id = $1 AND status = 'in_flight'";
 
-const SELECT: &str = "SELECT job_id, attempt, seq, provider, requested_model, served_model, \
+pub(in crate::store) const SELECT: &str =
+    "SELECT job_id, attempt, seq, provider, requested_model, served_model, \
      input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, \
      ttft_ms, duration_ms, status, http_status, error, estimated, price_version, cost_micros, \
      started_at FROM model_calls WHERE job_id = $1 ORDER BY seq";
 
 /// The ledger after a position (the row's `rowid`: the order rows were
 /// first written; settling a row keeps it), a page at a time.
-const PAGE: &str = "SELECT rowid AS position, job_id, attempt, seq, provider, requested_model, \
+pub(in crate::store) const PAGE: &str =
+    "SELECT rowid AS position, job_id, attempt, seq, provider, requested_model, \
      served_model, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, \
      reasoning_tokens, ttft_ms, duration_ms, status, http_status, error, estimated, \
      price_version, cost_micros, started_at FROM model_calls WHERE rowid > $1 \
@@ -51,15 +55,15 @@ const PAGE: &str = "SELECT rowid AS position, job_id, attempt, seq, provider, re
 
 /// A ledger row with its position.
 #[derive(sqlx::FromRow)]
-struct PositionedRow {
-    position: i64,
+pub(in crate::store) struct PositionedRow {
+    pub(in crate::store) position: i64,
     #[sqlx(flatten)]
-    row: ModelCallRow,
+    pub(in crate::store) row: ModelCallRow,
 }
 
 /// A `model_calls` row as stored.
 #[derive(sqlx::FromRow)]
-struct ModelCallRow {
+pub(in crate::store) struct ModelCallRow {
     job_id: String,
     attempt: i64,
     seq: i64,
@@ -83,7 +87,7 @@ struct ModelCallRow {
 }
 
 impl ModelCallRow {
-    fn into_call(self) -> Result<ModelCall, StoreError> {
+    pub(in crate::store) fn into_call(self) -> Result<ModelCall, StoreError> {
         let row = RowRef::new(
             "model_calls",
             format!("model call {} of job {}", self.seq, self.job_id),

@@ -5,15 +5,15 @@
 //! subset (BIGINT, TEXT, BOOLEAN) so a PostgreSQL backend can share the
 //! schema; `docs/store.md` documents the tables for operators.
 
-mod codec;
+pub(super) mod codec;
 mod egress;
-mod events;
-mod jobs;
-mod ledger;
-mod profiles;
-mod queue;
-mod spend;
-mod tokens;
+pub(super) mod events;
+pub(super) mod jobs;
+pub(super) mod ledger;
+pub(super) mod profiles;
+pub(super) mod queue;
+pub(super) mod spend;
+pub(super) mod tokens;
 pub(super) mod usage;
 mod webhooks;
 
@@ -37,7 +37,7 @@ use crate::api_token::StoredToken;
 use usage::{UsageCalls, UsageJob};
 
 /// The schema, embedded from `crates/paddock/migrations/` at compile time.
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+pub(super) static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 /// How long a statement waits for another connection's (or process's) write
 /// lock before failing with "database is locked".
@@ -419,7 +419,7 @@ fn refuse_empty(path: &Path) -> Result<(), StoreError> {
 
 /// Whether a failed statement hit a foreign key (the row names a job the
 /// store does not have).
-fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
+pub(super) fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Database(db) => {
             matches!(db.kind(), sqlx::error::ErrorKind::ForeignKeyViolation)
@@ -429,7 +429,7 @@ fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
 }
 
 /// Whether a failed statement hit a primary key or unique constraint.
-fn is_unique_violation(err: &sqlx::Error) -> bool {
+pub(super) fn is_unique_violation(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::Database(db) => matches!(db.kind(), sqlx::error::ErrorKind::UniqueViolation),
         _ => false,

@@ -80,7 +80,7 @@ impl SqliteStore {
     }
 }
 
-fn decode(id: &str, body: &str) -> Result<HostProfile, StoreError> {
+pub(in crate::store) fn decode(id: &str, body: &str) -> Result<HostProfile, StoreError> {
     HostProfile::from_json(body, &format!("host_profiles.{id}")).map_err(|e| StoreError::Decode {
         table: "host_profiles",
         column: "body",

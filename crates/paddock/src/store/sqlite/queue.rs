@@ -33,7 +33,7 @@ impl SqliteStore {
                    AND r.project = q.project AND r.ticket_id = q.ticket_id){} \
                ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1) \
              RETURNING id",
-            lanes_filter(lanes)
+            lanes_filter(lanes, SQLITE_TASK_TYPE, &mut || "?".to_owned())
         );
         let mut query = sqlx::query_scalar::<_, String>(&sql);
         for lane in lanes {
@@ -102,23 +102,30 @@ impl SqliteStore {
     }
 }
 
+/// How a backend's SQL names a queued row's task type (its ticket's
+/// `type` in the spec, `chore` when absent).
+pub(in crate::store) const SQLITE_TASK_TYPE: &str =
+    "COALESCE(json_extract(q.spec_json, '$.ticket.type'), 'chore')";
+
 /// ` AND (lane OR lane …)` over the queued row `q`, each lane's lists as
-/// `?` parameters in order (task types, then projects); nothing for no
-/// lanes.
-fn lanes_filter(lanes: &[Lane]) -> String {
+/// parameters (`param` spells the next one) in order (task types, then
+/// projects), `task_type` the backend's expression of the row's task type;
+/// nothing for no lanes.
+pub(in crate::store) fn lanes_filter(
+    lanes: &[Lane],
+    task_type: &str,
+    param: &mut dyn FnMut() -> String,
+) -> String {
     if lanes.is_empty() {
         return String::new();
     }
-    let list = |n: usize| vec!["?"; n].join(", ");
+    let mut list = |n: usize| (0..n).map(|_| param()).collect::<Vec<_>>().join(", ");
     let each: Vec<String> = lanes
         .iter()
         .map(|lane| {
-            let mut parts = vec![String::from("1")];
+            let mut parts = vec![String::from("1 = 1")];
             if !lane.task_types.is_empty() {
-                parts.push(format!(
-                    "COALESCE(json_extract(q.spec_json, '$.ticket.type'), 'chore') IN ({})",
-                    list(lane.task_types.len())
-                ));
+                parts.push(format!("{task_type} IN ({})", list(lane.task_types.len())));
             }
             if !lane.projects.is_empty() {
                 parts.push(format!("q.project IN ({})", list(lane.projects.len())));

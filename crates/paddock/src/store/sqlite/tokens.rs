@@ -10,7 +10,7 @@ use crate::api_token::{Scope, StoredToken};
 use super::codec::RowRef;
 use super::{is_unique_violation, SqliteStore, StoreError};
 
-type Row = (
+pub(in crate::store) type Row = (
     String,
     Option<String>,
     String,
@@ -20,7 +20,8 @@ type Row = (
     Option<String>,
 );
 
-const SELECT: &str = "SELECT id, name, scope, salt, hash, created_at, revoked_at FROM api_tokens";
+pub(in crate::store) const SELECT: &str =
+    "SELECT id, name, scope, salt, hash, created_at, revoked_at FROM api_tokens";
 
 impl SqliteStore {
     pub(super) async fn insert_api_token(&self, token: &StoredToken) -> Result<(), StoreError> {
@@ -95,7 +96,7 @@ impl SqliteStore {
     }
 }
 
-fn decode(
+pub(in crate::store) fn decode(
     (id, name, scope, salt, hash, created_at, revoked_at): Row,
 ) -> Result<StoredToken, StoreError> {
     let at = RowRef::new("api_tokens", format!("token {id}"));

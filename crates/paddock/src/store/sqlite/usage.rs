@@ -39,7 +39,7 @@ pub struct UsageCalls {
 }
 
 #[derive(sqlx::FromRow)]
-struct JobRow {
+pub(in crate::store) struct JobRow {
     id: String,
     ticket_id: String,
     project: String,
@@ -52,7 +52,7 @@ struct JobRow {
 }
 
 #[derive(sqlx::FromRow)]
-struct CallsRow {
+pub(in crate::store) struct CallsRow {
     job_id: String,
     model: String,
     day: String,
@@ -65,7 +65,53 @@ struct CallsRow {
     cost_micros: i64,
 }
 
-const JOBS: &str =
+impl JobRow {
+    /// The row as the usage report's job.
+    pub(in crate::store) fn into_usage(self) -> Result<UsageJob, StoreError> {
+        let j = self;
+        let row = RowRef::new("jobs", format!("job {}", j.id));
+        let spec: serde_json::Value = row.parse_json("spec_json", &j.spec_json)?;
+        Ok(UsageJob {
+            task_type: spec
+                .pointer("/ticket/type")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("chore")
+                .to_string(),
+            created_at: row.parse_time("created_at", &j.created_at)?,
+            finished_at: row.opt_parse_time("finished_at", j.finished_at.as_deref())?,
+            attempt: row.narrow("attempt", j.attempt)?,
+            id: j.id,
+            ticket_id: j.ticket_id,
+            project: j.project,
+            engine: j.engine,
+            status: j.status,
+        })
+    }
+}
+
+impl CallsRow {
+    /// The row as the usage report's calls.
+    pub(in crate::store) fn into_usage(self) -> Result<UsageCalls, StoreError> {
+        let c = self;
+        let row = RowRef::new("model_calls", format!("calls of job {}", c.job_id));
+        Ok(UsageCalls {
+            calls: row.narrow("seq", c.calls)?,
+            tokens: TokenUsage {
+                input_tokens: row.narrow("input_tokens", c.input_tokens)?,
+                cached_input_tokens: row.narrow("cached_input_tokens", c.cached_input_tokens)?,
+                cache_write_tokens: row.narrow("cache_write_tokens", c.cache_write_tokens)?,
+                output_tokens: row.narrow("output_tokens", c.output_tokens)?,
+                reasoning_tokens: row.narrow("reasoning_tokens", c.reasoning_tokens)?,
+            },
+            cost_micros: c.cost_micros,
+            job_id: c.job_id,
+            model: c.model,
+            day: c.day,
+        })
+    }
+}
+
+pub(in crate::store) const JOBS: &str =
     "SELECT id, ticket_id, project, engine, attempt, status, created_at, finished_at, \
      spec_json FROM jobs ORDER BY created_at";
 
@@ -96,47 +142,11 @@ impl SqliteStore {
             })?;
         let jobs = jobs
             .into_iter()
-            .map(|j| {
-                let row = RowRef::new("jobs", format!("job {}", j.id));
-                let spec: serde_json::Value = row.parse_json("spec_json", &j.spec_json)?;
-                Ok(UsageJob {
-                    task_type: spec
-                        .pointer("/ticket/type")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("chore")
-                        .to_string(),
-                    created_at: row.parse_time("created_at", &j.created_at)?,
-                    finished_at: row.opt_parse_time("finished_at", j.finished_at.as_deref())?,
-                    attempt: row.narrow("attempt", j.attempt)?,
-                    id: j.id,
-                    ticket_id: j.ticket_id,
-                    project: j.project,
-                    engine: j.engine,
-                    status: j.status,
-                })
-            })
+            .map(JobRow::into_usage)
             .collect::<Result<Vec<_>, StoreError>>()?;
         let calls = calls
             .into_iter()
-            .map(|c| {
-                let row = RowRef::new("model_calls", format!("calls of job {}", c.job_id));
-                Ok(UsageCalls {
-                    calls: row.narrow("seq", c.calls)?,
-                    tokens: TokenUsage {
-                        input_tokens: row.narrow("input_tokens", c.input_tokens)?,
-                        cached_input_tokens: row
-                            .narrow("cached_input_tokens", c.cached_input_tokens)?,
-                        cache_write_tokens: row
-                            .narrow("cache_write_tokens", c.cache_write_tokens)?,
-                        output_tokens: row.narrow("output_tokens", c.output_tokens)?,
-                        reasoning_tokens: row.narrow("reasoning_tokens", c.reasoning_tokens)?,
-                    },
-                    cost_micros: c.cost_micros,
-                    job_id: c.job_id,
-                    model: c.model,
-                    day: c.day,
-                })
-            })
+            .map(CallsRow::into_usage)
             .collect::<Result<Vec<_>, StoreError>>()?;
         Ok((jobs, calls))
     }

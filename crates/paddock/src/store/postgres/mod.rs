@@ -1,0 +1,369 @@
+//! The PostgreSQL backend of the [`Store`], chosen by a `postgres://` URL
+//! (`--db`, `PADDOCK_DB`): the same tables and columns as SQLite's, in
+//! PostgreSQL's dialect (`crates/paddock/migrations-postgres/`, every text
+//! column `COLLATE "C"` so it sorts by bytes as SQLite does, timestamps the
+//! same fixed-width RFC 3339 text). Rows are read and checked by the same
+//! row types and codec as SQLite's (`sqlite/`); the queries live in one
+//! file per table. Where SQLite's single writer made a statement safe,
+//! PostgreSQL takes a lock: an event is appended under a row lock on its
+//! job (dense `seq` under concurrent appenders, in any process), a claim
+//! under a transaction-scoped advisory lock with `FOR UPDATE SKIP LOCKED`.
+//! A command that writes migrates the schema at open (sqlx's migrator,
+//! which takes PostgreSQL's advisory lock); a read-only one never does and
+//! says when the schema is missing or not this Paddock's.
+
+mod egress;
+mod events;
+mod jobs;
+mod ledger;
+mod profiles;
+mod queue;
+mod spend;
+mod tokens;
+mod usage;
+mod webhooks;
+
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+
+use paddock_protocol::event::AgentEvent;
+use paddock_protocol::job::{JobRecord, JobStatus};
+use paddock_protocol::ledger::ModelCall;
+use paddock_protocol::{EgressRecord, HostProfile};
+
+use super::location::PgUrl;
+use super::sqlite::usage::{UsageCalls, UsageJob};
+use super::{JobQuery, Lane, SpendScope, Store, StoreError};
+
+use crate::api_token::StoredToken;
+
+/// The PostgreSQL schema, embedded from `crates/paddock/migrations-postgres/`.
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations-postgres");
+
+/// Connections per process: the runner, the broker's ledger and the
+/// followers of a job each hold one briefly.
+const MAX_CONNECTIONS: u32 = 8;
+
+/// How long a connection (or a free one from the pool) is waited for
+/// before the step fails naming the server.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A handle to the store in one PostgreSQL database. Cheap to clone (it
+/// wraps a connection pool).
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to the database `url` names and brings its schema up to
+    /// date (migrations already applied are skipped; concurrent openers
+    /// wait on the migrator's advisory lock). The database itself must
+    /// exist.
+    pub async fn open(url: &PgUrl) -> Result<PgStore, StoreError> {
+        let pool = connect(url).await?;
+        if !schema_current(&pool).await {
+            MIGRATOR
+                .run(&pool)
+                .await
+                .map_err(|source| StoreError::PgMigrate {
+                    target: url.label().to_owned(),
+                    source,
+                })?;
+        }
+        Ok(PgStore { pool })
+    }
+
+    /// Connects for a command that only reads: nothing is created or
+    /// migrated, and a database without this Paddock's schema fails with
+    /// `PgSchema`.
+    pub async fn open_existing(url: &PgUrl) -> Result<PgStore, StoreError> {
+        let pool = connect(url).await?;
+        if let Some(problem) = schema_problem(&pool).await {
+            pool.close().await;
+            return Err(StoreError::PgSchema {
+                target: url.label().to_owned(),
+                problem,
+            });
+        }
+        Ok(PgStore { pool })
+    }
+}
+
+async fn connect(url: &PgUrl) -> Result<PgPool, StoreError> {
+    let options = url.options()?;
+    PgPoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_with(options)
+        .await
+        .map_err(|source| StoreError::PgConnect {
+            target: url.label().to_owned(),
+            source,
+        })
+}
+
+/// The migrations applied to the database: version, checksum, success.
+async fn applied(pool: &PgPool) -> Result<Vec<(i64, Vec<u8>, bool)>, sqlx::Error> {
+    sqlx::query_as("SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version")
+        .fetch_all(pool)
+        .await
+}
+
+/// True when the database holds exactly the embedded migrations (one
+/// query instead of the migrator's lock, table creation and listing).
+async fn schema_current(pool: &PgPool) -> bool {
+    matches!(applied(pool).await, Ok(rows) if matches_embedded(&rows))
+}
+
+fn matches_embedded(applied: &[(i64, Vec<u8>, bool)]) -> bool {
+    let mut wanted: Vec<(i64, &[u8])> = MIGRATOR
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .map(|m| (m.version, m.checksum.as_ref()))
+        .collect();
+    wanted.sort_by_key(|(v, _)| *v);
+    applied.len() == wanted.len()
+        && applied
+            .iter()
+            .zip(&wanted)
+            .all(|((v, sum, ok), (want_v, want_sum))| {
+                *ok && v == want_v && sum.as_slice() == *want_sum
+            })
+}
+
+/// Why the database's schema is not this Paddock's, for a read-only
+/// command; `None` when it is.
+async fn schema_problem(pool: &PgPool) -> Option<String> {
+    let table: Option<String> =
+        match sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
+            .fetch_one(pool)
+            .await
+        {
+            Ok(t) => t,
+            Err(e) => return Some(format!("cannot be read ({e})")),
+        };
+    if table.is_none() {
+        return Some("has no Paddock schema: nothing has run with this database".to_owned());
+    }
+    match applied(pool).await {
+        Err(e) => Some(format!("cannot be read ({e})")),
+        Ok(rows) if matches_embedded(&rows) => None,
+        Ok(rows) => {
+            let newest = rows.iter().map(|r| r.0).max().unwrap_or(0);
+            let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+            Some(if newest > ours {
+                format!(
+                    "has a newer schema (migration {newest}) than this Paddock's ({ours}); \
+                     upgrade Paddock"
+                )
+            } else {
+                format!(
+                    "has an older or different schema (migration {newest}, this Paddock's \
+                     is {ours})"
+                )
+            })
+        }
+    }
+}
+
+/// The queries live in one file per table, as SQLite's do; this is the
+/// seam.
+#[async_trait::async_trait]
+impl Store for PgStore {
+    async fn insert_job(&self, job: &JobRecord, spec_json: &str) -> Result<(), StoreError> {
+        PgStore::insert_job_with_priority(self, job, spec_json, 0).await
+    }
+
+    async fn finish_job(&self, job: &JobRecord, from: JobStatus) -> Result<(), StoreError> {
+        PgStore::finish_job(self, job, from).await
+    }
+
+    async fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        PgStore::job(self, id).await
+    }
+
+    async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
+        PgStore::job_spec(self, id).await
+    }
+
+    async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError> {
+        PgStore::set_one(
+            self,
+            id,
+            "UPDATE jobs SET closeout = $1 WHERE id = $2",
+            text,
+        )
+        .await
+    }
+
+    async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError> {
+        PgStore::get_one(self, id, "SELECT closeout FROM jobs WHERE id = $1").await
+    }
+
+    async fn set_engine_session(&self, id: &str, session: &str) -> Result<(), StoreError> {
+        PgStore::set_one(
+            self,
+            id,
+            "UPDATE jobs SET engine_session = $1 WHERE id = $2",
+            session,
+        )
+        .await
+    }
+
+    async fn engine_session(&self, id: &str) -> Result<Option<String>, StoreError> {
+        PgStore::get_one(self, id, "SELECT engine_session FROM jobs WHERE id = $1").await
+    }
+
+    async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError> {
+        PgStore::jobs(self, limit).await
+    }
+
+    async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
+        PgStore::running_jobs(self).await
+    }
+
+    async fn enqueue_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        priority: i64,
+    ) -> Result<(), StoreError> {
+        PgStore::insert_job_with_priority(self, job, spec_json, priority).await
+    }
+
+    async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError> {
+        PgStore::claim_job(self, lanes).await
+    }
+
+    async fn queue_depth(&self) -> Result<u64, StoreError> {
+        PgStore::queue_depth(self).await
+    }
+
+    async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
+        PgStore::job_counts(self).await
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {
+        PgStore::list_jobs(self, query).await
+    }
+
+    async fn job_ids_with_prefix(
+        &self,
+        prefix: &str,
+        limit: u32,
+    ) -> Result<Vec<String>, StoreError> {
+        PgStore::job_ids_with_prefix(self, prefix, limit).await
+    }
+
+    async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError> {
+        PgStore::append_event(self, event).await
+    }
+
+    async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError> {
+        PgStore::events(self, job_id, after_seq).await
+    }
+
+    async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
+        PgStore::write_model_call(self, super::sqlite::ledger::INSERT, call)
+            .await
+            .map(|_| ())
+    }
+
+    async fn settle_model_call(&self, call: &ModelCall) -> Result<bool, StoreError> {
+        PgStore::settle_model_call(self, call).await
+    }
+
+    async fn interrupt_model_calls(&self, job_id: &str, why: &str) -> Result<u64, StoreError> {
+        PgStore::interrupt_model_calls(self, job_id, why).await
+    }
+
+    async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError> {
+        PgStore::model_calls(self, job_id).await
+    }
+
+    async fn spent_micros(&self, scope: &SpendScope, except_job: &str) -> Result<i64, StoreError> {
+        PgStore::spent_micros(self, scope, except_job).await
+    }
+
+    async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError> {
+        PgStore::record_egress(self, job_id, record).await
+    }
+
+    async fn egress(&self, job_id: &str) -> Result<Vec<EgressRecord>, StoreError> {
+        PgStore::egress(self, job_id).await
+    }
+
+    async fn put_profile(&self, profile: &HostProfile) -> Result<(), StoreError> {
+        PgStore::put_profile(self, profile).await
+    }
+
+    async fn profile(&self, id: &str) -> Result<Option<HostProfile>, StoreError> {
+        PgStore::profile(self, id).await
+    }
+
+    async fn remove_profile(&self, id: &str) -> Result<bool, StoreError> {
+        PgStore::remove_profile(self, id).await
+    }
+
+    async fn profiles(&self) -> Result<Vec<HostProfile>, StoreError> {
+        PgStore::profiles(self).await
+    }
+
+    async fn insert_api_token(&self, token: &StoredToken) -> Result<(), StoreError> {
+        PgStore::insert_api_token(self, token).await
+    }
+
+    async fn api_token(&self, id: &str) -> Result<Option<StoredToken>, StoreError> {
+        PgStore::api_token(self, id).await
+    }
+
+    async fn api_tokens(&self) -> Result<Vec<StoredToken>, StoreError> {
+        PgStore::api_tokens(self).await
+    }
+
+    async fn revoke_api_token(
+        &self,
+        id: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<Option<StoredToken>, StoreError> {
+        PgStore::revoke_api_token(self, id, at).await
+    }
+
+    async fn record_webhook_attempt(
+        &self,
+        attempt: &crate::store::WebhookAttempt,
+    ) -> Result<(), StoreError> {
+        PgStore::record_webhook_attempt(self, attempt).await
+    }
+
+    async fn webhook_attempts(
+        &self,
+        job_id: &str,
+    ) -> Result<Vec<crate::store::WebhookAttempt>, StoreError> {
+        PgStore::webhook_attempts(self, job_id).await
+    }
+
+    async fn ledger(
+        &self,
+        after: Option<i64>,
+        limit: u32,
+    ) -> Result<Vec<(i64, ModelCall)>, StoreError> {
+        PgStore::ledger(self, after, limit).await
+    }
+
+    async fn usage(&self) -> Result<(Vec<UsageJob>, Vec<UsageCalls>), StoreError> {
+        PgStore::usage(self).await
+    }
+
+    /// Closes every connection. Other clones of this `PgStore` fail
+    /// afterwards.
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

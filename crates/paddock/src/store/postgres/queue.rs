@@ -1,0 +1,106 @@
+//! The server's queue on PostgreSQL. A claim is one transaction: a
+//! transaction-scoped advisory lock first (claims from every server on the
+//! database take turns, so two never both see a ticket without a running
+//! attempt and start two), then the same `UPDATE` as SQLite's, its
+//! candidate row taken `FOR UPDATE SKIP LOCKED` (a queued row another
+//! transaction holds is passed over, not waited for). The list and counts
+//! are SQLite's statements.
+
+use paddock_protocol::job::{JobRecord, JobStatus};
+
+use super::{PgStore, StoreError};
+use crate::store::sqlite::jobs::{JobRow, SELECT};
+use crate::store::sqlite::queue::lanes_filter;
+use crate::store::{JobQuery, Lane};
+
+/// The advisory lock key the claims share (`paddock` in ASCII).
+const CLAIM_LOCK: i64 = 0x0070_6164_646f_636b;
+
+/// A queued row's task type: its spec's `ticket.type`, `chore` when absent.
+const TASK_TYPE: &str = "COALESCE(q.spec_json::jsonb #>> '{ticket,type}', 'chore')";
+
+impl PgStore {
+    /// The next queued job, now `running`; `None` when nothing can run.
+    pub(super) async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError> {
+        let mut n = 0;
+        let filter = lanes_filter(lanes, TASK_TYPE, &mut || {
+            n += 1;
+            format!("${n}")
+        });
+        let sql = format!(
+            "UPDATE jobs SET status = 'running' WHERE status = 'queued' AND id = ( \
+               SELECT q.id FROM jobs q WHERE q.status = 'queued' AND NOT EXISTS ( \
+                 SELECT 1 FROM jobs r WHERE r.status = 'running' \
+                   AND r.project = q.project AND r.ticket_id = q.ticket_id){filter} \
+               ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1 \
+               FOR UPDATE SKIP LOCKED) \
+             RETURNING id",
+        );
+        let claim_error = |source| StoreError::ClaimJob { source };
+        let mut tx = self.pool.begin().await.map_err(claim_error)?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(CLAIM_LOCK)
+            .execute(&mut *tx)
+            .await
+            .map_err(claim_error)?;
+        let mut query = sqlx::query_scalar::<_, String>(&sql);
+        for lane in lanes {
+            for value in lane.task_types.iter().chain(&lane.projects) {
+                query = query.bind(value);
+            }
+        }
+        let claimed = query.fetch_optional(&mut *tx).await.map_err(claim_error)?;
+        tx.commit().await.map_err(claim_error)?;
+        match claimed {
+            Some(id) => self.job(&id).await,
+            None => Ok(None),
+        }
+    }
+
+    pub(super) async fn queue_depth(&self) -> Result<u64, StoreError> {
+        let n = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM jobs WHERE status = 'queued'")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    pub(super) async fn job_counts(&self) -> Result<Vec<(JobStatus, u64)>, StoreError> {
+        let rows =
+            sqlx::query_as::<_, (String, i64)>("SELECT status, COUNT(*) FROM jobs GROUP BY status")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(|source| StoreError::ListJobs { source })?;
+        Ok(JobStatus::ALL
+            .iter()
+            .map(|&status| {
+                let n = rows
+                    .iter()
+                    .find(|(s, _)| s == status.as_str())
+                    .map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0));
+                (status, n)
+            })
+            .collect())
+    }
+
+    pub(super) async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {
+        let sql = format!(
+            "{} WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR engine = $2) \
+             AND ($3::text IS NULL OR (created_at, id) < \
+                  (SELECT created_at, id FROM jobs WHERE id = $3)) \
+             ORDER BY created_at DESC, id DESC LIMIT $4",
+            SELECT.as_str()
+        );
+        sqlx::query_as::<_, JobRow>(&sql)
+            .bind(query.status.map(|s: JobStatus| s.as_str()))
+            .bind(query.engine.as_deref())
+            .bind(query.after.as_deref())
+            .bind(i64::from(query.limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })?
+            .into_iter()
+            .map(JobRow::into_record)
+            .collect()
+    }
+}

@@ -1,0 +1,270 @@
+//! What only the PostgreSQL backend has to get right: appenders in
+//! separate pools (as separate processes are) keeping events dense,
+//! migrations applied once by concurrent openers, a read-only open that
+//! creates nothing, and connection failures named without the password.
+
+use paddock_protocol::event::{AgentEvent, EventBody, Phase};
+use paddock_test_support::postgres::{self, Database, PASSWORD};
+
+use super::*;
+use crate::store::fixtures::{event, job};
+use crate::store::StoreAt;
+
+async fn fresh() -> Option<(Database, PgUrl)> {
+    let db = postgres::database().await?;
+    let url = PgUrl::parse(&db.url).unwrap();
+    Some((db, url))
+}
+
+fn text(event: u64) -> EventBody {
+    EventBody::Status {
+        phase: Phase::Provisioning,
+        detail: Some(format!("event {event}")),
+    }
+}
+
+/// Two pools (two processes' worth of connections) append to one job at
+/// once, each trying the next seq it sees until it has appended 50 events:
+/// every attempt either lands at the next seq or is refused as not dense,
+/// and the stream ends dense, 1..=100, every event once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_from_two_pools_stay_dense() {
+    let Some((_db, url)) = fresh().await else {
+        return;
+    };
+    let a = PgStore::open(&url).await.unwrap();
+    let b = PgStore::open(&url).await.unwrap();
+    a.insert_job_with_priority(&job("j1", 0), "{}", 0)
+        .await
+        .unwrap();
+    let appender = |store: PgStore, who: u64| {
+        tokio::spawn(async move {
+            let mut mine = 0;
+            let mut refused = 0;
+            while mine < 50 {
+                let last = store.events("j1", 0).await.unwrap().len() as u64;
+                let ev = event("j1", last + 1, text(who * 1000 + mine));
+                match store.append_event(&ev).await {
+                    Ok(()) => mine += 1,
+                    Err(StoreError::EventSeq { .. }) => refused += 1,
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            refused
+        })
+    };
+    let (ra, rb) = tokio::join!(appender(a.clone(), 1), appender(b.clone(), 2));
+    let refused = ra.unwrap() + rb.unwrap();
+    let stored = a.events("j1", 0).await.unwrap();
+    let seqs: Vec<u64> = stored.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=100).collect::<Vec<u64>>());
+    let mut details: Vec<String> = stored
+        .iter()
+        .map(|e| match &e.body {
+            EventBody::Status { detail, .. } => detail.clone().unwrap(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    details.sort();
+    let mut expected: Vec<String> = (0..50)
+        .flat_map(|i| [format!("event {}", 1000 + i), format!("event {}", 2000 + i)])
+        .collect();
+    expected.sort();
+    assert_eq!(details, expected);
+    eprintln!("refused as not dense: {refused}");
+}
+
+/// The same seq appended by many tasks on two pools at once: exactly one
+/// wins, the others are told the seq is taken (not a database error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_appends_of_one_seq_have_one_winner() {
+    let Some((_db, url)) = fresh().await else {
+        return;
+    };
+    let a = PgStore::open(&url).await.unwrap();
+    let b = PgStore::open(&url).await.unwrap();
+    a.insert_job_with_priority(&job("j1", 0), "{}", 0)
+        .await
+        .unwrap();
+    for seq in 1..=5u64 {
+        let tasks: Vec<_> = (0..8u64)
+            .map(|i| {
+                let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+                tokio::spawn(async move {
+                    store
+                        .append_event(&event("j1", seq, text(seq * 100 + i)))
+                        .await
+                })
+            })
+            .collect();
+        let mut won = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(()) => won += 1,
+                Err(StoreError::EventSeq { last, .. }) => assert_eq!(last, seq),
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert_eq!(won, 1, "seq {seq}");
+    }
+    assert_eq!(a.events("j1", 0).await.unwrap().len(), 5);
+}
+
+/// Openers of a new database at once: the migrator's lock lets each
+/// migration run once, and every opener gets the schema.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_opens_migrate_once() {
+    let Some((_db, url)) = fresh().await else {
+        return;
+    };
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { PgStore::open(&url).await.map(|_| ()) })
+        })
+        .collect();
+    for o in opens {
+        o.await.unwrap().unwrap();
+    }
+    let store = PgStore::open(&url).await.unwrap();
+    let applied: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM _sqlx_migrations")
+        .fetch_one(&store.pool)
+        .await
+        .unwrap();
+    assert_eq!(applied as usize, MIGRATOR.iter().count());
+}
+
+/// A read-only open of an empty database creates nothing and says so; once
+/// a writer has migrated it, it opens; a changed schema is named.
+#[tokio::test]
+async fn a_read_only_open_never_migrates() {
+    let Some((db, url)) = fresh().await else {
+        return;
+    };
+    let err = PgStore::open_existing(&url).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the store at {} has no Paddock schema: nothing has run with this database; a \
+             command that writes (paddock run, paddock gc) creates or upgrades it",
+            url.label()
+        )
+    );
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&db.url)
+        .await
+        .unwrap();
+    let tables: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(tables, 0, "nothing created");
+
+    let writer = PgStore::open(&url).await.unwrap();
+    writer
+        .insert_job_with_priority(&job("j1", 0), "{}", 0)
+        .await
+        .unwrap();
+    let reader = PgStore::open_existing(&url).await.unwrap();
+    assert_eq!(reader.job("j1").await.unwrap(), Some(job("j1", 0)));
+
+    sqlx::query("UPDATE _sqlx_migrations SET version = 99999")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let err = PgStore::open_existing(&url).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("has a newer schema (migration 99999)"),
+        "{err}"
+    );
+}
+
+/// The whole error chain of `err`, as a user sees it.
+fn chain(err: &StoreError) -> String {
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(err);
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
+    }
+    text
+}
+
+/// A wrong password, a database that does not exist, a server that is not
+/// there and a malformed URL each fail naming what was tried, never the
+/// password.
+#[tokio::test]
+async fn connection_failures_name_the_store_never_the_password() {
+    let Some((db, _)) = fresh().await else {
+        return;
+    };
+    let wrong = PgUrl::parse(&db.url_with_password("not-the-pw-4e2a")).unwrap();
+    let err = PgStore::open(&wrong).await.unwrap_err();
+    let text = chain(&err);
+    assert!(matches!(err, StoreError::PgConnect { .. }), "{err:?}");
+    assert!(
+        text.starts_with(&format!(
+            "cannot connect to the store at postgres://paddock@localhost:5432/{}?host={}: ",
+            db.name,
+            db.socket_dir.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("password authentication failed"), "{text}");
+    assert!(!text.contains("not-the-pw-4e2a"), "{text}");
+
+    let missing = db.url.replace(&format!("/{}?", db.name), "/no_such_db?");
+    let err = PgStore::open(&PgUrl::parse(&missing).unwrap())
+        .await
+        .unwrap_err();
+    let text = chain(&err);
+    assert!(text.contains("/no_such_db?host="), "{text}");
+    assert!(text.contains("does not exist"), "{text}");
+    assert!(!text.contains(PASSWORD), "{text}");
+
+    let gone = tempfile::tempdir().unwrap();
+    let down = format!(
+        "postgres://paddock:{PASSWORD}@localhost:5432/x?host={}",
+        gone.path().display()
+    );
+    let err = PgStore::open(&PgUrl::parse(&down).unwrap())
+        .await
+        .unwrap_err();
+    let text = chain(&err);
+    assert!(
+        text.starts_with(&format!(
+            "cannot connect to the store at postgres://paddock@localhost:5432/x?host={}: ",
+            gone.path().display()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains(PASSWORD), "{text}");
+
+    let err = PgUrl::parse(&format!("postgres://paddock:{PASSWORD}@localhost:99999/x"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("the store URL is not a valid PostgreSQL URL: "),
+        "{err}"
+    );
+    assert!(!err.contains(PASSWORD), "{err}");
+}
+
+/// The dyn seam: `store::open` picks PostgreSQL for a URL.
+#[tokio::test]
+async fn open_by_location_picks_postgres() {
+    let Some((_db, url)) = fresh().await else {
+        return;
+    };
+    let store = crate::store::open(&StoreAt::Postgres(url.clone()))
+        .await
+        .unwrap();
+    store.insert_job(&job("j9", 0), "{}").await.unwrap();
+    let ev: AgentEvent = event("j9", 1, text(1));
+    store.append_event(&ev).await.unwrap();
+    let reader = crate::store::open_existing(&StoreAt::Postgres(url))
+        .await
+        .unwrap();
+    assert_eq!(reader.events("j9", 0).await.unwrap(), vec![ev]);
+}
