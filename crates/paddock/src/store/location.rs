@@ -67,9 +67,7 @@ impl PgUrl {
     /// Parses `text` (`postgres://…` or `postgresql://…`). A malformed URL
     /// is refused without repeating it (it may hold a password).
     pub fn parse(text: &str) -> Result<PgUrl, StoreError> {
-        let options = PgConnectOptions::from_str(text).map_err(|e| StoreError::PgUrl {
-            message: e.to_string(),
-        })?;
+        let options = PgConnectOptions::from_str(text).map_err(url_error)?;
         Ok(PgUrl {
             label: label(&options),
             url: Secret::new(text.to_owned()),
@@ -85,10 +83,7 @@ impl PgUrl {
     /// The connection options, with the withdrawn `PGPASSWORD` when the
     /// URL has no password.
     pub(crate) fn options(&self) -> Result<PgConnectOptions, StoreError> {
-        let options =
-            PgConnectOptions::from_str(self.url.expose()).map_err(|e| StoreError::PgUrl {
-                message: e.to_string(),
-            })?;
+        let options = PgConnectOptions::from_str(self.url.expose()).map_err(url_error)?;
         if url_has_password(self.url.expose()) {
             return Ok(options);
         }
@@ -99,6 +94,16 @@ impl PgUrl {
             Ok(password) => Ok(options.password(password.expose())),
             Err(_) => Ok(options),
         }
+    }
+}
+
+/// sqlx's refusal of a URL, without its "error with configuration" prefix.
+fn url_error(e: sqlx::Error) -> StoreError {
+    StoreError::PgUrl {
+        message: match e {
+            sqlx::Error::Configuration(inner) => inner.to_string(),
+            other => other.to_string(),
+        },
     }
 }
 

@@ -32,6 +32,7 @@ mod keep_attacks;
 mod lease_race;
 mod module_graph;
 mod parsers;
+mod postgres_store;
 mod reaper;
 mod redaction;
 mod result_bundle;

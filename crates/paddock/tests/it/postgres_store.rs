@@ -1,0 +1,197 @@
+//! The CLI on a PostgreSQL store (`--db postgres://…`, `PADDOCK_DB`), end
+//! to end against test-support's throwaway cluster: a read-only command
+//! creates nothing and says the schema is missing; the hello job (real
+//! Codex, scripted upstream, process rung) runs with its record, events
+//! and ledger in PostgreSQL and none in a SQLite file; `paddock jobs` and
+//! `paddock events` read them back; the password shows nowhere and never
+//! reaches a job's environment.
+
+use std::path::{Path, PathBuf};
+
+use paddock::store::{PgStore, PgUrl, Store};
+use paddock_protocol::event::AgentEvent;
+use paddock_protocol::{JobRecord, JobStatus};
+use paddock_test_support::postgres::{self, PASSWORD};
+use paddock_test_support::prelude::*;
+
+/// The hello example (spec, scenario, bundle) copied under `home`, on the
+/// process rung.
+fn hello(home: &Home) -> PathBuf {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
+    let dir = home.path().join("hello");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["job.toml", "scenario.toml", "repo.bundle"] {
+        std::fs::copy(example.join(f), dir.join(f)).unwrap();
+    }
+    let spec = dir.join("job.toml");
+    on_rung(&spec, "process");
+    spec
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hello_job_runs_on_a_postgres_store_and_reads_back() {
+    let Some(_) = engine("codex") else {
+        return;
+    };
+    let Some(db) = postgres::database().await else {
+        return;
+    };
+    let url = db.url.as_str();
+    let label = PgUrl::parse(url).unwrap().label().to_owned();
+    let home = Home::new();
+    let spec = hello(&home);
+
+    // Read-only before anything ran: refused, nothing created.
+    let out = home.paddock(&["--db", url, "jobs", "--json"], &[]).await;
+    assert_eq!(
+        (out.status.code(), text(&out.stderr).trim().to_owned()),
+        (
+            Some(2),
+            format!(
+                "paddock: the store at {label} has no Paddock schema: nothing has run with \
+                 this database; a command that writes (paddock run, paddock gc) creates or \
+                 upgrades it"
+            )
+        )
+    );
+
+    // The job, the store named by PADDOCK_DB this time.
+    let run = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_DB", url)],
+        )
+        .await;
+    let record = paddock_test_support::jobs::record(&run);
+    assert_eq!(
+        (record.status, run.status.code()),
+        (JobStatus::Done, Some(0)),
+        "{}",
+        text(&run.stderr)
+    );
+
+    // Read back through the CLI, compared with the store's own rows.
+    let store = PgStore::open_existing(&PgUrl::parse(url).unwrap())
+        .await
+        .unwrap();
+    let stored = store.job(&record.id).await.unwrap().unwrap();
+    assert_eq!(stored, record);
+    let jobs = home.paddock(&["--db", url, "jobs", "--json"], &[]).await;
+    assert_eq!(jobs.status.code(), Some(0), "{}", text(&jobs.stderr));
+    let listed: Vec<JobRecord> = text(&jobs.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(listed, vec![record.clone()]);
+
+    let events = home
+        .paddock(&["--db", url, "events", &record.id, "--json"], &[])
+        .await;
+    assert_eq!(events.status.code(), Some(0), "{}", text(&events.stderr));
+    let shown: Vec<AgentEvent> = text(&events.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rows = store.events(&record.id, 0).await.unwrap();
+    assert_eq!(shown, rows);
+    let seqs: Vec<u64> = rows.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=rows.len() as u64).collect::<Vec<_>>());
+    assert!(rows.len() > 3, "{rows:?}");
+    let calls = store.model_calls(&record.id).await.unwrap();
+    assert_eq!(calls.len() as u64, record.model_calls);
+    assert!(!calls.is_empty());
+
+    // Nothing went to a SQLite file, nothing was left behind, and the
+    // password was never printed.
+    assert!(!home.db().exists());
+    // (The bundle's mirror is a cache kept on purpose.)
+    let left: Vec<String> = home
+        .leftover_workspaces()
+        .into_iter()
+        .filter(|n| n != ".mirrors")
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
+    for out in [&run, &jobs, &events] {
+        assert!(!text(&out.stdout).contains(PASSWORD));
+        assert!(!text(&out.stderr).contains(PASSWORD));
+    }
+}
+
+/// A job's engine sees neither the store's URL nor its password, whether
+/// the password came in `PADDOCK_DB`'s URL or in `PGPASSWORD`; and a wrong
+/// password fails naming the store, not the password.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_store_password_never_reaches_a_job() {
+    let Some(db) = postgres::database().await else {
+        return;
+    };
+    let without = db.url_without_password();
+    for (args, env) in [
+        (vec![], vec![("PADDOCK_DB", db.url.as_str())]),
+        (
+            vec!["--db", without.as_str()],
+            vec![("PGPASSWORD", PASSWORD)],
+        ),
+    ] {
+        let home = Home::new();
+        let spec = fake_codex_job(&home, "process", "env > \"$HOME/env.txt\"", 60);
+        let mut all = args.clone();
+        all.extend(["run", "--json", "--keep", spec.to_str().unwrap()]);
+        let out = home.paddock(&all, &env).await;
+        let rec = paddock_test_support::jobs::record(&out);
+        assert_eq!(
+            (rec.status, rec.reason.as_deref()),
+            (
+                JobStatus::Failed,
+                Some("the engine exited without finishing its turn")
+            ),
+            "{}",
+            text(&out.stderr)
+        );
+        let seen = std::fs::read_to_string(home.jobs().join(&rec.id).join("home/env.txt")).unwrap();
+        assert!(!seen.is_empty());
+        for needle in [PASSWORD, "PGPASSWORD", "PADDOCK_DB", db.name.as_str()] {
+            assert!(!seen.contains(needle), "{needle} in the job's environment");
+        }
+        assert!(!home.db().exists());
+        let store = PgStore::open_existing(&PgUrl::parse(&db.url).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(store.job(&rec.id).await.unwrap(), Some(rec));
+    }
+
+    let home = Home::new();
+    let wrong = db.url_with_password("wrong-pw-77f0");
+    let out = home.paddock(&["--db", &wrong, "gc"], &[]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(70), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "paddock: open the store at {}: cannot connect to the store at {}: ",
+            PgUrl::parse(&wrong).unwrap(),
+            PgUrl::parse(&wrong).unwrap()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("password authentication failed"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("wrong-pw-77f0"), "{stderr}");
+    let bad = home
+        .paddock(&["--db", "postgres://u:pw-x@host:notaport/db", "jobs"], &[])
+        .await;
+    assert_eq!(
+        (bad.status.code(), text(&bad.stderr).trim().to_owned()),
+        (
+            Some(2),
+            "paddock: --db (or PADDOCK_DB) names a PostgreSQL store: the store URL is not a \
+             valid PostgreSQL URL: invalid port number"
+                .to_owned()
+        )
+    );
+}
