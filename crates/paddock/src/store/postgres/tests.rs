@@ -251,6 +251,21 @@ async fn connection_failures_name_the_store_never_the_password() {
     assert!(!err.contains(PASSWORD), "{err}");
 }
 
+/// The store's Debug (a `SharedStore` is `Debug`) shows no password.
+#[tokio::test]
+async fn debug_shows_no_password() {
+    let Some((_db, url)) = fresh().await else {
+        return;
+    };
+    let store = PgStore::open(&url).await.unwrap();
+    let shown = format!(
+        "{store:?} {url:?} {url} {:?}",
+        StoreAt::Postgres(url.clone())
+    );
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert!(shown.contains(url.label()), "{shown}");
+}
+
 /// The dyn seam: `store::open` picks PostgreSQL for a URL.
 #[tokio::test]
 async fn open_by_location_picks_postgres() {
