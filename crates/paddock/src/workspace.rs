@@ -60,6 +60,14 @@ pub enum WorkspaceError {
         mirror: PathBuf,
         source_repo: String,
     },
+    #[error(
+        "repository {source_repo}: the base commit {base} is in no ref it advertises, and asked for by name it was not given (the server may refuse a commit no ref reaches: `uploadpack.allowAnySHA1InWant`, `allowReachableSHA1InWant`): {stderr}"
+    )]
+    BaseByName {
+        source_repo: String,
+        base: String,
+        stderr: String,
+    },
     #[error("repository {source_repo}: base ref `{base_ref}` is not a commit in it")]
     BaseRef {
         source_repo: String,
@@ -381,7 +389,14 @@ impl Workspace {
                 };
                 let (mirror, base_commit) =
                     fetched_mirror_then(jobs_root, repo, url, resolve).await?;
-                let base_commit = base_commit?;
+                let base_commit = match base_commit {
+                    // A commit no advertised ref reaches: asked for by name.
+                    Err(WorkspaceError::BaseRef { .. }) if is_object_name(&repo.base_ref) => {
+                        base_by_name(&mirror.dir, repo, url).await?;
+                        resolve_in_source(&mirror.dir, url, &repo.base_ref).await?
+                    }
+                    read => read?,
+                };
                 let from = mirror.dir.display().to_string();
                 let snap = SnapSource::Url { url, mirror: &from };
                 let snap = Snapshot::get_or_make(jobs_root, &snap, &base_commit).await?;
@@ -508,11 +523,16 @@ impl Workspace {
         let ws = Workspace::make_dirs(root, lease, branch)?;
         // A URL is cloned from its mirror, fetched for this job.
         let mirror = match (&repo.path, &repo.url, ws.root.parent()) {
-            (None, Some(url), Some(jobs_root)) => Some(
-                fetched_mirror_then(jobs_root, repo, url, |_| async {})
-                    .await?
-                    .0,
-            ),
+            (None, Some(url), Some(jobs_root)) => {
+                let (mirror, ()) = fetched_mirror_then(jobs_root, repo, url, |_| async {}).await?;
+                // A commit no advertised ref reaches: asked for by name.
+                if is_object_name(&repo.base_ref)
+                    && !mirror::has_commit(&mirror.dir, url, &repo.base_ref).await
+                {
+                    base_by_name(&mirror.dir, repo, url).await?;
+                }
+                Some(mirror)
+            }
             _ => None,
         };
         let from = mirror
@@ -1200,6 +1220,29 @@ where
 {
     let token = repository_token(repo, url)?;
     mirror::fetched_then(jobs_root, url, token.as_ref(), then).await
+}
+
+/// Fetches the job's base, a full commit name (`repo.base_ref`) that the
+/// mirror `dir` of `url` lacks after its fetch (no ref the URL advertises
+/// reaches it: a force-push dropped it), from the URL by its name (`git
+/// fetch origin <commit>`, no ref written; the mirror's automatic gc is
+/// off, so nothing prunes it while a job uses it), as a later publish
+/// does ([`refetch_mirror_for`]). A server that refuses to give a commit
+/// no ref reaches is a `BaseByName` error naming the URL, the commit and
+/// git's message.
+async fn base_by_name(dir: &Path, repo: &RepositorySpec, url: &str) -> Result<(), WorkspaceError> {
+    let token = repository_token(repo, url)?;
+    match mirror::fetch_commit(dir, url, token.as_ref(), &repo.base_ref).await {
+        Ok(()) => Ok(()),
+        Err(e) => Err(WorkspaceError::BaseByName {
+            source_repo: url.to_string(),
+            base: repo.base_ref.clone(),
+            stderr: match e {
+                WorkspaceError::Clone { stderr, .. } => stderr,
+                other => other.to_string(),
+            },
+        }),
+    }
 }
 
 /// The spec's `repository.token` for the URL source `url`, resolved.

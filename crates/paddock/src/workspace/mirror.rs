@@ -1,6 +1,8 @@
 //! URL sources cached as bare mirrors: `<jobs>/.mirrors/<url key>.git`,
 //! made once by `git clone --mirror` and brought up to date by `git
-//! fetch --prune` before each job, which then clones from it (a local,
+//! fetch --prune` before each job (a base commit no advertised ref
+//! reaches then asked for by name, [`fetch_commit`]), which then clones
+//! from it (a local,
 //! hard-linked clone into Paddock's own git directory; the job never sees
 //! either). Jobs on one URL take turns (an exclusive `flock` on
 //! `<url key>.lock` while the mirror is made or fetched and a job clones

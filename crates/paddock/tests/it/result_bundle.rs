@@ -544,3 +544,163 @@ async fn a_mirror_lacking_the_base_after_a_force_push_is_fetched_again() {
         String::from_utf8_lossy(&again.stderr)
     );
 }
+
+/// A URL job whose `base_ref` is a commit no ref the URL advertises
+/// reaches (made on the server and left unnamed, as a force-push leaves
+/// the commit it dropped): its provisioning fetches the mirror's refs,
+/// finds the commit missing and asks the URL for it by name. Served by
+/// `git http-backend` without `uploadpack.allowAnySHA1InWant`, the job
+/// fails at provisioning (bad input, exit 2) with an error naming the URL
+/// and the commit and git's own message, no workspace left; with it, the
+/// job runs on that commit in the default layout (the overlay on a
+/// snapshot where this process may mount, else the clone) and in the
+/// clone, each time from a mirror made afresh: the
+/// branch's bundle has the commit as its prerequisite, and no ref of the
+/// mirror names it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_jobs_base_that_no_ref_reaches_is_fetched_by_name() {
+    use base64::Engine as _;
+    const SERVED: &str = "pdk_servedToken_0123456789";
+    let home = Home::new();
+    let repo = repo(home.path());
+    let served = home.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let served_repo = served.join("widgets.git");
+    let out = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(&repo)
+        .arg(&served_repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // A commit on main that no ref names.
+    let tree = git(&served_repo, &["rev-parse", "main^{tree}"]);
+    let unnamed = git(
+        &served_repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit-tree",
+            tree.trim(),
+            "-p",
+            "main",
+            "-m",
+            "on no ref",
+        ],
+    )
+    .trim()
+    .to_string();
+    let header_value = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{SERVED}"))
+    );
+    let server = paddock_test_support::git_http::GitHttpServer::start(&served, &header_value).await;
+    let url = format!("{}/widgets.git", server.url);
+    let config = home.path().join("user.gitconfig");
+    std::fs::write(
+        &config,
+        format!("[http]\n\textraHeader = Authorization: {header_value}\n"),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let spec = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            &format!("path = \"{}\"", repo.display()),
+            &format!("url = \"{url}\""),
+        )
+        .replace("base_ref = \"main\"", &format!("base_ref = \"{unnamed}\""));
+    std::fs::write(&spec, text).unwrap();
+    let mirrors = home.jobs().join(".mirrors");
+    let run = |layout: &'static str| {
+        let (home, config, spec, mirrors) = (&home, &config, &spec, &mirrors);
+        async move {
+            // Made afresh from the URL: only its refs' commits.
+            if mirrors.exists() {
+                std::fs::remove_dir_all(mirrors).unwrap();
+            }
+            let mut env = vec![("GIT_CONFIG_GLOBAL", config.as_str())];
+            if layout != "default" {
+                env.push(("PADDOCK_WORKSPACE_LAYOUT", layout));
+            }
+            home.paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+                .await
+        }
+    };
+
+    let refused = run("clone").await;
+    let rec = record(&refused);
+    let prefix = format!(
+        "repository {url}: the base commit {unnamed} is in no ref it advertises, and asked for by \
+         name it was not given (the server may refuse a commit no ref reaches: \
+         `uploadpack.allowAnySHA1InWant`, `allowReachableSHA1InWant`): "
+    );
+    let reason = rec.reason.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            refused.status.code(),
+            rec.status,
+            reason
+                .strip_prefix(&prefix)
+                .is_some_and(|git| !git.is_empty()),
+            // The URL's mirror is a cache, kept on purpose.
+            home.leftover_workspaces()
+                .into_iter()
+                .filter(|n| n != ".mirrors")
+                .collect::<Vec<_>>(),
+        ),
+        (
+            Some(2),
+            paddock_protocol::JobStatus::Failed,
+            true,
+            Vec::<String>::new()
+        ),
+        "{reason}"
+    );
+
+    git(
+        &served_repo,
+        &["config", "uploadpack.allowAnySHA1InWant", "true"],
+    );
+    let mut ran = Vec::new();
+    let mut expected = Vec::new();
+    for layout in ["default", "clone"] {
+        let out = run(layout).await;
+        let rec = record(&out);
+        let bundle = home
+            .data()
+            .join("artifacts")
+            .join(&rec.id)
+            .join("branch.bundle");
+        let mirror = std::fs::read_dir(&mirrors)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        ran.push((
+            layout,
+            rec.status,
+            header(&bundle)[1].split(' ').next().map(str::to_string),
+            git(&mirror, &["cat-file", "-t", &unnamed])
+                .trim()
+                .to_string(),
+            git(&mirror, &["for-each-ref", "--contains", &unnamed]),
+        ));
+        expected.push((
+            layout,
+            paddock_protocol::JobStatus::Done,
+            Some(format!("-{unnamed}")),
+            "commit".to_string(),
+            String::new(),
+        ));
+    }
+    assert_eq!(ran, expected);
+}
