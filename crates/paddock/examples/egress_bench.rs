@@ -38,7 +38,7 @@ use paddock::egress::{
 };
 use paddock_protocol::{CredentialSpec, EgressPhase, KeyRef};
 use paddock_test_support::bench::loadavg;
-use paddock_test_support::git_http::GitHttpServer;
+use paddock_test_support::git_http::{GitHttpServer, HttpsWrites};
 use paddock_test_support::tls::client_hello;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -55,6 +55,8 @@ struct Args {
     /// Other relays, CONNECT only (no plain HTTP): name, address, and the
     /// pid whose CPU time counts as theirs (`--relay NAME=ADDR/PID`).
     relays: Vec<(String, SocketAddr, u32)>,
+    /// Only the HTTPS requests (`--only https`), with `requests` of each.
+    https_only: bool,
 }
 
 fn args() -> Args {
@@ -64,6 +66,7 @@ fn args() -> Args {
         runs: 5,
         srt: None,
         relays: Vec::new(),
+        https_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -80,6 +83,7 @@ fn args() -> Args {
                 };
                 a.srt = Some((addr.parse().expect("--srt HOST:PORT[/PID]"), pid));
             }
+            "--only" if value == "https" => a.https_only = true,
             "--relay" => {
                 let (name, rest) = value.split_once('=').expect("--relay NAME=ADDR/PID");
                 let (addr, pid) = rest.split_once('/').expect("--relay NAME=ADDR/PID");
@@ -91,7 +95,7 @@ fn args() -> Args {
             }
             _ => {
                 println!(
-                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT[/PID]] [--relay NAME=HOST:PORT/PID]..."
+                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT[/PID]] [--relay NAME=HOST:PORT/PID]... [--only https]"
                 );
                 std::process::exit(2);
             }
@@ -317,6 +321,12 @@ fn config_with(small: SocketAddr, bulk: SocketAddr, limits: ProxyLimits) -> Egre
 async fn main() {
     let a = args();
     let load_before = loadavg();
+    if a.https_only {
+        println!("egress proxy bench, HTTPS requests only: {} per path; load average before: {load_before}", a.requests);
+        https_hosts(a.requests).await;
+        println!("\nload average after: {}", loadavg());
+        return;
+    }
     let small = small_server().await;
     let bulk = bulk_server(a.mb).await;
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
@@ -454,23 +464,43 @@ async fn main() {
             cpu[i] - cpu[0],
         );
     }
-    https_latency(a.requests / 4).await;
+    https_hosts(a.requests / 4).await;
     println!("\nload average after: {}", loadavg());
 }
 
 /// The real value the HTTPS server demands (`Bearer REAL`).
 const REAL: &str = "bench-real-token-5e8c2a9f4d7b1036";
 
+/// [`https_latency`] against a host that sets `TCP_NODELAY` (as most
+/// do) and against one that leaves Nagle on.
+async fn https_hosts(requests: usize) {
+    for (host, writes) in [
+        ("host sets TCP_NODELAY", HttpsWrites::default()),
+        (
+            "host without TCP_NODELAY",
+            HttpsWrites {
+                nodelay: false,
+                max_write: None,
+            },
+        ),
+    ] {
+        https_latency(requests, host, writes).await;
+    }
+}
+
 /// A real HTTPS request (`GET /echo-headers`, its answer the request's
 /// headers) directly, through a spliced tunnel, and through a terminated
 /// one with the header substituted; `requests` of each, interleaved,
-/// each on a new connection and then on one kept connection.
-async fn https_latency(requests: usize) {
+/// each on a new connection and then on one kept connection, against a
+/// host writing as `writes` says.
+async fn https_latency(requests: usize, host: &str, writes: HttpsWrites) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("repos");
     std::fs::create_dir_all(&root).unwrap();
-    let (server, ca) = GitHttpServer::start_https_requiring(&root, &format!("Bearer {REAL}")).await;
+    let (server, ca) =
+        GitHttpServer::start_https_writing(&root, &format!("Bearer {REAL}"), writes).await;
     let port = server.port();
+    eprintln!("HTTPS host ({host}) on 127.0.0.1:{port}");
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let secret = dir.path().join("token");
     std::fs::write(&secret, REAL).unwrap();
@@ -547,7 +577,7 @@ async fn https_latency(requests: usize) {
     ];
     let url = format!("https://localhost:{port}/echo-headers");
     println!(
-        "\n| HTTPS request (reqwest + rustls, `GET /echo-headers`), {requests} each, interleaved | path | p50 | added p50 | p99 |"
+        "\n| HTTPS request (reqwest + rustls, `GET /echo-headers`), {requests} each, interleaved, {host} | path | p50 | added p50 | p99 |"
     );
     println!("| --- | --- | ---: | ---: | ---: |");
     for kept in [false, true] {

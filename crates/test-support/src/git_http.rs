@@ -22,6 +22,11 @@
 //! ([`GitHttpServer::close_connections`]), or end the connection of the
 //! next request without answering it, as a host whose idle timeout fired
 //! just as the request came ([`GitHttpServer::drop_next_request`]).
+//! Its writes are a well-behaved server's by default (`TCP_NODELAY`, each
+//! TLS flight in one write); [`HttpsWrites`] makes them a less careful
+//! one's: Nagle left on, and every write to the socket cut into small
+//! pieces (the handshake's flight, the session tickets and each answer
+//! in several segments), as real servers may write.
 
 use std::future::Future as _;
 use std::net::SocketAddr;
@@ -34,6 +39,28 @@ use futures::StreamExt as _;
 use http::{Request, StatusCode};
 use tokio::io::AsyncWriteExt as _;
 use tokio_util::sync::CancellationToken;
+
+/// How the HTTPS stand-in writes to its sockets
+/// ([`GitHttpServer::start_https_writing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpsWrites {
+    /// Whether `TCP_NODELAY` is set on each connection (most servers set
+    /// it). Without it, Nagle holds a write smaller than a segment while
+    /// an earlier one is unacknowledged.
+    pub nodelay: bool,
+    /// Each write to the socket at most this many bytes (`None`: as
+    /// rustls hands them over, a flight at a time).
+    pub max_write: Option<usize>,
+}
+
+impl Default for HttpsWrites {
+    fn default() -> Self {
+        HttpsWrites {
+            nodelay: true,
+            max_write: None,
+        }
+    }
+}
 
 /// A check of a request's `Authorization` header.
 type Check = Arc<dyn Fn(&str) -> bool + Send + Sync>;
@@ -112,7 +139,7 @@ impl GitHttpServer {
     /// `https://localhost:PORT`, with no authorization asked; the PEM of
     /// the CA that signed its certificate.
     pub async fn start_https(root: &Path) -> (GitHttpServer, String) {
-        GitHttpServer::https(root, None).await
+        GitHttpServer::https(root, None, HttpsWrites::default()).await
     }
 
     /// [`GitHttpServer::start_https`] demanding `authorization` on every
@@ -123,10 +150,26 @@ impl GitHttpServer {
     ) -> (GitHttpServer, String) {
         let expected = authorization.to_string();
         let check: Check = Arc::new(move |a| a == expected);
-        GitHttpServer::https(root, Some(check)).await
+        GitHttpServer::https(root, Some(check), HttpsWrites::default()).await
     }
 
-    async fn https(root: &Path, authorization: Option<Check>) -> (GitHttpServer, String) {
+    /// [`GitHttpServer::start_https_requiring`] writing to its sockets as
+    /// `writes` says (Nagle on, small writes).
+    pub async fn start_https_writing(
+        root: &Path,
+        authorization: &str,
+        writes: HttpsWrites,
+    ) -> (GitHttpServer, String) {
+        let expected = authorization.to_string();
+        let check: Check = Arc::new(move |a| a == expected);
+        GitHttpServer::https(root, Some(check), writes).await
+    }
+
+    async fn https(
+        root: &Path,
+        authorization: Option<Check>,
+        writes: HttpsWrites,
+    ) -> (GitHttpServer, String) {
         let (config, ca_pem) = tls_config();
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = tcp.local_addr().unwrap().port();
@@ -146,6 +189,7 @@ impl GitHttpServer {
             acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
             server_names: server.server_names.clone(),
             sockets: server.sockets.clone(),
+            writes,
         };
         let router = server.router();
         tokio::spawn(async move {
@@ -429,12 +473,55 @@ struct TlsListener {
     acceptor: tokio_rustls::TlsAcceptor,
     server_names: Arc<Mutex<Vec<Option<String>>>>,
     sockets: Sockets,
+    writes: HttpsWrites,
+}
+
+/// A TCP connection whose writes are at most `max` bytes each (the rest
+/// is written by the next call, as any short write).
+struct Pieces {
+    tcp: tokio::net::TcpStream,
+    max: usize,
+}
+
+impl tokio::io::AsyncRead for Pieces {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Pieces {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let n = buf.len().min(self.max);
+        std::pin::Pin::new(&mut self.tcp).poll_write(cx, &buf[..n])
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
 }
 
 /// A server connection that can be ended from outside: once its token is
 /// cancelled, reads see the end and writes fail, so the server closes it.
 struct Endable {
-    tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    tls: tokio_rustls::server::TlsStream<Pieces>,
     ended: std::pin::Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
 }
 
@@ -497,8 +584,9 @@ impl axum::serve::Listener for TlsListener {
             let Ok((tcp, addr)) = self.tcp.accept().await else {
                 continue;
             };
-            let _ = tcp.set_nodelay(true);
-            let handshake = self.acceptor.accept(tcp);
+            let _ = tcp.set_nodelay(self.writes.nodelay);
+            let max = self.writes.max_write.unwrap_or(usize::MAX).max(1);
+            let handshake = self.acceptor.accept(Pieces { tcp, max });
             if let Ok(Ok(tls)) =
                 tokio::time::timeout(std::time::Duration::from_secs(10), handshake).await
             {

@@ -31,6 +31,7 @@ mod framing;
 pub mod head;
 pub mod hello;
 pub mod pool;
+pub mod quickack;
 pub mod refusal;
 pub mod relay;
 pub mod resolve;
@@ -168,6 +169,8 @@ pub struct EgressProxy {
     /// The job's kept connections to its credential hosts, emptied at a
     /// phase switch and when the proxy is dropped.
     pool: Arc<pool::UpstreamPool>,
+    /// Closes the kept connections when they expire.
+    reaper: JoinHandle<()>,
 }
 
 impl EgressProxy {
@@ -220,7 +223,8 @@ impl EgressProxy {
         records: mpsc::Sender<EgressRecord>,
     ) -> EgressProxy {
         let (phase, phase_rx) = watch::channel(config.phase);
-        let pool = Arc::new(pool::UpstreamPool::default());
+        let pool = Arc::new(pool::UpstreamPool::new(config.limits.kept_idle));
+        let reaper = tokio::spawn(pool.clone().reap());
         let shared = Arc::new(server::Shared {
             pool: pool.clone(),
             lists: config.lists,
@@ -236,6 +240,7 @@ impl EgressProxy {
             phase,
             accept,
             pool,
+            reaper,
         }
     }
 
@@ -273,6 +278,7 @@ impl EgressProxy {
 impl Drop for EgressProxy {
     fn drop(&mut self) {
         self.accept.abort();
+        self.reaper.abort();
         self.pool.clear();
     }
 }

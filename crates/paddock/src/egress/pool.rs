@@ -8,27 +8,35 @@
 //! between jobs) and holds connections of the phase in force only: a
 //! phase switch and the proxy's end empty it, closing them. Bounded: at
 //! most [`MAX_KEPT`] connections per credential, each at most
-//! [`IDLE_LIMIT`] idle; one the host closed (or sent anything on while
-//! idle) is dropped when found, never handed out.
+//! [`IDLE_LIMIT`] idle (the proxy's `ProxyLimits::kept_idle`), closed at
+//! that moment by the pool's reaper ([`UpstreamPool::reap`]) whether or
+//! not anything looks at the pool; one the host closed (or sent anything
+//! on while idle) is dropped when found, never handed out.
 
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd as _;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use nix::sys::socket::{recv, MsgFlags};
 use paddock_protocol::EgressPhase;
-use tokio::net::TcpStream;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
+
+use super::quickack::QuickAck;
 
 /// Kept connections per credential host, at most.
 pub const MAX_KEPT: usize = 4;
 /// How long a kept connection may wait for its next tunnel.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(30);
+/// How long a request sent on a kept connection waits for the first byte
+/// of its answer.
+pub const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
 /// A kept connection: its TLS stream and the checked address it goes to.
 pub struct Kept {
-    pub tls: TlsStream<TcpStream>,
+    pub tls: TlsStream<QuickAck>,
     pub address: SocketAddr,
 }
 
@@ -43,6 +51,8 @@ struct Idle {
 pub struct UpstreamPool {
     idle: Mutex<Vec<Idle>>,
     limit: Duration,
+    /// Told when a connection is kept, so the reaper waits for its expiry.
+    kept: Notify,
 }
 
 impl Default for UpstreamPool {
@@ -57,7 +67,39 @@ impl UpstreamPool {
         UpstreamPool {
             idle: Mutex::new(Vec::new()),
             limit,
+            kept: Notify::new(),
         }
+    }
+
+    /// Closes each kept connection when it has been idle for the pool's
+    /// limit (or earlier, when found closed by its host), whether or not
+    /// the pool is used meanwhile; runs until aborted (the proxy aborts it
+    /// when dropped).
+    pub async fn reap(self: Arc<Self>) {
+        loop {
+            let Some(next) = self.expire() else {
+                // Nothing kept: wait for the next one.
+                self.kept.notified().await;
+                continue;
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(next) => {}
+                () = self.kept.notified() => {}
+            }
+        }
+    }
+
+    /// Drops the expired and closed connections (closing them, outside
+    /// the lock); when the next of the others expires.
+    fn expire(&self) -> Option<Instant> {
+        let Ok(mut idle) = self.idle.lock() else {
+            return None;
+        };
+        let gone = self.prune(&mut idle);
+        let next = idle.iter().map(|i| i.since + self.limit).min();
+        drop(idle);
+        drop(gone);
+        next
     }
 
     /// Whether a connection for `credential` in `phase` is kept (expired
@@ -107,6 +149,8 @@ impl UpstreamPool {
         if mine.len() > MAX_KEPT {
             idle.remove(mine[0]);
         }
+        drop(idle);
+        self.kept.notify_one();
     }
 
     /// Closes every kept connection (a phase switch, the proxy's end).
@@ -126,9 +170,20 @@ impl UpstreamPool {
         self.len() == 0
     }
 
-    fn prune(&self, idle: &mut Vec<Idle>) {
-        let limit = self.limit;
-        idle.retain_mut(|i| i.since.elapsed() < limit && open(&mut i.kept.tls));
+    /// Takes out the connections idle for the limit or no longer open;
+    /// what was taken out (closed when dropped).
+    fn prune(&self, idle: &mut Vec<Idle>) -> Vec<Idle> {
+        let mut gone = Vec::new();
+        let mut at = 0;
+        while at < idle.len() {
+            let i = &mut idle[at];
+            if i.since.elapsed() < self.limit && open(&mut i.kept.tls) {
+                at += 1;
+            } else {
+                gone.push(idle.remove(at));
+            }
+        }
+        gone
     }
 }
 
@@ -137,10 +192,10 @@ impl UpstreamPool {
 /// waiting; TLS's own messages (session tickets) are fine, while the
 /// socket's end, an error, an alert (the host's `close_notify`) or
 /// application bytes nobody asked for mean it is not.
-fn open(tls: &mut TlsStream<TcpStream>) -> bool {
+fn open(tls: &mut TlsStream<QuickAck>) -> bool {
     let (tcp, conn) = tls.get_mut();
     loop {
-        match conn.read_tls(&mut NoWait(tcp)) {
+        match conn.read_tls(&mut NoWait(tcp.tcp())) {
             Ok(0) => return false,
             Ok(_) => match conn.process_new_packets() {
                 Ok(s) if !s.peer_has_closed() && s.plaintext_bytes_to_read() == 0 => {}
@@ -154,7 +209,7 @@ fn open(tls: &mut TlsStream<TcpStream>) -> bool {
 
 /// A socket read that never waits (`MSG_DONTWAIT`, whatever the
 /// runtime last saw of the socket's readiness).
-struct NoWait<'a>(&'a TcpStream);
+struct NoWait<'a>(&'a tokio::net::TcpStream);
 
 impl std::io::Read for NoWait<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -174,6 +229,25 @@ mod tests {
     /// a fresh job CA (the server side is held open by the returned
     /// tasks).
     async fn connections(n: usize) -> Vec<Kept> {
+        let (conns, mut hosts) = connections_and_hosts(n).await;
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Some(host) = hosts.recv().await {
+                held.push(host);
+            }
+        });
+        conns
+    }
+
+    /// [`connections`], and the host's end of each.
+    async fn connections_and_hosts(
+        n: usize,
+    ) -> (
+        Vec<Kept>,
+        tokio::sync::mpsc::UnboundedReceiver<
+            tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+        >,
+    ) {
         let ca = JobCa::new("j1", &["pool.test".into()], Duration::from_secs(60)).unwrap();
         let (chain, key) = ca.leaf("pool.test").unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -193,21 +267,21 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(server));
+        let (hosts, ends) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let mut held = Vec::new();
             while let Ok((tcp, _)) = listener.accept().await {
-                held.push(acceptor.accept(tcp).await.unwrap());
+                let _ = hosts.send(acceptor.accept(tcp).await.unwrap());
             }
         });
         let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
         let mut out = Vec::new();
         for _ in 0..n {
-            let tcp = TcpStream::connect(address).await.unwrap();
+            let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
             let name = rustls::pki_types::ServerName::try_from("pool.test").unwrap();
-            let tls = connector.connect(name, tcp).await.unwrap();
+            let tls = connector.connect(name, QuickAck::new(tcp)).await.unwrap();
             out.push(Kept { tls, address });
         }
-        out
+        (out, ends)
     }
 
     /// At most MAX_KEPT per credential; nothing kept for a phase no
@@ -239,5 +313,34 @@ mod tests {
         let expired = UpstreamPool::new(Duration::ZERO);
         expired.put("a", agent, agent, conns.pop().unwrap());
         assert_eq!((expired.has("a", agent), expired.len()), (false, 0));
+    }
+
+    /// The reaper closes a kept connection when its idle time is up, with
+    /// nothing looking at the pool meanwhile (a pool whose limit is 300
+    /// ms): kept at first, then the host reads the connection's end (the
+    /// socket closed without TLS's close_notify, as dropping does) and
+    /// the pool is empty.
+    #[tokio::test]
+    async fn an_idle_connection_is_closed_at_its_expiry_with_no_request() {
+        let agent = EgressPhase::Agent;
+        let pool = Arc::new(UpstreamPool::new(Duration::from_millis(300)));
+        let reaper = tokio::spawn(pool.clone().reap());
+        let (mut conns, mut hosts) = connections_and_hosts(1).await;
+        let mut host = hosts.recv().await.unwrap();
+        pool.put("a", agent, agent, conns.pop().unwrap());
+        let kept = pool.len();
+        let mut buf = [0u8; 16];
+        let end = tokio::time::timeout(
+            Duration::from_secs(20),
+            tokio::io::AsyncReadExt::read(&mut host, &mut buf),
+        )
+        .await
+        .map(|read| read.map_err(|e| e.kind()));
+        let after = pool.len();
+        reaper.abort();
+        assert_eq!(
+            (kept, end, after),
+            (1, Ok(Err(std::io::ErrorKind::UnexpectedEof)), 0)
+        );
     }
 }

@@ -42,10 +42,17 @@ impl Refusal {
             403 => "Forbidden",
             408 => "Request Timeout",
             431 => "Request Header Fields Too Large",
+            504 => "Gateway Timeout",
             _ => "Bad Gateway",
         };
+        // A timeout is not the proxy's refusal: the host took the request.
+        let what = if status == 504 {
+            "timed out"
+        } else {
+            "refused"
+        };
         let body = format!(
-            "paddock egress proxy: {destination} refused in the {} phase: {}\nrule: {}\n{}\n",
+            "paddock egress proxy: {destination} {what} in the {} phase: {}\nrule: {}\n{}\n",
             phase.as_str(),
             self.reason,
             self.rule,
@@ -75,6 +82,7 @@ impl Refusal {
             "bad_request" => "Send `CONNECT host:port` for HTTPS, or an absolute `http://host/path` request (set HTTPS_PROXY/HTTP_PROXY).".to_string(),
             "content_encoding" => "The proxy asked the credential host for `accept-encoding: identity` so that it can scan the answer for the credential; a compressed answer is not relayed. Ask the host for an uncompressed one (docs/egress.md).".to_string(),
             "upgrade" => "A tunnel to a credential host carries HTTP/1.1 requests only: upgrades (WebSocket) are not relayed. Use plain HTTP requests to this host, or a host without a credential (docs/egress.md).".to_string(),
+            "upstream_timeout" => "The destination is allowed and took the request but did not start its answer in time; the proxy closed that connection. Send the request again (docs/egress.md).".to_string(),
             _ => "The destination is allowed but could not be reached.".to_string(),
         }
     }

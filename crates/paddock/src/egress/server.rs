@@ -45,6 +45,12 @@ pub struct ProxyLimits {
     /// `SO_RCVBUF` and `SO_SNDBUF` of both sockets of every connection
     /// (`None`: the kernel's own sizing, which grows them as needed).
     pub socket_buffer: Option<usize>,
+    /// How long a kept connection to a credential host waits for the
+    /// job's next tunnel before it is closed (`pool::IDLE_LIMIT`).
+    pub kept_idle: Duration,
+    /// For the first byte of the answer to a request sent on a kept
+    /// connection (else the job gets a `504`, rule `upstream_timeout`).
+    pub kept_answer: Duration,
 }
 
 impl Default for ProxyLimits {
@@ -56,6 +62,8 @@ impl Default for ProxyLimits {
             hello: Duration::from_secs(10),
             max_connections: 256,
             socket_buffer: None,
+            kept_idle: super::pool::IDLE_LIMIT,
+            kept_answer: super::pool::ANSWER_LIMIT,
         }
     }
 }

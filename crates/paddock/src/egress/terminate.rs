@@ -31,6 +31,7 @@ use super::credential::Credential;
 use super::framing::{self, LineError};
 use super::head::{read_head, Head, HeadError};
 use super::pool::Kept;
+use super::quickack::QuickAck;
 use super::refusal::Refusal;
 use super::response::{Ended, Pending, Scanning, Stop};
 use super::server::{ProxyLimits, Shared};
@@ -196,6 +197,8 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
                 let _ = timeout(limits.head, job.write_all(&answer)).await;
             }
             let _ = job.shutdown().await;
+            record.bytes_up = up.load(Ordering::Relaxed);
+            record.substituted = Some(substituted.load(Ordering::Relaxed));
             return Err(Refusal {
                 status: None,
                 ..refusal
@@ -297,7 +300,7 @@ type Counters<'a> = (&'a AtomicU64, &'a AtomicU64, &'a Pending);
 /// The job's TLS stream toward the proxy.
 type JobTls<S> = tokio_rustls::server::TlsStream<Replay<S>>;
 /// The proxy's TLS stream toward the host.
-type HostTls = tokio_rustls::client::TlsStream<TcpStream>;
+type HostTls = tokio_rustls::client::TlsStream<QuickAck>;
 
 /// The proxy's TLS handshake with the host over `tcp`, verified for the
 /// credential's host name.
@@ -313,7 +316,7 @@ async fn handshake(
     let name = ServerName::try_from(cred.host.clone())
         .map_err(|e| failed(format!("`{}`: {e}", cred.host)))?;
     let connector = tokio_rustls::TlsConnector::from(cred.client.clone());
-    match timeout(limits.connect, connector.connect(name, tcp)).await {
+    match timeout(limits.connect, connector.connect(name, QuickAck::new(tcp))).await {
         Ok(Ok(tls)) => Ok((tls, address)),
         Ok(Err(e)) => Err(failed(format!("the host's TLS handshake failed: {e}"))),
         Err(_) => Err(failed(format!(
@@ -366,21 +369,39 @@ async fn choose<S: AsyncRead + AsyncWrite + Unpin>(
     }
     if repeatable(&head) {
         if let Some(mut kept) = shared.pool.take(&cred.name, record.phase) {
+            record.address = Some(kept.address.to_string());
             let (out, n) = rewrite(&head, cred);
             let answered = async {
                 kept.tls.write_all(&out).await?;
                 kept.tls.flush().await?;
                 framing::more(&mut kept.tls, host_buf).await
             };
-            if let Ok(true) = answered.await {
-                substituted.fetch_add(n, Ordering::Relaxed);
-                up.fetch_add(out.len() as u64, Ordering::Relaxed);
-                pending.sent(head.method.eq_ignore_ascii_case("HEAD"));
-                job_buf.drain(..end);
-                return Some(Ok((kept.tls, kept.address)));
+            let limit = shared.limits.kept_answer;
+            match timeout(limit, answered).await {
+                Ok(Ok(true)) => {
+                    substituted.fetch_add(n, Ordering::Relaxed);
+                    up.fetch_add(out.len() as u64, Ordering::Relaxed);
+                    pending.sent(head.method.eq_ignore_ascii_case("HEAD"));
+                    job_buf.drain(..end);
+                    return Some(Ok((kept.tls, kept.address)));
+                }
+                // The host had closed it: the request goes on a new one.
+                Ok(_) => host_buf.clear(),
+                // The host took it and stays silent: the job is told (the
+                // connection is closed; the request is not sent again,
+                // the host may be at work on it).
+                Err(_) => {
+                    substituted.fetch_add(n, Ordering::Relaxed);
+                    up.fetch_add(out.len() as u64, Ordering::Relaxed);
+                    return Some(Err(Refusal::new(
+                        504,
+                        "upstream_timeout",
+                        format!(
+                            "the host sent no answer within {limit:?} to the request sent on the connection the proxy kept to it"
+                        ),
+                    )));
+                }
             }
-            // The host had closed it: the request goes on a new one.
-            host_buf.clear();
         }
     }
     let tcp = match super::server::connect(shared, checked, record).await {

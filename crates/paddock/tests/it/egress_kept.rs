@@ -23,7 +23,7 @@ use paddock::egress::{
 use paddock_protocol::{CredentialSpec, EgressMethod, EgressPhase, EgressRecord, KeyRef};
 use paddock_test_support::dns::MockResolver;
 use paddock_test_support::egress_record::{egress_record, next_record};
-use paddock_test_support::git_http::GitHttpServer;
+use paddock_test_support::git_http::{GitHttpServer, HttpsWrites};
 use paddock_test_support::tls;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
@@ -40,11 +40,16 @@ struct Host {
 
 impl Host {
     async fn start() -> Host {
+        Host::writing(HttpsWrites::default()).await
+    }
+
+    /// The stand-in writing to its sockets as `writes` says.
+    async fn writing(writes: HttpsWrites) -> Host {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("repos");
         std::fs::create_dir_all(&root).unwrap();
         let (server, ca) =
-            GitHttpServer::start_https_requiring(&root, &format!("Bearer {REAL}")).await;
+            GitHttpServer::start_https_writing(&root, &format!("Bearer {REAL}"), writes).await;
         Host { server, ca, dir }
     }
 
@@ -63,6 +68,10 @@ struct Job {
 
 impl Job {
     async fn start(host: &Host, id: &str, phase: EgressPhase) -> Job {
+        Job::with_limits(host, id, phase, ProxyLimits::default()).await
+    }
+
+    async fn with_limits(host: &Host, id: &str, phase: EgressPhase, limits: ProxyLimits) -> Job {
         let port = host.server.port();
         let file = host.dir.path().join(format!("token-{id}"));
         std::fs::write(&file, REAL).unwrap();
@@ -91,7 +100,7 @@ impl Job {
             },
             deny: DenyList::of_this_host(vec![SocketAddr::from(([127, 0, 0, 1], port))]).unwrap(),
             resolver: Arc::new(MockResolver::new().with("localhost", &["127.0.0.1"])),
-            limits: ProxyLimits::default(),
+            limits,
             phase,
             credentials: Some(creds.clone()),
         };
@@ -112,9 +121,15 @@ impl Job {
     }
 
     /// `method url` with the job's placeholder, then the tunnel's record
-    /// (so the tunnel has ended, its connection kept or not): the status,
-    /// whether the body is the echo of a request, and the record.
+    /// (so the tunnel has ended, its connection kept or not): the status
+    /// and the record.
     async fn request(&mut self, method: reqwest::Method, url: &str) -> (u16, EgressRecord) {
+        let (status, _, record) = self.answer(method, url).await;
+        (status, record)
+    }
+
+    /// [`Job::request`] with the answer's body.
+    async fn answer(&mut self, method: reqwest::Method, url: &str) -> (u16, String, EgressRecord) {
         let placeholder = &self.creds.list[0].placeholder;
         let resp = self
             .client()
@@ -134,6 +149,7 @@ impl Job {
         let record = next_record(&mut self.records, WAIT).await;
         (
             status,
+            body,
             EgressRecord {
                 bytes_up: 0,
                 bytes_down: 0,
@@ -269,7 +285,10 @@ async fn a_request_after_the_host_closed_its_kept_connection_still_works() {
     );
     // 1: first; 2: after the close, a new connection; 3: the GET the host
     // dropped on the kept connection 2, then again on a new one; 4: the
-    // POST on a new one though connection 3' was kept.
+    // POST on a new one though connection 3' was kept. So two are kept
+    // now: 3', which the POST left alone, and the POST's own (each
+    // request answered, nothing asked to close).
+    assert_eq!(job.proxy.kept_connections(), 2);
     let peers = host.server.peers();
     assert_eq!(peers.len(), 5, "{peers:?}");
     let distinct = |ps: &[Option<SocketAddr>]| {
@@ -285,6 +304,88 @@ async fn a_request_after_the_host_closed_its_kept_connection_still_works() {
         ),
         (true, 4)
     );
+}
+
+/// A host that takes a request on the connection the proxy kept and
+/// never answers: after the proxy's limit the job gets a readable `504`
+/// (rule `upstream_timeout`), the record says so, the silent connection
+/// is not kept, and the next request gets a new one and its answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_silent_on_a_kept_connection_gets_the_job_a_504() {
+    let host = Host::start().await;
+    let url = host.url("/echo-headers");
+    let limits = ProxyLimits {
+        kept_answer: Duration::from_millis(300),
+        ..ProxyLimits::default()
+    };
+    let mut job = Job::with_limits(&host, "job-s", EgressPhase::Agent, limits).await;
+    let (s1, r1) = job.get(&url).await;
+    host.server.set_stall(true);
+    let (s2, body, r2) = job.answer(reqwest::Method::GET, &url).await;
+    let kept_after_silence = job.proxy.kept_connections();
+    host.server.set_stall(false);
+    let (s3, r3) = job.get(&url).await;
+    let dest = format!("localhost:{}", host.server.port());
+    let why = "the host sent no answer within 300ms to the request sent on the connection the proxy kept to it";
+    assert_eq!(
+        ([s1, s2, s3], body, [r1, r2, r3], kept_after_silence),
+        (
+            [200, 504, 200],
+            format!(
+                "paddock egress proxy: {dest} timed out in the agent phase: {why}\nrule: upstream_timeout\n\
+                 The destination is allowed and took the request but did not start its answer in time; the proxy closed that connection. Send the request again (docs/egress.md).\n"
+            ),
+            [
+                kept_ok(&host, EgressPhase::Agent),
+                EgressRecord {
+                    allowed: false,
+                    rule: Some("upstream_timeout".into()),
+                    reason: Some(why.into()),
+                    ..kept_ok(&host, EgressPhase::Agent)
+                },
+                kept_ok(&host, EgressPhase::Agent),
+            ],
+            0
+        )
+    );
+    // The silent host's request came on the first connection, the next
+    // on a new one.
+    let peers = host.server.peers();
+    assert_eq!(
+        (peers.len(), peers[0] == peers[1], peers[1] == peers[2]),
+        (3, true, false)
+    );
+}
+
+/// A host that leaves Nagle on and writes everything (its handshake, its
+/// session tickets, its answers) in pieces of 7 bytes: the job's answers
+/// through a terminated tunnel arrive whole, the credential's value
+/// masked, on a new upstream connection and on the kept one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_writing_in_small_pieces_without_nodelay_is_answered_whole() {
+    let host = Host::writing(HttpsWrites {
+        nodelay: false,
+        max_write: Some(7),
+    })
+    .await;
+    let url = host.url("/echo-headers");
+    let mut job = Job::start(&host, "job-n", EgressPhase::Agent).await;
+    let mask = format!(
+        "authorization: Bearer {}",
+        &job.creds.list[0].placeholder[..REAL.len()]
+    );
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (status, body, record) = job.answer(reqwest::Method::GET, &url).await;
+        let line = body.lines().find(|l| l.starts_with("authorization:"));
+        seen.push((status, line.map(str::to_string), record));
+    }
+    assert_eq!(
+        seen,
+        vec![(200, Some(mask), kept_ok(&host, EgressPhase::Agent)); 2]
+    );
+    let peers = host.server.peers();
+    assert_eq!((peers.len(), peers[0] == peers[1]), (2, true));
 }
 
 /// The job's client resumes its TLS session with the proxy (a rustls
