@@ -9,7 +9,7 @@ use sqlx::postgres::{PgArguments, Postgres};
 use super::{PgStore, StoreError};
 use crate::store::sqlite::codec::RowRef;
 use crate::store::sqlite::is_unique_violation;
-use crate::store::sqlite::jobs::{JobRow, COLUMNS, INSERT, SELECT, UPDATE};
+use crate::store::sqlite::jobs::{like_prefix, JobRow, COLUMNS, INSERT, SELECT, UPDATE};
 
 type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
@@ -192,18 +192,11 @@ impl PgStore {
         prefix: &str,
         limit: u32,
     ) -> Result<Vec<String>, StoreError> {
-        let escaped: String = prefix
-            .chars()
-            .flat_map(|c| match c {
-                '%' | '_' | '\\' => vec!['\\', c],
-                c => vec![c],
-            })
-            .collect();
         sqlx::query_scalar::<_, String>(
             "SELECT id FROM jobs WHERE id LIKE $1 ESCAPE '\\' \
              ORDER BY created_at DESC, id DESC LIMIT $2",
         )
-        .bind(format!("{escaped}%"))
+        .bind(like_prefix(prefix))
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await

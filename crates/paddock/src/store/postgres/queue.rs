@@ -10,7 +10,7 @@ use paddock_protocol::job::{JobRecord, JobStatus};
 
 use super::{PgStore, StoreError};
 use crate::store::sqlite::jobs::{JobRow, SELECT};
-use crate::store::sqlite::queue::lanes_filter;
+use crate::store::sqlite::queue::{every_status, lanes_filter};
 use crate::store::{JobQuery, Lane};
 
 /// The advisory lock key the claims share (`paddock` in ASCII).
@@ -71,16 +71,7 @@ impl PgStore {
                 .fetch_all(&self.pool)
                 .await
                 .map_err(|source| StoreError::ListJobs { source })?;
-        Ok(JobStatus::ALL
-            .iter()
-            .map(|&status| {
-                let n = rows
-                    .iter()
-                    .find(|(s, _)| s == status.as_str())
-                    .map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0));
-                (status, n)
-            })
-            .collect())
+        Ok(every_status(&rows))
     }
 
     pub(super) async fn list_jobs(&self, query: &JobQuery) -> Result<Vec<JobRecord>, StoreError> {

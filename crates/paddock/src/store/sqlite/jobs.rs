@@ -160,6 +160,20 @@ fn bind_job<'q>(query: Query<'q>, job: &'q JobRecord) -> Result<Query<'q>, Store
         .bind(row.opt_int("duration_ms", job.duration_ms)?))
 }
 
+/// A `LIKE` pattern (backslash as its escape) matching what starts with `prefix`, taken
+/// literally (its `%`, `_` and backslashes escaped).
+pub(in crate::store) fn like_prefix(prefix: &str) -> String {
+    let mut pattern: String = prefix
+        .chars()
+        .flat_map(|c| match c {
+            '%' | '_' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect();
+    pattern.push('%');
+    pattern
+}
+
 impl SqliteStore {
     /// Records a new job with its spec as submitted (any text; the caller's
     /// JSON). Fails with `JobExists` if the id is taken.
@@ -348,18 +362,11 @@ impl SqliteStore {
         prefix: &str,
         limit: u32,
     ) -> Result<Vec<String>, StoreError> {
-        let escaped: String = prefix
-            .chars()
-            .flat_map(|c| match c {
-                '%' | '_' | '\\' => vec!['\\', c],
-                c => vec![c],
-            })
-            .collect();
         sqlx::query_scalar::<_, String>(
             "SELECT id FROM jobs WHERE id LIKE $1 ESCAPE '\\' \
              ORDER BY created_at DESC, id DESC LIMIT $2",
         )
-        .bind(format!("{escaped}%"))
+        .bind(like_prefix(prefix))
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await

@@ -67,16 +67,7 @@ impl SqliteStore {
                 .fetch_all(&self.pool)
                 .await
                 .map_err(|source| StoreError::ListJobs { source })?;
-        Ok(JobStatus::ALL
-            .iter()
-            .map(|&status| {
-                let n = rows
-                    .iter()
-                    .find(|(s, _)| s == status.as_str())
-                    .map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0));
-                (status, n)
-            })
-            .collect())
+        Ok(every_status(&rows))
     }
 
     /// A page of jobs matching `query`, newest first.
@@ -100,6 +91,21 @@ impl SqliteStore {
             .map(JobRow::into_record)
             .collect()
     }
+}
+
+/// Every status with its count from `(status, count)` rows, zeros
+/// included, in `JobStatus` order.
+pub(in crate::store) fn every_status(rows: &[(String, i64)]) -> Vec<(JobStatus, u64)> {
+    JobStatus::ALL
+        .iter()
+        .map(|&status| {
+            let n = rows
+                .iter()
+                .find(|(s, _)| s == status.as_str())
+                .map_or(0, |(_, n)| u64::try_from(*n).unwrap_or(0));
+            (status, n)
+        })
+        .collect()
 }
 
 /// How a backend's SQL names a queued row's task type (its ticket's
