@@ -28,7 +28,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,8 +55,9 @@ struct Args {
     /// Other relays, CONNECT only (no plain HTTP): name, address, and the
     /// pid whose CPU time counts as theirs (`--relay NAME=ADDR/PID`).
     relays: Vec<(String, SocketAddr, u32)>,
-    /// Only the HTTPS requests (`--only https`), with `requests` of each.
-    https_only: bool,
+    /// Only one part (`--only https`: the HTTPS requests, `requests` of
+    /// each; `--only shaped`: the downloads over shaped links).
+    only: Option<String>,
 }
 
 fn args() -> Args {
@@ -66,7 +67,7 @@ fn args() -> Args {
         runs: 5,
         srt: None,
         relays: Vec::new(),
-        https_only: false,
+        only: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -83,7 +84,7 @@ fn args() -> Args {
                 };
                 a.srt = Some((addr.parse().expect("--srt HOST:PORT[/PID]"), pid));
             }
-            "--only" if value == "https" => a.https_only = true,
+            "--only" if ["https", "shaped"].contains(&value.as_str()) => a.only = Some(value),
             "--relay" => {
                 let (name, rest) = value.split_once('=').expect("--relay NAME=ADDR/PID");
                 let (addr, pid) = rest.split_once('/').expect("--relay NAME=ADDR/PID");
@@ -95,7 +96,7 @@ fn args() -> Args {
             }
             _ => {
                 println!(
-                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT[/PID]] [--relay NAME=HOST:PORT/PID]... [--only https]"
+                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT[/PID]] [--relay NAME=HOST:PORT/PID]... [--only https|shaped]"
                 );
                 std::process::exit(2);
             }
@@ -104,13 +105,13 @@ fn args() -> Args {
     a
 }
 
-/// Names of the bench → loopback.
-struct Loopback;
+/// Every name of the bench → one address.
+struct ResolveTo(IpAddr);
 
 #[async_trait::async_trait]
-impl Resolver for Loopback {
+impl Resolver for ResolveTo {
     async fn resolve(&self, _host: &str) -> std::io::Result<Vec<IpAddr>> {
-        Ok(vec![IpAddr::from([127, 0, 0, 1])])
+        Ok(vec![self.0])
     }
 }
 
@@ -141,9 +142,13 @@ async fn small_server() -> SocketAddr {
 
 /// Sends `mb` MiB after the first bytes arrive.
 async fn bulk_server(mb: usize) -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    bulk_serve(TcpListener::bind("127.0.0.1:0").await.unwrap(), mb).0
+}
+
+/// Serves `mb` MiB on `l` to each connection after its first bytes.
+fn bulk_serve(l: TcpListener, mb: usize) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let addr = l.local_addr().unwrap();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         loop {
             let (mut c, _) = l.accept().await.unwrap();
             tokio::spawn(async move {
@@ -161,7 +166,7 @@ async fn bulk_server(mb: usize) -> SocketAddr {
             });
         }
     });
-    addr
+    (addr, task)
 }
 
 async fn read_all(mut s: TcpStream) -> Vec<u8> {
@@ -310,7 +315,7 @@ fn config_with(small: SocketAddr, bulk: SocketAddr, limits: ProxyLimits) -> Egre
             .unwrap(),
         },
         deny: DenyList::new([], [small, bulk]),
-        resolver: Arc::new(Loopback),
+        resolver: Arc::new(ResolveTo(Ipv4Addr::LOCALHOST.into())),
         limits,
         phase: EgressPhase::Agent,
         credentials: None,
@@ -321,11 +326,20 @@ fn config_with(small: SocketAddr, bulk: SocketAddr, limits: ProxyLimits) -> Egre
 async fn main() {
     let a = args();
     let load_before = loadavg();
-    if a.https_only {
-        println!("egress proxy bench, HTTPS requests only: {} per path; load average before: {load_before}", a.requests);
-        https_hosts(a.requests).await;
-        println!("\nload average after: {}", loadavg());
-        return;
+    match a.only.as_deref() {
+        Some("https") => {
+            println!("egress proxy bench, HTTPS requests only: {} per path; load average before: {load_before}", a.requests);
+            https_hosts(a.requests).await;
+            println!("\nload average after: {}", loadavg());
+            return;
+        }
+        Some(_) => {
+            println!("egress proxy bench, downloads over shaped links only; load average before: {load_before}");
+            shaped_downloads(a.mb, a.runs).await;
+            println!("\nload average after: {}", loadavg());
+            return;
+        }
+        None => {}
     }
     let small = small_server().await;
     let bulk = bulk_server(a.mb).await;
@@ -464,6 +478,7 @@ async fn main() {
             cpu[i] - cpu[0],
         );
     }
+    shaped_downloads(a.mb, a.runs).await;
     https_hosts(a.requests / 4).await;
     println!("\nload average after: {}", loadavg());
 }
@@ -528,7 +543,7 @@ async fn https_latency(requests: usize, host: &str, writes: HttpsWrites) {
             agent: Allowlist::parse(&[format!("localhost:{port}")]).unwrap(),
         },
         deny: DenyList::new([], [addr]),
-        resolver: Arc::new(Loopback),
+        resolver: Arc::new(ResolveTo(Ipv4Addr::LOCALHOST.into())),
         limits: ProxyLimits::default(),
         phase: EgressPhase::Agent,
         credentials,
@@ -639,5 +654,196 @@ async fn https_latency(requests: usize, host: &str, writes: HttpsWrites) {
                 micros(percentile(&times[i], 0.99)),
             );
         }
+    }
+}
+
+/// A veth pair from this network namespace to one the bench makes, the
+/// namespace's end shaped by `tc` (a token bucket at `mbit` Mbit/s), for
+/// a server that sits behind a real link rather than on loopback. Only
+/// what the bench made is touched: the namespace (its name carries the
+/// bench's pid) is deleted when this is dropped, which removes the pair.
+struct ShapedLink {
+    netns: String,
+    /// The server's address inside the namespace.
+    server_ip: Ipv4Addr,
+}
+
+/// Runs one `ip`/`tc` command; what it said when it failed.
+fn run(args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Why the shaped links cannot be made here, if they cannot.
+fn shaped_unavailable() -> Option<String> {
+    if !nix::unistd::geteuid().is_root() {
+        return Some("not root (a network namespace, a veth pair and tc need it)".into());
+    }
+    for tool in ["ip", "tc"] {
+        if which::which(tool).is_err() {
+            return Some(format!("`{tool}` is not installed (iproute2)"));
+        }
+    }
+    None
+}
+
+impl ShapedLink {
+    /// The `n`th link, shaped to `mbit`.
+    fn make(n: u8, mbit: u64) -> Result<ShapedLink, String> {
+        let pid = std::process::id();
+        let netns = format!("paddock-bench-{pid}-{n}");
+        run(&["ip", "netns", "add", &netns])?;
+        // From here on, dropping it deletes what was made.
+        let link = ShapedLink {
+            netns,
+            server_ip: Ipv4Addr::new(10, 231, 200 + n, 2),
+        };
+        let (outer, inner) = (format!("pbo{pid}x{n}"), format!("pbi{pid}x{n}"));
+        let ns = link.netns.as_str();
+        let host_cidr = format!("10.231.{}.1/30", 200 + n);
+        let server_cidr = format!("{}/30", link.server_ip);
+        // tbf needs a bucket of at least what one timer tick sends (HZ
+        // 100 at worst): twice that.
+        let burst = format!("{}", mbit * 1_000_000 / 8 / 100 * 2);
+        let rate = format!("{mbit}mbit");
+        for cmd in [
+            vec![
+                "ip", "link", "add", &outer, "type", "veth", "peer", "name", &inner, "netns", ns,
+            ],
+            vec!["ip", "addr", "add", &host_cidr, "dev", &outer],
+            vec!["ip", "link", "set", &outer, "up"],
+            vec!["ip", "-n", ns, "addr", "add", &server_cidr, "dev", &inner],
+            vec!["ip", "-n", ns, "link", "set", &inner, "up"],
+            vec!["ip", "-n", ns, "link", "set", "lo", "up"],
+            vec![
+                "tc", "-n", ns, "qdisc", "add", "dev", &inner, "root", "tbf", "rate", &rate,
+                "burst", &burst, "latency", "50ms",
+            ],
+        ] {
+            run(&cmd)?;
+        }
+        Ok(link)
+    }
+
+    /// A listener on the server's address, inside the namespace (made on
+    /// a thread of its own that enters the namespace; the socket stays in
+    /// it).
+    fn listen(&self) -> std::io::Result<std::net::TcpListener> {
+        let path = format!("/run/netns/{}", self.netns);
+        let ip = self.server_ip;
+        std::thread::spawn(move || {
+            let ns = std::fs::File::open(&path)?;
+            nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
+                .map_err(std::io::Error::from)?;
+            std::net::TcpListener::bind((ip, 0))
+        })
+        .join()
+        .expect("the namespace's thread")
+    }
+}
+
+impl Drop for ShapedLink {
+    fn drop(&mut self) {
+        if let Err(e) = run(&["ip", "netns", "del", &self.netns]) {
+            eprintln!("egress_bench: {e}");
+        }
+    }
+}
+
+/// The proxy's configuration for the bulk server at `bulk` (reached by
+/// the name `bulk.bench`, its address opened).
+fn bulk_config(bulk: SocketAddr) -> EgressConfig {
+    EgressConfig {
+        lists: PhaseLists {
+            setup: Allowlist::default(),
+            agent: Allowlist::parse(&[format!("bulk.bench:{}", bulk.port())]).unwrap(),
+        },
+        deny: DenyList::new([], [bulk]),
+        resolver: Arc::new(ResolveTo(bulk.ip())),
+        limits: ProxyLimits::default(),
+        phase: EgressPhase::Agent,
+        credentials: None,
+    }
+}
+
+/// The download of `mb` MiB from a server behind a link shaped to 1 and
+/// to 10 Gbit/s (a veth pair to a network namespace the bench makes; root
+/// only, skipped with the reason otherwise): directly, through Paddock's
+/// proxy, and through the sandbox's forwarder and the proxy, `runs`
+/// rounds interleaved. What a job's download crosses in real life, where
+/// loopback measures the relay against a path with no link at all.
+async fn shaped_downloads(mb: usize, runs: usize) {
+    if let Some(why) = shaped_unavailable() {
+        println!("\nDownloads over shaped links: skipped: {why}");
+        return;
+    }
+    println!(
+        "\n| {mb} MiB download, the server behind a veth pair shaped by tc (tbf), median of {runs} | direct MiB/s | Paddock proxy / direct | forwarder + Paddock proxy / direct |"
+    );
+    println!("| --- | ---: | ---: | ---: |");
+    let hello = client_hello(Some("bulk.bench"), &[], 16384);
+    for (n, mbit) in [(0u8, 1_000u64), (1, 10_000)] {
+        let link = match ShapedLink::make(n, mbit) {
+            Ok(link) => link,
+            Err(e) => {
+                println!("| {mbit} Mbit/s | not made: {e} | | |");
+                continue;
+            }
+        };
+        let listener = link.listen().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let (bulk, server) = bulk_serve(TcpListener::from_std(listener).unwrap(), mb);
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        let proxy = EgressProxy::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            bulk_config(bulk),
+            tx.clone(),
+        )
+        .await
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("egress.sock");
+        let unix_proxy = EgressProxy::bind_unix(&sock, bulk_config(bulk), tx).unwrap();
+        let forwarder = paddock_sandbox::net::bind_forwarder(0, &sock).unwrap();
+        let forwarded = forwarder.local_addr().unwrap();
+        paddock_sandbox::net::serve_handoff(forwarder, sock.clone());
+        let paths = [
+            Path::Direct,
+            Path::Via(proxy.local_addr().expect("a TCP proxy")),
+            Path::Via(forwarded),
+        ];
+        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
+        for _ in 0..runs {
+            for (i, path) in paths.iter().enumerate() {
+                let (got, t) = one_download(*path, bulk, &hello).await;
+                assert_eq!(got, mb << 20, "a short download");
+                rates[i].push(got as f64 / (1 << 20) as f64 / t.as_secs_f64());
+            }
+        }
+        let m: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+        println!(
+            "| {} Gbit/s | {:.0} | {:.0} % ({:.0}) | {:.0} % ({:.0}) |",
+            mbit as f64 / 1000.0,
+            m[0],
+            100.0 * m[1] / m[0],
+            m[1],
+            100.0 * m[2] / m[0],
+            m[2]
+        );
+        server.abort();
+        drop((proxy, unix_proxy));
+        drop(link);
     }
 }
