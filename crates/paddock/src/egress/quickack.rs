@@ -105,7 +105,11 @@ mod tests {
     /// After a read that emptied the socket, the socket is out of
     /// delayed-ACK ("ping-pong") mode, which getsockopt(TCP_QUICKACK)
     /// reports as 1, whatever it was before; a read that filled the
-    /// buffer leaves it as it was.
+    /// buffer leaves it as it was. (The kernel's own delayed-ACK timer,
+    /// 40 ms after data arrives, also ends ping-pong: a test thread held
+    /// that long between the arrival and the checks would see 1 early,
+    /// so only the value after the emptying read, which no timer can make
+    /// 0, decides; the others are printed.)
     #[tokio::test]
     async fn a_read_that_empties_the_socket_turns_quick_acks_on() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -131,6 +135,9 @@ mod tests {
                 proxy.read_exact(&mut vec![0u8; sent - n]).await.unwrap();
             }
         }
-        assert_eq!(seen, vec![false, false, false, true]);
+        eprintln!(
+            "quick ACKs before/after each read: {seen:?} (expected [false, false, false, true])"
+        );
+        assert!(seen[3], "{seen:?}");
     }
 }
