@@ -7,7 +7,9 @@
 //! them grow without bound within 14 days, and a user on a laptop never
 //! runs `paddock gc`: so [`enforce`] runs after every job (the detached
 //! remover `paddock run` starts as it exits, [`after_job_main`]; the
-//! background thread of `paddock serve`) and in `paddock gc`.
+//! background thread of `paddock serve`), as `paddock serve` starts (a
+//! thread of its own; not at `paddock run`'s start, which is the job's
+//! path) and in `paddock gc`.
 //!
 //! A pass measures every entry (`workspace/disk_usage.rs`: `lstat` only,
 //! no link followed, no FIFO opened, bounded depth and entry count) and,
@@ -401,5 +403,53 @@ mod tests {
             }]
         );
         assert!(old_held.exists() && newest.exists() && !older.exists());
+    }
+
+    fn setup_entry(jobs: &Path, name: &str, bytes: usize) -> PathBuf {
+        let dir = jobs.join(crate::setup_cache::DIR).join(name);
+        std::fs::create_dir_all(dir.join("work")).unwrap();
+        std::fs::write(dir.join("work/f"), vec![1u8; bytes]).unwrap();
+        std::fs::write(dir.join("manifest.json"), b"{}").unwrap();
+        dir
+    }
+
+    /// Setup cache entries over the cap: while a job restores or stores
+    /// (the cache's `.lock` held shared) none goes; once it is free, the
+    /// least recently used (its manifest's time) goes and the newer stays.
+    #[test]
+    fn over_the_cap_the_oldest_setup_cache_entry_goes_when_none_is_restoring() {
+        use nix::fcntl::{Flock, FlockArg};
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let older = setup_entry(&jobs, "k1-c1", 64 * 1024);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let newer = setup_entry(&jobs, "k2-c2", 64 * 1024);
+        let lock = std::fs::File::create(jobs.join(crate::setup_cache::DIR).join(".lock")).unwrap();
+        let size = disk_usage::of(&older).bytes;
+        let cap = size + size / 2;
+        let restoring = Flock::lock(lock, FlockArg::LockShared).unwrap();
+        let held = enforce(&jobs, cap);
+        drop(restoring);
+        let free = enforce(&jobs, cap);
+        assert_eq!(
+            (
+                held.removed,
+                free.removed,
+                free.bytes_after,
+                older.exists(),
+                newer.exists()
+            ),
+            (
+                Vec::new(),
+                vec![PrunedEntry {
+                    path: older.clone(),
+                    reason: Reason::Cap,
+                    bytes: Some(size),
+                }],
+                free.bytes_before - size,
+                false,
+                true
+            )
+        );
     }
 }

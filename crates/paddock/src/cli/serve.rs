@@ -77,6 +77,18 @@ pub async fn exec(
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
         errln!("paddock: {line}");
     }
+    // The caches held to their cap from the start, not only after the
+    // first job (a cap lowered in the config, a pass a killed process
+    // never made), on a thread of its own: cheap when the size memo is
+    // fresh, and nothing waits for it.
+    if let Some(cap) = defaults.caches.max_bytes() {
+        let jobs = paths.jobs.clone();
+        tokio::task::spawn_blocking(move || {
+            for e in paddock::cache_cap::enforce(&jobs, cap).errors {
+                tracing::warn!("caches: {e}");
+            }
+        });
+    }
     let runner = Runner::new(
         store.clone(),
         super::run::runner_config(paths, host_dir, prices)?,

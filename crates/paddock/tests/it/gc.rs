@@ -293,3 +293,29 @@ async fn a_tiny_cap_does_not_break_jobs_running_beside_its_passes() {
     );
     eventually("the caches emptied", || cache(&rig.home.jobs()).is_empty()).await;
 }
+
+/// `paddock serve` holds the cap from its start, before any job: two
+/// URLs' entries made by `paddock run` under no cap, then a cap with room
+/// for one URL's and a quarter, and `paddock serve` started (no job
+/// submitted) removes the first URL's entries, the least recently used,
+/// and leaves the second's. (`paddock run` makes no pass at its start:
+/// its detached pass after the job holds the cap, off the job's path.)
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_holds_the_cap_from_its_start() {
+    let rig = Rig::new().await;
+    let jobs = rig.home.jobs();
+    rig.cap("\"unlimited\"");
+    let a = rig.run_new("a").await;
+    let b = rig.run_new("b").await;
+    let size_b = bytes(&b);
+    rig.cap(&(size_b + size_b / 4).to_string());
+    let server = super::serve::Server::start(&rig.home, &[]).await;
+    eventually("the first URL's entries pruned", || {
+        a.iter().all(|p| !p.exists())
+    })
+    .await;
+    assert_eq!(cache(&jobs), b, "{}", server.stderr());
+    let mut server = server;
+    nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
+    server.child.wait().await.unwrap();
+}
