@@ -613,14 +613,25 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             out.closeout_url = url;
             out.closeout = closeout;
         }
-        // A job that did not end `done` proposes nothing: its cancel cut
-        // short only the closeout's posting, which `paddock publish` does.
-        Err(None) if input.record.status != JobStatus::Done => {
-            out.warnings.push(format!(
-                "publishing was cancelled before the closeout was posted (it is saved in the \
-                 job's artifacts; `paddock publish {}` posts it)",
-                input.record.id
-            ));
+        // A job that did not end `done` proposes nothing: a cancel or a
+        // failure cut short only the closeout's posting, which `paddock
+        // publish` does again. Its own status and reason stay: made
+        // "failed at publishing", the next `paddock publish` would have
+        // finished it as `done`.
+        Err(message) if input.record.status != JobStatus::Done => {
+            out.warnings.push(match message {
+                None => format!(
+                    "publishing was cancelled before the closeout was posted (it is saved in the \
+                     job's artifacts; `paddock publish {}` posts it)",
+                    input.record.id
+                ),
+                Some(message) => format!(
+                    "{PUBLISH_FAILED}{message} (the job stays {}; the closeout is saved in the \
+                     job's artifacts, and `paddock publish {}` posts it)",
+                    input.record.status.as_str(),
+                    input.record.id
+                ),
+            });
             out.closeout = render(input.record, &links);
         }
         Err(message) => {

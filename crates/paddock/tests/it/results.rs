@@ -609,6 +609,85 @@ async fn review_comments_are_read_back_from_github() {
     assert_eq!(mock.requests().iter().filter(|r| merging(r)).count(), 0);
 }
 
+/// A job that failed on its own (its engine exited 3) keeps its status and
+/// its own reason when posting its closeout fails too (the forge down):
+/// the publish's failure is a warning, not the job's reason, and a later
+/// `paddock publish`, with the forge back, leaves the job `failed` as it
+/// was, never `done` (a job that is not `done` proposes nothing, so no
+/// pull request and no comment).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_jobs_publish_failure_never_makes_it_done_later() {
+    let home = Home::new();
+    let keys = home.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let Some((key, public)) = paddock_test_support::github::app_key(&keys) else {
+        assert!(!in_ci(), "openssl is needed to make a test App key");
+        eprintln!("skipping: openssl cannot make a test App key");
+        return;
+    };
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    mock.enable_app(42, 7, &public);
+    // The App's token cannot be minted: publishing fails at its start.
+    mock.set_down(true);
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        "printf 'half\\n' > fix.txt\necho '{\"type\":\"thread.started\",\"thread_id\":\"t\"}'\nexit 3",
+    );
+    with_github_app(
+        &spec,
+        &mock.url,
+        &format!("file://{}", bare.display()),
+        &key,
+    );
+    let failed = run_with_token(&home, &spec).await;
+    let own_reason = failed.reason.clone().unwrap_or_default();
+    assert_eq!(failed.status, paddock_protocol::JobStatus::Failed);
+    assert!(
+        !own_reason.is_empty() && !own_reason.starts_with("publishing the result failed"),
+        "{own_reason}"
+    );
+    let events = home.paddock(&["events", "--json", &failed.id], &[]).await;
+    let events = String::from_utf8_lossy(&events.stdout).into_owned();
+    assert!(
+        events.contains("publishing the result failed: ")
+            && events.contains("503")
+            && events.contains("the job stays failed"),
+        "{events}"
+    );
+    mock.set_down(false);
+    let again = home
+        .paddock(
+            &["publish", "--json", &failed.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let after = record(&again);
+    let stored = home.store().await.job(&failed.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            after.status,
+            after.reason.clone(),
+            stored.status,
+            stored.reason.clone(),
+            mock.pulls().len(),
+            mock.comments().len(),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some(own_reason.clone()),
+            paddock_protocol::JobStatus::Failed,
+            Some(own_reason),
+            0,
+            0,
+        )
+    );
+    assert_eq!(mock.requests().iter().filter(|r| merging(r)).count(), 0);
+}
+
 /// A publish that failed (the forge down) is finished later by `paddock
 /// publish JOB` from what the job kept: the pull request is opened, the
 /// closeout posted, and the job becomes `done`; `show`, `diff` and
