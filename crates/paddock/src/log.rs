@@ -46,16 +46,9 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use crate::terminal_text::dangerous;
+    use crate::terminal_text::log_line::colour_at;
 
     use super::*;
-
-    /// The length of the colour sequence `text` starts with (the only
-    /// escape sequence the coloured formatter writes), if it does.
-    fn colour_len(text: &str) -> Option<usize> {
-        let params = text.strip_prefix("\x1b[")?;
-        let digits = params.find(|c: char| !c.is_ascii_digit() && c != ';')?;
-        params[digits..].starts_with('m').then_some(2 + digits + 1)
-    }
 
     /// What the job says: erase the line, move up, the clipboard, a C1
     /// CSI, a right-to-left override, DEL, C1's next line, an isolate, a
@@ -129,7 +122,7 @@ mod tests {
                 // The only escape sequences left are the formatter's colours.
                 let mut rest = *line;
                 while let Some(at) = rest.find('\x1b') {
-                    let len = colour_len(&rest[at..]).unwrap_or_else(|| panic!("{line:?}"));
+                    let len = colour_at(rest, at).unwrap_or_else(|| panic!("{line:?}"));
                     rest = &rest[at + len..];
                 }
                 assert_eq!(color, line.contains('\x1b'), "{line:?}");

@@ -75,7 +75,7 @@ pub fn log_line(line: &str, style: LogStyle) -> Cow<'_, str> {
 
 /// The length of the colour sequence (SGR: `ESC [`, digits and `;`, `m`)
 /// starting at byte `at` of `text`, if one does.
-fn colour_at(text: &str, at: usize) -> Option<usize> {
+pub(crate) fn colour_at(text: &str, at: usize) -> Option<usize> {
     let rest = text.as_bytes().get(at..)?;
     let params = rest.strip_prefix(b"\x1b[")?;
     let digits = params
