@@ -18,6 +18,7 @@ mod error;
 pub(crate) mod fixtures;
 mod location;
 mod postgres;
+mod sql;
 mod sqlite;
 mod webhook;
 
@@ -34,7 +35,7 @@ use crate::api_token::StoredToken;
 pub use error::StoreError;
 pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PGPASSWORD};
 pub use postgres::PgStore;
-pub use sqlite::usage::{UsageCalls, UsageJob};
+pub use sql::usage::{UsageCalls, UsageJob};
 pub use sqlite::SqliteStore;
 pub use webhook::WebhookAttempt;
 

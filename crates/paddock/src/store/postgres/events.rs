@@ -2,13 +2,13 @@
 //! first locks the job's row (`FOR NO KEY UPDATE`): appenders of one job,
 //! in any process, take turns, and each one's density check (`seq` = the
 //! last stored + 1) sees every event committed before it; a job that does
-//! not exist is found by the same lock. Rows are read as SQLite's are.
+//! not exist is found by the same lock. Reading is shared (`sql/events.rs`).
 
 use paddock_protocol::event::AgentEvent;
 
 use super::{PgStore, StoreError};
+use crate::store::sql::events::APPEND;
 use crate::store::sqlite::codec::RowRef;
-use crate::store::sqlite::events::{EventRow, APPEND};
 use crate::store::sqlite::is_unique_violation;
 
 impl PgStore {
@@ -69,30 +69,6 @@ impl PgStore {
             last: row.narrow("seq", last.unwrap_or(0))?,
         })
     }
-
-    /// The events of `job_id` after `after_seq`, by seq.
-    pub(super) async fn events(
-        &self,
-        job_id: &str,
-        after_seq: u64,
-    ) -> Result<Vec<AgentEvent>, StoreError> {
-        let Ok(after_seq) = i64::try_from(after_seq) else {
-            return Ok(Vec::new());
-        };
-        sqlx::query_as::<_, EventRow>(
-            "SELECT job_id, seq, at, body FROM events \
-             WHERE job_id = $1 AND seq > $2 ORDER BY seq",
-        )
-        .bind(job_id)
-        .bind(after_seq)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|source| StoreError::ReadEvents {
-            job_id: job_id.to_owned(),
-            source,
-        })?
-        .into_iter()
-        .map(EventRow::into_event)
-        .collect()
-    }
 }
+
+crate::store::sql::events::events_queries!(PgStore);

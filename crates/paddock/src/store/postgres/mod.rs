@@ -34,8 +34,8 @@ use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
 
 use super::location::PgUrl;
-use super::sqlite::usage::{UsageCalls, UsageJob};
 use super::{JobQuery, Lane, SpendScope, Store, StoreError};
+use super::{UsageCalls, UsageJob};
 
 use crate::api_token::StoredToken;
 
@@ -267,9 +267,7 @@ impl Store for PgStore {
     }
 
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
-        PgStore::write_model_call(self, super::sqlite::ledger::INSERT, call)
-            .await
-            .map(|_| ())
+        PgStore::insert_model_call(self, call).await
     }
 
     async fn settle_model_call(&self, call: &ModelCall) -> Result<bool, StoreError> {

@@ -1,42 +1,12 @@
-//! The `events` table: a job's normalized `AgentEvent`s, dense per job
-//! (`seq` 1, 2, 3...). `body` holds the JSON of the `EventBody` (with its
-//! `kind` tag), so reading returns exactly what was written; `kind` repeats
-//! the tag as a column for queries.
+//! The `events` table on SQLite (`sql/events.rs` reads it): an append is
+//! one statement that inserts only the job's next seq, so no other writer
+//! slips in between the check and the insert.
 
-use paddock_protocol::event::{AgentEvent, EventBody};
+use paddock_protocol::event::AgentEvent;
 
 use super::codec::RowRef;
 use super::{is_foreign_key_violation, SqliteStore, StoreError};
-
-/// Inserts the event only if `$2` is the job's last seq + 1, in one statement
-/// (so no other writer can slip in between the check and the insert).
-pub(in crate::store) const APPEND: &str = "INSERT INTO events (job_id, seq, at, kind, body) \
-     SELECT $1, $2, $3, $4, $5 \
-     WHERE $2 = (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = $1)";
-
-/// An `events` row as stored.
-#[derive(sqlx::FromRow)]
-pub(in crate::store) struct EventRow {
-    job_id: String,
-    seq: i64,
-    at: String,
-    body: String,
-}
-
-impl EventRow {
-    pub(in crate::store) fn into_event(self) -> Result<AgentEvent, StoreError> {
-        let row = RowRef::new(
-            "events",
-            format!("event {} of job {}", self.seq, self.job_id),
-        );
-        Ok(AgentEvent {
-            seq: row.narrow("seq", self.seq)?,
-            at: row.parse_time("at", &self.at)?,
-            body: row.parse_json::<EventBody>("body", &self.body)?,
-            job_id: self.job_id,
-        })
-    }
-}
+use crate::store::sql::events::APPEND;
 
 impl SqliteStore {
     /// Appends `event` to its job's stream. Its `seq` must be the job's last
@@ -94,38 +64,13 @@ impl SqliteStore {
             last: row.narrow("seq", last.unwrap_or(0))?,
         })
     }
-
-    /// The events of job `job_id` with `seq > after_seq`, in ascending seq
-    /// order (`after_seq` 0 gives them all). Empty for an unknown job.
-    pub(super) async fn events(
-        &self,
-        job_id: &str,
-        after_seq: u64,
-    ) -> Result<Vec<AgentEvent>, StoreError> {
-        // Past BIGINT's range there is nothing to return.
-        let Ok(after_seq) = i64::try_from(after_seq) else {
-            return Ok(Vec::new());
-        };
-        sqlx::query_as::<_, EventRow>(
-            "SELECT job_id, seq, at, body FROM events \
-             WHERE job_id = $1 AND seq > $2 ORDER BY seq",
-        )
-        .bind(job_id)
-        .bind(after_seq)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|source| StoreError::ReadEvents {
-            job_id: job_id.to_owned(),
-            source,
-        })?
-        .into_iter()
-        .map(EventRow::into_event)
-        .collect()
-    }
 }
+
+crate::store::sql::events::events_queries!(SqliteStore);
 
 #[cfg(test)]
 mod tests {
+    use paddock_protocol::event::EventBody;
     use paddock_protocol::event::{ChangeKind, Phase, TokenUsage};
     use serde_json::json;
 

@@ -33,8 +33,8 @@ use paddock_protocol::{EgressRecord, HostProfile};
 
 use super::{JobQuery, Lane, SpendScope, Store, StoreError};
 
+use super::{UsageCalls, UsageJob};
 use crate::api_token::StoredToken;
-use usage::{UsageCalls, UsageJob};
 
 /// The schema, embedded from `crates/paddock/migrations/` at compile time.
 pub(super) static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
@@ -308,16 +308,7 @@ impl Store for SqliteStore {
     }
 
     async fn spent_micros(&self, scope: &SpendScope, except_job: &str) -> Result<i64, StoreError> {
-        match scope {
-            SpendScope::Ticket { project, ticket_id } => {
-                self.ticket_spent_micros(project, ticket_id, except_job)
-                    .await
-            }
-            SpendScope::ProjectDay { project, at } => {
-                self.project_day_spent_micros(project, *at, except_job)
-                    .await
-            }
-        }
+        SqliteStore::spent_micros(self, scope, except_job).await
     }
 
     async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError> {

@@ -1,73 +1,19 @@
-//! Spend already on the ledger, summed for the budgets that span jobs: a
-//! ticket across all its attempts, and a project over one UTC day, by every
-//! job but the one asking. The broker enforces them from these sums plus
-//! what the running job spends.
+//! Spend on the ledger for the budgets that span jobs, on SQLite: the
+//! shared method (`sql/spend.rs`) with `TOTAL` sums.
 
-use time::{OffsetDateTime, Time, UtcOffset};
+use super::SqliteStore;
 
-use super::codec::RowRef;
-use super::{SqliteStore, StoreError};
-
+/// A ticket's spend (`TOTAL`: a float, so past BIGINT it saturates).
 const TICKET: &str = "SELECT CAST(TOTAL(c.cost_micros) AS INTEGER) FROM model_calls c \
      JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND j.ticket_id = $2 \
      AND c.job_id <> $3";
 
+/// A project's spend on one day.
 const PROJECT_DAY: &str = "SELECT CAST(TOTAL(c.cost_micros) AS INTEGER) FROM model_calls c \
      JOIN jobs j ON j.id = c.job_id WHERE j.project = $1 AND c.started_at >= $2 \
      AND c.started_at < $3 AND c.job_id <> $4";
 
-impl SqliteStore {
-    /// Micro-dollars spent by every job of ticket `ticket_id` in `project`
-    /// but `except_job`.
-    pub(super) async fn ticket_spent_micros(
-        &self,
-        project: &str,
-        ticket_id: &str,
-        except_job: &str,
-    ) -> Result<i64, StoreError> {
-        sqlx::query_scalar::<_, i64>(TICKET)
-            .bind(project)
-            .bind(ticket_id)
-            .bind(except_job)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|source| StoreError::ReadSpend {
-                scope: format!("ticket {ticket_id} of project {project}"),
-                source,
-            })
-    }
-
-    /// Micro-dollars spent by project `project` on the UTC day containing
-    /// `at` (calls started from 00:00:00 UTC that day to the next), by every
-    /// job but `except_job`.
-    pub(super) async fn project_day_spent_micros(
-        &self,
-        project: &str,
-        at: OffsetDateTime,
-        except_job: &str,
-    ) -> Result<i64, StoreError> {
-        let scope = || {
-            format!(
-                "project {project} on {}",
-                at.to_offset(UtcOffset::UTC).date()
-            )
-        };
-        let row = RowRef::new("model_calls", scope());
-        let day = at.to_offset(UtcOffset::UTC).replace_time(Time::MIDNIGHT);
-        let next = day + time::Duration::days(1);
-        sqlx::query_scalar::<_, i64>(PROJECT_DAY)
-            .bind(project)
-            .bind(row.time("started_at", day)?)
-            .bind(row.time("started_at", next)?)
-            .bind(except_job)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|source| StoreError::ReadSpend {
-                scope: scope(),
-                source,
-            })
-    }
-}
+crate::store::sql::spend::spend_queries!(SqliteStore, TICKET, PROJECT_DAY);
 
 #[cfg(test)]
 mod tests {
@@ -77,6 +23,7 @@ mod tests {
 
     use super::*;
     use crate::store::fixtures;
+    use crate::store::SpendScope;
 
     /// Sums past `i64::MAX` saturate (SQLite's SUM failed with "integer
     /// overflow", losing the budget check and `paddock usage`).
@@ -98,8 +45,26 @@ mod tests {
         let (_, calls) = store.usage().await.unwrap();
         assert_eq!(
             (
-                store.ticket_spent_micros("p", "T-1", "").await.unwrap(),
-                store.project_day_spent_micros("p", day, "").await.unwrap(),
+                store
+                    .spent_micros(
+                        &SpendScope::Ticket {
+                            project: "p".into(),
+                            ticket_id: "T-1".into(),
+                        },
+                        ""
+                    )
+                    .await
+                    .unwrap(),
+                store
+                    .spent_micros(
+                        &SpendScope::ProjectDay {
+                            project: "p".into(),
+                            at: day,
+                        },
+                        ""
+                    )
+                    .await
+                    .unwrap(),
                 calls
                     .iter()
                     .map(|c| (c.calls, c.tokens.input_tokens, c.cost_micros))
