@@ -117,9 +117,10 @@ impl Home {
                 Err(_) => Vec::new(),
             }
         };
-        // The caches' size memo, and its temporary file while the
-        // detached remover writes it (a stale one is removed by the next
-        // pass: cache_cap.rs).
+        // The caches kept on purpose (URL sources' mirrors, the local
+        // sources' snapshots), the caches' size memo, and its temporary
+        // file while the detached remover writes it (a stale one is
+        // removed by the next pass: cache_cap.rs).
         let mut out: Vec<String> = names(&self.jobs())
             .into_iter()
             .filter(|n| {
@@ -129,6 +130,7 @@ impl Home {
                     ".trash.lock",
                     ".engine-versions.json",
                     ".snapshots",
+                    ".mirrors",
                     ".cache-sizes.json",
                 ]
                 .contains(&n.as_str())

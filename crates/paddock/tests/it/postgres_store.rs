@@ -108,13 +108,7 @@ async fn the_hello_job_runs_on_a_postgres_store_and_reads_back() {
     // Nothing went to a SQLite file, nothing was left behind, and the
     // password was never printed.
     assert!(!home.db().exists());
-    // (The bundle's mirror is a cache kept on purpose.)
-    let left: Vec<String> = home
-        .leftover_workspaces()
-        .into_iter()
-        .filter(|n| n != ".mirrors")
-        .collect();
-    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
     for out in [&run, &jobs, &events] {
         assert!(!text(&out.stdout).contains(PASSWORD));
         assert!(!text(&out.stderr).contains(PASSWORD));

@@ -651,11 +651,7 @@ async fn a_url_jobs_base_that_no_ref_reaches_is_fetched_by_name() {
             reason
                 .strip_prefix(&prefix)
                 .is_some_and(|git| !git.is_empty()),
-            // The URL's mirror is a cache, kept on purpose.
-            home.leftover_workspaces()
-                .into_iter()
-                .filter(|n| n != ".mirrors")
-                .collect::<Vec<_>>(),
+            home.leftover_workspaces(),
         ),
         (
             Some(2),
