@@ -7,7 +7,10 @@
 //! already exists for the head). It checks the bearer token and records
 //! every request (method, path with query, authorization, body), so a test
 //! can assert what was, and what was never, sent. `down` makes it answer
-//! 503 like an outage, `stall` leaves requests unanswered (a hang). With [`MockGitHub::enable_app`] it is a GitHub App's
+//! 503 like an outage, `stall` leaves requests unanswered (a hang),
+//! `hang_revocations` leaves each `DELETE /installation/token` unanswered
+//! while it lasts and then answers it 503 (the token stays alive: a
+//! revocation that never got through). With [`MockGitHub::enable_app`] it is a GitHub App's
 //! installation instead: `POST /app/installations/{id}/access_tokens`
 //! checks the App's RS256 JWT (signature, `iss`, lifetime at most ten
 //! minutes) and mints installation tokens (the first one is the token
@@ -76,6 +79,7 @@ pub struct MockGitHub {
     state: Arc<Mutex<State>>,
     down: Arc<AtomicBool>,
     stall: Arc<AtomicBool>,
+    hang_revocations: Arc<AtomicBool>,
 }
 
 fn error(status: StatusCode, message: &str, errors: Option<Value>) -> (StatusCode, Value) {
@@ -102,6 +106,7 @@ impl MockGitHub {
             state: Arc::default(),
             down: Arc::default(),
             stall: Arc::default(),
+            hang_revocations: Arc::default(),
         };
         let served = mock.clone();
         forge_mock::serve(listener, "application/json; charset=utf-8", move |req| {
@@ -246,6 +251,15 @@ impl MockGitHub {
         self.stall.store(stall, Ordering::SeqCst);
     }
 
+    /// While `hang`, each `DELETE /installation/token` is recorded and
+    /// left unanswered; once the hang ends it is answered 503 Service
+    /// Unavailable and revokes nothing (its client may have given up long
+    /// before), so [`MockGitHub::revoked`] lists only revocations that got
+    /// through.
+    pub fn hang_revocations(&self, hang: bool) {
+        self.hang_revocations.store(hang, Ordering::SeqCst);
+    }
+
     /// Answers every request with 503 while `down`.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);
@@ -300,6 +314,15 @@ impl MockGitHub {
         } = req;
         while self.stall.load(Ordering::SeqCst) {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        if method == Method::DELETE
+            && path == "/installation/token"
+            && self.hang_revocations.load(Ordering::SeqCst)
+        {
+            while self.hang_revocations.load(Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", None).into();
         }
         if self.down.load(Ordering::SeqCst) {
             return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", None).into();

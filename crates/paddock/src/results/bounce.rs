@@ -124,10 +124,7 @@ pub async fn attempts_after(
     let _ = session.close().await;
     // Released only once no token of the read is left (a failed revocation
     // leaves it, with the token's record, to the reaper).
-    if let Some(lease) = lease.filter(|_| {
-        super::github_app_record::leftover_records(&artifacts).is_empty()
-            && super::gitlab_token::leftover_records(&artifacts).is_empty()
-    }) {
+    if let Some(lease) = lease.filter(|_| !super::tokens_left(&artifacts)) {
         let _ = lease.release();
     }
     let comments = comments.map_err(|e| BounceError::Review {

@@ -238,10 +238,10 @@ impl ForgeSession {
     pub(super) async fn close(self) -> Option<String> {
         match (&self.forge, self.minted) {
             (ForgeBackend::GitHub(gh), Minted::GitHubApp(recorded)) => github_app::close(gh, recorded).await.err().map(|e| {
-                format!("the job's installation token was not revoked (GitHub expires it within the hour; `paddock gc` and `paddock publish` try again): {e}")
+                format!("the job's installation token was not revoked (GitHub expires it within the hour; `paddock gc`, the next start of `paddock run` or `paddock serve`, and `paddock publish` try again): {e}")
             }),
             (_, Minted::GitLab(issued)) => gitlab_token::revoke(issued).await.err().map(|e| {
-                format!("the job's project access token was not revoked (GitLab expires it tomorrow; `paddock gc` and `paddock publish` try again): {e}")
+                format!("the job's project access token was not revoked (GitLab expires it tomorrow; `paddock gc`, the next start of `paddock run` or `paddock serve`, and `paddock publish` try again): {e}")
             }),
             (_, Minted::GitHubApp(_) | Minted::None) => None,
         }
@@ -254,6 +254,17 @@ fn job_id_of(artifacts: &Path) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// Whether a record of a minted token (GitLab's, a GitHub App's) is left
+/// in the job's `artifacts`: a revocation that failed or did not finish
+/// in time (a cancel's 10 s). The process that published then leaves the
+/// job's lease file in place instead of deleting it, so the reaper's next
+/// pass (`paddock gc`, the start of `paddock run` or `paddock serve`)
+/// visits the job and revokes what the records hold.
+pub fn tokens_left(artifacts: &Path) -> bool {
+    !github_app_record::leftover_records(artifacts).is_empty()
+        || !gitlab_token::leftover_records(artifacts).is_empty()
 }
 
 /// Revokes the tokens a killed publish (or review read) of the job
@@ -599,7 +610,8 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 .unwrap_or_else(|_| {
                     Some(format!(
                         "the token minted for the job was not revoked within {} s of the cancel \
-                         (its record in {} is kept: `paddock publish` revokes it, and the forge \
+                         (its record in {} is kept: `paddock gc`, the next start of `paddock run` \
+                         or `paddock serve`, and `paddock publish` revoke it, and the forge \
                          expires it)",
                         REVOKE_AFTER_CANCEL.as_secs(),
                         input.artifacts.display()

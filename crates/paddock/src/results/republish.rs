@@ -179,8 +179,12 @@ pub async fn republish(
             .await
             .map_err(store_err)?;
     }
-    // The record is final: the lease goes (while still held).
-    if let Err(e) = lease.release() {
+    // The record is final: the lease goes (while still held), unless a
+    // minted token's revocation failed: then it stays, with the token's
+    // record, for the reaper's next pass (`super::tokens_left`).
+    if super::tokens_left(&artifacts) {
+        drop(lease);
+    } else if let Err(e) = lease.release() {
         published
             .warnings
             .push(format!("cannot delete the job's lease file: {e}"));

@@ -327,6 +327,7 @@ async fn run_job(
     let held = lease.clone();
     let db = config.paths.db.clone();
     let jobs = config.paths.jobs.clone();
+    let artifacts = config.paths.artifacts.join(&job_id);
     let result = drive(store, config, (admitted, recorded), updates, lease, cancel).await;
     // The job's directory, moved into the trash by its teardown, deleted
     // off the job's path (a remover already at it is waited for); then
@@ -351,7 +352,10 @@ async fn run_job(
         ),
         db: db.to_string(),
     });
-    if result.is_ok() {
+    // A minted token whose revocation failed or was cut short (a cancel's
+    // 10 s) keeps its record in the artifacts: the lease file then stays
+    // too, so the reaper's next pass visits the ended job and revokes it.
+    if result.is_ok() && !crate::results::tokens_left(&artifacts) {
         if let Err(e) = held.release() {
             tracing::warn!("job {job_id}: cannot delete its lease file: {e}");
         }

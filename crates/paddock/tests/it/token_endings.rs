@@ -494,3 +494,150 @@ async fn run_interrupted_mid_publish_cancels_it_and_publish_finishes_it() {
     remote.set_stall(false);
     publish_finishes(&home, &bare, &mock, &id, failed).await;
 }
+
+/// `paddock gc --json`'s exit status and report.
+async fn gc(home: &Home) -> (Option<i32>, serde_json::Value) {
+    let out = home.paddock(&["gc", "--json"], &[]).await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+/// `paddock run` interrupted mid-push while GitHub hangs on the token's
+/// revocation too: past the cancel's 10 s the run gives up on it (exit 1,
+/// the job failed at publishing) and keeps the token's record, and the
+/// job's lease file stays. So `paddock gc`, once GitHub answers again,
+/// visits the ended job: it revokes the token with itself (the mock
+/// records that DELETE, the only one that got through), reports it,
+/// removes the record and the lease file, and leaves the job as it was;
+/// the next pass has nothing left to do for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revocation_a_cancel_cut_short_is_finished_by_gc() {
+    let home = Home::new();
+    let Some((_repo, _bare, mock, remote, spec)) = app_setup(&home).await else {
+        return;
+    };
+    remote.set_stall(true);
+    let run = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    push_started(&remote, "paddock run").await;
+    mock.hang_revocations(true);
+    let pid = nix::unistd::Pid::from_raw(run.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
+        .await
+        .expect("paddock run did not stop")
+        .unwrap();
+    let store = home.store().await;
+    let id = store.jobs(1).await.unwrap()[0].id.clone();
+    let failed = store.job(&id).await.unwrap().unwrap();
+    let records = super::results::github_token_records(&home, &id);
+    let lease = home.jobs().join(".leases").join(format!("{id}.lock"));
+    let asked = |mock: &MockGitHub| {
+        mock.requests()
+            .iter()
+            .filter(|r| r.method == "DELETE" && r.path == "/installation/token")
+            .count()
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let after_run = (
+        out.status.code(),
+        failed.status,
+        failed.reason.clone(),
+        records.len(),
+        lease.exists(),
+        asked(&mock),
+        mock.revoked(),
+        alive(&mock, TOKEN).await,
+        store
+            .events(&id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e.body {
+                paddock_protocol::event::EventBody::Error { message, fatal, .. }
+                    if message.starts_with("the token minted") =>
+                {
+                    Some((message, fatal))
+                }
+                _ => None,
+            })
+            .collect::<Vec<_>>(),
+    );
+    mock.hang_revocations(false);
+    let name = records
+        .first()
+        .and_then(|r| r.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+
+    let visited = |report: &serde_json::Value| -> Vec<serde_json::Value> {
+        report["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["name"] == id.as_str())
+            .map(|j| json!([j["revoked_tokens"], j["errors"], j["marked_failed"]]))
+            .collect()
+    };
+    let (first_code, first) = gc(&home).await;
+    let (second_code, second) = gc(&home).await;
+    assert_eq!(
+        (
+            after_run,
+            first_code,
+            visited(&first),
+            second_code,
+            visited(&second),
+            mock.revoked(),
+            asked(&mock),
+            alive(&mock, TOKEN).await,
+            super::results::github_token_records(&home, &id),
+            lease.exists(),
+            home.store().await.job(&id).await.unwrap().unwrap(),
+            first.to_string().contains(TOKEN),
+        ),
+        (
+            (
+                Some(1),
+                paddock_protocol::JobStatus::Failed,
+                Some(cancelled_reason(&id)),
+                1,
+                true,
+                1,
+                Vec::<String>::new(),
+                true,
+                vec![(
+                    format!(
+                        "the token minted for the job was not revoked within 10 s of the cancel \
+                         (its record in {} is kept: `paddock gc`, the next start of `paddock \
+                         run` or `paddock serve`, and `paddock publish` revoke it, and the forge \
+                         expires it)",
+                        home.data().join("artifacts").join(&id).display()
+                    ),
+                    false
+                )],
+            ),
+            Some(0),
+            vec![json!([
+                [format!("github installation token {name}")],
+                [],
+                false
+            ])],
+            Some(0),
+            Vec::<serde_json::Value>::new(),
+            vec![TOKEN.to_string()],
+            2,
+            false,
+            Vec::<PathBuf>::new(),
+            false,
+            failed,
+            false,
+        ),
+        "{stderr}\n{first:#}"
+    );
+}
