@@ -3,6 +3,8 @@
 //! a local source, pushed, the pull request opened or updated, the
 //! closeout posted (docs/results.md). A job that failed only at publishing
 //! becomes `done`; the exit code is 0 when publishing succeeded.
+//! Ctrl-C, SIGTERM and SIGHUP cancel it (`republish`'s module text): exit
+//! 5, saying what became of the job.
 
 use paddock::paths::Paths;
 use paddock::results::republish::{republish, RepublishError};
@@ -21,14 +23,37 @@ pub struct PublishArgs {
 pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_existing_store(paths).await?;
     let job_id = resolve_job(&*store, &args.job, paths).await?;
-    let (record, published) = republish(&*store, &job_id, &paths.artifacts, &paths.jobs)
-        .await
-        .map_err(|e| match e {
-            RepublishError::Store { .. } => Failure::Internal(e.into()),
-            _ => Failure::BadInput(e.into()),
-        })?;
+    // From now on a signal cancels the publish rather than killing
+    // paddock mid-push (which leaves the push and a token to the reaper).
+    let signals = super::run::cancel_signals()
+        .map_err(|e| anyhow::Error::new(e).context("listen for Ctrl-C, SIGTERM and SIGHUP"))?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let on_signal = cancel.clone();
+    let listener = tokio::spawn(async move {
+        signals.await;
+        on_signal.cancel();
+    });
+    let republished = republish(&*store, &job_id, (&paths.artifacts, &paths.jobs), &cancel).await;
+    listener.abort();
+    let (record, published) = match republished {
+        Ok(done) => done,
+        Err(e @ RepublishError::Cancelled { .. }) => {
+            errln!("paddock: {e}");
+            return Ok(exit::CANCELLED);
+        }
+        Err(e @ RepublishError::Store { .. }) => return Err(Failure::Internal(e.into())),
+        Err(e) => return Err(Failure::BadInput(e.into())),
+    };
     for warning in &published.warnings {
         errln!("paddock: {warning}");
+    }
+    let cancelled = cancel.is_cancelled() && published.failure.is_some();
+    if cancelled {
+        errln!(
+            "paddock: publishing job {job_id} was cancelled (Ctrl-C, SIGTERM or SIGHUP); the job \
+             is {}: `paddock publish {job_id}` publishes it again",
+            record.status.as_str()
+        );
     }
     if args.json {
         let value =
@@ -40,8 +65,9 @@ pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
             outln!("pull request: {}", paddock::terminal_text::line(&pr.url));
         }
     }
-    Ok(match published.failure {
-        None => exit::DONE,
-        Some(_) => exit::FAILED,
+    Ok(match (published.failure, cancelled) {
+        (None, _) => exit::DONE,
+        (Some(_), true) => exit::CANCELLED,
+        (Some(_), false) => exit::FAILED,
     })
 }

@@ -214,7 +214,7 @@ pub fn user_config() -> Result<paddock::config::Config, Failure> {
 
 /// Resolves on the first SIGINT, SIGTERM or SIGHUP; the handlers are
 /// installed before this returns.
-fn cancel_signals() -> std::io::Result<impl std::future::Future<Output = ()>> {
+pub(super) fn cancel_signals() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;

@@ -13,12 +13,22 @@
 //! (`kill -9` mid-push): the push's scratch directories, what still runs
 //! in them killed, removed without following a link, and its GitLab
 //! project access tokens revoked.
+//!
+//! Cancellable (`paddock publish`'s Ctrl-C, SIGTERM, SIGHUP): a cancel
+//! before publishing begins changes nothing ([`RepublishError::Cancelled`]);
+//! one while it publishes cuts it short as a run's cancel does
+//! (`conclude.rs`'s `PublishInput::cancel`: the push's git killed with its
+//! process group, its scratch removed, a minted token revoked within 10 s
+//! or its record and the lease file left for the reaper), and the job is
+//! recorded as a failed publish of it would be.
 
 use std::path::Path;
 
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 
 use super::conclude::{publish, PublishInput, Published, BUNDLE, PUBLISH_FAILED};
+use tokio_util::sync::CancellationToken;
+
 use crate::store::{Store, StoreError};
 use crate::workspace::host_git::{HostGit, GIT_TIMEOUT};
 use crate::workspace::lease::Lease;
@@ -38,6 +48,11 @@ pub enum RepublishError {
         job_id: String,
         jobs_dir: std::path::PathBuf,
     },
+    #[error(
+        "job {job_id}: publishing was cancelled before it began (Ctrl-C, SIGTERM or SIGHUP); \
+         the job is unchanged"
+    )]
+    Cancelled { job_id: String },
     #[error("job {job_id}: cannot take its lease in {jobs_dir}: {source}")]
     Lease {
         job_id: String,
@@ -72,13 +87,13 @@ async fn bundled_commit(artifacts: &Path) -> Option<String> {
 }
 
 /// Publishes the job `job_id` again from `artifacts_root/<job_id>`, under
-/// its lease in `jobs_root`; its record as stored afterwards and what
-/// publishing did.
+/// its lease in `jobs_root`, unless `cancel` comes first (module text);
+/// its record as stored afterwards and what publishing did.
 pub async fn republish(
     store: &dyn Store,
     job_id: &str,
-    artifacts_root: &Path,
-    jobs_root: &Path,
+    (artifacts_root, jobs_root): (&Path, &Path),
+    cancel: &CancellationToken,
 ) -> Result<(JobRecord, Published), RepublishError> {
     let store_err = |source| RepublishError::Store {
         job_id: job_id.to_string(),
@@ -129,6 +144,16 @@ pub async fn republish(
             .errors,
     );
     let commit = bundled_commit(&artifacts).await;
+    if cancel.is_cancelled() {
+        // Nothing of this publish began: the lease goes as it came, unless
+        // a token a killed publish left is still unrevoked.
+        if !super::tokens_left(&artifacts) {
+            let _ = lease.release();
+        }
+        return Err(RepublishError::Cancelled {
+            job_id: job_id.to_string(),
+        });
+    }
     // A job that failed only at publishing is published as what it was.
     let publishing_failed = record.status == JobStatus::Failed
         && record
@@ -150,9 +175,7 @@ pub async fn republish(
         jobs_root,
         source_dirty: None,
         base_held: false,
-        // Ctrl-C ends `paddock publish` itself: the next one (or the
-        // reaper) finishes what it left, as after a kill.
-        cancel: &tokio_util::sync::CancellationToken::new(),
+        cancel,
     })
     .await;
     leftovers.append(&mut published.warnings);

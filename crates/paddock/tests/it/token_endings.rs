@@ -641,3 +641,92 @@ async fn a_revocation_a_cancel_cut_short_is_finished_by_gc() {
         "{stderr}\n{first:#}"
     );
 }
+
+/// `paddock publish JOB` stopped (SIGTERM; SIGINT and SIGHUP are the same
+/// cancel) while its push hangs on the remote, for a job whose first
+/// publish failed (GitHub down): the publish is cut short as a run's is.
+/// It exits 5 within the cancel's bounds saying the publish was cancelled
+/// and what the job now is; the push's git and `git-remote-http` are gone
+/// with its scratch directory, the token it minted is revoked and its
+/// record gone, the lease released; the job is failed at publishing saying
+/// it was cancelled, its patch and bundle kept. The next `paddock publish`
+/// finishes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn publish_interrupted_mid_push_is_cancelled() {
+    use paddock_protocol::{JobRecord, JobStatus};
+    let home = Home::new();
+    let Some((_repo, bare, mock, remote, spec)) = app_setup(&home).await else {
+        return;
+    };
+    mock.set_down(true);
+    let first = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    mock.set_down(false);
+    let first = record(&first);
+    assert_eq!(first.status, JobStatus::Failed, "{first:?}");
+    let id = first.id.clone();
+    let artifacts = home.data().join("artifacts").join(&id);
+
+    remote.set_stall(true);
+    let publish = home
+        .command(&["publish", &id, "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    push_started(&remote, "paddock publish").await;
+    let pid = nix::unistd::Pid::from_raw(publish.id().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(45), publish.wait_with_output())
+        .await
+        .expect("paddock publish did not stop")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let failed = home.store().await.job(&id).await.unwrap().unwrap();
+    let printed: Option<JobRecord> = serde_json::from_slice(&out.stdout).ok();
+    assert_eq!(
+        (
+            out.status.code(),
+            stderr.lines().last(),
+            printed.as_ref(),
+            (failed.status, failed.reason.clone()),
+            artifacts.join("patch.diff").is_file(),
+            artifacts.join("branch.bundle").is_file(),
+            super::results::github_token_records(&home, &id),
+            (mock.minted(), mock.revoked()),
+            paddock::results::push::leftover_pushes(&artifacts),
+            processes_naming(&remote.url),
+            home.jobs()
+                .join(".leases")
+                .join(format!("{id}.lock"))
+                .exists(),
+            mock.pulls().len(),
+        ),
+        (
+            Some(5),
+            Some(
+                format!(
+                    "paddock: publishing job {id} was cancelled (Ctrl-C, SIGTERM or SIGHUP); the \
+                     job is failed: `paddock publish {id}` publishes it again"
+                )
+                .as_str()
+            ),
+            Some(&failed),
+            (JobStatus::Failed, Some(cancelled_reason(&id))),
+            true,
+            true,
+            Vec::<PathBuf>::new(),
+            (vec![TOKEN.to_string()], vec![TOKEN.to_string()]),
+            Vec::<PathBuf>::new(),
+            Vec::<String>::new(),
+            false,
+            0,
+        ),
+        "{stderr}"
+    );
+    remote.set_stall(false);
+    // Its own token this time (the second minted): `publish_finishes`
+    // expects two minted and two revoked.
+    publish_finishes(&home, &bare, &mock, &id, failed).await;
+}
