@@ -85,6 +85,9 @@ fn helper_entry() -> Option<ExitCode> {
     // The detached remover `paddock run` leaves the trash (and the
     // caches' size cap) to.
     if first == OsStr::new(paddock::workspace::trash::EMPTY_ARG) {
+        // Out of whatever directory `paddock run` ran in (it does not
+        // give its child one: `trash::empty_detached`).
+        let _ = std::env::set_current_dir("/");
         return Some(code(paddock::cache_cap::after_job_main(
             std::env::args_os().skip(2),
         )));

@@ -94,7 +94,7 @@ impl HostGit {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = Command::new("git");
+        let mut cmd = Command::new(git_program());
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             cmd.env("PATH", path);
@@ -113,11 +113,21 @@ impl HostGit {
         if let Some(dir) = &self.git_dir {
             cmd.env("GIT_DIR", dir);
         }
-        match (&self.work_tree, &self.git_dir) {
-            (Some(work), _) => cmd.env("GIT_WORK_TREE", work).current_dir(work),
-            (None, Some(dir)) => cmd.current_dir(dir),
-            (None, None) => cmd.current_dir(&self.root),
+        // The directory git runs in is given as `-C` (git changes into it
+        // before anything else, as it would have started there), not as
+        // the child's own: a command with no directory of its own, naming
+        // its program by path, is started with `posix_spawn` (a vfork)
+        // instead of a fork of Paddock's whole process, whose copied
+        // memory cost each git a few milliseconds (see `git_program`).
+        let dir = match (&self.work_tree, &self.git_dir) {
+            (Some(work), _) => {
+                cmd.env("GIT_WORK_TREE", work);
+                work
+            }
+            (None, Some(dir)) => dir,
+            (None, None) => &self.root,
         };
+        cmd.arg("-C").arg(dir);
         if let Some(index) = &self.index {
             cmd.env("GIT_INDEX_FILE", index);
         }
@@ -197,6 +207,29 @@ where
         .map(|a| a.as_ref().to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The git Paddock starts: the first `git` on this process's `PATH`, by
+/// its absolute path, looked up in the absolute directories of `PATH` only
+/// (a relative entry would name a directory relative to wherever git is
+/// started, which may be a job's work tree); plain `git` (looked up by
+/// the child as before) when none holds one. Named by path, a command is
+/// started with `posix_spawn` rather than a fork of Paddock's process:
+/// the standard library forks whenever the child's `PATH` is set and the
+/// program is a bare name, or (in the static build) when the child gets a
+/// directory of its own.
+pub(crate) fn git_program() -> PathBuf {
+    git_program_in(std::env::var_os("PATH").as_deref())
+}
+
+/// [`git_program`] for the search path `path`.
+fn git_program_in(path: Option<&OsStr>) -> PathBuf {
+    let absolute = path.and_then(|p| {
+        std::env::join_paths(std::env::split_paths(p).filter(|d| d.is_absolute())).ok()
+    });
+    absolute
+        .and_then(|p| which::which_in("git", Some(p), "/").ok())
+        .unwrap_or_else(|| PathBuf::from("git"))
 }
 
 /// Runs `cmd` with `input` on stdin (written while its output is read) and
@@ -361,6 +394,91 @@ mod tests {
             ))
         );
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    /// Paddock's git is named by its absolute path and given no directory
+    /// of its own (so the standard library starts it with `posix_spawn`,
+    /// not a fork of Paddock), and still runs in the directory it names:
+    /// here `root`, a repository git finds from there.
+    #[tokio::test]
+    async fn git_is_named_by_path_and_runs_in_its_directory_without_one_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let init = std::process::Command::new("git")
+            .args(["init", "--quiet"])
+            .arg(&root)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        let git = HostGit {
+            git_dir: None,
+            work_tree: None,
+            index: None,
+            excludes: None,
+            root: root.clone(),
+            timeout: Duration::from_secs(60),
+        };
+        let cmd = git.command(["rev-parse", "--show-toplevel"]);
+        let std = cmd.as_std();
+        let top = git
+            .run(["rev-parse", "--show-toplevel"], None)
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                std.get_program() == git_program().as_os_str(),
+                git_program().is_absolute(),
+                std.get_current_dir(),
+                String::from_utf8_lossy(&top).trim_end().to_string(),
+            ),
+            (true, true, None, root.display().to_string())
+        );
+    }
+
+    /// The git looked up is the first on the search path's absolute
+    /// directories: a relative entry (which would be read relative to
+    /// wherever git starts, a job's work tree among them) is skipped, and
+    /// with none holding git the bare name is left to the child.
+    #[test]
+    fn git_is_looked_up_in_absolute_directories_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = |sub: &str| {
+            let bin = dir.path().join(sub);
+            std::fs::create_dir_all(&bin).unwrap();
+            let git = bin.join("git");
+            std::fs::write(&git, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+            bin
+        };
+        let (first, second) = (fake("first"), fake("second"));
+        // Relative, yet it holds a git from `/` (where the lookup starts)
+        // and from wherever the tests run: skipped all the same.
+        let relative = fake("relative")
+            .strip_prefix("/")
+            .unwrap()
+            .as_os_str()
+            .to_owned();
+        let path = |dirs: &[&std::ffi::OsStr]| std::env::join_paths(dirs).unwrap();
+        assert_eq!(
+            (
+                git_program_in(Some(&path(&[
+                    &relative,
+                    OsStr::new("."),
+                    first.as_os_str(),
+                    second.as_os_str()
+                ]))),
+                git_program_in(Some(&path(&[&relative, second.as_os_str()]))),
+                git_program_in(Some(&path(&[&relative, OsStr::new(".")]))),
+                git_program_in(None),
+            ),
+            (
+                first.join("git"),
+                second.join("git"),
+                PathBuf::from("git"),
+                PathBuf::from("git"),
+            )
+        );
     }
 
     /// The user's configuration is read once per process, however many

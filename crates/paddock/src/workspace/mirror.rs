@@ -265,7 +265,7 @@ async fn git(
     token: Option<&Secret>,
     args: &[&str],
 ) -> Result<(), WorkspaceError> {
-    let mut cmd = Command::new("git");
+    let mut cmd = Command::new(host_git::git_program());
     if let Some(token) = token {
         // Configuration in this process's environment only: nothing is
         // written into the mirror, nothing is on the command line.
@@ -279,18 +279,21 @@ async fn git(
     // No automatic gc, nor the maintenance a fetch starts after itself
     // (`git maintenance run --auto`, one more process per job): a job may
     // be cloning from it.
-    cmd.args([
-        "-c",
-        "core.hooksPath=/dev/null",
-        "-c",
-        "gc.auto=0",
-        "-c",
-        "maintenance.auto=false",
-    ])
-    .args(args)
-    .current_dir(cwd)
-    .env("GIT_TERMINAL_PROMPT", "0")
-    .stdin(Stdio::null());
+    // `-C`, not the child's own directory: started by `posix_spawn`
+    // (`host_git::git_program`).
+    cmd.arg("-C")
+        .arg(cwd)
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "maintenance.auto=false",
+        ])
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null());
     let out = host_git::output_within(cmd, None, host_git::CLONE_TIMEOUT)
         .await
         .map_err(|source| WorkspaceError::Spawn {

@@ -26,8 +26,9 @@ pub const TRASH_LOCK: &str = ".trash.lock";
 pub const EMPTY_ARG: &str = "__empty-trash";
 
 /// Starts `exe __empty-trash jobs [max_bytes]` detached (its own process
-/// group, no standard streams, an empty environment, `/` as its
-/// directory), not waited for: the trash is deleted, and the caches held to
+/// group, no standard streams, an empty environment; it changes to `/`
+/// itself, so that it is started with `posix_spawn` rather than a fork
+/// of this process, on the job's exit path), not waited for: the trash is deleted, and the caches held to
 /// `max_bytes` (`crate::cache_cap::after_job_main`), after this process
 /// has exited. Only when the trash holds anything or there is a cap.
 pub fn empty_detached(exe: &Path, jobs: &Path, max_bytes: Option<u64>) -> std::io::Result<()> {
@@ -41,7 +42,6 @@ pub fn empty_detached(exe: &Path, jobs: &Path, max_bytes: Option<u64>) -> std::i
         cmd.arg(cap.to_string());
     }
     cmd.env_clear()
-        .current_dir("/")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
