@@ -30,6 +30,7 @@ mod upper;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 use paddock_protocol::RepositorySpec;
 use tokio::process::Command;
@@ -146,7 +147,16 @@ pub struct Workspace {
     pub notes: Vec<String>,
     /// The layout `work/` got, and why.
     pub layout: overlay::Chosen,
+    /// The base's paths as Paddock's index lists them (`ls-files`), the
+    /// patch's first step, read beside the engine once the workspace is
+    /// provisioned ([`Workspace::list_base_soon`]); `None` inside when
+    /// that read failed (the patch reads it itself then).
+    base_listing: BaseListing,
 }
+
+/// The base's listing, shared by a workspace's copies and the task that
+/// reads it early.
+type BaseListing = Arc<tokio::sync::OnceCell<Option<Arc<Tracked>>>>;
 
 /// What the job changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -629,6 +639,7 @@ impl Workspace {
             branch: branch.to_string(),
             notes: Vec::new(),
             layout: Chosen::clone_because("the clone"),
+            base_listing: BaseListing::default(),
         })
     }
 
@@ -818,6 +829,7 @@ impl Workspace {
             branch: branch.to_string(),
             notes: Vec::new(),
             layout,
+            base_listing: BaseListing::default(),
         };
         ws.remount()?;
         Ok(Some(ws))
@@ -1035,13 +1047,50 @@ impl Workspace {
         })
     }
 
+    /// Starts reading the base's paths from Paddock's index (`git
+    /// ls-files --stage`, parsed), the patch's first step, on a task of its
+    /// own, so that the patch at the job's end finds them read (at 10,000
+    /// files, a 1 MB index listed and parsed). Paddock's index is its own
+    /// (`meta/git`, which the job never sees) and nothing writes it after
+    /// provisioning, so the listing is what the patch would have read.
+    /// A failed read leaves it to the patch, which reports its error.
+    pub fn list_base_soon(&self) {
+        let cell = self.base_listing.clone();
+        let git = self.paddock_git(Some(&self.git_dir().join("index")), true);
+        tokio::spawn(async move {
+            cell.get_or_init(|| async move {
+                let out = git.run(["ls-files", "--stage", "-z"], None).await.ok()?;
+                Some(Arc::new(Tracked::parse(&out)))
+            })
+            .await;
+        });
+    }
+
+    /// The base's paths: as [`Workspace::list_base_soon`] read them
+    /// (awaited if it is still reading), else read now from `git`'s index
+    /// (a copy of Paddock's).
+    async fn base_paths(&self, git: &HostGit) -> Result<Arc<Tracked>, WorkspaceError> {
+        // Settles the listing as absent unless the early read holds it
+        // (or is under way: then this waits for it).
+        let early = self
+            .base_listing
+            .get_or_init(|| std::future::ready(None))
+            .await;
+        match early {
+            Some(tracked) => Ok(tracked.clone()),
+            None => Ok(Arc::new(Tracked::parse(
+                &git.run(["ls-files", "--stage", "-z"], None).await?,
+            ))),
+        }
+    }
+
     /// Stages the work tree's content in `git`'s index (a copy of the
     /// checkout's): files gone removed, files read added, build output
     /// left out. The work tree as listed. On an overlay only what its
     /// upper layer names is read (`upper.rs`); the base's files the job
     /// left alone stay as the index has them.
     async fn stage_work_tree(&self, git: &HostGit) -> Result<FinalTree, WorkspaceError> {
-        let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await?);
+        let tracked = self.base_paths(git).await?;
         let upper = self.upper_layer();
         let tree =
             final_tree::list_with(git, &self.work, &tracked, upper.as_ref(), &mut |_| {}).await?;
@@ -1581,6 +1630,70 @@ mod tests {
         );
         ws.remove().unwrap();
         assert!(!ws.root.exists());
+    }
+
+    /// The base's paths listed early (beside the engine) give the patch
+    /// exactly what listing them at the end gives: a changed file, a new
+    /// one and a deletion. An early read that failed (Paddock's index a
+    /// directory for a moment) leaves the listing to the patch.
+    #[tokio::test]
+    async fn the_base_listed_early_gives_the_same_patch() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let mut runs = Vec::new();
+        for (id, early) in [
+            ("late", None),
+            ("early", Some(true)),
+            ("failed", Some(false)),
+        ] {
+            let ws = Workspace::provision(&jobs, id, &spec(r.clone(), "main"), "paddock/T-1/1")
+                .await
+                .unwrap();
+            let index = ws.git_dir().join("index");
+            let aside = ws.meta.join("index.aside");
+            if early == Some(false) {
+                std::fs::rename(&index, &aside).unwrap();
+                std::fs::create_dir(&index).unwrap();
+            }
+            if early.is_some() {
+                ws.list_base_soon();
+                while ws.base_listing.get().is_none() {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+            }
+            if early == Some(false) {
+                std::fs::remove_dir(&index).unwrap();
+                std::fs::rename(&aside, &index).unwrap();
+            }
+            std::fs::write(ws.work.join("README.md"), "hello\nworld\n").unwrap();
+            std::fs::remove_file(ws.work.join(".gitignore")).unwrap();
+            std::fs::write(ws.work.join("new.txt"), "new\n").unwrap();
+            let listed = ws.base_listing.get().map(Option::is_some);
+            runs.push((id, listed, ws.patch().await.unwrap()));
+            ws.remove().unwrap();
+        }
+        let first = runs[0].2.clone();
+        assert_eq!(
+            (
+                first.changed_files.clone(),
+                runs.into_iter()
+                    .map(|(id, listed, patch)| (id, listed, patch == first))
+                    .collect::<Vec<_>>()
+            ),
+            (
+                vec![
+                    ".gitignore".to_string(),
+                    "README.md".to_string(),
+                    "new.txt".to_string()
+                ],
+                vec![
+                    ("late", None, true),
+                    ("early", Some(true), true),
+                    ("failed", Some(false), true)
+                ]
+            )
+        );
     }
 
     /// Teardown never follows a link the job planted: links to a
