@@ -66,6 +66,12 @@ impl SplicePipe {
         self.held
     }
 
+    /// Whether one fill took bulk (64 KiB or more) yet: the direction is a
+    /// transfer, no longer a small exchange.
+    pub fn carried_bulk(&self) -> bool {
+        self.grown
+    }
+
     /// Moves what `from` has into the pipe: `Ok(0)` is `from`'s end of
     /// file, `WouldBlock` that it has nothing now. Call it only when
     /// [`held`](Self::held) is 0: on a pipe that holds bytes, `WouldBlock`

@@ -11,7 +11,9 @@
 //! tokio's readiness of the two sockets: no copy through the proxy's
 //! memory. A direction whose pipe cannot be made (out of descriptors)
 //! copies through a buffer instead. A byte is counted once the destination
-//! took it.
+//! took it. What the host sends is acknowledged at once until the
+//! direction carries bulk (`TCP_QUICKACK`), so a host that leaves Nagle on
+//! does not wait the proxy's delayed ACK at a connection's start.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -89,8 +91,8 @@ pub async fn relay(
     let cut = {
         let both = async {
             tokio::join!(
-                direction(client, upstream, &up),
-                direction(upstream, client, &down)
+                direction(client, upstream, &up, Acks::Kernel),
+                direction(upstream, client, &down, Acks::QuickUntilBulk)
             )
         };
         tokio::select! {
@@ -105,22 +107,46 @@ pub async fn relay(
     }
 }
 
+/// How a direction acknowledges what it reads from its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Acks {
+    /// The kernel's own timing (the job's socket: a job's Nagle is its
+    /// own, as it would be without the proxy).
+    Kernel,
+    /// At once after a small read (`TCP_QUICKACK`), until the direction
+    /// carries bulk: the destination host's socket, so a host that leaves
+    /// Nagle on never waits the proxy's delayed ACK (docs/egress.md, "A
+    /// host without TCP_NODELAY").
+    QuickUntilBulk,
+}
+
 /// Moves `from` to `to` until `from` ends or either fails, then shuts
 /// `to`'s writing side.
-async fn direction(from: Socket<'_>, to: Socket<'_>, count: &AtomicU64) {
+async fn direction(from: Socket<'_>, to: Socket<'_>, count: &AtomicU64, acks: Acks) {
     let _ = match SplicePipe::new() {
-        Ok(pipe) => spliced(from, to, pipe, count).await,
-        Err(_) => copied(from, to, count).await,
+        Ok(pipe) => spliced(from, to, pipe, count, acks).await,
+        Err(_) => copied(from, to, count, acks).await,
     };
     shut_write(to.fd());
 }
 
-/// Socket to pipe to socket: the pipe is filled only when empty.
+/// Acknowledges at once what `socket` has received (a failure leaves the
+/// kernel's own timing).
+fn quick_ack(socket: Socket<'_>) {
+    let _ = socket2::SockRef::from(socket.0).set_tcp_quickack(true);
+}
+
+/// Socket to pipe to socket: the pipe is filled only when empty. With
+/// [`Acks::QuickUntilBulk`], each fill before the pipe first takes bulk
+/// (64 KiB in one fill: `SplicePipe::carried_bulk`) is acknowledged at
+/// once; a fill cannot tell whether it emptied the socket, so bulk ends
+/// it, and a download's throughput path has no extra system call.
 async fn spliced(
     from: Socket<'_>,
     to: Socket<'_>,
     mut pipe: SplicePipe,
     count: &AtomicU64,
+    acks: Acks,
 ) -> io::Result<()> {
     loop {
         if from
@@ -129,6 +155,9 @@ async fn spliced(
             == 0
         {
             return Ok(());
+        }
+        if acks == Acks::QuickUntilBulk && !pipe.carried_bulk() {
+            quick_ack(from);
         }
         while pipe.held() > 0 {
             let n = to
@@ -139,8 +168,10 @@ async fn spliced(
     }
 }
 
-/// Socket to buffer to socket.
-async fn copied(from: Socket<'_>, to: Socket<'_>, count: &AtomicU64) -> io::Result<()> {
+/// Socket to buffer to socket. With [`Acks::QuickUntilBulk`], a read
+/// that emptied the socket (fewer bytes than the buffer takes) is
+/// acknowledged at once, as `quickack.rs` does for terminated tunnels.
+async fn copied(from: Socket<'_>, to: Socket<'_>, count: &AtomicU64, acks: Acks) -> io::Result<()> {
     let mut buf = vec![0u8; BUFFER];
     loop {
         let n = from
@@ -148,6 +179,9 @@ async fn copied(from: Socket<'_>, to: Socket<'_>, count: &AtomicU64) -> io::Resu
             .await?;
         if n == 0 {
             return Ok(());
+        }
+        if acks == Acks::QuickUntilBulk && n < buf.len() {
+            quick_ack(from);
         }
         let mut sent = 0;
         while sent < n {
@@ -160,5 +194,81 @@ async fn copied(from: Socket<'_>, to: Socket<'_>, count: &AtomicU64) -> io::Resu
             sent += k;
             count.fetch_add(k as u64, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use socket2::SockRef;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Two ends of a new loopback connection.
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (near, far) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (near.unwrap(), far.unwrap().0)
+    }
+
+    /// A small write of the host through a spliced tunnel (its TLS 1.3
+    /// session tickets, say) leaves the proxy's socket to the host out of
+    /// delayed-ACK ("ping-pong") mode, which getsockopt(TCP_QUICKACK)
+    /// reports as 1: the ACK a Nagle-bound host waits for leaves at once.
+    /// The job's socket is left to the kernel's timing (printed only: the
+    /// kernel's own 40 ms delayed-ACK timer also ends ping-pong, so a
+    /// test thread held that long could see 1 there; no timer can make
+    /// the host side's 1 a 0, so that one decides). Then a bulk download
+    /// through the same tunnel arrives whole.
+    #[tokio::test]
+    async fn a_small_read_from_the_host_is_acknowledged_at_once() {
+        let (mut job, client) = pair().await;
+        let (upstream, mut host) = pair().await;
+        let quick = |s: &TcpStream| SockRef::from(s).tcp_quickack().unwrap();
+        SockRef::from(&upstream).set_tcp_quickack(false).unwrap();
+        SockRef::from(&client).set_tcp_quickack(false).unwrap();
+        let (_phase, mut rx) = watch::channel(EgressPhase::Agent);
+        let bulk = vec![5u8; 4 << 20];
+        let exchange = async {
+            host.write_all(b"tickets").await.unwrap();
+            let mut got = [0u8; 7];
+            job.read_exact(&mut got).await.unwrap();
+            let host_side = quick(&upstream);
+            job.write_all(b"request").await.unwrap();
+            host.read_exact(&mut got).await.unwrap();
+            let job_side = quick(&client);
+            let (mut job_read, _) = job.split();
+            let (downloaded, _) = tokio::join!(
+                async {
+                    let mut all = Vec::new();
+                    job_read.read_to_end(&mut all).await.unwrap();
+                    all
+                },
+                async {
+                    host.write_all(&bulk).await.unwrap();
+                    host.shutdown().await.unwrap();
+                }
+            );
+            job.shutdown().await.unwrap();
+            (host_side, job_side, downloaded)
+        };
+        let (relayed, (host_side, job_side, downloaded)) =
+            tokio::join!(relay(&client, &upstream, &mut rx), exchange);
+        eprintln!("quick ACKs after the reads: host side {host_side}, job side {job_side}");
+        assert_eq!(
+            (host_side, relayed, downloaded.len()),
+            (
+                true,
+                Relayed {
+                    up: 7,
+                    down: 7 + bulk.len() as u64,
+                    cut: false
+                },
+                bulk.len()
+            )
+        );
+        assert!(downloaded == bulk, "the download arrived changed");
     }
 }
