@@ -13,6 +13,7 @@ pub mod context;
 pub mod doctor;
 pub mod egress;
 pub mod engines;
+pub mod env_handover;
 pub mod event_line;
 pub mod host_check;
 pub mod job_ref;

@@ -193,6 +193,15 @@ pub fn withdraw_env(name: &str) {
     }
 }
 
+/// Keeps `value` as the withdrawn variable `name` (what a re-executed
+/// paddock was handed, `crate::env_handover`), where [`Secret::resolve`]
+/// finds it.
+pub(crate) fn deposit(name: &str, value: String) {
+    if let Ok(mut vault) = vault().lock() {
+        vault.insert(name.to_string(), value);
+    }
+}
+
 /// A fresh random per-job token (worthless outside its job's broker).
 pub fn job_token() -> Secret {
     let bytes: [u8; 24] = rand::random();

@@ -72,6 +72,17 @@ pub fn run_async(cli: Cli) -> ExitCode {
     // leaves the environment before the runtime's threads exist.
     paddock::store::withdraw_env();
     if let Cmd::Run(args) = &cli.command {
+        // A `paddock run` that executed itself again without a stored
+        // profile's `env:` credentials (cli/run.rs): their values, and a
+        // spec it read from stdin, were handed over.
+        match paddock::env_handover::take() {
+            Ok(Some(text)) => run::set_stdin_spec(text),
+            Ok(None) => {}
+            Err(e) => {
+                errln!("paddock: {e}");
+                return ExitCode::from(exit::INTERNAL);
+            }
+        }
         if let Err(e) = withdraw_keys(args) {
             errln!("paddock: cannot read the spec from stdin: {e}");
             return ExitCode::from(exit::BAD_INPUT);
@@ -138,7 +149,8 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
             }
         }
         // And a host profile file's credentials for allowed hosts
-        // (network.credentials; a profile from the store is read later).
+        // (network.credentials; a profile from the store is read later,
+        // and its variables leave by a re-execution, cli/run.rs).
         let profile = spec.policy.profile.as_deref();
         if let Some(path) = profile.filter(|p| paddock_protocol::PolicySpec::profile_is_file(p)) {
             if let Ok(loaded) = paddock_protocol::HostProfile::load(std::path::Path::new(path)) {

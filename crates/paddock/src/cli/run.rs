@@ -27,6 +27,12 @@ pub fn read_stdin_spec(spec: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The spec read from stdin by the paddock that executed this one again
+/// (`paddock::env_handover`); stdin is not read again.
+pub fn set_stdin_spec(text: String) {
+    let _ = STDIN_SPEC.set(text);
+}
+
 /// The spec `spec` names: a file, or `-` for the one read from stdin
 /// (relative paths in it resolved against the current directory).
 pub fn load_spec(spec: &std::path::Path) -> Result<JobSpec, paddock_protocol::SpecError> {
@@ -77,6 +83,7 @@ pub async fn exec(
     } = args;
     let config = user_config()?;
     let mut spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
+    let early_store = withdraw_stored_credentials(&spec, paths).await?;
     let mut follows = None;
     if let Some(prior) = attempt_after {
         let store = super::open_existing_store(paths).await?;
@@ -98,7 +105,10 @@ pub async fn exec(
     let cache_cap = config.caches.max_bytes();
     let prices = PriceTable::effective(prices.or(config.prices).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
-    let store = open_store(paths).await?;
+    let store = match early_store {
+        Some(store) => store,
+        None => open_store(paths).await?,
+    };
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
@@ -210,6 +220,53 @@ pub fn user_config() -> Result<paddock::config::Config, Failure> {
         Some(path) => paddock::config::load(&path).map_err(|e| Failure::BadInput(e.into())),
         None => Ok(paddock::config::Config::default()),
     }
+}
+
+/// A host profile from the store (not a file) whose `network.credentials`
+/// name `env:` variables set in this process's environment: those leave
+/// it by this process executing itself again without them, their values
+/// handed over (`paddock::env_handover`), before anything of the job is
+/// done; the new image finds none left and goes on. Its threads exist by
+/// now, so `remove_var` would be unsound. The store, when it was opened
+/// (and nothing was withdrawn), for the caller to use.
+async fn withdraw_stored_credentials(
+    spec: &JobSpec,
+    paths: &Paths,
+) -> Result<Option<paddock::store::SharedStore>, Failure> {
+    let Some(name) = spec
+        .policy
+        .profile
+        .as_deref()
+        .filter(|p| !paddock_protocol::PolicySpec::profile_is_file(p))
+    else {
+        return Ok(None);
+    };
+    let store = open_store(paths).await?;
+    // A profile the store does not hold is a preset, or unknown (which
+    // admission reports); a store error is admission's to report too.
+    let Ok(Some(profile)) = store.profile(name).await else {
+        return Ok(Some(store));
+    };
+    let names = paddock::env_handover::present(
+        profile
+            .network
+            .iter()
+            .flat_map(|n| &n.credentials)
+            .filter_map(|c| match &c.secret {
+                paddock_protocol::KeyRef::Env(v) => Some(v.clone()),
+                paddock_protocol::KeyRef::File(_) => None,
+            }),
+    );
+    if names.is_empty() {
+        return Ok(Some(store));
+    }
+    drop(store);
+    let stdin = STDIN_SPEC.get().map(String::as_str);
+    let e = paddock::env_handover::reexec_without(&names, stdin);
+    Err(Failure::Internal(anyhow::Error::new(e).context(format!(
+        "withdraw the credentials of host profile {name} ({}) from paddock's environment",
+        names.join(", ")
+    ))))
 }
 
 /// Resolves on the first SIGINT, SIGTERM or SIGHUP; the handlers are

@@ -716,3 +716,159 @@ async fn sandbox_a_git_clone_uses_a_credential_the_job_never_holds() {
 async fn process_a_git_clone_uses_a_credential_the_job_never_holds() {
     a_git_clone_uses_a_credential_the_job_never_holds("process", true).await;
 }
+
+/// A host profile stored with `paddock profile add` whose credential names
+/// its value by `env:` (read from the store after `paddock run`'s threads
+/// exist): `paddock run` executes itself again without the variable, its
+/// value handed over in a sealed memory file, before the job starts. While
+/// the job runs, `/proc/<paddock pid>/environ` (the same pid) holds neither
+/// the variable nor the value, and the job's `git clone` through the proxy
+/// still reaches the host with the real value. Reading another process's
+/// `environ` needs root here (`paddock` is non-dumpable): as anyone else
+/// that half is skipped with the reason, and with `CI=true` it fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stored_profiles_env_credential_leaves_paddocks_environment() {
+    const VAR: &str = "PADDOCK_TEST_STORED_CRED";
+    let git_found = std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !git_found {
+        assert!(!in_ci(), "git is not installed in CI");
+        eprintln!("skipping: git is not installed");
+        return;
+    }
+    let root = nix::unistd::Uid::effective().is_root();
+    if !root {
+        assert!(!in_ci(), "reading paddock's /proc/<pid>/environ needs root");
+        eprintln!("skipping: reading paddock's /proc/<pid>/environ needs root");
+        return;
+    }
+    let remotes = tempfile::tempdir().unwrap();
+    let dep = paddock_test_support::git::repo(remotes.path());
+    std::fs::write(dep.join("hello.txt"), "hello from a stored profile\n").unwrap();
+    git(&dep, &["add", "."]);
+    git(&dep, &["commit", "-q", "-m", "hello"]);
+    git(
+        remotes.path(),
+        &["clone", "-q", "--bare", dep.to_str().unwrap(), "dep.git"],
+    );
+    let token = format!("ghp_paddockStoredToken{}x7Z", std::process::id());
+    let (server, ca_pem) =
+        GitHttpServer::start_https_requiring(remotes.path(), &format!("Bearer {token}")).await;
+    let port = port_of(&server.url);
+    let secrets = tempfile::tempdir().unwrap();
+    std::fs::write(secrets.path().join("server-ca.pem"), &ca_pem).unwrap();
+    let home = Home::new();
+    let at = format!("localhost:{port}");
+    let profile = home.path().join("stored.toml");
+    std::fs::write(
+        &profile,
+        format!(
+            "id = \"stored-cred\"\n[network]\nsetup_allow = [\"{at}\"]\n\
+             open_addresses = [\"127.0.0.1:{port}\", \"[::1]:{port}\"]\n\
+             [[network.credentials]]\nname = \"git\"\nhost = \"{at}\"\nheader = \"authorization\"\n\
+             value = \"Bearer {{secret}}\"\nsecret = \"env:{VAR}\"\nenv = \"GIT_TOKEN\"\nphases = [\"setup\"]\n\
+             upstream_ca = \"{}\"\n",
+            secrets.path().join("server-ca.pem").display()
+        ),
+    )
+    .unwrap();
+    let added = home
+        .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
+        .await;
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    // The engine holds the job open until the test has looked.
+    let agent = "cat \"$HOME/dep/hello.txt\" > \"$HOME/seen.tmp\" && mv \"$HOME/seen.tmp\" \"$HOME/seen\"\n\
+                 i=0; while [ ! -e \"$HOME/go\" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done";
+    let spec = fake_codex_job(&home, "process", agent, 120);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let clone = format!(
+        "NO_PROXY= no_proxy= git -c http.extraHeader=\"Authorization: Bearer $GIT_TOKEN\" clone -q {}/dep.git \"$HOME/dep\"",
+        server.url
+    );
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[setup]\ncommands = ['''{clone}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"stored-cred\"\n"
+        ),
+    )
+    .unwrap();
+    // The spec on stdin, which the re-executed paddock cannot read again:
+    // it is handed over with the value.
+    let mut run = home
+        .command(&["run", "--json", "-"])
+        .current_dir(home.path())
+        .env(VAR, &token)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = run.stdin.take().unwrap();
+    stdin
+        .write_all(std::fs::read_to_string(&spec).unwrap().as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let pid = run.id().unwrap();
+    // The job's home, once its engine has read the cloned file.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let job_home = loop {
+        let found = std::fs::read_dir(home.jobs())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("home"))
+            .find(|h| h.join("seen").exists());
+        if let Some(h) = found {
+            break h;
+        }
+        assert!(std::time::Instant::now() < deadline, "the job never ran");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    std::fs::write(job_home.join("go"), "").unwrap();
+    let seen = std::fs::read_to_string(job_home.join("seen")).unwrap();
+    let out = run.wait_with_output().await.unwrap();
+    let rec = record(&out);
+    let names: Vec<String> = environ
+        .split(|b| *b == 0)
+        .filter_map(|e| {
+            let e = String::from_utf8_lossy(e);
+            e.split_once('=').map(|(k, _)| k.to_string())
+        })
+        .filter(|k| k == VAR || k == paddock::env_handover::HANDOVER_FD)
+        .collect();
+    let seen_auth = server.authorizations();
+    assert_eq!(
+        (
+            rec.status,
+            seen,
+            seen_auth.is_empty(),
+            seen_auth
+                .iter()
+                .all(|a| a.as_deref() == Some(&*format!("Bearer {token}"))),
+            names,
+            environ.windows(token.len()).any(|w| w == token.as_bytes()),
+            String::from_utf8_lossy(&out.stderr).contains(&token),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            "hello from a stored profile\n".to_string(),
+            false,
+            true,
+            // The new image's environment: the handover's descriptor, not
+            // the credential's variable.
+            vec![paddock::env_handover::HANDOVER_FD.to_string()],
+            false,
+            false,
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
