@@ -241,9 +241,7 @@ pub fn enforce(jobs_root: &Path, max_bytes: u64) -> Capped {
                     setup_lock.get_or_insert_with(|| crate::setup_cache::lock_for_cap(jobs_root));
                 match lock {
                     None => Ok(false),
-                    Some(_) => std::fs::remove_dir_all(&c.path)
-                        .map(|()| true)
-                        .map_err(|e| format!("prune {}: cannot remove: {e}", c.path.display())),
+                    Some(_) => prune::remove_unless_gone(&c.path),
                 }
             }
         };

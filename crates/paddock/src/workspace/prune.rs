@@ -116,11 +116,27 @@ pub fn prune(jobs_root: &Path, unused_for: Duration) -> Pruned {
 }
 
 fn remove(dir: &Path, pruned: &mut Pruned) {
+    match remove_unless_gone(dir) {
+        Ok(true) => pruned.removed.push(PrunedEntry::unused(dir.to_path_buf())),
+        Ok(false) => {}
+        Err(e) => pruned.errors.push(e),
+    }
+}
+
+/// Removes `dir` with what is in it; `false` when another pass (a `paddock
+/// gc`, a job's detached cap pass, `serve`'s) removed it first: it is
+/// gone, which is what was wanted, and neither an error nor this pass's
+/// removal. Anything else that fails is an error naming `dir`.
+pub(crate) fn remove_unless_gone(dir: &Path) -> Result<bool, String> {
     match std::fs::remove_dir_all(dir) {
-        Ok(()) => pruned.removed.push(PrunedEntry::unused(dir.to_path_buf())),
-        Err(e) => pruned
-            .errors
-            .push(format!("prune {}: cannot remove: {e}", dir.display())),
+        Ok(()) => Ok(true),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata(dir).is_err() =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(format!("prune {}: cannot remove: {e}", dir.display())),
     }
 }
 
@@ -151,11 +167,10 @@ pub(crate) fn remove_mirror_if_unused(dir: &Path, seen: SystemTime) -> Result<bo
     removed
 }
 
-/// Removes `dir`, whose lock the caller holds; `true` when it did.
+/// Removes `dir`, whose lock the caller holds; `true` when it did (a pass
+/// that held the lock before may have removed it already).
 fn remove_held(dir: &Path) -> Result<bool, String> {
-    std::fs::remove_dir_all(dir)
-        .map(|()| true)
-        .map_err(|e| format!("prune {}: cannot remove: {e}", dir.display()))
+    remove_unless_gone(dir)
 }
 
 /// Removes the snapshot `dir` (`.snapshots/<name>`) if no job holds its
@@ -317,6 +332,24 @@ mod tests {
         let secs = then.duration_since(SystemTime::UNIX_EPOCH).unwrap();
         let t = TimeSpec::from_duration(secs);
         utimensat(None, path, &t, &t, UtimensatFlags::NoFollowSymlink).unwrap();
+    }
+
+    /// A directory another pass removed first (two cap passes racing for
+    /// one snapshot) is gone, which is neither this pass's removal nor an
+    /// error; what cannot be removed is an error naming it.
+    #[test]
+    fn a_directory_another_pass_removed_is_not_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("snap");
+        entry(&dir, 0);
+        let first = remove_unless_gone(&dir);
+        let second = remove_unless_gone(&dir);
+        std::fs::write(&dir, "not a directory").unwrap();
+        let file = remove_unless_gone(&dir).map_err(|e| {
+            e.strip_prefix(&format!("prune {}: cannot remove: ", dir.display()))
+                .is_some()
+        });
+        assert_eq!((first, second, file), (Ok(true), Ok(false), Err(true)));
     }
 
     /// A directory `dir` with a file, aged `days`.
