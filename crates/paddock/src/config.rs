@@ -2,7 +2,8 @@
 //! `~/.config/paddock/config.toml`): defaults for what a spec leaves
 //! unset — the budget, the price table merged over the shipped one, the
 //! isolation rung, the host profile — and `paddock serve`'s settings (the
-//! `[serve]` table). A spec's own values always win; a
+//! `[serve]` table), the caches' cap (`[caches]`) and the heartbeat's
+//! timing on a store several hosts share (`[hosts]`). A spec's own values always win; a
 //! key the file does not know is an error naming the file and line
 //! (docs/cli.md#config-file).
 
@@ -29,6 +30,52 @@ pub struct Config {
     /// The caches under the jobs directory (`[caches]`).
     #[serde(default)]
     pub caches: CachesFile,
+    /// Jobs' heartbeats in a store shared by several hosts (`[hosts]`).
+    #[serde(default)]
+    pub hosts: HostsFile,
+}
+
+/// How often a running job's heartbeat is renewed, unless configured.
+pub const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How old another host's job's heartbeat must be before a reaper
+/// reclaims it, unless configured.
+pub const DEFAULT_HEARTBEAT_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The `[hosts]` table: how often this host renews its running jobs'
+/// heartbeats and how stale another host's must be before this host's
+/// reaper reclaims its job (the heartbeat module, docs/store.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostsFile {
+    /// Seconds between renewals (default 10).
+    pub heartbeat_secs: Option<u64>,
+    /// Seconds after which another host's heartbeat is stale (default 60).
+    pub heartbeat_ttl_secs: Option<u64>,
+}
+
+impl HostsFile {
+    /// The renewal interval and the TTL, defaults filled in; why not when
+    /// the interval is 0 or the TTL not longer than the interval.
+    pub fn timing(&self) -> Result<(std::time::Duration, std::time::Duration), String> {
+        let interval = self
+            .heartbeat_secs
+            .map_or(DEFAULT_HEARTBEAT, std::time::Duration::from_secs);
+        let ttl = self
+            .heartbeat_ttl_secs
+            .map_or(DEFAULT_HEARTBEAT_TTL, std::time::Duration::from_secs);
+        if interval.is_zero() {
+            return Err("[hosts] heartbeat_secs must be at least 1".to_owned());
+        }
+        if ttl <= interval {
+            return Err(format!(
+                "[hosts] heartbeat_ttl_secs ({}) must be longer than heartbeat_secs ({}): \
+                 another host would reclaim jobs between their renewals",
+                ttl.as_secs(),
+                interval.as_secs()
+            ));
+        }
+        Ok((interval, ttl))
+    }
 }
 
 /// The caches' size cap when the config file sets none: 10 GiB.
@@ -230,7 +277,7 @@ mod tests {
             "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n\
              [serve]\nlisten = \"0.0.0.0:9000\"\nmax_concurrent_jobs = 3\ndrain_grace_secs = 7\n\
              log_format = \"json\"\n[[serve.lanes]]\ntask_types = [\"bug\"]\n\
-             [caches]\nmax_size = \"3GiB\"\n",
+             [caches]\nmax_size = \"3GiB\"\n[hosts]\nheartbeat_secs = 5\nheartbeat_ttl_secs = 30\n",
         );
         assert_eq!(
             load(&p).unwrap(),
@@ -253,6 +300,10 @@ mod tests {
                 },
                 caches: CachesFile {
                     max_size: Some(CacheSize::Bytes(3 << 30)),
+                },
+                hosts: HostsFile {
+                    heartbeat_secs: Some(5),
+                    heartbeat_ttl_secs: Some(30),
                 },
             }
         );
@@ -311,6 +362,38 @@ mod tests {
         assert_eq!(location(Some("".as_ref()), None), None);
     }
 
+    /// The heartbeat's timing: defaults, and what would reclaim live jobs
+    /// (a TTL not longer than the interval) or spin (0) refused.
+    #[test]
+    fn heartbeat_timing_is_checked() {
+        use std::time::Duration;
+        let timing = |every, ttl| {
+            HostsFile {
+                heartbeat_secs: every,
+                heartbeat_ttl_secs: ttl,
+            }
+            .timing()
+        };
+        assert_eq!(
+            (
+                timing(None, None),
+                timing(Some(1), Some(2)),
+                timing(Some(0), None),
+                timing(Some(30), Some(30)),
+            ),
+            (
+                Ok((Duration::from_secs(10), Duration::from_secs(60))),
+                Ok((Duration::from_secs(1), Duration::from_secs(2))),
+                Err("[hosts] heartbeat_secs must be at least 1".to_owned()),
+                Err(
+                    "[hosts] heartbeat_ttl_secs (30) must be longer than heartbeat_secs (30): \
+                     another host would reclaim jobs between their renewals"
+                        .to_owned()
+                ),
+            )
+        );
+    }
+
     #[test]
     fn spec_values_override_the_config() {
         let spec_text =
@@ -325,6 +408,7 @@ mod tests {
             profile: Some("constrained-local".to_owned()),
             serve: ServeFile::default(),
             caches: CachesFile::default(),
+            hosts: HostsFile::default(),
         };
         let bare = JobSpec::from_toml(spec_text, Path::new("job.toml")).unwrap();
         let filled = config.apply(bare);

@@ -40,6 +40,25 @@
 //! simply deleted. Cgroups of `paddock sandbox` runs whose process is gone
 //! are removed too.
 //!
+//! Several hosts (jobs directories, each with its id, `host_id.rs`) may
+//! share one store. Every job records its owner and a heartbeat its
+//! process renews (`heartbeat.rs`). The rules above are for this host's
+//! jobs, and for jobs recorded before owners were (they have none: as
+//! before, a `running` job without a lease here is taken for dead, so such
+//! rows must not be shared). A `running` job owned by another host is
+//! left alone while its heartbeat is younger than the TTL
+//! ([`Liveness::ttl`]); once older it is reclaimed, the store's part only
+//! (nothing of another host can be killed or removed from here): the job
+//! failed by a compare-and-set on its owner and that very heartbeat
+//! (`Store::reclaim_job`: of two reapers one wins; an owner that renewed
+//! meanwhile keeps its job), with [`reclaimed_reason`] naming the host and
+//! its last heartbeat, a final status event after whatever its owner still
+//! appends, its calls in flight settled as interrupted ([`RECLAIMED_CALL`])
+//! and its totals from the ledger. The owner, if it was alive after all,
+//! finds the job no longer its own at its next renewal and stops it; its
+//! own end cannot overwrite the failed record (a compare-and-set on
+//! `running`), and its later events are appended after the reaper's.
+//!
 //! The lease file appears only once it is locked (locked under a temporary
 //! name, then renamed), so the reaper never wins a race against a job that
 //! is starting. The lock's descriptor is close-on-exec: the engine and the
@@ -56,10 +75,11 @@ use paddock_protocol::{AgentEvent, JobRecord, JobStatus, TokenUsage};
 use serde::Serialize;
 use time::OffsetDateTime;
 
+use crate::heartbeat::Liveness;
 use crate::leftovers;
 use crate::paths::Paths;
 use crate::rung::{self, Reap, Rung};
-use crate::store::{Store, StoreError};
+use crate::store::{Owner, Store, StoreError};
 pub use crate::workspace::lease::Lease;
 use crate::workspace::lease::{KEPT, LEASES};
 use crate::workspace::Workspace;
@@ -76,6 +96,12 @@ pub const INTERRUPTED_CALL: &str = "the paddock process running this job ended b
 pub const REASON: &str = "the paddock process running this job ended before the job did \
                           (killed or crashed); the reaper saved its patch so far and removed \
                           its workspace";
+
+/// Why another host's call still in flight is settled `interrupted` when
+/// its job is reclaimed.
+pub const RECLAIMED_CALL: &str = "the paddock process running this job, on another host, \
+                                  stopped renewing its heartbeat before the call's answer was \
+                                  recorded; its cost is the estimate written ahead";
 
 pub use crate::leftovers::CGROUP_ROOT;
 
@@ -109,6 +135,11 @@ pub struct Reaped {
     pub kept: bool,
     /// The job was `running` in the store and is now `failed`.
     pub marked_failed: bool,
+    /// The job was another host's, whose heartbeat was older than the
+    /// TTL: that host (its name and jobs directory id), from which only
+    /// the store's part was reclaimed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reclaimed_from: Option<String>,
     /// What could not be cleaned up, and why (the lease stays for a later
     /// pass).
     pub errors: Vec<String>,
@@ -137,24 +168,30 @@ pub struct Report {
 /// One pass over `paths.jobs` and the store (module text), with cgroups
 /// under [`CGROUP_ROOT`] and under `PADDOCK_CGROUP_ROOT` when it is set
 /// (`paddock sandbox` runs there).
-pub async fn reap(paths: &Paths, store: &dyn Store) -> Report {
+pub async fn reap(paths: &Paths, store: &dyn Store, liveness: &Liveness) -> Report {
     let mut roots = vec![PathBuf::from(CGROUP_ROOT)];
     if let Some(r) = std::env::var_os("PADDOCK_CGROUP_ROOT").filter(|r| !r.is_empty()) {
         roots.push(PathBuf::from(r));
     }
     roots.dedup();
-    reap_with(paths, store, &roots).await
+    reap_with(paths, store, liveness, &roots).await
 }
 
 /// [`reap`] with the cgroup hierarchies under `cgroup_roots`.
-pub async fn reap_with(paths: &Paths, store: &dyn Store, cgroup_roots: &[PathBuf]) -> Report {
-    reap_on(paths, store, &rung::host_reapers(), cgroup_roots).await
+pub async fn reap_with(
+    paths: &Paths,
+    store: &dyn Store,
+    liveness: &Liveness,
+    cgroup_roots: &[PathBuf],
+) -> Report {
+    reap_on(paths, store, liveness, &rung::host_reapers(), cgroup_roots).await
 }
 
 /// [`reap_with`], each dead job's leftovers reaped by `rungs`.
 pub async fn reap_on(
     paths: &Paths,
     store: &dyn Store,
+    liveness: &Liveness,
     rungs: &[Arc<dyn Rung>],
     cgroup_roots: &[PathBuf],
 ) -> Report {
@@ -190,8 +227,20 @@ pub async fn reap_on(
     // Dead jobs whose lease file is gone altogether: a running job always
     // has one, from before its record exists until after it is final.
     match store.running_jobs().await {
-        Ok(ids) => {
-            for id in ids {
+        Ok(running) => {
+            for job in running {
+                // Another host's job: judged by its heartbeat alone.
+                if let Some((owner, beat)) = job
+                    .owner
+                    .as_ref()
+                    .filter(|(owner, _)| owner.host != liveness.owner.host)
+                {
+                    if let Some(r) = reclaim(store, liveness, &job.id, owner, *beat).await {
+                        report.jobs.push(r);
+                    }
+                    continue;
+                }
+                let id = job.id;
                 if leases.join(format!("{id}.lock")).exists() {
                     continue;
                 }
@@ -333,6 +382,116 @@ async fn reap_job(
         && !existed
         && r.errors.is_empty();
     (!did_nothing).then_some(r)
+}
+
+/// Reclaims another host's running job `id` when its heartbeat `beat`
+/// is older than the TTL (module text): `None` when it is fresh, or when
+/// another reaper or its renewing owner came first.
+async fn reclaim(
+    store: &dyn Store,
+    liveness: &Liveness,
+    id: &str,
+    owner: &Owner,
+    beat: OffsetDateTime,
+) -> Option<Reaped> {
+    let now = OffsetDateTime::now_utc();
+    let ttl = time::Duration::try_from(liveness.ttl).unwrap_or(time::Duration::MAX);
+    if now - beat <= ttl {
+        return None;
+    }
+    let mut r = Reaped {
+        name: id.to_string(),
+        reclaimed_from: Some(format!("{} ({})", owner.name, owner.host)),
+        ..Reaped::default()
+    };
+    match reclaim_job(store, liveness, id, (owner, beat), now).await {
+        Ok(true) => r.marked_failed = true,
+        Ok(false) => return None,
+        Err(e) => r.errors.push(format!("reclaim job {id}: {e}")),
+    }
+    Some(r)
+}
+
+/// Why a reclaimed job failed: the host, its last heartbeat, the TTL.
+pub fn reclaimed_reason(owner: &Owner, beat: OffsetDateTime, liveness: &Liveness) -> String {
+    let at = beat
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| beat.to_string());
+    format!(
+        "the paddock process running this job on host {} (jobs directory {}) last renewed its \
+         heartbeat at {at}, more than {} s before host {}'s reaper looked: reclaimed as dead; \
+         its workspace and processes on that host were not touched",
+        owner.name,
+        owner.host,
+        liveness.ttl.as_secs_f64(),
+        liveness.owner.name
+    )
+}
+
+/// The store's part of reclaiming job `id` from `owner`: the job failed
+/// by a compare-and-set on that owner and heartbeat (false when it no
+/// longer holds), then its final status event, its calls in flight
+/// settled as interrupted and its totals from the ledger.
+async fn reclaim_job(
+    store: &dyn Store,
+    liveness: &Liveness,
+    id: &str,
+    (owner, beat): (&Owner, OffsetDateTime),
+    now: OffsetDateTime,
+) -> Result<bool, StoreError> {
+    let Some(mut record) = store
+        .job(id)
+        .await?
+        .filter(|rec| rec.status == JobStatus::Running)
+    else {
+        return Ok(false);
+    };
+    let reason = reclaimed_reason(owner, beat, liveness);
+    record.status = JobStatus::Failed;
+    record.reason = Some(reason.clone());
+    record.finished_at = Some(now);
+    record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
+    if !store.reclaim_job(&record, &owner.host, beat).await? {
+        return Ok(false);
+    }
+    // The owner may still be appending (it stops at its next renewal):
+    // the status event goes after whatever it appended meanwhile.
+    let mut stored = store.events(id, 0).await?;
+    for _ in 0..REMOVE_ATTEMPTS {
+        let event = AgentEvent {
+            job_id: id.to_string(),
+            seq: stored.last().map_or(1, |e| e.seq + 1),
+            at: now,
+            body: EventBody::Status {
+                phase: Phase::Failed,
+                detail: Some(reason.clone()),
+            },
+        };
+        match store.append_event(&event).await {
+            Err(StoreError::EventSeq { .. }) => stored = store.events(id, 0).await?,
+            other => {
+                other?;
+                break;
+            }
+        }
+    }
+    if let Some((path, files)) = concluded_patch(&stored) {
+        record.patch_path = Some(path);
+        record.changed_files = files;
+    }
+    store.interrupt_model_calls(id, RECLAIMED_CALL).await?;
+    let calls = store.model_calls(id).await?;
+    let mut tokens = TokenUsage::default();
+    let mut cost: i64 = 0;
+    for c in &calls {
+        tokens.add(&c.tokens);
+        cost = cost.saturating_add(c.cost_micros);
+    }
+    record.tokens = tokens;
+    record.cost_micros = cost;
+    record.model_calls = u64::try_from(calls.len()).unwrap_or(u64::MAX);
+    store.finish_job(&record, JobStatus::Failed).await?;
+    Ok(true)
 }
 
 /// Removes a dead job's directory, killing again what may still write
@@ -511,6 +670,18 @@ mod tests {
         v
     }
 
+    /// This host, as the tests' reaper.
+    fn here() -> Liveness {
+        Liveness {
+            owner: Owner {
+                host: "0".repeat(32),
+                name: "here".into(),
+            },
+            interval: std::time::Duration::from_secs(10),
+            ttl: std::time::Duration::from_secs(60),
+        }
+    }
+
     /// What a process that died leaves: the lease file, nobody's lock.
     fn crashed(jobs: &Path, name: &str) {
         std::fs::create_dir_all(jobs.join(LEASES)).unwrap();
@@ -599,7 +770,7 @@ mod tests {
             .insert_job(&fixtures::job("kept-dead", 0), "{}")
             .await
             .unwrap();
-        let report = reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        let report = reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
         let work = jobs.join("kept-dead/work");
         assert_eq!(
             (
@@ -779,7 +950,7 @@ mod tests {
             .await
             .unwrap();
 
-        let report = reap_with(&paths, &store, &cgroups).await;
+        let report = reap_with(&paths, &store, &here(), &cgroups).await;
         let reaped = |name: &str, marked_failed: bool, removed: bool| Reaped {
             name: name.into(),
             workspace_removed: removed,
@@ -824,7 +995,10 @@ mod tests {
         );
         let empty = Paths::under(&root.path().join("missing"));
         let fresh = crate::store::SqliteStore::open_in_memory().await.unwrap();
-        assert_eq!(reap_with(&empty, &fresh, &cgroups).await, Report::default());
+        assert_eq!(
+            reap_with(&empty, &fresh, &here(), &cgroups).await,
+            Report::default()
+        );
     }
 
     /// A reaped job's record has the totals of its ledger rows, not the
@@ -848,7 +1022,14 @@ mod tests {
             ..Default::default()
         });
         let roots = [root.path().join("cgroup")];
-        let report = reap_on(&paths, &store, &[rung.clone() as Arc<dyn Rung>], &roots).await;
+        let report = reap_on(
+            &paths,
+            &store,
+            &here(),
+            &[rung.clone() as Arc<dyn Rung>],
+            &roots,
+        )
+        .await;
         assert_eq!(
             rung.reaped.lock().unwrap().clone(),
             vec![(
@@ -894,7 +1075,7 @@ mod tests {
         third.cost_micros = i64::MAX;
         store.insert_model_call(&third).await.unwrap();
         crashed(&paths.jobs, "job-1");
-        reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
         let calls = store.model_calls("job-1").await.unwrap();
         let rec = store.job("job-1").await.unwrap().unwrap();
         let mut tokens = TokenUsage::default();
@@ -952,7 +1133,7 @@ mod tests {
                 .unwrap();
         }
         crashed(&paths.jobs, "job-1");
-        reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
         let rec = store.job("job-1").await.unwrap().unwrap();
         assert_eq!(
             (rec.status, rec.reason, rec.patch_path, rec.changed_files),
@@ -991,7 +1172,7 @@ mod tests {
         };
         store.insert_model_call(&ahead).await.unwrap();
         crashed(&paths.jobs, "job-1");
-        reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
         let interrupted = ModelCall {
             status: CallStatus::Interrupted,
             error: Some(INTERRUPTED_CALL.to_string()),
@@ -1049,7 +1230,7 @@ mod tests {
         // The process dies: its lease file stays, nobody holds it.
         drop(ws);
 
-        let report = reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        let report = reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
         let artifact = paths.artifacts.join("job-1/patch.diff");
         let diff = std::fs::read_to_string(&artifact).unwrap();
         let changed = vec!["README.md".to_string(), "new.txt".to_string()];
@@ -1123,7 +1304,7 @@ mod tests {
             .spawn()
             .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        let report = reap_with(&paths, &store, &[root.path().join("cgroup")]).await;
+        let report = reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
         use std::os::unix::process::ExitStatusExt as _;
         let signal = writer.wait().unwrap().signal();
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;

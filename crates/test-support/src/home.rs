@@ -100,7 +100,8 @@ impl Home {
     /// directories teardown moved there) the background remover has not
     /// deleted within 10 s (as `.trash/NAME`); not Paddock's remembered
     /// engine versions (`.engine-versions.json`) nor the base commits'
-    /// snapshots overlay workspaces share (`.snapshots`), kept on purpose.
+    /// snapshots overlay workspaces share (`.snapshots`) nor the jobs
+    /// directory's identity (`.host-id`), kept on purpose.
     pub fn leftover_workspaces(&self) -> Vec<String> {
         let trash = self.jobs().join(".trash");
         for _ in 0..200 {
@@ -132,6 +133,7 @@ impl Home {
                     ".snapshots",
                     ".mirrors",
                     ".cache-sizes.json",
+                    paddock::host_id::FILE,
                 ]
                 .contains(&n.as_str())
                     && !n.starts_with(".cache-sizes.tmp")

@@ -16,8 +16,10 @@ pub struct GcArgs {
 
 pub async fn exec(args: GcArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_store(paths).await?;
-    let max_bytes = super::run::user_config()?.caches.max_bytes();
-    let mut report = paddock::reaper::reap(paths, &*store).await;
+    let config = super::run::user_config()?;
+    let max_bytes = config.caches.max_bytes();
+    let liveness = super::run::liveness(paths, &config.hosts)?;
+    let mut report = paddock::reaper::reap(paths, &*store, &liveness).await;
     // The caches held to their size cap, after the age pruning.
     if let Some(max_bytes) = max_bytes {
         let jobs = paths.jobs.clone();
@@ -79,10 +81,17 @@ pub fn render(report: &Report) -> Vec<String> {
         } else {
             did.join(", ")
         };
-        out.push(format!(
-            "{}: its paddock process ended mid-job; {did}",
-            r.name
-        ));
+        match &r.reclaimed_from {
+            Some(host) => out.push(format!(
+                "{}: its paddock process on host {host} stopped renewing its heartbeat; \
+                 {did} (that host's workspace and processes are its own to clean up)",
+                r.name
+            )),
+            None => out.push(format!(
+                "{}: its paddock process ended mid-job; {did}",
+                r.name
+            )),
+        }
         for e in &r.errors {
             out.push(format!("{}: cannot clean up: {e}", r.name));
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use paddock::broker::PriceTable;
+use paddock::heartbeat::Liveness;
 use paddock::paths::Paths;
 use paddock::runner::{ErrorCode, RunError, Runner, RunnerConfig};
 use paddock_protocol::{JobSpec, JobStatus};
@@ -111,10 +112,11 @@ pub async fn exec(
     };
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
-    for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
+    let liveness = liveness(paths, &config.hosts)?;
+    for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
         errln!("paddock: {line}");
     }
-    let config = runner_config(paths, host_dir, prices)?;
+    let config = runner_config(paths, host_dir, prices, liveness)?;
     let helper = config.helper_exe.clone();
     // The job's directory goes into the trash at teardown, deleted after
     // this process exits by a detached remover (issue #14: teardown off
@@ -191,6 +193,7 @@ pub fn runner_config(
     paths: &Paths,
     host_dir: Option<PathBuf>,
     prices: PriceTable,
+    liveness: Liveness,
 ) -> Result<RunnerConfig, Failure> {
     Ok(RunnerConfig {
         paths: paths.clone(),
@@ -200,6 +203,23 @@ pub fn runner_config(
         host_dir: host_dir
             .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
         helper_exe: std::env::current_exe().context("locate the paddock binary")?,
+        liveness,
+    })
+}
+
+/// This jobs directory's identity (its `.host-id`, made on first use) and
+/// the heartbeat timing of the config's `[hosts]` (`run`, `serve`, `gc`).
+pub fn liveness(paths: &Paths, hosts: &paddock::config::HostsFile) -> Result<Liveness, Failure> {
+    let (interval, ttl) = hosts
+        .timing()
+        .map_err(|e| Failure::BadInput(anyhow::anyhow!(e)))?;
+    let owner = paddock::host_id::owner(&paths.jobs)
+        .context("this jobs directory's host id")
+        .map_err(Failure::Internal)?;
+    Ok(Liveness {
+        owner,
+        interval,
+        ttl,
     })
 }
 

@@ -74,7 +74,8 @@ pub async fn exec(
     let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
     let webhooks = webhooks(&config, &store)?;
-    for line in super::gc::render(&paddock::reaper::reap(paths, &*store).await) {
+    let liveness = super::run::liveness(paths, &defaults.hosts)?;
+    for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
         errln!("paddock: {line}");
     }
     // The caches held to their cap from the start, not only after the
@@ -91,7 +92,7 @@ pub async fn exec(
     }
     let runner = Runner::new(
         store.clone(),
-        super::run::runner_config(paths, host_dir, prices)?,
+        super::run::runner_config(paths, host_dir, prices, liveness)?,
     )
     .capping_caches(defaults.caches.max_bytes());
     let listener = tokio::net::TcpListener::bind(config.listen)

@@ -36,6 +36,9 @@ impl JobUpdate {
     }
 }
 
+/// How many times an event is moved after others' appended first.
+const APPEND_ROUNDS: usize = 8;
+
 /// Assigns dense sequence numbers, redacts, stores and fans out each event.
 pub(super) struct Emitter {
     pub job_id: String,
@@ -76,20 +79,34 @@ impl Emitter {
     /// Stores and shows an event. The first store failure is returned (so
     /// the job stops) and kept: later events are only shown, so the job
     /// can still conclude and tear down (a full disk).
+    /// An event another writer appended first (a reaper on another host
+    /// that reclaimed the job, `crate::heartbeat`) moves this one after
+    /// it: nothing of either is lost.
     pub async fn emit(&mut self, body: EventBody) -> Result<(), StoreError> {
-        let event = AgentEvent {
+        let mut event = AgentEvent {
             job_id: self.job_id.clone(),
             seq: self.seq + 1,
             at: OffsetDateTime::now_utc(),
             body: output::cap_event(self.redactor.event(body), self.max_event),
         };
         if self.lost.is_none() {
-            if let Err(e) = self.store.append_event(&event).await {
+            let mut stored = self.store.append_event(&event).await;
+            for _ in 0..APPEND_ROUNDS {
+                match stored {
+                    Err(StoreError::EventSeq { last, .. }) if last >= event.seq => {
+                        self.seq = last;
+                        event.seq = last + 1;
+                        stored = self.store.append_event(&event).await;
+                    }
+                    _ => break,
+                }
+            }
+            if let Err(e) = stored {
                 self.lost = Some(chain(&e));
                 self.show(JobUpdate::Event(event));
                 return Err(e);
             }
-            self.seq += 1;
+            self.seq = event.seq;
         }
         self.show(JobUpdate::Event(event));
         Ok(())

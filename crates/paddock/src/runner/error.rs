@@ -72,13 +72,23 @@ pub enum RunError {
     /// The job's task ended without a result (it panicked or was aborted).
     #[error("job {job_id}: its task ended without a result: {message}")]
     JoinJob { job_id: String, message: String },
+    /// Another host's reaper took the job for dead (its heartbeat was
+    /// late) and failed it; this process stopped it.
+    #[error(
+        "job {job_id} was reclaimed by another host's reaper (its heartbeat in the store was \
+         older than that host's TTL): it was stopped here, and its record is the one that \
+         reaper wrote (`paddock show {job_id}`)"
+    )]
+    Reclaimed { job_id: String },
 }
 
 impl RunError {
     pub fn code(&self) -> ErrorCode {
         match self {
             RunError::WriteStore { .. } => ErrorCode::StoreLost,
-            RunError::TakeLease { .. } | RunError::JoinJob { .. } => ErrorCode::Internal,
+            RunError::TakeLease { .. } | RunError::JoinJob { .. } | RunError::Reclaimed { .. } => {
+                ErrorCode::Internal
+            }
         }
     }
 
@@ -87,7 +97,8 @@ impl RunError {
         match self {
             RunError::TakeLease { job_id, .. }
             | RunError::WriteStore { job_id, .. }
-            | RunError::JoinJob { job_id, .. } => job_id,
+            | RunError::JoinJob { job_id, .. }
+            | RunError::Reclaimed { job_id } => job_id,
         }
     }
 }

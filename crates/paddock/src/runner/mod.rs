@@ -76,6 +76,9 @@ pub struct RunnerConfig {
     /// The `paddock` executable: re-executed as the sandbox helper and the
     /// `process` rung's supervisor, and called back by engine hooks.
     pub helper_exe: PathBuf,
+    /// Who owns the jobs this runner starts (the jobs directory's id) and
+    /// how often their heartbeats are renewed (`crate::heartbeat`).
+    pub liveness: crate::heartbeat::Liveness,
 }
 
 /// Runs jobs: built once, with the store every job is recorded in.
@@ -328,7 +331,16 @@ async fn run_job(
     let db = config.paths.db.clone();
     let jobs = config.paths.jobs.clone();
     let artifacts = config.paths.artifacts.join(&job_id);
-    let result = drive(store, config, (admitted, recorded), updates, lease, cancel).await;
+    let lost = Arc::new(crate::heartbeat::Lost::default());
+    let result = drive(
+        store,
+        config,
+        (admitted, recorded),
+        updates,
+        (lease, lost.clone()),
+        cancel,
+    )
+    .await;
     // The job's directory, moved into the trash by its teardown, deleted
     // off the job's path (a remover already at it is waited for); then
     // the caches held to their cap.
@@ -343,6 +355,14 @@ async fn run_job(
                 }
             }
         });
+    }
+    // Reclaimed by another host's reaper: the record is final (that
+    // reaper's), the job stopped; whatever its own end wrote is refused.
+    if lost.is_set() {
+        if let Err(e) = held.release() {
+            tracing::warn!("job {job_id}: cannot delete its lease file: {e}");
+        }
+        return Err(RunError::Reclaimed { job_id });
     }
     let result = result.map_err(|lost| RunError::WriteStore {
         job_id: job_id.clone(),
@@ -369,13 +389,9 @@ async fn drive(
     config: Arc<RunnerConfig>,
     (admitted, recorded): (Admitted, Recorded),
     updates: broadcast::Sender<JobUpdate>,
-    lease: Lease,
+    (lease, lost): (Lease, Arc<crate::heartbeat::Lost>),
     cancel: impl Future<Output = ()>,
 ) -> Result<RunResult, String> {
-    // Fused: a cancel spent on the engine (the job `cancelled`) is not
-    // seen again by its publishing; one that comes later cuts that short.
-    let cancel = futures::FutureExt::fuse(cancel);
-    tokio::pin!(cancel);
     let Admitted {
         id,
         submitted,
@@ -395,12 +411,38 @@ async fn drive(
         policy,
     } = shaped;
     let record = new_record(&id, &spec, submitted);
+    let liveness = &config.liveness;
     match recorded {
-        Recorded::No => store.insert_job(&record, &spec_json).await,
-        // The claim set it `running`; the rest as this admission shaped it.
+        Recorded::No => {
+            let now = time::OffsetDateTime::now_utc();
+            store
+                .insert_owned_job(&record, &spec_json, &liveness.owner, now)
+                .await
+        }
+        // The claim set it `running` and this host its owner; the rest as
+        // this admission shaped it.
         Recorded::Claimed => store.finish_job(&record, JobStatus::Running).await,
     }
     .map_err(|e| chain(&e))?;
+    // Renewed until the job ends; a renewal that finds the job taken by
+    // another host stops it as a cancel does.
+    let _heartbeat = crate::heartbeat::start(
+        store.clone(),
+        id.clone(),
+        liveness.owner.host.clone(),
+        liveness.interval,
+        lost.clone(),
+    );
+    let cancel = async move {
+        tokio::select! {
+            () = cancel => {}
+            () = lost.wait() => {}
+        }
+    };
+    // Fused: a cancel spent on the engine (the job `cancelled`) is not
+    // seen again by its publishing; one that comes later cuts that short.
+    let cancel = futures::FutureExt::fuse(cancel);
+    tokio::pin!(cancel);
     let mut redactor = Redactor::new();
     if let Some(key) = &key {
         redactor.add_secret(key);

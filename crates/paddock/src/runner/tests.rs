@@ -99,6 +99,15 @@ impl Host {
         JobSpec::from_toml(&text, &root.join("job.toml")).unwrap()
     }
 
+    /// This test host's identity, its heartbeat renewed every 10 s.
+    pub fn liveness(&self) -> crate::heartbeat::Liveness {
+        crate::heartbeat::Liveness {
+            owner: crate::host_id::owner(&self.paths.jobs).unwrap(),
+            interval: std::time::Duration::from_secs(10),
+            ttl: std::time::Duration::from_secs(60),
+        }
+    }
+
     /// A runner on `rung` (both rungs are it).
     pub fn runner(&self, rung: Arc<FakeRung>) -> Runner {
         self.runner_with(self.store.clone(), rung)
@@ -115,6 +124,7 @@ impl Host {
                 cwd: root.clone(),
                 host_dir: root.join("host"),
                 helper_exe: root.join("bin/paddock-not-used"),
+                liveness: self.liveness(),
             },
             crate::rung::Rungs {
                 process: rung.clone(),
@@ -139,6 +149,8 @@ impl Host {
             crate::workspace::trash::TRASH,
             crate::workspace::trash::TRASH_LOCK,
             crate::engines::version::REMEMBERED,
+            // The jobs directory's identity, kept on purpose.
+            crate::host_id::FILE,
             // The cache of base commits' snapshots (overlay workspaces),
             // shared by jobs and pruned by the reaper.
             crate::workspace::SNAPSHOTS,
@@ -346,7 +358,32 @@ impl crate::store::Store for FailingStore {
     async fn jobs(&self, limit: u32) -> Result<Vec<paddock_protocol::JobRecord>, StoreError> {
         self.inner.jobs(limit).await
     }
-    async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
+    async fn insert_owned_job(
+        &self,
+        job: &paddock_protocol::JobRecord,
+        spec_json: &str,
+        owner: &crate::store::Owner,
+        at: time::OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        self.inner.insert_owned_job(job, spec_json, owner, at).await
+    }
+    async fn heartbeat(
+        &self,
+        id: &str,
+        host: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.inner.heartbeat(id, host, at).await
+    }
+    async fn reclaim_job(
+        &self,
+        job: &paddock_protocol::JobRecord,
+        host: &str,
+        heartbeat: time::OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.inner.reclaim_job(job, host, heartbeat).await
+    }
+    async fn running_jobs(&self) -> Result<Vec<crate::store::RunningJob>, StoreError> {
         self.inner.running_jobs().await
     }
     async fn enqueue_job(
@@ -360,8 +397,10 @@ impl crate::store::Store for FailingStore {
     async fn claim_job(
         &self,
         lanes: &[crate::store::Lane],
+        owner: &crate::store::Owner,
+        at: time::OffsetDateTime,
     ) -> Result<Option<paddock_protocol::JobRecord>, StoreError> {
-        self.inner.claim_job(lanes).await
+        self.inner.claim_job(lanes, owner, at).await
     }
     async fn queue_depth(&self) -> Result<u64, StoreError> {
         self.inner.queue_depth().await
@@ -534,7 +573,7 @@ async fn a_store_failure_after_provisioning_still_removes_the_workspace() {
     let id = err.job_id().to_string();
     assert_eq!(host.left(), vec![format!(".leases/{id}.lock")]);
     // The reaper finds the lease and finishes the job.
-    let report = crate::reaper::reap(&host.paths, &*host.store).await;
+    let report = crate::reaper::reap(&host.paths, &*host.store, &host.liveness()).await;
     assert_eq!(
         report
             .jobs
@@ -570,7 +609,7 @@ async fn a_job_dropped_mid_run_leaves_only_its_lease_for_the_reaper() {
     job.join.abort();
     assert!(job.join.await.unwrap_err().is_cancelled());
     assert_eq!(host.left(), vec![format!(".leases/{id}.lock")]);
-    let report = crate::reaper::reap(&host.paths, &*host.store).await;
+    let report = crate::reaper::reap(&host.paths, &*host.store, &host.liveness()).await;
     assert_eq!(
         report
             .jobs

@@ -242,7 +242,12 @@ impl Queue {
                 inline_source::make(dir, files).await?;
             }
             self.store
-                .insert_job(&admitted.record(JobStatus::Running), admitted.spec_json())
+                .insert_owned_job(
+                    &admitted.record(JobStatus::Running),
+                    admitted.spec_json(),
+                    &self.runner.config().liveness.owner,
+                    OffsetDateTime::now_utc(),
+                )
                 .await?;
             Ok::<(), TurnError>(())
         }
@@ -352,7 +357,15 @@ impl Queue {
             if !self.slots.begin_claim() {
                 break;
             }
-            let claimed = self.store.claim_job(&self.lanes).await;
+            // Owned by this host from the claim's own statement on.
+            let claimed = self
+                .store
+                .claim_job(
+                    &self.lanes,
+                    &self.runner.config().liveness.owner,
+                    OffsetDateTime::now_utc(),
+                )
+                .await;
             let (cancel, cancelled) = oneshot::channel::<()>();
             self.slots.end_claim(match &claimed {
                 Ok(Some(record)) => Some((record.id.clone(), cancel)),

@@ -19,7 +19,7 @@ use time::macros::datetime;
 use time::OffsetDateTime;
 
 use super::fixtures::{event, job, model_call};
-use super::{JobQuery, SpendScope, Store, StoreError};
+use super::{JobQuery, Owner, RunningJob, SpendScope, Store, StoreError};
 use crate::api_token::{Scope, StoredToken};
 use crate::store::WebhookAttempt;
 
@@ -55,6 +55,10 @@ macro_rules! conformance_suite {
             api_tokens_are_saved_listed_and_revoked_once,
             webhook_attempts_round_trip_in_order_per_job,
             sums_saturate_instead_of_overflowing,
+            owned_jobs_renew_their_heartbeat_only_while_theirs,
+            a_claim_records_its_owner_and_heartbeat,
+            reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
+            of_concurrent_reclaimers_exactly_one_wins,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -485,7 +489,7 @@ pub(crate) async fn running_jobs_and_id_prefixes(store: &dyn Store) {
         .unwrap();
     assert_eq!(
         (
-            store.running_jobs().await.unwrap(),
+            running_ids(store).await,
             store.job_ids_with_prefix("a", 10).await.unwrap(),
             store.job_ids_with_prefix("a", 2).await.unwrap(),
             store.job_ids_with_prefix("a_", 10).await.unwrap(),
@@ -794,7 +798,8 @@ async fn claim_all(store: &dyn Store) -> Vec<String> {
 /// claim order.
 async fn claim_in(store: &dyn Store, lanes: &[crate::store::Lane]) -> Vec<String> {
     let mut out = Vec::new();
-    while let Some(j) = store.claim_job(lanes).await.unwrap() {
+    let (owner, at) = (host("claimer"), datetime!(2026-12-02 05:00:00 UTC));
+    while let Some(j) = store.claim_job(lanes, &owner, at).await.unwrap() {
         assert_eq!(j.status, JobStatus::Running, "{}", j.id);
         out.push(j.id);
     }
@@ -1120,5 +1125,169 @@ pub(crate) async fn sums_saturate_instead_of_overflowing(store: &dyn Store) {
                 .collect::<Vec<_>>(),
         ),
         (i64::MAX, i64::MAX, vec![(2, i64::MAX as u64, i64::MAX)])
+    );
+}
+
+/// The ids of the running jobs, oldest first.
+async fn running_ids(store: &dyn Store) -> Vec<String> {
+    store
+        .running_jobs()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect()
+}
+
+/// A host named `name`, its id made of the name's first letter.
+fn host(name: &str) -> Owner {
+    Owner {
+        host: name[..1].repeat(32),
+        name: name.to_owned(),
+    }
+}
+
+fn running(id: &str, owner: Option<(&Owner, OffsetDateTime)>) -> RunningJob {
+    RunningJob {
+        id: id.to_owned(),
+        owner: owner.map(|(o, at)| (o.clone(), at)),
+    }
+}
+
+/// A job inserted by its owner carries it and its heartbeat (to the
+/// nanosecond); the owner renews it, nobody else can, and not once the
+/// job ended; a job recorded without an owner lists none.
+pub(crate) async fn owned_jobs_renew_their_heartbeat_only_while_theirs(store: &dyn Store) {
+    let (a, b) = (host("alpha"), host("beta"));
+    let t0 = datetime!(2026-12-02 05:00:00.123456789 UTC);
+    let t1 = t0 + time::Duration::seconds(10);
+    store.insert_job(&job("old", 0), "{}").await.unwrap();
+    let j1 = job("j1", 10);
+    store.insert_owned_job(&j1, "{}", &a, t0).await.unwrap();
+    assert_eq!(
+        store.running_jobs().await.unwrap(),
+        vec![running("old", None), running("j1", Some((&a, t0)))]
+    );
+    assert!(store.heartbeat("j1", &a.host, t1).await.unwrap());
+    assert!(!store.heartbeat("j1", &b.host, t1).await.unwrap());
+    assert!(!store.heartbeat("old", &a.host, t1).await.unwrap());
+    assert_eq!(
+        store.running_jobs().await.unwrap(),
+        vec![running("old", None), running("j1", Some((&a, t1)))]
+    );
+    let err = store.heartbeat("nope", &a.host, t1).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        StoreError::NoSuchJob {
+            job_id: "nope".into()
+        }
+        .to_string()
+    );
+    let mut done = j1.clone();
+    done.status = JobStatus::Done;
+    store.finish_job(&done, JobStatus::Running).await.unwrap();
+    assert!(!store.heartbeat("j1", &a.host, t1).await.unwrap());
+    assert_eq!(
+        (store.job("j1").await.unwrap(), running_ids(store).await),
+        (Some(done), vec!["old".to_owned()])
+    );
+    assert!(matches!(
+        store.insert_owned_job(&j1, "{}", &a, t0).await,
+        Err(StoreError::JobExists { .. })
+    ));
+}
+
+/// The claim makes its claimer the job's owner with its heartbeat, in the
+/// same statement.
+pub(crate) async fn a_claim_records_its_owner_and_heartbeat(store: &dyn Store) {
+    let owner = host("gamma");
+    let at = datetime!(2026-12-02 05:00:01 UTC);
+    store
+        .enqueue_job(&queued("q1", "T-1", 0), "{}", 0)
+        .await
+        .unwrap();
+    let claimed = store.claim_job(&[], &owner, at).await.unwrap().unwrap();
+    assert_eq!(
+        (claimed.id.as_str(), store.running_jobs().await.unwrap()),
+        ("q1", vec![running("q1", Some((&owner, at)))])
+    );
+    assert!(store.heartbeat("q1", &owner.host, at).await.unwrap());
+}
+
+/// Reclaiming overwrites a running job only while its owner and heartbeat
+/// are what the reaper saw: not with another heartbeat (the owner
+/// renewed), not another host's, not twice; afterwards the owner's renewal
+/// and finish are refused and the reclaimed record stays.
+pub(crate) async fn reclaiming_is_a_compare_and_set_on_owner_and_heartbeat(store: &dyn Store) {
+    let (a, b) = (host("alpha"), host("beta"));
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    let t1 = t0 + time::Duration::seconds(10);
+    let started = job("j1", 0);
+    store
+        .insert_owned_job(&started, "{}", &a, t0)
+        .await
+        .unwrap();
+    let mut failed = started.clone();
+    failed.status = JobStatus::Failed;
+    failed.reason = Some("host alpha stopped renewing".into());
+    failed.finished_at = Some(t1);
+    assert!(!store.reclaim_job(&failed, &b.host, t0).await.unwrap());
+    assert!(!store.reclaim_job(&failed, &a.host, t1).await.unwrap());
+    assert!(store.heartbeat("j1", &a.host, t1).await.unwrap());
+    assert!(!store.reclaim_job(&failed, &a.host, t0).await.unwrap());
+    assert_eq!(store.job("j1").await.unwrap(), Some(started.clone()));
+    assert!(store.reclaim_job(&failed, &a.host, t1).await.unwrap());
+    assert!(!store.reclaim_job(&failed, &a.host, t1).await.unwrap());
+    assert!(!store.heartbeat("j1", &a.host, t1).await.unwrap());
+    let mut done = started.clone();
+    done.status = JobStatus::Done;
+    let late = store
+        .finish_job(&done, JobStatus::Running)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (
+            late.to_string(),
+            store.job("j1").await.unwrap(),
+            running_ids(store).await
+        ),
+        (
+            "job j1 is failed in the store, not running: another process finished it".to_owned(),
+            Some(failed),
+            Vec::<String>::new()
+        )
+    );
+}
+
+/// Reapers racing to reclaim one stale job: exactly one wins.
+pub(crate) async fn of_concurrent_reclaimers_exactly_one_wins(store: &dyn Store) {
+    let a = host("alpha");
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    store
+        .insert_owned_job(&job("j1", 0), "{}", &a, t0)
+        .await
+        .unwrap();
+    let reclaimers = (0..8).map(|i| {
+        let host = a.host.clone();
+        let mut failed = job("j1", 0);
+        failed.status = JobStatus::Failed;
+        failed.reason = Some(format!("reclaimed by reaper {i}"));
+        async move {
+            store
+                .reclaim_job(&failed, &host, t0)
+                .await
+                .unwrap()
+                .then_some(i)
+        }
+    });
+    let won: Vec<usize> = futures::future::join_all(reclaimers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(won.len(), 1, "{won:?}");
+    assert_eq!(
+        store.job("j1").await.unwrap().unwrap().reason,
+        Some(format!("reclaimed by reaper {}", won[0]))
     );
 }

@@ -17,6 +17,7 @@ mod error;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod location;
+mod owner;
 mod postgres;
 mod sql;
 mod sqlite;
@@ -34,6 +35,7 @@ use crate::api_token::StoredToken;
 
 pub use error::StoreError;
 pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PGPASSWORD};
+pub use owner::{Owner, RunningJob};
 pub use postgres::PgStore;
 pub use sql::usage::{UsageCalls, UsageJob};
 pub use sqlite::SqliteStore;
@@ -106,9 +108,40 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// same instant come in descending id order.
     async fn jobs(&self, limit: u32) -> Result<Vec<JobRecord>, StoreError>;
 
-    /// The ids of every job still `running`, oldest first (the reaper's
-    /// candidates: a running job without a live lease is dead).
-    async fn running_jobs(&self) -> Result<Vec<String>, StoreError>;
+    /// Records a new job `running` on `owner` (`owner.rs`), its heartbeat
+    /// `at`: the insert a job's own process makes. Fails with `JobExists`
+    /// if the id is taken.
+    async fn insert_owned_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+
+    /// Renews the heartbeat of job `id` to `at` if it is still `running`
+    /// and owned by `host`; false when it is not (another host reclaimed
+    /// it, or it ended): its process must stop it. Fails with `NoSuchJob`
+    /// only when there is no such job.
+    async fn heartbeat(&self, id: &str, host: &str, at: OffsetDateTime)
+        -> Result<bool, StoreError>;
+
+    /// Overwrites every field of the stored job `job.id` (as `finish_job`)
+    /// if it is still `running`, owned by `host`, with the heartbeat
+    /// `heartbeat` a reaper saw: the compare-and-set that lets exactly one
+    /// reaper reclaim another host's dead job, and never one its owner
+    /// renewed meanwhile. Whether it did.
+    async fn reclaim_job(
+        &self,
+        job: &JobRecord,
+        host: &str,
+        heartbeat: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
+
+    /// Every job still `running`, oldest first, with its owner and last
+    /// heartbeat (the reaper's candidates: a job of this host without a
+    /// live lease is dead, another host's when its heartbeat is stale).
+    async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError>;
 
     /// Records a new job waiting to run (`queued`, or `held` by the budget
     /// gate) with its spec and its queue priority (higher runs first).
@@ -125,8 +158,15 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// job whose ticket (project and ticket id) has no `running` attempt.
     /// The claim is a compare-and-set on `queued`: concurrent claimers never
     /// get the same job. Only jobs in one of `lanes` are claimed (any job
-    /// when `lanes` is empty). `None` when no queued job can run.
-    async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError>;
+    /// when `lanes` is empty). The claimed job is owned by `owner`, its
+    /// heartbeat `at`, in the same statement. `None` when no queued job
+    /// can run.
+    async fn claim_job(
+        &self,
+        lanes: &[Lane],
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<Option<JobRecord>, StoreError>;
 
     /// How many jobs are `queued`.
     async fn queue_depth(&self) -> Result<u64, StoreError>;

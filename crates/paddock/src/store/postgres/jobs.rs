@@ -5,11 +5,14 @@
 
 use paddock_protocol::job::{JobRecord, JobStatus};
 use sqlx::postgres::{PgArguments, Postgres};
+use time::OffsetDateTime;
 
 use super::{PgStore, StoreError};
+use crate::store::owner::{self, Owner, RunningJob};
 use crate::store::sqlite::codec::RowRef;
-use crate::store::sqlite::is_unique_violation;
-use crate::store::sqlite::jobs::{like_prefix, JobRow, COLUMNS, INSERT, SELECT, UPDATE};
+use crate::store::sqlite::jobs::{
+    insert_error, like_prefix, JobRow, COLUMNS, INSERT, SELECT, UPDATE,
+};
 
 type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
@@ -57,18 +60,7 @@ impl PgStore {
             .bind(priority)
             .execute(&self.pool)
             .await
-            .map_err(|source| {
-                if is_unique_violation(&source) {
-                    StoreError::JobExists {
-                        job_id: job.id.clone(),
-                    }
-                } else {
-                    StoreError::InsertJob {
-                        job_id: job.id.clone(),
-                        source,
-                    }
-                }
-            })?;
+            .map_err(|source| insert_error(&job.id, source))?;
         Ok(())
     }
 
@@ -176,13 +168,81 @@ impl PgStore {
             })
     }
 
-    pub(super) async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
-        sqlx::query_scalar::<_, String>(
-            "SELECT id FROM jobs WHERE status = 'running' ORDER BY created_at, id",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|source| StoreError::ListJobs { source })
+    pub(super) async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
+        sqlx::query_as::<_, owner::RunningRow>(owner::RUNNING)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })?
+            .into_iter()
+            .map(owner::running_job)
+            .collect()
+    }
+
+    pub(super) async fn insert_owned_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let row = RowRef::new("jobs", format!("job {}", job.id));
+        bind_job(sqlx::query(owner::INSERT_OWNED.as_str()), job)?
+            .bind(spec_json)
+            .bind(0_i64)
+            .bind(owner.host.as_str())
+            .bind(owner.name.as_str())
+            .bind(row.time("heartbeat_at", at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| insert_error(&job.id, source))?;
+        Ok(())
+    }
+
+    pub(super) async fn heartbeat(
+        &self,
+        id: &str,
+        host: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let row = RowRef::new("jobs", format!("job {id}"));
+        let done = sqlx::query(owner::HEARTBEAT)
+            .bind(id)
+            .bind(host)
+            .bind(row.time("heartbeat_at", at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| StoreError::UpdateJob {
+                job_id: id.to_owned(),
+                source,
+            })?;
+        if done.rows_affected() == 1 {
+            return Ok(true);
+        }
+        match self.job(id).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NoSuchJob {
+                job_id: id.to_owned(),
+            }),
+        }
+    }
+
+    pub(super) async fn reclaim_job(
+        &self,
+        job: &JobRecord,
+        host: &str,
+        heartbeat: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let row = RowRef::new("jobs", format!("job {}", job.id));
+        let done = bind_job(sqlx::query(owner::RECLAIM.as_str()), job)?
+            .bind(host)
+            .bind(row.time("heartbeat_at", heartbeat)?)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| StoreError::UpdateJob {
+                job_id: job.id.clone(),
+                source,
+            })?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Ids starting with `prefix` taken literally (`LIKE`'s wildcards

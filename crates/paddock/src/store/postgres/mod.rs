@@ -32,9 +32,10 @@ use paddock_protocol::event::AgentEvent;
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
+use time::OffsetDateTime;
 
 use super::location::PgUrl;
-use super::{JobQuery, Lane, SpendScope, Store, StoreError};
+use super::{JobQuery, Lane, Owner, RunningJob, SpendScope, Store, StoreError};
 use super::{UsageCalls, UsageJob};
 
 use crate::api_token::StoredToken;
@@ -221,7 +222,35 @@ impl Store for PgStore {
         PgStore::jobs(self, limit).await
     }
 
-    async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
+    async fn insert_owned_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        PgStore::insert_owned_job(self, job, spec_json, owner, at).await
+    }
+
+    async fn heartbeat(
+        &self,
+        id: &str,
+        host: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        PgStore::heartbeat(self, id, host, at).await
+    }
+
+    async fn reclaim_job(
+        &self,
+        job: &JobRecord,
+        host: &str,
+        heartbeat: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        PgStore::reclaim_job(self, job, host, heartbeat).await
+    }
+
+    async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
         PgStore::running_jobs(self).await
     }
 
@@ -234,8 +263,13 @@ impl Store for PgStore {
         PgStore::insert_job_with_priority(self, job, spec_json, priority).await
     }
 
-    async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError> {
-        PgStore::claim_job(self, lanes).await
+    async fn claim_job(
+        &self,
+        lanes: &[Lane],
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        PgStore::claim_job(self, lanes, owner, at).await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {
@@ -325,7 +359,7 @@ impl Store for PgStore {
     async fn revoke_api_token(
         &self,
         id: &str,
-        at: time::OffsetDateTime,
+        at: OffsetDateTime,
     ) -> Result<Option<StoredToken>, StoreError> {
         PgStore::revoke_api_token(self, id, at).await
     }

@@ -1,17 +1,20 @@
 //! The server's queue on PostgreSQL. A claim is one transaction: a
 //! transaction-scoped advisory lock first (claims from every server on the
 //! database take turns, so two never both see a ticket without a running
-//! attempt and start two), then the same `UPDATE` as SQLite's, its
+//! attempt and start two), then the same `UPDATE` as SQLite's (which
+//! records the claimer as the job's owner, with its heartbeat), its
 //! candidate row taken `FOR UPDATE SKIP LOCKED` (a queued row another
 //! transaction holds is passed over, not waited for). The list and counts
 //! are SQLite's statements.
 
 use paddock_protocol::job::{JobRecord, JobStatus};
+use time::OffsetDateTime;
 
 use super::{PgStore, StoreError};
+use crate::store::sqlite::codec::RowRef;
 use crate::store::sqlite::jobs::{JobRow, SELECT};
-use crate::store::sqlite::queue::{every_status, lanes_filter};
-use crate::store::{JobQuery, Lane};
+use crate::store::sqlite::queue::{claim_sql, every_status};
+use crate::store::{JobQuery, Lane, Owner};
 
 /// The advisory lock key the claims share (`paddock` in ASCII).
 const CLAIM_LOCK: i64 = 0x0070_6164_646f_636b;
@@ -21,21 +24,14 @@ const TASK_TYPE: &str = "COALESCE(q.spec_json::jsonb #>> '{ticket,type}', 'chore
 
 impl PgStore {
     /// The next queued job, now `running`; `None` when nothing can run.
-    pub(super) async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError> {
-        let mut n = 0;
-        let filter = lanes_filter(lanes, TASK_TYPE, &mut || {
-            n += 1;
-            format!("${n}")
-        });
-        let sql = format!(
-            "UPDATE jobs SET status = 'running' WHERE status = 'queued' AND id = ( \
-               SELECT q.id FROM jobs q WHERE q.status = 'queued' AND NOT EXISTS ( \
-                 SELECT 1 FROM jobs r WHERE r.status = 'running' \
-                   AND r.project = q.project AND r.ticket_id = q.ticket_id){filter} \
-               ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1 \
-               FOR UPDATE SKIP LOCKED) \
-             RETURNING id",
-        );
+    pub(super) async fn claim_job(
+        &self,
+        lanes: &[Lane],
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        let sql = claim_sql(lanes, TASK_TYPE, " FOR UPDATE SKIP LOCKED");
+        let heartbeat = RowRef::new("jobs", "claimed".to_owned()).time("heartbeat_at", at)?;
         let claim_error = |source| StoreError::ClaimJob { source };
         let mut tx = self.pool.begin().await.map_err(claim_error)?;
         sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -43,7 +39,10 @@ impl PgStore {
             .execute(&mut *tx)
             .await
             .map_err(claim_error)?;
-        let mut query = sqlx::query_scalar::<_, String>(&sql);
+        let mut query = sqlx::query_scalar::<_, String>(&sql)
+            .bind(owner.host.as_str())
+            .bind(owner.name.as_str())
+            .bind(heartbeat);
         for lane in lanes {
             for value in lane.task_types.iter().chain(&lane.projects) {
                 query = query.bind(value);

@@ -168,10 +168,13 @@ async fn a_read_only_open_never_migrates() {
     let reader = PgStore::open_existing(&url).await.unwrap();
     assert_eq!(reader.job("j1").await.unwrap(), Some(job("j1", 0)));
 
-    sqlx::query("UPDATE _sqlx_migrations SET version = 99999")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE _sqlx_migrations SET version = 99999 \
+         WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
     let err = PgStore::open_existing(&url).await.unwrap_err();
     assert!(
         err.to_string()

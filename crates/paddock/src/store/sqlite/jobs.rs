@@ -6,9 +6,11 @@ use std::sync::LazyLock;
 
 use paddock_protocol::job::{JobRecord, JobStatus};
 use sqlx::sqlite::{Sqlite, SqliteArguments};
+use time::OffsetDateTime;
 
 use super::codec::RowRef;
 use super::{is_unique_violation, SqliteStore, StoreError};
+use crate::store::owner::{self, Owner, RunningJob};
 
 /// The columns of a `JobRecord` after `id`, in bind order (`$2`...).
 pub(in crate::store) const COLUMNS: [&str; 23] = [
@@ -160,6 +162,20 @@ fn bind_job<'q>(query: Query<'q>, job: &'q JobRecord) -> Result<Query<'q>, Store
         .bind(row.opt_int("duration_ms", job.duration_ms)?))
 }
 
+/// Why inserting job `job_id` failed: its id taken, or the store's error.
+pub(in crate::store) fn insert_error(job_id: &str, source: sqlx::Error) -> StoreError {
+    if is_unique_violation(&source) {
+        StoreError::JobExists {
+            job_id: job_id.to_owned(),
+        }
+    } else {
+        StoreError::InsertJob {
+            job_id: job_id.to_owned(),
+            source,
+        }
+    }
+}
+
 /// A `LIKE` pattern (backslash as its escape) matching what starts with `prefix`, taken
 /// literally (its `%`, `_` and backslashes escaped).
 pub(in crate::store) fn like_prefix(prefix: &str) -> String {
@@ -197,18 +213,7 @@ impl SqliteStore {
             .bind(priority)
             .execute(&self.pool)
             .await
-            .map_err(|source| {
-                if is_unique_violation(&source) {
-                    StoreError::JobExists {
-                        job_id: job.id.clone(),
-                    }
-                } else {
-                    StoreError::InsertJob {
-                        job_id: job.id.clone(),
-                        source,
-                    }
-                }
-            })?;
+            .map_err(|source| insert_error(&job.id, source))?;
         Ok(())
     }
 
@@ -344,15 +349,86 @@ impl SqliteStore {
             })
     }
 
-    /// The ids of every job still `running`, oldest first (the reaper's
-    /// candidates: a running job without a live lease is dead).
-    pub(super) async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
-        sqlx::query_scalar::<_, String>(
-            "SELECT id FROM jobs WHERE status = 'running' ORDER BY created_at, id",
-        )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|source| StoreError::ListJobs { source })
+    /// Every job still `running` with its owner, oldest first.
+    pub(super) async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
+        sqlx::query_as::<_, owner::RunningRow>(owner::RUNNING)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|source| StoreError::ListJobs { source })?
+            .into_iter()
+            .map(owner::running_job)
+            .collect()
+    }
+
+    /// Records a new job `running` on `owner`, its heartbeat `at`.
+    pub(super) async fn insert_owned_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let row = RowRef::new("jobs", format!("job {}", job.id));
+        bind_job(sqlx::query(owner::INSERT_OWNED.as_str()), job)?
+            .bind(spec_json)
+            .bind(0_i64)
+            .bind(owner.host.as_str())
+            .bind(owner.name.as_str())
+            .bind(row.time("heartbeat_at", at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| insert_error(&job.id, source))?;
+        Ok(())
+    }
+
+    /// Renews job `id`'s heartbeat if `host` still owns it running.
+    pub(super) async fn heartbeat(
+        &self,
+        id: &str,
+        host: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let row = RowRef::new("jobs", format!("job {id}"));
+        let done = sqlx::query(owner::HEARTBEAT)
+            .bind(id)
+            .bind(host)
+            .bind(row.time("heartbeat_at", at)?)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| StoreError::UpdateJob {
+                job_id: id.to_owned(),
+                source,
+            })?;
+        if done.rows_affected() == 1 {
+            return Ok(true);
+        }
+        match self.job(id).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NoSuchJob {
+                job_id: id.to_owned(),
+            }),
+        }
+    }
+
+    /// Overwrites job `job.id` if `host` still owns it running with the
+    /// heartbeat `heartbeat`.
+    pub(super) async fn reclaim_job(
+        &self,
+        job: &JobRecord,
+        host: &str,
+        heartbeat: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let row = RowRef::new("jobs", format!("job {}", job.id));
+        let done = bind_job(sqlx::query(owner::RECLAIM.as_str()), job)?
+            .bind(host)
+            .bind(row.time("heartbeat_at", heartbeat)?)
+            .execute(&self.pool)
+            .await
+            .map_err(|source| StoreError::UpdateJob {
+                job_id: job.id.clone(),
+                source,
+            })?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// The ids of the jobs whose id starts with `prefix`, newest first, at

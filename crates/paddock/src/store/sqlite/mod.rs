@@ -30,8 +30,9 @@ use paddock_protocol::event::AgentEvent;
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
+use time::OffsetDateTime;
 
-use super::{JobQuery, Lane, SpendScope, Store, StoreError};
+use super::{JobQuery, Lane, Owner, RunningJob, SpendScope, Store, StoreError};
 
 use super::{UsageCalls, UsageJob};
 use crate::api_token::StoredToken;
@@ -246,7 +247,35 @@ impl Store for SqliteStore {
         SqliteStore::jobs(self, limit).await
     }
 
-    async fn running_jobs(&self) -> Result<Vec<String>, StoreError> {
+    async fn insert_owned_job(
+        &self,
+        job: &JobRecord,
+        spec_json: &str,
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        SqliteStore::insert_owned_job(self, job, spec_json, owner, at).await
+    }
+
+    async fn heartbeat(
+        &self,
+        id: &str,
+        host: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        SqliteStore::heartbeat(self, id, host, at).await
+    }
+
+    async fn reclaim_job(
+        &self,
+        job: &JobRecord,
+        host: &str,
+        heartbeat: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        SqliteStore::reclaim_job(self, job, host, heartbeat).await
+    }
+
+    async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
         SqliteStore::running_jobs(self).await
     }
 
@@ -259,8 +288,13 @@ impl Store for SqliteStore {
         SqliteStore::enqueue_job(self, job, spec_json, priority).await
     }
 
-    async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError> {
-        SqliteStore::claim_job(self, lanes).await
+    async fn claim_job(
+        &self,
+        lanes: &[Lane],
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        SqliteStore::claim_job(self, lanes, owner, at).await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {
@@ -350,7 +384,7 @@ impl Store for SqliteStore {
     async fn revoke_api_token(
         &self,
         id: &str,
-        at: time::OffsetDateTime,
+        at: OffsetDateTime,
     ) -> Result<Option<StoredToken>, StoreError> {
         SqliteStore::revoke_api_token(self, id, at).await
     }

@@ -3,12 +3,16 @@
 //! picks the highest priority, then the oldest, queued job whose ticket has
 //! no `running` attempt and sets it `running` only if it is still `queued`
 //! (a compare-and-set, so two servers on one database never claim the same
-//! job); the list is a page of jobs by filter, newest first, after a cursor.
+//! job), recording the claimer as its owner with its first heartbeat in
+//! the same statement (`store/owner.rs`); the list is a page of jobs by filter, newest first, after a cursor.
 
 use paddock_protocol::job::{JobRecord, JobStatus};
+use time::OffsetDateTime;
 
+use super::codec::RowRef;
 use super::jobs::{JobRow, SELECT};
 use super::{SqliteStore, StoreError};
+use crate::store::Owner;
 use crate::store::{JobQuery, Lane};
 
 impl SqliteStore {
@@ -25,17 +29,18 @@ impl SqliteStore {
     }
 
     /// The next queued job, now `running`; `None` when nothing can run.
-    pub(super) async fn claim_job(&self, lanes: &[Lane]) -> Result<Option<JobRecord>, StoreError> {
-        let sql = format!(
-            "UPDATE jobs SET status = 'running' WHERE status = 'queued' AND id = ( \
-               SELECT q.id FROM jobs q WHERE q.status = 'queued' AND NOT EXISTS ( \
-                 SELECT 1 FROM jobs r WHERE r.status = 'running' \
-                   AND r.project = q.project AND r.ticket_id = q.ticket_id){} \
-               ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1) \
-             RETURNING id",
-            lanes_filter(lanes, SQLITE_TASK_TYPE, &mut || "?".to_owned())
-        );
-        let mut query = sqlx::query_scalar::<_, String>(&sql);
+    pub(super) async fn claim_job(
+        &self,
+        lanes: &[Lane],
+        owner: &Owner,
+        at: OffsetDateTime,
+    ) -> Result<Option<JobRecord>, StoreError> {
+        let sql = claim_sql(lanes, SQLITE_TASK_TYPE, "");
+        let heartbeat = RowRef::new("jobs", "claimed".to_owned()).time("heartbeat_at", at)?;
+        let mut query = sqlx::query_scalar::<_, String>(&sql)
+            .bind(owner.host.as_str())
+            .bind(owner.name.as_str())
+            .bind(heartbeat);
         for lane in lanes {
             for value in lane.task_types.iter().chain(&lane.projects) {
                 query = query.bind(value);
@@ -91,6 +96,28 @@ impl SqliteStore {
             .map(JobRow::into_record)
             .collect()
     }
+}
+
+/// The claim's `UPDATE` (module text): the owner's host, name and
+/// heartbeat are `$1`-`$3`, each lane's lists the parameters after them,
+/// `task_type` the backend's expression of a queued row's task type and
+/// `lock` what follows the candidate's `LIMIT 1` (PostgreSQL's
+/// `FOR UPDATE SKIP LOCKED`).
+pub(in crate::store) fn claim_sql(lanes: &[Lane], task_type: &str, lock: &str) -> String {
+    let mut n = 3;
+    let filter = lanes_filter(lanes, task_type, &mut || {
+        n += 1;
+        format!("${n}")
+    });
+    format!(
+        "UPDATE jobs SET status = 'running', owner_host = $1, owner_name = $2, \
+           heartbeat_at = $3 WHERE status = 'queued' AND id = ( \
+           SELECT q.id FROM jobs q WHERE q.status = 'queued' AND NOT EXISTS ( \
+             SELECT 1 FROM jobs r WHERE r.status = 'running' \
+               AND r.project = q.project AND r.ticket_id = q.ticket_id){filter} \
+           ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1{lock}) \
+         RETURNING id"
+    )
 }
 
 /// Every status with its count from `(status, count)` rows, zeros

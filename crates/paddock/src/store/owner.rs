@@ -1,0 +1,92 @@
+//! Who runs a job, and whether it is still alive (docs/store.md, "Several
+//! hosts, one database"): every job that starts running records its
+//! [`Owner`] (the random id of the jobs directory whose `paddock` process
+//! runs it, `crate::host_id`, and that host's name for messages) and a
+//! heartbeat time, which the owner renews while the job runs
+//! (`crate::heartbeat`). A reaper on another host reads them as
+//! [`RunningJob`]s: a job whose heartbeat is older than its TTL is
+//! reclaimed by a compare-and-set on the owner and the very heartbeat the
+//! reaper saw, so two reapers never both reclaim it and an owner that
+//! renewed in between keeps it. The statements are written once here, in
+//! the dialect both backends accept (`$n` parameters, RFC 3339 text
+//! times); each backend runs them (`sqlite/jobs.rs`, `postgres/jobs.rs`).
+
+use std::sync::LazyLock;
+
+use time::OffsetDateTime;
+
+use super::sqlite::jobs::{COLUMNS, UPDATE};
+
+/// The jobs directory (one "host") running a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The jobs directory's random id (`<jobs>/.host-id`).
+    pub host: String,
+    /// Its host's name, for messages only (never compared).
+    pub name: String,
+}
+
+/// A `running` job as a reaper sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningJob {
+    pub id: String,
+    /// Who runs it and when it last renewed its heartbeat; `None` for a
+    /// job recorded before owners were (the reaper's local rules apply).
+    pub owner: Option<(Owner, OffsetDateTime)>,
+}
+
+/// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`, `owner_host`,
+/// `owner_name` and `heartbeat_at`.
+pub(in crate::store) static INSERT_OWNED: LazyLock<String> = LazyLock::new(|| {
+    let last = COLUMNS.len() + 6;
+    let placeholders: Vec<String> = (1..=last).map(|n| format!("${n}")).collect();
+    format!(
+        "INSERT INTO jobs (id, {}, spec_json, priority, owner_host, owner_name, heartbeat_at) \
+         VALUES ({})",
+        COLUMNS.join(", "),
+        placeholders.join(", ")
+    )
+});
+
+/// Renews the heartbeat (`$3`) of job `$1` if it is still `running` and
+/// owned by `$2`.
+pub(in crate::store) const HEARTBEAT: &str = "UPDATE jobs SET heartbeat_at = $3 \
+     WHERE id = $1 AND status = 'running' AND owner_host = $2";
+
+/// The `UPDATE` of every column of job `$1` (bound as `finish_job` binds
+/// them) if it is still `running`, owned by the host after the columns
+/// and with the heartbeat after that.
+pub(in crate::store) static RECLAIM: LazyLock<String> = LazyLock::new(|| {
+    let owner = COLUMNS.len() + 2;
+    format!(
+        "{} AND status = 'running' AND owner_host = ${owner} AND heartbeat_at = ${}",
+        UPDATE.as_str(),
+        owner + 1
+    )
+});
+
+/// The running jobs with their owners, oldest first.
+pub(in crate::store) const RUNNING: &str =
+    "SELECT id, owner_host, owner_name, heartbeat_at FROM jobs \
+     WHERE status = 'running' ORDER BY created_at, id";
+
+/// A row of [`RUNNING`].
+pub(in crate::store) type RunningRow = (String, Option<String>, Option<String>, Option<String>);
+
+/// Decodes a row of [`RUNNING`]: an owner only with its heartbeat.
+pub(in crate::store) fn running_job(
+    (id, host, name, heartbeat): RunningRow,
+) -> Result<RunningJob, super::StoreError> {
+    let row = super::sqlite::codec::RowRef::new("jobs", format!("job {id}"));
+    let owner = match (host, heartbeat) {
+        (Some(host), Some(at)) => Some((
+            Owner {
+                host,
+                name: name.unwrap_or_default(),
+            },
+            row.parse_time("heartbeat_at", &at)?,
+        )),
+        _ => None,
+    };
+    Ok(RunningJob { id, owner })
+}
