@@ -33,13 +33,23 @@ const MEMFD_NAME: &str = "paddock-handover";
 /// At most this many bytes are read back.
 const MAX_BYTES: u64 = 16 << 20;
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+/// What goes over: secret values, so its `Debug` shows only the names.
+#[derive(Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Handover {
     /// The withdrawn variables' values, by name.
     env: BTreeMap<String, String>,
     /// The spec `paddock run -` read from stdin.
     stdin_spec: Option<String>,
+}
+
+impl std::fmt::Debug for Handover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handover")
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("stdin_spec", &self.stdin_spec.as_ref().map(|s| s.len()))
+            .finish()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +189,24 @@ mod tests {
     fn present_names_only_what_the_environment_holds() {
         let names = ["PATH", "PADDOCK_SURELY_UNSET_VAR_0192", "PATH"].map(str::to_string);
         assert_eq!(present(names), vec!["PATH".to_string()]);
+    }
+
+    /// What is handed over shows names, never values, when printed.
+    #[test]
+    fn debug_shows_names_not_values() {
+        let mut env = BTreeMap::new();
+        env.insert("NPM_TOKEN".to_string(), "s3cr3t-value".to_string());
+        let shown = format!(
+            "{:?}",
+            Handover {
+                env,
+                stdin_spec: Some("spec with s3cr3t-value".into()),
+            }
+        );
+        assert_eq!(
+            shown,
+            r#"Handover { env: ["NPM_TOKEN"], stdin_spec: Some(22) }"#
+        );
     }
 
     /// The memory file holds the JSON and is sealed against writes.
