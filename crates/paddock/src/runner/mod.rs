@@ -358,7 +358,11 @@ async fn run_job(
     }
     // Reclaimed by another host's reaper: the record is final (that
     // reaper's), the job stopped; whatever its own end wrote is refused.
-    if lost.is_set() {
+    // A job whose own final record was written was not reclaimed (the
+    // record is a compare-and-set from `running`, which a reclaim ends): a
+    // renewal refused after it (the job no longer `running`) only found
+    // the job ended, by itself.
+    if lost.is_set() && result.is_err() {
         if let Err(e) = held.release() {
             tracing::warn!("job {job_id}: cannot delete its lease file: {e}");
         }

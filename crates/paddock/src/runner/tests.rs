@@ -114,6 +114,16 @@ impl Host {
     }
 
     pub fn runner_with(&self, store: SharedStore, rung: Arc<FakeRung>) -> Runner {
+        self.runner_beating(store, rung, self.liveness())
+    }
+
+    /// [`Host::runner_with`] renewing heartbeats as `liveness` says.
+    pub fn runner_beating(
+        &self,
+        store: SharedStore,
+        rung: Arc<FakeRung>,
+        liveness: crate::heartbeat::Liveness,
+    ) -> Runner {
         let root = self.root();
         Runner::with_rungs(
             store,
@@ -124,7 +134,7 @@ impl Host {
                 cwd: root.clone(),
                 host_dir: root.join("host"),
                 helper_exe: root.join("bin/paddock-not-used"),
-                liveness: self.liveness(),
+                liveness,
             },
             crate::rung::Rungs {
                 process: rung.clone(),
@@ -250,6 +260,34 @@ async fn a_job_on_the_fake_rung_runs_to_done_and_leaves_nothing() {
     assert!(!rung.stdin.lock().unwrap().is_empty());
 }
 
+/// A heartbeat renewal that lands after the job's own final record (the
+/// store refuses it: the job is no longer `running`) is not a reclaim:
+/// the job ends `done`, as recorded. The store lingers 50 ms after the
+/// final record and the heartbeat is renewed every 5 ms, so ticks fall
+/// between the record and the run's end.
+#[tokio::test]
+async fn a_heartbeat_after_the_jobs_own_end_is_not_a_reclaim() {
+    let host = Host::new().await;
+    let mut liveness = host.liveness();
+    liveness.interval = std::time::Duration::from_millis(5);
+    let mut ends = Vec::new();
+    for _ in 0..3 {
+        let rung = Arc::new(FakeRung::new(FakeEngine {
+            stdout: DONE.iter().map(|s| s.to_string()).collect(),
+            ..FakeEngine::default()
+        }));
+        let store: SharedStore = Arc::new(FailingStore {
+            inner: host.store.clone(),
+            fails: |_| false,
+            linger: std::time::Duration::from_millis(50),
+        });
+        let runner = host.runner_beating(store, rung, liveness.clone());
+        let (result, _) = run(&runner, &host.spec()).await;
+        ends.push(result.map(|r| r.record.status).map_err(|e| e.to_string()));
+    }
+    assert_eq!(ends, vec![Ok(JobStatus::Done); 3]);
+}
+
 #[tokio::test]
 async fn the_job_id_is_minted_at_admission() {
     let host = Host::new().await;
@@ -314,11 +352,13 @@ async fn a_cancelled_job_is_cancelled_and_leaves_nothing() {
 }
 
 /// A store that fails to append the events `fails` picks (a full disk at
-/// that moment), and is the SQLite store otherwise.
+/// that moment), takes `linger` more after writing a job's final record,
+/// and is the SQLite store otherwise.
 #[derive(Debug)]
 struct FailingStore {
     inner: SharedStore,
     fails: fn(&paddock_protocol::AgentEvent) -> bool,
+    linger: std::time::Duration,
 }
 
 #[async_trait::async_trait]
@@ -335,7 +375,11 @@ impl crate::store::Store for FailingStore {
         job: &paddock_protocol::JobRecord,
         from: JobStatus,
     ) -> Result<(), StoreError> {
-        self.inner.finish_job(job, from).await
+        self.inner.finish_job(job, from).await?;
+        if job.status != JobStatus::Running {
+            tokio::time::sleep(self.linger).await;
+        }
+        Ok(())
     }
     async fn job(&self, id: &str) -> Result<Option<paddock_protocol::JobRecord>, StoreError> {
         self.inner.job(id).await
@@ -565,6 +609,7 @@ async fn a_store_failure_after_provisioning_still_removes_the_workspace() {
                 }
             )
         },
+        linger: std::time::Duration::ZERO,
     });
     let runner = host.runner_with(store, done_rung());
     let (result, _) = run(&runner, &host.spec()).await;
