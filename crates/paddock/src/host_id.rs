@@ -6,10 +6,15 @@
 //! on one machine are two "hosts" to the reaper, which judges another
 //! host's job by its heartbeat, never by its own leases. The file is
 //! written under a name of its own and linked in place only if none is
-//! there, so two processes starting at once agree on one id. The host's
-//! name goes with it for messages only.
+//! there, so two processes starting at once agree on one id. It is read
+//! as the host's other records under the jobs directory are: never
+//! through a link (`O_NOFOLLOW`), only a regular file (a FIFO or device
+//! put in its place is refused at once, never waited on), and never more
+//! than a few bytes past an id's length. The host's name goes with it
+//! for messages only.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::store::Owner;
@@ -37,6 +42,11 @@ pub enum HostIdError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "the host id {path} is {found}, not a regular file: remove it only if no job of this \
+         jobs directory is running, and a new one is made"
+    )]
+    NotAFile { path: PathBuf, found: &'static str },
     #[error(
         "the host id {path} is not {DIGITS} lowercase hex digits (found {found:?}): remove it \
          only if no job of this jobs directory is running, and a new one is made"
@@ -85,12 +95,44 @@ pub fn load_or_create(jobs: &Path) -> Result<String, HostIdError> {
     }
 }
 
-/// The id in `path`, checked.
+/// The most of the file that is read: an id, its newline, and enough
+/// past them to tell a longer file from an id.
+const READ_MAX: u64 = DIGITS as u64 + 8;
+
+/// The id in `path`, checked (module text: no link, no FIFO, bounded).
 fn read(path: &Path) -> Result<String, HostIdError> {
-    let text = std::fs::read_to_string(path).map_err(|source| HostIdError::Read {
+    let failed = |source| HostIdError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let not_a_file = |found| HostIdError::NotAFile {
+        path: path.to_path_buf(),
+        found,
+    };
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(not_a_file("a symbolic link"));
+        }
+        Err(e) => return Err(failed(e)),
+    };
+    let kind = file.metadata().map_err(failed)?.file_type();
+    if !kind.is_file() {
+        return Err(not_a_file(if kind.is_dir() {
+            "a directory"
+        } else {
+            "a FIFO, socket or device"
+        }));
+    }
+    let mut bytes = Vec::new();
+    file.take(READ_MAX)
+        .read_to_end(&mut bytes)
+        .map_err(failed)?;
+    let text = String::from_utf8_lossy(&bytes);
     let id = text.trim_end_matches('\n');
     let ok = id.len() == DIGITS
         && id
@@ -153,6 +195,62 @@ mod tests {
         });
         let placed = std::fs::read_to_string(jobs.join(FILE)).unwrap();
         assert_eq!(ids, vec![placed.trim_end().to_owned(); 8]);
+    }
+
+    /// A link, a FIFO or a directory in the id's place is refused at once,
+    /// naming it, and left as it is: never followed, never waited on,
+    /// never replaced by a new id (the jobs directory's jobs would change
+    /// hands).
+    #[test]
+    fn what_is_not_a_regular_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FILE);
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "0123456789abcdef0123456789abcdef\n").unwrap();
+        let refusal = |found: &str| {
+            format!(
+                "the host id {} is {found}, not a regular file: remove it only if no job of this \
+                 jobs directory is running, and a new one is made",
+                path.display()
+            )
+        };
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let err = load_or_create(dir.path()).unwrap_err();
+        assert_eq!(err.to_string(), refusal("a symbolic link"));
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_symlink());
+        // A dangling link is refused too, not taken for a missing id.
+        std::fs::remove_file(&target).unwrap();
+        let err = load_or_create(dir.path()).unwrap_err();
+        assert_eq!(err.to_string(), refusal("a symbolic link"));
+        assert!(!target.exists());
+
+        std::fs::remove_file(&path).unwrap();
+        nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        // No writer ever opens the FIFO: a blocking open would hang here.
+        let err = load_or_create(dir.path()).unwrap_err();
+        assert_eq!(err.to_string(), refusal("a FIFO, socket or device"));
+
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let err = load_or_create(dir.path()).unwrap_err();
+        assert_eq!(err.to_string(), refusal("a directory"));
+    }
+
+    /// A large file is read only as far as an id and a little past it:
+    /// refused as malformed, what it shows bounded.
+    #[test]
+    fn a_long_file_is_read_only_so_far() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = format!("0123456789abcdef0123456789abcdef{}", "a".repeat(1 << 20));
+        std::fs::write(dir.path().join(FILE), long).unwrap();
+        let err = load_or_create(dir.path()).unwrap_err();
+        let HostIdError::Malformed { found, .. } = err else {
+            panic!("not refused as malformed: {err}");
+        };
+        assert_eq!(
+            found,
+            format!("0123456789abcdef0123456789abcdef{}", "a".repeat(8))
+        );
     }
 
     /// A file that is not an id is refused, naming it, and left alone.
