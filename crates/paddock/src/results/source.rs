@@ -6,18 +6,40 @@
 //! the user's own git configuration (`workspace::user_git`): it is their
 //! repository, and nothing of the job is read but the bundle Paddock
 //! wrote. A branch that already exists is only fast-forwarded, never
-//! rewritten.
+//! rewritten: when git refuses the update (the branch holds commits this
+//! job's does not continue, a rerun of the same ticket and attempt, or it
+//! is checked out), the error says which branch, where it is, git's own
+//! reason and how to take the job's branch under another name.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::workspace::{user_git, WorkspaceError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceFetchError {
+    #[error(
+        "the source {source_repo} already has a branch {branch} (at {existing}), and Paddock \
+         never rewrites a branch: {git}; to take this job's under another name: `git -C \
+         {source_repo} fetch {bundle} {branch}:NAME`, or run the ticket's next attempt with \
+         `paddock run SPEC --attempt-after JOB`"
+    )]
+    Exists {
+        source_repo: PathBuf,
+        branch: String,
+        existing: String,
+        bundle: PathBuf,
+        git: String,
+    },
+    #[error(transparent)]
+    Fetch(#[from] WorkspaceError),
+}
 
 /// Fetches `branch` from `bundle` into `source` as `refs/heads/<branch>`.
 pub async fn fetch_branch(
     source: &Path,
     bundle: &Path,
     branch: &str,
-) -> Result<(), WorkspaceError> {
+) -> Result<(), SourceFetchError> {
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
     // The job's new objects on the base (the bundle's prerequisite) are
     // checked as they are indexed; a whole history is the user's own,
@@ -30,23 +52,65 @@ pub async fn fetch_branch(
             file: bundle.display().to_string(),
             source: e,
         })?;
-    let bundle = bundle.to_string_lossy().into_owned();
+    let bundle_arg = bundle.to_string_lossy().into_owned();
     let mut args = Vec::new();
     if thin {
         args.extend(["-c", "fetch.fsckObjects=true"]);
     }
+    // Not `--quiet`: that silences the line saying why a ref was refused
+    // (`! [rejected] … (non-fast-forward)`); stderr is only read on failure.
     args.extend([
         "fetch",
-        "--quiet",
+        "--no-progress",
         "--no-write-fetch-head",
         "--no-tags",
         "--no-recurse-submodules",
         "--no-auto-gc",
         "--",
-        bundle.as_str(),
+        bundle_arg.as_str(),
         refspec.as_str(),
     ]);
-    user_git(source, args).await.map(|_| ())
+    let Err(e) = user_git(source, args).await else {
+        return Ok(());
+    };
+    let WorkspaceError::Git { stderr, .. } = &e else {
+        return Err(e.into());
+    };
+    let branch_ref = format!("refs/heads/{branch}");
+    match user_git(
+        source,
+        ["rev-parse", "--verify", "--quiet", branch_ref.as_str()],
+    )
+    .await
+    {
+        Ok(existing) => Err(SourceFetchError::Exists {
+            source_repo: source.to_path_buf(),
+            branch: branch.to_string(),
+            existing: existing.trim().to_string(),
+            bundle: bundle.to_path_buf(),
+            git: refusal(stderr),
+        }),
+        Err(_) => Err(e.into()),
+    }
+}
+
+/// Git's reason for refusing a fetch, one line: its `!` ref lines and
+/// `fatal:`/`error:` lines, without the `From …` heading.
+fn refusal(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('!') || l.starts_with("fatal:") || l.starts_with("error:"))
+        .collect();
+    let text = if lines.is_empty() {
+        stderr.trim().to_string()
+    } else {
+        lines.join("; ")
+    };
+    format!(
+        "git said `{}`",
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    )
 }
 
 /// The source's uncommitted changes (`git status --porcelain` entries),
@@ -63,4 +127,106 @@ pub async fn uncommitted(source: &Path) -> Result<Vec<String>, WorkspaceError> {
         .filter(|r| !r.is_empty())
         .map(str::to_string)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// A source with one commit on `main`, and a bundle of `branch`: one
+    /// commit on that base, as a job's result is.
+    fn source_and_bundle(dir: &Path, branch: &str) -> (PathBuf, PathBuf, String) {
+        let source = dir.join("source");
+        std::fs::create_dir(&source).unwrap();
+        git(&source, &["init", "-q", "-b", "main"]);
+        std::fs::write(source.join("README.md"), "base\n").unwrap();
+        git(&source, &["add", "README.md"]);
+        git(&source, &["commit", "-q", "-m", "base"]);
+        let job = dir.join("job");
+        git(dir, &["clone", "-q", source.to_str().unwrap(), "job"]);
+        git(&job, &["checkout", "-q", "-b", branch]);
+        std::fs::write(job.join("hello.txt"), "hello\n").unwrap();
+        git(&job, &["add", "hello.txt"]);
+        git(&job, &["commit", "-q", "-m", "the job's"]);
+        let tip = git(&job, &["rev-parse", "HEAD"]);
+        let bundle = dir.join("branch.bundle");
+        let range = format!("main..{branch}");
+        git(
+            &job,
+            &["bundle", "create", "-q", bundle.to_str().unwrap(), &range],
+        );
+        (source, bundle, tip)
+    }
+
+    /// No branch yet: fetched; a branch at the base: fast-forwarded.
+    #[tokio::test]
+    async fn a_new_branch_or_one_the_job_continues_is_fetched() {
+        let dir = tempfile::tempdir().unwrap();
+        let branch = "paddock/T-1/1";
+        let (source, bundle, tip) = source_and_bundle(dir.path(), branch);
+        fetch_branch(&source, &bundle, branch).await.unwrap();
+        assert_eq!(git(&source, &["rev-parse", branch]), tip);
+
+        git(&source, &["branch", "-f", branch, "main"]);
+        fetch_branch(&source, &bundle, branch).await.unwrap();
+        assert_eq!(git(&source, &["rev-parse", branch]), tip);
+    }
+
+    /// A rerun of the same ticket and attempt: the source's branch holds
+    /// another commit. It is left as it was, and the error says where it
+    /// is, git's reason and how to take the job's branch.
+    #[tokio::test]
+    async fn a_branch_the_job_does_not_continue_is_kept_and_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let branch = "paddock/T-1/1";
+        let (source, bundle, _) = source_and_bundle(dir.path(), branch);
+        git(&source, &["checkout", "-q", "-b", branch]);
+        std::fs::write(source.join("other.txt"), "an earlier run's\n").unwrap();
+        git(&source, &["add", "other.txt"]);
+        git(&source, &["commit", "-q", "-m", "an earlier run"]);
+        let earlier = git(&source, &["rev-parse", "HEAD"]);
+        git(&source, &["checkout", "-q", "main"]);
+
+        let err = fetch_branch(&source, &bundle, branch).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the source {s} already has a branch {branch} (at {earlier}), and Paddock never \
+                 rewrites a branch: git said `! [rejected] {branch} -> {branch} \
+                 (non-fast-forward)`; to take this job's under another name: `git -C {s} fetch \
+                 {b} {branch}:NAME`, or run the ticket's next attempt with `paddock run SPEC \
+                 --attempt-after JOB`",
+                s = source.display(),
+                b = bundle.display(),
+            )
+        );
+        assert_eq!(git(&source, &["rev-parse", branch]), earlier);
+
+        // Checked out, even a branch the job continues is not updated:
+        // git's reason names it.
+        git(&source, &["branch", "-f", branch, "main"]);
+        git(&source, &["checkout", "-q", branch]);
+        let err = fetch_branch(&source, &bundle, branch).await.unwrap_err();
+        let SourceFetchError::Exists { git: said, .. } = &err else {
+            panic!("not the branch's refusal: {err}");
+        };
+        assert!(
+            said.contains("fatal: refusing to fetch into branch"),
+            "{said}"
+        );
+    }
 }
