@@ -16,6 +16,10 @@ use serde::Serialize;
 
 const TEMPLATE: &str = include_str!("closeout.md.j2");
 
+/// The `source` of Paddock's own `error` events: its non-fatal ones are
+/// warnings (as `paddock run`'s progress shows them), not failures.
+const PADDOCK: &str = "paddock";
+
 /// How long one quoted command or message may be in the closeout.
 const ITEM_MAX: usize = 200;
 
@@ -90,6 +94,7 @@ struct Facts<'a> {
     outside_count: usize,
     tests: Vec<TestRun>,
     failures: Vec<String>,
+    warnings: Vec<String>,
     denials: Vec<String>,
     network_refused: Vec<String>,
     model_calls: u64,
@@ -181,6 +186,9 @@ fn capped(mut list: Vec<String>) -> Vec<String> {
 struct FromEvents {
     tests: Vec<TestRun>,
     failures: Vec<String>,
+    /// Paddock's own non-fatal messages (no budget, a branch kept in its
+    /// bundle, files left out): said, but not what failed.
+    warnings: Vec<String>,
     denials: Vec<String>,
     network_refused: Vec<String>,
 }
@@ -252,6 +260,7 @@ fn from_events(events: &[AgentEvent]) -> FromEvents {
     let mut commands: HashMap<&str, String> = HashMap::new();
     let mut tests = Vec::new();
     let mut failures = Vec::new();
+    let mut warnings = Vec::new();
     let mut denials = Vec::new();
     for event in events {
         match &event.body {
@@ -288,7 +297,17 @@ fn from_events(events: &[AgentEvent]) -> FromEvents {
                     failures.push(format!("`{}` {ended}", one_line(command)));
                 }
             }
-            EventBody::Error { message, .. } => failures.push(inert(message)),
+            EventBody::Error {
+                message,
+                source,
+                fatal,
+            } => {
+                if !fatal && source.as_deref() == Some(PADDOCK) {
+                    warnings.push(inert(message));
+                } else {
+                    failures.push(inert(message));
+                }
+            }
             EventBody::Policy { rule, message } => {
                 denials.push(format!("{}: {}", inert(rule), inert(message)));
             }
@@ -298,6 +317,7 @@ fn from_events(events: &[AgentEvent]) -> FromEvents {
     FromEvents {
         tests,
         failures: capped(failures),
+        warnings: capped(warnings),
         denials: capped(denials),
         network_refused: capped(refused_destinations(events)),
     }
@@ -351,6 +371,7 @@ pub fn render(
         outside_scope: capped(outside.iter().map(|f| one_line(f)).collect()),
         tests: found.tests,
         failures: found.failures,
+        warnings: found.warnings,
         denials: found.denials,
         network_refused: found.network_refused,
         model_calls: record.model_calls,
@@ -492,6 +513,16 @@ mod tests {
                 EventBody::Error {
                     message: "upstream answered 529 overloaded; retried (cc @acme/owners)".into(),
                     source: Some("broker".into()),
+                    fatal: false,
+                },
+            ),
+            // Paddock's own non-fatal message is a warning, not a failure.
+            event(
+                10,
+                EventBody::Error {
+                    message: "the spec sets no [budget]: this job's model spend is not capped"
+                        .into(),
+                    source: Some("paddock".into()),
                     fatal: false,
                 },
             ),
