@@ -4,12 +4,18 @@
 //! compare-and-set on the job still `running` and owned by this jobs
 //! directory). A reaper on another host reclaims a job whose heartbeat is
 //! older than its [`Liveness::ttl`]; a renewal that finds the job no
-//! longer its own (reclaimed, or ended by someone else) sets [`Lost`],
-//! which stops the job as an API cancel would (its events and ledger rows
-//! are kept). A renewal the store refuses for another reason (the
-//! database unreachable) is logged and retried at the next tick: the
-//! owner keeps running, and learns at its next successful renewal whether
-//! another host took the job meanwhile.
+//! longer its own (reclaimed, or ended by someone else) sets the `lost`
+//! [`Latch`], which stops the job as an API cancel would (its events and
+//! ledger rows are kept); whether that was a reclaim is the runner's to
+//! say, once it knows whether the job's own end was recorded first. Every
+//! [`CANCEL_POLL`] (or every renewal, when they are more frequent) the
+//! task also reads whether another process asked to cancel the job
+//! (`Store::cancel_requested`, set by `Store::request_cancel`) and sets the
+//! `cancel` latch, which stops the job exactly as a local cancel does; it
+//! keeps renewing while the job stops. A renewal or read the store refuses
+//! for another reason (the database unreachable) is logged and retried at
+//! the next tick: the owner keeps running, and learns at its next
+//! successful renewal whether another host took the job meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -36,21 +42,27 @@ pub struct Liveness {
     pub ttl: Duration,
 }
 
-/// Set once a renewal finds the job no longer this process's; shared by
-/// the renewing task and the job.
+/// How often a running job looks for a cancel asked by another process
+/// when its heartbeat is renewed less often: a cancel through another
+/// server's API reaches the job within this (plus one read of the store),
+/// not within a heartbeat interval (10 s by default).
+pub const CANCEL_POLL: Duration = Duration::from_secs(1);
+
+/// Set once, by the renewing task (the job found taken, or a cancel asked
+/// from elsewhere); waited for by the job.
 #[derive(Debug, Default)]
-pub struct Lost {
+pub struct Latch {
     set: AtomicBool,
     notify: Notify,
 }
 
-impl Lost {
-    /// Whether the job was found taken.
+impl Latch {
+    /// Whether it was set.
     pub fn is_set(&self) -> bool {
         self.set.load(Ordering::SeqCst)
     }
 
-    /// Resolves once the job is found taken.
+    /// Resolves once it is set.
     pub async fn wait(&self) {
         loop {
             let notified = self.notify.notified();
@@ -79,37 +91,68 @@ impl Drop for Heartbeat {
     }
 }
 
+/// Where the renewing task says what it found: the job taken (`lost`), a
+/// cancel asked by another process (`cancel`).
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    pub lost: Arc<Latch>,
+    pub cancel: Arc<Latch>,
+}
+
 /// Renews job `job_id`'s heartbeat as `host` every `interval` until the
 /// returned [`Heartbeat`] is dropped or a renewal finds the job taken
-/// (then `lost` is set and renewals stop).
+/// (then `found.lost` is set and renewals stop); looks for a cancel asked
+/// from elsewhere every [`CANCEL_POLL`] or `interval`, the shorter (then
+/// `found.cancel` is set, and renewals go on while the job stops).
 pub fn start(
     store: SharedStore,
     job_id: String,
     host: String,
     interval: Duration,
-    lost: Arc<Lost>,
+    found: Found,
 ) -> Heartbeat {
+    let poll = interval.min(CANCEL_POLL);
+    // Renewed every so many polls: never less often than `interval`.
+    let every = (interval.as_nanos() / poll.as_nanos().max(1)).max(1);
     let task = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(interval);
+        let mut tick = tokio::time::interval(poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick is immediate: the record was written just now.
         tick.tick().await;
+        let mut polls: u128 = 0;
         loop {
             tick.tick().await;
-            match store
-                .heartbeat(&job_id, &host, OffsetDateTime::now_utc())
-                .await
-            {
-                Ok(true) => {}
-                Ok(false) | Err(crate::store::StoreError::NoSuchJob { .. }) => {
-                    tracing::warn!(
-                        "job {job_id}: no longer this host's in the store (another host's \
-                         reaper reclaimed it, or it was ended elsewhere): stopping it"
-                    );
-                    lost.mark();
-                    return;
+            polls += 1;
+            if polls.is_multiple_of(every) {
+                match store
+                    .heartbeat(&job_id, &host, OffsetDateTime::now_utc())
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) | Err(crate::store::StoreError::NoSuchJob { .. }) => {
+                        // Reclaimed, or ended (perhaps by itself just now):
+                        // the runner tells which.
+                        tracing::debug!("job {job_id}: no longer running as this host's");
+                        found.lost.mark();
+                        return;
+                    }
+                    Err(e) => tracing::warn!("job {job_id}: cannot renew its heartbeat: {e}"),
                 }
-                Err(e) => tracing::warn!("job {job_id}: cannot renew its heartbeat: {e}"),
+            }
+            if found.cancel.is_set() {
+                continue;
+            }
+            match store.cancel_requested(&job_id).await {
+                Ok(true) => {
+                    tracing::info!(
+                        "job {job_id}: a cancel was asked through the store: stopping it"
+                    );
+                    found.cancel.mark();
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!("job {job_id}: cannot read whether a cancel was asked: {e}")
+                }
             }
         }
     });

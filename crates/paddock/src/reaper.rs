@@ -79,7 +79,7 @@ use crate::heartbeat::Liveness;
 use crate::leftovers;
 use crate::paths::Paths;
 use crate::rung::{self, Reap, Rung};
-use crate::store::{Owner, Store, StoreError};
+use crate::store::{Owner, RunningJob, Store, StoreError};
 pub use crate::workspace::lease::Lease;
 use crate::workspace::lease::{KEPT, LEASES};
 use crate::workspace::Workspace;
@@ -224,20 +224,16 @@ pub async fn reap_on(
     let (stale, errors) = crate::workspace::lease::remove_stale_pending(&leases);
     report.stale_leases = stale;
     report.errors.extend(errors);
+    // Another host's jobs: judged by their heartbeat alone.
+    let (reclaimed, errors) = reclaim_others(store, liveness).await;
+    report.jobs.extend(reclaimed);
+    report.errors.extend(errors);
     // Dead jobs whose lease file is gone altogether: a running job always
     // has one, from before its record exists until after it is final.
     match store.running_jobs().await {
         Ok(running) => {
             for job in running {
-                // Another host's job: judged by its heartbeat alone.
-                if let Some((owner, beat)) = job
-                    .owner
-                    .as_ref()
-                    .filter(|(owner, _)| owner.host != liveness.owner.host)
-                {
-                    if let Some(r) = reclaim(store, liveness, &job.id, owner, *beat).await {
-                        report.jobs.push(r);
-                    }
+                if is_another_hosts(&job, liveness) {
                     continue;
                 }
                 let id = job.id;
@@ -382,6 +378,34 @@ async fn reap_job(
         && !existed
         && r.errors.is_empty();
     (!did_nothing).then_some(r)
+}
+
+/// Whether `job` runs on another host (a job without an owner is this
+/// host's to judge).
+fn is_another_hosts(job: &RunningJob, liveness: &Liveness) -> bool {
+    job.owner
+        .as_ref()
+        .is_some_and(|(owner, _)| owner.host != liveness.owner.host)
+}
+
+/// Every running job of another host whose heartbeat is older than the
+/// TTL, reclaimed in the store (module text): the reaper's pass over other
+/// hosts' jobs, which `paddock serve` also runs every heartbeat interval.
+/// What was reclaimed, and what could not be listed.
+pub async fn reclaim_others(store: &dyn Store, liveness: &Liveness) -> (Vec<Reaped>, Vec<String>) {
+    let running = match store.running_jobs().await {
+        Ok(running) => running,
+        Err(e) => return (Vec::new(), vec![format!("list running jobs: {e}")]),
+    };
+    let mut reclaimed = Vec::new();
+    for job in running.iter().filter(|j| is_another_hosts(j, liveness)) {
+        if let Some((owner, beat)) = &job.owner {
+            if let Some(r) = reclaim(store, liveness, &job.id, owner, *beat).await {
+                reclaimed.push(r);
+            }
+        }
+    }
+    (reclaimed, Vec::new())
 }
 
 /// Reclaims another host's running job `id` when its heartbeat `beat`

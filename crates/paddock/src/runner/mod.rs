@@ -331,13 +331,14 @@ async fn run_job(
     let db = config.paths.db.clone();
     let jobs = config.paths.jobs.clone();
     let artifacts = config.paths.artifacts.join(&job_id);
-    let lost = Arc::new(crate::heartbeat::Lost::default());
+    let found = crate::heartbeat::Found::default();
+    let lost = found.lost.clone();
     let result = drive(
         store,
         config,
         (admitted, recorded),
         updates,
-        (lease, lost.clone()),
+        (lease, found),
         cancel,
     )
     .await;
@@ -363,6 +364,10 @@ async fn run_job(
     // renewal refused after it (the job no longer `running`) only found
     // the job ended, by itself.
     if lost.is_set() && result.is_err() {
+        tracing::warn!(
+            "job {job_id}: no longer this host's in the store (another host's reaper reclaimed \
+             it): stopped"
+        );
         if let Err(e) = held.release() {
             tracing::warn!("job {job_id}: cannot delete its lease file: {e}");
         }
@@ -393,7 +398,7 @@ async fn drive(
     config: Arc<RunnerConfig>,
     (admitted, recorded): (Admitted, Recorded),
     updates: broadcast::Sender<JobUpdate>,
-    (lease, lost): (Lease, Arc<crate::heartbeat::Lost>),
+    (lease, found): (Lease, crate::heartbeat::Found),
     cancel: impl Future<Output = ()>,
 ) -> Result<RunResult, String> {
     let Admitted {
@@ -429,18 +434,20 @@ async fn drive(
     }
     .map_err(|e| chain(&e))?;
     // Renewed until the job ends; a renewal that finds the job taken by
-    // another host stops it as a cancel does.
+    // another host, or a cancel asked through the store by another
+    // process, stops it as a cancel does.
     let _heartbeat = crate::heartbeat::start(
         store.clone(),
         id.clone(),
         liveness.owner.host.clone(),
         liveness.interval,
-        lost.clone(),
+        found.clone(),
     );
     let cancel = async move {
         tokio::select! {
             () = cancel => {}
-            () = lost.wait() => {}
+            () = found.lost.wait() => {}
+            () = found.cancel.wait() => {}
         }
     };
     // Fused: a cancel spent on the engine (the job `cancelled`) is not

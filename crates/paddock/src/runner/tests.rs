@@ -260,13 +260,37 @@ async fn a_job_on_the_fake_rung_runs_to_done_and_leaves_nothing() {
     assert!(!rung.stdin.lock().unwrap().is_empty());
 }
 
+/// A log written to memory.
+#[derive(Debug, Clone, Default)]
+struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A heartbeat renewal that lands after the job's own final record (the
 /// store refuses it: the job is no longer `running`) is not a reclaim:
-/// the job ends `done`, as recorded. The store lingers 50 ms after the
-/// final record and the heartbeat is renewed every 5 ms, so ticks fall
-/// between the record and the run's end.
+/// the job ends `done`, as recorded, and nothing warns that it was taken.
+/// The store lingers 50 ms after the final record and the heartbeat is
+/// renewed every 5 ms, so ticks fall between the record and the run's end.
 #[tokio::test]
 async fn a_heartbeat_after_the_jobs_own_end_is_not_a_reclaim() {
+    // This thread's log (the runtime's one thread runs the heartbeat too).
+    let log = Log::default();
+    let writer = log.clone();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish(),
+    );
     let host = Host::new().await;
     let mut liveness = host.liveness();
     liveness.interval = std::time::Duration::from_millis(5);
@@ -286,6 +310,12 @@ async fn a_heartbeat_after_the_jobs_own_end_is_not_a_reclaim() {
         ends.push(result.map(|r| r.record.status).map_err(|e| e.to_string()));
     }
     assert_eq!(ends, vec![Ok(JobStatus::Done); 3]);
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let taken: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("no longer this host's"))
+        .collect();
+    assert_eq!(taken, Vec::<&str>::new());
 }
 
 #[tokio::test]
@@ -429,6 +459,17 @@ impl crate::store::Store for FailingStore {
     }
     async fn running_jobs(&self) -> Result<Vec<crate::store::RunningJob>, StoreError> {
         self.inner.running_jobs().await
+    }
+    async fn request_cancel(
+        &self,
+        id: &str,
+        by: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<Option<crate::store::Owner>, StoreError> {
+        self.inner.request_cancel(id, by, at).await
+    }
+    async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.cancel_requested(id).await
     }
     async fn enqueue_job(
         &self,

@@ -163,26 +163,71 @@ pub async fn get(
     }
 }
 
-/// Cancels a job: 202 with its record (a queued job is `cancelled` at
-/// once, a running one concludes `cancelled` shortly).
+/// What a cancel did: the job's record with a `cancel` member.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct CancelAnswer {
+    #[serde(flatten)]
+    pub job: JobRecord,
+    pub cancel: CancelOutcome,
+}
+
+/// How a cancel reached the job.
+#[derive(Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct CancelOutcome {
+    pub state: CancelState,
+    /// For `requested`: the name of the host whose process runs the job.
+    pub host: Option<String>,
+    /// For `requested`: that host's jobs directory id (`<jobs>/.host-id`).
+    pub host_id: Option<String>,
+}
+
+/// `cancelled`: the job was queued and is cancelled now; `stopping`: this
+/// server runs it and told it to stop (it concludes `cancelled`
+/// shortly); `requested`: another process runs it (another server on the
+/// store, or a `paddock run`): the request is recorded in the store and
+/// that process stops the job within about a second, as it stops a local
+/// cancel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelState {
+    Cancelled,
+    Stopping,
+    Requested,
+}
+
+/// Cancels a job: 202 with its record and how the cancel reached it (a
+/// queued job is `cancelled` at once, a running one concludes `cancelled`
+/// shortly, whichever process on the store runs it).
 #[utoipa::path(post, path = "/v1/jobs/{id}/cancel", tag = "jobs", security(("bearer" = ["submit"])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
-        (status = 202, description = "Cancelled, or told to stop", body = JobRecord),
+        (status = 202, description = "Cancelled, told to stop, or the stop requested of the process running it", body = CancelAnswer),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The job has ended (`job_final`) or runs elsewhere (`job_elsewhere`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job has ended (`job_final`) or runs in a process that cannot be asked to stop (`job_elsewhere`)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn cancel(
     State(state): State<AppState>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<Response, Problem> {
-    let record = match state.queue.cancel(&id).await? {
-        Cancel::Dequeued(record) => record,
-        Cancel::Signalled => state
-            .store
-            .job(&id)
-            .await?
-            .ok_or_else(|| Problem::not_found(format!("no job {id}")))?,
+    let outcome = |state| CancelOutcome {
+        state,
+        host: None,
+        host_id: None,
+    };
+    let (job, cancel) = match state.queue.cancel(&id).await? {
+        Cancel::Dequeued(record) => (record, outcome(CancelState::Cancelled)),
+        Cancel::Signalled => (
+            record_of(&state, &id).await?,
+            outcome(CancelState::Stopping),
+        ),
+        Cancel::Requested(owner) => (
+            record_of(&state, &id).await?,
+            CancelOutcome {
+                state: CancelState::Requested,
+                host: Some(owner.name),
+                host_id: Some(owner.host),
+            },
+        ),
         Cancel::Final(record) => {
             return Err(Problem::new(
                 409,
@@ -191,17 +236,33 @@ pub async fn cancel(
                 format!("job {id} is {}", record.status.as_str()),
             ))
         }
-        Cancel::Elsewhere => {
-            return Err(Problem::new(
-                409,
-                "job_elsewhere",
-                "the job runs in another process",
-                format!("job {id} is running, but not in this server"),
-            ))
-        }
+        Cancel::Elsewhere => return Err(elsewhere(&id)),
         Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),
     };
-    Ok((StatusCode::ACCEPTED, Json(record)).into_response())
+    Ok((StatusCode::ACCEPTED, Json(CancelAnswer { job, cancel })).into_response())
+}
+
+/// The stored record of job `id`; 404 when there is none.
+async fn record_of(state: &AppState, id: &str) -> Result<JobRecord, Problem> {
+    state
+        .store
+        .job(id)
+        .await?
+        .ok_or_else(|| Problem::not_found(format!("no job {id}")))
+}
+
+/// 409 `job_elsewhere`: job `id` runs in a process that cannot be asked to
+/// stop through the store (recorded before jobs had owners).
+fn elsewhere(id: &str) -> Problem {
+    Problem::new(
+        409,
+        "job_elsewhere",
+        "the job runs in another process that cannot be asked to stop",
+        format!(
+            "job {id} is running in another process that recorded no owner (a Paddock from \
+             before several hosts shared a store): stop it there"
+        ),
+    )
 }
 
 /// How long a dispose waits for a cancelled job to conclude.
@@ -216,7 +277,7 @@ const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
     responses(
         (status = 200, description = "Ended and its artifacts removed", body = JobRecord),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The job runs elsewhere, did not end in time, is being published, or a token its publish left could not be revoked", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job runs in a process that cannot be asked to stop, did not end in time, is being published, or a token its publish left could not be revoked", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn dispose(
     State(state): State<AppState>,
@@ -224,23 +285,12 @@ pub async fn dispose(
 ) -> Result<Json<JobRecord>, Problem> {
     match state.queue.cancel(&id).await? {
         Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),
-        Cancel::Elsewhere => {
-            return Err(Problem::new(
-                409,
-                "job_elsewhere",
-                "the job runs in another process",
-                format!("job {id} is running, but not in this server"),
-            ))
-        }
-        Cancel::Signalled | Cancel::Dequeued(_) | Cancel::Final(_) => {}
+        Cancel::Elsewhere => return Err(elsewhere(&id)),
+        Cancel::Signalled | Cancel::Requested(_) | Cancel::Dequeued(_) | Cancel::Final(_) => {}
     }
     let deadline = tokio::time::Instant::now() + DISPOSE_WAIT;
     let record = loop {
-        let record = state
-            .store
-            .job(&id)
-            .await?
-            .ok_or_else(|| Problem::not_found(format!("no job {id}")))?;
+        let record = record_of(&state, &id).await?;
         if !matches!(record.status, JobStatus::Queued | JobStatus::Running) {
             break record;
         }

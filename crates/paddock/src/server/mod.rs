@@ -190,6 +190,7 @@ where
     };
     turns::sweep(&state).await;
     let scheduler = tokio::spawn(Arc::clone(&state.queue).run());
+    let reclaimer = tokio::spawn(Arc::clone(&state.queue).reclaim());
     let app = router(state.clone());
     let closing = state.closing.clone();
     let queue = Arc::clone(&state.queue);
@@ -204,6 +205,7 @@ where
         .await
         .map_err(|source| ServerError::Serve { addr, source });
     scheduler.abort();
+    reclaimer.abort();
     if let Some(task) = upkeep {
         task.abort();
     }

@@ -9,7 +9,11 @@
 //! was admitted; one found queued after a restart is admitted again from
 //! its stored spec under its own id. Cancelling a queued job is a
 //! compare-and-set to `cancelled`; a running one is signalled through its
-//! runner's cancel future. A drain stops the claiming, waits for running
+//! runner's cancel future, or, when another process runs it (another
+//! server on the store), the cancel is recorded in the store for its
+//! owner, which stops it when it next looks. Another task reclaims, every
+//! heartbeat interval, other hosts' running jobs whose heartbeat is older
+//! than the TTL. A drain stops the claiming, waits for running
 //! jobs up to a grace, then cancels what still runs and waits for it to
 //! conclude.
 
@@ -28,7 +32,7 @@ use super::hub::Hub;
 use super::slots::{SlotError, Slots};
 use super::webhooks::Webhooks;
 use crate::runner::{AdmitError, Admitted, JobHandle, Runner};
-use crate::store::{SharedStore, StoreError};
+use crate::store::{Owner, SharedStore, StoreError};
 use crate::workspace::inline_source;
 
 /// How often the scheduler looks at the queue without being woken (jobs
@@ -93,7 +97,13 @@ pub enum Cancel {
     Dequeued(JobRecord),
     /// The job had already ended.
     Final(JobRecord),
-    /// The job runs in another process (another server on the store).
+    /// The job runs in another process (another server or a `paddock
+    /// run` on the store, this host's or another's): the cancel is
+    /// recorded in the store for `owner`, which stops the job when it next
+    /// looks (`heartbeat::CANCEL_POLL`).
+    Requested(Owner),
+    /// The job runs in another process that cannot be asked (recorded
+    /// before jobs had owners).
     Elsewhere,
     NotFound,
 }
@@ -477,6 +487,9 @@ impl Queue {
 
     /// Cancels job `id`.
     pub async fn cancel(&self, id: &str) -> Result<Cancel, StoreError> {
+        let me = &self.runner.config().liveness.owner;
+        // The owner a cancel through the store was recorded for.
+        let mut requested = None;
         // A claim in flight (`running` in the store, not yet here) settles
         // within a few tries.
         for _ in 0..50 {
@@ -507,12 +520,67 @@ impl Queue {
                         Err(e) => return Err(e),
                     }
                 }
-                JobStatus::Running => {}
+                // Recorded in the store whoever runs it: another host's
+                // job is stopped by its owner; this host's that is not
+                // here yet (a claim in flight) sees it too, or is here at
+                // the next try.
+                JobStatus::Running => {
+                    if let Some(owner) = self
+                        .store
+                        .request_cancel(id, &me.name, OffsetDateTime::now_utc())
+                        .await?
+                    {
+                        if owner.host != me.host {
+                            return Ok(Cancel::Requested(owner));
+                        }
+                        requested = Some(owner);
+                    }
+                }
                 _ => return Ok(Cancel::Final(record)),
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Ok(Cancel::Elsewhere)
+        // This host's job run by another process (a `paddock run` on the
+        // same jobs directory) stops when it reads the request.
+        Ok(requested.map_or(Cancel::Elsewhere, Cancel::Requested))
+    }
+
+    /// Reclaims, every heartbeat interval until the drain begins, the
+    /// running jobs of other hosts whose heartbeat is older than the TTL
+    /// (`reaper::reclaim_others`): a server killed while running jobs has
+    /// them failed by another server on the store without waiting for
+    /// anyone's `paddock gc`.
+    pub async fn reclaim(self: Arc<Self>) {
+        let liveness = self.runner.config().liveness.clone();
+        while !self.is_draining() {
+            tokio::select! {
+                () = tokio::time::sleep(liveness.interval) => {}
+                () = self.draining.cancelled() => return,
+            }
+            let (reclaimed, errors) = crate::reaper::reclaim_others(&*self.store, &liveness).await;
+            for e in errors {
+                tracing::warn!("serve: reclaim: {e}");
+            }
+            for r in &reclaimed {
+                let from = r.reclaimed_from.as_deref().unwrap_or("another host");
+                match r.errors.as_slice() {
+                    [] => tracing::warn!(
+                        "serve: job {}: reclaimed from {from} (its heartbeat was older than {} s)",
+                        r.name,
+                        liveness.ttl.as_secs_f64()
+                    ),
+                    errors => tracing::warn!(
+                        "serve: job {}: reclaim from {from}: {}",
+                        r.name,
+                        errors.join("; ")
+                    ),
+                }
+            }
+            if !reclaimed.is_empty() {
+                // Their tickets have no running attempt any more.
+                self.wake.notify_one();
+            }
+        }
     }
 
     /// Stops claiming; waits up to `grace` for running jobs, then cancels

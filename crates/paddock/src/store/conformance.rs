@@ -59,6 +59,7 @@ macro_rules! conformance_suite {
             a_claim_records_its_owner_and_heartbeat,
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
             of_concurrent_reclaimers_exactly_one_wins,
+            a_cancel_is_requested_only_of_a_running_job_with_an_owner,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -1290,4 +1291,50 @@ pub(crate) async fn of_concurrent_reclaimers_exactly_one_wins(store: &dyn Store)
         store.job("j1").await.unwrap().unwrap().reason,
         Some(format!("reclaimed by reaper {}", won[0]))
     );
+}
+
+/// A cancel asked from another process is recorded only on a running job
+/// with an owner, which it names; the first request's time is kept; a
+/// queued, ended, ownerless or unknown job takes none.
+pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(store: &dyn Store) {
+    let a = host("alpha");
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    store.insert_job(&job("old", 0), "{}").await.unwrap();
+    store
+        .insert_owned_job(&job("j1", 10), "{}", &a, t0)
+        .await
+        .unwrap();
+    store
+        .enqueue_job(&queued("q1", "T-1", 20), "{}", 0)
+        .await
+        .unwrap();
+    assert!(!store.cancel_requested("j1").await.unwrap());
+    let asked = [
+        store.request_cancel("j1", "beta", t0).await.unwrap(),
+        store.request_cancel("j1", "gamma", t0).await.unwrap(),
+        store.request_cancel("q1", "beta", t0).await.unwrap(),
+        store.request_cancel("old", "beta", t0).await.unwrap(),
+        store.request_cancel("nope", "beta", t0).await.unwrap(),
+    ];
+    assert_eq!(asked, [Some(a.clone()), Some(a.clone()), None, None, None]);
+    let flags = [
+        store.cancel_requested("j1").await.unwrap(),
+        store.cancel_requested("q1").await.unwrap(),
+        store.cancel_requested("old").await.unwrap(),
+    ];
+    assert_eq!(flags, [true, false, false]);
+    let err = store.cancel_requested("nope").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        StoreError::NoSuchJob {
+            job_id: "nope".into()
+        }
+        .to_string()
+    );
+    // Renewals go on while the job stops; once ended, no request takes.
+    assert!(store.heartbeat("j1", &a.host, t0).await.unwrap());
+    let mut done = job("j1", 10);
+    done.status = JobStatus::Cancelled;
+    store.finish_job(&done, JobStatus::Running).await.unwrap();
+    assert_eq!(store.request_cancel("j1", "beta", t0).await.unwrap(), None);
 }

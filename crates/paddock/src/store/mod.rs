@@ -143,6 +143,23 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// live lease is dead, another host's when its heartbeat is stale).
     async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError>;
 
+    /// Records that host `by` (its name, for messages) asked at `at` to
+    /// cancel job `id`, which another process runs, if it is `running` and
+    /// has an owner (the first request's time and host are kept); its
+    /// owner, which stops the job when it next looks
+    /// (`cancel_requested`). `None` when the job is not running (queued,
+    /// ended, unknown) or was recorded before owners were.
+    async fn request_cancel(
+        &self,
+        id: &str,
+        by: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<Owner>, StoreError>;
+
+    /// Whether a cancel of job `id` was asked (`request_cancel`). Fails
+    /// with `NoSuchJob` when there is no such job.
+    async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError>;
+
     /// Records a new job waiting to run (`queued`, or `held` by the budget
     /// gate) with its spec and its queue priority (higher runs first).
     /// Fails with `JobExists` if the id is taken.

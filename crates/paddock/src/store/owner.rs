@@ -7,9 +7,12 @@
 //! [`RunningJob`]s: a job whose heartbeat is older than its TTL is
 //! reclaimed by a compare-and-set on the owner and the very heartbeat the
 //! reaper saw, so two reapers never both reclaim it and an owner that
-//! renewed in between keeps it. The statements are written once here, in
-//! the dialect both backends accept (`$n` parameters, RFC 3339 text
-//! times); each backend runs them (`sqlite/jobs.rs`, `postgres/jobs.rs`).
+//! renewed in between keeps it. A cancel asked of a running job by a
+//! process that does not run it (another server on the store) is recorded
+//! on its row ([`REQUEST_CANCEL`]), which its owner reads while it renews
+//! ([`CANCEL_REQUESTED`]). The statements are written once here, in the
+//! dialect both backends accept (`$n` parameters, RFC 3339 text times);
+//! both backends run them through one macro (`sql/jobs.rs`).
 
 use std::sync::LazyLock;
 
@@ -64,6 +67,19 @@ pub(in crate::store) static RECLAIM: LazyLock<String> = LazyLock::new(|| {
         owner + 1
     )
 });
+
+/// Records a cancel of job `$1` asked at `$2` by host name `$3` (the first
+/// request's kept) if it is `running` with an owner: its owner's host and
+/// name, no row when it is not.
+pub(in crate::store) const REQUEST_CANCEL: &str = "UPDATE jobs \
+     SET cancel_requested_at = COALESCE(cancel_requested_at, $2), \
+         cancel_requested_by = COALESCE(cancel_requested_by, $3) \
+     WHERE id = $1 AND status = 'running' AND owner_host IS NOT NULL \
+     RETURNING owner_host, owner_name";
+
+/// When a cancel of job `$1` was asked (`NULL`: never; no row: no job).
+pub(in crate::store) const CANCEL_REQUESTED: &str =
+    "SELECT cancel_requested_at FROM jobs WHERE id = $1";
 
 /// The running jobs with their owners, oldest first.
 pub(in crate::store) const RUNNING: &str =

@@ -21,21 +21,21 @@ use paddock_test_support::postgres;
 use paddock_test_support::prelude::*;
 
 /// The store both hosts share.
-enum Shared {
+pub(crate) enum Shared {
     Sqlite(PathBuf),
     Postgres(String),
 }
 
 impl Shared {
     /// `--db …` for a command.
-    fn db(&self) -> String {
+    pub(crate) fn db(&self) -> String {
         match self {
             Shared::Sqlite(p) => p.display().to_string(),
             Shared::Postgres(url) => url.clone(),
         }
     }
 
-    async fn open(&self) -> SharedStore {
+    pub(crate) async fn open(&self) -> SharedStore {
         let at = match self {
             Shared::Sqlite(p) => StoreAt::File(p.clone()),
             Shared::Postgres(url) => StoreAt::Postgres(PgUrl::parse(url).unwrap()),
@@ -46,7 +46,7 @@ impl Shared {
 
 /// A SQLite file under `dir`, then a fresh PostgreSQL database (none where
 /// PostgreSQL is missing: skipped with the reason printed).
-async fn backends(dir: &Path) -> Vec<Shared> {
+pub(crate) async fn backends(dir: &Path) -> Vec<Shared> {
     let mut out = vec![Shared::Sqlite(dir.join("shared.db"))];
     if let Some(db) = postgres::database().await {
         out.push(Shared::Postgres(db.url));
@@ -55,7 +55,7 @@ async fn backends(dir: &Path) -> Vec<Shared> {
 }
 
 /// `home`'s config file with `[hosts]` `table`.
-fn hosts_config(home: &Home, table: &str) {
+pub(crate) fn hosts_config(home: &Home, table: &str) {
     let dir = home.path().join("config/paddock");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.toml"), format!("[hosts]\n{table}\n")).unwrap();
@@ -63,7 +63,7 @@ fn hosts_config(home: &Home, table: &str) {
 
 /// A job whose stand-in Codex marks it started, waits for `go` (at most
 /// 30 s), then finishes its turn.
-fn waiting_job(home: &Home, go: &Path) -> PathBuf {
+pub(crate) fn waiting_job(home: &Home, go: &Path) -> PathBuf {
     let body = format!(
         "touch \"$TMPDIR/started\"\n\
          i=0; while [ ! -e '{go}' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done\n\
@@ -76,7 +76,7 @@ fn waiting_job(home: &Home, go: &Path) -> PathBuf {
 }
 
 /// `paddock --db DB run --json SPEC` on `home`, not started.
-fn run_cmd(home: &Home, db: &Shared, spec: &Path) -> tokio::process::Command {
+pub(crate) fn run_cmd(home: &Home, db: &Shared, spec: &Path) -> tokio::process::Command {
     let mut cmd = home.command(&["--db", &db.db(), "run", "--json", spec.to_str().unwrap()]);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -84,7 +84,7 @@ fn run_cmd(home: &Home, db: &Shared, spec: &Path) -> tokio::process::Command {
 }
 
 /// Waits until a job under `home`'s jobs directory has `tmp/started`; its id.
-async fn started(home: &Home) -> String {
+pub(crate) async fn started(home: &Home) -> String {
     for _ in 0..600 {
         if let Ok(rd) = std::fs::read_dir(home.jobs()) {
             for e in rd.flatten() {
@@ -99,7 +99,7 @@ async fn started(home: &Home) -> String {
 }
 
 /// `paddock gc --json` on `home`: its report.
-async fn gc(home: &Home, db: &Shared) -> serde_json::Value {
+pub(crate) async fn gc(home: &Home, db: &Shared) -> serde_json::Value {
     let out = home.paddock(&["--db", &db.db(), "gc", "--json"], &[]).await;
     assert_eq!(
         out.status.code(),
@@ -111,7 +111,7 @@ async fn gc(home: &Home, db: &Shared) -> serde_json::Value {
 }
 
 /// The job ids a gc report names.
-fn reaped(report: &serde_json::Value) -> Vec<String> {
+pub(crate) fn reaped(report: &serde_json::Value) -> Vec<String> {
     report["jobs"]
         .as_array()
         .map(|jobs| {
@@ -123,7 +123,7 @@ fn reaped(report: &serde_json::Value) -> Vec<String> {
 }
 
 /// The jobs directory's host id and this machine's name.
-fn host_of(home: &Home) -> (String, String) {
+pub(crate) fn host_of(home: &Home) -> (String, String) {
     let id = std::fs::read_to_string(home.jobs().join(".host-id")).unwrap();
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     (id.trim().to_owned(), name.trim().to_owned())

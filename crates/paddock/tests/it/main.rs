@@ -22,6 +22,7 @@ mod egress_jobs;
 mod egress_kept;
 mod escape;
 mod faults;
+mod fleet;
 mod gc;
 mod git_escape;
 mod github_token_attacks;

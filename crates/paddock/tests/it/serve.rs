@@ -36,8 +36,13 @@ pub(crate) struct Server {
 
 /// A new API token of `scope` in `home`'s store (`paddock token create`).
 pub(crate) async fn token(home: &Home, scope: &str) -> String {
+    token_env(home, scope, &[]).await
+}
+
+/// [`token`] with extra environment (`PADDOCK_DB`: another store).
+pub(crate) async fn token_env(home: &Home, scope: &str, env: &[(&str, &str)]) -> String {
     let out = home
-        .paddock(&["token", "create", "--scope", scope], &[])
+        .paddock(&["token", "create", "--scope", scope], env)
         .await;
     assert!(
         out.status.success(),
@@ -66,7 +71,7 @@ impl Server {
     }
 
     pub(crate) async fn start_env(home: &Home, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let client = client_with(&token(home, "admin").await);
+        let client = client_with(&token_env(home, "admin", env).await);
         let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
         all.extend_from_slice(args);
         let mut command = home.command(&all);
@@ -151,7 +156,7 @@ impl Server {
         panic!("job {id} never reached the state; {}", self.stderr());
     }
 
-    async fn cancel(&self, id: &str) -> reqwest::Response {
+    pub(crate) async fn cancel(&self, id: &str) -> reqwest::Response {
         self.client
             .clone()
             .post(self.url(&format!("/v1/jobs/{id}/cancel")))

@@ -5,14 +5,10 @@
 
 use paddock_protocol::job::{JobRecord, JobStatus};
 use sqlx::postgres::{PgArguments, Postgres};
-use time::OffsetDateTime;
 
 use super::{PgStore, StoreError};
-use crate::store::owner::{self, Owner, RunningJob};
 use crate::store::sqlite::codec::RowRef;
-use crate::store::sqlite::jobs::{
-    insert_error, like_prefix, JobRow, COLUMNS, INSERT, SELECT, UPDATE,
-};
+use crate::store::sqlite::jobs::{like_prefix, JobRow, COLUMNS, SELECT, UPDATE};
 
 type Query<'q> = sqlx::query::Query<'q, Postgres, PgArguments>;
 
@@ -46,24 +42,9 @@ fn bind_job<'q>(query: Query<'q>, job: &'q JobRecord) -> Result<Query<'q>, Store
         .bind(row.opt_int("duration_ms", job.duration_ms)?))
 }
 
-impl PgStore {
-    /// Records a new job with its spec and queue priority; `JobExists` if
-    /// the id is taken.
-    pub(super) async fn insert_job_with_priority(
-        &self,
-        job: &JobRecord,
-        spec_json: &str,
-        priority: i64,
-    ) -> Result<(), StoreError> {
-        bind_job(sqlx::query(INSERT.as_str()), job)?
-            .bind(spec_json)
-            .bind(priority)
-            .execute(&self.pool)
-            .await
-            .map_err(|source| insert_error(&job.id, source))?;
-        Ok(())
-    }
+crate::store::sql::jobs::jobs_queries!(PgStore);
 
+impl PgStore {
     /// Overwrites the stored job if its status is still `from`.
     pub(super) async fn finish_job(
         &self,
@@ -166,83 +147,6 @@ impl PgStore {
                 job_id: id.to_owned(),
                 source,
             })
-    }
-
-    pub(super) async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
-        sqlx::query_as::<_, owner::RunningRow>(owner::RUNNING)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|source| StoreError::ListJobs { source })?
-            .into_iter()
-            .map(owner::running_job)
-            .collect()
-    }
-
-    pub(super) async fn insert_owned_job(
-        &self,
-        job: &JobRecord,
-        spec_json: &str,
-        owner: &Owner,
-        at: OffsetDateTime,
-    ) -> Result<(), StoreError> {
-        let row = RowRef::new("jobs", format!("job {}", job.id));
-        bind_job(sqlx::query(owner::INSERT_OWNED.as_str()), job)?
-            .bind(spec_json)
-            .bind(0_i64)
-            .bind(owner.host.as_str())
-            .bind(owner.name.as_str())
-            .bind(row.time("heartbeat_at", at)?)
-            .execute(&self.pool)
-            .await
-            .map_err(|source| insert_error(&job.id, source))?;
-        Ok(())
-    }
-
-    pub(super) async fn heartbeat(
-        &self,
-        id: &str,
-        host: &str,
-        at: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        let row = RowRef::new("jobs", format!("job {id}"));
-        let done = sqlx::query(owner::HEARTBEAT)
-            .bind(id)
-            .bind(host)
-            .bind(row.time("heartbeat_at", at)?)
-            .execute(&self.pool)
-            .await
-            .map_err(|source| StoreError::UpdateJob {
-                job_id: id.to_owned(),
-                source,
-            })?;
-        if done.rows_affected() == 1 {
-            return Ok(true);
-        }
-        match self.job(id).await? {
-            Some(_) => Ok(false),
-            None => Err(StoreError::NoSuchJob {
-                job_id: id.to_owned(),
-            }),
-        }
-    }
-
-    pub(super) async fn reclaim_job(
-        &self,
-        job: &JobRecord,
-        host: &str,
-        heartbeat: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        let row = RowRef::new("jobs", format!("job {}", job.id));
-        let done = bind_job(sqlx::query(owner::RECLAIM.as_str()), job)?
-            .bind(host)
-            .bind(row.time("heartbeat_at", heartbeat)?)
-            .execute(&self.pool)
-            .await
-            .map_err(|source| StoreError::UpdateJob {
-                job_id: job.id.clone(),
-                source,
-            })?;
-        Ok(done.rows_affected() == 1)
     }
 
     /// Ids starting with `prefix` taken literally (`LIKE`'s wildcards

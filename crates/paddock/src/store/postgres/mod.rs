@@ -254,6 +254,19 @@ impl Store for PgStore {
         PgStore::running_jobs(self).await
     }
 
+    async fn request_cancel(
+        &self,
+        id: &str,
+        by: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<Owner>, StoreError> {
+        PgStore::request_cancel(self, id, by, at).await
+    }
+
+    async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError> {
+        PgStore::cancel_requested(self, id).await
+    }
+
     async fn enqueue_job(
         &self,
         job: &JobRecord,

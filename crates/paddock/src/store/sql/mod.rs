@@ -15,6 +15,7 @@
 
 pub(in crate::store) mod egress;
 pub(in crate::store) mod events;
+pub(in crate::store) mod jobs;
 pub(in crate::store) mod ledger;
 pub(in crate::store) mod profiles;
 pub(in crate::store) mod spend;

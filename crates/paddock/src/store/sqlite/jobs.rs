@@ -6,11 +6,9 @@ use std::sync::LazyLock;
 
 use paddock_protocol::job::{JobRecord, JobStatus};
 use sqlx::sqlite::{Sqlite, SqliteArguments};
-use time::OffsetDateTime;
 
 use super::codec::RowRef;
 use super::{is_unique_violation, SqliteStore, StoreError};
-use crate::store::owner::{self, Owner, RunningJob};
 
 /// The columns of a `JobRecord` after `id`, in bind order (`$2`...).
 pub(in crate::store) const COLUMNS: [&str; 23] = [
@@ -190,6 +188,8 @@ pub(in crate::store) fn like_prefix(prefix: &str) -> String {
     pattern
 }
 
+crate::store::sql::jobs::jobs_queries!(SqliteStore);
+
 impl SqliteStore {
     /// Records a new job with its spec as submitted (any text; the caller's
     /// JSON). Fails with `JobExists` if the id is taken.
@@ -199,22 +199,6 @@ impl SqliteStore {
         spec_json: &str,
     ) -> Result<(), StoreError> {
         self.insert_job_with_priority(job, spec_json, 0).await
-    }
-
-    /// `insert_job` with the job's queue priority (higher runs first).
-    pub(super) async fn insert_job_with_priority(
-        &self,
-        job: &JobRecord,
-        spec_json: &str,
-        priority: i64,
-    ) -> Result<(), StoreError> {
-        bind_job(sqlx::query(INSERT.as_str()), job)?
-            .bind(spec_json)
-            .bind(priority)
-            .execute(&self.pool)
-            .await
-            .map_err(|source| insert_error(&job.id, source))?;
-        Ok(())
     }
 
     /// Overwrites every field of the stored job `job.id` (its spec is kept)
@@ -347,88 +331,6 @@ impl SqliteStore {
                 job_id: id.to_owned(),
                 source,
             })
-    }
-
-    /// Every job still `running` with its owner, oldest first.
-    pub(super) async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
-        sqlx::query_as::<_, owner::RunningRow>(owner::RUNNING)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|source| StoreError::ListJobs { source })?
-            .into_iter()
-            .map(owner::running_job)
-            .collect()
-    }
-
-    /// Records a new job `running` on `owner`, its heartbeat `at`.
-    pub(super) async fn insert_owned_job(
-        &self,
-        job: &JobRecord,
-        spec_json: &str,
-        owner: &Owner,
-        at: OffsetDateTime,
-    ) -> Result<(), StoreError> {
-        let row = RowRef::new("jobs", format!("job {}", job.id));
-        bind_job(sqlx::query(owner::INSERT_OWNED.as_str()), job)?
-            .bind(spec_json)
-            .bind(0_i64)
-            .bind(owner.host.as_str())
-            .bind(owner.name.as_str())
-            .bind(row.time("heartbeat_at", at)?)
-            .execute(&self.pool)
-            .await
-            .map_err(|source| insert_error(&job.id, source))?;
-        Ok(())
-    }
-
-    /// Renews job `id`'s heartbeat if `host` still owns it running.
-    pub(super) async fn heartbeat(
-        &self,
-        id: &str,
-        host: &str,
-        at: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        let row = RowRef::new("jobs", format!("job {id}"));
-        let done = sqlx::query(owner::HEARTBEAT)
-            .bind(id)
-            .bind(host)
-            .bind(row.time("heartbeat_at", at)?)
-            .execute(&self.pool)
-            .await
-            .map_err(|source| StoreError::UpdateJob {
-                job_id: id.to_owned(),
-                source,
-            })?;
-        if done.rows_affected() == 1 {
-            return Ok(true);
-        }
-        match self.job(id).await? {
-            Some(_) => Ok(false),
-            None => Err(StoreError::NoSuchJob {
-                job_id: id.to_owned(),
-            }),
-        }
-    }
-
-    /// Overwrites job `job.id` if `host` still owns it running with the
-    /// heartbeat `heartbeat`.
-    pub(super) async fn reclaim_job(
-        &self,
-        job: &JobRecord,
-        host: &str,
-        heartbeat: OffsetDateTime,
-    ) -> Result<bool, StoreError> {
-        let row = RowRef::new("jobs", format!("job {}", job.id));
-        let done = bind_job(sqlx::query(owner::RECLAIM.as_str()), job)?
-            .bind(host)
-            .bind(row.time("heartbeat_at", heartbeat)?)
-            .execute(&self.pool)
-            .await
-            .map_err(|source| StoreError::UpdateJob {
-                job_id: job.id.clone(),
-                source,
-            })?;
-        Ok(done.rows_affected() == 1)
     }
 
     /// The ids of the jobs whose id starts with `prefix`, newest first, at

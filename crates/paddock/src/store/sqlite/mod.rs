@@ -279,6 +279,19 @@ impl Store for SqliteStore {
         SqliteStore::running_jobs(self).await
     }
 
+    async fn request_cancel(
+        &self,
+        id: &str,
+        by: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<Owner>, StoreError> {
+        SqliteStore::request_cancel(self, id, by, at).await
+    }
+
+    async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError> {
+        SqliteStore::cancel_requested(self, id).await
+    }
+
     async fn enqueue_job(
         &self,
         job: &JobRecord,

@@ -1,0 +1,322 @@
+//! A fleet: two `paddock serve` processes (the real binary, two homes, so
+//! two jobs directories and host ids) on one store, a SQLite file and a
+//! real PostgreSQL database. Jobs submitted to both through the API run
+//! exactly once each and both servers list them all; a server killed with
+//! SIGKILL while running a job has it reclaimed by the other's reaper
+//! after the TTL, its events dense and its ledger settled; a cancel
+//! through one server's API stops a job another server, or a `paddock
+//! run` of another home, runs, exactly as a local cancel stops it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use paddock::heartbeat::Liveness;
+use paddock::store::{Owner, SharedStore};
+use paddock_protocol::event::{EventBody, Phase};
+use paddock_protocol::ledger::CallStatus;
+use paddock_protocol::{JobRecord, JobStatus};
+use serde_json::Value;
+
+use super::hosts::{backends, gc, host_of, hosts_config, reaped, run_cmd, started, waiting_job};
+use super::serve::{body, is_final, spec, Server, TURN};
+use paddock_test_support::prelude::*;
+
+/// Both homes renew every second and take 3 s without a renewal for dead.
+const HOSTS: &str = "heartbeat_secs = 1\nheartbeat_ttl_secs = 3";
+
+/// `paddock serve` on `home` with the shared store `db`.
+async fn server(home: &Home, db: &str) -> Server {
+    Server::start_env(home, &["--max-concurrent-jobs", "2"], &[("PADDOCK_DB", db)]).await
+}
+
+/// A stand-in that touches `marker`, waits for `gate` (at most 60 s), then
+/// finishes its turn.
+fn gated(marker: &Path, gate: &Path) -> String {
+    format!(
+        "touch '{}'\ni=0; while [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n{TURN}",
+        marker.display(),
+        gate.display()
+    )
+}
+
+/// Waits (up to 60 s) until `path` exists.
+async fn appears(path: &Path) {
+    for _ in 0..600 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{} never appeared", path.display());
+}
+
+/// Who runs job `id` and its last heartbeat, from the store.
+async fn owner_of(store: &SharedStore, id: &str) -> (Owner, time::OffsetDateTime) {
+    let running = store.running_jobs().await.unwrap();
+    let job = running.iter().find(|j| j.id == id).unwrap();
+    job.owner.clone().unwrap()
+}
+
+/// The job's events are dense from 1; its ledger has nothing in flight
+/// and its totals are the ledger's.
+async fn nothing_lost(store: &SharedStore, record: &JobRecord) {
+    let events = store.events(&record.id, 0).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    let calls = store.model_calls(&record.id).await.unwrap();
+    let in_flight: Vec<_> = calls
+        .iter()
+        .filter(|c| c.status == CallStatus::InFlight)
+        .collect();
+    assert_eq!(in_flight.len(), 0, "{calls:?}");
+    let cost: i64 = calls.iter().map(|c| c.cost_micros).sum();
+    assert_eq!(
+        (record.model_calls, record.cost_micros),
+        (calls.len() as u64, cost)
+    );
+}
+
+/// The `status` events' phases and details of job `id`.
+async fn statuses(store: &SharedStore, id: &str) -> Vec<(Phase, Option<String>)> {
+    store
+        .events(id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::Status { phase, detail } => Some((phase, detail)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_servers_run_each_job_once_and_reclaim_a_killed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b) = (Home::new(), Home::new());
+        hosts_config(&a, HOSTS);
+        hosts_config(&b, HOSTS);
+        let (srv_a, srv_b) = (server(&a, &db.db()).await, server(&b, &db.db()).await);
+        let store = db.open().await;
+        let scratch = tempfile::tempdir().unwrap();
+        // Six jobs, three through each server: each runs exactly once.
+        let log = scratch.path().join("runs");
+        let mut ids = Vec::new();
+        let mut tickets = Vec::new();
+        for n in 0..6 {
+            let ticket = format!("T-{n}");
+            let body = format!("echo {ticket} >> '{}'\n{TURN}", log.display());
+            let (home, srv) = if n % 2 == 0 {
+                (&a, &srv_a)
+            } else {
+                (&b, &srv_b)
+            };
+            ids.push(srv.submit_ok(&spec(home, &ticket, &body), 0).await);
+            tickets.push(ticket);
+        }
+        for id in &ids {
+            let rec = srv_a.wait_for(id, is_final).await;
+            assert_eq!(
+                rec.status,
+                JobStatus::Done,
+                "{id}: {}\n{}",
+                srv_a.stderr(),
+                srv_b.stderr()
+            );
+            nothing_lost(&store, &rec).await;
+        }
+        let mut ran: Vec<String> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        ran.sort();
+        assert_eq!(ran, tickets);
+        // Both list every job, the same.
+        let list = |srv: &Server| {
+            let req = srv.client.get(srv.url("/v1/jobs?limit=50"));
+            async move { body::<Value>(req.send().await.unwrap()).await }
+        };
+        let (page_a, page_b) = (list(&srv_a).await, list(&srv_b).await);
+        assert_eq!(page_a, page_b);
+        let mut listed: Vec<String> = page_a["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap().to_owned())
+            .collect();
+        listed.sort();
+        let mut want = ids.clone();
+        want.sort();
+        assert_eq!(listed, want);
+
+        // A job, then the server running it killed with SIGKILL.
+        let (marker, gate) = (scratch.path().join("started"), scratch.path().join("gate"));
+        let id = srv_a
+            .submit_ok(&spec(&a, "T-K", &gated(&marker, &gate)), 0)
+            .await;
+        appears(&marker).await;
+        let (owner, _) = owner_of(&store, &id).await;
+        let a_runs = owner.host == host_of(&a).0;
+        let (mut dead, alive, dead_home, alive_home) = if a_runs {
+            (srv_a, srv_b, &a, &b)
+        } else {
+            (srv_b, srv_a, &b, &a)
+        };
+        nix::sys::signal::kill(dead.pid(), nix::sys::signal::Signal::SIGKILL).unwrap();
+        dead.child.wait().await.unwrap();
+        let killed = Instant::now();
+        let (owner, beat) = owner_of(&store, &id).await;
+        let rec = alive.wait_for(&id, is_final).await;
+        let waited = killed.elapsed();
+        // Its last renewal was at most 1 s before the kill.
+        assert!(
+            waited >= Duration::from_secs(2),
+            "reclaimed after {waited:?}"
+        );
+        let (alive_id, alive_name) = host_of(alive_home);
+        let reason = paddock::reaper::reclaimed_reason(
+            &owner,
+            beat,
+            &Liveness {
+                owner: Owner {
+                    host: alive_id,
+                    name: alive_name,
+                },
+                interval: Duration::from_secs(1),
+                ttl: Duration::from_secs(3),
+            },
+        );
+        assert_eq!(
+            (rec.status, rec.reason.as_deref()),
+            (JobStatus::Failed, Some(reason.as_str())),
+            "{}",
+            alive.stderr()
+        );
+        // The reclaim's final event follows its compare-and-set, and its
+        // totals from the ledger follow that.
+        let last = Some((Phase::Failed, Some(reason.clone())));
+        for _ in 0..100 {
+            if statuses(&store, &id).await.last() == last.as_ref() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(statuses(&store, &id).await.last(), last.as_ref());
+        let rec = store.job(&id).await.unwrap().unwrap();
+        nothing_lost(&store, &rec).await;
+        // The dead host's own reaper cleans up its side and leaves the
+        // record as the other wrote it.
+        std::fs::write(&gate, "").unwrap();
+        let report = gc(dead_home, &db).await;
+        assert_eq!(reaped(&report), vec![id.clone()], "{report}");
+        assert_eq!(store.job(&id).await.unwrap(), Some(rec));
+        drop(alive);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_through_another_servers_api_stops_the_job_where_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b, c) = (Home::new(), Home::new(), Home::new());
+        for home in [&a, &b, &c] {
+            hosts_config(home, "heartbeat_secs = 10\nheartbeat_ttl_secs = 60");
+        }
+        let (srv_a, srv_b) = (server(&a, &db.db()).await, server(&b, &db.db()).await);
+        let store = db.open().await;
+        let scratch = tempfile::tempdir().unwrap();
+        let gate = scratch.path().join("never");
+        // One job cancelled where it runs, one through the other server.
+        let mut ended = Vec::new();
+        for (n, remote) in [(0, false), (1, true)] {
+            let marker = scratch.path().join(format!("started-{n}"));
+            let id = srv_a
+                .submit_ok(&spec(&a, &format!("T-C{n}"), &gated(&marker, &gate)), 0)
+                .await;
+            appears(&marker).await;
+            let (owner, _) = owner_of(&store, &id).await;
+            let a_runs = owner.host == host_of(&a).0;
+            let (here, other) = if a_runs {
+                (&srv_a, &srv_b)
+            } else {
+                (&srv_b, &srv_a)
+            };
+            let through = if remote { other } else { here };
+            let asked = Instant::now();
+            let resp = through.cancel(&id).await;
+            assert_eq!(resp.status(), 202);
+            let answer: Value = body(resp).await;
+            let want = if remote {
+                serde_json::json!({"state": "requested", "host": owner.name, "host_id": owner.host})
+            } else {
+                serde_json::json!({"state": "stopping", "host": null, "host_id": null})
+            };
+            assert_eq!(
+                (answer["id"].as_str(), &answer["cancel"]),
+                (Some(id.as_str()), &want)
+            );
+            let rec = through.wait_for(&id, is_final).await;
+            eprintln!(
+                "cancel of a job on {} through {} server: final after {:?}",
+                if a_runs { "A" } else { "B" },
+                if remote { "the other" } else { "its own" },
+                asked.elapsed()
+            );
+            assert_eq!(
+                (rec.status, rec.reason.as_deref()),
+                (JobStatus::Cancelled, Some("cancelled"))
+            );
+            nothing_lost(&store, &rec).await;
+            ended.push(statuses(&store, &id).await);
+        }
+        // The remote cancel ends the job exactly as the local one: the
+        // same phases, the same details from the cancel on.
+        let phases = |s: &[(Phase, Option<String>)]| s.iter().map(|(p, _)| *p).collect::<Vec<_>>();
+        assert_eq!(phases(&ended[1]), phases(&ended[0]));
+        assert_eq!(
+            ended[1][ended[1].len() - 2..],
+            ended[0][ended[0].len() - 2..]
+        );
+        assert_eq!(
+            ended[0].last(),
+            Some(&(Phase::Cancelled, Some("cancelled".to_owned())))
+        );
+
+        // A `paddock run` of a third home, cancelled through a server.
+        let go = c.path().join("go");
+        let spec = waiting_job(&c, &go);
+        let run = run_cmd(&c, &db, &spec).spawn().unwrap();
+        let id = started(&c).await;
+        let resp = srv_b.cancel(&id).await;
+        assert_eq!(resp.status(), 202);
+        let answer: Value = body(resp).await;
+        let (host, name) = host_of(&c);
+        assert_eq!(
+            answer["cancel"],
+            serde_json::json!({"state": "requested", "host": name, "host_id": host})
+        );
+        let out = run.wait_with_output().await.unwrap();
+        let rec = record(&out);
+        assert_eq!(
+            (rec.status, rec.reason.as_deref(), out.status.code()),
+            (JobStatus::Cancelled, Some("cancelled"), Some(5)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(store.job(&id).await.unwrap(), Some(rec));
+        assert_eq!(c.leftover_workspaces(), Vec::<String>::new());
+        // Ended: a second cancel is refused with the stable code.
+        let again = srv_a.cancel(&id).await;
+        assert_eq!(
+            (
+                again.status().as_u16(),
+                body::<Value>(again).await["code"].clone()
+            ),
+            (409, Value::from("job_final"))
+        );
+    }
+}
