@@ -1,5 +1,5 @@
-//! The `process` rung's supervisor: `paddock __supervise -- ENGINE ARGS…`,
-//! dispatched in `main` before the runtime starts. It is the engine's
+//! The `process` rung's supervisor: `paddock __supervise DIR -- ENGINE
+//! ARGS…`, dispatched in `main` before the runtime starts. It is the engine's
 //! parent and a child subreaper (`PR_SET_CHILD_SUBREAPER`), so every
 //! process the engine starts stays in its subtree however it detached (its
 //! own session, a double fork, a `setsid` daemon): an orphan is reparented
@@ -7,7 +7,11 @@
 //! SIGINT or SIGHUP (the runner's timeout and cancel, or the death of its
 //! `paddock`, through the parent-death signal), it kills its whole subtree
 //! with SIGKILL, round after round until none is left, reaps everything,
-//! and exits as the engine did (the same code, or the same signal).
+//! and exits as the engine did (the same code, or the same signal). It
+//! changes to the engine's directory `DIR` itself: a child given a
+//! directory of its own is forked by the standard library in the static
+//! build (its glibc's `posix_spawn_file_actions_addchdir_np` is not found),
+//! a copy of Paddock's whole memory map per job; without one it is spawned.
 //!
 //! It is single-threaded and runs only this code: the signals it waits for
 //! are blocked and read from a signalfd, so no handler runs between a fork
@@ -16,6 +20,7 @@
 //! `posix_spawn` or a shell left ignored is not inherited).
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::Command;
 
 use nix::errno::Errno;
@@ -35,8 +40,13 @@ const KILL_ROUNDS: usize = 50;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuperviseError {
-    #[error("usage: paddock {SUPERVISE_ARG} -- PROGRAM [ARGS...]")]
+    #[error("usage: paddock {SUPERVISE_ARG} DIR -- PROGRAM [ARGS...]")]
     Usage,
+    #[error("change to the engine's directory {}: {source}", dir.display())]
+    Chdir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error("become non-dumpable: {0}")]
     Dumpable(Errno),
     #[error("become a child subreaper: {0}")]
@@ -66,8 +76,8 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
 }
 
 fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
-    let argv = match args.split_first() {
-        Some((dashes, rest)) if dashes == "--" => rest,
+    let (dir, argv) = match args.as_slice() {
+        [dir, dashes, rest @ ..] if dashes == "--" => (PathBuf::from(dir), rest),
         _ => return Err(SuperviseError::Usage),
     };
     let Some((program, rest)) = argv.split_first() else {
@@ -95,6 +105,7 @@ fn supervise(args: Vec<OsString>) -> Result<i32, SuperviseError> {
     if nix::unistd::getppid() != parent {
         return Ok(128 + Signal::SIGTERM as i32);
     }
+    std::env::set_current_dir(&dir).map_err(|source| SuperviseError::Chdir { dir, source })?;
     // Every signal at its default: nothing this process (or glibc's
     // posix_spawn that started it) ignores reaches the engine.
     let mut engine = Command::new(program);

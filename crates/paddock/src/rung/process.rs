@@ -1,5 +1,5 @@
 //! The `process` rung: the engine as a plain child of Paddock's supervisor
-//! (`paddock __supervise -- ENGINE…`, supervise.rs), which kills its whole
+//! (`paddock __supervise DIR -- ENGINE…`, supervise.rs), which kills its whole
 //! tree when it ends or on SIGTERM, with an environment built from scratch;
 //! the broker on loopback. A plain child has no CPU or memory cap: those
 //! rules of a host profile are its gaps. [`ChildProcess`] is how both
@@ -73,24 +73,33 @@ impl Rung for ProcessRung {
         job: &RungJob<'_>,
         cmd: &CommandSpec,
     ) -> Result<Box<dyn EngineProcess>, RungError> {
-        // The engine under Paddock's supervisor, which kills its whole
-        // tree when it ends or on SIGTERM; a SIGKILL would leave that tree
-        // running, so the runner stops it, never by dropping it.
-        let mut c = Command::new(&self.helper_exe);
-        c.arg(crate::supervise::SUPERVISE_ARG)
-            .arg("--")
-            .arg(&cmd.program)
-            .args(&cmd.args)
-            .env_clear()
-            .envs(cmd.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(&cmd.cwd)
-            .kill_on_drop(false);
+        let c = supervisor(&self.helper_exe, cmd);
         Ok(Box::new(ChildProcess::spawn(c, job.job_id, cmd)?))
     }
 
     async fn reap(&self, job: &Reap<'_>) -> Leftovers {
         super::reap_local(job).await
     }
+}
+
+/// The engine under Paddock's supervisor (`helper_exe`), which kills its
+/// whole tree when it ends or on SIGTERM; a SIGKILL would leave that tree
+/// running, so the runner stops it, never by dropping it. The engine's
+/// directory is the supervisor's argument, not the child's own: the
+/// standard library forks (a copy of Paddock's whole memory map) for a
+/// child with a directory of its own in the static build, and spawns one
+/// without.
+fn supervisor(helper_exe: &std::path::Path, cmd: &CommandSpec) -> Command {
+    let mut c = Command::new(helper_exe);
+    c.arg(crate::supervise::SUPERVISE_ARG)
+        .arg(&cmd.cwd)
+        .arg("--")
+        .arg(&cmd.program)
+        .args(&cmd.args)
+        .env_clear()
+        .envs(cmd.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .kill_on_drop(false);
+    c
 }
 
 /// What the `process` rung cannot cap, with the reason.
@@ -239,4 +248,52 @@ pub(crate) async fn bind_loopback_egress(
         None => String::new(),
     };
     Ok(EgressHandle { proxy, url })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The supervisor is started with no directory of its own (so the
+    /// static build spawns it rather than forking Paddock) and is told the
+    /// engine's directory before `--`; the engine's program, arguments and
+    /// environment follow as given, nothing of Paddock's environment.
+    #[test]
+    fn the_supervisor_gets_the_engines_directory_as_an_argument() {
+        let cmd = CommandSpec {
+            program: PathBuf::from("/opt/engine"),
+            args: vec!["exec".to_string(), "--json".to_string()],
+            env: vec![("HOME".to_string(), "/jobs/j/home".to_string())],
+            cwd: PathBuf::from("/jobs/j/work"),
+            stdin: None,
+            protect: Vec::new(),
+        };
+        let c = supervisor(std::path::Path::new("/usr/bin/paddock"), &cmd);
+        let std = c.as_std();
+        assert_eq!(
+            (
+                std.get_program().to_os_string(),
+                std.get_args().map(|a| a.to_os_string()).collect::<Vec<_>>(),
+                std.get_envs()
+                    .map(|(k, v)| (k.to_os_string(), v.map(|v| v.to_os_string())))
+                    .collect::<Vec<_>>(),
+                std.get_current_dir(),
+            ),
+            (
+                "/usr/bin/paddock".into(),
+                [
+                    "__supervise",
+                    "/jobs/j/work",
+                    "--",
+                    "/opt/engine",
+                    "exec",
+                    "--json"
+                ]
+                .map(Into::into)
+                .to_vec(),
+                vec![("HOME".into(), Some("/jobs/j/home".into()))],
+                None,
+            )
+        );
+    }
 }

@@ -516,7 +516,14 @@ async fn a_prompt_over_128_kib_reaches_both_real_engines() {
 fn the_supervisor_ends_when_stopped() {
     use std::os::unix::process::ExitStatusExt as _;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
-        .args(["__supervise", "--", "sh", "-c", "sleep 300 & sleep 300"])
+        .args([
+            "__supervise",
+            "/",
+            "--",
+            "sh",
+            "-c",
+            "sleep 300 & sleep 300",
+        ])
         .spawn()
         .unwrap();
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
@@ -680,6 +687,7 @@ fn the_supervised_engine_starts_with_default_signal_dispositions() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
         .args([
             "__supervise",
+            "/",
             "--",
             "/bin/sh",
             "-c",
@@ -695,6 +703,46 @@ fn the_supervised_engine_starts_with_default_signal_dispositions() {
         (
             Some(0),
             "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n".to_string()
+        )
+    );
+}
+
+/// The `process` rung's supervisor changes to the directory it is given
+/// before it starts the engine (it is started without one of its own, so
+/// that the static build spawns it instead of forking Paddock); a
+/// directory it cannot change to fails the supervisor, naming it, and
+/// nothing is started.
+#[test]
+fn the_supervised_engine_runs_in_the_directory_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path().canonicalize().unwrap();
+    let missing = dir.join("missing");
+    let supervise = |dir: &std::path::Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+            .arg("__supervise")
+            .arg(dir)
+            .args(["--", "/bin/sh", "-c", "pwd -P"])
+            .current_dir("/")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(
+        (supervise(&dir), supervise(&missing)),
+        (
+            (Some(0), format!("{}\n", dir.display()), String::new()),
+            (
+                Some(70),
+                String::new(),
+                format!(
+                    "paddock supervisor: change to the engine's directory {}: No such file or directory (os error 2)\n",
+                    missing.display()
+                )
+            )
         )
     );
 }
