@@ -261,21 +261,32 @@ pub fn enforce(jobs_root: &Path, max_bytes: u64) -> Capped {
     capped
 }
 
-/// The hidden subcommand `paddock __empty-trash JOBS [MAX_BYTES]`, which
-/// `paddock run` starts detached as it exits (`workspace::trash::
-/// empty_detached`): empties the trash, then enforces the cap when one is
-/// given. 0, or 1 when something could not be done (a later pass retries).
+/// The hidden subcommand `paddock __empty-trash JOBS [--checkpoint DB]
+/// [--cap MAX_BYTES]`, which `paddock run` starts detached as it exits
+/// (`workspace::trash::empty_detached`): folds the SQLite store `DB`'s
+/// write-ahead log into it when given (`store::checkpoint`: `paddock run`
+/// leaves its connections to exit with it), empties the trash, then
+/// enforces the cap when one is given. 0, or 1 when something could not be
+/// done (a later pass retries); 2 for arguments it does not know.
 pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
-    let (Some(jobs), cap, None) = (args.next(), args.next(), args.next()) else {
+    let Some(jobs) = args.next() else {
         return 2;
     };
-    let cap = match cap.map(|c| c.to_str().and_then(|c| c.parse::<u64>().ok())) {
-        None => None,
-        Some(Some(c)) => Some(c),
-        Some(None) => return 2,
-    };
+    let (mut db, mut cap) = (None, None);
+    while let Some(flag) = args.next() {
+        match (flag.to_str(), args.next()) {
+            (Some("--checkpoint"), Some(path)) => db = Some(PathBuf::from(path)),
+            (Some("--cap"), Some(c)) => match c.to_str().and_then(|c| c.parse::<u64>().ok()) {
+                Some(c) => cap = Some(c),
+                None => return 2,
+            },
+            _ => return 2,
+        }
+    }
+    // First: the next `paddock` starts with nothing in the log to recover.
+    let mut failed = db.is_some_and(|db| crate::store::checkpoint_blocking(&db).is_err());
     let jobs = Path::new(&jobs);
-    let mut failed = !crate::workspace::trash::empty(jobs, true).is_empty();
+    failed |= !crate::workspace::trash::empty(jobs, true).is_empty();
     if let Some(cap) = cap {
         failed |= !enforce(jobs, cap).errors.is_empty();
     }

@@ -24,6 +24,22 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    /// The write-ahead log could not be folded into the database file
+    /// (`store/sqlite/checkpoint.rs`).
+    #[error("cannot checkpoint the store at {path}")]
+    Checkpoint {
+        path: PathBuf,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The runtime the checkpoint of the detached pass runs on could not
+    /// be started.
+    #[error("cannot start a runtime to checkpoint the store at {path}")]
+    CheckpointRuntime {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The database file exists but is empty: not a store Paddock made, or
     /// one whose contents were lost; opening it would silently start a new,
     /// empty history.

@@ -38,6 +38,7 @@ pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PG
 pub use owner::{Owner, RunningJob};
 pub use postgres::PgStore;
 pub use sql::usage::{UsageCalls, UsageJob};
+pub use sqlite::checkpoint::{checkpoint, checkpoint_blocking};
 pub use sqlite::SqliteStore;
 pub use webhook::WebhookAttempt;
 

@@ -25,21 +25,32 @@ pub const TRASH_LOCK: &str = ".trash.lock";
 /// JOBS_DIR` (dispatched before the runtime, like the sandbox helper).
 pub const EMPTY_ARG: &str = "__empty-trash";
 
-/// Starts `exe __empty-trash jobs [max_bytes]` detached (its own process
-/// group, no standard streams, an empty environment; it changes to `/`
-/// itself, so that it is started with `posix_spawn` rather than a fork
-/// of this process, on the job's exit path), not waited for: the trash is deleted, and the caches held to
-/// `max_bytes` (`crate::cache_cap::after_job_main`), after this process
-/// has exited. Only when the trash holds anything or there is a cap.
-pub fn empty_detached(exe: &Path, jobs: &Path, max_bytes: Option<u64>) -> std::io::Result<()> {
+/// Starts `exe __empty-trash jobs [--checkpoint db] [--cap max_bytes]`
+/// detached (its own process group, no standard streams, an empty
+/// environment; it changes to `/` itself, so that it is started with
+/// `posix_spawn` rather than a fork of this process, on the job's exit
+/// path), not waited for: the SQLite store `db`'s write-ahead log folded
+/// in, the trash deleted, and the caches held to `max_bytes`
+/// (`crate::cache_cap::after_job_main`), after this process has exited.
+/// Only when there is a store to checkpoint, the trash holds anything or
+/// there is a cap.
+pub fn empty_detached(
+    exe: &Path,
+    jobs: &Path,
+    max_bytes: Option<u64>,
+    db: Option<&Path>,
+) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt as _;
-    if !has_entries(jobs) && max_bytes.is_none() {
+    if !has_entries(jobs) && max_bytes.is_none() && db.is_none() {
         return Ok(());
     }
     let mut cmd = std::process::Command::new(exe);
     cmd.arg(EMPTY_ARG).arg(jobs);
+    if let Some(db) = db {
+        cmd.arg("--checkpoint").arg(db);
+    }
     if let Some(cap) = max_bytes {
-        cmd.arg(cap.to_string());
+        cmd.arg("--cap").arg(cap.to_string());
     }
     cmd.env_clear()
         .stdin(std::process::Stdio::null())

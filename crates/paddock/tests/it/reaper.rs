@@ -401,3 +401,31 @@ async fn a_finished_run_leaves_its_directory_to_the_detached_remover() {
     assert_ne!(out.status.code(), Some(70), "{out:?}");
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
+
+/// A finished `paddock run` leaves its store's write-ahead log empty, even
+/// while another process keeps the database open (as `paddock serve` or a
+/// second job would, so that no close could fold the log in): the detached
+/// pass after the run checkpoints it. Before, the log kept every frame of
+/// the job (and, the run's own close racing its exit, often did with
+/// nothing else open), and the next `paddock` read them all back at start.
+#[tokio::test]
+async fn a_finished_run_leaves_the_stores_log_folded_in() {
+    let home = Home::new();
+    let spec = stand_in_job(&home, "quick", "exit 0");
+    let db = home.db();
+    let other = paddock::store::SqliteStore::open(&db).await.unwrap();
+    let out = paddock_cmd(&home, &spec).output().await.unwrap();
+    assert_ne!(out.status.code(), Some(70), "{out:?}");
+    let mut wal = db.clone().into_os_string();
+    wal.push("-wal");
+    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    for _ in 0..400 {
+        if wal_len() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left = wal_len();
+    other.close().await;
+    assert_eq!(left, 0);
+}

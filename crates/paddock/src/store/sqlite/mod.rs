@@ -5,6 +5,7 @@
 //! subset (BIGINT, TEXT, BOOLEAN) so a PostgreSQL backend can share the
 //! schema; `docs/store.md` documents the tables for operators.
 
+pub(super) mod checkpoint;
 pub(super) mod codec;
 mod egress;
 pub(super) mod events;
@@ -42,7 +43,7 @@ pub(super) static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
 /// How long a statement waits for another connection's (or process's) write
 /// lock before failing with "database is locked".
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Connections to a file database: SQLite serializes writers anyway; readers
 /// run concurrently under WAL.
