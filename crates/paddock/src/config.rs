@@ -51,7 +51,14 @@ pub struct HostsFile {
     pub heartbeat_secs: Option<u64>,
     /// Seconds after which another host's heartbeat is stale (default 60).
     pub heartbeat_ttl_secs: Option<u64>,
+    /// How many times a job from a server's queue that was reclaimed from
+    /// a dead host is queued again automatically (default 1; 0: never).
+    pub requeue_reclaimed: Option<u32>,
 }
+
+/// How many times a reclaimed queued job is queued again, unless
+/// configured.
+pub const DEFAULT_REQUEUE_RECLAIMED: u32 = 1;
 
 impl HostsFile {
     /// The renewal interval and the TTL, defaults filled in; why not when
@@ -277,7 +284,7 @@ mod tests {
             "max_usd = 2.5\nprices = \"prices.toml\"\nisolation = \"process\"\nprofile = \"constrained-local\"\n\
              [serve]\nlisten = \"0.0.0.0:9000\"\nmax_concurrent_jobs = 3\ndrain_grace_secs = 7\n\
              log_format = \"json\"\n[[serve.lanes]]\ntask_types = [\"bug\"]\n\
-             [caches]\nmax_size = \"3GiB\"\n[hosts]\nheartbeat_secs = 5\nheartbeat_ttl_secs = 30\n",
+             [caches]\nmax_size = \"3GiB\"\n[hosts]\nheartbeat_secs = 5\nheartbeat_ttl_secs = 30\nrequeue_reclaimed = 2\n",
         );
         assert_eq!(
             load(&p).unwrap(),
@@ -304,6 +311,7 @@ mod tests {
                 hosts: HostsFile {
                     heartbeat_secs: Some(5),
                     heartbeat_ttl_secs: Some(30),
+                    requeue_reclaimed: Some(2),
                 },
             }
         );
@@ -371,6 +379,7 @@ mod tests {
             HostsFile {
                 heartbeat_secs: every,
                 heartbeat_ttl_secs: ttl,
+                requeue_reclaimed: None,
             }
             .timing()
         };

@@ -40,6 +40,9 @@ pub struct Liveness {
     pub interval: Duration,
     /// How stale another host's heartbeat must be to be reclaimed.
     pub ttl: Duration,
+    /// How many times a reclaimed job from a server's queue is queued
+    /// again (`crate::requeue`).
+    pub requeues: u32,
 }
 
 /// How often a running job looks for a cancel asked by another process

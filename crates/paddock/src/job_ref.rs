@@ -5,6 +5,11 @@
 
 use crate::store::{Store, StoreError};
 
+/// A new job id: `job-` and a UUIDv7 (time-ordered) in hex.
+pub fn new_id() -> String {
+    format!("job-{}", uuid::Uuid::now_v7().simple())
+}
+
 /// The word that names the newest job.
 pub const LATEST: &str = "latest";
 

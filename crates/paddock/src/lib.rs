@@ -28,6 +28,7 @@ pub mod paths;
 pub mod policy;
 pub mod reaper;
 pub mod redact;
+pub mod requeue;
 pub mod results;
 pub mod rung;
 pub mod runner;

@@ -140,6 +140,10 @@ pub struct Reaped {
     /// the store's part was reclaimed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reclaimed_from: Option<String>,
+    /// Reclaimed and from a server's queue: the job its next attempt was
+    /// queued as (`crate::requeue`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requeued_as: Option<String>,
     /// What could not be cleaned up, and why (the lease stays for a later
     /// pass).
     pub errors: Vec<String>,
@@ -400,7 +404,7 @@ pub async fn reclaim_others(store: &dyn Store, liveness: &Liveness) -> (Vec<Reap
     let mut reclaimed = Vec::new();
     for job in running.iter().filter(|j| is_another_hosts(j, liveness)) {
         if let Some((owner, beat)) = &job.owner {
-            if let Some(r) = reclaim(store, liveness, &job.id, owner, *beat).await {
+            if let Some(r) = reclaim(store, liveness, job, (owner, *beat)).await {
                 reclaimed.push(r);
             }
         }
@@ -414,10 +418,10 @@ pub async fn reclaim_others(store: &dyn Store, liveness: &Liveness) -> (Vec<Reap
 async fn reclaim(
     store: &dyn Store,
     liveness: &Liveness,
-    id: &str,
-    owner: &Owner,
-    beat: OffsetDateTime,
+    job: &RunningJob,
+    (owner, beat): (&Owner, OffsetDateTime),
 ) -> Option<Reaped> {
+    let id = job.id.as_str();
     let now = OffsetDateTime::now_utc();
     let ttl = time::Duration::try_from(liveness.ttl).unwrap_or(time::Duration::MAX);
     if now - beat <= ttl {
@@ -428,9 +432,12 @@ async fn reclaim(
         reclaimed_from: Some(format!("{} ({})", owner.name, owner.host)),
         ..Reaped::default()
     };
-    match reclaim_job(store, liveness, id, (owner, beat), now).await {
-        Ok(true) => r.marked_failed = true,
-        Ok(false) => return None,
+    match reclaim_job(store, liveness, (id, job.queued), (owner, beat), now).await {
+        Ok(Some(next)) => {
+            r.marked_failed = true;
+            r.requeued_as = next;
+        }
+        Ok(None) => return None,
         Err(e) => r.errors.push(format!("reclaim job {id}: {e}")),
     }
     Some(r)
@@ -453,22 +460,24 @@ pub fn reclaimed_reason(owner: &Owner, beat: OffsetDateTime, liveness: &Liveness
 }
 
 /// The store's part of reclaiming job `id` from `owner`: the job failed
-/// by a compare-and-set on that owner and heartbeat (false when it no
+/// by a compare-and-set on that owner and heartbeat (`None` when it no
 /// longer holds), then its final status event, its calls in flight
-/// settled as interrupted and its totals from the ledger.
+/// settled as interrupted, its next attempt queued when a server's queue
+/// had claimed it (with priority `queued`; `crate::requeue`), and its
+/// totals from the ledger. The job its next attempt was queued as.
 async fn reclaim_job(
     store: &dyn Store,
     liveness: &Liveness,
-    id: &str,
+    (id, queued): (&str, Option<i64>),
     (owner, beat): (&Owner, OffsetDateTime),
     now: OffsetDateTime,
-) -> Result<bool, StoreError> {
+) -> Result<Option<Option<String>>, StoreError> {
     let Some(mut record) = store
         .job(id)
         .await?
         .filter(|rec| rec.status == JobStatus::Running)
     else {
-        return Ok(false);
+        return Ok(None);
     };
     let reason = reclaimed_reason(owner, beat, liveness);
     record.status = JobStatus::Failed;
@@ -476,7 +485,7 @@ async fn reclaim_job(
     record.finished_at = Some(now);
     record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
     if !store.reclaim_job(&record, &owner.host, beat).await? {
-        return Ok(false);
+        return Ok(None);
     }
     // The owner may still be appending (it stops at its next renewal):
     // the status event goes after whatever it appended meanwhile.
@@ -514,8 +523,24 @@ async fn reclaim_job(
     record.tokens = tokens;
     record.cost_micros = cost;
     record.model_calls = u64::try_from(calls.len()).unwrap_or(u64::MAX);
+    // Its next attempt, said in its reason; one that cannot be queued is
+    // said there too, the job failed all the same.
+    let mut next = None;
+    if let Some(priority) = queued {
+        let bound = liveness.requeues;
+        let note = match crate::requeue::requeue(store, &record, priority, &reason, bound).await {
+            Ok(requeued) => {
+                if let crate::requeue::Requeued::Queued { id, .. } = &requeued {
+                    next = Some(id.clone());
+                }
+                requeued.note(bound)
+            }
+            Err(e) => format!("; not queued again: {e}"),
+        };
+        record.reason = Some(format!("{reason}{note}"));
+    }
     store.finish_job(&record, JobStatus::Failed).await?;
-    Ok(true)
+    Ok(Some(next))
 }
 
 /// Removes a dead job's directory, killing again what may still write
@@ -703,6 +728,7 @@ mod tests {
             },
             interval: std::time::Duration::from_secs(10),
             ttl: std::time::Duration::from_secs(60),
+            requeues: 1,
         }
     }
 

@@ -98,6 +98,35 @@ pub struct JobRecord {
     pub duration_ms: Option<u64>,
 }
 
+impl JobRecord {
+    /// The first record of job `id` run from `spec`, created at
+    /// `created`: `running`, nothing spent, no outcome yet.
+    pub fn new(id: &str, spec: &crate::JobSpec, created: OffsetDateTime) -> JobRecord {
+        JobRecord {
+            id: id.to_string(),
+            ticket_id: spec.ticket.id.clone(),
+            project: spec.ticket.project.clone(),
+            attempt: spec.attempt(),
+            engine: spec.engine.kind.as_str().to_string(),
+            model: spec.engine.model.clone(),
+            isolation: spec.isolation.as_str().to_string(),
+            status: JobStatus::Running,
+            reason: None,
+            branch: spec.branch(),
+            base_ref: spec.repository.base_ref.clone(),
+            patch_path: None,
+            changed_files: Vec::new(),
+            tokens: TokenUsage::default(),
+            model_calls: 0,
+            cost_micros: 0,
+            engine_exit_code: None,
+            created_at: created,
+            finished_at: None,
+            duration_ms: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

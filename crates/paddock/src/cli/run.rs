@@ -233,6 +233,9 @@ pub fn liveness(paths: &Paths, hosts: &paddock::config::HostsFile) -> Result<Liv
         owner,
         interval,
         ttl,
+        requeues: hosts
+            .requeue_reclaimed
+            .unwrap_or(paddock::config::DEFAULT_REQUEUE_RECLAIMED),
     })
 }
 

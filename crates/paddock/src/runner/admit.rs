@@ -145,7 +145,7 @@ pub async fn admit(
         serde_json::to_string(spec).map_err(|e| AdmitError::SerializeSpec(e.to_string()))?;
     let shaped = shape_prepared(spec, prepared, Some(store), rungs).await?;
     Ok(Admitted {
-        id: format!("job-{}", uuid::Uuid::now_v7().simple()),
+        id: crate::job_ref::new_id(),
         submitted: OffsetDateTime::now_utc(),
         keep: false,
         shaped,

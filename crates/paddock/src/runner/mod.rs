@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use paddock_protocol::{JobRecord, JobSpec, JobStatus, TokenUsage};
+use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 use tokio::sync::broadcast;
 
 pub use self::admit::{Admitted, Shaped};
@@ -234,7 +234,7 @@ impl Admitted {
     /// The job's record before it runs, with `status` (`queued`, or
     /// `held`): what a queue stores at submission.
     pub fn record(&self, status: JobStatus) -> JobRecord {
-        let mut record = new_record(&self.id, &self.shaped.spec, self.submitted);
+        let mut record = JobRecord::new(&self.id, &self.shaped.spec, self.submitted);
         record.status = status;
         record
     }
@@ -419,7 +419,7 @@ async fn drive(
         fallback,
         policy,
     } = shaped;
-    let record = new_record(&id, &spec, submitted);
+    let record = JobRecord::new(&id, &spec, submitted);
     let liveness = &config.liveness;
     match recorded {
         Recorded::No => {
@@ -573,32 +573,6 @@ async fn engine(
         calls: Vec::new(),
         session_save: None,
     })
-}
-
-/// A job's record as it starts.
-fn new_record(id: &str, spec: &JobSpec, created: time::OffsetDateTime) -> JobRecord {
-    JobRecord {
-        id: id.to_string(),
-        ticket_id: spec.ticket.id.clone(),
-        project: spec.ticket.project.clone(),
-        attempt: spec.attempt(),
-        engine: spec.engine.kind.as_str().to_string(),
-        model: spec.engine.model.clone(),
-        isolation: spec.isolation.as_str().to_string(),
-        status: JobStatus::Running,
-        reason: None,
-        branch: spec.branch(),
-        base_ref: spec.repository.base_ref.clone(),
-        patch_path: None,
-        changed_files: Vec::new(),
-        tokens: TokenUsage::default(),
-        model_calls: 0,
-        cost_micros: 0,
-        engine_exit_code: None,
-        created_at: created,
-        finished_at: None,
-        duration_ms: None,
-    }
 }
 
 /// `; the file system of DIR is full (ENOSPC)` when the directory of `path`

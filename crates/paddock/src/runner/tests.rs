@@ -105,6 +105,7 @@ impl Host {
             owner: crate::host_id::owner(&self.paths.jobs).unwrap(),
             interval: std::time::Duration::from_secs(10),
             ttl: std::time::Duration::from_secs(60),
+            requeues: 1,
         }
     }
 

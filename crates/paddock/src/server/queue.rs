@@ -563,9 +563,15 @@ impl Queue {
             }
             for r in &reclaimed {
                 let from = r.reclaimed_from.as_deref().unwrap_or("another host");
+                let again = r
+                    .requeued_as
+                    .as_ref()
+                    .map(|next| format!("; queued again as job {next}"))
+                    .unwrap_or_default();
                 match r.errors.as_slice() {
                     [] => tracing::warn!(
-                        "serve: job {}: reclaimed from {from} (its heartbeat was older than {} s)",
+                        "serve: job {}: reclaimed from {from} (its heartbeat was older than {} \
+                         s){again}",
                         r.name,
                         liveness.ttl.as_secs_f64()
                     ),

@@ -1152,6 +1152,7 @@ fn running(id: &str, owner: Option<(&Owner, OffsetDateTime)>) -> RunningJob {
     RunningJob {
         id: id.to_owned(),
         owner: owner.map(|(o, at)| (o.clone(), at)),
+        queued: None,
     }
 }
 
@@ -1199,18 +1200,23 @@ pub(crate) async fn owned_jobs_renew_their_heartbeat_only_while_theirs(store: &d
 }
 
 /// The claim makes its claimer the job's owner with its heartbeat, in the
-/// same statement.
+/// same statement, and marks the job as from the queue (its priority
+/// listed with it).
 pub(crate) async fn a_claim_records_its_owner_and_heartbeat(store: &dyn Store) {
     let owner = host("gamma");
     let at = datetime!(2026-12-02 05:00:01 UTC);
     store
-        .enqueue_job(&queued("q1", "T-1", 0), "{}", 0)
+        .enqueue_job(&queued("q1", "T-1", 0), "{}", 7)
         .await
         .unwrap();
     let claimed = store.claim_job(&[], &owner, at).await.unwrap().unwrap();
+    let from_queue = RunningJob {
+        queued: Some(7),
+        ..running("q1", Some((&owner, at)))
+    };
     assert_eq!(
         (claimed.id.as_str(), store.running_jobs().await.unwrap()),
-        ("q1", vec![running("q1", Some((&owner, at)))])
+        ("q1", vec![from_queue])
     );
     assert!(store.heartbeat("q1", &owner.host, at).await.unwrap());
 }

@@ -36,6 +36,9 @@ pub struct RunningJob {
     /// Who runs it and when it last renewed its heartbeat; `None` for a
     /// job recorded before owners were (the reaper's local rules apply).
     pub owner: Option<(Owner, OffsetDateTime)>,
+    /// Its queue priority when a server's queue claimed it; `None` for a
+    /// job its own process recorded (`paddock run`, a turn).
+    pub queued: Option<i64>,
 }
 
 /// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`, `owner_host`,
@@ -82,16 +85,22 @@ pub(in crate::store) const CANCEL_REQUESTED: &str =
     "SELECT cancel_requested_at FROM jobs WHERE id = $1";
 
 /// The running jobs with their owners, oldest first.
-pub(in crate::store) const RUNNING: &str =
-    "SELECT id, owner_host, owner_name, heartbeat_at FROM jobs \
+pub(in crate::store) const RUNNING: &str = "SELECT id, owner_host, owner_name, heartbeat_at, \
+            CASE WHEN claimed_at IS NULL THEN NULL ELSE priority END FROM jobs \
      WHERE status = 'running' ORDER BY created_at, id";
 
 /// A row of [`RUNNING`].
-pub(in crate::store) type RunningRow = (String, Option<String>, Option<String>, Option<String>);
+pub(in crate::store) type RunningRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
 
 /// Decodes a row of [`RUNNING`]: an owner only with its heartbeat.
 pub(in crate::store) fn running_job(
-    (id, host, name, heartbeat): RunningRow,
+    (id, host, name, heartbeat, queued): RunningRow,
 ) -> Result<RunningJob, super::StoreError> {
     let row = super::sqlite::codec::RowRef::new("jobs", format!("job {id}"));
     let owner = match (host, heartbeat) {
@@ -104,5 +113,5 @@ pub(in crate::store) fn running_job(
         )),
         _ => None,
     };
-    Ok(RunningJob { id, owner })
+    Ok(RunningJob { id, owner, queued })
 }

@@ -3,7 +3,8 @@
 //! real PostgreSQL database. Jobs submitted to both through the API run
 //! exactly once each and both servers list them all; a server killed with
 //! SIGKILL while running a job has it reclaimed by the other's reaper
-//! after the TTL, its events dense and its ledger settled; a cancel
+//! after the TTL, its events dense and its ledger settled, and its next
+//! attempt (it came from the queue) queued and run by the other; a cancel
 //! through one server's API stops a job another server, or a `paddock
 //! run` of another home, runs, exactly as a local cancel stops it.
 
@@ -16,7 +17,7 @@ use paddock::heartbeat::Liveness;
 use paddock::store::{Owner, SharedStore};
 use paddock_protocol::event::{EventBody, Phase};
 use paddock_protocol::ledger::CallStatus;
-use paddock_protocol::{JobRecord, JobStatus};
+use paddock_protocol::{JobRecord, JobSpec, JobStatus, PriorAttempt};
 use serde_json::Value;
 
 use super::hosts::{backends, gc, host_of, hosts_config, reaped, run_cmd, started, waiting_job};
@@ -188,29 +189,70 @@ async fn two_servers_run_each_job_once_and_reclaim_a_killed_ones() {
                 },
                 interval: Duration::from_secs(1),
                 ttl: Duration::from_secs(3),
+                requeues: 1,
             },
         );
-        assert_eq!(
-            (rec.status, rec.reason.as_deref()),
-            (JobStatus::Failed, Some(reason.as_str())),
-            "{}",
-            alive.stderr()
-        );
-        // The reclaim's final event follows its compare-and-set, and its
-        // totals from the ledger follow that.
-        let last = Some((Phase::Failed, Some(reason.clone())));
+        assert_eq!(rec.status, JobStatus::Failed, "{}", alive.stderr());
+        // After the reclaim's compare-and-set come its final event, the
+        // next attempt queued (it came from the queue), then its totals
+        // and its reason naming that attempt.
+        let again =
+            |next: &JobRecord| format!("{reason}; queued again as job {} (attempt 2)", next.id);
+        let mut next = None;
         for _ in 0..100 {
-            if statuses(&store, &id).await.last() == last.as_ref() {
+            next = store
+                .jobs(50)
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|j| j.ticket_id == "T-K" && j.id != id);
+            let rec = store.job(&id).await.unwrap().unwrap();
+            if next.as_ref().map(again) == rec.reason {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(statuses(&store, &id).await.last(), last.as_ref());
+        let next = next.expect("no next attempt queued");
         let rec = store.job(&id).await.unwrap().unwrap();
+        assert_eq!(
+            (rec.status, rec.reason.clone()),
+            (JobStatus::Failed, Some(again(&next)))
+        );
+        assert_eq!(
+            statuses(&store, &id).await.last(),
+            Some(&(Phase::Failed, Some(reason.clone())))
+        );
         nothing_lost(&store, &rec).await;
+        // The next attempt runs on the live server, the reclaim in its
+        // brief as a prior attempt.
+        std::fs::write(&gate, "").unwrap();
+        let ran = alive.wait_for(&next.id, is_final).await;
+        assert_eq!(
+            (ran.status, ran.attempt, ran.branch.as_str()),
+            (JobStatus::Done, 2, "paddock/T-K/2"),
+            "{}",
+            alive.stderr()
+        );
+        let spec = JobSpec::from_json(
+            &store.job_spec(&next.id).await.unwrap().unwrap(),
+            Path::new("the store"),
+        )
+        .unwrap();
+        assert_eq!(
+            spec.ticket.prior_attempts,
+            vec![PriorAttempt {
+                attempt: 1,
+                outcome: "reclaimed".into(),
+                summary: String::new(),
+                branch: None,
+                tried: Vec::new(),
+                failed: vec![reason.clone()],
+                bounce_comment: None,
+            }]
+        );
+        nothing_lost(&store, &ran).await;
         // The dead host's own reaper cleans up its side and leaves the
         // record as the other wrote it.
-        std::fs::write(&gate, "").unwrap();
         let report = gc(dead_home, &db).await;
         assert_eq!(reaped(&report), vec![id.clone()], "{report}");
         assert_eq!(store.job(&id).await.unwrap(), Some(rec));

@@ -99,7 +99,7 @@ impl SqliteStore {
 }
 
 /// The claim's `UPDATE` (module text): the owner's host, name and
-/// heartbeat are `$1`-`$3`, each lane's lists the parameters after them,
+/// heartbeat (also the claim's time, `claimed_at`) are `$1`-`$3`, each lane's lists the parameters after them,
 /// `task_type` the backend's expression of a queued row's task type and
 /// `lock` what follows the candidate's `LIMIT 1` (PostgreSQL's
 /// `FOR UPDATE SKIP LOCKED`).
@@ -111,7 +111,7 @@ pub(in crate::store) fn claim_sql(lanes: &[Lane], task_type: &str, lock: &str) -
     });
     format!(
         "UPDATE jobs SET status = 'running', owner_host = $1, owner_name = $2, \
-           heartbeat_at = $3 WHERE status = 'queued' AND id = ( \
+           heartbeat_at = $3, claimed_at = $3 WHERE status = 'queued' AND id = ( \
            SELECT q.id FROM jobs q WHERE q.status = 'queued' AND NOT EXISTS ( \
              SELECT 1 FROM jobs r WHERE r.status = 'running' \
                AND r.project = q.project AND r.ticket_id = q.ticket_id){filter} \
