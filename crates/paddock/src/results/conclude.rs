@@ -669,7 +669,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
 /// the events read back from the store, the result published.
 /// `source_dirty`: a local source's uncommitted changes, read while the
 /// job ran (`None`: read when publishing); `cancel`: the publish's cancel
-/// ([`PublishInput::cancel`]).
+/// ([`PublishInput::cancel`]). `workspace_done` is called once the branch
+/// is kept, before publishing: nothing reads the workspace after it, so
+/// the runner removes it then, beside the publish.
 pub async fn conclude_job(
     ws: &Workspace,
     spec: &JobSpec,
@@ -677,7 +679,11 @@ pub async fn conclude_job(
     record: &JobRecord,
     store: &dyn crate::store::Store,
     artifacts: &Path,
-    (source_dirty, cancel): (Option<Vec<String>>, &CancellationToken),
+    (source_dirty, cancel, workspace_done): (
+        Option<Vec<String>>,
+        &CancellationToken,
+        impl FnOnce(),
+    ),
 ) -> Published {
     let mut warnings = Vec::new();
     // The ticket's scope, in the job's events as well as its closeout.
@@ -701,6 +707,7 @@ pub async fn conclude_job(
             None
         }
     };
+    workspace_done();
     let events = match store.events(&record.id, 0).await {
         Ok(events) => events,
         Err(e) => {

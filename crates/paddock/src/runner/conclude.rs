@@ -225,15 +225,20 @@ pub(super) async fn conclude(
                 None => None,
             };
             let cancelled = tokio_util::sync::CancellationToken::new();
+            // The workspace, once the branch is kept, removed beside the
+            // publish (which reads only the branch's bundle).
+            let ws = prov.ws().clone();
+            let guard = &mut prov.guard;
+            let mut removal = None;
             let published = {
                 let publishing = crate::results::conclude_job(
-                    prov.ws(),
+                    &ws,
                     &spec,
                     &patch,
                     &ending,
                     &*em.store,
                     &prov.artifacts,
-                    (source_dirty, &cancelled),
+                    (source_dirty, &cancelled, || removal = guard.remove_beside()),
                 );
                 tokio::pin!(publishing);
                 tokio::select! {
@@ -259,6 +264,17 @@ pub(super) async fn conclude(
             if let Some(failure) = published.failure {
                 em.error("paddock", failure.clone(), true).await?;
                 status_reason = (JobStatus::Failed, Some(failure));
+            }
+            if let Some(removal) = removal {
+                let removed = removal.await.unwrap_or_else(|e| {
+                    Err(crate::workspace::WorkspaceError::Remove {
+                        path: ws.root.clone(),
+                        source: std::io::Error::other(e),
+                    })
+                });
+                if let Err(e) = removed {
+                    em.error("paddock", e.to_string(), false).await?;
+                }
             }
         }
     }

@@ -25,6 +25,7 @@ use crate::policy::denials::RecordTail;
 use crate::rung::{Reap, Rung};
 use crate::workspace::keep::Settled;
 use crate::workspace::{Workspace, WorkspaceError};
+use tokio::task::JoinHandle;
 
 /// How long a stopped engine's supervisor may take to kill its tree.
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -232,6 +233,21 @@ impl WorkspaceGuard {
 
     pub fn ws(&self) -> &Workspace {
         &self.ws
+    }
+
+    /// Starts removing a workspace that is not kept (the overlay
+    /// unmounted, the directory renamed into the trash) on a blocking
+    /// thread, beside what follows it: publishing reads only the branch's
+    /// bundle, never the workspace. The guard is disarmed, and the removal
+    /// runs to its end even if the job's future is dropped. `None` when
+    /// the workspace is kept (made a plain directory at the end, by
+    /// [`WorkspaceGuard::remove_unless_kept`]) or already removed.
+    pub fn remove_beside(&mut self) -> Option<JoinHandle<Result<(), WorkspaceError>>> {
+        if self.keep || !std::mem::replace(&mut self.armed, false) {
+            return None;
+        }
+        let ws = self.ws.clone();
+        Some(tokio::task::spawn_blocking(move || ws.remove()))
     }
 
     /// Removes the workspace now unless it is kept, when a kept overlay

@@ -1087,26 +1087,30 @@ async fn a_github_app_token_broader_than_asked_is_revoked_unused() {
     );
 }
 
-/// `kill -9` of `paddock run` while it publishes (the forge hangs on the
-/// first request, after the push): nothing is lost. `paddock gc` reaps
-/// the job as failed at publishing, its workspace goes, the bundle and
-/// patch stay, and `paddock publish` finishes it as `done` with the pull
-/// request and closeout.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_kill_during_publishing_loses_nothing_and_paddock_publish_finishes_it() {
-    let home = Home::new();
+/// A job on a local source with a change, its `paddock run --json`
+/// (stdout piped) stopped where it publishes: the GitHub mock hangs on
+/// the first request, after the push to the bare remote. The source, the
+/// remote, the mock and the run.
+async fn publishing_to_a_hung_forge(
+    home: &Home,
+) -> (
+    PathBuf,
+    PathBuf,
+    paddock_test_support::github::MockGitHub,
+    tokio::process::Child,
+) {
     let repo = repo(home.path());
     let remotes = home.path().join("remotes");
     let bare = bare_remote(&remotes, &repo);
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     mock.set_stall(true);
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    let spec = stand_in_job(home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
     let mut run = home.command(&["run", "--json", spec.to_str().unwrap()]);
     run.env("PADDOCK_TEST_GH_TOKEN", TOKEN)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
-    let mut run = run.spawn().unwrap();
+    let run = run.spawn().unwrap();
     // Publishing has reached the forge (the branch is pushed by then).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while mock.requests().is_empty() {
@@ -1116,6 +1120,18 @@ async fn a_kill_during_publishing_loses_nothing_and_paddock_publish_finishes_it(
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    (repo, bare, mock, run)
+}
+
+/// `kill -9` of `paddock run` while it publishes (the forge hangs on the
+/// first request, after the push): nothing is lost. `paddock gc` reaps
+/// the job as failed at publishing, its workspace goes, the bundle and
+/// patch stay, and `paddock publish` finishes it as `done` with the pull
+/// request and closeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_during_publishing_loses_nothing_and_paddock_publish_finishes_it() {
+    let home = Home::new();
+    let (repo, bare, mock, mut run) = publishing_to_a_hung_forge(&home).await;
     run.kill().await.unwrap();
     run.wait().await.unwrap();
     let id = home.store().await.jobs(1).await.unwrap()[0].id.clone();
@@ -1168,6 +1184,45 @@ async fn a_kill_during_publishing_loses_nothing_and_paddock_publish_finishes_it(
             1,
             1,
             git(&repo, &["rev-parse", "paddock/T-1/1"]),
+        )
+    );
+}
+
+/// The job's workspace goes once its branch is kept, beside the publish
+/// (which reads only the branch's bundle), not after it: while the forge
+/// hangs, the jobs directory holds no job directory (the workspace is in
+/// the trash) and the branch is already in the source; once the forge
+/// answers the job ends `done` with its pull request, nothing left.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_workspace_is_removed_while_the_result_is_published() {
+    let home = Home::new();
+    let (repo, _bare, mock, run) = publishing_to_a_hung_forge(&home).await;
+    let mut job_dirs: Vec<String> = std::fs::read_dir(home.jobs())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    job_dirs.sort();
+    let in_source = git(&repo, &["rev-parse", "--verify", "-q", "paddock/T-1/1"]);
+    mock.set_stall(false);
+    let out = run.wait_with_output().await.unwrap();
+    let done = record(&out);
+    assert_eq!(
+        (
+            job_dirs,
+            in_source,
+            out.status.code(),
+            done.status,
+            mock.pulls().len(),
+            home.leftover_workspaces(),
+        ),
+        (
+            Vec::<String>::new(),
+            git(&repo, &["rev-parse", "paddock/T-1/1"]),
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            1,
+            Vec::<String>::new(),
         )
     );
 }
