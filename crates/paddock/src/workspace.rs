@@ -15,6 +15,7 @@ pub mod disk_usage;
 mod final_tree;
 pub(crate) mod host_git;
 pub mod inline_source;
+mod job_branch;
 mod junk;
 pub mod keep;
 pub mod lease;
@@ -324,9 +325,6 @@ impl Workspace {
         branch: &str,
         layout: Layout,
     ) -> Result<Workspace, WorkspaceError> {
-        // The user's excludes file, which only the patch reads, looked up
-        // while the job runs (once per process): off the job's end.
-        tokio::spawn(host_git::user_excludes_file());
         let root = jobs_root.join(job_id);
         let result = match layout {
             Layout::Auto | Layout::Overlay => {
@@ -347,6 +345,12 @@ impl Workspace {
         if result.is_err() && ours && root.exists() {
             let _ = overlay::unmount(&root.join("work"));
             let _ = std::fs::remove_dir_all(&root);
+        }
+        if result.is_ok() {
+            // The user's excludes file, which only the patch reads, looked
+            // up while the job runs (once per process): off the job's end,
+            // and after provisioning, whose processes it would compete with.
+            tokio::spawn(host_git::user_excludes_file());
         }
         result
     }
@@ -448,26 +452,10 @@ impl Workspace {
         let lower = format!("{}\n", snap.tree().display());
         write_new(&ws.root, &meta(OVERLAY), lower.as_bytes())?;
         ws.borrowing_git_dir(&snap)?;
-        // The job's branch at the base (git checks its name), then HEAD
-        // on it, where the snapshot's is detached: `checkout -b` would
+        // The job's branch at the base, then HEAD on it, where the
+        // snapshot's is detached (`job_branch.rs`): `checkout -b` would
         // refresh and rewrite the index, copying it up.
-        let job_git = HostGit {
-            git_dir: Some(ws.work.join(".git")),
-            work_tree: Some(ws.work.clone()),
-            ..ws.paddock_git(None, false)
-        };
-        let head = format!("refs/heads/{branch}");
-        job_git
-            .run(["update-ref", "--no-deref", &head, &base_commit, ""], None)
-            .await?;
-        let head_file = ws.work.join(".git/HEAD");
-        std::fs::write(&head_file, format!("ref: {head}\n")).map_err(|source| {
-            WorkspaceError::Write {
-                path: ws.root.clone(),
-                file: head_file.display().to_string(),
-                source,
-            }
-        })?;
+        ws.start_branch(branch, &base_commit).await?;
         write_new(
             &ws.root,
             &meta(BASE_COMMIT),

@@ -84,7 +84,7 @@ pub async fn keep_branch(
     let made = async {
         let commit = ws.commit_result(patch, &message).await?;
         let _ = std::fs::remove_file(&bundle);
-        ws.bundle_result(&bundle, !kept).await?;
+        ws.bundle_result(&commit, &bundle, !kept).await?;
         Ok::<_, crate::workspace::WorkspaceError>(commit)
     };
     if !kept {
@@ -110,7 +110,7 @@ pub async fn keep_branch(
                     source,
                 }
             })?;
-            ws.bundle_result(&bundle, true).await?;
+            ws.bundle_result(&commit, &bundle, true).await?;
             Some(format!(
                 "the branch's bundle holds its whole history, not only the job's new objects: \
                  the base commit {} is kept nowhere on this host ({why})",
@@ -409,6 +409,13 @@ async fn push_result(
     jobs_root: &Path,
     base_held: bool,
 ) -> Result<(), String> {
+    // Nowhere to push (the outbox): nothing to read or borrow, no
+    // process started for it (the source's object directory was asked
+    // for every local job).
+    if spec.results.push.is_none() && spec.results.github.is_none() && spec.results.gitlab.is_none()
+    {
+        return Ok(());
+    }
     // A bundle of the new objects only: the push borrows the base's.
     let thin = base_objects::prerequisites(bundle)
         .map_err(|e| format!("the branch's bundle {}: {e}", bundle.display()))?;

@@ -155,6 +155,26 @@ impl HostGit {
         }
     }
 
+    /// Runs `git ARGS` with `input` on stdin and its stdout written to
+    /// `out` (not held in memory: a pack).
+    pub async fn run_into<I, S>(
+        &self,
+        args: I,
+        input: Option<&[u8]>,
+        out: std::fs::File,
+    ) -> Result<(), WorkspaceError>
+    where
+        I: IntoIterator<Item = S> + Clone,
+        S: AsRef<OsStr>,
+    {
+        let (status, _, stderr) = self.status_to(args.clone(), input, Some(out)).await?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(self.failed(args, &stderr))
+        }
+    }
+
     /// Runs `git ARGS` with `input` on stdin (written while stdout is
     /// read); its exit status, stdout and stderr.
     pub async fn status<I, S>(
@@ -166,10 +186,25 @@ impl HostGit {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        self.status_to(args, input, None).await
+    }
+
+    /// [`HostGit::status`] with stdout written to `out` when given (then
+    /// none is returned).
+    async fn status_to<I, S>(
+        &self,
+        args: I,
+        input: Option<&[u8]>,
+        out: Option<std::fs::File>,
+    ) -> Result<(ExitStatus, Vec<u8>, Vec<u8>), WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let args: Vec<std::ffi::OsString> =
             args.into_iter().map(|a| a.as_ref().to_owned()).collect();
         let cmd = self.command(&args);
-        let out = output_within(cmd, input, self.timeout)
+        let out = output_to_within(cmd, input, out, self.timeout)
             .await
             .map_err(|source| WorkspaceError::Spawn {
                 path: self.root.clone(),
@@ -239,11 +274,22 @@ fn git_program_in(path: Option<&OsStr>) -> PathBuf {
 /// future dropped: a cancelled publish), so what git started goes with it
 /// (`git-remote-http`, `ssh`), not only git; the runtime reaps git.
 pub(crate) async fn output_within(
-    mut cmd: Command,
+    cmd: Command,
     input: Option<&[u8]>,
     limit: Duration,
 ) -> std::io::Result<Option<Output>> {
-    cmd.stdout(Stdio::piped())
+    output_to_within(cmd, input, None, limit).await
+}
+
+/// [`output_within`] with stdout written to `out` when given (the
+/// output's stdout is empty then).
+async fn output_to_within(
+    mut cmd: Command,
+    input: Option<&[u8]>,
+    out: Option<std::fs::File>,
+    limit: Duration,
+) -> std::io::Result<Option<Output>> {
+    cmd.stdout(out.map_or_else(Stdio::piped, Stdio::from))
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);

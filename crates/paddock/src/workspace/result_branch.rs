@@ -1,7 +1,7 @@
 //! The job's result as a branch: one commit of the patch's tree on the base
 //! commit, made in Paddock's own git directory (`meta/git`) with Paddock's
-//! identity and a message Paddock writes, on `paddock/<ticket>/<attempt>`,
-//! and saved as a git bundle beside the patch, so the branch outlives the
+//! identity and a message Paddock writes, and saved as a git bundle beside
+//! the patch naming it `paddock/<ticket>/<attempt>`, so the branch outlives the
 //! workspace (`paddock publish` and `paddock apply` read it later): the
 //! job's new objects only, on the base as the bundle's prerequisite, or
 //! the whole history when nothing on the host keeps the base. Nothing
@@ -21,8 +21,9 @@ const IDENTITY: [&str; 4] = [
 ];
 
 impl Workspace {
-    /// Commits `patch`'s tree on the base commit with `message` and points
-    /// `refs/heads/<branch>` of Paddock's git directory at it; the commit.
+    /// Commits `patch`'s tree on the base commit with `message`; the
+    /// commit. No ref names it in Paddock's git directory: the branch is
+    /// the bundle's ([`Workspace::bundle_result`]).
     pub async fn commit_result(
         &self,
         patch: &Patch,
@@ -40,28 +41,76 @@ impl Workspace {
         ]);
         let commit = git.run(&args, Some(message.as_bytes())).await?;
         let commit = String::from_utf8_lossy(&commit).trim().to_string();
-        let head = format!("refs/heads/{}", self.branch);
-        git.run(["update-ref", "--no-deref", &head, &commit], None)
-            .await?;
+        if !super::is_object_name(&commit) {
+            return Err(git.failed(&args, b"it did not print an object name"));
+        }
         Ok(commit)
     }
 
-    /// Writes the branch as a git bundle at `dest`: by default only the
-    /// job's new objects, with the base commit as the bundle's
-    /// prerequisite (`git bundle create dest base..branch`), which can be
-    /// fetched only into a repository that has the base (the local source,
-    /// a push's scratch repository borrowing the source's or its mirror's
-    /// objects: `results/base_objects.rs`); with `whole`, the branch's
-    /// whole history, which needs nothing.
-    pub async fn bundle_result(&self, dest: &Path, whole: bool) -> Result<(), WorkspaceError> {
-        let git = self.paddock_git(None, false);
-        let head = format!("refs/heads/{}", self.branch);
-        let not_base = format!("^{}", self.base_commit);
-        let dest = dest.to_string_lossy();
-        let mut args = vec!["bundle", "create", "--quiet", &dest, &head];
+    /// Writes `commit` as the branch `refs/heads/<branch>` in a git bundle
+    /// at `dest` (created new): by default only the job's new objects,
+    /// with the base commit as the bundle's prerequisite (what `git bundle
+    /// create dest branch ^base` makes), which can be fetched only into a
+    /// repository that has the base (the local source, a push's scratch
+    /// repository borrowing the source's or its mirror's objects:
+    /// `results/base_objects.rs`); with `whole`, the branch's whole
+    /// history, which needs nothing. The header is written here (the
+    /// bundle format's: its version, the prerequisite, the ref) and the
+    /// pack by one `git pack-objects`, where `git bundle create` needs the
+    /// branch as a ref first (`update-ref`) and starts `pack-objects`
+    /// itself: two processes fewer, one after another, on the job's end.
+    pub async fn bundle_result(
+        &self,
+        commit: &str,
+        dest: &Path,
+        whole: bool,
+    ) -> Result<(), WorkspaceError> {
+        let header = bundle_header(commit, (!whole).then_some(&*self.base_commit), &self.branch);
+        let failed = |source| WorkspaceError::Write {
+            path: self.root.clone(),
+            file: dest.display().to_string(),
+            source,
+        };
+        let mut file = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(dest)
+            .map_err(failed)?;
+        std::io::Write::write_all(&mut file, header.as_bytes()).map_err(failed)?;
+        let mut revs = format!("{commit}\n");
         if !whole {
-            args.push(&not_base);
+            revs.push_str(&format!("^{}\n", self.base_commit));
         }
-        git.run(&args, None).await.map(|_| ())
+        let args = [
+            "pack-objects",
+            "--stdout",
+            "--thin",
+            "--delta-base-offset",
+            "--revs",
+            "-q",
+        ];
+        let packed = self
+            .paddock_git(None, false)
+            .run_into(args, Some(revs.as_bytes()), file)
+            .await;
+        if packed.is_err() {
+            let _ = std::fs::remove_file(dest);
+        }
+        packed
     }
+}
+
+/// A bundle's header (gitformat-bundle): version 2 for SHA-1 names, 3
+/// with the object format for SHA-256 ones; the prerequisite `base`, if
+/// any; `commit` as `refs/heads/<branch>`; the blank line before the pack.
+fn bundle_header(commit: &str, base: Option<&str>, branch: &str) -> String {
+    let mut header = match commit.len() {
+        64 => "# v3 git bundle\n@object-format=sha256\n".to_string(),
+        _ => "# v2 git bundle\n".to_string(),
+    };
+    if let Some(base) = base {
+        header.push_str(&format!("-{base}\n"));
+    }
+    header.push_str(&format!("{commit} refs/heads/{branch}\n\n"));
+    header
 }

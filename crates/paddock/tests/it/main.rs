@@ -27,6 +27,7 @@ mod gc;
 mod git_escape;
 mod github_token_attacks;
 mod gitlab_token_attacks;
+mod host_gits;
 mod host_paths;
 mod hosts;
 mod invariants;

@@ -1,0 +1,112 @@
+//! The git processes Paddock starts on the host for one job (issue #14,
+//! per-job overhead: each is a process start on the job's path), counted
+//! by a `git` first on `PATH` that logs its subcommand and runs the real
+//! one: a job on a local source with a change, on an overlay workspace
+//! whose snapshot an earlier job made.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use paddock_test_support::prelude::*;
+
+use super::results::finishing;
+
+/// The real git: the first on this process's `PATH`.
+fn real_git() -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("git"))
+        .find(|g| g.is_file())
+        .unwrap()
+}
+
+/// A directory with a `git` that appends its subcommand (its first
+/// argument that is no option, skipping `-C DIR` and `-c SETTING`) to
+/// `log`, then runs the real git.
+fn logging_git(dir: &Path, log: &Path) -> PathBuf {
+    let bin = dir.join("logging-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nskip=0\nsub=\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  case \"$a\" in\n    -C|-c) skip=1 ;;\n    -*) ;;\n    *) [ -z \"$sub\" ] && sub=\"$a\" ;;\n  esac\ndone\necho \"$sub\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        real_git().display()
+    );
+    let git = bin.join("git");
+    std::fs::write(&git, script).unwrap();
+    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
+
+/// On an overlay (as root), a job that changes one file of a local source
+/// starts these host gits and no others: `rev-parse` of the base in the
+/// source (provisioning: the job's branch is written, not made by
+/// `update-ref`), the user's excludes file looked up (`config`), the
+/// source's uncommitted changes (`status`) and the base's listing
+/// (`ls-files`) beside the engine, the patch (`check-ignore`,
+/// `update-index`, `write-tree`, `diff`), and the result branch: its
+/// commit (`commit-tree`) and bundle (`pack-objects`, the header written
+/// by Paddock: no `update-ref`, no `bundle create`), the base checked in
+/// the source (`cat-file`) and the branch fetched into it (`fetch`); with
+/// nowhere to push, the source's object directory is not asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: the overlay workspace needs root");
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let log = home.path().join("gits.log");
+    let bin = logging_git(home.path(), &log);
+    let mut path = std::ffi::OsString::from(&bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap());
+    let path = path.to_str().unwrap().to_string();
+    let spec = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    let env = [
+        ("PATH", path.as_str()),
+        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
+    ];
+    let args = ["run", "--json", spec.to_str().unwrap()];
+    let run = || home.paddock(&args, &env);
+    // The first job makes the base's snapshot; its branch goes again.
+    let first = run().await;
+    assert_eq!(record(&first).status, paddock_protocol::JobStatus::Done);
+    git(&repo, &["branch", "-D", "paddock/T-1/1"]);
+    std::fs::remove_file(&log).unwrap();
+    let second = run().await;
+    let mut gits: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    gits.sort();
+    assert_eq!(
+        (record(&second).status, gits),
+        (
+            paddock_protocol::JobStatus::Done,
+            [
+                "cat-file",
+                "check-ignore",
+                "commit-tree",
+                "config",
+                "diff",
+                "fetch",
+                "ls-files",
+                "pack-objects",
+                "rev-parse",
+                "status",
+                "update-index",
+                "write-tree",
+            ]
+            .map(str::to_string)
+            .to_vec()
+        ),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+}
