@@ -133,36 +133,19 @@ pub async fn uncommitted(source: &Path) -> Result<Vec<String>, WorkspaceError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use std::process::Command;
+    use paddock_test_support::git::{git, repo};
 
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
-
-    /// A source with one commit on `main`, and a bundle of `branch`: one
-    /// commit on that base, as a job's result is.
+    /// A source with one commit on `main` (test-support's `repo`), and a
+    /// bundle of `branch`: one commit on that base, as a job's result is.
     fn source_and_bundle(dir: &Path, branch: &str) -> (PathBuf, PathBuf, String) {
-        let source = dir.join("source");
-        std::fs::create_dir(&source).unwrap();
-        git(&source, &["init", "-q", "-b", "main"]);
-        std::fs::write(source.join("README.md"), "base\n").unwrap();
-        git(&source, &["add", "README.md"]);
-        git(&source, &["commit", "-q", "-m", "base"]);
+        let source = repo(dir);
         let job = dir.join("job");
         git(dir, &["clone", "-q", source.to_str().unwrap(), "job"]);
         git(&job, &["checkout", "-q", "-b", branch]);
         std::fs::write(job.join("hello.txt"), "hello\n").unwrap();
         git(&job, &["add", "hello.txt"]);
         git(&job, &["commit", "-q", "-m", "the job's"]);
-        let tip = git(&job, &["rev-parse", "HEAD"]);
+        let tip = head(&job, "HEAD");
         let bundle = dir.join("branch.bundle");
         let range = format!("main..{branch}");
         git(
@@ -172,6 +155,11 @@ mod tests {
         (source, bundle, tip)
     }
 
+    /// The commit `name` is at in `dir`.
+    fn head(dir: &Path, name: &str) -> String {
+        git(dir, &["rev-parse", name]).trim().to_string()
+    }
+
     /// No branch yet: fetched; a branch at the base: fast-forwarded.
     #[tokio::test]
     async fn a_new_branch_or_one_the_job_continues_is_fetched() {
@@ -179,11 +167,11 @@ mod tests {
         let branch = "paddock/T-1/1";
         let (source, bundle, tip) = source_and_bundle(dir.path(), branch);
         fetch_branch(&source, &bundle, branch).await.unwrap();
-        assert_eq!(git(&source, &["rev-parse", branch]), tip);
+        assert_eq!(head(&source, branch), tip);
 
         git(&source, &["branch", "-f", branch, "main"]);
         fetch_branch(&source, &bundle, branch).await.unwrap();
-        assert_eq!(git(&source, &["rev-parse", branch]), tip);
+        assert_eq!(head(&source, branch), tip);
     }
 
     /// A rerun of the same ticket and attempt: the source's branch holds
@@ -198,7 +186,7 @@ mod tests {
         std::fs::write(source.join("other.txt"), "an earlier run's\n").unwrap();
         git(&source, &["add", "other.txt"]);
         git(&source, &["commit", "-q", "-m", "an earlier run"]);
-        let earlier = git(&source, &["rev-parse", "HEAD"]);
+        let earlier = head(&source, "HEAD");
         git(&source, &["checkout", "-q", "main"]);
 
         let err = fetch_branch(&source, &bundle, branch).await.unwrap_err();
@@ -214,7 +202,7 @@ mod tests {
                 b = bundle.display(),
             )
         );
-        assert_eq!(git(&source, &["rev-parse", branch]), earlier);
+        assert_eq!(head(&source, branch), earlier);
 
         // Checked out, even a branch the job continues is not updated:
         // git's reason names it.
