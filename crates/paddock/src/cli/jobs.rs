@@ -1,11 +1,16 @@
 //! `paddock jobs`: list jobs, newest first, as an aligned table (local
-//! times) or as JSONL.
+//! times) or as JSONL, each with the host that runs or ran it (its owner
+//! in the store: the machine's name and its jobs directory's id, docs/store.md,
+//! "Several hosts, one database").
+
+use std::collections::HashMap;
 
 use anyhow::Context as _;
 use comfy_table::{presets, CellAlignment, Table};
 use jiff::tz::TimeZone;
 use paddock::broker::prices::format_usd;
 use paddock::paths::Paths;
+use paddock::store::Owner;
 use paddock::terminal_text;
 use paddock_protocol::JobRecord;
 
@@ -24,22 +29,67 @@ pub struct JobsArgs {
 pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_existing_store(paths).await?;
     let jobs = store.jobs(args.limit).await.context("list jobs")?;
+    let owners: HashMap<String, Owner> = store
+        .job_owners(args.limit)
+        .await
+        .context("list the jobs' hosts")?
+        .into_iter()
+        .collect();
     if args.json {
         for j in &jobs {
+            let line = Listed {
+                job: j,
+                host: owners.get(&j.id).map(|o| Host {
+                    name: &o.name,
+                    id: &o.host,
+                }),
+            };
             outln!(
                 "{}",
-                paddock::terminal_text::json::to_string(j).context("serialize a job")?
+                paddock::terminal_text::json::to_string(&line).context("serialize a job")?
             );
         }
     } else {
-        outln!("{}", table(&jobs, &local_time::system()));
+        outln!("{}", table(&jobs, &owners, &local_time::system()));
     }
     Ok(exit::DONE)
 }
 
+/// A line of `--json`: the record and its host.
+#[derive(serde::Serialize)]
+struct Listed<'a> {
+    #[serde(flatten)]
+    job: &'a JobRecord,
+    /// `null` for a job that never ran (queued, held) or was recorded
+    /// before jobs had owners.
+    host: Option<Host<'a>>,
+}
+
+/// The host that runs or ran a job.
+#[derive(serde::Serialize)]
+struct Host<'a> {
+    /// The machine's name.
+    name: &'a str,
+    /// Its jobs directory's id (`<jobs>/.host-id`).
+    id: &'a str,
+}
+
+/// A job's host as the table shows it: the machine's name and the first
+/// eight digits of its jobs directory's id (two jobs directories on one
+/// machine are two hosts).
+fn host_cell(owner: Option<&Owner>) -> String {
+    owner.map_or_else(
+        || "-".to_owned(),
+        |o| {
+            let id: String = o.host.chars().take(8).collect();
+            format!("{} ({id})", terminal_text::line(&o.name))
+        },
+    )
+}
+
 /// The jobs as a table: times in `tz`, ids in full (any unique prefix
-/// names a job).
-pub fn table(jobs: &[JobRecord], tz: &TimeZone) -> String {
+/// names a job), hosts from `owners` (by job id).
+pub fn table(jobs: &[JobRecord], owners: &HashMap<String, Owner>, tz: &TimeZone) -> String {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING).set_header(vec![
         "JOB",
@@ -51,6 +101,7 @@ pub fn table(jobs: &[JobRecord], tz: &TimeZone) -> String {
         "DURATION",
         "COST",
         "CREATED",
+        "HOST",
     ]);
     // The spec's free text (the model; a dispatcher writes specs through
     // `paddock serve`'s API) is escaped like a job's; the rest is
@@ -69,6 +120,7 @@ pub fn table(jobs: &[JobRecord], tz: &TimeZone) -> String {
                 .unwrap_or_else(|| "-".to_owned()),
             format_usd(j.cost_micros),
             local_time::format(j.created_at, tz, "%Y-%m-%d %H:%M"),
+            host_cell(owners.get(&j.id)),
         ]);
     }
     for c in t.column_iter_mut() {
@@ -127,6 +179,13 @@ mod tests {
         }
     }
 
+    fn owner(name: &str, digit: char) -> Owner {
+        Owner {
+            host: digit.to_string().repeat(32),
+            name: name.to_owned(),
+        }
+    }
+
     #[test]
     fn jobs_table_is_aligned_in_local_time() {
         let tz = TimeZone::get("Europe/Berlin").unwrap();
@@ -135,7 +194,12 @@ mod tests {
             job("01J0BBBB", JobStatus::TimedOut, Some(185_000), 1_234_567),
             job("01J0CCCC", JobStatus::Running, None, 0),
         ];
-        insta::assert_snapshot!(table(&jobs, &tz));
+        // Another host's name is its own text: escaped.
+        let owners = HashMap::from([
+            ("01J0AAAA".to_owned(), owner("build-7", '3')),
+            ("01J0CCCC".to_owned(), owner("evil\u{1b}[2J", 'f')),
+        ]);
+        insta::assert_snapshot!(table(&jobs, &owners, &tz));
     }
 
     #[test]
@@ -144,9 +208,9 @@ mod tests {
         let mut hostile = job("01J0AAAA", JobStatus::Done, Some(42_100), 12_345);
         hostile.model = "gpt\u{1b}]52;c;ZXZpbA==\u{7}\u{9b}2K\u{202e}x\u{2066}".to_owned();
         assert_eq!(
-            table(&[hostile], &tz).lines().nth(1),
+            table(&[hostile], &HashMap::new(), &tz).lines().nth(1),
             Some(
-                "01J0AAAA  done    T-1     codex   gpt\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{9b}2K\\u{202e}x\\u{2066}  sandbox       42.1s  $0.012345  2025-06-01 14:30"
+                "01J0AAAA  done    T-1     codex   gpt\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{9b}2K\\u{202e}x\\u{2066}  sandbox       42.1s  $0.012345  2025-06-01 14:30  -"
             )
         );
     }

@@ -472,6 +472,12 @@ impl crate::store::Store for FailingStore {
     async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError> {
         self.inner.cancel_requested(id).await
     }
+    async fn job_owners(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<(String, crate::store::Owner)>, StoreError> {
+        self.inner.job_owners(limit).await
+    }
     async fn enqueue_job(
         &self,
         job: &paddock_protocol::JobRecord,

@@ -60,6 +60,7 @@ macro_rules! conformance_suite {
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
             of_concurrent_reclaimers_exactly_one_wins,
             a_cancel_is_requested_only_of_a_running_job_with_an_owner,
+            the_newest_jobs_owners_are_listed,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -1343,4 +1344,35 @@ pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(st
     done.status = JobStatus::Cancelled;
     store.finish_job(&done, JobStatus::Running).await.unwrap();
     assert_eq!(store.request_cancel("j1", "beta", t0).await.unwrap(), None);
+}
+
+/// The owners of the newest jobs, as `jobs` lists them: those that have
+/// one (run by their own process, or claimed), not a queued or ownerless
+/// job, not a job past the limit.
+pub(crate) async fn the_newest_jobs_owners_are_listed(store: &dyn Store) {
+    let (a, b) = (host("alpha"), host("beta"));
+    let at = datetime!(2026-12-02 05:00:00 UTC);
+    store
+        .insert_owned_job(&job("j0", 0), "{}", &a, at)
+        .await
+        .unwrap();
+    store.insert_job(&job("old", 10), "{}").await.unwrap();
+    store
+        .enqueue_job(&queued("q1", "T-1", 20), "{}", 0)
+        .await
+        .unwrap();
+    store
+        .enqueue_job(&queued("q2", "T-2", 30), "{}", 0)
+        .await
+        .unwrap();
+    store
+        .insert_owned_job(&job("j1", 40), "{}", &a, at)
+        .await
+        .unwrap();
+    let claimed = store.claim_job(&[], &b, at).await.unwrap().unwrap();
+    assert_eq!(claimed.id, "q1");
+    assert_eq!(
+        store.job_owners(4).await.unwrap(),
+        vec![("j1".to_owned(), a.clone()), ("q1".to_owned(), b.clone())]
+    );
 }

@@ -161,6 +161,11 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// with `NoSuchJob` when there is no such job.
     async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError>;
 
+    /// The owners of the `limit` newest jobs (as `jobs` lists them) that
+    /// have one (every job recorded since jobs had owners that started
+    /// running), by job id.
+    async fn job_owners(&self, limit: u32) -> Result<Vec<(String, Owner)>, StoreError>;
+
     /// Records a new job waiting to run (`queued`, or `held` by the budget
     /// gate) with its spec and its queue priority (higher runs first).
     /// Fails with `JobExists` if the id is taken.

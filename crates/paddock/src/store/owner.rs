@@ -84,6 +84,11 @@ pub(in crate::store) const REQUEST_CANCEL: &str = "UPDATE jobs \
 pub(in crate::store) const CANCEL_REQUESTED: &str =
     "SELECT cancel_requested_at FROM jobs WHERE id = $1";
 
+/// The owners of the `$1` newest jobs (as `Store::jobs` lists them), of
+/// those that have one.
+pub(in crate::store) const OWNERS: &str = "SELECT id, owner_host, owner_name FROM jobs \
+     ORDER BY created_at DESC, id DESC LIMIT $1";
+
 /// The running jobs with their owners, oldest first.
 pub(in crate::store) const RUNNING: &str = "SELECT id, owner_host, owner_name, heartbeat_at, \
             CASE WHEN claimed_at IS NULL THEN NULL ELSE priority END FROM jobs \

@@ -351,6 +351,18 @@ async fn a_cancel_through_another_servers_api_stops_the_job_where_it_runs() {
         );
         assert_eq!(store.job(&id).await.unwrap(), Some(rec));
         assert_eq!(c.leftover_workspaces(), Vec::<String>::new());
+        // `paddock jobs` on any home names the host that ran it.
+        let listed = a
+            .paddock(&["jobs", "--json", "-n", "1"], &[("PADDOCK_DB", &db.db())])
+            .await;
+        let line: Value = serde_json::from_slice(&listed.stdout).unwrap();
+        assert_eq!(
+            (line["id"].as_str(), &line["host"]),
+            (
+                Some(id.as_str()),
+                &serde_json::json!({"name": name, "id": host})
+            )
+        );
         // Ended: a second cancel is refused with the stable code.
         let again = srv_a.cancel(&id).await;
         assert_eq!(

@@ -267,6 +267,10 @@ impl Store for PgStore {
         PgStore::cancel_requested(self, id).await
     }
 
+    async fn job_owners(&self, limit: u32) -> Result<Vec<(String, Owner)>, StoreError> {
+        PgStore::job_owners(self, limit).await
+    }
+
     async fn enqueue_job(
         &self,
         job: &JobRecord,

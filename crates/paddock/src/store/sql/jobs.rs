@@ -7,7 +7,7 @@
 //! word the same on both backends.
 
 /// `insert_job_with_priority`, `insert_owned_job`, `heartbeat`, `reclaim_job`, `running_jobs`,
-/// `request_cancel` and `cancel_requested` for the store type `$store` (a
+/// `request_cancel`, `cancel_requested` and `job_owners` for the store type `$store` (a
 /// struct with a sqlx `pool`, a `job` method, and a `bind_job` function
 /// in the expanding module binding `id` then the `COLUMNS`).
 macro_rules! jobs_queries {
@@ -159,6 +159,29 @@ macro_rules! jobs_queries {
                         host,
                         name: name.unwrap_or_default(),
                     }))
+                }
+
+                /// The owners of the `limit` newest jobs that have one.
+                pub(super) async fn job_owners(
+                    &self,
+                    limit: u32,
+                ) -> Result<Vec<(String, Owner)>, StoreError> {
+                    let rows = sqlx::query_as::<_, (String, Option<String>, Option<String>)>(
+                        owner::OWNERS,
+                    )
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|source| StoreError::ListJobs { source })?;
+                    Ok(rows
+                        .into_iter()
+                        .filter_map(|(id, host, name)| {
+                            host.map(|host| {
+                                let name = name.unwrap_or_default();
+                                (id, Owner { host, name })
+                            })
+                        })
+                        .collect())
                 }
 
                 /// Whether a cancel of job `id` was asked; `NoSuchJob` when

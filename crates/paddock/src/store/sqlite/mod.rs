@@ -293,6 +293,10 @@ impl Store for SqliteStore {
         SqliteStore::cancel_requested(self, id).await
     }
 
+    async fn job_owners(&self, limit: u32) -> Result<Vec<(String, Owner)>, StoreError> {
+        SqliteStore::job_owners(self, limit).await
+    }
+
     async fn enqueue_job(
         &self,
         job: &JobRecord,
