@@ -52,8 +52,8 @@
 //! failed by a compare-and-set on its owner and that very heartbeat
 //! (`Store::reclaim_job`: of two reapers one wins; an owner that renewed
 //! meanwhile keeps its job), with [`reclaimed_reason`] naming the host and
-//! its last heartbeat, a final status event after whatever its owner still
-//! appends, its calls in flight settled as interrupted ([`RECLAIMED_CALL`])
+//! its last heartbeat, a final status event appended in the same
+//! transaction (after whatever its owner appended until then), its calls in flight settled as interrupted ([`RECLAIMED_CALL`])
 //! and its totals from the ledger. The owner, if it was alive after all,
 //! finds the job no longer its own at its next renewal and stops it; its
 //! own end cannot overwrite the failed record (a compare-and-set on
@@ -461,7 +461,7 @@ pub fn reclaimed_reason(owner: &Owner, beat: OffsetDateTime, liveness: &Liveness
 
 /// The store's part of reclaiming job `id` from `owner`: the job failed
 /// by a compare-and-set on that owner and heartbeat (`None` when it no
-/// longer holds), then its final status event, its calls in flight
+/// longer holds) with its final status event, then its calls in flight
 /// settled as interrupted, its next attempt queued when a server's queue
 /// had claimed it (with priority `queued`; `crate::requeue`), and its
 /// totals from the ledger. The job its next attempt was queued as.
@@ -484,30 +484,17 @@ async fn reclaim_job(
     record.reason = Some(reason.clone());
     record.finished_at = Some(now);
     record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
-    if !store.reclaim_job(&record, &owner.host, beat).await? {
+    // The final status event goes in with the compare-and-set, after
+    // whatever the owner appended until then (it stops at its next
+    // renewal): whoever sees the record failed finds the event stored.
+    let last = EventBody::Status {
+        phase: Phase::Failed,
+        detail: Some(reason.clone()),
+    };
+    if !store.reclaim_job(&record, &owner.host, beat, &last).await? {
         return Ok(None);
     }
-    // The owner may still be appending (it stops at its next renewal):
-    // the status event goes after whatever it appended meanwhile.
-    let mut stored = store.events(id, 0).await?;
-    for _ in 0..REMOVE_ATTEMPTS {
-        let event = AgentEvent {
-            job_id: id.to_string(),
-            seq: stored.last().map_or(1, |e| e.seq + 1),
-            at: now,
-            body: EventBody::Status {
-                phase: Phase::Failed,
-                detail: Some(reason.clone()),
-            },
-        };
-        match store.append_event(&event).await {
-            Err(StoreError::EventSeq { .. }) => stored = store.events(id, 0).await?,
-            other => {
-                other?;
-                break;
-            }
-        }
-    }
+    let stored = store.events(id, 0).await?;
     if let Some((path, files)) = concluded_patch(&stored) {
         record.patch_path = Some(path);
         record.changed_files = files;

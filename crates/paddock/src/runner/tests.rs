@@ -455,8 +455,9 @@ impl crate::store::Store for FailingStore {
         job: &paddock_protocol::JobRecord,
         host: &str,
         heartbeat: time::OffsetDateTime,
+        last: &EventBody,
     ) -> Result<bool, StoreError> {
-        self.inner.reclaim_job(job, host, heartbeat).await
+        self.inner.reclaim_job(job, host, heartbeat, last).await
     }
     async fn running_jobs(&self) -> Result<Vec<crate::store::RunningJob>, StoreError> {
         self.inner.running_jobs().await

@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use paddock_protocol::event::TokenUsage;
-use paddock_protocol::event::{AgentEvent, EventBody};
+use paddock_protocol::event::{AgentEvent, EventBody, Phase};
 use paddock_protocol::job::JobStatus;
 use paddock_protocol::ledger::{CallStatus, ModelCall};
 use paddock_protocol::{
@@ -1225,7 +1225,9 @@ pub(crate) async fn a_claim_records_its_owner_and_heartbeat(store: &dyn Store) {
 /// Reclaiming overwrites a running job only while its owner and heartbeat
 /// are what the reaper saw: not with another heartbeat (the owner
 /// renewed), not another host's, not twice; afterwards the owner's renewal
-/// and finish are refused and the reclaimed record stays.
+/// and finish are refused and the reclaimed record stays. The final event
+/// goes in with the reclaim that succeeds, after the owner's events, and
+/// with no refused one.
 pub(crate) async fn reclaiming_is_a_compare_and_set_on_owner_and_heartbeat(store: &dyn Store) {
     let (a, b) = (host("alpha"), host("beta"));
     let t0 = datetime!(2026-12-02 05:00:00 UTC);
@@ -1235,17 +1237,46 @@ pub(crate) async fn reclaiming_is_a_compare_and_set_on_owner_and_heartbeat(store
         .insert_owned_job(&started, "{}", &a, t0)
         .await
         .unwrap();
+    let owners = event(
+        "j1",
+        1,
+        EventBody::Status {
+            phase: Phase::Launching,
+            detail: None,
+        },
+    );
+    store.append_event(&owners).await.unwrap();
+    let last = EventBody::Status {
+        phase: Phase::Failed,
+        detail: Some("reclaimed".into()),
+    };
     let mut failed = started.clone();
     failed.status = JobStatus::Failed;
     failed.reason = Some("host alpha stopped renewing".into());
     failed.finished_at = Some(t1);
-    assert!(!store.reclaim_job(&failed, &b.host, t0).await.unwrap());
-    assert!(!store.reclaim_job(&failed, &a.host, t1).await.unwrap());
+    assert!(!store
+        .reclaim_job(&failed, &b.host, t0, &last)
+        .await
+        .unwrap());
+    assert!(!store
+        .reclaim_job(&failed, &a.host, t1, &last)
+        .await
+        .unwrap());
     assert!(store.heartbeat("j1", &a.host, t1).await.unwrap());
-    assert!(!store.reclaim_job(&failed, &a.host, t0).await.unwrap());
+    assert!(!store
+        .reclaim_job(&failed, &a.host, t0, &last)
+        .await
+        .unwrap());
     assert_eq!(store.job("j1").await.unwrap(), Some(started.clone()));
-    assert!(store.reclaim_job(&failed, &a.host, t1).await.unwrap());
-    assert!(!store.reclaim_job(&failed, &a.host, t1).await.unwrap());
+    assert_eq!(store.events("j1", 0).await.unwrap(), vec![owners.clone()]);
+    assert!(store
+        .reclaim_job(&failed, &a.host, t1, &last)
+        .await
+        .unwrap());
+    assert!(!store
+        .reclaim_job(&failed, &a.host, t1, &last)
+        .await
+        .unwrap());
     assert!(!store.heartbeat("j1", &a.host, t1).await.unwrap());
     let mut done = started.clone();
     done.status = JobStatus::Done;
@@ -1265,6 +1296,18 @@ pub(crate) async fn reclaiming_is_a_compare_and_set_on_owner_and_heartbeat(store
             Vec::<String>::new()
         )
     );
+    assert_eq!(
+        store.events("j1", 0).await.unwrap(),
+        vec![
+            owners,
+            AgentEvent {
+                job_id: "j1".into(),
+                seq: 2,
+                at: t1,
+                body: last,
+            }
+        ]
+    );
 }
 
 /// Reapers racing to reclaim one stale job: exactly one wins.
@@ -1280,9 +1323,13 @@ pub(crate) async fn of_concurrent_reclaimers_exactly_one_wins(store: &dyn Store)
         let mut failed = job("j1", 0);
         failed.status = JobStatus::Failed;
         failed.reason = Some(format!("reclaimed by reaper {i}"));
+        let last = EventBody::Status {
+            phase: Phase::Failed,
+            detail: failed.reason.clone(),
+        };
         async move {
             store
-                .reclaim_job(&failed, &host, t0)
+                .reclaim_job(&failed, &host, t0, &last)
                 .await
                 .unwrap()
                 .then_some(i)
@@ -1294,9 +1341,22 @@ pub(crate) async fn of_concurrent_reclaimers_exactly_one_wins(store: &dyn Store)
         .flatten()
         .collect();
     assert_eq!(won.len(), 1, "{won:?}");
+    let reason = format!("reclaimed by reaper {}", won[0]);
     assert_eq!(
         store.job("j1").await.unwrap().unwrap().reason,
-        Some(format!("reclaimed by reaper {}", won[0]))
+        Some(reason.clone())
+    );
+    // One final event, the winner's.
+    let events = store.events("j1", 0).await.unwrap();
+    assert_eq!(
+        events.iter().map(|e| (e.seq, &e.body)).collect::<Vec<_>>(),
+        vec![(
+            1,
+            &EventBody::Status {
+                phase: Phase::Failed,
+                detail: Some(reason)
+            }
+        )]
     );
 }
 

@@ -25,7 +25,7 @@ mod webhook;
 
 use std::sync::Arc;
 
-use paddock_protocol::event::AgentEvent;
+use paddock_protocol::event::{AgentEvent, EventBody};
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
@@ -131,12 +131,16 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// if it is still `running`, owned by `host`, with the heartbeat
     /// `heartbeat` a reaper saw: the compare-and-set that lets exactly one
     /// reaper reclaim another host's dead job, and never one its owner
-    /// renewed meanwhile. Whether it did.
+    /// renewed meanwhile. In the same transaction `last`, the job's final
+    /// event, is appended with the next seq (at `job.finished_at`), so a
+    /// reader who sees the record final finds that event stored, as after
+    /// a job's own end. Whether it did.
     async fn reclaim_job(
         &self,
         job: &JobRecord,
         host: &str,
         heartbeat: OffsetDateTime,
+        last: &EventBody,
     ) -> Result<bool, StoreError>;
 
     /// Every job still `running`, oldest first, with its owner and last

@@ -28,7 +28,7 @@ use std::time::Duration;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
-use paddock_protocol::event::AgentEvent;
+use paddock_protocol::event::{AgentEvent, EventBody};
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
@@ -246,8 +246,9 @@ impl Store for PgStore {
         job: &JobRecord,
         host: &str,
         heartbeat: OffsetDateTime,
+        last: &EventBody,
     ) -> Result<bool, StoreError> {
-        PgStore::reclaim_job(self, job, host, heartbeat).await
+        PgStore::reclaim_job(self, job, host, heartbeat, last).await
     }
 
     async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {

@@ -15,6 +15,12 @@ pub(in crate::store) const APPEND: &str = "INSERT INTO events (job_id, seq, at, 
      SELECT $1, $2, $3, $4, $5 \
      WHERE $2 = (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = $1)";
 
+/// Inserts job `$1`'s event with the next seq, whatever it is: only inside
+/// a transaction that holds the job's row (the reclaim's, which appends
+/// the reclaimed job's final event with its compare-and-set).
+pub(in crate::store) const APPEND_NEXT: &str = "INSERT INTO events (job_id, seq, at, kind, body) \
+     SELECT $1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = $1), $2, $3, $4";
+
 /// An `events` row as stored.
 #[derive(sqlx::FromRow)]
 pub(in crate::store) struct EventRow {

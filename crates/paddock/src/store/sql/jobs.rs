@@ -13,9 +13,11 @@
 macro_rules! jobs_queries {
     ($store:ident) => {
         const _: () = {
+            use paddock_protocol::event::EventBody;
             use paddock_protocol::job::JobRecord;
             use time::OffsetDateTime;
             use $crate::store::owner::{self, Owner, RunningJob};
+            use $crate::store::sql::events::APPEND_NEXT;
             use $crate::store::sqlite::codec::RowRef;
             use $crate::store::sqlite::jobs::{insert_error, INSERT};
             use $crate::store::StoreError;
@@ -114,24 +116,44 @@ macro_rules! jobs_queries {
                 }
 
                 /// Overwrites job `job.id` if `host` still owns it running
-                /// with the heartbeat `heartbeat`.
+                /// with the heartbeat `heartbeat`, and appends `last` as its
+                /// next event in the same transaction (the job's row held:
+                /// an owner appending meanwhile goes after it).
                 pub(super) async fn reclaim_job(
                     &self,
                     job: &JobRecord,
                     host: &str,
                     heartbeat: OffsetDateTime,
+                    last: &EventBody,
                 ) -> Result<bool, StoreError> {
                     let row = RowRef::new("jobs", format!("job {}", job.id));
+                    let event = RowRef::new("events", format!("the final event of job {}", job.id));
+                    let at = job.finished_at.unwrap_or_else(OffsetDateTime::now_utc);
+                    let (at, body) = (event.time("at", at)?, event.json("body", last)?);
+                    let failed = |source| StoreError::UpdateJob {
+                        job_id: job.id.clone(),
+                        source,
+                    };
+                    let mut tx = self.pool.begin().await.map_err(failed)?;
                     let done = bind_job(sqlx::query(owner::RECLAIM.as_str()), job)?
                         .bind(host)
                         .bind(row.time("heartbeat_at", heartbeat)?)
-                        .execute(&self.pool)
+                        .execute(&mut *tx)
                         .await
-                        .map_err(|source| StoreError::UpdateJob {
-                            job_id: job.id.clone(),
-                            source,
-                        })?;
-                    Ok(done.rows_affected() == 1)
+                        .map_err(failed)?;
+                    if done.rows_affected() != 1 {
+                        return Ok(false);
+                    }
+                    sqlx::query(APPEND_NEXT)
+                        .bind(job.id.as_str())
+                        .bind(at)
+                        .bind(last.kind())
+                        .bind(body)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(failed)?;
+                    tx.commit().await.map_err(failed)?;
+                    Ok(true)
                 }
 
                 /// Records a cancel of the running job `id` asked at `at` by

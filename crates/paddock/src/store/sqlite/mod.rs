@@ -27,7 +27,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use paddock_protocol::event::AgentEvent;
+use paddock_protocol::event::{AgentEvent, EventBody};
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
@@ -272,8 +272,9 @@ impl Store for SqliteStore {
         job: &JobRecord,
         host: &str,
         heartbeat: OffsetDateTime,
+        last: &EventBody,
     ) -> Result<bool, StoreError> {
-        SqliteStore::reclaim_job(self, job, host, heartbeat).await
+        SqliteStore::reclaim_job(self, job, host, heartbeat, last).await
     }
 
     async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
