@@ -7,7 +7,12 @@
 //! medians as Markdown tables, the ratio of Paddock's provisioning to
 //! `git worktree add` against the goal (≤ 20 ms and ≥ 40× faster), and the
 //! load average before and after (the figures mean little on a busy
-//! machine). Run it with `scripts/bench-workspace [--runs N] [--small]`.
+//! machine). Before every timed step, untimed and the same for every
+//! variant, the jobs directory's trash is emptied and the page cache's
+//! dirty pages are written out (`sync`): otherwise a step pays for the
+//! writeback of the step before it (a clone writes 42 MB at 10,000 files),
+//! which fell on whichever variant came next in the round. Run it with
+//! `scripts/bench-workspace [--runs N] [--small]`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -59,6 +64,16 @@ struct Phases {
     provision: Duration,
     patch: Duration,
     remove: Duration,
+}
+
+/// Untimed, before each timed step: what earlier steps left to the kernel
+/// or to the trash is done with, so no step pays for another's.
+fn settle(jobs: &Path) {
+    if jobs.exists() {
+        let errors = paddock::workspace::trash::empty(jobs, true);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+    assert!(Command::new("sync").status().unwrap().success());
 }
 
 /// Provisions, changes one file, computes the patch and removes, timed.
@@ -122,11 +137,13 @@ fn measure(rt: &tokio::runtime::Runtime, tmp: &Path, repo: &Path, runs: usize) -
     paddock_run(rt, &jobs, "warm", &spec, Layout::Overlay);
     let overlay = overlay_allowed();
     for i in 0..runs {
+        settle(&jobs);
         let clone = paddock_run(rt, &jobs, &format!("job-{i}"), &spec, Layout::Clone);
         for (k, d) in clone.into_iter().enumerate() {
             t[k].push(d);
         }
         if overlay {
+            settle(&jobs);
             let layered = paddock_run(rt, &jobs, &format!("ov-{i}"), &spec, Layout::Overlay);
             for (k, d) in layered.into_iter().enumerate() {
                 t[6 + k].push(d);
@@ -134,6 +151,7 @@ fn measure(rt: &tokio::runtime::Runtime, tmp: &Path, repo: &Path, runs: usize) -
         }
 
         let wt = tmp.join(format!("wt-{i}"));
+        settle(&jobs);
         let start = Instant::now();
         let branch = format!("bench-{i}");
         let wt_arg = wt.to_str().unwrap();
@@ -147,6 +165,7 @@ fn measure(rt: &tokio::runtime::Runtime, tmp: &Path, repo: &Path, runs: usize) -
         t[4].push(start.elapsed());
 
         let cl = tmp.join(format!("clone-{i}"));
+        settle(&jobs);
         let start = Instant::now();
         let out = Command::new("git")
             .args(["clone", "-q", "--local"])
