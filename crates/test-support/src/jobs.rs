@@ -171,6 +171,14 @@ pub fn stand_in_codex(bin: &Path, body: &str) -> PathBuf {
     engine
 }
 
+/// A stand-in engine body that ends its turn the way `codex exec --json`
+/// does, after `work` (shell) ran in the checkout.
+pub fn finishing(work: &str) -> String {
+    format!(
+        "{work}\necho '{{\"type\":\"thread.started\",\"thread_id\":\"t\"}}'\necho '{{\"type\":\"turn.started\"}}'\necho '{{\"type\":\"turn.completed\",\"usage\":{{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}}}'"
+    )
+}
+
 /// Points the job spec at `spec` at the engine `binary` (`[engine]
 /// binary`).
 pub fn use_engine_binary(spec: &Path, binary: &Path) {

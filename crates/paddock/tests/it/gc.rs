@@ -23,12 +23,6 @@ fn basic(token: &str) -> String {
     )
 }
 
-fn finishing(work: &str) -> String {
-    format!(
-        "{work}\necho '{{\"type\":\"thread.started\",\"thread_id\":\"t\"}}'\necho '{{\"type\":\"turn.started\"}}'\necho '{{\"type\":\"turn.completed\",\"usage\":{{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}}}'"
-    )
-}
-
 /// The directories (cache entries) under `dir`, `.tmp-` ones aside.
 fn entries(dir: &Path) -> BTreeSet<PathBuf> {
     match std::fs::read_dir(dir) {

@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 
 use paddock_test_support::prelude::*;
 
-use super::results::finishing;
-
 /// The real git: the first on this process's `PATH`.
 fn real_git() -> PathBuf {
     std::env::split_paths(&std::env::var_os("PATH").unwrap())

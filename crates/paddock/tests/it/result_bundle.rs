@@ -28,12 +28,6 @@ fn pack_objects(bundle: &Path) -> u32 {
     u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap())
 }
 
-fn finishing(work: &str) -> String {
-    format!(
-        "{work}\necho '{{\"type\":\"thread.started\",\"thread_id\":\"t\"}}'\necho '{{\"type\":\"turn.started\"}}'\necho '{{\"type\":\"turn.completed\",\"usage\":{{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}}}'"
-    )
-}
-
 /// An empty bare repository `name` under `dir`.
 fn empty_remote(dir: &Path, name: &str) -> PathBuf {
     let bare = dir.join(name);

@@ -79,14 +79,6 @@ async fn the_patch_does_not_depend_on_the_users_git_configuration() {
     );
 }
 
-/// A stand-in engine body that ends its turn the way `codex exec --json`
-/// does, after `work` (shell) ran in the checkout.
-pub(super) fn finishing(work: &str) -> String {
-    format!(
-        "{work}\necho '{{\"type\":\"thread.started\",\"thread_id\":\"t\"}}'\necho '{{\"type\":\"turn.started\"}}'\necho '{{\"type\":\"turn.completed\",\"usage\":{{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}}}'"
-    )
-}
-
 /// Every file under `dir` but its `.git`, with its bytes.
 fn work_tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
     let mut out = std::collections::BTreeMap::new();
