@@ -18,6 +18,14 @@ pub struct DiffArgs {
 
 /// The patch file of `job` (its id resolved), or a bad-input failure.
 pub async fn patch_of(job: &str, paths: &Paths) -> Result<std::path::PathBuf, Failure> {
+    Ok(job_and_patch(job, paths).await?.1)
+}
+
+/// The id `job` resolves to and its patch file, or a bad-input failure.
+pub async fn job_and_patch(
+    job: &str,
+    paths: &Paths,
+) -> Result<(String, std::path::PathBuf), Failure> {
     let store = open_existing_store(paths).await?;
     let job_id = resolve_job(&*store, job, paths).await?;
     let record = store
@@ -25,14 +33,12 @@ pub async fn patch_of(job: &str, paths: &Paths) -> Result<std::path::PathBuf, Fa
         .await
         .context("look up the job")?
         .context("the job vanished")?;
-    record
-        .patch_path
-        .map(std::path::PathBuf::from)
-        .ok_or_else(|| {
-            Failure::BadInput(anyhow::anyhow!(
-                "job {job_id}: no patch was saved (it ended before its work tree was read)"
-            ))
-        })
+    match record.patch_path {
+        Some(path) => Ok((job_id, std::path::PathBuf::from(path))),
+        None => Err(Failure::BadInput(anyhow::anyhow!(
+            "job {job_id}: no patch was saved (it ended before its work tree was read)"
+        ))),
+    }
 }
 
 pub async fn exec(args: DiffArgs, paths: &Paths) -> Result<u8, Failure> {

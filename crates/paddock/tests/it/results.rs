@@ -221,6 +221,114 @@ async fn no_change_means_no_branch_and_no_pull_request() {
     );
 }
 
+/// `paddock apply` applies the patch at the top of the working tree, from
+/// a subdirectory too (`git apply` run there skipped every file outside
+/// it and still succeeded: exit 0, nothing applied); one that does not
+/// apply says so beside git's message; a job that changed nothing has
+/// nothing to apply (not git's "No valid patches in input").
+#[tokio::test]
+async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let changed = stand_in_job(
+        &home,
+        &repo,
+        &finishing("mkdir -p docs && printf 'fixed\\n' > docs/fix.txt"),
+    );
+    let changed = record(
+        &home
+            .paddock(&["run", "--json", changed.to_str().unwrap()], &[])
+            .await,
+    );
+    let target = home.path().join("target-repo");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            repo.to_str().unwrap(),
+            target.to_str().unwrap(),
+        ],
+    );
+    std::fs::create_dir(target.join("sub")).unwrap();
+    let outcome = |out: std::process::Output| {
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // From the subdirectory, as the current directory and as --repo.
+    let mut from_sub = home.command(&["apply", "--check", &changed.id]);
+    from_sub.current_dir(target.join("sub"));
+    assert_eq!(
+        outcome(from_sub.output().await.unwrap()),
+        (Some(0), String::new(), String::new())
+    );
+    let sub = target.join("sub");
+    let applied = home
+        .paddock(
+            &["apply", &changed.id, "--repo", sub.to_str().unwrap()],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (
+            outcome(applied),
+            git(&target, &["status", "--porcelain", "--untracked-files=all"]),
+            std::fs::read_to_string(target.join("docs/fix.txt")).ok(),
+        ),
+        (
+            (Some(0), String::new(), String::new()),
+            "?? docs/fix.txt\n".to_string(),
+            Some("fixed\n".to_string())
+        )
+    );
+    // Again: it no longer applies.
+    let again = home
+        .paddock(
+            &["apply", &changed.id, "--repo", sub.to_str().unwrap()],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        outcome(again),
+        (
+            Some(1),
+            String::new(),
+            format!(
+                "error: docs/fix.txt: already exists in working directory\n\
+                 paddock: job {}'s patch does not apply in {} (git apply's message above)\n",
+                changed.id,
+                target.display()
+            )
+        )
+    );
+    let nothing = stand_in_job(&home, &repo, &finishing("true"));
+    let nothing = record(
+        &home
+            .paddock(&["run", "--json", nothing.to_str().unwrap()], &[])
+            .await,
+    );
+    let none = home
+        .paddock(
+            &["apply", &nothing.id, "--repo", target.to_str().unwrap()],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        outcome(none),
+        (
+            Some(0),
+            String::new(),
+            format!(
+                "paddock: job {} changed nothing: there is no patch to apply\n",
+                nothing.id
+            )
+        )
+    );
+}
+
 /// A change outside the ticket's `touch_only` is flagged, in the closeout
 /// and as a warning of the job; the job is still done, with its branch.
 #[tokio::test]
