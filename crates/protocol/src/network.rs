@@ -14,7 +14,11 @@ use serde::{Deserialize, Serialize};
 /// The port of a pattern written without one.
 pub const DEFAULT_PORT: u16 = 443;
 
-/// The presets a destination list may name instead of a pattern.
+/// `setup.network`'s name for no destination at all (any case).
+pub const PRESET_NONE: &str = "none";
+
+/// The presets a destination list may name instead of a pattern (any
+/// case, like host names).
 pub const PRESETS: &[(&str, &[&str])] = &[(
     "registries",
     &[
@@ -61,6 +65,24 @@ impl Destination {
     /// `[::1][:port]`; the reason when it is none of them.
     pub fn parse(text: &str) -> Result<Destination, String> {
         let t = text.trim();
+        if let Some((scheme, rest)) = t.split_once("://") {
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+            let suggested = match (
+                scheme.to_ascii_lowercase().as_str(),
+                authority.contains(':'),
+            ) {
+                ("http", false) => format!("{authority}:80"),
+                _ => authority.to_string(),
+            };
+            return Err(format!(
+                "`{text}`: a destination is `host[:port]`, not a URL: write `{suggested}`"
+            ));
+        }
+        if PRESET_NONE.eq_ignore_ascii_case(t) {
+            return Err(format!(
+                "`{text}` is not a destination: an empty list (the default) allows nothing"
+            ));
+        }
         let (host, port) = split_port(t)?;
         let port = match port {
             None => DEFAULT_PORT,
@@ -86,7 +108,13 @@ impl Destination {
             Some(rest) => (true, rest),
             None => (false, host),
         };
-        let name = name.to_ascii_lowercase();
+        // A fully qualified name's one trailing dot, as a request's host.
+        let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
+        if !name.is_ascii() {
+            return Err(format!(
+                "`{text}`: write an internationalized name in its ASCII form (`xn--…`, as `idn2 NAME` prints it)"
+            ));
+        }
         check_name(&name).map_err(|why| format!("`{text}`: {why}"))?;
         if wild && !name.contains('.') {
             return Err(format!(
@@ -242,7 +270,10 @@ fn check_name(name: &str) -> Result<(), String> {
 pub fn parse_list(entries: &[String]) -> Result<Vec<Destination>, (usize, String)> {
     let mut out = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
-        if let Some((_, hosts)) = PRESETS.iter().find(|(name, _)| *name == entry.trim()) {
+        if let Some((_, hosts)) = PRESETS
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(entry.trim()))
+        {
             for host in *hosts {
                 out.push(Destination::parse(host).map_err(|e| (i, e))?);
             }
@@ -378,7 +409,7 @@ impl Default for SetupNetwork {
 impl SetupNetwork {
     pub fn is_empty(&self) -> bool {
         match self {
-            SetupNetwork::Preset(p) => p == "none",
+            SetupNetwork::Preset(p) => PRESET_NONE.eq_ignore_ascii_case(p.trim()),
             SetupNetwork::List(l) => l.is_empty(),
         }
     }
@@ -386,7 +417,7 @@ impl SetupNetwork {
     /// The entries as a list (`"none"` is the empty list).
     pub fn entries(&self) -> Vec<String> {
         match self {
-            SetupNetwork::Preset(p) if p == "none" => Vec::new(),
+            SetupNetwork::Preset(p) if PRESET_NONE.eq_ignore_ascii_case(p.trim()) => Vec::new(),
             SetupNetwork::Preset(p) => vec![p.clone()],
             SetupNetwork::List(l) => l.clone(),
         }
@@ -432,15 +463,15 @@ impl NetworkLimits {
         self.open_addresses
             .iter()
             .enumerate()
-            .map(|(i, a)| {
-                a.trim().parse::<SocketAddr>().map_err(|_| {
-                    (
-                        i,
-                        format!(
-                            "`{a}` must be an address and port (`127.0.0.1:8443`, `[::1]:443`)"
-                        ),
-                    )
-                })
+            .map(|(i, a)| match a.trim().parse::<SocketAddr>() {
+                Ok(addr) if addr.port() == 0 => {
+                    Err((i, format!("`{a}`: the port must be 1 to 65535")))
+                }
+                Ok(addr) => Ok(addr),
+                Err(_) => Err((
+                    i,
+                    format!("`{a}` must be an address and port (`127.0.0.1:8443`, `[::1]:443`)"),
+                )),
             })
             .collect()
     }
@@ -527,6 +558,91 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(Destination::parse(text), want, "{text}");
         }
+    }
+
+    /// The odd forms a user writes: each allows what it says or is refused
+    /// saying what to write instead.
+    #[test]
+    fn odd_forms_work_or_say_what_to_write() {
+        let exact = |h: &str, port| {
+            Ok(Destination {
+                host: HostPattern::Exact(h.into()),
+                port,
+            })
+        };
+        let cases: Vec<(&str, Result<Destination, String>)> = vec![
+            ("Example.COM.", exact("example.com", 443)),
+            ("example.com.:8443", exact("example.com", 8443)),
+            (
+                "*.Example.com.",
+                Ok(Destination {
+                    host: HostPattern::Suffix("example.com".into()),
+                    port: 443,
+                }),
+            ),
+            ("\t api.github.com:443 \n", exact("api.github.com", 443)),
+            ("xn--bcher-kva.example", exact("xn--bcher-kva.example", 443)),
+            (
+                "[::1]:443",
+                Ok(Destination {
+                    host: HostPattern::Address("::1".parse().unwrap()),
+                    port: 443,
+                }),
+            ),
+            (
+                "example.com..",
+                Err("`example.com..`: `example.com.` is not a host name (labels of letters, digits, `-`, `_`)".into()),
+            ),
+            (
+                "https://api.github.com/repos",
+                Err("`https://api.github.com/repos`: a destination is `host[:port]`, not a URL: write `api.github.com`".into()),
+            ),
+            (
+                "http://mirror.example",
+                Err("`http://mirror.example`: a destination is `host[:port]`, not a URL: write `mirror.example:80`".into()),
+            ),
+            (
+                "HTTP://mirror.example:8080/simple",
+                Err("`HTTP://mirror.example:8080/simple`: a destination is `host[:port]`, not a URL: write `mirror.example:8080`".into()),
+            ),
+            (
+                "bücher.example",
+                Err("`bücher.example`: write an internationalized name in its ASCII form (`xn--…`, as `idn2 NAME` prints it)".into()),
+            ),
+            (
+                "None",
+                Err("`None` is not a destination: an empty list (the default) allows nothing".into()),
+            ),
+            ("a.b:65536", Err("`a.b:65536`: the port must be 1 to 65535".into())),
+            (
+                "[::1]:0",
+                Err("`[::1]:0`: the port must be 1 to 65535".into()),
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Destination::parse(text), want, "{text}");
+        }
+    }
+
+    /// A preset's name in any case is the preset (names are compared
+    /// lowercase), never a host called `registries`; so is `"none"`.
+    #[test]
+    fn preset_names_are_read_in_any_case() {
+        let registries = parse_list(&["registries".into()]).unwrap();
+        assert_eq!(
+            (
+                parse_list(&["Registries".into()]),
+                parse_list(&[" REGISTRIES ".into()]),
+                SetupNetwork::Preset("None".into()).entries(),
+                SetupNetwork::Preset("NONE".into()).is_empty(),
+            ),
+            (
+                Ok(registries.clone()),
+                Ok(registries),
+                Vec::<String>::new(),
+                true
+            )
+        );
     }
 
     #[test]
@@ -640,6 +756,17 @@ mod tests {
 
     #[test]
     fn profile_limits_are_validated_naming_the_field() {
+        let zero = NetworkLimits {
+            open_addresses: vec!["[::1]:443".into(), " 127.0.0.1:0".into()],
+            ..NetworkLimits::default()
+        };
+        assert_eq!(
+            zero.check(),
+            Err((
+                "network.open_addresses[1]".into(),
+                "` 127.0.0.1:0`: the port must be 1 to 65535".into()
+            ))
+        );
         let l = NetworkLimits {
             open_addresses: vec!["127.0.0.1:8443".into(), "localhost:1".into()],
             ..NetworkLimits::default()
