@@ -465,6 +465,20 @@ fn origin_request(head: &Head, target: &Target) -> Result<Vec<u8>, Refusal> {
         80 => target.host.to_string(),
         port => format!("{}:{port}", target.host),
     };
+    // One Host header: a second one (which an origin may read instead)
+    // would name a host nobody checked.
+    let hosts = head
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .count();
+    if hosts > 1 {
+        return Err(Refusal::new(
+            400,
+            "bad_request",
+            format!("the request has {hosts} Host headers; it may have one, naming the URL's host `{authority}`"),
+        ));
+    }
     if let Some(value) = head.header("host") {
         let same = std::str::from_utf8(value)
             .ok()

@@ -663,6 +663,33 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
         ("HTTP/1.1 403 Forbidden".into(), "host_mismatch".into())
     );
     let _ = p.record().await;
+    // Two Host headers, the URL's host first: the second is never checked,
+    // and an origin (a shared front end) may route by it.
+    let mut s = p.connect().await;
+    s.write_all(
+        format!(
+            "GET http://web.test:{port}/ HTTP/1.1\r\nHost: web.test:{port}\r\nHost: evil.test\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let _ = s.shutdown().await;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    let why = format!(
+        "the request has 2 Host headers; it may have one, naming the URL's host `web.test:{port}`"
+    );
+    assert_eq!(
+        (status_and_rule(&answer), p.record().await),
+        (
+            ("HTTP/1.1 400 Bad Request".into(), "bad_request".into()),
+            EgressRecord {
+                method: Some(EgressMethod::Http),
+                ..refused("web.test", port, None, "bad_request", &why)
+            }
+        )
+    );
     assert_eq!(web.so_far(), Vec::<Vec<u8>>::new());
 
     // The twin: reqwest through the proxy.
