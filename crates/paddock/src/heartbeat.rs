@@ -146,13 +146,13 @@ pub fn start(
                 continue;
             }
             match store.cancel_requested(&job_id).await {
-                Ok(true) => {
+                Ok(Some(_)) => {
                     tracing::info!(
                         "job {job_id}: a cancel was asked through the store: stopping it"
                     );
                     found.cancel.mark();
                 }
-                Ok(false) => {}
+                Ok(None) => {}
                 Err(e) => {
                     tracing::warn!("job {job_id}: cannot read whether a cancel was asked: {e}")
                 }

@@ -79,7 +79,7 @@ use crate::heartbeat::Liveness;
 use crate::leftovers;
 use crate::paths::Paths;
 use crate::rung::{self, Reap, Rung};
-use crate::store::{Owner, RunningJob, Store, StoreError};
+use crate::store::{CancelRequest, NextAttempt, Owner, Reclaim, RunningJob, Store, StoreError};
 pub use crate::workspace::lease::Lease;
 use crate::workspace::lease::{KEPT, LEASES};
 use crate::workspace::Workspace;
@@ -135,6 +135,10 @@ pub struct Reaped {
     pub kept: bool,
     /// The job was `running` in the store and is now `failed`.
     pub marked_failed: bool,
+    /// The job was `running` in the store, a cancel had been asked of it,
+    /// and it is now `cancelled` (never queued again).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub marked_cancelled: bool,
     /// The job was another host's, whose heartbeat was older than the
     /// TTL: that host (its name and jobs directory id), from which only
     /// the store's part was reclaimed.
@@ -365,7 +369,8 @@ async fn reap_job(
     }
     if let Some(rec) = record {
         match fail_job(store, rec, r.patch.as_ref()).await {
-            Ok(()) => r.marked_failed = true,
+            Ok(JobStatus::Cancelled) => r.marked_cancelled = true,
+            Ok(_) => r.marked_failed = true,
             Err(e) => r.errors.push(format!("job {name}: {e}")),
         }
     }
@@ -379,6 +384,7 @@ async fn reap_job(
         && r.cgroups.is_empty()
         && r.revoked_tokens.is_empty()
         && !r.marked_failed
+        && !r.marked_cancelled
         && !existed
         && r.errors.is_empty();
     (!did_nothing).then_some(r)
@@ -433,8 +439,9 @@ async fn reclaim(
         ..Reaped::default()
     };
     match reclaim_job(store, liveness, (id, job.queued), (owner, beat), now).await {
-        Ok(Some(next)) => {
-            r.marked_failed = true;
+        Ok(Some((status, next))) => {
+            r.marked_failed = status == JobStatus::Failed;
+            r.marked_cancelled = status == JobStatus::Cancelled;
             r.requeued_as = next;
         }
         Ok(None) => return None,
@@ -445,89 +452,137 @@ async fn reclaim(
 
 /// Why a reclaimed job failed: the host, its last heartbeat, the TTL.
 pub fn reclaimed_reason(owner: &Owner, beat: OffsetDateTime, liveness: &Liveness) -> String {
-    let at = beat
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| beat.to_string());
     format!(
         "the paddock process running this job on host {} (jobs directory {}) last renewed its \
-         heartbeat at {at}, more than {} s before host {}'s reaper looked: reclaimed as dead; \
+         heartbeat at {}, more than {} s before host {}'s reaper looked: reclaimed as dead; \
          its workspace and processes on that host were not touched",
         owner.name,
         owner.host,
+        rfc3339(beat),
         liveness.ttl.as_secs_f64(),
         liveness.owner.name
     )
 }
 
-/// The store's part of reclaiming job `id` from `owner`: the job failed
-/// by a compare-and-set on that owner and heartbeat (`None` when it no
-/// longer holds) with its final status event, then its calls in flight
-/// settled as interrupted, its next attempt queued when a server's queue
-/// had claimed it (with priority `queued`; `crate::requeue`), and its
-/// totals from the ledger. The job its next attempt was queued as.
+/// Why a dead job that a cancel was asked of is `cancelled`: who asked
+/// and when, then why it was found dead (`dead`, [`reclaimed_reason`] or
+/// [`REASON`]).
+pub fn cancelled_reason(asked: &CancelRequest, dead: &str) -> String {
+    format!(
+        "cancelled: host {} asked to cancel it at {}, and it was found dead before it stopped: \
+         {dead}",
+        asked.by,
+        rfc3339(asked.at)
+    )
+}
+
+/// What a reclaimed job's reason adds when it came from a server's queue
+/// and a cancel was asked: why no next attempt was queued.
+pub const NOT_REQUEUED_CANCELLED: &str = "; not queued again: it was cancelled";
+
+/// `at` as RFC 3339 text.
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| at.to_string())
+}
+
+/// How often a reclaim is tried again when a cancel was recorded between
+/// the reaper's read and its compare-and-set (the request is kept once
+/// recorded, so a second try sees it).
+const RECLAIM_TRIES: usize = 3;
+
+/// The store's part of reclaiming job `id` from `owner`, all in one
+/// transaction (`Store::reclaim_job`, a compare-and-set on that owner,
+/// heartbeat and whether a cancel was asked; `None` when it no longer
+/// holds): the job `failed`, or `cancelled` when a cancel was asked of it
+/// (then never queued again), with its final status event, its calls in
+/// flight settled as interrupted, its totals from the ledger, and its
+/// next attempt queued when a server's queue had claimed it (with
+/// priority `queued`; `crate::requeue`). Its final status, and the job
+/// its next attempt was queued as.
 async fn reclaim_job(
     store: &dyn Store,
     liveness: &Liveness,
     (id, queued): (&str, Option<i64>),
     (owner, beat): (&Owner, OffsetDateTime),
     now: OffsetDateTime,
-) -> Result<Option<Option<String>>, StoreError> {
-    let Some(mut record) = store
-        .job(id)
-        .await?
-        .filter(|rec| rec.status == JobStatus::Running)
-    else {
-        return Ok(None);
-    };
-    let reason = reclaimed_reason(owner, beat, liveness);
-    record.status = JobStatus::Failed;
-    record.reason = Some(reason.clone());
-    record.finished_at = Some(now);
-    record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
-    // The final status event goes in with the compare-and-set, after
-    // whatever the owner appended until then (it stops at its next
-    // renewal): whoever sees the record failed finds the event stored.
-    let last = EventBody::Status {
-        phase: Phase::Failed,
-        detail: Some(reason.clone()),
-    };
-    if !store.reclaim_job(&record, &owner.host, beat, &last).await? {
-        return Ok(None);
-    }
-    let stored = store.events(id, 0).await?;
-    if let Some((path, files)) = concluded_patch(&stored) {
-        record.patch_path = Some(path);
-        record.changed_files = files;
-    }
-    store.interrupt_model_calls(id, RECLAIMED_CALL).await?;
-    let calls = store.model_calls(id).await?;
-    let mut tokens = TokenUsage::default();
-    let mut cost: i64 = 0;
-    for c in &calls {
-        tokens.add(&c.tokens);
-        cost = cost.saturating_add(c.cost_micros);
-    }
-    record.tokens = tokens;
-    record.cost_micros = cost;
-    record.model_calls = u64::try_from(calls.len()).unwrap_or(u64::MAX);
-    // Its next attempt, said in its reason; one that cannot be queued is
-    // said there too, the job failed all the same.
-    let mut next = None;
-    if let Some(priority) = queued {
-        let bound = liveness.requeues;
-        let note = match crate::requeue::requeue(store, &record, priority, &reason, bound).await {
-            Ok(requeued) => {
-                if let crate::requeue::Requeued::Queued { id, .. } = &requeued {
-                    next = Some(id.clone());
-                }
-                requeued.note(bound)
-            }
-            Err(e) => format!("; not queued again: {e}"),
+) -> Result<Option<(JobStatus, Option<String>)>, StoreError> {
+    for _ in 0..RECLAIM_TRIES {
+        let Some(mut record) = store
+            .job(id)
+            .await?
+            .filter(|rec| rec.status == JobStatus::Running)
+        else {
+            return Ok(None);
         };
+        let asked = store.cancel_requested(id).await?;
+        let dead = reclaimed_reason(owner, beat, liveness);
+        let (status, phase, reason) = match &asked {
+            Some(request) => (
+                JobStatus::Cancelled,
+                Phase::Cancelled,
+                cancelled_reason(request, &dead),
+            ),
+            None => (JobStatus::Failed, Phase::Failed, dead),
+        };
+        record.status = status;
+        record.finished_at = Some(now);
+        record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
+        if let Some((path, files)) = concluded_patch(&store.events(id, 0).await?) {
+            record.patch_path = Some(path);
+            record.changed_files = files;
+        }
+        // Its next attempt, said in its reason; one that cannot be queued
+        // is said there too, the job reclaimed all the same.
+        let mut next = None;
+        let mut note = String::new();
+        if let Some(priority) = queued {
+            let bound = liveness.requeues;
+            if asked.is_some() {
+                NOT_REQUEUED_CANCELLED.clone_into(&mut note);
+            } else {
+                match crate::requeue::next_attempt(store, &record, &reason, bound).await {
+                    Ok(attempt) => {
+                        note = attempt.requeued().note(bound);
+                        if let crate::requeue::Next::Attempt { record, spec_json } = attempt {
+                            next = Some((*record, spec_json, priority));
+                        }
+                    }
+                    Err(e) => note = format!("; not queued again: {e}"),
+                }
+            }
+        }
         record.reason = Some(format!("{reason}{note}"));
+        // The final status event goes in with the compare-and-set, after
+        // whatever the owner appended until then (it stops at its next
+        // renewal): whoever sees the record final finds the event stored.
+        let last = EventBody::Status {
+            phase,
+            detail: Some(reason),
+        };
+        let reclaim = Reclaim {
+            job: &record,
+            host: &owner.host,
+            heartbeat: beat,
+            cancel_asked: asked.is_some(),
+            last: &last,
+            interrupted: RECLAIMED_CALL,
+            next: next.as_ref().map(|(job, spec_json, priority)| NextAttempt {
+                job,
+                spec_json,
+                priority: *priority,
+            }),
+        };
+        if store.reclaim_job(&reclaim).await? {
+            return Ok(Some((status, next.map(|(job, _, _)| job.id))));
+        }
+        // Refused: another reaper came first, the owner renewed, or a
+        // cancel was recorded since it was read (then once more with it).
+        if asked.is_some() || store.cancel_requested(id).await?.is_none() {
+            return Ok(None);
+        }
     }
-    store.finish_job(&record, JobStatus::Failed).await?;
-    Ok(Some(next))
+    Ok(None)
 }
 
 /// Removes a dead job's directory, killing again what may still write
@@ -631,19 +686,31 @@ fn concluded_patch(events: &[AgentEvent]) -> Option<(String, Vec<String>)> {
     })
 }
 
-/// Marks running job `record` failed, with its totals from the ledger and
-/// the patch the reaper saved (or, when it saved none, the one the job's
-/// process saved before it died).
+/// Marks running job `record` failed (`cancelled` when a cancel was asked
+/// of it), with its totals from the ledger and the patch the reaper saved
+/// (or, when it saved none, the one the job's process saved before it
+/// died); the status it got.
 async fn fail_job(
     store: &dyn Store,
     mut record: JobRecord,
     patch: Option<&SavedPatch>,
-) -> Result<(), StoreError> {
+) -> Result<JobStatus, StoreError> {
     let id = record.id.clone();
     let now = OffsetDateTime::now_utc();
     let stored = store.events(&id, 0).await?;
     let first_seq = stored.last().map(|e| e.seq + 1).unwrap_or(1);
     let reason = reason_for(&id, &stored);
+    // A cancel asked of it through the store (its process died before it
+    // read it) ends it `cancelled`, unless it died publishing a result
+    // that `paddock publish` can still finish.
+    let (status, phase, reason) = match store.cancel_requested(&id).await? {
+        Some(asked) if reason == REASON => (
+            JobStatus::Cancelled,
+            Phase::Cancelled,
+            cancelled_reason(&asked, &reason),
+        ),
+        _ => (JobStatus::Failed, Phase::Failed, reason),
+    };
     let mut events = Vec::new();
     if let Some(p) = patch {
         events.push(EventBody::ArtifactSummary {
@@ -659,7 +726,7 @@ async fn fail_job(
         record.changed_files = files;
     }
     events.push(EventBody::Status {
-        phase: Phase::Failed,
+        phase,
         detail: Some(reason.clone()),
     });
     for (seq, body) in (first_seq..).zip(events) {
@@ -684,11 +751,12 @@ async fn fail_job(
     record.tokens = tokens;
     record.cost_micros = cost;
     record.model_calls = u64::try_from(calls.len()).unwrap_or(u64::MAX);
-    record.status = JobStatus::Failed;
+    record.status = status;
     record.reason = Some(reason);
     record.finished_at = Some(now);
     record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
-    store.finish_job(&record, JobStatus::Running).await
+    store.finish_job(&record, JobStatus::Running).await?;
+    Ok(status)
 }
 
 #[cfg(test)]
@@ -1183,6 +1251,64 @@ mod tests {
                 )),
                 Some(patch),
                 files
+            )
+        );
+    }
+
+    /// This host's job whose process died after another process asked to
+    /// cancel it (through the store) and before it read the request ends
+    /// `cancelled`, its reason saying who asked, when, and that it was
+    /// found dead; its final event says the same.
+    #[tokio::test]
+    async fn a_dead_job_a_cancel_was_asked_of_ends_cancelled() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        let at = OffsetDateTime::now_utc();
+        store
+            .insert_owned_job(&fixtures::job("job-1", 0), "{}", &here().owner, at)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.request_cancel("job-1", "there", at).await.unwrap(),
+            Some(here().owner)
+        );
+        crashed(&paths.jobs, "job-1");
+        let report = reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
+        let reason = cancelled_reason(
+            &CancelRequest {
+                at,
+                by: "there".into(),
+            },
+            REASON,
+        );
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        let events = store.events("job-1", 0).await.unwrap();
+        assert_eq!(
+            (
+                report
+                    .jobs
+                    .iter()
+                    .map(|r| (r.name.as_str(), r.marked_failed, r.marked_cancelled))
+                    .collect::<Vec<_>>(),
+                rec.status,
+                rec.reason.clone(),
+                events
+                    .into_iter()
+                    .map(|e| (e.seq, e.body))
+                    .collect::<Vec<_>>()
+            ),
+            (
+                vec![("job-1", false, true)],
+                JobStatus::Cancelled,
+                Some(reason.clone()),
+                vec![(
+                    1,
+                    EventBody::Status {
+                        phase: Phase::Cancelled,
+                        detail: Some(reason)
+                    }
+                )]
             )
         );
     }

@@ -2,7 +2,10 @@
 //! "Several hosts, one database"): when a reaper reclaims a running job
 //! that a `paddock serve` had claimed from the queue
 //! (`RunningJob::queued`), it queues a new attempt of it with the queue
-//! priority it had, once by default (`[hosts] requeue_reclaimed`,
+//! priority it had, in the reclaim's own transaction (so a reaper that
+//! dies mid-way leaves the job running for the next reaper, never failed
+//! without its next attempt, and of two reapers only the one whose
+//! reclaim holds queues it), once by default (`[hosts] requeue_reclaimed`,
 //! `Liveness::requeues`; 0 never). The new attempt is the stored spec with
 //! one more prior attempt, outcome `reclaimed` and the reclaim's reason as
 //! what failed, so its brief says why it runs again as a bounce's does
@@ -11,7 +14,7 @@
 //! job whose host dies every time it runs (a poison job that takes its
 //! host down) stops being queued after that many. A job its own process
 //! recorded (`paddock run`, a turn) is never queued again: its user is
-//! there to run it again.
+//! there to run it again; nor is a job a cancel was asked of.
 
 use std::path::Path;
 
@@ -35,12 +38,6 @@ pub enum RequeueError {
     LoadSpec { job_id: String, message: String },
     #[error("write the spec of job {job_id}'s next attempt: {message}")]
     WriteSpec { job_id: String, message: String },
-    #[error("queue job {new_id}, the next attempt of job {job_id}: {source}")]
-    Enqueue {
-        job_id: String,
-        new_id: String,
-        source: StoreError,
-    },
 }
 
 /// What became of a reclaimed job from the queue.
@@ -69,16 +66,43 @@ impl Requeued {
     }
 }
 
-/// Queues the next attempt of `reclaimed` (failed just now for `reason`,
-/// claimed from the queue with `priority`) unless its spec records
-/// `bound` reclaimed attempts already (module text).
-pub async fn requeue(
+/// The next attempt of a reclaimed job, made but not stored: the reaper
+/// queues it in the reclaim's own transaction (`Store::reclaim_job`), so
+/// a reaper that dies in between leaves neither.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Its record (`queued`, a new id) and spec (JSON).
+    Attempt {
+        record: Box<JobRecord>,
+        spec_json: String,
+    },
+    /// None: its spec already records this many reclaimed attempts, the
+    /// bound.
+    Spent(u32),
+}
+
+impl Next {
+    /// What becomes of the reclaimed job once this is stored.
+    pub fn requeued(&self) -> Requeued {
+        match self {
+            Next::Attempt { record, .. } => Requeued::Queued {
+                id: record.id.clone(),
+                attempt: record.attempt,
+            },
+            Next::Spent(n) => Requeued::Spent(*n),
+        }
+    }
+}
+
+/// The next attempt of `reclaimed` (reclaimed just now for `reason`)
+/// unless its spec records `bound` reclaimed attempts already (module
+/// text), for the caller to queue.
+pub async fn next_attempt(
     store: &dyn Store,
     reclaimed: &JobRecord,
-    priority: i64,
     reason: &str,
     bound: u32,
-) -> Result<Requeued, RequeueError> {
+) -> Result<Next, RequeueError> {
     let job_id = reclaimed.id.clone();
     let text = store
         .job_spec(&job_id)
@@ -103,7 +127,7 @@ pub async fn requeue(
         .count();
     let before = u32::try_from(before).unwrap_or(u32::MAX);
     if before >= bound {
-        return Ok(Requeued::Spent(before));
+        return Ok(Next::Spent(before));
     }
     spec.ticket.prior_attempts.push(PriorAttempt {
         attempt: reclaimed.attempt,
@@ -114,25 +138,17 @@ pub async fn requeue(
         failed: vec![reason.to_owned()],
         bounce_comment: None,
     });
-    let json = serde_json::to_string(&spec).map_err(|e| RequeueError::WriteSpec {
+    let spec_json = serde_json::to_string(&spec).map_err(|e| RequeueError::WriteSpec {
         job_id: job_id.clone(),
         message: e.to_string(),
     })?;
     // What the queue lists until a server claims it and admits its spec
     // again (which shapes the rest).
-    let mut next = JobRecord::new(&crate::job_ref::new_id(), &spec, OffsetDateTime::now_utc());
-    next.status = JobStatus::Queued;
-    store
-        .enqueue_job(&next, &json, priority)
-        .await
-        .map_err(|source| RequeueError::Enqueue {
-            job_id,
-            new_id: next.id.clone(),
-            source,
-        })?;
-    Ok(Requeued::Queued {
-        id: next.id,
-        attempt: next.attempt,
+    let mut record = JobRecord::new(&crate::job_ref::new_id(), &spec, OffsetDateTime::now_utc());
+    record.status = JobStatus::Queued;
+    Ok(Next::Attempt {
+        record: Box::new(record),
+        spec_json,
     })
 }
 
@@ -171,6 +187,25 @@ scenario = "s.toml"
             .await
             .unwrap();
         record
+    }
+
+    /// Its next attempt, as a reaper queues it (its own statement here; the
+    /// reclaim's transaction in the reaper) with `priority`.
+    async fn requeue(
+        store: &SqliteStore,
+        reclaimed: &JobRecord,
+        priority: i64,
+        reason: &str,
+        bound: u32,
+    ) -> Result<Requeued, RequeueError> {
+        let next = next_attempt(store, reclaimed, reason, bound).await?;
+        if let Next::Attempt { record, spec_json } = &next {
+            store
+                .enqueue_job(record, spec_json, priority)
+                .await
+                .unwrap();
+        }
+        Ok(next.requeued())
     }
 
     /// Queued again as attempt 2 with the reclaim as its prior attempt and

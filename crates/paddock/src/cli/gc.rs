@@ -76,6 +76,9 @@ pub fn render(report: &Report) -> Vec<String> {
         if r.marked_failed {
             did.push("marked it failed".to_string());
         }
+        if r.marked_cancelled {
+            did.push("marked it cancelled (a cancel had been asked of it)".to_string());
+        }
         let did = if did.is_empty() {
             "removed its lease".to_string()
         } else {

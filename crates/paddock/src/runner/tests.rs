@@ -450,14 +450,8 @@ impl crate::store::Store for FailingStore {
     ) -> Result<bool, StoreError> {
         self.inner.heartbeat(id, host, at).await
     }
-    async fn reclaim_job(
-        &self,
-        job: &paddock_protocol::JobRecord,
-        host: &str,
-        heartbeat: time::OffsetDateTime,
-        last: &EventBody,
-    ) -> Result<bool, StoreError> {
-        self.inner.reclaim_job(job, host, heartbeat, last).await
+    async fn reclaim_job(&self, reclaim: &crate::store::Reclaim<'_>) -> Result<bool, StoreError> {
+        self.inner.reclaim_job(reclaim).await
     }
     async fn running_jobs(&self) -> Result<Vec<crate::store::RunningJob>, StoreError> {
         self.inner.running_jobs().await
@@ -470,7 +464,10 @@ impl crate::store::Store for FailingStore {
     ) -> Result<Option<crate::store::Owner>, StoreError> {
         self.inner.request_cancel(id, by, at).await
     }
-    async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError> {
+    async fn cancel_requested(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::store::CancelRequest>, StoreError> {
         self.inner.cancel_requested(id).await
     }
     async fn job_owners(

@@ -568,10 +568,15 @@ impl Queue {
                     .as_ref()
                     .map(|next| format!("; queued again as job {next}"))
                     .unwrap_or_default();
+                let cancelled = if r.marked_cancelled {
+                    "; cancelled, as a cancel had been asked of it"
+                } else {
+                    ""
+                };
                 match r.errors.as_slice() {
                     [] => tracing::warn!(
                         "serve: job {}: reclaimed from {from} (its heartbeat was older than {} \
-                         s){again}",
+                         s){cancelled}{again}",
                         r.name,
                         liveness.ttl.as_secs_f64()
                     ),

@@ -19,7 +19,9 @@ use time::macros::datetime;
 use time::OffsetDateTime;
 
 use super::fixtures::{event, job, model_call};
-use super::{JobQuery, Owner, RunningJob, SpendScope, Store, StoreError};
+use super::{
+    CancelRequest, JobQuery, NextAttempt, Owner, Reclaim, RunningJob, SpendScope, Store, StoreError,
+};
 use crate::api_token::{Scope, StoredToken};
 use crate::store::WebhookAttempt;
 
@@ -59,6 +61,9 @@ macro_rules! conformance_suite {
             a_claim_records_its_owner_and_heartbeat,
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
             of_concurrent_reclaimers_exactly_one_wins,
+            a_reclaim_holds_only_on_the_cancel_request_it_saw,
+            a_reclaim_is_all_or_nothing_with_its_next_attempt,
+            of_concurrent_reclaimers_one_queues_the_next_attempt,
             a_cancel_is_requested_only_of_a_running_job_with_an_owner,
             the_newest_jobs_owners_are_listed,
         );
@@ -1149,6 +1154,25 @@ fn host(name: &str) -> Owner {
     }
 }
 
+/// A reclaim of `job` from `host` with the heartbeat `heartbeat`, no
+/// cancel seen, final event `last`, nothing queued.
+fn reclaim<'a>(
+    job: &'a paddock_protocol::JobRecord,
+    host: &'a str,
+    heartbeat: OffsetDateTime,
+    last: &'a EventBody,
+) -> Reclaim<'a> {
+    Reclaim {
+        job,
+        host,
+        heartbeat,
+        cancel_asked: false,
+        last,
+        interrupted: "its host died",
+        next: None,
+    }
+}
+
 fn running(id: &str, owner: Option<(&Owner, OffsetDateTime)>) -> RunningJob {
     RunningJob {
         id: id.to_owned(),
@@ -1255,26 +1279,26 @@ pub(crate) async fn reclaiming_is_a_compare_and_set_on_owner_and_heartbeat(store
     failed.reason = Some("host alpha stopped renewing".into());
     failed.finished_at = Some(t1);
     assert!(!store
-        .reclaim_job(&failed, &b.host, t0, &last)
+        .reclaim_job(&reclaim(&failed, &b.host, t0, &last))
         .await
         .unwrap());
     assert!(!store
-        .reclaim_job(&failed, &a.host, t1, &last)
+        .reclaim_job(&reclaim(&failed, &a.host, t1, &last))
         .await
         .unwrap());
     assert!(store.heartbeat("j1", &a.host, t1).await.unwrap());
     assert!(!store
-        .reclaim_job(&failed, &a.host, t0, &last)
+        .reclaim_job(&reclaim(&failed, &a.host, t0, &last))
         .await
         .unwrap());
     assert_eq!(store.job("j1").await.unwrap(), Some(started.clone()));
     assert_eq!(store.events("j1", 0).await.unwrap(), vec![owners.clone()]);
     assert!(store
-        .reclaim_job(&failed, &a.host, t1, &last)
+        .reclaim_job(&reclaim(&failed, &a.host, t1, &last))
         .await
         .unwrap());
     assert!(!store
-        .reclaim_job(&failed, &a.host, t1, &last)
+        .reclaim_job(&reclaim(&failed, &a.host, t1, &last))
         .await
         .unwrap());
     assert!(!store.heartbeat("j1", &a.host, t1).await.unwrap());
@@ -1329,7 +1353,7 @@ pub(crate) async fn of_concurrent_reclaimers_exactly_one_wins(store: &dyn Store)
         };
         async move {
             store
-                .reclaim_job(&failed, &host, t0, &last)
+                .reclaim_job(&reclaim(&failed, &host, t0, &last))
                 .await
                 .unwrap()
                 .then_some(i)
@@ -1360,6 +1384,253 @@ pub(crate) async fn of_concurrent_reclaimers_exactly_one_wins(store: &dyn Store)
     );
 }
 
+/// A reclaim that saw no cancel request is refused once one is recorded
+/// (the request a dead owner never read is not lost), and nothing is
+/// written; one that saw it holds, and the request stays as recorded.
+pub(crate) async fn a_reclaim_holds_only_on_the_cancel_request_it_saw(store: &dyn Store) {
+    let a = host("alpha");
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    let t1 = t0 + time::Duration::seconds(30);
+    let started = job("j1", 0);
+    store
+        .insert_owned_job(&started, "{}", &a, t0)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.request_cancel("j1", "beta", t1).await.unwrap(),
+        Some(a.clone())
+    );
+    let mut failed = started.clone();
+    failed.status = JobStatus::Failed;
+    failed.finished_at = Some(t1);
+    let last = EventBody::Status {
+        phase: Phase::Failed,
+        detail: None,
+    };
+    assert!(!store
+        .reclaim_job(&reclaim(&failed, &a.host, t0, &last))
+        .await
+        .unwrap());
+    assert_eq!(
+        (
+            store.job("j1").await.unwrap(),
+            store.events("j1", 0).await.unwrap()
+        ),
+        (Some(started.clone()), Vec::new())
+    );
+    let mut cancelled = started.clone();
+    cancelled.status = JobStatus::Cancelled;
+    cancelled.reason = Some("cancelled: asked by beta".into());
+    cancelled.finished_at = Some(t1);
+    let last = EventBody::Status {
+        phase: Phase::Cancelled,
+        detail: cancelled.reason.clone(),
+    };
+    assert!(store
+        .reclaim_job(&Reclaim {
+            cancel_asked: true,
+            ..reclaim(&cancelled, &a.host, t0, &last)
+        })
+        .await
+        .unwrap());
+    assert_eq!(
+        (
+            store.job("j1").await.unwrap(),
+            store.events("j1", 0).await.unwrap(),
+            store.cancel_requested("j1").await.unwrap()
+        ),
+        (
+            Some(cancelled),
+            vec![AgentEvent {
+                job_id: "j1".into(),
+                seq: 1,
+                at: t1,
+                body: last,
+            }],
+            Some(CancelRequest {
+                at: t1,
+                by: "beta".into()
+            })
+        )
+    );
+}
+
+/// A reclaim is one transaction: when a step fails after the
+/// compare-and-set (here its next attempt's insert: the id is taken; a
+/// reaper killed there is the same), nothing of it is stored, the job
+/// runs on for the next reaper; the reclaim that succeeds stores the
+/// final record with its totals from the ledger, its final event, its
+/// calls in flight interrupted and its next attempt queued with its
+/// priority.
+pub(crate) async fn a_reclaim_is_all_or_nothing_with_its_next_attempt(store: &dyn Store) {
+    let a = host("alpha");
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    let t1 = t0 + time::Duration::seconds(30);
+    store
+        .enqueue_job(&queued("q1", "T-1", 0), "{\"spec\":1}", 7)
+        .await
+        .unwrap();
+    let claimed = store.claim_job(&[], &a, t0).await.unwrap().unwrap();
+    let ended = paddock_protocol::JobRecord {
+        status: JobStatus::Done,
+        ..job("taken", 10)
+    };
+    store.insert_job(&ended, "{}").await.unwrap();
+    let done = model_call("q1", 1);
+    let mut open = model_call("q1", 2);
+    open.status = CallStatus::InFlight;
+    open.cost_micros = 500;
+    store.insert_model_call(&done).await.unwrap();
+    store.insert_model_call(&open).await.unwrap();
+    let mut failed = claimed.clone();
+    failed.status = JobStatus::Failed;
+    failed.reason = Some("its host died; queued again".into());
+    failed.finished_at = Some(t1);
+    let last = EventBody::Status {
+        phase: Phase::Failed,
+        detail: Some("its host died".into()),
+    };
+    let mut taken = queued("taken", "T-1", 20);
+    taken.attempt = 2;
+    let next = paddock_protocol::JobRecord {
+        id: "q2".into(),
+        ..taken.clone()
+    };
+    let with_next = |next| Reclaim {
+        next: Some(NextAttempt {
+            job: next,
+            spec_json: "{\"spec\":2}",
+            priority: 7,
+        }),
+        ..reclaim(&failed, &a.host, t0, &last)
+    };
+    let err = store.reclaim_job(&with_next(&taken)).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::JobExists { job_id } if job_id == "taken"),
+        "{err}"
+    );
+    let from_queue = RunningJob {
+        queued: Some(7),
+        ..running("q1", Some((&a, t0)))
+    };
+    assert_eq!(
+        (
+            store.job("q1").await.unwrap(),
+            store.events("q1", 0).await.unwrap(),
+            store.model_calls("q1").await.unwrap(),
+            store.running_jobs().await.unwrap(),
+            store.queue_depth().await.unwrap()
+        ),
+        (
+            Some(claimed.clone()),
+            Vec::new(),
+            vec![done.clone(), open.clone()],
+            vec![from_queue],
+            0
+        )
+    );
+    assert!(store.reclaim_job(&with_next(&next)).await.unwrap());
+    let mut interrupted = open.clone();
+    interrupted.status = CallStatus::Interrupted;
+    interrupted.error = Some("its host died".into());
+    let mut whole = failed.clone();
+    whole.model_calls = 2;
+    whole.cost_micros = done.cost_micros + open.cost_micros;
+    whole.tokens = done.tokens;
+    whole.tokens.add(&open.tokens);
+    assert_eq!(
+        (
+            store.job("q1").await.unwrap(),
+            store.events("q1", 0).await.unwrap(),
+            store.model_calls("q1").await.unwrap(),
+        ),
+        (
+            Some(whole),
+            vec![AgentEvent {
+                job_id: "q1".into(),
+                seq: 1,
+                at: t1,
+                body: last.clone(),
+            }],
+            vec![done, interrupted],
+        )
+    );
+    assert_eq!(
+        (
+            store.job("q2").await.unwrap(),
+            store.job_spec("q2").await.unwrap().as_deref()
+        ),
+        (Some(next.clone()), Some("{\"spec\":2}"))
+    );
+    let b = host("beta");
+    let again = store.claim_job(&[], &b, t1).await.unwrap().unwrap();
+    assert_eq!(
+        (again.id.as_str(), store.running_jobs().await.unwrap()),
+        (
+            "q2",
+            vec![RunningJob {
+                queued: Some(7),
+                ..running("q2", Some((&b, t1)))
+            }]
+        )
+    );
+}
+
+/// Reapers racing to reclaim one stale job from the queue, each with a
+/// next attempt of its own: exactly one next attempt is queued, the
+/// winner's.
+pub(crate) async fn of_concurrent_reclaimers_one_queues_the_next_attempt(store: &dyn Store) {
+    let a = host("alpha");
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    store
+        .enqueue_job(&queued("q1", "T-1", 0), "{}", 3)
+        .await
+        .unwrap();
+    let claimed = store.claim_job(&[], &a, t0).await.unwrap().unwrap();
+    let reclaimers = (0..8).map(|i| {
+        let host = a.host.clone();
+        let mut failed = claimed.clone();
+        failed.status = JobStatus::Failed;
+        failed.reason = Some(format!("queued again as next-{i}"));
+        let mut next = queued(&format!("next-{i}"), "T-1", 100);
+        next.attempt = 2;
+        let last = EventBody::Status {
+            phase: Phase::Failed,
+            detail: failed.reason.clone(),
+        };
+        async move {
+            let reclaim = Reclaim {
+                next: Some(NextAttempt {
+                    job: &next,
+                    spec_json: "{}",
+                    priority: 3,
+                }),
+                ..reclaim(&failed, &host, t0, &last)
+            };
+            store.reclaim_job(&reclaim).await.unwrap().then_some(i)
+        }
+    });
+    let won: Vec<usize> = futures::future::join_all(reclaimers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(won.len(), 1, "{won:?}");
+    let queue: Vec<String> = claim_all(store).await;
+    assert_eq!(
+        (
+            queue,
+            store.job("q1").await.unwrap().unwrap().reason,
+            store.events("q1", 0).await.unwrap().len()
+        ),
+        (
+            vec![format!("next-{}", won[0])],
+            Some(format!("queued again as next-{}", won[0])),
+            1
+        )
+    );
+}
+
 /// A cancel asked from another process is recorded only on a running job
 /// with an owner, which it names; the first request's time is kept; a
 /// queued, ended, ownerless or unknown job takes none.
@@ -1375,7 +1646,7 @@ pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(st
         .enqueue_job(&queued("q1", "T-1", 20), "{}", 0)
         .await
         .unwrap();
-    assert!(!store.cancel_requested("j1").await.unwrap());
+    assert_eq!(store.cancel_requested("j1").await.unwrap(), None);
     let asked = [
         store.request_cancel("j1", "beta", t0).await.unwrap(),
         store.request_cancel("j1", "gamma", t0).await.unwrap(),
@@ -1389,7 +1660,11 @@ pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(st
         store.cancel_requested("q1").await.unwrap(),
         store.cancel_requested("old").await.unwrap(),
     ];
-    assert_eq!(flags, [true, false, false]);
+    let first = CancelRequest {
+        at: t0,
+        by: "beta".into(),
+    };
+    assert_eq!(flags, [Some(first), None, None]);
     let err = store.cancel_requested("nope").await.unwrap_err();
     assert_eq!(
         err.to_string(),

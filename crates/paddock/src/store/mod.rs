@@ -25,7 +25,7 @@ mod webhook;
 
 use std::sync::Arc;
 
-use paddock_protocol::event::{AgentEvent, EventBody};
+use paddock_protocol::event::AgentEvent;
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
@@ -35,7 +35,7 @@ use crate::api_token::StoredToken;
 
 pub use error::StoreError;
 pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PGPASSWORD};
-pub use owner::{Owner, RunningJob};
+pub use owner::{CancelRequest, NextAttempt, Owner, Reclaim, RunningJob};
 pub use postgres::PgStore;
 pub use sql::usage::{UsageCalls, UsageJob};
 pub use sqlite::checkpoint::{checkpoint, checkpoint_blocking};
@@ -127,21 +127,22 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     async fn heartbeat(&self, id: &str, host: &str, at: OffsetDateTime)
         -> Result<bool, StoreError>;
 
-    /// Overwrites every field of the stored job `job.id` (as `finish_job`)
-    /// if it is still `running`, owned by `host`, with the heartbeat
-    /// `heartbeat` a reaper saw: the compare-and-set that lets exactly one
-    /// reaper reclaim another host's dead job, and never one its owner
-    /// renewed meanwhile. In the same transaction `last`, the job's final
-    /// event, is appended with the next seq (at `job.finished_at`), so a
-    /// reader who sees the record final finds that event stored, as after
-    /// a job's own end. Whether it did.
-    async fn reclaim_job(
-        &self,
-        job: &JobRecord,
-        host: &str,
-        heartbeat: OffsetDateTime,
-        last: &EventBody,
-    ) -> Result<bool, StoreError>;
+    /// Reclaims a dead host's running job, all in one transaction: every
+    /// field of the stored job `reclaim.job.id` overwritten (as
+    /// `finish_job`) if it is still `running`, owned by `reclaim.host`,
+    /// with the heartbeat `reclaim.heartbeat` a reaper saw and a cancel
+    /// request recorded exactly when `reclaim.cancel_asked` (the
+    /// compare-and-set that lets exactly one reaper reclaim another host's
+    /// dead job, never one its owner renewed meanwhile, and never misses a
+    /// cancel recorded meanwhile); `reclaim.last`, the job's final event,
+    /// appended with the next seq (at `job.finished_at`), so a reader who
+    /// sees the record final finds that event stored, as after a job's own
+    /// end; its `in_flight` calls settled `interrupted`; its totals summed
+    /// from the ledger; and `reclaim.next`, its next attempt, queued. A
+    /// reaper that dies in between leaves none of it, and the job for the
+    /// next reaper. Whether it did (false: the compare-and-set did not
+    /// hold, nothing written).
+    async fn reclaim_job(&self, reclaim: &Reclaim<'_>) -> Result<bool, StoreError>;
 
     /// Every job still `running`, oldest first, with its owner and last
     /// heartbeat (the reaper's candidates: a job of this host without a
@@ -161,9 +162,10 @@ pub trait Store: std::fmt::Debug + Send + Sync {
         at: OffsetDateTime,
     ) -> Result<Option<Owner>, StoreError>;
 
-    /// Whether a cancel of job `id` was asked (`request_cancel`). Fails
-    /// with `NoSuchJob` when there is no such job.
-    async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError>;
+    /// The cancel asked of job `id` (`request_cancel`: the first
+    /// request's time and asking host), if one was. Fails with `NoSuchJob`
+    /// when there is no such job.
+    async fn cancel_requested(&self, id: &str) -> Result<Option<CancelRequest>, StoreError>;
 
     /// The owners of the `limit` newest jobs (as `jobs` lists them) that
     /// have one (every job recorded since jobs had owners that started

@@ -10,12 +10,18 @@
 //! renewed in between keeps it. A cancel asked of a running job by a
 //! process that does not run it (another server on the store) is recorded
 //! on its row ([`REQUEST_CANCEL`]), which its owner reads while it renews
-//! ([`CANCEL_REQUESTED`]). The statements are written once here, in the
-//! dialect both backends accept (`$n` parameters, RFC 3339 text times);
-//! both backends run them through one macro (`sql/jobs.rs`).
+//! ([`CANCEL_REQUESTED`]); a reaper that reclaims the job of a dead owner
+//! reads it too, and ends the job `cancelled` when one was asked
+//! ([`Reclaim`]: the compare-and-set also holds on whether a request is
+//! recorded, so one recorded meanwhile is never lost). The statements
+//! are written once here, in the dialect both backends accept (`$n`
+//! parameters, RFC 3339 text times); both backends run them through one
+//! macro (`sql/jobs.rs`).
 
 use std::sync::LazyLock;
 
+use paddock_protocol::event::EventBody;
+use paddock_protocol::JobRecord;
 use time::OffsetDateTime;
 
 use super::sqlite::jobs::{COLUMNS, UPDATE};
@@ -41,6 +47,46 @@ pub struct RunningJob {
     pub queued: Option<i64>,
 }
 
+/// A cancel of a running job asked by a process that does not run it
+/// (`Store::request_cancel`): the first request's time and asking host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CancelRequest {
+    pub at: OffsetDateTime,
+    /// The asking host's name.
+    pub by: String,
+}
+
+/// Everything a reaper writes when it reclaims a dead host's running job,
+/// in one transaction (`Store::reclaim_job`): all of it or, when the
+/// compare-and-set does not hold or a step fails, none of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Reclaim<'a> {
+    /// The job's final record (`failed`, or `cancelled` when a cancel was
+    /// asked); its totals are summed from the ledger in the transaction.
+    pub job: &'a JobRecord,
+    /// The owner the reaper saw, and its last heartbeat.
+    pub host: &'a str,
+    pub heartbeat: OffsetDateTime,
+    /// Whether the reaper saw a cancel request on the job: the
+    /// compare-and-set holds only while that is still so.
+    pub cancel_asked: bool,
+    /// The job's final event, appended with the next seq.
+    pub last: &'a EventBody,
+    /// Why its calls still `in_flight` are settled `interrupted`.
+    pub interrupted: &'a str,
+    /// Its next attempt, queued in the same transaction (a job from a
+    /// server's queue, `crate::requeue`).
+    pub next: Option<NextAttempt<'a>>,
+}
+
+/// A job queued by a reclaim: its record, spec and queue priority.
+#[derive(Debug, Clone, Copy)]
+pub struct NextAttempt<'a> {
+    pub job: &'a JobRecord,
+    pub spec_json: &'a str,
+    pub priority: i64,
+}
+
 /// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`, `owner_host`,
 /// `owner_name` and `heartbeat_at`.
 pub(in crate::store) static INSERT_OWNED: LazyLock<String> = LazyLock::new(|| {
@@ -60,14 +106,17 @@ pub(in crate::store) const HEARTBEAT: &str = "UPDATE jobs SET heartbeat_at = $3 
      WHERE id = $1 AND status = 'running' AND owner_host = $2";
 
 /// The `UPDATE` of every column of job `$1` (bound as `finish_job` binds
-/// them) if it is still `running`, owned by the host after the columns
-/// and with the heartbeat after that.
+/// them) if it is still `running`, owned by the host after the columns,
+/// with the heartbeat after that, and with a cancel request recorded or
+/// not as the flag after that says.
 pub(in crate::store) static RECLAIM: LazyLock<String> = LazyLock::new(|| {
     let owner = COLUMNS.len() + 2;
     format!(
-        "{} AND status = 'running' AND owner_host = ${owner} AND heartbeat_at = ${}",
+        "{} AND status = 'running' AND owner_host = ${owner} AND heartbeat_at = ${} \
+         AND (cancel_requested_at IS NOT NULL) = ${}",
         UPDATE.as_str(),
-        owner + 1
+        owner + 1,
+        owner + 2
     )
 });
 
@@ -80,9 +129,10 @@ pub(in crate::store) const REQUEST_CANCEL: &str = "UPDATE jobs \
      WHERE id = $1 AND status = 'running' AND owner_host IS NOT NULL \
      RETURNING owner_host, owner_name";
 
-/// When a cancel of job `$1` was asked (`NULL`: never; no row: no job).
+/// When and by whom a cancel of job `$1` was asked (`NULL`: never; no
+/// row: no job).
 pub(in crate::store) const CANCEL_REQUESTED: &str =
-    "SELECT cancel_requested_at FROM jobs WHERE id = $1";
+    "SELECT cancel_requested_at, cancel_requested_by FROM jobs WHERE id = $1";
 
 /// The owners of the `$1` newest jobs (as `Store::jobs` lists them), of
 /// those that have one.

@@ -6,7 +6,9 @@
 //! after the TTL, its events dense and its ledger settled, and its next
 //! attempt (it came from the queue) queued and run by the other; a cancel
 //! through one server's API stops a job another server, or a `paddock
-//! run` of another home, runs, exactly as a local cancel stops it.
+//! run` of another home, runs, exactly as a local cancel stops it; a
+//! cancel asked of a job whose host then dies ends it `cancelled` when it
+//! is reclaimed, never queued again.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -14,13 +16,16 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use paddock::heartbeat::Liveness;
-use paddock::store::{Owner, SharedStore};
+use paddock::reaper::{cancelled_reason, reclaimed_reason, NOT_REQUEUED_CANCELLED, RECLAIMED_CALL};
+use paddock::store::{CancelRequest, Owner, PgUrl, SharedStore, StoreAt};
 use paddock_protocol::event::{EventBody, Phase};
 use paddock_protocol::ledger::CallStatus;
 use paddock_protocol::{JobRecord, JobSpec, JobStatus, PriorAttempt};
 use serde_json::Value;
 
-use super::hosts::{backends, gc, host_of, hosts_config, reaped, run_cmd, started, waiting_job};
+use super::hosts::{
+    backends, gc, host_of, hosts_config, reaped, run_cmd, started, waiting_job, Shared,
+};
 use super::serve::{body, is_final, spec, Server, TURN};
 use paddock_test_support::prelude::*;
 
@@ -372,5 +377,225 @@ async fn a_cancel_through_another_servers_api_stops_the_job_where_it_runs() {
             ),
             (409, Value::from("job_final"))
         );
+    }
+}
+
+/// The store (created or migrated) of `db`, as a server opens it.
+async fn created(db: &Shared) -> SharedStore {
+    let at = match db {
+        Shared::Sqlite(p) => StoreAt::File(p.clone()),
+        Shared::Postgres(url) => StoreAt::Postgres(PgUrl::parse(url).unwrap()),
+    };
+    paddock::store::open(&at).await.unwrap()
+}
+
+/// A job of ticket `ticket` from the queue (priority 4), claimed by the
+/// host `owner` with its heartbeat `at`, that appended its first event and
+/// wrote a call ahead (in flight): what a server on `owner` leaves when it
+/// dies mid-job. Its record.
+async fn claimed_by(
+    store: &SharedStore,
+    home: &Home,
+    ticket: &str,
+    owner: &Owner,
+    at: time::OffsetDateTime,
+) -> JobRecord {
+    let spec: JobSpec = serde_json::from_value(spec(home, ticket, TURN)).unwrap();
+    let mut queued = JobRecord::new(&format!("job-{ticket}"), &spec, at);
+    queued.status = JobStatus::Queued;
+    store
+        .enqueue_job(&queued, &serde_json::to_string(&spec).unwrap(), 4)
+        .await
+        .unwrap();
+    let claimed = store.claim_job(&[], owner, at).await.unwrap().unwrap();
+    assert_eq!(claimed.id, queued.id);
+    store
+        .append_event(&paddock_protocol::AgentEvent {
+            job_id: claimed.id.clone(),
+            seq: 1,
+            at,
+            body: EventBody::Status {
+                phase: Phase::Launching,
+                detail: None,
+            },
+        })
+        .await
+        .unwrap();
+    store
+        .insert_model_call(&in_flight(&claimed.id))
+        .await
+        .unwrap();
+    claimed
+}
+
+/// Call 1 of job `id`, written ahead and never settled.
+fn in_flight(id: &str) -> paddock_protocol::ModelCall {
+    paddock_protocol::ModelCall {
+        job_id: id.to_owned(),
+        attempt: 1,
+        seq: 1,
+        provider: "scripted".into(),
+        requested_model: "gpt-5.5".into(),
+        served_model: None,
+        tokens: paddock_protocol::TokenUsage {
+            input_tokens: 100,
+            ..Default::default()
+        },
+        ttft_ms: None,
+        duration_ms: 0,
+        status: CallStatus::InFlight,
+        http_status: None,
+        error: None,
+        estimated: true,
+        price_version: "test".into(),
+        cost_micros: 250,
+        started_at: time::OffsetDateTime::now_utc(),
+    }
+}
+
+/// What job `id` ends with once reclaimed `cancelled`: its record's
+/// status and reason, its status events, its ledger's calls (status and
+/// error), and the other jobs of its ticket (none: never queued again).
+async fn ended(
+    store: &SharedStore,
+    rec: &JobRecord,
+) -> (
+    JobStatus,
+    Option<String>,
+    Vec<(Phase, Option<String>)>,
+    Vec<(CallStatus, Option<String>)>,
+    Vec<String>,
+) {
+    let calls = store.model_calls(&rec.id).await.unwrap();
+    let others = store
+        .jobs(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.ticket_id == rec.ticket_id && j.id != rec.id)
+        .map(|j| j.id)
+        .collect();
+    (
+        rec.status,
+        rec.reason.clone(),
+        statuses(store, &rec.id).await,
+        calls.into_iter().map(|c| (c.status, c.error)).collect(),
+        others,
+    )
+}
+
+/// A cancel asked through the API of a job that another host's server
+/// claimed from the queue, and that host then dies before it reads the
+/// request: the reclaim (serve's periodic pass, and `paddock gc`) ends the
+/// job `cancelled`, saying who asked and when and that its host was found
+/// dead, its call in flight settled and its events dense, and never queues
+/// its next attempt. Before, it was failed and run again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let a = Home::new();
+        hosts_config(&a, HOSTS);
+        let store = created(&db).await;
+        let dead = Owner {
+            host: "d".repeat(32),
+            name: "dead-host".into(),
+        };
+        let liveness = |home: &Home| {
+            let (host, name) = host_of(home);
+            Liveness {
+                owner: Owner { host, name },
+                interval: Duration::from_secs(1),
+                ttl: Duration::from_secs(3),
+                requeues: 1,
+            }
+        };
+        let want = |asked: &CancelRequest, dead_reason: &str| {
+            let reason = cancelled_reason(asked, dead_reason);
+            (
+                JobStatus::Cancelled,
+                Some(format!("{reason}{NOT_REQUEUED_CANCELLED}")),
+                vec![(Phase::Launching, None), (Phase::Cancelled, Some(reason))],
+                vec![(CallStatus::Interrupted, Some(RECLAIMED_CALL.to_owned()))],
+                Vec::<String>::new(),
+            )
+        };
+
+        // `paddock gc`: its heartbeat an hour old, the cancel recorded.
+        let old = time::OffsetDateTime::now_utc() - time::Duration::hours(1);
+        let job = claimed_by(&store, &a, "T-G", &dead, old).await;
+        let asked_at = time::OffsetDateTime::now_utc();
+        assert_eq!(
+            store
+                .request_cancel(&job.id, "asking-host", asked_at)
+                .await
+                .unwrap(),
+            Some(dead.clone())
+        );
+        let report = gc(&a, &db).await;
+        assert_eq!(
+            report["jobs"],
+            serde_json::json!([{
+                "name": job.id,
+                "killed": 0,
+                "cgroups": [],
+                "patch": null,
+                "workspace_removed": false,
+                "kept": false,
+                "marked_failed": false,
+                "marked_cancelled": true,
+                "reclaimed_from": format!("dead-host ({})", dead.host),
+                "errors": [],
+            }])
+        );
+        let rec = store.job(&job.id).await.unwrap().unwrap();
+        let asked = CancelRequest {
+            at: store.cancel_requested(&job.id).await.unwrap().unwrap().at,
+            by: "asking-host".into(),
+        };
+        let dead_reason = reclaimed_reason(&dead, old, &liveness(&a));
+        assert_eq!(ended(&store, &rec).await, want(&asked, &dead_reason));
+        nothing_lost(&store, &rec).await;
+
+        // A server: its owner alive (renewing) when the cancel is asked
+        // through the API, dead from then on.
+        let job = claimed_by(&store, &a, "T-S", &dead, time::OffsetDateTime::now_utc()).await;
+        let renewing = {
+            let (store, id, host) = (store.clone(), job.id.clone(), dead.host.clone());
+            tokio::spawn(async move {
+                loop {
+                    let now = time::OffsetDateTime::now_utc();
+                    assert!(store.heartbeat(&id, &host, now).await.unwrap());
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            })
+        };
+        let srv = server(&a, &db.db()).await;
+        let resp = srv.cancel(&job.id).await;
+        assert_eq!(resp.status(), 202, "{}", srv.stderr());
+        let answer: Value = body(resp).await;
+        assert_eq!(
+            answer["cancel"],
+            serde_json::json!({"state": "requested", "host": "dead-host", "host_id": dead.host})
+        );
+        renewing.abort();
+        let _ = renewing.await;
+        let (_, beat) = owner_of(&store, &job.id).await;
+        let rec = srv.wait_for(&job.id, is_final).await;
+        let asked = CancelRequest {
+            at: store.cancel_requested(&job.id).await.unwrap().unwrap().at,
+            by: host_of(&a).1,
+        };
+        let dead_reason = reclaimed_reason(&dead, beat, &liveness(&a));
+        assert_eq!(
+            ended(&store, &rec).await,
+            want(&asked, &dead_reason),
+            "{}",
+            srv.stderr()
+        );
+        nothing_lost(&store, &rec).await;
+        // Nothing queued, nothing more run.
+        assert_eq!(store.queue_depth().await.unwrap(), 0);
+        drop(srv);
     }
 }

@@ -28,14 +28,16 @@ use std::time::Duration;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 
-use paddock_protocol::event::{AgentEvent, EventBody};
+use paddock_protocol::event::AgentEvent;
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
 use time::OffsetDateTime;
 
 use super::location::PgUrl;
-use super::{JobQuery, Lane, Owner, RunningJob, SpendScope, Store, StoreError};
+use super::{
+    CancelRequest, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store, StoreError,
+};
 use super::{UsageCalls, UsageJob};
 
 use crate::api_token::StoredToken;
@@ -241,14 +243,8 @@ impl Store for PgStore {
         PgStore::heartbeat(self, id, host, at).await
     }
 
-    async fn reclaim_job(
-        &self,
-        job: &JobRecord,
-        host: &str,
-        heartbeat: OffsetDateTime,
-        last: &EventBody,
-    ) -> Result<bool, StoreError> {
-        PgStore::reclaim_job(self, job, host, heartbeat, last).await
+    async fn reclaim_job(&self, reclaim: &Reclaim<'_>) -> Result<bool, StoreError> {
+        PgStore::reclaim_job(self, reclaim).await
     }
 
     async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
@@ -264,7 +260,7 @@ impl Store for PgStore {
         PgStore::request_cancel(self, id, by, at).await
     }
 
-    async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError> {
+    async fn cancel_requested(&self, id: &str) -> Result<Option<CancelRequest>, StoreError> {
         PgStore::cancel_requested(self, id).await
     }
 

@@ -2,7 +2,8 @@
 //! requests on it (`store/owner.rs` holds those statements and the
 //! types): the insert of a queued job and of a job its own process runs,
 //! the heartbeat's renewal, the reclaim's
-//! compare-and-set, the running jobs with their owners, a cancel asked of
+//! transaction (its compare-and-set, final event, ledger settled, totals
+//! and next attempt), the running jobs with their owners, a cancel asked of
 //! a running job by another process, and whether one was asked. Word for
 //! word the same on both backends.
 
@@ -13,13 +14,14 @@
 macro_rules! jobs_queries {
     ($store:ident) => {
         const _: () = {
-            use paddock_protocol::event::EventBody;
+            use paddock_protocol::event::TokenUsage;
             use paddock_protocol::job::JobRecord;
             use time::OffsetDateTime;
-            use $crate::store::owner::{self, Owner, RunningJob};
+            use $crate::store::owner::{self, CancelRequest, Owner, Reclaim, RunningJob};
             use $crate::store::sql::events::APPEND_NEXT;
+            use $crate::store::sql::ledger;
             use $crate::store::sqlite::codec::RowRef;
-            use $crate::store::sqlite::jobs::{insert_error, INSERT};
+            use $crate::store::sqlite::jobs::{insert_error, INSERT, UPDATE};
             use $crate::store::StoreError;
 
             impl $store {
@@ -115,29 +117,31 @@ macro_rules! jobs_queries {
                     }
                 }
 
-                /// Overwrites job `job.id` if `host` still owns it running
-                /// with the heartbeat `heartbeat`, and appends `last` as its
-                /// next event in the same transaction (the job's row held:
-                /// an owner appending meanwhile goes after it).
+                /// Reclaims a dead host's running job in one transaction
+                /// (`Reclaim`): the compare-and-set on its owner, heartbeat
+                /// and cancel request, its final event with the next seq
+                /// (the job's row held: an owner appending meanwhile goes
+                /// after it), its calls in flight settled, its totals
+                /// summed from the ledger, its next attempt queued. Whether
+                /// it did; nothing is written when it did not.
                 pub(super) async fn reclaim_job(
                     &self,
-                    job: &JobRecord,
-                    host: &str,
-                    heartbeat: OffsetDateTime,
-                    last: &EventBody,
+                    reclaim: &Reclaim<'_>,
                 ) -> Result<bool, StoreError> {
+                    let job = reclaim.job;
                     let row = RowRef::new("jobs", format!("job {}", job.id));
                     let event = RowRef::new("events", format!("the final event of job {}", job.id));
                     let at = job.finished_at.unwrap_or_else(OffsetDateTime::now_utc);
-                    let (at, body) = (event.time("at", at)?, event.json("body", last)?);
+                    let (at, body) = (event.time("at", at)?, event.json("body", reclaim.last)?);
                     let failed = |source| StoreError::UpdateJob {
                         job_id: job.id.clone(),
                         source,
                     };
                     let mut tx = self.pool.begin().await.map_err(failed)?;
                     let done = bind_job(sqlx::query(owner::RECLAIM.as_str()), job)?
-                        .bind(host)
-                        .bind(row.time("heartbeat_at", heartbeat)?)
+                        .bind(reclaim.host)
+                        .bind(row.time("heartbeat_at", reclaim.heartbeat)?)
+                        .bind(reclaim.cancel_asked)
                         .execute(&mut *tx)
                         .await
                         .map_err(failed)?;
@@ -147,11 +151,49 @@ macro_rules! jobs_queries {
                     sqlx::query(APPEND_NEXT)
                         .bind(job.id.as_str())
                         .bind(at)
-                        .bind(last.kind())
+                        .bind(reclaim.last.kind())
                         .bind(body)
                         .execute(&mut *tx)
                         .await
                         .map_err(failed)?;
+                    sqlx::query(ledger::INTERRUPT)
+                        .bind(job.id.as_str())
+                        .bind(reclaim.interrupted)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|source| StoreError::InterruptModelCalls {
+                            job_id: job.id.clone(),
+                            source,
+                        })?;
+                    let calls = sqlx::query_as::<_, ledger::ModelCallRow>(ledger::SELECT)
+                        .bind(job.id.as_str())
+                        .fetch_all(&mut *tx)
+                        .await
+                        .map_err(|source| StoreError::ReadModelCalls {
+                            job_id: job.id.clone(),
+                            source,
+                        })?;
+                    let mut whole = job.clone();
+                    whole.tokens = TokenUsage::default();
+                    whole.cost_micros = 0;
+                    whole.model_calls = u64::try_from(calls.len()).unwrap_or(u64::MAX);
+                    for call in calls {
+                        let call = call.into_call()?;
+                        whole.tokens.add(&call.tokens);
+                        whole.cost_micros = whole.cost_micros.saturating_add(call.cost_micros);
+                    }
+                    bind_job(sqlx::query(UPDATE.as_str()), &whole)?
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(failed)?;
+                    if let Some(next) = &reclaim.next {
+                        bind_job(sqlx::query(INSERT.as_str()), next.job)?
+                            .bind(next.spec_json)
+                            .bind(next.priority)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(|source| insert_error(&next.job.id, source))?;
+                    }
                     tx.commit().await.map_err(failed)?;
                     Ok(true)
                 }
@@ -206,19 +248,29 @@ macro_rules! jobs_queries {
                         .collect())
                 }
 
-                /// Whether a cancel of job `id` was asked; `NoSuchJob` when
-                /// there is no such job.
-                pub(super) async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError> {
-                    let asked = sqlx::query_scalar::<_, Option<String>>(owner::CANCEL_REQUESTED)
-                        .bind(id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(|source| StoreError::ReadJob {
-                            job_id: id.to_owned(),
-                            source,
-                        })?;
+                /// The cancel asked of job `id`, if one was; `NoSuchJob`
+                /// when there is no such job.
+                pub(super) async fn cancel_requested(
+                    &self,
+                    id: &str,
+                ) -> Result<Option<CancelRequest>, StoreError> {
+                    let asked = sqlx::query_as::<_, (Option<String>, Option<String>)>(
+                        owner::CANCEL_REQUESTED,
+                    )
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|source| StoreError::ReadJob {
+                        job_id: id.to_owned(),
+                        source,
+                    })?;
+                    let row = RowRef::new("jobs", format!("job {id}"));
                     match asked {
-                        Some(at) => Ok(at.is_some()),
+                        Some((Some(at), by)) => Ok(Some(CancelRequest {
+                            at: row.parse_time("cancel_requested_at", &at)?,
+                            by: by.unwrap_or_default(),
+                        })),
+                        Some((None, _)) => Ok(None),
                         None => Err(StoreError::NoSuchJob {
                             job_id: id.to_owned(),
                         }),

@@ -27,13 +27,15 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use paddock_protocol::event::{AgentEvent, EventBody};
+use paddock_protocol::event::AgentEvent;
 use paddock_protocol::job::{JobRecord, JobStatus};
 use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
 use time::OffsetDateTime;
 
-use super::{JobQuery, Lane, Owner, RunningJob, SpendScope, Store, StoreError};
+use super::{
+    CancelRequest, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store, StoreError,
+};
 
 use super::{UsageCalls, UsageJob};
 use crate::api_token::StoredToken;
@@ -267,14 +269,8 @@ impl Store for SqliteStore {
         SqliteStore::heartbeat(self, id, host, at).await
     }
 
-    async fn reclaim_job(
-        &self,
-        job: &JobRecord,
-        host: &str,
-        heartbeat: OffsetDateTime,
-        last: &EventBody,
-    ) -> Result<bool, StoreError> {
-        SqliteStore::reclaim_job(self, job, host, heartbeat, last).await
+    async fn reclaim_job(&self, reclaim: &Reclaim<'_>) -> Result<bool, StoreError> {
+        SqliteStore::reclaim_job(self, reclaim).await
     }
 
     async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
@@ -290,7 +286,7 @@ impl Store for SqliteStore {
         SqliteStore::request_cancel(self, id, by, at).await
     }
 
-    async fn cancel_requested(&self, id: &str) -> Result<bool, StoreError> {
+    async fn cancel_requested(&self, id: &str) -> Result<Option<CancelRequest>, StoreError> {
         SqliteStore::cancel_requested(self, id).await
     }
 
