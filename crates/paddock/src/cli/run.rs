@@ -93,24 +93,6 @@ pub async fn exec(
     let config = user_config()?;
     let mut spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
     let early_store = withdraw_stored_credentials(&spec, paths).await?;
-    let mut follows = None;
-    if let Some(prior) = attempt_after {
-        let store = super::open_existing_store(paths).await?;
-        let prior = super::resolve_job(&*store, &prior, paths).await?;
-        spec.ticket.prior_attempts = paddock::results::bounce::attempts_after(
-            &*store,
-            &prior,
-            &spec.ticket.id,
-            &paths.artifacts,
-            &paths.jobs,
-        )
-        .await
-        .map_err(|e| Failure::BadInput(e.into()))?;
-        follows = paddock::session::Prior::load(&*store, &prior, &paths.artifacts)
-            .await
-            .with_context(|| format!("read the prior job {prior}"))
-            .map_err(Failure::Internal)?;
-    }
     let cache_cap = config.caches.max_bytes();
     let prices = PriceTable::effective(prices.or(config.prices).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
@@ -126,6 +108,25 @@ pub async fn exec(
     let liveness = liveness(paths, &config.hosts)?;
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
         errln!("paddock: {line}");
+    }
+    // The prior job read after the reaper's pass: one whose paddock was
+    // killed is failed by then, not taken for a job still running.
+    let mut follows = None;
+    if let Some(prior) = attempt_after {
+        let prior = super::resolve_job(&*store, &prior, paths).await?;
+        spec.ticket.prior_attempts = paddock::results::bounce::attempts_after(
+            &*store,
+            &prior,
+            &spec.ticket.id,
+            &paths.artifacts,
+            &paths.jobs,
+        )
+        .await
+        .map_err(|e| Failure::BadInput(e.into()))?;
+        follows = paddock::session::Prior::load(&*store, &prior, &paths.artifacts)
+            .await
+            .with_context(|| format!("read the prior job {prior}"))
+            .map_err(Failure::Internal)?;
     }
     let config = runner_config(paths, host_dir, prices, liveness)?;
     let helper = config.helper_exe.clone();

@@ -32,6 +32,11 @@ pub enum BounceError {
         theirs: String,
         ours: String,
     },
+    #[error("--attempt-after {job_id}: that job has not ended (it is {status}); the next attempt follows one that has (`paddock events {job_id} --follow` shows it to its end)")]
+    NotEnded {
+        job_id: String,
+        status: &'static str,
+    },
     #[error("--attempt-after {job_id}: its stored spec does not load: {message}")]
     Spec { job_id: String, message: String },
     #[error("--attempt-after {job_id}: reading the review failed: {message}")]
@@ -78,6 +83,16 @@ pub async fn attempts_after(
             ours: ticket_id.to_string(),
         });
     }
+    // A job queued or running has no outcome yet, nor a closeout, a review
+    // or a session to resume; its lease is its runner's. (`paddock run`
+    // reads the prior job after the reaper's pass, which fails one whose
+    // paddock was killed.)
+    if matches!(record.status, JobStatus::Queued | JobStatus::Running) {
+        return Err(BounceError::NotEnded {
+            job_id: job_id.to_string(),
+            status: record.status.as_str(),
+        });
+    }
     let text = store
         .job_spec(job_id)
         .await
@@ -92,24 +107,16 @@ pub async fn attempts_after(
     // The prior job's lease, held while a token minted for the read is
     // alive: a kill leaves the lease to the reaper, which revokes the
     // token its record names or holds (and no publish of it runs meanwhile).
-    // Not a job still recorded running: its lease is its runner's (or, dead,
-    // the reaper's to find as it is).
-    let ended = !matches!(record.status, JobStatus::Queued | JobStatus::Running);
-    let lease = match ended {
-        false => None,
-        true => Some(
-            Lease::take_to_publish(jobs_root, job_id)
-                .map_err(|source| BounceError::Lease {
-                    job_id: job_id.to_string(),
-                    jobs_dir: jobs_root.to_path_buf(),
-                    source,
-                })?
-                .ok_or_else(|| BounceError::Busy {
-                    job_id: job_id.to_string(),
-                    jobs_dir: jobs_root.to_path_buf(),
-                })?,
-        ),
-    };
+    let lease = Lease::take_to_publish(jobs_root, job_id)
+        .map_err(|source| BounceError::Lease {
+            job_id: job_id.to_string(),
+            jobs_dir: jobs_root.to_path_buf(),
+            source,
+        })?
+        .ok_or_else(|| BounceError::Busy {
+            job_id: job_id.to_string(),
+            jobs_dir: jobs_root.to_path_buf(),
+        })?;
     // What a killed read or publish of it left, first.
     let _ = super::revoke_leftover_tokens(store, job_id, &artifacts).await;
     let session = open_forge(&spec, &artifacts)
@@ -124,7 +131,7 @@ pub async fn attempts_after(
     let _ = session.close().await;
     // Released only once no token of the read is left (a failed revocation
     // leaves it, with the token's record, to the reaper).
-    if let Some(lease) = lease.filter(|_| !super::tokens_left(&artifacts)) {
+    if !super::tokens_left(&artifacts) {
         let _ = lease.release();
     }
     let comments = comments.map_err(|e| BounceError::Review {

@@ -901,6 +901,84 @@ async fn the_next_attempt_gets_the_review_of_the_last() {
     );
 }
 
+/// `--attempt-after` a job still running is refused (it has no outcome,
+/// closeout or review yet; before, the next attempt started beside it,
+/// its brief saying attempt 1 was `running` and its session "recorded no
+/// engine session"); a job whose `paddock run` was killed is failed by the
+/// reaper's pass first, and the next attempt follows it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_attempt_follows_an_ended_job_not_a_running_one() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let started = home.path().join("started");
+    let go = home.path().join("go");
+    // The first job waits for `go`; the later ones do not.
+    let body = format!(
+        "if [ ! -e {started} ]; then touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; fi",
+        started = started.display(),
+        go = go.display()
+    );
+    let spec = stand_in_job(&home, &repo, &finishing(&body));
+    let mut first = home.command(&["run", "--json", spec.to_str().unwrap()]);
+    first
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut first = first.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let id = home.store().await.jobs(1).await.unwrap()[0].id.clone();
+    let next = |home: &Home| {
+        let spec = spec.to_str().unwrap().to_string();
+        let id = id.clone();
+        let mut cmd = home.command(&["run", "--json", &spec, "--attempt-after", &id]);
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.output()
+    };
+    let refused = next(&home).await.unwrap();
+    assert_eq!(
+        (
+            refused.status.code(),
+            String::from_utf8_lossy(&refused.stderr).into_owned(),
+            home.store().await.jobs(10).await.unwrap().len(),
+        ),
+        (
+            Some(2),
+            format!(
+                "paddock: --attempt-after {id}: that job has not ended (it is running); the next \
+                 attempt follows one that has (`paddock events {id} --follow` shows it to its end)\n"
+            ),
+            1
+        )
+    );
+    first.kill().await.unwrap();
+    first.wait().await.unwrap();
+    std::fs::write(&go, "").unwrap();
+    let after = next(&home).await.unwrap();
+    let second = record(&after);
+    let reaped = home.store().await.job(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            after.status.code(),
+            second.attempt,
+            second.status,
+            reaped.status
+        ),
+        (
+            Some(0),
+            2,
+            paddock_protocol::JobStatus::Done,
+            paddock_protocol::JobStatus::Failed
+        )
+    );
+}
+
 /// The job spec with `[results.github]` at the mock and `push_url`, its
 /// credential the GitHub App 42's installation 7 with the key `key`.
 fn with_github_app(spec: &Path, api: &str, push_url: &str, key: &Path) {
