@@ -1,10 +1,15 @@
 //! A refused request's answer: an HTTP response the job (and the model
 //! reading its tool's output) can read, naming the rule that refused it
-//! and how to ask for the destination, never a bare reset. After a
-//! tunnel's `200` (a ClientHello refused) no answer can be written: the
-//! connection is closed.
+//! and how to ask for the destination, never a bare reset. The reason is
+//! in the status line too: the answer to a `CONNECT` is all a client gets
+//! of a refused HTTPS request, and clients print its status line (npm,
+//! pip, Python) but never its body. After a tunnel's `200` (a ClientHello
+//! refused) no answer can be written: the connection is closed.
 
 use paddock_protocol::EgressPhase;
+
+/// The longest reason phrase an answer's status line carries.
+pub const MAX_PHRASE: usize = 400;
 
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,13 +65,49 @@ impl Refusal {
         );
         Some(
             format!(
-                "HTTP/1.1 {status} {text}\r\ncontent-type: text/plain; charset=utf-8\r\n\
+                "HTTP/1.1 {status} {}\r\ncontent-type: text/plain; charset=utf-8\r\n\
                  content-length: {}\r\nconnection: close\r\nx-paddock-egress-rule: {}\r\n\r\n{body}",
+                self.phrase(text, phase),
                 body.len(),
                 self.rule
             )
             .into_bytes(),
         )
+    }
+
+    /// The status line's reason phrase: the status's own text, then why,
+    /// the rule and for a destination not on the list the spec's field
+    /// that would allow it; printable ASCII only (anything else is `?`),
+    /// at most [`MAX_PHRASE`] bytes.
+    fn phrase(&self, text: &str, phase: EgressPhase) -> String {
+        let ask = match (self.rule.as_str(), phase) {
+            ("allowlist" | "ip_literal", EgressPhase::Setup) => {
+                "; the spec's `setup.network` must list it"
+            }
+            ("allowlist" | "ip_literal", EgressPhase::Agent) => {
+                "; the spec's `network.allow` must list it"
+            }
+            _ => "",
+        };
+        let full = format!(
+            "{text} (paddock egress proxy: {}; rule {}{ask})",
+            self.reason, self.rule
+        );
+        let mut phrase: String = full
+            .chars()
+            .map(|c| {
+                if c == ' ' || c.is_ascii_graphic() {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        if phrase.len() > MAX_PHRASE {
+            phrase.truncate(MAX_PHRASE - 4);
+            phrase.push_str("...)");
+        }
+        phrase
     }
 
     fn how_to_ask(&self, destination: &str, phase: EgressPhase) -> String {
@@ -105,13 +146,45 @@ mod tests {
         assert_eq!(
             String::from_utf8(r.answer("evil.example:443", EgressPhase::Agent).unwrap()).unwrap(),
             format!(
-                "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\nx-paddock-egress-rule: allowlist\r\n\r\n{body}",
+                "HTTP/1.1 403 Forbidden (paddock egress proxy: evil.example:443 is not on the agent phase's list; rule allowlist; the spec's `network.allow` must list it)\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\nx-paddock-egress-rule: allowlist\r\n\r\n{body}",
                 body.len()
             )
         );
         assert_eq!(
             Refusal::silent("sni_mismatch", "x").answer("a:1", EgressPhase::Setup),
             None
+        );
+    }
+
+    /// The status line carries the reason, printable and bounded: what
+    /// a client that prints only the status line shows.
+    #[test]
+    fn the_status_line_says_why_printable_and_bounded() {
+        let status_line = |r: &Refusal, phase| {
+            let answer = String::from_utf8(r.answer("x:1", phase).unwrap()).unwrap();
+            answer.lines().next().unwrap().to_string()
+        };
+        let setup = Refusal::new(
+            403,
+            "allowlist",
+            "a.example:443 is not on the setup phase's list",
+        );
+        let hostile = Refusal::new(400, "bad_request", "`\u{1b}[31m\r\nx: y` caf\u{e9}");
+        let long = Refusal::new(502, "connect", "z".repeat(1000));
+        let long_line = status_line(&long, EgressPhase::Agent);
+        assert_eq!(
+            (
+                status_line(&setup, EgressPhase::Setup),
+                status_line(&hostile, EgressPhase::Agent),
+                long_line.len(),
+                long_line.ends_with("zzz...)"),
+            ),
+            (
+                "HTTP/1.1 403 Forbidden (paddock egress proxy: a.example:443 is not on the setup phase's list; rule allowlist; the spec's `setup.network` must list it)".to_string(),
+                "HTTP/1.1 400 Bad Request (paddock egress proxy: `?[31m??x: y` caf?; rule bad_request)".to_string(),
+                "HTTP/1.1 502 ".len() + MAX_PHRASE,
+                true
+            )
         );
     }
 }

@@ -229,15 +229,26 @@ fn refused(host: &str, port: u16, address: Option<&str>, rule: &str, reason: &st
     }
 }
 
-/// The refusal's status line and rule header, from a whole answer.
+/// The refusal's status line up to its reason (the code and the status's
+/// own text) and rule header, from a whole answer.
 fn status_and_rule(answer: &str) -> (String, String) {
-    let status = answer.lines().next().unwrap_or_default().to_string();
+    let status = status(answer);
     let rule = answer
         .lines()
         .find_map(|l| l.strip_prefix("x-paddock-egress-rule: "))
         .unwrap_or_default()
         .to_string();
     (status, rule)
+}
+
+/// An answer's status line without the reason the proxy adds to it
+/// (`refusal.rs` checks that whole).
+fn status(answer: &str) -> String {
+    let line = answer.lines().next().unwrap_or_default();
+    line.split(" (paddock egress proxy: ")
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Through a tunnel: a ClientHello naming `sni`, then `data`; the half
@@ -636,7 +647,7 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
         let mut answer = Vec::new();
         let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut answer)).await;
         let answer = String::from_utf8_lossy(&answer).to_string();
-        assert_eq!(answer.lines().next(), Some(status), "{reason}");
+        assert_eq!(self::status(&answer), status, "{reason}");
         assert!(answer.contains(reason), "{answer}");
         let r = p.record().await;
         assert_eq!(
@@ -725,6 +736,57 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
             bytes_down: 43,
             ..egress_record("web.test", port)
         }
+    );
+}
+
+/// A refused HTTPS request as a real client reports it: Python's urllib
+/// (as pip) prints the status line of the answer to its CONNECT, never
+/// the body, so the reason and the field to ask for are in that line.
+#[tokio::test]
+async fn a_client_that_prints_only_the_status_line_reads_why() {
+    const PYTHON: &str = "/usr/bin/python3";
+    if std::process::Command::new(PYTHON)
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        if paddock_test_support::prelude::in_ci() {
+            panic!("{PYTHON} is not installed in CI (.ci/run installs it)");
+        }
+        eprintln!("skipping: {PYTHON} is not installed");
+        return;
+    }
+    let mut p = Proxy::agent(&[], &[], MockResolver::new()).await;
+    let proxy = format!("http://{}", p.proxy.local_addr().unwrap());
+    let out = tokio::process::Command::new(PYTHON)
+        .args([
+            "-c",
+            "import urllib.request\n\
+             try:\n    urllib.request.urlopen('https://pypi.example/simple/six/', timeout=10)\n\
+             except Exception as e:\n    print(e.reason)",
+        ])
+        .env_clear()
+        .env("HTTPS_PROXY", &proxy)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            p.record().await
+        ),
+        (
+            "Tunnel connection failed: 403 Forbidden (paddock egress proxy: pypi.example:443 is not on the agent phase's list; rule allowlist; the spec's `network.allow` must list it)\n".to_string(),
+            refused(
+                "pypi.example",
+                443,
+                None,
+                "allowlist",
+                "pypi.example:443 is not on the agent phase's list"
+            )
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
