@@ -470,6 +470,9 @@ impl crate::store::Store for FailingStore {
     ) -> Result<Option<crate::store::CancelRequest>, StoreError> {
         self.inner.cancel_requested(id).await
     }
+    async fn job_owner(&self, id: &str) -> Result<Option<crate::store::Owner>, StoreError> {
+        self.inner.job_owner(id).await
+    }
     async fn job_owners(
         &self,
         limit: u32,

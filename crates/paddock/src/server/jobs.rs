@@ -3,7 +3,8 @@
 //! /v1/jobs`), get one (`GET /v1/jobs/{id}`), cancel one (`POST
 //! /v1/jobs/{id}/cancel`) and dispose of one (`DELETE /v1/jobs/{id}`:
 //! cancelled if it has not ended, waited for, its artifacts removed; its
-//! record, events and ledger rows stay for accounting). A spec is checked exactly as `paddock run`
+//! record, events and ledger rows stay for accounting; refused for a job
+//! another host ran, whose artifacts are there). A spec is checked exactly as `paddock run`
 //! checks it (the user's config defaults applied, then `Runner::admit`),
 //! with the same errors, as problem bodies.
 
@@ -22,7 +23,7 @@ use super::problem::Problem;
 use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
 use crate::runner::ErrorCode;
-use crate::store::JobQuery;
+use crate::store::{JobQuery, Owner};
 
 /// The longest page of `GET /v1/jobs`.
 pub const MAX_PAGE: u32 = 500;
@@ -265,24 +266,65 @@ fn elsewhere(id: &str) -> Problem {
     )
 }
 
+/// 409 `job_on_another_host`: job `id` ran (or runs: `status`) on
+/// `owner`, another host, whose artifacts directory this server cannot
+/// reach; `cancelled` when this dispose ended it first (it was claimed
+/// there meanwhile).
+fn on_another_host(id: &str, owner: &Owner, status: JobStatus, cancelled: bool) -> Problem {
+    let host = format!("host {} (jobs directory {})", owner.name, owner.host);
+    let detail = match (status, cancelled) {
+        (JobStatus::Running | JobStatus::Queued, _) => format!(
+            "job {id} runs on {host}: its artifacts are there and this server cannot remove \
+             them, so nothing was done; dispose of it through a server on that host (POST \
+             /v1/jobs/{id}/cancel here stops it)"
+        ),
+        (status, false) => format!(
+            "job {id} ran on {host} and has ended ({}): its artifacts are there and this server \
+             cannot remove them, so nothing was done; dispose of it through a server on that host",
+            status.as_str()
+        ),
+        (status, true) => format!(
+            "job {id} was cancelled and has ended ({}), but it ran on {host}: its artifacts are \
+             there and this server cannot remove them, so none were removed; dispose of it \
+             through a server on that host",
+            status.as_str()
+        ),
+    };
+    Problem::new(
+        409,
+        "job_on_another_host",
+        "the job ran on another host, where its artifacts are",
+        detail,
+    )
+}
+
 /// How long a dispose waits for a cancelled job to conclude.
 const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Disposes of a job: cancels it unless it ended, waits for its end,
 /// revokes the forge tokens a killed or failed publish of it left (their
 /// records are in the artifacts), removes its artifacts directory. 200
-/// with the final record.
+/// with the final record. A job another host ran (or runs) is refused
+/// before anything is done (409 `job_on_another_host`): its artifacts are
+/// on that host; one claimed by another host while this dispose cancelled
+/// it is refused so once it has ended.
 #[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = ["submit"])),
     params(("id" = String, Path, description = "The job's id")),
     responses(
         (status = 200, description = "Ended and its artifacts removed", body = JobRecord),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The job runs in a process that cannot be asked to stop, did not end in time, is being published, or a token its publish left could not be revoked", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The job ran on another host, where its artifacts are (`job_on_another_host`: nothing done, dispose of it there), runs in a process that cannot be asked to stop, did not end in time, is being published, or a token its publish left could not be revoked", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn dispose(
     State(state): State<AppState>,
     Checked(Path(id)): Checked<Path<String>>,
 ) -> Result<Json<JobRecord>, Problem> {
+    let me = &state.runner.config().liveness.owner;
+    let elsewhere_owner = |owner: Option<Owner>| owner.filter(|o| o.host != me.host);
+    if let Some(owner) = elsewhere_owner(state.store.job_owner(&id).await?) {
+        let status = record_of(&state, &id).await?.status;
+        return Err(on_another_host(&id, &owner, status, false));
+    }
     match state.queue.cancel(&id).await? {
         Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),
         Cancel::Elsewhere => return Err(elsewhere(&id)),
@@ -304,6 +346,10 @@ pub async fn dispose(
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
+    // Claimed by another host between the check above and the cancel.
+    if let Some(owner) = elsewhere_owner(state.store.job_owner(&id).await?) {
+        return Err(on_another_host(&id, &owner, record.status, true));
+    }
     let paths = &state.runner.config().paths;
     let dir = paths.artifacts.join(&record.id);
     // Under the job's lease: no `paddock publish` of it runs meanwhile.

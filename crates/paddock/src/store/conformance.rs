@@ -1683,7 +1683,7 @@ pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(st
 
 /// The owners of the newest jobs, as `jobs` lists them: those that have
 /// one (run by their own process, or claimed), not a queued or ownerless
-/// job, not a job past the limit.
+/// job, not a job past the limit; and one job's owner the same way.
 pub(crate) async fn the_newest_jobs_owners_are_listed(store: &dyn Store) {
     let (a, b) = (host("alpha"), host("beta"));
     let at = datetime!(2026-12-02 05:00:00 UTC);
@@ -1710,4 +1710,10 @@ pub(crate) async fn the_newest_jobs_owners_are_listed(store: &dyn Store) {
         store.job_owners(4).await.unwrap(),
         vec![("j1".to_owned(), a.clone()), ("q1".to_owned(), b.clone())]
     );
+    // One job's owner, the same way.
+    let mut owners = Vec::new();
+    for id in ["j0", "old", "q1", "q2", "nope"] {
+        owners.push(store.job_owner(id).await.unwrap());
+    }
+    assert_eq!(owners, [Some(a), None, Some(b), None, None]);
 }

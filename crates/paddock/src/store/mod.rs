@@ -167,6 +167,12 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// when there is no such job.
     async fn cancel_requested(&self, id: &str) -> Result<Option<CancelRequest>, StoreError>;
 
+    /// The owner of job `id` (the host whose process ran it, or runs it):
+    /// `None` when it has none (it never ran: queued, held, cancelled while
+    /// queued; or it was recorded before jobs had owners) or there is no
+    /// such job.
+    async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError>;
+
     /// The owners of the `limit` newest jobs (as `jobs` lists them) that
     /// have one (every job recorded since jobs had owners that started
     /// running), by job id.

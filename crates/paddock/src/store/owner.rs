@@ -134,6 +134,9 @@ pub(in crate::store) const REQUEST_CANCEL: &str = "UPDATE jobs \
 pub(in crate::store) const CANCEL_REQUESTED: &str =
     "SELECT cancel_requested_at, cancel_requested_by FROM jobs WHERE id = $1";
 
+/// The owner of job `$1` (`NULL`s: none; no row: no job).
+pub(in crate::store) const OWNER: &str = "SELECT owner_host, owner_name FROM jobs WHERE id = $1";
+
 /// The owners of the `$1` newest jobs (as `Store::jobs` lists them), of
 /// those that have one.
 pub(in crate::store) const OWNERS: &str = "SELECT id, owner_host, owner_name FROM jobs \

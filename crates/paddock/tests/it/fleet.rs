@@ -599,3 +599,77 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
         drop(srv);
     }
 }
+
+/// `DELETE /v1/jobs/{id}` through a server on another host than the one
+/// that ran the job cannot remove that host's artifacts: it is refused
+/// (409 `job_on_another_host`, naming the host), before anything is done
+/// (a running job keeps running), and nothing is removed; through a
+/// server on the host that ran it, the job is disposed of. Before, the
+/// other server answered 200 and left the artifacts where they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dispose_through_another_hosts_server_says_the_artifacts_are_there() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b) = (Home::new(), Home::new());
+        hosts_config(&a, HOSTS);
+        hosts_config(&b, HOSTS);
+        let (srv_a, srv_b) = (server(&a, &db.db()).await, server(&b, &db.db()).await);
+        let store = db.open().await;
+        let scratch = tempfile::tempdir().unwrap();
+        let (marker, gate) = (scratch.path().join("started"), scratch.path().join("gate"));
+        let id = srv_a
+            .submit_ok(&spec(&a, "T-D", &gated(&marker, &gate)), 0)
+            .await;
+        appears(&marker).await;
+        let (owner, _) = owner_of(&store, &id).await;
+        let (here, other, home) = if owner.host == host_of(&a).0 {
+            (&srv_a, &srv_b, &a)
+        } else {
+            (&srv_b, &srv_a, &b)
+        };
+        let artifacts = home.data().join("artifacts").join(&id);
+        let delete = |srv: &Server| {
+            let req = srv.client.delete(srv.url(&format!("/v1/jobs/{id}")));
+            async move { req.send().await.unwrap() }
+        };
+        let host = format!("host {} (jobs directory {})", owner.name, owner.host);
+        let refused = |detail: String| serde_json::json!({"code": "job_on_another_host", "status": 409, "detail": detail});
+        let answer = |v: Value| serde_json::json!({"code": v["code"], "status": v["status"], "detail": v["detail"]});
+        // Running: refused, and it runs on.
+        let resp = delete(other).await;
+        assert_eq!(resp.status(), 409);
+        assert_eq!(
+            answer(body(resp).await),
+            refused(format!(
+                "job {id} runs on {host}: its artifacts are there and this server cannot remove \
+                 them, so nothing was done; dispose of it through a server on that host (POST \
+                 /v1/jobs/{id}/cancel here stops it)"
+            ))
+        );
+        assert_eq!(
+            store.job(&id).await.unwrap().unwrap().status,
+            JobStatus::Running
+        );
+        // Ended: refused, its artifacts kept.
+        std::fs::write(&gate, "").unwrap();
+        let rec = here.wait_for(&id, is_final).await;
+        assert_eq!(rec.status, JobStatus::Done, "{}", here.stderr());
+        assert!(artifacts.join("patch.diff").exists());
+        let resp = delete(other).await;
+        assert_eq!(resp.status(), 409);
+        assert_eq!(
+            answer(body(resp).await),
+            refused(format!(
+                "job {id} ran on {host} and has ended (done): its artifacts are there and this \
+                 server cannot remove them, so nothing was done; dispose of it through a server \
+                 on that host"
+            ))
+        );
+        assert!(artifacts.join("patch.diff").exists());
+        // Through its own host's server: disposed of.
+        let resp = delete(here).await;
+        assert_eq!(resp.status(), 200, "{}", here.stderr());
+        assert_eq!(body::<JobRecord>(resp).await, rec);
+        assert!(!artifacts.exists());
+    }
+}

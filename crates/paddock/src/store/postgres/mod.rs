@@ -264,6 +264,10 @@ impl Store for PgStore {
         PgStore::cancel_requested(self, id).await
     }
 
+    async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
+        PgStore::job_owner(self, id).await
+    }
+
     async fn job_owners(&self, limit: u32) -> Result<Vec<(String, Owner)>, StoreError> {
         PgStore::job_owners(self, limit).await
     }

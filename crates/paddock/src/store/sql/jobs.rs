@@ -8,7 +8,7 @@
 //! word the same on both backends.
 
 /// `insert_job_with_priority`, `insert_owned_job`, `heartbeat`, `reclaim_job`, `running_jobs`,
-/// `request_cancel`, `cancel_requested` and `job_owners` for the store type `$store` (a
+/// `request_cancel`, `cancel_requested`, `job_owner` and `job_owners` for the store type `$store` (a
 /// struct with a sqlx `pool`, a `job` method, and a `bind_job` function
 /// in the expanding module binding `id` then the `COLUMNS`).
 macro_rules! jobs_queries {
@@ -222,6 +222,29 @@ macro_rules! jobs_queries {
                     Ok(owner.map(|(host, name)| Owner {
                         host,
                         name: name.unwrap_or_default(),
+                    }))
+                }
+
+                /// The owner of job `id`: `None` when it has none (never
+                /// ran, or recorded before owners were) or there is no such
+                /// job.
+                pub(super) async fn job_owner(
+                    &self,
+                    id: &str,
+                ) -> Result<Option<Owner>, StoreError> {
+                    let row = sqlx::query_as::<_, (Option<String>, Option<String>)>(owner::OWNER)
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(|source| StoreError::ReadJob {
+                            job_id: id.to_owned(),
+                            source,
+                        })?;
+                    Ok(row.and_then(|(host, name)| {
+                        host.map(|host| Owner {
+                            host,
+                            name: name.unwrap_or_default(),
+                        })
                     }))
                 }
 

@@ -290,6 +290,10 @@ impl Store for SqliteStore {
         SqliteStore::cancel_requested(self, id).await
     }
 
+    async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
+        SqliteStore::job_owner(self, id).await
+    }
+
     async fn job_owners(&self, limit: u32) -> Result<Vec<(String, Owner)>, StoreError> {
         SqliteStore::job_owners(self, limit).await
     }
