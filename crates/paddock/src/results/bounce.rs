@@ -15,12 +15,20 @@ use std::path::Path;
 use paddock_protocol::{JobSpec, JobStatus, PriorAttempt};
 
 use super::conclude::{open_forge, CLOSEOUT};
-use super::forge::Forge as _;
+use super::forge::{Forge as _, ReviewComment};
 use crate::store::{Store, StoreError};
 use crate::workspace::lease::Lease;
 
 /// How much of the prior closeout becomes the attempt's summary.
 const SUMMARY_MAX: usize = 8000;
+
+/// How much of one review comment reaches the next brief.
+const COMMENT_MAX: usize = 8000;
+
+/// How much of a review (its comments, one a line) reaches the next
+/// brief: the prompt is the engine's input, which has a limit of its own
+/// (Codex refuses more than 1,048,576 characters and fails the job).
+const REVIEW_MAX: usize = 32_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BounceError {
@@ -138,15 +146,7 @@ pub async fn attempts_after(
         job_id: job_id.to_string(),
         message: e.to_string(),
     })?;
-    let bounce = comments
-        .iter()
-        .map(|c| match (&c.path, c.line) {
-            (Some(path), Some(line)) => format!("{} on {path}:{line}: {}", c.author, c.body),
-            (Some(path), None) => format!("{} on {path}: {}", c.author, c.body),
-            _ => format!("{}: {}", c.author, c.body),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let bounce = bounce_text(&comments);
     let summary = std::fs::read_to_string(artifacts.join(CLOSEOUT))
         .map(|t| crate::output::keep_end(&t, SUMMARY_MAX))
         .unwrap_or_default();
@@ -161,4 +161,78 @@ pub async fn attempts_after(
         bounce_comment: (!bounce.is_empty()).then_some(bounce),
     });
     Ok(attempts)
+}
+
+/// The review's comments as the attempt's bounce comment, one a line in
+/// their order: each cut to [`COMMENT_MAX`] bytes, and the comments past
+/// [`REVIEW_MAX`] left out, saying how many.
+fn bounce_text(comments: &[ReviewComment]) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut len = 0;
+    for (i, c) in comments.iter().enumerate() {
+        let mut line = match (&c.path, c.line) {
+            (Some(path), Some(line)) => format!("{} on {path}:{line}: {}", c.author, c.body),
+            (Some(path), None) => format!("{} on {path}: {}", c.author, c.body),
+            _ => format!("{}: {}", c.author, c.body),
+        };
+        crate::output::cap_string(&mut line, COMMENT_MAX);
+        if len + line.len() > REVIEW_MAX {
+            lines.push(format!(
+                "…[{} more review comment(s) left out by paddock: a review reaches the next brief up to {REVIEW_MAX} bytes]",
+                comments.len() - i
+            ));
+            break;
+        }
+        len += line.len() + 1;
+        lines.push(line);
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn comment(author: &str, body: &str) -> ReviewComment {
+        ReviewComment {
+            author: author.into(),
+            body: body.into(),
+            path: None,
+            line: None,
+            state: None,
+        }
+    }
+
+    /// A review within the limits is passed on whole; one long comment is
+    /// cut with the marker; comments past the review's limit are counted.
+    #[test]
+    fn a_review_reaches_the_brief_within_its_limits() {
+        let short = vec![
+            comment("ana", "Use tabs."),
+            ReviewComment {
+                path: Some("src/a.rs".into()),
+                line: Some(3),
+                ..comment("bo", "Off by one.")
+            },
+        ];
+        assert_eq!(
+            bounce_text(&short),
+            "ana: Use tabs.\nbo on src/a.rs:3: Off by one."
+        );
+        let long = "x".repeat(3_000_000);
+        assert_eq!(
+            bounce_text(&[comment("ana", &long)]),
+            format!(
+                "ana: {}…[truncated by paddock: 3000005 bytes]",
+                "x".repeat(COMMENT_MAX - 5)
+            )
+        );
+        let many: Vec<ReviewComment> = (0..100).map(|_| comment("ana", &"y".repeat(994))).collect();
+        let one = format!("ana: {}", "y".repeat(994));
+        let mut expected = vec![one; 32];
+        expected.push(format!(
+            "…[68 more review comment(s) left out by paddock: a review reaches the next brief up to {REVIEW_MAX} bytes]"
+        ));
+        assert_eq!(bounce_text(&many), expected.join("\n"));
+    }
 }

@@ -901,6 +901,48 @@ async fn the_next_attempt_gets_the_review_of_the_last() {
     );
 }
 
+/// A review too long for the engine's input (a 3 MB `review.md`; Codex
+/// refuses a prompt over 1,048,576 characters and the job failed) reaches
+/// the next brief cut to 8,000 bytes, marked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_review_reaches_the_next_brief_cut() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("cat > prompt.txt"));
+    let first = run_with_token(&home, &spec).await;
+    let outbox = home.data().join("artifacts").join(&first.id).join("outbox");
+    std::fs::write(outbox.join("review.md"), "A".repeat(3_000_000)).unwrap();
+    let out = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                spec.to_str().unwrap(),
+                "--attempt-after",
+                &first.id,
+            ],
+            &[],
+        )
+        .await;
+    let second = record(&out);
+    let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
+    let bounces: Vec<&str> = patch
+        .lines()
+        .filter(|l| l.starts_with("+- On attempt 1: "))
+        .collect();
+    assert_eq!(
+        (second.status, bounces),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec![format!(
+                "+- On attempt 1: reviewer: {}…[truncated by paddock: 3000010 bytes]",
+                "A".repeat(7990)
+            )
+            .as_str()]
+        )
+    );
+}
+
 /// `--attempt-after` a job still running is refused (it has no outcome,
 /// closeout or review yet; before, the next attempt started beside it,
 /// its brief saying attempt 1 was `running` and its session "recorded no
