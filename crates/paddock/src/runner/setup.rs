@@ -137,7 +137,7 @@ pub(super) async fn run(
             if let Some(e) = egress.take() {
                 network::stop(em, e).await?;
             }
-            return Err(failure);
+            return Err(with_refusals(em, failure).await?);
         }
     }
     // Every command succeeded and nothing they started is left.
@@ -145,6 +145,45 @@ pub(super) async fn run(
         super::setup_cache::store(em, c, ws).await?;
     }
     Ok(())
+}
+
+/// The most refused destinations a failed setup's reason names.
+const REFUSALS_NAMED: usize = 5;
+
+/// A failed setup's reason with the destinations the egress proxy refused
+/// during setup (each once: `host:port` and the rule), the likeliest cause
+/// of a failed `npm ci` or `pip download`, and where to ask for them. A
+/// cancelled setup's reason, and a failure with no refusal, stay as they
+/// are.
+async fn with_refusals(em: &Emitter, failure: SetupStop) -> Result<SetupStop, SetupStop> {
+    let SetupStop::Failed(LaunchFailure::Step(reason)) = failure else {
+        return Ok(failure);
+    };
+    let mut refused: Vec<String> = Vec::new();
+    for r in em.store.egress(&em.job_id).await? {
+        let named = format!(
+            "`{}:{}` ({})",
+            r.host,
+            r.port,
+            r.rule.as_deref().unwrap_or("refused")
+        );
+        let refusal = !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0;
+        if refusal && !refused.contains(&named) {
+            refused.push(named);
+        }
+    }
+    if refused.is_empty() {
+        return Ok(SetupStop::Failed(LaunchFailure::Step(reason)));
+    }
+    let more = refused.len().saturating_sub(REFUSALS_NAMED);
+    refused.truncate(REFUSALS_NAMED);
+    let mut list = refused.join(", ");
+    if more > 0 {
+        list.push_str(&format!(" and {more} more"));
+    }
+    Ok(SetupStop::Failed(LaunchFailure::Step(format!(
+        "{reason}. The egress proxy refused during setup: {list}; a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)"
+    ))))
 }
 
 /// The exit code a `tool_result` shows, and why the engine is not to

@@ -476,6 +476,36 @@ async fn a_failing_setup_command_fails_the_job_and_leaves_nothing() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A setup command failing because the proxy refused what it fetched
+/// (the registry forgotten in `setup.network`): the job's reason names
+/// the refused destinations, each once, and where to ask for them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setup_failing_on_a_refused_destination_names_it_in_the_reason() {
+    if !curl_available() {
+        return;
+    }
+    let port = stand_in().await;
+    let home = Home::new();
+    let command = "curl -sf --max-time 5 -o /dev/null http://registry.example/a || curl -sf --max-time 5 -o /dev/null http://registry.example/b || curl -s --max-time 5 -o /dev/null https://files.example/c";
+    let setup = format!("commands = [\"{command}\"]\nnetwork = [\"127.0.0.1:{port}\"]");
+    let spec = setup_job(&home, "process", &setup, "touch \"$HOME/engine-ran\"", port);
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let reason = format!(
+        "setup command 1 of 1 (`{command}`) exited with code 56; the engine was not started. \
+         The egress proxy refused during setup: `registry.example:80` (allowlist), `files.example:443` (allowlist); \
+         a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)"
+    );
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (JobStatus::Failed, Some(reason.as_str())),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A setup past its `timeout_secs` is killed and fails the job, saying so.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_setup_past_its_timeout_is_killed_and_fails_the_job() {
