@@ -25,7 +25,12 @@
 //! 4. settles the job's ledger rows still `in_flight` (calls its process
 //!    never saw end) as `interrupted`, keeping their estimate, and marks
 //!    the job `failed` with [`REASON`] and a final status event, its
-//!    totals (model calls, tokens, cost) summed from the ledger;
+//!    totals (model calls, tokens, cost) summed from the ledger; a job a
+//!    cancel was asked of through the store (`Store::request_cancel`,
+//!    which its process never read) ends `cancelled` instead, with
+//!    [`cancelled_reason`]; a job with an owner is ended in one
+//!    transaction holding on its owner, heartbeat and cancel request
+//!    (`Store::reclaim_job`, as another host's below);
 //! 5. deletes the lease file (left when a step failed, so a later pass
 //!    retries).
 //!
@@ -689,7 +694,11 @@ fn concluded_patch(events: &[AgentEvent]) -> Option<(String, Vec<String>)> {
 /// Marks running job `record` failed (`cancelled` when a cancel was asked
 /// of it), with its totals from the ledger and the patch the reaper saved
 /// (or, when it saved none, the one the job's process saved before it
-/// died); the status it got.
+/// died); the status it got. A job with an owner (every job recorded
+/// since jobs had owners) is ended as another host's is reclaimed, in one
+/// transaction holding on its owner, heartbeat and cancel request
+/// (`Store::reclaim_job`), so a cancel recorded while this runs is never
+/// lost; one without is ended step by step, as before owners were.
 async fn fail_job(
     store: &dyn Store,
     mut record: JobRecord,
@@ -699,46 +708,108 @@ async fn fail_job(
     let now = OffsetDateTime::now_utc();
     let stored = store.events(&id, 0).await?;
     let first_seq = stored.last().map(|e| e.seq + 1).unwrap_or(1);
-    let reason = reason_for(&id, &stored);
-    // A cancel asked of it through the store (its process died before it
-    // read it) ends it `cancelled`, unless it died publishing a result
-    // that `paddock publish` can still finish.
-    let (status, phase, reason) = match store.cancel_requested(&id).await? {
-        Some(asked) if reason == REASON => (
-            JobStatus::Cancelled,
-            Phase::Cancelled,
-            cancelled_reason(&asked, &reason),
-        ),
-        _ => (JobStatus::Failed, Phase::Failed, reason),
-    };
-    let mut events = Vec::new();
+    let dead = reason_for(&id, &stored);
     if let Some(p) = patch {
-        events.push(EventBody::ArtifactSummary {
+        let saved = EventBody::ArtifactSummary {
             patch_path: p.path.display().to_string(),
             changed_files: p.changed_files.clone(),
             patch_bytes: p.bytes,
             interrupted: true,
-        });
+        };
+        store
+            .append_event(&AgentEvent {
+                job_id: id.clone(),
+                seq: first_seq,
+                at: now,
+                body: saved,
+            })
+            .await?;
         record.patch_path = Some(p.path.display().to_string());
         record.changed_files = p.changed_files.clone();
     } else if let Some((path, files)) = concluded_patch(&stored) {
         record.patch_path = Some(path);
         record.changed_files = files;
     }
-    events.push(EventBody::Status {
-        phase,
-        detail: Some(reason.clone()),
-    });
-    for (seq, body) in (first_seq..).zip(events) {
-        store
-            .append_event(&AgentEvent {
-                job_id: id.clone(),
-                seq,
-                at: now,
-                body,
-            })
-            .await?;
+    record.finished_at = Some(now);
+    record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
+    let owned = store
+        .running_jobs()
+        .await?
+        .into_iter()
+        .find(|j| j.id == id)
+        .and_then(|j| j.owner);
+    for _ in 0..RECLAIM_TRIES {
+        // A cancel asked of it through the store (its process died before
+        // it read it) ends it `cancelled`, unless it died publishing a
+        // result that `paddock publish` can still finish.
+        let asked = store.cancel_requested(&id).await?;
+        let (status, phase, reason) = match &asked {
+            Some(asked) if dead == REASON => (
+                JobStatus::Cancelled,
+                Phase::Cancelled,
+                cancelled_reason(asked, &dead),
+            ),
+            _ => (JobStatus::Failed, Phase::Failed, dead.clone()),
+        };
+        record.status = status;
+        record.reason = Some(reason.clone());
+        let last = EventBody::Status {
+            phase,
+            detail: Some(reason),
+        };
+        let Some((owner, beat)) = &owned else {
+            finish_ownerless(store, record, last, now).await?;
+            return Ok(status);
+        };
+        let reclaim = Reclaim {
+            job: &record,
+            host: &owner.host,
+            heartbeat: *beat,
+            cancel_asked: asked.is_some(),
+            last: &last,
+            interrupted: INTERRUPTED_CALL,
+            next: None,
+        };
+        if store.reclaim_job(&reclaim).await? {
+            return Ok(status);
+        }
+        // Refused: a cancel was recorded since it was read (then once
+        // more with it), or another process ended the job.
+        if asked.is_some() || store.cancel_requested(&id).await?.is_none() {
+            break;
+        }
     }
+    let found = store
+        .job(&id)
+        .await?
+        .map_or_else(|| "gone".to_owned(), |r| r.status.as_str().to_owned());
+    Err(StoreError::StatusChanged {
+        job_id: id,
+        expected: "running",
+        found,
+    })
+}
+
+/// Ends `record` (a job recorded before jobs had owners) with its final
+/// event `last`: the event appended, its calls in flight settled as
+/// interrupted, its totals summed from the ledger, the record finished
+/// from `running`.
+async fn finish_ownerless(
+    store: &dyn Store,
+    mut record: JobRecord,
+    last: EventBody,
+    now: OffsetDateTime,
+) -> Result<(), StoreError> {
+    let id = record.id.clone();
+    let seq = store.events(&id, 0).await?.last().map_or(1, |e| e.seq + 1);
+    store
+        .append_event(&AgentEvent {
+            job_id: id.clone(),
+            seq,
+            at: now,
+            body: last,
+        })
+        .await?;
     // Calls its process never saw end are kept, settled as interrupted.
     store.interrupt_model_calls(&id, INTERRUPTED_CALL).await?;
     let calls = store.model_calls(&id).await?;
@@ -751,12 +822,7 @@ async fn fail_job(
     record.tokens = tokens;
     record.cost_micros = cost;
     record.model_calls = u64::try_from(calls.len()).unwrap_or(u64::MAX);
-    record.status = status;
-    record.reason = Some(reason);
-    record.finished_at = Some(now);
-    record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
-    store.finish_job(&record, JobStatus::Running).await?;
-    Ok(status)
+    store.finish_job(&record, JobStatus::Running).await
 }
 
 #[cfg(test)]
