@@ -1,5 +1,6 @@
 //! A GitHub REST API **mock** for the results loop: pull requests (list by
-//! `head` and `state`, create, update), issue labels and comments, pull
+//! `head` and `state`, create, update), issue labels and comments (post,
+//! list, edit), pull
 //! request reviews and review comments (paged as GitHub pages them: `per_page`,
 //! `page`, a `Link` header), answered in GitHub's own JSON
 //! shapes and errors (`{"message", "documentation_url", "errors"}`: 401 Bad
@@ -126,7 +127,7 @@ impl MockGitHub {
         self.state.lock().unwrap().pulls.clone()
     }
 
-    /// The comments posted, as (issue number, body).
+    /// The comments posted, as (issue number, body), edits applied.
     pub fn comments(&self) -> Vec<(u64, String)> {
         self.state.lock().unwrap().comments.clone()
     }
@@ -363,6 +364,14 @@ impl MockGitHub {
             (&Method::POST, ["issues", n, "comments"]) => {
                 self.add_comment(&mut state, number(n), &input)
             }
+            (&Method::GET, ["issues", n, "comments"]) => {
+                let items = self.list_comments(&state, number(n));
+                let url = format!("{}{route}", self.url);
+                return forge_mock::page(items, &url, query, Paging::GitHub);
+            }
+            (&Method::PATCH, ["issues", "comments", id]) => {
+                self.edit_comment(&mut state, number(id), &input)
+            }
             (&Method::GET, ["pulls", n, kind @ ("reviews" | "comments")]) => {
                 let items = list_reviews(&state, number(n), *kind == "reviews");
                 let url = format!("{}{route}", self.url);
@@ -410,16 +419,41 @@ impl MockGitHub {
             input["body"].as_str().unwrap_or_default().to_string(),
         ));
         let id = state.comments.len();
-        (
-            StatusCode::CREATED,
-            json!({
-                "id": id,
-                "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
-                "body": input["body"],
-                "user": {"login": "paddock-bot"},
-                "created_at": "2026-01-01T00:00:00Z",
-            }),
-        )
+        (StatusCode::CREATED, self.comment_json(state, id))
+    }
+
+    /// The comment `id` (its place in `comments`, from 1) as GitHub
+    /// answers it.
+    fn comment_json(&self, state: &State, id: usize) -> Value {
+        let (number, body) = &state.comments[id - 1];
+        json!({
+            "id": id,
+            "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
+            "body": body,
+            "user": {"login": "paddock-bot"},
+            "created_at": "2026-01-01T00:00:00Z",
+        })
+    }
+
+    /// `GET /repos/O/R/issues/N/comments`: the issue's comments, all of
+    /// them (paged by the caller).
+    fn list_comments(&self, state: &State, number: u64) -> Vec<Value> {
+        (1..=state.comments.len())
+            .filter(|id| state.comments[id - 1].0 == number)
+            .map(|id| self.comment_json(state, id))
+            .collect()
+    }
+
+    /// `PATCH /repos/O/R/issues/comments/ID`: its body replaced.
+    fn edit_comment(&self, state: &mut State, id: u64, input: &Value) -> (StatusCode, Value) {
+        let Some(comment) = usize::try_from(id)
+            .ok()
+            .filter(|id| (1..=state.comments.len()).contains(id))
+        else {
+            return error(StatusCode::NOT_FOUND, "Not Found", None);
+        };
+        state.comments[comment - 1].1 = input["body"].as_str().unwrap_or_default().to_string();
+        (StatusCode::OK, self.comment_json(state, comment))
     }
 }
 

@@ -405,6 +405,21 @@ pub fn render(
         .map_err(err)
 }
 
+/// The job a closeout is of: the id on its `Job `…`` line, when `body`
+/// is a closeout (it starts with the template's heading). How a forge
+/// finds the closeout a job already posted, to edit it rather than post
+/// another; a comment quoting one starts otherwise.
+pub fn job_of(body: &str) -> Option<&str> {
+    if !body.starts_with("## Paddock closeout: ") {
+        return None;
+    }
+    let start = body.find("Job `job-")? + "Job `".len();
+    let rest = body.get(start..)?;
+    let id = &rest[..rest.find('`')?];
+    let hex = id.strip_prefix("job-")?;
+    (!hex.is_empty() && hex.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(id)
+}
+
 /// The pull request's body: the ticket's title and link, the closeout.
 pub fn pull_request_body(closeout: &str, ticket_url: Option<&str>) -> String {
     let link = ticket_url
@@ -418,6 +433,33 @@ mod tests {
     use super::*;
     use paddock_protocol::{JobStatus, Phase, TokenUsage};
     use time::macros::datetime;
+
+    /// A closeout names its job; a quote of one, another comment or a
+    /// line that is not a job's id names none.
+    #[test]
+    fn the_job_a_closeout_is_of() {
+        let cases = [
+            "## Paddock closeout: T-1 attempt 1 · Fix\n\n**done**\n\nJob `job-01ab` · codex `m` on the `process` rung\n",
+            "## Paddock closeout: T-1 attempt 1 · Fix\n\nTicket: [T-1](https://t/1) · Job `job-cd2` · codex\n",
+            "> ## Paddock closeout: T-1 attempt 1 · Fix\n>\n> Job `job-01ab` · codex\n",
+            "Looks good. Job `job-01ab` · codex\n",
+            "## Paddock closeout: T-1 attempt 1\n\nJob `job-` · codex\n",
+            "## Paddock closeout: T-1 attempt 1\n\nJob `job-a b` · codex\n",
+            "## Paddock closeout: T-1 attempt 1\n\nJob `job-01ab",
+        ];
+        assert_eq!(
+            cases.map(job_of),
+            [
+                Some("job-01ab"),
+                Some("job-cd2"),
+                None,
+                None,
+                None,
+                None,
+                None
+            ]
+        );
+    }
 
     fn event(seq: u64, body: EventBody) -> AgentEvent {
         AgentEvent {

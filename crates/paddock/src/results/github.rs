@@ -39,6 +39,14 @@ struct ApiComment {
     html_url: String,
 }
 
+/// A comment on the pull request's conversation, as listed.
+#[derive(Debug, Deserialize)]
+struct ApiIssueComment {
+    id: u64,
+    #[serde(default)]
+    body: String,
+}
+
 #[derive(Debug, Deserialize)]
 struct ApiUser {
     login: String,
@@ -294,6 +302,27 @@ impl Forge for GitHub {
             return Ok(None);
         };
         let path = self.repo_path(&format!("/issues/{}/comments", pr.number));
+        // One closeout a job: publishing it again (`paddock publish`, also
+        // after a kill that came after the post) edits the one posted. A
+        // pull request this publish opened has none yet.
+        if let Some(job) = super::closeout::job_of(body).filter(|_| !pr.created) {
+            let posted: Vec<ApiIssueComment> =
+                self.list("read the pull request's comments", &path).await?;
+            if let Some(ours) = posted
+                .iter()
+                .find(|c| super::closeout::job_of(&c.body) == Some(job))
+            {
+                let comment: ApiComment = self
+                    .call(
+                        "update the closeout",
+                        Method::PATCH,
+                        &self.repo_path(&format!("/issues/comments/{}", ours.id)),
+                        json(&NewComment { body }),
+                    )
+                    .await?;
+                return Ok(Some(comment.html_url));
+            }
+        }
         let comment: ApiComment = self
             .call(
                 "post the closeout",

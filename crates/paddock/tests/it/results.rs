@@ -866,6 +866,49 @@ async fn paddock_publish_finishes_a_publish_the_forge_was_down_for() {
     );
 }
 
+/// Publishing a job again (`paddock publish` of a published job, or one
+/// whose `paddock` was killed after the closeout's post and before the
+/// job's record) edits its closeout on the pull request: one pull request,
+/// one closeout, the record's. Before, each publish posted another.
+#[tokio::test(flavor = "multi_thread")]
+async fn publishing_again_edits_the_jobs_closeout_never_posts_another() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    for _ in 0..2 {
+        let again = home
+            .paddock(
+                &["publish", "--json", &first.id],
+                &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+            )
+            .await;
+        assert_eq!(
+            (again.status.code(), record(&again).status),
+            (Some(0), paddock_protocol::JobStatus::Done)
+        );
+    }
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let edits = mock
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path == "/repos/acme/widgets/issues/comments/1")
+        .count();
+    assert_eq!(
+        (mock.pulls().len(), mock.comments(), edits),
+        (1, vec![(1, closeout)], 2)
+    );
+}
+
 /// `--attempt-after JOB`: the next attempt is attempt 2 on its own
 /// branch, and the reviewer's answer left in the first job's outbox
 /// reaches the engine's prompt.
