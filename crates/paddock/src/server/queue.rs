@@ -548,8 +548,9 @@ impl Queue {
     /// Reclaims, every heartbeat interval until the drain begins, the
     /// running jobs of other hosts whose heartbeat is older than the TTL
     /// (`reaper::reclaim_others`): a server killed while running jobs has
-    /// them failed by another server on the store without waiting for
-    /// anyone's `paddock gc`.
+    /// them failed (or cancelled) by another server on the store without
+    /// waiting for anyone's `paddock gc`, their final records sent to the
+    /// webhooks.
     pub async fn reclaim(self: Arc<Self>) {
         let liveness = self.runner.config().liveness.clone();
         while !self.is_draining() {
@@ -585,6 +586,13 @@ impl Queue {
                         r.name,
                         errors.join("; ")
                     ),
+                }
+            }
+            // Their final records go to the webhooks as any job's do: the
+            // server that ran them is gone and sends nothing.
+            for r in reclaimed.iter().filter(|r| r.errors.is_empty()) {
+                if r.marked_failed || r.marked_cancelled {
+                    self.completed(&r.name).await;
                 }
             }
             if !reclaimed.is_empty() {

@@ -26,7 +26,7 @@ use serde_json::Value;
 use super::hosts::{
     backends, gc, host_of, hosts_config, reaped, run_cmd, started, waiting_job, Shared,
 };
-use super::serve::{body, is_final, spec, Server, TURN};
+use super::serve::{assert_one_signed_delivery, body, hook_receiver, is_final, spec, Server, TURN};
 use paddock_test_support::prelude::*;
 
 /// Both homes renew every second and take 3 s without a renewal for dead.
@@ -489,7 +489,9 @@ async fn ended(
 /// request: the reclaim (serve's periodic pass, and `paddock gc`) ends the
 /// job `cancelled`, saying who asked and when and that its host was found
 /// dead, its call in flight settled and its events dense, and never queues
-/// its next attempt. Before, it was failed and run again.
+/// its next attempt; the server that reclaimed it sends its final record
+/// to the webhook. Before, it was failed and run again, and no webhook
+/// was sent.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_run_again() {
     let dir = tempfile::tempdir().unwrap();
@@ -570,7 +572,22 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
                 }
             })
         };
-        let srv = server(&a, &db.db()).await;
+        let (hook, received) = hook_receiver().await;
+        let secret = "whsec-fleet-0123456789";
+        let srv = Server::start_env(
+            &a,
+            &[
+                "--webhook-url",
+                &hook,
+                "--webhook-secret",
+                "env:PADDOCK_TEST_HOOK_SECRET",
+            ],
+            &[
+                ("PADDOCK_DB", &db.db()),
+                ("PADDOCK_TEST_HOOK_SECRET", secret),
+            ],
+        )
+        .await;
         let resp = srv.cancel(&job.id).await;
         assert_eq!(resp.status(), 202, "{}", srv.stderr());
         let answer: Value = body(resp).await;
@@ -594,8 +611,10 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
             srv.stderr()
         );
         nothing_lost(&store, &rec).await;
-        // Nothing queued, nothing more run.
+        // Nothing queued, nothing more run; its final record sent to the
+        // webhook by the server that reclaimed it.
         assert_eq!(store.queue_depth().await.unwrap(), 0);
+        assert_one_signed_delivery(&srv, &received, secret, rec).await;
         drop(srv);
     }
 }

@@ -1310,10 +1310,10 @@ async fn a_job_s_own_webhook_gets_its_final_record_signed() {
 }
 
 /// The deliveries a webhook receiver got: each one's signature and body.
-type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+pub(crate) type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
 /// A webhook receiver on 127.0.0.1: its URL (`/hook`) and what it got.
-async fn hook_receiver() -> (String, Received) {
+pub(crate) async fn hook_receiver() -> (String, Received) {
     let received: Received = Arc::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let hook = format!("http://{}/hook", listener.local_addr().unwrap());
@@ -1337,7 +1337,7 @@ async fn hook_receiver() -> (String, Received) {
 
 /// Waits (up to 10 s) for a delivery; asserts exactly one came, signed
 /// with `secret`, carrying `record`.
-async fn assert_one_signed_delivery(
+pub(crate) async fn assert_one_signed_delivery(
     server: &Server,
     received: &Received,
     secret: &str,
