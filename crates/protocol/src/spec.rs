@@ -880,6 +880,19 @@ impl JobSpec {
                 return Err(bad("results.push", reason));
             }
         }
+        let forge = self.results.github.is_some() || self.results.gitlab.is_some();
+        if let (true, None) = (forge, &self.results.base_branch) {
+            if let Some(what) = not_a_branch(&self.repository.base_ref) {
+                return Err(bad(
+                    "results.base_branch",
+                    format!(
+                        "`repository.base_ref` `{}` is {what}, which a pull request cannot \
+                         merge into: set `results.base_branch` to the branch it should",
+                        self.repository.base_ref
+                    ),
+                ));
+            }
+        }
         if let Some(url) = &self.results.webhook_url {
             crate::results::check_webhook_url(url)
                 .map_err(|reason| bad("results.webhook_url", reason))?;
@@ -1346,6 +1359,26 @@ fn text_limit(path: &str) -> usize {
 type Check = fn(&JobSpec) -> Result<(), (String, String)>;
 
 /// A refusal of `field` for `reason`.
+/// What `base_ref` is when it is plainly no branch (a tag's full name, a
+/// full commit name, a revision expression): the pull request's base
+/// defaults to `base_ref` (less `origin/` or `refs/heads/`), so such a
+/// spec with a forge needs `results.base_branch`. Not caught here: a tag's
+/// short name (it looks like a branch's) and `HEAD`, the default, which
+/// names a branch in the source but is taken as the base's name as it is
+/// (docs/results.md, "Not yet").
+fn not_a_branch(base_ref: &str) -> Option<&'static str> {
+    let hex = |n: usize| base_ref.len() == n && base_ref.bytes().all(|b| b.is_ascii_hexdigit());
+    if base_ref.starts_with("refs/tags/") {
+        Some("a tag")
+    } else if hex(40) || hex(64) {
+        Some("a commit")
+    } else if base_ref.contains(['~', '^', ':', '@', '{']) {
+        Some("a revision expression, not a branch")
+    } else {
+        None
+    }
+}
+
 fn bad(field: impl Into<String>, reason: String) -> (String, String) {
     (field.into(), reason)
 }
@@ -1684,6 +1717,59 @@ scenario = "s.toml"
                 "results.gitlab",
                 "set `[results.github]` or `[results.gitlab]`, not both"
             )
+        );
+    }
+
+    /// With a forge, a `base_ref` that is plainly no branch needs
+    /// `results.base_branch` (the pull request's base defaulted to it: a
+    /// forge refuses a tag or a commit as a base only once the job has
+    /// run, and `paddock publish`, reading the stored spec, fails again);
+    /// without a forge, or with `base_branch`, it is taken.
+    #[test]
+    fn a_forge_needs_a_branch_to_merge_into() {
+        let spec = |base: &str, results: &str| {
+            let text = BASE.replace(
+                "[repository]\n",
+                &format!("[repository]\nbase_ref = \"{base}\"\n"),
+            );
+            JobSpec::from_toml(&format!("{text}{results}"), Path::new("spec.toml"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let gh = "[results.github]\nrepository = \"a/w\"\ntoken = \"env:GH\"\n";
+        let gl = "[results.gitlab]\nproject = \"a/w\"\ntoken = \"env:GL\"\n";
+        let sha = "0123456789abcdef0123456789abcdef01234567";
+        let field = |reason: &str| {
+            Err(format!(
+                "job spec spec.toml: field `results.base_branch`: {reason}, which a pull request \
+                 cannot merge into: set `results.base_branch` to the branch it should"
+            ))
+        };
+        assert_eq!(
+            vec![
+                spec("HEAD~1", gh),
+                spec("refs/tags/v1.0", gl),
+                spec(sha, gh),
+                spec("main~2", gh),
+                spec("origin/main", gh),
+                spec("refs/heads/dev", gl),
+                spec("v1.0", gh),
+                spec("HEAD", gh),
+                spec("HEAD~1", ""),
+                spec(sha, &format!("[results]\nbase_branch = \"main\"\n{gh}")),
+            ],
+            vec![
+                field("`repository.base_ref` `HEAD~1` is a revision expression, not a branch"),
+                field("`repository.base_ref` `refs/tags/v1.0` is a tag"),
+                field(&format!("`repository.base_ref` `{sha}` is a commit")),
+                field("`repository.base_ref` `main~2` is a revision expression, not a branch"),
+                Ok(()),
+                Ok(()),
+                Ok(()),
+                Ok(()),
+                Ok(()),
+                Ok(()),
+            ]
         );
     }
 
