@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub mod allowlist;
+pub mod auth;
 pub mod ca;
 pub mod credential;
 pub mod deny;
@@ -42,6 +43,7 @@ mod server;
 pub mod terminate;
 
 pub use allowlist::{Allowlist, PhaseLists};
+pub use auth::PROXY_USER;
 pub use credential::{Credential, CredentialError, Credentials};
 pub use deny::DenyList;
 pub use env::proxy_env;
@@ -195,6 +197,44 @@ impl EgressProxy {
         ))
     }
 
+    /// Listens on `addr` like [`EgressProxy::bind`], serving only requests
+    /// that carry `Proxy-Authorization: Basic` of [`PROXY_USER`] and
+    /// `token` (the job's proxy URL holds them: [`EgressProxy::url`]); any
+    /// other gets a `407`, rule `proxy_auth`. A loopback TCP port is open
+    /// to every process of the host, whatever its user: without the token
+    /// one could use the job's list, its opened addresses and its
+    /// credentials.
+    pub async fn bind_authenticated(
+        addr: SocketAddr,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+        token: crate::secret::Secret,
+    ) -> Result<EgressProxy, EgressError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| EgressError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| EgressError::LocalAddr { source })?;
+        Ok(EgressProxy::serve_with(
+            ProxyListener::Tcp(listener),
+            Some(addr),
+            config,
+            records,
+            Some(auth::ProxyAuth::new(&token)),
+        ))
+    }
+
+    /// The URL a client uses: `http://[USER:TOKEN@]ADDR` (`None` on a Unix
+    /// socket).
+    pub fn url(&self, token: Option<&crate::secret::Secret>) -> Option<String> {
+        let addr = self.addr?;
+        Some(match token {
+            Some(t) => format!("http://{PROXY_USER}:{}@{addr}", t.expose()),
+            None => format!("http://{addr}"),
+        })
+    }
+
     /// Listens on the Unix socket `path` (what the sandbox's forwarder
     /// relays a job's connections to) and serves.
     pub fn bind_unix(
@@ -222,6 +262,16 @@ impl EgressProxy {
         config: EgressConfig,
         records: mpsc::Sender<EgressRecord>,
     ) -> EgressProxy {
+        EgressProxy::serve_with(listener, addr, config, records, None)
+    }
+
+    fn serve_with(
+        listener: ProxyListener,
+        addr: Option<SocketAddr>,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+        auth: Option<auth::ProxyAuth>,
+    ) -> EgressProxy {
         let (phase, phase_rx) = watch::channel(config.phase);
         let pool = Arc::new(pool::UpstreamPool::new(config.limits.kept_idle));
         let reaper = tokio::spawn(pool.clone().reap());
@@ -233,6 +283,7 @@ impl EgressProxy {
             limits: config.limits,
             credentials: config.credentials,
             records,
+            auth,
         });
         let accept = tokio::spawn(server::serve(listener, shared, phase_rx));
         EgressProxy {

@@ -45,6 +45,7 @@ impl Refusal {
         let text = match status {
             400 => "Bad Request",
             403 => "Forbidden",
+            407 => "Proxy Authentication Required",
             408 => "Request Timeout",
             431 => "Request Header Fields Too Large",
             504 => "Gateway Timeout",
@@ -66,10 +67,15 @@ impl Refusal {
         Some(
             format!(
                 "HTTP/1.1 {status} {}\r\ncontent-type: text/plain; charset=utf-8\r\n\
-                 content-length: {}\r\nconnection: close\r\nx-paddock-egress-rule: {}\r\n\r\n{body}",
+                 content-length: {}\r\nconnection: close\r\nx-paddock-egress-rule: {}\r\n{}\r\n{body}",
                 self.phrase(text, phase),
                 body.len(),
-                self.rule
+                self.rule,
+                if status == 407 {
+                    "proxy-authenticate: Basic realm=\"paddock egress proxy\"\r\n"
+                } else {
+                    ""
+                }
             )
             .into_bytes(),
         )
@@ -120,6 +126,7 @@ impl Refusal {
                 "To reach it, the job's spec must list `{destination}` in `{field}`, within the host profile's `{max}` (docs/egress.md); ask whoever runs this job."
             ),
             r if r.starts_with("deny_list:") => "Loopback, private, link-local and metadata addresses and this host's own are closed to jobs; only the host profile opens one, one `address:port` at a time (`network.open_addresses`, docs/egress.md).".to_string(),
+            "proxy_auth" => "This proxy serves one job: use the proxy URL of the job's HTTPS_PROXY/HTTP_PROXY as it is (it holds the job's proxy credentials).".to_string(),
             "bad_request" => "Send `CONNECT host:port` for HTTPS, or an absolute `http://host/path` request (set HTTPS_PROXY/HTTP_PROXY).".to_string(),
             "content_encoding" => "The proxy asked the credential host for `accept-encoding: identity` so that it can scan the answer for the credential; a compressed answer is not relayed. Ask the host for an uncompressed one (docs/egress.md).".to_string(),
             "upgrade" => "A tunnel to a credential host carries HTTP/1.1 requests only: upgrades (WebSocket) are not relayed. Use plain HTTP requests to this host, or a host without a credential (docs/egress.md).".to_string(),

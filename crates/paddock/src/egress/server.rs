@@ -78,6 +78,9 @@ pub(crate) struct Shared {
     pub records: mpsc::Sender<EgressRecord>,
     /// The job's kept connections to its credential hosts.
     pub pool: Arc<UpstreamPool>,
+    /// The `Proxy-Authorization` every request must carry (a loopback TCP
+    /// listener: `super::auth`); `None`: none is asked for.
+    pub auth: Option<super::auth::ProxyAuth>,
 }
 
 /// Where the proxy accepts: loopback TCP (the engine on the `process`
@@ -138,7 +141,20 @@ pub(crate) async fn serve(
                     Err(record) => record,
                 },
             };
-            let _ = shared.records.send(record).await;
+            // A request without the job's proxy credentials is not the
+            // job's (another process of the host, or a client's first try
+            // before it answers the 407's challenge): logged, never on the
+            // job's record.
+            if record.rule.as_deref() == Some(super::auth::RULE) {
+                tracing::info!(
+                    "egress proxy: a request for {}:{} without the job's proxy credentials: {}",
+                    record.host,
+                    record.port,
+                    record.reason.as_deref().unwrap_or_default()
+                );
+            } else {
+                let _ = shared.records.send(record).await;
+            }
             drop(permit);
         });
     }
@@ -256,6 +272,9 @@ async fn attempt(
     record.host = target.host.to_string();
     record.port = target.port;
     record.method = Some(target.method);
+    if let Some(auth) = &shared.auth {
+        auth.check(&head)?;
+    }
     let destination = format!("{}:{}", record.host, record.port);
     if !shared
         .lists

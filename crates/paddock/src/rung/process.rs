@@ -230,23 +230,23 @@ pub(crate) async fn bind_loopback_broker(
 }
 
 /// The job's egress proxy on a loopback TCP port (the `process` rung's,
-/// and the fake rung's).
+/// and the fake rung's), open to every process of the host: it serves
+/// only requests with the job's own proxy credentials, which its URL
+/// holds (`egress::auth`).
 pub(crate) async fn bind_loopback_egress(
     job: &RungJob<'_>,
     config: EgressConfig,
     records: mpsc::Sender<EgressRecord>,
 ) -> Result<EgressHandle, RungError> {
     let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let proxy = EgressProxy::bind(loopback, config, records)
+    let token = crate::egress::auth::new_token();
+    let proxy = EgressProxy::bind_authenticated(loopback, config, records, token.clone())
         .await
         .map_err(|error| RungError::BindEgress {
             job_id: job.job_id.to_string(),
             error,
         })?;
-    let url = match proxy.local_addr() {
-        Some(addr) => format!("http://{addr}"),
-        None => String::new(),
-    };
+    let url = proxy.url(Some(&token)).unwrap_or_default();
     Ok(EgressHandle { proxy, url })
 }
 

@@ -790,6 +790,93 @@ async fn a_client_that_prints_only_the_status_line_reads_why() {
     );
 }
 
+/// A proxy on a loopback TCP port (the `process` rung's) serves only
+/// requests with the job's proxy credentials, which its URL holds: any
+/// other process of the host (any user) gets a `407` asking for them,
+/// and its request goes nowhere and is not on the job's record (it is not
+/// the job's); the job's own client (reqwest given the
+/// URL, as the job's tools are) reaches the destination.
+#[tokio::test]
+async fn a_loopback_proxy_serves_only_its_jobs_credentials() {
+    let web = StandIn::start("127.0.0.1:0", Mode::Http).await;
+    let port = web.port();
+    let resolver = MockResolver::new().with("web.test", &["127.0.0.1"]);
+    let config = EgressConfig {
+        lists: PhaseLists {
+            setup: Allowlist::default(),
+            agent: Allowlist::parse(&list(&[&format!("web.test:{port}")])).unwrap(),
+        },
+        deny: DenyList::of_this_host([web.addr]).unwrap(),
+        resolver: Arc::new(resolver),
+        limits: ProxyLimits::default(),
+        phase: EgressPhase::Agent,
+        credentials: None,
+    };
+    let (tx, mut records) = mpsc::channel(64);
+    let token = paddock::secret::Secret::new("0123456789abcdef".into());
+    let proxy =
+        EgressProxy::bind_authenticated("127.0.0.1:0".parse().unwrap(), config, tx, token.clone())
+            .await
+            .unwrap();
+    let addr = proxy.local_addr().unwrap();
+    let url = proxy.url(Some(&token)).unwrap();
+    assert_eq!(url, format!("http://paddock:0123456789abcdef@{addr}"));
+    let body = "paddock egress proxy: web.test:PORT refused in the agent phase: WHY\nrule: proxy_auth\nThis proxy serves one job: use the proxy URL of the job's HTTPS_PROXY/HTTP_PROXY as it is (it holds the job's proxy credentials).\n";
+    let cases = [
+        (
+            format!("CONNECT web.test:{port} HTTP/1.1\r\n\r\n"),
+            "the request has no Proxy-Authorization: Basic header",
+        ),
+        (
+            format!("GET http://web.test:{port}/ HTTP/1.1\r\nProxy-Authorization: Basic cGFkZG9jazp3cm9uZw==\r\n\r\n"),
+            "the request's Proxy-Authorization is not this job's",
+        ),
+    ];
+    for (request, why) in cases {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).await.unwrap();
+        let body = body.replace("PORT", &port.to_string()).replace("WHY", why);
+        assert_eq!(
+            answer,
+            format!(
+                "HTTP/1.1 407 Proxy Authentication Required (paddock egress proxy: {why}; rule proxy_auth)\r\n\
+                 content-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\
+                 x-paddock-egress-rule: proxy_auth\r\nproxy-authenticate: Basic realm=\"paddock egress proxy\"\r\n\r\n{body}",
+                body.len()
+            )
+        );
+    }
+    assert_eq!(web.so_far(), Vec::<Vec<u8>>::new());
+    // The job's client, given the URL with its credentials.
+    let client = reqwest::Client::builder()
+        .proxy(reqwest::Proxy::http(&url).unwrap())
+        .build()
+        .unwrap();
+    let got = client
+        .get(format!("http://web.test:{port}/x"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let sent = String::from_utf8(web.connections(1).await.remove(0)).unwrap();
+    drop(client);
+    // The first record is the job's request: the refused ones are not.
+    let r = next_record(&mut records, WAIT).await;
+    assert_eq!(
+        (
+            got.as_str(),
+            (r.method, r.allowed, r.rule),
+            sent.to_ascii_lowercase().contains("proxy-authorization")
+        ),
+        ("hello", (Some(EgressMethod::Http), true, None), false),
+        "{sent}"
+    );
+}
+
 /// A connection opened in the setup phase is closed when the agent phase
 /// starts, and the setup list no longer applies; until the switch it
 /// works, and a switch to the phase already in force closes nothing.

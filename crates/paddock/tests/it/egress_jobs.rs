@@ -294,7 +294,13 @@ async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
         .and_then(|l| l.strip_prefix("ALL_PROXY="))
         .unwrap_or_default()
         .to_string();
-    assert!(url.starts_with("http://127.0.0.1:"), "{}", ran.env);
+    // The loopback proxy's URL holds the job's proxy credentials: a user
+    // and a random token (egress::auth).
+    let token = url
+        .strip_prefix("http://paddock:")
+        .and_then(|rest| rest.split_once("@127.0.0.1:"))
+        .map(|(token, _)| (token.len(), token.chars().all(|c| c.is_ascii_hexdigit())));
+    assert_eq!(token, Some((32, true)), "{}", ran.env);
     assert_eq!(ran.env, proxy_env(&url));
     assert_eq!(ran.bodies, format!("{HELLO}{DENIED_BODY}"));
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
