@@ -203,6 +203,23 @@ pub fn restore(
     Ok(files.len())
 }
 
+/// Whether `saved` holds a saved file: a regular file at any depth (at
+/// most 8 directories down), no link followed. A directory whose files
+/// are gone has nothing to resume from.
+pub fn any_saved(saved: &Path) -> bool {
+    fn walk(dir: &Path, depth: usize) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|e| match e.file_type() {
+            Ok(t) if t.is_file() => true,
+            Ok(t) if t.is_dir() && depth < 8 => walk(&e.path(), depth + 1),
+            _ => false,
+        })
+    }
+    std::fs::symlink_metadata(saved).is_ok_and(|m| m.is_dir()) && walk(saved, 0)
+}
+
 /// The saved files below `saved` (`rel` below it), as [`collect`] took
 /// them: the same depth, names and suffix, no link.
 fn saved_files(

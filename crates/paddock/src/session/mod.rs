@@ -91,7 +91,7 @@ impl Continuation {
                 "attempt {} recorded no engine session",
                 prior.attempt
             )),
-            Some(_) if !prior.saved.is_dir() => Some(format!(
+            Some(_) if !files::any_saved(&prior.saved) => Some(format!(
                 "the session files of attempt {} are gone",
                 prior.attempt
             )),
@@ -143,7 +143,20 @@ mod tests {
     #[test]
     fn resumes_only_the_same_engine_model_and_rung_with_its_files() {
         let tmp = tempfile::tempdir().unwrap();
-        let kept = prior(tmp.path().to_path_buf());
+        let saved = tmp.path().join("saved");
+        std::fs::create_dir_all(saved.join("2026/01/01")).unwrap();
+        std::fs::write(saved.join("2026/01/01/rollout-0199-abc.jsonl"), "{}\n").unwrap();
+        let kept = prior(saved.clone());
+        // Its directories kept, its file gone (before, taken as kept: the
+        // next attempt said it resumed, then forked); a link to the file
+        // is not followed.
+        let emptied = tmp.path().join("emptied");
+        std::fs::create_dir_all(emptied.join("2026/01/01")).unwrap();
+        std::os::unix::fs::symlink(
+            saved.join("2026/01/01/rollout-0199-abc.jsonl"),
+            emptied.join("2026/01/01/rollout-0199-abc.jsonl"),
+        )
+        .unwrap();
         let now = ("codex", "gpt-5.5", "process");
         let cases = [
             (kept.clone(), now, true, None),
@@ -182,6 +195,12 @@ mod tests {
             ),
             (
                 prior(tmp.path().join("gone")),
+                now,
+                true,
+                Some("the session files of attempt 1 are gone"),
+            ),
+            (
+                prior(emptied),
                 now,
                 true,
                 Some("the session files of attempt 1 are gone"),
