@@ -614,6 +614,7 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
     );
     let many: String = (0..100).map(|i| format!("X-{i}: v\r\n")).collect();
     let many = format!("GET http://web.test:{port}/ HTTP/1.1\r\n{many}\r\n");
+    let absolute = format!("`http://web.test:{port}/` is not a host:port");
     let cases: Vec<(Vec<u8>, &str, &str)> = vec![
         (
             client_hello(Some("web.test"), &[], 16384),
@@ -639,6 +640,18 @@ async fn bad_requests_are_bounded_and_answered_plain_http_works() {
             b"GET http://web.test".to_vec(),
             "HTTP/1.1 408 Request Timeout",
             "no whole request head within 300ms",
+        ),
+        // CONNECT in absolute form, and a line break smuggled into its
+        // authority: neither is a host:port.
+        (
+            format!("CONNECT http://web.test:{port}/ HTTP/1.1\r\n\r\n").into_bytes(),
+            "HTTP/1.1 400 Bad Request",
+            &absolute,
+        ),
+        (
+            format!("CONNECT web.test:{port}\r\nHost: evil.test HTTP/1.1\r\n\r\n").into_bytes(),
+            "HTTP/1.1 400 Bad Request",
+            "the request is not HTTP: invalid token",
         ),
     ];
     for (bytes, status, reason) in cases {
