@@ -76,7 +76,8 @@ impl Latch {
         }
     }
 
-    fn mark(&self) {
+    /// Sets it and wakes whoever waits.
+    pub fn mark(&self) {
         self.set.store(true, Ordering::SeqCst);
         self.notify.notify_waiters();
     }

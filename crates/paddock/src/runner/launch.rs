@@ -140,6 +140,11 @@ pub(super) async fn launch(
         Err(SetupStop::Failed(e)) => return Err(e),
         Err(SetupStop::Cancelled(why)) => return Ok(Start::Cancelled(why)),
     }
+    // A cancel that came before the engine starts none (a job cancelled
+    // through another server just as this one claimed it, say).
+    if futures::FutureExt::now_or_never(&mut *cancel).is_some() {
+        return Ok(Start::Cancelled("cancelled".into()));
+    }
     // Other jobs of the same ticket or project, settling calls while this
     // one runs; followed until the job's end.
     let shared_spend = broker::shared_spend::follow(

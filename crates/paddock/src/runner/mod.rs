@@ -421,6 +421,7 @@ async fn drive(
     } = shaped;
     let record = JobRecord::new(&id, &spec, submitted);
     let liveness = &config.liveness;
+    let claimed = matches!(recorded, Recorded::Claimed);
     match recorded {
         Recorded::No => {
             let now = time::OffsetDateTime::now_utc();
@@ -433,6 +434,16 @@ async fn drive(
         Recorded::Claimed => store.finish_job(&record, JobStatus::Running).await,
     }
     .map_err(|e| chain(&e))?;
+    // A claimed job may have been asked to stop through the store between
+    // the claim and now (by another server, answered 202 `requested`):
+    // stopped before it provisions or starts anything.
+    if claimed {
+        match store.cancel_requested(&id).await {
+            Ok(Some(_)) => found.cancel.mark(),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("job {id}: cannot read whether a cancel was asked: {e}"),
+        }
+    }
     // Renewed until the job ends; a renewal that finds the job taken by
     // another host, or a cancel asked through the store by another
     // process, stops it as a cancel does.

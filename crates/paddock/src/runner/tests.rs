@@ -382,6 +382,81 @@ async fn a_cancelled_job_is_cancelled_and_leaves_nothing() {
     assert_eq!(host.left(), Vec::<String>::new());
 }
 
+/// A cancel that resolved before the engine's launch starts no engine:
+/// the job ends `cancelled` as a cancel of a running one does, nothing
+/// launched, nothing left.
+#[tokio::test]
+async fn a_cancel_before_the_launch_starts_no_engine() {
+    let host = Host::new().await;
+    let rung = Arc::new(FakeRung::new(FakeEngine::default()));
+    let runner = host.runner(rung.clone());
+    let admitted = runner.admit(&host.spec()).await.unwrap();
+    let record = runner
+        .start(admitted, async {})
+        .finished()
+        .await
+        .unwrap()
+        .record;
+    assert_eq!(
+        (
+            record.status,
+            record.reason,
+            rung.launched.lock().unwrap().len()
+        ),
+        (JobStatus::Cancelled, Some("cancelled".into()), 0)
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
+
+/// A job claimed from the queue that another process asked to cancel
+/// through the store before its runner started (a server answered 202
+/// `requested`) starts no engine: the request is read before anything
+/// runs, not at the heartbeat task's first poll a second later.
+#[tokio::test]
+async fn a_claimed_job_asked_to_cancel_before_it_starts_launches_nothing() {
+    let host = Host::new().await;
+    let rung = Arc::new(FakeRung::new(FakeEngine::default()));
+    let runner = host.runner(rung.clone());
+    let admitted = runner.admit(&host.spec()).await.unwrap();
+    host.store
+        .enqueue_job(&admitted.record(JobStatus::Queued), admitted.spec_json(), 0)
+        .await
+        .unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let owner = host.liveness().owner;
+    let claimed = host
+        .store
+        .claim_job(&[], &owner, now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            claimed.id.as_str(),
+            host.store
+                .request_cancel(&claimed.id, "there", now)
+                .await
+                .unwrap()
+        ),
+        (admitted.id.as_str(), Some(owner))
+    );
+    let record = runner
+        .start_claimed(admitted, std::future::pending())
+        .finished()
+        .await
+        .unwrap()
+        .record;
+    assert_eq!(
+        (
+            record.status,
+            record.reason,
+            rung.launched.lock().unwrap().len()
+        ),
+        (JobStatus::Cancelled, Some("cancelled".into()), 0)
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
+
 /// A store that fails to append the events `fails` picks (a full disk at
 /// that moment), takes `linger` more after writing a job's final record,
 /// and is the SQLite store otherwise.
