@@ -7,6 +7,7 @@ use std::io::{IsTerminal as _, Write as _};
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
+use paddock_protocol::JobStatus;
 
 use super::{exit, open_existing_store, resolve_job, Failure};
 
@@ -33,9 +34,15 @@ pub async fn job_and_patch(
         .await
         .context("look up the job")?
         .context("the job vanished")?;
-    match record.patch_path {
-        Some(path) => Ok((job_id, std::path::PathBuf::from(path))),
-        None => Err(Failure::BadInput(anyhow::anyhow!(
+    match (record.patch_path, record.status) {
+        (Some(path), _) => Ok((job_id, std::path::PathBuf::from(path))),
+        (None, status @ (JobStatus::Queued | JobStatus::Running)) => {
+            Err(Failure::BadInput(anyhow::anyhow!(
+                "job {job_id}: it is {} (its patch is saved when it has ended)",
+                status.as_str()
+            )))
+        }
+        (None, _) => Err(Failure::BadInput(anyhow::anyhow!(
             "job {job_id}: no patch was saved (it ended before its work tree was read)"
         ))),
     }

@@ -986,7 +986,7 @@ async fn a_huge_review_reaches_the_next_brief_cut() {
     );
 }
 
-/// `--attempt-after` a job still running is refused (it has no outcome,
+/// `--attempt-after` (and `paddock diff`) a job still running is refused (it has no outcome,
 /// closeout or review yet; before, the next attempt started beside it,
 /// its brief saying attempt 1 was `running` and its session "recorded no
 /// engine session"); a job whose `paddock run` was killed is failed by the
@@ -1026,6 +1026,19 @@ async fn the_next_attempt_follows_an_ended_job_not_a_running_one() {
             .stderr(std::process::Stdio::piped());
         cmd.output()
     };
+    // Nor is its patch there yet (before: "it ended before its work tree
+    // was read").
+    let diff = home.paddock(&["diff", &id], &[]).await;
+    assert_eq!(
+        (
+            diff.status.code(),
+            String::from_utf8_lossy(&diff.stderr).into_owned()
+        ),
+        (
+            Some(2),
+            format!("paddock: job {id}: it is running (its patch is saved when it has ended)\n")
+        )
+    );
     let refused = next(&home).await.unwrap();
     assert_eq!(
         (
