@@ -215,10 +215,21 @@ pub enum RungError {
         job_id: String,
         error: serde_json::Error,
     },
-    #[error("start {}: {error}", program.display())]
+    /// The rung's own child (the supervisor or the sandbox helper: the
+    /// `paddock` binary) did not start; the engine was never reached.
+    #[error(
+        "start {} (Paddock's {role} for {}): {error}",
+        program.display(),
+        engine.display()
+    )]
     Spawn {
         job_id: String,
+        /// What was started: the `paddock` binary.
         program: PathBuf,
+        /// `supervisor` or `sandbox helper`.
+        role: &'static str,
+        /// The engine it was to run.
+        engine: PathBuf,
         error: std::io::Error,
     },
     #[error("the engine's stdout/stderr were not captured")]

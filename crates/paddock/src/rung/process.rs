@@ -74,7 +74,12 @@ impl Rung for ProcessRung {
         cmd: &CommandSpec,
     ) -> Result<Box<dyn EngineProcess>, RungError> {
         let c = supervisor(&self.helper_exe, cmd);
-        Ok(Box::new(ChildProcess::spawn(c, job.job_id, cmd)?))
+        Ok(Box::new(ChildProcess::spawn(
+            c,
+            "supervisor",
+            job.job_id,
+            cmd,
+        )?))
     }
 
     async fn reap(&self, job: &Reap<'_>) -> Leftovers {
@@ -132,9 +137,11 @@ pub(super) struct ChildProcess {
 }
 
 impl ChildProcess {
-    /// Spawns `c` for `cmd` (its stdin piped when it has one).
+    /// Spawns `c`, the rung's `role` (its supervisor or sandbox helper),
+    /// for `cmd` (its stdin piped when it has one).
     pub(super) fn spawn(
         mut c: Command,
+        role: &'static str,
         job_id: &str,
         cmd: &CommandSpec,
     ) -> Result<ChildProcess, RungError> {
@@ -148,7 +155,9 @@ impl ChildProcess {
         .process_group(0);
         let child = c.spawn().map_err(|error| RungError::Spawn {
             job_id: job_id.to_string(),
-            program: cmd.program.clone(),
+            program: PathBuf::from(c.as_std().get_program()),
+            role,
+            engine: cmd.program.clone(),
             error,
         })?;
         let pgid = child
@@ -293,6 +302,34 @@ mod tests {
                 .to_vec(),
                 vec![("HOME".into(), Some("/jobs/j/home".into()))],
                 None,
+            )
+        );
+    }
+
+    /// A supervisor that does not start (the `paddock` binary gone or
+    /// replaced while the process ran) is named as what failed, beside
+    /// the engine it was to run, which was never reached.
+    #[tokio::test]
+    async fn a_supervisor_that_does_not_start_is_named_not_the_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let helper = dir.path().join("gone/paddock");
+        let cmd = CommandSpec {
+            program: PathBuf::from("/opt/engine"),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: dir.path().to_path_buf(),
+            stdin: None,
+            protect: Vec::new(),
+        };
+        let Err(e) = ChildProcess::spawn(supervisor(&helper, &cmd), "supervisor", "j1", &cmd)
+        else {
+            panic!("a missing supervisor started");
+        };
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "start {} (Paddock's supervisor for /opt/engine): No such file or directory (os error 2)",
+                helper.display()
             )
         );
     }

@@ -160,7 +160,12 @@ impl Rung for SandboxRung {
             })?;
         let mut c = Command::from(std_cmd);
         c.kill_on_drop(true);
-        Ok(Box::new(ChildProcess::spawn(c, job.job_id, cmd)?))
+        Ok(Box::new(ChildProcess::spawn(
+            c,
+            "sandbox helper",
+            job.job_id,
+            cmd,
+        )?))
     }
 
     async fn reap(&self, job: &Reap<'_>) -> Leftovers {
