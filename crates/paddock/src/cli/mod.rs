@@ -233,6 +233,28 @@ pub async fn open_store(paths: &Paths) -> Result<SharedStore, Failure> {
         .await
         .with_context(|| format!("open the store at {}", paths.db))
         .map_err(Failure::Internal)
+        .map(|store| left_open(paths, store))
+}
+
+/// The SQLite stores this process opened, their connections left open
+/// until it exits (`paddock serve` closes its own when it stops). The last
+/// connection's close folds the write-ahead log into the database file,
+/// syncs both and deletes the log: on `paddock run`'s exit path that took
+/// tens of ms on a busy disk (and an exit during it left the log half
+/// folded), and after any command it left the next job to start a new log,
+/// whose header it must sync before its first event. The detached pass
+/// after each job folds the log in instead and starts the next one
+/// (`paddock::store::checkpoint`); every transaction is committed by then.
+static LEFT_OPEN: std::sync::Mutex<Vec<SharedStore>> = std::sync::Mutex::new(Vec::new());
+
+/// `store`, kept in [`LEFT_OPEN`] when it is a SQLite file.
+fn left_open(paths: &Paths, store: SharedStore) -> SharedStore {
+    if paths.db.file().is_some() {
+        if let Ok(mut open) = LEFT_OPEN.lock() {
+            open.push(store.clone());
+        }
+    }
+    store
 }
 
 /// The existing store `paths.db` names, for a command that only reads:
@@ -240,7 +262,7 @@ pub async fn open_store(paths: &Paths) -> Result<SharedStore, Failure> {
 /// database nothing has run with) is the caller's mistake.
 pub async fn open_existing_store(paths: &Paths) -> Result<SharedStore, Failure> {
     match paddock::store::open_existing(&paths.db).await {
-        Ok(store) => Ok(store),
+        Ok(store) => Ok(left_open(paths, store)),
         Err(e @ (StoreError::Missing { .. } | StoreError::PgSchema { .. })) => {
             Err(Failure::BadInput(e.into()))
         }

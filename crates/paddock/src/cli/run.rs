@@ -14,14 +14,6 @@ use paddock_protocol::{JobSpec, JobStatus};
 use super::progress;
 use super::{exit, open_store, Failure};
 
-/// A SQLite store's connections, left open until this process exits: the
-/// last connection's close would fold the write-ahead log into the
-/// database file and sync both on the job's exit path (tens of ms on a busy
-/// disk), and an exit during that close left the log half folded. The
-/// detached pass after the job checkpoints it instead (`--checkpoint`,
-/// `paddock::store::checkpoint`); every transaction is committed by then.
-static LEFT_OPEN: std::sync::OnceLock<paddock::store::SharedStore> = std::sync::OnceLock::new();
-
 /// The spec read from stdin for `paddock run -` (read once, in `main`,
 /// before the runtime starts).
 static STDIN_SPEC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -100,9 +92,6 @@ pub async fn exec(
         Some(store) => store,
         None => open_store(paths).await?,
     };
-    if paths.db.file().is_some() {
-        let _ = LEFT_OPEN.set(store.clone());
-    }
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
     let liveness = liveness(paths, &config.hosts)?;

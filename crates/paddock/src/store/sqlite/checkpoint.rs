@@ -10,21 +10,35 @@
 //! `paddock` then opens a database whose log holds nothing to recover;
 //! before, the log was left with every frame of the job and the next start
 //! read them all back.
+//!
+//! The pass then starts the next log itself: an emptied log is restarted by
+//! the next write, which writes a new log header and must sync it (and, as
+//! the first sync of a log that process opened, the directory) before
+//! anything else is written: two `fsync`s on the next job's path, before
+//! its first event. So the pass makes that write (`PRAGMA user_version`
+//! set to the value it has: nothing read from the database changes), whose
+//! header sync is then the pass's, and leaves its connection open when it
+//! exits: the last connection's close would fold the new log in and delete
+//! it again. The next job's first write appends to that log, which with
+//! `synchronous = NORMAL` syncs nothing.
 
 use std::path::Path;
 
 use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions as _, Connection as _};
+use sqlx::ConnectOptions as _;
 
 use super::BUSY_TIMEOUT;
 use crate::store::StoreError;
 
 /// Folds the write-ahead log of the database file at `path` into it and
-/// empties the log (`PRAGMA wal_checkpoint(TRUNCATE)`); a database not in
-/// WAL mode is left as it is, and a missing file is not created. A
-/// checkpoint that another connection's write kept from finishing (SQLite
-/// reports it busy after [`BUSY_TIMEOUT`]) is not an error: that writer's
-/// process checkpoints or leaves it to the next pass.
+/// empties the log (`PRAGMA wal_checkpoint(TRUNCATE)`), then starts the
+/// next log (module text); a database not in WAL mode is left as it is,
+/// and a missing file is not created. A checkpoint that another
+/// connection's write kept from finishing (SQLite reports it busy after
+/// [`BUSY_TIMEOUT`]) is not an error: that writer's process checkpoints or
+/// leaves it to the next pass, and the log, not emptied, is not restarted
+/// either. The connection is left open (module text): call this from a
+/// process that exits after it.
 pub async fn checkpoint(path: &Path) -> Result<(), StoreError> {
     let options = SqliteConnectOptions::new()
         .filename(path)
@@ -34,19 +48,35 @@ pub async fn checkpoint(path: &Path) -> Result<(), StoreError> {
         path: path.to_owned(),
         source,
     })?;
-    let folded = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-        .execute(&mut conn)
-        .await
-        .map(drop)
-        .map_err(|source| StoreError::Checkpoint {
-            path: path.to_owned(),
-            source,
-        });
-    let closed = conn.close().await.map_err(|source| StoreError::Checkpoint {
+    let failed = |source| StoreError::Checkpoint {
         path: path.to_owned(),
         source,
-    });
-    folded.and(closed)
+    };
+    let started = async {
+        // (busy, frames in the log, frames folded in): the log is empty
+        // only when nothing kept the checkpoint from finishing.
+        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+            .fetch_one(&mut conn)
+            .await?;
+        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+            .fetch_one(&mut conn)
+            .await?;
+        if busy == 0 && mode.eq_ignore_ascii_case("wal") {
+            let (version,): (i64,) = sqlx::query_as("PRAGMA user_version")
+                .fetch_one(&mut conn)
+                .await?;
+            sqlx::query(&format!("PRAGMA user_version = {version}"))
+                .execute(&mut conn)
+                .await?;
+        }
+        Ok(())
+    }
+    .await
+    .map_err(failed);
+    // Never closed: its close, the last connection's, would fold the log
+    // just started in and delete it (module text).
+    std::mem::forget(conn);
+    started
 }
 
 /// [`checkpoint`] for a process without a runtime (the detached pass).
@@ -75,8 +105,9 @@ mod tests {
 
     /// A store still open (another process's, as `paddock run` leaves its
     /// own) keeps its log's frames through any close; the checkpoint
-    /// empties the log all the same, and what was written is in the
-    /// database file (read back by a store opened after both closed).
+    /// empties the log all the same (down to the one frame that starts the
+    /// next), and what was written is in the database file (read back by a
+    /// store opened after both closed).
     #[tokio::test]
     async fn the_checkpoint_empties_the_log_while_another_store_is_open() {
         let dir = tempfile::tempdir().unwrap();
@@ -93,7 +124,50 @@ mod tests {
         reopened.close().await;
         assert_eq!(
             (before > 0, after, read),
-            (true, 0, Some("job-1".to_string()))
+            (true, 32 + 24 + 4096, Some("job-1".to_string()))
+        );
+    }
+
+    /// The log's header: its checkpoint sequence number and salts, which a
+    /// restarted log changes (bytes 12..24).
+    fn wal_header(db: &Path) -> Vec<u8> {
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        std::fs::read(wal).unwrap()[12..24].to_vec()
+    }
+
+    /// The pass leaves a log started (its header written and synced by the
+    /// pass, one frame after it), and the next store's first write appends
+    /// to that log: the same header, so no restart and no header sync on
+    /// the next job's path. What the database holds is unchanged.
+    #[tokio::test]
+    async fn the_pass_starts_the_next_log_and_the_next_write_appends_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("paddock.db");
+        let open = crate::store::SqliteStore::open(&db).await.unwrap();
+        open.insert_job(&crate::store::fixtures::job("job-1", 0), "{}")
+            .await
+            .unwrap();
+        open.close().await;
+        checkpoint(&db).await.unwrap();
+        let page = 4096;
+        let started = (wal_len(&db), wal_header(&db));
+        let next = crate::store::SqliteStore::open(&db).await.unwrap();
+        next.insert_job(&crate::store::fixtures::job("job-2", 0), "{}")
+            .await
+            .unwrap();
+        let ids: Vec<String> = next
+            .jobs(10)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        let appended = (wal_len(&db) > started.0, wal_header(&db));
+        std::mem::forget(next);
+        assert_eq!(
+            (started.0, appended, ids.len()),
+            (32 + 24 + page, (true, started.1.clone()), 2)
         );
     }
 
