@@ -177,6 +177,18 @@ pub struct Patch {
     pub tree: String,
 }
 
+/// The work tree's content staged as a tree, before its diff
+/// ([`Workspace::stage`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Staged {
+    /// The final tree's object name in Paddock's own git directory.
+    pub tree: String,
+    /// As [`Patch::left_out`].
+    pub left_out: Vec<String>,
+    /// As [`Patch::warnings`].
+    pub warnings: Vec<String>,
+}
+
 /// Where the workspace records the files it extended (in `meta/`).
 const EXTENDED: &str = "extended.jsonl";
 
@@ -995,6 +1007,16 @@ impl Workspace {
     /// `.gitignore`/`.gitattributes` data is read, and nothing the job wrote
     /// is run or obeyed. The job's own repository is not touched.
     pub async fn patch(&self) -> Result<Patch, WorkspaceError> {
+        let staged = self.stage().await?;
+        self.diff_staged(staged).await
+    }
+
+    /// The first half of [`Workspace::patch`]: the work tree's content
+    /// staged and written as a tree in Paddock's own git directory, without
+    /// its diff. Whatever needs only the tree (the result branch's commit,
+    /// `results::keep_branch`) can start while [`Workspace::diff_staged`]
+    /// makes the diff.
+    pub async fn stage(&self) -> Result<Staged, WorkspaceError> {
         let index = self.meta.join("patch.index");
         let _ = std::fs::remove_file(&index);
         copy_index(&self.git_dir().join("index"), &index).map_err(|source| {
@@ -1025,13 +1047,28 @@ impl Workspace {
         let tree_id = git.run(["write-tree"], None).await?;
         let tree_id = String::from_utf8_lossy(&tree_id).trim().to_string();
         let _ = std::fs::remove_file(&index);
-        let (diff, changed_files) = self.diff_to(&tree_id).await?;
+        Ok(Staged {
+            tree: tree_id,
+            left_out,
+            warnings,
+        })
+    }
+
+    /// The second half of [`Workspace::patch`]: the diff from the base
+    /// commit to the tree `staged` holds, and the names it changes.
+    pub async fn diff_staged(&self, staged: Staged) -> Result<Patch, WorkspaceError> {
+        let Staged {
+            tree,
+            left_out,
+            warnings,
+        } = staged;
+        let (diff, changed_files) = self.diff_to(&tree).await?;
         Ok(Patch {
             diff,
             changed_files,
             left_out,
             warnings,
-            tree: tree_id,
+            tree,
         })
     }
 

@@ -55,21 +55,55 @@ pub struct KeptBranch {
     pub whole: Option<String>,
 }
 
-/// Commits the change (if any) on the job's branch and bundles it into
+/// The job's patch and its result branch, made together: the work tree
+/// staged as a tree ([`Workspace::stage`]), then its diff and the branch
+/// ([`keep_branch`]: a commit of that tree and its bundle), which need only
+/// the tree, side by side rather than one after the other (the branch's
+/// two git processes no longer wait for the diff's). A tree the job did not
+/// change (an empty diff) keeps no branch: the bundle made beside the diff
+/// is removed. The patch, or why it could not be made; the branch, or why
+/// it could not be kept.
+pub async fn patch_and_branch(
+    ws: &Workspace,
+    spec: &JobSpec,
+    artifacts: &Path,
+) -> Result<(Patch, KeptOrNot), crate::workspace::WorkspaceError> {
+    let staged = ws.stage().await?;
+    let jobs_root = ws.root.parent().unwrap_or(&ws.root);
+    let tree = staged.tree.clone();
+    let (patch, kept) = tokio::join!(
+        ws.diff_staged(staged),
+        keep_branch(ws, spec, &tree, artifacts, jobs_root)
+    );
+    let patch = patch?;
+    let kept = match kept {
+        Ok(Some(k)) if patch.changed_files.is_empty() => std::fs::remove_file(&k.bundle)
+            .map(|()| None)
+            .map_err(|source| crate::workspace::WorkspaceError::Remove {
+                path: k.bundle.clone(),
+                source,
+            }),
+        kept => kept,
+    };
+    Ok((patch, kept))
+}
+
+/// The result branch as [`patch_and_branch`] left it: kept, not kept (an
+/// empty patch), or why it could not be.
+pub type KeptOrNot = Result<Option<KeptBranch>, crate::workspace::WorkspaceError>;
+
+/// Commits the tree `tree` on the job's branch and bundles it into
 /// `artifacts`: the job's new objects on the base, when the repository
 /// that keeps the base on this host (`base_objects.rs`, under `jobs_root`)
-/// has it; else the whole history, saying why. `Ok(None)` when the patch
-/// is empty.
+/// has it; else the whole history, saying why. The caller decides whether
+/// there is a change to keep ([`patch_and_branch`]).
 pub async fn keep_branch(
     ws: &Workspace,
     spec: &JobSpec,
-    patch: &Patch,
+    tree: &str,
     artifacts: &Path,
     jobs_root: &Path,
 ) -> Result<Option<KeptBranch>, crate::workspace::WorkspaceError> {
-    if patch.changed_files.is_empty() {
-        return Ok(None);
-    }
     let message = format!(
         "{}: {}\n\nPaddock job for ticket {}, attempt {}.\n",
         spec.ticket.id,
@@ -82,7 +116,7 @@ pub async fn keep_branch(
     // keeps nothing: its one commit's whole history, and no news.
     let kept = base_objects::kept_on_host(spec, jobs_root);
     let made = async {
-        let commit = ws.commit_result(patch, &message).await?;
+        let commit = ws.commit_result(tree, &message).await?;
         let _ = std::fs::remove_file(&bundle);
         ws.bundle_result(&commit, &bundle, !kept).await?;
         Ok::<_, crate::workspace::WorkspaceError>(commit)
@@ -672,8 +706,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     out
 }
 
-/// The job's conclude step (the runner's one call): the branch kept,
-/// the events read back from the store, the result published.
+/// The job's conclude step (the runner's one call): the branch as
+/// [`patch_and_branch`] kept it, the events read back from the store, the
+/// result published.
 /// `source_dirty`: a local source's uncommitted changes, read while the
 /// job ran (`None`: read when publishing); `cancel`: the publish's cancel
 /// ([`PublishInput::cancel`]). `workspace_done` is called once the branch
@@ -682,7 +717,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
 pub async fn conclude_job(
     ws: &Workspace,
     spec: &JobSpec,
-    patch: &Patch,
+    (patch, kept): (&Patch, KeptOrNot),
     record: &JobRecord,
     store: &dyn crate::store::Store,
     artifacts: &Path,
@@ -704,7 +739,7 @@ pub async fn conclude_job(
         ));
     }
     let jobs_root = ws.root.parent().unwrap_or(&ws.root);
-    let kept = match keep_branch(ws, spec, patch, artifacts, jobs_root).await {
+    let kept = match kept {
         Ok(kept) => {
             warnings.extend(kept.as_ref().and_then(|k| k.whole.clone()));
             kept

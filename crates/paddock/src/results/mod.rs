@@ -33,7 +33,7 @@ pub mod source;
 pub mod token_record;
 
 pub use conclude::{
-    base_branch, conclude_job, keep_branch, publish, revoke_leftover_tokens, tokens_left,
-    KeptBranch, PublishInput, Published,
+    base_branch, conclude_job, keep_branch, patch_and_branch, publish, revoke_leftover_tokens,
+    tokens_left, KeptBranch, KeptOrNot, PublishInput, Published,
 };
 pub use forge::{Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment};

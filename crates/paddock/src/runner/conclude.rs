@@ -9,7 +9,7 @@
 use std::os::unix::process::ExitStatusExt as _;
 use std::time::Instant;
 
-use paddock_protocol::{EventBody, JobRecord, JobStatus, ModelCall, Phase};
+use paddock_protocol::{EventBody, JobRecord, JobSpec, JobStatus, ModelCall, Phase};
 use time::OffsetDateTime;
 
 use super::emit::{chain, Emitter};
@@ -19,6 +19,7 @@ use super::teardown::TornDown;
 use super::{Job, LaunchFailure, RunResult};
 use crate::engines::Outcome;
 use crate::output;
+use crate::results::KeptOrNot;
 use crate::store::StoreError;
 use crate::workspace::Patch;
 
@@ -197,14 +198,14 @@ pub(super) async fn conclude(
             (JobStatus::Failed, Some(msg))
         }
     };
-    let saved_patch = save_patch(em, &mut record, &prov).await?;
+    let saved_patch = save_patch(em, &mut record, &prov, &spec).await?;
     // The session's files, copied while the patch was made.
     if let Some(save) = session_save {
         save.finish(em).await?;
     }
     match saved_patch {
         Err(failed) => status_reason = failed,
-        Ok(patch) => {
+        Ok((patch, kept)) => {
             // The branch, the forge and the closeout (results/).
             let mut ending = record.clone();
             (ending.status, ending.reason) = status_reason.clone();
@@ -234,7 +235,7 @@ pub(super) async fn conclude(
                 let publishing = crate::results::conclude_job(
                     &ws,
                     &spec,
-                    &patch,
+                    (&patch, kept),
                     &ending,
                     &*em.store,
                     &prov.artifacts,
@@ -313,21 +314,24 @@ pub(super) async fn conclude(
     Ok(result)
 }
 
-/// Writes the job's patch artifact; the patch, or the job's failure when
-/// it cannot.
+/// Writes the job's patch artifact, its result branch made beside the
+/// patch (`results::patch_and_branch`); the patch and the branch, or the
+/// job's failure when the patch cannot be made or saved.
 async fn save_patch(
     em: &mut Emitter,
     record: &mut JobRecord,
     prov: &Provisioned,
-) -> Result<Result<Patch, (JobStatus, Option<String>)>, StoreError> {
-    let patch = match prov.ws().patch().await {
-        Ok(patch) => patch,
-        Err(e) => {
-            let msg = format!("cannot compute the patch: {e}");
-            em.error("paddock", msg.clone(), true).await?;
-            return Ok(Err((JobStatus::Failed, Some(msg))));
-        }
-    };
+    spec: &JobSpec,
+) -> Result<Result<(Patch, KeptOrNot), (JobStatus, Option<String>)>, StoreError> {
+    let (patch, kept) =
+        match crate::results::patch_and_branch(prov.ws(), spec, &prov.artifacts).await {
+            Ok(made) => made,
+            Err(e) => {
+                let msg = format!("cannot compute the patch: {e}");
+                em.error("paddock", msg.clone(), true).await?;
+                return Ok(Err((JobStatus::Failed, Some(msg))));
+            }
+        };
     for warning in &patch.warnings {
         em.error("paddock", warning.clone(), false).await?;
     }
@@ -343,7 +347,7 @@ async fn save_patch(
                 interrupted: false,
             })
             .await?;
-            Ok(Ok(patch))
+            Ok(Ok((patch, kept)))
         }
         Err(e) => {
             let msg = format!("cannot save the patch to {}: {e}", path.display());

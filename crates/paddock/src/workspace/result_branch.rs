@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use super::{Patch, Workspace, WorkspaceError};
+use super::{Workspace, WorkspaceError};
 
 /// The commit's author and committer.
 const IDENTITY: [&str; 4] = [
@@ -21,24 +21,13 @@ const IDENTITY: [&str; 4] = [
 ];
 
 impl Workspace {
-    /// Commits `patch`'s tree on the base commit with `message`; the
-    /// commit. No ref names it in Paddock's git directory: the branch is
-    /// the bundle's ([`Workspace::bundle_result`]).
-    pub async fn commit_result(
-        &self,
-        patch: &Patch,
-        message: &str,
-    ) -> Result<String, WorkspaceError> {
+    /// Commits the tree `tree` (a patch's) on the base commit with
+    /// `message`; the commit. No ref names it in Paddock's git directory:
+    /// the branch is the bundle's ([`Workspace::bundle_result`]).
+    pub async fn commit_result(&self, tree: &str, message: &str) -> Result<String, WorkspaceError> {
         let git = self.paddock_git(None, false);
         let mut args: Vec<&str> = IDENTITY.to_vec();
-        args.extend([
-            "commit-tree",
-            &patch.tree,
-            "-p",
-            &self.base_commit,
-            "-F",
-            "-",
-        ]);
+        args.extend(["commit-tree", tree, "-p", &self.base_commit, "-F", "-"]);
         let commit = git.run(&args, Some(message.as_bytes())).await?;
         let commit = String::from_utf8_lossy(&commit).trim().to_string();
         if !super::is_object_name(&commit) {

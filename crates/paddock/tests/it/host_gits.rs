@@ -108,3 +108,60 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
         String::from_utf8_lossy(&second.stderr)
     );
 }
+
+/// The result branch is made beside the patch's diff, not after it: its
+/// commit (`commit-tree`) needs only the staged tree, so it starts while
+/// `git diff` runs. Shown by a `git diff` that waits (up to 20 s) for a
+/// `commit-tree` to start before it runs, and says whether one did: one
+/// after the other, the commit starts only once the diff has ended.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_result_branch_is_committed_while_the_diff_runs() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let log = home.path().join("gits.log");
+    let seen = home.path().join("diff.log");
+    let bin = home.path().join("waiting-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do\n  case \"$a\" in\n    commit-tree) echo commit-tree >> '{log}' ;;\n    diff)\n      i=0\n      while [ $i -lt 400 ] && ! grep -q commit-tree '{log}' 2>/dev/null; do sleep 0.05; i=$((i+1)); done\n      if grep -q commit-tree '{log}' 2>/dev/null; then echo beside >> '{seen}'; else echo after >> '{seen}'; fi ;;\n  esac\ndone\nexec '{git}' \"$@\"\n",
+        log = log.display(),
+        seen = seen.display(),
+        git = real_git().display()
+    );
+    let git_path = bin.join("git");
+    std::fs::write(&git_path, script).unwrap();
+    std::fs::set_permissions(&git_path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut path = std::ffi::OsString::from(&bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap());
+    let path = path.to_str().unwrap().to_string();
+    let spec = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    let args = ["run", "--json", spec.to_str().unwrap()];
+    let out = home.paddock(&args, &[("PATH", path.as_str())]).await;
+    let rec = record(&out);
+    assert_eq!(
+        (
+            rec.status,
+            rec.changed_files,
+            std::fs::read_to_string(&seen).unwrap(),
+            git(
+                &repo,
+                &["rev-parse", "--verify", "--quiet", "paddock/T-1/1"]
+            )
+            .is_empty(),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec!["fix.txt".to_string()],
+            "beside\n".to_string(),
+            false,
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
