@@ -24,6 +24,12 @@ pub struct Config {
     pub isolation: Option<Isolation>,
     /// `policy.profile` of a spec without one.
     pub profile: Option<String>,
+    /// The profile every job on this host runs under (docs/host-profile.md,
+    /// "The host's profile"): a spec without one gets it, a spec naming
+    /// another is refused at admission. Its limits (the network maximum,
+    /// timeouts, slots) then bind every job, which cannot pick a wider
+    /// profile or none.
+    pub host_profile: Option<String>,
     /// `paddock serve`'s settings; its flags win.
     #[serde(default)]
     pub serve: ServeFile,
@@ -258,7 +264,7 @@ impl Config {
             spec.budget.max_usd = self.max_usd;
         }
         if spec.policy.profile.is_none() {
-            spec.policy.profile = self.profile.clone();
+            spec.policy.profile = self.host_profile.clone().or_else(|| self.profile.clone());
         }
         if let (Isolation::Auto, Some(i)) = (spec.isolation, self.isolation) {
             spec.isolation = i;
@@ -293,6 +299,7 @@ mod tests {
                 prices: Some(dir.path().join("prices.toml")),
                 isolation: Some(Isolation::Process),
                 profile: Some("constrained-local".to_owned()),
+                host_profile: None,
                 serve: ServeFile {
                     listen: Some(std::net::SocketAddr::from(([0, 0, 0, 0], 9000))),
                     max_concurrent_jobs: Some(3),
@@ -415,6 +422,7 @@ mod tests {
             prices: None,
             isolation: Some(Isolation::Process),
             profile: Some("constrained-local".to_owned()),
+            host_profile: None,
             serve: ServeFile::default(),
             caches: CachesFile::default(),
             hosts: HostsFile::default(),

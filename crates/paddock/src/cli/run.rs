@@ -117,7 +117,10 @@ pub async fn exec(
             .with_context(|| format!("read the prior job {prior}"))
             .map_err(Failure::Internal)?;
     }
-    let config = runner_config(paths, host_dir, prices, liveness)?;
+    let config = RunnerConfig {
+        host_profile: config.host_profile.clone(),
+        ..runner_config(paths, host_dir, prices, liveness)?
+    };
     let helper = config.helper_exe.clone();
     // The job's directory goes into the trash at teardown, deleted after
     // this process exits by a detached remover (issue #14: teardown off
@@ -207,6 +210,7 @@ pub fn runner_config(
             .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
         helper_exe: std::env::current_exe().context("locate the paddock binary")?,
         liveness,
+        host_profile: None,
     })
 }
 

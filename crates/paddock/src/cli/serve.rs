@@ -92,7 +92,10 @@ pub async fn exec(
     }
     let runner = Runner::new(
         store.clone(),
-        super::run::runner_config(paths, host_dir, prices, liveness)?,
+        paddock::runner::RunnerConfig {
+            host_profile: defaults.host_profile.clone(),
+            ..super::run::runner_config(paths, host_dir, prices, liveness)?
+        },
     )
     .capping_caches(defaults.caches.max_bytes());
     let listener = tokio::net::TcpListener::bind(config.listen)

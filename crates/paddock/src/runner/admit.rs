@@ -108,6 +108,21 @@ impl std::fmt::Debug for Admitted {
     }
 }
 
+/// Refuses `spec` unless it runs under `host`, the profile every job of
+/// this host must run under (the config file's `host_profile`), when there
+/// is one: a spec naming another profile, or none, would choose its own
+/// limits (its network maximum among them) instead of the host's.
+pub fn host_profile(spec: &JobSpec, host: Option<&str>) -> Result<(), AdmitError> {
+    match (host, spec.policy.profile.as_deref()) {
+        (None, _) => Ok(()),
+        (Some(host), Some(named)) if named == host => Ok(()),
+        (Some(host), named) => Err(AdmitError::NotHostProfile {
+            named: named.map(str::to_string),
+            host: host.to_string(),
+        }),
+    }
+}
+
 /// Admits `spec` against `prices`, `store` (its host profiles) and the
 /// `rungs` it may run on.
 pub async fn admit(
@@ -217,5 +232,48 @@ fn scenario(spec: &JobSpec) -> Result<Option<Arc<Scenario>>, AdmitError> {
     match spec.upstream.provider {
         ProviderKind::Scripted => Err(AdmitError::ScriptedNotBuilt),
         _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naming(profile: Option<&str>) -> JobSpec {
+        let text = "[ticket]\nid = \"T-1\"\ntitle = \"t\"\nproject = \"p\"\ndescription = \"d\"\n\
+            [repository]\npath = \"/r\"\nbase_ref = \"main\"\n\
+            [engine]\nkind = \"codex\"\nmodel = \"gpt-5\"\n\
+            [upstream]\nprovider = \"scripted\"\nscenario = \"s.toml\"\n";
+        let mut spec = JobSpec::from_toml(text, std::path::Path::new("job.toml")).unwrap();
+        spec.policy.profile = profile.map(str::to_string);
+        spec
+    }
+
+    /// Without a host profile any spec passes; with one, only a spec
+    /// naming it, and the refusal names what the spec named and the host's.
+    #[test]
+    fn only_the_hosts_profile_passes_when_the_host_has_one() {
+        let got = [
+            host_profile(&naming(Some("a")), None).map_err(|e| e.to_string()),
+            host_profile(&naming(None), None).map_err(|e| e.to_string()),
+            host_profile(&naming(Some("ci")), Some("ci")).map_err(|e| e.to_string()),
+            host_profile(&naming(Some("wide")), Some("ci")).map_err(|e| e.to_string()),
+            host_profile(&naming(None), Some("ci")).map_err(|e| e.to_string()),
+        ];
+        let refused = |named: &str| {
+            Err(format!(
+                "policy.profile {named}: this host runs every job under host profile `ci` (host_profile in the config file); a job cannot choose another"
+            ))
+        };
+        assert_eq!(
+            got,
+            [
+                Ok(()),
+                Ok(()),
+                Ok(()),
+                refused("`wide` is not the host's"),
+                refused("is not set"),
+            ]
+        );
     }
 }

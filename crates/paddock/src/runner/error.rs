@@ -41,6 +41,14 @@ pub enum AdmitError {
     Rung(#[from] RungError),
     #[error("{0}")]
     HostProfile(String),
+    /// The host runs every job under one profile and the spec names
+    /// another (or, given to the runner without the config's defaults,
+    /// none).
+    #[error(
+        "policy.profile {}: this host runs every job under host profile `{host}` (host_profile in the config file); a job cannot choose another",
+        named.as_deref().map_or("is not set".to_string(), |n| format!("`{n}` is not the host's"))
+    )]
+    NotHostProfile { named: Option<String>, host: String },
 }
 
 impl AdmitError {

@@ -79,6 +79,9 @@ pub struct RunnerConfig {
     /// Who owns the jobs this runner starts (the jobs directory's id) and
     /// how often their heartbeats are renewed (`crate::heartbeat`).
     pub liveness: crate::heartbeat::Liveness,
+    /// The profile every job this runner admits must run under (the config
+    /// file's `host_profile`); `None`: a spec names its own, or none.
+    pub host_profile: Option<String>,
 }
 
 /// Runs jobs: built once, with the store every job is recorded in.
@@ -180,6 +183,7 @@ impl Runner {
 
     /// Admits `spec`: everything checked before the job exists.
     pub async fn admit(&self, spec: &JobSpec) -> Result<Admitted, AdmitError> {
+        admit::host_profile(spec, self.config.host_profile.as_deref())?;
         admit::admit(spec, &self.config.prices, &*self.store, &self.rungs).await
     }
 

@@ -136,6 +136,7 @@ impl Host {
                 host_dir: root.join("host"),
                 helper_exe: root.join("bin/paddock-not-used"),
                 liveness,
+                host_profile: None,
             },
             crate::rung::Rungs {
                 process: rung.clone(),

@@ -678,3 +678,67 @@ async fn a_config_file_with_an_unknown_key_is_bad_input_naming_file_and_line() {
         stderr(&out)
     );
 }
+
+/// A host whose config file sets `host_profile` runs every job under it: a
+/// spec naming another profile (here the preset `remote-full`, which sets
+/// no network maximum) is refused before anything of the job exists,
+/// naming both; a spec naming none is given the host's, which then binds
+/// it (its network maximum refuses the spec's wider `[network] allow`).
+#[tokio::test]
+async fn a_host_profile_binds_every_job_which_cannot_name_another() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let profile = home.path().join("host.toml");
+    std::fs::write(
+        &profile,
+        "id = \"ci-box\"\n[network]\nallow = [\"*.github.com\"]\n",
+    )
+    .unwrap();
+    let dir = home.path().join("config/paddock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!("host_profile = \"{}\"\n", profile.display()),
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let other = home.path().join("other.toml");
+    std::fs::write(
+        &other,
+        format!(
+            "{text}\n[policy]\nprofile = \"remote-full\"\n[network]\nallow = [\"example.org\"]\n"
+        ),
+    )
+    .unwrap();
+    let wider = home.path().join("wider.toml");
+    std::fs::write(
+        &wider,
+        format!("{text}\n[network]\nallow = [\"example.org\"]\n"),
+    )
+    .unwrap();
+    let refused = home.paddock(&["run", other.to_str().unwrap()], &[]).await;
+    let capped = home.paddock(&["run", wider.to_str().unwrap()], &[]).await;
+    assert_eq!(
+        (
+            refused.status.code(),
+            stderr(&refused).lines().next().map(str::to_string),
+            capped.status.code(),
+            stderr(&capped).contains("example.org") && stderr(&capped).contains("*.github.com"),
+            home.store().await.jobs(10).await.unwrap().len(),
+        ),
+        (
+            Some(2),
+            Some(format!(
+                "paddock: policy.profile `remote-full` is not the host's: this host runs every job under host profile `{}` (host_profile in the config file); a job cannot choose another",
+                profile.display()
+            )),
+            Some(2),
+            true,
+            0,
+        ),
+        "{}\n{}",
+        stderr(&refused),
+        stderr(&capped)
+    );
+}
