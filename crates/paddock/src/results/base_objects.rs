@@ -112,6 +112,44 @@ pub async fn holds_base(spec: &JobSpec, jobs_root: &Path, base: &str) -> Result<
     }
 }
 
+/// The branch a `base_ref` of `HEAD` (the default) means for a pull
+/// request, which needs a branch to merge into: the branch the local
+/// source has checked out, or the one the URL's remote named as its default
+/// when the mirror was made (the mirror's `HEAD`). `Err` says why there is
+/// none (a detached source, no repository on the host keeps the base).
+pub async fn head_branch(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
+    let args = ["symbolic-ref", "--quiet", "--short", "HEAD"];
+    let named = match holder(spec, jobs_root) {
+        None => return Err("no repository on this host names the source's HEAD".into()),
+        Some(Holder::Source(path)) => user_git(&path, args)
+            .await
+            .map_err(|_| format!("the source {} has no branch checked out", path.display()))?,
+        Some(Holder::Mirror(dir)) => {
+            let git = HostGit {
+                git_dir: Some(dir.clone()),
+                work_tree: None,
+                index: None,
+                excludes: None,
+                root: dir.clone(),
+                timeout: GIT_TIMEOUT,
+            };
+            let out = git.run(args, None).await.map_err(|_| {
+                format!(
+                    "the mirror {} does not name the remote's default branch",
+                    dir.display()
+                )
+            })?;
+            String::from_utf8_lossy(&out).into_owned()
+        }
+    };
+    let named = named.trim();
+    let named = named.strip_prefix("heads/").unwrap_or(named);
+    if named.is_empty() || named.contains(['\n', '\r']) {
+        return Err("its HEAD names no branch".into());
+    }
+    Ok(named.to_string())
+}
+
 /// The prerequisites `bundle` names (the commits a repository must have
 /// to fetch it): none for a bundle with the whole history. Reads only its
 /// header (`# v2 git bundle`, or v3 with its capabilities), bounded.

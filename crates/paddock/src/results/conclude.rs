@@ -246,6 +246,25 @@ pub fn base_branch(spec: &JobSpec) -> String {
     })
 }
 
+/// The branch a job's pull request asks to merge into: [`base_branch`],
+/// and for a `base_ref` of `HEAD` (the default) the branch it means on
+/// this host (`base_objects::head_branch`), never the name `HEAD`, which
+/// no forge takes as a base.
+async fn pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
+    let base = base_branch(spec);
+    if base != "HEAD" {
+        return Ok(base);
+    }
+    base_objects::head_branch(spec, jobs_root)
+        .await
+        .map_err(|why| {
+            format!(
+            "the pull request needs a branch to merge into and repository.base_ref is HEAD, but \
+             {why}: set results.base_branch"
+        )
+        })
+}
+
 /// The forge of a job for one publish (or one read of its review): the
 /// backend, the token its push uses, and the token minted for this session
 /// (a GitHub App's installation token, a GitLab project access token),
@@ -599,6 +618,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         let ForgeSession { forge, token, .. } = session.as_ref().map_err(|e| Some(e.clone()))?;
         let mut pull_request = None;
         if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {
+            let base = pull_request_base(spec, input.jobs_root)
+                .await
+                .map_err(Some)?;
             push_result(
                 spec,
                 &bundle,
@@ -613,7 +635,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             let closeout = render(input.record, &links);
             let draft = PullRequestDraft {
                 head: input.record.branch.clone(),
-                base: base_branch(spec),
+                base,
                 title: format!("{}: {}", spec.ticket.id, spec.ticket.title.trim()),
                 body: closeout::pull_request_body(&closeout, spec.results.ticket_url.as_deref()),
                 draft: spec.results.draft,

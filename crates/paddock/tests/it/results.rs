@@ -2967,3 +2967,39 @@ async fn paddock_publish_makes_a_removed_mirror_again() {
         String::from_utf8_lossy(&again.stderr)
     );
 }
+
+/// A spec that leaves `repository.base_ref` at its default, `HEAD`, gets
+/// a pull request asking to merge into the branch HEAD means (here the
+/// local source's checked-out `trunk`), never into a branch named `HEAD`,
+/// which no forge takes as a base.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_default_base_ref_asks_to_merge_into_the_branch_head_means() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    git(&repo, &["checkout", "-q", "-b", "trunk"]);
+    let remotes = home.path().join("remotes");
+    bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("base_ref = \"main\"\n", "");
+    std::fs::write(&spec, text).unwrap();
+    with_github(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let record = run_with_token(&home, &spec).await;
+    let bases: Vec<Option<String>> = mock
+        .pulls()
+        .iter()
+        .map(|pr| pr["base"]["ref"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        (record.status, record.reason, bases),
+        (
+            paddock_protocol::JobStatus::Done,
+            None,
+            vec![Some("trunk".to_string())]
+        )
+    );
+}
