@@ -66,6 +66,9 @@ pub struct RungJob<'a> {
 pub struct EgressHandle {
     pub proxy: EgressProxy,
     pub url: String,
+    /// The proxy credentials the URL holds (a loopback TCP proxy's,
+    /// `egress::auth`), redacted wherever the job's text goes.
+    pub token: Option<crate::secret::Secret>,
 }
 
 /// A started engine, on whatever rung. Dropping it before it exited stops

@@ -256,7 +256,11 @@ pub(crate) async fn bind_loopback_egress(
             error,
         })?;
     let url = proxy.url(Some(&token)).unwrap_or_default();
-    Ok(EgressHandle { proxy, url })
+    Ok(EgressHandle {
+        proxy,
+        url,
+        token: Some(token),
+    })
 }
 
 #[cfg(test)]

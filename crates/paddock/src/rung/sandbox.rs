@@ -110,6 +110,7 @@ impl Rung for SandboxRung {
         Ok(EgressHandle {
             proxy,
             url: format!("http://127.0.0.1:{SANDBOX_EGRESS_PORT}"),
+            token: None,
         })
     }
 

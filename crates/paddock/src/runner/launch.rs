@@ -130,6 +130,12 @@ pub(super) async fn launch(
         for secret in e.secrets.iter() {
             em.redactor.add_secret(secret);
         }
+        // The proxy's own credentials, in the URL the job is given: the
+        // job's to use, not its events' to show (anyone reading them could
+        // use the job's proxy while it runs).
+        if let Some(token) = &e.handle.token {
+            em.redactor.add_secret(token);
+        }
         ctx.egress_env = e.env.clone();
     }
     // The spec's setup commands, on the rung, before the engine, with the

@@ -164,6 +164,8 @@ struct Ran {
     events: Vec<EgressRecord>,
     /// The closeout's "Network refused" section.
     refused: String,
+    /// Every event of the job, as JSON lines.
+    all: String,
 }
 
 /// Runs the curl job on `rung`.
@@ -172,6 +174,7 @@ async fn run_curls(rung: &str) -> Ran {
     let home = Home::new();
     let script = [
         "env | grep -i '_proxy=' | sort > \"$HOME/env\"".to_string(),
+        "echo \"proxy at $HTTPS_PROXY\"".to_string(),
         curl("through", &format!("http://127.0.0.1:{port}/x"), true),
         curl("direct", &format!("http://127.0.0.1:{port}/x"), false),
         curl("denied", "http://denied.example/x", true),
@@ -194,7 +197,15 @@ async fn run_curls(rung: &str) -> Ran {
         .find(|s| s.starts_with("Network refused"))
         .unwrap_or_default()
         .to_string();
+    let all = store
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap() + "\n")
+        .collect();
     let ran = Ran {
+        all,
         refused,
         port,
         seen: read("seen"),
@@ -301,6 +312,21 @@ async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
         .and_then(|rest| rest.split_once("@127.0.0.1:"))
         .map(|(token, _)| (token.len(), token.chars().all(|c| c.is_ascii_hexdigit())));
     assert_eq!(token, Some((32, true)), "{}", ran.env);
+    // The token is redacted in the job's events, where the job printed it.
+    let secret = url
+        .strip_prefix("http://paddock:")
+        .and_then(|rest| rest.split_once('@'))
+        .map(|(t, _)| t.to_string())
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            ran.all.contains("proxy at http://paddock:"),
+            ran.all.contains(&secret)
+        ),
+        (true, false),
+        "{}",
+        ran.all
+    );
     assert_eq!(ran.env, proxy_env(&url));
     assert_eq!(ran.bodies, format!("{HELLO}{DENIED_BODY}"));
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
