@@ -226,7 +226,15 @@ pub async fn reap_on(
                 continue;
             };
             let lease = Lease::held(lock, path);
-            if let Some(r) = reap_job(paths, store, (rungs, cgroup_roots), &name, lease, kept).await
+            if let Some(r) = reap_job(
+                paths,
+                store,
+                (rungs, cgroup_roots),
+                (&name, liveness.requeues),
+                lease,
+                kept,
+            )
+            .await
             {
                 report.jobs.push(r);
             }
@@ -258,8 +266,15 @@ pub async fn reap_on(
                 let Ok(lease) = Lease::take(&paths.jobs, &id) else {
                     continue;
                 };
-                if let Some(r) =
-                    reap_job(paths, store, (rungs, cgroup_roots), &id, lease, false).await
+                if let Some(r) = reap_job(
+                    paths,
+                    store,
+                    (rungs, cgroup_roots),
+                    (&id, liveness.requeues),
+                    lease,
+                    false,
+                )
+                .await
                 {
                     report.jobs.push(r);
                 }
@@ -292,12 +307,14 @@ pub async fn reap_on(
 }
 
 /// Reaps job `name`, whose `lease` this process now holds; None when there
-/// was nothing to do (the lease of a job that ended normally).
+/// was nothing to do (the lease of a job that ended normally). A job a
+/// server's queue had claimed is queued again as another host's reclaim
+/// would (`requeues`, `[hosts] requeue_reclaimed`).
 async fn reap_job(
     paths: &Paths,
     store: &dyn Store,
     (rungs, cgroup_roots): (&[Arc<dyn Rung>], &[PathBuf]),
-    name: &str,
+    (name, requeues): (&str, u32),
     lease: Lease,
     kept: bool,
 ) -> Option<Reaped> {
@@ -373,9 +390,12 @@ async fn reap_job(
         }
     }
     if let Some(rec) = record {
-        match fail_job(store, rec, r.patch.as_ref()).await {
-            Ok(JobStatus::Cancelled) => r.marked_cancelled = true,
-            Ok(_) => r.marked_failed = true,
+        match fail_job(store, rec, r.patch.as_ref(), requeues).await {
+            Ok((JobStatus::Cancelled, _)) => r.marked_cancelled = true,
+            Ok((_, next)) => {
+                r.marked_failed = true;
+                r.requeued_as = next;
+            }
             Err(e) => r.errors.push(format!("job {name}: {e}")),
         }
     }
@@ -703,7 +723,8 @@ async fn fail_job(
     store: &dyn Store,
     mut record: JobRecord,
     patch: Option<&SavedPatch>,
-) -> Result<JobStatus, StoreError> {
+    requeues: u32,
+) -> Result<(JobStatus, Option<String>), StoreError> {
     let id = record.id.clone();
     let now = OffsetDateTime::now_utc();
     let stored = store.events(&id, 0).await?;
@@ -732,12 +753,12 @@ async fn fail_job(
     }
     record.finished_at = Some(now);
     record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
-    let owned = store
+    let (owned, queued) = store
         .running_jobs()
         .await?
         .into_iter()
         .find(|j| j.id == id)
-        .and_then(|j| j.owner);
+        .map_or((None, None), |j| (j.owner, j.queued));
     for _ in 0..RECLAIM_TRIES {
         // A cancel asked of it through the store (its process died before
         // it read it) ends it `cancelled`, unless it died publishing a
@@ -752,14 +773,36 @@ async fn fail_job(
             _ => (JobStatus::Failed, Phase::Failed, dead.clone()),
         };
         record.status = status;
-        record.reason = Some(reason.clone());
+        // A job from a server's queue that died before publishing runs
+        // again, as another host's reclaim of it would have it (the
+        // bound counted in its spec; `crate::requeue`); never one a cancel
+        // was asked of, or one that died publishing (`paddock publish`
+        // finishes that).
+        let mut next = None;
+        let mut note = String::new();
+        let has_owner = owned.is_some();
+        if let (Some(priority), JobStatus::Failed, true, true) =
+            (queued, status, dead == REASON, has_owner)
+        {
+            record.reason = Some(reason.clone());
+            match crate::requeue::next_attempt(store, &record, &reason, requeues).await {
+                Ok(attempt) => {
+                    note = attempt.requeued().note(requeues);
+                    if let crate::requeue::Next::Attempt { record, spec_json } = attempt {
+                        next = Some((*record, spec_json, priority));
+                    }
+                }
+                Err(e) => note = format!("; not queued again: {e}"),
+            }
+        }
+        record.reason = Some(format!("{reason}{note}"));
         let last = EventBody::Status {
             phase,
             detail: Some(reason),
         };
         let Some((owner, beat)) = &owned else {
             finish_ownerless(store, record, last, now).await?;
-            return Ok(status);
+            return Ok((status, None));
         };
         let reclaim = Reclaim {
             job: &record,
@@ -768,10 +811,14 @@ async fn fail_job(
             cancel_asked: asked.is_some(),
             last: &last,
             interrupted: INTERRUPTED_CALL,
-            next: None,
+            next: next.as_ref().map(|(job, spec_json, priority)| NextAttempt {
+                job,
+                spec_json,
+                priority: *priority,
+            }),
         };
         if store.reclaim_job(&reclaim).await? {
-            return Ok(status);
+            return Ok((status, next.map(|(job, _, _)| job.id)));
         }
         // Refused: a cancel was recorded since it was read (then once
         // more with it), or another process ended the job.

@@ -585,12 +585,39 @@ async fn a_restart_marks_what_died_and_runs_what_was_queued() {
 
     let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
     let dead = server.job(&died).await;
+    // Queued again once, as another host's reclaim of it would have it.
+    let next: Vec<JobRecord> = home
+        .store()
+        .await
+        .jobs(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.ticket_id == "T-1" && j.id != died)
+        .collect();
     assert_eq!(
-        (dead.status, dead.reason.as_deref()),
-        (JobStatus::Failed, Some(paddock::reaper::REASON))
+        (
+            dead.status,
+            dead.reason.clone(),
+            next.iter().map(|j| j.attempt).collect::<Vec<_>>()
+        ),
+        (
+            JobStatus::Failed,
+            Some(format!(
+                "{}; queued again as job {} (attempt 2)",
+                paddock::reaper::REASON,
+                next.first().map(|j| j.id.as_str()).unwrap_or("?")
+            )),
+            vec![2]
+        )
     );
     let ran = server.wait_for(&waiting, is_final).await;
     assert_eq!(ran.status, JobStatus::Done, "{}", server.stderr());
+    // The next attempt runs the same 60 s script: cancelled here.
+    let again = &next[0].id;
+    server.cancel(again).await;
+    let cancelled = server.wait_for(again, is_final).await;
+    assert_eq!(cancelled.status, JobStatus::Cancelled);
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
 
