@@ -505,6 +505,35 @@ pub fn cancelled_reason(asked: &CancelRequest, dead: &str) -> String {
 /// and a cancel was asked: why no next attempt was queued.
 pub const NOT_REQUEUED_CANCELLED: &str = "; not queued again: it was cancelled";
 
+/// The next attempt of dead job `record` when a server's queue had
+/// claimed it (`queued`, its priority), made but not stored (the reclaim
+/// stores it in its own transaction; `crate::requeue`), and what `reason`
+/// adds: where that attempt is, or why there is none. Nothing for a job
+/// not from the queue.
+async fn next_attempt_of(
+    store: &dyn Store,
+    record: &JobRecord,
+    reason: &str,
+    queued: Option<i64>,
+    bound: u32,
+) -> (Option<(JobRecord, String, i64)>, String) {
+    let Some(priority) = queued else {
+        return (None, String::new());
+    };
+    match crate::requeue::next_attempt(store, record, reason, bound).await {
+        Ok(attempt) => {
+            let note = attempt.requeued().note(bound);
+            match attempt {
+                crate::requeue::Next::Attempt { record, spec_json } => {
+                    (Some((*record, spec_json, priority)), note)
+                }
+                crate::requeue::Next::Spent(_) => (None, note),
+            }
+        }
+        Err(e) => (None, format!("; not queued again: {e}")),
+    }
+}
+
 /// `at` as RFC 3339 text.
 fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&time::format_description::well_known::Rfc3339)
@@ -559,24 +588,10 @@ async fn reclaim_job(
         }
         // Its next attempt, said in its reason; one that cannot be queued
         // is said there too, the job reclaimed all the same.
-        let mut next = None;
-        let mut note = String::new();
-        if let Some(priority) = queued {
-            let bound = liveness.requeues;
-            if asked.is_some() {
-                NOT_REQUEUED_CANCELLED.clone_into(&mut note);
-            } else {
-                match crate::requeue::next_attempt(store, &record, &reason, bound).await {
-                    Ok(attempt) => {
-                        note = attempt.requeued().note(bound);
-                        if let crate::requeue::Next::Attempt { record, spec_json } = attempt {
-                            next = Some((*record, spec_json, priority));
-                        }
-                    }
-                    Err(e) => note = format!("; not queued again: {e}"),
-                }
-            }
-        }
+        let (next, note) = match (queued, &asked) {
+            (Some(_), Some(_)) => (None, NOT_REQUEUED_CANCELLED.to_string()),
+            _ => next_attempt_of(store, &record, &reason, queued, liveness.requeues).await,
+        };
         record.reason = Some(format!("{reason}{note}"));
         // The final status event goes in with the compare-and-set, after
         // whatever the owner appended until then (it stops at its next
@@ -778,23 +793,9 @@ async fn fail_job(
         // bound counted in its spec; `crate::requeue`); never one a cancel
         // was asked of, or one that died publishing (`paddock publish`
         // finishes that).
-        let mut next = None;
-        let mut note = String::new();
-        let has_owner = owned.is_some();
-        if let (Some(priority), JobStatus::Failed, true, true) =
-            (queued, status, dead == REASON, has_owner)
-        {
-            record.reason = Some(reason.clone());
-            match crate::requeue::next_attempt(store, &record, &reason, requeues).await {
-                Ok(attempt) => {
-                    note = attempt.requeued().note(requeues);
-                    if let crate::requeue::Next::Attempt { record, spec_json } = attempt {
-                        next = Some((*record, spec_json, priority));
-                    }
-                }
-                Err(e) => note = format!("; not queued again: {e}"),
-            }
-        }
+        let queued =
+            queued.filter(|_| status == JobStatus::Failed && dead == REASON && owned.is_some());
+        let (next, note) = next_attempt_of(store, &record, &reason, queued, requeues).await;
         record.reason = Some(format!("{reason}{note}"));
         let last = EventBody::Status {
             phase,
