@@ -183,18 +183,7 @@ impl EgressProxy {
         config: EgressConfig,
         records: mpsc::Sender<EgressRecord>,
     ) -> Result<EgressProxy, EgressError> {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| EgressError::Bind { addr, source })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| EgressError::LocalAddr { source })?;
-        Ok(EgressProxy::serve(
-            ProxyListener::Tcp(listener),
-            Some(addr),
-            config,
-            records,
-        ))
+        EgressProxy::bind_tcp(addr, config, records, None).await
     }
 
     /// Listens on `addr` like [`EgressProxy::bind`], serving only requests
@@ -210,6 +199,17 @@ impl EgressProxy {
         records: mpsc::Sender<EgressRecord>,
         token: crate::secret::Secret,
     ) -> Result<EgressProxy, EgressError> {
+        let auth = auth::ProxyAuth::new(&token);
+        EgressProxy::bind_tcp(addr, config, records, Some(auth)).await
+    }
+
+    /// Listens on `addr` and serves, requiring `auth` when given.
+    async fn bind_tcp(
+        addr: SocketAddr,
+        config: EgressConfig,
+        records: mpsc::Sender<EgressRecord>,
+        auth: Option<auth::ProxyAuth>,
+    ) -> Result<EgressProxy, EgressError> {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| EgressError::Bind { addr, source })?;
@@ -221,7 +221,7 @@ impl EgressProxy {
             Some(addr),
             config,
             records,
-            Some(auth::ProxyAuth::new(&token)),
+            auth,
         ))
     }
 
