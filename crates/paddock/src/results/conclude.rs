@@ -77,13 +77,13 @@ pub async fn patch_and_branch(
     );
     let patch = patch?;
     let kept = match kept {
-        Ok(Some(k)) if patch.changed_files.is_empty() => std::fs::remove_file(&k.bundle)
+        Ok(k) if patch.changed_files.is_empty() => std::fs::remove_file(&k.bundle)
             .map(|()| None)
             .map_err(|source| crate::workspace::WorkspaceError::Remove {
                 path: k.bundle.clone(),
                 source,
             }),
-        kept => kept,
+        kept => kept.map(Some),
     };
     Ok((patch, kept))
 }
@@ -103,7 +103,7 @@ pub async fn keep_branch(
     tree: &str,
     artifacts: &Path,
     jobs_root: &Path,
-) -> Result<Option<KeptBranch>, crate::workspace::WorkspaceError> {
+) -> Result<KeptBranch, crate::workspace::WorkspaceError> {
     let message = format!(
         "{}: {}\n\nPaddock job for ticket {}, attempt {}.\n",
         spec.ticket.id,
@@ -122,11 +122,11 @@ pub async fn keep_branch(
         Ok::<_, crate::workspace::WorkspaceError>(commit)
     };
     if !kept {
-        return Ok(Some(KeptBranch {
+        return Ok(KeptBranch {
             commit: made.await?,
             bundle,
             whole: None,
-        }));
+        });
     }
     // Whether the host still holds the base is asked (a git process of its
     // own) while the commit and its bundle are made, not after them.
@@ -152,11 +152,11 @@ pub async fn keep_branch(
             ))
         }
     };
-    Ok(Some(KeptBranch {
+    Ok(KeptBranch {
         commit,
         bundle,
         whole,
-    }))
+    })
 }
 
 /// What publishing did.
