@@ -6,7 +6,11 @@
 //! ended, the changed files outside the ticket's `touch_only`) and
 //! rendered from one minijinja template
 //! (`closeout.md.j2`). Everything the job wrote (commands, messages, file
-//! names) is data: it is shown inside code spans or as text, never obeyed.
+//! names, the engine's errors, a failure's reason) is data: it is flattened
+//! to one line and shown as a code span whose fence is longer than any run
+//! of backticks in it ([`code`]), so on a forge it mentions nobody, links
+//! or closes no issue, embeds no image or link, hides nothing in HTML and
+//! starts no section of its own, and it reads as the job wrote it.
 
 use std::collections::HashMap;
 
@@ -86,7 +90,7 @@ struct Facts<'a> {
     base_ref: &'a str,
     commit: Option<&'a str>,
     changed_files: Vec<String>,
-    left_out: &'a [String],
+    left_out: Vec<String>,
     source_dirty: &'a [String],
     touch_only: Vec<String>,
     /// Changed files no `touch_only` pattern covers (capped), and how many.
@@ -129,13 +133,10 @@ const TEST_COMMANDS: &[&str] = &[
     "ctest",
 ];
 
-/// One line, at most `ITEM_MAX` characters, backticks made harmless.
+/// One line (any run of whitespace, line breaks included, one space), at
+/// most `ITEM_MAX` characters.
 fn one_line(text: &str) -> String {
-    let flat: String = text
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('`', "'");
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > ITEM_MAX {
         let cut: String = flat.chars().take(ITEM_MAX).collect();
         format!("{cut}…")
@@ -144,9 +145,36 @@ fn one_line(text: &str) -> String {
     }
 }
 
-/// [`one_line`] for prose the job could write (error messages, reasons):
-/// an `@` is followed by a word joiner, so `@someone` or `@org/team` in
-/// hostile text mentions nobody on a forge.
+/// Text the job wrote as a Markdown code span: [`one_line`], fenced by one
+/// backtick more than its longest run of them (padded with a space when it
+/// starts or ends with one, which the span drops again), so nothing in it
+/// closes the span early. GitHub and GitLab render a code span's content
+/// as it is: no mention, issue reference or closing keyword, no link,
+/// image, HTML or heading, and no line of its own (a line break became a
+/// space).
+fn code(text: &str) -> String {
+    let flat = one_line(text);
+    let mut longest = 0;
+    let mut run = 0;
+    for c in flat.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    if flat.is_empty() {
+        return "` `".to_string();
+    }
+    let pad = if flat.starts_with('`') || flat.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{flat}{pad}{fence}")
+}
+
+/// [`one_line`] for prose Paddock writes that names what a spec chose (a
+/// model, a prior job): an `@` is followed by a word joiner, so it
+/// mentions nobody on a forge.
 fn inert(text: &str) -> String {
     one_line(text).replace('@', "@\u{2060}")
 }
@@ -226,8 +254,8 @@ fn refused_destinations(events: &[AgentEvent]) -> Vec<String> {
                 format!(", {n} attempts")
             };
             format!(
-                "`{}` ({phase} phase, {}){times}",
-                one_line(&format!("{host}:{port}")),
+                "{} ({phase} phase, {}){times}",
+                code(&format!("{host}:{port}")),
                 inert(&rule)
             )
         })
@@ -289,12 +317,12 @@ fn from_events(events: &[AgentEvent]) -> FromEvents {
                 };
                 if is_test(command) {
                     tests.push(TestRun {
-                        command: one_line(command),
+                        command: code(command),
                         result: ended.clone(),
                     });
                 }
                 if failed {
-                    failures.push(format!("`{}` {ended}", one_line(command)));
+                    failures.push(format!("{} {ended}", code(command)));
                 }
             }
             EventBody::Error {
@@ -303,13 +331,13 @@ fn from_events(events: &[AgentEvent]) -> FromEvents {
                 fatal,
             } => {
                 if !fatal && source.as_deref() == Some(PADDOCK) {
-                    warnings.push(inert(message));
+                    warnings.push(code(message));
                 } else {
-                    failures.push(inert(message));
+                    failures.push(code(message));
                 }
             }
             EventBody::Policy { rule, message } => {
-                denials.push(format!("{}: {}", inert(rule), inert(message)));
+                denials.push(format!("{}: {}", code(rule), code(message)));
             }
             _ => {}
         }
@@ -355,7 +383,7 @@ pub fn render(
         ticket_url: input.ticket_url,
         attempt: record.attempt,
         status: record.status.as_str(),
-        reason: record.reason.as_deref().map(inert),
+        reason: record.reason.as_deref().map(code),
         engine: &record.engine,
         model: &record.model,
         rung: &record.isolation,
@@ -363,12 +391,12 @@ pub fn render(
         branch: &record.branch,
         base_ref: &record.base_ref,
         commit: input.commit,
-        changed_files: record.changed_files.iter().map(|f| one_line(f)).collect(),
-        left_out: input.left_out,
+        changed_files: record.changed_files.iter().map(|f| code(f)).collect(),
+        left_out: input.left_out.iter().map(|f| code(f)).collect(),
         source_dirty: input.source_dirty,
-        touch_only: input.touch_only.iter().map(|p| one_line(p)).collect(),
+        touch_only: input.touch_only.iter().map(|p| code(p)).collect(),
         outside_count: outside.len(),
-        outside_scope: capped(outside.iter().map(|f| one_line(f)).collect()),
+        outside_scope: capped(outside.iter().map(|f| code(f)).collect()),
         tests: found.tests,
         failures: found.failures,
         warnings: found.warnings,
@@ -408,13 +436,19 @@ pub fn render(
 /// The job a closeout is of: the id on its `Job `…`` line, when `body`
 /// is a closeout (it starts with the template's heading). How a forge
 /// finds the closeout a job already posted, to edit it rather than post
-/// another; a comment quoting one starts otherwise.
+/// another; a comment quoting one starts otherwise. The id is read from
+/// the template's own line (it starts `Job ` or, with a ticket link,
+/// `Ticket: `), never from the job's text (its reason, above, is a code
+/// span that may hold "Job `job-…`": no line starts with the job's text).
 pub fn job_of(body: &str) -> Option<&str> {
-    if !body.starts_with("## Paddock closeout: ") {
+    if !body.starts_with(HEADING) {
         return None;
     }
-    let start = body.find("Job `job-")? + "Job `".len();
-    let rest = body.get(start..)?;
+    let line = body
+        .lines()
+        .find(|l| l.starts_with("Job `") || l.starts_with("Ticket: ["))?;
+    let start = line.find("Job `job-")? + "Job `".len();
+    let rest = line.get(start..)?;
     let id = &rest[..rest.find('`')?];
     let hex = id.strip_prefix("job-")?;
     (!hex.is_empty() && hex.bytes().all(|b| b.is_ascii_alphanumeric())).then_some(id)
@@ -698,6 +732,81 @@ mod tests {
             &CloseoutInput::default(),
         )
         .unwrap();
+        insta::assert_snapshot!(text);
+    }
+
+    /// Text the job wrote becomes one code span that nothing in it can
+    /// close: a fence longer than its longest run of backticks, padded
+    /// when it starts or ends with one; line breaks are spaces.
+    #[test]
+    fn the_jobs_text_is_a_code_span_it_cannot_close() {
+        let got = [
+            "cargo test",
+            "a `b` c",
+            "``` fence\n### Policy denials\nNone.",
+            "`x`",
+            "",
+            "x\u{2028}y\r\nz",
+        ]
+        .map(code);
+        assert_eq!(
+            got,
+            [
+                "`cargo test`",
+                "``a `b` c``",
+                "```` ``` fence ### Policy denials None. ````",
+                "`` `x` ``",
+                "` `",
+                "`x y z`",
+            ]
+        );
+    }
+
+    /// A hostile job's text in every place a job's text reaches the
+    /// closeout: its reason (naming another job, too), a failing command
+    /// breaking out of its code span, the engine's error and a policy
+    /// message with mentions, closing keywords, images, links, HTML and a
+    /// forged section, changed and left-out file names with backticks and
+    /// line breaks, a refused host. Each is one code span on its line;
+    /// the closeout is still its job's.
+    #[test]
+    fn a_hostile_jobs_text_stays_inert_in_the_closeout() {
+        const EVIL: &str = "` @acme/owners fixes #1 ![](https://evil.example/?leak) \
+            <img src=https://evil.example/i> [x](https://evil.example) <!-- <details> \
+            Job `job-other`\n\n### Policy denials\nNone.\n```";
+        let mut failed = record(JobStatus::Failed, &[EVIL, "src/ok.rs"]);
+        failed.reason = Some(format!("the engine exited with status 1: {EVIL}"));
+        let events = vec![
+            call(1, "c1", &format!("bash -lc 'cargo test {EVIL}'")),
+            result(2, "c1", 1),
+            event(
+                3,
+                EventBody::Error {
+                    message: EVIL.into(),
+                    source: Some("codex".into()),
+                    fatal: true,
+                },
+            ),
+            event(
+                4,
+                EventBody::Policy {
+                    rule: "deny_commands".into(),
+                    message: format!("`{EVIL}` is denied by host profile p"),
+                },
+            ),
+        ];
+        let left_out = [format!("{EVIL}/__pycache__/")];
+        let text = render(
+            &failed,
+            &events,
+            &CloseoutInput {
+                left_out: &left_out,
+                ticket_url: Some("https://tracker.example/T-7"),
+                ..CloseoutInput::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(job_of(&text), Some("job-1"));
         insta::assert_snapshot!(text);
     }
 

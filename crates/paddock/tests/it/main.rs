@@ -23,6 +23,7 @@ mod egress_kept;
 mod escape;
 mod faults;
 mod fleet;
+mod forge_text_attacks;
 mod gc;
 mod git_escape;
 mod github_token_attacks;

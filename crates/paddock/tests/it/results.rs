@@ -392,7 +392,7 @@ async fn a_change_outside_touch_only_is_flagged_in_the_closeout_and_the_events()
 pub(super) const TOKEN: &str = "ghs_paddockTestToken0123456789";
 
 /// A bare remote `widgets.git` (a clone of `repo`) under `root`.
-fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
+pub(super) fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
     let bare = root.join("widgets.git");
     let out = std::process::Command::new("git")
         .args(["clone", "-q", "--bare"])
@@ -405,7 +405,7 @@ fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
 }
 
 /// The job spec with `[results.github]` at the mock and `push_url`.
-fn with_github(spec: &Path, api: &str, push_url: &str) {
+pub(super) fn with_github(spec: &Path, api: &str, push_url: &str) {
     let text = std::fs::read_to_string(spec).unwrap();
     std::fs::write(
         spec,
@@ -418,7 +418,7 @@ fn with_github(spec: &Path, api: &str, push_url: &str) {
 
 /// `paddock run --json SPEC` with the forge's token in its environment;
 /// the final record.
-async fn run_with_token(home: &Home, spec: &Path) -> paddock_protocol::JobRecord {
+pub(super) async fn run_with_token(home: &Home, spec: &Path) -> paddock_protocol::JobRecord {
     let out = home
         .paddock(
             &["run", "--json", spec.to_str().unwrap()],
@@ -428,7 +428,7 @@ async fn run_with_token(home: &Home, spec: &Path) -> paddock_protocol::JobRecord
     record(&out)
 }
 
-fn basic(token: &str) -> String {
+pub(super) fn basic(token: &str) -> String {
     use base64::Engine as _;
     format!(
         "Basic {}",
@@ -578,7 +578,7 @@ async fn a_forge_that_is_down_fails_the_job_and_loses_nothing() {
     );
     let closeout = std::fs::read_to_string(artifacts.join("closeout.md")).unwrap();
     assert!(
-        closeout.contains("**failed**: publishing the result failed"),
+        closeout.contains("**failed**: `publishing the result failed"),
         "{closeout}"
     );
 }
