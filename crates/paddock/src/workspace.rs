@@ -75,6 +75,15 @@ pub enum WorkspaceError {
         source_repo: String,
         base_ref: String,
     },
+    #[error(
+        "repository {source_repo}: base ref `{base_ref}` is no branch or commit of it, only its \
+         remote-tracking branch `origin/{base_ref}` (the remote's branch as last fetched) is: \
+         set base_ref = \"origin/{base_ref}\" to start from that"
+    )]
+    BaseRefRemoteOnly {
+        source_repo: String,
+        base_ref: String,
+    },
     #[error("workspace {path}: `git {args}` failed: {stderr}")]
     Git {
         path: PathBuf,
@@ -393,7 +402,8 @@ impl Workspace {
         let (source, base_commit, snap, mirror) = match (&repo.path, &repo.url) {
             (Some(path), _) => {
                 let source = path.display().to_string();
-                let base_commit = match resolve_in_source(path, &source, &repo.base_ref).await {
+                let base_commit = match resolve_in_source(path, &source, &repo.base_ref, true).await
+                {
                     Ok(commit) => commit,
                     Err(e) => {
                         // Not a repository at all is the error to report, then.
@@ -411,7 +421,7 @@ impl Workspace {
                 // fetches it) until the snapshot is made or found.
                 // The base's name is read beside the mirror's check.
                 let resolve = |dir: PathBuf| async move {
-                    resolve_in_source(&dir, url, &repo.base_ref).await
+                    resolve_in_source(&dir, url, &repo.base_ref, false).await
                 };
                 let (mirror, base_commit) =
                     fetched_mirror_then(jobs_root, repo, url, resolve).await?;
@@ -419,7 +429,7 @@ impl Workspace {
                     // A commit no advertised ref reaches: asked for by name.
                     Err(WorkspaceError::BaseRef { .. }) if is_object_name(&repo.base_ref) => {
                         base_by_name(&mirror.dir, repo, url).await?;
-                        resolve_in_source(&mirror.dir, url, &repo.base_ref).await?
+                        resolve_in_source(&mirror.dir, url, &repo.base_ref, false).await?
                     }
                     read => read?,
                 };
@@ -455,7 +465,7 @@ impl Workspace {
             let from = mirror
                 .as_ref()
                 .map_or(source.clone(), |m| m.dir.display().to_string());
-            let ws = Workspace::provision_clone(ws, &source, &from, &repo.base_ref).await?;
+            let ws = Workspace::provision_clone(ws, &source, &from, &base_commit).await?;
             return Ok(Workspace {
                 layout: Chosen::clone_because(why),
                 ..ws
@@ -548,7 +558,14 @@ impl Workspace {
         let from = mirror
             .as_ref()
             .map_or(source.clone(), |m| m.dir.display().to_string());
-        let ws = Workspace::provision_clone(ws, &source, &from, &repo.base_ref).await?;
+        // A local source's base is read in the source itself, as the
+        // overlay's is: Paddock's bare clone of it has its branches and
+        // tags, not its remote-tracking branches (`origin/X`).
+        let base = match &repo.path {
+            Some(path) => resolve_in_source(path, &source, &repo.base_ref, true).await?,
+            None => repo.base_ref.clone(),
+        };
+        let ws = Workspace::provision_clone(ws, &source, &from, &base).await?;
         let notes = mirror.and_then(|m| m.remade).into_iter().collect();
         Ok(Workspace { notes, ..ws })
     }
@@ -1412,20 +1429,29 @@ fn short(commit: &str) -> &str {
     commit.get(..12).unwrap_or(commit)
 }
 
-/// The commit `base` names in the local `source` (at `path`), read with
-/// the user's git as a clone of it would name it: `origin/X` is the
-/// source's own branch `X` (a branch literally named `origin/X` first).
+/// The commit `base` names in `source`, read with the user's git in the
+/// repository at `path`: the local source itself (`local`), or a URL's
+/// bare mirror. `origin/X` is a branch literally named `origin/X`, then,
+/// in a local source, its remote-tracking branch `refs/remotes/origin/X`
+/// (what git itself reads `origin/X` as there: the remote's branch as last
+/// fetched), then its own branch `X` (as a clone of the source names it;
+/// a mirror's remote-tracking refs are the remote's own business, never
+/// read). A name found only as a local source's remote-tracking branch
+/// (`X` with `refs/remotes/origin/X` alone) is refused saying to write
+/// `origin/X`, as `git rev-parse X` refuses it.
 async fn resolve_in_source(
     path: &Path,
     source: &str,
     base: &str,
+    local: bool,
 ) -> Result<String, WorkspaceError> {
     let mut candidates = vec![format!("{base}^{{commit}}")];
     if let Some(branch) = base.strip_prefix("origin/") {
-        candidates = vec![
-            format!("refs/heads/{base}^{{commit}}"),
-            format!("refs/heads/{branch}^{{commit}}"),
-        ];
+        candidates = vec![format!("refs/heads/{base}^{{commit}}")];
+        if local {
+            candidates.push(format!("refs/remotes/{base}^{{commit}}"));
+        }
+        candidates.push(format!("refs/heads/{branch}^{{commit}}"));
     }
     for candidate in candidates {
         let args = [
@@ -1441,6 +1467,19 @@ async fn resolve_in_source(
                 return Ok(commit);
             }
         }
+    }
+    let tracking = format!("refs/remotes/origin/{base}");
+    let plain = !base.starts_with("refs/") && !base.starts_with("origin/");
+    if local
+        && plain
+        && user_git(path, ["show-ref", "--verify", "--quiet", &tracking])
+            .await
+            .is_ok()
+    {
+        return Err(WorkspaceError::BaseRefRemoteOnly {
+            source_repo: source.to_string(),
+            base_ref: base.to_string(),
+        });
     }
     Err(WorkspaceError::BaseRef {
         source_repo: source.to_string(),

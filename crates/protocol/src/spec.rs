@@ -1358,14 +1358,13 @@ fn text_limit(path: &str) -> usize {
 /// One check of a spec: `(field, reason)` when it fails.
 type Check = fn(&JobSpec) -> Result<(), (String, String)>;
 
-/// A refusal of `field` for `reason`.
 /// What `base_ref` is when it is plainly no branch (a tag's full name, a
 /// full commit name, a revision expression): the pull request's base
 /// defaults to `base_ref` (less `origin/` or `refs/heads/`), so such a
-/// spec with a forge needs `results.base_branch`. Not caught here: a tag's
-/// short name (it looks like a branch's) and `HEAD`, the default, which
-/// names a branch in the source but is taken as the base's name as it is
-/// (docs/results.md, "Not yet").
+/// spec with a forge needs `results.base_branch`. Not caught here, where
+/// no repository is read: a tag's short name (it looks like a branch's)
+/// and `HEAD`, the default; the runner reads both where the base is kept,
+/// before the engine starts (`results::conclude::pull_request_base`).
 fn not_a_branch(base_ref: &str) -> Option<&'static str> {
     let hex = |n: usize| base_ref.len() == n && base_ref.bytes().all(|b| b.is_ascii_hexdigit());
     if base_ref.starts_with("refs/tags/") {
@@ -1379,6 +1378,7 @@ fn not_a_branch(base_ref: &str) -> Option<&'static str> {
     }
 }
 
+/// A refusal of `field` for `reason`.
 fn bad(field: impl Into<String>, reason: String) -> (String, String) {
     (field.into(), reason)
 }

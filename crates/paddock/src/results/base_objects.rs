@@ -150,6 +150,68 @@ pub async fn head_branch(spec: &JobSpec, jobs_root: &Path) -> Result<String, Str
     Ok(named.to_string())
 }
 
+/// Whether `name` (a `base_ref` as written, neither `HEAD` nor a full
+/// ref name nor `origin/…`) is a branch of the repository that keeps the
+/// base on this host, as git reads the name there: git takes a tag before
+/// a branch of the same name (`git help revisions`: `refs/tags/<name>`
+/// before `refs/heads/<name>`), so a name that is both is the tag, and the
+/// job's base was the tag's commit. `Err` says what the name is instead
+/// (a tag, a tag and a branch, no branch at all: a commit's short name, a
+/// remote-tracking branch of another remote). Nothing to ask (a source
+/// Paddock made for the job; a mirror removed since the job, which a
+/// later `paddock publish` makes again only for its push, after the
+/// runner read the name there before the engine ran): `Ok`.
+pub async fn is_branch(spec: &JobSpec, jobs_root: &Path, name: &str) -> Result<(), String> {
+    let tag = format!("refs/tags/{name}");
+    let branch = format!("refs/heads/{name}");
+    let args = ["for-each-ref", "--format=%(refname)", &tag, &branch];
+    let (listed, place) = match holder(spec, jobs_root) {
+        None => return Ok(()),
+        Some(Holder::Source(path)) => {
+            let place = format!("the source {}", path.display());
+            let out = user_git(&path, args)
+                .await
+                .map_err(|e| format!("cannot read the refs of {place}: {e}"))?;
+            (out, place)
+        }
+        Some(Holder::Mirror(dir)) if !dir.is_dir() => return Ok(()),
+        Some(Holder::Mirror(dir)) => {
+            let place = format!("the source's mirror {}", dir.display());
+            let git = HostGit {
+                git_dir: Some(dir.clone()),
+                work_tree: None,
+                index: None,
+                excludes: None,
+                root: dir.clone(),
+                timeout: GIT_TIMEOUT,
+            };
+            let out = git
+                .run(args, None)
+                .await
+                .map_err(|e| format!("cannot read the refs of {place}: {e}"))?;
+            (String::from_utf8_lossy(&out).into_owned(), place)
+        }
+    };
+    let has = |full: &str| listed.lines().any(|l| l == full);
+    match (has(&tag), has(&branch)) {
+        (false, true) => Ok(()),
+        (true, true) => Err(format!(
+            "`{name}` is both the tag {tag} and the branch {branch} in {place}, and git reads it \
+             as the tag (the job's base was the tag's commit), which a pull request cannot merge \
+             into: set results.base_branch to the branch to merge into (and base_ref = \
+             \"{branch}\" to start from the branch)"
+        )),
+        (true, false) => Err(format!(
+            "`{name}` is the tag {tag} in {place}, not a branch, and a pull request can only \
+             merge into a branch: set results.base_branch to the branch to merge into"
+        )),
+        (false, false) => Err(format!(
+            "`{name}` is no branch of {place} (no {branch}), and a pull request can only merge \
+             into a branch: set results.base_branch to the branch to merge into"
+        )),
+    }
+}
+
 /// The prerequisites `bundle` names (the commits a repository must have
 /// to fetch it): none for a bundle with the whole history. Reads only its
 /// header (`# v2 git bundle`, or v3 with its capabilities), bounded.

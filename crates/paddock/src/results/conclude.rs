@@ -235,34 +235,71 @@ async fn unless_cancelled<T>(
     }
 }
 
-/// The branch the pull request asks to merge into.
+/// The branch the pull request asks to merge into: `results.base_branch`,
+/// else `repository.base_ref` less `origin/`, `refs/heads/` or
+/// `refs/remotes/origin/`.
 pub fn base_branch(spec: &JobSpec) -> String {
     spec.results.base_branch.clone().unwrap_or_else(|| {
         let base = &spec.repository.base_ref;
         base.strip_prefix("origin/")
             .or_else(|| base.strip_prefix("refs/heads/"))
+            .or_else(|| base.strip_prefix("refs/remotes/origin/"))
             .unwrap_or(base)
             .to_string()
     })
 }
 
-/// The branch a job's pull request asks to merge into: [`base_branch`],
-/// and for a `base_ref` of `HEAD` (the default) the branch it means on
-/// this host (`base_objects::head_branch`), never the name `HEAD`, which
-/// no forge takes as a base.
-async fn pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
+/// The branch a job's pull request asks to merge into, read where the
+/// base is kept on this host (before anything is pushed, and by the runner
+/// once the job's workspace is provisioned, before its engine starts):
+/// `results.base_branch` as set; for a `base_ref` of `HEAD` (the default)
+/// the branch it means (`base_objects::head_branch`), never the name
+/// `HEAD`, which no forge takes as a base; a `base_ref` written as a short
+/// name must be a branch there as git reads the name (a tag's short name,
+/// or one that is a tag and a branch, which git reads as the tag, is
+/// refused: `base_objects::is_branch`). `Err` is the whole reason, saying
+/// to set `results.base_branch`.
+pub async fn pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
     let base = base_branch(spec);
-    if base != "HEAD" {
+    let written = &spec.repository.base_ref;
+    if spec.results.base_branch.is_some() {
         return Ok(base);
+    }
+    if base == "HEAD" {
+        return base_objects::head_branch(spec, jobs_root)
+            .await
+            .map_err(|why| {
+                format!(
+                    "the pull request needs a branch to merge into and repository.base_ref is \
+                     HEAD, but {why}: set results.base_branch"
+                )
+            });
+    }
+    if written.starts_with("origin/") || written.starts_with("refs/") {
+        return Ok(base);
+    }
+    base_objects::is_branch(spec, jobs_root, written)
+        .await
+        .map(|()| base)
+        .map_err(|why| format!("repository.base_ref {why}"))
+}
+
+/// The base the outbox's pull request names: [`base_branch`], a `HEAD`
+/// read as the branch it names when it names one (never a failure: no
+/// forge is asked to merge into it).
+async fn outbox_base(spec: &JobSpec, jobs_root: &Path) -> String {
+    let base = base_branch(spec);
+    if base != "HEAD" || spec.results.base_branch.is_some() {
+        return base;
     }
     base_objects::head_branch(spec, jobs_root)
         .await
-        .map_err(|why| {
-            format!(
-            "the pull request needs a branch to merge into and repository.base_ref is HEAD, but \
-             {why}: set results.base_branch"
-        )
-        })
+        .unwrap_or(base)
+}
+
+/// Whether a job of `spec` opens a pull request (a forge is configured).
+pub fn proposes(spec: &JobSpec) -> bool {
+    spec.results.github.is_some() || spec.results.gitlab.is_some()
 }
 
 /// The forge of a job for one publish (or one read of its review): the
@@ -618,9 +655,14 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         let ForgeSession { forge, token, .. } = session.as_ref().map_err(|e| Some(e.clone()))?;
         let mut pull_request = None;
         if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {
-            let base = pull_request_base(spec, input.jobs_root)
-                .await
-                .map_err(Some)?;
+            let base = match proposes(spec) {
+                true => pull_request_base(spec, input.jobs_root)
+                    .await
+                    .map_err(Some)?,
+                // The outbox's request is for a person to read: HEAD's
+                // branch when it names one, else the base as written.
+                false => outbox_base(spec, input.jobs_root).await,
+            };
             push_result(
                 spec,
                 &bundle,

@@ -156,6 +156,21 @@ pub(super) async fn provision(
     for note in &ws.notes {
         em.error("paddock", note.clone(), false).await?;
     }
+    // A pull request's base is read where the job's base is kept, now
+    // that the source (a URL's mirror) is fetched: a base_ref that is no
+    // branch there (a tag's short name, a detached HEAD) ends the job
+    // before its engine starts, not at publishing once the work is done.
+    if crate::results::conclude::proposes(spec) {
+        let jobs_root = ws.root.parent().unwrap_or(&ws.root).to_path_buf();
+        if let Err(why) = crate::results::conclude::pull_request_base(spec, &jobs_root).await {
+            let mut guard = WorkspaceGuard::new(ws, job.keep);
+            if let Err(e) = guard.remove_unless_kept() {
+                em.error("paddock", e.to_string(), false).await?;
+            }
+            em.error("paddock", why.clone(), true).await?;
+            return Err(Stop::End(Ended::failed(why, true)));
+        }
+    }
     // The job runs on the committed base: whether the source's tree has
     // changes beside it is read now, beside the engine, not after it.
     let source_changes = spec.repository.path.clone().map(|path| {

@@ -39,6 +39,7 @@ mod parsers;
 mod postgres_store;
 mod reaper;
 mod redaction;
+mod result_bases;
 mod result_bundle;
 mod results;
 mod sandbox_cli;

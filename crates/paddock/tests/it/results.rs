@@ -10,7 +10,7 @@ use paddock_test_support::prelude::*;
 
 /// A job spec on the `process` rung whose engine is the shell script
 /// `body` (run as Codex, answering the start's version check as the pin).
-fn stand_in_job(home: &Home, repo: &Path, body: &str) -> PathBuf {
+pub(super) fn stand_in_job(home: &Home, repo: &Path, body: &str) -> PathBuf {
     stand_in_spec(home.path(), repo, "process", body)
 }
 
