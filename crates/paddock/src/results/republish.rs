@@ -14,6 +14,11 @@
 //! in them killed, removed without following a link, and its GitLab
 //! project access tokens revoked.
 //!
+//! A job that ended before it was concluded (its workspace never
+//! provisioned, its engine never started: no patch, branch or closeout
+//! was made) has nothing to publish: refused naming the job and why it
+//! ended ([`RepublishError::NothingToPublish`]), and nothing is written.
+//!
 //! Cancellable (`paddock publish`'s Ctrl-C, SIGTERM, SIGHUP): a cancel
 //! before publishing begins changes nothing ([`RepublishError::Cancelled`]);
 //! one while it publishes cuts it short as a run's cancel does
@@ -24,7 +29,7 @@
 
 use std::path::Path;
 
-use paddock_protocol::{JobRecord, JobSpec, JobStatus};
+use paddock_protocol::{EventBody, JobRecord, JobSpec, JobStatus, Phase};
 
 use super::conclude::{publish, PublishInput, Published, BUNDLE, PUBLISH_FAILED};
 use tokio_util::sync::CancellationToken;
@@ -53,6 +58,15 @@ pub enum RepublishError {
          the job is unchanged"
     )]
     Cancelled { job_id: String },
+    #[error(
+        "job {job_id}: nothing to publish: it ended {status} before its work was concluded \
+         ({reason}), and kept no patch, branch or closeout; run its spec again once that is fixed"
+    )]
+    NothingToPublish {
+        job_id: String,
+        status: String,
+        reason: String,
+    },
     #[error("job {job_id}: cannot take its lease in {jobs_dir}: {source}")]
     Lease {
         job_id: String,
@@ -125,6 +139,28 @@ pub async fn republish(
         }
     })?;
     let events = store.events(job_id, 0).await.map_err(store_err)?;
+    // A job that ended before it was concluded (its source not a
+    // repository, its engine not found, a setup that failed before the
+    // engine ran...) made nothing to publish: no patch, no branch, no
+    // closeout of its run. Nothing is written for it, into the outbox or
+    // onto a forge. A job the reaper ended (its process died) has its
+    // patch's `artifact_summary`, and is published.
+    let concluded = events.iter().any(|e| {
+        matches!(
+            e.body,
+            EventBody::Status {
+                phase: Phase::Concluding | Phase::Publishing,
+                ..
+            } | EventBody::ArtifactSummary { .. }
+        )
+    });
+    if !concluded {
+        return Err(RepublishError::NothingToPublish {
+            job_id: job_id.to_string(),
+            status: record.status.as_str().to_string(),
+            reason: record.reason.clone().unwrap_or_default(),
+        });
+    }
     let artifacts = artifacts_root.join(job_id);
     let lease = Lease::take_to_publish(jobs_root, job_id)
         .map_err(|source| RepublishError::Lease {

@@ -3003,3 +3003,67 @@ async fn a_default_base_ref_asks_to_merge_into_the_branch_head_means() {
         )
     );
 }
+
+/// `paddock publish` of a job that failed before it was concluded (here
+/// its source is no repository: nothing was provisioned) refuses, exit 2,
+/// naming the job and why it ended, and writes nothing: no closeout in
+/// its artifacts, the store or the outbox, not one request to the forge.
+/// Before, it exited 0 and wrote a closeout of a job that made nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_publish_of_a_job_that_made_nothing_writes_nothing() {
+    let home = Home::new();
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let not_a_repo = home.path().join("not-a-repo");
+    std::fs::create_dir_all(&not_a_repo).unwrap();
+    let outbox_spec = stand_in_job(&home, &not_a_repo, &finishing("true"));
+    let forge_spec = home.path().join("forge.toml");
+    std::fs::copy(&outbox_spec, &forge_spec).unwrap();
+    with_github(&forge_spec, &mock.url, "file:///nowhere.git");
+    let mut seen = Vec::new();
+    for spec in [&outbox_spec, &forge_spec] {
+        let failed = run_with_token(&home, spec).await;
+        let again = home
+            .paddock(
+                &["publish", &failed.id],
+                &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+            )
+            .await;
+        let artifacts = home.data().join("artifacts").join(&failed.id);
+        let mut left: Vec<String> = std::fs::read_dir(&artifacts)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        left.sort();
+        seen.push((
+            again.status.code(),
+            String::from_utf8_lossy(&again.stderr).into_owned(),
+            left,
+            home.store().await.closeout(&failed.id).await.unwrap(),
+            home.store().await.job(&failed.id).await.unwrap().unwrap() == failed,
+        ));
+        let reason = failed.reason.clone().unwrap();
+        assert_eq!(
+            seen.last().unwrap().1,
+            format!(
+                "paddock: job {id}: nothing to publish: it ended failed before its work was \
+                 concluded ({reason}), and kept no patch, branch or closeout; run its spec again \
+                 once that is fixed\n",
+                id = failed.id
+            )
+        );
+    }
+    assert_eq!(
+        (
+            seen.into_iter()
+                .map(|(code, _, left, closeout, same)| (code, left, closeout, same))
+                .collect::<Vec<_>>(),
+            mock.requests().len()
+        ),
+        (
+            vec![(Some(2), vec![], None, true), (Some(2), vec![], None, true)],
+            0
+        )
+    );
+}
