@@ -1060,6 +1060,18 @@ impl Workspace {
                 left_out.join(", ")
             ));
         }
+        if !tree.refused.is_empty() {
+            let names: Vec<String> = tree
+                .refused
+                .iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            warnings.push(format!(
+                "left out of the patch, named as git's own directory (.git) under another \
+                 spelling, which git never stages: {}",
+                names.join(", ")
+            ));
+        }
         warnings.extend(self.restore_extended(&git, &tree).await?);
         let tree_id = git.run(["write-tree"], None).await?;
         let tree_id = String::from_utf8_lossy(&tree_id).trim().to_string();
@@ -1134,7 +1146,7 @@ impl Workspace {
     async fn stage_work_tree(&self, git: &HostGit) -> Result<FinalTree, WorkspaceError> {
         let tracked = self.base_paths(git).await?;
         let upper = self.upper_layer();
-        let tree =
+        let mut tree =
             final_tree::list_with(git, &self.work, &tracked, upper.as_ref(), &mut |_| {}).await?;
         if !tree.gone.is_empty() {
             let args = ["update-index", "--force-remove", "-z", "--stdin"];
@@ -1142,7 +1154,11 @@ impl Workspace {
         }
         if !tree.staged.is_empty() {
             let args = ["update-index", "--add", "-z", "--stdin"];
-            git.run(args, Some(&nul_list(&tree.staged))).await?;
+            let (status, _, stderr) = git.status(args, Some(&nul_list(&tree.staged))).await?;
+            if !status.success() {
+                return Err(git.failed(args, &stderr));
+            }
+            tree.refused = final_tree::refused_paths(&stderr);
         }
         Ok(tree)
     }

@@ -96,6 +96,9 @@ pub(super) struct FinalTree {
     /// Untracked build output left out (`junk.rs`): a directory as
     /// `dir/` (not walked), a file as its path.
     pub junk: Vec<Vec<u8>>,
+    /// Paths `update-index` refused to stage (git's "Ignoring path"): a
+    /// `.git` under another spelling (`.GIT`, `git~1`, `.g\u{200c}it`).
+    pub refused: Vec<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -306,6 +309,7 @@ pub(super) async fn list_with(
         staged,
         gone,
         junk,
+        refused: Vec::new(),
     })
 }
 
@@ -317,4 +321,14 @@ pub(super) fn nul_list<P: AsRef<[u8]>>(paths: &[P]) -> Vec<u8> {
         out.push(0);
     }
     out
+}
+
+/// The paths `update-index` said it ignores on `stderr` (its "Ignoring
+/// path P" lines: a path git refuses as a `.git` of some file system).
+pub(super) fn refused_paths(stderr: &[u8]) -> Vec<Vec<u8>> {
+    stderr
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.strip_prefix(b"Ignoring path ".as_slice()))
+        .map(<[u8]>::to_vec)
+        .collect()
 }

@@ -58,6 +58,12 @@ const SETTINGS: &[&str] = &[
     "core.precomposeUnicode=false",
     "core.trustctime=true",
     "core.checkStat=default",
+    // A path git would take for its own directory on some file system
+    // (`.g\u{200c}it` on HFS+, `git~1` or `.git.` on NTFS) is never staged,
+    // whatever the host: a tree holding one would write the `.git` of
+    // whoever checks the branch out there.
+    "core.protectHFS=true",
+    "core.protectNTFS=true",
     "diff.external=",
     "diff.submodule=short",
     "submodule.recurse=false",

@@ -25,6 +25,7 @@ mod faults;
 mod fleet;
 mod forge_text_attacks;
 mod gc;
+mod git_alias_attacks;
 mod git_escape;
 mod github_token_attacks;
 mod gitlab_token_attacks;
