@@ -149,9 +149,18 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
         EventBody::Usage { .. } | EventBody::Raw { .. } => None,
         // Allowed connections are on the record, not on the screen.
         EventBody::Network(r) if r.allowed => None,
+        // A request the proxy could not read names no destination.
+        EventBody::Network(r) if r.host.is_empty() => Some(format!(
+            "  ⊘ network request refused ({})",
+            r.rule.as_deref().unwrap_or("denied")
+        )),
         EventBody::Network(r) => Some(format!(
             "  ⊘ network {}:{} refused ({})",
-            r.host,
+            if r.host.contains(':') {
+                format!("[{}]", r.host)
+            } else {
+                r.host.clone()
+            },
             r.port,
             r.rule.as_deref().unwrap_or("denied")
         )),

@@ -182,6 +182,7 @@ fn start(exe: &Path, work: &Path, socket: &Path, scratch: &Path) -> Result<(), S
             port: SANDBOX_BROKER_PORT,
             more: Vec::new(),
         },
+        direct: None,
         limits: Limits::default(),
         allow_without_cgroups: true,
         timeout_secs: Some(TIMEOUT.as_secs()),

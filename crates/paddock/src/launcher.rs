@@ -55,6 +55,9 @@ pub struct SandboxPaths {
     /// The egress proxy's Unix socket, when the job has one: forwarded
     /// from `127.0.0.1:`[`SANDBOX_EGRESS_PORT`].
     pub egress_socket: Option<PathBuf>,
+    /// The direct-connection watcher's report socket and the command's
+    /// phase (docs/egress.md, "Direct connections"), when watched.
+    pub direct: Option<paddock_sandbox::DirectWatch>,
     /// Backstop wall-clock limit (the runner's own timeout comes first).
     pub timeout_secs: u64,
     /// Further read-only and writable paths (the host profile's hook).
@@ -156,6 +159,7 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
                 })
                 .collect(),
         },
+        direct: paths.direct.clone(),
         limits: paths.limits.clone(),
         allow_without_cgroups: paths.allow_without_cgroups,
         timeout_secs: Some(paths.timeout_secs + 30),

@@ -130,6 +130,7 @@ fn confine_and_run(
     id_map("/proc/self/gid_map", &format!("{gid} {gid} 1"))?;
     trace::step("id maps");
     let forwarder = network(policy)?;
+    let direct = direct(policy);
     let gate = if capped(policy) {
         Some(gate::pair()?)
     } else {
@@ -145,8 +146,10 @@ fn confine_and_run(
     // into a new PID namespace and the run's mount namespace.
     let child = match clone_pid1()? {
         None => {
-            // The listeners are the helper's; PID 1 keeps no copy.
+            // The listeners and the device are the helper's; PID 1 keeps
+            // no copy.
             drop(forwarder);
+            drop(direct);
             drop(open);
             std::process::exit(pid1(policy, view, uid, gid, wait));
         }
@@ -170,6 +173,13 @@ fn confine_and_run(
             net::serve_forwarder(listener, socket);
         }
     }
+    let reporter = direct.map(|(tun, reporter)| {
+        let unreported = Arc::new(crate::direct::Unreported::default());
+        if let Some(tun) = tun {
+            crate::direct::serve(tun, reporter.clone(), unreported.clone());
+        }
+        (reporter, unreported)
+    });
     let timed_out = Arc::new(AtomicBool::new(false));
     if let Some(secs) = policy.timeout_secs {
         let flag = timed_out.clone();
@@ -181,6 +191,11 @@ fn confine_and_run(
     }
     let code = wait_code(child);
     trace::step("pid1 reaped");
+    // Every process of the job is gone: what the watcher did not report
+    // is counted for good.
+    if let Some((Some(reporter), unreported)) = &reporter {
+        unreported.finish(reporter);
+    }
     let oom = code == 128 + libc::SIGKILL && cgroup.as_ref().is_some_and(Cgroup::oom_killed);
     if let Some(cg) = &cgroup {
         cg.remove();
@@ -324,6 +339,36 @@ fn network(policy: &Policy) -> Result<Vec<(std::net::TcpListener, PathBuf, bool)
             Ok(out)
         }
     }
+}
+
+/// The direct-connection watcher's device and report socket, when the
+/// policy asks for it (`direct.rs`), made in the job's network namespace
+/// before any thread. A device that cannot be made is reported (`off`)
+/// and the run goes on without it: the namespace then has no route out,
+/// as without the watcher. A report socket that cannot be reached leaves
+/// the device answering, unreported.
+#[allow(clippy::type_complexity)]
+fn direct(
+    policy: &Policy,
+) -> Option<(
+    Option<std::os::fd::OwnedFd>,
+    Option<Arc<crate::direct::Reporter>>,
+)> {
+    let watch = policy.direct.as_ref()?;
+    let reporter = crate::direct::Reporter::connect(&watch.report, &watch.tag)
+        .ok()
+        .map(Arc::new);
+    let tun = match crate::tun::open() {
+        Ok(tun) => Some(tun),
+        Err(e) => {
+            if let Some(r) = &reporter {
+                r.off(&e.to_string());
+            }
+            None
+        }
+    };
+    trace::step("direct watcher");
+    Some((tun, reporter))
 }
 
 /// Waits for `pid` and turns its end into a shell-style exit code.

@@ -56,6 +56,7 @@ pub(crate) mod tests {
             hidden: Vec::new(),
             tmp_mb: 64,
             net: NetMode::None,
+            direct: None,
             limits: Limits::default(),
             allow_without_cgroups: false,
             timeout_secs: None,

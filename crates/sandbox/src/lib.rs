@@ -5,7 +5,7 @@
 //! process with [`launch::command`] (the `paddock` binary re-executed with
 //! the hidden `__sandbox-init` subcommand, which calls [`init::main`]). The
 //! helper joins the job's cgroup, unshares every namespace, brings up
-//! loopback and the egress forwarder, and forks the namespace's PID 1,
+//! loopback, the egress forwarder and the direct-connection watcher, and forks the namespace's PID 1,
 //! which builds the filesystem view, drops capabilities, sets
 //! `no_new_privs`, rlimits, Landlock and seccomp and finally forks and
 //! execs the command. The steps that cannot be undone therefore never run
@@ -22,6 +22,7 @@ pub mod beneath;
 mod bpf;
 pub mod caps;
 pub mod cgroup;
+pub mod direct;
 pub mod error;
 pub mod filter;
 pub mod fs;
@@ -33,13 +34,15 @@ pub mod init;
 pub mod launch;
 pub mod lock;
 pub mod net;
+pub mod packet;
 pub mod pass_fd;
 pub mod policy;
 pub mod probe;
 pub mod signals;
 pub mod splice;
 pub mod trace;
+pub mod tun;
 pub mod unix_path;
 
 pub use error::SetupError;
-pub use policy::{exit, protected_in, Forward, Limits, NetMode, Policy};
+pub use policy::{exit, protected_in, DirectWatch, Forward, Limits, NetMode, Policy};

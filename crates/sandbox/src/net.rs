@@ -35,27 +35,32 @@ nix::ioctl_write_ptr_bad!(set_flags, libc::SIOCSIFFLAGS, libc::ifreq);
 
 /// Brings `lo` up (the new namespace starts with it down).
 pub fn loopback_up() -> Result<(), SetupError> {
-    let err = |source| SetupError::Loopback { source };
+    link_up("lo").map_err(|source| SetupError::Loopback { source })
+}
+
+/// Brings the interface `name` up.
+pub(crate) fn link_up(name: &str) -> Result<(), nix::Error> {
     let sock = socket(
         AddressFamily::Inet,
         SockType::Datagram,
         SockFlag::SOCK_CLOEXEC,
         None,
-    )
-    .map_err(err)?;
+    )?;
     // SAFETY: ifreq is a plain C struct for which all-zero bytes are valid.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+    // The name and its NUL fit (the array is zeroed; names are short
+    // constants of this crate).
+    for (dst, src) in req.ifr_name.iter_mut().zip(name.as_bytes()) {
         *dst = *src as libc::c_char;
     }
-    // SAFETY: `req` is a valid ifreq naming "lo" and outlives the call; the
-    // kernel writes the flags into its union.
-    unsafe { get_flags(sock.as_raw_fd(), &mut req) }.map_err(err)?;
+    // SAFETY: `req` is a valid ifreq naming the interface and outlives the
+    // call; the kernel writes the flags into its union.
+    unsafe { get_flags(sock.as_raw_fd(), &mut req) }?;
     // SAFETY: SIOCGIFFLAGS initialised the `ifru_flags` member read here.
     let flags = unsafe { req.ifr_ifru.ifru_flags };
     req.ifr_ifru.ifru_flags = flags | (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-    // SAFETY: `req` is a valid ifreq naming "lo" with its flags set.
-    unsafe { set_flags(sock.as_raw_fd(), &req) }.map_err(err)?;
+    // SAFETY: `req` is a valid ifreq naming the interface with its flags set.
+    unsafe { set_flags(sock.as_raw_fd(), &req) }?;
     Ok(())
 }
 

@@ -52,6 +52,16 @@ pub struct Forward {
     pub hand_off: bool,
 }
 
+/// The direct-connection watcher (`direct.rs`): a TUN device as the job's
+/// default routes, whose packets are answered and reported to the Unix
+/// datagram socket `report`, each report carrying `tag` (the runner's
+/// name for the command's phase).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirectWatch {
+    pub report: PathBuf,
+    pub tag: String,
+}
+
 /// Resource caps enforced by cgroups (None: not requested).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -86,6 +96,10 @@ pub struct Policy {
     /// Size of the private /tmp tmpfs.
     pub tmp_mb: u64,
     pub net: NetMode,
+    /// Watch what the job sends past its forwarders (none: the namespace
+    /// has no route but loopback's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct: Option<DirectWatch>,
     pub limits: Limits,
     /// Run even if the requested cgroup caps cannot be applied.
     pub allow_without_cgroups: bool,

@@ -45,3 +45,14 @@ pub async fn next_record(
         ..record
     }
 }
+
+/// Whether `r` is a job's own DNS query to its host's nameserver, on the
+/// record as a direct attempt (`direct:udp` to port 53, docs/egress.md
+/// "Direct connections"). Real clients make them or not depending on the
+/// host's `/etc/hosts` and `/etc/resolv.conf` (git looks up `localhost`'s
+/// IPv6 address, which a hosts file without a `::1` line sends to the
+/// nameserver), so tests of what went through the proxy leave them out;
+/// `tests/it/egress_direct.rs` tests them.
+pub fn is_own_dns(r: &EgressRecord) -> bool {
+    r.rule.as_deref() == Some("direct:udp") && r.port == 53
+}

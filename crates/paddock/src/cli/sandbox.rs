@@ -159,6 +159,7 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
         hidden: Vec::new(),
         tmp_mb: args.tmp_size,
         net,
+        direct: None,
         limits,
         allow_without_cgroups: args.allow_without_cgroups,
         timeout_secs: args.timeout,

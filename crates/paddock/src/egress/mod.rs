@@ -26,6 +26,7 @@ pub mod auth;
 pub mod ca;
 pub mod credential;
 pub mod deny;
+pub mod direct;
 pub mod env;
 pub mod forms;
 mod framing;

@@ -267,7 +267,8 @@ async fn attempt(
         Ok(Err(e)) => return Err(Refusal::silent("bad_request", e.to_string())),
         Ok(Ok(done)) => done,
     };
-    record.host = head::escape(&head.target);
+    // A target that is no destination leaves the record's host empty (the
+    // reason quotes it): a malformed request, not a destination.
     let target = head::target(&head).map_err(|(rule, why)| Refusal::new(400, rule, why))?;
     record.host = target.host.to_string();
     record.port = target.port;

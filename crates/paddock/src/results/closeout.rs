@@ -232,7 +232,9 @@ fn refused_destinations(events: &[AgentEvent]) -> Vec<String> {
         let EventBody::Network(r) = &event.body else {
             continue;
         };
-        if r.allowed {
+        // What names no destination is said in words
+        // (`without_destination`).
+        if r.allowed || r.host.is_empty() {
             continue;
         }
         let key = (
@@ -246,18 +248,69 @@ fn refused_destinations(events: &[AgentEvent]) -> Vec<String> {
             None => seen.push((key, 1)),
         }
     }
-    seen.into_iter()
-        .map(|((host, port, phase, rule), n)| {
-            let times = if n == 1 {
-                String::new()
-            } else {
-                format!(", {n} attempts")
-            };
-            format!(
-                "{} ({phase} phase, {}){times}",
-                code(&format!("{host}:{port}")),
-                inert(&rule)
-            )
+    // What names no destination (malformed requests, what the sandbox's
+    // watcher did not record one by one), in words, first: the list is cut.
+    let mut out = without_destination(events);
+    out.extend(seen.into_iter().map(|((host, port, phase, rule), n)| {
+        let times = if n == 1 {
+            String::new()
+        } else {
+            format!(", {n} attempts")
+        };
+        // An IPv6 literal in brackets, as in a URL.
+        let at = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        format!("{} ({phase} phase, {}){times}", code(&at), inert(&rule))
+    }));
+    out
+}
+
+/// The refusals that name no destination, in words (each phase and rule
+/// once): requests the proxy could not read (`bad_request` with no host:
+/// `N malformed requests`), the direct attempts the sandbox's watcher
+/// counted without recording each (`direct:unrecorded`, the count first
+/// in its reason; docs/egress.md, "Direct connections"), and the rest
+/// (a refused hand-over, a watcher that could not start) counted.
+fn without_destination(events: &[AgentEvent]) -> Vec<String> {
+    let mut sums: Vec<((&'static str, String), u64)> = Vec::new();
+    for event in events {
+        let EventBody::Network(r) = &event.body else {
+            continue;
+        };
+        if r.allowed || !r.host.is_empty() {
+            continue;
+        }
+        let rule = r.rule.clone().unwrap_or_default();
+        let n = if rule == "direct:unrecorded" {
+            r.reason
+                .as_deref()
+                .and_then(|t| t.split(' ').next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(0)
+        } else {
+            1
+        };
+        let key = (r.phase.as_str(), rule);
+        match sums.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, sum)) => *sum = sum.saturating_add(n),
+            None => sums.push((key, n)),
+        }
+    }
+    sums.into_iter()
+        .map(|((phase, rule), n)| {
+            let s = if n == 1 { "" } else { "s" };
+            match rule.as_str() {
+                "bad_request" => format!(
+                    "{n} malformed request{s} ({phase} phase, bad_request): not a request for a destination the proxy could read"
+                ),
+                "direct:unrecorded" => format!(
+                    "{n} more direct connection attempt{s} ({phase} phase) to further destinations, not recorded one by one"
+                ),
+                rule => format!("{n} refusal{s} naming no destination ({phase} phase, {})", inert(rule)),
+            }
         })
         .collect()
 }
@@ -721,6 +774,12 @@ mod tests {
             attempt("evil.example", 443, Agent, Some("allowlist")),
             attempt("api.github.com", 443, Agent, None),
             attempt("`@x`", 443, Agent, Some("bad_request")),
+            // Requests the proxy could not read: no destination, counted.
+            attempt("", 0, Agent, Some("bad_request")),
+            attempt("", 0, Agent, Some("bad_request")),
+            attempt("", 0, Setup, Some("bad_request")),
+            attempt("", 0, Agent, Some("handoff")),
+            attempt("2001:db8::7", 443, Agent, Some("direct:tcp")),
         ]
         .into_iter()
         .enumerate()

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 
-use paddock_protocol::{EgressRecord, HostProfile, Isolation};
+use paddock_protocol::{EgressPhase, EgressRecord, HostProfile, Isolation};
 use paddock_sandbox::{launch, Limits, NetMode, Policy};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
@@ -59,6 +59,10 @@ pub struct RungJob<'a> {
     /// The job has an egress proxy ([`Rung::bind_egress`]): what the rung
     /// launches reaches it too.
     pub egress: bool,
+    /// The phase the commands launched now run in (setup commands, or
+    /// the engine): what their direct connection attempts are recorded
+    /// under.
+    pub phase: EgressPhase,
 }
 
 /// A job's running egress proxy and the URL what runs on the rung reaches
@@ -137,6 +141,12 @@ pub trait Rung: Send + Sync + std::fmt::Debug {
         config: EgressConfig,
         records: mpsc::Sender<EgressRecord>,
     ) -> Result<EgressHandle, RungError>;
+    /// Where the job's commands report the connections they tried past
+    /// the proxy (`egress::direct`), on a rung that watches for them (the
+    /// `sandbox` rung); none elsewhere.
+    fn direct_reports(&self, _job: &RungJob<'_>) -> Option<PathBuf> {
+        None
+    }
     /// Starts `cmd` on the rung, stdio piped.
     async fn launch(
         &self,
@@ -281,6 +291,7 @@ pub fn probe_sandbox(exe: &Path) -> Option<String> {
         hidden: Vec::new(),
         tmp_mb: 1,
         net: NetMode::None,
+        direct: None,
         limits: Limits::default(),
         allow_without_cgroups: false,
         timeout_secs: Some(10),

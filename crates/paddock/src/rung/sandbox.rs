@@ -48,6 +48,12 @@ fn egress_socket(job: &RungJob<'_>) -> PathBuf {
     job.ws.meta.join("egress.sock")
 }
 
+/// The job's report socket of direct connection attempts (the sandbox
+/// helper's watcher sends to it, `egress::direct` reads it).
+fn direct_socket(job: &RungJob<'_>) -> PathBuf {
+    job.ws.meta.join("direct.sock")
+}
+
 #[async_trait::async_trait]
 impl Rung for SandboxRung {
     fn isolation(&self) -> Isolation {
@@ -114,6 +120,11 @@ impl Rung for SandboxRung {
         })
     }
 
+    /// Every command of the job is watched: its report socket.
+    fn direct_reports(&self, job: &RungJob<'_>) -> Option<PathBuf> {
+        Some(direct_socket(job))
+    }
+
     async fn launch(
         &self,
         job: &RungJob<'_>,
@@ -127,6 +138,10 @@ impl Rung for SandboxRung {
             tmp: ws.tmp.clone(),
             broker_socket: socket(job),
             egress_socket: job.egress.then(|| egress_socket(job)),
+            direct: Some(paddock_sandbox::DirectWatch {
+                report: direct_socket(job),
+                tag: job.phase.as_str().to_string(),
+            }),
             timeout_secs: job.timeout_secs,
             extra_ro: Vec::new(),
             extra_rw: Vec::new(),

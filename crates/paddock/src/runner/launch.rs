@@ -114,6 +114,7 @@ pub(super) async fn launch(
         accept_degraded: &spec.policy.accept_degraded,
         helper_exe: &job.config.helper_exe,
         egress: network::wanted(spec),
+        phase: EgressPhase::Agent,
     };
     let broker = job
         .rung
@@ -122,7 +123,10 @@ pub(super) async fn launch(
         .map_err(rung_failed)?;
     em.redactor.add_secret(&broker.token);
     let mut egress = network::start(job, &on_rung).await?;
-    let egress_url = egress.as_ref().map(|e| e.handle.url.clone());
+    let egress_url = egress
+        .as_ref()
+        .and_then(|e| e.handle.as_ref())
+        .map(|h| h.url.clone());
     let mut ctx = launch_context(job, prov, &broker, (prompt, path_env, egress_url), cloud)?;
     if let Some(e) = &egress {
         // The credentials' real values never reach the job; should one be
@@ -133,7 +137,7 @@ pub(super) async fn launch(
         // The proxy's own credentials, in the URL the job is given: the
         // job's to use, not its events' to show (anyone reading them could
         // use the job's proxy while it runs).
-        if let Some(token) = &e.handle.token {
+        if let Some(token) = e.handle.as_ref().and_then(|h| h.token.as_ref()) {
             em.redactor.add_secret(token);
         }
         ctx.egress_env = e.env.clone();
@@ -166,8 +170,8 @@ pub(super) async fn launch(
     // The agent's list from here on: whatever the setup phase opened is
     // closed before the engine starts (its records come in while the
     // engine streams).
-    if let Some(e) = &egress {
-        e.handle.proxy.switch(EgressPhase::Agent);
+    if let Some(h) = egress.as_ref().and_then(|e| e.handle.as_ref()) {
+        h.proxy.switch(EgressPhase::Agent);
     }
     let adapter = prov.adapter.as_ref();
     write_prepared(adapter.prepare(&ctx)).await?;

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::emit::Emitter;
 use super::launch::step;
 use super::{Job, LaunchFailure};
+use crate::egress::direct::DirectReports;
 use crate::egress::EgressConfig;
 use crate::rung::{EgressHandle, RungJob};
 use crate::secret::Secret;
@@ -30,7 +31,11 @@ const DRAIN: Duration = Duration::from_secs(2);
 
 /// A job's running proxy and its records.
 pub(super) struct Egress {
-    pub handle: EgressHandle,
+    /// The proxy, when the spec's lists allow anything.
+    pub handle: Option<EgressHandle>,
+    /// The report socket of direct connection attempts, on a rung that
+    /// watches for them (`egress::direct`).
+    pub direct: Option<DirectReports>,
     pub records: mpsc::Receiver<EgressRecord>,
     /// What the job's credentials add to its environment (the CA bundle's
     /// variables, the placeholders).
@@ -48,13 +53,31 @@ pub(super) fn wanted(spec: &JobSpec) -> bool {
     !spec.network.allow.is_empty() || !spec.setup.network.is_empty()
 }
 
-/// Starts the job's proxy on its rung, when it gets one.
+/// Starts the job's proxy on its rung, when it gets one, and the report
+/// socket of its direct connection attempts, on a rung that watches for
+/// them.
 pub(super) async fn start(
     job: &Job,
     on_rung: &RungJob<'_>,
 ) -> Result<Option<Egress>, LaunchFailure> {
+    let (tx, records) = mpsc::channel(RECORDS);
+    let direct = match job.rung.direct_reports(on_rung) {
+        Some(path) => Some(
+            DirectReports::bind(&path, tx.clone())
+                .map_err(|e| step("listen for the job's direct connection attempts", e))?,
+        ),
+        None => None,
+    };
     if !on_rung.egress {
-        return Ok(None);
+        // The channel closes with the report socket's reader.
+        drop(tx);
+        return Ok(direct.map(|direct| Egress {
+            handle: None,
+            direct: Some(direct),
+            records,
+            env: Vec::new(),
+            secrets: Vec::new(),
+        }));
     }
     let profile = job.policy.as_ref().map(|p| &p.profile);
     let config = EgressConfig::for_job(on_rung.job_id, &job.spec, profile)
@@ -70,14 +93,14 @@ pub(super) async fn start(
         }
         None => (Vec::new(), Vec::new()),
     };
-    let (tx, records) = mpsc::channel(RECORDS);
     let handle = job
         .rung
         .bind_egress(on_rung, config, tx)
         .await
         .map_err(|e| LaunchFailure::Step(e.to_string()))?;
     Ok(Some(Egress {
-        handle,
+        handle: Some(handle),
+        direct,
         records,
         env,
         secrets,
@@ -136,10 +159,15 @@ pub(super) async fn record(em: &mut Emitter, rec: EgressRecord) -> Result<(), St
 pub(super) async fn stop(em: &mut Emitter, egress: Egress) -> Result<(), StoreError> {
     let Egress {
         handle,
+        direct,
         mut records,
         ..
     } = egress;
     drop(handle);
+    // Every command has ended: what they reported is queued.
+    if let Some(direct) = direct {
+        direct.finish().await;
+    }
     let deadline = tokio::time::Instant::now() + DRAIN;
     while let Ok(Some(rec)) = tokio::time::timeout_at(deadline, records.recv()).await {
         record(em, rec).await?;

@@ -81,6 +81,7 @@ pub(super) async fn run(
     }
     let on_rung = RungJob {
         timeout_secs: setup.timeout_secs,
+        phase: paddock_protocol::EgressPhase::Setup,
         ..*on_rung
     };
     let ws = on_rung.ws;

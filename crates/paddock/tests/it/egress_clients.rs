@@ -52,9 +52,12 @@ fn npm(registry: &NpmRegistryStandIn, args: &str) -> String {
 }
 
 /// `(host:port, phase, allowed, rule)` of every attempt, sorted, once each.
+/// Left out: the clients' own DNS queries to the host's nameserver
+/// (`egress_record::is_own_dns`).
 fn destinations(records: &[EgressRecord]) -> Vec<(String, EgressPhase, bool, Option<String>)> {
     let mut out: Vec<_> = records
         .iter()
+        .filter(|r| !paddock_test_support::egress_record::is_own_dns(r))
         .map(|r| {
             (
                 format!("{}:{}", r.host, r.port),

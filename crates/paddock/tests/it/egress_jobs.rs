@@ -286,7 +286,7 @@ async fn on_the_sandbox_rung_curl_goes_through_the_proxy_and_nowhere_else() {
 }
 
 /// The closeout's section listing what the curl job was refused.
-const REFUSED: &str = "Network refused\nDestinations the job's egress proxy refused (a spec asks for one in `network.allow` or `setup.network`, within the host profile's maximum; docs/egress.md):\n- `denied.example:80` (agent phase, allowlist)\n- `denied.example:443` (agent phase, allowlist)\n\n";
+const REFUSED: &str = "Network refused\nDestinations the job was refused, by its egress proxy or tried directly past it (rules `direct:…`; a spec asks for one in `network.allow` or `setup.network`, within the host profile's maximum; docs/egress.md):\n- `denied.example:80` (agent phase, allowlist)\n- `denied.example:443` (agent phase, allowlist)\n\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {

@@ -17,6 +17,7 @@ mod doc_links;
 mod egress;
 mod egress_clients;
 mod egress_credentials;
+mod egress_direct;
 mod egress_handoff;
 mod egress_jobs;
 mod egress_kept;

@@ -1,0 +1,261 @@
+//! Direct connection attempts: what a job on the `sandbox` rung sent past
+//! its egress proxy, as the sandbox helper's watcher reported it
+//! (`paddock_sandbox::direct`), turned into refused `EgressRecord`s of
+//! rule `direct:<transport>` (`direct:tcp`, `direct:udp`, `direct:icmp`,
+//! `direct:ip-proto-N`). The host binds the job's report socket (a Unix
+//! datagram socket in the job's `meta/`, outside the sandbox's view)
+//! before any command starts; each report is one datagram
+//! `paddock-direct/1 <phase> flow <transport> <address> <port>`, `...
+//! unrecorded <n>` (new destinations past the helper's cap) or `... off
+//! <why>` (the watcher could not start). Anything else is ignored, and at
+//! most [`MAX_RECORDS`] records are made per job whatever arrives (the
+//! socket is the user's: a process of the host's user could write to it).
+
+use std::net::IpAddr;
+use std::path::Path;
+
+use paddock_protocol::{EgressPhase, EgressRecord};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::EgressError;
+
+/// The rule of a direct attempt's record, before its transport.
+pub const RULE: &str = "direct";
+/// Records made per job at most.
+pub const MAX_RECORDS: usize = 1024;
+/// The longest report read (longer ones are cut, and refused).
+const MAX_REPORT: usize = 512;
+
+/// The job's report socket, read until [`DirectReports::finish`].
+pub struct DirectReports {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl DirectReports {
+    /// Binds the report socket at `path` (any length; one left by an
+    /// earlier attempt is replaced) and turns what arrives into records
+    /// on `records`.
+    pub fn bind(
+        path: &Path,
+        records: mpsc::Sender<EgressRecord>,
+    ) -> Result<DirectReports, EgressError> {
+        let failed = |source| EgressError::BindUnix {
+            path: path.to_path_buf(),
+            source,
+        };
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed(e)),
+            _ => {}
+        }
+        let std_sock = paddock_sandbox::unix_path::with_short_name(path, |p| {
+            std::os::unix::net::UnixDatagram::bind(p)
+        })
+        .map_err(failed)?;
+        std_sock.set_nonblocking(true).map_err(failed)?;
+        let sock = tokio::net::UnixDatagram::from_std(std_sock).map_err(failed)?;
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(read(sock, records, stopped));
+        Ok(DirectReports {
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// Takes in what is already queued (every command has ended: what
+    /// they reported is there), then stops.
+    pub async fn finish(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+impl Drop for DirectReports {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn read(
+    sock: tokio::net::UnixDatagram,
+    records: mpsc::Sender<EgressRecord>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let mut buf = vec![0u8; MAX_REPORT];
+    let mut made = 0usize;
+    loop {
+        tokio::select! {
+            got = sock.recv(&mut buf) => {
+                let Ok(n) = got else { return };
+                if let Some(rec) = take(n, &buf, &mut made) {
+                    if records.send(rec).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            _ = &mut stopped => break,
+        }
+    }
+    while let Ok(n) = sock.try_recv(&mut buf) {
+        if let Some(rec) = take(n, &buf, &mut made) {
+            if records.send(rec).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// The record of the report in `buf[..n]`, within the job's bound.
+fn take(n: usize, buf: &[u8], made: &mut usize) -> Option<EgressRecord> {
+    let rec = parse(buf.get(..n)?)?;
+    if *made >= MAX_RECORDS {
+        return None;
+    }
+    *made += 1;
+    Some(rec)
+}
+
+/// The record one report makes, `None` for what is not a report.
+pub fn parse(datagram: &[u8]) -> Option<EgressRecord> {
+    let text = std::str::from_utf8(datagram).ok()?;
+    let mut words = text.splitn(4, ' ');
+    if words.next()? != paddock_sandbox::direct::HEADER {
+        return None;
+    }
+    let phase = match words.next()? {
+        "setup" => EgressPhase::Setup,
+        "agent" => EgressPhase::Agent,
+        _ => return None,
+    };
+    let kind = words.next()?;
+    let rest = words.next()?;
+    let refused = |host: String, port: u16, rule: String, reason: String| EgressRecord {
+        host,
+        port,
+        method: None,
+        address: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        phase,
+        allowed: false,
+        rule: Some(rule),
+        reason: Some(reason),
+        credential: None,
+        substituted: None,
+    };
+    match kind {
+        "flow" => {
+            let mut w = rest.split(' ');
+            let transport = w.next()?;
+            let addr: IpAddr = w.next()?.parse().ok()?;
+            let port: u16 = w.next()?.parse().ok()?;
+            if w.next().is_some() || !transport_name(transport) {
+                return None;
+            }
+            let at = match addr {
+                IpAddr::V4(a) => format!("{a}:{port}"),
+                IpAddr::V6(a) => format!("[{a}]:{port}"),
+            };
+            let answer = match transport {
+                "tcp" => "answered with a TCP reset",
+                "udp" => "answered with ICMP port unreachable",
+                _ => "dropped",
+            };
+            let mut rec = refused(
+                addr.to_string(),
+                port,
+                format!("{RULE}:{transport}"),
+                format!(
+                    "a direct {transport} connection to {at}, not through the egress proxy: nothing leads out of the sandbox but the proxy; {answer}"
+                ),
+            );
+            rec.address = Some(at);
+            Some(rec)
+        }
+        "unrecorded" => {
+            let n: u64 = rest.parse().ok()?;
+            Some(refused(
+                String::new(),
+                0,
+                format!("{RULE}:unrecorded"),
+                format!(
+                    "{n} more direct connection attempts to destinations past the first {} of the command were not recorded one by one",
+                    paddock_sandbox::direct::MAX_REPORTED
+                ),
+            ))
+        }
+        "off" => Some(refused(
+            String::new(),
+            0,
+            format!("{RULE}:off"),
+            format!(
+                "direct connection attempts are not recorded for this command: the sandbox's watcher could not start ({}); nothing leads out of the sandbox but the proxy either way",
+                rest.chars().filter(|c| !c.is_control()).take(300).collect::<String>()
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// Whether `t` is a transport the watcher names.
+fn transport_name(t: &str) -> bool {
+    matches!(t, "tcp" | "udp" | "icmp")
+        || t.strip_prefix("ip-proto-")
+            .is_some_and(|n| n.parse::<u8>().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_become_refused_records() {
+        let rec = parse(b"paddock-direct/1 agent flow udp 2001:4860:4860::8888 53").unwrap();
+        assert_eq!(
+            rec,
+            EgressRecord {
+                host: "2001:4860:4860::8888".into(),
+                port: 53,
+                method: None,
+                address: Some("[2001:4860:4860::8888]:53".into()),
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 0,
+                phase: EgressPhase::Agent,
+                allowed: false,
+                rule: Some("direct:udp".into()),
+                reason: Some("a direct udp connection to [2001:4860:4860::8888]:53, not through the egress proxy: nothing leads out of the sandbox but the proxy; answered with ICMP port unreachable".into()),
+                credential: None,
+                substituted: None,
+            }
+        );
+        let rec = parse(b"paddock-direct/1 setup unrecorded 99936").unwrap();
+        assert_eq!(
+            (rec.host.as_str(), rec.port, rec.phase, rec.rule.as_deref()),
+            ("", 0, EgressPhase::Setup, Some("direct:unrecorded"))
+        );
+    }
+
+    #[test]
+    fn anything_else_is_no_record() {
+        for junk in [
+            &b""[..],
+            b"paddock-direct/1",
+            b"paddock-direct/2 agent flow tcp 1.2.3.4 80",
+            b"paddock-direct/1 other flow tcp 1.2.3.4 80",
+            b"paddock-direct/1 agent flow tcp 1.2.3.4 80 extra",
+            b"paddock-direct/1 agent flow tcp 1.2.3.4 65536",
+            b"paddock-direct/1 agent flow tcp evil.example 80",
+            b"paddock-direct/1 agent flow sctp 1.2.3.4 80",
+            b"paddock-direct/1 agent flow ip-proto-300 1.2.3.4 0",
+            b"paddock-direct/1 agent unrecorded -1",
+            b"paddock-direct/1 agent flow tcp 1.2.3.4 \xff",
+        ] {
+            assert_eq!(parse(junk), None, "{}", String::from_utf8_lossy(junk));
+        }
+    }
+}
