@@ -1,7 +1,10 @@
 //! A GitLab REST API v4 **mock** for the results loop: merge requests
 //! (list by `source_branch` and `state`, create, update), their notes
 //! (post, list paged as GitLab pages them: `page`, `per_page`, `Link` and
-//! the `X-Next-Page`… headers; with system notes and line positions),
+//! the `X-Next-Page`… headers; with system notes and line positions;
+//! edit, `PUT …/notes/:id`, as GitLab allows it: by the note's author or a
+//! Maintainer, else 403; a minted token's bot user is named after the
+//! token, as GitLab names it),
 //! `GET /user`, and project access tokens (`POST`, `GET` and `DELETE
 //! /projects/:id/access_tokens[/:token_id]`: name, scopes, access level
 //! and expiry checked as GitLab checks them, each token with its own bot
@@ -267,7 +270,7 @@ impl MockGitLab {
         system: bool,
     ) {
         let mut state = self.state.lock().unwrap();
-        let note = self.note_json(&state, author, body, line, system);
+        let note = self.note_json(&state, (author, author), body, line, system);
         state.notes.push((iid, note));
     }
 
@@ -285,7 +288,7 @@ impl MockGitLab {
     fn note_json(
         &self,
         state: &State,
-        author: &str,
+        (author, name): (&str, &str),
         body: &str,
         line: Option<(&str, u64)>,
         system: bool,
@@ -295,7 +298,7 @@ impl MockGitLab {
             "id": id,
             "type": if line.is_some() { Value::from("DiffNote") } else { Value::Null },
             "body": body,
-            "author": {"id": 7, "username": author, "name": author, "state": "active"},
+            "author": {"id": 7, "username": author, "name": name, "state": "active"},
             "created_at": "2026-01-01T00:00:00.000Z",
             "system": system,
             "noteable_type": "MergeRequest",
@@ -353,10 +356,13 @@ impl MockGitLab {
                     .into();
             }
         }
-        let author = match caller {
-            Caller::Maintainer => BOT.to_string(),
-            Caller::Minted(i) => state.tokens[i].bot.clone(),
+        // A project access token's bot user is named after the token.
+        let (author, author_name) = match caller {
+            Caller::Maintainer => (BOT.to_string(), BOT.to_string()),
+            Caller::Minted(i) => (state.tokens[i].bot.clone(), state.tokens[i].name.clone()),
         };
+        let maintainer =
+            matches!(caller, Caller::Maintainer) && !self.developer.load(Ordering::SeqCst);
         let input: Value = serde_json::from_str(&req.body).unwrap_or(Value::Null);
         let (route, query) = path.split_once('?').unwrap_or((path, ""));
         let method = &req.method;
@@ -397,13 +403,16 @@ impl MockGitLab {
             (&Method::POST, ["merge_requests", n, "notes"]) => {
                 let note = self.note_json(
                     &state,
-                    &author,
+                    (&author, &author_name),
                     input["body"].as_str().unwrap_or_default(),
                     None,
                     false,
                 );
                 state.notes.push((iid(n), note.clone()));
                 (StatusCode::CREATED, note)
+            }
+            (&Method::PUT, ["merge_requests", n, "notes", id]) => {
+                edit_note(&mut state, (iid(n), iid(id)), (&author, maintainer), &input)
             }
             (&Method::GET, ["merge_requests", n, "notes"]) => {
                 let n = iid(n);
@@ -483,6 +492,30 @@ fn list(state: &State, query: &str) -> (StatusCode, Value) {
         .cloned()
         .collect();
     (StatusCode::OK, Value::Array(found))
+}
+
+/// `PUT /projects/P/merge_requests/IID/notes/ID`: its body replaced, as
+/// GitLab allows it: by the note's author, or by a Maintainer (who may
+/// edit anyone's comment); anyone else (another token's Developer bot) is
+/// answered 403.
+fn edit_note(
+    state: &mut State,
+    (iid, id): (u64, u64),
+    (caller, maintainer): (&str, bool),
+    input: &Value,
+) -> (StatusCode, Value) {
+    let Some((_, note)) = state
+        .notes
+        .iter_mut()
+        .find(|(i, n)| *i == iid && n["id"].as_u64() == Some(id))
+    else {
+        return error(StatusCode::NOT_FOUND, json!("404 Note Not Found"));
+    };
+    if note["author"]["username"].as_str() != Some(caller) && !maintainer {
+        return error(StatusCode::FORBIDDEN, json!("403 Forbidden"));
+    }
+    note["body"] = input["body"].clone();
+    (StatusCode::OK, note.clone())
 }
 
 /// `PUT /projects/P/merge_requests/IID`: title, description, labels.

@@ -4,9 +4,10 @@
 //! prefixed `Draft: `, the closeout is a note, a review is the merge
 //! request's human notes, every page of them (system notes and Paddock's
 //! own left out: its token's user's, and closeouts). The token is the
-//! job's project access token (`gitlab_token.rs`; the host-held token only
-//! mints and revokes it), sent as `PRIVATE-TOKEN` only to the API root the
-//! job spec names. Every request passes [`refuse_merging`] first: a merge,
+//! job's project access token (`gitlab_token.rs`; the host-held token
+//! mints and revokes it, and edits the closeout an earlier token of the
+//! job posted, which only a note's author or a Maintainer may), sent as
+//! `PRIVATE-TOKEN` only to the API root the job spec names. Every request passes [`refuse_merging`] first: a merge,
 //! an approval or "merge when the pipeline succeeds" is refused before
 //! anything is sent.
 
@@ -32,7 +33,16 @@ pub struct GitLab {
     /// The project's id or its URL-encoded path.
     project: String,
     token: Secret,
+    /// The host-held token (a Maintainer's: it mints the job's tokens),
+    /// used only to edit the closeout an earlier token of the same job
+    /// posted: each token has its own bot user, and GitLab lets only a
+    /// note's author or a Maintainer edit it.
+    editor: Option<Secret>,
 }
+
+/// The user GitLab moves a deleted user's notes to (a revoked token's bot
+/// user may be deleted).
+const GHOST: &str = "ghost";
 
 #[derive(Debug, Deserialize)]
 struct ApiMergeRequest {
@@ -62,6 +72,9 @@ struct ApiPosition {
 #[derive(Debug, Deserialize)]
 struct ApiUser {
     username: String,
+    /// A project access token's bot user is named after the token.
+    #[serde(default)]
+    name: String,
 }
 
 #[derive(Serialize)]
@@ -134,7 +147,17 @@ impl GitLab {
             http: ForgeHttp::new(FORGE, api)?,
             project: path_segment(project),
             token,
+            editor: None,
         })
+    }
+
+    /// The client with `editor`, the host-held token that may edit a
+    /// closeout an earlier token of the job posted ([`GitLab::editor`]).
+    pub fn with_editor(self, editor: Secret) -> GitLab {
+        GitLab {
+            editor: Some(editor),
+            ..self
+        }
     }
 
     pub(super) fn project_path(&self, rest: &str) -> String {
@@ -158,9 +181,21 @@ impl GitLab {
         path: &str,
         body: Option<String>,
     ) -> Result<(T, HeaderMap), ForgeError> {
+        self.send_as(&self.token, step, method, path, body).await
+    }
+
+    /// A request with `token`.
+    async fn send_as<T: DeserializeOwned>(
+        &self,
+        token: &Secret,
+        step: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(T, HeaderMap), ForgeError> {
         refuse_merging(&method, path, body.as_deref())?;
         let (req, url) = self.http.request(method, path);
-        let mut req = req.header("PRIVATE-TOKEN", self.token.expose());
+        let mut req = req.header("PRIVATE-TOKEN", token.expose());
         if let Some(body) = body {
             req = req.header("Content-Type", "application/json").body(body);
         }
@@ -271,6 +306,35 @@ impl Forge for GitLab {
             return Ok(None);
         };
         let path = self.project_path(&format!("/merge_requests/{}/notes", mr.number));
+        // One closeout a job: publishing it again (`paddock publish`, also
+        // after a kill that came after the post) edits the one an earlier
+        // token of this job posted (its bot user is named after the token,
+        // `paddock-<job>-…`; GitLab's ghost user once that user is gone),
+        // with the host-held token, a Maintainer's, since only a note's
+        // author or a Maintainer may edit it. A merge request this publish
+        // opened has none yet.
+        if let Some(job) = super::closeout::job_of(body).filter(|_| !mr.created) {
+            let listed = format!("{path}?sort=asc&order_by=created_at");
+            let notes: Vec<ApiNote> = self.list("read the merge request's notes", &listed).await?;
+            let token_of_job = format!("paddock-{job}-");
+            if let Some(ours) = notes.iter().find(|n| {
+                !n.system
+                    && super::closeout::job_of(&n.body) == Some(job)
+                    && (n.author.name.starts_with(&token_of_job) || n.author.username == GHOST)
+            }) {
+                let token = self.editor.as_ref().unwrap_or(&self.token);
+                let (note, _): (ApiNote, _) = self
+                    .send_as(
+                        token,
+                        "update the closeout",
+                        Method::PUT,
+                        &format!("{path}/{}", ours.id),
+                        json(&NewNote { body }),
+                    )
+                    .await?;
+                return Ok(Some(format!("{}#note_{}", mr.url, note.id)));
+            }
+        }
         let note: ApiNote = self
             .call(
                 "post the closeout",

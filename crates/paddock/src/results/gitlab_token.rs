@@ -1,6 +1,7 @@
 //! GitLab project access tokens, one per job (GitLab's counterpart of a
 //! GitHub App's installation token, `github_app.rs`): the host-held token
-//! of `[results.gitlab]` only mints and revokes. Before a publish (or a
+//! of `[results.gitlab]` mints and revokes them (and edits the closeout an
+//! earlier token of the job posted, `gitlab.rs`). Before a publish (or a
 //! review read) Paddock asks `POST /projects/:id/access_tokens` for a token
 //! named `paddock-<job>-<random>`, scoped `api` + `write_repository`, at
 //! Developer level (30: push a branch, open a merge request, note on it),
@@ -142,7 +143,7 @@ pub async fn mint(
     artifacts: &Path,
     today: Date,
 ) -> Result<(GitLab, Secret, Issued), ForgeError> {
-    let host = GitLab::new(api, project, host_token)?;
+    let host = GitLab::new(api, project, host_token.clone())?;
     let nonce = hex::encode(rand::random::<[u8; 4]>());
     let name = format!("paddock-{job_id}-{nonce}");
     let record_path = artifacts.join(format!("{RECORD_PREFIX}{nonce}.json"));
@@ -202,7 +203,7 @@ pub async fn mint(
         });
     }
     let token = Secret::new(answer.token);
-    let client = GitLab::new(api, project, token.clone())?;
+    let client = GitLab::new(api, project, token.clone())?.with_editor(host_token);
     Ok((client, token, issued))
 }
 

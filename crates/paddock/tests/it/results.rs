@@ -3067,3 +3067,65 @@ async fn paddock_publish_of_a_job_that_made_nothing_writes_nothing() {
         )
     );
 }
+
+/// GitLab: publishing a job again (`paddock publish` of a published job)
+/// edits its closeout note instead of posting another: one merge request,
+/// one closeout, the record's, still by the first token's bot. Each
+/// publish mints its own token, whose bot GitLab (and the mock) does not
+/// let edit another bot's note, so the edit is the host-held token's (a
+/// Maintainer's); every minted token is revoked. Before, each publish
+/// posted another closeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn gitlab_publishing_again_edits_the_jobs_closeout_never_posts_another() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let first_bot = mock.notes()[0].1.clone();
+    let mut again = Vec::new();
+    for _ in 0..2 {
+        let out = home
+            .paddock(
+                &["publish", "--json", &first.id],
+                &[("PADDOCK_TEST_GL_TOKEN", TOKEN)],
+            )
+            .await;
+        again.push((out.status.code(), record(&out).status));
+    }
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let edits: Vec<Option<String>> = mock
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.path.contains("/notes/"))
+        .map(|r| r.token_header.clone())
+        .collect();
+    let revoked: Vec<bool> = gitlab_tokens(&mock).iter().map(|t| t.4).collect();
+    assert_eq!(
+        (
+            first.status,
+            again,
+            mock.merge_requests().len(),
+            mock.notes(),
+            edits,
+            revoked
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec![
+                (Some(0), paddock_protocol::JobStatus::Done),
+                (Some(0), paddock_protocol::JobStatus::Done)
+            ],
+            1,
+            vec![(1, first_bot, closeout)],
+            vec![Some(format!("PRIVATE-TOKEN: {TOKEN}")); 2],
+            vec![true; 3]
+        )
+    );
+}
