@@ -73,8 +73,8 @@ pub async fn exec(
     let config = ServeConfig::resolve_with_profile(&flags, &defaults.serve, profile_cap);
     let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
-    let webhooks = webhooks(&config, &store)?;
     let liveness = super::run::liveness(paths, &defaults.hosts)?;
+    let webhooks = webhooks(&config, &store)?.map(|w| w.held_by(&liveness.owner.name));
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
         errln!("paddock: {line}");
     }

@@ -692,6 +692,31 @@ impl crate::store::Store for FailingStore {
     ) -> Result<Vec<crate::store::WebhookAttempt>, StoreError> {
         self.inner.webhook_attempts(job_id).await
     }
+    async fn owe_webhook(&self, job_id: &str, at: time::OffsetDateTime) -> Result<(), StoreError> {
+        self.inner.owe_webhook(job_id, at).await
+    }
+    async fn lease_owed_webhooks(
+        &self,
+        lease: &crate::store::WebhookLease<'_>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.lease_owed_webhooks(lease).await
+    }
+    async fn renew_webhook_lease(
+        &self,
+        job_id: &str,
+        by: &str,
+        until: time::OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.inner.renew_webhook_lease(job_id, by, until).await
+    }
+    async fn settle_owed_webhook(
+        &self,
+        job_id: &str,
+        by: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        self.inner.settle_owed_webhook(job_id, by, at).await
+    }
     async fn ledger(
         &self,
         after: Option<i64>,

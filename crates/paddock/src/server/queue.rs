@@ -13,7 +13,8 @@
 //! server on the store), the cancel is recorded in the store for its
 //! owner, which stops it when it next looks. Another task reclaims, every
 //! heartbeat interval, other hosts' running jobs whose heartbeat is older
-//! than the TTL. A drain stops the claiming, waits for running
+//! than the TTL, and sends the final records owed to the webhooks that no
+//! live server is sending (`webhooks.rs`). A drain stops the claiming, waits for running
 //! jobs up to a grace, then cancels what still runs and waits for it to
 //! conclude.
 
@@ -162,32 +163,22 @@ impl Queue {
     }
 
     /// Sends job `id`'s final record to the server's webhook and to the
-    /// job's own (`results.webhook_url`), where there are.
+    /// job's own (`results.webhook_url`), where there are: owed in the
+    /// store first, so that another server sends it if this one dies
+    /// first (`Webhooks::send_owed`).
     async fn completed(&self, id: &str) {
-        let Some(webhooks) = &self.webhooks else {
-            return;
-        };
-        match self.store.job(id).await {
-            Ok(Some(record))
-                if !matches!(record.status, JobStatus::Queued | JobStatus::Running) =>
-            {
-                let own = match self.store.job_spec(id).await {
-                    Ok(Some(spec)) => serde_json::from_str::<serde_json::Value>(&spec)
-                        .ok()
-                        .and_then(|s| {
-                            s.pointer("/results/webhook_url")
-                                .and_then(serde_json::Value::as_str)
-                                .map(str::to_owned)
-                        }),
-                    _ => None,
-                };
-                if let Some(url) = own {
-                    webhooks.spawn_to(url, record.clone());
-                }
-                webhooks.spawn(record);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!("serve: job {id}: no webhook, cannot read its record: {e}"),
+        if let Some(webhooks) = &self.webhooks {
+            // Sent in the background; nothing here waits for it.
+            drop(webhooks.owe_and_send(id).await);
+        }
+    }
+
+    /// Records job `id`'s final record as owed to the webhooks, before
+    /// it ends: whoever ends it (this server, another one's reaper, a
+    /// `paddock gc`), a server with webhooks sends it.
+    async fn owe(&self, id: &str) {
+        if let Some(webhooks) = &self.webhooks {
+            webhooks.owe(id).await;
         }
     }
 
@@ -217,6 +208,7 @@ impl Queue {
         self.store
             .enqueue_job(&record, admitted.spec_json(), priority)
             .await?;
+        self.owe(&record.id).await;
         locked(&self.pending).insert(record.id.clone(), admitted);
         self.wake.notify_one();
         Ok(record)
@@ -271,6 +263,7 @@ impl Queue {
             self.slots.release(&id);
             return Err(e);
         }
+        self.owe(&id).await;
         let handle = self
             .runner
             .start_claimed(admitted, cancel_future(cancelled));
@@ -382,7 +375,10 @@ impl Queue {
                 Ok(None) | Err(_) => None,
             });
             match claimed {
-                Ok(Some(record)) => self.start(record, cancelled).await,
+                Ok(Some(record)) => {
+                    self.owe(&record.id).await;
+                    self.start(record, cancelled).await
+                }
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!("serve: cannot claim the next queued job: {e}");
@@ -550,10 +546,17 @@ impl Queue {
     /// (`reaper::reclaim_others`): a server killed while running jobs has
     /// them failed (or cancelled) by another server on the store without
     /// waiting for anyone's `paddock gc`, their final records sent to the
-    /// webhooks.
+    /// webhooks; and sends, first and then every interval, the final
+    /// records owed to the webhooks that no server is sending (their
+    /// server died, or another process ended the job).
     pub async fn reclaim(self: Arc<Self>) {
         let liveness = self.runner.config().liveness.clone();
         while !self.is_draining() {
+            // Final records owed whose server died, or whose job another
+            // process ended (a `paddock gc`, the start-up pass).
+            if let Some(webhooks) = &self.webhooks {
+                webhooks.send_owed(None).await;
+            }
             tokio::select! {
                 () = tokio::time::sleep(liveness.interval) => {}
                 () = self.draining.cancelled() => return,

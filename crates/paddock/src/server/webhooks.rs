@@ -8,6 +8,17 @@
 //! retried after 1 s, 2 s, 4 s… up to the attempt limit. Every attempt is
 //! a store row (`webhook_deliveries`). The clock and the sleep between
 //! attempts are a [`Clock`], so tests run without waiting.
+//!
+//! A final record is first made *owed* in the store (`webhooks_owed`),
+//! whichever process ended the job: this server, another one's reaper, a
+//! `paddock gc`, or this server's own start-up pass after it died. A
+//! server delivers what is owed by leasing it (`Webhooks::send_owed`): the
+//! job that just ended here at once, and every heartbeat interval any
+//! owed record whose job has ended and whose lease ran out, so a record
+//! owed by a server that died, or a delivery cut short by a restart, is
+//! sent by any server with webhooks, its attempts continuing from the
+//! last one recorded. The lease covers the next wait and attempt and is
+//! renewed before each, so it runs out soon after its holder dies.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +29,12 @@ use sha2::Sha256;
 use time::OffsetDateTime;
 
 use crate::secret::Secret;
-use crate::store::{SharedStore, WebhookAttempt};
+use crate::store::{SharedStore, WebhookAttempt, WebhookLease};
+
+/// What a lease holds beyond the next wait and one attempt's timeout.
+const LEASE_SLACK: Duration = Duration::from_secs(5);
+/// How many owed records one sweep leases.
+const SWEEP_LIMIT: u32 = 32;
 
 /// The signature header.
 pub const SIGNATURE_HEADER: &str = "Paddock-Signature";
@@ -176,6 +192,20 @@ pub struct Webhooks {
     store: SharedStore,
     client: reqwest::Client,
     clock: Arc<dyn Clock>,
+    /// Who holds this server's leases of owed records: a name for people
+    /// and a random part unique to this process.
+    holder: Arc<str>,
+}
+
+/// How a delivery to one URL ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// An attempt was answered 2xx.
+    Delivered,
+    /// Every attempt was made and none was.
+    GaveUp,
+    /// The lease ran out and another server took the record over.
+    LeaseLost,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -217,44 +247,189 @@ impl Webhooks {
             store,
             client,
             clock,
+            holder: format!("webhooks #{:016x}", rand::random::<u64>()).into(),
         })
     }
 
-    /// Delivers `record` to the server's URL, if it has one, in the
-    /// background.
-    pub fn spawn(&self, record: JobRecord) -> Option<tokio::task::JoinHandle<bool>> {
-        let url = self.config.url.clone()?;
-        Some(self.spawn_to(url, record))
+    /// The same, its leases held in the name of `name` (the host's).
+    pub fn held_by(mut self, name: &str) -> Webhooks {
+        self.holder = format!("{name} #{:016x}", rand::random::<u64>()).into();
+        self
     }
 
-    /// Delivers `record` to `url` (the server's, or a job's own
-    /// `results.webhook_url`) in the background.
-    pub fn spawn_to(&self, url: String, record: JobRecord) -> tokio::task::JoinHandle<bool> {
-        let this = self.clone();
-        tokio::spawn(async move {
-            match this.deliver(&url, &record).await {
-                Ok(delivered) => delivered,
-                Err(e) => {
-                    tracing::error!(job_id = %record.id, error = %e, "webhook");
-                    false
-                }
+    /// Who holds this server's leases.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// How long a lease taken before a wait of `wait` holds: the wait,
+    /// one attempt and some slack.
+    fn lease_for(&self, wait: Duration) -> time::Duration {
+        let span = wait + self.config.timeout + LEASE_SLACK;
+        time::Duration::try_from(span).unwrap_or(time::Duration::MAX)
+    }
+
+    /// Makes job `id`'s final record owed (idempotent: whoever ended it
+    /// may have already), then sends it if nobody else holds it: the
+    /// delivery's task, if this server took it.
+    pub async fn owe_and_send(&self, id: &str) -> Option<tokio::task::JoinHandle<()>> {
+        if let Err(e) = self.store.owe_webhook(id, self.clock.now()).await {
+            tracing::error!(job_id = %id, error = %e, "webhook: cannot record the final record as owed");
+            return None;
+        }
+        self.send_owed(Some(id)).await.pop()
+    }
+
+    /// Makes job `id`'s final record owed when it ends (recorded now, while
+    /// it is queued or running: whoever ends it, the record is sent).
+    pub async fn owe(&self, id: &str) {
+        if let Err(e) = self.store.owe_webhook(id, self.clock.now()).await {
+            tracing::error!(job_id = %id, error = %e, "webhook: cannot record the final record as owed");
+        }
+    }
+
+    /// Leases what is owed (`only` that job's, else up to a sweep's worth
+    /// of any ended job's whose lease ran out) and sends each in the
+    /// background: a task per job leased.
+    pub async fn send_owed(&self, only: Option<&str>) -> Vec<tokio::task::JoinHandle<()>> {
+        let now = self.clock.now();
+        let lease = WebhookLease {
+            by: &self.holder,
+            now,
+            until: now + self.lease_for(Duration::ZERO),
+            job: only,
+            limit: SWEEP_LIMIT,
+        };
+        let ids = match self.store.lease_owed_webhooks(&lease).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::error!(error = %e, "webhook: cannot lease the owed final records");
+                return Vec::new();
             }
-        })
+        };
+        ids.into_iter()
+            .map(|id| {
+                let this = self.clone();
+                tokio::spawn(async move { this.send_leased(&id).await })
+            })
+            .collect()
+    }
+
+    /// Sends the leased record of job `id` to the server's URL and the
+    /// job's own, each from its last recorded attempt on; settles the row
+    /// unless the lease was lost.
+    async fn send_leased(&self, id: &str) {
+        let record = match self.store.job(id).await {
+            Ok(Some(record)) => record,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(job_id = %id, error = %e, "webhook: cannot read the record");
+                return;
+            }
+        };
+        let own = match self.store.job_spec(id).await {
+            Ok(Some(spec)) => serde_json::from_str::<serde_json::Value>(&spec)
+                .ok()
+                .and_then(|s| {
+                    s.pointer("/results/webhook_url")
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_owned)
+                }),
+            _ => None,
+        };
+        let made = match self.store.webhook_attempts(id).await {
+            Ok(made) => made,
+            Err(e) => {
+                tracing::error!(job_id = %id, error = %e, "webhook: cannot read the attempts made");
+                return;
+            }
+        };
+        let urls = own.into_iter().chain(self.config.url.clone());
+        let sends = urls.map(|url| {
+            let before: Vec<&WebhookAttempt> = made.iter().filter(|a| a.url == url).collect();
+            let done = before.iter().any(|a| a.delivered);
+            let next = before.iter().map(|a| a.attempt).max().unwrap_or(0) + 1;
+            let record = &record;
+            async move {
+                if done {
+                    return Ok(Sent::Delivered);
+                }
+                if next > self.config.max_attempts.max(1) {
+                    return Ok(Sent::GaveUp);
+                }
+                self.deliver_from(&url, record, next, true).await
+            }
+        });
+        let sent = futures::future::join_all(sends).await;
+        let mut lost = false;
+        for s in sent {
+            match s {
+                Ok(Sent::Delivered | Sent::GaveUp) => {}
+                Ok(Sent::LeaseLost) => lost = true,
+                Err(e) => tracing::error!(job_id = %id, error = %e, "webhook"),
+            }
+        }
+        if !lost {
+            if let Err(e) = self
+                .store
+                .settle_owed_webhook(id, &self.holder, self.clock.now())
+                .await
+            {
+                tracing::error!(job_id = %id, error = %e, "webhook: cannot settle the owed record");
+            }
+        }
     }
 
     /// Delivers `record` to `url`, retrying with backoff; whether one
     /// attempt was answered 2xx. Each attempt is recorded in the store (a
     /// failure to record it is logged, not retried).
     pub async fn deliver(&self, url: &str, record: &JobRecord) -> Result<bool, WebhookError> {
+        Ok(self.deliver_from(url, record, 1, false).await? == Sent::Delivered)
+    }
+
+    /// The wait before attempt `attempt` (none before the first).
+    fn wait_before(&self, attempt: u32) -> Duration {
+        if attempt <= 1 {
+            return Duration::ZERO;
+        }
+        let doublings = (attempt - 2).min(31);
+        self.config
+            .first_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.config.max_backoff)
+    }
+
+    /// Delivers `record` to `url` from attempt `first` on, renewing this
+    /// server's lease of the job's owed record before each when `leased`.
+    async fn deliver_from(
+        &self,
+        url: &str,
+        record: &JobRecord,
+        first: u32,
+        leased: bool,
+    ) -> Result<Sent, WebhookError> {
         let body = serde_json::to_vec(record).map_err(|source| WebhookError::Encode {
             job_id: record.id.clone(),
             source,
         })?;
-        let mut wait = self.config.first_backoff;
-        for attempt in 1..=self.config.max_attempts.max(1) {
-            if attempt > 1 {
+        for attempt in first.max(1)..=self.config.max_attempts.max(1) {
+            let wait = self.wait_before(attempt);
+            if leased {
+                let until = self.clock.now() + self.lease_for(wait);
+                match self
+                    .store
+                    .renew_webhook_lease(&record.id, &self.holder, until)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(Sent::LeaseLost),
+                    Err(e) => {
+                        tracing::error!(job_id = %record.id, error = %e, "webhook: cannot renew the lease");
+                    }
+                }
+            }
+            if !wait.is_zero() {
                 self.clock.sleep(wait).await;
-                wait = (wait * 2).min(self.config.max_backoff);
             }
             let (http_status, error) = self.attempt(url, &body).await;
             let delivered = error.is_none();
@@ -271,10 +446,10 @@ impl Webhooks {
                 tracing::error!(job_id = %record.id, attempt, error = %e, "webhook: the attempt was not recorded");
             }
             if delivered {
-                return Ok(true);
+                return Ok(Sent::Delivered);
             }
         }
-        Ok(false)
+        Ok(Sent::GaveUp)
     }
 
     /// One POST: the receiver's status, and why it failed (`None`: 2xx).

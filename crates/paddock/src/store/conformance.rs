@@ -23,7 +23,7 @@ use super::{
     CancelRequest, JobQuery, NextAttempt, Owner, Reclaim, RunningJob, SpendScope, Store, StoreError,
 };
 use crate::api_token::{Scope, StoredToken};
-use crate::store::WebhookAttempt;
+use crate::store::{WebhookAttempt, WebhookLease};
 
 /// One `#[tokio::test]` per check, each on a fresh store from `$make`
 /// (an async expression giving a `SharedStore`, or an
@@ -56,6 +56,8 @@ macro_rules! conformance_suite {
             jobs_are_listed_by_filter_in_pages,
             api_tokens_are_saved_listed_and_revoked_once,
             webhook_attempts_round_trip_in_order_per_job,
+            owed_webhooks_are_leased_once_until_the_lease_runs_out,
+            of_concurrent_servers_one_leases_each_owed_webhook,
             sums_saturate_instead_of_overflowing,
             owned_jobs_renew_their_heartbeat_only_while_theirs,
             a_claim_records_its_owner_and_heartbeat,
@@ -1104,6 +1106,165 @@ pub(crate) async fn webhook_attempts_round_trip_in_order_per_job(store: &dyn Sto
         ),
         (vec![failed, delivered], vec![other], vec![])
     );
+}
+
+/// A final record owed to the webhooks is leased only once its job has
+/// ended, by one server at a time, oldest owed first; a lease that ran out
+/// is taken over (and its old holder can neither renew nor settle it);
+/// owing twice keeps the first row; a settled row is never leased again,
+/// owed again or not; an unknown job is refused.
+pub(crate) async fn owed_webhooks_are_leased_once_until_the_lease_runs_out(store: &dyn Store) {
+    let t0 = datetime!(2026-12-02 17:00:00 UTC);
+    let s = time::Duration::seconds;
+    for (id, offset) in [("old", 0), ("new", 1), ("live", 2)] {
+        store.insert_job(&job(id, offset), "{}").await.unwrap();
+    }
+    for (id, at) in [
+        ("new", t0 + s(1)),
+        ("old", t0),
+        ("live", t0),
+        ("old", t0 + s(9)),
+    ] {
+        store.owe_webhook(id, at).await.unwrap();
+    }
+    let err = store.owe_webhook("nope", t0).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "nope"),
+        "{err:?}"
+    );
+    let lease = |by: &'static str, now: OffsetDateTime, job: Option<&'static str>| WebhookLease {
+        by,
+        now,
+        until: now + s(30),
+        job,
+        limit: 10,
+    };
+    // Nothing has ended yet.
+    assert_eq!(
+        store
+            .lease_owed_webhooks(&lease("a", t0, None))
+            .await
+            .unwrap(),
+        Vec::<String>::new()
+    );
+    for id in ["old", "new"] {
+        let mut done = job(id, 0);
+        done.status = JobStatus::Done;
+        store.finish_job(&done, JobStatus::Running).await.unwrap();
+    }
+    // One job only; then the rest, at most `limit`, oldest owed first.
+    assert_eq!(
+        store
+            .lease_owed_webhooks(&lease("a", t0, Some("new")))
+            .await
+            .unwrap(),
+        vec!["new".to_owned()]
+    );
+    assert_eq!(
+        store
+            .lease_owed_webhooks(&WebhookLease {
+                limit: 1,
+                ..lease("b", t0, None)
+            })
+            .await
+            .unwrap(),
+        vec!["old".to_owned()]
+    );
+    // Leased: nobody else gets them, the running one neither.
+    assert_eq!(
+        (
+            store
+                .lease_owed_webhooks(&lease("c", t0 + s(29), None))
+                .await
+                .unwrap(),
+            store
+                .lease_owed_webhooks(&lease("c", t0 + s(29), Some("old")))
+                .await
+                .unwrap(),
+        ),
+        (vec![], vec![])
+    );
+    // The holder renews; another server's renewal and settling fail.
+    assert!(store
+        .renew_webhook_lease("new", "a", t0 + s(60))
+        .await
+        .unwrap());
+    assert!(!store
+        .renew_webhook_lease("new", "b", t0 + s(90))
+        .await
+        .unwrap());
+    assert!(!store.settle_owed_webhook("new", "b", t0).await.unwrap());
+    // "old"'s lease (to b, until t0 + 30 s) runs out: c takes it over, and
+    // b can no longer settle it; "new" is still a's until t0 + 60 s.
+    assert_eq!(
+        store
+            .lease_owed_webhooks(&lease("c", t0 + s(31), None))
+            .await
+            .unwrap(),
+        vec!["old".to_owned()]
+    );
+    assert!(!store.settle_owed_webhook("old", "b", t0).await.unwrap());
+    assert!(store.settle_owed_webhook("old", "c", t0).await.unwrap());
+    assert!(store.settle_owed_webhook("new", "a", t0).await.unwrap());
+    assert!(!store.settle_owed_webhook("new", "a", t0).await.unwrap());
+    // Settled rows are never leased again, owed again or not; nor renewed.
+    store.owe_webhook("old", t0 + s(1000)).await.unwrap();
+    assert_eq!(
+        (
+            store
+                .lease_owed_webhooks(&lease("d", t0 + s(1000), None))
+                .await
+                .unwrap(),
+            store
+                .lease_owed_webhooks(&lease("d", t0 + s(1000), Some("old")))
+                .await
+                .unwrap(),
+            store
+                .renew_webhook_lease("old", "c", t0 + s(2000))
+                .await
+                .unwrap(),
+        ),
+        (vec![], vec![], false)
+    );
+}
+
+/// Eight servers leasing at once never lease the same owed record twice,
+/// and between them lease every one.
+pub(crate) async fn of_concurrent_servers_one_leases_each_owed_webhook(store: &dyn Store) {
+    let t0 = datetime!(2026-12-02 17:00:00 UTC);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let id = format!("j{i:02}");
+        let mut done = job(&id, i);
+        done.status = JobStatus::Failed;
+        store.insert_job(&done, "{}").await.unwrap();
+        store.owe_webhook(&id, t0).await.unwrap();
+        ids.push(id);
+    }
+    let names: Vec<String> = (0..8).map(|i| format!("server-{i}")).collect();
+    let leased = futures::future::join_all(names.iter().map(|by| async move {
+        let mut got = Vec::new();
+        loop {
+            let batch = store
+                .lease_owed_webhooks(&WebhookLease {
+                    by,
+                    now: t0,
+                    until: t0 + time::Duration::seconds(30),
+                    job: None,
+                    limit: 3,
+                })
+                .await
+                .unwrap();
+            if batch.is_empty() {
+                return got;
+            }
+            got.extend(batch);
+        }
+    }))
+    .await;
+    let mut all: Vec<String> = leased.into_iter().flatten().collect();
+    all.sort();
+    assert_eq!(all, ids);
 }
 
 /// Sums past `i64::MAX` saturate instead of failing (the budget check and

@@ -230,6 +230,25 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
+    #[error("cannot record the final record of job {job_id} as owed to the webhooks")]
+    OweWebhook {
+        job_id: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot lease the final records owed to the webhooks (by {by})")]
+    LeaseWebhooks {
+        by: String,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("cannot renew or settle the webhook lease of job {job_id} (by {by})")]
+    SettleWebhook {
+        job_id: String,
+        by: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("API token {id} already exists in the store")]
     TokenExists { id: String },
     #[error("cannot insert API token {id}")]

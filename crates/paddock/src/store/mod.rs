@@ -40,7 +40,7 @@ pub use postgres::PgStore;
 pub use sql::usage::{UsageCalls, UsageJob};
 pub use sqlite::checkpoint::{checkpoint, checkpoint_blocking};
 pub use sqlite::SqliteStore;
-pub use webhook::WebhookAttempt;
+pub use webhook::{WebhookAttempt, WebhookLease};
 
 /// A store shared by the parts of a running job (runner, broker, followers).
 pub type SharedStore = Arc<dyn Store>;
@@ -300,6 +300,43 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// The webhook delivery attempts of job `job_id`, in the order they
     /// were recorded.
     async fn webhook_attempts(&self, job_id: &str) -> Result<Vec<WebhookAttempt>, StoreError>;
+
+    /// Records that job `job_id`'s final record is owed to the completion
+    /// webhooks, since `at` (a row already there, settled or not, is kept
+    /// as it is). Fails
+    /// with `NoSuchJob` when there is no such job.
+    async fn owe_webhook(&self, job_id: &str, at: OffsetDateTime) -> Result<(), StoreError>;
+
+    /// Leases owed final records (`lease`): those whose job has ended (not
+    /// `queued` or `running`) and whose row is not leased, or leased until
+    /// before `lease.now`, oldest owed first; each is leased to `lease.by`
+    /// until `lease.until` by a compare-and-set, so concurrent servers
+    /// never lease the same row. The job ids leased.
+    async fn lease_owed_webhooks(
+        &self,
+        lease: &WebhookLease<'_>,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Extends the lease of job `job_id`'s owed record to `until` if `by`
+    /// still holds it; false when it does not (it ran out and another
+    /// server took it, or it was settled).
+    async fn renew_webhook_lease(
+        &self,
+        job_id: &str,
+        by: &str,
+        until: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
+
+    /// Job `job_id`'s final record is owed no more (every URL has had it,
+    /// or every attempt): its row settled at `at` if `by` holds its lease,
+    /// and never leased again (owing it again changes nothing); whether it
+    /// did.
+    async fn settle_owed_webhook(
+        &self,
+        job_id: &str,
+        by: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
 
     /// The ledger a page at a time: at most `limit` model calls of every
     /// job in the order they were first recorded, after the row at

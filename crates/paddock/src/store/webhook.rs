@@ -1,5 +1,7 @@
-//! One delivery attempt of a completion webhook (`server::webhooks`), as
-//! the store keeps it (`webhook_deliveries`, docs/store.md).
+//! Completion webhooks as the store keeps them (docs/store.md): each
+//! delivery attempt (`webhook_deliveries`), and the final records still
+//! owed (`webhooks_owed`), leased to the server delivering them so that a
+//! server that dies delivering leaves them to another.
 
 use time::OffsetDateTime;
 
@@ -19,4 +21,19 @@ pub struct WebhookAttempt {
     /// Why the attempt failed (a non-2xx status, a timeout, a refused
     /// connection, a redirect not followed).
     pub error: Option<String>,
+}
+
+/// A lease of owed final records (`Store::lease_owed_webhooks`): the rows
+/// whose job has ended and whose lease, if any, ran out before `now` are
+/// leased to `by` until `until`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WebhookLease<'a> {
+    /// The server taking them (unique per server process).
+    pub by: &'a str,
+    pub now: OffsetDateTime,
+    pub until: OffsetDateTime,
+    /// Only this job's (the server's own job that just ended), else any.
+    pub job: Option<&'a str>,
+    /// At most this many rows.
+    pub limit: u32,
 }

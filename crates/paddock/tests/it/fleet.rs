@@ -8,7 +8,8 @@
 //! through one server's API stops a job another server, or a `paddock
 //! run` of another home, runs, exactly as a local cancel stops it; a
 //! cancel asked of a job whose host then dies ends it `cancelled` when it
-//! is reclaimed, never queued again.
+//! is reclaimed, never queued again; a final record owed to the webhooks
+//! is sent by a server whoever ended the job.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -615,6 +616,70 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
         // webhook by the server that reclaimed it.
         assert_eq!(store.queue_depth().await.unwrap(), 0);
         assert_one_signed_delivery(&srv, &received, secret, rec).await;
+        drop(srv);
+    }
+}
+
+/// A final record owed to the webhooks is sent whoever ends the job: a
+/// job a server with webhooks claimed (so owed), whose host then died,
+/// reclaimed by `paddock gc` (a process with no webhooks), has its final
+/// record sent by the next server with webhooks on the store, once, signed
+/// with its secret; a second server started after it sends nothing more.
+/// Before, nothing ever sent it (only a server's own periodic reclaim
+/// did).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_final_record_owed_to_the_webhooks_is_sent_whoever_ended_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let a = Home::new();
+        // Reclaimed, not queued again: the one record to send is its own.
+        hosts_config(&a, &format!("{HOSTS}\nrequeue_reclaimed = 0"));
+        let store = created(&db).await;
+        let dead = Owner {
+            host: "e".repeat(32),
+            name: "dead-server".into(),
+        };
+        let old = time::OffsetDateTime::now_utc() - time::Duration::hours(1);
+        let job = claimed_by(&store, &a, "T-W", &dead, old).await;
+        store.owe_webhook(&job.id, old).await.unwrap();
+        let report = gc(&a, &db).await;
+        assert_eq!(
+            (reaped(&report), report["jobs"][0]["marked_failed"].clone()),
+            (vec![job.id.clone()], Value::Bool(true))
+        );
+        let rec = store.job(&job.id).await.unwrap().unwrap();
+        assert_eq!(rec.status, JobStatus::Failed);
+
+        let (hook, received) = hook_receiver().await;
+        let secret = "whsec-owed-0123456789";
+        let env = [
+            ("PADDOCK_DB", db.db()),
+            ("PADDOCK_TEST_HOOK_SECRET", secret.to_owned()),
+        ];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let flags = [
+            "--webhook-url",
+            hook.as_str(),
+            "--webhook-secret",
+            "env:PADDOCK_TEST_HOOK_SECRET",
+        ];
+        let srv = Server::start_env(&a, &flags, &env).await;
+        assert_one_signed_delivery(&srv, &received, secret, rec.clone()).await;
+        let attempts = store.webhook_attempts(&job.id).await.unwrap();
+        assert_eq!(
+            attempts
+                .iter()
+                .map(|a| (a.url.as_str(), a.attempt, a.delivered))
+                .collect::<Vec<_>>(),
+            vec![(hook.as_str(), 1, true)]
+        );
+        drop(srv);
+        // Another server on the store later: the record is sent already.
+        let b = Home::new();
+        hosts_config(&b, HOSTS);
+        let srv = Server::start_env(&b, &flags, &env).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(received.lock().unwrap().len(), 1, "{}", srv.stderr());
         drop(srv);
     }
 }

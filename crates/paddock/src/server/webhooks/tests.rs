@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::post;
 use axum::Router;
+use paddock_protocol::JobStatus;
 use time::macros::datetime;
 
 use super::*;
@@ -109,6 +110,15 @@ async fn webhooks(
     (hooks, clock, store, record)
 }
 
+/// Waits for every delivery `send_owed` started.
+async fn sent(tasks: Vec<tokio::task::JoinHandle<()>>) -> usize {
+    let n = tasks.len();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    n
+}
+
 fn attempt(url: &str, n: u32, status: Option<u16>, error: Option<&str>) -> WebhookAttempt {
     WebhookAttempt {
         job_id: "j1".into(),
@@ -126,7 +136,7 @@ async fn a_receiver_failing_twice_gets_the_signed_record_on_the_third_attempt() 
     let (base, rx) = receiver(2).await;
     let url = format!("{base}/hook");
     let (hooks, clock, store, record) = webhooks(&url, |_| {}).await;
-    assert!(hooks.spawn(record.clone()).unwrap().await.unwrap());
+    assert!(hooks.deliver(&url, &record).await.unwrap());
     let failed = Some("the receiver answered 500 Internal Server Error");
     assert_eq!(
         store.webhook_attempts("j1").await.unwrap(),
@@ -284,4 +294,105 @@ fn webhook_urls_are_http_or_https_with_a_host() {
             ),
         ]
     );
+}
+
+/// A final record owed by a server that died delivering it (its first
+/// attempt failed, its lease ran out) is taken over by another server's
+/// sweep, which goes on from attempt 2 after the wait attempt 2 has, to
+/// the server's URL and the job's own, and then owes it no more; one
+/// leased by a live server, or whose job still runs, is not touched.
+#[tokio::test]
+async fn an_owed_record_whose_server_died_is_sent_on_from_its_last_attempt() {
+    let (base, rx) = receiver(0).await;
+    let url = format!("{base}/hook");
+    let own = format!("{base}/accept");
+    let (hooks, clock, store, _) = webhooks(&url, |_| {}).await;
+    let mut record = job("j2", 1);
+    record.status = JobStatus::Failed;
+    let spec = serde_json::json!({"results": {"webhook_url": own}}).to_string();
+    store.insert_job(&record, &spec).await.unwrap();
+    let failed = Some("the receiver answered 503 Service Unavailable");
+    store.owe_webhook("j2", NOW).await.unwrap();
+    let dead = WebhookLease {
+        by: "dead-server #1",
+        now: NOW - time::Duration::minutes(5),
+        until: NOW - time::Duration::seconds(1),
+        job: None,
+        limit: 10,
+    };
+    assert_eq!(
+        store.lease_owed_webhooks(&dead).await.unwrap(),
+        vec!["j2".to_owned()]
+    );
+    let mut first = attempt(&url, 1, Some(503), failed);
+    first.job_id = "j2".into();
+    store.record_webhook_attempt(&first).await.unwrap();
+    // j1 runs: owed, not sent yet. j3 ended, leased by a live server.
+    store.owe_webhook("j1", NOW).await.unwrap();
+    let mut other = job("j3", 2);
+    other.status = JobStatus::Done;
+    store.insert_job(&other, "{}").await.unwrap();
+    store.owe_webhook("j3", NOW).await.unwrap();
+    let live = WebhookLease {
+        by: "live-server #2",
+        now: NOW,
+        until: NOW + time::Duration::minutes(1),
+        job: Some("j3"),
+        limit: 10,
+    };
+    assert_eq!(
+        store.lease_owed_webhooks(&live).await.unwrap(),
+        vec!["j3".to_owned()]
+    );
+
+    assert_eq!(sent(hooks.send_owed(None).await).await, 1);
+    let with = |a: WebhookAttempt| WebhookAttempt {
+        job_id: "j2".into(),
+        ..a
+    };
+    let mut got = store.webhook_attempts("j2").await.unwrap();
+    got[1..].sort_by(|a, b| a.url.cmp(&b.url));
+    assert_eq!(
+        got,
+        vec![
+            first,
+            with(attempt(&own, 1, Some(204), None)),
+            with(attempt(&url, 2, Some(204), None)),
+        ]
+    );
+    assert_eq!(*clock.waits.lock().unwrap(), vec![Duration::from_secs(1)]);
+    // The record as the store gives it (its times in UTC).
+    let body = serde_json::to_vec(&store.job("j2").await.unwrap().unwrap()).unwrap();
+    assert_eq!(
+        *rx.checks.lock().unwrap(),
+        vec![(Ok(()), body.clone()), (Ok(()), body)]
+    );
+    // Owed no more; nothing else to send now.
+    assert_eq!(sent(hooks.send_owed(None).await).await, 0);
+    assert_eq!(sent(hooks.send_owed(Some("j2")).await).await, 0);
+    assert_eq!(store.webhook_attempts("j1").await.unwrap(), vec![]);
+    assert_eq!(store.webhook_attempts("j3").await.unwrap(), vec![]);
+}
+
+/// A job that ends is sent once, whoever asks and when: `owe_and_send`
+/// while it is being sent, or after, makes no second delivery.
+#[tokio::test]
+async fn a_record_owed_twice_is_sent_once() {
+    let (base, rx) = receiver(0).await;
+    let url = format!("{base}/hook");
+    let (hooks, _, store, mut record) = webhooks(&url, |_| {}).await;
+    record.status = JobStatus::Done;
+    store.finish_job(&record, JobStatus::Running).await.unwrap();
+    // The second asks while the first delivers: its lease is held.
+    let first = hooks.owe_and_send("j1").await.unwrap();
+    assert!(hooks.owe_and_send("j1").await.is_none());
+    first.await.unwrap();
+    // Sent: asked again (a reclaim of a job that had ended, say), nothing.
+    assert!(hooks.owe_and_send("j1").await.is_none());
+    assert_eq!(sent(hooks.send_owed(None).await).await, 0);
+    assert_eq!(
+        store.webhook_attempts("j1").await.unwrap(),
+        vec![attempt(&url, 1, Some(204), None)]
+    );
+    assert_eq!(rx.seen.load(Ordering::SeqCst), 1);
 }

@@ -396,6 +396,35 @@ impl Store for PgStore {
         PgStore::webhook_attempts(self, job_id).await
     }
 
+    async fn owe_webhook(&self, job_id: &str, at: OffsetDateTime) -> Result<(), StoreError> {
+        PgStore::owe_webhook(self, job_id, at).await
+    }
+
+    async fn lease_owed_webhooks(
+        &self,
+        lease: &crate::store::WebhookLease<'_>,
+    ) -> Result<Vec<String>, StoreError> {
+        PgStore::lease_owed_webhooks(self, lease).await
+    }
+
+    async fn renew_webhook_lease(
+        &self,
+        job_id: &str,
+        by: &str,
+        until: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        PgStore::renew_webhook_lease(self, job_id, by, until).await
+    }
+
+    async fn settle_owed_webhook(
+        &self,
+        job_id: &str,
+        by: &str,
+        at: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        PgStore::settle_owed_webhook(self, job_id, by, at).await
+    }
+
     async fn ledger(
         &self,
         after: Option<i64>,
