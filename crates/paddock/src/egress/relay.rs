@@ -107,6 +107,27 @@ pub async fn relay(
     }
 }
 
+/// Relays what `upstream` sends to `client` (nothing the other way) until
+/// it ends or `phase` changes: the answer to a plain HTTP request, whose
+/// request (head and body) was already passed on and after which nothing
+/// more of the job's goes to that host (`server.rs`).
+pub async fn relay_down(
+    client: &TcpStream,
+    upstream: &TcpStream,
+    phase: &mut watch::Receiver<EgressPhase>,
+) -> Relayed {
+    let down = AtomicU64::new(0);
+    let cut = tokio::select! {
+        _ = direction(Socket(upstream), Socket(client), &down, Acks::QuickUntilBulk) => false,
+        _ = phase.changed() => true,
+    };
+    Relayed {
+        up: 0,
+        down: down.load(Ordering::Relaxed),
+        cut,
+    }
+}
+
 /// How a direction acknowledges what it reads from its source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Acks {

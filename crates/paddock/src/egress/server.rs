@@ -8,6 +8,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd as _;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,9 +26,9 @@ use super::head::{self, read_head, Head, HeadError, Target};
 use super::hello::{read_client_hello, HelloError};
 use super::pool::UpstreamPool;
 use super::refusal::Refusal;
-use super::relay::relay;
+use super::relay::{relay, relay_down};
 use super::resolve::Resolver;
-use super::terminate::{terminate, Upstream};
+use super::terminate::{self as body, terminate, Body, Upstream};
 
 /// The proxy's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,13 +296,20 @@ async fn attempt(
             ),
         ));
     }
-    // What goes upstream first: the rewritten head of a plain request, or
-    // the tunnel's ClientHello; then whatever followed the head.
-    let mut first = match target.method {
-        EgressMethod::Http => origin_request(&head, &target)?,
-        EgressMethod::Connect => Vec::new(),
+    // What goes upstream first: the rewritten head of a plain request
+    // (its body follows by its framing, and nothing after it), or the
+    // tunnel's ClientHello and whatever followed the CONNECT's head.
+    let (mut first, framing) = match target.method {
+        EgressMethod::Http => (
+            origin_request(&head, &target)?,
+            Some(body::framing(&head).map_err(|why| Refusal::new(400, "bad_request", why))?),
+        ),
+        EgressMethod::Connect => (Vec::new(), None),
     };
-    first.extend_from_slice(&buf[end..]);
+    let mut rest = buf[end..].to_vec();
+    if framing.is_none() {
+        first.append(&mut rest);
+    }
     let addresses = resolve(shared, &target).await?;
     // Every address is checked before any connection, and only checked
     // addresses are connected to: nothing is resolved twice.
@@ -372,7 +380,31 @@ async fn attempt(
         record.reason = Some(format!("the destination hung up: {e}"));
         return Ok(());
     }
-    let relayed = relay(client, &upstream, phase_rx).await;
+    let relayed = match framing {
+        // A plain request: its body by its framing, then only the answer.
+        // Whatever the job sends after the body (a second request on a
+        // kept connection, h2c's frames after an upgrade) never reaches
+        // the host: its next request comes on a new connection, checked.
+        Some(framing) => {
+            let sent = AtomicU64::new(0);
+            let passed = match framing {
+                Body::None => Ok(()),
+                Body::Length(n) => {
+                    body::copy_exact(client, &mut upstream, &mut rest, n, &sent).await
+                }
+                Body::Chunked => body::chunked(client, &mut upstream, &mut rest, &sent).await,
+            };
+            if let Err(why) = passed {
+                record.bytes_up = (first.len() as u64).saturating_add(sent.into_inner());
+                record.reason = Some(why);
+                return Ok(());
+            }
+            let mut relayed = relay_down(client, &upstream, phase_rx).await;
+            relayed.up = sent.into_inner();
+            relayed
+        }
+        None => relay(client, &upstream, phase_rx).await,
+    };
     record.bytes_up = (first.len() as u64).saturating_add(relayed.up);
     record.bytes_down = relayed.down;
     if relayed.cut {
@@ -469,12 +501,16 @@ fn buffers(socket: &TcpStream, size: Option<usize>) {
     }
 }
 
-/// Hop-by-hop and proxy headers a forwarded request loses.
+/// Hop-by-hop and proxy headers a forwarded request loses (`upgrade` and
+/// `http2-settings` too: a plain request is one request, never a switch
+/// to another protocol such as h2c on the same connection).
 const DROPPED_HEADERS: &[&str] = &[
     "proxy-authorization",
     "proxy-connection",
     "connection",
     "keep-alive",
+    "upgrade",
+    "http2-settings",
 ];
 
 /// A plain HTTP request rewritten for its origin: the path as target, the

@@ -440,7 +440,7 @@ async fn both<A, B, E>(
 
 /// How a request's body is framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Body {
+pub(super) enum Body {
     None,
     Length(u64),
     Chunked,
@@ -498,7 +498,7 @@ fn asks_close(head: &Head) -> bool {
 /// The body's framing; a request framed two ways, or in a way the proxy
 /// does not read, is refused (it could smuggle a second request past the
 /// substitution's view).
-fn framing(head: &Head) -> Result<Body, String> {
+pub(super) fn framing(head: &Head) -> Result<Body, String> {
     let te: Vec<&[u8]> = head
         .headers
         .iter()
@@ -574,7 +574,7 @@ async fn more<R: AsyncRead + Unpin>(job: &mut R, buf: &mut Vec<u8>) -> Result<bo
 }
 
 /// Passes on `len` bytes of body (what `buf` holds first).
-async fn copy_exact<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+pub(super) async fn copy_exact<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     job: &mut R,
     host: &mut W,
     buf: &mut Vec<u8>,
@@ -604,7 +604,7 @@ async fn line<R: AsyncRead + Unpin>(job: &mut R, buf: &mut Vec<u8>) -> Result<Ve
 }
 
 /// Passes on a chunked body: each chunk by its size, then the trailer.
-async fn chunked<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+pub(super) async fn chunked<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     job: &mut R,
     host: &mut W,
     buf: &mut Vec<u8>,

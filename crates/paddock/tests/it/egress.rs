@@ -1148,3 +1148,133 @@ async fn a_large_transfer_through_the_forwarder_and_the_unix_socket_is_byte_exac
         allowed("registry.test", port, dest.addr, n, n)
     );
 }
+
+/// A plain HTTP request is one request to its host: what the job sends
+/// after it on the same connection never reaches the host. Before, the
+/// rest of the connection was relayed raw, so a second request
+/// (`Proxy-Connection: keep-alive`, then `GET http://denied.test/` with
+/// `Host: denied.test`) reached the allowed host unchecked and unrecorded
+/// (a shared front end routes by that Host), and an h2c upgrade's frames
+/// followed the request. HTTP/2 with prior knowledge is not a request the
+/// proxy reads (400, a malformed request naming no destination), and a
+/// CONNECT inside a tunnel is not TLS (closed, `not_tls`): the host gets
+/// nothing of either.
+#[tokio::test]
+async fn a_plain_request_carries_nothing_after_it_to_its_host() {
+    let web = StandIn::start("127.0.0.1:0", Mode::Http).await;
+    let port = web.port();
+    let resolver = MockResolver::new().with("web.test", &["127.0.0.1"]);
+    let mut p = Proxy::start(
+        &[],
+        &list(&[&format!("web.test:{port}")]),
+        &[web.addr],
+        Arc::new(resolver),
+        EgressPhase::Agent,
+    )
+    .await;
+    let first = format!(
+        "GET http://web.test:{port}/first HTTP/1.1\r\nHost: web.test:{port}\r\nProxy-Connection: keep-alive\r\n\r\n"
+    );
+    let second = "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n";
+    let h2c = format!(
+        "GET http://web.test:{port}/up HTTP/1.1\r\nHost: web.test:{port}\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\nPRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    );
+    // A POST whose body is followed by a second request in the same write.
+    let post = format!(
+        "POST http://web.test:{port}/post HTTP/1.1\r\nHost: web.test:{port}\r\nContent-Length: 4\r\n\r\nbodyGET /smuggled HTTP/1.1\r\nHost: denied.test\r\n\r\n"
+    );
+    let answer = "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello";
+    let mut got = Vec::new();
+    for request in [format!("{first}{second}"), h2c, post] {
+        let mut s = p.connect().await;
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut back = Vec::new();
+        let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+        got.push(String::from_utf8_lossy(&back).to_string());
+    }
+    assert_eq!(got, vec![answer.to_string(); 3]);
+    let heads = [
+        format!("GET /first HTTP/1.1\r\nHost: web.test:{port}\r\nconnection: close\r\n\r\n"),
+        format!("GET /up HTTP/1.1\r\nHost: web.test:{port}\r\nconnection: close\r\n\r\n"),
+        format!(
+            "POST /post HTTP/1.1\r\nHost: web.test:{port}\r\nContent-Length: 4\r\nconnection: close\r\n\r\n"
+        ),
+    ];
+    let mut sent: Vec<String> = web
+        .connections(3)
+        .await
+        .iter()
+        .map(|c| String::from_utf8_lossy(c).to_string())
+        .collect();
+    sent.sort();
+    let mut want: Vec<String> = heads.to_vec();
+    // The POST's body arrives after its head (the stand-in stops at the
+    // head; what it read with it is its own business): only the head is
+    // compared when the body came in a later read.
+    want.sort();
+    assert_eq!(
+        sent.iter()
+            .map(|s| s.trim_end_matches("body").to_string())
+            .collect::<Vec<_>>(),
+        want
+    );
+    let mut records = Vec::new();
+    for _ in 0..3 {
+        records.push(p.record().await);
+    }
+    records.sort_by_key(|r| r.bytes_up);
+    let http = |up: u64| EgressRecord {
+        method: Some(EgressMethod::Http),
+        address: Some(web.addr.to_string()),
+        bytes_up: up,
+        bytes_down: answer.len() as u64,
+        ..egress_record("web.test", port)
+    };
+    let mut want: Vec<EgressRecord> = vec![
+        http(heads[0].len() as u64),
+        http(heads[1].len() as u64),
+        http(heads[2].len() as u64 + 4),
+    ];
+    want.sort_by_key(|r| r.bytes_up);
+    assert_eq!(records, want);
+
+    // HTTP/2 with prior knowledge: no request the proxy reads.
+    let mut s = p.connect().await;
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .unwrap();
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    assert_eq!(
+        status_and_rule(&String::from_utf8_lossy(&back)),
+        ("HTTP/1.1 400 Bad Request".into(), "bad_request".into())
+    );
+    let r = p.record().await;
+    assert_eq!(
+        (r.host.as_str(), r.port, r.allowed, r.rule.as_deref()),
+        ("", 0, false, Some("bad_request"))
+    );
+    // A CONNECT inside a tunnel to an allowed host: not TLS, closed, and
+    // the host gets nothing.
+    let mut s = p.connect().await;
+    s.write_all(format!("CONNECT web.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    s.write_all(b"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n")
+        .await
+        .unwrap();
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut back)).await;
+    assert_eq!(
+        String::from_utf8_lossy(&back),
+        "HTTP/1.1 200 Connection established\r\n\r\n"
+    );
+    let r = p.record().await;
+    assert_eq!(
+        (r.host.as_str(), r.allowed, r.rule.as_deref()),
+        ("web.test", false, Some("not_tls"))
+    );
+    // It was connected to (before the ClientHello was read) and got
+    // nothing.
+    assert_eq!(web.connections(4).await[3], Vec::<u8>::new());
+}
