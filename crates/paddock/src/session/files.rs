@@ -5,7 +5,9 @@
 //! following a link (`workspace::beneath`), only regular files whose names
 //! are plain (ASCII letters, digits, `.`, `-`, `_`, not starting with a
 //! dot) at the adapter's depth are taken, each at most [`MAX_FILE_BYTES`],
-//! at most [`MAX_FILES`] of them; they are copied as bytes, never run or
+//! at most [`MAX_FILES`] of them and [`MAX_TOTAL_BYTES`] together (what
+//! Paddock holds in memory for the copy, and keeps on disk); they are
+//! copied as bytes, never run or
 //! interpreted by Paddock, through the caller's `transform` (the job's
 //! redaction on the way out: the kept files name no job directory and no
 //! secret; the placeholders made the new job's directories on the way
@@ -26,6 +28,10 @@ use crate::workspace::beneath;
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 /// The most session files carried over.
 pub const MAX_FILES: usize = 16;
+/// The most bytes of session files carried over, all files together: a
+/// job's [`MAX_FILES`] files of [`MAX_FILE_BYTES`] would be a GiB held
+/// in Paddock's memory at once (then copied by the redaction), per job.
+pub const MAX_TOTAL_BYTES: u64 = 128 << 20;
 /// The directory in a job's artifacts holding its engine's session files.
 pub const SAVED_DIR: &str = "engine-session";
 
@@ -46,6 +52,8 @@ pub enum SessionFilesError {
     TooLarge { path: PathBuf },
     #[error("the engine's session has more than {MAX_FILES} files under {dir}")]
     TooMany { dir: PathBuf },
+    #[error("the engine's session files under {dir} hold more than {MAX_TOTAL_BYTES} bytes")]
+    TooMuch { dir: PathBuf },
     #[error("saving the session file {path}: {source}")]
     Save {
         path: PathBuf,
@@ -95,7 +103,15 @@ pub fn save(
         Err(e) => return Err(open_err(e)),
     };
     let mut found = Vec::new();
-    collect(&dir, &place.dir, PathBuf::new(), place, &mut found, home)?;
+    let mut left = MAX_TOTAL_BYTES;
+    collect(
+        &dir,
+        &place.dir,
+        PathBuf::new(),
+        place,
+        (&mut found, &mut left),
+        home,
+    )?;
     let count = found.len();
     for (rel, bytes) in found {
         let path = dest.join(&rel);
@@ -118,7 +134,7 @@ fn collect(
     place_dir: &Path,
     rel: PathBuf,
     place: &SessionPlace,
-    found: &mut Vec<(PathBuf, Vec<u8>)>,
+    (found, left): (&mut Vec<(PathBuf, Vec<u8>)>, &mut u64),
     home: &Path,
 ) -> Result<(), SessionFilesError> {
     let shown = home.join(place_dir).join(&rel);
@@ -138,7 +154,14 @@ fn collect(
         if level < place.depth && entry.file_type == FileType::Directory {
             let sub = beneath::open_beneath(dir.as_fd(), &entry.name, flags | OFlags::DIRECTORY)
                 .map_err(read_err)?;
-            collect(&sub, place_dir, rel.join(&name), place, found, home)?;
+            collect(
+                &sub,
+                place_dir,
+                rel.join(&name),
+                place,
+                (&mut *found, &mut *left),
+                home,
+            )?;
         } else if level == place.depth
             && entry.file_type == FileType::RegularFile
             && name.ends_with(&place.suffix)
@@ -149,15 +172,25 @@ fn collect(
                 });
             }
             let fd = beneath::open_beneath(dir.as_fd(), &entry.name, flags).map_err(read_err)?;
-            let bytes = read_regular(fd, &shown.join(&name))?;
+            let bytes = match read_regular(fd, &shown.join(&name), *left) {
+                Err(SessionFilesError::TooLarge { .. }) if *left < MAX_FILE_BYTES => {
+                    return Err(SessionFilesError::TooMuch {
+                        dir: home.join(place_dir),
+                    })
+                }
+                read => read?,
+            };
+            *left -= bytes.len() as u64;
             found.push((rel.join(&name), bytes));
         }
     }
     Ok(())
 }
 
-/// The whole regular file `fd` (`path` for messages), bounded.
-fn read_regular(fd: OwnedFd, path: &Path) -> Result<Vec<u8>, SessionFilesError> {
+/// The whole regular file `fd` (`path` for messages), at most
+/// [`MAX_FILE_BYTES`] and `left` bytes (more: `TooLarge`).
+fn read_regular(fd: OwnedFd, path: &Path, left: u64) -> Result<Vec<u8>, SessionFilesError> {
+    let limit = MAX_FILE_BYTES.min(left);
     let read_err = |source| SessionFilesError::ReadFile {
         path: path.to_path_buf(),
         source,
@@ -168,10 +201,10 @@ fn read_regular(fd: OwnedFd, path: &Path) -> Result<Vec<u8>, SessionFilesError> 
     }
     let mut bytes = Vec::new();
     std::fs::File::from(fd)
-        .take(MAX_FILE_BYTES + 1)
+        .take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(read_err)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    if bytes.len() as u64 > limit {
         return Err(SessionFilesError::TooLarge {
             path: path.to_path_buf(),
         });
@@ -267,7 +300,7 @@ fn read_saved(path: &Path) -> Result<Vec<u8>, SessionFilesError> {
         dir: path.to_path_buf(),
         source: e.into(),
     })?;
-    read_regular(fd, path)
+    read_regular(fd, path, MAX_FILE_BYTES)
 }
 
 /// Writes `bytes` as the new file `rel` beneath `root`, creating its
@@ -407,6 +440,37 @@ mod tests {
         assert!(
             matches!(&err, SessionFilesError::TooLarge { path } if path == &home.join("p/abc.jsonl")),
             "{err:?}"
+        );
+    }
+
+    /// Files each within the bound but over [`MAX_TOTAL_BYTES`] together
+    /// are refused, none saved: a job's 16 files of 64 MiB were a GiB in
+    /// Paddock's memory at once.
+    #[test]
+    fn session_files_over_the_total_bound_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let place = SessionPlace {
+            dir: PathBuf::from("p"),
+            depth: 0,
+            suffix: "abc.jsonl".into(),
+        };
+        std::fs::create_dir_all(home.join("p")).unwrap();
+        for name in ["1-abc.jsonl", "2-abc.jsonl", "3-abc.jsonl"] {
+            let f = std::fs::File::create(home.join("p").join(name)).unwrap();
+            f.set_len(MAX_FILE_BYTES - 1).unwrap();
+        }
+        let saved = tmp.path().join("saved");
+        let got = save(&home, &place, &saved, &same).map_err(|e| e.to_string());
+        assert_eq!(
+            (got, saved.exists()),
+            (
+                Err(format!(
+                    "the engine's session files under {} hold more than {MAX_TOTAL_BYTES} bytes",
+                    home.join("p").display()
+                )),
+                false
+            )
         );
     }
 

@@ -48,6 +48,7 @@ mod sandbox_cli;
 mod sandbox_jobs;
 mod serve;
 mod serve_turns;
+mod session_attacks;
 mod setup_cache;
 mod terminal_attacks;
 mod token_endings;
