@@ -266,6 +266,25 @@ impl MockGitHub {
         self.down.store(down, Ordering::SeqCst);
     }
 
+    /// Ends the pull request `number` as a reviewer would: merged, or
+    /// closed unmerged (`state` `closed`, `merged_at` set or null).
+    pub fn end_pull(&self, number: u64, merged: bool) {
+        let mut state = self.state.lock().unwrap();
+        if let Some(pull) = state
+            .pulls
+            .iter_mut()
+            .find(|p| p["number"].as_u64() == Some(number))
+        {
+            pull["state"] = json!("closed");
+            pull["merged"] = json!(merged);
+            pull["merged_at"] = match merged {
+                true => json!("2026-01-02T00:00:00Z"),
+                false => Value::Null,
+            };
+            pull["closed_at"] = json!("2026-01-02T00:00:00Z");
+        }
+    }
+
     fn pull_json(
         &self,
         number: u64,
@@ -293,6 +312,7 @@ impl MockGitHub {
             "labels": [],
             "draft": draft,
             "merged": false,
+            "merged_at": null,
             "mergeable": null,
             "auto_merge": null,
             "head": {"label": format!("{}:{head}", self.owner), "ref": head, "sha": "0000000000000000000000000000000000000000"},
@@ -462,9 +482,11 @@ fn list_pulls(state: &State, query: &str) -> (StatusCode, Value) {
     let q = crate::entra::form(query);
     let head = q.get("head").cloned();
     let open_only = q.get("state").map(String::as_str) != Some("all");
+    // Newest first, as GitHub sorts by default.
     let found: Vec<Value> = state
         .pulls
         .iter()
+        .rev()
         .filter(|p| head.as_deref().is_none_or(|h| p["head"]["label"] == h))
         .filter(|p| !open_only || p["state"] == "open")
         .cloned()

@@ -280,6 +280,19 @@ impl MockGitLab {
         self.developer.store(true, Ordering::SeqCst);
     }
 
+    /// Ends the merge request `iid` as a reviewer would: `merged` or
+    /// `closed`.
+    pub fn end_merge_request(&self, iid: u64, ended: &str) {
+        let mut state = self.state.lock().unwrap();
+        if let Some(mr) = state
+            .merge_requests
+            .iter_mut()
+            .find(|m| m["iid"].as_u64() == Some(iid))
+        {
+            mr["state"] = json!(ended);
+        }
+    }
+
     /// Answers every request with 503 while `down`.
     pub fn set_down(&self, down: bool) {
         self.down.store(down, Ordering::SeqCst);

@@ -648,6 +648,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         Step::Done(session) => Some(session),
         Step::Cancelled => None,
     };
+    let mut ended_note = None;
     let proposed = async {
         let Some(session) = &session else {
             return Err(None);
@@ -687,6 +688,14 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 .open_pull_request(&draft)
                 .await
                 .map_err(|e| Some(e.to_string()))?;
+            if let Some(how) = &pr.ended {
+                ended_note = Some(format!(
+                    "the pull request {} for {} was {how} on the forge: it is left as it is (not \
+                     reopened, updated or opened again); the closeout goes on it. A next attempt \
+                     is `paddock run SPEC --attempt-after {}`",
+                    pr.url, input.record.branch, input.record.id
+                ));
+            }
             pull_request = Some(pr);
         }
         let mut links = links.clone();
@@ -724,6 +733,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 }),
         });
     }
+    out.warnings.extend(ended_note);
     match proposed {
         Ok((pr, url, closeout)) => {
             out.pull_request = pr;

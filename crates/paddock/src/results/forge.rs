@@ -91,6 +91,12 @@ pub struct PullRequest {
     pub url: String,
     /// Opened now (else an open one for the branch was updated).
     pub created: bool,
+    /// `merged` or `closed`: the branch's pull request was ended on the
+    /// forge (merged, or closed by a reviewer), and is left as it is: not
+    /// reopened, updated or opened again (a new one would put work a
+    /// reviewer merged or turned down before them again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
 }
 
 /// A reviewer's word on a pull request, for the next attempt's brief.

@@ -32,6 +32,12 @@ pub struct GitHub {
 struct ApiPull {
     number: u64,
     html_url: String,
+    /// `open` or `closed`.
+    #[serde(default)]
+    state: String,
+    /// When it was merged (a closed one that was not: `None`).
+    #[serde(default)]
+    merged_at: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -245,7 +251,21 @@ impl Forge for GitHub {
     }
 
     async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
-        let (pull, created) = match self.pull_for(&draft.head, "open").await? {
+        // The branch's newest pull request, open or not: one merged or
+        // closed is left as it is, never reopened nor opened again.
+        let (pull, created) = match self.pull_for(&draft.head, "all").await? {
+            Some(ended) if ended.state != "open" => {
+                let how = match ended.merged_at {
+                    Some(_) => "merged",
+                    None => "closed",
+                };
+                return Ok(PullRequest {
+                    number: ended.number,
+                    url: ended.html_url,
+                    created: false,
+                    ended: Some(how.to_string()),
+                });
+            }
             Some(open) => {
                 let path = self.repo_path(&format!("/pulls/{}", open.number));
                 let update = PullUpdate {
@@ -290,6 +310,7 @@ impl Forge for GitHub {
             number: pull.number,
             url: pull.html_url,
             created,
+            ended: None,
         })
     }
 

@@ -50,6 +50,9 @@ struct ApiMergeRequest {
     web_url: String,
     #[serde(default)]
     draft: bool,
+    /// `opened`, `closed`, `merged` or `locked`.
+    #[serde(default)]
+    state: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -253,7 +256,17 @@ impl Forge for GitLab {
 
     async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
         let labels = draft.labels.join(",");
-        let (mr, created) = match self.merge_request_for(&draft.head, "opened").await? {
+        // The branch's newest merge request, open or not: one merged or
+        // closed is left as it is, never reopened nor opened again.
+        let (mr, created) = match self.merge_request_for(&draft.head, "all").await? {
+            Some(ended) if ended.state != "opened" => {
+                return Ok(PullRequest {
+                    number: ended.iid,
+                    url: ended.web_url,
+                    created: false,
+                    ended: Some(ended.state),
+                });
+            }
             // An open one keeps its draft state (a reviewer may have marked
             // it ready).
             Some(open) => {
@@ -294,6 +307,7 @@ impl Forge for GitLab {
             number: mr.iid,
             url: mr.web_url,
             created,
+            ended: None,
         })
     }
 

@@ -58,6 +58,7 @@ impl Forge for Outbox {
             number: 0,
             url: format!("file://{}", path.display()),
             created,
+            ended: None,
         })
     }
 

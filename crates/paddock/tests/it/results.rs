@@ -530,7 +530,7 @@ async fn github_gets_a_pushed_branch_a_draft_pull_request_and_the_closeout_never
             .map(|r| format!("{} {}", r.method, r.path))
             .collect::<Vec<_>>(),
         vec![
-            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=open",
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all",
             "POST /repos/acme/widgets/pulls",
             "POST /repos/acme/widgets/issues/1/labels",
             "POST /repos/acme/widgets/issues/1/comments",
@@ -1167,7 +1167,7 @@ async fn a_github_app_token_is_minted_per_job_scoped_and_revoked() {
             .collect::<Vec<_>>(),
         vec![
             "POST /app/installations/7/access_tokens",
-            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=open",
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all",
             "POST /repos/acme/widgets/pulls",
             "POST /repos/acme/widgets/issues/1/labels",
             "POST /repos/acme/widgets/issues/1/comments",
@@ -2194,7 +2194,7 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
             .collect::<Vec<_>>(),
         vec![
             ("POST /projects/acme%2Fwidgets/access_tokens".to_string(), host.clone()),
-            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=opened".to_string(), job.clone()),
+            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=all".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests/1/notes".to_string(), job.clone()),
             ("DELETE /projects/acme%2Fwidgets/access_tokens/70".to_string(), host.clone()),
@@ -3126,6 +3126,94 @@ async fn gitlab_publishing_again_edits_the_jobs_closeout_never_posts_another() {
             vec![(1, first_bot, closeout)],
             vec![Some(format!("PRIVATE-TOKEN: {TOKEN}")); 2],
             vec![true; 3]
+        )
+    );
+}
+
+/// A job published again after its pull request was ended on the forge
+/// (merged on GitHub, closed by a reviewer on GitLab): the pull request is
+/// left as it is (no new one opened for the branch, the ended one neither
+/// reopened nor updated), the closeout goes on it, the job stays done and
+/// `paddock publish` says so. Before, a second pull request (merge
+/// request) for the same branch was opened, putting work a reviewer had
+/// merged or turned down before them again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let github = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &github.url, &format!("file://{}", bare.display()));
+    let merged = run_with_token(&home, &spec).await;
+    github.end_pull(1, true);
+    let before = github.pulls();
+    let again = home
+        .paddock(
+            &["publish", "--json", &merged.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let github_seen = (
+        again.status.code(),
+        record(&again).status,
+        github.pulls() == before,
+        github.comments().len(),
+        String::from_utf8_lossy(&again.stderr).into_owned(),
+    );
+
+    let home = Home::new();
+    let (repo, _bare, gitlab, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &gitlab.url, &format!("{}/widgets.git", server.url));
+    let closed = run_with_gitlab_token(&home, &spec, &[]).await;
+    gitlab.end_merge_request(1, "closed");
+    let before = gitlab.merge_requests();
+    let again = home
+        .paddock(
+            &["publish", "--json", &closed.id],
+            &[("PADDOCK_TEST_GL_TOKEN", TOKEN)],
+        )
+        .await;
+    let gitlab_seen = (
+        again.status.code(),
+        record(&again).status,
+        gitlab.merge_requests() == before,
+        gitlab.notes().len(),
+        String::from_utf8_lossy(&again.stderr).into_owned(),
+    );
+    let said = |url: &str, how: &str, id: &str| {
+        format!(
+            "paddock: the pull request {url} for paddock/T-1/1 was {how} on the forge: it is \
+             left as it is (not reopened, updated or opened again); the closeout goes on it. A \
+             next attempt is `paddock run SPEC --attempt-after {id}`\n"
+        )
+    };
+    assert_eq!(
+        (github_seen, gitlab_seen),
+        (
+            (
+                Some(0),
+                paddock_protocol::JobStatus::Done,
+                true,
+                1,
+                said(
+                    "https://github.com/acme/widgets/pull/1",
+                    "merged",
+                    &merged.id
+                )
+            ),
+            (
+                Some(0),
+                paddock_protocol::JobStatus::Done,
+                true,
+                1,
+                said(
+                    "https://gitlab.example/acme/widgets/-/merge_requests/1",
+                    "closed",
+                    &closed.id
+                )
+            ),
         )
     );
 }
