@@ -150,6 +150,20 @@ async fn admit(
         json: mut request,
     } = request;
     let api = call.api;
+    // A background response runs on upstream after its answer (which says
+    // `queued`, without usage), billed in full where the broker never
+    // sees it: unmetered spend past any budget. Engines never ask for one.
+    if api == Api::Responses
+        && !matches!(
+            request.get("background"),
+            None | Some(Value::Null | Value::Bool(false))
+        )
+    {
+        let msg = "paddock broker: a background response (`background`) runs after its answer, \
+                   where the broker cannot meter it; refused"
+            .to_string();
+        return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+    }
     // Chat Completions streams carry usage only when asked: ask.
     let mut body = include_usage(api, &mut request).unwrap_or(body);
     let model = path_model.unwrap_or_else(|| {

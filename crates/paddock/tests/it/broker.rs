@@ -453,6 +453,55 @@ async fn a_requested_model_outside_the_allowlist_is_refused() {
     );
 }
 
+/// A Responses call asking for a background response (answered at once,
+/// `queued` and without usage, then run upstream and billed in full where
+/// the broker never sees it: spend past any budget) is refused before it
+/// reaches the upstream, in the API's error format, its row `refused`;
+/// `background: false` runs. (Before, it was forwarded.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_response_is_refused_before_the_upstream() {
+    let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
+    let mut body = responses_body(Some(100));
+    body["store"] = true.into();
+    body["background"] = true.into();
+    let (status, text) = post(&client(), &rig, "/v1/responses", &body).await;
+    let refused = ledger(&mut rig, 1).await.remove(0);
+    let message = "paddock broker: a background response (`background`) runs after its answer, \
+                   where the broker cannot meter it; refused";
+    assert_eq!(
+        (
+            status,
+            serde_json::from_str::<serde_json::Value>(&text).ok(),
+            refused.status,
+            refused.http_status,
+            refused.error.as_deref(),
+            rig.upstream.requests().len()
+        ),
+        (
+            400,
+            Some(
+                serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_request_error"}})
+            ),
+            CallStatus::Refused,
+            Some(400),
+            Some(message),
+            0
+        )
+    );
+    body["background"] = false.into();
+    let (status, _) = post(&client(), &rig, "/v1/responses", &body).await;
+    let ran = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (
+            status,
+            ran.status,
+            ran.tokens,
+            rig.upstream.requests().len()
+        ),
+        (200, CallStatus::Ok, expected_usage(), 1)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_model_outside_the_allowlist_is_cut() {
     let scenario = format!("served_model = \"gpt-5.4\"\n{ONE_TURN}");
