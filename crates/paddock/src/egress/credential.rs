@@ -244,6 +244,20 @@ impl Credentials {
         self.list.iter().find(|c| c.applies(host, port, phase))
     }
 
+    /// The credentials whose placeholder one of `values` holds (a plain
+    /// request's headers: never substituted, only named in its record).
+    pub fn placeholders_in<'a>(&self, values: impl Iterator<Item = &'a [u8]> + Clone) -> Vec<&str> {
+        self.list
+            .iter()
+            .filter(|c| {
+                values
+                    .clone()
+                    .any(|v| memchr::memmem::find(v, c.placeholder.as_bytes()).is_some())
+            })
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+
     /// The job's environment for them: each placeholder in its variable.
     pub fn placeholders(&self) -> Vec<(String, String)> {
         self.list

@@ -310,6 +310,18 @@ async fn attempt(
     if framing.is_none() {
         first.append(&mut rest);
     }
+    // A credential's placeholder in a plain request goes as it is (a value
+    // goes only into requests to its host over HTTPS, `terminate`); the
+    // record says it was sent elsewhere.
+    if let (EgressMethod::Http, Some(creds)) = (target.method, &shared.credentials) {
+        let named = creds.placeholders_in(head.headers.iter().map(|(_, v)| v.as_slice()));
+        if !named.is_empty() {
+            record.reason = Some(format!(
+                "the request carried the placeholder of credential `{}` to {destination} over plain HTTP, sent as it is: a credential's value goes only into HTTPS requests to its own host",
+                named.join("`, `")
+            ));
+        }
+    }
     let addresses = resolve(shared, &target).await?;
     // Every address is checked before any connection, and only checked
     // addresses are connected to: nothing is resolved twice.

@@ -282,6 +282,10 @@ async fn a_paused_echo_is_masked_and_a_compressed_answer_is_refused() {
     );
 }
 
+/// A placeholder sent where it does not belong stays a placeholder: to an
+/// ordinary tunnel, to another credential's terminated host, and over
+/// plain HTTP (whose record names the credential whose placeholder went
+/// out; a tunnel's TLS the proxy does not read).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_placeholder_elsewhere_stays_a_placeholder() {
     let mut rig = Rig::start().await;
@@ -321,7 +325,27 @@ async fn a_placeholder_elsewhere_stays_a_placeholder() {
         rig.delta.authorizations(),
         vec![Some(format!("Bearer {delta}"))]
     );
-    assert_eq!(rig.record().await, row(d, EgressMethod::Http, None, None));
+    // The record says which placeholder went out as it is.
+    let carried = |name: &str| {
+        EgressRecord {
+        reason: Some(format!("the request carried the placeholder of credential `{name}` to localhost:{d} over plain HTTP, sent as it is: a credential's value goes only into HTTPS requests to its own host")),
+        ..row(d, EgressMethod::Http, None, None)
+    }
+    };
+    assert_eq!(rig.record().await, carried("delta"));
+    // Another credential's placeholder to that host: the same.
+    let (status, _) = rig
+        .get(&format!("http://localhost:{d}/echo-headers"), &alpha)
+        .await;
+    assert_eq!(status, 401);
+    assert_eq!(
+        rig.delta.authorizations(),
+        vec![
+            Some(format!("Bearer {delta}")),
+            Some(format!("Bearer {alpha}"))
+        ]
+    );
+    assert_eq!(rig.record().await, carried("alpha"));
 }
 
 /// `methods` and `paths` with real clients: reqwest, and curl with

@@ -559,3 +559,90 @@ async fn a_setup_past_its_timeout_is_killed_and_fails_the_job() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+/// A setup command that double-forks a `setsid` daemon (its own session,
+/// working directory `/`, every descriptor closed, nothing of the job's
+/// directory open) holding a download through the proxy: on the
+/// `process` rung (no PID namespace) the download is cut when the engine
+/// starts (its record: allowed in setup, `phase_switch`), and the daemon
+/// does not outlive the job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_double_forked_setup_daemon_loses_its_download_at_the_switch() {
+    let port = stand_in().await;
+    let home = Home::new();
+    let out_dir = tempfile::tempdir().unwrap();
+    let pidfile = out_dir.path().join("pid");
+    let countfile = out_dir.path().join("count");
+    let daemon = format!(
+        r#"import os, sys, urllib.request
+if os.fork(): os._exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+os.chdir("/")
+fd = os.open("/dev/null", os.O_RDWR)
+for i in (0, 1, 2): os.dup2(fd, i)
+os.closerange(3, 4096)
+open("{pid}", "w").write(str(os.getpid()))
+for k in ("no_proxy", "NO_PROXY"): os.environ.pop(k, None)
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({{"http": os.environ["HTTP_PROXY"]}}))
+n = 0
+try:
+    r = opener.open("http://127.0.0.1:{port}/drip", timeout=60)
+    while True:
+        b = r.read(1024)
+        if not b: break
+        n += len(b)
+        open("{count}", "w").write(str(n))
+    end = "end of file"
+except Exception as e:
+    end = type(e).__name__
+open("{count}", "a").write(" " + end)
+"#,
+        pid = pidfile.display(),
+        count = countfile.display(),
+    );
+    std::fs::write(out_dir.path().join("daemon.py"), &daemon).unwrap();
+    let line = format!(
+        "python3 {} && sleep 1 && echo started",
+        out_dir.path().join("daemon.py").display()
+    );
+    let setup = format!(
+        "commands = [{}]\nnetwork = [\"127.0.0.1:{port}\"]",
+        serde_json::to_string(&line).unwrap()
+    );
+    let spec = setup_job(&home, "process", &setup, "sleep 1", port);
+    let (rec, _) = run_kept_script_job(&home, &spec).await;
+    let rows = home.store().await.egress(&rec.id).await.unwrap();
+    let setup_rows: Vec<(EgressPhase, bool, Option<String>)> = rows
+        .iter()
+        .filter(|r| r.port == port)
+        .map(|r| (r.phase, r.allowed, r.rule.clone()))
+        .collect();
+    assert_eq!(
+        setup_rows,
+        vec![(EgressPhase::Setup, true, Some("phase_switch".into()))]
+    );
+    // The daemon saw its download end, and is gone.
+    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let count = std::fs::read_to_string(&countfile).unwrap_or_default();
+    assert!(
+        gone,
+        "the daemon {pid} outlived the job; its download: {count}"
+    );
+    // It had the download going before the switch.
+    let got: u64 = count
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(got > 0, "{count}");
+    std::fs::remove_dir_all(home.jobs().join(&rec.id)).unwrap();
+}
