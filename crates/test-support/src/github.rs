@@ -81,6 +81,9 @@ pub struct MockGitHub {
     down: Arc<AtomicBool>,
     stall: Arc<AtomicBool>,
     hang_revocations: Arc<AtomicBool>,
+    /// Answers given, in order, to the next repository requests instead
+    /// of the mock's own (a rate limit, a 502).
+    scripted: Arc<Mutex<std::collections::VecDeque<Reply>>>,
 }
 
 fn error(status: StatusCode, message: &str, errors: Option<Value>) -> (StatusCode, Value) {
@@ -108,6 +111,7 @@ impl MockGitHub {
             down: Arc::default(),
             stall: Arc::default(),
             hang_revocations: Arc::default(),
+            scripted: Arc::default(),
         };
         let served = mock.clone();
         forge_mock::serve(listener, "application/json; charset=utf-8", move |req| {
@@ -266,6 +270,24 @@ impl MockGitHub {
         self.down.store(down, Ordering::SeqCst);
     }
 
+    /// Answers the next repository request (after it is recorded) with
+    /// `status`, GitHub's error body with `message`, and `headers`, as
+    /// GitHub answers a spent rate limit (403 with `x-ratelimit-remaining:
+    /// 0`), a secondary one (429 or 403 with `retry-after`) or a bad
+    /// gateway (502); several calls answer the next requests in turn.
+    pub fn answer_next(&self, status: u16, message: &str, headers: &[(&str, &str)]) {
+        let status = StatusCode::from_u16(status).unwrap();
+        let (status, body) = error(status, message, None);
+        self.scripted.lock().unwrap().push_back(Reply {
+            status,
+            body,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        });
+    }
+
     /// Ends the pull request `number` as a reviewer would: merged, or
     /// closed unmerged (`state` `closed`, `merged_at` set or null).
     pub fn end_pull(&self, number: u64, merged: bool) {
@@ -370,6 +392,11 @@ impl MockGitHub {
             }
         }
         let prefix = format!("/repos/{}/{}/", self.owner, self.repo);
+        if route.starts_with(&prefix) {
+            if let Some(reply) = self.scripted.lock().unwrap().pop_front() {
+                return reply;
+            }
+        }
         let Some(rest) = route.strip_prefix(&prefix) else {
             return error(StatusCode::NOT_FOUND, "Not Found", None).into();
         };

@@ -22,12 +22,15 @@ pub enum ForgeError {
         url: String,
         message: String,
     },
-    #[error("{forge}: {step}: HTTP {status}: {message}")]
+    #[error("{forge}: {step}: HTTP {status}: {message}{limit}")]
     Status {
         forge: &'static str,
         step: &'static str,
         status: u16,
         message: String,
+        /// When a rate limit answered (`forge_http::rate_limit`): `; …`
+        /// saying when to try again; else empty.
+        limit: String,
     },
     #[error("{forge}: {step}: unexpected answer: {message}")]
     Decode {

@@ -15,6 +15,46 @@ use serde::de::DeserializeOwned;
 
 use super::forge::ForgeError;
 
+/// When a 403 or 429 is a rate limit, when to try again, as the forge's
+/// headers say it: `Retry-After` seconds (a secondary rate limit, GitLab's
+/// 429), else the time the spent limit resets (GitHub's
+/// `x-ratelimit-remaining: 0` with `x-ratelimit-reset`, GitLab's
+/// `RateLimit-Remaining`/`RateLimit-Reset`, in Unix seconds), as `; the
+/// forge's rate limit …` to append to its message; empty otherwise.
+pub(super) fn rate_limit(status: u16, headers: &HeaderMap) -> String {
+    if status != 403 && status != 429 {
+        return String::new();
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+    };
+    let retry = "`paddock publish` of the job publishes it again";
+    if let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok()) {
+        return format!("; the forge's rate limit asks to wait {secs} s: {retry} after that");
+    }
+    let spent = ["x-ratelimit-remaining", "ratelimit-remaining"]
+        .iter()
+        .any(|h| header(h) == Some("0"));
+    let reset = ["x-ratelimit-reset", "ratelimit-reset"]
+        .iter()
+        .find_map(|h| header(h).and_then(|v| v.parse::<i64>().ok()))
+        .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t).ok())
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        });
+    match (spent, reset) {
+        (true, Some(at)) => format!("; the forge's rate limit is spent until {at}: {retry} then"),
+        (true, None) => format!("; the forge's rate limit is spent: {retry} once it resets"),
+        (false, _) if status == 429 => format!("; the forge is rate limiting: {retry} later"),
+        (false, _) => String::new(),
+    }
+}
+
 /// How many pages of one list are read at most (100 items a page): a
 /// forge whose `next` never ends is not followed forever.
 pub const MAX_PAGES: usize = 50;
@@ -84,6 +124,7 @@ impl ForgeHttp {
                 step,
                 status: status.as_u16(),
                 message: error_message(&bytes),
+                limit: rate_limit(status.as_u16(), &headers),
             });
         }
         // A 204 (a revoked token) has no body: `()` reads it as `null`.
@@ -244,6 +285,45 @@ pub fn raw_message(bytes: &[u8]) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// What a rate limit's answer says about when to try again: GitLab's
+    /// `RateLimit-*` headers as GitHub's `x-ratelimit-*`; a 403 that is no
+    /// rate limit (a permission) and any other status say nothing.
+    #[test]
+    fn a_rate_limit_says_when_to_try_again() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, reqwest::header::HeaderValue::from_static(v));
+            }
+            h
+        };
+        let again = "`paddock publish` of the job publishes it again";
+        assert_eq!(
+            [
+                rate_limit(
+                    429,
+                    &headers(&[
+                        ("ratelimit-remaining", "0"),
+                        ("ratelimit-reset", "1796230800")
+                    ])
+                ),
+                rate_limit(429, &headers(&[])),
+                rate_limit(403, &headers(&[("x-ratelimit-remaining", "0")])),
+                rate_limit(403, &headers(&[("x-ratelimit-remaining", "4999")])),
+                rate_limit(503, &headers(&[("retry-after", "30")])),
+            ],
+            [
+                format!(
+                    "; the forge's rate limit is spent until 2026-12-02T17:00:00Z: {again} then"
+                ),
+                format!("; the forge is rate limiting: {again} later"),
+                format!("; the forge's rate limit is spent: {again} once it resets"),
+                String::new(),
+                String::new(),
+            ]
+        );
+    }
 
     #[test]
     fn queries_and_segments_are_encoded() {

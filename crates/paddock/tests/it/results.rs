@@ -3217,3 +3217,72 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
         )
     );
 }
+
+/// A forge's rate limit, as GitHub answers it (a 403 with
+/// `x-ratelimit-remaining: 0` and the reset time; a 429 with
+/// `Retry-After`), and a 502: the job fails at publishing with the
+/// forge's message and, for a rate limit, when to publish it again, the
+/// patch and branch kept; `paddock publish` then finishes it, one pull
+/// request in the end. Before, the reason said only "HTTP 403: API rate
+/// limit exceeded…", not when the limit resets.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    mock.answer_next(
+        403,
+        "API rate limit exceeded for installation ID 7890.",
+        &[
+            ("x-ratelimit-limit", "5000"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1796230800"),
+        ],
+    );
+    let limited = run_with_token(&home, &spec).await;
+    let args = ["publish", "--json", limited.id.as_str()];
+    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
+    let publish = || home.paddock(&args, &env);
+    mock.answer_next(
+        429,
+        "You have exceeded a secondary rate limit.",
+        &[("retry-after", "60")],
+    );
+    let secondary = record(&publish().await);
+    mock.answer_next(502, "Server Error", &[]);
+    let gateway = record(&publish().await);
+    let done = record(&publish().await);
+    let failed = |why: &str| {
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some(format!(
+                "publishing the result failed: github: find the pull request: {why}"
+            )),
+        )
+    };
+    assert_eq!(
+        vec![
+            (limited.status, limited.reason),
+            (secondary.status, secondary.reason),
+            (gateway.status, gateway.reason),
+            (done.status, done.reason),
+        ],
+        vec![
+            failed(
+                "HTTP 403: API rate limit exceeded for installation ID 7890.; the forge's rate \
+                 limit is spent until 2026-12-02T17:00:00Z: `paddock publish` of the job \
+                 publishes it again then"
+            ),
+            failed(
+                "HTTP 429: You have exceeded a secondary rate limit.; the forge's rate limit asks \
+                 to wait 60 s: `paddock publish` of the job publishes it again after that"
+            ),
+            failed("HTTP 502: Server Error"),
+            (paddock_protocol::JobStatus::Done, None),
+        ]
+    );
+    assert_eq!(mock.pulls().len(), 1);
+}
