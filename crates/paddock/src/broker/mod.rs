@@ -31,6 +31,7 @@ pub mod oauth;
 pub mod prices;
 pub mod prices_import;
 pub mod provider;
+mod provider_fetch;
 pub mod reading;
 pub mod retry;
 pub use crate::secret;

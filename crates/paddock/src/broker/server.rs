@@ -164,6 +164,17 @@ async fn admit(
             .to_string();
         return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
     }
+    if let Some(what) = super::provider_fetch::provider_fetch(api, &request) {
+        let msg = format!(
+            "paddock broker: {what} would have the provider connect to a server the job names, \
+             past the job's network policy; refused"
+        );
+        let _ = shared.policy.send(PolicyNotice {
+            rule: "network".into(),
+            message: msg.clone(),
+        });
+        return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+    }
     // Chat Completions streams carry usage only when asked: ask.
     let mut body = include_usage(api, &mut request).unwrap_or(body);
     let model = path_model.unwrap_or_else(|| {

@@ -502,6 +502,57 @@ async fn a_background_response_is_refused_before_the_upstream() {
     );
 }
 
+/// A call that would have the provider itself connect to a server the job
+/// names (a Responses remote MCP tool at `https://evil.example/`), which no
+/// egress policy sees, is refused before it reaches the upstream: a 400 in
+/// the API's format, a `refused` row, a `policy` event with rule
+/// `network`. The same call with web search only runs. (Before, it was
+/// forwarded: the job's prompt could go to any host.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_naming_a_server_for_the_provider_is_refused() {
+    let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
+    let mut body = responses_body(Some(100));
+    body["tools"] = serde_json::json!([
+        {"type": "web_search"},
+        {"type": "mcp", "server_label": "x", "server_url": "https://evil.example/", "require_approval": "never"}
+    ]);
+    let (status, text) = post(&client(), &rig, "/v1/responses", &body).await;
+    let refused = ledger(&mut rig, 1).await.remove(0);
+    let message = "paddock broker: a remote MCP tool (`tools[].type` `mcp`) would have the \
+                   provider connect to a server the job names, past the job's network policy; \
+                   refused";
+    assert_eq!(
+        (
+            status,
+            serde_json::from_str::<serde_json::Value>(&text).ok(),
+            refused.status,
+            refused.error.as_deref(),
+            rig.broker.policy.try_recv().ok(),
+            rig.upstream.requests().len()
+        ),
+        (
+            400,
+            Some(
+                serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_request_error"}})
+            ),
+            CallStatus::Refused,
+            Some(message),
+            Some(PolicyNotice {
+                rule: "network".into(),
+                message: message.into()
+            }),
+            0
+        )
+    );
+    body["tools"] = serde_json::json!([{"type": "web_search"}]);
+    let (status, _) = post(&client(), &rig, "/v1/responses", &body).await;
+    let ran = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (status, ran.status, rig.upstream.requests().len()),
+        (200, CallStatus::Ok, 1)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_model_outside_the_allowlist_is_cut() {
     let scenario = format!("served_model = \"gpt-5.4\"\n{ONE_TURN}");
