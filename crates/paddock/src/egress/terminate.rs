@@ -534,7 +534,7 @@ fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
     )
     .into_bytes();
     let mut n = 0;
-    let in_scope = cred.in_scope(&head.method, &head.target);
+    let in_scope = cred.in_scope(&head.method, &head.target) && aimed_at(head, cred);
     for (name, value) in &head.headers {
         if name.eq_ignore_ascii_case("accept-encoding") {
             continue;
@@ -552,6 +552,38 @@ fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
     }
     out.extend_from_slice(b"accept-encoding: identity\r\n\r\n");
     (out, n)
+}
+
+/// Whether `head` asks for the credential's own host: its target in
+/// origin form (`/path`, or `*`), and every `Host` header (at most one)
+/// naming the credential's host and port. A front end serving several
+/// hosts (a CDN, a server with other virtual hosts) routes a request by
+/// its `Host`, or by an absolute-form target's authority (RFC 9112
+/// 3.2.2): the value must not go with a request routed to another host
+/// behind the same address.
+fn aimed_at(head: &Head, cred: &Credential) -> bool {
+    if !(head.target.starts_with('/') || head.target == "*") {
+        return false;
+    }
+    let hosts: Vec<&[u8]> = head
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.as_slice())
+        .collect();
+    match hosts.as_slice() {
+        [] => true,
+        [one] => std::str::from_utf8(one)
+            .ok()
+            .and_then(|v| v.trim().parse::<http::uri::Authority>().ok())
+            .is_some_and(|a| {
+                a.host()
+                    .trim_end_matches('.')
+                    .eq_ignore_ascii_case(&cred.host)
+                    && a.port_u16().unwrap_or(443) == cred.port
+            }),
+        _ => false,
+    }
 }
 
 async fn write<W: AsyncWrite + Unpin>(
@@ -715,6 +747,63 @@ mod tests {
                 Ok(())
             )
         );
+    }
+
+    /// A request routed to another host behind the credential host's
+    /// address (its `Host`, two `Host`s, an absolute-form or CONNECT
+    /// target) carries the placeholder on; the credential's own host, in
+    /// any case, with its port or a trailing dot, gets the value. Before,
+    /// every one got it: a front end serving other hosts (a CDN) would
+    /// have routed the value to another of its hosts.
+    #[tokio::test]
+    async fn a_request_for_another_host_behind_the_same_address_gets_no_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = credentials(dir.path());
+        let c = &creds.list[0];
+        let p = c.placeholder.clone();
+        let auth = format!("authorization: Bearer {p}\r\n");
+        let cases = [
+            ("GET /a HTTP/1.1\r\nHost: other.example\r\n", 0),
+            ("GET /a HTTP/1.1\r\nHost: git.corp.example:8443\r\n", 0),
+            (
+                "GET /a HTTP/1.1\r\nHost: git.corp.example\r\nHost: other.example\r\n",
+                0,
+            ),
+            (
+                "GET https://other.example/a HTTP/1.1\r\nHost: git.corp.example\r\n",
+                0,
+            ),
+            (
+                "CONNECT other.example:443 HTTP/1.1\r\nHost: git.corp.example\r\n",
+                0,
+            ),
+            ("GET /a HTTP/1.1\r\nHost: GIT.corp.example.:443\r\n", 1),
+            ("OPTIONS * HTTP/1.1\r\nHost: git.corp.example\r\n", 1),
+        ];
+        let got: Vec<(String, u64)> = {
+            let mut got = Vec::new();
+            for (head, _) in cases {
+                let (sent, subs, end) = through(c, format!("{head}{auth}\r\n").as_bytes()).await;
+                assert_eq!(end, Ok(()));
+                got.push((sent, subs));
+            }
+            got
+        };
+        let want: Vec<(String, u64)> = cases
+            .iter()
+            .map(|(head, n)| {
+                let value = if *n == 1 {
+                    "Bearer real-token-0123456789".to_string()
+                } else {
+                    format!("Bearer {p}")
+                };
+                (
+                    format!("{head}authorization: {value}\r\naccept-encoding: identity\r\n\r\n"),
+                    *n,
+                )
+            })
+            .collect();
+        assert_eq!(got, want);
     }
 
     /// With `methods = ["GET"]` and `paths = ["/v2/"]` only a GET under
