@@ -24,6 +24,7 @@ pub const V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x7061, 0x6464, 0, 0, 0, 0, 1);
 
 nix::ioctl_write_ptr_bad!(tun_set_iff, libc::TUNSETIFF, libc::ifreq);
+nix::ioctl_write_int_bad!(tun_set_persist, libc::TUNSETPERSIST);
 
 /// Why the device could not be made (the job then runs without the
 /// watcher; the helper reports this instead of its records).
@@ -61,13 +62,29 @@ pub fn open() -> Result<OwnedFd, TunError> {
     // SAFETY: `req` is a valid ifreq naming the device with its flags set;
     // the kernel reads it (and writes the name back) during the call.
     unsafe { tun_set_iff(file.as_raw_fd(), &req) }.map_err(TunError::SetIff)?;
+    // Persistent: closing the descriptor (the helper's exit) does not
+    // unregister the device then and there, which waits for RCU grace
+    // periods (tens of milliseconds on the run's path); it goes with the
+    // namespace, whose teardown the kernel does in the background.
+    // SAFETY: TUNSETPERSIST takes an integer argument, passed by value.
+    unsafe { tun_set_persist(file.as_raw_fd(), 1) }.map_err(TunError::SetIff)?;
     crate::net::link_up(NAME).map_err(TunError::Up)?;
     let index = nix::net::if_::if_nametoindex(NAME).map_err(TunError::Index)?;
     let nl = Netlink::open()?;
     nl.address(index, &V4.octets(), 32, "add its IPv4 address")?;
-    nl.address(index, &V6.octets(), 128, "add its IPv6 address")?;
     nl.default_route(index, libc::AF_INET as u8, "add the IPv4 default route")?;
-    nl.default_route(index, libc::AF_INET6 as u8, "add the IPv6 default route")?;
+    // A kernel without IPv6 (`ipv6.disable=1`) refuses both; the job
+    // cannot send IPv6 there at all, so there is nothing to watch.
+    match nl
+        .address(index, &V6.octets(), 128, "add its IPv6 address")
+        .and_then(|()| nl.default_route(index, libc::AF_INET6 as u8, "add the IPv6 default route"))
+    {
+        Err(TunError::Netlink {
+            source: Errno::EAFNOSUPPORT,
+            ..
+        }) => {}
+        other => other?,
+    }
     Ok(OwnedFd::from(file))
 }
 
