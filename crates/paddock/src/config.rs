@@ -188,6 +188,13 @@ pub struct ServeFile {
     pub log_format: Option<LogFormat>,
     /// The jobs this server takes (`[[serve.lanes]]`); none: every job.
     pub lanes: Option<Vec<crate::store::Lane>>,
+    /// Secret references a submitted spec may name (docs/serve.md,
+    /// "What a submitted spec may name").
+    pub allow_refs: Option<Vec<String>>,
+    /// Directories under which a submitted spec may name files.
+    pub allow_paths: Option<Vec<PathBuf>>,
+    /// Hosts a submitted spec may send the server's credentials to.
+    pub allow_hosts: Option<Vec<String>>,
 }
 
 /// How the log is written on stderr: lines for people, or one JSON object
@@ -311,6 +318,9 @@ mod tests {
                         task_types: vec!["bug".into()],
                         projects: vec![],
                     }]),
+                    allow_refs: None,
+                    allow_paths: None,
+                    allow_hosts: None,
                 },
                 caches: CachesFile {
                     max_size: Some(CacheSize::Bytes(3 << 30)),

@@ -35,6 +35,22 @@ pub enum SpecError {
     },
 }
 
+/// One thing a spec names on the host it runs on
+/// ([`JobSpec::host_references`]), with the spec field that names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostReference<'a> {
+    /// A file or directory read on the host (absolute once loaded).
+    Path { field: &'static str, path: &'a Path },
+    /// A secret the host resolves (`env:NAME`, `file:PATH`).
+    Secret {
+        field: &'static str,
+        key: &'a KeyRef,
+    },
+    /// A URL the host connects to for the spec (its credentials, where
+    /// the spec names one, with it).
+    Destination { field: &'static str, url: &'a str },
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
@@ -794,6 +810,137 @@ impl JobSpec {
                 *name = base.join(name.as_str()).display().to_string();
             }
         }
+    }
+
+    /// What this spec names on the host it runs on, beyond its own text:
+    /// files and directories read there, secret references resolved
+    /// there, and the URLs a host secret is sent to. A spec from the user
+    /// running Paddock names what is theirs; one submitted to a server
+    /// names the server's, which the server checks
+    /// (`paddock::server::submissions`). Kept beside `resolve_paths`: a
+    /// field that names a host path or secret belongs in both.
+    pub fn host_references(&self) -> Vec<HostReference<'_>> {
+        let mut refs = Vec::new();
+        let mut paths: Vec<(&'static str, &Path)> = Vec::new();
+        if let Some(p) = &self.repository.path {
+            paths.push(("repository.path", p));
+        }
+        if let Some(url) = &self.repository.url {
+            if let Some(local) = url.strip_prefix("file://") {
+                paths.push(("repository.url", Path::new(local)));
+            } else if !url.contains("://") && !url.contains(':') {
+                paths.push(("repository.url", Path::new(url.as_str())));
+            }
+        }
+        if let Some(p) = &self.upstream.scenario {
+            paths.push(("upstream.scenario", p));
+        }
+        if let Some(p) = &self.engine.binary {
+            if p.components().count() > 1 {
+                paths.push(("engine.binary", p));
+            }
+        }
+        if let Some(p) = &self.context.templates_dir {
+            paths.push(("context.templates_dir", p));
+        }
+        if let Some(p) = &self.context.skills_dir {
+            paths.push(("context.skills_dir", p));
+        }
+        if let Some(name) = &self.policy.profile {
+            if PolicySpec::profile_is_file(name) {
+                paths.push(("policy.profile", Path::new(name.as_str())));
+            }
+        }
+        if let Some(p) = self
+            .results
+            .push
+            .as_ref()
+            .and_then(|p| p.known_hosts.as_deref())
+        {
+            paths.push(("results.push.known_hosts", p));
+        }
+        refs.extend(
+            paths
+                .into_iter()
+                .map(|(field, path)| HostReference::Path { field, path }),
+        );
+        let mut keys: Vec<(&'static str, &KeyRef)> = Vec::new();
+        if let Some(k) = &self.upstream.key {
+            keys.push(("upstream.key", k));
+        }
+        if let Some(k) = &self.repository.token {
+            keys.push(("repository.token", k));
+        }
+        if let Some(gh) = &self.results.github {
+            if let Some(k) = &gh.token {
+                keys.push(("results.github.token", k));
+            }
+            if let Some(app) = &gh.app {
+                keys.push(("results.github.app.private_key", &app.private_key));
+            }
+        }
+        if let Some(gl) = &self.results.gitlab {
+            keys.push(("results.gitlab.token", &gl.token));
+        }
+        if let Some(push) = &self.results.push {
+            if let Some(k) = &push.token {
+                keys.push(("results.push.token", k));
+            }
+            if let Some(k) = &push.ssh_key {
+                keys.push(("results.push.ssh_key", k));
+            }
+        }
+        refs.extend(
+            keys.into_iter()
+                .map(|(field, key)| HostReference::Secret { field, key }),
+        );
+        // Where the host connects for the spec, its credentials with it:
+        // the upstream (a key, or the host's own cloud credentials), a
+        // source, a forge, a push, the job's own webhook.
+        let mut urls: Vec<(&'static str, &str)> = Vec::new();
+        if let Some(u) = &self.upstream.base_url {
+            urls.push(("upstream.base_url", u));
+        }
+        if let Some(a) = self
+            .upstream
+            .entra
+            .as_ref()
+            .and_then(|e| e.authority.as_deref())
+        {
+            urls.push(("upstream.entra.authority", a));
+        }
+        // A source the host fetches from where it stands (its network,
+        // its internal hosts), with the spec's token if it names one.
+        if let Some(u) = &self.repository.url {
+            // `scheme://…` but `file://`, or scp-like `user@host:path`.
+            let remote = if u.contains("://") {
+                !u.starts_with("file://")
+            } else {
+                u.contains(':')
+            };
+            if remote {
+                urls.push(("repository.url", u));
+            }
+        }
+        if let Some(gh) = &self.results.github {
+            urls.push(("results.github.api_url", &gh.api_url));
+            if let Some(u) = &gh.push_url {
+                urls.push(("results.github.push_url", u));
+            }
+        }
+        if let Some(gl) = &self.results.gitlab {
+            urls.push(("results.gitlab.api_url", &gl.api_url));
+        }
+        if let Some(push) = &self.results.push {
+            if push.keys().next().is_some() {
+                urls.push(("results.push.url", &push.url));
+            }
+        }
+        refs.extend(
+            urls.into_iter()
+                .map(|(field, url)| HostReference::Destination { field, url }),
+        );
+        refs
     }
 
     /// The attempt number of this job: one more than the prior attempts.

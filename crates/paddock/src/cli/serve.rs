@@ -39,6 +39,18 @@ pub struct ServeArgs {
     /// A price table merged over the shipped one (as for `paddock run`).
     #[arg(long, env = "PADDOCK_PRICES")]
     pub prices: Option<PathBuf>,
+    /// A secret reference (`env:NAME`, `file:PATH`) a submitted spec may
+    /// name; repeatable (docs/serve.md, "What a submitted spec may name").
+    #[arg(long = "allow-ref", value_name = "REF")]
+    pub allow_refs: Vec<String>,
+    /// A directory under which a submitted spec may name files (its
+    /// repository, scenario, engine binary, ...); repeatable.
+    #[arg(long = "allow-path", value_name = "DIR")]
+    pub allow_paths: Vec<PathBuf>,
+    /// A host a submitted spec may have this server's credentials sent to
+    /// (its `upstream.base_url`, a forge's or a push's URL); repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
 }
 
 pub async fn exec(
@@ -56,6 +68,14 @@ pub async fn exec(
         // Read where the log starts (`init_output`).
         log_format: None,
         lanes: None,
+        allow_refs: Some(args.allow_refs),
+        allow_paths: Some(
+            args.allow_paths
+                .into_iter()
+                .map(|p| std::path::absolute(&p).unwrap_or(p))
+                .collect(),
+        ),
+        allow_hosts: Some(args.allow_hosts),
     };
     let store = open_store(paths).await?;
     // The default host profile's slots cap the queue unless a flag or

@@ -29,6 +29,9 @@ pub struct ServeConfig {
     pub webhook_secret: Option<String>,
     /// The queued jobs this server takes; empty: every job.
     pub lanes: Vec<crate::store::Lane>,
+    /// What a submitted spec may name on this host (flags and file
+    /// together).
+    pub submissions: super::submissions::Submissions,
 }
 
 impl Default for ServeConfig {
@@ -72,8 +75,18 @@ impl ServeConfig {
             ),
             webhook_url: flags.webhook_url.clone().or(file.webhook_url.clone()),
             webhook_secret: flags.webhook_secret.clone().or(file.webhook_secret.clone()),
+            submissions: super::submissions::Submissions {
+                refs: both(&flags.allow_refs, &file.allow_refs),
+                paths: both(&flags.allow_paths, &file.allow_paths),
+                hosts: both(&flags.allow_hosts, &file.allow_hosts),
+            },
         }
     }
+}
+
+/// A list from the flags and one from the file, together.
+fn both<T: Clone>(flags: &Option<Vec<T>>, file: &Option<Vec<T>>) -> Vec<T> {
+    flags.iter().chain(file.iter()).flatten().cloned().collect()
 }
 
 #[cfg(test)]
@@ -90,6 +103,9 @@ mod tests {
             webhook_secret: None,
             log_format: None,
             lanes: None,
+            allow_refs: None,
+            allow_paths: None,
+            allow_hosts: None,
         };
         let flags = ServeFile {
             listen: None,
@@ -99,6 +115,9 @@ mod tests {
             webhook_secret: None,
             log_format: None,
             lanes: None,
+            allow_refs: None,
+            allow_paths: None,
+            allow_hosts: None,
         };
         assert_eq!(
             (ServeConfig::resolve(&flags, &file), ServeConfig::default()),
@@ -110,6 +129,7 @@ mod tests {
                     webhook_url: None,
                     webhook_secret: None,
                     lanes: vec![],
+                    submissions: Default::default(),
                 },
                 ServeConfig {
                     listen: SocketAddr::from(([127, 0, 0, 1], 8012)),
@@ -118,6 +138,7 @@ mod tests {
                     webhook_url: None,
                     webhook_secret: None,
                     lanes: vec![],
+                    submissions: Default::default(),
                 }
             )
         );

@@ -84,6 +84,11 @@ pub async fn submit(
         FsPath::new("<request body>"),
         &state.runner.config().cwd,
     )?;
+    state
+        .config
+        .submissions
+        .check(&spec, None)
+        .map_err(|e| Problem::runner(ErrorCode::BadInput, e.to_string()))?;
     let spec = state.defaults.apply(spec);
     if spec.results.webhook_url.is_some() && !state.queue.has_webhooks() {
         return Err(Problem::runner(

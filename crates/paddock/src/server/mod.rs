@@ -32,6 +32,7 @@ mod problem;
 mod queue;
 mod slots;
 mod state;
+pub mod submissions;
 mod turns;
 mod usage;
 pub mod webhooks;

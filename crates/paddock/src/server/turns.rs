@@ -88,6 +88,11 @@ pub async fn turn(
         source.as_deref(),
         &state.runner.config().cwd,
     )?;
+    state
+        .config
+        .submissions
+        .check(&spec, source.as_deref())
+        .map_err(|e| Problem::runner(ErrorCode::BadInput, e.to_string()))?;
     let spec = state.defaults.apply(spec);
     let taken = state
         .queue

@@ -72,7 +72,10 @@ impl Server {
 
     pub(crate) async fn start_env(home: &Home, args: &[&str], env: &[(&str, &str)]) -> Server {
         let client = client_with(&token_env(home, "admin", env).await);
-        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        // The tests' specs name files of their home (repositories,
+        // scenarios, stand-in engines): the server lets them.
+        let allowed = home.path().display().to_string();
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--allow-path", &allowed];
         all.extend_from_slice(args);
         let mut command = home.command(&all);
         for (k, v) in env {
@@ -1295,8 +1298,9 @@ async fn a_job_s_own_webhook_gets_its_final_record_signed() {
     let mut bad_hook = spec(&home, "T-2", TURN);
     bad_hook["results"]["webhook_url"] = Value::from("ftp://hooks.example/");
 
-    // Without a webhook secret the server cannot sign: refused.
-    let unsigned = Server::start(&home, &[]).await;
+    // Without a webhook secret the server cannot sign: refused. (The
+    // receiver's host is one submitted specs may name.)
+    let unsigned = Server::start(&home, &["--allow-host", "127.0.0.1"]).await;
     let refused = unsigned.submit(&with_hook, 0).await;
     let status = refused.status().as_u16();
     let problem: Value = body(refused).await;
@@ -1313,7 +1317,12 @@ async fn a_job_s_own_webhook_gets_its_final_record_signed() {
     let secret = "whsec-job-0123456789";
     let server = Server::start_env(
         &home,
-        &["--webhook-secret", "env:PADDOCK_TEST_HOOK_SECRET"],
+        &[
+            "--webhook-secret",
+            "env:PADDOCK_TEST_HOOK_SECRET",
+            "--allow-host",
+            "127.0.0.1",
+        ],
         &[("PADDOCK_TEST_HOOK_SECRET", secret)],
     )
     .await;
@@ -1388,4 +1397,132 @@ pub(crate) async fn assert_one_signed_delivery(
         ),
         (true, record)
     );
+}
+
+/// What a `submit` token may make the server read or send. The attack:
+/// a submitted spec names one of the server's files as its upstream key
+/// and its own listener as the upstream's `base_url`, so the broker reads
+/// the file and sends it there as a bearer token. Refused (422
+/// `bad_input`, naming the field and the setting that would allow it),
+/// nothing recorded, nothing sent; so are a path outside the allowed
+/// directories, an allowed key sent to an unlisted host, and the same
+/// through `POST /v1/turns`. With the reference and the host allowed the
+/// spec is accepted. Before, the listener received the file's text.
+#[tokio::test]
+async fn a_submitted_spec_names_only_what_the_server_allows_on_its_host() {
+    let home = Home::new();
+    let secret = home.path().join("server-secret");
+    std::fs::write(&secret, "TOPSECRET-of-the-server\n").unwrap();
+    // The submitter's own listener, in the attack.
+    let base = "http://127.0.0.1:9";
+    let outside = tempfile::tempdir().unwrap();
+    let server = Server::start_env(
+        &home,
+        &[
+            "--allow-ref",
+            "env:OPENAI_API_KEY",
+            "--allow-host",
+            "api.openai.com",
+        ],
+        &[("OPENAI_API_KEY", "sk-test-of-the-server")],
+    )
+    .await;
+    let job = spec(&home, "T-1", TURN);
+    let with = |key: &str, base_url: Option<&str>| {
+        let mut s = job.clone();
+        s["upstream"] = serde_json::json!({"provider": "openai", "key": key});
+        if let Some(url) = base_url {
+            s["upstream"]["base_url"] = Value::from(url);
+        }
+        s
+    };
+    let refused = |detail: String| {
+        serde_json::json!({
+            "type": "urn:paddock:problem:bad_input",
+            "title": "the job spec cannot run",
+            "status": 422,
+            "detail": detail,
+            "code": "bad_input",
+        })
+    };
+    let key = format!("file:{}", secret.display());
+    let v1 = format!("{base}/v1");
+    let mut out_of_bounds = spec(&home, "T-2", TURN);
+    out_of_bounds["repository"]["path"] = Value::from(outside.path().display().to_string());
+    let cases = [
+        (
+            with(&key, Some(&v1)),
+            format!(
+                "upstream.key: `{key}` names a secret of this server, which a submitted spec may \
+                 name only when the server allows it (`[serve] allow_refs` or `paddock serve \
+                 --allow-ref {key}`)"
+            ),
+        ),
+        (
+            with("env:OPENAI_API_KEY", Some(&v1)),
+            format!(
+                "upstream.base_url: `{v1}` is a place this server would connect to (with its \
+                 credentials, where the spec names one), and 127.0.0.1 is not a host a submitted \
+                 spec may have it connect to; the server allows a host with `[serve] allow_hosts` \
+                 or `paddock serve --allow-host 127.0.0.1`"
+            ),
+        ),
+        (
+            out_of_bounds,
+            format!(
+                "repository.path: {} is a path on this server outside the directories a \
+                 submitted spec may name ({}); the server allows a directory with `[serve] \
+                 allow_paths` or `paddock serve --allow-path DIR`",
+                outside.path().display(),
+                home.path().display()
+            ),
+        ),
+    ];
+    for (spec, detail) in cases {
+        let resp = server.submit(&spec, 0).await;
+        assert_eq!(resp.status(), 422, "{}", server.stderr());
+        assert_eq!(body::<Value>(resp).await, refused(detail));
+    }
+    // The same through a turn.
+    let turn = server
+        .client
+        .clone()
+        .post(server.url("/v1/turns"))
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({
+                "engine": {"kind": "codex", "model": "gpt-5.5"},
+                "upstream": {"provider": "openai", "key": key, "base_url": v1},
+                "input": "hello",
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(turn.status(), 422);
+    assert_eq!(
+        body::<Value>(turn).await["detail"]
+            .as_str()
+            .unwrap()
+            .split(':')
+            .next(),
+        Some("upstream.key")
+    );
+    // Allowed: the listed reference to the provider's own endpoint.
+    let fine = server.submit(&with("env:OPENAI_API_KEY", None), 0).await;
+    let status = fine.status();
+    assert_eq!(status, 202, "{}", body::<Value>(fine).await);
+    let jobs: Value = body(
+        server
+            .client
+            .clone()
+            .get(server.url("/v1/jobs"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    // Only the accepted one was recorded.
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1);
 }

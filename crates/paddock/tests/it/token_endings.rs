@@ -20,6 +20,17 @@ use super::github_token_attacks::{alive, minted_and_left};
 use super::results::{app_setup, TOKEN};
 use super::serve::{body, spec, Server, TURN};
 
+/// The flags that let a server's submitted specs publish through the App
+/// of `app_spec`: its key, and the mock's host.
+fn app_allowed(home: &Home) -> Vec<String> {
+    vec![
+        "--allow-ref".into(),
+        format!("file:{}", home.path().join("keys/app.pem").display()),
+        "--allow-host".into(),
+        "127.0.0.1".into(),
+    ]
+}
+
 /// A served job whose spec publishes through a GitHub App (at `mock`).
 fn app_spec(home: &Home, mock: &MockGitHub, name: &str) -> serde_json::Value {
     let mut spec = spec(home, name, TURN);
@@ -54,7 +65,9 @@ async fn dispose_revokes_the_tokens_a_killed_publish_left() {
     };
     let mock = MockGitHub::start("acme", "widgets", "ghs_served").await;
     mock.enable_app(42, 7, &public);
-    let server = Server::start(&home, &[]).await;
+    let allowed = app_allowed(&home);
+    let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    let server = Server::start(&home, &allowed).await;
     let id = server.submit_ok(&app_spec(&home, &mock, "T-1"), 0).await;
     let ended = server.wait_for(&id, super::serve::is_final).await;
     let artifacts = home.data().join("artifacts").join(&id);
@@ -343,7 +356,10 @@ async fn serve_stopped_mid_publish_cancels_it_and_publish_finishes_it() {
     let spec = serde_json::to_value(paddock_protocol::JobSpec::load(&spec_path).unwrap()).unwrap();
 
     remote.set_stall(true);
-    let server = Server::start(&home, &["--drain-grace-secs", "1"]).await;
+    let mut flags = app_allowed(&home);
+    flags.extend(["--drain-grace-secs".to_owned(), "1".to_owned()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = Server::start(&home, &flags).await;
     let id = server.submit_ok(&spec, 0).await;
     push_started(&remote, &server.stderr()).await;
     let store = home.store().await;

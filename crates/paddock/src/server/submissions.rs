@@ -1,0 +1,168 @@
+//! What a job spec submitted over the API may name on the server's host.
+//! A spec from the user at a terminal names what is theirs: their files,
+//! their keys, wherever they send them. A spec submitted to `paddock
+//! serve` comes from whoever holds a `submit` token, and every file it
+//! names is read by the server, every `env:`/`file:` reference resolved
+//! by the server, every URL it gives for a credential sent the server's
+//! credential: without a check, a `submit` token reads any file the
+//! server can (`upstream.key = "file:/etc/…"` with `upstream.base_url`
+//! pointing at the submitter's own host receives it as a bearer token)
+//! and sends the server's keys anywhere. So a submitted spec may name
+//! (`JobSpec::host_references`) only what the server's operator allows:
+//! secret references listed exactly (`[serve] allow_refs`), paths under
+//! the directories listed (`allow_paths`; `..` and links leading out are
+//! refused), and URLs the server connects to for it (its upstream, its
+//! source, a forge, a push, its webhook), credentials with them, whose
+//! host is listed (`allow_hosts`; without a `base_url` the provider's own
+//! endpoint needs no listing). Nothing is allowed by default. The server's own paths
+//! (a turn's inline source) are not the submitter's and are not checked.
+
+use std::path::{Component, Path, PathBuf};
+
+use paddock_protocol::{HostReference, JobSpec};
+
+/// The operator's allowances (`ServeConfig::submissions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Submissions {
+    /// Secret references (`env:NAME`, `file:PATH`), each exactly as a
+    /// spec writes it.
+    pub refs: Vec<String>,
+    /// Directories under which a submitted spec may name files.
+    pub paths: Vec<PathBuf>,
+    /// Host names a URL that carries a host secret may point at.
+    pub hosts: Vec<String>,
+}
+
+/// Why a submitted spec was refused: the field, what it names and the
+/// setting that would allow it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmissionError {
+    #[error(
+        "{field}: `{reference}` names a secret of this server, which a submitted spec may name \
+         only when the server allows it (`[serve] allow_refs` or `paddock serve --allow-ref \
+         {reference}`)"
+    )]
+    Ref { field: String, reference: String },
+    #[error(
+        "{field}: {path} is a path on this server outside the directories a submitted spec may \
+         name ({allowed}); the server allows a directory with `[serve] allow_paths` or \
+         `paddock serve --allow-path DIR`"
+    )]
+    Path {
+        field: String,
+        path: PathBuf,
+        allowed: String,
+    },
+    #[error(
+        "{field}: `{url}` is a place this server would connect to (with its credentials, where \
+         the spec names one), and {host} is not a host a submitted spec may have it connect to; \
+         the server allows a host with `[serve] allow_hosts` or `paddock serve --allow-host {host}`"
+    )]
+    Host {
+        field: String,
+        url: String,
+        host: String,
+    },
+    #[error("{field}: `{url}` has no host this server could check against `[serve] allow_hosts`")]
+    NoHost { field: String, url: String },
+}
+
+impl Submissions {
+    /// Checks what `spec` (as submitted, before the server's defaults)
+    /// names on this host; `own` is a path the server made for it (a
+    /// turn's inline source), not checked.
+    pub fn check(&self, spec: &JobSpec, own: Option<&Path>) -> Result<(), SubmissionError> {
+        for reference in spec.host_references() {
+            match reference {
+                HostReference::Path { field, path } => {
+                    if own.is_some_and(|o| o == path) {
+                        continue;
+                    }
+                    self.check_path(field, path)?;
+                }
+                HostReference::Secret { field, key } => {
+                    let text = key.to_string();
+                    if !self.refs.contains(&text) {
+                        return Err(SubmissionError::Ref {
+                            field: field.to_owned(),
+                            reference: text,
+                        });
+                    }
+                }
+                HostReference::Destination { field, url } => self.check_url(field, url)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn check_path(&self, field: &str, path: &Path) -> Result<(), SubmissionError> {
+        let refused = || SubmissionError::Path {
+            field: field.to_owned(),
+            path: path.to_path_buf(),
+            allowed: if self.paths.is_empty() {
+                "none".to_owned()
+            } else {
+                self.paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            },
+        };
+        // Lexically: absolute, no `..`; then as the file system resolves
+        // it (a link inside an allowed directory leading out), where it
+        // exists.
+        if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+            return Err(refused());
+        }
+        let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let inside = |p: &Path| {
+            self.paths.iter().any(|root| {
+                let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+                p.starts_with(&root)
+            })
+        };
+        if inside(path) && inside(&resolved) {
+            Ok(())
+        } else {
+            Err(refused())
+        }
+    }
+
+    fn check_url(&self, field: &str, url: &str) -> Result<(), SubmissionError> {
+        let host = if url.contains("://") {
+            reqwest::Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+        } else {
+            // scp-like `user@host:path`.
+            url.split(':')
+                .next()
+                .map(|a| a.rsplit('@').next().unwrap_or(a).to_owned())
+        };
+        let host = host
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+            .filter(|h| !h.is_empty());
+        let Some(host) = host else {
+            return Err(SubmissionError::NoHost {
+                field: field.to_owned(),
+                url: url.to_owned(),
+            });
+        };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if self.hosts.iter().any(|h| {
+            h.trim_end_matches('.').eq_ignore_ascii_case(bare) || h.eq_ignore_ascii_case(&host)
+        }) {
+            Ok(())
+        } else {
+            Err(SubmissionError::Host {
+                field: field.to_owned(),
+                url: url.to_owned(),
+                host,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

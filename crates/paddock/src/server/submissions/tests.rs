@@ -1,0 +1,155 @@
+//! The check of what a submitted spec names on the host, against real
+//! directories (a link inside an allowed one leading out).
+
+use super::*;
+
+/// A spec of `toml` (its paths resolved against `dir`).
+fn spec(dir: &Path, toml: &str) -> JobSpec {
+    let path = dir.join("job.toml");
+    std::fs::write(&path, toml).unwrap();
+    JobSpec::load(&path).unwrap()
+}
+
+const SCRIPTED: &str =
+    "[ticket]\nid = \"T-1\"\ntitle = \"t\"\n[engine]\nkind = \"codex\"\nmodel = \"gpt-5.5\"\n";
+
+#[test]
+fn only_what_the_server_allows_may_be_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dir.path().join("allowed");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(allowed.join("repo")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), "s").unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), allowed.join("link")).unwrap();
+    let with = Submissions {
+        refs: vec!["env:OPENAI_API_KEY".into()],
+        paths: vec![allowed.clone()],
+        hosts: vec!["api.openai.com".into()],
+    };
+    let up = |key: &str, base: &str| {
+        format!(
+            "{SCRIPTED}[repository]\npath = \"{}\"\n[upstream]\nprovider = \"openai\"\nkey = \"{key}\"\n{base}",
+            allowed.join("repo").display()
+        )
+    };
+    let check = |s: &Submissions, toml: &str| s.check(&spec(dir.path(), toml), None);
+    // Allowed: the listed reference, a path under the listed directory,
+    // the provider's own endpoint or a listed host.
+    assert_eq!(check(&with, &up("env:OPENAI_API_KEY", "")), Ok(()));
+    assert_eq!(
+        check(
+            &with,
+            &up(
+                "env:OPENAI_API_KEY",
+                "base_url = \"https://API.openai.com./v1\"\n"
+            )
+        ),
+        Ok(())
+    );
+    let secret = outside.join("secret");
+    assert_eq!(
+        (
+            check(&with, &up(&format!("file:{}", secret.display()), "")),
+            check(
+                &with,
+                &up(
+                    "env:OPENAI_API_KEY",
+                    "base_url = \"http://127.0.0.1:9/v1\"\n"
+                )
+            ),
+            check(&Submissions::default(), &up("env:OPENAI_API_KEY", "")),
+        ),
+        (
+            Err(SubmissionError::Ref {
+                field: "upstream.key".into(),
+                reference: format!("file:{}", secret.display()),
+            }),
+            Err(SubmissionError::Host {
+                field: "upstream.base_url".into(),
+                url: "http://127.0.0.1:9/v1".into(),
+                host: "127.0.0.1".into(),
+            }),
+            Err(SubmissionError::Path {
+                field: "repository.path".into(),
+                path: allowed.join("repo"),
+                allowed: "none".into(),
+            }),
+        )
+    );
+    // A path out of the allowed directory: plainly, by `..`, by a link.
+    let scripted = |scenario: &Path| {
+        format!(
+            "{SCRIPTED}[repository]\npath = \"{}\"\n[upstream]\nprovider = \"scripted\"\nscenario = \"{}\"\n",
+            allowed.join("repo").display(),
+            scenario.display()
+        )
+    };
+    let refused = |p: PathBuf| SubmissionError::Path {
+        field: "upstream.scenario".into(),
+        path: p,
+        allowed: allowed.display().to_string(),
+    };
+    let dotdot = allowed.join("../outside/secret");
+    assert_eq!(
+        (
+            check(&with, &scripted(&secret)),
+            check(&with, &scripted(&dotdot)),
+            check(&with, &scripted(&allowed.join("link"))),
+        ),
+        (
+            Err(refused(secret.clone())),
+            Err(refused(dotdot.clone())),
+            Err(refused(allowed.join("link"))),
+        )
+    );
+    // A clone from a host not listed is refused, token or not (the
+    // server fetches from where it stands); scp-like too; listed, allowed.
+    let clone = |url: &str, token: &str| {
+        format!(
+            "{SCRIPTED}[repository]\nurl = \"{url}\"\n{token}[upstream]\nprovider = \"scripted\"\nscenario = \"{}\"\n",
+            allowed.join("s.toml").display()
+        )
+    };
+    std::fs::write(allowed.join("s.toml"), "").unwrap();
+    let mut tokened = with.clone();
+    tokened.refs.push("env:GIT_TOKEN".into());
+    let host = |url: &str, host: &str| {
+        Err(SubmissionError::Host {
+            field: "repository.url".into(),
+            url: url.into(),
+            host: host.into(),
+        })
+    };
+    assert_eq!(
+        (
+            check(&with, &clone("https://evil.example/r.git", "")),
+            check(
+                &tokened,
+                &clone("https://evil.example/r.git", "token = \"env:GIT_TOKEN\"\n")
+            ),
+            check(&with, &clone("git@Internal.Example:r.git", "")),
+        ),
+        (
+            host("https://evil.example/r.git", "evil.example"),
+            host("https://evil.example/r.git", "evil.example"),
+            host("git@Internal.Example:r.git", "internal.example"),
+        )
+    );
+    tokened.hosts.push("git.example".into());
+    assert_eq!(
+        check(
+            &tokened,
+            &clone("https://git.example/r.git", "token = \"env:GIT_TOKEN\"\n")
+        ),
+        Ok(())
+    );
+    // The server's own path (a turn's inline source) is not checked.
+    let own = dir.path().join("jobs/.turn-1");
+    let turn = format!(
+        "{SCRIPTED}[repository]\npath = \"{}\"\n[upstream]\nprovider = \"scripted\"\nscenario = \"{}\"\n",
+        own.display(),
+        allowed.join("s.toml").display()
+    );
+    assert_eq!(with.check(&spec(dir.path(), &turn), Some(&own)), Ok(()));
+}
