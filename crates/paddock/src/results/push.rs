@@ -45,6 +45,18 @@ pub enum PushError {
     },
     #[error("push to {url}: {source}")]
     Git { url: String, source: WorkspaceError },
+    #[error(
+        "push to {url}: the remote's branch {branch} holds commits this job's branch does not \
+         continue (an earlier run of the same ticket and attempt, or someone else's push), and \
+         Paddock never force-pushes: git said `{git}`; run the ticket's next attempt on its own \
+         branch (`paddock run SPEC --attempt-after JOB`), or remove the remote's branch and \
+         `paddock publish JOB` again"
+    )]
+    NotFastForward {
+        url: String,
+        branch: String,
+        git: String,
+    },
     #[error("push to {url}: the branch's bundle holds only the job's new objects, and their base commit {base} is not in what the push borrows ({borrowed}): the source was rewritten and pruned, or its mirror removed: {source}")]
     BaseGone {
         url: String,
@@ -323,9 +335,32 @@ pub async fn push_branch(
             })
         })?;
     if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if let Some(line) = not_fast_forward(&stderr, branch) {
+            return Err(PushError::NotFastForward {
+                url: url.to_string(),
+                branch: branch.to_string(),
+                git: line,
+            });
+        }
         return Err(git_err(git.failed(["push", url, &head], &out.stderr)));
     }
     Ok(())
+}
+
+/// Git's `! [rejected] … (fetch first)` or `(non-fast-forward)` line for
+/// `branch` in a push's stderr: the remote's branch holds commits the
+/// job's does not continue.
+fn not_fast_forward(stderr: &str, branch: &str) -> Option<String> {
+    stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| {
+            l.starts_with("! [rejected]")
+                && l.contains(branch)
+                && (l.ends_with("(fetch first)") || l.ends_with("(non-fast-forward)"))
+        })
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 #[cfg(test)]

@@ -584,7 +584,9 @@ async fn a_forge_that_is_down_fails_the_job_and_loses_nothing() {
 }
 
 /// A push the remote rejects (its branch moved elsewhere; never forced):
-/// the job is `failed` with git's message, no pull request is asked for.
+/// the job is `failed` with git's line and what to do (a next attempt, or
+/// the remote's branch removed and `paddock publish`), not git's advice
+/// to pull; no pull request is asked for.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
     let home = Home::new();
@@ -611,12 +613,20 @@ async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
     let record = run_with_token(&home, &spec).await;
-    let reason = record.reason.clone().unwrap_or_default();
-    assert_eq!(record.status, paddock_protocol::JobStatus::Failed);
-    assert!(
-        reason.starts_with("publishing the result failed: push to file://")
-            && reason.contains("[rejected]"),
-        "{reason}"
+    let url = format!("file://{}", bare.display());
+    assert_eq!(
+        (record.status, record.reason),
+        (
+            paddock_protocol::JobStatus::Failed,
+            Some(format!(
+                "publishing the result failed: push to {url}: the remote's branch paddock/T-1/1 \
+                 holds commits this job's branch does not continue (an earlier run of the same \
+                 ticket and attempt, or someone else's push), and Paddock never force-pushes: git \
+                 said `! [rejected] paddock/T-1/1 -> paddock/T-1/1 (fetch first)`; run the \
+                 ticket's next attempt on its own branch (`paddock run SPEC --attempt-after \
+                 JOB`), or remove the remote's branch and `paddock publish JOB` again"
+            ))
+        )
     );
     assert_eq!(mock.requests(), vec![]);
 }
@@ -3285,4 +3295,53 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
         ]
     );
     assert_eq!(mock.pulls().len(), 1);
+}
+
+/// A push the remote's hook declines (`pre-receive` exits 1 with its
+/// reason): the job fails at publishing with git's message, the hook's
+/// own lines (`remote: …`) included, no pull request asked for, the patch
+/// and the bundle kept; once the remote takes it, `paddock publish`
+/// finishes the job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_a_hook_declines_fails_with_the_hooks_reason() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        "#!/bin/sh\necho 'branch names must start with feature/' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let declined = run_with_token(&home, &spec).await;
+    let artifacts = home.data().join("artifacts").join(&declined.id);
+    let reason = declined.reason.clone().unwrap_or_default();
+    let kept = (
+        declined.status,
+        reason.contains("remote: branch names must start with feature/")
+            && reason.contains("[remote rejected]")
+            && reason.contains("pre-receive hook declined"),
+        artifacts.join("patch.diff").exists() && artifacts.join("branch.bundle").exists(),
+        mock.requests().len(),
+    );
+    std::fs::remove_file(&hook).unwrap();
+    let again = home
+        .paddock(
+            &["publish", "--json", &declined.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    assert_eq!(
+        (kept, record(&again).status, mock.pulls().len()),
+        (
+            (paddock_protocol::JobStatus::Failed, true, true, 0),
+            paddock_protocol::JobStatus::Done,
+            1
+        ),
+        "{reason}"
+    );
 }
