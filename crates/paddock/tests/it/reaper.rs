@@ -433,3 +433,49 @@ async fn a_finished_run_leaves_the_stores_log_folded_in() {
     other.close().await;
     assert_eq!(left, started);
 }
+
+/// The log the pass after a run starts is still there after read-only
+/// commands (`paddock jobs`, `show`, `events`, `usage`), which open the
+/// store and leave their connections open at exit: had the last of them
+/// closed, SQLite would have folded the log in and deleted it, and the
+/// next job's first write would start a log again, syncing its header
+/// and the directory on the job's path.
+#[tokio::test]
+async fn read_only_commands_leave_the_next_log_in_place() {
+    let home = Home::new();
+    let spec = stand_in_job(&home, "quick", "exit 0");
+    let db = home.db();
+    let out = paddock_cmd(&home, &spec).output().await.unwrap();
+    assert_ne!(out.status.code(), Some(70), "{out:?}");
+    let mut wal = db.clone().into_os_string();
+    wal.push("-wal");
+    let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    let started = 32 + 24 + 4096;
+    for _ in 0..400 {
+        if wal_len() == started {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(wal_len(), started);
+    let mut after = Vec::new();
+    for args in [
+        &["jobs"][..],
+        &["show", "latest"],
+        &["events", "latest"],
+        &["usage"],
+    ] {
+        let out = home.paddock(args, &[]).await;
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        after.push((args[0], wal_len()));
+    }
+    assert_eq!(
+        after,
+        vec![
+            ("jobs", started),
+            ("show", started),
+            ("events", started),
+            ("usage", started)
+        ]
+    );
+}
