@@ -64,6 +64,9 @@ pub struct Credential {
     real_value: Secret,
     /// What the response scan replaces, longest first.
     needles: Vec<Secret>,
+    /// The job's other credentials: (name, placeholder), set once all
+    /// are made.
+    others: std::sync::OnceLock<Vec<(String, String)>>,
     /// Toward the job: a leaf of the job's CA for the host.
     pub server: Arc<rustls::ServerConfig>,
     /// Toward the host: its certificate verified against the roots.
@@ -100,6 +103,21 @@ impl Credential {
     /// within the credential's `methods` and `paths`.
     pub fn in_scope(&self, method: &str, target: &str) -> bool {
         paddock_protocol::credential_in_scope(&self.methods, &self.paths, method, target)
+    }
+
+    /// The names of the job's other credentials whose placeholder `value`
+    /// holds (sent to this one's host: never substituted).
+    pub fn others_in(&self, value: &[u8]) -> Vec<&str> {
+        self.others
+            .get()
+            .map(|others| {
+                others
+                    .iter()
+                    .filter(|(_, p)| memchr::memmem::find(value, p.as_bytes()).is_some())
+                    .map(|(n, _)| n.as_str())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// What the response scan looks for.
@@ -228,7 +246,16 @@ impl Credentials {
                 name,
                 server: Arc::new(server),
                 client: Arc::new(client),
+                others: std::sync::OnceLock::new(),
             }));
+        }
+        for c in &list {
+            let others = list
+                .iter()
+                .filter(|o| o.name != c.name)
+                .map(|o| (o.name.clone(), o.placeholder.clone()))
+                .collect();
+            let _ = c.others.set(others);
         }
         let mut bundle = system.pem.clone();
         if !bundle.ends_with('\n') {

@@ -148,6 +148,7 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
     let up = AtomicU64::new(0);
     let substituted = AtomicU64::new(0);
     let pending = Pending::default();
+    let others = Others::default();
     let phase = record.phase;
     let destination = format!("{}:{}", cred.host, cred.port);
     // The first request, when the kept connection is to be chosen by it.
@@ -165,7 +166,7 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
                 shared,
                 &checked,
                 record,
-                (&up, &substituted, &pending),
+                (&up, &substituted, &pending, &others),
                 &reusable,
             );
             tokio::select! {
@@ -228,7 +229,7 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
                 &mut job_r,
                 &mut host_w,
                 cred,
-                (&up, &substituted, &pending),
+                (&up, &substituted, &pending, &others),
                 job_buf,
                 &reusable,
             )
@@ -268,6 +269,13 @@ pub(crate) async fn terminate<S: AsyncRead + AsyncWrite + Unpin>(
     record.bytes_up = up.load(Ordering::Relaxed);
     record.bytes_down = down.load(Ordering::Relaxed);
     record.substituted = Some(substituted.load(Ordering::Relaxed));
+    let carried = others.names();
+    if !carried.is_empty() && record.reason.is_none() {
+        record.reason = Some(format!(
+            "the tunnel's requests carried the placeholder of credential `{}`, which belongs to another host, sent as it is (not substituted)",
+            carried.join("`, `")
+        ));
+    }
     if cut_off {
         cut(record);
         return Ok(());
@@ -294,8 +302,43 @@ fn cut(record: &mut EgressRecord) {
 }
 
 /// What a tunnel counts: bytes sent up, values substituted, requests
-/// awaiting their answer.
-type Counters<'a> = (&'a AtomicU64, &'a AtomicU64, &'a Pending);
+/// awaiting their answer, and the job's other credentials whose
+/// placeholder a request carried (their names).
+type Counters<'a> = (&'a AtomicU64, &'a AtomicU64, &'a Pending, &'a Others);
+
+/// The names of the job's other credentials whose placeholder went to
+/// this host (as sent, never substituted).
+#[derive(Debug, Default)]
+pub(super) struct Others(std::sync::Mutex<Vec<String>>);
+
+impl Others {
+    fn add(&self, names: Vec<&str>) {
+        if let Ok(mut seen) = self.0.lock() {
+            for n in names {
+                if !seen.iter().any(|s| s == n) {
+                    seen.push(n.to_string());
+                }
+            }
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+/// The other credentials' placeholders in `head`'s header values.
+fn others_in<'c>(head: &Head, cred: &'c Credential) -> Vec<&'c str> {
+    let mut out: Vec<&str> = Vec::new();
+    for (_, v) in &head.headers {
+        for n in cred.others_in(v) {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
 
 /// The job's TLS stream toward the proxy.
 type JobTls<S> = tokio_rustls::server::TlsStream<Replay<S>>;
@@ -353,7 +396,7 @@ async fn choose<S: AsyncRead + AsyncWrite + Unpin>(
     shared: &Shared,
     checked: &[SocketAddr],
     record: &mut EgressRecord,
-    (up, substituted, pending): Counters<'_>,
+    (up, substituted, pending, others): Counters<'_>,
     reusable: &AtomicBool,
 ) -> Option<Result<(HostTls, SocketAddr), Refusal>> {
     let (head, end) = match read_head(job, job_buf).await {
@@ -371,6 +414,7 @@ async fn choose<S: AsyncRead + AsyncWrite + Unpin>(
         if let Some(mut kept) = shared.pool.take(&cred.name, record.phase) {
             record.address = Some(kept.address.to_string());
             let (out, n) = rewrite(&head, cred);
+            others.add(others_in(&head, cred));
             let answered = async {
                 kept.tls.write_all(&out).await?;
                 kept.tls.flush().await?;
@@ -452,7 +496,7 @@ async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     job: &mut R,
     host: &mut W,
     cred: &Credential,
-    (up, substituted, pending): Counters<'_>,
+    (up, substituted, pending, others): Counters<'_>,
     mut buf: Vec<u8>,
     reusable: &AtomicBool,
 ) -> Result<(), String> {
@@ -470,6 +514,7 @@ async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
         let body = framing(&head)?;
         let (out, n) = rewrite(&head, cred);
         substituted.fetch_add(n, Ordering::Relaxed);
+        others.add(others_in(&head, cred));
         pending.sent(head.method.eq_ignore_ascii_case("HEAD"));
         write(host, &out, up).await?;
         buf.drain(..end);
@@ -707,7 +752,7 @@ mod tests {
             &mut job,
             &mut host,
             cred,
-            (&up, &subs, &Pending::default()),
+            (&up, &subs, &Pending::default(), &Others::default()),
             Vec::new(),
             &AtomicBool::new(true),
         )

@@ -284,8 +284,8 @@ async fn a_paused_echo_is_masked_and_a_compressed_answer_is_refused() {
 
 /// A placeholder sent where it does not belong stays a placeholder: to an
 /// ordinary tunnel, to another credential's terminated host, and over
-/// plain HTTP (whose record names the credential whose placeholder went
-/// out; a tunnel's TLS the proxy does not read).
+/// plain HTTP; the last two records name the credential whose placeholder
+/// went out (an ordinary tunnel's TLS the proxy does not read).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_placeholder_elsewhere_stays_a_placeholder() {
     let mut rig = Rig::start().await;
@@ -313,7 +313,10 @@ async fn a_placeholder_elsewhere_stays_a_placeholder() {
     let beta = port_of(&rig.beta.url);
     assert_eq!(
         rig.record().await,
-        row(beta, EgressMethod::Connect, Some("beta"), Some(0))
+        EgressRecord {
+            reason: Some("the tunnel's requests carried the placeholder of credential `alpha`, which belongs to another host, sent as it is (not substituted)".into()),
+            ..row(beta, EgressMethod::Connect, Some("beta"), Some(0))
+        }
     );
     // Plain HTTP to a credential's host: never substituted.
     let d = port_of(&rig.delta.url);
