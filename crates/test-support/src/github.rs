@@ -288,6 +288,19 @@ impl MockGitHub {
         });
     }
 
+    /// Reopens the pull request `number`, as a reviewer may.
+    pub fn reopen_pull(&self, number: u64) {
+        let mut state = self.state.lock().unwrap();
+        if let Some(pull) = state
+            .pulls
+            .iter_mut()
+            .find(|p| p["number"].as_u64() == Some(number))
+        {
+            pull["state"] = json!("open");
+            pull["closed_at"] = Value::Null;
+        }
+    }
+
     /// Ends the pull request `number` as a reviewer would: merged, or
     /// closed unmerged (`state` `closed`, `merged_at` set or null).
     pub fn end_pull(&self, number: u64, merged: bool) {

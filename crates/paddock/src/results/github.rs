@@ -228,7 +228,9 @@ impl GitHub {
     }
 
     /// The pull request whose head is `branch` of this repository
-    /// (`state`: `open` or `all`), the newest first.
+    /// (`state`: `open` or `all`): the open one if there is one (GitHub
+    /// allows one at a time; an older one a reviewer reopened is it), else
+    /// the newest.
     async fn pull_for(&self, branch: &str, state: &str) -> Result<Option<ApiPull>, ForgeError> {
         let head = format!("{}:{branch}", self.owner);
         let query = form(&[("head", head.as_str()), ("state", state)]);
@@ -236,7 +238,8 @@ impl GitHub {
         let pulls: Vec<ApiPull> = self
             .call("find the pull request", Method::GET, &path, None)
             .await?;
-        Ok(pulls.into_iter().next())
+        let open = pulls.iter().position(|p| p.state == "open").unwrap_or(0);
+        Ok(pulls.into_iter().nth(open))
     }
 }
 

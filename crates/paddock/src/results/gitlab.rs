@@ -218,8 +218,9 @@ impl GitLab {
             .await
     }
 
-    /// The merge request from `branch` (`state`: `opened` or `all`), the
-    /// newest first.
+    /// The merge request from `branch` (`state`: `opened` or `all`): the
+    /// open one if there is one (an older one a reviewer reopened is it),
+    /// else the newest.
     async fn merge_request_for(
         &self,
         branch: &str,
@@ -230,7 +231,8 @@ impl GitLab {
         let found: Vec<ApiMergeRequest> = self
             .call("find the merge request", Method::GET, &path, None)
             .await?;
-        Ok(found.into_iter().next())
+        let open = found.iter().position(|m| m.state == "opened").unwrap_or(0);
+        Ok(found.into_iter().nth(open))
     }
 }
 

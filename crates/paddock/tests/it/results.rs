@@ -3345,3 +3345,102 @@ async fn a_push_a_hook_declines_fails_with_the_hooks_reason() {
         "{reason}"
     );
 }
+
+/// `paddock gc` while `paddock publish` of a job is under way (here held
+/// at the forge's first request): the pass leaves the job alone (the
+/// publish holds its lease: its record, bundle and patch stay, nothing is
+/// revoked or removed), and the publish then finishes it `done`, one pull
+/// request and one closeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_gc_leaves_a_publish_under_way_alone() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    mock.set_down(true);
+    let failed = run_with_token(&home, &spec).await;
+    mock.set_down(false);
+    let seen_before = mock.requests().len();
+    mock.set_stall(true);
+    let mut publish = home.command(&["publish", "--json", &failed.id]);
+    publish
+        .env("PADDOCK_TEST_GH_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = publish.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while mock.requests().len() == seen_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the publish never reached the forge"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let gc = home.paddock(&["gc"], &[]).await;
+    let artifacts = home.data().join("artifacts").join(&failed.id);
+    let during = (
+        gc.status.code(),
+        home.store().await.job(&failed.id).await.unwrap().unwrap() == failed,
+        artifacts.join("branch.bundle").exists() && artifacts.join("patch.diff").exists(),
+    );
+    mock.set_stall(false);
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(
+        (
+            during,
+            out.status.code(),
+            record(&out).status,
+            mock.pulls().len(),
+            mock.comments().len()
+        ),
+        (
+            (Some(0), true, true),
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            1,
+            1
+        ),
+        "gc: {}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+}
+
+/// A branch with an older pull request a reviewer reopened beside a newer
+/// closed one: the open one is the branch's, and is updated (never a
+/// third opened, the closed one left as it is).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reopened_older_pull_request_is_the_branchs() {
+    use paddock::results::Forge as _;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let client = github_client(&mock);
+    let first = client.open_pull_request(&plain_draft()).await.unwrap();
+    mock.end_pull(first.number, false);
+    let raw = reqwest::Client::new()
+        .post(format!("{}/repos/acme/widgets/pulls", mock.url))
+        .bearer_auth(TOKEN)
+        .header("Content-Type", "application/json")
+        .body(r#"{"title": "t", "head": "paddock/T-1/1", "base": "main"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 201);
+    mock.end_pull(2, false);
+    mock.reopen_pull(first.number);
+    let again = client.open_pull_request(&plain_draft()).await.unwrap();
+    let states: Vec<String> = mock
+        .pulls()
+        .iter()
+        .map(|p| p["state"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        (again.number, again.created, again.ended, states),
+        (
+            1,
+            false,
+            None,
+            vec!["open".to_string(), "closed".to_string()]
+        )
+    );
+}
