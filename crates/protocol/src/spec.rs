@@ -930,11 +930,17 @@ impl JobSpec {
         }
         if let Some(gl) = &self.results.gitlab {
             urls.push(("results.gitlab.api_url", &gl.api_url));
+            if let Some(u) = &gl.push_url {
+                urls.push(("results.gitlab.push_url", u));
+            }
         }
         if let Some(push) = &self.results.push {
-            if push.keys().next().is_some() {
+            if !push.url.starts_with("file://") {
                 urls.push(("results.push.url", &push.url));
             }
+        }
+        if let Some(u) = &self.results.webhook_url {
+            urls.push(("results.webhook_url", u));
         }
         refs.extend(
             urls.into_iter()
@@ -1667,6 +1673,59 @@ scenario = "s.toml"
     fn parse(extra: &str) -> Result<JobSpec, String> {
         JobSpec::from_toml(&format!("{BASE}{extra}"), Path::new("spec.toml"))
             .map_err(|e| e.to_string())
+    }
+
+    /// Everything a spec names on its host, field by field: the paths
+    /// (made absolute), the secret references, and the URLs the host
+    /// connects to (a forge's, a push's, the webhook; a source's when it is
+    /// remote). What a server checks a submitted spec against.
+    #[test]
+    fn a_spec_names_its_host_references_field_by_field() {
+        let text = BASE
+            .replace(
+                "path = \".\"",
+                "url = \"https://git.example/r.git\"\ntoken = \"env:SRC\"",
+            )
+            .replace(
+                "model = \"gpt-5.5\"",
+                "model = \"gpt-5.5\"\nbinary = \"bin/codex\"",
+            );
+        let extra = "[context]\ntemplates_dir = \"tpl\"\nskills_dir = \"skills\"\n\
+                     [policy]\nprofile = \"profiles/p.toml\"\n\
+                     [results]\nwebhook_url = \"https://hooks.example/h\"\n\
+                     [results.gitlab]\nproject = \"a/w\"\ntoken = \"file:gl.txt\"\n\
+                     api_url = \"https://gl.example/api/v4\"\npush_url = \"https://gl.example/a/w.git\"\n";
+        let spec = JobSpec::from_text(
+            &format!("{text}{extra}"),
+            Path::new("spec.toml"),
+            Path::new("/srv"),
+        )
+        .unwrap();
+        let got: Vec<String> = spec
+            .host_references()
+            .iter()
+            .map(|r| match r {
+                HostReference::Path { field, path } => format!("path {field} {}", path.display()),
+                HostReference::Secret { field, key } => format!("secret {field} {key}"),
+                HostReference::Destination { field, url } => format!("url {field} {url}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "path upstream.scenario /srv/s.toml",
+                "path engine.binary /srv/bin/codex",
+                "path context.templates_dir /srv/tpl",
+                "path context.skills_dir /srv/skills",
+                "path policy.profile /srv/profiles/p.toml",
+                "secret repository.token env:SRC",
+                "secret results.gitlab.token file:/srv/gl.txt",
+                "url repository.url https://git.example/r.git",
+                "url results.gitlab.api_url https://gl.example/api/v4",
+                "url results.gitlab.push_url https://gl.example/a/w.git",
+                "url results.webhook_url https://hooks.example/h",
+            ]
+        );
     }
 
     /// A local repository URL relative to the spec is made absolute (the

@@ -77,8 +77,10 @@ struct Link {
 struct Facts<'a> {
     job_id: &'a str,
     ticket_id: &'a str,
-    ticket_title: &'a str,
-    ticket_url: Option<&'a str>,
+    /// A code span (an issue tracker's title is anyone's text), or empty.
+    ticket_title: String,
+    /// Parentheses encoded: the URL cannot end its Markdown link early.
+    ticket_url: Option<String>,
     attempt: u32,
     status: &'a str,
     reason: Option<String>,
@@ -432,8 +434,14 @@ pub fn render(
     let facts = Facts {
         job_id: &record.id,
         ticket_id: &record.ticket_id,
-        ticket_title: input.ticket_title,
-        ticket_url: input.ticket_url,
+        ticket_title: if input.ticket_title.trim().is_empty() {
+            String::new()
+        } else {
+            code(input.ticket_title)
+        },
+        ticket_url: input
+            .ticket_url
+            .map(|u| u.replace('(', "%28").replace(')', "%29")),
         attempt: record.attempt,
         status: record.status.as_str(),
         reason: record.reason.as_deref().map(code),
@@ -867,6 +875,37 @@ mod tests {
         .unwrap();
         assert_eq!(job_of(&text), Some("job-1"));
         insta::assert_snapshot!(text);
+    }
+
+    /// An issue tracker's title is anyone's text: in the heading it is one
+    /// code span (no mention, closing keyword, link or line of its own),
+    /// and a ticket URL with a parenthesis cannot end its link early.
+    #[test]
+    fn a_hostile_ticket_title_and_url_stay_inert() {
+        let record = record(JobStatus::Done, &[]);
+        let text = render(
+            &record,
+            &[],
+            &CloseoutInput {
+                ticket_title:
+                    "fixes #2 @acme/owners ![x](https://evil.example/?q)\nJob `job-2` · x",
+                ticket_url: Some("https://tracker.example/T-7)[y](https://evil.example"),
+                ..CloseoutInput::default()
+            },
+        )
+        .unwrap();
+        let lines: Vec<&str> = text.lines().take(5).collect();
+        assert_eq!(
+            lines,
+            vec![
+                "## Paddock closeout: T-7 attempt 2 · ``fixes #2 @acme/owners ![x](https://evil.example/?q) Job `job-2` · x``",
+                "",
+                "**done**",
+                "",
+                "Ticket: [T-7](https://tracker.example/T-7%29[y]%28https://evil.example) · Job `job-1` · codex `gpt-5.5` on the `sandbox` rung",
+            ]
+        );
+        assert_eq!(job_of(&text), Some("job-1"));
     }
 
     #[test]
