@@ -30,6 +30,11 @@ const ITEM_MAX: usize = 200;
 /// At most this many items of one list.
 const LIST_MAX: usize = 20;
 
+/// At most this many changed files listed (the rest counted: `paddock
+/// diff` has them all), so that a job changing 100,000 files still has a
+/// closeout a forge takes (GitHub refuses a body over 65,536 characters).
+const CHANGED_MAX: usize = 100;
+
 #[derive(Debug, thiserror::Error)]
 #[error("closeout of job {job_id}: cannot render: {message}")]
 pub struct CloseoutError {
@@ -91,7 +96,10 @@ struct Facts<'a> {
     branch: &'a str,
     base_ref: &'a str,
     commit: Option<&'a str>,
+    /// The first `CHANGED_MAX` changed files, and a line counting the rest.
     changed_files: Vec<String>,
+    /// How many files changed.
+    changed_count: usize,
     left_out: Vec<String>,
     source_dirty: &'a [String],
     touch_only: Vec<String>,
@@ -452,7 +460,23 @@ pub fn render(
         branch: &record.branch,
         base_ref: &record.base_ref,
         commit: input.commit,
-        changed_files: record.changed_files.iter().map(|f| code(f)).collect(),
+        changed_files: {
+            let mut listed: Vec<String> = record
+                .changed_files
+                .iter()
+                .take(CHANGED_MAX)
+                .map(|f| code(f))
+                .collect();
+            let more = record.changed_files.len().saturating_sub(CHANGED_MAX);
+            if more > 0 {
+                listed.push(format!(
+                    "… and {more} more (`paddock diff {}` has them all)",
+                    record.id
+                ));
+            }
+            listed
+        },
+        changed_count: record.changed_files.len(),
         left_out: input.left_out.iter().map(|f| code(f)).collect(),
         source_dirty: input.source_dirty,
         touch_only: input.touch_only.iter().map(|p| code(p)).collect(),
@@ -875,6 +899,42 @@ mod tests {
         .unwrap();
         assert_eq!(job_of(&text), Some("job-1"));
         insta::assert_snapshot!(text);
+    }
+
+    /// A job that changed 100,000 files with long names still has a
+    /// closeout a forge takes (GitHub refuses a body or comment over
+    /// 65,536 characters, and the publish failed): the count is whole,
+    /// the first 100 are listed, the rest counted.
+    #[test]
+    fn a_closeout_of_a_huge_change_fits_a_forge() {
+        let names: Vec<String> = (0..100_000)
+            .map(|i| format!("{}/{i}.txt", "d".repeat(300)))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let text = render(
+            &record(JobStatus::Done, &names),
+            &[],
+            &CloseoutInput::default(),
+        )
+        .unwrap();
+        let body = pull_request_body(&text, Some("https://tracker.example/T-7"));
+        let listed = text.lines().filter(|l| l.starts_with("- `")).count();
+        assert_eq!(
+            (
+                body.chars().count() < 65_536,
+                listed,
+                text.lines()
+                    .find(|l| l.contains("file(s) changed"))
+                    .map(|l| l.split(" on ").next().unwrap_or("").to_owned()),
+                text.lines().find(|l| l.starts_with("- … and")),
+            ),
+            (
+                true,
+                100,
+                Some("100000 file(s) changed".to_owned()),
+                Some("- … and 99900 more (`paddock diff job-1` has them all)"),
+            )
+        );
     }
 
     /// An issue tracker's title is anyone's text: in the heading it is one
