@@ -162,12 +162,7 @@ async fn with_refusals(em: &Emitter, failure: SetupStop) -> Result<SetupStop, Se
     };
     let mut refused: Vec<String> = Vec::new();
     for r in em.store.egress(&em.job_id).await? {
-        let named = format!(
-            "`{}:{}` ({})",
-            r.host,
-            r.port,
-            r.rule.as_deref().unwrap_or("refused")
-        );
+        let named = refusal_named(&r.host, r.port, r.rule.as_deref());
         let refusal = !r.allowed && r.phase == paddock_protocol::EgressPhase::Setup && r.port != 0;
         if refusal && !refused.contains(&named) {
             refused.push(named);
@@ -185,6 +180,18 @@ async fn with_refusals(em: &Emitter, failure: SetupStop) -> Result<SetupStop, Se
     Ok(SetupStop::Failed(LaunchFailure::Step(format!(
         "{reason}. The egress proxy refused during setup: {list}; a spec asks for a destination in `setup.network`, within the host profile's `network.setup_allow` (docs/egress.md)"
     ))))
+}
+
+/// A refused destination as a failed setup's reason names it: `host:port`
+/// (an IPv6 address in brackets, as the closeout shows it, so its port is
+/// told from its own colons) and the rule.
+fn refusal_named(host: &str, port: u16, rule: Option<&str>) -> String {
+    let host = if host.contains(':') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    format!("`{host}:{port}` ({})", rule.unwrap_or("refused"))
 }
 
 /// The exit code a `tool_result` shows, and why the engine is not to
@@ -293,4 +300,27 @@ async fn tail(mut out: Output) -> String {
     }
     tail.push(&decoder.finish());
     tail.text()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An IPv6 destination is bracketed, so its port reads apart from its
+    /// address; a name or an IPv4 address is not.
+    #[test]
+    fn a_refused_destination_is_named_with_its_port_apart() {
+        assert_eq!(
+            [
+                refusal_named("2001:db8::7", 443, Some("allowlist")),
+                refusal_named("registry.example", 80, Some("allowlist")),
+                refusal_named("10.0.0.1", 8080, None),
+            ],
+            [
+                "`[2001:db8::7]:443` (allowlist)".to_owned(),
+                "`registry.example:80` (allowlist)".to_owned(),
+                "`10.0.0.1:8080` (refused)".to_owned(),
+            ]
+        );
+    }
 }
