@@ -418,20 +418,29 @@ async fn a_finished_run_leaves_the_stores_log_folded_in() {
     let other = paddock::store::SqliteStore::open(&db).await.unwrap();
     let out = paddock_cmd(&home, &spec).output().await.unwrap();
     assert_ne!(out.status.code(), Some(70), "{out:?}");
-    let mut wal = db.clone().into_os_string();
+    let (left, _) = next_log(&db).await;
+    other.close().await;
+    assert_eq!(left, STARTED_LOG);
+}
+
+/// A started log: its header and one frame of a 4 KiB page.
+const STARTED_LOG: u64 = 32 + 24 + 4096;
+
+/// Waits (up to 20 s) for the store `db`'s log to be a started one (the
+/// detached pass after a run folds the old one in and starts it): its
+/// length then, and its path.
+async fn next_log(db: &Path) -> (u64, PathBuf) {
+    let mut wal = db.as_os_str().to_owned();
     wal.push("-wal");
+    let wal = PathBuf::from(wal);
     let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-    // The log's header and one frame of a 4 KiB page.
-    let started = 32 + 24 + 4096;
     for _ in 0..400 {
-        if wal_len() == started {
+        if wal_len() == STARTED_LOG {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let left = wal_len();
-    other.close().await;
-    assert_eq!(left, started);
+    (wal_len(), wal)
 }
 
 /// The log the pass after a run starts is still there after read-only
@@ -447,17 +456,10 @@ async fn read_only_commands_leave_the_next_log_in_place() {
     let db = home.db();
     let out = paddock_cmd(&home, &spec).output().await.unwrap();
     assert_ne!(out.status.code(), Some(70), "{out:?}");
-    let mut wal = db.clone().into_os_string();
-    wal.push("-wal");
+    let (left, wal) = next_log(&db).await;
+    assert_eq!(left, STARTED_LOG);
     let wal_len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-    let started = 32 + 24 + 4096;
-    for _ in 0..400 {
-        if wal_len() == started {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(wal_len(), started);
+    let started = STARTED_LOG;
     let mut after = Vec::new();
     for args in [
         &["jobs"][..],

@@ -183,22 +183,9 @@ macro_rules! webhook_queries {
                     by: &str,
                     until: time::OffsetDateTime,
                 ) -> Result<bool, StoreError> {
-                    let row = RowRef::new("webhooks_owed", format!("job {job_id}"));
-                    let done = sqlx::query(
-                        "UPDATE webhooks_owed SET lease_until = $3 \
-                         WHERE job_id = $1 AND lease_by = $2 AND settled_at IS NULL",
-                    )
-                    .bind(job_id)
-                    .bind(by)
-                    .bind(row.time("lease_until", until)?)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|source| StoreError::SettleWebhook {
-                        job_id: job_id.to_owned(),
-                        by: by.to_owned(),
-                        source,
-                    })?;
-                    Ok(done.rows_affected() == 1)
+                    let sql = "UPDATE webhooks_owed SET lease_until = $3 \
+                               WHERE job_id = $1 AND lease_by = $2 AND settled_at IS NULL";
+                    self.held_owed_row(job_id, by, ("lease_until", sql), until).await
                 }
 
                 pub(super) async fn settle_owed_webhook(
@@ -207,21 +194,33 @@ macro_rules! webhook_queries {
                     by: &str,
                     at: time::OffsetDateTime,
                 ) -> Result<bool, StoreError> {
+                    let sql = "UPDATE webhooks_owed SET settled_at = $3 \
+                               WHERE job_id = $1 AND lease_by = $2 AND settled_at IS NULL";
+                    self.held_owed_row(job_id, by, ("settled_at", sql), at).await
+                }
+
+                /// Runs `statement`, which sets `column` of job `job_id`'s
+                /// owed row to `at` (`$3`) if `by` holds its lease and it
+                /// is not settled; whether it did.
+                async fn held_owed_row(
+                    &self,
+                    job_id: &str,
+                    by: &str,
+                    (column, sql): (&'static str, &'static str),
+                    at: time::OffsetDateTime,
+                ) -> Result<bool, StoreError> {
                     let row = RowRef::new("webhooks_owed", format!("job {job_id}"));
-                    let done = sqlx::query(
-                        "UPDATE webhooks_owed SET settled_at = $3 \
-                         WHERE job_id = $1 AND lease_by = $2 AND settled_at IS NULL",
-                    )
-                    .bind(job_id)
-                    .bind(by)
-                    .bind(row.time("settled_at", at)?)
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|source| StoreError::SettleWebhook {
-                        job_id: job_id.to_owned(),
-                        by: by.to_owned(),
-                        source,
-                    })?;
+                    let done = sqlx::query(sql)
+                        .bind(job_id)
+                        .bind(by)
+                        .bind(row.time(column, at)?)
+                        .execute(&self.pool)
+                        .await
+                        .map_err(|source| StoreError::SettleWebhook {
+                            job_id: job_id.to_owned(),
+                            by: by.to_owned(),
+                            source,
+                        })?;
                     Ok(done.rows_affected() == 1)
                 }
             }
