@@ -385,6 +385,9 @@ async fn a_credential_reaches_only_its_methods_and_paths() {
     for _ in 0..3 {
         records.push(rig.record().await);
     }
+    // The three tunnels end in no set order (each when its connection
+    // closes); which request got the value the host's log says, in order.
+    records.sort_by_key(|r| format!("{r:?}"));
     // curl, the target sent as written.
     let bundle = rig._dir.path().join("bundle.pem");
     std::fs::write(&bundle, &rig.creds.bundle).unwrap();
@@ -422,16 +425,10 @@ async fn a_credential_reaches_only_its_methods_and_paths() {
         vec![real, held.clone(), held.clone(), held.clone(), held]
     );
     let terminated = |n| row(port, EgressMethod::Connect, Some("alpha"), Some(n));
-    assert_eq!(
-        records,
-        vec![
-            terminated(1),
-            terminated(0),
-            terminated(0),
-            terminated(0),
-            terminated(0)
-        ]
-    );
+    let mut first = vec![terminated(1), terminated(0), terminated(0)];
+    first.sort_by_key(|r| format!("{r:?}"));
+    first.extend([terminated(0), terminated(0)]);
+    assert_eq!(records, first);
 }
 
 /// A WebSocket handshake (a real reqwest client sending the upgrade
