@@ -14,4 +14,6 @@ CREATE TABLE webhooks_owed (
     lease_until  TEXT,
     settled_at   TEXT
 );
-CREATE INDEX webhooks_owed_since ON webhooks_owed (since, job_id);
+-- The passes read the rows not settled, oldest first; settled rows stay
+-- (one per job), so they are kept out of the passes' way by the index.
+CREATE INDEX webhooks_owed_pending ON webhooks_owed (settled_at, since, job_id);

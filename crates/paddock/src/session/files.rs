@@ -423,17 +423,23 @@ mod tests {
         assert!(!saved.exists());
     }
 
-    /// A file over the bound is refused whole.
-    #[test]
-    fn an_oversized_file_is_refused() {
-        let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
+    /// A home under `dir` whose session place `p/*abc.jsonl` exists.
+    fn home_with_place(dir: &Path) -> (PathBuf, SessionPlace) {
+        let home = dir.join("home");
+        std::fs::create_dir_all(home.join("p")).unwrap();
         let place = SessionPlace {
             dir: PathBuf::from("p"),
             depth: 0,
             suffix: "abc.jsonl".into(),
         };
-        std::fs::create_dir_all(home.join("p")).unwrap();
+        (home, place)
+    }
+
+    /// A file over the bound is refused whole.
+    #[test]
+    fn an_oversized_file_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (home, place) = home_with_place(tmp.path());
         let f = std::fs::File::create(home.join("p/abc.jsonl")).unwrap();
         f.set_len(MAX_FILE_BYTES + 1).unwrap();
         let err = save(&home, &place, &tmp.path().join("saved"), &same).unwrap_err();
@@ -449,13 +455,7 @@ mod tests {
     #[test]
     fn session_files_over_the_total_bound_are_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        let home = tmp.path().join("home");
-        let place = SessionPlace {
-            dir: PathBuf::from("p"),
-            depth: 0,
-            suffix: "abc.jsonl".into(),
-        };
-        std::fs::create_dir_all(home.join("p")).unwrap();
+        let (home, place) = home_with_place(tmp.path());
         for name in ["1-abc.jsonl", "2-abc.jsonl", "3-abc.jsonl"] {
             let f = std::fs::File::create(home.join("p").join(name)).unwrap();
             f.set_len(MAX_FILE_BYTES - 1).unwrap();
