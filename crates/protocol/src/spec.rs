@@ -813,8 +813,9 @@ impl JobSpec {
     }
 
     /// What this spec names on the host it runs on, beyond its own text:
-    /// files and directories read there, secret references resolved
-    /// there, and the URLs a host secret is sent to. A spec from the user
+    /// files and directories read (or, a `file://` push's, written)
+    /// there, secret references resolved there, and the URLs a host
+    /// secret is sent to. A spec from the user
     /// running Paddock names what is theirs; one submitted to a server
     /// names the server's, which the server checks
     /// (`paddock::server::submissions`). Kept beside `resolve_paths`: a
@@ -851,13 +852,15 @@ impl JobSpec {
                 paths.push(("policy.profile", Path::new(name.as_str())));
             }
         }
-        if let Some(p) = self
-            .results
-            .push
-            .as_ref()
-            .and_then(|p| p.known_hosts.as_deref())
-        {
-            paths.push(("results.push.known_hosts", p));
+        if let Some(push) = &self.results.push {
+            // A `file://` remote is a repository on the host the branch is
+            // pushed into: a path written, not a place connected to.
+            if let Some(local) = push.url.strip_prefix("file://") {
+                paths.push(("results.push.url", Path::new(local)));
+            }
+            if let Some(p) = push.known_hosts.as_deref() {
+                paths.push(("results.push.known_hosts", p));
+            }
         }
         refs.extend(
             paths
@@ -1676,9 +1679,9 @@ scenario = "s.toml"
     }
 
     /// Everything a spec names on its host, field by field: the paths
-    /// (made absolute), the secret references, and the URLs the host
-    /// connects to (a forge's, a push's, the webhook; a source's when it is
-    /// remote). What a server checks a submitted spec against.
+    /// (made absolute; a `file://` push's repository, written), the secret
+    /// references, and the URLs the host connects to (a forge's, a push's,
+    /// the webhook; a source's when it is remote). What a server checks a submitted spec against.
     #[test]
     fn a_spec_names_its_host_references_field_by_field() {
         let text = BASE
@@ -1694,7 +1697,8 @@ scenario = "s.toml"
                      [policy]\nprofile = \"profiles/p.toml\"\n\
                      [results]\nwebhook_url = \"https://hooks.example/h\"\n\
                      [results.gitlab]\nproject = \"a/w\"\ntoken = \"file:gl.txt\"\n\
-                     api_url = \"https://gl.example/api/v4\"\npush_url = \"https://gl.example/a/w.git\"\n";
+                     api_url = \"https://gl.example/api/v4\"\npush_url = \"https://gl.example/a/w.git\"\n\
+                     [results.push]\nurl = \"file:///srv/pushed.git\"\n";
         let spec = JobSpec::from_text(
             &format!("{text}{extra}"),
             Path::new("spec.toml"),
@@ -1718,6 +1722,7 @@ scenario = "s.toml"
                 "path context.templates_dir /srv/tpl",
                 "path context.skills_dir /srv/skills",
                 "path policy.profile /srv/profiles/p.toml",
+                "path results.push.url /srv/pushed.git",
                 "secret repository.token env:SRC",
                 "secret results.gitlab.token file:/srv/gl.txt",
                 "url repository.url https://git.example/r.git",

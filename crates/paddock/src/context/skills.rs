@@ -285,6 +285,15 @@ fn library_names(library: &Path) -> Result<Vec<String>, SkillError> {
 
 fn load_from_library(library: &Path, name: &str, origin: &str) -> Result<Skill, SkillError> {
     let dir = library.join(name);
+    // A link named as a skill could lead anywhere on the host; listing
+    // the library skips one, and naming it is refused as its files are.
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(SkillError::Invalid {
+            name: name.to_string(),
+            origin: origin.to_string(),
+            reason: "is a symbolic link; a library's skills are directories".to_string(),
+        });
+    }
     if !dir.is_dir() {
         return Err(SkillError::NotInLibrary {
             name: name.to_string(),

@@ -28,10 +28,46 @@ pub enum TemplateError {
     },
     #[error("context templates {dir}: {file} is not a known template (expected one of brief.md.j2, agents.md.j2, claude.md.j2, prompt.md.j2)")]
     Unknown { dir: PathBuf, file: String },
+    #[error("context templates {dir}: {file} is a symbolic link or not a regular file; templates are regular files only")]
+    NotRegular { dir: PathBuf, file: String },
     #[error("context template {origin}: {message}")]
     Compile { origin: String, message: String },
     #[error("context template {name}: cannot render: {message}")]
     Render { name: String, message: String },
+}
+
+/// The text of template `file` of `dir`, opened without following a
+/// link and only when it is a regular file (a FIFO would hold admission):
+/// a link among a directory's templates could lead anywhere on the host,
+/// and a submitted spec names only directories the server allows
+/// (`server::submissions`), so what they hold is read as it is.
+fn read_regular(dir: &Path, file: &str) -> Result<String, TemplateError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let read = |source| TemplateError::Read {
+        dir: dir.to_path_buf(),
+        file: file.to_owned(),
+        source,
+    };
+    let not_regular = || TemplateError::NotRegular {
+        dir: dir.to_path_buf(),
+        file: file.to_owned(),
+    };
+    let mut handle = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(dir.join(file))
+    {
+        Ok(h) => h,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Err(not_regular()),
+        Err(e) => return Err(read(e)),
+    };
+    if !handle.metadata().map_err(read)?.is_file() {
+        return Err(not_regular());
+    }
+    let mut text = String::new();
+    handle.read_to_string(&mut text).map_err(read)?;
+    Ok(text)
 }
 
 /// The compiled templates of one job.
@@ -74,11 +110,7 @@ impl Templates {
                     });
                 };
                 let path = dir.join(&file);
-                slot.1 = std::fs::read_to_string(&path).map_err(|source| TemplateError::Read {
-                    dir: dir.to_path_buf(),
-                    file: file.clone(),
-                    source,
-                })?;
+                slot.1 = read_regular(dir, &file)?;
                 slot.2 = path.display().to_string();
             }
         }
@@ -124,4 +156,53 @@ fn describe(e: &minijinja::Error) -> String {
         source = inner.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A template that is a link (to a file anywhere on the host) or a
+    /// FIFO is refused by name, never read through or waited on; a
+    /// regular file is read.
+    #[test]
+    fn templates_are_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, "TOPSECRET\n").unwrap();
+        let tpl = dir.path().join("tpl");
+        std::fs::create_dir(&tpl).unwrap();
+        std::os::unix::fs::symlink(&secret, tpl.join("prompt.md.j2")).unwrap();
+        let refused = |file: &str| {
+            format!(
+                "context templates {}: {file} is a symbolic link or not a regular file; \
+                 templates are regular files only",
+                tpl.display()
+            )
+        };
+        assert_eq!(
+            Templates::load(Some(&tpl)).unwrap_err().to_string(),
+            refused("prompt.md.j2")
+        );
+        std::fs::remove_file(tpl.join("prompt.md.j2")).unwrap();
+        nix::unistd::mkfifo(&tpl.join("brief.md.j2"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(
+            Templates::load(Some(&tpl)).unwrap_err().to_string(),
+            refused("brief.md.j2")
+        );
+        std::fs::remove_file(tpl.join("brief.md.j2")).unwrap();
+        std::fs::write(tpl.join("prompt.md.j2"), "Do {{ x }}.\n").unwrap();
+        let loaded = Templates::load(Some(&tpl)).unwrap();
+        assert_eq!(
+            loaded
+                .env
+                .get_template("prompt.md.j2")
+                .unwrap()
+                .render(minijinja::context! { x => "it" })
+                .unwrap(),
+            "Do it.\n"
+        );
+    }
 }

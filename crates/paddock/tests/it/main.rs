@@ -50,5 +50,6 @@ mod serve;
 mod serve_turns;
 mod session_attacks;
 mod setup_cache;
+mod submission_attacks;
 mod terminal_attacks;
 mod token_endings;

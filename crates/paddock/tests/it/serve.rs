@@ -117,7 +117,7 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
-    async fn submit(&self, spec: &Value, priority: i64) -> reqwest::Response {
+    pub(crate) async fn submit(&self, spec: &Value, priority: i64) -> reqwest::Response {
         self.client
             .clone()
             .post(self.url(&format!("/v1/jobs?priority={priority}")))

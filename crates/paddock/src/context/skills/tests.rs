@@ -284,6 +284,25 @@ fn library_skills_need_matching_front_matter_and_no_links() {
         load(&spec).unwrap_err().to_string(),
         format!("skill `alpha` ({origin}): file `passwd`: is a symbolic link; skills hold regular files only")
     );
+    // A skill named in `skills` that is a link to a directory elsewhere
+    // (a SKILL.md there) is refused, not read through.
+    let elsewhere = tempfile::tempdir().unwrap();
+    library_skill(
+        elsewhere.path(),
+        "beta",
+        "---\nname: beta\ndescription: x\n---\n",
+    );
+    std::fs::write(elsewhere.path().join("beta/secret"), "s").unwrap();
+    std::os::unix::fs::symlink(elsewhere.path().join("beta"), lib.join("beta")).unwrap();
+    let named = ContextSpec {
+        skills_dir: Some(lib.to_path_buf()),
+        skills: Some(vec!["beta".into()]),
+        ..ContextSpec::default()
+    };
+    assert_eq!(
+        load(&named).unwrap_err().to_string(),
+        format!("skill `beta` ({origin}): is a symbolic link; a library's skills are directories")
+    );
 }
 
 #[test]

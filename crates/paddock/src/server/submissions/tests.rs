@@ -144,6 +144,30 @@ fn only_what_the_server_allows_may_be_named() {
         ),
         Ok(())
     );
+    // A `file://` push writes into a repository on the host: a path,
+    // refused outside the allowed directories, allowed inside.
+    let push = |url: &str| {
+        format!(
+            "{}[results.push]\nurl = \"{url}\"\n",
+            clone("https://git.example/r.git", "")
+        )
+    };
+    let theirs = format!("file://{}", outside.join("op.git").display());
+    let ours = format!("file://{}", allowed.join("ours.git").display());
+    assert_eq!(
+        (
+            check(&tokened, &push(&theirs)),
+            check(&tokened, &push(&ours))
+        ),
+        (
+            Err(SubmissionError::Path {
+                field: "results.push.url".into(),
+                path: outside.join("op.git"),
+                allowed: allowed.display().to_string(),
+            }),
+            Ok(())
+        )
+    );
     // The server's own path (a turn's inline source) is not checked.
     let own = dir.path().join("jobs/.turn-1");
     let turn = format!(

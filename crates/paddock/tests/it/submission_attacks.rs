@@ -1,0 +1,163 @@
+//! A `submit` token holder attacking `paddock serve` through what its spec
+//! names on the server's host, past the check of `server::submissions`
+//! (allowed references, directories and hosts): a `file://` push into a
+//! repository outside the allowed directories, and a template or skill
+//! in an allowed directory that is a link to a file anywhere. Each is
+//! refused at submission (422), nothing recorded and nothing written.
+
+use serde_json::Value;
+
+use paddock_test_support::prelude::*;
+
+use crate::serve::{body, is_final, spec, Server, TURN};
+
+/// The problem body of a refused submission with `detail`.
+fn refused(detail: String) -> Value {
+    serde_json::json!({
+        "type": "urn:paddock:problem:bad_input",
+        "title": "the job spec cannot run",
+        "status": 422,
+        "detail": detail,
+        "code": "bad_input",
+    })
+}
+
+/// The branches of the bare repository at `bare`.
+fn branches(bare: &std::path::Path) -> String {
+    git(bare, &["for-each-ref", "--format=%(refname)", "refs/heads"])
+}
+
+/// The attack: a spec pushes its branch with `results.push.url =
+/// "file://…"` into a repository outside the directories the server
+/// allows (one of the operator's, writable by the server). Before, a
+/// `file://` push was neither a path nor a place connected to, so it was
+/// not checked at all: the job was accepted and its branch written into
+/// that repository. Now it is a path, refused outside `allow_paths`; a
+/// `file://` push inside them is accepted.
+#[tokio::test]
+async fn a_file_push_outside_the_allowed_directories_is_refused() {
+    let home = Home::new();
+    let outside = tempfile::tempdir().unwrap();
+    let theirs = outside.path().join("operators.git");
+    std::fs::create_dir(&theirs).unwrap();
+    git(&theirs, &["init", "-q", "--bare"]);
+    let server = Server::start(&home, &[]).await;
+    let mut job = spec(&home, "T-1", &format!("echo hi > hello.txt\n{TURN}"));
+    job["results"] = serde_json::json!({"push": {"url": format!("file://{}", theirs.display())}});
+    let resp = server.submit(&job, 0).await;
+    assert_eq!(
+        (resp.status().as_u16(), body::<Value>(resp).await),
+        (
+            422,
+            refused(format!(
+                "results.push.url: {} is a path on this server outside the directories a \
+                 submitted spec may name ({}); the server allows a directory with `[serve] \
+                 allow_paths` or `paddock serve --allow-path DIR`",
+                theirs.display(),
+                home.path().display()
+            ))
+        ),
+        "{}",
+        server.stderr()
+    );
+    let jobs: Value = body(
+        server
+            .client
+            .clone()
+            .get(server.url("/v1/jobs"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (jobs["jobs"].clone(), branches(&theirs)),
+        (Value::Array(vec![]), String::new())
+    );
+    // Inside the allowed directories a `file://` push is the submitter's
+    // to name.
+    let ours = home.path().join("ours.git");
+    std::fs::create_dir(&ours).unwrap();
+    git(&ours, &["init", "-q", "--bare"]);
+    job["results"]["push"]["url"] = Value::from(format!("file://{}", ours.display()));
+    let id = server.submit_ok(&job, 0).await;
+    let record = server.wait_for(&id, is_final).await;
+    assert_eq!(
+        (record.status, branches(&ours).trim()),
+        (
+            paddock_protocol::JobStatus::Done,
+            "refs/heads/paddock/T-1/1"
+        ),
+        "{}",
+        server.stderr()
+    );
+}
+
+/// The attack: the submitter's templates directory lies inside a
+/// directory the server allows (a checkout it commits to, say), and one
+/// of its templates is a link to a file of the server's (its key). The
+/// check resolves the directory it names, not the files in it, and the
+/// templates were read through links: the file's text became the job's
+/// prompt, which the job (the submitter's) reads. Now a template that is
+/// a link (or not a regular file) is refused by name, at submission as
+/// templates are loaded at admission; so is a skill of a library that is
+/// a link to a directory elsewhere.
+#[tokio::test]
+async fn a_template_or_skill_linking_out_of_an_allowed_directory_is_refused() {
+    let home = Home::new();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("server-key");
+    std::fs::write(&secret, "TOPSECRET-of-the-server\n").unwrap();
+    let server = Server::start(&home, &[]).await;
+    let tpl = home.path().join("checkout/tpl");
+    std::fs::create_dir_all(&tpl).unwrap();
+    std::os::unix::fs::symlink(&secret, tpl.join("prompt.md.j2")).unwrap();
+    let mut job = spec(&home, "T-1", TURN);
+    job["context"]["templates_dir"] = Value::from(tpl.display().to_string());
+    let resp = server.submit(&job, 0).await;
+    assert_eq!(
+        (resp.status().as_u16(), body::<Value>(resp).await),
+        (
+            422,
+            refused(format!(
+                "context templates {}: prompt.md.j2 is a symbolic link or not a regular file; \
+                 templates are regular files only",
+                tpl.display()
+            ))
+        ),
+        "{}",
+        server.stderr()
+    );
+    // A skill of the library that is a link to a directory with a
+    // SKILL.md elsewhere.
+    let lib = home.path().join("checkout/skills");
+    std::fs::create_dir_all(&lib).unwrap();
+    let there = outside.path().join("keys");
+    std::fs::create_dir(&there).unwrap();
+    std::fs::write(
+        there.join("SKILL.md"),
+        "---\nname: keys\ndescription: x\n---\n",
+    )
+    .unwrap();
+    std::fs::write(there.join("id_ed25519"), "PRIVATE-of-the-server\n").unwrap();
+    std::os::unix::fs::symlink(&there, lib.join("keys")).unwrap();
+    let mut job = spec(&home, "T-2", TURN);
+    job["context"] = serde_json::json!({
+        "skills_dir": lib.display().to_string(),
+        "skills": ["keys"],
+    });
+    let resp = server.submit(&job, 0).await;
+    assert_eq!(
+        (resp.status().as_u16(), body::<Value>(resp).await),
+        (
+            422,
+            refused(format!(
+                "skill `keys` (library {}): is a symbolic link; a library's skills are \
+                 directories",
+                lib.display()
+            ))
+        ),
+        "{}",
+        server.stderr()
+    );
+}
