@@ -288,6 +288,14 @@ async fn paddock(args: &Args, home: &Path, rung: &str, repo: Option<&Path>) -> P
     );
     let record: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = record["id"].as_str().unwrap().to_string();
+    if let Some(repo) = repo {
+        // The job's branch reached the local source (the publish timed is
+        // the one a user's first run of a ticket pays, not a refusal of a
+        // branch an earlier round left); removed for the next round.
+        let branch = format!("refs/heads/{}", record["branch"].as_str().unwrap());
+        git(repo, &["rev-parse", "--verify", "--quiet", &branch]);
+        git(repo, &["update-ref", "-d", &branch]);
+    }
     let store = paddock::store::SqliteStore::open(&db).await.unwrap();
     let events = store.events(&id, 0).await.unwrap();
     // Left open, as every `paddock` command leaves its own: the last

@@ -9,7 +9,7 @@ use paddock::broker::PriceTable;
 use paddock::heartbeat::Liveness;
 use paddock::paths::Paths;
 use paddock::runner::{ErrorCode, RunError, Runner, RunnerConfig};
-use paddock_protocol::{JobSpec, JobStatus};
+use paddock_protocol::{Isolation, JobSpec, JobStatus};
 
 use super::progress;
 use super::{exit, open_store, Failure};
@@ -84,6 +84,16 @@ pub async fn exec(
     } = args;
     let config = user_config()?;
     let mut spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
+    // The sandbox's probe (a minimal sandbox started, which admission
+    // waits for when the job asks for the sandbox or `auto`) runs beside
+    // the store's opening and the reaper's pass instead of after them
+    // (issue #14: the job's start-up path); admission reads its answer.
+    let rungs =
+        paddock::rung::Rungs::host(&std::env::current_exe().context("locate the paddock binary")?);
+    if matches!(spec.isolation, Isolation::Sandbox | Isolation::Auto) {
+        let sandbox = rungs.sandbox.clone();
+        tokio::spawn(async move { sandbox.probe().await });
+    }
     let early_store = withdraw_stored_credentials(&spec, paths).await?;
     let cache_cap = config.caches.max_bytes();
     let prices = PriceTable::effective(prices.or(config.prices).as_deref())
@@ -125,7 +135,7 @@ pub async fn exec(
     // The job's directory goes into the trash at teardown, deleted after
     // this process exits by a detached remover (issue #14: teardown off
     // the job's path); the next reaper pass finishes what it does not.
-    let runner = Runner::new(store, config).leaving_trash();
+    let runner = Runner::with_rungs(store, config, rungs).leaving_trash();
     // Listen for Ctrl-C, and for SIGTERM and SIGHUP (what systemd,
     // Docker and CI send, a closed terminal), from now on: each
     // cancels the job. `ctrl_c()` would install its handler only

@@ -24,7 +24,7 @@ use super::github_app_record;
 use super::gitlab_token;
 use super::outbox::Outbox;
 use super::push::{self, PushAuth};
-use super::source;
+use super::source::{self, SourceFetching};
 use super::token_record::Pass;
 use crate::secret::{Secret, SecretKind};
 use crate::workspace::{Patch, Workspace};
@@ -91,6 +91,23 @@ pub async fn patch_and_branch(
 /// The result branch as [`patch_and_branch`] left it: kept, not kept (an
 /// empty patch), or why it could not be.
 pub type KeptOrNot = Result<Option<KeptBranch>, crate::workspace::WorkspaceError>;
+
+/// Starts fetching the kept branch into the spec's local source
+/// ([`source::fetch_soon`]), when the job has one and changed something:
+/// the fetch (at 10,000 files its connectivity walk is most of the job's
+/// publish) then runs beside the patch's saving and the job's events
+/// instead of after them (issue #14); [`publish`] awaits it.
+pub fn fetch_into_source_soon(
+    spec: &JobSpec,
+    patch: &Patch,
+    kept: &KeptOrNot,
+) -> Option<SourceFetching> {
+    let (Some(source), Ok(Some(kept))) = (&spec.repository.path, kept) else {
+        return None;
+    };
+    (!patch.changed_files.is_empty())
+        .then(|| source::fetch_soon(source.clone(), kept.bundle.clone(), spec.branch()))
+}
 
 /// Commits the tree `tree` on the job's branch and bundles it into
 /// `artifacts`: the job's new objects on the base, when the repository
@@ -199,6 +216,9 @@ pub struct PublishInput<'a> {
     /// it without asking again. `false` (a later `paddock publish`): the
     /// push checks it, and fetches a URL's base again when it is gone.
     pub base_held: bool,
+    /// The branch's fetch into the local source, already under way
+    /// ([`fetch_into_source_soon`]); `None`: fetched here.
+    pub into_source: Option<SourceFetching>,
     /// Cancelled: the forge's requests and the push (git and what it
     /// started, killed as a process group) are dropped where they are,
     /// the minted token revoked within [`REVOKE_AFTER_CANCEL`], and a
@@ -599,7 +619,13 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     let mut source_dirty = Vec::new();
     // 1. A local source gets the branch, whatever the job's status.
     if let (Some(path), Some(_)) = (&spec.repository.path, input.commit) {
-        match source::fetch_branch(path, &bundle, &input.record.branch).await {
+        let fetched = match &input.into_source {
+            Some(fetching) => fetching.clone().await,
+            None => source::fetch_branch(path, &bundle, &input.record.branch)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        match fetched {
             Ok(()) => out.in_source = true,
             Err(e) => out.warnings.push(format!(
                 "the branch {} was not fetched into the source (it is kept in {}): {e}",
@@ -795,8 +821,9 @@ pub async fn conclude_job(
     record: &JobRecord,
     store: &dyn crate::store::Store,
     artifacts: &Path,
-    (source_dirty, cancel, workspace_done): (
+    (source_dirty, into_source, cancel, workspace_done): (
         Option<Vec<String>>,
+        Option<SourceFetching>,
         &CancellationToken,
         impl FnOnce(),
     ),
@@ -843,6 +870,7 @@ pub async fn conclude_job(
         // `keep_branch` asked while it made the branch: a bundle of the
         // job's new objects only means the holder kept the base.
         base_held: kept.as_ref().is_some_and(|k| k.whole.is_none()),
+        into_source,
         cancel,
     })
     .await;

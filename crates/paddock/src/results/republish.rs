@@ -211,6 +211,7 @@ pub async fn republish(
         jobs_root,
         source_dirty: None,
         base_held: false,
+        into_source: None,
         cancel,
     })
     .await;

@@ -94,6 +94,28 @@ pub async fn fetch_branch(
     }
 }
 
+/// A branch's fetch into a local source, under way ([`fetch_soon`]):
+/// awaited by as many as need its outcome, its error as text.
+pub type SourceFetching =
+    futures::future::Shared<futures::future::BoxFuture<'static, Result<(), String>>>;
+
+/// Starts [`fetch_branch`] on a task of its own, now, rather than when
+/// its outcome is first awaited: the job's end goes on (its patch's event,
+/// its status) while git fetches.
+pub fn fetch_soon(source: PathBuf, bundle: PathBuf, branch: String) -> SourceFetching {
+    let fetch = tokio::spawn(async move {
+        fetch_branch(&source, &bundle, &branch)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    let done: futures::future::BoxFuture<'static, Result<(), String>> = Box::pin(async move {
+        fetch
+            .await
+            .unwrap_or_else(|e| Err(format!("the fetch into the source did not finish: {e}")))
+    });
+    futures::FutureExt::shared(done)
+}
+
 /// Git's reason for refusing a fetch, one line: its `!` ref lines and
 /// `fatal:`/`error:` lines, without the `From …` heading.
 fn refusal(stderr: &str) -> String {
@@ -172,6 +194,43 @@ mod tests {
         git(&source, &["branch", "-f", branch, "main"]);
         fetch_branch(&source, &bundle, branch).await.unwrap();
         assert_eq!(head(&source, branch), tip);
+    }
+
+    /// Started at once, not when first awaited: the branch is in the
+    /// source before anyone asks for the outcome, and every waiter gets
+    /// the same outcome; a refusal is git's, as [`fetch_branch`] says it.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_fetch_started_soon_runs_before_it_is_awaited() {
+        let dir = tempfile::tempdir().unwrap();
+        let branch = "paddock/T-1/1";
+        let (source, bundle, tip) = source_and_bundle(dir.path(), branch);
+        let fetching = fetch_soon(source.clone(), bundle.clone(), branch.to_string());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while git(&source, &["branch", "--list", branch]).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "never fetched");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            (
+                fetching.clone().await,
+                fetching.await,
+                head(&source, branch)
+            ),
+            (Ok(()), Ok(()), tip)
+        );
+
+        // The branch moved on in the source: refused, and said why.
+        git(&source, &["branch", "-f", branch, "main"]);
+        git(&source, &["checkout", "-q", branch]);
+        let refused = fetch_soon(source.clone(), bundle.clone(), branch.to_string()).await;
+        let Err(said) = refused else {
+            panic!("a checked-out branch was fetched into");
+        };
+        assert!(
+            said.contains("already has a branch paddock/T-1/1")
+                && said.contains("fatal: refusing to fetch into branch"),
+            "{said}"
+        );
     }
 
     /// A rerun of the same ticket and attempt: the source's branch holds

@@ -19,7 +19,7 @@ use super::teardown::TornDown;
 use super::{Job, LaunchFailure, RunResult};
 use crate::engines::Outcome;
 use crate::output;
-use crate::results::KeptOrNot;
+use crate::results::{KeptOrNot, SourceFetching};
 use crate::store::StoreError;
 use crate::workspace::Patch;
 
@@ -205,7 +205,7 @@ pub(super) async fn conclude(
     }
     match saved_patch {
         Err(failed) => status_reason = failed,
-        Ok((patch, kept)) => {
+        Ok((patch, kept, into_source)) => {
             // The branch, the forge and the closeout (results/).
             let mut ending = record.clone();
             (ending.status, ending.reason) = status_reason.clone();
@@ -239,7 +239,9 @@ pub(super) async fn conclude(
                     &ending,
                     &*em.store,
                     &prov.artifacts,
-                    (source_dirty, &cancelled, || removal = guard.remove_beside()),
+                    (source_dirty, into_source, &cancelled, || {
+                        removal = guard.remove_beside()
+                    }),
                 );
                 tokio::pin!(publishing);
                 tokio::select! {
@@ -315,14 +317,18 @@ pub(super) async fn conclude(
 }
 
 /// Writes the job's patch artifact, its result branch made beside the
-/// patch (`results::patch_and_branch`); the patch and the branch, or the
-/// job's failure when the patch cannot be made or saved.
+/// patch (`results::patch_and_branch`) and its fetch into a local source
+/// started as soon as it is kept; the patch, the branch and that fetch,
+/// or the job's failure when the patch cannot be made or saved.
 async fn save_patch(
     em: &mut Emitter,
     record: &mut JobRecord,
     prov: &Provisioned,
     spec: &JobSpec,
-) -> Result<Result<(Patch, KeptOrNot), (JobStatus, Option<String>)>, StoreError> {
+) -> Result<
+    Result<(Patch, KeptOrNot, Option<SourceFetching>), (JobStatus, Option<String>)>,
+    StoreError,
+> {
     let (patch, kept) =
         match crate::results::patch_and_branch(prov.ws(), spec, &prov.artifacts).await {
             Ok(made) => made,
@@ -338,6 +344,9 @@ async fn save_patch(
     let path = prov.artifacts.join("patch.diff");
     match tokio::fs::write(&path, patch.diff.as_bytes()).await {
         Ok(()) => {
+            // Once the patch is saved (a job whose patch is lost fails
+            // here, publishing nothing), beside its event.
+            let into_source = crate::results::fetch_into_source_soon(spec, &patch, &kept);
             record.patch_path = Some(path.display().to_string());
             record.changed_files = patch.changed_files.clone();
             em.emit(EventBody::ArtifactSummary {
@@ -347,7 +356,7 @@ async fn save_patch(
                 interrupted: false,
             })
             .await?;
-            Ok(Ok((patch, kept)))
+            Ok(Ok((patch, kept, into_source)))
         }
         Err(e) => {
             let msg = format!("cannot save the patch to {}: {e}", path.display());
