@@ -195,6 +195,9 @@ pub struct ServeFile {
     pub allow_paths: Option<Vec<PathBuf>>,
     /// Hosts a submitted spec may send the server's credentials to.
     pub allow_hosts: Option<Vec<String>>,
+    /// Host profiles (stored ids, presets) a submitted spec may choose
+    /// besides the default one.
+    pub allow_profiles: Option<Vec<String>>,
 }
 
 /// How the log is written on stderr: lines for people, or one JSON object
@@ -321,6 +324,7 @@ mod tests {
                     allow_refs: None,
                     allow_paths: None,
                     allow_hosts: None,
+                    allow_profiles: None,
                 },
                 caches: CachesFile {
                     max_size: Some(CacheSize::Bytes(3 << 30)),

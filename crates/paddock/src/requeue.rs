@@ -275,7 +275,11 @@ scenario = "s.toml"
             name: "a".into(),
         };
         let at = OffsetDateTime::now_utc();
-        let claimed = store.claim_job(&[], &owner, at).await.unwrap().unwrap();
+        let claimed = store
+            .claim_job(&[], &owner, at, &[])
+            .await
+            .unwrap()
+            .unwrap();
         let running = store.running_jobs().await.unwrap();
         assert_eq!(
             (claimed.id, running.len(), running[0].queued),

@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// (its `upstream.base_url`, a forge's or a push's URL); repeatable.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
+    /// A host profile (a stored id or a preset) a submitted spec may
+    /// choose besides the default one; repeatable.
+    #[arg(long = "allow-profile", value_name = "ID")]
+    pub allow_profiles: Vec<String>,
 }
 
 pub async fn exec(
@@ -76,6 +80,7 @@ pub async fn exec(
                 .collect(),
         ),
         allow_hosts: Some(args.allow_hosts),
+        allow_profiles: Some(args.allow_profiles),
     };
     let store = open_store(paths).await?;
     // The default host profile's slots cap the queue unless a flag or

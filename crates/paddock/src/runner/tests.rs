@@ -427,7 +427,7 @@ async fn a_claimed_job_asked_to_cancel_before_it_starts_launches_nothing() {
     let owner = host.liveness().owner;
     let claimed = host
         .store
-        .claim_job(&[], &owner, now)
+        .claim_job(&[], &owner, now, &[])
         .await
         .unwrap()
         .unwrap();
@@ -568,8 +568,12 @@ impl crate::store::Store for FailingStore {
         lanes: &[crate::store::Lane],
         owner: &crate::store::Owner,
         at: time::OffsetDateTime,
+        skip: &[String],
     ) -> Result<Option<paddock_protocol::JobRecord>, StoreError> {
-        self.inner.claim_job(lanes, owner, at).await
+        self.inner.claim_job(lanes, owner, at, skip).await
+    }
+    async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError> {
+        self.inner.unclaim_job(id, host, reason).await
     }
     async fn queue_depth(&self) -> Result<u64, StoreError> {
         self.inner.queue_depth().await

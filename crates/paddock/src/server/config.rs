@@ -79,6 +79,9 @@ impl ServeConfig {
                 refs: both(&flags.allow_refs, &file.allow_refs),
                 paths: both(&flags.allow_paths, &file.allow_paths),
                 hosts: both(&flags.allow_hosts, &file.allow_hosts),
+                profiles: both(&flags.allow_profiles, &file.allow_profiles),
+                // The config file's, set by the server (`AppState::new`).
+                default_profile: None,
             },
         }
     }
@@ -106,6 +109,7 @@ mod tests {
             allow_refs: None,
             allow_paths: None,
             allow_hosts: None,
+            allow_profiles: None,
         };
         let flags = ServeFile {
             listen: None,
@@ -118,6 +122,7 @@ mod tests {
             allow_refs: None,
             allow_paths: None,
             allow_hosts: None,
+            allow_profiles: None,
         };
         assert_eq!(
             (ServeConfig::resolve(&flags, &file), ServeConfig::default()),

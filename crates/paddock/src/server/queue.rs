@@ -18,7 +18,7 @@
 //! jobs up to a grace, then cancels what still runs and waits for it to
 //! conclude.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -31,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::hub::Hub;
 use super::slots::{SlotError, Slots};
+use super::submissions::{SubmissionError, Submissions};
 use super::webhooks::Webhooks;
 use crate::runner::{AdmitError, Admitted, JobHandle, Runner};
 use crate::store::{Owner, SharedStore, StoreError};
@@ -89,6 +90,27 @@ pub enum Turn {
     Held(String),
 }
 
+/// Why a job this process did not admit cannot start here.
+#[derive(Debug)]
+enum Readmit {
+    /// This server may not run it (`[serve] allow_*`): it goes back to
+    /// the queue.
+    Refused(SubmissionError),
+    /// It cannot run anywhere (its spec unreadable, its admission
+    /// failed): it fails.
+    Failed(String),
+}
+
+/// The reason a queued job carries once server `me` passed it over for
+/// `refused`.
+pub fn passed_over_reason(id: &str, me: &Owner, refused: &SubmissionError) -> String {
+    format!(
+        "not run by host {} (jobs directory {}), which may not run job {id}: {refused}; it stays \
+         queued for a server that may",
+        me.name, me.host
+    )
+}
+
 /// What a cancel did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cancel {
@@ -117,6 +139,12 @@ pub struct Queue {
     hub: Hub,
     /// The jobs this server claims (none: every job).
     lanes: Vec<crate::store::Lane>,
+    /// What a spec may name on this host: checked again when this server
+    /// claims a job another server (or an earlier process) admitted.
+    submissions: Submissions,
+    /// Queued jobs this server may not run (`submissions`), passed over
+    /// by its claims; pruned once they leave the queue.
+    refused: Mutex<HashSet<String>>,
     /// Jobs admitted by this process and not claimed yet.
     pending: Mutex<HashMap<String, Admitted>>,
     /// The `max_concurrent_jobs` slots: jobs running here, with their
@@ -141,6 +169,7 @@ impl Queue {
         hub: Hub,
         max_concurrent_jobs: u32,
         lanes: Vec<crate::store::Lane>,
+        submissions: Submissions,
         webhooks: Option<Webhooks>,
     ) -> Queue {
         Queue {
@@ -148,6 +177,8 @@ impl Queue {
             runner,
             hub,
             lanes,
+            submissions,
+            refused: Mutex::new(HashSet::new()),
             pending: Mutex::new(HashMap::new()),
             slots: Slots::new(usize::try_from(max_concurrent_jobs).unwrap_or(usize::MAX)),
             wake: Notify::new(),
@@ -342,6 +373,7 @@ impl Queue {
     /// Starts queued jobs while there is room; the queue's depth and the
     /// jobs by status for `/metrics`.
     async fn fill(self: &Arc<Self>) {
+        self.prune_refused().await;
         self.claim_while_room().await;
         if let Ok(depth) = self.store.queue_depth().await {
             crate::telemetry::queue_depth(depth);
@@ -361,12 +393,14 @@ impl Queue {
                 break;
             }
             // Owned by this host from the claim's own statement on.
+            let skip: Vec<String> = locked(&self.refused).iter().cloned().collect();
             let claimed = self
                 .store
                 .claim_job(
                     &self.lanes,
                     &self.runner.config().liveness.owner,
                     OffsetDateTime::now_utc(),
+                    &skip,
                 )
                 .await;
             let (cancel, cancelled) = oneshot::channel::<()>();
@@ -397,7 +431,12 @@ impl Queue {
             Some(a) => a,
             None => match self.readmit(&record).await {
                 Ok(a) => a,
-                Err(reason) => {
+                Err(Readmit::Refused(e)) => {
+                    self.pass_over(record, &e).await;
+                    self.slots.release(&id);
+                    return;
+                }
+                Err(Readmit::Failed(reason)) => {
                     self.fail_claimed(record, reason).await;
                     self.slots.release(&id);
                     self.wake.notify_one();
@@ -446,24 +485,78 @@ impl Queue {
         });
     }
 
-    /// A job found queued after a restart, admitted again from its stored
+    /// A job this process did not admit (another server's, or one found
+    /// queued after a restart), checked against what this server allows
+    /// (`submissions`: the server that took it may allow more, or its
+    /// paths be other files there) and admitted again from its stored
     /// spec under its own id and submission time.
-    async fn readmit(&self, record: &JobRecord) -> Result<Admitted, String> {
+    async fn readmit(&self, record: &JobRecord) -> Result<Admitted, Readmit> {
+        let failed = |e: &dyn std::error::Error| Readmit::Failed(super::problem::chain(e));
         let text = match self.store.job_spec(&record.id).await {
             Ok(Some(text)) => text,
-            Ok(None) => return Err("its stored spec is missing".into()),
-            Err(e) => return Err(super::problem::chain(&e)),
+            Ok(None) => return Err(Readmit::Failed("its stored spec is missing".into())),
+            Err(e) => return Err(failed(&e)),
         };
         let spec = JobSpec::from_text(&text, Path::new("<stored spec>"), &self.runner.config().cwd)
-            .map_err(|e| super::problem::chain(&e))?;
-        let mut admitted = self
-            .runner
-            .admit(&spec)
-            .await
-            .map_err(|e| super::problem::chain(&e))?;
+            .map_err(|e| failed(&e))?;
+        self.submissions
+            .check(&spec, None)
+            .map_err(Readmit::Refused)?;
+        let mut admitted = self.runner.admit(&spec).await.map_err(|e| failed(&e))?;
         admitted.id.clone_from(&record.id);
         admitted.submitted = record.created_at;
         Ok(admitted)
+    }
+
+    /// A claimed job this server may not run (`refused`): back in the
+    /// queue, passed over by this server's claims from now on, the reason
+    /// on its record for `paddock show` and the API until a server that
+    /// may run it claims it. One a cancel was asked of meanwhile ends
+    /// `cancelled`, as a queued job's cancel does.
+    async fn pass_over(&self, mut record: JobRecord, refused: &SubmissionError) {
+        let me = &self.runner.config().liveness.owner;
+        let id = record.id.clone();
+        let reason = passed_over_reason(&id, me, refused);
+        locked(&self.refused).insert(id.clone());
+        match self.store.unclaim_job(&id, &me.host, &reason).await {
+            Ok(true) => tracing::warn!("serve: {reason}"),
+            Ok(false) => {
+                record.status = JobStatus::Cancelled;
+                record.reason = Some(CANCELLED_QUEUED.into());
+                record.finished_at = Some(OffsetDateTime::now_utc());
+                record.duration_ms = Some(0);
+                match self.store.finish_job(&record, JobStatus::Running).await {
+                    Ok(()) => {
+                        let status = EventBody::Status {
+                            phase: Phase::Cancelled,
+                            detail: Some(CANCELLED_QUEUED.into()),
+                        };
+                        if let Err(e) = self.append(&id, [status]).await {
+                            tracing::warn!("serve: job {id}: {e}");
+                        }
+                        self.completed(&id).await;
+                    }
+                    Err(e) => tracing::warn!("serve: job {id}: cannot mark it cancelled: {e}"),
+                }
+            }
+            // Left `running` on this host without a lease: the reaper
+            // ends it.
+            Err(e) => tracing::warn!("serve: job {id}: cannot put it back in the queue: {e}"),
+        }
+    }
+
+    /// Forgets the refused jobs that have left the queue (run by another
+    /// server, cancelled).
+    async fn prune_refused(&self) {
+        let ids: Vec<String> = locked(&self.refused).iter().cloned().collect();
+        for id in ids {
+            if let Ok(Some(record)) = self.store.job(&id).await {
+                if record.status == JobStatus::Queued {
+                    continue;
+                }
+            }
+            locked(&self.refused).remove(&id);
+        }
     }
 
     /// A claimed job that cannot start: `failed` with `reason`.

@@ -39,12 +39,20 @@ impl AppState {
         webhooks: Option<super::webhooks::Webhooks>,
     ) -> AppState {
         let hub = Hub::default();
+        let mut config = config;
+        // A submitted spec may always name the profile the server gives
+        // a spec that names none.
+        config.submissions.default_profile = defaults
+            .host_profile
+            .clone()
+            .or_else(|| defaults.profile.clone());
         let queue = Arc::new(Queue::new(
             store.clone(),
             runner.clone(),
             hub.clone(),
             config.max_concurrent_jobs,
             config.lanes.clone(),
+            config.submissions.clone(),
             webhooks,
         ));
         AppState {

@@ -16,10 +16,18 @@
 //! host is listed (`allow_hosts`; without a `base_url` the provider's own
 //! endpoint needs no listing). Nothing is allowed by default. The server's own paths
 //! (a turn's inline source) are not the submitter's and are not checked.
+//! A host profile is what the operator holds jobs to, and a preset or
+//! another stored profile may be wider (no network maximum): a spec may
+//! name the server's default profile, and any other stored profile or
+//! preset only when listed (`allow_profiles`; a profile file is a path).
+//! The same check runs again on the server that claims a queued job
+//! (`server::queue`), against that server's own settings: a fleet's
+//! servers may allow different things, and a path means its own host's
+//! file.
 
 use std::path::{Component, Path, PathBuf};
 
-use paddock_protocol::{HostReference, JobSpec};
+use paddock_protocol::{HostReference, JobSpec, PolicySpec};
 
 /// The operator's allowances (`ServeConfig::submissions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,6 +39,13 @@ pub struct Submissions {
     pub paths: Vec<PathBuf>,
     /// Host names a URL that carries a host secret may point at.
     pub hosts: Vec<String>,
+    /// Host profiles (stored ids, presets) a submitted spec may choose
+    /// (`[serve] allow_profiles`), besides `default_profile`.
+    pub profiles: Vec<String>,
+    /// The profile the server gives a spec that names none (the config
+    /// file's `host_profile`, else its `profile`): a spec may always name
+    /// it, as written there (an id or a file).
+    pub default_profile: Option<String>,
 }
 
 /// Why a submitted spec was refused: the field, what it names and the
@@ -63,6 +78,12 @@ pub enum SubmissionError {
         url: String,
         host: String,
     },
+    #[error(
+        "policy.profile: `{profile}` is a host profile this server does not let a submitted spec \
+         choose (it allows {allowed}); the server allows one with `[serve] allow_profiles` or \
+         `paddock serve --allow-profile {profile}`"
+    )]
+    Profile { profile: String, allowed: String },
     #[error("{field}: `{url}` has no host this server could check against `[serve] allow_hosts`")]
     NoHost { field: String, url: String },
 }
@@ -72,10 +93,22 @@ impl Submissions {
     /// names on this host; `own` is a path the server made for it (a
     /// turn's inline source), not checked.
     pub fn check(&self, spec: &JobSpec, own: Option<&Path>) -> Result<(), SubmissionError> {
+        // The server's default profile, whatever it names; a stored
+        // profile or preset only when listed (a file is a path, below).
+        let profile = spec.policy.profile.as_deref();
+        let default = profile.is_some() && profile == self.default_profile.as_deref();
+        if let Some(name) = profile.filter(|n| !default && !PolicySpec::profile_is_file(n)) {
+            if !self.profiles.iter().any(|p| p == name) {
+                return Err(SubmissionError::Profile {
+                    profile: name.to_owned(),
+                    allowed: self.profiles_allowed(),
+                });
+            }
+        }
         for reference in spec.host_references() {
             match reference {
                 HostReference::Path { field, path } => {
-                    if own.is_some_and(|o| o == path) {
+                    if own.is_some_and(|o| o == path) || (default && field == "policy.profile") {
                         continue;
                     }
                     self.check_path(field, path)?;
@@ -93,6 +126,21 @@ impl Submissions {
             }
         }
         Ok(())
+    }
+
+    /// What `profiles_allowed` names in a refusal: the default profile
+    /// and the listed ones, or none.
+    fn profiles_allowed(&self) -> String {
+        let mut named: Vec<String> = Vec::new();
+        if let Some(d) = &self.default_profile {
+            named.push(format!("its default profile `{d}`"));
+        }
+        named.extend(self.profiles.iter().map(|p| format!("`{p}`")));
+        if named.is_empty() {
+            "none".to_owned()
+        } else {
+            named.join(", ")
+        }
     }
 
     fn check_path(&self, field: &str, path: &Path) -> Result<(), SubmissionError> {

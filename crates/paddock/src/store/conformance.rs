@@ -61,6 +61,7 @@ macro_rules! conformance_suite {
             sums_saturate_instead_of_overflowing,
             owned_jobs_renew_their_heartbeat_only_while_theirs,
             a_claim_records_its_owner_and_heartbeat,
+            a_claimer_puts_back_what_it_may_not_run_and_passes_it_over,
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
             of_concurrent_reclaimers_exactly_one_wins,
             a_reclaim_holds_only_on_the_cancel_request_it_saw,
@@ -808,7 +809,7 @@ async fn claim_all(store: &dyn Store) -> Vec<String> {
 async fn claim_in(store: &dyn Store, lanes: &[crate::store::Lane]) -> Vec<String> {
     let mut out = Vec::new();
     let (owner, at) = (host("claimer"), datetime!(2026-12-02 05:00:00 UTC));
-    while let Some(j) = store.claim_job(lanes, &owner, at).await.unwrap() {
+    while let Some(j) = store.claim_job(lanes, &owner, at, &[]).await.unwrap() {
         assert_eq!(j.status, JobStatus::Running, "{}", j.id);
         out.push(j.id);
     }
@@ -1395,7 +1396,11 @@ pub(crate) async fn a_claim_records_its_owner_and_heartbeat(store: &dyn Store) {
         .enqueue_job(&queued("q1", "T-1", 0), "{}", 7)
         .await
         .unwrap();
-    let claimed = store.claim_job(&[], &owner, at).await.unwrap().unwrap();
+    let claimed = store
+        .claim_job(&[], &owner, at, &[])
+        .await
+        .unwrap()
+        .unwrap();
     let from_queue = RunningJob {
         queued: Some(7),
         ..running("q1", Some((&owner, at)))
@@ -1405,6 +1410,75 @@ pub(crate) async fn a_claim_records_its_owner_and_heartbeat(store: &dyn Store) {
         ("q1", vec![from_queue])
     );
     assert!(store.heartbeat("q1", &owner.host, at).await.unwrap());
+}
+
+/// A claimer that may not run the job it claimed puts it back in the
+/// queue with its reason (owner and heartbeat cleared), only while it is
+/// running on that claimer and no cancel was asked of it; its claims pass
+/// over the ids it skips, and the next claim (another server's) clears the
+/// reason.
+pub(crate) async fn a_claimer_puts_back_what_it_may_not_run_and_passes_it_over(store: &dyn Store) {
+    let (a, b) = (host("alpha"), host("beta"));
+    let at = datetime!(2026-12-02 05:00:01 UTC);
+    for (id, ticket, offset) in [("q1", "T-1", 0), ("q2", "T-2", 1), ("q3", "T-3", 2)] {
+        store
+            .enqueue_job(&queued(id, ticket, offset), "{}", 0)
+            .await
+            .unwrap();
+    }
+    let first = store.claim_job(&[], &a, at, &[]).await.unwrap().unwrap();
+    assert_eq!(first.id, "q1");
+    // Not another host's, not an unknown job's.
+    assert_eq!(
+        (
+            store.unclaim_job("q1", &b.host, "r").await.unwrap(),
+            store.unclaim_job("nope", &a.host, "r").await.unwrap(),
+        ),
+        (false, false)
+    );
+    assert!(store
+        .unclaim_job("q1", &a.host, "alpha may not")
+        .await
+        .unwrap());
+    let mut put_back = queued("q1", "T-1", 0);
+    put_back.reason = Some("alpha may not".into());
+    assert_eq!(
+        (
+            store.job("q1").await.unwrap(),
+            store.job_owner("q1").await.unwrap(),
+            store.running_jobs().await.unwrap(),
+            store.unclaim_job("q1", &a.host, "again").await.unwrap(),
+        ),
+        (Some(put_back), None, vec![], false)
+    );
+    // Passed over by the claimer that skips it, q2 next; then q3.
+    let skip = vec!["q1".to_owned()];
+    let next = store.claim_job(&[], &a, at, &skip).await.unwrap().unwrap();
+    let after = store.claim_job(&[], &a, at, &skip).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            next.id.as_str(),
+            after.id.as_str(),
+            store.claim_job(&[], &a, at, &skip).await.unwrap()
+        ),
+        ("q2", "q3", None)
+    );
+    // Another claimer takes it, the reason cleared.
+    let other = store.claim_job(&[], &b, at, &[]).await.unwrap().unwrap();
+    assert_eq!((other.id.as_str(), other.reason), ("q1", None));
+    // A cancel asked meanwhile: not put back.
+    assert_eq!(
+        store.request_cancel("q1", "gamma", at).await.unwrap(),
+        Some(b.clone())
+    );
+    assert!(!store
+        .unclaim_job("q1", &b.host, "beta may not")
+        .await
+        .unwrap());
+    assert_eq!(
+        store.job("q1").await.unwrap().map(|j| j.status),
+        Some(JobStatus::Running)
+    );
 }
 
 /// Reclaiming overwrites a running job only while its owner and heartbeat
@@ -1631,7 +1705,7 @@ pub(crate) async fn a_reclaim_is_all_or_nothing_with_its_next_attempt(store: &dy
         .enqueue_job(&queued("q1", "T-1", 0), "{\"spec\":1}", 7)
         .await
         .unwrap();
-    let claimed = store.claim_job(&[], &a, t0).await.unwrap().unwrap();
+    let claimed = store.claim_job(&[], &a, t0, &[]).await.unwrap().unwrap();
     let ended = paddock_protocol::JobRecord {
         status: JobStatus::Done,
         ..job("taken", 10)
@@ -1724,7 +1798,7 @@ pub(crate) async fn a_reclaim_is_all_or_nothing_with_its_next_attempt(store: &dy
         (Some(next.clone()), Some("{\"spec\":2}"))
     );
     let b = host("beta");
-    let again = store.claim_job(&[], &b, t1).await.unwrap().unwrap();
+    let again = store.claim_job(&[], &b, t1, &[]).await.unwrap().unwrap();
     assert_eq!(
         (again.id.as_str(), store.running_jobs().await.unwrap()),
         (
@@ -1747,7 +1821,7 @@ pub(crate) async fn of_concurrent_reclaimers_one_queues_the_next_attempt(store: 
         .enqueue_job(&queued("q1", "T-1", 0), "{}", 3)
         .await
         .unwrap();
-    let claimed = store.claim_job(&[], &a, t0).await.unwrap().unwrap();
+    let claimed = store.claim_job(&[], &a, t0, &[]).await.unwrap().unwrap();
     let reclaimers = (0..8).map(|i| {
         let host = a.host.clone();
         let mut failed = claimed.clone();
@@ -1865,7 +1939,7 @@ pub(crate) async fn the_newest_jobs_owners_are_listed(store: &dyn Store) {
         .insert_owned_job(&job("j1", 40), "{}", &a, at)
         .await
         .unwrap();
-    let claimed = store.claim_job(&[], &b, at).await.unwrap().unwrap();
+    let claimed = store.claim_job(&[], &b, at, &[]).await.unwrap().unwrap();
     assert_eq!(claimed.id, "q1");
     assert_eq!(
         store.job_owners(4).await.unwrap(),

@@ -195,13 +195,21 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// get the same job. Only jobs in one of `lanes` are claimed (any job
     /// when `lanes` is empty). The claimed job is owned by `owner`, its
     /// heartbeat `at`, in the same statement. `None` when no queued job
-    /// can run.
+    /// can run. Jobs whose ids are in `skip` (the claimer may not run
+    /// them: `unclaim_job`) are passed over. The claim clears a queued
+    /// job's reason (why a server passed it over).
     async fn claim_job(
         &self,
         lanes: &[Lane],
         owner: &Owner,
         at: OffsetDateTime,
+        skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError>;
+
+    /// Puts job `id`, claimed by host `host` and not started, back in the
+    /// queue with `reason` (why that host may not run it), if it is still
+    /// `running` on `host` and no cancel was asked of it: whether it did.
+    async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError>;
 
     /// How many jobs are `queued`.
     async fn queue_depth(&self) -> Result<u64, StoreError>;

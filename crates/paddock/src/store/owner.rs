@@ -129,6 +129,15 @@ pub(in crate::store) const REQUEST_CANCEL: &str = "UPDATE jobs \
      WHERE id = $1 AND status = 'running' AND owner_host IS NOT NULL \
      RETURNING owner_host, owner_name";
 
+/// Puts the claimed job `$1` back in the queue with the reason `$3`
+/// (why its claimer may not run it), if it is still `running`, owned by
+/// host `$2`, and no cancel was asked of it meanwhile.
+pub(in crate::store) const UNCLAIM: &str = "UPDATE jobs \
+     SET status = 'queued', owner_host = NULL, owner_name = NULL, heartbeat_at = NULL, \
+         claimed_at = NULL, reason = $3 \
+     WHERE id = $1 AND status = 'running' AND owner_host = $2 \
+       AND cancel_requested_at IS NULL";
+
 /// When and by whom a cancel of job `$1` was asked (`NULL`: never; no
 /// row: no job).
 pub(in crate::store) const CANCEL_REQUESTED: &str =

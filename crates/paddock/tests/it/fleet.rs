@@ -28,14 +28,24 @@ use super::hosts::{
     backends, gc, host_of, hosts_config, reaped, run_cmd, started, waiting_job, Shared,
 };
 use super::serve::{assert_one_signed_delivery, body, hook_receiver, is_final, spec, Server, TURN};
+use paddock::server::passed_over_reason;
+use paddock::server::submissions::SubmissionError;
 use paddock_test_support::prelude::*;
 
 /// Both homes renew every second and take 3 s without a renewal for dead.
 const HOSTS: &str = "heartbeat_secs = 1\nheartbeat_ttl_secs = 3";
 
-/// `paddock serve` on `home` with the shared store `db`.
-async fn server(home: &Home, db: &str) -> Server {
-    Server::start_env(home, &["--max-concurrent-jobs", "2"], &[("PADDOCK_DB", db)]).await
+/// `paddock serve` on `home` with the shared store `db`, allowing
+/// submitted specs to name the files of `peer` too (a fleet whose hosts
+/// share a directory): each server claims the other's jobs.
+async fn server(home: &Home, db: &str, peer: &Home) -> Server {
+    let peer = peer.path().display().to_string();
+    Server::start_env(
+        home,
+        &["--max-concurrent-jobs", "2", "--allow-path", &peer],
+        &[("PADDOCK_DB", db)],
+    )
+    .await
 }
 
 /// A stand-in that touches `marker`, waits for `gate` (at most 60 s), then
@@ -106,7 +116,10 @@ async fn two_servers_run_each_job_once_and_reclaim_a_killed_ones() {
         let (a, b) = (Home::new(), Home::new());
         hosts_config(&a, HOSTS);
         hosts_config(&b, HOSTS);
-        let (srv_a, srv_b) = (server(&a, &db.db()).await, server(&b, &db.db()).await);
+        let (srv_a, srv_b) = (
+            server(&a, &db.db(), &b).await,
+            server(&b, &db.db(), &a).await,
+        );
         let store = db.open().await;
         let scratch = tempfile::tempdir().unwrap();
         // Six jobs, three through each server: each runs exactly once.
@@ -274,7 +287,10 @@ async fn a_cancel_through_another_servers_api_stops_the_job_where_it_runs() {
         for home in [&a, &b, &c] {
             hosts_config(home, "heartbeat_secs = 10\nheartbeat_ttl_secs = 60");
         }
-        let (srv_a, srv_b) = (server(&a, &db.db()).await, server(&b, &db.db()).await);
+        let (srv_a, srv_b) = (
+            server(&a, &db.db(), &b).await,
+            server(&b, &db.db(), &a).await,
+        );
         let store = db.open().await;
         let scratch = tempfile::tempdir().unwrap();
         let gate = scratch.path().join("never");
@@ -408,7 +424,7 @@ async fn claimed_by(
         .enqueue_job(&queued, &serde_json::to_string(&spec).unwrap(), 4)
         .await
         .unwrap();
-    let claimed = store.claim_job(&[], owner, at).await.unwrap().unwrap();
+    let claimed = store.claim_job(&[], owner, at, &[]).await.unwrap().unwrap();
     assert_eq!(claimed.id, queued.id);
     store
         .append_event(&paddock_protocol::AgentEvent {
@@ -697,7 +713,10 @@ async fn a_dispose_through_another_hosts_server_says_the_artifacts_are_there() {
         let (a, b) = (Home::new(), Home::new());
         hosts_config(&a, HOSTS);
         hosts_config(&b, HOSTS);
-        let (srv_a, srv_b) = (server(&a, &db.db()).await, server(&b, &db.db()).await);
+        let (srv_a, srv_b) = (
+            server(&a, &db.db(), &b).await,
+            server(&b, &db.db(), &a).await,
+        );
         let store = db.open().await;
         let scratch = tempfile::tempdir().unwrap();
         let (marker, gate) = (scratch.path().join("started"), scratch.path().join("gate"));
@@ -755,5 +774,96 @@ async fn a_dispose_through_another_hosts_server_says_the_artifacts_are_there() {
         assert_eq!(resp.status(), 200, "{}", here.stderr());
         assert_eq!(body::<JobRecord>(resp).await, rec);
         assert!(!artifacts.exists());
+    }
+}
+
+/// Servers of a fleet may allow different things (`[serve] allow_*`), and
+/// a path names a file of the host that reads it: a job one server
+/// accepted is checked again by the server that claims it, against its
+/// own settings. Server A takes no queued job (its lane is another
+/// project's); B may name only its own home's files, so it claims A's
+/// job, may not run it, and puts it back in the queue, the reason on its
+/// record (the API's, `paddock show`'s) naming B, the job and the field;
+/// B passes it over from then on, and C, which may name A's files, runs
+/// it. Before, B ran it, reading A's host's paths on its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_its_claimer_may_not_run_stays_queued_for_a_server_that_may() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b, c) = (Home::new(), Home::new(), Home::new());
+        hosts_config(
+            &a,
+            &format!("{HOSTS}\n[[serve.lanes]]\nprojects = [\"none-such\"]"),
+        );
+        hosts_config(&b, HOSTS);
+        hosts_config(&c, HOSTS);
+        let env = [("PADDOCK_DB", db.db())];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let srv_a = Server::start_env(&a, &[], &env).await;
+        let srv_b = Server::start_env(&b, &[], &env).await;
+        let store = db.open().await;
+        let job = spec(&a, "T-R", TURN);
+        let id = srv_a.submit_ok(&job, 0).await;
+        // B claims it and puts it back (A never claims it).
+        let mut rec = srv_b.job(&id).await;
+        for _ in 0..600 {
+            if rec.reason.is_some() || is_final(rec.status) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            rec = srv_b.job(&id).await;
+        }
+        let (b_host, b_name) = host_of(&b);
+        let refused = SubmissionError::Path {
+            field: "repository.path".into(),
+            path: job["repository"]["path"].as_str().unwrap().into(),
+            allowed: b.path().display().to_string(),
+        };
+        let want = format!(
+            "not run by host {b_name} (jobs directory {b_host}), which may not run job {id}: \
+             repository.path: {} is a path on this server outside the directories a submitted \
+             spec may name ({}); the server allows a directory with `[serve] allow_paths` or \
+             `paddock serve --allow-path DIR`; it stays queued for a server that may",
+            job["repository"]["path"].as_str().unwrap(),
+            b.path().display()
+        );
+        let owner = Owner {
+            host: b_host.clone(),
+            name: b_name.clone(),
+        };
+        assert_eq!(passed_over_reason(&id, &owner, &refused), want);
+        assert_eq!(
+            (rec.status, rec.reason.clone()),
+            (JobStatus::Queued, Some(want.clone())),
+            "{}",
+            srv_b.stderr()
+        );
+        assert_eq!(store.job_owner(&id).await.unwrap(), None);
+        // `paddock show` on any home says why it waits.
+        let shown = a
+            .paddock(&["show", "--json", &id], &[("PADDOCK_DB", &db.db())])
+            .await;
+        let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        assert_eq!(
+            (&shown["record"]["status"], &shown["record"]["reason"]),
+            (&Value::from("queued"), &Value::from(want.as_str()))
+        );
+        // A server that may run it does, once; the reason is gone.
+        let srv_c =
+            Server::start_env(&c, &["--allow-path", &a.path().display().to_string()], &env).await;
+        let ran = srv_c.wait_for(&id, is_final).await;
+        assert_eq!(
+            (ran.status, ran.reason.clone()),
+            (JobStatus::Done, None),
+            "{}\n{}",
+            srv_b.stderr(),
+            srv_c.stderr()
+        );
+        assert_eq!(
+            store.job_owner(&id).await.unwrap().map(|o| o.host),
+            Some(host_of(&c).0)
+        );
+        nothing_lost(&store, &ran).await;
+        drop((srv_a, srv_b, srv_c));
     }
 }

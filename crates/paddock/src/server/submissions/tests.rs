@@ -26,6 +26,7 @@ fn only_what_the_server_allows_may_be_named() {
         refs: vec!["env:OPENAI_API_KEY".into()],
         paths: vec![allowed.clone()],
         hosts: vec!["api.openai.com".into()],
+        ..Submissions::default()
     };
     let up = |key: &str, base: &str| {
         format!(
@@ -176,4 +177,84 @@ fn only_what_the_server_allows_may_be_named() {
         allowed.join("s.toml").display()
     );
     assert_eq!(with.check(&spec(dir.path(), &turn), Some(&own)), Ok(()));
+}
+
+/// A stored profile or preset is one the server chooses: a spec may name
+/// the server's default profile (an id or a file, as its config writes
+/// it) and any other only when listed; a profile file is a path as well.
+#[test]
+fn a_submitted_spec_chooses_only_an_allowed_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dir.path().join("allowed");
+    std::fs::create_dir_all(allowed.join("repo")).unwrap();
+    let file = dir.path().join("profiles/ci.toml");
+    let base = format!(
+        "{SCRIPTED}[repository]\npath = \"{}\"\n[upstream]\nprovider = \"scripted\"\nscenario = \"{}\"\n",
+        allowed.join("repo").display(),
+        allowed.join("s.toml").display()
+    );
+    let naming = |profile: &str| {
+        spec(
+            dir.path(),
+            &format!("{base}[policy]\nprofile = \"{profile}\"\n"),
+        )
+    };
+    let none = spec(dir.path(), &base);
+    let paths = vec![allowed.clone()];
+    let default = Submissions {
+        paths: paths.clone(),
+        default_profile: Some("ci-box".into()),
+        ..Submissions::default()
+    };
+    let listed = Submissions {
+        paths: paths.clone(),
+        profiles: vec!["remote-full".into()],
+        default_profile: Some(file.display().to_string()),
+        ..Submissions::default()
+    };
+    let nothing = Submissions {
+        paths,
+        ..Submissions::default()
+    };
+    let profile = |id: &str, allowed: &str| {
+        Err(SubmissionError::Profile {
+            profile: id.into(),
+            allowed: allowed.into(),
+        })
+    };
+    assert_eq!(
+        [
+            nothing.check(&none, None),
+            nothing.check(&naming("constrained-local"), None),
+            default.check(&naming("ci-box"), None),
+            default.check(&naming("remote-full"), None),
+            listed.check(&naming("remote-full"), None),
+            listed.check(&naming(&file.display().to_string()), None),
+            listed.check(&naming("ci-box"), None),
+            default.check(&naming(&file.display().to_string()), None),
+        ],
+        [
+            Ok(()),
+            profile("constrained-local", "none"),
+            Ok(()),
+            profile("remote-full", "its default profile `ci-box`"),
+            Ok(()),
+            Ok(()),
+            profile(
+                "ci-box",
+                &format!("its default profile `{}`, `remote-full`", file.display()),
+            ),
+            Err(SubmissionError::Path {
+                field: "policy.profile".into(),
+                path: file.clone(),
+                allowed: allowed.display().to_string(),
+            }),
+        ]
+    );
+    assert_eq!(
+        profile("remote-full", "none").unwrap_err().to_string(),
+        "policy.profile: `remote-full` is a host profile this server does not let a submitted \
+         spec choose (it allows none); the server allows one with `[serve] allow_profiles` or \
+         `paddock serve --allow-profile remote-full`"
+    );
 }

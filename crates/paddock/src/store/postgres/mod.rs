@@ -286,8 +286,13 @@ impl Store for PgStore {
         lanes: &[Lane],
         owner: &Owner,
         at: OffsetDateTime,
+        skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError> {
-        PgStore::claim_job(self, lanes, owner, at).await
+        PgStore::claim_job(self, lanes, owner, at, skip).await
+    }
+
+    async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError> {
+        PgStore::unclaim_job(self, id, host, reason).await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {

@@ -29,8 +29,9 @@ impl PgStore {
         lanes: &[Lane],
         owner: &Owner,
         at: OffsetDateTime,
+        skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError> {
-        let sql = claim_sql(lanes, TASK_TYPE, " FOR UPDATE SKIP LOCKED");
+        let sql = claim_sql(lanes, skip.len(), TASK_TYPE, " FOR UPDATE SKIP LOCKED");
         let heartbeat = RowRef::new("jobs", "claimed".to_owned()).time("heartbeat_at", at)?;
         let claim_error = |source| StoreError::ClaimJob { source };
         let mut tx = self.pool.begin().await.map_err(claim_error)?;
@@ -47,6 +48,9 @@ impl PgStore {
             for value in lane.task_types.iter().chain(&lane.projects) {
                 query = query.bind(value);
             }
+        }
+        for id in skip {
+            query = query.bind(id);
         }
         let claimed = query.fetch_optional(&mut *tx).await.map_err(claim_error)?;
         tx.commit().await.map_err(claim_error)?;

@@ -8,7 +8,7 @@
 //! word the same on both backends.
 
 /// `insert_job_with_priority`, `insert_owned_job`, `heartbeat`, `reclaim_job`, `running_jobs`,
-/// `request_cancel`, `cancel_requested`, `job_owner` and `job_owners` for the store type `$store` (a
+/// `request_cancel`, `unclaim_job`, `cancel_requested`, `job_owner` and `job_owners` for the store type `$store` (a
 /// struct with a sqlx `pool`, a `job` method, and a `bind_job` function
 /// in the expanding module binding `id` then the `COLUMNS`).
 macro_rules! jobs_queries {
@@ -223,6 +223,29 @@ macro_rules! jobs_queries {
                         host,
                         name: name.unwrap_or_default(),
                     }))
+                }
+
+                /// Puts the claimed job `id` back in the queue with
+                /// `reason` (`owner::UNCLAIM`): whether it did (false: it
+                /// is not running on `host` any more, or a cancel was
+                /// asked of it).
+                pub(super) async fn unclaim_job(
+                    &self,
+                    id: &str,
+                    host: &str,
+                    reason: &str,
+                ) -> Result<bool, StoreError> {
+                    let done = sqlx::query(owner::UNCLAIM)
+                        .bind(id)
+                        .bind(host)
+                        .bind(reason)
+                        .execute(&self.pool)
+                        .await
+                        .map_err(|source| StoreError::UpdateJob {
+                            job_id: id.to_owned(),
+                            source,
+                        })?;
+                    Ok(done.rows_affected() == 1)
                 }
 
                 /// The owner of job `id`: `None` when it has none (never

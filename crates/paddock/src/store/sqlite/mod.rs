@@ -312,8 +312,13 @@ impl Store for SqliteStore {
         lanes: &[Lane],
         owner: &Owner,
         at: OffsetDateTime,
+        skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError> {
-        SqliteStore::claim_job(self, lanes, owner, at).await
+        SqliteStore::claim_job(self, lanes, owner, at, skip).await
+    }
+
+    async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError> {
+        SqliteStore::unclaim_job(self, id, host, reason).await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {

@@ -34,8 +34,9 @@ impl SqliteStore {
         lanes: &[Lane],
         owner: &Owner,
         at: OffsetDateTime,
+        skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError> {
-        let sql = claim_sql(lanes, SQLITE_TASK_TYPE, "");
+        let sql = claim_sql(lanes, skip.len(), SQLITE_TASK_TYPE, "");
         let heartbeat = RowRef::new("jobs", "claimed".to_owned()).time("heartbeat_at", at)?;
         let mut query = sqlx::query_scalar::<_, String>(&sql)
             .bind(owner.host.as_str())
@@ -45,6 +46,9 @@ impl SqliteStore {
             for value in lane.task_types.iter().chain(&lane.projects) {
                 query = query.bind(value);
             }
+        }
+        for id in skip {
+            query = query.bind(id);
         }
         let claimed = query
             .fetch_optional(&self.pool)
@@ -99,22 +103,36 @@ impl SqliteStore {
 }
 
 /// The claim's `UPDATE` (module text): the owner's host, name and
-/// heartbeat (also the claim's time, `claimed_at`) are `$1`-`$3`, each lane's lists the parameters after them,
+/// heartbeat (also the claim's time, `claimed_at`) are `$1`-`$3`, each
+/// lane's lists the parameters after them, then the `skip` ids passed
+/// over,
 /// `task_type` the backend's expression of a queued row's task type and
 /// `lock` what follows the candidate's `LIMIT 1` (PostgreSQL's
 /// `FOR UPDATE SKIP LOCKED`).
-pub(in crate::store) fn claim_sql(lanes: &[Lane], task_type: &str, lock: &str) -> String {
+pub(in crate::store) fn claim_sql(
+    lanes: &[Lane],
+    skip: usize,
+    task_type: &str,
+    lock: &str,
+) -> String {
     let mut n = 3;
-    let filter = lanes_filter(lanes, task_type, &mut || {
+    let mut param = || {
         n += 1;
         format!("${n}")
-    });
+    };
+    let filter = lanes_filter(lanes, task_type, &mut param);
+    let skip = if skip == 0 {
+        String::new()
+    } else {
+        let ids: Vec<String> = (0..skip).map(|_| param()).collect();
+        format!(" AND q.id NOT IN ({})", ids.join(", "))
+    };
     format!(
         "UPDATE jobs SET status = 'running', owner_host = $1, owner_name = $2, \
-           heartbeat_at = $3, claimed_at = $3 WHERE status = 'queued' AND id = ( \
+           heartbeat_at = $3, claimed_at = $3, reason = NULL WHERE status = 'queued' AND id = ( \
            SELECT q.id FROM jobs q WHERE q.status = 'queued' AND NOT EXISTS ( \
              SELECT 1 FROM jobs r WHERE r.status = 'running' \
-               AND r.project = q.project AND r.ticket_id = q.ticket_id){filter} \
+               AND r.project = q.project AND r.ticket_id = q.ticket_id){filter}{skip} \
            ORDER BY q.priority DESC, q.created_at, q.id LIMIT 1{lock}) \
          RETURNING id"
     )
