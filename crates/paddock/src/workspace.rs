@@ -1381,6 +1381,24 @@ impl RefetchedMirror {
     }
 }
 
+/// The mirror of the URL source `url` of `repo` under `jobs_root` made
+/// again (cloned afresh, as a job's start makes it) when it is gone
+/// (removed by hand, or pruned), for a later publish that reads what it
+/// names (its `HEAD`: the remote's default branch, a `HEAD`-based job's
+/// pull request base); `None` when it is there.
+pub async fn mirror_again_if_gone(
+    jobs_root: &Path,
+    repo: &RepositorySpec,
+    url: &str,
+) -> Result<Option<RefetchedMirror>, WorkspaceError> {
+    if mirror::dir_of(jobs_root, url).is_dir() {
+        return Ok(None);
+    }
+    let token = repository_token(repo, url)?;
+    let (held, ()) = mirror::fetched_then(jobs_root, url, token.as_ref(), |_| async {}).await?;
+    Ok(Some(RefetchedMirror(held)))
+}
+
 /// The mirror of the URL source `url` of `repo` under `jobs_root`, made
 /// to hold the commit `base` a later publish needs: fetched (or cloned
 /// afresh) as a job's start fetches it, then, should `base` still be

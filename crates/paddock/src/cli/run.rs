@@ -113,7 +113,7 @@ pub async fn exec(
     let mut follows = None;
     if let Some(prior) = attempt_after {
         let prior = super::resolve_job(&*store, &prior, paths).await?;
-        spec.ticket.prior_attempts = paddock::results::bounce::attempts_after(
+        let after = paddock::results::bounce::attempts_after(
             &*store,
             &prior,
             &spec.ticket.id,
@@ -122,10 +122,15 @@ pub async fn exec(
         )
         .await
         .map_err(|e| Failure::BadInput(e.into()))?;
+        spec.ticket.prior_attempts = after.attempts;
         follows = paddock::session::Prior::load(&*store, &prior, &paths.artifacts)
             .await
             .with_context(|| format!("read the prior job {prior}"))
-            .map_err(Failure::Internal)?;
+            .map_err(Failure::Internal)?
+            .map(|p| paddock::session::Prior {
+                ended: after.ended,
+                ..p
+            });
     }
     let config = RunnerConfig {
         host_profile: config.host_profile.clone(),

@@ -64,6 +64,18 @@ pub enum BounceError {
     },
 }
 
+/// What the next attempt learns of the last: the prior attempts, and
+/// whether the last one's pull request was ended on the forge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct After {
+    pub attempts: Vec<PriorAttempt>,
+    /// `its pull request URL was merged` (`closed`, `locked`): the next
+    /// attempt starts on the spec's base, in a new session
+    /// (`session::Prior::ended`), not on a branch a reviewer merged or
+    /// turned down.
+    pub ended: Option<String>,
+}
+
 /// The prior attempts of a job after `job_id` for the ticket `ticket_id`
 /// (its artifacts in `artifacts_root`, its lease in `jobs_root`).
 pub async fn attempts_after(
@@ -72,7 +84,7 @@ pub async fn attempts_after(
     ticket_id: &str,
     artifacts_root: &Path,
     jobs_root: &Path,
-) -> Result<Vec<PriorAttempt>, BounceError> {
+) -> Result<After, BounceError> {
     let store_err = |source| BounceError::Store {
         job_id: job_id.to_string(),
         source,
@@ -133,6 +145,7 @@ pub async fn attempts_after(
             job_id: job_id.to_string(),
             message,
         })?;
+    let found = session.forge.find_pull_request(&record.branch).await;
     let comments = session.forge.review_comments(&record.branch).await;
     // A minted token is revoked whatever the read gave; a failed
     // revocation only leaves it to expire within the hour.
@@ -142,10 +155,15 @@ pub async fn attempts_after(
     if !super::tokens_left(&artifacts) {
         let _ = lease.release();
     }
-    let comments = comments.map_err(|e| BounceError::Review {
+    let review_err = |e: super::forge::ForgeError| BounceError::Review {
         job_id: job_id.to_string(),
         message: e.to_string(),
-    })?;
+    };
+    let comments = comments.map_err(review_err)?;
+    let ended = found.map_err(review_err)?.and_then(|pr| {
+        pr.ended
+            .map(|how| format!("its pull request {} was {how} on the forge", pr.url))
+    });
     let bounce = bounce_text(&comments);
     let summary = std::fs::read_to_string(artifacts.join(CLOSEOUT))
         .map(|t| crate::output::keep_end(&t, SUMMARY_MAX))
@@ -153,14 +171,17 @@ pub async fn attempts_after(
     let mut attempts = spec.ticket.prior_attempts;
     attempts.push(PriorAttempt {
         attempt: record.attempt,
-        outcome: record.status.as_str().to_string(),
+        outcome: match &ended {
+            None => record.status.as_str().to_string(),
+            Some(ended) => format!("{}, {ended}", record.status.as_str()),
+        },
         summary,
         branch: Some(record.branch),
         tried: Vec::new(),
         failed: record.reason.into_iter().collect(),
         bounce_comment: (!bounce.is_empty()).then_some(bounce),
     });
-    Ok(attempts)
+    Ok(After { attempts, ended })
 }
 
 /// The review's comments as the attempt's bounce comment, one a line in

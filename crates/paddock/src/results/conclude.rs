@@ -286,6 +286,22 @@ pub async fn pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<Strin
         return Ok(base);
     }
     if base == "HEAD" {
+        // A URL source's mirror gone since the job (removed, pruned):
+        // made again from the URL to read the remote's default branch.
+        let mut _again = None;
+        if let (None, Some(url)) = (&spec.repository.path, &spec.repository.url) {
+            _again = crate::workspace::mirror_again_if_gone(jobs_root, &spec.repository, url)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "the pull request needs a branch to merge into and repository.base_ref \
+                         is HEAD, which the mirror of {url} names, but the mirror {} is gone and \
+                         could not be made again ({e}): `paddock publish` the job again once \
+                         {url} can be fetched, or set results.base_branch",
+                        crate::workspace::mirror::dir_of(jobs_root, url).display()
+                    )
+                })?;
+        }
         return base_objects::head_branch(spec, jobs_root)
             .await
             .map_err(|why| {
@@ -690,43 +706,61 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 // branch when it names one, else the base as written.
                 false => outbox_base(spec, input.jobs_root).await,
             };
-            push_result(
-                spec,
-                &bundle,
-                &input.record.branch,
-                token.as_ref(),
-                input.artifacts,
-                input.jobs_root,
-                input.base_held,
-            )
-            .await
-            .map_err(Some)?;
-            let closeout = render(input.record, &links);
-            let draft = PullRequestDraft {
-                head: input.record.branch.clone(),
-                base,
-                title: format!("{}: {}", spec.ticket.id, spec.ticket.title.trim()),
-                body: closeout::pull_request_body(&closeout, spec.results.ticket_url.as_deref()),
-                draft: spec.results.draft,
-                labels: spec.results.labels.clone(),
-            };
-            let pr = forge
-                .open_pull_request(&draft)
+            // The branch's pull request, asked before the push: one
+            // merged or closed on the forge is left as it is, and its
+            // branch is not pushed again (the forge, or a reviewer, may
+            // have deleted it after the merge: a push would re-create it).
+            let found = forge
+                .find_pull_request(&input.record.branch)
                 .await
                 .map_err(|e| Some(e.to_string()))?;
+            let pr = match found {
+                Some(ended) if ended.ended.is_some() => ended,
+                found => {
+                    push_result(
+                        spec,
+                        &bundle,
+                        &input.record.branch,
+                        token.as_ref(),
+                        input.artifacts,
+                        input.jobs_root,
+                        input.base_held,
+                    )
+                    .await
+                    .map_err(Some)?;
+                    let closeout = render(input.record, &links);
+                    let draft = PullRequestDraft {
+                        head: input.record.branch.clone(),
+                        base,
+                        title: format!("{}: {}", spec.ticket.id, spec.ticket.title.trim()),
+                        body: closeout::pull_request_body(
+                            &closeout,
+                            spec.results.ticket_url.as_deref(),
+                        ),
+                        draft: spec.results.draft,
+                        labels: spec.results.labels.clone(),
+                    };
+                    forge
+                        .propose(&draft, found)
+                        .await
+                        .map_err(|e| Some(e.to_string()))?
+                }
+            };
             if let Some(how) = &pr.ended {
-                ended_note = Some(format!(
-                    "the pull request {} for {} was {how} on the forge: it is left as it is (not \
-                     reopened, updated or opened again); the closeout goes on it. A next attempt \
-                     is `paddock run SPEC --attempt-after {}`",
-                    pr.url, input.record.branch, input.record.id
-                ));
+                ended_note = Some(ended_pull_request(&pr.url, how, input.record));
             }
             pull_request = Some(pr);
         }
         let mut links = links.clone();
         if let Some(pr) = &pull_request {
-            links.push(("pull request".into(), pr.url.clone()));
+            let label = match &pr.ended {
+                None => "pull request".to_string(),
+                Some(how) => format!(
+                    "pull request ({how} on the forge before this publish: left as it is, the \
+                     branch not pushed again)"
+                ),
+            };
+            links.push((label, pr.url.clone()));
         }
         let closeout = render(input.record, &links);
         let url = forge
@@ -804,6 +838,18 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         ));
     }
     out
+}
+
+/// The warning of a publish that found the branch's pull request `url`
+/// ended (`how`: merged, closed, locked) on the forge.
+fn ended_pull_request(url: &str, how: &str, record: &JobRecord) -> String {
+    format!(
+        "the pull request {url} for {} was {how} on the forge: it is left as it is (not \
+         reopened, updated or opened again) and the branch is not pushed again (the forge or a \
+         reviewer may have deleted it); the closeout goes on it. A next attempt is `paddock run \
+         SPEC --attempt-after {}`",
+        record.branch, record.id
+    )
 }
 
 /// The job's conclude step (the runner's one call): the branch as

@@ -100,6 +100,10 @@ pub struct PullRequest {
     /// reviewer merged or turned down before them again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<String>,
+    /// A draft, as the forge has it now (an open one a reviewer marked
+    /// ready is updated as ready).
+    #[serde(default)]
+    pub draft: bool,
 }
 
 /// A reviewer's word on a pull request, for the next attempt's brief.
@@ -119,9 +123,26 @@ pub struct ReviewComment {
 pub trait Forge: Send + Sync {
     /// Its name in messages (`github`, `gitlab`, `outbox`).
     fn name(&self) -> &'static str;
-    /// Opens the pull request for `draft.head`, or updates the open one
-    /// (title, body, labels).
-    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError>;
+    /// The pull request of `branch` (the open one, else the newest), as
+    /// [`Forge::propose`] takes it: `ended` set when it was merged or
+    /// closed on the forge; `None` when the branch has none (the outbox:
+    /// always). Asked before the branch is pushed: an ended one's branch
+    /// is not pushed again (the forge, or a reviewer, may have deleted it).
+    async fn find_pull_request(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError>;
+    /// Opens the pull request for `draft.head`, or updates `found`, the
+    /// branch's open one (title, body, labels), as
+    /// [`Forge::find_pull_request`] found it; an ended one is returned as
+    /// it is (never reopened, updated or opened again).
+    async fn propose(
+        &self,
+        draft: &PullRequestDraft,
+        found: Option<PullRequest>,
+    ) -> Result<PullRequest, ForgeError>;
+    /// [`Forge::find_pull_request`] then [`Forge::propose`].
+    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
+        let found = self.find_pull_request(&draft.head).await?;
+        self.propose(draft, found).await
+    }
     /// Posts the closeout: on the pull request when there is one; a forge
     /// with nowhere to put it without one returns `None`.
     async fn post_closeout(
@@ -156,8 +177,15 @@ impl Forge for ForgeBackend {
     fn name(&self) -> &'static str {
         self.inner().name()
     }
-    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
-        self.inner().open_pull_request(draft).await
+    async fn find_pull_request(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError> {
+        self.inner().find_pull_request(branch).await
+    }
+    async fn propose(
+        &self,
+        draft: &PullRequestDraft,
+        found: Option<PullRequest>,
+    ) -> Result<PullRequest, ForgeError> {
+        self.inner().propose(draft, found).await
     }
     async fn post_closeout(
         &self,

@@ -38,6 +38,8 @@ struct ApiPull {
     /// When it was merged (a closed one that was not: `None`).
     #[serde(default)]
     merged_at: Option<String>,
+    #[serde(default)]
+    draft: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -253,22 +255,32 @@ impl Forge for GitHub {
         FORGE
     }
 
-    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
-        // The branch's newest pull request, open or not: one merged or
-        // closed is left as it is, never reopened nor opened again.
-        let (pull, created) = match self.pull_for(&draft.head, "all").await? {
-            Some(ended) if ended.state != "open" => {
-                let how = match ended.merged_at {
-                    Some(_) => "merged",
-                    None => "closed",
-                };
-                return Ok(PullRequest {
-                    number: ended.number,
-                    url: ended.html_url,
-                    created: false,
-                    ended: Some(how.to_string()),
-                });
+    async fn find_pull_request(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError> {
+        // The branch's pull request, open or not: one merged or closed is
+        // left as it is, never reopened nor opened again.
+        Ok(self.pull_for(branch, "all").await?.map(|pull| {
+            let ended = match (pull.state.as_str(), &pull.merged_at) {
+                ("open", _) => None,
+                (_, Some(_)) => Some("merged".to_string()),
+                (_, None) => Some("closed".to_string()),
+            };
+            PullRequest {
+                number: pull.number,
+                url: pull.html_url,
+                created: false,
+                ended,
+                draft: pull.draft,
             }
+        }))
+    }
+
+    async fn propose(
+        &self,
+        draft: &PullRequestDraft,
+        found: Option<PullRequest>,
+    ) -> Result<PullRequest, ForgeError> {
+        let (pull, created) = match found {
+            Some(ended) if ended.ended.is_some() => return Ok(ended),
             Some(open) => {
                 let path = self.repo_path(&format!("/pulls/{}", open.number));
                 let update = PullUpdate {
@@ -314,6 +326,7 @@ impl Forge for GitHub {
             url: pull.html_url,
             created,
             ended: None,
+            draft: pull.draft,
         })
     }
 

@@ -256,19 +256,29 @@ impl Forge for GitLab {
         FORGE
     }
 
-    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
+    async fn find_pull_request(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError> {
+        // The branch's merge request, open or not: one merged, closed or
+        // locked is left as it is, never reopened nor opened again.
+        Ok(self
+            .merge_request_for(branch, "all")
+            .await?
+            .map(|mr| PullRequest {
+                number: mr.iid,
+                url: mr.web_url,
+                created: false,
+                ended: (mr.state != "opened").then_some(mr.state),
+                draft: mr.draft,
+            }))
+    }
+
+    async fn propose(
+        &self,
+        draft: &PullRequestDraft,
+        found: Option<PullRequest>,
+    ) -> Result<PullRequest, ForgeError> {
         let labels = draft.labels.join(",");
-        // The branch's newest merge request, open or not: one merged or
-        // closed is left as it is, never reopened nor opened again.
-        let (mr, created) = match self.merge_request_for(&draft.head, "all").await? {
-            Some(ended) if ended.state != "opened" => {
-                return Ok(PullRequest {
-                    number: ended.iid,
-                    url: ended.web_url,
-                    created: false,
-                    ended: Some(ended.state),
-                });
-            }
+        let (mr, created) = match found {
+            Some(ended) if ended.ended.is_some() => return Ok(ended),
             // An open one keeps its draft state (a reviewer may have marked
             // it ready).
             Some(open) => {
@@ -278,7 +288,7 @@ impl Forge for GitLab {
                     description: &draft.body,
                     add_labels: &labels,
                 };
-                let path = self.project_path(&format!("/merge_requests/{}", open.iid));
+                let path = self.project_path(&format!("/merge_requests/{}", open.number));
                 let mr: ApiMergeRequest = self
                     .call(
                         "update the merge request",
@@ -310,6 +320,7 @@ impl Forge for GitLab {
             url: mr.web_url,
             created,
             ended: None,
+            draft: mr.draft,
         })
     }
 

@@ -42,7 +42,16 @@ impl Forge for Outbox {
         "outbox"
     }
 
-    async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
+    /// A file has no state to end it: never one found.
+    async fn find_pull_request(&self, _branch: &str) -> Result<Option<PullRequest>, ForgeError> {
+        Ok(None)
+    }
+
+    async fn propose(
+        &self,
+        draft: &PullRequestDraft,
+        _found: Option<PullRequest>,
+    ) -> Result<PullRequest, ForgeError> {
         let created = !self.dir.join(PULL_REQUEST).exists();
         let text = format!(
             "title: {}\nhead: {}\nbase: {}\ndraft: {}\nlabels: {}\n\n{}",
@@ -59,6 +68,7 @@ impl Forge for Outbox {
             url: format!("file://{}", path.display()),
             created,
             ended: None,
+            draft: draft.draft,
         })
     }
 

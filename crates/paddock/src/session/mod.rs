@@ -30,6 +30,9 @@ pub struct Prior {
     pub session: Option<String>,
     /// Where its session files were saved.
     pub saved: PathBuf,
+    /// `its pull request URL was merged on the forge` (closed, locked):
+    /// the next attempt forks, on the spec's base (`bounce::After`).
+    pub ended: Option<String>,
 }
 
 impl Prior {
@@ -58,6 +61,7 @@ impl Prior {
             branch: kept.then(|| record.branch.clone()),
             session: session.as_deref().and_then(crate::engines::session_id),
             saved: artifacts_root.join(&record.id).join(files::SAVED_DIR),
+            ended: None,
         }
     }
 }
@@ -82,7 +86,17 @@ impl Continuation {
         let changed = |what: &str, was: &str, now: &str| {
             (was != now).then(|| format!("the {what} changed ({was} → {now})"))
         };
-        let why = changed("engine", &prior.engine, engine)
+        // A branch a reviewer merged or turned down is not built on: the
+        // next attempt starts on the spec's base, and its engine in a new
+        // session (the old one's history is of a tree it no longer has).
+        let ended = prior.ended.as_ref().map(|ended| {
+            format!(
+                "attempt {}: {ended}; this attempt starts on the spec's base, not on its branch",
+                prior.attempt
+            )
+        });
+        let why = ended
+            .or_else(|| changed("engine", &prior.engine, engine))
             .or_else(|| changed("model", &prior.model, model))
             .or_else(|| changed("rung", &prior.rung, rung))
             .or_else(|| (!can_resume).then(|| format!("{engine} cannot resume a session")));
@@ -137,6 +151,7 @@ mod tests {
             branch: Some("paddock/T-1/1".into()),
             session: Some("0199-abc".into()),
             saved,
+            ended: None,
         }
     }
 
@@ -192,6 +207,22 @@ mod tests {
                 now,
                 true,
                 Some("attempt 1 recorded no engine session"),
+            ),
+            (
+                Prior {
+                    ended: Some(
+                        "its pull request https://github.com/acme/widgets/pull/1 was merged on \
+                         the forge"
+                            .into(),
+                    ),
+                    ..kept.clone()
+                },
+                now,
+                true,
+                Some(
+                    "attempt 1: its pull request https://github.com/acme/widgets/pull/1 was \
+                     merged on the forge; this attempt starts on the spec's base, not on its branch",
+                ),
             ),
             (
                 prior(tmp.path().join("gone")),

@@ -628,7 +628,14 @@ async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
             ))
         )
     );
-    assert_eq!(mock.requests(), vec![]);
+    // Only the lookup of the branch's pull request, asked before the push.
+    assert_eq!(
+        mock.requests()
+            .iter()
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>(),
+        vec!["GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all".to_string()]
+    );
 }
 
 /// The GitHub client of `acme/widgets` at the mock, with TOKEN.
@@ -2941,9 +2948,8 @@ async fn paddock_publish_makes_a_removed_mirror_again() {
     for dir in &before {
         std::fs::remove_dir_all(dir).unwrap();
     }
-    // The first push landed before the forge failed: gone, so this one
-    // must push the branch again.
-    git(&bare, &["branch", "-D", "paddock/T-1/1"]);
+    // The forge failed before the push (its pull request is asked for
+    // first): this one pushes the branch.
     mock.set_down(false);
     let again = home
         .paddock(
@@ -2972,6 +2978,109 @@ async fn paddock_publish_makes_a_removed_mirror_again() {
             None,
             format!("{}\n", thin[0]),
             before.clone(),
+        ),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+/// A URL source's job on its default base, `HEAD`, whose forge was down
+/// (the job failed at publishing), its mirror then removed (`paddock gc`
+/// of the cache, or by hand): `paddock publish` reads the branch HEAD
+/// names from the mirror made again from the URL, pushes and asks for a
+/// pull request into that branch (`main`), and the job is done.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_publish_of_a_head_based_job_makes_its_removed_mirror_again() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    mock.set_down(true);
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(
+            &format!("path = \"{}\"", repo.display()),
+            &format!("url = \"file://{}\"", repo.display()),
+        )
+        .replace("base_ref = \"main\"\n", "");
+    std::fs::write(&spec, text).unwrap();
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let failed = run_with_token(&home, &spec).await;
+    let mirrors = home.jobs().join(".mirrors");
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(&mirrors).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "git") {
+            std::fs::remove_dir_all(&path).unwrap();
+            removed.push(path);
+        }
+    }
+    mock.set_down(false);
+    let args = ["publish", "--json", failed.id.as_str()];
+    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
+    let publish = || home.paddock(&args, &env);
+    // The URL unreachable: the mirror cannot be made again, and the
+    // reason says which mirror, which URL and what to do.
+    let away = home.path().join("away");
+    std::fs::rename(&repo, &away).unwrap();
+    let unreachable = record(&publish().await);
+    std::fs::rename(&away, &repo).unwrap();
+    let reason = unreachable.reason.clone().unwrap_or_default();
+    let url = format!("file://{}", repo.display());
+    let mirror = std::fs::read_dir(&mirrors)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "git"));
+    let unreachable = (
+        unreachable.status,
+        mirror,
+        reason.starts_with(&format!(
+            "publishing the result failed: the pull request needs a branch to merge into and \
+             repository.base_ref is HEAD, which the mirror of {url} names, but the mirror {} is \
+             gone and could not be made again (",
+            removed[0].display()
+        )),
+        reason.ends_with(&format!(
+            "): `paddock publish` the job again once {url} can be fetched, or set \
+             results.base_branch"
+        )),
+    );
+    let again = publish().await;
+    let done = record(&again);
+    let bases: Vec<String> = mock
+        .pulls()
+        .iter()
+        .map(|p| p["base"]["ref"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        (
+            unreachable,
+            failed.base_ref.as_str(),
+            removed.len(),
+            again.status.code(),
+            done.status,
+            done.reason.clone(),
+            bases,
+            git(
+                &bare,
+                &[
+                    "for-each-ref",
+                    "--format=%(parent)",
+                    "refs/heads/paddock/T-1/1"
+                ]
+            ),
+        ),
+        (
+            (paddock_protocol::JobStatus::Failed, None, true, true),
+            "HEAD",
+            1,
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            None,
+            vec!["main".to_string()],
+            git(&repo, &["rev-parse", "main"]),
         ),
         "{}",
         String::from_utf8_lossy(&again.stderr)
@@ -3141,14 +3250,24 @@ async fn gitlab_publishing_again_edits_the_jobs_closeout_never_posts_another() {
 }
 
 /// A job published again after its pull request was ended on the forge
-/// (merged on GitHub, closed by a reviewer on GitLab): the pull request is
-/// left as it is (no new one opened for the branch, the ended one neither
-/// reopened nor updated), the closeout goes on it, the job stays done and
-/// `paddock publish` says so. Before, a second pull request (merge
-/// request) for the same branch was opened, putting work a reviewer had
-/// merged or turned down before them again.
+/// (merged on GitHub, closed by a reviewer on GitLab) and its branch
+/// deleted there (GitHub's "delete branch" after the merge, a reviewer's):
+/// the pull request is left as it is (no new one opened for the branch,
+/// the ended one neither reopened nor updated), the branch is not pushed
+/// again, the closeout goes on it naming its state (in the job's record
+/// too), the job stays done and `paddock publish` says so. Before, a
+/// second pull request (merge request) for the same branch was opened,
+/// putting work a reviewer had merged or turned down before them again;
+/// then the branch was pushed before the pull request was looked up,
+/// re-creating the branch the merge had deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
+    let ended_link = |how: &str, url: &str| {
+        format!(
+            "- pull request ({how} on the forge before this publish: left as it is, the branch \
+             not pushed again): {url}"
+        )
+    };
     let home = Home::new();
     let repo = repo(home.path());
     let bare = bare_remote(&home.path().join("remotes"), &repo);
@@ -3157,6 +3276,7 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
     with_github(&spec, &github.url, &format!("file://{}", bare.display()));
     let merged = run_with_token(&home, &spec).await;
     github.end_pull(1, true);
+    git(&bare, &["branch", "-D", "paddock/T-1/1"]);
     let before = github.pulls();
     let again = home
         .paddock(
@@ -3164,20 +3284,30 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
             &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
         )
         .await;
+    let stored = home.store().await.closeout(&merged.id).await.unwrap();
     let github_seen = (
         again.status.code(),
         record(&again).status,
         github.pulls() == before,
         github.comments().len(),
+        git(
+            &bare,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/paddock"],
+        ),
+        stored.unwrap_or_default().contains(&ended_link(
+            "merged",
+            "https://github.com/acme/widgets/pull/1",
+        )),
         String::from_utf8_lossy(&again.stderr).into_owned(),
     );
 
     let home = Home::new();
-    let (repo, _bare, gitlab, server) = gitlab_setup(&home).await;
+    let (repo, bare, gitlab, server) = gitlab_setup(&home).await;
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     with_gitlab(&spec, &gitlab.url, &format!("{}/widgets.git", server.url));
     let closed = run_with_gitlab_token(&home, &spec, &[]).await;
     gitlab.end_merge_request(1, "closed");
+    git(&bare, &["branch", "-D", "paddock/T-1/1"]);
     let before = gitlab.merge_requests();
     let again = home
         .paddock(
@@ -3185,17 +3315,27 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
             &[("PADDOCK_TEST_GL_TOKEN", TOKEN)],
         )
         .await;
+    let stored = home.store().await.closeout(&closed.id).await.unwrap();
     let gitlab_seen = (
         again.status.code(),
         record(&again).status,
         gitlab.merge_requests() == before,
         gitlab.notes().len(),
+        git(
+            &bare,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/paddock"],
+        ),
+        stored.unwrap_or_default().contains(&ended_link(
+            "closed",
+            "https://gitlab.example/acme/widgets/-/merge_requests/1",
+        )),
         String::from_utf8_lossy(&again.stderr).into_owned(),
     );
     let said = |url: &str, how: &str, id: &str| {
         format!(
             "paddock: the pull request {url} for paddock/T-1/1 was {how} on the forge: it is \
-             left as it is (not reopened, updated or opened again); the closeout goes on it. A \
+             left as it is (not reopened, updated or opened again) and the branch is not pushed \
+             again (the forge or a reviewer may have deleted it); the closeout goes on it. A \
              next attempt is `paddock run SPEC --attempt-after {id}`\n"
         )
     };
@@ -3207,6 +3347,8 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
                 paddock_protocol::JobStatus::Done,
                 true,
                 1,
+                String::new(),
+                true,
                 said(
                     "https://github.com/acme/widgets/pull/1",
                     "merged",
@@ -3218,6 +3360,8 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
                 paddock_protocol::JobStatus::Done,
                 true,
                 1,
+                String::new(),
+                true,
                 said(
                     "https://gitlab.example/acme/widgets/-/merge_requests/1",
                     "closed",
@@ -3225,6 +3369,85 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
                 )
             ),
         )
+    );
+}
+
+/// `--attempt-after` a job whose pull request was merged on the forge
+/// (its branch deleted there): the next attempt does not build on that
+/// branch nor resume its session; it starts on the spec's base in a new
+/// session, the `session_forked` event saying why, and its brief says the
+/// pull request was merged. Before, the prior's state was not asked: the
+/// next attempt was treated as a bounce of an open one.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_attempt_after_a_merged_pull_request_starts_on_the_base() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let github = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("cat > prompt.txt"));
+    with_github(&spec, &github.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    github.end_pull(1, true);
+    git(&bare, &["branch", "-D", "paddock/T-1/1"]);
+    let out = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                spec.to_str().unwrap(),
+                "--attempt-after",
+                &first.id,
+            ],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let second = record(&out);
+    let forked: Vec<Option<String>> = home
+        .store()
+        .await
+        .events(&second.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            paddock_protocol::EventBody::Status {
+                phase: paddock_protocol::Phase::SessionForked,
+                detail,
+            } => Some(detail),
+            _ => None,
+        })
+        .collect();
+    let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
+    let brief: Vec<&str> = patch
+        .lines()
+        .filter(|l| l.starts_with("+- Attempt 1 ("))
+        .map(|l| l.split_once("): ").map_or(l, |(head, _)| head))
+        .collect();
+    assert_eq!(
+        (
+            second.status,
+            second.attempt,
+            second.base_ref.as_str(),
+            forked,
+            brief
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            2,
+            "main",
+            vec![Some(format!(
+                "a new session, not attempt 1's (job {}): attempt 1: its pull request \
+                 https://github.com/acme/widgets/pull/1 was merged on the forge; this attempt \
+                 starts on the spec's base, not on its branch",
+                first.id
+            ))],
+            vec![
+                "+- Attempt 1 (done, its pull request https://github.com/acme/widgets/pull/1 was \
+                 merged on the forge, branch `paddock/T-1/1`"
+            ]
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -3299,7 +3522,8 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
 
 /// A push the remote's hook declines (`pre-receive` exits 1 with its
 /// reason): the job fails at publishing with git's message, the hook's
-/// own lines (`remote: …`) included, no pull request asked for, the patch
+/// own lines (`remote: …`) included, no pull request asked for (only looked up,
+/// before the push), the patch
 /// and the bundle kept; once the remote takes it, `paddock publish`
 /// finishes the job.
 #[tokio::test(flavor = "multi_thread")]
@@ -3338,7 +3562,7 @@ async fn a_push_a_hook_declines_fails_with_the_hooks_reason() {
     assert_eq!(
         (kept, record(&again).status, mock.pulls().len()),
         (
-            (paddock_protocol::JobStatus::Failed, true, true, 0),
+            (paddock_protocol::JobStatus::Failed, true, true, 1),
             paddock_protocol::JobStatus::Done,
             1
         ),
