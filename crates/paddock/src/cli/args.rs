@@ -22,6 +22,10 @@ Environment:
                                   be mounted); unset: an overlay on a cached
                                   snapshot of the base where this process may
                                   mount (root), else a clone
+  PADDOCK_FORGE_RATE_LIMIT_WAIT_SECS
+                                  how long a forge request waits, at most, for
+                                  a rate limit before publishing fails
+                                  (default 60; 0: never waits)
   NO_COLOR                        set and not empty: no color (like --color never)
   XDG_DATA_HOME, XDG_STATE_HOME,  where the defaults above live
   XDG_CONFIG_HOME, HOME
@@ -168,6 +172,7 @@ mod tests {
             "PADDOCK_LOG",
             "PADDOCK_CGROUP_ROOT",
             "PADDOCK_WORKSPACE_LAYOUT",
+            "PADDOCK_FORGE_RATE_LIMIT_WAIT_SECS",
             "NO_COLOR",
             "XDG_DATA_HOME",
             "XDG_STATE_HOME",

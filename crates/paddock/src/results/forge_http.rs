@@ -15,15 +15,46 @@ use serde::de::DeserializeOwned;
 
 use super::forge::ForgeError;
 
-/// When a 403 or 429 is a rate limit, when to try again, as the forge's
-/// headers say it: `Retry-After` seconds (a secondary rate limit, GitLab's
-/// 429), else the time the spent limit resets (GitHub's
-/// `x-ratelimit-remaining: 0` with `x-ratelimit-reset`, GitLab's
-/// `RateLimit-Remaining`/`RateLimit-Reset`, in Unix seconds), as `; the
-/// forge's rate limit …` to append to its message; empty otherwise.
-pub(super) fn rate_limit(status: u16, headers: &HeaderMap) -> String {
+/// The environment variable bounding how long Paddock waits by itself,
+/// per request, for a forge's rate limit to let it go on (whole seconds;
+/// `0`: never waits).
+pub const RATE_LIMIT_WAIT_ENV: &str = "PADDOCK_FORGE_RATE_LIMIT_WAIT_SECS";
+
+/// [`RATE_LIMIT_WAIT_ENV`]'s default.
+pub const RATE_LIMIT_WAIT_DEFAULT: u64 = 60;
+
+/// How many times one request is sent again after a rate limit's wait.
+const RATE_LIMIT_RETRIES: usize = 3;
+
+/// The bound [`RATE_LIMIT_WAIT_ENV`] sets (its default when unset or not
+/// a number of seconds).
+fn rate_limit_wait_bound() -> u64 {
+    std::env::var(RATE_LIMIT_WAIT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(RATE_LIMIT_WAIT_DEFAULT)
+}
+
+/// A rate limit's answer, as the forge's headers say when to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    /// Not a rate limit (another status, a 403 that is a permission).
+    None,
+    /// `Retry-After` seconds (a secondary rate limit, GitLab's 429).
+    RetryAfter(u64),
+    /// The spent limit resets at this Unix time (GitHub's
+    /// `x-ratelimit-remaining: 0` with `x-ratelimit-reset`, GitLab's
+    /// `RateLimit-Remaining`/`RateLimit-Reset`).
+    SpentUntil(i64),
+    /// Spent, no reset time said.
+    Spent,
+    /// A 429 saying nothing of when.
+    Limiting,
+}
+
+fn limit_of(status: u16, headers: &HeaderMap) -> Limit {
     if status != 403 && status != 429 {
-        return String::new();
+        return Limit::None;
     }
     let header = |name: &str| {
         headers
@@ -32,26 +63,59 @@ pub(super) fn rate_limit(status: u16, headers: &HeaderMap) -> String {
             .map(str::trim)
             .filter(|v| !v.is_empty())
     };
-    let retry = "`paddock publish` of the job publishes it again";
     if let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok()) {
-        return format!("; the forge's rate limit asks to wait {secs} s: {retry} after that");
+        return Limit::RetryAfter(secs);
     }
     let spent = ["x-ratelimit-remaining", "ratelimit-remaining"]
         .iter()
         .any(|h| header(h) == Some("0"));
     let reset = ["x-ratelimit-reset", "ratelimit-reset"]
         .iter()
-        .find_map(|h| header(h).and_then(|v| v.parse::<i64>().ok()))
-        .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t).ok())
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        });
+        .find_map(|h| header(h).and_then(|v| v.parse::<i64>().ok()));
     match (spent, reset) {
-        (true, Some(at)) => format!("; the forge's rate limit is spent until {at}: {retry} then"),
-        (true, None) => format!("; the forge's rate limit is spent: {retry} once it resets"),
-        (false, _) if status == 429 => format!("; the forge is rate limiting: {retry} later"),
-        (false, _) => String::new(),
+        (true, Some(at)) => Limit::SpentUntil(at),
+        (true, None) => Limit::Spent,
+        (false, _) if status == 429 => Limit::Limiting,
+        (false, _) => Limit::None,
+    }
+}
+
+/// How many seconds a rate limit's answer asks to wait from `now` (Unix
+/// seconds) before the request may succeed (`0`: its reset has passed);
+/// `None` when it is no rate limit or says no time.
+fn wait_of(limit: Limit, now: i64) -> Option<u64> {
+    match limit {
+        Limit::RetryAfter(secs) => Some(secs),
+        Limit::SpentUntil(at) => Some(u64::try_from(at.saturating_sub(now)).unwrap_or(0)),
+        Limit::None | Limit::Spent | Limit::Limiting => None,
+    }
+}
+
+/// When a 403 or 429 is a rate limit, when to try again, as the forge's
+/// headers say it ([`Limit`]), as `; the forge's rate limit …` to append
+/// to its message, naming the bound (`max_wait` seconds) Paddock waits by
+/// itself when the wait was longer; empty otherwise.
+pub(super) fn rate_limit(status: u16, headers: &HeaderMap, max_wait: u64) -> String {
+    let retry = "`paddock publish` of the job publishes it again";
+    let longer =
+        format!("longer than Paddock waits by itself ({max_wait} s, {RATE_LIMIT_WAIT_ENV})");
+    match limit_of(status, headers) {
+        Limit::None => String::new(),
+        Limit::RetryAfter(secs) => {
+            format!("; the forge's rate limit asks to wait {secs} s, {longer}: {retry} after that")
+        }
+        Limit::SpentUntil(at) => {
+            let at = time::OffsetDateTime::from_unix_timestamp(at)
+                .ok()
+                .and_then(|t| {
+                    t.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
+                .unwrap_or_else(|| at.to_string());
+            format!("; the forge's rate limit is spent until {at}, {longer}: {retry} then")
+        }
+        Limit::Spent => format!("; the forge's rate limit is spent: {retry} once it resets"),
+        Limit::Limiting => format!("; the forge is rate limiting: {retry} later"),
     }
 }
 
@@ -68,6 +132,9 @@ pub(super) struct ForgeHttp {
     http: reqwest::Client,
     /// The API root, without a trailing `/`.
     pub api: String,
+    /// How long one request waits, at most, for a rate limit
+    /// ([`RATE_LIMIT_WAIT_ENV`]), in seconds.
+    max_wait: u64,
 }
 
 impl ForgeHttp {
@@ -88,6 +155,7 @@ impl ForgeHttp {
             forge,
             http,
             api: api.trim_end_matches('/').to_string(),
+            max_wait: rate_limit_wait_bound(),
         })
     }
 
@@ -99,7 +167,11 @@ impl ForgeHttp {
 
     /// Sends `req` (to `url`, for messages) and reads its answer as `T`,
     /// with its headers; a failure status is `Status` with the message
-    /// `error_message` reads from the body.
+    /// `error_message` reads from the body. A rate limit that asks to wait
+    /// no longer than this client's bound (`Retry-After`, or the reset of
+    /// a spent limit; all waits of the request together) is waited and
+    /// the request sent again (at most [`RATE_LIMIT_RETRIES`] times); the
+    /// wait is a sleep that a cancel drops with the request's future.
     pub async fn send<T: DeserializeOwned>(
         &self,
         step: &'static str,
@@ -114,17 +186,41 @@ impl ForgeHttp {
             url: url.to_string(),
             message: e.without_url().to_string(),
         };
-        let resp = req.send().await.map_err(fail)?;
-        let status = resp.status();
-        let headers = resp.headers().clone();
-        let bytes = resp.bytes().await.map_err(fail)?;
+        let mut req = req;
+        let mut waited = 0u64;
+        let mut retries = 0;
+        let (status, headers, bytes) = loop {
+            let again = req.try_clone();
+            let resp = req.send().await.map_err(fail)?;
+            let status = resp.status();
+            let headers = resp.headers().clone();
+            let bytes = resp.bytes().await.map_err(fail)?;
+            let now = time::OffsetDateTime::now_utc().unix_timestamp();
+            let wait = wait_of(limit_of(status.as_u16(), &headers), now);
+            match (again, wait) {
+                (Some(again), Some(secs))
+                    if retries < RATE_LIMIT_RETRIES
+                        && waited.saturating_add(secs) <= self.max_wait =>
+                {
+                    tracing::info!(
+                        "{forge}: {step}: rate limited (HTTP {status}); waiting {secs} s, then \
+                         sending it again"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+                    waited += secs;
+                    retries += 1;
+                    req = again;
+                }
+                _ => break (status, headers, bytes),
+            }
+        };
         if !status.is_success() {
             return Err(ForgeError::Status {
                 forge,
                 step,
                 status: status.as_u16(),
                 message: error_message(&bytes),
-                limit: rate_limit(status.as_u16(), &headers),
+                limit: rate_limit(status.as_u16(), &headers, self.max_wait),
             });
         }
         // A 204 (a revoked token) has no body: `()` reads it as `null`.
@@ -299,6 +395,8 @@ mod tests {
             h
         };
         let again = "`paddock publish` of the job publishes it again";
+        let longer =
+            "longer than Paddock waits by itself (60 s, PADDOCK_FORGE_RATE_LIMIT_WAIT_SECS)";
         assert_eq!(
             [
                 rate_limit(
@@ -306,22 +404,65 @@ mod tests {
                     &headers(&[
                         ("ratelimit-remaining", "0"),
                         ("ratelimit-reset", "1796230800")
-                    ])
+                    ]),
+                    60
                 ),
-                rate_limit(429, &headers(&[])),
-                rate_limit(403, &headers(&[("x-ratelimit-remaining", "0")])),
-                rate_limit(403, &headers(&[("x-ratelimit-remaining", "4999")])),
-                rate_limit(503, &headers(&[("retry-after", "30")])),
+                rate_limit(403, &headers(&[("retry-after", "120")]), 60),
+                rate_limit(429, &headers(&[]), 60),
+                rate_limit(403, &headers(&[("x-ratelimit-remaining", "0")]), 60),
+                rate_limit(403, &headers(&[("x-ratelimit-remaining", "4999")]), 60),
+                rate_limit(503, &headers(&[("retry-after", "30")]), 60),
             ],
             [
                 format!(
-                    "; the forge's rate limit is spent until 2026-12-02T17:00:00Z: {again} then"
+                    "; the forge's rate limit is spent until 2026-12-02T17:00:00Z, {longer}: {again} then"
                 ),
+                format!("; the forge's rate limit asks to wait 120 s, {longer}: {again} after that"),
                 format!("; the forge is rate limiting: {again} later"),
                 format!("; the forge's rate limit is spent: {again} once it resets"),
                 String::new(),
                 String::new(),
             ]
+        );
+    }
+
+    /// How long a rate limit asks to wait: `Retry-After` as said, a spent
+    /// limit until its reset (nothing once it has passed), and no time
+    /// for one that says none or for what is no rate limit.
+    #[test]
+    fn a_rate_limit_says_how_long_to_wait() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, reqwest::header::HeaderValue::from_static(v));
+            }
+            h
+        };
+        let now = 1_796_230_800;
+        let wait = |status, pairs| wait_of(limit_of(status, &headers(pairs)), now);
+        assert_eq!(
+            [
+                wait(429, &[("retry-after", "7")]),
+                wait(
+                    403,
+                    &[
+                        ("x-ratelimit-remaining", "0"),
+                        ("x-ratelimit-reset", "1796230830")
+                    ]
+                ),
+                wait(
+                    429,
+                    &[
+                        ("ratelimit-remaining", "0"),
+                        ("ratelimit-reset", "1796230700")
+                    ]
+                ),
+                wait(403, &[("x-ratelimit-remaining", "0")]),
+                wait(429, &[]),
+                wait(403, &[("x-ratelimit-remaining", "12")]),
+                wait(503, &[("retry-after", "7")]),
+            ],
+            [Some(7), Some(30), Some(0), None, None, None, None]
         );
     }
 

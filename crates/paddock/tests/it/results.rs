@@ -1404,7 +1404,8 @@ async fn publishing_to_a_hung_forge(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     let run = run.spawn().unwrap();
-    // Publishing has reached the forge (the branch is pushed by then).
+    // Publishing has reached the forge (its first request, the lookup of
+    // the branch's pull request, comes before the push).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while mock.requests().is_empty() {
         assert!(
@@ -3453,11 +3454,13 @@ async fn the_next_attempt_after_a_merged_pull_request_starts_on_the_base() {
 
 /// A forge's rate limit, as GitHub answers it (a 403 with
 /// `x-ratelimit-remaining: 0` and the reset time; a 429 with
-/// `Retry-After`), and a 502: the job fails at publishing with the
-/// forge's message and, for a rate limit, when to publish it again, the
-/// patch and branch kept; `paddock publish` then finishes it, one pull
-/// request in the end. Before, the reason said only "HTTP 403: API rate
-/// limit exceeded…", not when the limit resets.
+/// `Retry-After`), and a 502, with Paddock's own wait bounded to 2 s
+/// (`PADDOCK_FORGE_RATE_LIMIT_WAIT_SECS`): a wait longer than the bound
+/// fails the job at publishing with the forge's message, when to publish
+/// it again and the bound, the patch and branch kept; a `Retry-After: 1`
+/// is waited and the request sent again, and the publish finishes the job,
+/// one pull request in the end. Before, every rate limit failed the
+/// publish, however short its wait.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
     let home = Home::new();
@@ -3466,28 +3469,53 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let env = [
+        ("PADDOCK_TEST_GH_TOKEN", TOKEN),
+        ("PADDOCK_FORGE_RATE_LIMIT_WAIT_SECS", "2"),
+    ];
+    let reset = time::OffsetDateTime::now_utc().unix_timestamp() + 3600;
+    let reset_text = reset.to_string();
+    let reset_at = time::OffsetDateTime::from_unix_timestamp(reset)
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
     mock.answer_next(
         403,
         "API rate limit exceeded for installation ID 7890.",
         &[
             ("x-ratelimit-limit", "5000"),
             ("x-ratelimit-remaining", "0"),
-            ("x-ratelimit-reset", "1796230800"),
+            ("x-ratelimit-reset", &reset_text),
         ],
     );
-    let limited = run_with_token(&home, &spec).await;
+    let limited = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+            .await,
+    );
     let args = ["publish", "--json", limited.id.as_str()];
-    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
     let publish = || home.paddock(&args, &env);
     mock.answer_next(
         429,
         "You have exceeded a secondary rate limit.",
-        &[("retry-after", "60")],
+        &[("retry-after", "120")],
     );
     let secondary = record(&publish().await);
     mock.answer_next(502, "Server Error", &[]);
     let gateway = record(&publish().await);
+    let seen = mock.requests().len();
+    mock.answer_next(
+        429,
+        "You have exceeded a secondary rate limit.",
+        &[("retry-after", "1")],
+    );
     let done = record(&publish().await);
+    let lookup = "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all";
+    let asked: Vec<String> = mock.requests()[seen..]
+        .iter()
+        .take(2)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
     let failed = |why: &str| {
         (
             paddock_protocol::JobStatus::Failed,
@@ -3496,28 +3524,107 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
             )),
         )
     };
+    let longer = "longer than Paddock waits by itself (2 s, PADDOCK_FORGE_RATE_LIMIT_WAIT_SECS)";
     assert_eq!(
-        vec![
-            (limited.status, limited.reason),
-            (secondary.status, secondary.reason),
-            (gateway.status, gateway.reason),
-            (done.status, done.reason),
-        ],
-        vec![
-            failed(
-                "HTTP 403: API rate limit exceeded for installation ID 7890.; the forge's rate \
-                 limit is spent until 2026-12-02T17:00:00Z: `paddock publish` of the job \
-                 publishes it again then"
-            ),
-            failed(
-                "HTTP 429: You have exceeded a secondary rate limit.; the forge's rate limit asks \
-                 to wait 60 s: `paddock publish` of the job publishes it again after that"
-            ),
-            failed("HTTP 502: Server Error"),
-            (paddock_protocol::JobStatus::Done, None),
-        ]
+        (
+            vec![
+                (limited.status, limited.reason),
+                (secondary.status, secondary.reason),
+                (gateway.status, gateway.reason),
+                (done.status, done.reason),
+            ],
+            asked,
+            mock.pulls().len()
+        ),
+        (
+            vec![
+                failed(&format!(
+                    "HTTP 403: API rate limit exceeded for installation ID 7890.; the forge's \
+                     rate limit is spent until {reset_at}, {longer}: `paddock publish` of the \
+                     job publishes it again then"
+                )),
+                failed(&format!(
+                    "HTTP 429: You have exceeded a secondary rate limit.; the forge's rate limit \
+                     asks to wait 120 s, {longer}: `paddock publish` of the job publishes it \
+                     again after that"
+                )),
+                failed("HTTP 502: Server Error"),
+                (paddock_protocol::JobStatus::Done, None),
+            ],
+            vec![lookup.to_string(), lookup.to_string()],
+            1
+        )
     );
-    assert_eq!(mock.pulls().len(), 1);
+}
+
+/// A rate limit's wait is cut short by a cancel: `paddock publish`
+/// waiting out a `Retry-After: 60` (within the default bound) gets
+/// SIGINT, ends at once failed at publishing as cancelled, and the request
+/// is never sent again. Before, nothing was waited; a wait that ignored
+/// the cancel would send it again a minute later.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limit_wait_ends_with_a_cancel() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    mock.set_down(true);
+    let failed = run_with_token(&home, &spec).await;
+    mock.set_down(false);
+    let seen = mock.requests().len();
+    mock.answer_next(
+        429,
+        "You have exceeded a secondary rate limit.",
+        &[("retry-after", "60")],
+    );
+    let mut publish = home.command(&["publish", "--json", &failed.id]);
+    publish
+        .env("PADDOCK_TEST_GH_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = publish.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while mock.requests().len() == seen {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the publish never reached the forge"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The answer read and the wait begun: the record shows nothing of it,
+    // so a little more time, then the cancel.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    let ended = record(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            ended.status,
+            ended.reason,
+            mock.requests().len() - seen
+        ),
+        (
+            Some(5),
+            paddock_protocol::JobStatus::Failed,
+            Some(format!(
+                "publishing the result failed: it was cancelled (paddock was stopped, or the job \
+                 cancelled) before the branch was pushed and proposed; the patch and the branch's \
+                 bundle are kept, and `paddock publish {}` finishes it",
+                failed.id
+            )),
+            1
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A push the remote's hook declines (`pre-receive` exits 1 with its
