@@ -88,6 +88,15 @@ pub fn run_async(cli: Cli) -> ExitCode {
             return ExitCode::from(exit::BAD_INPUT);
         }
     }
+    if let Cmd::Serve(args) = &cli.command {
+        // A `paddock serve` that executed itself again without a stored
+        // profile's `env:` credentials (cli/serve.rs): their values.
+        if let Err(e) = paddock::env_handover::take() {
+            errln!("paddock: {e}");
+            return ExitCode::from(exit::INTERNAL);
+        }
+        serve::withdraw_keys(args);
+    }
     // A command that runs jobs compiles the redaction rules beside its
     // start-up (after the keys left the environment: a thread of its own).
     if matches!(cli.command, Cmd::Run(_) | Cmd::Serve(_)) {

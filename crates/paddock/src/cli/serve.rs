@@ -57,6 +57,86 @@ pub struct ServeArgs {
     pub allow_profiles: Vec<String>,
 }
 
+/// The `env:` secrets the server's settings name leave its environment
+/// before the runtime's threads exist, as `paddock run`'s keys do
+/// (`secret::withdraw_env`): the references a submitted spec may name
+/// (`--allow-ref`, `[serve] allow_refs`), the webhook secret, and the
+/// credentials of the default host profile when it is a file. Without it
+/// every program the server starts that does not clear its environment
+/// (the user's git that snapshots and clones a job's source) had them.
+/// What does not parse is left for `exec` to report.
+pub fn withdraw_keys(args: &ServeArgs) {
+    let config = super::run::user_config().unwrap_or_default();
+    let serve = &config.serve;
+    let refs = args
+        .allow_refs
+        .iter()
+        .chain(serve.allow_refs.iter().flatten())
+        .chain(args.webhook_secret.iter())
+        .chain(serve.webhook_secret.iter());
+    for reference in refs {
+        if let Ok(paddock_protocol::KeyRef::Env(name)) = paddock_protocol::KeyRef::parse(reference)
+        {
+            paddock::broker::secret::withdraw_env(&name);
+        }
+    }
+    let default = config.host_profile.as_deref().or(config.profile.as_deref());
+    if let Some(file) = default.filter(|p| paddock_protocol::PolicySpec::profile_is_file(p)) {
+        if let Ok(loaded) = paddock_protocol::HostProfile::load(std::path::Path::new(file)) {
+            for name in credential_vars(&loaded.profile) {
+                paddock::broker::secret::withdraw_env(&name);
+            }
+        }
+    }
+}
+
+/// The `env:` variables `profile`'s `network.credentials` name.
+fn credential_vars(profile: &paddock_protocol::HostProfile) -> Vec<String> {
+    profile
+        .network
+        .iter()
+        .flat_map(|n| &n.credentials)
+        .filter_map(|c| match &c.secret {
+            paddock_protocol::KeyRef::Env(v) => Some(v.clone()),
+            paddock_protocol::KeyRef::File(_) => None,
+        })
+        .collect()
+}
+
+/// The stored host profiles this server's jobs may run under (its
+/// default and `allow_profiles`) whose `network.credentials` name `env:`
+/// variables still in its environment: those leave it by this process
+/// executing itself again without them (`paddock::env_handover`, as
+/// `paddock run` does for its job's profile), before anything is reaped,
+/// bound or run. The threads exist by now, so `remove_var` would be
+/// unsound. Returns when there is nothing to withdraw.
+async fn withdraw_stored_credentials(
+    store: &paddock::store::SharedStore,
+    ids: &[String],
+) -> Result<(), Failure> {
+    let mut names = Vec::new();
+    for id in ids
+        .iter()
+        .filter(|p| !paddock_protocol::PolicySpec::profile_is_file(p))
+    {
+        // A profile the store does not hold is a preset (no credentials)
+        // or unknown (admission reports it).
+        if let Ok(Some(profile)) = store.profile(id).await {
+            names.extend(credential_vars(&profile));
+        }
+    }
+    let names = paddock::env_handover::present(names);
+    if names.is_empty() {
+        return Ok(());
+    }
+    store.close().await;
+    let e = paddock::env_handover::reexec_without(&names, None);
+    Err(Failure::Internal(anyhow::Error::new(e).context(format!(
+        "withdraw the credentials of the server's host profiles ({}) from its environment",
+        names.join(", ")
+    ))))
+}
+
 pub async fn exec(
     args: ServeArgs,
     paths: &Paths,
@@ -83,6 +163,15 @@ pub async fn exec(
         allow_profiles: Some(args.allow_profiles),
     };
     let store = open_store(paths).await?;
+    let profiles: Vec<String> = defaults
+        .host_profile
+        .iter()
+        .chain(defaults.profile.iter())
+        .chain(flags.allow_profiles.iter().flatten())
+        .chain(defaults.serve.allow_profiles.iter().flatten())
+        .cloned()
+        .collect();
+    withdraw_stored_credentials(&store, &profiles).await?;
     // The default host profile's slots cap the queue unless a flag or
     // `[serve]` says otherwise.
     let profile_cap = match &defaults.profile {

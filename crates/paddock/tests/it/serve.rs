@@ -1526,3 +1526,102 @@ async fn a_submitted_spec_names_only_what_the_server_allows_on_its_host() {
     // Only the accepted one was recorded.
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1);
 }
+
+/// The secrets a server's settings name by `env:` (`--allow-ref`, the
+/// webhook secret) stay references in the server: the programs it starts
+/// for a job (the user's git that snapshots and clones its source, and
+/// every other) do not get them in their environment. A `git` on the
+/// server's PATH records the environment of each git the server runs; the
+/// job runs (so git ran, the record is not empty), and no record holds
+/// either value. Before, the user's git had the server's whole
+/// environment, both values in it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_secrets_a_servers_settings_name_reach_no_child() {
+    let home = Home::new();
+    let wrapper = tempfile::tempdir().unwrap();
+    let log = wrapper.path().join("git-env");
+    let real = which::which("git").unwrap();
+    let git = wrapper.path().join("git");
+    std::fs::write(
+        &git,
+        format!(
+            "#!/bin/sh\n{{ echo '--- git'; env; }} >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&git).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&git, perms).unwrap();
+    let path = format!(
+        "{}:{}",
+        wrapper.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let (key, hook) = ("sk-serve-held-0123456789", "whsec-serve-held-0123456789");
+    let srv = Server::start_env(
+        &home,
+        &[
+            "--allow-ref",
+            "env:PADDOCK_TEST_SERVE_KEY",
+            "--webhook-secret",
+            "env:PADDOCK_TEST_SERVE_HOOK",
+        ],
+        &[
+            ("PATH", path.as_str()),
+            ("PADDOCK_TEST_SERVE_KEY", key),
+            ("PADDOCK_TEST_SERVE_HOOK", hook),
+        ],
+    )
+    .await;
+    let id = srv.submit_ok(&spec(&home, "T-ENV", TURN), 0).await;
+    let rec = srv.wait_for(&id, is_final).await;
+    assert_eq!(rec.status, JobStatus::Done, "{}", srv.stderr());
+    let seen = std::fs::read_to_string(&log).unwrap();
+    let held: Vec<&str> = seen
+        .lines()
+        .filter(|l| l.contains(key) || l.contains(hook))
+        .collect();
+    assert!(seen.contains("--- git"), "{seen}");
+    assert_eq!(held, Vec::<&str>::new());
+    drop(srv);
+
+    // A stored profile the server's jobs may run under (here allowed by
+    // `--allow-profile`) whose credential is an `env:` variable: the
+    // server executes itself again without it, so not even its
+    // `/proc/<pid>/environ` has it (read as root: `paddock` is not
+    // dumpable).
+    let cred = "npm-serve-held-0123456789";
+    let profile = home.path().join("corp.toml");
+    std::fs::write(
+        &profile,
+        "id = \"corp\"\n[network]\nsetup_allow = [\"npm.corp.example\"]\n\
+         [[network.credentials]]\nname = \"registry\"\nhost = \"npm.corp.example:443\"\n\
+         header = \"authorization\"\nvalue = \"Bearer {secret}\"\n\
+         secret = \"env:PADDOCK_TEST_SERVE_CRED\"\nenv = \"NPM_TOKEN\"\nphases = [\"setup\"]\n",
+    )
+    .unwrap();
+    let added = home
+        .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
+        .await;
+    assert!(added.status.success(), "{added:?}");
+    let srv = Server::start_env(
+        &home,
+        &["--allow-profile", "corp"],
+        &[("PADDOCK_TEST_SERVE_CRED", cred)],
+    )
+    .await;
+    if nix::unistd::Uid::effective().is_root() {
+        let environ = std::fs::read(format!("/proc/{}/environ", srv.pid())).unwrap();
+        let environ = String::from_utf8_lossy(&environ);
+        let names: Vec<&str> = environ
+            .split('\0')
+            .filter(|v| v.starts_with("PADDOCK_TEST_SERVE_CRED=") || v.contains(cred))
+            .collect();
+        assert_eq!(names, Vec::<&str>::new(), "{}", srv.stderr());
+    } else {
+        assert!(!in_ci(), "reading paddock's /proc/<pid>/environ needs root");
+        eprintln!("skipping the stored profile's half: reading /proc/<pid>/environ needs root");
+    }
+}
