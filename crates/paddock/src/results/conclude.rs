@@ -98,6 +98,7 @@ pub type KeptOrNot = Result<Option<KeptBranch>, crate::workspace::WorkspaceError
 /// publish) then runs beside the patch's saving and the job's events
 /// instead of after them (issue #14); [`publish`] awaits it.
 pub fn fetch_into_source_soon(
+    job: &str,
     spec: &JobSpec,
     patch: &Patch,
     kept: &KeptOrNot,
@@ -105,8 +106,14 @@ pub fn fetch_into_source_soon(
     let (Some(source), Ok(Some(kept))) = (&spec.repository.path, kept) else {
         return None;
     };
-    (!patch.changed_files.is_empty())
-        .then(|| source::fetch_soon(source.clone(), kept.bundle.clone(), spec.branch()))
+    (!patch.changed_files.is_empty()).then(|| {
+        source::fetch_soon(
+            job.to_owned(),
+            source.clone(),
+            kept.bundle.clone(),
+            spec.branch(),
+        )
+    })
 }
 
 /// Commits the tree `tree` on the job's branch and bundles it into
@@ -522,19 +529,20 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
     }
 }
 
-/// Pushes `branch` of `bundle` where the spec says: `[results.push]` with
+/// Pushes `record`'s branch of `bundle` where the spec says: `[results.push]` with
 /// its token or deploy key, else the GitHub (GitLab) forge's push URL with
 /// the forge's token as `x-access-token` (`oauth2`); neither: nowhere (the
 /// outbox).
 async fn push_result(
+    record: &JobRecord,
     spec: &JobSpec,
     bundle: &Path,
-    branch: &str,
     forge_token: Option<&Secret>,
     scratch: &Path,
     jobs_root: &Path,
     base_held: bool,
 ) -> Result<(), String> {
+    let (job, branch) = (record.id.as_str(), record.branch.as_str());
     // Nowhere to push (the outbox): nothing to read or borrow, no
     // process started for it (the source's object directory was asked
     // for every local job).
@@ -579,6 +587,7 @@ async fn push_result(
         }
     }
     let from = push::Bundle {
+        job,
         bundle,
         base: thin.first().map(String::as_str),
         borrow: borrowed.as_deref(),
@@ -637,7 +646,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     if let (Some(path), Some(_)) = (&spec.repository.path, input.commit) {
         let fetched = match &input.into_source {
             Some(fetching) => fetching.clone().await,
-            None => source::fetch_branch(path, &bundle, &input.record.branch)
+            None => source::fetch_branch(&input.record.id, path, &bundle, &input.record.branch)
                 .await
                 .map_err(|e| e.to_string()),
         };
@@ -718,9 +727,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 Some(ended) if ended.ended.is_some() => ended,
                 found => {
                     push_result(
+                        input.record,
                         spec,
                         &bundle,
-                        &input.record.branch,
                         token.as_ref(),
                         input.artifacts,
                         input.jobs_root,

@@ -49,10 +49,11 @@ pub enum PushError {
         "push to {url}: the remote's branch {branch} holds commits this job's branch does not \
          continue (an earlier run of the same ticket and attempt, or someone else's push), and \
          Paddock never force-pushes: git said `{git}`; run the ticket's next attempt on its own \
-         branch (`paddock run SPEC --attempt-after JOB`), or remove the remote's branch and \
-         `paddock publish JOB` again"
+         branch (`paddock run SPEC --attempt-after {job}`), or remove the remote's branch and \
+         `paddock publish {job}` again"
     )]
     NotFastForward {
+        job: String,
         url: String,
         branch: String,
         git: String,
@@ -183,6 +184,8 @@ const SCRATCH_PREFIX: &str = ".push-";
 /// The bundle a push takes the branch from.
 #[derive(Debug, Clone, Copy)]
 pub struct Bundle<'a> {
+    /// The job whose branch it is (its errors name it).
+    pub job: &'a str,
     pub bundle: &'a Path,
     /// Its prerequisite, when it holds only the job's new objects on the
     /// base (`results/base_objects.rs`); `None` for the whole history.
@@ -338,6 +341,7 @@ pub async fn push_branch(
         let stderr = String::from_utf8_lossy(&out.stderr);
         if let Some(line) = not_fast_forward(&stderr, branch) {
             return Err(PushError::NotFastForward {
+                job: from.job.to_string(),
                 url: url.to_string(),
                 branch: branch.to_string(),
                 git: line,

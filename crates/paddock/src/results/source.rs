@@ -21,9 +21,10 @@ pub enum SourceFetchError {
         "the source {source_repo} already has a branch {branch} (at {existing}), and Paddock \
          never rewrites a branch: {git}; to take this job's under another name: `git -C \
          {source_repo} fetch {bundle} {branch}:NAME`, or run the ticket's next attempt with \
-         `paddock run SPEC --attempt-after JOB`"
+         `paddock run SPEC --attempt-after {job}`"
     )]
     Exists {
+        job: String,
         source_repo: PathBuf,
         branch: String,
         existing: String,
@@ -36,6 +37,7 @@ pub enum SourceFetchError {
 
 /// Fetches `branch` from `bundle` into `source` as `refs/heads/<branch>`.
 pub async fn fetch_branch(
+    job: &str,
     source: &Path,
     bundle: &Path,
     branch: &str,
@@ -84,6 +86,7 @@ pub async fn fetch_branch(
     .await
     {
         Ok(existing) => Err(SourceFetchError::Exists {
+            job: job.to_owned(),
             source_repo: source.to_path_buf(),
             branch: branch.to_string(),
             existing: existing.trim().to_string(),
@@ -102,9 +105,9 @@ pub type SourceFetching =
 /// Starts [`fetch_branch`] on a task of its own, now, rather than when
 /// its outcome is first awaited: the job's end goes on (its patch's event,
 /// its status) while git fetches.
-pub fn fetch_soon(source: PathBuf, bundle: PathBuf, branch: String) -> SourceFetching {
+pub fn fetch_soon(job: String, source: PathBuf, bundle: PathBuf, branch: String) -> SourceFetching {
     let fetch = tokio::spawn(async move {
-        fetch_branch(&source, &bundle, &branch)
+        fetch_branch(&job, &source, &bundle, &branch)
             .await
             .map_err(|e| e.to_string())
     });
@@ -188,11 +191,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let branch = "paddock/T-1/1";
         let (source, bundle, tip) = source_and_bundle(dir.path(), branch);
-        fetch_branch(&source, &bundle, branch).await.unwrap();
+        fetch_branch("job-1", &source, &bundle, branch)
+            .await
+            .unwrap();
         assert_eq!(head(&source, branch), tip);
 
         git(&source, &["branch", "-f", branch, "main"]);
-        fetch_branch(&source, &bundle, branch).await.unwrap();
+        fetch_branch("job-1", &source, &bundle, branch)
+            .await
+            .unwrap();
         assert_eq!(head(&source, branch), tip);
     }
 
@@ -204,7 +211,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let branch = "paddock/T-1/1";
         let (source, bundle, tip) = source_and_bundle(dir.path(), branch);
-        let fetching = fetch_soon(source.clone(), bundle.clone(), branch.to_string());
+        let fetching = fetch_soon(
+            "job-1".into(),
+            source.clone(),
+            bundle.clone(),
+            branch.to_string(),
+        );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while git(&source, &["branch", "--list", branch]).is_empty() {
             assert!(std::time::Instant::now() < deadline, "never fetched");
@@ -222,7 +234,13 @@ mod tests {
         // The branch moved on in the source: refused, and said why.
         git(&source, &["branch", "-f", branch, "main"]);
         git(&source, &["checkout", "-q", branch]);
-        let refused = fetch_soon(source.clone(), bundle.clone(), branch.to_string()).await;
+        let refused = fetch_soon(
+            "job-1".into(),
+            source.clone(),
+            bundle.clone(),
+            branch.to_string(),
+        )
+        .await;
         let Err(said) = refused else {
             panic!("a checked-out branch was fetched into");
         };
@@ -248,7 +266,9 @@ mod tests {
         let earlier = head(&source, "HEAD");
         git(&source, &["checkout", "-q", "main"]);
 
-        let err = fetch_branch(&source, &bundle, branch).await.unwrap_err();
+        let err = fetch_branch("job-1", &source, &bundle, branch)
+            .await
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
@@ -256,7 +276,7 @@ mod tests {
                  rewrites a branch: git said `! [rejected] {branch} -> {branch} \
                  (non-fast-forward)`; to take this job's under another name: `git -C {s} fetch \
                  {b} {branch}:NAME`, or run the ticket's next attempt with `paddock run SPEC \
-                 --attempt-after JOB`",
+                 --attempt-after job-1`",
                 s = source.display(),
                 b = bundle.display(),
             )
@@ -267,7 +287,9 @@ mod tests {
         // git's reason names it.
         git(&source, &["branch", "-f", branch, "main"]);
         git(&source, &["checkout", "-q", branch]);
-        let err = fetch_branch(&source, &bundle, branch).await.unwrap_err();
+        let err = fetch_branch("job-1", &source, &bundle, branch)
+            .await
+            .unwrap_err();
         let SourceFetchError::Exists { git: said, .. } = &err else {
             panic!("not the branch's refusal: {err}");
         };

@@ -346,7 +346,8 @@ async fn save_patch(
         Ok(()) => {
             // Once the patch is saved (a job whose patch is lost fails
             // here, publishing nothing), beside its event.
-            let into_source = crate::results::fetch_into_source_soon(spec, &patch, &kept);
+            let into_source =
+                crate::results::fetch_into_source_soon(&record.id, spec, &patch, &kept);
             record.patch_path = Some(path.display().to_string());
             record.changed_files = patch.changed_files.clone();
             em.emit(EventBody::ArtifactSummary {

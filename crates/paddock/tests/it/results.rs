@@ -585,7 +585,8 @@ async fn a_forge_that_is_down_fails_the_job_and_loses_nothing() {
 
 /// A push the remote rejects (its branch moved elsewhere; never forced):
 /// the job is `failed` with git's line and what to do (a next attempt, or
-/// the remote's branch removed and `paddock publish`), not git's advice
+/// the remote's branch removed and `paddock publish`, each naming the
+/// job by its id, not `JOB`), not git's advice
 /// to pull; no pull request is asked for.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
@@ -624,7 +625,8 @@ async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
                  ticket and attempt, or someone else's push), and Paddock never force-pushes: git \
                  said `! [rejected] paddock/T-1/1 -> paddock/T-1/1 (fetch first)`; run the \
                  ticket's next attempt on its own branch (`paddock run SPEC --attempt-after \
-                 JOB`), or remove the remote's branch and `paddock publish JOB` again"
+                 {id}`), or remove the remote's branch and `paddock publish {id}` again",
+                id = record.id
             ))
         )
     );
