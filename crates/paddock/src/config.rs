@@ -198,6 +198,8 @@ pub struct ServeFile {
     /// Host profiles (stored ids, presets) a submitted spec may choose
     /// besides the default one.
     pub allow_profiles: Option<Vec<String>>,
+    /// Whether a submitted spec may ask for the `process` rung.
+    pub allow_process: Option<bool>,
 }
 
 /// How the log is written on stderr: lines for people, or one JSON object
@@ -325,6 +327,7 @@ mod tests {
                     allow_paths: None,
                     allow_hosts: None,
                     allow_profiles: None,
+                    allow_process: None,
                 },
                 caches: CachesFile {
                     max_size: Some(CacheSize::Bytes(3 << 30)),

@@ -55,6 +55,10 @@ pub struct ServeArgs {
     /// choose besides the default one; repeatable.
     #[arg(long = "allow-profile", value_name = "ID")]
     pub allow_profiles: Vec<String>,
+    /// Let a submitted spec ask for the `process` rung (no isolation: the
+    /// job runs as this server's user, with its files and network).
+    #[arg(long)]
+    pub allow_process: bool,
 }
 
 /// The `env:` secrets the server's settings name leave its environment
@@ -161,6 +165,7 @@ pub async fn exec(
         ),
         allow_hosts: Some(args.allow_hosts),
         allow_profiles: Some(args.allow_profiles),
+        allow_process: args.allow_process.then_some(true),
     };
     let store = open_store(paths).await?;
     let profiles: Vec<String> = defaults

@@ -82,6 +82,7 @@ impl ServeConfig {
                 profiles: both(&flags.allow_profiles, &file.allow_profiles),
                 // The config file's, set by the server (`AppState::new`).
                 default_profile: None,
+                process: flags.allow_process.or(file.allow_process).unwrap_or(false),
             },
         }
     }
@@ -110,6 +111,7 @@ mod tests {
             allow_paths: None,
             allow_hosts: None,
             allow_profiles: None,
+            allow_process: None,
         };
         let flags = ServeFile {
             listen: None,
@@ -123,6 +125,7 @@ mod tests {
             allow_paths: None,
             allow_hosts: None,
             allow_profiles: None,
+            allow_process: None,
         };
         assert_eq!(
             (ServeConfig::resolve(&flags, &file), ServeConfig::default()),

@@ -46,6 +46,12 @@ impl AppState {
             .host_profile
             .clone()
             .or_else(|| defaults.profile.clone());
+        // Nor the rung the server gives a spec that leaves it `auto`
+        // (stored with the spec, checked again when another server or a
+        // restart claims it).
+        if defaults.isolation == Some(paddock_protocol::Isolation::Process) {
+            config.submissions.process = true;
+        }
         let queue = Arc::new(Queue::new(
             store.clone(),
             runner.clone(),

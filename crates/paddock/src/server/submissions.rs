@@ -20,6 +20,14 @@
 //! another stored profile may be wider (no network maximum): a spec may
 //! name the server's default profile, and any other stored profile or
 //! preset only when listed (`allow_profiles`; a profile file is a path).
+//! Nor may a submitted spec ask for the `process` rung unless the
+//! operator allows it (`allow_process`, or the config file's `isolation`
+//! is `process`): there the job runs as the server's user, and every
+//! file, key and host the check keeps from the spec is the job's to
+//! take. `auto` (the default) stays the operator's: the configured
+//! `isolation`, else the sandbox where the host can start one, else
+//! `process` (a host without a sandbox, e.g. a container, is the
+//! operator's choice of isolation).
 //! The same check runs again on the server that claims a queued job
 //! (`server::queue`), against that server's own settings: a fleet's
 //! servers may allow different things, and a path means its own host's
@@ -27,7 +35,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use paddock_protocol::{HostReference, JobSpec, PolicySpec};
+use paddock_protocol::{HostReference, Isolation, JobSpec, PolicySpec};
 
 /// The operator's allowances (`ServeConfig::submissions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -46,6 +54,9 @@ pub struct Submissions {
     /// file's `host_profile`, else its `profile`): a spec may always name
     /// it, as written there (an id or a file).
     pub default_profile: Option<String>,
+    /// Whether a spec may ask for the `process` rung (`[serve]
+    /// allow_process`).
+    pub process: bool,
 }
 
 /// Why a submitted spec was refused: the field, what it names and the
@@ -86,6 +97,13 @@ pub enum SubmissionError {
     Profile { profile: String, allowed: String },
     #[error("{field}: `{url}` has no host this server could check against `[serve] allow_hosts`")]
     NoHost { field: String, url: String },
+    #[error(
+        "isolation: a submitted spec may not ask for the `process` rung, which runs the job as \
+         this server's user with its files, keys and network, unless the server allows it \
+         (`[serve] allow_process = true` or `paddock serve --allow-process`); leave `isolation` \
+         out (or `auto`) or ask for `sandbox`"
+    )]
+    Process,
 }
 
 impl Submissions {
@@ -93,6 +111,9 @@ impl Submissions {
     /// names on this host; `own` is a path the server made for it (a
     /// turn's inline source), not checked.
     pub fn check(&self, spec: &JobSpec, own: Option<&Path>) -> Result<(), SubmissionError> {
+        if spec.isolation == Isolation::Process && !self.process {
+            return Err(SubmissionError::Process);
+        }
         // The server's default profile, whatever it names; a stored
         // profile or preset only when listed (a file is a path, below).
         let profile = spec.policy.profile.as_deref();

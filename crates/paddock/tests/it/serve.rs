@@ -71,11 +71,23 @@ impl Server {
     }
 
     pub(crate) async fn start_env(home: &Home, args: &[&str], env: &[(&str, &str)]) -> Server {
+        Server::start_allowing(home, &["--allow-process"], args, env).await
+    }
+
+    /// A server with `allowances` besides the test's home: the tests'
+    /// specs name files of their home (repositories, scenarios, stand-in
+    /// engines), which every server lets them, and most run on the
+    /// `process` rung (`--allow-process`, which `start_env` gives).
+    pub(crate) async fn start_allowing(
+        home: &Home,
+        allowances: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let client = client_with(&token_env(home, "admin", env).await);
-        // The tests' specs name files of their home (repositories,
-        // scenarios, stand-in engines): the server lets them.
         let allowed = home.path().display().to_string();
         let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--allow-path", &allowed];
+        all.extend_from_slice(allowances);
         all.extend_from_slice(args);
         let mut command = home.command(&all);
         for (k, v) in env {

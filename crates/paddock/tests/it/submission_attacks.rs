@@ -161,3 +161,73 @@ async fn a_template_or_skill_linking_out_of_an_allowed_directory_is_refused() {
         server.stderr()
     );
 }
+
+/// The attack: a spec asks for the `process` rung, where the job runs as
+/// the server's user: its command (here the stand-in engine, on a real
+/// engine a command the ticket talks it into) reads a file of the
+/// server's that no allowance names and puts it in the job's events,
+/// which the submitter reads. Before, the spec was accepted and run
+/// (the check looked at what the spec names, not at where the job may
+/// reach). Now it is refused unless the server allows the rung
+/// (`--allow-process`); on such a server it runs.
+#[tokio::test]
+async fn a_submitted_spec_asks_for_the_process_rung_only_where_allowed() {
+    let home = Home::new();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("server-key");
+    std::fs::write(&secret, "TOPSECRET-of-the-server\n").unwrap();
+    let reads = format!("cat '{}' >&2\n{TURN}", secret.display());
+    let job = spec(&home, "T-1", &reads);
+    assert_eq!(job["isolation"], "process");
+    let strict = Server::start_allowing(&home, &[], &[], &[]).await;
+    let resp = strict.submit(&job, 0).await;
+    assert_eq!(
+        (resp.status().as_u16(), body::<Value>(resp).await),
+        (
+            422,
+            refused(
+                "isolation: a submitted spec may not ask for the `process` rung, which runs the \
+                 job as this server's user with its files, keys and network, unless the server \
+                 allows it (`[serve] allow_process = true` or `paddock serve --allow-process`); \
+                 leave `isolation` out (or `auto`) or ask for `sandbox`"
+                    .to_owned()
+            )
+        ),
+        "{}",
+        strict.stderr()
+    );
+    drop(strict);
+    let allowing = Server::start(&home, &[]).await;
+    let id = allowing.submit_ok(&job, 0).await;
+    assert_eq!(
+        allowing.wait_for(&id, is_final).await.status,
+        paddock_protocol::JobStatus::Done,
+        "{}",
+        allowing.stderr()
+    );
+    drop(allowing);
+    // A server whose config file gives `auto` specs the `process` rung
+    // has chosen it: a spec may name it too (and a stored one, claimed
+    // again after a restart, passes the same check).
+    let config = home.path().join("config").join("paddock");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "isolation = \"process\"\n").unwrap();
+    let configured = Server::start_allowing(&home, &[], &[], &[]).await;
+    let mut auto = spec(&home, "T-2", TURN);
+    auto.as_object_mut().unwrap().remove("isolation");
+    let mut named = spec(&home, "T-3", TURN);
+    named["isolation"] = Value::from("process");
+    let auto = configured.submit_ok(&auto, 0).await;
+    let named = configured.submit_ok(&named, 0).await;
+    let mut rungs = Vec::new();
+    for id in [auto, named] {
+        let record = configured.wait_for(&id, is_final).await;
+        rungs.push((record.status, record.isolation));
+    }
+    assert_eq!(
+        rungs,
+        vec![(paddock_protocol::JobStatus::Done, "process".to_owned()); 2],
+        "{}",
+        configured.stderr()
+    );
+}

@@ -169,6 +169,25 @@ fn only_what_the_server_allows_may_be_named() {
             Ok(())
         )
     );
+    // The `process` rung only where the server allows it; `auto` (unset)
+    // and `sandbox` are the operator's to resolve.
+    let rung = |isolation: &str| {
+        format!(
+            "isolation = \"{isolation}\"\n{}",
+            up("env:OPENAI_API_KEY", "")
+        )
+    };
+    let mut processes = with.clone();
+    processes.process = true;
+    assert_eq!(
+        (
+            check(&with, &rung("process")),
+            check(&with, &rung("auto")),
+            check(&with, &rung("sandbox")),
+            check(&processes, &rung("process")),
+        ),
+        (Err(SubmissionError::Process), Ok(()), Ok(()), Ok(()))
+    );
     // The server's own path (a turn's inline source) is not checked.
     let own = dir.path().join("jobs/.turn-1");
     let turn = format!(
