@@ -8,7 +8,9 @@
 //! for a packet that starts a flow to a destination not yet reported,
 //! sends the host one report: `paddock-direct/1 <tag> flow <transport>
 //! <address> <port>` (a datagram on the job's report socket, `tag` the
-//! runner's name for the command: its phase). At most [`MAX_REPORTED`]
+//! runner's name for the command: its phase), or for a DNS query to port
+//! 53 the name it asks for, once per name: `... lookup <name> <type>
+//! <server>` (`packet::lookup`). At most [`MAX_REPORTED`]
 //! destinations are reported per sandboxed command; further new ones are
 //! counted and the count is reported once when the command ended
 //! (`unrecorded <n>`), so a flood of packets to ever new destinations
@@ -42,6 +44,13 @@ pub const MAX_REPORTED: usize = 64;
 /// How long a report may wait for room in the host's socket (the host
 /// reads as they come; a host that stopped reading loses them).
 const SEND_WAIT: Duration = Duration::from_secs(2);
+
+/// What was reported once: a flow's destination, or a DNS query's name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Seen {
+    Flow(Transport, IpAddr, u16),
+    Name(String),
+}
 
 /// The helper's end of the job's report socket.
 pub struct Reporter {
@@ -105,7 +114,7 @@ pub fn serve(tun: OwnedFd, reporter: Option<Arc<Reporter>>, unreported: Arc<Unre
     std::thread::spawn(move || {
         let mut tun = std::fs::File::from(tun);
         let mut buf = vec![0u8; 65536];
-        let mut seen: HashSet<(Transport, IpAddr, u16)> = HashSet::new();
+        let mut seen: HashSet<Seen> = HashSet::new();
         loop {
             let n = match std::io::Read::read(&mut tun, &mut buf) {
                 Ok(0) => return,
@@ -120,7 +129,18 @@ pub fn serve(tun: OwnedFd, reporter: Option<Arc<Reporter>>, unreported: Arc<Unre
             let Some(p) = packet::classify(pkt).filter(|p| p.starts_flow) else {
                 continue;
             };
-            let key = (p.transport, p.dst, p.port);
+            // A DNS query is the name it asks for (whatever server it
+            // was sent to), else the flow's destination.
+            let (key, report) = match packet::lookup(pkt) {
+                Some(l) => (
+                    Seen::Name(l.name.clone()),
+                    format!("lookup {} {} {}", l.name, l.qtype, l.server),
+                ),
+                None => (
+                    Seen::Flow(p.transport, p.dst, p.port),
+                    format!("flow {} {} {}", p.transport.name(), p.dst, p.port),
+                ),
+            };
             if seen.contains(&key) {
                 continue;
             }
@@ -130,7 +150,7 @@ pub fn serve(tun: OwnedFd, reporter: Option<Arc<Reporter>>, unreported: Arc<Unre
             }
             seen.insert(key);
             if let Some(r) = &reporter {
-                r.send(&format!("flow {} {} {}", p.transport.name(), p.dst, p.port));
+                r.send(&report);
             }
         }
     });

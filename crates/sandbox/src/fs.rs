@@ -82,6 +82,9 @@ enum Entry {
     /// A small host file copied into the (then read-only) new root: cheaper
     /// than a bind mount.
     Copy { path: PathBuf, len: u64 },
+    /// A file of the new root written with `text` (the watcher's
+    /// `/etc/resolv.conf`).
+    Text { path: PathBuf, text: &'static str },
     /// A file covered by an empty one without any permission (hidden).
     Hide { path: PathBuf },
 }
@@ -95,6 +98,7 @@ impl Entry {
             | Entry::Link { path, .. }
             | Entry::Tmpfs { path, .. }
             | Entry::Copy { path, .. }
+            | Entry::Text { path, .. }
             | Entry::Hide { path } => path,
         }
     }
@@ -129,6 +133,17 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
     // uid 0 on files).
     for name in ETC_RO {
         let path = Path::new("/etc").join(name);
+        // With the watcher, the job's resolver is an address its device
+        // answers, so every lookup is on the record: the host's (a
+        // loopback stub such as 127.0.0.53 the most common) would be
+        // refused by the job's own loopback, unseen.
+        if policy.direct.is_some() && *name == "resolv.conf" {
+            v.entries.push(Entry::Text {
+                path,
+                text: crate::tun::RESOLV_CONF,
+            });
+            continue;
+        }
         match std::fs::symlink_metadata(&path) {
             Ok(m) if !m.file_type().is_symlink() && m.mode() & 0o004 == 0 => {}
             Ok(m) if m.is_file() && m.len() <= COPY_MAX => {
@@ -525,6 +540,21 @@ fn copy(src: &Path, dst: &Path, len: u64) -> Result<(), SetupError> {
     Ok(())
 }
 
+/// Writes `text` into the new file `dst` (readable by all, as copies are).
+fn write_new(dst: &Path, text: &[u8]) -> Result<(), SetupError> {
+    let err = |source| SetupError::Copy {
+        path: dst.to_path_buf(),
+        source,
+    };
+    let mut to = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(dst)
+        .map_err(err)?;
+    std::io::Write::write_all(&mut to, text).map_err(err)
+}
+
 /// Builds the view and switches into it. Runs in the new mount namespace,
 /// as PID 1 of the new PID namespace, before any capability is dropped.
 pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), SetupError> {
@@ -669,6 +699,10 @@ fn place(
             Entry::Copy { path, len } => {
                 dirs.parent_of(&dst)?;
                 copy(&under(OLD, path), &dst, *len)?;
+            }
+            Entry::Text { text, .. } => {
+                dirs.parent_of(&dst)?;
+                write_new(&dst, text.as_bytes())?;
             }
             Entry::Hide { path } => {
                 let empty = match &hidden {

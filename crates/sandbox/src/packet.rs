@@ -207,6 +207,79 @@ pub fn classify(b: &[u8]) -> Option<Packet> {
     })
 }
 
+/// A DNS query the job sent past its proxy: the name asked for and the
+/// record type, as the packet's first question says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// Lowercased, dot-separated, without the root's final dot.
+    pub name: String,
+    /// The question's type (1 = A, 28 = AAAA, 65 = HTTPS, ...).
+    pub qtype: u16,
+    /// The server it was sent to.
+    pub server: IpAddr,
+}
+
+/// The DNS port.
+pub const DNS: u16 = 53;
+/// A name's longest text form (RFC 1035: 255 octets on the wire).
+pub const MAX_NAME: usize = 253;
+
+/// The lookup a UDP datagram to port 53 asks for: a standard query (QR
+/// clear, opcode 0) with at least one question whose name is plain
+/// labels of letters, digits, `-` and `_` (no compression pointer, no
+/// other byte: what is not a host name is no lookup, and the datagram is
+/// then reported as the UDP flow it is). Read within the datagram's bytes
+/// like the rest of this module; one question's name is all that is read
+/// of a message (a DNS library would parse answers and compression this
+/// never needs, from a hostile sender).
+pub fn lookup(b: &[u8]) -> Option<Lookup> {
+    let ip = parse(b)?;
+    if ip.later_fragment || ip.proto != UDP || be16(ip.transport, 2)? != DNS {
+        return None;
+    }
+    let len = usize::from(be16(ip.transport, 4)?);
+    let dns = ip.transport.get(8..len.min(ip.transport.len()))?;
+    let flags = be16(dns, 2)?;
+    if flags & 0x8000 != 0 || (flags >> 11) & 0x0f != 0 || be16(dns, 4)? == 0 {
+        return None;
+    }
+    let mut at = 12usize;
+    let mut name = String::new();
+    loop {
+        let label = usize::from(*dns.get(at)?);
+        at += 1;
+        if label == 0 {
+            break;
+        }
+        if label > 63 {
+            return None;
+        }
+        let bytes = dns.get(at..at + label)?;
+        if !bytes
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
+        {
+            return None;
+        }
+        if !name.is_empty() {
+            name.push('.');
+        }
+        name.extend(bytes.iter().map(|c| char::from(c.to_ascii_lowercase())));
+        if name.len() > MAX_NAME {
+            return None;
+        }
+        at += label;
+    }
+    if name.is_empty() {
+        return None;
+    }
+    Some(Lookup {
+        name,
+        qtype: be16(dns, at)?,
+        server: ip.dst,
+    })
+}
+
 /// The answer to `b` that makes its client fail now, or `None` (module
 /// text).
 pub fn answer(b: &[u8]) -> Option<Vec<u8>> {
@@ -380,6 +453,80 @@ mod tests {
             &udp,
         )
         .unwrap()
+    }
+
+    /// A DNS query for `name` (labels as given) of type `qtype` over
+    /// IPv4 to `dst`:53, `flags` in its header.
+    fn query_v4(dst: [u8; 4], labels: &[&[u8]], qtype: u16, flags: u16) -> Vec<u8> {
+        let mut dns = vec![0u8; 12];
+        dns[0..2].copy_from_slice(&0x1234u16.to_be_bytes());
+        dns[2..4].copy_from_slice(&flags.to_be_bytes());
+        dns[4..6].copy_from_slice(&1u16.to_be_bytes());
+        for l in labels {
+            dns.push(l.len() as u8);
+            dns.extend_from_slice(l);
+        }
+        dns.push(0);
+        dns.extend_from_slice(&qtype.to_be_bytes());
+        dns.extend_from_slice(&1u16.to_be_bytes());
+        let mut udp = vec![0u8; 8];
+        udp[0..2].copy_from_slice(&40001u16.to_be_bytes());
+        udp[2..4].copy_from_slice(&DNS.to_be_bytes());
+        udp[4..6].copy_from_slice(&((8 + dns.len()) as u16).to_be_bytes());
+        udp.extend_from_slice(&dns);
+        wrap(
+            IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
+            IpAddr::V4(Ipv4Addr::from(dst)),
+            UDP,
+            &udp,
+        )
+        .unwrap()
+    }
+
+    /// A query's first question is read as a lowercased name, its type
+    /// and server; what is not a standard query for a host name (an
+    /// answer, another opcode, a compression pointer, a byte outside
+    /// letters, digits, `-` and `_`, the root, an overlong name, a cut
+    /// datagram, another port) is no lookup.
+    #[test]
+    fn a_dns_query_names_what_it_looks_up() {
+        assert_eq!(
+            lookup(&query_v4([10, 0, 0, 2], &[b"PyPI", b"org"], 28, 0x0100)),
+            Some(Lookup {
+                name: "pypi.org".into(),
+                qtype: 28,
+                server: "10.0.0.2".parse().unwrap(),
+            })
+        );
+        assert_eq!(
+            lookup(&query_v4([10, 0, 0, 2], &[b"_https", b"x-y", b"io"], 65, 0)).map(|l| l.name),
+            Some("_https.x-y.io".into())
+        );
+        let long: &[u8] = &[b'a'; 63];
+        let no = [
+            query_v4([10, 0, 0, 2], &[b"pypi", b"org"], 1, 0x8180),
+            query_v4([10, 0, 0, 2], &[b"pypi", b"org"], 1, 0x2800),
+            query_v4([10, 0, 0, 2], &[b"a b", b"org"], 1, 0),
+            query_v4([10, 0, 0, 2], &[b"`x`", b"org"], 1, 0),
+            query_v4([10, 0, 0, 2], &[b"\x1b[31m"], 1, 0),
+            query_v4([10, 0, 0, 2], &[], 1, 0),
+            query_v4([10, 0, 0, 2], &[long; 5], 1, 0),
+            udp_v6("2001:db8::1".parse().unwrap(), 53),
+        ];
+        for (i, q) in no.iter().enumerate() {
+            assert_eq!(lookup(q), None, "case {i}");
+        }
+        let mut pointer = query_v4([10, 0, 0, 2], &[b"pypi", b"org"], 1, 0);
+        pointer[20 + 8 + 12] = 0xc0;
+        assert_eq!(lookup(&pointer), None);
+        let whole = query_v4([10, 0, 0, 2], &[b"pypi", b"org"], 1, 0);
+        for cut in 0..whole.len() {
+            let _ = lookup(&whole[..cut]);
+        }
+        // Not to port 53: the UDP flow it is, no lookup.
+        let mut elsewhere = whole.clone();
+        elsewhere[22..24].copy_from_slice(&5353u16.to_be_bytes());
+        assert_eq!(lookup(&elsewhere), None);
     }
 
     #[test]

@@ -20,6 +20,12 @@ use nix::sys::socket::{socket, AddressFamily, SockFlag, SockProtocol, SockType};
 pub const NAME: &str = "direct0";
 /// The job's IPv4 address (198.18/15: benchmarking, never routed).
 pub const V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// The resolver the job's `/etc/resolv.conf` names when the watcher runs:
+/// an address of the same never-routed range, reached through the device
+/// (its queries are answered "port unreachable" and reported by name).
+pub const RESOLVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
+/// That `/etc/resolv.conf`.
+pub const RESOLV_CONF: &str = "# Paddock's sandbox: names are resolved by the egress proxy (HTTPS_PROXY),\n# not here. A lookup sent here fails at once and is put on the job's record.\nnameserver 198.18.0.53\noptions attempts:1\n";
 /// The job's IPv6 address (unique-local).
 pub const V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x7061, 0x6464, 0, 0, 0, 0, 1);
 

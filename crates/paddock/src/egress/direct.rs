@@ -6,7 +6,8 @@
 //! datagram socket in the job's `meta/`, outside the sandbox's view)
 //! before any command starts; each report is one datagram
 //! `paddock-direct/1 <phase> flow <transport> <address> <port>`, `...
-//! unrecorded <n>` (new destinations past the helper's cap) or `... off
+//! lookup <name> <type> <server>` (a DNS query, rule `direct:dns`, the
+//! name as its host), `... unrecorded <n>` (new destinations past the helper's cap) or `... off
 //! <why>` (the watcher could not start). Anything else is ignored, and at
 //! most [`MAX_RECORDS`] records are made per job whatever arrives (the
 //! socket is the user's: a process of the host's user could write to it).
@@ -176,6 +177,30 @@ pub fn parse(datagram: &[u8]) -> Option<EgressRecord> {
             rec.address = Some(at);
             Some(rec)
         }
+        "lookup" => {
+            let mut w = rest.split(' ');
+            let name = w.next()?;
+            let qtype: u16 = w.next()?.parse().ok()?;
+            let server: IpAddr = w.next()?.parse().ok()?;
+            if w.next().is_some() || !host_name(name) {
+                return None;
+            }
+            let at = match server {
+                IpAddr::V4(a) => format!("{a}:53"),
+                IpAddr::V6(a) => format!("[{a}]:53"),
+            };
+            let mut rec = refused(
+                name.to_string(),
+                53,
+                format!("{RULE}:dns"),
+                format!(
+                    "a direct DNS lookup of {name} ({}) sent to {at}, not through the egress proxy: the proxy resolves the names it is asked to reach, and nothing leads out of the sandbox but the proxy; answered with ICMP port unreachable",
+                    record_type(qtype)
+                ),
+            );
+            rec.address = Some(at);
+            Some(rec)
+        }
         "unrecorded" => {
             let n: u64 = rest.parse().ok()?;
             Some(refused(
@@ -198,6 +223,37 @@ pub fn parse(datagram: &[u8]) -> Option<EgressRecord> {
             ),
         )),
         _ => None,
+    }
+}
+
+/// Whether `name` is a host name as the watcher reports one
+/// (`paddock_sandbox::packet::lookup`): lowercase labels of letters,
+/// digits, `-` and `_`, 1 to 63 bytes each, at most 253 in all.
+fn host_name(name: &str) -> bool {
+    name.len() <= paddock_sandbox::packet::MAX_NAME
+        && name.split('.').all(|l| {
+            (1..=63).contains(&l.len())
+                && l.bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
+        })
+}
+
+/// A DNS record type's name (RFC 3597's `TYPEn` for the rest).
+fn record_type(qtype: u16) -> String {
+    match qtype {
+        1 => "A".into(),
+        2 => "NS".into(),
+        5 => "CNAME".into(),
+        6 => "SOA".into(),
+        12 => "PTR".into(),
+        15 => "MX".into(),
+        16 => "TXT".into(),
+        28 => "AAAA".into(),
+        33 => "SRV".into(),
+        64 => "SVCB".into(),
+        65 => "HTTPS".into(),
+        255 => "ANY".into(),
+        n => format!("TYPE{n}"),
     }
 }
 
@@ -233,6 +289,30 @@ mod tests {
                 substituted: None,
             }
         );
+        let rec = parse(b"paddock-direct/1 setup lookup pypi.org 28 198.18.0.53").unwrap();
+        assert_eq!(
+            rec,
+            EgressRecord {
+                host: "pypi.org".into(),
+                port: 53,
+                method: None,
+                address: Some("198.18.0.53:53".into()),
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 0,
+                phase: EgressPhase::Setup,
+                allowed: false,
+                rule: Some("direct:dns".into()),
+                reason: Some("a direct DNS lookup of pypi.org (AAAA) sent to 198.18.0.53:53, not through the egress proxy: the proxy resolves the names it is asked to reach, and nothing leads out of the sandbox but the proxy; answered with ICMP port unreachable".into()),
+                credential: None,
+                substituted: None,
+            }
+        );
+        assert_eq!(
+            parse(b"paddock-direct/1 agent lookup _x.io 4242 2001:db8::53")
+                .and_then(|r| r.reason),
+            Some("a direct DNS lookup of _x.io (TYPE4242) sent to [2001:db8::53]:53, not through the egress proxy: the proxy resolves the names it is asked to reach, and nothing leads out of the sandbox but the proxy; answered with ICMP port unreachable".into())
+        );
         let rec = parse(b"paddock-direct/1 setup unrecorded 99936").unwrap();
         assert_eq!(
             (rec.host.as_str(), rec.port, rec.phase, rec.rule.as_deref()),
@@ -254,6 +334,13 @@ mod tests {
             b"paddock-direct/1 agent flow ip-proto-300 1.2.3.4 0",
             b"paddock-direct/1 agent unrecorded -1",
             b"paddock-direct/1 agent flow tcp 1.2.3.4 \xff",
+            b"paddock-direct/1 agent lookup pypi.org 1",
+            b"paddock-direct/1 agent lookup pypi.org 1 1.2.3.4 extra",
+            b"paddock-direct/1 agent lookup PyPI.org 1 1.2.3.4",
+            b"paddock-direct/1 agent lookup pypi..org 1 1.2.3.4",
+            b"paddock-direct/1 agent lookup `x`.org 1 1.2.3.4",
+            b"paddock-direct/1 agent lookup pypi.org 70000 1.2.3.4",
+            b"paddock-direct/1 agent lookup pypi.org 1 resolver",
         ] {
             assert_eq!(parse(junk), None, "{}", String::from_utf8_lossy(junk));
         }

@@ -267,8 +267,11 @@ fn refused_destinations(events: &[AgentEvent]) -> Vec<String> {
         } else {
             format!(", {n} attempts")
         };
-        // An IPv6 literal in brackets, as in a URL.
-        let at = if host.contains(':') {
+        // A name looked up past the proxy is the name (its port is the
+        // resolver's); an IPv6 literal in brackets, as in a URL.
+        let at = if rule == "direct:dns" {
+            host
+        } else if host.contains(':') {
             format!("[{host}]:{port}")
         } else {
             format!("{host}:{port}")
@@ -812,6 +815,8 @@ mod tests {
             attempt("", 0, Setup, Some("bad_request")),
             attempt("", 0, Agent, Some("handoff")),
             attempt("2001:db8::7", 443, Agent, Some("direct:tcp")),
+            // A name looked up past the proxy: the name, no port.
+            attempt("pypi.org", 53, Setup, Some("direct:dns")),
         ]
         .into_iter()
         .enumerate()

@@ -3,7 +3,9 @@
 //! by itself (TCP to an IP literal, UDP to a DNS server, IPv6) fails at
 //! once inside the job, and each destination is on the record once, as
 //! a refused `network` event and row of rule `direct:<transport>` in the
-//! phase it was tried in, and in the closeout's refused list. A flood to
+//! phase it was tried in, and in the closeout's refused list; a DNS query
+//! is the name it asks for (`direct:dns`), through the sandbox's own
+//! resolver too. A flood to
 //! ever new destinations costs the store a fixed number of rows.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -99,35 +101,71 @@ fn direct(phase: EgressPhase, transport: &str, host: &str, port: u16) -> EgressR
     }
 }
 
+/// The refused record of a DNS lookup of `name` sent to `server`:53.
+fn lookup(phase: EgressPhase, name: &str, qtype: &str, server: &str) -> EgressRecord {
+    let at = if server.contains(':') {
+        format!("[{server}]:53")
+    } else {
+        format!("{server}:53")
+    };
+    EgressRecord {
+        host: name.into(),
+        port: 53,
+        method: None,
+        address: Some(at.clone()),
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        phase,
+        allowed: false,
+        rule: Some("direct:dns".into()),
+        reason: Some(format!("a direct DNS lookup of {name} ({qtype}) sent to {at}, not through the egress proxy: the proxy resolves the names it is asked to reach, and nothing leads out of the sandbox but the proxy; answered with ICMP port unreachable")),
+        credential: None,
+        substituted: None,
+    }
+}
+
 fn sorted(mut v: Vec<EgressRecord>) -> Vec<EgressRecord> {
     v.sort_by_key(|r| format!("{r:?}"));
     v
 }
 
 /// The engine's attempts: TCP to an IPv4 literal (twice: one record),
-/// UDP to 8.8.8.8:53 (a DNS query), TCP and UDP over IPv6; each one's
-/// error as Python names it.
+/// a DNS query for example.com to 8.8.8.8:53 and the same query to
+/// 1.1.1.1:53 (one record: the name), TCP over IPv6, a datagram that is
+/// no DNS query to an IPv6 address's port 53 (the UDP flow it is), and a
+/// lookup of pypi.org through the sandbox's own resolver (its
+/// `/etc/resolv.conf`); each one's error as Python names it.
 const ATTEMPTS: &str = r#"cat > "$HOME/direct.py" <<'EOF'
 import errno, socket
-def attempt(family, kind, addr):
+QUERY = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01"
+def attempt(family, kind, addr, payload=QUERY):
     s = socket.socket(family, kind)
     s.settimeout(10)
     try:
         s.connect(addr)
         if kind == socket.SOCK_DGRAM:
-            s.send(b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01")
+            s.send(payload)
             s.recv(512)
         return "answered"
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e))
     finally:
         s.close()
+def resolve(name):
+    try:
+        socket.gethostbyname(name)
+        return "resolved"
+    except socket.gaierror:
+        return "gaierror"
 print(" ".join([
     attempt(socket.AF_INET, socket.SOCK_STREAM, ("192.0.2.10", 80)),
     attempt(socket.AF_INET, socket.SOCK_STREAM, ("192.0.2.10", 80)),
     attempt(socket.AF_INET, socket.SOCK_DGRAM, ("8.8.8.8", 53)),
+    attempt(socket.AF_INET, socket.SOCK_DGRAM, ("1.1.1.1", 53)),
     attempt(socket.AF_INET6, socket.SOCK_STREAM, ("2001:db8::7", 443)),
-    attempt(socket.AF_INET6, socket.SOCK_DGRAM, ("2001:4860:4860::8888", 53)),
+    attempt(socket.AF_INET6, socket.SOCK_DGRAM, ("2001:4860:4860::8888", 53), b"not dns"),
+    resolve("PyPI.org"),
 ]))
 EOF
 python3 "$HOME/direct.py" > "$HOME/seen" 2>&1
@@ -150,7 +188,7 @@ async fn direct_attempts_fail_fast_and_each_destination_is_on_the_record_once() 
     .await;
     assert_eq!(
         ran.seen,
-        "ECONNREFUSED ECONNREFUSED ECONNREFUSED ECONNREFUSED ECONNREFUSED\n"
+        "ECONNREFUSED ECONNREFUSED ECONNREFUSED ECONNREFUSED ECONNREFUSED ECONNREFUSED gaierror\n"
     );
     assert_eq!(
         ran.setup_output,
@@ -159,9 +197,10 @@ async fn direct_attempts_fail_fast_and_each_destination_is_on_the_record_once() 
     let want = sorted(vec![
         direct(EgressPhase::Setup, "tcp", "203.0.113.7", 443),
         direct(EgressPhase::Agent, "tcp", "192.0.2.10", 80),
-        direct(EgressPhase::Agent, "udp", "8.8.8.8", 53),
+        lookup(EgressPhase::Agent, "example.com", "A", "8.8.8.8"),
         direct(EgressPhase::Agent, "tcp", "2001:db8::7", 443),
         direct(EgressPhase::Agent, "udp", "2001:4860:4860::8888", 53),
+        lookup(EgressPhase::Agent, "pypi.org", "A", "198.18.0.53"),
     ]);
     assert_eq!(sorted(ran.rows.clone()), want);
     assert_eq!(ran.events, ran.rows);
@@ -177,9 +216,10 @@ async fn direct_attempts_fail_fast_and_each_destination_is_on_the_record_once() 
         vec![
             "- `192.0.2.10:80` (agent phase, direct:tcp)",
             "- `203.0.113.7:443` (setup phase, direct:tcp)",
-            "- `8.8.8.8:53` (agent phase, direct:udp)",
             "- `[2001:4860:4860::8888]:53` (agent phase, direct:udp)",
             "- `[2001:db8::7]:443` (agent phase, direct:tcp)",
+            "- `example.com` (agent phase, direct:dns)",
+            "- `pypi.org` (agent phase, direct:dns)",
         ]
     );
 }
