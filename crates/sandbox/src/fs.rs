@@ -137,11 +137,17 @@ pub fn plan(policy: &Policy) -> Result<View, SetupError> {
         // answers, so every lookup is on the record: the host's (a
         // loopback stub such as 127.0.0.53 the most common) would be
         // refused by the job's own loopback, unseen.
-        if policy.direct.is_some() && *name == "resolv.conf" {
-            v.entries.push(Entry::Text {
-                path,
-                text: crate::tun::RESOLV_CONF,
-            });
+        // Its hosts file names loopback and the sandbox's own host name
+        // (which git looks up for a default e-mail domain), so that
+        // those are no lookup on the record; the host's other names lead
+        // nowhere from inside.
+        let text = match *name {
+            "resolv.conf" => Some(crate::tun::RESOLV_CONF),
+            "hosts" => Some(crate::tun::HOSTS),
+            _ => None,
+        };
+        if let (Some(text), Some(_)) = (text, &policy.direct) {
+            v.entries.push(Entry::Text { path, text });
             continue;
         }
         match std::fs::symlink_metadata(&path) {

@@ -26,6 +26,9 @@ use crate::gate::{self, Wait};
 use crate::policy::{exit, NetMode, Policy, DEFAULT_PATH};
 use crate::{absent, caps, filter, fs, lock, net, trace};
 
+/// The sandbox's host name (`tun::HOSTS` names it too).
+pub const HOSTNAME: &str = "paddock";
+
 /// The environment variable carrying the policy (JSON) to the helper.
 pub const POLICY_VAR: &str = "PADDOCK_SANDBOX_POLICY";
 
@@ -472,7 +475,7 @@ fn setup(
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     fs::enter(view, uid, gid, env_value(policy, "HOME"))?;
     trace::step("view entered");
-    nix::unistd::sethostname("paddock").map_err(|source| SetupError::Hostname { source })?;
+    nix::unistd::sethostname(HOSTNAME).map_err(|source| SetupError::Hostname { source })?;
     caps::rlimits()?;
     caps::new_session()?;
     nix::unistd::chdir(&policy.cwd).map_err(|source| SetupError::Chdir {

@@ -26,6 +26,9 @@ pub const V4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const RESOLVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 53);
 /// That `/etc/resolv.conf`.
 pub const RESOLV_CONF: &str = "# Paddock's sandbox: names are resolved by the egress proxy (HTTPS_PROXY),\n# not here. A lookup sent here fails at once and is put on the job's record.\nnameserver 198.18.0.53\noptions attempts:1\n";
+/// That `/etc/hosts`: loopback, and the sandbox's host name (`init.rs`).
+pub const HOSTS: &str =
+    "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tpaddock\n";
 /// The job's IPv6 address (unique-local).
 pub const V6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x7061, 0x6464, 0, 0, 0, 0, 1);
 
@@ -214,5 +217,18 @@ fn attr(out: &mut Vec<u8>, kind: u16, value: &[u8]) {
     out.extend_from_slice(value);
     while !out.len().is_multiple_of(4) {
         out.push(0);
+    }
+}
+
+#[cfg(test)]
+mod files_tests {
+    use super::*;
+
+    /// The watcher's resolver file names its resolver, and its hosts
+    /// file the sandbox's host name.
+    #[test]
+    fn the_watchers_files_name_its_resolver_and_host() {
+        assert!(RESOLV_CONF.contains(&format!("\nnameserver {RESOLVER}\n")));
+        assert!(HOSTS.contains(&format!("\t{}\n", crate::init::HOSTNAME)));
     }
 }

@@ -46,13 +46,14 @@ pub async fn next_record(
     }
 }
 
-/// Whether `r` is a job's own DNS query to its host's nameserver, on the
-/// record as a direct attempt (`direct:udp` to port 53, docs/egress.md
-/// "Direct connections"). Real clients make them or not depending on the
-/// host's `/etc/hosts` and `/etc/resolv.conf` (git looks up `localhost`'s
-/// IPv6 address, which a hosts file without a `::1` line sends to the
-/// nameserver), so tests of what went through the proxy leave them out;
-/// `tests/it/egress_direct.rs` tests them.
+/// Whether `r` is a job's own DNS query, on the record as a direct
+/// attempt (`direct:dns`, or `direct:udp` to port 53 for one that is no
+/// plain query; docs/egress.md "Direct connections"). Real clients make
+/// them or not depending on the host's `/etc/hosts` and `nsswitch.conf`
+/// (git looks up `localhost`'s IPv6 address, which a hosts file without
+/// a `::1` line sends to the nameserver, and the sandbox's host name for
+/// its default e-mail domain), so tests of what went through the proxy
+/// leave them out; `tests/it/egress_direct.rs` tests them.
 pub fn is_own_dns(r: &EgressRecord) -> bool {
-    r.rule.as_deref() == Some("direct:udp") && r.port == 53
+    matches!(r.rule.as_deref(), Some("direct:udp" | "direct:dns")) && r.port == 53
 }
