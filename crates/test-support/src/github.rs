@@ -1,6 +1,7 @@
 //! A GitHub REST API **mock** for the results loop: pull requests (list by
 //! `head` and `state`, create, update), issue labels and comments (post,
-//! list, edit), pull
+//! list, edit; deleted by a reviewer between a client's list and its edit:
+//! `delete_comment_when_listed`), pull
 //! request reviews and review comments (paged as GitHub pages them: `per_page`,
 //! `page`, a `Link` header), answered in GitHub's own JSON
 //! shapes and errors (`{"message", "documentation_url", "errors"}`: 401 Bad
@@ -66,6 +67,10 @@ struct State {
     pulls: Vec<Value>,
     labels: Vec<(u64, Vec<String>)>,
     comments: Vec<(u64, String)>,
+    /// Comments deleted (their ids), and those a reviewer deletes right
+    /// after they are next listed.
+    deleted: Vec<usize>,
+    delete_when_listed: Vec<usize>,
     reviews: Vec<SeededReview>,
 }
 
@@ -131,9 +136,29 @@ impl MockGitHub {
         self.state.lock().unwrap().pulls.clone()
     }
 
-    /// The comments posted, as (issue number, body), edits applied.
+    /// The comments posted, as (issue number, body), edits applied,
+    /// deleted ones left out.
     pub fn comments(&self) -> Vec<(u64, String)> {
-        self.state.lock().unwrap().comments.clone()
+        let state = self.state.lock().unwrap();
+        (1..=state.comments.len())
+            .filter(|id| !state.deleted.contains(id))
+            .map(|id| state.comments[id - 1].clone())
+            .collect()
+    }
+
+    /// The ids of the comments not deleted, in order.
+    pub fn comment_ids(&self) -> Vec<usize> {
+        let state = self.state.lock().unwrap();
+        (1..=state.comments.len())
+            .filter(|id| !state.deleted.contains(id))
+            .collect()
+    }
+
+    /// Deletes the comment `id` just after the next list of comments that
+    /// shows it (a reviewer deleting it between a client's list and its
+    /// edit): gone from lists, a 404 for an edit.
+    pub fn delete_comment_when_listed(&self, id: usize) {
+        self.state.lock().unwrap().delete_when_listed.push(id);
     }
 
     /// The labels of each pull request, as added.
@@ -426,6 +451,19 @@ impl MockGitHub {
             }
             (&Method::GET, ["issues", n, "comments"]) => {
                 let items = self.list_comments(&state, number(n));
+                let listed: Vec<usize> = items
+                    .iter()
+                    .filter_map(|c| c["id"].as_u64())
+                    .filter_map(|id| usize::try_from(id).ok())
+                    .collect();
+                let gone: Vec<usize> = state
+                    .delete_when_listed
+                    .iter()
+                    .copied()
+                    .filter(|id| listed.contains(id))
+                    .collect();
+                state.delete_when_listed.retain(|id| !gone.contains(id));
+                state.deleted.extend(gone);
                 let url = format!("{}{route}", self.url);
                 return forge_mock::page(items, &url, query, Paging::GitHub);
             }
@@ -499,7 +537,7 @@ impl MockGitHub {
     /// them (paged by the caller).
     fn list_comments(&self, state: &State, number: u64) -> Vec<Value> {
         (1..=state.comments.len())
-            .filter(|id| state.comments[id - 1].0 == number)
+            .filter(|id| state.comments[id - 1].0 == number && !state.deleted.contains(id))
             .map(|id| self.comment_json(state, id))
             .collect()
     }
@@ -508,7 +546,7 @@ impl MockGitHub {
     fn edit_comment(&self, state: &mut State, id: u64, input: &Value) -> (StatusCode, Value) {
         let Some(comment) = usize::try_from(id)
             .ok()
-            .filter(|id| (1..=state.comments.len()).contains(id))
+            .filter(|id| (1..=state.comments.len()).contains(id) && !state.deleted.contains(id))
         else {
             return error(StatusCode::NOT_FOUND, "Not Found", None);
         };

@@ -4,7 +4,8 @@
 //! the `X-Next-Page`… headers; with system notes and line positions;
 //! edit, `PUT …/notes/:id`, as GitLab allows it: by the note's author or a
 //! Maintainer, else 403; a minted token's bot user is named after the
-//! token, as GitLab names it),
+//! token, as GitLab names it; deleted by a reviewer, also between a
+//! client's list and its edit: `delete_note_when_listed`),
 //! `GET /user`, and project access tokens (`POST`, `GET` and `DELETE
 //! /projects/:id/access_tokens[/:token_id]`: name, scopes, access level
 //! and expiry checked as GitLab checks them, each token with its own bot
@@ -117,6 +118,12 @@ struct State {
     merge_requests: Vec<Value>,
     /// (merge request iid, note as GitLab's JSON).
     notes: Vec<(u64, Value)>,
+    /// Notes a reviewer deletes right after they are next listed (the
+    /// list answered with them, the note gone for what follows).
+    delete_when_listed: Vec<u64>,
+    /// How many notes were ever made (ids are never given twice, as
+    /// GitLab's, a deleted note's included).
+    notes_made: u64,
     tokens: Vec<AccessToken>,
 }
 
@@ -270,8 +277,35 @@ impl MockGitLab {
         system: bool,
     ) {
         let mut state = self.state.lock().unwrap();
-        let note = self.note_json(&state, (author, author), body, line, system);
+        let note = self.note_json(&mut state, (author, author), body, line, system);
         state.notes.push((iid, note));
+    }
+
+    /// Deletes the note `id`, as a reviewer (or its author) may: gone from
+    /// lists, a 404 for an edit.
+    pub fn delete_note(&self, id: u64) {
+        self.state
+            .lock()
+            .unwrap()
+            .notes
+            .retain(|(_, n)| n["id"].as_u64() != Some(id));
+    }
+
+    /// Deletes the note `id` just after the next list of notes that
+    /// shows it (a reviewer deleting it between a client's list and its
+    /// edit).
+    pub fn delete_note_when_listed(&self, id: u64) {
+        self.state.lock().unwrap().delete_when_listed.push(id);
+    }
+
+    /// The notes' ids, in order.
+    pub fn note_ids(&self) -> Vec<u64> {
+        let state = self.state.lock().unwrap();
+        state
+            .notes
+            .iter()
+            .filter_map(|(_, n)| n["id"].as_u64())
+            .collect()
     }
 
     /// Makes the token given to `start` a Developer's: it may no longer
@@ -300,13 +334,14 @@ impl MockGitLab {
 
     fn note_json(
         &self,
-        state: &State,
+        state: &mut State,
         (author, name): (&str, &str),
         body: &str,
         line: Option<(&str, u64)>,
         system: bool,
     ) -> Value {
-        let id = 500 + state.notes.len() as u64;
+        let id = 500 + state.notes_made;
+        state.notes_made += 1;
         let mut note = json!({
             "id": id,
             "type": if line.is_some() { Value::from("DiffNote") } else { Value::Null },
@@ -415,7 +450,7 @@ impl MockGitLab {
             (&Method::PUT, ["merge_requests", n]) => update(&mut state, iid(n), &input),
             (&Method::POST, ["merge_requests", n, "notes"]) => {
                 let note = self.note_json(
-                    &state,
+                    &mut state,
                     (&author, &author_name),
                     input["body"].as_str().unwrap_or_default(),
                     None,
@@ -436,6 +471,17 @@ impl MockGitLab {
                     .map(|(_, v)| v.clone())
                     .collect();
                 let url = format!("{}{route}", self.url);
+                let listed: Vec<u64> = notes.iter().filter_map(|v| v["id"].as_u64()).collect();
+                let gone: Vec<u64> = state
+                    .delete_when_listed
+                    .iter()
+                    .copied()
+                    .filter(|id| listed.contains(id))
+                    .collect();
+                state.delete_when_listed.retain(|id| !gone.contains(id));
+                state
+                    .notes
+                    .retain(|(_, v)| !v["id"].as_u64().is_some_and(|id| gone.contains(&id)));
                 return forge_mock::page(notes, &url, query, Paging::GitLab);
             }
             _ => error(StatusCode::NOT_FOUND, json!("404 Not Found")),

@@ -349,15 +349,21 @@ impl Forge for GitHub {
                 .iter()
                 .find(|c| super::closeout::job_of(&c.body) == Some(job))
             {
-                let comment: ApiComment = self
+                let edited: Result<ApiComment, _> = self
                     .call(
                         "update the closeout",
                         Method::PATCH,
                         &self.repo_path(&format!("/issues/comments/{}", ours.id)),
                         json(&NewComment { body }),
                     )
-                    .await?;
-                return Ok(Some(comment.html_url));
+                    .await;
+                match edited {
+                    Ok(comment) => return Ok(Some(comment.html_url)),
+                    // Deleted since it was listed (a reviewer deleted the
+                    // closeout): a new one is posted below.
+                    Err(ForgeError::Status { status: 404, .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         let comment: ApiComment = self

@@ -339,7 +339,9 @@ impl Forge for GitLab {
         // `paddock-<job>-…`; GitLab's ghost user once that user is gone),
         // with the host-held token, a Maintainer's, since only a note's
         // author or a Maintainer may edit it. A merge request this publish
-        // opened has none yet.
+        // opened has none yet; one whose closeout a reviewer deleted gets a
+        // new one (also when the note goes between the list and the edit:
+        // its 404).
         if let Some(job) = super::closeout::job_of(body).filter(|_| !mr.created) {
             let listed = format!("{path}?sort=asc&order_by=created_at");
             let notes: Vec<ApiNote> = self.list("read the merge request's notes", &listed).await?;
@@ -350,7 +352,7 @@ impl Forge for GitLab {
                     && (n.author.name.starts_with(&token_of_job) || n.author.username == GHOST)
             }) {
                 let token = self.editor.as_ref().unwrap_or(&self.token);
-                let (note, _): (ApiNote, _) = self
+                let edited: Result<(ApiNote, _), _> = self
                     .send_as(
                         token,
                         "update the closeout",
@@ -358,8 +360,14 @@ impl Forge for GitLab {
                         &format!("{path}/{}", ours.id),
                         json(&NewNote { body }),
                     )
-                    .await?;
-                return Ok(Some(format!("{}#note_{}", mr.url, note.id)));
+                    .await;
+                match edited {
+                    Ok((note, _)) => return Ok(Some(format!("{}#note_{}", mr.url, note.id))),
+                    // Deleted since it was listed (a reviewer deleted the
+                    // closeout): a new one is posted below.
+                    Err(ForgeError::Status { status: 404, .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
         }
         let note: ApiNote = self

@@ -3252,6 +3252,100 @@ async fn gitlab_publishing_again_edits_the_jobs_closeout_never_posts_another() {
     );
 }
 
+/// A GitLab closeout note a reviewer deleted, then `paddock publish`:
+/// a new one is posted, also when the note goes between Paddock's list of
+/// the notes and its edit (the edit's 404); exactly one closeout remains,
+/// the job stays done. Before, the edit's 404 failed the publish ("update
+/// the closeout: HTTP 404"), and the job with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deleted_gitlab_closeout_is_posted_again() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let args = ["publish", "--json", first.id.as_str()];
+    let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
+    let publish = || home.paddock(&args, &env);
+    let posted = mock.note_ids();
+    mock.delete_note(posted[0]);
+    let out = publish().await;
+    let deleted = (out.status.code(), record(&out).status, mock.note_ids());
+    mock.delete_note_when_listed(deleted.2[0]);
+    let out = publish().await;
+    let raced = (
+        out.status.code(),
+        record(&out).status,
+        record(&out).reason,
+        mock.note_ids(),
+    );
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let notes: Vec<(u64, String)> = mock.notes().into_iter().map(|n| (n.0, n.2)).collect();
+    assert_eq!(
+        (posted, deleted, raced, notes),
+        (
+            vec![500],
+            (Some(0), paddock_protocol::JobStatus::Done, vec![501]),
+            (Some(0), paddock_protocol::JobStatus::Done, None, vec![502]),
+            vec![(1, closeout)]
+        )
+    );
+}
+
+/// The same on GitHub: the closeout comment deleted between Paddock's
+/// list of the comments and its edit (the edit's 404): a new one is
+/// posted, exactly one closeout remains, the job stays done. Before, the
+/// publish failed ("update the closeout: HTTP 404: Not Found").
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_closeout_deleted_before_its_edit_is_posted_again() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    let posted = mock.comment_ids();
+    mock.delete_comment_when_listed(posted[0]);
+    let out = home
+        .paddock(
+            &["publish", "--json", &first.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            posted,
+            out.status.code(),
+            record(&out).status,
+            record(&out).reason,
+            mock.comment_ids(),
+            mock.comments()
+        ),
+        (
+            vec![1],
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            None,
+            vec![2],
+            vec![(1, closeout)]
+        )
+    );
+}
+
 /// A job published again after its pull request was ended on the forge
 /// (merged on GitHub, closed by a reviewer on GitLab) and its branch
 /// deleted there (GitHub's "delete branch" after the merge, a reviewer's):
