@@ -10,6 +10,7 @@
 //! every request (method, path with query, authorization, body), so a test
 //! can assert what was, and what was never, sent. `down` makes it answer
 //! 503 like an outage, `stall` leaves requests unanswered (a hang),
+//! `hold_mint_answers` mints a token and holds its answer back,
 //! `hang_revocations` leaves each `DELETE /installation/token` unanswered
 //! while it lasts and then answers it 503 (the token stays alive: a
 //! revocation that never got through). With [`MockGitHub::enable_app`] it is a GitHub App's
@@ -86,6 +87,8 @@ pub struct MockGitHub {
     down: Arc<AtomicBool>,
     stall: Arc<AtomicBool>,
     hang_revocations: Arc<AtomicBool>,
+    /// While set, a mint is made and its answer held back.
+    hold_mints: Arc<AtomicBool>,
     /// Answers given, in order, to the next repository requests instead
     /// of the mock's own (a rate limit, a 502).
     scripted: Arc<Mutex<std::collections::VecDeque<Reply>>>,
@@ -116,6 +119,7 @@ impl MockGitHub {
             down: Arc::default(),
             stall: Arc::default(),
             hang_revocations: Arc::default(),
+            hold_mints: Arc::default(),
             scripted: Arc::default(),
         };
         let served = mock.clone();
@@ -281,6 +285,13 @@ impl MockGitHub {
         self.stall.store(stall, Ordering::SeqCst);
     }
 
+    /// While `hold`, an installation token is minted (in
+    /// [`MockGitHub::minted`] at once) and its answer held back until the
+    /// hold ends (GitHub made the token; its answer is slow to arrive).
+    pub fn hold_mint_answers(&self, hold: bool) {
+        self.hold_mints.store(hold, Ordering::SeqCst);
+    }
+
     /// While `hang`, each `DELETE /installation/token` is recorded and
     /// left unanswered; once the hang ends it is answered 503 Service
     /// Unavailable and revokes nothing (its client may have given up long
@@ -415,11 +426,20 @@ impl MockGitHub {
             .unwrap_or_default()
             .to_string();
         let input: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        {
+        let minted = {
             let mut state = self.state.lock().unwrap();
-            if let Some(answer) = self.app_route(&mut state, &method, route, &bearer, &input) {
-                return answer.into();
+            self.app_route(&mut state, &method, route, &bearer, &input)
+        };
+        if let Some(answer) = minted {
+            if method == Method::POST {
+                while self.hold_mints.load(Ordering::SeqCst) {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
             }
+            return answer.into();
+        }
+        {
+            let state = self.state.lock().unwrap();
             let valid = if state.app.is_some() {
                 state.minted.contains(&bearer) && !state.revoked.contains(&bearer)
             } else {

@@ -695,9 +695,24 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     // 2. The forge: a pull request for a finished change, the closeout;
     // the forge's requests and the push dropped on a cancel.
     let cancel = input.cancel;
-    let session = match unless_cancelled(cancel, open_forge(spec, input.artifacts)).await {
-        Step::Done(session) => Some(session),
-        Step::Cancelled => None,
+    // A cancel while the forge is opened (a token being minted) lets the
+    // mint's answer come, for up to REVOKE_AFTER_CANCEL, so that a token
+    // the forge made is recorded and revoked below, not left unknown
+    // (GitHub lists no installation tokens: one whose answer was dropped
+    // lives its hour). A publish cancelled before it began mints nothing.
+    let session = match cancel.is_cancelled() {
+        true => None,
+        false => {
+            let opening = open_forge(spec, input.artifacts);
+            tokio::pin!(opening);
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    tokio::time::timeout(REVOKE_AFTER_CANCEL, &mut opening).await.ok()
+                }
+                session = &mut opening => Some(session),
+            }
+        }
     };
     let mut ended_note = None;
     let proposed = async {

@@ -1339,6 +1339,72 @@ async fn a_kill_during_a_github_app_publish_leaves_a_token_the_reaper_revokes() 
     server.set_stall(false);
 }
 
+/// A cancel (SIGINT) of `paddock run` while the GitHub App's installation
+/// token is being minted (GitHub made it; its answer is slow): the answer
+/// is awaited (up to 10 s), the token recorded and revoked at once, its
+/// record gone, the job failed at publishing as cancelled. Before, the
+/// mint's request was dropped with the cancel: the token lived on
+/// unrevoked (Paddock never learned it) and only an unfilled record said
+/// so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_while_a_github_app_token_is_minted_revokes_it() {
+    let home = Home::new();
+    let Some((_repo, _bare, mock, _server, spec)) = app_setup(&home).await else {
+        return;
+    };
+    mock.hold_mint_answers(true);
+    let child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while mock.minted().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the mint was never asked for"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    // The cancel taken before the answer comes.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    mock.hold_mint_answers(false);
+    let out = child.wait_with_output().await.unwrap();
+    let ended = record(&out);
+    assert_eq!(
+        (
+            out.status.code(),
+            ended.status,
+            ended.reason,
+            mock.minted(),
+            mock.revoked(),
+            github_token_records(&home, &ended.id),
+        ),
+        (
+            Some(1),
+            paddock_protocol::JobStatus::Failed,
+            Some(format!(
+                "publishing the result failed: it was cancelled (paddock was stopped, or the job \
+                 cancelled) before the branch was pushed and proposed; the patch and the branch's \
+                 bundle are kept, and `paddock publish {}` finishes it",
+                ended.id
+            )),
+            vec![TOKEN.to_string()],
+            vec![TOKEN.to_string()],
+            Vec::<PathBuf>::new(),
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// An App whose installation grants more than the job asked for (here
 /// `administration: write`): the token is revoked unused, nothing is
 /// pushed or proposed, and the job fails saying why; the branch stays in
