@@ -193,7 +193,10 @@ pub async fn exec(
     let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
     let liveness = super::run::liveness(paths, &defaults.hosts)?;
-    let webhooks = webhooks(&config, &store)?.map(|w| w.held_by(&liveness.owner.name));
+    let webhooks = webhooks(&config, &store)?.map(|w| {
+        w.held_by(&liveness.owner.name)
+            .checked_by(config.submissions.clone())
+    });
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
         errln!("paddock: {line}");
     }

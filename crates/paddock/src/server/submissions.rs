@@ -198,7 +198,9 @@ impl Submissions {
         }
     }
 
-    fn check_url(&self, field: &str, url: &str) -> Result<(), SubmissionError> {
+    /// Whether this server may connect to `url` for a submitted spec's
+    /// `field`: its host is one of `hosts`.
+    pub fn check_url(&self, field: &str, url: &str) -> Result<(), SubmissionError> {
         let host = if url.contains("://") {
             reqwest::Url::parse(url)
                 .ok()

@@ -19,6 +19,13 @@
 //! sent by any server with webhooks, its attempts continuing from the
 //! last one recorded. The lease covers the next wait and attempt and is
 //! renewed before each, so it runs out soon after its holder dies.
+//!
+//! A job's own `results.webhook_url` was checked against the `[serve]
+//! allow_hosts` of the server that accepted it; the server sending it
+//! may be another (any server's pass sends what is owed) that allows
+//! less, or the spec may have been stored before the check existed. So
+//! the sender checks it against its own settings too (`checked_by`), and
+//! one it does not allow gets a failed attempt saying so, no request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +35,7 @@ use paddock_protocol::job::JobRecord;
 use sha2::Sha256;
 use time::OffsetDateTime;
 
+use super::submissions::Submissions;
 use crate::secret::Secret;
 use crate::store::{SharedStore, WebhookAttempt, WebhookLease};
 
@@ -195,6 +203,9 @@ pub struct Webhooks {
     /// Who holds this server's leases of owed records: a name for people
     /// and a random part unique to this process.
     holder: Arc<str>,
+    /// What a job's own webhook URL is checked against (this server's
+    /// `[serve]` allowances); `None`: not checked.
+    allowed: Option<Arc<Submissions>>,
 }
 
 /// How a delivery to one URL ended.
@@ -248,7 +259,15 @@ impl Webhooks {
             client,
             clock,
             holder: format!("webhooks #{:016x}", rand::random::<u64>()).into(),
+            allowed: None,
         })
+    }
+
+    /// The same, a job's own webhook URL sent only where `allowed` lets
+    /// a submitted spec have this server connect.
+    pub fn checked_by(mut self, allowed: Submissions) -> Webhooks {
+        self.allowed = Some(Arc::new(allowed));
+        self
     }
 
     /// The same, its leases held in the name of `name` (the host's).
@@ -344,8 +363,16 @@ impl Webhooks {
                 return;
             }
         };
-        let urls = own.into_iter().chain(self.config.url.clone());
-        let sends = urls.map(|url| {
+        // The job's own URL, unless this server does not allow its host.
+        let refused = own.as_deref().and_then(|url| {
+            let allowed = self.allowed.as_ref()?;
+            allowed.check_url("results.webhook_url", url).err()
+        });
+        let urls = own
+            .into_iter()
+            .map(|u| (u, refused.clone()))
+            .chain(self.config.url.clone().map(|u| (u, None)));
+        let sends = urls.map(|(url, refused)| {
             let before: Vec<&WebhookAttempt> = made.iter().filter(|a| a.url == url).collect();
             let done = before.iter().any(|a| a.delivered);
             let next = before.iter().map(|a| a.attempt).max().unwrap_or(0) + 1;
@@ -355,6 +382,24 @@ impl Webhooks {
                     return Ok(Sent::Delivered);
                 }
                 if next > self.config.max_attempts.max(1) {
+                    return Ok(Sent::GaveUp);
+                }
+                if let Some(refused) = refused {
+                    // The attempt not made, on the record; the owed row
+                    // is settled, so it is not tried again.
+                    let row = WebhookAttempt {
+                        job_id: record.id.clone(),
+                        url: url.clone(),
+                        attempt: next,
+                        at: self.clock.now(),
+                        delivered: false,
+                        http_status: None,
+                        error: Some(format!("not sent by this server: {refused}")),
+                    };
+                    if let Err(e) = self.store.record_webhook_attempt(&row).await {
+                        tracing::error!(job_id = %record.id, error = %e, "webhook: the refusal was not recorded");
+                    }
+                    tracing::warn!(job_id = %record.id, "webhook: {url} not sent: {refused}");
                     return Ok(Sent::GaveUp);
                 }
                 self.deliver_from(&url, record, next, true).await

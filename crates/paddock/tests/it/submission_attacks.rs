@@ -231,3 +231,107 @@ async fn a_submitted_spec_asks_for_the_process_rung_only_where_allowed() {
         configured.stderr()
     );
 }
+
+/// The attack: a job's own `results.webhook_url` is checked by the server
+/// that accepts it, but any server on the store sends what is owed. A
+/// fleet's other server, which does not let a submitted spec name that
+/// host, ended the job (a cancel) and POSTed its final record there all
+/// the same. Now the sender checks the URL against its own `[serve]
+/// allow_hosts` too: no request, and the attempt not made is on the
+/// record with the reason.
+#[tokio::test]
+async fn a_job_s_own_webhook_goes_only_where_its_sender_allows() {
+    let home = Home::new();
+    let (hook, received) = crate::serve::hook_receiver().await;
+    let secret = "whsec-fleet-0123456789";
+    let env = [("PADDOCK_TEST_HOOK_SECRET", secret)];
+    // The accepting server takes only bugs: the chore waits in the queue.
+    let config = home.path().join("config").join("paddock");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        "[[serve.lanes]]\ntask_types = [\"bug\"]\n",
+    )
+    .unwrap();
+    let accepting = Server::start_env(
+        &home,
+        &[
+            "--webhook-secret",
+            "env:PADDOCK_TEST_HOOK_SECRET",
+            "--allow-host",
+            "127.0.0.1",
+        ],
+        &env,
+    )
+    .await;
+    let mut job = spec(&home, "T-1", TURN);
+    job["ticket"]["type"] = Value::from("chore");
+    job["results"]["webhook_url"] = Value::from(hook.clone());
+    let id = accepting.submit_ok(&job, 0).await;
+    drop(accepting);
+    // Another server on the store, which lets no submitted spec have it
+    // connect to 127.0.0.1, ends it.
+    std::fs::write(config.join("config.toml"), "").unwrap();
+    let other = Server::start_env(
+        &home,
+        &["--webhook-secret", "env:PADDOCK_TEST_HOOK_SECRET"],
+        &env,
+    )
+    .await;
+    // It passes the job over (its claim's check, a fleet's), then cancels
+    // it while it waits in the queue. (A cancel in the instant between
+    // the pass-over and its slot's release answers `stopping` and is
+    // lost, which is another matter: asked again until the job ends.)
+    let mut ended = None;
+    for _ in 0..200 {
+        let record = other.job(&id).await;
+        if is_final(record.status) {
+            ended = Some(record.status);
+            break;
+        }
+        if record.reason.is_some() {
+            let _ = other.cancel(&id).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        ended,
+        Some(paddock_protocol::JobStatus::Cancelled),
+        "{}",
+        other.stderr()
+    );
+    let store = home.store().await;
+    let mut attempts = Vec::new();
+    for _ in 0..200 {
+        attempts = store.webhook_attempts(&id).await.unwrap();
+        if !attempts.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let made: Vec<_> = attempts
+        .into_iter()
+        .map(|a| (a.url, a.attempt, a.delivered, a.http_status, a.error))
+        .collect();
+    assert_eq!(
+        (made, received.lock().unwrap().len()),
+        (
+            vec![(
+                hook.clone(),
+                1,
+                false,
+                None,
+                Some(format!(
+                    "not sent by this server: results.webhook_url: `{hook}` is a place this \
+                     server would connect to (with its credentials, where the spec names one), \
+                     and 127.0.0.1 is not a host a submitted spec may have it connect to; the \
+                     server allows a host with `[serve] allow_hosts` or `paddock serve \
+                     --allow-host 127.0.0.1`"
+                ))
+            )],
+            0
+        ),
+        "{}",
+        other.stderr()
+    );
+}
