@@ -14,6 +14,11 @@
 //! in them killed, removed without following a link, and its GitLab
 //! project access tokens revoked.
 //!
+//! A job with a change whose `branch.bundle` is gone (removed by hand) or
+//! unreadable is refused the same way ([`RepublishError::BundleGone`],
+//! naming the bundle and the patch that is kept): before, a job that had
+//! failed at publishing was recorded `done` with nothing pushed.
+//!
 //! A job that ended before it was concluded (its workspace never
 //! provisioned, its engine never started: no patch, branch or closeout
 //! was made) has nothing to publish: refused naming the job and why it
@@ -66,6 +71,18 @@ pub enum RepublishError {
         job_id: String,
         status: String,
         reason: String,
+    },
+    #[error(
+        "job {job_id}: its branch's bundle {bundle} {state}, so its change cannot be fetched, \
+         pushed or proposed again; the job is unchanged. Its patch {patch} is kept: `paddock \
+         apply {job_id}` applies it, or run its spec again"
+    )]
+    BundleGone {
+        job_id: String,
+        bundle: std::path::PathBuf,
+        /// `is gone`, or `is not a bundle git can read`.
+        state: &'static str,
+        patch: std::path::PathBuf,
     },
     #[error("job {job_id}: cannot take its lease in {jobs_dir}: {source}")]
     Lease {
@@ -196,6 +213,31 @@ pub async fn republish(
             .reason
             .as_deref()
             .is_some_and(|r| r.starts_with(PUBLISH_FAILED));
+    // A change whose bundle is gone (removed by hand) or unreadable: its
+    // branch cannot be published, and publishing without it would record
+    // a job that failed at publishing as done with nothing pushed.
+    if commit.is_none()
+        && !record.changed_files.is_empty()
+        && (publishing_failed || record.status == JobStatus::Done)
+    {
+        if !super::tokens_left(&artifacts) {
+            let _ = lease.release();
+        }
+        let bundle = artifacts.join(BUNDLE);
+        return Err(RepublishError::BundleGone {
+            job_id: job_id.to_string(),
+            state: match bundle.exists() {
+                true => "is not a bundle git can read",
+                false => "is gone",
+            },
+            bundle,
+            patch: record
+                .patch_path
+                .clone()
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| artifacts.join("patch.diff")),
+        });
+    }
     let mut ending = record.clone();
     if publishing_failed {
         ending.status = JobStatus::Done;

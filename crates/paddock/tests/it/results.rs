@@ -3412,6 +3412,68 @@ async fn a_github_closeout_deleted_before_its_edit_is_posted_again() {
     );
 }
 
+/// `paddock publish` of a job that failed at publishing (the forge down)
+/// whose `branch.bundle` was removed since, then of one whose bundle is
+/// not a bundle: refused (exit 2) naming the job, the bundle, the kept
+/// patch and what to do; the job stays as it was, nothing is pushed or
+/// proposed. Before, the publish recorded the job `done` (exit 0) with
+/// nothing pushed and no pull request.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_publish_without_the_bundle_refuses_and_changes_nothing() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    mock.set_down(true);
+    let failed = run_with_token(&home, &spec).await;
+    mock.set_down(false);
+    let seen = mock.requests().len();
+    let artifacts = home.data().join("artifacts").join(&failed.id);
+    let bundle = artifacts.join("branch.bundle");
+    let args = ["publish", "--json", failed.id.as_str()];
+    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
+    let publish = || home.paddock(&args, &env);
+    std::fs::remove_file(&bundle).unwrap();
+    let gone = publish().await;
+    std::fs::write(&bundle, "not a bundle\n").unwrap();
+    let unreadable = publish().await;
+    let said = |out: &std::process::Output| {
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let refused = |state: &str| {
+        (
+            Some(2),
+            format!(
+                "paddock: job {id}: its branch's bundle {} {state}, so its change cannot be \
+                 fetched, pushed or proposed again; the job is unchanged. Its patch {} is kept: \
+                 `paddock apply {id}` applies it, or run its spec again\n",
+                bundle.display(),
+                artifacts.join("patch.diff").display(),
+                id = failed.id
+            ),
+        )
+    };
+    assert_eq!(
+        (
+            said(&gone),
+            said(&unreadable),
+            home.store().await.job(&failed.id).await.unwrap().unwrap() == failed,
+            mock.requests().len() - seen,
+        ),
+        (
+            refused("is gone"),
+            refused("is not a bundle git can read"),
+            true,
+            0
+        )
+    );
+}
+
 /// A job published again after its pull request was ended on the forge
 /// (merged on GitHub, closed by a reviewer on GitLab) and its branch
 /// deleted there (GitHub's "delete branch" after the merge, a reviewer's):
