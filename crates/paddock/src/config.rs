@@ -60,6 +60,10 @@ pub struct HostsFile {
     /// How many times a job from a server's queue that was reclaimed from
     /// a dead host is queued again automatically (default 1; 0: never).
     pub requeue_reclaimed: Option<u32>,
+    /// Seconds between a running job's reads of whether another process
+    /// asked to cancel it, the fallback of the cancel's wake-up (default
+    /// 1; never longer than `heartbeat_secs`).
+    pub cancel_poll_secs: Option<u64>,
 }
 
 /// How many times a reclaimed queued job is queued again, unless
@@ -336,6 +340,7 @@ mod tests {
                     heartbeat_secs: Some(5),
                     heartbeat_ttl_secs: Some(30),
                     requeue_reclaimed: Some(2),
+                    cancel_poll_secs: None,
                 },
             }
         );
@@ -404,6 +409,7 @@ mod tests {
                 heartbeat_secs: every,
                 heartbeat_ttl_secs: ttl,
                 requeue_reclaimed: None,
+                cancel_poll_secs: None,
             }
             .timing()
         };

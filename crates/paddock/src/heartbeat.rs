@@ -8,7 +8,10 @@
 //! [`Latch`], which stops the job as an API cancel would (its events and
 //! ledger rows are kept); whether that was a reclaim is the runner's to
 //! say, once it knows whether the job's own end was recorded first. Every
-//! [`CANCEL_POLL`] (or every renewal, when they are more frequent) the
+//! [`Liveness::cancel_poll`] ([`CANCEL_POLL`] by default; or every
+//! renewal, when they are more frequent), and at once when the store
+//! announces a cancel of the job (`Store::cancel_notices`: asked in this
+//! process, or on PostgreSQL by any process, `LISTEN`/`NOTIFY`), the
 //! task also reads whether another process asked to cancel the job
 //! (`Store::cancel_requested`, set by `Store::request_cancel`) and sets the
 //! `cancel` latch, which stops the job exactly as a local cancel does; it
@@ -43,12 +46,17 @@ pub struct Liveness {
     /// How many times a reclaimed job from a server's queue is queued
     /// again (`crate::requeue`).
     pub requeues: u32,
+    /// How often a running job reads whether another process asked to
+    /// cancel it, when it is not woken first (`Store::cancel_notices`);
+    /// never less often than it renews.
+    pub cancel_poll: Duration,
 }
 
 /// How often a running job looks for a cancel asked by another process
-/// when its heartbeat is renewed less often: a cancel through another
-/// server's API reaches the job within this (plus one read of the store),
-/// not within a heartbeat interval (10 s by default).
+/// when its heartbeat is renewed less often and no wake-up came
+/// (`[hosts] cancel_poll_secs`): a cancel whose notice was missed reaches
+/// the job within this (plus one read of the store), not within a
+/// heartbeat interval (10 s by default).
 pub const CANCEL_POLL: Duration = Duration::from_secs(1);
 
 /// Set once, by the renewing task (the job found taken, or a cancel asked
@@ -106,26 +114,50 @@ pub struct Found {
 /// Renews job `job_id`'s heartbeat as `host` every `interval` until the
 /// returned [`Heartbeat`] is dropped or a renewal finds the job taken
 /// (then `found.lost` is set and renewals stop); looks for a cancel asked
-/// from elsewhere every [`CANCEL_POLL`] or `interval`, the shorter (then
-/// `found.cancel` is set, and renewals go on while the job stops).
+/// from elsewhere when the store announces one for this job
+/// (`Store::cancel_notices`: at once) and every `cancel_poll` or
+/// `interval`, the shorter (then `found.cancel` is set, and renewals go
+/// on while the job stops).
 pub fn start(
     store: SharedStore,
     job_id: String,
     host: String,
-    interval: Duration,
+    (interval, cancel_poll): (Duration, Duration),
     found: Found,
 ) -> Heartbeat {
-    let poll = interval.min(CANCEL_POLL);
+    let poll = interval.min(cancel_poll).max(Duration::from_millis(1));
     // Renewed every so many polls: never less often than `interval`.
     let every = (interval.as_nanos() / poll.as_nanos().max(1)).max(1);
     let task = tokio::spawn(async move {
+        // Listening before the first read below: a cancel asked before it
+        // is read, one asked after it announced.
+        let mut notices = store.cancel_notices().await;
         let mut tick = tokio::time::interval(poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The first tick is immediate: the record was written just now.
         tick.tick().await;
         let mut polls: u128 = 0;
+        let mut listening = true;
+        read_cancel(&*store, &job_id, &found).await;
         loop {
-            tick.tick().await;
+            let renew = tokio::select! {
+                _ = tick.tick() => true,
+                notice = notices.recv(), if listening && !found.cancel.is_set() => {
+                    match notice {
+                        Ok(id) if id == job_id => read_cancel(&*store, &job_id, &found).await,
+                        Ok(_) => {}
+                        // Missed some: one of them may be this job's.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            read_cancel(&*store, &job_id, &found).await;
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => listening = false,
+                    }
+                    false
+                }
+            };
+            if !renew {
+                continue;
+            }
             polls += 1;
             if polls.is_multiple_of(every) {
                 match store
@@ -143,22 +175,24 @@ pub fn start(
                     Err(e) => tracing::warn!("job {job_id}: cannot renew its heartbeat: {e}"),
                 }
             }
-            if found.cancel.is_set() {
-                continue;
-            }
-            match store.cancel_requested(&job_id).await {
-                Ok(Some(_)) => {
-                    tracing::info!(
-                        "job {job_id}: a cancel was asked through the store: stopping it"
-                    );
-                    found.cancel.mark();
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!("job {job_id}: cannot read whether a cancel was asked: {e}")
-                }
-            }
+            read_cancel(&*store, &job_id, &found).await;
         }
     });
     Heartbeat { task }
+}
+
+/// Reads whether another process asked to cancel job `job_id`, unless
+/// `found.cancel` is set already; sets it when one did.
+async fn read_cancel(store: &dyn crate::store::Store, job_id: &str, found: &Found) {
+    if found.cancel.is_set() {
+        return;
+    }
+    match store.cancel_requested(job_id).await {
+        Ok(Some(_)) => {
+            tracing::info!("job {job_id}: a cancel was asked through the store: stopping it");
+            found.cancel.mark();
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!("job {job_id}: cannot read whether a cancel was asked: {e}"),
+    }
 }

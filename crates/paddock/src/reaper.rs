@@ -898,6 +898,7 @@ mod tests {
             interval: std::time::Duration::from_secs(10),
             ttl: std::time::Duration::from_secs(60),
             requeues: 1,
+            cancel_poll: std::time::Duration::from_secs(1),
         }
     }
 

@@ -245,6 +245,10 @@ pub fn liveness(paths: &Paths, hosts: &paddock::config::HostsFile) -> Result<Liv
         requeues: hosts
             .requeue_reclaimed
             .unwrap_or(paddock::config::DEFAULT_REQUEUE_RECLAIMED),
+        cancel_poll: hosts.cancel_poll_secs.filter(|s| *s > 0).map_or(
+            paddock::heartbeat::CANCEL_POLL,
+            std::time::Duration::from_secs,
+        ),
     })
 }
 

@@ -455,7 +455,7 @@ async fn drive(
         store.clone(),
         id.clone(),
         liveness.owner.host.clone(),
-        liveness.interval,
+        (liveness.interval, liveness.cancel_poll),
         found.clone(),
     );
     let cancel = async move {

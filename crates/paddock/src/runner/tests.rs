@@ -106,6 +106,7 @@ impl Host {
             interval: std::time::Duration::from_secs(10),
             ttl: std::time::Duration::from_secs(60),
             requeues: 1,
+            cancel_poll: std::time::Duration::from_secs(1),
         }
     }
 
@@ -545,6 +546,9 @@ impl crate::store::Store for FailingStore {
         id: &str,
     ) -> Result<Option<crate::store::CancelRequest>, StoreError> {
         self.inner.cancel_requested(id).await
+    }
+    async fn cancel_notices(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.inner.cancel_notices().await
     }
     async fn job_owner(&self, id: &str) -> Result<Option<crate::store::Owner>, StoreError> {
         self.inner.job_owner(id).await

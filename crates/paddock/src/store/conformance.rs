@@ -62,6 +62,7 @@ macro_rules! conformance_suite {
             owned_jobs_renew_their_heartbeat_only_while_theirs,
             a_claim_records_its_owner_and_heartbeat,
             a_claimer_puts_back_what_it_may_not_run_and_passes_it_over,
+            a_cancel_asked_is_announced_to_the_subscribers,
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
             of_concurrent_reclaimers_exactly_one_wins,
             a_reclaim_holds_only_on_the_cancel_request_it_saw,
@@ -1809,6 +1810,36 @@ pub(crate) async fn a_reclaim_is_all_or_nothing_with_its_next_attempt(store: &dy
             }]
         )
     );
+}
+
+/// A cancel recorded of a running job is announced to the store's
+/// subscribers (`cancel_notices`), the job's id, at once; a request that
+/// records nothing (the job queued) announces nothing.
+pub(crate) async fn a_cancel_asked_is_announced_to_the_subscribers(store: &dyn Store) {
+    let a = host("alpha");
+    let at = datetime!(2026-12-02 05:00:01 UTC);
+    for (id, ticket) in [("q1", "T-1"), ("q2", "T-2")] {
+        store
+            .enqueue_job(&queued(id, ticket, 0), "{}", 0)
+            .await
+            .unwrap();
+    }
+    let claimed = store.claim_job(&[], &a, at, &[]).await.unwrap().unwrap();
+    let queued_id = if claimed.id == "q1" { "q2" } else { "q1" };
+    let mut notices = store.cancel_notices().await;
+    assert_eq!(
+        store.request_cancel(queued_id, "beta", at).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.request_cancel(&claimed.id, "beta", at).await.unwrap(),
+        Some(a.clone())
+    );
+    let first = tokio::time::timeout(std::time::Duration::from_secs(60), notices.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first, claimed.id);
 }
 
 /// Reapers racing to reclaim one stale job from the queue, each with a

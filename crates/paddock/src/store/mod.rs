@@ -11,6 +11,7 @@
 //! claim (the next runnable queued job set `running` by compare-and-set)
 //! and the filtered, paginated list of jobs.
 
+mod cancel_notices;
 #[cfg(test)]
 pub(crate) mod conformance;
 mod error;
@@ -161,6 +162,13 @@ pub trait Store: std::fmt::Debug + Send + Sync {
         by: &str,
         at: OffsetDateTime,
     ) -> Result<Option<Owner>, StoreError>;
+
+    /// Job ids a cancel was just asked of (`request_cancel`): those asked
+    /// in this process, and, on PostgreSQL, those asked by any process on
+    /// the database (`LISTEN`ing when this returns). A wake-up for a
+    /// running job's owner to read `cancel_requested` at once; lossy (a
+    /// missed one is found by the owner's poll).
+    async fn cancel_notices(&self) -> tokio::sync::broadcast::Receiver<String>;
 
     /// The cancel asked of job `id` (`request_cancel`: the first
     /// request's time and asking host), if one was. Fails with `NoSuchJob`

@@ -209,6 +209,7 @@ async fn two_servers_run_each_job_once_and_reclaim_a_killed_ones() {
                 interval: Duration::from_secs(1),
                 ttl: Duration::from_secs(3),
                 requeues: 1,
+                cancel_poll: std::time::Duration::from_secs(1),
             },
         );
         assert_eq!(rec.status, JobStatus::Failed, "{}", alive.stderr());
@@ -527,6 +528,7 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
                 interval: Duration::from_secs(1),
                 ttl: Duration::from_secs(3),
                 requeues: 1,
+                cancel_poll: std::time::Duration::from_secs(1),
             }
         };
         let want = |asked: &CancelRequest, dead_reason: &str| {
@@ -866,4 +868,57 @@ async fn a_job_its_claimer_may_not_run_stays_queued_for_a_server_that_may() {
         nothing_lost(&store, &ran).await;
         drop((srv_a, srv_b, srv_c));
     }
+}
+
+/// A cancel through one server of a job another server runs reaches the
+/// job at once on PostgreSQL (`NOTIFY` from the asking server, `LISTEN`
+/// in the running one), not at the running job's next poll: with the
+/// poll and the heartbeat an hour apart, the job still ends `cancelled`
+/// (within the wait's minute, in practice well under a second). Before,
+/// the cancel waited for the poll (an hour here, 1 s by default). SQLite
+/// has no notification between processes: there the poll stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_through_another_server_wakes_the_job_at_once_on_postgres() {
+    let Some(pg) = paddock_test_support::postgres::database().await else {
+        return;
+    };
+    let slow = "heartbeat_secs = 3600\nheartbeat_ttl_secs = 7200\ncancel_poll_secs = 3600";
+    let (a, b) = (Home::new(), Home::new());
+    hosts_config(&a, slow);
+    hosts_config(&b, slow);
+    let (srv_a, srv_b) = (server(&a, &pg.url, &b).await, server(&b, &pg.url, &a).await);
+    let store = Shared::Postgres(pg.url.clone()).open().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let (marker, gate) = (scratch.path().join("started"), scratch.path().join("never"));
+    let id = srv_a
+        .submit_ok(&spec(&a, "T-N", &gated(&marker, &gate)), 0)
+        .await;
+    appears(&marker).await;
+    let (owner, _) = owner_of(&store, &id).await;
+    let other = if owner.host == host_of(&a).0 {
+        &srv_b
+    } else {
+        &srv_a
+    };
+    let asked = Instant::now();
+    let resp = other.cancel(&id).await;
+    assert_eq!(resp.status(), 202);
+    let answer: Value = body(resp).await;
+    assert_eq!(
+        answer["cancel"],
+        serde_json::json!({"state": "requested", "host": owner.name, "host_id": owner.host})
+    );
+    let rec = other.wait_for(&id, is_final).await;
+    eprintln!(
+        "a cancel through the other server: final after {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (JobStatus::Cancelled, Some("cancelled")),
+        "{}\n{}",
+        srv_a.stderr(),
+        srv_b.stderr()
+    );
+    nothing_lost(&store, &rec).await;
 }

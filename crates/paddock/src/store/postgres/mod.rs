@@ -58,9 +58,32 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    notices: std::sync::Arc<crate::store::cancel_notices::CancelNotices>,
 }
 
 impl PgStore {
+    fn with(pool: PgPool) -> PgStore {
+        PgStore {
+            pool,
+            notices: std::sync::Arc::new(crate::store::cancel_notices::CancelNotices::new()),
+        }
+    }
+
+    /// Tells whoever runs job `id` that a cancel was asked of it: this
+    /// process's subscribers, and every process on the database with
+    /// `NOTIFY` (a failure is logged: the owner's poll finds the request).
+    pub(super) async fn announce_cancel(&self, id: &str) {
+        self.notices.announce(id);
+        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(crate::store::cancel_notices::CHANNEL)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+        {
+            tracing::warn!("job {id}: cannot announce its cancel on the database: {e}");
+        }
+    }
+
     /// Connects to the database `url` names and brings its schema up to
     /// date (migrations already applied are skipped; concurrent openers
     /// wait on the migrator's advisory lock). The database itself must
@@ -76,7 +99,7 @@ impl PgStore {
                     source,
                 })?;
         }
-        Ok(PgStore { pool })
+        Ok(PgStore::with(pool))
     }
 
     /// Connects for a command that only reads: nothing is created or
@@ -91,7 +114,7 @@ impl PgStore {
                 problem,
             });
         }
-        Ok(PgStore { pool })
+        Ok(PgStore::with(pool))
     }
 }
 
@@ -258,6 +281,10 @@ impl Store for PgStore {
         at: OffsetDateTime,
     ) -> Result<Option<Owner>, StoreError> {
         PgStore::request_cancel(self, id, by, at).await
+    }
+
+    async fn cancel_notices(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.notices.subscribe_listening(&self.pool).await
     }
 
     async fn cancel_requested(&self, id: &str) -> Result<Option<CancelRequest>, StoreError> {
@@ -445,6 +472,7 @@ impl Store for PgStore {
     /// Closes every connection. Other clones of this `PgStore` fail
     /// afterwards.
     async fn close(&self) {
+        self.notices.stop().await;
         self.pool.close().await;
     }
 }

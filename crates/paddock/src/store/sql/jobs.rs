@@ -219,6 +219,9 @@ macro_rules! jobs_queries {
                                 job_id: id.to_owned(),
                                 source,
                             })?;
+                    if owner.is_some() {
+                        self.announce_cancel(id).await;
+                    }
                     Ok(owner.map(|(host, name)| Owner {
                         host,
                         name: name.unwrap_or_default(),

@@ -63,9 +63,16 @@ fn migrate_lock_path(db: &Path) -> PathBuf {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    notices: std::sync::Arc<crate::store::cancel_notices::CancelNotices>,
 }
 
 impl SqliteStore {
+    /// Tells this process's subscribers that a cancel of job `id` was
+    /// asked (another process finds it at its poll).
+    pub(super) async fn announce_cancel(&self, id: &str) {
+        self.notices.announce(id);
+    }
+
     /// Opens the database file at `path`, creating its parent directories and
     /// the file if missing, and brings its schema up to date. Opening the same
     /// file again (even from another process) is fine: migrations already
@@ -176,7 +183,10 @@ impl SqliteStore {
                 .await
                 .map_err(|source| StoreError::Migrate { path, source })?;
         }
-        Ok(SqliteStore { pool })
+        Ok(SqliteStore {
+            pool,
+            notices: std::sync::Arc::new(crate::store::cancel_notices::CancelNotices::new()),
+        })
     }
 }
 
@@ -288,6 +298,10 @@ impl Store for SqliteStore {
 
     async fn cancel_requested(&self, id: &str) -> Result<Option<CancelRequest>, StoreError> {
         SqliteStore::cancel_requested(self, id).await
+    }
+
+    async fn cancel_notices(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.notices.subscribe()
     }
 
     async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {

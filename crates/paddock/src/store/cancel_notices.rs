@@ -1,0 +1,131 @@
+//! Wake-ups for a cancel asked through the store (`Store::request_cancel`):
+//! the job's owner learns of it at once instead of at its next poll of
+//! `cancel_requested` (`heartbeat::Liveness::cancel_poll`, 1 s by
+//! default). A request made in this process is announced to its
+//! subscribers directly; on PostgreSQL it is also sent with `NOTIFY` on
+//! [`CHANNEL`] (the job id as payload), which a listener task of every
+//! other process on the database that runs a job (one connection of its
+//! pool, `LISTEN`ing, started by the first subscription) announces to its
+//! own. A notice is only a wake-up: the owner reads the request from the
+//! store, and one missed (a lagging subscriber, the listener's connection
+//! lost for a moment) is found by the poll, which stays.
+
+use std::sync::Mutex;
+
+use tokio::sync::broadcast;
+
+/// The PostgreSQL channel cancels are announced on.
+pub const CHANNEL: &str = "paddock_cancel";
+
+/// How many notices a subscriber may fall behind before it misses some
+/// (the poll finds those).
+const BACKLOG: usize = 256;
+
+/// One store's cancel notices: the in-process broadcast, and on
+/// PostgreSQL the listener task feeding it.
+pub(crate) struct CancelNotices {
+    tx: broadcast::Sender<String>,
+    /// The `LISTEN`ing task (PostgreSQL), once started; `Err`: it could
+    /// not start, and is not tried again.
+    listener: tokio::sync::Mutex<Option<Result<tokio::task::JoinHandle<()>, ()>>>,
+    /// Set by `stop`: nothing is started any more.
+    stopped: Mutex<bool>,
+}
+
+impl std::fmt::Debug for CancelNotices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelNotices")
+            .field("subscribers", &self.tx.receiver_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CancelNotices {
+    pub(crate) fn new() -> CancelNotices {
+        CancelNotices {
+            tx: broadcast::channel(BACKLOG).0,
+            listener: tokio::sync::Mutex::new(None),
+            stopped: Mutex::new(false),
+        }
+    }
+
+    /// Tells this process's subscribers that a cancel of job `id` was
+    /// asked.
+    pub(crate) fn announce(&self, id: &str) {
+        // No subscriber: nobody here runs a job.
+        let _ = self.tx.send(id.to_owned());
+    }
+
+    /// The job ids announced from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.tx.subscribe()
+    }
+
+    /// The job ids announced from now on, the listener on `pool` started
+    /// first (once) and `LISTEN`ing when this returns, so a cancel asked
+    /// after it is seen. A listener that cannot start is logged and the
+    /// subscription gets this process's announcements only.
+    pub(crate) async fn subscribe_listening(
+        &self,
+        pool: &sqlx::PgPool,
+    ) -> broadcast::Receiver<String> {
+        let rx = self.tx.subscribe();
+        let mut listener = self.listener.lock().await;
+        let stopped = self.stopped.lock().map(|s| *s).unwrap_or(true);
+        if listener.is_none() && !stopped {
+            *listener = Some(match listen(pool).await {
+                Ok(mut l) => {
+                    let tx = self.tx.clone();
+                    Ok(tokio::spawn(async move {
+                        loop {
+                            match l.recv().await {
+                                Ok(n) => {
+                                    let _ = tx.send(n.payload().to_owned());
+                                }
+                                Err(e) => {
+                                    // Reconnected at the next receive.
+                                    tracing::debug!("store: cancel notices: {e}");
+                                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                                }
+                            }
+                        }
+                    }))
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "store: cannot listen for cancels on {CHANNEL} (a cancel asked by \
+                         another process is seen at the next poll): {e}"
+                    );
+                    Err(())
+                }
+            });
+        }
+        rx
+    }
+
+    /// Stops the listener (its connection goes back), before the pool
+    /// closes: a pool waits for every connection it lent.
+    pub(crate) async fn stop(&self) {
+        if let Ok(mut s) = self.stopped.lock() {
+            *s = true;
+        }
+        if let Some(Ok(task)) = self.listener.lock().await.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for CancelNotices {
+    fn drop(&mut self) {
+        if let Some(Some(Ok(task))) = self.listener.try_lock().ok().map(|mut l| l.take()) {
+            task.abort();
+        }
+    }
+}
+
+async fn listen(pool: &sqlx::PgPool) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
+    let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
+    listener.listen(CHANNEL).await?;
+    Ok(listener)
+}
