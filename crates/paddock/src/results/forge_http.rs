@@ -189,7 +189,7 @@ impl ForgeHttp {
         let mut req = req;
         let mut waited = 0u64;
         let mut retries = 0;
-        let (status, headers, bytes) = loop {
+        let (status, headers, bytes, exhausted) = loop {
             let again = req.try_clone();
             let resp = req.send().await.map_err(fail)?;
             let status = resp.status();
@@ -197,11 +197,9 @@ impl ForgeHttp {
             let bytes = resp.bytes().await.map_err(fail)?;
             let now = time::OffsetDateTime::now_utc().unix_timestamp();
             let wait = wait_of(limit_of(status.as_u16(), &headers), now);
+            let within = wait.is_some_and(|secs| waited.saturating_add(secs) <= self.max_wait);
             match (again, wait) {
-                (Some(again), Some(secs))
-                    if retries < RATE_LIMIT_RETRIES
-                        && waited.saturating_add(secs) <= self.max_wait =>
-                {
+                (Some(again), Some(secs)) if within && retries < RATE_LIMIT_RETRIES => {
                     tracing::info!(
                         "{forge}: {step}: rate limited (HTTP {status}); waiting {secs} s, then \
                          sending it again"
@@ -211,7 +209,7 @@ impl ForgeHttp {
                     retries += 1;
                     req = again;
                 }
-                _ => break (status, headers, bytes),
+                _ => break (status, headers, bytes, within && retries > 0),
             }
         };
         if !status.is_success() {
@@ -220,7 +218,14 @@ impl ForgeHttp {
                 step,
                 status: status.as_u16(),
                 message: error_message(&bytes),
-                limit: rate_limit(status.as_u16(), &headers, self.max_wait),
+                limit: match exhausted {
+                    // Waited as asked, and limited again each time.
+                    true => format!(
+                        "; the forge's rate limit still held after {retries} wait(s) of {waited} s \
+                         in all: `paddock publish` of the job publishes it again later"
+                    ),
+                    false => rate_limit(status.as_u16(), &headers, self.max_wait),
+                },
             });
         }
         // A 204 (a revoked token) has no body: `()` reads it as `null`.

@@ -3727,6 +3727,15 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
     let secondary = record(&publish().await);
     mock.answer_next(502, "Server Error", &[]);
     let gateway = record(&publish().await);
+    // Limited again after each of its 3 waits (of 0 s): said so.
+    for _ in 0..4 {
+        mock.answer_next(
+            429,
+            "You have exceeded a secondary rate limit.",
+            &[("retry-after", "0")],
+        );
+    }
+    let again_and_again = record(&publish().await);
     let seen = mock.requests().len();
     mock.answer_next(
         429,
@@ -3755,6 +3764,7 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
                 (limited.status, limited.reason),
                 (secondary.status, secondary.reason),
                 (gateway.status, gateway.reason),
+                (again_and_again.status, again_and_again.reason),
                 (done.status, done.reason),
             ],
             asked,
@@ -3773,6 +3783,11 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
                      again after that"
                 )),
                 failed("HTTP 502: Server Error"),
+                failed(
+                    "HTTP 429: You have exceeded a secondary rate limit.; the forge's rate limit \
+                     still held after 3 wait(s) of 0 s in all: `paddock publish` of the job \
+                     publishes it again later"
+                ),
                 (paddock_protocol::JobStatus::Done, None),
             ],
             vec![lookup.to_string(), lookup.to_string()],
