@@ -373,7 +373,6 @@ impl Queue {
     /// Starts queued jobs while there is room; the queue's depth and the
     /// jobs by status for `/metrics`.
     async fn fill(self: &Arc<Self>) {
-        self.prune_refused().await;
         self.claim_while_room().await;
         if let Ok(depth) = self.store.queue_depth().await {
             crate::telemetry::queue_depth(depth);
@@ -654,6 +653,8 @@ impl Queue {
                 () = tokio::time::sleep(liveness.interval) => {}
                 () = self.draining.cancelled() => return,
             }
+            // Not every claim: one read per job passed over.
+            self.prune_refused().await;
             let (reclaimed, errors) = crate::reaper::reclaim_others(&*self.store, &liveness).await;
             for e in errors {
                 tracing::warn!("serve: reclaim: {e}");
