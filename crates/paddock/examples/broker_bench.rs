@@ -406,6 +406,7 @@ async fn start_broker(
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: true,
+            web_search: false,
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: Arc::new(paddock::broker::ledger::StoreLedger {

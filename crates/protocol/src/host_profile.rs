@@ -512,6 +512,7 @@ mod tests {
                 setup_allow: vec![],
                 open_addresses: vec!["127.0.0.1:8443".into()],
                 credentials: vec![],
+                web_search: false,
             })
         );
         let e = HostProfile::from_json(r#"{"id":"n","network":{"setup_allow":["*.x"]}}"#, "n.json")

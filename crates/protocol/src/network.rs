@@ -292,12 +292,24 @@ pub struct NetworkSpec {
     /// the model, through the broker.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow: Vec<String>,
+    /// Whether the model provider's own web search may run for the job
+    /// (Codex's `web_search` tool, Claude Code's WebSearch): the provider
+    /// searches, and opens the pages the model picks, on the job's
+    /// behalf, where its egress proxy never sees it. Default false: the
+    /// engines are not offered it and the broker refuses a call that
+    /// carries it; a host profile's `network.web_search` permits it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub web_search: bool,
 }
 
 impl NetworkSpec {
     pub fn is_empty(&self) -> bool {
-        self.allow.is_empty()
+        self.allow.is_empty() && !self.web_search
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// `[setup]` of a job spec: commands run in the job's rung before the
@@ -444,6 +456,10 @@ pub struct NetworkLimits {
     /// (`[[network.credentials]]`, `crate::credential`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<crate::credential::CredentialSpec>,
+    /// Whether a job may turn on the model provider's web search
+    /// (`[network] web_search`); default false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub web_search: bool,
 }
 
 impl NetworkLimits {

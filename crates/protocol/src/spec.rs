@@ -2231,7 +2231,8 @@ scenario = "s.toml"
             (spec.network, spec.setup),
             (
                 NetworkSpec {
-                    allow: vec!["api.github.com:443".into(), "*.pythonhosted.org".into()]
+                    allow: vec!["api.github.com:443".into(), "*.pythonhosted.org".into()],
+                    web_search: false,
                 },
                 SetupSpec {
                     commands: vec!["npm ci".into(), "cargo fetch".into()],

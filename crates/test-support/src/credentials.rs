@@ -120,6 +120,7 @@ pub async fn credential_broker(
             ceilings: vec![],
             allowlist: paddock::broker::ModelAllowlist::any(),
             allow_unpriced: false,
+            web_search: false,
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),

@@ -81,6 +81,9 @@ pub struct BrokerConfig {
     /// Forward calls to models without a price (priced at 0) instead of
     /// refusing them.
     pub allow_unpriced: bool,
+    /// Whether calls may carry the model provider's web search
+    /// (`[network] web_search`): refused when false (`provider_fetch.rs`).
+    pub web_search: bool,
     /// Retries of transient upstream failures (`[broker.retry]`, the job's
     /// deadline).
     pub retry: retry::RetryPolicy,

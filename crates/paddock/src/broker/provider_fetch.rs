@@ -10,8 +10,9 @@
 //! its prompt to any host, past the job's network policy ("nothing but
 //! the broker"). The broker refuses them; the engines use none (their
 //! MCP and web fetch tools run in the job, through its proxy). Web search
-//! (`web_search`, both engines' own) is not refused: docs/broker.md says
-//! what it leaves open.
+//! (`web_search`, both engines' own: the provider searches and opens the
+//! pages the model picks) is found by [`web_search`] and refused unless
+//! the job's `[network] web_search` turns it on.
 
 use serde_json::Value;
 
@@ -45,6 +46,34 @@ pub(super) fn provider_fetch(api: Api, request: &Value) -> Option<&'static str> 
         Api::Chat => listed("data_sources").then_some("a data source (`data_sources`)"),
     };
     found.or_else(|| fetched_content(request))
+}
+
+/// The model provider's web search in `request` (a call to `api`), as
+/// the refusal says it; `None`: none. A tool whose type starts with
+/// `web_search` (Responses' `web_search`, `web_search_preview…`; the
+/// Messages server tool `web_search_2025…`), or Chat Completions'
+/// `web_search_options`.
+pub(super) fn web_search(api: Api, request: &Value) -> Option<&'static str> {
+    let tool = request
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| {
+            tools.iter().any(|t| {
+                t.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.starts_with("web_search"))
+            })
+        });
+    if tool {
+        return Some("the provider's web search tool (`tools[].type` `web_search…`)");
+    }
+    match api {
+        Api::Chat => request
+            .get("web_search_options")
+            .is_some_and(|v| !v.is_null())
+            .then_some("the provider's web search (`web_search_options`)"),
+        Api::Responses | Api::Messages => None,
+    }
 }
 
 /// An image or file the request gives by URL, which the provider fetches
@@ -87,6 +116,56 @@ fn fetched_content(request: &Value) -> Option<&'static str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Web search on each API, as the engines and the APIs spell it; the
+    /// engines' other tools, a null `web_search_options`, or another
+    /// API's field are none.
+    #[test]
+    fn the_providers_web_search_is_found() {
+        const TOOL: &str = "the provider's web search tool (`tools[].type` `web_search…`)";
+        let cases = [
+            (
+                Api::Responses,
+                json!({"tools": [{"type": "function", "name": "exec_command"}, {"type": "web_search"}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"tools": [{"type": "web_search_preview_2025_03_11"}]}),
+            ),
+            (
+                Api::Messages,
+                json!({"tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 8}]}),
+            ),
+            (
+                Api::Messages,
+                json!({"tools": [{"name": "WebSearch", "input_schema": {}}, {"name": "WebFetch", "input_schema": {}}]}),
+            ),
+            (
+                Api::Chat,
+                json!({"model": "gpt-4o-search-preview", "web_search_options": {}}),
+            ),
+            (Api::Chat, json!({"web_search_options": null})),
+            (Api::Responses, json!({"web_search_options": {}})),
+            (
+                Api::Responses,
+                json!({"tools": [{"type": "function", "name": "web_search"}]}),
+            ),
+        ];
+        let got: Vec<Option<&str>> = cases.iter().map(|(api, r)| web_search(*api, r)).collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(TOOL),
+                Some(TOOL),
+                Some(TOOL),
+                None,
+                Some("the provider's web search (`web_search_options`)"),
+                None,
+                None,
+                None,
+            ]
+        );
+    }
 
     /// What is refused on each API, and what is not: web search, the
     /// engines' own function tools, an empty `mcp_servers`, another API's

@@ -175,6 +175,20 @@ async fn admit(
         });
         return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
     }
+    if !shared.config.web_search {
+        if let Some(what) = super::provider_fetch::web_search(api, &request) {
+            let msg = format!(
+                "paddock broker: {what} would have the provider search and open pages on the \
+                 web for the job, past its network policy; the job's `[network] web_search` is \
+                 off (a host profile's `network.web_search` permits turning it on); refused"
+            );
+            let _ = shared.policy.send(PolicyNotice {
+                rule: "network".into(),
+                message: msg.clone(),
+            });
+            return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+        }
+    }
     // Chat Completions streams carry usage only when asked: ask.
     let mut body = include_usage(api, &mut request).unwrap_or(body);
     let model = path_model.unwrap_or_else(|| {

@@ -65,6 +65,10 @@ pub struct LaunchContext {
     /// The engine's own session to continue (`--attempt-after` with the
     /// same engine, model and rung): its files are already in `home`.
     pub resume: Option<String>,
+    /// Whether the engine is offered the model provider's web search
+    /// (`[network] web_search`); off, its web search tool is left out
+    /// (and the broker refuses a call that carries it).
+    pub web_search: bool,
 }
 
 /// Layer 2 of the host profile as an adapter needs it (see `policy`).
@@ -319,6 +323,7 @@ pub(crate) fn test_context() -> LaunchContext {
         vertex: None,
         bedrock: None,
         resume: None,
+        web_search: false,
     }
 }
 

@@ -79,6 +79,15 @@ pub fn admit(
                 return Err(refuse(rule, reason));
             }
         }
+        if spec.network.web_search && !limits.web_search {
+            return Err(refuse(
+                "network.web_search",
+                "does not permit the model provider's web search (`network.web_search`), which \
+                 reaches the web past the job's egress proxy; the spec's `[network] web_search` \
+                 asks for it"
+                    .to_string(),
+            ));
+        }
     }
     let mut gaps = rung_gaps;
     if !profile.deny_commands.is_empty() && !engine_denies(spec.engine.kind) {
@@ -287,6 +296,40 @@ mod tests {
             )
             .map(|a| a.degraded),
             Ok(vec![])
+        );
+    }
+
+    /// A job turns the provider's web search on only where the profile's
+    /// `[network]` permits it (`web_search = true`); without a `[network]`
+    /// section the profile sets no maximum.
+    #[test]
+    fn web_search_stays_within_the_profile() {
+        let searching = spec("[network]\nweb_search = true\n");
+        let closed = HostProfile::from_toml("id = \"net\"\n[network]\n", "net.toml").unwrap();
+        let open =
+            HostProfile::from_toml("id = \"net\"\n[network]\nweb_search = true\n", "net.toml")
+                .unwrap();
+        let unlimited = HostProfile::from_toml("id = \"x\"\n", "x.toml").unwrap();
+        assert_eq!(
+            (
+                admit(&closed, &searching, Vec::new()).map(|a| a.degraded),
+                admit(&open, &searching, Vec::new()).map(|a| a.degraded),
+                admit(&unlimited, &searching, Vec::new()).map(|a| a.degraded),
+                admit(&closed, &spec(""), Vec::new()).map(|a| a.degraded),
+            ),
+            (
+                Err(Refusal {
+                    profile: "net".into(),
+                    rule: "network.web_search".into(),
+                    reason: "does not permit the model provider's web search \
+                             (`network.web_search`), which reaches the web past the job's egress \
+                             proxy; the spec's `[network] web_search` asks for it"
+                        .into(),
+                }),
+                Ok(vec![]),
+                Ok(vec![]),
+                Ok(vec![]),
+            )
         );
     }
 }

@@ -247,6 +247,7 @@ fn broker_config(
             None => broker::ModelAllowlist::any().with("job", &spec.engine.allowed_models),
         },
         allow_unpriced: spec.upstream.allow_unpriced,
+        web_search: spec.network.web_search,
         retry: broker::RetryPolicy {
             spec: spec.broker.retry,
             deadline: Some(
@@ -295,6 +296,7 @@ fn launch_context(
         vertex: cloud.vertex,
         bedrock: cloud.bedrock,
         resume: None,
+        web_search: spec.network.web_search,
     })
 }
 

@@ -380,6 +380,7 @@ async fn bedrock_rig_allowing(
             ceilings,
             allowlist,
             allow_unpriced: false,
+            web_search: false,
 
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,

@@ -56,6 +56,7 @@ async fn broker(upstream: Upstream) -> BrokerHandle {
             ceilings: vec![],
             allowlist: paddock::broker::ModelAllowlist::any(),
             allow_unpriced: true,
+            web_search: false,
             retry: paddock::broker::RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),

@@ -72,11 +72,14 @@ async fn rig_full(
         azure_key,
         retry,
         ledger,
+        false,
     )
     .await
 }
 
-/// [`rig_full`] with the broker writing its rows to `ledger`.
+/// [`rig_full`] with the broker writing its rows to `ledger`, the job's
+/// `[network] web_search` as given.
+#[allow(clippy::too_many_arguments)]
 async fn rig_on(
     scenario: &str,
     ceilings: Vec<Ceiling>,
@@ -85,6 +88,7 @@ async fn rig_on(
     azure_key: Option<&str>,
     retry: RetryPolicy,
     ledger: Arc<dyn Ledger>,
+    web_search: bool,
 ) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let scenario =
@@ -114,6 +118,7 @@ async fn rig_on(
             ceilings,
             allowlist,
             allow_unpriced,
+            web_search,
             retry,
             max_upstream_event_bytes: 16 << 20,
             ledger,
@@ -507,7 +512,7 @@ async fn a_background_response_is_refused_before_the_upstream() {
 /// given by URL), which no egress policy sees, is refused before it
 /// reaches the upstream: a 400 in
 /// the API's format, a `refused` row, a `policy` event with rule
-/// `network`. The same call with web search only runs. (Before, it was
+/// `network`. The same call without them runs. (Before, it was
 /// forwarded: the job's prompt could go to any host.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_naming_a_server_for_the_provider_is_refused() {
@@ -572,11 +577,75 @@ async fn a_call_naming_a_server_for_the_provider_is_refused() {
             0
         )
     );
-    body["tools"] = serde_json::json!([{"type": "web_search"}]);
+    body["tools"] = serde_json::json!([{"type": "function", "name": "shell", "parameters": {}}]);
     let (status, _) = post(&client(), &rig, "/v1/responses", &body).await;
     let ran = ledger(&mut rig, 1).await.remove(0);
     assert_eq!(
         (status, ran.status, rig.upstream.requests().len()),
+        (200, CallStatus::Ok, 1)
+    );
+}
+
+/// The model provider's web search (Codex's `web_search` tool, the
+/// Messages server tool Claude Code's WebSearch sends) searches and opens
+/// pages past the job's egress proxy: refused unless the job's `[network]
+/// web_search` turns it on (a 400 in the API's format, a `refused` row, a
+/// `policy` event with rule `network`, nothing upstream); turned on, the
+/// same call runs. (Before, it ran for every job.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_providers_web_search_runs_only_when_the_job_turns_it_on() {
+    let searching = |rig_web_search| {
+        rig_on(
+            ONE_TURN,
+            job_ceiling(1_000_000),
+            ModelAllowlist::any(),
+            false,
+            None,
+            RetryPolicy::default(),
+            Arc::new(paddock::broker::ledger::MemoryLedger::default()),
+            rig_web_search,
+        )
+    };
+    let mut body = responses_body(Some(100));
+    body["tools"] = serde_json::json!([
+        {"type": "function", "name": "exec_command", "parameters": {}},
+        {"type": "web_search"}
+    ]);
+    let mut off = searching(false).await;
+    let (status, text) = post(&client(), &off, "/v1/responses", &body).await;
+    let refused = ledger(&mut off, 1).await.remove(0);
+    let message = "paddock broker: the provider's web search tool (`tools[].type` \
+                   `web_search…`) would have the provider search and open pages on the web for \
+                   the job, past its network policy; the job's `[network] web_search` is off (a \
+                   host profile's `network.web_search` permits turning it on); refused";
+    assert_eq!(
+        (
+            status,
+            serde_json::from_str::<serde_json::Value>(&text).ok(),
+            refused.status,
+            refused.error.as_deref(),
+            off.broker.policy.try_recv().ok(),
+            off.upstream.requests().len()
+        ),
+        (
+            400,
+            Some(
+                serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_request_error"}})
+            ),
+            CallStatus::Refused,
+            Some(message),
+            Some(PolicyNotice {
+                rule: "network".into(),
+                message: message.into()
+            }),
+            0
+        )
+    );
+    let mut on = searching(true).await;
+    let (status, _) = post(&client(), &on, "/v1/responses", &body).await;
+    let ran = ledger(&mut on, 1).await.remove(0);
+    assert_eq!(
+        (status, ran.status, on.upstream.requests().len()),
         (200, CallStatus::Ok, 1)
     );
 }
@@ -1212,6 +1281,7 @@ async fn a_connection_reset_before_the_first_byte_is_retried() {
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: false,
+            web_search: false,
             retry: fast_retry(3),
             max_upstream_event_bytes: 16 << 20,
             ledger: std::sync::Arc::new(paddock::broker::ledger::MemoryLedger::default()),
@@ -1263,6 +1333,7 @@ async fn json_upstream_broker(answer: serde_json::Value) -> BrokerHandle {
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: false,
+            web_search: false,
             retry: RetryPolicy::default(),
             max_upstream_event_bytes: 16 << 20,
             ledger: Arc::new(MemoryLedger::default()),
@@ -1369,6 +1440,7 @@ async fn broker_at(base: String) -> BrokerHandle {
             ceilings: vec![],
             allowlist: ModelAllowlist::any(),
             allow_unpriced: false,
+            web_search: false,
             retry: fast_retry(1),
             max_upstream_event_bytes: 64 << 10,
             ledger: Arc::new(MemoryLedger::default()),
@@ -1499,6 +1571,7 @@ async fn a_call_is_on_the_ledger_before_it_leaves_and_settled_before_its_answer_
         None,
         RetryPolicy::default(),
         gated.clone(),
+        false,
     )
     .await;
     let call = {
@@ -1600,6 +1673,7 @@ async fn a_call_the_ledger_cannot_take_is_not_forwarded() {
         None,
         RetryPolicy::default(),
         Arc::new(Full),
+        false,
     )
     .await;
     let (status, text) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;

@@ -168,6 +168,12 @@ impl EngineAdapter for Claude {
             "--model".into(),
             ctx.model.clone(),
         ];
+        // Claude Code's WebSearch runs the provider's web search; a job
+        // that has not turned it on is not offered it (the broker refuses
+        // it anyway).
+        if !ctx.web_search {
+            args.extend(["--disallowedTools".into(), "WebSearch".into()]);
+        }
         // The session's transcript is in its project directory (`session_place`).
         if let Some(session) = &ctx.resume {
             args.extend(["--resume".into(), session.clone()]);
@@ -249,6 +255,27 @@ mod tests {
                 depth: 0,
                 suffix: "0199-abc.jsonl".into(),
             })
+        );
+    }
+
+    /// Not turned on, the provider's web search (WebSearch) is not
+    /// offered to the model; turned on, nothing is said of it.
+    #[test]
+    fn web_search_is_offered_only_when_the_job_turns_it_on() {
+        let mut ctx = crate::engines::test_context();
+        let off = Claude.command(&ctx).args;
+        ctx.web_search = true;
+        let on = Claude.command(&ctx).args;
+        let after_verbose = |args: &[String]| -> Vec<String> {
+            let i = args.iter().position(|a| a == "--model").unwrap();
+            args[i + 2..].to_vec()
+        };
+        assert_eq!(
+            (after_verbose(&off), after_verbose(&on)),
+            (
+                vec!["--disallowedTools".to_string(), "WebSearch".to_string()],
+                Vec::<String>::new()
+            )
         );
     }
 

@@ -67,6 +67,12 @@ impl Codex {
             root.insert("model_reasoning_effort".into(), effort.clone().into());
         }
         root.insert("check_for_update_on_startup".into(), false.into());
+        // Codex offers the provider's web search by default; a job that
+        // has not turned it on is not offered it (the broker refuses it
+        // anyway).
+        if !ctx.web_search {
+            root.insert("web_search".into(), "disabled".into());
+        }
         root.insert("analytics".into(), analytics.into());
         root.insert("features".into(), features.into());
         root.insert("shell_environment_policy".into(), shell_env.into());
@@ -225,6 +231,24 @@ impl EngineAdapter for Codex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Codex offers the provider's web search unless its config says
+    /// `web_search = "disabled"`: said unless the job turns it on.
+    #[test]
+    fn web_search_is_disabled_unless_the_job_turns_it_on() {
+        let mut ctx = crate::engines::test_context();
+        let web_search = |ctx: &LaunchContext| {
+            let text = Codex::config_toml(ctx);
+            let table: toml::Table = toml::from_str(&text).unwrap();
+            table.get("web_search").cloned()
+        };
+        let off = web_search(&ctx);
+        ctx.web_search = true;
+        assert_eq!(
+            (off, web_search(&ctx)),
+            (Some(toml::Value::String("disabled".into())), None)
+        );
+    }
 
     /// A resumed turn is `codex exec resume [OPTIONS] SESSION -`; a new
     /// one `codex exec [OPTIONS] -`.
