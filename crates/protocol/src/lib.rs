@@ -37,8 +37,8 @@ pub use results::{
     GitHubAppSpec, GitHubCredential, GitHubSpec, GitLabSpec, PushCredential, PushSpec, ResultsSpec,
 };
 pub use spec::{
-    BrokerSpec, BudgetSpec, EngineKind, EngineSpec, EntraSpec, HostReference, Isolation, JobSpec,
-    KeyHeaderKind, KeyRef, LimitsSpec, PolicySpec, PriorAttempt, ProviderKind, RepositorySpec,
-    RetrySpec, SpecError, Ticket, TicketComment, UpstreamSpec,
+    AmbientCredentials, BrokerSpec, BudgetSpec, EngineKind, EngineSpec, EntraSpec, HostReference,
+    Isolation, JobSpec, KeyHeaderKind, KeyRef, LimitsSpec, PolicySpec, PriorAttempt, ProviderKind,
+    RepositorySpec, RetrySpec, SpecError, Ticket, TicketComment, UpstreamSpec,
 };
 pub use turn::TurnRequest;

@@ -49,6 +49,38 @@ pub enum HostReference<'a> {
     /// A URL the host connects to for the spec (its credentials, where
     /// the spec names one, with it).
     Destination { field: &'static str, url: &'a str },
+    /// Credentials the host finds by itself when the spec names no key
+    /// (a keyless `vertex` or `bedrock` upstream): the host's own cloud
+    /// identity, used for the spec.
+    Ambient {
+        field: &'static str,
+        source: AmbientCredentials<'a>,
+    },
+}
+
+/// The host's own cloud credentials a keyless upstream uses
+/// ([`HostReference::Ambient`]), named as a server's `allow_refs` lists
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmbientCredentials<'a> {
+    /// Google's Application Default Credentials (`vertex`):
+    /// `google:application-default`.
+    GoogleDefault,
+    /// `AWS_BEARER_TOKEN_BEDROCK`, else the AWS credential chain
+    /// (`bedrock`): `aws:credential-chain`.
+    AwsChain,
+    /// The same with `upstream.aws_profile`: `aws:profile:NAME`.
+    AwsProfile(&'a str),
+}
+
+impl fmt::Display for AmbientCredentials<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AmbientCredentials::GoogleDefault => f.write_str("google:application-default"),
+            AmbientCredentials::AwsChain => f.write_str("aws:credential-chain"),
+            AmbientCredentials::AwsProfile(p) => write!(f, "aws:profile:{p}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -814,8 +846,9 @@ impl JobSpec {
 
     /// What this spec names on the host it runs on, beyond its own text:
     /// files and directories read (or, a `file://` push's, written)
-    /// there, secret references resolved there, and the URLs a host
-    /// secret is sent to. A spec from the user
+    /// there, secret references resolved there (and the host's own cloud
+    /// credentials a keyless upstream uses), and the URLs a host secret
+    /// is sent to. A spec from the user
     /// running Paddock names what is theirs; one submitted to a server
     /// names the server's, which the server checks
     /// (`paddock::server::submissions`). Kept beside `resolve_paths`: a
@@ -897,6 +930,21 @@ impl JobSpec {
             keys.into_iter()
                 .map(|(field, key)| HostReference::Secret { field, key }),
         );
+        // A keyless cloud upstream: the host's own identity.
+        let ambient = match (self.upstream.provider, &self.upstream.key) {
+            (ProviderKind::Vertex, None) => Some(AmbientCredentials::GoogleDefault),
+            (ProviderKind::Bedrock, None) => Some(match self.upstream.aws_profile.as_deref() {
+                Some(p) => AmbientCredentials::AwsProfile(p),
+                None => AmbientCredentials::AwsChain,
+            }),
+            _ => None,
+        };
+        if let Some(source) = ambient {
+            refs.push(HostReference::Ambient {
+                field: "upstream.key",
+                source,
+            });
+        }
         // Where the host connects for the spec, its credentials with it:
         // the upstream (a key, or the host's own cloud credentials), a
         // source, a forge, a push, the job's own webhook.
@@ -1712,6 +1760,7 @@ scenario = "s.toml"
                 HostReference::Path { field, path } => format!("path {field} {}", path.display()),
                 HostReference::Secret { field, key } => format!("secret {field} {key}"),
                 HostReference::Destination { field, url } => format!("url {field} {url}"),
+                HostReference::Ambient { field, source } => format!("ambient {field} {source}"),
             })
             .collect();
         assert_eq!(
@@ -1729,6 +1778,41 @@ scenario = "s.toml"
                 "url results.gitlab.api_url https://gl.example/api/v4",
                 "url results.gitlab.push_url https://gl.example/a/w.git",
                 "url results.webhook_url https://hooks.example/h",
+            ]
+        );
+    }
+
+    /// A keyless cloud upstream names the host's own credentials (as a
+    /// server's `allow_refs` lists them); one with a key names the key.
+    #[test]
+    fn a_keyless_cloud_upstream_names_the_host_s_own_credentials() {
+        let ambient = |upstream: &str| {
+            let text = BASE
+                .replace("kind = \"codex\"", "kind = \"claude\"")
+                .replace("provider = \"scripted\"\nscenario = \"s.toml\"\n", upstream);
+            let spec =
+                JobSpec::from_text(&text, Path::new("spec.toml"), Path::new("/srv")).unwrap();
+            spec.host_references()
+                .iter()
+                .filter_map(|r| match r {
+                    HostReference::Ambient { field, source } => Some(format!("{field} {source}")),
+                    HostReference::Secret { field, key } => Some(format!("{field} {key}")),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            [
+                ambient("provider = \"vertex\"\nvertex_project = \"p\"\nvertex_region = \"r\"\n"),
+                ambient("provider = \"bedrock\"\nbedrock_region = \"us-east-1\"\n"),
+                ambient("provider = \"bedrock\"\nbedrock_region = \"us-east-1\"\naws_profile = \"prod\"\n"),
+                ambient("provider = \"bedrock\"\nbedrock_region = \"us-east-1\"\nkey = \"env:AWS\"\n"),
+            ],
+            [
+                vec!["upstream.key google:application-default".to_owned()],
+                vec!["upstream.key aws:credential-chain".to_owned()],
+                vec!["upstream.key aws:profile:prod".to_owned()],
+                vec!["upstream.key env:AWS".to_owned()],
             ]
         );
     }

@@ -40,7 +40,10 @@ pub struct ServeArgs {
     #[arg(long, env = "PADDOCK_PRICES")]
     pub prices: Option<PathBuf>,
     /// A secret reference (`env:NAME`, `file:PATH`) a submitted spec may
-    /// name; repeatable (docs/serve.md, "What a submitted spec may name").
+    /// name, or the server's own cloud credentials a keyless upstream
+    /// uses (`aws:credential-chain`, `aws:profile:NAME`,
+    /// `google:application-default`); repeatable (docs/serve.md, "What a
+    /// submitted spec may name").
     #[arg(long = "allow-ref", value_name = "REF")]
     pub allow_refs: Vec<String>,
     /// A directory under which a submitted spec may name files (its

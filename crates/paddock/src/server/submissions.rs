@@ -95,6 +95,12 @@ pub enum SubmissionError {
          `paddock serve --allow-profile {profile}`"
     )]
     Profile { profile: String, allowed: String },
+    #[error(
+        "{field}: none given, so this server would use its own cloud credentials \
+         (`{reference}`), which a submitted spec may use only when the server allows it \
+         (`[serve] allow_refs` or `paddock serve --allow-ref {reference}`)"
+    )]
+    Ambient { field: String, reference: String },
     #[error("{field}: `{url}` has no host this server could check against `[serve] allow_hosts`")]
     NoHost { field: String, url: String },
     #[error(
@@ -144,6 +150,15 @@ impl Submissions {
                     }
                 }
                 HostReference::Destination { field, url } => self.check_url(field, url)?,
+                HostReference::Ambient { field, source } => {
+                    let text = source.to_string();
+                    if !self.refs.contains(&text) {
+                        return Err(SubmissionError::Ambient {
+                            field: field.to_owned(),
+                            reference: text,
+                        });
+                    }
+                }
             }
         }
         Ok(())

@@ -335,3 +335,60 @@ async fn a_job_s_own_webhook_goes_only_where_its_sender_allows() {
         other.stderr()
     );
 }
+
+/// The attack: a spec names no key for a cloud upstream (`bedrock`,
+/// `vertex`), so the server uses its own cloud identity (the AWS
+/// credential chain, here its environment's keys; Google's Application
+/// Default Credentials), which no `allow_refs` entry lets a submitted spec
+/// use: the check looked only at the references a spec writes. Now the
+/// host's own credentials are a reference too (`aws:credential-chain`,
+/// `aws:profile:NAME`, `google:application-default`), refused unless
+/// listed; listed, the spec is accepted.
+#[tokio::test]
+async fn a_keyless_cloud_upstream_uses_the_server_s_identity_only_where_allowed() {
+    let home = Home::new();
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEOFTHESERVER"),
+        ("AWS_SECRET_ACCESS_KEY", "secret-of-the-server"),
+    ];
+    let mut job = spec(&home, "T-1", TURN);
+    job["engine"]["kind"] = Value::from("claude");
+    // An allowed host that answers nothing: the call, if made, fails.
+    job["upstream"] = serde_json::json!({
+        "provider": "bedrock",
+        "bedrock_region": "us-east-1",
+        "base_url": "http://127.0.0.1:9",
+        "allow_unpriced": true,
+    });
+    let strict = Server::start_env(&home, &["--allow-host", "127.0.0.1"], &env).await;
+    let resp = strict.submit(&job, 0).await;
+    assert_eq!(
+        (resp.status().as_u16(), body::<Value>(resp).await),
+        (
+            422,
+            refused(
+                "upstream.key: none given, so this server would use its own cloud credentials \
+                 (`aws:credential-chain`), which a submitted spec may use only when the server \
+                 allows it (`[serve] allow_refs` or `paddock serve --allow-ref \
+                 aws:credential-chain`)"
+                    .to_owned()
+            )
+        ),
+        "{}",
+        strict.stderr()
+    );
+    drop(strict);
+    let allowing = Server::start_env(
+        &home,
+        &[
+            "--allow-host",
+            "127.0.0.1",
+            "--allow-ref",
+            "aws:credential-chain",
+        ],
+        &env,
+    )
+    .await;
+    let resp = allowing.submit(&job, 0).await;
+    assert_eq!(resp.status(), 202, "{}", allowing.stderr());
+}
