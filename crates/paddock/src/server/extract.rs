@@ -16,6 +16,10 @@ use axum::response::IntoResponse;
 use super::problem::Problem;
 use crate::runner::ErrorCode;
 
+/// The largest request body the API reads, in bytes (2 MiB): a longer one
+/// is refused with 413 `too_large` before it is read whole.
+pub const BODY_LIMIT: usize = 2 << 20;
+
 /// The longest refusal message kept as a problem's detail.
 const MAX_DETAIL: usize = 4096;
 
@@ -85,6 +89,11 @@ pub fn json_object_text<'a>(body: &'a [u8], what: &str) -> Result<&'a str, Probl
 async fn problem(response: axum::response::Response) -> Problem {
     let status = response.status().as_u16();
     let detail = match axum::body::to_bytes(response.into_body(), MAX_DETAIL).await {
+        // axum's words (`Failed to buffer the request body: length limit
+        // exceeded`) say neither the limit nor whose it is.
+        Ok(_) if status == 413 => {
+            format!("the request body is longer than this server reads ({BODY_LIMIT} bytes, 2 MiB)")
+        }
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(_) => String::from("the request is malformed"),
     };

@@ -124,6 +124,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .merge(dashboard::routes(&state))
         .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(extract::BODY_LIMIT))
         .with_state(state)
 }
 

@@ -103,8 +103,8 @@ impl CancelNotices {
         rx
     }
 
-    /// Stops the listener (its connection goes back), before the pool
-    /// closes: a pool waits for every connection it lent.
+    /// Stops the listener (its connection dropped) as the store closes,
+    /// and starts none after.
     pub(crate) async fn stop(&self) {
         if let Ok(mut s) = self.stopped.lock() {
             *s = true;

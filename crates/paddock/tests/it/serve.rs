@@ -1637,3 +1637,51 @@ async fn the_secrets_a_servers_settings_name_reach_no_child() {
         eprintln!("skipping the stored profile's half: reading /proc/<pid>/environ needs root");
     }
 }
+
+/// A request body over the server's limit (2 MiB) is refused with 413
+/// `too_large`, the problem saying the limit; one at the limit is read
+/// (and refused for what it says); the server answers on. Before, the
+/// detail was axum's `Failed to buffer the request body: length limit
+/// exceeded`, naming neither.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_over_the_limit_is_refused_naming_the_limit() {
+    let home = Home::new();
+    let srv = Server::start(&home, &[]).await;
+    let post = |text: Vec<u8>| {
+        let req = srv
+            .client
+            .post(srv.url("/v1/jobs"))
+            .header("content-type", "application/json")
+            .body(text);
+        async move {
+            let resp = req.send().await.unwrap();
+            (resp.status().as_u16(), body::<Value>(resp).await)
+        }
+    };
+    let limit = 2 << 20;
+    let padded = |len: usize| {
+        let mut body = b"{}".to_vec();
+        body.resize(len, b' ');
+        body
+    };
+    assert_eq!(
+        post(padded(limit + 1)).await,
+        (
+            413,
+            serde_json::json!({
+                "type": "urn:paddock:problem:too_large",
+                "title": "the request body is too large",
+                "status": 413,
+                "detail": "the request body is longer than this server reads (2097152 bytes, 2 MiB)",
+                "code": "too_large",
+            })
+        )
+    );
+    let (status, at_limit) = post(padded(limit)).await;
+    assert_eq!(
+        (status, at_limit["code"].clone()),
+        (422, Value::from("bad_input"))
+    );
+    let health = srv.client.get(srv.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+}
