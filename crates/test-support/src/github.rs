@@ -11,6 +11,7 @@
 //! can assert what was, and what was never, sent. `down` makes it answer
 //! 503 like an outage, `stall` leaves requests unanswered (a hang),
 //! `hold_mint_answers` mints a token and holds its answer back,
+//! `answer_next_revocation` answers the next revocation as told (a rate limit),
 //! `hang_revocations` leaves each `DELETE /installation/token` unanswered
 //! while it lasts and then answers it 503 (the token stays alive: a
 //! revocation that never got through). With [`MockGitHub::enable_app`] it is a GitHub App's
@@ -92,6 +93,9 @@ pub struct MockGitHub {
     /// Answers given, in order, to the next repository requests instead
     /// of the mock's own (a rate limit, a 502).
     scripted: Arc<Mutex<std::collections::VecDeque<Reply>>>,
+    /// Answers given, in order, to the next revocations instead of the
+    /// mock's own (a rate limit).
+    scripted_revocations: Arc<Mutex<std::collections::VecDeque<Reply>>>,
 }
 
 fn error(status: StatusCode, message: &str, errors: Option<Value>) -> (StatusCode, Value) {
@@ -121,6 +125,7 @@ impl MockGitHub {
             hang_revocations: Arc::default(),
             hold_mints: Arc::default(),
             scripted: Arc::default(),
+            scripted_revocations: Arc::default(),
         };
         let served = mock.clone();
         forge_mock::serve(listener, "application/json; charset=utf-8", move |req| {
@@ -324,6 +329,21 @@ impl MockGitHub {
         });
     }
 
+    /// Answers the next `DELETE /installation/token` with `status`, GitHub's
+    /// error body of `message` and `headers` (revoking nothing).
+    pub fn answer_next_revocation(&self, status: u16, message: &str, headers: &[(&str, &str)]) {
+        let status = StatusCode::from_u16(status).unwrap();
+        let (status, body) = error(status, message, None);
+        self.scripted_revocations.lock().unwrap().push_back(Reply {
+            status,
+            body,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        });
+    }
+
     /// Reopens the pull request `number`, as a reviewer may.
     pub fn reopen_pull(&self, number: u64) {
         let mut state = self.state.lock().unwrap();
@@ -418,6 +438,11 @@ impl MockGitHub {
         }
         if self.down.load(Ordering::SeqCst) {
             return error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", None).into();
+        }
+        if method == Method::DELETE && path == "/installation/token" {
+            if let Some(reply) = self.scripted_revocations.lock().unwrap().pop_front() {
+                return reply;
+            }
         }
         let (route, query) = path.split_once('?').unwrap_or((&path, ""));
         let bearer = authorization

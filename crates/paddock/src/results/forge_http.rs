@@ -94,15 +94,20 @@ fn wait_of(limit: Limit, now: i64) -> Option<u64> {
 /// When a 403 or 429 is a rate limit, when to try again, as the forge's
 /// headers say it ([`Limit`]), as `; the forge's rate limit …` to append
 /// to its message, naming the bound (`max_wait` seconds) Paddock waits by
-/// itself when the wait was longer; empty otherwise.
-pub(super) fn rate_limit(status: u16, headers: &HeaderMap, max_wait: u64) -> String {
+/// itself when the wait was longer (`None`: a client that never waits,
+/// nothing said of it); empty otherwise.
+pub(super) fn rate_limit(status: u16, headers: &HeaderMap, max_wait: Option<u64>) -> String {
     let retry = "`paddock publish` of the job publishes it again";
-    let longer =
-        format!("longer than Paddock waits by itself ({max_wait} s, {RATE_LIMIT_WAIT_ENV})");
+    let longer = match max_wait {
+        Some(max_wait) => {
+            format!(", longer than Paddock waits by itself ({max_wait} s, {RATE_LIMIT_WAIT_ENV})")
+        }
+        None => String::new(),
+    };
     match limit_of(status, headers) {
         Limit::None => String::new(),
         Limit::RetryAfter(secs) => {
-            format!("; the forge's rate limit asks to wait {secs} s, {longer}: {retry} after that")
+            format!("; the forge's rate limit asks to wait {secs} s{longer}: {retry} after that")
         }
         Limit::SpentUntil(at) => {
             let at = time::OffsetDateTime::from_unix_timestamp(at)
@@ -112,7 +117,7 @@ pub(super) fn rate_limit(status: u16, headers: &HeaderMap, max_wait: u64) -> Str
                         .ok()
                 })
                 .unwrap_or_else(|| at.to_string());
-            format!("; the forge's rate limit is spent until {at}, {longer}: {retry} then")
+            format!("; the forge's rate limit is spent until {at}{longer}: {retry} then")
         }
         Limit::Spent => format!("; the forge's rate limit is spent: {retry} once it resets"),
         Limit::Limiting => format!("; the forge is rate limiting: {retry} later"),
@@ -133,8 +138,9 @@ pub(super) struct ForgeHttp {
     /// The API root, without a trailing `/`.
     pub api: String,
     /// How long one request waits, at most, for a rate limit
-    /// ([`RATE_LIMIT_WAIT_ENV`]), in seconds.
-    max_wait: u64,
+    /// ([`RATE_LIMIT_WAIT_ENV`]), in seconds; `None`: never (a client
+    /// [`ForgeHttp::without_waiting`]).
+    max_wait: Option<u64>,
 }
 
 impl ForgeHttp {
@@ -155,8 +161,19 @@ impl ForgeHttp {
             forge,
             http,
             api: api.trim_end_matches('/').to_string(),
-            max_wait: rate_limit_wait_bound(),
+            max_wait: Some(rate_limit_wait_bound()),
         })
+    }
+
+    /// This client, never waiting for a rate limit (the reaper's
+    /// revocations, which `paddock gc` and the start of every `paddock
+    /// run` make: a token left is expired by its forge anyway, and its
+    /// record stays for a later pass).
+    pub fn without_waiting(self) -> ForgeHttp {
+        ForgeHttp {
+            max_wait: None,
+            ..self
+        }
     }
 
     /// The request `method` to `path` below the API root, and its URL.
@@ -197,7 +214,8 @@ impl ForgeHttp {
             let bytes = resp.bytes().await.map_err(fail)?;
             let now = time::OffsetDateTime::now_utc().unix_timestamp();
             let wait = wait_of(limit_of(status.as_u16(), &headers), now);
-            let within = wait.is_some_and(|secs| waited.saturating_add(secs) <= self.max_wait);
+            let bound = self.max_wait.unwrap_or(0);
+            let within = wait.is_some_and(|secs| waited.saturating_add(secs) <= bound);
             match (again, wait) {
                 (Some(again), Some(secs)) if within && retries < RATE_LIMIT_RETRIES => {
                     tracing::info!(
@@ -410,13 +428,13 @@ mod tests {
                         ("ratelimit-remaining", "0"),
                         ("ratelimit-reset", "1796230800")
                     ]),
-                    60
+                    Some(60)
                 ),
-                rate_limit(403, &headers(&[("retry-after", "120")]), 60),
-                rate_limit(429, &headers(&[]), 60),
-                rate_limit(403, &headers(&[("x-ratelimit-remaining", "0")]), 60),
-                rate_limit(403, &headers(&[("x-ratelimit-remaining", "4999")]), 60),
-                rate_limit(503, &headers(&[("retry-after", "30")]), 60),
+                rate_limit(403, &headers(&[("retry-after", "120")]), Some(60)),
+                rate_limit(429, &headers(&[]), Some(60)),
+                rate_limit(403, &headers(&[("x-ratelimit-remaining", "0")]), Some(60)),
+                rate_limit(403, &headers(&[("x-ratelimit-remaining", "4999")]), Some(60)),
+                rate_limit(503, &headers(&[("retry-after", "30")]), Some(60)),
             ],
             [
                 format!(

@@ -164,6 +164,15 @@ impl GitHub {
         })
     }
 
+    /// This client, never waiting for a rate limit
+    /// ([`ForgeHttp::without_waiting`]).
+    pub fn without_waiting(self) -> GitHub {
+        GitHub {
+            http: self.http.without_waiting(),
+            ..self
+        }
+    }
+
     /// The repository's name (`widgets` of `acme/widgets`).
     pub fn repo_name(&self) -> &str {
         &self.repo

@@ -219,7 +219,9 @@ pub async fn revoke_leftovers(
                 remove(&path).map_err(|e| e.to_string())?;
                 return Err(format!("{}: {ORPHAN}", label(&path)));
             };
-            let client = GitHub::new(api, owner, repo, token).map_err(|e| e.to_string())?;
+            let client = GitHub::new(api, owner, repo, token)
+                .map_err(|e| e.to_string())?
+                .without_waiting();
             revoke_dead_or_alive(&client)
                 .await
                 .map_err(|e| format!("revoke {}: {e}", label(&path)))?;

@@ -163,6 +163,15 @@ impl GitLab {
         }
     }
 
+    /// This client, never waiting for a rate limit
+    /// ([`ForgeHttp::without_waiting`]).
+    pub fn without_waiting(self) -> GitLab {
+        GitLab {
+            http: self.http.without_waiting(),
+            ..self
+        }
+    }
+
     pub(super) fn project_path(&self, rest: &str) -> String {
         format!("/projects/{}{rest}", self.project)
     }

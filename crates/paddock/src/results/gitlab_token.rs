@@ -265,13 +265,16 @@ pub async fn revoke_leftovers(
     if records.is_empty() {
         return pass;
     }
-    let host =
-        match host_token().and_then(|t| GitLab::new(api, project, t).map_err(|e| e.to_string())) {
-            Ok(host) => host,
-            Err(e) => {
-                return token_record::Pass::failed(format!("revoke the job's GitLab tokens: {e}"))
-            }
-        };
+    let host = match host_token().and_then(|t| {
+        GitLab::new(api, project, t)
+            .map(GitLab::without_waiting)
+            .map_err(|e| e.to_string())
+    }) {
+        Ok(host) => host,
+        Err(e) => {
+            return token_record::Pass::failed(format!("revoke the job's GitLab tokens: {e}"))
+        }
+    };
     let prefix = format!("paddock-{job_id}-");
     for path in records {
         match revoke_recorded(&host, &prefix, &path).await {

@@ -1405,6 +1405,90 @@ async fn a_cancel_while_a_github_app_token_is_minted_revokes_it() {
     );
 }
 
+/// The reaper never waits for a forge's rate limit (it runs at the start
+/// of every `paddock run`): `paddock gc` after a kill mid-publish, its
+/// revocation answered 429 `Retry-After: 1`, reports the rate limit for
+/// the token and leaves its record, having asked once; the next pass
+/// revokes it. Before (with Paddock's own rate-limit wait), the pass
+/// waited and asked again.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_reaper_leaves_a_rate_limited_revocation_for_a_later_pass() {
+    let home = Home::new();
+    let Some((_repo, _bare, mock, server, spec)) = app_setup(&home).await else {
+        return;
+    };
+    server.set_stall(true);
+    let mut child = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while server.authorizations().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the push never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let id = home.store().await.jobs(1).await.unwrap()[0].id.clone();
+    let records = github_token_records(&home, &id);
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    mock.answer_next_revocation(
+        429,
+        "You have exceeded a secondary rate limit.",
+        &[("retry-after", "1")],
+    );
+    let revocations = || {
+        mock.requests()
+            .iter()
+            .filter(|r| r.method == "DELETE" && r.path == "/installation/token")
+            .count()
+    };
+    let first = home.paddock(&["gc", "--json"], &[]).await;
+    let first: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let after_first = (
+        first["jobs"][0]["errors"].clone(),
+        revocations(),
+        mock.revoked(),
+        github_token_records(&home, &id) == records,
+    );
+    let second = home.paddock(&["gc", "--json"], &[]).await;
+    let second: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    let name = records[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(
+        (
+            after_first,
+            second["jobs"][0]["revoked_tokens"].clone(),
+            mock.revoked(),
+            github_token_records(&home, &id),
+        ),
+        (
+            (
+                serde_json::json!([format!(
+                    "revoke github installation token {name}: github: revoke the installation \
+                     token: HTTP 429: You have exceeded a secondary rate limit.; the forge's rate \
+                     limit asks to wait 1 s: `paddock publish` of the job publishes it again \
+                     after that"
+                )]),
+                1,
+                Vec::<String>::new(),
+                true
+            ),
+            serde_json::json!([format!("github installation token {name}")]),
+            vec![TOKEN.to_string()],
+            Vec::<PathBuf>::new(),
+        )
+    );
+    server.set_stall(false);
+}
+
 /// An App whose installation grants more than the job asked for (here
 /// `administration: write`): the token is revoked unused, nothing is
 /// pushed or proposed, and the job fails saying why; the branch stays in
