@@ -76,6 +76,14 @@ pub(super) fn web_search(api: Api, request: &Value) -> Option<&'static str> {
     }
 }
 
+/// Whether `model` searches the web by itself, whatever the request asks
+/// (OpenAI's `…-search-preview…` and `…-search-api…` Chat Completions
+/// models, a name ending in `-search`): refused with web search.
+pub(super) fn searching_model(model: &str) -> bool {
+    let m = model.to_ascii_lowercase();
+    m.contains("-search-preview") || m.contains("-search-api") || m.ends_with("-search")
+}
+
 /// An image or file the request gives by URL, which the provider fetches
 /// (any depth: content sits in messages, tool results, instructions): an
 /// `image_url` or `file_url` that is not a `data:` URL (a string, or an
@@ -116,6 +124,27 @@ fn fetched_content(request: &Value) -> Option<&'static str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The models that search by themselves, by their names as the price
+    /// table has them; the engines' models and a name merely containing
+    /// `search` do not.
+    #[test]
+    fn models_that_search_by_themselves_are_found() {
+        let got: Vec<bool> = [
+            "gpt-4o-search-preview",
+            "gpt-4o-mini-search-preview-2025-03-11",
+            "GPT-5-Search-API",
+            "sonar-search",
+            "gpt-5.5",
+            "claude-sonnet-4-6",
+            "research-model",
+            "searchlight-1",
+        ]
+        .iter()
+        .map(|m| searching_model(m))
+        .collect();
+        assert_eq!(got, [true, true, true, true, false, false, false, false]);
+    }
 
     /// Web search on each API, as the engines and the APIs spell it; the
     /// engines' other tools, a null `web_search_options`, or another

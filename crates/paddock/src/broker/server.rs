@@ -199,6 +199,18 @@ async fn admit(
             .to_string()
     });
     call.model = model.clone();
+    if !shared.config.web_search && super::provider_fetch::searching_model(&model) {
+        let msg = format!(
+            "paddock broker: model `{model}` searches the web by itself, past the job's network \
+             policy; the job's `[network] web_search` is off (a host profile's \
+             `network.web_search` permits turning it on); refused"
+        );
+        let _ = shared.policy.send(PolicyNotice {
+            rule: "network".into(),
+            message: msg.clone(),
+        });
+        return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+    }
     if let Err(list) = shared.config.allowlist.check(&model) {
         let msg =
             format!("paddock broker: model `{model}` is not allowed by the {list} model allowlist");

@@ -641,6 +641,30 @@ async fn the_providers_web_search_runs_only_when_the_job_turns_it_on() {
             0
         )
     );
+    // A model that searches by itself (Chat Completions' search models):
+    // refused the same way, whatever the request asks.
+    let chat = serde_json::json!({"model": "gpt-4o-search-preview",
+        "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _) = post(&client(), &off, "/v1/chat/completions", &chat).await;
+    let refused = ledger(&mut off, 1).await.remove(0);
+    assert_eq!(
+        (
+            status,
+            refused.status,
+            refused.error.as_deref(),
+            off.upstream.requests().len()
+        ),
+        (
+            400,
+            CallStatus::Refused,
+            Some(
+                "paddock broker: model `gpt-4o-search-preview` searches the web by itself, past \
+                 the job's network policy; the job's `[network] web_search` is off (a host \
+                 profile's `network.web_search` permits turning it on); refused"
+            ),
+            0
+        )
+    );
     let mut on = searching(true).await;
     let (status, _) = post(&client(), &on, "/v1/responses", &body).await;
     let ran = ledger(&mut on, 1).await.remove(0);
