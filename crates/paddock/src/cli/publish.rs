@@ -62,7 +62,17 @@ pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
     } else {
         out!("{}", progress::summary(&record));
         if let Some(pr) = &published.pull_request {
-            outln!("pull request: {}", paddock::terminal_text::line(&pr.url));
+            let ended = match &pr.ended {
+                None => String::new(),
+                Some(how) => format!(
+                    " ({} on the forge: left as it is, the branch not pushed again)",
+                    paddock::terminal_text::line(how)
+                ),
+            };
+            outln!(
+                "pull request: {}{ended}",
+                paddock::terminal_text::line(&pr.url)
+            );
         }
     }
     Ok(match (published.failure, cancelled) {

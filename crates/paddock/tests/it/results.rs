@@ -3594,6 +3594,16 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
         )
         .await;
     let stored = home.store().await.closeout(&merged.id).await.unwrap();
+    let plain = home
+        .paddock(
+            &["publish", &merged.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let said_plainly = String::from_utf8_lossy(&plain.stdout)
+        .lines()
+        .last()
+        .map(str::to_string);
     let github_seen = (
         again.status.code(),
         record(&again).status,
@@ -3648,6 +3658,14 @@ async fn an_ended_pull_request_is_left_as_it_is_and_no_other_is_opened() {
              next attempt is `paddock run SPEC --attempt-after {id}`\n"
         )
     };
+    assert_eq!(
+        said_plainly,
+        Some(
+            "pull request: https://github.com/acme/widgets/pull/1 (merged on the forge: left as \
+             it is, the branch not pushed again)"
+                .to_string()
+        )
+    );
     assert_eq!(
         (github_seen, gitlab_seen),
         (
