@@ -77,7 +77,9 @@ pub struct JobRecord {
     pub model: String,
     pub isolation: String,
     pub status: JobStatus,
-    /// Why the job ended as it did (the first fatal error, the limit hit...).
+    /// Why the job ended as it did (the first fatal error, the limit hit...);
+    /// on a `queued` job, why a server that claimed it put it back (it may
+    /// not run it: docs/serve.md).
     pub reason: Option<String>,
     pub branch: String,
     pub base_ref: String,

@@ -538,8 +538,9 @@ impl Queue {
                     Err(e) => tracing::warn!("serve: job {id}: cannot mark it cancelled: {e}"),
                 }
             }
-            // Left `running` on this host without a lease: the reaper
-            // ends it.
+            // Left `running` on this host, never renewed: another
+            // server's reclaim (after the TTL) or this server's next
+            // start ends it, queued again.
             Err(e) => tracing::warn!("serve: job {id}: cannot put it back in the queue: {e}"),
         }
     }
