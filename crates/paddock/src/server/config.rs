@@ -83,6 +83,8 @@ impl ServeConfig {
                 // The config file's, set by the server (`AppState::new`).
                 default_profile: None,
                 process: flags.allow_process.or(file.allow_process).unwrap_or(false),
+                // The server's own, set by `AppState::new`.
+                server_own: Vec::new(),
             },
         }
     }

@@ -46,6 +46,21 @@ impl AppState {
             .host_profile
             .clone()
             .or_else(|| defaults.profile.clone());
+        // Never the server's own places.
+        let paths = &runner.config().paths;
+        let mut own = vec![paths.jobs.clone(), paths.artifacts.clone()];
+        if let Some(db) = paths.db.file() {
+            // The SQLite file and its journals beside it.
+            for end in ["", "-wal", "-shm", "-journal"] {
+                let mut name = db.as_os_str().to_owned();
+                name.push(end);
+                own.push(name.into());
+            }
+        }
+        config.submissions.server_own = own
+            .into_iter()
+            .map(|p| std::path::absolute(&p).unwrap_or(p))
+            .collect();
         // Nor the rung the server gives a spec that leaves it `auto`
         // (stored with the spec, checked again when another server or a
         // restart claims it).

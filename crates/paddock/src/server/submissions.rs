@@ -57,6 +57,12 @@ pub struct Submissions {
     /// Whether a spec may ask for the `process` rung (`[serve]
     /// allow_process`).
     pub process: bool,
+    /// The server's own places (its jobs directory, its artifacts, its
+    /// SQLite file), never a submitted spec's to name even under an
+    /// allowed directory: every job's workspace, source mirror, patch and
+    /// output is there, other submitters' and hostile jobs' alike. Set by
+    /// the server (`AppState::new`).
+    pub server_own: Vec<PathBuf>,
 }
 
 /// Why a submitted spec was refused: the field, what it names and the
@@ -101,6 +107,16 @@ pub enum SubmissionError {
          (`[serve] allow_refs` or `paddock serve --allow-ref {reference}`)"
     )]
     Ambient { field: String, reference: String },
+    #[error(
+        "{field}: {path} is one of this server's own places ({own}: every job's workspace, \
+         output and record is there), which a submitted spec may not name even under an \
+         allowed directory"
+    )]
+    ServerOwn {
+        field: String,
+        path: PathBuf,
+        own: PathBuf,
+    },
     #[error("{field}: `{url}` has no host this server could check against `[serve] allow_hosts`")]
     NoHost { field: String, url: String },
     #[error(
@@ -206,11 +222,23 @@ impl Submissions {
                 p.starts_with(&root)
             })
         };
-        if inside(path) && inside(&resolved) {
-            Ok(())
-        } else {
-            Err(refused())
+        if !(inside(path) && inside(&resolved)) {
+            return Err(refused());
         }
+        // Not the server's own, lexically or resolved (a path through a
+        // link).
+        for own in &self.server_own {
+            let canonical = std::fs::canonicalize(own).unwrap_or_else(|_| own.clone());
+            let under = |p: &Path| p.starts_with(own) || p.starts_with(&canonical);
+            if under(path) || under(&resolved) {
+                return Err(SubmissionError::ServerOwn {
+                    field: field.to_owned(),
+                    path: path.to_path_buf(),
+                    own: own.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Whether this server may connect to `url` for a submitted spec's

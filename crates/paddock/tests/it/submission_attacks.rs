@@ -1,9 +1,13 @@
 //! A `submit` token holder attacking `paddock serve` through what its spec
 //! names on the server's host, past the check of `server::submissions`
 //! (allowed references, directories and hosts): a `file://` push into a
-//! repository outside the allowed directories, and a template or skill
-//! in an allowed directory that is a link to a file anywhere. Each is
-//! refused at submission (422), nothing recorded and nothing written.
+//! repository outside the allowed directories, a template or skill in an
+//! allowed directory that is a link to a file anywhere, the `process`
+//! rung, a keyless cloud upstream (the server's own cloud identity),
+//! another job's workspace or the store under an allowed directory, and
+//! a job's own webhook sent by a fleet's server that does not allow its
+//! host. Each is refused (422 at submission, nothing recorded, nothing
+//! written; the webhook not sent).
 
 use serde_json::Value;
 
@@ -391,4 +395,65 @@ async fn a_keyless_cloud_upstream_uses_the_server_s_identity_only_where_allowed(
     .await;
     let resp = allowing.submit(&job, 0).await;
     assert_eq!(resp.status(), 202, "{}", allowing.stderr());
+}
+
+/// The attack: the operator allows a directory that holds the server's
+/// own (here the test's home: its jobs directory, artifacts and store are
+/// in it, as `/var/lib/paddock` holds them in the container). A spec
+/// names another job's workspace, still running, as its repository: its
+/// job clones that other submitter's work (and whatever the hostile job
+/// planted there). Before, accepted; now the server's own places (jobs
+/// directory, artifacts, SQLite file) are refused whatever is allowed.
+#[tokio::test]
+async fn the_server_s_own_places_are_never_a_submitted_spec_s() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let gate = home.path().join("gate");
+    let waits = format!(
+        "i=0; while [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n{TURN}",
+        gate.display()
+    );
+    let theirs = server.submit_ok(&spec(&home, "T-1", &waits), 0).await;
+    let work = home.jobs().join(&theirs).join("work");
+    for _ in 0..600 {
+        if work.join(".git").exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(work.join(".git").exists(), "{}", server.stderr());
+    let mut job = spec(&home, "T-2", TURN);
+    job["repository"]["path"] = Value::from(work.display().to_string());
+    let mut db = spec(&home, "T-3", TURN);
+    db["upstream"]["scenario"] = Value::from(home.db().display().to_string());
+    let mut got = Vec::new();
+    for s in [&job, &db] {
+        let resp = server.submit(s, 0).await;
+        got.push((resp.status().as_u16(), body::<Value>(resp).await));
+    }
+    std::fs::write(&gate, "").unwrap();
+    let own = |path: &std::path::Path, own: &std::path::Path| {
+        (
+            422,
+            refused(format!(
+                "{}: {} is one of this server's own places ({}: every job's workspace, output \
+                 and record is there), which a submitted spec may not name even under an \
+                 allowed directory",
+                if path == work {
+                    "repository.path"
+                } else {
+                    "upstream.scenario"
+                },
+                path.display(),
+                own.display()
+            )),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![own(&work, &home.jobs()), own(&home.db(), &home.db())],
+        "{}",
+        server.stderr()
+    );
+    server.wait_for(&theirs, is_final).await;
 }
