@@ -18,8 +18,10 @@
 //! (a turn's inline source) are not the submitter's and are not checked.
 //! A host profile is what the operator holds jobs to, and a preset or
 //! another stored profile may be wider (no network maximum): a spec may
-//! name the server's default profile, and any other stored profile or
-//! preset only when listed (`allow_profiles`; a profile file is a path).
+//! name the server's default profile, and any other stored profile,
+//! preset or profile file only when listed as it names it
+//! (`allow_profiles`): a file under an allowed directory is still the
+//! submitter's policy.
 //! Nor may a submitted spec ask for the `process` rung unless the
 //! operator allows it (`allow_process`, or the config file's `isolation`
 //! is `process`): there the job runs as the server's user, and every
@@ -35,7 +37,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use paddock_protocol::{HostReference, Isolation, JobSpec, PolicySpec};
+use paddock_protocol::{HostReference, Isolation, JobSpec};
 
 /// The operator's allowances (`ServeConfig::submissions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -136,22 +138,24 @@ impl Submissions {
         if spec.isolation == Isolation::Process && !self.process {
             return Err(SubmissionError::Process);
         }
-        // The server's default profile, whatever it names; a stored
-        // profile or preset only when listed (a file is a path, below).
+        // The server's default profile, whatever it names; another stored
+        // profile, preset or profile file only when listed as it is named:
+        // a profile file anywhere (one under an allowed directory too) is
+        // a policy of the submitter's, which could open the deny list,
+        // allow any destination and send a server secret to its own host.
         let profile = spec.policy.profile.as_deref();
         let default = profile.is_some() && profile == self.default_profile.as_deref();
-        if let Some(name) = profile.filter(|n| !default && !PolicySpec::profile_is_file(n)) {
-            if !self.profiles.iter().any(|p| p == name) {
-                return Err(SubmissionError::Profile {
-                    profile: name.to_owned(),
-                    allowed: self.profiles_allowed(),
-                });
-            }
+        let listed = profile.is_some_and(|n| self.profiles.iter().any(|p| p == n));
+        if let Some(name) = profile.filter(|_| !default && !listed) {
+            return Err(SubmissionError::Profile {
+                profile: name.to_owned(),
+                allowed: self.profiles_allowed(),
+            });
         }
         for reference in spec.host_references() {
             match reference {
                 HostReference::Path { field, path } => {
-                    if own.is_some_and(|o| o == path) || (default && field == "policy.profile") {
+                    if own.is_some_and(|o| o == path) || field == "policy.profile" {
                         continue;
                     }
                     self.check_path(field, path)?;

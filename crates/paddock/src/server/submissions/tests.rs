@@ -218,6 +218,9 @@ fn a_submitted_spec_chooses_only_an_allowed_profile() {
             &format!("{base}[policy]\nprofile = \"{profile}\"\n"),
         )
     };
+    // A profile file the submitter wrote where the server allows paths:
+    // its policy, not the operator's.
+    let planted = allowed.join("open.toml");
     let none = spec(dir.path(), &base);
     let paths = vec![allowed.clone()];
     let default = Submissions {
@@ -251,6 +254,7 @@ fn a_submitted_spec_chooses_only_an_allowed_profile() {
             listed.check(&naming(&file.display().to_string()), None),
             listed.check(&naming("ci-box"), None),
             default.check(&naming(&file.display().to_string()), None),
+            default.check(&naming(&planted.display().to_string()), None),
         ],
         [
             Ok(()),
@@ -263,11 +267,8 @@ fn a_submitted_spec_chooses_only_an_allowed_profile() {
                 "ci-box",
                 &format!("its default profile `{}`, `remote-full`", file.display()),
             ),
-            Err(SubmissionError::Path {
-                field: "policy.profile".into(),
-                path: file.clone(),
-                allowed: allowed.display().to_string(),
-            }),
+            profile(&file.display().to_string(), "its default profile `ci-box`"),
+            profile(&planted.display().to_string(), "its default profile `ci-box`"),
         ]
     );
     assert_eq!(
