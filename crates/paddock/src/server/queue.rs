@@ -431,8 +431,23 @@ impl Queue {
             None => match self.readmit(&record).await {
                 Ok(a) => a,
                 Err(Readmit::Refused(e)) => {
-                    self.pass_over(record, &e).await;
+                    // From here a cancel goes through the store, where
+                    // putting the job back finds it; one that came to the
+                    // slot meanwhile (answered `stopping`) is recorded
+                    // there too, so the job ends `cancelled`, not queued.
                     self.slots.release(&id);
+                    let mut cancelled = cancelled;
+                    if cancelled.try_recv().is_ok() {
+                        let me = &self.runner.config().liveness.owner;
+                        if let Err(err) = self
+                            .store
+                            .request_cancel(&id, &me.name, OffsetDateTime::now_utc())
+                            .await
+                        {
+                            tracing::warn!("serve: job {id}: cannot record its cancel: {err}");
+                        }
+                    }
+                    self.pass_over(record, &e).await;
                     return;
                 }
                 Err(Readmit::Failed(reason)) => {
