@@ -507,26 +507,18 @@ async fn a_background_response_is_refused_before_the_upstream() {
     );
 }
 
-/// A call that would have the provider itself connect to a server the job
-/// names (a Responses remote MCP tool at `https://evil.example/`, an image
-/// given by URL), which no egress policy sees, is refused before it
-/// reaches the upstream: a 400 in
-/// the API's format, a `refused` row, a `policy` event with rule
-/// `network`. The same call without them runs. (Before, it was
-/// forwarded: the job's prompt could go to any host.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_naming_a_server_for_the_provider_is_refused() {
-    let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
-    let mut body = responses_body(Some(100));
-    body["tools"] = serde_json::json!([
-        {"type": "web_search"},
-        {"type": "mcp", "server_label": "x", "server_url": "https://evil.example/", "require_approval": "never"}
-    ]);
-    let (status, text) = post(&client(), &rig, "/v1/responses", &body).await;
-    let refused = ledger(&mut rig, 1).await.remove(0);
-    let message = "paddock broker: a remote MCP tool (`tools[].type` `mcp`) would have the \
-                   provider connect to a server the job names, past the job's network policy; \
-                   refused";
+/// Posts `body` to `path` and checks it was refused for the job's network
+/// policy with `message`: a 400 in the API's format, a `refused` row, a
+/// `policy` event with rule `network`, and nothing sent upstream (by this
+/// rig, so far).
+async fn refused_for_the_network(
+    rig: &mut Rig,
+    path: &str,
+    body: &serde_json::Value,
+    message: &str,
+) {
+    let (status, text) = post(&client(), rig, path, body).await;
+    let refused = ledger(rig, 1).await.remove(0);
     assert_eq!(
         (
             status,
@@ -550,6 +542,27 @@ async fn a_call_naming_a_server_for_the_provider_is_refused() {
             0
         )
     );
+}
+
+/// A call that would have the provider itself connect to a server the job
+/// names (a Responses remote MCP tool at `https://evil.example/`, an image
+/// given by URL), which no egress policy sees, is refused before it
+/// reaches the upstream: a 400 in
+/// the API's format, a `refused` row, a `policy` event with rule
+/// `network`. The same call without them runs. (Before, it was
+/// forwarded: the job's prompt could go to any host.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_naming_a_server_for_the_provider_is_refused() {
+    let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
+    let mut body = responses_body(Some(100));
+    body["tools"] = serde_json::json!([
+        {"type": "web_search"},
+        {"type": "mcp", "server_label": "x", "server_url": "https://evil.example/", "require_approval": "never"}
+    ]);
+    let message = "paddock broker: a remote MCP tool (`tools[].type` `mcp`) would have the \
+                   provider connect to a server the job names, past the job's network policy; \
+                   refused";
+    refused_for_the_network(&mut rig, "/v1/responses", &body, message).await;
     // An image the provider would fetch from the job's URL: refused too.
     let mut image = responses_body(Some(100));
     image["input"][0]["content"]
@@ -612,35 +625,11 @@ async fn the_providers_web_search_runs_only_when_the_job_turns_it_on() {
         {"type": "web_search"}
     ]);
     let mut off = searching(false).await;
-    let (status, text) = post(&client(), &off, "/v1/responses", &body).await;
-    let refused = ledger(&mut off, 1).await.remove(0);
     let message = "paddock broker: the provider's web search tool (`tools[].type` \
                    `web_search…`) would have the provider search and open pages on the web for \
                    the job, past its network policy; the job's `[network] web_search` is off (a \
                    host profile's `network.web_search` permits turning it on); refused";
-    assert_eq!(
-        (
-            status,
-            serde_json::from_str::<serde_json::Value>(&text).ok(),
-            refused.status,
-            refused.error.as_deref(),
-            off.broker.policy.try_recv().ok(),
-            off.upstream.requests().len()
-        ),
-        (
-            400,
-            Some(
-                serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_request_error"}})
-            ),
-            CallStatus::Refused,
-            Some(message),
-            Some(PolicyNotice {
-                rule: "network".into(),
-                message: message.into()
-            }),
-            0
-        )
-    );
+    refused_for_the_network(&mut off, "/v1/responses", &body, message).await;
     // A model that searches by itself (Chat Completions' search models):
     // refused the same way, whatever the request asks.
     let chat = serde_json::json!({"model": "gpt-4o-search-preview",

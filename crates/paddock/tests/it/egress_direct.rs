@@ -72,13 +72,18 @@ async fn run(setup: Option<&str>, script: &str) -> Ran {
     ran
 }
 
-/// The refused record of a direct attempt.
-fn direct(phase: EgressPhase, transport: &str, host: &str, port: u16) -> EgressRecord {
-    let at = if host.contains(':') {
+/// `host:port`, an IPv6 address in brackets.
+fn at(host: &str, port: u16) -> String {
+    if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
-    };
+    }
+}
+
+/// The refused record of a direct attempt.
+fn direct(phase: EgressPhase, transport: &str, host: &str, port: u16) -> EgressRecord {
+    let at = at(host, port);
     let answer = if transport == "tcp" {
         "answered with a TCP reset"
     } else {
@@ -103,11 +108,7 @@ fn direct(phase: EgressPhase, transport: &str, host: &str, port: u16) -> EgressR
 
 /// The refused record of a DNS lookup of `name` sent to `server`:53.
 fn lookup(phase: EgressPhase, name: &str, qtype: &str, server: &str) -> EgressRecord {
-    let at = if server.contains(':') {
-        format!("[{server}]:53")
-    } else {
-        format!("{server}:53")
-    };
+    let at = at(server, 53);
     EgressRecord {
         host: name.into(),
         port: 53,

@@ -268,7 +268,10 @@ fn a_submitted_spec_chooses_only_an_allowed_profile() {
                 &format!("its default profile `{}`, `remote-full`", file.display()),
             ),
             profile(&file.display().to_string(), "its default profile `ci-box`"),
-            profile(&planted.display().to_string(), "its default profile `ci-box`"),
+            profile(
+                &planted.display().to_string(),
+                "its default profile `ci-box`"
+            ),
         ]
     );
     assert_eq!(
