@@ -71,6 +71,11 @@ pub enum AmbientCredentials<'a> {
     AwsChain,
     /// The same with `upstream.aws_profile`: `aws:profile:NAME`.
     AwsProfile(&'a str),
+    /// The host user's own git credentials (credential helpers,
+    /// `~/.netrc`, SSH keys and agent), which fetch a source URL without
+    /// `repository.token` and anything over SSH without a key of the
+    /// spec's: `git:credentials`.
+    Git,
 }
 
 impl fmt::Display for AmbientCredentials<'_> {
@@ -79,6 +84,7 @@ impl fmt::Display for AmbientCredentials<'_> {
             AmbientCredentials::GoogleDefault => f.write_str("google:application-default"),
             AmbientCredentials::AwsChain => f.write_str("aws:credential-chain"),
             AmbientCredentials::AwsProfile(p) => write!(f, "aws:profile:{p}"),
+            AmbientCredentials::Git => f.write_str("git:credentials"),
         }
     }
 }
@@ -997,6 +1003,54 @@ impl JobSpec {
             urls.into_iter()
                 .map(|(field, url)| HostReference::Destination { field, url }),
         );
+        // After the places connected to (a host not allowed is the first
+        // refusal), the host user's git credentials: a source fetched without the
+        // spec's token (the user's git, its helpers, `~/.netrc`, SSH keys
+        // and agent), and a push over SSH without the spec's key (ssh
+        // finds the user's keys whatever Paddock's git configuration).
+        let ssh = |u: &str| u.starts_with("ssh://") || (!u.contains("://") && u.contains(':'));
+        let fetched_as_host = self.repository.url.as_deref().is_some_and(|u| {
+            let remote = if u.contains("://") {
+                !u.starts_with("file://")
+            } else {
+                u.contains(':')
+            };
+            remote && (self.repository.token.is_none() || ssh(u))
+        });
+        if fetched_as_host {
+            refs.push(HostReference::Ambient {
+                field: "repository.url",
+                source: AmbientCredentials::Git,
+            });
+        }
+        let mut pushes: Vec<(&'static str, &str, bool)> = Vec::new();
+        if let Some(push) = &self.results.push {
+            pushes.push(("results.push.url", &push.url, push.ssh_key.is_some()));
+        }
+        if let Some(u) = self
+            .results
+            .github
+            .as_ref()
+            .and_then(|g| g.push_url.as_deref())
+        {
+            pushes.push(("results.github.push_url", u, false));
+        }
+        if let Some(u) = self
+            .results
+            .gitlab
+            .as_ref()
+            .and_then(|g| g.push_url.as_deref())
+        {
+            pushes.push(("results.gitlab.push_url", u, false));
+        }
+        for (field, url, keyed) in pushes {
+            if ssh(url) && !keyed {
+                refs.push(HostReference::Ambient {
+                    field,
+                    source: AmbientCredentials::Git,
+                });
+            }
+        }
         refs
     }
 
@@ -1813,6 +1867,56 @@ scenario = "s.toml"
                 vec!["upstream.key aws:credential-chain".to_owned()],
                 vec!["upstream.key aws:profile:prod".to_owned()],
                 vec!["upstream.key env:AWS".to_owned()],
+            ]
+        );
+    }
+
+    /// The host user's git credentials (`git:credentials`): a remote
+    /// source without a token (an SSH one has none); not a local source,
+    /// an HTTPS source with a token, an HTTPS push (Paddock's git asks no
+    /// helper) or an SSH push with the spec's key (one without is
+    /// refused by the spec itself).
+    #[test]
+    fn git_credentials_of_the_host_are_named_where_a_spec_would_use_them() {
+        let refs = |repository: &str, results: &str| {
+            let text = BASE.replace("path = \".\"", repository);
+            let text = format!("{text}{results}");
+            let spec =
+                JobSpec::from_text(&text, Path::new("spec.toml"), Path::new("/srv")).unwrap();
+            spec.host_references()
+                .iter()
+                .filter_map(|r| match r {
+                    HostReference::Ambient { field, source } => Some(format!("{field} {source}")),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        let https = "url = \"https://git.example/o/r.git\"";
+        let push = |url: &str, key: &str| format!("[results.push]\nurl = \"{url}\"\n{key}");
+        assert_eq!(
+            [
+                refs(https, ""),
+                refs(&format!("{https}\ntoken = \"env:T\""), ""),
+                refs("url = \"git@git.example:o/r.git\"", ""),
+                refs("url = \"ssh://git.example/o/r.git\"", ""),
+                refs("url = \"file:///srv/r.git\"", ""),
+                refs(
+                    "path = \".\"",
+                    &push(
+                        "ssh://git.example/o/r.git",
+                        "ssh_key = \"env:K\"\nknown_hosts = \"/srv/kh\"\n"
+                    )
+                ),
+                refs("path = \".\"", &push("https://git.example/o/r.git", "")),
+            ],
+            [
+                vec!["repository.url git:credentials".to_owned()],
+                vec![],
+                vec!["repository.url git:credentials".to_owned()],
+                vec!["repository.url git:credentials".to_owned()],
+                vec![],
+                vec![],
+                vec![],
             ]
         );
     }

@@ -42,8 +42,10 @@ pub struct ServeArgs {
     /// A secret reference (`env:NAME`, `file:PATH`) a submitted spec may
     /// name, or the server's own cloud credentials a keyless upstream
     /// uses (`aws:credential-chain`, `aws:profile:NAME`,
-    /// `google:application-default`); repeatable (docs/serve.md, "What a
-    /// submitted spec may name").
+    /// `google:application-default`), or its user's git credentials
+    /// (`git:credentials`: a source URL without a token, an SSH push
+    /// without a key); repeatable (docs/serve.md, "What a submitted spec
+    /// may name").
     #[arg(long = "allow-ref", value_name = "REF")]
     pub allow_refs: Vec<String>,
     /// A directory under which a submitted spec may name files (its

@@ -37,7 +37,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use paddock_protocol::{HostReference, Isolation, JobSpec};
+use paddock_protocol::{AmbientCredentials, HostReference, Isolation, JobSpec};
 
 /// The operator's allowances (`ServeConfig::submissions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -110,6 +110,14 @@ pub enum SubmissionError {
     )]
     Ambient { field: String, reference: String },
     #[error(
+        "{field}: this server would reach it with its own git credentials (its user's credential \
+         helpers, `~/.netrc`, SSH keys and agent: `git:credentials`), which a submitted spec may \
+         use only when the server allows it (`[serve] allow_refs` or `paddock serve --allow-ref \
+         git:credentials`); give `repository.token` for an HTTPS source (or a key of the spec's \
+         for an SSH push)"
+    )]
+    GitCredentials { field: String },
+    #[error(
         "{field}: {path} is one of this server's own places ({own}: every job's workspace, \
          output and record is there), which a submitted spec may not name even under an \
          allowed directory"
@@ -173,9 +181,16 @@ impl Submissions {
                 HostReference::Ambient { field, source } => {
                     let text = source.to_string();
                     if !self.refs.contains(&text) {
-                        return Err(SubmissionError::Ambient {
-                            field: field.to_owned(),
-                            reference: text,
+                        return Err(match source {
+                            AmbientCredentials::Git => SubmissionError::GitCredentials {
+                                field: field.to_owned(),
+                            },
+                            AmbientCredentials::GoogleDefault
+                            | AmbientCredentials::AwsChain
+                            | AmbientCredentials::AwsProfile(_) => SubmissionError::Ambient {
+                                field: field.to_owned(),
+                                reference: text,
+                            },
                         });
                     }
                 }

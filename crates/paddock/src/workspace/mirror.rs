@@ -268,13 +268,17 @@ async fn git(
     let mut cmd = Command::new(host_git::git_program());
     if let Some(token) = token {
         // Configuration in this process's environment only: nothing is
-        // written into the mirror, nothing is on the command line.
-        cmd.env("GIT_CONFIG_COUNT", "1")
+        // written into the mirror, nothing is on the command line. No
+        // credential helper of the user's is asked when the token is
+        // refused: the spec's token is the fetch's only credential.
+        cmd.env("GIT_CONFIG_COUNT", "2")
             .env("GIT_CONFIG_KEY_0", "http.extraHeader")
             .env(
                 "GIT_CONFIG_VALUE_0",
                 token.basic_auth_header("x-access-token").expose(),
-            );
+            )
+            .env("GIT_CONFIG_KEY_1", "credential.helper")
+            .env("GIT_CONFIG_VALUE_1", "");
     }
     // No automatic gc, nor the maintenance a fetch starts after itself
     // (`git maintenance run --auto`, one more process per job): a job may

@@ -150,7 +150,7 @@ fn only_what_the_server_allows_may_be_named() {
     let push = |url: &str| {
         format!(
             "{}[results.push]\nurl = \"{url}\"\n",
-            clone("https://git.example/r.git", "")
+            clone("https://git.example/r.git", "token = \"env:GIT_TOKEN\"\n")
         )
     };
     let theirs = format!("file://{}", outside.join("op.git").display());
@@ -279,5 +279,61 @@ fn a_submitted_spec_chooses_only_an_allowed_profile() {
         "policy.profile: `remote-full` is a host profile this server does not let a submitted \
          spec choose (it allows none); the server allows one with `[serve] allow_profiles` or \
          `paddock serve --allow-profile remote-full`"
+    );
+}
+
+/// A remote source without a token is fetched with the server user's own
+/// git credentials (helpers, `~/.netrc`, SSH keys): named
+/// `git:credentials`, allowed only when listed, even where the host is;
+/// with the spec's token it is not.
+#[test]
+fn the_servers_git_credentials_are_lent_only_where_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let hosts = vec!["git.example".to_string()];
+    let source = |extra: &str| {
+        spec(
+            dir.path(),
+            &format!(
+                "{SCRIPTED}[repository]\nurl = \"https://git.example/o/private.git\"\n{extra}\
+                 [upstream]\nprovider = \"scripted\"\nscenario = \"{}\"\n",
+                dir.path().join("s.toml").display()
+            ),
+        )
+    };
+    let paths = vec![dir.path().to_path_buf()];
+    let hosts_only = Submissions {
+        paths: paths.clone(),
+        hosts: hosts.clone(),
+        refs: vec!["env:T".into()],
+        ..Submissions::default()
+    };
+    let lending = Submissions {
+        paths,
+        hosts,
+        refs: vec!["git:credentials".into()],
+        ..Submissions::default()
+    };
+    let refused = hosts_only.check(&source(""), None);
+    assert_eq!(
+        (
+            refused.clone(),
+            hosts_only.check(&source("token = \"env:T\"\n"), None),
+            lending.check(&source(""), None),
+        ),
+        (
+            Err(SubmissionError::GitCredentials {
+                field: "repository.url".into()
+            }),
+            Ok(()),
+            Ok(()),
+        )
+    );
+    assert_eq!(
+        refused.unwrap_err().to_string(),
+        "repository.url: this server would reach it with its own git credentials (its user's \
+         credential helpers, `~/.netrc`, SSH keys and agent: `git:credentials`), which a \
+         submitted spec may use only when the server allows it (`[serve] allow_refs` or `paddock \
+         serve --allow-ref git:credentials`); give `repository.token` for an HTTPS source (or a \
+         key of the spec's for an SSH push)"
     );
 }
