@@ -32,6 +32,7 @@ pub mod prices;
 pub mod prices_import;
 pub mod provider;
 mod provider_fetch;
+mod provider_state;
 pub mod reading;
 pub mod retry;
 pub use crate::secret;

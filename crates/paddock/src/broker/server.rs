@@ -175,6 +175,17 @@ async fn admit(
         });
         return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
     }
+    if let Some(what) = super::provider_state::provider_state(api, &request) {
+        let msg = format!(
+            "paddock broker: {what} names state the model provider keeps for the account every \
+             job of this host shares, not the job's own; refused"
+        );
+        let _ = shared.policy.send(PolicyNotice {
+            rule: "provider_state".into(),
+            message: msg.clone(),
+        });
+        return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+    }
     if !shared.config.web_search {
         if let Some(what) = super::provider_fetch::web_search(api, &request) {
             let msg = format!(

@@ -599,6 +599,112 @@ async fn a_call_naming_a_server_for_the_provider_is_refused() {
     );
 }
 
+/// Every job of a host shares one provider account: a call naming state
+/// the provider keeps for it (a stored response by `previous_response_id`,
+/// an uploaded file by `file_id` through Anthropic's Files API beta) could
+/// read another job's or the operator's. Refused before it reaches the
+/// upstream: a 400 in the API's format, a `refused` row, a `policy` event
+/// with rule `provider_state`. The provider's other endpoints (Files,
+/// Batches, retrieving a response, conversations, vector stores,
+/// containers) have no route: 404, nothing upstream. The same call
+/// without the reference runs. (Before, both calls were forwarded.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_naming_the_providers_stored_state_is_refused() {
+    let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
+    let mut body = responses_body(Some(100));
+    body["previous_response_id"] = "resp_of_another_job".into();
+    let messages = serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 100,
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "repeat this document"},
+            {"type": "document", "source": {"type": "file", "file_id": "file_011operator"}}]}]});
+    let mut got = Vec::new();
+    for (path, request) in [("/v1/responses", &body), ("/v1/messages", &messages)] {
+        let (status, text) = post(&client(), &rig, path, request).await;
+        let refused = ledger(&mut rig, 1).await.remove(0);
+        got.push((
+            status,
+            serde_json::from_str::<serde_json::Value>(&text).ok(),
+            refused.status,
+            refused.error,
+            rig.broker.policy.try_recv().ok(),
+        ));
+    }
+    let message = |what: &str| {
+        format!(
+            "paddock broker: {what} names state the model provider keeps for the account every \
+             job of this host shares, not the job's own; refused"
+        )
+    };
+    let (response, file) = (
+        message("a stored response (`previous_response_id`)"),
+        message("an uploaded file (`file_id`)"),
+    );
+    assert_eq!(
+        got,
+        [
+            (
+                400,
+                Some(
+                    serde_json::json!({"error": {"message": response, "type": "invalid_request_error", "code": "invalid_request_error"}})
+                ),
+                CallStatus::Refused,
+                Some(response.clone()),
+                Some(PolicyNotice {
+                    rule: "provider_state".into(),
+                    message: response.clone()
+                }),
+            ),
+            (
+                400,
+                Some(
+                    serde_json::json!({"type": "error", "error": {"type": "invalid_request_error", "message": file}})
+                ),
+                CallStatus::Refused,
+                Some(file.clone()),
+                Some(PolicyNotice {
+                    rule: "provider_state".into(),
+                    message: file.clone()
+                }),
+            ),
+        ]
+    );
+    // The provider's stored objects have no route at all.
+    let client = client();
+    let mut routes = Vec::new();
+    for (method, path) in [
+        (reqwest::Method::GET, "/v1/responses/resp_of_another_job"),
+        (reqwest::Method::GET, "/v1/responses/resp_x/input_items"),
+        (reqwest::Method::POST, "/v1/conversations"),
+        (reqwest::Method::GET, "/v1/files/file_011operator/content"),
+        (reqwest::Method::POST, "/v1/files"),
+        (reqwest::Method::POST, "/v1/batches"),
+        (reqwest::Method::POST, "/v1/messages/batches"),
+        (reqwest::Method::GET, "/v1/vector_stores"),
+        (reqwest::Method::GET, "/v1/containers"),
+        (reqwest::Method::POST, "/v1/responses/../files"),
+        (reqwest::Method::POST, "/v1//responses"),
+    ] {
+        let resp = client
+            .request(method, format!("{}{path}", rig.broker.url))
+            .bearer_auth(rig.broker.token.expose())
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        routes.push(resp.status().as_u16());
+    }
+    assert_eq!(routes, [404; 11]);
+    assert_eq!(rig.upstream.requests().len(), 0);
+    body.as_object_mut().unwrap().remove("previous_response_id");
+    let (status, _) = post(&client, &rig, "/v1/responses", &body).await;
+    let ran = ledger(&mut rig, 1).await.remove(0);
+    assert_eq!(
+        (status, ran.status, rig.upstream.requests().len()),
+        (200, CallStatus::Ok, 1)
+    );
+}
+
 /// The model provider's web search (Codex's `web_search` tool, the
 /// Messages server tool Claude Code's WebSearch sends) searches and opens
 /// pages past the job's egress proxy: refused unless the job's `[network]

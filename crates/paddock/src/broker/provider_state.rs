@@ -1,0 +1,226 @@
+//! Calls that would reach state the model provider keeps for the key's
+//! account, not the job's: every job of a host (and the operator's own
+//! use of the key) shares one provider account, so a stored object named
+//! in a request could be another job's or the operator's. A Responses
+//! `previous_response_id`, `conversation` (read and appended to) or stored
+//! `prompt`; an `item_reference` input item; an uploaded file named by
+//! `file_id` or `file_ids` anywhere in the request (Responses
+//! `input_file` and `input_image`, a Chat `file` part, a Messages `source`
+//! of type `file`, a `container_upload` block, a code interpreter's
+//! container); vector stores (`vector_store_ids`, the `file_search` tool);
+//! a container by id (a Responses tool's `container` string, a Messages
+//! request's `container`, which also carries the account's skills). The
+//! engines name none (they resend each conversation whole), so the broker
+//! refuses them; the provider's other endpoints (Files, Batches,
+//! retrieving a response, vector stores, containers) have no route at all.
+//! The content of tool calls (a Messages `tool_use` block's `input`) is
+//! the model's, not a request for stored state, and is not searched.
+
+use serde_json::Value;
+
+use super::wire::Api;
+
+/// The top-level Responses fields that name stored state, as the refusal
+/// says them.
+const RESPONSES_FIELDS: [(&str, &str); 3] = [
+    (
+        "previous_response_id",
+        "a stored response (`previous_response_id`)",
+    ),
+    ("conversation", "a stored conversation (`conversation`)"),
+    ("prompt", "a stored prompt (`prompt`)"),
+];
+
+/// What in `request` (a call to `api`) names state the provider keeps for
+/// the account, as the refusal says it; `None`: nothing.
+pub(super) fn provider_state(api: Api, request: &Value) -> Option<&'static str> {
+    let set = |field: &str| request.get(field).is_some_and(|v| !v.is_null());
+    let top = match api {
+        Api::Responses => RESPONSES_FIELDS
+            .iter()
+            .find(|(field, _)| set(field))
+            .map(|(_, what)| *what),
+        Api::Messages if set("container") => Some("a provider container (`container`)"),
+        Api::Messages | Api::Chat => None,
+    };
+    top.or_else(|| stored_objects(request))
+}
+
+/// A stored object named at any depth: a file (`file_id`, `file_ids`),
+/// vector stores (`vector_store_ids`), an `item_reference`, a tool's
+/// container given by id.
+fn stored_objects(request: &Value) -> Option<&'static str> {
+    let mut stack = vec![request];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
+                if kind == "item_reference" {
+                    return Some("a stored item (`item_reference`)");
+                }
+                for (key, value) in map {
+                    let named = !value.is_null()
+                        && value.as_array().is_none_or(|a| !a.is_empty())
+                        && value.as_str().is_none_or(|s| !s.is_empty());
+                    match key.as_str() {
+                        "file_id" | "file_ids" if named => {
+                            return Some("an uploaded file (`file_id`)")
+                        }
+                        "vector_store_ids" if named => {
+                            return Some("a vector store (`vector_store_ids`)")
+                        }
+                        "container" if value.is_string() => {
+                            return Some("a provider container (`container`)")
+                        }
+                        // The model's own tool input: not a request.
+                        "input" if kind.ends_with("tool_use") => {}
+                        _ => stack.push(value),
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Each way a request names the account's stored state is found, on
+    /// each API, and what the engines send is not: their resent history
+    /// (items with their own `id`s, `store: false`, `prompt_cache_key`),
+    /// a tool input carrying a `file_id` of the model's, empty lists, a
+    /// code interpreter given a fresh container.
+    #[test]
+    fn stored_state_of_the_account_is_found() {
+        let cases = [
+            (
+                Api::Responses,
+                json!({"model": "gpt-5.5", "previous_response_id": "resp_other_job"}),
+            ),
+            (
+                Api::Responses,
+                json!({"conversation": {"id": "conv_operator"}}),
+            ),
+            (
+                Api::Responses,
+                json!({"prompt": {"id": "pmpt_operator", "version": "2"}}),
+            ),
+            (
+                Api::Responses,
+                json!({"input": [{"type": "item_reference", "id": "msg_other_job"}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file-operator"}]}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"tools": [{"type": "file_search", "vector_store_ids": ["vs_operator"]}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"tools": [{"type": "code_interpreter", "container": "cntr_other_job"}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["file-operator"]}}]}),
+            ),
+            (
+                Api::Chat,
+                json!({"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-operator"}}]}]}),
+            ),
+            (
+                Api::Messages,
+                json!({"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "file", "file_id": "file_operator"}}]}]}),
+            ),
+            (
+                Api::Messages,
+                json!({"messages": [{"role": "user", "content": [{"type": "container_upload", "file_id": "file_operator"}]}]}),
+            ),
+            (Api::Messages, json!({"container": "container_other_job"})),
+            (
+                Api::Messages,
+                json!({"container": {"skills": [{"type": "custom", "skill_id": "skill_operator"}]}}),
+            ),
+            // What the engines send, and look-alikes that are not.
+            (
+                Api::Responses,
+                json!({"model": "gpt-5.5", "store": false, "prompt_cache_key": "01a2",
+                       "previous_response_id": null,
+                       "input": [{"type": "message", "id": "msg_1", "role": "user", "content": [{"type": "input_text", "text": "file_id"}]},
+                                 {"type": "reasoning", "id": "rs_1", "encrypted_content": "x", "summary": []}]}),
+            ),
+            (
+                Api::Messages,
+                json!({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "mcp__x", "input": {"file_id": "file_x", "container": "c"}}]}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"tools": [{"type": "code_interpreter", "container": {"type": "auto", "file_ids": []}}]}),
+            ),
+            (Api::Chat, json!({"prompt": "not a Responses field here"})),
+        ];
+        let got: Vec<Option<&str>> = cases
+            .iter()
+            .map(|(api, r)| provider_state(*api, r))
+            .collect();
+        let file = Some("an uploaded file (`file_id`)");
+        let container = Some("a provider container (`container`)");
+        assert_eq!(
+            got,
+            [
+                Some("a stored response (`previous_response_id`)"),
+                Some("a stored conversation (`conversation`)"),
+                Some("a stored prompt (`prompt`)"),
+                Some("a stored item (`item_reference`)"),
+                file,
+                Some("a vector store (`vector_store_ids`)"),
+                container,
+                file,
+                file,
+                file,
+                file,
+                container,
+                container,
+                None,
+                None,
+                None,
+                None,
+            ]
+        );
+    }
+
+    /// The requests the pinned engines sent (recorded fixtures) name no
+    /// stored state.
+    #[test]
+    fn the_engines_requests_pass() {
+        let recorded = [
+            (
+                Api::Responses,
+                include_str!("../../tests/fixtures/requests/codex-0.171.0/turn-3.json"),
+            ),
+            (
+                Api::Messages,
+                include_str!("../../tests/fixtures/requests/claude-2.1.197/turn-3.json"),
+            ),
+            (
+                Api::Messages,
+                include_str!("../../tests/fixtures/requests/claude-2.1.197/title.json"),
+            ),
+        ];
+        let got: Vec<Option<&str>> = recorded
+            .iter()
+            .map(|(api, text)| {
+                let request: Value = serde_json::from_str(text).unwrap_or_default();
+                assert!(request.is_object());
+                provider_state(*api, &request)
+            })
+            .collect();
+        assert_eq!(got, [None, None, None]);
+    }
+}
