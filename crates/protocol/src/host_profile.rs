@@ -19,7 +19,8 @@ pub enum ProfileError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("host profile {origin}: field `{field}`: {message}")]
+    /// `field` empty: the document itself, or a syntax error.
+    #[error("host profile {origin}: {}{message}", crate::parse_error::field_prefix(.field))]
     Parse {
         origin: String,
         field: String,
@@ -260,12 +261,14 @@ impl HostProfile {
 
     fn json_only(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        let profile: HostProfile =
-            serde_path_to_error::deserialize(&mut de).map_err(|e| ProfileError::Parse {
+        let profile: HostProfile = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let (field, message) = crate::parse_error::json(e);
+            ProfileError::Parse {
                 origin: origin.to_string(),
-                field: e.path().to_string(),
-                message: e.into_inner().to_string(),
-            })?;
+                field,
+                message,
+            }
+        })?;
         profile.validate(origin)?;
         Ok(profile)
     }
@@ -281,7 +284,7 @@ impl HostProfile {
         let profile: HostProfile =
             serde_path_to_error::deserialize(de).map_err(|e| ProfileError::Parse {
                 origin: origin.to_string(),
-                field: e.path().to_string(),
+                field: crate::parse_error::field(e.path()),
                 message: e.into_inner().message().to_string(),
             })?;
         profile.validate(origin)?;

@@ -21,7 +21,8 @@ pub enum SpecError {
     },
     #[error("job spec {path}: unsupported extension (expected .toml or .json)")]
     Extension { path: PathBuf },
-    #[error("job spec {path}: field `{field}`: {message}")]
+    /// `field` empty: the document itself, or a syntax error.
+    #[error("job spec {path}: {}{message}", crate::parse_error::field_prefix(.field))]
     Parse {
         path: PathBuf,
         field: String,
@@ -758,7 +759,7 @@ impl JobSpec {
     pub fn from_toml(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
         let de = toml::Deserializer::new(text);
         let spec: JobSpec = serde_path_to_error::deserialize(de).map_err(|e| {
-            let field = e.path().to_string();
+            let field = crate::parse_error::field(e.path());
             let inner = e.into_inner();
             let message = match inner.span() {
                 Some(span) => {
@@ -781,11 +782,11 @@ impl JobSpec {
     pub fn from_json(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
         let mut de = serde_json::Deserializer::from_str(text);
         let spec: JobSpec = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let field = e.path().to_string();
+            let (field, message) = crate::parse_error::json(e);
             SpecError::Parse {
                 path: origin.to_path_buf(),
                 field,
-                message: e.into_inner().to_string(),
+                message,
             }
         })?;
         spec.validate(origin)?;

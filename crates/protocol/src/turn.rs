@@ -84,11 +84,11 @@ impl TurnRequest {
     pub fn from_json(text: &str) -> Result<TurnRequest, SpecError> {
         let mut de = serde_json::Deserializer::from_str(text);
         let turn: TurnRequest = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let field = e.path().to_string();
+            let (field, message) = crate::parse_error::json(e);
             SpecError::Parse {
                 path: PathBuf::from(ORIGIN),
                 field,
-                message: e.into_inner().to_string(),
+                message,
             }
         })?;
         turn.validate()?;

@@ -62,7 +62,7 @@ pub async fn events(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     if state.store.job(&id).await?.is_none() {
-        return Err(Problem::not_found(format!("no job {id}")));
+        return Err(Problem::no_job(&id));
     }
     let after = match headers.get("last-event-id") {
         Some(v) => v

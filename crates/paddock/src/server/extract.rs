@@ -5,12 +5,17 @@
 //! of the request's parts, [`CheckedBody`] one of its body; either turns
 //! the refusal into a problem of the same status: 400 `bad_request`, 413
 //! `too_large`, 415 `unsupported_media_type`, 422 `bad_input`, with axum's
-//! message as the detail. [`json_object_text`] is the one check every
-//! JSON-object body (a job spec, a turn request) goes through before its own
-//! parser: UTF-8, and an object, with the document that describes it named.
+//! message as the detail. [`JsonBody`] is the body of a route that takes
+//! JSON: a request naming another media type (`text/plain`, a form) is
+//! refused with 415 before its body is read. [`json_object_text`] is the
+//! one check every JSON-object body (a job spec, a turn request) goes
+//! through before its own parser: UTF-8, and an object, with the document
+//! that describes it named.
 
+use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use axum::http::{header, HeaderValue};
 use axum::response::IntoResponse;
 
 use super::problem::Problem;
@@ -63,6 +68,57 @@ where
         };
         Err(problem(refused).await)
     }
+}
+
+/// The body of a route that takes JSON, as bytes. A request whose
+/// `Content-Type` is JSON (`application/json`, `application/…+json`, any
+/// parameters) or absent is read; any other is refused with 415
+/// `unsupported_media_type` naming the type it gave (cut to 100
+/// characters) and the one to give.
+#[derive(Debug, Clone)]
+pub struct JsonBody(pub Bytes);
+
+impl<S> FromRequest<S> for JsonBody
+where
+    S: Send + Sync,
+{
+    type Rejection = Problem;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
+        if let Some(given) = request.headers().get(header::CONTENT_TYPE) {
+            json_media_type(given)?;
+        }
+        let CheckedBody(body) = CheckedBody::<Bytes>::from_request(request, state).await?;
+        Ok(JsonBody(body))
+    }
+}
+
+/// `Ok` when `given` names JSON.
+fn json_media_type(given: &HeaderValue) -> Result<(), Problem> {
+    let text = String::from_utf8_lossy(given.as_bytes());
+    let essence = text
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let json = essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|sub| sub.ends_with("+json"));
+    if json {
+        return Ok(());
+    }
+    let shown: String = text.chars().take(100).collect();
+    let cut = if shown.len() < text.len() { "…" } else { "" };
+    Err(Problem::new(
+        415,
+        "unsupported_media_type",
+        "the request body's media type is not accepted",
+        format!(
+            "the request body is `{shown}{cut}`; this route reads JSON: send `Content-Type: application/json`"
+        ),
+    ))
 }
 
 /// The body as text when it is UTF-8 and a JSON object; otherwise a
@@ -121,6 +177,43 @@ mod tests {
     struct Limit {
         #[allow(dead_code)]
         limit: u32,
+    }
+
+    #[test]
+    fn only_json_media_types_are_read_as_json() {
+        let verdict = |given: &[u8]| match json_media_type(&HeaderValue::from_bytes(given).unwrap())
+        {
+            Ok(()) => None,
+            Err(p) => Some((p.status, p.code, p.detail)),
+        };
+        let refused = |shown: &str| {
+            Some((
+                415,
+                "unsupported_media_type".to_string(),
+                format!("the request body is `{shown}`; this route reads JSON: send `Content-Type: application/json`"),
+            ))
+        };
+        let long = format!("text/{}", "x".repeat(200));
+        assert_eq!(
+            [
+                verdict(b"application/json"),
+                verdict(b"Application/JSON; charset=utf-8"),
+                verdict(b"application/merge-patch+json"),
+                verdict(b"text/plain"),
+                verdict(b"application/x-www-form-urlencoded"),
+                verdict(b"text/json+plain"),
+                verdict(long.as_bytes()),
+            ],
+            [
+                None,
+                None,
+                None,
+                refused("text/plain"),
+                refused("application/x-www-form-urlencoded"),
+                refused("text/json+plain"),
+                refused(&format!("{}…", &long[..100])),
+            ]
+        );
     }
 
     #[test]

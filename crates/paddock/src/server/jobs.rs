@@ -11,14 +11,13 @@
 use std::path::Path as FsPath;
 
 use super::json::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 use serde::Deserialize;
 
-use super::extract::{json_object_text, Checked, CheckedBody};
+use super::extract::{json_object_text, Checked, JsonBody};
 use super::problem::Problem;
 use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
@@ -76,7 +75,7 @@ pub struct JobSpecBody(serde_json::Value);
 pub async fn submit(
     State(state): State<AppState>,
     Checked(Query(query)): Checked<Query<SubmitQuery>>,
-    CheckedBody(body): CheckedBody<Bytes>,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     let body = json_object_text(&body, "a JSON job spec (docs/job-spec.md)")?;
     let spec = JobSpec::from_text(
@@ -165,7 +164,7 @@ pub async fn get(
 ) -> Result<Json<JobRecord>, Problem> {
     match state.store.job(&id).await? {
         Some(job) => Ok(Json(job)),
-        None => Err(Problem::not_found(format!("no job {id}"))),
+        None => Err(Problem::no_job(&id)),
     }
 }
 
@@ -243,7 +242,7 @@ pub async fn cancel(
             ))
         }
         Cancel::Elsewhere => return Err(elsewhere(&id)),
-        Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),
+        Cancel::NotFound => return Err(Problem::no_job(&id)),
     };
     Ok((StatusCode::ACCEPTED, Json(CancelAnswer { job, cancel })).into_response())
 }
@@ -254,7 +253,7 @@ async fn record_of(state: &AppState, id: &str) -> Result<JobRecord, Problem> {
         .store
         .job(id)
         .await?
-        .ok_or_else(|| Problem::not_found(format!("no job {id}")))
+        .ok_or_else(|| Problem::no_job(id))
 }
 
 /// 409 `job_elsewhere`: job `id` runs in a process that cannot be asked to
@@ -331,7 +330,7 @@ pub async fn dispose(
         return Err(on_another_host(&id, &owner, status, false));
     }
     match state.queue.cancel(&id).await? {
-        Cancel::NotFound => return Err(Problem::not_found(format!("no job {id}"))),
+        Cancel::NotFound => return Err(Problem::no_job(&id)),
         Cancel::Elsewhere => return Err(elsewhere(&id)),
         Cancel::Signalled | Cancel::Requested(_) | Cancel::Dequeued(_) | Cancel::Final(_) => {}
     }

@@ -5,7 +5,7 @@
 //! router's routes against the document. Each operation's security
 //! requirement names the scope its route needs (`bearer: [submit]`); the
 //! problem answers every guarded route shares (401, 403, 503 `store_lost`)
-//! and every route with input shares (400 from `extract.rs`, 413 for a
+//! and every route with input shares (400 from `extract.rs`, 413 and 415 for a
 //! body) are added to each operation by [`ProblemAnswers`], so the
 //! annotations list only a route's own.
 
@@ -86,7 +86,7 @@ impl utoipa::Modify for Bearer {
 /// Adds the problem answers routes share to every operation that lacks
 /// them: 401 and 403 (with `WWW-Authenticate`) and 503 (the token lookup's
 /// store) where a token is needed, 400 where the operation takes
-/// parameters or a body, 413 where it takes a body.
+/// parameters or a body, 413 and 415 where it takes a body.
 struct ProblemAnswers;
 
 impl utoipa::Modify for ProblemAnswers {
@@ -127,6 +127,10 @@ fn add_problem_answers(operation: &mut utoipa::openapi::path::Operation) {
     }
     if has_body {
         wanted.push(("413", "The body is too large (`too_large`)"));
+        wanted.push((
+            "415",
+            "The body's `Content-Type` is not JSON (`unsupported_media_type`)",
+        ));
     }
     for (status, description) in wanted {
         operation

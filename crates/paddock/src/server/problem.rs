@@ -53,6 +53,22 @@ impl Problem {
         Problem::new(404, "not_found", "no such resource", what)
     }
 
+    /// 404 for a job id no job has. The id is the caller's text from the
+    /// URL: it is named as given up to 64 characters, a longer one cut
+    /// with its length said, so a client's mistake is recognisable and a
+    /// megabyte of path is not echoed back into its logs.
+    pub fn no_job(id: &str) -> Problem {
+        const SHOWN: usize = 64;
+        let count = id.chars().count();
+        let named = if count <= SHOWN {
+            format!("no job {id}")
+        } else {
+            let head: String = id.chars().take(SHOWN).collect();
+            format!("no job {head}… (an id of {count} characters)")
+        };
+        Problem::not_found(named)
+    }
+
     pub fn bad_request(detail: String) -> Problem {
         Problem::new(400, "bad_request", "the request is malformed", detail)
     }
@@ -88,5 +104,25 @@ impl IntoResponse for Problem {
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_job_id_is_named_and_a_long_one_cut() {
+        let long = format!("job-{}", "é".repeat(1000));
+        assert_eq!(
+            [
+                Problem::no_job("job-none").detail,
+                Problem::no_job(&long).detail
+            ],
+            [
+                "no job job-none".to_string(),
+                format!("no job job-{}… (an id of 1004 characters)", "é".repeat(60)),
+            ]
+        );
     }
 }

@@ -14,7 +14,6 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -22,7 +21,7 @@ use paddock_protocol::TurnRequest;
 use tokio::sync::mpsc;
 
 use super::events::{follow, respond, wants_jsonl, BUFFER};
-use super::extract::{json_object_text, CheckedBody};
+use super::extract::{json_object_text, JsonBody};
 use super::problem::Problem;
 use super::queue::{Queue, Turn, TurnError};
 use super::state::AppState;
@@ -67,7 +66,7 @@ pub struct TurnBody(serde_json::Value);
 pub async fn turn(
     State(state): State<AppState>,
     headers: HeaderMap,
-    CheckedBody(body): CheckedBody<Bytes>,
+    JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     let body = json_object_text(&body, "a JSON turn request (docs/api.md#turns)")?;
     let request = TurnRequest::from_json(body)?;

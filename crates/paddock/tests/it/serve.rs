@@ -386,6 +386,94 @@ async fn last_event_id_resumes_without_gaps_or_doubles() {
 }
 
 #[tokio::test]
+async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_and_nothing_is_queued(
+) {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let post = |path: &str, content_type: &str, body: String| {
+        server
+            .client
+            .post(server.url(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    let whole = spec(&home, "T-1", TURN).to_string();
+    let as_text = post("/v1/jobs", "text/plain", whole).await.unwrap();
+    let as_form = post(
+        "/v1/turns",
+        "application/x-www-form-urlencoded",
+        "input=hi".into(),
+    )
+    .await
+    .unwrap();
+    let cut = post(
+        "/v1/jobs",
+        "application/json",
+        r#"{"ticket": {"id": "T-1""#.into(),
+    )
+    .await
+    .unwrap();
+    let mut answers = Vec::new();
+    for resp in [as_text, as_form, cut] {
+        let status = resp.status().as_u16();
+        let problem = body::<Value>(resp).await;
+        answers.push((status, problem["code"].clone(), problem["detail"].clone()));
+    }
+    assert_eq!(
+        answers,
+        [
+            (
+                415,
+                Value::from("unsupported_media_type"),
+                Value::from("the request body is `text/plain`; this route reads JSON: send `Content-Type: application/json`"),
+            ),
+            (
+                415,
+                Value::from("unsupported_media_type"),
+                Value::from("the request body is `application/x-www-form-urlencoded`; this route reads JSON: send `Content-Type: application/json`"),
+            ),
+            (
+                422,
+                Value::from("bad_input"),
+                Value::from(
+                    "job spec <request body>: not valid JSON: EOF while parsing an object at line 1 column 23"
+                ),
+            ),
+        ]
+    );
+    let listed = server
+        .client
+        .get(server.url("/v1/jobs"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(body::<Value>(listed).await["jobs"], serde_json::json!([]));
+
+    // An unknown id is named back, a long one cut.
+    let long = "j".repeat(5000);
+    let missing = server
+        .client
+        .get(server.url(&format!("/v1/jobs/{long}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            missing.status().as_u16(),
+            body::<Value>(missing).await["detail"].clone()
+        ),
+        (
+            404,
+            Value::from(format!(
+                "no job {}… (an id of 5000 characters)",
+                "j".repeat(64)
+            ))
+        )
+    );
+}
+
+#[tokio::test]
 async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
     let home = Home::new();
     let server = Server::start(&home, &[]).await;

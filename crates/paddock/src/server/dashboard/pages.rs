@@ -285,7 +285,7 @@ async fn record(state: &AppState, id: &str) -> Result<JobRecord, Refused> {
         .store
         .job(id)
         .await?
-        .ok_or_else(|| Refused::Problem(Problem::not_found(format!("no job {id}"))))
+        .ok_or_else(|| Refused::Problem(Problem::no_job(id)))
 }
 
 fn running(s: JobStatus) -> bool {

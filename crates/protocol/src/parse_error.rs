@@ -1,0 +1,105 @@
+//! Where a document (a job spec, a turn request, a host profile) failed to
+//! parse, as its error says it. `serde_path_to_error` names the field it
+//! was in: `.` when it was the document itself (a missing top-level key),
+//! `?` where the parser never reached a field (a syntax error, a body cut
+//! short). Neither is a field a user can look for, so such an error names
+//! no field and says what is wrong with the text instead ("not valid
+//! JSON: EOF while parsing an object at line 1 column 30").
+
+/// The field a parse error at `path` names; empty: none (the document
+/// itself, or a place no field was reached).
+pub(crate) fn field(path: &serde_path_to_error::Path) -> String {
+    let field = path.to_string();
+    if field == "." || field.split('.').any(|segment| segment == "?") {
+        return String::new();
+    }
+    field
+}
+
+/// The field and the message of a JSON parse error: a syntax error or an
+/// early end names no field.
+pub(crate) fn json(e: serde_path_to_error::Error<serde_json::Error>) -> (String, String) {
+    let field = field(e.path());
+    let inner = e.into_inner();
+    match inner.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            (String::new(), format!("not valid JSON: {inner}"))
+        }
+        serde_json::error::Category::Io | serde_json::error::Category::Data => {
+            (field, inner.to_string())
+        }
+    }
+}
+
+/// How an error's message introduces its field: "field `x`: ", or nothing
+/// where it names none.
+pub(crate) fn field_prefix(field: &str) -> String {
+    if field.is_empty() {
+        String::new()
+    } else {
+        format!("field `{field}`: ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Doc {
+        ticket: Ticket,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Ticket {
+        id: String,
+    }
+
+    fn parse(text: &str) -> (String, String) {
+        let mut de = serde_json::Deserializer::from_str(text);
+        json(serde_path_to_error::deserialize::<_, Doc>(&mut de).unwrap_err())
+    }
+
+    #[test]
+    fn a_json_error_names_a_field_only_where_it_was_in_one() {
+        assert_eq!(
+            [
+                parse(r#"{"ticket": {"id": "x""#),
+                parse(r#"{"ticket": {"id": 1}}"#),
+                parse(r#"{}"#),
+                parse(r#"{"ticket": {"id": "x"}"#),
+                parse(r#"{"ticket": ]"#),
+            ],
+            [
+                (
+                    String::new(),
+                    "not valid JSON: EOF while parsing an object at line 1 column 21".into()
+                ),
+                (
+                    "ticket.id".into(),
+                    "invalid type: integer `1`, expected a string at line 1 column 19".into()
+                ),
+                (
+                    String::new(),
+                    "missing field `ticket` at line 1 column 2".into()
+                ),
+                (
+                    String::new(),
+                    "not valid JSON: EOF while parsing an object at line 1 column 22".into()
+                ),
+                (
+                    String::new(),
+                    "not valid JSON: expected value at line 1 column 12".into()
+                ),
+            ]
+        );
+        assert_eq!(
+            [field_prefix(""), field_prefix("ticket.id")],
+            [String::new(), "field `ticket.id`: ".to_string()]
+        );
+    }
+}
