@@ -27,13 +27,37 @@ const PADDOCK: &str = "paddock";
 /// How long one quoted command or message may be in the closeout.
 const ITEM_MAX: usize = 200;
 
-/// At most this many items of one list.
-const LIST_MAX: usize = 20;
+/// How many items of each list a closeout quotes.
+#[derive(Debug, Clone, Copy)]
+struct Caps {
+    /// At most this many items of one list (the rest counted).
+    list: usize,
+    /// At most this many changed files listed (the rest counted: `paddock
+    /// diff` has them all), so that a job changing 100,000 files still has
+    /// a closeout a forge takes (GitHub refuses a body over 65,536
+    /// characters).
+    changed: usize,
+}
 
-/// At most this many changed files listed (the rest counted: `paddock
-/// diff` has them all), so that a job changing 100,000 files still has a
-/// closeout a forge takes (GitHub refuses a body over 65,536 characters).
-const CHANGED_MAX: usize = 100;
+/// The lists as a closeout quotes them.
+const CAPS: Caps = Caps {
+    list: 20,
+    changed: 100,
+};
+
+/// The lists cut shorter, for a closeout that would not fit
+/// [`FORGE_MAX`] otherwise: every item the job's text (a code span of up
+/// to [`ITEM_MAX`] characters, its fences as long again on each side when
+/// the text is backticks) comes to at most about 65 items of 610
+/// characters.
+const SHORT_CAPS: Caps = Caps {
+    list: 5,
+    changed: 20,
+};
+
+/// The most characters a closeout may have: GitHub refuses a pull
+/// request's body or a comment over 65,536, and the body adds a few lines.
+const FORGE_MAX: usize = 60_000;
 
 #[derive(Debug, thiserror::Error)]
 #[error("closeout of job {job_id}: cannot render: {message}")]
@@ -116,6 +140,8 @@ struct Facts<'a> {
     cost: String,
     duration: String,
     links: Vec<Link>,
+    /// The lists were cut to [`SHORT_CAPS`] to fit [`FORGE_MAX`].
+    shortened: bool,
 }
 
 /// Commands that run a test suite.
@@ -212,13 +238,26 @@ fn is_test(command: &str) -> bool {
         .any(|part| TEST_COMMANDS.iter().any(|t| part.trim().starts_with(t)))
 }
 
-fn capped(mut list: Vec<String>) -> Vec<String> {
-    if list.len() > LIST_MAX {
-        let more = list.len() - LIST_MAX;
-        list.truncate(LIST_MAX);
+fn capped(mut list: Vec<String>, max: usize) -> Vec<String> {
+    if list.len() > max {
+        let more = list.len() - max;
+        list.truncate(max);
         list.push(format!("… and {more} more"));
     }
     list
+}
+
+/// The first `max` test runs, and one counting the rest.
+fn capped_tests(mut tests: Vec<TestRun>, max: usize) -> Vec<TestRun> {
+    if tests.len() > max {
+        let more = tests.len() - max;
+        tests.truncate(max);
+        tests.push(TestRun {
+            command: format!("… and {more} more"),
+            result: "see the job's events".into(),
+        });
+    }
+    tests
 }
 
 struct FromEvents {
@@ -350,7 +389,7 @@ fn session(events: &[AgentEvent]) -> Option<String> {
     })
 }
 
-fn from_events(events: &[AgentEvent]) -> FromEvents {
+fn from_events(events: &[AgentEvent], caps: Caps) -> FromEvents {
     let mut commands: HashMap<&str, String> = HashMap::new();
     let mut tests = Vec::new();
     let mut failures = Vec::new();
@@ -409,11 +448,11 @@ fn from_events(events: &[AgentEvent]) -> FromEvents {
         }
     }
     FromEvents {
-        tests,
-        failures: capped(failures),
-        warnings: capped(warnings),
-        denials: capped(denials),
-        network_refused: capped(refused_destinations(events)),
+        tests: capped_tests(tests, caps.list),
+        failures: capped(failures, caps.list),
+        warnings: capped(warnings, caps.list),
+        denials: capped(denials, caps.list),
+        network_refused: capped(refused_destinations(events), caps.list),
     }
 }
 
@@ -440,7 +479,21 @@ pub fn render(
     events: &[AgentEvent],
     input: &CloseoutInput<'_>,
 ) -> Result<String, CloseoutError> {
-    let found = from_events(events);
+    let text = render_capped(record, events, input, CAPS)?;
+    if text.chars().count() <= FORGE_MAX {
+        return Ok(text);
+    }
+    render_capped(record, events, input, SHORT_CAPS)
+}
+
+/// [`render`] with each list cut to `caps`.
+fn render_capped(
+    record: &JobRecord,
+    events: &[AgentEvent],
+    input: &CloseoutInput<'_>,
+    caps: Caps,
+) -> Result<String, CloseoutError> {
+    let found = from_events(events, caps);
     let outside = super::scope::outside(input.touch_only, &record.changed_files);
     let facts = Facts {
         job_id: &record.id,
@@ -467,10 +520,10 @@ pub fn render(
             let mut listed: Vec<String> = record
                 .changed_files
                 .iter()
-                .take(CHANGED_MAX)
+                .take(caps.changed)
                 .map(|f| code(f))
                 .collect();
-            let more = record.changed_files.len().saturating_sub(CHANGED_MAX);
+            let more = record.changed_files.len().saturating_sub(caps.changed);
             if more > 0 {
                 listed.push(format!(
                     "… and {more} more (`paddock diff {}` has them all)",
@@ -480,11 +533,11 @@ pub fn render(
             listed
         },
         changed_count: record.changed_files.len(),
-        left_out: input.left_out.iter().map(|f| code(f)).collect(),
+        left_out: capped(input.left_out.iter().map(|f| code(f)).collect(), caps.list),
         source_dirty: input.source_dirty,
         touch_only: input.touch_only.iter().map(|p| code(p)).collect(),
         outside_count: outside.len(),
-        outside_scope: capped(outside.iter().map(|f| code(f)).collect()),
+        outside_scope: capped(outside.iter().map(|f| code(f)).collect(), caps.list),
         tests: found.tests,
         failures: found.failures,
         warnings: found.warnings,
@@ -507,6 +560,7 @@ pub fn render(
                 url: url.clone(),
             })
             .collect(),
+        shortened: caps.list < CAPS.list,
     };
     let err = |e: minijinja::Error| CloseoutError {
         job_id: record.id.clone(),
@@ -938,6 +992,107 @@ mod tests {
                 100,
                 Some("100000 file(s) changed".to_owned()),
                 Some("- … and 99900 more (`paddock diff job-1` has them all)"),
+            )
+        );
+    }
+
+    /// A hostile job fills every list the closeout quotes with the
+    /// longest texts it can (backticks, whose code spans need the longest
+    /// fences): 100,000 changed files outside `touch_only`, 5,000 build
+    /// output directories, test runs, failures, warnings, denials and
+    /// refused destinations. Its pull request's body still fits GitHub's
+    /// 65,536 characters (past them the forge refuses the pull request and
+    /// the publish fails): the lists are cut shorter and say so, the
+    /// counts stay whole. (Before: test runs and build output were not
+    /// cut at all, and the other lists' 20 and 100 items of 600
+    /// characters each came to over 100,000.)
+    #[test]
+    fn a_hostile_jobs_closeout_still_fits_a_forge() {
+        let ticks = |i: usize| format!("{}{i}", "`".repeat(200));
+        let names: Vec<String> = (0..100_000).map(ticks).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut failed = record(JobStatus::Failed, &names);
+        failed.reason = Some(ticks(0));
+        let refusal = |host: String| paddock_protocol::EgressRecord {
+            host,
+            port: 443,
+            method: Some(paddock_protocol::EgressMethod::Connect),
+            address: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 1,
+            phase: paddock_protocol::EgressPhase::Agent,
+            allowed: false,
+            rule: Some("allowlist".into()),
+            reason: None,
+            credential: None,
+            substituted: None,
+        };
+        let mut events = Vec::new();
+        for i in 0..5_000u64 {
+            let n = i as usize;
+            let id = format!("c{i}");
+            events.push(call(6 * i, &id, &format!("pytest {}", ticks(n))));
+            events.push(result(6 * i + 1, &id, 1));
+            events.push(event(
+                6 * i + 2,
+                EventBody::Error {
+                    message: ticks(n),
+                    source: Some(PADDOCK.into()),
+                    fatal: false,
+                },
+            ));
+            events.push(event(
+                6 * i + 3,
+                EventBody::Policy {
+                    rule: ticks(n),
+                    message: ticks(n),
+                },
+            ));
+            events.push(event(6 * i + 4, EventBody::Network(refusal(ticks(n)))));
+        }
+        let left_out: Vec<String> = (0..5_000)
+            .map(|i| format!("{}/__pycache__/", ticks(i)))
+            .collect();
+        let touch_only = ["docs/**".to_string()];
+        let text = render(
+            &failed,
+            &events,
+            &CloseoutInput {
+                left_out: &left_out,
+                touch_only: &touch_only,
+                ..CloseoutInput::default()
+            },
+        )
+        .unwrap();
+        let body = pull_request_body(&text, Some("https://tracker.example/T-7"));
+        let said = |prefix: &str| {
+            text.lines()
+                .find(|l| l.starts_with(prefix))
+                .map(str::to_owned)
+        };
+        assert_eq!(
+            (
+                body.chars().count() < 65_536,
+                said("100000 file(s) changed"),
+                said("**Outside the ticket's scope**"),
+                said("- … and"),
+                said("Lists are cut"),
+            ),
+            (
+                true,
+                Some("100000 file(s) changed on `paddock/T-7/2`:".to_owned()),
+                Some(
+                    "**Outside the ticket's scope**: 100000 changed file(s) match none of \
+                     `touch_only` (`docs/**`):"
+                        .to_owned()
+                ),
+                Some("- … and 99980 more (`paddock diff job-1` has them all)".to_owned()),
+                Some(
+                    "Lists are cut to fit a forge's 65,536 characters: `paddock events job-1` \
+                     and `paddock diff job-1` have them all."
+                        .to_owned()
+                ),
             )
         );
     }
