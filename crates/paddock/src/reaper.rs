@@ -24,7 +24,8 @@
 //!    `results/github_app_record.rs`);
 //! 4. settles the job's ledger rows still `in_flight` (calls its process
 //!    never saw end) as `interrupted`, keeping their estimate, and marks
-//!    the job `failed` with [`REASON`] and a final status event, its
+//!    the job `failed` with [`REASON`] (or, without a workspace or with a
+//!    kept one, what [`Aftermath`] says) and a final status event, its
 //!    totals (model calls, tokens, cost) summed from the ledger; a job a
 //!    cancel was asked of through the store (`Store::request_cancel`,
 //!    which its process never read) ends `cancelled` instead, with
@@ -93,14 +94,62 @@ use crate::workspace::Workspace;
 /// still writes into it (a process the scan has just killed).
 const REMOVE_ATTEMPTS: usize = 5;
 
-/// Why a reaped job failed (its `reason`).
 /// Why a dead job's call still in flight is settled `interrupted`.
 pub const INTERRUPTED_CALL: &str = "the paddock process running this job ended before the \
                                     call's answer did; its cost is the estimate written ahead";
 
-pub const REASON: &str = "the paddock process running this job ended before the job did \
-                          (killed or crashed); the reaper saved its patch so far and removed \
-                          its workspace";
+/// How every reaped job's reason begins: its process died mid-job.
+macro_rules! died {
+    () => {
+        "the paddock process running this job ended before the job did (killed or crashed)"
+    };
+}
+
+/// Why a reaped job failed (its `reason`) when it had a workspace, which
+/// the reaper saved the patch of and removed: the common case. The
+/// others end as [`Aftermath`] says.
+pub const REASON: &str = concat!(
+    died!(),
+    "; the reaper saved its patch so far and removed its workspace"
+);
+
+/// What the reaper did with a dead job's workspace, as its reason ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aftermath {
+    /// Its patch saved, its directory removed ([`REASON`]).
+    Removed,
+    /// Its patch saved; its directory could not be removed (the pass's
+    /// errors say why; a later pass retries).
+    NotRemoved,
+    /// Kept as asked (`--keep`): left as it was, nothing saved from it.
+    Kept,
+    /// None left: the process died before it made one (right after its
+    /// claim), or after its own unwinding removed it.
+    NoWorkspace,
+}
+
+impl Aftermath {
+    /// The reason of a job that died with this aftermath.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Aftermath::Removed => REASON,
+            Aftermath::NotRemoved => concat!(
+                died!(),
+                "; the reaper saved its patch so far but could not remove its workspace \
+                 (a later `paddock gc` retries)"
+            ),
+            Aftermath::Kept => concat!(
+                died!(),
+                "; its workspace was kept as asked (`--keep`), nothing saved from it"
+            ),
+            Aftermath::NoWorkspace => concat!(
+                died!(),
+                "; it left no workspace (none made yet, or one already removed), so the reaper saved \
+                 and removed nothing"
+            ),
+        }
+    }
+}
 
 /// Why another host's call still in flight is settled `interrupted` when
 /// its job is reclaimed.
@@ -390,7 +439,13 @@ async fn reap_job(
         }
     }
     if let Some(rec) = record {
-        match fail_job(store, rec, r.patch.as_ref(), requeues).await {
+        let aftermath = match (existed, kept, r.workspace_removed) {
+            (false, _, _) => Aftermath::NoWorkspace,
+            (true, true, _) => Aftermath::Kept,
+            (true, false, true) => Aftermath::Removed,
+            (true, false, false) => Aftermath::NotRemoved,
+        };
+        match fail_job(store, rec, (r.patch.as_ref(), aftermath), requeues).await {
             Ok((JobStatus::Cancelled, _)) => r.marked_cancelled = true,
             Ok((_, next)) => {
                 r.marked_failed = true;
@@ -694,19 +749,23 @@ fn abandoned(path: &Path) -> Option<(Flock<File>, bool)> {
 /// Why the dead job `id` failed, from its events: a job that died while
 /// publishing a `done` result failed at publishing (the prefix
 /// `paddock publish` recognizes, so that it finishes the job as done);
-/// any other, [`REASON`].
-fn reason_for(id: &str, events: &[AgentEvent]) -> String {
+/// any other as `aftermath` says ([`REASON`] and the like); whether it
+/// died mid-job (not publishing).
+fn reason_for(id: &str, events: &[AgentEvent], aftermath: Aftermath) -> (String, bool) {
     let last_status = events.iter().rev().find_map(|e| match &e.body {
         EventBody::Status { phase, detail } => Some((*phase, detail.as_deref())),
         _ => None,
     });
     match last_status {
-        Some((Phase::Publishing, Some("done"))) => format!(
-            "{}the paddock process running this job ended while publishing its result \
-             (killed or crashed); `paddock publish {id}` finishes it",
-            crate::results::conclude::PUBLISH_FAILED
+        Some((Phase::Publishing, Some("done"))) => (
+            format!(
+                "{}the paddock process running this job ended while publishing its result \
+                 (killed or crashed); `paddock publish {id}` finishes it",
+                crate::results::conclude::PUBLISH_FAILED
+            ),
+            false,
         ),
-        _ => REASON.to_string(),
+        _ => (aftermath.reason().to_string(), true),
     }
 }
 
@@ -737,14 +796,14 @@ fn concluded_patch(events: &[AgentEvent]) -> Option<(String, Vec<String>)> {
 async fn fail_job(
     store: &dyn Store,
     mut record: JobRecord,
-    patch: Option<&SavedPatch>,
+    (patch, aftermath): (Option<&SavedPatch>, Aftermath),
     requeues: u32,
 ) -> Result<(JobStatus, Option<String>), StoreError> {
     let id = record.id.clone();
     let now = OffsetDateTime::now_utc();
     let stored = store.events(&id, 0).await?;
     let first_seq = stored.last().map(|e| e.seq + 1).unwrap_or(1);
-    let dead = reason_for(&id, &stored);
+    let (dead, mid_job) = reason_for(&id, &stored, aftermath);
     if let Some(p) = patch {
         let saved = EventBody::ArtifactSummary {
             patch_path: p.path.display().to_string(),
@@ -780,7 +839,7 @@ async fn fail_job(
         // result that `paddock publish` can still finish.
         let asked = store.cancel_requested(&id).await?;
         let (status, phase, reason) = match &asked {
-            Some(asked) if dead == REASON => (
+            Some(asked) if mid_job => (
                 JobStatus::Cancelled,
                 Phase::Cancelled,
                 cancelled_reason(asked, &dead),
@@ -793,8 +852,7 @@ async fn fail_job(
         // bound counted in its spec; `crate::requeue`); never one a cancel
         // was asked of, or one that died publishing (`paddock publish`
         // finishes that).
-        let queued =
-            queued.filter(|_| status == JobStatus::Failed && dead == REASON && owned.is_some());
+        let queued = queued.filter(|_| status == JobStatus::Failed && mid_job && owned.is_some());
         let (next, note) = next_attempt_of(store, &record, &reason, queued, requeues).await;
         record.reason = Some(format!("{reason}{note}"));
         let last = EventBody::Status {
@@ -1197,14 +1255,29 @@ mod tests {
         );
         assert_eq!(names(jobs), [".leases", "alive", "kept", "kept-dead"]);
         assert_eq!(names(&jobs.join(LEASES)), ["alive.lock"]);
+        let mut ended = Vec::new();
         for id in ["waiting", "kept-dead", "unleased"] {
             let rec = store.job(id).await.unwrap().unwrap();
-            assert_eq!(
-                (rec.status, rec.reason.as_deref()),
-                (JobStatus::Failed, Some(REASON)),
-                "{id}"
-            );
+            ended.push((id, rec.status, rec.reason));
         }
+        let failed = |id, aftermath: Aftermath| {
+            (id, JobStatus::Failed, Some(aftermath.reason().to_string()))
+        };
+        assert_eq!(
+            ended,
+            [
+                failed("waiting", Aftermath::NoWorkspace),
+                failed("kept-dead", Aftermath::Kept),
+                failed("unleased", Aftermath::Removed),
+            ]
+        );
+        assert_eq!(
+            [Aftermath::NoWorkspace.reason(), Aftermath::Kept.reason()],
+            [
+                "the paddock process running this job ended before the job did (killed or crashed); it left no workspace (none made yet, or one already removed), so the reaper saved and removed nothing",
+                "the paddock process running this job ended before the job did (killed or crashed); its workspace was kept as asked (`--keep`), nothing saved from it",
+            ]
+        );
         assert_eq!(
             store.job("alive").await.unwrap().unwrap().status,
             JobStatus::Running
@@ -1395,7 +1468,7 @@ mod tests {
                 at,
                 by: "there".into(),
             },
-            REASON,
+            Aftermath::NoWorkspace.reason(),
         );
         let rec = store.job("job-1").await.unwrap().unwrap();
         let events = store.events("job-1", 0).await.unwrap();

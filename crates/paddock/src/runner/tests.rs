@@ -824,7 +824,10 @@ async fn a_job_dropped_mid_run_leaves_only_its_lease_for_the_reaper() {
     let record = host.store.job(&id).await.unwrap().unwrap();
     assert_eq!(
         (record.status, record.reason.as_deref()),
-        (JobStatus::Failed, Some(crate::reaper::REASON))
+        (
+            JobStatus::Failed,
+            Some(crate::reaper::Aftermath::NoWorkspace.reason())
+        )
     );
     assert_eq!(host.left(), Vec::<String>::new());
 }
