@@ -122,6 +122,13 @@ pub async fn exec(
         )
         .await
         .map_err(|e| Failure::BadInput(e.into()))?;
+        if let Some(closed) = &after.closed {
+            errln!(
+                "paddock: {}: {closed}; this attempt builds on its branch and opens a pull \
+                 request of its own (the closed one is left as it is)",
+                paddock::terminal_text::line(&prior)
+            );
+        }
         spec.ticket.prior_attempts = after.attempts;
         follows = paddock::session::Prior::load(&*store, &prior, &paths.artifacts)
             .await

@@ -1,6 +1,8 @@
 //! `paddock show JOB`: a finished job's summary and its closeout (what was
 //! done, what failed, tests, denials, cost: docs/results.md) from the job's
-//! record in the store, or both as one JSON object with `--json`.
+//! record in the store, or both as one JSON object with `--json`; and a
+//! `paddock publish` of it that failed since it was last published (the
+//! job stays `done`: docs/results.md).
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
@@ -36,14 +38,33 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
         )
         .ok(),
     };
+    // A `paddock publish` of the job that failed since it was last
+    // published (a `done` job stays `done`): named beside the closeout.
+    let events = store.events(&job_id, 0).await.context("read the events")?;
+    let publish_failure = paddock::results::republish::last_publish_failure(&events);
     if args.json {
-        let value = serde_json::json!({ "record": record, "closeout": closeout });
+        let value = serde_json::json!({
+            "record": record,
+            "closeout": closeout,
+            "publish_failure": publish_failure.as_ref().map(|(at, message)| serde_json::json!({
+                "at": at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+                "message": message,
+            })),
+        });
         outln!(
             "{}",
             paddock::terminal_text::json::to_string(&value).context("serialize the job")?
         );
     } else {
         out!("{}", progress::summary(&record));
+        if let Some((at, message)) = &publish_failure {
+            outln!(
+                "last paddock publish failed ({}): {}",
+                at.format(&time::format_description::well_known::Rfc3339)
+                    .unwrap_or_default(),
+                paddock::terminal_text::line(message)
+            );
+        }
         match closeout {
             Some(text) => out!("\n{}", paddock::terminal_text::text(&text)),
             None => outln!("\n(no closeout: the job ended before Paddock wrote one)"),

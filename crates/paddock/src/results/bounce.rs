@@ -8,7 +8,10 @@
 //! a publish is, so that a read killed mid-way leaves its token's record
 //! to the next reaper pass) or its outbox's
 //! `review.md` as the bounce comment. The existing prompt appendix and
-//! context render them (docs/context.md).
+//! context render them (docs/context.md). Whether that pull request was
+//! merged (the next attempt starts on the base) or closed without a merge
+//! (it builds on the closed one's branch and session, on a pull request
+//! of its own; the closed one is never reopened) is asked of the forge.
 
 use std::path::Path;
 
@@ -69,11 +72,15 @@ pub enum BounceError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct After {
     pub attempts: Vec<PriorAttempt>,
-    /// `its pull request URL was merged` (`closed`, `locked`): the next
-    /// attempt starts on the spec's base, in a new session
-    /// (`session::Prior::ended`), not on a branch a reviewer merged or
-    /// turned down.
+    /// `its pull request URL was merged on the forge`: the next attempt
+    /// starts on the spec's base (which has the work), in a new session
+    /// (`session::Prior::ended`), not on a branch a reviewer merged.
     pub ended: Option<String>,
+    /// `its pull request URL was closed on the forge without being
+    /// merged` (`locked`): said in the brief; the next attempt builds on
+    /// that branch and session as after an open one, and opens a pull
+    /// request of its own.
+    pub closed: Option<String>,
 }
 
 /// The prior attempts of a job after `job_id` for the ticket `ticket_id`
@@ -160,10 +167,27 @@ pub async fn attempts_after(
         message: e.to_string(),
     };
     let comments = comments.map_err(review_err)?;
-    let ended = found.map_err(review_err)?.and_then(|pr| {
-        pr.ended
-            .map(|how| format!("its pull request {} was {how} on the forge", pr.url))
-    });
+    // Merged: the work is in the base, and the next attempt starts there.
+    // Closed (GitLab: also locked) without a merge: the work is not, and
+    // a reviewer said why; the next attempt builds on its branch and
+    // session as after an open one, on a branch and pull request of its
+    // own (the closed one is never reopened: a reviewer closed it).
+    let (ended, closed) = match found
+        .map_err(review_err)?
+        .and_then(|pr| pr.ended.map(|how| (pr.url, how)))
+    {
+        Some((url, how)) if how == "merged" => (
+            Some(format!("its pull request {url} was {how} on the forge")),
+            None,
+        ),
+        Some((url, how)) => (
+            None,
+            Some(format!(
+                "its pull request {url} was {how} on the forge without being merged"
+            )),
+        ),
+        None => (None, None),
+    };
     let bounce = bounce_text(&comments);
     let summary = std::fs::read_to_string(artifacts.join(CLOSEOUT))
         .map(|t| crate::output::keep_end(&t, SUMMARY_MAX))
@@ -171,7 +195,7 @@ pub async fn attempts_after(
     let mut attempts = spec.ticket.prior_attempts;
     attempts.push(PriorAttempt {
         attempt: record.attempt,
-        outcome: match &ended {
+        outcome: match ended.as_ref().or(closed.as_ref()) {
             None => record.status.as_str().to_string(),
             Some(ended) => format!("{}, {ended}", record.status.as_str()),
         },
@@ -181,7 +205,11 @@ pub async fn attempts_after(
         failed: record.reason.into_iter().collect(),
         bounce_comment: (!bounce.is_empty()).then_some(bounce),
     });
-    Ok(After { attempts, ended })
+    Ok(After {
+        attempts,
+        ended,
+        closed,
+    })
 }
 
 /// The review's comments as the attempt's bounce comment, one a line in

@@ -435,6 +435,11 @@ fn from_events(events: &[AgentEvent], caps: Caps) -> FromEvents {
                 source,
                 fatal,
             } => {
+                // A later `paddock publish` that failed is the publish's,
+                // not the job's: `paddock show` names it, no closeout does.
+                if source.as_deref() == Some(super::republish::PUBLISH_AGAIN) {
+                    continue;
+                }
                 if !fatal && source.as_deref() == Some(PADDOCK) {
                     warnings.push(code(message));
                 } else {

@@ -11,13 +11,15 @@
 //! pull (merge) request
 //! and the closeout (`closeout.rs`); `republish.rs` publishes a finished
 //! job again from what it kept (`paddock publish`); `bounce.rs` the prior
-//! attempts of `paddock run --attempt-after JOB`, review comments included. Nothing here merges, approves or
+//! attempts of `paddock run --attempt-after JOB`, review comments included;
+//! `ended_pull.rs` refuses a rerun of an attempt whose pull request ended. Nothing here merges, approves or
 //! enables auto-merge.
 
 pub mod base_objects;
 pub mod bounce;
 pub mod closeout;
 pub mod conclude;
+pub mod ended_pull;
 pub mod forge;
 pub mod forge_http;
 pub mod github;

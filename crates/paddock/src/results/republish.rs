@@ -3,7 +3,12 @@
 //! and the artifacts), without its workspace: after a forge outage or a
 //! rejected push, once the cause is fixed. A job that failed only because
 //! publishing failed becomes `done` when publishing succeeds; a failure
-//! again records the new message. The record changes by compare-and-set
+//! again records the new message. A `done` job whose publish again fails
+//! (the forge down, a cancel) stays `done`, its closeout as it was: the
+//! failure is a non-fatal `error` event of source [`PUBLISH_AGAIN`], which
+//! `paddock show` names until a later publish succeeds (its `publishing`
+//! status event, [`PUBLISHED_AGAIN`]), and `paddock publish` exits
+//! non-zero. The record changes by compare-and-set
 //! from its stored status, so a concurrent change is not overwritten.
 //! One publish of a job at a time: it holds the job's lease
 //! (`workspace/lease.rs`, marked kept) while it publishes, so a publish
@@ -259,16 +264,57 @@ pub async fn republish(
     .await;
     leftovers.append(&mut published.warnings);
     published.warnings = leftovers;
-    store
-        .set_closeout(job_id, &published.closeout)
+    // A `done` job stays `done` when publishing it again fails: its work
+    // succeeded and was published; what the forge has of it (the branch,
+    // the pull request, the closeout) is as that publish left it, and so
+    // is its stored closeout. The failure is an event of the job, which
+    // `paddock show` names, and `paddock publish` exits non-zero.
+    let stays_done = record.status == JobStatus::Done && published.failure.is_some();
+    if stays_done {
+        let failure = published.failure.clone().unwrap_or_default();
+        let note = format!(
+            "{failure}; the job stays done: it was published before, and what that publish left \
+             (its branch, pull request and closeout) stands as it was (`paddock publish \
+             {job_id}` tries again)"
+        );
+        keep_closeout(store, job_id, &artifacts, &mut published).await?;
+        append(
+            store,
+            job_id,
+            EventBody::Error {
+                message: note.clone(),
+                source: Some(PUBLISH_AGAIN.to_string()),
+                fatal: false,
+            },
+        )
         .await
         .map_err(store_err)?;
+        published.warnings.push(note);
+    } else {
+        store
+            .set_closeout(job_id, &published.closeout)
+            .await
+            .map_err(store_err)?;
+        if published.failure.is_none() {
+            append(
+                store,
+                job_id,
+                EventBody::Status {
+                    phase: Phase::Publishing,
+                    detail: Some(PUBLISHED_AGAIN.to_string()),
+                },
+            )
+            .await
+            .map_err(store_err)?;
+        }
+    }
     let mut stored = record.clone();
     match (&published.failure, publishing_failed) {
         (None, true) => {
             stored.status = JobStatus::Done;
             stored.reason = None;
         }
+        (Some(_), _) if stays_done => {}
         (Some(failure), _) => {
             stored.status = JobStatus::Failed;
             stored.reason = Some(failure.clone());
@@ -292,4 +338,76 @@ pub async fn republish(
             .push(format!("cannot delete the job's lease file: {e}"));
     }
     Ok((stored, published))
+}
+
+/// The source of the event a failed `paddock publish` of a `done` job
+/// leaves (its job stays `done`; `paddock show` names the failure).
+pub const PUBLISH_AGAIN: &str = "paddock publish";
+
+/// The detail of the `publishing` status event a `paddock publish` that
+/// succeeded leaves: a failure before it is no longer the last word.
+pub const PUBLISHED_AGAIN: &str = "published again by paddock publish";
+
+/// Appends `body` to the events of the ended job `job_id`, after its last.
+async fn append(store: &dyn Store, job_id: &str, body: EventBody) -> Result<(), StoreError> {
+    let seq = store
+        .events(job_id, 0)
+        .await?
+        .last()
+        .map_or(1, |e| e.seq + 1);
+    store
+        .append_event(&paddock_protocol::AgentEvent {
+            job_id: job_id.to_string(),
+            seq,
+            at: time::OffsetDateTime::now_utc(),
+            body,
+        })
+        .await
+}
+
+/// Leaves the job's closeout as the publish before this one made it: the
+/// stored text (what the forge holds) back in `artifacts/closeout.md`,
+/// which the failed publish overwrote, and in `published`.
+async fn keep_closeout(
+    store: &dyn Store,
+    job_id: &str,
+    artifacts: &Path,
+    published: &mut Published,
+) -> Result<(), RepublishError> {
+    let kept = store
+        .closeout(job_id)
+        .await
+        .map_err(|source| RepublishError::Store {
+            job_id: job_id.to_string(),
+            source,
+        })?;
+    if let Some(kept) = kept {
+        let path = artifacts.join(super::conclude::CLOSEOUT);
+        if let Err(e) = std::fs::write(&path, &kept) {
+            published.warnings.push(format!(
+                "cannot put the job's closeout back in {}: {e}",
+                path.display()
+            ));
+        }
+        published.closeout = kept;
+    }
+    Ok(())
+}
+
+/// The failure of the last `paddock publish` of the job, when its events
+/// end with one (a `done` job stays `done`; `paddock show` names it): a
+/// later publish that succeeded clears it.
+pub fn last_publish_failure(
+    events: &[paddock_protocol::AgentEvent],
+) -> Option<(time::OffsetDateTime, String)> {
+    events.iter().rev().find_map(|e| match &e.body {
+        EventBody::Error {
+            message, source, ..
+        } if source.as_deref() == Some(PUBLISH_AGAIN) => Some(Some((e.at, message.clone()))),
+        EventBody::Status {
+            phase: Phase::Publishing,
+            detail,
+        } if detail.as_deref() == Some(PUBLISHED_AGAIN) => Some(None),
+        _ => None,
+    })?
 }

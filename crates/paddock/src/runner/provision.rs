@@ -110,6 +110,19 @@ pub(super) async fn provision(
         );
         return Err(Stop::End(Ended::failed(msg, false)));
     }
+    // A rerun of an attempt whose pull request was merged or closed on
+    // the forge would push nothing: refused before the workspace, the
+    // engine or any model call (`results/ended_pull.rs`).
+    match crate::results::ended_pull::check(&*em.store, spec, &em.job_id, &artifacts).await {
+        crate::results::ended_pull::Check::Go => {}
+        crate::results::ended_pull::Check::Unknown(warning) => {
+            em.error("paddock", warning, false).await?;
+        }
+        crate::results::ended_pull::Check::Refused(why) => {
+            em.error("paddock", why.clone(), true).await?;
+            return Err(Stop::End(Ended::failed(why, true)));
+        }
+    }
     let adapter = engines::adapter(spec.engine.kind);
     let binary = match resolve_engine(spec, job.config.host_path.as_deref(), &job.config.cwd) {
         Ok(b) => b,

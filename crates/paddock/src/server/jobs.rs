@@ -142,6 +142,7 @@ pub async fn list(
             engine: query.engine,
             after: query.cursor,
             limit,
+            branch: None,
         })
         .await?;
     let next_cursor = match jobs.last() {

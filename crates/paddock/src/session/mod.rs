@@ -30,8 +30,9 @@ pub struct Prior {
     pub session: Option<String>,
     /// Where its session files were saved.
     pub saved: PathBuf,
-    /// `its pull request URL was merged on the forge` (closed, locked):
-    /// the next attempt forks, on the spec's base (`bounce::After`).
+    /// `its pull request URL was merged on the forge`: the next attempt
+    /// forks, on the spec's base (`bounce::After`); one closed without a
+    /// merge is not this (the next attempt builds on it).
     pub ended: Option<String>,
 }
 
@@ -86,9 +87,10 @@ impl Continuation {
         let changed = |what: &str, was: &str, now: &str| {
             (was != now).then(|| format!("the {what} changed ({was} → {now})"))
         };
-        // A branch a reviewer merged or turned down is not built on: the
-        // next attempt starts on the spec's base, and its engine in a new
-        // session (the old one's history is of a tree it no longer has).
+        // A branch a reviewer merged is not built on: the next attempt
+        // starts on the spec's base (which has that work), and its engine
+        // in a new session (the old one's history is of a tree it no
+        // longer has).
         let ended = prior.ended.as_ref().map(|ended| {
             format!(
                 "attempt {}: {ended}; this attempt starts on the spec's base, not on its branch",

@@ -946,6 +946,9 @@ pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
         if i >= 3 {
             j.status = JobStatus::Queued;
         }
+        if i % 2 == 0 {
+            j.branch = "paddock/T-1/1".into();
+        }
         store.enqueue_job(&j, "{}", 0).await.unwrap();
         all.push(j);
     }
@@ -954,6 +957,11 @@ pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
         engine: engine.map(str::to_owned),
         after: after.map(str::to_owned),
         limit,
+        branch: None,
+    };
+    let on_branch = |branch: &str, after: Option<&str>| JobQuery {
+        branch: Some(branch.to_owned()),
+        ..page(None, None, after, 10)
     };
     let ids = |jobs: Vec<paddock_protocol::JobRecord>| -> Vec<String> {
         jobs.into_iter().map(|j| j.id).collect()
@@ -989,6 +997,18 @@ pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
                 .list_jobs(&page(None, None, Some("nope"), 10))
                 .await
                 .unwrap()),
+            ids(store
+                .list_jobs(&on_branch("paddock/T-1/1", None))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&on_branch("paddock/T-1/1", Some("j4")))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&on_branch("paddock/T-1/2", None))
+                .await
+                .unwrap()),
         ),
         (
             vec!["j4".to_owned(), "j3".to_owned()],
@@ -996,6 +1016,9 @@ pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
             vec!["j0".to_owned()],
             vec!["j4".to_owned(), "j3".to_owned()],
             vec!["j1".to_owned()],
+            vec!["j2".to_owned(), "j0".to_owned()],
+            Vec::<String>::new(),
+            vec!["j4".to_owned(), "j2".to_owned(), "j0".to_owned()],
             vec!["j2".to_owned(), "j0".to_owned()],
             Vec::<String>::new(),
         )

@@ -383,6 +383,9 @@ pub struct JobQuery {
     pub after: Option<String>,
     /// At most this many jobs.
     pub limit: u32,
+    /// Only jobs on this result branch (`paddock/<ticket>/<attempt>`):
+    /// the earlier runs of a spec's attempt (`runner/ended_pull.rs`).
+    pub branch: Option<String>,
 }
 
 /// A lane of a server: the queued jobs it takes (`[[serve.lanes]]`,

@@ -4116,3 +4116,370 @@ async fn a_reopened_older_pull_request_is_the_branchs() {
         )
     );
 }
+
+/// The same spec run again (the same attempt, the same branch) after its
+/// pull request was merged on GitHub, or its merge request closed on
+/// GitLab: the rerun is refused at provisioning (exit 2, `failed`, the
+/// reason naming the pull request and the next attempt), before any
+/// workspace or engine: the engine ran once in all (its log), the rerun
+/// left no job directory, pushed nothing, opened, updated or commented
+/// nothing; GitHub was asked one question (the branch's pull request)
+/// and GitLab's token minted for the question was revoked. Before, the
+/// rerun ran the engine, pushed nothing, put its closeout on the ended
+/// pull request and ended `done` with a warning.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rerun_after_the_pull_request_ended_is_refused_before_any_work() {
+    let refused = |url: &str, how: &str, id: &str| {
+        format!(
+            "the pull request {url} for paddock/T-1/1 (attempt 1 of ticket T-1, the earlier job \
+             {id}) was {how} on the forge: a run of the same attempt would push nothing and only \
+             put a closeout on it, so this one is refused before it starts. Run the ticket's \
+             next attempt, on a branch of its own: `paddock run SPEC --attempt-after {id}`"
+        )
+    };
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let ran = home.path().join("engine-ran.log");
+    let work = format!(
+        "printf 'fixed\\n' > fix.txt && echo ran >> {}",
+        ran.display()
+    );
+    let github = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing(&work));
+    with_github(&spec, &github.url, &format!("file://{}", bare.display()));
+    let merged = run_with_token(&home, &spec).await;
+    github.end_pull(1, true);
+    let (pulls, comments, asked, branches) = (
+        github.pulls(),
+        github.comments(),
+        github.requests().len(),
+        git(&bare, &["for-each-ref", "refs/heads/paddock"]),
+    );
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let again = record(&out);
+    let github_seen = (
+        out.status.code(),
+        again.status,
+        again.reason.clone(),
+        again.engine_exit_code,
+        home.jobs().join(&again.id).exists(),
+        github.pulls() == pulls,
+        github.comments() == comments,
+        github
+            .requests()
+            .iter()
+            .skip(asked)
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect::<Vec<_>>(),
+        git(&bare, &["for-each-ref", "refs/heads/paddock"]) == branches,
+    );
+
+    let home = Home::new();
+    let (repo, bare, gitlab, server) = gitlab_setup(&home).await;
+    let ran_gl = home.path().join("engine-ran.log");
+    let work = format!(
+        "printf 'fixed\\n' > fix.txt && echo ran >> {}",
+        ran_gl.display()
+    );
+    let spec = stand_in_job(&home, &repo, &finishing(&work));
+    with_gitlab(&spec, &gitlab.url, &format!("{}/widgets.git", server.url));
+    let closed = run_with_gitlab_token(&home, &spec, &[]).await;
+    gitlab.end_merge_request(1, "closed");
+    let (mrs, notes, branches) = (
+        gitlab.merge_requests(),
+        gitlab.notes(),
+        git(&bare, &["for-each-ref", "refs/heads/paddock"]),
+    );
+    let again_gl = run_with_gitlab_token(&home, &spec, &[]).await;
+    let gitlab_seen = (
+        again_gl.status,
+        again_gl.reason.clone(),
+        again_gl.engine_exit_code,
+        home.jobs().join(&again_gl.id).exists(),
+        gitlab.merge_requests() == mrs,
+        gitlab.notes() == notes,
+        gitlab_tokens(&gitlab)
+            .iter()
+            .map(|t| t.4)
+            .collect::<Vec<_>>(),
+        token_records(&home, &again_gl.id),
+        git(&bare, &["for-each-ref", "refs/heads/paddock"]) == branches,
+    );
+    assert_eq!(
+        (
+            github_seen,
+            gitlab_seen,
+            std::fs::read_to_string(&ran).unwrap(),
+            std::fs::read_to_string(&ran_gl).unwrap(),
+        ),
+        (
+            (
+                Some(2),
+                paddock_protocol::JobStatus::Failed,
+                Some(refused(
+                    "https://github.com/acme/widgets/pull/1",
+                    "merged",
+                    &merged.id
+                )),
+                None,
+                false,
+                true,
+                true,
+                vec![
+                    "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all"
+                        .to_string()
+                ],
+                true,
+            ),
+            (
+                paddock_protocol::JobStatus::Failed,
+                Some(refused(
+                    "https://gitlab.example/acme/widgets/-/merge_requests/1",
+                    "closed",
+                    &closed.id
+                )),
+                None,
+                false,
+                true,
+                true,
+                vec![true, true],
+                Vec::<PathBuf>::new(),
+                true,
+            ),
+            "ran\n".to_string(),
+            "ran\n".to_string(),
+        )
+    );
+}
+
+/// `paddock publish` of a `done` job while the forge is down: the job
+/// stays `done` (its work succeeded and was published once; the pull
+/// request and closeout stand as that publish left them), its stored
+/// closeout and `closeout.md` unchanged, `paddock publish` exits 1 saying
+/// so, and `paddock show` (and `--json`) names the failed publish until a
+/// later one succeeds. Before, the job became `failed` at publishing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_done_jobs_republish_while_the_forge_is_down_keeps_it_done() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let done = run_with_token(&home, &spec).await;
+    let artifacts = home.data().join("artifacts").join(&done.id);
+    let closeout = home.store().await.closeout(&done.id).await.unwrap();
+    let saved = std::fs::read_to_string(artifacts.join("closeout.md")).unwrap();
+    mock.set_down(true);
+    let down = home
+        .paddock(
+            &["publish", "--json", &done.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let failure = format!(
+        "publishing the result failed: github: find the pull request: HTTP 503: Service \
+         Unavailable; the job stays done: it was published before, and what that publish left \
+         (its branch, pull request and closeout) stands as it was (`paddock publish {}` tries \
+         again)",
+        done.id
+    );
+    let store = home.store().await;
+    let shown = home.paddock(&["show", &done.id], &[]).await;
+    let shown_json: serde_json::Value = serde_json::from_slice(
+        &home
+            .paddock(&["show", "--json", &done.id], &[])
+            .await
+            .stdout,
+    )
+    .unwrap();
+    let while_down = (
+        down.status.code(),
+        record(&down).status,
+        store.job(&done.id).await.unwrap().unwrap(),
+        store.closeout(&done.id).await.unwrap() == closeout,
+        std::fs::read_to_string(artifacts.join("closeout.md")).unwrap() == saved,
+        String::from_utf8_lossy(&down.stderr).into_owned(),
+        String::from_utf8_lossy(&shown.stdout)
+            .lines()
+            .find(|l| l.starts_with("last paddock publish failed ("))
+            .map(|l| l.split_once("): ").map(|(_, m)| m.to_string())),
+        shown_json["publish_failure"]["message"]
+            .as_str()
+            .map(str::to_string),
+    );
+    mock.set_down(false);
+    let up = home
+        .paddock(
+            &["publish", "--json", &done.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let shown_after: serde_json::Value = serde_json::from_slice(
+        &home
+            .paddock(&["show", "--json", &done.id], &[])
+            .await
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            while_down,
+            (
+                up.status.code(),
+                record(&up).status,
+                shown_after["publish_failure"].clone(),
+                mock.pulls().len(),
+                mock.comments().len(),
+            )
+        ),
+        (
+            (
+                Some(1),
+                paddock_protocol::JobStatus::Done,
+                done.clone(),
+                true,
+                true,
+                format!("paddock: {failure}\n"),
+                Some(Some(failure.clone())),
+                Some(failure),
+            ),
+            (
+                Some(0),
+                paddock_protocol::JobStatus::Done,
+                serde_json::Value::Null,
+                1,
+                1
+            )
+        )
+    );
+}
+
+/// `--attempt-after` a job whose pull request a reviewer closed without
+/// merging it: the next attempt builds on that job's branch and resumes
+/// its session (as after an open one: the work is not in the base, and
+/// the review is about it), on a branch and pull request of its own; the
+/// closed one is left as it is (not reopened, not updated), and the brief
+/// and stderr say it was closed. Before, it was taken as merged: the
+/// next attempt started fresh on the spec's base in a new session.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_request_of_its_own() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let github = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    // The stand-in leaves a Codex rollout file for its session `t`, so the
+    // next attempt can resume it.
+    let work = "cat > prompt.txt && mkdir -p \"$CODEX_HOME/sessions/2026/01/01\" && echo '{}' > \
+                \"$CODEX_HOME/sessions/2026/01/01/rollout-2026-01-01T00-00-00-t.jsonl\"";
+    let spec = stand_in_job(&home, &repo, &finishing(work));
+    with_github(&spec, &github.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    github.end_pull(1, false);
+    let closed = github.pulls();
+    let out = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                spec.to_str().unwrap(),
+                "--attempt-after",
+                &first.id,
+            ],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let second = record(&out);
+    let resumed: Vec<Option<String>> = home
+        .store()
+        .await
+        .events(&second.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            paddock_protocol::EventBody::Status {
+                phase: paddock_protocol::Phase::SessionResumed | paddock_protocol::Phase::SessionForked,
+                detail,
+            } => Some(detail),
+            _ => None,
+        })
+        .collect();
+    let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
+    let brief: Vec<&str> = patch
+        .lines()
+        .filter(|l| l.starts_with("+- Attempt 1 ("))
+        .map(|l| l.split_once("): ").map_or(l, |(head, _)| head))
+        .collect();
+    let pulls = github.pulls();
+    let url = "https://github.com/acme/widgets/pull/1";
+    assert_eq!(
+        (
+            second.status,
+            second.attempt,
+            second.base_ref.as_str(),
+            resumed,
+            brief,
+            pulls[0] == closed[0],
+            pulls
+                .iter()
+                .map(|p| (
+                    p["number"].clone(),
+                    p["head"]["ref"].clone(),
+                    p["base"]["ref"].clone(),
+                    p["state"].clone()
+                ))
+                .collect::<Vec<_>>(),
+            git(&bare, &["rev-parse", "paddock/T-1/2^"]),
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .filter(|l| l.contains("without being merged"))
+                .map(str::to_string)
+                .collect::<Vec<_>>(),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            2,
+            "paddock/T-1/1",
+            vec![Some(format!(
+                "resumed session t of attempt 1 (job {})",
+                first.id
+            ))],
+            vec![format!(
+                "+- Attempt 1 (done, its pull request {url} was closed on the forge without \
+                 being merged, branch `paddock/T-1/1`"
+            )
+            .as_str()],
+            true,
+            vec![
+                (
+                    serde_json::json!(1),
+                    serde_json::json!("paddock/T-1/1"),
+                    serde_json::json!("main"),
+                    serde_json::json!("closed")
+                ),
+                (
+                    serde_json::json!(2),
+                    serde_json::json!("paddock/T-1/2"),
+                    serde_json::json!("main"),
+                    serde_json::json!("open")
+                ),
+            ],
+            git(&bare, &["rev-parse", "paddock/T-1/1"]),
+            vec![format!(
+                "paddock: {}: its pull request {url} was closed on the forge without being \
+                 merged; this attempt builds on its branch and opens a pull request of its own \
+                 (the closed one is left as it is)",
+                first.id
+            )],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

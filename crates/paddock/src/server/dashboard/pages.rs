@@ -225,6 +225,7 @@ pub async fn jobs(
             engine: given(&filter.engine).map(str::to_owned),
             after: given(&filter.cursor).map(str::to_owned),
             limit: PAGE,
+            branch: None,
         })
         .await?;
     let rung = given(&filter.rung);

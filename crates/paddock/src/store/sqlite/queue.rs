@@ -85,6 +85,7 @@ impl SqliteStore {
             "{} WHERE ($1 IS NULL OR status = $1) AND ($2 IS NULL OR engine = $2) \
              AND ($3 IS NULL OR (created_at, id) < \
                   (SELECT created_at, id FROM jobs WHERE id = $3)) \
+             AND ($5 IS NULL OR branch = $5) \
              ORDER BY created_at DESC, id DESC LIMIT $4",
             SELECT.as_str()
         );
@@ -93,6 +94,7 @@ impl SqliteStore {
             .bind(query.engine.as_deref())
             .bind(query.after.as_deref())
             .bind(i64::from(query.limit))
+            .bind(query.branch.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(|source| StoreError::ListJobs { source })?

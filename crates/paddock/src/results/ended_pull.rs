@@ -1,0 +1,109 @@
+//! A rerun of an attempt whose pull request has ended is refused before
+//! it spends anything. The same spec run again is the same attempt, on
+//! the same branch `paddock/<ticket>/<attempt>`; when an earlier job of
+//! this store was on that branch and the branch's pull request has since
+//! been merged or closed on the forge, the run could push nothing (an
+//! ended pull request is left as it is, `conclude.rs`) and would only put
+//! a closeout on it. So the runner asks the forge first, once the job's
+//! artifacts directory exists and before its workspace, its engine or any
+//! model call, and ends the job (bad input, exit 2) naming the pull
+//! request and the next attempt (`paddock run SPEC --attempt-after JOB`).
+//!
+//! The forge is asked only when the store holds an earlier job on the
+//! branch that made a change (a first run, or a rerun of one that made
+//! none, asks nothing more than before); a branch pushed by
+//! a Paddock with another store is found at publishing, as before. A
+//! forge that cannot be asked is a warning: the job runs, and its publish
+//! meets the forge as any publish does.
+
+use std::path::Path;
+
+use paddock_protocol::JobSpec;
+
+use super::conclude::{open_forge, proposes};
+use super::forge::Forge as _;
+use crate::store::{JobQuery, Store};
+
+/// How many earlier jobs on the branch are read (the newest names the
+/// next attempt).
+const EARLIER: u32 = 20;
+
+/// What the check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    /// Nothing stands in the way (no forge, no earlier job on the
+    /// branch, or its pull request is open or gone).
+    Go,
+    /// The job is refused: the whole reason.
+    Refused(String),
+    /// The forge could not be asked: a warning, and the job runs.
+    Unknown(String),
+}
+
+/// Whether the job `job_id` of `spec` may run (module text); a minted
+/// token's record goes into `artifacts` while it lives.
+pub async fn check(store: &dyn Store, spec: &JobSpec, job_id: &str, artifacts: &Path) -> Check {
+    if !proposes(spec) {
+        return Check::Go;
+    }
+    let branch = spec.branch();
+    let earlier = match store
+        .list_jobs(&JobQuery {
+            status: None,
+            engine: None,
+            after: None,
+            limit: EARLIER,
+            branch: Some(branch.clone()),
+        })
+        .await
+    {
+        Ok(jobs) => jobs,
+        Err(e) => {
+            return Check::Unknown(format!(
+                "whether an earlier job's pull request for {branch} has ended was not checked: \
+                 {e}"
+            ))
+        }
+    };
+    // Only a job that made a change pushed a branch and proposed it.
+    let Some(last) = earlier
+        .into_iter()
+        .find(|j| j.id != job_id && !j.changed_files.is_empty())
+    else {
+        return Check::Go;
+    };
+    let unknown = |why: String| {
+        Check::Unknown(format!(
+            "the earlier job {} ran on {branch}; whether its pull request has ended was not \
+             checked ({why}): should it have, this job's publish leaves it as it is",
+            last.id
+        ))
+    };
+    let session = match open_forge(spec, artifacts).await {
+        Ok(session) => session,
+        Err(e) => return unknown(e),
+    };
+    let found = session.forge.find_pull_request(&branch).await;
+    let revoke = session.close().await;
+    match found {
+        Err(e) => unknown(match revoke {
+            None => e.to_string(),
+            Some(warning) => format!("{e}; {warning}"),
+        }),
+        Ok(Some(pr)) => match pr.ended {
+            None => Check::Go,
+            Some(how) => Check::Refused(format!(
+                "the pull request {} for {branch} (attempt {} of ticket {}, the earlier job {}) \
+                 was {how} on the forge: a run of the same attempt would push nothing and only \
+                 put a closeout on it, so this one is refused before it starts. Run the ticket's \
+                 next attempt, on a branch of its own: `paddock run SPEC --attempt-after {}`",
+                pr.url,
+                spec.attempt(),
+                spec.ticket.id,
+                last.id,
+                last.id
+            )),
+        },
+        Ok(None) => Check::Go,
+    }
+}
