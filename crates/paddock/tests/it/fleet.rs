@@ -9,7 +9,8 @@
 //! run` of another home, runs, exactly as a local cancel stops it; a
 //! cancel asked of a job whose host then dies ends it `cancelled` when it
 //! is reclaimed, never queued again; a final record owed to the webhooks
-//! is sent by a server whoever ended the job.
+//! is sent by a server whoever ended the job; a server that drains claims
+//! nothing more, and its peer runs what it left queued.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -921,4 +922,98 @@ async fn a_cancel_through_another_server_wakes_the_job_at_once_on_postgres() {
         srv_b.stderr()
     );
     nothing_lost(&store, &rec).await;
+}
+
+/// A fleet server that drains (SIGTERM) claims nothing more while its peer
+/// goes on: its running job is cancelled at the grace, the job queued
+/// meanwhile stays queued (the drained server's slot, freed by the cancel,
+/// takes nothing) and is run by the peer once it has room; nothing of
+/// either job is lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_draining_server_claims_nothing_more_and_its_peer_runs_the_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    for db in backends(dir.path()).await {
+        let (a, b) = (Home::new(), Home::new());
+        for home in [&a, &b] {
+            hosts_config(home, "heartbeat_secs = 10\nheartbeat_ttl_secs = 60");
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let (marker_a, marker_b) = (scratch.path().join("a"), scratch.path().join("b"));
+        let (never, go_b) = (scratch.path().join("never"), scratch.path().join("go-b"));
+        // A alone takes the first job; then B, started, the second: both
+        // full, the third stays queued.
+        let srv_a = draining_server(&a, &db.db(), &b).await;
+        let store = db.open().await;
+        let on_a = srv_a
+            .submit_ok(&spec(&a, "T-D1", &gated(&marker_a, &never)), 0)
+            .await;
+        appears(&marker_a).await;
+        let srv_b = draining_server(&b, &db.db(), &a).await;
+        let on_b = srv_b
+            .submit_ok(&spec(&b, "T-D2", &gated(&marker_b, &go_b)), 0)
+            .await;
+        appears(&marker_b).await;
+        let waiting = srv_b.submit_ok(&spec(&b, "T-D3", TURN), 0).await;
+
+        nix::sys::signal::kill(srv_a.pid(), nix::sys::signal::Signal::SIGTERM).unwrap();
+        let mut srv_a = srv_a;
+        let code = tokio::time::timeout(Duration::from_secs(60), srv_a.child.wait())
+            .await
+            .expect("the draining server did not stop")
+            .unwrap()
+            .code();
+        assert_eq!(code, Some(0), "{}", srv_a.stderr());
+        let drained = store.job(&on_a).await.unwrap().unwrap();
+        let queued = store.job(&waiting).await.unwrap().unwrap();
+        assert_eq!(
+            (
+                drained.status,
+                drained.reason.as_deref(),
+                queued.status,
+                store.job_owner(&waiting).await.unwrap()
+            ),
+            (
+                JobStatus::Cancelled,
+                Some("cancelled"),
+                JobStatus::Queued,
+                None
+            )
+        );
+        nothing_lost(&store, &drained).await;
+
+        // B, given room, runs both of its own and the one A left.
+        std::fs::write(&go_b, "").unwrap();
+        let mut ran = Vec::new();
+        for id in [&on_b, &waiting] {
+            let rec = srv_b.wait_for(id, is_final).await;
+            nothing_lost(&store, &rec).await;
+            let owner = store.job_owner(id).await.unwrap();
+            ran.push((rec.status, owner.map(|o| o.host)));
+        }
+        let b_host = Some(host_of(&b).0);
+        assert_eq!(
+            ran,
+            [(JobStatus::Done, b_host.clone()), (JobStatus::Done, b_host)]
+        );
+        assert_eq!(a.leftover_workspaces(), Vec::<String>::new());
+    }
+}
+
+/// `paddock serve` on `home` with the shared store `db`, one slot and a
+/// drain grace of 1 s, allowing the files of `peer` too.
+async fn draining_server(home: &Home, db: &str, peer: &Home) -> Server {
+    let peer = peer.path().display().to_string();
+    Server::start_env(
+        home,
+        &[
+            "--max-concurrent-jobs",
+            "1",
+            "--drain-grace-secs",
+            "1",
+            "--allow-path",
+            &peer,
+        ],
+        &[("PADDOCK_DB", db)],
+    )
+    .await
 }
