@@ -19,6 +19,7 @@ pub mod bedrock;
 pub mod bounded;
 pub mod budget;
 mod call;
+pub mod connections;
 pub mod entra;
 mod error_text;
 pub mod eventstream;
@@ -117,6 +118,9 @@ pub(crate) struct Shared {
     /// The first answer served by a model outside the allowlist (cut or
     /// withheld): the job cannot end `done`.
     pub served_refused: std::sync::Mutex<Option<String>>,
+    /// Requests read and judged at once (`server::READ_AT_ONCE`): each
+    /// holds its body and its parse in Paddock's memory.
+    pub reading: Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
@@ -240,8 +244,10 @@ where
         next_seq: AtomicU64::new(1),
         policy: policy_tx,
         served_refused: std::sync::Mutex::new(None),
+        reading: Arc::new(tokio::sync::Semaphore::new(server::READ_AT_ONCE)),
     });
     let app = server::router(shared.clone());
+    let listener = connections::Limited::new(listener, connections::MAX_CONNECTIONS);
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "broker server stopped");

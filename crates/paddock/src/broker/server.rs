@@ -28,6 +28,18 @@ use super::{PolicyNotice, Shared};
 /// The largest request body the broker accepts from an engine.
 const MAX_REQUEST_BYTES: usize = 32 << 20;
 
+/// The most JSON values (objects, arrays, strings, numbers...) one request
+/// body may hold: parsed, each takes tens of bytes of Paddock's memory
+/// whatever its size in the body (`[0,0,…]`: 2 bytes each), so a body of
+/// 32 MiB could take a gigabyte. An engine's request holds tens of
+/// thousands.
+pub const MAX_REQUEST_VALUES: usize = 1_000_000;
+
+/// Requests of one job read and judged at once (their bodies and parses in
+/// memory); more wait for their turn before their bodies are read. The
+/// budget's own wait comes after, without holding one.
+pub(super) const READ_AT_ONCE: usize = 2;
+
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new().fallback(handle).with_state(shared)
 }
@@ -63,12 +75,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             "paddock broker: missing or invalid job token",
         );
     }
+    // The semaphore is never closed.
+    let reading = shared.reading.clone().acquire_owned().await.ok();
     let mut call = Call::start(&shared, api);
     let request = match read_request(&mut call, body).await {
         Ok(r) => r,
         Err(refusal) => return refusal,
     };
-    let admitted = match admit(&shared, &mut call, request, path_model).await {
+    let admitted = match admit(&shared, &mut call, request, path_model, reading).await {
         Ok(a) => a,
         Err(refusal) => return refusal,
     };
@@ -115,6 +129,13 @@ async fn read_request(call: &mut Call<'_>, body: Body) -> Result<ReadRequest, Re
             return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
         }
     };
+    if json_values(&body) > MAX_REQUEST_VALUES {
+        let msg = format!(
+            "paddock broker: the request body holds more than {MAX_REQUEST_VALUES} JSON values, \
+             past the broker's limit; refused"
+        );
+        return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+    }
     match serde_json::from_slice(&body) {
         Ok(json @ Value::Object(_)) => Ok(ReadRequest { body, json }),
         Ok(_) => {
@@ -126,6 +147,30 @@ async fn read_request(call: &mut Call<'_>, body: Body) -> Result<ReadRequest, Re
             Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg))
         }
     }
+}
+
+/// About how many JSON values `body` holds, counted without parsing it:
+/// one, and one more for each `,`, `[` and `{` outside strings (at least
+/// the values there are; a malformed body is refused by the parse after).
+fn json_values(body: &[u8]) -> usize {
+    let (mut count, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b'[' | b'{' => count += 1,
+                _ => {}
+            }
+        }
+    }
+    count
 }
 
 /// A call the broker lets through: the body to forward (possibly
@@ -144,6 +189,7 @@ async fn admit(
     call: &mut Call<'_>,
     request: ReadRequest,
     path_model: Option<String>,
+    reading: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Result<Admitted, Response> {
     let ReadRequest {
         body,
@@ -254,6 +300,10 @@ async fn admit(
             }
         }
     }
+    // Judged: the parse goes, and another request's turn comes, before
+    // the budget's wait.
+    drop(request);
+    drop(reading);
     match shared.budget.admit(call.seq, estimate).await {
         Admission::Admitted(reservation) => Ok(Admitted {
             body,

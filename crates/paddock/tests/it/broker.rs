@@ -705,6 +705,107 @@ async fn a_call_naming_the_providers_stored_state_is_refused() {
     );
 }
 
+/// Sends `GET /v1/models` on `stream` (kept alive) and reads the whole
+/// answer: its status.
+async fn models_on(stream: &mut tokio::net::TcpStream, token: &str) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let request =
+        format!("GET /v1/models HTTP/1.1\r\nhost: broker\r\nauthorization: Bearer {token}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).await.unwrap();
+        assert_ne!(n, 0, "the broker closed the connection");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length: usize = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+                .map(|v| v.trim().parse().unwrap())
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                return text[9..12].parse().unwrap();
+            }
+        }
+    }
+}
+
+/// A job opening connection after connection to its broker (which runs in
+/// Paddock's own process, with every other job of a server) holds at most
+/// `MAX_CONNECTIONS` of them: the next waits in the listen backlog,
+/// unanswered, until one of the job's closes. (Before, every connection
+/// was accepted: descriptors and memory of the whole server for one job
+/// to take.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_holds_at_most_its_brokers_connections() {
+    let rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
+    let addr = rig.broker.url.trim_start_matches("http://").to_string();
+    let token = rig.broker.token.expose().to_string();
+    let mut held = Vec::new();
+    for _ in 0..broker::connections::MAX_CONNECTIONS {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        assert_eq!(models_on(&mut stream, &token).await, 200);
+        held.push(stream);
+    }
+    let mut next = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let waiting = {
+        let token = token.clone();
+        tokio::spawn(async move { models_on(&mut next, &token).await })
+    };
+    // Not answered while the job's connections are all open (a bound only
+    // for how long the test waits to see nothing: no answer is the fix).
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(
+        !waiting.is_finished(),
+        "a connection past the limit was answered"
+    );
+    drop(held.pop());
+    assert_eq!(waiting.await.unwrap(), 200);
+}
+
+/// A request body of a million tiny JSON values (`[0,0,…]`, two bytes
+/// each, tens of bytes each once parsed: a gigabyte of Paddock's memory
+/// for a 32 MiB body) is refused before it is parsed: a 400 naming the
+/// limit, a `refused` row, nothing upstream. (Before, it was parsed and
+/// forwarded.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_of_too_many_json_values_is_refused_unparsed() {
+    let mut rig = rig(ONE_TURN, job_ceiling(100_000_000)).await;
+    let mut body = responses_body(Some(100));
+    body["metadata_pad"] = serde_json::Value::Array(vec![0.into(); 1_000_000]);
+    let (status, text) = post(&client(), &rig, "/v1/responses", &body).await;
+    let refused = ledger(&mut rig, 1).await.remove(0);
+    let message = format!(
+        "paddock broker: the request body holds more than {} JSON values, past the broker's \
+         limit; refused",
+        1_000_000
+    );
+    assert_eq!(
+        (
+            status,
+            serde_json::from_str::<serde_json::Value>(&text).ok(),
+            refused.status,
+            refused.error,
+            rig.upstream.requests().len()
+        ),
+        (
+            400,
+            Some(
+                serde_json::json!({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_request_error"}})
+            ),
+            CallStatus::Refused,
+            Some(message.clone()),
+            0
+        )
+    );
+    // Strings holding the same characters are one value each: it runs.
+    body["metadata_pad"] = serde_json::Value::String("[0,{".repeat(500_000));
+    let (status, _) = post(&client(), &rig, "/v1/responses", &body).await;
+    assert_eq!(status, 200);
+}
+
 /// The model provider's web search (Codex's `web_search` tool, the
 /// Messages server tool Claude Code's WebSearch sends) searches and opens
 /// pages past the job's egress proxy: refused unless the job's `[network]
