@@ -15,8 +15,34 @@
 //! retrieving a response, vector stores, containers) have no route at all.
 //! The content of tool calls (a Messages `tool_use` block's `input`) is
 //! the model's, not a request for stored state, and is not searched.
+//! Nor may a request choose another organization or project of the key
+//! than its default ([`account_header`]: OpenAI's `OpenAI-Organization`
+//! and `OpenAI-Project`), whose state and spend are the operator's others.
 
+use http::HeaderMap;
 use serde_json::Value;
+
+/// The request headers that choose the account a key acts for, as the
+/// refusal says them: an engine sends none (Paddock configures them none).
+const ACCOUNT_HEADERS: [(&str, &str); 2] = [
+    (
+        "openai-organization",
+        "an OpenAI organization (the `OpenAI-Organization` header)",
+    ),
+    (
+        "openai-project",
+        "an OpenAI project (the `OpenAI-Project` header)",
+    ),
+];
+
+/// The header of `headers` choosing the key's organization or project, as
+/// the refusal says it; `None`: none.
+pub(super) fn account_header(headers: &HeaderMap) -> Option<&'static str> {
+    ACCOUNT_HEADERS
+        .iter()
+        .find(|(name, _)| headers.contains_key(*name))
+        .map(|(_, what)| *what)
+}
 
 use super::wire::Api;
 

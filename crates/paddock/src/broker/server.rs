@@ -78,6 +78,17 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     // The semaphore is never closed.
     let reading = shared.reading.clone().acquire_owned().await.ok();
     let mut call = Call::start(&shared, api);
+    if let Some(what) = super::provider_state::account_header(&parts.headers) {
+        let msg = format!(
+            "paddock broker: {what} would choose another account than the key's own, whose \
+             state and spend are not the job's; refused"
+        );
+        let _ = shared.policy.send(PolicyNotice {
+            rule: "provider_state".into(),
+            message: msg.clone(),
+        });
+        return call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg);
+    }
     let request = match read_request(&mut call, body).await {
         Ok(r) => r,
         Err(refusal) => return refusal,

@@ -606,8 +606,9 @@ async fn a_call_naming_a_server_for_the_provider_is_refused() {
 /// upstream: a 400 in the API's format, a `refused` row, a `policy` event
 /// with rule `provider_state`. The provider's other endpoints (Files,
 /// Batches, retrieving a response, conversations, vector stores,
-/// containers) have no route: 404, nothing upstream. The same call
-/// without the reference runs. (Before, both calls were forwarded.)
+/// containers) have no route: 404, nothing upstream; a call choosing
+/// another organization or project of the key is refused too. The same
+/// call without the reference runs. (Before, every call was forwarded.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_naming_the_providers_stored_state_is_refused() {
     let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
@@ -695,8 +696,38 @@ async fn a_call_naming_the_providers_stored_state_is_refused() {
         routes.push(resp.status().as_u16());
     }
     assert_eq!(routes, [404; 11]);
-    assert_eq!(rig.upstream.requests().len(), 0);
+    // Another organization or project of the key than its default: the
+    // operator's others, their stored state and their spend.
     body.as_object_mut().unwrap().remove("previous_response_id");
+    let mut headers = Vec::new();
+    for header in ["OpenAI-Organization", "OpenAI-Project"] {
+        let resp = client
+            .post(format!("{}/v1/responses", rig.broker.url))
+            .bearer_auth(rig.broker.token.expose())
+            .header(header, "org-or-proj-of-the-operator")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let refused = ledger(&mut rig, 1).await.remove(0);
+        headers.push((status, refused.status, refused.error));
+    }
+    let (org, project) = (
+        "paddock broker: an OpenAI organization (the `OpenAI-Organization` header) would choose \
+         another account than the key's own, whose state and spend are not the job's; refused",
+        "paddock broker: an OpenAI project (the `OpenAI-Project` header) would choose another \
+         account than the key's own, whose state and spend are not the job's; refused",
+    );
+    assert_eq!(
+        headers,
+        [
+            (400, CallStatus::Refused, Some(org.to_string())),
+            (400, CallStatus::Refused, Some(project.to_string())),
+        ]
+    );
+    assert_eq!(rig.upstream.requests().len(), 0);
     let (status, _) = post(&client, &rig, "/v1/responses", &body).await;
     let ran = ledger(&mut rig, 1).await.remove(0);
     assert_eq!(
