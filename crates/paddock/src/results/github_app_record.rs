@@ -15,7 +15,10 @@
 //! `paddock run` and `paddock serve`) and the next `paddock publish` of the
 //! job revoke what a record left behind holds ([`revoke_leftovers`]), at
 //! the API root and repository of the job's stored spec, never the
-//! record's.
+//! record's. The intent written before the mint is asked for carries
+//! the time it is asked, so a leftover intent ([`orphan`]) says until when
+//! a token GitHub made then may live (an hour after), or that it has
+//! expired.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -33,10 +36,41 @@ const FORGE: &str = "github";
 /// How a record's file name starts, in the job's artifacts.
 const RECORD_PREFIX: &str = ".github-token-";
 
-/// What an intent a kill left unfilled means.
+/// What an intent a kill left unfilled means (one without the time the
+/// mint was asked, written by an older Paddock).
 pub const ORPHAN: &str = "a publish (or review read) was killed after asking GitHub for an \
                           installation token and before recording the answer; if GitHub made the token, Paddock cannot \
                           revoke it (GitHub lists no installation tokens): it expires within the hour";
+
+/// How long GitHub lets an installation token live.
+const TOKEN_LIFE: time::Duration = time::Duration::hours(1);
+
+/// What an intent a kill left unfilled means, asked for at `asked` and
+/// read at `now`: the time any token it made expires by, or that it has
+/// expired already.
+pub fn orphan(asked: Option<time::OffsetDateTime>, now: time::OffsetDateTime) -> String {
+    let Some(asked) = asked else {
+        return ORPHAN.to_string();
+    };
+    let stamp = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default()
+    };
+    let expires = asked + TOKEN_LIFE;
+    let fate = match now < expires {
+        true => format!(
+            "if GitHub made the token, Paddock cannot revoke it (GitHub lists no installation \
+             tokens): it expires by {}",
+            stamp(expires)
+        ),
+        false => "any token GitHub made then has expired (GitHub's last an hour)".to_string(),
+    };
+    format!(
+        "a publish (or review read) was killed after asking GitHub for an installation token at \
+         {} and before recording the answer; {fate}",
+        stamp(asked)
+    )
+}
 
 /// The longest token a record may hold.
 const MAX_TOKEN: usize = 512;
@@ -48,6 +82,17 @@ struct OnDisk {
     job: String,
     /// `None` in the intent written before the mint is asked for.
     token: Option<String>,
+    /// The intent's: when the mint was asked for (RFC 3339), so that a
+    /// kill's leftover says until when a token it made may live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    asked_at: Option<String>,
+}
+
+/// What a record holds: a token, or an intent never filled in (and when
+/// its mint was asked for).
+enum Held {
+    Token(Secret),
+    Intent(Option<time::OffsetDateTime>),
 }
 
 /// A token's record, written: what removes it.
@@ -93,6 +138,9 @@ pub fn intend(artifacts: &Path) -> Result<Intent, ForgeError> {
     let text = serde_json::to_string(&OnDisk {
         job: job_of(artifacts),
         token: None,
+        asked_at: time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .ok(),
     })
     .unwrap_or_default();
     let mut file = std::fs::OpenOptions::new()
@@ -131,6 +179,7 @@ impl Intent {
         let mut text = serde_json::to_string(&OnDisk {
             job: job_of(self.path.parent().unwrap_or(Path::new(""))),
             token: Some(token.expose().to_string()),
+            asked_at: None,
         })
         .unwrap_or_default();
         while text.len() < self.written {
@@ -164,7 +213,7 @@ pub fn leftover_records(artifacts: &Path) -> Vec<PathBuf> {
 /// its token, or `None` for an intent never filled in. A record that does
 /// not parse is named, never quoted (it may hold the token), and one
 /// naming another job is refused (left alone).
-fn read(path: &Path, job: &str) -> Result<Option<Secret>, String> {
+fn read(path: &Path, job: &str) -> Result<Held, String> {
     let text = token_record::read_text(path)?;
     let not_one = || format!("read {}: not a token record", path.display());
     let on_disk: OnDisk = serde_json::from_str(&text).map_err(|_| not_one())?;
@@ -181,7 +230,12 @@ fn read(path: &Path, job: &str) -> Result<Option<Secret>, String> {
             path.display()
         ));
     }
-    Ok(on_disk.token.map(Secret::new))
+    Ok(match on_disk.token {
+        Some(token) => Held::Token(Secret::new(token)),
+        None => Held::Intent(on_disk.asked_at.as_deref().and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        })),
+    })
 }
 
 /// The name a record is reported by (its file name: never the token).
@@ -214,10 +268,17 @@ pub async fn revoke_leftovers(
     let job = job_of(artifacts);
     for path in leftover_records(artifacts) {
         let done = async {
-            let Some(token) = read(&path, &job)? else {
-                // Reported once, then gone: nothing more can be done.
-                remove(&path).map_err(|e| e.to_string())?;
-                return Err(format!("{}: {ORPHAN}", label(&path)));
+            let token = match read(&path, &job)? {
+                Held::Token(token) => token,
+                Held::Intent(asked) => {
+                    // Reported once, then gone: nothing more can be done.
+                    remove(&path).map_err(|e| e.to_string())?;
+                    return Err(format!(
+                        "{}: {}",
+                        label(&path),
+                        orphan(asked, time::OffsetDateTime::now_utc())
+                    ));
+                }
             };
             let client = GitHub::new(api, owner, repo, token)
                 .map_err(|e| e.to_string())?
@@ -264,8 +325,10 @@ mod tests {
                     .permissions()
                     .mode()
                     & 0o777,
-                read(&recorded.path, &job_of(dir.path()))
-                    .map(|s| s.map(|s| s.expose().to_string())),
+                read(&recorded.path, &job_of(dir.path())).map(|held| match held {
+                    Held::Token(s) => Some(s.expose().to_string()),
+                    Held::Intent(_) => None,
+                }),
                 read(&link, &job_of(dir.path())).is_err(),
             ),
             (
@@ -297,13 +360,23 @@ mod tests {
         let path = left.path.clone();
         drop(left);
         intend(&dir).unwrap().abandon();
+        let on_disk: OnDisk =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let asked = time::OffsetDateTime::parse(
+            on_disk.asked_at.as_deref().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap();
         let pass = revoke_leftovers("http://127.0.0.1:9", "acme", "widgets", &dir).await;
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         assert_eq!(
             (pass.revoked, pass.errors, leftover_records(&dir)),
             (
                 Vec::<String>::new(),
-                vec![format!("github installation token {name}: {ORPHAN}")],
+                vec![format!(
+                    "github installation token {name}: {}",
+                    orphan(Some(asked), asked)
+                )],
                 Vec::<PathBuf>::new()
             )
         );
@@ -311,9 +384,40 @@ mod tests {
             .unwrap()
             .record(&Secret::new("t".into()))
             .unwrap();
+        let written = std::fs::read_to_string(&filled.path).unwrap();
         assert_eq!(
-            std::fs::read_to_string(&filled.path).unwrap(),
-            r#"{"job":"job-1","token":"t"}"#.to_string() + " "
+            (
+                written.trim_end(),
+                written.trim_end_matches(' ').len() < written.len()
+            ),
+            (r#"{"job":"job-1","token":"t"}"#, true)
+        );
+    }
+
+    /// An intent's leftover says until when a token its mint made may
+    /// live (an hour after the mint was asked), or that it has expired;
+    /// an intent without the time (an older Paddock's) says "within the
+    /// hour".
+    #[test]
+    fn an_orphans_text_says_when_its_token_expires() {
+        let asked = time::macros::datetime!(2026-12-03 01:00:00 UTC);
+        let killed = "a publish (or review read) was killed after asking GitHub for an \
+                      installation token at 2026-12-03T01:00:00Z and before recording the \
+                      answer; ";
+        assert_eq!(
+            [
+                orphan(Some(asked), asked + time::Duration::minutes(59)),
+                orphan(Some(asked), asked + time::Duration::hours(1)),
+                orphan(None, asked),
+            ],
+            [
+                format!(
+                    "{killed}if GitHub made the token, Paddock cannot revoke it (GitHub lists no \
+                     installation tokens): it expires by 2026-12-03T02:00:00Z"
+                ),
+                format!("{killed}any token GitHub made then has expired (GitHub's last an hour)"),
+                ORPHAN.to_string(),
+            ]
         );
     }
 }

@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use paddock::results::github_app_record::{leftover_records, ORPHAN};
+use paddock::results::github_app_record::{leftover_records, orphan};
 use paddock_test_support::github::MockGitHub;
 use paddock_test_support::prelude::*;
 use serde_json::json;
@@ -144,7 +144,8 @@ async fn dispose_revokes_the_tokens_a_killed_publish_left() {
 /// `paddock run --attempt-after JOB` killed while it mints the token to
 /// read JOB's review (GitHub never answers): the read held JOB's lease, so
 /// `paddock gc` visits JOB, finds the intent written before the mint and
-/// names it (a token GitHub may have made and Paddock cannot revoke), and
+/// names it (a token GitHub may have made and Paddock cannot revoke, and
+/// the time it expires by: an hour after the mint was asked), and
 /// removes it; the next pass has nothing left to do for JOB (its lease
 /// released), and JOB stays `done`.
 #[tokio::test(flavor = "multi_thread")]
@@ -182,6 +183,14 @@ async fn a_review_read_killed_mid_mint_is_named_by_the_reaper() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let intent = leftover_records(&artifacts);
+    // The intent says when the mint was asked for.
+    let asked: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&intent[0]).unwrap()).unwrap();
+    let asked = time::OffsetDateTime::parse(
+        asked["asked_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     mock.set_stall(false);
@@ -225,7 +234,8 @@ async fn a_review_read_killed_mid_mint_is_named_by_the_reaper() {
         (
             1,
             vec![json!([format!(
-                "github installation token {name}: {ORPHAN}"
+                "github installation token {name}: {}",
+                orphan(Some(asked), asked)
             )])],
             Vec::<serde_json::Value>::new(),
             Vec::<PathBuf>::new(),
