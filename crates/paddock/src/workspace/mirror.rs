@@ -18,7 +18,11 @@
 //! or with the spec's `repository.token`: an `http.extraHeader` in the
 //! environment of each git process (`GIT_CONFIG_COUNT`), never on its
 //! command line or in the mirror's configuration, whose `origin` is the
-//! URL as the spec gives it (a spec's URL carries no credential). Git's
+//! URL as the spec gives it (a spec's URL carries no credential); with the
+//! token, the user's `url.<base>.insteadOf` does not apply to the URL (it
+//! is rewritten to itself: an SSH rewrite would have used the user's keys
+//! and agent instead of the token, a path rewrite a repository of the
+//! host's). Git's
 //! error text has any `user:password@` of a URL it echoes (a user's
 //! `insteadOf` may add one) cut before it becomes a job's error.
 
@@ -271,14 +275,21 @@ async fn git(
         // written into the mirror, nothing is on the command line. No
         // credential helper of the user's is asked when the token is
         // refused: the spec's token is the fetch's only credential.
-        cmd.env("GIT_CONFIG_COUNT", "2")
+        // Nor does the user's `url.<base>.insteadOf` send the fetch
+        // elsewhere (an SSH remote with the user's keys and agent, a local
+        // repository): the URL is rewritten to itself, a rewrite of the
+        // whole URL, longer than any of the user's shorter prefixes, which
+        // git prefers (the longest match).
+        cmd.env("GIT_CONFIG_COUNT", "3")
             .env("GIT_CONFIG_KEY_0", "http.extraHeader")
             .env(
                 "GIT_CONFIG_VALUE_0",
                 token.basic_auth_header("x-access-token").expose(),
             )
             .env("GIT_CONFIG_KEY_1", "credential.helper")
-            .env("GIT_CONFIG_VALUE_1", "");
+            .env("GIT_CONFIG_VALUE_1", "")
+            .env("GIT_CONFIG_KEY_2", format!("url.{url}.insteadOf"))
+            .env("GIT_CONFIG_VALUE_2", url);
     }
     // No automatic gc, nor the maintenance a fetch starts after itself
     // (`git maintenance run --auto`, one more process per job): a job may

@@ -1900,6 +1900,105 @@ fn source_needles(extra: &str) -> Vec<Vec<u8>> {
     ]
 }
 
+/// A URL source fetched with the spec's `repository.token` goes to that
+/// URL with that token only, whatever the user's git configuration
+/// rewrites: a `url.<base>.insteadOf` of the server's user (commonly an
+/// SSH rewrite of a forge's HTTPS URLs, with its keys and agent; here a
+/// directory of the host's) would have fetched another repository with
+/// other credentials than the spec's, for a submitter whose spec names
+/// only the allowed host and token. (A rewrite of the whole URL itself,
+/// which git ranks equal, is the user's own choice for that URL and
+/// still applies.) The job's tree is the URL's (no
+/// `elsewhere.txt`), and the URL's server saw the token. (Before, the
+/// rewrite was followed: the server saw no request.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_sources_token_fetch_follows_no_insteadof_of_the_user() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(SOURCE_TOKEN)).await;
+    // The user's other repository, which the rewrite leads to.
+    let elsewhere = bare_remote(&home.path().join("elsewhere"), &repo);
+    let other = home.path().join("other");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            elsewhere.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(other.join("elsewhere.txt"), "the user's other repository\n").unwrap();
+    git(&other, &["add", "elsewhere.txt"]);
+    git(
+        &other,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@x",
+            "commit",
+            "-qm",
+            "other",
+        ],
+    );
+    git(&other, &["push", "-q", "origin", "HEAD"]);
+    let url = format!("{}/widgets.git", server.url);
+    let config = home.path().join("user.gitconfig");
+    // A rewrite of every URL of the server (as `insteadOf =
+    // https://github.com/` would be), to a directory of the host's.
+    std::fs::write(
+        &config,
+        format!(
+            "[url \"{}/\"]\n\tinsteadOf = {}/\n",
+            elsewhere.parent().unwrap().display(),
+            server.url
+        ),
+    )
+    .unwrap();
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        &finishing("test ! -e elsewhere.txt && printf 'fixed\\n' > fix.txt"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("url = \"{url}\"\ntoken = \"env:PADDOCK_TEST_SOURCE_TOKEN\""),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[
+                ("PADDOCK_TEST_SOURCE_TOKEN", SOURCE_TOKEN),
+                ("GIT_CONFIG_GLOBAL", config.to_str().unwrap()),
+            ],
+        )
+        .await;
+    let rec = record(&out);
+    let auths = server.authorizations();
+    assert_eq!(
+        (
+            rec.status,
+            rec.changed_files,
+            !auths.is_empty()
+                && auths
+                    .iter()
+                    .all(|a| a.as_deref() == Some(basic(SOURCE_TOKEN).as_str())),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec!["fix.txt".to_string()],
+            true
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A private URL source (`repository.token = "env:…"`, over smart HTTP
 /// whose server demands it): the token reaches the remote on every
 /// request of the mirror's clone and fetch, and nowhere else: a key scan
