@@ -17,14 +17,16 @@
 //! the model's, not a request for stored state, and is not searched.
 //! Nor may a request choose another organization or project of the key
 //! than its default ([`account_header`]: OpenAI's `OpenAI-Organization`
-//! and `OpenAI-Project`), whose state and spend are the operator's others.
+//! and `OpenAI-Project`, Google's `x-goog-user-project`, which bills
+//! another project the server's identity may use), whose state and spend
+//! are the operator's others.
 
 use http::HeaderMap;
 use serde_json::Value;
 
 /// The request headers that choose the account a key acts for, as the
 /// refusal says them: an engine sends none (Paddock configures them none).
-const ACCOUNT_HEADERS: [(&str, &str); 2] = [
+const ACCOUNT_HEADERS: [(&str, &str); 3] = [
     (
         "openai-organization",
         "an OpenAI organization (the `OpenAI-Organization` header)",
@@ -32,6 +34,10 @@ const ACCOUNT_HEADERS: [(&str, &str); 2] = [
     (
         "openai-project",
         "an OpenAI project (the `OpenAI-Project` header)",
+    ),
+    (
+        "x-goog-user-project",
+        "a Google Cloud project to bill (the `x-goog-user-project` header)",
     ),
 ];
 
@@ -214,6 +220,43 @@ mod tests {
                 container,
                 container,
                 None,
+                None,
+                None,
+                None,
+            ]
+        );
+    }
+
+    /// Each header choosing another account of the key is found; the
+    /// engines' own (`anthropic-beta`, `OpenAI-Beta`, `x-stainless-…`) are
+    /// not.
+    #[test]
+    fn headers_choosing_the_account_are_found() {
+        let found = |name: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap_or(http::header::ACCEPT),
+                http::HeaderValue::from_static("x"),
+            );
+            account_header(&h)
+        };
+        let got: Vec<Option<&str>> = [
+            "OpenAI-Organization",
+            "openai-project",
+            "X-Goog-User-Project",
+            "anthropic-beta",
+            "OpenAI-Beta",
+            "x-stainless-lang",
+        ]
+        .iter()
+        .map(|n| found(n))
+        .collect();
+        assert_eq!(
+            got,
+            [
+                Some("an OpenAI organization (the `OpenAI-Organization` header)"),
+                Some("an OpenAI project (the `OpenAI-Project` header)"),
+                Some("a Google Cloud project to bill (the `x-goog-user-project` header)"),
                 None,
                 None,
                 None,
