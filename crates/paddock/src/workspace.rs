@@ -11,6 +11,7 @@
 
 pub(crate) mod beneath;
 mod check_ignore;
+mod commit_object;
 pub mod disk_usage;
 mod final_tree;
 pub(crate) mod host_git;
@@ -83,6 +84,12 @@ pub enum WorkspaceError {
     BaseRefRemoteOnly {
         source_repo: String,
         base_ref: String,
+    },
+    #[error("workspace {path}: cannot write the result branch's commit: {source}")]
+    Commit {
+        path: PathBuf,
+        #[source]
+        source: commit_object::CommitError,
     },
     #[error("workspace {path}: `git {args}` failed: {stderr}")]
     Git {

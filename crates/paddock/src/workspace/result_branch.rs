@@ -12,28 +12,26 @@ use std::path::Path;
 
 use super::{Workspace, WorkspaceError};
 
-/// The commit's author and committer.
-const IDENTITY: [&str; 4] = [
-    "-c",
-    "user.name=Paddock",
-    "-c",
-    "user.email=paddock@localhost",
-];
-
 impl Workspace {
     /// Commits the tree `tree` (a patch's) on the base commit with
-    /// `message`; the commit. No ref names it in Paddock's git directory:
-    /// the branch is the bundle's ([`Workspace::bundle_result`]).
+    /// `message`, dated now; the commit. Written by Paddock itself
+    /// (`commit_object.rs`: the object `git commit-tree` would write, one
+    /// process fewer on the job's end). No ref names it in Paddock's git
+    /// directory: the branch is the bundle's ([`Workspace::bundle_result`]).
     pub async fn commit_result(&self, tree: &str, message: &str) -> Result<String, WorkspaceError> {
-        let git = self.paddock_git(None, false);
-        let mut args: Vec<&str> = IDENTITY.to_vec();
-        args.extend(["commit-tree", tree, "-p", &self.base_commit, "-F", "-"]);
-        let commit = git.run(&args, Some(message.as_bytes())).await?;
-        let commit = String::from_utf8_lossy(&commit).trim().to_string();
-        if !super::is_object_name(&commit) {
-            return Err(git.failed(&args, b"it did not print an object name"));
-        }
-        Ok(commit)
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        super::commit_object::write_commit(
+            &self.git_dir(),
+            tree,
+            &self.base_commit,
+            message,
+            now,
+            super::commit_object::local_offset_secs(),
+        )
+        .map_err(|source| WorkspaceError::Commit {
+            path: self.root.clone(),
+            source,
+        })
     }
 
     /// Writes `commit` as the branch `refs/heads/<branch>` in a git bundle

@@ -1,0 +1,309 @@
+//! The result branch's commit written by Paddock itself into its own git
+//! directory (`meta/git`) as a loose object, where a `git commit-tree` was
+//! one more process on every job's end, one after the tree's `write-tree`
+//! and before the bundle's `pack-objects` (issue #14). The object is what
+//! `git commit-tree TREE -p BASE` writes with Paddock's identity (no
+//! signature: Paddock's git reads no user config, so no `commit.gpgSign`):
+//! `tree`, `parent`, `author` and `committer` lines, a blank line and the
+//! message as given, named by the hash of the repository's object format
+//! (SHA-1, or SHA-256 where the base's name has 64 digits), stored
+//! zlib-framed (deflate's uncompressed blocks: a few hundred bytes, which
+//! git inflates like any other) in `objects/<2>/<rest>`, written to a
+//! temporary file and linked into place as git does. A message holding a
+//! NUL byte is refused, as git refuses it. Nothing here reads what the
+//! job wrote: the tree was written by Paddock's git from its own index.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use sha1::Digest as _;
+
+/// The author and committer of every result commit.
+const IDENT: &str = "Paddock <paddock@localhost>";
+
+/// Why a commit could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error("a NUL byte in the commit message is not allowed")]
+    NulInMessage,
+    #[error("{what} {name:?} is not an object name")]
+    NotAnObjectName { what: &'static str, name: String },
+    #[error("write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Writes the commit of `tree` on `parent` with `message`, made at `when`
+/// (seconds since the epoch, at `offset_secs` east of UTC), into the git
+/// directory `git_dir`; its name.
+pub(crate) fn write_commit(
+    git_dir: &Path,
+    tree: &str,
+    parent: &str,
+    message: &str,
+    when: i64,
+    offset_secs: i32,
+) -> Result<String, CommitError> {
+    for (what, name) in [("tree", tree), ("parent", parent)] {
+        if !super::is_object_name(name) {
+            return Err(CommitError::NotAnObjectName {
+                what,
+                name: name.to_string(),
+            });
+        }
+    }
+    if message.contains('\0') {
+        return Err(CommitError::NulInMessage);
+    }
+    let body = commit_text(tree, parent, message, when, offset_secs);
+    write_loose(git_dir, "commit", body.as_bytes(), parent.len() == 64)
+}
+
+/// The commit's text, as `git commit-tree` writes it.
+fn commit_text(tree: &str, parent: &str, message: &str, when: i64, offset_secs: i32) -> String {
+    let date = format!("{when} {}", offset_text(offset_secs));
+    format!("tree {tree}\nparent {parent}\nauthor {IDENT} {date}\ncommitter {IDENT} {date}\n\n{message}")
+}
+
+/// An offset from UTC as git writes it: `+HHMM` or `-HHMM`.
+fn offset_text(offset_secs: i32) -> String {
+    let sign = if offset_secs < 0 { '-' } else { '+' };
+    let minutes = offset_secs.unsigned_abs() / 60;
+    format!("{sign}{:02}{:02}", minutes / 60, minutes % 60)
+}
+
+/// The local time zone's offset from UTC now, in seconds (UTC when it
+/// cannot be read), as git reads it for a commit's date.
+pub(crate) fn local_offset_secs() -> i32 {
+    let tz = jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC);
+    tz.to_offset(jiff::Timestamp::now()).seconds()
+}
+
+/// Writes the object `kind` with `body` as a loose object of `git_dir`
+/// (SHA-256 named when `sha256`); its name. An object already there is
+/// left as it is (same name, same content).
+fn write_loose(
+    git_dir: &Path,
+    kind: &str,
+    body: &[u8],
+    sha256: bool,
+) -> Result<String, CommitError> {
+    let mut object = format!("{kind} {}\0", body.len()).into_bytes();
+    object.extend_from_slice(body);
+    let name = if sha256 {
+        hex::encode(sha2::Sha256::digest(&object))
+    } else {
+        hex::encode(sha1::Sha1::digest(&object))
+    };
+    let dir = git_dir.join("objects").join(&name[..2]);
+    let path = dir.join(&name[2..]);
+    let failed = |source| CommitError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    if path.exists() {
+        return Ok(name);
+    }
+    match std::fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(failed(e)),
+    }
+    let mut tmp = tempfile::Builder::new()
+        .prefix("tmp_obj_")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o444))
+        .tempfile_in(&dir)
+        .map_err(failed)?;
+    tmp.write_all(&zlib_stored(&object)).map_err(failed)?;
+    match tmp.persist_noclobber(&path) {
+        Ok(_) => Ok(name),
+        // Written meanwhile by another writer: the same object.
+        Err(e) if path.exists() => {
+            drop(e);
+            Ok(name)
+        }
+        Err(e) => Err(failed(e.error)),
+    }
+}
+
+/// `data` as a zlib stream of deflate's stored (uncompressed) blocks.
+fn zlib_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + data.len() / 65535 * 5 + 11);
+    // CMF 0x78 (deflate, 32 KiB window), FLG 0x01 (fastest; the check
+    // bits make 0x7801 a multiple of 31).
+    out.extend_from_slice(&[0x78, 0x01]);
+    let mut chunks = data.chunks(usize::from(u16::MAX)).peekable();
+    if chunks.peek().is_none() {
+        out.extend_from_slice(&[0x01, 0x00, 0x00, 0xff, 0xff]);
+    }
+    while let Some(chunk) = chunks.next() {
+        let last = chunks.peek().is_none();
+        let len = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
+        out.push(u8::from(last));
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(chunk);
+    }
+    out.extend_from_slice(&adler32(data).to_be_bytes());
+    out
+}
+
+/// zlib's Adler-32 checksum of `data`.
+fn adler32(data: &[u8]) -> u32 {
+    const MOD: u32 = 65521;
+    let (mut a, mut b) = (1u32, 0u32);
+    // 5552 bytes is the most that can be summed before `b` could overflow.
+    for chunk in data.chunks(5552) {
+        for &byte in chunk {
+            a += u32::from(byte);
+            b += a;
+        }
+        a %= MOD;
+        b %= MOD;
+    }
+    (b << 16) | a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paddock_test_support::git::git;
+
+    /// A repository of `format` with one commit; its git directory, the
+    /// commit and its tree.
+    fn repo(dir: &Path, format: &str) -> (std::path::PathBuf, String, String) {
+        let repo = dir.join(format);
+        git(
+            dir,
+            &[
+                "init",
+                "-q",
+                &format!("--object-format={format}"),
+                repo.to_str().unwrap(),
+            ],
+        );
+        std::fs::write(repo.join("a.txt"), "a\n").unwrap();
+        git(&repo, &["add", "a.txt"]);
+        git(
+            &repo,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                "base",
+            ],
+        );
+        let out = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(&repo)
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        let base = out(&["rev-parse", "HEAD"]);
+        let tree = out(&["rev-parse", "HEAD^{tree}"]);
+        (repo.join(".git"), base, tree)
+    }
+
+    /// What `git commit-tree` writes for the same tree, parent, identity,
+    /// date and message.
+    fn by_git(git_dir: &Path, tree: &str, parent: &str, message: &str, date: &str) -> String {
+        let mut child = std::process::Command::new("git")
+            .args(["commit-tree", tree, "-p", parent, "-F", "-"])
+            .env("GIT_DIR", git_dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Paddock")
+            .env("GIT_AUTHOR_EMAIL", "paddock@localhost")
+            .env("GIT_COMMITTER_NAME", "Paddock")
+            .env("GIT_COMMITTER_EMAIL", "paddock@localhost")
+            .env("GIT_AUTHOR_DATE", date)
+            .env("GIT_COMMITTER_DATE", date)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(message.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn the_commit_is_the_one_git_commit_tree_writes_in_either_object_format() {
+        let dir = tempfile::tempdir().unwrap();
+        let message = "T-1: Fix the typo\n\nPaddock job for ticket T-1, attempt 2.\n";
+        for (format, offset, date) in [
+            ("sha1", 3600 + 30 * 60, "1764720000 +0130"),
+            ("sha256", -5 * 3600, "1764720000 -0500"),
+        ] {
+            let (git_dir, base, tree) = repo(dir.path(), format);
+            let ours =
+                write_commit(&git_dir, &tree, &base, message, 1_764_720_000, offset).unwrap();
+            // Ours first (git's would be found in place otherwise).
+            let theirs = by_git(&git_dir, &tree, &base, message, date);
+            assert_eq!(ours, theirs, "{format}");
+            let check = std::process::Command::new("git")
+                .args(["fsck", "--strict", "--no-dangling"])
+                .env("GIT_DIR", &git_dir)
+                .output()
+                .unwrap();
+            assert!(check.status.success(), "{format}: {check:?}");
+        }
+    }
+
+    #[test]
+    fn a_large_object_spans_stored_blocks_that_git_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (git_dir, base, tree) = repo(dir.path(), "sha1");
+        let message = format!("big\n\n{}\n", "x".repeat(200_000));
+        let ours = write_commit(&git_dir, &tree, &base, &message, 1_764_720_000, 0).unwrap();
+        let shown = std::process::Command::new("git")
+            .args(["cat-file", "commit", &ours])
+            .env("GIT_DIR", &git_dir)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(shown.stdout).unwrap(),
+            commit_text(&tree, &base, &message, 1_764_720_000, 0)
+        );
+    }
+
+    #[test]
+    fn a_nul_in_the_message_or_a_bad_name_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (git_dir, base, tree) = repo(dir.path(), "sha1");
+        let refused = |r: Result<String, CommitError>| r.map_err(|e| e.to_string());
+        assert_eq!(
+            (
+                refused(write_commit(&git_dir, &tree, &base, "a\0b", 0, 0)),
+                refused(write_commit(&git_dir, "HEAD", &base, "m", 0, 0)),
+            ),
+            (
+                Err("a NUL byte in the commit message is not allowed".to_string()),
+                Err("tree \"HEAD\" is not an object name".to_string()),
+            )
+        );
+    }
+
+    #[test]
+    fn offsets_are_written_as_git_writes_them() {
+        assert_eq!(
+            [0, 3600, -3600, 5 * 3600 + 45 * 60, -(9 * 3600 + 30 * 60)].map(offset_text),
+            ["+0000", "+0100", "-0100", "+0545", "-0930"].map(String::from)
+        );
+    }
+}
