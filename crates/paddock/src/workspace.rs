@@ -1043,6 +1043,8 @@ impl Workspace {
     pub async fn stage(&self) -> Result<Staged, WorkspaceError> {
         let index = self.meta.join("patch.index");
         let _ = std::fs::remove_file(&index);
+        // A lock an earlier patch's killed `update-index` left.
+        let _ = std::fs::remove_file(self.meta.join("patch.index.lock"));
         copy_index(&self.git_dir().join("index"), &index).map_err(|source| {
             WorkspaceError::Write {
                 path: self.root.clone(),
@@ -1150,22 +1152,30 @@ impl Workspace {
     /// left out. The work tree as listed. On an overlay only what its
     /// upper layer names is read (`upper.rs`); the base's files the job
     /// left alone stay as the index has them.
+    ///
+    /// The `update-index` that stages what the walk read is started before
+    /// the walk, reading its paths from stdin once the walk has listed
+    /// them: its start-up (exec, the index read) runs beside the walk
+    /// instead of after it (issue #14). It replaces a tracked path that a
+    /// staged one conflicts with (a file become a directory, or the
+    /// reverse: `--replace`), and the tracked paths that are gone are
+    /// removed after it: the index that results is the one removing them
+    /// first made, since such a conflicting path is always among them.
     async fn stage_work_tree(&self, git: &HostGit) -> Result<FinalTree, WorkspaceError> {
+        let add = ["update-index", "--add", "--replace", "-z", "--stdin"];
+        let adding = git.start(add)?;
         let tracked = self.base_paths(git).await?;
         let upper = self.upper_layer();
         let mut tree =
             final_tree::list_with(git, &self.work, &tracked, upper.as_ref(), &mut |_| {}).await?;
+        let (status, _, stderr) = adding.finish(&nul_list(&tree.staged)).await?;
+        if !status.success() {
+            return Err(git.failed(add, &stderr));
+        }
+        tree.refused = final_tree::refused_paths(&stderr);
         if !tree.gone.is_empty() {
             let args = ["update-index", "--force-remove", "-z", "--stdin"];
             git.run(args, Some(&nul_list(&tree.gone))).await?;
-        }
-        if !tree.staged.is_empty() {
-            let args = ["update-index", "--add", "-z", "--stdin"];
-            let (status, _, stderr) = git.status(args, Some(&nul_list(&tree.staged))).await?;
-            if !status.success() {
-                return Err(git.failed(args, &stderr));
-            }
-            tree.refused = final_tree::refused_paths(&stderr);
         }
         Ok(tree)
     }
@@ -2517,6 +2527,73 @@ mod tests {
     /// `"caf\303\251.md"`), in the list and in the patch, and untracked
     /// build output is left out and named in a warning, while a tracked
     /// file under such a name stays content.
+    /// A tracked file become a directory and a tracked directory become a
+    /// file are staged as `git add --all` stages them (the `update-index`
+    /// started before the walk replaces what a staged path conflicts
+    /// with), in a clone and in an overlay workspace alike.
+    #[tokio::test]
+    async fn a_file_become_a_directory_and_the_reverse_are_staged_as_git_stages_them() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        std::fs::write(r.join("a"), "a\n").unwrap();
+        std::fs::create_dir(r.join("c")).unwrap();
+        std::fs::write(r.join("c/x"), "x\n").unwrap();
+        sh(&r, &["add", "."]);
+        sh(&r, &["commit", "-q", "-m", "a file and a directory"]);
+        let jobs = tmp.path().join("jobs");
+        let mut layouts = vec![Layout::Clone];
+        if overlay_here() {
+            layouts.push(Layout::Overlay);
+        }
+        for (i, layout) in layouts.into_iter().enumerate() {
+            let id = format!("j{i}");
+            let lease = Lease::take(&jobs, &id).unwrap();
+            let ws = Workspace::provision_as(
+                &jobs,
+                &id,
+                lease,
+                &spec(r.clone(), "main"),
+                "paddock/T/1",
+                layout,
+            )
+            .await
+            .unwrap();
+            std::fs::remove_file(ws.work.join("a")).unwrap();
+            std::fs::create_dir(ws.work.join("a")).unwrap();
+            std::fs::write(ws.work.join("a/y"), "y\n").unwrap();
+            std::fs::remove_dir_all(ws.work.join("c")).unwrap();
+            std::fs::write(ws.work.join("c"), "c\n").unwrap();
+            // What git itself makes of the same change.
+            let expected = tmp.path().join(format!("expected{i}"));
+            sh(
+                tmp.path(),
+                &[
+                    "clone",
+                    "-q",
+                    r.to_str().unwrap(),
+                    expected.to_str().unwrap(),
+                ],
+            );
+            std::fs::remove_file(expected.join("a")).unwrap();
+            std::fs::create_dir(expected.join("a")).unwrap();
+            std::fs::write(expected.join("a/y"), "y\n").unwrap();
+            std::fs::remove_dir_all(expected.join("c")).unwrap();
+            std::fs::write(expected.join("c"), "c\n").unwrap();
+            sh(&expected, &["add", "--all"]);
+            let tree = user_git(&expected, ["write-tree"]).await.unwrap();
+            let p = ws.patch().await.unwrap();
+            assert_eq!(
+                (p.tree.clone(), p.changed_files.clone()),
+                (
+                    tree.trim().to_string(),
+                    ["a", "a/y", "c", "c/x"].map(String::from).to_vec()
+                ),
+                "{id}"
+            );
+            ws.remove().unwrap();
+        }
+    }
+
     #[tokio::test]
     async fn names_are_kept_as_they_are_and_build_output_is_left_out() {
         let tmp = TmpDir::new();

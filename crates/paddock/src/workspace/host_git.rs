@@ -204,6 +204,32 @@ impl HostGit {
 
     /// [`HostGit::status`] with stdout written to `out` when given (then
     /// none is returned).
+    /// Starts `git ARGS` now, reading its stdin, which
+    /// [`Started::finish`] writes later: the process starts (a few
+    /// milliseconds of exec and set-up) beside whatever the caller does
+    /// meanwhile. Nothing it reads of the work tree is read before its
+    /// input names it. Killed with its group if dropped unfinished.
+    pub fn start<I, S>(&self, args: I) -> Result<Started, WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let spawned = spawn_group(self.command(&args), true, None).map_err(|source| {
+            WorkspaceError::Spawn {
+                path: self.root.clone(),
+                source,
+            }
+        })?;
+        Ok(Started {
+            spawned,
+            args,
+            root: self.root.clone(),
+            timeout: self.timeout,
+        })
+    }
+
     async fn status_to<I, S>(
         &self,
         args: I,
@@ -297,62 +323,140 @@ pub(crate) async fn output_within(
 /// [`output_within`] with stdout written to `out` when given (the
 /// output's stdout is empty then).
 async fn output_to_within(
-    mut cmd: Command,
+    cmd: Command,
     input: Option<&[u8]>,
     out: Option<std::fs::File>,
     limit: Duration,
 ) -> std::io::Result<Option<Output>> {
+    spawn_group(cmd, input.is_some(), out)?
+        .collect(input, limit)
+        .await
+}
+
+/// Starts `cmd` in a process group of its own (killed whole when the
+/// result is dropped before it ended), its stdout to `out` or a pipe,
+/// stderr to a pipe, stdin a pipe when `with_input`.
+fn spawn_group(
+    mut cmd: Command,
+    with_input: bool,
+    out: Option<std::fs::File>,
+) -> std::io::Result<Spawned> {
     cmd.stdout(out.map_or_else(Stdio::piped, Stdio::from))
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if input.is_some() {
+    if with_input {
         cmd.stdin(Stdio::piped());
     }
     let mut child = cmd.spawn()?;
     let stdin = child.stdin.take();
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    let mut group = Group {
-        pgid: child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .map(nix::unistd::Pid::from_raw),
-        child,
-        ended: false,
-    };
-    let write = async move {
-        if let (Some(mut pipe), Some(data)) = (stdin, input) {
-            // A git that exits early closes the pipe: its status says why.
-            let _ = pipe.write_all(data).await;
-            let _ = pipe.shutdown().await;
+    Ok(Spawned {
+        group: Group {
+            pgid: child
+                .id()
+                .and_then(|id| i32::try_from(id).ok())
+                .map(nix::unistd::Pid::from_raw),
+            child,
+            ended: false,
+        },
+        stdin,
+        stdout,
+        stderr,
+    })
+}
+
+/// A started command and its pipes.
+struct Spawned {
+    group: Group,
+    stdin: Option<tokio::process::ChildStdin>,
+    stdout: Option<tokio::process::ChildStdout>,
+    stderr: Option<tokio::process::ChildStderr>,
+}
+
+impl Spawned {
+    /// Writes `input` (then closes stdin) while reading stdout and stderr,
+    /// until the command ends; `None` when it did not within `limit` (it
+    /// is killed with its group then).
+    async fn collect(
+        mut self,
+        input: Option<&[u8]>,
+        limit: Duration,
+    ) -> std::io::Result<Option<Output>> {
+        let stdin = self.stdin.take();
+        let write = async move {
+            if let Some(mut pipe) = stdin {
+                if let Some(data) = input {
+                    let _ = pipe.write_all(data).await;
+                }
+                let _ = pipe.shutdown().await;
+            }
+        };
+        let (stdout, stderr) = (self.stdout.take(), self.stderr.take());
+        let group = &mut self.group;
+        let run = async {
+            let (_, status, stdout, stderr) = tokio::join!(
+                write,
+                group.child.wait(),
+                read_all(stdout),
+                read_all(stderr)
+            );
+            Ok::<_, std::io::Error>(Output {
+                status: status?,
+                stdout: stdout?,
+                stderr: stderr?,
+            })
+        };
+        let out = tokio::time::timeout(limit, run).await;
+        match out {
+            Ok(Ok(out)) => {
+                self.group.ended = true;
+                Ok(Some(out))
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Ok(None),
         }
-    };
-    let run = async {
-        let (_, status, stdout, stderr) = tokio::join!(
-            write,
-            group.child.wait(),
-            read_all(stdout),
-            read_all(stderr)
-        );
-        Ok::<_, std::io::Error>(Output {
-            status: status?,
-            stdout: stdout?,
-            stderr: stderr?,
-        })
-    };
-    let out = tokio::time::timeout(limit, run).await;
-    match out {
-        Ok(Ok(out)) => {
-            group.ended = true;
-            Ok(Some(out))
-        }
-        Ok(Err(e)) => Err(e),
-        Err(_) => Ok(None),
     }
 }
 
-/// A child in a process group of its own (its id the group's), the whole
-/// group killed when this is dropped before the child's run ended.
+/// A git command of [`HostGit::start`]: running, waiting for its input.
+pub(crate) struct Started {
+    spawned: Spawned,
+    args: Vec<std::ffi::OsString>,
+    root: PathBuf,
+    timeout: Duration,
+}
+
+impl Started {
+    /// Gives the command `input` and waits for its end (bounded by its
+    /// git's time limit, counted from now); its exit status, stdout and
+    /// stderr, as [`HostGit::status`] returns them.
+    pub async fn finish(
+        self,
+        input: &[u8],
+    ) -> Result<(ExitStatus, Vec<u8>, Vec<u8>), WorkspaceError> {
+        let Started {
+            spawned,
+            args,
+            root,
+            timeout,
+        } = self;
+        let out = spawned
+            .collect(Some(input), timeout)
+            .await
+            .map_err(|source| WorkspaceError::Spawn {
+                path: root.clone(),
+                source,
+            })?
+            .ok_or_else(|| WorkspaceError::GitTimeout {
+                path: root,
+                args: joined(&args),
+                after: timeout,
+            })?;
+        Ok((out.status, out.stdout, out.stderr))
+    }
+}
+
 struct Group {
     child: tokio::process::Child,
     pgid: Option<nix::unistd::Pid>,
