@@ -41,6 +41,7 @@ use final_tree::{nul_list, FinalTree, Tracked};
 use host_git::HostGit;
 pub use lease::Lease;
 pub use overlay::{Chosen, Layout};
+pub use result_branch::StartedBundle;
 pub use snapshot::SNAPSHOTS;
 use snapshot::{Snapshot, Source as SnapSource};
 
@@ -169,11 +170,18 @@ pub struct Workspace {
     /// provisioned ([`Workspace::list_base_soon`]); `None` inside when
     /// that read failed (the patch reads it itself then).
     base_listing: BaseListing,
+    /// The base commit's tree, read beside the engine with the listing
+    /// (the patch's diff is started before the final tree exists and
+    /// compares two trees); `None` inside when that read failed.
+    base_tree: BaseTree,
 }
 
 /// The base's listing, shared by a workspace's copies and the task that
 /// reads it early.
 type BaseListing = Arc<tokio::sync::OnceCell<Option<Arc<Tracked>>>>;
+
+/// The base commit's tree, likewise.
+type BaseTree = Arc<tokio::sync::OnceCell<Option<String>>>;
 
 /// What the job changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,6 +229,38 @@ const UPPER: &str = "upper";
 const OVERLAY_WORK: &str = "overlay-work";
 
 /// A full object name as `git rev-parse` prints it (SHA-1 or SHA-256).
+/// The diff's options (after `diff` or `diff-tree --stdin -r -M`): every
+/// choice that shapes the text spelled out (see [`Workspace::diff_to`]).
+const DIFF_ARGS: [&str; 10] = [
+    "--binary",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-relative",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--patch",
+    "--raw",
+    "-z",
+];
+
+/// The patch text and the changed names of a diff's `--patch --raw -z`
+/// output (`raw_diff.rs`); `None` when it is not in that shape.
+fn diff_and_names(out: &[u8]) -> Option<(String, Vec<String>)> {
+    let (names, diff) = raw_diff::split(out)?;
+    let changed_files = names
+        .into_iter()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect();
+    Some((String::from_utf8_lossy(diff).into_owned(), changed_files))
+}
+
+/// A diff of [`Workspace::start_diff`]: running, waiting for the trees.
+pub struct StartedDiff {
+    started: host_git::Started,
+    base_tree: String,
+}
+
 fn is_object_name(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
@@ -664,6 +704,7 @@ impl Workspace {
             notes: Vec::new(),
             layout: Chosen::clone_because("the clone"),
             base_listing: BaseListing::default(),
+            base_tree: BaseTree::default(),
         })
     }
 
@@ -854,6 +895,7 @@ impl Workspace {
             notes: Vec::new(),
             layout,
             base_listing: BaseListing::default(),
+            base_tree: BaseTree::default(),
         };
         ws.remount()?;
         Ok(Some(ws))
@@ -1041,6 +1083,18 @@ impl Workspace {
     /// `results::keep_branch`) can start while [`Workspace::diff_staged`]
     /// makes the diff.
     pub async fn stage(&self) -> Result<Staged, WorkspaceError> {
+        self.stage_starting(&mut || {}).await
+    }
+
+    /// [`Workspace::stage`], calling `start` once while it runs: after the
+    /// walk's first depth was asked of `check-ignore` (or after the walk,
+    /// if it had no second depth), so that what `start` starts (the diff
+    /// and the bundle's pack, `results::patch_and_branch`) does not hold
+    /// up the start of the processes the walk waits for.
+    pub async fn stage_starting(
+        &self,
+        start: &mut (dyn FnMut() + Send),
+    ) -> Result<Staged, WorkspaceError> {
         let index = self.meta.join("patch.index");
         let _ = std::fs::remove_file(&index);
         // A lock an earlier patch's killed `update-index` left.
@@ -1056,7 +1110,7 @@ impl Workspace {
             excludes: host_git::user_excludes_file().await,
             ..self.paddock_git(Some(&index), true)
         };
-        let tree = self.stage_work_tree(&git).await?;
+        let tree = self.stage_work_tree(&git, start).await?;
         let left_out: Vec<String> = tree
             .junk
             .iter()
@@ -1095,12 +1149,25 @@ impl Workspace {
     /// The second half of [`Workspace::patch`]: the diff from the base
     /// commit to the tree `staged` holds, and the names it changes.
     pub async fn diff_staged(&self, staged: Staged) -> Result<Patch, WorkspaceError> {
+        self.diff_staged_with(staged, None).await
+    }
+
+    /// [`Workspace::diff_staged`] by the diff `started` early
+    /// ([`Workspace::start_diff`]), if there is one.
+    pub async fn diff_staged_with(
+        &self,
+        staged: Staged,
+        started: Option<StartedDiff>,
+    ) -> Result<Patch, WorkspaceError> {
         let Staged {
             tree,
             left_out,
             warnings,
         } = staged;
-        let (diff, changed_files) = self.diff_to(&tree).await?;
+        let (diff, changed_files) = match started {
+            Some(started) => self.diff_started(started, &tree).await?,
+            None => self.diff_to(&tree).await?,
+        };
         Ok(Patch {
             diff,
             changed_files,
@@ -1127,6 +1194,34 @@ impl Workspace {
             })
             .await;
         });
+        let cell = self.base_tree.clone();
+        let git = self.paddock_git(None, false);
+        let tree_of = format!("{}^{{tree}}", self.base_commit);
+        tokio::spawn(async move {
+            cell.get_or_init(|| async move {
+                let args = ["rev-parse", "--verify", "--end-of-options", &tree_of];
+                let out = git.run(args, None).await.ok()?;
+                let tree = String::from_utf8_lossy(&out).trim().to_string();
+                is_object_name(&tree).then_some(tree)
+            })
+            .await;
+        });
+    }
+
+    /// Starts the patch's diff before the final tree exists, when the base
+    /// commit's tree was read early ([`Workspace::list_base_soon`]): `git
+    /// diff-tree --stdin` (plumbing, so `-r -M` are spelled out: `git
+    /// diff`'s recursion and its default rename detection) reads the two
+    /// trees from its stdin once the tree is written
+    /// ([`Workspace::diff_staged_with`]), its start-up beside the patch's
+    /// staging (issue #14). `None` otherwise: [`Workspace::diff_staged`]
+    /// runs `git diff` then, as before.
+    pub fn start_diff(&self) -> Option<StartedDiff> {
+        let base_tree = self.base_tree.get()?.clone()?;
+        let mut args = vec!["diff-tree", "--stdin", "-r", "-M"];
+        args.extend(DIFF_ARGS);
+        let started = self.paddock_git(None, false).start(args).ok()?;
+        Some(StartedDiff { started, base_tree })
     }
 
     /// The base's paths: as [`Workspace::list_base_soon`] read them
@@ -1161,13 +1256,27 @@ impl Workspace {
     /// reverse: `--replace`), and the tracked paths that are gone are
     /// removed after it: the index that results is the one removing them
     /// first made, since such a conflicting path is always among them.
-    async fn stage_work_tree(&self, git: &HostGit) -> Result<FinalTree, WorkspaceError> {
+    async fn stage_work_tree(
+        &self,
+        git: &HostGit,
+        start: &mut (dyn FnMut() + Send),
+    ) -> Result<FinalTree, WorkspaceError> {
         let add = ["update-index", "--add", "--replace", "-z", "--stdin"];
         let adding = git.start(add)?;
         let tracked = self.base_paths(git).await?;
         let upper = self.upper_layer();
+        let mut started = false;
+        let mut after_level = |depth: usize| {
+            if depth >= 1 && !std::mem::replace(&mut started, true) {
+                start();
+            }
+        };
         let mut tree =
-            final_tree::list_with(git, &self.work, &tracked, upper.as_ref(), &mut |_| {}).await?;
+            final_tree::list_with(git, &self.work, &tracked, upper.as_ref(), &mut after_level)
+                .await?;
+        if !started {
+            start();
+        }
         let (status, _, stderr) = adding.finish(&nul_list(&tree.staged)).await?;
         if !status.success() {
             return Err(git.failed(add, &stderr));
@@ -1243,31 +1352,37 @@ impl Workspace {
     /// textconv driver), so the patch is the same whatever configuration
     /// git could still read.
     async fn diff_to(&self, tree_id: &str) -> Result<(String, Vec<String>), WorkspaceError> {
-        let args = [
-            "diff",
-            "--binary",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-            "--no-relative",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            "--patch",
-            "--raw",
-            "-z",
-            &self.base_commit,
-            tree_id,
-            "--",
-        ];
+        let mut args = vec!["diff"];
+        args.extend(DIFF_ARGS);
+        args.extend([self.base_commit.as_str(), tree_id, "--"]);
         let objects = self.paddock_git(None, false);
-        let out = objects.run(args, None).await?;
-        let (names, diff) = raw_diff::split(&out)
-            .ok_or_else(|| objects.failed(args, b"its --raw output is not what git writes"))?;
-        let changed_files = names
-            .into_iter()
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .collect();
-        Ok((String::from_utf8_lossy(diff).into_owned(), changed_files))
+        let out = objects.run(&args, None).await?;
+        diff_and_names(&out)
+            .ok_or_else(|| objects.failed(&args, b"its --raw output is not what git writes"))
+    }
+
+    /// [`Workspace::diff_to`] by the `diff-tree` started early: the base's
+    /// tree and `tree_id` on its stdin; it prints that line back before
+    /// its output, which is `git diff`'s.
+    async fn diff_started(
+        &self,
+        started: StartedDiff,
+        tree_id: &str,
+    ) -> Result<(String, Vec<String>), WorkspaceError> {
+        let line = format!("{} {tree_id}\n", started.base_tree);
+        let (status, out, stderr) = started.started.finish(line.as_bytes()).await?;
+        let args = ["diff-tree", "--stdin", "-r", "-M"];
+        if !status.success() {
+            return Err(self.paddock_git(None, false).failed(args, &stderr));
+        }
+        out.strip_prefix(line.as_bytes())
+            .and_then(diff_and_names)
+            .ok_or_else(|| {
+                self.paddock_git(None, false).failed(
+                    args,
+                    b"its output is not the trees' line, then what git diff writes",
+                )
+            })
     }
 
     /// Removes the whole job directory from its place; an overlay
@@ -2527,6 +2642,67 @@ mod tests {
     /// `"caf\303\251.md"`), in the list and in the patch, and untracked
     /// build output is left out and named in a warning, while a tracked
     /// file under such a name stays content.
+    /// The diff started before the final tree exists (`diff-tree --stdin`,
+    /// the base's tree read beside the engine) is the patch `git diff`
+    /// gives: a rename (`git diff` finds renames by default), an edit, a
+    /// deletion, a new binary file and a mode change; without the early
+    /// read there is none to start.
+    #[tokio::test]
+    async fn the_diff_started_early_is_the_one_git_diff_gives() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let body: String = (0..40).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(r.join("moved.txt"), &body).unwrap();
+        std::fs::write(r.join("run.sh"), "echo hi\n").unwrap();
+        sh(&r, &["add", "."]);
+        sh(&r, &["commit", "-q", "-m", "more"]);
+        let jobs = tmp.path().join("jobs");
+        let ws = Workspace::provision(&jobs, "j", &spec(r, "main"), "paddock/T-1/1")
+            .await
+            .unwrap();
+        let unread = ws.start_diff().is_none();
+        ws.list_base_soon();
+        while ws.base_tree.get().is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        std::fs::rename(ws.work.join("moved.txt"), ws.work.join("renamed.txt")).unwrap();
+        std::fs::write(ws.work.join("README.md"), "hello\nworld\n").unwrap();
+        std::fs::remove_file(ws.work.join(".gitignore")).unwrap();
+        std::fs::write(ws.work.join("blob.bin"), [0u8, 1, 2, 255, 0, 7]).unwrap();
+        std::fs::set_permissions(
+            ws.work.join("run.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let started = ws.start_diff();
+        let early = started.is_some();
+        let staged = ws.stage().await.unwrap();
+        let by_git_diff = ws.diff_staged(staged.clone()).await.unwrap();
+        let by_diff_tree = ws.diff_staged_with(staged, started).await.unwrap();
+        assert_eq!(
+            (unread, early, by_diff_tree.clone()),
+            (true, true, by_git_diff.clone())
+        );
+        assert_eq!(
+            by_git_diff.changed_files,
+            [
+                ".gitignore",
+                "README.md",
+                "blob.bin",
+                "moved.txt",
+                "renamed.txt",
+                "run.sh"
+            ]
+            .map(String::from)
+            .to_vec()
+        );
+        assert!(by_git_diff
+            .diff
+            .contains("rename from moved.txt\nrename to renamed.txt\n"));
+        assert!(by_git_diff.diff.contains("GIT binary patch"));
+        ws.remove().unwrap();
+    }
+
     /// A tracked file become a directory and a tracked directory become a
     /// file are staged as `git add --all` stages them (the `update-index`
     /// started before the walk replaces what a staged path conflicts

@@ -27,7 +27,7 @@ use super::push::{self, PushAuth};
 use super::source::{self, SourceFetching};
 use super::token_record::Pass;
 use crate::secret::{Secret, SecretKind};
-use crate::workspace::{Patch, Workspace};
+use crate::workspace::{Patch, StartedBundle, Workspace};
 use tokio_util::sync::CancellationToken;
 
 /// The branch's bundle, in the job's artifacts directory.
@@ -68,12 +68,29 @@ pub async fn patch_and_branch(
     spec: &JobSpec,
     artifacts: &Path,
 ) -> Result<(Patch, KeptOrNot), crate::workspace::WorkspaceError> {
-    let staged = ws.stage().await?;
     let jobs_root = ws.root.parent().unwrap_or(&ws.root);
+    // The diff and the bundle's pack are started while the tree is staged,
+    // given the trees and the commit once they exist: their start-ups run
+    // beside the staging instead of after it (issue #14).
+    let bundle = artifacts.join(BUNDLE);
+    let _ = std::fs::remove_file(&bundle);
+    let whole = !base_objects::kept_on_host(spec, jobs_root);
+    let mut early = None;
+    let staged = ws
+        .stage_starting(&mut || {
+            if early.is_none() {
+                early = Some((ws.start_diff(), ws.start_bundle(&bundle, whole)));
+            }
+        })
+        .await?;
+    let (diff, pack) = match early {
+        Some(started) => started,
+        None => (ws.start_diff(), ws.start_bundle(&bundle, whole)),
+    };
     let tree = staged.tree.clone();
     let (patch, kept) = tokio::join!(
-        ws.diff_staged(staged),
-        keep_branch(ws, spec, &tree, artifacts, jobs_root)
+        ws.diff_staged_with(staged, diff),
+        keep_branch(ws, spec, &tree, artifacts, jobs_root, Some(pack))
     );
     let patch = patch?;
     let kept = match kept {
@@ -120,13 +137,16 @@ pub fn fetch_into_source_soon(
 /// `artifacts`: the job's new objects on the base, when the repository
 /// that keeps the base on this host (`base_objects.rs`, under `jobs_root`)
 /// has it; else the whole history, saying why. The caller decides whether
-/// there is a change to keep ([`patch_and_branch`]).
+/// there is a change to keep ([`patch_and_branch`]). `pack`: the bundle
+/// started already ([`Workspace::start_bundle`], to `artifacts`' bundle,
+/// whole when nothing keeps the base), or `None` to make it here.
 pub async fn keep_branch(
     ws: &Workspace,
     spec: &JobSpec,
     tree: &str,
     artifacts: &Path,
     jobs_root: &Path,
+    pack: Option<Result<StartedBundle, crate::workspace::WorkspaceError>>,
 ) -> Result<KeptBranch, crate::workspace::WorkspaceError> {
     let message = format!(
         "{}: {}\n\nPaddock job for ticket {}, attempt {}.\n",
@@ -141,8 +161,13 @@ pub async fn keep_branch(
     let kept = base_objects::kept_on_host(spec, jobs_root);
     let made = async {
         let commit = ws.commit_result(tree, &message).await?;
-        let _ = std::fs::remove_file(&bundle);
-        ws.bundle_result(&commit, &bundle, !kept).await?;
+        match pack {
+            Some(started) => started?.finish(&commit).await?,
+            None => {
+                let _ = std::fs::remove_file(&bundle);
+                ws.bundle_result(&commit, &bundle, !kept).await?;
+            }
+        }
         Ok::<_, crate::workspace::WorkspaceError>(commit)
     };
     if !kept {

@@ -168,26 +168,6 @@ impl HostGit {
         }
     }
 
-    /// Runs `git ARGS` with `input` on stdin and its stdout written to
-    /// `out` (not held in memory: a pack).
-    pub async fn run_into<I, S>(
-        &self,
-        args: I,
-        input: Option<&[u8]>,
-        out: std::fs::File,
-    ) -> Result<(), WorkspaceError>
-    where
-        I: IntoIterator<Item = S> + Clone,
-        S: AsRef<OsStr>,
-    {
-        let (status, _, stderr) = self.status_to(args.clone(), input, Some(out)).await?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(self.failed(args, &stderr))
-        }
-    }
-
     /// Runs `git ARGS` with `input` on stdin (written while stdout is
     /// read); its exit status, stdout and stderr.
     pub async fn status<I, S>(
@@ -214,9 +194,27 @@ impl HostGit {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        self.start_to(args, None)
+    }
+
+    /// [`HostGit::start`] with its stdout written to `out` (not held in
+    /// memory: a pack).
+    pub fn start_into<I, S>(&self, args: I, out: std::fs::File) -> Result<Started, WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.start_to(args, Some(out))
+    }
+
+    fn start_to<I, S>(&self, args: I, out: Option<std::fs::File>) -> Result<Started, WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let args: Vec<std::ffi::OsString> =
             args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-        let spawned = spawn_group(self.command(&args), true, None).map_err(|source| {
+        let spawned = spawn_group(self.command(&args), true, out).map_err(|source| {
             WorkspaceError::Spawn {
                 path: self.root.clone(),
                 source,

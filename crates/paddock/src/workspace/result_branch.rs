@@ -52,22 +52,36 @@ impl Workspace {
         dest: &Path,
         whole: bool,
     ) -> Result<(), WorkspaceError> {
-        let header = bundle_header(commit, (!whole).then_some(&*self.base_commit), &self.branch);
+        self.start_bundle(dest, whole)?.finish(commit).await
+    }
+
+    /// [`Workspace::bundle_result`] begun before the commit exists: `dest`
+    /// created with room for the header, and `pack-objects` started
+    /// (reading the commit to pack from its stdin, which
+    /// [`StartedBundle::finish`] writes), so that its start-up runs beside
+    /// the patch's staging instead of after the commit (issue #14). git
+    /// reads every object only once it is given the commit. `dest` is
+    /// removed when the bundle is not finished.
+    pub fn start_bundle(&self, dest: &Path, whole: bool) -> Result<StartedBundle, WorkspaceError> {
         let failed = |source| WorkspaceError::Write {
             path: self.root.clone(),
             file: dest.display().to_string(),
             source,
         };
+        let base = (!whole).then(|| self.base_commit.clone());
+        // The header's length is known before the commit: its name is as
+        // long as the base's (one object format).
+        let placeholder = bundle_header(&self.base_commit, base.as_deref(), &self.branch);
         let mut file = std::fs::File::options()
             .write(true)
             .create_new(true)
             .open(dest)
             .map_err(failed)?;
-        std::io::Write::write_all(&mut file, header.as_bytes()).map_err(failed)?;
-        let mut revs = format!("{commit}\n");
-        if !whole {
-            revs.push_str(&format!("^{}\n", self.base_commit));
-        }
+        let guard = RemoveUnlessDone {
+            path: dest.to_path_buf(),
+            done: false,
+        };
+        std::io::Write::write_all(&mut file, placeholder.as_bytes()).map_err(failed)?;
         let args = [
             "pack-objects",
             "--stdout",
@@ -76,14 +90,70 @@ impl Workspace {
             "--revs",
             "-q",
         ];
-        let packed = self
-            .paddock_git(None, false)
-            .run_into(args, Some(revs.as_bytes()), file)
-            .await;
-        if packed.is_err() {
-            let _ = std::fs::remove_file(dest);
+        let out = file.try_clone().map_err(failed)?;
+        let started = self.paddock_git(None, false).start_into(args, out)?;
+        Ok(StartedBundle {
+            file,
+            started,
+            base,
+            branch: self.branch.clone(),
+            root: self.root.clone(),
+            guard,
+        })
+    }
+}
+
+/// A bundle of [`Workspace::start_bundle`]: its file and its
+/// `pack-objects`, waiting for the commit.
+pub struct StartedBundle {
+    file: std::fs::File,
+    started: super::host_git::Started,
+    base: Option<String>,
+    branch: String,
+    root: std::path::PathBuf,
+    guard: RemoveUnlessDone,
+}
+
+impl StartedBundle {
+    /// Packs `commit` (and, with a prerequisite, only what the base lacks)
+    /// after the header naming it: the bundle, complete.
+    pub async fn finish(mut self, commit: &str) -> Result<(), WorkspaceError> {
+        let failed = |source| WorkspaceError::Write {
+            path: self.root.clone(),
+            file: self.guard.path.display().to_string(),
+            source,
+        };
+        let header = bundle_header(commit, self.base.as_deref(), &self.branch);
+        std::os::unix::fs::FileExt::write_all_at(&self.file, header.as_bytes(), 0)
+            .map_err(failed)?;
+        let mut revs = format!("{commit}\n");
+        if let Some(base) = &self.base {
+            revs.push_str(&format!("^{base}\n"));
         }
-        packed
+        let (status, _, stderr) = self.started.finish(revs.as_bytes()).await?;
+        if !status.success() {
+            return Err(WorkspaceError::Git {
+                path: self.root.clone(),
+                args: "pack-objects --stdout --thin --delta-base-offset --revs -q".to_string(),
+                stderr: String::from_utf8_lossy(&stderr).trim().to_string(),
+            });
+        }
+        self.guard.done = true;
+        Ok(())
+    }
+}
+
+/// A bundle file removed when dropped before it was finished.
+struct RemoveUnlessDone {
+    path: std::path::PathBuf,
+    done: bool,
+}
+
+impl Drop for RemoveUnlessDone {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
