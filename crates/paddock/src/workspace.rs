@@ -78,6 +78,15 @@ pub enum WorkspaceError {
         base_ref: String,
     },
     #[error(
+        "repository {source_repo}: it has no commit yet (an empty repository: its branch is \
+         unborn), so base ref `{base_ref}` names nothing; the job runs on a committed base: \
+         commit one first"
+    )]
+    NoCommits {
+        source_repo: String,
+        base_ref: String,
+    },
+    #[error(
         "repository {source_repo}: base ref `{base_ref}` is no branch or commit of it, only its \
          remote-tracking branch `origin/{base_ref}` (the remote's branch as last fetched) is: \
          set base_ref = \"origin/{base_ref}\" to start from that"
@@ -1643,6 +1652,18 @@ async fn resolve_in_source(
             .is_ok()
     {
         return Err(WorkspaceError::BaseRefRemoteOnly {
+            source_repo: source.to_string(),
+            base_ref: base.to_string(),
+        });
+    }
+    // A repository with no commit at all (made by `git init`, its branch
+    // unborn) has no base to name: said so, not as a ref it lacks.
+    if local
+        && user_git(path, ["for-each-ref", "--count=1", "--format=%(refname)"])
+            .await
+            .is_ok_and(|refs| refs.trim().is_empty())
+    {
+        return Err(WorkspaceError::NoCommits {
             source_repo: source.to_string(),
             base_ref: base.to_string(),
         });

@@ -5,7 +5,8 @@
 //! written; git itself refuses to update the branch checked out). Run with
 //! the user's own git configuration (`workspace::user_git`): it is their
 //! repository, and nothing of the job is read but the bundle Paddock
-//! wrote. A branch that already exists is only fast-forwarded, never
+//! wrote; but no hook of it runs (`core.hooksPath=/dev/null`: a
+//! `reference-transaction` hook would run on the fetch's ref). A branch that already exists is only fast-forwarded, never
 //! rewritten: when git refuses the update (the branch holds commits this
 //! job's does not continue, a rerun of the same ticket and attempt, or it
 //! is checked out), the error says which branch, where it is, git's own
@@ -55,7 +56,11 @@ pub async fn fetch_branch(
             source: e,
         })?;
     let bundle_arg = bundle.to_string_lossy().into_owned();
-    let mut args = Vec::new();
+    // No hook of the source runs: the fetch writes one ref, and its
+    // `reference-transaction` hook (in `.git/hooks` or a `core.hooksPath`)
+    // would otherwise run a program of the user's at Paddock's hand, with
+    // the job's branch as its input.
+    let mut args = vec!["-c", "core.hooksPath=/dev/null"];
     if thin {
         args.extend(["-c", "fetch.fsckObjects=true"]);
     }

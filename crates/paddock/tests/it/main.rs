@@ -43,6 +43,7 @@ mod reaper;
 mod redaction;
 mod result_bases;
 mod result_bundle;
+mod result_sources;
 mod results;
 mod sandbox_cli;
 mod sandbox_jobs;

@@ -1,0 +1,292 @@
+//! Local sources as users have them (issue #14's results loop): the job's
+//! branch comes back into each, or the job is refused saying why; no hook
+//! of the source runs when it does.
+
+use std::path::{Path, PathBuf};
+
+use paddock_test_support::prelude::*;
+
+/// A job in its own directory `dir` under `home` on `source` (its
+/// `base_ref = "main"` line replaced by `base`, when given), writing
+/// `fix.txt`: its exit code and record.
+async fn run_on(
+    home: &Home,
+    dir: &str,
+    source: &Path,
+    base: Option<&str>,
+) -> (Option<i32>, paddock_protocol::JobRecord) {
+    let d = home.path().join(dir);
+    std::fs::create_dir_all(&d).unwrap();
+    let spec = stand_in_spec(
+        &d,
+        source,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    if let Some(base) = base {
+        let text = std::fs::read_to_string(&spec).unwrap();
+        std::fs::write(&spec, text.replace("base_ref = \"main\"\n", base)).unwrap();
+    }
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    (out.status.code(), record(&out))
+}
+
+/// `git show REV` in `source`: its text, or git's error.
+fn show(source: &Path, rev: &str) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(source)
+        .args(["show", rev])
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// An empty repository (`git init`, its branch unborn) as the source, on
+/// the default `main` and on `HEAD`: refused at provisioning (exit 2)
+/// saying it has no commit yet. Before: "base ref `main` is not a commit
+/// in it", as if the name were wrong.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_source_is_refused_saying_it_has_no_commit() {
+    let home = Home::new();
+    let empty = home.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    git(&empty, &["init", "-q", "-b", "main"]);
+    let mut seen = Vec::new();
+    for (dir, base) in [("main", None), ("head", Some("base_ref = \"HEAD\"\n"))] {
+        let (code, r) = run_on(&home, dir, &empty, base).await;
+        seen.push((code, r.status, r.reason, r.engine_exit_code));
+    }
+    let refused = |base: &str| {
+        (
+            Some(2),
+            paddock_protocol::JobStatus::Failed,
+            Some(format!(
+                "repository {}: it has no commit yet (an empty repository: its branch is unborn), \
+                 so base ref `{base}` names nothing; the job runs on a committed base: commit one \
+                 first",
+                empty.display()
+            )),
+            None,
+        )
+    };
+    assert_eq!(seen, vec![refused("main"), refused("HEAD")]);
+}
+
+/// A source whose hooks would run on a ref's update (`reference-transaction`,
+/// in `.git/hooks` or under a `core.hooksPath`): the job's branch comes back
+/// and no hook runs. Before, the fetch ran the hook (twice: prepared and
+/// committed) with the job's branch as its input.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_hook_of_the_source_runs_when_the_branch_comes_back() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = Home::new();
+    let base = repo(home.path());
+    let marker = home.path().join("hooks-ran");
+    let hook = |dir: &Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        for name in [
+            "reference-transaction",
+            "post-checkout",
+            "post-index-change",
+        ] {
+            let path = dir.join(name);
+            std::fs::write(
+                &path,
+                format!("#!/bin/sh\necho {name} >> {}\n", marker.display()),
+            )
+            .unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    };
+    let in_git_dir = home.path().join("in-git-dir");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            base.to_str().unwrap(),
+            in_git_dir.to_str().unwrap(),
+        ],
+    );
+    hook(&in_git_dir.join(".git/hooks"));
+    let hooks_path = home.path().join("hooks-path");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            base.to_str().unwrap(),
+            hooks_path.to_str().unwrap(),
+        ],
+    );
+    hook(&home.path().join("hooks"));
+    git(
+        &hooks_path,
+        &[
+            "config",
+            "core.hooksPath",
+            home.path().join("hooks").to_str().unwrap(),
+        ],
+    );
+    let mut seen = Vec::new();
+    for (dir, source) in [("a", &in_git_dir), ("b", &hooks_path)] {
+        let (code, r) = run_on(&home, dir, source, None).await;
+        seen.push((
+            code,
+            r.status,
+            show(source, &format!("{}:fix.txt", r.branch)),
+        ));
+    }
+    assert_eq!(
+        (seen, std::fs::read_to_string(&marker).ok()),
+        (
+            vec![
+                (
+                    Some(0),
+                    paddock_protocol::JobStatus::Done,
+                    "fixed\n".to_string()
+                );
+                2
+            ],
+            None
+        )
+    );
+}
+
+/// The branch comes back into sources as users have them: a shallow
+/// clone, a sparse checkout (its sparse patterns and work tree left as
+/// they were), a linked worktree (on its own branch, and on `HEAD`, which
+/// names it there), a bare repository, a repository with a submodule, and
+/// one with an LFS pointer and the user's `filter.lfs.*` configured (the
+/// pointer comes back as it was).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_branch_comes_back_into_sources_as_users_have_them() {
+    let home = Home::new();
+    let root = home.path().join("sources");
+    std::fs::create_dir_all(&root).unwrap();
+    let base = repo(&root);
+    git(&base, &["commit", "-q", "--allow-empty", "-m", "two"]);
+    let clone = |name: &str, extra: &[&str]| -> PathBuf {
+        let to = root.join(name);
+        let mut args = vec!["clone", "-q"];
+        args.extend_from_slice(extra);
+        let from = format!("file://{}", base.display());
+        args.extend([from.as_str(), to.to_str().unwrap()]);
+        git(&root, &args);
+        to
+    };
+    let shallow = clone("shallow", &["--depth", "1"]);
+    let sparse = clone("sparse", &[]);
+    git(
+        &sparse,
+        &["sparse-checkout", "set", "--no-cone", "/nothing"],
+    );
+    let linked = root.join("linked");
+    git(
+        &base,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feature",
+            linked.to_str().unwrap(),
+        ],
+    );
+    let bare = clone("bare.git", &["--bare"]);
+    let with_sub = clone("with-sub", &[]);
+    git(
+        &with_sub,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            base.to_str().unwrap(),
+            "vendor/lib",
+        ],
+    );
+    git(&with_sub, &["commit", "-q", "-m", "submodule"]);
+    let lfs = clone("lfs", &[]);
+    let pointer = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 12345\n";
+    std::fs::write(
+        lfs.join(".gitattributes"),
+        "*.bin filter=lfs diff=lfs merge=lfs -text\n",
+    )
+    .unwrap();
+    std::fs::write(lfs.join("big.bin"), pointer).unwrap();
+    git(&lfs, &["add", "."]);
+    git(&lfs, &["commit", "-q", "-m", "lfs"]);
+    let marker = root.join("filter-ran");
+    for (key, what) in [("smudge", "smudge"), ("clean", "clean")] {
+        git(
+            &lfs,
+            &[
+                "config",
+                &format!("filter.lfs.{key}"),
+                &format!("sh -c 'echo {what} >> {}; cat'", marker.display()),
+            ],
+        );
+    }
+    let mut seen = Vec::new();
+    for (dir, source, base) in [
+        ("shallow", &shallow, None),
+        ("sparse", &sparse, None),
+        ("linked", &linked, Some("base_ref = \"feature\"\n")),
+        ("linked-head", &linked, Some("base_ref = \"HEAD\"\n")),
+        ("bare", &bare, None),
+        ("with-sub", &with_sub, None),
+        ("lfs", &lfs, None),
+    ] {
+        let (code, r) = run_on(&home, dir, source, base).await;
+        seen.push((
+            dir,
+            code,
+            r.status,
+            r.changed_files,
+            show(source, &format!("{}:fix.txt", r.branch)),
+        ));
+    }
+    let done = |dir| {
+        (
+            dir,
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            vec!["fix.txt".to_string()],
+            "fixed\n".to_string(),
+        )
+    };
+    assert_eq!(
+        (
+            seen,
+            git(&sparse, &["sparse-checkout", "list"]),
+            std::fs::read_dir(&sparse)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>(),
+            show(&lfs, "paddock/T-1/1:big.bin"),
+        ),
+        (
+            vec![
+                done("shallow"),
+                done("sparse"),
+                done("linked"),
+                done("linked-head"),
+                done("bare"),
+                done("with-sub"),
+                done("lfs"),
+            ],
+            "/nothing\n".to_string(),
+            vec![".git".to_string()],
+            pointer.to_string(),
+        )
+    );
+}
