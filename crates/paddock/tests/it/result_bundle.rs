@@ -223,8 +223,8 @@ async fn a_base_pruned_from_the_source_gets_the_whole_history_and_says_so() {
 /// with the mirror removed, `paddock publish` makes it again from the URL
 /// (`results::paddock_publish_makes_a_removed_mirror_again`); here the URL
 /// cannot be read any more (its credentials were the run's git config
-/// only), so the publish fails naming the mirror and the URL, the bundle
-/// kept.
+/// only), so the publish fails naming the mirror and the URL (exit 1),
+/// the bundle kept and the job, published before, still `done`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_url_jobs_push_borrows_the_base_from_its_mirror() {
     use base64::Engine as _;
@@ -318,21 +318,32 @@ async fn a_url_jobs_push_borrows_the_base_from_its_mirror() {
     );
     git(&remote, &["gc", "-q", "--prune=now"]);
     let again = home.paddock(&["publish", "--json", &rec.id], &[]).await;
+    // The job was published before: it stays `done` (its first publish
+    // stands), the publish exits 1 naming why it failed.
     let failed = record(&again);
-    let reason = failed.reason.clone().unwrap_or_default();
+    let said = String::from_utf8_lossy(&again.stderr).into_owned();
     let wanted = format!(
-        "publishing the result failed: the base's mirror is gone and could not be made again: repository {}/widgets.git: git clone failed: ",
+        "paddock: publishing the result failed: the base's mirror is gone and could not be made again: repository {}/widgets.git: git clone failed: ",
         server.url
     );
     assert_eq!(
         (
             failed.status,
-            reason.starts_with(&wanted),
+            failed.reason.clone(),
+            again.status.code(),
+            said.starts_with(&wanted),
             bundle.exists(),
             commit.len()
         ),
-        (paddock_protocol::JobStatus::Failed, true, true, 40),
-        "{reason}"
+        (
+            paddock_protocol::JobStatus::Done,
+            None,
+            Some(1),
+            true,
+            true,
+            40
+        ),
+        "{said}"
     );
 }
 
@@ -345,7 +356,8 @@ async fn a_url_jobs_push_borrows_the_base_from_its_mirror() {
 /// pushes the bundle of the job's new objects onto it; no ref of the
 /// mirror names the base. Once the server has dropped the commit too
 /// (`gc --prune=now`) and the mirror is made again, the publish fails
-/// naming the base, the mirror and the URL, the bundle kept.
+/// naming the base, the mirror and the URL (exit 1), the bundle kept and
+/// the job, published before, still `done`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_mirror_lacking_the_base_after_a_force_push_is_fetched_again() {
     use base64::Engine as _;
@@ -518,21 +530,32 @@ async fn a_mirror_lacking_the_base_after_a_force_push_is_fetched_again() {
             &[("GIT_CONFIG_GLOBAL", &config)],
         )
         .await;
+    // Published before: the job stays `done`, the publish exits 1 saying
+    // why it failed and that what the first publish left stands.
     let failed = record(&again);
     assert_eq!(
-        (failed.status, failed.reason.clone(), bundle.exists()),
         (
-            paddock_protocol::JobStatus::Failed,
-            Some(format!(
-                "publishing the result failed: the base's mirror lacks it: the base commit {base} \
+            failed.status,
+            failed.reason.clone(),
+            again.status.code(),
+            String::from_utf8_lossy(&again.stderr).trim_end().to_owned(),
+            bundle.exists()
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            None,
+            Some(1),
+            format!(
+                "paddock: publishing the result failed: the base's mirror lacks it: the base commit {base} \
                  is neither in the mirror {} nor to be had from {url} any more (fetched again, \
-                 and asked for by name)",
-                mirror.display()
-            )),
+                 and asked for by name); the job stays done: it was published before, and what \
+                 that publish left (its branch, pull request and closeout) stands as it was \
+                 (`paddock publish {}` tries again)",
+                mirror.display(),
+                rec.id
+            ),
             true
         ),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
     );
 }
 
