@@ -661,6 +661,12 @@ pub struct LimitsSpec {
     /// text is cut, with a marker giving the original size.
     #[serde(default = "default_max_event_bytes")]
     pub max_event_bytes: u64,
+    /// The most the engine may print on its stdout in all, in bytes (each
+    /// line becomes events in the store and `engine.jsonl` keeps it all):
+    /// past it the engine is stopped and the job fails naming the limit;
+    /// its stderr artifact keeps as much, the rest dropped.
+    #[serde(default = "default_max_output_bytes")]
+    pub max_output_bytes: u64,
 }
 
 fn default_timeout() -> u64 {
@@ -683,12 +689,22 @@ fn default_max_event_bytes() -> u64 {
     DEFAULT_MAX_EVENT_BYTES
 }
 
+/// Default of `limits.max_output_bytes`: 1 GiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1 << 30;
+/// Lower bound of `limits.max_output_bytes`: 1 MiB.
+pub const MIN_MAX_OUTPUT_BYTES: u64 = 1 << 20;
+
+fn default_max_output_bytes() -> u64 {
+    DEFAULT_MAX_OUTPUT_BYTES
+}
+
 impl Default for LimitsSpec {
     fn default() -> Self {
         LimitsSpec {
             timeout_secs: default_timeout(),
             max_line_bytes: default_max_line_bytes(),
             max_event_bytes: default_max_event_bytes(),
+            max_output_bytes: default_max_output_bytes(),
         }
     }
 }
@@ -1526,6 +1542,12 @@ impl JobSpec {
             return Err(bad(
                 "limits.max_event_bytes",
                 "must be from 1024 to limits.max_line_bytes".into(),
+            ));
+        }
+        if self.limits.max_output_bytes < MIN_MAX_OUTPUT_BYTES {
+            return Err(bad(
+                "limits.max_output_bytes",
+                format!("must be at least {MIN_MAX_OUTPUT_BYTES}"),
             ));
         }
         if let Err((field, reason)) = self.broker.check() {

@@ -69,6 +69,7 @@ pub(super) async fn outcome(
                 job.spec.limits.timeout_secs
             )),
         ),
+        Some(JobStatus::Failed) => (JobStatus::Failed, streamed.failed_reason.clone()),
         Some(other) => (other, Some("cancelled".to_string())),
         None if torn.held => (
             JobStatus::Held,

@@ -203,7 +203,12 @@ pub(super) async fn launch(
     let stderr_artifact =
         ArtifactWriter::create(prov.artifacts.join("engine.stderr"), em.redactor.clone()).await;
     let (stderr_stop, stop) = tokio::sync::oneshot::channel();
-    let stderr_task = tokio::spawn(save_stderr(stderr, stderr_artifact, stop));
+    let stderr_task = tokio::spawn(save_stderr(
+        stderr,
+        stderr_artifact,
+        stop,
+        job.spec.limits.max_output_bytes,
+    ));
     let raw =
         ArtifactWriter::create(prov.artifacts.join("engine.jsonl"), em.redactor.clone()).await;
     Ok(Start::Running(Box::new(Running {

@@ -40,6 +40,9 @@ pub(super) struct Streamed {
     pub exited: Option<std::process::ExitStatus>,
     /// The last budget notice, the reason of a held job.
     pub held_reason: Option<String>,
+    /// Why the runner stopped a job that failed (`ended` is `Failed`):
+    /// the limit its output passed.
+    pub failed_reason: Option<String>,
 }
 
 /// Follows the running engine until it exited and its stdout is drained,
@@ -67,7 +70,10 @@ pub(super) async fn stream(
         ended: None,
         exited: None,
         held_reason: None,
+        failed_reason: None,
     };
+    let max_output = spec.limits.max_output_bytes;
+    let mut printed: u64 = 0;
     // The engine's own refusals already reported (by call id, else command):
     // its stream may name one twice (as it happens, and again at the end).
     let mut refused = std::collections::HashSet::new();
@@ -77,9 +83,24 @@ pub(super) async fn stream(
             n = run.stdout.read(&mut buf), if stdout_open => match n {
                 Ok(0) => stdout_open = false,
                 Ok(n) => {
-                    run.raw.write(&buf[..n]).await;
-                    for line in lines.push(&buf[..n]) {
+                    // Past the limit nothing more is kept or parsed: the
+                    // engine is stopped.
+                    let room = usize::try_from(max_output.saturating_sub(printed)).unwrap_or(n);
+                    let kept = &buf[..n.min(room)];
+                    printed = printed.saturating_add(n as u64);
+                    run.raw.write(kept).await;
+                    for line in lines.push(kept) {
                         on_line(job, em, run, adapter, line, max_line, &mut refused).await?;
+                    }
+                    if printed > max_output && out.exited.is_none() {
+                        run.process.stop();
+                        let message = format!(
+                            "the engine printed more than limits.max_output_bytes ({max_output} bytes) on its output; it was stopped, and what it printed past the limit is not kept"
+                        );
+                        em.emit(EventBody::Policy { rule: "limits".into(), message: message.clone() }).await?;
+                        out.ended = Some(JobStatus::Failed);
+                        out.failed_reason = Some(message);
+                        break;
                     }
                 }
                 Err(e) => {
@@ -183,8 +204,13 @@ pub(super) async fn save_stderr(
     mut stderr: crate::rung::Output,
     mut artifact: ArtifactWriter,
     stop: tokio::sync::oneshot::Receiver<()>,
+    max_output: u64,
 ) -> (String, Option<String>) {
     let mut buf = vec![0u8; READ_CHUNK];
+    // Kept up to `limits.max_output_bytes`; the rest is read (the engine
+    // never blocks on it) and dropped, the tail still kept for a reason.
+    let mut saved: u64 = 0;
+    let mut dropped = false;
     let mut tail = Tail::new(STDERR_TAIL);
     let mut decoder = Utf8Decoder::default();
     tokio::pin!(stop);
@@ -197,7 +223,17 @@ pub(super) async fn save_stderr(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let text = decoder.decode(&buf[..n]);
-                artifact.write_text(&text).await;
+                if saved < max_output {
+                    artifact.write_text(&text).await;
+                } else if !dropped {
+                    dropped = true;
+                    artifact
+                        .write_text(&format!(
+                            "\n[paddock: the rest of the engine's stderr is not kept: past limits.max_output_bytes ({max_output} bytes)]\n"
+                        ))
+                        .await;
+                }
+                saved = saved.saturating_add(n as u64);
                 tail.push(&text);
             }
         }

@@ -275,6 +275,58 @@ exit 3",
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
 
+/// An engine (or a job's command writing to the engine's output) that
+/// prints without end fills the host's disk through `engine.jsonl` and the
+/// store through its events: past `limits.max_output_bytes` (1 MiB here)
+/// the engine is stopped and the job fails naming the limit (a `policy`
+/// event, rule `limits`), `engine.jsonl` keeps exactly the limit, and its
+/// stderr past the limit is dropped, said at its end. (Before, all of it
+/// was kept and parsed, and the job ended `done`.)
+#[tokio::test]
+async fn output_past_its_limit_stops_the_engine_and_fails_the_job() {
+    let home = Home::new();
+    let script = "head -c 2000000 /dev/zero | tr '\\0' e >&2
+yes '{\"type\":\"turn.started\"}' | head -n 200000
+echo '{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}'";
+    let spec = fake_codex_job(&home, "process", script, 120);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "timeout_secs = 120",
+        "timeout_secs = 120\nmax_output_bytes = 1048576",
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let message = "the engine printed more than limits.max_output_bytes (1048576 bytes) on its \
+                   output; it was stopped, and what it printed past the limit is not kept";
+    let events = events(&home, &rec.id).await;
+    let artifacts = home.data().join("artifacts").join(&rec.id);
+    let stderr_kept = std::fs::read_to_string(artifacts.join("engine.stderr")).unwrap();
+    assert_eq!(
+        (
+            rec.status,
+            rec.reason.as_deref(),
+            events.contains(&EventBody::Policy {
+                rule: "limits".into(),
+                message: message.into()
+            }),
+            std::fs::metadata(artifacts.join("engine.jsonl"))
+                .unwrap()
+                .len(),
+            stderr_kept.ends_with(
+                "\n[paddock: the rest of the engine's stderr is not kept: past \
+                 limits.max_output_bytes (1048576 bytes)]\n"
+            ),
+            stderr_kept.len() < (1 << 20) + (64 << 10) + 200,
+        ),
+        (JobStatus::Failed, Some(message), true, 1 << 20, true, true),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
 /// An engine killed by a signal: a fatal `error` event names the signal
 /// and what it last wrote on stderr.
 #[tokio::test]
