@@ -28,6 +28,8 @@ use crate::bedrock::{to_eventstream, verify_sigv4, AwsCredentials, INVALID_SIGNA
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
     pub path: String,
+    /// The query string, when there was one.
+    pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Value,
 }
@@ -187,6 +189,7 @@ async fn handle(State(state): State<Arc<MockState>>, req: Request) -> Response {
     };
     let api = routed.api;
     let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
     let headers = req.headers().clone();
     if let Some(key) = &state.expect_key {
         if !key_arrived(key, &headers) {
@@ -231,6 +234,7 @@ async fn handle(State(state): State<Arc<MockState>>, req: Request) -> Response {
     if let Ok(mut r) = state.requests.lock() {
         r.push(RecordedRequest {
             path,
+            query,
             headers,
             body: request,
         });

@@ -173,6 +173,15 @@ impl Provider {
         })
     }
 
+    /// Whether the job's query string goes upstream with its call: not to
+    /// Vertex AI or Bedrock, whose paths the broker rebuilds from the spec
+    /// (the engines send no query there), where a Google system parameter
+    /// (`userProject`, `quotaUser`) would bill another project the
+    /// server's identity may use.
+    pub fn keeps_query(&self) -> bool {
+        !matches!(self, Provider::Vertex(_) | Provider::Bedrock(_))
+    }
+
     /// The Vertex AI project and region, for a Vertex job.
     pub fn vertex(&self) -> Option<&Vertex> {
         match self {

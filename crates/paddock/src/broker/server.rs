@@ -98,7 +98,11 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         Err(refusal) => return refusal,
     };
     let upstream = &shared.config.upstream;
-    let url = upstream.url(&upstream_path, parts.uri.query());
+    let query = parts
+        .uri
+        .query()
+        .filter(|_| upstream.provider.keeps_query());
+    let url = upstream.url(&upstream_path, query);
     let headers = Upstream::request_headers(&parts.headers);
     let resp = match forward(&shared, &mut call, &url, &admitted.body, headers).await {
         Ok(r) => r,

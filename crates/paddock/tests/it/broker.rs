@@ -837,6 +837,82 @@ async fn a_body_of_too_many_json_values_is_refused_unparsed() {
     assert_eq!(status, 200);
 }
 
+/// A Bedrock (or Vertex AI) job's call reaches the path the broker
+/// rebuilds from the spec, without the job's query string: there a
+/// provider's system parameter (Google's `userProject`, `quotaUser`)
+/// would bill another project the server's identity may use. (Before,
+/// the job's query went upstream with the call.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cloud_jobs_query_string_stays_with_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = Scenario::from_toml(ONE_TURN, Path::new("bedrock.toml")).unwrap();
+    let key = Secret::new("ABSKQmVkcm9ja0FQSUtleS1xdWVyeQ".to_string());
+    let upstream = MockUpstream::start_bedrock_api_key(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::new(scenario),
+        RenderContext {
+            workdir: dir.path().to_path_buf(),
+        },
+        key.clone(),
+    )
+    .unwrap();
+    let mut broker = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-query".into(),
+            attempt: 1,
+            upstream: Upstream {
+                base: upstream.base.trim_end_matches("/v1").to_string(),
+                provider: Provider::Bedrock(Arc::new(broker::bedrock::Bedrock::with_api_key(
+                    key,
+                    "us-west-2",
+                ))),
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings: job_ceiling(1_000_000),
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: false,
+            web_search: false,
+            retry: RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
+            ledger: Arc::new(MemoryLedger::default()),
+        },
+    )
+    .unwrap();
+    let resp = client()
+        .post(format!(
+            "{}/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke?userProject=operators-other&quotaUser=x",
+            broker.url
+        ))
+        .bearer_auth(broker.token.expose())
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100,
+                "messages": [{"role": "user", "content": "hi"}]})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let _ = broker.calls.recv().await.unwrap();
+    let seen: Vec<(String, Option<String>)> = upstream
+        .requests()
+        .into_iter()
+        .map(|r| (r.path, r.query))
+        .collect();
+    assert_eq!(
+        (status, seen),
+        (
+            200,
+            vec![(
+                "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke".to_string(),
+                None
+            )]
+        )
+    );
+}
+
 /// The model provider's web search (Codex's `web_search` tool, the
 /// Messages server tool Claude Code's WebSearch sends) searches and opens
 /// pages past the job's egress proxy: refused unless the job's `[network]
