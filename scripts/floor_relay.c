@@ -1,8 +1,11 @@
 // Floor relay for the egress bench: answers one CONNECT head with 200,
 // connects to 127.0.0.1:<port of the authority>, then splices both ways
 // with blocking splice(2), one thread per direction. argv[1]: pipe size
-// (0 = default). Prints its port on stdout. Both sockets are TCP_NODELAY
-// (as Paddock's proxy's are) and no splice says SPLICE_F_MORE: on a TCP
+// (0 = default); argv[2], optional: the congestion control of its socket
+// to the client (as Paddock's proxy sets `reno` on its socket to a
+// loopback job; the host's default otherwise). Prints its port on stdout.
+// Both sockets are TCP_NODELAY (as Paddock's proxy's are) and no splice
+// says SPLICE_F_MORE: on a TCP
 // socket that flag corks the data (MSG_MORE), so the last partial segment
 // of an answer waited for the kernel's 200 ms cork timer; every tunnel
 // stalled that long until session 24.
@@ -18,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 static int pipesz;
+static const char *congestion;
 struct dir { int from, to; };
 static void *pump(void *arg) {
     struct dir *d = arg; int p[2]; if (pipe2(p, O_CLOEXEC)) return 0;
@@ -36,12 +40,14 @@ static void *conn(void *arg) {
     int u = socket(AF_INET, SOCK_STREAM, 0); struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) }; a.sin_addr.s_addr = htonl(0x7f000001);
     if (connect(u, (void *)&a, sizeof a)) { close(c); close(u); return 0; }
     int one = 1; setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (congestion) setsockopt(c, IPPROTO_TCP, TCP_CONGESTION, congestion, strlen(congestion));
     const char *ok = "HTTP/1.1 200 Connection established\r\n\r\n"; write(c, ok, strlen(ok));
     struct dir up = { c, u }, down = { u, c }; pthread_t t; pthread_create(&t, 0, pump, &up); pump(&down); pthread_join(t, 0);
     close(c); close(u); return 0;
 }
 int main(int argc, char **argv) {
     pipesz = argc > 1 ? atoi(argv[1]) : 0;
+    congestion = argc > 2 ? argv[2] : 0;
     int l = socket(AF_INET, SOCK_STREAM, 0); int one = 1; setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     struct sockaddr_in a = { .sin_family = AF_INET }; a.sin_addr.s_addr = htonl(0x7f000001);
     bind(l, (void *)&a, sizeof a); listen(l, 128); socklen_t sl = sizeof a; getsockname(l, (void *)&a, &sl);

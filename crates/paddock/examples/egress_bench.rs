@@ -23,8 +23,9 @@
 //! emptied before each request: a job's first tunnel to the host): each
 //! on a new connection and on a kept one, which is what a credential
 //! costs per request. The download also goes through the proxy with
-//! fixed socket buffers (`ProxyLimits::socket_buffer`, 1 and 4 MiB)
-//! beside its default. Prints Markdown for BENCHMARKS.md.
+//! fixed socket buffers (`ProxyLimits::socket_buffer`, 1 and 4 MiB) and
+//! with its socket to the job sending with the host's own congestion
+//! control (`ProxyLimits::unpaced_loopback` off) beside its default. Prints Markdown for BENCHMARKS.md.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -56,7 +57,8 @@ struct Args {
     /// pid whose CPU time counts as theirs (`--relay NAME=ADDR/PID`).
     relays: Vec<(String, SocketAddr, u32)>,
     /// Only one part (`--only https`: the HTTPS requests, `requests` of
-    /// each; `--only shaped`: the downloads over shaped links).
+    /// each; `--only shaped`: the downloads over shaped links; `--only
+    /// download`: the loopback downloads, no latency rows).
     only: Option<String>,
 }
 
@@ -84,7 +86,9 @@ fn args() -> Args {
                 };
                 a.srt = Some((addr.parse().expect("--srt HOST:PORT[/PID]"), pid));
             }
-            "--only" if ["https", "shaped"].contains(&value.as_str()) => a.only = Some(value),
+            "--only" if ["https", "shaped", "download"].contains(&value.as_str()) => {
+                a.only = Some(value)
+            }
             "--relay" => {
                 let (name, rest) = value.split_once('=').expect("--relay NAME=ADDR/PID");
                 let (addr, pid) = rest.split_once('/').expect("--relay NAME=ADDR/PID");
@@ -96,7 +100,7 @@ fn args() -> Args {
             }
             _ => {
                 println!(
-                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT[/PID]] [--relay NAME=HOST:PORT/PID]... [--only https|shaped]"
+                    "usage: egress_bench [--requests N] [--mb MB] [--runs N] [--srt HOST:PORT[/PID]] [--relay NAME=HOST:PORT/PID]... [--only https|shaped|download]"
                 );
                 std::process::exit(2);
             }
@@ -333,14 +337,15 @@ async fn main() {
             println!("\nload average after: {}", loadavg());
             return;
         }
-        Some(_) => {
+        Some("shaped") => {
             println!("egress proxy bench, downloads over shaped links only; load average before: {load_before}");
             shaped_downloads(a.mb, a.runs).await;
             println!("\nload average after: {}", loadavg());
             return;
         }
-        None => {}
+        _ => {}
     }
+    let downloads_only = a.only.is_some();
     let small = small_server().await;
     let bulk = bulk_server(a.mb).await;
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
@@ -353,13 +358,16 @@ async fn main() {
     )
     .await
     .unwrap();
-    // The same proxy with fixed socket buffers on both legs (an A/B of
-    // `ProxyLimits::socket_buffer`; the default leaves the kernel's own
-    // sizing).
+    // The same proxy with its socket to the job sending with the host's
+    // default congestion control (an A/B of `ProxyLimits::unpaced_loopback`,
+    // on by default: size 0), and with fixed socket buffers on both legs
+    // (an A/B of `ProxyLimits::socket_buffer`; the default leaves the
+    // kernel's own sizing).
     let mut buffered = Vec::new();
-    for size in [1usize << 20, 4 << 20] {
+    for size in [0usize, 1 << 20, 4 << 20] {
         let limits = ProxyLimits {
-            socket_buffer: Some(size),
+            socket_buffer: (size > 0).then_some(size),
+            unpaced_loopback: size != 0,
             ..ProxyLimits::default()
         };
         let p = EgressProxy::bind(
@@ -400,7 +408,11 @@ async fn main() {
     ];
     for (size, p) in &buffered {
         paths.push((
-            format!("Paddock proxy, SO_RCVBUF/SO_SNDBUF {} MiB", size >> 20),
+            if *size == 0 {
+                "Paddock proxy, job leg with the host's congestion control".to_string()
+            } else {
+                format!("Paddock proxy, SO_RCVBUF/SO_SNDBUF {} MiB", size >> 20)
+            },
             Path::Via(p.local_addr().expect("a TCP proxy")),
             None,
             true,
@@ -419,7 +431,12 @@ async fn main() {
     println!("egress proxy bench: {} requests per path, a {} MiB download × {} runs, paths interleaved; load average before: {load_before}\n", a.requests, a.mb, a.runs);
     println!("| request | path | p50 | added p50 | p99 |");
     println!("| --- | --- | ---: | ---: | ---: |");
-    for kind in ["plain HTTP", "CONNECT + TLS hello"] {
+    let kinds: &[&str] = if downloads_only {
+        &[]
+    } else {
+        &["plain HTTP", "CONNECT + TLS hello"]
+    };
+    for &kind in kinds {
         let mut times: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
         for _ in 0..a.requests {
             for (i, (_, path, _, plain)) in paths.iter().enumerate() {
@@ -478,8 +495,10 @@ async fn main() {
             cpu[i] - cpu[0],
         );
     }
-    shaped_downloads(a.mb, a.runs).await;
-    https_hosts(a.requests / 4).await;
+    if !downloads_only {
+        shaped_downloads(a.mb, a.runs).await;
+        https_hosts(a.requests / 4).await;
+    }
     println!("\nload average after: {}", loadavg());
 }
 

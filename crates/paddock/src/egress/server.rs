@@ -46,6 +46,14 @@ pub struct ProxyLimits {
     /// `SO_RCVBUF` and `SO_SNDBUF` of both sockets of every connection
     /// (`None`: the kernel's own sizing, which grows them as needed).
     pub socket_buffer: Option<usize>,
+    /// Whether the proxy's socket to a job on a loopback address (every
+    /// job on the `process` and `sandbox` rungs) sends with congestion
+    /// control `reno`, unpaced, whatever the host's default: a default
+    /// that paces (BBR) arms a timer for nearly every segment sent, which
+    /// on a leg with no latency and no loss buys nothing and cost a
+    /// download about half the relay's CPU (BENCHMARKS.md, "Session 32").
+    /// The leg to the destination keeps the host's default.
+    pub unpaced_loopback: bool,
     /// How long a kept connection to a credential host waits for the
     /// job's next tunnel before it is closed (`pool::IDLE_LIMIT`).
     pub kept_idle: Duration,
@@ -63,6 +71,7 @@ impl Default for ProxyLimits {
             hello: Duration::from_secs(10),
             max_connections: 256,
             socket_buffer: None,
+            unpaced_loopback: true,
             kept_idle: super::pool::IDLE_LIMIT,
             kept_answer: super::pool::ANSWER_LIMIT,
         }
@@ -224,8 +233,7 @@ async fn handle(
     shared: &Shared,
     mut phase_rx: watch::Receiver<EgressPhase>,
 ) -> EgressRecord {
-    let _ = client.set_nodelay(true);
-    buffers(&client, shared.limits.socket_buffer);
+    job_socket(&client, &shared.limits);
     let started = Instant::now();
     let phase = *phase_rx.borrow_and_update();
     let mut record = empty_record(phase);
@@ -505,6 +513,27 @@ pub(crate) async fn connect(
 
 /// Sets a socket's buffer sizes, when the limits fix them (the kernel
 /// caps them at its `rmem_max`/`wmem_max`; a failure leaves its own).
+/// The congestion control a loopback job's socket sends with: always
+/// built into Linux and open to unprivileged sockets, and it never paces
+/// on its own.
+const UNPACED: &[u8] = b"reno";
+
+/// Sets up the proxy's socket to the job: no Nagle, the buffers of
+/// `ProxyLimits::socket_buffer`, and [`UNPACED`] when the job is on a
+/// loopback address and `ProxyLimits::unpaced_loopback` says so (a
+/// failure leaves the host's default: it costs CPU, never correctness).
+fn job_socket(socket: &TcpStream, limits: &ProxyLimits) {
+    let _ = socket.set_nodelay(true);
+    buffers(socket, limits.socket_buffer);
+    if limits.unpaced_loopback
+        && socket
+            .peer_addr()
+            .is_ok_and(|a| a.ip().to_canonical().is_loopback())
+    {
+        let _ = socket2::SockRef::from(socket).set_tcp_congestion(UNPACED);
+    }
+}
+
 fn buffers(socket: &TcpStream, size: Option<usize>) {
     use nix::sys::socket::{setsockopt, sockopt};
     if let Some(size) = size {
@@ -585,4 +614,51 @@ fn origin_request(head: &Head, target: &Target) -> Result<Vec<u8>, Refusal> {
     }
     out.extend_from_slice(b"connection: close\r\n\r\n");
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The proxy's socket to a job on loopback has no Nagle and sends
+    /// with `reno` (the host here defaults to BBR, which paces; so does
+    /// any host whose default is not reno); with the option off it keeps
+    /// the host's default.
+    #[tokio::test]
+    async fn a_loopback_jobs_socket_sends_unpaced() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let congestion = |s: &TcpStream| {
+            String::from_utf8_lossy(&socket2::SockRef::from(s).tcp_congestion().unwrap())
+                .trim_end_matches('\0')
+                .to_string()
+        };
+        let mut got = Vec::new();
+        for unpaced_loopback in [true, false] {
+            let (_job, proxy_side) = tokio::join!(TcpStream::connect(addr), listener.accept());
+            let proxy_side = proxy_side.unwrap().0;
+            let default = congestion(&proxy_side);
+            let limits = ProxyLimits {
+                unpaced_loopback,
+                ..ProxyLimits::default()
+            };
+            job_socket(&proxy_side, &limits);
+            got.push((
+                proxy_side.nodelay().unwrap(),
+                congestion(&proxy_side),
+                default,
+            ));
+        }
+        let default = got[1].2.clone();
+        eprintln!("the host's default congestion control: {default}");
+        assert_eq!(
+            got,
+            vec![
+                (true, "reno".to_string(), default.clone()),
+                (true, default.clone(), default),
+            ]
+        );
+    }
 }
