@@ -22,7 +22,9 @@
 //! token, the user's `url.<base>.insteadOf` does not apply to the URL (it
 //! is rewritten to itself: an SSH rewrite would have used the user's keys
 //! and agent instead of the token, a path rewrite a repository of the
-//! host's). Git's
+//! host's), nor does a redirect of the URL's server (`http.followRedirects`
+//! off: another host, one the server reaches and the submitter does not).
+//! Git's
 //! error text has any `user:password@` of a URL it echoes (a user's
 //! `insteadOf` may add one) cut before it becomes a job's error.
 
@@ -280,7 +282,10 @@ async fn git(
         // repository): the URL is rewritten to itself, a rewrite of the
         // whole URL, longer than any of the user's shorter prefixes, which
         // git prefers (the longest match).
-        cmd.env("GIT_CONFIG_COUNT", "3")
+        // Nor does the URL's server send it to another by a redirect
+        // (git follows one on a fetch's first request by default): the
+        // spec named that server, which a submitted spec's check allowed.
+        cmd.env("GIT_CONFIG_COUNT", "4")
             .env("GIT_CONFIG_KEY_0", "http.extraHeader")
             .env(
                 "GIT_CONFIG_VALUE_0",
@@ -289,7 +294,9 @@ async fn git(
             .env("GIT_CONFIG_KEY_1", "credential.helper")
             .env("GIT_CONFIG_VALUE_1", "")
             .env("GIT_CONFIG_KEY_2", format!("url.{url}.insteadOf"))
-            .env("GIT_CONFIG_VALUE_2", url);
+            .env("GIT_CONFIG_VALUE_2", url)
+            .env("GIT_CONFIG_KEY_3", "http.followRedirects")
+            .env("GIT_CONFIG_VALUE_3", "false");
     }
     // No automatic gc, nor the maintenance a fetch starts after itself
     // (`git maintenance run --auto`, one more process per job): a job may

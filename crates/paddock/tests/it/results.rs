@@ -1900,6 +1900,66 @@ fn source_needles(extra: &str) -> Vec<Vec<u8>> {
     ]
 }
 
+/// A URL source fetched with the spec's `repository.token` is fetched from
+/// the server the URL names only: a redirect of that server (a host the
+/// submitter controls, among a server's allowed hosts) to another (here
+/// an internal git server that asks no credentials, which the host
+/// reaches and the submitter does not) is not followed; the job fails
+/// and the other server sees no request. (Before, git followed it on the
+/// fetch's first request: the internal server was asked.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_sources_token_fetch_follows_no_redirect() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let internal_root = home.path().join("internal");
+    bare_remote(&internal_root, &repo);
+    let internal =
+        paddock_test_support::git_http::GitHttpServer::start_checked(&internal_root, |_| true)
+            .await;
+    let target = internal.url.clone();
+    let redirector = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let target = target.clone();
+        async move {
+            let to = format!(
+                "{target}{}",
+                req.uri()
+                    .path_and_query()
+                    .map(|p| p.as_str().to_string())
+                    .unwrap_or_default()
+            );
+            (
+                http::StatusCode::FOUND,
+                [(http::header::LOCATION, to)],
+                String::new(),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/widgets.git", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, redirector).await.unwrap() });
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("url = \"{url}\"\ntoken = \"env:PADDOCK_TEST_SOURCE_TOKEN\""),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_TEST_SOURCE_TOKEN", SOURCE_TOKEN)],
+        )
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        (
+            out.status.code() == Some(0),
+            internal.authorizations().len()
+        ),
+        (false, 0),
+        "{stderr}"
+    );
+}
+
 /// A URL source fetched with the spec's `repository.token` goes to that
 /// URL with that token only, whatever the user's git configuration
 /// rewrites: a `url.<base>.insteadOf` of the server's user (commonly an
