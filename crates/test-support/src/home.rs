@@ -119,7 +119,8 @@ impl Home {
             }
         };
         // The caches kept on purpose (URL sources' mirrors, the local
-        // sources' snapshots), the caches' size memo, and its temporary
+        // sources' snapshots), the locks of the fetches into local
+        // sources, the caches' size memo, and its temporary
         // file while the detached remover writes it (a stale one is
         // removed by the next pass: cache_cap.rs).
         let mut out: Vec<String> = names(&self.jobs())
@@ -132,6 +133,7 @@ impl Home {
                     ".engine-versions.json",
                     ".snapshots",
                     ".mirrors",
+                    ".source-locks",
                     ".cache-sizes.json",
                     paddock::host_id::FILE,
                 ]

@@ -119,6 +119,7 @@ pub fn fetch_into_source_soon(
     spec: &JobSpec,
     patch: &Patch,
     kept: &KeptOrNot,
+    jobs_root: &Path,
 ) -> Option<SourceFetching> {
     let (Some(source), Ok(Some(kept))) = (&spec.repository.path, kept) else {
         return None;
@@ -129,6 +130,7 @@ pub fn fetch_into_source_soon(
             source.clone(),
             kept.bundle.clone(),
             spec.branch(),
+            jobs_root.to_path_buf(),
         )
     })
 }
@@ -671,9 +673,15 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     if let (Some(path), Some(_)) = (&spec.repository.path, input.commit) {
         let fetched = match &input.into_source {
             Some(fetching) => fetching.clone().await,
-            None => source::fetch_branch(&input.record.id, path, &bundle, &input.record.branch)
-                .await
-                .map_err(|e| e.to_string()),
+            None => source::fetch_branch(
+                &input.record.id,
+                path,
+                &bundle,
+                &input.record.branch,
+                input.jobs_root,
+            )
+            .await
+            .map_err(|e| e.to_string()),
         };
         match fetched {
             Ok(()) => out.in_source = true,

@@ -10,7 +10,12 @@
 //! rewritten: when git refuses the update (the branch holds commits this
 //! job's does not continue, a rerun of the same ticket and attempt, or it
 //! is checked out), the error says which branch, where it is, git's own
-//! reason and how to take the job's branch under another name.
+//! reason and how to take the job's branch under another name. Paddock's
+//! fetches into one source take turns (an exclusive `flock` on
+//! `<jobs>/.source-locks/<hash of the source's path>.lock`): git creates
+//! a new branch without checking it is still absent, so two jobs of one
+//! ticket and attempt finishing at once each created it, the last one's
+//! silently replacing the first's.
 
 use std::path::{Path, PathBuf};
 
@@ -36,13 +41,44 @@ pub enum SourceFetchError {
     Fetch(#[from] WorkspaceError),
 }
 
-/// Fetches `branch` from `bundle` into `source` as `refs/heads/<branch>`.
+/// Where the locks of the fetches into local sources are, under
+/// Paddock's jobs directory: one file a source (a hash of its path).
+pub const SOURCE_LOCKS: &str = ".source-locks";
+
+/// Holds the lock of the fetches into `source` (module text): Paddock's
+/// fetches into one source take turns.
+async fn hold_source(
+    jobs_root: &Path,
+    source: &Path,
+) -> Result<nix::fcntl::Flock<std::fs::File>, WorkspaceError> {
+    use sha2::Digest as _;
+    let dir = jobs_root.join(SOURCE_LOCKS);
+    std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::Create {
+        path: dir.clone(),
+        source: e,
+    })?;
+    let named = std::fs::canonicalize(source).unwrap_or_else(|_| source.to_path_buf());
+    let key = hex::encode(&sha2::Sha256::digest(named.as_os_str().as_encoded_bytes())[..12]);
+    let path = dir.join(format!("{key}.lock"));
+    crate::workspace::lease::lock_file(&path, nix::fcntl::FlockArg::LockExclusive)
+        .await
+        .map_err(|e| WorkspaceError::Create { path, source: e })
+}
+
+/// Fetches `branch` from `bundle` into `source` as `refs/heads/<branch>`,
+/// holding the source's lock under `jobs_root` (module text).
 pub async fn fetch_branch(
     job: &str,
     source: &Path,
     bundle: &Path,
     branch: &str,
+    jobs_root: &Path,
 ) -> Result<(), SourceFetchError> {
+    // Git creates a new branch without checking that it is still absent:
+    // two jobs of one ticket and attempt fetching at once each saw no
+    // branch, and the last one's silently replaced the first's. In turns,
+    // the second finds the first's branch and is refused as a rerun is.
+    let _turn = hold_source(jobs_root, source).await?;
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
     // The job's new objects on the base (the bundle's prerequisite) are
     // checked as they are indexed; a whole history is the user's own,
@@ -110,9 +146,15 @@ pub type SourceFetching =
 /// Starts [`fetch_branch`] on a task of its own, now, rather than when
 /// its outcome is first awaited: the job's end goes on (its patch's event,
 /// its status) while git fetches.
-pub fn fetch_soon(job: String, source: PathBuf, bundle: PathBuf, branch: String) -> SourceFetching {
+pub fn fetch_soon(
+    job: String,
+    source: PathBuf,
+    bundle: PathBuf,
+    branch: String,
+    jobs_root: PathBuf,
+) -> SourceFetching {
     let fetch = tokio::spawn(async move {
-        fetch_branch(&job, &source, &bundle, &branch)
+        fetch_branch(&job, &source, &bundle, &branch, &jobs_root)
             .await
             .map_err(|e| e.to_string())
     });
@@ -185,6 +227,79 @@ mod tests {
         (source, bundle, tip)
     }
 
+    /// Two jobs of one ticket and attempt whose fetches into one source
+    /// start at once (held back by the source's lock, then let go): they
+    /// take turns, so one creates the branch and the other is refused as
+    /// a rerun is, naming the branch where the first put it. Before, each
+    /// saw no branch and git created it twice, the last one's silently
+    /// replacing the first's (both fetches `Ok`).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn two_fetches_of_one_branch_at_once_take_turns() {
+        let dir = tempfile::tempdir().unwrap();
+        let branch = "paddock/T-1/1";
+        let (source, first, _) = source_and_bundle(dir.path(), branch);
+        let other = dir.path().join("other");
+        git(
+            dir.path(),
+            &["clone", "-q", source.to_str().unwrap(), "other"],
+        );
+        git(&other, &["checkout", "-q", "-b", branch]);
+        std::fs::write(other.join("other.txt"), "other\n").unwrap();
+        git(&other, &["add", "other.txt"]);
+        git(&other, &["commit", "-q", "-m", "the other job's"]);
+        let second = dir.path().join("other.bundle");
+        git(
+            &other,
+            &[
+                "bundle",
+                "create",
+                "-q",
+                second.to_str().unwrap(),
+                &format!("main..{branch}"),
+            ],
+        );
+        let jobs = dir.path().join("jobs");
+        let held = hold_source(&jobs, &source).await.unwrap();
+        let fetches = [("job-1", &first), ("job-2", &second)].map(|(job, bundle)| {
+            fetch_soon(
+                job.into(),
+                source.clone(),
+                bundle.clone(),
+                branch.to_string(),
+                jobs.clone(),
+            )
+        });
+        drop(held);
+        let [a, b] = fetches;
+        let (a, b) = tokio::join!(a, b);
+        let at = head(&source, branch);
+        let refused = |job: &str| {
+            format!(
+                "the source {} already has a branch {branch} (at {at}), and Paddock never \
+                 rewrites a branch",
+                source.display()
+            ) + &format!(" [{job}]")
+        };
+        let outcome = |job: &str, r: Result<(), String>| match r {
+            Ok(()) => "fetched".to_string(),
+            Err(e) => {
+                e.split_once(": ")
+                    .map_or(e.clone(), |(head, _)| head.to_string())
+                    + &format!(" [{job}]")
+            }
+        };
+        let mut seen = vec![outcome("job-1", a), outcome("job-2", b)];
+        seen.sort();
+        let mut want = vec!["fetched".to_string()];
+        // Whichever came second is refused.
+        want.push(match seen.iter().any(|s| s.ends_with("[job-1]")) {
+            true => refused("job-1"),
+            false => refused("job-2"),
+        });
+        want.sort();
+        assert_eq!(seen, want);
+    }
+
     /// The commit `name` is at in `dir`.
     fn head(dir: &Path, name: &str) -> String {
         git(dir, &["rev-parse", name]).trim().to_string()
@@ -196,13 +311,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let branch = "paddock/T-1/1";
         let (source, bundle, tip) = source_and_bundle(dir.path(), branch);
-        fetch_branch("job-1", &source, &bundle, branch)
+        fetch_branch("job-1", &source, &bundle, branch, &dir.path().join("jobs"))
             .await
             .unwrap();
         assert_eq!(head(&source, branch), tip);
 
         git(&source, &["branch", "-f", branch, "main"]);
-        fetch_branch("job-1", &source, &bundle, branch)
+        fetch_branch("job-1", &source, &bundle, branch, &dir.path().join("jobs"))
             .await
             .unwrap();
         assert_eq!(head(&source, branch), tip);
@@ -221,6 +336,7 @@ mod tests {
             source.clone(),
             bundle.clone(),
             branch.to_string(),
+            dir.path().join("jobs"),
         );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while git(&source, &["branch", "--list", branch]).is_empty() {
@@ -244,6 +360,7 @@ mod tests {
             source.clone(),
             bundle.clone(),
             branch.to_string(),
+            dir.path().join("jobs"),
         )
         .await;
         let Err(said) = refused else {
@@ -271,7 +388,7 @@ mod tests {
         let earlier = head(&source, "HEAD");
         git(&source, &["checkout", "-q", "main"]);
 
-        let err = fetch_branch("job-1", &source, &bundle, branch)
+        let err = fetch_branch("job-1", &source, &bundle, branch, &dir.path().join("jobs"))
             .await
             .unwrap_err();
         assert_eq!(
@@ -292,7 +409,7 @@ mod tests {
         // git's reason names it.
         git(&source, &["branch", "-f", branch, "main"]);
         git(&source, &["checkout", "-q", branch]);
-        let err = fetch_branch("job-1", &source, &bundle, branch)
+        let err = fetch_branch("job-1", &source, &bundle, branch, &dir.path().join("jobs"))
             .await
             .unwrap_err();
         let SourceFetchError::Exists { git: said, .. } = &err else {
