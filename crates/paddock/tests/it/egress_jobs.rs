@@ -592,7 +592,8 @@ try:
         b = r.read(1024)
         if not b: break
         n += len(b)
-        open("{count}", "w").write(str(n))
+        open("{count}.new", "w").write(str(n))
+        os.replace("{count}.new", "{count}")
     end = "end of file"
 except Exception as e:
     end = type(e).__name__
