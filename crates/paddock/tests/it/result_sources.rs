@@ -290,3 +290,52 @@ async fn the_branch_comes_back_into_sources_as_users_have_them() {
         )
     );
 }
+
+/// A ticket id names a git branch (`paddock/<ticket>/<attempt>`): every
+/// odd id a spec takes makes a branch git takes (`git check-ref-format`),
+/// and the ids git would refuse (or that a shell or a forge would read
+/// otherwise) are refused by the spec, before anything runs.
+#[test]
+fn every_ticket_id_a_spec_takes_is_a_branch_git_takes() {
+    let home = Home::new();
+    let base = repo(home.path());
+    let spec = stand_in_spec(home.path(), &base, "process", "true");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let ids = [
+        "T-1", "T-1.", "a.b", "_x", "x_", "1", "x.lock1", "A..B", "x.lock", ".x", "-x", "x/y",
+        "x y", "x~1", "x^", "x:y", "x?", "x*", "x[", "x\\\\y", "x@{1}", "@", "é", "HEAD",
+    ];
+    let verdicts: Vec<(&str, bool, bool)> = ids
+        .iter()
+        .map(|&id| {
+            let taken = paddock_protocol::JobSpec::from_toml(
+                &text.replace("id = \"T-1\"", &format!("id = \"{id}\"")),
+                &spec,
+            )
+            .is_ok();
+            // The id as TOML reads it (`\\` is one backslash).
+            let branch = format!("refs/heads/paddock/{}/1", id.replace("\\\\", "\\"));
+            let git_takes = std::process::Command::new("git")
+                .args(["check-ref-format", &branch])
+                .status()
+                .unwrap()
+                .success();
+            (id, taken, git_takes)
+        })
+        .collect();
+    let taken: Vec<&str> = verdicts.iter().filter(|v| v.1).map(|v| v.0).collect();
+    assert_eq!(
+        (
+            taken,
+            verdicts
+                .iter()
+                .filter(|v| v.1 && !v.2)
+                .map(|v| v.0)
+                .collect::<Vec<_>>()
+        ),
+        (
+            vec!["T-1", "T-1.", "a.b", "_x", "x_", "1", "x.lock1", "HEAD"],
+            Vec::<&str>::new()
+        )
+    );
+}
