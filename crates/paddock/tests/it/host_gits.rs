@@ -39,9 +39,10 @@ fn logging_git(dir: &Path, log: &Path) -> PathBuf {
 /// source (provisioning: the job's branch is written, not made by
 /// `update-ref`), the user's excludes file looked up (`config`), the
 /// source's uncommitted changes (`status`) and the base's listing
-/// (`ls-files`) beside the engine, the patch (`check-ignore`,
-/// `update-index`, `write-tree`, `diff`), and the result branch: its
-/// commit (`commit-tree`) and bundle (`pack-objects`, the header written
+/// (`ls-files`) and the base's tree (`rev-parse`) beside the engine, the
+/// patch (`check-ignore`, `update-index`, `write-tree`, `diff-tree`), and
+/// the result branch: its commit (written by Paddock, no `commit-tree`)
+/// and bundle (`pack-objects`, the header written
 /// by Paddock: no `update-ref`, no `bundle create`), the base checked in
 /// the source (`cat-file`) and the branch fetched into it (`fetch`); with
 /// nowhere to push, the source's object directory is not asked for.
@@ -90,12 +91,12 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
             [
                 "cat-file",
                 "check-ignore",
-                "commit-tree",
                 "config",
-                "diff",
+                "diff-tree",
                 "fetch",
                 "ls-files",
                 "pack-objects",
+                "rev-parse",
                 "rev-parse",
                 "status",
                 "update-index",
@@ -109,13 +110,15 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
     );
 }
 
-/// The result branch is made beside the patch's diff, not after it: its
-/// commit (`commit-tree`) needs only the staged tree, so it starts while
-/// `git diff` runs. Shown by a `git diff` that waits (up to 20 s) for a
-/// `commit-tree` to start before it runs, and says whether one did: one
-/// after the other, the commit starts only once the diff has ended.
+/// The result branch is made and bundled beside the patch's diff, not
+/// after it: its commit (written by Paddock) needs only the staged tree,
+/// and the bundle's `pack-objects` only the commit, so it starts while
+/// `git diff-tree` runs. Shown by a `git diff-tree` that waits (up to
+/// 20 s) for a `pack-objects` to start before it runs, and says whether
+/// one did: one after the other, the bundle starts only once the diff has
+/// ended.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_result_branch_is_committed_while_the_diff_runs() {
+async fn the_result_branch_is_committed_and_bundled_while_the_diff_runs() {
     let home = Home::new();
     let repo = repo(home.path());
     let log = home.path().join("gits.log");
@@ -123,7 +126,7 @@ async fn the_result_branch_is_committed_while_the_diff_runs() {
     let bin = home.path().join("waiting-bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
-        "#!/bin/sh\nfor a in \"$@\"; do\n  case \"$a\" in\n    commit-tree) echo commit-tree >> '{log}' ;;\n    diff)\n      i=0\n      while [ $i -lt 400 ] && ! grep -q commit-tree '{log}' 2>/dev/null; do sleep 0.05; i=$((i+1)); done\n      if grep -q commit-tree '{log}' 2>/dev/null; then echo beside >> '{seen}'; else echo after >> '{seen}'; fi ;;\n  esac\ndone\nexec '{git}' \"$@\"\n",
+        "#!/bin/sh\nfor a in \"$@\"; do\n  case \"$a\" in\n    pack-objects) echo pack-objects >> '{log}' ;;\n    diff-tree)\n      i=0\n      while [ $i -lt 400 ] && ! grep -q pack-objects '{log}' 2>/dev/null; do sleep 0.05; i=$((i+1)); done\n      if grep -q pack-objects '{log}' 2>/dev/null; then echo beside >> '{seen}'; else echo after >> '{seen}'; fi ;;\n  esac\ndone\nexec '{git}' \"$@\"\n",
         log = log.display(),
         seen = seen.display(),
         git = real_git().display()
