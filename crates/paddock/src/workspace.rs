@@ -237,7 +237,6 @@ const OVERLAY: &str = "overlay";
 const UPPER: &str = "upper";
 const OVERLAY_WORK: &str = "overlay-work";
 
-/// A full object name as `git rev-parse` prints it (SHA-1 or SHA-256).
 /// The diff's options (after `diff` or `diff-tree --stdin -r -M`): every
 /// choice that shapes the text spelled out (see [`Workspace::diff_to`]).
 const DIFF_ARGS: [&str; 10] = [
@@ -270,6 +269,7 @@ pub struct StartedDiff {
     base_tree: String,
 }
 
+/// A full object name as `git rev-parse` prints it (SHA-1 or SHA-256).
 fn is_object_name(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
