@@ -603,9 +603,14 @@ open("{count}", "a").write(" " + end)
         count = countfile.display(),
     );
     std::fs::write(out_dir.path().join("daemon.py"), &daemon).unwrap();
+    // Setup ends only once the daemon's download has bytes (not after a
+    // fixed sleep, which a loaded machine outran: the connection then
+    // opened in the agent phase and was refused instead of cut), so the
+    // switch always finds it open.
     let line = format!(
-        "python3 {} && sleep 1 && echo started",
-        out_dir.path().join("daemon.py").display()
+        "python3 {} && for i in $(seq 600); do [ -s {} ] && break; sleep 0.05; done && echo started",
+        out_dir.path().join("daemon.py").display(),
+        countfile.display()
     );
     let setup = format!(
         "commands = [{}]\nnetwork = [\"127.0.0.1:{port}\"]",
