@@ -321,6 +321,40 @@ mod tests {
     }
 
     #[test]
+    fn a_watcher_that_could_not_start_is_one_record_its_reason_cut_and_without_controls() {
+        let why = format!(
+            "open /dev/net/tun: \x1b]0;owned\x07No such device\n{}",
+            "x".repeat(400)
+        );
+        let rec = parse(format!("paddock-direct/1 setup off {why}").as_bytes()).unwrap();
+        let kept: String = format!(
+            "open /dev/net/tun: ]0;ownedNo such device{}",
+            "x".repeat(400)
+        )
+        .chars()
+        .take(300)
+        .collect();
+        assert_eq!(
+            rec,
+            EgressRecord {
+                host: String::new(),
+                port: 0,
+                method: None,
+                address: None,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 0,
+                phase: EgressPhase::Setup,
+                allowed: false,
+                rule: Some("direct:off".into()),
+                reason: Some(format!("direct connection attempts are not recorded for this command: the sandbox's watcher could not start ({kept}); nothing leads out of the sandbox but the proxy either way")),
+                credential: None,
+                substituted: None,
+            }
+        );
+    }
+
+    #[test]
     fn anything_else_is_no_record() {
         for junk in [
             &b""[..],
