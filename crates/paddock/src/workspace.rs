@@ -24,6 +24,7 @@ pub(crate) mod mirror;
 pub mod overlay;
 pub mod prune;
 mod raw_diff;
+mod remote_config;
 mod result_branch;
 pub(crate) mod snapshot;
 pub mod trash;

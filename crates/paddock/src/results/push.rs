@@ -5,7 +5,9 @@
 //! objects: `base_objects.rs`; verified, and its objects checked by
 //! `fsck` as they are indexed), by Paddock's hardened
 //! git (`workspace/host_git.rs`), to a `file://`, `https://`, `ssh://` or
-//! loopback `http://` URL. A token reaches git only as configuration in
+//! loopback `http://` URL, and to no server that one redirects to
+//! (`http.followRedirects=false`; Paddock's git reads no configuration of
+//! the user's, so no `url.<base>.pushInsteadOf` rewrites it). A token reaches git only as configuration in
 //! the environment of that one host process (`GIT_CONFIG_COUNT`: an
 //! `http.extraHeader` with HTTP basic `x-access-token`), never in its
 //! argv (readable by any process in `/proc`), a file, or the job. An SSH
@@ -281,6 +283,11 @@ pub async fn push_branch(
     let args = [
         "-c".to_string(),
         format!("protocol.{protocol}.allow=always"),
+        // The URL's server, not one it redirects to (git follows a
+        // redirect of a push's first request by default): the spec or
+        // the operator named that server.
+        "-c".to_string(),
+        "http.followRedirects=false".to_string(),
         "push".to_string(),
         "--quiet".to_string(),
         "--no-verify".to_string(),

@@ -34,7 +34,7 @@ pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(600);
 pub(super) const CLONE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// How long reading the user's own git configuration may take.
-const CONFIG_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const CONFIG_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings given as `-c` to every command. They outrank the repository's
 /// own config, so even a config file git reads cannot turn any of these on.

@@ -18,13 +18,13 @@
 //! or with the spec's `repository.token`: an `http.extraHeader` in the
 //! environment of each git process (`GIT_CONFIG_COUNT`), never on its
 //! command line or in the mirror's configuration, whose `origin` is the
-//! URL as the spec gives it (a spec's URL carries no credential); with the
-//! token, the user's `url.<base>.insteadOf` does not apply to the URL (it
-//! is rewritten to itself: an SSH rewrite would have used the user's keys
-//! and agent instead of the token, a path rewrite a repository of the
-//! host's), nor does a redirect of the URL's server (`http.followRedirects`
-//! off: another host, one the server reaches and the submitter does not).
-//! Git's
+//! URL as the spec gives it (a spec's URL carries no credential). With
+//! or without the token, a clone or fetch reaches the URL's server and no
+//! other: no `url.<base>.insteadOf` of any configuration applies (an SSH
+//! rewrite would have used the user's keys and agent, a path rewrite a
+//! repository of the host's), nor does a redirect of the URL's server
+//! (another host, one the server reaches and the submitter does not):
+//! `remote_config.rs`. Git's
 //! error text has any `user:password@` of a URL it echoes (a user's
 //! `insteadOf` may add one) cut before it becomes a job's error.
 
@@ -35,6 +35,7 @@ use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest as _, Sha256};
 use tokio::process::Command;
 
+use super::remote_config::RemoteConfig;
 use super::{host_git, WorkspaceError};
 use crate::secret::Secret;
 
@@ -105,7 +106,7 @@ where
             "--quiet",
             "origin",
         ];
-        let fetched = git(&dir, url, token, &fetch).await;
+        let fetched = git(&dir, url, true, token, &fetch).await;
         let check = match fetched {
             Ok(()) => {
                 let (check, read) = tokio::join!(broken(&dir, url), then(dir.clone()));
@@ -137,6 +138,7 @@ where
         let cloned = git(
             &root,
             url,
+            true,
             token,
             &[
                 "clone",
@@ -181,6 +183,7 @@ pub(super) async fn has_commit(dir: &Path, url: &str, commit: &str) -> bool {
     git(
         dir,
         url,
+        false,
         None,
         &["--git-dir", &arg(dir), "cat-file", "-e", &tree],
     )
@@ -206,7 +209,7 @@ pub(super) async fn fetch_commit(
         "origin",
         commit,
     ];
-    git(dir, url, token, &fetch).await
+    git(dir, url, true, token, &fetch).await
 }
 
 /// The mirror's key: a hash of the URL.
@@ -249,7 +252,7 @@ async fn broken(dir: &Path, url: &str) -> Option<String> {
         .map(String::from),
     );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match git(dir, url, None, &args).await {
+    match git(dir, url, false, None, &args).await {
         Ok(()) => None,
         Err(WorkspaceError::Clone { stderr, .. }) => Some(
             stderr
@@ -262,41 +265,40 @@ async fn broken(dir: &Path, url: &str) -> Option<String> {
     }
 }
 
-/// Runs the user's git with `args` (hooks off, no prompt) in `cwd`, with
-/// `token` as its `Authorization` header; a failure is a `Clone` error of
-/// `url` with git's stderr, credentials in URLs cut.
+/// Runs the user's git with `args` (hooks off, no prompt) in `cwd`; when
+/// it reaches the `remote` (a clone or fetch), with the configuration of
+/// `remote_config.rs` and `token` as its `Authorization` header; a
+/// failure is a `Clone` error of `url` with git's stderr, credentials in
+/// URLs cut.
 async fn git(
     cwd: &Path,
     url: &str,
+    remote: bool,
     token: Option<&Secret>,
     args: &[&str],
 ) -> Result<(), WorkspaceError> {
     let mut cmd = Command::new(host_git::git_program());
-    if let Some(token) = token {
-        // Configuration in this process's environment only: nothing is
-        // written into the mirror, nothing is on the command line. No
-        // credential helper of the user's is asked when the token is
-        // refused: the spec's token is the fetch's only credential.
-        // Nor does the user's `url.<base>.insteadOf` send the fetch
-        // elsewhere (an SSH remote with the user's keys and agent, a local
-        // repository): the URL is rewritten to itself, a rewrite of the
-        // whole URL, longer than any of the user's shorter prefixes, which
-        // git prefers (the longest match).
-        // Nor does the URL's server send it to another by a redirect
-        // (git follows one on a fetch's first request by default): the
-        // spec named that server, which a submitted spec's check allowed.
-        cmd.env("GIT_CONFIG_COUNT", "4")
-            .env("GIT_CONFIG_KEY_0", "http.extraHeader")
-            .env(
-                "GIT_CONFIG_VALUE_0",
-                token.basic_auth_header("x-access-token").expose(),
-            )
-            .env("GIT_CONFIG_KEY_1", "credential.helper")
-            .env("GIT_CONFIG_VALUE_1", "")
-            .env("GIT_CONFIG_KEY_2", format!("url.{url}.insteadOf"))
-            .env("GIT_CONFIG_VALUE_2", url)
-            .env("GIT_CONFIG_KEY_3", "http.followRedirects")
-            .env("GIT_CONFIG_VALUE_3", "false");
+    if remote {
+        // The user's configuration less its URL rewrites, redirects not
+        // followed (`remote_config.rs`); in this process's environment
+        // only: nothing is written into the mirror, nothing is on the
+        // command line. With the spec's token, no credential helper of
+        // the user's is asked when the token is refused: the token is
+        // the fetch's only credential.
+        let config = RemoteConfig::read(cwd).await?;
+        match token {
+            Some(token) => {
+                let header = token.basic_auth_header("x-access-token");
+                config.apply(
+                    &mut cmd,
+                    &[
+                        ("http.extraHeader", header.expose()),
+                        ("credential.helper", ""),
+                    ],
+                );
+            }
+            None => config.apply(&mut cmd, &[]),
+        }
     }
     // No automatic gc, nor the maintenance a fetch starts after itself
     // (`git maintenance run --auto`, one more process per job): a job may

@@ -1686,6 +1686,76 @@ fn with_token_push(spec: &Path, server: &str) {
     .unwrap();
 }
 
+/// A loopback HTTP server that answers every request with a redirect
+/// (302) to the same path and query on `target`; its URL.
+async fn redirector_to(target: &str) -> String {
+    let target = target.to_string();
+    let redirector = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let target = target.clone();
+        async move {
+            let to = format!(
+                "{target}{}",
+                req.uri()
+                    .path_and_query()
+                    .map(|p| p.as_str().to_string())
+                    .unwrap_or_default()
+            );
+            (
+                http::StatusCode::FOUND,
+                [(http::header::LOCATION, to)],
+                String::new(),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, redirector).await.unwrap() });
+    url
+}
+
+/// `[results.push]` at a server that redirects to another (an internal
+/// git server the host reaches, which takes the push's token too): the
+/// push follows no redirect, so the other server sees no request and has
+/// no branch; the job says the push failed. (Before, git followed the
+/// redirect of the push's first request: the internal server was asked
+/// for its refs with the token.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_follows_no_redirect() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let internal_root = home.path().join("internal");
+    let bare = bare_remote(&internal_root, &repo);
+    let internal =
+        paddock_test_support::git_http::GitHttpServer::start(&internal_root, &basic(TOKEN)).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_token_push(&spec, &redirector_to(&internal.url).await);
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_TEST_PUSH_TOKEN", TOKEN)],
+        )
+        .await;
+    let record = record(&out);
+    let pushed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&bare)
+        .args(["rev-parse", "--verify", "--quiet", "paddock/T-1/1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            internal.authorizations().len(),
+            pushed.status.success(),
+            record
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("push to http://127.0.0.1:")),
+        ),
+        (0, false, true),
+        "{record:?}"
+    );
+}
+
 /// `[results.push]` with a plain token and no forge: the branch pushed
 /// over smart HTTP with Paddock's token (the only credential the remote
 /// saw; the job's environment never had it, nor its variable), the pull
@@ -1916,27 +1986,7 @@ async fn a_url_sources_token_fetch_follows_no_redirect() {
     let internal =
         paddock_test_support::git_http::GitHttpServer::start_checked(&internal_root, |_| true)
             .await;
-    let target = internal.url.clone();
-    let redirector = axum::Router::new().fallback(move |req: axum::extract::Request| {
-        let target = target.clone();
-        async move {
-            let to = format!(
-                "{target}{}",
-                req.uri()
-                    .path_and_query()
-                    .map(|p| p.as_str().to_string())
-                    .unwrap_or_default()
-            );
-            (
-                http::StatusCode::FOUND,
-                [(http::header::LOCATION, to)],
-                String::new(),
-            )
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/widgets.git", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, redirector).await.unwrap() });
+    let url = format!("{}/widgets.git", redirector_to(&internal.url).await);
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     let text = std::fs::read_to_string(&spec).unwrap().replace(
         &format!("path = \"{}\"", repo.display()),
@@ -1960,15 +2010,135 @@ async fn a_url_sources_token_fetch_follows_no_redirect() {
     );
 }
 
+/// A URL source fetched without a token, with the server user's own
+/// credentials (`git:credentials`: their credential helper, here in the
+/// `~/.gitconfig` of the `HOME` Paddock runs with), reaches the URL's
+/// server and no other. A redirect of that server to another (an internal
+/// git server the host reaches, which the helper's credential would also
+/// open) is not followed: the job fails and the other server sees no
+/// request. A `url.<base>.insteadOf` of the user's that would rewrite the
+/// URL to a directory of the host's (a repository with `elsewhere.txt`)
+/// does not apply: the job's tree is the URL's, whose server saw the
+/// helper's credential. (Before, both were followed: the internal server
+/// was asked and the job was done; the rewrite's repository was cloned
+/// and the URL's server saw no request.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_sources_fetch_with_the_users_credentials_follows_no_redirect_nor_insteadof() {
+    const HELPER_SECRET: &str = "helperSecret_of_the_server_user_42";
+    let home = Home::new();
+    let repo = repo(home.path());
+    // The URL's server, the internal one, and a redirector to the latter.
+    let remotes = home.path().join("remotes");
+    bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(HELPER_SECRET)).await;
+    let internal_root = home.path().join("internal");
+    bare_remote(&internal_root, &repo);
+    let internal =
+        paddock_test_support::git_http::GitHttpServer::start_checked(&internal_root, |_| true)
+            .await;
+    let redirecting = format!("{}/widgets.git", redirector_to(&internal.url).await);
+    // The user's other repository, which the rewrite leads to.
+    let elsewhere = bare_remote(&home.path().join("elsewhere"), &repo);
+    let other = home.path().join("other");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            elsewhere.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(other.join("elsewhere.txt"), "the user's other repository\n").unwrap();
+    git(&other, &["add", "elsewhere.txt"]);
+    git(
+        &other,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@x",
+            "commit",
+            "-qm",
+            "other",
+        ],
+    );
+    git(&other, &["push", "-q", "origin", "HEAD"]);
+    // The server user's home: a credential helper for every host, and a
+    // rewrite of every URL of the server to a directory of the host's.
+    let user_home = home.path().join("server-user");
+    std::fs::create_dir_all(&user_home).unwrap();
+    std::fs::write(
+        user_home.join(".gitconfig"),
+        format!(
+            "[credential]\n\thelper = \"!f() {{ echo username=x-access-token; echo password={HELPER_SECRET}; }}; f\"\n\
+             [url \"{}/\"]\n\tinsteadOf = {}/\n",
+            elsewhere.parent().unwrap().display(),
+            server.url
+        ),
+    )
+    .unwrap();
+    let run = |name: &str, url: String| {
+        let home = &home;
+        let repo = &repo;
+        let user_home = &user_home;
+        let name = name.to_string();
+        async move {
+            let spec = stand_in_job(
+                home,
+                repo,
+                &finishing("test ! -e elsewhere.txt && printf 'fixed\\n' > fix.txt"),
+            );
+            let text = std::fs::read_to_string(&spec).unwrap().replace(
+                &format!("path = \"{}\"", repo.display()),
+                &format!("url = \"{url}\""),
+            );
+            let spec = home.path().join(format!("spec-{name}.toml"));
+            std::fs::write(&spec, text).unwrap();
+            home.paddock(
+                &["run", "--json", spec.to_str().unwrap()],
+                &[("HOME", user_home.to_str().unwrap())],
+            )
+            .await
+        }
+    };
+
+    let out = run("redirected", redirecting).await;
+    let redirected = (
+        out.status.code() == Some(0),
+        internal.authorizations().len(),
+    );
+    let out = run("rewritten", format!("{}/widgets.git", server.url)).await;
+    let rec = record(&out);
+    let auths = server.authorizations();
+    assert_eq!(
+        (
+            redirected,
+            rec.status,
+            rec.changed_files,
+            auths
+                .iter()
+                .any(|a| a.as_deref() == Some(basic(HELPER_SECRET).as_str())),
+        ),
+        (
+            (false, 0),
+            paddock_protocol::JobStatus::Done,
+            vec!["fix.txt".to_string()],
+            true
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A URL source fetched with the spec's `repository.token` goes to that
 /// URL with that token only, whatever the user's git configuration
 /// rewrites: a `url.<base>.insteadOf` of the server's user (commonly an
 /// SSH rewrite of a forge's HTTPS URLs, with its keys and agent; here a
 /// directory of the host's) would have fetched another repository with
 /// other credentials than the spec's, for a submitter whose spec names
-/// only the allowed host and token. (A rewrite of the whole URL itself,
-/// which git ranks equal, is the user's own choice for that URL and
-/// still applies.) The job's tree is the URL's (no
+/// only the allowed host and token. The job's tree is the URL's (no
 /// `elsewhere.txt`), and the URL's server saw the token. (Before, the
 /// rewrite was followed: the server saw no request.)
 #[tokio::test(flavor = "multi_thread")]

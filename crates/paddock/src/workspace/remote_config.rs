@@ -1,0 +1,155 @@
+//! The git configuration a host git that reaches a URL source's server
+//! runs with (the mirror's clone and fetches, `mirror.rs`): the user's
+//! own (system, global and command-line scopes: their credential
+//! helpers, `~/.netrc` use, proxies, CA files, SSH command), read once
+//! per fetch with `git config --list --includes` outside any repository,
+//! and given to that one git process in its environment
+//! (`GIT_CONFIG_COUNT`), git itself reading no configuration file but the
+//! repository's (Paddock's mirror's). Left out is whatever would have the
+//! fetch reach another place than the URL the spec names: every
+//! `url.<base>.insteadOf` and `url.<base>.pushInsteadOf` (an SSH rewrite
+//! with the server user's keys and agent, a directory of the host's; the
+//! included files' settings are read in already, so no `include.*` or
+//! `includeIf.*` is passed on to be read again), and a redirect of the
+//! URL's server is not followed (`http.followRedirects=false`: a host the
+//! server reaches and the submitter does not). The same whether the spec
+//! gives a `repository.token` or the server's credentials
+//! (`git:credentials`): the operator allowing those credentials for a
+//! host is not allowing the fetch to go elsewhere with them.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+use super::{host_git, WorkspaceError};
+
+/// A git directory that is none: `git config --list` outside any
+/// repository, whatever directory it runs in.
+const NO_REPOSITORY: &str = "/dev/null/paddock-no-repository";
+
+/// The user's configuration, less what would send a fetch elsewhere, as
+/// (key, value) pairs in git's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct RemoteConfig(Vec<(String, String)>);
+
+impl RemoteConfig {
+    /// The user's configuration as git in `cwd` (named in errors) reads
+    /// it outside a repository.
+    pub async fn read(cwd: &Path) -> Result<RemoteConfig, WorkspaceError> {
+        let args = ["config", "--list", "--includes", "-z"];
+        let mut cmd = Command::new(host_git::git_program());
+        cmd.arg("-C")
+            .arg(cwd)
+            .args(args)
+            .env("GIT_DIR", NO_REPOSITORY)
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .stdin(Stdio::null());
+        let failed = |stderr: String| WorkspaceError::Git {
+            path: cwd.to_path_buf(),
+            args: args.join(" "),
+            stderr,
+        };
+        let out = host_git::output_within(cmd, None, host_git::CONFIG_TIMEOUT)
+            .await
+            .map_err(|source| WorkspaceError::Spawn {
+                path: cwd.to_path_buf(),
+                source,
+            })?
+            .ok_or_else(|| WorkspaceError::GitTimeout {
+                path: cwd.to_path_buf(),
+                args: args.join(" "),
+                after: host_git::CONFIG_TIMEOUT,
+            })?;
+        if !out.status.success() {
+            return Err(failed(
+                String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            ));
+        }
+        Ok(RemoteConfig::from_listing(&String::from_utf8_lossy(
+            &out.stdout,
+        )))
+    }
+
+    /// The entries of `git config --list -z` output (`key\nvalue\0`, or
+    /// `key\0` for a key with no value, which git takes as true) that a
+    /// fetch of a URL keeps.
+    pub fn from_listing(listing: &str) -> RemoteConfig {
+        let entries = listing
+            .split('\0')
+            .filter(|entry| !entry.is_empty())
+            .map(|entry| match entry.split_once('\n') {
+                Some((key, value)) => (key.to_string(), value.to_string()),
+                None => (entry.to_string(), "true".to_string()),
+            })
+            .filter(|(key, _)| kept(key))
+            .collect();
+        RemoteConfig(entries)
+    }
+
+    /// Has `cmd` read no configuration file but its repository's, and
+    /// these entries, then `extra` (which outrank them), then
+    /// `http.followRedirects=false`, all in its environment.
+    pub fn apply(&self, cmd: &mut Command, extra: &[(&str, &str)]) {
+        cmd.env_remove("GIT_CONFIG_PARAMETERS")
+            .env_remove("GIT_CONFIG")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_SYSTEM", "/dev/null")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null");
+        let all = self
+            .0
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(extra.iter().copied())
+            .chain([("http.followRedirects", "false")]);
+        let mut count = 0;
+        for (i, (key, value)) in all.enumerate() {
+            cmd.env(format!("GIT_CONFIG_KEY_{i}"), key)
+                .env(format!("GIT_CONFIG_VALUE_{i}"), value);
+            count = i + 1;
+        }
+        cmd.env("GIT_CONFIG_COUNT", count.to_string());
+    }
+}
+
+/// Whether the setting `key` (as `git config --list` prints it: section
+/// and name lower case) is passed on to a fetch of a URL.
+fn kept(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    let rewrite = lower.starts_with("url.")
+        && (lower.ends_with(".insteadof") || lower.ends_with(".pushinsteadof"));
+    let include = lower.starts_with("include.") || lower.starts_with("includeif.");
+    !(rewrite || include)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rewrites and includes go, whatever their case; credential
+    /// helpers (an empty one resetting the list), proxies and a key with
+    /// no value (true) stay, in order.
+    #[test]
+    fn a_listing_loses_its_rewrites_and_includes() {
+        let listing = "user.name\nU\0url.ssh://git@git.example/.insteadof\nhttps://git.example/\0\
+                       url./srv/.pushInsteadOf\nhttps://git.example/\0credential.helper\n\0\
+                       credential.https://git.example.helper\nstore\0include.path\n~/.more\0\
+                       includeif.gitdir:/x/.path\n/y\0http.proxy\nhttp://proxy:3128\0\
+                       http.sslverify\0url.https://a/.name\nkept\0";
+        assert_eq!(
+            RemoteConfig::from_listing(listing),
+            RemoteConfig(
+                [
+                    ("user.name", "U"),
+                    ("credential.helper", ""),
+                    ("credential.https://git.example.helper", "store"),
+                    ("http.proxy", "http://proxy:3128"),
+                    ("http.sslverify", "true"),
+                    ("url.https://a/.name", "kept"),
+                ]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .to_vec()
+            )
+        );
+    }
+}
