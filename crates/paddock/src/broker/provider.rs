@@ -215,7 +215,8 @@ impl Provider {
                     http::StatusCode::NOT_FOUND,
                     "not_found_error",
                     format!(
-                        "paddock broker: no route for POST {path} (this job uses Vertex AI)"
+                        "paddock broker: no route for POST {} (this job uses Vertex AI)",
+                        shown(path)
                     ),
                 ),
                 // A Vertex job reaches Vertex's paths only: its token goes
@@ -242,7 +243,8 @@ impl Provider {
                     http::StatusCode::NOT_FOUND,
                     "not_found_error",
                     format!(
-                        "paddock broker: no route for {method} {path} (this job uses Amazon Bedrock)"
+                        "paddock broker: no route for {method} {} (this job uses Amazon Bedrock)",
+                        shown(path)
                     ),
                 ),
             },
@@ -335,8 +337,21 @@ fn standard_route(method: &Method, path: &str) -> Route {
             Api::Responses,
             http::StatusCode::NOT_FOUND,
             "not_found_error",
-            format!("paddock broker: no route for {method} {path}"),
+            format!("paddock broker: no route for {method} {}", shown(path)),
         ),
+    }
+}
+
+/// The most characters of a refused request's path its message (a ledger
+/// row's error, a policy event) keeps.
+const SHOWN_PATH_CHARS: usize = 512;
+
+/// `path` as a refusal names it: cut at [`SHOWN_PATH_CHARS`] characters,
+/// the cut said.
+fn shown(path: &str) -> String {
+    match path.char_indices().nth(SHOWN_PATH_CHARS) {
+        Some((at, _)) => format!("{}… ({} bytes)", &path[..at], path.len()),
+        None => path.to_string(),
     }
 }
 

@@ -65,7 +65,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             status,
             kind,
             message,
-        } => return error_response(api, status, kind, &message),
+        } => return unrouted(&shared, &parts.headers, api, status, kind, message),
     };
     if !authorized(&parts.headers, shared.token.expose()) {
         return error_response(
@@ -117,6 +117,34 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         }
     };
     answer(&shared, call, admitted, resp).await
+}
+
+/// A request the broker has no route for (the provider's Files, Batches,
+/// a stored response by id, any other path): nothing goes upstream; when
+/// the job's token is on it, a `refused` row naming its method and path
+/// (never its body) and a `policy` event with rule `broker_route`, as the
+/// job's other refused requests leave.
+fn unrouted(
+    shared: &Shared,
+    headers: &HeaderMap,
+    api: Api,
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+) -> Response {
+    if !authorized(headers, shared.token.expose()) {
+        return error_response(
+            api,
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "paddock broker: missing or invalid job token",
+        );
+    }
+    let _ = shared.policy.send(PolicyNotice {
+        rule: "broker_route".into(),
+        message: message.clone(),
+    });
+    Call::start(shared, api).refuse(status, kind, message)
 }
 
 /// Why a call got no upstream answer.

@@ -606,9 +606,11 @@ async fn a_call_naming_a_server_for_the_provider_is_refused() {
 /// upstream: a 400 in the API's format, a `refused` row, a `policy` event
 /// with rule `provider_state`. The provider's other endpoints (Files,
 /// Batches, retrieving a response, conversations, vector stores,
-/// containers) have no route: 404, nothing upstream; a call choosing
-/// another organization or project of the key is refused too. The same
-/// call without the reference runs. (Before, every call was forwarded.)
+/// containers) have no route: 404, nothing upstream, and a `refused` row
+/// and a `policy` event (rule `broker_route`) naming the method and path;
+/// a call choosing another organization or project of the key is refused
+/// too. The same call without the reference runs. (Before, every call
+/// was forwarded; then the unrouted ones left no row nor event.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_naming_the_providers_stored_state_is_refused() {
     let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
@@ -669,9 +671,13 @@ async fn a_call_naming_the_providers_stored_state_is_refused() {
             ),
         ]
     );
-    // The provider's stored objects have no route at all.
+    // The provider's stored objects have no route at all: nothing goes
+    // upstream, and each request leaves a `refused` row naming its method
+    // and path (not its body) and a `policy` event.
     let client = client();
     let mut routes = Vec::new();
+    let mut unrouted = Vec::new();
+    let long_path = format!("/v1/files/{}", "f".repeat(600));
     for (method, path) in [
         (reqwest::Method::GET, "/v1/responses/resp_of_another_job"),
         (reqwest::Method::GET, "/v1/responses/resp_x/input_items"),
@@ -684,18 +690,51 @@ async fn a_call_naming_the_providers_stored_state_is_refused() {
         (reqwest::Method::GET, "/v1/containers"),
         (reqwest::Method::POST, "/v1/responses/../files"),
         (reqwest::Method::POST, "/v1//responses"),
+        (reqwest::Method::GET, long_path.as_str()),
     ] {
+        let url = reqwest::Url::parse(&format!("{}{path}", rig.broker.url)).unwrap();
+        // As sent (`..` resolved by the client), a long one cut.
+        let shown = match url.path() {
+            p if p.len() > 512 => format!("{}… ({} bytes)", &p[..512], p.len()),
+            p => p.to_string(),
+        };
         let resp = client
-            .request(method, format!("{}{path}", rig.broker.url))
+            .request(method.clone(), url)
             .bearer_auth(rig.broker.token.expose())
             .header("content-type", "application/json")
             .body("{}")
             .send()
             .await
             .unwrap();
-        routes.push(resp.status().as_u16());
+        let status = resp.status().as_u16();
+        let answer = serde_json::from_str::<serde_json::Value>(&resp.text().await.unwrap()).ok();
+        // Bounded, so a request that leaves no row fails the test (a
+        // row comes within milliseconds).
+        let row = tokio::time::timeout(std::time::Duration::from_secs(10), rig.broker.calls.recv())
+            .await
+            .ok()
+            .flatten()
+            .map(|row| (row.status, row.http_status, row.error, row.requested_model));
+        let message = format!("paddock broker: no route for {method} {shown}");
+        routes.push((status, answer, row, rig.broker.policy.try_recv().ok()));
+        unrouted.push((
+            404,
+            Some(
+                serde_json::json!({"error": {"message": message, "type": "not_found_error", "code": "not_found_error"}}),
+            ),
+            Some((
+                CallStatus::Refused,
+                Some(404),
+                Some(message.clone()),
+                String::new(),
+            )),
+            Some(PolicyNotice {
+                rule: "broker_route".into(),
+                message,
+            }),
+        ));
     }
-    assert_eq!(routes, [404; 11]);
+    assert_eq!(routes, unrouted);
     // Another organization or project of the key than its default: the
     // operator's others, their stored state and their spend.
     body.as_object_mut().unwrap().remove("previous_response_id");
