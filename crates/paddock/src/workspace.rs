@@ -1706,11 +1706,33 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    user_git_with(dir, args, &[]).await
+}
+
+/// [`user_git`] with `settings` (key, value) given to git in its
+/// environment (`GIT_CONFIG_COUNT`: any key, whatever characters its
+/// subsection holds), outranking the user's configuration.
+pub(crate) async fn user_git_with<I, S>(
+    dir: &Path,
+    args: I,
+    settings: &[(String, String)],
+) -> Result<String, WorkspaceError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let args: Vec<String> = args
         .into_iter()
         .map(|a| a.as_ref().to_string_lossy().into_owned())
         .collect();
     let mut cmd = Command::new("git");
+    if !settings.is_empty() {
+        cmd.env("GIT_CONFIG_COUNT", settings.len().to_string());
+        for (i, (key, value)) in settings.iter().enumerate() {
+            cmd.env(format!("GIT_CONFIG_KEY_{i}"), key)
+                .env(format!("GIT_CONFIG_VALUE_{i}"), value);
+        }
+    }
     cmd.arg("-C")
         .arg(dir)
         .args(&args)

@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::workspace::{user_git, WorkspaceError};
+use crate::workspace::{user_git, user_git_with, WorkspaceError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceFetchError {
@@ -187,11 +187,41 @@ fn refusal(stderr: &str) -> String {
 
 /// The source's uncommitted changes (`git status --porcelain` entries),
 /// read without writing its index: the job ran on the committed base, not
-/// on these.
+/// on these. Only whether the tree differs is wanted, so no program of
+/// the source's configuration runs for it: no clean filter or filter
+/// process (Git LFS's, any `filter.<driver>` of the user's, every one
+/// configured made empty and not required, so a file whose stamps
+/// changed is compared as it is on disk), no fsmonitor hook, no hook, and
+/// no `git status` in a submodule (its recorded commit compared, not its
+/// tree: `--ignore-submodules=dirty`).
 pub async fn uncommitted(source: &Path) -> Result<Vec<String>, WorkspaceError> {
-    let out = user_git(
+    let mut settings: Vec<(String, String)> = [
+        ("core.fsmonitor", "false"),
+        ("core.hooksPath", "/dev/null"),
+        ("core.untrackedCache", "false"),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .to_vec();
+    for driver in filter_drivers(source).await {
+        for (what, value) in [
+            ("clean", ""),
+            ("smudge", ""),
+            ("process", ""),
+            ("required", "false"),
+        ] {
+            settings.push((format!("filter.{driver}.{what}"), value.to_string()));
+        }
+    }
+    let out = user_git_with(
         source,
-        ["status", "--porcelain", "-z", "--untracked-files=normal"],
+        [
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=normal",
+            "--ignore-submodules=dirty",
+        ],
+        &settings,
     )
     .await?;
     Ok(out
@@ -199,6 +229,32 @@ pub async fn uncommitted(source: &Path) -> Result<Vec<String>, WorkspaceError> {
         .filter(|r| !r.is_empty())
         .map(str::to_string)
         .collect())
+}
+
+/// The filter drivers the source's git configuration defines (a
+/// `filter.<driver>.clean`, `smudge` or `process`), by name; none when
+/// it defines none or cannot be read (then `git status` fails on it too).
+async fn filter_drivers(source: &Path) -> Vec<String> {
+    let listed = user_git(
+        source,
+        [
+            "config",
+            "-z",
+            "--name-only",
+            "--get-regexp",
+            r"^filter\..*\.(clean|smudge|process)$",
+        ],
+    )
+    .await
+    .unwrap_or_default();
+    let mut drivers: Vec<String> = listed
+        .split('\0')
+        .filter_map(|key| key.strip_prefix("filter."))
+        .filter_map(|rest| rest.rsplit_once('.').map(|(driver, _)| driver.to_string()))
+        .collect();
+    drivers.sort();
+    drivers.dedup();
+    drivers
 }
 
 #[cfg(test)]
@@ -225,6 +281,76 @@ mod tests {
             &["bundle", "create", "-q", bundle.to_str().unwrap(), &range],
         );
         (source, bundle, tip)
+    }
+
+    /// Whether the source's tree has changes is read without running any
+    /// program of its configuration: a clean filter (required), a filter
+    /// process (as Git LFS's is) and an fsmonitor hook, each of which
+    /// would leave a marker file, leave none; the changes are still found
+    /// (a file changed in place, its size kept, compared as it is on
+    /// disk; an untracked file), and a file only touched is not one.
+    /// (Before, `git status` ran the clean filter on the files whose
+    /// stamps changed, and the fsmonitor hook: the markers were written.)
+    #[tokio::test]
+    async fn a_sources_status_runs_none_of_its_filters_or_hooks() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = repo(dir.path());
+        let marks = dir.path().join("marks");
+        std::fs::create_dir(&marks).unwrap();
+        for (name, text) in [
+            ("a.txt", "a\n"),
+            ("b.dat", "b\n"),
+            ("c.txt", "c\n"),
+            (".gitattributes", "*.txt filter=marker\n*.dat filter=proc\n"),
+        ] {
+            std::fs::write(source.join(name), text).unwrap();
+        }
+        git(&source, &["add", "."]);
+        git(&source, &["commit", "-q", "-m", "filtered files"]);
+        let hook = dir.path().join("fsmonitor-hook");
+        std::fs::write(
+            &hook,
+            format!("#!/bin/sh\ntouch '{}/fsmonitor'\nexit 1\n", marks.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        for (key, value) in [
+            (
+                "filter.marker.clean",
+                format!("sh -c 'touch {}/clean; cat'", marks.display()),
+            ),
+            ("filter.marker.required", "true".into()),
+            (
+                "filter.proc.process",
+                format!("sh -c 'touch {}/process; exit 1'", marks.display()),
+            ),
+            ("core.fsmonitor", hook.display().to_string()),
+        ] {
+            git(&source, &["config", key, &value]);
+        }
+        // Stamps changed (or racily the index's own): git compares these
+        // files' contents, the sizes being the same.
+        std::fs::write(source.join("a.txt"), "A\n").unwrap();
+        std::fs::write(source.join("b.dat"), "B\n").unwrap();
+        std::fs::write(source.join("c.txt"), "c\n").unwrap();
+        std::fs::write(source.join("new.txt"), "new\n").unwrap();
+        let changes = uncommitted(&source).await.unwrap();
+        let marked: Vec<String> = std::fs::read_dir(&marks)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            (changes, marked),
+            (
+                vec![
+                    " M a.txt".to_string(),
+                    " M b.dat".to_string(),
+                    "?? new.txt".to_string()
+                ],
+                Vec::<String>::new()
+            )
+        );
     }
 
     /// Two jobs of one ticket and attempt whose fetches into one source

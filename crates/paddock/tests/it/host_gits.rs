@@ -38,7 +38,8 @@ fn logging_git(dir: &Path, log: &Path) -> PathBuf {
 /// starts these host gits and no others: `rev-parse` of the base in the
 /// source (provisioning: the job's branch is written, not made by
 /// `update-ref`), the user's excludes file looked up (`config`), the
-/// source's uncommitted changes (`status`) and the base's listing
+/// source's uncommitted changes (`status`, after the source's filter
+/// drivers are listed, `config`, so that none runs) and the base's listing
 /// (`ls-files`) and the base's tree (`rev-parse`) beside the engine, the
 /// patch (`check-ignore`, `update-index`, `write-tree`, `diff-tree`), and
 /// the result branch: its commit (written by Paddock, no `commit-tree`)
@@ -91,6 +92,7 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
             [
                 "cat-file",
                 "check-ignore",
+                "config",
                 "config",
                 "diff-tree",
                 "fetch",
