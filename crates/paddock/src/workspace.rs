@@ -27,6 +27,7 @@ mod raw_diff;
 mod remote_config;
 mod result_branch;
 pub(crate) mod snapshot;
+pub mod source_lock;
 pub mod trash;
 mod upper;
 

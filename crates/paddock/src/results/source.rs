@@ -12,7 +12,8 @@
 //! is checked out), the error says which branch, where it is, git's own
 //! reason and how to take the job's branch under another name. Paddock's
 //! fetches into one source take turns (an exclusive `flock` on
-//! `<jobs>/.source-locks/<hash of the source's path>.lock`): git creates
+//! `<jobs>/.source-locks/<hash of the source's path>.lock`,
+//! `workspace/source_lock.rs`, pruned once unused): git creates
 //! a new branch without checking it is still absent, so two jobs of one
 //! ticket and attempt finishing at once each created it, the last one's
 //! silently replacing the first's.
@@ -41,30 +42,6 @@ pub enum SourceFetchError {
     Fetch(#[from] WorkspaceError),
 }
 
-/// Where the locks of the fetches into local sources are, under
-/// Paddock's jobs directory: one file a source (a hash of its path).
-pub const SOURCE_LOCKS: &str = ".source-locks";
-
-/// Holds the lock of the fetches into `source` (module text): Paddock's
-/// fetches into one source take turns.
-async fn hold_source(
-    jobs_root: &Path,
-    source: &Path,
-) -> Result<nix::fcntl::Flock<std::fs::File>, WorkspaceError> {
-    use sha2::Digest as _;
-    let dir = jobs_root.join(SOURCE_LOCKS);
-    std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::Create {
-        path: dir.clone(),
-        source: e,
-    })?;
-    let named = std::fs::canonicalize(source).unwrap_or_else(|_| source.to_path_buf());
-    let key = hex::encode(&sha2::Sha256::digest(named.as_os_str().as_encoded_bytes())[..12]);
-    let path = dir.join(format!("{key}.lock"));
-    crate::workspace::lease::lock_file(&path, nix::fcntl::FlockArg::LockExclusive)
-        .await
-        .map_err(|e| WorkspaceError::Create { path, source: e })
-}
-
 /// Fetches `branch` from `bundle` into `source` as `refs/heads/<branch>`,
 /// holding the source's lock under `jobs_root` (module text).
 pub async fn fetch_branch(
@@ -78,7 +55,7 @@ pub async fn fetch_branch(
     // two jobs of one ticket and attempt fetching at once each saw no
     // branch, and the last one's silently replaced the first's. In turns,
     // the second finds the first's branch and is refused as a rerun is.
-    let _turn = hold_source(jobs_root, source).await?;
+    let _turn = crate::workspace::source_lock::hold(jobs_root, source).await?;
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
     // The job's new objects on the base (the bundle's prerequisite) are
     // checked as they are indexed; a whole history is the user's own,
@@ -385,7 +362,9 @@ mod tests {
             ],
         );
         let jobs = dir.path().join("jobs");
-        let held = hold_source(&jobs, &source).await.unwrap();
+        let held = crate::workspace::source_lock::hold(&jobs, &source)
+            .await
+            .unwrap();
         let fetches = [("job-1", &first), ("job-2", &second)].map(|(job, bundle)| {
             fetch_soon(
                 job.into(),

@@ -1,7 +1,9 @@
 //! Pruning of the caches under the jobs directory, which otherwise grow
 //! forever: the bare mirrors of URL sources (`.mirrors/<key>.git`,
-//! `mirror.rs`) and the overlay snapshots of base commits (`.snapshots/
-//! <commit>-<key>`, `snapshot.rs`). The rule: an entry not used for
+//! `mirror.rs`), the overlay snapshots of base commits (`.snapshots/
+//! <commit>-<key>`, `snapshot.rs`) and the locks of the fetches into
+//! local sources (`.source-locks/<key>.lock`, `source_lock.rs`: in use
+//! while a fetch holds it; removed while the pass holds it). The rule: an entry not used for
 //! [`UNUSED_FOR`] (its last use stamped as its lock file's, or its own,
 //! modification time each time a job takes it) is removed, never one in
 //! use. A mirror is in use while a job holds its `<key>.lock` (pruning
@@ -23,6 +25,7 @@ use nix::fcntl::{Flock, FlockArg};
 
 use super::mirror::MIRRORS;
 use super::snapshot::SNAPSHOTS;
+use super::source_lock::SOURCE_LOCKS;
 use super::OVERLAY;
 
 /// How long a cache entry may go unused before it is pruned.
@@ -69,7 +72,7 @@ pub enum Reason {
 }
 
 /// Stamps `path` (a lock file, a snapshot directory) as used now.
-pub(super) fn stamp(path: &Path) {
+pub(crate) fn stamp(path: &Path) {
     if let Ok(file) = std::fs::File::open(path) {
         let _ = file.set_modified(SystemTime::now());
     }
@@ -112,6 +115,7 @@ pub fn prune(jobs_root: &Path, unused_for: Duration) -> Pruned {
     let mut pruned = Pruned::default();
     prune_mirrors(&jobs_root.join(MIRRORS), now, unused_for, &mut pruned);
     prune_snapshots(jobs_root, now, unused_for, &mut pruned);
+    prune_source_locks(&jobs_root.join(SOURCE_LOCKS), now, unused_for, &mut pruned);
     pruned
 }
 
@@ -258,6 +262,52 @@ fn prune_snapshots(jobs_root: &Path, now: SystemTime, unused_for: Duration, prun
     }
 }
 
+/// The age pass over the locks of the fetches into local sources
+/// (`source_lock.rs`): a lock file (a regular file, never a link) unused
+/// for `unused_for` is removed while this pass holds it, taken without
+/// waiting (one held is in use: left), its age judged again once held (a
+/// fetch may have stamped it meanwhile) and the file held checked to be
+/// the one at the path.
+fn prune_source_locks(root: &Path, now: SystemTime, unused_for: Duration, pruned: &mut Pruned) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    let mut locks: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".lock"))
+        .map(|e| e.path())
+        .collect();
+    locks.sort();
+    for path in locks {
+        if !unused(&path, now, unused_for) {
+            continue;
+        }
+        // Opened, never made: one another pass removed stays removed.
+        let Ok(file) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags_nofollow()
+            .open(&path)
+        else {
+            continue;
+        };
+        let Ok(held) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+            continue;
+        };
+        if !unused(&path, now, unused_for) || !super::source_lock::is_at(&held, &path) {
+            continue;
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => pruned.removed.push(PrunedEntry::unused(path)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => pruned
+                .errors
+                .push(format!("prune {}: cannot remove: {e}", path.display())),
+        }
+        drop(held);
+    }
+}
+
 /// The lock at `path`, taken exclusively without waiting; `None` when a
 /// job holds it (or it cannot be opened: an error is noted).
 fn lock(path: &Path, pruned: &mut Pruned) -> Option<Flock<std::fs::File>> {
@@ -366,6 +416,69 @@ mod tests {
             .collect();
         n.sort();
         n
+    }
+
+    /// The locks of the fetches into local sources: an old one removed,
+    /// one held by a fetch, a recent one, an old one a fetch has just
+    /// taken (stamped as used) and a link in place of one kept; a fetch
+    /// that opened the old one before it went finds, once it holds it,
+    /// that it is not the file at that path any more (and takes the one
+    /// there then). (Before, none was ever removed.)
+    #[tokio::test]
+    async fn old_source_locks_go_those_held_or_used_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let locks = jobs.join(SOURCE_LOCKS);
+        std::fs::create_dir_all(&locks).unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::write(&outside, "keep me").unwrap();
+        for (key, days) in [("old", 30), ("busy", 30), ("new", 1)] {
+            let lock = locks.join(format!("{key}.lock"));
+            std::fs::write(&lock, "").unwrap();
+            age(&lock, DAY * days);
+        }
+        std::os::unix::fs::symlink(&outside, locks.join("planted.lock")).unwrap();
+        age(&locks.join("planted.lock"), DAY * 30);
+        let source = tmp.path().join("source");
+        std::fs::create_dir_all(&source).unwrap();
+        let used = super::super::source_lock::path_of(&jobs, &source);
+        std::fs::write(&used, "").unwrap();
+        age(&used, DAY * 30);
+        drop(
+            super::super::source_lock::hold(&jobs, &source)
+                .await
+                .unwrap(),
+        );
+        let busy = std::fs::File::open(locks.join("busy.lock")).unwrap();
+        let busy = Flock::lock(busy, FlockArg::LockExclusive).unwrap();
+        let waiting = std::fs::File::open(locks.join("old.lock")).unwrap();
+
+        let pruned = prune(&jobs, UNUSED_FOR);
+        drop(busy);
+        let mut kept = vec![
+            "busy.lock".to_string(),
+            "new.lock".to_string(),
+            "planted.lock".to_string(),
+            used.file_name().unwrap().to_string_lossy().into_owned(),
+        ];
+        kept.sort();
+        assert_eq!(
+            (
+                pruned,
+                names(&locks),
+                super::super::source_lock::is_at(&waiting, &locks.join("old.lock")),
+                std::fs::read_to_string(&outside).unwrap(),
+            ),
+            (
+                Pruned {
+                    removed: vec![PrunedEntry::unused(locks.join("old.lock"))],
+                    errors: vec![],
+                },
+                kept,
+                false,
+                "keep me".to_string(),
+            )
+        );
     }
 
     /// Mirrors: an old one removed (a link planted inside it unlinked,
