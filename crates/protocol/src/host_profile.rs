@@ -62,6 +62,10 @@ pub struct HostProfile {
     /// Wall-clock cap of a job in minutes (the spec's own timeout may be shorter).
     #[serde(default, alias = "timeoutMin", skip_serializing_if = "Option::is_none")]
     pub timeout_min: Option<u64>,
+    /// Cap of a job's `limits.max_disk_bytes`, in MiB (the spec's own may
+    /// be lower).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_disk_mb: Option<u64>,
     /// Models jobs may use; empty: any model.
     #[serde(
         default,
@@ -334,6 +338,9 @@ impl HostProfile {
         if self.mem_limit_mb == Some(0) {
             return Err(invalid("mem_limit_mb", "must be at least 1".into()));
         }
+        if self.max_disk_mb == Some(0) {
+            return Err(invalid("max_disk_mb", "must be at least 1".into()));
+        }
         if self.timeout_min == Some(0) {
             return Err(invalid("timeout_min", "must be at least 1".into()));
         }
@@ -366,6 +373,7 @@ mod tests {
             cpu_limit: Some("50%".into()),
             mem_limit_mb: Some(4096),
             timeout_min: Some(30),
+            max_disk_mb: None,
             allowed_models: vec!["gpt-5.5".into()],
             network: None,
             setup_cache: None,

@@ -667,6 +667,14 @@ pub struct LimitsSpec {
     /// its stderr artifact keeps as much, the rest dropped.
     #[serde(default = "default_max_output_bytes")]
     pub max_output_bytes: u64,
+    /// The most disk the job's own directory (its work tree or overlay
+    /// layer, home, tmp, session files) may grow by while it runs, in
+    /// bytes, counted as allocated blocks with every file or directory at
+    /// least one 4 KiB block: past it the job (engine, setup commands and
+    /// every process they started) is stopped and it fails naming the
+    /// limit. A host profile's `max_disk_mb` caps it.
+    #[serde(default = "default_max_disk_bytes")]
+    pub max_disk_bytes: u64,
 }
 
 fn default_timeout() -> u64 {
@@ -698,6 +706,15 @@ fn default_max_output_bytes() -> u64 {
     DEFAULT_MAX_OUTPUT_BYTES
 }
 
+/// Default of `limits.max_disk_bytes`: 10 GiB.
+pub const DEFAULT_MAX_DISK_BYTES: u64 = 10 << 30;
+/// Lower bound of `limits.max_disk_bytes`: 1 MiB.
+pub const MIN_MAX_DISK_BYTES: u64 = 1 << 20;
+
+fn default_max_disk_bytes() -> u64 {
+    DEFAULT_MAX_DISK_BYTES
+}
+
 impl Default for LimitsSpec {
     fn default() -> Self {
         LimitsSpec {
@@ -705,6 +722,7 @@ impl Default for LimitsSpec {
             max_line_bytes: default_max_line_bytes(),
             max_event_bytes: default_max_event_bytes(),
             max_output_bytes: default_max_output_bytes(),
+            max_disk_bytes: default_max_disk_bytes(),
         }
     }
 }
@@ -1550,6 +1568,12 @@ impl JobSpec {
                 format!("must be at least {MIN_MAX_OUTPUT_BYTES}"),
             ));
         }
+        if self.limits.max_disk_bytes < MIN_MAX_DISK_BYTES {
+            return Err(bad(
+                "limits.max_disk_bytes",
+                format!("must be at least {MIN_MAX_DISK_BYTES}"),
+            ));
+        }
         if let Err((field, reason)) = self.broker.check() {
             return Err(bad(field, reason));
         }
@@ -2223,6 +2247,26 @@ scenario = "s.toml"
         assert_eq!(
             parse("[broker]\nmax_upstream_event_bytes = 1000\n").unwrap_err(),
             "job spec spec.toml: field `broker.max_upstream_event_bytes`: must be 65536 to 268435456, got 1000"
+        );
+    }
+
+    #[test]
+    fn the_disk_limit_defaults_and_is_validated() {
+        assert_eq!(
+            (
+                parse("").unwrap().limits.max_disk_bytes,
+                parse("[limits]\nmax_disk_bytes = 1048576\n")
+                    .unwrap()
+                    .limits
+                    .max_disk_bytes,
+                parse("[limits]\nmax_disk_bytes = 1048575\n").unwrap_err()
+            ),
+            (
+                10 << 30,
+                1 << 20,
+                "job spec spec.toml: field `limits.max_disk_bytes`: must be at least 1048576"
+                    .to_string()
+            )
         );
     }
 

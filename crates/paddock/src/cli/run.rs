@@ -233,6 +233,9 @@ pub fn runner_config(
         helper_exe: std::env::current_exe().context("locate the paddock binary")?,
         liveness,
         host_profile: None,
+        disk_reserve: paddock::runner::disk_reserve_from(
+            std::env::var_os(paddock::runner::DISK_RESERVE_ENV).as_deref(),
+        ),
     })
 }
 

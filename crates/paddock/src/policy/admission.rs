@@ -23,6 +23,9 @@ pub struct Refusal {
 pub struct Admission {
     /// The job's wall-clock limit: the spec's, capped by `timeout_min`.
     pub timeout_secs: u64,
+    /// The most disk the job may grow its directory by: the spec's
+    /// `limits.max_disk_bytes`, capped by `max_disk_mb`.
+    pub max_disk_bytes: u64,
     /// Rules accepted as advisory only: (rule, why it is not enforced).
     pub degraded: Vec<(String, String)>,
 }
@@ -114,8 +117,13 @@ pub fn admit(
         Some(min) => spec.limits.timeout_secs.min(min.saturating_mul(60)),
         None => spec.limits.timeout_secs,
     };
+    let max_disk_bytes = match profile.max_disk_mb {
+        Some(mb) => spec.limits.max_disk_bytes.min(mb.saturating_mul(1 << 20)),
+        None => spec.limits.max_disk_bytes,
+    };
     Ok(Admission {
         timeout_secs,
+        max_disk_bytes,
         degraded,
     })
 }
@@ -221,8 +229,28 @@ mod tests {
             admit(&full, &spec(""), Vec::new()),
             Ok(Admission {
                 timeout_secs: 7200,
+                max_disk_bytes: paddock_protocol::spec::DEFAULT_MAX_DISK_BYTES,
                 degraded: vec![]
             })
+        );
+    }
+
+    /// A profile's `max_disk_mb` caps the job's disk limit; a spec asking
+    /// less keeps its own.
+    #[test]
+    fn the_profile_caps_the_disk_limit() {
+        let mut p = crate::policy::profile::preset("remote-full")
+            .unwrap()
+            .unwrap();
+        p.max_disk_mb = Some(2);
+        let limit = |extra: &str| admit(&p, &spec(extra), Vec::new()).map(|a| a.max_disk_bytes);
+        assert_eq!(
+            (
+                limit(""),
+                limit("max_disk_bytes = 1048576"),
+                limit("max_disk_bytes = 1099511627776")
+            ),
+            (Ok(2 << 20), Ok(1 << 20), Ok(2 << 20))
         );
     }
 

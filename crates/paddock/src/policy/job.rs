@@ -224,6 +224,7 @@ mod tests {
             source: ProfileSource::Preset,
             admission: Admission {
                 timeout_secs: 60,
+                max_disk_bytes: 1 << 30,
                 degraded: vec![],
             },
         };

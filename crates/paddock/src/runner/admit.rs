@@ -196,7 +196,7 @@ async fn shape_prepared(
     let mut spec = spec.clone();
     spec.isolation = resolved.isolation;
     // The host profile: resolved and admitted before the job exists (fail
-    // closed); its timeout cap applies.
+    // closed); its timeout and disk caps apply.
     let policy = match (&spec.policy.profile, store) {
         (Some(name), Some(store)) => Some(
             JobPolicy::admit(name, &spec, store, |p| rung.gaps(p))
@@ -207,6 +207,7 @@ async fn shape_prepared(
     };
     if let Some(p) = &policy {
         spec.limits.timeout_secs = p.admission.timeout_secs;
+        spec.limits.max_disk_bytes = p.admission.max_disk_bytes;
     }
     Ok(Shaped {
         spec,

@@ -342,6 +342,14 @@ async fn save_patch(
     for warning in &patch.warnings {
         em.error("paddock", warning.clone(), false).await?;
     }
+    if let Some(msg) = result_past_limit(&patch, &kept, spec.limits.max_disk_bytes).await {
+        em.emit(EventBody::Policy {
+            rule: "limits".into(),
+            message: msg.clone(),
+        })
+        .await?;
+        return Ok(Err((JobStatus::Failed, Some(msg))));
+    }
     let path = prov.artifacts.join("patch.diff");
     match tokio::fs::write(&path, patch.diff.as_bytes()).await {
         Ok(()) => {
@@ -368,6 +376,40 @@ async fn save_patch(
             Ok(Err((JobStatus::Failed, Some(msg))))
         }
     }
+}
+
+/// Why the job's result is not kept: its patch or its branch's bundle
+/// larger than `limits.max_disk_bytes` (a job within its disk can still
+/// make a larger patch: a deleted base file, a file of empty lines); the
+/// bundle is then removed (the patch was never written). `None`: both fit.
+async fn result_past_limit(patch: &Patch, kept: &KeptOrNot, limit: u64) -> Option<String> {
+    let bundle = match kept {
+        Ok(Some(k)) => Some(&k.bundle),
+        _ => None,
+    };
+    let bundle_bytes = match bundle {
+        Some(b) => tokio::fs::metadata(b).await.map(|m| m.len()).unwrap_or(0),
+        None => 0,
+    };
+    let patch_bytes = patch.diff.len() as u64;
+    if patch_bytes <= limit && bundle_bytes <= limit {
+        return None;
+    }
+    let mut msg = format!(
+        "the job's result is larger than limits.max_disk_bytes ({limit} bytes): its patch \
+         {patch_bytes} bytes, its branch's bundle {bundle_bytes} bytes; neither is kept"
+    );
+    if let Some(b) = bundle {
+        if let Err(e) = tokio::fs::remove_file(b).await {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                msg.push_str(&format!(
+                    " (but the bundle {} could not be removed: {e})",
+                    b.display()
+                ));
+            }
+        }
+    }
+    Some(msg)
 }
 
 /// Records the final status event and job row.

@@ -16,6 +16,7 @@ pub mod admit;
 mod assemble;
 mod calls;
 mod conclude;
+mod disk_watch;
 mod emit;
 mod engine_bin;
 mod error;
@@ -82,7 +83,15 @@ pub struct RunnerConfig {
     /// The profile every job this runner admits must run under (the config
     /// file's `host_profile`); `None`: a spec names its own, or none.
     pub host_profile: Option<String>,
+    /// Free space the jobs file system keeps: a running job is stopped
+    /// below it (`PADDOCK_DISK_RESERVE_MB`, [`DEFAULT_DISK_RESERVE`]).
+    pub disk_reserve: u64,
 }
+
+pub use self::disk_watch::{
+    reserve_from as disk_reserve_from, DEFAULT_RESERVE_BYTES as DEFAULT_DISK_RESERVE,
+    RESERVE_ENV as DISK_RESERVE_ENV,
+};
 
 /// Runs jobs: built once, with the store every job is recorded in.
 #[derive(Debug, Clone)]
@@ -523,11 +532,51 @@ async fn phases(
         Ok(p) => p,
         Err(stop) => return ended_early(job, em, stop).await,
     };
+    // Whatever the job writes from here on is held to its disk limit.
+    let disk = disk_watch::DiskWatch::start(
+        prov.ws().root.clone(),
+        job.spec.limits.max_disk_bytes,
+        job.config.disk_reserve,
+    );
     let assembled = match assemble::assemble(&job, em, &mut prov, prepared).await {
         Ok(a) => a,
         Err(stop) => return ended_early(job, em, stop).await,
     };
-    let launched = engine(&job, em, &prov, assembled, creds, cancel).await;
+    disk.ready().await;
+    let launched = {
+        // Past the limit the job is stopped as a cancel stops it.
+        let tripped = disk.tripped();
+        let mut stopped = Box::pin(async {
+            tokio::select! {
+                () = &mut *cancel => {}
+                () = tripped => {}
+            }
+        });
+        engine(&job, em, &prov, assembled, creds, &mut stopped).await
+    };
+    let launched = match (launched, disk.finish().await) {
+        (Ok(mut launched), Some(why)) => {
+            em.emit(paddock_protocol::EventBody::Policy {
+                rule: "limits".into(),
+                message: why.clone(),
+            })
+            .await?;
+            launched.status = JobStatus::Failed;
+            launched.reason = Some(why);
+            Ok(launched)
+        }
+        // A step that failed once the job was past its limit (a setup
+        // command writing to a full disk): the limit is why.
+        (Err(LaunchFailure::Step(_)), Some(why)) => {
+            em.emit(paddock_protocol::EventBody::Policy {
+                rule: "limits".into(),
+                message: why.clone(),
+            })
+            .await?;
+            Err(LaunchFailure::Step(why))
+        }
+        (launched, _) => launched,
+    };
     conclude::conclude(job, em, prov, launched, cancel).await
 }
 

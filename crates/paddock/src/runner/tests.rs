@@ -138,6 +138,7 @@ impl Host {
                 helper_exe: root.join("bin/paddock-not-used"),
                 liveness,
                 host_profile: None,
+                disk_reserve: 0,
             },
             crate::rung::Rungs {
                 process: rung.clone(),

@@ -1,5 +1,7 @@
 //! How much disk a cache entry takes (a URL mirror, an overlay snapshot, a
-//! setup cache entry), for the caches' size cap (`crate::cache_cap`). What
+//! setup cache entry), for the caches' size cap (`crate::cache_cap`), and
+//! what a running job's directory is charged against its
+//! `limits.max_disk_bytes` ([`charged`], `runner/disk_watch.rs`). What
 //! an entry holds may have been written by a job (a `process`-rung job
 //! runs as the user and can write a snapshot's files), so the walk trusts
 //! nothing in it: every entry is looked at with `lstat` relative to its
@@ -64,24 +66,164 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 /// The disk `path` takes (nothing when it is missing); a link at `path`
 /// counts as a link.
 pub fn of(path: &Path) -> Usage {
-    let mut usage = Usage::default();
+    let mut walker = Walker::default();
     let Ok(st) = rustix::fs::lstat(path) else {
-        return usage;
+        return walker.usage;
     };
-    usage.add(&st);
+    walker.usage.add(&st);
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-        return usage;
+        return walker.usage;
     }
     match rustix::fs::open(path, DIR_FLAGS, Mode::empty()).map(Dir::new) {
-        Ok(Ok(root)) => walk(root, &mut usage),
-        _ => usage.partial = true,
+        Ok(Ok(root)) => walk(root, &mut walker),
+        _ => walker.usage.partial = true,
     }
-    usage
+    walker.usage
 }
 
-/// Adds what is under `root` to `usage`: depth first, one open directory
-/// per level.
-fn walk(root: Dir, usage: &mut Usage) {
+/// The least a file or directory is charged to a job: one 4 KiB block,
+/// so that empty files and directories (an inode and a directory entry
+/// each) count too.
+pub const ENTRY_CHARGE: u64 = 4096;
+
+/// What a job's directory is charged ([`charged`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Charged {
+    /// Allocated bytes, each file counted once whatever its links, each
+    /// entry at least [`ENTRY_CHARGE`].
+    pub bytes: u64,
+    /// Entries looked at.
+    pub entries: u64,
+    /// Why the figure is not the whole directory's; `None`: it is.
+    pub incomplete: Option<Incomplete>,
+}
+
+/// Why a [`charged`] walk stopped short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incomplete {
+    /// The charge passed the walk's `stop_above`: the figure is at least
+    /// that (the rest was not looked at).
+    Over,
+    /// More than [`MAX_ENTRIES`] entries.
+    Entries,
+    /// A directory deeper than [`MAX_DEPTH`] levels, not entered.
+    Depth,
+    /// A directory or entry that could not be read (not one that went
+    /// away while the walk ran).
+    Unreadable,
+}
+
+/// What the walk of a job's directory adds up besides [`Usage`].
+#[derive(Debug)]
+struct Charge {
+    /// The root's file system: a mount inside (an overlay's merged work
+    /// tree) is charged as one entry, never entered.
+    dev: u64,
+    /// Files with several links already charged (by device and inode).
+    seen: std::collections::HashSet<(u64, u64)>,
+    stop_above: u64,
+    incomplete: Option<Incomplete>,
+}
+
+/// One walk's counts.
+#[derive(Debug, Default)]
+struct Walker {
+    usage: Usage,
+    charge: Option<Charge>,
+}
+
+impl Walker {
+    /// Counts one entry's `st`.
+    fn add(&mut self, st: &Stat) {
+        let Some(charge) = &mut self.charge else {
+            self.usage.add(st);
+            return;
+        };
+        self.usage.entries += 1;
+        // `st_nlink` is narrower than u64 on some targets.
+        #[allow(clippy::useless_conversion)]
+        let links = u64::from(st.st_nlink);
+        #[allow(clippy::useless_conversion)]
+        let key = (u64::from(st.st_dev), u64::from(st.st_ino));
+        let is_dir = FileType::from_raw_mode(st.st_mode) == FileType::Directory;
+        if !is_dir && links > 1 && !charge.seen.insert(key) {
+            return;
+        }
+        let blocks = u64::try_from(st.st_blocks).unwrap_or(0).saturating_mul(512);
+        self.usage.bytes = self.usage.bytes.saturating_add(blocks.max(ENTRY_CHARGE));
+    }
+
+    /// Notes why the figure stops short (the first reason kept).
+    fn short(&mut self, why: Incomplete) {
+        self.usage.partial = true;
+        if let Some(charge) = &mut self.charge {
+            charge.incomplete.get_or_insert(why);
+        }
+    }
+
+    /// Whether the walk stops now.
+    fn done(&mut self) -> bool {
+        if self.usage.entries >= MAX_ENTRIES {
+            self.short(Incomplete::Entries);
+            return true;
+        }
+        match &self.charge {
+            Some(c) if self.usage.bytes > c.stop_above => {
+                self.short(Incomplete::Over);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What a job's directory `path` is charged: every file's allocated blocks
+/// (`st_blocks`: a sparse file counts what it holds, an `fallocate`d one
+/// what it reserved) counted once however many hard links it has, inside
+/// or outside `path` (a link to a file elsewhere is charged whole: a job
+/// cannot make its file count for less by linking it), and every entry at
+/// least [`ENTRY_CHARGE`] (millions of empty files count). Links are not
+/// followed, another file system mounted inside is not entered (an
+/// overlay's merged work tree: its upper layer lies under `path` and is
+/// counted there), nothing but a directory is opened. The walk stops once
+/// the charge passes `stop_above` (its cost is bounded by the limit it is
+/// held to), and says why it stopped short: deeper than [`MAX_DEPTH`],
+/// more than [`MAX_ENTRIES`] entries, something it cannot read. An entry
+/// that goes away while it runs is not counted.
+pub fn charged(path: &Path, stop_above: u64) -> Charged {
+    let mut walker = Walker::default();
+    let Ok(st) = rustix::fs::lstat(path) else {
+        return Charged {
+            bytes: 0,
+            entries: 0,
+            incomplete: None,
+        };
+    };
+    #[allow(clippy::useless_conversion)]
+    let dev = u64::from(st.st_dev);
+    walker.charge = Some(Charge {
+        dev,
+        seen: std::collections::HashSet::new(),
+        stop_above,
+        incomplete: None,
+    });
+    walker.add(&st);
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+        match rustix::fs::open(path, DIR_FLAGS, Mode::empty()).map(Dir::new) {
+            Ok(Ok(root)) => walk(root, &mut walker),
+            _ => walker.short(Incomplete::Unreadable),
+        }
+    }
+    Charged {
+        bytes: walker.usage.bytes,
+        entries: walker.usage.entries,
+        incomplete: walker.charge.and_then(|c| c.incomplete),
+    }
+}
+
+/// Adds what is under `root` to the walker's counts: depth first, one
+/// open directory per level.
+fn walk(root: Dir, walker: &mut Walker) {
     let mut stack = vec![root];
     loop {
         let depth = stack.len();
@@ -94,7 +236,7 @@ fn walk(root: Dir, usage: &mut Usage) {
                 continue;
             }
             Some(Err(_)) => {
-                usage.partial = true;
+                walker.short(Incomplete::Unreadable);
                 stack.pop();
                 continue;
             }
@@ -104,19 +246,18 @@ fn walk(root: Dir, usage: &mut Usage) {
         if name == c"." || name == c".." {
             continue;
         }
-        if usage.entries >= MAX_ENTRIES {
-            usage.partial = true;
+        if walker.done() {
             return;
         }
         let Ok(fd) = dir.fd() else {
-            usage.partial = true;
+            walker.short(Incomplete::Unreadable);
             stack.pop();
             continue;
         };
-        match look(fd, name, depth < MAX_DEPTH, usage) {
+        match look(fd, name, depth < MAX_DEPTH, walker) {
             Ok(Some(child)) => stack.push(child),
             Ok(None) => {}
-            Err(()) => usage.partial = true,
+            Err(why) => walker.short(why),
         }
     }
 }
@@ -126,18 +267,41 @@ fn look(
     dir: BorrowedFd<'_>,
     name: &CStr,
     enter: bool,
-    usage: &mut Usage,
-) -> Result<Option<Dir>, ()> {
-    let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|_| ())?;
-    usage.add(&st);
+    walker: &mut Walker,
+) -> Result<Option<Dir>, Incomplete> {
+    let charging = walker.charge.is_some();
+    // Gone since the directory was read: a job's walk counts it no more.
+    let gone = |e: rustix::io::Errno| {
+        if charging && e == rustix::io::Errno::NOENT {
+            Ok(None)
+        } else {
+            Err(Incomplete::Unreadable)
+        }
+    };
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(e) => return gone(e),
+    };
+    walker.add(&st);
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
         return Ok(None);
     }
-    if !enter {
-        return Err(());
+    #[allow(clippy::useless_conversion)]
+    if walker
+        .charge
+        .as_ref()
+        .is_some_and(|c| c.dev != u64::from(st.st_dev))
+    {
+        return Ok(None);
     }
-    let fd = rustix::fs::openat(dir.as_fd(), name, DIR_FLAGS, Mode::empty()).map_err(|_| ())?;
-    Dir::new(fd).map(Some).map_err(|_| ())
+    if !enter {
+        return Err(Incomplete::Depth);
+    }
+    let fd = match rustix::fs::openat(dir.as_fd(), name, DIR_FLAGS, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(e) => return gone(e),
+    };
+    Dir::new(fd).map(Some).map_err(|_| Incomplete::Unreadable)
 }
 
 #[cfg(test)]

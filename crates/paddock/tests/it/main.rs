@@ -13,6 +13,7 @@ mod check_ignore_attacks;
 mod cli;
 mod context;
 mod dashboard;
+mod disk_attacks;
 mod doc_links;
 mod egress;
 mod egress_clients;

@@ -1,0 +1,354 @@
+//! The job's disk, bounded while it runs (`limits.max_disk_bytes`) and the
+//! host kept from filling up. Everything a job can write on either local
+//! rung is a host directory under the job's own (`work/` or the overlay's
+//! upper layer in `meta/upper`, `home/` with its engine's session files,
+//! `tmp/`), so a watcher thread measures that directory
+//! (`workspace::disk_usage::charged`: allocated blocks, so sparse and
+//! `fallocate`d files count what they hold; each file once whatever its
+//! hard links, so linking cannot hide one; every entry at least 4 KiB, so
+//! millions of empty files or directories count; no link followed, no
+//! mount entered, a tree too deep or unreadable to count stops the job
+//! too) against what it held when provisioned, and between two
+//! measurements checks the jobs file system's free space and inodes
+//! (`statvfs`, cheap) against a reserve, so a writer faster than the walk
+//! is stopped before the disk is full whatever it writes to. The walk
+//! stops once past the limit (its cost is bounded by it) and waits nine
+//! times its own length before the next (a tenth of a core at most). Past
+//! either the watcher says why once; the runner then stops the job as it
+//! stops a cancelled one (setup commands and engine with every process
+//! they started, teardown reaping what is left), fails it naming the limit
+//! and the size seen, and measures once more after teardown (a daemon the
+//! engine left, a writer that ended between two walks). A kernel quota
+//! was not chosen: a size-capped file system for the writable layer needs
+//! a mount by root on the host (or, inside the sandbox's user namespace,
+//! a tmpfs charged to the job's memory, not its disk, and absent on the
+//! `process` rung), and project quotas need root-only setup of the jobs
+//! file system; the watcher works on both rungs as they are.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::workspace::disk_usage::{self, Charged, Incomplete, MAX_DEPTH, MAX_ENTRIES};
+
+/// How often the jobs file system's free space is checked.
+const FLOOR_EVERY: Duration = Duration::from_millis(100);
+/// The shortest wait between two walks of the job's directory.
+const MIN_WALK_GAP: Duration = Duration::from_millis(250);
+/// The wait between two walks, in walks' lengths.
+const WALK_GAPS: u32 = 9;
+/// Free space of the jobs file system below which a running job is
+/// stopped, unless the host's `PADDOCK_DISK_RESERVE_MB` says otherwise.
+pub const DEFAULT_RESERVE_BYTES: u64 = 512 << 20;
+/// The variable that sets the reserve, in MiB.
+pub const RESERVE_ENV: &str = "PADDOCK_DISK_RESERVE_MB";
+/// Free inodes of the jobs file system below which a running job is
+/// stopped (a file system that reports inodes).
+const INODE_RESERVE: u64 = 10_000;
+
+/// What the watcher has seen so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Measuring the directory as provisioned.
+    Measuring,
+    /// Watching, the provisioned directory's charge known.
+    Watching { baseline: u64 },
+    /// Past a limit: why (the job's failure).
+    Tripped(String),
+}
+
+/// The watcher of one job's directory.
+#[derive(Debug)]
+pub(super) struct DiskWatch {
+    root: PathBuf,
+    limit: u64,
+    reserve: u64,
+    stop: Arc<AtomicBool>,
+    state: watch::Receiver<State>,
+}
+
+impl DiskWatch {
+    /// Starts watching the job directory `root`: it may grow by `limit`
+    /// bytes; the file system holding it keeps `reserve` bytes free.
+    pub fn start(root: PathBuf, limit: u64, reserve: u64) -> DiskWatch {
+        let (tx, state) = watch::channel(State::Measuring);
+        let stop = Arc::new(AtomicBool::new(false));
+        let watcher = Watcher {
+            root: root.clone(),
+            limit,
+            reserve,
+            stop: stop.clone(),
+            tx,
+        };
+        let spawned = std::thread::Builder::new()
+            .name("paddock-disk-watch".into())
+            .spawn(move || watcher.run());
+        if let Err(e) = spawned {
+            // Without its thread the job is measured once, after it ran.
+            tracing::warn!(
+                "cannot start the disk watcher of {}: {e}; measured at its end only",
+                root.display()
+            );
+        }
+        DiskWatch {
+            root,
+            limit,
+            reserve,
+            stop,
+            state,
+        }
+    }
+
+    /// Waits until the directory as provisioned is measured (the job's
+    /// commands must not run before: what they write would count as
+    /// provisioned).
+    pub async fn ready(&self) {
+        let mut state = self.state.clone();
+        let _ = state.wait_for(|s| *s != State::Measuring).await;
+    }
+
+    /// Resolves when the job is past a limit, with why; never otherwise.
+    pub fn tripped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut state = self.state.clone();
+        async move {
+            if state
+                .wait_for(|s| matches!(s, State::Tripped(_)))
+                .await
+                .is_err()
+            {
+                // The watcher is gone without tripping: never.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Stops watching and measures once more (the job's processes are
+    /// gone): why the job is past a limit, or `None`.
+    pub async fn finish(self) -> Option<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let baseline = match &*self.state.borrow() {
+            State::Tripped(why) => return Some(why.clone()),
+            State::Watching { baseline } => *baseline,
+            // Never measured as provisioned: nothing to hold it to.
+            State::Measuring => return None,
+        };
+        let (root, limit, reserve) = (self.root, self.limit, self.reserve);
+        tokio::task::spawn_blocking(move || {
+            floor(&root, reserve).or_else(|| {
+                judge(
+                    &disk_usage::charged(&root, baseline.saturating_add(limit)),
+                    baseline,
+                    limit,
+                )
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Some(format!("the job's disk could not be measured: {e}")))
+    }
+}
+
+/// The watcher thread's part.
+struct Watcher {
+    root: PathBuf,
+    limit: u64,
+    reserve: u64,
+    stop: Arc<AtomicBool>,
+    tx: watch::Sender<State>,
+}
+
+impl Watcher {
+    fn run(self) {
+        let baseline = disk_usage::charged(&self.root, u64::MAX).bytes;
+        self.tx.send_replace(State::Watching { baseline });
+        let stop_above = baseline.saturating_add(self.limit);
+        let mut next_walk = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            let mut why = floor(&self.root, self.reserve);
+            if why.is_none() && Instant::now() >= next_walk {
+                let began = Instant::now();
+                let charged = disk_usage::charged(&self.root, stop_above);
+                why = judge(&charged, baseline, self.limit);
+                next_walk = Instant::now() + (began.elapsed() * WALK_GAPS).max(MIN_WALK_GAP);
+            }
+            if let Some(why) = why {
+                // Said once: the runner stops the job.
+                if !self.stop.load(Ordering::Relaxed) {
+                    self.tx.send_replace(State::Tripped(why));
+                }
+                return;
+            }
+            std::thread::sleep(FLOOR_EVERY);
+        }
+    }
+}
+
+/// Why the job is past its limit, from a walk of its directory.
+fn judge(charged: &Charged, baseline: u64, limit: u64) -> Option<String> {
+    let grown = charged.bytes.saturating_sub(baseline);
+    if grown > limit {
+        let seen = match charged.incomplete {
+            Some(Incomplete::Over) => format!("at least {grown} bytes"),
+            _ => format!("{grown} bytes"),
+        };
+        return Some(format!(
+            "the job wrote more than limits.max_disk_bytes ({limit} bytes) to its directory \
+             ({seen} more than it was given, counted in allocated blocks and at least 4096 \
+             bytes a file); it was stopped"
+        ));
+    }
+    match charged.incomplete {
+        None | Some(Incomplete::Over) => None,
+        Some(Incomplete::Entries) => Some(format!(
+            "the job's directory holds more than {MAX_ENTRIES} files and directories, more than \
+             Paddock counts against limits.max_disk_bytes ({limit} bytes); it was stopped"
+        )),
+        Some(Incomplete::Depth) => Some(format!(
+            "the job's directory holds directories deeper than {MAX_DEPTH} levels, deeper than \
+             Paddock counts against limits.max_disk_bytes ({limit} bytes); it was stopped"
+        )),
+        Some(Incomplete::Unreadable) => Some(format!(
+            "the job's directory holds a directory Paddock cannot read to count against \
+             limits.max_disk_bytes ({limit} bytes); it was stopped"
+        )),
+    }
+}
+
+/// Why the file system holding `root` is too full for the job to go on:
+/// its free space below `reserve`, or its free inodes below
+/// [`INODE_RESERVE`].
+fn floor(root: &Path, reserve: u64) -> Option<String> {
+    let fs = nix::sys::statvfs::statvfs(root).ok()?;
+    #[allow(clippy::useless_conversion)]
+    let free = u64::from(fs.blocks_available()).saturating_mul(u64::from(fs.fragment_size()));
+    if free < reserve {
+        return Some(format!(
+            "the file system of the job's directory {} has {free} bytes free, below the host's \
+             reserve of {reserve} bytes ({RESERVE_ENV}); the job was stopped",
+            root.display()
+        ));
+    }
+    #[allow(clippy::useless_conversion)]
+    let (files, free_files) = (u64::from(fs.files()), u64::from(fs.files_available()));
+    if files > 0 && free_files < INODE_RESERVE {
+        return Some(format!(
+            "the file system of the job's directory {} has {free_files} inodes free, below \
+             the host's reserve of {INODE_RESERVE}; the job was stopped",
+            root.display()
+        ));
+    }
+    None
+}
+
+/// The reserve a host asks for in [`RESERVE_ENV`] (MiB), else
+/// [`DEFAULT_RESERVE_BYTES`]; a value that is not a number is the default.
+pub fn reserve_from(value: Option<&std::ffi::OsStr>) -> u64 {
+    value
+        .and_then(|v| v.to_str())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|mb| mb.saturating_mul(1 << 20))
+        .unwrap_or(DEFAULT_RESERVE_BYTES)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Sparse and `fallocate`d files count what they hold, a file's hard
+    /// links count it once (also when its other name is outside the
+    /// directory), empty files
+    /// count a block each, and a tree deeper than the walk enters stops
+    /// the job instead of hiding what is in it.
+    #[test]
+    fn what_a_job_writes_is_charged_however_it_is_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("job");
+        std::fs::create_dir(&root).unwrap();
+        let base = disk_usage::charged(&root, u64::MAX).bytes;
+        let limit = 1 << 20;
+        let judged = |root: &Path| judge(&disk_usage::charged(root, base + limit), base, limit);
+        assert_eq!(judged(&root), None);
+
+        // A sparse GiB holds nothing.
+        let sparse = std::fs::File::create(root.join("sparse")).unwrap();
+        sparse.set_len(1 << 30).unwrap();
+        assert_eq!(judged(&root), None);
+
+        // Two MiB under two names inside and one outside: counted once,
+        // whole.
+        std::fs::write(root.join("big"), vec![1u8; 2 << 20]).unwrap();
+        std::fs::hard_link(root.join("big"), root.join("big-again")).unwrap();
+        std::fs::hard_link(root.join("big"), tmp.path().join("outside")).unwrap();
+        let c = disk_usage::charged(&root, u64::MAX);
+        assert_eq!(
+            (c.bytes - base) >> 20,
+            2,
+            "charged {} over a base of {base}",
+            c.bytes
+        );
+        assert!(judged(&root).unwrap().starts_with(
+            "the job wrote more than limits.max_disk_bytes (1048576 bytes) to its directory (at least"
+        ));
+        std::fs::remove_file(root.join("big")).unwrap();
+        std::fs::remove_file(root.join("big-again")).unwrap();
+        assert_eq!(judged(&root), None);
+
+        // 300 empty files: 300 blocks of 4 KiB.
+        for i in 0..300 {
+            std::fs::write(root.join(format!("e{i}")), b"").unwrap();
+        }
+        assert_eq!(
+            judge(&disk_usage::charged(&root, u64::MAX), base, limit),
+            Some(format!(
+                "the job wrote more than limits.max_disk_bytes (1048576 bytes) to its directory \
+                 ({} bytes more than it was given, counted in allocated blocks and at least 4096 \
+                 bytes a file); it was stopped",
+                301 * 4096
+            ))
+        );
+        for i in 0..300 {
+            std::fs::remove_file(root.join(format!("e{i}"))).unwrap();
+        }
+
+        // Deeper than the walk enters.
+        let mut at = root.join("deep");
+        for _ in 0..MAX_DEPTH + 2 {
+            at = at.join("d");
+        }
+        std::fs::create_dir_all(&at).unwrap();
+        assert_eq!(
+            judge(&disk_usage::charged(&root, u64::MAX), base, 1 << 30),
+            Some(format!(
+                "the job's directory holds directories deeper than {MAX_DEPTH} levels, deeper \
+                 than Paddock counts against limits.max_disk_bytes (1073741824 bytes); it was \
+                 stopped"
+            ))
+        );
+    }
+
+    /// The host's floor: below the reserve (here more than any disk has
+    /// free) the job is stopped, naming the directory and the reserve.
+    #[test]
+    fn a_file_system_below_the_reserve_stops_the_job() {
+        let tmp = tempfile::tempdir().unwrap();
+        let why = floor(tmp.path(), u64::MAX).unwrap();
+        assert!(
+            why.starts_with(&format!(
+                "the file system of the job's directory {} has ",
+                tmp.path().display()
+            )) && why.ends_with(&format!(
+                "bytes free, below the host's reserve of {} bytes (PADDOCK_DISK_RESERVE_MB); \
+                 the job was stopped",
+                u64::MAX
+            )),
+            "{why}"
+        );
+        assert_eq!(floor(tmp.path(), 0), None);
+        assert_eq!(reserve_from(Some("3".as_ref())), 3 << 20);
+        assert_eq!(reserve_from(Some("x".as_ref())), DEFAULT_RESERVE_BYTES);
+        assert_eq!(reserve_from(None), DEFAULT_RESERVE_BYTES);
+    }
+}

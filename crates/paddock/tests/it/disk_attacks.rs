@@ -1,0 +1,325 @@
+//! Attack probes of a job's disk (`limits.max_disk_bytes`, the host's
+//! reserve): a hostile job (a stand-in engine, or its setup commands)
+//! writes past a small limit (4 MiB) on the `process` and the `sandbox`
+//! rung, each way a naive watcher misses (a plain file, `fallocate` beside
+//! a sparse GiB, thousands of empty files, a tree deeper than the count
+//! enters, a file hard-linked outside its directory, a daemon still
+//! writing after the engine exited, a setup command), and a host below its
+//! reserve. Each job must end `failed` naming the limit and the size seen,
+//! said by a `policy` event of rule `limits`, stopped well before its
+//! timeout, its workspace removed like any failed job's. No probe writes
+//! more than 8 MiB.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use paddock_protocol::{EventBody, JobRecord, JobStatus};
+use paddock_test_support::prelude::*;
+
+/// The limit every probe sets: 4 MiB.
+const LIMIT: u64 = 4 << 20;
+
+const TURN: &str = "echo '{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":1,\"cached_input_tokens\":0,\"output_tokens\":1}}'";
+
+/// The rungs a probe runs on here: `process`, and `sandbox` where one
+/// starts (else said: CI fails instead, `sandbox_available`).
+fn rungs() -> Vec<&'static str> {
+    if sandbox_available() {
+        vec!["process", "sandbox"]
+    } else {
+        vec!["process"]
+    }
+}
+
+/// Runs a job on `rung` whose engine is `script` (and `setup`, a setup
+/// command, first), with the 4 MiB limit and a 60 s timeout; its record
+/// and events.
+async fn probe(
+    rung: &str,
+    script: &str,
+    setup: Option<&str>,
+    env: &[(&str, &str)],
+) -> (JobRecord, Vec<EventBody>, Vec<String>) {
+    let home = Home::new();
+    let spec = fake_codex_job(&home, rung, script, 60);
+    let mut text = std::fs::read_to_string(&spec).unwrap().replace(
+        "timeout_secs = 60",
+        &format!("timeout_secs = 60\nmax_disk_bytes = {LIMIT}"),
+    );
+    if let Some(line) = setup {
+        text.push_str(&format!(
+            "\n[setup]\ncommands = [{}]\ncache = false\n",
+            toml_string(line)
+        ));
+    }
+    std::fs::write(&spec, text).unwrap();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], env)
+        .await;
+    let rec = record(&out);
+    let events = home
+        .store()
+        .await
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .collect();
+    (rec, events, home.leftover_workspaces())
+}
+
+fn toml_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The size a disk-limit reason names, when it is one.
+fn seen(reason: &str) -> Option<u64> {
+    let rest = reason.strip_prefix(&format!(
+        "the job wrote more than limits.max_disk_bytes ({LIMIT} bytes) to its directory ("
+    ))?;
+    let rest = rest.strip_prefix("at least ").unwrap_or(rest);
+    let (n, rest) = rest.split_once(' ')?;
+    (rest
+        == "bytes more than it was given, counted in allocated blocks and at least 4096 bytes a \
+            file); it was stopped")
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// What a probe must end with: `failed` for `reason` (said by a `policy`
+/// event), its workspace gone.
+fn ended(rung: &str, (rec, events, left): &(JobRecord, Vec<EventBody>, Vec<String>)) -> String {
+    let reason = rec.reason.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            rec.status,
+            events.contains(&EventBody::Policy {
+                rule: "limits".into(),
+                message: reason.clone(),
+            }),
+            left.clone()
+        ),
+        (JobStatus::Failed, true, Vec::<String>::new()),
+        "{rung}: {reason}; events {events:?}"
+    );
+    reason
+}
+
+/// Asserts the job on `rung` failed past the 4 MiB limit, having written
+/// at least `at_least` bytes.
+fn past_limit(rung: &str, probed: &(JobRecord, Vec<EventBody>, Vec<String>), at_least: u64) {
+    let reason = ended(rung, probed);
+    let n = seen(&reason);
+    assert!(
+        n.is_some_and(|n| n > LIMIT && n >= at_least.min(LIMIT)),
+        "{rung}: {reason}"
+    );
+}
+
+/// A plain file past the limit in the work tree: the engine is stopped
+/// while it runs (it would sleep a minute).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_past_the_limit_stops_the_job() {
+    for rung in rungs() {
+        let probed = probe(rung, "head -c 8388608 /dev/zero > big; sleep 60", None, &[]).await;
+        past_limit(rung, &probed, 8 << 20);
+    }
+}
+
+/// A sparse GiB holds nothing and is not charged; an `fallocate`d file
+/// holds what it reserved, unwritten, and is.
+#[tokio::test(flavor = "multi_thread")]
+async fn fallocate_is_charged_and_a_sparse_file_is_not() {
+    for rung in rungs() {
+        let probed = probe(
+            rung,
+            "truncate -s 1G \"$TMPDIR/sparse\"; fallocate -l 8388608 \"$TMPDIR/reserved\"; sleep 60",
+            None,
+            &[],
+        )
+        .await;
+        past_limit(rung, &probed, 8 << 20);
+    }
+}
+
+/// Two thousand empty files hold no block but an inode each: 4 KiB each.
+#[tokio::test(flavor = "multi_thread")]
+async fn many_empty_files_are_charged() {
+    for rung in rungs() {
+        let probed = probe(
+            rung,
+            "mkdir \"$HOME/many\" && cd \"$HOME/many\" && seq 1 2000 | xargs touch; sleep 60",
+            None,
+            &[],
+        )
+        .await;
+        past_limit(rung, &probed, 2000 * 4096);
+    }
+}
+
+/// A tree deeper than the count enters cannot hide a file in it: the job
+/// is stopped for the tree.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tree_too_deep_to_count_stops_the_job() {
+    for rung in rungs() {
+        let probed = probe(
+            rung,
+            "d=\"$TMPDIR\"; for i in $(seq 300); do d=\"$d/d\"; done; mkdir -p \"$d\" && \
+             head -c 1000000 /dev/zero > \"$d/hidden\"; sleep 60",
+            None,
+            &[],
+        )
+        .await;
+        let reason = ended(rung, &probed);
+        assert_eq!(
+            reason,
+            format!(
+                "the job's directory holds directories deeper than 256 levels, deeper than \
+                 Paddock counts against limits.max_disk_bytes ({LIMIT} bytes); it was stopped"
+            ),
+            "{rung}"
+        );
+    }
+}
+
+/// A file with a second name outside the job's directory (in the jobs
+/// directory, which the `process` rung's job can write; the sandbox's
+/// cannot reach it) counts whole, not half: a walk dividing a file among
+/// its links would see 3 MiB here.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_linked_outside_counts_whole() {
+    for rung in rungs() {
+        let (rec, events, mut left) = probe(
+            rung,
+            "head -c 6291456 /dev/zero > \"$TMPDIR/big\"; \
+             ln \"$TMPDIR/big\" \"$TMPDIR/../../linked-outside\" 2>/dev/null; sleep 60",
+            None,
+            &[],
+        )
+        .await;
+        let linked = left.iter().any(|n| n == "linked-outside");
+        left.retain(|n| n != "linked-outside");
+        assert_eq!(linked, rung == "process", "{rung}: {left:?}");
+        past_limit(rung, &(rec, events, left), 6 << 20);
+    }
+}
+
+/// A daemon the engine left keeps writing after the engine exited (its
+/// turn done): the job still fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_writing_after_the_engine_exits_fails_the_job() {
+    for rung in rungs() {
+        let script = format!(
+            "(setsid sh -c 'head -c 8388608 /dev/zero > \"$TMPDIR/d\"; sleep 60' &)\n\
+             while [ \"$(stat -c %s \"$TMPDIR/d\" 2>/dev/null)\" != 8388608 ]; do sleep 0.05; done\n\
+             {TURN}"
+        );
+        let probed = probe(rung, &script, None, &[]).await;
+        past_limit(rung, &probed, 8 << 20);
+    }
+}
+
+/// A setup command past the limit is stopped before the engine starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_setup_command_past_the_limit_stops_the_job() {
+    for rung in rungs() {
+        let probed = probe(
+            rung,
+            &format!("touch engine-started; {TURN}"),
+            Some("head -c 8388608 /dev/zero > big; sleep 60"),
+            &[],
+        )
+        .await;
+        past_limit(rung, &probed, 8 << 20);
+        assert!(
+            !probed.1.iter().any(|e| matches!(
+                e,
+                EventBody::Status {
+                    phase: paddock_protocol::Phase::TurnCompleted,
+                    ..
+                }
+            )),
+            "{rung}: the engine started: {:?}",
+            probed.1
+        );
+    }
+}
+
+/// The host's floor: with the jobs file system below the reserve (here a
+/// reserve no disk has free) the job is stopped however little it wrote.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_below_its_reserve_stops_the_job() {
+    for rung in rungs() {
+        let probed = probe(
+            rung,
+            "sleep 60",
+            None,
+            &[("PADDOCK_DISK_RESERVE_MB", "1000000000000")],
+        )
+        .await;
+        let reason = ended(rung, &probed);
+        assert!(
+            reason.contains("bytes free, below the host's reserve of 1048576000000000000 bytes (PADDOCK_DISK_RESERVE_MB); the job was stopped"),
+            "{rung}: {reason}"
+        );
+    }
+}
+
+/// A job within its disk whose result is larger (three MiB of empty lines
+/// are a six MiB patch): neither the patch nor the branch's bundle is
+/// kept, and the job fails saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_past_the_limit_is_not_kept() {
+    for rung in rungs() {
+        let home = Home::new();
+        let spec = fake_codex_job(
+            &home,
+            rung,
+            &format!("yes '' | head -c 3145728 > lines.txt\n{TURN}"),
+            60,
+        );
+        let text = std::fs::read_to_string(&spec).unwrap().replace(
+            "timeout_secs = 60",
+            &format!("timeout_secs = 60\nmax_disk_bytes = {LIMIT}"),
+        );
+        std::fs::write(&spec, text).unwrap();
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        let events: Vec<EventBody> = home
+            .store()
+            .await
+            .events(&rec.id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.body)
+            .collect();
+        let reason = ended(rung, &(rec.clone(), events, home.leftover_workspaces()));
+        let prefix = format!(
+            "the job's result is larger than limits.max_disk_bytes ({LIMIT} bytes): its patch "
+        );
+        let patch_bytes: u64 = reason
+            .strip_prefix(&prefix)
+            .and_then(|r| r.split_once(' '))
+            .and_then(|(n, _)| n.parse().ok())
+            .unwrap_or_else(|| panic!("{rung}: {reason}"));
+        let artifacts = home.data().join("artifacts").join(&rec.id);
+        let mut kept: Vec<String> = std::fs::read_dir(&artifacts)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("patch") || n.contains("bundle"))
+            .collect();
+        kept.sort();
+        assert_eq!(
+            (
+                patch_bytes > 6 << 20,
+                reason.ends_with("; neither is kept"),
+                kept
+            ),
+            (true, true, Vec::<String>::new()),
+            "{rung}: {reason}"
+        );
+    }
+}
