@@ -135,7 +135,7 @@ impl DiskWatch {
             // Never measured as provisioned: nothing to hold it to.
             State::Measuring => return None,
         };
-        let (root, limit, reserve) = (self.root, self.limit, self.reserve);
+        let (root, limit, reserve) = (self.root.clone(), self.limit, self.reserve);
         tokio::task::spawn_blocking(move || {
             floor(&root, reserve).or_else(|| {
                 judge(
@@ -147,6 +147,14 @@ impl DiskWatch {
         })
         .await
         .unwrap_or_else(|e| Some(format!("the job's disk could not be measured: {e}")))
+    }
+}
+
+/// A job that ends before its engine's part (or whose task is dropped)
+/// stops its watcher too.
+impl Drop for DiskWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
