@@ -12,6 +12,7 @@ mod azure_e2e;
 mod bedrock_e2e;
 mod budget_e2e;
 mod context_e2e;
+mod disk_e2e;
 mod e2e;
 mod live_providers;
 mod policy;
