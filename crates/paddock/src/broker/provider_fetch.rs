@@ -16,6 +16,7 @@
 
 use serde_json::Value;
 
+use super::json_walk::Entry;
 use super::wire::Api;
 
 /// What in `request` (a call to `api`) would have the provider connect
@@ -97,27 +98,19 @@ fn fetched_content(request: &Value) -> Option<&'static str> {
                 .is_some_and(|s| s.eq_ignore_ascii_case("data:"))
         })
     };
-    let mut stack = vec![request];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                for (key, value) in map {
-                    let fetched = match key.as_str() {
-                        "image_url" | "file_url" => remote(value),
-                        "source" => value.get("type").and_then(Value::as_str) == Some("url"),
-                        _ => false,
-                    };
-                    if fetched {
-                        return Some("an image or file given by URL (`image_url`, `file_url`, a `url` source)");
-                    }
-                    stack.push(value);
-                }
-            }
-            Value::Array(items) => stack.extend(items),
-            _ => {}
+    super::json_walk::find(request, |_, key, value| {
+        let fetched = match key {
+            "image_url" | "file_url" => remote(value),
+            "source" => value.get("type").and_then(Value::as_str) == Some("url"),
+            _ => false,
+        };
+        match fetched {
+            true => Entry::Found(
+                "an image or file given by URL (`image_url`, `file_url`, a `url` source)",
+            ),
+            false => Entry::Enter,
         }
-    }
-    None
+    })
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ pub(super) fn account_header(headers: &HeaderMap) -> Option<&'static str> {
         .map(|(_, what)| *what)
 }
 
+use super::json_walk::Entry;
 use super::wire::Api;
 
 /// The top-level Responses fields that name stored state, as the refusal
@@ -82,39 +83,21 @@ pub(super) fn provider_state(api: Api, request: &Value) -> Option<&'static str> 
 /// vector stores (`vector_store_ids`), an `item_reference`, a tool's
 /// container given by id.
 fn stored_objects(request: &Value) -> Option<&'static str> {
-    let mut stack = vec![request];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(map) => {
-                let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
-                if kind == "item_reference" {
-                    return Some("a stored item (`item_reference`)");
-                }
-                for (key, value) in map {
-                    let named = !value.is_null()
-                        && value.as_array().is_none_or(|a| !a.is_empty())
-                        && value.as_str().is_none_or(|s| !s.is_empty());
-                    match key.as_str() {
-                        "file_id" | "file_ids" if named => {
-                            return Some("an uploaded file (`file_id`)")
-                        }
-                        "vector_store_ids" if named => {
-                            return Some("a vector store (`vector_store_ids`)")
-                        }
-                        "container" if value.is_string() => {
-                            return Some("a provider container (`container`)")
-                        }
-                        // The model's own tool input: not a request.
-                        "input" if kind.ends_with("tool_use") => {}
-                        _ => stack.push(value),
-                    }
-                }
-            }
-            Value::Array(items) => stack.extend(items),
-            _ => {}
+    super::json_walk::find(request, |map, key, value| {
+        let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
+        let named = !value.is_null()
+            && value.as_array().is_none_or(|a| !a.is_empty())
+            && value.as_str().is_none_or(|s| !s.is_empty());
+        match key {
+            "type" if kind == "item_reference" => Entry::Found("a stored item (`item_reference`)"),
+            "file_id" | "file_ids" if named => Entry::Found("an uploaded file (`file_id`)"),
+            "vector_store_ids" if named => Entry::Found("a vector store (`vector_store_ids`)"),
+            "container" if value.is_string() => Entry::Found("a provider container (`container`)"),
+            // The model's own tool input: not a request.
+            "input" if kind.ends_with("tool_use") => Entry::Skip,
+            _ => Entry::Enter,
         }
-    }
-    None
+    })
 }
 
 #[cfg(test)]
