@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use paddock_protocol::JobStatus;
 use paddock_test_support::prelude::*;
 
-use super::results::{bare_remote, basic, run_with_token, stand_in_job, with_github, TOKEN};
+use super::results::{
+    bare_remote, basic, run_with_token, stand_in_job, use_url_source, with_github, TOKEN,
+};
 
 /// A job on `repo` (a path, or with `url` the URL source `file://repo`)
 /// starting from `base_ref`, proposing to the GitHub mock at `api` with
@@ -22,17 +24,14 @@ fn job(
     push_url: &str,
 ) -> PathBuf {
     let spec = stand_in_job(home, repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    let mut text = std::fs::read_to_string(&spec).unwrap().replace(
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
         "base_ref = \"main\"\n",
         &format!("base_ref = \"{base_ref}\"\n"),
     );
-    if url {
-        text = text.replace(
-            &format!("path = \"{}\"", repo.display()),
-            &format!("url = \"file://{}\"", repo.display()),
-        );
-    }
     std::fs::write(&spec, text).unwrap();
+    if url {
+        use_url_source(&spec, repo, &format!("file://{}", repo.display()), None);
+    }
     with_github(&spec, api, push_url);
     spec
 }

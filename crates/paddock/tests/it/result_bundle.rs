@@ -9,6 +9,50 @@ use std::path::{Path, PathBuf};
 
 use paddock_test_support::prelude::*;
 
+/// A URL source served over smart HTTP: a bare clone of `repo` as
+/// `served/widgets.git`, its server demanding [`SERVED`]'s header, the
+/// user's git configuration sending it, and a stand-in job fetching it.
+struct Served {
+    server: paddock_test_support::git_http::GitHttpServer,
+    /// The served repository.
+    repo: PathBuf,
+    url: String,
+    /// The user's git configuration (`GIT_CONFIG_GLOBAL`).
+    config: String,
+    spec: PathBuf,
+}
+
+/// The token [`Served`]'s server demands.
+const SERVED: &str = "pdk_servedToken_0123456789";
+
+async fn served(home: &Home, repo: &Path) -> Served {
+    let served = home.path().join("served");
+    let served_repo = super::results::bare_remote(&served, repo);
+    let header_value = super::results::basic(SERVED);
+    let server = paddock_test_support::git_http::GitHttpServer::start(&served, &header_value).await;
+    let url = format!("{}/widgets.git", server.url);
+    let config = home.path().join("user.gitconfig");
+    std::fs::write(
+        &config,
+        format!("[http]\n\textraHeader = Authorization: {header_value}\n"),
+    )
+    .unwrap();
+    let spec = stand_in_spec(
+        home.path(),
+        repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    super::results::use_url_source(&spec, repo, &url, None);
+    Served {
+        server,
+        repo: served_repo,
+        url,
+        config: config.to_str().unwrap().to_string(),
+        spec,
+    }
+}
+
 /// The header lines of a bundle (up to the blank line before its pack).
 fn header(bundle: &Path) -> Vec<String> {
     let bytes = std::fs::read(bundle).unwrap();
@@ -227,45 +271,17 @@ async fn a_base_pruned_from_the_source_gets_the_whole_history_and_says_so() {
 /// the bundle kept and the job, published before, still `done`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_url_jobs_push_borrows_the_base_from_its_mirror() {
-    use base64::Engine as _;
-    const SERVED: &str = "pdk_servedToken_0123456789";
     let home = Home::new();
     let repo = repo(home.path());
     let base = git(&repo, &["rev-parse", "main"]).trim().to_string();
-    let served = home.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let out = std::process::Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(&repo)
-        .arg(served.join("widgets.git"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let header_value = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{SERVED}"))
-    );
-    let server = paddock_test_support::git_http::GitHttpServer::start(&served, &header_value).await;
-    let config = home.path().join("user.gitconfig");
-    std::fs::write(
-        &config,
-        format!("[http]\n\textraHeader = Authorization: {header_value}\n"),
-    )
-    .unwrap();
-    let spec = stand_in_spec(
-        home.path(),
-        &repo,
-        "process",
-        &finishing("printf 'fixed\\n' > fix.txt"),
-    );
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        &format!("path = \"{}\"", repo.display()),
-        &format!("url = \"{}/widgets.git\"", server.url),
-    );
-    std::fs::write(&spec, text).unwrap();
+    let Served {
+        server,
+        config,
+        spec,
+        ..
+    } = served(&home, &repo).await;
     let remote = empty_remote(home.path(), "remote.git");
     pushing_to(&spec, &remote);
-    let config = config.to_str().unwrap().to_string();
     let out = home
         .paddock(
             &["run", "--json", spec.to_str().unwrap()],
@@ -360,48 +376,20 @@ async fn a_url_jobs_push_borrows_the_base_from_its_mirror() {
 /// the job, published before, still `done`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_mirror_lacking_the_base_after_a_force_push_is_fetched_again() {
-    use base64::Engine as _;
-    const SERVED: &str = "pdk_servedToken_0123456789";
     let home = Home::new();
     let repo = repo(home.path());
     let base = git(&repo, &["rev-parse", "main"]).trim().to_string();
-    let served = home.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let served_repo = served.join("widgets.git");
-    let out = std::process::Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(&repo)
-        .arg(&served_repo)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let header_value = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{SERVED}"))
-    );
-    let server = paddock_test_support::git_http::GitHttpServer::start(&served, &header_value).await;
-    let url = format!("{}/widgets.git", server.url);
-    let config = home.path().join("user.gitconfig");
-    std::fs::write(
-        &config,
-        format!("[http]\n\textraHeader = Authorization: {header_value}\n"),
-    )
-    .unwrap();
-    let config = config.to_str().unwrap().to_string();
-    let spec = stand_in_spec(
-        home.path(),
-        &repo,
-        "process",
-        &finishing("printf 'fixed\\n' > fix.txt"),
-    );
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        &format!("path = \"{}\"", repo.display()),
-        &format!("url = \"{url}\""),
-    );
+    // The server is held to the test's end.
+    let Served {
+        server: _server,
+        repo: served_repo,
+        url,
+        config,
+        spec,
+    } = served(&home, &repo).await;
     // A later job on the URL that pushes nothing.
     let later = home.path().join("later.toml");
-    std::fs::write(&later, &text).unwrap();
-    std::fs::write(&spec, text).unwrap();
+    std::fs::copy(&spec, &later).unwrap();
     let remote = empty_remote(home.path(), "remote.git");
     pushing_to(&spec, &remote);
     let run = |spec: PathBuf| {
@@ -573,20 +561,16 @@ async fn a_mirror_lacking_the_base_after_a_force_push_is_fetched_again() {
 /// mirror names it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_url_jobs_base_that_no_ref_reaches_is_fetched_by_name() {
-    use base64::Engine as _;
-    const SERVED: &str = "pdk_servedToken_0123456789";
     let home = Home::new();
     let repo = repo(home.path());
-    let served = home.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let served_repo = served.join("widgets.git");
-    let out = std::process::Command::new("git")
-        .args(["clone", "-q", "--bare"])
-        .arg(&repo)
-        .arg(&served_repo)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    // The server is held to the test's end.
+    let Served {
+        server: _server,
+        repo: served_repo,
+        url,
+        config,
+        spec,
+    } = served(&home, &repo).await;
     // A commit on main that no ref names.
     let tree = git(&served_repo, &["rev-parse", "main^{tree}"]);
     let unnamed = git(
@@ -606,31 +590,8 @@ async fn a_url_jobs_base_that_no_ref_reaches_is_fetched_by_name() {
     )
     .trim()
     .to_string();
-    let header_value = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{SERVED}"))
-    );
-    let server = paddock_test_support::git_http::GitHttpServer::start(&served, &header_value).await;
-    let url = format!("{}/widgets.git", server.url);
-    let config = home.path().join("user.gitconfig");
-    std::fs::write(
-        &config,
-        format!("[http]\n\textraHeader = Authorization: {header_value}\n"),
-    )
-    .unwrap();
-    let config = config.to_str().unwrap().to_string();
-    let spec = stand_in_spec(
-        home.path(),
-        &repo,
-        "process",
-        &finishing("printf 'fixed\\n' > fix.txt"),
-    );
     let text = std::fs::read_to_string(&spec)
         .unwrap()
-        .replace(
-            &format!("path = \"{}\"", repo.display()),
-            &format!("url = \"{url}\""),
-        )
         .replace("base_ref = \"main\"", &format!("base_ref = \"{unnamed}\""));
     std::fs::write(&spec, text).unwrap();
     let mirrors = home.jobs().join(".mirrors");

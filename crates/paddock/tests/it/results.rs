@@ -404,6 +404,62 @@ pub(super) fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
     bare
 }
 
+/// The text of `spec` (a stand-in job on `repo`) fetching `url` instead
+/// of `repo`, with `repository.token` read from the variable `token_var`
+/// when one is given.
+pub(super) fn url_source_text(
+    spec: &Path,
+    repo: &Path,
+    url: &str,
+    token_var: Option<&str>,
+) -> String {
+    let token = token_var
+        .map(|var| format!("\ntoken = \"env:{var}\""))
+        .unwrap_or_default();
+    std::fs::read_to_string(spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("url = \"{url}\"{token}"),
+    )
+}
+
+/// [`url_source_text`] written over `spec`.
+pub(super) fn use_url_source(spec: &Path, repo: &Path, url: &str, token_var: Option<&str>) {
+    std::fs::write(spec, url_source_text(spec, repo, url, token_var)).unwrap();
+}
+
+/// The user's other repository, which a URL rewrite leads to: a bare
+/// `<root>/widgets.git` of `repo` with one more commit, adding
+/// `elsewhere.txt`.
+pub(super) fn other_repository(root: &Path, repo: &Path) -> PathBuf {
+    let elsewhere = bare_remote(root, repo);
+    let other = root.join("other");
+    git(
+        root,
+        &[
+            "clone",
+            "-q",
+            elsewhere.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(other.join("elsewhere.txt"), "the user's other repository\n").unwrap();
+    git(&other, &["add", "elsewhere.txt"]);
+    git(
+        &other,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@x",
+            "commit",
+            "-qm",
+            "other",
+        ],
+    );
+    git(&other, &["push", "-q", "origin", "HEAD"]);
+    elsewhere
+}
+
 /// The job spec with `[results.github]` at the mock and `push_url`.
 pub(super) fn with_github(spec: &Path, api: &str, push_url: &str) {
     let text = std::fs::read_to_string(spec).unwrap();
@@ -1853,11 +1909,7 @@ async fn url_sources_are_cached_as_mirrors_fetched_per_job() {
     )
     .unwrap();
     let spec = stand_in_job(&home, &repo, &finishing("git rev-parse HEAD > base.txt"));
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        &format!("path = \"{}\"", repo.display()),
-        &format!("url = \"{}/widgets.git\"", server.url),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_url_source(&spec, &repo, &format!("{}/widgets.git", server.url), None);
     let config = config.to_str().unwrap().to_string();
     let run = || {
         let (home, spec, config) = (&home, &spec, &config);
@@ -1988,11 +2040,7 @@ async fn a_url_sources_token_fetch_follows_no_redirect() {
             .await;
     let url = format!("{}/widgets.git", redirector_to(&internal.url).await);
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        &format!("path = \"{}\"", repo.display()),
-        &format!("url = \"{url}\"\ntoken = \"env:PADDOCK_TEST_SOURCE_TOKEN\""),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_url_source(&spec, &repo, &url, Some("PADDOCK_TEST_SOURCE_TOKEN"));
     let out = home
         .paddock(
             &["run", "--json", spec.to_str().unwrap()],
@@ -2039,32 +2087,7 @@ async fn a_url_sources_fetch_with_the_users_credentials_follows_no_redirect_nor_
             .await;
     let redirecting = format!("{}/widgets.git", redirector_to(&internal.url).await);
     // The user's other repository, which the rewrite leads to.
-    let elsewhere = bare_remote(&home.path().join("elsewhere"), &repo);
-    let other = home.path().join("other");
-    git(
-        home.path(),
-        &[
-            "clone",
-            "-q",
-            elsewhere.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
-    std::fs::write(other.join("elsewhere.txt"), "the user's other repository\n").unwrap();
-    git(&other, &["add", "elsewhere.txt"]);
-    git(
-        &other,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=u@x",
-            "commit",
-            "-qm",
-            "other",
-        ],
-    );
-    git(&other, &["push", "-q", "origin", "HEAD"]);
+    let elsewhere = other_repository(&home.path().join("elsewhere"), &repo);
     // The server user's home: a credential helper for every host, and a
     // rewrite of every URL of the server to a directory of the host's.
     let user_home = home.path().join("server-user");
@@ -2090,10 +2113,7 @@ async fn a_url_sources_fetch_with_the_users_credentials_follows_no_redirect_nor_
                 repo,
                 &finishing("test ! -e elsewhere.txt && printf 'fixed\\n' > fix.txt"),
             );
-            let text = std::fs::read_to_string(&spec).unwrap().replace(
-                &format!("path = \"{}\"", repo.display()),
-                &format!("url = \"{url}\""),
-            );
+            let text = url_source_text(&spec, repo, &url, None);
             let spec = home.path().join(format!("spec-{name}.toml"));
             std::fs::write(&spec, text).unwrap();
             home.paddock(
@@ -2150,32 +2170,7 @@ async fn a_url_sources_token_fetch_follows_no_insteadof_of_the_user() {
     let server =
         paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(SOURCE_TOKEN)).await;
     // The user's other repository, which the rewrite leads to.
-    let elsewhere = bare_remote(&home.path().join("elsewhere"), &repo);
-    let other = home.path().join("other");
-    git(
-        home.path(),
-        &[
-            "clone",
-            "-q",
-            elsewhere.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
-    std::fs::write(other.join("elsewhere.txt"), "the user's other repository\n").unwrap();
-    git(&other, &["add", "elsewhere.txt"]);
-    git(
-        &other,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=u@x",
-            "commit",
-            "-qm",
-            "other",
-        ],
-    );
-    git(&other, &["push", "-q", "origin", "HEAD"]);
+    let elsewhere = other_repository(&home.path().join("elsewhere"), &repo);
     let url = format!("{}/widgets.git", server.url);
     let config = home.path().join("user.gitconfig");
     // A rewrite of every URL of the server (as `insteadOf =
@@ -2194,11 +2189,7 @@ async fn a_url_sources_token_fetch_follows_no_insteadof_of_the_user() {
         &repo,
         &finishing("test ! -e elsewhere.txt && printf 'fixed\\n' > fix.txt"),
     );
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        &format!("path = \"{}\"", repo.display()),
-        &format!("url = \"{url}\"\ntoken = \"env:PADDOCK_TEST_SOURCE_TOKEN\""),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_url_source(&spec, &repo, &url, Some("PADDOCK_TEST_SOURCE_TOKEN"));
     let out = home
         .paddock(
             &["run", "--json", spec.to_str().unwrap()],
@@ -2255,10 +2246,7 @@ async fn a_url_sources_token_reaches_the_remote_and_nothing_of_the_job() {
         ),
     );
     let with_url = |name: &str, url: &str| {
-        let text = std::fs::read_to_string(&spec).unwrap().replace(
-            &format!("path = \"{}\"", repo.display()),
-            &format!("url = \"{url}\"\ntoken = \"env:PADDOCK_TEST_SOURCE_TOKEN\""),
-        );
+        let text = url_source_text(&spec, &repo, url, Some("PADDOCK_TEST_SOURCE_TOKEN"));
         let path = home.path().join(format!("spec-{name}.toml"));
         std::fs::write(&path, text).unwrap();
         path
@@ -3403,11 +3391,7 @@ async fn paddock_publish_makes_a_removed_mirror_again() {
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     mock.set_down(true);
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        &format!("path = \"{}\"", repo.display()),
-        &format!("url = \"file://{}\"", repo.display()),
-    );
-    std::fs::write(&spec, text).unwrap();
+    use_url_source(&spec, &repo, &format!("file://{}", repo.display()), None);
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
     let failed = run_with_token(&home, &spec).await;
     let bundle = home
@@ -3480,12 +3464,7 @@ async fn paddock_publish_of_a_head_based_job_makes_its_removed_mirror_again() {
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     mock.set_down(true);
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace(
-            &format!("path = \"{}\"", repo.display()),
-            &format!("url = \"file://{}\"", repo.display()),
-        )
+    let text = url_source_text(&spec, &repo, &format!("file://{}", repo.display()), None)
         .replace("base_ref = \"main\"\n", "");
     std::fs::write(&spec, text).unwrap();
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
