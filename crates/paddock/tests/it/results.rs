@@ -404,6 +404,21 @@ pub(super) fn bare_remote(root: &Path, repo: &Path) -> PathBuf {
     bare
 }
 
+/// A bare clone of `repo` as `remotes/widgets.git` under `home`, served
+/// over smart HTTP to requests whose `Authorization` is `authorization`:
+/// the repository and its server.
+pub(super) async fn served_remote(
+    home: &Home,
+    repo: &Path,
+    authorization: &str,
+) -> (PathBuf, paddock_test_support::git_http::GitHttpServer) {
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, authorization).await;
+    (bare, server)
+}
+
 /// The text of `spec` (a stand-in job on `repo`) fetching `url` instead
 /// of `repo`, with `repository.token` read from the variable `token_var`
 /// when one is given.
@@ -511,10 +526,7 @@ fn merging(r: &paddock_test_support::github::GitHubRequest) -> bool {
 async fn github_gets_a_pushed_branch_a_draft_pull_request_and_the_closeout_never_a_merge() {
     let home = Home::new();
     let repo = repo(home.path());
-    let remotes = home.path().join("remotes");
-    let bare = bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let (bare, server) = served_remote(&home, &repo, &basic(TOKEN)).await;
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     let spec = stand_in_job(
         &home,
@@ -1820,10 +1832,7 @@ async fn a_push_follows_no_redirect() {
 async fn a_plain_token_pushes_the_branch_without_a_forge() {
     let home = Home::new();
     let repo = repo(home.path());
-    let remotes = home.path().join("remotes");
-    let bare = bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let (bare, server) = served_remote(&home, &repo, &basic(TOKEN)).await;
     let spec = stand_in_job(
         &home,
         &repo,
@@ -1898,10 +1907,7 @@ async fn a_push_section_without_its_known_hosts_is_refused() {
 async fn url_sources_are_cached_as_mirrors_fetched_per_job() {
     let home = Home::new();
     let repo = repo(home.path());
-    let remotes = home.path().join("remotes");
-    let bare = bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let (bare, server) = served_remote(&home, &repo, &basic(TOKEN)).await;
     let config = home.path().join("user.gitconfig");
     std::fs::write(
         &config,
@@ -2076,10 +2082,7 @@ async fn a_url_sources_fetch_with_the_users_credentials_follows_no_redirect_nor_
     let home = Home::new();
     let repo = repo(home.path());
     // The URL's server, the internal one, and a redirector to the latter.
-    let remotes = home.path().join("remotes");
-    bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(HELPER_SECRET)).await;
+    let (_, server) = served_remote(&home, &repo, &basic(HELPER_SECRET)).await;
     let internal_root = home.path().join("internal");
     bare_remote(&internal_root, &repo);
     let internal =
@@ -2165,10 +2168,7 @@ async fn a_url_sources_fetch_with_the_users_credentials_follows_no_redirect_nor_
 async fn a_url_sources_token_fetch_follows_no_insteadof_of_the_user() {
     let home = Home::new();
     let repo = repo(home.path());
-    let remotes = home.path().join("remotes");
-    bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(SOURCE_TOKEN)).await;
+    let (_, server) = served_remote(&home, &repo, &basic(SOURCE_TOKEN)).await;
     // The user's other repository, which the rewrite leads to.
     let elsewhere = other_repository(&home.path().join("elsewhere"), &repo);
     let url = format!("{}/widgets.git", server.url);
@@ -2234,10 +2234,7 @@ async fn a_url_sources_token_fetch_follows_no_insteadof_of_the_user() {
 async fn a_url_sources_token_reaches_the_remote_and_nothing_of_the_job() {
     let home = Home::new();
     let repo = repo(home.path());
-    let remotes = home.path().join("remotes");
-    bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(SOURCE_TOKEN)).await;
+    let (_, server) = served_remote(&home, &repo, &basic(SOURCE_TOKEN)).await;
     let spec = stand_in_job(
         &home,
         &repo,
@@ -3214,10 +3211,7 @@ async fn github_reviews_and_review_comments_are_read_past_the_first_page() {
 async fn a_publish_killed_mid_push_is_cleaned_by_the_next_publish() {
     let home = Home::new();
     let repo = repo(home.path());
-    let remotes = home.path().join("remotes");
-    let bare = bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let (bare, server) = served_remote(&home, &repo, &basic(TOKEN)).await;
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     with_token_push(&spec, &server.url);
     let env = [("PADDOCK_TEST_PUSH_TOKEN", TOKEN)];
@@ -3557,10 +3551,7 @@ async fn a_default_base_ref_asks_to_merge_into_the_branch_head_means() {
     let home = Home::new();
     let repo = repo(home.path());
     git(&repo, &["checkout", "-q", "-b", "trunk"]);
-    let remotes = home.path().join("remotes");
-    bare_remote(&remotes, &repo);
-    let server =
-        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let (_, server) = served_remote(&home, &repo, &basic(TOKEN)).await;
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     let text = std::fs::read_to_string(&spec)
