@@ -226,8 +226,12 @@ fn judge(charged: &Charged, baseline: u64, limit: u64) -> Option<String> {
 
 /// Why the file system holding `root` is too full for the job to go on:
 /// its free space below `reserve`, or its free inodes below
-/// [`INODE_RESERVE`].
+/// [`INODE_RESERVE`]; never with no reserve (`0`).
 fn floor(root: &Path, reserve: u64) -> Option<String> {
+    // A host that turned its reserve off (`0`) has no floor.
+    if reserve == 0 {
+        return None;
+    }
     let fs = nix::sys::statvfs::statvfs(root).ok()?;
     #[allow(clippy::useless_conversion)]
     let free = u64::from(fs.blocks_available()).saturating_mul(u64::from(fs.fragment_size()));

@@ -102,6 +102,11 @@ fn ended(rung: &str, (rec, events, left): &(JobRecord, Vec<EventBody>, Vec<Strin
         (JobStatus::Failed, true, Vec::<String>::new()),
         "{rung}: {reason}; events {events:?}"
     );
+    // The host kept its reserve (512 MiB, the default).
+    let fs = nix::sys::statvfs::statvfs(std::env::temp_dir().as_path()).unwrap();
+    #[allow(clippy::useless_conversion)]
+    let free = u64::from(fs.blocks_available()) * u64::from(fs.fragment_size());
+    assert!(free > 512 << 20, "{rung}: {free} bytes free");
     reason
 }
 
