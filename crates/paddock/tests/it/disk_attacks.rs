@@ -328,3 +328,47 @@ async fn a_result_past_the_limit_is_not_kept() {
         );
     }
 }
+
+/// A host profile's `max_disk_mb` caps what a spec asks for: a job asking
+/// for a TiB under a profile of 4 MiB is stopped past 4 MiB.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_profiles_cap_holds_a_spec_asking_more() {
+    for rung in rungs() {
+        let home = Home::new();
+        let profile = home.path().join("disk-capped.json");
+        std::fs::write(&profile, r#"{"id":"disk-capped","max_disk_mb":4}"#).unwrap();
+        let add = home
+            .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
+            .await;
+        assert_eq!(
+            add.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&add.stderr)
+        );
+        let spec = fake_codex_job(&home, rung, "head -c 8388608 /dev/zero > big; sleep 60", 60);
+        let text = std::fs::read_to_string(&spec).unwrap().replace(
+            "timeout_secs = 60",
+            "timeout_secs = 60\nmax_disk_bytes = 1099511627776",
+        );
+        std::fs::write(
+            &spec,
+            format!("{text}\n[policy]\nprofile = \"disk-capped\"\n"),
+        )
+        .unwrap();
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        let events: Vec<EventBody> = home
+            .store()
+            .await
+            .events(&rec.id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.body)
+            .collect();
+        past_limit(rung, &(rec, events, home.leftover_workspaces()), 8 << 20);
+    }
+}
