@@ -742,17 +742,8 @@ impl Workspace {
             .arg(git_dir)
             .env("GIT_TERMINAL_PROMPT", "0")
             .stdin(Stdio::null());
-        let out = host_git::output_within(clone, None, host_git::CLONE_TIMEOUT)
-            .await
-            .map_err(|source| WorkspaceError::Spawn {
-                path: root.to_path_buf(),
-                source,
-            })?
-            .ok_or_else(|| WorkspaceError::GitTimeout {
-                path: root.to_path_buf(),
-                args: format!("clone --bare {source}"),
-                after: host_git::CLONE_TIMEOUT,
-            })?;
+        let args = format!("clone --bare {source}");
+        let out = host_git::finished_within(clone, root, &args, host_git::CLONE_TIMEOUT).await?;
         if !out.status.success() {
             return Err(WorkspaceError::Clone {
                 source_repo: source.to_string(),
@@ -1740,17 +1731,7 @@ where
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .stdin(Stdio::null());
-    let out = host_git::output_within(cmd, None, host_git::GIT_TIMEOUT)
-        .await
-        .map_err(|source| WorkspaceError::Spawn {
-            path: dir.to_path_buf(),
-            source,
-        })?
-        .ok_or_else(|| WorkspaceError::GitTimeout {
-            path: dir.to_path_buf(),
-            args: args.join(" "),
-            after: host_git::GIT_TIMEOUT,
-        })?;
+    let out = host_git::finished_within(cmd, dir, &args.join(" "), host_git::GIT_TIMEOUT).await?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

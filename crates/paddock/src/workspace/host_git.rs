@@ -318,6 +318,29 @@ pub(crate) async fn output_within(
     output_to_within(cmd, input, None, limit).await
 }
 
+/// [`output_within`] with no input, its failures as the workspace's
+/// errors: a `Spawn` error naming `path` when `cmd` cannot be started, a
+/// `GitTimeout` naming `path` and `args` (what git was asked) when it ran
+/// past `limit`.
+pub(crate) async fn finished_within(
+    cmd: Command,
+    path: &Path,
+    args: &str,
+    limit: Duration,
+) -> Result<Output, WorkspaceError> {
+    output_within(cmd, None, limit)
+        .await
+        .map_err(|source| WorkspaceError::Spawn {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .ok_or_else(|| WorkspaceError::GitTimeout {
+            path: path.to_path_buf(),
+            args: args.to_string(),
+            after: limit,
+        })
+}
+
 /// [`output_within`] with stdout written to `out` when given (the
 /// output's stdout is empty then).
 async fn output_to_within(

@@ -318,17 +318,7 @@ async fn git(
         .args(args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(Stdio::null());
-    let out = host_git::output_within(cmd, None, host_git::CLONE_TIMEOUT)
-        .await
-        .map_err(|source| WorkspaceError::Spawn {
-            path: cwd.to_path_buf(),
-            source,
-        })?
-        .ok_or_else(|| WorkspaceError::GitTimeout {
-            path: cwd.to_path_buf(),
-            args: args.join(" "),
-            after: host_git::CLONE_TIMEOUT,
-        })?;
+    let out = host_git::finished_within(cmd, cwd, &args.join(" "), host_git::CLONE_TIMEOUT).await?;
     if !out.status.success() {
         return Err(WorkspaceError::Clone {
             source_repo: url.to_string(),

@@ -50,17 +50,8 @@ impl RemoteConfig {
             args: args.join(" "),
             stderr,
         };
-        let out = host_git::output_within(cmd, None, host_git::CONFIG_TIMEOUT)
-            .await
-            .map_err(|source| WorkspaceError::Spawn {
-                path: cwd.to_path_buf(),
-                source,
-            })?
-            .ok_or_else(|| WorkspaceError::GitTimeout {
-                path: cwd.to_path_buf(),
-                args: args.join(" "),
-                after: host_git::CONFIG_TIMEOUT,
-            })?;
+        let out =
+            host_git::finished_within(cmd, cwd, &args.join(" "), host_git::CONFIG_TIMEOUT).await?;
         if !out.status.success() {
             return Err(failed(
                 String::from_utf8_lossy(&out.stderr).trim().to_string(),
