@@ -177,14 +177,16 @@ pub struct Workspace {
     /// The layout `work/` got, and why.
     pub layout: overlay::Chosen,
     /// The base's paths as Paddock's index lists them (`ls-files`), the
-    /// patch's first step, read beside the engine once the workspace is
-    /// provisioned ([`Workspace::list_base_soon`]); `None` inside when
-    /// that read failed (the patch reads it itself then).
+    /// patch's first step, read beside the engine once it is started
+    /// ([`Workspace::list_base_soon`]); `None` inside when that read
+    /// failed (the patch reads it itself then).
     base_listing: BaseListing,
     /// The base commit's tree, read beside the engine with the listing
     /// (the patch's diff is started before the final tree exists and
     /// compares two trees); `None` inside when that read failed.
     base_tree: BaseTree,
+    /// Whether [`Workspace::list_base_soon`] started those reads.
+    early_reads: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The base's listing, shared by a workspace's copies and the task that
@@ -424,12 +426,6 @@ impl Workspace {
         if result.is_err() && ours && root.exists() {
             let _ = overlay::unmount(&root.join("work"));
             let _ = std::fs::remove_dir_all(&root);
-        }
-        if result.is_ok() {
-            // The user's excludes file, which only the patch reads, looked
-            // up while the job runs (once per process): off the job's end,
-            // and after provisioning, whose processes it would compete with.
-            tokio::spawn(host_git::user_excludes_file());
         }
         result
     }
@@ -716,6 +712,7 @@ impl Workspace {
             layout: Chosen::clone_because("the clone"),
             base_listing: BaseListing::default(),
             base_tree: BaseTree::default(),
+            early_reads: Arc::default(),
         })
     }
 
@@ -898,6 +895,7 @@ impl Workspace {
             layout,
             base_listing: BaseListing::default(),
             base_tree: BaseTree::default(),
+            early_reads: Arc::default(),
         };
         ws.remount()?;
         Ok(Some(ws))
@@ -1186,7 +1184,14 @@ impl Workspace {
     /// (`meta/git`, which the job never sees) and nothing writes it after
     /// provisioning, so the listing is what the patch would have read.
     /// A failed read leaves it to the patch, which reports its error.
+    /// The base's tree and the user's excludes file (once per process)
+    /// are read beside it. Called once the engine is started (issue #14):
+    /// these three `git` processes then run beside the engine's turn,
+    /// not beside the job's launch, whose CPU they took on a busy host.
     pub fn list_base_soon(&self) {
+        self.early_reads
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::spawn(host_git::user_excludes_file());
         let cell = self.base_listing.clone();
         let git = self.paddock_git(Some(&self.git_dir().join("index")), true);
         tokio::spawn(async move {
@@ -1224,6 +1229,13 @@ impl Workspace {
         args.extend(DIFF_ARGS);
         let started = self.paddock_git(None, false).start(args).ok()?;
         Some(StartedDiff { started, base_tree })
+    }
+
+    /// Whether the patch's early reads ([`Workspace::list_base_soon`])
+    /// were started, shared with the workspace's copies.
+    #[cfg(test)]
+    pub(crate) fn early_reads(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.early_reads.clone()
     }
 
     /// The base's paths: as [`Workspace::list_base_soon`] read them

@@ -56,6 +56,9 @@ pub struct FakeRung {
     pub leftovers: Leftovers,
     /// Every reap asked.
     pub reaped: Mutex<Vec<Reaped>>,
+    /// At each launch: whether the workspace's early reads for the patch
+    /// had started then, and their flag (read again after the job).
+    pub early_reads: Mutex<Vec<(bool, Arc<std::sync::atomic::AtomicBool>)>>,
 }
 
 impl FakeRung {
@@ -104,11 +107,15 @@ impl Rung for FakeRung {
 
     async fn launch(
         &self,
-        _job: &RungJob<'_>,
+        job: &RungJob<'_>,
         cmd: &CommandSpec,
     ) -> Result<Box<dyn EngineProcess>, RungError> {
         if let Ok(mut l) = self.launched.lock() {
             l.push(cmd.clone());
+        }
+        if let Ok(mut r) = self.early_reads.lock() {
+            let flag = job.ws.early_reads();
+            r.push((flag.load(std::sync::atomic::Ordering::SeqCst), flag));
         }
         let (stdin_w, mut stdin_r) = tokio::io::duplex(64 << 10);
         let (mut out_w, out_r) = tokio::io::duplex(64 << 10);

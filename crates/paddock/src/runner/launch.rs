@@ -187,6 +187,9 @@ pub(super) async fn launch(
     let launching = std::time::Instant::now();
     let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(rung_failed)?;
     crate::telemetry::engine_started(job.rung.isolation().as_str(), launching.elapsed());
+    // The patch's early reads (the base's paths and tree, the user's
+    // excludes file), beside the engine's turn now that it runs.
+    ws.list_base_soon();
     // The prompt on stdin, then end of file; an engine that exits before
     // reading it all only makes this write fail.
     if let (Some(mut stdin), Some(text)) = (process.take_stdin(), cmd.stdin.clone()) {

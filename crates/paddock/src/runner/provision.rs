@@ -191,8 +191,6 @@ pub(super) async fn provision(
             crate::results::source::uncommitted(&path).await
         }))
     });
-    // The patch's listing of the base's paths, read beside the engine too.
-    ws.list_base_soon();
     Ok(Provisioned {
         adapter,
         binary,

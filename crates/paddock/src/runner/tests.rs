@@ -264,6 +264,30 @@ async fn a_job_on_the_fake_rung_runs_to_done_and_leaves_nothing() {
     assert!(!rung.stdin.lock().unwrap().is_empty());
 }
 
+/// The patch's early reads (the base's paths and tree, the user's
+/// excludes file: three `git` processes) start once the engine is
+/// launched, beside its turn, not during provisioning, where they took
+/// the launch's CPU on a busy host (issue #14); they still start.
+#[tokio::test]
+async fn the_patchs_early_reads_start_once_the_engine_is_launched() {
+    let host = Host::new().await;
+    let rung = Arc::new(FakeRung::new(FakeEngine {
+        stdout: DONE.iter().map(|s| s.to_string()).collect(),
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner(rung.clone());
+    let (result, _) = run(&runner, &host.spec()).await;
+    assert_eq!(result.unwrap().record.status, JobStatus::Done);
+    let seen: Vec<(bool, bool)> = rung
+        .early_reads
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(at_launch, flag)| (*at_launch, flag.load(std::sync::atomic::Ordering::SeqCst)))
+        .collect();
+    assert_eq!(seen, vec![(false, true)]);
+}
+
 /// A log written to memory.
 #[derive(Debug, Clone, Default)]
 struct Log(Arc<std::sync::Mutex<Vec<u8>>>);
