@@ -115,6 +115,12 @@ pub enum WorkspaceError {
         args: String,
         after: std::time::Duration,
     },
+    #[error("workspace {path}: `git {args}` printed more than {limit} bytes; it was stopped and what it printed is not kept")]
+    GitOutputPastLimit {
+        path: PathBuf,
+        args: String,
+        limit: u64,
+    },
     #[error("workspace {path}: cannot run git: {source}")]
     Spawn {
         path: PathBuf,
@@ -240,6 +246,14 @@ const OVERLAY: &str = "overlay";
 /// `meta/`, never in the job's view).
 const UPPER: &str = "upper";
 const OVERLAY_WORK: &str = "overlay-work";
+
+/// The most of a job's diff (its `--raw` names and patch text) Paddock
+/// reads into memory, whatever the job's `limits.max_disk_bytes`: a job
+/// within its disk can still make a diff this long (a file of many
+/// gigabytes, its base85 text longer still), which the process that runs
+/// every job of a server would otherwise hold twice over. Past it the job
+/// fails naming the bound; its branch's commits are not kept either.
+pub const MAX_PATCH_BYTES: u64 = 1 << 30;
 
 /// The diff's options (after `diff` or `diff-tree --stdin -r -M`): every
 /// choice that shapes the text spelled out (see [`Workspace::diff_to`]).
@@ -1149,24 +1163,28 @@ impl Workspace {
     /// The second half of [`Workspace::patch`]: the diff from the base
     /// commit to the tree `staged` holds, and the names it changes.
     pub async fn diff_staged(&self, staged: Staged) -> Result<Patch, WorkspaceError> {
-        self.diff_staged_with(staged, None).await
+        self.diff_staged_with(staged, None, MAX_PATCH_BYTES).await
     }
 
     /// [`Workspace::diff_staged`] by the diff `started` early
-    /// ([`Workspace::start_diff`]), if there is one.
+    /// ([`Workspace::start_diff`]), if there is one; a diff longer than
+    /// `max` bytes (or [`MAX_PATCH_BYTES`]) is not read past them: a
+    /// `GitOutputPastLimit` error.
     pub async fn diff_staged_with(
         &self,
         staged: Staged,
         started: Option<StartedDiff>,
+        max: u64,
     ) -> Result<Patch, WorkspaceError> {
+        let max = max.min(MAX_PATCH_BYTES);
         let Staged {
             tree,
             left_out,
             warnings,
         } = staged;
         let (diff, changed_files) = match started {
-            Some(started) => self.diff_started(started, &tree).await?,
-            None => self.diff_to(&tree).await?,
+            Some(started) => self.diff_started(started, &tree, max).await?,
+            None => self.diff_to(&tree, max).await?,
         };
         Ok(Patch {
             diff,
@@ -1365,12 +1383,19 @@ impl Workspace {
     /// out (prefixes, paths relative to the top, no colour, no external or
     /// textconv driver), so the patch is the same whatever configuration
     /// git could still read.
-    async fn diff_to(&self, tree_id: &str) -> Result<(String, Vec<String>), WorkspaceError> {
+    async fn diff_to(
+        &self,
+        tree_id: &str,
+        max: u64,
+    ) -> Result<(String, Vec<String>), WorkspaceError> {
         let mut args = vec!["diff"];
         args.extend(DIFF_ARGS);
         args.extend([self.base_commit.as_str(), tree_id, "--"]);
         let objects = self.paddock_git(None, false);
-        let out = objects.run(&args, None).await?;
+        let (status, out, stderr) = objects.start(&args)?.at_most(max).finish(&[]).await?;
+        if !status.success() {
+            return Err(objects.failed(&args, &stderr));
+        }
         diff_and_names(&out)
             .ok_or_else(|| objects.failed(&args, b"its --raw output is not what git writes"))
     }
@@ -1382,9 +1407,26 @@ impl Workspace {
         &self,
         started: StartedDiff,
         tree_id: &str,
+        max: u64,
     ) -> Result<(String, Vec<String>), WorkspaceError> {
         let line = format!("{} {tree_id}\n", started.base_tree);
-        let (status, out, stderr) = started.started.finish(line.as_bytes()).await?;
+        // The trees' line it prints back first is not the patch's.
+        let held = max.saturating_add(line.len() as u64);
+        let (status, out, stderr) = started
+            .started
+            .at_most(held)
+            .finish(line.as_bytes())
+            .await
+            .map_err(|e| match e {
+                WorkspaceError::GitOutputPastLimit { path, args, .. } => {
+                    WorkspaceError::GitOutputPastLimit {
+                        path,
+                        args,
+                        limit: max,
+                    }
+                }
+                e => e,
+            })?;
         let args = ["diff-tree", "--stdin", "-r", "-M"];
         if !status.success() {
             return Err(self.paddock_git(None, false).failed(args, &stderr));
@@ -2685,6 +2727,37 @@ mod tests {
     /// gives: a rename (`git diff` finds renames by default), an edit, a
     /// deletion, a new binary file and a mode change; without the early
     /// read there is none to start.
+    /// A diff longer than its bound is stopped, by the `diff-tree` started
+    /// early and by the `git diff` run late alike, and says which bound;
+    /// one within it is read whole.
+    #[tokio::test]
+    async fn a_diff_past_its_bound_is_stopped_not_read_whole() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let ws = Workspace::provision(&jobs, "j", &spec(r, "main"), "paddock/T-1/1")
+            .await
+            .unwrap();
+        ws.list_base_soon();
+        while ws.base_tree.get().is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        std::fs::write(ws.work.join("big.txt"), "x\n".repeat(200_000)).unwrap();
+        let staged = ws.stage().await.unwrap();
+        let bound = |r: Result<Patch, WorkspaceError>| match r {
+            Err(WorkspaceError::GitOutputPastLimit { limit, .. }) => Some(limit),
+            _ => None,
+        };
+        let early = ws.start_diff();
+        let by_diff_tree = ws.diff_staged_with(staged.clone(), early, 100_000).await;
+        let by_git_diff = ws.diff_staged_with(staged.clone(), None, 100_000).await;
+        let whole = ws.diff_staged_with(staged, None, 1_000_000).await.unwrap();
+        assert_eq!(
+            (bound(by_diff_tree), bound(by_git_diff), whole.changed_files),
+            (Some(100_000), Some(100_000), vec!["big.txt".to_string()])
+        );
+    }
+
     #[tokio::test]
     async fn the_diff_started_early_is_the_one_git_diff_gives() {
         let tmp = TmpDir::new();
@@ -2716,7 +2789,10 @@ mod tests {
         let early = started.is_some();
         let staged = ws.stage().await.unwrap();
         let by_git_diff = ws.diff_staged(staged.clone()).await.unwrap();
-        let by_diff_tree = ws.diff_staged_with(staged, started).await.unwrap();
+        let by_diff_tree = ws
+            .diff_staged_with(staged, started, u64::MAX)
+            .await
+            .unwrap();
         assert_eq!(
             (unread, early, by_diff_tree.clone()),
             (true, true, by_git_diff.clone())

@@ -89,10 +89,17 @@ pub async fn patch_and_branch(
     };
     let tree = staged.tree.clone();
     let (patch, kept) = tokio::join!(
-        ws.diff_staged_with(staged, diff),
+        ws.diff_staged_with(staged, diff, spec.limits.max_disk_bytes),
         keep_branch(ws, spec, &tree, artifacts, jobs_root, Some(pack))
     );
-    let patch = patch?;
+    let patch = match patch {
+        Ok(patch) => patch,
+        Err(e) => {
+            // No patch, no branch: the bundle made beside it goes too.
+            let _ = std::fs::remove_file(&bundle);
+            return Err(e);
+        }
+    };
     let kept = match kept {
         Ok(k) if patch.changed_files.is_empty() => std::fs::remove_file(&k.bundle)
             .map(|()| None)

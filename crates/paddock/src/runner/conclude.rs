@@ -333,6 +333,23 @@ async fn save_patch(
     let (patch, kept) =
         match crate::results::patch_and_branch(prov.ws(), spec, &prov.artifacts).await {
             Ok(made) => made,
+            // A diff past the job's disk limit (or the most Paddock holds
+            // in memory), stopped while it was read: past a limit, as a
+            // patch found too long once read is.
+            Err(crate::workspace::WorkspaceError::GitOutputPastLimit { limit, .. }) => {
+                let msg = format!(
+                    "the job's result is larger than limits.max_disk_bytes or the {} bytes \
+                     Paddock reads of a patch, whichever is less ({limit} bytes): its diff was \
+                     stopped past them; neither the patch nor the branch's bundle is kept",
+                    crate::workspace::MAX_PATCH_BYTES
+                );
+                em.emit(EventBody::Policy {
+                    rule: "limits".into(),
+                    message: msg.clone(),
+                })
+                .await?;
+                return Ok(Err((JobStatus::Failed, Some(msg))));
+            }
             Err(e) => {
                 let msg = format!("cannot compute the patch: {e}");
                 em.error("paddock", msg.clone(), true).await?;

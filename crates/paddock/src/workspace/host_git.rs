@@ -225,6 +225,7 @@ impl HostGit {
             args,
             root: self.root.clone(),
             timeout: self.timeout,
+            max_stdout: None,
         })
     }
 
@@ -400,9 +401,21 @@ impl Spawned {
     /// until the command ends; `None` when it did not within `limit` (it
     /// is killed with its group then).
     async fn collect(
+        self,
+        input: Option<&[u8]>,
+        limit: Duration,
+    ) -> std::io::Result<Option<Output>> {
+        self.collect_at_most(input, limit, None).await
+    }
+
+    /// [`Spawned::collect`], its stdout read up to `max_stdout` bytes:
+    /// past it the pipe is closed (git then ends on `EPIPE`, its group
+    /// killed) and the error is of kind `FileTooLarge`.
+    async fn collect_at_most(
         mut self,
         input: Option<&[u8]>,
         limit: Duration,
+        max_stdout: Option<u64>,
     ) -> std::io::Result<Option<Output>> {
         let stdin = self.stdin.take();
         let write = async move {
@@ -419,7 +432,7 @@ impl Spawned {
             let (_, status, stdout, stderr) = tokio::join!(
                 write,
                 group.child.wait(),
-                read_all(stdout),
+                read_at_most(stdout, max_stdout),
                 read_all(stderr)
             );
             Ok::<_, std::io::Error>(Output {
@@ -446,9 +459,20 @@ pub(crate) struct Started {
     args: Vec<std::ffi::OsString>,
     root: PathBuf,
     timeout: Duration,
+    /// The most of its stdout held ([`Started::at_most`]).
+    max_stdout: Option<u64>,
 }
 
 impl Started {
+    /// Holds at most `max` bytes of its stdout: past them [`Started::finish`]
+    /// ends it and fails with `GitOutputPastLimit` (what a job's files make
+    /// git print, its diff, is never read whole into memory past the
+    /// caller's bound).
+    pub fn at_most(mut self, max: u64) -> Started {
+        self.max_stdout = Some(max);
+        self
+    }
+
     /// Gives the command `input` and waits for its end (bounded by its
     /// git's time limit, counted from now); its exit status, stdout and
     /// stderr, as [`HostGit::status`] returns them.
@@ -461,13 +485,23 @@ impl Started {
             args,
             root,
             timeout,
+            max_stdout,
         } = self;
         let out = spawned
-            .collect(Some(input), timeout)
+            .collect_at_most(Some(input), timeout, max_stdout)
             .await
-            .map_err(|source| WorkspaceError::Spawn {
-                path: root.clone(),
-                source,
+            .map_err(|source| match (source.kind(), max_stdout) {
+                (std::io::ErrorKind::FileTooLarge, Some(limit)) => {
+                    WorkspaceError::GitOutputPastLimit {
+                        path: root.clone(),
+                        args: joined(&args),
+                        limit,
+                    }
+                }
+                _ => WorkspaceError::Spawn {
+                    path: root.clone(),
+                    source,
+                },
             })?
             .ok_or_else(|| WorkspaceError::GitTimeout {
                 path: root,
@@ -496,6 +530,29 @@ impl Drop for Group {
 }
 
 /// All of a child's pipe (nothing when it has none).
+/// [`read_all`] up to `max` bytes (any when `None`): one byte more is a
+/// `FileTooLarge` error, the pipe closed.
+async fn read_at_most(
+    pipe: Option<impl tokio::io::AsyncRead + Unpin>,
+    max: Option<u64>,
+) -> std::io::Result<Vec<u8>> {
+    let Some(max) = max else {
+        return read_all(pipe).await;
+    };
+    let mut buf = Vec::new();
+    if let Some(pipe) = pipe {
+        let mut held = tokio::io::AsyncReadExt::take(pipe, max.saturating_add(1));
+        tokio::io::AsyncReadExt::read_to_end(&mut held, &mut buf).await?;
+    }
+    if buf.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("its output is past {max} bytes"),
+        ));
+    }
+    Ok(buf)
+}
+
 async fn read_all(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     if let Some(mut pipe) = pipe {
