@@ -52,7 +52,7 @@ pub use prices::PriceTable;
 pub use provider::{AzureAuth, Provider};
 pub use retry::RetryPolicy;
 pub use secret::Secret;
-pub use server::error_response;
+pub use server::{error_response, READ_AT_ONCE};
 pub use upstream::Upstream;
 
 #[derive(Debug, thiserror::Error)]

@@ -38,7 +38,7 @@ pub const MAX_REQUEST_VALUES: usize = 1_000_000;
 /// Requests of one job read and judged at once (their bodies and parses in
 /// memory); more wait for their turn before their bodies are read. The
 /// budget's own wait comes after, without holding one.
-pub(super) const READ_AT_ONCE: usize = 2;
+pub const READ_AT_ONCE: usize = 2;
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new().fallback(handle).with_state(shared)

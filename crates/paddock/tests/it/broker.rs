@@ -835,6 +835,74 @@ async fn a_job_holds_at_most_its_brokers_connections() {
     assert_eq!(waiting.await.unwrap(), 200);
 }
 
+/// A job's requests are read and judged at most `READ_AT_ONCE` at a
+/// time: with that many bodies held open (their last byte not sent), the
+/// next request's body is not read at all, so its sender cannot finish
+/// writing it, until one of them completes. (Before the limit, every
+/// request's body was read at once: as many bodies in Paddock's memory,
+/// the process every job of a server shares, as the job opened
+/// connections.) A body of 24 MiB is more than the sockets' buffers hold,
+/// so the writer finishing is the sign its body is being read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_has_at_most_two_requests_read_at_once() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    assert_eq!(broker::READ_AT_ONCE, 2);
+    let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
+    let addr = rig.broker.url.trim_start_matches("http://").to_string();
+    let token = rig.broker.token.expose().to_string();
+    // Refused in admission (a background response), never sent upstream.
+    let head = br#"{"model":"gpt-5.5","background":true,"pad":""#;
+    let pad = 24 << 20;
+    let length = head.len() + pad + 2;
+    let mut all_but_last = head.to_vec();
+    all_but_last.resize(head.len() + pad, b'x');
+    all_but_last.push(b'"');
+    let all_but_last = Arc::new(all_but_last);
+    let start = |addr: String, token: String, body: Arc<Vec<u8>>| async move {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let request = format!(
+            "POST /v1/responses HTTP/1.1\r\nhost: broker\r\nauthorization: Bearer {token}\r\n\
+             content-type: application/json\r\ncontent-length: {length}\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stream.write_all(&body).await.unwrap();
+        stream
+    };
+    let finish = |mut stream: tokio::net::TcpStream| async move {
+        stream.write_all(b"}").await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&got).contains("\r\n\r\n") {
+            let n = stream.read(&mut buf).await.unwrap();
+            assert_ne!(n, 0, "the broker closed the connection");
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got[9..12]).parse::<u16>().unwrap()
+    };
+    // Two bodies being read (all but their last byte written).
+    let first = start(addr.clone(), token.clone(), all_but_last.clone()).await;
+    let second = start(addr.clone(), token.clone(), all_but_last.clone()).await;
+    let third = tokio::spawn(start(addr.clone(), token.clone(), all_but_last.clone()));
+    // Not read while two are (a bound only for how long the test waits to
+    // see nothing: no progress is the fix).
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(
+        !third.is_finished(),
+        "a third request's body was read while two were"
+    );
+    assert_eq!(finish(first).await, 400);
+    let third = third.await.unwrap();
+    assert_eq!((finish(second).await, finish(third).await), (400, 400));
+    let refused = ledger(&mut rig, 3).await;
+    assert_eq!(
+        (
+            refused.iter().map(|c| c.status).collect::<Vec<_>>(),
+            rig.upstream.requests().len()
+        ),
+        (vec![CallStatus::Refused; 3], 0)
+    );
+}
+
 /// A request body of a million tiny JSON values (`[0,0,…]`, two bytes
 /// each, tens of bytes each once parsed: a gigabyte of Paddock's memory
 /// for a 32 MiB body) is refused before it is parsed: a 400 naming the
