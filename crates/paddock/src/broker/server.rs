@@ -40,6 +40,18 @@ pub const MAX_REQUEST_VALUES: usize = 1_000_000;
 /// budget's own wait comes after, without holding one.
 pub const READ_AT_ONCE: usize = 2;
 
+/// The answer to a request without the job's token (`None` with it).
+fn unauthorized(api: Api, headers: &HeaderMap, shared: &Shared) -> Option<Response> {
+    (!authorized(headers, shared.token.expose())).then(|| {
+        error_response(
+            api,
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "paddock broker: missing or invalid job token",
+        )
+    })
+}
+
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new().fallback(handle).with_state(shared)
 }
@@ -67,13 +79,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             message,
         } => return unrouted(&shared, &parts.headers, api, status, kind, message),
     };
-    if !authorized(&parts.headers, shared.token.expose()) {
-        return error_response(
-            api,
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "paddock broker: missing or invalid job token",
-        );
+    if let Some(refused) = unauthorized(api, &parts.headers, &shared) {
+        return refused;
     }
     // The semaphore is never closed.
     let reading = shared.reading.clone().acquire_owned().await.ok();
@@ -132,13 +139,8 @@ fn unrouted(
     kind: &'static str,
     message: String,
 ) -> Response {
-    if !authorized(headers, shared.token.expose()) {
-        return error_response(
-            api,
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "paddock broker: missing or invalid job token",
-        );
+    if let Some(refused) = unauthorized(api, headers, shared) {
+        return refused;
     }
     let _ = shared.policy.send(PolicyNotice {
         rule: "broker_route".into(),
@@ -641,13 +643,8 @@ fn models(shared: &Shared, headers: &HeaderMap) -> Response {
     } else {
         Api::Responses
     };
-    if !authorized(headers, shared.token.expose()) {
-        return error_response(
-            api,
-            StatusCode::UNAUTHORIZED,
-            "authentication_error",
-            "paddock broker: missing or invalid job token",
-        );
+    if let Some(refused) = unauthorized(api, headers, shared) {
+        return refused;
     }
     let names = shared.config.allowlist.listed(&shared.config.prices);
     let body = if anthropic {
