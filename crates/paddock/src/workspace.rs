@@ -21,6 +21,7 @@ mod junk;
 pub mod keep;
 pub mod lease;
 pub(crate) mod mirror;
+mod mirror_state;
 pub mod overlay;
 pub mod prune;
 mod raw_diff;

@@ -11,7 +11,10 @@
 //! --connectivity-only` fails after the fetch) is removed and made again,
 //! and the job says so (a non-fatal error event); what the job reads from
 //! the mirror (its base commit's name) is read beside that check and kept
-//! only if it passes. No git process is started that the job does not
+//! only if it passes. The check is left out when the fetch left the
+//! mirror as the last passing check saw it (nothing written since:
+//! `mirror_state.rs`), as it is on most jobs; the fetch writes no
+//! `FETCH_HEAD`, which nothing reads. No git process is started that the job does not
 //! need: no automatic maintenance after a fetch, no commit-graph or
 //! multi-pack-index verification in a mirror that has neither. Made with the user's git
 //! configuration (their credentials for the URL), like a clone of the URL,
@@ -36,7 +39,7 @@ use sha2::{Digest as _, Sha256};
 use tokio::process::Command;
 
 use super::remote_config::RemoteConfig;
-use super::{host_git, WorkspaceError};
+use super::{host_git, mirror_state, WorkspaceError};
 use crate::secret::Secret;
 
 /// Where the mirrors live, under the jobs directory.
@@ -104,13 +107,22 @@ where
             "fetch",
             "--prune",
             "--quiet",
+            "--no-write-fetch-head",
             "origin",
         ];
         let fetched = git(&dir, url, true, token, &fetch).await;
         let check = match fetched {
+            // As the last passing check saw it (`mirror_state.rs`).
+            Ok(()) if mirror_state::unchanged_since_check(&dir) => {
+                read_early = Some(then(dir.clone()).await);
+                None
+            }
             Ok(()) => {
                 let (check, read) = tokio::join!(broken(&dir, url), then(dir.clone()));
                 read_early = Some(read);
+                if check.is_none() {
+                    mirror_state::checked(&dir);
+                }
                 check
             }
             Err(_) => broken(&dir, url).await,
@@ -232,6 +244,9 @@ fn arg(path: &Path) -> String {
 /// is absent the check is turned off (`core.commitGraph`,
 /// `core.multiPackIndex`), so one that exists is still verified.
 async fn broken(dir: &Path, url: &str) -> Option<String> {
+    #[cfg(test)]
+    checks::counted(dir);
+    mirror_state::forget(dir);
     let objects = dir.join("objects");
     let absent = |rel: &str| std::fs::symlink_metadata(objects.join(rel)).is_err();
     let mut args: Vec<String> = Vec::new();
@@ -340,6 +355,33 @@ pub(crate) fn without_userinfo(text: &str) -> String {
     }
 }
 
+/// How many times each mirror was checked (`broken`), for the tests.
+#[cfg(test)]
+pub(super) mod checks {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    static CHECKS: Mutex<Option<HashMap<PathBuf, usize>>> = Mutex::new(None);
+
+    pub fn counted(dir: &Path) {
+        if let Ok(mut map) = CHECKS.lock() {
+            *map.get_or_insert_with(HashMap::new)
+                .entry(dir.to_path_buf())
+                .or_default() += 1;
+        }
+    }
+
+    /// How many times the mirror `dir` was checked so far.
+    pub fn of(dir: &Path) -> usize {
+        CHECKS
+            .lock()
+            .ok()
+            .and_then(|map| map.as_ref().and_then(|m| m.get(dir).copied()))
+            .unwrap_or(0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -397,6 +439,66 @@ mod tests {
             remade.remade
         );
         assert!(!graph.exists());
+    }
+
+    /// A fetch that leaves the mirror as its last passing check saw it
+    /// is not checked again; one that wrote a ref is, and so is a mirror
+    /// changed since by anything else (its objects removed), and a mirror
+    /// just made, on its first fetch (a corrupt one found so and made
+    /// again: `a_mirrors_commit_graph_is_checked_when_it_has_one`).
+    #[tokio::test]
+    async fn a_mirror_is_checked_only_when_written_since_its_last_check() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        sh(&src, &["init", "-q", "-b", "main"]);
+        let commit = |i: usize| {
+            std::fs::write(src.join("f"), format!("{i}\n")).unwrap();
+            sh(&src, &["add", "f"]);
+            sh(&src, &["commit", "-qm", &format!("c{i}")]);
+        };
+        commit(0);
+        let jobs = tmp.path().join("jobs");
+        let url = src.display().to_string();
+        let dir = dir_of(&jobs, &url);
+        let mut seen = Vec::new();
+        let fetch = || async {
+            let m = fetched(&jobs, &url, None).await.unwrap();
+            (checks::of(&dir), m.remade.is_some())
+        };
+        // Made, then fetched twice: checked on the first fetch only.
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        // A ref moved: checked, then not.
+        commit(1);
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        // Its objects removed (loose, as a local clone has them; the
+        // fetch brings them back): checked, then not.
+        for entry in std::fs::read_dir(dir.join("objects")).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().is_some_and(|n| n.len() == 2) {
+                std::fs::remove_dir_all(path).unwrap();
+            }
+        }
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        assert_eq!(
+            seen,
+            vec![
+                (0, false),
+                (1, false),
+                (1, false),
+                (2, false),
+                (2, false),
+                (3, false),
+                (3, false),
+                (3, false),
+            ]
+        );
+        assert!(!dir.join("FETCH_HEAD").exists());
     }
 
     #[test]
