@@ -412,6 +412,7 @@ async fn start_broker(
             ledger: Arc::new(paddock::broker::ledger::StoreLedger {
                 store: Arc::new(store.clone()),
                 redactor: paddock::redact::Redactor::new(),
+                records: None,
             }),
         },
     )

@@ -27,6 +27,7 @@ pub mod output;
 pub mod paths;
 pub mod policy;
 pub mod reaper;
+pub mod record_limit;
 pub mod redact;
 pub mod requeue;
 pub mod results;

@@ -66,6 +66,9 @@ pub struct HostProfile {
     /// be lower).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_disk_mb: Option<u64>,
+    /// Cap of a job's `limits.max_records` (the spec's own may be lower).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_records: Option<u64>,
     /// Models jobs may use; empty: any model.
     #[serde(
         default,
@@ -341,6 +344,15 @@ impl HostProfile {
         if self.max_disk_mb == Some(0) {
             return Err(invalid("max_disk_mb", "must be at least 1".into()));
         }
+        if self
+            .max_records
+            .is_some_and(|n| n < crate::spec::MIN_MAX_RECORDS)
+        {
+            return Err(invalid(
+                "max_records",
+                format!("must be at least {}", crate::spec::MIN_MAX_RECORDS),
+            ));
+        }
         if self.timeout_min == Some(0) {
             return Err(invalid("timeout_min", "must be at least 1".into()));
         }
@@ -374,6 +386,7 @@ mod tests {
             mem_limit_mb: Some(4096),
             timeout_min: Some(30),
             max_disk_mb: None,
+            max_records: None,
             allowed_models: vec!["gpt-5.5".into()],
             network: None,
             setup_cache: None,
@@ -498,6 +511,18 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "host profile p.json: field `max_concurrent_jobs`: must be at least 1"
+        );
+        let records = |n: u64| {
+            HostProfile::from_json(&format!(r#"{{"id":"x","max_records":{n}}}"#), "p.json")
+                .map(|p| p.max_records)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            (records(99), records(100)),
+            (
+                Err("host profile p.json: field `max_records`: must be at least 100".to_string()),
+                Ok(Some(100))
+            )
         );
     }
 

@@ -675,6 +675,16 @@ pub struct LimitsSpec {
     /// limit. A host profile's `max_disk_mb` caps it.
     #[serde(default = "default_max_disk_bytes")]
     pub max_disk_bytes: u64,
+    /// The most records the job may leave in the store: its events, its
+    /// egress attempts and its ledger rows, counted together. The first
+    /// record the job causes past it (an output line's event, a refused
+    /// request, a denied connection, a denial) is not kept and stops the
+    /// job (engine, setup commands and every process they started), which
+    /// fails naming the limit and how many records were not kept. Paddock's
+    /// own events and the ledger row of every call that reached the model
+    /// provider are always kept. A host profile's `max_records` caps it.
+    #[serde(default = "default_max_records")]
+    pub max_records: u64,
 }
 
 fn default_timeout() -> u64 {
@@ -715,6 +725,17 @@ fn default_max_disk_bytes() -> u64 {
     DEFAULT_MAX_DISK_BYTES
 }
 
+/// Default of `limits.max_records`: 100,000 (a long job of a real engine
+/// leaves a few thousand).
+pub const DEFAULT_MAX_RECORDS: u64 = 100_000;
+/// Lower bound of `limits.max_records`: 100 (room for Paddock's own
+/// events of a job's phases).
+pub const MIN_MAX_RECORDS: u64 = 100;
+
+fn default_max_records() -> u64 {
+    DEFAULT_MAX_RECORDS
+}
+
 impl Default for LimitsSpec {
     fn default() -> Self {
         LimitsSpec {
@@ -723,6 +744,7 @@ impl Default for LimitsSpec {
             max_event_bytes: default_max_event_bytes(),
             max_output_bytes: default_max_output_bytes(),
             max_disk_bytes: default_max_disk_bytes(),
+            max_records: default_max_records(),
         }
     }
 }
@@ -1574,6 +1596,12 @@ impl JobSpec {
                 format!("must be at least {MIN_MAX_DISK_BYTES}"),
             ));
         }
+        if self.limits.max_records < MIN_MAX_RECORDS {
+            return Err(bad(
+                "limits.max_records",
+                format!("must be at least {MIN_MAX_RECORDS}"),
+            ));
+        }
         if let Err((field, reason)) = self.broker.check() {
             return Err(bad(field, reason));
         }
@@ -2266,6 +2294,25 @@ scenario = "s.toml"
                 1 << 20,
                 "job spec spec.toml: field `limits.max_disk_bytes`: must be at least 1048576"
                     .to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn the_record_limit_defaults_and_is_validated() {
+        assert_eq!(
+            (
+                parse("").unwrap().limits.max_records,
+                parse("[limits]\nmax_records = 100\n")
+                    .unwrap()
+                    .limits
+                    .max_records,
+                parse("[limits]\nmax_records = 99\n").unwrap_err()
+            ),
+            (
+                100_000,
+                100,
+                "job spec spec.toml: field `limits.max_records`: must be at least 100".to_string()
             )
         );
     }

@@ -9,6 +9,10 @@
 //! settles it `interrupted`. The broker never waits for a row it cannot
 //! write ahead: it refuses that call (nothing was spent).
 //!
+//! A call refused before it was forwarded (nothing spent) leaves a row
+//! only while the job's records are within `limits.max_records`
+//! ([`Ledger::keeps_refused`]); a row written ahead is always written.
+//!
 //! [`Ledger`] is the seam (the store behind it, [`StoreLedger`]); the
 //! [`Recorder`] tracks the rows not yet settled so the runner can wait for
 //! them at teardown, and tells the runner of each settled row.
@@ -23,6 +27,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::Secret;
+use crate::record_limit::RecordLimit;
 use crate::redact::{Redactor, REDACTED};
 use crate::store::{SharedStore, StoreError};
 
@@ -44,6 +49,12 @@ pub trait Ledger: Send + Sync + std::fmt::Debug {
     /// Settles a call's row: completes its in-flight row, or inserts it
     /// when it has none; a row already settled is left alone.
     fn settle<'a>(&'a self, call: &'a ModelCall) -> LedgerFuture<'a>;
+    /// Whether the row of one more call refused before it was forwarded
+    /// is to be written (counted as the job's record when it is): false
+    /// once the job's records are past their limit.
+    fn keeps_refused(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,11 +73,13 @@ pub enum LedgerError {
 }
 
 /// The store as a job's ledger; error messages are redacted (the job's
-/// key and directories) before they are written.
+/// key and directories) before they are written. Its rows count among the
+/// job's records when it has a limit (`records`).
 #[derive(Debug, Clone)]
 pub struct StoreLedger {
     pub store: SharedStore,
     pub redactor: Redactor,
+    pub records: Option<Arc<RecordLimit>>,
 }
 
 impl StoreLedger {
@@ -93,7 +106,11 @@ impl Ledger for StoreLedger {
             self.store
                 .insert_model_call(&self.redacted(call))
                 .await
-                .map_err(write_error(call))
+                .map_err(write_error(call))?;
+            if let Some(records) = &self.records {
+                records.charge();
+            }
+            Ok(())
         })
     }
 
@@ -105,6 +122,10 @@ impl Ledger for StoreLedger {
                 .map(|_| ())
                 .map_err(write_error(call))
         })
+    }
+
+    fn keeps_refused(&self) -> bool {
+        self.records.as_ref().is_none_or(|r| r.admit())
     }
 }
 
@@ -163,8 +184,12 @@ impl Recorder {
     }
 
     /// Settles the row of a call that was never written ahead (refused
-    /// before it was forwarded), in the background.
+    /// before it was forwarded), in the background; past the job's record
+    /// limit it is not written, nor told to the runner (nothing was spent).
     pub fn settle(&self, row: ModelCall) -> JoinHandle<()> {
+        if !self.ledger.keeps_refused() {
+            return tokio::spawn(std::future::ready(()));
+        }
         self.pending.send_modify(|n| *n += 1);
         self.spawn_settle(row)
     }

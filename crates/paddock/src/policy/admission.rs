@@ -26,6 +26,9 @@ pub struct Admission {
     /// The most disk the job may grow its directory by: the spec's
     /// `limits.max_disk_bytes`, capped by `max_disk_mb`.
     pub max_disk_bytes: u64,
+    /// The most records the job may leave in the store: the spec's
+    /// `limits.max_records`, capped by `max_records`.
+    pub max_records: u64,
     /// Rules accepted as advisory only: (rule, why it is not enforced).
     pub degraded: Vec<(String, String)>,
 }
@@ -121,9 +124,14 @@ pub fn admit(
         Some(mb) => spec.limits.max_disk_bytes.min(mb.saturating_mul(1 << 20)),
         None => spec.limits.max_disk_bytes,
     };
+    let max_records = match profile.max_records {
+        Some(n) => spec.limits.max_records.min(n),
+        None => spec.limits.max_records,
+    };
     Ok(Admission {
         timeout_secs,
         max_disk_bytes,
+        max_records,
         degraded,
     })
 }
@@ -230,6 +238,7 @@ mod tests {
             Ok(Admission {
                 timeout_secs: 7200,
                 max_disk_bytes: paddock_protocol::spec::DEFAULT_MAX_DISK_BYTES,
+                max_records: paddock_protocol::spec::DEFAULT_MAX_RECORDS,
                 degraded: vec![]
             })
         );
@@ -251,6 +260,25 @@ mod tests {
                 limit("max_disk_bytes = 1099511627776")
             ),
             (Ok(2 << 20), Ok(1 << 20), Ok(2 << 20))
+        );
+    }
+
+    /// A profile's `max_records` caps the job's record limit; a spec
+    /// asking less keeps its own.
+    #[test]
+    fn the_profile_caps_the_record_limit() {
+        let mut p = crate::policy::profile::preset("remote-full")
+            .unwrap()
+            .unwrap();
+        p.max_records = Some(500);
+        let limit = |extra: &str| admit(&p, &spec(extra), Vec::new()).map(|a| a.max_records);
+        assert_eq!(
+            (
+                limit(""),
+                limit("max_records = 200"),
+                limit("max_records = 10000000")
+            ),
+            (Ok(500), Ok(200), Ok(500))
         );
     }
 

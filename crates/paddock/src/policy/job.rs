@@ -225,6 +225,7 @@ mod tests {
             admission: Admission {
                 timeout_secs: 60,
                 max_disk_bytes: 1 << 30,
+                max_records: 100_000,
                 degraded: vec![],
             },
         };

@@ -196,7 +196,7 @@ async fn shape_prepared(
     let mut spec = spec.clone();
     spec.isolation = resolved.isolation;
     // The host profile: resolved and admitted before the job exists (fail
-    // closed); its timeout and disk caps apply.
+    // closed); its timeout, disk and record caps apply.
     let policy = match (&spec.policy.profile, store) {
         (Some(name), Some(store)) => Some(
             JobPolicy::admit(name, &spec, store, |p| rung.gaps(p))
@@ -208,6 +208,7 @@ async fn shape_prepared(
     if let Some(p) = &policy {
         spec.limits.timeout_secs = p.admission.timeout_secs;
         spec.limits.max_disk_bytes = p.admission.max_disk_bytes;
+        spec.limits.max_records = p.admission.max_records;
     }
     Ok(Shaped {
         spec,

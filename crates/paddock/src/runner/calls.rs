@@ -34,7 +34,7 @@ pub(super) async fn record_call(
         // became a `policy` event.
         CallStatus::Refused if matches!(http_status, Some(402 | 403)) => {}
         CallStatus::Refused => {
-            em.error("broker", msg, false).await?;
+            em.error_job("broker", msg, false).await?;
         }
         // Cut by the broker itself (budget, allowlist): the policy event
         // already says why; the row keeps the message.
@@ -45,7 +45,7 @@ pub(super) async fn record_call(
             let status = http_status
                 .map(|s| format!(" (HTTP {s})"))
                 .unwrap_or_default();
-            em.error(
+            em.error_job(
                 "upstream",
                 format!("model call {seq} to {provider}{status}: {msg}"),
                 false,

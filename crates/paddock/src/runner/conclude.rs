@@ -53,11 +53,11 @@ pub(super) async fn outcome(
     // are events with or without a profile; the profile's go through it.
     let found = adapter.denials_after(&prov.ws().home);
     for event in found.iter().filter_map(|d| d.refusal_event(adapter.kind())) {
-        em.emit(event).await?;
+        em.emit_job(event).await?;
     }
     if let (Some(p), Some(tail)) = (&job.policy, torn.denials.as_mut()) {
         for denial in p.new_denials(tail, found) {
-            em.emit(p.denial_event(&denial)).await?;
+            em.emit_job(p.denial_event(&denial)).await?;
         }
     }
     let exit_code = torn.exit.code();

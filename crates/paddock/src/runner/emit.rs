@@ -1,13 +1,18 @@
 //! The job's emitter: assigns dense sequence numbers, redacts, caps, stores
 //! and fans out each event (to the job's broadcast, which a CLI's progress
 //! view or a server's followers read). The first store failure is kept:
-//! the job stops and tears down, showing what it still emits.
+//! the job stops and tears down, showing what it still emits. Every event
+//! stored counts among the job's records (`limits.max_records`,
+//! `record_limit.rs`); one the job caused ([`Emitter::emit_job`]) is
+//! neither stored nor shown past the limit.
 
 use paddock_protocol::{AgentEvent, EventBody, ModelCall};
+use std::sync::Arc;
 use time::OffsetDateTime;
 use tokio::sync::broadcast;
 
 use crate::output;
+use crate::record_limit::RecordLimit;
 use crate::redact::Redactor;
 use crate::store::{SharedStore, StoreError};
 
@@ -51,6 +56,8 @@ pub(super) struct Emitter {
     max_event: usize,
     /// The first failure to store an event: the store is lost for the job.
     pub lost: Option<String>,
+    /// The job's records in the store, and their limit.
+    pub records: Arc<RecordLimit>,
     /// When the job began (before its workspace or any of its processes):
     /// the leftovers scan at its end reads only processes created since.
     pub since: Option<crate::leftovers::Since>,
@@ -63,6 +70,7 @@ impl Emitter {
         updates: broadcast::Sender<JobUpdate>,
         redactor: Redactor,
         max_event: usize,
+        records: Arc<RecordLimit>,
     ) -> Emitter {
         Emitter {
             job_id,
@@ -72,6 +80,7 @@ impl Emitter {
             redactor,
             max_event,
             lost: None,
+            records,
             since: crate::leftovers::Since::now(),
         }
     }
@@ -83,6 +92,22 @@ impl Emitter {
     /// that reclaimed the job, `crate::heartbeat`) moves this one after
     /// it: nothing of either is lost.
     pub async fn emit(&mut self, body: EventBody) -> Result<(), StoreError> {
+        self.records.charge();
+        self.store_and_show(body).await
+    }
+
+    /// Stores and shows an event the job caused (its output, a denial, a
+    /// refused request or connection), as [`Emitter::emit`] does, while
+    /// the job's records are within their limit; past it the event is
+    /// dropped (the limit trips: the job is stopped).
+    pub async fn emit_job(&mut self, body: EventBody) -> Result<(), StoreError> {
+        if !self.records.admit() {
+            return Ok(());
+        }
+        self.store_and_show(body).await
+    }
+
+    async fn store_and_show(&mut self, body: EventBody) -> Result<(), StoreError> {
         let mut event = AgentEvent {
             job_id: self.job_id.clone(),
             seq: self.seq + 1,
@@ -120,6 +145,21 @@ impl Emitter {
         fatal: bool,
     ) -> Result<(), StoreError> {
         self.emit(EventBody::Error {
+            message,
+            source: Some(source.to_string()),
+            fatal,
+        })
+        .await
+    }
+
+    /// An `error` event from `source` that the job caused (`emit_job`).
+    pub async fn error_job(
+        &mut self,
+        source: &str,
+        message: String,
+        fatal: bool,
+    ) -> Result<(), StoreError> {
+        self.emit_job(EventBody::Error {
             message,
             source: Some(source.to_string()),
             fatal,

@@ -268,6 +268,7 @@ fn broker_config(
         ledger: Arc::new(broker::ledger::StoreLedger {
             store: em.store.clone(),
             redactor: em.redactor.clone(),
+            records: Some(em.records.clone()),
         }),
     }
 }

@@ -483,7 +483,8 @@ async fn drive(
         redactor.add_secret(key);
     }
     let max_event = usize::try_from(spec.limits.max_event_bytes).unwrap_or(usize::MAX);
-    let mut em = Emitter::new(id, store, updates, redactor, max_event);
+    let records = crate::record_limit::RecordLimit::new(spec.limits.max_records);
+    let mut em = Emitter::new(id, store, updates, redactor, max_event, records);
     let job = Job {
         spec,
         policy,
@@ -544,17 +545,24 @@ async fn phases(
     };
     disk.ready().await;
     let launched = {
-        // Past the limit the job is stopped as a cancel stops it.
+        // Past either limit (its disk, its records) the job is stopped as
+        // a cancel stops it.
         let tripped = disk.tripped();
+        let too_many = em.records.tripped();
         let mut stopped = Box::pin(async {
             tokio::select! {
                 () = &mut *cancel => {}
                 () = tripped => {}
+                () = too_many => {}
             }
         });
         engine(&job, em, &prov, assembled, creds, &mut stopped).await
     };
-    let launched = match (launched, disk.finish().await) {
+    let past = match disk.finish().await {
+        Some(why) => Some(why),
+        None => em.records.why(),
+    };
+    let launched = match (launched, past) {
         (Ok(mut launched), Some(why)) => {
             em.emit(paddock_protocol::EventBody::Policy {
                 rule: "limits".into(),

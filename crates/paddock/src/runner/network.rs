@@ -148,10 +148,14 @@ pub(super) async fn next(egress: &mut Option<Egress>) -> Option<EgressRecord> {
     }
 }
 
-/// One attempt on the job's record: its store row, then its event.
+/// One attempt on the job's record: its store row, then its event, each
+/// among the job's records (past their limit neither is kept).
 pub(super) async fn record(em: &mut Emitter, rec: EgressRecord) -> Result<(), StoreError> {
+    if !em.records.admit() {
+        return Ok(());
+    }
     em.store.record_egress(&em.job_id, &rec).await?;
-    em.emit(EventBody::Network(rec)).await
+    em.emit_job(EventBody::Network(rec)).await
 }
 
 /// Stops the proxy (closing every connection it relays) and takes in the

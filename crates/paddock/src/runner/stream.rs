@@ -124,7 +124,7 @@ pub(super) async fn stream(
             }
             Some(notice) = run.broker.policy.recv() => {
                 out.held_reason = Some(notice.message.clone());
-                em.emit(EventBody::Policy { rule: notice.rule, message: notice.message }).await?;
+                em.emit_job(EventBody::Policy { rule: notice.rule, message: notice.message }).await?;
             }
             () = &mut deadline, if out.exited.is_none() => {
                 run.process.stop();
@@ -185,12 +185,12 @@ async fn on_line(
             .clone()
             .unwrap_or_else(|| denial.command.clone());
         if refused.insert(key) {
-            em.emit(event).await?;
+            em.emit_job(event).await?;
         }
     }
     if let (Some(p), Some(tail)) = (&job.policy, run.denials.as_mut()) {
         for denial in p.new_denials(tail, found) {
-            em.emit(p.denial_event(&denial)).await?;
+            em.emit_job(p.denial_event(&denial)).await?;
         }
     }
     Ok(())
@@ -262,13 +262,13 @@ async fn emit_line(
             line.len,
             String::from_utf8_lossy(head)
         );
-        em.error(kind, message, false).await?;
+        em.error_job(kind, message, false).await?;
         return Ok(None);
     }
     match String::from_utf8(line.bytes) {
         Ok(text) => {
             for body in parser.parse_line(&text) {
-                em.emit(body).await?;
+                em.emit_job(body).await?;
             }
             Ok(Some(text))
         }
@@ -277,7 +277,7 @@ async fn emit_line(
                 "the engine printed a line that is not UTF-8 (invalid bytes shown as U+FFFD): {}",
                 String::from_utf8_lossy(e.as_bytes())
             );
-            em.error(kind, message, false).await?;
+            em.error_job(kind, message, false).await?;
             Ok(None)
         }
     }

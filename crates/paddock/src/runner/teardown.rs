@@ -103,7 +103,7 @@ pub(super) async fn tear_down(
     let mut broker = broker;
     while let Ok(notice) = broker.policy.try_recv() {
         streamed.held_reason = Some(notice.message.clone());
-        em.emit(EventBody::Policy {
+        em.emit_job(EventBody::Policy {
             rule: notice.rule,
             message: notice.message,
         })

@@ -404,6 +404,7 @@ fn profile(id: &str, max: u32) -> HostProfile {
         mem_limit_mb: Some(512),
         timeout_min: None,
         max_disk_mb: None,
+        max_records: None,
         allowed_models: vec!["gpt-5.5".into()],
         network: None,
         setup_cache: None,

@@ -20,7 +20,7 @@ const HELLO: &str = "hello from the stand-in\n";
 
 /// True when `curl` is on PATH (CI installs it, `.ci/run`); otherwise
 /// prints why the test is skipped locally, and fails in CI.
-fn curl_available() -> bool {
+pub(crate) fn curl_available() -> bool {
     let found = std::process::Command::new("curl")
         .arg("--version")
         .output()

@@ -41,6 +41,7 @@ mod module_graph;
 mod parsers;
 mod postgres_store;
 mod reaper;
+mod record_attacks;
 mod redaction;
 mod result_bases;
 mod result_bundle;
