@@ -688,7 +688,7 @@ fn remove_dir(dir: &Path) -> std::io::Result<()> {
     let mut attempt = 0;
     loop {
         let removed = crate::workspace::overlay::unmount_work(dir)
-            .and_then(|()| std::fs::remove_dir_all(dir));
+            .and_then(|()| crate::workspace::remove::remove_tree(dir));
         match removed {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -26,6 +26,7 @@ pub mod overlay;
 pub mod prune;
 mod raw_diff;
 mod remote_config;
+pub mod remove;
 mod result_branch;
 pub(crate) mod snapshot;
 pub mod source_lock;
@@ -1455,7 +1456,7 @@ impl Workspace {
         overlay::unmount_work(&self.root).map_err(failed)?;
         match trash::discard(&self.root) {
             Ok(_) => Ok(()),
-            Err(_) => std::fs::remove_dir_all(&self.root).map_err(failed),
+            Err(_) => remove::remove_tree(&self.root).map_err(failed),
         }
     }
 
@@ -1473,7 +1474,7 @@ impl Workspace {
             source,
         };
         overlay::unmount_work(&self.root).map_err(failed)?;
-        std::fs::remove_dir_all(&self.root).map_err(failed)
+        remove::remove_tree(&self.root).map_err(failed)
     }
 
     /// Mounts an overlay workspace's `work/` again when it is not (the

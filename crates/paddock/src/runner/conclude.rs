@@ -205,7 +205,12 @@ pub(super) async fn conclude(
         save.finish(em).await?;
     }
     match saved_patch {
-        Err(failed) => status_reason = failed,
+        // A job already ended otherwise (stopped at a limit, its engine
+        // failed, cancelled) keeps that as its reason: the first cause,
+        // the patch's failure an event of its own. A job that was to end
+        // `done` fails with it.
+        Err(failed) if status_reason.0 == JobStatus::Done => status_reason = failed,
+        Err(_) => {}
         Ok((patch, kept, into_source)) => {
             // The branch, the forge and the closeout (results/).
             let mut ending = record.clone();

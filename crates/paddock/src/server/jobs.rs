@@ -399,7 +399,7 @@ pub async fn dispose(
             ),
         ));
     }
-    let removed = std::fs::remove_dir_all(&dir);
+    let removed = crate::workspace::remove::remove_tree(&dir);
     if let Err(e) = lease.release() {
         tracing::warn!("dispose {id}: cannot delete the job's lease file: {e}");
     }

@@ -590,17 +590,9 @@ fn copy_root(
 }
 
 /// Removes `path` (a directory with what it holds, or a file or link)
-/// without following links.
+/// without following links, whatever permissions setup left in it.
 fn remove(path: &Path) {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => {
-            let _ = std::fs::remove_dir_all(path);
-        }
-        Ok(_) => {
-            let _ = std::fs::remove_file(path);
-        }
-        Err(_) => {}
-    }
+    let _ = crate::workspace::remove::remove_tree(path);
 }
 
 #[cfg(test)]

@@ -111,7 +111,7 @@ pub fn settle(root: &Path) -> Result<Option<Settled>, WorkspaceError> {
     // Not yet copied and the layers still there: copy the merged view.
     if !exists(&copied) && exists(&upper) {
         if exists(&copying) {
-            std::fs::remove_dir_all(&copying).map_err(fail("remove a half-made copy"))?;
+            super::remove::remove_tree(&copying).map_err(fail("remove a half-made copy"))?;
         }
         if !overlay::is_mounted(&work) {
             overlay::forget_volatile(&workdir).map_err(fail("drop overlay's volatile marker"))?;

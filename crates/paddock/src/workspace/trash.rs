@@ -125,12 +125,10 @@ pub fn empty(jobs: &Path, wait: bool) -> Vec<String> {
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        // A directory is removed without following any link in it; a
-        // link or file is unlinked itself.
-        let removed = match entry.file_type() {
-            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
-            _ => std::fs::remove_file(&path),
-        };
+        // A directory is removed without following any link in it,
+        // whatever permissions the job left on it (`remove.rs`); a link
+        // or file is unlinked itself.
+        let removed = super::remove::remove_tree(&path);
         match removed {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 errors.push(format!("remove {}: {e}", path.display()));

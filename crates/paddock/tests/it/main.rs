@@ -11,6 +11,7 @@
 mod broker;
 mod check_ignore_attacks;
 mod cli;
+mod closed_dirs;
 mod context;
 mod dashboard;
 mod disk_attacks;

@@ -1,0 +1,160 @@
+//! A job that leaves directories its owner cannot list or change (`chmod
+//! 000`, `chmod 500`, a link to a closed directory outside beside them),
+//! with Paddock running as the user, not root (a laptop, a build box;
+//! `setpriv` to uid 64124 when the tests run as root): its directory is
+//! removed all the same, on both rungs, without following the link (the
+//! directory outside keeps its mode and what it holds), and its reason is
+//! the first cause (the disk watcher cannot count a directory it cannot
+//! read), not the patch that could not be made after it. Before, the
+//! removal failed with `EACCES` and the job's directory stayed in the
+//! trash for good, every reaper pass refused.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+
+use paddock_protocol::JobStatus;
+use paddock_test_support::prelude::*;
+
+const UNPRIVILEGED_UID: u32 = 64_124;
+
+/// The user Paddock runs as: this one when it is not root, else uid 64124.
+fn user() -> u32 {
+    let me = nix::unistd::geteuid();
+    if me.is_root() {
+        UNPRIVILEGED_UID
+    } else {
+        me.as_raw()
+    }
+}
+
+/// `paddock ARGS` as `uid`, in `home`.
+async fn paddock_as(uid: u32, home: &Home, args: &[&str]) -> std::process::Output {
+    let mut cmd = if nix::unistd::geteuid().is_root() {
+        let mut c = tokio::process::Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .args(["--clear-groups", "--", env!("CARGO_BIN_EXE_paddock")]);
+        c
+    } else {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_paddock"))
+    };
+    cmd.arg("--data-dir")
+        .arg(home.data())
+        .arg("--jobs-dir")
+        .arg(home.jobs())
+        .args(args)
+        .env("HOME", home.path())
+        .env_remove("PADDOCK_DB")
+        .stdin(std::process::Stdio::null());
+    cmd.output().await.unwrap()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+async fn closed_directories_are_removed(rung: &str) {
+    let uid = user();
+    let home = Home::new();
+    let repo = repo(home.path());
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(outside.join("inner")).unwrap();
+    std::fs::write(outside.join("inner/keep"), "k").unwrap();
+    let bin = home.path().join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(
+        &codex,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n\
+             mkdir -p locked/inner open/sub && echo x > locked/inner/f && echo y > open/sub/g\n\
+             ln -s '{}' locked/inner/out && ln -s '{}' open/out\n\
+             chmod 000 locked/inner locked && chmod 500 open/sub open\n",
+            paddock::engines::codex::PIN.version,
+            outside.display(),
+            outside.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"hi\"\n"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "[engine]\n",
+        &format!("[engine]\nbinary = \"{}\"\n", codex.display()),
+    );
+    std::fs::write(&spec, text).unwrap();
+    on_rung(&spec, rung);
+    let chown = std::process::Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(home.path())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o500)).unwrap();
+    let out = paddock_as(uid, &home, &["run", "--json", spec.to_str().unwrap()]).await;
+    let rec = record(&out);
+    // What the run's own remover has not done yet, a pass of the reaper
+    // does (before the fix, it failed as the run's did).
+    let gc = paddock_as(uid, &home, &["gc"]).await;
+    // A remover that held the trash then (the run's own, detached) has
+    // finished once its lock is free.
+    let lock = std::fs::File::open(home.jobs().join(".trash.lock")).unwrap();
+    let lock = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+    drop(lock);
+    let left: Vec<String> = [home.jobs(), home.jobs().join(".trash")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("job-"))
+        .collect();
+    assert_eq!(
+        (
+            rec.status,
+            rec.reason.clone(),
+            left,
+            String::from_utf8_lossy(&gc.stderr).into_owned(),
+            mode(&outside),
+            std::fs::read_to_string(outside.join("inner/keep")).unwrap(),
+        ),
+        (
+            JobStatus::Failed,
+            Some(
+                "the job's directory holds a directory Paddock cannot read to count against \
+                 limits.max_disk_bytes (10737418240 bytes); it was stopped"
+                    .to_string()
+            ),
+            Vec::<String>::new(),
+            String::new(),
+            0o500,
+            "k".to_string(),
+        ),
+        "rung {rung}, uid {uid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_directories_are_removed_on_the_process_rung() {
+    closed_directories_are_removed("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_directories_are_removed_on_the_sandbox_rung() {
+    if !sandbox_available() {
+        return;
+    }
+    closed_directories_are_removed("sandbox").await;
+}
