@@ -15,7 +15,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use paddock::store::{PgStore, PgUrl, Store};
 use paddock_protocol::{CallStatus, EventBody, JobRecord, JobStatus};
+use paddock_test_support::postgres;
 use paddock_test_support::prelude::*;
 
 /// The limit every probe sets (the lowest a spec may ask).
@@ -50,6 +52,8 @@ struct Probed {
     rec: JobRecord,
     events: Vec<EventBody>,
     records: usize,
+    /// Its egress rows of denied attempts.
+    denied: usize,
     calls: Vec<CallStatus>,
     left: Vec<String>,
 }
@@ -57,16 +61,18 @@ struct Probed {
 /// Runs a job on `rung` whose engine is `script`, with the spec's lines
 /// `sections` (TOML, after the rest) and the record limit.
 async fn probe(home: &Home, rung: &str, script: &str, sections: &str) -> Probed {
-    probe_asking(home, rung, script, sections, LIMIT).await
+    probe_asking(home, rung, script, sections, LIMIT, None).await
 }
 
-/// [`probe`] with the spec asking for `asked` records.
+/// [`probe`] with the spec asking for `asked` records, its store the
+/// PostgreSQL database `db` when given (else the home's SQLite file).
 async fn probe_asking(
     home: &Home,
     rung: &str,
     script: &str,
     sections: &str,
     asked: usize,
+    db: Option<&str>,
 ) -> Probed {
     let spec = fake_codex_job(home, rung, script, TIMEOUT_SECS);
     let text = std::fs::read_to_string(&spec).unwrap().replace(
@@ -74,11 +80,19 @@ async fn probe_asking(
         &format!("timeout_secs = {TIMEOUT_SECS}\nmax_records = {asked}"),
     );
     std::fs::write(&spec, format!("{text}\n{sections}\n")).unwrap();
+    let env: Vec<(&str, &str)> = db.map(|url| ("PADDOCK_DB", url)).into_iter().collect();
     let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
         .await;
     let rec = record(&out);
-    let store = home.store().await;
+    let store: Box<dyn Store> = match db {
+        Some(url) => Box::new(
+            PgStore::open_existing(&PgUrl::parse(url).unwrap())
+                .await
+                .unwrap(),
+        ),
+        None => Box::new(home.store().await),
+    };
     let events: Vec<EventBody> = store
         .events(&rec.id, 0)
         .await
@@ -86,7 +100,7 @@ async fn probe_asking(
         .into_iter()
         .map(|e| e.body)
         .collect();
-    let egress = store.egress(&rec.id).await.unwrap().len();
+    let egress = store.egress(&rec.id).await.unwrap();
     let calls: Vec<CallStatus> = store
         .model_calls(&rec.id)
         .await
@@ -95,7 +109,8 @@ async fn probe_asking(
         .map(|c| c.status)
         .collect();
     Probed {
-        records: events.len() + egress + calls.len(),
+        records: events.len() + egress.len() + calls.len(),
+        denied: egress.iter().filter(|r| !r.allowed).count(),
         rec,
         events,
         calls,
@@ -115,7 +130,8 @@ fn not_kept(reason: &str) -> Option<u64> {
 
 /// What a probe must end with: `failed` past the limit (said by a
 /// `policy` event), at most the limit's records and those of its stop,
-/// the events the loop makes (`looped`, by their kind) among them, its
+/// most of them the loop's (its events, `looped` by their kind, its
+/// denied egress rows and refused ledger rows), its
 /// workspace gone.
 fn stopped(rung: &str, p: &Probed, looped: fn(&EventBody) -> bool) {
     let reason = p.rec.reason.clone().unwrap_or_default();
@@ -128,7 +144,13 @@ fn stopped(rung: &str, p: &Probed, looped: fn(&EventBody) -> bool) {
                 message: reason.clone(),
             }),
             p.records <= LIMIT + STOP_RECORDS,
-            p.events.iter().filter(|e| looped(e)).count() > LIMIT / 4,
+            p.events.iter().filter(|e| looped(e)).count()
+                + p.denied
+                + p.calls
+                    .iter()
+                    .filter(|s| **s == CallStatus::Refused)
+                    .count()
+                > LIMIT / 2,
             p.left.clone(),
         ),
         (
@@ -230,28 +252,62 @@ async fn a_refused_broker_route_loop_is_stopped_and_the_call_made_is_kept() {
     }
     for rung in rungs() {
         let home = Home::new();
-        let script = format!(
-            "{BROKER_URL}\n\
-             curl -sS -o \"$TMPDIR/answer\" -H \"Authorization: Bearer $PADDOCK_JOB_TOKEN\" -H 'content-type: application/json' -d '{{\"model\":\"gpt-5.5\",\"input\":\"hi\",\"stream\":true}}' \"$url/responses\"\n\
-             while :; do curl -s -o /dev/null -H \"Authorization: Bearer $PADDOCK_JOB_TOKEN\" \"$url/files\"; done"
-        );
-        let p = probe(&home, rung, &script, "").await;
-        stopped(
-            rung,
-            &p,
-            |e| matches!(e, EventBody::Policy { rule, .. } if rule == "broker_route"),
-        );
-        assert_eq!(
-            (
-                p.calls.first(),
-                p.calls.iter().filter(|s| **s == CallStatus::Ok).count(),
-                p.calls.iter().skip(1).all(|s| *s == CallStatus::Refused)
-            ),
-            (Some(&CallStatus::Ok), 1, true),
-            "{rung}: {:?}",
-            p.calls
-        );
+        let p = probe(&home, rung, &route_loop(), "").await;
+        call_kept_and_stopped(rung, &p);
     }
+}
+
+/// The same on a PostgreSQL store (the limit is the runner's and the
+/// broker's, whatever the backend), on the `process` rung.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_broker_route_loop_is_stopped_on_a_postgres_store() {
+    if !curl_available() {
+        return;
+    }
+    let Some(db) = postgres::database().await else {
+        return;
+    };
+    let home = Home::new();
+    let p = probe_asking(
+        &home,
+        "process",
+        &route_loop(),
+        "",
+        LIMIT,
+        Some(db.url.as_str()),
+    )
+    .await;
+    call_kept_and_stopped("process on PostgreSQL", &p);
+    assert!(!home.db().exists(), "a SQLite store was written");
+}
+
+/// A stand-in's script: one model call, then requests on a path the
+/// broker has no route for, forever.
+fn route_loop() -> String {
+    format!(
+        "{BROKER_URL}\n\
+         curl -sS -o \"$TMPDIR/answer\" -H \"Authorization: Bearer $PADDOCK_JOB_TOKEN\" -H 'content-type: application/json' -d '{{\"model\":\"gpt-5.5\",\"input\":\"hi\",\"stream\":true}}' \"$url/responses\"\n\
+         while :; do curl -s -o /dev/null -H \"Authorization: Bearer $PADDOCK_JOB_TOKEN\" \"$url/files\"; done"
+    )
+}
+
+/// What [`route_loop`]'s job must end with: stopped past the limit, its
+/// model call's row kept (the first, `ok`), every other row `refused`.
+fn call_kept_and_stopped(rung: &str, p: &Probed) {
+    stopped(rung, p, |e| {
+        matches!(e, EventBody::Policy { rule, .. } if rule == "broker_route")
+            || matches!(e, EventBody::Error { source: Some(s), .. } if s == "broker")
+    });
+    assert_eq!(
+        (
+            p.calls.first(),
+            p.calls.iter().filter(|s| **s == CallStatus::Ok).count(),
+            p.calls.iter().skip(1).all(|s| *s == CallStatus::Refused)
+        ),
+        (Some(&CallStatus::Ok), 1, true),
+        "{rung}: {:?}",
+        p.calls
+    );
 }
 
 /// Commands the host profile denies, through its hook (`paddock hook
@@ -304,6 +360,7 @@ async fn a_host_profiles_cap_holds_a_spec_asking_more() {
             "yes 1",
             "[policy]\nprofile = \"records-capped\"",
             10_000_000,
+            None,
         )
         .await;
         stopped(rung, &p, |e| matches!(e, EventBody::Error { .. }));
