@@ -1512,6 +1512,7 @@ async fn fetched_mirror_then<T, F, Fut>(
     then: F,
 ) -> Result<(mirror::Mirror, T), WorkspaceError>
 where
+    T: mirror::MirrorRead,
     F: Fn(PathBuf) -> Fut,
     Fut: std::future::Future<Output = T>,
 {

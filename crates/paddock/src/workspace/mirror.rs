@@ -13,8 +13,9 @@
 //! the mirror (its base commit's name) is read beside that check and kept
 //! only if it passes. The check is left out when the fetch left the
 //! mirror as the last passing check saw it (nothing written since:
-//! `mirror_state.rs`), as it is on most jobs; the fetch writes no
-//! `FETCH_HEAD`, which nothing reads. No git process is started that the job does not
+//! `mirror_state.rs`), as it is on most jobs, unless what the job reads
+//! from it then fails (checked after all, made again if broken); the
+//! fetch writes no `FETCH_HEAD`, which nothing reads. No git process is started that the job does not
 //! need: no automatic maintenance after a fetch, no commit-graph or
 //! multi-pack-index verification in a mirror that has neither. Made with the user's git
 //! configuration (their credentials for the URL), like a clone of the URL,
@@ -67,11 +68,30 @@ pub(super) async fn fetched(
         .map(|(mirror, ())| mirror)
 }
 
+/// What a job reads from its mirror ([`fetched_then`]): whether that read
+/// failed, which has a mirror whose check was left out checked after all.
+pub(super) trait MirrorRead {
+    fn failed(&self) -> bool;
+}
+
+impl MirrorRead for () {
+    fn failed(&self) -> bool {
+        false
+    }
+}
+
+impl<A, E> MirrorRead for Result<A, E> {
+    fn failed(&self) -> bool {
+        self.is_err()
+    }
+}
+
 /// The up-to-date mirror of `url` under `jobs_root`, and what `then`
 /// reads from it (the base commit's name): on a mirror that was there, run
 /// beside its check (`git fsck`, a process of its own) once the fetch has
-/// succeeded and kept only if the check passes; on a mirror made (again),
-/// run after it is made.
+/// succeeded and kept only if the check passes (the check left out for a
+/// mirror as its last passing check saw it, unless the read fails); on a
+/// mirror made (again), run after it is made.
 pub(super) async fn fetched_then<T, F, Fut>(
     jobs_root: &Path,
     url: &str,
@@ -79,6 +99,7 @@ pub(super) async fn fetched_then<T, F, Fut>(
     then: F,
 ) -> Result<(Mirror, T), WorkspaceError>
 where
+    T: MirrorRead,
     F: Fn(PathBuf) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
@@ -112,10 +133,21 @@ where
         ];
         let fetched = git(&dir, url, true, token, &fetch).await;
         let check = match fetched {
-            // As the last passing check saw it (`mirror_state.rs`).
+            // As the last passing check saw it (`mirror_state.rs`): not
+            // checked, unless what the job reads from it fails.
             Ok(()) if mirror_state::unchanged_since_check(&dir) => {
-                read_early = Some(then(dir.clone()).await);
-                None
+                let read = then(dir.clone()).await;
+                let check = match read.failed() {
+                    true => broken(&dir, url).await,
+                    false => None,
+                };
+                if check.is_none() {
+                    if read.failed() {
+                        mirror_state::checked(&dir);
+                    }
+                    read_early = Some(read);
+                }
+                check
             }
             Ok(()) => {
                 let (check, read) = tokio::join!(broken(&dir, url), then(dir.clone()));
@@ -499,6 +531,55 @@ mod tests {
             ]
         );
         assert!(!dir.join("FETCH_HEAD").exists());
+    }
+
+    /// A mirror damaged where its state does not show it (the kept state
+    /// written again over the damage, as a bad sector would leave it): its
+    /// check is left out, but what the job reads from it fails, so it is
+    /// checked after all, found broken and made again, and the read made
+    /// again on the new one.
+    #[tokio::test]
+    async fn a_read_failing_on_an_unchecked_mirror_has_it_checked_and_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        sh(&src, &["init", "-q", "-b", "main"]);
+        std::fs::write(src.join("f"), "content\n").unwrap();
+        sh(&src, &["add", "f"]);
+        sh(&src, &["commit", "-qm", "c"]);
+        let out = std::process::Command::new("git")
+            .args(["-C", src.to_str().unwrap(), "rev-parse", "main:f"])
+            .output()
+            .unwrap();
+        let blob = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let jobs = tmp.path().join("jobs");
+        let url = src.display().to_string();
+        let dir = dir_of(&jobs, &url);
+        for _ in 0..2 {
+            drop(fetched(&jobs, &url, None).await.unwrap());
+        }
+        assert!(mirror_state::unchanged_since_check(&dir));
+        // The blob gone (a fetch does not notice: its check walks no
+        // blob), the state kept over it.
+        std::fs::remove_file(dir.join("objects").join(&blob[..2]).join(&blob[2..])).unwrap();
+        mirror_state::checked(&dir);
+        let checks = checks::of(&dir);
+        let read = |d: PathBuf| {
+            let blob = blob.clone();
+            async move {
+                let ok = std::process::Command::new("git")
+                    .args(["--git-dir", d.to_str().unwrap(), "cat-file", "-e", &blob])
+                    .status()
+                    .unwrap()
+                    .success();
+                ok.then_some(()).ok_or("missing")
+            }
+        };
+        let (mirror, got) = fetched_then(&jobs, &url, None, read).await.unwrap();
+        assert_eq!(
+            (checks::of(&dir) - checks, mirror.remade.is_some(), got),
+            (1, true, Ok(()))
+        );
     }
 
     #[test]

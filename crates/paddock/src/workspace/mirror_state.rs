@@ -10,7 +10,8 @@
 //! it: the state differs and the check runs (then the state is kept again
 //! once it passes). What is left unseen is damage that no write through
 //! the file system made (a disk's bad sector under a file unchanged since
-//! the check): a later git reading it fails then. The job never sees the
+//! the check): the base's name failing to read from it has it checked
+//! after all (`mirror.rs`); a later git reading it fails. The job never sees the
 //! mirror, so nothing it does reaches either the mirror or this file.
 
 use std::os::unix::fs::MetadataExt as _;
