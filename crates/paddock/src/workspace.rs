@@ -27,6 +27,7 @@ pub mod prune;
 mod raw_diff;
 mod remote_config;
 pub mod remove;
+mod reopen_tree;
 mod result_branch;
 pub(crate) mod snapshot;
 pub mod source_lock;
@@ -1126,6 +1127,13 @@ impl Workspace {
             excludes: host_git::user_excludes_file().await,
             ..self.paddock_git(Some(&index), true)
         };
+        // What the job closed (a file or directory its owner cannot read),
+        // readable again when Paddock is not root: root reads it as it is.
+        reopen_tree::open_for_reading(&self.work).map_err(|source| WorkspaceError::Read {
+            path: self.root.clone(),
+            file: self.work.display().to_string(),
+            source,
+        })?;
         let tree = self.stage_work_tree(&git, start).await?;
         let left_out: Vec<String> = tree
             .junk

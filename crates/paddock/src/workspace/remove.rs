@@ -122,9 +122,9 @@ fn mend(parent: BorrowedFd<'_>, name: &CString, depth: usize) -> io::Result<()> 
     Ok(())
 }
 
-/// `chmod` of what the `O_PATH` descriptor `fd` names (a directory), never
-/// through a path a link could redirect.
-fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
+/// `chmod` of what the `O_PATH` descriptor `fd` names (a directory, or a
+/// file for `reopen_tree.rs`), never through a path a link could redirect.
+pub(super) fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
     use std::os::fd::AsRawFd as _;
     let via = format!("/proc/self/fd/{}", fd.as_raw_fd());
     std::fs::set_permissions(via, std::fs::Permissions::from_mode(mode))

@@ -7,7 +7,9 @@
 //! the first cause (the disk watcher cannot count a directory it cannot
 //! read), not the patch that could not be made after it. Before, the
 //! removal failed with `EACCES` and the job's directory stayed in the
-//! trash for good, every reaper pass refused.
+//! trash for good, every reaper pass refused. Files it closed (`chmod 000`,
+//! a `chmod 100` program) are in its patch as root's would have them;
+//! before, Paddock's git could not open them and the job had no patch.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -59,26 +61,17 @@ fn mode(path: &Path) -> u32 {
         & 0o7777
 }
 
-async fn closed_directories_are_removed(rung: &str) {
-    let uid = user();
-    let home = Home::new();
-    let repo = repo(home.path());
-    let outside = home.path().join("outside");
-    std::fs::create_dir_all(outside.join("inner")).unwrap();
-    std::fs::write(outside.join("inner/keep"), "k").unwrap();
+/// A job spec on `rung` whose engine is a stand-in `codex` running `body`
+/// in the work tree, everything under `home` chowned to `uid`.
+fn stand_in_job(home: &Home, repo: &Path, body: &str, rung: &str, uid: u32) -> std::path::PathBuf {
     let bin = home.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
     std::fs::write(
         &codex,
         format!(
-            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n\
-             mkdir -p locked/inner open/sub && echo x > locked/inner/f && echo y > open/sub/g\n\
-             ln -s '{}' locked/inner/out && ln -s '{}' open/out\n\
-             chmod 000 locked/inner locked && chmod 500 open/sub open\n",
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}",
             paddock::engines::codex::PIN.version,
-            outside.display(),
-            outside.display(),
         ),
     )
     .unwrap();
@@ -86,7 +79,7 @@ async fn closed_directories_are_removed(rung: &str) {
     let spec = job(
         home.path(),
         "codex",
-        &repo,
+        repo,
         SCRIPTED,
         Some("[[turn]]\ntext = \"hi\"\n"),
     );
@@ -102,6 +95,24 @@ async fn closed_directories_are_removed(rung: &str) {
         .status()
         .unwrap();
     assert!(chown.success());
+    spec
+}
+
+async fn closed_directories_are_removed(rung: &str) {
+    let uid = user();
+    let home = Home::new();
+    let repo = repo(home.path());
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(outside.join("inner")).unwrap();
+    std::fs::write(outside.join("inner/keep"), "k").unwrap();
+    let body = format!(
+        "mkdir -p locked/inner open/sub && echo x > locked/inner/f && echo y > open/sub/g\n\
+         ln -s '{}' locked/inner/out && ln -s '{}' open/out\n\
+         chmod 000 locked/inner locked && chmod 500 open/sub open\n",
+        outside.display(),
+        outside.display(),
+    );
+    let spec = stand_in_job(&home, &repo, &body, rung, uid);
     std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o500)).unwrap();
     let out = paddock_as(uid, &home, &["run", "--json", spec.to_str().unwrap()]).await;
     let rec = record(&out);
@@ -157,4 +168,81 @@ async fn closed_directories_are_removed_on_the_sandbox_rung() {
         return;
     }
     closed_directories_are_removed("sandbox").await;
+}
+
+/// The job's directories left in `<jobs>` and its trash.
+fn left_behind(home: &Home) -> Vec<String> {
+    [home.jobs(), home.jobs().join(".trash")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("job-"))
+        .collect()
+}
+
+/// Files the job closed (`chmod 000`, an executable `chmod 100`) are in its
+/// patch as root's would have them (content, the execute bit), with Paddock
+/// running as the user. Before, Paddock's git could not open them and the
+/// job had no patch at all ("cannot compute the patch ... Permission
+/// denied").
+async fn closed_files_are_in_the_patch(rung: &str) {
+    let uid = user();
+    let home = Home::new();
+    let repo = repo(home.path());
+    let body = "mkdir -p sub && echo s > secret && echo t > sub/hidden && echo x > tool\n\
+                chmod 000 secret sub/hidden && chmod 100 tool\n";
+    let spec = stand_in_job(&home, &repo, body, rung, uid);
+    let out = paddock_as(uid, &home, &["run", "--json", spec.to_str().unwrap()]).await;
+    let rec = record(&out);
+    let gc = paddock_as(uid, &home, &["gc"]).await;
+    let lock = std::fs::File::open(home.jobs().join(".trash.lock")).unwrap();
+    let lock = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
+    drop(lock);
+    let patch = rec
+        .patch_path
+        .as_ref()
+        .map(|p| std::fs::read_to_string(p).unwrap());
+    assert_eq!(
+        (
+            rec.status,
+            rec.changed_files.clone(),
+            patch,
+            left_behind(&home),
+            String::from_utf8_lossy(&gc.stderr).into_owned(),
+        ),
+        (
+            JobStatus::Failed,
+            vec![
+                "secret".to_string(),
+                "sub/hidden".to_string(),
+                "tool".to_string()
+            ],
+            Some(
+                "diff --git a/secret b/secret\nnew file mode 100644\nindex 0000000..b478595\n\
+                 --- /dev/null\n+++ b/secret\n@@ -0,0 +1 @@\n+s\n\
+                 diff --git a/sub/hidden b/sub/hidden\nnew file mode 100644\nindex 0000000..718f4d2\n\
+                 --- /dev/null\n+++ b/sub/hidden\n@@ -0,0 +1 @@\n+t\n\
+                 diff --git a/tool b/tool\nnew file mode 100755\nindex 0000000..587be6b\n\
+                 --- /dev/null\n+++ b/tool\n@@ -0,0 +1 @@\n+x\n"
+                    .to_string()
+            ),
+            Vec::<String>::new(),
+            String::new(),
+        ),
+        "rung {rung}, uid {uid}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_files_are_in_the_patch_on_the_process_rung() {
+    closed_files_are_in_the_patch("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_files_are_in_the_patch_on_the_sandbox_rung() {
+    if !sandbox_available() {
+        return;
+    }
+    closed_files_are_in_the_patch("sandbox").await;
 }

@@ -1,0 +1,197 @@
+//! Opening for reading what a job closed in its work tree, before its patch
+//! is made. A job may leave a file its owner cannot read (`chmod 000
+//! secret`, a test of an error path) or a directory its owner cannot list
+//! (`chmod 000 dir`, `chmod 600 dir`). Paddock running as root reads them
+//! anyway and they are in the patch; running as the user (a laptop, a build
+//! box), the walk or Paddock's git failed with `EACCES` and the job had no
+//! patch at all. The work tree is the user's own (the `process` rung runs
+//! as the user, the `sandbox` rung's user namespace maps only the user's
+//! id), so when Paddock is not root, [`open_for_reading`] gives every
+//! directory that lacks them its owner's read and search bits and every
+//! regular file its owner's read bit; nothing else changes (the patch
+//! records only a file's execute bit, which is left as it is, so the patch
+//! is the one root would make). Nothing is followed: each entry is opened
+//! relative to its directory's descriptor with `O_PATH | O_NOFOLLOW` and
+//! changed through that descriptor (`remove::chmod_fd`); a link is left as
+//! it is, and no entry named `.git` is entered (the patch never reads it).
+//! An entry owned by someone else is left alone (its `chmod` would fail).
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, CWD};
+
+use super::remove::chmod_fd;
+
+/// The deepest tree opened (a descriptor is held per level): far past what
+/// a job's disk watcher lets it make (256 levels).
+const MAX_DEPTH: usize = 512;
+
+/// A directory's owner read and search bits.
+const DIR_BITS: u32 = 0o500;
+
+/// A file's owner read bit.
+const FILE_BITS: u32 = 0o400;
+
+/// Gives every directory under `work` (itself included) its owner's read
+/// and search bits and every regular file its owner's read bit, where they
+/// lack them and belong to this process's user; a no-op when Paddock is
+/// root (it reads them as they are).
+pub fn open_for_reading(work: &Path) -> io::Result<()> {
+    let me = nix::unistd::geteuid();
+    if me.is_root() {
+        return Ok(());
+    }
+    open_tree(work, me.as_raw())
+}
+
+/// [`open_for_reading`] of what user `me` owns under `work`, whoever runs
+/// it.
+fn open_tree(work: &Path, me: u32) -> io::Result<()> {
+    let parent = work.parent().unwrap_or(Path::new("/"));
+    let name = work.file_name().unwrap_or(std::ffi::OsStr::new("."));
+    let parent_fd = rustix::fs::openat(
+        CWD,
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let name = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name))
+        .map_err(|_| io::Error::other("a name with a NUL byte"))?;
+    open_dir(parent_fd.as_fd(), &name, me, 0)
+}
+
+/// Opens the directory `name` in `parent` (when it is one, not a link) and
+/// everything under it.
+fn open_dir(parent: BorrowedFd<'_>, name: &CStr, me: u32, depth: usize) -> io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(io::Error::other(format!(
+            "a tree deeper than {MAX_DEPTH} levels"
+        )));
+    }
+    let at = match rustix::fs::openat(
+        parent,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP | rustix::io::Errno::NOENT) => {
+            return Ok(())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let st = rustix::fs::fstat(&at)?;
+    if st.st_uid != me {
+        return Ok(());
+    }
+    if st.st_mode & DIR_BITS != DIR_BITS {
+        chmod_fd(&at, (st.st_mode & 0o7777) | DIR_BITS)?;
+    }
+    let dir = rustix::fs::openat(
+        &at,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut subdirs = Vec::new();
+    for entry in Dir::read_from(&dir)? {
+        let entry = entry?;
+        let child = entry.file_name();
+        if child == c"." || child == c".." || child == c".git" {
+            continue;
+        }
+        match entry.file_type() {
+            FileType::Directory => subdirs.push(child.to_owned()),
+            FileType::RegularFile | FileType::Unknown => {
+                open_file(dir.as_fd(), child, me, &mut subdirs)?
+            }
+            _ => {}
+        }
+    }
+    for child in subdirs {
+        open_dir(dir.as_fd(), &child, me, depth + 1)?;
+    }
+    Ok(())
+}
+
+/// Gives the regular file `name` in `dir` its owner's read bit (opened as
+/// itself, never through a link); a directory found here (a file system
+/// without entry types) is added to `subdirs`.
+fn open_file(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    me: u32,
+    subdirs: &mut Vec<std::ffi::CString>,
+) -> io::Result<()> {
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => subdirs.push(name.to_owned()),
+        FileType::RegularFile if st.st_uid == me && st.st_mode & FILE_BITS == 0 => {
+            let fd = match rustix::fs::openat(
+                dir,
+                name,
+                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            // The same file the stat saw (not one swapped in since).
+            let now = rustix::fs::fstat(&fd)?;
+            if now.st_ino == st.st_ino && now.st_dev == st.st_dev {
+                chmod_fd(&fd, (now.st_mode & 0o7777) | FILE_BITS)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    }
+
+    #[test]
+    fn closed_entries_get_their_owner_read_bits_and_nothing_else_changes() {
+        let t = tempfile::tempdir().unwrap();
+        let w = t.path().join("work");
+        std::fs::create_dir_all(w.join("a/b")).unwrap();
+        std::fs::create_dir_all(w.join(".git/x")).unwrap();
+        std::fs::write(w.join("a/b/secret"), "s").unwrap();
+        std::fs::write(w.join("run"), "r").unwrap();
+        std::fs::write(w.join(".git/x/f"), "g").unwrap();
+        std::os::unix::fs::symlink("run", w.join("link")).unwrap();
+        let set = |p: &str, m: u32| {
+            std::fs::set_permissions(w.join(p), std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        set("run", 0o4111);
+        set("a/b/secret", 0o000);
+        set(".git/x/f", 0o000);
+        set("a/b", 0o000);
+        set("a", 0o600);
+        open_tree(&w, nix::unistd::geteuid().as_raw()).unwrap();
+        let modes: Vec<u32> = ["a", "a/b", "a/b/secret", "run", ".git/x/f"]
+            .iter()
+            .map(|p| mode(&w.join(p)))
+            .collect();
+        assert_eq!(modes, vec![0o700, 0o500, 0o400, 0o4511, 0o000]);
+    }
+}
