@@ -39,22 +39,48 @@ pub(crate) const LEASES: &str = ".leases";
 /// What a kept job's lease file holds.
 pub(crate) const KEPT: &[u8] = b"kept\n";
 
+/// How many times a lock file removed while it was waited for is taken
+/// again before giving up (a pruner removes each at most once a pass).
+const LOCK_ROUNDS: usize = 8;
+
 /// Opens (creating it when missing) the lock file `path` and waits, off
 /// the async runtime, for `how` (shared or exclusive) on it: how jobs hold
-/// a mirror or a snapshot while they use it (`mirror.rs`, `snapshot.rs`).
+/// a mirror or a snapshot while they use it (`mirror.rs`, `snapshot.rs`)
+/// and fetches into a local source take turns (`source_lock.rs`). The
+/// pruner (`prune.rs`) removes a lock file while it holds it exclusively;
+/// a waiter that opened the file before and locked it after finds it is
+/// no longer the file at `path` ([`is_at`]) and takes the lock of the one
+/// there now (made anew), so two holders never hold one lock through two
+/// files.
 pub(crate) async fn lock_file(path: &Path, how: FlockArg) -> std::io::Result<Flock<File>> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)?;
-        Flock::lock(file, how).map_err(|(_, errno)| errno.into())
+        for _ in 0..LOCK_ROUNDS {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)?;
+            let held = Flock::lock(file, how).map_err(|(_, errno)| std::io::Error::from(errno))?;
+            if is_at(&held, &path) {
+                return Ok(held);
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "the lock file was removed under each of {LOCK_ROUNDS} waits for it"
+        )))
     })
     .await
     .map_err(std::io::Error::other)
     .and_then(|locked| locked)
+}
+
+/// Whether `file` is the file at `path` now (not one removed from there).
+pub(crate) fn is_at(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(held), Ok(there)) => held.dev() == there.dev() && held.ino() == there.ino(),
+        _ => false,
+    }
 }
 
 /// How many times [`Lease::take_to_publish`] looks again.
@@ -291,5 +317,45 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["job-1.lock"]);
+    }
+
+    /// A lock file removed while a job waited for it (the pruner holds it
+    /// and removes it): the waiter, woken on the removed file, takes the
+    /// one made at the path anew instead of holding a lock no one else
+    /// can see. (Before, it held the removed file's lock: two holders.)
+    #[tokio::test]
+    async fn a_lock_file_removed_while_waited_for_is_taken_anew() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.lock");
+        std::fs::write(&path, "the removed one").unwrap();
+        let pruner = Flock::lock(File::open(&path).unwrap(), FlockArg::LockExclusive).unwrap();
+        let waiter = {
+            let path = path.clone();
+            tokio::spawn(async move { lock_file(&path, FlockArg::LockExclusive).await })
+        };
+        // Once the waiter has the file open too (no sleep: its descriptor
+        // names the file).
+        while !opened_by_two(&path) {
+            tokio::task::yield_now().await;
+        }
+        std::fs::remove_file(&path).unwrap();
+        drop(pruner);
+        let held = waiter.await.unwrap().unwrap();
+        // The file made anew is empty.
+        assert_eq!(
+            (is_at(&held, &path), held.metadata().unwrap().len()),
+            (true, 0)
+        );
+    }
+
+    /// Whether two descriptors of this process name `path` (the test's
+    /// own and the waiter's).
+    fn opened_by_two(path: &Path) -> bool {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == path))
+            .count()
+            >= 2
     }
 }

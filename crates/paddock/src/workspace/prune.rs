@@ -3,7 +3,11 @@
 //! `mirror.rs`), the overlay snapshots of base commits (`.snapshots/
 //! <commit>-<key>`, `snapshot.rs`) and the locks of the fetches into
 //! local sources (`.source-locks/<key>.lock`, `source_lock.rs`: in use
-//! while a fetch holds it; removed while the pass holds it). The rule: an entry not used for
+//! while a fetch holds it; removed while the pass holds it). A mirror's or
+//! a snapshot's lock file is removed with it, while the pass holds it, and
+//! one without its mirror or snapshot as a source's is; a job waiting for
+//! a removed one takes the one made anew (`lease::lock_file`), so no lock
+//! file outlives what it locks. The rule: an entry not used for
 //! [`UNUSED_FOR`] (its last use stamped as its lock file's, or its own,
 //! modification time each time a job takes it) is removed, never one in
 //! use. A mirror is in use while a job holds its `<key>.lock` (pruning
@@ -115,7 +119,32 @@ pub fn prune(jobs_root: &Path, unused_for: Duration) -> Pruned {
     let mut pruned = Pruned::default();
     prune_mirrors(&jobs_root.join(MIRRORS), now, unused_for, &mut pruned);
     prune_snapshots(jobs_root, now, unused_for, &mut pruned);
-    prune_source_locks(&jobs_root.join(SOURCE_LOCKS), now, unused_for, &mut pruned);
+    // Lock files without what they lock: a source's always, a mirror's
+    // or a snapshot's when a pass removed it before its lock went too
+    // (an older Paddock, a failure) or a job took the lock and made
+    // nothing (a clone that failed).
+    let without = |suffix: &'static str| move |lock: &Path| !lock.with_extension(suffix).exists();
+    prune_locks(
+        &jobs_root.join(MIRRORS),
+        now,
+        unused_for,
+        &mut pruned,
+        without("git"),
+    );
+    prune_locks(
+        &jobs_root.join(SNAPSHOTS),
+        now,
+        unused_for,
+        &mut pruned,
+        without(""),
+    );
+    prune_locks(
+        &jobs_root.join(SOURCE_LOCKS),
+        now,
+        unused_for,
+        &mut pruned,
+        |_| true,
+    );
     pruned
 }
 
@@ -166,7 +195,7 @@ pub(crate) fn remove_mirror_if_unused(dir: &Path, seen: SystemTime) -> Result<bo
     if last_use(&mirror_stamp(dir)).is_some_and(|t| t > seen) {
         return Ok(false);
     }
-    let removed = remove_held(dir);
+    let removed = remove_held(dir).and_then(|r| remove_lock_held(&lock_path).map(|()| r));
     drop(held);
     removed
 }
@@ -201,9 +230,22 @@ pub(crate) fn remove_snapshot_if_unused(
     if named || last_use(dir).is_some_and(|t| t > seen) {
         return Ok(false);
     }
-    let removed = remove_held(dir);
+    let removed = remove_held(dir).and_then(|r| remove_lock_held(&lock_path).map(|()| r));
     drop(held);
     removed
+}
+
+/// Removes the lock file `path`, which the caller holds (after removing
+/// what it locks): a job waiting for it then finds it is no longer the
+/// file at its path and takes the one made there anew
+/// (`lease::lock_file`), so lock files do not outlive what they lock.
+fn remove_lock_held(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(format!("prune {}: cannot remove: {e}", path.display()))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What [`remove_mirror_if_unused`] or [`remove_snapshot_if_unused`]
@@ -262,13 +304,21 @@ fn prune_snapshots(jobs_root: &Path, now: SystemTime, unused_for: Duration, prun
     }
 }
 
-/// The age pass over the locks of the fetches into local sources
-/// (`source_lock.rs`): a lock file (a regular file, never a link) unused
+/// The age pass over lock files in `root` (`<name>.lock`) that `orphan`
+/// says lock nothing that is there: the locks of the fetches into local
+/// sources (`source_lock.rs`), and a mirror's or a snapshot's without its
+/// mirror or snapshot. A lock file (a regular file, never a link) unused
 /// for `unused_for` is removed while this pass holds it, taken without
 /// waiting (one held is in use: left), its age judged again once held (a
-/// fetch may have stamped it meanwhile) and the file held checked to be
-/// the one at the path.
-fn prune_source_locks(root: &Path, now: SystemTime, unused_for: Duration, pruned: &mut Pruned) {
+/// job may have stamped it meanwhile), the file held checked to be the one
+/// at the path and `orphan` asked again (a job may have made what it locks).
+fn prune_locks(
+    root: &Path,
+    now: SystemTime,
+    unused_for: Duration,
+    pruned: &mut Pruned,
+    orphan: impl Fn(&Path) -> bool,
+) {
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };
@@ -280,7 +330,7 @@ fn prune_source_locks(root: &Path, now: SystemTime, unused_for: Duration, pruned
         .collect();
     locks.sort();
     for path in locks {
-        if !unused(&path, now, unused_for) {
+        if !unused(&path, now, unused_for) || !orphan(&path) {
             continue;
         }
         // Opened, never made: one another pass removed stays removed.
@@ -294,7 +344,7 @@ fn prune_source_locks(root: &Path, now: SystemTime, unused_for: Duration, pruned
         let Ok(held) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
             continue;
         };
-        if !unused(&path, now, unused_for) || !super::source_lock::is_at(&held, &path) {
+        if !unused(&path, now, unused_for) || !super::lease::is_at(&held, &path) || !orphan(&path) {
             continue;
         }
         match std::fs::remove_file(&path) {
@@ -466,7 +516,7 @@ mod tests {
             (
                 pruned,
                 names(&locks),
-                super::super::source_lock::is_at(&waiting, &locks.join("old.lock")),
+                super::super::lease::is_at(&waiting, &locks.join("old.lock")),
                 std::fs::read_to_string(&outside).unwrap(),
             ),
             (
@@ -481,10 +531,13 @@ mod tests {
         );
     }
 
-    /// Mirrors: an old one removed (a link planted inside it unlinked,
-    /// its target untouched), one in use (its lock held) and a recent one
-    /// kept, a link in place of a mirror left alone, an old half-made
-    /// clone removed.
+    /// Mirrors: an old one removed with its lock file (a link planted
+    /// inside it unlinked, its target untouched; a job that opened the
+    /// lock before finds it is not the file at its path any more), one in
+    /// use (its lock held) and a recent one kept, a link in place of a
+    /// mirror left alone, an old half-made clone removed, an old lock file
+    /// without its mirror removed, a recent one kept. (Before, lock files
+    /// were never removed: one per URL ever used.)
     #[test]
     fn old_mirrors_go_those_in_use_or_recent_stay_links_are_never_followed() {
         let tmp = tempfile::tempdir().unwrap();
@@ -503,20 +556,33 @@ mod tests {
         std::os::unix::fs::symlink(&outside, mirrors.join("planted.git")).unwrap();
         age(&mirrors.join("planted.git"), DAY * 30);
         entry(&mirrors.join(".tmp-dead-1"), 30);
+        for (key, days) in [("gone", 30), ("recent", 1)] {
+            let lock = mirrors.join(format!("{key}.lock"));
+            std::fs::write(&lock, "").unwrap();
+            age(&lock, DAY * days);
+        }
         let busy = std::fs::File::open(mirrors.join("busy.lock")).unwrap();
         let busy = Flock::lock(busy, FlockArg::LockExclusive).unwrap();
+        let waiting = std::fs::File::open(mirrors.join("old.lock")).unwrap();
 
         let pruned = prune(&jobs, UNUSED_FOR);
         drop(busy);
         assert_eq!(
-            pruned,
-            Pruned {
-                removed: vec![
-                    PrunedEntry::unused(mirrors.join(".tmp-dead-1")),
-                    PrunedEntry::unused(mirrors.join("old.git"))
-                ],
-                errors: vec![],
-            }
+            (
+                pruned,
+                super::super::lease::is_at(&waiting, &mirrors.join("old.lock"))
+            ),
+            (
+                Pruned {
+                    removed: vec![
+                        PrunedEntry::unused(mirrors.join(".tmp-dead-1")),
+                        PrunedEntry::unused(mirrors.join("old.git")),
+                        PrunedEntry::unused(mirrors.join("gone.lock"))
+                    ],
+                    errors: vec![],
+                },
+                false
+            )
         );
         assert_eq!(
             names(&mirrors),
@@ -525,8 +591,8 @@ mod tests {
                 "busy.lock",
                 "new.git",
                 "new.lock",
-                "old.lock",
-                "planted.git"
+                "planted.git",
+                "recent.lock"
             ]
         );
         assert_eq!(names(&outside), ["precious"]);
@@ -536,7 +602,8 @@ mod tests {
     /// `meta/overlay` names (a kept or dead job's), one a job holds (its
     /// lock shared: between taking it and naming it) and a recent one
     /// kept; an old half-made one (`.tmp-…`) removed, a recent one (its
-    /// maker's) kept, and no lock file made for either.
+    /// maker's) kept, and no lock file made for either; the removed one's
+    /// lock file removed with it, an old one without its snapshot too.
     #[test]
     fn old_snapshots_go_those_named_held_or_recent_stay() {
         let tmp = tempfile::tempdir().unwrap();
@@ -562,6 +629,8 @@ mod tests {
         .unwrap();
         let held = std::fs::File::create(snaps.join("c3-held.lock")).unwrap();
         let held = Flock::lock(held, FlockArg::LockShared).unwrap();
+        std::fs::write(snaps.join("c7-gone.lock"), "").unwrap();
+        age(&snaps.join("c7-gone.lock"), DAY * 30);
 
         let pruned = prune(&jobs, UNUSED_FOR);
         drop(held);
@@ -570,7 +639,8 @@ mod tests {
             Pruned {
                 removed: vec![
                     PrunedEntry::unused(snaps.join(".tmp-c5-dead-1")),
-                    PrunedEntry::unused(snaps.join("c1-old"))
+                    PrunedEntry::unused(snaps.join("c1-old")),
+                    PrunedEntry::unused(snaps.join("c7-gone.lock"))
                 ],
                 errors: vec![],
             }
@@ -579,7 +649,6 @@ mod tests {
             names(&snaps),
             [
                 ".tmp-c6-making-2",
-                "c1-old.lock",
                 "c2-named",
                 "c2-named.lock",
                 "c3-held",

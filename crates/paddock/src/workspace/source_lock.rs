@@ -9,7 +9,6 @@
 //! takes the lock of the one there now (made anew): two fetches into one
 //! source never hold the lock at once through two files.
 
-use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
@@ -19,10 +18,6 @@ use super::WorkspaceError;
 /// Where the locks of the fetches into local sources are, under
 /// Paddock's jobs directory: one file a source (a hash of its path).
 pub const SOURCE_LOCKS: &str = ".source-locks";
-
-/// How many times a lock pruned while it was waited for is taken again
-/// before giving up (a pruner removes each at most once a pass).
-const ROUNDS: usize = 8;
 
 /// The lock file of `source` under `jobs_root`.
 pub fn path_of(jobs_root: &Path, source: &Path) -> PathBuf {
@@ -41,30 +36,12 @@ pub async fn hold(jobs_root: &Path, source: &Path) -> Result<Flock<std::fs::File
         source: e,
     })?;
     let path = path_of(jobs_root, source);
-    for _ in 0..ROUNDS {
-        let held = super::lease::lock_file(&path, FlockArg::LockExclusive)
-            .await
-            .map_err(|e| WorkspaceError::Create {
-                path: path.clone(),
-                source: e,
-            })?;
-        if is_at(&held, &path) {
-            super::prune::stamp(&path);
-            return Ok(held);
-        }
-    }
-    Err(WorkspaceError::Create {
-        path,
-        source: std::io::Error::other(format!(
-            "the lock file was removed under each of {ROUNDS} waits for it"
-        )),
-    })
-}
-
-/// Whether `file` is the file at `path` now (not one removed from there).
-pub(super) fn is_at(file: &std::fs::File, path: &Path) -> bool {
-    match (file.metadata(), std::fs::symlink_metadata(path)) {
-        (Ok(held), Ok(there)) => held.dev() == there.dev() && held.ino() == there.ino(),
-        _ => false,
-    }
+    let held = super::lease::lock_file(&path, FlockArg::LockExclusive)
+        .await
+        .map_err(|e| WorkspaceError::Create {
+            path: path.clone(),
+            source: e,
+        })?;
+    super::prune::stamp(&path);
+    Ok(held)
 }
