@@ -18,7 +18,13 @@
 //! stops a cancelled one (setup commands and engine with every process
 //! they started, teardown reaping what is left), fails it naming the limit
 //! and the size seen, and measures once more after teardown (a daemon the
-//! engine left, a writer that ended between two walks). A kernel quota
+//! engine left, a writer that ended between two walks): that last walk
+//! starts as soon as teardown has killed what was left of the job
+//! ([`DiskWatch::begin_last`]), beside the rest of teardown (the broker's
+//! calls settled, the engine's stderr and session taken in: none of it
+//! writes to the job's directory), and is waited for where the job's end
+//! is decided, so it is no longer one more step after them on the engine's
+//! exit (issue #14). A kernel quota
 //! was not chosen: a size-capped file system for the writable layer needs
 //! a mount by root on the host (or, inside the sandbox's user namespace,
 //! a tmpfs charged to the job's memory, not its disk, and absent on the
@@ -68,7 +74,13 @@ pub(super) struct DiskWatch {
     reserve: u64,
     stop: Arc<AtomicBool>,
     state: watch::Receiver<State>,
+    /// The last measurement, once started ([`DiskWatch::begin_last`]).
+    last: std::sync::Mutex<Option<LastWalk>>,
 }
+
+/// The last measurement of the job's directory, on a blocking thread: why
+/// the job is past a limit, or `None`.
+type LastWalk = tokio::task::JoinHandle<Option<String>>;
 
 impl DiskWatch {
     /// Starts watching the job directory `root`: it may grow by `limit`
@@ -99,6 +111,7 @@ impl DiskWatch {
             reserve,
             stop,
             state,
+            last: std::sync::Mutex::new(None),
         }
     }
 
@@ -125,18 +138,31 @@ impl DiskWatch {
         }
     }
 
-    /// Stops watching and measures once more (the job's processes are
-    /// gone): why the job is past a limit, or `None`.
-    pub async fn finish(self) -> Option<String> {
+    /// Stops watching and starts the last measurement now, on a blocking
+    /// thread, for [`DiskWatch::finish`] to take: called once nothing of
+    /// the job is left running (teardown killed it), so that the walk runs
+    /// beside what teardown does next instead of after it. Once is enough:
+    /// a second call, or one after the watcher tripped, does nothing.
+    pub fn begin_last(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        let Ok(mut last) = self.last.lock() else {
+            return;
+        };
+        if last.is_none() {
+            *last = self.last_walk();
+        }
+    }
+
+    /// The last measurement started on a blocking thread; `None` when
+    /// there is nothing to measure (the watcher tripped already, or never
+    /// measured the directory as provisioned).
+    fn last_walk(&self) -> Option<LastWalk> {
         let baseline = match &*self.state.borrow() {
-            State::Tripped(why) => return Some(why.clone()),
             State::Watching { baseline } => *baseline,
-            // Never measured as provisioned: nothing to hold it to.
-            State::Measuring => return None,
+            State::Tripped(_) | State::Measuring => return None,
         };
         let (root, limit, reserve) = (self.root.clone(), self.limit, self.reserve);
-        tokio::task::spawn_blocking(move || {
+        Some(tokio::task::spawn_blocking(move || {
             floor(&root, reserve).or_else(|| {
                 judge(
                     &disk_usage::charged(&root, baseline.saturating_add(limit)),
@@ -144,9 +170,24 @@ impl DiskWatch {
                     limit,
                 )
             })
-        })
-        .await
-        .unwrap_or_else(|e| Some(format!("the job's disk could not be measured: {e}")))
+        }))
+    }
+
+    /// Stops watching and measures once more (the job's processes are
+    /// gone; the measurement [`DiskWatch::begin_last`] started, if it was):
+    /// why the job is past a limit, or `None`.
+    pub async fn finish(self) -> Option<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let State::Tripped(why) = &*self.state.borrow() {
+            return Some(why.clone());
+        }
+        let started = self.last.lock().ok().and_then(|mut last| last.take());
+        let walk = match started {
+            Some(walk) => walk,
+            None => self.last_walk()?,
+        };
+        walk.await
+            .unwrap_or_else(|e| Some(format!("the job's disk could not be measured: {e}")))
     }
 }
 
@@ -338,6 +379,46 @@ mod tests {
                  than Paddock counts against limits.max_disk_bytes (1073741824 bytes); it was \
                  stopped"
             ))
+        );
+    }
+
+    /// The last walk teardown begins is the one the job's end takes: what
+    /// is written after it began is not measured again (before, the end
+    /// walked the directory anew, one more step after teardown's); a
+    /// watch that did not begin it walks at its end and sees the write.
+    #[tokio::test]
+    async fn the_end_takes_the_last_walk_begun_at_teardown() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("job");
+        std::fs::create_dir(&root).unwrap();
+        std::fs::write(root.join("given"), b"provisioned").unwrap();
+        let limit = 1 << 20;
+        let begun = DiskWatch::start(root.clone(), limit, 0);
+        let not_begun = DiskWatch::start(root.clone(), limit, 0);
+        begun.ready().await;
+        not_begun.ready().await;
+        begun.begin_last();
+        begun.begin_last();
+        // Begun: its walk finishes by itself (bounded, should it never
+        // have begun).
+        for _ in 0..4000 {
+            let finished = {
+                let last = begun.last.lock().unwrap();
+                last.as_ref().is_some_and(|w| w.is_finished())
+            };
+            if finished {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        std::fs::write(root.join("late"), vec![1u8; 2 << 20]).unwrap();
+        let (begun, not_begun) = (begun.finish().await, not_begun.finish().await);
+        assert_eq!(begun, None);
+        assert!(
+            not_begun.as_deref().is_some_and(|why| why.starts_with(
+                "the job wrote more than limits.max_disk_bytes (1048576 bytes) to its directory"
+            )),
+            "{not_begun:?}"
         );
     }
 

@@ -556,7 +556,7 @@ async fn phases(
                 () = too_many => {}
             }
         });
-        engine(&job, em, &prov, assembled, creds, &mut stopped).await
+        engine(&job, em, (&prov, &disk), assembled, creds, &mut stopped).await
     };
     let past = match disk.finish().await {
         Some(why) => Some(why),
@@ -610,7 +610,7 @@ async fn ended_early(job: Job, em: &mut Emitter, stop: Stop) -> Result<RunResult
 async fn engine(
     job: &Job,
     em: &mut Emitter,
-    prov: &provision::Provisioned,
+    (prov, disk): (&provision::Provisioned, &disk_watch::DiskWatch),
     assembled: assemble::Assembled,
     creds: launch::Credentials,
     cancel: &mut (impl Future<Output = ()> + Unpin),
@@ -630,9 +630,14 @@ async fn engine(
             let mut run = *run;
             let mut streamed =
                 stream::stream(job, em, &mut run, prov.adapter.as_ref(), cancel).await?;
-            let torn =
-                teardown::tear_down(em, run, &mut streamed, job.rung.as_ref(), &prov.ws().root)
-                    .await?;
+            let torn = teardown::tear_down(
+                em,
+                run,
+                &mut streamed,
+                (job.rung.as_ref(), disk),
+                &prov.ws().root,
+            )
+            .await?;
             return Ok(conclude::outcome(job, em, prov, streamed, torn).await?);
         }
         launch::Start::Held(message) => (JobStatus::Held, message),

@@ -14,6 +14,7 @@ use std::time::Duration;
 use paddock_protocol::{EventBody, ModelCall};
 
 use super::calls::record_call;
+use super::disk_watch::DiskWatch;
 use super::emit::Emitter;
 use super::launch::{step, Running};
 use super::network;
@@ -50,12 +51,14 @@ pub(super) struct TornDown {
     pub denials: Option<RecordTail>,
 }
 
-/// Stops what is left of the job and takes in what its broker recorded.
+/// Stops what is left of the job and takes in what its broker recorded;
+/// `disk`'s last measurement of the job's directory starts as soon as
+/// nothing of the job is left running, beside the rest.
 pub(super) async fn tear_down(
     em: &mut Emitter,
     run: Running,
     streamed: &mut Streamed,
-    rung: &dyn Rung,
+    (rung, disk): (&dyn Rung, &DiskWatch),
     root: &Path,
 ) -> Result<TornDown, LaunchFailure> {
     let Running {
@@ -88,6 +91,9 @@ pub(super) async fn tear_down(
     // pointing into the job's directory (the check that nothing is left).
     process.kill();
     leftovers_gone(em, rung, root, "its engine ended").await?;
+    // Nothing of the job writes to its directory any more: its last
+    // measurement runs beside what follows (none of which writes there).
+    disk.begin_last();
     // Nothing of the job is left to use its proxy: stopped, its last
     // records taken in.
     if let Some(egress) = egress {
