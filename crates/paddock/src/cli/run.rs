@@ -94,14 +94,25 @@ pub async fn exec(
         let sandbox = rungs.sandbox.clone();
         tokio::spawn(async move { sandbox.probe().await });
     }
+    // The price table (the shipped one parsed, about 18 KB of TOML, a
+    // user's merged over it) is read on a blocking thread beside the
+    // store's opening rather than before it (issue #14: the job's
+    // start-up path); a bad table is still reported before the store's
+    // failure.
+    let prices_path = prices.or(config.prices.clone());
+    let prices = tokio::task::spawn_blocking(move || PriceTable::effective(prices_path.as_deref()));
     let early_store = withdraw_stored_credentials(&spec, paths).await?;
     let cache_cap = config.caches.max_bytes();
-    let prices = PriceTable::effective(prices.or(config.prices).as_deref())
-        .map_err(|e| Failure::BadInput(e.into()))?;
     let store = match early_store {
-        Some(store) => store,
-        None => open_store(paths).await?,
+        Some(store) => Ok(store),
+        None => open_store(paths).await,
     };
+    let prices = prices
+        .await
+        .context("read the price table")
+        .map_err(Failure::Internal)?
+        .map_err(|e| Failure::BadInput(e.into()))?;
+    let store = store?;
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
     let liveness = liveness(paths, &config.hosts)?;
