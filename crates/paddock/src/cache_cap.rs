@@ -6,7 +6,7 @@
 //! 10 GiB unless set). Pruning by age (`workspace/prune.rs`) alone lets
 //! them grow without bound within 14 days, and a user on a laptop never
 //! runs `paddock gc`: so [`enforce`] runs after every job (the detached
-//! remover `paddock run` starts as it exits, [`after_job_main`]; the
+//! remover that goes once `paddock run` has exited, [`after_job_main`]; the
 //! background thread of `paddock serve`), as `paddock serve` starts (a
 //! thread of its own; not at `paddock run`'s start, which is the job's
 //! path) and in `paddock gc`.
@@ -262,8 +262,10 @@ pub fn enforce(jobs_root: &Path, max_bytes: u64) -> Capped {
 }
 
 /// The hidden subcommand `paddock __empty-trash JOBS [--checkpoint DB]
-/// [--cap MAX_BYTES]`, which `paddock run` starts detached as it exits
-/// (`workspace::trash::empty_detached`): folds the SQLite store `DB`'s
+/// [--cap MAX_BYTES]`, which `paddock run` starts detached while the job's
+/// engine runs and which goes once that `paddock` has exited (at the end
+/// of its standard input, `main.rs`; `workspace::trash::start_waiting`,
+/// or `empty_detached` as it exits): folds the SQLite store `DB`'s
 /// write-ahead log into it when given (`store::checkpoint`: `paddock run`
 /// leaves its connections to exit with it), empties the trash, then
 /// enforces the cap when one is given. 0, or 1 when something could not be

@@ -88,6 +88,11 @@ fn helper_entry() -> Option<ExitCode> {
         // Out of whatever directory `paddock run` ran in (it does not
         // give its child one: `trash::empty_detached`).
         let _ = std::env::set_current_dir("/");
+        // Started ahead by `paddock run` (`trash::start_waiting`): nothing
+        // is done before its standard input ends (released, or that
+        // `paddock` gone); started by `trash::empty_detached`, it is
+        // empty (`/dev/null`) and this returns at once.
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
         return Some(code(paddock::cache_cap::after_job_main(
             std::env::args_os().skip(2),
         )));

@@ -175,16 +175,20 @@ pub async fn exec(
         errln!("paddock: {}", admitted.follow(prior).describe());
     }
     let mut view = progress::Progress::new(quiet);
-    let result = follow(runner.start(admitted, cancel), &mut view).await;
+    // The remover of the job's directory (and the store's checkpoint, the
+    // caches' cap) after this process: started while the engine runs,
+    // going once this process has exited (issue #14: its start off the
+    // exit path, its work after it).
+    let remover = Remover {
+        exe: helper,
+        jobs: paths.jobs.clone(),
+        cap: cache_cap,
+        db: paths.db.file().map(std::path::Path::to_path_buf),
+        waiting: None,
+    };
+    let (result, remover) = follow(runner.start(admitted, cancel), &mut view, remover).await;
     view.finish();
-    if let Err(e) =
-        paddock::workspace::trash::empty_detached(&helper, &paths.jobs, cache_cap, paths.db.file())
-    {
-        errln!(
-            "paddock: cannot start deleting the job's directory in {}: {e} (the next run's reaper deletes it)",
-            paths.jobs.join(paddock::workspace::trash::TRASH).display()
-        );
-    }
+    remover.release().await;
     if let Ok(r) = &result {
         if let Some(dir) = &r.kept_workspace {
             errln!("paddock: workspace kept at {}", dir.display());
@@ -210,21 +214,85 @@ pub async fn exec(
     })
 }
 
-/// Shows a started job's updates until it ends; its end.
+/// Shows a started job's updates until it ends; its end, and `remover`
+/// (started once the job's engine is launched).
 async fn follow(
     mut job: paddock::runner::JobHandle,
     view: &mut progress::Progress,
-) -> Result<paddock::runner::RunResult, RunError> {
+    mut remover: Remover,
+) -> (Result<paddock::runner::RunResult, RunError>, Remover) {
     use tokio::sync::broadcast::error::RecvError;
     loop {
         match job.events.recv().await {
-            Ok(update) => update.deliver(view),
+            Ok(update) => {
+                if remover.waiting.is_none() && update.is_launching() {
+                    remover.start();
+                }
+                update.deliver(view)
+            }
             // A view too slow for the job misses updates; the store has them.
             Err(RecvError::Lagged(_)) => {}
             Err(RecvError::Closed) => break,
         }
     }
-    job.finished().await
+    (job.finished().await, remover)
+}
+
+/// The detached remover `paddock run` leaves the trash, the store's
+/// checkpoint and the caches' cap to (`workspace::trash`).
+struct Remover {
+    exe: PathBuf,
+    jobs: PathBuf,
+    cap: Option<u64>,
+    db: Option<PathBuf>,
+    /// Started ahead, waiting to be released (`trash::start_waiting`).
+    waiting:
+        Option<tokio::task::JoinHandle<std::io::Result<paddock::workspace::trash::WaitingRemover>>>,
+}
+
+impl Remover {
+    /// Starts it now, waiting, off the runtime's threads (a store to
+    /// checkpoint or a cap to hold: there is always work for it then);
+    /// otherwise it is started at the end, if the trash holds anything.
+    fn start(&mut self) {
+        if self.db.is_none() && self.cap.is_none() {
+            return;
+        }
+        let (exe, jobs, cap, db) = (
+            self.exe.clone(),
+            self.jobs.clone(),
+            self.cap,
+            self.db.clone(),
+        );
+        self.waiting = Some(tokio::task::spawn_blocking(move || {
+            paddock::workspace::trash::start_waiting(&exe, &jobs, cap, db.as_deref())
+        }));
+    }
+
+    /// Lets the remover started ahead go once this process has exited, or
+    /// starts one now (none was, or it could not be).
+    async fn release(self) {
+        let started = match self.waiting {
+            Some(waiting) => waiting
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e))),
+            None => Err(std::io::Error::other("not started")),
+        };
+        let Err(_) = started.map(paddock::workspace::trash::WaitingRemover::release_at_exit) else {
+            return;
+        };
+        if let Err(e) = paddock::workspace::trash::empty_detached(
+            &self.exe,
+            &self.jobs,
+            self.cap,
+            self.db.as_deref(),
+        ) {
+            errln!(
+                "paddock: cannot start deleting the job's directory in {}: {e} (the next run's reaper deletes it)",
+                self.jobs.join(paddock::workspace::trash::TRASH).display()
+            );
+        }
+    }
 }
 
 /// What a [`Runner`] of this process runs with (`run` and `serve`).

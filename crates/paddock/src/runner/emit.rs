@@ -39,6 +39,21 @@ impl JobUpdate {
             JobUpdate::Call { call, spent_micros } => observer.model_call(call, *spent_micros),
         }
     }
+
+    /// Whether this is the job's `launching` status: its engine is being
+    /// started, and Paddock waits for it from here on.
+    pub fn is_launching(&self) -> bool {
+        matches!(
+            self,
+            JobUpdate::Event(AgentEvent {
+                body: EventBody::Status {
+                    phase: paddock_protocol::Phase::Launching,
+                    ..
+                },
+                ..
+            })
+        )
+    }
 }
 
 /// How many times an event is moved after others' appended first.

@@ -2,7 +2,10 @@
 //! renames it into `<jobs>/.trash/` (one `rename(2)`, whatever the size of
 //! the tree) and the files are deleted afterwards, by a background thread
 //! of a long-running Paddock, by a detached `paddock __empty-trash` that
-//! `paddock run` starts as it exits, and by every reaper pass (the start of
+//! goes once `paddock run` has exited (started while the job's engine
+//! runs, it waits for the end of its standard input, a pipe `paddock run`
+//! holds, so that neither its start nor its work is on the job's exit
+//! path), and by every reaper pass (the start of
 //! each `paddock run`, `paddock gc`), which finishes what a killed remover
 //! left. Deleting never follows a link (`std::fs::remove_dir_all` opens
 //! each directory with `O_NOFOLLOW` and unlinks relative to it), and
@@ -40,10 +43,75 @@ pub fn empty_detached(
     max_bytes: Option<u64>,
     db: Option<&Path>,
 ) -> std::io::Result<()> {
-    use std::os::unix::process::CommandExt as _;
     if !has_entries(jobs) && max_bytes.is_none() && db.is_none() {
         return Ok(());
     }
+    remover(exe, jobs, max_bytes, db).spawn().map(drop)
+}
+
+/// A remover started ahead of the job's end ([`start_waiting`]): it waits
+/// for the end of its standard input, a pipe whose only writer this is,
+/// so it does its work once [`WaitingRemover::release`] is called or this
+/// process ends, however it ends.
+#[derive(Debug)]
+pub struct WaitingRemover {
+    /// The pipe's writing end (close-on-exec: nothing this process starts
+    /// holds it).
+    release: std::process::ChildStdin,
+    /// Never waited for: it outlives this process.
+    _child: std::process::Child,
+}
+
+impl WaitingRemover {
+    /// Lets the remover go: it checkpoints, empties and caps as
+    /// [`empty_detached`]'s does, now.
+    pub fn release(self) {
+        drop(self.release);
+    }
+
+    /// Lets the remover go once this process has exited (its last
+    /// descriptor of the pipe closed by the kernel), so that its work
+    /// does not share the CPU with this process's own end.
+    pub fn release_at_exit(self) {
+        std::mem::forget(self);
+    }
+}
+
+/// Starts the remover [`empty_detached`] starts, but now, waiting for
+/// [`WaitingRemover::release`] (or this process's end) before it does
+/// anything: `paddock run` starts it while the job's engine runs, where
+/// Paddock is idle, instead of on the job's exit path (issue #14). Its
+/// standard input is that pipe, its other streams and environment none,
+/// its process group its own, as [`empty_detached`]'s.
+pub fn start_waiting(
+    exe: &Path,
+    jobs: &Path,
+    max_bytes: Option<u64>,
+    db: Option<&Path>,
+) -> std::io::Result<WaitingRemover> {
+    let mut child = remover(exe, jobs, max_bytes, db)
+        .stdin(std::process::Stdio::piped())
+        .spawn()?;
+    let release = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("the remover's standard input is not a pipe"))?;
+    Ok(WaitingRemover {
+        release,
+        _child: child,
+    })
+}
+
+/// The remover's command: `exe __empty-trash jobs [--checkpoint db]
+/// [--cap max_bytes]`, no standard streams, an empty environment, a
+/// process group of its own.
+fn remover(
+    exe: &Path,
+    jobs: &Path,
+    max_bytes: Option<u64>,
+    db: Option<&Path>,
+) -> std::process::Command {
+    use std::os::unix::process::CommandExt as _;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg(EMPTY_ARG).arg(jobs);
     if let Some(db) = db {
@@ -56,9 +124,8 @@ pub fn empty_detached(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map(drop)
+        .process_group(0);
+    cmd
 }
 
 /// Moves the job directory `root` (directly under the jobs directory)
@@ -174,6 +241,49 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(outside.join("sub/keep.txt")).unwrap(),
             "keep"
+        );
+    }
+
+    /// A remover started ahead does nothing until released: it is given
+    /// the remover's arguments, and reads its
+    /// standard input to its end (a stand-in for `paddock` that records
+    /// them once it got there), which comes only with the release.
+    #[test]
+    fn a_remover_started_ahead_waits_for_its_release() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let done = dir.path().join("done");
+        let exe = dir.path().join("paddock");
+        std::fs::write(
+            &exe,
+            format!(
+                "#!/bin/sh\ncat >/dev/null\necho \"$*\" > {}.tmp\nmv {}.tmp {}\n",
+                done.display(),
+                done.display(),
+                done.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let jobs = dir.path().join("jobs");
+        let db = dir.path().join("paddock.db");
+        let waiting = start_waiting(&exe, &jobs, Some(7), Some(&db)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!done.exists(), "the remover ran before its release");
+        waiting.release();
+        for _ in 0..400 {
+            if done.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        assert_eq!(
+            std::fs::read_to_string(&done).unwrap(),
+            format!(
+                "{EMPTY_ARG} {} --checkpoint {} --cap 7\n",
+                jobs.display(),
+                db.display()
+            )
         );
     }
 
