@@ -27,7 +27,7 @@ pub mod prune;
 mod raw_diff;
 mod remote_config;
 pub mod remove;
-mod reopen_tree;
+pub(crate) mod reopen_tree;
 mod result_branch;
 pub(crate) mod snapshot;
 pub mod source_lock;

@@ -356,7 +356,15 @@ fn copy_file(
 ) -> Result<(), CopyError> {
     let os_name = OsStr::from_bytes(name);
     let read = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let from = rustix::fs::openat(src, os_name, read, Mode::empty()).map_err(|e| io_err(rel, e))?;
+    let from = match rustix::fs::openat(src, os_name, read, Mode::empty()) {
+        // A file its owner closed (`chmod 000`), read as root would read
+        // it, its mode left as it was (Paddock running as the user).
+        Err(rustix::io::Errno::ACCESS) => {
+            crate::workspace::reopen_tree::open_closed_file(src, os_name)
+                .map_err(|e| io_err(rel, e))?
+        }
+        opened => opened.map_err(|e| io_err(rel, e))?,
+    };
     // What was opened is what is copied: a regular file without the
     // setuid/setgid bits, whatever the name pointed at before.
     let stat = rustix::fs::fstat(&from).map_err(|e| io_err(rel, e))?;

@@ -15,10 +15,13 @@
 //! changed through that descriptor (`remove::chmod_fd`); a link is left as
 //! it is, and no entry named `.git` is entered (the patch never reads it).
 //! An entry owned by someone else is left alone (its `chmod` would fail).
+//! [`open_closed_file`] reads one such file and leaves its mode as it was
+//! (the setup cache storing what a setup command made, before the engine
+//! runs: the job sees its file as it left it).
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, CWD};
@@ -155,6 +158,37 @@ fn open_file(
     Ok(())
 }
 
+/// Opens for reading the regular file `name` in `dir` that its owner, this
+/// process's user, closed (`chmod 000`), leaving its mode as it was: the
+/// owner's read bit is given through an `O_PATH` descriptor (no link
+/// followed), the file is opened through that descriptor, and its mode is
+/// set back. Anything else (a link, someone else's file) is refused with
+/// `EACCES` as the plain open was.
+pub(crate) fn open_closed_file(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> io::Result<OwnedFd> {
+    let at = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let st = rustix::fs::fstat(&at)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+        || st.st_uid != nix::unistd::geteuid().as_raw()
+    {
+        return Err(io::ErrorKind::PermissionDenied.into());
+    }
+    let mode = st.st_mode & 0o7777;
+    chmod_fd(&at, mode | FILE_BITS)?;
+    let via = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&at));
+    let opened = rustix::fs::open(
+        via.as_str(),
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
+    chmod_fd(&at, mode)?;
+    Ok(opened?)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -193,5 +227,17 @@ mod tests {
             .map(|p| mode(&w.join(p)))
             .collect();
         assert_eq!(modes, vec![0o700, 0o500, 0o400, 0o4511, 0o000]);
+    }
+
+    #[test]
+    fn a_closed_file_is_read_and_keeps_its_mode() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::write(t.path().join("f"), "s").unwrap();
+        std::fs::set_permissions(t.path().join("f"), std::fs::Permissions::from_mode(0o000))
+            .unwrap();
+        let dir = std::fs::File::open(t.path()).unwrap();
+        let fd = open_closed_file(dir.as_fd(), std::ffi::OsStr::new("f")).unwrap();
+        let text = std::io::read_to_string(std::fs::File::from(fd)).unwrap();
+        assert_eq!((text, mode(&t.path().join("f"))), ("s".to_string(), 0o000));
     }
 }

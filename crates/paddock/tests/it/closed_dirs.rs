@@ -246,3 +246,67 @@ async fn closed_files_are_in_the_patch_on_the_sandbox_rung() {
     }
     closed_files_are_in_the_patch("sandbox").await;
 }
+
+/// The `setup_cache` lines of a run's output, each without its key and
+/// commit (which name the temporary source).
+fn setup_cache_lines(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| l.split_once("setup_cache: "))
+        .map(|(_, l)| match l.split_once(" (key") {
+            Some((head, rest)) => {
+                format!("{head}{}", rest.split_once(')').map_or("", |(_, t)| t))
+            }
+            None => l.to_string(),
+        })
+        .collect()
+}
+
+/// What a setup command made and closed (`chmod 000`) is stored in the
+/// setup cache and restored by the next job, as with Paddock running as
+/// root. Before, the store could not open the file and the cache was never
+/// stored ("cannot copy work/deps/f: Permission denied").
+async fn closed_files_are_stored_in_the_setup_cache(rung: &str) {
+    let uid = user();
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, "true\n", rung, uid);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[setup]\ncommands = ['''mkdir -p deps && echo a > deps/f && chmod 000 deps/f''']\n"
+        ),
+    )
+    .unwrap();
+    let first = paddock_as(uid, &home, &["run", spec.to_str().unwrap()]).await;
+    let second = paddock_as(uid, &home, &["run", spec.to_str().unwrap()]).await;
+    assert_eq!(
+        (setup_cache_lines(&first), setup_cache_lines(&second)),
+        (
+            vec![
+                "not in the setup cache; the setup commands run".to_string(),
+                "stored in the setup cache: 2 entries, 2 bytes".to_string(),
+            ],
+            vec![
+                "restored from the setup cache: 2 entries, 2 bytes; the setup commands did not run"
+                    .to_string()
+            ],
+        ),
+        "rung {rung}, uid {uid}: {}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_files_are_stored_in_the_setup_cache_on_the_process_rung() {
+    closed_files_are_stored_in_the_setup_cache("process").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn closed_files_are_stored_in_the_setup_cache_on_the_sandbox_rung() {
+    if !sandbox_available() {
+        return;
+    }
+    closed_files_are_stored_in_the_setup_cache("sandbox").await;
+}
