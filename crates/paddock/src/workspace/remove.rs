@@ -14,23 +14,13 @@
 //! and its mode is changed through that descriptor (`O_PATH`, through
 //! `/proc/self/fd`, as the C library's `fchmodat(AT_SYMLINK_NOFOLLOW)`
 //! does), never through a path a link could redirect; files are never
-//! changed (unlinking needs only their directory's bits).
+//! changed (unlinking needs only their directory's bits). The walk is
+//! `reopen_tree.rs`'s, which opens a job's closed files for its patch.
 
-use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, CWD};
-
-/// The deepest tree whose permissions are mended (a descriptor is held per
-/// level): far past what a job's disk watcher lets it make (256 levels).
-const MAX_DEPTH: usize = 512;
-
-/// The owner's read, write and search bits.
-const OWNER_ALL: u32 = 0o700;
+use super::reopen_tree::{give_bits, REMOVING};
 
 /// Removes `path` (a directory and what it holds, or a file or link)
 /// without following links: as it is, and when that is refused for
@@ -48,96 +38,18 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
         Err(e) if e.kind() != io::ErrorKind::PermissionDenied => return Err(e),
         Err(_) => {}
     }
-    // The tree itself, then the directory holding it (its entry must be
-    // removable too; Paddock made it, so that is rarely the refusal).
-    let parent = path.parent().unwrap_or(Path::new("/"));
-    let name = path.file_name().unwrap_or(OsStr::new("."));
-    let parent_fd = rustix::fs::openat(
-        CWD,
-        parent,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    mend(parent_fd.as_fd(), &c_name(name.as_bytes())?, 0)?;
+    give_bits(path, nix::unistd::geteuid().as_raw(), REMOVING)?;
     match std::fs::remove_dir_all(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         done => done,
     }
 }
 
-/// Gives the directory `name` in `parent` (when it is one, not a link)
-/// and every directory under it its owner's bits.
-fn mend(parent: BorrowedFd<'_>, name: &CString, depth: usize) -> io::Result<()> {
-    if depth > MAX_DEPTH {
-        return Err(io::Error::other(format!(
-            "a tree deeper than {MAX_DEPTH} levels"
-        )));
-    }
-    // The entry itself (a link is opened as a link: O_DIRECTORY refuses
-    // it, and it is left alone).
-    let at = match rustix::fs::openat(
-        parent,
-        name.as_c_str(),
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP | rustix::io::Errno::NOENT) => {
-            return Ok(())
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let mode = rustix::fs::fstat(&at)?.st_mode;
-    if mode & OWNER_ALL != OWNER_ALL {
-        chmod_fd(&at, (mode & 0o7777) | OWNER_ALL)?;
-    }
-    let dir = rustix::fs::openat(
-        &at,
-        c".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let mut subdirs = Vec::new();
-    for entry in Dir::read_from(&dir)? {
-        let entry = entry?;
-        let child = entry.file_name();
-        if child == c"." || child == c".." {
-            continue;
-        }
-        let is_dir = match entry.file_type() {
-            FileType::Directory => true,
-            FileType::Unknown => {
-                let st = rustix::fs::statat(&dir, child, AtFlags::SYMLINK_NOFOLLOW)?;
-                FileType::from_raw_mode(st.st_mode) == FileType::Directory
-            }
-            _ => false,
-        };
-        if is_dir {
-            subdirs.push(child.to_owned());
-        }
-    }
-    for child in subdirs {
-        mend(dir.as_fd(), &child, depth + 1)?;
-    }
-    Ok(())
-}
-
-/// `chmod` of what the `O_PATH` descriptor `fd` names (a directory, or a
-/// file for `reopen_tree.rs`), never through a path a link could redirect.
-pub(super) fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
-    use std::os::fd::AsRawFd as _;
-    let via = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    std::fs::set_permissions(via, std::fs::Permissions::from_mode(mode))
-}
-
-fn c_name(name: &[u8]) -> io::Result<CString> {
-    CString::new(name).map_err(|_| io::Error::other("a name with a NUL byte"))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     fn mode(path: &Path) -> u32 {
         std::fs::symlink_metadata(path)
@@ -201,14 +113,7 @@ mod tests {
         set(&outside, 0o000);
         set(&tree.join("a/b"), 0o010);
         set(&tree.join("a"), 0o1500);
-        let parent = rustix::fs::openat(
-            CWD,
-            root.path(),
-            OFlags::RDONLY | OFlags::DIRECTORY,
-            Mode::empty(),
-        )
-        .unwrap();
-        mend(parent.as_fd(), &c_name(b"tree").unwrap(), 0).unwrap();
+        give_bits(&tree, nix::unistd::geteuid().as_raw(), REMOVING).unwrap();
         assert_eq!(
             [
                 mode(&tree.join("a")),

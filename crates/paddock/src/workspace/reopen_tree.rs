@@ -26,17 +26,40 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, CWD};
 
-use super::remove::chmod_fd;
-
 /// The deepest tree opened (a descriptor is held per level): far past what
 /// a job's disk watcher lets it make (256 levels).
 const MAX_DEPTH: usize = 512;
 
-/// A directory's owner read and search bits.
-const DIR_BITS: u32 = 0o500;
-
 /// A file's owner read bit.
 const FILE_BITS: u32 = 0o400;
+
+/// What a walk gives back to the entries its user owns.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bits {
+    /// Added to every directory that lacks them.
+    dir: u32,
+    /// Added to every regular file that lacks them (0: files untouched).
+    file: u32,
+    /// Whether `.git` entries are entered.
+    git: bool,
+}
+
+/// For the patch: directories listed and entered, files read, `.git`
+/// (which the patch never reads) left as it is.
+const READING: Bits = Bits {
+    dir: 0o500,
+    file: FILE_BITS,
+    git: false,
+};
+
+/// For a removal (`remove.rs`): every directory listed, entered and
+/// changed, `.git` too; files untouched (unlinking needs only their
+/// directory's bits).
+pub(super) const REMOVING: Bits = Bits {
+    dir: 0o700,
+    file: 0,
+    git: true,
+};
 
 /// Gives every directory under `work` (itself included) its owner's read
 /// and search bits and every regular file its owner's read bit, where they
@@ -47,12 +70,13 @@ pub fn open_for_reading(work: &Path) -> io::Result<()> {
     if me.is_root() {
         return Ok(());
     }
-    open_tree(work, me.as_raw())
+    give_bits(work, me.as_raw(), READING)
 }
 
-/// [`open_for_reading`] of what user `me` owns under `work`, whoever runs
-/// it.
-fn open_tree(work: &Path, me: u32) -> io::Result<()> {
+/// Gives what user `me` owns under `work` (itself included) `bits`,
+/// whoever runs it: [`open_for_reading`], and a removal refused for
+/// permissions (`remove.rs`).
+pub(super) fn give_bits(work: &Path, me: u32, bits: Bits) -> io::Result<()> {
     let parent = work.parent().unwrap_or(Path::new("/"));
     let name = work.file_name().unwrap_or(std::ffi::OsStr::new("."));
     let parent_fd = rustix::fs::openat(
@@ -63,12 +87,18 @@ fn open_tree(work: &Path, me: u32) -> io::Result<()> {
     )?;
     let name = std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(name))
         .map_err(|_| io::Error::other("a name with a NUL byte"))?;
-    open_dir(parent_fd.as_fd(), &name, me, 0)
+    open_dir(parent_fd.as_fd(), &name, me, bits, 0)
 }
 
 /// Opens the directory `name` in `parent` (when it is one, not a link) and
 /// everything under it.
-fn open_dir(parent: BorrowedFd<'_>, name: &CStr, me: u32, depth: usize) -> io::Result<()> {
+fn open_dir(
+    parent: BorrowedFd<'_>,
+    name: &CStr,
+    me: u32,
+    bits: Bits,
+    depth: usize,
+) -> io::Result<()> {
     if depth > MAX_DEPTH {
         return Err(io::Error::other(format!(
             "a tree deeper than {MAX_DEPTH} levels"
@@ -90,8 +120,8 @@ fn open_dir(parent: BorrowedFd<'_>, name: &CStr, me: u32, depth: usize) -> io::R
     if st.st_uid != me {
         return Ok(());
     }
-    if st.st_mode & DIR_BITS != DIR_BITS {
-        chmod_fd(&at, (st.st_mode & 0o7777) | DIR_BITS)?;
+    if st.st_mode & bits.dir != bits.dir {
+        chmod_fd(&at, (st.st_mode & 0o7777) | bits.dir)?;
     }
     let dir = rustix::fs::openat(
         &at,
@@ -103,30 +133,31 @@ fn open_dir(parent: BorrowedFd<'_>, name: &CStr, me: u32, depth: usize) -> io::R
     for entry in Dir::read_from(&dir)? {
         let entry = entry?;
         let child = entry.file_name();
-        if child == c"." || child == c".." || child == c".git" {
+        if child == c"." || child == c".." || (child == c".git" && !bits.git) {
             continue;
         }
         match entry.file_type() {
             FileType::Directory => subdirs.push(child.to_owned()),
             FileType::RegularFile | FileType::Unknown => {
-                open_file(dir.as_fd(), child, me, &mut subdirs)?
+                open_file(dir.as_fd(), child, me, bits.file, &mut subdirs)?
             }
             _ => {}
         }
     }
     for child in subdirs {
-        open_dir(dir.as_fd(), &child, me, depth + 1)?;
+        open_dir(dir.as_fd(), &child, me, bits, depth + 1)?;
     }
     Ok(())
 }
 
-/// Gives the regular file `name` in `dir` its owner's read bit (opened as
-/// itself, never through a link); a directory found here (a file system
-/// without entry types) is added to `subdirs`.
+/// Gives the regular file `name` in `dir` the owner's bits `file` (opened
+/// as itself, never through a link; none when `file` is 0); a directory
+/// found here (a file system without entry types) is added to `subdirs`.
 fn open_file(
     dir: BorrowedFd<'_>,
     name: &CStr,
     me: u32,
+    file: u32,
     subdirs: &mut Vec<std::ffi::CString>,
 ) -> io::Result<()> {
     let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
@@ -136,7 +167,7 @@ fn open_file(
     };
     match FileType::from_raw_mode(st.st_mode) {
         FileType::Directory => subdirs.push(name.to_owned()),
-        FileType::RegularFile if st.st_uid == me && st.st_mode & FILE_BITS == 0 => {
+        FileType::RegularFile if file != 0 && st.st_uid == me && st.st_mode & file != file => {
             let fd = match rustix::fs::openat(
                 dir,
                 name,
@@ -150,12 +181,22 @@ fn open_file(
             // The same file the stat saw (not one swapped in since).
             let now = rustix::fs::fstat(&fd)?;
             if now.st_ino == st.st_ino && now.st_dev == st.st_dev {
-                chmod_fd(&fd, (now.st_mode & 0o7777) | FILE_BITS)?;
+                chmod_fd(&fd, (now.st_mode & 0o7777) | file)?;
             }
         }
         _ => {}
     }
     Ok(())
+}
+
+/// `chmod` of what the `O_PATH` descriptor `fd` names, never through a
+/// path a link could redirect (as the C library's
+/// `fchmodat(AT_SYMLINK_NOFOLLOW)` does).
+fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let via = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    std::fs::set_permissions(via, std::fs::Permissions::from_mode(mode))
 }
 
 /// Opens for reading the regular file `name` in `dir` that its owner, this
@@ -221,7 +262,7 @@ mod tests {
         set(".git/x/f", 0o000);
         set("a/b", 0o000);
         set("a", 0o600);
-        open_tree(&w, nix::unistd::geteuid().as_raw()).unwrap();
+        give_bits(&w, nix::unistd::geteuid().as_raw(), READING).unwrap();
         let modes: Vec<u32> = ["a", "a/b", "a/b/secret", "run", ".git/x/f"]
             .iter()
             .map(|p| mode(&w.join(p)))
