@@ -127,8 +127,10 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
 /// The result branch is made and bundled beside the patch's diff, not
 /// after it: its commit (written by Paddock) needs only the staged tree,
 /// and the bundle's `pack-objects` only the commit, so it starts while
-/// `git diff-tree` runs. Shown by a `git diff-tree` that waits (up to
-/// 20 s) for a `pack-objects` to start before it runs, and says whether
+/// `git diff-tree` runs. Shown by a `git diff-tree` (or `git diff`, the
+/// patch's one diff when the engine ended before the base's tree was read
+/// beside it: a loaded machine) that waits (up to 20 s) for a
+/// `pack-objects` to start before it runs, and says whether
 /// one did: one after the other, the bundle starts only once the diff has
 /// ended.
 #[tokio::test(flavor = "multi_thread")]
@@ -140,7 +142,7 @@ async fn the_result_branch_is_committed_and_bundled_while_the_diff_runs() {
     let bin = home.path().join("waiting-bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
-        "#!/bin/sh\nfor a in \"$@\"; do\n  case \"$a\" in\n    pack-objects) echo pack-objects >> '{log}' ;;\n    diff-tree)\n      i=0\n      while [ $i -lt 400 ] && ! grep -q pack-objects '{log}' 2>/dev/null; do sleep 0.05; i=$((i+1)); done\n      if grep -q pack-objects '{log}' 2>/dev/null; then echo beside >> '{seen}'; else echo after >> '{seen}'; fi ;;\n  esac\ndone\nexec '{git}' \"$@\"\n",
+        "#!/bin/sh\nfor a in \"$@\"; do\n  case \"$a\" in\n    pack-objects) echo pack-objects >> '{log}' ;;\n    diff-tree|diff)\n      i=0\n      while [ $i -lt 400 ] && ! grep -q pack-objects '{log}' 2>/dev/null; do sleep 0.05; i=$((i+1)); done\n      if grep -q pack-objects '{log}' 2>/dev/null; then echo beside >> '{seen}'; else echo after >> '{seen}'; fi ;;\n  esac\ndone\nexec '{git}' \"$@\"\n",
         log = log.display(),
         seen = seen.display(),
         git = real_git().display()
