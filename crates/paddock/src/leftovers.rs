@@ -152,6 +152,11 @@ pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
                 continue;
             }
             let path = p.path();
+            // Paddock's own helpers at work in the job's directory (the
+            // patch's early reads) are not the job's.
+            if crate::own_children::is_own(pid, &path) {
+                continue;
+            }
             // Older than the job: not the job's. A start time that cannot
             // be read (the process is gone, or not this user's) is read
             // in full as before.
@@ -350,6 +355,37 @@ mod tests {
             b.wait().unwrap();
         }
         assert_eq!(kill_processes(&dir, None), 0);
+    }
+
+    /// Paddock's own helper at work in the job's directory (registered,
+    /// its child: `own_children.rs`) is left by the scan; the same command
+    /// unregistered is killed.
+    #[test]
+    fn paddocks_own_registered_helper_is_left_and_no_other() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().canonicalize().unwrap().join("job-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let sleep = || {
+            let mut c = std::process::Command::new("sleep");
+            c.arg("30").current_dir(&dir);
+            c
+        };
+        let (mut helper, registered) =
+            crate::own_children::spawn(|| sleep().spawn(), |c| Some(c.id())).unwrap();
+        let mut stranger = sleep().spawn().unwrap();
+        let killed = kill_processes(&dir, None);
+        let stranger_ended = {
+            use std::os::unix::process::ExitStatusExt as _;
+            stranger.wait().unwrap().signal()
+        };
+        let helper_running = helper.try_wait().unwrap().is_none();
+        drop(registered);
+        helper.kill().unwrap();
+        helper.wait().unwrap();
+        assert_eq!(
+            (killed, stranger_ended, helper_running),
+            (1, Some(nix::sys::signal::Signal::SIGKILL as i32), true)
+        );
     }
 
     /// Scoped by time, the scan kills what was created since (here in its

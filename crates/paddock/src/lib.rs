@@ -24,6 +24,7 @@ pub mod ledger;
 pub mod leftovers;
 pub mod log;
 pub mod output;
+pub mod own_children;
 pub mod paths;
 pub mod policy;
 pub mod reaper;

@@ -370,7 +370,9 @@ fn spawn_group(
     if with_input {
         cmd.stdin(Stdio::piped());
     }
-    let mut child = cmd.spawn()?;
+    // Registered as Paddock's own while it runs, so that a job's leftovers
+    // scan never kills it for pointing into the job's directory.
+    let (mut child, own) = crate::own_children::spawn(|| cmd.spawn(), tokio::process::Child::id)?;
     let stdin = child.stdin.take();
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     Ok(Spawned {
@@ -381,6 +383,7 @@ fn spawn_group(
                 .map(nix::unistd::Pid::from_raw),
             child,
             ended: false,
+            _own: own,
         },
         stdin,
         stdout,
@@ -517,6 +520,9 @@ struct Group {
     pgid: Option<nix::unistd::Pid>,
     /// The run ended: its output read to the end, the child reaped.
     ended: bool,
+    /// Its registration as Paddock's own (`own_children.rs`), dropped
+    /// after the group is killed.
+    _own: crate::own_children::Registered,
 }
 
 impl Drop for Group {

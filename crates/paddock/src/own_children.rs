@@ -1,0 +1,158 @@
+//! Paddock's own helper processes that work in a job's directory while
+//! the job runs (the patch's early `git` reads, started beside the
+//! engine: `workspace/host_git.rs`), registered so that the job's
+//! leftovers scan at its end (`leftovers.rs`) never takes them for the
+//! job's. Without this a fast engine's end killed Paddock's own `git`,
+//! the job got an error event for "its" leftover and the patch read the
+//! base again.
+//!
+//! A process counts as Paddock's only while both hold: its pid is
+//! registered here, and its parent is this process (`/proc/PID/stat`).
+//! A job cannot meet the second: only Paddock forks its own children,
+//! and an orphan is reparented to a subreaper or init, never to Paddock
+//! (which is not a subreaper). So a registered pid that was reaped and
+//! then reused by a job's process before its registration was dropped is
+//! still scanned. A helper's own children are not covered: none of the
+//! registered gits starts any (no pager, hook, filter or textconv runs
+//! under Paddock's git settings).
+//!
+//! Registration happens under the same lock as the spawn, and the scan
+//! reads the set under it: a helper whose pid the scan can see is already
+//! registered.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+/// The pids of this process's registered helpers.
+static OWN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+fn own() -> MutexGuard<'static, BTreeSet<u32>> {
+    // A panic while holding the lock leaves the set as it was: still valid.
+    OWN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A registered helper: its registration ends when this is dropped
+/// (after the helper was reaped or killed).
+#[derive(Debug)]
+pub struct Registered(Option<u32>);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            own().remove(&pid);
+        }
+    }
+}
+
+/// Runs `spawn` and registers the pid `pid_of` reads from what it
+/// started, under the registry's lock (so no scan sees the process
+/// unregistered). A spawn that fails registers nothing.
+pub fn spawn<T>(
+    spawn: impl FnOnce() -> std::io::Result<T>,
+    pid_of: impl FnOnce(&T) -> Option<u32>,
+) -> std::io::Result<(T, Registered)> {
+    let mut set = own();
+    let started = spawn()?;
+    let pid = pid_of(&started);
+    if let Some(pid) = pid {
+        set.insert(pid);
+    }
+    Ok((started, Registered(pid)))
+}
+
+/// True when process `pid` (`/proc/<pid>` is `proc_dir`) is one of this
+/// process's registered helpers: registered, and this process's child.
+pub fn is_own(pid: u32, proc_dir: &Path) -> bool {
+    let set = own();
+    set.contains(&pid) && parent(proc_dir) == Some(std::process::id())
+}
+
+/// The parent's pid of process `proc_dir`, from its `stat` (`PID (COMM)
+/// STATE PPID …`; COMM may hold anything but ends at the last `)`).
+fn parent(proc_dir: &Path) -> Option<u32> {
+    let stat = std::fs::read(proc_dir.join("stat")).ok()?;
+    let close = stat.iter().rposition(|b| *b == b')')?;
+    let field = stat[close + 1..]
+        .split(|b| *b == b' ')
+        .filter(|f| !f.is_empty())
+        .nth(1)?;
+    std::str::from_utf8(field).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc_dir(pid: u32) -> std::path::PathBuf {
+        Path::new("/proc").join(pid.to_string())
+    }
+
+    /// A registered child is Paddock's until its registration is dropped;
+    /// an unregistered child is not.
+    #[test]
+    fn a_registered_child_is_own_until_dropped() {
+        let (mut child, registered) = spawn(
+            || std::process::Command::new("sleep").arg("30").spawn(),
+            |c| Some(c.id()),
+        )
+        .unwrap();
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let before = (
+            is_own(child.id(), &proc_dir(child.id())),
+            is_own(other.id(), &proc_dir(other.id())),
+        );
+        drop(registered);
+        let after = is_own(child.id(), &proc_dir(child.id()));
+        for c in [&mut child, &mut other] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        assert_eq!((before, after), ((true, false), false));
+    }
+
+    /// A registered pid whose process is not this process's child (a pid
+    /// reused by someone else's process) is not Paddock's.
+    #[test]
+    fn a_registered_pid_that_is_not_a_child_is_not_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let (mut sh, _registered) = spawn(
+            || {
+                std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg("sleep 30 & echo $! > \"$0\"; wait")
+                    .arg(&pidfile)
+                    .spawn()
+            },
+            |_| None,
+        )
+        .unwrap();
+        let grandchild: u32 = loop {
+            match std::fs::read_to_string(&pidfile) {
+                Ok(s) if s.ends_with('\n') => break s.trim().parse().unwrap(),
+                _ => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        };
+        let (_none, registered) = spawn(|| Ok(()), |()| Some(grandchild)).unwrap();
+        let seen = is_own(grandchild, &proc_dir(grandchild));
+        drop(registered);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(grandchild).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        sh.wait().unwrap();
+        assert!(!seen);
+    }
+
+    #[test]
+    fn the_parent_is_read_past_a_comm_holding_spaces_and_parentheses() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("stat"), "42 (a) b (c) S 7 42 42 0 -1").unwrap();
+        assert_eq!(parent(dir.path()), Some(7));
+    }
+}
