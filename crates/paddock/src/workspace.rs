@@ -23,6 +23,7 @@ pub mod lease;
 pub(crate) mod mirror;
 mod mirror_state;
 pub mod overlay;
+mod prior_branch;
 pub mod prune;
 mod raw_diff;
 mod remote_config;
@@ -46,6 +47,7 @@ use final_tree::{nul_list, FinalTree, Tracked};
 use host_git::HostGit;
 pub use lease::Lease;
 pub use overlay::{Chosen, Layout};
+pub use prior_branch::PriorBranch;
 pub use result_branch::StartedBundle;
 pub use snapshot::SNAPSHOTS;
 use snapshot::{Snapshot, Source as SnapSource};
@@ -81,6 +83,16 @@ pub enum WorkspaceError {
     BaseRef {
         source_repo: String,
         base_ref: String,
+    },
+    #[error(
+        "the prior attempt's branch `{branch}` is not in the source, and its bundle {} cannot \
+         give it: {why}",
+        bundle.display()
+    )]
+    PriorBundle {
+        bundle: PathBuf,
+        branch: String,
+        why: String,
     },
     #[error(
         "repository {source_repo}: it has no commit yet (an empty repository: its branch is \
@@ -398,20 +410,23 @@ impl Workspace {
             path: jobs_root.join(job_id),
             source,
         })?;
-        Workspace::provision_leased(jobs_root, job_id, lease, repo, branch).await
+        Workspace::provision_leased(jobs_root, job_id, lease, repo, branch, None).await
     }
 
     /// [`Workspace::provision`] for a job whose lease (`reaper.rs`) the
-    /// caller already holds.
+    /// caller already holds; `prior`, the branch of the attempt it
+    /// resumes on (its `base_ref`), taken from its bundle when the source
+    /// lacks it (`prior_branch.rs`).
     pub async fn provision_leased(
         jobs_root: &Path,
         job_id: &str,
         lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
+        prior: Option<&PriorBranch>,
     ) -> Result<Workspace, WorkspaceError> {
         let layout = Layout::from_env().map_err(|value| WorkspaceError::LayoutEnv { value })?;
-        Workspace::provision_as(jobs_root, job_id, lease, repo, branch, layout).await
+        Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, prior).await
     }
 
     /// [`Workspace::provision_leased`] with the given `layout`.
@@ -423,14 +438,28 @@ impl Workspace {
         branch: &str,
         layout: Layout,
     ) -> Result<Workspace, WorkspaceError> {
+        Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, None).await
+    }
+
+    /// [`Workspace::provision_as`] after the attempt whose branch is
+    /// `prior`.
+    pub async fn provision_after(
+        jobs_root: &Path,
+        job_id: &str,
+        lease: Lease,
+        repo: &RepositorySpec,
+        branch: &str,
+        layout: Layout,
+        prior: Option<&PriorBranch>,
+    ) -> Result<Workspace, WorkspaceError> {
         let root = jobs_root.join(job_id);
         let result = match layout {
             Layout::Auto | Layout::Overlay => {
                 let forced = layout == Layout::Overlay;
-                Workspace::provision_layered(jobs_root, root.clone(), lease, repo, branch, forced)
-                    .await
+                let (to, layered) = (root.clone(), (repo, branch, forced, prior));
+                Workspace::provision_layered(jobs_root, to, lease, layered).await
             }
-            Layout::Clone => Workspace::provision_in(root.clone(), lease, repo, branch)
+            Layout::Clone => Workspace::provision_in(root.clone(), lease, repo, branch, prior)
                 .await
                 .map(|ws| Workspace {
                     layout: Chosen::clone_because(format!("{}=clone", overlay::LAYOUT_ENV)),
@@ -455,15 +484,13 @@ impl Workspace {
         jobs_root: &Path,
         root: PathBuf,
         lease: Lease,
-        repo: &RepositorySpec,
-        branch: &str,
-        forced: bool,
+        (repo, branch, forced, prior): (&RepositorySpec, &str, bool, Option<&PriorBranch>),
     ) -> Result<Workspace, WorkspaceError> {
         match overlay_unavailable(jobs_root, &root, repo) {
             Ok(()) => {}
             Err(why) if forced => return Err(WorkspaceError::OverlayRefused { path: root, why }),
             Err(why) => {
-                let ws = Workspace::provision_in(root, lease, repo, branch).await?;
+                let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
                 return Ok(Workspace {
                     layout: Chosen::clone_because(why),
                     ..ws
@@ -476,6 +503,15 @@ impl Workspace {
                 let base_commit = match resolve_in_source(path, &source, &repo.base_ref, true).await
                 {
                     Ok(commit) => commit,
+                    // The prior attempt's branch, gone from the source:
+                    // from its bundle, into a clone of the job's own.
+                    Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
+                        let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
+                        return Ok(Workspace {
+                            layout: Chosen::clone_because(prior_only(&repo.base_ref)),
+                            ..ws
+                        });
+                    }
                     Err(e) => {
                         // Not a repository at all is the error to report, then.
                         Workspace::source_of(repo).await?;
@@ -501,6 +537,17 @@ impl Workspace {
                     Err(WorkspaceError::BaseRef { .. }) if is_object_name(&repo.base_ref) => {
                         base_by_name(&mirror.dir, repo, url).await?;
                         resolve_in_source(&mirror.dir, url, &repo.base_ref, false).await?
+                    }
+                    // The prior attempt's branch, never pushed: from its
+                    // bundle, into a clone of the job's own (never the
+                    // mirror, which other jobs share).
+                    Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
+                        drop(mirror);
+                        let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
+                        return Ok(Workspace {
+                            layout: Chosen::clone_because(prior_only(&repo.base_ref)),
+                            ..ws
+                        });
                     }
                     read => read?,
                 };
@@ -536,7 +583,7 @@ impl Workspace {
             let from = mirror
                 .as_ref()
                 .map_or(source.clone(), |m| m.dir.display().to_string());
-            let ws = Workspace::provision_clone(ws, &source, &from, &base_commit).await?;
+            let ws = Workspace::provision_clone(ws, &source, &from, &base_commit, None).await?;
             return Ok(Workspace {
                 layout: Chosen::clone_because(why),
                 ..ws
@@ -609,6 +656,7 @@ impl Workspace {
         lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
+        prior: Option<&PriorBranch>,
     ) -> Result<Workspace, WorkspaceError> {
         let source = Workspace::source_of(repo).await?;
         let ws = Workspace::make_dirs(root, lease, branch)?;
@@ -633,10 +681,15 @@ impl Workspace {
         // overlay's is: Paddock's bare clone of it has its branches and
         // tags, not its remote-tracking branches (`origin/X`).
         let base = match &repo.path {
-            Some(path) => resolve_in_source(path, &source, &repo.base_ref, true).await?,
+            Some(path) => match resolve_in_source(path, &source, &repo.base_ref, true).await {
+                Ok(commit) => commit,
+                // Read from the prior attempt's bundle in the clone.
+                Err(e) if prior.is_some_and(|p| p.answers(&e)) => repo.base_ref.clone(),
+                Err(e) => return Err(e),
+            },
             None => repo.base_ref.clone(),
         };
-        let ws = Workspace::provision_clone(ws, &source, &from, &base).await?;
+        let ws = Workspace::provision_clone(ws, &source, &from, &base, prior).await?;
         let notes = mirror.and_then(|m| m.remade).into_iter().collect();
         Ok(Workspace { notes, ..ws })
     }
@@ -648,9 +701,16 @@ impl Workspace {
         source: &str,
         from: &str,
         base_ref: &str,
+        prior: Option<&PriorBranch>,
     ) -> Result<Workspace, WorkspaceError> {
         Workspace::clone_bare(&ws.root, from, &ws.git_dir()).await?;
-        let base_commit = ws.base_commit(source, base_ref).await?;
+        let base_commit = match (ws.base_commit(source, base_ref).await, prior) {
+            (Err(e), Some(prior)) if prior.answers(&e) => {
+                prior.fetch_into(&ws.root, &ws.git_dir()).await?;
+                ws.base_commit(source, base_ref).await?
+            }
+            (read, _) => read?,
+        };
         std::fs::create_dir_all(ws.git_dir().join("info")).map_err(|e| WorkspaceError::Create {
             path: ws.git_dir().join("info"),
             source: e,
@@ -1806,6 +1866,12 @@ where
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         })
     }
+}
+
+/// Why a job on the prior attempt's branch `branch` got a clone: the
+/// branch is only in that attempt's bundle (`prior_branch.rs`).
+fn prior_only(branch: &str) -> String {
+    format!("the prior attempt's branch {branch} is only in its bundle, fetched into the job's own clone")
 }
 
 #[cfg(test)]

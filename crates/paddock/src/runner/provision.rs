@@ -18,7 +18,7 @@ use crate::engines::{self, EngineAdapter};
 use crate::policy::{self, HostSemaphore, JobPolicy};
 use crate::reaper::Lease;
 use crate::secret::{Secret, SecretKind};
-use crate::workspace::Workspace;
+use crate::workspace::{PriorBranch, Workspace};
 
 /// A job with its workspace, ready to assemble.
 pub(super) struct Provisioned {
@@ -142,12 +142,35 @@ pub(super) async fn provision(
     {
         em.redactor.add_secret(&token);
     }
+    // Resumed on the prior attempt's branch: its bundle gives the branch
+    // when the source lacks it (a URL source it was never pushed to).
+    let prior = match &job.continuation {
+        Some(crate::session::Continuation::Resume {
+            prior:
+                crate::session::Prior {
+                    job_id,
+                    branch: Some(branch),
+                    ..
+                },
+            ..
+        }) if *branch == spec.repository.base_ref => Some(PriorBranch {
+            name: branch.clone(),
+            bundle: job
+                .config
+                .paths
+                .artifacts
+                .join(job_id)
+                .join(crate::results::conclude::BUNDLE),
+        }),
+        _ => None,
+    };
     let ws = match Workspace::provision_leased(
         &job.config.paths.jobs,
         &em.job_id,
         lease,
         &spec.repository,
         &spec.branch(),
+        prior.as_ref(),
     )
     .await
     {

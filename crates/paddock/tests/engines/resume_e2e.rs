@@ -203,3 +203,177 @@ async fn claude_resumes_its_session_in_the_sandbox() {
 async fn claude_resumes_its_session_and_forks_on_another_model() {
     resumes_then_forks("claude", "process").await;
 }
+
+/// A URL source its result is never pushed to (no forge, no push: the
+/// README's hello example): attempt 2 resumes on attempt 1's branch, which
+/// only attempt 1's bundle keeps. It is fetched from there into attempt
+/// 2's own clone, never into the URL's mirror (which every job of the URL
+/// shares); attempt 2's patch is its own change, and its bundle, holding
+/// the whole history, gives a branch with both attempts' work. Without the
+/// bundle, attempt 2 fails before its engine runs, naming it, and leaves
+/// nothing behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_sources_next_attempt_resumes_on_the_branch_its_bundle_keeps() {
+    let engine = "codex";
+    if paddock_test_support::skip::engine(engine).is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remote = home.path().join("remote.git");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    let key = format!("sk-paddock-e2e-{}", std::process::id());
+    let provider = KeyedProvider::start(&home, engine, SCENARIO, &key).await;
+    let upstream = format!("[upstream]\n{}\n", provider.spec_lines());
+    let spec = job(home.path(), engine, &repo, &upstream, None);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("url = \"file://{}\"", remote.display()),
+    );
+    std::fs::write(&spec, text).unwrap();
+    on_rung(&spec, "process");
+    let env = [("PADDOCK_E2E_KEY", key.as_str())];
+    let run = |extra: Vec<String>| {
+        let mut args = vec!["run".to_string(), "--json".to_string()];
+        args.push(spec.to_str().unwrap().to_string());
+        args.extend(extra);
+        let home = &home;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            home.paddock(&args, &env).await
+        }
+    };
+    let first = record(&run(vec![]).await);
+    assert_eq!(
+        (first.status, first.changed_files.clone()),
+        (JobStatus::Done, vec!["one.md".to_string()])
+    );
+    let first_bundle = home
+        .data()
+        .join("artifacts")
+        .join(&first.id)
+        .join("branch.bundle");
+    let first_commit = String::from_utf8(
+        std::process::Command::new("git")
+            .args(["bundle", "list-heads"])
+            .arg(&first_bundle)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .split_whitespace()
+    .next()
+    .unwrap()
+    .to_string();
+
+    let out = run(vec!["--attempt-after".into(), first.id.clone()]).await;
+    let second = record(&out);
+    assert_eq!(
+        (
+            second.status,
+            second.attempt,
+            second.base_ref.as_str(),
+            second.changed_files.clone()
+        ),
+        (
+            JobStatus::Done,
+            2,
+            "paddock/T-1/1",
+            vec!["two.md".to_string()]
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        details(&home, &second.id, Phase::Provisioning).await[1],
+        Some(
+            "workspace layout: clone (the prior attempt's branch paddock/T-1/1 is only in its \
+             bundle, fetched into the job's own clone)"
+                .to_string()
+        )
+    );
+    // No mirror of the URL holds attempt 1's commit.
+    let mirrors: Vec<_> = std::fs::read_dir(home.jobs().join(".mirrors"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    let in_mirrors: Vec<bool> = mirrors
+        .iter()
+        .map(|m| {
+            std::process::Command::new("git")
+                .arg("--git-dir")
+                .arg(m)
+                .args(["cat-file", "-e", &format!("{first_commit}^{{commit}}")])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap()
+                .success()
+        })
+        .collect();
+    assert_eq!(in_mirrors, vec![false]);
+    // Attempt 2's bundle alone gives both attempts' work.
+    let check = home.path().join("check");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            check.to_str().unwrap(),
+        ],
+    );
+    let second_bundle = home
+        .data()
+        .join("artifacts")
+        .join(&second.id)
+        .join("branch.bundle");
+    git(
+        &check,
+        &[
+            "fetch",
+            "-q",
+            second_bundle.to_str().unwrap(),
+            "refs/heads/paddock/T-1/2:refs/heads/two",
+        ],
+    );
+    git(&check, &["checkout", "-q", "two"]);
+    assert_eq!(
+        (
+            std::fs::read_to_string(check.join("one.md")).unwrap(),
+            std::fs::read_to_string(check.join("two.md")).unwrap()
+        ),
+        ("one\n".to_string(), "two\n".to_string())
+    );
+
+    // Without attempt 1's bundle: a clear failure before the engine.
+    std::fs::remove_file(&first_bundle).unwrap();
+    let asked = model_requests(&provider).len();
+    let out = run(vec!["--attempt-after".into(), first.id.clone()]).await;
+    let third = record(&out);
+    let reason = third.reason.clone().unwrap_or_default();
+    assert_eq!(
+        (
+            third.status,
+            reason.starts_with(&format!(
+            "the prior attempt's branch `paddock/T-1/1` is not in the source, and its bundle {} \
+             cannot give it: ",
+            first_bundle.display()
+        ))
+        ),
+        (JobStatus::Failed, true),
+        "{reason}"
+    );
+    assert_eq!(model_requests(&provider).len(), asked);
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}

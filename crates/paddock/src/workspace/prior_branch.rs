@@ -1,0 +1,124 @@
+//! The branch of the attempt a job follows (`paddock run --attempt-after`,
+//! resumed on its branch), when the source does not have it: a URL source
+//! whose result was never pushed (no forge, or its push failed), or a
+//! local source the branch was deleted from. The prior job kept its
+//! branch as a bundle in its artifacts (`<artifacts>/<job>/branch.bundle`,
+//! `result_branch.rs`); it is fetched from there into this job's own bare
+//! git directory (a clone's `meta/git`), never into a shared cache: a URL's
+//! mirror and the snapshots are shared by every job of the source, and a
+//! job's objects reach no other job that way. A workspace on such a base
+//! is a clone, not an overlay (whose snapshot is made from the mirror).
+//!
+//! The bundle's objects are a job's, so the fetch checks them as a fetch
+//! from any remote is checked (`transfer.fsckObjects`), runs with
+//! Paddock's git settings (no hook, no protocol but `file`) and takes only
+//! the branch's one ref.
+
+use std::path::{Path, PathBuf};
+
+use super::host_git::{HostGit, GIT_TIMEOUT};
+use super::WorkspaceError;
+
+/// The prior attempt's branch and the bundle that keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriorBranch {
+    /// `paddock/<ticket>/<attempt>`: the job's `repository.base_ref`.
+    pub name: String,
+    /// The prior job's `branch.bundle`.
+    pub bundle: PathBuf,
+}
+
+impl PriorBranch {
+    /// Whether `err` is the source lacking this branch (the case this
+    /// bundle answers).
+    pub(super) fn answers(&self, err: &WorkspaceError) -> bool {
+        matches!(err, WorkspaceError::BaseRef { base_ref, .. } if *base_ref == self.name)
+    }
+
+    /// Fetches the branch from the bundle into the bare git directory
+    /// `git_dir` of the job directory `root`, as `refs/heads/<name>`.
+    pub(super) async fn fetch_into(
+        &self,
+        root: &Path,
+        git_dir: &Path,
+    ) -> Result<(), WorkspaceError> {
+        let failed = |why: String| WorkspaceError::PriorBundle {
+            bundle: self.bundle.clone(),
+            branch: self.name.clone(),
+            why,
+        };
+        if !is_plain_branch(&self.name) {
+            return Err(failed("it is not a plain branch name".into()));
+        }
+        match std::fs::symlink_metadata(&self.bundle) {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(_) => return Err(failed("it is not a regular file".into())),
+            Err(e) => return Err(failed(e.to_string())),
+        }
+        let git = HostGit {
+            git_dir: Some(git_dir.to_path_buf()),
+            work_tree: None,
+            index: None,
+            excludes: None,
+            root: root.to_path_buf(),
+            timeout: GIT_TIMEOUT,
+        };
+        let refspec = format!("refs/heads/{0}:refs/heads/{0}", self.name);
+        let mut args: Vec<std::ffi::OsString> = [
+            "-c",
+            "transfer.fsckObjects=true",
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--no-recurse-submodules",
+            "--",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        args.push(self.bundle.clone().into_os_string());
+        args.push(refspec.into());
+        let (status, _, stderr) = git.status(&args, None).await?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(failed(String::from_utf8_lossy(&stderr).trim().to_string()))
+        }
+    }
+}
+
+/// True for a branch name git takes that cannot be read as more than one
+/// ref (no refspec syntax: `:`, `*`, `+`, `^`, whitespace, a leading `-`).
+fn is_plain_branch(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(['-', '+', '/'])
+        && !name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || ":*^~?[\\".contains(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_branch_names_are_taken() {
+        let names = [
+            "paddock/HELLO-1/1",
+            "paddock/a.b_c/12",
+            "",
+            "-x",
+            "+refs/heads/a",
+            "a:b",
+            "a*",
+            "a b",
+            "a^",
+            "/a",
+        ];
+        assert_eq!(
+            names.map(is_plain_branch),
+            [true, true, false, false, false, false, false, false, false, false]
+        );
+    }
+}
