@@ -110,15 +110,7 @@ impl Since {
 
     /// When process `proc_dir` (`/proc/<pid>`) was created.
     fn of(proc_dir: &Path) -> Option<Since> {
-        let stat = std::fs::read(proc_dir.join("stat")).ok()?;
-        // `PID (COMM) STATE PPID …`: COMM may hold anything but ends at
-        // the last `)`; the start time is the 20th field after it.
-        let close = stat.iter().rposition(|b| *b == b')')?;
-        let field = stat[close + 1..]
-            .split(|b| *b == b' ')
-            .filter(|f| !f.is_empty())
-            .nth(19)?;
-        std::str::from_utf8(field).ok()?.parse().ok().map(Since)
+        crate::own_children::stat_field(proc_dir, 22).map(Since)
     }
 }
 

@@ -69,15 +69,21 @@ pub fn is_own(pid: u32, proc_dir: &Path) -> bool {
     set.contains(&pid) && parent(proc_dir) == Some(std::process::id())
 }
 
-/// The parent's pid of process `proc_dir`, from its `stat` (`PID (COMM)
-/// STATE PPID …`; COMM may hold anything but ends at the last `)`).
+/// The parent's pid of process `proc_dir`.
 fn parent(proc_dir: &Path) -> Option<u32> {
+    u32::try_from(stat_field(proc_dir, 4)?).ok()
+}
+
+/// Field `n` (counted from 1, as `proc(5)` does: 4 the parent's pid, 22
+/// the start time) of process `proc_dir`'s `stat` (`PID (COMM) STATE PPID
+/// …`; COMM may hold anything but ends at the last `)`), as a number.
+pub(crate) fn stat_field(proc_dir: &Path, n: usize) -> Option<u64> {
     let stat = std::fs::read(proc_dir.join("stat")).ok()?;
     let close = stat.iter().rposition(|b| *b == b')')?;
     let field = stat[close + 1..]
         .split(|b| *b == b' ')
         .filter(|f| !f.is_empty())
-        .nth(1)?;
+        .nth(n.checked_sub(3)?)?;
     std::str::from_utf8(field).ok()?.parse().ok()
 }
 

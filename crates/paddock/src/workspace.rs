@@ -506,11 +506,8 @@ impl Workspace {
                     // The prior attempt's branch, gone from the source:
                     // from its bundle, into a clone of the job's own.
                     Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
-                        let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
-                        return Ok(Workspace {
-                            layout: Chosen::clone_because(prior_only(&repo.base_ref)),
-                            ..ws
-                        });
+                        return Workspace::provision_on_prior(root, lease, repo, branch, prior)
+                            .await;
                     }
                     Err(e) => {
                         // Not a repository at all is the error to report, then.
@@ -543,11 +540,8 @@ impl Workspace {
                     // mirror, which other jobs share).
                     Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
                         drop(mirror);
-                        let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
-                        return Ok(Workspace {
-                            layout: Chosen::clone_because(prior_only(&repo.base_ref)),
-                            ..ws
-                        });
+                        return Workspace::provision_on_prior(root, lease, repo, branch, prior)
+                            .await;
                     }
                     read => read?,
                 };
@@ -649,6 +643,26 @@ impl Workspace {
             source,
         })?;
         Ok(())
+    }
+
+    /// A clone on the prior attempt's branch, which only its bundle
+    /// keeps (`prior_branch.rs`), saying so as the layout's reason.
+    async fn provision_on_prior(
+        root: PathBuf,
+        lease: Lease,
+        repo: &RepositorySpec,
+        branch: &str,
+        prior: Option<&PriorBranch>,
+    ) -> Result<Workspace, WorkspaceError> {
+        let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
+        Ok(Workspace {
+            layout: Chosen::clone_because(format!(
+                "the prior attempt's branch {} is only in its bundle, fetched into the job's own \
+                 clone",
+                repo.base_ref
+            )),
+            ..ws
+        })
     }
 
     async fn provision_in(
@@ -1866,12 +1880,6 @@ where
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
         })
     }
-}
-
-/// Why a job on the prior attempt's branch `branch` got a clone: the
-/// branch is only in that attempt's bundle (`prior_branch.rs`).
-fn prior_only(branch: &str) -> String {
-    format!("the prior attempt's branch {branch} is only in its bundle, fetched into the job's own clone")
 }
 
 #[cfg(test)]

@@ -69,6 +69,20 @@ fn model_requests(provider: &KeyedProvider) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// `paddock run --json SPEC EXTRA…` with `env`.
+async fn run_spec(
+    home: &Home,
+    spec: &std::path::Path,
+    env: &[(&str, &str)],
+    extra: Vec<String>,
+) -> std::process::Output {
+    let mut args = vec!["run".to_string(), "--json".to_string()];
+    args.push(spec.to_str().unwrap().to_string());
+    args.extend(extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    home.paddock(&args, env).await
+}
+
 async fn resumes_then_forks(engine: &str, rung: &str) {
     if paddock_test_support::skip::engine(engine).is_none()
         || (rung == "sandbox" && !sandbox_available())
@@ -84,13 +98,9 @@ async fn resumes_then_forks(engine: &str, rung: &str) {
     on_rung(&spec, rung);
     let env = [("PADDOCK_E2E_KEY", key.as_str())];
     let run = |extra: Vec<String>| {
-        let mut args = vec!["run".to_string(), "--json".to_string()];
-        args.push(spec.to_str().unwrap().to_string());
-        args.extend(extra);
-        let home = &home;
+        let (home, spec) = (&home, &spec);
         async move {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = home.paddock(&args, &env).await;
+            let out = run_spec(home, spec, &env, extra).await;
             let rec = record(&out);
             assert_eq!(
                 rec.status,
@@ -242,16 +252,7 @@ async fn a_url_sources_next_attempt_resumes_on_the_branch_its_bundle_keeps() {
     std::fs::write(&spec, text).unwrap();
     on_rung(&spec, "process");
     let env = [("PADDOCK_E2E_KEY", key.as_str())];
-    let run = |extra: Vec<String>| {
-        let mut args = vec!["run".to_string(), "--json".to_string()];
-        args.push(spec.to_str().unwrap().to_string());
-        args.extend(extra);
-        let home = &home;
-        async move {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            home.paddock(&args, &env).await
-        }
-    };
+    let run = |extra: Vec<String>| run_spec(&home, &spec, &env, extra);
     let first = record(&run(vec![]).await);
     assert_eq!(
         (first.status, first.changed_files.clone()),
