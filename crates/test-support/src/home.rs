@@ -95,6 +95,32 @@ impl Home {
         SqliteStore::open(&self.db()).await.unwrap()
     }
 
+    /// Job `id`'s stored events, their bodies in order.
+    pub async fn event_bodies(&self, id: &str) -> Vec<paddock_protocol::EventBody> {
+        paddock::store::Store::events(&self.store().await, id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.body)
+            .collect()
+    }
+
+    /// Saves the host profile `json` in this home's store (`paddock
+    /// profile add`), failing the test with paddock's stderr if refused.
+    pub async fn add_profile(&self, json: &str) {
+        let file = self.path().join(format!("profile-{}.json", uuid_like()));
+        std::fs::write(&file, json).unwrap();
+        let add = self
+            .paddock(&["profile", "add", file.to_str().unwrap()], &[])
+            .await;
+        assert_eq!(
+            add.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&add.stderr)
+        );
+    }
+
     /// Workspaces left under the jobs directory, job leases left in its
     /// `.leases/` (as `.leases/NAME`), and what of its trash (job
     /// directories teardown moved there) the background remover has not
@@ -149,4 +175,14 @@ impl Home {
         );
         out
     }
+}
+
+/// A name no other call of this process gave.
+fn uuid_like() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    )
 }

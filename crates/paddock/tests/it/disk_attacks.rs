@@ -56,15 +56,7 @@ async fn probe(
         .paddock(&["run", "--json", spec.to_str().unwrap()], env)
         .await;
     let rec = record(&out);
-    let events = home
-        .store()
-        .await
-        .events(&rec.id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.body)
-        .collect();
+    let events = home.event_bodies(&rec.id).await;
     (rec, events, home.leftover_workspaces())
 }
 
@@ -293,15 +285,7 @@ async fn a_result_past_the_limit_is_not_kept() {
             .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
             .await;
         let rec = record(&out);
-        let events: Vec<EventBody> = home
-            .store()
-            .await
-            .events(&rec.id, 0)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.body)
-            .collect();
+        let events: Vec<EventBody> = home.event_bodies(&rec.id).await;
         let reason = ended(rung, &(rec.clone(), events, home.leftover_workspaces()));
         let artifacts = home.data().join("artifacts").join(&rec.id);
         let mut kept: Vec<String> = std::fs::read_dir(&artifacts)
@@ -334,17 +318,8 @@ async fn a_result_past_the_limit_is_not_kept() {
 async fn a_host_profiles_cap_holds_a_spec_asking_more() {
     for rung in rungs() {
         let home = Home::new();
-        let profile = home.path().join("disk-capped.json");
-        std::fs::write(&profile, r#"{"id":"disk-capped","max_disk_mb":4}"#).unwrap();
-        let add = home
-            .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
+        home.add_profile(r#"{"id":"disk-capped","max_disk_mb":4}"#)
             .await;
-        assert_eq!(
-            add.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&add.stderr)
-        );
         let spec = fake_codex_job(&home, rung, "head -c 8388608 /dev/zero > big; sleep 60", 60);
         let text = std::fs::read_to_string(&spec).unwrap().replace(
             "timeout_secs = 60",
@@ -359,15 +334,7 @@ async fn a_host_profiles_cap_holds_a_spec_asking_more() {
             .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
             .await;
         let rec = record(&out);
-        let events: Vec<EventBody> = home
-            .store()
-            .await
-            .events(&rec.id, 0)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| e.body)
-            .collect();
+        let events: Vec<EventBody> = home.event_bodies(&rec.id).await;
         past_limit(rung, &(rec, events, home.leftover_workspaces()), 8 << 20);
     }
 }

@@ -141,14 +141,7 @@ async fn run_measured(home: &Home, spec: &std::path::Path) -> (std::process::Out
 
 /// What `paddock events` would print for a job.
 async fn events(home: &Home, id: &str) -> Vec<EventBody> {
-    home.store()
-        .await
-        .events(id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.body)
-        .collect()
+    home.event_bodies(id).await
 }
 
 fn errors(events: &[EventBody]) -> Vec<(String, Option<String>, bool)> {

@@ -339,21 +339,10 @@ async fn a_hook_denial_loop_is_stopped_at_the_limit() {
 async fn a_host_profiles_cap_holds_a_spec_asking_more() {
     for rung in rungs() {
         let home = Home::new();
-        let profile = home.path().join("records-capped.json");
-        std::fs::write(
-            &profile,
-            format!(r#"{{"id":"records-capped","max_records":{LIMIT}}}"#),
-        )
-        .unwrap();
-        let add = home
-            .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
-            .await;
-        assert_eq!(
-            add.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&add.stderr)
-        );
+        home.add_profile(&format!(
+            r#"{{"id":"records-capped","max_records":{LIMIT}}}"#
+        ))
+        .await;
         let p = probe_asking(
             &home,
             rung,
