@@ -148,8 +148,8 @@ pub(super) async fn provision(
         Some(crate::session::Continuation::Resume {
             prior:
                 crate::session::Prior {
-                    job_id,
                     branch: Some(branch),
+                    branch_job: Some(job_id),
                     ..
                 },
             ..

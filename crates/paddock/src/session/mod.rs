@@ -24,8 +24,14 @@ pub struct Prior {
     pub engine: String,
     pub model: String,
     pub rung: String,
-    /// Its result branch, when it kept one (a change, and done).
+    /// The branch its work is on: its result branch when it kept one (a
+    /// change, and done); when it changed nothing, the earlier attempt's
+    /// branch it started on (its session's history is of that tree), if
+    /// it started on one.
     pub branch: Option<String>,
+    /// The job whose bundle (`branch.bundle`) keeps `branch`: this one, or
+    /// the earlier attempt whose branch it started on.
+    pub branch_job: Option<String>,
     /// Its engine's session id, when the engine announced one.
     pub session: Option<String>,
     /// Where its session files were saved.
@@ -47,7 +53,14 @@ impl Prior {
             return Ok(None);
         };
         let session = store.engine_session(job_id).await?;
-        Ok(Some(Prior::of(&record, session, artifacts_root)))
+        let mut prior = Prior::of(&record, session, artifacts_root);
+        if prior.branch.is_none() && record.changed_files.is_empty() {
+            if let Some(maker) = branch_maker(store, &record).await? {
+                prior.branch = Some(record.base_ref.clone());
+                prior.branch_job = Some(maker);
+            }
+        }
+        Ok(Some(prior))
     }
 
     fn of(record: &JobRecord, session: Option<String>, artifacts_root: &std::path::Path) -> Prior {
@@ -60,11 +73,38 @@ impl Prior {
             model: record.model.clone(),
             rung: record.isolation.clone(),
             branch: kept.then(|| record.branch.clone()),
+            branch_job: kept.then(|| record.id.clone()),
             session: session.as_deref().and_then(crate::engines::session_id),
             saved: artifacts_root.join(&record.id).join(files::SAVED_DIR),
             ended: None,
         }
     }
+}
+
+/// The earlier job of `record`'s ticket that kept `record`'s base as its
+/// result branch (done, with a change, recorded before it), when its base
+/// is one: the newest such job, which made the branch `record` started on.
+async fn branch_maker(store: &dyn Store, record: &JobRecord) -> Result<Option<String>, StoreError> {
+    let query = crate::store::JobQuery {
+        status: Some(paddock_protocol::JobStatus::Done),
+        branch: Some(record.base_ref.clone()),
+        engine: None,
+        after: None,
+        limit: 100,
+    };
+    let mut makers: Vec<JobRecord> = store
+        .list_jobs(&query)
+        .await?
+        .into_iter()
+        .filter(|j| {
+            j.id != record.id
+                && j.ticket_id == record.ticket_id
+                && !j.changed_files.is_empty()
+                && j.created_at <= record.created_at
+        })
+        .collect();
+    makers.sort_by_key(|j| j.created_at);
+    Ok(makers.pop().map(|j| j.id))
 }
 
 /// How the next attempt's engine starts.
@@ -151,6 +191,7 @@ mod tests {
             model: "gpt-5.5".into(),
             rung: "process".into(),
             branch: Some("paddock/T-1/1".into()),
+            branch_job: Some("job-1".into()),
             session: Some("0199-abc".into()),
             saved,
             ended: None,

@@ -83,6 +83,40 @@ async fn run_spec(
     home.paddock(&args, env).await
 }
 
+/// A job spec of `engine` on the `process` rung whose source is a bare
+/// repository by `file://` URL (no forge, no push), answered by a keyed
+/// scripted upstream playing `scenario`; the upstream, the spec and the
+/// bare repository.
+async fn url_job(
+    home: &Home,
+    engine: &str,
+    scenario: &str,
+    key: &str,
+) -> (KeyedProvider, std::path::PathBuf, std::path::PathBuf) {
+    let repo = repo(home.path());
+    let remote = home.path().join("remote.git");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    let provider = KeyedProvider::start(home, engine, scenario, key).await;
+    let upstream = format!("[upstream]\n{}\n", provider.spec_lines());
+    let spec = job(home.path(), engine, &repo, &upstream, None);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        &format!("path = \"{}\"", repo.display()),
+        &format!("url = \"file://{}\"", remote.display()),
+    );
+    std::fs::write(&spec, text).unwrap();
+    on_rung(&spec, "process");
+    (provider, spec, remote)
+}
+
 async fn resumes_then_forks(engine: &str, rung: &str) {
     if paddock_test_support::skip::engine(engine).is_none()
         || (rung == "sandbox" && !sandbox_available())
@@ -229,28 +263,8 @@ async fn a_url_sources_next_attempt_resumes_on_the_branch_its_bundle_keeps() {
         return;
     }
     let home = Home::new();
-    let repo = repo(home.path());
-    let remote = home.path().join("remote.git");
-    git(
-        home.path(),
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            repo.to_str().unwrap(),
-            remote.to_str().unwrap(),
-        ],
-    );
     let key = format!("sk-paddock-e2e-{}", std::process::id());
-    let provider = KeyedProvider::start(&home, engine, SCENARIO, &key).await;
-    let upstream = format!("[upstream]\n{}\n", provider.spec_lines());
-    let spec = job(home.path(), engine, &repo, &upstream, None);
-    let text = std::fs::read_to_string(&spec).unwrap().replace(
-        &format!("path = \"{}\"", repo.display()),
-        &format!("url = \"file://{}\"", remote.display()),
-    );
-    std::fs::write(&spec, text).unwrap();
-    on_rung(&spec, "process");
+    let (provider, spec, remote) = url_job(&home, engine, SCENARIO, &key).await;
     let env = [("PADDOCK_E2E_KEY", key.as_str())];
     let run = |extra: Vec<String>| run_spec(&home, &spec, &env, extra);
     let first = record(&run(vec![]).await);
@@ -377,4 +391,79 @@ async fn a_url_sources_next_attempt_resumes_on_the_branch_its_bundle_keeps() {
     );
     assert_eq!(model_requests(&provider).len(), asked);
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+/// Attempt 1 writes `one.md`; attempt 2, resumed, changes nothing (no
+/// branch of its own); attempt 3, resuming attempt 2's session (whose
+/// history has `one.md` in it), starts on attempt 1's branch, the tree
+/// that session worked on, not on the spec's base (before: on `main`,
+/// without `one.md`). The source is a URL never pushed to, so the branch
+/// comes from attempt 1's bundle.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_next_attempt_after_one_that_changed_nothing_stays_on_the_earlier_branch() {
+    const NOTHING: &str = r#"
+[[turn]]
+text = "Writing one."
+[[turn.action]]
+type = "shell"
+command = "echo one > one.md"
+
+[[turn]]
+text = "Done with one."
+
+[[turn]]
+text = "Nothing to change."
+
+[[turn]]
+text = "Reading one."
+[[turn.action]]
+type = "shell"
+command = "cat one.md > seen.md"
+
+[[turn]]
+text = "Done reading."
+"#;
+    let engine = "codex";
+    if paddock_test_support::skip::engine(engine).is_none() {
+        return;
+    }
+    let home = Home::new();
+    let key = format!("sk-paddock-e2e-{}", std::process::id());
+    let (_provider, spec, _remote) = url_job(&home, engine, NOTHING, &key).await;
+    let env = [("PADDOCK_E2E_KEY", key.as_str())];
+    let run = |extra: Vec<String>| run_spec(&home, &spec, &env, extra);
+    let first = record(&run(vec![]).await);
+    let second = record(&run(vec!["--attempt-after".into(), first.id.clone()]).await);
+    let out = run(vec!["--attempt-after".into(), second.id.clone()]).await;
+    let third = record(&out);
+    let summary = |r: &paddock_protocol::JobRecord| {
+        (
+            r.status,
+            r.attempt,
+            r.base_ref.clone(),
+            r.changed_files.clone(),
+        )
+    };
+    assert_eq!(
+        [summary(&first), summary(&second), summary(&third)],
+        [
+            (
+                JobStatus::Done,
+                1,
+                "main".to_string(),
+                vec!["one.md".to_string()]
+            ),
+            (JobStatus::Done, 2, "paddock/T-1/1".to_string(), vec![]),
+            (
+                JobStatus::Done,
+                3,
+                "paddock/T-1/1".to_string(),
+                vec!["seen.md".to_string()]
+            ),
+        ],
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let patch = std::fs::read_to_string(third.patch_path.clone().unwrap()).unwrap();
+    assert!(patch.contains("\n+one\n"), "{patch}");
 }
