@@ -698,6 +698,11 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 bundle.display()
             )),
         }
+    }
+    // The job ran on the committed base whether or not it changed
+    // anything: a job that found nothing to do may have missed what the
+    // source holds uncommitted, so that is said for it too.
+    if let Some(path) = &spec.repository.path {
         source_dirty = match &input.source_dirty {
             Some(dirty) => dirty.clone(),
             None => source::uncommitted(path).await.unwrap_or_default(),

@@ -221,6 +221,60 @@ async fn no_change_means_no_branch_and_no_pull_request() {
     );
 }
 
+/// A job that changed nothing on a dirty source says that it ran on the
+/// committed base, as a job with a change does: "nothing to do" may be
+/// because the fix is in the user's uncommitted edit, which the job never
+/// saw (before, only a job with a change said so).
+#[tokio::test]
+async fn a_no_change_job_on_a_dirty_source_says_it_ran_on_the_committed_base() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    std::fs::write(repo.join("README.md"), "# sample\n\nuncommitted edit\n").unwrap();
+    let spec = stand_in_job(&home, &repo, &finishing("true"));
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let record = record(&out);
+    let closeout = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(&record.id)
+            .join("closeout.md"),
+    )
+    .unwrap();
+    let said = closeout
+        .lines()
+        .filter(|l| l.contains("uncommitted"))
+        .collect::<Vec<_>>();
+    let warnings = home
+        .event_bodies(&record.id)
+        .await
+        .into_iter()
+        .filter_map(|e| match e {
+            paddock_protocol::EventBody::Error {
+                message,
+                fatal: false,
+                ..
+            } => Some(message),
+            _ => None,
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(
+        (record.status, record.changed_files.clone(), said, warnings),
+        (
+            paddock_protocol::JobStatus::Done,
+            Vec::<String>::new(),
+            vec![
+                "The source repository had 1 uncommitted change(s); the job ran on the committed base, not on them."
+            ],
+            vec![
+                "the source repository has 1 uncommitted change(s); the job ran on the committed base"
+                    .to_string()
+            ]
+        )
+    );
+}
+
 /// `paddock apply` applies the patch at the top of the working tree, from
 /// a subdirectory too (`git apply` run there skipped every file outside
 /// it and still succeeded: exit 0, nothing applied); one that does not
