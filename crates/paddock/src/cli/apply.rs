@@ -6,13 +6,20 @@
 //! skip every file outside it and still succeed). A job that changed
 //! nothing has nothing to apply, and says so. The job's branch, when it
 //! has one, is already in a local source (docs/results.md).
+//!
+//! A later attempt resumed on an earlier attempt's branch (`paddock run
+//! --attempt-after`) has a patch of its own change only, made on that
+//! branch: applied where HEAD does not contain that branch's commit (a
+//! checkout of the spec's base), it leaves the earlier attempt's work out,
+//! or does not apply at all. Either way `paddock apply` says which
+//! attempt's branch the patch was made on and how to get the whole work.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use paddock::paths::Paths;
 
-use super::{diff::job_and_patch, exit, Failure};
+use super::{diff::job_and_patch, exit, open_existing_store, Failure};
 
 #[derive(clap::Args)]
 pub struct ApplyArgs {
@@ -36,7 +43,14 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         return Ok(exit::DONE);
     }
     let dir = args.repo.clone().unwrap_or_else(|| PathBuf::from("."));
-    let top = top_level(&dir).unwrap_or_else(|| dir.clone());
+    let found = top_level(&dir);
+    let top = found.clone().unwrap_or_else(|| dir.clone());
+    // Made on an earlier attempt's branch that this tree's HEAD lacks
+    // (outside a working tree there is no HEAD to ask).
+    let missing = match (&found, earlier_attempt(&job_id, paths).await?) {
+        (Some(top), Some(earlier)) if !contains(top, &earlier.commit) => Some(earlier),
+        _ => None,
+    };
     let status = std::process::Command::new("git")
         .arg("-C")
         .arg(&top)
@@ -48,13 +62,123 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         .status()
         .with_context(|| format!("run git apply in {}", top.display()))?;
     if status.success() {
+        if let Some(earlier) = &missing {
+            errln!(
+                "paddock: job {job_id}'s patch {} in {}, but it is {}; {}'s change is not part of \
+                 it: `paddock apply {}` applies that one, and the branch `{}` has both",
+                if args.check { "applies" } else { "was applied" },
+                top.display(),
+                earlier.made_on(),
+                earlier.attempt_name(),
+                earlier.job,
+                earlier.then_branch
+            );
+        }
         return Ok(exit::DONE);
     }
-    errln!(
-        "paddock: job {job_id}'s patch does not apply in {} (git apply's message above)",
-        top.display()
-    );
+    match &missing {
+        Some(earlier) => errln!(
+            "paddock: job {job_id}'s patch does not apply in {} (git apply's message above): it \
+             is {}; apply it on a checkout of `{}` (or after `paddock apply {}`), or take the \
+             branch `{}`, which has both",
+            top.display(),
+            earlier.made_on(),
+            earlier.branch,
+            earlier.job,
+            earlier.then_branch
+        ),
+        None => errln!(
+            "paddock: job {job_id}'s patch does not apply in {} (git apply's message above)",
+            top.display()
+        ),
+    }
     Ok(exit::FAILED)
+}
+
+/// The earlier attempt whose branch a job's patch was made on.
+struct Earlier {
+    /// Its attempt number.
+    attempt: u32,
+    /// Its job id.
+    job: String,
+    /// Its branch, the job's base.
+    branch: String,
+    /// The commit its branch is at (from its `branch.bundle`).
+    commit: String,
+    /// The later job's own branch (the earlier work and its own).
+    then_branch: String,
+    /// The later job's attempt number.
+    then_attempt: u32,
+}
+
+impl Earlier {
+    fn attempt_name(&self) -> String {
+        format!("attempt {}", self.attempt)
+    }
+
+    /// `attempt N's change alone, made on attempt M's branch … (commit
+    /// …, job …), which HEAD there does not contain`.
+    fn made_on(&self) -> String {
+        format!(
+            "attempt {}'s change alone, made on attempt {}'s branch `{}` (commit {}, job {}), \
+             which HEAD there does not contain",
+            self.then_attempt,
+            self.attempt,
+            self.branch,
+            self.commit.get(..12).unwrap_or(&self.commit),
+            self.job
+        )
+    }
+}
+
+/// The earlier attempt of `job_id`'s ticket whose result branch the job
+/// started on (its base), with the commit that branch is at; `None` for a
+/// job on the spec's own base, or when the earlier job's bundle cannot
+/// say the commit.
+async fn earlier_attempt(job_id: &str, paths: &Paths) -> Result<Option<Earlier>, Failure> {
+    let store = open_existing_store(paths).await?;
+    let Some(record) = store.job(job_id).await.context("look up the job")? else {
+        return Ok(None);
+    };
+    let Some(maker) = paddock::session::branch_maker(&*store, &record)
+        .await
+        .context("look up the job's earlier attempts")?
+    else {
+        return Ok(None);
+    };
+    let Some(made) = store.job(&maker).await.context("look up the earlier job")? else {
+        return Ok(None);
+    };
+    let bundle = paths
+        .artifacts
+        .join(&maker)
+        .join(paddock::results::conclude::BUNDLE);
+    let Ok(Some(commit)) = paddock::results::base_objects::branch_tip(&bundle, &record.base_ref)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(Earlier {
+        attempt: made.attempt,
+        job: maker,
+        branch: record.base_ref,
+        commit,
+        then_branch: record.branch,
+        then_attempt: record.attempt,
+    }))
+}
+
+/// Whether HEAD of the working tree `top` contains `commit` (it is HEAD
+/// or an ancestor of it); not when the repository lacks the commit.
+fn contains(top: &Path, commit: &str) -> bool {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(top)
+        .args(["merge-base", "--is-ancestor", commit, "HEAD"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The top level of the working tree `dir` is in, as the user's git names

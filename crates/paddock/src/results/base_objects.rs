@@ -216,10 +216,31 @@ pub async fn is_branch(spec: &JobSpec, jobs_root: &Path, name: &str) -> Result<(
 /// to fetch it): none for a bundle with the whole history. Reads only its
 /// header (`# v2 git bundle`, or v3 with its capabilities), bounded.
 pub fn prerequisites(bundle: &Path) -> std::io::Result<Vec<String>> {
+    Ok(header(bundle)?.0)
+}
+
+/// The commit `bundle` gives the ref `refs/heads/<branch>` (a job's
+/// `branch.bundle` holds its one branch), read from its header; `None`
+/// when it names no such ref.
+pub fn branch_tip(bundle: &Path, branch: &str) -> std::io::Result<Option<String>> {
+    let wanted = format!("refs/heads/{branch}");
+    Ok(header(bundle)?
+        .1
+        .into_iter()
+        .find(|(_, name)| *name == wanted)
+        .map(|(commit, _)| commit))
+}
+
+/// A bundle's refs as its header lists them: (commit, full name).
+type BundleRefs = Vec<(String, String)>;
+
+/// A bundle's header: its prerequisites and its refs.
+fn header(bundle: &Path) -> std::io::Result<(Vec<String>, BundleRefs)> {
     let file = std::fs::File::open(bundle)?;
     let mut reader = std::io::BufReader::new(std::io::Read::take(file, MAX_HEADER));
     let mut line = Vec::new();
     let mut out = Vec::new();
+    let mut refs = Vec::new();
     let mut first = true;
     loop {
         line.clear();
@@ -236,10 +257,14 @@ pub fn prerequisites(bundle: &Path) -> std::io::Result<Vec<String>> {
             continue;
         }
         if text.is_empty() {
-            return Ok(out);
+            return Ok((out, refs));
         }
         if let Some(rest) = text.strip_prefix('-') {
             out.extend(rest.split(' ').next().map(str::to_string));
+        } else if let Some((commit, name)) = text.split_once(' ') {
+            if !text.starts_with('@') {
+                refs.push((commit.to_string(), name.to_string()));
+            }
         }
     }
 }
@@ -280,6 +305,27 @@ mod tests {
                 Err("not a git bundle".to_string()),
                 Err("the bundle's header does not end".to_string()),
             )
+        );
+    }
+
+    #[test]
+    fn a_bundles_branch_tip_is_read_from_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let path = dir.path().join("b");
+        std::fs::write(
+            &path,
+            format!("# v3 git bundle\n@object-format=sha1\n-{a} base\n{b} refs/heads/x/1\n\nPACK"),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                branch_tip(&path, "x/1").unwrap(),
+                branch_tip(&path, "x").unwrap(),
+                prerequisites(&path).unwrap(),
+            ),
+            (Some(b), None, vec![a])
         );
     }
 }

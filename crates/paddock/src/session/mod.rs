@@ -84,7 +84,11 @@ impl Prior {
 /// The earlier job of `record`'s ticket that kept `record`'s base as its
 /// result branch (done, with a change, recorded before it), when its base
 /// is one: the newest such job, which made the branch `record` started on.
-async fn branch_maker(store: &dyn Store, record: &JobRecord) -> Result<Option<String>, StoreError> {
+/// `paddock apply` names it too, for a patch made on that branch.
+pub async fn branch_maker(
+    store: &dyn Store,
+    record: &JobRecord,
+) -> Result<Option<String>, StoreError> {
     let query = crate::store::JobQuery {
         status: Some(paddock_protocol::JobStatus::Done),
         branch: Some(record.base_ref.clone()),

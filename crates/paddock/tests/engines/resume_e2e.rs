@@ -467,3 +467,140 @@ text = "Done reading."
     let patch = std::fs::read_to_string(third.patch_path.clone().unwrap()).unwrap();
     assert!(patch.contains("\n+one\n"), "{patch}");
 }
+
+/// `paddock apply` of attempt 2, resumed on attempt 1's branch in a local
+/// source: its patch is attempt 2's own change, made on that branch. On a
+/// checkout of that branch it applies, saying nothing more; on a checkout
+/// of the spec's base it does not apply (it edits attempt 1's file), and
+/// the error names the branch, its commit and attempt 1's job and says
+/// how to get the whole work; applied after `paddock apply` of attempt 1
+/// (HEAD still the base) it applies and says that attempt 1's change is
+/// not part of it. Before, the base checkout got git's "No such file"
+/// alone, and an apply beside it nothing at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn applying_a_later_attempt_names_the_branch_its_patch_was_made_on() {
+    const TWO: &str = r#"
+[[turn]]
+text = "Writing one."
+[[turn.action]]
+type = "shell"
+command = "echo one > one.md"
+
+[[turn]]
+text = "Done with one."
+
+[[turn]]
+text = "Adding two to one."
+[[turn.action]]
+type = "shell"
+command = "echo two >> one.md"
+
+[[turn]]
+text = "Done with two."
+"#;
+    if paddock_test_support::skip::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(TWO));
+    on_rung(&spec, "process");
+    let first = record(&run_spec(&home, &spec, &[], vec![]).await);
+    let out = run_spec(
+        &home,
+        &spec,
+        &[],
+        vec!["--attempt-after".into(), first.id.clone()],
+    )
+    .await;
+    let second = record(&out);
+    assert_eq!(
+        (
+            second.status,
+            second.base_ref.as_str(),
+            second.changed_files.clone()
+        ),
+        (JobStatus::Done, "paddock/T-1/1", vec!["one.md".to_string()]),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let commit = git(&repo, &["rev-parse", "paddock/T-1/1"])
+        .trim()
+        .to_string();
+    let checkout = |name: &str, at: &str| {
+        let dir = home.path().join(name);
+        git(
+            home.path(),
+            &["clone", "-q", repo.to_str().unwrap(), dir.to_str().unwrap()],
+        );
+        git(&dir, &["checkout", "-q", at]);
+        dir
+    };
+    let apply = |job: String, dir: std::path::PathBuf| {
+        let home = &home;
+        async move {
+            let out = home
+                .paddock(&["apply", &job, "--repo", dir.to_str().unwrap()], &[])
+                .await;
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+    };
+    let on_branch = checkout("on-branch", "paddock/T-1/1");
+    let on_base = checkout("on-base", "main");
+    let after_first = checkout("after-first", "main");
+    let results = (
+        apply(second.id.clone(), on_branch.clone()).await,
+        apply(second.id.clone(), on_base.clone()).await,
+        apply(first.id.clone(), after_first.clone()).await,
+        apply(second.id.clone(), after_first.clone()).await,
+    );
+    let made_on = format!(
+        "attempt 2's change alone, made on attempt 1's branch `paddock/T-1/1` (commit {}, job \
+         {}), which HEAD there does not contain",
+        &commit[..12],
+        first.id
+    );
+    assert_eq!(
+        results,
+        (
+            (Some(0), String::new()),
+            (
+                Some(1),
+                format!(
+                    "error: one.md: No such file or directory\npaddock: job {}'s patch does not \
+                     apply in {} (git apply's message above): it is {}; apply it on a checkout \
+                     of `paddock/T-1/1` (or after `paddock apply {}`), or take the branch \
+                     `paddock/T-1/2`, which has both\n",
+                    second.id,
+                    on_base.display(),
+                    made_on,
+                    first.id
+                )
+            ),
+            (Some(0), String::new()),
+            (
+                Some(0),
+                format!(
+                    "paddock: job {}'s patch was applied in {}, but it is {}; attempt 1's change \
+                     is not part of it: `paddock apply {}` applies that one, and the branch \
+                     `paddock/T-1/2` has both\n",
+                    second.id,
+                    after_first.display(),
+                    made_on,
+                    first.id
+                )
+            ),
+        )
+    );
+    assert_eq!(
+        (
+            std::fs::read_to_string(on_branch.join("one.md")).unwrap(),
+            std::fs::read_to_string(after_first.join("one.md")).unwrap(),
+            on_base.join("one.md").exists(),
+        ),
+        ("one\ntwo\n".to_string(), "one\ntwo\n".to_string(), false)
+    );
+}
