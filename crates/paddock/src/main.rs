@@ -1,10 +1,10 @@
 //! The `paddock` binary: the helper entry points that must run before
 //! anything else (the sandbox helper, the `process` rung's supervisor,
-//! doctor's connect probe, the `paddock sandbox` fast path), then the
-//! command line, parsed and dispatched by `cli/` (one file per
-//! subcommand). Exit codes are part of the interface (docs/cli.md): 0
-//! done, 1 failed, 2 bad input, 3 held by budget, 4 timed out, 5
-//! cancelled, 70 internal error.
+//! doctor's connect probe, the disk walk in a user namespace, the
+//! `paddock sandbox` fast path), then the command line, parsed and
+//! dispatched by `cli/` (one file per subcommand). Exit codes are part of
+//! the interface (docs/cli.md): 0 done, 1 failed, 2 bad input, 3 held by
+//! budget, 4 timed out, 5 cancelled, 70 internal error.
 
 use std::ffi::OsStr;
 use std::process::ExitCode;
@@ -81,6 +81,13 @@ fn helper_entry() -> Option<ExitCode> {
     // The `process` rung's supervisor: single-threaded, no runtime.
     if first == OsStr::new(paddock::supervise::SUPERVISE_ARG) {
         return Some(code(paddock::supervise::main(std::env::args_os().skip(2))));
+    }
+    // The count of a job's directory in a user namespace of Paddock's
+    // own (a directory the job closed): single-threaded, no runtime.
+    if first == OsStr::new(paddock::workspace::disk_walk::WALK_ARG) {
+        return Some(code(paddock::workspace::disk_walk::main(
+            std::env::args_os().skip(2),
+        )));
     }
     // The detached remover `paddock run` leaves the trash (and the
     // caches' size cap) to.

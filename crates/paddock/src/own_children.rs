@@ -1,6 +1,7 @@
 //! Paddock's own helper processes that work in a job's directory while
 //! the job runs (the patch's early `git` reads, started beside the
-//! engine: `workspace/host_git.rs`), registered so that the job's
+//! engine: `workspace/host_git.rs`; the disk walk in a user namespace,
+//! `workspace/disk_walk.rs`), registered so that the job's
 //! leftovers scan at its end (`leftovers.rs`) never takes them for the
 //! job's. Without this a fast engine's end killed Paddock's own `git`,
 //! the job got an error event for "its" leftover and the patch read the

@@ -13,6 +13,7 @@ pub(crate) mod beneath;
 mod check_ignore;
 mod commit_object;
 pub mod disk_usage;
+pub mod disk_walk;
 mod final_tree;
 pub(crate) mod host_git;
 pub mod inline_source;

@@ -1,5 +1,6 @@
 //! Prerequisites a test checks first: an engine CLI on PATH, a sandbox
-//! that can start, a tmpfs this process can mount. Absent, a test skips
+//! that can start, a user namespace the user can make, a tmpfs this
+//! process can mount. Absent, a test skips
 //! with a printed reason locally and fails in CI ([`in_ci`]); and the lock
 //! a test holds while it changes the process's environment.
 
@@ -55,6 +56,36 @@ pub fn sandbox_available() -> bool {
         panic!("the sandbox rung is not available in CI: {why}");
     }
     eprintln!("skipping: the sandbox rung is not available here: {why}");
+    false
+}
+
+/// True when this process's user, or `as_uid` (by `setpriv`, this
+/// process being root), can make a user namespace of its own and map
+/// itself to 0 in it (`unshare -r`), as Paddock running as the user counts
+/// a directory its job closed; otherwise prints why and returns false
+/// locally, and fails in CI.
+pub fn user_namespaces_available(as_uid: Option<u32>) -> bool {
+    let mut cmd = std::process::Command::new("setpriv");
+    if let Some(uid) = as_uid {
+        cmd.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={uid}"))
+            .arg("--clear-groups");
+    }
+    cmd.args(["--", "unshare", "-r", "true"]);
+    let out = cmd.output().unwrap();
+    if out.status.success() {
+        return true;
+    }
+    let why = format!(
+        "{} cannot make a user namespace (`unshare -r true`: {}, {})",
+        as_uid.map_or("this user".to_string(), |uid| format!("uid {uid}")),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    if in_ci() {
+        panic!("unprivileged user namespaces are not available in CI: {why}");
+    }
+    eprintln!("skipping: {why}");
     false
 }
 

@@ -24,7 +24,17 @@
 //! calls settled, the engine's stderr and session taken in: none of it
 //! writes to the job's directory), and is waited for where the job's end
 //! is decided, so it is no longer one more step after them on the engine's
-//! exit (issue #14). A kernel quota
+//! exit (issue #14). Paddock running as the user, not root, cannot read
+//! a directory the job closed (`mkdir d; chmod 000 d`, as
+//! permission-error tests do), which root can: when a walk meets one, that
+//! measurement is made again by `paddock __disk-walk` in a user namespace
+//! of its own (`workspace/disk_walk.rs`: the same walk, where the user's
+//! own directories are readable), so such a job runs on; where that
+//! namespace cannot be made (unprivileged user namespaces turned off) the
+//! job is still stopped, the reason naming the step that failed. A
+//! directory left uncounted could hide any amount of disk: the walk never
+//! guesses. The common walk, meeting no such directory, starts nothing.
+//! A kernel quota
 //! was not chosen: a size-capped file system for the writable layer needs
 //! a mount by root on the host (or, inside the sandbox's user namespace,
 //! a tmpfs charged to the job's memory, not its disk, and absent on the
@@ -39,6 +49,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::workspace::disk_usage::{self, Charged, Incomplete, MAX_DEPTH, MAX_ENTRIES};
+use crate::workspace::disk_walk;
 
 /// How often the jobs file system's free space is checked.
 const FLOOR_EVERY: Duration = Duration::from_millis(100);
@@ -70,6 +81,8 @@ enum State {
 #[derive(Debug)]
 pub(super) struct DiskWatch {
     root: PathBuf,
+    /// The `paddock` binary, for a walk in a user namespace.
+    helper_exe: PathBuf,
     limit: u64,
     reserve: u64,
     stop: Arc<AtomicBool>,
@@ -84,12 +97,15 @@ type LastWalk = tokio::task::JoinHandle<Option<String>>;
 
 impl DiskWatch {
     /// Starts watching the job directory `root`: it may grow by `limit`
-    /// bytes; the file system holding it keeps `reserve` bytes free.
-    pub fn start(root: PathBuf, limit: u64, reserve: u64) -> DiskWatch {
+    /// bytes; the file system holding it keeps `reserve` bytes free;
+    /// `helper_exe` (the `paddock` binary) counts a directory Paddock
+    /// cannot read when it is not root.
+    pub fn start(root: PathBuf, limit: u64, reserve: u64, helper_exe: PathBuf) -> DiskWatch {
         let (tx, state) = watch::channel(State::Measuring);
         let stop = Arc::new(AtomicBool::new(false));
         let watcher = Watcher {
             root: root.clone(),
+            helper_exe: helper_exe.clone(),
             limit,
             reserve,
             stop: stop.clone(),
@@ -107,6 +123,7 @@ impl DiskWatch {
         }
         DiskWatch {
             root,
+            helper_exe,
             limit,
             reserve,
             stop,
@@ -162,10 +179,14 @@ impl DiskWatch {
             State::Tripped(_) | State::Measuring => return None,
         };
         let (root, limit, reserve) = (self.root.clone(), self.limit, self.reserve);
+        let helper_exe = self.helper_exe.clone();
         Some(tokio::task::spawn_blocking(move || {
             floor(&root, reserve).or_else(|| {
+                let stop_above = baseline.saturating_add(limit);
+                // The watch is stopped already: this walk is bounded by
+                // its own time only.
                 judge(
-                    &disk_usage::charged(&root, baseline.saturating_add(limit)),
+                    &measure(&root, stop_above, &helper_exe, None),
                     baseline,
                     limit,
                 )
@@ -202,6 +223,7 @@ impl Drop for DiskWatch {
 /// The watcher thread's part.
 struct Watcher {
     root: PathBuf,
+    helper_exe: PathBuf,
     limit: u64,
     reserve: u64,
     stop: Arc<AtomicBool>,
@@ -210,7 +232,9 @@ struct Watcher {
 
 impl Watcher {
     fn run(self) {
-        let baseline = disk_usage::charged(&self.root, u64::MAX).bytes;
+        let baseline = measure(&self.root, u64::MAX, &self.helper_exe, Some(&self.stop))
+            .charged
+            .bytes;
         self.tx.send_replace(State::Watching { baseline });
         let stop_above = baseline.saturating_add(self.limit);
         let mut next_walk = Instant::now();
@@ -218,8 +242,8 @@ impl Watcher {
             let mut why = floor(&self.root, self.reserve);
             if why.is_none() && Instant::now() >= next_walk {
                 let began = Instant::now();
-                let charged = disk_usage::charged(&self.root, stop_above);
-                why = judge(&charged, baseline, self.limit);
+                let measured = measure(&self.root, stop_above, &self.helper_exe, Some(&self.stop));
+                why = judge(&measured, baseline, self.limit);
                 next_walk = Instant::now() + (began.elapsed() * WALK_GAPS).max(MIN_WALK_GAP);
             }
             if let Some(why) = why {
@@ -234,8 +258,55 @@ impl Watcher {
     }
 }
 
-/// Why the job is past its limit, from a walk of its directory.
-fn judge(charged: &Charged, baseline: u64, limit: u64) -> Option<String> {
+/// One measurement of the job's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Measured {
+    charged: Charged,
+    /// Why a directory Paddock could not read was not counted in a user
+    /// namespace of its own either (Paddock not root); `None` for root,
+    /// or when it was.
+    closed: Option<String>,
+}
+
+/// Measures the job directory `root`, the walk stopped past
+/// `stop_above`: in this thread, and when that walk met a directory it
+/// could not read and Paddock is not root, again in a user namespace of
+/// its own by `helper_exe` (`workspace/disk_walk.rs`), whose count is
+/// then the measurement; `stop`, once set, ends that one early.
+fn measure(root: &Path, stop_above: u64, helper_exe: &Path, stop: Option<&AtomicBool>) -> Measured {
+    let charged = disk_usage::charged(root, stop_above);
+    // Past the limit already, or all read: nothing to count again.
+    if charged.incomplete != Some(Incomplete::Unreadable)
+        || charged.bytes > stop_above
+        || nix::unistd::geteuid().is_root()
+    {
+        return Measured {
+            charged,
+            closed: None,
+        };
+    }
+    match disk_walk::charged_in_namespace(helper_exe, root, stop_above, stop) {
+        Ok(counted) if counted.incomplete == Some(Incomplete::Unreadable) => Measured {
+            charged: counted,
+            closed: Some(
+                "it is unreadable there too: it is not its user's (another owner or group)"
+                    .to_string(),
+            ),
+        },
+        Ok(counted) => Measured {
+            charged: counted,
+            closed: None,
+        },
+        Err(e) => Measured {
+            charged,
+            closed: Some(e.to_string()),
+        },
+    }
+}
+
+/// Why the job is past its limit, from a measurement of its directory.
+fn judge(measured: &Measured, baseline: u64, limit: u64) -> Option<String> {
+    let charged = &measured.charged;
     let grown = charged.bytes.saturating_sub(baseline);
     if grown > limit {
         let seen = match charged.incomplete {
@@ -258,10 +329,18 @@ fn judge(charged: &Charged, baseline: u64, limit: u64) -> Option<String> {
             "the job's directory holds directories deeper than {MAX_DEPTH} levels, deeper than \
              Paddock counts against limits.max_disk_bytes ({limit} bytes); it was stopped"
         )),
-        Some(Incomplete::Unreadable) => Some(format!(
-            "the job's directory holds a directory Paddock cannot read to count against \
-             limits.max_disk_bytes ({limit} bytes); it was stopped"
-        )),
+        Some(Incomplete::Unreadable) => Some(match &measured.closed {
+            None => format!(
+                "the job's directory holds a directory Paddock cannot read to count against \
+                 limits.max_disk_bytes ({limit} bytes); it was stopped"
+            ),
+            Some(why) => format!(
+                "the job's directory holds a directory Paddock cannot read to count against \
+                 limits.max_disk_bytes ({limit} bytes); Paddock runs as uid {}, not root, and \
+                 could not count it in a user namespace of its own either: {why}; it was stopped",
+                nix::unistd::geteuid()
+            ),
+        }),
     }
 }
 
@@ -310,6 +389,14 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// The in-thread walk's measurement of `root`.
+    fn walked(root: &Path, stop_above: u64) -> Measured {
+        Measured {
+            charged: disk_usage::charged(root, stop_above),
+            closed: None,
+        }
+    }
+
     /// Sparse and `fallocate`d files count what they hold, a file's hard
     /// links count it once (also when its other name is outside the
     /// directory), empty files
@@ -322,7 +409,7 @@ mod tests {
         std::fs::create_dir(&root).unwrap();
         let base = disk_usage::charged(&root, u64::MAX).bytes;
         let limit = 1 << 20;
-        let judged = |root: &Path| judge(&disk_usage::charged(root, base + limit), base, limit);
+        let judged = |root: &Path| judge(&walked(root, base + limit), base, limit);
         assert_eq!(judged(&root), None);
 
         // A sparse GiB holds nothing.
@@ -354,7 +441,7 @@ mod tests {
             std::fs::write(root.join(format!("e{i}")), b"").unwrap();
         }
         assert_eq!(
-            judge(&disk_usage::charged(&root, u64::MAX), base, limit),
+            judge(&walked(&root, u64::MAX), base, limit),
             Some(format!(
                 "the job wrote more than limits.max_disk_bytes (1048576 bytes) to its directory \
                  ({} bytes more than it was given, counted in allocated blocks and at least 4096 \
@@ -373,7 +460,7 @@ mod tests {
         }
         std::fs::create_dir_all(&at).unwrap();
         assert_eq!(
-            judge(&disk_usage::charged(&root, u64::MAX), base, 1 << 30),
+            judge(&walked(&root, u64::MAX), base, 1 << 30),
             Some(format!(
                 "the job's directory holds directories deeper than {MAX_DEPTH} levels, deeper \
                  than Paddock counts against limits.max_disk_bytes (1073741824 bytes); it was \
@@ -393,8 +480,18 @@ mod tests {
         std::fs::create_dir(&root).unwrap();
         std::fs::write(root.join("given"), b"provisioned").unwrap();
         let limit = 1 << 20;
-        let begun = DiskWatch::start(root.clone(), limit, 0);
-        let not_begun = DiskWatch::start(root.clone(), limit, 0);
+        let begun = DiskWatch::start(
+            root.clone(),
+            limit,
+            0,
+            PathBuf::from("/nonexistent/paddock"),
+        );
+        let not_begun = DiskWatch::start(
+            root.clone(),
+            limit,
+            0,
+            PathBuf::from("/nonexistent/paddock"),
+        );
         begun.ready().await;
         not_begun.ready().await;
         begun.begin_last();

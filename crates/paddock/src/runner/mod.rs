@@ -538,6 +538,7 @@ async fn phases(
         prov.ws().root.clone(),
         job.spec.limits.max_disk_bytes,
         job.config.disk_reserve,
+        job.config.helper_exe.clone(),
     );
     let assembled = match assemble::assemble(&job, em, &mut prov, prepared).await {
         Ok(a) => a,
