@@ -153,15 +153,33 @@ pub(super) async fn provision(
                     ..
                 },
             ..
-        }) if *branch == spec.repository.base_ref => Some(PriorBranch {
-            name: branch.clone(),
-            bundle: job
-                .config
-                .paths
-                .artifacts
-                .join(job_id)
-                .join(crate::results::conclude::BUNDLE),
-        }),
+        }) if *branch == spec.repository.base_ref => {
+            let bundle = |job_id: &str| {
+                job.config
+                    .paths
+                    .artifacts
+                    .join(job_id)
+                    .join(crate::results::conclude::BUNDLE)
+            };
+            // The branches it is built on, whose bundles give what its
+            // own (holding only its new objects) needs when the source
+            // lost them too; a store that cannot say is no chain.
+            let earlier = crate::session::branch_chain(&*em.store, job_id)
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, maker)| PriorBranch {
+                    name,
+                    bundle: bundle(&maker),
+                    earlier: Vec::new(),
+                })
+                .collect();
+            Some(PriorBranch {
+                name: branch.clone(),
+                bundle: bundle(job_id),
+                earlier,
+            })
+        }
         _ => None,
     };
     let ws = match Workspace::provision_leased(

@@ -111,6 +111,36 @@ pub async fn branch_maker(
     Ok(makers.pop().map(|j| j.id))
 }
 
+/// The earlier attempts whose result branches the branch of `job_id` is
+/// built on, nearest first: (branch, job id) of the job that made
+/// `job_id`'s base, then of the one that made that job's base, and so
+/// on (at most 64; a loop ends it). A job's bundle holds only its new
+/// objects when the source kept its base, so a source that later lost
+/// those branches (deleted and pruned) needs the earlier bundles first.
+pub async fn branch_chain(
+    store: &dyn Store,
+    job_id: &str,
+) -> Result<Vec<(String, String)>, StoreError> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut current = store.job(job_id).await?;
+    while let Some(record) = current {
+        if out.len() >= 64 {
+            break;
+        }
+        let Some(maker) = branch_maker(store, &record).await? else {
+            break;
+        };
+        if maker == job_id || out.iter().any(|(_, job)| *job == maker) {
+            break;
+        }
+        current = store.job(&maker).await?;
+        if let Some(made) = &current {
+            out.push((made.branch.clone(), maker));
+        }
+    }
+    Ok(out)
+}
+
 /// How the next attempt's engine starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Continuation {

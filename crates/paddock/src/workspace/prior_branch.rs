@@ -9,6 +9,13 @@
 //! job's objects reach no other job that way. A workspace on such a base
 //! is a clone, not an overlay (whose snapshot is made from the mirror).
 //!
+//! A bundle holds only its job's new objects when the source kept the
+//! job's base, which may be an earlier attempt's branch: a source that
+//! lost that one as well (its branches deleted and pruned) cannot give
+//! the bundle's prerequisites. Then the earlier attempts' bundles are
+//! fetched first, oldest first, objects only (no ref), and the branch's
+//! own again.
+//!
 //! The bundle's objects are a job's, so the fetch checks them as a fetch
 //! from any remote is checked (`transfer.fsckObjects`), runs with
 //! Paddock's git settings (no hook, no protocol but `file`) and takes only
@@ -26,6 +33,10 @@ pub struct PriorBranch {
     pub name: String,
     /// The prior job's `branch.bundle`.
     pub bundle: PathBuf,
+    /// The earlier attempts' branches this one is built on, nearest
+    /// first (`session::branch_chain`), for the prerequisites of a bundle
+    /// holding only its job's new objects.
+    pub earlier: Vec<PriorBranch>,
 }
 
 impl PriorBranch {
@@ -64,6 +75,53 @@ impl PriorBranch {
             timeout: GIT_TIMEOUT,
         };
         let refspec = format!("refs/heads/{0}:refs/heads/{0}", self.name);
+        let first = match self.fetch(&git, refspec.clone()).await? {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        if self.earlier.is_empty() {
+            return Err(failed(first));
+        }
+        // Its prerequisites from the earlier attempts' bundles, oldest
+        // first, objects only; then the branch again.
+        let mut notes = Vec::new();
+        for earlier in self.earlier.iter().rev() {
+            if !is_plain_branch(&earlier.name) {
+                continue;
+            }
+            let from = format!("refs/heads/{}", earlier.name);
+            if let Err(why) = earlier.fetch(&git, from).await? {
+                notes.push(format!("{}: {why}", earlier.bundle.display()));
+            }
+        }
+        match self.fetch(&git, refspec).await? {
+            Ok(()) => Ok(()),
+            Err(why) => Err(failed(format!(
+                "{why} (the earlier attempts' bundles {} were fetched first{})",
+                self.earlier
+                    .iter()
+                    .map(|e| e.bundle.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if notes.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", notes.join("; "))
+                }
+            ))),
+        }
+    }
+
+    /// One fetch of `refspec` from this bundle: `Err` with git's message
+    /// when git refused it.
+    async fn fetch(
+        &self,
+        git: &HostGit,
+        refspec: String,
+    ) -> Result<Result<(), String>, WorkspaceError> {
+        if !std::fs::symlink_metadata(&self.bundle).is_ok_and(|m| m.file_type().is_file()) {
+            return Ok(Err("it is missing or not a regular file".into()));
+        }
         let mut args: Vec<std::ffi::OsString> = [
             "-c",
             "transfer.fsckObjects=true",
@@ -80,11 +138,11 @@ impl PriorBranch {
         args.push(self.bundle.clone().into_os_string());
         args.push(refspec.into());
         let (status, _, stderr) = git.status(&args, None).await?;
-        if status.success() {
+        Ok(if status.success() {
             Ok(())
         } else {
-            Err(failed(String::from_utf8_lossy(&stderr).trim().to_string()))
-        }
+            Err(String::from_utf8_lossy(&stderr).trim().to_string())
+        })
     }
 }
 

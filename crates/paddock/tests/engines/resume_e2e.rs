@@ -604,3 +604,110 @@ text = "Done with two."
         ("one\ntwo\n".to_string(), "one\ntwo\n".to_string(), false)
     );
 }
+
+/// Attempt 2, resumed on attempt 1's branch in a local source, has a
+/// bundle of its new objects only (the source kept its base, attempt 1's
+/// commit). The user then deletes both branches and the source is
+/// pruned: attempt 3 after attempt 2 fetches attempt 1's bundle first
+/// (objects only) so that attempt 2's gives its branch, and resumes on
+/// it with both attempts' work. Before, it failed at provisioning with
+/// git's "Repository lacks these prerequisite commits".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_next_attempt_on_a_pruned_source_takes_the_earlier_bundles_first() {
+    const THREE: &str = r#"
+[[turn]]
+text = "Writing one."
+[[turn.action]]
+type = "shell"
+command = "echo one > one.md"
+
+[[turn]]
+text = "Done with one."
+
+[[turn]]
+text = "Writing two."
+[[turn.action]]
+type = "shell"
+command = "echo two > two.md"
+
+[[turn]]
+text = "Done with two."
+
+[[turn]]
+text = "Writing three."
+[[turn.action]]
+type = "shell"
+command = "cat one.md two.md > three.md"
+
+[[turn]]
+text = "Done with three."
+"#;
+    if paddock_test_support::skip::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(THREE));
+    on_rung(&spec, "process");
+    let first = record(&run_spec(&home, &spec, &[], vec![]).await);
+    let second = record(
+        &run_spec(
+            &home,
+            &spec,
+            &[],
+            vec!["--attempt-after".into(), first.id.clone()],
+        )
+        .await,
+    );
+    let bundle = home
+        .data()
+        .join("artifacts")
+        .join(&second.id)
+        .join("branch.bundle");
+    let first_commit = git(&repo, &["rev-parse", "paddock/T-1/1"])
+        .trim()
+        .to_string();
+    assert_eq!(
+        paddock::results::base_objects::prerequisites(&bundle).unwrap(),
+        vec![first_commit.clone()]
+    );
+    git(&repo, &["branch", "-D", "paddock/T-1/1", "paddock/T-1/2"]);
+    git(&repo, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&repo, &["gc", "-q", "--prune=now"]);
+    let out = run_spec(
+        &home,
+        &spec,
+        &[],
+        vec!["--attempt-after".into(), second.id.clone()],
+    )
+    .await;
+    let third = record(&out);
+    assert_eq!(
+        (
+            third.status,
+            third.attempt,
+            third.base_ref.as_str(),
+            third.changed_files.clone(),
+            third.reason.clone()
+        ),
+        (
+            JobStatus::Done,
+            3,
+            "paddock/T-1/2",
+            vec!["three.md".to_string()],
+            None
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        (
+            git(&repo, &["show", "paddock/T-1/3:three.md"]),
+            git(&repo, &["log", "--format=%s", "paddock/T-1/3"]),
+        ),
+        (
+            "one\ntwo\n".to_string(),
+            "T-1: Test ticket\nT-1: Test ticket\nT-1: Test ticket\ninit\n".to_string()
+        )
+    );
+}
