@@ -140,7 +140,7 @@ async fn earlier_attempt(job_id: &str, paths: &Paths) -> Result<Option<Earlier>,
     let Some(record) = store.job(job_id).await.context("look up the job")? else {
         return Ok(None);
     };
-    let Some(maker) = paddock::session::branch_maker(&*store, &record)
+    let Some(maker) = paddock::session::branch_maker(&*store, &record, &paths.artifacts)
         .await
         .context("look up the job's earlier attempts")?
     else {

@@ -164,16 +164,17 @@ pub(super) async fn provision(
             // The branches it is built on, whose bundles give what its
             // own (holding only its new objects) needs when the source
             // lost them too; a store that cannot say is no chain.
-            let earlier = crate::session::branch_chain(&*em.store, job_id)
-                .await
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(name, maker)| PriorBranch {
-                    name,
-                    bundle: bundle(&maker),
-                    earlier: Vec::new(),
-                })
-                .collect();
+            let earlier =
+                crate::session::branch_chain(&*em.store, job_id, &job.config.paths.artifacts)
+                    .await
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(name, maker)| PriorBranch {
+                        name,
+                        bundle: bundle(&maker),
+                        earlier: Vec::new(),
+                    })
+                    .collect();
             Some(PriorBranch {
                 name: branch.clone(),
                 bundle: bundle(job_id),

@@ -55,7 +55,7 @@ impl Prior {
         let session = store.engine_session(job_id).await?;
         let mut prior = Prior::of(&record, session, artifacts_root);
         if prior.branch.is_none() && record.changed_files.is_empty() {
-            if let Some(maker) = branch_maker(store, &record).await? {
+            if let Some(maker) = branch_maker(store, &record, artifacts_root).await? {
                 prior.branch = Some(record.base_ref.clone());
                 prior.branch_job = Some(maker);
             }
@@ -64,8 +64,7 @@ impl Prior {
     }
 
     fn of(record: &JobRecord, session: Option<String>, artifacts_root: &std::path::Path) -> Prior {
-        let kept =
-            record.status == paddock_protocol::JobStatus::Done && !record.changed_files.is_empty();
+        let kept = keeps_branch(record, artifacts_root);
         Prior {
             job_id: record.id.clone(),
             attempt: record.attempt,
@@ -81,16 +80,33 @@ impl Prior {
     }
 }
 
+/// Whether `record`'s job kept a result branch: it made a change and
+/// either ended done (a bundle it lost since is the next attempt's clear
+/// failure, not a silent start on the spec's base) or, however else it
+/// ended, its branch's bundle is in its artifacts (a job that failed at
+/// publishing, timed out or was cancelled after its work has its branch
+/// too, and its session's history is of that tree; a job the reaper
+/// ended has its patch but no branch).
+fn keeps_branch(record: &JobRecord, artifacts_root: &std::path::Path) -> bool {
+    !record.changed_files.is_empty()
+        && (record.status == paddock_protocol::JobStatus::Done
+            || artifacts_root
+                .join(&record.id)
+                .join(crate::results::conclude::BUNDLE)
+                .is_file())
+}
+
 /// The earlier job of `record`'s ticket that kept `record`'s base as its
-/// result branch (done, with a change, recorded before it), when its base
+/// result branch (ended, with a change, recorded before it), when its base
 /// is one: the newest such job, which made the branch `record` started on.
 /// `paddock apply` names it too, for a patch made on that branch.
 pub async fn branch_maker(
     store: &dyn Store,
     record: &JobRecord,
+    artifacts_root: &std::path::Path,
 ) -> Result<Option<String>, StoreError> {
     let query = crate::store::JobQuery {
-        status: Some(paddock_protocol::JobStatus::Done),
+        status: None,
         branch: Some(record.base_ref.clone()),
         engine: None,
         after: None,
@@ -103,7 +119,11 @@ pub async fn branch_maker(
         .filter(|j| {
             j.id != record.id
                 && j.ticket_id == record.ticket_id
-                && !j.changed_files.is_empty()
+                && !matches!(
+                    j.status,
+                    paddock_protocol::JobStatus::Queued | paddock_protocol::JobStatus::Running
+                )
+                && keeps_branch(j, artifacts_root)
                 && j.created_at <= record.created_at
         })
         .collect();
@@ -120,6 +140,7 @@ pub async fn branch_maker(
 pub async fn branch_chain(
     store: &dyn Store,
     job_id: &str,
+    artifacts_root: &std::path::Path,
 ) -> Result<Vec<(String, String)>, StoreError> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut current = store.job(job_id).await?;
@@ -127,7 +148,7 @@ pub async fn branch_chain(
         if out.len() >= 64 {
             break;
         }
-        let Some(maker) = branch_maker(store, &record).await? else {
+        let Some(maker) = branch_maker(store, &record, artifacts_root).await? else {
             break;
         };
         if maker == job_id || out.iter().any(|(_, job)| *job == maker) {

@@ -711,3 +711,96 @@ text = "Done with three."
         )
     );
 }
+
+/// Attempt 1 writes `one.md` and fails only at publishing (its push's
+/// remote does not exist): its branch is in the local source and its
+/// bundle. Attempt 2 after it resumes its session, whose history has
+/// `one.md` in it, on that branch, as after a done attempt. Before, only
+/// a done attempt's branch was built on: attempt 2 resumed the session on
+/// the spec's base, without `one.md`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_next_attempt_after_one_failed_at_publishing_resumes_on_its_branch() {
+    const PUSHED: &str = r#"
+[[turn]]
+text = "Writing one."
+[[turn.action]]
+type = "shell"
+command = "echo one > one.md"
+
+[[turn]]
+text = "Done with one."
+
+[[turn]]
+text = "Reading one."
+[[turn.action]]
+type = "shell"
+command = "cat one.md > seen.md"
+
+[[turn]]
+text = "Done reading."
+"#;
+    if paddock_test_support::skip::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(PUSHED));
+    on_rung(&spec, "process");
+    let nowhere = home.path().join("no-such-remote.git");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[results.push]\nurl = \"file://{}\"\n",
+            nowhere.display()
+        ),
+    )
+    .unwrap();
+    let first = record(&run_spec(&home, &spec, &[], vec![]).await);
+    let out = run_spec(
+        &home,
+        &spec,
+        &[],
+        vec!["--attempt-after".into(), first.id.clone()],
+    )
+    .await;
+    let second = record(&out);
+    let seen = std::fs::read_to_string(second.patch_path.clone().unwrap())
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        (
+            first.status,
+            first.changed_files.clone(),
+            second.base_ref.clone(),
+            second.changed_files.clone(),
+            seen,
+        ),
+        (
+            JobStatus::Failed,
+            vec!["one.md".to_string()],
+            "paddock/T-1/1".to_string(),
+            vec!["seen.md".to_string()],
+            vec!["+one".to_string()],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        details(&home, &second.id, Phase::SessionResumed).await,
+        vec![Some(format!(
+            "resumed session {} of attempt 1 (job {})",
+            home.store()
+                .await
+                .engine_session(&first.id)
+                .await
+                .unwrap()
+                .and_then(|s| paddock::engines::session_id(&s))
+                .unwrap(),
+            first.id
+        ))]
+    );
+}
