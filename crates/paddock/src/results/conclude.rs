@@ -766,6 +766,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         };
         let ForgeSession { forge, token, .. } = session.as_ref().map_err(|e| Some(e.clone()))?;
         let mut pull_request = None;
+        let mut links = links.clone();
         if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {
             let base = match proposes(spec) {
                 true => pull_request_base(spec, input.jobs_root)
@@ -797,6 +798,14 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                     )
                     .await
                     .map_err(Some)?;
+                    // A plain git remote is named, as a forge's pull
+                    // request is: the closeout says where the branch went.
+                    if let Some(target) = &spec.results.push {
+                        links.push((
+                            "branch".to_string(),
+                            format!("`{}` pushed to {}", input.record.branch, target.url),
+                        ));
+                    }
                     let closeout = render(input.record, &links);
                     let draft = PullRequestDraft {
                         head: input.record.branch.clone(),
@@ -820,7 +829,6 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             }
             pull_request = Some(pr);
         }
-        let mut links = links.clone();
         if let Some(pr) = &pull_request {
             let label = match &pr.ended {
                 None => "pull request".to_string(),

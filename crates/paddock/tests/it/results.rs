@@ -1925,7 +1925,22 @@ async fn a_plain_token_pushes_the_branch_without_a_forge() {
         .join(&record.id)
         .join("outbox");
     assert!(outbox.join("pull-request.md").is_file());
-    assert!(outbox.join("closeout.md").is_file());
+    // The closeout says where the branch went (before, it named the
+    // source and the outbox only).
+    let closeout = std::fs::read_to_string(outbox.join("closeout.md")).unwrap();
+    let links = closeout
+        .split_once("### Links\n")
+        .map(|(_, links)| links.trim_end().to_string());
+    assert_eq!(
+        links,
+        Some(format!(
+            "- branch: `{branch}` in the source repository\n- branch: `{branch}` pushed to \
+             {}/widgets.git\n- \
+             pull request: file://{}",
+            server.url,
+            outbox.join("pull-request.md").display()
+        ))
+    );
 }
 
 /// A push section whose credential does not fit its URL is refused with
