@@ -89,9 +89,10 @@ pub(super) async fn outcome(
                 }
                 Outcome::Completed => (JobStatus::Done, None),
                 // The engine said why: its own error event is stored.
-                Outcome::Failed { reason } if summary.failure.is_some() => {
-                    (JobStatus::Failed, Some(reason))
-                }
+                Outcome::Failed { reason } if summary.failure.is_some() => (
+                    JobStatus::Failed,
+                    Some(with_upstream_cause(reason, &torn.calls)),
+                ),
                 // A crash, or an exit without a result: an error event
                 // says how it ended and what it last wrote on stderr.
                 Outcome::Failed { reason } => {
@@ -113,6 +114,33 @@ pub(super) async fn outcome(
 }
 
 /// How a crashed engine ended, and the end of its stderr.
+/// The engine's own reason for failing, with the upstream's answer to
+/// the job's last model call when that call failed and the engine's text
+/// does not carry it: Codex words any 5xx as "We’re currently
+/// experiencing high demand, which may cause temporary errors.", whatever
+/// the provider (or the scripted upstream: "scenario … is exhausted")
+/// said. The broker's own cuts (budget, allowlist) are policy events, not
+/// this.
+fn with_upstream_cause(reason: String, calls: &[ModelCall]) -> String {
+    use paddock_protocol::CallStatus;
+    let Some(last) = calls.iter().max_by_key(|c| c.seq) else {
+        return reason;
+    };
+    let failed = matches!(last.status, CallStatus::HttpError | CallStatus::StreamError);
+    let msg = last.error.as_deref().unwrap_or_default().trim();
+    if !failed || msg.is_empty() || msg.starts_with("paddock broker:") || reason.contains(msg) {
+        return reason;
+    }
+    let status = last
+        .http_status
+        .map(|s| format!(" (HTTP {s})"))
+        .unwrap_or_default();
+    format!(
+        "{reason} (the upstream's answer to model call {} to {}{status}: {msg})",
+        last.seq, last.provider
+    )
+}
+
 fn crash_reason(reason: String, torn: &TornDown) -> String {
     let reason = match torn.exit.signal() {
         Some(sig) => format!("the engine was killed by signal {}", signal_name(sig)),

@@ -431,6 +431,53 @@ async fn codex_fails_on_http_500() {
     upstream_failure_fails_the_job("codex", E500, "scripted-500: upstream exploded").await;
 }
 
+/// Codex words any 5xx as "We’re currently experiencing high demand…":
+/// the job's reason adds what the upstream answered its last model call,
+/// so that the cause (here the scenario's 500; a provider's own message,
+/// or a scenario run out of turns) is read where the reason is (before,
+/// only in the warning events).
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_http_500_reason_carries_the_upstreams_answer() {
+    if paddock_test_support::prelude::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(
+        home.path(),
+        "codex",
+        &repo,
+        SCRIPTED,
+        Some(&failing_scenario(E500)),
+    );
+    paddock_test_support::prelude::on_rung(&spec, "process");
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&out);
+    let last = home
+        .store()
+        .await
+        .model_calls(&rec.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.seq)
+        .max()
+        .unwrap();
+    assert_eq!(
+        (rec.status, rec.reason),
+        (
+            JobStatus::Failed,
+            Some(format!(
+                "We’re currently experiencing high demand, which may cause temporary errors. (the \
+                 upstream's answer to model call {last} to scripted (HTTP 500): scripted-500: \
+                 upstream exploded)"
+            ))
+        )
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn codex_fails_on_mid_stream_failure() {
     upstream_failure_fails_the_job("codex", MID, "scripted-mid: stream failed midway").await;
