@@ -804,3 +804,41 @@ text = "Done reading."
         ))]
     );
 }
+
+/// The README's hello example, followed up as its users would: attempt 1,
+/// then `--attempt-after` the last job three times, each resuming the one
+/// session. Its scenario answers each resumed attempt's new turn (before,
+/// it had one such answer, and attempt 3 failed: the scenario exhausted).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hello_example_answers_follow_ups_to_attempt_4() {
+    if paddock_test_support::skip::engine("codex").is_none() {
+        return;
+    }
+    let home = Home::new();
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
+    let dir = home.path().join("hello");
+    std::fs::create_dir(&dir).unwrap();
+    for name in ["job.toml", "scenario.toml", "repo.bundle"] {
+        std::fs::copy(example.join(name), dir.join(name)).unwrap();
+    }
+    let spec = dir.join("job.toml");
+    on_rung(&spec, "process");
+    let mut outcomes = Vec::new();
+    let mut last: Option<String> = None;
+    for _ in 0..4 {
+        let extra = last
+            .iter()
+            .flat_map(|id| ["--attempt-after".to_string(), id.clone()])
+            .collect();
+        let out = run_spec(&home, &spec, &[], extra).await;
+        let rec = record(&out);
+        outcomes.push((rec.attempt, rec.status, rec.reason.clone()));
+        last = Some(rec.id);
+    }
+    assert_eq!(
+        outcomes,
+        (1..=4)
+            .map(|n| (n, JobStatus::Done, None))
+            .collect::<Vec<_>>()
+    );
+}
