@@ -95,6 +95,7 @@ pub fn table(jobs: &[JobRecord], owners: &HashMap<String, Owner>, tz: &TimeZone)
         "JOB",
         "STATUS",
         "TICKET",
+        "ATTEMPT",
         "ENGINE",
         "MODEL",
         "ISOLATION",
@@ -112,6 +113,7 @@ pub fn table(jobs: &[JobRecord], owners: &HashMap<String, Owner>, tz: &TimeZone)
             cell(&j.id),
             j.status.as_str().to_owned(),
             cell(&j.ticket_id),
+            j.attempt.to_string(),
             cell(&j.engine),
             cell(&j.model),
             cell(&j.isolation),
@@ -126,7 +128,7 @@ pub fn table(jobs: &[JobRecord], owners: &HashMap<String, Owner>, tz: &TimeZone)
     for c in t.column_iter_mut() {
         c.set_padding((0, 2));
     }
-    for col in [6, 7] {
+    for col in [3, 7, 8] {
         if let Some(c) = t.column_mut(col) {
             c.set_cell_alignment(CellAlignment::Right);
         }
@@ -189,11 +191,13 @@ mod tests {
     #[test]
     fn jobs_table_is_aligned_in_local_time() {
         let tz = TimeZone::get("Europe/Berlin").unwrap();
-        let jobs = [
+        let mut jobs = [
             job("01J0AAAA", JobStatus::Done, Some(42_100), 12_345),
             job("01J0BBBB", JobStatus::TimedOut, Some(185_000), 1_234_567),
             job("01J0CCCC", JobStatus::Running, None, 0),
         ];
+        // A ticket's attempts (`--attempt-after`) are told apart.
+        jobs[0].attempt = 12;
         // Another host's name is its own text: escaped.
         let owners = HashMap::from([
             ("01J0AAAA".to_owned(), owner("build-7", '3')),
@@ -210,7 +214,7 @@ mod tests {
         assert_eq!(
             table(&[hostile], &HashMap::new(), &tz).lines().nth(1),
             Some(
-                "01J0AAAA  done    T-1     codex   gpt\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{9b}2K\\u{202e}x\\u{2066}  sandbox       42.1s  $0.012345  2025-06-01 14:30  -"
+                "01J0AAAA  done    T-1           1  codex   gpt\\u{1b}]52;c;ZXZpbA==\\u{7}\\u{9b}2K\\u{202e}x\\u{2066}  sandbox       42.1s  $0.012345  2025-06-01 14:30  -"
             )
         );
     }
