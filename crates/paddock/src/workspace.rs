@@ -49,7 +49,7 @@ use host_git::HostGit;
 pub use lease::Lease;
 pub use overlay::{Chosen, Layout};
 pub use prior_branch::PriorBranch;
-pub use result_branch::StartedBundle;
+pub use result_branch::{StartedBundle, BUNDLE};
 pub use snapshot::SNAPSHOTS;
 use snapshot::{Snapshot, Source as SnapSource};
 

@@ -31,7 +31,7 @@ use crate::workspace::{Patch, StartedBundle, Workspace};
 use tokio_util::sync::CancellationToken;
 
 /// The branch's bundle, in the job's artifacts directory.
-pub const BUNDLE: &str = "branch.bundle";
+pub use crate::workspace::BUNDLE;
 /// The closeout's text, in the job's artifacts directory.
 pub const CLOSEOUT: &str = "closeout.md";
 /// The outbox directory, in the job's artifacts directory.
@@ -252,6 +252,11 @@ pub struct PublishInput<'a> {
     /// A local source's uncommitted changes as read while the job ran
     /// (`git status --porcelain` entries); `None`: read them now.
     pub source_dirty: Option<Vec<String>>,
+    /// The earlier attempts' branches the job's is built on and their
+    /// bundles (nearest first), for a source that lost them since the job
+    /// ran (`source::fetch_branch_after`); empty at the job's own end,
+    /// when its bundle was made for what the source held.
+    pub earlier_bundles: Vec<(String, PathBuf)>,
     /// The base's holder (the source, a URL's mirror) was seen to keep the
     /// base as this job's branch was made, moments ago: the push borrows
     /// it without asking again. `false` (a later `paddock publish`): the
@@ -680,12 +685,12 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     if let (Some(path), Some(_)) = (&spec.repository.path, input.commit) {
         let fetched = match &input.into_source {
             Some(fetching) => fetching.clone().await,
-            None => source::fetch_branch(
+            None => source::fetch_branch_after(
                 &input.record.id,
                 path,
-                &bundle,
-                &input.record.branch,
+                (&bundle, &input.record.branch),
                 input.jobs_root,
+                &input.earlier_bundles,
             )
             .await
             .map_err(|e| e.to_string()),
@@ -990,6 +995,7 @@ pub async fn conclude_job(
         left_out: &patch.left_out,
         jobs_root,
         source_dirty,
+        earlier_bundles: Vec::new(),
         // `keep_branch` asked while it made the branch: a bundle of the
         // job's new objects only means the holder kept the base.
         base_held: kept.as_ref().is_some_and(|k| k.whole.is_none()),

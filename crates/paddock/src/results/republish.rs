@@ -248,6 +248,16 @@ pub async fn republish(
         ending.status = JobStatus::Done;
         ending.reason = None;
     }
+    // The earlier attempts' bundles, for a source that has lost the
+    // branch this one's was made on (its bundle holding only its own
+    // objects); a store that cannot say is none.
+    let artifacts_root = artifacts.parent().unwrap_or(&artifacts);
+    let earlier_bundles = crate::session::branch_chain(store, job_id, artifacts_root)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, maker)| (name, artifacts_root.join(maker).join(BUNDLE)))
+        .collect();
     let mut published = publish(&PublishInput {
         spec: &spec,
         record: &ending,
@@ -257,6 +267,7 @@ pub async fn republish(
         left_out: &[],
         jobs_root,
         source_dirty: None,
+        earlier_bundles,
         base_held: false,
         into_source: None,
         cancel,

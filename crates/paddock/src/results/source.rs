@@ -115,6 +115,55 @@ pub async fn fetch_branch(
     }
 }
 
+/// [`fetch_branch`], and when the source lacks the bundle's prerequisite
+/// (the bundle holds only the job's new objects on an earlier attempt's
+/// branch, which the source has since lost: deleted and pruned), the
+/// earlier attempts' bundles `earlier` (branch, bundle; nearest first)
+/// fetched first, oldest first, objects only (no ref of the user's is
+/// made again), then the branch again.
+pub async fn fetch_branch_after(
+    job: &str,
+    source: &Path,
+    (bundle, branch): (&Path, &str),
+    jobs_root: &Path,
+    earlier: &[(String, PathBuf)],
+) -> Result<(), SourceFetchError> {
+    let first = fetch_branch(job, source, bundle, branch, jobs_root).await;
+    let lacking = matches!(
+        &first,
+        Err(SourceFetchError::Fetch(WorkspaceError::Git { stderr, .. }))
+            if stderr.contains("lacks these prerequisite commits")
+    );
+    if !lacking || earlier.is_empty() {
+        return first;
+    }
+    for (name, from) in earlier.iter().rev() {
+        let from = from.to_string_lossy().into_owned();
+        let wanted = format!("refs/heads/{name}");
+        // What one of them cannot give, the branch's fetch below says.
+        let _ = user_git(
+            source,
+            [
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "fetch.fsckObjects=true",
+                "fetch",
+                "--no-progress",
+                "--no-write-fetch-head",
+                "--no-tags",
+                "--no-recurse-submodules",
+                "--no-auto-gc",
+                "--",
+                from.as_str(),
+                wanted.as_str(),
+            ],
+        )
+        .await;
+    }
+    fetch_branch(job, source, bundle, branch, jobs_root).await
+}
+
 /// A branch's fetch into a local source, under way ([`fetch_soon`]):
 /// awaited by as many as need its outcome, its error as text.
 pub type SourceFetching =

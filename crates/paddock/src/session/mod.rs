@@ -92,7 +92,7 @@ fn keeps_branch(record: &JobRecord, artifacts_root: &std::path::Path) -> bool {
         && (record.status == paddock_protocol::JobStatus::Done
             || artifacts_root
                 .join(&record.id)
-                .join(crate::results::conclude::BUNDLE)
+                .join(crate::workspace::BUNDLE)
                 .is_file())
 }
 

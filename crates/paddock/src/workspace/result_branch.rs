@@ -10,6 +10,9 @@
 
 use std::path::Path;
 
+/// The branch's bundle's file name, in the job's artifacts directory.
+pub const BUNDLE: &str = "branch.bundle";
+
 use super::{Workspace, WorkspaceError};
 
 impl Workspace {

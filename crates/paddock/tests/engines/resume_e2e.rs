@@ -610,8 +610,10 @@ text = "Done with two."
 /// commit). The user then deletes both branches and the source is
 /// pruned: attempt 3 after attempt 2 fetches attempt 1's bundle first
 /// (objects only) so that attempt 2's gives its branch, and resumes on
-/// it with both attempts' work. Before, it failed at provisioning with
-/// git's "Repository lacks these prerequisite commits".
+/// it with both attempts' work; `paddock publish` of attempt 2 does the
+/// same for the source. Before, the attempt failed at provisioning with
+/// git's "Repository lacks these prerequisite commits", and the publish
+/// left the branch out with that warning.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_next_attempt_on_a_pruned_source_takes_the_earlier_bundles_first() {
     const THREE: &str = r#"
@@ -671,9 +673,33 @@ text = "Done with three."
         paddock::results::base_objects::prerequisites(&bundle).unwrap(),
         vec![first_commit.clone()]
     );
-    git(&repo, &["branch", "-D", "paddock/T-1/1", "paddock/T-1/2"]);
-    git(&repo, &["reflog", "expire", "--expire=now", "--all"]);
-    git(&repo, &["gc", "-q", "--prune=now"]);
+    let prune = |branches: &[&str]| {
+        let mut args = vec!["branch", "-D"];
+        args.extend(branches);
+        git(&repo, &args);
+        git(&repo, &["reflog", "expire", "--expire=now", "--all"]);
+        git(&repo, &["gc", "-q", "--prune=now"]);
+    };
+    prune(&["paddock/T-1/1", "paddock/T-1/2"]);
+    // `paddock publish` of attempt 2 gives the source its branch again,
+    // its prerequisite from attempt 1's bundle (before: a warning, the
+    // branch not fetched, git's "lacks these prerequisite commits").
+    let published = home.paddock(&["publish", &second.id], &[]).await;
+    assert_eq!(
+        (
+            published.status.code(),
+            String::from_utf8_lossy(&published.stderr).into_owned(),
+            git(&repo, &["log", "--format=%s", "paddock/T-1/2"]),
+            git(&repo, &["branch", "--list", "paddock/T-1/1"]),
+        ),
+        (
+            Some(0),
+            String::new(),
+            "T-1: Test ticket\nT-1: Test ticket\ninit\n".to_string(),
+            String::new()
+        )
+    );
+    prune(&["paddock/T-1/2"]);
     let out = run_spec(
         &home,
         &spec,
