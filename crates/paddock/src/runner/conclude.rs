@@ -113,7 +113,6 @@ pub(super) async fn outcome(
     })
 }
 
-/// How a crashed engine ended, and the end of its stderr.
 /// The engine's own reason for failing, with the upstream's answer to
 /// the job's last model call when that call failed and the engine's text
 /// does not carry it: Codex words any 5xx as "We’re currently
@@ -141,6 +140,7 @@ fn with_upstream_cause(reason: String, calls: &[ModelCall]) -> String {
     )
 }
 
+/// How a crashed engine ended, and the end of its stderr.
 fn crash_reason(reason: String, torn: &TornDown) -> String {
     let reason = match torn.exit.signal() {
         Some(sig) => format!("the engine was killed by signal {}", signal_name(sig)),
