@@ -268,6 +268,20 @@ async fn emit_line(
     match String::from_utf8(line.bytes) {
         Ok(text) => {
             for body in parser.parse_line(&text) {
+                // The engine's session id goes into the job's record as
+                // the engine announces it, not only at the job's end: a
+                // job killed with its `paddock` then still names it, and
+                // its next attempt says its session's files are gone
+                // rather than that it had no session.
+                if let EventBody::Status {
+                    phase: paddock_protocol::Phase::SessionStarted,
+                    detail: Some(detail),
+                } = &body
+                {
+                    if let Some(session) = engines::session_id(detail) {
+                        em.store.set_engine_session(&em.job_id, &session).await?;
+                    }
+                }
                 em.emit_job(body).await?;
             }
             Ok(Some(text))

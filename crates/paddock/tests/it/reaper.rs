@@ -481,3 +481,67 @@ async fn read_only_commands_leave_the_next_log_in_place() {
         ]
     );
 }
+
+/// A job killed with its `paddock` (SIGKILL) after its engine announced
+/// its session: the session id is in its record from the announcement, so
+/// `--attempt-after` it forks saying the session's files are gone (they
+/// were never saved), not that it recorded no session (before: the id was
+/// written only at the job's end, which a killed job never reaches).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_jobs_next_attempt_says_its_session_files_are_gone() {
+    let home = Home::new();
+    let session = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
+    let marker = home.path().join("ran-once");
+    let body = format!(
+        "echo '{{\"type\":\"thread.started\",\"thread_id\":\"{session}\"}}'\n\
+         if [ -e '{m}' ]; then exit 0; fi\n\
+         touch '{m}' \"$TMPDIR/started\"\n\
+         sleep 60",
+        m = marker.display()
+    );
+    let spec = fake_codex_job(&home, "process", &body, 120);
+    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+    let store = home.store().await;
+    let mut recorded = None;
+    for _ in 0..600 {
+        recorded = store.engine_session(&crashed).await.unwrap();
+        if recorded.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+    let gc = home.paddock(&["gc", "--json"], &[]).await;
+    assert_eq!(gc.status.code(), Some(0), "{gc:?}");
+    let next = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                spec.to_str().unwrap(),
+                "--attempt-after",
+                &crashed,
+            ],
+            &[],
+        )
+        .await;
+    let stderr = String::from_utf8_lossy(&next.stderr);
+    let forked = stderr
+        .lines()
+        .find(|l| l.starts_with("paddock: a new session"))
+        .map(str::to_string);
+    assert_eq!(
+        (recorded.as_deref(), forked),
+        (
+            Some(session),
+            Some(format!(
+                "paddock: a new session, not attempt 1's (job {crashed}): the session files of \
+                 attempt 1 are gone"
+            ))
+        ),
+        "{stderr}"
+    );
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
