@@ -281,6 +281,7 @@ pub async fn republish(
     // is its stored closeout. The failure is an event of the job, which
     // `paddock show` names, and `paddock publish` exits non-zero.
     let stays_done = record.status == JobStatus::Done && published.failure.is_some();
+    let mut failure_noted = None;
     if stays_done {
         let failure = published.failure.clone().unwrap_or_default();
         let note = format!(
@@ -300,6 +301,7 @@ pub async fn republish(
         )
         .await
         .map_err(store_err)?;
+        failure_noted = Some(note.clone());
         published.warnings.push(note);
     } else {
         store
@@ -338,6 +340,26 @@ pub async fn republish(
             .await
             .map_err(store_err)?;
     }
+    // What this publish warned of is the job's record too, as the first
+    // publish's warnings are (non-fatal errors of `paddock`), not only
+    // `paddock publish`'s stderr; the failure noted above is an event
+    // already.
+    for warning in &published.warnings {
+        if failure_noted.as_ref() == Some(warning) {
+            continue;
+        }
+        append(
+            store,
+            job_id,
+            EventBody::Error {
+                message: warning.clone(),
+                source: Some(REPUBLISH_WARNING.to_string()),
+                fatal: false,
+            },
+        )
+        .await
+        .map_err(store_err)?;
+    }
     // The record is final: the lease goes (while still held), unless a
     // minted token's revocation failed: then it stays, with the token's
     // record, for the reaper's next pass (`super::tokens_left`).
@@ -354,6 +376,10 @@ pub async fn republish(
 /// The source of the event a failed `paddock publish` of a `done` job
 /// leaves (its job stays `done`; `paddock show` names the failure).
 pub const PUBLISH_AGAIN: &str = "paddock publish";
+
+/// The source of a warning of `paddock publish` in the job's events (not
+/// [`PUBLISH_AGAIN`]: a warning is no failure of the publish).
+pub const REPUBLISH_WARNING: &str = "paddock";
 
 /// The detail of the `publishing` status event a `paddock publish` that
 /// succeeded leaves: a failure before it is no longer the last word.

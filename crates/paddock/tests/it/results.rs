@@ -275,6 +275,55 @@ async fn a_no_change_job_on_a_dirty_source_says_it_ran_on_the_committed_base() {
     );
 }
 
+/// `paddock publish` of a job warns of what it finds (here: the local
+/// source has an uncommitted change by now) in the job's events too, as a
+/// non-fatal `paddock` error after the first publish's, not only on its
+/// stderr (before, the events said only "published again").
+#[tokio::test]
+async fn a_republishs_warnings_are_the_jobs_events_too() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("echo more >> README.md"));
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    std::fs::write(repo.join("notes.txt"), "uncommitted\n").unwrap();
+    let again = home.paddock(&["publish", "--json", &first.id], &[]).await;
+    let warning =
+        "the source repository has 1 uncommitted change(s); the job ran on the committed base";
+    let warnings = |events: Vec<paddock_protocol::EventBody>| {
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                paddock_protocol::EventBody::Error {
+                    message,
+                    source,
+                    fatal: false,
+                } => Some((message, source)),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (
+            first.status,
+            again.status.code(),
+            String::from_utf8_lossy(&again.stderr).contains(warning),
+            warnings(home.event_bodies(&first.id).await)
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            Some(0),
+            true,
+            vec![(warning.to_string(), Some("paddock".to_string()))]
+        ),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
 /// `paddock apply` applies the patch at the top of the working tree, from
 /// a subdirectory too (`git apply` run there skipped every file outside
 /// it and still succeeded: exit 0, nothing applied); one that does not
