@@ -61,11 +61,6 @@ impl PriorBranch {
         if !is_plain_branch(&self.name) {
             return Err(failed("it is not a plain branch name".into()));
         }
-        match std::fs::symlink_metadata(&self.bundle) {
-            Ok(m) if m.file_type().is_file() => {}
-            Ok(_) => return Err(failed("it is not a regular file".into())),
-            Err(e) => return Err(failed(e.to_string())),
-        }
         let git = HostGit {
             git_dir: Some(git_dir.to_path_buf()),
             work_tree: None,
