@@ -109,7 +109,7 @@ impl Since {
     }
 
     /// When process `proc_dir` (`/proc/<pid>`) was created.
-    fn of(proc_dir: &Path) -> Option<Since> {
+    pub(crate) fn of(proc_dir: &Path) -> Option<Since> {
         crate::own_children::stat_field(proc_dir, 22).map(Since)
     }
 }

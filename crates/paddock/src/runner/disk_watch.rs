@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::leftovers::Since;
 use crate::workspace::disk_usage::{self, Charged, Incomplete, MAX_DEPTH, MAX_ENTRIES};
 use crate::workspace::disk_walk;
 
@@ -86,6 +87,9 @@ pub(super) struct DiskWatch {
     limit: u64,
     reserve: u64,
     stop: Arc<AtomicBool>,
+    /// When the job began: its processes are those created since
+    /// (`unlinked.rs`).
+    since: Option<Since>,
     state: watch::Receiver<State>,
     /// The last measurement, once started ([`DiskWatch::begin_last`]).
     last: std::sync::Mutex<Option<LastWalk>>,
@@ -103,12 +107,14 @@ impl DiskWatch {
     pub fn start(root: PathBuf, limit: u64, reserve: u64, helper_exe: PathBuf) -> DiskWatch {
         let (tx, state) = watch::channel(State::Measuring);
         let stop = Arc::new(AtomicBool::new(false));
+        let since = Since::now();
         let watcher = Watcher {
             root: root.clone(),
             helper_exe: helper_exe.clone(),
             limit,
             reserve,
             stop: stop.clone(),
+            since,
             tx,
         };
         let spawned = std::thread::Builder::new()
@@ -127,6 +133,7 @@ impl DiskWatch {
             limit,
             reserve,
             stop,
+            since,
             state,
             last: std::sync::Mutex::new(None),
         }
@@ -178,7 +185,8 @@ impl DiskWatch {
             State::Watching { baseline } => *baseline,
             State::Tripped(_) | State::Measuring => return None,
         };
-        let (root, limit, reserve) = (self.root.clone(), self.limit, self.reserve);
+        let (root, limit, reserve, since) =
+            (self.root.clone(), self.limit, self.reserve, self.since);
         let helper_exe = self.helper_exe.clone();
         Some(tokio::task::spawn_blocking(move || {
             floor(&root, reserve).or_else(|| {
@@ -186,7 +194,7 @@ impl DiskWatch {
                 // The watch is stopped already: this walk is bounded by
                 // its own time only.
                 judge(
-                    &measure(&root, stop_above, &helper_exe, None),
+                    &measure(&root, stop_above, (&helper_exe, since), None),
                     baseline,
                     limit,
                 )
@@ -227,12 +235,14 @@ struct Watcher {
     limit: u64,
     reserve: u64,
     stop: Arc<AtomicBool>,
+    since: Option<Since>,
     tx: watch::Sender<State>,
 }
 
 impl Watcher {
     fn run(self) {
-        let baseline = measure(&self.root, u64::MAX, &self.helper_exe, Some(&self.stop))
+        let helper = (self.helper_exe.as_path(), self.since);
+        let baseline = measure(&self.root, u64::MAX, helper, Some(&self.stop))
             .charged
             .bytes;
         self.tx.send_replace(State::Watching { baseline });
@@ -242,7 +252,7 @@ impl Watcher {
             let mut why = floor(&self.root, self.reserve);
             if why.is_none() && Instant::now() >= next_walk {
                 let began = Instant::now();
-                let measured = measure(&self.root, stop_above, &self.helper_exe, Some(&self.stop));
+                let measured = measure(&self.root, stop_above, helper, Some(&self.stop));
                 why = judge(&measured, baseline, self.limit);
                 next_walk = Instant::now() + (began.elapsed() * WALK_GAPS).max(MIN_WALK_GAP);
             }
@@ -268,12 +278,28 @@ struct Measured {
     closed: Option<String>,
 }
 
-/// Measures the job directory `root`, the walk stopped past
-/// `stop_above`: in this thread, and when that walk met a directory it
-/// could not read and Paddock is not root, again in a user namespace of
-/// its own by `helper_exe` (`workspace/disk_walk.rs`), whose count is
-/// then the measurement; `stop`, once set, ends that one early.
-fn measure(root: &Path, stop_above: u64, helper_exe: &Path, stop: Option<&AtomicBool>) -> Measured {
+/// Measures the job directory `root`: [`walk`], plus the files removed
+/// from it that processes created since `since` (the job's) still hold
+/// open or mapped (`unlinked.rs`: their blocks are still allocated, and
+/// no walk sees them).
+fn measure(
+    root: &Path,
+    stop_above: u64,
+    (helper_exe, since): (&Path, Option<Since>),
+    stop: Option<&AtomicBool>,
+) -> Measured {
+    let mut measured = walk(root, stop_above, helper_exe, stop);
+    let held = super::unlinked::held(root, since);
+    measured.charged.bytes = measured.charged.bytes.saturating_add(held);
+    measured
+}
+
+/// Walks the job directory `root`, the walk stopped past `stop_above`:
+/// in this thread, and when that walk met a directory it could not read
+/// and Paddock is not root, again in a user namespace of its own by
+/// `helper_exe` (`workspace/disk_walk.rs`), whose count is then the
+/// measurement; `stop`, once set, ends that one early.
+fn walk(root: &Path, stop_above: u64, helper_exe: &Path, stop: Option<&AtomicBool>) -> Measured {
     let charged = disk_usage::charged(root, stop_above);
     // Past the limit already, or all read: nothing to count again.
     if charged.incomplete != Some(Incomplete::Unreadable)

@@ -30,6 +30,7 @@ mod stream;
 mod teardown;
 #[cfg(test)]
 mod tests;
+mod unlinked;
 pub mod warnings;
 
 use std::ffi::OsString;

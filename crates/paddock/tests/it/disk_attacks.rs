@@ -3,8 +3,9 @@
 //! writes past a small limit (4 MiB) on the `process` and the `sandbox`
 //! rung, each way a naive watcher misses (a plain file, `fallocate` beside
 //! a sparse GiB, thousands of empty files, a tree deeper than the count
-//! enters, a file hard-linked outside its directory, a daemon still
-//! writing after the engine exited, a setup command), and a host below its
+//! enters, a file hard-linked outside its directory, a file removed
+//! while held open or mapped, a daemon still writing after the engine
+//! exited, a setup command), and a host below its
 //! reserve. Each job must end `failed` naming the limit and the size seen,
 //! said by a `policy` event of rule `limits`, stopped well before its
 //! timeout, its workspace removed like any failed job's. No probe writes
@@ -176,6 +177,45 @@ async fn a_tree_too_deep_to_count_stops_the_job() {
             ),
             "{rung}"
         );
+    }
+}
+
+/// A file removed while the job still holds it open keeps its blocks,
+/// and no walk of the directory sees it (it has no name): before, a job
+/// held as much as it liked that way (`exec 3>big; rm big`, then writing
+/// on), past its limit until the host's reserve stopped it and every
+/// other job. Held open past the limit, it stops the job as a named file
+/// does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_removed_file_held_open_is_charged() {
+    for rung in rungs() {
+        let probed = probe(
+            rung,
+            "exec 3>\"$TMPDIR/held\"; rm \"$TMPDIR/held\"; head -c 8388608 /dev/zero >&3; \
+             sleep 60",
+            None,
+            &[],
+        )
+        .await;
+        past_limit(rung, &probed, 8 << 20);
+    }
+}
+
+/// The same file held by a mapping only (mapped, its descriptor closed,
+/// then removed: no descriptor names it) is charged too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_removed_file_held_by_a_mapping_is_charged() {
+    for rung in rungs() {
+        let probed = probe(
+            rung,
+            "python3 -c 'import mmap, os, time; p = os.path.join(os.environ[\"TMPDIR\"], \
+             \"mapped\"); f = open(p, \"w+b\"); os.posix_fallocate(f.fileno(), 0, 8388608); \
+             m = mmap.mmap(f.fileno(), 8388608); f.close(); os.unlink(p); time.sleep(60)'",
+            None,
+            &[],
+        )
+        .await;
+        past_limit(rung, &probed, 8 << 20);
     }
 }
 
