@@ -1,7 +1,8 @@
 //! `paddock apply JOB`: the job's patch applied to a working tree by your
 //! own git (`git apply`, with your configuration: it is your repository),
 //! in the current directory or `--repo DIR`; `--check` only says whether
-//! it applies. The patch names files from the repository's top level, so
+//! it applies. Git's messages name the job's files, so they are shown
+//! escaped (`terminal_text`), as every text of the job is. The patch names files from the repository's top level, so
 //! it is applied there even from a subdirectory (where `git apply` would
 //! skip every file outside it and still succeed). A job that changed
 //! nothing has nothing to apply, and says so. The job's branch, when it
@@ -51,15 +52,7 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         (Some(top), Some(earlier)) if !contains(top, &earlier.commit) => Some(earlier),
         _ => None,
     };
-    let status = std::process::Command::new("git")
-        .arg("-C")
-        .arg(&top)
-        .arg("apply")
-        .args(args.check.then_some("--check"))
-        .arg("--")
-        .arg(&patch)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .status()
+    let status = git_apply(&top, &patch, args.check)
         .with_context(|| format!("run git apply in {}", top.display()))?;
     if status.success() {
         if let Some(earlier) = &missing {
@@ -94,6 +87,47 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
     }
     Ok(exit::FAILED)
 }
+
+/// Runs `git apply` (`--check` with `check`) of `patch` in `top`, git's
+/// messages shown escaped on stderr: they name the job's files, and git
+/// turns only C0 controls in them into `?`, passing C1 controls and
+/// bidirectional overrides on to the terminal. At most [`MESSAGE_BYTES`]
+/// of them are shown (the rest read, and counted).
+fn git_apply(top: &Path, patch: &Path, check: bool) -> std::io::Result<std::process::ExitStatus> {
+    use std::io::Read as _;
+    let mut child = std::process::Command::new("git")
+        .arg("-C")
+        .arg(top)
+        .arg("apply")
+        .args(check.then_some("--check"))
+        .arg("--")
+        .arg(patch)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let mut shown = Vec::new();
+    let mut more = 0u64;
+    if let Some(stderr) = child.stderr.take() {
+        let mut stderr = std::io::BufReader::new(stderr);
+        (&mut stderr).take(MESSAGE_BYTES).read_to_end(&mut shown)?;
+        more = std::io::copy(&mut stderr, &mut std::io::sink())?;
+    }
+    let status = child.wait()?;
+    let text = String::from_utf8_lossy(&shown);
+    if !text.is_empty() {
+        errln!(
+            "{}",
+            paddock::terminal_text::text(text.trim_end_matches('\n'))
+        );
+    }
+    if more > 0 {
+        errln!("paddock: ({more} more bytes of git apply's messages left out)");
+    }
+    Ok(status)
+}
+
+/// The most of `git apply`'s messages shown.
+const MESSAGE_BYTES: u64 = 1 << 20;
 
 /// The earlier attempt whose branch a job's patch was made on.
 struct Earlier {

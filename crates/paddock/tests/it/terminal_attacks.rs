@@ -399,3 +399,60 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
             .find(|p| p.is_file())
     })
 }
+
+/// `paddock apply` of a patch that does not apply: git's own message
+/// names the job's file, whose name carries a C1 CSI and a right-to-left
+/// override (git turns C0 controls into `?`, but passes these on). Before,
+/// `paddock apply` let git write to the terminal itself and they reached
+/// it raw; now git's message is shown escaped, the name still readable.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_apply_shows_gits_message_escaped() {
+    let home = Home::new();
+    let dir = home.path().join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = format!(
+        "printf 'x\\n' > \"$(printf 'evil\\302\\23331m\\342\\200\\256txt.md')\"\n{}",
+        r#"echo '{"type":"thread.started","thread_id":"t"}'
+echo '{"type":"turn.started"}'
+echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#
+    );
+    let spec = stand_in_job(&dir, "process", &body, 60);
+    let run = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let rec = record(&run);
+    assert_eq!(rec.status, paddock_protocol::JobStatus::Done);
+    // The user's checkout already has a file of that name: the patch
+    // (which creates it) does not apply, and git says which file.
+    let checkout = home.path().join("checkout");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            dir.join("repo").to_str().unwrap(),
+            checkout.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(checkout.join("evil\u{9b}31m\u{202e}txt.md"), "mine\n").unwrap();
+    let out = home
+        .paddock(
+            &["apply", &rec.id, "--repo", checkout.to_str().unwrap()],
+            &[],
+        )
+        .await;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        (
+            out.status.code(),
+            raw_control(&out.stderr),
+            raw_control(&out.stdout)
+        ),
+        (Some(1), None, None),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(r"evil\u{9b}31m\u{202e}txt.md: already exists in working directory"),
+        "{stderr}"
+    );
+}
