@@ -231,12 +231,73 @@ pub struct Report {
 /// under [`CGROUP_ROOT`] and under `PADDOCK_CGROUP_ROOT` when it is set
 /// (`paddock sandbox` runs there).
 pub async fn reap(paths: &Paths, store: &dyn Store, liveness: &Liveness) -> Report {
+    reap_with(paths, store, liveness, &cgroup_roots()).await
+}
+
+/// [`CGROUP_ROOT`], and `PADDOCK_CGROUP_ROOT` when it is set.
+fn cgroup_roots() -> Vec<PathBuf> {
     let mut roots = vec![PathBuf::from(CGROUP_ROOT)];
     if let Some(r) = std::env::var_os("PADDOCK_CGROUP_ROOT").filter(|r| !r.is_empty()) {
         roots.push(PathBuf::from(r));
     }
     roots.dedup();
-    reap_with(paths, store, liveness, &roots).await
+    roots
+}
+
+/// The part of [`reap`] that a live `paddock serve` runs every heartbeat
+/// interval: this host's jobs whose lease nobody holds any more (another
+/// process on the same jobs directory, such as a second server on the
+/// same store, killed mid-job), reaped as [`reap`] reaps them. A lease
+/// is held from before a job is recorded until it ends, and its file
+/// appears only once it is locked, so no live job is taken. (The jobs
+/// whose lease file is missing altogether are left to the full pass: a
+/// job a server has just claimed is `running` before its lease exists.)
+pub async fn reap_abandoned(paths: &Paths, store: &dyn Store, liveness: &Liveness) -> Vec<Reaped> {
+    let roots = cgroup_roots();
+    reap_leases(paths, store, liveness, &rung::host_reapers(), &roots).await
+}
+
+/// Every job of `paths.jobs` whose lease file nobody holds, reaped.
+async fn reap_leases(
+    paths: &Paths,
+    store: &dyn Store,
+    liveness: &Liveness,
+    rungs: &[Arc<dyn Rung>],
+    cgroup_roots: &[PathBuf],
+) -> Vec<Reaped> {
+    let mut reaped = Vec::new();
+    let leases = paths.jobs.join(LEASES);
+    let Ok(entries) = std::fs::read_dir(&leases) else {
+        return reaped;
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_suffix(".lock").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    for name in names {
+        let path = leases.join(format!("{name}.lock"));
+        let Some((lock, kept)) = abandoned(&path) else {
+            continue;
+        };
+        let lease = Lease::held(lock, path);
+        if let Some(r) = reap_job(
+            paths,
+            store,
+            (rungs, cgroup_roots),
+            (&name, liveness.requeues),
+            lease,
+            kept,
+        )
+        .await
+        {
+            reaped.push(r);
+        }
+    }
+    reaped
 }
 
 /// [`reap`] with the cgroup hierarchies under `cgroup_roots`.
@@ -260,35 +321,7 @@ pub async fn reap_on(
     let mut report = Report::default();
     let leases = paths.jobs.join(LEASES);
     // Dead jobs with a lease file that nobody holds.
-    if let Ok(entries) = std::fs::read_dir(&leases) {
-        let mut names: Vec<String> = entries
-            .flatten()
-            .filter_map(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.strip_suffix(".lock").map(str::to_string)
-            })
-            .collect();
-        names.sort();
-        for name in names {
-            let path = leases.join(format!("{name}.lock"));
-            let Some((lock, kept)) = abandoned(&path) else {
-                continue;
-            };
-            let lease = Lease::held(lock, path);
-            if let Some(r) = reap_job(
-                paths,
-                store,
-                (rungs, cgroup_roots),
-                (&name, liveness.requeues),
-                lease,
-                kept,
-            )
-            .await
-            {
-                report.jobs.push(r);
-            }
-        }
-    }
+    report.jobs = reap_leases(paths, store, liveness, rungs, cgroup_roots).await;
     // Lease files a writer killed while placing one left under their
     // temporary name (where the file system has no `O_TMPFILE`).
     let (stale, errors) = crate::workspace::lease::remove_stale_pending(&leases);

@@ -13,7 +13,8 @@
 //! server on the store), the cancel is recorded in the store for its
 //! owner, which stops it when it next looks. Another task reclaims, every
 //! heartbeat interval, other hosts' running jobs whose heartbeat is older
-//! than the TTL, and sends the final records owed to the webhooks that no
+//! than the TTL and this host's whose lease nobody holds (another server
+//! on this jobs directory, killed mid-job), and sends the final records owed to the webhooks that no
 //! live server is sending (`webhooks.rs`). A drain stops the claiming, waits for running
 //! jobs up to a grace, then cancels what still runs and waits for it to
 //! conclude.
@@ -651,10 +652,12 @@ impl Queue {
 
     /// Reclaims, every heartbeat interval until the drain begins, the
     /// running jobs of other hosts whose heartbeat is older than the TTL
-    /// (`reaper::reclaim_others`): a server killed while running jobs has
+    /// (`reaper::reclaim_others`), and reaps this host's jobs whose lease
+    /// nobody holds (`reaper::reap_abandoned`: another server on this jobs
+    /// directory, killed): a server killed while running jobs has
     /// them failed (or cancelled) by another server on the store without
-    /// waiting for anyone's `paddock gc`, their final records sent to the
-    /// webhooks; and sends, first and then every interval, the final
+    /// waiting for anyone's `paddock gc` or its restart, their final
+    /// records sent to the webhooks; and sends, first and then every interval, the final
     /// records owed to the webhooks that no server is sending (their
     /// server died, or another process ended the job).
     pub async fn reclaim(self: Arc<Self>) {
@@ -671,12 +674,37 @@ impl Queue {
             }
             // Not every claim: one read per job passed over.
             self.prune_refused().await;
-            let (reclaimed, errors) = crate::reaper::reclaim_others(&*self.store, &liveness).await;
+            let (mut reclaimed, errors) =
+                crate::reaper::reclaim_others(&*self.store, &liveness).await;
             for e in errors {
                 tracing::warn!("serve: reclaim: {e}");
             }
+            // This host's jobs whose process died (another server on this
+            // jobs directory, killed): their lease is free.
+            let paths = &self.runner.config().paths;
+            reclaimed.extend(crate::reaper::reap_abandoned(paths, &*self.store, &liveness).await);
             for r in &reclaimed {
-                let from = r.reclaimed_from.as_deref().unwrap_or("another host");
+                let Some(from) = r.reclaimed_from.as_deref() else {
+                    let ended = match (r.marked_failed, r.marked_cancelled) {
+                        (true, _) => "; marked it failed",
+                        (_, true) => "; marked it cancelled, as a cancel had been asked of it",
+                        _ => "",
+                    };
+                    let again = r
+                        .requeued_as
+                        .as_ref()
+                        .map(|next| format!("; queued again as job {next}"))
+                        .unwrap_or_default();
+                    tracing::warn!(
+                        "serve: job {}: its paddock process on this jobs directory ended without \
+                         ending it (killed or crashed): reaped it{ended}{again}",
+                        r.name
+                    );
+                    for e in &r.errors {
+                        tracing::warn!("serve: job {}: cannot clean up: {e}", r.name);
+                    }
+                    continue;
+                };
                 let again = r
                     .requeued_as
                     .as_ref()

@@ -4,7 +4,8 @@
 //! scripted upstream. Submit → 202 → SSE to the final state, resume with
 //! `Last-Event-ID` exactly once, problem+json errors with the CLI's
 //! messages, cancel, the queue's limit and priority, a restart after
-//! `kill -9`, and the SIGTERM drain.
+//! `kill -9` (and a live server on the same jobs directory reaping the job
+//! of one killed), and the SIGTERM drain.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -721,6 +722,90 @@ async fn a_restart_marks_what_died_and_runs_what_was_queued() {
     server.cancel(again).await;
     let cancelled = server.wait_for(again, is_final).await;
     assert_eq!(cancelled.status, JobStatus::Cancelled);
+    assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+}
+
+/// Whether `server` runs a job now (`GET /v1/discover`'s capacity).
+async fn runs_one(server: &Server) -> bool {
+    let found: Value = body(
+        server
+            .client
+            .get(server.url("/v1/discover"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    found["capacity"]["running"] == 1
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_job_has_its_job_reaped_by_a_live_server_on_the_same_jobs_directory() {
+    // Two servers on one home: one SQLite file, one jobs directory, so one
+    // host to the store. The one running the job is killed with SIGKILL;
+    // the other finds the job's lease abandoned at its next pass and
+    // reaps it as a restart would, without waiting for one.
+    let home = Home::new();
+    super::hosts::hosts_config(&home, "heartbeat_secs = 1\nheartbeat_ttl_secs = 3");
+    let args = ["--max-concurrent-jobs", "1"];
+    let (one, two) = (
+        Server::start(&home, &args).await,
+        Server::start(&home, &args).await,
+    );
+    let mark = home.path().join("engine-started");
+    let gate = home.path().join("gate");
+    let body = format!(
+        "touch '{}'\ni=0; while [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n{TURN}",
+        mark.display(),
+        gate.display()
+    );
+    let died = one.submit_ok(&spec(&home, "T-1", &body), 0).await;
+    for _ in 0..600 {
+        if mark.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(mark.exists(), "{}{}", one.stderr(), two.stderr());
+    let (mut dead, alive) = if runs_one(&one).await {
+        (one, two)
+    } else {
+        (two, one)
+    };
+    nix::sys::signal::kill(dead.pid(), nix::sys::signal::Signal::SIGKILL).unwrap();
+    dead.child.wait().await.unwrap();
+    let ended = alive.wait_for(&died, is_final).await;
+    let next: Vec<JobRecord> = home
+        .store()
+        .await
+        .jobs(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|j| j.ticket_id == "T-1" && j.id != died)
+        .collect();
+    assert_eq!(
+        (
+            ended.status,
+            ended.reason.clone(),
+            next.iter().map(|j| j.attempt).collect::<Vec<_>>()
+        ),
+        (
+            JobStatus::Failed,
+            Some(format!(
+                "{}; queued again as job {} (attempt 2)",
+                paddock::reaper::REASON,
+                next.first().map(|j| j.id.as_str()).unwrap_or("?")
+            )),
+            vec![2]
+        ),
+        "{}",
+        alive.stderr()
+    );
+    // Its next attempt runs on the live server.
+    std::fs::write(&gate, "").unwrap();
+    let ran = alive.wait_for(&next[0].id, is_final).await;
+    assert_eq!(ran.status, JobStatus::Done, "{}", alive.stderr());
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
 
