@@ -6,7 +6,9 @@
 //! are plain (ASCII letters, digits, `.`, `-`, `_`, not starting with a
 //! dot) at the adapter's depth are taken, each at most [`MAX_FILE_BYTES`],
 //! at most [`MAX_FILES`] of them and [`MAX_TOTAL_BYTES`] together (what
-//! Paddock holds in memory for the copy, and keeps on disk); they are
+//! Paddock holds in memory for the copy, and keeps on disk), the walk
+//! looking at [`MAX_ENTRIES`] directory entries at most (no directory
+//! the job filled is listed whole into memory); they are
 //! copied as bytes, never run or
 //! interpreted by Paddock, through the caller's `transform` (the job's
 //! redaction on the way out: the kept files name no job directory and no
@@ -32,6 +34,12 @@ pub const MAX_FILES: usize = 16;
 /// job's [`MAX_FILES`] files of [`MAX_FILE_BYTES`] would be a GiB held
 /// in Paddock's memory at once (then copied by the redaction), per job.
 pub const MAX_TOTAL_BYTES: u64 = 128 << 20;
+/// The most directory entries the copy looks at under the session's
+/// directory, all levels together: a job that filled it with millions of
+/// names would have had them all listed into Paddock's memory (a few
+/// hundred bytes each) before any file was picked; an engine's session
+/// is a few files.
+pub const MAX_ENTRIES: usize = 10_000;
 /// The directory in a job's artifacts holding its engine's session files.
 pub const SAVED_DIR: &str = "engine-session";
 
@@ -54,6 +62,8 @@ pub enum SessionFilesError {
     TooMany { dir: PathBuf },
     #[error("the engine's session files under {dir} hold more than {MAX_TOTAL_BYTES} bytes")]
     TooMuch { dir: PathBuf },
+    #[error("the engine's session directory {dir} holds more than {MAX_ENTRIES} entries")]
+    TooManyEntries { dir: PathBuf },
     #[error("saving the session file {path}: {source}")]
     Save {
         path: PathBuf,
@@ -104,12 +114,13 @@ pub fn save(
     };
     let mut found = Vec::new();
     let mut left = MAX_TOTAL_BYTES;
+    let mut entries_left = MAX_ENTRIES;
     collect(
         &dir,
         &place.dir,
         PathBuf::new(),
         place,
-        (&mut found, &mut left),
+        (&mut found, &mut left, &mut entries_left),
         home,
     )?;
     let count = found.len();
@@ -128,13 +139,14 @@ pub fn save(
 }
 
 /// The session files below `dir` (`rel` below the place), `depth` levels
-/// of directories down.
+/// of directories down: at most `left` bytes, looking at at most
+/// `entries_left` directory entries.
 fn collect(
     dir: &OwnedFd,
     place_dir: &Path,
     rel: PathBuf,
     place: &SessionPlace,
-    (found, left): (&mut Vec<(PathBuf, Vec<u8>)>, &mut u64),
+    (found, left, entries_left): (&mut Vec<(PathBuf, Vec<u8>)>, &mut u64, &mut usize),
     home: &Path,
 ) -> Result<(), SessionFilesError> {
     let shown = home.join(place_dir).join(&rel);
@@ -143,7 +155,12 @@ fn collect(
         source,
     };
     let level = rel.components().count();
-    let mut entries = beneath::entries(dir).map_err(read_err)?;
+    let Some(mut entries) = beneath::entries_at_most(dir, *entries_left).map_err(read_err)? else {
+        return Err(SessionFilesError::TooManyEntries {
+            dir: home.join(place_dir),
+        });
+    };
+    *entries_left -= entries.len();
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     for entry in entries {
         if !plain_name(&entry.name) {
@@ -159,7 +176,7 @@ fn collect(
                 place_dir,
                 rel.join(&name),
                 place,
-                (&mut *found, &mut *left),
+                (&mut *found, &mut *left, &mut *entries_left),
                 home,
             )?;
         } else if level == place.depth

@@ -67,6 +67,13 @@ fn by_components(root: BorrowedFd<'_>, path: &[u8], flags: OFlags) -> io::Result
 /// own type: an entry whose type the file system does not report is
 /// `lstat`ed relative to `dir`.
 pub(crate) fn entries(dir: &OwnedFd) -> io::Result<Vec<Entry>> {
+    Ok(entries_at_most(dir, usize::MAX)?.unwrap_or_default())
+}
+
+/// [`entries`], or `None` when the directory holds more than `at_most`:
+/// a directory a job filled (millions of names) is not listed whole into
+/// Paddock's memory by a walk that bounds what it takes anyway.
+pub(crate) fn entries_at_most(dir: &OwnedFd, at_most: usize) -> io::Result<Option<Vec<Entry>>> {
     let mut out = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir)? {
         let entry = entry?;
@@ -81,12 +88,15 @@ pub(crate) fn entries(dir: &OwnedFd) -> io::Result<Vec<Entry>> {
             }
             known => known,
         };
+        if out.len() == at_most {
+            return Ok(None);
+        }
         out.push(Entry {
             name: name.to_vec(),
             file_type,
         });
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// The text of the regular file `rel` under `work`, read through no link
