@@ -116,7 +116,7 @@ pub async fn submit(
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs", security(("bearer" = ["read"])), params(ListQuery),
     responses(
         (status = 200, description = "A page of jobs", body = JobPage),
-        (status = 400, description = "A bad filter or limit", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A bad filter, cursor or limit", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(
     State(state): State<AppState>,
@@ -135,6 +135,16 @@ pub async fn list(
             "limit must be 1 to {MAX_PAGE}, not {limit}"
         )));
     }
+    // A cursor no job has would answer an empty last page, which a
+    // client paging through takes for the end.
+    if let Some(cursor) = &query.cursor {
+        if state.store.job(cursor).await?.is_none() {
+            return Err(Problem::bad_request(format!(
+                "cursor `{}` is not a job of this store (pass a page's `next_cursor` back as it is)",
+                shown(cursor)
+            )));
+        }
+    }
     let jobs = state
         .store
         .list_jobs(&JobQuery {
@@ -150,6 +160,18 @@ pub async fn list(
         _ => None,
     };
     Ok(Json(JobPage { jobs, next_cursor }))
+}
+
+/// The caller's text `given` (a cursor) as named back: up to 64
+/// characters, a longer one cut with its length said.
+fn shown(given: &str) -> String {
+    const SHOWN: usize = 64;
+    let count = given.chars().count();
+    if count <= SHOWN {
+        return given.to_owned();
+    }
+    let head: String = given.chars().take(SHOWN).collect();
+    format!("{head}… ({count} characters)")
 }
 
 /// One job's record.

@@ -124,8 +124,23 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .merge(dashboard::routes(&state))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(extract::BODY_LIMIT))
         .with_state(state)
+}
+
+/// The answer to a method a route does not take: 405 as a problem
+/// naming the method and the path (axum adds the route's `Allow`).
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Problem {
+    Problem::new(
+        405,
+        "method_not_allowed",
+        "the route does not take this method",
+        format!(
+            "{method} {}: this route does not take {method} (the Allow header lists what it takes)",
+            uri.path()
+        ),
+    )
 }
 
 /// `GET /metrics`: the Prometheus exposition (`metrics.rs`).

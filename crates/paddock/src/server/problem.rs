@@ -2,7 +2,8 @@
 //! with a stable `code` a client branches on. The runner's errors keep
 //! their own codes and statuses (`runner::ErrorCode`: `bad_input` 422,
 //! `store_lost` 503, `internal` 500); the server adds its own few
-//! (`not_found`, `bad_request`, `job_final`, `job_elsewhere`). The `detail`
+//! (`not_found`, `bad_request`, `method_not_allowed`, `job_final`,
+//! `job_elsewhere`, …). The `detail`
 //! is the error's whole chain, for people; never branch on it.
 
 use axum::http::{header, HeaderValue, StatusCode};

@@ -1858,3 +1858,98 @@ async fn a_body_over_the_limit_is_refused_naming_the_limit() {
     let health = srv.client.get(srv.url("/healthz")).send().await.unwrap();
     assert_eq!(health.status(), 200);
 }
+
+/// A method a route does not take (`PUT /v1/jobs`, `DELETE
+/// /v1/jobs/{id}/cancel`) is 405 `method_not_allowed` as problem+json,
+/// naming the method and the path, with the route's `Allow` header; a
+/// `read` token is refused (403) before, as on any route of a larger
+/// scope. Before, the answer was an empty body with no content type.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_method_a_route_does_not_take_is_a_problem_naming_what_it_takes() {
+    let home = Home::new();
+    let srv = Server::start(&home, &[]).await;
+    let ask = |method: reqwest::Method, path: &str| {
+        let req = srv.client.request(method, srv.url(path));
+        async move {
+            let resp = req.send().await.unwrap();
+            let head = (
+                resp.status().as_u16(),
+                resp.headers()
+                    .get("content-type")
+                    .map(|v| v.to_str().unwrap().to_owned()),
+                resp.headers()
+                    .get("allow")
+                    .map(|v| v.to_str().unwrap().to_owned()),
+            );
+            (head, body::<Value>(resp).await)
+        }
+    };
+    let refused = |method: &str, path: &str, allow: &str| {
+        (
+            (
+                405,
+                Some("application/problem+json".to_owned()),
+                Some(allow.to_owned()),
+            ),
+            serde_json::json!({
+                "type": "urn:paddock:problem:method_not_allowed",
+                "title": "the route does not take this method",
+                "status": 405,
+                "detail": format!("{method} {path}: this route does not take {method} (the Allow header lists what it takes)"),
+                "code": "method_not_allowed",
+            }),
+        )
+    };
+    assert_eq!(
+        [
+            ask(reqwest::Method::PUT, "/v1/jobs").await,
+            ask(reqwest::Method::DELETE, "/v1/jobs/job-x/cancel").await,
+            ask(reqwest::Method::POST, "/v1/usage?by=day").await,
+        ],
+        [
+            refused("PUT", "/v1/jobs", "GET,HEAD,POST"),
+            refused("DELETE", "/v1/jobs/job-x/cancel", "POST"),
+            refused("POST", "/v1/usage", "GET,HEAD"),
+        ]
+    );
+}
+
+/// `GET /v1/jobs?cursor=` with a cursor no job has (mistyped, cut, or
+/// from another store) is 400 `bad_request` naming the cursor, as the
+/// ledger's is. Before, it answered an empty last page (`{"jobs": []}`,
+/// no `next_cursor`): a client paging through took it for the end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_cursor_no_job_has_is_a_bad_request_not_an_empty_last_page() {
+    let home = Home::new();
+    let srv = Server::start(&home, &[]).await;
+    let id = srv.submit_ok(&spec(&home, "T-1", TURN), 0).await;
+    let list = |query: &str| {
+        let req = srv.client.get(srv.url(&format!("/v1/jobs?{query}")));
+        async move {
+            let resp = req.send().await.unwrap();
+            (resp.status().as_u16(), body::<Value>(resp).await)
+        }
+    };
+    let bad = |cursor: &str| {
+        (
+            400,
+            serde_json::json!({
+                "type": "urn:paddock:problem:bad_request",
+                "title": "the request is malformed",
+                "status": 400,
+                "detail": format!("cursor `{cursor}` is not a job of this store (pass a page's `next_cursor` back as it is)"),
+                "code": "bad_request",
+            }),
+        )
+    };
+    let (status, page) = list(&format!("cursor={id}")).await;
+    assert_eq!((status, page), (200, serde_json::json!({"jobs": []})));
+    assert_eq!(
+        [
+            list("cursor=job-nope").await,
+            list("cursor=").await,
+            list(&format!("cursor={}", &id[..10])).await,
+        ],
+        [bad("job-nope"), bad(""), bad(&id[..10])]
+    );
+}
