@@ -1,4 +1,5 @@
-//! `paddock show JOB`: a finished job's summary and its closeout (what was
+//! `paddock show JOB`: a job's summary and its closeout (to come, for a
+//! queued or running job) (what was
 //! done, what failed, tests, denials, cost: docs/results.md) from the job's
 //! record in the store, or both as one JSON object with `--json`; and a
 //! `paddock publish` of it that failed since it was last published (the
@@ -65,9 +66,17 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
                 paddock::terminal_text::line(message)
             );
         }
-        match closeout {
-            Some(text) => out!("\n{}", paddock::terminal_text::text(&text)),
-            None => outln!("\n(no closeout: the job ended before Paddock wrote one)"),
+        match (closeout, record.status) {
+            (Some(text), _) => out!("\n{}", paddock::terminal_text::text(&text)),
+            // Not ended: its closeout comes at its end.
+            (
+                None,
+                status @ (paddock_protocol::JobStatus::Queued
+                | paddock_protocol::JobStatus::Running),
+            ) => {
+                outln!("\n(no closeout yet: the job is {})", status.as_str())
+            }
+            (None, _) => outln!("\n(no closeout: the job ended before Paddock wrote one)"),
         }
     }
     Ok(exit::DONE)

@@ -1953,3 +1953,39 @@ async fn a_jobs_cursor_no_job_has_is_a_bad_request_not_an_empty_last_page() {
         [bad("job-nope"), bad(""), bad(&id[..10])]
     );
 }
+
+/// `paddock show` of a job the server has not finished says the closeout
+/// is to come; before, it said of a running or queued job that it "ended
+/// before Paddock wrote one".
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_show_of_a_running_or_queued_job_says_its_closeout_is_to_come() {
+    let home = Home::new();
+    let srv = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let gate = home.path().join("gate");
+    let running = srv.submit_ok(&spec(&home, "T-1", &gated(&gate)), 0).await;
+    let queued = srv.submit_ok(&spec(&home, "T-2", TURN), 0).await;
+    srv.wait_for(&running, |s| s == JobStatus::Running).await;
+    let last_line = |id: String| {
+        let home = &home;
+        async move {
+            let out = home.paddock(&["show", &id], &[]).await;
+            assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+            let text = String::from_utf8(out.stdout).unwrap();
+            text.lines().last().unwrap_or_default().to_owned()
+        }
+    };
+    assert_eq!(
+        [
+            last_line(running.clone()).await,
+            last_line(queued.clone()).await
+        ],
+        [
+            "(no closeout yet: the job is running)",
+            "(no closeout yet: the job is queued)"
+        ]
+    );
+    std::fs::write(&gate, "").unwrap();
+    for id in [&running, &queued] {
+        assert_eq!(srv.wait_for(id, is_final).await.status, JobStatus::Done);
+    }
+}
