@@ -276,6 +276,9 @@ struct Measured {
     /// namespace of its own either (Paddock not root); `None` for root,
     /// or when it was.
     closed: Option<String>,
+    /// The job's processes hold more descriptors and mappings than
+    /// `unlinked.rs` looks at (`MAX_LOOKED_AT`).
+    too_many_held: bool,
 }
 
 /// Measures the job directory `root`: [`walk`], plus the files removed
@@ -290,7 +293,8 @@ fn measure(
 ) -> Measured {
     let mut measured = walk(root, stop_above, helper_exe, stop);
     let held = super::unlinked::held(root, since);
-    measured.charged.bytes = measured.charged.bytes.saturating_add(held);
+    measured.charged.bytes = measured.charged.bytes.saturating_add(held.bytes);
+    measured.too_many_held = held.partial;
     measured
 }
 
@@ -309,6 +313,7 @@ fn walk(root: &Path, stop_above: u64, helper_exe: &Path, stop: Option<&AtomicBoo
         return Measured {
             charged,
             closed: None,
+            too_many_held: false,
         };
     }
     match disk_walk::charged_in_namespace(helper_exe, root, stop_above, stop) {
@@ -318,14 +323,17 @@ fn walk(root: &Path, stop_above: u64, helper_exe: &Path, stop: Option<&AtomicBoo
                 "it is unreadable there too: it is not its user's (another owner or group)"
                     .to_string(),
             ),
+            too_many_held: false,
         },
         Ok(counted) => Measured {
             charged: counted,
             closed: None,
+            too_many_held: false,
         },
         Err(e) => Measured {
             charged,
             closed: Some(e.to_string()),
+            too_many_held: false,
         },
     }
 }
@@ -343,6 +351,14 @@ fn judge(measured: &Measured, baseline: u64, limit: u64) -> Option<String> {
             "the job wrote more than limits.max_disk_bytes ({limit} bytes) to its directory \
              ({seen} more than it was given, counted in allocated blocks and at least 4096 \
              bytes a file); it was stopped"
+        ));
+    }
+    if measured.too_many_held {
+        return Some(format!(
+            "the job's processes hold more than {} open files and mappings, more than Paddock \
+             looks at for files removed from its directory that still count against \
+             limits.max_disk_bytes ({limit} bytes); it was stopped",
+            super::unlinked::MAX_LOOKED_AT
         ));
     }
     match charged.incomplete {
@@ -420,7 +436,33 @@ mod tests {
         Measured {
             charged: disk_usage::charged(root, stop_above),
             closed: None,
+            too_many_held: false,
         }
+    }
+
+    /// A measurement whose scan for removed files held open stopped at
+    /// its bound stops the job, whatever it counted: what it did not look
+    /// at could hide any amount.
+    #[test]
+    fn too_many_held_files_to_look_at_stop_the_job() {
+        let measured = Measured {
+            charged: Charged {
+                bytes: 10,
+                entries: 1,
+                incomplete: None,
+            },
+            closed: None,
+            too_many_held: true,
+        };
+        assert_eq!(
+            judge(&measured, 10, 1 << 20),
+            Some(
+                "the job's processes hold more than 1000000 open files and mappings, more than \
+                 Paddock looks at for files removed from its directory that still count against \
+                 limits.max_disk_bytes (1048576 bytes); it was stopped"
+                    .to_string()
+            )
+        );
     }
 
     /// Sparse and `fallocate`d files count what they hold, a file's hard

@@ -21,7 +21,9 @@
 //!   maps (its offset and length), the most of the file the job can
 //!   reach through it.
 //!
-//! Each file once (by device and inode), however many processes hold it.
+//! Each file once (by device and inode), however many processes hold it;
+//! at most [`MAX_LOOKED_AT`] descriptors and mappings looked at, past
+//! which the measurement is partial and the job stopped.
 //! Nothing is opened or followed but `/proc`'s own links, which name the
 //! held file and nothing the job could redirect.
 
@@ -33,6 +35,48 @@ use crate::leftovers::Since;
 
 /// The marker the kernel puts after a removed file's path.
 const DELETED: &[u8] = b" (deleted)";
+
+/// The most open descriptors and mappings one measurement looks at, all
+/// processes together: each costs a `readlink` (and the mappings a read of
+/// `maps`), and the watcher checks the host's reserve only between two
+/// measurements, so a job must not make one last minutes with millions of
+/// descriptors. Past it the job is stopped, as past the walk's own bounds:
+/// what was not looked at could hide any amount.
+pub(super) const MAX_LOOKED_AT: usize = 1_000_000;
+
+/// What [`held`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Held {
+    /// The bytes the removed files hold.
+    pub bytes: u64,
+    /// More than [`MAX_LOOKED_AT`] descriptors and mappings: `bytes` is
+    /// what the first of them hold.
+    pub partial: bool,
+}
+
+/// One scan's findings so far.
+#[derive(Debug)]
+struct Scan<'a> {
+    /// The job's directory, as the kernel names it.
+    dir: &'a [u8],
+    files: HashMap<(u64, u64), Charge>,
+    /// Descriptors and mappings still to look at.
+    left: usize,
+}
+
+impl Scan<'_> {
+    /// Counts one more descriptor or mapping looked at; false past
+    /// [`MAX_LOOKED_AT`].
+    fn look(&mut self) -> bool {
+        match self.left.checked_sub(1) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// What one held file is charged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,14 +91,18 @@ enum Charge {
 /// The bytes held by files removed from under `dir` that processes
 /// created since `since` (every readable process, without it) still hold
 /// open or mapped; see the module's text.
-pub(super) fn held(dir: &Path, since: Option<Since>) -> u64 {
+pub(super) fn held(dir: &Path, since: Option<Since>) -> Held {
     // The kernel names files by their real path.
     let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    let dir = real.as_os_str().as_bytes();
+    let mut scan = Scan {
+        dir: real.as_os_str().as_bytes(),
+        files: HashMap::new(),
+        left: MAX_LOOKED_AT,
+    };
     let me = std::process::id();
-    let mut files: HashMap<(u64, u64), Charge> = HashMap::new();
+    let mut partial = false;
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return 0;
+        return Held { bytes: 0, partial };
     };
     for p in procs.flatten() {
         let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
@@ -69,15 +117,19 @@ pub(super) fn held(dir: &Path, since: Option<Since>) -> u64 {
                 continue;
             }
         }
-        descriptors(&proc_dir, dir, &mut files);
-        mappings(&proc_dir, dir, &mut files);
+        if !descriptors(&proc_dir, &mut scan) || !mappings(&proc_dir, &mut scan) {
+            partial = true;
+            break;
+        }
     }
-    files
+    let bytes = scan
+        .files
         .values()
         .map(|c| match c {
             Charge::Exact(n) | Charge::Mapped(n) => *n,
         })
-        .fold(0, u64::saturating_add)
+        .fold(0, u64::saturating_add);
+    Held { bytes, partial }
 }
 
 /// Whether the link text `target` names a removed file under `dir`.
@@ -103,54 +155,67 @@ fn removed_file(link: &Path) -> Option<((u64, u64), u64)> {
     Some((key, blocks.saturating_mul(512)))
 }
 
-/// The removed files under `dir` process `proc_dir` holds open.
-fn descriptors(proc_dir: &Path, dir: &[u8], files: &mut HashMap<(u64, u64), Charge>) {
+/// The removed files under the scan's directory process `proc_dir` holds
+/// open; false when the scan's bound stopped it.
+fn descriptors(proc_dir: &Path, scan: &mut Scan<'_>) -> bool {
     let Ok(fds) = std::fs::read_dir(proc_dir.join("fd")) else {
-        return;
+        return true;
     };
     for fd in fds.flatten() {
+        if !scan.look() {
+            return false;
+        }
         let link = fd.path();
         let Ok(target) = std::fs::read_link(&link) else {
             continue;
         };
-        if !removed_under(target.as_os_str().as_bytes(), dir) {
+        if !removed_under(target.as_os_str().as_bytes(), scan.dir) {
             continue;
         }
         if let Some((key, bytes)) = removed_file(&link) {
-            files.insert(key, Charge::Exact(bytes));
+            scan.files.insert(key, Charge::Exact(bytes));
         }
     }
+    true
 }
 
-/// The removed files under `dir` process `proc_dir` maps.
-fn mappings(proc_dir: &Path, dir: &[u8], files: &mut HashMap<(u64, u64), Charge>) {
+/// The removed files under the scan's directory process `proc_dir` maps;
+/// false when the scan's bound stopped it.
+fn mappings(proc_dir: &Path, scan: &mut Scan<'_>) -> bool {
     let Ok(maps) = std::fs::read(proc_dir.join("maps")) else {
-        return;
+        return true;
     };
     for line in maps.split(|b| *b == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        if !scan.look() {
+            return false;
+        }
         let Some(map) = Mapping::parse(line) else {
             continue;
         };
-        if !removed_under(map.path, dir) {
+        if !removed_under(map.path, scan.dir) {
             continue;
         }
         let via = proc_dir
             .join("map_files")
             .join(std::ffi::OsStr::from_bytes(map.range));
         if let Some((key, bytes)) = removed_file(&via) {
-            files.insert(key, Charge::Exact(bytes));
+            scan.files.insert(key, Charge::Exact(bytes));
             continue;
         }
         let reach = map.offset.saturating_add(map.end.saturating_sub(map.start));
         let key = (map.dev, map.inode);
-        match files.get(&key) {
+        match scan.files.get(&key) {
             Some(Charge::Exact(_)) => {}
             Some(Charge::Mapped(n)) if *n >= reach => {}
             _ => {
-                files.insert(key, Charge::Mapped(reach));
+                scan.files.insert(key, Charge::Mapped(reach));
             }
         }
     }
+    true
 }
 
 /// One line of `/proc/PID/maps`: `START-END PERMS OFFSET MAJ:MIN INODE
@@ -278,7 +343,11 @@ mod tests {
             .unwrap()
             .write_all(b"x")
             .unwrap();
-        assert_eq!((held_open, held(&dir, since)), (1 << 20, 0));
+        let full = |bytes| Held {
+            bytes,
+            partial: false,
+        };
+        assert_eq!((held_open, held(&dir, since)), (full(1 << 20), full(0)));
     }
 
     /// A removed file held by a mapping alone (its descriptor closed) is
@@ -310,6 +379,15 @@ mod tests {
         let mapped = held(&dir, since);
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!((ready.as_str(), mapped), ("ready\n", 1 << 20));
+        assert_eq!(
+            (ready.as_str(), mapped),
+            (
+                "ready\n",
+                Held {
+                    bytes: 1 << 20,
+                    partial: false
+                }
+            )
+        );
     }
 }
