@@ -593,6 +593,26 @@ pub fn cancelled_reason(asked: &CancelRequest, dead: &str) -> String {
 /// and a cancel was asked: why no next attempt was queued.
 pub const NOT_REQUEUED_CANCELLED: &str = "; not queued again: it was cancelled";
 
+/// A dead job's next attempt, made to be queued in the reclaim's
+/// transaction.
+struct Queued {
+    job: JobRecord,
+    spec_json: String,
+    priority: i64,
+    follows: Option<crate::store::Follows>,
+}
+
+impl Queued {
+    fn as_next(&self) -> NextAttempt<'_> {
+        NextAttempt {
+            job: &self.job,
+            spec_json: &self.spec_json,
+            priority: self.priority,
+            follows: self.follows.as_ref(),
+        }
+    }
+}
+
 /// The next attempt of dead job `record` when a server's queue had
 /// claimed it (`queued`, its priority), made but not stored (the reclaim
 /// stores it in its own transaction; `crate::requeue`), and what `reason`
@@ -604,7 +624,7 @@ async fn next_attempt_of(
     reason: &str,
     queued: Option<i64>,
     bound: u32,
-) -> (Option<(JobRecord, String, i64)>, String) {
+) -> (Option<Queued>, String) {
     let Some(priority) = queued else {
         return (None, String::new());
     };
@@ -612,9 +632,19 @@ async fn next_attempt_of(
         Ok(attempt) => {
             let note = attempt.requeued().note(bound);
             match attempt {
-                crate::requeue::Next::Attempt { record, spec_json } => {
-                    (Some((*record, spec_json, priority)), note)
-                }
+                crate::requeue::Next::Attempt {
+                    record,
+                    spec_json,
+                    follows,
+                } => (
+                    Some(Queued {
+                        job: *record,
+                        spec_json,
+                        priority,
+                        follows,
+                    }),
+                    note,
+                ),
                 crate::requeue::Next::Spent(_) => (None, note),
             }
         }
@@ -695,14 +725,10 @@ async fn reclaim_job(
             cancel_asked: asked.is_some(),
             last: &last,
             interrupted: RECLAIMED_CALL,
-            next: next.as_ref().map(|(job, spec_json, priority)| NextAttempt {
-                job,
-                spec_json,
-                priority: *priority,
-            }),
+            next: next.as_ref().map(Queued::as_next),
         };
         if store.reclaim_job(&reclaim).await? {
-            return Ok(Some((status, next.map(|(job, _, _)| job.id))));
+            return Ok(Some((status, next.map(|q| q.job.id))));
         }
         // Refused: another reaper came first, the owner renewed, or a
         // cancel was recorded since it was read (then once more with it).
@@ -903,14 +929,10 @@ async fn fail_job(
             cancel_asked: asked.is_some(),
             last: &last,
             interrupted: INTERRUPTED_CALL,
-            next: next.as_ref().map(|(job, spec_json, priority)| NextAttempt {
-                job,
-                spec_json,
-                priority: *priority,
-            }),
+            next: next.as_ref().map(Queued::as_next),
         };
         if store.reclaim_job(&reclaim).await? {
-            return Ok((status, next.map(|(job, _, _)| job.id)));
+            return Ok((status, next.map(|q| q.job.id)));
         }
         // Refused: a cancel was recorded since it was read (then once
         // more with it), or another process ended the job.

@@ -21,14 +21,14 @@ use std::path::Path;
 use paddock_protocol::{JobRecord, JobSpec, JobStatus, PriorAttempt};
 use time::OffsetDateTime;
 
-use crate::store::{Store, StoreError};
+use crate::store::{Follows, Store, StoreError};
 
 /// The outcome of a prior attempt that was reclaimed from a dead host.
 pub const RECLAIMED: &str = "reclaimed";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RequeueError {
-    #[error("read the stored spec of job {job_id}: {source}")]
+    #[error("read the stored spec of job {job_id} (or the prior job it follows): {source}")]
     ReadSpec { job_id: String, source: StoreError },
     #[error("job {job_id} has no stored spec: it cannot be queued again")]
     NoSpec { job_id: String },
@@ -71,10 +71,14 @@ impl Requeued {
 /// a reaper that dies in between leaves neither.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
-    /// Its record (`queued`, a new id) and spec (JSON).
+    /// Its record (`queued`, a new id), spec (JSON) and the prior job it
+    /// follows: the one the reclaimed job was queued to follow (its
+    /// engine session and branch, `store::Follows`), not the reclaimed job,
+    /// which ended mid-way.
     Attempt {
         record: Box<JobRecord>,
         spec_json: String,
+        follows: Option<Follows>,
     },
     /// None: its spec already records this many reclaimed attempts, the
     /// bound.
@@ -119,6 +123,13 @@ pub async fn next_attempt(
             job_id: job_id.clone(),
             message: e.to_string(),
         })?;
+    let follows = store
+        .job_follows(&job_id)
+        .await
+        .map_err(|source| RequeueError::ReadSpec {
+            job_id: job_id.clone(),
+            source,
+        })?;
     let before = spec
         .ticket
         .prior_attempts
@@ -149,6 +160,7 @@ pub async fn next_attempt(
     Ok(Next::Attempt {
         record: Box::new(record),
         spec_json,
+        follows,
     })
 }
 
@@ -199,9 +211,14 @@ scenario = "s.toml"
         bound: u32,
     ) -> Result<Requeued, RequeueError> {
         let next = next_attempt(store, reclaimed, reason, bound).await?;
-        if let Next::Attempt { record, spec_json } = &next {
+        if let Next::Attempt {
+            record,
+            spec_json,
+            follows,
+        } = &next
+        {
             store
-                .enqueue_job(record, spec_json, priority)
+                .enqueue_job(record, spec_json, priority, follows.as_ref())
                 .await
                 .unwrap();
         }

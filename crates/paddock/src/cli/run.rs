@@ -83,7 +83,7 @@ pub async fn exec(
         attempt_after,
     } = args;
     let config = user_config()?;
-    let mut spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
+    let spec = config.apply(load_spec(&spec).map_err(|e| Failure::BadInput(e.into()))?);
     // The sandbox's probe (a minimal sandbox started, which admission
     // waits for when the job asks for the sandbox or `auto`) runs beside
     // the store's opening and the reaper's pass instead of after them
@@ -119,37 +119,12 @@ pub async fn exec(
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
         errln!("paddock: {line}");
     }
-    // The prior job read after the reaper's pass: one whose paddock was
+    // The prior job named after the reaper's pass: one whose paddock was
     // killed is failed by then, not taken for a job still running.
-    let mut follows = None;
-    if let Some(prior) = attempt_after {
-        let prior = super::resolve_job(&*store, &prior, paths).await?;
-        let after = paddock::results::bounce::attempts_after(
-            &*store,
-            &prior,
-            &spec.ticket.id,
-            &paths.artifacts,
-            &paths.jobs,
-        )
-        .await
-        .map_err(|e| Failure::BadInput(e.into()))?;
-        if let Some(closed) = &after.closed {
-            errln!(
-                "paddock: {}: {closed}; this attempt builds on its branch and opens a pull \
-                 request of its own (the closed one is left as it is)",
-                paddock::terminal_text::line(&prior)
-            );
-        }
-        spec.ticket.prior_attempts = after.attempts;
-        follows = paddock::session::Prior::load(&*store, &prior, &paths.artifacts)
-            .await
-            .with_context(|| format!("read the prior job {prior}"))
-            .map_err(Failure::Internal)?
-            .map(|p| paddock::session::Prior {
-                ended: after.ended,
-                ..p
-            });
-    }
+    let prior = match attempt_after {
+        Some(prior) => Some(super::resolve_job(&*store, &prior, paths).await?),
+        None => None,
+    };
     let config = RunnerConfig {
         host_profile: config.host_profile.clone(),
         ..runner_config(paths, host_dir, prices, liveness)?
@@ -165,15 +140,31 @@ pub async fn exec(
     // when first polled, and a signal before that (the job waiting
     // for a host slot) would kill paddock uncleaned.
     let cancel = cancel_signals().context("listen for Ctrl-C, SIGTERM and SIGHUP")?;
-    let mut admitted = runner
-        .admit(&spec)
-        .await
-        .map_err(|e| failure(e.code(), e.into()))?;
+    let mut admitted = match &prior {
+        None => runner
+            .admit(&spec)
+            .await
+            .map_err(|e| failure(e.code(), e.into()))?,
+        Some(prior) => {
+            let after = runner
+                .admit_after(&spec, prior)
+                .await
+                .map_err(|e| failure(e.code(), e.into()))?;
+            if let Some(closed) = &after.closed {
+                errln!(
+                    "paddock: {}: {closed}; this attempt builds on its branch and opens a pull \
+                     request of its own (the closed one is left as it is)",
+                    paddock::terminal_text::line(prior)
+                );
+            }
+            if let Some(continuation) = after.admitted.continuation() {
+                // The engine's own session resumed, or a new one and why.
+                errln!("paddock: {}", continuation.describe());
+            }
+            after.admitted
+        }
+    };
     admitted.keep = keep;
-    if let Some(prior) = follows {
-        // The engine's own session resumed, or a new one and why.
-        errln!("paddock: {}", admitted.follow(prior).describe());
-    }
     let mut view = progress::Progress::new(quiet);
     // The remover of the job's directory (and the store's checkpoint, the
     // caches' cap) after this process: started while the engine runs,

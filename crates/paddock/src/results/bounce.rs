@@ -35,36 +35,55 @@ const REVIEW_MAX: usize = 32_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BounceError {
-    #[error("--attempt-after {job_id}: no such job")]
+    #[error("the next attempt after job {job_id}: no such job")]
     NoJob { job_id: String },
-    #[error("--attempt-after {job_id}: that job is for ticket {theirs}, this spec for {ours}")]
+    #[error("the next attempt after job {job_id}: that job is for ticket {theirs}, this spec for {ours}")]
     OtherTicket {
         job_id: String,
         theirs: String,
         ours: String,
     },
-    #[error("--attempt-after {job_id}: that job has not ended (it is {status}); the next attempt follows one that has (`paddock events {job_id} --follow` shows it to its end)")]
+    #[error("the next attempt after job {job_id}: that job has not ended (it is {status}); the next attempt follows one that has (`paddock events {job_id} --follow` shows it to its end)")]
     NotEnded {
         job_id: String,
         status: &'static str,
     },
-    #[error("--attempt-after {job_id}: its stored spec does not load: {message}")]
+    #[error("the next attempt after job {job_id}: its stored spec does not load: {message}")]
     Spec { job_id: String, message: String },
-    #[error("--attempt-after {job_id}: reading the review failed: {message}")]
+    #[error("the next attempt after job {job_id}: reading the review failed: {message}")]
     Review { job_id: String, message: String },
-    #[error("--attempt-after {job_id}: {source}")]
+    #[error("the next attempt after job {job_id}: {source}")]
     Store { job_id: String, source: StoreError },
-    #[error("--attempt-after {job_id}: another process is publishing it or reading its review (its lease in {jobs_dir} is held); try again")]
+    #[error("the next attempt after job {job_id}: another process is publishing it or reading its review (its lease in {jobs_dir} is held); try again")]
     Busy {
         job_id: String,
         jobs_dir: std::path::PathBuf,
     },
-    #[error("--attempt-after {job_id}: cannot take its lease in {jobs_dir}: {source}")]
+    #[error("the next attempt after job {job_id}: cannot take its lease in {jobs_dir}: {source}")]
     Lease {
         job_id: String,
         jobs_dir: std::path::PathBuf,
         source: std::io::Error,
     },
+}
+
+impl BounceError {
+    /// The stable code the API and the CLI's exit code give it: the
+    /// caller's to fix (or to try again, `Busy`), but for the store and
+    /// the lease failing under it.
+    pub fn code(&self) -> paddock_protocol::api::ErrorCode {
+        use paddock_protocol::api::ErrorCode;
+        match self {
+            BounceError::NoJob { .. }
+            | BounceError::OtherTicket { .. }
+            | BounceError::NotEnded { .. }
+            | BounceError::Spec { .. }
+            | BounceError::Review { .. }
+            | BounceError::Busy { .. } => ErrorCode::BadInput,
+            BounceError::Store { .. } => ErrorCode::StoreLost,
+            BounceError::Lease { .. } => ErrorCode::Internal,
+        }
+    }
 }
 
 /// What the next attempt learns of the last: the prior attempts, and

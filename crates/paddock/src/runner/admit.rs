@@ -99,6 +99,26 @@ impl Admitted {
     }
 }
 
+impl Admitted {
+    /// The prior job it follows, as a queue stores it with the job
+    /// (`store::Follows`): none unless [`Admitted::follow`] made it a next
+    /// attempt.
+    pub fn follows(&self) -> Option<crate::store::Follows> {
+        self.continuation.as_ref().map(|c| {
+            let prior = c.prior();
+            crate::store::Follows {
+                job: prior.job_id.clone(),
+                ended: prior.ended.clone(),
+            }
+        })
+    }
+
+    /// How it continues the prior attempt, when it follows one.
+    pub fn continuation(&self) -> Option<&Continuation> {
+        self.continuation.as_ref()
+    }
+}
+
 impl std::fmt::Debug for Admitted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admitted")

@@ -446,7 +446,12 @@ async fn a_claimed_job_asked_to_cancel_before_it_starts_launches_nothing() {
     let runner = host.runner(rung.clone());
     let admitted = runner.admit(&host.spec()).await.unwrap();
     host.store
-        .enqueue_job(&admitted.record(JobStatus::Queued), admitted.spec_json(), 0)
+        .enqueue_job(
+            &admitted.record(JobStatus::Queued),
+            admitted.spec_json(),
+            0,
+            None,
+        )
         .await
         .unwrap();
     let now = time::OffsetDateTime::now_utc();
@@ -589,8 +594,14 @@ impl crate::store::Store for FailingStore {
         job: &paddock_protocol::JobRecord,
         spec_json: &str,
         priority: i64,
+        follows: Option<&crate::store::Follows>,
     ) -> Result<(), StoreError> {
-        self.inner.enqueue_job(job, spec_json, priority).await
+        self.inner
+            .enqueue_job(job, spec_json, priority, follows)
+            .await
+    }
+    async fn job_follows(&self, id: &str) -> Result<Option<crate::store::Follows>, StoreError> {
+        self.inner.job_follows(id).await
     }
     async fn claim_job(
         &self,

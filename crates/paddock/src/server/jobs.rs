@@ -6,7 +6,9 @@
 //! record, events and ledger rows stay for accounting; refused for a job
 //! another host ran, whose artifacts are there). A spec is checked exactly as `paddock run`
 //! checks it (the user's config defaults applied, then `Runner::admit`),
-//! with the same errors, as problem bodies.
+//! with the same errors, as problem bodies; `?attempt_after=JOB` admits it
+//! as the next attempt after that job, as `paddock run --attempt-after`
+//! does (`Runner::admit_after`).
 
 use std::path::Path as FsPath;
 
@@ -35,6 +37,12 @@ pub const DEFAULT_PAGE: u32 = 50;
 pub struct SubmitQuery {
     /// Higher runs first (default 0).
     pub priority: Option<i64>,
+    /// Run the next attempt after this job (its id) of the same ticket:
+    /// its outcome, closeout and review comments join the spec's prior
+    /// attempts, and its engine session is resumed on its branch (or a
+    /// new one forked, and why): `paddock run --attempt-after JOB`
+    /// (docs/results.md).
+    pub attempt_after: Option<String>,
 }
 
 /// `GET /v1/jobs` query.
@@ -69,7 +77,8 @@ pub struct JobSpecBody(serde_json::Value);
     responses(
         (status = 202, description = "Queued (or held by its budget)", body = JobRecord,
             headers(("location" = String, description = "The job's URL"))),
-        (status = 422, description = "The spec cannot run (the CLI's errors)", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A malformed query (`priority` not an integer, `attempt_after` empty or over 128 characters)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The spec cannot run (the CLI's errors), or `attempt_after` names a job it cannot follow", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store failed", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn submit(
@@ -95,12 +104,20 @@ pub async fn submit(
             "results.webhook_url: this server has no webhook secret to sign deliveries with (start it with --webhook-secret or [serve] webhook_secret)".into(),
         ));
     }
+    if let Some(after) = &query.attempt_after {
+        check_job_id("attempt_after", after)?;
+    }
     let record = state
         .queue
-        .submit(&spec, query.priority.unwrap_or(0))
+        .submit(
+            &spec,
+            query.priority.unwrap_or(0),
+            query.attempt_after.as_deref(),
+        )
         .await
         .map_err(|e| match e {
             SubmitError::Admit(e) => Problem::from(e),
+            SubmitError::After(e) => Problem::runner(e.code(), super::problem::chain(&e)),
             SubmitError::Store(e) => Problem::from(e),
         })?;
     let location = format!("/v1/jobs/{}", record.id);
@@ -110,6 +127,27 @@ pub async fn submit(
         Json(record),
     )
         .into_response())
+}
+
+/// The longest job id a query names (ids Paddock mints are 36
+/// characters): a longer one is refused without being echoed back.
+const MAX_JOB_ID: usize = 128;
+
+/// Refuses query parameter `name`'s job id when it is empty or too long to
+/// be one.
+fn check_job_id(name: &str, id: &str) -> Result<(), Problem> {
+    let count = id.chars().count();
+    if count == 0 {
+        return Err(Problem::bad_request(format!(
+            "{name}: empty; name the job by its id"
+        )));
+    }
+    if count > MAX_JOB_ID {
+        return Err(Problem::bad_request(format!(
+            "{name}: an id of {count} characters is no job's (at most {MAX_JOB_ID})"
+        )));
+    }
+    Ok(())
 }
 
 /// A page of jobs, newest first.

@@ -34,7 +34,7 @@ use super::hub::Hub;
 use super::slots::{SlotError, Slots};
 use super::submissions::{SubmissionError, Submissions};
 use super::webhooks::Webhooks;
-use crate::runner::{AdmitError, Admitted, JobHandle, Runner};
+use crate::runner::{AdmitError, Admitted, AfterError, JobHandle, Runner};
 use crate::store::{Owner, SharedStore, StoreError};
 use crate::workspace::inline_source;
 
@@ -59,6 +59,9 @@ async fn cancel_future(cancelled: oneshot::Receiver<()>) {
 pub enum SubmitError {
     #[error("{0}")]
     Admit(#[from] AdmitError),
+    /// The next attempt after a prior job cannot be admitted.
+    #[error("{0}")]
+    After(#[from] AfterError),
     #[error("enqueue the job: {0}")]
     Store(#[from] StoreError),
 }
@@ -229,16 +232,31 @@ impl Queue {
         self.draining.is_cancelled()
     }
 
-    /// Admits `spec`, gates it on its budget and stores it: `queued` (with
-    /// `priority`, higher first) or `held`. The record as stored.
-    pub async fn submit(&self, spec: &JobSpec, priority: i64) -> Result<JobRecord, SubmitError> {
-        let admitted = self.runner.admit(spec).await?;
+    /// Admits `spec` (as the next attempt after the job `after` names,
+    /// when it names one: `Runner::admit_after`), gates it on its budget
+    /// and stores it: `queued` (with `priority`, higher first, and the
+    /// prior job it follows) or `held`. The record as stored.
+    pub async fn submit(
+        &self,
+        spec: &JobSpec,
+        priority: i64,
+        after: Option<&str>,
+    ) -> Result<JobRecord, SubmitError> {
+        let admitted = match after {
+            None => self.runner.admit(spec).await?,
+            Some(prior) => self.runner.admit_after(spec, prior).await?.admitted,
+        };
         if let Some(message) = self.runner.budget_hold(&admitted).await? {
             return Ok(self.hold(&admitted, message, priority).await?);
         }
         let record = admitted.record(JobStatus::Queued);
         self.store
-            .enqueue_job(&record, admitted.spec_json(), priority)
+            .enqueue_job(
+                &record,
+                admitted.spec_json(),
+                priority,
+                admitted.follows().as_ref(),
+            )
             .await?;
         self.owe(&record.id).await;
         locked(&self.pending).insert(record.id.clone(), admitted);
@@ -317,7 +335,12 @@ impl Queue {
         record.finished_at = Some(OffsetDateTime::now_utc());
         record.duration_ms = Some(0);
         self.store
-            .enqueue_job(&record, admitted.spec_json(), priority)
+            .enqueue_job(
+                &record,
+                admitted.spec_json(),
+                priority,
+                admitted.follows().as_ref(),
+            )
             .await?;
         let events = [
             EventBody::Policy {
@@ -518,6 +541,17 @@ impl Queue {
             .check(&spec, None)
             .map_err(Readmit::Refused)?;
         let mut admitted = self.runner.admit(&spec).await.map_err(|e| failed(&e))?;
+        // The next attempt after a prior job follows it again: its session
+        // and branch read now, on this host.
+        match self.store.job_follows(&record.id).await {
+            Ok(None) => {}
+            Ok(Some(follows)) => self
+                .runner
+                .follow_stored(&mut admitted, &follows)
+                .await
+                .map_err(|e| failed(&e))?,
+            Err(e) => return Err(failed(&e)),
+        }
         admitted.id.clone_from(&record.id);
         admitted.submitted = record.created_at;
         Ok(admitted)

@@ -218,6 +218,13 @@ impl Continuation {
         }
     }
 
+    /// The prior attempt it continues.
+    pub fn prior(&self) -> &Prior {
+        match self {
+            Continuation::Resume { prior, .. } | Continuation::Fork { prior, .. } => prior,
+        }
+    }
+
     /// The status event's text.
     pub fn describe(&self) -> String {
         match self {

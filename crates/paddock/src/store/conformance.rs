@@ -50,6 +50,7 @@ macro_rules! conformance_suite {
             egress_attempts_round_trip_in_order_per_job,
             closeouts_are_kept_replaced_and_refused_for_unknown_jobs,
             engine_sessions_are_kept_replaced_and_refused_for_unknown_jobs,
+            a_queued_job_keeps_the_prior_job_it_follows,
             the_queue_claims_by_priority_then_age_one_attempt_per_ticket,
             concurrent_claims_never_share_a_job,
             the_queue_claims_only_what_its_lanes_take,
@@ -794,6 +795,50 @@ pub(crate) async fn engine_sessions_are_kept_replaced_and_refused_for_unknown_jo
     );
 }
 
+pub(crate) async fn a_queued_job_keeps_the_prior_job_it_follows(store: &dyn Store) {
+    let merged = crate::store::Follows {
+        job: "j0".into(),
+        ended: Some("its pull request https://forge/pr/1 was merged on the forge".into()),
+    };
+    let open = crate::store::Follows {
+        job: "j1".into(),
+        ended: None,
+    };
+    store
+        .enqueue_job(&queued("q1", "T-1", 0), "{}", 0, Some(&merged))
+        .await
+        .unwrap();
+    store
+        .enqueue_job(&queued("q2", "T-2", 1), "{}", 0, Some(&open))
+        .await
+        .unwrap();
+    store
+        .enqueue_job(&queued("q3", "T-3", 2), "{}", 0, None)
+        .await
+        .unwrap();
+    store.insert_job(&job("j9", 0), "{}").await.unwrap();
+    // Claimed and finished, it keeps them.
+    let claimed = store
+        .claim_job(&[], &host("alpha"), datetime!(2026-12-02 05:00:00 UTC), &[])
+        .await
+        .unwrap()
+        .unwrap();
+    let mut done = claimed.clone();
+    done.status = JobStatus::Done;
+    store.finish_job(&done, JobStatus::Running).await.unwrap();
+    assert_eq!(
+        (
+            claimed.id.as_str(),
+            store.job_follows("q1").await.unwrap(),
+            store.job_follows("q2").await.unwrap(),
+            store.job_follows("q3").await.unwrap(),
+            store.job_follows("j9").await.unwrap(),
+            store.job_follows("nope").await.unwrap(),
+        ),
+        ("q1", Some(merged), Some(open), None, None, None)
+    );
+}
+
 /// A queued job `id` of ticket `ticket`, `offset_ms` after the base time.
 fn queued(id: &str, ticket: &str, offset_ms: i64) -> paddock_protocol::JobRecord {
     let mut j = job(id, offset_ms);
@@ -833,14 +878,14 @@ pub(crate) async fn the_queue_claims_by_priority_then_age_one_attempt_per_ticket
         (held.clone(), 9),
     ];
     for (j, priority) in &jobs {
-        store.enqueue_job(j, "{}", *priority).await.unwrap();
+        store.enqueue_job(j, "{}", *priority, None).await.unwrap();
     }
     // A ticket with a running attempt elsewhere waits too.
     let mut busy = job("busy", 0);
     busy.ticket_id = "T-E".into();
     store.insert_job(&busy, "{}").await.unwrap();
     store
-        .enqueue_job(&queued("behind-busy", "T-E", 1), "{}", 7)
+        .enqueue_job(&queued("behind-busy", "T-E", 1), "{}", 7, None)
         .await
         .unwrap();
 
@@ -895,7 +940,7 @@ pub(crate) async fn the_queue_claims_only_what_its_lanes_take(store: &dyn Store)
     {
         let mut j = queued(id, &format!("T-{id}"), i as i64);
         j.project = project.to_owned();
-        store.enqueue_job(&j, spec, 0).await.unwrap();
+        store.enqueue_job(&j, spec, 0, None).await.unwrap();
     }
     let lanes = [
         Lane {
@@ -925,7 +970,7 @@ pub(crate) async fn concurrent_claims_never_share_a_job(store: &dyn Store) {
     let mut ids: Vec<String> = (0..24).map(|i| format!("q{i:02}")).collect();
     for (i, id) in ids.iter().enumerate() {
         let j = queued(id, &format!("T-{id}"), i as i64);
-        store.enqueue_job(&j, "{}", 0).await.unwrap();
+        store.enqueue_job(&j, "{}", 0, None).await.unwrap();
     }
     let claimers = (0..4).map(|_| claim_all(store));
     let mut claimed: Vec<String> = futures::future::join_all(claimers)
@@ -951,7 +996,7 @@ pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
         if i % 2 == 0 {
             j.branch = "paddock/T-1/1".into();
         }
-        store.enqueue_job(&j, "{}", 0).await.unwrap();
+        store.enqueue_job(&j, "{}", 0, None).await.unwrap();
         all.push(j);
     }
     let page = |status, engine: Option<&str>, after: Option<&str>, limit| JobQuery {
@@ -1419,7 +1464,7 @@ pub(crate) async fn a_claim_records_its_owner_and_heartbeat(store: &dyn Store) {
     let owner = host("gamma");
     let at = datetime!(2026-12-02 05:00:01 UTC);
     store
-        .enqueue_job(&queued("q1", "T-1", 0), "{}", 7)
+        .enqueue_job(&queued("q1", "T-1", 0), "{}", 7, None)
         .await
         .unwrap();
     let claimed = store
@@ -1448,7 +1493,7 @@ pub(crate) async fn a_claimer_puts_back_what_it_may_not_run_and_passes_it_over(s
     let at = datetime!(2026-12-02 05:00:01 UTC);
     for (id, ticket, offset) in [("q1", "T-1", 0), ("q2", "T-2", 1), ("q3", "T-3", 2)] {
         store
-            .enqueue_job(&queued(id, ticket, offset), "{}", 0)
+            .enqueue_job(&queued(id, ticket, offset), "{}", 0, None)
             .await
             .unwrap();
     }
@@ -1728,7 +1773,7 @@ pub(crate) async fn a_reclaim_is_all_or_nothing_with_its_next_attempt(store: &dy
     let t0 = datetime!(2026-12-02 05:00:00 UTC);
     let t1 = t0 + time::Duration::seconds(30);
     store
-        .enqueue_job(&queued("q1", "T-1", 0), "{\"spec\":1}", 7)
+        .enqueue_job(&queued("q1", "T-1", 0), "{\"spec\":1}", 7, None)
         .await
         .unwrap();
     let claimed = store.claim_job(&[], &a, t0, &[]).await.unwrap().unwrap();
@@ -1757,11 +1802,16 @@ pub(crate) async fn a_reclaim_is_all_or_nothing_with_its_next_attempt(store: &dy
         id: "q2".into(),
         ..taken.clone()
     };
+    let follows = crate::store::Follows {
+        job: "q0".into(),
+        ended: None,
+    };
     let with_next = |next| Reclaim {
         next: Some(NextAttempt {
             job: next,
             spec_json: "{\"spec\":2}",
             priority: 7,
+            follows: Some(&follows),
         }),
         ..reclaim(&failed, &a.host, t0, &last)
     };
@@ -1819,9 +1869,14 @@ pub(crate) async fn a_reclaim_is_all_or_nothing_with_its_next_attempt(store: &dy
     assert_eq!(
         (
             store.job("q2").await.unwrap(),
-            store.job_spec("q2").await.unwrap().as_deref()
+            store.job_spec("q2").await.unwrap().as_deref(),
+            store.job_follows("q2").await.unwrap(),
         ),
-        (Some(next.clone()), Some("{\"spec\":2}"))
+        (
+            Some(next.clone()),
+            Some("{\"spec\":2}"),
+            Some(follows.clone())
+        )
     );
     let b = host("beta");
     let again = store.claim_job(&[], &b, t1, &[]).await.unwrap().unwrap();
@@ -1845,7 +1900,7 @@ pub(crate) async fn a_cancel_asked_is_announced_to_the_subscribers(store: &dyn S
     let at = datetime!(2026-12-02 05:00:01 UTC);
     for (id, ticket) in [("q1", "T-1"), ("q2", "T-2")] {
         store
-            .enqueue_job(&queued(id, ticket, 0), "{}", 0)
+            .enqueue_job(&queued(id, ticket, 0), "{}", 0, None)
             .await
             .unwrap();
     }
@@ -1874,7 +1929,7 @@ pub(crate) async fn of_concurrent_reclaimers_one_queues_the_next_attempt(store: 
     let a = host("alpha");
     let t0 = datetime!(2026-12-02 05:00:00 UTC);
     store
-        .enqueue_job(&queued("q1", "T-1", 0), "{}", 3)
+        .enqueue_job(&queued("q1", "T-1", 0), "{}", 3, None)
         .await
         .unwrap();
     let claimed = store.claim_job(&[], &a, t0, &[]).await.unwrap().unwrap();
@@ -1895,6 +1950,7 @@ pub(crate) async fn of_concurrent_reclaimers_one_queues_the_next_attempt(store: 
                     job: &next,
                     spec_json: "{}",
                     priority: 3,
+                    follows: None,
                 }),
                 ..reclaim(&failed, &host, t0, &last)
             };
@@ -1934,7 +1990,7 @@ pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(st
         .await
         .unwrap();
     store
-        .enqueue_job(&queued("q1", "T-1", 20), "{}", 0)
+        .enqueue_job(&queued("q1", "T-1", 20), "{}", 0, None)
         .await
         .unwrap();
     assert_eq!(store.cancel_requested("j1").await.unwrap(), None);
@@ -1984,11 +2040,11 @@ pub(crate) async fn the_newest_jobs_owners_are_listed(store: &dyn Store) {
         .unwrap();
     store.insert_job(&job("old", 10), "{}").await.unwrap();
     store
-        .enqueue_job(&queued("q1", "T-1", 20), "{}", 0)
+        .enqueue_job(&queued("q1", "T-1", 20), "{}", 0, None)
         .await
         .unwrap();
     store
-        .enqueue_job(&queued("q2", "T-2", 30), "{}", 0)
+        .enqueue_job(&queued("q2", "T-2", 30), "{}", 0, None)
         .await
         .unwrap();
     store

@@ -17,6 +17,7 @@ pub(crate) mod conformance;
 mod error;
 #[cfg(test)]
 pub(crate) mod fixtures;
+mod follows;
 mod location;
 mod owner;
 mod postgres;
@@ -35,6 +36,7 @@ use time::OffsetDateTime;
 use crate::api_token::StoredToken;
 
 pub use error::StoreError;
+pub use follows::Follows;
 pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PGPASSWORD};
 pub use owner::{CancelRequest, NextAttempt, Owner, Reclaim, RunningJob};
 pub use postgres::PgStore;
@@ -194,7 +196,12 @@ pub trait Store: std::fmt::Debug + Send + Sync {
         job: &JobRecord,
         spec_json: &str,
         priority: i64,
+        follows: Option<&Follows>,
     ) -> Result<(), StoreError>;
+
+    /// The prior job the job `id` was queued to follow (`enqueue_job`'s
+    /// `follows`); `None` when it follows none or does not exist.
+    async fn job_follows(&self, id: &str) -> Result<Option<Follows>, StoreError>;
 
     /// Claims the next job of the queue and returns it `running`: the
     /// highest priority, then the oldest (`created_at`, then id) `queued`

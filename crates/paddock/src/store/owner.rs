@@ -79,21 +79,25 @@ pub struct Reclaim<'a> {
     pub next: Option<NextAttempt<'a>>,
 }
 
-/// A job queued by a reclaim: its record, spec and queue priority.
+/// A job queued by a reclaim: its record, spec, queue priority and the
+/// prior job it follows.
 #[derive(Debug, Clone, Copy)]
 pub struct NextAttempt<'a> {
     pub job: &'a JobRecord,
     pub spec_json: &'a str,
     pub priority: i64,
+    /// The prior job the reclaimed one followed, followed again.
+    pub follows: Option<&'a super::Follows>,
 }
 
-/// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`, `owner_host`,
-/// `owner_name` and `heartbeat_at`.
+/// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`,
+/// `follows_job`, `follows_ended`, `owner_host`, `owner_name` and
+/// `heartbeat_at`.
 pub(in crate::store) static INSERT_OWNED: LazyLock<String> = LazyLock::new(|| {
-    let last = COLUMNS.len() + 6;
+    let last = COLUMNS.len() + 8;
     let placeholders: Vec<String> = (1..=last).map(|n| format!("${n}")).collect();
     format!(
-        "INSERT INTO jobs (id, {}, spec_json, priority, owner_host, owner_name, heartbeat_at) \
+        "INSERT INTO jobs (id, {}, spec_json, priority, follows_job, follows_ended, owner_host, owner_name, heartbeat_at) \
          VALUES ({})",
         COLUMNS.join(", "),
         placeholders.join(", ")

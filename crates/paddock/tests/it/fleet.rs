@@ -423,7 +423,7 @@ async fn claimed_by(
     let mut queued = JobRecord::new(&format!("job-{ticket}"), &spec, at);
     queued.status = JobStatus::Queued;
     store
-        .enqueue_job(&queued, &serde_json::to_string(&spec).unwrap(), 4)
+        .enqueue_job(&queued, &serde_json::to_string(&spec).unwrap(), 4, None)
         .await
         .unwrap();
     let claimed = store.claim_job(&[], owner, at, &[]).await.unwrap().unwrap();

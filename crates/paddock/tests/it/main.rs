@@ -51,6 +51,7 @@ mod results;
 mod sandbox_cli;
 mod sandbox_jobs;
 mod serve;
+mod serve_attempts;
 mod serve_turns;
 mod session_attacks;
 mod setup_cache;

@@ -1239,7 +1239,7 @@ async fn the_next_attempt_follows_an_ended_job_not_a_running_one() {
         (
             Some(2),
             format!(
-                "paddock: --attempt-after {id}: that job has not ended (it is running); the next \
+                "paddock: the next attempt after job {id}: that job has not ended (it is running); the next \
                  attempt follows one that has (`paddock events {id} --follow` shows it to its end)\n"
             ),
             1

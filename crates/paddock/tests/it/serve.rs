@@ -207,7 +207,7 @@ fn spec_on(home: &Home, dir: &str, name: &str, body: &str) -> Value {
 }
 
 /// A stand-in that waits for the file `gate` before it finishes its turn.
-fn gated(gate: &Path) -> String {
+pub(crate) fn gated(gate: &Path) -> String {
     format!(
         "i=0; while [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\n{TURN}",
         gate.display()

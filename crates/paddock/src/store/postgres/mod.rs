@@ -36,7 +36,8 @@ use time::OffsetDateTime;
 
 use super::location::PgUrl;
 use super::{
-    CancelRequest, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store, StoreError,
+    CancelRequest, Follows, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store,
+    StoreError,
 };
 use super::{UsageCalls, UsageJob};
 
@@ -200,7 +201,7 @@ async fn schema_problem(pool: &PgPool) -> Option<String> {
 #[async_trait::async_trait]
 impl Store for PgStore {
     async fn insert_job(&self, job: &JobRecord, spec_json: &str) -> Result<(), StoreError> {
-        PgStore::insert_job_with_priority(self, job, spec_json, 0).await
+        PgStore::insert_job_with_priority(self, job, spec_json, 0, None).await
     }
 
     async fn finish_job(&self, job: &JobRecord, from: JobStatus) -> Result<(), StoreError> {
@@ -304,8 +305,13 @@ impl Store for PgStore {
         job: &JobRecord,
         spec_json: &str,
         priority: i64,
+        follows: Option<&Follows>,
     ) -> Result<(), StoreError> {
-        PgStore::insert_job_with_priority(self, job, spec_json, priority).await
+        PgStore::insert_job_with_priority(self, job, spec_json, priority, follows).await
+    }
+
+    async fn job_follows(&self, id: &str) -> Result<Option<Follows>, StoreError> {
+        PgStore::job_follows(self, id).await
     }
 
     async fn claim_job(

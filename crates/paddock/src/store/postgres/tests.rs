@@ -34,7 +34,7 @@ async fn concurrent_appends_from_two_pools_stay_dense() {
     };
     let a = PgStore::open(&url).await.unwrap();
     let b = PgStore::open(&url).await.unwrap();
-    a.insert_job_with_priority(&job("j1", 0), "{}", 0)
+    a.insert_job_with_priority(&job("j1", 0), "{}", 0, None)
         .await
         .unwrap();
     let appender = |store: PgStore, who: u64| {
@@ -83,7 +83,7 @@ async fn racing_appends_of_one_seq_have_one_winner() {
     };
     let a = PgStore::open(&url).await.unwrap();
     let b = PgStore::open(&url).await.unwrap();
-    a.insert_job_with_priority(&job("j1", 0), "{}", 0)
+    a.insert_job_with_priority(&job("j1", 0), "{}", 0, None)
         .await
         .unwrap();
     for seq in 1..=5u64 {
@@ -162,7 +162,7 @@ async fn a_read_only_open_never_migrates() {
 
     let writer = PgStore::open(&url).await.unwrap();
     writer
-        .insert_job_with_priority(&job("j1", 0), "{}", 0)
+        .insert_job_with_priority(&job("j1", 0), "{}", 0, None)
         .await
         .unwrap();
     let reader = PgStore::open_existing(&url).await.unwrap();

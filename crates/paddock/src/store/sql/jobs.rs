@@ -7,7 +7,7 @@
 //! a running job by another process, and whether one was asked. Word for
 //! word the same on both backends.
 
-/// `insert_job_with_priority`, `insert_owned_job`, `heartbeat`, `reclaim_job`, `running_jobs`,
+/// `insert_job_with_priority`, `insert_owned_job`, `job_follows`, `heartbeat`, `reclaim_job`, `running_jobs`,
 /// `request_cancel`, `unclaim_job`, `cancel_requested`, `job_owner` and `job_owners` for the store type `$store` (a
 /// struct with a sqlx `pool`, a `job` method, and a `bind_job` function
 /// in the expanding module binding `id` then the `COLUMNS`).
@@ -22,7 +22,7 @@ macro_rules! jobs_queries {
             use $crate::store::sql::ledger;
             use $crate::store::sqlite::codec::RowRef;
             use $crate::store::sqlite::jobs::{insert_error, INSERT, UPDATE};
-            use $crate::store::StoreError;
+            use $crate::store::{Follows, StoreError};
 
             impl $store {
                 /// Every job still `running` with its owner, oldest first.
@@ -43,8 +43,10 @@ macro_rules! jobs_queries {
                     job: &JobRecord,
                     spec_json: &str,
                     priority: i64,
+                    follows: Option<&Follows>,
                 ) -> Result<(), StoreError> {
-                    self.insert_row(job, spec_json, priority, None).await
+                    self.insert_row(job, spec_json, (priority, follows), None)
+                        .await
                 }
 
                 /// Records a new job `running` on `owner`, its heartbeat `at`.
@@ -55,7 +57,8 @@ macro_rules! jobs_queries {
                     owner: &Owner,
                     at: OffsetDateTime,
                 ) -> Result<(), StoreError> {
-                    self.insert_row(job, spec_json, 0, Some((owner, at))).await
+                    self.insert_row(job, spec_json, (0, None), Some((owner, at)))
+                        .await
                 }
 
                 /// The insert of both: with the owner's columns when there
@@ -64,7 +67,7 @@ macro_rules! jobs_queries {
                     &self,
                     job: &JobRecord,
                     spec_json: &str,
-                    priority: i64,
+                    (priority, follows): (i64, Option<&Follows>),
                     owner: Option<(&Owner, OffsetDateTime)>,
                 ) -> Result<(), StoreError> {
                     let sql = match owner {
@@ -73,7 +76,9 @@ macro_rules! jobs_queries {
                     };
                     let mut query = bind_job(sqlx::query(sql), job)?
                         .bind(spec_json)
-                        .bind(priority);
+                        .bind(priority)
+                        .bind(follows.map(|f| f.job.as_str()))
+                        .bind(follows.and_then(|f| f.ended.as_deref()));
                     if let Some((owner, at)) = owner {
                         let row = RowRef::new("jobs", format!("job {}", job.id));
                         query = query
@@ -86,6 +91,24 @@ macro_rules! jobs_queries {
                         .await
                         .map_err(|source| insert_error(&job.id, source))?;
                     Ok(())
+                }
+
+                /// The prior job that job `id` was queued to follow.
+                pub(super) async fn job_follows(
+                    &self,
+                    id: &str,
+                ) -> Result<Option<Follows>, StoreError> {
+                    sqlx::query_as::<_, (Option<String>, Option<String>)>(
+                        $crate::store::follows::SELECT,
+                    )
+                    .bind(id)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map($crate::store::follows::from_row)
+                    .map_err(|source| StoreError::ReadJob {
+                        job_id: id.to_owned(),
+                        source,
+                    })
                 }
 
                 /// Renews job `id`'s heartbeat if `host` still owns it running.
@@ -190,6 +213,8 @@ macro_rules! jobs_queries {
                         bind_job(sqlx::query(INSERT.as_str()), next.job)?
                             .bind(next.spec_json)
                             .bind(next.priority)
+                            .bind(next.follows.map(|f| f.job.as_str()))
+                            .bind(next.follows.and_then(|f| f.ended.as_deref()))
                             .execute(&mut *tx)
                             .await
                             .map_err(|source| insert_error(&next.job.id, source))?;

@@ -37,12 +37,13 @@ pub(in crate::store) const COLUMNS: [&str; 23] = [
     "duration_ms",
 ];
 
-/// `INSERT` of `id`, the `COLUMNS`, `spec_json` and `priority`.
+/// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`,
+/// `follows_job` and `follows_ended` (`store/follows.rs`).
 pub(in crate::store) static INSERT: LazyLock<String> = LazyLock::new(|| {
-    let last = COLUMNS.len() + 3;
+    let last = COLUMNS.len() + 5;
     let placeholders: Vec<String> = (1..=last).map(|n| format!("${n}")).collect();
     format!(
-        "INSERT INTO jobs (id, {}, spec_json, priority) VALUES ({})",
+        "INSERT INTO jobs (id, {}, spec_json, priority, follows_job, follows_ended) VALUES ({})",
         COLUMNS.join(", "),
         placeholders.join(", ")
     )
@@ -198,7 +199,7 @@ impl SqliteStore {
         job: &JobRecord,
         spec_json: &str,
     ) -> Result<(), StoreError> {
-        self.insert_job_with_priority(job, spec_json, 0).await
+        self.insert_job_with_priority(job, spec_json, 0, None).await
     }
 
     /// Overwrites every field of the stored job `job.id` (its spec is kept)

@@ -34,7 +34,8 @@ use paddock_protocol::{EgressRecord, HostProfile};
 use time::OffsetDateTime;
 
 use super::{
-    CancelRequest, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store, StoreError,
+    CancelRequest, Follows, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store,
+    StoreError,
 };
 
 use super::{UsageCalls, UsageJob};
@@ -317,8 +318,13 @@ impl Store for SqliteStore {
         job: &JobRecord,
         spec_json: &str,
         priority: i64,
+        follows: Option<&Follows>,
     ) -> Result<(), StoreError> {
-        SqliteStore::enqueue_job(self, job, spec_json, priority).await
+        SqliteStore::enqueue_job(self, job, spec_json, priority, follows).await
+    }
+
+    async fn job_follows(&self, id: &str) -> Result<Option<Follows>, StoreError> {
+        SqliteStore::job_follows(self, id).await
     }
 
     async fn claim_job(

@@ -16,15 +16,16 @@ use crate::store::Owner;
 use crate::store::{JobQuery, Lane};
 
 impl SqliteStore {
-    /// Stores `job` (`queued`, or `held` by the budget gate) with its spec
-    /// and priority.
+    /// Stores `job` (`queued`, or `held` by the budget gate) with its spec,
+    /// priority and the prior job it follows.
     pub(super) async fn enqueue_job(
         &self,
         job: &JobRecord,
         spec_json: &str,
         priority: i64,
+        follows: Option<&crate::store::Follows>,
     ) -> Result<(), StoreError> {
-        self.insert_job_with_priority(job, spec_json, priority)
+        self.insert_job_with_priority(job, spec_json, priority, follows)
             .await
     }
 

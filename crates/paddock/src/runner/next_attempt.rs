@@ -1,0 +1,119 @@
+//! The next attempt after a prior job of the same ticket (`paddock run
+//! --attempt-after JOB`, `POST /v1/jobs?attempt_after=JOB`): the prior
+//! attempts are filled from the store and the forge (`results::bounce`:
+//! outcomes, closeouts, review comments, whether its pull request was
+//! merged or closed), the spec is admitted with them as its
+//! `ticket.prior_attempts`, and the admitted job follows the prior one
+//! (`Admitted::follow`: its engine session resumed on its branch, or a new
+//! session and why). The CLI and the server both go through
+//! [`Runner::admit_after`]. A queued job keeps the prior it follows in the
+//! store (`store::Follows`, written with the queued row), and whichever
+//! server claims it follows it again from there
+//! ([`Runner::follow_stored`]), after a restart too.
+
+use paddock_protocol::JobSpec;
+
+use super::{AdmitError, Admitted, ErrorCode, Runner};
+use crate::results::bounce::{self, BounceError};
+use crate::session::Prior;
+use crate::store::{Follows, StoreError};
+
+/// Why a next attempt cannot be admitted.
+#[derive(Debug, thiserror::Error)]
+pub enum AfterError {
+    /// The prior job cannot be followed (none, another ticket's, not
+    /// ended, its review unreadable...).
+    #[error(transparent)]
+    Prior(#[from] BounceError),
+    /// Reading the prior job's record and session failed.
+    #[error("the next attempt after job {job_id}: read its record and engine session: {source}")]
+    ReadPrior { job_id: String, source: StoreError },
+    /// The prior job left the store meanwhile (disposed of).
+    #[error("the next attempt after job {job_id}: that job is no longer in the store (disposed of since the attempt was submitted?)")]
+    Gone { job_id: String },
+    /// The spec itself cannot run.
+    #[error(transparent)]
+    Admit(#[from] AdmitError),
+}
+
+impl AfterError {
+    /// The stable code the API and the CLI's exit code give it.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AfterError::Prior(e) => e.code(),
+            AfterError::ReadPrior { .. } => ErrorCode::StoreLost,
+            AfterError::Gone { .. } => ErrorCode::BadInput,
+            AfterError::Admit(e) => e.code(),
+        }
+    }
+}
+
+/// An admitted next attempt.
+#[derive(Debug)]
+pub struct AdmittedAfter {
+    /// The job, following the prior one (its `ticket.prior_attempts`
+    /// filled, its continuation decided).
+    pub admitted: Admitted,
+    /// `its pull request URL was closed on the forge without being
+    /// merged`: the attempt builds on that branch, on a pull request of
+    /// its own (the closed one is left as it is).
+    pub closed: Option<String>,
+}
+
+impl Runner {
+    /// Admits `spec` as the next attempt after job `prior` (its exact id):
+    /// the prior attempts read from the store and the forge become its
+    /// `ticket.prior_attempts` (what the prompt shows), and it resumes or
+    /// forks the prior job's engine session on its branch.
+    pub async fn admit_after(
+        &self,
+        spec: &JobSpec,
+        prior: &str,
+    ) -> Result<AdmittedAfter, AfterError> {
+        let paths = &self.config.paths;
+        let after = bounce::attempts_after(
+            &*self.store,
+            prior,
+            &spec.ticket.id,
+            &paths.artifacts,
+            &paths.jobs,
+        )
+        .await?;
+        let mut spec = spec.clone();
+        spec.ticket.prior_attempts = after.attempts;
+        let mut admitted = self.admit(&spec).await?;
+        let follows = Follows {
+            job: prior.to_string(),
+            ended: after.ended,
+        };
+        self.follow_stored(&mut admitted, &follows).await?;
+        Ok(AdmittedAfter {
+            admitted,
+            closed: after.closed,
+        })
+    }
+
+    /// Makes `admitted` follow the prior job `follows` names, as recorded
+    /// with a queued job: the prior job's record and session read again now
+    /// (a server claiming the job may not be the one that admitted it).
+    pub async fn follow_stored(
+        &self,
+        admitted: &mut Admitted,
+        follows: &Follows,
+    ) -> Result<(), AfterError> {
+        let prior = Prior::load(&*self.store, &follows.job, &self.config.paths.artifacts)
+            .await
+            .map_err(|source| AfterError::ReadPrior {
+                job_id: follows.job.clone(),
+                source,
+            })?
+            .ok_or_else(|| AfterError::Gone {
+                job_id: follows.job.clone(),
+            })?;
+        admitted.follow(Prior {
+            ended: follows.ended.clone(),
+            ..prior
+        });
+        Ok(())
+    }
+}

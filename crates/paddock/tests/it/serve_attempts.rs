@@ -1,0 +1,265 @@
+//! The next attempt through a server (`POST /v1/jobs?attempt_after=JOB`),
+//! as `paddock run --attempt-after JOB` runs it: the prior attempts in its
+//! stored spec, the prior engine session resumed (the stand-in engine
+//! records the arguments it was resumed with) on the prior attempt's
+//! branch, by the server that admitted it or, after a restart, by one that
+//! only finds it queued in the store; and a prior job that cannot be
+//! followed refused with a problem naming it, nothing queued.
+
+use std::path::Path;
+use std::time::Duration;
+
+use paddock_protocol::event::{EventBody, Phase};
+use paddock_protocol::{JobRecord, JobSpec, JobStatus};
+use serde_json::Value;
+
+use crate::serve::{body, gated, is_final, spec, stored_events, Server, TURN};
+use paddock_test_support::prelude::*;
+
+/// The engine session the stand-in announces.
+const SESSION: &str = "0199-serve-abc";
+
+/// A stand-in Codex that, when started new, writes `one.md` and its
+/// session's rollout file where Codex keeps it; when resumed, writes the
+/// first two and the last two of its arguments into `resumed-args.txt`.
+fn engine() -> String {
+    format!(
+        r#"case " $* " in
+  *" resume "*) for a; do p=$l; l=$a; done; printf '%s %s %s %s\n' "$1" "$2" "$p" "$l" > resumed-args.txt ;;
+  *) d="${{CODEX_HOME:-$HOME/.codex}}/sessions/2026/12/03"; mkdir -p "$d"
+     echo '{{}}' > "$d/rollout-2026-12-03T00-00-00-{SESSION}.jsonl"; echo one > one.md ;;
+esac
+echo '{{"type":"thread.started","thread_id":"{SESSION}"}}'
+echo '{{"type":"turn.started"}}'
+echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
+    )
+}
+
+/// `POST /v1/jobs?priority=N&attempt_after=AFTER` of `spec`.
+async fn submit_after(
+    server: &Server,
+    spec: &Value,
+    after: &str,
+    priority: i64,
+) -> reqwest::Response {
+    server
+        .client
+        .clone()
+        .post(server.url("/v1/jobs"))
+        .query(&[
+            ("priority", priority.to_string()),
+            ("attempt_after", after.to_owned()),
+        ])
+        .header("content-type", "application/json")
+        .body(spec.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The details of job `id`'s stored status events of `phase`.
+async fn details(home: &Home, id: &str, phase: Phase) -> Vec<Option<String>> {
+    stored_events(home, id)
+        .await
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::Status { phase: p, detail } if p == phase => Some(detail),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `git show REV` in `repo`.
+fn show(repo: &Path, rev: &str) -> String {
+    let out = std::process::Command::new("git")
+        .args(["show", rev])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Attempt `second` ran after `first` as `paddock run --attempt-after`
+/// runs it: resumed on its branch, with attempt 1 in its stored spec.
+async fn assert_resumed(home: &Home, second: &JobRecord, first: &str) {
+    assert_eq!(
+        (
+            second.status,
+            second.attempt,
+            second.base_ref.as_str(),
+            second.changed_files.clone(),
+            details(home, &second.id, Phase::SessionResumed).await,
+            details(home, &second.id, Phase::SessionForked).await,
+        ),
+        (
+            JobStatus::Done,
+            2,
+            "paddock/T-1/1",
+            vec!["resumed-args.txt".to_string()],
+            vec![Some(format!(
+                "resumed session {SESSION} of attempt 1 (job {first})"
+            ))],
+            vec![],
+        ),
+        "reason: {:?}",
+        second.reason
+    );
+    let repo = home.path().join("T-1").join("repo");
+    assert_eq!(
+        show(&repo, "paddock/T-1/2:resumed-args.txt"),
+        format!("exec resume {SESSION} -\n")
+    );
+    let stored = home
+        .store()
+        .await
+        .job_spec(&second.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let stored = JobSpec::from_json(&stored, Path::new("the store")).unwrap();
+    let priors: Vec<(u32, String, Option<String>)> = stored
+        .ticket
+        .prior_attempts
+        .iter()
+        .map(|a| (a.attempt, a.outcome.clone(), a.branch.clone()))
+        .collect();
+    assert_eq!(
+        priors,
+        vec![(1, "done".into(), Some("paddock/T-1/1".into()))]
+    );
+}
+
+#[tokio::test]
+async fn a_next_attempt_submitted_to_a_server_resumes_the_prior_session_on_its_branch() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let job = spec(&home, "T-1", &engine());
+    let first = server.submit_ok(&job, 0).await;
+    let ran = server.wait_for(&first, is_final).await;
+    assert_eq!(
+        (ran.status, ran.changed_files),
+        (JobStatus::Done, vec!["one.md".to_string()]),
+        "{}",
+        server.stderr()
+    );
+
+    let resp = submit_after(&server, &job, &first, 0).await;
+    assert_eq!(resp.status(), 202, "{}", server.stderr());
+    let queued: JobRecord = body(resp).await;
+    assert_eq!(queued.attempt, 2);
+    let second = server.wait_for(&queued.id, is_final).await;
+    assert_resumed(&home, &second, &first).await;
+    assert_eq!(
+        home.store().await.job_follows(&queued.id).await.unwrap(),
+        Some(paddock::store::Follows {
+            job: first.clone(),
+            ended: None
+        })
+    );
+}
+
+/// Queued behind a job that holds the only slot, then the server killed:
+/// the next server finds the attempt only in the store (no admission of its
+/// own in memory) and still resumes the prior session on its branch.
+#[tokio::test]
+async fn a_queued_next_attempt_follows_its_prior_job_after_a_restart() {
+    let home = Home::new();
+    let gate = home.path().join("gate");
+    let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let job = spec(&home, "T-1", &engine());
+    let first = server.submit_ok(&job, 0).await;
+    assert_eq!(
+        server.wait_for(&first, is_final).await.status,
+        JobStatus::Done,
+        "{}",
+        server.stderr()
+    );
+    let blocker = server
+        .submit_ok(&spec(&home, "T-9", &gated(&gate)), 0)
+        .await;
+    server.wait_for(&blocker, |s| s == JobStatus::Running).await;
+    let resp = submit_after(&server, &job, &first, 5).await;
+    assert_eq!(resp.status(), 202, "{}", server.stderr());
+    let queued: JobRecord = body(resp).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(server.job(&queued.id).await.status, JobStatus::Queued);
+    nix::sys::signal::kill(server.pid(), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let mut killed = server;
+    killed.child.wait().await.unwrap();
+    std::fs::write(&gate, "").unwrap();
+
+    let server = Server::start(&home, &["--max-concurrent-jobs", "1"]).await;
+    let second = server.wait_for(&queued.id, is_final).await;
+    assert_resumed(&home, &second, &first).await;
+}
+
+#[tokio::test]
+async fn a_prior_job_that_cannot_be_followed_is_refused_naming_it_and_nothing_is_queued() {
+    let home = Home::new();
+    let gate = home.path().join("gate");
+    let server = Server::start(&home, &[]).await;
+    let job = spec(&home, "T-1", TURN);
+    let first = server.submit_ok(&job, 0).await;
+    assert_eq!(
+        server.wait_for(&first, is_final).await.status,
+        JobStatus::Done
+    );
+    let running = server
+        .submit_ok(&spec(&home, "T-9", &gated(&gate)), 0)
+        .await;
+    server.wait_for(&running, |s| s == JobStatus::Running).await;
+    let other = spec(&home, "T-2", TURN);
+    let mut of_t9 = spec(&home, "T-9b", TURN);
+    of_t9["ticket"]["id"] = Value::from("T-9");
+    let long = "j".repeat(129);
+    let cases = [
+        (&job, "job-nope", 422, "bad_input", "the next attempt after job job-nope: no such job".to_string()),
+        (
+            &other,
+            first.as_str(),
+            422,
+            "bad_input",
+            format!("the next attempt after job {first}: that job is for ticket T-1, this spec for T-2"),
+        ),
+        (
+            &of_t9,
+            running.as_str(),
+            422,
+            "bad_input",
+            format!(
+                "the next attempt after job {running}: that job has not ended (it is running); the next \
+                 attempt follows one that has (`paddock events {running} --follow` shows it to its end)"
+            ),
+        ),
+        (&job, "", 400, "bad_request", "attempt_after: empty; name the job by its id".to_string()),
+        (
+            &job,
+            long.as_str(),
+            400,
+            "bad_request",
+            "attempt_after: an id of 129 characters is no job's (at most 128)".to_string(),
+        ),
+    ];
+    let before = home.store().await.jobs(100).await.unwrap();
+    for (spec, after, status, code, detail) in cases {
+        let resp = submit_after(&server, spec, after, 0).await;
+        assert_eq!(resp.status().as_u16(), status, "attempt_after={after}");
+        let problem: Value = body(resp).await;
+        assert_eq!(
+            (problem["code"].clone(), problem["detail"].clone()),
+            (Value::from(code), Value::from(detail)),
+            "attempt_after={after}"
+        );
+    }
+    assert_eq!(home.store().await.jobs(100).await.unwrap(), before);
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(
+        server.wait_for(&running, is_final).await.status,
+        JobStatus::Done
+    );
+}
