@@ -1,6 +1,6 @@
-//! `paddock show JOB`: a job's summary and its closeout (to come, for a
-//! queued or running job) (what was
-//! done, what failed, tests, denials, cost: docs/results.md) from the job's
+//! `paddock show JOB`: a job's summary and its closeout (what was done,
+//! what failed, tests, denials, cost: docs/results.md; to come, for a
+//! queued or running job) from the job's
 //! record in the store, or both as one JSON object with `--json`; and a
 //! `paddock publish` of it that failed since it was last published (the
 //! job stays `done`: docs/results.md).

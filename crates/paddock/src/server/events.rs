@@ -38,6 +38,7 @@ pub const NDJSON: &str = "application/x-ndjson";
 /// `GET /v1/jobs/{id}/events` query.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// `jsonl` for JSON lines (as `Accept: application/x-ndjson`).
     pub format: Option<String>,

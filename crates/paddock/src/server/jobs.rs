@@ -34,6 +34,7 @@ pub const DEFAULT_PAGE: u32 = 50;
 /// `POST /v1/jobs` query.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct SubmitQuery {
     /// Higher runs first (default 0).
     pub priority: Option<i64>,
@@ -48,6 +49,7 @@ pub struct SubmitQuery {
 /// `GET /v1/jobs` query.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Only jobs with this status (`queued`, `running`, `done`, ...).
     pub status: Option<String>,

@@ -17,6 +17,7 @@ use crate::usage::{Dimension, UsageBy};
 /// `GET /v1/usage` query.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct UsageQuery {
     /// The dimension: `day`, `project`, `task_type`, `engine` or `model`.
     pub by: Dimension,
@@ -25,6 +26,7 @@ pub struct UsageQuery {
 /// `GET /v1/ledger` query.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct LedgerQuery {
     /// A page's `next_cursor`: the rows after it (from the first without).
     pub cursor: Option<String>,

@@ -1989,3 +1989,54 @@ async fn paddock_show_of_a_running_or_queued_job_says_its_closeout_is_to_come() 
         assert_eq!(srv.wait_for(id, is_final).await.status, JobStatus::Done);
     }
 }
+
+/// A query parameter a route does not take (a misspelt filter: `GET
+/// /v1/jobs?stauts=queued`) is 400 `bad_request` naming it and those the
+/// route takes, on every route that takes a query. Before, it was
+/// ignored: the misspelt filter answered every job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_query_parameter_a_route_does_not_take_is_a_bad_request_naming_it() {
+    let home = Home::new();
+    let srv = Server::start(&home, &[]).await;
+    let id = srv.submit_ok(&spec(&home, "T-1", TURN), 0).await;
+    let ask = |method: reqwest::Method, path: String| {
+        let req = srv
+            .client
+            .request(method, srv.url(&path))
+            .header("content-type", "application/json")
+            .body("{}");
+        async move {
+            let resp = req.send().await.unwrap();
+            (resp.status().as_u16(), body::<Value>(resp).await)
+        }
+    };
+    let bad = |detail: &str| {
+        (
+            400,
+            serde_json::json!({
+                "type": "urn:paddock:problem:bad_request",
+                "title": "the request is malformed",
+                "status": 400,
+                "detail": format!("Failed to deserialize query string: {detail}"),
+                "code": "bad_request",
+            }),
+        )
+    };
+    use reqwest::Method;
+    assert_eq!(
+        [
+            ask(Method::GET, "/v1/jobs?stauts=queued".into()).await,
+            ask(Method::POST, "/v1/jobs?prio=5".into()).await,
+            ask(Method::GET, format!("/v1/jobs/{id}/events?since=3")).await,
+            ask(Method::GET, "/v1/usage?by=day&project=x".into()).await,
+            ask(Method::GET, "/v1/ledger?after=3".into()).await,
+        ],
+        [
+            bad("stauts: unknown field `stauts`, expected one of `status`, `engine`, `cursor`, `limit`"),
+            bad("prio: unknown field `prio`, expected `priority` or `attempt_after`"),
+            bad("since: unknown field `since`, expected `format` or `after`"),
+            bad("project: unknown field `project`, expected `by`"),
+            bad("after: unknown field `after`, expected `cursor` or `limit`"),
+        ]
+    );
+}
