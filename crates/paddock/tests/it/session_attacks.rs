@@ -7,7 +7,10 @@
 //! own, every name of which the copy listed into Paddock's memory before
 //! picking the session's (millions, as many as the job's disk limit
 //! lets it make). Through the real `paddock` binary: the copy stops at
-//! its bound, keeps nothing and says so; the job itself is done.
+//! its bound, keeps nothing and says so; the job itself is done. And the
+//! copy back into the next attempt's home, where a setup command left the
+//! session's directory as a link to the host: nothing is written through
+//! it, and the attempt starts a new session saying why.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -104,6 +107,99 @@ for n in 1 2 3; do truncate -s 63M "$day/rollout-$n-{SESSION}.jsonl"; done"#
                     .to_string()
             ],
             false
+        )
+    );
+}
+
+/// The next attempt's setup command (repository code, such as an install
+/// script the prior job could have left on its branch) leaves the
+/// session's directory in the new home as a link to a host directory:
+/// restoring the prior session's files writes nothing through it; the
+/// attempt starts a new session, saying why, and the host directory stays
+/// empty. (`files.rs`'s unit test makes the link itself; this one has a
+/// job make it, before the restore.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_link_a_setup_command_leaves_in_the_next_home_is_not_written_through() {
+    let home = Home::new();
+    let dir = home.path().join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    // The first attempt leaves its session's file; the second finds the
+    // link and writes nothing itself.
+    let body = format!(
+        r#"if [ ! -L "$HOME/.codex/sessions" ]; then
+  day="$HOME/.codex/sessions/2026/12/02"
+  mkdir -p "$day"
+  echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl"
+fi
+echo '{{"type":"thread.started","thread_id":"{SESSION}"}}'
+echo '{{"type":"turn.started"}}'
+echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
+    );
+    let spec = stand_in_job(&dir, "process", &body, 120);
+    let run = |extra: Vec<String>| {
+        let home = &home;
+        let spec = spec.clone();
+        async move {
+            let mut args = vec![
+                "run".to_string(),
+                "--json".into(),
+                spec.display().to_string(),
+            ];
+            args.extend(extra);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            record(&home.paddock(&args, &[]).await)
+        }
+    };
+    let first = run(Vec::new()).await;
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[setup]\ncommands = [\"mkdir -p \\\"$HOME/.codex\\\" && ln -s {} \
+             \\\"$HOME/.codex/sessions\\\"\"]\ncache = false\n",
+            outside.display()
+        ),
+    )
+    .unwrap();
+    let second = run(vec!["--attempt-after".into(), first.id.clone()]).await;
+    let continued: Vec<(paddock_protocol::Phase, Option<String>)> = home
+        .store()
+        .await
+        .events(&second.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            paddock_protocol::EventBody::Status {
+                phase:
+                    phase @ (paddock_protocol::Phase::SessionResumed
+                    | paddock_protocol::Phase::SessionForked),
+                detail,
+            } => Some((phase, detail)),
+            _ => None,
+        })
+        .collect();
+    let left_outside: Vec<std::path::PathBuf> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        (first.status, second.status, continued, left_outside),
+        (
+            paddock_protocol::JobStatus::Done,
+            paddock_protocol::JobStatus::Done,
+            vec![(
+                paddock_protocol::Phase::SessionForked,
+                Some(format!(
+                    "a new session, not attempt 1's (job {}): writing the session file \
+                     <job-dir>/home/.codex/sessions/2026/12/02/rollout-1-{SESSION}.jsonl into \
+                     the job's home: Not a directory (os error 20)",
+                    first.id
+                ))
+            )],
+            Vec::new()
         )
     );
 }
