@@ -37,7 +37,7 @@ const REVIEW_MAX: usize = 32_000;
 pub enum BounceError {
     #[error("the next attempt after job {job_id}: no such job")]
     NoJob { job_id: String },
-    #[error("the next attempt after job {job_id}: that job is for ticket {theirs}, this spec for {ours}")]
+    #[error("the next attempt after job {job_id}: that job is for ticket {theirs}, this spec for {ours} (a ticket is its project and its id)")]
     OtherTicket {
         job_id: String,
         theirs: String,
@@ -102,12 +102,13 @@ pub struct After {
     pub closed: Option<String>,
 }
 
-/// The prior attempts of a job after `job_id` for the ticket `ticket_id`
-/// (its artifacts in `artifacts_root`, its lease in `jobs_root`).
+/// The prior attempts of a job after `job_id` for `ticket` (its project
+/// and id: one project's `T-1` is not another's; its artifacts in
+/// `artifacts_root`, its lease in `jobs_root`).
 pub async fn attempts_after(
     store: &dyn Store,
     job_id: &str,
-    ticket_id: &str,
+    ticket: &paddock_protocol::Ticket,
     artifacts_root: &Path,
     jobs_root: &Path,
 ) -> Result<After, BounceError> {
@@ -122,11 +123,13 @@ pub async fn attempts_after(
         .ok_or_else(|| BounceError::NoJob {
             job_id: job_id.to_string(),
         })?;
-    if record.ticket_id != ticket_id {
+    if (record.project.as_str(), record.ticket_id.as_str())
+        != (ticket.project.as_str(), ticket.id.as_str())
+    {
         return Err(BounceError::OtherTicket {
             job_id: job_id.to_string(),
-            theirs: record.ticket_id,
-            ours: ticket_id.to_string(),
+            theirs: format!("{}/{}", record.project, record.ticket_id),
+            ours: format!("{}/{}", ticket.project, ticket.id),
         });
     }
     // A job queued or running has no outcome yet, nor a closeout, a review

@@ -74,7 +74,7 @@ impl Runner {
         let after = bounce::attempts_after(
             &*self.store,
             prior,
-            &spec.ticket.id,
+            &spec.ticket,
             &paths.artifacts,
             &paths.jobs,
         )

@@ -214,6 +214,8 @@ async fn a_prior_job_that_cannot_be_followed_is_refused_naming_it_and_nothing_is
         .await;
     server.wait_for(&running, |s| s == JobStatus::Running).await;
     let other = spec(&home, "T-2", TURN);
+    let mut other_project = job.clone();
+    other_project["ticket"]["project"] = Value::from("elsewhere");
     let mut of_t9 = spec(&home, "T-9b", TURN);
     of_t9["ticket"]["id"] = Value::from("T-9");
     let long = "j".repeat(129);
@@ -224,7 +226,20 @@ async fn a_prior_job_that_cannot_be_followed_is_refused_naming_it_and_nothing_is
             first.as_str(),
             422,
             "bad_input",
-            format!("the next attempt after job {first}: that job is for ticket T-1, this spec for T-2"),
+            format!(
+                "the next attempt after job {first}: that job is for ticket tests/T-1, this spec \
+                 for tests/T-2 (a ticket is its project and its id)"
+            ),
+        ),
+        (
+            &other_project,
+            first.as_str(),
+            422,
+            "bad_input",
+            format!(
+                "the next attempt after job {first}: that job is for ticket tests/T-1, this spec \
+                 for elsewhere/T-1 (a ticket is its project and its id)"
+            ),
         ),
         (
             &of_t9,
