@@ -1163,7 +1163,10 @@ impl JobSpec {
         {
             return Err(bad(
                 "ticket.id",
-                format!("`{id}` must be letters, digits, `.`, `_` and `-` (it names a git branch)"),
+                format!(
+                    "`{id}` must be letters, digits, `.`, `_` and `-`, begin with neither `.` nor \
+                     `-`, hold no `..` and not end in `.lock` (it names a git branch)"
+                ),
             ));
         }
         if let Some(github) = &self.results.github {
@@ -1853,6 +1856,32 @@ scenario = "s.toml"
     fn parse(extra: &str) -> Result<JobSpec, String> {
         JobSpec::from_toml(&format!("{BASE}{extra}"), Path::new("spec.toml"))
             .map_err(|e| e.to_string())
+    }
+
+    /// A ticket id refused for its shape says every rule, so that `-rf`
+    /// or `a..b` (only letters, digits, `.`, `_` and `-`) is not told to
+    /// be letters, digits, `.`, `_` and `-`, which it is.
+    #[test]
+    fn a_ticket_id_refused_for_its_shape_is_told_every_rule() {
+        let refused = |id: &str| {
+            JobSpec::from_toml(
+                &BASE.replace("id = \"T-1\"", &format!("id = \"{id}\"")),
+                Path::new("spec.toml"),
+            )
+            .map_err(|e| e.to_string())
+            .err()
+        };
+        let said = |id: &str| {
+            Some(format!(
+                "job spec spec.toml: field `ticket.id`: `{id}` must be letters, digits, `.`, `_` \
+                 and `-`, begin with neither `.` nor `-`, hold no `..` and not end in `.lock` (it \
+                 names a git branch)"
+            ))
+        };
+        assert_eq!(
+            ["-rf", ".x", "a..b", "x.lock", "a b"].map(refused),
+            ["-rf", ".x", "a..b", "x.lock", "a b"].map(said)
+        );
     }
 
     /// Everything a spec names on its host, field by field: the paths
