@@ -87,10 +87,16 @@ impl Destination {
         let port = match port {
             None => DEFAULT_PORT,
             Some(p) => match p.parse::<u16>() {
-                Ok(n) if n > 0 => n,
+                Ok(n) if n > 0 && p.bytes().all(|b| b.is_ascii_digit()) => n,
                 _ => return Err(format!("`{text}`: the port must be 1 to 65535")),
             },
         };
+        if port_given_to_preset(host, t) {
+            return Err(format!(
+                "`{text}`: the preset `{}` takes no port (its hosts are on {DEFAULT_PORT}): list the hosts you need with the port instead",
+                host.to_ascii_lowercase()
+            ));
+        }
         let unbracketed = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
@@ -116,6 +122,13 @@ impl Destination {
             ));
         }
         check_name(&name).map_err(|why| format!("`{text}`: {why}"))?;
+        // A request naming such a host is refused as an address
+        // (`Host::parse`): the entry could never match.
+        if numeric(&name) {
+            return Err(format!(
+                "`{text}`: `{name}` is an address in a numeric spelling, never a host name: write the address as `a.b.c.d` (or `[v6]`)"
+            ));
+        }
         if wild && !name.contains('.') {
             return Err(format!(
                 "`{text}`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
@@ -199,14 +212,7 @@ impl Host {
         // A name of digits and dots only is an IPv4 literal in another
         // spelling (`2130706433`, `0x7f.1`, `127.1`) that resolvers read as
         // an address: never a name.
-        let numeric = name
-            .split('.')
-            .all(|l| l.chars().all(|c| c.is_ascii_hexdigit() || c == 'x'))
-            && name
-                .split('.')
-                .next_back()
-                .is_some_and(|l| l.starts_with(|c: char| c.is_ascii_digit()));
-        if numeric {
+        if numeric(&name) {
             return Err(format!("`{text}` is an address in a numeric spelling"));
         }
         Ok(Host::Name(name))
@@ -221,6 +227,24 @@ impl fmt::Display for Host {
             Host::Address(a) => write!(f, "{a}"),
         }
     }
+}
+
+/// Whether `name` (lowercase) is an IPv4 address in a numeric spelling
+/// (`2130706433`, `0x7f.1`, `127.1`): digits, hex digits and `x` only, its
+/// last label starting with a digit.
+fn numeric(name: &str) -> bool {
+    name.split('.')
+        .all(|l| l.chars().all(|c| c.is_ascii_hexdigit() || c == 'x'))
+        && name
+            .split('.')
+            .next_back()
+            .is_some_and(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// Whether `entry` is a preset's name with a port (`registries:80`),
+/// which would otherwise read as a host called `registries`.
+fn port_given_to_preset(host: &str, entry: &str) -> bool {
+    host.len() < entry.len() && PRESETS.iter().any(|(p, _)| p.eq_ignore_ascii_case(host))
 }
 
 /// `host` and the text after its last `:` (outside brackets).
@@ -405,11 +429,39 @@ impl Default for SetupSpec {
 
 /// `setup.network`: one preset name (`"registries"`, `"none"`), or a list
 /// of patterns and presets.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum SetupNetwork {
     Preset(String),
     List(Vec<String>),
+}
+
+/// Read by hand rather than `untagged`, whose error ("data did not match
+/// any variant") says neither what the field must be nor what it got.
+impl<'de> Deserialize<'de> for SetupNetwork {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = SetupNetwork;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a preset name (`registries`, `none`) or a list of destinations")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SetupNetwork, E> {
+                Ok(SetupNetwork::Preset(v.to_owned()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<SetupNetwork, A::Error> {
+                let mut list = Vec::new();
+                while let Some(entry) = seq.next_element::<String>()? {
+                    list.push(entry);
+                }
+                Ok(SetupNetwork::List(list))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 impl Default for SetupNetwork {
@@ -638,6 +690,68 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(Destination::parse(text), want, "{text}");
         }
+    }
+
+    /// Entries no request could ever match are refused, not kept as dead
+    /// entries: a name in a numeric spelling (a request naming it is
+    /// refused as an address), a preset with a port (it would be a host
+    /// called `registries`), a port with a sign.
+    #[test]
+    fn entries_that_could_never_match_are_refused() {
+        let cases: Vec<(&str, Result<Destination, String>)> = vec![
+            (
+                "127.1:80",
+                Err("`127.1:80`: `127.1` is an address in a numeric spelling, never a host name: write the address as `a.b.c.d` (or `[v6]`)".into()),
+            ),
+            (
+                "2130706433",
+                Err("`2130706433`: `2130706433` is an address in a numeric spelling, never a host name: write the address as `a.b.c.d` (or `[v6]`)".into()),
+            ),
+            (
+                "*.0x7f.1",
+                Err("`*.0x7f.1`: `0x7f.1` is an address in a numeric spelling, never a host name: write the address as `a.b.c.d` (or `[v6]`)".into()),
+            ),
+            (
+                "Registries:80",
+                Err("`Registries:80`: the preset `registries` takes no port (its hosts are on 443): list the hosts you need with the port instead".into()),
+            ),
+            ("a.b:+443", Err("`a.b:+443`: the port must be 1 to 65535".into())),
+            (
+                "1password.com",
+                Ok(Destination {
+                    host: HostPattern::Exact("1password.com".into()),
+                    port: 443,
+                }),
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Destination::parse(text), want, "{text}");
+        }
+    }
+
+    /// `setup.network` of the wrong type says what it must be and what it
+    /// got.
+    #[test]
+    fn setup_network_of_the_wrong_type_says_what_it_must_be() {
+        let err = toml::from_str::<SetupSpec>("commands = [\"true\"]\nnetwork = 5\n")
+            .unwrap_err()
+            .message()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid type: integer `5`, expected a preset name (`registries`, `none`) or a list of destinations"
+        );
+        let list: SetupSpec =
+            toml::from_str("commands = [\"true\"]\nnetwork = [\"registries\"]\n").unwrap();
+        let preset: SetupSpec =
+            toml::from_str("commands = [\"true\"]\nnetwork = \"registries\"\n").unwrap();
+        assert_eq!(
+            (list.network, preset.network),
+            (
+                SetupNetwork::List(vec!["registries".into()]),
+                SetupNetwork::Preset("registries".into())
+            )
+        );
     }
 
     /// A preset's name in any case is the preset (names are compared
