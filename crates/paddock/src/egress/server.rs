@@ -239,7 +239,7 @@ async fn handle(
     let mut record = empty_record(phase);
     if let Err(refusal) = attempt(&mut client, shared, &mut phase_rx, &mut record).await {
         record.allowed = false;
-        let destination = format!("{}:{}", record.host, record.port);
+        let destination = destination(&record.host, record.port);
         if let Some(answer) = refusal.answer(&destination, phase) {
             let _ = timeout(shared.limits.head, client.write_all(&answer)).await;
         }
@@ -279,13 +279,18 @@ async fn attempt(
     // A target that is no destination leaves the record's host empty (the
     // reason quotes it): a malformed request, not a destination.
     let target = head::target(&head).map_err(|(rule, why)| Refusal::new(400, rule, why))?;
-    record.host = target.host.to_string();
+    // The host as a direct attempt's record has it: an IPv6 address
+    // without brackets (whoever shows it brackets it beside its port).
+    record.host = match &target.host {
+        Host::Address(ip) => ip.to_string(),
+        Host::Name(name) => name.clone(),
+    };
     record.port = target.port;
     record.method = Some(target.method);
     if let Some(auth) = &shared.auth {
         auth.check(&head)?;
     }
-    let destination = format!("{}:{}", record.host, record.port);
+    let destination = destination(&record.host, record.port);
     if !shared
         .lists
         .of(record.phase)
@@ -435,6 +440,15 @@ async fn attempt(
         ));
     }
     Ok(())
+}
+
+/// `host:port` as a refusal names it, an IPv6 address in brackets.
+fn destination(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
 }
 
 /// The tunnel's server name against the CONNECT host: a name needs the

@@ -427,6 +427,43 @@ async fn a_tunnel_must_speak_tls_to_the_host_it_named() {
     assert_eq!(dest.connections(n).await, vec![Vec::<u8>::new(); n]);
 }
 
+/// A server name is compared without regard to case (RFC 6066), as the
+/// CONNECT host is: Node's `tls` and Python's `ssl` send it as the program
+/// wrote it (`https://Registry.TEST/`), curl lowercases it. Each
+/// spelling reaches the destination; the record names the host lowercase.
+#[tokio::test]
+async fn a_server_name_in_another_case_is_the_same_name() {
+    let dest = StandIn::start("127.0.0.1:0", Mode::ReadAllThenReply(b"ok")).await;
+    let port = dest.port();
+    let resolver = MockResolver::new().with("registry.test", &["127.0.0.1"]);
+    let mut p = Proxy::agent(
+        &list(&[&format!("registry.test:{port}")]),
+        &[dest.addr],
+        resolver,
+    )
+    .await;
+    let mut got = Vec::new();
+    let mut want = Vec::new();
+    for (authority, sni) in [
+        ("Registry.TEST", "Registry.TEST"),
+        ("registry.test", "REGISTRY.test."),
+        ("REGISTRY.TEST.", "registry.test"),
+    ] {
+        let (head, s) = p.tunnel(&format!("{authority}:{port}")).await;
+        let back = through(s, Some(sni), b"x").await;
+        let record = p.record().await;
+        got.push((head, back, record.host, record.allowed, record.rule));
+        want.push((
+            "HTTP/1.1 200 Connection established\r\n\r\n".to_string(),
+            b"ok".to_vec(),
+            "registry.test".to_string(),
+            true,
+            None,
+        ));
+    }
+    assert_eq!(got, want);
+}
+
 /// Names resolving to loopback (v4, v6, mapped), link-local, the metadata
 /// addresses, private ranges, or to a permitted address and a private one
 /// together, are refused without a connection; so are IPv6 literals of
@@ -493,17 +530,24 @@ async fn names_and_literals_of_denied_addresses_are_refused() {
             )
         );
     }
-    for (literal, host) in [
-        ("[::1]", "[::1]"),
-        ("[::ffff:127.0.0.1]", "[::ffff:127.0.0.1]"),
-    ] {
+    // A record's host is the address without brackets, as a direct
+    // attempt's is (the closeout, the progress line and a failed setup's
+    // reason bracket it beside its port); the answer names `[addr]:port`.
+    for (literal, host) in [("[::1]", "::1"), ("[::ffff:127.0.0.1]", "::ffff:127.0.0.1")] {
         let (answer, _) = p.tunnel(&format!("{literal}:{port}")).await;
         assert_eq!(
-            status_and_rule(&answer),
-            ("HTTP/1.1 403 Forbidden".into(), "deny_list:loopback".into()),
-            "{literal}"
+            (
+                status_and_rule(&answer),
+                answer.contains(&format!("{literal}:{port} refused in the agent phase")),
+                p.record().await.host,
+            ),
+            (
+                ("HTTP/1.1 403 Forbidden".into(), "deny_list:loopback".into()),
+                true,
+                host.to_string()
+            ),
+            "{literal}: {answer}"
         );
-        assert_eq!(p.record().await.host, host);
     }
     assert_eq!(closed.so_far(), Vec::<Vec<u8>>::new());
     // A permitted address and a private one together: every address is
