@@ -43,8 +43,10 @@
 //! one) is left alone, a kept directory (`--keep` marks its lease) is never
 //! removed (a kept overlay workspace is made a plain directory,
 //! `workspace/keep.rs`), and a lease file left over by a job that ended normally is
-//! simply deleted. Cgroups of `paddock sandbox` runs whose process is gone
-//! are removed too.
+//! simply deleted. A job a server's queue claimed is `running` a moment
+//! before its process takes its lease: one without a lease file is left
+//! alone while its heartbeat (the claim's time) is younger than the TTL.
+//! Cgroups of `paddock sandbox` runs whose process is gone are removed too.
 //!
 //! Several hosts (jobs directories, each with its id, `host_id.rs`) may
 //! share one store. Every job records its owner and a heartbeat its
@@ -336,7 +338,7 @@ pub async fn reap_on(
     match store.running_jobs().await {
         Ok(running) => {
             for job in running {
-                if is_another_hosts(&job, liveness) {
+                if is_another_hosts(&job, liveness) || claimed_lately(&job, liveness) {
                     continue;
                 }
                 let id = job.id;
@@ -501,6 +503,19 @@ async fn reap_job(
         && !existed
         && r.errors.is_empty();
     (!did_nothing).then_some(r)
+}
+
+/// Whether `job` is a claim from a server's queue whose heartbeat (the
+/// claim's time, until its process renews it) is younger than the TTL:
+/// such a job is `running` from the claim's statement on, before its
+/// process takes its lease (re-admitting its stored spec first), so no
+/// lease file does not mean dead yet. One whose server died before taking
+/// the lease is reaped once its heartbeat is older.
+fn claimed_lately(job: &RunningJob, liveness: &Liveness) -> bool {
+    let Some((_, beat)) = &job.owner else {
+        return false;
+    };
+    job.queued.is_some() && OffsetDateTime::now_utc() - *beat < liveness.ttl
 }
 
 /// Whether `job` runs on another host (a job without an owner is this

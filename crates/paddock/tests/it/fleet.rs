@@ -1017,3 +1017,58 @@ async fn draining_server(home: &Home, db: &str, peer: &Home) -> Server {
     )
     .await
 }
+
+/// A job a server on this jobs directory has just claimed is `running` in
+/// the store before its process takes the job's lease (re-admitting a
+/// stored spec takes a while). A `paddock gc` at that moment (a cron job,
+/// the start of a `paddock run` or of another server on the same jobs
+/// directory) took it for a dead job without a lease and failed it,
+/// queueing its next attempt, while its server went on starting it. Now
+/// such a claim is left alone while its heartbeat (the claim's time) is
+/// younger than the TTL, and reaped once it is older (its server died
+/// before it took the lease).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_just_claimed_here_is_not_reaped_before_it_takes_its_lease() {
+    let home = Home::new();
+    hosts_config(&home, "heartbeat_secs = 1\nheartbeat_ttl_secs = 3");
+    let db = Shared::Sqlite(home.db());
+    // The jobs directory's host id and the store, as a server makes them.
+    assert_eq!(reaped(&gc(&home, &db).await), Vec::<String>::new());
+    let store = db.open().await;
+    let (host, name) = host_of(&home);
+    let me = Owner { host, name };
+    let now = time::OffsetDateTime::now_utc();
+    let fresh = claimed_by(&store, &home, "T-FRESH", &me, now).await;
+    let report = gc(&home, &db).await;
+    assert_eq!(
+        (
+            reaped(&report),
+            store.job(&fresh.id).await.unwrap().unwrap().status
+        ),
+        (Vec::<String>::new(), JobStatus::Running),
+        "{report}"
+    );
+    // One claimed longer ago than the TTL, never leased: its server died.
+    let stale = claimed_by(
+        &store,
+        &home,
+        "T-STALE",
+        &me,
+        now - time::Duration::seconds(10),
+    )
+    .await;
+    let report = gc(&home, &db).await;
+    assert_eq!(
+        (
+            reaped(&report),
+            store.job(&stale.id).await.unwrap().unwrap().status,
+            store.job(&fresh.id).await.unwrap().unwrap().status
+        ),
+        (
+            vec![stale.id.clone()],
+            JobStatus::Failed,
+            JobStatus::Running
+        ),
+        "{report}"
+    );
+}
