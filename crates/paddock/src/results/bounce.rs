@@ -43,6 +43,12 @@ pub enum BounceError {
         theirs: String,
         ours: String,
     },
+    #[error("the next attempt after job {job_id}: that job worked on {theirs}, this spec on {ours}; the next attempt of a ticket works on the same repository")]
+    OtherRepository {
+        job_id: String,
+        theirs: String,
+        ours: String,
+    },
     #[error("the next attempt after job {job_id}: that job has not ended (it is {status}); the next attempt follows one that has (`paddock events {job_id} --follow` shows it to its end)")]
     NotEnded {
         job_id: String,
@@ -76,6 +82,7 @@ impl BounceError {
         match self {
             BounceError::NoJob { .. }
             | BounceError::OtherTicket { .. }
+            | BounceError::OtherRepository { .. }
             | BounceError::NotEnded { .. }
             | BounceError::Spec { .. }
             | BounceError::Review { .. }
@@ -83,6 +90,40 @@ impl BounceError {
             BounceError::Store { .. } => ErrorCode::StoreLost,
             BounceError::Lease { .. } => ErrorCode::Internal,
         }
+    }
+}
+
+/// A spec's repository, as compared between attempts: its URL, or its
+/// local path (made canonical where it still resolves, so `./repo` and
+/// the same directory named another way are one).
+#[derive(Debug, PartialEq, Eq)]
+enum Repository {
+    Url(String),
+    Path(std::path::PathBuf),
+    None,
+}
+
+impl std::fmt::Display for Repository {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Repository::Url(url) => write!(f, "repository {}", crate::terminal_text::line(url)),
+            Repository::Path(path) => write!(
+                f,
+                "repository {}",
+                crate::terminal_text::line(&path.display().to_string())
+            ),
+            Repository::None => f.write_str("no repository"),
+        }
+    }
+}
+
+fn repository(spec: &JobSpec) -> Repository {
+    match (&spec.repository.url, &spec.repository.path) {
+        (Some(url), _) => Repository::Url(url.clone()),
+        (None, Some(path)) => {
+            Repository::Path(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
+        }
+        (None, None) => Repository::None,
     }
 }
 
@@ -102,13 +143,15 @@ pub struct After {
     pub closed: Option<String>,
 }
 
-/// The prior attempts of a job after `job_id` for `ticket` (its project
-/// and id: one project's `T-1` is not another's; its artifacts in
-/// `artifacts_root`, its lease in `jobs_root`).
+/// The prior attempts of a job after `job_id` for the spec `next`: of its
+/// ticket (its project and id: one project's `T-1` is not another's) and
+/// its repository (another one's engine session and branch are not this
+/// job's to start from: on a server, they may be another submitter's);
+/// its artifacts in `artifacts_root`, its lease in `jobs_root`.
 pub async fn attempts_after(
     store: &dyn Store,
     job_id: &str,
-    ticket: &paddock_protocol::Ticket,
+    next: &JobSpec,
     artifacts_root: &Path,
     jobs_root: &Path,
 ) -> Result<After, BounceError> {
@@ -123,6 +166,7 @@ pub async fn attempts_after(
         .ok_or_else(|| BounceError::NoJob {
             job_id: job_id.to_string(),
         })?;
+    let ticket = &next.ticket;
     if (record.project.as_str(), record.ticket_id.as_str())
         != (ticket.project.as_str(), ticket.id.as_str())
     {
@@ -152,6 +196,14 @@ pub async fn attempts_after(
             job_id: job_id.to_string(),
             message: e.to_string(),
         })?;
+    let (theirs, ours) = (repository(&spec), repository(next));
+    if theirs != ours {
+        return Err(BounceError::OtherRepository {
+            job_id: job_id.to_string(),
+            theirs: theirs.to_string(),
+            ours: ours.to_string(),
+        });
+    }
     let artifacts = artifacts_root.join(job_id);
     // The prior job's lease, held while a token minted for the read is
     // alive: a kill leaves the lease to the reaper, which revokes the

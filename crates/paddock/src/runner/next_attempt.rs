@@ -71,14 +71,9 @@ impl Runner {
         prior: &str,
     ) -> Result<AdmittedAfter, AfterError> {
         let paths = &self.config.paths;
-        let after = bounce::attempts_after(
-            &*self.store,
-            prior,
-            &spec.ticket,
-            &paths.artifacts,
-            &paths.jobs,
-        )
-        .await?;
+        let after =
+            bounce::attempts_after(&*self.store, prior, spec, &paths.artifacts, &paths.jobs)
+                .await?;
         let mut spec = spec.clone();
         spec.ticket.prior_attempts = after.attempts;
         let mut admitted = self.admit(&spec).await?;

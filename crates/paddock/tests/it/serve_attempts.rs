@@ -4,7 +4,9 @@
 //! records the arguments it was resumed with) on the prior attempt's
 //! branch, by the server that admitted it or, after a restart, by one that
 //! only finds it queued in the store; and a prior job that cannot be
-//! followed refused with a problem naming it, nothing queued.
+//! followed (none, another ticket's, another repository's: on a server it
+//! may be another submitter's, whose session is not this job's to read)
+//! refused with a problem naming it, nothing queued.
 
 use std::path::Path;
 use std::time::Duration;
@@ -214,6 +216,14 @@ async fn a_prior_job_that_cannot_be_followed_is_refused_naming_it_and_nothing_is
         .await;
     server.wait_for(&running, |s| s == JobStatus::Running).await;
     let other = spec(&home, "T-2", TURN);
+    let mut other_repository = spec(&home, "T-1x", TURN);
+    other_repository["ticket"]["id"] = Value::from("T-1");
+    let repo_of = |dir: &str| {
+        std::fs::canonicalize(home.path().join(dir).join("repo"))
+            .unwrap()
+            .display()
+            .to_string()
+    };
     let mut other_project = job.clone();
     other_project["ticket"]["project"] = Value::from("elsewhere");
     let mut of_t9 = spec(&home, "T-9b", TURN);
@@ -229,6 +239,18 @@ async fn a_prior_job_that_cannot_be_followed_is_refused_naming_it_and_nothing_is
             format!(
                 "the next attempt after job {first}: that job is for ticket tests/T-1, this spec \
                  for tests/T-2 (a ticket is its project and its id)"
+            ),
+        ),
+        (
+            &other_repository,
+            first.as_str(),
+            422,
+            "bad_input",
+            format!(
+                "the next attempt after job {first}: that job worked on repository {}, this spec \
+                 on repository {}; the next attempt of a ticket works on the same repository",
+                repo_of("T-1"),
+                repo_of("T-1x")
             ),
         ),
         (
