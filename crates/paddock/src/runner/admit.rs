@@ -68,9 +68,12 @@ impl Admitted {
     }
 
     /// Makes the job the next attempt after `prior`: it resumes the prior
-    /// engine session (on the prior attempt's branch, the pull request
-    /// still asking to merge into the spec's base) when the engine, model
-    /// and rung are the same, else it forks a new one; the decision.
+    /// engine session when the engine, model and rung are the same, else
+    /// it forks a new one; either way it starts on the prior attempt's
+    /// branch (the pull request still asking to merge into the spec's
+    /// base: the review is about that tree), but when the prior pull
+    /// request was merged (its work is in the base, where the attempt
+    /// starts). The decision.
     pub fn follow(&mut self, prior: Prior) -> &Continuation {
         let spec = &mut self.shaped.spec;
         let can_resume = crate::engines::adapter(spec.engine.kind)
@@ -82,13 +85,11 @@ impl Admitted {
             spec.isolation.as_str(),
         );
         let continuation = Continuation::decide(prior, now, can_resume);
-        if let Continuation::Resume {
-            prior: Prior {
-                branch: Some(branch),
-                ..
-            },
+        if let Prior {
+            branch: Some(branch),
+            ended: None,
             ..
-        } = &continuation
+        } = continuation.prior()
         {
             if spec.results.base_branch.is_none() {
                 spec.results.base_branch = Some(crate::results::base_branch(spec));

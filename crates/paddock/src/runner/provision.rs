@@ -142,16 +142,17 @@ pub(super) async fn provision(
     {
         em.redactor.add_secret(&token);
     }
-    // Resumed on the prior attempt's branch: its bundle gives the branch
-    // when the source lacks it (a URL source it was never pushed to).
-    let prior = match &job.continuation {
-        Some(crate::session::Continuation::Resume {
-            prior:
-                crate::session::Prior {
-                    branch: Some(branch),
-                    branch_job: Some(job_id),
-                    ..
-                },
+    // On the prior attempt's branch (resumed or forked): its bundle gives
+    // the branch when the source lacks it (a URL source it was never
+    // pushed to).
+    let prior = match job
+        .continuation
+        .as_ref()
+        .map(crate::session::Continuation::prior)
+    {
+        Some(crate::session::Prior {
+            branch: Some(branch),
+            branch_job: Some(job_id),
             ..
         }) if *branch == spec.repository.base_ref => {
             let bundle = |job_id: &str| {

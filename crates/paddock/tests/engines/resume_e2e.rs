@@ -2,7 +2,7 @@
 //! JOB`): attempt 2 resumes attempt 1's own session (Codex `exec resume`,
 //! Claude Code `--resume`), on attempt 1's branch, and the upstream sees
 //! attempt 1's turn in its request; attempt 3, on another model, forks a
-//! new session, and its event and closeout say why.
+//! new session on attempt 2's branch, and its event and closeout say why.
 
 use paddock_protocol::{EventBody, JobStatus, Phase};
 use paddock_test_support::prelude::*;
@@ -210,7 +210,9 @@ async fn resumes_then_forks(engine: &str, rung: &str) {
             third.base_ref.as_str(),
             third.changed_files.clone()
         ),
-        (3, "main", vec!["one.md".to_string()])
+        // On attempt 2's branch still, whose tree the review is about: the
+        // new session's first turn writes `one.md` as it already is.
+        (3, "paddock/T-1/2", Vec::<String>::new())
     );
     let forked = model_requests(&provider)[asked].to_string();
     assert!(!forked.contains("Done with one."), "{forked}");
