@@ -16,7 +16,7 @@ use super::json::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use paddock_protocol::{JobRecord, JobSpec, JobStatus};
+use paddock_protocol::{EngineKind, JobRecord, JobSpec, JobStatus};
 use serde::Deserialize;
 
 use super::extract::{json_object_text, Checked, JsonBody};
@@ -169,6 +169,16 @@ pub async fn list(
                 .ok_or_else(|| Problem::bad_request(format!("status `{s}` is not a job status")))?,
         ),
     };
+    // An engine no job can have would answer an empty page, which reads
+    // as "no jobs of it".
+    if let Some(engine) = &query.engine {
+        if serde_json::from_value::<EngineKind>(serde_json::Value::from(engine.as_str())).is_err() {
+            return Err(Problem::bad_request(format!(
+                "engine `{}` is not an engine (`codex`, `claude`)",
+                shown(engine)
+            )));
+        }
+    }
     let limit = query.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_PAGE {
         return Err(Problem::bad_request(format!(

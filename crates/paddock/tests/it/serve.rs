@@ -1916,10 +1916,10 @@ async fn a_method_a_route_does_not_take_is_a_problem_naming_what_it_takes() {
 
 /// `GET /v1/jobs?cursor=` with a cursor no job has (mistyped, cut, or
 /// from another store) is 400 `bad_request` naming the cursor, as the
-/// ledger's is. Before, it answered an empty last page (`{"jobs": []}`,
+/// ledger's is; so is `engine=` naming no engine. Before, it answered an empty last page (`{"jobs": []}`,
 /// no `next_cursor`): a client paging through took it for the end.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_jobs_cursor_no_job_has_is_a_bad_request_not_an_empty_last_page() {
+async fn a_jobs_cursor_or_engine_no_job_has_is_a_bad_request_not_an_empty_page() {
     let home = Home::new();
     let srv = Server::start(&home, &[]).await;
     let id = srv.submit_ok(&spec(&home, "T-1", TURN), 0).await;
@@ -1943,6 +1943,22 @@ async fn a_jobs_cursor_no_job_has_is_a_bad_request_not_an_empty_last_page() {
         )
     };
     let (status, page) = list(&format!("cursor={id}")).await;
+    assert_eq!((status, page), (200, serde_json::json!({"jobs": []})));
+    // So is an engine no job can have: not an empty page.
+    assert_eq!(
+        list("engine=codx").await,
+        (
+            400,
+            serde_json::json!({
+                "type": "urn:paddock:problem:bad_request",
+                "title": "the request is malformed",
+                "status": 400,
+                "detail": "engine `codx` is not an engine (`codex`, `claude`)",
+                "code": "bad_request",
+            })
+        )
+    );
+    let (status, page) = list("engine=claude").await;
     assert_eq!((status, page), (200, serde_json::json!({"jobs": []})));
     assert_eq!(
         [
