@@ -1,8 +1,9 @@
 //! The addresses no job reaches whatever its lists say: loopback,
 //! link-local (the cloud metadata addresses `169.254.169.254` and
 //! `fd00:ec2::254` among them), private and unique-local ranges, CGNAT,
-//! multicast, unspecified, documentation and reserved ranges, IPv6 forms
-//! that embed an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo)
+//! multicast, unspecified, documentation, benchmarking and reserved ranges
+//! (IPv6's too), IPv6 forms that embed an IPv4 address (mapped,
+//! compatible, translated, NAT64, 6to4, Teredo)
 //! judged by what they embed or refused, and the host's own addresses. Only
 //! the host profile opens one, one exact `address:port` at a time.
 
@@ -134,12 +135,24 @@ fn v6_range(ip: Ipv6Addr) -> Option<&'static str> {
             return v4_range(embedded(s[6], s[7]))
         }
         _ if in_net(Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48) => "nat64_local",
+        // ::ffff:0:a.b.c.d (IPv4-translated, SIIT): refused, named by the
+        // IPv4 address it embeds when that is special.
+        _ if in_net(Ipv6Addr::new(0, 0, 0, 0, 0xffff, 0, 0, 0), 96) => {
+            v4_range(embedded(s[6], s[7])).unwrap_or("ipv4_translated")
+        }
         // 6to4 (deprecated, relays anywhere): refused, named by the IPv4
         // address in bits 16..48 when that is special.
         _ if in_net(Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16) => {
             v4_range(embedded(s[1], s[2])).unwrap_or("6to4")
         }
-        _ if in_net(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32) => "documentation",
+        _ if in_net(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32)
+            || in_net(Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20) =>
+        {
+            "documentation"
+        }
+        _ if in_net(Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0), 48) => "benchmarking",
+        // SRv6 segment identifiers: never a host's address.
+        _ if in_net(Ipv6Addr::new(0x5f00, 0, 0, 0, 0, 0, 0, 0), 16) => "reserved",
         // Teredo hides an IPv4 address (obfuscated): refused outright.
         _ if in_net(Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 32) => "teredo",
         _ if in_net(Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64) => "discard",
@@ -194,6 +207,20 @@ mod tests {
             ("fe80::1", Some("link_local")),
             ("ff02::1", Some("multicast")),
             ("2606:4700::1111", None),
+            // IPv6 benchmarking (RFC 5180) and the second documentation
+            // range (RFC 9637), as their IPv4 twins.
+            ("2001:2::1", Some("benchmarking")),
+            ("2001:2:0:ffff::1", Some("benchmarking")),
+            ("2001:3::1", None),
+            ("3fff::1", Some("documentation")),
+            ("3fff:fff:ffff::1", Some("documentation")),
+            ("3fff:1000::1", None),
+            // IPv4-translated (SIIT, RFC 2765): judged by what it embeds.
+            ("::ffff:0:7f00:1", Some("loopback")),
+            ("::ffff:0:a9fe:a9fe", Some("metadata")),
+            ("::ffff:0:808:808", Some("ipv4_translated")),
+            // SRv6 segment identifiers (RFC 9602): never a host.
+            ("5f00::1", Some("reserved")),
         ];
         let got: Vec<_> = cases.iter().map(|(a, _)| (*a, range(a))).collect();
         let want: Vec<_> = cases.to_vec();
