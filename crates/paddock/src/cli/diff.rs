@@ -35,6 +35,17 @@ pub async fn job_and_patch(
         .context("look up the job")?
         .context("the job vanished")?;
     match (record.patch_path, record.status) {
+        // Its artifacts removed (`DELETE /v1/jobs/{id}` disposes of them):
+        // said as such, not as a failure of Paddock's to read a file.
+        (Some(path), _)
+            if std::fs::symlink_metadata(&path)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
+        {
+            Err(Failure::BadInput(anyhow::anyhow!(
+                "job {job_id}: its patch {path} is gone: the job's artifacts were removed \
+                 (disposed of with DELETE /v1/jobs/{job_id}, or by hand)"
+            )))
+        }
         (Some(path), _) => Ok((job_id, std::path::PathBuf::from(path))),
         (None, status @ (JobStatus::Queued | JobStatus::Running)) => {
             Err(Failure::BadInput(anyhow::anyhow!(

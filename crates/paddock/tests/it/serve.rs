@@ -1028,6 +1028,21 @@ async fn dispose_cancels_waits_and_removes_the_artifacts() {
     // The records stay for accounting.
     assert_eq!(server.job(&finished).await, done);
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
+    // `paddock diff` of a disposed job says its patch went with its
+    // artifacts (bad input, 2); before, it failed as Paddock's own
+    // failure (70) to read the file.
+    let diff = home.paddock(&["diff", &finished], &[]).await;
+    assert_eq!(
+        (diff.status.code(), stderr_of(&diff).trim_end().to_owned()),
+        (
+            Some(2),
+            format!(
+                "paddock: job {finished}: its patch {} is gone: the job's artifacts were removed \
+                 (disposed of with DELETE /v1/jobs/{finished}, or by hand)",
+                artifacts(&finished).join("patch.diff").display()
+            )
+        )
+    );
 }
 
 #[tokio::test]
