@@ -23,6 +23,9 @@ pub struct Refusal {
 pub struct Admission {
     /// The job's wall-clock limit: the spec's, capped by `timeout_min`.
     pub timeout_secs: u64,
+    /// The setup's limit: the spec's `setup.timeout_secs`, capped by
+    /// `timeout_min` too (setup runs before the engine's own clock starts).
+    pub setup_timeout_secs: u64,
     /// The most disk the job may grow its directory by: the spec's
     /// `limits.max_disk_bytes`, capped by `max_disk_mb`.
     pub max_disk_bytes: u64,
@@ -120,6 +123,10 @@ pub fn admit(
         Some(min) => spec.limits.timeout_secs.min(min.saturating_mul(60)),
         None => spec.limits.timeout_secs,
     };
+    let setup_timeout_secs = match profile.timeout_min {
+        Some(min) => spec.setup.timeout_secs.min(min.saturating_mul(60)),
+        None => spec.setup.timeout_secs,
+    };
     let max_disk_bytes = match profile.max_disk_mb {
         Some(mb) => spec.limits.max_disk_bytes.min(mb.saturating_mul(1 << 20)),
         None => spec.limits.max_disk_bytes,
@@ -130,6 +137,7 @@ pub fn admit(
     };
     Ok(Admission {
         timeout_secs,
+        setup_timeout_secs,
         max_disk_bytes,
         max_records,
         degraded,
@@ -237,11 +245,28 @@ mod tests {
             admit(&full, &spec(""), Vec::new()),
             Ok(Admission {
                 timeout_secs: 7200,
+                setup_timeout_secs: 600,
                 max_disk_bytes: paddock_protocol::spec::DEFAULT_MAX_DISK_BYTES,
                 max_records: paddock_protocol::spec::DEFAULT_MAX_RECORDS,
                 degraded: vec![]
             })
         );
+    }
+
+    /// A profile's `timeout_min` caps the setup's timeout as it caps the
+    /// job's: a spec's `setup.timeout_secs = 7200` under a 30 min profile
+    /// gets 30 min, not two hours before the engine's 30 min; a spec
+    /// asking less keeps its own.
+    #[test]
+    fn the_profile_caps_the_setup_timeout() {
+        let accept = "[policy]\naccept_degraded = [\"cpu_limit\", \"mem_limit_mb\"]\n";
+        let long = format!("[setup]\ncommands = [\"npm ci\"]\ntimeout_secs = 7200\n{accept}");
+        let short = format!("[setup]\ncommands = [\"npm ci\"]\ntimeout_secs = 60\n{accept}");
+        let got = [&long, &short].map(|extra| {
+            let a = admit(&constrained(), &spec(extra), process_gaps(&constrained())).unwrap();
+            (a.timeout_secs, a.setup_timeout_secs)
+        });
+        assert_eq!(got, [(30 * 60, 30 * 60), (30 * 60, 60)]);
     }
 
     /// A profile's `max_disk_mb` caps the job's disk limit; a spec asking

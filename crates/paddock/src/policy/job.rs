@@ -224,6 +224,7 @@ mod tests {
             source: ProfileSource::Preset,
             admission: Admission {
                 timeout_secs: 60,
+                setup_timeout_secs: 600,
                 max_disk_bytes: 1 << 30,
                 max_records: 100_000,
                 degraded: vec![],

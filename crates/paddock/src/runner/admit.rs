@@ -228,6 +228,7 @@ async fn shape_prepared(
     };
     if let Some(p) = &policy {
         spec.limits.timeout_secs = p.admission.timeout_secs;
+        spec.setup.timeout_secs = p.admission.setup_timeout_secs;
         spec.limits.max_disk_bytes = p.admission.max_disk_bytes;
         spec.limits.max_records = p.admission.max_records;
     }

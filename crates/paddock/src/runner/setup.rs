@@ -7,7 +7,8 @@
 //! its setup phase meanwhile (`setup.network`), and its records are taken
 //! in as they come. Each command is a `tool_call` event (tool `setup`) and
 //! its output and exit code a `tool_result`. The whole setup has one
-//! timeout (`setup.timeout_secs`). A command that fails or times out ends
+//! timeout (`setup.timeout_secs`, capped by the host profile's
+//! `timeout_min` at admission). A command that fails or times out ends
 //! the job with an error naming it and its exit code; either way nothing
 //! it started is left running (its rung kills the command's tree, then
 //! whatever still points into the job's directory), and the proxy's
@@ -92,6 +93,15 @@ pub(super) async fn run(
         return Ok(());
     }
     let deadline = Instant::now() + Duration::from_secs(setup.timeout_secs);
+    // What set the timeout: the spec, or the host profile's cap on it.
+    let limit = match &job.policy {
+        Some(p)
+            if p.profile.timeout_min.map(|m| m.saturating_mul(60)) == Some(setup.timeout_secs) =>
+        {
+            format!("the `timeout_min` of host profile `{}`", p.profile.id)
+        }
+        _ => "setup.timeout_secs".to_string(),
+    };
     let total = setup.commands.len();
     for (i, line) in setup.commands.iter().enumerate() {
         let call_id = format!("setup-{}", i + 1);
@@ -121,7 +131,7 @@ pub(super) async fn run(
             .await?;
         let failure = match result {
             Ok((ended, output)) => {
-                let (code, failure) = judge(&ended, &what, setup.timeout_secs);
+                let (code, failure) = judge(&ended, &what, setup.timeout_secs, &limit);
                 em.emit(EventBody::ToolResult {
                     call_id: Some(call_id),
                     exit_code: code,
@@ -196,7 +206,12 @@ fn refusal_named(host: &str, port: u16, rule: Option<&str>) -> String {
 
 /// The exit code a `tool_result` shows, and why the engine is not to
 /// start when the command did not succeed.
-fn judge(ended: &Ended, what: &str, timeout_secs: u64) -> (Option<i64>, Option<SetupStop>) {
+fn judge(
+    ended: &Ended,
+    what: &str,
+    timeout_secs: u64,
+    limit: &str,
+) -> (Option<i64>, Option<SetupStop>) {
     let failed = |m: String| Some(SetupStop::Failed(LaunchFailure::Step(m)));
     match ended {
         Ended::Exited(status) if status.success() => (Some(0), None),
@@ -212,7 +227,7 @@ fn judge(ended: &Ended, what: &str, timeout_secs: u64) -> (Option<i64>, Option<S
         Ended::TimedOut => (
             None,
             failed(format!(
-                "{what} was still running when the setup's {timeout_secs} s (setup.timeout_secs) ran out; it was killed and the engine was not started"
+                "{what} was still running when the setup's {timeout_secs} s ({limit}) ran out; it was killed and the engine was not started"
             )),
         ),
         Ended::Cancelled => (
@@ -308,6 +323,26 @@ mod tests {
 
     /// An IPv6 destination is bracketed, so its port reads apart from its
     /// address; a name or an IPv4 address is not.
+    /// A timed-out setup names what set its limit.
+    #[test]
+    fn a_timeout_names_its_limit() {
+        let reason = |limit: &str| match judge(
+            &Ended::TimedOut,
+            "setup command 1 of 1 (`x`)",
+            60,
+            limit,
+        )
+        .1
+        {
+            Some(SetupStop::Failed(LaunchFailure::Step(m))) => m,
+            _ => String::new(),
+        };
+        assert_eq!(
+            reason("the `timeout_min` of host profile `box`"),
+            "setup command 1 of 1 (`x`) was still running when the setup's 60 s (the `timeout_min` of host profile `box`) ran out; it was killed and the engine was not started"
+        );
+    }
+
     #[test]
     fn a_refused_destination_is_named_with_its_port_apart() {
         assert_eq!(
