@@ -166,6 +166,8 @@ struct Ran {
     refused: String,
     /// Every event of the job, as JSON lines.
     all: String,
+    /// Paddock's warnings (its non-fatal errors) on the job's stream.
+    warnings: Vec<String>,
 }
 
 /// Runs the curl job on `rung`.
@@ -204,8 +206,23 @@ async fn run_curls(rung: &str) -> Ran {
         .iter()
         .map(|e| serde_json::to_string(e).unwrap() + "\n")
         .collect();
+    let warnings = store
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::Error {
+                message,
+                source: Some(source),
+                fatal: false,
+            } if source == "paddock" => Some(message),
+            _ => None,
+        })
+        .collect();
     let ran = Ran {
         all,
+        warnings,
         refused,
         port,
         seen: read("seen"),
@@ -283,6 +300,7 @@ async fn on_the_sandbox_rung_curl_goes_through_the_proxy_and_nowhere_else() {
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
     assert_eq!(ran.events, ran.rows);
     assert_eq!(ran.refused, REFUSED);
+    assert_eq!(ran.warnings, Vec::<String>::new());
 }
 
 /// The closeout's section listing what the curl job was refused.
@@ -332,6 +350,16 @@ async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
     assert_eq!(ran.events, ran.rows);
     assert_eq!(ran.refused, REFUSED);
+    // Said on the job's stream: the profile's maximum is advice here.
+    assert_eq!(
+        ran.warnings,
+        vec![
+            "host profile `egress-test`: its [network] maximum is advice on the `process` \
+              rung: the job's processes can connect directly, past its egress proxy and the \
+              deny list; the `sandbox` rung enforces it (docs/egress.md)"
+                .to_string()
+        ]
+    );
 }
 
 /// A job on `rung` with `[setup]` (`setup`, TOML lines) that may reach
