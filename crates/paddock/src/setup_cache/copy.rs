@@ -43,7 +43,7 @@ pub(crate) const MAX_DEPTH: usize = 256;
 const NAMED: usize = 10;
 
 /// What a copy carried and left out.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Copied {
     pub entries: u64,
     pub bytes: u64,
@@ -54,6 +54,27 @@ pub(crate) struct Copied {
     /// Files and links whose bytes or text named the producing job's
     /// directory, rewritten ([`Rewrite`]).
     pub rewritten: u64,
+    /// Entries of the directories being copied that are listed and not
+    /// yet copied: a directory is listed only as far as the entries still
+    /// allowed go, so a directory the job filled with millions of names is
+    /// never listed whole into Paddock's memory.
+    pending: u64,
+    /// The most entries a copy carries ([`MAX_ENTRIES`]).
+    max_entries: u64,
+}
+
+impl Default for Copied {
+    fn default() -> Copied {
+        Copied {
+            entries: 0,
+            bytes: 0,
+            left_out: Vec::new(),
+            left_out_count: 0,
+            rewritten: 0,
+            pending: 0,
+            max_entries: MAX_ENTRIES,
+        }
+    }
 }
 
 /// The producing job's directory, and the new job's, as a restore
@@ -203,13 +224,17 @@ fn walk(dir: &OwnedFd, rel: &[u8], skip: &[&[u8]], out: &mut HashSet<Vec<u8>>) -
 /// is (or is the root): what was made since `before` was taken, as the
 /// roots of new subtrees. Entries of `before` that changed are not
 /// included.
+/// A directory holding more than [`MAX_ENTRIES`] new entries besides all
+/// of `before`, or more new roots than that in all, is
+/// [`CopyError::TooBig`] (the copy could not carry them): listed only
+/// that far, never whole.
 pub(crate) fn new_roots(
     root: &Path,
     before: &HashSet<Vec<u8>>,
     skip: &[&[u8]],
-) -> io::Result<Vec<Vec<u8>>> {
+) -> Result<Vec<Vec<u8>>, CopyError> {
     let mut out = Vec::new();
-    let fd = beneath::open_root(root)?;
+    let fd = beneath::open_root(root).map_err(|e| io_err(b".", e))?;
     find_new(&fd, b"", before, skip, &mut out)?;
     out.sort();
     Ok(out)
@@ -221,17 +246,26 @@ fn find_new(
     before: &HashSet<Vec<u8>>,
     skip: &[&[u8]],
     out: &mut Vec<Vec<u8>>,
-) -> io::Result<()> {
-    too_deep(rel)?;
-    for entry in beneath::entries(dir)? {
+) -> Result<(), CopyError> {
+    too_deep(rel).map_err(|e| io_err(rel, e))?;
+    let room = usize::try_from(MAX_ENTRIES)
+        .unwrap_or(usize::MAX)
+        .saturating_add(before.len());
+    let entries = beneath::entries_at_most(dir, room)
+        .map_err(|e| io_err(rel, e))?
+        .ok_or(CopyError::TooBig)?;
+    for entry in entries {
         if rel.is_empty() && skip.contains(&entry.name.as_slice()) {
             continue;
         }
         let child = join(rel, &entry.name);
         if !before.contains(&child) {
+            if out.len() as u64 >= MAX_ENTRIES {
+                return Err(CopyError::TooBig);
+            }
             out.push(child);
         } else if entry.file_type == FileType::Directory {
-            let sub = open_dir_at(dir.as_fd(), &entry.name)?;
+            let sub = open_dir_at(dir.as_fd(), &entry.name).map_err(|e| io_err(&child, e))?;
             find_new(&sub, &child, before, skip, out)?;
         }
     }
@@ -300,9 +334,17 @@ pub(crate) fn copy_entry(
                 .map_err(|e| io_err(rel, e))?;
             let from = open_dir_at(src, name).map_err(|e| io_err(rel, e))?;
             let to = open_dir_at(dst, name).map_err(|e| io_err(rel, e))?;
-            let mut entries = beneath::entries(&from).map_err(|e| io_err(rel, e))?;
+            let room = acc
+                .max_entries
+                .saturating_sub(acc.entries.saturating_add(acc.pending));
+            let mut entries =
+                beneath::entries_at_most(&from, usize::try_from(room).unwrap_or(usize::MAX))
+                    .map_err(|e| io_err(rel, e))?
+                    .ok_or(CopyError::TooBig)?;
             entries.sort_by(|a, b| a.name.cmp(&b.name));
+            acc.pending = acc.pending.saturating_add(entries.len() as u64);
             for entry in entries {
+                acc.pending = acc.pending.saturating_sub(1);
                 let child = join(rel, &entry.name);
                 copy_entry(from.as_fd(), to.as_fd(), &entry.name, &child, rw, acc)?;
             }
@@ -339,7 +381,7 @@ pub(crate) fn copy_entry(
 fn count(acc: &mut Copied, bytes: u64) -> Result<(), CopyError> {
     acc.entries += 1;
     acc.bytes = acc.bytes.saturating_add(bytes);
-    if acc.entries > MAX_ENTRIES || acc.bytes > MAX_BYTES {
+    if acc.entries > acc.max_entries || acc.bytes > MAX_BYTES {
         return Err(CopyError::TooBig);
     }
     Ok(())
@@ -437,6 +479,71 @@ mod tests {
                 String::from_utf8_lossy(target)
             );
         }
+    }
+
+    /// A directory with more entries than the copy may still carry is
+    /// refused before any of them is listed past that or copied (a
+    /// directory a job filled with millions of names is never listed whole
+    /// into Paddock's memory; before, each was, and copied until the count
+    /// ran out); one within the bound is copied whole.
+    #[test]
+    fn a_directory_past_the_entries_left_is_refused_before_it_is_copied() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+        std::fs::create_dir_all(src.join("big")).unwrap();
+        std::fs::create_dir_all(src.join("small")).unwrap();
+        std::fs::create_dir_all(&dst).unwrap();
+        for i in 0..11 {
+            std::fs::write(src.join(format!("big/f{i:02}")), "x").unwrap();
+        }
+        for i in 0..3 {
+            std::fs::write(src.join(format!("small/f{i}")), "x").unwrap();
+        }
+        let s = beneath::open_root(&src).unwrap();
+        let d = beneath::open_root(&dst).unwrap();
+        let copy = |name: &[u8]| {
+            let mut acc = Copied {
+                max_entries: 10,
+                ..Copied::default()
+            };
+            let made = copy_entry(
+                s.as_fd(),
+                d.as_fd(),
+                name,
+                name,
+                &Rewrite::default(),
+                &mut acc,
+            );
+            let mut copied: Vec<String> = std::fs::read_dir(dst.join(OsStr::from_bytes(name)))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            copied.sort();
+            (
+                made.map_err(|e| e.to_string()),
+                acc.entries,
+                acc.pending,
+                copied,
+            )
+        };
+        assert_eq!(
+            copy(b"big"),
+            (
+                Err(CopyError::TooBig.to_string()),
+                1,
+                0,
+                Vec::<String>::new()
+            )
+        );
+        assert_eq!(
+            copy(b"small"),
+            (
+                Ok(()),
+                4,
+                0,
+                vec!["f0".to_string(), "f1".to_string(), "f2".to_string()]
+            )
+        );
     }
 
     /// New subtrees are found under unchanged directories; the copy

@@ -417,7 +417,11 @@ impl SetupCache {
                 before.trees.get(i).unwrap_or(&empty),
                 skip_of(tree),
             )
-            .map_err(io_error(src_root, "list the tree"))?;
+            .map_err(|source| SetupCacheError::Copy {
+                path: src_root.to_path_buf(),
+                tree,
+                source,
+            })?;
             for rel in new {
                 let (parent, _) = copy::split(&rel);
                 let parent = dst_root.join(OsStr::from_bytes(parent));
