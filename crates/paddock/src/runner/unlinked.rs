@@ -275,6 +275,23 @@ mod tests {
     use super::*;
     use std::io::Write as _;
 
+    /// Starts `command` with its stdout piped and waits for its first
+    /// line (it prints one once it holds what the test measures); the
+    /// child and that line.
+    fn ready(command: &mut std::process::Command) -> (std::process::Child, String) {
+        let mut child = command
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        (child, line)
+    }
+
     #[test]
     fn a_maps_line_is_read_with_a_path_holding_spaces() {
         let line = b"7f00a000-7f00c000 rw-s 00003000 fd:01 1234    /j/job-1/work/a b (deleted)";
@@ -318,7 +335,8 @@ mod tests {
             std::fs::create_dir(d).unwrap();
         }
         let since = Since::now();
-        let mut child = std::process::Command::new("sh")
+        let mut child = std::process::Command::new("sh");
+        child
             .arg("-c")
             .arg(
                 "exec 3>\"$0/big\" 4<\"$0/big\" 5>\"$1/gone\" 6>\"$0/named\"; \
@@ -326,16 +344,8 @@ mod tests {
                  rm \"$0/big\" \"$1/gone\"; echo ready; exec sleep 30",
             )
             .arg(&dir)
-            .arg(&other)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut ready = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut ready,
-        )
-        .unwrap();
+            .arg(&other);
+        let (mut child, _) = ready(&mut child);
         let held_open = held(&dir, since);
         child.kill().unwrap();
         child.wait().unwrap();
@@ -358,7 +368,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().canonicalize().unwrap();
         let since = Since::now();
-        let mut child = std::process::Command::new("python3")
+        let mut child = std::process::Command::new("python3");
+        child
             .arg("-c")
             .arg(
                 "import mmap, os, sys, time; p = sys.argv[1] + '/mapped'; \
@@ -366,16 +377,8 @@ mod tests {
                  m = mmap.mmap(f.fileno(), 1 << 20); f.close(); os.unlink(p); \
                  print('ready', flush=True); time.sleep(30)",
             )
-            .arg(&dir)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut ready = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut ready,
-        )
-        .unwrap();
+            .arg(&dir);
+        let (mut child, ready) = ready(&mut child);
         let mapped = held(&dir, since);
         child.kill().unwrap();
         child.wait().unwrap();
