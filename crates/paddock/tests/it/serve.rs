@@ -733,6 +733,21 @@ async fn failed_and_queued_again(home: &Home, dead: &JobRecord, stderr: &str) ->
     next
 }
 
+/// A 400 `bad_request` problem with `detail`, as the answer's status and
+/// body.
+fn bad_request(detail: &str) -> (u16, Value) {
+    (
+        400,
+        serde_json::json!({
+            "type": "urn:paddock:problem:bad_request",
+            "title": "the request is malformed",
+            "status": 400,
+            "detail": detail,
+            "code": "bad_request",
+        }),
+    )
+}
+
 /// Whether `server` runs a job now (`GET /v1/discover`'s capacity).
 async fn runs_one(server: &Server) -> bool {
     let found: Value = body(
@@ -1928,32 +1943,16 @@ async fn a_jobs_cursor_or_engine_no_job_has_is_a_bad_request_not_an_empty_page()
         }
     };
     let bad = |cursor: &str| {
-        (
-            400,
-            serde_json::json!({
-                "type": "urn:paddock:problem:bad_request",
-                "title": "the request is malformed",
-                "status": 400,
-                "detail": format!("cursor `{cursor}` is not a job of this store (pass a page's `next_cursor` back as it is)"),
-                "code": "bad_request",
-            }),
-        )
+        bad_request(&format!(
+            "cursor `{cursor}` is not a job of this store (pass a page's `next_cursor` back as it is)"
+        ))
     };
     let (status, page) = list(&format!("cursor={id}")).await;
     assert_eq!((status, page), (200, serde_json::json!({"jobs": []})));
     // So is an engine no job can have: not an empty page.
     assert_eq!(
         list("engine=codx").await,
-        (
-            400,
-            serde_json::json!({
-                "type": "urn:paddock:problem:bad_request",
-                "title": "the request is malformed",
-                "status": 400,
-                "detail": "engine `codx` is not an engine (`codex`, `claude`)",
-                "code": "bad_request",
-            })
-        )
+        bad_request("engine `codx` is not an engine (`codex`, `claude`)")
     );
     let (status, page) = list("engine=claude").await;
     assert_eq!((status, page), (200, serde_json::json!({"jobs": []})));
@@ -2023,18 +2022,7 @@ async fn a_query_parameter_a_route_does_not_take_is_a_bad_request_naming_it() {
             (resp.status().as_u16(), body::<Value>(resp).await)
         }
     };
-    let bad = |detail: &str| {
-        (
-            400,
-            serde_json::json!({
-                "type": "urn:paddock:problem:bad_request",
-                "title": "the request is malformed",
-                "status": 400,
-                "detail": format!("Failed to deserialize query string: {detail}"),
-                "code": "bad_request",
-            }),
-        )
-    };
+    let bad = |detail: &str| bad_request(&format!("Failed to deserialize query string: {detail}"));
     use reqwest::Method;
     assert_eq!(
         [

@@ -71,21 +71,6 @@ async fn details(home: &Home, id: &str, phase: Phase) -> Vec<Option<String>> {
         .collect()
 }
 
-/// `git show REV` in `repo`.
-fn show(repo: &Path, rev: &str) -> String {
-    let out = std::process::Command::new("git")
-        .args(["show", rev])
-        .current_dir(repo)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// Attempt `second` ran after `first` as `paddock run --attempt-after`
 /// runs it: resumed on its branch, with attempt 1 in its stored spec.
 async fn assert_resumed(home: &Home, second: &JobRecord, first: &str) {
@@ -113,7 +98,7 @@ async fn assert_resumed(home: &Home, second: &JobRecord, first: &str) {
     );
     let repo = home.path().join("T-1").join("repo");
     assert_eq!(
-        show(&repo, "paddock/T-1/2:resumed-args.txt"),
+        git(&repo, &["show", "paddock/T-1/2:resumed-args.txt"]),
         format!("exec resume {SESSION} -\n")
     );
     let stored = home
