@@ -174,7 +174,7 @@ pub(super) async fn launch(
         h.proxy.switch(EgressPhase::Agent);
     }
     let adapter = prov.adapter.as_ref();
-    write_prepared(adapter.prepare(&ctx)).await?;
+    write_prepared(&ctx.home, adapter.prepare(&ctx)).await?;
     ctx.resume = super::resume::restore(job, em, prov, adapter).await?;
     let cmd = adapter.command(&ctx);
     em.emit(EventBody::Status {
@@ -329,17 +329,31 @@ impl CloudPlace {
     }
 }
 
-/// Writes the files the engine's adapter prepared (its config, its rules).
-async fn write_prepared(files: Vec<crate::engines::PreparedFile>) -> Result<(), LaunchFailure> {
+/// Writes the files the engine's adapter prepared (its config, its rules)
+/// into the job's `home`, once its setup commands have run there: a
+/// setup command (the repository's code, on the job's rung) may have left
+/// `~/.codex` or `~/.codex/config.toml` as a link to a host file, which
+/// Paddock, on the host, must not write through, or a FIFO a write would
+/// block on. Each file is written beneath `home` through no link, what is
+/// in its way replaced (`workspace::beneath::write_replacing`).
+async fn write_prepared(
+    home: &std::path::Path,
+    files: Vec<crate::engines::PreparedFile>,
+) -> Result<(), LaunchFailure> {
     for file in files {
-        if let Some(parent) = file.path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| step(&format!("create {}", parent.display()), e))?;
-        }
-        tokio::fs::write(&file.path, file.contents.as_bytes())
-            .await
-            .map_err(|e| step(&format!("write {}", file.path.display()), e))?;
+        let Ok(rel) = file.path.strip_prefix(home) else {
+            return Err(step(
+                &format!("write {}", file.path.display()),
+                format!("it is not in the job's home {}", home.display()),
+            ));
+        };
+        let (home, rel) = (home.to_path_buf(), rel.to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            crate::workspace::beneath::write_replacing(&home, &rel, file.contents.as_bytes())
+        })
+        .await
+        .map_err(|e| step(&format!("write {}", file.path.display()), e))?
+        .map_err(|e| step(&format!("write {}", file.path.display()), e))?;
     }
     Ok(())
 }

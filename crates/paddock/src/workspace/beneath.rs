@@ -99,6 +99,61 @@ pub(crate) fn entries_at_most(dir: &OwnedFd, at_most: usize) -> io::Result<Optio
     Ok(Some(out))
 }
 
+/// Writes `bytes` as the regular file `rel` beneath the directory `root`
+/// (`rel` of plain names only), creating its directories, through no
+/// link: whatever is in the way of one of its directories or of the file
+/// and is not a directory (a link to the host a job left there, a file, a
+/// FIFO a write would block on) is removed first, so what is written is a
+/// new file Paddock made beneath `root`. A directory where the file goes
+/// is an error. Directories are made 0755 and the file 0644, as a plain
+/// write would under the usual umask.
+pub(crate) fn write_replacing(root: &Path, rel: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write as _;
+    let mut parts = Vec::new();
+    for part in rel.components() {
+        match part {
+            std::path::Component::Normal(name) => parts.push(name),
+            _ => {
+                return Err(io::Error::other(format!(
+                    "{} is not a path of plain names",
+                    rel.display()
+                )))
+            }
+        }
+    }
+    let Some((file, dirs)) = parts.split_last() else {
+        return Err(io::Error::other("an empty path"));
+    };
+    let dir_flags =
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let mut current = open_root(root)?;
+    for part in dirs {
+        let next = match rustix::fs::openat(&current, *part, dir_flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e @ (Errno::NOENT | Errno::LOOP | Errno::NOTDIR)) => {
+                if e != Errno::NOENT {
+                    rustix::fs::unlinkat(&current, *part, AtFlags::empty())?;
+                }
+                rustix::fs::mkdirat(&current, *part, Mode::from_raw_mode(0o755))?;
+                rustix::fs::openat(&current, *part, dir_flags, Mode::empty())?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        current = next;
+    }
+    match rustix::fs::unlinkat(&current, *file, AtFlags::empty()) {
+        Ok(()) | Err(Errno::NOENT) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let fd = rustix::fs::openat(
+        &current,
+        *file,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )?;
+    std::fs::File::from(fd).write_all(bytes)
+}
+
 /// The text of the regular file `rel` under `work`, read through no link
 /// and only when it is a regular file (never a FIFO or device).
 pub(super) fn read_text(work: &Path, rel: &str) -> Option<String> {
@@ -118,6 +173,66 @@ pub(super) fn read_text(work: &Path, rel: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A link to the host in the way of a directory or of the file, a
+    /// FIFO and a file in the file's place: each is replaced, nothing is
+    /// written through a link, and the write does not block on the FIFO.
+    #[test]
+    fn a_write_replaces_what_is_in_its_way_and_follows_no_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("home");
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir_all(root.join("b")).unwrap();
+        std::fs::create_dir_all(root.join("c")).unwrap();
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("victim"), "precious\n").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("a")).unwrap();
+        std::os::unix::fs::symlink(outside.join("victim"), root.join("b/f")).unwrap();
+        nix::unistd::mkfifo(&root.join("c/f"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        std::fs::write(root.join("d/f"), "old").unwrap();
+        for rel in ["a/f", "b/f", "c/f", "d/f", "e/g/f"] {
+            write_replacing(&root, Path::new(rel), b"new").unwrap();
+        }
+        let kinds: Vec<(String, bool, String)> = ["a", "a/f", "b/f", "c/f", "d/f", "e/g/f"]
+            .iter()
+            .map(|rel| {
+                let m = std::fs::symlink_metadata(root.join(rel)).unwrap();
+                let text = if m.is_file() {
+                    std::fs::read_to_string(root.join(rel)).unwrap()
+                } else {
+                    String::new()
+                };
+                (rel.to_string(), m.is_dir(), text)
+            })
+            .collect();
+        let file = |rel: &str| (rel.to_string(), false, "new".to_string());
+        assert_eq!(
+            (
+                kinds,
+                std::fs::read_to_string(outside.join("victim")).unwrap(),
+                std::fs::read_dir(&outside).unwrap().count()
+            ),
+            (
+                vec![
+                    ("a".to_string(), true, String::new()),
+                    file("a/f"),
+                    file("b/f"),
+                    file("c/f"),
+                    file("d/f"),
+                    file("e/g/f"),
+                ],
+                "precious\n".to_string(),
+                1
+            )
+        );
+        std::fs::create_dir_all(root.join("dir/f")).unwrap();
+        assert_eq!(
+            write_replacing(&root, Path::new("dir/f"), b"x").map_err(|e| e.raw_os_error()),
+            Err(Some(nix::libc::EISDIR))
+        );
+        assert!(write_replacing(&root, Path::new("../x"), b"x").is_err());
+    }
 
     /// A link anywhere on the way (a directory swapped for one, or the
     /// last component) is refused, whichever way the path is opened; the

@@ -3,7 +3,10 @@
 //! group (on both rungs: the `process` rung's supervisor kills it too), and
 //! the engine sees the sandbox, not the host; the default pids cap holds;
 //! where no sandbox can start (inside one), `auto` falls back to `process`
-//! and says why, and an explicit `sandbox` is refused.
+//! and says why, and an explicit `sandbox` is refused. A setup command
+//! that leaves the engine's config (or its directory) as a link to the
+//! host, or as a FIFO, does not have Paddock write through it or hang on
+//! it when it writes the engine's config after setup.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -395,4 +398,75 @@ async fn a_committed_link_does_not_bring_host_paths_into_the_view() {
         ),
         (true, false)
     );
+}
+
+/// A setup command (the repository's code, run in the sandbox before the
+/// engine) leaves what Paddock writes next, on the host, for the engine
+/// (`~/.codex/config.toml`, and `~/.codex/rules/default.rules` under a
+/// host profile) as a link to a host file, the directory `~/.codex` as a
+/// link to a host directory, or the config as a FIFO. Paddock must write
+/// through none of them (nor wait on the FIFO): the job runs with its
+/// config in its own home, the host's file and directory as they were.
+/// Before, the config was written with a plain `write` after setup: the
+/// sandboxed job had any file Paddock's user may write (root's, on a
+/// server) replaced by the engine's config.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_link_a_setup_command_leaves_for_the_engines_config_is_not_written_through() {
+    if !sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let outside = home.path().join("outside");
+    let victim = home.path().join("victim");
+    let setups = [
+        format!(
+            "mkdir -p \"$HOME/.codex\" && ln -s {} \"$HOME/.codex/config.toml\"",
+            victim.display()
+        ),
+        format!(
+            "rm -rf \"$HOME/.codex\" && ln -s {} \"$HOME/.codex\"",
+            outside.display()
+        ),
+        "mkdir -p \"$HOME/.codex\" && mkfifo \"$HOME/.codex/config.toml\"".to_string(),
+    ];
+    let mut got = Vec::new();
+    for (i, setup) in setups.iter().enumerate() {
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(&victim, "precious\n").unwrap();
+        let dir = home.path().join(format!("job{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec =
+            paddock_test_support::jobs::stand_in_job(&dir, "sandbox", &finishing("true"), 60);
+        let text = std::fs::read_to_string(&spec).unwrap();
+        let quoted = setup.replace('\\', "\\\\").replace('"', "\\\"");
+        std::fs::write(
+            &spec,
+            format!("{text}\n[setup]\ncommands = [\"{quoted}\"]\ncache = false\n"),
+        )
+        .unwrap();
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            home.paddock(&["run", "--json", spec.to_str().unwrap()], &[]),
+        )
+        .await
+        .expect("the job ends");
+        let rec = record(&out);
+        let in_outside: Vec<String> = std::fs::read_dir(&outside)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        got.push((
+            rec.status,
+            rec.reason,
+            std::fs::read_to_string(&victim).unwrap(),
+            in_outside,
+        ));
+    }
+    let held = (
+        JobStatus::Done,
+        None,
+        "precious\n".to_string(),
+        Vec::<String>::new(),
+    );
+    assert_eq!(got, vec![held.clone(), held.clone(), held]);
 }
