@@ -97,7 +97,7 @@ impl BounceError {
 /// local path (made canonical where it still resolves, so `./repo` and
 /// the same directory named another way are one).
 #[derive(Debug, PartialEq, Eq)]
-enum Repository {
+pub(crate) enum Repository {
     Url(String),
     Path(std::path::PathBuf),
     None,
@@ -117,7 +117,7 @@ impl std::fmt::Display for Repository {
     }
 }
 
-fn repository(spec: &JobSpec) -> Repository {
+pub(crate) fn repository(spec: &JobSpec) -> Repository {
     match (&spec.repository.url, &spec.repository.path) {
         (Some(url), _) => Repository::Url(url.clone()),
         (None, Some(path)) => {

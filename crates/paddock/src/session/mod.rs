@@ -96,10 +96,15 @@ fn keeps_branch(record: &JobRecord, artifacts_root: &std::path::Path) -> bool {
                 .is_file())
 }
 
-/// The earlier job of `record`'s ticket that kept `record`'s base as its
-/// result branch (ended, with a change, recorded before it), when its base
-/// is one: the newest such job, which made the branch `record` started on.
-/// `paddock apply` names it too, for a patch made on that branch.
+/// The earlier job of `record`'s ticket (its project and ticket id) and
+/// repository that kept `record`'s base as its result branch (ended, with
+/// a change, recorded before it), when its base is one: the newest such
+/// job, which made the branch `record` started on. `paddock apply` names
+/// it too, for a patch made on that branch. A branch name is
+/// `paddock/<ticket>/<attempt>` in every repository: a job of another
+/// project or repository whose ticket has the same id (issue numbers
+/// collide; a server's submitter names any) made a branch of the same
+/// name there, never this one, and its bundle is never taken for it.
 pub async fn branch_maker(
     store: &dyn Store,
     record: &JobRecord,
@@ -118,7 +123,8 @@ pub async fn branch_maker(
         .into_iter()
         .filter(|j| {
             j.id != record.id
-                && j.ticket_id == record.ticket_id
+                && (j.project.as_str(), j.ticket_id.as_str())
+                    == (record.project.as_str(), record.ticket_id.as_str())
                 && !matches!(
                     j.status,
                     paddock_protocol::JobStatus::Queued | paddock_protocol::JobStatus::Running
@@ -127,8 +133,37 @@ pub async fn branch_maker(
                 && j.created_at <= record.created_at
         })
         .collect();
+    if makers.is_empty() {
+        return Ok(None);
+    }
+    // A job whose spec cannot be read has no repository to match: none
+    // is taken for it.
+    let Some(own) = stored_repository(store, &record.id).await? else {
+        return Ok(None);
+    };
     makers.sort_by_key(|j| j.created_at);
-    Ok(makers.pop().map(|j| j.id))
+    while let Some(maker) = makers.pop() {
+        if stored_repository(store, &maker.id).await?.as_ref() == Some(&own) {
+            return Ok(Some(maker.id));
+        }
+    }
+    Ok(None)
+}
+
+/// The repository of job `job_id`'s stored spec, as next attempts
+/// compare them (`bounce::repository`); `None` when the store has no
+/// spec of it that reads.
+async fn stored_repository(
+    store: &dyn Store,
+    job_id: &str,
+) -> Result<Option<crate::results::bounce::Repository>, StoreError> {
+    Ok(store
+        .job_spec(job_id)
+        .await?
+        .and_then(|text| {
+            paddock_protocol::JobSpec::from_json(&text, std::path::Path::new("the store")).ok()
+        })
+        .map(|spec| crate::results::bounce::repository(&spec)))
 }
 
 /// The earlier attempts whose result branches the branch of `job_id` is

@@ -10,7 +10,10 @@
 //! its bound, keeps nothing and says so; the job itself is done. And the
 //! copy back into the next attempt's home, where a setup command left the
 //! session's directory as a link to the host: nothing is written through
-//! it, and the attempt starts a new session saying why.
+//! it, and the attempt starts a new session saying why. And the branch a
+//! next attempt starts on, when its prior changed nothing: the bundle of
+//! the job that made it in this repository, never one of another
+//! project's or repository's job whose ticket has the same id.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -200,6 +203,101 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}
                 ))
             )],
             Vec::new()
+        )
+    );
+}
+
+/// Runs `paddock run --json SPEC EXTRA…`; the record it prints.
+async fn run_spec(
+    home: &Home,
+    spec: &std::path::Path,
+    extra: &[&str],
+) -> paddock_protocol::JobRecord {
+    let spec = spec.display().to_string();
+    let mut args = vec!["run", "--json", spec.as_str()];
+    args.extend_from_slice(extra);
+    record(&home.paddock(&args, &[]).await)
+}
+
+/// Two repositories with a ticket of the same id (`T-1`: issue numbers
+/// collide across repositories; a server's submitter names any), the
+/// second a fork of the first (the same base commit), each a project of
+/// its own. In `mine`, attempt 1 makes `paddock/T-1/1`; then in `theirs`
+/// another job makes its own `paddock/T-1/1`; then `mine`'s attempt 2
+/// resumes on its branch and changes nothing, and `mine` loses the branch
+/// (deleted, as docs/results.md allows); attempt 3 must start on attempt
+/// 1's work, from attempt 1's bundle. Before, the branch's maker was
+/// looked up by ticket id alone, the newest job of that name (`theirs`)
+/// was taken, and attempt 3 started on the other repository's work.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_attempt_never_starts_on_another_repositorys_branch() {
+    let home = Home::new();
+    let spec_in = |name: &str, repo: &std::path::Path, body: &str| {
+        let dir = home.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        stand_in_spec(&dir, repo, "process", &finishing(body))
+    };
+    let mine_dir = home.path().join("mine");
+    std::fs::create_dir_all(&mine_dir).unwrap();
+    let mine = repo(&mine_dir);
+    let theirs = home.path().join("theirs");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            mine.to_str().unwrap(),
+            theirs.to_str().unwrap(),
+        ],
+    );
+    let first = run_spec(&home, &spec_in("a1", &mine, "echo mine > work.txt"), &[]).await;
+    let other_spec = spec_in("other", &theirs, "echo theirs > work.txt");
+    let text = std::fs::read_to_string(&other_spec).unwrap();
+    std::fs::write(
+        &other_spec,
+        text.replace("project = \"tests\"", "project = \"elsewhere\""),
+    )
+    .unwrap();
+    let other = run_spec(&home, &other_spec, &[]).await;
+    let second = run_spec(
+        &home,
+        &spec_in("a2", &mine, "true"),
+        &["--attempt-after", &first.id],
+    )
+    .await;
+    git(&mine, &["branch", "-D", "paddock/T-1/1"]);
+    let third = run_spec(
+        &home,
+        &spec_in("a3", &mine, "cat work.txt > seen.txt"),
+        &["--attempt-after", &second.id],
+    )
+    .await;
+    let seen = third
+        .patch_path
+        .as_ref()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    use paddock_protocol::JobStatus::Done;
+    assert_eq!(
+        (
+            [first.status, other.status, second.status, third.status],
+            [
+                other.branch.as_str(),
+                second.base_ref.as_str(),
+                third.base_ref.as_str()
+            ],
+            second.changed_files.len(),
+            seen
+        ),
+        (
+            [Done, Done, Done, Done],
+            ["paddock/T-1/1", "paddock/T-1/1", "paddock/T-1/1"],
+            0,
+            vec!["+mine".to_string()]
         )
     );
 }
