@@ -106,15 +106,28 @@ pub struct CredentialSpec {
 
 /// Whether `path` (a request target's path, before `?`) is one the
 /// prefixes of a credential's `paths` may be compared with: origin form,
-/// no `.` or `..` segment, no percent-encoded `.`, `/` or `\\` (which a
-/// server could decode into another path than the text shows).
+/// no segment a server reads as `.` or `..` ([`dot_segment`]), no
+/// percent-encoded `.`, `/`, `\\` or `;` (which a server could decode into
+/// another path than the text shows).
 pub fn plain_path(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     path.starts_with('/')
         && !path.contains('\\')
-        && !["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e))
-        && path.split('/').all(|seg| seg != "." && seg != "..")
+        && !["%2e", "%2f", "%5c", "%3b"]
+            .iter()
+            .any(|e| lower.contains(e))
+        && !path.split('/').any(dot_segment)
         && !path.chars().any(|c| c.is_control() || c == ' ' || c == '#')
+}
+
+/// Whether a path segment is one a server may read as `.` or `..`: the
+/// segment itself, or with path parameters after a `;` (`..;x`, `..;`),
+/// which Tomcat, Spring and servers behind them drop before resolving
+/// the segment (RFC 3986 3.3's parameters): `/v2/..;/admin` is
+/// `/admin` there.
+fn dot_segment(segment: &str) -> bool {
+    let name = segment.split(';').next().unwrap_or(segment);
+    name == "." || name == ".."
 }
 
 /// Whether a request `method` to `target` (as sent) is within `methods`
@@ -256,7 +269,7 @@ impl CredentialSpec {
                 return bad(
                     &format!("paths[{j}]"),
                     format!(
-                        "`{}`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment or percent-encoded `.`, `/`, `\\` (`/v2/`)",
+                        "`{}`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment (with parameters too: `..;`) or percent-encoded `.`, `/`, `\\`, `;` (`/v2/`)",
                         p.escape_default()
                     ),
                 );
@@ -359,9 +372,9 @@ mod tests {
             (|c| c.phases = vec![], "phases", "name `setup`, `agent` or both"),
             (|c| c.methods = vec!["GET".into(), "get".into()], "methods[1]", "`get`: a method is 1 to 32 of `A-Z` (`GET`)"),
             (|c| c.methods = vec!["GET".into(), "GET".into()], "methods[1]", "`GET` is listed twice"),
-            (|c| c.paths = vec!["v2/".into()], "paths[0]", "`v2/`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment or percent-encoded `.`, `/`, `\\` (`/v2/`)"),
-            (|c| c.paths = vec!["/v2/".into(), "/a/../b".into()], "paths[1]", "`/a/../b`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment or percent-encoded `.`, `/`, `\\` (`/v2/`)"),
-            (|c| c.paths = vec!["/v2?x".into()], "paths[0]", "`/v2?x`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment or percent-encoded `.`, `/`, `\\` (`/v2/`)"),
+            (|c| c.paths = vec!["v2/".into()], "paths[0]", "`v2/`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment (with parameters too: `..;`) or percent-encoded `.`, `/`, `\\`, `;` (`/v2/`)"),
+            (|c| c.paths = vec!["/v2/".into(), "/a/../b".into()], "paths[1]", "`/a/../b`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment (with parameters too: `..;`) or percent-encoded `.`, `/`, `\\`, `;` (`/v2/`)"),
+            (|c| c.paths = vec!["/v2?x".into()], "paths[0]", "`/v2?x`: a path prefix starts with `/` and has no `?`, `#`, space, control character, `.` or `..` segment (with parameters too: `..;`) or percent-encoded `.`, `/`, `\\`, `;` (`/v2/`)"),
             (|c| c.secret = KeyRef::File("token".into()), "secret", "`file:token`: a file is named by its absolute path"),
             (|c| c.upstream_ca = Some("ca.pem".into()), "upstream_ca", "`ca.pem`: a file is named by its absolute path"),
         ];
@@ -437,6 +450,13 @@ mod tests {
             ("GET", "/v2/%2e%2e/admin", false),
             ("GET", "/v2/..%2Fadmin", false),
             ("GET", "/v2/./x", false),
+            ("GET", "/v2/..;/admin", false),
+            ("GET", "/v2/..;x=1/admin", false),
+            ("GET", "/v2/.;/x", false),
+            ("GET", "/v2/..%3b/admin", false),
+            ("GET", "/v2/..%3B/admin", false),
+            ("GET", "/v2/lib;v=1/x", true),
+            ("GET", "/v2/...;/x", true),
             ("GET", "https://host/v2/x", false),
             ("GET", "*", false),
         ];

@@ -42,6 +42,20 @@ pub enum CredentialError {
     Tls { name: String, reason: String },
 }
 
+/// Headers by which a server takes a request for another method than its
+/// request line's (`X-HTTP-Method-Override: DELETE` on a `GET` or `POST`:
+/// Google's APIs, ASP.NET Web API, Express's and Rack's method-override,
+/// Symfony) or for another path (`X-Original-URL`, `X-Rewrite-URL`: IIS's
+/// URL Rewrite, Symfony, Zend, Drupal): a request carrying one is out of
+/// a credential's `methods` and `paths`, whatever its request line says.
+pub const OVERRIDE_HEADERS: &[&str] = &[
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-original-url",
+    "x-rewrite-url",
+];
+
 /// One credential of a job's proxy.
 pub struct Credential {
     pub name: String,
@@ -99,10 +113,25 @@ impl Credential {
         (value == self.job_value.as_bytes()).then_some(&self.real_value)
     }
 
-    /// Whether a request `method` to `target` (as sent) gets the value:
-    /// within the credential's `methods` and `paths`.
-    pub fn in_scope(&self, method: &str, target: &str) -> bool {
+    /// Whether a request `method` to `target` (as sent) with headers
+    /// named `headers` gets the value: within the credential's `methods`
+    /// and `paths`, and, when either is given, carrying none of the
+    /// [`OVERRIDE_HEADERS`] by which a server takes the request for
+    /// another method or path than its request line says.
+    pub fn in_scope<'a>(
+        &self,
+        method: &str,
+        target: &str,
+        mut headers: impl Iterator<Item = &'a str>,
+    ) -> bool {
+        let scoped = !self.methods.is_empty() || !self.paths.is_empty();
         paddock_protocol::credential_in_scope(&self.methods, &self.paths, method, target)
+            && !(scoped
+                && headers.any(|name| {
+                    OVERRIDE_HEADERS
+                        .iter()
+                        .any(|o| name.eq_ignore_ascii_case(o))
+                }))
     }
 
     /// The names of the job's other credentials whose placeholder `value`

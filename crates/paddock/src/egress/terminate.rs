@@ -579,7 +579,8 @@ fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
     )
     .into_bytes();
     let mut n = 0;
-    let in_scope = cred.in_scope(&head.method, &head.target) && aimed_at(head, cred);
+    let names = head.headers.iter().map(|(name, _)| name.as_str());
+    let in_scope = cred.in_scope(&head.method, &head.target, names) && aimed_at(head, cred);
     for (name, value) in &head.headers {
         if name.eq_ignore_ascii_case("accept-encoding") {
             continue;
@@ -866,12 +867,32 @@ mod tests {
             format!("{m} {t} HTTP/1.1\r\nauthorization: Bearer {v}\r\naccept-encoding: identity\r\n\r\n")
         };
         let real = "real-token-0123456789";
+        // A GET a server takes for a DELETE, or for another path, by a
+        // header (Google's APIs, Express, IIS's URL Rewrite, Symfony).
+        let overridden = |header: &str| {
+            format!("GET /v2/lib HTTP/1.1\r\n{header}\r\nauthorization: Bearer {p}\r\n\r\n")
+        };
+        let overridden_sent = |header: &str| {
+            format!("GET /v2/lib HTTP/1.1\r\n{header}\r\nauthorization: Bearer {p}\r\naccept-encoding: identity\r\n\r\n")
+        };
+        let overrides = [
+            "X-HTTP-Method-Override: DELETE",
+            "x-http-method: DELETE",
+            "X-Method-Override: DELETE",
+            "X-Original-URL: /admin",
+            "x-rewrite-url: /admin",
+        ];
         let input = [
             req("GET", "/v2/lib/manifests/1"),
             req("DELETE", "/v2/lib/manifests/1"),
             req("GET", "/v3/x"),
             req("GET", "/v2/../admin"),
             req("GET", "/v2/%2e%2e/admin"),
+            // Tomcat and Spring read `..;` (a dot segment with path
+            // parameters) as `..`: `/admin` there.
+            req("GET", "/v2/..;/admin"),
+            req("GET", "/v2/..%3B/admin"),
+            overrides.map(overridden).concat(),
         ]
         .concat();
         let (host, subs, end) = through(c, input.as_bytes()).await;
@@ -884,6 +905,9 @@ mod tests {
                     sent("GET", "/v3/x", &p),
                     sent("GET", "/v2/../admin", &p),
                     sent("GET", "/v2/%2e%2e/admin", &p),
+                    sent("GET", "/v2/..;/admin", &p),
+                    sent("GET", "/v2/..%3B/admin", &p),
+                    overrides.map(overridden_sent).concat(),
                 ]
                 .concat(),
                 1,
