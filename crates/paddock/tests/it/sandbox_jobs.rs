@@ -6,7 +6,9 @@
 //! and says why, and an explicit `sandbox` is refused. A setup command
 //! that leaves the engine's config (or its directory) as a link to the
 //! host, or as a FIFO, does not have Paddock write through it or hang on
-//! it when it writes the engine's config after setup.
+//! it when it writes the engine's config after setup; an engine that
+//! leaves its rollout directory as a link to the host does not have
+//! Paddock read the host's rollouts into its denial events.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -469,4 +471,60 @@ async fn a_link_a_setup_command_leaves_for_the_engines_config_is_not_written_thr
         Vec::<String>::new(),
     );
     assert_eq!(got, vec![held.clone(), held.clone(), held]);
+}
+
+/// The engine (on the sandbox rung) leaves `~/.codex/sessions` as a link
+/// to a host directory holding Codex rollouts (another job's saved
+/// session, here a real codex-cli rollout with two refused calls), and
+/// `~/.codex` itself as one in a second job. Paddock, reading the job's
+/// rollouts for refused calls after the engine exited, must read nothing
+/// through either: the job has no event naming the other session's
+/// commands. Before, the walk started by following both links, and the
+/// other session's refused `rm -f junk.txt` became this job's event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_directory_linked_to_the_host_is_not_read() {
+    if !sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let outside = home.path().join("other-job");
+    let day = outside.join("sessions/2026/11/30");
+    std::fs::create_dir_all(&day).unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/rollouts/codex-0.171.0-refused.jsonl"),
+        day.join("rollout-1.jsonl"),
+    )
+    .unwrap();
+    let links = [
+        format!(
+            "rm -rf \"$HOME/.codex/sessions\"; ln -s {} \"$HOME/.codex/sessions\"",
+            outside.join("sessions").display()
+        ),
+        format!(
+            "rm -rf \"$HOME/.codex\"; ln -s {} \"$HOME/.codex\"",
+            outside.display()
+        ),
+    ];
+    let mut got = Vec::new();
+    for (i, link) in links.iter().enumerate() {
+        let dir = home.path().join(format!("job{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let spec = paddock_test_support::jobs::stand_in_job(&dir, "sandbox", &finishing(link), 60);
+        let rec = record(
+            &home
+                .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+                .await,
+        );
+        let named: Vec<String> = home
+            .event_bodies(&rec.id)
+            .await
+            .into_iter()
+            .map(|e| format!("{e:?}"))
+            .filter(|e| e.contains("junk.txt") || e.contains("/paddock/marks/denied"))
+            .collect();
+        got.push((rec.status, named));
+    }
+    let clean = (JobStatus::Done, Vec::<String>::new());
+    assert_eq!(got, vec![clean.clone(), clean]);
 }

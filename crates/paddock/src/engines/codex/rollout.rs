@@ -6,16 +6,23 @@
 //! [`JUSTIFICATION_MARK`] is the host profile's (its execpolicy rules or
 //! the hook); one of the form `exec_command failed: CreateProcess {
 //! message: "Rejected(…)" }` without it is Codex's own (its safety check
-//! of `rm -f` forms, for one). The files are written by the job: each is
-//! read without following links, bounded, and the walk is bounded too.
+//! of `rm -f` forms, for one). The files are written by the job: the walk
+//! starts from `$CODEX_HOME` opened without following a link (itself, or
+//! `sessions`, a link to a host directory, is not read: another job's
+//! saved rollouts would become this job's denial events), goes through
+//! descriptors only (`workspace::beneath`), and each file is read only
+//! when it is a regular file, bounded; the walk is bounded too.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::io::Read as _;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::path::Path;
 
+use rustix::fs::{FileType, OFlags};
 use serde_json::Value;
 
 use crate::engines::denial::{rule_in, DeniedBy, EngineDenial, JUSTIFICATION_MARK};
-use crate::engines::hostile_file;
+use crate::workspace::beneath;
 
 /// The most read of one rollout file.
 const MAX_ROLLOUT_BYTES: u64 = 64 << 20;
@@ -23,21 +30,60 @@ const MAX_ROLLOUT_BYTES: u64 = 64 << 20;
 /// (`sessions/YYYY/MM/DD/rollout-….jsonl` is four levels).
 const MAX_FILES: usize = 64;
 const MAX_DEPTH: usize = 6;
+/// The most directory entries the walk looks at, all levels together (a
+/// job may fill `sessions` with millions of names).
+const MAX_ENTRIES: usize = 10_000;
 /// The most of Codex's reason kept in an event.
 const MAX_REASON_CHARS: usize = 500;
 
-/// The refused calls recorded under `codex_home`, in file order.
+/// The refused calls recorded under `codex_home` (itself and everything
+/// under it taken through no link), in file order.
 pub fn refused_calls(codex_home: &Path) -> Vec<EngineDenial> {
+    let Ok(home) = beneath::open_root(codex_home) else {
+        return Vec::new();
+    };
+    let Ok(sessions) = beneath::open_beneath(home.as_fd(), b"sessions", DIR) else {
+        return Vec::new();
+    };
     let mut files = Vec::new();
-    collect_jsonl(&codex_home.join("sessions"), 0, &mut files);
+    let mut entries_left = MAX_ENTRIES;
+    collect_jsonl(&sessions, Vec::new(), 0, (&mut files, &mut entries_left));
     files.sort();
     files
         .iter()
-        .flat_map(|f| {
-            let bytes = hostile_file::read_from(f, 0, MAX_ROLLOUT_BYTES);
+        .flat_map(|rel| {
+            let bytes = read_regular(&sessions, rel);
             in_rollout(&String::from_utf8_lossy(&bytes))
         })
         .collect()
+}
+
+/// How a directory of the walk is opened (with `O_NOFOLLOW`, by
+/// `beneath`).
+const DIR: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NONBLOCK);
+
+/// Up to [`MAX_ROLLOUT_BYTES`] of the regular file `rel` beneath `dir`,
+/// through no link; nothing when it is not a regular file (a FIFO put in
+/// its place is opened without blocking and not read) or unreadable.
+fn read_regular(dir: &OwnedFd, rel: &[u8]) -> Vec<u8> {
+    let Ok(fd) = beneath::open_beneath(dir.as_fd(), rel, OFlags::RDONLY | OFlags::NONBLOCK) else {
+        return Vec::new();
+    };
+    match rustix::fs::fstat(&fd) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
+        _ => return Vec::new(),
+    }
+    let mut out = Vec::new();
+    if std::fs::File::from(fd)
+        .take(MAX_ROLLOUT_BYTES)
+        .read_to_end(&mut out)
+        .is_err()
+    {
+        return Vec::new();
+    }
+    out
 }
 
 /// The refused calls of one rollout file's text.
@@ -99,24 +145,42 @@ fn own_refusal(output: &str) -> Option<String> {
     Some(reason.chars().take(MAX_REASON_CHARS).collect())
 }
 
-fn collect_jsonl(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+/// The `.jsonl` files below `dir` (`rel` beneath the walk's start), by
+/// their paths from there: directories and regular files by their own
+/// type (a link is neither followed nor read), at most [`MAX_DEPTH`]
+/// levels, [`MAX_FILES`] files and `entries_left` entries looked at.
+fn collect_jsonl(
+    dir: &OwnedFd,
+    rel: Vec<u8>,
+    depth: usize,
+    (out, entries_left): (&mut Vec<Vec<u8>>, &mut usize),
+) {
     if depth > MAX_DEPTH || out.len() >= MAX_FILES {
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(Some(entries)) = beneath::entries_at_most(dir, *entries_left) else {
         return;
     };
-    for e in entries.flatten() {
-        // The entry's own type: a link is neither followed nor read.
-        let Ok(kind) = e.file_type() else { continue };
-        let p = e.path();
-        if kind.is_dir() {
-            collect_jsonl(&p, depth + 1, out);
-        } else if kind.is_file() && p.extension().is_some_and(|x| x == "jsonl") {
-            if out.len() >= MAX_FILES {
-                return;
+    *entries_left -= entries.len();
+    for e in entries {
+        let path = if rel.is_empty() {
+            e.name.clone()
+        } else {
+            [rel.as_slice(), b"/", e.name.as_slice()].concat()
+        };
+        match e.file_type {
+            FileType::Directory => {
+                if let Ok(sub) = beneath::open_beneath(dir.as_fd(), &e.name, DIR) {
+                    collect_jsonl(&sub, path, depth + 1, (&mut *out, &mut *entries_left));
+                }
             }
-            out.push(p);
+            FileType::RegularFile if e.name.len() > 6 && e.name.ends_with(b".jsonl") => {
+                if out.len() >= MAX_FILES {
+                    return;
+                }
+                out.push(path);
+            }
+            _ => {}
         }
     }
 }
@@ -203,5 +267,35 @@ mod tests {
         assert_eq!(refused_calls(home.path()), vec![]);
         std::fs::copy(&real, day.join("rollout-4.jsonl")).unwrap();
         assert_eq!(refused_calls(home.path()).len(), 2);
+    }
+
+    /// `sessions` itself, or `$CODEX_HOME`, a link to a host directory
+    /// holding rollouts (another job's saved session): nothing is read
+    /// through it. Before, the walk started by following both.
+    #[test]
+    fn a_linked_sessions_directory_or_codex_home_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        let day = outside.join("sessions/2026/11/30");
+        std::fs::create_dir_all(&day).unwrap();
+        std::fs::write(
+            day.join("rollout-1.jsonl"),
+            fixture("codex-0.171.0-refused.jsonl"),
+        )
+        .unwrap();
+        let linked_sessions = tmp.path().join("a");
+        std::fs::create_dir_all(&linked_sessions).unwrap();
+        std::os::unix::fs::symlink(outside.join("sessions"), linked_sessions.join("sessions"))
+            .unwrap();
+        let linked_home = tmp.path().join("b");
+        std::os::unix::fs::symlink(&outside, &linked_home).unwrap();
+        assert_eq!(
+            (
+                refused_calls(&linked_sessions),
+                refused_calls(&linked_home),
+                refused_calls(&outside).len()
+            ),
+            (vec![], vec![], 2)
+        );
     }
 }
