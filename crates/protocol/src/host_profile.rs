@@ -557,6 +557,18 @@ mod tests {
             e.to_string(),
             "host profile n.json: field `network.setup_allow[0]`: `*.x`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
         );
+        let e = HostProfile::from_toml(
+            "id = \"n\"\n[network]\nallow = [\"api.github.com\", \"*.github.io\"]\n",
+            "n.toml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "host profile n.toml: field `network.allow[1]`: `*.github.io`: `github.io` is a \
+             public suffix (the Public Suffix List's private section): the names below it belong \
+             to unrelated owners, any of whom the wildcard would allow; list the hosts you need, \
+             or a wildcard below a domain one owner holds (`*.example.github.io`)"
+        );
     }
 
     #[test]

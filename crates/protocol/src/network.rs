@@ -134,6 +134,13 @@ impl Destination {
                 "`{text}`: a wildcard needs a suffix of two labels at least (`*.example.com`)"
             ));
         }
+        if let Some(section) = wild.then(|| public_suffix(&name)).flatten() {
+            return Err(format!(
+                "`{text}`: `{name}` is a public suffix ({section}): the names below it belong \
+                 to unrelated owners, any of whom the wildcard would allow; list the hosts you \
+                 need, or a wildcard below a domain one owner holds (`*.example.{name}`)"
+            ));
+        }
         Ok(Destination {
             host: if wild {
                 HostPattern::Suffix(name)
@@ -239,6 +246,21 @@ fn numeric(name: &str) -> bool {
             .split('.')
             .next_back()
             .is_some_and(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// Where `name` (lowercase) is a public suffix, a name under which
+/// unrelated owners register theirs (`co.uk`, `github.io`), by Mozilla's
+/// Public Suffix List (the `psl` crate, compiled in): its ICANN section
+/// (registries) or its private one (names an operator lets anyone take);
+/// `None` for a name one owner holds (`example.co.uk`).
+fn public_suffix(name: &str) -> Option<&'static str> {
+    use psl::Psl as _;
+    let suffix = psl::List.suffix(name.as_bytes())?;
+    (suffix.as_bytes() == name.as_bytes()).then_some(match suffix.typ() {
+        Some(psl::Type::Icann) => "the Public Suffix List's ICANN section",
+        Some(psl::Type::Private) => "the Public Suffix List's private section",
+        None => "a top-level name",
+    })
 }
 
 /// Whether `entry` is a preset's name with a port (`registries:80`),
@@ -727,6 +749,70 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(Destination::parse(text), want, "{text}");
         }
+    }
+
+    /// A wildcard over a public suffix (a registry's, `co.uk`, or a name
+    /// an operator lets anyone take, `github.io`) would allow every
+    /// unrelated owner below it: refused, naming the suffix and the
+    /// list's section. A wildcard below one owner's domain, or over a
+    /// suffix the list does not know (`corp.example`), stays; so does an
+    /// exact public suffix (one host). Before, `*.co.uk` was accepted.
+    #[test]
+    fn wildcards_over_a_public_suffix_are_refused() {
+        let refused = |entry: &str, name: &str, section: &str| {
+            Err(format!(
+                "`{entry}`: `{name}` is a public suffix (the Public Suffix List's {section} \
+                 section): the names below it belong to unrelated owners, any of whom the \
+                 wildcard would allow; list the hosts you need, or a wildcard below a domain \
+                 one owner holds (`*.example.{name}`)"
+            ))
+        };
+        let suffix = |name: &str| {
+            Ok(Destination {
+                host: HostPattern::Suffix(name.into()),
+                port: 443,
+            })
+        };
+        let got = [
+            "*.co.uk",
+            "*.CO.UK.:8443",
+            "*.com.au",
+            "*.github.io",
+            "*.githubusercontent.com",
+            "*.example.co.uk",
+            "*.corp.example",
+            "*.pythonhosted.org",
+        ]
+        .map(Destination::parse);
+        assert_eq!(
+            got,
+            [
+                refused("*.co.uk", "co.uk", "ICANN"),
+                refused("*.CO.UK.:8443", "co.uk", "ICANN"),
+                refused("*.com.au", "com.au", "ICANN"),
+                refused("*.github.io", "github.io", "private"),
+                refused(
+                    "*.githubusercontent.com",
+                    "githubusercontent.com",
+                    "private",
+                ),
+                suffix("example.co.uk"),
+                suffix("corp.example"),
+                suffix("pythonhosted.org"),
+            ]
+        );
+        assert_eq!(
+            Destination::parse("co.uk"),
+            Ok(Destination {
+                host: HostPattern::Exact("co.uk".into()),
+                port: 443,
+            })
+        );
+        // In a list, the entry's index, for the field the error names.
+        assert_eq!(
+            parse_list(&["api.github.com".into(), "*.co.uk".into()]).map(|_| ()),
+            Err((1, refused("*.co.uk", "co.uk", "ICANN").unwrap_err()))
+        );
     }
 
     /// `setup.network` of the wrong type says what it must be and what it

@@ -2577,6 +2577,14 @@ scenario = "s.toml"
             parse("[network]\nallow = [\"ok.example\", \"10.0.0.1:99999\"]\n").unwrap_err(),
             "job spec spec.toml: field `network.allow[1]`: `10.0.0.1:99999`: the port must be 1 to 65535"
         );
+        // A wildcard over a public suffix, named with its field.
+        assert_eq!(
+            parse("[network]\nallow = [\"*.co.uk\"]\n").unwrap_err(),
+            "job spec spec.toml: field `network.allow[0]`: `*.co.uk`: `co.uk` is a public suffix \
+             (the Public Suffix List's ICANN section): the names below it belong to unrelated \
+             owners, any of whom the wildcard would allow; list the hosts you need, or a \
+             wildcard below a domain one owner holds (`*.example.co.uk`)"
+        );
         assert_eq!(
             parse("[setup]\ncommands = [\"true\"]\ntimeout_secs = 99999\n").unwrap_err(),
             "job spec spec.toml: field `setup.timeout_secs`: must be 1 to 7200, got 99999"
