@@ -147,7 +147,17 @@ pub const DEGRADABLE_RULES: &[&str] = &[
     "cpu_limit",
     "mem_limit_mb",
     "timeout_min",
+    "network",
 ];
+
+/// The snake_case name of a rule `accept_degraded` may list, given in
+/// either spelling (`memLimitMb` is `mem_limit_mb`; `network` has one);
+/// `None` for a name that is none of [`DEGRADABLE_RULES`].
+pub fn degradable_rule(name: &str) -> Option<&'static str> {
+    crate::host_profile::profile_key(name)
+        .or_else(|| DEGRADABLE_RULES.iter().copied().find(|r| *r == name))
+        .filter(|r| DEGRADABLE_RULES.contains(r))
+}
 
 impl PolicySpec {
     pub fn is_empty(&self) -> bool {
@@ -159,7 +169,7 @@ impl PolicySpec {
     pub fn accepts(&self, rule: &str) -> bool {
         self.accept_degraded
             .iter()
-            .any(|a| crate::host_profile::profile_key(a) == Some(rule))
+            .any(|a| degradable_rule(a) == Some(rule))
     }
 
     /// The entries of `accept_degraded` in the deprecated camelCase
@@ -1620,8 +1630,7 @@ impl JobSpec {
             }
         }
         for (i, rule) in self.policy.accept_degraded.iter().enumerate() {
-            let known = crate::host_profile::profile_key(rule);
-            if !known.is_some_and(|r| DEGRADABLE_RULES.contains(&r)) {
+            if degradable_rule(rule).is_none() {
                 return Err(bad(
                     format!("policy.accept_degraded[{i}]"),
                     format!(
@@ -2528,26 +2537,35 @@ scenario = "s.toml"
     }
 
     /// `accept_degraded` names rules in snake_case; the former camelCase
-    /// names are read too, and listed as deprecated.
+    /// names are read too, and listed as deprecated. `network` (a profile's
+    /// `[network]` maximum, which the `process` rung cannot enforce) is a
+    /// rule too.
     #[test]
     fn accepted_rules_in_either_spelling() {
         let text = format!(
-            "{BASE}\n[policy]\nprofile = \"constrained-local\"\naccept_degraded = [\"cpu_limit\", \"memLimitMb\"]\n"
+            "{BASE}\n[policy]\nprofile = \"constrained-local\"\naccept_degraded = [\"cpu_limit\", \"memLimitMb\", \"network\"]\n"
         );
         let spec = JobSpec::from_toml(&text, Path::new("spec.toml")).unwrap();
         assert_eq!(
             (
                 spec.policy.accepts("cpu_limit"),
                 spec.policy.accepts("mem_limit_mb"),
+                spec.policy.accepts("network"),
                 spec.policy.accepts("timeout_min"),
                 spec.policy.deprecated_rules(),
             ),
-            (true, true, false, vec![("memLimitMb", "mem_limit_mb")])
+            (
+                true,
+                true,
+                true,
+                false,
+                vec![("memLimitMb", "mem_limit_mb")]
+            )
         );
         let bad = text.replace("\"memLimitMb\"", "\"allowedModels\"");
         assert_eq!(
             JobSpec::from_toml(&bad, Path::new("spec.toml")).map_err(|e| e.to_string()).err(),
-            Some("job spec spec.toml: field `policy.accept_degraded[1]`: `allowedModels` is not a profile rule; expected one of deny_commands, max_concurrent_jobs, cpu_limit, mem_limit_mb, timeout_min".to_string())
+            Some("job spec spec.toml: field `policy.accept_degraded[1]`: `allowedModels` is not a profile rule; expected one of deny_commands, max_concurrent_jobs, cpu_limit, mem_limit_mb, timeout_min, network".to_string())
         );
     }
 

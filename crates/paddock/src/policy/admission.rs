@@ -185,16 +185,9 @@ mod tests {
         .unwrap()
     }
 
-    /// The gaps of the `process` rung, as `rung/process.rs` reports them.
+    /// The gaps of the `process` rung.
     fn process_gaps(profile: &HostProfile) -> Vec<(&'static str, String)> {
-        let mut gaps = Vec::new();
-        if let Some(cpu) = &profile.cpu_limit {
-            gaps.push(("cpu_limit", format!("({cpu}) cannot be enforced on the `process` rung: a plain child process has no CPU cap")));
-        }
-        if let Some(mb) = profile.mem_limit_mb {
-            gaps.push(("mem_limit_mb", format!("({mb} MB) cannot be enforced")));
-        }
-        gaps
+        crate::rung::process_gaps(profile)
     }
 
     fn constrained() -> HostProfile {
@@ -220,6 +213,43 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.rule, "mem_limit_mb");
+    }
+
+    /// A profile's `[network]` maximum on the `process` rung, where the
+    /// job's processes can connect past its egress proxy, is a gap like
+    /// the CPU cap: the job is refused naming rule `network`, unless its
+    /// spec accepts it as degraded. On a rung without the gap (the
+    /// sandbox), nothing is said.
+    #[test]
+    fn process_rung_refuses_a_network_maximum_unless_accepted() {
+        let profile = HostProfile::from_toml(
+            "id = \"net\"\n[network]\nallow = [\"api.github.com\"]\n",
+            "net.toml",
+        )
+        .unwrap();
+        let why = "(its [network] maximum and the deny list) cannot be enforced on the \
+                   `process` rung: the job's processes can connect directly, past its egress \
+                   proxy; the `sandbox` rung enforces it (docs/egress.md)";
+        let accepting = spec("[policy]\naccept_degraded = [\"network\"]\n");
+        assert_eq!(
+            (
+                admit(&profile, &spec(""), process_gaps(&profile)),
+                admit(&profile, &accepting, process_gaps(&profile)).map(|a| a.degraded),
+                admit(&profile, &spec(""), Vec::new()).map(|a| a.degraded),
+            ),
+            (
+                Err(Refusal {
+                    profile: "net".into(),
+                    rule: "network".into(),
+                    reason: format!(
+                        "{why}; run the job on a rung that enforces it, or list `network` in \
+                         `policy.accept_degraded`"
+                    ),
+                }),
+                Ok(vec![("network".to_string(), why.to_string())]),
+                Ok(vec![]),
+            )
+        );
     }
 
     #[test]

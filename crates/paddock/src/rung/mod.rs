@@ -34,6 +34,8 @@ use crate::engines::CommandSpec;
 use crate::policy::JobPolicy;
 use crate::workspace::Workspace;
 
+#[cfg(test)]
+pub(crate) use self::process::gaps as process_gaps;
 pub use self::process::ProcessRung;
 pub use self::sandbox::SandboxRung;
 

@@ -1,9 +1,10 @@
 //! The `process` rung: the engine as a plain child of Paddock's supervisor
 //! (`paddock __supervise DIR -- ENGINE…`, supervise.rs), which kills its whole
 //! tree when it ends or on SIGTERM, with an environment built from scratch;
-//! the broker on loopback. A plain child has no CPU or memory cap: those
-//! rules of a host profile are its gaps. [`ChildProcess`] is how both
-//! local rungs hand over a started engine.
+//! the broker on loopback. A plain child has no CPU or memory cap and can
+//! connect anywhere: those rules of a host profile (`cpu_limit`,
+//! `mem_limit_mb`, its `[network]` maximum) are its gaps. [`ChildProcess`]
+//! is how both local rungs hand over a started engine.
 
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -108,7 +109,7 @@ fn supervisor(helper_exe: &std::path::Path, cmd: &CommandSpec) -> Command {
 }
 
 /// What the `process` rung cannot cap, with the reason.
-pub(super) fn gaps(profile: &HostProfile) -> Vec<(&'static str, String)> {
+pub(crate) fn gaps(profile: &HostProfile) -> Vec<(&'static str, String)> {
     let mut gaps = Vec::new();
     if let Some(cpu) = &profile.cpu_limit {
         gaps.push((
@@ -120,6 +121,12 @@ pub(super) fn gaps(profile: &HostProfile) -> Vec<(&'static str, String)> {
         gaps.push((
             "mem_limit_mb",
             format!("({mb} MB) cannot be enforced on the `process` rung: an address-space rlimit breaks the engines' runtimes and does not cap the process tree"),
+        ));
+    }
+    if profile.network.is_some() {
+        gaps.push((
+            "network",
+            "(its [network] maximum and the deny list) cannot be enforced on the `process` rung: the job's processes can connect directly, past its egress proxy; the `sandbox` rung enforces it (docs/egress.md)".to_string(),
         ));
     }
     gaps

@@ -222,7 +222,10 @@ async fn shape_prepared(
         (Some(name), Some(store)) => Some(
             JobPolicy::admit(name, &spec, store, |p| rung.gaps(p))
                 .await
-                .map_err(|e| AdmitError::HostProfile(e.to_string()))?,
+                .map_err(|e| match e {
+                    crate::policy::JobPolicyError::Refused(r) => AdmitError::PolicyRefused(r),
+                    e => AdmitError::HostProfile(e.to_string()),
+                })?,
         ),
         _ => None,
     };

@@ -41,6 +41,12 @@ pub enum AdmitError {
     Rung(#[from] RungError),
     #[error("{0}")]
     HostProfile(String),
+    /// The host profile refuses the job (fail closed): a rule its rung or
+    /// engine cannot enforce and its spec did not accept as degraded, or
+    /// a limit it asks past. A server answers with code `policy_refused`
+    /// and the rule.
+    #[error("job refused before start: {0}")]
+    PolicyRefused(crate::policy::Refusal),
     /// The host runs every job under one profile and the spec names
     /// another (or, given to the runner without the config's defaults,
     /// none).

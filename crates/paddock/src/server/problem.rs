@@ -3,8 +3,9 @@
 //! their own codes and statuses (`runner::ErrorCode`: `bad_input` 422,
 //! `store_lost` 503, `internal` 500); the server adds its own few
 //! (`not_found`, `bad_request`, `method_not_allowed`, `job_final`,
-//! `job_elsewhere`, …). The `detail`
-//! is the error's whole chain, for people; never branch on it.
+//! `job_elsewhere`, `policy_refused` with the host profile's `rule`, …).
+//! The `detail` is the error's whole chain, for people; never branch on
+//! it.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -27,6 +28,12 @@ pub struct Problem {
     pub detail: String,
     /// The stable code (docs/api.md#errors).
     pub code: String,
+    /// The host profile's rule that refused the job (code
+    /// `policy_refused`: `network`, `cpu_limit`, `allowed_models`, …).
+    /// (A `Box<str>`: a problem is the error of many results, kept
+    /// small.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<Box<str>>,
 }
 
 impl Problem {
@@ -37,6 +44,7 @@ impl Problem {
             status,
             detail,
             code: code.to_owned(),
+            rule: None,
         }
     }
 
@@ -80,7 +88,20 @@ pub use crate::runner::error_chain as chain;
 
 impl From<AdmitError> for Problem {
     fn from(e: AdmitError) -> Problem {
-        Problem::runner(e.code(), chain(&e))
+        match &e {
+            // Still the runner's `bad_input` (422, `paddock run`'s exit 2),
+            // with a code of its own and the rule a client branches on.
+            AdmitError::PolicyRefused(refusal) => Problem {
+                rule: Some(refusal.rule.as_str().into()),
+                ..Problem::new(
+                    e.code().http_status(),
+                    "policy_refused",
+                    "the host profile refuses the job",
+                    chain(&e),
+                )
+            },
+            _ => Problem::runner(e.code(), chain(&e)),
+        }
     }
 }
 

@@ -398,7 +398,7 @@ async fn model_outside_the_allowlist_and_unknown_profiles_are_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         stderr(&out),
-        format!("paddock: job spec {}: field `policy.accept_degraded[0]`: `memLimit` is not a profile rule; expected one of deny_commands, max_concurrent_jobs, cpu_limit, mem_limit_mb, timeout_min\n", spec.display())
+        format!("paddock: job spec {}: field `policy.accept_degraded[0]`: `memLimit` is not a profile rule; expected one of deny_commands, max_concurrent_jobs, cpu_limit, mem_limit_mb, timeout_min, network\n", spec.display())
     );
     assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
 }

@@ -142,7 +142,7 @@ async fn pip_and_npm_fetch_through_the_proxy_in_setup_and_not_in_the_agent_phase
     .join(", ");
     let text = std::fs::read_to_string(&spec).unwrap();
     let text = format!(
-        "{text}\n[setup]\ncommands = [{setup}]\nnetwork = [\"{pip_at}\", \"{npm_at}\"]\ntimeout_secs = 100\n\n[policy]\nprofile = \"profile.toml\"\n"
+        "{text}\n[setup]\ncommands = [{setup}]\nnetwork = [\"{pip_at}\", \"{npm_at}\"]\ntimeout_secs = 100\n\n[policy]\nprofile = \"profile.toml\"\naccept_degraded = [\"network\"]\n"
     );
     std::fs::write(&spec, text).unwrap();
     let (rec, job_home) = run_kept_script_job(&home, &spec).await;
@@ -272,7 +272,7 @@ async fn git_clone_over_https_with_a_self_signed_ca_in_setup_and_not_in_the_agen
     std::fs::write(
         &spec,
         format!(
-            "{text}\n[setup]\ncommands = ['''{}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"profile.toml\"\n",
+            "{text}\n[setup]\ncommands = ['''{}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"profile.toml\"\naccept_degraded = [\"network\"]\n",
             clone("$HOME/dep")
         ),
     )

@@ -645,7 +645,7 @@ async fn a_git_clone_uses_a_credential_the_job_never_holds(rung: &str, by_env: b
     std::fs::write(
         &spec,
         format!(
-            "{text}\n[setup]\ncommands = ['''{clone}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"profile.toml\"\n"
+            "{text}\n[setup]\ncommands = ['''{clone}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"profile.toml\"\naccept_degraded = [\"network\"]\n"
         ),
     )
     .unwrap();
@@ -834,7 +834,7 @@ async fn a_stored_profiles_env_credential_leaves_paddocks_environment() {
     std::fs::write(
         &spec,
         format!(
-            "{text}\n[setup]\ncommands = ['''{clone}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"stored-cred\"\n"
+            "{text}\n[setup]\ncommands = ['''{clone}''']\nnetwork = [\"{at}\"]\ntimeout_secs = 60\n\n[policy]\nprofile = \"stored-cred\"\naccept_degraded = [\"network\"]\n"
         ),
     )
     .unwrap();

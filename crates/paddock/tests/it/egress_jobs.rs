@@ -5,7 +5,9 @@
 //! gets a readable 403 (plain HTTP and CONNECT alike); every attempt is a
 //! store row and a `network` event. On the `sandbox` rung a direct
 //! connection (the proxy bypassed) reaches nothing; on the `process` rung
-//! it does: the proxy is advice there (docs/egress.md).
+//! it does: the proxy is advice there, and a host profile's `[network]`
+//! maximum refuses the job unless its spec accepts it as degraded
+//! (docs/egress.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -89,8 +91,28 @@ fn curl(name: &str, url: &str, proxy: bool) -> String {
 
 /// A job on `rung` whose `codex` runs `script`, with `sections` (TOML)
 /// and a host profile opening `127.0.0.1:port` and allowing it in its
-/// `[network]` list `limit` (`allow` or `setup_allow`).
+/// `[network]` list `limit` (`allow` or `setup_allow`). On the `process`
+/// rung, which cannot enforce that maximum, the spec accepts it as
+/// degraded (`accept_degraded = ["network"]`): without, the job is
+/// refused.
 fn egress_job(
+    home: &Home,
+    rung: &str,
+    script: &str,
+    port: u16,
+    limit: &str,
+    sections: &str,
+) -> PathBuf {
+    let spec = unaccepted_egress_job(home, rung, script, port, limit, sections);
+    if rung == "process" {
+        let text = std::fs::read_to_string(&spec).unwrap();
+        std::fs::write(&spec, format!("{text}accept_degraded = [\"network\"]\n")).unwrap();
+    }
+    spec
+}
+
+/// [`egress_job`] without `accept_degraded`: its `[policy]` section last.
+fn unaccepted_egress_job(
     home: &Home,
     rung: &str,
     script: &str,
@@ -110,6 +132,49 @@ fn egress_job(
     let text = format!("{text}\n{sections}\n\n[policy]\nprofile = \"profile.toml\"\n");
     std::fs::write(&spec, text).unwrap();
     spec
+}
+
+/// The `policy` event of a `process`-rung job that accepted the host
+/// profile `profile`'s `[network]` maximum as degraded.
+pub(crate) fn network_degraded(profile: &str) -> (String, String) {
+    (
+        "network".to_string(),
+        format!(
+            "host profile `{profile}`: `network` (its [network] maximum and the deny list) \
+             cannot be enforced on the `process` rung: the job's processes can connect \
+             directly, past its egress proxy; the `sandbox` rung enforces it \
+             (docs/egress.md); accepted as degraded by the spec"
+        ),
+    )
+}
+
+/// A host profile's `[network]` maximum cannot be enforced on the
+/// `process` rung: a job there that does not accept it as degraded is
+/// refused before anything of it exists, naming the profile and the rule
+/// and how to run it (exit 2, no job recorded).
+#[tokio::test]
+async fn a_network_maximum_refuses_a_process_job_that_does_not_accept_it() {
+    let home = Home::new();
+    let sections = "[network]\nallow = [\"127.0.0.1:9\"]";
+    let spec = unaccepted_egress_job(&home, "process", "true", 9, "allow", sections);
+    let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+            home.store().await.jobs(10).await.unwrap().len(),
+        ),
+        (
+            Some(2),
+            "paddock: job refused before start: host profile `egress-test`: rule `network` \
+             (its [network] maximum and the deny list) cannot be enforced on the `process` \
+             rung: the job's processes can connect directly, past its egress proxy; the \
+             `sandbox` rung enforces it (docs/egress.md); run the job on a rung that enforces \
+             it, or list `network` in `policy.accept_degraded`\n"
+                .to_string(),
+            0,
+        )
+    );
 }
 
 /// A job whose agent may reach the stand-in at `port`.
@@ -168,6 +233,8 @@ struct Ran {
     all: String,
     /// Paddock's warnings (its non-fatal errors) on the job's stream.
     warnings: Vec<String>,
+    /// The job's `policy` events: (rule, message).
+    policies: Vec<(String, String)>,
 }
 
 /// Runs the curl job on `rung`.
@@ -220,9 +287,20 @@ async fn run_curls(rung: &str) -> Ran {
             _ => None,
         })
         .collect();
+    let policies = store
+        .events(&rec.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::Policy { rule, message } => Some((rule, message)),
+            _ => None,
+        })
+        .collect();
     let ran = Ran {
         all,
         warnings,
+        policies,
         refused,
         port,
         seen: read("seen"),
@@ -300,7 +378,10 @@ async fn on_the_sandbox_rung_curl_goes_through_the_proxy_and_nowhere_else() {
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
     assert_eq!(ran.events, ran.rows);
     assert_eq!(ran.refused, REFUSED);
-    assert_eq!(ran.warnings, Vec::<String>::new());
+    assert_eq!(
+        (ran.warnings, ran.policies),
+        (Vec::<String>::new(), Vec::new())
+    );
 }
 
 /// The closeout's section listing what the curl job was refused.
@@ -350,15 +431,11 @@ async fn on_the_process_rung_the_proxy_is_advice_a_direct_connection_works() {
     assert_eq!(attempts(&ran.rows), through_the_proxy(ran.port));
     assert_eq!(ran.events, ran.rows);
     assert_eq!(ran.refused, REFUSED);
-    // Said on the job's stream: the profile's maximum is advice here.
+    // Said on the job's stream: the profile's maximum, accepted as
+    // degraded by the spec, is advice here (once, as its `policy` event).
     assert_eq!(
-        ran.warnings,
-        vec![
-            "host profile `egress-test`: its [network] maximum is advice on the `process` \
-              rung: the job's processes can connect directly, past its egress proxy and the \
-              deny list; the `sandbox` rung enforces it (docs/egress.md)"
-                .to_string()
-        ]
+        (ran.warnings, ran.policies),
+        (Vec::<String>::new(), vec![network_degraded("egress-test")])
     );
 }
 

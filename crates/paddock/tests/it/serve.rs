@@ -474,6 +474,63 @@ async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_an
     );
 }
 
+/// A job the host profile refuses (here its `[network]` maximum, which
+/// the `process` rung cannot enforce, not accepted as degraded) is a 422
+/// with code `policy_refused` and the rule, the detail the CLI's message;
+/// nothing is recorded. Accepted as degraded, it is queued. Before, it was
+/// accepted and ran with nothing enforcing the maximum.
+#[tokio::test]
+async fn a_job_the_host_profile_refuses_is_a_422_naming_the_rule() {
+    let home = Home::new();
+    let profile = home.path().join("net.toml");
+    std::fs::write(
+        &profile,
+        "id = \"net\"\n[network]\nallow = [\"api.github.com\"]\n",
+    )
+    .unwrap();
+    let added = home
+        .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
+        .await;
+    assert!(added.status.success(), "{added:?}");
+    let server = Server::start(&home, &["--allow-profile", "net"]).await;
+    let mut job = spec(&home, "T-1", TURN);
+    job["policy"] = serde_json::json!({"profile": "net"});
+    let file = home.path().join("refused.json");
+    std::fs::write(&file, job.to_string()).unwrap();
+    let cli = home.paddock(&["run", file.to_str().unwrap()], &[]).await;
+    let cli_message = String::from_utf8_lossy(&cli.stderr)
+        .trim_end()
+        .strip_prefix("paddock: ")
+        .unwrap()
+        .to_owned();
+    let resp = server.submit(&job, 0).await;
+    assert_eq!(
+        (
+            cli.status.code(),
+            resp.status().as_u16(),
+            body::<Value>(resp).await,
+            cli_message
+                .starts_with("job refused before start: host profile `net`: rule `network` "),
+        ),
+        (
+            Some(2),
+            422,
+            serde_json::json!({
+                "type": "urn:paddock:problem:policy_refused",
+                "title": "the host profile refuses the job",
+                "status": 422,
+                "detail": cli_message,
+                "code": "policy_refused",
+                "rule": "network",
+            }),
+            true,
+        )
+    );
+    job["policy"]["accept_degraded"] = serde_json::json!(["network"]);
+    let accepted = server.submit(&job, 0).await;
+    assert_eq!(accepted.status().as_u16(), 202, "{}", server.stderr());
+}
+
 #[tokio::test]
 async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
     let home = Home::new();

@@ -327,7 +327,7 @@ async fn a_restored_virtualenv_runs_on(rung: &str) {
         &agent,
         &commands,
         &format!(
-            "network = [\"{at}\"]\ntimeout_secs = 100\n\n[policy]\nprofile = \"profile.toml\"\n"
+            "network = [\"{at}\"]\ntimeout_secs = 100\n\n[policy]\nprofile = \"profile.toml\"\naccept_degraded = [\"network\"]\n"
         ),
     );
     let expected_seen = "hello from the stand-in index\nTrue\nhello from the stand-in index\nshebang names this job\n.venv/pyvenv.cfg:1\n.venv/bin/activate:1\n";
