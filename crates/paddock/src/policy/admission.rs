@@ -21,10 +21,12 @@ pub struct Refusal {
 /// The profile as this job will run under it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
-    /// The job's wall-clock limit: the spec's, capped by `timeout_min`.
+    /// The engine's wall-clock limit: the spec's, capped by `timeout_min`.
+    /// (The runner holds `timeout_min` for setup and engine together too:
+    /// the engine gets what the setup left of it, `runner/clock.rs`.)
     pub timeout_secs: u64,
     /// The setup's limit: the spec's `setup.timeout_secs`, capped by
-    /// `timeout_min` too (setup runs before the engine's own clock starts).
+    /// `timeout_min` too.
     pub setup_timeout_secs: u64,
     /// The most disk the job may grow its directory by: the spec's
     /// `limits.max_disk_bytes`, capped by `max_disk_mb`.

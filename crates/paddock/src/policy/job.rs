@@ -184,19 +184,6 @@ impl JobPolicy {
         out
     }
 
-    /// The `policy` event for a timeout of `secs` when the profile's
-    /// `timeout_min` set it (`None` when the spec's own limit did).
-    pub fn timeout_event(&self, secs: u64) -> Option<EventBody> {
-        let min = self.profile.timeout_min?;
-        (min.saturating_mul(60) == secs).then(|| EventBody::Policy {
-            rule: "timeout_min".into(),
-            message: format!(
-                "the job ran past the {min} min limit of host profile `{}` and was killed",
-                self.profile.id
-            ),
-        })
-    }
-
     /// The `policy` event for one denial.
     pub fn denial_event(&self, record: &DenialRecord) -> EventBody {
         EventBody::Policy {
@@ -248,18 +235,6 @@ mod tests {
                 hook_command: format!("'/opt/pad dock/paddock' hook pre-tool-use --profile {m}/profile.json --record {m}/denials.jsonl || exit 2"),
             }
         );
-        assert_eq!(policy.timeout_event(60), None);
-        let mut capped = policy.clone();
-        capped.profile.timeout_min = Some(1);
-        assert_eq!(
-            capped.timeout_event(60),
-            Some(EventBody::Policy {
-                rule: "timeout_min".into(),
-                message: "the job ran past the 1 min limit of host profile `box` and was killed"
-                    .into(),
-            })
-        );
-        assert_eq!(capped.timeout_event(30), None);
         // Without the executable there is no hook, so no job.
         assert!(matches!(
             policy.engine_policy(EngineKind::Claude, None, meta.path()),

@@ -62,13 +62,7 @@ pub(super) async fn outcome(
     }
     let exit_code = torn.exit.code();
     let (status, reason) = match streamed.ended {
-        Some(JobStatus::TimedOut) => (
-            JobStatus::TimedOut,
-            Some(format!(
-                "timed out after {} s",
-                job.spec.limits.timeout_secs
-            )),
-        ),
+        Some(JobStatus::TimedOut) => (JobStatus::TimedOut, streamed.timeout_reason.clone()),
         Some(JobStatus::Failed) => (JobStatus::Failed, streamed.failed_reason.clone()),
         Some(other) => (other, Some("cancelled".to_string())),
         None if torn.held => (

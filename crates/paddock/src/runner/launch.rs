@@ -11,6 +11,7 @@ use paddock_protocol::{EgressPhase, EventBody, Phase};
 use time::OffsetDateTime;
 use tokio::io::AsyncWriteExt;
 
+use super::clock::Deadline;
 use super::emit::Emitter;
 use super::network::{self, Egress};
 use super::provision::Provisioned;
@@ -39,6 +40,8 @@ pub(super) struct Running {
     /// The engine on its rung; dropped before it exited, it is stopped
     /// with its tree.
     pub process: Box<dyn EngineProcess>,
+    /// When the engine is stopped for time, and which limit says so.
+    pub deadline: Deadline,
     pub stdout: rung::Output,
     pub stderr_task: tokio::task::JoinHandle<(String, Option<String>)>,
     /// Stops the stderr copy (when the drain grace is over).
@@ -145,6 +148,9 @@ pub(super) async fn launch(
     // The spec's setup commands, on the rung, before the engine, with the
     // engine's environment (no broker, no token: those are its command's).
     let setup_env = crate::engines::base_env(&ctx);
+    // The host profile's `timeout_min` holds for setup and engine
+    // together: its clock starts with the setup.
+    let setup_began = (!spec.setup.commands.is_empty()).then(tokio::time::Instant::now);
     match super::setup::run(job, em, &on_rung, setup_env, &mut egress, cancel).await {
         Ok(()) => {}
         Err(SetupStop::Failed(e)) => return Err(e),
@@ -185,6 +191,14 @@ pub(super) async fn launch(
     // Whatever ends the job early stops the engine and its tree (the
     // process handle's drop).
     let launching = std::time::Instant::now();
+    let deadline = Deadline::for_engine(
+        tokio::time::Instant::now(),
+        spec.limits.timeout_secs,
+        job.policy
+            .as_ref()
+            .and_then(|p| Some((p.profile.id.as_str(), p.profile.timeout_min?))),
+        setup_began,
+    );
     let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(rung_failed)?;
     crate::telemetry::engine_started(job.rung.isolation().as_str(), launching.elapsed());
     // The patch's early reads (the base's paths and tree, the user's
@@ -216,6 +230,7 @@ pub(super) async fn launch(
         ArtifactWriter::create(prov.artifacts.join("engine.jsonl"), em.redactor.clone()).await;
     Ok(Start::Running(Box::new(Running {
         process,
+        deadline,
         stdout,
         stderr_task,
         stderr_stop,

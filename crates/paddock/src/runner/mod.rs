@@ -15,6 +15,7 @@
 pub mod admit;
 mod assemble;
 mod calls;
+mod clock;
 mod conclude;
 mod disk_watch;
 mod emit;

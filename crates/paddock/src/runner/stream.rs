@@ -43,6 +43,9 @@ pub(super) struct Streamed {
     /// Why the runner stopped a job that failed (`ended` is `Failed`):
     /// the limit its output passed.
     pub failed_reason: Option<String>,
+    /// Why the runner stopped a job that timed out (`ended` is
+    /// `TimedOut`): the limit that ran out (`clock.rs`).
+    pub timeout_reason: Option<String>,
 }
 
 /// Follows the running engine until it exited and its stdout is drained,
@@ -59,7 +62,7 @@ pub(super) async fn stream(
     let max_line = usize::try_from(spec.limits.max_line_bytes).unwrap_or(usize::MAX);
     let mut lines = LineSplitter::new(max_line);
     let mut buf = vec![0u8; READ_CHUNK];
-    let deadline = tokio::time::sleep(Duration::from_secs(spec.limits.timeout_secs));
+    let deadline = tokio::time::sleep_until(run.deadline.at);
     tokio::pin!(deadline);
     tokio::pin!(cancel);
     // Armed when the engine exits: what is left of its output is drained
@@ -71,6 +74,7 @@ pub(super) async fn stream(
         exited: None,
         held_reason: None,
         failed_reason: None,
+        timeout_reason: None,
     };
     let max_output = spec.limits.max_output_bytes;
     let mut printed: u64 = 0;
@@ -129,7 +133,8 @@ pub(super) async fn stream(
             () = &mut deadline, if out.exited.is_none() => {
                 run.process.stop();
                 out.ended = Some(JobStatus::TimedOut);
-                em.emit(timeout_event(job)).await?;
+                out.timeout_reason = Some(run.deadline.reason());
+                em.emit(run.deadline.event()).await?;
                 break;
             }
             () = &mut cancel, if out.exited.is_none() => {
@@ -145,18 +150,6 @@ pub(super) async fn stream(
         }
     }
     Ok(out)
-}
-
-/// The event of a job past its time: the host profile's, or the spec's.
-fn timeout_event(job: &Job) -> EventBody {
-    let secs = job.spec.limits.timeout_secs;
-    match job.policy.as_ref().and_then(|p| p.timeout_event(secs)) {
-        Some(event) => event,
-        None => EventBody::Policy {
-            rule: "timeout".into(),
-            message: format!("the job ran past its {secs} s limit and was killed"),
-        },
-    }
 }
 
 /// One whole line: its events, and the refusals the engine reported in it:

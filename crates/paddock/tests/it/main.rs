@@ -41,6 +41,7 @@ mod lease_race;
 mod module_graph;
 mod parsers;
 mod postgres_store;
+mod profile_timeout;
 mod reaper;
 mod record_attacks;
 mod redaction;
