@@ -389,6 +389,7 @@ async fn start_broker(
         created_at: time::OffsetDateTime::now_utc(),
         finished_at: None,
         duration_ms: None,
+        disposed_at: None,
     };
     store.insert_job(&job, "{}").await.unwrap();
     let mut handle = broker::start(

@@ -266,6 +266,7 @@ scenario = "s.toml"
                 created_at: next.created_at,
                 finished_at: None,
                 duration_ms: None,
+                disposed_at: None,
             }
         );
         assert_eq!(attempt, 2);

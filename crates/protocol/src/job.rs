@@ -98,6 +98,17 @@ pub struct JobRecord {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub finished_at: Option<OffsetDateTime>,
     pub duration_ms: Option<u64>,
+    /// When the job was disposed of (`DELETE /v1/jobs/{id}`): its
+    /// artifacts, the patch among them, were removed (`patch_path` is
+    /// then empty); its record, events and ledger rows stay. Absent for a
+    /// job that was not.
+    #[serde(
+        default,
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
+    pub disposed_at: Option<OffsetDateTime>,
 }
 
 impl JobRecord {
@@ -125,6 +136,7 @@ impl JobRecord {
             created_at: created,
             finished_at: None,
             duration_ms: None,
+            disposed_at: None,
         }
     }
 }

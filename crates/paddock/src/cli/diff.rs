@@ -2,6 +2,8 @@
 //! stdout, as `git apply` takes it: its bytes as they are into a pipe or
 //! a file; on a terminal, control characters the job wrote into its
 //! files are shown escaped (`terminal_text`), never sent to the terminal.
+//! A disposed job's patch is gone with its artifacts, and is said to be
+//! (as `paddock apply` says it: both find the patch here).
 
 use std::io::{IsTerminal as _, Write as _};
 
@@ -34,9 +36,19 @@ pub async fn job_and_patch(
         .await
         .context("look up the job")?
         .context("the job vanished")?;
+    if let Some(at) = record.disposed_at {
+        let at = at
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_else(|_| at.to_string());
+        return Err(Failure::BadInput(anyhow::anyhow!(
+            "job {job_id} was disposed of at {at} (DELETE /v1/jobs/{job_id}): its artifacts, \
+             its patch among them, were removed; its record, events and ledger rows stay"
+        )));
+    }
     match (record.patch_path, record.status) {
-        // Its artifacts removed (`DELETE /v1/jobs/{id}` disposes of them):
-        // said as such, not as a failure of Paddock's to read a file.
+        // Its artifacts removed by hand (or by a dispose before the record
+        // said so): said as such, not as a failure of Paddock's to read a
+        // file.
         (Some(path), _)
             if std::fs::symlink_metadata(&path)
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>

@@ -178,6 +178,7 @@ mod tests {
             created_at: datetime!(2025-06-01 12:30:45 UTC),
             finished_at: None,
             duration_ms,
+            disposed_at: None,
         }
     }
 

@@ -110,6 +110,13 @@ pub fn summary(r: &JobRecord) -> String {
     if let Some(p) = &r.patch_path {
         s.push_str(&format!("  patch:    {}\n", line(p)));
     }
+    if let Some(at) = r.disposed_at {
+        s.push_str(&format!(
+            "  disposed: {} (its artifacts, the patch among them, removed)\n",
+            at.format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default()
+        ));
+    }
     s.push_str(&format!(
         "  tokens:   {} input, {} cached, {} cache-write, {} output ({} reasoning) in {} call(s)\n",
         r.tokens.input_tokens,

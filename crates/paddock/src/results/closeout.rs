@@ -703,6 +703,7 @@ mod tests {
             created_at: datetime!(2026-01-01 00:00 UTC),
             finished_at: Some(datetime!(2026-01-01 00:02 UTC)),
             duration_ms: Some(125_400),
+            disposed_at: None,
         }
     }
 

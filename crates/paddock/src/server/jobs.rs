@@ -380,8 +380,9 @@ const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Disposes of a job: cancels it unless it ended, waits for its end,
 /// revokes the forge tokens a killed or failed publish of it left (their
-/// records are in the artifacts), removes its artifacts directory. 200
-/// with the final record. A job another host ran (or runs) is refused
+/// records are in the artifacts), removes its artifacts directory and
+/// marks its record so (`disposed_at` set, `patch_path` cleared). 200
+/// with that record. A job another host ran (or runs) is refused
 /// before anything is done (409 `job_on_another_host`): its artifacts are
 /// on that host; one claimed by another host while this dispose cancelled
 /// it is refused so once it has ended.
@@ -471,19 +472,34 @@ pub async fn dispose(
             ),
         ));
     }
-    let removed = crate::workspace::remove::remove_tree(&dir);
+    let removed = match crate::workspace::remove::remove_tree(&dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Problem::runner(
+            ErrorCode::Internal,
+            format!("remove the artifacts of job {id} at {}: {e}", dir.display()),
+        )),
+    };
+    // The record says so, still under the lease: no patch any more (its
+    // path would name a file that is gone), and when it went.
+    let disposed = match removed {
+        Ok(()) => {
+            let disposed = JobRecord {
+                patch_path: None,
+                disposed_at: Some(time::OffsetDateTime::now_utc()),
+                ..record.clone()
+            };
+            state
+                .store
+                .finish_job(&disposed, record.status)
+                .await
+                .map(|()| disposed)
+                .map_err(Problem::from)
+        }
+        Err(e) => Err(e),
+    };
     if let Err(e) = lease.release() {
         tracing::warn!("dispose {id}: cannot delete the job's lease file: {e}");
     }
-    match removed {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(Problem::runner(
-                ErrorCode::Internal,
-                format!("remove the artifacts of job {id} at {}: {e}", dir.display()),
-            ))
-        }
-    }
-    Ok(Json(record))
+    Ok(Json(disposed?))
 }

@@ -458,7 +458,19 @@ pub(crate) async fn finishing_is_a_compare_and_set_on_the_status(store: &dyn Sto
     );
     // From the status that is stored, it goes through.
     store.finish_job(&reaped, JobStatus::Done).await.unwrap();
-    assert_eq!(store.job("j1").await.unwrap(), Some(reaped));
+    assert_eq!(store.job("j1").await.unwrap(), Some(reaped.clone()));
+    // A dispose writes the final record back from its own status: no
+    // patch, and when (`disposed_at`, read back as written).
+    let disposed = paddock_protocol::JobRecord {
+        patch_path: None,
+        disposed_at: Some(reaped.created_at + time::Duration::seconds(90)),
+        ..reaped.clone()
+    };
+    store
+        .finish_job(&disposed, JobStatus::Failed)
+        .await
+        .unwrap();
+    assert_eq!(store.job("j1").await.unwrap(), Some(disposed));
 }
 
 /// Many finishers at once, all from `running`: exactly one wins, and the

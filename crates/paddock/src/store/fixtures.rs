@@ -36,6 +36,7 @@ pub(crate) fn job(id: &str, offset_ms: i64) -> JobRecord {
         created_at: base_time() + Duration::milliseconds(offset_ms),
         finished_at: None,
         duration_ms: None,
+        disposed_at: None,
     }
 }
 

@@ -390,6 +390,7 @@ async fn running_job(home: &Home, id: &str, offset_s: i64) -> paddock_protocol::
             + time::Duration::seconds(offset_s),
         finished_at: None,
         duration_ms: None,
+        disposed_at: None,
     };
     home.store().await.insert_job(&rec, "{}").await.unwrap();
     rec

@@ -1067,34 +1067,67 @@ async fn dispose_cancels_waits_and_removes_the_artifacts() {
         (disposed.status, disposed.reason.as_deref()),
         (JobStatus::Cancelled, Some("cancelled"))
     );
+    let before = server.job(&finished).await;
     let resp = delete(finished.clone()).await;
     assert_eq!(resp.status(), 200);
     let done: JobRecord = body(resp).await;
-    assert_eq!(done.status, JobStatus::Done);
+    // The record says it was disposed of, and names no patch (its file is
+    // gone); before, it still named the removed `patch.diff`.
+    let at = done.disposed_at.expect("disposed_at");
+    assert_eq!(
+        done,
+        JobRecord {
+            patch_path: None,
+            disposed_at: Some(at),
+            ..before.clone()
+        }
+    );
     assert_eq!(
         (
+            before.status,
+            before.patch_path.is_some(),
             artifacts(&running).exists(),
             artifacts(&finished).exists(),
             delete("job-none".into()).await.status().as_u16()
         ),
-        (false, false, 404)
+        (JobStatus::Done, true, false, false, 404)
     );
     // The records stay for accounting.
     assert_eq!(server.job(&finished).await, done);
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
-    // `paddock diff` of a disposed job says its patch went with its
-    // artifacts (bad input, 2); before, it failed as Paddock's own
-    // failure (70) to read the file.
+    // `paddock diff` and `paddock apply` of a disposed job say it was
+    // disposed of (bad input, 2); before, they said its patch file was
+    // gone, "or removed by hand".
+    let at = at
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let said = format!(
+        "paddock: job {finished} was disposed of at {at} (DELETE /v1/jobs/{finished}): its \
+         artifacts, its patch among them, were removed; its record, events and ledger rows stay"
+    );
     let diff = home.paddock(&["diff", &finished], &[]).await;
+    let apply = home.paddock(&["apply", &finished], &[]).await;
+    let show = home.paddock(&["show", &finished], &[]).await;
     assert_eq!(
-        (diff.status.code(), stderr_of(&diff).trim_end().to_owned()),
+        (
+            diff.status.code(),
+            stderr_of(&diff).trim_end().to_owned(),
+            apply.status.code(),
+            stderr_of(&apply).trim_end().to_owned(),
+            String::from_utf8_lossy(&show.stdout)
+                .lines()
+                .filter(|l| l.contains("patch:") || l.contains("disposed:"))
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
+        ),
         (
             Some(2),
-            format!(
-                "paddock: job {finished}: its patch {} is gone: the job's artifacts were removed \
-                 (disposed of with DELETE /v1/jobs/{finished}, or by hand)",
-                artifacts(&finished).join("patch.diff").display()
-            )
+            said.clone(),
+            Some(2),
+            said,
+            vec![format!(
+                "  disposed: {at} (its artifacts, the patch among them, removed)"
+            )],
         )
     );
 }

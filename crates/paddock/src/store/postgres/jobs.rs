@@ -39,7 +39,8 @@ fn bind_job<'q>(query: Query<'q>, job: &'q JobRecord) -> Result<Query<'q>, Store
         .bind(job.engine_exit_code.map(i64::from))
         .bind(row.time("created_at", job.created_at)?)
         .bind(row.opt_time("finished_at", job.finished_at)?)
-        .bind(row.opt_int("duration_ms", job.duration_ms)?))
+        .bind(row.opt_int("duration_ms", job.duration_ms)?)
+        .bind(row.opt_time("disposed_at", job.disposed_at)?))
 }
 
 crate::store::sql::jobs::jobs_queries!(PgStore);

@@ -11,7 +11,7 @@ use super::codec::RowRef;
 use super::{is_unique_violation, SqliteStore, StoreError};
 
 /// The columns of a `JobRecord` after `id`, in bind order (`$2`...).
-pub(in crate::store) const COLUMNS: [&str; 23] = [
+pub(in crate::store) const COLUMNS: [&str; 24] = [
     "ticket_id",
     "project",
     "attempt",
@@ -35,6 +35,7 @@ pub(in crate::store) const COLUMNS: [&str; 23] = [
     "created_at",
     "finished_at",
     "duration_ms",
+    "disposed_at",
 ];
 
 /// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`,
@@ -90,6 +91,7 @@ pub(in crate::store) struct JobRow {
     created_at: String,
     finished_at: Option<String>,
     duration_ms: Option<i64>,
+    disposed_at: Option<String>,
 }
 
 impl JobRow {
@@ -124,6 +126,7 @@ impl JobRow {
             created_at: row.parse_time("created_at", &self.created_at)?,
             finished_at: row.opt_parse_time("finished_at", self.finished_at.as_deref())?,
             duration_ms: row.opt_narrow("duration_ms", self.duration_ms)?,
+            disposed_at: row.opt_parse_time("disposed_at", self.disposed_at.as_deref())?,
             id: self.id,
         })
     }
@@ -158,7 +161,8 @@ fn bind_job<'q>(query: Query<'q>, job: &'q JobRecord) -> Result<Query<'q>, Store
         .bind(job.engine_exit_code.map(i64::from))
         .bind(row.time("created_at", job.created_at)?)
         .bind(row.opt_time("finished_at", job.finished_at)?)
-        .bind(row.opt_int("duration_ms", job.duration_ms)?))
+        .bind(row.opt_int("duration_ms", job.duration_ms)?)
+        .bind(row.opt_time("disposed_at", job.disposed_at)?))
 }
 
 /// Why inserting job `job_id` failed: its id taken, or the store's error.
