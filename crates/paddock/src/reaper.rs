@@ -249,14 +249,27 @@ fn cgroup_roots() -> Vec<PathBuf> {
 /// The part of [`reap`] that a live `paddock serve` runs every heartbeat
 /// interval: this host's jobs whose lease nobody holds any more (another
 /// process on the same jobs directory, such as a second server on the
-/// same store, killed mid-job), reaped as [`reap`] reaps them. A lease
-/// is held from before a job is recorded until it ends, and its file
-/// appears only once it is locked, so no live job is taken. (The jobs
-/// whose lease file is missing altogether are left to the full pass: a
-/// job a server has just claimed is `running` before its lease exists.)
+/// same store, killed mid-job), reaped as [`reap`] reaps them, and this
+/// host's `running` jobs with no lease file at all ([`reap_unleased`]:
+/// a server killed between claiming a queued job and taking its lease,
+/// once the claim is older than the TTL; before, only a `paddock gc` or a
+/// restart later than the TTL ended it, and a server restarted sooner
+/// left it `running` for good). A lease is held from before a job is
+/// `running` here (right after a claim) until it ends, and its file
+/// appears only once it is locked, so no live job is taken. Jobs recorded
+/// before owners were are left to the full pass. What was reaped; what
+/// could not be listed is logged.
 pub async fn reap_abandoned(paths: &Paths, store: &dyn Store, liveness: &Liveness) -> Vec<Reaped> {
     let roots = cgroup_roots();
-    reap_leases(paths, store, liveness, &rung::host_reapers(), &roots).await
+    let rungs = rung::host_reapers();
+    let mut reaped = reap_leases(paths, store, liveness, &rungs, &roots).await;
+    let (unleased, errors) =
+        reap_unleased(paths, store, liveness, (&rungs, &roots), Ownerless::Leave).await;
+    for e in errors {
+        tracing::warn!("reaper: {e}");
+    }
+    reaped.extend(unleased);
+    reaped
 }
 
 /// Every job of `paths.jobs` whose lease file nobody holds, reaped.
@@ -333,39 +346,17 @@ pub async fn reap_on(
     let (reclaimed, errors) = reclaim_others(store, liveness).await;
     report.jobs.extend(reclaimed);
     report.errors.extend(errors);
-    // Dead jobs whose lease file is gone altogether: a running job always
-    // has one, from before its record exists until after it is final.
-    match store.running_jobs().await {
-        Ok(running) => {
-            for job in running {
-                if is_another_hosts(&job, liveness) || claimed_lately(&job, liveness) {
-                    continue;
-                }
-                let id = job.id;
-                if leases.join(format!("{id}.lock")).exists() {
-                    continue;
-                }
-                // Taken so that no other reaper works on it at once; it
-                // exists from now on, and goes when the pass succeeds.
-                let Ok(lease) = Lease::take(&paths.jobs, &id) else {
-                    continue;
-                };
-                if let Some(r) = reap_job(
-                    paths,
-                    store,
-                    (rungs, cgroup_roots),
-                    (&id, liveness.requeues),
-                    lease,
-                    false,
-                )
-                .await
-                {
-                    report.jobs.push(r);
-                }
-            }
-        }
-        Err(e) => report.errors.push(format!("list running jobs: {e}")),
-    }
+    // Dead jobs whose lease file is gone altogether.
+    let (unleased, errors) = reap_unleased(
+        paths,
+        store,
+        liveness,
+        (rungs, cgroup_roots),
+        Ownerless::Reap,
+    )
+    .await;
+    report.jobs.extend(unleased);
+    report.errors.extend(errors);
     for dir in cgroup_roots
         .iter()
         .flat_map(|root| leftovers::dead_sandbox_runs(root))
@@ -388,6 +379,68 @@ pub async fn reap_on(
     report.errors.extend(pruned.errors);
     report.jobs.sort_by(|a, b| a.name.cmp(&b.name));
     report
+}
+
+/// Whether a pass over jobs without a lease file takes those recorded
+/// before jobs had owners for this host's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ownerless {
+    /// The full pass (`paddock gc`, a start's): as before owners were.
+    Reap,
+    /// A live server's periodic pass: left to the full pass.
+    Leave,
+}
+
+/// This host's `running` jobs whose lease file is missing altogether,
+/// reaped: a running job always has one, from before its record is
+/// `running` here (a `paddock run`'s, a turn's) or right after its claim
+/// (a queued job's) until after it is final. A claim younger than the
+/// TTL ([`claimed_lately`]) is left alone: its server may be about to
+/// take the lease. Each is taken under its lease first (it exists from
+/// then on, and goes when the pass succeeds), so no other reaper works on
+/// it at once and a process that takes it meanwhile keeps its job. What
+/// was reaped, and what could not be listed.
+async fn reap_unleased(
+    paths: &Paths,
+    store: &dyn Store,
+    liveness: &Liveness,
+    (rungs, cgroup_roots): (&[Arc<dyn Rung>], &[PathBuf]),
+    ownerless: Ownerless,
+) -> (Vec<Reaped>, Vec<String>) {
+    let running = match store.running_jobs().await {
+        Ok(running) => running,
+        Err(e) => return (Vec::new(), vec![format!("list running jobs: {e}")]),
+    };
+    let leases = paths.jobs.join(LEASES);
+    let mut reaped = Vec::new();
+    for job in running {
+        if is_another_hosts(&job, liveness)
+            || claimed_lately(&job, liveness)
+            || (job.owner.is_none() && ownerless == Ownerless::Leave)
+        {
+            continue;
+        }
+        let id = job.id;
+        if leases.join(format!("{id}.lock")).exists() {
+            continue;
+        }
+        let Ok(lease) = Lease::take(&paths.jobs, &id) else {
+            continue;
+        };
+        if let Some(r) = reap_job(
+            paths,
+            store,
+            (rungs, cgroup_roots),
+            (&id, liveness.requeues),
+            lease,
+            false,
+        )
+        .await
+        {
+            reaped.push(r);
+        }
+    }
+    (reaped, Vec::new())
 }
 
 /// Reaps job `name`, whose `lease` this process now holds; None when there
@@ -507,10 +560,13 @@ async fn reap_job(
 
 /// Whether `job` is a claim from a server's queue whose heartbeat (the
 /// claim's time, until its process renews it) is younger than the TTL:
-/// such a job is `running` from the claim's statement on, before its
-/// process takes its lease (re-admitting its stored spec first), so no
-/// lease file does not mean dead yet. One whose server died before taking
-/// the lease is reaped once its heartbeat is older.
+/// such a job is `running` from the claim's statement on, a moment before
+/// its server takes its lease (right after the claim, before re-admitting
+/// its stored spec), so no lease file does not mean dead yet. One whose
+/// server died before taking the lease is reaped once its heartbeat is
+/// older, by the next full pass or a live server's periodic one. (A turn
+/// and a `paddock run` take their lease before their record is written:
+/// none of them is ever `running` without one while alive.)
 fn claimed_lately(job: &RunningJob, liveness: &Liveness) -> bool {
     let Some((_, beat)) = &job.owner else {
         return false;

@@ -31,7 +31,7 @@ mod setup_cache;
 mod stream;
 mod teardown;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod unlinked;
 pub mod warnings;
 
@@ -206,24 +206,28 @@ impl Runner {
         admitted: Admitted,
         cancel: impl Future<Output = ()> + Send + 'static,
     ) -> JobHandle {
-        self.spawn(admitted, Recorded::No, cancel)
+        self.spawn(admitted, (Recorded::No, None), cancel)
     }
 
     /// Starts an admitted job whose record a queue already holds and has
-    /// claimed (`running`, see `Store::claim_job`): its record is brought
-    /// up to date instead of inserted.
+    /// claimed (`running`, see `Store::claim_job`, or a turn's record),
+    /// on its `lease`, which the queue took before the record was
+    /// `running` here or right after its claim (so that no reaper takes
+    /// a starting job for a dead one): its record is brought up to date
+    /// instead of inserted.
     pub fn start_claimed(
         &self,
         admitted: Admitted,
+        lease: Lease,
         cancel: impl Future<Output = ()> + Send + 'static,
     ) -> JobHandle {
-        self.spawn(admitted, Recorded::Claimed, cancel)
+        self.spawn(admitted, (Recorded::Claimed, Some(lease)), cancel)
     }
 
     fn spawn(
         &self,
         admitted: Admitted,
-        recorded: Recorded,
+        (recorded, lease): (Recorded, Option<Lease>),
         cancel: impl Future<Output = ()> + Send + 'static,
     ) -> JobHandle {
         let (updates, events) = broadcast::channel(UPDATES);
@@ -231,7 +235,11 @@ impl Runner {
         let join = tokio::spawn(run_job(
             self.store.clone(),
             self.config.clone(),
-            (admitted, recorded, (self.empties_trash, self.cache_cap)),
+            (
+                admitted,
+                (recorded, lease),
+                (self.empties_trash, self.cache_cap),
+            ),
             updates,
             cancel,
         ));
@@ -326,24 +334,33 @@ impl From<StoreError> for LaunchFailure {
     }
 }
 
-/// Runs one job to its end, holding its lease: only a job whose record is
-/// final gives it up; any other end (the store lost, a panic, the task
-/// dropped) leaves it for the reaper.
+/// Runs one job to its end, holding its lease (`leased`: the one its
+/// queue took; none: taken here): only a job whose record is final gives
+/// it up; any other end (the store lost, a panic, the task dropped) leaves
+/// it for the reaper.
+#[allow(clippy::type_complexity)]
 async fn run_job(
     store: SharedStore,
     config: Arc<RunnerConfig>,
-    (admitted, recorded, (empties_trash, cache_cap)): (Admitted, Recorded, (bool, Option<u64>)),
+    (admitted, (recorded, leased), (empties_trash, cache_cap)): (
+        Admitted,
+        (Recorded, Option<Lease>),
+        (bool, Option<u64>),
+    ),
     updates: broadcast::Sender<JobUpdate>,
     cancel: impl Future<Output = ()>,
 ) -> Result<RunResult, RunError> {
     let job_id = admitted.id.clone();
     // The job's lease before its record: a crash from here on (also while
     // waiting for a host slot) is found by the next start's reaper.
-    let lease = Lease::take(&config.paths.jobs, &job_id).map_err(|error| RunError::TakeLease {
-        job_id: job_id.clone(),
-        dir: config.paths.jobs.join(".leases"),
-        error,
-    })?;
+    let lease = match leased {
+        Some(lease) => lease,
+        None => Lease::take(&config.paths.jobs, &job_id).map_err(|error| RunError::TakeLease {
+            job_id: job_id.clone(),
+            dir: config.paths.jobs.join(".leases"),
+            error,
+        })?,
+    };
     let held = lease.clone();
     let db = config.paths.db.clone();
     let jobs = config.paths.jobs.clone();

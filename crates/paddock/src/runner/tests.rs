@@ -11,7 +11,7 @@ use crate::rung::fake::{FakeEngine, FakeRung};
 use crate::store::{SqliteStore, StoreError};
 
 /// A Codex turn that completes.
-pub(super) const DONE: &[&str] = &[
+pub(crate) const DONE: &[&str] = &[
     r#"{"type":"thread.started","thread_id":"t-1"}"#,
     r#"{"type":"turn.started"}"#,
     r#"{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"Done."}}"#,
@@ -20,7 +20,7 @@ pub(super) const DONE: &[&str] = &[
 
 /// A host in a temp directory: a repository, a stand-in Codex binary (for
 /// the version check), a scenario, a store and paths.
-pub(super) struct Host {
+pub(crate) struct Host {
     pub dir: tempfile::TempDir,
     pub paths: Paths,
     pub store: SharedStore,
@@ -332,6 +332,7 @@ async fn a_heartbeat_after_the_jobs_own_end_is_not_a_reclaim() {
             inner: host.store.clone(),
             fails: |_| false,
             linger: std::time::Duration::from_millis(50),
+            reaps: None,
         });
         let runner = host.runner_beating(store, rung, liveness.clone());
         let (result, _) = run(&runner, &host.spec()).await;
@@ -472,8 +473,9 @@ async fn a_claimed_job_asked_to_cancel_before_it_starts_launches_nothing() {
         ),
         (admitted.id.as_str(), Some(owner))
     );
+    let lease = Lease::take(&host.paths.jobs, &admitted.id).unwrap();
     let record = runner
-        .start_claimed(admitted, std::future::pending())
+        .start_claimed(admitted, lease, std::future::pending())
         .finished()
         .await
         .unwrap()
@@ -491,12 +493,54 @@ async fn a_claimed_job_asked_to_cancel_before_it_starts_launches_nothing() {
 
 /// A store that fails to append the events `fails` picks (a full disk at
 /// that moment), takes `linger` more after writing a job's final record,
-/// and is the SQLite store otherwise.
+/// runs a reaper pass where `reaps` says, and is the SQLite store
+/// otherwise.
 #[derive(Debug)]
-struct FailingStore {
-    inner: SharedStore,
-    fails: fn(&paddock_protocol::AgentEvent) -> bool,
-    linger: std::time::Duration,
+pub(crate) struct FailingStore {
+    pub inner: SharedStore,
+    pub fails: fn(&paddock_protocol::AgentEvent) -> bool,
+    pub linger: std::time::Duration,
+    pub reaps: Option<ReapAt>,
+}
+
+/// Where a [`FailingStore`] runs a full reaper pass (`paddock gc`'s) of
+/// `paths` with `liveness`, and the reports of those passes: a pass that
+/// falls in a window between two steps of a starting job.
+#[derive(Debug)]
+pub(crate) struct ReapAt {
+    pub step: ReapStep,
+    pub paths: Paths,
+    pub liveness: crate::heartbeat::Liveness,
+    pub reports: std::sync::Mutex<Vec<crate::reaper::Report>>,
+}
+
+/// The store call a [`ReapAt`] pass follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReapStep {
+    /// Right after a job's owned record is inserted (a turn's).
+    InsertOwned,
+    /// Right after a job's stored spec is read (a claimed job's
+    /// re-admission).
+    ReadSpec,
+}
+
+impl FailingStore {
+    /// The SQLite store `inner` with a reaper pass after `step`.
+    pub(crate) fn reaping(inner: SharedStore, reaps: ReapAt) -> FailingStore {
+        FailingStore {
+            inner,
+            fails: |_| false,
+            linger: std::time::Duration::ZERO,
+            reaps: Some(reaps),
+        }
+    }
+
+    async fn reap_after(&self, step: ReapStep) {
+        if let Some(at) = self.reaps.as_ref().filter(|at| at.step == step) {
+            let report = crate::reaper::reap_with(&at.paths, &*self.inner, &at.liveness, &[]).await;
+            at.reports.lock().unwrap().push(report);
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -523,7 +567,9 @@ impl crate::store::Store for FailingStore {
         self.inner.job(id).await
     }
     async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
-        self.inner.job_spec(id).await
+        let spec = self.inner.job_spec(id).await;
+        self.reap_after(ReapStep::ReadSpec).await;
+        spec
     }
     async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError> {
         self.inner.set_closeout(id, text).await
@@ -547,7 +593,11 @@ impl crate::store::Store for FailingStore {
         owner: &crate::store::Owner,
         at: time::OffsetDateTime,
     ) -> Result<(), StoreError> {
-        self.inner.insert_owned_job(job, spec_json, owner, at).await
+        self.inner
+            .insert_owned_job(job, spec_json, owner, at)
+            .await?;
+        self.reap_after(ReapStep::InsertOwned).await;
+        Ok(())
     }
     async fn heartbeat(
         &self,
@@ -804,6 +854,7 @@ async fn a_store_failure_after_provisioning_still_removes_the_workspace() {
             )
         },
         linger: std::time::Duration::ZERO,
+        reaps: None,
     });
     let runner = host.runner_with(store, done_rung());
     let (result, _) = run(&runner, &host.spec()).await;

@@ -13,8 +13,11 @@
 //! server on the store), the cancel is recorded in the store for its
 //! owner, which stops it when it next looks. Another task reclaims, every
 //! heartbeat interval, other hosts' running jobs whose heartbeat is older
-//! than the TTL and this host's whose lease nobody holds (another server
-//! on this jobs directory, killed mid-job), and sends the final records owed to the webhooks that no
+//! than the TTL and this host's whose lease nobody holds or that have no
+//! lease file at all, a claim older than the TTL (another server on this
+//! jobs directory, killed mid-job or between a claim and its lease: a
+//! claimed job's lease is taken right after the claim, a turn's before its
+//! record), and sends the final records owed to the webhooks that no
 //! live server is sending (`webhooks.rs`). A drain stops the claiming, waits for running
 //! jobs up to a grace, then cancels what still runs and waits for it to
 //! conclude.
@@ -34,6 +37,7 @@ use super::hub::Hub;
 use super::slots::{SlotError, Slots};
 use super::submissions::{SubmissionError, Submissions};
 use super::webhooks::Webhooks;
+use crate::reaper::Lease;
 use crate::runner::{AdmitError, Admitted, AfterError, JobHandle, Runner};
 use crate::store::{Owner, SharedStore, StoreError};
 use crate::workspace::inline_source;
@@ -79,6 +83,8 @@ pub enum TurnError {
     Draining,
     #[error("make the turn's files: {0}")]
     Source(#[from] crate::workspace::WorkspaceError),
+    #[error("take the turn's lease: {dir}: {error}")]
+    Lease { dir: PathBuf, error: std::io::Error },
 }
 
 /// A turn the queue took.
@@ -164,6 +170,16 @@ pub struct Queue {
 
 fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Deletes job `id`'s lease file (the lock goes with the last clone): its
+/// record is final, back in the queue, or was never written. A file left
+/// (the deletion failed) is a free lease, which the next reaper pass
+/// deletes.
+fn release_lease(id: &str, lease: &Lease) {
+    if let Err(e) = lease.release() {
+        tracing::warn!("serve: job {id}: cannot delete its lease file: {e}");
+    }
 }
 
 impl Queue {
@@ -266,9 +282,12 @@ impl Queue {
 
     /// Runs a turn now, in a free slot of `max_concurrent_jobs` or not at
     /// all: admitted as a job (under job id `id`), gated on its budget (held: stored `held`
-    /// as a submission is), recorded `running` (never `queued`: the
-    /// scheduler never sees it), its `files` written into `source` as a
-    /// repository when it has them, and started as a claimed job.
+    /// as a submission is), its `files` written into `source` as a
+    /// repository when it has them, its lease taken, recorded `running`
+    /// (never `queued`: the scheduler never sees it) and started as a
+    /// claimed job on that lease. The lease before the record, as every
+    /// job's: a reaper pass (`paddock gc`, another server's) never finds
+    /// the turn `running` here with no lease and fails it while it starts.
     pub async fn turn(
         self: &Arc<Self>,
         id: &str,
@@ -293,30 +312,44 @@ impl Queue {
             if let Some((dir, files)) = &source {
                 inline_source::make(dir, files).await?;
             }
-            self.store
+            let jobs = &self.runner.config().paths.jobs;
+            let lease = Lease::take(jobs, &id).map_err(|error| TurnError::Lease {
+                dir: jobs.join(".leases"),
+                error,
+            })?;
+            let inserted = self
+                .store
                 .insert_owned_job(
                     &admitted.record(JobStatus::Running),
                     admitted.spec_json(),
                     &self.runner.config().liveness.owner,
                     OffsetDateTime::now_utc(),
                 )
-                .await?;
-            Ok::<(), TurnError>(())
+                .await;
+            if let Err(e) = inserted {
+                // No record: nothing for a reaper to end.
+                release_lease(&id, &lease);
+                return Err(e.into());
+            }
+            Ok::<Lease, TurnError>(lease)
         }
         .await;
-        if let Err(e) = made {
-            if let Some((dir, _)) = &source {
-                if let Err(e) = inline_source::remove(dir) {
-                    tracing::warn!("serve: turn {id}: {e}");
+        let lease = match made {
+            Ok(lease) => lease,
+            Err(e) => {
+                if let Some((dir, _)) = &source {
+                    if let Err(e) = inline_source::remove(dir) {
+                        tracing::warn!("serve: turn {id}: {e}");
+                    }
                 }
+                self.slots.release(&id);
+                return Err(e);
             }
-            self.slots.release(&id);
-            return Err(e);
-        }
+        };
         self.owe(&id).await;
         let handle = self
             .runner
-            .start_claimed(admitted, cancel_future(cancelled));
+            .start_claimed(admitted, lease, cancel_future(cancelled));
         let (ended_tx, ended) = oneshot::channel();
         self.watch(handle, Some((source.map(|(dir, _)| dir), ended_tx)));
         Ok(Turn::Started { id, ended })
@@ -446,9 +479,29 @@ impl Queue {
     }
 
     /// Starts the claimed job `record` on the runner, in the slot taken
-    /// for it; `cancelled` is its cancel.
+    /// for it; `cancelled` is its cancel. Its lease is taken first, right
+    /// after the claim: re-admitting a stored spec may take longer than
+    /// the heartbeat TTL, and a reaper pass meanwhile (`paddock gc`,
+    /// another server's on this jobs directory) would take a claim older
+    /// than that with no lease for a dead server's and fail it.
     async fn start(self: &Arc<Self>, record: JobRecord, cancelled: oneshot::Receiver<()>) {
         let id = record.id.clone();
+        let jobs = &self.runner.config().paths.jobs;
+        let lease = match Lease::take(jobs, &id) {
+            Ok(lease) => lease,
+            Err(e) => {
+                locked(&self.pending).remove(&id);
+                let reason = format!(
+                    "claimed by host {}, it could not take its lease in {}: {e}",
+                    self.runner.config().liveness.owner.name,
+                    jobs.join(".leases").display()
+                );
+                self.fail_claimed(record, reason).await;
+                self.slots.release(&id);
+                self.wake.notify_one();
+                return;
+            }
+        };
         let pending = locked(&self.pending).remove(&id);
         let admitted = match pending {
             Some(a) => a,
@@ -460,6 +513,9 @@ impl Queue {
                     // slot meanwhile (answered `stopping`) is recorded
                     // there too, so the job ends `cancelled`, not queued.
                     self.slots.release(&id);
+                    // Given up before the job is queued again, so that
+                    // the server that claims it next finds no lease file.
+                    release_lease(&id, &lease);
                     let mut cancelled = cancelled;
                     if cancelled.try_recv().is_ok() {
                         let me = &self.runner.config().liveness.owner;
@@ -475,7 +531,12 @@ impl Queue {
                     return;
                 }
                 Err(Readmit::Failed(reason)) => {
-                    self.fail_claimed(record, reason).await;
+                    self.fail_claimed(
+                        record,
+                        format!("admitted again after a restart, it failed: {reason}"),
+                    )
+                    .await;
+                    release_lease(&id, &lease);
                     self.slots.release(&id);
                     self.wake.notify_one();
                     return;
@@ -484,7 +545,7 @@ impl Queue {
         };
         let handle = self
             .runner
-            .start_claimed(admitted, cancel_future(cancelled));
+            .start_claimed(admitted, lease, cancel_future(cancelled));
         self.watch(handle, None);
     }
 
@@ -613,9 +674,7 @@ impl Queue {
     async fn fail_claimed(&self, mut record: JobRecord, reason: String) {
         let now = OffsetDateTime::now_utc();
         record.status = JobStatus::Failed;
-        record.reason = Some(format!(
-            "admitted again after a restart, it failed: {reason}"
-        ));
+        record.reason = Some(reason);
         record.finished_at = Some(now);
         record.duration_ms = Some(0);
         match self.store.finish_job(&record, JobStatus::Running).await {
@@ -794,3 +853,6 @@ impl Queue {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -60,7 +60,7 @@ pub struct TurnBody(serde_json::Value);
         (status = 422, description = "The turn cannot run (the job spec's errors, naming the turn's fields)", body = Problem, content_type = "application/problem+json"),
         (status = 429, description = "Every slot of max_concurrent_jobs is taken (`no_slot`)", body = Problem, content_type = "application/problem+json",
             headers(("retry-after" = String, description = "Seconds to wait"))),
-        (status = 500, description = "The turn's files could not be written (`internal`)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The turn's files or its lease could not be written (`internal`)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The store failed (`store_lost`) or the server is draining (`draining`)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn turn(
@@ -155,7 +155,9 @@ fn refused(e: TurnError) -> Problem {
         e @ TurnError::Draining => {
             Problem::new(503, "draining", "the server is draining", e.to_string())
         }
-        e @ TurnError::Source(_) => Problem::runner(ErrorCode::Internal, super::problem::chain(&e)),
+        e @ (TurnError::Source(_) | TurnError::Lease { .. }) => {
+            Problem::runner(ErrorCode::Internal, super::problem::chain(&e))
+        }
     }
 }
 

@@ -1072,3 +1072,69 @@ async fn a_job_just_claimed_here_is_not_reaped_before_it_takes_its_lease() {
         "{report}"
     );
 }
+
+/// A server killed (SIGKILL) between claiming a queued job (`running`,
+/// owned by its host) and taking the job's lease leaves the job with no
+/// lease file. Another server live on the same jobs directory (or this
+/// one restarted within the TTL) looked only at lease files in its
+/// periodic pass, and its start-up pass left the claim alone as too
+/// young: the job stayed `running` for good, until someone ran `paddock
+/// gc`. Now the periodic pass also reaps this host's `running` jobs with
+/// no lease file once their claim is older than the TTL.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_whose_server_died_before_its_lease_is_reaped_by_a_live_servers_pass() {
+    let home = Home::new();
+    hosts_config(
+        &home,
+        "heartbeat_secs = 1\nheartbeat_ttl_secs = 5\nrequeue_reclaimed = 0",
+    );
+    let db = Shared::Sqlite(home.db());
+    assert_eq!(reaped(&gc(&home, &db).await), Vec::<String>::new());
+    let store = db.open().await;
+    let (host, name) = host_of(&home);
+    let me = Owner { host, name };
+    // The dead server's claim, younger than the TTL when the live server
+    // starts: its start-up pass leaves it alone.
+    let dead = claimed_by(
+        &store,
+        &home,
+        "T-DEAD",
+        &me,
+        time::OffsetDateTime::now_utc(),
+    )
+    .await;
+    let server = Server::start(&home, &[]).await;
+    assert_eq!(
+        store.job(&dead.id).await.unwrap().unwrap().status,
+        JobStatus::Running
+    );
+    let rec = server.wait_for(&dead.id, is_final).await;
+    let calls: Vec<_> = store
+        .model_calls(&dead.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.status, c.error))
+        .collect();
+    assert_eq!(
+        (rec.status, rec.reason.clone(), calls),
+        (
+            JobStatus::Failed,
+            Some(format!(
+                "{}; not queued again: 0 earlier attempt(s) of it were reclaimed already ([hosts] \
+                 requeue_reclaimed = 0)",
+                paddock::reaper::Aftermath::NoWorkspace.reason()
+            )),
+            vec![(
+                CallStatus::Interrupted,
+                Some(paddock::reaper::INTERRUPTED_CALL.to_owned())
+            )]
+        )
+    );
+    nothing_lost(&store, &rec).await;
+    assert_eq!(
+        home.jobs().join(".leases").read_dir().unwrap().count(),
+        0,
+        "the reaper's lease is gone"
+    );
+}

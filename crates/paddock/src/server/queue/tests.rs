@@ -1,0 +1,127 @@
+//! The queue driven as a library on the runner's test host (the fake
+//! rung, a temp SQLite store): a reaper pass (`paddock gc`'s, another
+//! server's start) that falls between two steps of a starting job leaves
+//! it alone, as the job holds its lease from before its record is
+//! `running` here (a turn) or from right after its claim (a queued job).
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use paddock_protocol::JobStatus;
+
+use super::*;
+use crate::rung::fake::{FakeEngine, FakeRung};
+use crate::runner::tests::{FailingStore, Host, ReapAt, ReapStep, DONE};
+
+/// A queue of one slot on `host`, whose store runs a full reaper pass
+/// after `step` with the heartbeat TTL `ttl`; that store.
+fn queue(host: &Host, step: ReapStep, ttl: Duration) -> (Arc<Queue>, Arc<FailingStore>) {
+    let mut liveness = host.liveness();
+    liveness.ttl = ttl;
+    let store = Arc::new(FailingStore::reaping(
+        host.store.clone(),
+        ReapAt {
+            step,
+            paths: host.paths.clone(),
+            liveness,
+            reports: Mutex::default(),
+        },
+    ));
+    let shared: SharedStore = store.clone();
+    let rung = Arc::new(FakeRung::new(FakeEngine {
+        stdout: DONE.iter().map(|s| s.to_string()).collect(),
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner_with(shared.clone(), rung);
+    let submissions = Submissions {
+        paths: vec![host.root()],
+        process: true,
+        ..Submissions::default()
+    };
+    let queue = Queue::new(
+        shared,
+        runner,
+        Hub::default(),
+        1,
+        Vec::new(),
+        submissions,
+        None,
+    );
+    (Arc::new(queue), store)
+}
+
+/// How many passes the store ran, and the jobs they reaped.
+fn reaped(store: &FailingStore) -> (usize, Vec<String>) {
+    let reports = store.reaps.as_ref().unwrap().reports.lock().unwrap();
+    let names = reports
+        .iter()
+        .flat_map(|r| r.jobs.iter().map(|j| j.name.clone()))
+        .collect();
+    (reports.len(), names)
+}
+
+/// A pass right after a turn's record is written (`running`, owned by
+/// this host, not from the queue). Before, the turn took its lease only
+/// once its runner started, after the record: the pass took it for a
+/// job whose process had died without a lease, failed it and removed its
+/// lease, and the turn could not record its own run.
+#[tokio::test]
+async fn a_reaper_pass_right_after_a_turn_is_recorded_leaves_it_alone() {
+    let host = Host::new().await;
+    let (queue, store) = queue(&host, ReapStep::InsertOwned, host.liveness().ttl);
+    let Turn::Started { id, ended } = queue.turn("job-turn-1", &host.spec(), None).await.unwrap()
+    else {
+        panic!("the turn was held");
+    };
+    ended.await.unwrap();
+    let record = host.store.job(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (reaped(&store), record.status, record.reason),
+        ((1, Vec::new()), JobStatus::Done, None)
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
+
+/// A pass while a claimed queued job is admitted again from its stored
+/// spec (after a restart, or another server's submission), which took
+/// longer than the heartbeat TTL (here the pass's TTL is zero). Before,
+/// the job took its lease only once its runner started, after the
+/// re-admission: the pass took the claim, older than the TTL and with no
+/// lease file, for a dead server's and failed it.
+#[tokio::test]
+async fn a_reaper_pass_while_a_claimed_job_is_admitted_again_leaves_it_alone() {
+    let host = Host::new().await;
+    let (queue, store) = queue(&host, ReapStep::ReadSpec, Duration::ZERO);
+    let admitted = queue.runner.admit(&host.spec()).await.unwrap();
+    let id = admitted.id.clone();
+    host.store
+        .enqueue_job(
+            &admitted.record(JobStatus::Queued),
+            admitted.spec_json(),
+            0,
+            None,
+        )
+        .await
+        .unwrap();
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    let mut record = None;
+    for _ in 0..600 {
+        let now = host.store.job(&id).await.unwrap().unwrap();
+        if !matches!(now.status, JobStatus::Queued | JobStatus::Running) {
+            record = Some(now);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let record = record.unwrap();
+    let (passes, names) = reaped(&store);
+    assert_eq!(
+        (passes > 0, names, record.status, record.reason),
+        (true, Vec::<String>::new(), JobStatus::Done, None)
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
