@@ -133,35 +133,68 @@ pub async fn exec(
     // The job's directory goes into the trash at teardown, deleted after
     // this process exits by a detached remover (issue #14: teardown off
     // the job's path); the next reaper pass finishes what it does not.
+    let reaper_store = store.clone();
     let runner = Runner::with_rungs(store, config, rungs).leaving_trash();
     // Listen for Ctrl-C, and for SIGTERM and SIGHUP (what systemd,
     // Docker and CI send, a closed terminal), from now on: each
     // cancels the job. `ctrl_c()` would install its handler only
     // when first polled, and a signal before that (the job waiting
-    // for a host slot) would kill paddock uncleaned.
-    let cancel = cancel_signals().context("listen for Ctrl-C, SIGTERM and SIGHUP")?;
-    let mut admitted = match &prior {
-        None => runner
-            .admit(&spec)
-            .await
-            .map_err(|e| failure(e.code(), e.into()))?,
-        Some(prior) => {
-            let after = runner
-                .admit_after(&spec, prior)
+    // for a host slot) would kill paddock uncleaned. One during the
+    // admission (the prior attempt's pull request read from a forge that
+    // may be slow, the sandbox's probe) stops it there: nothing started,
+    // nothing recorded.
+    let cancel = futures::FutureExt::shared(Box::pin(
+        cancel_signals().context("listen for Ctrl-C, SIGTERM and SIGHUP")?,
+    ));
+    let admission = async {
+        match &prior {
+            None => runner
+                .admit(&spec)
                 .await
-                .map_err(|e| failure(e.code(), e.into()))?;
-            if let Some(closed) = &after.closed {
-                errln!(
-                    "paddock: {}: {closed}; this attempt builds on its branch and opens a pull \
-                     request of its own (the closed one is left as it is)",
+                .map_err(|e| failure(e.code(), e.into())),
+            Some(prior) => {
+                let after = runner
+                    .admit_after(&spec, prior)
+                    .await
+                    .map_err(|e| failure(e.code(), e.into()))?;
+                if let Some(closed) = &after.closed {
+                    errln!(
+                        "paddock: {}: {closed}; this attempt builds on its branch and opens a pull \
+                         request of its own (the closed one is left as it is)",
+                        paddock::terminal_text::line(prior)
+                    );
+                }
+                if let Some(continuation) = after.admitted.continuation() {
+                    // The engine's own session resumed, or a new one and why.
+                    errln!("paddock: {}", continuation.describe());
+                }
+                Ok(after.admitted)
+            }
+        }
+    };
+    let mut admitted = tokio::select! {
+        admitted = admission => admitted?,
+        () = cancel.clone() => {
+            // The admission dropped mid-way: what it held of the prior job
+            // (its lease, a token minted for the read) is the reaper's,
+            // cleaned up now as a killed read's would be.
+            for line in super::gc::render(
+                &paddock::reaper::reap(paths, &*reaper_store, &runner.config().liveness).await,
+            ) {
+                errln!("paddock: {line}");
+            }
+            let what = match &prior {
+                Some(prior) => format!(
+                    "the next attempt after job {} was admitted",
                     paddock::terminal_text::line(prior)
-                );
-            }
-            if let Some(continuation) = after.admitted.continuation() {
-                // The engine's own session resumed, or a new one and why.
-                errln!("paddock: {}", continuation.describe());
-            }
-            after.admitted
+                ),
+                None => "the job was admitted".to_string(),
+            };
+            errln!(
+                "paddock: cancelled (paddock was stopped) while {what}, before it started: no job \
+                 was recorded"
+            );
+            return Ok(exit::CANCELLED);
         }
     };
     admitted.keep = keep;

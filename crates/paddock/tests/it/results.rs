@@ -4900,3 +4900,96 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Ctrl-C (SIGINT) of `paddock run --attempt-after JOB` while the prior
+/// job's pull request is read from the forge, which does not answer:
+/// paddock stops at once, says the job was cancelled before it started,
+/// exits 5 (cancelled) and leaves nothing: no job recorded, no lease of
+/// the prior job held or left. Before, the handler installed for the job
+/// took the signal and did nothing with it until the read ended (here:
+/// never, within the test's 10 s), and then the job was started only to
+/// be cancelled at once, its record left.
+#[tokio::test(flavor = "multi_thread")]
+async fn ctrl_c_while_the_prior_attempt_is_read_from_the_forge_stops_at_once_leaving_nothing() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let github = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("cat > prompt.txt"));
+    with_github(&spec, &github.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    let asked = github.requests().len();
+    github.set_stall(true);
+    let child = home
+        .command(&[
+            "run",
+            "--json",
+            spec.to_str().unwrap(),
+            "--attempt-after",
+            &first.id,
+        ])
+        .env("PADDOCK_TEST_GH_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while github.requests().len() == asked {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the prior pull request was never asked for"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pid = i32::try_from(child.id().unwrap()).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out =
+        tokio::time::timeout(std::time::Duration::from_secs(10), child.wait_with_output()).await;
+    github.set_stall(false);
+    let out = out
+        .expect("paddock run went on for 10 s after Ctrl-C")
+        .unwrap();
+    let jobs: Vec<String> = home
+        .store()
+        .await
+        .jobs(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    let leases: Vec<String> = std::fs::read_dir(home.jobs().join(".leases"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (
+            out.status.code(),
+            stderr.lines().last(),
+            out.stdout.is_empty(),
+            jobs,
+            leases
+        ),
+        (
+            Some(5),
+            Some(
+                format!(
+                    "paddock: cancelled (paddock was stopped) while the next attempt after job {} \
+                     was admitted, before it started: no job was recorded",
+                    first.id
+                )
+                .as_str()
+            ),
+            true,
+            vec![first.id.clone()],
+            Vec::<String>::new()
+        ),
+        "{stderr}"
+    );
+}
