@@ -26,6 +26,11 @@
 //! which the measurement is partial and the job stopped.
 //! Nothing is opened or followed but `/proc`'s own links, which name the
 //! held file and nothing the job could redirect.
+//!
+//! Not seen (docs/sandbox.md, "Disk"): a removed file whose only
+//! descriptor is in flight in a Unix socket (`SCM_RIGHTS` sent, never
+//! received): no process's `/proc` names it, and the kernel shows it
+//! nowhere else; only the host's reserve bounds what a job holds that way.
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt as _;
