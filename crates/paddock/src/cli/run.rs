@@ -157,15 +157,9 @@ pub async fn exec(
                     .admit_after(&spec, prior)
                     .await
                     .map_err(|e| failure(e.code(), e.into()))?;
-                if let Some(closed) = &after.closed {
-                    errln!(
-                        "paddock: {}: {closed}; this attempt builds on its branch and opens a pull \
-                         request of its own (the closed one is left as it is)",
-                        paddock::terminal_text::line(prior)
-                    );
-                }
                 if let Some(continuation) = after.admitted.continuation() {
-                    // The engine's own session resumed, or a new one and why.
+                    // The engine's own session resumed, or a new one and
+                    // why; and a prior pull request closed without a merge.
                     errln!("paddock: {}", continuation.describe());
                 }
                 Ok(after.admitted)

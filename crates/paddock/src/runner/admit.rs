@@ -110,6 +110,7 @@ impl Admitted {
             crate::store::Follows {
                 job: prior.job_id.clone(),
                 ended: prior.ended.clone(),
+                closed: prior.closed.clone(),
             }
         })
     }

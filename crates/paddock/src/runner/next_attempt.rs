@@ -80,6 +80,7 @@ impl Runner {
         let follows = Follows {
             job: prior.to_string(),
             ended: after.ended,
+            closed: after.closed.clone(),
         };
         self.follow_stored(&mut admitted, &follows).await?;
         Ok(AdmittedAfter {
@@ -107,6 +108,7 @@ impl Runner {
             })?;
         admitted.follow(Prior {
             ended: follows.ended.clone(),
+            closed: follows.closed.clone(),
             ..prior
         });
         Ok(())

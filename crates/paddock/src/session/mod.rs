@@ -40,6 +40,10 @@ pub struct Prior {
     /// forks, on the spec's base (`bounce::After`); one closed without a
     /// merge is not this (the next attempt builds on it).
     pub ended: Option<String>,
+    /// `its pull request URL was closed on the forge without being
+    /// merged`: the next attempt builds on its branch in a pull request
+    /// of its own, which [`Continuation::describe`] says.
+    pub closed: Option<String>,
 }
 
 impl Prior {
@@ -76,6 +80,7 @@ impl Prior {
             session: session.as_deref().and_then(crate::engines::session_id),
             saved: artifacts_root.join(&record.id).join(files::SAVED_DIR),
             ended: None,
+            closed: None,
         }
     }
 }
@@ -260,16 +265,32 @@ impl Continuation {
         }
     }
 
-    /// The status event's text.
+    /// The status event's text (and the closeout's line): a prior pull
+    /// request closed without a merge is said there too, so a server's
+    /// job tells its API users what `paddock run` prints.
     pub fn describe(&self) -> String {
-        match self {
-            Continuation::Resume { prior, session } => format!(
-                "resumed session {session} of attempt {} (job {})",
-                prior.attempt, prior.job_id
+        let (text, prior) = match self {
+            Continuation::Resume { prior, session } => (
+                format!(
+                    "resumed session {session} of attempt {} (job {})",
+                    prior.attempt, prior.job_id
+                ),
+                prior,
             ),
-            Continuation::Fork { prior, reason } => format!(
-                "a new session, not attempt {}'s (job {}): {reason}",
-                prior.attempt, prior.job_id
+            Continuation::Fork { prior, reason } => (
+                format!(
+                    "a new session, not attempt {}'s (job {}): {reason}",
+                    prior.attempt, prior.job_id
+                ),
+                prior,
+            ),
+        };
+        match &prior.closed {
+            None => text,
+            Some(closed) => format!(
+                "{text}; attempt {}: {closed}, so this attempt builds on its branch and opens a \
+                 pull request of its own (the closed one is left as it is)",
+                prior.attempt
             ),
         }
     }
@@ -292,7 +313,42 @@ mod tests {
             session: Some("0199-abc".into()),
             saved,
             ended: None,
+            closed: None,
         }
+    }
+
+    /// A prior pull request closed without a merge is said in the status
+    /// event's text, resumed or forked: what `paddock run` prints, so a
+    /// server's job carries it in its events and closeout. Before, only
+    /// the CLI said it.
+    #[test]
+    fn a_closed_prior_pull_request_is_said_in_the_session_status() {
+        let closed = Prior {
+            closed: Some(
+                "its pull request https://github.com/acme/widgets/pull/1 was closed on the \
+                 forge without being merged"
+                    .into(),
+            ),
+            ..prior(PathBuf::from("/nonexistent"))
+        };
+        let note = "; attempt 1: its pull request https://github.com/acme/widgets/pull/1 was \
+                    closed on the forge without being merged, so this attempt builds on its \
+                    branch and opens a pull request of its own (the closed one is left as it is)";
+        let resumed = Continuation::Resume {
+            prior: closed.clone(),
+            session: "0199-abc".into(),
+        };
+        let forked = Continuation::Fork {
+            prior: closed,
+            reason: "the model changed".into(),
+        };
+        assert_eq!(
+            (resumed.describe(), forked.describe()),
+            (
+                format!("resumed session 0199-abc of attempt 1 (job job-1){note}"),
+                format!("a new session, not attempt 1's (job job-1): the model changed{note}")
+            )
+        );
     }
 
     #[test]

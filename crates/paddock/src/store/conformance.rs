@@ -811,10 +811,16 @@ pub(crate) async fn a_queued_job_keeps_the_prior_job_it_follows(store: &dyn Stor
     let merged = crate::store::Follows {
         job: "j0".into(),
         ended: Some("its pull request https://forge/pr/1 was merged on the forge".into()),
+        closed: None,
     };
+    // Closed without a merge: kept too, for the server that runs it to say.
     let open = crate::store::Follows {
         job: "j1".into(),
         ended: None,
+        closed: Some(
+            "its pull request https://forge/pr/2 was closed on the forge without being merged"
+                .into(),
+        ),
     };
     store
         .enqueue_job(&queued("q1", "T-1", 0), "{}", 0, Some(&merged))
@@ -1817,6 +1823,10 @@ pub(crate) async fn a_reclaim_is_all_or_nothing_with_its_next_attempt(store: &dy
     let follows = crate::store::Follows {
         job: "q0".into(),
         ended: None,
+        closed: Some(
+            "its pull request https://forge/pr/1 was closed on the forge without being merged"
+                .into(),
+        ),
     };
     let with_next = |next| Reclaim {
         next: Some(NextAttempt {

@@ -17,16 +17,25 @@ pub struct Follows {
     /// from the forge when the attempt was submitted (`bounce::After`):
     /// the attempt then starts on the spec's base in a new session.
     pub ended: Option<String>,
+    /// `its pull request URL was closed on the forge without being
+    /// merged` when it was, read when the attempt was submitted: the
+    /// attempt builds on its branch in a pull request of its own, and its
+    /// session status event and closeout say so
+    /// (`session::Continuation::describe`).
+    pub closed: Option<String>,
 }
 
 /// The statement reading them (`$1` the job id).
 pub(in crate::store) const SELECT: &str =
-    "SELECT follows_job, follows_ended FROM jobs WHERE id = $1";
+    "SELECT follows_job, follows_ended, follows_closed FROM jobs WHERE id = $1";
+
+/// The columns as read (`SELECT`'s).
+pub(in crate::store) type Row = (Option<String>, Option<String>, Option<String>);
 
 /// The columns as read: a job that follows none has no `follows_job`.
-pub(in crate::store) fn from_row(row: Option<(Option<String>, Option<String>)>) -> Option<Follows> {
+pub(in crate::store) fn from_row(row: Option<Row>) -> Option<Follows> {
     match row {
-        Some((Some(job), ended)) => Some(Follows { job, ended }),
-        Some((None, _)) | None => None,
+        Some((Some(job), ended, closed)) => Some(Follows { job, ended, closed }),
+        Some((None, ..)) | None => None,
     }
 }

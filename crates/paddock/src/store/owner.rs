@@ -91,13 +91,13 @@ pub struct NextAttempt<'a> {
 }
 
 /// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`,
-/// `follows_job`, `follows_ended`, `owner_host`, `owner_name` and
-/// `heartbeat_at`.
+/// `follows_job`, `follows_ended`, `follows_closed`, `owner_host`,
+/// `owner_name` and `heartbeat_at`.
 pub(in crate::store) static INSERT_OWNED: LazyLock<String> = LazyLock::new(|| {
-    let last = COLUMNS.len() + 8;
+    let last = COLUMNS.len() + 9;
     let placeholders: Vec<String> = (1..=last).map(|n| format!("${n}")).collect();
     format!(
-        "INSERT INTO jobs (id, {}, spec_json, priority, follows_job, follows_ended, owner_host, owner_name, heartbeat_at) \
+        "INSERT INTO jobs (id, {}, spec_json, priority, follows_job, follows_ended, follows_closed, owner_host, owner_name, heartbeat_at) \
          VALUES ({})",
         COLUMNS.join(", "),
         placeholders.join(", ")

@@ -4836,6 +4836,14 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
         .collect();
     let pulls = github.pulls();
     let url = "https://github.com/acme/widgets/pull/1";
+    // Said on stderr, in the session's status event (what a server's job
+    // carries: `serve_attempts.rs`) and the closeout.
+    let resumed_closed = format!(
+        "resumed session t of attempt 1 (job {}); attempt 1: its pull request {url} was closed \
+         on the forge without being merged, so this attempt builds on its branch and opens a \
+         pull request of its own (the closed one is left as it is)",
+        first.id
+    );
     assert_eq!(
         (
             second.status,
@@ -4864,10 +4872,7 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
             paddock_protocol::JobStatus::Done,
             2,
             "paddock/T-1/1",
-            vec![Some(format!(
-                "resumed session t of attempt 1 (job {})",
-                first.id
-            ))],
+            vec![Some(resumed_closed.clone())],
             vec![format!(
                 "+- Attempt 1 (done, its pull request {url} was closed on the forge without \
                  being merged, branch `paddock/T-1/1`"
@@ -4889,12 +4894,10 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
                 ),
             ],
             git(&bare, &["rev-parse", "paddock/T-1/1"]),
-            vec![format!(
-                "paddock: {}: its pull request {url} was closed on the forge without being \
-                 merged; this attempt builds on its branch and opens a pull request of its own \
-                 (the closed one is left as it is)",
-                first.id
-            )],
+            vec![
+                format!("paddock: {resumed_closed}"),
+                format!("▸ session_resumed: {resumed_closed}")
+            ],
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)

@@ -145,7 +145,8 @@ async fn a_next_attempt_submitted_to_a_server_resumes_the_prior_session_on_its_b
         home.store().await.job_follows(&queued.id).await.unwrap(),
         Some(paddock::store::Follows {
             job: first.clone(),
-            ended: None
+            ended: None,
+            closed: None
         })
     );
 }

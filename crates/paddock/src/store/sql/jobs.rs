@@ -78,7 +78,8 @@ macro_rules! jobs_queries {
                         .bind(spec_json)
                         .bind(priority)
                         .bind(follows.map(|f| f.job.as_str()))
-                        .bind(follows.and_then(|f| f.ended.as_deref()));
+                        .bind(follows.and_then(|f| f.ended.as_deref()))
+                        .bind(follows.and_then(|f| f.closed.as_deref()));
                     if let Some((owner, at)) = owner {
                         let row = RowRef::new("jobs", format!("job {}", job.id));
                         query = query
@@ -98,17 +99,15 @@ macro_rules! jobs_queries {
                     &self,
                     id: &str,
                 ) -> Result<Option<Follows>, StoreError> {
-                    sqlx::query_as::<_, (Option<String>, Option<String>)>(
-                        $crate::store::follows::SELECT,
-                    )
-                    .bind(id)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map($crate::store::follows::from_row)
-                    .map_err(|source| StoreError::ReadJob {
-                        job_id: id.to_owned(),
-                        source,
-                    })
+                    sqlx::query_as::<_, $crate::store::follows::Row>($crate::store::follows::SELECT)
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map($crate::store::follows::from_row)
+                        .map_err(|source| StoreError::ReadJob {
+                            job_id: id.to_owned(),
+                            source,
+                        })
                 }
 
                 /// Renews job `id`'s heartbeat if `host` still owns it running.
@@ -215,6 +214,7 @@ macro_rules! jobs_queries {
                             .bind(next.priority)
                             .bind(next.follows.map(|f| f.job.as_str()))
                             .bind(next.follows.and_then(|f| f.ended.as_deref()))
+                            .bind(next.follows.and_then(|f| f.closed.as_deref()))
                             .execute(&mut *tx)
                             .await
                             .map_err(|source| insert_error(&next.job.id, source))?;

@@ -39,12 +39,13 @@ pub(in crate::store) const COLUMNS: [&str; 24] = [
 ];
 
 /// `INSERT` of `id`, the `COLUMNS`, `spec_json`, `priority`,
-/// `follows_job` and `follows_ended` (`store/follows.rs`).
+/// `follows_job`, `follows_ended` and `follows_closed` (`store/follows.rs`).
 pub(in crate::store) static INSERT: LazyLock<String> = LazyLock::new(|| {
-    let last = COLUMNS.len() + 5;
+    let last = COLUMNS.len() + 6;
     let placeholders: Vec<String> = (1..=last).map(|n| format!("${n}")).collect();
     format!(
-        "INSERT INTO jobs (id, {}, spec_json, priority, follows_job, follows_ended) VALUES ({})",
+        "INSERT INTO jobs (id, {}, spec_json, priority, follows_job, follows_ended, follows_closed) \
+         VALUES ({})",
         COLUMNS.join(", "),
         placeholders.join(", ")
     )
