@@ -224,7 +224,9 @@ async fn shape_prepared(
             JobPolicy::admit(name, &spec, store, |p| rung.gaps(p))
                 .await
                 .map_err(|e| match e {
-                    crate::policy::JobPolicyError::Refused(r) => AdmitError::PolicyRefused(r),
+                    crate::policy::JobPolicyError::Refused(r) => {
+                        refused(r, resolved.fallback.as_deref())
+                    }
                     e => AdmitError::HostProfile(e.to_string()),
                 })?,
         ),
@@ -243,6 +245,16 @@ async fn shape_prepared(
         fallback: resolved.fallback,
         policy,
     })
+}
+
+/// The host profile's refusal of a job, saying why the job is on the
+/// rung that cannot enforce the rule when `isolation = "auto"` fell back
+/// to it (`fallback`): the spec did not ask for that rung.
+fn refused(mut refusal: crate::policy::Refusal, fallback: Option<&str>) -> AdmitError {
+    if let Some(why) = fallback {
+        refusal.reason = format!("{} ({why})", refusal.reason);
+    }
+    AdmitError::PolicyRefused(refusal)
 }
 
 #[cfg(feature = "scripted")]
@@ -275,6 +287,34 @@ mod tests {
         let mut spec = JobSpec::from_toml(text, std::path::Path::new("job.toml")).unwrap();
         spec.policy.profile = profile.map(str::to_string);
         spec
+    }
+
+    /// A refusal on the rung `auto` fell back to says why the job is
+    /// there; one on the rung the spec asked for is as admission gave it.
+    #[test]
+    fn a_refusal_on_a_fallen_back_rung_says_why() {
+        let refusal = crate::policy::Refusal {
+            profile: "ci-box".into(),
+            rule: "network".into(),
+            reason: "cannot be enforced on the `process` rung".into(),
+        };
+        let fallback = "isolation auto: running on the `process` rung (unconfined) because \
+                        this host cannot start Paddock's sandbox: Landlock: not supported";
+        assert_eq!(
+            [
+                refused(refusal.clone(), Some(fallback)).to_string(),
+                refused(refusal, None).to_string(),
+            ],
+            [
+                format!(
+                    "job refused before start: host profile `ci-box`: rule `network` cannot be \
+                     enforced on the `process` rung ({fallback})"
+                ),
+                "job refused before start: host profile `ci-box`: rule `network` cannot be \
+                 enforced on the `process` rung"
+                    .to_string(),
+            ]
+        );
     }
 
     /// Without a host profile any spec passes; with one, only a spec
