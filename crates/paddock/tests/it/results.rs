@@ -4904,6 +4904,85 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
     );
 }
 
+/// The same next attempt submitted to a server (`POST
+/// /v1/jobs?attempt_after=JOB`): its `session_resumed` event, which an API
+/// user follows, says the prior pull request was closed without a merge,
+/// as `paddock run` does. Before, only `paddock run` printed it; the
+/// server dropped it at submission.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_next_attempt_after_a_closed_pull_request_says_so_in_its_events() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let github = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let work = "cat > prompt.txt && mkdir -p \"$CODEX_HOME/sessions/2026/01/01\" && echo '{}' > \
+                \"$CODEX_HOME/sessions/2026/01/01/rollout-2026-01-01T00-00-00-t.jsonl\"";
+    let spec = stand_in_job(&home, &repo, &finishing(work));
+    with_github(&spec, &github.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    github.end_pull(1, false);
+    let server = crate::serve::Server::start_allowing(
+        &home,
+        &["--allow-process"],
+        &[],
+        &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+    )
+    .await;
+    // Published nowhere (a `file://` push URL with a token has no host the
+    // server could allow): the prior job's pull request is read with its
+    // own stored spec's forge, in the server's environment.
+    let mut body = serde_json::to_value(paddock_protocol::JobSpec::load(&spec).unwrap()).unwrap();
+    body["results"]
+        .as_object_mut()
+        .unwrap()
+        .remove("github")
+        .unwrap();
+    let resp = server
+        .client
+        .post(server.url("/v1/jobs"))
+        .query(&[("attempt_after", first.id.as_str())])
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    assert_eq!(status, 202, "{text}");
+    let queued: paddock_protocol::JobRecord = serde_json::from_str(&text).unwrap();
+    let second = server.wait_for(&queued.id, crate::serve::is_final).await;
+    let sessions: Vec<Option<String>> = home
+        .store()
+        .await
+        .events(&second.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            paddock_protocol::EventBody::Status {
+                phase: paddock_protocol::Phase::SessionResumed | paddock_protocol::Phase::SessionForked,
+                detail,
+            } => Some(detail),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        (second.status, sessions),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec![Some(format!(
+                "resumed session t of attempt 1 (job {}); attempt 1: its pull request \
+                 https://github.com/acme/widgets/pull/1 was closed on the forge without being \
+                 merged, so this attempt builds on its branch and opens a pull request of its own \
+                 (the closed one is left as it is)",
+                first.id
+            ))]
+        ),
+        "{}",
+        server.stderr()
+    );
+}
+
 /// Ctrl-C (SIGINT) of `paddock run --attempt-after JOB` while the prior
 /// job's pull request is read from the forge, which does not answer:
 /// paddock stops at once, says the job was cancelled before it started,
