@@ -308,6 +308,12 @@ fn is_object_name(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
+/// The most of a file Paddock extended (AGENTS.md, CLAUDE.md) read back
+/// for the patch: the job writes it, and may make it any length without
+/// holding disk (a sparse file), which read whole would be held in
+/// Paddock's memory.
+const MAX_EXTENDED_BYTES: u64 = 16 << 20;
+
 /// A file of the repository that Paddock extended.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Extended {
@@ -1431,18 +1437,28 @@ impl Workspace {
             if !tree.present.iter().any(|p| p == ext.path.as_bytes()) {
                 continue;
             }
-            let Some(current) = beneath::read_text(&self.work, &ext.path) else {
-                continue;
+            let current = match beneath::read_text(&self.work, &ext.path, MAX_EXTENDED_BYTES) {
+                None => continue,
+                Some(beneath::Text::Whole(text)) => Some(text),
+                Some(beneath::Text::Longer(len)) => {
+                    warnings.push(format!(
+                        "{}: the agent made it {len} bytes long, more than the {MAX_EXTENDED_BYTES} \
+                         Paddock reads of a file it extended; the file is left out of the patch",
+                        ext.path
+                    ));
+                    None
+                }
             };
-            let restored = match strip_extension(&current, &ext) {
-                Some(text) => text,
-                None => {
+            let restored = match current.as_deref().map(|c| strip_extension(c, &ext)) {
+                Some(Some(text)) => text,
+                Some(None) => {
                     warnings.push(format!(
                         "{}: the agent rewrote Paddock's generated section; the file is left out of the patch",
                         ext.path
                     ));
                     ext.original.clone()
                 }
+                None => ext.original.clone(),
             };
             let args = ["hash-object", "-w", "--no-filters", "--stdin"];
             let sha = git.run(args, Some(restored.as_bytes())).await?;
@@ -3376,5 +3392,45 @@ mod tests {
         let p = ws.patch().await.unwrap();
         assert_eq!(p.changed_files, vec!["AGENTS.md".to_string()]);
         assert!(p.diff.contains("deleted file mode"), "{}", p.diff);
+    }
+
+    /// The agent makes the file Paddock extended longer than Paddock
+    /// reads back (`truncate -s`, a sparse file holding no disk, so the
+    /// disk limit never sees it): it is not read into Paddock's memory, it
+    /// is left out of the patch and a warning says why. Before, the whole
+    /// file was read (a `truncate -s 64G AGENTS.md` was 64 GiB in
+    /// Paddock's memory) and staged with Paddock's section stripped.
+    #[tokio::test]
+    async fn an_extended_file_made_longer_than_paddock_reads_is_left_out() {
+        let tmp = TmpDir::new();
+        let r = tracked_agents_md(tmp.path());
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let original = "# Rules\n\n- Use tabs.\n";
+        ws.extend_tracked("AGENTS.md", original, APPENDED)
+            .await
+            .unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(ws.work.join("AGENTS.md"))
+            .unwrap()
+            .set_len(MAX_EXTENDED_BYTES + 1)
+            .unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            p,
+            Patch {
+                diff: String::new(),
+                changed_files: vec![],
+                left_out: vec![],
+                warnings: vec![format!(
+                    "AGENTS.md: the agent made it {} bytes long, more than the {MAX_EXTENDED_BYTES} \
+                     Paddock reads of a file it extended; the file is left out of the patch",
+                    MAX_EXTENDED_BYTES + 1
+                )],
+                tree: p.tree.clone(),
+            }
+        );
     }
 }

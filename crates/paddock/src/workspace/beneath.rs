@@ -154,9 +154,21 @@ pub(crate) fn write_replacing(root: &Path, rel: &Path, bytes: &[u8]) -> io::Resu
     std::fs::File::from(fd).write_all(bytes)
 }
 
+/// What [`read_text`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Text {
+    /// The whole file, UTF-8.
+    Whole(String),
+    /// A regular file longer than the bound (its length): not read. A job
+    /// can make a file of any length that holds no disk (`truncate -s
+    /// 64G`), which the disk limit, counting blocks, never sees.
+    Longer(u64),
+}
+
 /// The text of the regular file `rel` under `work`, read through no link
-/// and only when it is a regular file (never a FIFO or device).
-pub(super) fn read_text(work: &Path, rel: &str) -> Option<String> {
+/// and only when it is a regular file (never a FIFO or device) of at most
+/// `max` bytes; `None` when it is not one, or not UTF-8.
+pub(super) fn read_text(work: &Path, rel: &str, max: u64) -> Option<Text> {
     use std::io::Read as _;
     let root = open_root(work).ok()?;
     let flags = OFlags::RDONLY | OFlags::NONBLOCK;
@@ -165,9 +177,20 @@ pub(super) fn read_text(work: &Path, rel: &str) -> Option<String> {
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         return None;
     }
-    let mut text = String::new();
-    std::fs::File::from(fd).read_to_string(&mut text).ok()?;
-    Some(text)
+    let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+    if size > max {
+        return Some(Text::Longer(size));
+    }
+    // The job may still be growing it: never more than `max` read.
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd)
+        .take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > max {
+        return Some(Text::Longer(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).ok().map(Text::Whole)
 }
 
 #[cfg(test)]
@@ -278,8 +301,16 @@ mod tests {
             );
         }
         assert_eq!(
-            (read_text(&work, "real/f"), read_text(&work, "link/f")),
-            (Some("in\n".to_owned()), None)
+            (
+                read_text(&work, "real/f", 3),
+                read_text(&work, "real/f", 2),
+                read_text(&work, "link/f", 3)
+            ),
+            (
+                Some(Text::Whole("in\n".to_owned())),
+                Some(Text::Longer(3)),
+                None
+            )
         );
     }
 }
