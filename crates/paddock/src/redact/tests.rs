@@ -335,3 +335,50 @@ fn redaction_is_one_pass_over_clean_text() {
     println!("redaction of clean text: {:.0} MB/s", mb / secs);
     assert!(mb / secs > 1.0, "{:.1} MB/s", mb / secs);
 }
+
+/// Every rule the set of all rules finds in a text, the anchors pick too
+/// (the anchors decide which rules run): on every rule's case, its
+/// redaction and its near miss (as written, upper- and lower-cased, as a
+/// JSON string) and on every recorded engine fixture, whole and line by
+/// line. Each rule is found somewhere in the corpus, so none is unchecked.
+#[test]
+fn the_anchors_pick_every_rule_the_set_finds() {
+    let compiled = &*super::rules::COMPILED;
+    let mut corpus: Vec<String> = Vec::new();
+    for (_, input, want, near_miss) in rule_cases() {
+        for t in [input, want, near_miss] {
+            corpus.push(t.to_uppercase());
+            corpus.push(t.to_lowercase());
+            corpus.push(serde_json::to_string(&t).unwrap());
+            corpus.push(format!("{t} {t}"));
+            corpus.push(t);
+        }
+    }
+    let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+                corpus.extend(text.lines().map(str::to_string));
+                corpus.push(text);
+            }
+        }
+    }
+    let mut found = std::collections::BTreeSet::new();
+    for text in &corpus {
+        let picked = compiled.by_anchors(text);
+        let by_set = compiled.by_set(text);
+        let missed: Vec<&str> = by_set
+            .iter()
+            .filter(|i| !picked.contains(i))
+            .map(|&i| compiled.ids[i])
+            .collect();
+        assert_eq!(missed, Vec::<&str>::new(), "missed in {text:.300}");
+        found.extend(by_set.iter().map(|&i| compiled.ids[i]));
+    }
+    let all: std::collections::BTreeSet<&str> = compiled.ids.iter().copied().collect();
+    assert_eq!(found, all);
+}
