@@ -19,6 +19,7 @@ use paddock_protocol::{JobSpec, JobStatus, PriorAttempt};
 
 use super::conclude::{open_forge, CLOSEOUT};
 use super::forge::{Forge as _, ReviewComment};
+use crate::session::repository::repository;
 use crate::store::{Store, StoreError};
 use crate::workspace::lease::Lease;
 
@@ -90,40 +91,6 @@ impl BounceError {
             BounceError::Store { .. } => ErrorCode::StoreLost,
             BounceError::Lease { .. } => ErrorCode::Internal,
         }
-    }
-}
-
-/// A spec's repository, as compared between attempts: its URL, or its
-/// local path (made canonical where it still resolves, so `./repo` and
-/// the same directory named another way are one).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Repository {
-    Url(String),
-    Path(std::path::PathBuf),
-    None,
-}
-
-impl std::fmt::Display for Repository {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Repository::Url(url) => write!(f, "repository {}", crate::terminal_text::line(url)),
-            Repository::Path(path) => write!(
-                f,
-                "repository {}",
-                crate::terminal_text::line(&path.display().to_string())
-            ),
-            Repository::None => f.write_str("no repository"),
-        }
-    }
-}
-
-pub(crate) fn repository(spec: &JobSpec) -> Repository {
-    match (&spec.repository.url, &spec.repository.path) {
-        (Some(url), _) => Repository::Url(url.clone()),
-        (None, Some(path)) => {
-            Repository::Path(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()))
-        }
-        (None, None) => Repository::None,
     }
 }
 

@@ -9,6 +9,7 @@
 //! this module decides, and carries the files.
 
 pub mod files;
+pub(crate) mod repository;
 
 use std::path::PathBuf;
 
@@ -156,19 +157,19 @@ pub async fn branch_maker(
 }
 
 /// The repository of job `job_id`'s stored spec, as next attempts
-/// compare them (`bounce::repository`); `None` when the store has no
+/// compare them (`repository::repository`); `None` when the store has no
 /// spec of it that reads.
 async fn stored_repository(
     store: &dyn Store,
     job_id: &str,
-) -> Result<Option<crate::results::bounce::Repository>, StoreError> {
+) -> Result<Option<repository::Repository>, StoreError> {
     Ok(store
         .job_spec(job_id)
         .await?
         .and_then(|text| {
             paddock_protocol::JobSpec::from_json(&text, std::path::Path::new("the store")).ok()
         })
-        .map(|spec| crate::results::bounce::repository(&spec)))
+        .map(|spec| repository::repository(&spec)))
 }
 
 /// The earlier attempts whose result branches the branch of `job_id` is
