@@ -772,10 +772,20 @@ async fn a_dispose_through_another_hosts_server_says_the_artifacts_are_there() {
             ))
         );
         assert!(artifacts.join("patch.diff").exists());
-        // Through its own host's server: disposed of.
+        // Through its own host's server: disposed of, its record saying
+        // so and naming no patch.
         let resp = delete(here).await;
         assert_eq!(resp.status(), 200, "{}", here.stderr());
-        assert_eq!(body::<JobRecord>(resp).await, rec);
+        let disposed = body::<JobRecord>(resp).await;
+        assert!(disposed.disposed_at.is_some(), "{disposed:?}");
+        assert_eq!(
+            disposed,
+            JobRecord {
+                patch_path: None,
+                disposed_at: disposed.disposed_at,
+                ..rec
+            }
+        );
         assert!(!artifacts.exists());
     }
 }
