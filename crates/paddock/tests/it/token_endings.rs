@@ -106,6 +106,8 @@ async fn dispose_revokes_the_tokens_a_killed_publish_left() {
     let gone = delete().await;
     let status = gone.status().as_u16();
     let disposed: paddock_protocol::JobRecord = body(gone).await;
+    assert!(disposed.disposed_at.is_some(), "{disposed:?}");
+    let disposed_at = disposed.disposed_at;
     assert_eq!(
         (
             busy,
@@ -131,7 +133,12 @@ async fn dispose_revokes_the_tokens_a_killed_publish_left() {
             false,
             (true, true),
             200,
-            ended,
+            // The record as disposed: saying so, naming no patch.
+            paddock_protocol::JobRecord {
+                patch_path: None,
+                disposed_at,
+                ..ended
+            },
             false,
             Some(token.clone()),
             false,
