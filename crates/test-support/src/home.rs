@@ -105,6 +105,26 @@ impl Home {
             .collect()
     }
 
+    /// Job `id`'s session status events (`session_resumed`,
+    /// `session_forked`) in order: their phase and detail.
+    pub async fn session_statuses(
+        &self,
+        id: &str,
+    ) -> Vec<(paddock_protocol::Phase, Option<String>)> {
+        use paddock_protocol::{EventBody, Phase};
+        self.event_bodies(id)
+            .await
+            .into_iter()
+            .filter_map(|body| match body {
+                EventBody::Status {
+                    phase: phase @ (Phase::SessionResumed | Phase::SessionForked),
+                    detail,
+                } => Some((phase, detail)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Saves the host profile `json` in this home's store (`paddock
     /// profile add`), failing the test with paddock's stderr if refused.
     pub async fn add_profile(&self, json: &str) {

@@ -4147,19 +4147,11 @@ async fn the_next_attempt_after_a_merged_pull_request_starts_on_the_base() {
         .await;
     let second = record(&out);
     let forked: Vec<Option<String>> = home
-        .store()
+        .session_statuses(&second.id)
         .await
-        .events(&second.id, 0)
-        .await
-        .unwrap()
         .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Status {
-                phase: paddock_protocol::Phase::SessionForked,
-                detail,
-            } => Some(detail),
-            _ => None,
-        })
+        .filter(|(phase, _)| *phase == paddock_protocol::Phase::SessionForked)
+        .map(|(_, detail)| detail)
         .collect();
     let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
     let brief: Vec<&str> = patch
@@ -4814,19 +4806,10 @@ async fn the_next_attempt_after_a_closed_pull_request_builds_on_it_in_a_pull_req
         .await;
     let second = record(&out);
     let resumed: Vec<Option<String>> = home
-        .store()
+        .session_statuses(&second.id)
         .await
-        .events(&second.id, 0)
-        .await
-        .unwrap()
         .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Status {
-                phase: paddock_protocol::Phase::SessionResumed | paddock_protocol::Phase::SessionForked,
-                detail,
-            } => Some(detail),
-            _ => None,
-        })
+        .map(|(_, detail)| detail)
         .collect();
     let patch = std::fs::read_to_string(second.patch_path.clone().unwrap()).unwrap();
     let brief: Vec<&str> = patch
@@ -4952,19 +4935,10 @@ async fn a_servers_next_attempt_after_a_closed_pull_request_says_so_in_its_event
     let queued: paddock_protocol::JobRecord = serde_json::from_str(&text).unwrap();
     let second = server.wait_for(&queued.id, crate::serve::is_final).await;
     let sessions: Vec<Option<String>> = home
-        .store()
+        .session_statuses(&second.id)
         .await
-        .events(&second.id, 0)
-        .await
-        .unwrap()
         .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Status {
-                phase: paddock_protocol::Phase::SessionResumed | paddock_protocol::Phase::SessionForked,
-                detail,
-            } => Some(detail),
-            _ => None,
-        })
+        .map(|(_, detail)| detail)
         .collect();
     assert_eq!(
         (second.status, sessions),

@@ -170,23 +170,7 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}
     )
     .unwrap();
     let second = run(vec!["--attempt-after".into(), first.id.clone()]).await;
-    let continued: Vec<(paddock_protocol::Phase, Option<String>)> = home
-        .store()
-        .await
-        .events(&second.id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Status {
-                phase:
-                    phase @ (paddock_protocol::Phase::SessionResumed
-                    | paddock_protocol::Phase::SessionForked),
-                detail,
-            } => Some((phase, detail)),
-            _ => None,
-        })
-        .collect();
+    let continued = home.session_statuses(&second.id).await;
     let left_outside: Vec<std::path::PathBuf> = std::fs::read_dir(&outside)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -245,21 +229,10 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}
     let first = run_spec(&home, &spec, &[]).await;
     let second = run_spec(&home, &spec, &["--attempt-after", &first.id]).await;
     let resumed: Vec<paddock_protocol::Phase> = home
-        .store()
+        .session_statuses(&second.id)
         .await
-        .events(&second.id, 0)
-        .await
-        .unwrap()
         .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Status {
-                phase:
-                    phase @ (paddock_protocol::Phase::SessionResumed
-                    | paddock_protocol::Phase::SessionForked),
-                ..
-            } => Some(phase),
-            _ => None,
-        })
+        .map(|(phase, _)| phase)
         .collect();
     assert_eq!(
         (
