@@ -13,8 +13,9 @@
 //! NUL byte is refused, as git refuses it. Nothing here reads what the
 //! job wrote: the tree was written by Paddock's git from its own index.
 
+use std::ffi::OsStr;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sha1::Digest as _;
 
@@ -78,8 +79,48 @@ fn offset_text(offset_secs: i32) -> String {
 /// The local time zone's offset from UTC now, in seconds (UTC when it
 /// cannot be read), as git reads it for a commit's date.
 pub(crate) fn local_offset_secs() -> i32 {
-    let tz = jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC);
-    tz.to_offset(jiff::Timestamp::now()).seconds()
+    let tz = std::env::var_os("TZ");
+    let zoneinfo = std::env::var_os("TZDIR").map_or_else(|| PathBuf::from(ZONEINFO), PathBuf::from);
+    let zone = local_zone(tz.as_deref(), &zoneinfo, Path::new(LOCALTIME));
+    zone.unwrap_or(jiff::tz::TimeZone::UTC)
+        .to_offset(jiff::Timestamp::now())
+        .seconds()
+}
+
+/// Where the C library finds the system's zone files and its local zone.
+const ZONEINFO: &str = "/usr/share/zoneinfo";
+const LOCALTIME: &str = "/etc/localtime";
+
+/// The local time zone as the C library (and so git) reads it: `TZ` unset,
+/// the zone file `localtime`; `TZ` empty, UTC; else `TZ` (a leading `:`
+/// dropped) as a zone file named absolutely or under `zoneinfo`, or as a
+/// POSIX rule (`EST5EDT,M3.2.0,M11.1.0`). `None` when none of those reads.
+/// Read here, not through jiff's `TimeZone::try_system`, which first lists
+/// the whole zone database (some 1,800 files: 3.6 M instructions on the
+/// job's end, before its result commit; issue #14) to name the zone, a
+/// name a commit's date does not hold.
+fn local_zone(tz: Option<&OsStr>, zoneinfo: &Path, localtime: &Path) -> Option<jiff::tz::TimeZone> {
+    let file = |path: &Path| {
+        let data = std::fs::read(path).ok()?;
+        jiff::tz::TimeZone::tzif("localtime", &data).ok()
+    };
+    let Some(tz) = tz else {
+        return file(localtime);
+    };
+    let tz = tz.to_str()?;
+    let tz = tz.strip_prefix(':').unwrap_or(tz);
+    if tz.is_empty() {
+        return Some(jiff::tz::TimeZone::UTC);
+    }
+    if tz.starts_with('/') {
+        return file(Path::new(tz));
+    }
+    let named = if tz.split('/').any(|part| part == "..") {
+        None
+    } else {
+        file(&zoneinfo.join(tz))
+    };
+    named.or_else(|| jiff::tz::TimeZone::posix(tz).ok())
 }
 
 /// Writes the object `kind` with `body` as a loose object of `git_dir`
@@ -145,6 +186,83 @@ fn zlib(data: &[u8]) -> std::io::Result<Vec<u8>> {
 mod tests {
     use super::*;
     use paddock_test_support::git::git;
+
+    /// A version 1 TZif file of one zone type, `offset` seconds east of
+    /// UTC, no transitions: what a zone file under /usr/share/zoneinfo is,
+    /// reduced to what a commit's date reads.
+    fn tzif(offset: i32) -> Vec<u8> {
+        let mut data = b"TZif".to_vec();
+        data.extend_from_slice(&[0; 16]);
+        // isutcnt, isstdcnt, leapcnt, timecnt, typecnt, charcnt
+        for count in [0u32, 0, 0, 0, 1, 4] {
+            data.extend_from_slice(&count.to_be_bytes());
+        }
+        data.extend_from_slice(&offset.to_be_bytes());
+        data.extend_from_slice(&[0, 0]);
+        data.extend_from_slice(b"ZZZ\0");
+        data
+    }
+
+    fn offset_of(zone: Option<jiff::tz::TimeZone>) -> Option<i32> {
+        zone.map(|tz| tz.to_offset(jiff::Timestamp::UNIX_EPOCH).seconds())
+    }
+
+    #[test]
+    fn the_local_zone_is_read_as_the_c_library_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let zoneinfo = dir.path().join("zoneinfo");
+        std::fs::create_dir_all(zoneinfo.join("Asia")).unwrap();
+        std::fs::write(zoneinfo.join("Asia/Kolkata"), tzif(19_800)).unwrap();
+        let localtime = dir.path().join("localtime");
+        std::fs::write(&localtime, tzif(-18_000)).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, tzif(3_600)).unwrap();
+        let abs = format!(":{}", elsewhere.display());
+        let zone =
+            |tz: Option<&str>| offset_of(local_zone(tz.map(OsStr::new), &zoneinfo, &localtime));
+        let cases = [
+            (None, Some(-18_000)),
+            (Some(""), Some(0)),
+            (Some(":"), Some(0)),
+            (Some("Asia/Kolkata"), Some(19_800)),
+            (Some(":Asia/Kolkata"), Some(19_800)),
+            (Some(abs.as_str()), Some(3_600)),
+            (Some("XYZ-3"), Some(10_800)),
+            (Some("EST5EDT,M3.2.0,M11.1.0"), Some(-18_000)),
+            (Some("../zoneinfo/Asia/Kolkata"), None),
+            (Some("Nowhere/City"), None),
+        ];
+        let got: Vec<_> = cases.iter().map(|(tz, _)| (*tz, zone(*tz))).collect();
+        let want: Vec<_> = cases.to_vec();
+        assert_eq!(got, want);
+        // No local zone file: UTC is what the commit then gets.
+        let gone = dir.path().join("gone");
+        assert_eq!(local_zone(None, &zoneinfo, &gone), None);
+    }
+
+    /// On this host, the zone read as the C library does is the one jiff's
+    /// system lookup (the one used before, which lists the whole database
+    /// first) finds.
+    #[test]
+    fn the_local_zone_is_the_one_jiffs_system_lookup_finds() {
+        let tz = std::env::var_os("TZ");
+        let zoneinfo =
+            std::env::var_os("TZDIR").map_or_else(|| PathBuf::from(ZONEINFO), PathBuf::from);
+        let ours = local_zone(tz.as_deref(), &zoneinfo, Path::new(LOCALTIME))
+            .unwrap_or(jiff::tz::TimeZone::UTC);
+        let jiffs = jiff::tz::TimeZone::try_system().unwrap_or(jiff::tz::TimeZone::UTC);
+        let times = [0i64, 1_700_000_000, 1_720_000_000, 1_800_000_000];
+        let offsets = |zone: &jiff::tz::TimeZone| -> Vec<i32> {
+            times
+                .iter()
+                .map(|t| {
+                    zone.to_offset(jiff::Timestamp::from_second(*t).unwrap())
+                        .seconds()
+                })
+                .collect()
+        };
+        assert_eq!(offsets(&ours), offsets(&jiffs));
+    }
 
     /// A repository of `format` with one commit; its git directory, the
     /// commit and its tree.
