@@ -84,9 +84,26 @@ pub async fn objects_dir(spec: &JobSpec, jobs_root: &Path) -> Option<PathBuf> {
 /// source and the push's scratch repository verify the bundle anyway);
 /// `Err` says why not.
 pub async fn holds_base(spec: &JobSpec, jobs_root: &Path, base: &str) -> Result<(), String> {
+    holder_holds(holder(spec, jobs_root), base.to_owned()).await
+}
+
+/// [`holds_base`] started now on a task of its own, its answer awaited
+/// later: at the job's end it is asked as the patch begins, beside the
+/// staging of the work tree, not after the result commit is written (its
+/// git process had been the last step of the patch; issue #14). The job
+/// has ended by then, so the answer is the one asking later gives.
+pub fn holds_base_soon(
+    spec: &JobSpec,
+    jobs_root: &Path,
+    base: &str,
+) -> tokio::task::JoinHandle<Result<(), String>> {
+    tokio::spawn(holder_holds(holder(spec, jobs_root), base.to_owned()))
+}
+
+async fn holder_holds(holder: Option<Holder>, base: String) -> Result<(), String> {
     let tree = format!("{base}^{{tree}}");
     let check = ["cat-file", "-e", &tree];
-    match holder(spec, jobs_root) {
+    match holder {
         None => Err("no repository on this host keeps it: the source is one Paddock made for the job, removed with it".into()),
         Some(Holder::Source(path)) => user_git(&path, check)
             .await

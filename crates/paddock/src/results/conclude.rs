@@ -75,6 +75,7 @@ pub async fn patch_and_branch(
     let bundle = artifacts.join(BUNDLE);
     let _ = std::fs::remove_file(&bundle);
     let whole = !base_objects::kept_on_host(spec, jobs_root);
+    let held = (!whole).then(|| base_objects::holds_base_soon(spec, jobs_root, &ws.base_commit));
     let mut early = None;
     let staged = ws
         .stage_starting(&mut || {
@@ -90,7 +91,7 @@ pub async fn patch_and_branch(
     let tree = staged.tree.clone();
     let (patch, kept) = tokio::join!(
         ws.diff_staged_with(staged, diff, spec.limits.max_disk_bytes),
-        keep_branch(ws, spec, &tree, artifacts, jobs_root, Some(pack))
+        keep_branch(ws, spec, &tree, artifacts, jobs_root, held, Some(pack))
     );
     let patch = match patch {
         Ok(patch) => patch,
@@ -148,13 +149,16 @@ pub fn fetch_into_source_soon(
 /// has it; else the whole history, saying why. The caller decides whether
 /// there is a change to keep ([`patch_and_branch`]). `pack`: the bundle
 /// started already ([`Workspace::start_bundle`], to `artifacts`' bundle,
-/// whole when nothing keeps the base), or `None` to make it here.
+/// whole when nothing keeps the base), or `None` to make it here; `held`:
+/// whether the base is kept, asked already
+/// ([`base_objects::holds_base_soon`]), or `None` to ask here.
 pub async fn keep_branch(
     ws: &Workspace,
     spec: &JobSpec,
     tree: &str,
     artifacts: &Path,
     jobs_root: &Path,
+    held: Option<tokio::task::JoinHandle<Result<(), String>>>,
     pack: Option<Result<StartedBundle, crate::workspace::WorkspaceError>>,
 ) -> Result<KeptBranch, crate::workspace::WorkspaceError> {
     let message = format!(
@@ -188,10 +192,15 @@ pub async fn keep_branch(
     }
     // Whether the host still holds the base is asked (a git process of its
     // own) while the commit and its bundle are made, not after them.
-    let (commit, held) = tokio::join!(
-        made,
-        base_objects::holds_base(spec, jobs_root, &ws.base_commit)
-    );
+    let asked = async {
+        match held {
+            Some(asked) => asked
+                .await
+                .unwrap_or_else(|e| Err(format!("the check of the base stopped: {e}"))),
+            None => base_objects::holds_base(spec, jobs_root, &ws.base_commit).await,
+        }
+    };
+    let (commit, held) = tokio::join!(made, asked);
     let commit = commit?;
     let whole = match held {
         Ok(()) => None,
