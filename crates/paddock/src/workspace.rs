@@ -268,7 +268,10 @@ const OVERLAY_WORK: &str = "overlay-work";
 /// within its disk can still make a diff this long (a file of many
 /// gigabytes, its base85 text longer still), which the process that runs
 /// every job of a server would otherwise hold twice over. Past it the job
-/// fails naming the bound; its branch's commits are not kept either.
+/// fails naming the bound; its branch's commits are not kept either. It
+/// also bounds what the patch's staging has git read of the files the job
+/// changed (their lengths together, `final_tree::Budget`): a sparse file
+/// is any length without holding disk, and git hashed every byte of it.
 pub const MAX_PATCH_BYTES: u64 = 1 << 30;
 
 /// The diff's options (after `diff` or `diff-tree --stdin -r -M`): every
@@ -1215,7 +1218,7 @@ impl Workspace {
             file: self.work.display().to_string(),
             source,
         })?;
-        let tree = self.stage_work_tree(&git, start).await?;
+        let tree = self.stage_work_tree(&git, &index, start).await?;
         let left_out: Vec<String> = tree
             .junk
             .iter()
@@ -1237,6 +1240,19 @@ impl Workspace {
             warnings.push(format!(
                 "left out of the patch, named as git's own directory (.git) under another \
                  spelling, which git never stages: {}",
+                names.join(", ")
+            ));
+        }
+        if !tree.too_long.is_empty() {
+            let names: Vec<String> = tree
+                .too_long
+                .iter()
+                .map(|(p, len)| format!("{} ({len} bytes)", String::from_utf8_lossy(p)))
+                .collect();
+            warnings.push(format!(
+                "{}: left out of the patch, longer than Paddock stages: it reads at most \
+                 {MAX_PATCH_BYTES} bytes of the files the job changed, together, the most of a \
+                 patch it reads",
                 names.join(", ")
             ));
         }
@@ -1382,6 +1398,7 @@ impl Workspace {
     async fn stage_work_tree(
         &self,
         git: &HostGit,
+        index: &Path,
         start: &mut (dyn FnMut() + Send),
     ) -> Result<FinalTree, WorkspaceError> {
         let add = ["update-index", "--add", "--replace", "-z", "--stdin"];
@@ -1394,9 +1411,19 @@ impl Workspace {
                 start();
             }
         };
-        let mut tree =
-            final_tree::list_with(git, &self.work, &tracked, upper.as_ref(), &mut after_level)
-                .await?;
+        let budget = final_tree::Budget {
+            changed_after: modified_at(index),
+            max: MAX_PATCH_BYTES,
+        };
+        let mut tree = final_tree::list_with(
+            git,
+            &self.work,
+            &tracked,
+            upper.as_ref(),
+            budget,
+            &mut after_level,
+        )
+        .await?;
         if !started {
             start();
         }
@@ -1836,6 +1863,14 @@ fn copy_index(from: &Path, to: &Path) -> std::io::Result<u64> {
         .open(to)?
         .set_modified(modified)?;
     Ok(copied)
+}
+
+/// `path`'s modification time (seconds, nanoseconds); `None` when it
+/// cannot be read.
+fn modified_at(path: &Path) -> Option<(i64, i64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.mtime(), meta.mtime_nsec()))
 }
 
 #[cfg(unix)]
@@ -2779,7 +2814,15 @@ mod tests {
                 std::os::unix::fs::symlink(&outside_dir, work.join("a")).unwrap();
             }
         };
-        let listed = final_tree::list_with(&git, w, &tracked, None, &mut swap).await;
+        let listed = final_tree::list_with(
+            &git,
+            w,
+            &tracked,
+            None,
+            final_tree::Budget::unbounded(),
+            &mut swap,
+        )
+        .await;
         assert_eq!(
             listed.map_err(|e| e.to_string()),
             Err(format!(
@@ -3157,9 +3200,16 @@ mod tests {
         let git = ws.paddock_git(Some(&index), true);
         let tracked = Tracked::parse(&git.run(["ls-files", "--stage", "-z"], None).await.unwrap());
         let upper = ws.upper_layer().unwrap();
-        let narrowed = final_tree::list_with(&git, w, &tracked, Some(&upper), &mut |_| {})
-            .await
-            .unwrap();
+        let narrowed = final_tree::list_with(
+            &git,
+            w,
+            &tracked,
+            Some(&upper),
+            final_tree::Budget::unbounded(),
+            &mut |_| {},
+        )
+        .await
+        .unwrap();
         let whole = final_tree::list(&git, w, &tracked).await.unwrap();
         let text = |paths: &[Vec<u8>]| -> Vec<String> {
             paths
@@ -3431,6 +3481,58 @@ mod tests {
                 )],
                 tree: p.tree.clone(),
             }
+        );
+    }
+
+    /// A file the job made longer than the patch's staging reads (a
+    /// sparse file: `truncate -s`, no disk held, so the disk limit never
+    /// sees it) is left out, tracked or not, named with its length; the
+    /// rest of the work is staged, and the files the job changed are read
+    /// while their lengths together fit (in path order: `b.bin` does not
+    /// fit after `a.bin`, `c.txt` still does). Before, git's `update-index`
+    /// read and hashed every byte (`truncate -s 50G`: minutes of CPU, up to
+    /// its timeout, then no patch at all) and the patch held them.
+    #[tokio::test]
+    async fn a_file_longer_than_the_staging_reads_is_left_out() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        std::fs::write(r.join("tracked.bin"), "base\n").unwrap();
+        sh(&r, &["add", "tracked.bin"]);
+        sh(&r, &["commit", "-q", "-m", "tracked"]);
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let sparse = |name: &str, len: u64| {
+            std::fs::File::create(ws.work.join(name))
+                .unwrap()
+                .set_len(len)
+                .unwrap();
+        };
+        sparse("huge", 50 << 30);
+        sparse("tracked.bin", MAX_PATCH_BYTES + 1);
+        sparse("a.bin", MAX_PATCH_BYTES / 2 + 1);
+        sparse("b.bin", MAX_PATCH_BYTES / 2);
+        std::fs::write(ws.work.join("c.txt"), "work\n").unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            (p.changed_files, p.left_out, p.warnings),
+            (
+                vec!["a.bin".to_string(), "c.txt".to_string()],
+                vec![],
+                vec![format!(
+                    "b.bin ({} bytes), huge ({} bytes), tracked.bin ({} bytes): left out of the \
+                     patch, longer than Paddock stages: it reads at most {MAX_PATCH_BYTES} bytes \
+                     of the files the job changed, together, the most of a patch it reads",
+                    MAX_PATCH_BYTES / 2,
+                    50u64 << 30,
+                    MAX_PATCH_BYTES + 1
+                )]
+            )
+        );
+        assert!(
+            p.diff.contains("+work\n"),
+            "{}",
+            &p.diff[..p.diff.len().min(2000)]
         );
     }
 }

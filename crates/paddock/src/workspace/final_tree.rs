@@ -99,6 +99,42 @@ pub(super) struct FinalTree {
     /// Paths `update-index` refused to stage (git's "Ignoring path"): a
     /// `.git` under another spelling (`.GIT`, `git~1`, `.g\u{200c}it`).
     pub refused: Vec<Vec<u8>>,
+    /// Files the job changed that were not staged because their length
+    /// (`st_size`) did not fit in the [`Budget`], each with that length:
+    /// a tracked one is kept as the index has it, an untracked one is not
+    /// in the tree.
+    pub too_long: Vec<(Vec<u8>, u64)>,
+}
+
+/// How much of the files the job changed the staging may have git read
+/// (and hash): their lengths together at most `max` bytes, taken in path
+/// order, a file that does not fit left out ([`FinalTree::too_long`]).
+/// A file's length is its `st_size`, which a sparse file makes any size
+/// without holding disk (`truncate -s 50G`), so the disk limit bounds
+/// nothing here; git would read and hash every byte of it, minutes of CPU
+/// per file and up to `host_git`'s timeout, after which the job had no
+/// patch at all.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Budget {
+    /// The files counted are those whose status changed after this
+    /// instant (`st_ctime`, which no job can set back), the modification
+    /// time of the index the staging starts from: a file left as the
+    /// checkout wrote it has its index stamps and git does not read it.
+    /// `None`: every file is counted.
+    pub changed_after: Option<(i64, i64)>,
+    /// The most of their lengths together.
+    pub max: u64,
+}
+
+impl Budget {
+    /// No bound (what the tests that compare walks use).
+    #[cfg(test)]
+    pub fn unbounded() -> Budget {
+        Budget {
+            changed_after: None,
+            max: u64::MAX,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -131,7 +167,7 @@ pub(super) async fn list(
     work: &Path,
     tracked: &Tracked,
 ) -> Result<FinalTree, WorkspaceError> {
-    list_with(git, work, tracked, None, &mut |_| {}).await
+    list_with(git, work, tracked, None, Budget::unbounded(), &mut |_| {}).await
 }
 
 /// Whether the link `name` in `dir` names the sandbox's placeholder target.
@@ -175,12 +211,14 @@ fn untouched(visited: &Visited, path: &[u8]) -> bool {
 /// `after_level` with each depth once it is read (the tests race the walk
 /// there). The tracked files it does not read are the base's, kept as
 /// they are in the index: in [`FinalTree::present`], not in
-/// [`FinalTree::staged`].
+/// [`FinalTree::staged`]. The changed files longer than `budget` lets git
+/// read are left out ([`FinalTree::too_long`]).
 pub(super) async fn list_with(
     git: &HostGit,
     work: &Path,
     tracked: &Tracked,
     upper: Option<&Upper>,
+    budget: Budget,
     after_level: &mut (dyn FnMut(usize) + Send),
 ) -> Result<FinalTree, WorkspaceError> {
     let read_err = |rel: &[u8]| {
@@ -198,6 +236,8 @@ pub(super) async fn list_with(
     let mut level: Vec<(Vec<u8>, bool, bool)> = vec![(Vec::new(), false, upper.is_none())];
     let mut staged = Vec::new();
     let mut junk = Vec::new();
+    // The lengths of the regular files changed after the budget's instant.
+    let mut changed: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut depth = 0;
     while !level.is_empty() {
         let mut entries: Vec<(Vec<u8>, Kind, bool, bool)> = Vec::new();
@@ -245,6 +285,11 @@ pub(super) async fn list_with(
                 {
                     continue;
                 }
+                if entry.file_type == FileType::RegularFile {
+                    if let Some(len) = changed_length(&fd, &entry.name, budget.changed_after) {
+                        changed.insert(rel.clone(), len);
+                    }
+                }
                 entries.push((rel, kind, *ignored, names.is_none()));
             }
             visited.insert(dir.clone(), names);
@@ -285,7 +330,28 @@ pub(super) async fn list_with(
         level = next;
     }
     rules.finish().await?;
+    staged.sort();
+    let mut left = budget.max;
+    let mut too_long = Vec::new();
+    staged.retain(|rel| match changed.get(rel) {
+        Some(&len) if len > left => {
+            too_long.push((rel.clone(), len));
+            false
+        }
+        Some(&len) => {
+            left -= len;
+            true
+        }
+        None => true,
+    });
     let mut present = staged.clone();
+    // A tracked file left out stays as the base has it.
+    present.extend(
+        too_long
+            .iter()
+            .filter(|(rel, _)| tracked.mode(rel).is_some())
+            .map(|(rel, _)| rel.clone()),
+    );
     present.extend(
         tracked
             .modes
@@ -302,7 +368,6 @@ pub(super) async fn list_with(
         .collect();
     gone.sort();
     present.sort();
-    staged.sort();
     junk.sort();
     Ok(FinalTree {
         present,
@@ -310,7 +375,28 @@ pub(super) async fn list_with(
         gone,
         junk,
         refused: Vec::new(),
+        too_long,
     })
+}
+
+/// The length of the regular file `name` in `dir` if its status changed
+/// after `after` (always, without one); `None` for a file left alone
+/// since then, or one gone or no longer regular (git finds it so too).
+fn changed_length(
+    dir: &impl std::os::fd::AsFd,
+    name: &[u8],
+    after: Option<(i64, i64)>,
+) -> Option<u64> {
+    let st = rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let ctime = (st.st_ctime as i64, st.st_ctime_nsec as i64);
+    if after.is_some_and(|after| ctime <= after) {
+        return None;
+    }
+    u64::try_from(st.st_size).ok()
 }
 
 /// `paths` as git's `-z` input.

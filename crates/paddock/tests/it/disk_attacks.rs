@@ -9,7 +9,8 @@
 //! reserve. Each job must end `failed` naming the limit and the size seen,
 //! said by a `policy` event of rule `limits`, stopped well before its
 //! timeout, its workspace removed like any failed job's. No probe writes
-//! more than 8 MiB.
+//! more than 8 MiB. A sparse file, which holds no disk, is left out of the
+//! patch past the length its staging reads, the job `done`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -376,5 +377,69 @@ async fn a_host_profiles_cap_holds_a_spec_asking_more() {
         let rec = record(&out);
         let events: Vec<EventBody> = home.event_bodies(&rec.id).await;
         past_limit(rung, &(rec, events, home.leftover_workspaces()), 8 << 20);
+    }
+}
+
+/// A sparse file of 50 GiB (`truncate -s`: no block held, within the
+/// 4 MiB limit) beside the job's work: the job is `done`, its patch holds
+/// the work and not the file, and a warning (in its events and closeout)
+/// names the file, its length and the bound. Before, the patch's
+/// `update-index` read and hashed all 50 GiB (a minute a 4 GiB here), for
+/// up to git's 600 s timeout, and the job then had no patch at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_huge_sparse_file_is_left_out_of_the_patch_and_said() {
+    for rung in rungs() {
+        let home = Home::new();
+        let spec = fake_codex_job(
+            &home,
+            rung,
+            &format!("truncate -s 50G huge.bin && echo work > work.txt\n{TURN}"),
+            60,
+        );
+        let text = std::fs::read_to_string(&spec).unwrap().replace(
+            "timeout_secs = 60",
+            &format!("timeout_secs = 60\nmax_disk_bytes = {LIMIT}"),
+        );
+        std::fs::write(&spec, text).unwrap();
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await;
+        let rec = record(&out);
+        let said = format!(
+            "huge.bin ({} bytes): left out of the patch, longer than Paddock stages: it reads \
+             at most {} bytes of the files the job changed, together, the most of a patch it \
+             reads",
+            50u64 << 30,
+            1u64 << 30
+        );
+        let warned = home
+            .event_bodies(&rec.id)
+            .await
+            .contains(&EventBody::Error {
+                source: Some("paddock".into()),
+                message: said.clone(),
+                fatal: false,
+            });
+        let artifacts = home.data().join("artifacts").join(&rec.id);
+        let closeout = std::fs::read_to_string(artifacts.join("closeout.md")).unwrap_or_default();
+        let patch = std::fs::read_to_string(artifacts.join("patch.diff")).unwrap_or_default();
+        assert_eq!(
+            (
+                rec.status,
+                rec.changed_files.clone(),
+                warned,
+                closeout.contains(&said[..120]),
+                patch.contains("huge.bin"),
+            ),
+            (
+                JobStatus::Done,
+                vec!["work.txt".to_string()],
+                true,
+                true,
+                false
+            ),
+            "{rung}: {:?}\n{closeout}",
+            rec.reason
+        );
     }
 }
