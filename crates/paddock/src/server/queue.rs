@@ -734,6 +734,14 @@ impl Queue {
                         requested = Some(owner);
                     }
                 }
+                // Cancelled since this cancel recorded its request: the
+                // process running it (a `paddock run` on this jobs
+                // directory) read the request and stopped, so the
+                // cancel reached it. A job that had ended before, or
+                // ended on its own meanwhile, is `job_final`.
+                JobStatus::Cancelled if requested.is_some() => {
+                    return Ok(requested.map_or(Cancel::Final(record), Cancel::Requested));
+                }
                 _ => return Ok(Cancel::Final(record)),
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

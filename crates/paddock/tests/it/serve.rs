@@ -662,6 +662,45 @@ async fn cancel_a_queued_and_a_running_job() {
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
 
+/// A cancel through the API of a job a `paddock run` on the server's own
+/// jobs directory runs is a 202 `requested`, the record the run left:
+/// the server waits about a second for a claim in flight, in which the
+/// run reads the request and ends `cancelled`, and the answer was a 409
+/// `job_final` ("job … is cancelled") for the cancel that ended it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_of_a_paddock_run_on_the_servers_own_host_is_accepted() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let spec = crate::hosts::waiting_job(&home, &home.path().join("never"));
+    let run = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = crate::hosts::started(&home).await;
+    let resp = server.cancel(&id).await;
+    let status = resp.status().as_u16();
+    let answer: Value = body(resp).await;
+    let out = run.wait_with_output().await.unwrap();
+    let (host, name) = crate::hosts::host_of(&home);
+    assert_eq!(
+        (
+            status,
+            answer["cancel"].clone(),
+            out.status.code(),
+            record(&out).status
+        ),
+        (
+            202,
+            serde_json::json!({"state": "requested", "host": name, "host_id": host}),
+            Some(5),
+            JobStatus::Cancelled
+        ),
+        "{answer}"
+    );
+}
+
 #[tokio::test]
 async fn the_queue_runs_by_priority_within_its_concurrency_limit() {
     let home = Home::new();
