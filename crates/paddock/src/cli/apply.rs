@@ -43,7 +43,22 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         errln!("paddock: job {job_id} changed nothing: there is no patch to apply");
         return Ok(exit::DONE);
     }
-    let dir = args.repo.clone().unwrap_or_else(|| PathBuf::from("."));
+    let dir = match &args.repo {
+        Some(dir) if !dir.is_dir() => {
+            let what = if dir.exists() {
+                "not a directory"
+            } else {
+                "no such directory"
+            };
+            return Err(Failure::BadInput(anyhow::anyhow!(
+                "--repo {}: {what}; name the working tree to apply job {job_id}'s patch in",
+                dir.display()
+            )));
+        }
+        Some(dir) => dir.clone(),
+        // Named as a path, never `.`, in what is said of it.
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    };
     let found = top_level(&dir);
     let top = found.clone().unwrap_or_else(|| dir.clone());
     // Made on an earlier attempt's branch that this tree's HEAD lacks

@@ -432,6 +432,82 @@ async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not()
     );
 }
 
+/// `paddock apply --repo DIR` of a directory that is not there is bad
+/// input naming it (it was exit 1, "the patch does not apply in DIR"
+/// after git's `cannot change to`), and the directory a patch does not
+/// apply in is named as a path, not as `.`.
+#[tokio::test]
+async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'x\\n' > new.txt"));
+    let job = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    let outcome = |out: std::process::Output| {
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let missing = home.path().join("nope");
+    let file = home.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let mut said = Vec::new();
+    for dir in [&missing, &file] {
+        said.push(outcome(
+            home.paddock(&["apply", &job.id, "--repo", dir.to_str().unwrap()], &[])
+                .await,
+        ));
+    }
+    // Outside a working tree, in the current directory, where the file
+    // is already: git refuses, and the directory is named.
+    let plain = home.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::write(plain.join("new.txt"), "x\n").unwrap();
+    let mut here = home.command(&["apply", &job.id]);
+    here.current_dir(&plain);
+    said.push(outcome(here.output().await.unwrap()));
+    assert_eq!(
+        said,
+        vec![
+            (
+                Some(2),
+                String::new(),
+                format!(
+                    "paddock: --repo {}: no such directory; name the working tree to apply job \
+                     {}'s patch in\n",
+                    missing.display(),
+                    job.id
+                )
+            ),
+            (
+                Some(2),
+                String::new(),
+                format!(
+                    "paddock: --repo {}: not a directory; name the working tree to apply job \
+                     {}'s patch in\n",
+                    file.display(),
+                    job.id
+                )
+            ),
+            (
+                Some(1),
+                String::new(),
+                format!(
+                    "error: new.txt: already exists in working directory\n\
+                     paddock: job {}'s patch does not apply in {} (git apply's message above)\n",
+                    job.id,
+                    plain.display()
+                )
+            ),
+        ]
+    );
+}
+
 /// A change outside the ticket's `touch_only` is flagged, in the closeout
 /// and as a warning of the job; the job is still done, with its branch.
 #[tokio::test]
