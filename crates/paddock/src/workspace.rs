@@ -53,6 +53,10 @@ pub use result_branch::{StartedBundle, BUNDLE};
 pub use snapshot::SNAPSHOTS;
 use snapshot::{Snapshot, Source as SnapSource};
 
+/// What [`WorkspaceError::NotARepository`] says of a directory git does
+/// not take for a repository.
+const NOT_A_REPOSITORY: &str = "not a git repository";
+
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
     #[error("workspace {path}: cannot create: {source}")]
@@ -60,8 +64,10 @@ pub enum WorkspaceError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("repository {path}: not a git repository")]
-    NotARepository { path: PathBuf },
+    /// `why`: not a git repository, no such directory, or not a
+    /// directory.
+    #[error("repository {path}: {why}")]
+    NotARepository { path: PathBuf, why: &'static str },
     #[error("repository {source_repo}: git clone failed: {stderr}")]
     Clone { source_repo: String, stderr: String },
     #[error(
@@ -563,6 +569,7 @@ impl Workspace {
             (None, None) => {
                 return Err(WorkspaceError::NotARepository {
                     path: PathBuf::new(),
+                    why: NOT_A_REPOSITORY,
                 })
             }
         };
@@ -766,7 +773,17 @@ impl Workspace {
             (Some(path), _) => {
                 let probe = user_git(path, ["rev-parse", "--git-dir"]).await;
                 if !path.is_dir() || probe.is_err() {
-                    return Err(WorkspaceError::NotARepository { path: path.clone() });
+                    let why = if !path.exists() {
+                        "no such directory"
+                    } else if !path.is_dir() {
+                        "not a directory"
+                    } else {
+                        NOT_A_REPOSITORY
+                    };
+                    return Err(WorkspaceError::NotARepository {
+                        path: path.clone(),
+                        why,
+                    });
                 }
                 path.display().to_string()
             }
@@ -774,6 +791,7 @@ impl Workspace {
             (None, None) => {
                 return Err(WorkspaceError::NotARepository {
                     path: PathBuf::new(),
+                    why: NOT_A_REPOSITORY,
                 })
             }
         })
@@ -2689,6 +2707,36 @@ mod tests {
             format!("repository {}: not a git repository", plain.display())
         );
         assert!(!jobs.join("j3").exists());
+        // A path that is not there, or a file, is said to be so (a
+        // mistyped path read "not a git repository").
+        let file = tmp.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let mut said = Vec::new();
+        for (job, path) in [("j4", tmp.path().join("nowhere")), ("j5", file)] {
+            let err = Workspace::provision(&jobs, job, &spec(path.clone(), "main"), "b")
+                .await
+                .unwrap_err();
+            said.push((err.to_string(), jobs.join(job).exists()));
+        }
+        assert_eq!(
+            said,
+            vec![
+                (
+                    format!(
+                        "repository {}: no such directory",
+                        tmp.path().join("nowhere").display()
+                    ),
+                    false
+                ),
+                (
+                    format!(
+                        "repository {}: not a directory",
+                        tmp.path().join("a-file").display()
+                    ),
+                    false
+                ),
+            ]
+        );
     }
 
     /// The final tree is listed by Paddock, not by git discovering the
