@@ -57,7 +57,8 @@ pub struct Cli {
     /// When to color output (NO_COLOR set and not empty means never on auto).
     #[arg(long, global = true, value_enum, default_value_t = super::color::When::Auto)]
     pub color: super::color::When,
-    /// The SQLite database (default: $XDG_DATA_HOME/paddock/paddock.db).
+    /// The SQLite database, or a `postgres://user@host/database` URL
+    /// (default: $XDG_DATA_HOME/paddock/paddock.db).
     #[arg(long, global = true, env = "PADDOCK_DB")]
     pub db: Option<PathBuf>,
     /// Where the database and artifacts live (default: $XDG_DATA_HOME/paddock).
@@ -97,7 +98,8 @@ pub enum Cmd {
     Gc(super::gc::GcArgs),
     /// Report what this host supports for each isolation rung.
     Doctor(super::doctor::DoctorArgs),
-    /// Print a job's stored events as JSONL.
+    /// Print a job's stored events, one readable line each (JSONL with
+    /// `--json`; `--follow` until the job ends).
     Events(super::events::EventsArgs),
     /// A job's summary and its closeout (what was done, what failed, cost).
     Show(super::show::ShowArgs),
@@ -183,6 +185,39 @@ mod tests {
         ];
         let absent: Vec<&str> = read.into_iter().filter(|v| !help.contains(v)).collect();
         assert_eq!(absent, Vec::<&str>::new());
+    }
+
+    /// `events`' summary says what it prints by default (readable lines;
+    /// it said "as JSONL", which only `--json` prints) and `--db` that it
+    /// takes a PostgreSQL URL too.
+    #[test]
+    fn events_and_db_help_say_what_they_do() {
+        let cmd = Cli::command();
+        let about = |name: &str| {
+            cmd.find_subcommand(name)
+                .and_then(|c| c.get_about())
+                .map(|a| a.to_string())
+        };
+        let db = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "db")
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string());
+        assert_eq!(
+            (about("events"), db),
+            (
+                Some(
+                    "Print a job's stored events, one readable line each (JSONL with `--json`; \
+                     `--follow` until the job ends)"
+                        .to_owned()
+                ),
+                Some(
+                    "The SQLite database, or a `postgres://user@host/database` URL (default: \
+                     $XDG_DATA_HOME/paddock/paddock.db)"
+                        .to_owned()
+                )
+            )
+        );
     }
 
     /// docs/cli.md names every visible subcommand and every long option.
