@@ -157,9 +157,7 @@ mod tests {
     fn a_wrong_version_is_a_failure_with_its_fix() {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("claude");
-        std::fs::write(&bin, "#!/bin/sh\necho '1.0.0 (Claude Code)'\n").unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        paddock_test_support::script::write_script(&bin, "#!/bin/sh\necho '1.0.0 (Claude Code)'\n");
         let c = engine(&engines::claude::PIN, Some(dir.path().as_os_str()));
         assert_eq!(
             (c.ok, c.detail),

@@ -158,16 +158,13 @@ pub async fn created_in_work(home: &Home, name: &str) -> bool {
 pub fn stand_in_codex(bin: &Path, body: &str) -> PathBuf {
     std::fs::create_dir_all(bin).unwrap();
     let engine = bin.join("codex");
-    std::fs::write(
+    crate::script::write_script(
         &engine,
-        format!(
+        &format!(
             "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}\n",
             paddock::engines::codex::PIN.version
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     engine
 }
 

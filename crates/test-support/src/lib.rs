@@ -40,6 +40,7 @@ pub mod npm_registry;
 pub mod overlay;
 pub mod postgres;
 pub mod pypi_index;
+pub mod script;
 pub mod skip;
 pub mod sshd;
 pub mod tls;
@@ -55,6 +56,7 @@ pub mod prelude {
     pub use crate::home::*;
     pub use crate::jobs::*;
     pub use crate::overlay::OverlayJob;
+    pub use crate::script::*;
     pub use crate::skip::*;
     pub use paddock::store::{SqliteStore, Store};
 }

@@ -214,13 +214,10 @@ mod tests {
         let bin = dir.path().join("bin");
         std::fs::create_dir(&bin).unwrap();
         let gcloud = bin.join("gcloud");
-        std::fs::write(
+        paddock_test_support::script::write_script(
             &gcloud,
             "#!/bin/sh\necho 'ERROR: no active account' >&2\nexit 1\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&gcloud, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        );
         let env = AdcEnv {
             credentials_file: None,
             gcloud_config: Some(dir.path().join("gcloud")),

@@ -421,9 +421,7 @@ mod tests {
         let user = serde_json::json!({"client_id": "cid", "client_secret": "s",
             "refresh_token": "r", "token_uri": format!("http://{addr}/token")});
         let gcloud = dir.path().join("gcloud");
-        std::fs::write(&gcloud, "#!/bin/sh\nexec yes\n").unwrap();
-        std::fs::set_permissions(&gcloud, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        paddock_test_support::script::write_script(&gcloud, "#!/bin/sh\nexec yes\n");
         let sources = [
             GoogleTokens::service_account(&key).unwrap(),
             GoogleTokens::authorized_user(&Secret::new(user.to_string())).unwrap(),

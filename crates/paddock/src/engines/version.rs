@@ -277,10 +277,8 @@ mod tests {
     };
 
     fn engine(dir: &Path, answer: &str) -> std::path::PathBuf {
-        use std::os::unix::fs::PermissionsExt as _;
         let bin = dir.join("eng");
-        std::fs::write(&bin, format!("#!/bin/sh\necho '{answer}'\n")).unwrap();
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        paddock_test_support::script::write_script(&bin, &format!("#!/bin/sh\necho '{answer}'\n"));
         bin
     }
 
@@ -347,10 +345,8 @@ mod tests {
     }
 
     fn engine_script(dir: &Path, body: &str) -> std::path::PathBuf {
-        use std::os::unix::fs::PermissionsExt as _;
         let bin = dir.join("eng");
-        std::fs::write(&bin, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        paddock_test_support::script::write_script(&bin, &format!("#!/bin/sh\n{body}\n"));
         bin
     }
 
@@ -358,20 +354,17 @@ mod tests {
     /// answers (and leaves a child behind holding its output) or hangs.
     #[tokio::test]
     async fn the_check_leaves_no_process_behind() {
-        use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
         let pidfile = dir.path().join("child.pid");
         let bin = dir.path().join("eng");
         for body in ["echo 'eng 1.2.3'", "sleep 30"] {
-            std::fs::write(
+            paddock_test_support::script::write_script(
                 &bin,
-                format!(
+                &format!(
                     "#!/bin/sh\nsleep 60 &\necho $! > {}\n{body}\n",
                     pidfile.display()
                 ),
-            )
-            .unwrap();
-            std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+            );
             let _ = tokio::time::timeout(
                 Duration::from_secs(30),
                 mismatch(&PIN, &bin, "/usr/bin:/bin", None),

@@ -334,13 +334,10 @@ mod tests {
         git(&source, &["add", "."]);
         git(&source, &["commit", "-q", "-m", "filtered files"]);
         let hook = dir.path().join("fsmonitor-hook");
-        std::fs::write(
+        paddock_test_support::script::write_script(
             &hook,
-            format!("#!/bin/sh\ntouch '{}/fsmonitor'\nexit 1\n", marks.display()),
-        )
-        .unwrap();
-        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+            &format!("#!/bin/sh\ntouch '{}/fsmonitor'\nexit 1\n", marks.display()),
+        );
         for (key, value) in [
             (
                 "filter.marker.clean",

@@ -55,16 +55,13 @@ impl Host {
         let bin = root.join("bin");
         std::fs::create_dir(&bin).unwrap();
         let codex = bin.join("codex");
-        std::fs::write(
+        paddock_test_support::script::write_script(
             &codex,
-            format!(
+            &format!(
                 "#!/bin/sh\necho 'codex-cli {}'\n",
                 crate::engines::codex::PIN.version
             ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         std::fs::write(
             root.join("scenario.toml"),
             "[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n",
@@ -1029,13 +1026,10 @@ async fn a_stand_in_engine_added_in_one_directory_runs_to_done() {
     let host = Host::new().await;
     let root = host.root();
     let bin = root.join("bin/stand-in");
-    std::fs::write(
+    paddock_test_support::script::write_script(
         &bin,
-        format!("#!/bin/sh\necho 'stand-in {}'\n", stand_in::PIN.version),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        &format!("#!/bin/sh\necho 'stand-in {}'\n", stand_in::PIN.version),
+    );
     let codex = host.spec();
     let mut spec = codex.clone();
     spec.engine.kind = paddock_protocol::EngineKind::StandIn;

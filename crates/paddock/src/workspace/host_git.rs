@@ -746,14 +746,12 @@ mod tests {
     /// with none holding git the bare name is left to the child.
     #[test]
     fn git_is_looked_up_in_absolute_directories_only() {
-        use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
         let fake = |sub: &str| {
             let bin = dir.path().join(sub);
             std::fs::create_dir_all(&bin).unwrap();
             let git = bin.join("git");
-            std::fs::write(&git, "#!/bin/sh\n").unwrap();
-            std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+            paddock_test_support::script::write_script(&git, "#!/bin/sh\n");
             bin
         };
         let (first, second) = (fake("first"), fake("second"));

@@ -250,21 +250,18 @@ mod tests {
     /// them once it got there), which comes only with the release.
     #[test]
     fn a_remover_started_ahead_waits_for_its_release() {
-        use std::os::unix::fs::PermissionsExt as _;
         let dir = tempfile::tempdir().unwrap();
         let done = dir.path().join("done");
         let exe = dir.path().join("paddock");
-        std::fs::write(
+        paddock_test_support::script::write_script(
             &exe,
-            format!(
+            &format!(
                 "#!/bin/sh\ncat >/dev/null\necho \"$*\" > {}.tmp\nmv {}.tmp {}\n",
                 done.display(),
                 done.display(),
                 done.display()
             ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         let jobs = dir.path().join("jobs");
         let db = dir.path().join("paddock.db");
         let waiting = start_waiting(&exe, &jobs, Some(7), Some(&db)).unwrap();

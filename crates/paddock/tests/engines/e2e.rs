@@ -640,7 +640,6 @@ async fn claude_never_sees_the_provider_key_in_the_sandbox() {
 /// progress); the pinned engine gets none.
 #[tokio::test(flavor = "multi_thread")]
 async fn another_engine_version_is_a_warning_not_a_failure() {
-    use std::os::unix::fs::PermissionsExt as _;
     let Some(codex) = paddock_test_support::prelude::engine("codex") else {
         return;
     };
@@ -649,15 +648,10 @@ async fn another_engine_version_is_a_warning_not_a_failure() {
     let dir = home.path().join("other-codex");
     std::fs::create_dir_all(&dir).unwrap();
     let wrapper = dir.join("codex");
-    std::fs::write(
-        &wrapper,
-        format!(
+    paddock_test_support::script::write_script(&wrapper, &format!(
             "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex-cli 0.1.0'; exit 0; fi\nexec '{}' \"$@\"\n",
             codex.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ));
     let warnings = |events: &[paddock_protocol::AgentEvent]| -> Vec<String> {
         events
             .iter()

@@ -150,9 +150,7 @@ fn fake_engine_path(home: &Home) -> String {
     let bin = home.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
-    std::fs::write(&codex, "#!/bin/sh\nexit 99\n").unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    paddock_test_support::script::write_script(&codex, "#!/bin/sh\nexit 99\n");
     format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display())
 }
 
@@ -208,13 +206,10 @@ async fn an_engine_that_dies_fails_the_job_with_its_stderr() {
     let bin = home.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
-    std::fs::write(
+    paddock_test_support::script::write_script(
         &codex,
         "#!/bin/sh\necho 'not json at all'\necho 'engine exploded' >&2\nexit 3\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
     let text = std::fs::read_to_string(&spec).unwrap().replace(
         "[engine]\n",
@@ -246,17 +241,11 @@ async fn timeout_kills_the_engine_and_its_children() {
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
     let marker = home.path().join("survivor");
-    std::fs::write(
-        &codex,
-        format!(
+    paddock_test_support::script::write_script(&codex, &format!(
             "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n(sleep 3; touch {}) &\nsleep 30\n",
             paddock::engines::codex::PIN.version,
             marker.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ));
     let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
     let text = std::fs::read_to_string(&spec)
         .unwrap()

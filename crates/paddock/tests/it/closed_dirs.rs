@@ -80,15 +80,13 @@ fn stand_in_job(home: &Home, repo: &Path, body: &str, rung: &str, uid: u32) -> s
     let bin = home.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
-    std::fs::write(
+    paddock_test_support::script::write_script(
         &codex,
-        format!(
+        &format!(
             "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\n{body}",
             paddock::engines::codex::PIN.version,
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let spec = job(
         home.path(),
         "codex",

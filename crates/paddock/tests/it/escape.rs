@@ -505,8 +505,11 @@ fn system_only_files(dir: &Path) {
     std::fs::write(dir.join("group-only"), "sys-secret\n").unwrap();
     std::os::unix::fs::chown(dir.join("group-only"), Some(12_345), Some(0)).unwrap();
     mode(&dir.join("group-only"), 0o040);
-    std::fs::write(dir.join("program"), "#!/bin/sh\nexit 0\n").unwrap();
-    mode(&dir.join("program"), 0o700);
+    paddock_test_support::script::write_executable(
+        &dir.join("program"),
+        b"#!/bin/sh\nexit 0\n",
+        0o700,
+    );
 }
 
 /// A cgroup v1 subtree per controller, owned by `uid`, presented as one

@@ -18,7 +18,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use paddock_test_support::prelude::*;
@@ -192,18 +191,13 @@ async fn run_job_env(
     let bin = s.home.path().join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
-    std::fs::write(
-        &codex,
-        format!(
+    paddock_test_support::script::write_script(&codex, &format!(
             "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 'codex-cli {}'; exit 0; }}\nM='{}'\nOUTSIDE='{}'\nSECRET='{}'\n( set -e; {script} ) > \"$HOME/plant.log\" 2>&1\necho \"plant exit $?\" >> \"$HOME/plant.log\"\n",
             paddock::engines::codex::PIN.version,
             s.marker.display(),
             s.outside.display(),
             s.secret.display(),
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ));
     let spec = job(
         s.home.path(),
         "codex",

@@ -4,7 +4,6 @@
 //! one: a job on a local source with a change, on an overlay workspace
 //! whose snapshot an earlier job made.
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use paddock_test_support::prelude::*;
@@ -29,8 +28,7 @@ fn logging_git(dir: &Path, log: &Path) -> PathBuf {
         real_git().display()
     );
     let git = bin.join("git");
-    std::fs::write(&git, script).unwrap();
-    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    paddock_test_support::script::write_script(&git, &script);
     bin
 }
 
@@ -148,8 +146,7 @@ async fn the_result_branch_is_committed_and_bundled_while_the_diff_runs() {
         git = real_git().display()
     );
     let git_path = bin.join("git");
-    std::fs::write(&git_path, script).unwrap();
-    std::fs::set_permissions(&git_path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    paddock_test_support::script::write_script(&git_path, &script);
     let mut path = std::ffi::OsString::from(&bin);
     path.push(":");
     path.push(std::env::var_os("PATH").unwrap());

@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use paddock_protocol::JobStatus;
@@ -45,8 +44,7 @@ fn stand_in_sandbox_job(dir: &Path) -> PathBuf {
     let bin = dir.join("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     let codex = bin.join("codex");
-    std::fs::write(&codex, format!("#!/bin/sh\n{CALLS_AND_WRITES}\n")).unwrap();
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    paddock_test_support::script::write_script(&codex, &format!("#!/bin/sh\n{CALLS_AND_WRITES}\n"));
     let spec = job(
         dir,
         "codex",

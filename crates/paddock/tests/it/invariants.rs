@@ -119,9 +119,10 @@ async fn case(fault: Fault, rung: &'static str, engine: &'static str) -> Vec<Str
             Some("[[turn]]\ntext = \"hi\"\n"),
         );
         let script = home.path().join("engine.sh");
-        std::fs::write(&script, format!("#!/bin/sh\n{}\n", stand_in(fault))).unwrap();
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        paddock_test_support::script::write_script(
+            &script,
+            &format!("#!/bin/sh\n{}\n", stand_in(fault)),
+        );
         let text = std::fs::read_to_string(&spec).unwrap().replace(
             "[engine]\n",
             &format!("[engine]\nbinary = \"{}\"\n", script.display()),

@@ -8,7 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -27,8 +26,7 @@ fn stand_in_job_on(home: &Home, name: &str, script: &str, rung: &str) -> PathBuf
     std::fs::create_dir_all(&dir).unwrap();
     let repo = repo(&dir);
     let codex = dir.join("codex");
-    std::fs::write(&codex, format!("#!/bin/sh\n{script}\n")).unwrap();
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+    paddock_test_support::script::write_script(&codex, &format!("#!/bin/sh\n{script}\n"));
     let spec = job(
         &dir,
         "codex",

@@ -123,7 +123,6 @@ async fn a_kept_workspace_is_named_on_stderr_not_in_events() {
 /// What a stand-in engine on the `process` rung could read of its parent
 /// (`paddock run`, which holds the provider key), run as `uid`.
 async fn what_the_engine_reads_of_paddock(uid: u32) -> String {
-    use std::os::unix::fs::PermissionsExt as _;
     let home = Home::new();
     let repo = repo(home.path());
     let key = format!("paddock-known-secret-{}-value", std::process::id());
@@ -132,19 +131,14 @@ async fn what_the_engine_reads_of_paddock(uid: u32) -> String {
     let codex = bin.join("codex");
     // The positive twin is inside: a same-uid process that is not
     // non-dumpable (the engine's own child) is readable.
-    std::fs::write(
-        &codex,
-        "#!/bin/sh\n{\n\
+    paddock_test_support::script::write_script(&codex, "#!/bin/sh\n{\n\
          echo \"parent $(cat /proc/$PPID/comm)\"\n\
          (tr '\\0' '\\n' < /proc/$PPID/environ) >/dev/null 2>&1 && echo parent-environ-readable\n\
          grep -qa paddock-known-secret /proc/$PPID/environ 2>/dev/null && echo key-in-environ\n\
          (exec 3</proc/$PPID/mem) 2>/dev/null && echo parent-mem-openable\n\
          grep -qa paddock-known-secret /proc/$PPID/cmdline 2>/dev/null && echo key-in-cmdline\n\
          sleep 5 & tr '\\0' '\\n' < /proc/$!/environ >/dev/null 2>&1 && echo child-environ-readable\n\
-         kill $!\n} > \"$HOME/seen\" 2>&1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).unwrap();
+         kill $!\n} > \"$HOME/seen\" 2>&1\n");
     let upstream = "[upstream]\nprovider = \"openai\"\nkey = \"env:PADDOCK_E2E_KEY\"\nbase_url = \"http://127.0.0.1:9/v1\"\n";
     let spec = job(home.path(), "codex", &repo, upstream, None);
     let text = std::fs::read_to_string(&spec).unwrap().replace(

@@ -85,7 +85,6 @@ async fn an_empty_source_is_refused_saying_it_has_no_commit() {
 /// committed) with the job's branch as its input.
 #[tokio::test(flavor = "multi_thread")]
 async fn no_hook_of_the_source_runs_when_the_branch_comes_back() {
-    use std::os::unix::fs::PermissionsExt as _;
     let home = Home::new();
     let base = repo(home.path());
     let marker = home.path().join("hooks-ran");
@@ -97,12 +96,10 @@ async fn no_hook_of_the_source_runs_when_the_branch_comes_back() {
             "post-index-change",
         ] {
             let path = dir.join(name);
-            std::fs::write(
+            paddock_test_support::script::write_script(
                 &path,
-                format!("#!/bin/sh\necho {name} >> {}\n", marker.display()),
-            )
-            .unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+                &format!("#!/bin/sh\necho {name} >> {}\n", marker.display()),
+            );
         }
     };
     let in_git_dir = home.path().join("in-git-dir");

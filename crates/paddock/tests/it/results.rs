@@ -4465,12 +4465,10 @@ async fn a_push_a_hook_declines_fails_with_the_hooks_reason() {
     let repo = repo(home.path());
     let bare = bare_remote(&home.path().join("remotes"), &repo);
     let hook = bare.join("hooks/pre-receive");
-    std::fs::write(
+    paddock_test_support::script::write_script(
         &hook,
         "#!/bin/sh\necho 'branch names must start with feature/' >&2\nexit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    );
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));

@@ -1868,18 +1868,14 @@ async fn the_secrets_a_servers_settings_name_reach_no_child() {
     let log = wrapper.path().join("git-env");
     let real = which::which("git").unwrap();
     let git = wrapper.path().join("git");
-    std::fs::write(
+    paddock_test_support::script::write_script(
         &git,
-        format!(
+        &format!(
             "#!/bin/sh\n{{ echo '--- git'; env; }} >> '{}'\nexec '{}' \"$@\"\n",
             log.display(),
             real.display()
         ),
-    )
-    .unwrap();
-    let mut perms = std::fs::metadata(&git).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
-    std::fs::set_permissions(&git, perms).unwrap();
+    );
     let path = format!(
         "{}:{}",
         wrapper.path().display(),
