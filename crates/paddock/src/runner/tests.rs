@@ -36,6 +36,12 @@ fn git(dir: &Path, args: &[&str]) {
         .env("GIT_COMMITTER_NAME", "t")
         .env("GIT_COMMITTER_EMAIL", "t@t")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        // A fixed date, so the same commit each run: the one whose id
+        // begins like its tree's (`85`), which shares the tree's fan-out
+        // directory under `.git/objects` (a kept tree's count of entries
+        // once flaked on it).
+        .env("GIT_AUTHOR_DATE", "@1700000053 +0000")
+        .env("GIT_COMMITTER_DATE", "@1700000053 +0000")
         .status()
         .unwrap()
         .success();
@@ -1001,18 +1007,74 @@ async fn a_kept_job_has_one_concluding_status_naming_its_workspace() {
         matches!(&e.body, EventBody::Status { phase: Phase::Provisioning, detail: Some(d) }
             if d.starts_with("workspace layout: overlay"))
     });
+    // The count is what the kept tree holds, not a number: the source's
+    // commit (and so the fan-out directory of `.git/objects` it lands
+    // in) is new each run, so the tree has one entry fewer when its two
+    // first hex digits are those of the tree or the blob.
+    let kept = tree_entries(&root.join("work"));
     let mut expected = vec![Some("workspace kept at <job-dir>".to_string())];
     if overlay {
-        expected.push(Some(
-            "the kept overlay work tree was copied into a plain directory (43 entries); \
-             nothing is mounted for it any more"
-                .to_string(),
-        ));
+        expected.push(Some(format!(
+            "the kept overlay work tree was copied into a plain directory ({} entries); \
+             nothing is mounted for it any more",
+            kept.len()
+        )));
     }
+    // What it holds: the source's file, the context Paddock wrote, and a
+    // `.git` holding the source's objects.
+    let loose = |objects: &Path| -> Vec<String> {
+        tree_entries(objects)
+            .into_iter()
+            .filter(|e| e.len() == 41 && e.as_bytes()[2] == b'/')
+            .collect()
+    };
+    let outside_git: Vec<&str> = kept
+        .iter()
+        .filter(|e| !e.starts_with(".git"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        (
+            outside_git,
+            loose(&root.join("work/.git/objects")),
+            kept.iter().any(|e| e == ".git/index")
+        ),
+        (
+            vec![
+                ".paddock",
+                ".paddock/environment.json",
+                ".paddock/tools.json",
+                "AGENTS.md",
+                "CLAUDE.md",
+                "README.md"
+            ],
+            loose(&host.root().join("repo/.git/objects")),
+            true
+        )
+    );
     assert_eq!(concluding, expected);
     assert!(root.join("work").is_dir());
     assert!(!crate::workspace::overlay::is_mounted(&root.join("work")));
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Every entry under `dir` (not following links), as sorted paths relative
+/// to it.
+fn tree_entries(dir: &Path) -> Vec<String> {
+    let mut entries = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                stack.push(path.clone());
+            }
+            let rel = path.strip_prefix(dir).unwrap();
+            entries.push(rel.to_string_lossy().into_owned());
+        }
+    }
+    entries.sort();
+    entries
 }
 
 /// A new engine is one directory: the test-only stand-in
