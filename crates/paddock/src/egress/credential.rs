@@ -56,6 +56,48 @@ pub const OVERRIDE_HEADERS: &[&str] = &[
     "x-rewrite-url",
 ];
 
+/// The parameter by which a server takes a `POST` for another method
+/// (`_method=DELETE` in a form body, or in the query: Rails and every Rack
+/// app (`Rack::MethodOverride`), Laravel and Symfony, Spring's
+/// `HiddenHttpMethodFilter`, ASP.NET Core's `UseHttpMethodOverride`,
+/// CakePHP). A `POST` naming it is out of a credential's `methods`.
+pub const METHOD_PARAMETER: &[u8] = b"_method";
+
+/// The most of a `POST`'s body the proxy holds to look for
+/// [`METHOD_PARAMETER`] (1 MiB) before the request goes on: a form body
+/// longer than this, or chunked, is out of a credential's `methods` unread.
+pub const MAX_SCANNED_BODY: u64 = 1 << 20;
+
+/// Whether `text` (a query or a request body, as sent) may name
+/// [`METHOD_PARAMETER`]: it holds `_method`, in any case, as it is or once
+/// percent-decoded (`%5Fmethod`, a multipart part's
+/// `name*=UTF-8''%5Fmethod`). Read as bytes, not parsed: a form, a
+/// multipart body and a JSON body (Express's method-override reading
+/// `req.body._method`) alike, a false alarm only costing the substitution.
+pub fn names_method_parameter(text: &[u8]) -> bool {
+    let finder = memchr::memmem::Finder::new(METHOD_PARAMETER);
+    let lower = text.to_ascii_lowercase();
+    if finder.find(&lower).is_some() {
+        return true;
+    }
+    let decoded: Vec<u8> = percent_encoding::percent_decode(&lower).collect();
+    finder.find(&decoded.to_ascii_lowercase()).is_some()
+}
+
+/// Whether a body of `content_type` (`None`: none sent) is read as a form
+/// by the servers [`METHOD_PARAMETER`] names: `application/x-www-form-urlencoded`,
+/// `multipart/form-data`, or none at all (Rack parses a `POST` without one
+/// as a form).
+pub fn read_as_form(content_type: Option<&[u8]>) -> bool {
+    let Some(ct) = content_type else {
+        return true;
+    };
+    let essence = ct.split(|b| *b == b';').next().unwrap_or(b"").trim_ascii();
+    essence.is_empty()
+        || essence.eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
+        || essence.eq_ignore_ascii_case(b"multipart/form-data")
+}
+
 /// One credential of a job's proxy.
 pub struct Credential {
     pub name: String,
@@ -132,6 +174,12 @@ impl Credential {
                         .iter()
                         .any(|o| name.eq_ignore_ascii_case(o))
                 }))
+    }
+
+    /// Whether the credential is scoped by `methods`: a `POST` may then
+    /// name another method in its query or body ([`METHOD_PARAMETER`]).
+    pub fn scoped_by_method(&self) -> bool {
+        !self.methods.is_empty()
     }
 
     /// The names of the job's other credentials whose placeholder `value`

@@ -413,7 +413,9 @@ async fn choose<S: AsyncRead + AsyncWrite + Unpin>(
     if repeatable(&head) {
         if let Some(mut kept) = shared.pool.take(&cred.name, record.phase) {
             record.address = Some(kept.address.to_string());
-            let (out, n) = rewrite(&head, cred);
+            // A safe method without a body: no server reads a method
+            // parameter on it.
+            let (out, n) = rewrite(&head, cred, false);
             others.add(others_in(&head, cred));
             let answered = async {
                 kept.tls.write_all(&out).await?;
@@ -512,7 +514,8 @@ async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             reusable.store(false, Ordering::Relaxed);
         }
         let body = framing(&head)?;
-        let (out, n) = rewrite(&head, cred);
+        let overridden = overrides_method(job, &mut buf, end, &head, body, cred).await?;
+        let (out, n) = rewrite(&head, cred, overridden);
         substituted.fetch_add(n, Ordering::Relaxed);
         others.add(others_in(&head, cred));
         pending.sent(head.method.eq_ignore_ascii_case("HEAD"));
@@ -523,6 +526,62 @@ async fn requests<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
             Body::Length(len) => copy_exact(job, host, &mut buf, len, up).await?,
             Body::Chunked => chunked(job, host, &mut buf, up).await?,
         }
+    }
+}
+
+/// Whether the request may be taken for another method than its request
+/// line's by a method parameter (`credential::METHOD_PARAMETER`), where
+/// that matters: a `POST` under a credential scoped by `methods` whose
+/// query names it, or whose body does (read into `buf` after its head,
+/// which ends at `end`, when at most `MAX_SCANNED_BODY` bytes long), or
+/// whose body is not read (longer, chunked, or awaited by an `expect`
+/// header: the client sends it only once the head went on) and is one
+/// such a server reads as a form. The body stays in `buf`, to be sent as
+/// it came.
+async fn overrides_method<R: AsyncRead + Unpin>(
+    job: &mut R,
+    buf: &mut Vec<u8>,
+    end: usize,
+    head: &Head,
+    body: Body,
+    cred: &Credential,
+) -> Result<bool, String> {
+    use super::credential::{names_method_parameter, read_as_form, MAX_SCANNED_BODY};
+    if !cred.scoped_by_method() || !head.method.eq_ignore_ascii_case("POST") {
+        return Ok(false);
+    }
+    if head
+        .target
+        .split_once('?')
+        .is_some_and(|(_, query)| names_method_parameter(query.as_bytes()))
+    {
+        return Ok(true);
+    }
+    let named = |name: &'static str| {
+        head.headers
+            .iter()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    };
+    let types: Vec<&[u8]> = named("content-type").collect();
+    let form = match types.as_slice() {
+        [] => read_as_form(None),
+        [one] => read_as_form(Some(one)),
+        _ => true,
+    };
+    let awaited = named("expect").next().is_some();
+    match body {
+        Body::None => Ok(false),
+        Body::Length(len) if len <= MAX_SCANNED_BODY && !awaited => {
+            let want = end.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+            while buf.len() < want {
+                if !more(job, buf).await? {
+                    return Err("the job's request body ended early".into());
+                }
+            }
+            Ok(names_method_parameter(&buf[end..want]))
+        }
+        Body::Length(_) | Body::Chunked => Ok(form),
     }
 }
 
@@ -570,9 +629,10 @@ pub(super) fn framing(head: &Head) -> Result<Body, String> {
 
 /// The request head as sent upstream and how many values were
 /// substituted: the credential's header, when exactly the placeholder
-/// form and the request within the credential's methods and paths, holds
-/// the real value; `accept-encoding` is `identity`.
-fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
+/// form and the request within the credential's methods and paths (and
+/// not `overridden` to another method by a parameter: [`overrides_method`]),
+/// holds the real value; `accept-encoding` is `identity`.
+fn rewrite(head: &Head, cred: &Credential, overridden: bool) -> (Vec<u8>, u64) {
     let mut out = format!(
         "{} {} HTTP/1.{}\r\n",
         head.method, head.target, head.version
@@ -580,7 +640,8 @@ fn rewrite(head: &Head, cred: &Credential) -> (Vec<u8>, u64) {
     .into_bytes();
     let mut n = 0;
     let names = head.headers.iter().map(|(name, _)| name.as_str());
-    let in_scope = cred.in_scope(&head.method, &head.target, names) && aimed_at(head, cred);
+    let in_scope =
+        !overridden && cred.in_scope(&head.method, &head.target, names) && aimed_at(head, cred);
     for (name, value) in &head.headers {
         if name.eq_ignore_ascii_case("accept-encoding") {
             continue;
@@ -913,6 +974,98 @@ mod tests {
                 1,
                 Ok(())
             )
+        );
+    }
+
+    /// A `POST` a server takes for another method by a `_method`
+    /// parameter (Rails and Rack, Laravel and Symfony, Spring, ASP.NET
+    /// Core) in its form body or query gets only the placeholder under a
+    /// credential scoped by `methods`; so does a form body the proxy does
+    /// not read first (chunked, or awaited by `expect`). Before, each got
+    /// the real value: `POST` was within the scope, the body unread.
+    #[tokio::test]
+    async fn a_method_named_in_a_posts_body_or_query_is_out_of_the_methods_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let creds = scoped(dir.path(), vec!["GET".into(), "POST".into()], Vec::new());
+        let c = &creds.list[0];
+        let p = c.placeholder.clone();
+        let real = "real-token-0123456789";
+        let post = |v: &str, target: &str, headers: &str, body: &str| {
+            format!("POST {target} HTTP/1.1\r\n{headers}authorization: Bearer {v}\r\n\r\n{body}")
+        };
+        let sent = |v: &str, target: &str, headers: &str, body: &str| {
+            format!(
+                "POST {target} HTTP/1.1\r\n{headers}authorization: Bearer {v}\r\n\
+                 accept-encoding: identity\r\n\r\n{body}"
+            )
+        };
+        let form = |body: &str| {
+            format!(
+                "content-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n",
+                body.len()
+            )
+        };
+        let multipart =
+            "--b\r\ncontent-disposition: form-data; name=\"_method\"\r\n\r\nDELETE\r\n--b--\r\n";
+        let multipart_type = format!(
+            "content-type: multipart/form-data; boundary=b\r\ncontent-length: {}\r\n",
+            multipart.len()
+        );
+        let json = "{\"name\":\"x\"}";
+        let json_type = format!(
+            "content-type: application/json\r\ncontent-length: {}\r\n",
+            json.len()
+        );
+        let chunked_form =
+            "content-type: application/x-www-form-urlencoded\r\ntransfer-encoding: chunked\r\n";
+        let chunked_json = "content-type: application/json\r\ntransfer-encoding: chunked\r\n";
+        let chunks = "6\r\nname=x\r\n0\r\n\r\n";
+        let awaited = format!("{}expect: 100-continue\r\n", form("name=x"));
+        // (target, headers, body, whether the real value goes)
+        let cases: Vec<(&str, String, &str, bool)> = vec![
+            ("/items", form("name=x"), "name=x", true),
+            ("/items", json_type.clone(), json, true),
+            ("/items", String::new(), "", true),
+            ("/items", chunked_json.to_string(), chunks, true),
+            (
+                "/items",
+                form("name=x&_method=DELETE"),
+                "name=x&_method=DELETE",
+                false,
+            ),
+            (
+                "/items",
+                form("%5Fmethod=DELETE"),
+                "%5Fmethod=DELETE",
+                false,
+            ),
+            ("/items", form("_METHOD=delete"), "_METHOD=delete", false),
+            ("/items", multipart_type.clone(), multipart, false),
+            (
+                "/items",
+                "content-length: 16\r\n".to_string(),
+                "_method=DELETE&x",
+                false,
+            ),
+            ("/items?_method=DELETE", String::new(), "", false),
+            ("/items?%5fmethod=DELETE", String::new(), "", false),
+            ("/items", chunked_form.to_string(), chunks, false),
+            ("/items", awaited.clone(), "name=x", false),
+        ];
+        let input: String = cases.iter().map(|(t, h, b, _)| post(&p, t, h, b)).collect();
+        let (host, subs, end) = through(c, input.as_bytes()).await;
+        let want: String = cases
+            .iter()
+            .map(|(t, h, b, real_goes)| sent(if *real_goes { real } else { &p }, t, h, b))
+            .collect();
+        // A GET naming `_method` is not overridden by any of those servers.
+        let get =
+            format!("GET /items?_method=DELETE HTTP/1.1\r\nauthorization: Bearer {p}\r\n\r\n");
+        let (get_host, get_subs, _) = through(c, get.as_bytes()).await;
+        assert_eq!(
+            (host, subs, end, get_subs),
+            (want, 4, Ok(()), 1),
+            "{get_host}"
         );
     }
 

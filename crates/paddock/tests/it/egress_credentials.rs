@@ -912,3 +912,62 @@ async fn a_stored_profiles_env_credential_leaves_paddocks_environment() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A credential scoped to `GET` and `POST` under `/echo-h`: a form `POST`
+/// gets the value; one a server takes for a `DELETE` by a `_method`
+/// parameter (Rails and Rack, Laravel and Symfony, Spring, ASP.NET Core)
+/// in its urlencoded or multipart body, or in its query, reaches the
+/// host with the placeholder (curl through the proxy, as a job sends
+/// them). Before, each got the real value: `POST` was in scope and the
+/// body was not read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_method_named_in_a_form_body_is_out_of_the_methods_scope() {
+    let mut rig = Rig::start_with(|specs| {
+        specs[0].methods = vec!["GET".into(), "POST".into()];
+        specs[0].paths = vec!["/echo-h".into()];
+    })
+    .await;
+    let p = rig.placeholder("alpha");
+    let bearer = format!("Bearer {p}");
+    let bundle = rig._dir.path().join("bundle.pem");
+    std::fs::write(&bundle, &rig.creds.bundle).unwrap();
+    let tries: [(&str, &[&str]); 5] = [
+        ("/echo-headers", &["-d", "name=x"]),
+        ("/echo-headers", &["-d", "name=x&_method=DELETE"]),
+        ("/echo-headers", &["--data-urlencode", "_method=DELETE"]),
+        ("/echo-headers", &["-F", "_method=DELETE"]),
+        ("/echo-headers?_method=DELETE", &["-X", "POST"]),
+    ];
+    let mut statuses = Vec::new();
+    for (path, args) in tries {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}"])
+            .arg("--proxy")
+            .arg(format!("http://{}", rig.proxy.local_addr().unwrap()))
+            .arg("--cacert")
+            .arg(&bundle)
+            .args(["-H", &format!("authorization: {bearer}")])
+            .args(args)
+            .arg(https(&rig.alpha, path))
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            .output()
+            .expect("curl (a Debian package .ci/run installs)");
+        assert!(out.status.success(), "{out:?}");
+        statuses.push(
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .parse::<u16>()
+                .unwrap(),
+        );
+        rig.record().await;
+    }
+    let mut want = vec![Some(format!("Bearer {ALPHA}"))];
+    want.resize(5, Some(bearer.clone()));
+    assert_eq!(
+        (statuses, rig.alpha.authorizations()),
+        (vec![200, 401, 401, 401, 401], want)
+    );
+}
