@@ -198,9 +198,19 @@ impl PriceTable {
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<PriceTable, PriceError> {
+        // The message and its line, on one line: toml's own text quotes
+        // the line under a caret, several lines, which an error of
+        // Paddock's never is (docs/cli.md).
         let raw: RawTable = toml::from_str(text).map_err(|e| PriceError::Parse {
             origin: origin.to_string(),
-            message: e.to_string(),
+            message: match e.span() {
+                Some(span) => format!(
+                    "line {}: {}",
+                    text[..span.start.min(text.len())].matches('\n').count() + 1,
+                    e.message().trim_end().replace('\n', "; ")
+                ),
+                None => e.message().trim_end().replace('\n', "; "),
+            },
         })?;
         PriceTable::from_raw(raw, origin)
     }
@@ -443,6 +453,28 @@ mod tests {
         assert_eq!(
             err,
             "price table test.toml: model `m` field `input`: `1.2.3` is not a decimal with at most 6 fraction digits"
+        );
+    }
+
+    /// A table that does not parse is one line naming the table, the line
+    /// and what is wrong (it was toml's several lines, the text quoted
+    /// under a caret).
+    #[test]
+    fn a_table_that_does_not_parse_is_one_line_naming_the_line() {
+        let said = [
+            "version = \"x\"\nx = 1\n",
+            "version = \"x\"\n[models.m]\ninput = 1\n",
+            "version = \"x\"\n[[[\n",
+        ]
+        .map(|text| PriceTable::parse(text, "p.toml").unwrap_err().to_string());
+        assert_eq!(
+            said,
+            [
+                "price table p.toml: line 2: unknown field `x`, expected one of `version`, \
+                 `source`, `models`",
+                "price table p.toml: line 3: invalid type: integer `1`, expected a string",
+                "price table p.toml: line 2: invalid key",
+            ]
         );
     }
 
