@@ -26,6 +26,11 @@ pub enum TemplateError {
         file: String,
         source: std::io::Error,
     },
+    #[error("context templates {dir}: cannot read the directory: {source}")]
+    Dir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error("context templates {dir}: {file} is not a known template (expected one of brief.md.j2, agents.md.j2, claude.md.j2, prompt.md.j2)")]
     Unknown { dir: PathBuf, file: String },
     #[error("context templates {dir}: {file} is a symbolic link or not a regular file; templates are regular files only")]
@@ -91,9 +96,8 @@ impl Templates {
             })
             .collect();
         if let Some(dir) = overrides {
-            let read = |source| TemplateError::Read {
+            let read = |source| TemplateError::Dir {
                 dir: dir.to_path_buf(),
-                file: ".".to_string(),
                 source,
             };
             let mut files = Vec::new();
@@ -162,6 +166,22 @@ fn describe(e: &minijinja::Error) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A templates directory that is not there is named as one (it was
+    /// "cannot read .").
+    #[test]
+    fn a_missing_templates_directory_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("templates");
+        assert_eq!(
+            Templates::load(Some(&gone)).err().map(|e| e.to_string()),
+            Some(format!(
+                "context templates {}: cannot read the directory: {}",
+                gone.display(),
+                std::io::Error::from_raw_os_error(2)
+            ))
+        );
+    }
 
     /// A template that is a link (to a file anywhere on the host) or a
     /// FIFO is refused by name, never read through or waited on; a
