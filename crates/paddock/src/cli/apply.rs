@@ -14,6 +14,9 @@
 //! checkout of the spec's base), it leaves the earlier attempt's work out,
 //! or does not apply at all. Either way `paddock apply` says which
 //! attempt's branch the patch was made on and how to get the whole work.
+//! Any other patch git refuses where HEAD lacks the job's base commit
+//! (the tree moved on, or is on another branch) is said to have been made
+//! on that commit, read from the job's `branch.bundle`.
 
 use std::path::{Path, PathBuf};
 
@@ -95,12 +98,73 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
             earlier.job,
             earlier.then_branch
         ),
-        None => errln!(
-            "paddock: job {job_id}'s patch does not apply in {} (git apply's message above)",
-            top.display()
-        ),
+        None => match base_missing(&job_id, paths, found.as_deref()).await? {
+            Some(base) => errln!(
+                "paddock: job {job_id}'s patch does not apply in {} (git apply's message \
+                 above): it was made on commit {} (the job's base, `{}`), which HEAD there does \
+                 not contain; apply it on a checkout of that commit, or take the job's branch \
+                 `{}`",
+                top.display(),
+                base.commit.get(..12).unwrap_or(&base.commit),
+                base.base_ref,
+                base.branch
+            ),
+            None => errln!(
+                "paddock: job {job_id}'s patch does not apply in {} (git apply's message above)",
+                top.display()
+            ),
+        },
     }
     Ok(exit::FAILED)
+}
+
+/// The base a job's patch was made on, when HEAD of the working tree
+/// lacks it.
+struct Base {
+    /// The base commit (its full name).
+    commit: String,
+    /// The spec's base ref, as the record names it.
+    base_ref: String,
+    /// The job's result branch.
+    branch: String,
+}
+
+/// The commit job `job_id`'s patch was made on, when HEAD of the working
+/// tree `top` does not contain it: a patch that does not apply there was
+/// most likely refused for that (the tree is on another base). Read from
+/// the job's `branch.bundle`, whose one prerequisite is that commit (a
+/// bundle of the whole history names none, and then nothing is said).
+/// Outside a working tree (`top` none) there is no HEAD to ask.
+async fn base_missing(
+    job_id: &str,
+    paths: &Paths,
+    top: Option<&Path>,
+) -> Result<Option<Base>, Failure> {
+    let Some(top) = top else {
+        return Ok(None);
+    };
+    let bundle = paths
+        .artifacts
+        .join(job_id)
+        .join(paddock::results::conclude::BUNDLE);
+    let Ok(Ok([commit])) =
+        paddock::results::base_objects::prerequisites(&bundle).map(<[String; 1]>::try_from)
+    else {
+        return Ok(None);
+    };
+    let hex = commit.len() >= 40 && commit.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hex || contains(top, &commit) {
+        return Ok(None);
+    }
+    let store = open_existing_store(paths).await?;
+    let Some(record) = store.job(job_id).await.context("look up the job")? else {
+        return Ok(None);
+    };
+    Ok(Some(Base {
+        commit,
+        base_ref: record.base_ref,
+        branch: record.branch,
+    }))
 }
 
 /// Runs `git apply` (`--check` with `check`) of `patch` in `top`, git's

@@ -508,6 +508,94 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
     );
 }
 
+/// A patch that does not apply on a working tree whose HEAD lacks the
+/// job's base commit (its history rewritten, or another branch) says so
+/// after git's message: the base commit, the spec's base ref and the
+/// job's branch. A tree that moved on from the base and conflicts gets
+/// git's message alone.
+#[tokio::test]
+async fn paddock_apply_on_another_base_names_the_jobs_base() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let base = git(&repo, &["rev-parse", "HEAD"]).trim().to_owned();
+    let spec = stand_in_job(
+        &home,
+        &repo,
+        &finishing("printf '# sample\\n\\nA fixed repository.\\n' > README.md"),
+    );
+    let job = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    let target = home.path().join("moved-on");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            repo.to_str().unwrap(),
+            target.to_str().unwrap(),
+        ],
+    );
+    let commit = |amend: &[&str]| {
+        std::fs::write(target.join("README.md"), "# sample\n\nAnother text.\n").unwrap();
+        let mut args = vec![
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qam",
+            "x",
+        ];
+        args.extend_from_slice(amend);
+        git(&target, &args);
+    };
+    let refused = "error: patch failed: README.md:1\nerror: README.md: patch does not apply\n";
+    let mut said = Vec::new();
+    // Moved on, conflicting: HEAD contains the base.
+    commit(&[]);
+    // Another base: the base commit itself rewritten.
+    let rewritten = || {
+        git(&target, &["reset", "-q", "--hard", "HEAD~1"]);
+        commit(&["--amend"]);
+    };
+    for step in [None, Some(rewritten)] {
+        if let Some(step) = step {
+            step();
+        }
+        let out = home
+            .paddock(&["apply", &job.id, "--repo", target.to_str().unwrap()], &[])
+            .await;
+        said.push((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    let head = format!(
+        "{refused}paddock: job {}'s patch does not apply in {} (git apply's message above)",
+        job.id,
+        target.display()
+    );
+    assert_eq!(
+        said,
+        vec![
+            (Some(1), format!("{head}\n")),
+            (
+                Some(1),
+                format!(
+                    "{head}: it was made on commit {} (the job's base, `main`), which HEAD \
+                     there does not contain; apply it on a checkout of that commit, or take the \
+                     job's branch `{}`\n",
+                    &base[..12],
+                    job.branch,
+                )
+            ),
+        ]
+    );
+}
+
 /// A change outside the ticket's `touch_only` is flagged, in the closeout
 /// and as a warning of the job; the job is still done, with its branch.
 #[tokio::test]
