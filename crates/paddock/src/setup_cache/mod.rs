@@ -15,7 +15,12 @@
 //! Stores go to a temporary directory renamed into place; restores hold a
 //! shared lock on `.lock`, stores and pruning an exclusive one. Pruning,
 //! when an entry is stored: entries unused for [`MAX_AGE`] go, and of each
-//! source only the [`KEEP_PER_SOURCE`] used last are kept.
+//! source only the [`KEEP_PER_SOURCE`] used last are kept. The cache's
+//! own files are opened from its directory's descriptor (itself no link)
+//! through no link, and only when regular, without waiting (`O_NONBLOCK`):
+//! a job on the `process` rung can write the directory (below), and a FIFO
+//! as a manifest or the lock, or a link as the directory or an entry, held
+//! every later job's setup, or had it restore another directory's entry.
 //!
 //! Trust: setup runs the checkout's own code (npm's `postinstall`, a
 //! `build.rs`, a `setup.py`), which the key does not cover, so an entry
@@ -39,7 +44,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use rustix::fs::{AtFlags, FlockOperation, OFlags};
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
 use crate::workspace::beneath;
@@ -54,6 +59,9 @@ pub const KEEP_PER_SOURCE: usize = 3;
 pub const DIR: &str = ".setup-cache";
 /// The manifest's version: 2 names the commit the entry was produced from.
 const VERSION: u32 = 2;
+/// The longest manifest read (16 MiB): one names each path setup added at
+/// the top of what it made, and the copy holds at most 100,000 entries.
+const MAX_MANIFEST_BYTES: u64 = 16 << 20;
 /// A store left half-made (its process died) is removed after this long.
 const STALE_TMP: Duration = Duration::from_secs(24 * 3600);
 
@@ -229,15 +237,40 @@ impl SetupCache {
             .map_err(io_error(&self.dir, "create the directory"))
     }
 
+    /// The cache's directory, opened: a link in its place is refused.
+    fn open_dir(&self) -> io::Result<std::os::fd::OwnedFd> {
+        beneath::open_root(&self.dir)
+    }
+
+    /// The regular file `rel` beneath the cache's directory, opened with
+    /// `flags` through no link and without waiting (a FIFO is refused,
+    /// never waited on).
+    fn open_file(&self, rel: &[u8], flags: OFlags) -> io::Result<std::fs::File> {
+        let dir = self.open_dir()?;
+        let fd = beneath::open_beneath(dir.as_fd(), rel, flags | OFlags::NONBLOCK)?;
+        regular(fd)
+    }
+
     /// The cache's lock, taken `op`.
     fn lock(&self, op: FlockOperation) -> Result<std::fs::File, SetupCacheError> {
         self.make_dir()?;
         let path = self.dir.join(".lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
+        let file = self
+            .open_dir()
+            .and_then(|dir| {
+                let flags = OFlags::WRONLY
+                    | OFlags::CREATE
+                    | OFlags::NOFOLLOW
+                    | OFlags::NONBLOCK
+                    | OFlags::CLOEXEC;
+                Ok(rustix::fs::openat(
+                    &dir,
+                    ".lock",
+                    flags,
+                    Mode::from_raw_mode(0o600),
+                )?)
+            })
+            .and_then(regular)
             .map_err(io_error(&path, "open the lock"))?;
         rustix::fs::flock(&file, op).map_err(|e| io_error(&path, "lock")(e.into()))?;
         Ok(file)
@@ -247,24 +280,36 @@ impl SetupCache {
     /// last first. Which of them a job may restore is the caller's to
     /// decide (its base commit must be one of them or descend from it).
     pub fn commits(&self, key: &Key) -> Result<Vec<String>, SetupCacheError> {
-        let dir = match std::fs::read_dir(&self.dir) {
-            Ok(dir) => dir,
+        let listed = self
+            .open_dir()
+            .and_then(|dir| Ok((beneath::entries(&dir)?, dir)));
+        let (entries, dir) = match listed {
+            Ok(listed) => listed,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(io_error(&self.dir, "list the directory")(e)),
         };
         let prefix = key.prefix();
         let mut found = Vec::new();
-        for e in dir.flatten() {
-            let name = e.file_name();
-            let Some(commit) = name.to_str().and_then(|n| n.strip_prefix(prefix.as_str())) else {
+        for e in entries {
+            if e.file_type != FileType::Directory {
+                continue;
+            }
+            let Some(commit) = std::str::from_utf8(&e.name)
+                .ok()
+                .and_then(|n| n.strip_prefix(prefix.as_str()))
+            else {
                 continue;
             };
             if !is_commit(commit) {
                 continue;
             }
-            let used = std::fs::symlink_metadata(e.path().join("manifest.json"))
-                .and_then(|m| m.modified())
-                .ok();
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+            let used = beneath::open_beneath(dir.as_fd(), &e.name, flags)
+                .ok()
+                .and_then(|entry| {
+                    rustix::fs::statat(&entry, "manifest.json", AtFlags::SYMLINK_NOFOLLOW).ok()
+                })
+                .map(|st| (st.st_mtime, st.st_mtime_nsec));
             found.push((used, commit.to_string()));
         }
         found.sort_by(|a, b| b.cmp(a));
@@ -283,18 +328,24 @@ impl SetupCache {
         if !is_commit(commit) {
             return Ok(Restore::Miss);
         }
-        let entry = self.dir.join(key.entry_name(commit));
+        let name = key.entry_name(commit);
+        let entry = self.dir.join(&name);
         let manifest_path = entry.join("manifest.json");
-        if !manifest_path.exists() {
-            return Ok(Restore::Miss);
+        let manifest_rel = format!("{name}/manifest.json");
+        match self.open_file(manifest_rel.as_bytes(), OFlags::RDONLY) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Restore::Miss),
+            Err(e) => return Err(io_error(&manifest_path, "read the manifest")(e)),
+            Ok(_) => {}
         }
         let _lock = self.lock(FlockOperation::LockShared)?;
-        let text = match std::fs::read(&manifest_path) {
-            Ok(t) => t,
-            // Pruned meanwhile.
+        // Opened again under the lock: pruned meanwhile, it is a miss.
+        let file = match self.open_file(manifest_rel.as_bytes(), OFlags::RDONLY) {
+            Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Restore::Miss),
             Err(e) => return Err(io_error(&manifest_path, "read the manifest")(e)),
         };
+        let text = read_at_most(&file, MAX_MANIFEST_BYTES)
+            .map_err(io_error(&manifest_path, "read the manifest"))?;
         let manifest: Manifest = serde_json::from_slice(&text)
             .map_err(|e| io_error(&manifest_path, "read the manifest")(io::Error::other(e)))?;
         if (
@@ -319,7 +370,21 @@ impl SetupCache {
         for (tree, rel) in &manifest.roots {
             let tree = tree_name(tree);
             let dst_root = trees.root(tree);
-            let copied = copy_root(&entry.join(tree), dst_root, rel, &rw, &mut acc);
+            // The entry's tree beneath the cache's directory, through no link.
+            let src = self.open_dir().and_then(|dir| {
+                let rel = format!("{name}/{tree}");
+                beneath::open_beneath(
+                    dir.as_fd(),
+                    rel.as_bytes(),
+                    OFlags::RDONLY | OFlags::DIRECTORY,
+                )
+            });
+            let copied = src
+                .map_err(|source| CopyError::Io {
+                    rel: String::new(),
+                    source,
+                })
+                .and_then(|src| copy_root(src.as_fd(), dst_root, rel, &rw, &mut acc));
             made.push(dst_root.join(OsStr::from_bytes(rel)));
             if let Err(source) = copied {
                 for path in &made {
@@ -332,10 +397,8 @@ impl SetupCache {
                 });
             }
         }
-        // Its last use, for pruning.
-        if let Ok(f) = std::fs::File::options().write(true).open(&manifest_path) {
-            let _ = f.set_modified(SystemTime::now());
-        }
+        // Its last use, for pruning (the file read, its owner's).
+        let _ = file.set_modified(SystemTime::now());
         let mut summary = Summary::of(key, acc);
         if !rw.from.is_empty() && rw.from != rw.to && !rw.applies() {
             summary.not_rewritten = Some((
@@ -362,13 +425,16 @@ impl SetupCache {
             )));
         }
         let entry = self.dir.join(key.entry_name(commit));
-        if entry.exists() {
+        if std::fs::symlink_metadata(&entry).is_ok() {
             return Ok(Stored::Declined(format!(
                 "an entry for key {} from commit {commit} is already there",
                 key.short()
             )));
         }
         self.make_dir()?;
+        // Refused when a link: what is stored goes nowhere else.
+        self.open_dir()
+            .map_err(io_error(&self.dir, "open the directory"))?;
         let tmp = self
             .dir
             .join(format!(".tmp-{:016x}", rand::random::<u64>()));
@@ -426,13 +492,19 @@ impl SetupCache {
                 let (parent, _) = copy::split(&rel);
                 let parent = dst_root.join(OsStr::from_bytes(parent));
                 std::fs::create_dir_all(&parent).map_err(io_error(&parent, "create"))?;
-                copy_root(src_root, &dst_root, &rel, &Rewrite::default(), &mut acc).map_err(
-                    |source| SetupCacheError::Copy {
+                beneath::open_root(src_root)
+                    .map_err(|source| CopyError::Io {
+                        rel: String::new(),
+                        source,
+                    })
+                    .and_then(|src| {
+                        copy_root(src.as_fd(), &dst_root, &rel, &Rewrite::default(), &mut acc)
+                    })
+                    .map_err(|source| SetupCacheError::Copy {
                         path: tmp.to_path_buf(),
                         tree,
                         source,
-                    },
-                )?;
+                    })?;
                 roots.push((tree.to_string(), rel));
             }
         }
@@ -456,6 +528,10 @@ impl SetupCache {
     /// source's entries beyond the [`KEEP_PER_SOURCE`] used last (the
     /// caller holds the exclusive lock).
     fn prune(&self) {
+        // Never through a link in the directory's place.
+        if self.open_dir().is_err() {
+            return;
+        }
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             return;
         };
@@ -509,6 +585,11 @@ pub(crate) fn entries_for_cap(
 ) -> (Vec<(PathBuf, Option<SystemTime>)>, Vec<PathBuf>) {
     let dir = jobs_root.join(DIR);
     let (mut entries, mut half_made) = (Vec::new(), Vec::new());
+    // A link in the directory's place: nothing of where it leads is the
+    // cache's, to count or remove.
+    if beneath::open_root(&dir).is_err() {
+        return (entries, half_made);
+    }
     for (name, path) in crate::workspace::prune::subdirs(&dir) {
         if name.starts_with(".tmp-") {
             half_made.push(path);
@@ -524,12 +605,10 @@ pub(crate) fn entries_for_cap(
 /// (as a store's pruning takes it); `None` while a job restores or stores
 /// (or there is no cache).
 pub(crate) fn lock_for_cap(jobs_root: &Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let path = jobs_root.join(DIR).join(".lock");
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(path)
+    // Beneath the cache's directory, itself no link; a FIFO in the lock's
+    // place is not waited on (O_NONBLOCK), nor taken.
+    let file = SetupCache::under(jobs_root)
+        .open_file(b".lock", OFlags::WRONLY)
         .ok()?;
     rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive).ok()?;
     Some(file)
@@ -567,30 +646,51 @@ fn unfit(manifest: &Manifest, trees: JobTrees<'_>) -> Option<String> {
     None
 }
 
-/// Copies the subtree `rel` of `src_root` to the same place under
-/// `dst_root` (whose parent directory exists).
+/// Copies the subtree `rel` of the directory `src_root` to the same place
+/// under `dst_root` (whose parent directory exists).
 fn copy_root(
-    src_root: &Path,
+    src_root: std::os::fd::BorrowedFd<'_>,
     dst_root: &Path,
     rel: &[u8],
     rw: &Rewrite,
     acc: &mut Copied,
 ) -> Result<(), CopyError> {
     let (parent, name) = copy::split(rel);
-    let open = |root: &Path| -> Result<std::os::fd::OwnedFd, CopyError> {
-        let fd = beneath::open_root(root).map_err(|source| CopyError::Io {
-            rel: String::new(),
-            source,
-        })?;
-        beneath::open_beneath(fd.as_fd(), parent, OFlags::RDONLY | OFlags::DIRECTORY).map_err(
-            |source| CopyError::Io {
+    let under = |root: std::os::fd::BorrowedFd<'_>| {
+        beneath::open_beneath(root, parent, OFlags::RDONLY | OFlags::DIRECTORY).map_err(|source| {
+            CopyError::Io {
                 rel: String::from_utf8_lossy(parent).into_owned(),
                 source,
-            },
-        )
+            }
+        })
     };
-    let (src, dst) = (open(src_root)?, open(dst_root)?);
+    let dst_root = beneath::open_root(dst_root).map_err(|source| CopyError::Io {
+        rel: String::new(),
+        source,
+    })?;
+    let (src, dst) = (under(src_root)?, under(dst_root.as_fd())?);
     copy_entry(src.as_fd(), dst.as_fd(), name, rel, rw, acc)
+}
+
+/// `fd` as a file when it is a regular one; a FIFO, device, socket or
+/// directory is an error naming what it is not.
+fn regular(fd: std::os::fd::OwnedFd) -> io::Result<std::fs::File> {
+    let st = rustix::fs::fstat(&fd)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok(std::fs::File::from(fd))
+}
+
+/// All of `file` when at most `max` bytes long, else an error saying so.
+fn read_at_most(file: &std::fs::File, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(io::Error::other(format!("longer than {max} bytes")));
+    }
+    Ok(bytes)
 }
 
 /// Removes `path` (a directory with what it holds, or a file or link)
@@ -802,5 +902,145 @@ mod tests {
             ]
         );
         assert!(!fresh.join("work/deps").exists());
+    }
+
+    /// `f`'s answer on a thread of its own within ten seconds; `None`: it
+    /// hung (the thread is left behind).
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(10)).ok()
+    }
+
+    /// What a `process`-rung job (which runs as Paddock's user and can
+    /// write `<jobs>/.setup-cache/`) plants there neither holds a later
+    /// job's restore nor redirects it: a FIFO as an entry's manifest or as
+    /// the cache's lock is refused at once (the size cap's lock too), and
+    /// a link as the cache's directory, an entry or its manifest (to
+    /// another jobs directory's cache) is not followed; nothing is copied.
+    /// Before, each FIFO held the restore for ever (every later job's
+    /// setup with it) and each link was followed, the other cache's entry
+    /// restored.
+    #[test]
+    fn a_fifo_or_link_planted_in_the_cache_neither_holds_nor_redirects_a_restore() {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = key("/src", "make deps");
+        let (work, home, before) = job(&tmp.path().join("a"));
+        let trees = JobTrees {
+            work: &work,
+            home: &home,
+        };
+        // A real entry elsewhere, in another jobs directory's cache.
+        let elsewhere = tmp.path().join("other-jobs");
+        let other = SetupCache::under(&elsewhere);
+        assert!(matches!(
+            other.store(&k, C1, trees, &before).unwrap(),
+            Stored::Stored(_)
+        ));
+        let other_entry = elsewhere.join(DIR).join(k.entry_name(C1));
+        let fifo = |p: &Path| {
+            let _ = std::fs::remove_file(p);
+            nix::unistd::mkfifo(p, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        };
+        type Plant = Box<dyn Fn(&Path, &Path)>;
+        let cases: Vec<(&str, Plant)> = vec![
+            (
+                "manifest a FIFO",
+                Box::new(move |cache: &Path, entry: &Path| {
+                    let _ = cache;
+                    fifo(&entry.join("manifest.json"))
+                }),
+            ),
+            (
+                "lock a FIFO",
+                Box::new(move |cache: &Path, _: &Path| fifo(&cache.join(".lock"))),
+            ),
+            (
+                "manifest a link",
+                Box::new({
+                    let target = other_entry.join("manifest.json");
+                    move |_: &Path, entry: &Path| {
+                        std::fs::remove_file(entry.join("manifest.json")).unwrap();
+                        std::os::unix::fs::symlink(&target, entry.join("manifest.json")).unwrap();
+                    }
+                }),
+            ),
+            (
+                "entry a link",
+                Box::new({
+                    let target = other_entry.clone();
+                    move |_: &Path, entry: &Path| {
+                        std::fs::remove_dir_all(entry).unwrap();
+                        std::os::unix::fs::symlink(&target, entry).unwrap();
+                    }
+                }),
+            ),
+            (
+                "cache a link",
+                Box::new({
+                    let target = elsewhere.join(DIR);
+                    move |cache: &Path, _: &Path| {
+                        std::fs::remove_dir_all(cache).unwrap();
+                        std::os::unix::fs::symlink(&target, cache).unwrap();
+                    }
+                }),
+            ),
+        ];
+        let mut seen = Vec::new();
+        for (i, (name, plant)) in cases.iter().enumerate() {
+            let jobs = tmp.path().join(format!("jobs-{i}"));
+            let cache = SetupCache::under(&jobs);
+            // The entry the planting job could not change the content of:
+            // an empty one of its own.
+            let (w, h, b) = job(&tmp.path().join(format!("producer-{i}")));
+            let produced = JobTrees { work: &w, home: &h };
+            std::fs::remove_dir_all(w.join("deps")).unwrap();
+            assert!(matches!(
+                cache.store(&k, C1, produced, &b).unwrap(),
+                Stored::Stored(_)
+            ));
+            plant(&jobs.join(DIR), &jobs.join(DIR).join(k.entry_name(C1)));
+            let fresh = tmp.path().join(format!("fresh-{i}"));
+            std::fs::create_dir_all(fresh.join("work")).unwrap();
+            std::fs::create_dir_all(fresh.join("home")).unwrap();
+            let (c, k2, f) = (cache.clone(), k.clone(), fresh.clone());
+            let outcome = within(move || {
+                let trees = JobTrees {
+                    work: &f.join("work"),
+                    home: &f.join("home"),
+                };
+                match c.restore(&k2, C1, trees) {
+                    Ok(Restore::Restored(_)) => "restored".to_string(),
+                    Ok(other) => format!("{other:?}"),
+                    Err(SetupCacheError::Io { step, .. }) => format!("refused: {step}"),
+                    Err(e) => format!("{e}"),
+                }
+            });
+            let capped = {
+                let jobs = jobs.clone();
+                within(move || lock_for_cap(&jobs).is_some())
+            };
+            seen.push((
+                name.to_string(),
+                outcome.unwrap_or_else(|| "hung".into()),
+                fresh.join("work/deps").exists(),
+                capped.map_or("hung", |taken| if taken { "taken" } else { "not taken" }),
+            ));
+        }
+        let want = |name: &str, step: &str, cap: &'static str| {
+            (name.to_string(), format!("refused: {step}"), false, cap)
+        };
+        assert_eq!(
+            seen,
+            vec![
+                want("manifest a FIFO", "read the manifest", "taken"),
+                want("lock a FIFO", "open the lock", "not taken"),
+                want("manifest a link", "read the manifest", "taken"),
+                want("entry a link", "read the manifest", "taken"),
+                want("cache a link", "read the manifest", "not taken"),
+            ]
+        );
     }
 }
