@@ -10,9 +10,9 @@ use comfy_table::{presets, CellAlignment, Table};
 use jiff::tz::TimeZone;
 use paddock::broker::prices::format_usd;
 use paddock::paths::Paths;
-use paddock::store::Owner;
+use paddock::store::{JobQuery, Owner};
 use paddock::terminal_text;
-use paddock_protocol::JobRecord;
+use paddock_protocol::{JobRecord, JobStatus};
 
 use super::{exit, local_time, open_existing_store, Failure};
 
@@ -24,17 +24,60 @@ pub struct JobsArgs {
     /// Print one job record per line as JSON (JSONL).
     #[arg(long)]
     pub json: bool,
+    /// Only jobs with this status (as `GET /v1/jobs?status=` filters).
+    #[arg(long, value_parser = status)]
+    pub status: Option<JobStatus>,
+    /// Only jobs of this engine.
+    #[arg(long, value_parser = ["codex", "claude"])]
+    pub engine: Option<String>,
+}
+
+/// A `--status` value: one of the job statuses.
+fn status(s: &str) -> Result<JobStatus, String> {
+    JobStatus::parse(s).ok_or_else(|| {
+        format!(
+            "`{s}` is not a job status (queued, running, done, failed, held, timed_out, \
+             cancelled, bounced)"
+        )
+    })
 }
 
 pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_existing_store(paths).await?;
-    let jobs = store.jobs(args.limit).await.context("list jobs")?;
-    let owners: HashMap<String, Owner> = store
-        .job_owners(args.limit)
-        .await
-        .context("list the jobs' hosts")?
-        .into_iter()
-        .collect();
+    let filtered = args.status.is_some() || args.engine.is_some();
+    let (jobs, owners): (_, HashMap<String, Owner>) = if filtered {
+        let jobs = store
+            .list_jobs(&JobQuery {
+                status: args.status,
+                engine: args.engine.clone(),
+                after: None,
+                limit: args.limit,
+                branch: None,
+            })
+            .await
+            .context("list jobs")?;
+        // The newest jobs' owners are not these: each asked for.
+        let mut owners = HashMap::new();
+        for job in &jobs {
+            if let Some(owner) = store
+                .job_owner(&job.id)
+                .await
+                .context("look up a job's host")?
+            {
+                owners.insert(job.id.clone(), owner);
+            }
+        }
+        (jobs, owners)
+    } else {
+        let jobs = store.jobs(args.limit).await.context("list jobs")?;
+        let owners = store
+            .job_owners(args.limit)
+            .await
+            .context("list the jobs' hosts")?
+            .into_iter()
+            .collect();
+        (jobs, owners)
+    };
     if args.json {
         for j in &jobs {
             let line = Listed {

@@ -458,6 +458,76 @@ async fn job_ids_take_prefixes_and_latest_and_name_ambiguous_candidates() {
     );
 }
 
+/// `paddock jobs --status S --engine E` lists only those jobs, newest
+/// first, as `GET /v1/jobs?status=&engine=` does; an unknown status is
+/// exit 2 naming those there are.
+#[tokio::test]
+async fn jobs_filter_by_status_and_engine() {
+    let home = Home::new();
+    let store = home.store().await;
+    let first = running_job(&home, "0193-a", 0).await;
+    for (id, offset, engine, status) in [
+        ("0193-a", 0, "codex", JobStatus::Done),
+        ("0193-b", 10, "claude", JobStatus::Failed),
+        ("0193-c", 20, "codex", JobStatus::Failed),
+        ("0193-d", 30, "codex", JobStatus::Running),
+    ] {
+        let mut rec = paddock_protocol::JobRecord {
+            id: id.to_owned(),
+            engine: engine.to_owned(),
+            created_at: first.created_at + time::Duration::seconds(offset),
+            ..first.clone()
+        };
+        if id != first.id {
+            store.insert_job(&rec, "{}").await.unwrap();
+        }
+        if status != JobStatus::Running {
+            rec.status = status;
+            store.finish_job(&rec, JobStatus::Running).await.unwrap();
+        }
+    }
+    let listed = |args: &'static [&'static str]| {
+        let home = &home;
+        async move {
+            let mut all = vec!["jobs", "--json"];
+            all.extend_from_slice(args);
+            let out = home.paddock(&all, &[]).await;
+            let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
+                .collect();
+            (out.status.code(), ids, stderr(&out))
+        }
+    };
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        vec![
+            listed(&["--status", "failed"]).await,
+            listed(&["--status", "failed", "-n", "1"]).await,
+            listed(&["--engine", "codex", "--status", "done"]).await,
+            listed(&["--status", "broken"]).await,
+        ],
+        vec![
+            (Some(0), ids(&["0193-c", "0193-b"]), String::new()),
+            (Some(0), ids(&["0193-c"]), String::new()),
+            (Some(0), ids(&["0193-a"]), String::new()),
+            (
+                Some(2),
+                Vec::new(),
+                "error: invalid value 'broken' for '--status <STATUS>': `broken` is not a job \
+                 status (queued, running, done, failed, held, timed_out, cancelled, bounced)\n\n\
+                 For more information, try '--help'.\n"
+                    .to_owned()
+            ),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn completions_and_man_page_are_generated() {
     let home = Home::new();
