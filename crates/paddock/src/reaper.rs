@@ -398,8 +398,11 @@ enum Ownerless {
 /// TTL ([`claimed_lately`]) is left alone: its server may be about to
 /// take the lease. Each is taken under its lease first (it exists from
 /// then on, and goes when the pass succeeds), so no other reaper works on
-/// it at once and a process that takes it meanwhile keeps its job. What
-/// was reaped, and what could not be listed.
+/// it at once and a process that takes it meanwhile keeps its job; and
+/// looked at again under it: one whose claim changed since the list was
+/// read (renewed by a server passing it over, ended, claimed anew) is
+/// left, its lease given back. What was reaped, and what could not be
+/// listed.
 async fn reap_unleased(
     paths: &Paths,
     store: &dyn Store,
@@ -412,7 +415,7 @@ async fn reap_unleased(
         Err(e) => return (Vec::new(), vec![format!("list running jobs: {e}")]),
     };
     let leases = paths.jobs.join(LEASES);
-    let mut reaped = Vec::new();
+    let (mut reaped, mut errors) = (Vec::new(), Vec::new());
     for job in running {
         if is_another_hosts(&job, liveness)
             || claimed_lately(&job, liveness)
@@ -420,13 +423,30 @@ async fn reap_unleased(
         {
             continue;
         }
-        let id = job.id;
+        let id = job.id.clone();
         if leases.join(format!("{id}.lock")).exists() {
             continue;
         }
         let Ok(lease) = Lease::take(&paths.jobs, &id) else {
             continue;
         };
+        // Looked at again under the lease: a claim renewed since the list
+        // was read (a server that passes a claimed job over renews it
+        // before it gives its lease up and queues the job again), or
+        // ended, or claimed anew, is alive; its lease is given back at
+        // once, for its server to take.
+        let now = match store.running_jobs().await {
+            Ok(running) => running.into_iter().find(|j| j.id == id),
+            Err(e) => {
+                errors.push(format!("job {id}: read it again: {e}"));
+                release_taken(&lease, &id, &mut errors);
+                continue;
+            }
+        };
+        if !now.is_some_and(|now| now.owner == job.owner && !claimed_lately(&now, liveness)) {
+            release_taken(&lease, &id, &mut errors);
+            continue;
+        }
         if let Some(r) = reap_job(
             paths,
             store,
@@ -440,7 +460,15 @@ async fn reap_unleased(
             reaped.push(r);
         }
     }
-    (reaped, Vec::new())
+    (reaped, errors)
+}
+
+/// Gives back the lease of job `id` a reaper pass took and left alone
+/// (its file deleted, so the job's process can take it).
+fn release_taken(lease: &Lease, id: &str, errors: &mut Vec<String>) {
+    if let Err(e) = lease.release() {
+        errors.push(format!("job {id}: delete the lease file it took: {e}"));
+    }
 }
 
 /// Reaps job `name`, whose `lease` this process now holds; None when there

@@ -153,16 +153,16 @@ pub async fn exec(
                 .await
                 .map_err(|e| failure(e.code(), e.into())),
             Some(prior) => {
-                let after = runner
+                let admitted = runner
                     .admit_after(&spec, prior)
                     .await
                     .map_err(|e| failure(e.code(), e.into()))?;
-                if let Some(continuation) = after.admitted.continuation() {
+                if let Some(continuation) = admitted.continuation() {
                     // The engine's own session resumed, or a new one and
                     // why; and a prior pull request closed without a merge.
                     errln!("paddock: {}", continuation.describe());
                 }
-                Ok(after.admitted)
+                Ok(admitted)
             }
         }
     };

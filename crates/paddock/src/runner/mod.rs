@@ -49,7 +49,7 @@ use self::emit::{chain, Emitter};
 pub use self::emit::{chain as error_chain, JobUpdate, Observer};
 pub use self::engine_bin::{engine_path, resolve_engine};
 pub use self::error::{AdmitError, ErrorCode, RunError};
-pub use self::next_attempt::{AdmittedAfter, AfterError};
+pub use self::next_attempt::AfterError;
 pub use crate::broker::provider::BEDROCK_API_KEY_VAR;
 use crate::broker::PriceTable;
 use crate::paths::Paths;

@@ -48,28 +48,14 @@ impl AfterError {
     }
 }
 
-/// An admitted next attempt.
-#[derive(Debug)]
-pub struct AdmittedAfter {
-    /// The job, following the prior one (its `ticket.prior_attempts`
-    /// filled, its continuation decided).
-    pub admitted: Admitted,
-    /// `its pull request URL was closed on the forge without being
-    /// merged`: the attempt builds on that branch, on a pull request of
-    /// its own (the closed one is left as it is).
-    pub closed: Option<String>,
-}
-
 impl Runner {
     /// Admits `spec` as the next attempt after job `prior` (its exact id):
     /// the prior attempts read from the store and the forge become its
     /// `ticket.prior_attempts` (what the prompt shows), and it resumes or
-    /// forks the prior job's engine session on its branch.
-    pub async fn admit_after(
-        &self,
-        spec: &JobSpec,
-        prior: &str,
-    ) -> Result<AdmittedAfter, AfterError> {
+    /// forks the prior job's engine session on its branch (a prior pull
+    /// request closed without a merge is in its continuation: the attempt
+    /// builds on that branch, on a pull request of its own).
+    pub async fn admit_after(&self, spec: &JobSpec, prior: &str) -> Result<Admitted, AfterError> {
         let paths = &self.config.paths;
         let after =
             bounce::attempts_after(&*self.store, prior, spec, &paths.artifacts, &paths.jobs)
@@ -80,13 +66,10 @@ impl Runner {
         let follows = Follows {
             job: prior.to_string(),
             ended: after.ended,
-            closed: after.closed.clone(),
+            closed: after.closed,
         };
         self.follow_stored(&mut admitted, &follows).await?;
-        Ok(AdmittedAfter {
-            admitted,
-            closed: after.closed,
-        })
+        Ok(admitted)
     }
 
     /// Makes `admitted` follow the prior job `follows` names, as recorded

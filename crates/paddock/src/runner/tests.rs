@@ -515,6 +515,8 @@ pub(crate) struct ReapAt {
     pub paths: Paths,
     pub liveness: crate::heartbeat::Liveness,
     pub reports: std::sync::Mutex<Vec<crate::reaper::Report>>,
+    /// How long reading a stored spec takes (a slow re-admission).
+    pub slow_spec: std::time::Duration,
 }
 
 /// The store call a [`ReapAt`] pass follows.
@@ -525,6 +527,9 @@ pub(crate) enum ReapStep {
     /// Right after a job's stored spec is read (a claimed job's
     /// re-admission).
     ReadSpec,
+    /// Right before a claimed job is put back in the queue (a server
+    /// that may not run it passed it over, its lease given up).
+    Unclaim,
 }
 
 impl FailingStore {
@@ -571,6 +576,9 @@ impl crate::store::Store for FailingStore {
     }
     async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
         let spec = self.inner.job_spec(id).await;
+        if let Some(at) = &self.reaps {
+            tokio::time::sleep(at.slow_spec).await;
+        }
         self.reap_after(ReapStep::ReadSpec).await;
         spec
     }
@@ -666,6 +674,7 @@ impl crate::store::Store for FailingStore {
         self.inner.claim_job(lanes, owner, at, skip).await
     }
     async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError> {
+        self.reap_after(ReapStep::Unclaim).await;
         self.inner.unclaim_job(id, host, reason).await
     }
     async fn queue_depth(&self) -> Result<u64, StoreError> {

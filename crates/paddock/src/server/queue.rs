@@ -260,7 +260,7 @@ impl Queue {
     ) -> Result<JobRecord, SubmitError> {
         let admitted = match after {
             None => self.runner.admit(spec).await?,
-            Some(prior) => self.runner.admit_after(spec, prior).await?.admitted,
+            Some(prior) => self.runner.admit_after(spec, prior).await?,
         };
         if let Some(message) = self.runner.budget_hold(&admitted).await? {
             return Ok(self.hold(&admitted, message, priority).await?);
@@ -514,11 +514,23 @@ impl Queue {
                     // there too, so the job ends `cancelled`, not queued.
                     self.slots.release(&id);
                     // Given up before the job is queued again, so that
-                    // the server that claims it next finds no lease file.
+                    // the server that claims it next finds no lease file;
+                    // its claim renewed first, so that a reaper pass in
+                    // between (re-admitting may have taken longer than
+                    // the TTL) finds a fresh claim, not a dead server's
+                    // with no lease, and leaves it alone (`crate::reaper`
+                    // looks again once it holds the lease).
+                    let me = &self.runner.config().liveness.owner;
+                    if let Err(e) = self
+                        .store
+                        .heartbeat(&id, &me.host, OffsetDateTime::now_utc())
+                        .await
+                    {
+                        tracing::warn!("serve: job {id}: cannot renew its claim: {e}");
+                    }
                     release_lease(&id, &lease);
                     let mut cancelled = cancelled;
                     if cancelled.try_recv().is_ok() {
-                        let me = &self.runner.config().liveness.owner;
                         if let Err(err) = self
                             .store
                             .request_cancel(&id, &me.name, OffsetDateTime::now_utc())

@@ -18,6 +18,18 @@ use crate::runner::tests::{FailingStore, Host, ReapAt, ReapStep, DONE};
 /// A queue of one slot on `host`, whose store runs a full reaper pass
 /// after `step` with the heartbeat TTL `ttl`; that store.
 fn queue(host: &Host, step: ReapStep, ttl: Duration) -> (Arc<Queue>, Arc<FailingStore>) {
+    queue_with(host, step, ttl, true, Duration::ZERO)
+}
+
+/// [`queue`], submissions of `process`-rung jobs allowed or not, reading
+/// a stored spec taking `slow_spec`.
+fn queue_with(
+    host: &Host,
+    step: ReapStep,
+    ttl: Duration,
+    process: bool,
+    slow_spec: Duration,
+) -> (Arc<Queue>, Arc<FailingStore>) {
     let mut liveness = host.liveness();
     liveness.ttl = ttl;
     let store = Arc::new(FailingStore::reaping(
@@ -27,6 +39,7 @@ fn queue(host: &Host, step: ReapStep, ttl: Duration) -> (Arc<Queue>, Arc<Failing
             paths: host.paths.clone(),
             liveness,
             reports: Mutex::default(),
+            slow_spec,
         },
     ));
     let shared: SharedStore = store.clone();
@@ -37,7 +50,7 @@ fn queue(host: &Host, step: ReapStep, ttl: Duration) -> (Arc<Queue>, Arc<Failing
     let runner = host.runner_with(shared.clone(), rung);
     let submissions = Submissions {
         paths: vec![host.root()],
-        process: true,
+        process,
         ..Submissions::default()
     };
     let queue = Queue::new(
@@ -122,6 +135,63 @@ async fn a_reaper_pass_while_a_claimed_job_is_admitted_again_leaves_it_alone() {
     assert_eq!(
         (passes > 0, names, record.status, record.reason),
         (true, Vec::<String>::new(), JobStatus::Done, None)
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
+
+/// A pass right after a server that may not run a claimed job gave its
+/// lease up, before the job is queued again (`pass_over`), the claim
+/// older than the TTL (re-admitting took 800 ms, the pass's TTL is
+/// 500 ms). Before, the pass took the claim, with no lease file and
+/// older than the TTL, for a dead server's and failed it (and queued a
+/// next attempt); now the claim is renewed before the lease is given up,
+/// and the job stays queued, passed over, the only job.
+#[tokio::test]
+async fn a_reaper_pass_while_a_claimed_job_is_passed_over_leaves_it_queued() {
+    let host = Host::new().await;
+    let (queue, store) = queue_with(
+        &host,
+        ReapStep::Unclaim,
+        Duration::from_millis(500),
+        false,
+        Duration::from_millis(800),
+    );
+    let spec = host.spec();
+    let refused = queue.submissions.check(&spec, None).unwrap_err();
+    let admitted = queue.runner.admit(&spec).await.unwrap();
+    let id = admitted.id.clone();
+    host.store
+        .enqueue_job(
+            &admitted.record(JobStatus::Queued),
+            admitted.spec_json(),
+            0,
+            None,
+        )
+        .await
+        .unwrap();
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    let mut record = None;
+    for _ in 0..600 {
+        let now = host.store.job(&id).await.unwrap().unwrap();
+        if now.status != JobStatus::Running && (now.reason.is_some() || now.finished_at.is_some()) {
+            record = Some(now);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let record = record.unwrap();
+    let jobs = host.store.jobs(10).await.unwrap().len();
+    let owner = host.liveness().owner;
+    assert_eq!(
+        (reaped(&store), record.status, record.reason, jobs),
+        (
+            (1, Vec::<String>::new()),
+            JobStatus::Queued,
+            Some(passed_over_reason(&id, &owner, &refused)),
+            1
+        )
     );
     assert_eq!(host.left(), Vec::<String>::new());
 }
