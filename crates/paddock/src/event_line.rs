@@ -12,6 +12,10 @@ use paddock_protocol::{AgentEvent, ChangeKind, EventBody};
 
 mod edit;
 
+/// The most of a message of Paddock's own (an `error` event of source
+/// `paddock`, `paddock publish`) a line shows: in practice all of it.
+pub const OWN_MESSAGE_CHARS: usize = 4000;
+
 /// `s` on one line (whitespace runs collapsed), cut to `max` characters.
 pub fn one_line(s: &str, max: usize) -> String {
     let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -183,11 +187,21 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
             message,
             source,
             fatal,
-        } => Some(format!(
-            "  {} {}: {}",
-            if *fatal { "✖ error" } else { "⚠ warning" },
-            source.as_deref().unwrap_or("paddock"),
-            one_line(message, 300)
-        )),
+        } => {
+            let source = source.as_deref().unwrap_or("paddock");
+            // Paddock's own messages end with what to do (`git fetch … `,
+            // `paddock run … --attempt-after …`): shown whole; an
+            // engine's or upstream's (its stderr, an answer's body) cut.
+            let max = if source.starts_with("paddock") {
+                OWN_MESSAGE_CHARS
+            } else {
+                300
+            };
+            Some(format!(
+                "  {} {source}: {}",
+                if *fatal { "✖ error" } else { "⚠ warning" },
+                one_line(message, max)
+            ))
+        }
     }
 }

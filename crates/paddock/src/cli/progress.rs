@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use paddock::broker::prices::format_usd;
-use paddock::event_line::one_line;
 pub use paddock::event_line::Lines;
+use paddock::event_line::{one_line, OWN_MESSAGE_CHARS};
 use paddock::runner::Observer;
 use paddock_protocol::{AgentEvent, EventBody, JobRecord, ModelCall};
 
@@ -91,7 +91,12 @@ pub fn summary(r: &JobRecord) -> String {
     let mut s = String::new();
     s.push_str(&format!("job {}  {}\n", r.id, r.status.as_str()));
     if let Some(reason) = &r.reason {
-        s.push_str(&format!("  reason:   {}\n", line(&one_line(reason, 300))));
+        // Whole (a record keeps at most its last 2000 bytes): its end
+        // says what to do (`set base_ref = "origin/main"`, …).
+        s.push_str(&format!(
+            "  reason:   {}\n",
+            line(&one_line(reason, OWN_MESSAGE_CHARS))
+        ));
     }
     s.push_str(&format!(
         "  ticket:   {} (attempt {}) on {}\n",

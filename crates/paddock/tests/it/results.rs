@@ -596,6 +596,71 @@ async fn paddock_apply_on_another_base_names_the_jobs_base() {
     );
 }
 
+/// The same spec run twice on a local source: the second job's branch is
+/// not fetched (the source has the first's), and the warning that says
+/// how to take it (`git -C … fetch …`, `--attempt-after`) is shown whole
+/// by `paddock run` (also under `-q`) and `paddock events`: it was cut at
+/// 300 characters, before either.
+#[tokio::test]
+async fn a_warning_of_paddocks_own_is_shown_whole() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'x\\n' > new.txt"));
+    let first = home
+        .paddock(&["run", "-q", spec.to_str().unwrap()], &[])
+        .await;
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // The same spec, its engine making another change.
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'y\\n' > new.txt"));
+    let second = home
+        .paddock(&["run", "-q", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let job = record(&second);
+    let warnings: Vec<String> = home
+        .store()
+        .await
+        .events(&job.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            paddock_protocol::EventBody::Error {
+                message,
+                fatal: false,
+                ..
+            } if message.contains("was not fetched into the source") => Some(message),
+            _ => None,
+        })
+        .collect();
+    let [warning] = <[String; 1]>::try_from(warnings).unwrap();
+    assert!(warning.chars().count() > 300, "{warning}");
+    let line = format!("  ⚠ warning paddock: {warning}");
+    let events = home.paddock(&["events", &job.id], &[]).await;
+    let shown = |text: &[u8]| {
+        String::from_utf8_lossy(text)
+            .lines()
+            .filter(|l| l.contains("was not fetched into the source"))
+            .map(|l| {
+                l.split_once("  ⚠")
+                    .map_or(l.to_owned(), |(_, w)| format!("  ⚠{w}"))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (shown(&second.stderr), shown(&events.stdout)),
+        (vec![line.clone()], vec![line])
+    );
+    assert!(
+        warning.ends_with(&format!("`paddock run SPEC --attempt-after {}`", job.id)),
+        "{warning}"
+    );
+}
+
 /// A change outside the ticket's `touch_only` is flagged, in the closeout
 /// and as a warning of the job; the job is still done, with its branch.
 #[tokio::test]
