@@ -280,6 +280,10 @@ const OVERLAY_WORK: &str = "overlay-work";
 /// is any length without holding disk, and git hashed every byte of it.
 pub const MAX_PATCH_BYTES: u64 = 1 << 30;
 
+/// How many of the files left out of the patch as too long to stage its
+/// warning names (the rest are counted).
+const NAMED_TOO_LONG: usize = 20;
+
 /// The diff's options (after `diff` or `diff-tree --stdin -r -M`): every
 /// choice that shapes the text spelled out (see [`Workspace::diff_to`]).
 const DIFF_ARGS: [&str; 10] = [
@@ -1262,11 +1266,16 @@ impl Workspace {
             ));
         }
         if !tree.too_long.is_empty() {
-            let names: Vec<String> = tree
+            // A job can leave any number: the first ones named, the rest counted.
+            let mut names: Vec<String> = tree
                 .too_long
                 .iter()
+                .take(NAMED_TOO_LONG)
                 .map(|(p, len)| format!("{} ({len} bytes)", String::from_utf8_lossy(p)))
                 .collect();
+            if tree.too_long.len() > NAMED_TOO_LONG {
+                names.push(format!("and {} more", tree.too_long.len() - NAMED_TOO_LONG));
+            }
             warnings.push(format!(
                 "{}: left out of the patch, longer than Paddock stages: it reads at most \
                  {MAX_PATCH_BYTES} bytes of the files the job changed, together, the most of a \
@@ -3581,6 +3590,39 @@ mod tests {
             p.diff.contains("+work\n"),
             "{}",
             &p.diff[..p.diff.len().min(2000)]
+        );
+    }
+
+    /// Past 20 files left out as too long to stage, the warning names the
+    /// first 20 (in path order) and counts the rest: a job can leave any
+    /// number, each a line of an event and the closeout otherwise.
+    #[tokio::test]
+    async fn files_left_out_as_too_long_are_named_up_to_twenty() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let len = MAX_PATCH_BYTES + 1;
+        for i in 0..25 {
+            std::fs::File::create(ws.work.join(format!("f{i:02}")))
+                .unwrap()
+                .set_len(len)
+                .unwrap();
+        }
+        let p = ws.patch().await.unwrap();
+        let named: Vec<String> = (0..20).map(|i| format!("f{i:02} ({len} bytes)")).collect();
+        assert_eq!(
+            (p.changed_files, p.warnings),
+            (
+                vec![],
+                vec![format!(
+                    "{}, and 5 more: left out of the patch, longer than Paddock stages: it reads \
+                     at most {MAX_PATCH_BYTES} bytes of the files the job changed, together, the \
+                     most of a patch it reads",
+                    named.join(", ")
+                )]
+            )
         );
     }
 }
