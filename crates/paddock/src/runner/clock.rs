@@ -1,10 +1,14 @@
-//! The engine's time limit, and what set it. The spec's
+//! The job's time limits, and what set them. The spec's
 //! `limits.timeout_secs` (capped by the host profile's `timeout_min` at
 //! admission) is the engine's own; the profile's `timeout_min` is also a
-//! cap on the whole job, its setup and its engine together: the engine
-//! gets what the setup (and the steps between it and the engine's start)
-//! left of it when that is less. A timed-out job's `policy` event and
-//! reason name the limit that stopped it.
+//! cap on the whole job, counted from when its host slot is held: the
+//! provisioning of its workspace (a clone or fetch of its source), its
+//! setup and its engine together. Provisioning past it is stopped and the
+//! job fails naming it ([`ProvisioningOver`]); the setup gets what
+//! provisioning left when that is less than its own timeout; the engine
+//! gets what came before it left, when that is less. A timed-out job's
+//! `policy` event and reason name the limit that stopped it. (Concluding,
+//! the patch and publishing, is bounded by its own steps' timeouts.)
 
 use std::time::Duration;
 
@@ -19,12 +23,12 @@ pub(super) enum Limit {
     /// Host profile `id`'s `timeout_min` (`min`), on an engine that
     /// started with all of it left.
     Profile { id: String, min: u64 },
-    /// Host profile `id`'s `timeout_min` (`min`) on the whole job: the
-    /// setup took `setup_secs` of it first.
+    /// Host profile `id`'s `timeout_min` (`min`) on the whole job:
+    /// provisioning and setup took `before_secs` of it first.
     WholeJob {
         id: String,
         min: u64,
-        setup_secs: u64,
+        before_secs: u64,
     },
 }
 
@@ -40,13 +44,14 @@ pub(super) struct Deadline {
 impl Deadline {
     /// The deadline of an engine starting at `now` with the spec's limit
     /// `engine_secs` (capped at admission), under host profile `profile`
-    /// (its id and `timeout_min`, when it sets one), the job's setup
-    /// having begun at `setup_began` (`None`: it has no setup).
+    /// (its id and `timeout_min`, when it sets one), the job's clock
+    /// having started at `began` (its host slot held; `None`: now). Less
+    /// than a second before the engine counts as none.
     pub fn for_engine(
         now: Instant,
         engine_secs: u64,
         profile: Option<(&str, u64)>,
-        setup_began: Option<Instant>,
+        began: Option<Instant>,
     ) -> Deadline {
         let engine = Duration::from_secs(engine_secs);
         let spec = Deadline {
@@ -58,9 +63,11 @@ impl Deadline {
             return spec;
         };
         let cap = Duration::from_secs(min.saturating_mul(60));
-        let began = setup_began.unwrap_or(now);
-        let setup = now.saturating_duration_since(began);
-        let left = cap.saturating_sub(setup);
+        let began = began
+            .filter(|b| rounded(now.saturating_duration_since(*b)) > 0)
+            .unwrap_or(now);
+        let before = now.saturating_duration_since(began);
+        let left = cap.saturating_sub(before);
         if left < engine {
             return Deadline {
                 at: began + cap,
@@ -68,7 +75,7 @@ impl Deadline {
                 limit: Limit::WholeJob {
                     id: id.to_string(),
                     min,
-                    setup_secs: rounded(setup),
+                    before_secs: rounded(before),
                 },
             };
         }
@@ -101,12 +108,12 @@ impl Deadline {
             Limit::WholeJob {
                 id,
                 min,
-                setup_secs,
+                before_secs,
             } => (
                 "timeout_min",
                 format!(
-                    "the job ran past the {min} min limit of host profile `{id}`, which caps its \
-                     setup and its engine together (setup {setup_secs} s, engine {secs} s), and \
+                    "the job ran past the {min} min limit of host profile `{id}`, which caps the \
+                     whole job (provisioning and setup {before_secs} s, engine {secs} s), and \
                      was killed"
                 ),
             ),
@@ -128,18 +135,52 @@ impl Deadline {
             Limit::WholeJob {
                 id,
                 min,
-                setup_secs,
+                before_secs,
             } => format!(
-                "timed out after {secs} s of the engine: with the {setup_secs} s before it \
-                 (setup), the job reached the {min} min `timeout_min` of host profile `{id}`, \
-                 which caps setup and engine together"
+                "timed out after {secs} s of the engine: with the {before_secs} s before it \
+                 (provisioning and setup), the job reached the {min} min `timeout_min` of host \
+                 profile `{id}`, which caps the whole job"
             ),
         }
     }
 }
 
+/// A job whose provisioning (its workspace: a clone or fetch of its
+/// source) ran past host profile `id`'s `timeout_min` (`min`) after
+/// `secs` seconds: stopped, the job failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ProvisioningOver {
+    pub id: String,
+    pub min: u64,
+    pub secs: u64,
+}
+
+impl ProvisioningOver {
+    /// The `policy` event of the stopped provisioning.
+    pub fn event(&self) -> EventBody {
+        let Self { id, min, secs } = self;
+        EventBody::Policy {
+            rule: "timeout_min".to_string(),
+            message: format!(
+                "the job ran past the {min} min limit of host profile `{id}`, which caps the \
+                 whole job, while its workspace was provisioned ({secs} s), and was stopped"
+            ),
+        }
+    }
+
+    /// The reason of the failed job.
+    pub fn reason(&self) -> String {
+        let Self { id, min, secs } = self;
+        format!(
+            "provisioning the workspace (cloning or fetching the source) was still running after \
+             {secs} s, when the {min} min `timeout_min` of host profile `{id}`, which caps the \
+             whole job, ran out; it was stopped and the engine was not started"
+        )
+    }
+}
+
 /// `d` in whole seconds, to the nearest.
-fn rounded(d: Duration) -> u64 {
+pub(super) fn rounded(d: Duration) -> u64 {
     (d + Duration::from_millis(500)).as_secs()
 }
 
@@ -148,10 +189,11 @@ mod tests {
     use super::*;
 
     /// Without a profile the spec's limit holds from the engine's start;
-    /// with one, its `timeout_min` holds for setup and engine together:
-    /// a setup of 45 s under a 1 min cap leaves the engine 15 s, named so;
-    /// an engine with all of the cap left is stopped by the profile's
-    /// limit, one asking less by its own.
+    /// with one, its `timeout_min` holds for the whole job: 45 s of
+    /// provisioning and setup under a 1 min cap leave the engine 15 s,
+    /// named so; an engine with all of the cap left (or less than a
+    /// second gone) is stopped by the profile's limit, one asking less by
+    /// its own.
     #[test]
     fn the_profile_caps_setup_and_engine_together() {
         let began = Instant::now();
@@ -159,13 +201,18 @@ mod tests {
         let got = [
             Deadline::for_engine(now, 60, None, Some(began)),
             Deadline::for_engine(now, 60, Some(("box", 1)), Some(began)),
-            Deadline::for_engine(now, 60, Some(("box", 1)), None),
+            Deadline::for_engine(
+                now,
+                60,
+                Some(("box", 1)),
+                Some(now - Duration::from_millis(400)),
+            ),
             Deadline::for_engine(now, 10, Some(("box", 1)), Some(began)),
         ];
         let whole = Limit::WholeJob {
             id: "box".into(),
             min: 1,
-            setup_secs: 45,
+            before_secs: 45,
         };
         let profile = Limit::Profile {
             id: "box".into(),
@@ -194,13 +241,13 @@ mod tests {
                     EventBody::Policy {
                         rule: "timeout_min".into(),
                         message: "the job ran past the 1 min limit of host profile `box`, which \
-                                  caps its setup and its engine together (setup 45 s, engine \
-                                  15 s), and was killed"
+                                  caps the whole job (provisioning and setup 45 s, engine 15 s), \
+                                  and was killed"
                             .into(),
                     },
-                    "timed out after 15 s of the engine: with the 45 s before it (setup), the \
-                     job reached the 1 min `timeout_min` of host profile `box`, which caps setup \
-                     and engine together"
+                    "timed out after 15 s of the engine: with the 45 s before it (provisioning \
+                     and setup), the job reached the 1 min `timeout_min` of host profile `box`, \
+                     which caps the whole job"
                         .to_string(),
                 ),
                 (

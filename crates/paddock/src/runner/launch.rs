@@ -6,6 +6,7 @@
 //! artifact wired up: a [`Running`] job for the stream.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use paddock_protocol::{EgressPhase, EventBody, Phase};
 use time::OffsetDateTime;
@@ -148,10 +149,18 @@ pub(super) async fn launch(
     // The spec's setup commands, on the rung, before the engine, with the
     // engine's environment (no broker, no token: those are its command's).
     let setup_env = crate::engines::base_env(&ctx);
-    // The host profile's `timeout_min` holds for setup and engine
-    // together: its clock starts with the setup.
-    let setup_began = (!spec.setup.commands.is_empty()).then(tokio::time::Instant::now);
-    match super::setup::run(job, em, &on_rung, setup_env, &mut egress, cancel).await {
+    // The host profile's `timeout_min` holds for the whole job: its clock
+    // started before provisioning (`Provisioned::cap_ends`).
+    match super::setup::run(
+        job,
+        em,
+        &on_rung,
+        setup_env,
+        (&mut egress, prov.cap_ends),
+        cancel,
+    )
+    .await
+    {
         Ok(()) => {}
         Err(SetupStop::Failed(e)) => return Err(e),
         Err(SetupStop::Cancelled(why)) => return Ok(Start::Cancelled(why)),
@@ -197,7 +206,11 @@ pub(super) async fn launch(
         job.policy
             .as_ref()
             .and_then(|p| Some((p.profile.id.as_str(), p.profile.timeout_min?))),
-        setup_began,
+        job.policy
+            .as_ref()
+            .and_then(|p| p.profile.timeout_min)
+            .zip(prov.cap_ends)
+            .map(|(min, ends)| ends - Duration::from_secs(min.saturating_mul(60))),
     );
     let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(rung_failed)?;
     crate::telemetry::engine_started(job.rung.isolation().as_str(), launching.elapsed());

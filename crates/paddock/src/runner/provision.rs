@@ -33,6 +33,10 @@ pub(super) struct Provisioned {
     /// (`results::source::uncommitted`: a `git status` of the user's whole
     /// tree, which grows with it) and reported when it is published.
     pub source_changes: Option<SourceChanges>,
+    /// When the host profile's `timeout_min` (a cap on the whole job,
+    /// `clock.rs`) runs out, counted from once the host slot was held:
+    /// the setup and the engine end by then. `None`: no profile sets it.
+    pub cap_ends: Option<tokio::time::Instant>,
 }
 
 /// The background read of a local source's uncommitted changes; aborted
@@ -102,6 +106,16 @@ pub(super) async fn provision(
         Some(p) => hold_host_slot(job, p, em, cancel).await?,
         None => None,
     };
+    // The whole job's clock (the host profile's `timeout_min`) starts once
+    // it may run: provisioning is under it too.
+    let began = tokio::time::Instant::now();
+    let cap = job
+        .policy
+        .as_ref()
+        .and_then(|p| Some((p.profile.id.clone(), p.profile.timeout_min?)));
+    let cap_ends = cap
+        .as_ref()
+        .map(|(_, min)| began + std::time::Duration::from_secs(min.saturating_mul(60)));
     let artifacts = job.config.paths.artifacts.join(&em.job_id);
     if let Err(e) = tokio::fs::create_dir_all(&artifacts).await {
         let msg = format!(
@@ -184,18 +198,56 @@ pub(super) async fn provision(
         }
         _ => None,
     };
-    let ws = match Workspace::provision_leased(
+    let branch = spec.branch();
+    let provisioning = Workspace::provision_leased(
         &job.config.paths.jobs,
         &em.job_id,
         lease,
         &spec.repository,
-        &spec.branch(),
+        &branch,
         prior.as_ref(),
-    )
-    .await
-    {
-        Ok(ws) => ws,
-        Err(e) => {
+    );
+    // Past the cap, the provisioning is dropped: its host gits are killed
+    // with their process groups, its locks and the lease let go.
+    let provisioned = match cap_ends {
+        Some(at) => tokio::time::timeout_at(at, provisioning).await.ok(),
+        None => Some(provisioning.await),
+    };
+    let ws = match provisioned {
+        Some(Ok(ws)) => ws,
+        None => {
+            // (Only a cap stops it: `cap` is set.)
+            let (id, min) = cap.unwrap_or_default();
+            let over = super::clock::ProvisioningOver {
+                id,
+                min,
+                secs: super::clock::rounded(began.elapsed()),
+            };
+            em.emit(over.event()).await?;
+            // What it made of the job's directory (this job's own: the
+            // lease was taken for it), its overlay unmounted first (else
+            // left whole to the reaper), removed without following a link.
+            let root = job.config.paths.jobs.join(&em.job_id);
+            let removed = tokio::task::spawn_blocking({
+                let root = root.clone();
+                move || {
+                    crate::workspace::overlay::unmount_work(&root)?;
+                    crate::workspace::remove::remove_tree(&root)
+                }
+            })
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|r| r);
+            match removed {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    let msg = format!("remove {}: {e}", root.display());
+                    em.error("paddock", msg, false).await?;
+                }
+                _ => {}
+            }
+            return Err(Stop::End(Ended::failed(over.reason(), false)));
+        }
+        Some(Err(e)) => {
             let msg = e.to_string();
             em.error("paddock", msg.clone(), true).await?;
             return Err(Stop::End(Ended::failed(msg, true)));
@@ -241,6 +293,7 @@ pub(super) async fn provision(
         guard: WorkspaceGuard::new(ws, job.keep),
         _slot: slot,
         source_changes,
+        cap_ends,
     })
 }
 

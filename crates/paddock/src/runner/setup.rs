@@ -8,7 +8,8 @@
 //! in as they come. Each command is a `tool_call` event (tool `setup`) and
 //! its output and exit code a `tool_result`. The whole setup has one
 //! timeout (`setup.timeout_secs`, capped by the host profile's
-//! `timeout_min` at admission). A command that fails or times out ends
+//! `timeout_min` at admission, and by what provisioning left of that cap
+//! on the whole job when less: `clock.rs`). A command that fails or times out ends
 //! the job with an error naming it and its exit code; either way nothing
 //! it started is left running (its rung kills the command's tree, then
 //! whatever still points into the job's directory), and the proxy's
@@ -73,7 +74,7 @@ pub(super) async fn run(
     em: &mut Emitter,
     on_rung: &RungJob<'_>,
     env: Vec<(String, String)>,
-    egress: &mut Option<Egress>,
+    (egress, cap_ends): (&mut Option<Egress>, Option<Instant>),
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> Result<(), SetupStop> {
     let setup = &job.spec.setup;
@@ -92,15 +93,30 @@ pub(super) async fn run(
     if super::setup_cache::restore(em, &mut cached, ws).await? {
         return Ok(());
     }
-    let deadline = Instant::now() + Duration::from_secs(setup.timeout_secs);
-    // What set the timeout: the spec, or the host profile's cap on it.
-    let limit = match &job.policy {
-        Some(p)
-            if p.profile.timeout_min.map(|m| m.saturating_mul(60)) == Some(setup.timeout_secs) =>
-        {
-            format!("the `timeout_min` of host profile `{}`", p.profile.id)
-        }
-        _ => "setup.timeout_secs".to_string(),
+    let now = Instant::now();
+    let own = now + Duration::from_secs(setup.timeout_secs);
+    // What set the timeout: the spec, or the host profile's cap on it;
+    // or what provisioning left of that cap, when less.
+    let profile = job.policy.as_ref().map(|p| p.profile.id.as_str());
+    let (deadline, timeout_secs, limit) = match (cap_ends, profile) {
+        (Some(ends), Some(id)) if ends < own => (
+            ends,
+            super::clock::rounded(ends.saturating_duration_since(now)),
+            format!("what provisioning left of the `timeout_min` of host profile `{id}`"),
+        ),
+        _ => match &job.policy {
+            Some(p)
+                if p.profile.timeout_min.map(|m| m.saturating_mul(60))
+                    == Some(setup.timeout_secs) =>
+            {
+                (
+                    own,
+                    setup.timeout_secs,
+                    format!("the `timeout_min` of host profile `{}`", p.profile.id),
+                )
+            }
+            _ => (own, setup.timeout_secs, "setup.timeout_secs".to_string()),
+        },
     };
     let total = setup.commands.len();
     for (i, line) in setup.commands.iter().enumerate() {
@@ -131,7 +147,7 @@ pub(super) async fn run(
             .await?;
         let failure = match result {
             Ok((ended, output)) => {
-                let (code, failure) = judge(&ended, &what, setup.timeout_secs, &limit);
+                let (code, failure) = judge(&ended, &what, timeout_secs, &limit);
                 em.emit(EventBody::ToolResult {
                     call_id: Some(call_id),
                     exit_code: code,

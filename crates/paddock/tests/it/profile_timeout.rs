@@ -1,6 +1,7 @@
-//! A host profile's `timeout_min` is a cap on the whole job: its setup
-//! and its engine together run no longer, with a stand-in setup and
-//! engine that sleep (docs/host-profile.md).
+//! A host profile's `timeout_min` is a cap on the whole job: its
+//! provisioning, its setup and its engine together run no longer, with a
+//! stand-in setup and engine that sleep and a host git whose clone hangs
+//! (docs/host-profile.md).
 
 use paddock_protocol::{EventBody, JobStatus};
 use paddock_test_support::prelude::*;
@@ -19,7 +20,7 @@ fn number_after(text: &str, marker: &str) -> u64 {
 
 /// Under a profile of `timeout_min = 1`, a setup that sleeps 40 s leaves
 /// the engine (which would sleep 120 s) the 20 s that are left of the
-/// minute: the job times out a minute after its setup began, its reason
+/// minute: the job times out a minute after it began, its reason
 /// and its `policy` event naming the profile's cap on setup and engine
 /// together. Before, each had its own clock: the engine got a whole
 /// minute after the setup's 40 s, and the job ran 100 s.
@@ -58,9 +59,10 @@ async fn a_host_profiles_timeout_caps_setup_and_engine_together() {
             _ => None,
         })
         .collect();
-    // The setup's seconds and the engine's, as the reason says them (the
-    // setup takes its 40 s and a little more to start and end).
-    let (setup, engine) = (
+    // The seconds before the engine and the engine's, as the reason says
+    // them (provisioning, and the setup's 40 s and a little more to start
+    // and end).
+    let (before, engine) = (
         number_after(&reason, "with the "),
         number_after(&reason, "timed out after "),
     );
@@ -69,20 +71,20 @@ async fn a_host_profiles_timeout_caps_setup_and_engine_together() {
             rec.status,
             reason.clone(),
             timeouts,
-            (40..=42).contains(&setup) && setup + engine == 60,
+            (40..=45).contains(&before) && before + engine == 60,
         ),
         (
             JobStatus::TimedOut,
             format!(
-                "timed out after {engine} s of the engine: with the {setup} s before it (setup), \
-                 the job reached the 1 min `timeout_min` of host profile `one-minute`, which caps \
-                 setup and engine together"
+                "timed out after {engine} s of the engine: with the {before} s before it \
+                 (provisioning and setup), the job reached the 1 min `timeout_min` of host \
+                 profile `one-minute`, which caps the whole job"
             ),
             vec![(
                 "timeout_min".to_string(),
                 format!(
                     "the job ran past the 1 min limit of host profile `one-minute`, which caps \
-                     its setup and its engine together (setup {setup} s, engine {engine} s), and \
+                     the whole job (provisioning and setup {before} s, engine {engine} s), and \
                      was killed"
                 ),
             )],
@@ -92,5 +94,104 @@ async fn a_host_profiles_timeout_caps_setup_and_engine_together() {
         String::from_utf8_lossy(&out.stderr)
     );
     // A minute after the setup began, and the end's few seconds.
+    assert!(took < std::time::Duration::from_secs(80), "{took:?}");
+}
+
+/// Under a profile of `timeout_min = 1`, a job whose source's clone hangs
+/// (a host git on PATH whose `clone` sleeps 10 minutes; the clone layout)
+/// is stopped a minute after it began: the clone's process group killed,
+/// the job `failed` naming provisioning and the profile's cap, its
+/// `policy` event saying so, nothing of its directory left, no engine
+/// started. Before, provisioning was under no clock but each git's own
+/// 600 s bound, and the job's minute began only after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_profiles_timeout_stops_a_clone_that_hangs() {
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("profile.toml"),
+        "id = \"one-minute\"\ntimeout_min = 1\nsetup_cache = false\n",
+    )
+    .unwrap();
+    // The engine would write a marker: it must never start.
+    let marker = home.path().join("engine-ran");
+    let spec = fake_codex_job(
+        &home,
+        "process",
+        &format!("touch '{}'", marker.display()),
+        600,
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!("{text}\n[policy]\nprofile = \"profile.toml\"\n"),
+    )
+    .unwrap();
+    let bin = home.path().join("slow-git");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = which::which("git").unwrap();
+    // `sleep 607`: a command line no other test's process has.
+    write_script(
+        &bin.join("git"),
+        &format!(
+            "#!/bin/sh\nfor a in \"$@\"; do\n  [ \"$a\" = clone ] && exec sleep 607\ndone\nexec '{}' \"$@\"\n",
+            real.display()
+        ),
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let env = [
+        ("PATH", path.as_str()),
+        ("PADDOCK_WORKSPACE_LAYOUT", "clone"),
+    ];
+    let started = std::time::Instant::now();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+        .await;
+    let took = started.elapsed();
+    let rec = record(&out);
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let timeouts: Vec<(String, String)> = events
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::Policy { rule, message } if rule.starts_with("timeout") => {
+                Some((rule, message))
+            }
+            _ => None,
+        })
+        .collect();
+    let sleeping = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x00607\x00"))
+        .count();
+    assert_eq!(
+        (
+            rec.status,
+            rec.reason.clone(),
+            timeouts,
+            home.jobs().join(&rec.id).exists(),
+            marker.exists(),
+            sleeping,
+        ),
+        (
+            JobStatus::Failed,
+            Some(
+                "provisioning the workspace (cloning or fetching the source) was still running \
+                 after 60 s, when the 1 min `timeout_min` of host profile `one-minute`, which \
+                 caps the whole job, ran out; it was stopped and the engine was not started"
+                    .to_string()
+            ),
+            vec![(
+                "timeout_min".to_string(),
+                "the job ran past the 1 min limit of host profile `one-minute`, which caps the \
+                 whole job, while its workspace was provisioned (60 s), and was stopped"
+                    .to_string()
+            )],
+            false,
+            false,
+            0,
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(took < std::time::Duration::from_secs(80), "{took:?}");
 }
