@@ -860,6 +860,17 @@ impl JobSpec {
     }
 
     fn resolve_paths(&mut self, base: &Path) {
+        // Absolute, whatever the caller gave: the spec is stored and read
+        // again later from another working directory (`paddock publish`
+        // fetching into the local source, `--attempt-after` comparing
+        // sources), where `localrepo` of `paddock run job.toml` names
+        // nothing, or another repository.
+        let base = if base.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            base
+        };
+        let base = &std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
         let join = |p: &mut PathBuf| {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -2030,6 +2041,32 @@ scenario = "s.toml"
                 vec![],
                 vec![],
                 vec![],
+            ]
+        );
+    }
+
+    /// The paths of a spec read from a relative directory (`paddock run
+    /// job.toml`, whose directory is ``, or stdin's `.`) are made
+    /// absolute: the stored spec is read again from other working
+    /// directories (`paddock publish` fetching into the source), where
+    /// `./localrepo` named nothing (or another repository).
+    #[test]
+    fn paths_of_a_spec_in_a_relative_directory_are_made_absolute() {
+        let cwd = std::env::current_dir().unwrap();
+        let read = |base: &str| {
+            let spec = JobSpec::from_text(BASE, Path::new("spec.toml"), Path::new(base)).unwrap();
+            (spec.repository.path, spec.upstream.scenario)
+        };
+        assert_eq!(
+            [read(""), read("."), read("jobs/a"), read("/srv")],
+            [
+                (Some(cwd.clone()), Some(cwd.join("s.toml"))),
+                (Some(cwd.clone()), Some(cwd.join("s.toml"))),
+                (Some(cwd.join("jobs/a")), Some(cwd.join("jobs/a/s.toml"))),
+                (
+                    Some(PathBuf::from("/srv")),
+                    Some(PathBuf::from("/srv/s.toml"))
+                ),
             ]
         );
     }

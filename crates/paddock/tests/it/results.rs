@@ -661,6 +661,43 @@ async fn a_warning_of_paddocks_own_is_shown_whole() {
     );
 }
 
+/// `paddock run job.toml` in the spec's directory, its source named
+/// relative to it (`path = "repo"`), then `paddock publish JOB` from
+/// another directory: the branch goes into that source. The stored spec
+/// kept `repo` as written, so the publish looked for `./repo` where it
+/// ran (git: "cannot change to 'repo'"), or fetched into another
+/// repository of that name.
+#[tokio::test]
+async fn a_spec_run_by_a_relative_name_is_published_again_from_anywhere() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'x\\n' > new.txt"));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace(&format!("path = \"{}\"", repo.display()), "path = \"repo\"");
+    std::fs::write(&spec, text).unwrap();
+    let name = spec.file_name().unwrap().to_str().unwrap();
+    let mut run = home.command(&["run", "--json", name]);
+    run.current_dir(home.path());
+    let job = record(&run.output().await.unwrap());
+    let branches = || git(&repo, &["branch", "--list", "paddock/*"]);
+    assert_eq!(branches(), format!("  {}\n", job.branch));
+    git(&repo, &["branch", "-q", "-D", &job.branch]);
+    let elsewhere = home.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let mut publish = home.command(&["publish", &job.id]);
+    publish.current_dir(&elsewhere);
+    let out = publish.output().await.unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            branches()
+        ),
+        (Some(0), String::new(), format!("  {}\n", job.branch))
+    );
+}
+
 /// A change outside the ticket's `touch_only` is flagged, in the closeout
 /// and as a warning of the job; the job is still done, with its branch.
 #[tokio::test]
