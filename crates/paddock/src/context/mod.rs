@@ -73,18 +73,54 @@ pub enum Existing {
     File(String),
     /// A symbolic link (often `CLAUDE.md -> AGENTS.md`): left alone.
     Symlink,
+    /// A regular file longer than [`MAX_INSTRUCTIONS_BYTES`] (its length):
+    /// not read, left alone as a link is.
+    Longer(u64),
 }
 
+/// The most of a repository's own instructions file (`AGENTS.md`,
+/// `CLAUDE.md`) read, 16 MiB: what the patch reads back of a file Paddock
+/// extended. The checkout is the repository's (a server's submitter names
+/// any) or, on a next attempt, the branch an earlier job made, whose file
+/// it could make a GiB long; read whole, it was held in Paddock's memory
+/// several times over (the text, the file extending it, the other file's
+/// template quoting it, the record of the extension).
+pub const MAX_INSTRUCTIONS_BYTES: u64 = 16 << 20;
+
 impl Existing {
-    /// What is at `dir/name`.
+    /// What is at `dir/name`: a link is not followed, a file that is not
+    /// regular (a FIFO) is an error, never waited on.
     pub fn probe(dir: &Path, name: &str) -> std::io::Result<Existing> {
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
         let path = dir.join(name);
-        match std::fs::symlink_metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Existing::Absent),
-            Err(e) => Err(e),
-            Ok(m) if m.file_type().is_symlink() => Ok(Existing::Symlink),
-            Ok(_) => Ok(Existing::File(std::fs::read_to_string(&path)?)),
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&path)
+        {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Existing::Absent),
+            // O_NOFOLLOW's answer for a link.
+            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(Existing::Symlink),
+            Err(e) => return Err(e),
+            Ok(file) => file,
+        };
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(std::io::Error::other("not a regular file"));
         }
+        if meta.len() > MAX_INSTRUCTIONS_BYTES {
+            return Ok(Existing::Longer(meta.len()));
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_INSTRUCTIONS_BYTES + 1)
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > MAX_INSTRUCTIONS_BYTES {
+            return Ok(Existing::Longer(bytes.len() as u64));
+        }
+        String::from_utf8(bytes)
+            .map(Existing::File)
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
     }
 
     fn present(&self) -> bool {
@@ -106,6 +142,25 @@ pub struct ContextInputs {
 
 impl ContextInputs {
     /// Reads the repository's instructions files from a checkout.
+    /// What the context leaves as it is and why: an instructions file
+    /// longer than Paddock reads.
+    pub fn warnings(&self) -> Vec<String> {
+        [
+            ("AGENTS.md", &self.agents_md),
+            ("CLAUDE.md", &self.claude_md),
+        ]
+        .into_iter()
+        .filter_map(|(name, e)| match e {
+            Existing::Longer(len) => Some(format!(
+                "{name}: the checkout's is {len} bytes long, more than the \
+                     {MAX_INSTRUCTIONS_BYTES} Paddock reads of a repository's instructions \
+                     file; it is left as it is, without Paddock's section"
+            )),
+            _ => None,
+        })
+        .collect()
+    }
+
     pub fn with_repository(mut self, checkout: &Path) -> Result<ContextInputs, ContextError> {
         let probe = |file: &'static str| {
             Existing::probe(checkout, file).map_err(|source| ContextError::Repository {
@@ -123,14 +178,15 @@ impl ContextInputs {
 /// The assemble step of a job: reads the checkout's own instructions files,
 /// renders the context with `policy` (the seam with the policy part) and the
 /// tools on the engine's PATH, and installs it into the workspace. Nothing is
-/// written unless every file can be.
+/// written unless every file can be. With it, what was left as it is and
+/// why ([`ContextInputs::warnings`]).
 pub async fn assemble(
     prepared: &Prepared,
     spec: &JobSpec,
     ws: &Workspace,
     policy: PolicyContext,
     path_env: &str,
-) -> Result<Assembled, ContextError> {
+) -> Result<(Assembled, Vec<String>), ContextError> {
     let inputs = ContextInputs {
         policy,
         available_tools: manifest::probe_tools(path_env),
@@ -139,7 +195,7 @@ pub async fn assemble(
     .with_repository(&ws.work)?;
     let assembled = prepared.render(spec, &inputs)?;
     install(&assembled, ws).await?;
-    Ok(assembled)
+    Ok((assembled, inputs.warnings()))
 }
 
 /// A generated repository file extending a file the repository has.
@@ -459,7 +515,7 @@ impl Prepared {
                 "AGENTS.md"
             };
             match own {
-                Existing::Symlink => {}
+                Existing::Symlink | Existing::Longer(_) => {}
                 Existing::Absent => {
                     let vars = base(name, false, other.present().then_some((other_name, other)));
                     let text = self.templates.render(template, &vars)?;

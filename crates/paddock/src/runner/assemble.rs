@@ -49,10 +49,15 @@ pub(super) async fn assemble(
     }
     let policy = job.policy.as_ref().map(|p| p.context()).unwrap_or_default();
     match context::assemble(prepared, spec, prov.ws(), policy, &path_env).await {
-        Ok(a) => Ok(Assembled {
-            prompt: a.prompt,
-            path_env,
-        }),
+        Ok((a, warnings)) => {
+            for w in warnings {
+                em.error("paddock", w, false).await?;
+            }
+            Ok(Assembled {
+                prompt: a.prompt,
+                path_env,
+            })
+        }
         Err(e) => {
             let msg = e.to_string();
             em.error("paddock", msg.clone(), true).await?;

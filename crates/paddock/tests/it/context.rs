@@ -615,3 +615,64 @@ async fn paddock_context_renders_the_host_profile() {
         "{prompt}"
     );
 }
+
+/// A checkout whose AGENTS.md is longer than Paddock reads of a
+/// repository's instructions file (16 MiB and a byte, sparse: as a next
+/// attempt's branch or a submitted repository can hold one) is left as it
+/// is, not read, with a warning; CLAUDE.md is generated without quoting
+/// it; and a FIFO in CLAUDE.md's place is an error, at once. Before, the
+/// whole file was read into Paddock's memory (and held again as the
+/// extended file, the extension's record and CLAUDE.md's quotation of
+/// it), and the FIFO held the job's assembly for ever.
+#[test]
+fn an_instructions_file_longer_than_paddock_reads_is_left_alone() {
+    let home = Home::new();
+    let (repo, spec_path) = sample(&home);
+    let spec = JobSpec::load(&spec_path).unwrap();
+    let len = paddock::context::MAX_INSTRUCTIONS_BYTES + 1;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(repo.join("AGENTS.md"))
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    let inputs = ContextInputs::default().with_repository(&repo).unwrap();
+    let ctx = Prepared::load(&spec)
+        .unwrap()
+        .render(&spec, &inputs)
+        .unwrap();
+    let claude = file(&ctx, "CLAUDE.md");
+    assert_eq!(
+        (
+            inputs.warnings(),
+            ctx.files.iter().any(|f| f.path == "AGENTS.md"),
+            claude.len() < 1 << 20,
+        ),
+        (
+            vec![format!(
+                "AGENTS.md: the checkout's is {len} bytes long, more than the {} Paddock reads \
+                 of a repository's instructions file; it is left as it is, without Paddock's \
+                 section",
+                paddock::context::MAX_INSTRUCTIONS_BYTES
+            )],
+            false,
+            true
+        )
+    );
+    nix::unistd::mkfifo(&repo.join("CLAUDE.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let r = repo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(
+            ContextInputs::default()
+                .with_repository(&r)
+                .err()
+                .map(|e| e.to_string()),
+        );
+    });
+    let answered = rx.recv_timeout(std::time::Duration::from_secs(10));
+    assert!(
+        matches!(&answered, Ok(Some(e)) if e.contains("CLAUDE.md") && e.contains("not a regular file")),
+        "{answered:?}"
+    );
+}
