@@ -79,16 +79,23 @@ pub enum RepublishError {
     },
     #[error(
         "job {job_id}: its branch's bundle {bundle} {state}, so its change cannot be fetched, \
-         pushed or proposed again; the job is unchanged. Its patch {patch} is kept: `paddock \
-         apply {job_id}` applies it, or run its spec again"
+         pushed or proposed again; the job is unchanged. {patch}"
     )]
     BundleGone {
         job_id: String,
         bundle: std::path::PathBuf,
         /// `is gone`, or `is not a bundle git can read`.
         state: &'static str,
-        patch: std::path::PathBuf,
+        /// What is left of its patch: `Its patch P is kept: …`, or that
+        /// it is gone too.
+        patch: String,
     },
+    #[error(
+        "job {job_id}: nothing to publish: it was disposed of at {at} (DELETE \
+         /v1/jobs/{job_id}): its artifacts, its branch's bundle and patch among them, were \
+         removed; the job is unchanged (run its spec again)"
+    )]
+    Disposed { job_id: String, at: String },
     #[error("job {job_id}: cannot take its lease in {jobs_dir}: {source}")]
     Lease {
         job_id: String,
@@ -147,6 +154,16 @@ pub async fn republish(
         return Err(RepublishError::NotEnded {
             job_id: job_id.to_string(),
             status: record.status.as_str().to_string(),
+        });
+    }
+    // Its artifacts removed by a dispose: said so, not as a bundle gone
+    // with its patch "kept".
+    if let Some(at) = record.disposed_at {
+        return Err(RepublishError::Disposed {
+            job_id: job_id.to_string(),
+            at: at
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_else(|_| at.to_string()),
         });
     }
     let spec_text = store
@@ -236,11 +253,25 @@ pub async fn republish(
                 false => "is gone",
             },
             bundle,
-            patch: record
-                .patch_path
-                .clone()
-                .map(std::path::PathBuf::from)
-                .unwrap_or_else(|| artifacts.join("patch.diff")),
+            patch: {
+                let patch = record
+                    .patch_path
+                    .clone()
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or_else(|| artifacts.join("patch.diff"));
+                if patch.is_file() {
+                    format!(
+                        "Its patch {} is kept: `paddock apply {job_id}` applies it, or run its \
+                         spec again",
+                        patch.display()
+                    )
+                } else {
+                    format!(
+                        "Its patch {} is gone too: run its spec again",
+                        patch.display()
+                    )
+                }
+            },
         });
     }
     let mut ending = record.clone();

@@ -1147,6 +1147,26 @@ async fn dispose_cancels_waits_and_removes_the_artifacts() {
     let diff = home.paddock(&["diff", &finished], &[]).await;
     let apply = home.paddock(&["apply", &finished], &[]).await;
     let show = home.paddock(&["show", &finished], &[]).await;
+    // `paddock publish` too (it said the bundle was gone and the patch
+    // "kept", which the dispose had removed), and writes nothing.
+    let publish = home.paddock(&["publish", &finished], &[]).await;
+    assert_eq!(
+        (
+            publish.status.code(),
+            stderr_of(&publish),
+            home.data().join("artifacts").join(&finished).exists()
+        ),
+        (
+            Some(2),
+            format!(
+                "paddock: job {finished}: nothing to publish: it was disposed of at {at} \
+                 (DELETE /v1/jobs/{finished}): its artifacts, its branch's bundle and patch \
+                 among them, were removed; the job is unchanged (run its spec again)\n"
+            ),
+            false
+        )
+    );
+    assert_eq!(server.job(&finished).await, done);
     assert_eq!(
         (
             diff.status.code(),
