@@ -11,7 +11,8 @@
 //! [`Liveness::cancel_poll`] ([`CANCEL_POLL`] by default; or every
 //! renewal, when they are more frequent), and at once when the store
 //! announces a cancel of the job (`Store::cancel_notices`: asked in this
-//! process, or on PostgreSQL by any process, `LISTEN`/`NOTIFY`), the
+//! process, or by any process: on PostgreSQL `LISTEN`/`NOTIFY`, on
+//! SQLite a touched file, which names no job), the
 //! task also reads whether another process asked to cancel the job
 //! (`Store::cancel_requested`, set by `Store::request_cancel`) and sets the
 //! `cancel` latch, which stops the job exactly as a local cancel does; it
@@ -144,7 +145,9 @@ pub fn start(
                 _ = tick.tick() => true,
                 notice = notices.recv(), if listening && !found.cancel.is_set() => {
                     match notice {
-                        Ok(id) if id == job_id => read_cancel(&*store, &job_id, &found).await,
+                        Ok(id) if id == job_id || id == crate::store::ANY_JOB => {
+                            read_cancel(&*store, &job_id, &found).await;
+                        }
                         Ok(_) => {}
                         // Missed some: one of them may be this job's.
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {

@@ -413,6 +413,58 @@ async fn a_cancelled_job_is_cancelled_and_leaves_nothing() {
     assert_eq!(host.left(), Vec::<String>::new());
 }
 
+/// A cancel asked by another process on the same SQLite database (its own
+/// store handle, as `paddock cancel` has) reaches a running job at once,
+/// woken by the cancel file the request touches: here the job's poll and
+/// renewal are an hour apart, so the job ends only if it is woken. Before,
+/// SQLite had no cross-process wake-up and such a cancel waited for the
+/// poll (1 s by default; here the test would time out).
+#[tokio::test]
+async fn a_cancel_from_another_process_on_sqlite_wakes_the_job() {
+    let host = Host::new().await;
+    let mut liveness = host.liveness();
+    liveness.interval = std::time::Duration::from_secs(3600);
+    liveness.cancel_poll = std::time::Duration::from_secs(3600);
+    let rung = Arc::new(FakeRung::new(FakeEngine {
+        hang: true,
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner_beating(host.store.clone(), rung, liveness);
+    let admitted = runner.admit(&host.spec()).await.unwrap();
+    let id = admitted.id.clone();
+    let job = runner.start(admitted, std::future::pending());
+    let mut events = job.events.resubscribe();
+    while let Ok(u) = events.recv().await {
+        if matches!(&u, JobUpdate::Event(e) if matches!(e.body, EventBody::Status { phase: Phase::Launching, .. }))
+        {
+            break;
+        }
+    }
+    let other: SharedStore = Arc::new(
+        SqliteStore::open(host.paths.db.file().unwrap())
+            .await
+            .unwrap(),
+    );
+    let asked = other
+        .request_cancel(&id, "there", time::OffsetDateTime::now_utc())
+        .await
+        .unwrap();
+    let record = tokio::time::timeout(std::time::Duration::from_secs(60), job.finished())
+        .await
+        .expect("the job was not woken by the cancel")
+        .unwrap()
+        .record;
+    assert_eq!(
+        (asked, record.status, record.reason),
+        (
+            Some(host.liveness().owner),
+            JobStatus::Cancelled,
+            Some("cancelled".into())
+        )
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
+
 /// A cancel that resolved before the engine's launch starts no engine:
 /// the job ends `cancelled` as a cancel of a running one does, nothing
 /// launched, nothing left.

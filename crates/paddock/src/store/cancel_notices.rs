@@ -6,9 +6,13 @@
 //! [`CHANNEL`] (the job id as payload), which a listener task of every
 //! other process on the database that runs a job (one connection of its
 //! pool, `LISTEN`ing, started by the first subscription) announces to its
-//! own. A notice is only a wake-up: the owner reads the request from the
-//! store, and one missed (a lagging subscriber, the listener's connection
-//! lost for a moment) is found by the poll, which stays.
+//! own. On SQLite a request touches a file beside the database, which a
+//! watcher of every other process on it that runs a job (inotify, started
+//! by the first subscription) announces as [`ANY_JOB`]
+//! (`sqlite/cancel_file.rs`). A notice is only a wake-up: the owner reads
+//! the request from the store, and one missed (a lagging subscriber, the
+//! listener's connection lost for a moment) is found by the poll, which
+//! stays.
 
 use std::sync::Mutex;
 
@@ -16,6 +20,10 @@ use tokio::sync::broadcast;
 
 /// The PostgreSQL channel cancels are announced on.
 pub const CHANNEL: &str = "paddock_cancel";
+
+/// A notice that a cancel of some job was asked (SQLite's wake-up names
+/// none): every subscriber reads its own job's request.
+pub(crate) const ANY_JOB: &str = "*";
 
 /// How many notices a subscriber may fall behind before it misses some
 /// (the poll finds those).
@@ -99,6 +107,31 @@ impl CancelNotices {
                     Err(())
                 }
             });
+        }
+        rx
+    }
+
+    /// The job ids announced from now on, the watcher of the SQLite
+    /// database's cancel file `path` started first (once) and watching
+    /// when this returns. A watcher that cannot start is logged and the
+    /// subscription gets this process's announcements only.
+    pub(crate) async fn subscribe_watching(
+        &self,
+        path: &std::path::Path,
+    ) -> broadcast::Receiver<String> {
+        let rx = self.tx.subscribe();
+        let mut listener = self.listener.lock().await;
+        let stopped = self.stopped.lock().map(|s| *s).unwrap_or(true);
+        if listener.is_none() && !stopped {
+            *listener = Some(
+                crate::store::sqlite::cancel_file::watch(path, self.tx.clone()).map_err(|e| {
+                    tracing::warn!(
+                        "store: cannot watch {} for cancels (a cancel asked by another process \
+                         is seen at the next poll): {e}",
+                        path.display()
+                    );
+                }),
+            );
         }
         rx
     }

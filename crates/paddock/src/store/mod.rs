@@ -35,6 +35,7 @@ use time::OffsetDateTime;
 
 use crate::api_token::StoredToken;
 
+pub(crate) use cancel_notices::ANY_JOB;
 pub use error::StoreError;
 pub use follows::Follows;
 pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PGPASSWORD};

@@ -5,6 +5,7 @@
 //! subset (BIGINT, TEXT, BOOLEAN) so a PostgreSQL backend can share the
 //! schema; `docs/store.md` documents the tables for operators.
 
+pub(super) mod cancel_file;
 pub(super) mod checkpoint;
 pub(super) mod codec;
 mod egress;
@@ -65,13 +66,30 @@ fn migrate_lock_path(db: &Path) -> PathBuf {
 pub struct SqliteStore {
     pool: SqlitePool,
     notices: std::sync::Arc<crate::store::cancel_notices::CancelNotices>,
+    /// `<database>-cancels` (`cancel_file.rs`); none in memory.
+    cancel_file: Option<PathBuf>,
 }
 
 impl SqliteStore {
     /// Tells this process's subscribers that a cancel of job `id` was
-    /// asked (another process finds it at its poll).
+    /// asked, then other processes on the database (the cancel file
+    /// touched; one that misses it finds the request at its poll).
     pub(super) async fn announce_cancel(&self, id: &str) {
         self.notices.announce(id);
+        if let Some(path) = self.cancel_file.clone() {
+            let touched = tokio::task::spawn_blocking(move || {
+                cancel_file::touch(&path).map_err(|e| format!("{}: {e}", path.display()))
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r);
+            if let Err(e) = touched {
+                tracing::warn!(
+                    "store: cannot tell other processes of the cancel of job {id} (they see it at \
+                     their next poll): {e}"
+                );
+            }
+        }
     }
 
     /// Opens the database file at `path`, creating its parent directories and
@@ -178,6 +196,7 @@ impl SqliteStore {
     }
 
     async fn migrated(pool: SqlitePool, path: PathBuf) -> Result<SqliteStore, StoreError> {
+        let cancel_file = (path != Path::new(":memory:")).then(|| cancel_file::path_for(&path));
         if !schema_current(&pool).await {
             MIGRATOR
                 .run(&pool)
@@ -187,6 +206,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             pool,
             notices: std::sync::Arc::new(crate::store::cancel_notices::CancelNotices::new()),
+            cancel_file,
         })
     }
 }
@@ -302,7 +322,10 @@ impl Store for SqliteStore {
     }
 
     async fn cancel_notices(&self) -> tokio::sync::broadcast::Receiver<String> {
-        self.notices.subscribe()
+        match &self.cancel_file {
+            Some(path) => self.notices.subscribe_watching(path).await,
+            None => self.notices.subscribe(),
+        }
     }
 
     async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
@@ -491,6 +514,7 @@ impl Store for SqliteStore {
     /// Closes every connection (checkpointing the WAL into the database
     /// file). Other clones of this `SqliteStore` fail afterwards.
     async fn close(&self) {
+        self.notices.stop().await;
         self.pool.close().await;
     }
 }
