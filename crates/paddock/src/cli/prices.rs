@@ -1,6 +1,6 @@
 //! `paddock prices`: the price table in effect (the shipped table with the
-//! user's `--prices` / `PADDOCK_PRICES` merged over it), as an aligned table
-//! or JSON; and, hidden, the LiteLLM import `scripts/import-prices` runs.
+//! user's `--prices` / `PADDOCK_PRICES`, else the config file's `prices`,
+//! merged over it), as an aligned table or JSON; and, hidden, the LiteLLM import `scripts/import-prices` runs.
 
 use std::path::PathBuf;
 
@@ -33,7 +33,13 @@ pub struct PricesArgs {
     pub import_source: Option<String>,
 }
 
-pub fn exec(args: PricesArgs) -> Result<u8, Failure> {
+pub fn exec(mut args: PricesArgs) -> Result<u8, Failure> {
+    // The table in effect is the one `paddock run` and `paddock serve`
+    // use: without `--prices`/`PADDOCK_PRICES`, the config file's
+    // `prices` (relative to that file) over the shipped one.
+    if args.prices.is_none() && args.import_litellm.is_none() {
+        args.prices = super::run::user_config()?.prices;
+    }
     let text = run(&args).map_err(Failure::BadInput)?;
     out!("{text}");
     Ok(exit::DONE)

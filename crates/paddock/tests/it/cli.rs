@@ -355,6 +355,73 @@ async fn prices_prints_the_table_in_effect() {
     assert!(!text.contains("in-house"));
 }
 
+/// `paddock prices` prints the table `paddock run` uses: the config
+/// file's `prices` (relative to the file) merged over the shipped one
+/// when neither `--prices` nor `PADDOCK_PRICES` is given; it printed the
+/// shipped table alone.
+#[tokio::test]
+async fn prices_shows_the_config_files_table_as_run_uses_it() {
+    let home = Home::new();
+    let dir = home.path().join("config/paddock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "prices = \"mine.toml\"\n").unwrap();
+    let table = |version: &str| {
+        format!(
+            "version = \"{version}\"\n[models.in-house]\ninput = \"1\"\ncached_input = \"0.1\"\n\
+             output = \"2\"\n"
+        )
+    };
+    std::fs::write(dir.join("mine.toml"), table("config")).unwrap();
+    let flag = home.path().join("flag.toml");
+    std::fs::write(&flag, table("flag")).unwrap();
+    async fn shown(
+        home: &Home,
+        args: &[&str],
+    ) -> (Option<i32>, serde_json::Value, serde_json::Value, String) {
+        let mut all = vec!["prices", "--json"];
+        all.extend_from_slice(args);
+        let out = home.paddock(&all, &[]).await;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (
+            out.status.code(),
+            v["version"].clone(),
+            v["models"]["in-house"]["input"].clone(),
+            stderr(&out),
+        )
+    }
+    let from_config = shown(&home, &[]).await;
+    let from_flag = shown(&home, &["--prices", flag.to_str().unwrap()]).await;
+    std::fs::remove_file(dir.join("mine.toml")).unwrap();
+    let missing = shown(&home, &[]).await;
+    assert_eq!(
+        [from_config, from_flag, missing],
+        [
+            (
+                Some(0),
+                serde_json::json!("2026-11-30+config"),
+                serde_json::json!("1"),
+                String::new()
+            ),
+            (
+                Some(0),
+                serde_json::json!("2026-11-30+flag"),
+                serde_json::json!("1"),
+                String::new()
+            ),
+            (
+                Some(2),
+                serde_json::Value::Null,
+                serde_json::Value::Null,
+                format!(
+                    "paddock: price table {}: cannot read: {}\n",
+                    dir.join("mine.toml").display(),
+                    std::io::Error::from_raw_os_error(2)
+                )
+            ),
+        ]
+    );
+}
+
 /// A running job in `home`'s store, created `offset_s` seconds after a base time.
 async fn running_job(home: &Home, id: &str, offset_s: i64) -> paddock_protocol::JobRecord {
     let rec = paddock_protocol::JobRecord {
