@@ -199,6 +199,9 @@ pub(super) async fn provision(
         _ => None,
     };
     let branch = spec.branch();
+    // Held while a provisioning stopped at the cap is cleaned up, so no
+    // reaper takes the job for a dead one meanwhile.
+    let held = lease.clone();
     let provisioning = Workspace::provision_leased(
         &job.config.paths.jobs,
         &em.job_id,
@@ -245,6 +248,7 @@ pub(super) async fn provision(
                 }
                 _ => {}
             }
+            drop(held);
             return Err(Stop::End(Ended::failed(over.reason(), false)));
         }
         Some(Err(e)) => {
