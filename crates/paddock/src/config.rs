@@ -263,7 +263,8 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             .span()
             .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
             .unwrap_or(1),
-        message: e.message().to_owned(),
+        // One line (toml's syntax messages span two).
+        message: e.message().trim_end().replace('\n', "; "),
     })?;
     if let (Some(p), Some(dir)) = (config.prices.as_mut(), path.parent()) {
         if p.is_relative() {
@@ -379,6 +380,20 @@ mod tests {
             matches!(&e, ConfigError::Parse { path, line: 3, message }
                 if path == &p && message.contains("unknown field `budget_usd`")),
             "{e}"
+        );
+    }
+
+    /// A syntax error is one line (toml's message spans two: `invalid
+    /// table header` then `expected …`).
+    #[test]
+    fn a_syntax_error_is_one_line() {
+        let (_dir, p) = write("max_usd = 1.0\n[serve\n");
+        assert_eq!(
+            load(&p).unwrap_err().to_string(),
+            format!(
+                "config file {}, line 2: invalid table header; expected `.`, `]`",
+                p.display()
+            )
         );
     }
 

@@ -292,7 +292,7 @@ impl HostProfile {
             serde_path_to_error::deserialize(de).map_err(|e| ProfileError::Parse {
                 origin: origin.to_string(),
                 field: crate::parse_error::field(e.path()),
-                message: e.into_inner().message().to_string(),
+                message: e.into_inner().message().trim_end().replace('\n', "; "),
             })?;
         profile.validate(origin)?;
         Ok(profile)

@@ -830,9 +830,13 @@ impl JobSpec {
             let message = match inner.span() {
                 Some(span) => {
                     let (line, col) = line_col(text, span.start);
-                    format!("{} (line {line}, column {col})", inner.message())
+                    // One line (toml's syntax messages span two).
+                    format!(
+                        "{} (line {line}, column {col})",
+                        inner.message().trim_end().replace('\n', "; ")
+                    )
                 }
-                None => inner.message().to_string(),
+                None => inner.message().trim_end().replace('\n', "; "),
             };
             SpecError::Parse {
                 path: origin.to_path_buf(),
@@ -2042,6 +2046,22 @@ scenario = "s.toml"
                 vec![],
                 vec![],
             ]
+        );
+    }
+
+    /// A TOML syntax error is one line, its place at the end (toml's
+    /// message spans two: `invalid table header` then `expected …`,
+    /// and the place was printed after the second).
+    #[test]
+    fn a_toml_syntax_error_is_one_line() {
+        assert_eq!(
+            JobSpec::from_toml("[ticket\nid = \"T-1\"\n", Path::new("job.toml"))
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+            Err(
+                "job spec job.toml: invalid table header; expected `.`, `]` (line 1, column 8)"
+                    .to_owned()
+            )
         );
     }
 

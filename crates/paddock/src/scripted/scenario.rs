@@ -283,7 +283,8 @@ impl Scenario {
                 path: origin.to_path_buf(),
                 line,
                 column,
-                message: err.message().trim_end().to_owned(),
+                // One line (toml's syntax messages span two).
+                message: err.message().trim_end().replace('\n', "; "),
             }
         })?;
         if raw.turn.is_empty() {
@@ -853,7 +854,7 @@ served_model = "other"
     fn invalid_toml() {
         assert_eq!(
             parse_error("[[turn]\ntext = \"a\"\n"),
-            "demo.toml:1:7: invalid table header\nexpected `.`, `]]`"
+            "demo.toml:1:7: invalid table header; expected `.`, `]]`"
         );
     }
 
