@@ -160,6 +160,11 @@ pub async fn admit(
                 .map_err(|e| AdmitError::ResolveKey(e.to_string()))?,
         ),
     };
+    // The forge's and the push's credentials are used only when the job
+    // publishes, after its engine ran and its model calls were paid for:
+    // one that does not resolve (a variable not exported, a file not
+    // there) refuses the job now, as the provider key does.
+    result_credentials(spec).map_err(AdmitError::ResolveKey)?;
     // The provider and its credentials: cloud credentials found (and,
     // without a key, a first token fetched) before the job exists.
     let provider = broker::Provider::from_spec(&spec.upstream, key.clone()).await?;
@@ -192,6 +197,59 @@ pub async fn admit(
         scenario,
         continuation: None,
     })
+}
+
+/// Resolves each credential the spec's `[results]` names (as publishing
+/// reads it); `Err` names the field and says what is wrong, never a
+/// value.
+fn result_credentials(spec: &JobSpec) -> Result<(), String> {
+    let results = &spec.results;
+    let github = results.github.as_ref();
+    let push = results.push.as_ref();
+    let named = [
+        (
+            "results.github.token",
+            SecretKind::GitHubToken,
+            github.and_then(|g| g.token.as_ref()),
+            false,
+        ),
+        (
+            "results.github.app.private_key",
+            SecretKind::GitHubAppKey,
+            github.and_then(|g| g.app.as_ref()).map(|a| &a.private_key),
+            true,
+        ),
+        (
+            "results.gitlab.token",
+            SecretKind::GitLabToken,
+            results.gitlab.as_ref().map(|g| &g.token),
+            false,
+        ),
+        (
+            "results.push.token",
+            SecretKind::PushToken,
+            push.and_then(|p| p.token.as_ref()),
+            false,
+        ),
+        (
+            "results.push.ssh_key",
+            SecretKind::PushSshKey,
+            push.and_then(|p| p.ssh_key.as_ref()),
+            true,
+        ),
+    ];
+    for (field, kind, reference, multiline) in named {
+        let Some(reference) = reference else {
+            continue;
+        };
+        let resolved = if multiline {
+            Secret::resolve_multiline(kind, reference)
+        } else {
+            Secret::resolve(kind, reference)
+        };
+        resolved.map_err(|e| format!("{field}: {e} (needed to publish the job's result)"))?;
+    }
+    Ok(())
 }
 
 /// The spec as a job would run it (templates, rung, host profile), without

@@ -70,6 +70,55 @@ async fn unset_key_variable_is_bad_input() {
     );
 }
 
+/// A forge or push credential that does not resolve refuses the job
+/// before it starts, as the provider key does: it was read only when the
+/// job published, after its engine ran and its model calls were paid
+/// for, and the job failed at publishing.
+#[tokio::test]
+async fn an_unset_forge_token_is_bad_input_before_the_job_starts() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let missing = home.path().join("no-such-key");
+    let mut said = Vec::new();
+    for results in [
+        "[results.github]\nrepository = \"acme/widgets\"\ntoken = \"env:PADDOCK_TEST_UNSET_GH\"\n"
+            .to_owned(),
+        format!(
+            "[results.push]\nurl = \"ssh://git@git.example/a/w.git\"\nssh_key = \"file:{}\"\n\
+             known_hosts = \"/etc/hosts\"\n",
+            missing.display()
+        ),
+    ] {
+        std::fs::write(&spec, format!("{text}\n{results}")).unwrap();
+        let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+        said.push((out.status.code(), stderr(&out)));
+    }
+    assert_eq!(
+        said,
+        vec![
+            (
+                Some(2),
+                "paddock: results.github.token: GitHub token env:PADDOCK_TEST_UNSET_GH: \
+                 environment variable is not set (needed to publish the job's result)\n"
+                    .to_owned()
+            ),
+            (
+                Some(2),
+                format!(
+                    "paddock: results.push.ssh_key: push SSH key file:{}: cannot read the file: \
+                     {} (needed to publish the job's result)\n",
+                    missing.display(),
+                    std::io::Error::from_raw_os_error(2)
+                )
+            ),
+        ]
+    );
+    // No job was created.
+    assert_eq!(home.store().await.jobs(10).await.unwrap(), vec![]);
+}
+
 #[tokio::test]
 async fn bad_scenario_is_bad_input_naming_the_file() {
     let home = Home::new();
