@@ -7,8 +7,11 @@
 //! job fails naming it ([`ProvisioningOver`]); the setup gets what
 //! provisioning left when that is less than its own timeout; the engine
 //! gets what came before it left, when that is less. A timed-out job's
-//! `policy` event and reason name the limit that stopped it. (Concluding,
-//! the patch and publishing, is bounded by its own steps' timeouts.)
+//! `policy` event and reason name the limit that stopped it. Publishing
+//! (the push, the pull request) may go on past the cap for a grace
+//! ([`publish_grace`]), then is stopped as a cancel stops it, its result
+//! recorded and its bundle kept ([`PublishingOver`]); the patch before it
+//! is bounded by its own steps' timeouts.
 
 use std::time::Duration;
 
@@ -175,6 +178,55 @@ impl ProvisioningOver {
             "provisioning the workspace (cloning or fetching the source) was still running after \
              {secs} s, when the {min} min `timeout_min` of host profile `{id}`, which caps the \
              whole job, ran out; it was stopped and the engine was not started"
+        )
+    }
+}
+
+/// How long publishing may go on past the whole job's cap (a tenth of
+/// it, 10 s to 2 min): its result is then still recorded, its push and
+/// pull request stopped (the bundle kept for `paddock publish`).
+pub(super) fn publish_grace(min: u64) -> Duration {
+    Duration::from_secs(min.saturating_mul(6).clamp(10, 120))
+}
+
+/// A job whose publishing ran past host profile `id`'s `timeout_min`
+/// (`min`) and its grace of `grace_secs`: stopped, the job failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PublishingOver {
+    pub id: String,
+    pub min: u64,
+    pub grace_secs: u64,
+}
+
+impl PublishingOver {
+    /// The `policy` event of the stopped publishing.
+    pub fn event(&self) -> EventBody {
+        let Self {
+            id,
+            min,
+            grace_secs,
+        } = self;
+        EventBody::Policy {
+            rule: "timeout_min".to_string(),
+            message: format!(
+                "the job ran past the {min} min limit of host profile `{id}`, which caps the \
+                 whole job, and the {grace_secs} s it leaves for publishing, and its publishing \
+                 was stopped"
+            ),
+        }
+    }
+
+    /// The reason of the failed job, ending with why publishing failed.
+    pub fn reason(&self, failure: &str) -> String {
+        let Self {
+            id,
+            min,
+            grace_secs,
+        } = self;
+        format!(
+            "publishing was still running when the {min} min `timeout_min` of host profile \
+             `{id}`, which caps the whole job, and its {grace_secs} s grace for publishing ran \
+             out; it was stopped: {failure}"
         )
     }
 }

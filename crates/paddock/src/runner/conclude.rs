@@ -164,6 +164,7 @@ pub(super) async fn conclude(
         mut record,
         started,
         keep,
+        policy,
         ..
     } = job;
     let ws = prov.ws();
@@ -259,6 +260,23 @@ pub(super) async fn conclude(
             let ws = prov.ws().clone();
             let guard = &mut prov.guard;
             let mut removal = None;
+            // The whole job's cap (the host profile's `timeout_min`) and
+            // a grace past it: then the publish is stopped as a cancel
+            // stops it, and the job fails naming the cap.
+            let over = policy.as_ref().and_then(|p| {
+                let min = p.profile.timeout_min?;
+                let grace = super::clock::publish_grace(min);
+                let at = prov.cap_ends? + grace;
+                Some((
+                    at,
+                    super::clock::PublishingOver {
+                        id: p.profile.id.clone(),
+                        min,
+                        grace_secs: grace.as_secs(),
+                    },
+                ))
+            });
+            let mut overran = None;
             let published = {
                 let publishing = crate::results::conclude_job(
                     &ws,
@@ -272,9 +290,20 @@ pub(super) async fn conclude(
                     }),
                 );
                 tokio::pin!(publishing);
+                let past_cap = async {
+                    match &over {
+                        Some((at, _)) => tokio::time::sleep_until(*at).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     published = &mut publishing => published,
                     () = &mut *cancel => {
+                        cancelled.cancel();
+                        publishing.await
+                    }
+                    () = past_cap => {
+                        overran = over.as_ref().map(|(_, o)| o.clone());
                         cancelled.cancel();
                         publishing.await
                     }
@@ -294,7 +323,14 @@ pub(super) async fn conclude(
             }
             if let Some(failure) = published.failure {
                 em.error("paddock", failure.clone(), true).await?;
-                status_reason = (JobStatus::Failed, Some(failure));
+                let reason = match &overran {
+                    Some(over) => {
+                        em.emit(over.event()).await?;
+                        over.reason(&failure)
+                    }
+                    None => failure,
+                };
+                status_reason = (JobStatus::Failed, Some(reason));
             }
             if let Some(removal) = removal {
                 let removed = removal.await.unwrap_or_else(|e| {

@@ -195,3 +195,113 @@ async fn a_host_profiles_timeout_stops_a_clone_that_hangs() {
     );
     assert!(took < std::time::Duration::from_secs(80), "{took:?}");
 }
+
+/// Under a profile of `timeout_min = 1`, a job whose engine is done at
+/// once but whose push hangs (a host git on PATH whose `push` sleeps 607
+/// s) has the rest of the minute and the 10 s grace that leaves for
+/// publishing, then the push is stopped (its process group killed) and
+/// the job fails naming the cap and the grace, its `policy` event saying
+/// so; its result is recorded: the branch's bundle kept for `paddock
+/// publish`, the remote untouched. Before, concluding was under no clock
+/// but each git's 600 s bound.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_profiles_timeout_stops_a_push_that_hangs_after_a_grace() {
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("profile.toml"),
+        "id = \"one-minute\"\ntimeout_min = 1\nsetup_cache = false\n",
+    )
+    .unwrap();
+    let repo = repo(home.path());
+    let remote = home.path().join("remote.git");
+    std::fs::create_dir_all(&remote).unwrap();
+    git(&remote, &["init", "-q", "--bare"]);
+    let spec = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[policy]\nprofile = \"profile.toml\"\n\n[results.push]\nurl = \"file://{}\"\n",
+            remote.display()
+        ),
+    )
+    .unwrap();
+    let bin = home.path().join("slow-git");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = which::which("git").unwrap();
+    write_script(
+        &bin.join("git"),
+        &format!(
+            "#!/bin/sh\nfor a in \"$@\"; do\n  [ \"$a\" = push ] && exec sleep 608\ndone\nexec '{}' \"$@\"\n",
+            real.display()
+        ),
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let started = std::time::Instant::now();
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PATH", path.as_str())],
+        )
+        .await;
+    let took = started.elapsed();
+    let rec = record(&out);
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let timeouts: Vec<(String, String)> = events
+        .into_iter()
+        .filter_map(|e| match e.body {
+            EventBody::Policy { rule, message } if rule.starts_with("timeout") => {
+                Some((rule, message))
+            }
+            _ => None,
+        })
+        .collect();
+    let sleeping = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x00608\x00"))
+        .count();
+    let bundle = home
+        .data()
+        .join("artifacts")
+        .join(&rec.id)
+        .join("branch.bundle");
+    assert_eq!(
+        (
+            rec.status,
+            rec.reason.clone(),
+            timeouts,
+            bundle.is_file(),
+            git(&remote, &["branch", "--list"]),
+            sleeping,
+        ),
+        (
+            JobStatus::Failed,
+            Some(format!(
+                "publishing was still running when the 1 min `timeout_min` of host profile \
+                 `one-minute`, which caps the whole job, and its 10 s grace for publishing ran \
+                 out; it was stopped: publishing the result failed: it was cancelled (paddock \
+                 was stopped, or the job cancelled) before the branch was pushed and proposed; \
+                 the patch and the branch's bundle are kept, and `paddock publish {}` finishes it",
+                rec.id
+            )),
+            vec![(
+                "timeout_min".to_string(),
+                "the job ran past the 1 min limit of host profile `one-minute`, which caps the \
+                 whole job, and the 10 s it leaves for publishing, and its publishing was stopped"
+                    .to_string()
+            )],
+            true,
+            String::new(),
+            0,
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took < std::time::Duration::from_secs(90), "{took:?}");
+}
