@@ -1344,10 +1344,19 @@ impl JobSpec {
             _ => {}
         }
         let base = &self.repository.base_ref;
-        if base.is_empty() || base.starts_with('-') || base.chars().any(|c| c.is_whitespace()) {
+        if base.is_empty() {
+            // Said so, not as "`` is not a valid git revision".
             return Err(bad(
                 "repository.base_ref",
-                format!("`{base}` is not a valid git revision"),
+                "must not be empty (a branch, tag or commit; leave it out for HEAD)".into(),
+            ));
+        }
+        if base.starts_with('-') || base.chars().any(|c| c.is_whitespace()) {
+            return Err(bad(
+                "repository.base_ref",
+                format!(
+                    "`{base}` is not a valid git revision (no white space, not starting with `-`)"
+                ),
             ));
         }
         if self.engine.model.trim().is_empty() {
@@ -2045,6 +2054,36 @@ scenario = "s.toml"
                 vec![],
                 vec![],
                 vec![],
+            ]
+        );
+    }
+
+    /// A base ref refused says why: empty, or a white space or a leading
+    /// `-` (it read "`` is not a valid git revision" for an empty one).
+    #[test]
+    fn a_refused_base_ref_says_why() {
+        let said = ["", "main branch", "-x"].map(|base| {
+            let text = BASE.replace(
+                "path = \".\"\n",
+                &format!("path = \".\"\nbase_ref = \"{base}\"\n"),
+            );
+            JobSpec::from_toml(&text, Path::new("spec.toml"))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        });
+        assert_eq!(
+            said,
+            [
+                "job spec spec.toml: field `repository.base_ref`: must not be empty (a branch, tag \
+                 or commit; leave it out for HEAD)"
+                    .to_owned(),
+                "job spec spec.toml: field `repository.base_ref`: `main branch` is not a valid git \
+                 revision (no white space, not starting with `-`)"
+                    .to_owned(),
+                "job spec spec.toml: field `repository.base_ref`: `-x` is not a valid git revision \
+                 (no white space, not starting with `-`)"
+                    .to_owned(),
             ]
         );
     }
