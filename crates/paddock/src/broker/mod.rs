@@ -147,6 +147,8 @@ pub struct BrokerHandle {
     pub policy: mpsc::UnboundedReceiver<PolicyNotice>,
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
+    /// Cancelled when the handle goes: every connection of the job closes.
+    closed: tokio_util::sync::CancellationToken,
 }
 
 impl BrokerHandle {
@@ -181,6 +183,7 @@ impl BrokerHandle {
 
 impl Drop for BrokerHandle {
     fn drop(&mut self) {
+        self.closed.cancel();
         self.task.abort();
     }
 }
@@ -248,7 +251,9 @@ where
         reading: Arc::new(tokio::sync::Semaphore::new(server::READ_AT_ONCE)),
     });
     let app = server::router(shared.clone());
-    let listener = connections::Limited::new(listener, connections::MAX_CONNECTIONS);
+    let closed = tokio_util::sync::CancellationToken::new();
+    let listener =
+        connections::Limited::new(listener, connections::MAX_CONNECTIONS, closed.clone());
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "broker server stopped");
@@ -261,5 +266,6 @@ where
         policy: policy_rx,
         shared,
         task,
+        closed,
     })
 }

@@ -835,6 +835,57 @@ async fn a_job_holds_at_most_its_brokers_connections() {
     assert_eq!(waiting.await.unwrap(), 200);
 }
 
+/// What the job's end leaves of a connection to its broker: nothing. A
+/// connection kept alive past it (a process of the job that outlived its
+/// teardown, or a body trickled in and never finished) is closed when the
+/// broker stops: a model call sent on it afterwards is never forwarded,
+/// and a body half sent is not waited for. (Before, stopping the broker
+/// stopped only its accept loop: each connection's task went on serving,
+/// spending after the job's ledger was closed, and held its descriptor
+/// in Paddock's process for as long as the job's side kept it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_connections_end_with_its_broker() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let Rig {
+        broker,
+        upstream,
+        _dir,
+    } = rig(ONE_TURN, job_ceiling(1_000_000)).await;
+    let addr = broker.url.trim_start_matches("http://").to_string();
+    let token = broker.token.expose().to_string();
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    assert_eq!(models_on(&mut idle, &token).await, 200);
+    let body = responses_body(Some(100)).to_string();
+    let head = format!(
+        "POST /v1/responses HTTP/1.1\r\nhost: broker\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut trickling = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    trickling.write_all(head.as_bytes()).await.unwrap();
+    trickling.write_all(&body.as_bytes()[..10]).await.unwrap();
+    // The broker is reading the trickled body when it stops.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    drop(broker);
+    let _ = idle.write_all(format!("{head}{body}").as_bytes()).await;
+    let _ = trickling.write_all(&body.as_bytes()[10..]).await;
+    // A bound only for a broken broker: a closed connection ends at once.
+    let mut answers = Vec::new();
+    for mut stream in [idle, trickling] {
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            stream.read_to_end(&mut got),
+        )
+        .await;
+        answers.push((read.is_ok(), String::from_utf8_lossy(&got).into_owned()));
+    }
+    assert_eq!(
+        (answers, upstream.requests().len()),
+        (vec![(true, String::new()), (true, String::new())], 0)
+    );
+}
+
 /// A job's requests are read and judged at most `READ_AT_ONCE` at a
 /// time: with that many bodies held open (their last byte not sent), the
 /// next request's body is not read at all, so its sender cannot finish
