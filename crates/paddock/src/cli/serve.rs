@@ -195,6 +195,21 @@ pub async fn exec(
         None => None,
     };
     let config = ServeConfig::resolve_with_profile(&flags, &defaults.serve, profile_cap);
+    // A mistyped allowed directory refuses every spec naming files there
+    // (422, "outside the directories a submitted spec may name"): said
+    // at start. Not an error: it may be mounted later.
+    for dir in config.submissions.paths.iter().filter(|d| !d.is_dir()) {
+        errln!(
+            "paddock: warning: allowed path {} (--allow-path, [serve] allow_paths) {}: a \
+             submitted spec may name nothing under it until it is one",
+            paddock::terminal_text::text(&dir.display().to_string()),
+            if dir.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            }
+        );
+    }
     let prices = PriceTable::effective(args.prices.or(defaults.prices.clone()).as_deref())
         .map_err(|e| Failure::BadInput(e.into()))?;
     let liveness = super::run::liveness(paths, &defaults.hosts)?;

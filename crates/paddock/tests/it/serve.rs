@@ -701,6 +701,35 @@ async fn a_cancel_of_a_paddock_run_on_the_servers_own_host_is_accepted() {
     );
 }
 
+/// An allowed path that is not a directory is named as `paddock serve`
+/// starts: every spec naming files there would be refused.
+#[tokio::test]
+async fn an_allowed_path_that_is_no_directory_is_named_at_start() {
+    let home = Home::new();
+    let missing = home.path().join("mistyped");
+    let server = Server::start_allowing(
+        &home,
+        &["--allow-path", missing.to_str().unwrap()],
+        &[],
+        &[],
+    )
+    .await;
+    let warnings: Vec<String> = server
+        .stderr()
+        .lines()
+        .filter(|l| l.starts_with("paddock: warning:"))
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        warnings,
+        vec![format!(
+            "paddock: warning: allowed path {} (--allow-path, [serve] allow_paths) does not \
+             exist: a submitted spec may name nothing under it until it is one",
+            missing.display()
+        )]
+    );
+}
+
 #[tokio::test]
 async fn the_queue_runs_by_priority_within_its_concurrency_limit() {
     let home = Home::new();
