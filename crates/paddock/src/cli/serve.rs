@@ -173,6 +173,9 @@ pub async fn exec(
         allow_process: args.allow_process.then_some(true),
     };
     let store = open_store(paths).await?;
+    // Cancels asked by other processes (`paddock cancel`) reach this
+    // server's jobs at once, not at their poll.
+    store.watch_other_processes();
     let profiles: Vec<String> = defaults
         .host_profile
         .iter()

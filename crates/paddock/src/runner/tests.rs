@@ -429,6 +429,9 @@ async fn a_cancel_from_another_process_on_sqlite_wakes_the_job() {
         hang: true,
         ..FakeEngine::default()
     }));
+    // What `paddock serve` asks of its store (a `paddock run` finds
+    // another process's cancel at its poll).
+    host.store.watch_other_processes();
     let runner = host.runner_beating(host.store.clone(), rung, liveness);
     let admitted = runner.admit(&host.spec()).await.unwrap();
     let id = admitted.id.clone();

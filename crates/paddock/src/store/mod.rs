@@ -173,6 +173,19 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// missed one is found by the owner's poll).
     async fn cancel_notices(&self) -> tokio::sync::broadcast::Receiver<String>;
 
+    /// Makes [`Store::cancel_notices`] announce, from the next
+    /// subscription on, the cancels asked by other processes on the
+    /// database too, where that costs the process something to set up and
+    /// to end: on SQLite a watch of the database's cancel file
+    /// (`sqlite/cancel_file.rs`), whose inotify instance takes the kernel
+    /// 5–20 ms to release (an RCU grace period), paid at the process's
+    /// exit. A long-lived process (`paddock serve`) asks for it; a
+    /// `paddock run` does not (issue #14: that exit is on every job's
+    /// path) and finds another process's cancel at its poll
+    /// (`heartbeat::CANCEL_POLL`). PostgreSQL's `LISTEN` is always on:
+    /// nothing to do.
+    fn watch_other_processes(&self) {}
+
     /// The cancel asked of job `id` (`request_cancel`: the first
     /// request's time and asking host), if one was. Fails with `NoSuchJob`
     /// when there is no such job.

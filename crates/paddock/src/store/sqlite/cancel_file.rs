@@ -111,4 +111,21 @@ mod tests {
         );
         task.abort();
     }
+
+    /// A store watches the cancel file only once asked
+    /// (`Store::watch_other_processes`, what `paddock serve` does): a
+    /// `paddock run`'s subscription sets no inotify watch, whose release
+    /// would hold its exit (issue #14); the file is made by the watch.
+    #[tokio::test]
+    async fn only_a_store_asked_to_watches_the_cancel_file() {
+        use crate::store::Store as _;
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("paddock.db");
+        let store = crate::store::sqlite::SqliteStore::open(&db).await.unwrap();
+        let _run = store.cancel_notices().await;
+        let before = path_for(&db).exists();
+        store.watch_other_processes();
+        let _serve = store.cancel_notices().await;
+        assert_eq!((before, path_for(&db).exists()), (false, true));
+    }
 }

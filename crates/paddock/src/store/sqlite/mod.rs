@@ -68,6 +68,9 @@ pub struct SqliteStore {
     notices: std::sync::Arc<crate::store::cancel_notices::CancelNotices>,
     /// `<database>-cancels` (`cancel_file.rs`); none in memory.
     cancel_file: Option<PathBuf>,
+    /// Whether subscriptions watch the cancel file
+    /// (`Store::watch_other_processes`), shared by the clones.
+    watching: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SqliteStore {
@@ -207,6 +210,7 @@ impl SqliteStore {
             pool,
             notices: std::sync::Arc::new(crate::store::cancel_notices::CancelNotices::new()),
             cancel_file,
+            watching: Default::default(),
         })
     }
 }
@@ -322,10 +326,16 @@ impl Store for SqliteStore {
     }
 
     async fn cancel_notices(&self) -> tokio::sync::broadcast::Receiver<String> {
+        let watching = self.watching.load(std::sync::atomic::Ordering::SeqCst);
         match &self.cancel_file {
-            Some(path) => self.notices.subscribe_watching(path).await,
-            None => self.notices.subscribe(),
+            Some(path) if watching => self.notices.subscribe_watching(path).await,
+            Some(_) | None => self.notices.subscribe(),
         }
+    }
+
+    fn watch_other_processes(&self) {
+        self.watching
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
