@@ -30,6 +30,9 @@ pub struct JobsArgs {
     /// Only jobs of this engine.
     #[arg(long, value_parser = ["codex", "claude"])]
     pub engine: Option<String>,
+    /// Only jobs on this isolation rung.
+    #[arg(long, value_parser = ["process", "sandbox"])]
+    pub rung: Option<String>,
 }
 
 /// A `--status` value: one of the job statuses.
@@ -44,12 +47,13 @@ fn status(s: &str) -> Result<JobStatus, String> {
 
 pub async fn exec(args: JobsArgs, paths: &Paths) -> Result<u8, Failure> {
     let store = open_existing_store(paths).await?;
-    let filtered = args.status.is_some() || args.engine.is_some();
+    let filtered = args.status.is_some() || args.engine.is_some() || args.rung.is_some();
     let (jobs, owners): (_, HashMap<String, Owner>) = if filtered {
         let jobs = store
             .list_jobs(&JobQuery {
                 status: args.status,
                 engine: args.engine.clone(),
+                isolation: args.rung.clone(),
                 after: None,
                 limit: args.limit,
                 branch: None,

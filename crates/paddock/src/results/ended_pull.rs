@@ -51,6 +51,7 @@ pub async fn check(store: &dyn Store, spec: &JobSpec, job_id: &str, artifacts: &
         .list_jobs(&JobQuery {
             status: None,
             engine: None,
+            isolation: None,
             after: None,
             limit: EARLIER,
             branch: Some(branch.clone()),

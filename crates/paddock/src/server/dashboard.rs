@@ -13,6 +13,7 @@
 //! styles and connections from this server only, no inline code).
 
 mod charts;
+mod error_page;
 mod pages;
 mod session;
 
@@ -52,8 +53,10 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .layer(axum::middleware::map_response(guarded))
 }
 
-/// Adds the CSP and its companions to every dashboard answer.
-async fn guarded(mut response: Response) -> Response {
+/// Adds the CSP and its companions to every dashboard answer, an error
+/// made a page first (`error_page.rs`).
+async fn guarded(response: Response) -> Response {
+    let mut response = error_page::as_page(response).await;
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,

@@ -16,7 +16,7 @@ use super::json::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use paddock_protocol::{EngineKind, JobRecord, JobSpec, JobStatus};
+use paddock_protocol::{EngineKind, Isolation, JobRecord, JobSpec, JobStatus};
 use serde::Deserialize;
 
 use super::extract::{json_object_text, Checked, JsonBody};
@@ -55,6 +55,8 @@ pub struct ListQuery {
     pub status: Option<String>,
     /// Only jobs of this engine (`codex`, `claude`).
     pub engine: Option<String>,
+    /// Only jobs on this isolation rung (`process`, `sandbox`).
+    pub rung: Option<String>,
     /// The previous page's `next_cursor`.
     pub cursor: Option<String>,
     /// At most this many jobs (1 to 500, default 50).
@@ -152,6 +154,48 @@ fn check_job_id(name: &str, id: &str) -> Result<(), Problem> {
     Ok(())
 }
 
+/// A status filter's job status; one that is none is refused, naming those
+/// there are.
+pub fn parse_status(status: &str) -> Result<JobStatus, Problem> {
+    JobStatus::parse(status).ok_or_else(|| {
+        Problem::bad_request(format!(
+            "status `{}` is not a job status ({})",
+            shown(status),
+            JobStatus::ALL
+                .iter()
+                .map(|s| format!("`{}`", s.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })
+}
+
+/// The rungs a job runs on, as its record names them.
+pub const RUNGS: [Isolation; 2] = [Isolation::Process, Isolation::Sandbox];
+
+/// Refuses a rung filter no job can match: it would answer an empty page,
+/// which reads as "no jobs on it".
+pub fn check_rung(rung: &str) -> Result<(), Problem> {
+    if RUNGS.iter().any(|r| r.as_str() == rung) {
+        return Ok(());
+    }
+    Err(Problem::bad_request(format!(
+        "rung `{}` is not an isolation rung (`process`, `sandbox`)",
+        shown(rung)
+    )))
+}
+
+/// Refuses an engine filter no job can match (as `check_rung`).
+pub fn check_engine(engine: &str) -> Result<(), Problem> {
+    if serde_json::from_value::<EngineKind>(serde_json::Value::from(engine)).is_ok() {
+        return Ok(());
+    }
+    Err(Problem::bad_request(format!(
+        "engine `{}` is not an engine (`codex`, `claude`)",
+        shown(engine)
+    )))
+}
+
 /// A page of jobs, newest first.
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs", security(("bearer" = ["read"])), params(ListQuery),
     responses(
@@ -162,22 +206,14 @@ pub async fn list(
     State(state): State<AppState>,
     Checked(Query(query)): Checked<Query<ListQuery>>,
 ) -> Result<Json<JobPage>, Problem> {
-    let status = match query.status.as_deref() {
-        None => None,
-        Some(s) => Some(
-            JobStatus::parse(s)
-                .ok_or_else(|| Problem::bad_request(format!("status `{s}` is not a job status")))?,
-        ),
-    };
-    // An engine no job can have would answer an empty page, which reads
-    // as "no jobs of it".
+    let status = query.status.as_deref().map(parse_status).transpose()?;
+    // An engine or rung no job can have would answer an empty page, which
+    // reads as "no jobs of it".
     if let Some(engine) = &query.engine {
-        if serde_json::from_value::<EngineKind>(serde_json::Value::from(engine.as_str())).is_err() {
-            return Err(Problem::bad_request(format!(
-                "engine `{}` is not an engine (`codex`, `claude`)",
-                shown(engine)
-            )));
-        }
+        check_engine(engine)?;
+    }
+    if let Some(rung) = &query.rung {
+        check_rung(rung)?;
     }
     let limit = query.limit.unwrap_or(DEFAULT_PAGE);
     if limit == 0 || limit > MAX_PAGE {
@@ -200,6 +236,7 @@ pub async fn list(
         .list_jobs(&JobQuery {
             status,
             engine: query.engine,
+            isolation: query.rung,
             after: query.cursor,
             limit,
             branch: None,

@@ -120,6 +120,7 @@ pub async fn branch_maker(
         status: None,
         branch: Some(record.base_ref.clone()),
         engine: None,
+        isolation: None,
         after: None,
         limit: 100,
     };

@@ -1014,12 +1014,16 @@ pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
         if i % 2 == 0 {
             j.branch = "paddock/T-1/1".into();
         }
+        if i % 3 == 1 {
+            j.isolation = "process".into();
+        }
         store.enqueue_job(&j, "{}", 0, None).await.unwrap();
         all.push(j);
     }
     let page = |status, engine: Option<&str>, after: Option<&str>, limit| JobQuery {
         status,
         engine: engine.map(str::to_owned),
+        isolation: None,
         after: after.map(str::to_owned),
         limit,
         branch: None,
@@ -1086,6 +1090,38 @@ pub(crate) async fn jobs_are_listed_by_filter_in_pages(store: &dyn Store) {
             vec!["j4".to_owned(), "j2".to_owned(), "j0".to_owned()],
             vec!["j2".to_owned(), "j0".to_owned()],
             Vec::<String>::new(),
+        )
+    );
+    // The rung is filtered before the page is cut: a page of one holds
+    // the newest job on the rung, and its cursor leads to the next.
+    let on_rung = |rung: &str, engine: Option<&str>, after: Option<&str>, limit| JobQuery {
+        isolation: Some(rung.to_owned()),
+        ..page(None, engine, after, limit)
+    };
+    assert_eq!(
+        (
+            ids(store
+                .list_jobs(&on_rung("process", None, None, 10))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&on_rung("process", None, None, 1))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&on_rung("process", None, Some("j4"), 1))
+                .await
+                .unwrap()),
+            ids(store
+                .list_jobs(&on_rung("sandbox", Some("codex"), None, 10))
+                .await
+                .unwrap()),
+        ),
+        (
+            vec!["j4".to_owned(), "j1".to_owned()],
+            vec!["j4".to_owned()],
+            vec!["j1".to_owned()],
+            vec!["j2".to_owned(), "j0".to_owned()],
         )
     );
 }

@@ -399,6 +399,8 @@ pub struct JobQuery {
     pub status: Option<JobStatus>,
     /// Only jobs of this engine (`codex`, `claude`).
     pub engine: Option<String>,
+    /// Only jobs on this isolation rung (`process`, `sandbox`).
+    pub isolation: Option<String>,
     /// The page starts after this job (the cursor: the last id of the
     /// previous page).
     pub after: Option<String>,

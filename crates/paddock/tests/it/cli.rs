@@ -578,7 +578,7 @@ async fn job_ids_take_prefixes_and_latest_and_name_ambiguous_candidates() {
 /// first, as `GET /v1/jobs?status=&engine=` does; an unknown status is
 /// exit 2 naming those there are.
 #[tokio::test]
-async fn jobs_filter_by_status_and_engine() {
+async fn jobs_filter_by_status_engine_and_rung() {
     let home = Home::new();
     let store = home.store().await;
     let first = running_job(&home, "0193-a", 0).await;
@@ -591,6 +591,7 @@ async fn jobs_filter_by_status_and_engine() {
         let mut rec = paddock_protocol::JobRecord {
             id: id.to_owned(),
             engine: engine.to_owned(),
+            isolation: if id == "0193-c" { "sandbox" } else { "process" }.to_owned(),
             created_at: first.created_at + time::Duration::seconds(offset),
             ..first.clone()
         };
@@ -627,6 +628,8 @@ async fn jobs_filter_by_status_and_engine() {
             listed(&["--status", "failed", "-n", "1"]).await,
             listed(&["--engine", "codex", "--status", "done"]).await,
             listed(&["--status", "broken"]).await,
+            listed(&["--rung", "process", "-n", "2"]).await,
+            listed(&["--rung", "sandbox"]).await,
         ],
         vec![
             (Some(0), ids(&["0193-c", "0193-b"]), String::new()),
@@ -640,6 +643,8 @@ async fn jobs_filter_by_status_and_engine() {
                  For more information, try '--help'.\n"
                     .to_owned()
             ),
+            (Some(0), ids(&["0193-d", "0193-b"]), String::new()),
+            (Some(0), ids(&["0193-c"]), String::new()),
         ]
     );
 }

@@ -171,6 +171,169 @@ async fn the_browser_logs_in_once_and_holds_a_strict_cookie_the_api_refuses() {
     );
 }
 
+/// A finished job `id` on `rung`, created `offset_s` seconds after a base time.
+fn done_job(id: &str, rung: &str, offset_s: i64) -> paddock_protocol::JobRecord {
+    paddock_protocol::JobRecord {
+        id: id.to_owned(),
+        ticket_id: "T-1".to_owned(),
+        project: "tests".to_owned(),
+        attempt: 1,
+        engine: "codex".to_owned(),
+        model: "gpt-5.5".to_owned(),
+        isolation: rung.to_owned(),
+        status: JobStatus::Done,
+        reason: None,
+        branch: "paddock/T-1/1".to_owned(),
+        base_ref: "main".to_owned(),
+        patch_path: None,
+        changed_files: Vec::new(),
+        tokens: TokenUsage::default(),
+        model_calls: 0,
+        cost_micros: 0,
+        engine_exit_code: None,
+        created_at: time::macros::datetime!(2025-06-01 12:00 UTC)
+            + time::Duration::seconds(offset_s),
+        finished_at: None,
+        duration_ms: None,
+        disposed_at: None,
+    }
+}
+
+/// The job ids of a jobs page's rows, and its `Older jobs` link.
+fn listed(html: &str) -> (Vec<String>, Option<String>) {
+    let ids = html
+        .split("<tr data-id=\"")
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].to_owned())
+        .collect();
+    let next = html.split_once("id=\"next\" href=\"").map(|(_, rest)| {
+        rest[..rest.find('"').unwrap()]
+            .replace("&amp;", "&")
+            .replace("&#x2f;", "/")
+    });
+    (ids, next)
+}
+
+/// An error page's status, media type, CSP, and what it says.
+async fn error_page(resp: reqwest::Response) -> (u16, String, String, String) {
+    let status = resp.status().as_u16();
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let (media, csp) = (header("content-type"), header("content-security-policy"));
+    let html = resp.text().await.unwrap();
+    let detail = html
+        .split_once("id=\"error-detail\">")
+        .and_then(|(_, rest)| rest.split_once("</p>"))
+        .map(|(d, _)| {
+            d.replace("&#x2f;", "/")
+                .replace("&#x27;", "'")
+                .replace("&quot;", "\"")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&amp;", "&")
+        })
+        .unwrap_or_else(|| format!("no error detail in: {html}"));
+    (status, media, csp, detail)
+}
+
+/// A filter value the form does not offer, a job id no job has, a cursor
+/// no job is and a form without its CSRF token are each a page (HTML, the
+/// CSP, the problem's detail), never a bare problem+json body; and the
+/// rung filter is the store's: one sandbox job older than a full page of
+/// process jobs is listed on `?rung=sandbox` (before, the rung was
+/// filtered out of the newest 100 jobs, which left that page empty).
+#[tokio::test]
+async fn refusals_are_pages_and_the_rung_filter_fills_its_page() {
+    let home = Home::new();
+    let store = home.store().await;
+    store
+        .insert_job(&done_job("job-000", "sandbox", 0), "{}")
+        .await
+        .unwrap();
+    for i in 1..=100 {
+        store
+            .insert_job(&done_job(&format!("job-{i:03}"), "process", i), "{}")
+            .await
+            .unwrap();
+    }
+    let server = Server::start(&home, &[]).await;
+    let read = token(&home, "read").await;
+    let cookie = login(&server, &read).await;
+    let (server, cookie) = (&server, &cookie);
+    let page = |path: String| async move {
+        let resp = get(server, &path, Some(cookie)).await;
+        assert_eq!(resp.status(), 200, "{path}");
+        listed(&resp.text().await.unwrap())
+    };
+    let newest_first = |from: usize, to: usize| -> Vec<String> {
+        (from..=to).rev().map(|i| format!("job-{i:03}")).collect()
+    };
+    assert_eq!(
+        page("/?rung=sandbox".into()).await,
+        (vec!["job-000".to_owned()], None)
+    );
+    let (process, next) = page("/?rung=process&status=done".into()).await;
+    assert_eq!(
+        (process, next.as_deref()),
+        (
+            newest_first(1, 100),
+            Some("/?status=done&rung=process&cursor=job-001")
+        )
+    );
+    assert_eq!(page(next.unwrap()).await, (Vec::new(), None));
+    assert_eq!(
+        page("/?cursor=job-001".into()).await,
+        (vec!["job-000".to_owned()], None)
+    );
+
+    let html = "text/html; charset=utf-8".to_owned();
+    let mut seen = Vec::new();
+    for path in [
+        "/?rung=box",
+        "/?engine=codx",
+        "/?status=finished",
+        "/?cursor=job-nope",
+        "/jobs/job-nope",
+    ] {
+        seen.push(error_page(get(server, path, Some(cookie)).await).await);
+    }
+    let refused = browserish()
+        .post(server.url("/jobs/job-001/cancel"))
+        .header("cookie", cookie.clone())
+        .form(&[("csrf", "0".repeat(64))])
+        .send()
+        .await
+        .unwrap();
+    seen.push(error_page(refused).await);
+    let page_of =
+        |status: u16, detail: &str| (status, html.clone(), CSP.to_owned(), detail.to_owned());
+    assert_eq!(
+        seen,
+        vec![
+            page_of(400, "rung `box` is not an isolation rung (`process`, `sandbox`)"),
+            page_of(400, "engine `codx` is not an engine (`codex`, `claude`)"),
+            page_of(
+                400,
+                "status `finished` is not a job status (`queued`, `running`, `done`, `failed`, \
+                 `held`, `timed_out`, `cancelled`, `bounced`)"
+            ),
+            page_of(
+                400,
+                "cursor `job-nope` is not a job of this store (follow the page's \"Older jobs\" link)"
+            ),
+            page_of(404, "no job job-nope"),
+            page_of(
+                403,
+                "a form without this session's CSRF token, or from another origin"
+            ),
+        ]
+    );
+}
+
 /// Where screenshots go: `$CARGO_TARGET_DIR/ci-artifacts/dashboard`.
 fn artifacts() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")

@@ -2130,6 +2130,42 @@ async fn a_jobs_cursor_or_engine_no_job_has_is_a_bad_request_not_an_empty_page()
     );
     let (status, page) = list("engine=claude").await;
     assert_eq!((status, page), (200, serde_json::json!({"jobs": []})));
+    // And a rung or status no job can have; the job's own rung lists it,
+    // the other none.
+    assert_eq!(
+        [list("rung=box").await, list("status=finished").await],
+        [
+            bad_request("rung `box` is not an isolation rung (`process`, `sandbox`)"),
+            bad_request(
+                "status `finished` is not a job status (`queued`, `running`, `done`, `failed`, \
+                 `held`, `timed_out`, `cancelled`, `bounced`)"
+            ),
+        ]
+    );
+    let rung = srv.job(&id).await.isolation;
+    let other = if rung == "process" {
+        "sandbox"
+    } else {
+        "process"
+    };
+    let ids = |page: (u16, Value)| -> (u16, Vec<Value>) {
+        (
+            page.0,
+            page.1["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| j["id"].clone())
+                .collect(),
+        )
+    };
+    assert_eq!(
+        [
+            ids(list(&format!("rung={rung}")).await),
+            ids(list(&format!("rung={other}")).await)
+        ],
+        [(200, vec![Value::from(id.as_str())]), (200, Vec::new())]
+    );
     assert_eq!(
         [
             list("cursor=job-nope").await,
@@ -2207,7 +2243,7 @@ async fn a_query_parameter_a_route_does_not_take_is_a_bad_request_naming_it() {
             ask(Method::GET, "/v1/ledger?after=3".into()).await,
         ],
         [
-            bad("stauts: unknown field `stauts`, expected one of `status`, `engine`, `cursor`, `limit`"),
+            bad("stauts: unknown field `stauts`, expected one of `status`, `engine`, `rung`, `cursor`, `limit`"),
             bad("prio: unknown field `prio`, expected `priority` or `attempt_after`"),
             bad("since: unknown field `since`, expected `format` or `after`"),
             bad("project: unknown field `project`, expected `by`"),

@@ -4,7 +4,6 @@
 //! form; a POST without the session's CSRF token is 403.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -21,6 +20,7 @@ use super::session::{same_origin, SessionError, Sessions, Viewer};
 use crate::api_token::Scope;
 use crate::broker::prices::format_usd;
 use crate::event_line::Lines;
+use crate::server::jobs as jobs_api;
 use crate::server::problem::Problem;
 use crate::server::state::AppState;
 use crate::store::JobQuery;
@@ -30,51 +30,54 @@ const PAGE: u32 = 100;
 /// Lines buffered for a slow browser.
 const BUFFER: usize = 256;
 
-/// What the handlers share: the templates and the sessions.
+/// The dashboard's templates, parsed once.
+static TEMPLATES: std::sync::LazyLock<Environment<'static>> = std::sync::LazyLock::new(|| {
+    let mut env = Environment::new();
+    for (name, text) in [
+        ("base.html", include_str!("templates/base.html")),
+        ("login.html", include_str!("templates/login.html")),
+        ("jobs.html", include_str!("templates/jobs.html")),
+        ("job.html", include_str!("templates/job.html")),
+        ("spend.html", include_str!("templates/spend.html")),
+        ("host.html", include_str!("templates/host.html")),
+        ("error.html", include_str!("templates/error.html")),
+    ] {
+        if let Err(e) = env.add_template(name, text) {
+            tracing::error!("dashboard: template {name}: {e}");
+        }
+    }
+    env
+});
+
+/// `name` rendered with `ctx` (the `.html` templates auto-escape).
+pub(super) fn render(name: &str, ctx: Value) -> Response {
+    match TEMPLATES.get_template(name).and_then(|t| t.render(ctx)) {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => {
+            tracing::error!("dashboard: render {name}: {e:#}");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the page failed to render",
+            )
+                .into_response()
+        }
+    }
+}
+
+/// What the handlers share: the sessions.
 #[derive(Clone)]
 pub struct Dash {
-    templates: Arc<Environment<'static>>,
     sessions: Sessions,
 }
 
 impl Dash {
     pub fn new(sessions: Sessions) -> Dash {
-        let mut env = Environment::new();
-        for (name, text) in [
-            ("base.html", include_str!("templates/base.html")),
-            ("login.html", include_str!("templates/login.html")),
-            ("jobs.html", include_str!("templates/jobs.html")),
-            ("job.html", include_str!("templates/job.html")),
-            ("spend.html", include_str!("templates/spend.html")),
-            ("host.html", include_str!("templates/host.html")),
-        ] {
-            if let Err(e) = env.add_template(name, text) {
-                tracing::error!("dashboard: template {name}: {e}");
-            }
-        }
-        Dash {
-            templates: Arc::new(env),
-            sessions,
-        }
+        Dash { sessions }
     }
 
-    /// `name` rendered with `ctx` (the `.html` templates auto-escape).
+    /// `name` rendered with `ctx`.
     fn render(&self, name: &str, ctx: Value) -> Response {
-        match self
-            .templates
-            .get_template(name)
-            .and_then(|t| t.render(ctx))
-        {
-            Ok(html) => Html(html).into_response(),
-            Err(e) => {
-                tracing::error!("dashboard: render {name}: {e:#}");
-                (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the page failed to render",
-                )
-                    .into_response()
-            }
-        }
+        render(name, ctx)
     }
 
     async fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Refused> {
@@ -211,37 +214,50 @@ pub async fn jobs(
     Query(filter): Query<JobsFilter>,
 ) -> Result<Response, Refused> {
     let viewer = dash.viewer(&headers).await?;
-    let status = match given(&filter.status) {
-        Some(s) => Some(
-            JobStatus::parse(s)
-                .ok_or_else(|| Problem::bad_request(format!("status `{s}` is not a job status")))?,
-        ),
-        None => None,
-    };
+    // A value the form does not offer (an edited or stale URL) is a page
+    // saying so, not a list that is empty for no reason it tells.
+    let status = given(&filter.status)
+        .map(jobs_api::parse_status)
+        .transpose()?;
+    let engine = given(&filter.engine);
+    if let Some(engine) = engine {
+        jobs_api::check_engine(engine)?;
+    }
+    let rung = given(&filter.rung);
+    if let Some(rung) = rung {
+        jobs_api::check_rung(rung)?;
+    }
+    let cursor = given(&filter.cursor);
+    if let Some(cursor) = cursor {
+        if state.store.job(cursor).await?.is_none() {
+            return Err(Refused::Problem(Problem::bad_request(format!(
+                "cursor `{}` is not a job of this store (follow the page's \"Older jobs\" link)",
+                cursor.chars().take(64).collect::<String>()
+            ))));
+        }
+    }
+    // Every filter is the store's: a page holds PAGE matching jobs when
+    // there are that many.
     let page = state
         .store
         .list_jobs(&JobQuery {
             status,
-            engine: given(&filter.engine).map(str::to_owned),
-            after: given(&filter.cursor).map(str::to_owned),
+            engine: engine.map(str::to_owned),
+            isolation: rung.map(str::to_owned),
+            after: cursor.map(str::to_owned),
             limit: PAGE,
             branch: None,
         })
         .await?;
-    let rung = given(&filter.rung);
-    let shown: Vec<Value> = page
-        .iter()
-        .filter(|j| rung.is_none_or(|r| j.isolation == r))
-        .map(row)
-        .collect();
+    let shown: Vec<Value> = page.iter().map(row).collect();
     let next = match page.last() {
         Some(last) if page.len() == PAGE as usize => {
             let mut q = form_urlencoded(&[
                 ("status", given(&filter.status)),
-                ("engine", given(&filter.engine)),
+                ("engine", engine),
                 ("rung", rung),
             ]);
-            q.push_str(&format!("cursor={}", last.id));
+            q.push_str(&format!("cursor={}", percent(&last.id)));
             Some(q)
         }
         _ => None,
@@ -253,11 +269,11 @@ pub async fn jobs(
             jobs => shown,
             next => next,
             filter => context! {
-                status => given(&filter.status), engine => given(&filter.engine), rung => rung,
+                status => given(&filter.status), engine => engine, rung => rung,
             },
             statuses => JobStatus::ALL.iter().map(JobStatus::as_str).collect::<Vec<_>>(),
             engines => crate::engines::KINDS.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
-            rungs => [Isolation::Process.as_str(), Isolation::Sandbox.as_str()],
+            rungs => jobs_api::RUNGS.iter().map(Isolation::as_str).collect::<Vec<_>>(),
         },
     ))
 }

@@ -83,6 +83,7 @@ impl PgStore {
              AND ($3::text IS NULL OR (created_at, id) < \
                   (SELECT created_at, id FROM jobs WHERE id = $3)) \
              AND ($5::text IS NULL OR branch = $5) \
+             AND ($6::text IS NULL OR isolation = $6) \
              ORDER BY created_at DESC, id DESC LIMIT $4",
             SELECT.as_str()
         );
@@ -92,6 +93,7 @@ impl PgStore {
             .bind(query.after.as_deref())
             .bind(i64::from(query.limit))
             .bind(query.branch.as_deref())
+            .bind(query.isolation.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(|source| StoreError::ListJobs { source })?

@@ -87,6 +87,7 @@ impl SqliteStore {
              AND ($3 IS NULL OR (created_at, id) < \
                   (SELECT created_at, id FROM jobs WHERE id = $3)) \
              AND ($5 IS NULL OR branch = $5) \
+             AND ($6 IS NULL OR isolation = $6) \
              ORDER BY created_at DESC, id DESC LIMIT $4",
             SELECT.as_str()
         );
@@ -96,6 +97,7 @@ impl SqliteStore {
             .bind(query.after.as_deref())
             .bind(i64::from(query.limit))
             .bind(query.branch.as_deref())
+            .bind(query.isolation.as_deref())
             .fetch_all(&self.pool)
             .await
             .map_err(|source| StoreError::ListJobs { source })?
