@@ -8,7 +8,7 @@ use paddock::paths::Paths;
 use paddock_protocol::JobSpec;
 
 use super::context_render;
-use super::{exit, open_store, Failure};
+use super::{exit, open_store_or_empty, Failure};
 
 #[derive(clap::Args)]
 pub struct ContextArgs {
@@ -27,7 +27,8 @@ pub async fn exec(args: ContextArgs, paths: &Paths) -> Result<u8, Failure> {
     let spec = super::run::user_config()?
         .apply(JobSpec::load(&spec).map_err(|e| Failure::BadInput(e.into()))?);
     let store = match spec.policy.profile {
-        Some(_) => Some(open_store(paths).await?),
+        // Read for a stored profile; no database is created.
+        Some(_) => Some(open_store_or_empty(paths).await?),
         None => None,
     };
     let report = context_render::render(&spec, paths, store.as_deref(), &out).await?;

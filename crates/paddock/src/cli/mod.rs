@@ -281,6 +281,29 @@ pub async fn open_existing_store(paths: &Paths) -> Result<SharedStore, Failure> 
     }
 }
 
+/// The store `paths.db` names for a command that only reads but also has
+/// something to show without one (`paddock profile list` its presets,
+/// `paddock token list` an empty table): a SQLite file that does not exist
+/// is read as an empty store, created in memory, and nothing is written to
+/// disk; a PostgreSQL database without Paddock's schema is still the
+/// caller's mistake.
+pub async fn open_store_or_empty(paths: &Paths) -> Result<SharedStore, Failure> {
+    match open_existing_store(paths).await {
+        Err(Failure::BadInput(e))
+            if matches!(
+                e.downcast_ref::<StoreError>(),
+                Some(StoreError::Missing { .. })
+            ) =>
+        {
+            let empty = paddock::store::SqliteStore::open_in_memory()
+                .await
+                .context("open an empty store in memory")?;
+            Ok(std::sync::Arc::new(empty))
+        }
+        other => other,
+    }
+}
+
 /// The full id of the job `given` names (an id, a unique prefix, `latest`):
 /// a name that matches no job, or several, is the caller's mistake.
 pub async fn resolve_job(store: &dyn Store, given: &str, paths: &Paths) -> Result<String, Failure> {

@@ -11,7 +11,7 @@ use paddock::policy::profile::{self, PRESETS};
 use paddock::store::Store;
 use paddock_protocol::HostProfile;
 
-use super::{exit, open_store, Failure};
+use super::{exit, open_store, open_store_or_empty, Failure};
 
 #[derive(Subcommand)]
 pub enum ProfileCmd {
@@ -35,7 +35,14 @@ pub enum ProfileCmd {
 }
 
 pub async fn exec(cmd: ProfileCmd, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_store(paths).await?;
+    // Only `add` creates the database: a missing one has no stored
+    // profiles (the presets are still listed and shown, `rm` finds none).
+    let store = match &cmd {
+        ProfileCmd::Add { .. } => open_store(paths).await?,
+        ProfileCmd::List | ProfileCmd::Show { .. } | ProfileCmd::Rm { .. } => {
+            open_store_or_empty(paths).await?
+        }
+    };
     let out = run_profile(&cmd, &*store).await?;
     out!("{out}");
     Ok(exit::DONE)

@@ -12,7 +12,7 @@ use paddock::paths::Paths;
 use paddock::store::Store;
 use time::OffsetDateTime;
 
-use super::{exit, local_time, open_store, Failure};
+use super::{exit, local_time, open_store, open_store_or_empty, Failure};
 
 #[derive(Subcommand)]
 pub enum TokenCmd {
@@ -40,7 +40,12 @@ fn parse_scope(s: &str) -> Result<Scope, String> {
 }
 
 pub async fn exec(cmd: TokenCmd, paths: &Paths) -> Result<u8, Failure> {
-    let store = open_store(paths).await?;
+    // Only `create` creates the database: a missing one has no tokens
+    // (`list` shows none, `revoke` finds none).
+    let store = match &cmd {
+        TokenCmd::Create { .. } => open_store(paths).await?,
+        TokenCmd::List | TokenCmd::Revoke { .. } => open_store_or_empty(paths).await?,
+    };
     let out = run_token(
         cmd,
         &*store,
@@ -84,9 +89,14 @@ async fn run_token(
         }
         TokenCmd::List => {
             let tokens = store.api_tokens().await.context("list tokens")?;
+            let stderr = if tokens.is_empty() {
+                vec!["no tokens yet (`paddock token create --scope read` makes one)".to_owned()]
+            } else {
+                Vec::new()
+            };
             Ok(Output {
                 stdout: format!("{}\n", table(&tokens, tz)),
-                stderr: Vec::new(),
+                stderr,
             })
         }
         TokenCmd::Revoke { id } => {

@@ -248,6 +248,96 @@ async fn read_only_commands_refuse_a_missing_store_and_create_nothing() {
     );
 }
 
+/// The token and profile commands that only read or remove (and `paddock
+/// context` of a spec naming a stored profile) answer from an empty store
+/// when there is none, and create neither the database nor its directory;
+/// only `token create` and `profile add` do.
+#[tokio::test]
+async fn token_and_profile_reads_create_no_database() {
+    let home = Home::new();
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello");
+    for f in ["repo.bundle", "scenario.toml"] {
+        std::fs::copy(examples.join(f), home.path().join(f)).unwrap();
+    }
+    let spec = home.path().join("job.toml");
+    std::fs::write(
+        &spec,
+        std::fs::read_to_string(examples.join("job.toml")).unwrap()
+            + "\n[policy]\nprofile = \"no-such-profile\"\n",
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    for args in [
+        vec!["token", "list"],
+        vec!["token", "revoke", "abc"],
+        vec!["profile", "list"],
+        vec!["profile", "show", "constrained-local"],
+        vec!["profile", "rm", "mine"],
+        vec!["context", spec.to_str().unwrap(), "--out", "ctx"],
+    ] {
+        let out = home.paddock(&args, &[]).await;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        seen.push((
+            args[..2].join(" "),
+            out.status.code(),
+            stdout.lines().next().unwrap_or_default().trim().to_owned(),
+            stderr(&out),
+        ));
+    }
+    let presets = paddock::policy::profile::PRESETS;
+    assert_eq!(
+        seen,
+        vec![
+            (
+                "token list".to_owned(),
+                Some(0),
+                "ID  SCOPE  NAME  CREATED  REVOKED".to_owned(),
+                "no tokens yet (`paddock token create --scope read` makes one)\n".to_owned()
+            ),
+            (
+                "token revoke".to_owned(),
+                Some(2),
+                String::new(),
+                "paddock: no token abc (`paddock token list` shows them)\n".to_owned()
+            ),
+            (
+                "profile list".to_owned(),
+                Some(0),
+                format!("{}\tpreset", presets[0].0),
+                String::new()
+            ),
+            (
+                "profile show".to_owned(),
+                Some(0),
+                "{".to_owned(),
+                String::new()
+            ),
+            (
+                "profile rm".to_owned(),
+                Some(2),
+                String::new(),
+                "paddock: no stored host profile `mine` (`paddock profile list` shows them)\n"
+                    .to_owned()
+            ),
+            (
+                format!("context {}", spec.display()),
+                Some(2),
+                String::new(),
+                format!(
+                    "paddock: host profile `no-such-profile` is neither in the store nor a \
+                     preset ({}); save it with `paddock profile add FILE` or name a profile file\n",
+                    presets
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            ),
+        ]
+    );
+    assert_eq!((home.db().exists(), home.data().exists()), (false, false));
+}
+
 #[tokio::test]
 async fn an_engine_that_dies_fails_the_job_with_its_stderr() {
     let home = Home::new();
