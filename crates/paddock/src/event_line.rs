@@ -169,6 +169,18 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
             r.rule.as_deref().unwrap_or("denied")
         )),
         EventBody::ArtifactSummary {
+            changed_files,
+            interrupted,
+            ..
+        } if changed_files.is_empty() => Some(format!(
+            "▸ {}patch: nothing changed",
+            if *interrupted {
+                "interrupted job's "
+            } else {
+                ""
+            }
+        )),
+        EventBody::ArtifactSummary {
             patch_path,
             changed_files,
             interrupted,
@@ -203,5 +215,40 @@ fn raw_line(e: &AgentEvent) -> Option<String> {
                 one_line(message, max)
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(changed: &[&str], interrupted: bool) -> Option<String> {
+        event_line(&AgentEvent {
+            job_id: "j".to_owned(),
+            seq: 1,
+            at: time::macros::datetime!(2025-06-01 12:00 UTC),
+            body: EventBody::ArtifactSummary {
+                patch_path: "/data/artifacts/j/patch.diff".to_owned(),
+                changed_files: changed.iter().map(|f| (*f).to_owned()).collect(),
+                patch_bytes: 0,
+                interrupted,
+            },
+        })
+    }
+
+    #[test]
+    fn an_empty_patch_says_nothing_changed_and_points_nowhere() {
+        assert_eq!(
+            [
+                summary(&[], false),
+                summary(&[], true),
+                summary(&["a", "b"], false)
+            ],
+            [
+                Some("▸ patch: nothing changed".to_owned()),
+                Some("▸ interrupted job's patch: nothing changed".to_owned()),
+                Some("▸ patch: 2 file(s) → /data/artifacts/j/patch.diff".to_owned()),
+            ]
+        );
     }
 }

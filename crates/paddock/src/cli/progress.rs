@@ -112,7 +112,12 @@ pub fn summary(r: &JobRecord) -> String {
         let names: Vec<_> = r.changed_files.iter().map(|f| line(f)).collect();
         s.push_str(&format!("  changed:  {}\n", names.join(", ")));
     }
-    if let Some(p) = &r.patch_path {
+    // A job that changed nothing has an empty patch: no line points at it.
+    if let Some(p) = r
+        .patch_path
+        .as_ref()
+        .filter(|_| !r.changed_files.is_empty())
+    {
         s.push_str(&format!("  patch:    {}\n", line(p)));
     }
     if let Some(at) = r.disposed_at {
@@ -168,6 +173,52 @@ mod tests {
             is_error: false,
             output: "x\n".to_owned(),
         })
+    }
+
+    #[test]
+    fn the_patch_line_is_shown_only_for_a_change() {
+        let mut job = JobRecord {
+            id: "job-1".to_owned(),
+            ticket_id: "T-1".to_owned(),
+            project: "acme/widgets".to_owned(),
+            attempt: 1,
+            engine: "codex".to_owned(),
+            model: "gpt-5.5".to_owned(),
+            isolation: "sandbox".to_owned(),
+            status: paddock_protocol::JobStatus::Done,
+            reason: None,
+            branch: "paddock/T-1/1".to_owned(),
+            base_ref: "main".to_owned(),
+            patch_path: Some("/data/artifacts/job-1/patch.diff".to_owned()),
+            changed_files: Vec::new(),
+            tokens: paddock_protocol::TokenUsage::default(),
+            model_calls: 0,
+            cost_micros: 0,
+            engine_exit_code: None,
+            created_at: datetime!(2025-06-01 12:00 UTC),
+            finished_at: None,
+            duration_ms: None,
+            disposed_at: None,
+        };
+        let lines = |job: &JobRecord| -> Vec<String> {
+            summary(job)
+                .lines()
+                .filter(|l| l.starts_with("  changed:") || l.starts_with("  patch:"))
+                .map(str::to_owned)
+                .collect()
+        };
+        let unchanged = lines(&job);
+        job.changed_files = vec!["a.txt".to_owned()];
+        assert_eq!(
+            (unchanged, lines(&job)),
+            (
+                vec!["  changed:  nothing".to_owned()],
+                vec![
+                    "  changed:  a.txt".to_owned(),
+                    "  patch:    /data/artifacts/job-1/patch.diff".to_owned()
+                ]
+            )
+        );
     }
 
     #[test]
