@@ -338,6 +338,79 @@ async fn token_and_profile_reads_create_no_database() {
     assert_eq!((home.db().exists(), home.data().exists()), (false, false));
 }
 
+/// `scripts/demo` runs from any directory: a spec path and the other
+/// arguments are taken as the caller wrote them, relative to where the
+/// caller is, and without one it runs the hello ticket. (Stand-ins for
+/// the engines, `cargo` and the built `paddock`, which prints where it ran
+/// and with what.)
+#[test]
+fn the_demo_script_takes_paths_relative_to_the_caller() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = Home::new();
+    let script = |path: std::path::PathBuf, text: &str| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, format!("#!/bin/sh\n{text}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let engines = home.path().join("engines");
+    let engine_bin = engines.join("node_modules/.bin");
+    let pins = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-engines"),
+    )
+    .unwrap();
+    let pin = |name: &str| {
+        pins.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+            .unwrap()
+            .to_owned()
+    };
+    script(
+        engine_bin.join("codex"),
+        &format!("echo codex-cli {}", pin("CODEX_VERSION")),
+    );
+    script(
+        engine_bin.join("claude"),
+        &format!("echo '{} (Claude Code)'", pin("CLAUDE_VERSION")),
+    );
+    let tools = home.path().join("tools");
+    script(tools.join("cargo"), "exit 0");
+    let target = home.path().join("target");
+    script(target.join("debug/paddock"), r#"echo "in $PWD:" "$@""#);
+    let caller = home.path().join("caller");
+    std::fs::create_dir_all(&caller).unwrap();
+    let caller = caller.canonicalize().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap();
+    let demo = |args: &[&str]| {
+        let out = std::process::Command::new(root.join("scripts/demo"))
+            .args(args)
+            .current_dir(&caller)
+            .env("PADDOCK_ENGINES_DIR", &engines)
+            .env("CARGO_TARGET_DIR", &target)
+            .env(
+                "PATH",
+                format!("{}:{}", tools.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        [demo(&["specs/job.toml", "--json"]), demo(&[])],
+        [
+            format!("in {}: run specs/job.toml --json\n", caller.display()),
+            format!(
+                "in {}: run {}/examples/hello/job.toml\n",
+                caller.display(),
+                root.display()
+            ),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn an_engine_that_dies_fails_the_job_with_its_stderr() {
     let home = Home::new();
