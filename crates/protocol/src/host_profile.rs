@@ -152,6 +152,18 @@ fn deprecated_keys(
         .collect())
 }
 
+/// A parse error's `message` with the deprecated camelCase spellings left
+/// out of the keys it lists (serde's "unknown field `x`, expected one of
+/// …" names every alias): a profile is written with the snake_case keys.
+fn without_deprecated(message: &str) -> String {
+    CAMEL_CASE_KEYS
+        .iter()
+        .fold(message.to_owned(), |m, (camel, _)| {
+            m.replace(&format!("`{camel}`, "), "")
+                .replace(&format!(", `{camel}`"), "")
+        })
+}
+
 /// What the agent may build on this host.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -273,7 +285,7 @@ impl HostProfile {
             ProfileError::Parse {
                 origin: origin.to_string(),
                 field,
-                message,
+                message: without_deprecated(&message),
             }
         })?;
         profile.validate(origin)?;
@@ -288,12 +300,14 @@ impl HostProfile {
 
     fn toml_only(text: &str, origin: &str) -> Result<HostProfile, ProfileError> {
         let de = toml::Deserializer::new(text);
-        let profile: HostProfile =
-            serde_path_to_error::deserialize(de).map_err(|e| ProfileError::Parse {
+        let profile: HostProfile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let (field, message) = crate::parse_error::toml(e, text);
+            ProfileError::Parse {
                 origin: origin.to_string(),
-                field: crate::parse_error::field(e.path()),
-                message: e.into_inner().message().trim_end().replace('\n', "; "),
-            })?;
+                field,
+                message: without_deprecated(&message),
+            }
+        })?;
         profile.validate(origin)?;
         Ok(profile)
     }
@@ -485,6 +499,42 @@ mod tests {
                 profile_key("memLimit")
             ),
             (Some("mem_limit_mb"), Some("mem_limit_mb"), None)
+        );
+    }
+
+    /// A TOML profile's parse error says where (line and column) as a
+    /// job spec's does, and an unknown key's error lists the keys to
+    /// write, not their deprecated camelCase spellings.
+    #[test]
+    fn parse_errors_say_where_and_list_only_snake_case_keys() {
+        let keys = "`id`, `build_policy`, `verification`, `deny_commands`, \
+                    `max_concurrent_jobs`, `cpu_limit`, `mem_limit_mb`, `timeout_min`, \
+                    `max_disk_mb`, `max_records`, `allowed_models`, `network`, `setup_cache`";
+        assert_eq!(
+            [
+                HostProfile::from_toml("id = \"x\"\nmax_concurrent_jobs = -1\n", "p.toml")
+                    .unwrap_err()
+                    .to_string(),
+                HostProfile::from_toml("id = \"x\"\nbogus = 1\n", "p.toml")
+                    .unwrap_err()
+                    .to_string(),
+                HostProfile::from_json(r#"{"id": "x", "bogus": 1}"#, "p.json")
+                    .unwrap_err()
+                    .to_string(),
+            ],
+            [
+                "host profile p.toml: field `max_concurrent_jobs`: invalid value: integer \
+                 `-1`, expected u32 (line 2, column 23)"
+                    .to_owned(),
+                format!(
+                    "host profile p.toml: field `bogus`: unknown field `bogus`, expected one \
+                     of {keys} (line 2, column 1)"
+                ),
+                format!(
+                    "host profile p.json: field `bogus`: unknown field `bogus`, expected one \
+                     of {keys} at line 1 column 19"
+                ),
+            ]
         );
     }
 

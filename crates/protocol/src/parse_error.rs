@@ -31,6 +31,36 @@ pub(crate) fn json(e: serde_path_to_error::Error<serde_json::Error>) -> (String,
     }
 }
 
+/// The field and the message of a TOML parse error in `text`, the message
+/// on one line (toml's syntax messages span two) and ending with where it
+/// is, `(line L, column C)`, when toml says.
+pub(crate) fn toml(e: serde_path_to_error::Error<toml::de::Error>, text: &str) -> (String, String) {
+    let field = field(e.path());
+    let inner = e.into_inner();
+    let message = inner.message().trim_end().replace('\n', "; ");
+    let message = match inner.span() {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            format!("{message} (line {line}, column {col})")
+        }
+        None => message,
+    };
+    (field, message)
+}
+
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
+    (line, col)
+}
+
 /// How an error's message introduces its field: "field `x`: ", or nothing
 /// where it names none.
 pub(crate) fn field_prefix(field: &str) -> String {

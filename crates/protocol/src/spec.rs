@@ -825,19 +825,7 @@ impl JobSpec {
     pub fn from_toml(text: &str, origin: &Path) -> Result<JobSpec, SpecError> {
         let de = toml::Deserializer::new(text);
         let spec: JobSpec = serde_path_to_error::deserialize(de).map_err(|e| {
-            let field = crate::parse_error::field(e.path());
-            let inner = e.into_inner();
-            let message = match inner.span() {
-                Some(span) => {
-                    let (line, col) = line_col(text, span.start);
-                    // One line (toml's syntax messages span two).
-                    format!(
-                        "{} (line {line}, column {col})",
-                        inner.message().trim_end().replace('\n', "; ")
-                    )
-                }
-                None => inner.message().trim_end().replace('\n', "; "),
-            };
+            let (field, message) = crate::parse_error::toml(e, text);
             SpecError::Parse {
                 path: origin.to_path_buf(),
                 field,
@@ -1671,18 +1659,6 @@ impl JobSpec {
         }
         Ok(())
     }
-}
-
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before
-        .rsplit('\n')
-        .next()
-        .map(|l| l.chars().count())
-        .unwrap_or(0)
-        + 1;
-    (line, col)
 }
 
 /// The longest a spec's text field may be, in bytes, unless
