@@ -109,6 +109,12 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
                 base.base_ref,
                 base.branch
             ),
+            None if found.is_none() => errln!(
+                "paddock: job {job_id}'s patch does not apply in {} (git apply's message \
+                 above): it is not in a git working tree; run `paddock apply` in a checkout of \
+                 the job's repository, or name one with --repo DIR",
+                top.display()
+            ),
             None => errln!(
                 "paddock: job {job_id}'s patch does not apply in {} (git apply's message above)",
                 top.display()

@@ -464,7 +464,8 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
         ));
     }
     // Outside a working tree, in the current directory, where the file
-    // is already: git refuses, and the directory is named.
+    // is already: git refuses, the directory is named, and that it is no
+    // working tree.
     let plain = home.path().join("plain");
     std::fs::create_dir(&plain).unwrap();
     std::fs::write(plain.join("new.txt"), "x\n").unwrap();
@@ -499,7 +500,9 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
                 String::new(),
                 format!(
                     "error: new.txt: already exists in working directory\n\
-                     paddock: job {}'s patch does not apply in {} (git apply's message above)\n",
+                     paddock: job {}'s patch does not apply in {} (git apply's message above): \
+                     it is not in a git working tree; run `paddock apply` in a checkout of the \
+                     job's repository, or name one with --repo DIR\n",
                     job.id,
                     plain.display()
                 )
