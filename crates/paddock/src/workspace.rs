@@ -23,6 +23,7 @@ pub mod keep;
 pub mod lease;
 pub(crate) mod mirror;
 mod mirror_state;
+mod new_objects;
 pub mod overlay;
 mod prior_branch;
 pub mod prune;
@@ -130,6 +131,15 @@ pub enum WorkspaceError {
         path: PathBuf,
         args: String,
         stderr: String,
+    },
+    #[error(
+        "workspace {path}: the result branch's commit {commit} is not kept: the job's new \
+         objects fail git's check of a fetch (`git index-pack --strict`): {fsck}"
+    )]
+    NewObjectsRefused {
+        path: PathBuf,
+        commit: String,
+        fsck: String,
     },
     #[error("workspace {path}: `git {args}` did not finish within {after:?}; it was killed")]
     GitTimeout {
@@ -3624,5 +3634,68 @@ mod tests {
                 )]
             )
         );
+    }
+
+    /// A whole history's bundle is fetched without git's check of a
+    /// fetch (the user's history need not pass it), so the job's new
+    /// objects are checked before it is kept: a job's `.gitmodules`
+    /// whose submodule URL is an option, or whose submodule's name climbs
+    /// out of `.git/modules`, is refused and no bundle is left; the same tree's bundle of only the
+    /// new objects (checked where it is fetched) and a harmless tree's
+    /// whole bundle are kept. Before, both hostile whole bundles were
+    /// kept and fetched into the source unchecked.
+    #[tokio::test]
+    async fn a_whole_bundle_is_refused_when_the_jobs_objects_fail_fsck() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let ws = Workspace::provision(&jobs, "job1", &spec(r, "main"), "paddock/T-1/1")
+            .await
+            .unwrap();
+        let bundle = tmp.path().join("branch.bundle");
+        let gitmodules = ws.work.join(".gitmodules");
+        let mut seen = Vec::new();
+        for (what, hostile) in [
+            ("an option as its url", true),
+            ("a climbing name", true),
+            ("plain", false),
+        ] {
+            let _ = std::fs::remove_file(&gitmodules);
+            match what {
+                "a climbing name" => std::fs::write(
+                    &gitmodules,
+                    "[submodule \"../../modules/x\"]\n\tpath = x\n\turl = ./y\n",
+                )
+                .unwrap(),
+                "plain" => std::fs::write(&gitmodules, "").unwrap(),
+                _ => std::fs::write(
+                    &gitmodules,
+                    "[submodule \"x\"]\n\tpath = x\n\turl = -u./payload\n",
+                )
+                .unwrap(),
+            }
+            let staged = ws.stage_starting(&mut || {}).await.unwrap();
+            let commit = ws.commit_result(&staged.tree, "T-1: x\n").await.unwrap();
+            let _ = std::fs::remove_file(&bundle);
+            let whole = ws.bundle_result(&commit, &bundle, true).await;
+            let refused = matches!(
+                &whole,
+                Err(WorkspaceError::NewObjectsRefused { fsck, .. }) if fsck.contains("gitmodules")
+            );
+            let left = bundle.exists();
+            let _ = std::fs::remove_file(&bundle);
+            let thin = ws.bundle_result(&commit, &bundle, false).await.is_ok();
+            seen.push((what, refused, whole.is_ok(), left, thin));
+            assert_eq!(refused, hostile, "{what}: {whole:?}");
+        }
+        assert_eq!(
+            seen,
+            vec![
+                ("an option as its url", true, false, false, true),
+                ("a climbing name", true, false, false, true),
+                ("plain", false, true, true, true),
+            ]
+        );
+        assert!(!ws.meta.join("new-objects").exists());
     }
 }

@@ -17,7 +17,8 @@
 //! repository; `git fetch` of a bundle verifies it itself), and its new objects
 //! checked (`fetch.fsckObjects`) as they are indexed (a whole-history
 //! bundle is only verified: its history is the user's own, which need not
-//! pass today's `fsck`).
+//! pass today's `fsck`; its job's new objects alone were checked as it
+//! was made, `workspace/new_objects.rs`).
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};

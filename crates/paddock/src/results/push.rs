@@ -265,7 +265,9 @@ pub async fn push_branch(
         }
     }
     // The job's new objects are checked as they are indexed; a whole
-    // history is the user's own, which need not pass today's fsck.
+    // history is the user's own, which need not pass today's fsck (its
+    // job's new objects were checked as it was kept:
+    // `workspace/new_objects.rs`).
     let refspec = format!("{head}:{head}");
     let mut fetch = Vec::new();
     if from.base.is_some() {

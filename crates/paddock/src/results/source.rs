@@ -59,8 +59,9 @@ pub async fn fetch_branch(
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
     // The job's new objects on the base (the bundle's prerequisite) are
     // checked as they are indexed; a whole history is the user's own,
-    // which need not pass today's fsck (their own setting stands). The
-    // fetch verifies the bundle.
+    // which need not pass today's fsck (their own setting stands), and
+    // its job's new objects were checked before it was kept
+    // (`workspace/new_objects.rs`). The fetch verifies the bundle.
     let thin = super::base_objects::prerequisites(bundle)
         .map(|p| !p.is_empty())
         .map_err(|e| WorkspaceError::Read {

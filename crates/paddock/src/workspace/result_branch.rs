@@ -6,7 +6,9 @@
 //! job's new objects only, on the base as the bundle's prerequisite, or
 //! the whole history when nothing on the host keeps the base. Nothing
 //! of the job's own repository (its commits, refs, messages, config) is
-//! read: the host never runs git on what the job wrote.
+//! read: the host never runs git on what the job wrote. A whole history's
+//! bundle is kept only when the job's new objects pass git's check of a
+//! fetch (`new_objects.rs`): no fetch of it checks them.
 
 use std::path::Path;
 
@@ -99,6 +101,11 @@ impl Workspace {
             file,
             started,
             base,
+            checked_on: whole.then(|| NewObjects {
+                git: self.paddock_git(None, false),
+                meta: self.meta.clone(),
+                base: self.base_commit.clone(),
+            }),
             branch: self.branch.clone(),
             root: self.root.clone(),
             guard,
@@ -112,9 +119,19 @@ pub struct StartedBundle {
     file: std::fs::File,
     started: super::host_git::Started,
     base: Option<String>,
+    /// A whole history's: where the job's new objects are checked
+    /// (`new_objects.rs`), which no fetch of it checks.
+    checked_on: Option<NewObjects>,
     branch: String,
     root: std::path::PathBuf,
     guard: RemoveUnlessDone,
+}
+
+/// What [`super::new_objects::check`] needs of the workspace.
+struct NewObjects {
+    git: super::host_git::HostGit,
+    meta: std::path::PathBuf,
+    base: String,
 }
 
 impl StartedBundle {
@@ -133,7 +150,16 @@ impl StartedBundle {
         if let Some(base) = &self.base {
             revs.push_str(&format!("^{base}\n"));
         }
-        let (status, _, stderr) = self.started.finish(revs.as_bytes()).await?;
+        // The job's new objects checked beside the pack's writing.
+        let checked = async {
+            match &self.checked_on {
+                Some(on) => super::new_objects::check(&on.git, &on.meta, commit, &on.base).await,
+                None => Ok(()),
+            }
+        };
+        let (packed, checked) = tokio::join!(self.started.finish(revs.as_bytes()), checked);
+        checked?;
+        let (status, _, stderr) = packed?;
         if !status.success() {
             return Err(WorkspaceError::Git {
                 path: self.root.clone(),
