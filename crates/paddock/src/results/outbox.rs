@@ -3,8 +3,16 @@
 //! value` lines, a blank line, the body) and the closeout as
 //! `closeout.md`, in the job's `outbox/` beside its patch; a reviewer's
 //! answer put there as `review.md` is read back as the review of the
-//! branch for the next attempt.
+//! branch for the next attempt. No link is followed there, either way
+//! (Paddock may run as root, and what it reads becomes the next job's
+//! brief): a `review.md` that is a link, not a regular file (a FIFO would
+//! block the read) or larger than [`MAX_REVIEW_BYTES`] is refused with an
+//! error saying so, and a link in place of `pull-request.md` or
+//! `closeout.md`, or of the outbox itself, is refused, never written
+//! through.
 
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
@@ -22,6 +30,13 @@ pub const PULL_REQUEST: &str = "pull-request.md";
 pub const CLOSEOUT: &str = "closeout.md";
 /// Where a reviewer's answer is read from.
 pub const REVIEW: &str = "review.md";
+/// The most of a reviewer's answer read: it goes into the next job's
+/// brief whole.
+pub const MAX_REVIEW_BYTES: u64 = 1 << 20;
+
+/// The flags every open in the outbox has: no link followed, no wait on
+/// a FIFO.
+const NO_LINK: i32 = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
 
 impl Outbox {
     fn write(&self, name: &str, text: &str) -> Result<PathBuf, ForgeError> {
@@ -30,9 +45,69 @@ impl Outbox {
             move |source| ForgeError::Outbox { path, step, source }
         };
         std::fs::create_dir_all(&self.dir).map_err(err("create the directory"))?;
+        self.not_a_link().map_err(err("open the directory"))?;
         let path = self.dir.join(name);
-        std::fs::write(&path, text).map_err(err("write"))?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(NO_LINK)
+            .mode(0o644)
+            .open(&path)
+            .map_err(err("open (a link is not followed)"))?;
+        let regular = file.metadata().map_err(err("open"))?.is_file();
+        if !regular {
+            return Err(err("open")(std::io::Error::other("not a regular file")));
+        }
+        file.set_len(0).map_err(err("write"))?;
+        std::io::Write::write_all(&mut file, text.as_bytes()).map_err(err("write"))?;
         Ok(path)
+    }
+
+    /// The outbox is a directory, not a link to one.
+    fn not_a_link(&self) -> std::io::Result<()> {
+        match std::fs::symlink_metadata(&self.dir)?.file_type() {
+            t if t.is_dir() => Ok(()),
+            _ => Err(std::io::Error::other(
+                "a link or not a directory; Paddock does not follow it",
+            )),
+        }
+    }
+
+    /// The reviewer's answer (module text); `None` when there is none.
+    fn read_review(&self) -> Result<Option<String>, ForgeError> {
+        let path = self.dir.join(REVIEW);
+        let err = |step| {
+            let path = path.clone();
+            move |source| ForgeError::Outbox { path, step, source }
+        };
+        match std::fs::symlink_metadata(&self.dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            _ => self.not_a_link().map_err(err("open the directory"))?,
+        }
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(NO_LINK)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(err("read (a link is not followed)")(e)),
+        };
+        let meta = file.metadata().map_err(err("read"))?;
+        if !meta.is_file() {
+            return Err(err("read")(std::io::Error::other("not a regular file")));
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_REVIEW_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(err("read"))?;
+        if bytes.len() as u64 > MAX_REVIEW_BYTES {
+            return Err(err("read")(std::io::Error::other(format!(
+                "larger than {MAX_REVIEW_BYTES} bytes, the most of a review Paddock reads"
+            ))));
+        }
+        Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
     }
 }
 
@@ -82,23 +157,16 @@ impl Forge for Outbox {
     }
 
     async fn review_comments(&self, _branch: &str) -> Result<Vec<ReviewComment>, ForgeError> {
-        let path = self.dir.join(REVIEW);
-        match std::fs::read_to_string(&path) {
-            Ok(text) if !text.trim().is_empty() => Ok(vec![ReviewComment {
+        Ok(match self.read_review()? {
+            Some(text) if !text.trim().is_empty() => vec![ReviewComment {
                 author: "reviewer".into(),
                 body: text.trim_end().to_string(),
                 path: None,
                 line: None,
                 state: Some("CHANGES_REQUESTED".into()),
-            }]),
-            Ok(_) => Ok(Vec::new()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(source) => Err(ForgeError::Outbox {
-                path,
-                step: "read",
-                source,
-            }),
-        }
+            }],
+            _ => Vec::new(),
+        })
     }
 }
 
@@ -155,6 +223,111 @@ mod tests {
                     state: Some("CHANGES_REQUESTED".into()),
                 }]
             )
+        );
+    }
+
+    /// Whatever is put in the outbox in place of its files, nothing is
+    /// read or written through it: a `review.md` linked to a file outside
+    /// (as root, Paddock would have put that file into the next job's
+    /// brief), a FIFO (the read would have waited for ever) and one past
+    /// the bound are refused, each error naming the file and why; a link
+    /// in place of `closeout.md` or `pull-request.md` is refused and its
+    /// target left as it was, and an outbox that is a link is neither
+    /// read nor written. A review at the bound is read.
+    #[tokio::test]
+    async fn nothing_in_the_outbox_is_followed_or_read_past_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox {
+            dir: dir.path().join("outbox"),
+        };
+        std::fs::create_dir(&outbox.dir).unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "the host's secret\n").unwrap();
+        let review = outbox.dir.join(REVIEW);
+        let said = |r: Result<Vec<ReviewComment>, ForgeError>| match r {
+            Ok(c) => format!("read {c:?}"),
+            Err(e) => e.to_string(),
+        };
+        let at = review.display().to_string();
+        let mut seen = Vec::new();
+        std::os::unix::fs::symlink(&secret, &review).unwrap();
+        seen.push(said(outbox.review_comments("b").await));
+        std::fs::remove_file(&review).unwrap();
+        nix::unistd::mkfifo(&review, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        seen.push(said(outbox.review_comments("b").await));
+        std::fs::remove_file(&review).unwrap();
+        std::fs::write(&review, vec![b'x'; MAX_REVIEW_BYTES as usize + 1]).unwrap();
+        seen.push(said(outbox.review_comments("b").await));
+        std::fs::write(&review, vec![b'x'; MAX_REVIEW_BYTES as usize]).unwrap();
+        let whole = outbox.review_comments("b").await.unwrap();
+        assert_eq!(
+            whole.iter().map(|c| c.body.len()).collect::<Vec<_>>(),
+            vec![MAX_REVIEW_BYTES as usize]
+        );
+        std::fs::remove_file(&review).unwrap();
+        for name in [CLOSEOUT, PULL_REQUEST] {
+            std::os::unix::fs::symlink(&secret, outbox.dir.join(name)).unwrap();
+        }
+        seen.push(said(
+            outbox.post_closeout(None, "Done.\n").await.map(|_| vec![]),
+        ));
+        let draft = PullRequestDraft {
+            head: "h".into(),
+            base: "main".into(),
+            title: "t".into(),
+            body: "b".into(),
+            draft: true,
+            labels: vec![],
+        };
+        seen.push(said(outbox.propose(&draft, None).await.map(|_| vec![])));
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join(REVIEW), "read from elsewhere\n").unwrap();
+        let linked = Outbox {
+            dir: dir.path().join("linked"),
+        };
+        std::os::unix::fs::symlink(&elsewhere, &linked.dir).unwrap();
+        seen.push(said(linked.review_comments("b").await));
+        seen.push(said(
+            linked.post_closeout(None, "Done.\n").await.map(|_| vec![]),
+        ));
+        let eloop = std::io::Error::from_raw_os_error(nix::libc::ELOOP).to_string();
+        let link_dir = "a link or not a directory; Paddock does not follow it";
+        let out = |n: &str| outbox.dir.join(n).display().to_string();
+        let lin = |n: &str| linked.dir.join(n).display().to_string();
+        assert_eq!(
+            seen,
+            vec![
+                format!("outbox {at}: cannot read (a link is not followed): {eloop}"),
+                format!("outbox {at}: cannot read: not a regular file"),
+                format!(
+                    "outbox {at}: cannot read: larger than {MAX_REVIEW_BYTES} bytes, the most of a \
+                     review Paddock reads"
+                ),
+                format!(
+                    "outbox {}: cannot open (a link is not followed): {eloop}",
+                    out(CLOSEOUT)
+                ),
+                format!(
+                    "outbox {}: cannot open (a link is not followed): {eloop}",
+                    out(PULL_REQUEST)
+                ),
+                format!(
+                    "outbox {}: cannot open the directory: {link_dir}",
+                    lin(REVIEW)
+                ),
+                format!(
+                    "outbox {}: cannot open the directory: {link_dir}",
+                    lin(CLOSEOUT)
+                ),
+            ]
+        );
+        assert_eq!(
+            (
+                std::fs::read_to_string(&secret).unwrap(),
+                std::fs::read_dir(&elsewhere).unwrap().count()
+            ),
+            ("the host's secret\n".to_string(), 1)
         );
     }
 }
