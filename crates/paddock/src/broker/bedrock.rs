@@ -390,12 +390,18 @@ pub fn sign_with(
 
 /// `(model, method)` of an engine's Bedrock request path
 /// `/model/MODEL/invoke-with-response-stream` or `/model/MODEL/invoke`;
-/// the model stays as sent (percent-encoded).
+/// the model stays as sent (percent-encoded). A model that is a dot
+/// segment (`.`, `..`, or either percent-encoded, which [`Bedrock::path`]
+/// decodes and, dots being unreserved, sends plain) is none: the
+/// upstream URL's parse would resolve `/model/../invoke` to `/invoke`, a
+/// path of Bedrock's other than the two the broker forwards to, signed
+/// with the job's provider's key.
 pub fn parse_path(path: &str) -> Option<(String, String)> {
     let rest = path.strip_prefix("/model/")?;
     let (model, method) = rest.split_once('/')?;
+    let dots = matches!(decode_model(model).as_str(), "." | "..");
     match method {
-        "invoke-with-response-stream" | "invoke" if !model.is_empty() => {
+        "invoke-with-response-stream" | "invoke" if !model.is_empty() && !dots => {
             Some((model.to_string(), method.to_string()))
         }
         _ => None,
@@ -476,6 +482,16 @@ mod tests {
             ))
         );
         assert_eq!(parse_path("/model/m/converse"), None);
+        // A dot segment, plain or encoded, would leave `/model/` upstream.
+        let dots: Vec<Option<(String, String)>> = [".", "..", "%2e", "%2E%2e", ".%2E"]
+            .iter()
+            .map(|m| parse_path(&format!("/model/{m}/invoke")))
+            .collect();
+        assert_eq!(dots, vec![None; 5]);
+        assert_eq!(
+            parse_path("/model/...%2e/invoke").map(|(m, _)| Bedrock::path(&m, "invoke")),
+            Some("/model/..../invoke".to_string())
+        );
         assert_eq!(parse_path("/v1/messages"), None);
         assert_eq!(
             decode_model("anthropic.claude-haiku-4-5-20251001-v1%3A0"),
