@@ -5,9 +5,10 @@
 //! answer put there as `review.md` is read back as the review of the
 //! branch for the next attempt. No link is followed there, either way
 //! (Paddock may run as root, and what it reads becomes the next job's
-//! brief): a `review.md` that is a link, not a regular file (a FIFO would
-//! block the read) or larger than [`MAX_REVIEW_BYTES`] is refused with an
-//! error saying so, and a link in place of `pull-request.md` or
+//! brief): a `review.md` that is a link or not a regular file (a FIFO
+//! would block the read) is refused with an error saying so, only its
+//! first [`MAX_REVIEW_BYTES`] are read (the brief keeps far less of a
+//! review: `bounce.rs`), and a link in place of `pull-request.md` or
 //! `closeout.md`, or of the outbox itself, is refused, never written
 //! through.
 
@@ -30,8 +31,9 @@ pub const PULL_REQUEST: &str = "pull-request.md";
 pub const CLOSEOUT: &str = "closeout.md";
 /// Where a reviewer's answer is read from.
 pub const REVIEW: &str = "review.md";
-/// The most of a reviewer's answer read: it goes into the next job's
-/// brief whole.
+/// The most of a reviewer's answer read (the next job's brief keeps
+/// its first 8,000 bytes): a file of any size is not read whole into
+/// memory.
 pub const MAX_REVIEW_BYTES: u64 = 1 << 20;
 
 /// The flags every open in the outbox has: no link followed, no wait on
@@ -99,14 +101,9 @@ impl Outbox {
             return Err(err("read")(std::io::Error::other("not a regular file")));
         }
         let mut bytes = Vec::new();
-        file.take(MAX_REVIEW_BYTES + 1)
+        file.take(MAX_REVIEW_BYTES)
             .read_to_end(&mut bytes)
             .map_err(err("read"))?;
-        if bytes.len() as u64 > MAX_REVIEW_BYTES {
-            return Err(err("read")(std::io::Error::other(format!(
-                "larger than {MAX_REVIEW_BYTES} bytes, the most of a review Paddock reads"
-            ))));
-        }
         Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
     }
 }
@@ -229,11 +226,12 @@ mod tests {
     /// Whatever is put in the outbox in place of its files, nothing is
     /// read or written through it: a `review.md` linked to a file outside
     /// (as root, Paddock would have put that file into the next job's
-    /// brief), a FIFO (the read would have waited for ever) and one past
-    /// the bound are refused, each error naming the file and why; a link
+    /// brief) and a FIFO (the read would have waited for ever) are
+    /// refused, each error naming the file and why, and of one past the
+    /// bound only the bound is read; a link
     /// in place of `closeout.md` or `pull-request.md` is refused and its
     /// target left as it was, and an outbox that is a link is neither
-    /// read nor written. A review at the bound is read.
+    /// read nor written.
     #[tokio::test]
     async fn nothing_in_the_outbox_is_followed_or_read_past_its_bound() {
         let dir = tempfile::tempdir().unwrap();
@@ -256,9 +254,7 @@ mod tests {
         nix::unistd::mkfifo(&review, nix::sys::stat::Mode::S_IRWXU).unwrap();
         seen.push(said(outbox.review_comments("b").await));
         std::fs::remove_file(&review).unwrap();
-        std::fs::write(&review, vec![b'x'; MAX_REVIEW_BYTES as usize + 1]).unwrap();
-        seen.push(said(outbox.review_comments("b").await));
-        std::fs::write(&review, vec![b'x'; MAX_REVIEW_BYTES as usize]).unwrap();
+        std::fs::write(&review, vec![b'x'; MAX_REVIEW_BYTES as usize * 3]).unwrap();
         let whole = outbox.review_comments("b").await.unwrap();
         assert_eq!(
             whole.iter().map(|c| c.body.len()).collect::<Vec<_>>(),
@@ -300,10 +296,6 @@ mod tests {
             vec![
                 format!("outbox {at}: cannot read (a link is not followed): {eloop}"),
                 format!("outbox {at}: cannot read: not a regular file"),
-                format!(
-                    "outbox {at}: cannot read: larger than {MAX_REVIEW_BYTES} bytes, the most of a \
-                     review Paddock reads"
-                ),
                 format!(
                     "outbox {}: cannot open (a link is not followed): {eloop}",
                     out(CLOSEOUT)

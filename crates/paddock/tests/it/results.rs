@@ -1405,7 +1405,8 @@ async fn the_next_attempt_gets_the_review_of_the_last() {
 
 /// A review too long for the engine's input (a 3 MB `review.md`; Codex
 /// refuses a prompt over 1,048,576 characters and the job failed) reaches
-/// the next brief cut to 8,000 bytes, marked.
+/// the next brief cut to 8,000 bytes, marked (of the file, Paddock reads
+/// its first MiB: `outbox::MAX_REVIEW_BYTES`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_huge_review_reaches_the_next_brief_cut() {
     let home = Home::new();
@@ -1437,7 +1438,7 @@ async fn a_huge_review_reaches_the_next_brief_cut() {
         (
             paddock_protocol::JobStatus::Done,
             vec![format!(
-                "+- On attempt 1: reviewer: {}…[truncated by paddock: 3000010 bytes]",
+                "+- On attempt 1: reviewer: {}…[truncated by paddock: 1048586 bytes]",
                 "A".repeat(7990)
             )
             .as_str()]
