@@ -53,6 +53,27 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .layer(axum::middleware::map_response(guarded))
 }
 
+/// Whether a request that no route takes came from a browser navigating
+/// to a page: it accepts HTML and names no API path. It then gets the
+/// dashboard's error page, as a refused dashboard request does; API
+/// clients keep their problem+json.
+pub fn wants_page(headers: &axum::http::HeaderMap, path: &str) -> bool {
+    let api = ["/v1/", "/openapi.json", "/metrics", "/healthz", "/readyz"]
+        .iter()
+        .any(|p| path == p.trim_end_matches('/') || path.starts_with(p));
+    !api && headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("text/html"))
+}
+
+/// `response` as the dashboard answers (`guarded`): an error made a page,
+/// with the CSP and its companions.
+pub async fn as_page(response: Response) -> Response {
+    guarded(response).await
+}
+
 /// Adds the CSP and its companions to every dashboard answer, an error
 /// made a page first (`error_page.rs`).
 async fn guarded(response: Response) -> Response {

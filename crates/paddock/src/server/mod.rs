@@ -168,8 +168,18 @@ async fn exposition(
     }
 }
 
-async fn not_found(uri: axum::http::Uri) -> Problem {
-    Problem::not_found(format!("no route {}", uri.path()))
+/// 404 naming the path; a browser's page request (`dashboard::wants_page`)
+/// gets it as the dashboard's error page.
+async fn not_found(
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let problem = Problem::not_found(format!("no route {}", uri.path())).into_response();
+    if dashboard::wants_page(&headers, uri.path()) {
+        return dashboard::as_page(problem).await;
+    }
+    problem
 }
 
 /// Serves until `deps.shutdown` resolves, then drains: no job is claimed

@@ -241,8 +241,9 @@ async fn error_page(resp: reqwest::Response) -> (u16, String, String, String) {
 }
 
 /// A filter value the form does not offer, a job id no job has, a cursor
-/// no job is and a form without its CSRF token are each a page (HTML, the
-/// CSP, the problem's detail), never a bare problem+json body; and the
+/// no job is, a form without its CSRF token and a browser's request for a
+/// path no route takes are each a page (HTML, the CSP, the problem's
+/// detail), never a bare problem+json body; and the
 /// rung filter is the store's: one sandbox job older than a full page of
 /// process jobs is listed on `?rung=sandbox` (before, the rung was
 /// filtered out of the newest 100 jobs, which left that page empty).
@@ -309,6 +310,38 @@ async fn refusals_are_pages_and_the_rung_filter_fills_its_page() {
         .await
         .unwrap();
     seen.push(error_page(refused).await);
+    // A path no route takes: a page for a browser's navigation (it
+    // accepts HTML), problem+json for an API client and under /v1/.
+    let nowhere = |path: &'static str, accept: &'static str| {
+        browserish()
+            .get(server.url(path))
+            .header("accept", accept)
+            .send()
+    };
+    seen.push(
+        error_page(
+            nowhere("/jobs", "text/html,application/xhtml+xml,*/*;q=0.8")
+                .await
+                .unwrap(),
+        )
+        .await,
+    );
+    let media = |resp: reqwest::Response| {
+        (
+            resp.status().as_u16(),
+            resp.headers()["content-type"].to_str().unwrap().to_owned(),
+        )
+    };
+    assert_eq!(
+        [
+            media(nowhere("/jobs", "*/*").await.unwrap()),
+            media(nowhere("/v1/nope", "text/html").await.unwrap()),
+        ],
+        [
+            (404, "application/problem+json".to_owned()),
+            (404, "application/problem+json".to_owned())
+        ]
+    );
     let page_of =
         |status: u16, detail: &str| (status, html.clone(), CSP.to_owned(), detail.to_owned());
     assert_eq!(
@@ -330,6 +363,7 @@ async fn refusals_are_pages_and_the_rung_filter_fills_its_page() {
                 403,
                 "a form without this session's CSRF token, or from another origin"
             ),
+            page_of(404, "no route /jobs"),
         ]
     );
 }
