@@ -132,10 +132,23 @@ pub fn json_object_text<'a>(body: &'a [u8], what: &str) -> Result<&'a str, Probl
             format!("the request body is not UTF-8: {e}"),
         )
     })?;
-    if !text.trim_start().starts_with('{') {
+    let start = text.trim_start();
+    if start.is_empty() {
         return Err(Problem::runner(
             ErrorCode::BadInput,
-            format!("the request body must be {what}"),
+            format!("the request body is empty; it must be {what}"),
+        ));
+    }
+    if !start.starts_with('{') {
+        // What it begins with, cut and escaped: enough to recognise a
+        // TOML spec, a form or an array sent by mistake.
+        let begins: String = start.chars().take(16).collect();
+        return Err(Problem::runner(
+            ErrorCode::BadInput,
+            format!(
+                "the request body must be {what}, a JSON object `{{…}}`; it begins {}",
+                serde_json::Value::from(begins)
+            ),
         ));
     }
     Ok(text)
@@ -223,11 +236,19 @@ mod tests {
             Ok(" \n{\"a\": 1}")
         );
         assert_eq!(
-            json_object_text(b"[1]", "a JSON thing (docs/x.md)"),
-            Err(Problem::runner(
-                ErrorCode::BadInput,
-                "the request body must be a JSON thing (docs/x.md)".into()
-            ))
+            [
+                json_object_text(b"[1]", "a JSON thing (docs/x.md)"),
+                json_object_text(b" \n", "a JSON thing (docs/x.md)"),
+                json_object_text(b"[ticket]\nid = \"T-1\"\n", "a JSON thing (docs/x.md)"),
+            ],
+            [
+                "the request body must be a JSON thing (docs/x.md), a JSON object `{…}`; it \
+                 begins \"[1]\"",
+                "the request body is empty; it must be a JSON thing (docs/x.md)",
+                "the request body must be a JSON thing (docs/x.md), a JSON object `{…}`; it \
+                 begins \"[ticket]\\nid = \\\"T\"",
+            ]
+            .map(|detail| Err(Problem::runner(ErrorCode::BadInput, detail.into())))
         );
         assert_eq!(
             json_object_text(b"{\"a\": \"\xff\"}", "a JSON thing (docs/x.md)"),
