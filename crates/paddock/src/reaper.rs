@@ -535,7 +535,7 @@ async fn reap_job(
     r.revoked_tokens = pass.revoked;
     r.errors.extend(pass.errors);
     if let (Some(rec), true, false) = (&record, existed, kept) {
-        match save_patch(paths, rec, lease.clone()).await {
+        match save_patch(paths, store, rec, lease.clone()).await {
             Ok(p) => r.patch = p,
             Err(e) => r.errors.push(e),
         }
@@ -860,9 +860,15 @@ fn remove_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Saves the patch of dead job `rec`'s work so far as its `patch.diff`
-/// artifact; None when it never got as far as a checkout.
+/// artifact; None when it never got as far as a checkout. Bounded as a
+/// concluded job's is (`runner/conclude.rs`): a diff longer than the
+/// stored spec's `limits.max_disk_bytes` (or the most Paddock reads of a
+/// patch) is stopped once past it and nothing is written; a job within
+/// its disk can make a far larger patch (a file of empty lines doubles),
+/// which the reaper wrote to the data directory whole, up to a GiB.
 async fn save_patch(
     paths: &Paths,
+    store: &dyn Store,
     rec: &JobRecord,
     lease: Lease,
 ) -> Result<Option<SavedPatch>, String> {
@@ -871,10 +877,19 @@ async fn save_patch(
         Ok(None) => return Ok(None),
         Err(e) => return Err(format!("save the patch of {}: {e}", rec.id)),
     };
-    let patch = ws
-        .patch()
-        .await
-        .map_err(|e| format!("save the patch of {}: {e}", rec.id))?;
+    let failed = |e: crate::workspace::WorkspaceError| format!("save the patch of {}: {e}", rec.id);
+    let max = patch_bound(store, &rec.id).await;
+    let staged = ws.stage().await.map_err(failed)?;
+    let patch = match ws.diff_staged_with(staged, None, max).await {
+        Ok(patch) if patch.diff.len() as u64 <= max => patch,
+        Ok(patch) => {
+            return Err(past_bound(&rec.id, max, patch.diff.len() as u64));
+        }
+        Err(crate::workspace::WorkspaceError::GitOutputPastLimit { .. }) => {
+            return Err(past_bound(&rec.id, max, max + 1));
+        }
+        Err(e) => return Err(failed(e)),
+    };
     let dir = paths.artifacts.join(&rec.id);
     let path = dir.join("patch.diff");
     std::fs::create_dir_all(&dir)
@@ -885,6 +900,36 @@ async fn save_patch(
         changed_files: patch.changed_files,
         bytes: u64::try_from(patch.diff.len()).unwrap_or(u64::MAX),
     }))
+}
+
+/// The most of a dead job's patch saved: its stored spec's
+/// `limits.max_disk_bytes`, at most [`crate::workspace::MAX_PATCH_BYTES`]
+/// (that alone when the spec cannot be read).
+async fn patch_bound(store: &dyn Store, job_id: &str) -> u64 {
+    let limit = match store.job_spec(job_id).await {
+        Ok(Some(text)) => paddock_protocol::JobSpec::from_json(&text, Path::new("the store"))
+            .map(|spec| spec.limits.max_disk_bytes)
+            .ok(),
+        _ => None,
+    };
+    limit.map_or(crate::workspace::MAX_PATCH_BYTES, |l| {
+        l.min(crate::workspace::MAX_PATCH_BYTES)
+    })
+}
+
+/// Why a dead job's patch was not saved: longer than `max` bytes.
+fn past_bound(job_id: &str, max: u64, seen: u64) -> String {
+    let seen = if seen > max {
+        format!("more than {max}")
+    } else {
+        seen.to_string()
+    };
+    format!(
+        "save the patch of {job_id}: its diff is {seen} bytes, past limits.max_disk_bytes or the \
+         {} bytes Paddock reads of a patch, whichever is less ({max} bytes); it was stopped and \
+         no patch is kept",
+        crate::workspace::MAX_PATCH_BYTES
+    )
 }
 
 /// The lease at `path` when nobody holds it (its process is gone), and

@@ -320,6 +320,61 @@ async fn gc_cleans_up_after_a_killed_run_on_the_sandbox_rung() {
     gc_after_kill("sandbox").await;
 }
 
+/// A killed job whose work so far is within its disk but whose patch is
+/// past `limits.max_disk_bytes` (three MiB of empty lines, a six MiB
+/// diff, under a four MiB limit): the reaper saves no patch, says why,
+/// and still removes the workspace and fails the job, as a concluded
+/// job's too large result is not kept. Before, the reaper wrote the
+/// whole diff (up to a GiB, whatever the job's limit) into the data
+/// directory.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_jobs_patch_past_its_disk_limit_is_not_saved() {
+    let home = Home::new();
+    let script = "yes '' | head -c 3145728 > lines.txt\ntouch \"$TMPDIR/started\"\n\
+                  i=0; while [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done";
+    let spec = stand_in_job(&home, "big", script);
+    let limit: u64 = 4 << 20;
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "timeout_secs = 120",
+        &format!("timeout_secs = 120\nmax_disk_bytes = {limit}"),
+    );
+    std::fs::write(&spec, text).unwrap();
+    let mut run = paddock_cmd(&home, &spec).spawn().unwrap();
+    let crashed = started(&home.jobs()).await;
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+
+    let out = home.paddock(&["gc", "--json"], &[]).await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let job = &report["jobs"][0];
+    let artifacts = home.data().join("artifacts").join(&crashed);
+    let saved = artifacts.join("patch.diff").exists();
+    assert_eq!(
+        (
+            &job["patch"],
+            &job["errors"],
+            &job["workspace_removed"],
+            &job["marked_failed"],
+            saved
+        ),
+        (
+            &serde_json::Value::Null,
+            &serde_json::json!([format!(
+                "save the patch of {crashed}: its diff is more than {limit} bytes, past \
+                 limits.max_disk_bytes or the {} bytes Paddock reads of a patch, whichever is \
+                 less ({limit} bytes); it was stopped and no patch is kept",
+                paddock::workspace::MAX_PATCH_BYTES
+            )]),
+            &serde_json::json!(true),
+            &serde_json::json!(true),
+            false
+        ),
+        "{report}"
+    );
+    let rec = home.store().await.job(&crashed).await.unwrap().unwrap();
+    assert_eq!((rec.status, rec.patch_path), (JobStatus::Failed, None));
+}
+
 /// A job whose process died and whose lease file is gone too (a panic's
 /// unwinding deleted it) is found by its `running` record.
 #[tokio::test(flavor = "multi_thread")]
