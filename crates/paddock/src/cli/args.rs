@@ -35,6 +35,10 @@ Environment:
 
 Docs: README.md and docs/cli.md in Paddock's repository.";
 
+/// The heading the options every subcommand takes are listed under, apart
+/// from the subcommand's own.
+const GLOBAL: &str = "Global options";
+
 #[derive(Parser)]
 #[command(
     name = "paddock",
@@ -44,32 +48,32 @@ Docs: README.md and docs/cli.md in Paddock's repository.";
 )]
 pub struct Cli {
     /// Print less: no live progress, only errors and the result.
-    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose", help_heading = GLOBAL)]
     pub quiet: bool,
     /// Print more: -v logs at info, -vv at debug (PADDOCK_LOG overrides).
-    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count, help_heading = GLOBAL)]
     pub verbose: u8,
     /// The log's format on stderr: text, or one JSON object per line
     /// (default: text; for `paddock serve`, the config file's
     /// `[serve] log_format`).
-    #[arg(long, global = true, value_enum, env = "PADDOCK_LOG_FORMAT")]
+    #[arg(long, global = true, value_enum, env = "PADDOCK_LOG_FORMAT", help_heading = GLOBAL)]
     pub log_format: Option<paddock::config::LogFormat>,
     /// When to color output (NO_COLOR set and not empty means never on auto).
-    #[arg(long, global = true, value_enum, default_value_t = super::color::When::Auto)]
+    #[arg(long, global = true, value_enum, default_value_t = super::color::When::Auto, help_heading = GLOBAL)]
     pub color: super::color::When,
     /// The SQLite database, or a `postgres://user@host/database` URL
     /// (default: $XDG_DATA_HOME/paddock/paddock.db).
-    #[arg(long, global = true, env = "PADDOCK_DB")]
+    #[arg(long, global = true, env = "PADDOCK_DB", help_heading = GLOBAL)]
     pub db: Option<PathBuf>,
     /// Where the database and artifacts live (default: $XDG_DATA_HOME/paddock).
-    #[arg(long, global = true, env = "PADDOCK_DATA_DIR")]
+    #[arg(long, global = true, env = "PADDOCK_DATA_DIR", help_heading = GLOBAL)]
     pub data_dir: Option<PathBuf>,
     /// Where job workspaces are created (default: $XDG_STATE_HOME/paddock/jobs).
-    #[arg(long, global = true, env = "PADDOCK_JOBS_DIR")]
+    #[arg(long, global = true, env = "PADDOCK_JOBS_DIR", help_heading = GLOBAL)]
     pub jobs_dir: Option<PathBuf>,
     /// This host's shared state, e.g. the `max_concurrent_jobs` slots
     /// (default: `host/` next to the jobs directory).
-    #[arg(long, global = true, env = "PADDOCK_HOST_DIR")]
+    #[arg(long, global = true, env = "PADDOCK_HOST_DIR", help_heading = GLOBAL)]
     pub host_dir: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Cmd,
@@ -162,6 +166,47 @@ mod tests {
     }
 
     /// `--help` lists every environment variable Paddock's code reads.
+    /// A subcommand's help lists its own options under "Options:" and the
+    /// global ones apart, under "Global options:" (they were interleaved).
+    #[test]
+    fn a_subcommands_help_keeps_its_own_options_apart_from_the_global_ones() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let jobs = cmd.find_subcommand_mut("jobs").unwrap();
+        let help = jobs.render_help().to_string();
+        let longs = |heading: &str| -> Vec<String> {
+            let section = help.split(heading).nth(1).unwrap_or("");
+            let section = section.split("\n\n").next().unwrap_or("");
+            section
+                .lines()
+                .filter_map(|l| l.split("--").nth(1))
+                .filter_map(|l| l.split([' ', ',']).next())
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(
+            (longs("\nOptions:\n"), longs("\nGlobal options:\n")),
+            (
+                ["limit", "json", "status", "engine", "rung", "help"]
+                    .map(String::from)
+                    .to_vec(),
+                [
+                    "quiet",
+                    "verbose...",
+                    "log-format",
+                    "color",
+                    "db",
+                    "data-dir",
+                    "jobs-dir",
+                    "host-dir"
+                ]
+                .map(String::from)
+                .to_vec()
+            ),
+            "{help}"
+        );
+    }
+
     #[test]
     fn help_lists_every_environment_variable() {
         let help = Cli::command().render_long_help().to_string();
