@@ -280,14 +280,31 @@ pub struct PublishInput<'a> {
     /// `done` job fails at publishing saying so (`paddock publish`
     /// finishes it).
     pub cancel: &'a CancellationToken,
+    /// What fired `cancel` when no one cancelled the job ([`StopCause`]);
+    /// `None`: only a cancel fires it.
+    pub stopped_by: Option<&'a StopCause>,
 }
 
-/// Why a cancelled publish failed (after [`PUBLISH_FAILED`]).
-fn cancelled_reason(job_id: &str) -> String {
+/// Why a publish was stopped when it was not cancelled (the host
+/// profile's grace for publishing ran out, `runner/clock.rs`), set before
+/// its cancel is fired: the publish's failure, warnings and closeout name
+/// it, not a cancel nobody asked for. Its text completes "stopped when …".
+pub type StopCause = std::sync::OnceLock<String>;
+
+/// A publish's cancel and what fired it when that was not a cancel
+/// ([`PublishInput::cancel`], [`PublishInput::stopped_by`]).
+pub type Stopping<'a> = (&'a CancellationToken, &'a StopCause);
+
+/// Why a publish that `cancel` stopped failed (after [`PUBLISH_FAILED`]):
+/// what stopped it when that was not a cancel (`stopped_by`).
+fn cancelled_reason(job_id: &str, stopped_by: Option<&StopCause>) -> String {
+    let stopped = match stopped_by.and_then(|c| c.get()) {
+        Some(cause) => format!("it was stopped when {cause},"),
+        None => "it was cancelled (paddock was stopped, or the job cancelled)".to_string(),
+    };
     format!(
-        "it was cancelled (paddock was stopped, or the job cancelled) before the branch was \
-         pushed and proposed; the patch and the branch's bundle are kept, and `paddock publish \
-         {job_id}` finishes it"
+        "{stopped} before the branch was pushed and proposed; the patch and the branch's bundle \
+         are kept, and `paddock publish {job_id}` finishes it"
     )
 }
 
@@ -899,8 +916,12 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         Err(message) if input.record.status != JobStatus::Done => {
             out.warnings.push(match message {
                 None => format!(
-                    "publishing was cancelled before the closeout was posted (it is saved in the \
-                     job's artifacts; `paddock publish {}` posts it)",
+                    "publishing was {} before the closeout was posted (it is saved in the job's \
+                     artifacts; `paddock publish {}` posts it)",
+                    match input.stopped_by.and_then(|c| c.get()) {
+                        Some(cause) => format!("stopped when {cause},"),
+                        None => "cancelled".to_string(),
+                    },
                     input.record.id
                 ),
                 Some(message) => format!(
@@ -913,7 +934,8 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             out.closeout = render(input.record, &links);
         }
         Err(message) => {
-            let message = message.unwrap_or_else(|| cancelled_reason(&input.record.id));
+            let message =
+                message.unwrap_or_else(|| cancelled_reason(&input.record.id, input.stopped_by));
             let mut failed = input.record.clone();
             failed.status = JobStatus::Failed;
             failed.reason = Some(format!("{PUBLISH_FAILED}{message}"));
@@ -948,7 +970,8 @@ fn ended_pull_request(url: &str, how: &str, record: &JobRecord) -> String {
 /// result published.
 /// `source_dirty`: a local source's uncommitted changes, read while the
 /// job ran (`None`: read when publishing); `cancel`: the publish's cancel
-/// ([`PublishInput::cancel`]). `workspace_done` is called once the branch
+/// ([`PublishInput::cancel`]) and what fired it when that was not a
+/// cancel ([`PublishInput::stopped_by`]). `workspace_done` is called once the branch
 /// is kept, before publishing: nothing reads the workspace after it, so
 /// the runner removes it then, beside the publish.
 pub async fn conclude_job(
@@ -961,10 +984,11 @@ pub async fn conclude_job(
     (source_dirty, into_source, cancel, workspace_done): (
         Option<Vec<String>>,
         Option<SourceFetching>,
-        &CancellationToken,
+        Stopping<'_>,
         impl FnOnce(),
     ),
 ) -> Published {
+    let (cancel, stopped_by) = cancel;
     let mut warnings = Vec::new();
     // The ticket's scope, in the job's events as well as its closeout.
     let outside = super::scope::outside(&spec.ticket.touch_only, &patch.changed_files);
@@ -1010,9 +1034,89 @@ pub async fn conclude_job(
         base_held: kept.as_ref().is_some_and(|k| k.whole.is_none()),
         into_source,
         cancel,
+        stopped_by: Some(stopped_by),
     })
     .await;
     warnings.append(&mut published.warnings);
     published.warnings = warnings;
     published
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A publish stopped by its cancel before the forge, for a job that
+    /// was to end `done` and for one already failed: what it says of the
+    /// stop, with no cause (a cancel) and with one (the host profile's
+    /// grace ran out). Before, both said "it was cancelled (paddock was
+    /// stopped, or the job cancelled)", though nobody had cancelled it.
+    #[tokio::test]
+    async fn a_publish_stopped_by_its_grace_names_the_grace_not_a_cancel() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = "isolation = \"process\"\n\
+             [ticket]\nid = \"T-1\"\ntitle = \"t\"\nproject = \"p\"\n\
+             [repository]\nurl = \"https://example.invalid/r.git\"\nbase_ref = \"main\"\n\
+             [engine]\nkind = \"codex\"\nmodel = \"gpt-5.5\"\n\
+             [upstream]\nprovider = \"scripted\"\nscenario = \"s.toml\"\nallow_unpriced = true\n";
+        let spec = JobSpec::from_toml(text, &dir.path().join("job.toml")).unwrap();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let grace = StopCause::new();
+        grace.set("its 10 s grace ran out".to_string()).unwrap();
+        let mut got = Vec::new();
+        for status in [JobStatus::Done, JobStatus::Failed] {
+            for stopped_by in [None, Some(&grace)] {
+                let mut record = crate::store::fixtures::job("job-1", 0);
+                record.status = status;
+                let published = publish(&PublishInput {
+                    spec: &spec,
+                    record: &record,
+                    events: &[],
+                    artifacts: dir.path(),
+                    commit: Some("0123456789abcdef0123456789abcdef01234567"),
+                    left_out: &[],
+                    jobs_root: dir.path(),
+                    source_dirty: None,
+                    earlier_bundles: Vec::new(),
+                    base_held: true,
+                    into_source: None,
+                    cancel: &cancel,
+                    stopped_by,
+                })
+                .await;
+                got.push((published.failure, published.warnings));
+            }
+        }
+        let kept = "before the branch was pushed and proposed; the patch and the branch's bundle \
+                    are kept, and `paddock publish job-1` finishes it";
+        let posts = "before the closeout was posted (it is saved in the job's artifacts; \
+                     `paddock publish job-1` posts it)";
+        assert_eq!(
+            got,
+            [
+                (
+                    Some(format!(
+                        "{PUBLISH_FAILED}it was cancelled (paddock was stopped, or the job \
+                         cancelled) {kept}"
+                    )),
+                    vec![]
+                ),
+                (
+                    Some(format!(
+                        "{PUBLISH_FAILED}it was stopped when its 10 s grace ran out, {kept}"
+                    )),
+                    vec![]
+                ),
+                (None, vec![format!("publishing was cancelled {posts}")]),
+                (
+                    None,
+                    vec![format!(
+                        "publishing was stopped when its 10 s grace ran out, {posts}"
+                    )]
+                ),
+            ]
+        );
+    }
 }

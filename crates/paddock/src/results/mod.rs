@@ -36,7 +36,7 @@ pub mod token_record;
 
 pub use conclude::{
     base_branch, conclude_job, fetch_into_source_soon, keep_branch, patch_and_branch, publish,
-    revoke_leftover_tokens, tokens_left, KeptBranch, KeptOrNot, PublishInput, Published,
+    revoke_leftover_tokens, tokens_left, KeptBranch, KeptOrNot, PublishInput, Published, StopCause,
 };
 pub use forge::{Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
 pub use source::SourceFetching;

@@ -302,6 +302,7 @@ pub async fn republish(
         base_held: false,
         into_source: None,
         cancel,
+        stopped_by: None,
     })
     .await;
     leftovers.append(&mut published.warnings);

@@ -216,6 +216,20 @@ impl PublishingOver {
         }
     }
 
+    /// What stopped the publishing, as its failure and closeout name it
+    /// (`results::StopCause`: "it was stopped when …").
+    pub fn cause(&self) -> String {
+        let Self {
+            id,
+            min,
+            grace_secs,
+        } = self;
+        format!(
+            "its {grace_secs} s grace past the {min} min `timeout_min` of host profile `{id}` ran \
+             out"
+        )
+    }
+
     /// The reason of the failed job, ending with why publishing failed.
     pub fn reason(&self, failure: &str) -> String {
         let Self {

@@ -255,6 +255,8 @@ pub(super) async fn conclude(
                 None => None,
             };
             let cancelled = tokio_util::sync::CancellationToken::new();
+            // What stopped the publish when no one cancelled it.
+            let stopped_by = crate::results::StopCause::new();
             // The workspace, once the branch is kept, removed beside the
             // publish (which reads only the branch's bundle).
             let ws = prov.ws().clone();
@@ -285,7 +287,7 @@ pub(super) async fn conclude(
                     &ending,
                     &*em.store,
                     &prov.artifacts,
-                    (source_dirty, into_source, &cancelled, || {
+                    (source_dirty, into_source, (&cancelled, &stopped_by), || {
                         removal = guard.remove_beside()
                     }),
                 );
@@ -304,6 +306,9 @@ pub(super) async fn conclude(
                     }
                     () = past_cap => {
                         overran = over.as_ref().map(|(_, o)| o.clone());
+                        if let Some(over) = &overran {
+                            let _ = stopped_by.set(over.cause());
+                        }
                         cancelled.cancel();
                         publishing.await
                     }

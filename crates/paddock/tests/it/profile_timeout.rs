@@ -7,6 +7,22 @@ use paddock_protocol::{EventBody, JobStatus};
 use paddock_test_support::prelude::*;
 
 /// The number right after `marker` in `text` (`0` when there is none).
+/// How many processes run `cmdline` with this test's home in their
+/// environment (the slow git's PATH): another test run's beside this one
+/// (other checkouts' on this host) are not this one's.
+fn sleeping_under(home: &std::path::Path, cmdline: &[u8]) -> usize {
+    let home = home.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c == cmdline))
+        .filter(|p| {
+            std::fs::read(p.path().join("environ"))
+                .is_ok_and(|env| env.windows(home.len()).any(|w| w == home))
+        })
+        .count()
+}
+
 fn number_after(text: &str, marker: &str) -> u64 {
     text.split_once(marker)
         .map(|(_, rest)| {
@@ -158,11 +174,7 @@ async fn a_host_profiles_timeout_stops_a_clone_that_hangs() {
             _ => None,
         })
         .collect();
-    let sleeping = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x00607\x00"))
-        .count();
+    let sleeping = sleeping_under(home.path(), b"sleep\x00607\x00");
     assert_eq!(
         (
             rec.status,
@@ -202,8 +214,9 @@ async fn a_host_profiles_timeout_stops_a_clone_that_hangs() {
 /// publishing, then the push is stopped (its process group killed) and
 /// the job fails naming the cap and the grace, its `policy` event saying
 /// so; its result is recorded: the branch's bundle kept for `paddock
-/// publish`, the remote untouched. Before, concluding was under no clock
-/// but each git's 600 s bound.
+/// publish`, the remote untouched, the reason naming the grace (not "it
+/// was cancelled", as it did while nobody had cancelled it). Before,
+/// concluding was under no clock but each git's 600 s bound.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_profiles_timeout_stops_a_push_that_hangs_after_a_grace() {
     let home = Home::new();
@@ -261,11 +274,7 @@ async fn a_host_profiles_timeout_stops_a_push_that_hangs_after_a_grace() {
             _ => None,
         })
         .collect();
-    let sleeping = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c == b"sleep\x00608\x00"))
-        .count();
+    let sleeping = sleeping_under(home.path(), b"sleep\x00608\x00");
     let bundle = home
         .data()
         .join("artifacts")
@@ -285,9 +294,10 @@ async fn a_host_profiles_timeout_stops_a_push_that_hangs_after_a_grace() {
             Some(format!(
                 "publishing was still running when the 1 min `timeout_min` of host profile \
                  `one-minute`, which caps the whole job, and its 10 s grace for publishing ran \
-                 out; it was stopped: publishing the result failed: it was cancelled (paddock \
-                 was stopped, or the job cancelled) before the branch was pushed and proposed; \
-                 the patch and the branch's bundle are kept, and `paddock publish {}` finishes it",
+                 out; it was stopped: publishing the result failed: it was stopped when its 10 \
+                 s grace past the 1 min `timeout_min` of host profile `one-minute` ran out, \
+                 before the branch was pushed and proposed; the patch and the branch's bundle \
+                 are kept, and `paddock publish {}` finishes it",
                 rec.id
             )),
             vec![(
