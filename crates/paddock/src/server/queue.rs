@@ -47,6 +47,9 @@ use crate::workspace::inline_source;
 const POLL: Duration = Duration::from_secs(1);
 /// How long a drain waits for cancelled jobs to conclude.
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
+/// How long a claim waits for its job's lease while another process holds
+/// it (a reaper pass looking at the job, which gives it back at once).
+const LEASE_WAIT: Duration = Duration::from_secs(5);
 /// Why a job cancelled before it ran is `cancelled`.
 pub const CANCELLED_QUEUED: &str = "cancelled while queued";
 
@@ -487,7 +490,11 @@ impl Queue {
     async fn start(self: &Arc<Self>, record: JobRecord, cancelled: oneshot::Receiver<()>) {
         let id = record.id.clone();
         let jobs = &self.runner.config().paths.jobs;
-        let lease = match Lease::take(jobs, &id) {
+        // A reaper pass may hold it for a moment, to look at the job again
+        // (one it listed before this claim, with an old claim and no
+        // lease file: passed over by another server, say): it gives it
+        // back at once, so the claim waits for it rather than failing.
+        let lease = match Lease::take_within(jobs, &id, LEASE_WAIT).await {
             Ok(lease) => lease,
             Err(e) => {
                 locked(&self.pending).remove(&id);

@@ -240,6 +240,33 @@ impl Lease {
         })
     }
 
+    /// [`Lease::take`], waiting up to `within` while the lease file is
+    /// there: a queued job's claimer may meet the lease a reaper pass
+    /// took to look at the job again and gives back at once
+    /// (`reaper::reap_unleased`), which is no reason to fail the claim.
+    /// Looked at again every 20 ms, then at doubling intervals of up to
+    /// 200 ms; the last `AlreadyExists` when it stays.
+    pub async fn take_within(
+        jobs_root: &Path,
+        name: &str,
+        within: std::time::Duration,
+    ) -> std::io::Result<Lease> {
+        let until = tokio::time::Instant::now() + within;
+        let mut pause = std::time::Duration::from_millis(20);
+        loop {
+            match Lease::take(jobs_root, name) {
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AlreadyExists
+                        && tokio::time::Instant::now() + pause <= until =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_millis(200));
+                }
+                taken => return taken,
+            }
+        }
+    }
+
     /// The lease of the ended job `name` for one `paddock publish`, marked
     /// kept from before it appears; `None` while a live process holds it.
     /// An abandoned one (a killed publish's) is taken over as it is.
@@ -317,6 +344,36 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["job-1.lock"]);
+    }
+
+    /// A lease held by another for a moment is waited for and taken once
+    /// given back; one that stays is refused as taken, once the wait is
+    /// over (not before it, not much after).
+    #[tokio::test]
+    async fn a_lease_is_waited_for_while_held_and_refused_past_the_wait() {
+        let jobs = tempfile::tempdir().unwrap();
+        let looking = Lease::take(jobs.path(), "job-1").unwrap();
+        let gives_back = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+            looking.release().unwrap();
+        });
+        let wait = std::time::Duration::from_secs(5);
+        let taken = Lease::take_within(jobs.path(), "job-1", wait).await;
+        gives_back.await.unwrap();
+        let _stays = Lease::take(jobs.path(), "job-2").unwrap();
+        let began = std::time::Instant::now();
+        let wait = std::time::Duration::from_millis(300);
+        let refused = Lease::take_within(jobs.path(), "job-2", wait).await;
+        let took = began.elapsed();
+        assert_eq!(
+            (
+                taken.is_ok(),
+                refused.map(|_| ()).map_err(|e| e.kind()),
+                took >= std::time::Duration::from_millis(100),
+                took < std::time::Duration::from_secs(2),
+            ),
+            (true, Err(std::io::ErrorKind::AlreadyExists), true, true)
+        );
     }
 
     /// A lock file removed while a job waited for it (the pruner holds it

@@ -195,3 +195,52 @@ async fn a_reaper_pass_while_a_claimed_job_is_passed_over_leaves_it_queued() {
     );
     assert_eq!(host.left(), Vec::<String>::new());
 }
+
+/// A claim that meets its job's lease held by another process for a
+/// moment (a reaper pass that listed the job before the claim, with an
+/// old claim and no lease file, takes its lease to look at it again and
+/// gives it back at once, `reaper::reap_unleased`): held here by the test
+/// for 300 ms from before the claim. The claim waits for it and the job
+/// runs; before, the claim failed the job at once ("it could not take
+/// its lease"), a job nobody had anything against.
+#[tokio::test]
+async fn a_claim_waits_for_a_lease_a_reaper_holds_for_a_moment() {
+    let host = Host::new().await;
+    // (No pass of the store's own: the test holds the lease as one would.)
+    let (queue, store) = queue(&host, ReapStep::InsertOwned, host.liveness().ttl);
+    let admitted = queue.runner.admit(&host.spec()).await.unwrap();
+    let id = admitted.id.clone();
+    host.store
+        .enqueue_job(
+            &admitted.record(JobStatus::Queued),
+            admitted.spec_json(),
+            0,
+            None,
+        )
+        .await
+        .unwrap();
+    let looking = Lease::take(&host.paths.jobs, &id).unwrap();
+    let gives_back = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        looking.release().unwrap();
+    });
+    let scheduler = tokio::spawn(Arc::clone(&queue).run());
+    let mut record = None;
+    for _ in 0..600 {
+        let now = host.store.job(&id).await.unwrap().unwrap();
+        if !matches!(now.status, JobStatus::Queued | JobStatus::Running) {
+            record = Some(now);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gives_back.await.unwrap();
+    queue.drain(Duration::from_secs(10)).await;
+    scheduler.await.unwrap();
+    let record = record.unwrap();
+    assert_eq!(
+        (reaped(&store), record.status, record.reason),
+        ((0, Vec::new()), JobStatus::Done, None)
+    );
+    assert_eq!(host.left(), Vec::<String>::new());
+}
