@@ -428,19 +428,33 @@ fn write_new(root: &Path, file: &Path, data: &[u8]) -> Result<(), WorkspaceError
 }
 
 impl Workspace {
-    /// Creates `<jobs_root>/<job_id>` and checks the repository out into it.
-    /// On failure nothing is left behind.
+    /// Creates `<jobs_root>/<job_id>` and checks the repository out into it,
+    /// on a lease of its own (a scratch workspace: no job is recorded).
+    /// On failure nothing is left behind: what it made is removed, then
+    /// the lease file deleted (kept for the reaper only when the removal
+    /// failed).
     pub async fn provision(
         jobs_root: &Path,
         job_id: &str,
         repo: &RepositorySpec,
         branch: &str,
     ) -> Result<Workspace, WorkspaceError> {
+        let root = jobs_root.join(job_id);
         let lease = Lease::take(jobs_root, job_id).map_err(|source| WorkspaceError::Create {
-            path: jobs_root.join(job_id),
+            path: root.clone(),
             source,
         })?;
-        Workspace::provision_leased(jobs_root, job_id, lease, repo, branch, None).await
+        let made =
+            Workspace::provision_leased(jobs_root, job_id, lease.clone(), repo, branch, None).await;
+        if let Err(e) = &made {
+            let theirs = matches!(e, WorkspaceError::Create { path, .. } if *path == root);
+            if theirs || !root.exists() {
+                // Not deleted: the next reaper pass finds it abandoned
+                // and removes it, with nothing left to reap.
+                let _ = lease.release();
+            }
+        }
+        made
     }
 
     /// [`Workspace::provision`] for a job whose lease (`reaper.rs`) the
@@ -483,6 +497,10 @@ impl Workspace {
         prior: Option<&PriorBranch>,
     ) -> Result<Workspace, WorkspaceError> {
         let root = jobs_root.join(job_id);
+        // Held until what a failure made is removed: the caller's may be
+        // the lease's only other holder, which a failure drops on the way
+        // out, and a reaper must not find the lease free meanwhile.
+        let held = lease.clone();
         let result = match layout {
             Layout::Auto | Layout::Overlay => {
                 let forced = layout == Layout::Overlay;
@@ -503,6 +521,7 @@ impl Workspace {
             let _ = overlay::unmount(&root.join("work"));
             let _ = std::fs::remove_dir_all(&root);
         }
+        drop(held);
         result
     }
 
@@ -2052,8 +2071,11 @@ mod tests {
             "{err}"
         );
         assert_eq!(
-            std::fs::read(jobs.join("job1/keep.txt")).unwrap(),
-            b"kept\n"
+            (
+                std::fs::read(jobs.join("job1/keep.txt")).unwrap(),
+                leases_in(&jobs)
+            ),
+            (b"kept\n".to_vec(), Vec::<String>::new())
         );
     }
 
@@ -2756,6 +2778,19 @@ mod tests {
                 ),
             ]
         );
+        // Nor their leases: before, each failure left its lease file,
+        // unlocked, for a reaper pass to find abandoned.
+        assert_eq!(leases_in(&jobs), Vec::<String>::new());
+    }
+
+    /// The names in the leases directory of `jobs`.
+    fn leases_in(jobs: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(jobs.join(lease::LEASES))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     /// The final tree is listed by Paddock, not by git discovering the
