@@ -21,6 +21,10 @@ pub enum SpecError {
     },
     #[error("job spec {path}: unsupported extension (expected .toml or .json)")]
     Extension { path: PathBuf },
+    /// The path named a directory: `specs` lists the spec files in it
+    /// (`job.toml, job-claude.toml`), or says there are none.
+    #[error("job spec {path} is a directory; name a spec file in it ({specs})")]
+    Directory { path: PathBuf, specs: String },
     /// `field` empty: the document itself, or a syntax error.
     #[error("job spec {path}: {}{message}", crate::parse_error::field_prefix(.field))]
     Parse {
@@ -789,6 +793,12 @@ impl JobSpec {
     /// Reads, parses and validates a spec file; relative paths in it are
     /// resolved against the file's directory.
     pub fn load(path: &Path) -> Result<JobSpec, SpecError> {
+        if path.is_dir() {
+            return Err(SpecError::Directory {
+                path: path.to_path_buf(),
+                specs: spec_files_in(path),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
             path: path.to_path_buf(),
             source,
@@ -1659,6 +1669,32 @@ impl JobSpec {
         }
         Ok(())
     }
+}
+
+/// The `.toml` and `.json` files in `dir` by name, sorted, at most five
+/// (then `…`), as a directory given for a spec names them; "it has no
+/// .toml or .json file" when there are none.
+fn spec_files_in(dir: &Path) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".toml") || n.ends_with(".json"))
+        .collect();
+    if names.is_empty() {
+        return "it has no .toml or .json file".to_owned();
+    }
+    names.sort();
+    let more = names.len() > SHOWN;
+    names.truncate(SHOWN);
+    let mut listed = names.join(", ");
+    if more {
+        listed.push_str(", …");
+    }
+    listed
 }
 
 /// The longest a spec's text field may be, in bytes, unless

@@ -839,6 +839,45 @@ async fn a_missing_spec_file_is_reported_once() {
     assert_eq!(err.matches(&cause).count(), 1, "{err}");
 }
 
+/// A directory given for a spec (`paddock run examples/hello`) is bad
+/// input naming the spec files in it, not "Is a directory (os error 21)".
+#[tokio::test]
+async fn a_directory_for_a_spec_names_the_spec_files_in_it() {
+    let home = Home::new();
+    let dir = home.path().join("specs");
+    std::fs::create_dir_all(dir.join("sub.toml")).unwrap();
+    let empty = home.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for name in ["b.json", "a.toml", "notes.md"] {
+        std::fs::write(dir.join(name), "").unwrap();
+    }
+    let mut seen = Vec::new();
+    for d in [&dir, &empty] {
+        let out = home.paddock(&["run", d.to_str().unwrap()], &[]).await;
+        seen.push((out.status.code(), stderr(&out)));
+    }
+    assert_eq!(
+        seen,
+        [
+            (
+                Some(2),
+                format!(
+                    "paddock: job spec {} is a directory; name a spec file in it (a.toml, b.json)\n",
+                    dir.display()
+                )
+            ),
+            (
+                Some(2),
+                format!(
+                    "paddock: job spec {} is a directory; name a spec file in it (it has no \
+                     .toml or .json file)\n",
+                    empty.display()
+                )
+            ),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn run_dash_reads_the_spec_from_stdin() {
     let home = Home::new();
