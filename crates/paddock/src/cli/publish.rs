@@ -47,6 +47,11 @@ pub async fn exec(args: PublishArgs, paths: &Paths) -> Result<u8, Failure> {
     for warning in &published.warnings {
         errln!("paddock: {warning}");
     }
+    if record.changed_files.is_empty() && published.pull_request.is_none() {
+        errln!(
+            "paddock: job {job_id} changed nothing: there is no branch or pull request to publish"
+        );
+    }
     let cancelled = cancel.is_cancelled() && published.failure.is_some();
     if cancelled {
         errln!(

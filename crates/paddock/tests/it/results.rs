@@ -430,6 +430,20 @@ async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not()
             )
         )
     );
+    // Publishing it again says as much too (it printed the summary alone).
+    let published = home.paddock(&["publish", &nothing.id], &[]).await;
+    let (code, stdout, stderr) = outcome(published);
+    assert_eq!(
+        (code, stdout.lines().next().map(str::to_owned), stderr),
+        (
+            Some(0),
+            Some(format!("job {}  done", nothing.id)),
+            format!(
+                "paddock: job {} changed nothing: there is no branch or pull request to publish\n",
+                nothing.id
+            )
+        )
+    );
 }
 
 /// `paddock apply --repo DIR` of a directory that is not there is bad
