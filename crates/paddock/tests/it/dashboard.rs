@@ -290,6 +290,27 @@ async fn refusals_are_pages_and_the_rung_filter_fills_its_page() {
         page("/?cursor=job-001".into()).await,
         (vec!["job-000".to_owned()], None)
     );
+    // An empty list says why: the filters, or the end of the pages.
+    let empty = |path: &'static str| async move {
+        let html = get(server, path, Some(cookie)).await.text().await.unwrap();
+        html.split_once("id=\"no-jobs\">")
+            .and_then(|(_, rest)| rest.split_once("</td>"))
+            .map(|(said, _)| said.to_owned())
+    };
+    assert_eq!(
+        [
+            empty("/?rung=sandbox&status=failed").await,
+            empty("/?rung=process&cursor=job-001").await,
+            empty("/?cursor=job-000").await,
+            empty("/").await,
+        ],
+        [
+            Some("No jobs match these filters.".to_owned()),
+            Some("No older jobs match these filters.".to_owned()),
+            Some("No older jobs.".to_owned()),
+            None,
+        ]
+    );
 
     let html = "text/html; charset=utf-8".to_owned();
     let mut seen = Vec::new();

@@ -268,6 +268,8 @@ pub async fn jobs(
             viewer => viewer_value(&viewer),
             jobs => shown,
             next => next,
+            filtered => status.is_some() || engine.is_some() || rung.is_some(),
+            older => cursor.is_some(),
             filter => context! {
                 status => given(&filter.status), engine => engine, rung => rung,
             },
