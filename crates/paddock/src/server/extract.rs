@@ -163,7 +163,14 @@ async fn problem(response: axum::response::Response) -> Problem {
         Ok(_) if status == 413 => {
             format!("the request body is longer than this server reads ({BODY_LIMIT} bytes, 2 MiB)")
         }
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Ok(bytes) => {
+            let said = String::from_utf8_lossy(&bytes);
+            // axum's own words before serde's say only that it failed.
+            match said.strip_prefix("Failed to deserialize query string: ") {
+                Some(rest) => format!("the query string: {rest}"),
+                None => said.into_owned(),
+            }
+        }
         Err(_) => String::from("the request is malformed"),
     };
     let (code, title) = match status {
@@ -276,7 +283,7 @@ mod tests {
                 400,
                 "bad_request",
                 "the request is malformed",
-                "Failed to deserialize query string: limit: invalid digit found in string".into()
+                "the query string: limit: invalid digit found in string".into()
             )
         );
     }

@@ -2232,7 +2232,7 @@ async fn a_query_parameter_a_route_does_not_take_is_a_bad_request_naming_it() {
             (resp.status().as_u16(), body::<Value>(resp).await)
         }
     };
-    let bad = |detail: &str| bad_request(&format!("Failed to deserialize query string: {detail}"));
+    let bad = |detail: &str| bad_request(&format!("the query string: {detail}"));
     use reqwest::Method;
     assert_eq!(
         [
