@@ -19,7 +19,7 @@ use super::{exit, local_time, open_existing_store, Failure};
 #[derive(clap::Args)]
 pub struct JobsArgs {
     /// Show at most this many jobs.
-    #[arg(long, short = 'n', default_value_t = 50)]
+    #[arg(long, short = 'n', default_value_t = 50, value_parser = limit)]
     pub limit: u32,
     /// Print one job record per line as JSON (JSONL).
     #[arg(long)]
@@ -33,6 +33,16 @@ pub struct JobsArgs {
     /// Only jobs on this isolation rung.
     #[arg(long, value_parser = ["process", "sandbox"])]
     pub rung: Option<String>,
+}
+
+/// A `--limit` value: a number of jobs, at least 1 (0 listed nothing and
+/// said nothing).
+fn limit(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(0) => Err("give at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{s}` is not a number of jobs: {e}")),
+    }
 }
 
 /// A `--status` value: one of the job statuses.

@@ -793,6 +793,7 @@ async fn jobs_filter_by_status_engine_and_rung() {
             listed(&["--status", "broken"]).await,
             listed(&["--rung", "process", "-n", "2"]).await,
             listed(&["--rung", "sandbox"]).await,
+            listed(&["-n", "0"]).await,
         ],
         vec![
             (Some(0), ids(&["0193-c", "0193-b"]), String::new()),
@@ -808,6 +809,13 @@ async fn jobs_filter_by_status_engine_and_rung() {
             ),
             (Some(0), ids(&["0193-d", "0193-b"]), String::new()),
             (Some(0), ids(&["0193-c"]), String::new()),
+            (
+                Some(2),
+                Vec::new(),
+                "error: invalid value '0' for '--limit <LIMIT>': give at least 1\n\n\
+                 For more information, try '--help'.\n"
+                    .to_owned()
+            ),
         ]
     );
 }
