@@ -21,6 +21,16 @@ pub enum Net {
     Broker,
 }
 
+/// A cap's value: a positive number (a cap of 0 killed the command at
+/// once and said it was the cap, exit 123).
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("give at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{s}` is not a number: {e}")),
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct SandboxArgs {
     /// A writable path (repeatable).
@@ -30,19 +40,19 @@ pub struct SandboxArgs {
     #[arg(long, value_name = "PATH")]
     ro: Vec<PathBuf>,
     /// Memory cap in MB (cgroup).
-    #[arg(long, value_name = "MB")]
+    #[arg(long, value_name = "MB", value_parser = at_least_one)]
     memory: Option<u64>,
     /// Process cap (cgroup).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pids: Option<u64>,
     /// CPU cap in percent of one core (cgroup).
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", value_parser = at_least_one)]
     cpu: Option<u64>,
     /// Run without the cgroup caps when this host cannot apply them.
     #[arg(long)]
     allow_without_cgroups: bool,
     /// Wall-clock limit; the whole tree is killed when it passes (exit 124).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = at_least_one)]
     timeout: Option<u64>,
     /// The network the command gets: none at all, or only the broker's socket.
     #[arg(long, value_enum, default_value_t = Net::None)]
@@ -92,27 +102,28 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
     // Resolved once, here: the helper opens these exact paths and follows
     // no link on the way. A path that is itself a link is refused (in a
     // writable directory the job may have planted it).
-    let canon = |p: &PathBuf| -> anyhow::Result<PathBuf> {
+    // Each named by its option (`--rw /nope: No such file…`).
+    let canon = |flag: &str, p: &PathBuf| -> anyhow::Result<PathBuf> {
         let meta = std::fs::symlink_metadata(p)
-            .with_context(|| format!("sandbox path {}", p.display()))?;
+            .with_context(|| format!("sandbox path {flag} {}", p.display()))?;
         if meta.file_type().is_symlink() {
             anyhow::bail!(
-                "sandbox path {} is a symbolic link; pass the path it points to",
+                "sandbox path {flag} {} is a symbolic link; pass the path it points to",
                 p.display()
             );
         }
         p.canonicalize()
-            .with_context(|| format!("sandbox path {}", p.display()))
+            .with_context(|| format!("sandbox path {flag} {}", p.display()))
     };
     let rw = args
         .rw
         .iter()
-        .map(canon)
+        .map(|p| canon("--rw", p))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let ro = args
         .ro
         .iter()
-        .map(canon)
+        .map(|p| canon("--ro", p))
         .collect::<anyhow::Result<Vec<_>>>()?;
     for p in args.rw.iter().chain(&args.ro) {
         no_link_inside(p, &rw)?;

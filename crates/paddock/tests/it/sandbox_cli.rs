@@ -156,10 +156,46 @@ fn fails_closed_when_a_protection_cannot_be_set_up() {
     assert!(text(&accepted.stderr)
         .starts_with("paddock sandbox: running without cgroup caps (accepted): cgroup "));
     assert!(marker.exists());
-    // A path that does not exist is bad input (exit 2), nothing runs.
-    let missing = sandbox(&["--rw", "/no/such/path", "--", "true"], &[]);
-    assert_eq!(missing.status.code(), Some(2));
-    assert!(text(&missing.stderr).contains("sandbox path /no/such/path"));
+    // A path that does not exist is bad input (exit 2) naming its option,
+    // nothing runs; so is a cap of 0 (it killed the command at once and
+    // blamed the cap, exit 123).
+    let mut refused = Vec::new();
+    for args in [
+        &["--rw", "/no/such/path", "--", "true"][..],
+        &["--ro", "/no/such/path", "--", "true"][..],
+        &["--memory", "0", "--", "true"][..],
+        &["--timeout", "0", "--", "true"][..],
+    ] {
+        let out = sandbox(args, &[]);
+        refused.push((out.status.code(), text(&out.stderr)));
+    }
+    let no_path = |flag: &str| {
+        (
+            Some(2),
+            format!(
+                "paddock: sandbox path {flag} /no/such/path: {}\n",
+                std::io::Error::from_raw_os_error(2)
+            ),
+        )
+    };
+    let zero = |flag: &str, name: &str| {
+        (
+            Some(2),
+            format!(
+                "error: invalid value '0' for '--{flag} <{name}>': give at least 1\n\n\
+                 For more information, try '--help'.\n"
+            ),
+        )
+    };
+    assert_eq!(
+        refused,
+        [
+            no_path("--rw"),
+            no_path("--ro"),
+            zero("memory", "MB"),
+            zero("timeout", "SECS")
+        ]
+    );
 }
 
 #[test]
