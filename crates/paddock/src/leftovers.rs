@@ -174,6 +174,42 @@ pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
     killed.len()
 }
 
+/// Kills (SIGKILL) every process of this user whose environment names a
+/// `paddock` owner that is gone (`own_children::OWNER_ENV`: a host git,
+/// or what it started, outliving its killed `paddock`); their pids. The
+/// scan repeats until it finds none: a git's children, orphaned by its
+/// kill, carry the same owner.
+pub fn kill_orphaned_host_gits() -> Vec<u32> {
+    let me = std::process::id();
+    let mut killed = std::collections::BTreeSet::new();
+    for _ in 0..SCAN_ROUNDS {
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            break;
+        };
+        let mut found = false;
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(raw) = i32::try_from(pid) else {
+                continue;
+            };
+            if pid == me || crate::own_children::orphaned_owner(&p.path()).is_none() {
+                continue;
+            }
+            if kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
+                found = true;
+                killed.insert(pid);
+            }
+        }
+        if !found {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    killed.into_iter().collect()
+}
+
 /// The hierarchies under `root` that may hold Paddock's cgroups: `root`
 /// itself (v2) and each of its directories (the v1 controllers).
 fn hierarchies(root: &Path) -> Vec<PathBuf> {
@@ -377,6 +413,68 @@ mod tests {
         assert_eq!(
             (killed, stranger_ended, helper_running),
             (1, Some(nix::sys::signal::Signal::SIGKILL as i32), true)
+        );
+    }
+
+    /// Processes naming a host git's owner (`own_children::OWNER_ENV`):
+    /// those whose owner is gone (a pid no process has; this process's
+    /// pid with another start time, a reused pid) are killed, with the
+    /// child one of them started; one naming this live process is left.
+    /// (Other processes on the host may be killed by the same scan: only
+    /// these are looked at.) Before, nothing killed a host git whose
+    /// `paddock` was killed unless it named a job's directory.
+    #[test]
+    fn host_gits_whose_paddock_is_gone_are_killed_and_no_other() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let owner = crate::own_children::OWNER_ENV;
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id();
+        gone.wait().unwrap();
+        let sleeper = |mark: &str, script: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", script])
+                .env(owner, mark)
+                .spawn()
+                .unwrap()
+        };
+        let mine = crate::own_children::owner_mark().unwrap().to_string();
+        let (pid, started) = mine.split_once('.').unwrap();
+        let reused = format!("{pid}.{}", started.parse::<u64>().unwrap() + 1);
+        let mut orphans = [
+            sleeper(&format!("{gone_pid}.1"), "exec sleep 30"),
+            sleeper(&reused, "exec sleep 30"),
+        ];
+        // A git and what it started: its child outlives it by a moment.
+        let mut parent = sleeper(&format!("{gone_pid}.1"), "sleep 30 & wait");
+        let mut live = sleeper(&mine, "exec sleep 30");
+        std::thread::sleep(Duration::from_millis(200));
+        let grandchild: Vec<u32> = std::fs::read_to_string(format!(
+            "/proc/{}/task/{}/children",
+            parent.id(),
+            parent.id()
+        ))
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+        let killed = kill_orphaned_host_gits();
+        let ours: Vec<u32> = [orphans[0].id(), orphans[1].id(), parent.id()]
+            .into_iter()
+            .chain(grandchild.iter().copied())
+            .filter(|p| !killed.contains(p))
+            .collect();
+        let ended: Vec<Option<i32>> = orphans
+            .iter_mut()
+            .chain([&mut parent])
+            .map(|c| c.wait().unwrap().signal())
+            .collect();
+        let live_running = live.try_wait().unwrap().is_none();
+        live.kill().unwrap();
+        live.wait().unwrap();
+        let nine = Some(nix::sys::signal::Signal::SIGKILL as i32);
+        assert_eq!(
+            (grandchild.len(), ours, ended, live_running),
+            (1, Vec::<u32>::new(), vec![nine; 3], true)
         );
     }
 

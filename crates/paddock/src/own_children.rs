@@ -20,6 +20,15 @@
 //! Registration happens under the same lock as the spawn, and the scan
 //! reads the set under it: a helper whose pid the scan can see is already
 //! registered.
+//!
+//! Paddock's host gits also carry their owner in their environment
+//! ([`OWNER_ENV`]: this process's pid and start time, which their
+//! children inherit), so that a git outliving a `paddock` killed with
+//! `kill -9` (a clone of a URL's mirror or an overlay's snapshot, which
+//! names no job's directory, or a fetch hung on the network: nothing
+//! bounds it once its `paddock` is gone) is found by the next reaper
+//! pass and killed with its process group ([`orphaned_owner`],
+//! `leftovers::kill_orphaned_host_gits`).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -68,6 +77,47 @@ pub fn spawn<T>(
 pub fn is_own(pid: u32, proc_dir: &Path) -> bool {
     let set = own();
     set.contains(&pid) && parent(proc_dir) == Some(std::process::id())
+}
+
+/// The environment variable naming the `paddock` process that started a
+/// host git: `<pid>.<start time>` (clock ticks since boot, `/proc/PID/stat`'s
+/// 22nd field), which no reused pid matches.
+pub const OWNER_ENV: &str = "PADDOCK_HOST_GIT_OWNER";
+
+/// This process as [`OWNER_ENV`] names it; `None` when its start time
+/// cannot be read (then its gits carry no owner).
+pub fn owner_mark() -> Option<&'static str> {
+    static MARK: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    MARK.get_or_init(|| {
+        let started = stat_field(Path::new("/proc/self"), 22)?;
+        Some(format!("{}.{started}", std::process::id()))
+    })
+    .as_deref()
+}
+
+/// The owner process `proc_dir`'s environment names ([`OWNER_ENV`]) when
+/// that owner is gone (no process with its pid, or one started at another
+/// time: the pid reused); `None` for a process with no owner named, a
+/// live one, or a process in another PID namespace than this one (a
+/// container's, whose pids name other processes here).
+pub fn orphaned_owner(proc_dir: &Path) -> Option<String> {
+    let ns = |dir: &Path| std::fs::read_link(dir.join("ns/pid")).ok();
+    if ns(proc_dir)? != ns(Path::new("/proc/self"))? {
+        return None;
+    }
+    let env = std::fs::read(proc_dir.join("environ")).ok()?;
+    let prefix = format!("{OWNER_ENV}=");
+    let mark = env
+        .split(|b| *b == 0)
+        .find_map(|v| v.strip_prefix(prefix.as_bytes()))?;
+    let mark = std::str::from_utf8(mark).ok()?;
+    let (pid, started) = mark.split_once('.')?;
+    let (pid, started) = (pid.parse::<u32>().ok()?, started.parse::<u64>().ok()?);
+    let owner = Path::new("/proc").join(pid.to_string());
+    match stat_field(&owner, 22) {
+        Some(now) if now == started => None,
+        _ => Some(mark.to_string()),
+    }
 }
 
 /// The parent's pid of process `proc_dir`.

@@ -225,6 +225,11 @@ pub struct Report {
     /// removed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stale_leases: Vec<PathBuf>,
+    /// Paddock's host gits (and what they started) whose `paddock` was
+    /// killed before them, killed (`leftovers::kill_orphaned_host_gits`):
+    /// their pids.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub orphaned_gits: Vec<u32>,
     /// What could not be done outside any one job.
     pub errors: Vec<String>,
 }
@@ -357,6 +362,9 @@ pub async fn reap_on(
     .await;
     report.jobs.extend(unleased);
     report.errors.extend(errors);
+    // Host gits a killed `paddock` left (a mirror's fetch, a snapshot's
+    // clone: nothing of a job's directory names them).
+    report.orphaned_gits = leftovers::kill_orphaned_host_gits();
     for dir in cgroup_roots
         .iter()
         .flat_map(|root| leftovers::dead_sandbox_runs(root))
@@ -1449,6 +1457,8 @@ mod tests {
                 sandbox_cgroups: vec![],
                 pruned: vec![],
                 stale_leases: vec![],
+                // Other processes' on this host (none of this test's).
+                orphaned_gits: report.orphaned_gits.clone(),
                 errors: vec![],
             }
         );

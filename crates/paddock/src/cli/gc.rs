@@ -111,6 +111,18 @@ pub fn render(report: &Report) -> Vec<String> {
             lease.display()
         ));
     }
+    if !report.orphaned_gits.is_empty() {
+        out.push(format!(
+            "killed {} git process(es) a killed paddock process had started (pids {})",
+            report.orphaned_gits.len(),
+            report
+                .orphaned_gits
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     for entry in &report.pruned {
         out.push(match entry.reason {
             Reason::Age => format!(
@@ -171,6 +183,7 @@ mod tests {
             ],
             sandbox_cgroups: vec!["/sys/fs/cgroup/memory/paddock/sbx-9-1".into()],
             stale_leases: vec!["/j/.leases/job-3.lock.newAbC123".into()],
+            orphaned_gits: vec![41, 42],
             pruned: vec![
                 paddock::workspace::prune::PrunedEntry::unused("/j/.mirrors/0123abcd.git".into()),
                 paddock::workspace::prune::PrunedEntry {
@@ -189,6 +202,7 @@ mod tests {
                 "job-2: cannot clean up: remove /j/job-2: EBUSY",
                 "removed the cgroup /sys/fs/cgroup/memory/paddock/sbx-9-1 of a `paddock sandbox` run that ended",
                 "removed /j/.leases/job-3.lock.newAbC123, a lease file a killed process left half-placed",
+                "killed 2 git process(es) a killed paddock process had started (pids 41, 42)",
                 "removed /j/.mirrors/0123abcd.git, unused for 14 days",
                 "removed /j/.snapshots/c0ffee-12ab (1.5 MiB), the least recently used while the caches were over their size cap",
                 "cannot clean up: list running jobs: locked",

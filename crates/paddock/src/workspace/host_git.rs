@@ -356,8 +356,9 @@ async fn output_to_within(
 }
 
 /// Starts `cmd` in a process group of its own (killed whole when the
-/// result is dropped before it ended), its stdout to `out` or a pipe,
-/// stderr to a pipe, stdin a pipe when `with_input`.
+/// result is dropped before it ended), its owner in its environment
+/// (`own_children::OWNER_ENV`), its stdout to `out` or a pipe, stderr to
+/// a pipe, stdin a pipe when `with_input`.
 fn spawn_group(
     mut cmd: Command,
     with_input: bool,
@@ -367,6 +368,12 @@ fn spawn_group(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    // Its owner, which what it starts inherits: should this process be
+    // killed first, the next reaper pass kills them
+    // (`own_children::OWNER_ENV`).
+    if let Some(mark) = crate::own_children::owner_mark() {
+        cmd.env(crate::own_children::OWNER_ENV, mark);
+    }
     if with_input {
         cmd.stdin(Stdio::piped());
     }

@@ -212,7 +212,10 @@ async fn gc_after_kill(rung: &str) {
 
     let out = home.paddock(&["gc", "--json"], &[]).await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Host gits other killed `paddock`s on this host left (this job's
+    // patch reads may be among them): not what this test looks at.
+    report.as_object_mut().unwrap().remove("orphaned_gits");
     let artifact = home
         .data()
         .join("artifacts")
@@ -302,6 +305,85 @@ async fn gc_after_kill(rung: &str) {
     assert_eq!(
         (again.status.code(), &report["jobs"]),
         (Some(0), &serde_json::json!([]))
+    );
+}
+
+/// The processes running `cmdline` with `home` in their environment.
+fn running_under(home: &Path, cmdline: &[u8]) -> Vec<u32> {
+    let home = home.as_os_str().as_encoded_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c == cmdline))
+        .filter(|p| {
+            std::fs::read(p.path().join("environ"))
+                .is_ok_and(|env| env.windows(home.len()).any(|w| w == home))
+        })
+        .filter_map(|p| p.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// A `paddock run` killed (SIGKILL) while its source is cloned, the
+/// clone's git naming nothing of the job's directory (a host git on PATH
+/// whose `clone` execs `sleep 614`, as a URL's mirror fetch or a
+/// snapshot's clone names none): `paddock gc` kills that git, found by
+/// the owner in its environment, says so, and fails the job. Before,
+/// nothing ended it: the git outlived its `paddock` and every pass, its
+/// time bound gone with the process that enforced it.
+#[tokio::test(flavor = "multi_thread")]
+async fn gc_kills_a_host_git_its_killed_run_left() {
+    let home = Home::new();
+    let spec = stand_in_job(&home, "cloning", "exit 0");
+    let bin = home.path().join("slow-git");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = which::which("git").unwrap();
+    paddock_test_support::script::write_script(
+        &bin.join("git"),
+        &format!(
+            "#!/bin/sh
+for a in \"$@\"; do\n  [ \"$a\" = clone ] && exec sleep 614\ndone\nexec '{}' \"$@\"\n",
+            real.display()
+        ),
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let mut run = paddock_cmd(&home, &spec);
+    run.env("PATH", &path)
+        .env("PADDOCK_WORKSPACE_LAYOUT", "clone");
+    let mut run = run.spawn().unwrap();
+    let mut cloning = Vec::new();
+    for _ in 0..600 {
+        cloning = running_under(home.path(), b"sleep\x00614\x00");
+        if !cloning.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cloning.len(), 1, "the clone never began");
+    run.kill().await.unwrap();
+    run.wait().await.unwrap();
+    let out = home.paddock(&["gc", "--json"], &[]).await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let killed: Vec<u32> = report["orphaned_gits"]
+        .as_array()
+        .map(|a| a.iter().map(|p| p.as_u64().unwrap() as u32).collect())
+        .unwrap_or_default();
+    let job = home.store().await.jobs(10).await.unwrap().pop().unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            killed.contains(&cloning[0]),
+            running_under(home.path(), b"sleep\x00614\x00"),
+            job.status,
+            home.leftover_workspaces(),
+        ),
+        (
+            Some(0),
+            true,
+            Vec::<u32>::new(),
+            JobStatus::Failed,
+            Vec::<String>::new()
+        ),
+        "{report}"
     );
 }
 
