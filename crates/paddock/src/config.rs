@@ -173,6 +173,14 @@ fn parse_size(text: &str) -> Result<CacheSize, String> {
         })
 }
 
+/// A count that must be at least 1 (`max_concurrent_jobs`).
+fn some_at_least_one<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    match u32::deserialize(d)? {
+        0 => Err(serde::de::Error::custom("must be at least 1")),
+        n => Ok(Some(n)),
+    }
+}
+
 /// The `[serve]` table: what `paddock serve` runs with unless a flag says
 /// otherwise (docs/serve.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -180,7 +188,9 @@ fn parse_size(text: &str) -> Result<CacheSize, String> {
 pub struct ServeFile {
     /// The address to listen on.
     pub listen: Option<std::net::SocketAddr>,
-    /// How many queued jobs run at once.
+    /// How many queued jobs run at once (at least 1: 0 was raised to 1
+    /// without a word).
+    #[serde(default, deserialize_with = "some_at_least_one")]
     pub max_concurrent_jobs: Option<u32>,
     /// How long SIGTERM waits for running jobs before cancelling them.
     pub drain_grace_secs: Option<u64>,
@@ -299,6 +309,17 @@ mod tests {
         let p = dir.path().join("config.toml");
         std::fs::write(&p, text).unwrap();
         (dir, p)
+    }
+
+    /// `max_concurrent_jobs = 0` is refused naming file and line (it was
+    /// raised to 1 without a word).
+    #[test]
+    fn a_serve_concurrency_of_zero_is_refused_with_its_line() {
+        let (_dir, p) = write("[serve]\nlisten = \"127.0.0.1:9000\"\nmax_concurrent_jobs = 0\n");
+        assert_eq!(
+            load(&p).unwrap_err().to_string(),
+            format!("config file {}, line 3: must be at least 1", p.display())
+        );
     }
 
     #[test]

@@ -16,6 +16,15 @@ use paddock::server::{self, ServeConfig};
 
 use super::{exit, open_store, Failure};
 
+/// `--max-concurrent-jobs`: at least 1 (0 was raised to 1 without a word).
+fn at_least_one(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(0) => Err("give at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{s}` is not a number of jobs: {e}")),
+    }
+}
+
 #[derive(clap::Args)]
 pub struct ServeArgs {
     /// The address to listen on (default 127.0.0.1:8012; port 0 picks a
@@ -23,7 +32,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub listen: Option<SocketAddr>,
     /// How many queued jobs run at once (default 2).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one)]
     pub max_concurrent_jobs: Option<u32>,
     /// On SIGTERM, how long running jobs may go on before they are
     /// cancelled, in seconds (default 30).

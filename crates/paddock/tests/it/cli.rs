@@ -886,6 +886,57 @@ async fn a_directory_for_a_spec_names_the_spec_files_in_it() {
     );
 }
 
+/// `paddock serve --max-concurrent-jobs 0` is refused before it serves
+/// (it was raised to 1 without a word); so is the config file's
+/// `max_concurrent_jobs = 0`, naming the file and line.
+#[tokio::test]
+async fn a_serve_concurrency_of_zero_is_refused() {
+    let home = Home::new();
+    let flag = home
+        .paddock(
+            &[
+                "serve",
+                "--max-concurrent-jobs",
+                "0",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            &[],
+        )
+        .await;
+    let config = home.path().join("config");
+    std::fs::create_dir_all(config.join("paddock")).unwrap();
+    let file = config.join("paddock/config.toml");
+    std::fs::write(&file, "[serve]\nmax_concurrent_jobs = 0\n").unwrap();
+    let from_file = home
+        .paddock(
+            &["serve", "--listen", "127.0.0.1:0"],
+            &[("XDG_CONFIG_HOME", config.to_str().unwrap())],
+        )
+        .await;
+    assert_eq!(
+        [
+            (flag.status.code(), stderr(&flag)),
+            (from_file.status.code(), stderr(&from_file))
+        ],
+        [
+            (
+                Some(2),
+                "error: invalid value '0' for '--max-concurrent-jobs <MAX_CONCURRENT_JOBS>': \
+                 give at least 1\n\nFor more information, try '--help'.\n"
+                    .to_owned()
+            ),
+            (
+                Some(2),
+                format!(
+                    "paddock: config file {}, line 2: must be at least 1\n",
+                    file.display()
+                )
+            ),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn run_dash_reads_the_spec_from_stdin() {
     let home = Home::new();
