@@ -74,6 +74,8 @@ async fn run_token(
 ) -> Result<Output, Failure> {
     match cmd {
         TokenCmd::Create { scope, name } => {
+            // `--name ""` is no name.
+            let name = name.filter(|n| !n.trim().is_empty());
             let issued = api_token::issue(scope, name, now);
             store
                 .insert_api_token(&issued.stored)
@@ -136,7 +138,12 @@ fn table(tokens: &[StoredToken], tz: &TimeZone) -> String {
         t.add_row(vec![
             token.id.clone(),
             token.scope.to_string(),
-            token.name.clone().unwrap_or_default(),
+            // Any text given to `--name`: shown safe for a terminal.
+            token
+                .name
+                .as_deref()
+                .map(|n| paddock::terminal_text::line(n).into_owned())
+                .unwrap_or_default(),
             at(token.created_at),
             token.revoked_at.map(at).unwrap_or_default(),
         ]);
@@ -222,6 +229,49 @@ mod tests {
             .into_iter()
             .map(|r| r.into_iter().map(String::from).collect::<Vec<_>>())
             .collect::<Vec<_>>()
+        );
+    }
+
+    /// A name is shown safe for a terminal (`--name` is any text); an
+    /// empty one is no name.
+    #[tokio::test]
+    async fn names_are_listed_escaped_and_an_empty_one_is_none() {
+        let store = SqliteStore::open_in_memory().await.unwrap();
+        let t0 = datetime!(2026-12-01 02:30:00 UTC);
+        let tz = TimeZone::UTC;
+        // A second apart: listed oldest first.
+        for (i, name) in [(0, "a\u{1b}[31mred"), (1, " ")] {
+            let create = TokenCmd::Create {
+                scope: Scope::Read,
+                name: Some(name.into()),
+            };
+            let at = t0 + time::Duration::seconds(i);
+            run_token(create, &store, at, &tz).await.ok().unwrap();
+        }
+        let names: Vec<Option<String>> = store
+            .api_tokens()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        let listed = run_token(TokenCmd::List, &store, t0, &tz)
+            .await
+            .ok()
+            .unwrap()
+            .stdout;
+        let shown: Vec<String> = listed
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().nth(2).unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(
+            (names, shown),
+            (
+                vec![Some("a\u{1b}[31mred".to_owned()), None],
+                vec!["a\\u{1b}[31mred".to_owned(), "2026-12-01".to_owned()]
+            ),
+            "{listed}"
         );
     }
 }
