@@ -19,11 +19,6 @@ pub struct DiffArgs {
     pub job: String,
 }
 
-/// The patch file of `job` (its id resolved), or a bad-input failure.
-pub async fn patch_of(job: &str, paths: &Paths) -> Result<std::path::PathBuf, Failure> {
-    Ok(job_and_patch(job, paths).await?.1)
-}
-
 /// The id `job` resolves to and its patch file, or a bad-input failure.
 pub async fn job_and_patch(
     job: &str,
@@ -72,8 +67,13 @@ pub async fn job_and_patch(
 }
 
 pub async fn exec(args: DiffArgs, paths: &Paths) -> Result<u8, Failure> {
-    let path = patch_of(&args.job, paths).await?;
+    let (job_id, path) = job_and_patch(&args.job, paths).await?;
     let text = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+    if text.is_empty() {
+        // Said on stderr: `paddock diff JOB | git apply` still reads nothing.
+        errln!("paddock: job {job_id} changed nothing: its patch is empty");
+        return Ok(exit::DONE);
+    }
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error, as elsewhere (stdio.rs).
     let _ = if stdout.is_terminal() {

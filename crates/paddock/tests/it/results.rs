@@ -430,6 +430,19 @@ async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not()
             )
         )
     );
+    // So does its diff, on stderr (stdout stays the empty patch).
+    let diff = home.paddock(&["diff", &nothing.id], &[]).await;
+    assert_eq!(
+        outcome(diff),
+        (
+            Some(0),
+            String::new(),
+            format!(
+                "paddock: job {} changed nothing: its patch is empty\n",
+                nothing.id
+            )
+        )
+    );
     // Publishing it again says as much too (it printed the summary alone).
     let published = home.paddock(&["publish", &nothing.id], &[]).await;
     let (code, stdout, stderr) = outcome(published);
