@@ -28,6 +28,8 @@ pub enum InstallError {
     Workspace(#[from] WorkspaceError),
     #[error("context output {dir}: the directory is not empty; give a new or empty one")]
     OutputNotEmpty { dir: PathBuf },
+    #[error("context output {dir}: not a directory; give a new or empty directory")]
+    OutputNotDirectory { dir: PathBuf },
     #[error("context output {dir}: {what}: {source}")]
     Output {
         dir: PathBuf,
@@ -105,6 +107,11 @@ pub fn write_to_dir(ctx: &Assembled, dir: &Path) -> Result<(), InstallError> {
         what,
         source,
     };
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        return Err(InstallError::OutputNotDirectory {
+            dir: dir.to_path_buf(),
+        });
+    }
     if let Ok(mut rd) = std::fs::read_dir(dir) {
         if rd.next().is_some() {
             return Err(InstallError::OutputNotEmpty {

@@ -288,6 +288,33 @@ async fn paddock_context_writes_the_files_and_reports_their_size() {
             out_dir2.display()
         )
     );
+    // So is a file (it said "cannot create it: File exists").
+    let file = home.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = home
+        .paddock(
+            &[
+                "context",
+                spec_path.to_str().unwrap(),
+                "--out",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).trim().to_owned()
+        ),
+        (
+            Some(2),
+            format!(
+                "paddock: context output {}: not a directory; give a new or empty directory",
+                file.display()
+            )
+        )
+    );
 }
 
 fn files_under(dir: &Path) -> Vec<String> {
