@@ -38,6 +38,7 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
     let tz = local_time::system();
     let mut lines = progress::Lines::default();
     let mut after = args.after;
+    let mut seen = false;
     loop {
         // The status first: events written before the job turned final
         // are all read below, so none is missed on the last round.
@@ -47,9 +48,23 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
         for e in &events {
             out.push_str(&render(e, args.json, &tz, &mut lines)?);
             after = e.seq;
+            seen = true;
         }
         out!("{out}");
         if !args.follow || !matches!(status, JobStatus::Queued | JobStatus::Running) {
+            if !seen && args.after > 0 {
+                // An --after past the end printed nothing and said nothing.
+                let last = store
+                    .events(&job_id, 0)
+                    .await
+                    .context("read events")?
+                    .last()
+                    .map_or(0, |e| e.seq);
+                errln!(
+                    "paddock: job {job_id} has no events after seq {} (its last is {last})",
+                    args.after
+                );
+            }
             return Ok(exit::DONE);
         }
         tokio::time::sleep(POLL).await;

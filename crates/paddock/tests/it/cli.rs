@@ -713,6 +713,33 @@ async fn events_follow_tails_until_the_job_ends() {
             text_event(&rec.id, 2, "second")
         ]
     );
+    // --after past the last event says so (it printed nothing, silently);
+    // --after inside prints the rest, and nothing more.
+    let mut said = Vec::new();
+    for after in ["5", "1"] {
+        let out = home
+            .paddock(&["events", &rec.id, "--after", after, "--json"], &[])
+            .await;
+        said.push((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).lines().count(),
+            stderr(&out),
+        ));
+    }
+    assert_eq!(
+        said,
+        [
+            (
+                Some(0),
+                0,
+                format!(
+                    "paddock: job {} has no events after seq 5 (its last is 2)\n",
+                    rec.id
+                )
+            ),
+            (Some(0), 1, String::new()),
+        ]
+    );
 }
 
 #[tokio::test]
