@@ -339,6 +339,12 @@ pub async fn reap_on(
     cgroup_roots: &[PathBuf],
 ) -> Report {
     let mut report = Report::default();
+    // Host gits a killed `paddock` left (a mirror's fetch, a snapshot's
+    // clone: nothing of a job's directory names them): a scan of every
+    // process's environment, on a blocking thread beside the store's
+    // queries below instead of after them on `paddock run`'s start-up
+    // (issue #14), and off the async workers.
+    let orphans = tokio::task::spawn_blocking(leftovers::kill_orphaned_host_gits);
     let leases = paths.jobs.join(LEASES);
     // Dead jobs with a lease file that nobody holds.
     report.jobs = reap_leases(paths, store, liveness, rungs, cgroup_roots).await;
@@ -362,9 +368,12 @@ pub async fn reap_on(
     .await;
     report.jobs.extend(unleased);
     report.errors.extend(errors);
-    // Host gits a killed `paddock` left (a mirror's fetch, a snapshot's
-    // clone: nothing of a job's directory names them).
-    report.orphaned_gits = leftovers::kill_orphaned_host_gits();
+    match orphans.await {
+        Ok(killed) => report.orphaned_gits = killed,
+        Err(e) => report
+            .errors
+            .push(format!("scan for orphaned host gits: {e}")),
+    }
     for dir in cgroup_roots
         .iter()
         .flat_map(|root| leftovers::dead_sandbox_runs(root))
