@@ -126,6 +126,39 @@ fn clock_ticks() -> Option<u64> {
 /// only processes created at or after it are read (the module's text).
 pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
     let wanted = dir.as_os_str().as_bytes();
+    kill_until_none(|pid, path| {
+        // Paddock's own helpers at work in the job's directory (the
+        // patch's early reads) are not the job's.
+        if crate::own_children::is_own(pid, path) {
+            return false;
+        }
+        // Older than the job: not the job's. A start time that cannot be
+        // read (the process is gone, or not this user's) is read in full
+        // as before.
+        if let (Some(since), Some(started)) = (since, Since::of(path)) {
+            if started < since {
+                return false;
+            }
+        }
+        points_into(path, wanted)
+    })
+    .len()
+}
+
+/// Kills (SIGKILL) every process of this user whose environment names a
+/// `paddock` owner that is gone (`own_children::OWNER_ENV`: a host git,
+/// or what it started, outliving its killed `paddock`); their pids. The
+/// scan repeats until it finds none: a git's children, orphaned by its
+/// kill, carry the same owner.
+pub fn kill_orphaned_host_gits() -> Vec<u32> {
+    kill_until_none(|_, path| crate::own_children::orphaned_owner(path).is_some())
+}
+
+/// Kills (SIGKILL) every process but this one that `doomed` (given its
+/// pid and `/proc/<pid>`) picks, scanning `/proc` again until a scan
+/// kills none (at most [`SCAN_ROUNDS`] scans: what the killed ones forked
+/// meanwhile, or left orphaned, goes too); the pids killed, in order.
+fn kill_until_none(doomed: impl Fn(u32, &Path) -> bool) -> Vec<u32> {
     let me = std::process::id();
     let mut killed = std::collections::BTreeSet::new();
     for _ in 0..SCAN_ROUNDS {
@@ -140,24 +173,7 @@ pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
             let Ok(raw) = i32::try_from(pid) else {
                 continue;
             };
-            if pid == me {
-                continue;
-            }
-            let path = p.path();
-            // Paddock's own helpers at work in the job's directory (the
-            // patch's early reads) are not the job's.
-            if crate::own_children::is_own(pid, &path) {
-                continue;
-            }
-            // Older than the job: not the job's. A start time that cannot
-            // be read (the process is gone, or not this user's) is read
-            // in full as before.
-            if let (Some(since), Some(started)) = (since, Since::of(&path)) {
-                if started < since {
-                    continue;
-                }
-            }
-            if !points_into(&path, wanted) {
+            if pid == me || !doomed(pid, &p.path()) {
                 continue;
             }
             if kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
@@ -169,42 +185,6 @@ pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
             break;
         }
         // Give the kernel a moment to tear the killed ones down.
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    killed.len()
-}
-
-/// Kills (SIGKILL) every process of this user whose environment names a
-/// `paddock` owner that is gone (`own_children::OWNER_ENV`: a host git,
-/// or what it started, outliving its killed `paddock`); their pids. The
-/// scan repeats until it finds none: a git's children, orphaned by its
-/// kill, carry the same owner.
-pub fn kill_orphaned_host_gits() -> Vec<u32> {
-    let me = std::process::id();
-    let mut killed = std::collections::BTreeSet::new();
-    for _ in 0..SCAN_ROUNDS {
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            break;
-        };
-        let mut found = false;
-        for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            let Ok(raw) = i32::try_from(pid) else {
-                continue;
-            };
-            if pid == me || crate::own_children::orphaned_owner(&p.path()).is_none() {
-                continue;
-            }
-            if kill(Pid::from_raw(raw), Signal::SIGKILL).is_ok() {
-                found = true;
-                killed.insert(pid);
-            }
-        }
-        if !found {
-            break;
-        }
         std::thread::sleep(Duration::from_millis(20));
     }
     killed.into_iter().collect()
