@@ -45,6 +45,7 @@ use std::sync::Arc;
 use paddock_protocol::RepositorySpec;
 use tokio::process::Command;
 
+pub use commit_object::system_zone;
 use final_tree::{nul_list, FinalTree, Tracked};
 use host_git::HostGit;
 pub use lease::Lease;

@@ -1,13 +1,18 @@
 //! Times as the user reads them: in the system's time zone (`TZ`, else
-//! `/etc/localtime`, else UTC), read through jiff, which is sound in a
-//! multi-threaded process (the `time` crate refuses there).
+//! `/etc/localtime`, else UTC), read as the C library reads it
+//! (`paddock::workspace::system_zone`, the zone a job's commit
+//! dates are in: not jiff's `TimeZone::try_system`, which lists the whole
+//! zone database first to name the zone, half of a `paddock jobs`'s
+//! instructions, for a name no listing shows) and converted through jiff,
+//! which is sound in a multi-threaded process (the `time` crate refuses
+//! there).
 
 use jiff::tz::TimeZone;
 use time::OffsetDateTime;
 
 /// The system's time zone, UTC if it cannot be determined.
 pub fn system() -> TimeZone {
-    TimeZone::try_system().unwrap_or(TimeZone::UTC)
+    paddock::workspace::system_zone().unwrap_or(TimeZone::UTC)
 }
 
 /// `t` in `tz`, formatted with strftime's `fmt` (empty if out of range).

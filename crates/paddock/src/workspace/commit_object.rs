@@ -79,12 +79,19 @@ fn offset_text(offset_secs: i32) -> String {
 /// The local time zone's offset from UTC now, in seconds (UTC when it
 /// cannot be read), as git reads it for a commit's date.
 pub(crate) fn local_offset_secs() -> i32 {
-    let tz = std::env::var_os("TZ");
-    let zoneinfo = std::env::var_os("TZDIR").map_or_else(|| PathBuf::from(ZONEINFO), PathBuf::from);
-    let zone = local_zone(tz.as_deref(), &zoneinfo, Path::new(LOCALTIME));
-    zone.unwrap_or(jiff::tz::TimeZone::UTC)
+    system_zone()
+        .unwrap_or(jiff::tz::TimeZone::UTC)
         .to_offset(jiff::Timestamp::now())
         .seconds()
+}
+
+/// The system's local time zone as the C library reads it ([`local_zone`]
+/// of this process's `TZ` and `TZDIR`); `None` when it cannot be read.
+/// Also what the CLI shows times in (`cli/local_time.rs`).
+pub fn system_zone() -> Option<jiff::tz::TimeZone> {
+    let tz = std::env::var_os("TZ");
+    let zoneinfo = std::env::var_os("TZDIR").map_or_else(|| PathBuf::from(ZONEINFO), PathBuf::from);
+    local_zone(tz.as_deref(), &zoneinfo, Path::new(LOCALTIME))
 }
 
 /// Where the C library finds the system's zone files and its local zone.
