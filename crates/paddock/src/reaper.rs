@@ -66,6 +66,11 @@
 //! finds the job no longer its own at its next renewal and stops it; its
 //! own end cannot overwrite the failed record (a compare-and-set on
 //! `running`), and its later events are appended after the reaper's.
+//! A heartbeat's age is read on the wall clock (another host wrote it),
+//! which may jump or differ between hosts; `paddock serve`'s periodic pass
+//! ([`Sightings`]) also waits the TTL on its own monotonic clock, from
+//! when it first saw that very heartbeat: a wall clock jumped forward past
+//! the TTL (or a host's clock far behind) never has live jobs reclaimed.
 //!
 //! The lease file appears only once it is locked (locked under a temporary
 //! name, then renamed), so the reaper never wins a race against a job that
@@ -354,7 +359,7 @@ pub async fn reap_on(
     report.stale_leases = stale;
     report.errors.extend(errors);
     // Another host's jobs: judged by their heartbeat alone.
-    let (reclaimed, errors) = reclaim_others(store, liveness).await;
+    let (reclaimed, errors) = reclaim_others(store, liveness, None).await;
     report.jobs.extend(reclaimed);
     report.errors.extend(errors);
     // Dead jobs whose lease file is gone altogether.
@@ -631,20 +636,64 @@ fn is_another_hosts(job: &RunningJob, liveness: &Liveness) -> bool {
 /// TTL, reclaimed in the store (module text): the reaper's pass over other
 /// hosts' jobs, which `paddock serve` also runs every heartbeat interval.
 /// What was reclaimed, and what could not be listed.
-pub async fn reclaim_others(store: &dyn Store, liveness: &Liveness) -> (Vec<Reaped>, Vec<String>) {
+/// With `watched` (a server's periodic pass), a heartbeat is also judged
+/// on this process's monotonic clock ([`Sightings`]).
+pub async fn reclaim_others(
+    store: &dyn Store,
+    liveness: &Liveness,
+    mut watched: Option<&mut Sightings>,
+) -> (Vec<Reaped>, Vec<String>) {
     let running = match store.running_jobs().await {
         Ok(running) => running,
         Err(e) => return (Vec::new(), vec![format!("list running jobs: {e}")]),
     };
+    if let Some(w) = watched.as_deref_mut() {
+        w.keep_only(&running);
+    }
     let mut reclaimed = Vec::new();
     for job in running.iter().filter(|j| is_another_hosts(j, liveness)) {
         if let Some((owner, beat)) = &job.owner {
+            if let Some(w) = watched.as_deref_mut() {
+                if w.seen_for(&job.id, *beat, tokio::time::Instant::now()) <= liveness.ttl {
+                    continue;
+                }
+            }
             if let Some(r) = reclaim(store, liveness, job, (owner, *beat)).await {
                 reclaimed.push(r);
             }
         }
     }
     (reclaimed, Vec::new())
+}
+
+/// The other hosts' heartbeats a server has watched: each job's last one
+/// seen, and when (on the monotonic clock) it was first seen unchanged.
+/// A heartbeat is stale to the server only once it has stayed the same
+/// for the TTL on that clock, whatever the wall clock says (module text).
+#[derive(Debug, Default)]
+pub struct Sightings(std::collections::HashMap<String, (OffsetDateTime, tokio::time::Instant)>);
+
+impl Sightings {
+    /// How long heartbeat `beat` of job `id` has been seen unchanged, as
+    /// of `now` (zero the first time it is seen).
+    pub fn seen_for(
+        &mut self,
+        id: &str,
+        beat: OffsetDateTime,
+        now: tokio::time::Instant,
+    ) -> std::time::Duration {
+        let entry = self.0.entry(id.to_owned()).or_insert((beat, now));
+        if entry.0 != beat {
+            *entry = (beat, now);
+        }
+        now.saturating_duration_since(entry.1)
+    }
+
+    /// Forgets the jobs no longer running.
+    fn keep_only(&mut self, running: &[RunningJob]) {
+        let ids: std::collections::HashSet<&str> = running.iter().map(|j| j.id.as_str()).collect();
+        self.0.retain(|id, _| ids.contains(id.as_str()));
+    }
 }
 
 /// Reclaims another host's running job `id` when its heartbeat `beat`
@@ -1893,5 +1942,63 @@ mod tests {
                 false
             )
         );
+    }
+
+    /// A server's periodic pass whose wall clock jumped two hours ahead
+    /// (or another host's clock two hours behind: the same stored beat)
+    /// leaves another host's job alone until that very heartbeat stayed
+    /// unchanged for the TTL on its monotonic clock; a beat renewed
+    /// meanwhile starts the wait again. Before, the first pass reclaimed
+    /// the live job as dead.
+    #[tokio::test]
+    async fn a_wall_clock_jump_does_not_reclaim_another_hosts_live_job() {
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        let there = Owner {
+            host: "1".repeat(32),
+            name: "there".into(),
+        };
+        // Whole seconds: the store keeps what it is given.
+        let beat = (OffsetDateTime::now_utc() - time::Duration::hours(2))
+            .replace_nanosecond(0)
+            .unwrap();
+        store
+            .insert_owned_job(&fixtures::job("job-1", 0), "{}", &there, beat)
+            .await
+            .unwrap();
+        let status = |store: crate::store::SqliteStore| async move {
+            store.job("job-1").await.unwrap().unwrap().status
+        };
+        let liveness = here();
+        let mut watched = Sightings::default();
+        let (reclaimed, errors) = reclaim_others(&store, &liveness, Some(&mut watched)).await;
+        assert_eq!((reclaimed, errors), (Vec::new(), Vec::<String>::new()));
+        assert_eq!(status(store.clone()).await, JobStatus::Running);
+
+        // Renewed (to a time still two hours behind): watched anew.
+        let renewed = beat + time::Duration::seconds(10);
+        assert!(store
+            .heartbeat("job-1", &there.host, renewed)
+            .await
+            .unwrap());
+        let long_ago = tokio::time::Instant::now()
+            .checked_sub(liveness.ttl + std::time::Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(
+            watched.seen_for("job-1", beat, long_ago),
+            std::time::Duration::ZERO
+        );
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&mut watched)).await;
+        assert_eq!(reclaimed, Vec::new());
+        assert_eq!(status(store.clone()).await, JobStatus::Running);
+
+        // That beat, unchanged for longer than the TTL: reclaimed.
+        let mut watched = Sightings::default();
+        watched.seen_for("job-1", renewed, long_ago);
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&mut watched)).await;
+        assert_eq!(
+            reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
+            vec!["job-1".to_string()]
+        );
+        assert_eq!(status(store.clone()).await, JobStatus::Failed);
     }
 }

@@ -782,6 +782,8 @@ impl Queue {
     /// server died, or another process ended the job).
     pub async fn reclaim(self: Arc<Self>) {
         let liveness = self.runner.config().liveness.clone();
+        // Other hosts' heartbeats, aged on this process's monotonic clock.
+        let mut sightings = crate::reaper::Sightings::default();
         while !self.is_draining() {
             // Final records owed whose server died, or whose job another
             // process ended (a `paddock gc`, the start-up pass).
@@ -795,7 +797,7 @@ impl Queue {
             // Not every claim: one read per job passed over.
             self.prune_refused().await;
             let (mut reclaimed, errors) =
-                crate::reaper::reclaim_others(&*self.store, &liveness).await;
+                crate::reaper::reclaim_others(&*self.store, &liveness, Some(&mut sightings)).await;
             for e in errors {
                 tracing::warn!("serve: reclaim: {e}");
             }
