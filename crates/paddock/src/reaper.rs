@@ -344,12 +344,6 @@ pub async fn reap_on(
     cgroup_roots: &[PathBuf],
 ) -> Report {
     let mut report = Report::default();
-    // Host gits a killed `paddock` left (a mirror's fetch, a snapshot's
-    // clone: nothing of a job's directory names them): a scan of every
-    // process's environment, on a blocking thread beside the store's
-    // queries below instead of after them on `paddock run`'s start-up
-    // (issue #14), and off the async workers.
-    let orphans = tokio::task::spawn_blocking(leftovers::kill_orphaned_host_gits);
     let leases = paths.jobs.join(LEASES);
     // Dead jobs with a lease file that nobody holds.
     report.jobs = reap_leases(paths, store, liveness, rungs, cgroup_roots).await;
@@ -373,7 +367,12 @@ pub async fn reap_on(
     .await;
     report.jobs.extend(unleased);
     report.errors.extend(errors);
-    match orphans.await {
+    // Host gits a killed `paddock` left (a mirror's fetch, a snapshot's
+    // clone: nothing of a job's directory names them): a scan of every
+    // process's environment, on a blocking thread (not on an async
+    // worker), after the dead jobs' own passes, which kill what names
+    // their directories and count it as theirs.
+    match tokio::task::spawn_blocking(leftovers::kill_orphaned_host_gits).await {
         Ok(killed) => report.orphaned_gits = killed,
         Err(e) => report
             .errors
