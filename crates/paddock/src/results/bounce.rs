@@ -17,7 +17,7 @@ use std::path::Path;
 
 use paddock_protocol::{JobSpec, JobStatus, PriorAttempt};
 
-use super::conclude::{open_forge, CLOSEOUT};
+use super::conclude::open_forge;
 use super::forge::{Forge as _, ReviewComment};
 use crate::session::repository::repository;
 use crate::store::{Store, StoreError};
@@ -230,7 +230,13 @@ pub async fn attempts_after(
         None => (None, None),
     };
     let bounce = bounce_text(&comments);
-    let summary = std::fs::read_to_string(artifacts.join(CLOSEOUT))
+    // The closeout as the job's record keeps it (the same text as its
+    // artifacts' `closeout.md`, a file anyone who can write that directory
+    // could have made a link to another file, or a FIFO).
+    let summary = store
+        .closeout(job_id)
+        .await
+        .map_err(store_err)?
         .map(|t| crate::output::keep_end(&t, SUMMARY_MAX))
         .unwrap_or_default();
     let mut attempts = spec.ticket.prior_attempts;

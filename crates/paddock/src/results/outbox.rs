@@ -36,9 +36,7 @@ pub const REVIEW: &str = "review.md";
 /// memory.
 pub const MAX_REVIEW_BYTES: u64 = 1 << 20;
 
-/// The flags every open in the outbox has: no link followed, no wait on
-/// a FIFO.
-const NO_LINK: i32 = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
+use super::own_file::NO_LINK;
 
 impl Outbox {
     fn write(&self, name: &str, text: &str) -> Result<PathBuf, ForgeError> {
@@ -49,19 +47,8 @@ impl Outbox {
         std::fs::create_dir_all(&self.dir).map_err(err("create the directory"))?;
         self.not_a_link().map_err(err("open the directory"))?;
         let path = self.dir.join(name);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(NO_LINK)
-            .mode(0o644)
-            .open(&path)
-            .map_err(err("open (a link is not followed)"))?;
-        let regular = file.metadata().map_err(err("open"))?.is_file();
-        if !regular {
-            return Err(err("open")(std::io::Error::other("not a regular file")));
-        }
-        file.set_len(0).map_err(err("write"))?;
+        let mut file =
+            super::own_file::open_to_write(&path).map_err(err("open (a link is not followed)"))?;
         std::io::Write::write_all(&mut file, text.as_bytes()).map_err(err("write"))?;
         Ok(path)
     }
