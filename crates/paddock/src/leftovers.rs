@@ -149,9 +149,10 @@ pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
 /// `paddock` owner that is gone (`own_children::OWNER_ENV`: a host git,
 /// or what it started, outliving its killed `paddock`); their pids. The
 /// scan repeats until it finds none: a git's children, orphaned by its
-/// kill, carry the same owner.
-pub fn kill_orphaned_host_gits() -> Vec<u32> {
-    kill_until_none(|_, path| crate::own_children::orphaned_owner(path).is_some())
+/// kill, carry the same owner. Only those of the jobs directory `jobs`
+/// (or of none named) are killed (`own_children::JOBS_ENV`).
+pub fn kill_orphaned_host_gits(jobs: &Path) -> Vec<u32> {
+    kill_until_none(|_, path| crate::own_children::orphaned_owner(path, jobs).is_some())
 }
 
 /// Kills (SIGKILL) every process but this one that `doomed` (given its
@@ -399,10 +400,11 @@ mod tests {
     /// Processes naming a host git's owner (`own_children::OWNER_ENV`):
     /// those whose owner is gone (a pid no process has; this process's
     /// pid with another start time, a reused pid) are killed, with the
-    /// child one of them started; one naming this live process is left.
-    /// (Other processes on the host may be killed by the same scan: only
-    /// these are looked at.) Before, nothing killed a host git whose
-    /// `paddock` was killed unless it named a job's directory.
+    /// child one of them started; one naming this live process is left,
+    /// and so is an orphan of another jobs directory. (Other processes on
+    /// the host may be killed by the same scan: only these are looked at.)
+    /// Before, nothing killed a host git whose `paddock` was killed unless
+    /// it named a job's directory, and a pass killed every home's.
     #[test]
     fn host_gits_whose_paddock_is_gone_are_killed_and_no_other() {
         use std::os::unix::process::ExitStatusExt as _;
@@ -410,20 +412,28 @@ mod tests {
         let mut gone = std::process::Command::new("true").spawn().unwrap();
         let gone_pid = gone.id();
         gone.wait().unwrap();
-        let sleeper = |mark: &str, script: &str| {
-            std::process::Command::new("sh")
-                .args(["-c", script])
-                .env(owner, mark)
-                .spawn()
-                .unwrap()
+        let jobs = Path::new("/srv/paddock/jobs");
+        let scoped = |mark: &str, jobs: Option<&Path>, script: &str| {
+            let mut cmd = std::process::Command::new("sh");
+            cmd.args(["-c", script]).env(owner, mark);
+            if let Some(jobs) = jobs {
+                cmd.env(crate::own_children::JOBS_ENV, jobs);
+            }
+            cmd.spawn().unwrap()
         };
+        let sleeper = |mark: &str, script: &str| scoped(mark, None, script);
         let mine = crate::own_children::owner_mark().unwrap().to_string();
         let (pid, started) = mine.split_once('.').unwrap();
         let reused = format!("{pid}.{}", started.parse::<u64>().unwrap() + 1);
         let mut orphans = [
             sleeper(&format!("{gone_pid}.1"), "exec sleep 30"),
-            sleeper(&reused, "exec sleep 30"),
+            scoped(&reused, Some(jobs), "exec sleep 30"),
         ];
+        let mut elsewhere = scoped(
+            &format!("{gone_pid}.1"),
+            Some(Path::new("/srv/other/jobs")),
+            "exec sleep 30",
+        );
         // A git and what it started: its child outlives it by a moment.
         let mut parent = sleeper(&format!("{gone_pid}.1"), "sleep 30 & wait");
         let mut live = sleeper(&mine, "exec sleep 30");
@@ -437,7 +447,7 @@ mod tests {
         .split_whitespace()
         .map(|p| p.parse().unwrap())
         .collect();
-        let killed = kill_orphaned_host_gits();
+        let killed = kill_orphaned_host_gits(jobs);
         let ours: Vec<u32> = [orphans[0].id(), orphans[1].id(), parent.id()]
             .into_iter()
             .chain(grandchild.iter().copied())
@@ -448,13 +458,15 @@ mod tests {
             .chain([&mut parent])
             .map(|c| c.wait().unwrap().signal())
             .collect();
-        let live_running = live.try_wait().unwrap().is_none();
-        live.kill().unwrap();
-        live.wait().unwrap();
+        let left_running = [&mut live, &mut elsewhere].map(|c| c.try_wait().unwrap().is_none());
+        for c in [&mut live, &mut elsewhere] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
         let nine = Some(nix::sys::signal::Signal::SIGKILL as i32);
         assert_eq!(
-            (grandchild.len(), ours, ended, live_running),
-            (1, Vec::<u32>::new(), vec![nine; 3], true)
+            (grandchild.len(), ours, ended, left_running),
+            (1, Vec::<u32>::new(), vec![nine; 3], [true, true])
         );
     }
 

@@ -28,7 +28,11 @@
 //! names no job's directory, or a fetch hung on the network: nothing
 //! bounds it once its `paddock` is gone) is found by the next reaper
 //! pass and killed with its process group ([`orphaned_owner`],
-//! `leftovers::kill_orphaned_host_gits`).
+//! `leftovers::kill_orphaned_host_gits`). Once the binary has named its
+//! jobs directory ([`set_jobs_dir`]), they carry that too ([`JOBS_ENV`]),
+//! and a pass kills only the orphans of its own jobs directory (or of
+//! none named): another Paddock home's reaper on the same host leaves
+//! them to that home's own pass, which reports them as its own.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -84,6 +88,26 @@ pub fn is_own(pid: u32, proc_dir: &Path) -> bool {
 /// 22nd field), which no reused pid matches.
 pub const OWNER_ENV: &str = "PADDOCK_HOST_GIT_OWNER";
 
+/// The environment variable naming the jobs directory of the `paddock`
+/// that started a host git ([`set_jobs_dir`]), as that process named it.
+pub const JOBS_ENV: &str = "PADDOCK_HOST_GIT_JOBS";
+
+/// The jobs directory this process's host gits name ([`JOBS_ENV`]).
+static JOBS_DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Names this process's jobs directory in the environment of every host
+/// git it starts from now on ([`JOBS_ENV`]); the binary calls it once, as
+/// soon as its paths are resolved. A later call with another directory
+/// changes nothing (one process serves one home).
+pub fn set_jobs_dir(jobs: &Path) {
+    let _ = JOBS_DIR.set(jobs.to_path_buf());
+}
+
+/// The jobs directory [`set_jobs_dir`] named, if any.
+pub fn jobs_dir() -> Option<&'static Path> {
+    JOBS_DIR.get().map(std::path::PathBuf::as_path)
+}
+
 /// This process as [`OWNER_ENV`] names it; `None` when its start time
 /// cannot be read (then its gits carry no owner).
 pub fn owner_mark() -> Option<&'static str> {
@@ -97,20 +121,27 @@ pub fn owner_mark() -> Option<&'static str> {
 
 /// The owner process `proc_dir`'s environment names ([`OWNER_ENV`]) when
 /// that owner is gone (no process with its pid, or one started at another
-/// time: the pid reused); `None` for a process with no owner named, a
-/// live one, or a process in another PID namespace than this one (a
-/// container's, whose pids name other processes here).
-pub fn orphaned_owner(proc_dir: &Path) -> Option<String> {
+/// time: the pid reused) and the process belongs to the jobs directory
+/// `jobs` (its [`JOBS_ENV`] names `jobs`, or it names none); `None` for a
+/// process with no owner named, a live one, another jobs directory's, or
+/// a process in another PID namespace than this one (a container's, whose
+/// pids name other processes here).
+pub fn orphaned_owner(proc_dir: &Path, jobs: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt as _;
     let ns = |dir: &Path| std::fs::read_link(dir.join("ns/pid")).ok();
     if ns(proc_dir)? != ns(Path::new("/proc/self"))? {
         return None;
     }
     let env = std::fs::read(proc_dir.join("environ")).ok()?;
-    let prefix = format!("{OWNER_ENV}=");
-    let mark = env
-        .split(|b| *b == 0)
-        .find_map(|v| v.strip_prefix(prefix.as_bytes()))?;
-    let mark = std::str::from_utf8(mark).ok()?;
+    let var = |name: &str| {
+        let prefix = format!("{name}=");
+        env.split(|b| *b == 0)
+            .find_map(|v| v.strip_prefix(prefix.as_bytes()))
+    };
+    if var(JOBS_ENV).is_some_and(|named| named != jobs.as_os_str().as_bytes()) {
+        return None;
+    }
+    let mark = std::str::from_utf8(var(OWNER_ENV)?).ok()?;
     let (pid, started) = mark.split_once('.')?;
     let (pid, started) = (pid.parse::<u32>().ok()?, started.parse::<u64>().ok()?);
     let owner = Path::new("/proc").join(pid.to_string());

@@ -368,11 +368,13 @@ pub async fn reap_on(
     report.jobs.extend(unleased);
     report.errors.extend(errors);
     // Host gits a killed `paddock` left (a mirror's fetch, a snapshot's
-    // clone: nothing of a job's directory names them): a scan of every
+    // clone: nothing of a job's directory names them) with this jobs
+    // directory (another home's are left to its own pass): a scan of every
     // process's environment, on a blocking thread (not on an async
     // worker), after the dead jobs' own passes, which kill what names
     // their directories and count it as theirs.
-    match tokio::task::spawn_blocking(leftovers::kill_orphaned_host_gits).await {
+    let jobs = paths.jobs.clone();
+    match tokio::task::spawn_blocking(move || leftovers::kill_orphaned_host_gits(&jobs)).await {
         Ok(killed) => report.orphaned_gits = killed,
         Err(e) => report
             .errors

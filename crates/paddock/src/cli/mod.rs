@@ -179,12 +179,15 @@ fn withdraw_keys(args: &run::RunArgs) -> std::io::Result<()> {
 async fn dispatch(cli: Cli) -> Result<u8, Failure> {
     use clap::CommandFactory as _;
     let paths = || {
-        Paths::resolve(cli.db.clone(), cli.data_dir.clone(), cli.jobs_dir.clone()).map_err(|e| {
-            match e {
+        let paths = Paths::resolve(cli.db.clone(), cli.data_dir.clone(), cli.jobs_dir.clone())
+            .map_err(|e| match e {
                 paddock::paths::PathsError::StoreUrl { .. } => Failure::BadInput(e.into()),
                 e => Failure::Internal(e.into()),
-            }
-        })
+            })?;
+        // The host gits this process starts name its jobs directory, so
+        // that only this home's reaper passes kill them once orphaned.
+        paddock::own_children::set_jobs_dir(&paths.jobs);
+        Ok::<_, Failure>(paths)
     };
     match cli.command {
         Cmd::Completions(args) => completions::completions(args, Cli::command()),

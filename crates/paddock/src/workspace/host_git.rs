@@ -374,6 +374,9 @@ fn spawn_group(
     if let Some(mark) = crate::own_children::owner_mark() {
         cmd.env(crate::own_children::OWNER_ENV, mark);
     }
+    if let Some(jobs) = crate::own_children::jobs_dir() {
+        cmd.env(crate::own_children::JOBS_ENV, jobs);
+    }
     if with_input {
         cmd.stdin(Stdio::piped());
     }

@@ -329,7 +329,9 @@ fn running_under(home: &Path, cmdline: &[u8]) -> Vec<u32> {
 /// snapshot's clone names none): `paddock gc` kills that git, found by
 /// the owner in its environment, says so, and fails the job. Before,
 /// nothing ended it: the git outlived its `paddock` and every pass, its
-/// time bound gone with the process that enforced it.
+/// time bound gone with the process that enforced it. Another home's
+/// `paddock gc` on the same host leaves it to this home's pass (before,
+/// any home's pass killed it, and this home's report missed it).
 #[tokio::test(flavor = "multi_thread")]
 async fn gc_kills_a_host_git_its_killed_run_left() {
     let home = Home::new();
@@ -361,6 +363,19 @@ for a in \"$@\"; do\n  [ \"$a\" = clone ] && exec sleep 614\ndone\nexec '{}' \"$
     assert_eq!(cloning.len(), 1, "the clone never began");
     run.kill().await.unwrap();
     run.wait().await.unwrap();
+    let other = Home::new();
+    let elsewhere = other.paddock(&["gc", "--json"], &[]).await;
+    let elsewhere: serde_json::Value = serde_json::from_slice(&elsewhere.stdout).unwrap();
+    assert_eq!(
+        (
+            elsewhere["orphaned_gits"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|p| p.as_u64() == Some(u64::from(cloning[0])))),
+            running_under(home.path(), b"sleep\x00614\x00"),
+        ),
+        (false, cloning.clone()),
+        "{elsewhere}"
+    );
     let out = home.paddock(&["gc", "--json"], &[]).await;
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let killed: Vec<u32> = report["orphaned_gits"]
