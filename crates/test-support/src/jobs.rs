@@ -16,6 +16,43 @@ pub fn model(engine: &str) -> &'static str {
     }
 }
 
+/// A job record to store directly (a listing's or a follow-up's
+/// fixture): job `id` of ticket T-1 on Codex with `model`, on `rung`, in
+/// `status`, created `offset_s` seconds after 2025-06-01 12:00 UTC, with
+/// nothing done yet.
+pub fn stored_record(
+    id: &str,
+    model: &str,
+    rung: &str,
+    status: paddock_protocol::JobStatus,
+    offset_s: i64,
+) -> paddock_protocol::JobRecord {
+    paddock_protocol::JobRecord {
+        id: id.to_owned(),
+        ticket_id: "T-1".to_owned(),
+        project: "tests".to_owned(),
+        attempt: 1,
+        engine: "codex".to_owned(),
+        model: model.to_owned(),
+        isolation: rung.to_owned(),
+        status,
+        reason: None,
+        branch: "paddock/T-1/1".to_owned(),
+        base_ref: "main".to_owned(),
+        patch_path: None,
+        changed_files: Vec::new(),
+        tokens: paddock_protocol::TokenUsage::default(),
+        model_calls: 0,
+        cost_micros: 0,
+        engine_exit_code: None,
+        created_at: time::macros::datetime!(2025-06-01 12:00 UTC)
+            + time::Duration::seconds(offset_s),
+        finished_at: None,
+        duration_ms: None,
+        disposed_at: None,
+    }
+}
+
 /// Writes `job.toml` (and `scenario.toml` when scripted) into `dir`.
 pub fn job(
     dir: &Path,

@@ -39,6 +39,7 @@ pub mod jobs;
 pub mod npm_registry;
 pub mod overlay;
 pub mod postgres;
+pub mod processes;
 pub mod pypi_index;
 pub mod script;
 pub mod skip;

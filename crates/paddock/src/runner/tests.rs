@@ -102,6 +102,22 @@ impl Host {
         JobSpec::from_toml(&text, &root.join("job.toml")).unwrap()
     }
 
+    /// `spec` admitted by `runner` and queued in this host's store (no
+    /// priority, following nothing).
+    pub async fn enqueue(&self, runner: &Runner, spec: &JobSpec) -> Admitted {
+        let admitted = runner.admit(spec).await.unwrap();
+        self.store
+            .enqueue_job(
+                &admitted.record(JobStatus::Queued),
+                admitted.spec_json(),
+                0,
+                None,
+            )
+            .await
+            .unwrap();
+        admitted
+    }
+
     /// This test host's identity, its heartbeat renewed every 10 s.
     pub fn liveness(&self) -> crate::heartbeat::Liveness {
         crate::heartbeat::Liveness {
@@ -503,16 +519,7 @@ async fn a_claimed_job_asked_to_cancel_before_it_starts_launches_nothing() {
     let host = Host::new().await;
     let rung = Arc::new(FakeRung::new(FakeEngine::default()));
     let runner = host.runner(rung.clone());
-    let admitted = runner.admit(&host.spec()).await.unwrap();
-    host.store
-        .enqueue_job(
-            &admitted.record(JobStatus::Queued),
-            admitted.spec_json(),
-            0,
-            None,
-        )
-        .await
-        .unwrap();
+    let admitted = host.enqueue(&runner, &host.spec()).await;
     let now = time::OffsetDateTime::now_utc();
     let owner = host.liveness().owner;
     let claimed = host

@@ -636,30 +636,13 @@ async fn prices_shows_the_config_files_table_as_run_uses_it() {
 
 /// A running job in `home`'s store, created `offset_s` seconds after a base time.
 async fn running_job(home: &Home, id: &str, offset_s: i64) -> paddock_protocol::JobRecord {
-    let rec = paddock_protocol::JobRecord {
-        id: id.to_owned(),
-        ticket_id: "T-1".to_owned(),
-        project: "tests".to_owned(),
-        attempt: 1,
-        engine: "codex".to_owned(),
-        model: "gpt-5-codex".to_owned(),
-        isolation: "process".to_owned(),
-        status: JobStatus::Running,
-        reason: None,
-        branch: "paddock/T-1".to_owned(),
-        base_ref: "main".to_owned(),
-        patch_path: None,
-        changed_files: Vec::new(),
-        tokens: Default::default(),
-        model_calls: 0,
-        cost_micros: 0,
-        engine_exit_code: None,
-        created_at: time::macros::datetime!(2025-06-01 12:00 UTC)
-            + time::Duration::seconds(offset_s),
-        finished_at: None,
-        duration_ms: None,
-        disposed_at: None,
-    };
+    let rec = paddock_test_support::jobs::stored_record(
+        id,
+        "gpt-5-codex",
+        "process",
+        JobStatus::Running,
+        offset_s,
+    );
     home.store().await.insert_job(&rec, "{}").await.unwrap();
     rec
 }

@@ -173,30 +173,7 @@ async fn the_browser_logs_in_once_and_holds_a_strict_cookie_the_api_refuses() {
 
 /// A finished job `id` on `rung`, created `offset_s` seconds after a base time.
 fn done_job(id: &str, rung: &str, offset_s: i64) -> paddock_protocol::JobRecord {
-    paddock_protocol::JobRecord {
-        id: id.to_owned(),
-        ticket_id: "T-1".to_owned(),
-        project: "tests".to_owned(),
-        attempt: 1,
-        engine: "codex".to_owned(),
-        model: "gpt-5.5".to_owned(),
-        isolation: rung.to_owned(),
-        status: JobStatus::Done,
-        reason: None,
-        branch: "paddock/T-1/1".to_owned(),
-        base_ref: "main".to_owned(),
-        patch_path: None,
-        changed_files: Vec::new(),
-        tokens: TokenUsage::default(),
-        model_calls: 0,
-        cost_micros: 0,
-        engine_exit_code: None,
-        created_at: time::macros::datetime!(2025-06-01 12:00 UTC)
-            + time::Duration::seconds(offset_s),
-        finished_at: None,
-        duration_ms: None,
-        disposed_at: None,
-    }
+    paddock_test_support::jobs::stored_record(id, "gpt-5.5", rung, JobStatus::Done, offset_s)
 }
 
 /// The job ids of a jobs page's rows, and its `Older jobs` link.

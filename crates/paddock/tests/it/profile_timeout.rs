@@ -6,23 +6,13 @@
 use paddock_protocol::{EventBody, JobStatus};
 use paddock_test_support::prelude::*;
 
-/// The number right after `marker` in `text` (`0` when there is none).
 /// How many processes run `cmdline` with this test's home in their
-/// environment (the slow git's PATH): another test run's beside this one
-/// (other checkouts' on this host) are not this one's.
+/// environment (the slow git's PATH).
 fn sleeping_under(home: &std::path::Path, cmdline: &[u8]) -> usize {
-    let home = home.as_os_str().as_encoded_bytes();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c == cmdline))
-        .filter(|p| {
-            std::fs::read(p.path().join("environ"))
-                .is_ok_and(|env| env.windows(home.len()).any(|w| w == home))
-        })
-        .count()
+    paddock_test_support::processes::running_under(home, cmdline).len()
 }
 
+/// The number right after `marker` in `text` (`0` when there is none).
 fn number_after(text: &str, marker: &str) -> u64 {
     text.split_once(marker)
         .map(|(_, rest)| {

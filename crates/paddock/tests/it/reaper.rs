@@ -308,21 +308,6 @@ async fn gc_after_kill(rung: &str) {
     );
 }
 
-/// The processes running `cmdline` with `home` in their environment.
-fn running_under(home: &Path, cmdline: &[u8]) -> Vec<u32> {
-    let home = home.as_os_str().as_encoded_bytes();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c == cmdline))
-        .filter(|p| {
-            std::fs::read(p.path().join("environ"))
-                .is_ok_and(|env| env.windows(home.len()).any(|w| w == home))
-        })
-        .filter_map(|p| p.file_name().to_str()?.parse().ok())
-        .collect()
-}
-
 /// A `paddock run` killed (SIGKILL) while its source is cloned, the
 /// clone's git naming nothing of the job's directory (a host git on PATH
 /// whose `clone` execs `sleep 614`, as a URL's mirror fetch or a
@@ -354,7 +339,7 @@ for a in \"$@\"; do\n  [ \"$a\" = clone ] && exec sleep 614\ndone\nexec '{}' \"$
     let mut run = run.spawn().unwrap();
     let mut cloning = Vec::new();
     for _ in 0..600 {
-        cloning = running_under(home.path(), b"sleep\x00614\x00");
+        cloning = paddock_test_support::processes::running_under(home.path(), b"sleep\x00614\x00");
         if !cloning.is_empty() {
             break;
         }
@@ -371,7 +356,7 @@ for a in \"$@\"; do\n  [ \"$a\" = clone ] && exec sleep 614\ndone\nexec '{}' \"$
             elsewhere["orphaned_gits"]
                 .as_array()
                 .is_some_and(|a| a.iter().any(|p| p.as_u64() == Some(u64::from(cloning[0])))),
-            running_under(home.path(), b"sleep\x00614\x00"),
+            paddock_test_support::processes::running_under(home.path(), b"sleep\x00614\x00"),
         ),
         (false, cloning.clone()),
         "{elsewhere}"
@@ -387,7 +372,7 @@ for a in \"$@\"; do\n  [ \"$a\" = clone ] && exec sleep 614\ndone\nexec '{}' \"$
         (
             out.status.code(),
             killed.contains(&cloning[0]),
-            running_under(home.path(), b"sleep\x00614\x00"),
+            paddock_test_support::processes::running_under(home.path(), b"sleep\x00614\x00"),
             job.status,
             home.leftover_workspaces(),
         ),

@@ -107,17 +107,7 @@ async fn a_reaper_pass_right_after_a_turn_is_recorded_leaves_it_alone() {
 async fn a_reaper_pass_while_a_claimed_job_is_admitted_again_leaves_it_alone() {
     let host = Host::new().await;
     let (queue, store) = queue(&host, ReapStep::ReadSpec, Duration::ZERO);
-    let admitted = queue.runner.admit(&host.spec()).await.unwrap();
-    let id = admitted.id.clone();
-    host.store
-        .enqueue_job(
-            &admitted.record(JobStatus::Queued),
-            admitted.spec_json(),
-            0,
-            None,
-        )
-        .await
-        .unwrap();
+    let id = host.enqueue(&queue.runner, &host.spec()).await.id;
     let scheduler = tokio::spawn(Arc::clone(&queue).run());
     let mut record = None;
     for _ in 0..600 {
@@ -158,17 +148,7 @@ async fn a_reaper_pass_while_a_claimed_job_is_passed_over_leaves_it_queued() {
     );
     let spec = host.spec();
     let refused = queue.submissions.check(&spec, None).unwrap_err();
-    let admitted = queue.runner.admit(&spec).await.unwrap();
-    let id = admitted.id.clone();
-    host.store
-        .enqueue_job(
-            &admitted.record(JobStatus::Queued),
-            admitted.spec_json(),
-            0,
-            None,
-        )
-        .await
-        .unwrap();
+    let id = host.enqueue(&queue.runner, &spec).await.id;
     let scheduler = tokio::spawn(Arc::clone(&queue).run());
     let mut record = None;
     for _ in 0..600 {
@@ -208,17 +188,7 @@ async fn a_claim_waits_for_a_lease_a_reaper_holds_for_a_moment() {
     let host = Host::new().await;
     // (No pass of the store's own: the test holds the lease as one would.)
     let (queue, store) = queue(&host, ReapStep::InsertOwned, host.liveness().ttl);
-    let admitted = queue.runner.admit(&host.spec()).await.unwrap();
-    let id = admitted.id.clone();
-    host.store
-        .enqueue_job(
-            &admitted.record(JobStatus::Queued),
-            admitted.spec_json(),
-            0,
-            None,
-        )
-        .await
-        .unwrap();
+    let id = host.enqueue(&queue.runner, &host.spec()).await.id;
     let looking = Lease::take(&host.paths.jobs, &id).unwrap();
     let gives_back = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
