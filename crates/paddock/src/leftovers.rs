@@ -401,7 +401,8 @@ mod tests {
     /// those whose owner is gone (a pid no process has; this process's
     /// pid with another start time, a reused pid) are killed, with the
     /// child one of them started; one naming this live process is left,
-    /// and so is an orphan of another jobs directory. (Other processes on
+    /// and so are an orphan of another jobs directory and the user's
+    /// daemons a git started (a session leader, git's credential cache). (Other processes on
     /// the host may be killed by the same scan: only these are looked at.)
     /// Before, nothing killed a host git whose `paddock` was killed unless
     /// it named a job's directory, and a pass killed every home's.
@@ -434,6 +435,36 @@ mod tests {
             Some(Path::new("/srv/other/jobs")),
             "exec sleep 30",
         );
+        // Daemons of the user's that a git started: a session leader (an
+        // ssh ControlPersist master) and git's credential cache, in both
+        // its forms (`git credential-cache--daemon`, the older
+        // `git-credential-cache--daemon`).
+        // (The script waits on its stdin, a pipe nobody writes: no child
+        // of its own, so its command line stays as it is.)
+        let scripts = tempfile::tempdir().unwrap();
+        std::fs::write(
+            scripts.path().join("credential-cache--daemon"),
+            "read -t 30 x\n",
+        )
+        .unwrap();
+        let daemon = |args: &[&str]| {
+            std::process::Command::new(args[0])
+                .args(&args[1..])
+                .stdin(std::process::Stdio::piped())
+                .current_dir(scripts.path())
+                .env(owner, format!("{gone_pid}.1"))
+                .spawn()
+                .unwrap()
+        };
+        let mut daemons = [
+            daemon(&["setsid", "sleep", "30"]),
+            daemon(&["bash", "-c", "exec -a git bash credential-cache--daemon"]),
+            daemon(&[
+                "bash",
+                "-c",
+                "exec -a git-credential-cache--daemon sleep 30",
+            ]),
+        ];
         // A git and what it started: its child outlives it by a moment.
         let mut parent = sleeper(&format!("{gone_pid}.1"), "sleep 30 & wait");
         let mut live = sleeper(&mine, "exec sleep 30");
@@ -458,15 +489,17 @@ mod tests {
             .chain([&mut parent])
             .map(|c| c.wait().unwrap().signal())
             .collect();
-        let left_running = [&mut live, &mut elsewhere].map(|c| c.try_wait().unwrap().is_none());
-        for c in [&mut live, &mut elsewhere] {
+        let [d0, d1, d2] = &mut daemons;
+        let mut left = [&mut live, &mut elsewhere, d0, d1, d2];
+        let left_running = left.each_mut().map(|c| c.try_wait().unwrap().is_none());
+        for c in left {
             c.kill().unwrap();
             c.wait().unwrap();
         }
         let nine = Some(nix::sys::signal::Signal::SIGKILL as i32);
         assert_eq!(
             (grandchild.len(), ours, ended, left_running),
-            (1, Vec::<u32>::new(), vec![nine; 3], [true, true])
+            (1, Vec::<u32>::new(), vec![nine; 3], [true; 5])
         );
     }
 

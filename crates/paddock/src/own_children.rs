@@ -123,13 +123,14 @@ pub fn owner_mark() -> Option<&'static str> {
 /// that owner is gone (no process with its pid, or one started at another
 /// time: the pid reused) and the process belongs to the jobs directory
 /// `jobs` (its [`JOBS_ENV`] names `jobs`, or it names none); `None` for a
-/// process with no owner named, a live one, another jobs directory's, or
-/// a process in another PID namespace than this one (a container's, whose
-/// pids name other processes here).
+/// process with no owner named, a live one, another jobs directory's, a
+/// daemon of the user's ([`users_daemon`]), or a process in another PID
+/// namespace than this one (a container's, whose pids name other
+/// processes here).
 pub fn orphaned_owner(proc_dir: &Path, jobs: &Path) -> Option<String> {
     use std::os::unix::ffi::OsStrExt as _;
     let ns = |dir: &Path| std::fs::read_link(dir.join("ns/pid")).ok();
-    if ns(proc_dir)? != ns(Path::new("/proc/self"))? {
+    if ns(proc_dir)? != ns(Path::new("/proc/self"))? || users_daemon(proc_dir) {
         return None;
     }
     let env = std::fs::read(proc_dir.join("environ")).ok()?;
@@ -149,6 +150,37 @@ pub fn orphaned_owner(proc_dir: &Path, jobs: &Path) -> Option<String> {
         Some(now) if now == started => None,
         _ => Some(mark.to_string()),
     }
+}
+
+/// True when process `proc_dir` is a daemon that a host git's user
+/// configuration started to outlive the git on purpose, and that serves the
+/// user beyond Paddock: git's credential cache (`git
+/// credential-cache--daemon`, which stays in the git's process group and
+/// session) or its file-system monitor, or any process that made itself a
+/// session leader (an ssh `ControlPersist` master, which `daemon(3)`
+/// detaches, and which the user's own ssh sessions may come to share).
+/// None of Paddock's host gits, nor what they start for their own work (a
+/// remote helper, an ssh to the remote), does either; killing one would
+/// end a user's cached credentials or shared connection.
+fn users_daemon(proc_dir: &Path) -> bool {
+    let pid = proc_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse::<u64>().ok());
+    if pid.is_some() && stat_field(proc_dir, 6) == pid {
+        return true;
+    }
+    const GIT_DAEMONS: [&[u8]; 2] = [b"credential-cache--daemon", b"fsmonitor--daemon"];
+    let Ok(cmdline) = std::fs::read(proc_dir.join("cmdline")) else {
+        return false;
+    };
+    let mut args = cmdline.split(|b| *b == 0);
+    let program = args.next().unwrap_or_default();
+    let name = program.rsplit(|b| *b == b'/').next().unwrap_or_default();
+    let sub = args.next().unwrap_or_default();
+    GIT_DAEMONS
+        .iter()
+        .any(|d| name.strip_prefix(b"git-") == Some(*d) || (name == b"git" && sub == *d))
 }
 
 /// The parent's pid of process `proc_dir`.
