@@ -175,12 +175,25 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// Whether an inline source last modified at `modified`, whose job is
+/// not in the store, is an orphan as of `now`: further than
+/// [`ORPHAN_AGE`] from it either way. A source dated in the future (the
+/// clock went back since it was written, or its date was set ahead) is
+/// judged by how far ahead it is, so it does not stay forever.
+fn orphaned(modified: std::time::SystemTime, now: std::time::SystemTime) -> bool {
+    let apart = now
+        .duration_since(modified)
+        .or_else(|_| modified.duration_since(now))
+        .unwrap_or(std::time::Duration::ZERO);
+    apart > ORPHAN_AGE
+}
+
 /// Removes the inline sources (`<jobs>/.turn-<key>`) of turns that have
 /// ended, which a server killed mid-turn leaves behind (its reaper at the
 /// next start finishes the job and removes its workspace, not this
 /// directory): each whose job `job-<key>` is final, or not in the store
-/// and older than [`ORPHAN_AGE`]. A running turn's, another server's on the
-/// same store, is kept. What could not be read or removed is logged.
+/// and older than [`ORPHAN_AGE`] (or dated further ahead: [`orphaned`]).
+/// A running turn's, another server's on the same store, is kept. What could not be read or removed is logged.
 pub async fn sweep(state: &AppState) {
     let jobs = &state.runner.config().paths.jobs;
     let Ok(entries) = std::fs::read_dir(jobs) else {
@@ -199,9 +212,7 @@ pub async fn sweep(state: &AppState) {
             Ok(None) => entry
                 .metadata()
                 .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > ORPHAN_AGE),
+                .is_ok_and(|t| orphaned(t, std::time::SystemTime::now())),
             Err(e) => {
                 tracing::warn!("serve: cannot sweep {}: {e}", entry.path().display());
                 false
@@ -212,5 +223,37 @@ pub async fn sweep(state: &AppState) {
                 tracing::warn!("serve: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::{orphaned, ORPHAN_AGE};
+
+    /// A source whose job is not in the store is an orphan once it is
+    /// further than the orphan age from now, before or after it: one
+    /// dated a day or a year ahead (the clock went back) is swept too.
+    #[test]
+    fn a_source_is_orphaned_by_its_distance_from_now_either_way() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let second = Duration::from_secs(1);
+        let day = Duration::from_secs(86_400);
+        let cases = [
+            now,
+            now - ORPHAN_AGE,
+            now - ORPHAN_AGE - second,
+            now - day,
+            now + ORPHAN_AGE,
+            now + ORPHAN_AGE + second,
+            now + day,
+            now + 365 * day,
+        ];
+        let judged: Vec<bool> = cases.iter().map(|t| orphaned(*t, now)).collect();
+        assert_eq!(
+            judged,
+            vec![false, false, true, true, false, true, true, true]
+        );
     }
 }
