@@ -864,8 +864,7 @@ async fn reclaim_job(
             None => (JobStatus::Failed, Phase::Failed, dead),
         };
         record.status = status;
-        record.finished_at = Some(now);
-        record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
+        (record.finished_at, record.duration_ms) = finished(record.created_at, now);
         if let Some((path, files)) = concluded_patch(&store.events(id, 0).await?) {
             record.patch_path = Some(path);
             record.changed_files = files;
@@ -903,6 +902,16 @@ async fn reclaim_job(
         }
     }
     Ok(None)
+}
+
+/// When a job created at `created` and ended by a reaper at `now` (the
+/// wall clock) finished, and its duration: never before it was created,
+/// so a clock that went back since (or a record dated ahead by another
+/// host's) gives it a zero duration, not none.
+fn finished(created: OffsetDateTime, now: OffsetDateTime) -> (Option<OffsetDateTime>, Option<u64>) {
+    let at = now.max(created);
+    let ms = u64::try_from((at - created).whole_milliseconds()).unwrap_or(u64::MAX);
+    (Some(at), Some(ms))
 }
 
 /// Removes a dead job's directory, killing again what may still write
@@ -1095,8 +1104,7 @@ async fn fail_job(
         record.patch_path = Some(path);
         record.changed_files = files;
     }
-    record.finished_at = Some(now);
-    record.duration_ms = u64::try_from((now - record.created_at).whole_milliseconds()).ok();
+    (record.finished_at, record.duration_ms) = finished(record.created_at, now);
     let (owned, queued) = store
         .running_jobs()
         .await?
@@ -2001,5 +2009,60 @@ mod tests {
             vec!["job-1".to_string()]
         );
         assert_eq!(status(store.clone()).await, JobStatus::Failed);
+    }
+
+    /// A job reclaimed by a reaper whose wall clock went back since the
+    /// job was created (or whose record another host dated ahead) ends
+    /// with a zero duration, finished when it was created; before, its
+    /// duration was left empty and it finished before it began. One
+    /// reclaimed later ends with its whole duration.
+    #[tokio::test]
+    async fn a_reclaim_on_a_clock_that_went_back_records_a_zero_duration() {
+        let there = Owner {
+            host: "1".repeat(32),
+            name: "there".into(),
+        };
+        let mut ended = Vec::new();
+        for (id, after) in [
+            ("job-1", -time::Duration::hours(1)),
+            ("job-2", time::Duration::milliseconds(1500)),
+        ] {
+            let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+            let job = fixtures::job(id, 0);
+            let beat = job.created_at;
+            store
+                .insert_owned_job(&job, "{}", &there, beat)
+                .await
+                .unwrap();
+            let now = job.created_at + after;
+            let got = reclaim_job(&store, &here(), (id, None), (&there, beat), now)
+                .await
+                .unwrap();
+            assert_eq!(got, Some((JobStatus::Failed, None)));
+            let rec = store.job(id).await.unwrap().unwrap();
+            ended.push((rec.duration_ms, rec.finished_at == Some(rec.created_at)));
+        }
+        assert_eq!(ended, vec![(Some(0), true), (Some(1500), false)]);
+    }
+
+    /// A dead job of this host created "in the future" (the clock went
+    /// back since) is reaped with a zero duration, not an empty one.
+    #[tokio::test]
+    async fn a_dead_job_dated_ahead_is_reaped_with_a_zero_duration() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        let mut job = fixtures::job("job-1", 0);
+        job.created_at = (OffsetDateTime::now_utc() + time::Duration::hours(1))
+            .replace_nanosecond(0)
+            .unwrap();
+        store.insert_job(&job, "{}").await.unwrap();
+        crashed(&paths.jobs, "job-1");
+        reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        assert_eq!(
+            (rec.status, rec.duration_ms, rec.finished_at),
+            (JobStatus::Failed, Some(0), Some(job.created_at))
+        );
     }
 }
