@@ -622,7 +622,9 @@ fn claimed_lately(job: &RunningJob, liveness: &Liveness) -> bool {
     let Some((_, beat)) = &job.owner else {
         return false;
     };
-    job.queued.is_some() && OffsetDateTime::now_utc() - *beat < liveness.ttl
+    // The claim is this host's, on its own clock: one dated ahead by more
+    // than the TTL is the clock gone back since, not a claim made lately.
+    job.queued.is_some() && (OffsetDateTime::now_utc() - *beat).abs() < liveness.ttl
 }
 
 /// Whether `job` runs on another host (a job without an owner is this
@@ -654,12 +656,19 @@ pub async fn reclaim_others(
     let mut reclaimed = Vec::new();
     for job in running.iter().filter(|j| is_another_hosts(j, liveness)) {
         if let Some((owner, beat)) = &job.owner {
-            if let Some(w) = watched.as_deref_mut() {
-                if w.seen_for(&job.id, *beat, tokio::time::Instant::now()) <= liveness.ttl {
-                    continue;
+            // Seen unchanged for the TTL on this process's clock, it is
+            // stale whatever its date says (one dated ahead included);
+            // otherwise its date is all there is to judge it by.
+            let seen_stale = match watched.as_deref_mut() {
+                Some(w) => {
+                    if w.seen_for(&job.id, *beat, tokio::time::Instant::now()) <= liveness.ttl {
+                        continue;
+                    }
+                    true
                 }
-            }
-            if let Some(r) = reclaim(store, liveness, job, (owner, *beat)).await {
+                None => false,
+            };
+            if let Some(r) = reclaim(store, liveness, job, (owner, *beat), seen_stale).await {
                 reclaimed.push(r);
             }
         }
@@ -698,18 +707,22 @@ impl Sightings {
 }
 
 /// Reclaims another host's running job `id` when its heartbeat `beat`
-/// is older than the TTL (module text): `None` when it is fresh, or when
-/// another reaper or its renewing owner came first.
+/// is older than the TTL (module text), or was seen unchanged for it on
+/// this process's monotonic clock (`seen_stale`: then a beat dated ahead
+/// of this host's clock is stale too; a pass without that clock leaves
+/// one alone, as another host's clock may run ahead): `None` when it is
+/// fresh, or when another reaper or its renewing owner came first.
 async fn reclaim(
     store: &dyn Store,
     liveness: &Liveness,
     job: &RunningJob,
     (owner, beat): (&Owner, OffsetDateTime),
+    seen_stale: bool,
 ) -> Option<Reaped> {
     let id = job.id.as_str();
     let now = OffsetDateTime::now_utc();
     let ttl = time::Duration::try_from(liveness.ttl).unwrap_or(time::Duration::MAX);
-    if now - beat <= ttl {
+    if !seen_stale && now - beat <= ttl {
         return None;
     }
     let mut r = Reaped {
@@ -2064,5 +2077,71 @@ mod tests {
             (rec.status, rec.duration_ms, rec.finished_at),
             (JobStatus::Failed, Some(0), Some(job.created_at))
         );
+    }
+
+    /// A server's periodic pass reclaims another host's job whose
+    /// heartbeat, dated a year ahead of this host's clock, stayed
+    /// unchanged for the TTL on its monotonic clock; before, the date
+    /// kept it "fresh" for a year. A pass without that clock (`paddock
+    /// gc`) leaves it: another host's clock may run ahead.
+    #[tokio::test]
+    async fn a_heartbeat_dated_ahead_is_reclaimed_once_seen_unchanged() {
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        let there = Owner {
+            host: "1".repeat(32),
+            name: "there".into(),
+        };
+        let beat = (OffsetDateTime::now_utc() + time::Duration::days(365))
+            .replace_nanosecond(0)
+            .unwrap();
+        store
+            .insert_owned_job(&fixtures::job("job-1", 0), "{}", &there, beat)
+            .await
+            .unwrap();
+        let liveness = here();
+        let (reclaimed, errors) = reclaim_others(&store, &liveness, None).await;
+        assert_eq!((reclaimed, errors), (Vec::new(), Vec::<String>::new()));
+        let long_ago = tokio::time::Instant::now()
+            .checked_sub(liveness.ttl + std::time::Duration::from_secs(1))
+            .unwrap();
+        let mut watched = Sightings::default();
+        watched.seen_for("job-1", beat, long_ago);
+        let (reclaimed, _) = reclaim_others(&store, &liveness, Some(&mut watched)).await;
+        assert_eq!(
+            reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
+            vec!["job-1".to_string()]
+        );
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        assert_eq!(rec.status, JobStatus::Failed);
+    }
+
+    /// A claim of this host's queue is "made lately" only within the TTL
+    /// of now either way: one dated a year ahead (the clock went back
+    /// since) is not, so a claim whose server died before taking its
+    /// lease is reaped, not left running for a year.
+    #[test]
+    fn a_claim_dated_far_ahead_is_not_made_lately() {
+        let liveness = here();
+        let now = OffsetDateTime::now_utc();
+        let judged: Vec<bool> = [
+            time::Duration::seconds(-5),
+            time::Duration::seconds(5),
+            time::Duration::seconds(-600),
+            time::Duration::seconds(600),
+            time::Duration::days(365),
+        ]
+        .into_iter()
+        .map(|d| {
+            claimed_lately(
+                &RunningJob {
+                    id: "job-1".into(),
+                    owner: Some((liveness.owner.clone(), now + d)),
+                    queued: Some(0),
+                },
+                &liveness,
+            )
+        })
+        .collect();
+        assert_eq!(judged, vec![true, true, false, false, false]);
     }
 }
