@@ -15,7 +15,7 @@ pub mod host_profile;
 pub mod job;
 pub mod ledger;
 pub mod network;
-mod parse_error;
+pub mod parse_error;
 pub mod results;
 pub mod spec;
 pub mod turn;

@@ -4,7 +4,9 @@
 //! `?` where the parser never reached a field (a syntax error, a body cut
 //! short). Neither is a field a user can look for, so such an error names
 //! no field and says what is wrong with the text instead ("not valid
-//! JSON: EOF while parsing an object at line 1 column 30").
+//! JSON: EOF while parsing an object at line 1 column 30"). Every TOML
+//! document Paddock reads (also a price table) says where in this one
+//! form: "field `a.b`: message (line L, column C)".
 
 /// The field a parse error at `path` names; empty: none (the document
 /// itself, or a place no field was reached).
@@ -34,7 +36,7 @@ pub(crate) fn json(e: serde_path_to_error::Error<serde_json::Error>) -> (String,
 /// The field and the message of a TOML parse error in `text`, the message
 /// on one line (toml's syntax messages span two) and ending with where it
 /// is, `(line L, column C)`, when toml says.
-pub(crate) fn toml(e: serde_path_to_error::Error<toml::de::Error>, text: &str) -> (String, String) {
+pub fn toml(e: serde_path_to_error::Error<toml::de::Error>, text: &str) -> (String, String) {
     let field = field(e.path());
     let inner = e.into_inner();
     let message = inner.message().trim_end().replace('\n', "; ");
@@ -63,7 +65,7 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 
 /// How an error's message introduces its field: "field `x`: ", or nothing
 /// where it names none.
-pub(crate) fn field_prefix(field: &str) -> String {
+pub fn field_prefix(field: &str) -> String {
     if field.is_empty() {
         String::new()
     } else {

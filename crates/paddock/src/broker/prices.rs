@@ -55,17 +55,63 @@ pub struct RawTable {
     pub models: BTreeMap<String, RawPrice>,
 }
 
+/// A price as written: a decimal string (`"1.25"`, exact) or a number
+/// (`1.25`, `10`), kept as its shortest decimal text (a float's that reads
+/// back as the same float), then checked as every price is
+/// ([`PriceError::Decimal`]).
+fn decimal<'de, D: serde::Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    struct Decimal;
+    impl serde::de::Visitor<'_> for Decimal {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a price in USD per million tokens (a number, or a decimal string such as \"1.25\")")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<String, E> {
+            if v.is_finite() {
+                Ok(v.to_string())
+            } else {
+                Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+            }
+        }
+    }
+    de.deserialize_any(Decimal)
+}
+
+/// [`decimal`] of a price that may be left out.
+fn optional_decimal<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<String>, D::Error> {
+    decimal(de).map(Some)
+}
+
 /// One model as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrice {
+    #[serde(deserialize_with = "decimal")]
     pub input: String,
     /// Cache reads; defaults to `input`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_decimal",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cached_input: Option<String>,
     /// Cache writes; defaults to `input`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_decimal",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_write: Option<String>,
+    #[serde(deserialize_with = "decimal")]
     pub output: String,
     /// The most output tokens one call can produce.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,11 +131,21 @@ pub struct RawPrice {
 #[serde(deny_unknown_fields)]
 pub struct RawLongContext {
     pub above: u64,
+    #[serde(deserialize_with = "decimal")]
     pub input: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_decimal",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cached_input: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_decimal",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cache_write: Option<String>,
+    #[serde(deserialize_with = "decimal")]
     pub output: String,
 }
 
@@ -97,9 +153,15 @@ pub struct RawLongContext {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTier {
+    #[serde(deserialize_with = "decimal")]
     pub input: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "optional_decimal",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cached_input: Option<String>,
+    #[serde(deserialize_with = "decimal")]
     pub output: String,
 }
 
@@ -201,20 +263,21 @@ impl PriceTable {
     }
 
     pub fn parse(text: &str, origin: &str) -> Result<PriceTable, PriceError> {
-        // The message and its line, on one line: toml's own text quotes
-        // the line under a caret, several lines, which an error of
-        // Paddock's never is (docs/cli.md).
-        let raw: RawTable = toml::from_str(text).map_err(|e| PriceError::Parse {
-            origin: origin.to_string(),
-            message: match e.span() {
-                Some(span) => format!(
-                    "line {}: {}",
-                    text[..span.start.min(text.len())].matches('\n').count() + 1,
-                    e.message().trim_end().replace('\n', "; ")
-                ),
-                None => e.message().trim_end().replace('\n', "; "),
-            },
-        })?;
+        // The field, the message and where, on one line, as every TOML
+        // document's error says it (`paddock_protocol::parse_error`):
+        // toml's own text quotes the line under a caret, several lines,
+        // which an error of Paddock's never is (docs/cli.md).
+        let raw: RawTable = serde_path_to_error::deserialize(toml::Deserializer::new(text))
+            .map_err(|e| {
+                let (field, message) = paddock_protocol::parse_error::toml(e, text);
+                PriceError::Parse {
+                    origin: origin.to_string(),
+                    message: format!(
+                        "{}{message}",
+                        paddock_protocol::parse_error::field_prefix(&field)
+                    ),
+                }
+            })?;
         PriceTable::from_raw(raw, origin)
     }
 
@@ -505,24 +568,63 @@ mod tests {
         );
     }
 
-    /// A table that does not parse is one line naming the table, the line
-    /// and what is wrong (it was toml's several lines, the text quoted
-    /// under a caret).
+    /// A table that does not parse is one line naming the table, the field
+    /// and where, as a job spec's or a host profile's error does (it was
+    /// toml's several lines, the text quoted under a caret, then a line
+    /// number and no field).
     #[test]
-    fn a_table_that_does_not_parse_is_one_line_naming_the_line() {
+    fn a_table_that_does_not_parse_is_one_line_naming_the_field_and_where() {
         let said = [
             "version = \"x\"\nx = 1\n",
-            "version = \"x\"\n[models.m]\ninput = 1\n",
+            "version = \"x\"\n[models.m]\ninput = true\noutput = \"1\"\n",
             "version = \"x\"\n[[[\n",
         ]
         .map(|text| PriceTable::parse(text, "p.toml").unwrap_err().to_string());
         assert_eq!(
             said,
             [
-                "price table p.toml: line 2: unknown field `x`, expected one of `version`, \
-                 `source`, `models`",
-                "price table p.toml: line 3: invalid type: integer `1`, expected a string",
-                "price table p.toml: line 2: invalid key",
+                "price table p.toml: field `x`: unknown field `x`, expected one of `version`, \
+                 `source`, `models` (line 2, column 1)",
+                "price table p.toml: field `models.m.input`: invalid type: boolean `true`, \
+                 expected a price in USD per million tokens (a number, or a decimal string \
+                 such as \"1.25\") (line 3, column 9)",
+                "price table p.toml: invalid key (line 2, column 3)",
+            ]
+        );
+    }
+
+    /// Prices written as TOML numbers are read as the decimals they show
+    /// (a float by its shortest text), checked as strings are: a price a
+    /// user writes `1.25` or `10` is no longer refused for not being a
+    /// string; one with more than six fraction digits, or below zero, is
+    /// refused naming its field.
+    #[test]
+    fn prices_written_as_numbers_are_their_decimals() {
+        let table = |prices: &str| {
+            PriceTable::parse(
+                &format!("version = \"x\"\n[models.m]\n{prices}\n"),
+                "p.toml",
+            )
+        };
+        let numbers = table("input = 1.25\ncached_input = 0.125\noutput = 10\n[models.m.batch]\ninput = 0.1\noutput = 3").unwrap();
+        let strings = table("input = \"1.25\"\ncached_input = \"0.125\"\noutput = \"10\"\n[models.m.batch]\ninput = \"0.1\"\noutput = \"3\"").unwrap();
+        assert_eq!(numbers.models, strings.models);
+        assert_eq!(
+            [
+                table("input = 0.0000001\noutput = 1")
+                    .unwrap_err()
+                    .to_string(),
+                table("input = -1\noutput = 1").unwrap_err().to_string(),
+                table("input = 1\noutput = nan").unwrap_err().to_string(),
+            ],
+            [
+                "price table p.toml: model `m` field `input`: `0.0000001` is not a decimal \
+                 with at most 6 fraction digits",
+                "price table p.toml: model `m` field `input`: `-1` is not a decimal with at \
+                 most 6 fraction digits",
+                "price table p.toml: field `models.m.output`: invalid value: floating point \
+                 `NaN`, expected a price in USD per million tokens (a number, or a decimal \
+                 string such as \"1.25\") (line 4, column 10)",
             ]
         );
     }
