@@ -16,6 +16,7 @@ mod egress;
 mod events;
 mod jobs;
 mod ledger;
+mod nul_free;
 mod profiles;
 mod queue;
 mod spend;
@@ -36,8 +37,8 @@ use time::OffsetDateTime;
 
 use super::location::PgUrl;
 use super::{
-    CancelRequest, Follows, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store,
-    StoreError,
+    CancelRequest, Follows, JobQuery, Lane, NextAttempt, Owner, Reclaim, RunningJob, SpendScope,
+    Store, StoreError,
 };
 use super::{UsageCalls, UsageJob};
 
@@ -201,11 +202,11 @@ async fn schema_problem(pool: &PgPool) -> Option<String> {
 #[async_trait::async_trait]
 impl Store for PgStore {
     async fn insert_job(&self, job: &JobRecord, spec_json: &str) -> Result<(), StoreError> {
-        PgStore::insert_job_with_priority(self, job, spec_json, 0, None).await
+        PgStore::insert_job_with_priority(self, &nul_free::record(job), spec_json, 0, None).await
     }
 
     async fn finish_job(&self, job: &JobRecord, from: JobStatus) -> Result<(), StoreError> {
-        PgStore::finish_job(self, job, from).await
+        PgStore::finish_job(self, &nul_free::record(job), from).await
     }
 
     async fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
@@ -221,7 +222,7 @@ impl Store for PgStore {
             self,
             id,
             "UPDATE jobs SET closeout = $1 WHERE id = $2",
-            text,
+            &nul_free::text(text),
         )
         .await
     }
@@ -235,7 +236,7 @@ impl Store for PgStore {
             self,
             id,
             "UPDATE jobs SET engine_session = $1 WHERE id = $2",
-            session,
+            &nul_free::text(session),
         )
         .await
     }
@@ -255,7 +256,7 @@ impl Store for PgStore {
         owner: &Owner,
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        PgStore::insert_owned_job(self, job, spec_json, owner, at).await
+        PgStore::insert_owned_job(self, &nul_free::record(job), spec_json, owner, at).await
     }
 
     async fn heartbeat(
@@ -268,7 +269,18 @@ impl Store for PgStore {
     }
 
     async fn reclaim_job(&self, reclaim: &Reclaim<'_>) -> Result<bool, StoreError> {
-        PgStore::reclaim_job(self, reclaim).await
+        let job = nul_free::record(reclaim.job);
+        let next_job = reclaim.next.map(|n| nul_free::record(n.job));
+        let next = reclaim
+            .next
+            .zip(next_job.as_deref())
+            .map(|(n, job)| NextAttempt { job, ..n });
+        let reclaim = Reclaim {
+            job: &job,
+            next,
+            ..*reclaim
+        };
+        PgStore::reclaim_job(self, &reclaim).await
     }
 
     async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
@@ -307,7 +319,14 @@ impl Store for PgStore {
         priority: i64,
         follows: Option<&Follows>,
     ) -> Result<(), StoreError> {
-        PgStore::insert_job_with_priority(self, job, spec_json, priority, follows).await
+        PgStore::insert_job_with_priority(
+            self,
+            &nul_free::record(job),
+            spec_json,
+            priority,
+            follows,
+        )
+        .await
     }
 
     async fn job_follows(&self, id: &str) -> Result<Option<Follows>, StoreError> {
@@ -325,7 +344,7 @@ impl Store for PgStore {
     }
 
     async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError> {
-        PgStore::unclaim_job(self, id, host, reason).await
+        PgStore::unclaim_job(self, id, host, &nul_free::text(reason)).await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {
@@ -357,15 +376,15 @@ impl Store for PgStore {
     }
 
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
-        PgStore::insert_model_call(self, call).await
+        PgStore::insert_model_call(self, &nul_free::record(call)).await
     }
 
     async fn settle_model_call(&self, call: &ModelCall) -> Result<bool, StoreError> {
-        PgStore::settle_model_call(self, call).await
+        PgStore::settle_model_call(self, &nul_free::record(call)).await
     }
 
     async fn interrupt_model_calls(&self, job_id: &str, why: &str) -> Result<u64, StoreError> {
-        PgStore::interrupt_model_calls(self, job_id, why).await
+        PgStore::interrupt_model_calls(self, job_id, &nul_free::text(why)).await
     }
 
     async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError> {
@@ -377,7 +396,7 @@ impl Store for PgStore {
     }
 
     async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError> {
-        PgStore::record_egress(self, job_id, record).await
+        PgStore::record_egress(self, job_id, &nul_free::record(record)).await
     }
 
     async fn egress(&self, job_id: &str) -> Result<Vec<EgressRecord>, StoreError> {
@@ -424,7 +443,15 @@ impl Store for PgStore {
         &self,
         attempt: &crate::store::WebhookAttempt,
     ) -> Result<(), StoreError> {
-        PgStore::record_webhook_attempt(self, attempt).await
+        let attempt = crate::store::WebhookAttempt {
+            url: nul_free::text(&attempt.url).into_owned(),
+            error: attempt
+                .error
+                .as_deref()
+                .map(|e| nul_free::text(e).into_owned()),
+            ..attempt.clone()
+        };
+        PgStore::record_webhook_attempt(self, &attempt).await
     }
 
     async fn webhook_attempts(

@@ -286,3 +286,63 @@ async fn open_by_location_picks_postgres() {
         .unwrap();
     assert_eq!(reader.events("j9", 0).await.unwrap(), vec![ev]);
 }
+
+/// PostgreSQL's text cannot hold NUL: a job's reason (its engine's
+/// stderr), a call's model and error (what the job and its upstream sent
+/// the broker), an egress attempt's host and a reclaim's record with one
+/// are stored with U+FFFD in its place. Before, each write failed: the job
+/// stayed `running`, the call was missing from the ledger.
+#[tokio::test]
+async fn text_with_nul_is_stored_with_the_replacement_character() {
+    let Some((_db, url)) = fresh().await else {
+        return;
+    };
+    let pg = PgStore::open(&url).await.unwrap();
+    // Through the trait, as the runner and the broker write.
+    let store: &dyn Store = &pg;
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    let mut call = crate::store::fixtures::model_call("j1", 1);
+    call.requested_model = "gpt\0x".into();
+    call.error = Some("reset\0".into());
+    store.insert_model_call(&call).await.unwrap();
+    let mut attempt = paddock_protocol::EgressRecord {
+        host: "\0garbage".into(),
+        port: 0,
+        method: None,
+        address: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        phase: paddock_protocol::EgressPhase::Agent,
+        allowed: false,
+        rule: Some("bad_request".into()),
+        reason: Some("not HTTP".into()),
+        credential: None,
+        substituted: None,
+    };
+    store.record_egress("j1", &attempt).await.unwrap();
+    store.set_engine_session("j1", "s\0").await.unwrap();
+    let mut failed = job("j1", 0);
+    failed.status = JobStatus::Failed;
+    failed.reason = Some("engine exited 1: a\0b".into());
+    store.finish_job(&failed, JobStatus::Running).await.unwrap();
+
+    call.requested_model = "gpt\u{fffd}x".into();
+    call.error = Some("reset\u{fffd}".into());
+    attempt.host = "\u{fffd}garbage".into();
+    failed.reason = Some("engine exited 1: a\u{fffd}b".into());
+    assert_eq!(
+        (
+            store.model_calls("j1").await.unwrap(),
+            store.egress("j1").await.unwrap(),
+            store.engine_session("j1").await.unwrap(),
+            store.job("j1").await.unwrap(),
+        ),
+        (
+            vec![call],
+            vec![attempt],
+            Some("s\u{fffd}".to_owned()),
+            Some(failed)
+        )
+    );
+}
