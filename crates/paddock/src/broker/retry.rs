@@ -102,15 +102,22 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     };
     if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
         if ms.is_finite() && ms >= 0.0 {
-            return Some(Duration::from_secs_f64(ms / 1000.0));
+            return Some(seconds(ms / 1000.0));
         }
     }
     let value = text("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return (secs.is_finite() && secs >= 0.0).then(|| seconds(secs));
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// `secs` (finite, not negative) as a wait: one too long for a
+/// `Duration` (`1e300`) is the longest there is, not a panic of the
+/// broker's handler.
+fn seconds(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 /// A request error that means the upstream never answered: the connection
@@ -179,6 +186,16 @@ mod tests {
                 now
             ),
             Some(Duration::ZERO)
+        );
+        // Asks too long for a Duration: the longest wait (refused as
+        // longer than max_delay_ms), never a panic.
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "1e300")]), now),
+            Some(Duration::MAX)
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after-ms", "1e300")]), now),
+            Some(Duration::MAX)
         );
         assert_eq!(retry_after(&headers(&[("retry-after", "soon")]), now), None);
         assert_eq!(retry_after(&headers(&[("retry-after", "-1")]), now), None);

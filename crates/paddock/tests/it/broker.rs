@@ -1654,35 +1654,42 @@ transient = { status = 429, times = 10, message = "slow down", retry_after_ms = 
         ]
     );
 
-    // Retry-After: 60 s is past max_delay_ms (2 s): not retried.
-    let scenario = r#"
+    // Retry-After: 60 s, a year, or more than a Duration holds (once a
+    // panic of the broker's handler: the call never answered) is past
+    // max_delay_ms (2 s): not retried, the 429 answered and on the ledger.
+    for after in ["60", "31536000", "1e300"] {
+        let scenario = format!(
+            r#"
 [[turn]]
 text = "Never reached."
-transient = { status = 429, message = "come back in a minute", retry_after = "60" }
-"#;
-    let mut rig = rig_full(
-        scenario,
-        vec![],
-        ModelAllowlist::any(),
-        false,
-        None,
-        fast_retry(4),
-    )
-    .await;
-    let (status, _) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
-    assert_eq!(status, 429);
-    let calls = ledger(&mut rig, 1).await;
-    assert_eq!(
-        summary(&calls),
-        vec![(
-            1,
-            CallStatus::HttpError,
-            Some(429),
-            0,
-            Some("come back in a minute".into())
-        )]
-    );
-    assert_eq!(rig.upstream.requests().len(), 1);
+transient = {{ status = 429, message = "come back in a minute", retry_after = "{after}" }}
+"#
+        );
+        let mut rig = rig_full(
+            &scenario,
+            vec![],
+            ModelAllowlist::any(),
+            false,
+            None,
+            fast_retry(4),
+        )
+        .await;
+        let (status, _) = post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+        assert_eq!(status, 429, "{after}");
+        let calls = ledger(&mut rig, 1).await;
+        assert_eq!(
+            summary(&calls),
+            vec![(
+                1,
+                CallStatus::HttpError,
+                Some(429),
+                0,
+                Some("come back in a minute".into())
+            )],
+            "{after}"
+        );
+        assert_eq!(rig.upstream.requests().len(), 1, "{after}");
+    }
 }
 
 /// Errors that are not transient (400) are never retried, and a stream the
