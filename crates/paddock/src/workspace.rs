@@ -21,6 +21,7 @@ mod job_branch;
 mod junk;
 pub mod keep;
 pub mod lease;
+mod meta_file;
 pub(crate) mod mirror;
 mod mirror_state;
 mod new_objects;
@@ -337,6 +338,12 @@ fn is_object_name(s: &str) -> bool {
 /// holding disk (a sparse file), which read whole would be held in
 /// Paddock's memory.
 const MAX_EXTENDED_BYTES: u64 = 16 << 20;
+
+/// The most of `meta/extended.jsonl` read back: each line holds an
+/// extended file's original text and what was appended (the context's
+/// instructions, `context::MAX_INSTRUCTIONS_BYTES` at most), JSON-escaped,
+/// for the few files a context extends.
+const MAX_EXTENDED_RECORD: u64 = 256 << 20;
 
 /// A file of the repository that Paddock extended.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -1007,7 +1014,7 @@ impl Workspace {
         let root = jobs_root.join(job_id);
         let meta = root.join("meta");
         let file = meta.join(BASE_COMMIT);
-        let base_commit = match std::fs::read_to_string(&file) {
+        let base_commit = match meta_file::read(&file, meta_file::MAX_NAME_RECORD) {
             Ok(text) => text.trim().to_string(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
@@ -1198,7 +1205,7 @@ impl Workspace {
     /// The files [`Workspace::extend_tracked`] extended.
     fn extended(&self) -> Result<Vec<Extended>, WorkspaceError> {
         let path = self.meta.join(EXTENDED);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match meta_file::read(&path, MAX_EXTENDED_RECORD) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => {
@@ -1664,7 +1671,8 @@ impl Workspace {
     /// host restarted since the job ran), so its patch sees the job's
     /// work; a clone workspace, or one whose snapshot is gone, is left.
     fn remount(&self) -> Result<(), WorkspaceError> {
-        let Ok(lower) = std::fs::read_to_string(self.meta.join(OVERLAY)) else {
+        let Ok(lower) = meta_file::read(&self.meta.join(OVERLAY), meta_file::MAX_NAME_RECORD)
+        else {
             return Ok(());
         };
         let lower = PathBuf::from(lower.trim_end_matches('\n'));
@@ -2077,6 +2085,88 @@ mod tests {
                 leases_in(&jobs)
             ),
             (b"kept\n".to_vec(), Vec::<String>::new())
+        );
+    }
+
+    /// `f` on a thread of its own, given 10 s: "waited" when it is not
+    /// done by then (a read held on a FIFO).
+    fn within_10s(f: impl FnOnce() -> String + Send + 'static) -> String {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| "waited".to_string())
+    }
+
+    /// Paddock's records in `meta/`, which a `process`-rung job (Paddock's
+    /// own user) can replace, are read back only as regular files within a
+    /// bound: when the reaper reopens the workspace, a FIFO in
+    /// `meta/base_commit`'s place is refused at once (was: the reaper's
+    /// pass, and the server's start, waited on it for ever), a link to
+    /// `/dev/zero` is refused unread (was: read until Paddock's memory was
+    /// full), a link to a host file naming a commit is not taken for the
+    /// record; a FIFO in `meta/extended.jsonl`'s place fails the patch at
+    /// once instead of holding it.
+    #[tokio::test]
+    async fn planted_meta_records_are_refused_not_followed_or_waited_on() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let ws = Workspace::provision(&jobs, "job1", &spec(r, "main"), "paddock/T-1/1")
+            .await
+            .unwrap();
+        let base = ws.meta.join(BASE_COMMIT);
+        let host = tmp.path().join("host-file");
+        std::fs::write(&host, format!("{}\n", ws.base_commit)).unwrap();
+        let fifo = || nix::unistd::mkfifo(&base, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let zero = || std::os::unix::fs::symlink("/dev/zero", &base).unwrap();
+        let to_host = || std::os::unix::fs::symlink(&host, &base).unwrap();
+        let mut said = Vec::new();
+        for (i, plant) in [&fifo as &dyn Fn(), &zero, &to_host]
+            .into_iter()
+            .enumerate()
+        {
+            std::fs::remove_file(&base).unwrap();
+            plant();
+            let (jobs, lease) = (
+                jobs.clone(),
+                Lease::take(&jobs, &format!("reaper{i}")).unwrap(),
+            );
+            said.push(within_10s(move || {
+                match Workspace::reopen(&jobs, "job1", lease, "paddock/T-1/1") {
+                    Ok(Some(_)) => "reopened".to_string(),
+                    Ok(None) => "none".to_string(),
+                    Err(e) => e.to_string(),
+                }
+            }));
+        }
+        nix::unistd::mkfifo(&ws.meta.join(EXTENDED), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let extended = ws.meta.join(EXTENDED);
+        said.push(within_10s(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            match rt.block_on(ws.patch()) {
+                Ok(_) => "patched".to_string(),
+                Err(e) => e.to_string(),
+            }
+        }));
+        let cannot = |file: &Path, why: String| {
+            format!(
+                "workspace {}: cannot read {}: {why}",
+                jobs.join("job1").display(),
+                file.display()
+            )
+        };
+        let eloop = std::io::Error::from_raw_os_error(nix::libc::ELOOP).to_string();
+        assert_eq!(
+            said,
+            [
+                cannot(&base, "not a regular file".into()),
+                cannot(&base, eloop.clone()),
+                cannot(&base, eloop),
+                cannot(&extended, "not a regular file".into()),
+            ]
         );
     }
 

@@ -378,9 +378,9 @@ fn lock(path: &Path, pruned: &mut Pruned) -> Option<Flock<std::fs::File>> {
 }
 
 /// The lower layers job directories under `jobs_root` name
-/// (`<job>/meta/overlay`), read without following links, bounded.
+/// (`<job>/meta/overlay`), read as `meta_file` reads a record (no link,
+/// no FIFO waited on, bounded).
 fn lower_layers(jobs_root: &Path) -> Vec<PathBuf> {
-    use std::io::Read as _;
     let mut out = Vec::new();
     for (name, dir) in subdirs(jobs_root) {
         if name.starts_with('.') {
@@ -389,22 +389,17 @@ fn lower_layers(jobs_root: &Path) -> Vec<PathBuf> {
         let file = dir.join("meta").join(OVERLAY);
         // None: a clone workspace (or an overlay being set up, whose
         // snapshot was stamped as used just before).
-        let Ok(f) = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags_nofollow()
-            .open(&file)
-        else {
-            continue;
-        };
-        let mut text = String::new();
-        if f.take(64 * 1024).read_to_string(&mut text).is_ok() {
+        if let Ok(text) = super::meta_file::read(&file, super::meta_file::MAX_NAME_RECORD) {
             out.push(PathBuf::from(text.trim_end_matches('\n')));
         }
     }
     out
 }
 
-/// `O_NOFOLLOW` on an `OpenOptions`.
+/// `O_NOFOLLOW` on an `OpenOptions`, and `O_NONBLOCK`: a FIFO planted
+/// in a lock's place (the caches are the user's files, which a
+/// `process`-rung job can write) is refused at once (`ENXIO`) instead of
+/// holding the prune at its open; a regular file's lock is the same.
 trait NoFollow {
     fn custom_flags_nofollow(&mut self) -> &mut Self;
 }
@@ -412,7 +407,7 @@ trait NoFollow {
 impl NoFollow for std::fs::OpenOptions {
     fn custom_flags_nofollow(&mut self) -> &mut Self {
         use std::os::unix::fs::OpenOptionsExt as _;
-        self.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        self.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
     }
 }
 
