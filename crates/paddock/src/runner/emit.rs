@@ -1,6 +1,9 @@
 //! The job's emitter: assigns dense sequence numbers, redacts, caps, stores
 //! and fans out each event (to the job's broadcast, which a CLI's progress
-//! view or a server's followers read). The first store failure is kept:
+//! view or a server's followers read). A failure that passes (a dropped
+//! connection, a restarting server, SQLite busy) is retried by the store
+//! (`store/retry.rs`), and a retried append that finds its own event
+//! stored counts as stored. The first store failure that lasts is kept:
 //! the job stops and tears down, showing what it still emits. Every event
 //! stored counts among the job's records (`limits.max_records`,
 //! `record_limit.rs`); one the job caused ([`Emitter::emit_job`]) is
@@ -133,7 +136,9 @@ impl Emitter {
             let mut stored = self.store.append_event(&event).await;
             for _ in 0..APPEND_ROUNDS {
                 match stored {
-                    Err(StoreError::EventSeq { last, .. }) if last >= event.seq => {
+                    Err(
+                        StoreError::EventSeq { last, .. } | StoreError::EventConflict { last, .. },
+                    ) if last >= event.seq => {
                         self.seq = last;
                         event.seq = last + 1;
                         stored = self.store.append_event(&event).await;

@@ -176,8 +176,34 @@ pub(crate) async fn non_dense_seq_is_rejected(store: &dyn Store) {
     store.append_event(&text(1)).await.unwrap();
     store.append_event(&text(2)).await.unwrap();
 
-    // A gap, a repeat and a step back are all refused.
-    for bad in [4, 2, 1, 0] {
+    // The very events stored again (a retry whose first commit landed)
+    // count as stored, once; another event at a taken seq is refused,
+    // naming both.
+    store.append_event(&text(2)).await.unwrap();
+    store.append_event(&text(1)).await.unwrap();
+    let mut other = text(2);
+    other.body = EventBody::Thought { text: "2".into() };
+    let err = store.append_event(&other).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::EventConflict { job_id, seq: 2, last: 2, .. } if job_id == "j1"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "event seq 2 of job j1 is already stored as a different event (stored: text at {}; \
+             given: thought at {}); the last stored seq is 2",
+            crate::store::sqlite::codec::RowRef::new("events", String::new())
+                .time("at", text(2).at)
+                .unwrap(),
+            crate::store::sqlite::codec::RowRef::new("events", String::new())
+                .time("at", other.at)
+                .unwrap(),
+        )
+    );
+
+    // A gap and a step back are refused.
+    for bad in [4, 0] {
         let err = store.append_event(&text(bad)).await.unwrap_err();
         assert!(
             matches!(&err, StoreError::EventSeq { job_id, seq, last: 2 } if job_id == "j1" && *seq == bad),
@@ -372,14 +398,26 @@ pub(crate) async fn bad_model_calls_are_refused(store: &dyn Store) {
 
     store.insert_job(&job("j1", 0), "{}").await.unwrap();
     store.insert_model_call(&model_call("j1", 1)).await.unwrap();
-    let err = store
-        .insert_model_call(&model_call("j1", 1))
-        .await
-        .unwrap_err();
+    // The same row again (a retry whose first commit landed) is written;
+    // another row at its seq is refused, naming both.
+    store.insert_model_call(&model_call("j1", 1)).await.unwrap();
+    let mut other = model_call("j1", 1);
+    other.cost_micros += 1;
+    let err = store.insert_model_call(&other).await.unwrap_err();
+    let stored = model_call("j1", 1);
     assert!(
-        matches!(&err, StoreError::InsertModelCall { job_id, seq: 1, .. } if job_id == "j1"),
+        matches!(&err, StoreError::ModelCallConflict { job_id, seq: 1, .. } if job_id == "j1"),
         "{err:?}"
     );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "model call 1 of job j1 is already on the ledger as a different row (stored: {}; given: {})",
+            crate::store::sql::ledger::describe(&stored),
+            crate::store::sql::ledger::describe(&other)
+        )
+    );
+    assert_eq!(store.model_calls("j1").await.unwrap(), vec![stored]);
 }
 
 pub(crate) async fn saves_replaces_and_lists(store: &dyn Store) {

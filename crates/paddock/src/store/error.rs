@@ -151,6 +151,33 @@ pub enum StoreError {
         .last.saturating_add(1)
     )]
     EventSeq { job_id: String, seq: u64, last: u64 },
+    /// An event's seq is taken by a different event (another writer's,
+    /// a reaper's): an identical one counts as stored (a retried append
+    /// whose first commit landed), this one does not.
+    #[error(
+        "event seq {seq} of job {job_id} is already stored as a different event \
+         (stored: {stored}; given: {given}); the last stored seq is {last}"
+    )]
+    EventConflict {
+        job_id: String,
+        seq: u64,
+        last: u64,
+        stored: Box<str>,
+        given: Box<str>,
+    },
+    /// A model call's `(job_id, seq)` is taken by a different row: an
+    /// identical one counts as written (a retried write whose first commit
+    /// landed), this one does not.
+    #[error(
+        "model call {seq} of job {job_id} is already on the ledger as a different row \
+         (stored: {stored}; given: {given})"
+    )]
+    ModelCallConflict {
+        job_id: String,
+        seq: u64,
+        stored: Box<str>,
+        given: Box<str>,
+    },
     #[error("cannot read the events of job {job_id}")]
     ReadEvents {
         job_id: String,

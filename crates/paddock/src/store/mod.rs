@@ -21,6 +21,7 @@ mod follows;
 mod location;
 mod owner;
 mod postgres;
+pub(crate) mod retry;
 mod sql;
 mod sqlite;
 mod webhook;
@@ -262,8 +263,12 @@ pub trait Store: std::fmt::Debug + Send + Sync {
 
     /// Appends `event` to its job's stream. Its `seq` must be the job's last
     /// stored seq + 1 (1 for the first event): anything else fails with
-    /// `EventSeq`, naming the job, the seq given and the last one stored. A
-    /// job the store does not have fails with `NoSuchJob`.
+    /// `EventSeq`, naming the job, the seq given and the last one stored;
+    /// a seq that holds another event fails with `EventConflict`, naming
+    /// both, and one that holds this very event (a retry whose first
+    /// commit landed) counts as stored. A job the store does not have
+    /// fails with `NoSuchJob`. Failures that pass are retried
+    /// (`retry.rs`), as for the other writes of a running job.
     async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError>;
 
     /// The events of job `job_id` with `seq > after_seq`, in ascending seq

@@ -2,25 +2,31 @@
 //! first locks the job's row (`FOR NO KEY UPDATE`): appenders of one job,
 //! in any process, take turns, and each one's density check (`seq` = the
 //! last stored + 1) sees every event committed before it; a job that does
-//! not exist is found by the same lock. Reading is shared (`sql/events.rs`).
+//! not exist is found by the same lock. A seq that holds the very event
+//! given already (a retry whose first commit landed) counts as stored. Reading is shared (`sql/events.rs`).
 
 use paddock_protocol::event::AgentEvent;
 
 use super::{PgStore, StoreError};
-use crate::store::sql::events::APPEND;
+use crate::store::sql::events::{refused, Stored, APPEND, AT_SEQ};
 use crate::store::sqlite::codec::RowRef;
 use crate::store::sqlite::is_unique_violation;
 
 impl PgStore {
-    /// Appends `event` if its `seq` is its job's last stored seq + 1.
+    /// Appends `event` if its `seq` is its job's last stored seq + 1; one
+    /// refused because that seq holds the very same event (a retry whose
+    /// first commit landed) counts as stored.
     pub(super) async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError> {
         let row = RowRef::new(
             "events",
             format!("event {} of job {}", event.seq, event.job_id),
         );
         let seq = row.int("seq", event.seq)?;
-        let at = row.time("at", event.at)?;
-        let body = row.json("body", &event.body)?;
+        let given = Stored {
+            kind: event.body.kind().to_owned(),
+            at: row.time("at", event.at)?,
+            body: row.json("body", &event.body)?,
+        };
         let append_error = |source| StoreError::AppendEvent {
             job_id: event.job_id.clone(),
             seq: event.seq,
@@ -41,9 +47,9 @@ impl PgStore {
         let done = sqlx::query(APPEND)
             .bind(event.job_id.as_str())
             .bind(seq)
-            .bind(at)
-            .bind(event.body.kind())
-            .bind(body)
+            .bind(given.at.as_str())
+            .bind(given.kind.as_str())
+            .bind(given.body.as_str())
             .execute(&mut *tx)
             .await;
         let inserted = match done {
@@ -56,18 +62,22 @@ impl PgStore {
             tx.commit().await.map_err(append_error)?;
             return Ok(());
         }
-        // Refused by the density check: release the lock, say why.
+        // Refused by the density check: release the lock; stored already
+        // (a retry), or say why.
         drop(tx);
         let last: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM events WHERE job_id = $1")
             .bind(event.job_id.as_str())
             .fetch_one(&self.pool)
             .await
             .map_err(append_error)?;
-        Err(StoreError::EventSeq {
-            job_id: event.job_id.clone(),
-            seq: event.seq,
-            last: row.narrow("seq", last.unwrap_or(0))?,
-        })
+        let stored = sqlx::query_as::<_, Stored>(AT_SEQ)
+            .bind(event.job_id.as_str())
+            .bind(seq)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(append_error)?;
+        let last = row.narrow("seq", last.unwrap_or(0))?;
+        refused(&event.job_id, event.seq, last, &given, stored)
     }
 }
 

@@ -36,6 +36,7 @@ use paddock_protocol::{EgressRecord, HostProfile};
 use time::OffsetDateTime;
 
 use super::location::PgUrl;
+use super::retry;
 use super::{
     CancelRequest, Follows, JobQuery, Lane, NextAttempt, Owner, Reclaim, RunningJob, SpendScope,
     Store, StoreError,
@@ -206,11 +207,27 @@ impl Store for PgStore {
     }
 
     async fn finish_job(&self, job: &JobRecord, from: JobStatus) -> Result<(), StoreError> {
-        PgStore::finish_job(self, &nul_free::record(job), from).await
+        // Compared as stored: without NUL.
+        let job = nul_free::record(job);
+        retry::transient("finish_job", |attempt| {
+            let job = &job;
+            async move {
+                match PgStore::finish_job(self, job, from).await {
+                    // An earlier attempt's commit landed, its answer was lost.
+                    Err(StoreError::StatusChanged { .. })
+                        if attempt > 0 && retry::finished_already(self, job).await =>
+                    {
+                        Ok(())
+                    }
+                    done => done,
+                }
+            }
+        })
+        .await
     }
 
     async fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
-        PgStore::job(self, id).await
+        retry::transient("job", |_| PgStore::job(self, id)).await
     }
 
     async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
@@ -218,12 +235,15 @@ impl Store for PgStore {
     }
 
     async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError> {
-        PgStore::set_one(
-            self,
-            id,
-            "UPDATE jobs SET closeout = $1 WHERE id = $2",
-            &nul_free::text(text),
-        )
+        let text = nul_free::text(text);
+        retry::transient("set_closeout", |_| {
+            PgStore::set_one(
+                self,
+                id,
+                "UPDATE jobs SET closeout = $1 WHERE id = $2",
+                &text,
+            )
+        })
         .await
     }
 
@@ -232,12 +252,15 @@ impl Store for PgStore {
     }
 
     async fn set_engine_session(&self, id: &str, session: &str) -> Result<(), StoreError> {
-        PgStore::set_one(
-            self,
-            id,
-            "UPDATE jobs SET engine_session = $1 WHERE id = $2",
-            &nul_free::text(session),
-        )
+        let session = nul_free::text(session);
+        retry::transient("set_engine_session", |_| {
+            PgStore::set_one(
+                self,
+                id,
+                "UPDATE jobs SET engine_session = $1 WHERE id = $2",
+                &session,
+            )
+        })
         .await
     }
 
@@ -256,7 +279,23 @@ impl Store for PgStore {
         owner: &Owner,
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        PgStore::insert_owned_job(self, &nul_free::record(job), spec_json, owner, at).await
+        // Compared as stored: without NUL.
+        let job = nul_free::record(job);
+        retry::transient("insert_owned_job", |attempt| {
+            let job = &job;
+            async move {
+                match PgStore::insert_owned_job(self, job, spec_json, owner, at).await {
+                    // An earlier attempt's commit landed, its answer was lost.
+                    Err(StoreError::JobExists { .. })
+                        if attempt > 0 && retry::finished_already(self, job).await =>
+                    {
+                        Ok(())
+                    }
+                    done => done,
+                }
+            }
+        })
+        .await
     }
 
     async fn heartbeat(
@@ -265,7 +304,7 @@ impl Store for PgStore {
         host: &str,
         at: OffsetDateTime,
     ) -> Result<bool, StoreError> {
-        PgStore::heartbeat(self, id, host, at).await
+        retry::transient("heartbeat", |_| PgStore::heartbeat(self, id, host, at)).await
     }
 
     async fn reclaim_job(&self, reclaim: &Reclaim<'_>) -> Result<bool, StoreError> {
@@ -301,7 +340,7 @@ impl Store for PgStore {
     }
 
     async fn cancel_requested(&self, id: &str) -> Result<Option<CancelRequest>, StoreError> {
-        PgStore::cancel_requested(self, id).await
+        retry::transient("cancel_requested", |_| PgStore::cancel_requested(self, id)).await
     }
 
     async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
@@ -368,27 +407,39 @@ impl Store for PgStore {
     }
 
     async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError> {
-        PgStore::append_event(self, event).await
+        retry::transient("append_event", |_| PgStore::append_event(self, event)).await
     }
 
     async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError> {
-        PgStore::events(self, job_id, after_seq).await
+        retry::transient("events", |_| PgStore::events(self, job_id, after_seq)).await
     }
 
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
-        PgStore::insert_model_call(self, &nul_free::record(call)).await
+        let call = nul_free::record(call);
+        retry::transient("insert_model_call", |_| {
+            PgStore::insert_model_call(self, &call)
+        })
+        .await
     }
 
     async fn settle_model_call(&self, call: &ModelCall) -> Result<bool, StoreError> {
-        PgStore::settle_model_call(self, &nul_free::record(call)).await
+        let call = nul_free::record(call);
+        retry::transient("settle_model_call", |_| {
+            PgStore::settle_model_call(self, &call)
+        })
+        .await
     }
 
     async fn interrupt_model_calls(&self, job_id: &str, why: &str) -> Result<u64, StoreError> {
-        PgStore::interrupt_model_calls(self, job_id, &nul_free::text(why)).await
+        let why = nul_free::text(why);
+        retry::transient("interrupt_model_calls", |_| {
+            PgStore::interrupt_model_calls(self, job_id, &why)
+        })
+        .await
     }
 
     async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError> {
-        PgStore::model_calls(self, job_id).await
+        retry::transient("model_calls", |_| PgStore::model_calls(self, job_id)).await
     }
 
     async fn spent_micros(&self, scope: &SpendScope, except_job: &str) -> Result<i64, StoreError> {
@@ -462,7 +513,7 @@ impl Store for PgStore {
     }
 
     async fn owe_webhook(&self, job_id: &str, at: OffsetDateTime) -> Result<(), StoreError> {
-        PgStore::owe_webhook(self, job_id, at).await
+        retry::transient("owe_webhook", |_| PgStore::owe_webhook(self, job_id, at)).await
     }
 
     async fn lease_owed_webhooks(

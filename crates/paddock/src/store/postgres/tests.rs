@@ -1,13 +1,14 @@
 //! What only the PostgreSQL backend has to get right: appenders in
 //! separate pools (as separate processes are) keeping events dense,
 //! migrations applied once by concurrent openers, a read-only open that
-//! creates nothing, and connection failures named without the password.
+//! creates nothing, connection failures named without the password, and
+//! a job's writes surviving its connections being terminated under it.
 
 use paddock_protocol::event::{AgentEvent, EventBody, Phase};
 use paddock_test_support::postgres::{self, Database, PASSWORD};
 
 use super::*;
-use crate::store::fixtures::{event, job};
+use crate::store::fixtures::{event, job, model_call};
 use crate::store::StoreAt;
 
 async fn fresh() -> Option<(Database, PgUrl)> {
@@ -21,6 +22,86 @@ fn text(event: u64) -> EventBody {
         phase: Phase::Provisioning,
         detail: Some(format!("event {event}")),
     }
+}
+
+/// Every connection of the job's pool is terminated
+/// (`pg_terminate_backend`, as a server restart or a dropped network
+/// does) again and again while the job appends its events, writes its
+/// ledger rows ahead and settles them, renews its heartbeat and finishes:
+/// the writes are retried, and every event, every ledger row and the final
+/// record arrive, each once, as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_jobs_writes_survive_its_connections_being_terminated() {
+    use sqlx::Connection;
+    let Some((db, url)) = fresh().await else {
+        return;
+    };
+    let store = PgStore::open(&url).await.unwrap();
+    let owner = Owner {
+        host: "h1".into(),
+        name: "host one".into(),
+    };
+    let started = job("j1", 0);
+    let at = started.created_at;
+    let spec = "{}";
+    Store::insert_owned_job(&store, &started, spec, &owner, at)
+        .await
+        .unwrap();
+
+    // The killer: its own connection, outside the store's pool.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = {
+        let stop = stop.clone();
+        let db = db.clone();
+        tokio::spawn(async move {
+            let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            let mut killed = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                )
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+                killed += u64::try_from(n).unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+            }
+            killed
+        })
+    };
+
+    let mut events = Vec::new();
+    let mut calls = Vec::new();
+    for seq in 1..=150u64 {
+        let ev = event("j1", seq, text(seq));
+        Store::append_event(&store, &ev).await.unwrap();
+        events.push(ev);
+        if seq % 5 == 0 {
+            let mut call = model_call("j1", seq / 5);
+            call.status = paddock_protocol::CallStatus::InFlight;
+            Store::insert_model_call(&store, &call).await.unwrap();
+            call.status = paddock_protocol::CallStatus::Ok;
+            Store::settle_model_call(&store, &call).await.unwrap();
+            calls.push(call);
+            assert!(Store::heartbeat(&store, "j1", "h1", at).await.unwrap());
+        }
+    }
+    let mut ended = started.clone();
+    ended.status = JobStatus::Done;
+    ended.finished_at = Some(at);
+    ended.model_calls = calls.len() as u64;
+    Store::finish_job(&store, &ended, JobStatus::Running)
+        .await
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let killed = killer.await.unwrap();
+
+    assert_eq!(Store::events(&store, "j1", 0).await.unwrap(), events);
+    assert_eq!(Store::model_calls(&store, "j1").await.unwrap(), calls);
+    assert_eq!(Store::job(&store, "j1").await.unwrap(), Some(ended));
+    assert!(killed > 10, "only {killed} connections terminated");
+    eprintln!("connections terminated under the job: {killed}");
 }
 
 /// Two pools (two processes' worth of connections) append to one job at
@@ -46,7 +127,9 @@ async fn concurrent_appends_from_two_pools_stay_dense() {
                 let ev = event("j1", last + 1, text(who * 1000 + mine));
                 match store.append_event(&ev).await {
                     Ok(()) => mine += 1,
-                    Err(StoreError::EventSeq { .. }) => refused += 1,
+                    Err(StoreError::EventSeq { .. } | StoreError::EventConflict { .. }) => {
+                        refused += 1
+                    }
                     Err(e) => panic!("{e:?}"),
                 }
             }
@@ -75,7 +158,8 @@ async fn concurrent_appends_from_two_pools_stay_dense() {
 }
 
 /// The same seq appended by many tasks on two pools at once: exactly one
-/// wins, the others are told the seq is taken (not a database error).
+/// wins, the others are told the seq holds another event (not a database
+/// error).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_appends_of_one_seq_have_one_winner() {
     let Some((_db, url)) = fresh().await else {
@@ -101,7 +185,7 @@ async fn racing_appends_of_one_seq_have_one_winner() {
         for t in tasks {
             match t.await.unwrap() {
                 Ok(()) => won += 1,
-                Err(StoreError::EventSeq { last, .. }) => assert_eq!(last, seq),
+                Err(StoreError::EventConflict { last, .. }) => assert_eq!(last, seq),
                 Err(e) => panic!("{e:?}"),
             }
         }

@@ -21,6 +21,55 @@ pub(in crate::store) const APPEND: &str = "INSERT INTO events (job_id, seq, at, 
 pub(in crate::store) const APPEND_NEXT: &str = "INSERT INTO events (job_id, seq, at, kind, body) \
      SELECT $1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE job_id = $1), $2, $3, $4";
 
+/// The event stored at job `$1`'s seq `$2`: what a refused append compares
+/// with the one it was given.
+pub(in crate::store) const AT_SEQ: &str =
+    "SELECT kind, at, body FROM events WHERE job_id = $1 AND seq = $2";
+
+/// An event as its columns hold it (`kind`, `at`, `body`).
+#[derive(Debug, PartialEq, Eq, sqlx::FromRow)]
+pub(in crate::store) struct Stored {
+    pub(in crate::store) kind: String,
+    pub(in crate::store) at: String,
+    pub(in crate::store) body: String,
+}
+
+impl Stored {
+    /// `kind at <at>`: how an error names the event.
+    fn describe(&self) -> String {
+        format!("{} at {}", self.kind, self.at)
+    }
+}
+
+/// Why an append of `given` (seq `seq` of job `job_id`) was refused, the
+/// job's last seq being `last`: none when the event stored at that seq is
+/// the very one (a retried append whose first commit landed: it is
+/// stored), `EventConflict` naming both when another is, `EventSeq` when
+/// the seq is not the next.
+pub(in crate::store) fn refused(
+    job_id: &str,
+    seq: u64,
+    last: u64,
+    given: &Stored,
+    stored: Option<Stored>,
+) -> Result<(), StoreError> {
+    match stored {
+        Some(stored) if &stored == given => Ok(()),
+        Some(stored) => Err(StoreError::EventConflict {
+            job_id: job_id.to_owned(),
+            seq,
+            last,
+            stored: stored.describe().into(),
+            given: given.describe().into(),
+        }),
+        None => Err(StoreError::EventSeq {
+            job_id: job_id.to_owned(),
+            seq,
+            last,
+        }),
+    }
+}
+
 /// An `events` row as stored.
 #[derive(sqlx::FromRow)]
 pub(in crate::store) struct EventRow {

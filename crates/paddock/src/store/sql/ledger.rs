@@ -3,6 +3,8 @@
 //! and cost in integer micro-dollars. A call forwarded upstream is written
 //! ahead (`in_flight`) and settled when its answer ends; a row still in
 //! flight when its job ends (or its process dies) is settled `interrupted`.
+//! A row written again as it is stored (a retried write whose first
+//! commit landed) counts as written; another row at its seq is refused.
 //! The page by position is each backend's own (SQLite's `rowid`,
 //! PostgreSQL's identity column `position`).
 
@@ -46,6 +48,30 @@ pub(in crate::store) const SELECT: &str =
      input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, \
      ttft_ms, duration_ms, status, http_status, error, estimated, price_version, cost_micros, \
      started_at FROM model_calls WHERE job_id = $1 ORDER BY seq";
+
+/// The row of job `$1`'s call `$2`.
+pub(in crate::store) const ONE: &str =
+    "SELECT job_id, attempt, seq, provider, requested_model, served_model, \
+     input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, \
+     ttft_ms, duration_ms, status, http_status, error, estimated, price_version, cost_micros, \
+     started_at FROM model_calls WHERE job_id = $1 AND seq = $2";
+
+/// How an error names a ledger row: its status, model, start, tokens and
+/// cost.
+pub(in crate::store) fn describe(call: &ModelCall) -> String {
+    format!(
+        "{} call to {} ({}) started at {}, {} in / {} out tokens, {} micro-dollars",
+        call.status.as_str(),
+        call.provider,
+        call.requested_model,
+        call.started_at
+            .checked_to_offset(time::UtcOffset::UTC)
+            .unwrap_or(call.started_at),
+        call.tokens.input_tokens,
+        call.tokens.output_tokens,
+        call.cost_micros
+    )
+}
 
 /// A ledger row with its position.
 #[derive(sqlx::FromRow)]
@@ -124,20 +150,57 @@ macro_rules! ledger_queries {
         const _: () = {
             use paddock_protocol::ledger::ModelCall;
             use $crate::store::sql::ledger::{
-                ModelCallRow, PositionedRow, INSERT, INTERRUPT, SELECT, SETTLE_SUFFIX,
+                describe, ModelCallRow, PositionedRow, INSERT, INTERRUPT, ONE, SELECT,
+                SETTLE_SUFFIX,
             };
             use $crate::store::sqlite::codec::RowRef;
-            use $crate::store::sqlite::is_foreign_key_violation;
+            use $crate::store::sqlite::{is_foreign_key_violation, is_unique_violation};
             use $crate::store::StoreError;
 
             impl $store {
                 /// Records one model call. Its job must exist (`NoSuchJob` otherwise) and
-                /// `(job_id, seq)` must be new; seqs need not be dense here.
+                /// `(job_id, seq)` must be new, or hold this very row (a retried write
+                /// whose first commit landed: written); another row there fails with
+                /// `ModelCallConflict`, naming both. Seqs need not be dense here.
                 pub(super) async fn insert_model_call(
                     &self,
                     call: &ModelCall,
                 ) -> Result<(), StoreError> {
-                    self.write_model_call(INSERT, call).await.map(|_| ())
+                    match self.write_model_call(INSERT, call).await {
+                        Ok(_) => Ok(()),
+                        Err(StoreError::InsertModelCall { source, .. })
+                            if is_unique_violation(&source) =>
+                        {
+                            let row = RowRef::new(
+                                "model_calls",
+                                format!("model call {} of job {}", call.seq, call.job_id),
+                            );
+                            let stored = sqlx::query_as::<_, ModelCallRow>(ONE)
+                                .bind(call.job_id.as_str())
+                                .bind(row.int("seq", call.seq)?)
+                                .fetch_optional(&self.pool)
+                                .await
+                                .map_err(|source| StoreError::ReadModelCalls {
+                                    job_id: call.job_id.clone(),
+                                    source,
+                                })?
+                                .map(ModelCallRow::into_call)
+                                .transpose()?;
+                            match stored {
+                                Some(stored) if &stored == call => Ok(()),
+                                stored => Err(StoreError::ModelCallConflict {
+                                    job_id: call.job_id.clone(),
+                                    seq: call.seq,
+                                    stored: stored
+                                        .as_ref()
+                                        .map_or_else(|| "none".to_owned(), describe)
+                                        .into(),
+                                    given: describe(call).into(),
+                                }),
+                            }
+                        }
+                        Err(e) => Err(e),
+                    }
                 }
 
                 /// Settles one model call: completes its in-flight row, or inserts it

@@ -1,12 +1,14 @@
 //! The `events` table on SQLite (`sql/events.rs` reads it): an append is
 //! one statement that inserts only the job's next seq, so no other writer
-//! slips in between the check and the insert.
+//! slips in between the check and the insert. An append refused because
+//! its seq holds the very same event (a retry whose first commit landed)
+//! counts as stored.
 
 use paddock_protocol::event::AgentEvent;
 
 use super::codec::RowRef;
 use super::{is_foreign_key_violation, SqliteStore, StoreError};
-use crate::store::sql::events::APPEND;
+use crate::store::sql::events::{refused, Stored, APPEND, AT_SEQ};
 
 impl SqliteStore {
     /// Appends `event` to its job's stream. Its `seq` must be the job's last
@@ -23,12 +25,18 @@ impl SqliteStore {
             seq: event.seq,
             source,
         };
+        let seq = row.int("seq", event.seq)?;
+        let given = Stored {
+            kind: event.body.kind().to_owned(),
+            at: row.time("at", event.at)?,
+            body: row.json("body", &event.body)?,
+        };
         let done = sqlx::query(APPEND)
             .bind(event.job_id.as_str())
-            .bind(row.int("seq", event.seq)?)
-            .bind(row.time("at", event.at)?)
-            .bind(event.body.kind())
-            .bind(row.json("body", &event.body)?)
+            .bind(seq)
+            .bind(given.at.as_str())
+            .bind(given.kind.as_str())
+            .bind(given.body.as_str())
             .execute(&self.pool)
             .await
             .map_err(|source| {
@@ -44,7 +52,7 @@ impl SqliteStore {
             return Ok(());
         }
 
-        // Refused by the density check: say why.
+        // Refused by the density check: stored already (a retry), or say why.
         let (job_exists, last): (bool, Option<i64>) = sqlx::query_as(
             "SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1), \
                     (SELECT MAX(seq) FROM events WHERE job_id = $1)",
@@ -58,11 +66,14 @@ impl SqliteStore {
                 job_id: event.job_id.clone(),
             });
         }
-        Err(StoreError::EventSeq {
-            job_id: event.job_id.clone(),
-            seq: event.seq,
-            last: row.narrow("seq", last.unwrap_or(0))?,
-        })
+        let stored = sqlx::query_as::<_, Stored>(AT_SEQ)
+            .bind(event.job_id.as_str())
+            .bind(seq)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(append_error)?;
+        let last = row.narrow("seq", last.unwrap_or(0))?;
+        refused(&event.job_id, event.seq, last, &given, stored)
     }
 }
 

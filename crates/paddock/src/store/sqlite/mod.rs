@@ -34,6 +34,7 @@ use paddock_protocol::ledger::ModelCall;
 use paddock_protocol::{EgressRecord, HostProfile};
 use time::OffsetDateTime;
 
+use super::retry;
 use super::{
     CancelRequest, Follows, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store,
     StoreError,
@@ -254,11 +255,22 @@ impl Store for SqliteStore {
     }
 
     async fn finish_job(&self, job: &JobRecord, from: JobStatus) -> Result<(), StoreError> {
-        SqliteStore::finish_job(self, job, from).await
+        retry::transient("finish_job", |attempt| async move {
+            match SqliteStore::finish_job(self, job, from).await {
+                // An earlier attempt's commit landed, its answer was lost.
+                Err(StoreError::StatusChanged { .. })
+                    if attempt > 0 && retry::finished_already(self, job).await =>
+                {
+                    Ok(())
+                }
+                done => done,
+            }
+        })
+        .await
     }
 
     async fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
-        SqliteStore::job(self, id).await
+        retry::transient("job", |_| SqliteStore::job(self, id)).await
     }
 
     async fn job_spec(&self, id: &str) -> Result<Option<String>, StoreError> {
@@ -266,7 +278,10 @@ impl Store for SqliteStore {
     }
 
     async fn set_closeout(&self, id: &str, text: &str) -> Result<(), StoreError> {
-        SqliteStore::set_closeout(self, id, text).await
+        retry::transient("set_closeout", |_| {
+            SqliteStore::set_closeout(self, id, text)
+        })
+        .await
     }
 
     async fn closeout(&self, id: &str) -> Result<Option<String>, StoreError> {
@@ -274,7 +289,10 @@ impl Store for SqliteStore {
     }
 
     async fn set_engine_session(&self, id: &str, session: &str) -> Result<(), StoreError> {
-        SqliteStore::set_engine_session(self, id, session).await
+        retry::transient("set_engine_session", |_| {
+            SqliteStore::set_engine_session(self, id, session)
+        })
+        .await
     }
 
     async fn engine_session(&self, id: &str) -> Result<Option<String>, StoreError> {
@@ -292,7 +310,18 @@ impl Store for SqliteStore {
         owner: &Owner,
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        SqliteStore::insert_owned_job(self, job, spec_json, owner, at).await
+        retry::transient("insert_owned_job", |attempt| async move {
+            match SqliteStore::insert_owned_job(self, job, spec_json, owner, at).await {
+                // An earlier attempt's commit landed, its answer was lost.
+                Err(StoreError::JobExists { .. })
+                    if attempt > 0 && retry::finished_already(self, job).await =>
+                {
+                    Ok(())
+                }
+                done => done,
+            }
+        })
+        .await
     }
 
     async fn heartbeat(
@@ -301,7 +330,7 @@ impl Store for SqliteStore {
         host: &str,
         at: OffsetDateTime,
     ) -> Result<bool, StoreError> {
-        SqliteStore::heartbeat(self, id, host, at).await
+        retry::transient("heartbeat", |_| SqliteStore::heartbeat(self, id, host, at)).await
     }
 
     async fn reclaim_job(&self, reclaim: &Reclaim<'_>) -> Result<bool, StoreError> {
@@ -322,7 +351,10 @@ impl Store for SqliteStore {
     }
 
     async fn cancel_requested(&self, id: &str) -> Result<Option<CancelRequest>, StoreError> {
-        SqliteStore::cancel_requested(self, id).await
+        retry::transient("cancel_requested", |_| {
+            SqliteStore::cancel_requested(self, id)
+        })
+        .await
     }
 
     async fn cancel_notices(&self) -> tokio::sync::broadcast::Receiver<String> {
@@ -395,27 +427,36 @@ impl Store for SqliteStore {
     }
 
     async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError> {
-        SqliteStore::append_event(self, event).await
+        retry::transient("append_event", |_| SqliteStore::append_event(self, event)).await
     }
 
     async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError> {
-        SqliteStore::events(self, job_id, after_seq).await
+        retry::transient("events", |_| SqliteStore::events(self, job_id, after_seq)).await
     }
 
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
-        SqliteStore::insert_model_call(self, call).await
+        retry::transient("insert_model_call", |_| {
+            SqliteStore::insert_model_call(self, call)
+        })
+        .await
     }
 
     async fn settle_model_call(&self, call: &ModelCall) -> Result<bool, StoreError> {
-        SqliteStore::settle_model_call(self, call).await
+        retry::transient("settle_model_call", |_| {
+            SqliteStore::settle_model_call(self, call)
+        })
+        .await
     }
 
     async fn interrupt_model_calls(&self, job_id: &str, why: &str) -> Result<u64, StoreError> {
-        SqliteStore::interrupt_model_calls(self, job_id, why).await
+        retry::transient("interrupt_model_calls", |_| {
+            SqliteStore::interrupt_model_calls(self, job_id, why)
+        })
+        .await
     }
 
     async fn model_calls(&self, job_id: &str) -> Result<Vec<ModelCall>, StoreError> {
-        SqliteStore::model_calls(self, job_id).await
+        retry::transient("model_calls", |_| SqliteStore::model_calls(self, job_id)).await
     }
 
     async fn spent_micros(&self, scope: &SpendScope, except_job: &str) -> Result<i64, StoreError> {
@@ -481,7 +522,10 @@ impl Store for SqliteStore {
     }
 
     async fn owe_webhook(&self, job_id: &str, at: OffsetDateTime) -> Result<(), StoreError> {
-        SqliteStore::owe_webhook(self, job_id, at).await
+        retry::transient("owe_webhook", |_| {
+            SqliteStore::owe_webhook(self, job_id, at)
+        })
+        .await
     }
 
     async fn lease_owed_webhooks(
@@ -698,6 +742,45 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    /// Another process holding the write lock past the busy timeout (a
+    /// long `paddock gc`): a job's event waits it out (retried), stored
+    /// once; without the retry it would fail with SQLITE_BUSY.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_event_waits_out_a_writer_holding_the_lock_past_the_busy_timeout() {
+        use sqlx::{ConnectOptions, Connection};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("paddock.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.insert_job(&job("j1", 0), "{}").await.unwrap();
+        let mut other = SqliteConnectOptions::new()
+            .filename(&path)
+            .connect()
+            .await
+            .unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let holder = tokio::spawn(async move {
+            tokio::time::sleep(BUSY_TIMEOUT + Duration::from_secs(1)).await;
+            sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+            other.close().await.unwrap();
+        });
+        let ev = event(
+            "j1",
+            1,
+            EventBody::Status {
+                phase: Phase::Provisioning,
+                detail: None,
+            },
+        );
+        let started = std::time::Instant::now();
+        Store::append_event(&store, &ev).await.unwrap();
+        assert!(started.elapsed() > BUSY_TIMEOUT, "{:?}", started.elapsed());
+        holder.await.unwrap();
+        assert_eq!(store.events("j1", 0).await.unwrap(), vec![ev]);
     }
 
     #[tokio::test]
