@@ -133,9 +133,7 @@ fn remove_stale_memo_tmp(jobs_root: &Path) {
             meta.file_type().is_file()
                 && meta
                     .modified()
-                    .ok()
-                    .and_then(|t| now.duration_since(t).ok())
-                    .is_some_and(|age| age >= MEMO_TMP_STALE)
+                    .is_ok_and(|t| crate::file_age::age(t, now) >= MEMO_TMP_STALE)
         });
         if stale {
             let _ = std::fs::remove_file(&path);

@@ -15,6 +15,7 @@ pub mod egress;
 pub mod engines;
 pub mod env_handover;
 pub mod event_line;
+pub mod file_age;
 pub mod heartbeat;
 pub mod host_check;
 pub mod host_id;

@@ -2144,4 +2144,29 @@ mod tests {
         .collect();
         assert_eq!(judged, vec![true, true, false, false, false]);
     }
+
+    /// A killed writer's pending lease file dated a year ahead (the clock
+    /// went back since) is as stale as one a year old: removed, not kept
+    /// until the clock catches up; one just written stays.
+    #[test]
+    fn a_pending_lease_file_dated_ahead_is_stale() {
+        let root = tempfile::tempdir().unwrap();
+        let leases = root.path().join(LEASES);
+        std::fs::create_dir_all(&leases).unwrap();
+        let ahead = leases.join("job-2.lock.newAbC123");
+        for name in ["job-2.lock.newAbC123", "job-3.lock.newDeF456"] {
+            std::fs::write(leases.join(name), "").unwrap();
+        }
+        File::options()
+            .write(true)
+            .open(&ahead)
+            .unwrap()
+            .set_modified(
+                std::time::SystemTime::now() + std::time::Duration::from_secs(365 * 86_400),
+            )
+            .unwrap();
+        let (removed, errors) = crate::workspace::lease::remove_stale_pending(&leases);
+        assert_eq!((removed, errors), (vec![ahead], Vec::<String>::new()));
+        assert_eq!(names(&leases), ["job-3.lock.newDeF456"]);
+    }
 }

@@ -181,11 +181,7 @@ impl Drop for CancelOnDrop {
 /// clock went back since it was written, or its date was set ahead) is
 /// judged by how far ahead it is, so it does not stay forever.
 fn orphaned(modified: std::time::SystemTime, now: std::time::SystemTime) -> bool {
-    let apart = now
-        .duration_since(modified)
-        .or_else(|_| modified.duration_since(now))
-        .unwrap_or(std::time::Duration::ZERO);
-    apart > ORPHAN_AGE
+    crate::file_age::age(modified, now) > ORPHAN_AGE
 }
 
 /// Removes the inline sources (`<jobs>/.turn-<key>`) of turns that have

@@ -536,6 +536,8 @@ impl SetupCache {
             return;
         };
         let now = SystemTime::now();
+        // How long since an entry was last used, for its order (one dated
+        // ahead of now counts as just used).
         let age = |p: &Path| {
             std::fs::symlink_metadata(p)
                 .and_then(|m| m.modified())
@@ -549,7 +551,8 @@ impl SetupCache {
             let name = e.file_name().to_string_lossy().into_owned();
             let path = e.path();
             if name.starts_with(".tmp-") {
-                if age(&path) > STALE_TMP {
+                // Dated ahead of now, it is as old as it is ahead.
+                if crate::file_age::of(&path, now).is_some_and(|a| a > STALE_TMP) {
                     remove(&path);
                 }
                 continue;

@@ -172,9 +172,7 @@ pub(crate) fn remove_stale_pending(dir: &Path) -> (Vec<PathBuf>, Vec<String>) {
         };
         let old = meta
             .modified()
-            .ok()
-            .and_then(|t| now.duration_since(t).ok())
-            .is_some_and(|age| age >= PENDING_STALE);
+            .is_ok_and(|t| crate::file_age::age(t, now) >= PENDING_STALE);
         if !meta.file_type().is_file() || !old {
             continue;
         }

@@ -92,11 +92,7 @@ pub(crate) fn last_use(path: &Path) -> Option<SystemTime> {
 
 /// Whether `path`'s modification time is at least `unused_for` ago.
 fn unused(path: &Path, now: SystemTime, unused_for: Duration) -> bool {
-    std::fs::symlink_metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| now.duration_since(t).ok())
-        .is_some_and(|age| age >= unused_for)
+    crate::file_age::of(path, now).is_some_and(|age| age >= unused_for)
 }
 
 /// The directories (not links) directly under `dir`, with their names.
