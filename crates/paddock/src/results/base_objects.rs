@@ -252,9 +252,20 @@ pub fn branch_tip(bundle: &Path, branch: &str) -> std::io::Result<Option<String>
 /// A bundle's refs as its header lists them: (commit, full name).
 type BundleRefs = Vec<(String, String)>;
 
-/// A bundle's header: its prerequisites and its refs.
+/// A bundle's header: its prerequisites and its refs. Opened as
+/// `own_file` opens (no link followed, no FIFO waited on) and read only
+/// from a regular file: a job's `branch.bundle` lies in its artifacts,
+/// which a `process`-rung job (Paddock's own user) can reach, and a FIFO
+/// there held `paddock publish` and the next attempt at the open for ever.
 fn header(bundle: &Path) -> std::io::Result<(Vec<String>, BundleRefs)> {
-    let file = std::fs::File::open(bundle)?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(super::own_file::NO_LINK)
+        .open(bundle)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
     let mut reader = std::io::BufReader::new(std::io::Read::take(file, MAX_HEADER));
     let mut line = Vec::new();
     let mut out = Vec::new();
@@ -344,6 +355,41 @@ mod tests {
                 prerequisites(&path).unwrap(),
             ),
             (Some(b), None, vec![a])
+        );
+    }
+
+    /// A bundle's header is read only from a regular file: a link (to a
+    /// real bundle) is not followed, a FIFO no one writes is refused at
+    /// once (was: waited on for ever), a directory is refused.
+    #[test]
+    fn a_bundle_that_is_no_regular_file_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        let b = "b".repeat(40);
+        std::fs::write(&real, format!("# v2 git bundle\n{b} refs/heads/x\n\nPACK")).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        nix::unistd::mkfifo(&dir.path().join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let dir_path = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let said = ["link", "fifo", "."]
+                .map(|name| branch_tip(&dir_path.join(name), "x").map_err(|e| e.to_string()));
+            tx.send(said)
+        });
+        let said = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .map_err(|_| "waited");
+        let eloop = std::io::Error::from_raw_os_error(nix::libc::ELOOP).to_string();
+        assert_eq!(
+            (said, branch_tip(&real, "x").unwrap()),
+            (
+                Ok([
+                    Err(eloop),
+                    Err("not a regular file".to_string()),
+                    Err("not a regular file".to_string()),
+                ]),
+                Some(b)
+            )
         );
     }
 }
