@@ -982,7 +982,7 @@ async fn save_patch(
     let dir = paths.artifacts.join(&rec.id);
     let path = dir.join("patch.diff");
     std::fs::create_dir_all(&dir)
-        .and_then(|()| std::fs::write(&path, patch.diff.as_bytes()))
+        .and_then(|()| crate::results::own_file::write(&path, patch.diff.as_bytes()))
         .map_err(|e| format!("save the patch to {}: {e}", path.display()))?;
     Ok(Some(SavedPatch {
         path,
@@ -1919,6 +1919,84 @@ mod tests {
                     detail: Some(REASON.to_string()),
                 },
             ]
+        );
+    }
+
+    /// A link a `process`-rung job (Paddock's own user) planted where its
+    /// patch goes is not followed when the reaper saves a dead job's
+    /// patch: the file it names keeps its text (was: overwritten by the
+    /// job's diff), no patch is recorded, and the error says why.
+    #[tokio::test]
+    async fn a_dead_jobs_patch_is_not_written_through_a_planted_link() {
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let repo = root.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "."],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                "init",
+            ],
+        ] {
+            std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+            let out = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&repo)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+        }
+        let spec = paddock_protocol::RepositorySpec {
+            path: Some(repo.clone()),
+            url: None,
+            base_ref: "main".into(),
+            token: None,
+        };
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        store
+            .insert_job(&fixtures::job("job-1", 0), "{}")
+            .await
+            .unwrap();
+        let ws = Workspace::provision(&paths.jobs, "job-1", &spec, "paddock/T-1/1")
+            .await
+            .unwrap();
+        std::fs::write(ws.work.join("README.md"), "planted\n").unwrap();
+        let host = root.path().join("host-file");
+        std::fs::write(&host, "the host's file\n").unwrap();
+        let artifact = paths.artifacts.join("job-1/patch.diff");
+        std::fs::create_dir_all(artifact.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&host, &artifact).unwrap();
+        drop(ws);
+
+        let report = reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
+        let eloop = std::io::Error::from_raw_os_error(nix::libc::ELOOP);
+        assert_eq!(
+            (
+                report
+                    .jobs
+                    .iter()
+                    .map(|r| (r.patch.clone(), r.errors.clone()))
+                    .collect::<Vec<_>>(),
+                std::fs::read_to_string(&host).unwrap(),
+                std::fs::symlink_metadata(&artifact).unwrap().is_symlink(),
+            ),
+            (
+                vec![(
+                    None,
+                    vec![format!("save the patch to {}: {eloop}", artifact.display())]
+                )],
+                "the host's file\n".to_string(),
+                true,
+            )
         );
     }
 

@@ -28,7 +28,7 @@ pub mod github_app_record;
 pub mod gitlab;
 pub mod gitlab_token;
 pub mod outbox;
-mod own_file;
+pub(crate) mod own_file;
 pub mod push;
 pub mod republish;
 pub mod scope;

@@ -1,5 +1,5 @@
-//! Paddock's own files beside a job's (the closeout in its artifacts
-//! directory, the file outbox's pull request and closeout) written only as
+//! Paddock's own files beside a job's (the closeout and the patch in its
+//! artifacts directory, the file outbox's pull request and closeout) written only as
 //! regular files, opened without following a link or waiting on a FIFO
 //! (`O_NOFOLLOW | O_NONBLOCK`): a link planted there (by anyone who can
 //! write that directory; a `process`-rung job runs as Paddock's own user)
@@ -16,7 +16,7 @@ pub(super) const NO_LINK: i32 = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
 /// `path` opened to be written whole: made (mode 0644) when missing,
 /// emptied when there; a link (`ELOOP`), a FIFO or anything else but a
 /// regular file is refused and left as it is.
-pub(super) fn open_to_write(path: &Path) -> std::io::Result<File> {
+pub(crate) fn open_to_write(path: &Path) -> std::io::Result<File> {
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -32,7 +32,7 @@ pub(super) fn open_to_write(path: &Path) -> std::io::Result<File> {
 }
 
 /// `bytes` written as the whole of `path` ([`open_to_write`]).
-pub(super) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     open_to_write(path)?.write_all(bytes)
 }
 

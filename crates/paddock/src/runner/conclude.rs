@@ -436,7 +436,15 @@ async fn save_patch(
         return Ok(Err((JobStatus::Failed, Some(msg))));
     }
     let path = prov.artifacts.join("patch.diff");
-    match tokio::fs::write(&path, patch.diff.as_bytes()).await {
+    // Written as Paddock's own file (no link a `process`-rung job planted
+    // in its artifacts followed, no FIFO waited on).
+    let written = async {
+        let file = crate::results::own_file::open_to_write(&path)?;
+        let mut file = tokio::fs::File::from_std(file);
+        tokio::io::AsyncWriteExt::write_all(&mut file, patch.diff.as_bytes()).await?;
+        tokio::io::AsyncWriteExt::flush(&mut file).await
+    };
+    match written.await {
         Ok(()) => {
             // Once the patch is saved (a job whose patch is lost fails
             // here, publishing nothing), beside its event.
