@@ -4,7 +4,9 @@
 //! Codex, scripted upstream, process rung) runs with its record, events
 //! and ledger in PostgreSQL and none in a SQLite file; `paddock jobs` and
 //! `paddock events` read them back; the password shows nowhere and never
-//! reaches a job's environment.
+//! reaches a job's environment; a job whose store connections are
+//! terminated under it again and again keeps every event, every ledger
+//! row and its final record, each once.
 
 use std::path::{Path, PathBuf};
 
@@ -113,6 +115,97 @@ async fn the_hello_job_runs_on_a_postgres_store_and_reads_back() {
         assert!(!text(&out.stdout).contains(PASSWORD));
         assert!(!text(&out.stderr).contains(PASSWORD));
     }
+}
+
+/// The hello job while every connection to its database is terminated
+/// (`pg_terminate_backend`: as a server restart or a dropped network
+/// does) every 100 ms: its writes are retried (`store/retry.rs`), so it
+/// ends `done` as it would have, its events dense from 1 and ending with
+/// its final status, every ledger row there once and settled, its final
+/// record stored as printed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_whose_store_connections_are_terminated_keeps_its_whole_record() {
+    use sqlx::Connection;
+    let Some(_) = engine("codex") else {
+        return;
+    };
+    let Some(db) = postgres::database().await else {
+        return;
+    };
+    let url = PgUrl::parse(&db.url).unwrap();
+    // Migrated before the kills start: a migration is not retried.
+    let store = PgStore::open(&url).await.unwrap();
+    let home = Home::new();
+    let spec = hello(&home);
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let killer = {
+        let (stop, admin_url) = (stop.clone(), db.url.clone());
+        tokio::spawn(async move {
+            let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+            let mut killed = 0i64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                killed += sqlx::query_scalar::<_, i64>(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                )
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            killed
+        })
+    };
+    let run = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_DB", db.url.as_str())],
+        )
+        .await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let killed = killer.await.unwrap();
+    let record = paddock_test_support::jobs::record(&run);
+    assert_eq!(
+        (record.status, run.status.code()),
+        (JobStatus::Done, Some(0)),
+        "{}",
+        text(&run.stderr)
+    );
+    assert!(killed >= 3, "only {killed} connections terminated");
+
+    assert_eq!(store.job(&record.id).await.unwrap(), Some(record.clone()));
+    let events = store.events(&record.id, 0).await.unwrap();
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    let statuses: Vec<paddock_protocol::Phase> = events
+        .iter()
+        .filter_map(|e| match &e.body {
+            paddock_protocol::EventBody::Status { phase, .. } => Some(*phase),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(statuses.last(), Some(&paddock_protocol::Phase::Done));
+    // None stored twice by a retry: each (time, body) once.
+    let mut once: Vec<String> = events
+        .iter()
+        .map(|e| serde_json::to_string(&(e.at, &e.body)).unwrap())
+        .collect();
+    once.sort();
+    once.dedup();
+    assert_eq!(once.len(), events.len());
+    let calls = store.model_calls(&record.id).await.unwrap();
+    let call_seqs: Vec<u64> = calls.iter().map(|c| c.seq).collect();
+    assert_eq!(call_seqs, (1..=record.model_calls).collect::<Vec<_>>());
+    assert!(calls
+        .iter()
+        .all(|c| c.status == paddock_protocol::CallStatus::Ok));
+    assert!(!calls.is_empty());
+    eprintln!(
+        "connections terminated under the job: {killed}; {} events, {} calls",
+        events.len(),
+        calls.len()
+    );
 }
 
 /// A job's engine sees neither the store's URL nor its password, whether
