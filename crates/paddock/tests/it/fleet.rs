@@ -10,7 +10,9 @@
 //! cancel asked of a job whose host then dies ends it `cancelled` when it
 //! is reclaimed, never queued again; a final record owed to the webhooks
 //! is sent by a server whoever ended the job; a server that drains claims
-//! nothing more, and its peer runs what it left queued.
+//! nothing more, and its peer runs what it left queued; a claim whose
+//! server died on another host before the job started is run once by the
+//! live server (PostgreSQL).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -1147,4 +1149,85 @@ async fn a_claim_whose_server_died_before_its_lease_is_reaped_by_a_live_servers_
         0,
         "the reaper's lease is gone"
     );
+}
+
+/// Two servers on one PostgreSQL database, one killed (SIGKILL) on its
+/// host just after its claim of a queued job committed, before the job
+/// started (no event, no lease, no renewal after the claim's): the live
+/// server on the other host reclaims the claim once its heartbeat is
+/// older than the TTL (the claimed attempt `failed`, its reason naming
+/// the next), and runs the next attempt exactly once; nothing stays
+/// claimed. (The claim itself is one statement: killed before it
+/// commits, the job is still queued.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claim_whose_server_died_on_another_host_is_run_once_by_the_live_one_on_postgres() {
+    let Some(pg) = paddock_test_support::postgres::database().await else {
+        return;
+    };
+    let db = Shared::Postgres(pg.url.clone());
+    let (a, b) = (Home::new(), Home::new());
+    hosts_config(&a, HOSTS);
+    hosts_config(&b, HOSTS);
+    // Host a's jobs directory and id, and the schema.
+    assert_eq!(reaped(&gc(&a, &db).await), Vec::<String>::new());
+    let store = created(&db).await;
+    let (host, name) = host_of(&a);
+    let dead = Owner { host, name };
+    let scratch = tempfile::tempdir().unwrap();
+    let log = scratch.path().join("runs");
+    let body = format!("echo ran >> '{}'\n{TURN}", log.display());
+    let spec: JobSpec = serde_json::from_value(spec(&b, "T-CLAIM", &body)).unwrap();
+    let now = time::OffsetDateTime::now_utc();
+    let mut queued = JobRecord::new("job-T-CLAIM", &spec, now);
+    queued.status = JobStatus::Queued;
+    store
+        .enqueue_job(&queued, &serde_json::to_string(&spec).unwrap(), 0, None)
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_job(&[], &dead, now, &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (claimed.id.as_str(), claimed.status),
+        ("job-T-CLAIM", JobStatus::Running)
+    );
+
+    let alive = server(&b, &db.db(), &a).await;
+    let rec = alive.wait_for(&claimed.id, is_final).await;
+    assert_eq!(rec.status, JobStatus::Failed, "{}", alive.stderr());
+    let mut next = None;
+    for _ in 0..100 {
+        next = store
+            .jobs(50)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|j| j.ticket_id == "T-CLAIM" && j.id != claimed.id);
+        if next.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let next = next.expect("no next attempt queued");
+    let ran = alive.wait_for(&next.id, is_final).await;
+    assert_eq!(
+        (ran.status, ran.attempt),
+        (JobStatus::Done, 2),
+        "{}",
+        alive.stderr()
+    );
+    let rec = store.job(&claimed.id).await.unwrap().unwrap();
+    assert!(
+        rec.reason
+            .as_deref()
+            .is_some_and(|r| r.ends_with(&format!("queued again as job {} (attempt 2)", next.id))),
+        "{:?}",
+        rec.reason
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "ran\n");
+    assert_eq!(store.running_jobs().await.unwrap(), Vec::new());
+    nothing_lost(&store, &rec).await;
+    nothing_lost(&store, &ran).await;
 }
