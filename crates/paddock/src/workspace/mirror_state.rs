@@ -11,8 +11,11 @@
 //! once it passes). What is left unseen is damage that no write through
 //! the file system made (a disk's bad sector under a file unchanged since
 //! the check): the base's name failing to read from it has it checked
-//! after all (`mirror.rs`); a later git reading it fails. The job never sees the
-//! mirror, so nothing it does reaches either the mirror or this file.
+//! after all (`mirror.rs`); a later git reading it fails. A `sandbox`-rung
+//! job never sees the mirror; a `process`-rung one runs as Paddock's user
+//! and can reach it, so the state file is read as `meta_file` reads a
+//! record (no link followed, no FIFO waited on, bounded: anything else
+//! only means the check runs) and written with no link followed.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
@@ -25,9 +28,13 @@ const CHECKED: &str = "paddock-checked";
 /// state file.
 const LEFT_OUT: &[&str] = &["FETCH_HEAD", CHECKED];
 
+/// The most of a kept state read back: a longer one is not taken (the
+/// check runs).
+const MAX_STATE: u64 = 64 << 20;
+
 /// Whether the mirror `dir` is as its last passing check saw it.
 pub(super) fn unchanged_since_check(dir: &Path) -> bool {
-    let Ok(kept) = std::fs::read_to_string(dir.join(CHECKED)) else {
+    let Ok(kept) = super::meta_file::read(&dir.join(CHECKED), MAX_STATE) else {
         return false;
     };
     state(dir).is_some_and(|now| now == kept)
@@ -38,10 +45,30 @@ pub(super) fn unchanged_since_check(dir: &Path) -> bool {
 /// removed, so no older state stands).
 pub(super) fn checked(dir: &Path) {
     let file = dir.join(CHECKED);
-    let kept = state(dir).is_some_and(|now| std::fs::write(&file, now).is_ok());
+    let kept = state(dir).is_some_and(|now| write_own(&file, now.as_bytes()).is_ok());
     if !kept {
         let _ = std::fs::remove_file(&file);
     }
+}
+
+/// `bytes` as the whole of the regular file `path`, opened with no link
+/// followed and no FIFO waited on (a link or FIFO planted there is left
+/// as it is: the error only means the next job checks again).
+fn write_own(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .mode(0o644)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    file.set_len(0)?;
+    file.write_all(bytes)
 }
 
 /// Forgets the kept state of the mirror `dir` (the check about to run
@@ -110,6 +137,37 @@ fn is_loose_objects(path: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A link planted as the state file is not written through (the file
+    /// it names keeps its text) nor read (a link to a state that matches
+    /// is not taken: the check runs); a FIFO there is refused at once,
+    /// not waited on (was: the next job's provisioning held for ever).
+    #[test]
+    fn a_planted_state_file_is_neither_followed_nor_waited_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("mirror");
+        std::fs::create_dir_all(dir.join("refs/heads")).unwrap();
+        let host = tmp.path().join("host-file");
+        std::fs::write(&host, "the host's file\n").unwrap();
+        std::os::unix::fs::symlink(&host, dir.join(CHECKED)).unwrap();
+        checked(&dir);
+        let written_through = std::fs::read_to_string(&host).unwrap();
+        // A link to a state that matches the mirror's.
+        std::fs::write(&host, state(&dir).unwrap()).unwrap();
+        std::fs::remove_file(dir.join(CHECKED)).ok();
+        std::os::unix::fs::symlink(&host, dir.join(CHECKED)).unwrap();
+        let through_link = unchanged_since_check(&dir);
+        std::fs::remove_file(dir.join(CHECKED)).unwrap();
+        nix::unistd::mkfifo(&dir.join(CHECKED), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fifo_dir = dir.clone();
+        std::thread::spawn(move || tx.send(unchanged_since_check(&fifo_dir)));
+        let through_fifo = rx.recv_timeout(std::time::Duration::from_secs(10)).ok();
+        assert_eq!(
+            (written_through.as_str(), through_link, through_fifo),
+            ("the host's file\n", false, Some(false))
+        );
+    }
 
     /// The state changes with a ref written, a file rewritten in place,
     /// a loose object added; not with `FETCH_HEAD` nor with the state
