@@ -96,11 +96,18 @@ impl Identity {
 /// The answers file's content: identity key → the warning (`None`: the pin).
 type Remembered = HashMap<String, Option<String>>;
 
+/// The most of the answers file read: [`MAX_REMEMBERED`] answers of a
+/// short warning each fit many times over.
+const MAX_REMEMBERED_BYTES: u64 = 1 << 20;
+
+/// The answers in `file`, read as a file the job can write (no link
+/// followed, no FIFO waited on, bounded: `hostile_file`): the file lies in
+/// the jobs directory, which a `process`-rung job (Paddock's own user)
+/// reaches, and a FIFO there held every later job's version check for
+/// ever. None when it is anything but a regular file of JSON.
 fn read_remembered(file: &Path) -> Remembered {
-    std::fs::read(file)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default()
+    let bytes = super::hostile_file::read_from(file, 0, MAX_REMEMBERED_BYTES);
+    serde_json::from_slice(&bytes).unwrap_or_default()
 }
 
 /// Adds one answer to `file` (written whole to a temporary name, then
@@ -430,5 +437,29 @@ mod tests {
         );
         assert_eq!(asked(), 3);
         assert_eq!(read_remembered(&file).len(), 1);
+    }
+
+    /// The answers file is read only as a regular file: a link to a file
+    /// of answers is not taken, a FIFO no one writes is refused at once
+    /// (was: the version check, and every job's start, waited on it for
+    /// ever).
+    #[test]
+    fn a_planted_answers_file_is_neither_followed_nor_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, br#"{"k":null}"#).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link.json")).unwrap();
+        nix::unistd::mkfifo(&dir.path().join("fifo.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            tx.send(
+                ["real.json", "link.json", "fifo.json"].map(|n| read_remembered(&d.join(n)).len()),
+            )
+        });
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(10)).ok(),
+            Some([1, 0, 0])
+        );
     }
 }
