@@ -447,7 +447,11 @@ impl Store for PgStore {
     }
 
     async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError> {
-        PgStore::record_egress(self, job_id, &nul_free::record(record)).await
+        let record = nul_free::record(record);
+        retry::unsent("record_egress", || {
+            PgStore::record_egress(self, job_id, &record)
+        })
+        .await
     }
 
     async fn egress(&self, job_id: &str) -> Result<Vec<EgressRecord>, StoreError> {

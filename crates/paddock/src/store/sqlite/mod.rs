@@ -464,7 +464,10 @@ impl Store for SqliteStore {
     }
 
     async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError> {
-        SqliteStore::record_egress(self, job_id, record).await
+        retry::unsent("record_egress", || {
+            SqliteStore::record_egress(self, job_id, record)
+        })
+        .await
     }
 
     async fn egress(&self, job_id: &str) -> Result<Vec<EgressRecord>, StoreError> {
@@ -745,8 +748,9 @@ mod tests {
     }
 
     /// Another process holding the write lock past the busy timeout (a
-    /// long `paddock gc`): a job's event waits it out (retried), stored
-    /// once; without the retry it would fail with SQLITE_BUSY.
+    /// long `paddock gc`): a job's event and egress attempt wait it out
+    /// (retried), each stored once; without the retry they would fail
+    /// with SQLITE_BUSY.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_event_waits_out_a_writer_holding_the_lock_past_the_busy_timeout() {
         use sqlx::{ConnectOptions, Connection};
@@ -776,11 +780,32 @@ mod tests {
                 detail: None,
             },
         );
+        let attempt = paddock_protocol::EgressRecord {
+            host: "registry.npmjs.org".to_owned(),
+            port: 443,
+            method: None,
+            address: None,
+            bytes_up: 1,
+            bytes_down: 2,
+            duration_ms: 3,
+            phase: paddock_protocol::EgressPhase::Setup,
+            allowed: true,
+            rule: None,
+            reason: None,
+            credential: None,
+            substituted: None,
+        };
         let started = std::time::Instant::now();
-        Store::append_event(&store, &ev).await.unwrap();
+        let (appended, recorded) = tokio::join!(
+            Store::append_event(&store, &ev),
+            Store::record_egress(&store, "j1", &attempt)
+        );
+        appended.unwrap();
+        recorded.unwrap();
         assert!(started.elapsed() > BUSY_TIMEOUT, "{:?}", started.elapsed());
         holder.await.unwrap();
         assert_eq!(store.events("j1", 0).await.unwrap(), vec![ev]);
+        assert_eq!(Store::egress(&store, "j1").await.unwrap(), vec![attempt]);
     }
 
     #[tokio::test]
