@@ -26,6 +26,7 @@ pub mod leftovers;
 pub mod log;
 pub mod output;
 pub mod own_children;
+pub(crate) mod own_file;
 pub mod paths;
 pub mod policy;
 pub mod reaper;

@@ -982,7 +982,7 @@ async fn save_patch(
     let dir = paths.artifacts.join(&rec.id);
     let path = dir.join("patch.diff");
     std::fs::create_dir_all(&dir)
-        .and_then(|()| crate::results::own_file::write(&path, patch.diff.as_bytes()))
+        .and_then(|()| crate::own_file::write(&path, patch.diff.as_bytes()))
         .map_err(|e| format!("save the patch to {}: {e}", path.display()))?;
     Ok(Some(SavedPatch {
         path,

@@ -21,7 +21,6 @@ mod job_branch;
 mod junk;
 pub mod keep;
 pub mod lease;
-mod meta_file;
 pub(crate) mod mirror;
 mod mirror_state;
 mod new_objects;
@@ -338,6 +337,11 @@ fn is_object_name(s: &str) -> bool {
 /// holding disk (a sparse file), which read whole would be held in
 /// Paddock's memory.
 const MAX_EXTENDED_BYTES: u64 = 16 << 20;
+
+/// The most of a `meta/` record naming a path or an object (`base_commit`,
+/// `overlay`) read (`own_file::read`): a path is at most `PATH_MAX` (4096)
+/// bytes.
+pub(super) const MAX_NAME_RECORD: u64 = 64 * 1024;
 
 /// The most of `meta/extended.jsonl` read back: each line holds an
 /// extended file's original text and what was appended (the context's
@@ -1014,7 +1018,7 @@ impl Workspace {
         let root = jobs_root.join(job_id);
         let meta = root.join("meta");
         let file = meta.join(BASE_COMMIT);
-        let base_commit = match meta_file::read(&file, meta_file::MAX_NAME_RECORD) {
+        let base_commit = match crate::own_file::read(&file, MAX_NAME_RECORD) {
             Ok(text) => text.trim().to_string(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
@@ -1205,7 +1209,7 @@ impl Workspace {
     /// The files [`Workspace::extend_tracked`] extended.
     fn extended(&self) -> Result<Vec<Extended>, WorkspaceError> {
         let path = self.meta.join(EXTENDED);
-        let text = match meta_file::read(&path, MAX_EXTENDED_RECORD) {
+        let text = match crate::own_file::read(&path, MAX_EXTENDED_RECORD) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(source) => {
@@ -1671,8 +1675,7 @@ impl Workspace {
     /// host restarted since the job ran), so its patch sees the job's
     /// work; a clone workspace, or one whose snapshot is gone, is left.
     fn remount(&self) -> Result<(), WorkspaceError> {
-        let Ok(lower) = meta_file::read(&self.meta.join(OVERLAY), meta_file::MAX_NAME_RECORD)
-        else {
+        let Ok(lower) = crate::own_file::read(&self.meta.join(OVERLAY), MAX_NAME_RECORD) else {
             return Ok(());
         };
         let lower = PathBuf::from(lower.trim_end_matches('\n'));

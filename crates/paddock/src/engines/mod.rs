@@ -17,7 +17,6 @@ use paddock_protocol::{EngineKind, EventBody};
 pub mod claude;
 pub mod codex;
 pub mod denial;
-pub mod hostile_file;
 pub mod jsonl;
 pub mod pins;
 #[cfg(feature = "stand-in-engine")]

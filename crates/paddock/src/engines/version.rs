@@ -101,12 +101,12 @@ type Remembered = HashMap<String, Option<String>>;
 const MAX_REMEMBERED_BYTES: u64 = 1 << 20;
 
 /// The answers in `file`, read as a file the job can write (no link
-/// followed, no FIFO waited on, bounded: `hostile_file`): the file lies in
+/// followed, no FIFO waited on, bounded: `own_file::read_from`): the file lies in
 /// the jobs directory, which a `process`-rung job (Paddock's own user)
 /// reaches, and a FIFO there held every later job's version check for
 /// ever. None when it is anything but a regular file of JSON.
 fn read_remembered(file: &Path) -> Remembered {
-    let bytes = super::hostile_file::read_from(file, 0, MAX_REMEMBERED_BYTES);
+    let bytes = crate::own_file::read_from(file, 0, MAX_REMEMBERED_BYTES);
     serde_json::from_slice(&bytes).unwrap_or_default()
 }
 

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 
 use super::matcher::Matcher;
 use crate::engines::denial::{DeniedBy, EngineDenial};
-use crate::engines::hostile_file;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DenialsError {
@@ -58,7 +57,7 @@ const MAX_RECORD_READ: u64 = 4 << 20;
 
 /// Up to [`MAX_RECORD_READ`] bytes of the record file from `offset`.
 fn read_from(path: &Path, offset: u64) -> Vec<u8> {
-    hostile_file::read_from(path, offset, MAX_RECORD_READ)
+    crate::own_file::read_from(path, offset, MAX_RECORD_READ)
 }
 
 fn records(bytes: &[u8]) -> Vec<DenialRecord> {

@@ -261,7 +261,7 @@ fn header(bundle: &Path) -> std::io::Result<(Vec<String>, BundleRefs)> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(super::own_file::NO_LINK)
+        .custom_flags(crate::own_file::NO_LINK)
         .open(bundle)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));

@@ -945,7 +945,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     }
     let path = input.artifacts.join(CLOSEOUT);
     // Never through a link planted there (`own_file.rs`).
-    if let Err(e) = super::own_file::write(&path, out.closeout.as_bytes()) {
+    if let Err(e) = crate::own_file::write(&path, out.closeout.as_bytes()) {
         out.warnings.push(format!(
             "cannot save the closeout to {}: {e}",
             path.display()

@@ -28,7 +28,6 @@ pub mod github_app_record;
 pub mod gitlab;
 pub mod gitlab_token;
 pub mod outbox;
-pub(crate) mod own_file;
 pub mod push;
 pub mod republish;
 pub mod scope;

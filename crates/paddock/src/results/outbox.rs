@@ -36,7 +36,7 @@ pub const REVIEW: &str = "review.md";
 /// memory.
 pub const MAX_REVIEW_BYTES: u64 = 1 << 20;
 
-use super::own_file::NO_LINK;
+use crate::own_file::NO_LINK;
 
 impl Outbox {
     fn write(&self, name: &str, text: &str) -> Result<PathBuf, ForgeError> {
@@ -48,7 +48,7 @@ impl Outbox {
         self.not_a_link().map_err(err("open the directory"))?;
         let path = self.dir.join(name);
         let mut file =
-            super::own_file::open_to_write(&path).map_err(err("open (a link is not followed)"))?;
+            crate::own_file::open_to_write(&path).map_err(err("open (a link is not followed)"))?;
         std::io::Write::write_all(&mut file, text.as_bytes()).map_err(err("write"))?;
         Ok(path)
     }

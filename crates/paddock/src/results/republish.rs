@@ -453,7 +453,7 @@ async fn keep_closeout(
     if let Some(kept) = kept {
         let path = artifacts.join(super::conclude::CLOSEOUT);
         // Never through a link planted there (`own_file.rs`).
-        if let Err(e) = super::own_file::write(&path, kept.as_bytes()) {
+        if let Err(e) = crate::own_file::write(&path, kept.as_bytes()) {
             published.warnings.push(format!(
                 "cannot put the job's closeout back in {}: {e}",
                 path.display()

@@ -439,7 +439,7 @@ async fn save_patch(
     // Written as Paddock's own file (no link a `process`-rung job planted
     // in its artifacts followed, no FIFO waited on).
     let written = async {
-        let file = crate::results::own_file::open_to_write(&path)?;
+        let file = crate::own_file::open_to_write(&path)?;
         let mut file = tokio::fs::File::from_std(file);
         tokio::io::AsyncWriteExt::write_all(&mut file, patch.diff.as_bytes()).await?;
         tokio::io::AsyncWriteExt::flush(&mut file).await

@@ -92,7 +92,7 @@ pub fn settle(root: &Path) -> Result<Option<Settled>, WorkspaceError> {
         let path = root.to_path_buf();
         move |source: io::Error| WorkspaceError::Keep { path, step, source }
     };
-    let lower = match super::meta_file::read(&marker, super::meta_file::MAX_NAME_RECORD) {
+    let lower = match crate::own_file::read(&marker, super::MAX_NAME_RECORD) {
         Ok(text) => std::path::PathBuf::from(text.trim_end_matches('\n')),
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(fail("read meta/overlay")(e)),

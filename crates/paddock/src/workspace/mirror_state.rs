@@ -13,7 +13,7 @@
 //! the check): the base's name failing to read from it has it checked
 //! after all (`mirror.rs`); a later git reading it fails. A `sandbox`-rung
 //! job never sees the mirror; a `process`-rung one runs as Paddock's user
-//! and can reach it, so the state file is read as `meta_file` reads a
+//! and can reach it, so the state file is read as `own_file::read` reads a
 //! record (no link followed, no FIFO waited on, bounded: anything else
 //! only means the check runs) and written with no link followed.
 
@@ -34,7 +34,7 @@ const MAX_STATE: u64 = 64 << 20;
 
 /// Whether the mirror `dir` is as its last passing check saw it.
 pub(super) fn unchanged_since_check(dir: &Path) -> bool {
-    let Ok(kept) = super::meta_file::read(&dir.join(CHECKED), MAX_STATE) else {
+    let Ok(kept) = crate::own_file::read(&dir.join(CHECKED), MAX_STATE) else {
         return false;
     };
     state(dir).is_some_and(|now| now == kept)

@@ -374,7 +374,7 @@ fn lock(path: &Path, pruned: &mut Pruned) -> Option<Flock<std::fs::File>> {
 }
 
 /// The lower layers job directories under `jobs_root` name
-/// (`<job>/meta/overlay`), read as `meta_file` reads a record (no link,
+/// (`<job>/meta/overlay`), read as `own_file::read` reads a record (no link,
 /// no FIFO waited on, bounded).
 fn lower_layers(jobs_root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -385,7 +385,7 @@ fn lower_layers(jobs_root: &Path) -> Vec<PathBuf> {
         let file = dir.join("meta").join(OVERLAY);
         // None: a clone workspace (or an overlay being set up, whose
         // snapshot was stamped as used just before).
-        if let Ok(text) = super::meta_file::read(&file, super::meta_file::MAX_NAME_RECORD) {
+        if let Ok(text) = crate::own_file::read(&file, super::MAX_NAME_RECORD) {
             out.push(PathBuf::from(text.trim_end_matches('\n')));
         }
     }
