@@ -14,6 +14,7 @@ pub mod doctor;
 pub mod egress;
 pub mod engines;
 pub mod env_handover;
+pub mod error_chain;
 pub mod event_line;
 pub mod file_age;
 pub mod heartbeat;

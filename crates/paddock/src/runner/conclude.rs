@@ -12,12 +12,13 @@ use std::time::Instant;
 use paddock_protocol::{EventBody, JobRecord, JobSpec, JobStatus, ModelCall, Phase};
 use time::OffsetDateTime;
 
-use super::emit::{chain, Emitter};
+use super::emit::Emitter;
 use super::provision::Provisioned;
 use super::stream::Streamed;
 use super::teardown::TornDown;
 use super::{Job, LaunchFailure, RunResult};
 use crate::engines::Outcome;
+use crate::error_chain::chain;
 use crate::output;
 use crate::results::{KeptOrNot, SourceFetching};
 use crate::store::StoreError;

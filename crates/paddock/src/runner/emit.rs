@@ -147,7 +147,7 @@ impl Emitter {
                 }
             }
             if let Err(e) = stored {
-                self.lost = Some(chain(&e));
+                self.lost = Some(crate::error_chain::chain(&e));
                 self.show(JobUpdate::Event(event));
                 return Err(e);
             }
@@ -191,17 +191,4 @@ impl Emitter {
     pub fn show(&self, update: JobUpdate) {
         let _ = self.updates.send(update);
     }
-}
-
-/// An error with its sources, `a: b: c` (the runner's messages, and the
-/// server's problem details).
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }

@@ -45,13 +45,15 @@ use paddock_protocol::{JobRecord, JobSpec, JobStatus};
 use tokio::sync::broadcast;
 
 pub use self::admit::{Admitted, Shaped};
-use self::emit::{chain, Emitter};
-pub use self::emit::{chain as error_chain, JobUpdate, Observer};
+use self::emit::Emitter;
+pub use self::emit::{JobUpdate, Observer};
 pub use self::engine_bin::{engine_path, resolve_engine};
 pub use self::error::{AdmitError, ErrorCode, RunError};
 pub use self::next_attempt::AfterError;
 pub use crate::broker::provider::BEDROCK_API_KEY_VAR;
 use crate::broker::PriceTable;
+use crate::error_chain::chain;
+pub use crate::error_chain::chain as error_chain;
 use crate::paths::Paths;
 use crate::policy::JobPolicy;
 use crate::reaper::Lease;

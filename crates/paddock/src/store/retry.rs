@@ -86,7 +86,7 @@ where
             Err(e) if e.is_unsent() && start.elapsed() + pause <= BUDGET => {
                 tracing::warn!(
                     write = what,
-                    error = %crate::runner::error_chain(&e),
+                    error = %crate::error_chain::chain(&e),
                     "the store refused a write for a reason that passes: retrying in {} ms",
                     pause.as_millis()
                 );
@@ -143,7 +143,7 @@ where
                 tracing::warn!(
                     write = what,
                     attempt,
-                    error = %crate::runner::error_chain(&e),
+                    error = %crate::error_chain::chain(&e),
                     "the store failed for a reason that passes: retrying in {} ms",
                     pause.as_millis()
                 );
