@@ -14,9 +14,17 @@
 //! no flow. The answer: a TCP reset to a segment that is not one (the
 //! client's `connect` fails with "connection refused"), an ICMP or ICMPv6
 //! "port unreachable" to a UDP datagram (a connected socket's next call
-//! fails the same way), nothing to the rest.
+//! fails the same way), nothing to the rest. The IP, TCP, UDP and ICMP
+//! headers are read and written with etherparse; the one DNS question
+//! [`lookup`] reads is read here (see there why).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
+
+use etherparse::{
+    icmpv4, icmpv6, Icmpv4Slice, Icmpv4Type, Icmpv6Slice, Icmpv6Type, IpHeaders, IpNumber, IpSlice,
+    Ipv6ExtensionSlice, Ipv6Header, PacketBuilder, PacketBuilderStep, TcpHeaderSlice,
+    UdpHeaderSlice, UdpSlice,
+};
 
 /// The transport a flow used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,30 +65,18 @@ pub struct Packet {
 /// the packet it answers, within IPv6's minimum MTU).
 pub const MAX_ANSWER: usize = 1280;
 
-const TCP: u8 = 6;
-const UDP: u8 = 17;
-const ICMP: u8 = 1;
-const IGMP: u8 = 2;
-const ICMPV6: u8 = 58;
-/// IPv6 extension headers walked to find the transport.
-const HOP_BY_HOP: u8 = 0;
-const ROUTING: u8 = 43;
-const FRAGMENT: u8 = 44;
-const DEST_OPTS: u8 = 60;
-const NO_NEXT: u8 = 59;
-/// Extension headers walked at most (more is no flow).
+/// IPv6 extension headers walked to find the transport, at most (more is
+/// no flow).
 const MAX_EXTENSIONS: usize = 8;
 
-const TCP_FIN: u8 = 0x01;
-const TCP_SYN: u8 = 0x02;
-const TCP_RST: u8 = 0x04;
-const TCP_ACK: u8 = 0x10;
+/// The hop limit (TTL) of the answers.
+const HOPS: u8 = 64;
 
 /// A parsed IP packet: its addresses, protocol and transport bytes.
 struct Ip<'a> {
     src: IpAddr,
     dst: IpAddr,
-    proto: u8,
+    proto: IpNumber,
     /// The whole packet as the header's length says (the bytes after it
     /// ignored).
     whole: &'a [u8],
@@ -90,92 +86,47 @@ struct Ip<'a> {
     later_fragment: bool,
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
-}
-
-fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes([
-        *b.get(at)?,
-        *b.get(at + 1)?,
-        *b.get(at + 2)?,
-        *b.get(at + 3)?,
-    ]))
-}
-
-fn v4(b: &[u8], at: usize) -> Option<Ipv4Addr> {
-    let o: [u8; 4] = b.get(at..at + 4)?.try_into().ok()?;
-    Some(Ipv4Addr::from(o))
-}
-
-fn v6(b: &[u8], at: usize) -> Option<Ipv6Addr> {
-    let o: [u8; 16] = b.get(at..at + 16)?.try_into().ok()?;
-    Some(Ipv6Addr::from(o))
-}
-
+/// `b` read as an IPv4 or IPv6 packet by etherparse, which checks every
+/// length against the bytes there are and walks IPv6's extension headers
+/// (at most [`MAX_EXTENSIONS`] of them are taken here).
 fn parse(b: &[u8]) -> Option<Ip<'_>> {
-    match b.first()? >> 4 {
-        4 => parse_v4(b),
-        6 => parse_v6(b),
-        _ => None,
-    }
-}
-
-fn parse_v4(b: &[u8]) -> Option<Ip<'_>> {
-    let ihl = usize::from(b.first()? & 0x0f) * 4;
-    let total = usize::from(be16(b, 2)?);
-    if ihl < 20 || total < ihl || total > b.len() {
-        return None;
-    }
-    let whole = b.get(..total)?;
-    let offset = be16(b, 6)? & 0x1fff;
-    Some(Ip {
-        src: IpAddr::V4(v4(b, 12)?),
-        dst: IpAddr::V4(v4(b, 16)?),
-        proto: *b.get(9)?,
-        whole,
-        transport: whole.get(ihl..)?,
-        later_fragment: offset != 0,
-    })
-}
-
-fn parse_v6(b: &[u8]) -> Option<Ip<'_>> {
-    let payload = usize::from(be16(b, 4)?);
-    let total = 40usize.checked_add(payload)?;
-    if total > b.len() {
-        return None;
-    }
-    let whole = b.get(..total)?;
-    let mut next = *b.get(6)?;
-    let mut at = 40usize;
-    let mut later_fragment = false;
-    for _ in 0..MAX_EXTENSIONS {
-        match next {
-            HOP_BY_HOP | ROUTING | DEST_OPTS => {
-                let len = (usize::from(*whole.get(at + 1)?) + 1) * 8;
-                next = *whole.get(at)?;
-                at = at.checked_add(len)?;
-            }
-            FRAGMENT => {
-                let offset = be16(whole, at + 2)? >> 3;
-                later_fragment |= offset != 0;
-                next = *whole.get(at)?;
-                at = at.checked_add(8)?;
-            }
-            NO_NEXT => return None,
-            _ => {
-                return Some(Ip {
-                    src: IpAddr::V6(v6(b, 8)?),
-                    dst: IpAddr::V6(v6(b, 24)?),
-                    proto: next,
-                    whole,
-                    transport: whole.get(at..)?,
-                    later_fragment,
-                })
-            }
+    let ip = IpSlice::from_slice(b).ok()?;
+    let payload = ip.payload();
+    let (whole, later_fragment) = match &ip {
+        IpSlice::Ipv4(v4) => {
+            let header = v4.header();
+            (
+                b.get(..usize::from(header.total_len()))?,
+                header.fragments_offset().value() != 0,
+            )
         }
+        IpSlice::Ipv6(v6) => {
+            let mut later = false;
+            for (n, ext) in v6.extensions().clone().into_iter().enumerate() {
+                if n >= MAX_EXTENSIONS {
+                    return None;
+                }
+                if let Ipv6ExtensionSlice::Fragment(f) = ext {
+                    later |= f.fragment_offset().value() != 0;
+                }
+            }
+            let len = Ipv6Header::LEN
+                .checked_add(v6.extensions().slice().len())?
+                .checked_add(payload.payload.len())?;
+            (b.get(..len)?, later)
+        }
+    };
+    if payload.ip_number == IpNumber::IPV6_NO_NEXT_HEADER {
+        return None;
     }
-    None
+    Some(Ip {
+        src: ip.source_addr(),
+        dst: ip.destination_addr(),
+        proto: payload.ip_number,
+        whole,
+        transport: payload.payload,
+        later_fragment,
+    })
 }
 
 /// What `b` asks for; `None` for what is no flow's packet (module text).
@@ -186,18 +137,30 @@ pub fn classify(b: &[u8]) -> Option<Packet> {
     }
     let t = ip.transport;
     let (transport, port, starts_flow) = match ip.proto {
-        TCP => {
-            let flags = *t.get(13)?;
-            let syn = flags & TCP_SYN != 0 && flags & TCP_ACK == 0;
-            (Transport::Tcp, be16(t, 2)?, syn)
+        IpNumber::TCP => {
+            let tcp = TcpHeaderSlice::from_slice(t).ok()?;
+            (
+                Transport::Tcp,
+                tcp.destination_port(),
+                tcp.syn() && !tcp.ack(),
+            )
         }
-        UDP => (Transport::Udp, be16(t, 2)?, true),
+        IpNumber::UDP => {
+            let udp = UdpHeaderSlice::from_slice(t).ok()?;
+            (Transport::Udp, udp.destination_port(), true)
+        }
         // Echo requests only: the rest is the kernel's own (errors,
         // neighbour discovery, MLD).
-        ICMP if *t.first()? == 8 => (Transport::Icmp, 0, true),
-        ICMPV6 if *t.first()? == 128 => (Transport::Icmp, 0, true),
-        ICMP | ICMPV6 | IGMP => return None,
-        other => (Transport::Other(other), 0, true),
+        IpNumber::ICMP => match Icmpv4Slice::from_slice(t).ok()?.icmp_type() {
+            Icmpv4Type::EchoRequest(_) => (Transport::Icmp, 0, true),
+            _ => return None,
+        },
+        IpNumber::IPV6_ICMP => match Icmpv6Slice::from_slice(t).ok()?.icmp_type() {
+            Icmpv6Type::EchoRequest(_) => (Transport::Icmp, 0, true),
+            _ => return None,
+        },
+        IpNumber::IGMP => return None,
+        other => (Transport::Other(other.0), 0, true),
     };
     Some(Packet {
         transport,
@@ -205,6 +168,14 @@ pub fn classify(b: &[u8]) -> Option<Packet> {
         port,
         starts_flow,
     })
+}
+
+/// The big-endian `u16` at `at` in `b`, if there.
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([
+        *b.get(at)?,
+        *b.get(at.checked_add(1)?)?,
+    ]))
 }
 
 /// A DNS query the job sent past its proxy: the name asked for and the
@@ -234,11 +205,14 @@ pub const MAX_NAME: usize = 253;
 /// never needs, from a hostile sender).
 pub fn lookup(b: &[u8]) -> Option<Lookup> {
     let ip = parse(b)?;
-    if ip.later_fragment || ip.proto != UDP || be16(ip.transport, 2)? != DNS {
+    if ip.later_fragment || ip.proto != IpNumber::UDP {
         return None;
     }
-    let len = usize::from(be16(ip.transport, 4)?);
-    let dns = ip.transport.get(8..len.min(ip.transport.len()))?;
+    let udp = UdpSlice::from_slice_lax(ip.transport).ok()?;
+    if udp.destination_port() != DNS {
+        return None;
+    }
+    let dns = udp.payload();
     let flags = be16(dns, 2)?;
     if flags & 0x8000 != 0 || (flags >> 11) & 0x0f != 0 || be16(dns, 4)? == 0 {
         return None;
@@ -288,8 +262,17 @@ pub fn answer(b: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     match ip.proto {
-        TCP => reset(&ip),
-        UDP => unreachable(&ip),
+        IpNumber::TCP => reset(&ip),
+        IpNumber::UDP => unreachable(&ip),
+        _ => None,
+    }
+}
+
+/// A packet builder from `src` to `dst` (both of one IP version).
+fn from_to(src: IpAddr, dst: IpAddr) -> Option<PacketBuilderStep<IpHeaders>> {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => Some(PacketBuilder::ipv4(s.octets(), d.octets(), HOPS)),
+        (IpAddr::V6(s), IpAddr::V6(d)) => Some(PacketBuilder::ipv6(s.octets(), d.octets(), HOPS)),
         _ => None,
     }
 }
@@ -298,161 +281,95 @@ pub fn answer(b: &[u8]) -> Option<Vec<u8>> {
 /// segment with ACK, `seq` is its ack number; else `ack` is its sequence
 /// number plus its length, SYN and FIN counted).
 fn reset(ip: &Ip<'_>) -> Option<Vec<u8>> {
-    let t = ip.transport;
-    let flags = *t.get(13)?;
-    if flags & TCP_RST != 0 {
+    let tcp = TcpHeaderSlice::from_slice(ip.transport).ok()?;
+    if tcp.rst() {
         return None;
     }
-    let data_offset = usize::from(t.get(12)? >> 4) * 4;
-    if data_offset < 20 || data_offset > t.len() {
-        return None;
-    }
-    let (sport, dport) = (be16(t, 0)?, be16(t, 2)?);
-    let seq = be32(t, 4)?;
-    let ack_in = be32(t, 8)?;
-    let len = u32::try_from(t.len() - data_offset).ok()?
-        + u32::from(flags & TCP_SYN != 0)
-        + u32::from(flags & TCP_FIN != 0);
-    let (seq_out, ack_out, flags_out) = if flags & TCP_ACK != 0 {
-        (ack_in, 0, TCP_RST)
+    let data = ip.transport.len().checked_sub(tcp.slice().len())?;
+    let len = u32::try_from(data).ok()? + u32::from(tcp.syn()) + u32::from(tcp.fin());
+    let back = from_to(ip.dst, ip.src)?;
+    let (sport, dport) = (tcp.destination_port(), tcp.source_port());
+    let segment = if tcp.ack() {
+        back.tcp(sport, dport, tcp.acknowledgment_number(), 0).rst()
     } else {
-        (0, seq.wrapping_add(len), TCP_RST | TCP_ACK)
+        back.tcp(sport, dport, 0, 0)
+            .rst()
+            .ack(tcp.sequence_number().wrapping_add(len))
     };
-    let mut tcp = vec![0u8; 20];
-    tcp[0..2].copy_from_slice(&dport.to_be_bytes());
-    tcp[2..4].copy_from_slice(&sport.to_be_bytes());
-    tcp[4..8].copy_from_slice(&seq_out.to_be_bytes());
-    tcp[8..12].copy_from_slice(&ack_out.to_be_bytes());
-    tcp[12] = 5 << 4;
-    tcp[13] = flags_out;
-    let sum = checksum(&pseudo(ip.dst, ip.src, TCP, tcp.len())?, &tcp);
-    tcp[16..18].copy_from_slice(&sum.to_be_bytes());
-    wrap(ip.dst, ip.src, TCP, &tcp)
+    let mut out = Vec::with_capacity(segment.size(0));
+    segment.write(&mut out, &[]).ok()?;
+    Some(out)
 }
 
 /// An ICMP (or ICMPv6) "port unreachable" from the datagram's destination,
 /// quoting as much of it as fits [`MAX_ANSWER`].
 fn unreachable(ip: &Ip<'_>) -> Option<Vec<u8>> {
-    let (header, proto, kind, code) = match ip.dst {
-        IpAddr::V4(_) => (20, ICMP, 3u8, 3u8),
-        IpAddr::V6(_) => (40, ICMPV6, 1u8, 4u8),
-    };
-    let quoted = ip.whole.len().min(MAX_ANSWER - header - 8);
-    let mut icmp = vec![0u8; 8];
-    icmp[0] = kind;
-    icmp[1] = code;
-    icmp.extend_from_slice(ip.whole.get(..quoted)?);
-    let sum = match ip.dst {
-        IpAddr::V4(_) => checksum(&[], &icmp),
-        IpAddr::V6(_) => checksum(&pseudo(ip.dst, ip.src, ICMPV6, icmp.len())?, &icmp),
-    };
-    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
-    wrap(ip.dst, ip.src, proto, &icmp)
-}
-
-/// The pseudo-header of a TCP, UDP or ICMPv6 checksum.
-fn pseudo(src: IpAddr, dst: IpAddr, proto: u8, len: usize) -> Option<Vec<u8>> {
-    let mut p = Vec::with_capacity(40);
-    match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            p.extend_from_slice(&s.octets());
-            p.extend_from_slice(&d.octets());
-            p.extend_from_slice(&[0, proto]);
-            p.extend_from_slice(&u16::try_from(len).ok()?.to_be_bytes());
+    let back = from_to(ip.dst, ip.src)?;
+    let mut out = Vec::with_capacity(MAX_ANSWER);
+    match ip.dst {
+        IpAddr::V4(_) => {
+            let error = back.icmpv4(Icmpv4Type::DestinationUnreachable(
+                icmpv4::DestUnreachableHeader::Port,
+            ));
+            let quoted = quote(ip.whole, error.size(0))?;
+            error.write(&mut out, quoted).ok()?;
         }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            p.extend_from_slice(&s.octets());
-            p.extend_from_slice(&d.octets());
-            p.extend_from_slice(&u32::try_from(len).ok()?.to_be_bytes());
-            p.extend_from_slice(&[0, 0, 0, proto]);
+        IpAddr::V6(_) => {
+            let error = back.icmpv6(Icmpv6Type::DestinationUnreachable(
+                icmpv6::DestUnreachableCode::Port,
+            ));
+            let quoted = quote(ip.whole, error.size(0))?;
+            error.write(&mut out, quoted).ok()?;
         }
-        _ => return None,
     }
-    Some(p)
-}
-
-/// An IP packet from `src` to `dst` carrying `body`.
-fn wrap(src: IpAddr, dst: IpAddr, proto: u8, body: &[u8]) -> Option<Vec<u8>> {
-    let mut out = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let mut h = vec![0u8; 20];
-            h[0] = 0x45;
-            h[2..4].copy_from_slice(&u16::try_from(20 + body.len()).ok()?.to_be_bytes());
-            h[8] = 64;
-            h[9] = proto;
-            h[12..16].copy_from_slice(&s.octets());
-            h[16..20].copy_from_slice(&d.octets());
-            let sum = checksum(&[], &h);
-            h[10..12].copy_from_slice(&sum.to_be_bytes());
-            h
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let mut h = vec![0u8; 40];
-            h[0] = 0x60;
-            h[4..6].copy_from_slice(&u16::try_from(body.len()).ok()?.to_be_bytes());
-            h[6] = proto;
-            h[7] = 64;
-            h[8..24].copy_from_slice(&s.octets());
-            h[24..40].copy_from_slice(&d.octets());
-            h
-        }
-        _ => return None,
-    };
-    out.extend_from_slice(body);
     Some(out)
 }
 
-/// The Internet checksum (RFC 1071) of `a` then `b` (`a` of even length).
-fn checksum(a: &[u8], b: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    for part in [a, b] {
-        let mut chunks = part.chunks_exact(2);
-        for c in &mut chunks {
-            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-        }
-        if let [last] = chunks.remainder() {
-            sum += u32::from(u16::from_be_bytes([*last, 0]));
-        }
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+/// As much of `whole` as fits [`MAX_ANSWER`] after `headers` bytes.
+fn quote(whole: &[u8], headers: usize) -> Option<&[u8]> {
+    let room = MAX_ANSWER.checked_sub(headers)?;
+    whole.get(..whole.len().min(room))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv6Addr;
+
     use super::*;
 
+    const JOB_V4: [u8; 4] = [198, 18, 0, 1];
+    const JOB_V6: &str = "fd00:7061:6464::1";
+
+    /// The Internet checksum (RFC 1071) of `parts` in a row, written here
+    /// apart from etherparse's so that the answers' sums are checked by
+    /// something other than what made them (a valid sum sums to zero).
+    fn sum(parts: &[&[u8]]) -> u16 {
+        let bytes: Vec<u8> = parts.concat();
+        let mut acc: u32 = 0;
+        for c in bytes.chunks(2) {
+            acc += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        }
+        while acc > 0xffff {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        !(acc as u16)
+    }
+
     fn syn_v4(dst: [u8; 4], dport: u16) -> Vec<u8> {
-        let mut tcp = vec![0u8; 20];
-        tcp[0..2].copy_from_slice(&40000u16.to_be_bytes());
-        tcp[2..4].copy_from_slice(&dport.to_be_bytes());
-        tcp[4..8].copy_from_slice(&1000u32.to_be_bytes());
-        tcp[12] = 5 << 4;
-        tcp[13] = TCP_SYN;
-        wrap(
-            IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
-            IpAddr::V4(Ipv4Addr::from(dst)),
-            TCP,
-            &tcp,
-        )
-        .unwrap()
+        let step = PacketBuilder::ipv4(JOB_V4, dst, 64)
+            .tcp(40000, dport, 1000, 64240)
+            .syn();
+        let mut out = Vec::new();
+        step.write(&mut out, &[]).unwrap();
+        out
     }
 
     fn udp_v6(dst: Ipv6Addr, dport: u16) -> Vec<u8> {
-        let mut udp = vec![0u8; 8];
-        udp[0..2].copy_from_slice(&5353u16.to_be_bytes());
-        udp[2..4].copy_from_slice(&dport.to_be_bytes());
-        udp[4..6].copy_from_slice(&12u16.to_be_bytes());
-        udp.extend_from_slice(b"dnsq");
-        wrap(
-            IpAddr::V6("fd00:7061:6464::1".parse().unwrap()),
-            IpAddr::V6(dst),
-            UDP,
-            &udp,
-        )
-        .unwrap()
+        let src: Ipv6Addr = JOB_V6.parse().unwrap();
+        let step = PacketBuilder::ipv6(src.octets(), dst.octets(), 64).udp(5353, dport);
+        let mut out = Vec::new();
+        step.write(&mut out, b"dnsq").unwrap();
+        out
     }
 
     /// A DNS query for `name` (labels as given) of type `qtype` over
@@ -469,18 +386,10 @@ mod tests {
         dns.push(0);
         dns.extend_from_slice(&qtype.to_be_bytes());
         dns.extend_from_slice(&1u16.to_be_bytes());
-        let mut udp = vec![0u8; 8];
-        udp[0..2].copy_from_slice(&40001u16.to_be_bytes());
-        udp[2..4].copy_from_slice(&DNS.to_be_bytes());
-        udp[4..6].copy_from_slice(&((8 + dns.len()) as u16).to_be_bytes());
-        udp.extend_from_slice(&dns);
-        wrap(
-            IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
-            IpAddr::V4(Ipv4Addr::from(dst)),
-            UDP,
-            &udp,
-        )
-        .unwrap()
+        let step = PacketBuilder::ipv4(JOB_V4, dst, 64).udp(40001, DNS);
+        let mut out = Vec::new();
+        step.write(&mut out, &dns).unwrap();
+        out
     }
 
     /// A query's first question is read as a lowercased name, its type
@@ -542,26 +451,41 @@ mod tests {
             })
         );
         let rst = answer(&syn).unwrap();
-        // From 8.8.8.8:443 to the job's 40000, RST|ACK, ack = seq + 1,
-        // both checksums valid (a valid sum sums to zero).
+        // From 8.8.8.8:443 to the job's 40000, RST|ACK, seq 0, ack = its
+        // seq + 1 (the SYN counted), window 0, no options, no data.
+        let mut want = Vec::new();
+        PacketBuilder::ipv4([8, 8, 8, 8], JOB_V4, HOPS)
+            .tcp(443, 40000, 0, 0)
+            .rst()
+            .ack(1001)
+            .write(&mut want, &[])
+            .unwrap();
+        assert_eq!(rst, want);
+        assert_eq!(rst.len(), 40);
         assert_eq!(&rst[12..20], &[8, 8, 8, 8, 198, 18, 0, 1]);
-        assert_eq!(checksum(&[], &rst[..20]), 0);
-        let tcp = &rst[20..];
-        assert_eq!(be16(tcp, 0), Some(443));
-        assert_eq!(be16(tcp, 2), Some(40000));
-        assert_eq!(be32(tcp, 8), Some(1001));
-        assert_eq!(tcp[13], TCP_RST | TCP_ACK);
-        let p = pseudo(
-            "8.8.8.8".parse().unwrap(),
-            "198.18.0.1".parse().unwrap(),
-            TCP,
-            20,
-        )
-        .unwrap();
-        assert_eq!(checksum(&p, tcp), 0);
+        assert_eq!(rst[33], 0x04 | 0x10, "RST|ACK");
+        // Both checksums valid by a sum written apart from etherparse.
+        assert_eq!(sum(&[&rst[..20]]), 0);
+        let pseudo = [&rst[12..20], &[0, 6, 0, 20][..]].concat();
+        assert_eq!(sum(&[&pseudo, &rst[20..]]), 0);
         // A reset starts nothing and gets no answer.
         assert_eq!(classify(&rst).map(|p| p.starts_flow), Some(false));
         assert_eq!(answer(&rst), None);
+        // To a segment with ACK, the reset's seq is its ack, no ACK flag.
+        let mut data = Vec::new();
+        PacketBuilder::ipv4(JOB_V4, [8, 8, 8, 8], 64)
+            .tcp(40000, 443, 1001, 64240)
+            .ack(77)
+            .write(&mut data, b"GET /")
+            .unwrap();
+        assert_eq!(classify(&data).map(|p| p.starts_flow), Some(false));
+        let mut want = Vec::new();
+        PacketBuilder::ipv4([8, 8, 8, 8], JOB_V4, HOPS)
+            .tcp(443, 40000, 77, 0)
+            .rst()
+            .write(&mut want, &[])
+            .unwrap();
+        assert_eq!(answer(&data), Some(want));
     }
 
     #[test]
@@ -578,21 +502,51 @@ mod tests {
             })
         );
         let a = answer(&q).unwrap();
-        assert_eq!(a[6], ICMPV6);
-        assert_eq!(&a[40..42], &[1, 4]);
+        assert_eq!(a.len(), 40 + 8 + q.len());
+        assert_eq!(a[6], 58, "ICMPv6");
+        assert_eq!(&a[8..24], &dst.octets());
+        assert_eq!(&a[40..42], &[1, 4], "destination unreachable, port");
         // The whole datagram quoted after the 8 bytes of ICMPv6 header.
         assert_eq!(&a[48..], &q[..]);
-        let p = pseudo(
-            IpAddr::V6(dst),
-            "fd00:7061:6464::1".parse().unwrap(),
-            ICMPV6,
-            a.len() - 40,
-        )
-        .unwrap();
-        assert_eq!(checksum(&p, &a[40..]), 0);
+        let job: Ipv6Addr = JOB_V6.parse().unwrap();
+        let len = u32::try_from(a.len() - 40).unwrap().to_be_bytes();
+        let pseudo = [&dst.octets()[..], &job.octets(), &len, &[0, 0, 0, 58]].concat();
+        assert_eq!(sum(&[&pseudo, &a[40..]]), 0);
         // The answer, an ICMPv6 error, is no flow and gets no answer.
         assert_eq!(classify(&a), None);
         assert_eq!(answer(&a), None);
+    }
+
+    /// Over IPv4 the ICMP error quotes the datagram too, cut to keep the
+    /// answer within [`MAX_ANSWER`]; a ping is a flow with no answer.
+    #[test]
+    fn a_long_udp_datagram_is_quoted_within_the_bound_and_a_ping_is_a_flow() {
+        let mut q = Vec::new();
+        PacketBuilder::ipv4(JOB_V4, [9, 9, 9, 9], 64)
+            .udp(40002, 443)
+            .write(&mut q, &[7u8; 3000])
+            .unwrap();
+        let a = answer(&q).unwrap();
+        assert_eq!(a.len(), MAX_ANSWER);
+        assert_eq!((a[9], a[20], a[21]), (1, 3, 3), "ICMP port unreachable");
+        assert_eq!(&a[28..], &q[..MAX_ANSWER - 28]);
+        assert_eq!(sum(&[&a[..20]]), 0);
+        assert_eq!(sum(&[&a[20..]]), 0);
+        let mut ping = Vec::new();
+        PacketBuilder::ipv4(JOB_V4, [9, 9, 9, 9], 64)
+            .icmpv4_echo_request(1, 1)
+            .write(&mut ping, b"hi")
+            .unwrap();
+        assert_eq!(
+            classify(&ping),
+            Some(Packet {
+                transport: Transport::Icmp,
+                dst: "9.9.9.9".parse().unwrap(),
+                port: 0,
+                starts_flow: true,
+            })
+        );
+        assert_eq!(answer(&ping), None);
     }
 
     /// Every truncation, every single-byte corruption of the length and
@@ -638,26 +592,55 @@ mod tests {
         }
     }
 
-    /// A later fragment is no flow; an IPv6 chain of extension headers
-    /// longer than the bound is none either.
+    /// A later fragment is no flow (IPv4 and IPv6); an IPv6 chain of
+    /// extension headers longer than the bound is none either, one at the
+    /// bound is read through.
     #[test]
     fn later_fragments_and_long_extension_chains_are_no_flow() {
         let mut frag = syn_v4([8, 8, 8, 8], 443);
         frag[6..8].copy_from_slice(&100u16.to_be_bytes());
         assert_eq!(classify(&frag), None);
         assert_eq!(answer(&frag), None);
-        let mut body = Vec::new();
-        for _ in 0..9 {
-            body.extend_from_slice(&[DEST_OPTS, 0, 0, 0, 0, 0, 0, 0]);
-        }
-        body.extend_from_slice(&[0u8; 8]);
-        let pkt = wrap(
-            IpAddr::V6("fd00::1".parse().unwrap()),
-            IpAddr::V6("2001:db8::1".parse().unwrap()),
-            DEST_OPTS,
-            &body,
-        )
-        .unwrap();
-        assert_eq!(classify(&pkt), None);
+        // IPv6 with `n` destination-options headers, then a fragment
+        // header at `offset` (in 8-byte units), then a UDP datagram.
+        let chain = |n: usize, offset: u16| {
+            let mut body = Vec::new();
+            for _ in 0..n {
+                body.extend_from_slice(&[60, 0, 0, 0, 0, 0, 0, 0]);
+            }
+            let last = body.len().saturating_sub(8);
+            if n > 0 {
+                body[last] = 44;
+            }
+            body.extend_from_slice(&[17, 0]);
+            body.extend_from_slice(&(offset << 3).to_be_bytes());
+            body.extend_from_slice(&[0, 0, 0, 1]);
+            body.extend_from_slice(&[0x9c, 0x41, 0, 53, 0, 8, 0, 0]);
+            let src: Ipv6Addr = "fd00::1".parse().unwrap();
+            let dst: Ipv6Addr = "2001:db8::1".parse().unwrap();
+            let mut p = vec![0x60, 0, 0, 0];
+            p.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
+            p.extend_from_slice(&[if n > 0 { 60 } else { 44 }, 64]);
+            p.extend_from_slice(&src.octets());
+            p.extend_from_slice(&dst.octets());
+            p.extend_from_slice(&body);
+            p
+        };
+        let udp = Some(Packet {
+            transport: Transport::Udp,
+            dst: "2001:db8::1".parse().unwrap(),
+            port: 53,
+            starts_flow: true,
+        });
+        // 7 options + the fragment header = 8 extensions: read through.
+        assert_eq!(classify(&chain(7, 0)), udp);
+        assert_eq!(classify(&chain(8, 0)), None);
+        assert_eq!(classify(&chain(0, 0)), udp);
+        assert_eq!(classify(&chain(0, 3)), None);
+        assert_eq!(answer(&chain(0, 3)), None);
+        // No next header: nothing in it.
+        let mut none = chain(0, 0);
+        none[6] = 59;
+        assert_eq!(classify(&none), None);
     }
 }
