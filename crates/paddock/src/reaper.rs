@@ -742,17 +742,59 @@ async fn reclaim(
     Some(r)
 }
 
-/// Why a reclaimed job failed: the host, its last heartbeat, the TTL.
-pub fn reclaimed_reason(owner: &Owner, beat: OffsetDateTime, liveness: &Liveness) -> String {
+/// How another host's heartbeat was found stale: what a reclaimed job's
+/// reason says of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale {
+    /// Its date is more than the TTL before the reaper's wall clock.
+    Dated,
+    /// Its date is not (it is within the TTL of that clock, or ahead of
+    /// it), but a server's periodic pass saw it unchanged for more than
+    /// the TTL on its own monotonic clock ([`Sightings`]).
+    SeenUnchanged,
+}
+
+impl Stale {
+    /// How heartbeat `beat` of a job reclaimed at `now` (the wall clock)
+    /// was stale: [`Stale::Dated`] when its date says so, otherwise it can
+    /// only have been seen unchanged.
+    pub fn of(beat: OffsetDateTime, now: OffsetDateTime, ttl: std::time::Duration) -> Self {
+        let ttl = time::Duration::try_from(ttl).unwrap_or(time::Duration::MAX);
+        if now - beat > ttl {
+            Self::Dated
+        } else {
+            Self::SeenUnchanged
+        }
+    }
+}
+
+/// Why a reclaimed job failed: the host, its last heartbeat, and how that
+/// heartbeat was found stale (`stale`) against the TTL.
+pub fn reclaimed_reason(
+    owner: &Owner,
+    beat: OffsetDateTime,
+    stale: Stale,
+    liveness: &Liveness,
+) -> String {
+    let ttl = liveness.ttl.as_secs_f64();
+    let how = match stale {
+        Stale::Dated => format!(
+            "more than {ttl} s before host {}'s reaper looked",
+            liveness.owner.name
+        ),
+        Stale::SeenUnchanged => format!(
+            "a date not older than {ttl} s on host {}'s clock (the hosts' clocks may differ), \
+             but its reaper saw that heartbeat unchanged for more than {ttl} s",
+            liveness.owner.name
+        ),
+    };
     format!(
         "the paddock process running this job on host {} (jobs directory {}) last renewed its \
-         heartbeat at {}, more than {} s before host {}'s reaper looked: reclaimed as dead; \
-         its workspace and processes on that host were not touched",
+         heartbeat at {}, {how}: reclaimed as dead; its workspace and processes on that host \
+         were not touched",
         owner.name,
         owner.host,
         rfc3339(beat),
-        liveness.ttl.as_secs_f64(),
-        liveness.owner.name
     )
 }
 
@@ -867,7 +909,7 @@ async fn reclaim_job(
             return Ok(None);
         };
         let asked = store.cancel_requested(id).await?;
-        let dead = reclaimed_reason(owner, beat, liveness);
+        let dead = reclaimed_reason(owner, beat, Stale::of(beat, now, liveness.ttl), liveness);
         let (status, phase, reason) = match &asked {
             Some(request) => (
                 JobStatus::Cancelled,
@@ -2189,8 +2231,55 @@ mod tests {
             reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
             vec!["job-1".to_string()]
         );
+        // Its reason says how it was found stale: not by its date (ahead
+        // of this host's clock), by the pass's own clock. Before, it said
+        // the heartbeat was more than the TTL before now.
         let rec = store.job("job-1").await.unwrap().unwrap();
-        assert_eq!(rec.status, JobStatus::Failed);
+        let reason = format!(
+            "the paddock process running this job on host there (jobs directory {}) last \
+             renewed its heartbeat at {}, a date not older than 60 s on host here's clock (the \
+             hosts' clocks may differ), but its reaper saw that heartbeat unchanged for more \
+             than 60 s: reclaimed as dead; its workspace and processes on that host were not \
+             touched",
+            "1".repeat(32),
+            rfc3339(beat)
+        );
+        assert_eq!((rec.status, rec.reason), (JobStatus::Failed, Some(reason)));
+    }
+
+    /// The reason of a job reclaimed for a heartbeat older than the TTL
+    /// on the reaper's wall clock says so, whole.
+    #[tokio::test]
+    async fn a_heartbeat_dated_before_the_ttl_is_reclaimed_saying_so() {
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        let there = Owner {
+            host: "1".repeat(32),
+            name: "there".into(),
+        };
+        let beat = (OffsetDateTime::now_utc() - time::Duration::minutes(5))
+            .replace_nanosecond(0)
+            .unwrap();
+        store
+            .insert_owned_job(&fixtures::job("job-1", 0), "{}", &there, beat)
+            .await
+            .unwrap();
+        let (reclaimed, errors) = reclaim_others(&store, &here(), None).await;
+        assert_eq!(
+            (
+                reclaimed.into_iter().map(|r| r.name).collect::<Vec<_>>(),
+                errors
+            ),
+            (vec!["job-1".to_string()], Vec::<String>::new())
+        );
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        let reason = format!(
+            "the paddock process running this job on host there (jobs directory {}) last \
+             renewed its heartbeat at {}, more than 60 s before host here's reaper looked: \
+             reclaimed as dead; its workspace and processes on that host were not touched",
+            "1".repeat(32),
+            rfc3339(beat)
+        );
+        assert_eq!((rec.status, rec.reason), (JobStatus::Failed, Some(reason)));
     }
 
     /// A claim of this host's queue is "made lately" only within the TTL

@@ -20,7 +20,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use paddock::heartbeat::Liveness;
-use paddock::reaper::{cancelled_reason, reclaimed_reason, NOT_REQUEUED_CANCELLED, RECLAIMED_CALL};
+use paddock::reaper::{
+    cancelled_reason, reclaimed_reason, Stale, NOT_REQUEUED_CANCELLED, RECLAIMED_CALL,
+};
 use paddock::store::{CancelRequest, Owner, PgUrl, SharedStore, StoreAt};
 use paddock_protocol::event::{EventBody, Phase};
 use paddock_protocol::ledger::CallStatus;
@@ -204,6 +206,7 @@ async fn two_servers_run_each_job_once_and_reclaim_a_killed_ones() {
         let reason = paddock::reaper::reclaimed_reason(
             &owner,
             beat,
+            Stale::Dated,
             &Liveness {
                 owner: Owner {
                     host: alive_id,
@@ -577,7 +580,7 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
             at: store.cancel_requested(&job.id).await.unwrap().unwrap().at,
             by: "asking-host".into(),
         };
-        let dead_reason = reclaimed_reason(&dead, old, &liveness(&a));
+        let dead_reason = reclaimed_reason(&dead, old, Stale::Dated, &liveness(&a));
         assert_eq!(ended(&store, &rec).await, want(&asked, &dead_reason));
         nothing_lost(&store, &rec).await;
 
@@ -625,7 +628,7 @@ async fn a_cancel_asked_of_a_job_whose_host_then_dies_ends_it_cancelled_never_ru
             at: store.cancel_requested(&job.id).await.unwrap().unwrap().at,
             by: host_of(&a).1,
         };
-        let dead_reason = reclaimed_reason(&dead, beat, &liveness(&a));
+        let dead_reason = reclaimed_reason(&dead, beat, Stale::Dated, &liveness(&a));
         assert_eq!(
             ended(&store, &rec).await,
             want(&asked, &dead_reason),
