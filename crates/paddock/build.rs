@@ -1,5 +1,6 @@
 //! Rebuilds the crate when a migration is added, so that `sqlx::migrate!`
-//! embeds every file in `migrations/` (it notices edits, not additions).
+//! embeds every file in `migrations/` and `migrations-postgres/` (it
+//! notices edits, not additions).
 //! Links the `paddock` binary with packed relative relocations (DT_RELR)
 //! on Linux: its ~20,000 relative relocations shrink from a 480 KB table
 //! the dynamic loader reads at every start to a few KB, which is most of
@@ -18,6 +19,7 @@ const PRICE_TABLES: [&str; 2] = ["prices-litellm", "prices"];
 
 fn main() -> Result<(), Box<dyn Error>> {
     println!("cargo:rerun-if-changed=migrations");
+    println!("cargo:rerun-if-changed=migrations-postgres");
     let out = std::env::var("OUT_DIR")?;
     for table in PRICE_TABLES {
         let source = Path::new("data").join(format!("{table}.toml"));

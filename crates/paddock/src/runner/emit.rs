@@ -60,7 +60,7 @@ impl JobUpdate {
 }
 
 /// How many times an event is moved after others' appended first.
-const APPEND_ROUNDS: usize = 8;
+pub(super) const APPEND_ROUNDS: usize = 8;
 
 /// Assigns dense sequence numbers, redacts, stores and fans out each event.
 pub(super) struct Emitter {
@@ -76,6 +76,8 @@ pub(super) struct Emitter {
     pub lost: Option<String>,
     /// The job's records in the store, and their limit.
     pub records: Arc<RecordLimit>,
+    /// The seq of the job's last egress attempt stored (`network.rs`).
+    pub egress_seq: u64,
     /// When the job began (before its workspace or any of its processes):
     /// the leftovers scan at its end reads only processes created since.
     pub since: Option<crate::leftovers::Since>,
@@ -99,6 +101,7 @@ impl Emitter {
             max_event,
             lost: None,
             records,
+            egress_seq: 0,
             since: crate::leftovers::Since::now(),
         }
     }

@@ -148,13 +148,28 @@ pub(super) async fn next(egress: &mut Option<Egress>) -> Option<EgressRecord> {
     }
 }
 
-/// One attempt on the job's record: its store row, then its event, each
-/// among the job's records (past their limit neither is kept).
+/// One attempt on the job's record: its store row (numbered after the
+/// last one stored: a retried write finds its own row, `store/retry.rs`),
+/// then its event, each among the job's records (past their limit
+/// neither is kept). A seq taken by another attempt (rows of the job
+/// stored before this process's) moves this one after them.
 pub(super) async fn record(em: &mut Emitter, rec: EgressRecord) -> Result<(), StoreError> {
     if !em.records.admit() {
         return Ok(());
     }
-    em.store.record_egress(&em.job_id, &rec).await?;
+    let mut seq = em.egress_seq + 1;
+    let mut stored = em.store.record_egress(&em.job_id, seq, &rec).await;
+    for _ in 0..super::emit::APPEND_ROUNDS {
+        match stored {
+            Err(StoreError::EgressConflict { last, .. }) if last >= seq => {
+                seq = last + 1;
+                stored = em.store.record_egress(&em.job_id, seq, &rec).await;
+            }
+            _ => break,
+        }
+    }
+    stored?;
+    em.egress_seq = seq;
     em.emit_job(EventBody::Network(rec)).await
 }
 

@@ -804,9 +804,10 @@ impl crate::store::Store for FailingStore {
     async fn record_egress(
         &self,
         job_id: &str,
+        seq: u64,
         record: &paddock_protocol::EgressRecord,
     ) -> Result<(), StoreError> {
-        self.inner.record_egress(job_id, record).await
+        self.inner.record_egress(job_id, seq, record).await
     }
     async fn egress(
         &self,

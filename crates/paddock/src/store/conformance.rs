@@ -751,9 +751,22 @@ pub(crate) async fn egress_attempts_round_trip_in_order_per_job(store: &dyn Stor
         credential: None,
         substituted: None,
     };
-    store.record_egress("j1", &refused).await.unwrap();
-    store.record_egress("j2", &allowed).await.unwrap();
-    store.record_egress("j1", &allowed).await.unwrap();
+    store.record_egress("j1", 1, &refused).await.unwrap();
+    store.record_egress("j2", 1, &allowed).await.unwrap();
+    store.record_egress("j1", 2, &allowed).await.unwrap();
+    // Written again as stored (a retry whose first commit landed): once.
+    store.record_egress("j1", 2, &allowed).await.unwrap();
+    // Another attempt at a taken seq is refused, naming the last one.
+    let err = store.record_egress("j1", 1, &allowed).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "egress attempt 1 of job j1 is already stored as a different attempt; \
+         the last stored seq is 2"
+    );
+    assert!(
+        matches!(&err, StoreError::EgressConflict { job_id, seq: 1, last: 2 } if job_id == "j1"),
+        "{err:?}"
+    );
     assert_eq!(
         (
             store.egress("j1").await.unwrap(),
@@ -766,7 +779,7 @@ pub(crate) async fn egress_attempts_round_trip_in_order_per_job(store: &dyn Stor
             vec![]
         )
     );
-    let err = store.record_egress("ghost", &allowed).await.unwrap_err();
+    let err = store.record_egress("ghost", 1, &allowed).await.unwrap_err();
     assert!(
         matches!(&err, StoreError::NoSuchJob { job_id } if job_id == "ghost"),
         "{err:?}"

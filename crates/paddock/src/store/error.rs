@@ -209,12 +209,21 @@ pub enum StoreError {
         #[source]
         source: sqlx::Error,
     },
-    #[error("cannot record an egress attempt of job {job_id}")]
+    #[error("cannot record egress attempt {seq} of job {job_id}")]
     RecordEgress {
         job_id: String,
+        seq: u64,
         #[source]
         source: sqlx::Error,
     },
+    /// An egress attempt's `(job_id, seq)` is taken by a different one:
+    /// an identical one counts as written (a retried write whose first
+    /// commit landed), this one does not.
+    #[error(
+        "egress attempt {seq} of job {job_id} is already stored as a different attempt; \
+         the last stored seq is {last}"
+    )]
+    EgressConflict { job_id: String, seq: u64, last: u64 },
     #[error("cannot read the egress attempts of job {job_id}")]
     ReadEgress {
         job_id: String,

@@ -75,3 +75,22 @@ pub(crate) fn model_call(job_id: &str, seq: u64) -> ModelCall {
         started_at: base_time() + Duration::seconds(i64::try_from(seq).unwrap_or(0)),
     }
 }
+
+/// A refused egress attempt to `host` in the agent phase.
+pub(crate) fn egress_attempt(host: &str) -> paddock_protocol::EgressRecord {
+    paddock_protocol::EgressRecord {
+        host: host.to_owned(),
+        port: 443,
+        method: None,
+        address: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 1,
+        phase: paddock_protocol::EgressPhase::Agent,
+        allowed: false,
+        rule: Some("allowlist".to_owned()),
+        reason: Some("not on the allowlist".to_owned()),
+        credential: None,
+        substituted: None,
+    }
+}

@@ -297,11 +297,19 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// Micro-dollars on the ledger in `scope`, by every job but `except_job`.
     async fn spent_micros(&self, scope: &SpendScope, except_job: &str) -> Result<i64, StoreError>;
 
-    /// Appends one attempt of job `job_id` through its egress proxy
-    /// (docs/egress.md); an unknown job is refused.
-    async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError>;
+    /// Appends attempt `seq` (1, 2, 3... per job) of job `job_id` through
+    /// its egress proxy (docs/egress.md); an unknown job is refused. A
+    /// seq holding this very attempt already (a retried write whose first
+    /// commit landed) counts as written; one holding another fails with
+    /// `EgressConflict`, naming the job's last seq.
+    async fn record_egress(
+        &self,
+        job_id: &str,
+        seq: u64,
+        record: &EgressRecord,
+    ) -> Result<(), StoreError>;
 
-    /// The egress attempts of job `job_id`, in the order they were recorded.
+    /// The egress attempts of job `job_id`, by seq.
     async fn egress(&self, job_id: &str) -> Result<Vec<EgressRecord>, StoreError>;
 
     /// Saves `profile`, replacing a stored profile with the same id.

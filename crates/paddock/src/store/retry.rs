@@ -7,11 +7,10 @@
 //! error is returned at once. A write whose commit landed but whose answer
 //! was lost is retried too, so every retried write is idempotent: an
 //! event or a ledger row already stored identically counts as written
-//! (`append_event`, `insert_model_call`), an update sets the same values
-//! again, and a job's compare-and-set that finds the very record it wrote
-//! is done ([`finished_already`]). A write with no key to find it by (an
-//! egress attempt) is retried only when it certainly did not run
-//! ([`unsent`]).
+//! (`append_event`, `insert_model_call`, `record_egress`, each keyed on
+//! its job and seq), an update sets the same values again, and a job's
+//! compare-and-set that finds the very record it wrote is done
+//! ([`finished_already`]).
 
 use std::future::Future;
 use std::time::Duration;
@@ -40,61 +39,6 @@ impl StoreError {
             source = s.source();
         }
         false
-    }
-}
-
-impl StoreError {
-    /// Whether the error is transient and its statement certainly did not
-    /// run: no connection was had in time, the server refused it
-    /// (terminated, shutting down, starting, too many connections), it
-    /// was rolled back (serialization failure, deadlock), or SQLite was
-    /// busy. A lost connection (I/O) is not: the statement may have
-    /// committed. What a write without a natural key may retry on.
-    pub fn is_unsent(&self) -> bool {
-        let mut source = std::error::Error::source(self);
-        while let Some(s) = source {
-            if let Some(e) = s.downcast_ref::<sqlx::Error>() {
-                return match e {
-                    sqlx::Error::PoolTimedOut => true,
-                    sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-                        matches!(
-                            code.as_ref(),
-                            "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "53300"
-                        ) || matches!(code.as_ref(), "5" | "6" | "261" | "262" | "517" | "773")
-                    }),
-                    _ => false,
-                };
-            }
-            source = s.source();
-        }
-        false
-    }
-}
-
-/// [`transient`] for a write with no natural key to find it by (an
-/// egress attempt): retried only when it certainly did not run
-/// ([`StoreError::is_unsent`]), never stored twice.
-pub async fn unsent<T, F, Fut>(what: &str, mut op: F) -> Result<T, StoreError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, StoreError>>,
-{
-    let start = tokio::time::Instant::now();
-    let mut pause = FIRST_PAUSE;
-    loop {
-        match op().await {
-            Err(e) if e.is_unsent() && start.elapsed() + pause <= BUDGET => {
-                tracing::warn!(
-                    write = what,
-                    error = %crate::error_chain::chain(&e),
-                    "the store refused a write for a reason that passes: retrying in {} ms",
-                    pause.as_millis()
-                );
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(MAX_PAUSE);
-            }
-            done => return done,
-        }
     }
 }
 
@@ -251,14 +195,5 @@ mod tests {
             source: sqlx::Error::PoolTimedOut,
         };
         assert!(timed_out.is_transient());
-        // A lost connection may have committed: not unsent.
-        assert_eq!(
-            (
-                io_error().is_unsent(),
-                timed_out.is_unsent(),
-                closed.is_unsent()
-            ),
-            (false, true, false)
-        );
     }
 }

@@ -446,10 +446,15 @@ impl Store for PgStore {
         PgStore::spent_micros(self, scope, except_job).await
     }
 
-    async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError> {
+    async fn record_egress(
+        &self,
+        job_id: &str,
+        seq: u64,
+        record: &EgressRecord,
+    ) -> Result<(), StoreError> {
         let record = nul_free::record(record);
-        retry::unsent("record_egress", || {
-            PgStore::record_egress(self, job_id, &record)
+        retry::transient("record_egress", |_| {
+            PgStore::record_egress(self, job_id, seq, &record)
         })
         .await
     }

@@ -27,9 +27,10 @@ fn text(event: u64) -> EventBody {
 /// Every connection of the job's pool is terminated
 /// (`pg_terminate_backend`, as a server restart or a dropped network
 /// does) again and again while the job appends its events, writes its
-/// ledger rows ahead and settles them, renews its heartbeat and finishes:
-/// the writes are retried, and every event, every ledger row and the final
-/// record arrive, each once, as written.
+/// ledger rows ahead and settles them, records egress attempts, renews its
+/// heartbeat and finishes: the writes are retried, and every event, every
+/// ledger row, every egress attempt and the final record arrive, each
+/// once, as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_jobs_writes_survive_its_connections_being_terminated() {
     use sqlx::Connection;
@@ -73,10 +74,18 @@ async fn a_jobs_writes_survive_its_connections_being_terminated() {
 
     let mut events = Vec::new();
     let mut calls = Vec::new();
+    let mut attempts = Vec::new();
     for seq in 1..=150u64 {
         let ev = event("j1", seq, text(seq));
         Store::append_event(&store, &ev).await.unwrap();
         events.push(ev);
+        if seq % 3 == 0 {
+            let attempt = crate::store::fixtures::egress_attempt(&format!("h{seq}.example"));
+            Store::record_egress(&store, "j1", seq / 3, &attempt)
+                .await
+                .unwrap();
+            attempts.push(attempt);
+        }
         if seq % 5 == 0 {
             let mut call = model_call("j1", seq / 5);
             call.status = paddock_protocol::CallStatus::InFlight;
@@ -99,9 +108,92 @@ async fn a_jobs_writes_survive_its_connections_being_terminated() {
 
     assert_eq!(Store::events(&store, "j1", 0).await.unwrap(), events);
     assert_eq!(Store::model_calls(&store, "j1").await.unwrap(), calls);
+    assert_eq!(Store::egress(&store, "j1").await.unwrap(), attempts);
     assert_eq!(Store::job(&store, "j1").await.unwrap(), Some(ended));
     assert!(killed > 10, "only {killed} connections terminated");
     eprintln!("connections terminated under the job: {killed}");
+}
+
+/// A database with egress attempts stored before they had a seq
+/// (migration 0009) migrates: each job's rows numbered 1, 2, 3... in the
+/// order they were inserted, the next one appended after them and a
+/// taken seq refused.
+#[tokio::test]
+async fn egress_attempts_stored_before_seqs_are_numbered_per_job() {
+    use crate::store::fixtures::egress_attempt;
+    let Some((_db, url)) = fresh().await else {
+        return;
+    };
+    let store = PgStore::open(&url).await.unwrap();
+    for id in ["j1", "j2"] {
+        store
+            .insert_job_with_priority(&job(id, 0), "{}", 0, None)
+            .await
+            .unwrap();
+    }
+    for (n, (id, host)) in [("j1", "a"), ("j2", "x"), ("j1", "b"), ("j1", "c")]
+        .into_iter()
+        .enumerate()
+    {
+        Store::record_egress(&store, id, 100 + n as u64, &egress_attempt(host))
+            .await
+            .unwrap();
+    }
+    // Back to the schema before migration 0009.
+    for statement in [
+        "DROP INDEX egress_attempts_seq",
+        "ALTER TABLE egress_attempts DROP COLUMN seq",
+        "DELETE FROM _sqlx_migrations WHERE version = 9",
+    ] {
+        sqlx::query(statement).execute(&store.pool).await.unwrap();
+    }
+    store.pool.close().await;
+    drop(store);
+    let store = PgStore::open(&url).await.unwrap();
+    let rows: Vec<(String, i64, String)> =
+        sqlx::query_as("SELECT job_id, seq, host FROM egress_attempts ORDER BY id")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap();
+    let want = [
+        ("j1", 1, "a"),
+        ("j2", 1, "x"),
+        ("j1", 2, "b"),
+        ("j1", 3, "c"),
+    ];
+    assert_eq!(
+        rows,
+        want.map(|(j, s, h)| (j.to_owned(), s, h.to_owned()))
+            .to_vec()
+    );
+    Store::record_egress(&store, "j1", 4, &egress_attempt("d"))
+        .await
+        .unwrap();
+    let err = Store::record_egress(&store, "j2", 1, &egress_attempt("y"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::EgressConflict { job_id, seq: 1, last: 1 } if job_id == "j2"),
+        "{err:?}"
+    );
+    let hosts = |rs: Vec<paddock_protocol::EgressRecord>| {
+        rs.into_iter().map(|r| r.host).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (
+            hosts(Store::egress(&store, "j1").await.unwrap()),
+            hosts(Store::egress(&store, "j2").await.unwrap())
+        ),
+        (
+            vec![
+                "a".to_owned(),
+                "b".to_owned(),
+                "c".to_owned(),
+                "d".to_owned()
+            ],
+            vec!["x".to_owned()]
+        )
+    );
 }
 
 /// Two pools (two processes' worth of connections) append to one job at
@@ -404,7 +496,7 @@ async fn text_with_nul_is_stored_with_the_replacement_character() {
         credential: None,
         substituted: None,
     };
-    store.record_egress("j1", &attempt).await.unwrap();
+    store.record_egress("j1", 1, &attempt).await.unwrap();
     store.set_engine_session("j1", "s\0").await.unwrap();
     let mut failed = job("j1", 0);
     failed.status = JobStatus::Failed;

@@ -463,9 +463,14 @@ impl Store for SqliteStore {
         SqliteStore::spent_micros(self, scope, except_job).await
     }
 
-    async fn record_egress(&self, job_id: &str, record: &EgressRecord) -> Result<(), StoreError> {
-        retry::unsent("record_egress", || {
-            SqliteStore::record_egress(self, job_id, record)
+    async fn record_egress(
+        &self,
+        job_id: &str,
+        seq: u64,
+        record: &EgressRecord,
+    ) -> Result<(), StoreError> {
+        retry::transient("record_egress", |_| {
+            SqliteStore::record_egress(self, job_id, seq, record)
         })
         .await
     }
@@ -747,6 +752,84 @@ mod tests {
         );
     }
 
+    /// A database with egress attempts stored before they had a seq
+    /// (migration 0030) migrates: each job's rows numbered 1, 2, 3... in
+    /// the order they were inserted, the next one appended after them and
+    /// a taken seq refused.
+    #[tokio::test]
+    async fn egress_attempts_stored_before_seqs_are_numbered_per_job() {
+        use crate::store::fixtures::egress_attempt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("paddock.db");
+        let store = SqliteStore::open(&path).await.unwrap();
+        for id in ["j1", "j2"] {
+            store.insert_job(&job(id, 0), "{}").await.unwrap();
+        }
+        for (n, (id, host)) in [("j1", "a"), ("j2", "x"), ("j1", "b"), ("j1", "c")]
+            .into_iter()
+            .enumerate()
+        {
+            Store::record_egress(&store, id, 100 + n as u64, &egress_attempt(host))
+                .await
+                .unwrap();
+        }
+        // Back to the schema before migration 0030.
+        for statement in [
+            "DROP INDEX egress_attempts_seq",
+            "ALTER TABLE egress_attempts DROP COLUMN seq",
+            "DELETE FROM _sqlx_migrations WHERE version = 30",
+        ] {
+            sqlx::query(statement).execute(&store.pool).await.unwrap();
+        }
+        store.close().await;
+        drop(store);
+        let store = SqliteStore::open(&path).await.unwrap();
+        let rows: Vec<(String, i64, String)> =
+            sqlx::query_as("SELECT job_id, seq, host FROM egress_attempts ORDER BY id")
+                .fetch_all(&store.pool)
+                .await
+                .unwrap();
+        let want = [
+            ("j1", 1, "a"),
+            ("j2", 1, "x"),
+            ("j1", 2, "b"),
+            ("j1", 3, "c"),
+        ];
+        assert_eq!(
+            rows,
+            want.map(|(j, s, h)| (j.to_owned(), s, h.to_owned()))
+                .to_vec()
+        );
+        Store::record_egress(&store, "j1", 4, &egress_attempt("d"))
+            .await
+            .unwrap();
+        let err = Store::record_egress(&store, "j2", 1, &egress_attempt("y"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, StoreError::EgressConflict { job_id, seq: 1, last: 1 } if job_id == "j2"),
+            "{err:?}"
+        );
+        let hosts = |rs: Vec<paddock_protocol::EgressRecord>| {
+            rs.into_iter().map(|r| r.host).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            (
+                hosts(Store::egress(&store, "j1").await.unwrap()),
+                hosts(Store::egress(&store, "j2").await.unwrap())
+            ),
+            (
+                vec![
+                    "a".to_owned(),
+                    "b".to_owned(),
+                    "c".to_owned(),
+                    "d".to_owned()
+                ],
+                vec!["x".to_owned()]
+            )
+        );
+    }
+
     /// Another process holding the write lock past the busy timeout (a
     /// long `paddock gc`): a job's event and egress attempt wait it out
     /// (retried), each stored once; without the retry they would fail
@@ -798,7 +881,7 @@ mod tests {
         let started = std::time::Instant::now();
         let (appended, recorded) = tokio::join!(
             Store::append_event(&store, &ev),
-            Store::record_egress(&store, "j1", &attempt)
+            Store::record_egress(&store, "j1", 1, &attempt)
         );
         appended.unwrap();
         recorded.unwrap();
