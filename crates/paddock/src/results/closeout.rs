@@ -80,6 +80,11 @@ pub struct CloseoutInput<'a> {
     pub touch_only: &'a [String],
     /// Labelled links (the pull request, the branch...).
     pub links: Vec<(String, String)>,
+    /// What this publish warned of before the closeout was rendered (the
+    /// branch not fetched into a local source): shown with the job's own
+    /// warnings. A publish's warnings are never read back from the events
+    /// (see `from_events`): a later `paddock publish` renders its own.
+    pub publish_warnings: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -390,6 +395,23 @@ fn session(events: &[AgentEvent]) -> Option<String> {
 }
 
 fn from_events(events: &[AgentEvent], caps: Caps) -> FromEvents {
+    // The job's own events end where its publishing begins: what follows
+    // is a publish's (the first one's warnings, a `paddock publish`'s
+    // notes), which a closeout rendered by a later publish must not
+    // repeat as if still true (a branch "not fetched" that this publish
+    // fetched); each publish passes its own (`publish_warnings`).
+    let events = match events.iter().position(|e| {
+        matches!(
+            e.body,
+            EventBody::Status {
+                phase: Phase::Publishing,
+                ..
+            }
+        )
+    }) {
+        Some(at) => &events[..at],
+        None => events,
+    };
     let mut commands: HashMap<&str, String> = HashMap::new();
     let mut tests = Vec::new();
     let mut failures = Vec::new();
@@ -455,7 +477,8 @@ fn from_events(events: &[AgentEvent], caps: Caps) -> FromEvents {
     FromEvents {
         tests: capped_tests(tests, caps.list),
         failures: capped(failures, caps.list),
-        warnings: capped(warnings, caps.list),
+        // Capped with the publish's (`render_capped`).
+        warnings,
         denials: capped(denials, caps.list),
         network_refused: capped(refused_destinations(events), caps.list),
     }
@@ -498,7 +521,10 @@ fn render_capped(
     input: &CloseoutInput<'_>,
     caps: Caps,
 ) -> Result<String, CloseoutError> {
-    let found = from_events(events, caps);
+    let mut found = from_events(events, caps);
+    // The publish's first: a cap never cuts where the branch is.
+    let warnings = input.publish_warnings.iter().map(|w| code(w));
+    found.warnings = capped(warnings.chain(found.warnings).collect(), caps.list);
     let outside = super::scope::outside(input.touch_only, &record.changed_files);
     let facts = Facts {
         job_id: &record.id,
@@ -765,6 +791,7 @@ mod tests {
                     "pull request".into(),
                     "https://github.com/acme/widgets/pull/3".into(),
                 )],
+                publish_warnings: &[],
             },
         )
         .unwrap();
@@ -794,6 +821,66 @@ mod tests {
         )
         .unwrap();
         insta::assert_snapshot!(text);
+    }
+
+    /// A publish's warnings (the branch not fetched into the source) are
+    /// in its closeout, first; the warnings an earlier publish stored as
+    /// events (after the job's `publishing` status) are not: a later
+    /// `paddock publish` that fetched the branch must not say it was not.
+    #[test]
+    fn a_closeout_has_its_publishs_warnings_and_no_earlier_publishs() {
+        let warning = |seq, message: &str| {
+            event(
+                seq,
+                EventBody::Error {
+                    message: message.into(),
+                    source: Some("paddock".into()),
+                    fatal: false,
+                },
+            )
+        };
+        let events = vec![
+            warning(1, "the spec sets no [budget]"),
+            event(
+                2,
+                EventBody::Status {
+                    phase: Phase::Publishing,
+                    detail: Some("done".into()),
+                },
+            ),
+            warning(
+                3,
+                "the branch paddock/T-7/2 was not fetched into the source",
+            ),
+            warning(4, "the source repository has 1 uncommitted change(s)"),
+        ];
+        let done = record(JobStatus::Done, &["src/lib.rs"]);
+        let section = |publish_warnings: &[String]| {
+            let text = render(
+                &done,
+                &events,
+                &CloseoutInput {
+                    publish_warnings,
+                    ..CloseoutInput::default()
+                },
+            )
+            .unwrap();
+            let at = text.find("### Paddock's warnings").unwrap();
+            let end = text[at..].find("\n\n").unwrap();
+            text[at..at + end].to_string()
+        };
+        assert_eq!(
+            section(&[
+                "the branch paddock/T-7/2 was not fetched into the source: `git` said no".into()
+            ]),
+            "### Paddock's warnings\n\
+             - ``the branch paddock/T-7/2 was not fetched into the source: `git` said no``\n\
+             - `the spec sets no [budget]`"
+        );
+        assert_eq!(
+            section(&[]),
+            "### Paddock's warnings\n- `the spec sets no [budget]`"
+        );
     }
 
     /// A job that changed nothing and failed.

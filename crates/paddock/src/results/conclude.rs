@@ -730,6 +730,8 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             )),
         }
     }
+    // Said in the closeout too: it is what a reviewer reads.
+    let in_closeout = out.warnings.clone();
     // The job ran on the committed base whether or not it changed
     // anything: a job that found nothing to do may have missed what the
     // source holds uncommitted, so that is said for it too.
@@ -764,6 +766,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 source_dirty: &source_dirty,
                 touch_only: &spec.ticket.touch_only,
                 links: links.to_vec(),
+                publish_warnings: &in_closeout,
             },
         )
         .unwrap_or_else(|e| e.to_string())

@@ -689,6 +689,48 @@ async fn a_warning_of_paddocks_own_is_shown_whole() {
         warning.ends_with(&format!("`paddock run SPEC --attempt-after {}`", job.id)),
         "{warning}"
     );
+    // The closeout (what a reviewer reads) says it too, and names no
+    // branch in the source: it was rendered before the warning was an
+    // event, and said nothing of it.
+    let closeout = home
+        .data()
+        .join("artifacts")
+        .join(&job.id)
+        .join("closeout.md");
+    let text = std::fs::read_to_string(&closeout).unwrap();
+    assert!(
+        text.contains("### Paddock's warnings\n- `the branch paddock/T-1/1 was not fetched into"),
+        "{text}"
+    );
+    assert!(!text.contains("in the source repository\n"), "{text}");
+    // The first job's branch moved out of the way, `paddock publish`
+    // fetches the second's: its closeout names the branch in the source
+    // and no longer says it was not fetched (the first publish's warning
+    // is an event of the job, not of this publish).
+    git(&repo, &["branch", "-m", &job.branch, "first-attempt"]);
+    let again = home.paddock(&["publish", &job.id], &[]).await;
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let text = std::fs::read_to_string(&closeout).unwrap();
+    assert!(!text.contains("was not fetched"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "- branch: `{}` in the source repository",
+            job.branch
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        git(
+            &repo,
+            &["diff", "--name-only", "first-attempt", &job.branch]
+        ),
+        "new.txt\n"
+    );
 }
 
 /// `paddock run job.toml` in the spec's directory, its source named
