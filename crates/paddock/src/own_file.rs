@@ -11,7 +11,7 @@
 //! the open for ever; a link to `/dev/zero` filled Paddock's memory; a link
 //! elsewhere had a host file taken for Paddock's own record.
 //!
-//! Writing: [`open_to_write`], [`write`]. Reading: [`read`] (a record of
+//! Writing: [`open_to_write`], [`write`], [`write_private`]. Reading: [`read`] (a record of
 //! Paddock's: absent, refused or too long is an error naming what was
 //! found) and [`read_from`] (a job's file read as it grows: anything but a
 //! regular file reads as nothing).
@@ -28,12 +28,18 @@ pub(crate) const NO_LINK: i32 = nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK;
 /// emptied when there; a link (`ELOOP`), a FIFO or anything else but a
 /// regular file is refused and left as it is.
 pub(crate) fn open_to_write(path: &Path) -> std::io::Result<File> {
+    open_with_mode(path, 0o644)
+}
+
+/// [`open_to_write`] for a file only Paddock's user may read (a token
+/// record): made with mode 0600.
+fn open_with_mode(path: &Path, mode: u32) -> std::io::Result<File> {
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .custom_flags(NO_LINK)
-        .mode(0o644)
+        .mode(mode)
         .open(path)?;
     if !file.metadata()?.is_file() {
         return Err(Error::other("not a regular file"));
@@ -45,6 +51,12 @@ pub(crate) fn open_to_write(path: &Path) -> std::io::Result<File> {
 /// `bytes` written as the whole of `path` ([`open_to_write`]).
 pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     open_to_write(path)?.write_all(bytes)
+}
+
+/// `bytes` written as the whole of `path` as [`write`] does, the file made
+/// readable by Paddock's user alone (mode 0600) when it is made.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    open_with_mode(path, 0o600)?.write_all(bytes)
 }
 
 /// `path` opened to be read: a regular file only (a link is `ELOOP`; a

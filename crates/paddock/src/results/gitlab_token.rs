@@ -124,11 +124,15 @@ fn beyond_asked(answer: &TokenAnswer) -> Vec<String> {
 
 fn write_record(path: &Path, record: &TokenRecord) -> Result<(), ForgeError> {
     let text = serde_json::to_string(record).unwrap_or_default();
-    std::fs::write(path, text).map_err(|source| ForgeError::TokenRecord {
-        forge: FORGE,
-        path: path.to_path_buf(),
-        step: "write it",
-        source,
+    // Not through a link the job planted between the record's two writes,
+    // nor readable by other users (as the GitHub App record).
+    crate::own_file::write_private(path, text.as_bytes()).map_err(|source| {
+        ForgeError::TokenRecord {
+            forge: FORGE,
+            path: path.to_path_buf(),
+            step: "write it",
+            source,
+        }
     })
 }
 
@@ -354,6 +358,47 @@ mod tests {
                 vec!["scope sudo".to_string(), "access level 50".to_string()],
                 vec!["an unknown access level".to_string()],
             ]
+        );
+    }
+
+    /// A record is written without following a link (one the job put in
+    /// its place between the record's two writes, to a host file), never
+    /// into a FIFO, and readable by Paddock's user alone.
+    #[test]
+    fn a_record_is_never_written_through_a_link() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("bashrc");
+        std::fs::write(&host, "the host's file\n").unwrap();
+        let planted = dir.path().join(".gitlab-token-aa.json");
+        std::os::unix::fs::symlink(&host, &planted).unwrap();
+        let fifo = dir.path().join(".gitlab-token-bb.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let fresh = dir.path().join(".gitlab-token-cc.json");
+        let record = TokenRecord {
+            name: "paddock-j-aa".into(),
+            token_id: Some(7),
+        };
+        let eloop = std::io::Error::from_raw_os_error(nix::libc::ELOOP).to_string();
+        let enxio = std::io::Error::from_raw_os_error(nix::libc::ENXIO).to_string();
+        let said = |path: &Path| match write_record(path, &record) {
+            Ok(()) => "written".to_string(),
+            Err(ForgeError::TokenRecord { source, .. }) => source.to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(
+            (
+                [said(&planted), said(&fifo), said(&fresh)],
+                std::fs::read_to_string(&host).unwrap(),
+                read_record(&fresh),
+                std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777,
+            ),
+            (
+                [eloop, enxio, "written".to_string()],
+                "the host's file\n".to_string(),
+                Ok(record.clone()),
+                0o600,
+            )
         );
     }
 
