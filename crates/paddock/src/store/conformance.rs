@@ -65,6 +65,7 @@ macro_rules! conformance_suite {
             a_claimer_puts_back_what_it_may_not_run_and_passes_it_over,
             a_cancel_asked_is_announced_to_the_subscribers,
             reclaiming_is_a_compare_and_set_on_owner_and_heartbeat,
+            retried_reclaims_and_unclaims_know_their_own_commit,
             of_concurrent_reclaimers_exactly_one_wins,
             a_reclaim_holds_only_on_the_cancel_request_it_saw,
             a_reclaim_is_all_or_nothing_with_its_next_attempt,
@@ -1654,6 +1655,66 @@ pub(crate) async fn a_claimer_puts_back_what_it_may_not_run_and_passes_it_over(s
     assert_eq!(
         store.job("q1").await.unwrap().map(|j| j.status),
         Some(JobStatus::Running)
+    );
+}
+
+/// What a reclaim or an unclaim retried after its commit landed (its
+/// answer lost) finds refused, and must take for its own
+/// (`store/retry.rs`): the very record it wrote (its ledger totals summed
+/// in the store), the job queued again with its very reason. Not before
+/// it wrote, not another reaper's record, not another reason.
+pub(crate) async fn retried_reclaims_and_unclaims_know_their_own_commit(store: &dyn Store) {
+    use crate::store::retry::{reclaimed_already, unclaimed_already};
+    let a = host("alpha");
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    let started = job("j1", 0);
+    store
+        .insert_owned_job(&started, "{}", &a, t0)
+        .await
+        .unwrap();
+    store.insert_model_call(&model_call("j1", 1)).await.unwrap();
+    let last = EventBody::Status {
+        phase: Phase::Failed,
+        detail: Some("reclaimed".into()),
+    };
+    let mut failed = started.clone();
+    failed.status = JobStatus::Failed;
+    failed.reason = Some("host alpha stopped renewing".into());
+    failed.finished_at = Some(t0 + time::Duration::seconds(90));
+    let mut others = failed.clone();
+    others.finished_at = Some(t0 + time::Duration::seconds(91));
+    let before = reclaimed_already(store, &failed).await;
+    assert!(store
+        .reclaim_job(&reclaim(&failed, &a.host, t0, &last))
+        .await
+        .unwrap());
+    assert_eq!(
+        (
+            before,
+            reclaimed_already(store, &failed).await,
+            reclaimed_already(store, &others).await,
+            store.job("j1").await.unwrap().unwrap().model_calls,
+        ),
+        (false, true, false, 1)
+    );
+
+    store
+        .enqueue_job(&queued("q1", "T-1", 0), "{}", 0, None)
+        .await
+        .unwrap();
+    let claimed = store.claim_job(&[], &a, t0, &[]).await.unwrap().unwrap();
+    let before = unclaimed_already(store, "q1", "not here").await;
+    assert!(store
+        .unclaim_job(&claimed.id, &a.host, "not here")
+        .await
+        .unwrap());
+    assert_eq!(
+        (
+            before,
+            unclaimed_already(store, "q1", "not here").await,
+            unclaimed_already(store, "q1", "elsewhere").await,
+        ),
+        (false, true, false)
     );
 }
 

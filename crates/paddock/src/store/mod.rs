@@ -227,7 +227,10 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// heartbeat `at`, in the same statement. `None` when no queued job
     /// can run. Jobs whose ids are in `skip` (the claimer may not run
     /// them: `unclaim_job`) are passed over. The claim clears a queued
-    /// job's reason (why a server passed it over).
+    /// job's reason (why a server passed it over). `owner`'s host and `at`
+    /// are the claim's key (its `claimed_at`), so each claim gives its own
+    /// `at`: a claim retried after its commit landed and its answer was
+    /// lost returns the job that key claimed (`store/retry.rs`).
     async fn claim_job(
         &self,
         lanes: &[Lane],
@@ -238,7 +241,9 @@ pub trait Store: std::fmt::Debug + Send + Sync {
 
     /// Puts job `id`, claimed by host `host` and not started, back in the
     /// queue with `reason` (why that host may not run it), if it is still
-    /// `running` on `host` and no cancel was asked of it: whether it did.
+    /// `running` on `host` and no cancel was asked of it: whether it did
+    /// (also when a retry finds its earlier try's commit landed: the job
+    /// queued again with that reason).
     async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError>;
 
     /// How many jobs are `queued`.

@@ -10,7 +10,11 @@
 //! (`append_event`, `insert_model_call`, `record_egress`, each keyed on
 //! its job and seq), an update sets the same values again, and a job's
 //! compare-and-set that finds the very record it wrote is done
-//! ([`finished_already`]).
+//! ([`finished_already`], a reclaim's [`reclaimed_already`], an unclaim's
+//! [`unclaimed_already`]), and a queue's claim is keyed on its host and
+//! time (`claimed_at`): a retry first looks for the job that key claimed
+//! (`claimed_by`), so a claim whose answer was lost is never left running
+//! without its server.
 
 use std::future::Future;
 use std::time::Duration;
@@ -108,6 +112,44 @@ pub async fn finished_already<S: super::Store + ?Sized>(
     job: &paddock_protocol::JobRecord,
 ) -> bool {
     matches!(store.job(&job.id).await, Ok(Some(stored)) if &stored == job)
+}
+
+/// Whether a reclaim of job `job.id` that was refused on a retry found
+/// the very record it was writing (its totals aside, which the reclaim
+/// sums from the ledger): its earlier attempt committed, only its answer
+/// was lost. Another reaper's record differs (its reason names its host,
+/// its end is its own clock's).
+pub async fn reclaimed_already<S: super::Store + ?Sized>(
+    store: &S,
+    job: &paddock_protocol::JobRecord,
+) -> bool {
+    match store.job(&job.id).await {
+        Ok(Some(stored)) => {
+            let mine = paddock_protocol::JobRecord {
+                tokens: stored.tokens,
+                cost_micros: stored.cost_micros,
+                model_calls: stored.model_calls,
+                ..job.clone()
+            };
+            mine == stored
+        }
+        _ => false,
+    }
+}
+
+/// Whether an unclaim of job `id` with `reason` that was refused on a
+/// retry finds it queued again with that very reason: its earlier attempt
+/// committed, only its answer was lost.
+pub async fn unclaimed_already<S: super::Store + ?Sized>(
+    store: &S,
+    id: &str,
+    reason: &str,
+) -> bool {
+    matches!(
+        store.job(id).await,
+        Ok(Some(stored)) if stored.status == paddock_protocol::JobStatus::Queued
+            && stored.reason.as_deref() == Some(reason)
+    )
 }
 
 #[cfg(test)]

@@ -319,7 +319,21 @@ impl Store for PgStore {
             next,
             ..*reclaim
         };
-        PgStore::reclaim_job(self, &reclaim).await
+        retry::transient("reclaim_job", |attempt| {
+            let reclaim = &reclaim;
+            async move {
+                match PgStore::reclaim_job(self, reclaim).await {
+                    // An earlier attempt's commit landed, its answer was lost.
+                    Ok(false)
+                        if attempt > 0 && retry::reclaimed_already(self, reclaim.job).await =>
+                    {
+                        Ok(true)
+                    }
+                    done => done,
+                }
+            }
+        })
+        .await
     }
 
     async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
@@ -379,11 +393,36 @@ impl Store for PgStore {
         at: OffsetDateTime,
         skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError> {
-        PgStore::claim_job(self, lanes, owner, at, skip).await
+        retry::transient("claim_job", |attempt| async move {
+            // An earlier attempt's commit may have landed, its answer lost:
+            // the job it claimed is this claim's (keyed on host and time).
+            if attempt > 0 {
+                if let Some(job) = PgStore::claimed_by(self, owner, at).await? {
+                    return Ok(Some(job));
+                }
+            }
+            PgStore::claim_job(self, lanes, owner, at, skip).await
+        })
+        .await
     }
 
     async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError> {
-        PgStore::unclaim_job(self, id, host, &nul_free::text(reason)).await
+        let reason = nul_free::text(reason);
+        retry::transient("unclaim_job", |attempt| {
+            let reason = &reason;
+            async move {
+                match PgStore::unclaim_job(self, id, host, reason).await {
+                    // An earlier attempt's commit landed, its answer was lost.
+                    Ok(false)
+                        if attempt > 0 && retry::unclaimed_already(self, id, reason).await =>
+                    {
+                        Ok(true)
+                    }
+                    done => done,
+                }
+            }
+        })
+        .await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {

@@ -114,6 +114,162 @@ async fn a_jobs_writes_survive_its_connections_being_terminated() {
     eprintln!("connections terminated under the job: {killed}");
 }
 
+/// A terminator of every other connection to `db`, every 15 ms until
+/// told to stop: how many it terminated.
+fn terminator(
+    db: &Database,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tokio::task::JoinHandle<u64>,
+) {
+    use sqlx::Connection;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let handle = {
+        let stop = stop.clone();
+        let db = db.clone();
+        tokio::spawn(async move {
+            let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+            let mut killed = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                )
+                .fetch_one(&mut admin)
+                .await
+                .unwrap();
+                killed += u64::try_from(n).unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+            }
+            killed
+        })
+    };
+    (stop, handle)
+}
+
+/// A queued job `id` (its own ticket).
+fn queued(id: &str) -> JobRecord {
+    let mut j = job(id, 0);
+    j.status = JobStatus::Queued;
+    j
+}
+
+/// A claim whose commit landed but whose answer was lost, retried, finds
+/// the job it claimed by its key (host and claim time) instead of
+/// claiming another: before, the retry (or the server's next claim) took
+/// the next job and the first stayed `running` without its server until
+/// the reaper failed it. Another host's key, or another time, finds none.
+#[tokio::test]
+async fn a_claim_retried_after_its_commit_finds_its_own_job() {
+    let Some((_db, url)) = fresh().await else {
+        return;
+    };
+    let store = PgStore::open(&url).await.unwrap();
+    for id in ["q1", "q2"] {
+        Store::enqueue_job(&store, &queued(id), "{}", 0, None)
+            .await
+            .unwrap();
+    }
+    let me = Owner {
+        host: "h1".into(),
+        name: "one".into(),
+    };
+    let other = Owner {
+        host: "h2".into(),
+        name: "two".into(),
+    };
+    let at = time::OffsetDateTime::now_utc();
+    // The first try: committed, its answer lost.
+    let first = store.claim_job(&[], &me, at, &[]).await.unwrap().unwrap();
+    let found = |owner: Owner, at| {
+        let store = &store;
+        async move { store.claimed_by(&owner, at).await.unwrap() }
+    };
+    assert_eq!(
+        (
+            found(me.clone(), at).await,
+            found(other, at).await,
+            found(me.clone(), at + time::Duration::nanoseconds(1000)).await,
+        ),
+        (Some(first.clone()), None, None)
+    );
+    assert_eq!(
+        (first.id.as_str(), Store::queue_depth(&store).await.unwrap()),
+        ("q1", 1)
+    );
+}
+
+/// The queue's writes (claims, unclaims) survive their connections being
+/// terminated again and again: every queued job is claimed exactly once,
+/// each claim's job given to its claimer (none left `running` unknown to
+/// it), and each unclaimed job is queued again with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_survive_their_connections_being_terminated() {
+    let Some((db, url)) = fresh().await else {
+        return;
+    };
+    let store = PgStore::open(&url).await.unwrap();
+    let ids: Vec<String> = (0..40).map(|n| format!("q{n:02}")).collect();
+    for id in &ids {
+        Store::enqueue_job(&store, &queued(id), "{}", 0, None)
+            .await
+            .unwrap();
+    }
+    let me = Owner {
+        host: "h1".into(),
+        name: "one".into(),
+    };
+    let (stop, killer) = terminator(&db);
+    let mut claimed = Vec::new();
+    let mut skip = Vec::new();
+    for n in 0.. {
+        let at = time::OffsetDateTime::now_utc();
+        let Some(j) = Store::claim_job(&store, &[], &me, at, &skip).await.unwrap() else {
+            break;
+        };
+        // Every fourth one given back (this host may not run it).
+        if n % 4 == 0 {
+            assert!(Store::unclaim_job(&store, &j.id, &me.host, "not here")
+                .await
+                .unwrap());
+            let back = Store::job(&store, &j.id).await.unwrap().unwrap();
+            assert_eq!(
+                (back.status, back.reason.as_deref()),
+                (JobStatus::Queued, Some("not here"))
+            );
+            skip.push(j.id);
+            continue;
+        }
+        claimed.push(j.id);
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let killed = killer.await.unwrap();
+    // The skipped ones are still queued; the rest claimed once each, and
+    // exactly those are running on this host.
+    let mut running: Vec<String> = Store::running_jobs(&store)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    running.sort();
+    let mut once = claimed.clone();
+    once.sort();
+    once.dedup();
+    let mut all = [claimed.clone(), skip.clone()].concat();
+    all.sort();
+    assert_eq!(
+        (
+            once.len(),
+            running,
+            all,
+            Store::queue_depth(&store).await.unwrap()
+        ),
+        (claimed.len(), once, ids, skip.len() as u64)
+    );
+    assert!(killed > 5, "only {killed} connections terminated");
+}
+
 /// A database with egress attempts stored before they had a seq
 /// (migration 0009) migrates: each job's rows numbered 1, 2, 3... in the
 /// order they were inserted, the next one appended after them and a

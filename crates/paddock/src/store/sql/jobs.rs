@@ -8,7 +8,7 @@
 //! word the same on both backends.
 
 /// `insert_job_with_priority`, `insert_owned_job`, `job_follows`, `heartbeat`, `reclaim_job`, `running_jobs`,
-/// `request_cancel`, `unclaim_job`, `cancel_requested`, `job_owner` and `job_owners` for the store type `$store` (a
+/// `request_cancel`, `unclaim_job`, `claimed_by`, `cancel_requested`, `job_owner` and `job_owners` for the store type `$store` (a
 /// struct with a sqlx `pool`, a `job` method, and a `bind_job` function
 /// in the expanding module binding `id` then the `COLUMNS`).
 macro_rules! jobs_queries {
@@ -274,6 +274,28 @@ macro_rules! jobs_queries {
                             source,
                         })?;
                     Ok(done.rows_affected() == 1)
+                }
+
+                /// The job `owner` claimed from the queue at `at` (the
+                /// claim's key: its `claimed_at`), if it still runs on that
+                /// host: what a claim retried after its commit landed and
+                /// its answer was lost finds, instead of claiming another.
+                pub(super) async fn claimed_by(
+                    &self,
+                    owner: &Owner,
+                    at: OffsetDateTime,
+                ) -> Result<Option<JobRecord>, StoreError> {
+                    let at = RowRef::new("jobs", "claimed".to_owned()).time("claimed_at", at)?;
+                    let id = sqlx::query_scalar::<_, String>(owner::CLAIMED_BY)
+                        .bind(owner.host.as_str())
+                        .bind(at)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(|source| StoreError::ClaimJob { source })?;
+                    match id {
+                        Some(id) => self.job(&id).await,
+                        None => Ok(None),
+                    }
                 }
 
                 /// The owner of job `id`: `None` when it has none (never

@@ -334,7 +334,16 @@ impl Store for SqliteStore {
     }
 
     async fn reclaim_job(&self, reclaim: &Reclaim<'_>) -> Result<bool, StoreError> {
-        SqliteStore::reclaim_job(self, reclaim).await
+        retry::transient("reclaim_job", |attempt| async move {
+            match SqliteStore::reclaim_job(self, reclaim).await {
+                // An earlier attempt's commit landed, its answer was lost.
+                Ok(false) if attempt > 0 && retry::reclaimed_already(self, reclaim.job).await => {
+                    Ok(true)
+                }
+                done => done,
+            }
+        })
+        .await
     }
 
     async fn running_jobs(&self) -> Result<Vec<RunningJob>, StoreError> {
@@ -399,11 +408,30 @@ impl Store for SqliteStore {
         at: OffsetDateTime,
         skip: &[String],
     ) -> Result<Option<JobRecord>, StoreError> {
-        SqliteStore::claim_job(self, lanes, owner, at, skip).await
+        retry::transient("claim_job", |attempt| async move {
+            // An earlier attempt's commit may have landed, its answer lost:
+            // the job it claimed is this claim's (keyed on host and time).
+            if attempt > 0 {
+                if let Some(job) = SqliteStore::claimed_by(self, owner, at).await? {
+                    return Ok(Some(job));
+                }
+            }
+            SqliteStore::claim_job(self, lanes, owner, at, skip).await
+        })
+        .await
     }
 
     async fn unclaim_job(&self, id: &str, host: &str, reason: &str) -> Result<bool, StoreError> {
-        SqliteStore::unclaim_job(self, id, host, reason).await
+        retry::transient("unclaim_job", |attempt| async move {
+            match SqliteStore::unclaim_job(self, id, host, reason).await {
+                // An earlier attempt's commit landed, its answer was lost.
+                Ok(false) if attempt > 0 && retry::unclaimed_already(self, id, reason).await => {
+                    Ok(true)
+                }
+                done => done,
+            }
+        })
+        .await
     }
 
     async fn queue_depth(&self) -> Result<u64, StoreError> {
