@@ -100,10 +100,17 @@ pub fn apply_profile(
             .any(|rule| rule == Some("mem_limit_mb") || rule == Some("cpu_limit"));
     }
     let profile = meta.join("profile.json");
-    if profile.exists() {
+    if crate::own_file::is_file(&profile) {
         let record = crate::policy::job::record_path(meta);
-        if !record.exists() {
-            std::fs::write(&record, b"")?;
+        if std::fs::symlink_metadata(&record).is_err() {
+            crate::own_file::write(&record, b"")?;
+        }
+        // Bound into the sandbox writable: a link would bind what it names.
+        if !crate::own_file::is_file(&record) {
+            return Err(std::io::Error::other(format!(
+                "{} is not a regular file",
+                record.display()
+            )));
         }
         paths.extra_ro.push(profile);
         paths.extra_rw.push(record);

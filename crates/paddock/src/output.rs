@@ -103,10 +103,12 @@ pub struct ArtifactWriter {
 }
 
 impl ArtifactWriter {
-    /// Creates (truncates) the artifact at `path`.
+    /// Creates (truncates) the artifact at `path`, never through a link
+    /// or into a FIFO the job put there (`own_file::open_to_write`): that
+    /// is the writer's first error, and nothing is written.
     pub async fn create(path: PathBuf, redactor: Redactor) -> ArtifactWriter {
-        let (file, error) = match tokio::fs::File::create(&path).await {
-            Ok(f) => (Some(f), None),
+        let (file, error) = match crate::own_file::open_to_write(&path) {
+            Ok(f) => (Some(tokio::fs::File::from_std(f)), None),
             Err(e) => (None, Some(e)),
         };
         ArtifactWriter {
@@ -508,6 +510,46 @@ mod tests {
         }
         assert!(w.finish().await.is_none());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+    }
+
+    /// An artifact's path holding a link the job planted (to a host file)
+    /// or a FIFO: nothing is written through it, the open does not wait,
+    /// and the writer's error names the path.
+    #[tokio::test]
+    async fn an_artifact_is_never_written_through_a_link_or_into_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("bashrc");
+        std::fs::write(&host, "the host's file\n").unwrap();
+        let link = dir.path().join("engine.jsonl");
+        std::os::unix::fs::symlink(&host, &link).unwrap();
+        let fifo = dir.path().join("engine.stderr");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let mut said = Vec::new();
+        for path in [&link, &fifo] {
+            let opened = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                ArtifactWriter::create(path.clone(), Redactor::new()),
+            )
+            .await;
+            let Ok(mut w) = opened else {
+                said.push(format!("{}: waited on", path.display()));
+                continue;
+            };
+            w.write(b"hostile\n").await;
+            said.push(w.finish().await.unwrap_or_else(|| "written".into()));
+        }
+        let eloop = std::io::Error::from_raw_os_error(nix::libc::ELOOP);
+        let enxio = std::io::Error::from_raw_os_error(nix::libc::ENXIO);
+        assert_eq!(
+            (said, std::fs::read_to_string(&host).unwrap()),
+            (
+                vec![
+                    format!("cannot write {}: {eloop}", link.display()),
+                    format!("cannot write {}: {enxio}", fifo.display()),
+                ],
+                "the host's file\n".to_string()
+            )
+        );
     }
 
     /// One long "token" (a key pattern spanning several windows, so no cut

@@ -59,6 +59,12 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     open_with_mode(path, 0o600)?.write_all(bytes)
 }
 
+/// Whether `path` is a regular file itself (not a link to one): where a
+/// job can write, `Path::exists` would take its link for Paddock's record.
+pub(crate) fn is_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file())
+}
+
 /// `path` opened to be read: a regular file only (a link is `ELOOP`; a
 /// FIFO, a device or a directory `InvalidData`), never waited on.
 fn open_to_read(path: &Path) -> std::io::Result<File> {

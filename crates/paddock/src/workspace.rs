@@ -1039,7 +1039,7 @@ impl Workspace {
                 ),
             });
         }
-        let layout = match meta.join(OVERLAY).exists() {
+        let layout = match crate::own_file::is_file(&meta.join(OVERLAY)) {
             true => Chosen {
                 overlay: true,
                 why: "reopened".into(),
@@ -1512,7 +1512,7 @@ impl Workspace {
     /// workspace made a plain directory, or an upper layer that cannot be
     /// opened as a directory (the whole tree is walked then).
     fn upper_layer(&self) -> Option<upper::Upper> {
-        if !self.meta.join(OVERLAY).exists() || !overlay::is_mounted(&self.work) {
+        if !crate::own_file::is_file(&self.meta.join(OVERLAY)) || !overlay::is_mounted(&self.work) {
             return None;
         }
         upper::Upper::open(&self.meta.join(UPPER)).ok()

@@ -117,9 +117,11 @@ impl JobPolicy {
         }
         let profile_path = meta.join("profile.json");
         let body = serde_json::to_string_pretty(&self.profile).unwrap_or_default();
-        std::fs::write(&profile_path, body).map_err(|source| JobPolicyError::WriteProfile {
-            path: profile_path.clone(),
-            source,
+        crate::own_file::write(&profile_path, body.as_bytes()).map_err(|source| {
+            JobPolicyError::WriteProfile {
+                path: profile_path.clone(),
+                source,
+            }
         })?;
         let hook_command = match (engine, paddock_exe) {
             (_, None) => {
