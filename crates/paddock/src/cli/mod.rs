@@ -112,7 +112,11 @@ pub fn run_async(cli: Cli) -> ExitCode {
             return ExitCode::from(exit::INTERNAL);
         }
     };
-    let (code, e) = match rt.block_on(dispatch(cli)) {
+    let dispatched = rt.block_on(dispatch(cli));
+    // Before the runtime goes: the stores left open keep their
+    // connections (`LEFT_OPEN`).
+    rt.block_on(settle_left_open());
+    let (code, e) = match dispatched {
         Ok(code) => return ExitCode::from(code),
         Err(Failure::BadInput(e)) => (exit::BAD_INPUT, e),
         Err(Failure::Internal(e)) => (exit::INTERNAL, e),
@@ -258,6 +262,20 @@ pub async fn open_store(paths: &Paths) -> Result<SharedStore, Failure> {
 /// after each job folds the log in instead and starts the next one
 /// (`paddock::store::checkpoint`); every transaction is committed by then.
 static LEFT_OPEN: std::sync::Mutex<Vec<SharedStore>> = std::sync::Mutex::new(Vec::new());
+
+/// Waits for the connections of the stores in [`LEFT_OPEN`] to be back
+/// in their pools (`Store::settle`): dropped with the runtime's tasks,
+/// one would be closed, and the last close folds the log in and deletes
+/// it after all.
+async fn settle_left_open() {
+    let open: Vec<SharedStore> = match LEFT_OPEN.lock() {
+        Ok(open) => open.clone(),
+        Err(_) => return,
+    };
+    for store in open {
+        store.settle().await;
+    }
+}
 
 /// `store`, kept in [`LEFT_OPEN`] when it is a SQLite file.
 fn left_open(paths: &Paths, store: SharedStore) -> SharedStore {

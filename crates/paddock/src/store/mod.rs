@@ -408,6 +408,16 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// Closes the backend (flushing what it buffers). Other holders of this
     /// store fail afterwards.
     async fn close(&self);
+
+    /// Waits, briefly, until the connections used a moment ago are back
+    /// in the pool, for a process about to exit with its store left open
+    /// (`cli::open_store`): a connection's return is a task of the
+    /// runtime (sqlx), and one the runtime's shutdown dropped is closed.
+    /// On SQLite that close, the last connection's, folded the
+    /// write-ahead log in and deleted it, on the exit path, and left the
+    /// next job to start a new log (`store/sqlite/checkpoint.rs`). A
+    /// backend without such a cost does nothing.
+    async fn settle(&self) {}
 }
 
 /// Which jobs a page of [`Store::list_jobs`] holds.

@@ -91,6 +91,25 @@ pub fn checkpoint_blocking(path: &Path) -> Result<(), StoreError> {
     rt.block_on(checkpoint(path))
 }
 
+/// How long [`settle`] waits for connections to come back to the pool at
+/// most (a return is one task of the runtime: well under this).
+const SETTLE_MAX: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Waits (up to [`SETTLE_MAX`]) until every connection of `pool` is idle
+/// in it: a connection's return to the pool is a task sqlx spawns when
+/// the query that used it ends, and a runtime shut down before that task
+/// ran drops it, closing the connection. For a process that leaves its
+/// store open as it exits (`cli::open_store`), that close was the last
+/// connection's whenever no other process had the database open: it
+/// folded the log in and deleted it on the exit path, and the next job
+/// started a new log (module text). `Store::settle`.
+pub(super) async fn settle(pool: &sqlx::SqlitePool) {
+    let until = tokio::time::Instant::now() + SETTLE_MAX;
+    while pool.num_idle() < pool.size() as usize && tokio::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +188,63 @@ mod tests {
             (started.0, appended, ids.len()),
             (32 + 24 + page, (true, started.1.clone()), 2)
         );
+    }
+
+    /// A store left open as a command exits (`cli::open_store`) keeps
+    /// its log only when the connection it used last is back in the pool
+    /// before the runtime goes: that return is a task of the runtime, and
+    /// a current-thread runtime dropped right after the query drops it,
+    /// closing the connection, here the only one, which deletes the log.
+    /// [`settle`] lets it run first.
+    #[test]
+    fn a_settled_pool_left_open_keeps_its_log_past_the_runtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut kept = Vec::new();
+        for settled in [false, true] {
+            let db = dir.path().join(format!("paddock-{settled}.db"));
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let pool = rt.block_on(async {
+                let options = SqliteConnectOptions::new()
+                    .filename(&db)
+                    .create_if_missing(true)
+                    .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+                let pool = sqlx::sqlite::SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(options)
+                    .await
+                    .unwrap();
+                sqlx::query("CREATE TABLE t (x)")
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                settle(&pool).await;
+                sqlx::query("INSERT INTO t VALUES (1)")
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                if settled {
+                    settle(&pool).await;
+                }
+                pool
+            });
+            drop(rt);
+            // A close is the connection's worker thread's: given time.
+            let mut len = wal_len(&db);
+            for _ in 0..100 {
+                if len == 0 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                len = wal_len(&db);
+            }
+            kept.push(len > 0);
+            // Left open, as `paddock` leaves its stores.
+            std::mem::forget(pool);
+        }
+        assert_eq!(kept, [false, true]);
     }
 
     /// A missing database file is an error naming it, and is not created.

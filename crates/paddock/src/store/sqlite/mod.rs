@@ -607,6 +607,10 @@ impl Store for SqliteStore {
         self.notices.stop().await;
         self.pool.close().await;
     }
+
+    async fn settle(&self) {
+        checkpoint::settle(&self.pool).await;
+    }
 }
 
 /// Refuses an existing, zero-byte database file: SQLite would take it for a
