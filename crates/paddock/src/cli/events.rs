@@ -15,6 +15,8 @@ use super::{exit, local_time, open_existing_store, resolve_job, Failure};
 
 /// How often `--follow` looks for new events.
 const POLL: Duration = Duration::from_millis(250);
+/// Events read from the store at once.
+const PAGE: u32 = 256;
 
 #[derive(clap::Args)]
 pub struct EventsArgs {
@@ -43,14 +45,23 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
         // The status first: events written before the job turned final
         // are all read below, so none is missed on the last round.
         let status = job_status(&*store, &job_id).await?;
-        let events = store.events(&job_id, after).await.context("read events")?;
-        let mut out = String::new();
-        for e in &events {
-            out.push_str(&render(e, args.json, &tz, &mut lines)?);
-            after = e.seq;
-            seen = true;
+        // A page at a time: a job's events may be gigabytes in all.
+        loop {
+            let events = store
+                .events_page(&job_id, after, PAGE)
+                .await
+                .context("read events")?;
+            let mut out = String::new();
+            for e in &events {
+                out.push_str(&render(e, args.json, &tz, &mut lines)?);
+                after = e.seq;
+                seen = true;
+            }
+            out!("{out}");
+            if events.len() < PAGE as usize {
+                break;
+            }
         }
-        out!("{out}");
         if !args.follow || !matches!(status, JobStatus::Queued | JobStatus::Running) {
             if !seen && args.after > 0 {
                 // An --after past the end printed nothing and said nothing.

@@ -773,6 +773,14 @@ impl crate::store::Store for FailingStore {
     ) -> Result<Vec<paddock_protocol::AgentEvent>, StoreError> {
         self.inner.events(job_id, after_seq).await
     }
+    async fn events_page(
+        &self,
+        job_id: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<paddock_protocol::AgentEvent>, StoreError> {
+        self.inner.events_page(job_id, after_seq, limit).await
+    }
     async fn insert_model_call(
         &self,
         call: &paddock_protocol::ModelCall,

@@ -1,6 +1,7 @@
 //! A job's events as a stream that resumes without gaps or doubles: the
 //! stored events after the client's last seq, then the live ones from the
-//! [`Hub`](super::hub::Hub), each sent once in seq order. The follower
+//! [`Hub`](super::hub::Hub), each sent once in seq order, the stored ones
+//! read a page at a time. The follower
 //! subscribes to the live events *before* it reads the store (an event is
 //! stored before it is broadcast, so nothing falls between the two), drops
 //! live events it already sent, and goes back to the store on any gap (it
@@ -32,6 +33,9 @@ use crate::store::StoreError;
 const POLL: Duration = Duration::from_millis(250);
 /// Events buffered for a slow client.
 pub(super) const BUFFER: usize = 256;
+/// Stored events a follower reads at once: what it holds is this page and
+/// the client's buffer, however many events the job stored.
+pub(crate) const PAGE: u32 = 256;
 /// The JSONL media type.
 pub const NDJSON: &str = "application/x-ndjson";
 
@@ -156,10 +160,17 @@ pub async fn follow(
             .job(id)
             .await?
             .is_none_or(|j| !matches!(j.status, JobStatus::Queued | JobStatus::Running));
-        for event in state.store.events(id, after).await? {
-            after = event.seq;
-            if out.send(event).await.is_err() {
-                return Ok(());
+        loop {
+            let page = state.store.events_page(id, after, PAGE).await?;
+            let last = page.len() < PAGE as usize;
+            for event in page {
+                after = event.seq;
+                if out.send(event).await.is_err() {
+                    return Ok(());
+                }
+            }
+            if last {
+                break;
             }
         }
         if ended {

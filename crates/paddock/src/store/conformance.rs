@@ -152,8 +152,27 @@ pub(crate) async fn events_after_seq(store: &dyn Store) {
     assert_eq!(store.events("j1", 3).await.unwrap(), written[3..].to_vec());
     assert!(store.events("j1", 5).await.unwrap().is_empty());
     assert!(store.events("j1", u64::MAX).await.unwrap().is_empty());
-    assert_eq!(store.events("j2", 0).await.unwrap(), vec![j2]);
+    assert_eq!(store.events("j2", 0).await.unwrap(), vec![j2.clone()]);
     assert!(store.events("unknown", 0).await.unwrap().is_empty());
+    let pages = [
+        store.events_page("j1", 0, 2).await.unwrap(),
+        store.events_page("j1", 2, 2).await.unwrap(),
+        store.events_page("j1", 4, 2).await.unwrap(),
+        store.events_page("j1", 5, 2).await.unwrap(),
+        store.events_page("j1", u64::MAX, 2).await.unwrap(),
+        store.events_page("j2", 0, 1000).await.unwrap(),
+    ];
+    assert_eq!(
+        pages,
+        [
+            written[..2].to_vec(),
+            written[2..4].to_vec(),
+            written[4..].to_vec(),
+            vec![],
+            vec![],
+            vec![j2],
+        ]
+    );
 }
 
 pub(crate) async fn non_dense_seq_is_rejected(store: &dyn Store) {

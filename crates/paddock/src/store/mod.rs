@@ -280,6 +280,18 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// order (`after_seq` 0 gives them all). Empty for an unknown job.
     async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError>;
 
+    /// The first `limit` of the events [`Store::events`] gives. What reads
+    /// a job's events on someone else's behalf (an API client's or a
+    /// browser's stream, `paddock events`) reads them a page at a time: a
+    /// job may have stored `limits.max_records` events of up to
+    /// `limits.max_event_bytes` each, gigabytes read whole per reader.
+    async fn events_page(
+        &self,
+        job_id: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<AgentEvent>, StoreError>;
+
     /// Records one model call on the ledger. `(job_id, seq)` is unique; a
     /// job the store does not have fails with `NoSuchJob`.
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError>;

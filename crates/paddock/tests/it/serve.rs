@@ -386,6 +386,61 @@ async fn last_event_id_resumes_without_gaps_or_doubles() {
     );
 }
 
+/// A job with more stored events than a follower reads at once (the
+/// store is read a page at a time, never a job's whole history per
+/// reader): streamed whole, in order, once each, by SSE from the start and
+/// from inside the second page, and as JSONL.
+#[tokio::test]
+async fn events_past_a_page_stream_whole_and_resume_inside_a_page() {
+    let home = Home::new();
+    let mut rec = paddock_test_support::jobs::stored_record(
+        "0193paged",
+        "gpt-5.5",
+        "process",
+        JobStatus::Running,
+        0,
+    );
+    let store = home.store().await;
+    store.insert_job(&rec, "{}").await.unwrap();
+    let stored: Vec<AgentEvent> = (1..=600)
+        .map(|seq| AgentEvent {
+            job_id: rec.id.clone(),
+            seq,
+            at: time::macros::datetime!(2025-06-01 12:00 UTC),
+            body: EventBody::Text {
+                text: format!("line {seq}"),
+            },
+        })
+        .collect();
+    for e in &stored {
+        store.append_event(e).await.unwrap();
+    }
+    rec.status = JobStatus::Done;
+    store.finish_job(&rec, JobStatus::Running).await.unwrap();
+    let server = Server::start(&home, &[]).await;
+
+    let events = |sse: Vec<Sse>| sse.into_iter().map(|e| e.event).collect::<Vec<_>>();
+    let whole = read_sse(events_sse(&server, &rec.id, None).await, None).await;
+    let resumed = read_sse(events_sse(&server, &rec.id, Some(300)).await, None).await;
+    let jsonl: Vec<AgentEvent> = server
+        .client
+        .clone()
+        .get(server.url(&format!("/v1/jobs/{}/events?format=jsonl", rec.id)))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        (events(whole), events(resumed), jsonl),
+        (stored.clone(), stored[300..].to_vec(), stored.clone())
+    );
+}
+
 #[tokio::test]
 async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_and_nothing_is_queued(
 ) {

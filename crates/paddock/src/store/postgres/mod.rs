@@ -453,6 +453,18 @@ impl Store for PgStore {
         retry::transient("events", |_| PgStore::events(self, job_id, after_seq)).await
     }
 
+    async fn events_page(
+        &self,
+        job_id: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        retry::transient("events_page", |_| {
+            PgStore::events_page(self, job_id, after_seq, limit)
+        })
+        .await
+    }
+
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
         let call = nul_free::record(call);
         retry::transient("insert_model_call", |_| {

@@ -131,6 +131,34 @@ macro_rules! events_queries {
                     .map(EventRow::into_event)
                     .collect()
                 }
+
+                /// The first `limit` events of [`Self::events`].
+                pub(super) async fn events_page(
+                    &self,
+                    job_id: &str,
+                    after_seq: u64,
+                    limit: u32,
+                ) -> Result<Vec<AgentEvent>, StoreError> {
+                    let Ok(after_seq) = i64::try_from(after_seq) else {
+                        return Ok(Vec::new());
+                    };
+                    sqlx::query_as::<_, EventRow>(
+                        "SELECT job_id, seq, at, body FROM events \
+                         WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                    )
+                    .bind(job_id)
+                    .bind(after_seq)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|source| StoreError::ReadEvents {
+                        job_id: job_id.to_owned(),
+                        source,
+                    })?
+                    .into_iter()
+                    .map(EventRow::into_event)
+                    .collect()
+                }
             }
         };
     };

@@ -462,6 +462,18 @@ impl Store for SqliteStore {
         retry::transient("events", |_| SqliteStore::events(self, job_id, after_seq)).await
     }
 
+    async fn events_page(
+        &self,
+        job_id: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<AgentEvent>, StoreError> {
+        retry::transient("events_page", |_| {
+            SqliteStore::events_page(self, job_id, after_seq, limit)
+        })
+        .await
+    }
+
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
         retry::transient("insert_model_call", |_| {
             SqliteStore::insert_model_call(self, call)
