@@ -124,16 +124,21 @@ pub fn save(
         home,
     )?;
     let count = found.len();
+    if found.is_empty() {
+        return Ok(0);
+    }
+    // Into the job's artifacts, which a `process`-rung job can write: no
+    // link there (for `dest`, a directory on the way or the file) is
+    // followed, a file there is replaced, never written through.
+    let save_err = |path: &Path, source| SessionFilesError::Save {
+        path: dest.join(path),
+        source,
+    };
+    std::fs::create_dir_all(dest).map_err(|e| save_err(Path::new(""), e))?;
+    let root = beneath::open_root(dest).map_err(|e| save_err(Path::new(""), e))?;
     for (rel, bytes) in found {
-        let path = dest.join(&rel);
-        let save_err = |source| SessionFilesError::Save {
-            path: path.clone(),
-            source,
-        };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(save_err)?;
-        }
-        std::fs::write(&path, transform(bytes)).map_err(save_err)?;
+        write_beneath(&root, &rel, &transform(bytes), Existing::Replace)
+            .map_err(|e| save_err(&rel, e))?;
     }
     Ok(count)
 }
@@ -248,7 +253,7 @@ pub fn restore(
     for rel in &files {
         let target = place.dir.join(rel);
         let bytes = transform(read_saved(&saved.join(rel))?);
-        write_beneath(&root, &target, &bytes).map_err(|e| restore_err(rel, e))?;
+        write_beneath(&root, &target, &bytes, Existing::Refuse).map_err(|e| restore_err(rel, e))?;
     }
     Ok(files.len())
 }
@@ -320,10 +325,24 @@ fn read_saved(path: &Path) -> Result<Vec<u8>, SessionFilesError> {
     read_regular(fd, path, MAX_FILE_BYTES)
 }
 
+/// What [`write_beneath`] does with an entry already at the file's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Existing {
+    /// Fail (`EEXIST`).
+    Refuse,
+    /// Remove it (a file or a link, never what a link names) first.
+    Replace,
+}
+
 /// Writes `bytes` as the new file `rel` beneath `root`, creating its
-/// directories (0700) and the file (0600) without following any link and
-/// without replacing anything.
-fn write_beneath(root: &OwnedFd, rel: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// directories (0700) and the file (0600) without following any link;
+/// an entry at its name is refused or removed first, as `existing` says.
+fn write_beneath(
+    root: &OwnedFd,
+    rel: &Path,
+    bytes: &[u8],
+    existing: Existing,
+) -> std::io::Result<()> {
     let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
     let Some((file, dirs)) = parts.split_last() else {
         return Err(std::io::Error::other("an empty path"));
@@ -339,6 +358,12 @@ fn write_beneath(root: &OwnedFd, rel: &Path, bytes: &[u8]) -> std::io::Result<()
         current = Some(rustix::fs::openat(at, *part, dir_flags, Mode::empty())?);
     }
     let at = current.as_ref().map_or(root.as_fd(), |fd| fd.as_fd());
+    if existing == Existing::Replace {
+        match rustix::fs::unlinkat(at, *file, rustix::fs::AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     let fd = rustix::fs::openat(
         at,
         *file,
@@ -407,6 +432,63 @@ mod tests {
                 out.push(p);
             }
         }
+    }
+
+    /// Links the job put where the files are saved (its artifacts): the
+    /// file's name a link to a host file, a directory on the way a link
+    /// to a host directory, the saved directory itself a link. None is
+    /// written through: the host's files keep their text, a link at the
+    /// file's name is replaced by the file, the others refuse the save.
+    #[test]
+    fn the_save_is_never_written_through_a_link_in_the_artifacts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let day = home.join(".codex/sessions/2026/12/01");
+        std::fs::create_dir_all(&day).unwrap();
+        std::fs::write(day.join("rollout-1-abc.jsonl"), b"job text\n").unwrap();
+        let host = tmp.path().join("bashrc");
+        std::fs::write(&host, b"the host's file\n").unwrap();
+        let host_dir = tmp.path().join("host-dir");
+        std::fs::create_dir_all(&host_dir).unwrap();
+        let rel = "2026/12/01/rollout-1-abc.jsonl";
+
+        let at_file = tmp.path().join("saved-1");
+        std::fs::create_dir_all(at_file.join("2026/12/01")).unwrap();
+        std::os::unix::fs::symlink(&host, at_file.join(rel)).unwrap();
+        let on_the_way = tmp.path().join("saved-2");
+        std::fs::create_dir_all(on_the_way.join("2026")).unwrap();
+        std::os::unix::fs::symlink(&host_dir, on_the_way.join("2026/12")).unwrap();
+        let itself = tmp.path().join("saved-3");
+        std::os::unix::fs::symlink(&host_dir, &itself).unwrap();
+
+        let said = |dest: &Path| match save(&home, &codex_place(), dest, &same) {
+            Ok(n) => format!("saved {n}"),
+            Err(SessionFilesError::Save { source, .. }) => source.to_string(),
+            Err(e) => e.to_string(),
+        };
+        // O_DIRECTORY | O_NOFOLLOW on a link: ENOTDIR.
+        let enotdir = std::io::Error::from_raw_os_error(nix::libc::ENOTDIR).to_string();
+        let mut in_host_dir = Vec::new();
+        let outcome = [said(&at_file), said(&on_the_way), said(&itself)];
+        walk(&host_dir, &mut in_host_dir);
+        assert_eq!(
+            (
+                outcome,
+                std::fs::read(&host).unwrap(),
+                std::fs::symlink_metadata(at_file.join(rel))
+                    .unwrap()
+                    .is_file(),
+                std::fs::read(at_file.join(rel)).unwrap(),
+                in_host_dir,
+            ),
+            (
+                ["saved 1".to_string(), enotdir.clone(), enotdir],
+                b"the host's file\n".to_vec(),
+                true,
+                b"job text\n".to_vec(),
+                Vec::<PathBuf>::new(),
+            )
+        );
     }
 
     /// A directory on the way swapped for a link to the host is refused,
