@@ -939,6 +939,82 @@ async fn a_cancel_through_another_server_wakes_the_job_at_once_on_postgres() {
     nothing_lost(&store, &rec).await;
 }
 
+/// The servers' cancel listeners' connections terminated
+/// (`pg_terminate_backend`, as a PostgreSQL restart or a dropped network
+/// does), each listener comes back `LISTEN`ing, and a cancel through the
+/// other server still reaches the running job at once: with the poll and
+/// the heartbeat an hour apart, nothing else could stop it within the
+/// wait.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_reaches_the_job_after_the_listeners_connections_were_terminated() {
+    use sqlx::Connection;
+    let Some(pg) = paddock_test_support::postgres::database().await else {
+        return;
+    };
+    let slow = "heartbeat_secs = 3600\nheartbeat_ttl_secs = 7200\ncancel_poll_secs = 3600";
+    let (a, b) = (Home::new(), Home::new());
+    hosts_config(&a, slow);
+    hosts_config(&b, slow);
+    let (srv_a, srv_b) = (server(&a, &pg.url, &b).await, server(&b, &pg.url, &a).await);
+    let store = Shared::Postgres(pg.url.clone()).open().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let (marker, gate) = (scratch.path().join("started"), scratch.path().join("never"));
+    let id = srv_a
+        .submit_ok(&spec(&a, "T-L", &gated(&marker, &gate)), 0)
+        .await;
+    appears(&marker).await;
+
+    let mut admin = sqlx::PgConnection::connect(&pg.url).await.unwrap();
+    let listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+                     AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid() ORDER BY pid";
+    let before: Vec<i32> = sqlx::query_scalar(listening)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+    assert!(!before.is_empty(), "nobody listens");
+    for pid in &before {
+        let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+            .bind(pid)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+        assert!(killed);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now: Vec<i32> = sqlx::query_scalar(listening)
+            .fetch_all(&mut admin)
+            .await
+            .unwrap();
+        if now.len() == before.len() && now.iter().all(|p| !before.contains(p)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the listeners did not come back: {before:?} then {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let (owner, _) = owner_of(&store, &id).await;
+    let other = if owner.host == host_of(&a).0 {
+        &srv_b
+    } else {
+        &srv_a
+    };
+    let resp = other.cancel(&id).await;
+    assert_eq!(resp.status(), 202);
+    let rec = other.wait_for(&id, is_final).await;
+    assert_eq!(
+        (rec.status, rec.reason.as_deref()),
+        (JobStatus::Cancelled, Some("cancelled")),
+        "{}\n{}",
+        srv_a.stderr(),
+        srv_b.stderr()
+    );
+    nothing_lost(&store, &rec).await;
+}
+
 /// A fleet server that drains (SIGTERM) claims nothing more while its peer
 /// goes on: its running job is cancelled at the grace, the job queued
 /// meanwhile stays queued (the drained server's slot, freed by the cancel,

@@ -147,6 +147,59 @@ fn terminator(
     (stop, handle)
 }
 
+/// The cancel listener's connection terminated (`pg_terminate_backend`,
+/// as a server restart or a dropped network does) comes back `LISTEN`ing
+/// on a connection of its own: a notice sent afterwards reaches the
+/// subscriber at once, not only at the job's next poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cancel_listener_comes_back_after_its_connection_is_terminated() {
+    use sqlx::Connection;
+    let Some((db, url)) = fresh().await else {
+        return;
+    };
+    let store = PgStore::open(&url).await.unwrap();
+    let mut notices = Store::cancel_notices(&store).await;
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let listening = "SELECT pid FROM pg_stat_activity WHERE datname = current_database() \
+                     AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()";
+    let first: Vec<i32> = sqlx::query_scalar(listening)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(first[0])
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let again = loop {
+        let pids: Vec<i32> = sqlx::query_scalar(listening)
+            .fetch_all(&mut admin)
+            .await
+            .unwrap();
+        if pids.len() == 1 && pids != first {
+            break pids;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no listener back after 10 s: {pids:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    sqlx::query("SELECT pg_notify($1, 'j1')")
+        .bind(crate::store::cancel_notices::CHANNEL)
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), notices.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no notice within 5 s (listener {again:?})"))
+        .unwrap();
+    assert_eq!(got, "j1");
+}
+
 /// A queued job `id` (its own ticket).
 fn queued(id: &str) -> JobRecord {
     let mut j = job(id, 0);
