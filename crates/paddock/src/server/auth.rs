@@ -64,6 +64,9 @@ impl AuthError {
                 (401, "unauthorized", "a valid bearer token is required")
             }
             AuthError::Forbidden { .. } => (403, "forbidden", "the token's scope is too small"),
+            AuthError::Lookup { source, .. } if source.is_transient() => {
+                (503, "store_unavailable", "the store is unavailable")
+            }
             AuthError::Lookup { .. } => (503, "store_lost", "the store failed"),
         };
         Problem::new(status, code, title, super::problem::chain(self))

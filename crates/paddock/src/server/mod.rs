@@ -30,6 +30,7 @@ pub mod metrics;
 mod openapi;
 mod problem;
 mod queue;
+mod read_wait;
 mod slots;
 mod state;
 pub mod submissions;
@@ -110,7 +111,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/ledger", get(usage::ledger))
         .route("/openapi.json", get(openapi::openapi_json))
         .route("/metrics", get(exposition))
-        .route_layer(gate(Scope::Read));
+        .route_layer(gate(Scope::Read))
+        .route_layer(axum::middleware::from_fn(read_wait::promptly));
     let submit = Router::new()
         .route("/v1/jobs", post(jobs::submit))
         .route("/v1/jobs/{id}", delete(jobs::dispose))

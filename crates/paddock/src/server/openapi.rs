@@ -4,7 +4,8 @@
 //! `GET /openapi.json`. A route missing here fails the test that walks the
 //! router's routes against the document. Each operation's security
 //! requirement names the scope its route needs (`bearer: [submit]`); the
-//! problem answers every guarded route shares (401, 403, 503 `store_lost`)
+//! problem answers every guarded route shares (401, 403, 503 `store_lost`
+//! or `store_unavailable`)
 //! and every route with input shares (400 from `extract.rs`, 413 and 415 for a
 //! body) are added to each operation by [`ProblemAnswers`], so the
 //! annotations list only a route's own.
@@ -123,7 +124,11 @@ fn add_problem_answers(operation: &mut utoipa::openapi::path::Operation) {
             "403",
             "The token's scope is smaller than the route's (`forbidden`)",
         ));
-        wanted.push(("503", "The store failed (`store_lost`)"));
+        wanted.push((
+            "503",
+            "The store failed (`store_lost`), or is unavailable for now (`store_unavailable`: \
+             a failure that passes, or a read it did not answer within 5 s)",
+        ));
     }
     if has_body {
         wanted.push(("413", "The body is too large (`too_large`)"));

@@ -2,7 +2,7 @@
 //! with a stable `code` a client branches on. The runner's errors keep
 //! their own codes and statuses (`runner::ErrorCode`: `bad_input` 422,
 //! `store_lost` 503, `internal` 500); the server adds its own few
-//! (`not_found`, `bad_request`, `method_not_allowed`, `job_final`,
+//! (`not_found`, `bad_request`, `method_not_allowed`, `store_unavailable`, `job_final`,
 //! `job_elsewhere`, `policy_refused` with the host profile's `rule`, …).
 //! The `detail` is the error's whole chain, for people; never branch on
 //! it.
@@ -78,6 +78,14 @@ impl Problem {
         Problem::not_found(named)
     }
 
+    /// 503 `store_unavailable`: the store failed for a reason that passes
+    /// (a dropped connection, a restarting server, SQLite busy), or did
+    /// not answer a read in time (`read_wait.rs`); asking again later may
+    /// succeed.
+    pub fn store_unavailable(detail: String) -> Problem {
+        Problem::new(503, "store_unavailable", "the store is unavailable", detail)
+    }
+
     pub fn bad_request(detail: String) -> Problem {
         Problem::new(400, "bad_request", "the request is malformed", detail)
     }
@@ -107,7 +115,11 @@ impl From<AdmitError> for Problem {
 
 impl From<StoreError> for Problem {
     fn from(e: StoreError) -> Problem {
-        Problem::runner(ErrorCode::StoreLost, chain(&e))
+        if e.is_transient() {
+            Problem::store_unavailable(chain(&e))
+        } else {
+            Problem::runner(ErrorCode::StoreLost, chain(&e))
+        }
     }
 }
 
@@ -144,6 +156,46 @@ mod tests {
             [
                 "no job job-none".to_string(),
                 format!("no job job-{}… (an id of 1004 characters)", "é".repeat(60)),
+            ]
+        );
+    }
+
+    /// A store failure that passes (a dropped connection) is 503
+    /// `store_unavailable`: the client may ask again; one that does not
+    /// stays `store_lost`.
+    #[test]
+    fn a_store_failure_that_passes_is_unavailable_and_another_lost() {
+        let dropped = StoreError::ReadJob {
+            job_id: "j1".into(),
+            source: sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+        };
+        let closed = StoreError::ReadJob {
+            job_id: "j1".into(),
+            source: sqlx::Error::PoolClosed,
+        };
+        assert_eq!(
+            [Problem::from(dropped), Problem::from(closed)],
+            [
+                Problem {
+                    kind: "urn:paddock:problem:store_unavailable".into(),
+                    title: "the store is unavailable".into(),
+                    status: 503,
+                    detail: "cannot read job j1: error communicating with database: broken \
+                             pipe: broken pipe"
+                        .into(),
+                    code: "store_unavailable".into(),
+                    rule: None,
+                },
+                Problem {
+                    kind: "urn:paddock:problem:store_lost".into(),
+                    title: "the store failed".into(),
+                    status: 503,
+                    detail: "cannot read job j1: attempted to acquire a connection on a closed \
+                             pool"
+                        .into(),
+                    code: "store_lost".into(),
+                    rule: None,
+                },
             ]
         );
     }

@@ -6,7 +6,8 @@
 //! `paddock events` read them back; the password shows nowhere and never
 //! reaches a job's environment; a job whose store connections are
 //! terminated under it again and again keeps every event, every ledger
-//! row and its final record, each once.
+//! row and its final record, each once; an API read while the store does
+//! not answer fails promptly (503 `store_unavailable`).
 
 use std::path::{Path, PathBuf};
 
@@ -281,4 +282,59 @@ async fn the_store_password_never_reaches_a_job() {
                 .to_owned()
         )
     );
+}
+
+/// A read of the API while the store does not answer (its jobs table
+/// locked by another session, as a stalled or restarting server is) is
+/// answered 503 `store_unavailable` once the read wait (5 s) has passed,
+/// not after the 30 s the store retries a running job's writes; once the
+/// store answers again, so does the read.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_read_fails_fast_while_the_store_does_not_answer() {
+    use sqlx::Connection;
+    let Some(db) = postgres::database().await else {
+        return;
+    };
+    let home = Home::new();
+    let srv = super::serve::Server::start_env(&home, &[], &[("PADDOCK_DB", db.url.as_str())]).await;
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut admin).await.unwrap();
+    sqlx::query("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    for path in ["/v1/jobs", "/v1/jobs/job-0123"] {
+        let asked = std::time::Instant::now();
+        let resp = srv.client.get(srv.url(path)).send().await.unwrap();
+        let waited = asked.elapsed();
+        let status = resp.status().as_u16();
+        let problem: serde_json::Value = super::serve::body(resp).await;
+        assert_eq!(
+            (status, problem["code"].as_str(), problem["detail"].as_str()),
+            (
+                503,
+                Some("store_unavailable"),
+                Some(
+                    format!(
+                        "GET {path}: the store did not answer within 5 s (it may be \
+                         restarting or unreachable); ask again later"
+                    )
+                    .as_str()
+                )
+            )
+        );
+        assert!(
+            waited >= std::time::Duration::from_secs(5)
+                && waited < std::time::Duration::from_secs(10),
+            "{path} answered after {waited:?}"
+        );
+    }
+    sqlx::query("COMMIT").execute(&mut admin).await.unwrap();
+    let resp = srv
+        .client
+        .get(srv.url("/v1/jobs/job-0123"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404, "{}", srv.stderr());
 }
