@@ -114,10 +114,11 @@ async fn a_jobs_writes_survive_its_connections_being_terminated() {
     eprintln!("connections terminated under the job: {killed}");
 }
 
-/// A terminator of every other connection to `db`, every 15 ms until
+/// A terminator of every other connection to `db`, every `period` until
 /// told to stop: how many it terminated.
 fn terminator(
     db: &Database,
+    period: std::time::Duration,
 ) -> (
     std::sync::Arc<std::sync::atomic::AtomicBool>,
     tokio::task::JoinHandle<u64>,
@@ -139,7 +140,7 @@ fn terminator(
                 .await
                 .unwrap();
                 killed += u64::try_from(n).unwrap();
-                tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+                tokio::time::sleep(period).await;
             }
             killed
         })
@@ -253,7 +254,9 @@ async fn a_claim_retried_after_its_commit_finds_its_own_job() {
 }
 
 /// The queue's writes (claims, unclaims) survive their connections being
-/// terminated again and again: every queued job is claimed exactly once,
+/// terminated again and again (every 100 ms: a claim is four round trips,
+/// which on a loaded machine every 15 ms could cut for longer than the
+/// retries' 30 s): every queued job is claimed exactly once,
 /// each claim's job given to its claimer (none left `running` unknown to
 /// it), and each unclaimed job is queued again with its reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -272,7 +275,7 @@ async fn claims_survive_their_connections_being_terminated() {
         host: "h1".into(),
         name: "one".into(),
     };
-    let (stop, killer) = terminator(&db);
+    let (stop, killer) = terminator(&db, std::time::Duration::from_millis(100));
     let mut claimed = Vec::new();
     let mut skip = Vec::new();
     for n in 0.. {
@@ -320,7 +323,7 @@ async fn claims_survive_their_connections_being_terminated() {
         ),
         (claimed.len(), once, ids, skip.len() as u64)
     );
-    assert!(killed > 5, "only {killed} connections terminated");
+    assert!(killed >= 3, "only {killed} connections terminated");
 }
 
 /// A database with egress attempts stored before they had a seq
