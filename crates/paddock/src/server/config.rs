@@ -32,6 +32,9 @@ pub struct ServeConfig {
     /// What a submitted spec may name on this host (flags and file
     /// together).
     pub submissions: super::submissions::Submissions,
+    /// The bounds on the server's connections (`connections.rs`; their
+    /// defaults, not a setting).
+    pub connections: super::connections::ConnectionLimits,
 }
 
 impl Default for ServeConfig {
@@ -86,6 +89,7 @@ impl ServeConfig {
                 // The server's own, set by `AppState::new`.
                 server_own: Vec::new(),
             },
+            connections: Default::default(),
         }
     }
 }
@@ -140,6 +144,10 @@ mod tests {
                     webhook_secret: None,
                     lanes: vec![],
                     submissions: Default::default(),
+                    connections: super::super::connections::ConnectionLimits {
+                        max: 1024,
+                        header_read_timeout: Duration::from_secs(30),
+                    },
                 },
                 ServeConfig {
                     listen: SocketAddr::from(([127, 0, 0, 1], 8012)),
@@ -149,6 +157,7 @@ mod tests {
                     webhook_secret: None,
                     lanes: vec![],
                     submissions: Default::default(),
+                    connections: Default::default(),
                 }
             )
         );

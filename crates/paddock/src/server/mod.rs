@@ -18,6 +18,7 @@
 
 pub mod auth;
 mod config;
+mod connections;
 pub mod dashboard;
 mod discover;
 mod events;
@@ -45,6 +46,7 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 
 pub use self::config::{ServeConfig, DEFAULT_LISTEN};
+pub use self::connections::ConnectionLimits;
 pub use self::discover::Discovery;
 pub use self::events::NDJSON;
 pub use self::health::Readiness;
@@ -205,6 +207,7 @@ where
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into());
     let grace = config.drain_grace;
+    let limits = config.connections;
     let mut state = AppState::new(store, runner, config, defaults, webhooks);
     let upkeep = match metrics::install() {
         Ok(m) => {
@@ -229,14 +232,12 @@ where
         queue.drain(grace).await;
         closing.cancel();
     };
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(stopped)
-        .await
-        .map_err(|source| ServerError::Serve { addr, source });
+    connections::serve(listener, app, limits, stopped).await;
+    tracing::debug!("serve: stopped serving {addr}");
     scheduler.abort();
     reclaimer.abort();
     if let Some(task) = upkeep {
         task.abort();
     }
-    served
+    Ok(())
 }
