@@ -90,18 +90,28 @@ impl PgStore {
     /// Connects to the database `url` names and brings its schema up to
     /// date (migrations already applied are skipped; concurrent openers
     /// wait on the migrator's advisory lock). The database itself must
-    /// exist.
+    /// exist. The schema's check and migration are retried when their
+    /// connection fails for a reason that passes (`store/retry.rs`: a
+    /// server restarting, a connection terminated), as a running job's
+    /// writes are: each migration is one transaction with its record, so
+    /// one cut short left nothing applied, and the retry's migrator skips
+    /// what is. The first connection is not: a wrong address fails at
+    /// once.
     pub async fn open(url: &PgUrl) -> Result<PgStore, StoreError> {
         let pool = connect(url).await?;
-        if !schema_current(&pool).await {
+        retry::transient("migrate", |_| async {
+            if schema_current(&pool).await {
+                return Ok(());
+            }
             MIGRATOR
                 .run(&pool)
                 .await
                 .map_err(|source| StoreError::PgMigrate {
                     target: url.label().to_owned(),
                     source,
-                })?;
-        }
+                })
+        })
+        .await?;
         Ok(PgStore::with(pool))
     }
 

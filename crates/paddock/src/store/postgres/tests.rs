@@ -114,6 +114,37 @@ async fn a_jobs_writes_survive_its_connections_being_terminated() {
     eprintln!("connections terminated under the job: {killed}");
 }
 
+/// A store opened on a new database while every connection to it is
+/// terminated every 20 ms (a server restarting as `paddock` starts): its
+/// schema's check and migrations are retried, so the open ends with the
+/// whole schema, never a migration error. The first connection is not
+/// retried by the store (a wrong address fails at once): this test tries
+/// the open again only when that connection failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_opened_while_its_connections_are_terminated_is_migrated() {
+    let Some((db, url)) = fresh().await else {
+        return;
+    };
+    let (stop, killer) = terminator(&db, std::time::Duration::from_millis(20));
+    let mut opened = None;
+    let mut connect_failures = 0;
+    for _ in 0..50 {
+        match PgStore::open(&url).await {
+            Ok(store) => {
+                opened = Some(store);
+                break;
+            }
+            Err(StoreError::PgConnect { .. }) => connect_failures += 1,
+            Err(e) => panic!("{}", crate::error_chain::chain(&e)),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let killed = killer.await.unwrap();
+    let store = opened.unwrap_or_else(|| panic!("{connect_failures} connects failed"));
+    assert!(killed > 0);
+    assert!(schema_current(&store.pool).await);
+}
+
 /// A terminator of every other connection to `db`, every `period` until
 /// told to stop: how many it terminated.
 fn terminator(
