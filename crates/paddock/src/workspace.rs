@@ -51,6 +51,7 @@ use host_git::HostGit;
 pub use lease::Lease;
 pub use overlay::{Chosen, Layout};
 pub use prior_branch::PriorBranch;
+pub use remote_config::read_ahead as read_remote_config_ahead;
 pub use result_branch::{StartedBundle, BUNDLE};
 pub use snapshot::SNAPSHOTS;
 use snapshot::{Snapshot, Source as SnapSource};

@@ -94,6 +94,12 @@ pub async fn exec(
         let sandbox = rungs.sandbox.clone();
         tokio::spawn(async move { sandbox.probe().await });
     }
+    // A URL source's mirror is fetched with the user's git configuration
+    // (`workspace/remote_config.rs`): read beside the store's opening and
+    // the reaper's pass, not on the provisioning path (issue #14).
+    if spec.repository.url.is_some() && spec.repository.path.is_none() {
+        paddock::workspace::read_remote_config_ahead();
+    }
     // The price table (the shipped one parsed, about 18 KB of TOML, a
     // user's merged over it) is read on a blocking thread beside the
     // store's opening rather than before it (issue #14: the job's

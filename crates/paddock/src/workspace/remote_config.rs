@@ -2,7 +2,10 @@
 //! runs with (the mirror's clone and fetches, `mirror.rs`): the user's
 //! own (system, global and command-line scopes: their credential
 //! helpers, `~/.netrc` use, proxies, CA files, SSH command), read once
-//! per fetch with `git config --list --includes` outside any repository,
+//! per fetch with `git config --list --includes` outside any repository
+//! (the first fetch of a `paddock run` of a URL source takes the read
+//! [`read_ahead`] started as the run began, beside its store's opening:
+//! one git process fewer on the job's provisioning path, issue #14),
 //! and given to that one git process in its environment
 //! (`GIT_CONFIG_COUNT`), git itself reading no configuration file but the
 //! repository's (Paddock's mirror's). Left out is whatever would have the
@@ -19,10 +22,41 @@
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Mutex;
 
 use tokio::process::Command;
+use tokio::task::JoinHandle;
 
 use super::{host_git, WorkspaceError};
+
+/// A read of the configuration under way.
+type Reading = JoinHandle<Result<RemoteConfig, WorkspaceError>>;
+
+/// The read [`read_ahead`] started, for this process's next
+/// [`RemoteConfig::read`] to take.
+static AHEAD: Mutex<Option<Reading>> = Mutex::new(None);
+
+/// Starts reading the user's configuration now (on the current Tokio
+/// runtime), for the next [`RemoteConfig::read`] of this process to take
+/// instead of starting its own: a `paddock run` of a URL source, whose
+/// mirror's fetch waits for the read, starts it before its store's
+/// opening and the reaper's pass. The configuration is the same wherever
+/// git runs (outside any repository), so reading it in `/` gives what
+/// the fetch's own read would have; a read that failed is done again by
+/// the fetch (its error naming the mirror, as before). Only the next
+/// read takes it: any later one reads the configuration as it is then.
+pub fn read_ahead() {
+    put(&AHEAD, tokio::spawn(RemoteConfig::read_now(Path::new("/"))));
+}
+
+/// `reading` in `slot`, in place of (and aborting) any read there.
+fn put(slot: &Mutex<Option<Reading>>, reading: Reading) {
+    if let Ok(mut ahead) = slot.lock() {
+        if let Some(earlier) = ahead.replace(reading) {
+            earlier.abort();
+        }
+    }
+}
 
 /// A git directory that is none: `git config --list` outside any
 /// repository, whatever directory it runs in.
@@ -35,8 +69,28 @@ pub(super) struct RemoteConfig(Vec<(String, String)>);
 
 impl RemoteConfig {
     /// The user's configuration as git in `cwd` (named in errors) reads
-    /// it outside a repository.
+    /// it outside a repository: the read [`read_ahead`] started, when
+    /// there is one and it succeeded, else read now.
     pub async fn read(cwd: &Path) -> Result<RemoteConfig, WorkspaceError> {
+        RemoteConfig::read_taking(&AHEAD, cwd).await
+    }
+
+    /// [`RemoteConfig::read`] taking the read in `slot`.
+    async fn read_taking(
+        slot: &Mutex<Option<Reading>>,
+        cwd: &Path,
+    ) -> Result<RemoteConfig, WorkspaceError> {
+        let ahead = slot.lock().ok().and_then(|mut ahead| ahead.take());
+        if let Some(reading) = ahead {
+            if let Ok(Ok(config)) = reading.await {
+                return Ok(config);
+            }
+        }
+        RemoteConfig::read_now(cwd).await
+    }
+
+    /// [`RemoteConfig::read`] by a git process started now.
+    async fn read_now(cwd: &Path) -> Result<RemoteConfig, WorkspaceError> {
         let args = ["config", "--list", "--includes", "-z"];
         let mut cmd = Command::new(host_git::git_program());
         cmd.arg("-C")
@@ -142,5 +196,29 @@ mod tests {
                 .to_vec()
             )
         );
+    }
+
+    /// The next read takes the read started ahead (here one whose answer
+    /// no git gives), and only the next: the one after it reads anew, as
+    /// does a read whose read ahead failed.
+    #[tokio::test]
+    async fn only_the_next_read_takes_the_read_started_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = RemoteConfig::read_now(dir.path()).await.unwrap();
+        let marked = RemoteConfig(vec![("paddock.test".to_string(), "ahead".to_string())]);
+        let slot = Mutex::new(None);
+        put(&slot, tokio::spawn(std::future::ready(Ok(marked.clone()))));
+        let first = RemoteConfig::read_taking(&slot, dir.path()).await.unwrap();
+        let second = RemoteConfig::read_taking(&slot, dir.path()).await.unwrap();
+        assert_eq!((first, second), (marked, now.clone()));
+        put(
+            &slot,
+            tokio::spawn(std::future::ready(Err(WorkspaceError::Spawn {
+                path: dir.path().to_path_buf(),
+                source: std::io::Error::other("refused"),
+            }))),
+        );
+        let after_failure = RemoteConfig::read_taking(&slot, dir.path()).await.unwrap();
+        assert_eq!(after_failure, now);
     }
 }
