@@ -115,17 +115,27 @@ async fn a_jobs_writes_survive_its_connections_being_terminated() {
 }
 
 /// A store opened on a new database while every connection to it is
-/// terminated every 20 ms (a server restarting as `paddock` starts): its
-/// schema's check and migrations are retried, so the open ends with the
-/// whole schema, never a migration error. The first connection is not
-/// retried by the store (a wrong address fails at once): this test tries
-/// the open again only when that connection failed.
+/// terminated every 20 ms for its first second (a server restarting as
+/// `paddock` starts): its schema's check and migrations are retried, so
+/// the open ends with the whole schema, never a migration error. The
+/// terminations stop after that second: under them for good, a loaded
+/// machine may never finish one migration within the retries' 30 s (CI
+/// did not). The first connection is not retried by the store (a wrong
+/// address fails at once): this test tries the open again only when
+/// that connection failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_opened_while_its_connections_are_terminated_is_migrated() {
     let Some((db, url)) = fresh().await else {
         return;
     };
     let (stop, killer) = terminator(&db, std::time::Duration::from_millis(20));
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
     let mut opened = None;
     let mut connect_failures = 0;
     for _ in 0..50 {
