@@ -268,8 +268,7 @@ pub async fn exec(
         defaults,
         webhooks,
     })
-    .await
-    .map_err(|e| Failure::Internal(e.into()))?;
+    .await;
     store.close().await;
     errln!("paddock: stopped");
     Ok(exit::DONE)

@@ -63,17 +63,6 @@ use crate::store::SharedStore;
 /// How often histogram samples are drained when nobody scrapes.
 const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Why the server stopped with an error.
-#[derive(Debug, thiserror::Error)]
-pub enum ServerError {
-    #[error("serve HTTP on {addr}: {source}")]
-    Serve {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
 /// What a server is built from.
 pub struct Deps<S> {
     /// Bound already (port 0 in tests).
@@ -189,7 +178,7 @@ async fn not_found(
 /// Serves until `deps.shutdown` resolves, then drains: no job is claimed
 /// any more, running jobs get the configured grace, then are cancelled and
 /// concluded; event streams end and the server stops.
-pub async fn serve<S>(deps: Deps<S>) -> Result<(), ServerError>
+pub async fn serve<S>(deps: Deps<S>)
 where
     S: Future<Output = ()> + Send + 'static,
 {
@@ -239,5 +228,4 @@ where
     if let Some(task) = upkeep {
         task.abort();
     }
-    Ok(())
 }
