@@ -94,3 +94,56 @@ pub(crate) fn egress_attempt(host: &str) -> paddock_protocol::EgressRecord {
         substituted: None,
     }
 }
+
+/// What a store migrated past egress attempts without seqs holds: the
+/// attempts `j1`: a, b, c and `j2`: x (stored in the order a, x, b, c)
+/// numbered per job in insertion order (`rows`: job, seq, host by id), the
+/// next attempt at the next seq, a taken seq refused as `EgressConflict`
+/// naming the last. Each backend's migration test (SQLite 0030,
+/// PostgreSQL 0009) ends with it.
+pub(crate) async fn pre_seq_egress_numbered(
+    store: &dyn crate::store::Store,
+    rows: Vec<(String, i64, String)>,
+) {
+    let want = [
+        ("j1", 1, "a"),
+        ("j2", 1, "x"),
+        ("j1", 2, "b"),
+        ("j1", 3, "c"),
+    ];
+    assert_eq!(
+        rows,
+        want.map(|(j, s, h)| (j.to_owned(), s, h.to_owned()))
+            .to_vec()
+    );
+    store
+        .record_egress("j1", 4, &egress_attempt("d"))
+        .await
+        .unwrap();
+    let err = store
+        .record_egress("j2", 1, &egress_attempt("y"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, crate::store::StoreError::EgressConflict { job_id, seq: 1, last: 1 } if job_id == "j2"),
+        "{err:?}"
+    );
+    let hosts = |rs: Vec<paddock_protocol::EgressRecord>| {
+        rs.into_iter().map(|r| r.host).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (
+            hosts(store.egress("j1").await.unwrap()),
+            hosts(store.egress("j2").await.unwrap())
+        ),
+        (
+            vec![
+                "a".to_owned(),
+                "b".to_owned(),
+                "c".to_owned(),
+                "d".to_owned()
+            ],
+            vec!["x".to_owned()]
+        )
+    );
+}

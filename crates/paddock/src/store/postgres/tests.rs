@@ -408,45 +408,7 @@ async fn egress_attempts_stored_before_seqs_are_numbered_per_job() {
             .fetch_all(&store.pool)
             .await
             .unwrap();
-    let want = [
-        ("j1", 1, "a"),
-        ("j2", 1, "x"),
-        ("j1", 2, "b"),
-        ("j1", 3, "c"),
-    ];
-    assert_eq!(
-        rows,
-        want.map(|(j, s, h)| (j.to_owned(), s, h.to_owned()))
-            .to_vec()
-    );
-    Store::record_egress(&store, "j1", 4, &egress_attempt("d"))
-        .await
-        .unwrap();
-    let err = Store::record_egress(&store, "j2", 1, &egress_attempt("y"))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, StoreError::EgressConflict { job_id, seq: 1, last: 1 } if job_id == "j2"),
-        "{err:?}"
-    );
-    let hosts = |rs: Vec<paddock_protocol::EgressRecord>| {
-        rs.into_iter().map(|r| r.host).collect::<Vec<_>>()
-    };
-    assert_eq!(
-        (
-            hosts(Store::egress(&store, "j1").await.unwrap()),
-            hosts(Store::egress(&store, "j2").await.unwrap())
-        ),
-        (
-            vec![
-                "a".to_owned(),
-                "b".to_owned(),
-                "c".to_owned(),
-                "d".to_owned()
-            ],
-            vec!["x".to_owned()]
-        )
-    );
+    crate::store::fixtures::pre_seq_egress_numbered(&store, rows).await;
 }
 
 /// Two pools (two processes' worth of connections) append to one job at
