@@ -51,22 +51,55 @@ fn browserish() -> reqwest::Client {
         .unwrap()
 }
 
-/// Logs in with `token`; the session cookie (`name=value`).
-async fn login(server: &Server, token: &str) -> String {
-    let resp = browserish()
-        .post(server.url("/login"))
-        .form(&[("token", token)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 303, "{}", server.stderr());
+/// The login form's token and its `paddock_login` cookie (`name=value`),
+/// as `GET /login` hands them to a browser.
+async fn login_form(server: &Server) -> (String, String) {
+    let resp = get(server, "/login", None).await;
     let set = resp.headers()["set-cookie"].to_str().unwrap().to_owned();
     let (pair, attributes) = set.split_once("; ").unwrap();
     assert_eq!(
         (pair.split_once('=').unwrap().0, attributes),
         (
+            "paddock_login",
+            "HttpOnly; SameSite=Strict; Path=/login; Max-Age=3600"
+        )
+    );
+    let html = resp.text().await.unwrap();
+    (csrf_of(&html), pair.to_owned())
+}
+
+/// Posts the login form with `token` as a browser would (the form's
+/// token, its cookie); the answer.
+async fn post_login(server: &Server, token: &str) -> reqwest::Response {
+    let (csrf, cookie) = login_form(server).await;
+    browserish()
+        .post(server.url("/login"))
+        .header("cookie", cookie)
+        .header("origin", server.url("").trim_end_matches('/'))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("token", token), ("csrf", &csrf)])
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Logs in with `token`; the session cookie (`name=value`).
+async fn login(server: &Server, token: &str) -> String {
+    let resp = post_login(server, token).await;
+    assert_eq!(resp.status(), 303, "{}", server.stderr());
+    let set: Vec<&str> = resp
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    let (pair, attributes) = set[0].split_once("; ").unwrap();
+    assert_eq!(
+        (pair.split_once('=').unwrap().0, attributes, &set[1..]),
+        (
             "paddock_session",
-            "HttpOnly; SameSite=Strict; Path=/; Max-Age=43200"
+            "HttpOnly; SameSite=Strict; Path=/; Max-Age=43200",
+            &["paddock_login=; HttpOnly; SameSite=Strict; Path=/login; Max-Age=0"][..]
         )
     );
     pair.to_owned()
@@ -103,19 +136,67 @@ async fn the_browser_logs_in_once_and_holds_a_strict_cookie_the_api_refuses() {
         ),
         (303, "/login", CSP)
     );
-    // A wrong token is the form again, 401, and no cookie.
-    let resp = browserish()
-        .post(server.url("/login"))
-        .form(&[("token", "pdk-api-000000000000-00")])
-        .send()
-        .await
-        .unwrap();
+    // A wrong token is the form again, 401, and no session cookie (only a
+    // fresh login form token).
+    let resp = post_login(&server, "pdk-api-000000000000-00").await;
+    let set: Vec<String> = resp
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().split('=').next().unwrap().to_owned())
+        .collect();
     assert_eq!(
-        (resp.status().as_u16(), resp.headers().get("set-cookie")),
-        (401, None)
+        (resp.status().as_u16(), set),
+        (401, vec!["paddock_login".to_owned()])
     );
 
     let read = token(&home, "read").await;
+    // Login CSRF: another site's page posting the login form (with the
+    // attacker's own valid token) signs no browser in: without the login
+    // form's token and its cookie, with a token that is not the cookie's,
+    // or from another origin with both, it is 403 and sets no session.
+    let (csrf, form_cookie) = login_form(&server).await;
+    let forged = |form: Vec<(&'static str, String)>, extra: Vec<(&'static str, String)>| {
+        let mut req = browserish().post(server.url("/login")).form(&form);
+        for (k, v) in extra {
+            req = req.header(k, v);
+        }
+        req.send()
+    };
+    let mut refusals = Vec::new();
+    for (form, extra) in [
+        (vec![("token", read.clone())], vec![]),
+        (
+            vec![("token", read.clone()), ("csrf", csrf.clone())],
+            vec![],
+        ),
+        (
+            vec![("token", read.clone()), ("csrf", "0".repeat(64))],
+            vec![("cookie", form_cookie.clone())],
+        ),
+        (
+            vec![("token", read.clone()), ("csrf", csrf.clone())],
+            vec![
+                ("cookie", form_cookie.clone()),
+                ("origin", "http://evil.example".to_owned()),
+            ],
+        ),
+        (
+            vec![("token", read.clone()), ("csrf", csrf.clone())],
+            vec![
+                ("cookie", form_cookie.clone()),
+                ("sec-fetch-site", "cross-site".to_owned()),
+            ],
+        ),
+    ] {
+        let resp = forged(form, extra).await.unwrap();
+        refusals.push((
+            resp.status().as_u16(),
+            resp.headers().get("set-cookie").is_some(),
+        ));
+    }
+    assert_eq!(refusals, vec![(403, false); 5]);
+
     let cookie = login(&server, &read).await;
     let page = get(&server, "/", Some(&cookie)).await;
     assert_eq!(page.status(), 200, "{}", server.stderr());
@@ -134,28 +215,38 @@ async fn the_browser_logs_in_once_and_holds_a_strict_cookie_the_api_refuses() {
             .header("cookie", cookie.clone())
             .form(&form);
         if let Some(o) = origin {
-            req = req.header("origin", o);
+            req = match o.strip_prefix("fetch:") {
+                Some(site) => req.header("sec-fetch-site", site),
+                None => req.header("origin", o),
+            };
         }
         req.send()
     };
-    let statuses = [
-        post(vec![("csrf", "0".repeat(64))], None)
-            .await
-            .unwrap()
-            .status()
-            .as_u16(),
-        post(vec![("csrf", csrf.clone())], Some("http://evil.example"))
-            .await
-            .unwrap()
-            .status()
-            .as_u16(),
-        post(vec![("csrf", csrf.clone())], None)
-            .await
-            .unwrap()
-            .status()
-            .as_u16(),
-    ];
-    assert_eq!(statuses, [403, 403, 403]);
+    // (A read token is refused the cancel anyway: each answer must say
+    // which check refused it.)
+    let mut statuses = Vec::new();
+    for (form, origin) in [
+        (vec![("csrf", "0".repeat(64))], None),
+        (vec![("csrf", csrf.clone())], Some("http://evil.example")),
+        (vec![("csrf", csrf.clone())], Some("fetch:cross-site")),
+        (vec![("csrf", csrf.clone())], Some("fetch:same-site")),
+        (vec![("csrf", csrf.clone())], None),
+    ] {
+        let resp = post(form, origin).await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        statuses.push((status, text.contains("CSRF token, or from another origin")));
+    }
+    assert_eq!(
+        statuses,
+        [
+            (403, true),
+            (403, true),
+            (403, true),
+            (403, true),
+            (403, false)
+        ]
+    );
 
     // Revoking the token ends its session at once.
     let token_id = read.strip_prefix("pdk-api-").unwrap()[..12].to_owned();

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::charts;
-use super::session::{same_origin, SessionError, Sessions, Viewer};
+use super::session::{self, SessionError, Sessions, Viewer};
 use crate::api_token::Scope;
 use crate::broker::prices::format_usd;
 use crate::event_line::Lines;
@@ -128,33 +128,52 @@ fn viewer_value(v: &Viewer) -> Value {
     context! { token_id => v.token_id, scope => v.scope.as_str(), csrf => v.csrf }
 }
 
-/// `GET /login`.
+/// `GET /login`: the form, with a fresh login form token also set as the
+/// `paddock_login` cookie (`session::login_form_ok`).
 pub async fn login_form(Extension(dash): Extension<Dash>) -> Response {
-    dash.render("login.html", context! {})
+    login_page(&dash, None)
+}
+
+/// The login form (saying `error`, when given), with a fresh form token.
+fn login_page(dash: &Dash, error: Option<&str>) -> Response {
+    let (csrf, cookie) = match session::login_form_token() {
+        Ok(pair) => pair,
+        Err(e) => return Refused::Session(e).into_response(),
+    };
+    let mut page = dash.render("login.html", context! { csrf => csrf, error => error });
+    page.headers_mut().append(header::SET_COOKIE, cookie);
+    page
 }
 
 #[derive(Deserialize)]
 pub struct LoginForm {
     token: String,
+    /// The login form's token (`GET /login` set it as a cookie too).
+    #[serde(default)]
+    csrf: String,
 }
 
-/// `POST /login`: a session for a valid token, else the form again.
+/// `POST /login`: a session for a valid token, else the form again. A
+/// post that is not this browser's login form from this origin is 403.
 pub async fn login(
     Extension(dash): Extension<Dash>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    if !same_origin(&headers) {
-        return Refused::Session(SessionError::Csrf).into_response();
+    if let Err(e) = session::login_form_ok(&headers, &form.csrf) {
+        return Refused::Session(e).into_response();
     }
     match dash.sessions.login(&form.token).await {
-        Ok(cookie) => ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response(),
+        Ok(cookie) => {
+            let mut done = Redirect::to("/").into_response();
+            done.headers_mut().append(header::SET_COOKIE, cookie);
+            done.headers_mut()
+                .append(header::SET_COOKIE, session::login_form_cleared());
+            done
+        }
         Err(e) => {
             tracing::info!(reason = %e, "dashboard: refused a login");
-            let mut page = dash.render(
-                "login.html",
-                context! { error => "That token is unknown, revoked or malformed." },
-            );
+            let mut page = login_page(&dash, Some("That token is unknown, revoked or malformed."));
             *page.status_mut() = StatusCode::UNAUTHORIZED;
             page
         }

@@ -6,9 +6,14 @@
 //! SHA-256 of that id, the token's public id and its stored hash, the scope,
 //! a CSRF token and the expiry. Every request re-reads the token's row: a
 //! revoked token (or one whose row changed) ends its sessions at once. Every
-//! POST (cancel, logout) must carry the session's CSRF token as a form field
-//! and, when the browser sends one, an `Origin` of this server's host.
-//! Sessions live in memory: a restart logs everyone out.
+//! POST (cancel, logout) must carry the session's CSRF token as a form field;
+//! the login POST, which has no session yet, must carry the login form's own
+//! token, which `GET /login` also set as the `paddock_login` cookie (a double
+//! submit: another site's page can neither read nor set that cookie, so it
+//! cannot sign a browser in to an attacker's token). Every POST is also
+//! refused when the browser says it came from elsewhere: an `Origin` that is
+//! not this server's host (or more than one), a `Sec-Fetch-Site` other than
+//! `same-origin`. Sessions live in memory: a restart logs everyone out.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,8 +29,12 @@ use crate::store::{SharedStore, StoreError};
 
 /// The session cookie's name.
 pub const COOKIE: &str = "paddock_session";
+/// The login form's cookie: the token its form also carries.
+pub const LOGIN_COOKIE: &str = "paddock_login";
 /// How long a session lasts.
 const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+/// How long a login form may be sent after it was fetched.
+const LOGIN_FORM_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// A logged-in browser: the token it logged in with, and its CSRF token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,28 +218,80 @@ impl Viewer {
     }
 }
 
-/// Whether the request's `Origin`, if any, names the host it was sent to.
+/// Whether nothing the browser says of the request's origin names another
+/// site: the `Origin` (at most one), when sent, is this server's host, and
+/// `Sec-Fetch-Site`, when sent, is `same-origin`. A browser too old to send
+/// either is left to the form's CSRF token, which every POST needs too.
 pub fn same_origin(headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN) else {
-        return true;
+    let mut fetch_sites = headers.get_all("sec-fetch-site").iter();
+    let site_ok = match (fetch_sites.next(), fetch_sites.next()) {
+        (None, _) => true,
+        (Some(site), None) => site.as_bytes() == b"same-origin",
+        (Some(_), Some(_)) => false,
     };
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
-    let origin = origin.to_str().ok().and_then(|o| {
-        o.strip_prefix("http://")
-            .or_else(|| o.strip_prefix("https://"))
-    });
-    matches!((origin, host), (Some(o), Some(h)) if o == h)
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let origin_ok = match (origins.next(), origins.next()) {
+        (None, _) => true,
+        (Some(origin), None) => {
+            let mut hosts = headers.get_all(header::HOST).iter();
+            let host = match (hosts.next(), hosts.next()) {
+                (Some(h), None) => h.to_str().ok(),
+                _ => None,
+            };
+            let origin = origin.to_str().ok().and_then(|o| {
+                o.strip_prefix("http://")
+                    .or_else(|| o.strip_prefix("https://"))
+            });
+            matches!((origin, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h))
+        }
+        (Some(_), Some(_)) => false,
+    };
+    site_ok && origin_ok
+}
+
+/// A fresh login form token: the value its form carries, and the
+/// `Set-Cookie` value that sets it as the `paddock_login` cookie.
+pub fn login_form_token() -> Result<(String, HeaderValue), SessionError> {
+    let token = random_hex();
+    let cookie = HeaderValue::from_str(&format!(
+        "{LOGIN_COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/login; Max-Age={}",
+        LOGIN_FORM_LIFETIME.as_secs()
+    ))
+    .map_err(|_| SessionError::Csrf)?;
+    Ok((token, cookie))
+}
+
+/// The `Set-Cookie` value that clears the login form's cookie.
+pub fn login_form_cleared() -> HeaderValue {
+    HeaderValue::from_static("paddock_login=; HttpOnly; SameSite=Strict; Path=/login; Max-Age=0")
+}
+
+/// Whether a login POST is the login form of this browser: it comes from
+/// this origin (`same_origin`) and its `csrf` field is the `paddock_login`
+/// cookie `GET /login` set (compared in constant time).
+pub fn login_form_ok(headers: &HeaderMap, csrf: &str) -> Result<(), SessionError> {
+    let expected = named_cookie(headers, LOGIN_COOKIE).ok_or(SessionError::Csrf)?;
+    let token_ok: bool = csrf.as_bytes().ct_eq(expected.as_bytes()).into();
+    if !token_ok || expected.len() != 64 || !same_origin(headers) {
+        return Err(SessionError::Csrf);
+    }
+    Ok(())
 }
 
 /// The session id in the request's cookies.
 fn cookie(headers: &HeaderMap) -> Option<String> {
+    named_cookie(headers, COOKIE)
+}
+
+/// The value of the cookie `name` in the request's cookies.
+fn named_cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(n, _)| *n == name)
         .map(|(_, value)| value.to_owned())
 }
 
@@ -268,6 +329,44 @@ mod tests {
             ],
             [true, false, false, true]
         );
+    }
+
+    #[test]
+    fn a_cross_site_fetch_or_a_doubled_origin_is_refused() {
+        let host = ("host", "127.0.0.1:8012");
+        let ours = ("origin", "http://127.0.0.1:8012");
+        assert_eq!(
+            [
+                same_origin(&headers(&[host, ("sec-fetch-site", "same-origin")])),
+                same_origin(&headers(&[host, ("sec-fetch-site", "cross-site")])),
+                same_origin(&headers(&[host, ("sec-fetch-site", "same-site")])),
+                same_origin(&headers(&[host, ("sec-fetch-site", "none")])),
+                same_origin(&headers(&[host, ours, ("sec-fetch-site", "cross-site")])),
+                same_origin(&headers(&[host, ours, ("origin", "http://evil.example")])),
+                same_origin(&headers(&[host, ("host", "evil.example"), ours])),
+            ],
+            [true, false, false, false, false, false, false]
+        );
+    }
+
+    #[test]
+    fn a_login_post_needs_the_login_form_s_cookie_and_field() {
+        let (token, set) = login_form_token().unwrap();
+        let pair = set.to_str().unwrap().split(';').next().unwrap().to_owned();
+        let with_cookie = headers(&[("cookie", pair.as_str())]);
+        let verdicts = [
+            login_form_ok(&with_cookie, &token).is_ok(),
+            login_form_ok(&with_cookie, &"0".repeat(64)).is_ok(),
+            login_form_ok(&with_cookie, "").is_ok(),
+            login_form_ok(&headers(&[]), &token).is_ok(),
+            login_form_ok(&headers(&[("cookie", "paddock_login=")]), "").is_ok(),
+            login_form_ok(
+                &headers(&[("cookie", pair.as_str()), ("sec-fetch-site", "cross-site")]),
+                &token,
+            )
+            .is_ok(),
+        ];
+        assert_eq!(verdicts, [true, false, false, false, false, false]);
     }
 
     #[test]
