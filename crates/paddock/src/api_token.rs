@@ -153,10 +153,41 @@ pub fn split(presented: &str) -> Option<(&str, &str)> {
 /// was issued with, comparing the digests in constant time. A stored row
 /// whose salt or hash is not hex (a hand-edited store) matches nothing.
 pub fn matches(stored: &StoredToken, secret: &str) -> bool {
+    #[cfg(test)]
+    COMPARED.with(|n| n.set(n.get() + 1));
     let (Ok(salt), Ok(hash)) = (hex::decode(&stored.salt), hex::decode(&stored.hash)) else {
         return false;
     };
     digest(&salt, secret.as_bytes()).ct_eq(&hash).into()
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread ran [`matches`].
+    static COMPARED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A row of an issued token whose secret was thrown away: what a presented
+/// secret is compared against when the store has no row of its id. Its
+/// salt and hash have an issued token's lengths, so the work is the same.
+static DECOY: std::sync::LazyLock<StoredToken> =
+    std::sync::LazyLock::new(|| issue(Scope::Read, None, OffsetDateTime::UNIX_EPOCH).stored);
+
+/// The row `stored` (the store's row of the presented id, if it has one)
+/// when `secret` is its token's secret. Whether the id is known or not,
+/// the same decoding, digest and constant-time compare run (against
+/// [`DECOY`] for an unknown id), and both outcomes are combined without a
+/// branch before the answer: the time taken does not tell whether the id
+/// exists (docs/serve.md#tokens).
+pub fn verify<'a>(stored: Option<&'a StoredToken>, secret: &str) -> Option<&'a StoredToken> {
+    let candidate = stored.unwrap_or(&DECOY);
+    let same = subtle::Choice::from(u8::from(matches(candidate, secret)))
+        & subtle::Choice::from(u8::from(stored.is_some()));
+    if bool::from(same) {
+        stored
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -194,6 +225,40 @@ mod tests {
         let mut garbled = issued.stored.clone();
         garbled.hash = "not hex".into();
         assert!(!matches(&garbled, secret));
+    }
+
+    #[test]
+    fn a_known_and_an_unknown_id_run_the_same_compare() {
+        let issued = issue(Scope::Read, None, NOW);
+        let own = issued.token.expose().to_string();
+        let (_, secret) = split(&own).unwrap();
+        let other = issue(Scope::Read, None, NOW);
+        let (_, wrong) = split(other.token.expose()).unwrap();
+        let compares = |stored: Option<&StoredToken>, secret: &str| {
+            let before = COMPARED.with(|n| n.get());
+            let found = verify(stored, secret).map(|s| s.id.clone());
+            (found, COMPARED.with(|n| n.get()) - before)
+        };
+        assert_eq!(
+            [
+                compares(Some(&issued.stored), secret),
+                compares(Some(&issued.stored), wrong),
+                compares(None, secret),
+                compares(None, wrong),
+            ],
+            [
+                (Some(issued.stored.id.clone()), 1),
+                (None, 1),
+                (None, 1),
+                (None, 1)
+            ]
+        );
+        // The decoy has an issued row's shape (the same work to decode and
+        // hash) and its secret is gone: no presented secret matches it.
+        assert_eq!(
+            (DECOY.salt.len(), DECOY.hash.len()),
+            (issued.stored.salt.len(), issued.stored.hash.len())
+        );
     }
 
     #[test]

@@ -118,11 +118,12 @@ impl Authenticator {
             .map_err(|source| AuthError::Lookup {
                 token_id: id.to_owned(),
                 source,
-            })?
+            })?;
+        // An unknown id is compared as a known one is (`api_token::verify`):
+        // the answer's time does not say whether the id exists.
+        let stored = api_token::verify(stored.as_ref(), secret)
+            .cloned()
             .ok_or(AuthError::Unknown)?;
-        if !api_token::matches(&stored, secret) {
-            return Err(AuthError::Unknown);
-        }
         if stored.revoked_at.is_some() {
             return Err(AuthError::Revoked {
                 token_id: stored.id,
