@@ -20,19 +20,19 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
-use paddock_protocol::{AgentEvent, JobStatus};
+use paddock_protocol::JobStatus;
 use serde::Deserialize;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
+use super::auth::Caller;
 use super::extract::Checked;
+use super::outbox::{outbox, Inbox, Outbox, STALL, STALLED_COMMENT};
 use super::problem::Problem;
 use super::state::AppState;
 use crate::store::StoreError;
 
 /// How often a follower of a job not running here looks again.
 const POLL: Duration = Duration::from_millis(250);
-/// Events buffered for a slow client.
-pub(super) const BUFFER: usize = 256;
 /// Stored events a follower reads at once: what it holds is this page and
 /// the client's buffer, however many events the job stored.
 pub(crate) const PAGE: u32 = 256;
@@ -59,9 +59,11 @@ pub struct EventsQuery {
             content((String = "text/event-stream"), (String = "application/x-ndjson"))),
         (status = 400, description = "A bad Last-Event-ID or format", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The token holds too many event streams open (`too_many_streams`)", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn events(
     State(state): State<AppState>,
+    axum::Extension(caller): axum::Extension<Caller>,
     Checked(Path(id)): Checked<Path<String>>,
     Checked(Query(query)): Checked<Query<EventsQuery>>,
     headers: HeaderMap,
@@ -88,14 +90,18 @@ pub async fn events(
             )))
         }
     };
-    let (tx, rx) = mpsc::channel(BUFFER);
+    let slot = match state.streams.take(&caller.token_id) {
+        Ok(slot) => slot,
+        Err(refused) => return Ok(refused.into_response()),
+    };
+    let (tx, rx) = outbox(Some(STALL));
     let follower = state.clone();
     tokio::spawn(async move {
         if let Err(e) = follow(&follower, &id, after, tx).await {
             tracing::warn!("serve: following job {id}: {e}");
         }
     });
-    Ok(respond(rx, jsonl, ()))
+    Ok(respond(rx, jsonl, slot))
 }
 
 /// Whether `headers` ask for JSON lines (`Accept: application/x-ndjson`).
@@ -109,21 +115,25 @@ pub fn wants_jsonl(headers: &HeaderMap) -> bool {
 /// The events from `rx` as the response body: SSE (`id:` the seq,
 /// `event:` the kind), or JSON lines when `jsonl`. `keep` lives as long
 /// as the body: it is dropped when the stream ends or the client goes
-/// away.
-pub fn respond<K: Send + Sync + 'static>(
-    rx: mpsc::Receiver<AgentEvent>,
-    jsonl: bool,
-    keep: K,
-) -> Response {
-    let stream = futures::stream::unfold((rx, keep), |(mut rx, keep)| async move {
-        rx.recv().await.map(|e| (e, (rx, keep)))
+/// away. A stream whose client stalled (`outbox.rs`) ends, as SSE, with
+/// a comment saying so.
+pub fn respond<K: Send + Sync + 'static>(rx: Inbox, jsonl: bool, keep: K) -> Response {
+    let stream = futures::stream::unfold(Some((rx, keep)), |open| async move {
+        let (mut rx, keep) = open?;
+        match rx.recv().await {
+            Some(e) => Some((Some(e), Some((rx, keep)))),
+            None if rx.stalled() => Some((None, None)),
+            None => None,
+        }
     });
     if jsonl {
-        let lines = stream.map(|e| {
-            super::json::to_string(&e).map(|mut line| {
-                line.push('\n');
-                line
-            })
+        let lines = stream.filter_map(|e| {
+            futures::future::ready(e.map(|e| {
+                super::json::to_string(&e).map(|mut line| {
+                    line.push('\n');
+                    line
+                })
+            }))
         });
         let mut response = Body::from_stream(lines).into_response();
         response
@@ -132,8 +142,11 @@ pub fn respond<K: Send + Sync + 'static>(
         return response;
     }
     let sse = stream.map(|e| {
+        let Some(e) = e else {
+            return Ok::<Event, Infallible>(Event::default().comment(STALLED_COMMENT));
+        };
         let event = Event::default().id(e.seq.to_string());
-        Ok::<Event, Infallible>(match super::json::to_string(&e) {
+        Ok(match super::json::to_string(&e) {
             Ok(data) => event.event(e.body.kind()).data(data),
             Err(_) => event.comment("unserializable"),
         })
@@ -149,7 +162,7 @@ pub async fn follow(
     state: &AppState,
     id: &str,
     mut after: u64,
-    out: mpsc::Sender<AgentEvent>,
+    out: Outbox,
 ) -> Result<(), StoreError> {
     use broadcast::error::RecvError;
     loop {

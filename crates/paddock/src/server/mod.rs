@@ -7,7 +7,7 @@
 //! profiles, prices, capacity), `health.rs` liveness and readiness, `openapi.rs` the OpenAPI 3.1
 //! document (utoipa) served at `/openapi.json`, `queue.rs` the scheduler over the store's persistent queue,
 //! `turns.rs` one assistant turn streamed back on its response,
-//! `usage.rs` spend rollups and the ledger, `json.rs` every JSON answer's writer (terminal controls escaped), `hub.rs` the live events of running jobs, `problem.rs` errors as
+//! `usage.rs` spend rollups and the ledger, `json.rs` every JSON answer's writer (terminal controls escaped), `hub.rs` the live events of running jobs, `outbox.rs` what an event stream buffers and how many a token holds, `problem.rs` errors as
 //! problem+json (`extract.rs` makes malformed requests problems too), `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
 //!
@@ -29,6 +29,7 @@ mod jobs;
 mod json;
 pub mod metrics;
 mod openapi;
+mod outbox;
 mod problem;
 mod queue;
 mod read_wait;

@@ -28,6 +28,8 @@ pub struct AppState {
     pub closing: CancellationToken,
     /// The Prometheus recorder, when this process has it.
     pub metrics: Option<super::metrics::Metrics>,
+    /// The event streams each token holds open (`outbox.rs`).
+    pub streams: super::outbox::Streams,
 }
 
 impl AppState {
@@ -85,6 +87,7 @@ impl AppState {
             defaults: Arc::new(defaults),
             closing: CancellationToken::new(),
             metrics: None,
+            streams: super::outbox::Streams::default(),
         }
     }
 }

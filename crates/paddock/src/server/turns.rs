@@ -18,10 +18,10 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use paddock_protocol::TurnRequest;
-use tokio::sync::mpsc;
 
-use super::events::{follow, respond, wants_jsonl, BUFFER};
+use super::events::{follow, respond, wants_jsonl};
 use super::extract::{json_object_text, JsonBody};
+use super::outbox::outbox;
 use super::problem::Problem;
 use super::queue::{Queue, Turn, TurnError};
 use super::state::AppState;
@@ -114,7 +114,9 @@ pub async fn turn(
             return Ok(response);
         }
     };
-    let (tx, rx) = mpsc::channel(BUFFER);
+    // No stall limit: dropping the client would cancel the turn, which
+    // its own time limit ends; the byte budget still bounds what waits.
+    let (tx, rx) = outbox(None);
     let follower = state.clone();
     let job = id.clone();
     tokio::spawn(async move {

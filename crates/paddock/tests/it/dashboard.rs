@@ -644,3 +644,71 @@ async fn in_headless_chromium_pages_load_clean_events_stream_live_output_stays_t
     eprintln!("screenshots in {}", shots.display());
     browser.close().await;
 }
+
+/// Probe: one token opening event streams without end (the API's and the
+/// dashboard's together) is held at 16 open at once; the 17th is 429
+/// `too_many_streams`, another token is not held back, and a closed
+/// stream frees its place.
+#[tokio::test]
+async fn a_token_holds_at_most_sixteen_event_streams_api_and_dashboard_together() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let gate = home.path().join("gate");
+    let id = server
+        .submit_ok(&spec(&home, "T-1", &slow_turn(&gate)), 0)
+        .await;
+    server.wait_for(&id, |s| s == JobStatus::Running).await;
+    let read = token(&home, "read").await;
+    let api = crate::serve::client_with(&read);
+    let events = server.url(&format!("/v1/jobs/{id}/events"));
+    let lines = format!("/jobs/{id}/lines");
+    let mut open = Vec::new();
+    for _ in 0..15 {
+        open.push(api.get(&events).send().await.unwrap());
+    }
+    let cookie = login(&server, &read).await;
+    open.push(get(&server, &lines, Some(&cookie)).await);
+    let opened: Vec<u16> = open.iter().map(|r| r.status().as_u16()).collect();
+    assert_eq!(opened, vec![200; 16], "{}", server.stderr());
+
+    let refused = api.get(&events).send().await.unwrap();
+    let status = refused.status().as_u16();
+    let retry = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body: Value = serde_json::from_str(&refused.text().await.unwrap()).unwrap();
+    let dash_refused = get(&server, &lines, Some(&cookie)).await.status().as_u16();
+    let other = crate::serve::client_with(&token(&home, "read").await)
+        .get(&events)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16();
+    assert_eq!(
+        (
+            status,
+            retry.as_str(),
+            body["code"].as_str(),
+            dash_refused,
+            other
+        ),
+        (429, "1", Some("too_many_streams"), 429, 200)
+    );
+
+    // A stream its client closed gives its place back (the server sees the
+    // close at the latest at the stream's next keep-alive, 15 s).
+    drop(open.pop());
+    let mut again = 0;
+    for _ in 0..40 {
+        again = api.get(&events).send().await.unwrap().status().as_u16();
+        if again == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(again, 200);
+    std::fs::write(&gate, "").unwrap();
+    server.wait_for(&id, is_final).await;
+}

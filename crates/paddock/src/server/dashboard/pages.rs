@@ -13,7 +13,6 @@ use axum::{Extension, Form};
 use minijinja::{context, Environment, Value};
 use paddock_protocol::{Isolation, JobRecord, JobStatus};
 use serde::Deserialize;
-use tokio::sync::mpsc;
 
 use super::charts;
 use super::session::{self, SessionError, Sessions, Viewer};
@@ -21,14 +20,13 @@ use crate::api_token::Scope;
 use crate::broker::prices::format_usd;
 use crate::event_line::Lines;
 use crate::server::jobs as jobs_api;
+use crate::server::outbox::{outbox, STALL, STALLED_COMMENT};
 use crate::server::problem::Problem;
 use crate::server::state::AppState;
 use crate::store::JobQuery;
 
 /// Jobs on one page of the list.
 const PAGE: u32 = 100;
-/// Lines buffered for a slow browser.
-const BUFFER: usize = 256;
 
 /// The dashboard's templates, parsed once.
 static TEMPLATES: std::sync::LazyLock<Environment<'static>> = std::sync::LazyLock::new(|| {
@@ -377,15 +375,18 @@ pub async fn lines(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, Refused> {
-    dash.viewer(&headers).await?;
+    let viewer = dash.viewer(&headers).await?;
     record(&state, &id).await?;
+    let slot = match state.streams.take(&viewer.token_id) {
+        Ok(slot) => slot,
+        Err(refused) => return Ok(refused.into_response()),
+    };
     let after = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    let (events_tx, mut events) = mpsc::channel(BUFFER);
-    let (tx, rx) = mpsc::channel::<Event>(BUFFER);
+    let (events_tx, events) = outbox(Some(STALL));
     let follower = state.clone();
     let job = id.clone();
     tokio::spawn(async move {
@@ -393,35 +394,38 @@ pub async fn lines(
             tracing::warn!("dashboard: following job {job}: {e}");
         }
     });
-    tokio::spawn(async move {
-        let mut view = Lines::default();
-        while let Some(e) = events.recv().await {
+    // Rendered as the body asks for them: nothing but the outbox's
+    // budget waits for a slow browser.
+    let view = (events, Lines::default(), state, id, slot);
+    let stream = futures::stream::unfold(Some(view), |open| async move {
+        let (mut events, mut view, state, id, slot) = open?;
+        loop {
+            let Some(e) = events.recv().await else { break };
             let Some(line) = view.line(&e) else { continue };
             let data = serde_json::json!({ "seq": e.seq, "kind": e.body.kind(), "line": line });
             let event = Event::default()
                 .id(e.seq.to_string())
                 .event("line")
                 .data(crate::server::json::to_string(&data).unwrap_or_default());
-            if tx.send(event).await.is_err() {
-                return;
-            }
+            return Some((
+                Ok::<Event, Infallible>(event),
+                Some((events, view, state, id, slot)),
+            ));
         }
-        if let Ok(Some(job)) = state.store.job(&id).await {
-            if !running(job.status) {
+        if events.stalled() {
+            return Some((Ok(Event::default().comment(STALLED_COMMENT)), None));
+        }
+        match state.store.job(&id).await {
+            Ok(Some(job)) if !running(job.status) => {
                 let data =
                     serde_json::json!({ "status": job.status.as_str(), "reason": job.reason });
-                let _ = tx
-                    .send(
-                        Event::default()
-                            .event("end")
-                            .data(crate::server::json::to_string(&data).unwrap_or_default()),
-                    )
-                    .await;
+                let end = Event::default()
+                    .event("end")
+                    .data(crate::server::json::to_string(&data).unwrap_or_default());
+                Some((Ok(end), None))
             }
+            _ => None,
         }
-    });
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok::<Event, Infallible>(e), rx))
     });
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
