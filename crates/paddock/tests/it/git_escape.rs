@@ -161,7 +161,7 @@ fn setup(uid: u32) -> Setup {
     let secret = home.path().join("secret.txt");
     std::fs::write(&secret, SECRET).unwrap();
     let marker = home.path().join("marker");
-    if uid != 0 {
+    if uid != nix::unistd::geteuid().as_raw() {
         let ok = std::process::Command::new("chown")
             .args(["-R", &format!("{uid}:{uid}")])
             .arg(home.path())
@@ -211,7 +211,7 @@ async fn run_job_env(
     );
     std::fs::write(&spec, text).unwrap();
     on_rung(&spec, if sandbox { "sandbox" } else { "process" });
-    let out = if s.uid == 0 {
+    let out = if s.uid == nix::unistd::geteuid().as_raw() {
         s.home
             .paddock(&["run", "--json", "--keep", spec.to_str().unwrap()], env)
             .await
@@ -235,9 +235,10 @@ async fn run_job_env(
     record(&out)
 }
 
-/// `program` run as the setup's user.
+/// `program` run as the setup's user (as it is, when that is the current
+/// user: an unprivileged one cannot `setpriv`).
 fn as_user(s: &Setup, program: &str) -> std::process::Command {
-    if s.uid == 0 {
+    if s.uid == nix::unistd::geteuid().as_raw() {
         return std::process::Command::new(program);
     }
     let mut c = std::process::Command::new("setpriv");
