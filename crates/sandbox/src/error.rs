@@ -14,6 +14,8 @@ pub enum SetupError {
     EmptyCommand,
     #[error("cgroup {path}: {detail}")]
     Cgroup { path: PathBuf, detail: String },
+    #[error("scheduling policy ({step}): {source}")]
+    Scheduling { step: &'static str, source: Errno },
     #[error("mark inherited file descriptors close-on-exec: {source}")]
     Descriptors { source: Errno },
     #[error("unshare the {what} namespaces: {source}")]

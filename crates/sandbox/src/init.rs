@@ -24,7 +24,7 @@ use crate::cgroup::Cgroup;
 use crate::error::SetupError;
 use crate::gate::{self, Wait};
 use crate::policy::{exit, NetMode, Policy, DEFAULT_PATH};
-use crate::{absent, caps, filter, fs, lock, net, trace};
+use crate::{absent, caps, filter, fs, lock, net, sched, trace};
 
 /// The sandbox's host name (`tun::HOSTS` names it too).
 pub const HOSTNAME: &str = "paddock";
@@ -80,6 +80,12 @@ fn run(policy: Policy) -> Result<i32, SetupError> {
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     // Nothing the caller left open reaches PID 1 or the command.
     caps::cloexec_inherited().map_err(|source| SetupError::Descriptors { source })?;
+    // An ordinary time-shared policy whatever the caller's (so that the
+    // caps apply), while this is the only thread: its threads, PID 1 and
+    // the command inherit it (`sched.rs`).
+    if sched::time_shared()? {
+        trace::step("time-shared");
+    }
     // SIGINT, SIGTERM and SIGHUP wait until PID 1 exists (then they stop
     // the run, see `on_stop`), so that whatever ends the run the helper
     // removes what it made on the host.

@@ -38,6 +38,7 @@ pub mod packet;
 pub mod pass_fd;
 pub mod policy;
 pub mod probe;
+pub mod sched;
 pub mod signals;
 pub mod splice;
 pub mod trace;

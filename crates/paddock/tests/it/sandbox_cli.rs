@@ -496,6 +496,37 @@ fn the_command_runs_on_every_cpu_the_caller_may_use() {
     assert_eq!(allowed(&text(&out.stdout)), outside);
 }
 
+/// A caller under a real-time policy (`chrt -r`, as a benchmark runs):
+/// the command runs time-shared and capped. Before `sched.rs` the v1 `cpu`
+/// hierarchy refused the real-time PID 1 (`EINVAL`): the run failed (125)
+/// about a second late, or with `--allow-without-cgroups` ran uncapped
+/// under `SCHED_RR`, its half-joined cgroups left behind.
+#[test]
+fn a_real_time_caller_runs_its_command_time_shared_and_capped() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    // Raising a policy needs CAP_SYS_NICE (root here).
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: chrt -r needs root");
+        return;
+    }
+    // The policy is field 41 of stat (sh's name has no space).
+    let out = Command::new("chrt")
+        .args(["-r", "1", env!("CARGO_BIN_EXE_paddock"), "sandbox"])
+        .args(["--cpu", "50", "--pids", "64", "--memory", "256", "--"])
+        .args(["sh", "-c", "cut -d' ' -f41 /proc/self/stat"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // SCHED_OTHER is 0, SCHED_RR 2; a refused cgroup is exit 125 with
+    // its reason on stderr.
+    assert_eq!(
+        (out.status.code(), text(&out.stdout), text(&out.stderr)),
+        (Some(0), "0\n".to_string(), String::new())
+    );
+}
+
 /// Every entry under `root` (links with their target, directories with a
 /// slash), sorted.
 fn listing(root: &std::path::Path) -> Vec<String> {
