@@ -7,7 +7,11 @@ as crates/paddock/examples/job_bench.rs names them ("own" is the wall time
 less launching -> turn completed; it still holds the engine's own shutdown,
 which only job_bench's bare runs measure). Needs the engines on PATH.
   scripts/ab_job.py SPEC ROUNDS BINARY...
-SPEC's repository and scenario paths must be absolute (it runs from here)."""
+SPEC's repository and scenario paths must be absolute (it runs from here).
+Run it without `chrt`: the sandbox rung drops a real-time policy for the
+job (crates/sandbox/src/sched.rs), the process rung keeps it, so under
+`chrt` the two rungs, and a bare run, are not comparable (BENCHMARKS.md,
+session 42)."""
 import json, os, sqlite3, subprocess, sys, time, statistics
 from datetime import datetime
 if len(sys.argv) < 4 or not sys.argv[2].isdigit():
