@@ -920,7 +920,7 @@ async fn reclaim_job(
         };
         record.status = status;
         (record.finished_at, record.duration_ms) = finished(record.created_at, now);
-        if let Some((path, files)) = concluded_patch(&store.events(id, 0).await?) {
+        if let Some((path, files)) = told(store, id).await?.patch {
             record.patch_path = Some(path);
             record.changed_files = files;
         }
@@ -1085,11 +1085,11 @@ fn abandoned(path: &Path) -> Option<(Flock<File>, bool)> {
 /// `paddock publish` recognizes, so that it finishes the job as done);
 /// any other as `aftermath` says ([`REASON`] and the like); whether it
 /// died mid-job (not publishing).
-fn reason_for(id: &str, events: &[AgentEvent], aftermath: Aftermath) -> (String, bool) {
-    let last_status = events.iter().rev().find_map(|e| match &e.body {
-        EventBody::Status { phase, detail } => Some((*phase, detail.as_deref())),
-        _ => None,
-    });
+fn reason_for(id: &str, told: &Told, aftermath: Aftermath) -> (String, bool) {
+    let last_status = told
+        .last_status
+        .as_ref()
+        .map(|(phase, detail)| (*phase, detail.as_deref()));
     match last_status {
         Some((Phase::Publishing, Some("done"))) => (
             format!(
@@ -1103,20 +1103,34 @@ fn reason_for(id: &str, events: &[AgentEvent], aftermath: Aftermath) -> (String,
     }
 }
 
-/// The patch a dead job's own process saved when it concluded (its last
-/// `artifact_summary` event, Paddock's, never the job's): a job that died
-/// while publishing has no workspace left for the reaper to save from,
-/// and its record is written whole only when the job ends, so without
-/// this the record would lose the patch the artifacts keep.
-fn concluded_patch(events: &[AgentEvent]) -> Option<(String, Vec<String>)> {
-    events.iter().rev().find_map(|e| match &e.body {
+/// What a dead job's events tell the reaper, read a page at a time (a
+/// job's history may be millions of events): its last status (phase and
+/// detail), and the patch its own process saved when it concluded (its
+/// last `artifact_summary` event, Paddock's, never the job's). A job that
+/// died while publishing has no workspace left for the reaper to save
+/// from, and its record is written whole only when the job ends, so
+/// without that patch the record would lose the one the artifacts keep.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Told {
+    last_status: Option<(Phase, Option<String>)>,
+    patch: Option<(String, Vec<String>)>,
+}
+
+async fn told(store: &dyn Store, id: &str) -> Result<Told, StoreError> {
+    let mut told = Told::default();
+    crate::store::event_pages::each_event(store, id, 0, |e| match &e.body {
+        EventBody::Status { phase, detail } => {
+            told.last_status = Some((*phase, detail.clone()));
+        }
         EventBody::ArtifactSummary {
             patch_path,
             changed_files,
             ..
-        } => Some((patch_path.clone(), changed_files.clone())),
-        _ => None,
+        } => told.patch = Some((patch_path.clone(), changed_files.clone())),
+        _ => {}
     })
+    .await?;
+    Ok(told)
 }
 
 /// Marks running job `record` failed (`cancelled` when a cancel was asked
@@ -1135,8 +1149,8 @@ async fn fail_job(
 ) -> Result<(JobStatus, Option<String>), StoreError> {
     let id = record.id.clone();
     let now = OffsetDateTime::now_utc();
-    let stored = store.events(&id, 0).await?;
-    let first_seq = stored.last().map(|e| e.seq + 1).unwrap_or(1);
+    let first_seq = store.last_event_seq(&id).await?.saturating_add(1);
+    let stored = told(store, &id).await?;
     let (dead, mid_job) = reason_for(&id, &stored, aftermath);
     if let Some(p) = patch {
         let saved = EventBody::ArtifactSummary {
@@ -1155,7 +1169,7 @@ async fn fail_job(
             .await?;
         record.patch_path = Some(p.path.display().to_string());
         record.changed_files = p.changed_files.clone();
-    } else if let Some((path, files)) = concluded_patch(&stored) {
+    } else if let Some((path, files)) = stored.patch {
         record.patch_path = Some(path);
         record.changed_files = files;
     }
@@ -1236,7 +1250,7 @@ async fn finish_ownerless(
     now: OffsetDateTime,
 ) -> Result<(), StoreError> {
     let id = record.id.clone();
-    let seq = store.events(&id, 0).await?.last().map_or(1, |e| e.seq + 1);
+    let seq = store.last_event_seq(&id).await?.saturating_add(1);
     store
         .append_event(&AgentEvent {
             job_id: id.clone(),
@@ -1771,6 +1785,83 @@ mod tests {
                 Some(patch),
                 files
             )
+        );
+    }
+
+    /// A dead job with a long history (its patch announced first, then
+    /// thousands of output lines, then its publishing): the reaper finds
+    /// the patch and the last status across pages, appends its final
+    /// event after the last, and never reads more than a page at once
+    /// (before, it read the whole history three times over).
+    #[tokio::test]
+    async fn a_dead_job_with_a_long_history_is_reaped_a_page_at_a_time() {
+        use crate::store::event_pages::{most_read, PAGE};
+        let root = tempfile::tempdir().unwrap();
+        let paths = Paths::under(root.path());
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        store
+            .insert_job(&fixtures::job("job-1", 0), "{}")
+            .await
+            .unwrap();
+        let patch = "/artifacts/job-1/patch.diff".to_string();
+        let files = vec!["fix.txt".to_string()];
+        let lines = 3 * PAGE as usize;
+        let bodies = std::iter::once(EventBody::ArtifactSummary {
+            patch_path: patch.clone(),
+            changed_files: files.clone(),
+            patch_bytes: 10,
+            interrupted: false,
+        })
+        .chain((0..lines).map(|i| EventBody::Text {
+            text: format!("line {i}"),
+        }))
+        .chain(std::iter::once(EventBody::Status {
+            phase: Phase::Publishing,
+            detail: Some("done".into()),
+        }));
+        for (seq, body) in bodies.enumerate() {
+            store
+                .append_event(&AgentEvent {
+                    job_id: "job-1".into(),
+                    seq: seq as u64 + 1,
+                    at: OffsetDateTime::now_utc(),
+                    body,
+                })
+                .await
+                .unwrap();
+        }
+        crashed(&paths.jobs, "job-1");
+        most_read::take();
+        reap_with(&paths, &store, &here(), &[root.path().join("cgroup")]).await;
+        let most = most_read::take();
+        let rec = store.job("job-1").await.unwrap().unwrap();
+        let last = store
+            .events_page("job-1", lines as u64 + 2, 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                most,
+                rec.status,
+                rec.patch_path,
+                rec.changed_files,
+                last.iter()
+                    .map(|e| (e.seq, e.body.kind()))
+                    .collect::<Vec<_>>()
+            ),
+            (
+                PAGE as usize,
+                JobStatus::Failed,
+                Some(patch),
+                files,
+                vec![(lines as u64 + 3, "status")]
+            )
+        );
+        assert!(
+            rec.reason
+                .unwrap()
+                .contains("`paddock publish job-1` finishes it"),
+            "reaped as dead while publishing"
         );
     }
 

@@ -65,12 +65,7 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
         if !args.follow || !matches!(status, JobStatus::Queued | JobStatus::Running) {
             if !seen && args.after > 0 {
                 // An --after past the end printed nothing and said nothing.
-                let last = store
-                    .events(&job_id, 0)
-                    .await
-                    .context("read events")?
-                    .last()
-                    .map_or(0, |e| e.seq);
+                let last = store.last_event_seq(&job_id).await.context("read events")?;
                 errln!(
                     "paddock: job {job_id} has no events after seq {} (its last is {last})",
                     args.after

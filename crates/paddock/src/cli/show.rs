@@ -41,8 +41,9 @@ pub async fn exec(args: ShowArgs, paths: &Paths) -> Result<u8, Failure> {
     };
     // A `paddock publish` of the job that failed since it was last
     // published (a `done` job stays `done`): named beside the closeout.
-    let events = store.events(&job_id, 0).await.context("read the events")?;
-    let publish_failure = paddock::results::republish::last_publish_failure(&events);
+    let publish_failure = paddock::results::republish::last_publish_failure(&*store, &job_id)
+        .await
+        .context("read the events")?;
     if args.json {
         let value = serde_json::json!({
             "record": record,

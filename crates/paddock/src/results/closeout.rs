@@ -87,7 +87,7 @@ pub struct CloseoutInput<'a> {
     pub publish_warnings: &'a [String],
 }
 
-#[derive(Serialize)]
+#[derive(Clone, Serialize)]
 struct TestRun {
     command: String,
     result: String,
@@ -252,130 +252,309 @@ fn capped(mut list: Vec<String>, max: usize) -> Vec<String> {
     list
 }
 
-/// The first `max` test runs, and one counting the rest.
-fn capped_tests(mut tests: Vec<TestRun>, max: usize) -> Vec<TestRun> {
-    if tests.len() > max {
-        let more = tests.len() - max;
-        tests.truncate(max);
-        tests.push(TestRun {
-            command: format!("… and {more} more"),
-            result: "see the job's events".into(),
-        });
-    }
-    tests
+/// The most items of one list a closeout keeps from the events (the
+/// longer of the caps: the rest are counted, not kept).
+const KEPT: usize = CAPS.list;
+
+/// The most tool calls whose command is kept until their result comes
+/// (the oldest forgotten first: a result whose call was forgotten is not
+/// quoted), and the longest call id kept: a job writes as many calls
+/// without results as it likes.
+const CALLS_KEPT: usize = 4096;
+const CALL_ID_MAX: usize = 256;
+
+/// The most refused destinations (and kinds of refusal naming none)
+/// counted one by one; the attempts past them are counted together. The
+/// longest host kept: a longer one is counted with them.
+const DESTINATIONS_KEPT: usize = 1024;
+const HOST_MAX: usize = 1024;
+
+/// The first [`KEPT`] items of a list, and how many came after.
+struct Kept<T> {
+    items: Vec<T>,
+    more: usize,
 }
 
-struct FromEvents {
-    tests: Vec<TestRun>,
-    failures: Vec<String>,
+impl<T> Default for Kept<T> {
+    fn default() -> Self {
+        Kept {
+            items: Vec::new(),
+            more: 0,
+        }
+    }
+}
+
+impl<T> Kept<T> {
+    fn push(&mut self, item: T) {
+        if self.items.len() < KEPT {
+            self.items.push(item);
+        } else {
+            self.more = self.more.saturating_add(1);
+        }
+    }
+}
+
+/// (host, port, phase, rule) of a refusal.
+type Refused = (String, u16, &'static str, String);
+
+/// What a closeout tells of a job's events, gathered one event at a time
+/// ([`EventFacts::add`]) so that a job's whole history (millions of
+/// events a hostile job may write) is never held: every list keeps its
+/// first items and counts the rest. The job's own events end where its
+/// publishing begins: what follows is a publish's (the first one's
+/// warnings, a `paddock publish`'s notes), which a closeout rendered by a
+/// later publish must not repeat as if still true (a branch "not fetched"
+/// that this publish fetched); each publish passes its own
+/// (`publish_warnings`).
+#[derive(Default)]
+pub struct EventFacts {
+    /// A `publishing` status was seen: the job's own events have ended.
+    publishing: bool,
+    /// What the job did with its prior attempt's engine session.
+    session: Option<String>,
+    /// The tool calls awaiting a result, by call id: whether the command
+    /// runs tests, and the command quoted.
+    calls: HashMap<String, (bool, String)>,
+    /// The ids of `calls` in the order they came (and of some answered
+    /// since): the oldest is forgotten first.
+    call_order: std::collections::VecDeque<String>,
+    tests: Kept<TestRun>,
+    failures: Kept<String>,
     /// Paddock's own non-fatal messages (no budget, a branch kept in its
     /// bundle, files left out): said, but not what failed.
-    warnings: Vec<String>,
-    denials: Vec<String>,
-    network_refused: Vec<String>,
+    warnings: Kept<String>,
+    denials: Kept<String>,
+    /// Refused destinations in the order first refused, with how many
+    /// attempts; `refused_at` indexes them.
+    refused: Vec<(Refused, usize)>,
+    refused_at: HashMap<Refused, usize>,
+    /// Refusals naming no destination, per phase and rule, summed.
+    without: Vec<((&'static str, String), u64)>,
+    /// Refused attempts past [`DESTINATIONS_KEPT`] destinations.
+    unlisted: u64,
 }
 
-/// The destinations the job's egress proxy refused, each once (in the
-/// order first refused) with its phase, rule and how many attempts: what
-/// the job could not reach, and what to ask for (docs/egress.md).
-fn refused_destinations(events: &[AgentEvent]) -> Vec<String> {
-    /// (host, port, phase, rule) of a refusal.
-    type Refused = (String, u16, &'static str, String);
-    let mut seen: Vec<(Refused, usize)> = Vec::new();
-    for event in events {
-        let EventBody::Network(r) = &event.body else {
-            continue;
-        };
-        // What names no destination is said in words
-        // (`without_destination`).
-        if r.allowed || r.host.is_empty() {
-            continue;
+impl EventFacts {
+    /// The facts of `events` (a history already in memory).
+    pub fn of(events: &[AgentEvent]) -> EventFacts {
+        let mut facts = EventFacts::default();
+        for event in events {
+            facts.add(event);
         }
-        let key = (
-            r.host.clone(),
-            r.port,
-            r.phase.as_str(),
-            r.rule.clone().unwrap_or_default(),
-        );
-        match seen.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, n)) => *n += 1,
-            None => seen.push((key, 1)),
-        }
+        facts
     }
-    // What names no destination (malformed requests, what the sandbox's
-    // watcher did not record one by one), in words, first: the list is cut.
-    let mut out = without_destination(events);
-    out.extend(seen.into_iter().map(|((host, port, phase, rule), n)| {
-        let times = if n == 1 {
-            String::new()
-        } else {
-            format!(", {n} attempts")
-        };
-        // A name looked up past the proxy is the name (its port is the
-        // resolver's); an IPv6 literal in brackets, as in a URL.
-        let at = if rule == "direct:dns" {
-            host
-        } else if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        format!("{} ({phase} phase, {}){times}", code(&at), inert(&rule))
-    }));
-    out
-}
 
-/// The refusals that name no destination, in words (each phase and rule
-/// once): requests the proxy could not read (`bad_request` with no host:
-/// `N malformed requests`), the direct attempts the sandbox's watcher
-/// counted without recording each (`direct:unrecorded`, the count first
-/// in its reason; docs/egress.md, "Direct connections"), and the rest
-/// (a refused hand-over, a watcher that could not start) counted.
-fn without_destination(events: &[AgentEvent]) -> Vec<String> {
-    let mut sums: Vec<((&'static str, String), u64)> = Vec::new();
-    for event in events {
-        let EventBody::Network(r) = &event.body else {
-            continue;
-        };
-        if r.allowed || !r.host.is_empty() {
-            continue;
-        }
-        let rule = r.rule.clone().unwrap_or_default();
-        let n = if rule == "direct:unrecorded" {
-            r.reason
-                .as_deref()
-                .and_then(|t| t.split(' ').next())
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(0)
-        } else {
-            1
-        };
-        let key = (r.phase.as_str(), rule);
-        match sums.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, sum)) => *sum = sum.saturating_add(n),
-            None => sums.push((key, n)),
-        }
+    /// The facts of job `job_id`'s events, read a page at a time.
+    pub async fn read(
+        store: &dyn crate::store::Store,
+        job_id: &str,
+    ) -> Result<EventFacts, crate::store::StoreError> {
+        let mut facts = EventFacts::default();
+        crate::store::event_pages::each_event(store, job_id, 0, |e| facts.add(e)).await?;
+        Ok(facts)
     }
-    sums.into_iter()
-        .map(|((phase, rule), n)| {
-            let s = if n == 1 { "" } else { "s" };
-            match rule.as_str() {
-                "bad_request" => format!(
-                    "{n} malformed request{s} ({phase} phase, bad_request): not a request for a destination the proxy could read"
-                ),
-                "direct:unrecorded" => format!(
-                    "{n} more direct connection attempt{s} ({phase} phase) to further destinations, not recorded one by one"
-                ),
-                rule => format!("{n} refusal{s} naming no destination ({phase} phase, {})", inert(rule)),
+
+    /// Takes in the job's next event.
+    pub fn add(&mut self, event: &AgentEvent) {
+        if self.session.is_none() {
+            self.session = session(event);
+        }
+        if self.publishing {
+            return;
+        }
+        match &event.body {
+            EventBody::Status {
+                phase: Phase::Publishing,
+                ..
+            } => self.publishing = true,
+            EventBody::ToolCall {
+                call_id: Some(id),
+                command: Some(command),
+                ..
+            } if id.len() <= CALL_ID_MAX => {
+                let command = unwrapped(command);
+                self.call(id, (is_test(command), code(command)));
             }
-        })
-        .collect()
+            EventBody::ToolResult {
+                call_id,
+                exit_code,
+                is_error,
+                ..
+            } => {
+                // A call has one result: its command is kept no longer.
+                let Some((test, command)) = call_id.as_deref().and_then(|id| self.calls.remove(id))
+                else {
+                    return;
+                };
+                let failed = *is_error || exit_code.is_some_and(|c| c != 0);
+                let ended = match exit_code {
+                    Some(0) => "passed (exit 0)".to_string(),
+                    Some(c) => format!("failed (exit {c})"),
+                    None if failed => "failed".to_string(),
+                    None => "ended".to_string(),
+                };
+                if failed {
+                    self.failures.push(format!("{command} {ended}"));
+                }
+                if test {
+                    self.tests.push(TestRun {
+                        command,
+                        result: ended,
+                    });
+                }
+            }
+            EventBody::Error {
+                message,
+                source,
+                fatal,
+            } => {
+                // A later `paddock publish` that failed is the publish's,
+                // not the job's: `paddock show` names it, no closeout does.
+                if source.as_deref() == Some(super::republish::PUBLISH_AGAIN) {
+                    return;
+                }
+                if !fatal && source.as_deref() == Some(PADDOCK) {
+                    self.warnings.push(code(message));
+                } else {
+                    self.failures.push(code(message));
+                }
+            }
+            EventBody::Policy { rule, message } => {
+                self.denials
+                    .push(format!("{}: {}", code(rule), code(message)));
+            }
+            EventBody::Network(r) if !r.allowed => self.refusal(r),
+            _ => {}
+        }
+    }
+
+    /// Keeps the command of call `id` until its result comes: when
+    /// [`CALLS_KEPT`] calls await theirs, the oldest is forgotten (a job's
+    /// calls that never end cannot hide the ones after them).
+    fn call(&mut self, id: &str, command: (bool, String)) {
+        if !self.calls.contains_key(id) {
+            while self.calls.len() >= CALLS_KEPT {
+                let Some(oldest) = self.call_order.pop_front() else {
+                    break;
+                };
+                self.calls.remove(&oldest);
+            }
+            self.call_order.push_back(id.to_owned());
+        }
+        self.calls.insert(id.to_owned(), command);
+        // The ids of calls answered since, dropped now and then.
+        if self.call_order.len() > 2 * CALLS_KEPT {
+            let calls = &self.calls;
+            self.call_order.retain(|id| calls.contains_key(id));
+        }
+    }
+
+    /// Counts a refusal of the job's egress proxy: with its destination,
+    /// or (naming none) with its phase and rule.
+    fn refusal(&mut self, r: &paddock_protocol::EgressRecord) {
+        let rule = r.rule.clone().unwrap_or_default();
+        if r.host.is_empty() {
+            // The direct attempts the sandbox's watcher counted without
+            // recording each: the count first in its reason.
+            let n = if rule == "direct:unrecorded" {
+                r.reason
+                    .as_deref()
+                    .and_then(|t| t.split(' ').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0)
+            } else {
+                1
+            };
+            let key = (r.phase.as_str(), rule);
+            let room = self.without.len() < DESTINATIONS_KEPT;
+            match self.without.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, sum)) => *sum = sum.saturating_add(n),
+                None if room => self.without.push((key, n)),
+                None => self.unlisted = self.unlisted.saturating_add(n),
+            }
+            return;
+        }
+        let key = (r.host.clone(), r.port, r.phase.as_str(), rule);
+        match self.refused_at.get(&key) {
+            Some(&at) => {
+                if let Some((_, n)) = self.refused.get_mut(at) {
+                    *n = n.saturating_add(1);
+                }
+            }
+            None if self.refused.len() < DESTINATIONS_KEPT && r.host.len() <= HOST_MAX => {
+                self.refused_at.insert(key.clone(), self.refused.len());
+                self.refused.push((key, 1));
+            }
+            None => self.unlisted = self.unlisted.saturating_add(1),
+        }
+    }
+
+    /// The destinations the job's egress proxy refused, each once (in the
+    /// order first refused) with its phase, rule and how many attempts:
+    /// what the job could not reach, and what to ask for
+    /// (docs/egress.md). What names no destination (malformed requests,
+    /// what the sandbox's watcher did not record one by one) comes first,
+    /// in words: the list is cut.
+    fn refused_destinations(&self) -> Vec<String> {
+        let mut out = self.without_destination();
+        out.extend(self.refused.iter().map(|((host, port, phase, rule), n)| {
+            let times = if *n == 1 {
+                String::new()
+            } else {
+                format!(", {n} attempts")
+            };
+            // A name looked up past the proxy is the name (its
+            // port is the resolver's); an IPv6 literal in
+            // brackets, as in a URL.
+            let at = if rule == "direct:dns" {
+                host.clone()
+            } else if host.contains(':') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            };
+            format!("{} ({phase} phase, {}){times}", code(&at), inert(rule))
+        }));
+        if self.unlisted > 0 {
+            let n = self.unlisted;
+            let s = if n == 1 { "" } else { "s" };
+            out.push(format!(
+                "{n} more refused attempt{s} to destinations not listed one by one (see the job's events)"
+            ));
+        }
+        out
+    }
+
+    /// The refusals that name no destination, in words (each phase and
+    /// rule once): requests the proxy could not read (`bad_request` with
+    /// no host: `N malformed requests`), the direct attempts the sandbox's
+    /// watcher counted without recording each (`direct:unrecorded`;
+    /// docs/egress.md, "Direct connections"), and the rest (a refused
+    /// hand-over, a watcher that could not start) counted.
+    fn without_destination(&self) -> Vec<String> {
+        self.without
+            .iter()
+            .map(|((phase, rule), n)| {
+                let n = *n;
+                let s = if n == 1 { "" } else { "s" };
+                match rule.as_str() {
+                    "bad_request" => format!(
+                        "{n} malformed request{s} ({phase} phase, bad_request): not a request for a destination the proxy could read"
+                    ),
+                    "direct:unrecorded" => format!(
+                        "{n} more direct connection attempt{s} ({phase} phase) to further destinations, not recorded one by one"
+                    ),
+                    rule => format!("{n} refusal{s} naming no destination ({phase} phase, {})", inert(rule)),
+                }
+            })
+            .collect()
+    }
 }
 
-/// What the job did with its prior attempt's engine session: the detail
-/// of its `session_resumed` or `session_forked` status.
-fn session(events: &[AgentEvent]) -> Option<String> {
-    events.iter().find_map(|e| match &e.body {
+/// What the job did with its prior attempt's engine session, if `event`
+/// says: the detail of its `session_resumed` or `session_forked` status.
+fn session(event: &AgentEvent) -> Option<String> {
+    match &event.body {
         EventBody::Status {
             phase: Phase::SessionResumed,
             detail,
@@ -391,97 +570,25 @@ fn session(events: &[AgentEvent]) -> Option<String> {
             inert(detail.as_deref().unwrap_or("a new session"))
         )),
         _ => None,
-    })
+    }
 }
 
-fn from_events(events: &[AgentEvent], caps: Caps) -> FromEvents {
-    // The job's own events end where its publishing begins: what follows
-    // is a publish's (the first one's warnings, a `paddock publish`'s
-    // notes), which a closeout rendered by a later publish must not
-    // repeat as if still true (a branch "not fetched" that this publish
-    // fetched); each publish passes its own (`publish_warnings`).
-    let events = match events.iter().position(|e| {
-        matches!(
-            e.body,
-            EventBody::Status {
-                phase: Phase::Publishing,
-                ..
-            }
-        )
-    }) {
-        Some(at) => &events[..at],
-        None => events,
-    };
-    let mut commands: HashMap<&str, String> = HashMap::new();
-    let mut tests = Vec::new();
-    let mut failures = Vec::new();
-    let mut warnings = Vec::new();
-    let mut denials = Vec::new();
-    for event in events {
-        match &event.body {
-            EventBody::ToolCall {
-                call_id: Some(id),
-                command: Some(command),
-                ..
-            } => {
-                commands.insert(id.as_str(), unwrapped(command).to_string());
-            }
-            EventBody::ToolResult {
-                call_id,
-                exit_code,
-                is_error,
-                ..
-            } => {
-                let Some(command) = call_id.as_deref().and_then(|id| commands.get(id)) else {
-                    continue;
-                };
-                let failed = *is_error || exit_code.is_some_and(|c| c != 0);
-                let ended = match exit_code {
-                    Some(0) => "passed (exit 0)".to_string(),
-                    Some(c) => format!("failed (exit {c})"),
-                    None if failed => "failed".to_string(),
-                    None => "ended".to_string(),
-                };
-                if is_test(command) {
-                    tests.push(TestRun {
-                        command: code(command),
-                        result: ended.clone(),
-                    });
-                }
-                if failed {
-                    failures.push(format!("{} {ended}", code(command)));
-                }
-            }
-            EventBody::Error {
-                message,
-                source,
-                fatal,
-            } => {
-                // A later `paddock publish` that failed is the publish's,
-                // not the job's: `paddock show` names it, no closeout does.
-                if source.as_deref() == Some(super::republish::PUBLISH_AGAIN) {
-                    continue;
-                }
-                if !fatal && source.as_deref() == Some(PADDOCK) {
-                    warnings.push(code(message));
-                } else {
-                    failures.push(code(message));
-                }
-            }
-            EventBody::Policy { rule, message } => {
-                denials.push(format!("{}: {}", code(rule), code(message)));
-            }
-            _ => {}
-        }
+/// The first `max` of `kept`'s items, and one counting the rest (those
+/// kept past `max` and those only counted).
+fn capped_kept<T>(kept: &Kept<T>, max: usize, more_item: impl FnOnce(usize) -> T) -> Vec<T>
+where
+    T: Clone,
+{
+    let mut list: Vec<T> = kept.items.iter().take(max).cloned().collect();
+    let more = kept
+        .items
+        .len()
+        .saturating_sub(max)
+        .saturating_add(kept.more);
+    if more > 0 {
+        list.push(more_item(more));
     }
-    FromEvents {
-        tests: capped_tests(tests, caps.list),
-        failures: capped(failures, caps.list),
-        // Capped with the publish's (`render_capped`).
-        warnings,
-        denials: capped(denials, caps.list),
-        network_refused: capped(refused_destinations(events), caps.list),
-    }
+    list
 }
 
 /// `$1.2345` from micro-dollars.
@@ -507,24 +614,43 @@ pub fn render(
     events: &[AgentEvent],
     input: &CloseoutInput<'_>,
 ) -> Result<String, CloseoutError> {
-    let text = render_capped(record, events, input, CAPS)?;
+    render_facts(record, &EventFacts::of(events), input)
+}
+
+/// The closeout of `record` (final), with what its events tell (`found`)
+/// and `input`.
+pub fn render_facts(
+    record: &JobRecord,
+    found: &EventFacts,
+    input: &CloseoutInput<'_>,
+) -> Result<String, CloseoutError> {
+    let text = render_capped(record, found, input, CAPS)?;
     if text.chars().count() <= FORGE_MAX {
         return Ok(text);
     }
-    render_capped(record, events, input, SHORT_CAPS)
+    render_capped(record, found, input, SHORT_CAPS)
 }
 
-/// [`render`] with each list cut to `caps`.
+/// [`render_facts`] with each list cut to `caps`.
 fn render_capped(
     record: &JobRecord,
-    events: &[AgentEvent],
+    found: &EventFacts,
     input: &CloseoutInput<'_>,
     caps: Caps,
 ) -> Result<String, CloseoutError> {
-    let mut found = from_events(events, caps);
+    let more = |n: usize| format!("… and {n} more");
     // The publish's first: a cap never cuts where the branch is.
-    let warnings = input.publish_warnings.iter().map(|w| code(w));
-    found.warnings = capped(warnings.chain(found.warnings).collect(), caps.list);
+    let mut warnings: Vec<String> = input
+        .publish_warnings
+        .iter()
+        .map(|w| code(w))
+        .chain(found.warnings.items.iter().cloned())
+        .collect();
+    let all_warnings = warnings.len().saturating_add(found.warnings.more);
+    warnings.truncate(caps.list);
+    if all_warnings > caps.list {
+        warnings.push(more(all_warnings - caps.list));
+    }
     let outside = super::scope::outside(input.touch_only, &record.changed_files);
     let facts = Facts {
         job_id: &record.id,
@@ -543,7 +669,7 @@ fn render_capped(
         engine: &record.engine,
         model: &record.model,
         rung: &record.isolation,
-        session: session(events),
+        session: found.session.clone(),
         branch: &record.branch,
         base_ref: &record.base_ref,
         commit: input.commit,
@@ -569,11 +695,14 @@ fn render_capped(
         touch_only: input.touch_only.iter().map(|p| code(p)).collect(),
         outside_count: outside.len(),
         outside_scope: capped(outside.iter().map(|f| code(f)).collect(), caps.list),
-        tests: found.tests,
-        failures: found.failures,
-        warnings: found.warnings,
-        denials: found.denials,
-        network_refused: found.network_refused,
+        tests: capped_kept(&found.tests, caps.list, |n| TestRun {
+            command: more(n),
+            result: "see the job's events".into(),
+        }),
+        failures: capped_kept(&found.failures, caps.list, more),
+        warnings,
+        denials: capped_kept(&found.denials, caps.list, more),
+        network_refused: capped(found.refused_destinations(), caps.list),
         model_calls: record.model_calls,
         tokens: Tokens {
             input: record.tokens.input_tokens,
@@ -926,6 +1055,126 @@ mod tests {
         )
         .unwrap();
         insta::assert_snapshot!(format!("{resumed}\n----\n{forked}"));
+    }
+
+    /// A hostile job's history, taken in one event at a time as a store's
+    /// pages give it: 20,000 failing test commands, as many calls never
+    /// answered, refused destinations, warnings and denials. What the
+    /// closeout keeps of it stays bounded (each list's first items, the
+    /// rest counted; the calls awaiting a result and the destinations
+    /// counted one by one capped), and the closeout says how many more
+    /// there were. Before, every event was held, and every command.
+    #[test]
+    fn a_huge_history_is_kept_bounded_and_the_rest_counted() {
+        let n = 20_000;
+        let mut facts = EventFacts::default();
+        let mut seq = 0;
+        let mut add = |facts: &mut EventFacts, body| {
+            seq += 1;
+            facts.add(&event(seq, body));
+        };
+        for i in 0..n {
+            add(
+                &mut facts,
+                EventBody::ToolCall {
+                    call_id: Some(format!("c{i}")),
+                    tool: "shell".into(),
+                    command: Some(format!("cargo test t{i}")),
+                    input: serde_json::Value::Null,
+                },
+            );
+            add(
+                &mut facts,
+                EventBody::ToolResult {
+                    call_id: Some(format!("c{i}")),
+                    exit_code: Some(1),
+                    is_error: false,
+                    output: String::new(),
+                },
+            );
+            add(
+                &mut facts,
+                EventBody::ToolCall {
+                    call_id: Some(format!("never-{i}")),
+                    tool: "shell".into(),
+                    command: Some("x".repeat(1000)),
+                    input: serde_json::Value::Null,
+                },
+            );
+            add(
+                &mut facts,
+                EventBody::Network(paddock_protocol::EgressRecord {
+                    host: format!("h{i}.example"),
+                    port: 443,
+                    method: Some(paddock_protocol::EgressMethod::Connect),
+                    address: None,
+                    bytes_up: 0,
+                    bytes_down: 0,
+                    duration_ms: 1,
+                    phase: paddock_protocol::EgressPhase::Agent,
+                    allowed: false,
+                    rule: Some("allowlist".into()),
+                    reason: None,
+                    credential: None,
+                    substituted: None,
+                }),
+            );
+            add(
+                &mut facts,
+                EventBody::Error {
+                    message: format!("warning {i}"),
+                    source: Some(PADDOCK.into()),
+                    fatal: false,
+                },
+            );
+            add(
+                &mut facts,
+                EventBody::Policy {
+                    rule: "r".into(),
+                    message: format!("denied {i}"),
+                },
+            );
+        }
+        let kept = (
+            facts.calls.len(),
+            facts.refused.len(),
+            facts.refused_at.len(),
+            [&facts.failures, &facts.warnings, &facts.denials].map(|k| (k.items.len(), k.more)),
+            (facts.tests.items.len(), facts.tests.more),
+            facts.unlisted,
+        );
+        assert_eq!(
+            kept,
+            (
+                CALLS_KEPT,
+                DESTINATIONS_KEPT,
+                DESTINATIONS_KEPT,
+                [(KEPT, n - KEPT); 3],
+                (KEPT, n - KEPT),
+                (n - DESTINATIONS_KEPT) as u64,
+            )
+        );
+        let text = render_facts(
+            &record(JobStatus::Failed, &[]),
+            &facts,
+            &CloseoutInput::default(),
+        )
+        .unwrap();
+        // Each list its first items and a line counting the rest (the
+        // destinations: those counted one by one, and one line for the
+        // attempts past them).
+        let counted: Vec<&str> = text.lines().filter(|l| l.contains("more")).collect();
+        let more = n - CAPS.list;
+        assert_eq!(
+            counted,
+            [
+                format!("- … and {more} more: see the job's events"),
+                format!("- … and {more} more"),
+                format!("- … and {more} more"),
+                format!("- … and {more} more"),
+                format!("- … and {} more", DESTINATIONS_KEPT + 1 - CAPS.list),
+            ]
+        );
     }
 
     /// A job whose egress proxy refused destinations: each listed once,

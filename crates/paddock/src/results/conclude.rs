@@ -11,9 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use paddock_protocol::{
-    AgentEvent, GitHubCredential, JobRecord, JobSpec, JobStatus, PushCredential,
-};
+use paddock_protocol::{GitHubCredential, JobRecord, JobSpec, JobStatus, PushCredential};
 
 use super::base_objects;
 use super::closeout::{self, CloseoutInput};
@@ -247,7 +245,8 @@ pub struct PublishInput<'a> {
     pub spec: &'a JobSpec,
     /// The job as it ends (status, reason, counts, duration).
     pub record: &'a JobRecord,
-    pub events: &'a [AgentEvent],
+    /// What the job's events tell (read a page at a time).
+    pub events: &'a super::closeout::EventFacts,
     /// The job's artifacts directory (`<data>/artifacts/<job>`).
     pub artifacts: &'a Path,
     /// The result commit, when there was a change (its bundle is
@@ -755,7 +754,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         ));
     }
     let render = |record: &JobRecord, links: &[(String, String)]| {
-        closeout::render(
+        closeout::render_facts(
             record,
             input.events,
             &CloseoutInput {
@@ -1016,11 +1015,11 @@ pub async fn conclude_job(
         }
     };
     workspace_done();
-    let events = match store.events(&record.id, 0).await {
+    let events = match super::closeout::EventFacts::read(store, &record.id).await {
         Ok(events) => events,
         Err(e) => {
             warnings.push(format!("the closeout lacks the job's events: {e}"));
-            Vec::new()
+            super::closeout::EventFacts::default()
         }
     };
     let mut published = publish(&PublishInput {
@@ -1077,7 +1076,7 @@ mod tests {
                 let published = publish(&PublishInput {
                     spec: &spec,
                     record: &record,
-                    events: &[],
+                    events: &crate::results::closeout::EventFacts::default(),
                     artifacts: dir.path(),
                     commit: Some("0123456789abcdef0123456789abcdef01234567"),
                     left_out: &[],

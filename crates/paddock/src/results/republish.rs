@@ -177,22 +177,27 @@ pub async fn republish(
             message: e.to_string(),
         }
     })?;
-    let events = store.events(job_id, 0).await.map_err(store_err)?;
     // A job that ended before it was concluded (its source not a
     // repository, its engine not found, a setup that failed before the
     // engine ran...) made nothing to publish: no patch, no branch, no
     // closeout of its run. Nothing is written for it, into the outbox or
     // onto a forge. A job the reaper ended (its process died) has its
-    // patch's `artifact_summary`, and is published.
-    let concluded = events.iter().any(|e| {
-        matches!(
+    // patch's `artifact_summary`, and is published. Its events read a
+    // page at a time: a history may be millions of events.
+    let mut events = super::closeout::EventFacts::default();
+    let mut concluded = false;
+    crate::store::event_pages::each_event(store, job_id, 0, |e| {
+        concluded |= matches!(
             e.body,
             EventBody::Status {
                 phase: Phase::Concluding | Phase::Publishing,
                 ..
             } | EventBody::ArtifactSummary { .. }
-        )
-    });
+        );
+        events.add(e);
+    })
+    .await
+    .map_err(store_err)?;
     if !concluded {
         return Err(RepublishError::NothingToPublish {
             job_id: job_id.to_string(),
@@ -419,11 +424,7 @@ pub const PUBLISHED_AGAIN: &str = "published again by paddock publish";
 
 /// Appends `body` to the events of the ended job `job_id`, after its last.
 async fn append(store: &dyn Store, job_id: &str, body: EventBody) -> Result<(), StoreError> {
-    let seq = store
-        .events(job_id, 0)
-        .await?
-        .last()
-        .map_or(1, |e| e.seq + 1);
+    let seq = store.last_event_seq(job_id).await?.saturating_add(1);
     store
         .append_event(&paddock_protocol::AgentEvent {
             job_id: job_id.to_string(),
@@ -467,17 +468,97 @@ async fn keep_closeout(
 /// The failure of the last `paddock publish` of the job, when its events
 /// end with one (a `done` job stays `done`; `paddock show` names it): a
 /// later publish that succeeded clears it.
-pub fn last_publish_failure(
-    events: &[paddock_protocol::AgentEvent],
-) -> Option<(time::OffsetDateTime, String)> {
-    events.iter().rev().find_map(|e| match &e.body {
-        EventBody::Error {
-            message, source, ..
-        } if source.as_deref() == Some(PUBLISH_AGAIN) => Some(Some((e.at, message.clone()))),
-        EventBody::Status {
-            phase: Phase::Publishing,
-            detail,
-        } if detail.as_deref() == Some(PUBLISHED_AGAIN) => Some(None),
-        _ => None,
-    })?
+/// Read a page at a time (`store::event_pages`): a job's history may be
+/// millions of events.
+pub async fn last_publish_failure(
+    store: &dyn Store,
+    job_id: &str,
+) -> Result<Option<(time::OffsetDateTime, String)>, StoreError> {
+    Ok(
+        crate::store::event_pages::last_of(store, job_id, |e| match &e.body {
+            EventBody::Error {
+                message, source, ..
+            } if source.as_deref() == Some(PUBLISH_AGAIN) => Some(Some((e.at, message.clone()))),
+            EventBody::Status {
+                phase: Phase::Publishing,
+                detail,
+            } if detail.as_deref() == Some(PUBLISHED_AGAIN) => Some(None),
+            _ => None,
+        })
+        .await?
+        .flatten(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::store::event_pages::{most_read, PAGE};
+    use crate::store::fixtures::{event, job};
+
+    /// The failure of the last `paddock publish` (what `paddock show`
+    /// names) found in a long history a page at a time, never more: the
+    /// failure early, thousands of lines after it; then a publish that
+    /// succeeded clears it, and a later failure is the one named.
+    #[tokio::test]
+    async fn the_last_publish_failure_is_found_a_page_at_a_time() {
+        let store = crate::store::SqliteStore::open_in_memory().await.unwrap();
+        store.insert_job(&job("j1", 0), "{}").await.unwrap();
+        let failed = |message: &str| EventBody::Error {
+            message: message.into(),
+            source: Some(PUBLISH_AGAIN.into()),
+            fatal: true,
+        };
+        let lines = 3 * PAGE as u64;
+        let bodies = std::iter::once(failed("first"))
+            .chain((0..lines).map(|i| EventBody::Text {
+                text: format!("line {i}"),
+            }))
+            .enumerate();
+        for (seq, body) in bodies {
+            store
+                .append_event(&event("j1", seq as u64 + 1, body))
+                .await
+                .unwrap();
+        }
+        let message = |store| async move {
+            last_publish_failure(store, "j1")
+                .await
+                .unwrap()
+                .map(|(_, message)| message)
+        };
+        most_read::take();
+        let first = message(&store).await;
+        let most = most_read::take();
+        append(
+            &store,
+            "j1",
+            EventBody::Status {
+                phase: Phase::Publishing,
+                detail: Some(PUBLISHED_AGAIN.into()),
+            },
+        )
+        .await
+        .unwrap();
+        let cleared = message(&store).await;
+        append(&store, "j1", failed("second")).await.unwrap();
+        let second = message(&store).await;
+        assert_eq!(
+            (
+                most,
+                first,
+                cleared,
+                second,
+                store.last_event_seq("j1").await.unwrap()
+            ),
+            (
+                PAGE as usize,
+                Some("first".to_string()),
+                None,
+                Some("second".to_string()),
+                lines + 3
+            )
+        );
+    }
 }

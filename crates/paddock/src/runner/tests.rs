@@ -766,12 +766,8 @@ impl crate::store::Store for FailingStore {
         }
         self.inner.append_event(event).await
     }
-    async fn events(
-        &self,
-        job_id: &str,
-        after_seq: u64,
-    ) -> Result<Vec<paddock_protocol::AgentEvent>, StoreError> {
-        self.inner.events(job_id, after_seq).await
+    async fn last_event_seq(&self, job_id: &str) -> Result<u64, StoreError> {
+        self.inner.last_event_seq(job_id).await
     }
     async fn events_page(
         &self,

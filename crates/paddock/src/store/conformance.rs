@@ -173,6 +173,16 @@ pub(crate) async fn events_after_seq(store: &dyn Store) {
             vec![j2],
         ]
     );
+    // The last seq, one row whatever the history: 0 for a job without
+    // events, or no job.
+    store.insert_job(&job("j3", 2), "{}").await.unwrap();
+    let lasts = [
+        store.last_event_seq("j1").await.unwrap(),
+        store.last_event_seq("j2").await.unwrap(),
+        store.last_event_seq("j3").await.unwrap(),
+        store.last_event_seq("unknown").await.unwrap(),
+    ];
+    assert_eq!(lasts, [5, 1, 0, 0]);
 }
 
 pub(crate) async fn non_dense_seq_is_rejected(store: &dyn Store) {

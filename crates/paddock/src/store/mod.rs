@@ -15,6 +15,7 @@ mod cancel_notices;
 #[cfg(test)]
 pub(crate) mod conformance;
 mod error;
+pub mod event_pages;
 #[cfg(test)]
 pub(crate) mod fixtures;
 mod follows;
@@ -276,15 +277,25 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// (`retry.rs`), as for the other writes of a running job.
     async fn append_event(&self, event: &AgentEvent) -> Result<(), StoreError>;
 
-    /// The events of job `job_id` with `seq > after_seq`, in ascending seq
-    /// order (`after_seq` 0 gives them all). Empty for an unknown job.
-    async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError>;
+    /// Job `job_id`'s last stored seq: 0 when it has none (or there is no
+    /// such job). What an append after a job's end numbers its event from.
+    async fn last_event_seq(&self, job_id: &str) -> Result<u64, StoreError>;
 
-    /// The first `limit` of the events [`Store::events`] gives. What reads
-    /// a job's events on someone else's behalf (an API client's or a
-    /// browser's stream, `paddock events`) reads them a page at a time: a
-    /// job may have stored `limits.max_records` events of up to
-    /// `limits.max_event_bytes` each, gigabytes read whole per reader.
+    /// Every event of job `job_id` with `seq > after_seq`, in ascending seq
+    /// order, in memory at once: for tests and benches only, whose
+    /// histories are small. No reader of Paddock's uses it (a history may
+    /// be gigabytes): they read [`Store::events_page`] a page at a time
+    /// ([`event_pages`]), or [`Store::last_event_seq`].
+    async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError> {
+        self.events_page(job_id, after_seq, u32::MAX).await
+    }
+
+    /// The events of job `job_id` with `seq > after_seq`, in ascending seq
+    /// order, at most `limit` of them; empty for an unknown job. There is
+    /// no read of a job's whole history: a job may have stored
+    /// `limits.max_records` events of up to `limits.max_event_bytes` each,
+    /// gigabytes, so whoever reads them (a stream, `paddock show`, the
+    /// reaper, a closeout) reads a page at a time ([`event_pages`]).
     async fn events_page(
         &self,
         job_id: &str,

@@ -459,8 +459,8 @@ impl Store for PgStore {
         retry::transient("append_event", |_| PgStore::append_event(self, event)).await
     }
 
-    async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError> {
-        retry::transient("events", |_| PgStore::events(self, job_id, after_seq)).await
+    async fn last_event_seq(&self, job_id: &str) -> Result<u64, StoreError> {
+        retry::transient("last_event_seq", |_| PgStore::last_event_seq(self, job_id)).await
     }
 
     async fn events_page(

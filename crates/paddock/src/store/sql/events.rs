@@ -94,7 +94,8 @@ impl EventRow {
     }
 }
 
-/// `events` (a job's events after a seq) for the store type `$store` (a
+/// `events_page` (a page of a job's events after a seq) and `last_event_seq`
+/// for the store type `$store` (a
 /// struct with a sqlx `pool`).
 macro_rules! events_queries {
     ($store:ident) => {
@@ -104,35 +105,24 @@ macro_rules! events_queries {
             use $crate::store::StoreError;
 
             impl $store {
-                /// The events of job `job_id` with `seq > after_seq`, in ascending seq
-                /// order (`after_seq` 0 gives them all). Empty for an unknown job.
-                pub(super) async fn events(
-                    &self,
-                    job_id: &str,
-                    after_seq: u64,
-                ) -> Result<Vec<AgentEvent>, StoreError> {
-                    // Past BIGINT's range there is nothing to return.
-                    let Ok(after_seq) = i64::try_from(after_seq) else {
-                        return Ok(Vec::new());
-                    };
-                    sqlx::query_as::<_, EventRow>(
-                        "SELECT job_id, seq, at, body FROM events \
-                         WHERE job_id = $1 AND seq > $2 ORDER BY seq",
+                /// Job `job_id`'s last stored seq (0 when it has no events,
+                /// or there is no such job): one row, whatever its history.
+                pub(super) async fn last_event_seq(&self, job_id: &str) -> Result<u64, StoreError> {
+                    let last: i64 = sqlx::query_scalar(
+                        "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = $1",
                     )
                     .bind(job_id)
-                    .bind(after_seq)
-                    .fetch_all(&self.pool)
+                    .fetch_one(&self.pool)
                     .await
                     .map_err(|source| StoreError::ReadEvents {
                         job_id: job_id.to_owned(),
                         source,
-                    })?
-                    .into_iter()
-                    .map(EventRow::into_event)
-                    .collect()
+                    })?;
+                    Ok(u64::try_from(last).unwrap_or(0))
                 }
 
-                /// The first `limit` events of [`Self::events`].
+                /// Job `job_id`'s events with `seq > after_seq`, in ascending seq
+                /// order, at most `limit` of them. Empty for an unknown job.
                 pub(super) async fn events_page(
                     &self,
                     job_id: &str,

@@ -235,7 +235,10 @@ mod tests {
         for ev in &written {
             store.append_event(ev).await.unwrap();
         }
-        assert_eq!(store.events("j1", 0).await.unwrap(), written);
+        assert_eq!(
+            crate::store::Store::events(&store, "j1", 0).await.unwrap(),
+            written
+        );
 
         let stored_kinds: Vec<String> =
             sqlx::query_scalar("SELECT kind FROM events WHERE job_id = 'j1' ORDER BY seq")

@@ -458,8 +458,11 @@ impl Store for SqliteStore {
         retry::transient("append_event", |_| SqliteStore::append_event(self, event)).await
     }
 
-    async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError> {
-        retry::transient("events", |_| SqliteStore::events(self, job_id, after_seq)).await
+    async fn last_event_seq(&self, job_id: &str) -> Result<u64, StoreError> {
+        retry::transient("last_event_seq", |_| {
+            SqliteStore::last_event_seq(self, job_id)
+        })
+        .await
     }
 
     async fn events_page(
@@ -468,10 +471,13 @@ impl Store for SqliteStore {
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<AgentEvent>, StoreError> {
-        retry::transient("events_page", |_| {
+        let page = retry::transient("events_page", |_| {
             SqliteStore::events_page(self, job_id, after_seq, limit)
         })
-        .await
+        .await?;
+        #[cfg(test)]
+        crate::store::event_pages::most_read::note(page.len());
+        Ok(page)
     }
 
     async fn insert_model_call(&self, call: &ModelCall) -> Result<(), StoreError> {
