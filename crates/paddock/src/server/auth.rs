@@ -36,6 +36,8 @@ pub enum AuthError {
     Missing,
     #[error("the Authorization header is not `Bearer <token>`")]
     NotBearer,
+    #[error("more than one Authorization header: send exactly one")]
+    Doubled,
     #[error("unknown or revoked bearer token")]
     Unknown,
     #[error("unknown or revoked bearer token")]
@@ -59,6 +61,7 @@ impl AuthError {
         let (status, code, title) = match self {
             AuthError::Missing
             | AuthError::NotBearer
+            | AuthError::Doubled
             | AuthError::Unknown
             | AuthError::Revoked { .. } => {
                 (401, "unauthorized", "a valid bearer token is required")
@@ -77,9 +80,10 @@ impl IntoResponse for AuthError {
     fn into_response(self) -> Response {
         let challenge = match &self {
             AuthError::Missing => Some(r#"Bearer realm="paddock""#),
-            AuthError::NotBearer | AuthError::Unknown | AuthError::Revoked { .. } => {
-                Some(r#"Bearer realm="paddock", error="invalid_token""#)
-            }
+            AuthError::NotBearer
+            | AuthError::Doubled
+            | AuthError::Unknown
+            | AuthError::Revoked { .. } => Some(r#"Bearer realm="paddock", error="invalid_token""#),
             AuthError::Forbidden { .. } => {
                 Some(r#"Bearer realm="paddock", error="insufficient_scope""#)
             }
@@ -143,9 +147,15 @@ impl Authenticator {
     }
 }
 
-/// The bearer token of `headers`, as a secret.
+/// The bearer token of `headers`, as a secret. Two `Authorization`
+/// headers are refused, not one of them picked: a proxy in front may have
+/// checked the other.
 fn bearer(headers: &HeaderMap) -> Result<Secret, AuthError> {
-    let value = headers.get(AUTHORIZATION).ok_or(AuthError::Missing)?;
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let value = values.next().ok_or(AuthError::Missing)?;
+    if values.next().is_some() {
+        return Err(AuthError::Doubled);
+    }
     let text = value.to_str().map_err(|_| AuthError::NotBearer)?;
     let (scheme, token) = text.split_once(' ').ok_or(AuthError::NotBearer)?;
     if !scheme.eq_ignore_ascii_case("bearer") {

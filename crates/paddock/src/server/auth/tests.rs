@@ -66,7 +66,8 @@ async fn call(
     authorization: Option<&str>,
 ) -> (u16, Option<String>, String) {
     let mut request = reqwest::Client::new().get(format!("{base}{path}"));
-    if let Some(a) = authorization {
+    // `A | B` sends two Authorization headers.
+    for a in authorization.into_iter().flat_map(|a| a.split(" | ")) {
         request = request.header("authorization", a);
     }
     let response = request.send().await.unwrap();
@@ -147,6 +148,18 @@ async fn tokens_are_checked_by_presence_hash_revocation_and_scope() {
             "/admin",
             Some(format!("bearer {}", admin.token.expose())),
             ok(&admin),
+        ),
+        // Two Authorization headers are refused whichever comes first
+        // (a proxy may have checked the other one).
+        (
+            "/read",
+            Some(format!("{} | {}", bearer(&read), bearer(&admin))),
+            unauthorized(&invalid),
+        ),
+        (
+            "/read",
+            Some(format!("{} | {}", bearer(&admin), unknown)),
+            unauthorized(&invalid),
         ),
     ];
     let mut got = Vec::new();
