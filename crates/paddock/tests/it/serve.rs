@@ -2306,3 +2306,61 @@ async fn a_query_parameter_a_route_does_not_take_is_a_bad_request_naming_it() {
         ]
     );
 }
+
+/// Probe: every answer, the API's, the health routes', the refusals of the
+/// auth layer, the fallbacks' and the dashboard's, carries the security
+/// headers (a JSON body never sniffed into markup, nothing framed, cached
+/// or embedded by another site); a dashboard page keeps its own CSP.
+#[tokio::test]
+async fn every_answer_carries_the_security_headers() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let bare = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let api_csp = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+    let mut seen = Vec::new();
+    let mut want = Vec::new();
+    for (method, path, authorized, csp) in [
+        ("GET", "/v1/jobs", true, api_csp),
+        ("GET", "/v1/jobs", false, api_csp),
+        ("GET", "/v1/jobs/..%2F..%2Fetc", true, api_csp),
+        ("GET", "/openapi.json", true, api_csp),
+        ("GET", "/metrics", true, api_csp),
+        ("GET", "/healthz", false, api_csp),
+        ("GET", "/readyz", false, api_csp),
+        ("GET", "/nowhere", false, api_csp),
+        ("PUT", "/v1/jobs", true, api_csp),
+        ("POST", "/v1/jobs", true, api_csp),
+        ("GET", "/login", false, paddock::server::dashboard::CSP),
+    ] {
+        let client = if authorized { &server.client } else { &bare };
+        let resp = client
+            .request(method.parse().unwrap(), server.url(path))
+            .send()
+            .await
+            .unwrap();
+        let h = resp.headers();
+        let got: Vec<Option<String>> = [
+            "x-content-type-options",
+            "content-security-policy",
+            "x-frame-options",
+            "cache-control",
+            "cross-origin-resource-policy",
+        ]
+        .iter()
+        .map(|n| h.get(*n).map(|v| v.to_str().unwrap().to_owned()))
+        .collect();
+        seen.push((method, path, resp.status().as_u16(), got));
+        want.push((
+            method,
+            path,
+            resp.status().as_u16(),
+            ["nosniff", csp, "DENY", "no-store", "same-origin"]
+                .map(|v| Some(v.to_owned()))
+                .to_vec(),
+        ));
+    }
+    assert_eq!(seen, want);
+}
