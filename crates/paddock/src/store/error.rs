@@ -91,6 +91,14 @@ pub enum StoreError {
          creates or upgrades it"
     )]
     PgSchema { target: String, problem: String },
+    /// A read-only command's check of the PostgreSQL schema could not
+    /// read it (retried while the failure passes: `retry.rs`).
+    #[error("cannot read the schema of the store at {target}")]
+    PgSchemaRead {
+        target: String,
+        #[source]
+        source: sqlx::Error,
+    },
     #[error("cannot insert job {job_id}")]
     InsertJob {
         job_id: String,

@@ -117,17 +117,35 @@ impl PgStore {
 
     /// Connects for a command that only reads: nothing is created or
     /// migrated, and a database without this Paddock's schema fails with
-    /// `PgSchema`.
+    /// `PgSchema`. The schema's check is retried as [`PgStore::open`]'s
+    /// is; the first connection is not.
     pub async fn open_existing(url: &PgUrl) -> Result<PgStore, StoreError> {
         let pool = connect(url).await?;
-        if let Some(problem) = schema_problem(&pool).await {
-            pool.close().await;
-            return Err(StoreError::PgSchema {
-                target: url.label().to_owned(),
-                problem,
-            });
+        // Retried as `open`'s check is: a server restarting or a
+        // connection terminated passes.
+        let problem = retry::transient("schema check", |_| async {
+            schema_problem(&pool)
+                .await
+                .map_err(|source| StoreError::PgSchemaRead {
+                    target: url.label().to_owned(),
+                    source,
+                })
+        })
+        .await;
+        match problem {
+            Ok(None) => Ok(PgStore::with(pool)),
+            Ok(Some(problem)) => {
+                pool.close().await;
+                Err(StoreError::PgSchema {
+                    target: url.label().to_owned(),
+                    problem,
+                })
+            }
+            Err(e) => {
+                pool.close().await;
+                Err(e)
+            }
         }
-        Ok(PgStore::with(pool))
     }
 }
 
@@ -175,37 +193,32 @@ fn matches_embedded(applied: &[(i64, Vec<u8>, bool)]) -> bool {
 
 /// Why the database's schema is not this Paddock's, for a read-only
 /// command; `None` when it is.
-async fn schema_problem(pool: &PgPool) -> Option<String> {
-    let table: Option<String> =
-        match sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
-            .fetch_one(pool)
-            .await
-        {
-            Ok(t) => t,
-            Err(e) => return Some(format!("cannot be read ({e})")),
-        };
+async fn schema_problem(pool: &PgPool) -> Result<Option<String>, sqlx::Error> {
+    let table: Option<String> = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations')::text")
+        .fetch_one(pool)
+        .await?;
     if table.is_none() {
-        return Some("has no Paddock schema: nothing has run with this database".to_owned());
+        return Ok(Some(
+            "has no Paddock schema: nothing has run with this database".to_owned(),
+        ));
     }
-    match applied(pool).await {
-        Err(e) => Some(format!("cannot be read ({e})")),
-        Ok(rows) if matches_embedded(&rows) => None,
-        Ok(rows) => {
-            let newest = rows.iter().map(|r| r.0).max().unwrap_or(0);
-            let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-            Some(if newest > ours {
-                format!(
-                    "has a newer schema (migration {newest}) than this Paddock's ({ours}); \
-                     upgrade Paddock"
-                )
-            } else {
-                format!(
-                    "has an older or different schema (migration {newest}, this Paddock's \
-                     is {ours})"
-                )
-            })
-        }
+    let rows = applied(pool).await?;
+    if matches_embedded(&rows) {
+        return Ok(None);
     }
+    let newest = rows.iter().map(|r| r.0).max().unwrap_or(0);
+    let ours = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    Ok(Some(if newest > ours {
+        format!(
+            "has a newer schema (migration {newest}) than this Paddock's ({ours}); \
+             upgrade Paddock"
+        )
+    } else {
+        format!(
+            "has an older or different schema (migration {newest}, this Paddock's \
+             is {ours})"
+        )
+    }))
 }
 
 /// The queries live in one file per table, as SQLite's do; this is the

@@ -155,6 +155,39 @@ async fn a_store_opened_while_its_connections_are_terminated_is_migrated() {
     assert!(schema_current(&store.pool).await);
 }
 
+/// A read-only command's open (`open_existing`) of a migrated database
+/// while every connection to it is terminated every 20 ms for a second:
+/// its schema check is retried as `open`'s is, so every open ends with
+/// the store, never a `PgSchema` "cannot be read" (before, one terminated
+/// check failed the command). Only the first connection's failure is
+/// tried again by the test, as for `open`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_open_while_connections_are_terminated_is_retried() {
+    let Some((db, url)) = fresh().await else {
+        return;
+    };
+    PgStore::open(&url).await.unwrap().close().await;
+    let (stop, killer) = terminator(&db, std::time::Duration::from_millis(20));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let (mut opened, mut connect_failures) = (0, 0);
+    while std::time::Instant::now() < until {
+        match PgStore::open_existing(&url).await {
+            Ok(store) => {
+                opened += 1;
+                store.close().await;
+            }
+            Err(StoreError::PgConnect { .. }) => connect_failures += 1,
+            Err(e) => panic!("{}", crate::error_chain::chain(&e)),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let killed = killer.await.unwrap();
+    assert!(
+        killed > 0 && opened > 0,
+        "{killed} killed, {opened} opened, {connect_failures} connects failed"
+    );
+}
+
 /// A terminator of every other connection to `db`, every `period` until
 /// told to stop: how many it terminated.
 fn terminator(
