@@ -27,6 +27,11 @@ const PADDOCK: &str = "paddock";
 /// How long one quoted command or message may be in the closeout.
 const ITEM_MAX: usize = 200;
 
+/// How long one of Paddock's own warnings may be: they end with what to do
+/// (the branch not fetched says where its bundle is and the command that
+/// takes it), which a cut at [`ITEM_MAX`] lost.
+const WARNING_MAX: usize = 1_000;
+
 /// How many items of each list a closeout quotes.
 #[derive(Debug, Clone, Copy)]
 struct Caps {
@@ -49,7 +54,8 @@ const CAPS: Caps = Caps {
 /// [`FORGE_MAX`] otherwise: every item the job's text (a code span of up
 /// to [`ITEM_MAX`] characters, its fences as long again on each side when
 /// the text is backticks) comes to at most about 65 items of 610
-/// characters.
+/// characters, and Paddock's 5 warnings (up to [`WARNING_MAX`]) to at most
+/// about 3,010 each.
 const SHORT_CAPS: Caps = Caps {
     list: 5,
     changed: 20,
@@ -177,9 +183,14 @@ const TEST_COMMANDS: &[&str] = &[
 /// One line (any run of whitespace, line breaks included, one space), at
 /// most `ITEM_MAX` characters.
 fn one_line(text: &str) -> String {
+    one_line_within(text, ITEM_MAX)
+}
+
+/// [`one_line`] of at most `max` characters.
+fn one_line_within(text: &str, max: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() > ITEM_MAX {
-        let cut: String = flat.chars().take(ITEM_MAX).collect();
+    if flat.chars().count() > max {
+        let cut: String = flat.chars().take(max).collect();
         format!("{cut}…")
     } else {
         flat
@@ -194,7 +205,12 @@ fn one_line(text: &str) -> String {
 /// image, HTML or heading, and no line of its own (a line break became a
 /// space).
 fn code(text: &str) -> String {
-    let flat = one_line(text);
+    code_within(text, ITEM_MAX)
+}
+
+/// [`code`] of at most `max` characters (before its fences).
+fn code_within(text: &str, max: usize) -> String {
+    let flat = one_line_within(text, max);
     let mut longest = 0;
     let mut run = 0;
     for c in flat.chars() {
@@ -414,7 +430,7 @@ impl EventFacts {
                     return;
                 }
                 if !fatal && source.as_deref() == Some(PADDOCK) {
-                    self.warnings.push(code(message));
+                    self.warnings.push(code_within(message, WARNING_MAX));
                 } else {
                     self.failures.push(code(message));
                 }
@@ -643,7 +659,7 @@ fn render_capped(
     let mut warnings: Vec<String> = input
         .publish_warnings
         .iter()
-        .map(|w| code(w))
+        .map(|w| code_within(w, WARNING_MAX))
         .chain(found.warnings.items.iter().cloned())
         .collect();
     let all_warnings = warnings.len().saturating_add(found.warnings.more);
@@ -1009,6 +1025,68 @@ mod tests {
         assert_eq!(
             section(&[]),
             "### Paddock's warnings\n- `the spec sets no [budget]`"
+        );
+    }
+
+    /// Paddock's own warnings are quoted up to [`WARNING_MAX`] characters,
+    /// not [`ITEM_MAX`]: the branch not fetched ends with the command that
+    /// takes it, which the closeout cut off at 200. Longer ones are cut
+    /// there, marked `…`; the job's own failures are still cut at 200.
+    #[test]
+    fn paddocks_warnings_are_quoted_to_their_end() {
+        let fetch = format!(
+            "the branch paddock/T-7/2 was not fetched into the source (it is kept in \
+             /home/user/.local/share/paddock/artifacts/job-1/branch.bundle): {}; to take \
+             this job's under another name: `git -C /home/user/src/widgets fetch \
+             /home/user/.local/share/paddock/artifacts/job-1/branch.bundle paddock/T-7/2:NAME`",
+            "x".repeat(300)
+        );
+        let long = "y".repeat(WARNING_MAX + 50);
+        let events = vec![
+            event(
+                1,
+                EventBody::Error {
+                    message: long.clone(),
+                    source: Some(PADDOCK.into()),
+                    fatal: false,
+                },
+            ),
+            event(
+                2,
+                EventBody::Error {
+                    message: long.clone(),
+                    source: Some("engine".into()),
+                    fatal: true,
+                },
+            ),
+        ];
+        let text = render(
+            &record(JobStatus::Failed, &[]),
+            &events,
+            &CloseoutInput {
+                publish_warnings: std::slice::from_ref(&fetch),
+                ..CloseoutInput::default()
+            },
+        )
+        .unwrap();
+        let listed = |heading: &str| {
+            let at = text.find(heading).unwrap();
+            let end = text[at..].find("\n\n").unwrap_or(text.len() - at);
+            text[at..at + end]
+                .lines()
+                .skip(1)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            (listed("### Paddock's warnings"), listed("### What failed")),
+            (
+                vec![
+                    format!("- `` {fetch} ``"),
+                    format!("- `{}…`", &long[..WARNING_MAX]),
+                ],
+                vec![format!("- `{}…`", &long[..ITEM_MAX])],
+            )
         );
     }
 
@@ -1379,7 +1457,7 @@ mod tests {
             events.push(event(
                 6 * i + 2,
                 EventBody::Error {
-                    message: ticks(n),
+                    message: format!("{}{n}", "`".repeat(WARNING_MAX)),
                     source: Some(PADDOCK.into()),
                     fatal: false,
                 },

@@ -689,17 +689,17 @@ async fn a_warning_of_paddocks_own_is_shown_whole() {
         warning.ends_with(&format!("`paddock run SPEC --attempt-after {}`", job.id)),
         "{warning}"
     );
-    // The closeout (what a reviewer reads) says it too, and names no
-    // branch in the source: it was rendered before the warning was an
-    // event, and said nothing of it.
+    // The closeout (what a reviewer reads) says it too, whole, and names
+    // no branch in the source.
     let closeout = home
         .data()
         .join("artifacts")
         .join(&job.id)
         .join("closeout.md");
     let text = std::fs::read_to_string(&closeout).unwrap();
+    // Whole, to its last command (it was cut at 200 characters).
     assert!(
-        text.contains("### Paddock's warnings\n- `the branch paddock/T-1/1 was not fetched into"),
+        text.contains(&format!("### Paddock's warnings\n- `` {warning} ``\n")),
         "{text}"
     );
     assert!(!text.contains("in the source repository\n"), "{text}");
