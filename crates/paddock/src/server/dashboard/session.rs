@@ -33,6 +33,9 @@ pub const COOKIE: &str = "paddock_session";
 pub const LOGIN_COOKIE: &str = "paddock_login";
 /// How long a session lasts.
 const LIFETIME: Duration = Duration::from_secs(12 * 3600);
+/// The most sessions one token has at once: a login past it ends the
+/// token's oldest session (logging in again and again grows nothing).
+const SESSIONS_PER_TOKEN: usize = 32;
 /// How long a login form may be sent after it was fetched.
 const LOGIN_FORM_LIFETIME: Duration = Duration::from_secs(3600);
 
@@ -120,6 +123,16 @@ impl Sessions {
         let now = Instant::now();
         let mut live = self.live();
         live.retain(|_, s| s.expires > now);
+        let mut own: Vec<(Instant, String)> = live
+            .iter()
+            .filter(|(_, s)| s.token_id == row.id)
+            .map(|(key, s)| (s.expires, key.clone()))
+            .collect();
+        own.sort();
+        let excess = (own.len() + 1).saturating_sub(SESSIONS_PER_TOKEN);
+        for (_, key) in own.into_iter().take(excess) {
+            live.remove(&key);
+        }
         live.insert(
             hashed(&id),
             Session {
@@ -367,6 +380,47 @@ mod tests {
             .is_ok(),
         ];
         assert_eq!(verdicts, [true, false, false, false, false, false]);
+    }
+
+    /// Probe: a token logging in again and again holds at most
+    /// SESSIONS_PER_TOKEN sessions; the oldest go, the newest open.
+    #[tokio::test]
+    async fn logging_in_again_and_again_keeps_at_most_the_newest_sessions() {
+        let store: SharedStore =
+            std::sync::Arc::new(crate::store::SqliteStore::open_in_memory().await.unwrap());
+        let now = time::OffsetDateTime::now_utc();
+        let mine = crate::api_token::issue(Scope::Read, None, now);
+        let other = crate::api_token::issue(Scope::Read, None, now);
+        store.insert_api_token(&mine.stored).await.unwrap();
+        store.insert_api_token(&other.stored).await.unwrap();
+        let sessions = Sessions::new(store);
+        let theirs = sessions.login(other.token.expose()).await.unwrap();
+        let mut cookies = Vec::new();
+        for _ in 0..SESSIONS_PER_TOKEN + 8 {
+            cookies.push(sessions.login(mine.token.expose()).await.unwrap());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let opens = |set: HeaderValue| {
+            let pair = set.to_str().unwrap().split(';').next().unwrap().to_owned();
+            let sessions = sessions.clone();
+            async move {
+                sessions
+                    .viewer(&headers(&[("cookie", pair.as_str())]))
+                    .await
+                    .is_ok()
+            }
+        };
+        let mut open = Vec::new();
+        for c in cookies.iter().cloned() {
+            open.push(opens(c).await);
+        }
+        let kept = sessions.live().len();
+        let mut want = vec![false; 8];
+        want.extend(vec![true; SESSIONS_PER_TOKEN]);
+        assert_eq!(
+            (open, kept, opens(theirs).await),
+            (want, SESSIONS_PER_TOKEN + 1, true)
+        );
     }
 
     #[test]
