@@ -26,7 +26,7 @@ use tokio::sync::broadcast;
 
 use super::auth::Caller;
 use super::extract::Checked;
-use super::outbox::{outbox, Inbox, Outbox, STALL, STALLED_COMMENT};
+use super::outbox::{outbox, Inbox, Outbox, STALL};
 use super::problem::Problem;
 use super::state::AppState;
 use crate::store::StoreError;
@@ -95,13 +95,21 @@ pub async fn events(
         Err(refused) => return Ok(refused.into_response()),
     };
     let (tx, rx) = outbox(Some(STALL));
-    let follower = state.clone();
+    spawn_follow(state.clone(), id, after, tx, "serve");
+    Ok(respond(rx, jsonl, slot))
+}
+
+/// Runs [`follow`] for job `id` into `out` in a task of its own; a store
+/// that cannot be read (its retries spent) is logged (as `who`'s) and
+/// marks the stream so its body says so (`Inbox::ending`).
+pub fn spawn_follow(state: AppState, id: String, after: u64, out: Outbox, who: &'static str) {
     tokio::spawn(async move {
-        if let Err(e) = follow(&follower, &id, after, tx).await {
-            tracing::warn!("serve: following job {id}: {e}");
+        let mark = out.clone();
+        if let Err(e) = follow(&state, &id, after, out).await {
+            mark.store_failed();
+            tracing::warn!("{who}: following job {id}: {e}");
         }
     });
-    Ok(respond(rx, jsonl, slot))
 }
 
 /// Whether `headers` ask for JSON lines (`Accept: application/x-ndjson`).
@@ -115,25 +123,27 @@ pub fn wants_jsonl(headers: &HeaderMap) -> bool {
 /// The events from `rx` as the response body: SSE (`id:` the seq,
 /// `event:` the kind), or JSON lines when `jsonl`. `keep` lives as long
 /// as the body: it is dropped when the stream ends or the client goes
-/// away. A stream whose client stalled (`outbox.rs`) ends, as SSE, with
-/// a comment saying so.
+/// away. A stream that ended before its job did (its client stalled,
+/// `outbox.rs`, or the store could not be read) ends, as SSE, with a
+/// comment saying so, and as JSON lines by breaking off the body (the
+/// client sees an unfinished response, not a finished job's end).
 pub fn respond<K: Send + Sync + 'static>(rx: Inbox, jsonl: bool, keep: K) -> Response {
     let stream = futures::stream::unfold(Some((rx, keep)), |open| async move {
         let (mut rx, keep) = open?;
         match rx.recv().await {
-            Some(e) => Some((Some(e), Some((rx, keep)))),
-            None if rx.stalled() => Some((None, None)),
-            None => None,
+            Some(e) => Some((Ok(e), Some((rx, keep)))),
+            None => rx.ending().map(|why| (Err(why), None)),
         }
     });
     if jsonl {
-        let lines = stream.filter_map(|e| {
-            futures::future::ready(e.map(|e| {
-                super::json::to_string(&e).map(|mut line| {
+        let lines = stream.map(|e| match e {
+            Ok(e) => super::json::to_string(&e)
+                .map(|mut line| {
                     line.push('\n');
                     line
                 })
-            }))
+                .map_err(std::io::Error::other),
+            Err(why) => Err(std::io::Error::other(why)),
         });
         let mut response = Body::from_stream(lines).into_response();
         response
@@ -142,8 +152,9 @@ pub fn respond<K: Send + Sync + 'static>(rx: Inbox, jsonl: bool, keep: K) -> Res
         return response;
     }
     let sse = stream.map(|e| {
-        let Some(e) = e else {
-            return Ok::<Event, Infallible>(Event::default().comment(STALLED_COMMENT));
+        let e = match e {
+            Ok(e) => e,
+            Err(why) => return Ok::<Event, Infallible>(Event::default().comment(why)),
         };
         let event = Event::default().id(e.seq.to_string());
         Ok(match super::json::to_string(&e) {
@@ -214,5 +225,64 @@ pub async fn follow(
                 _ = state.closing.cancelled() => return Ok(()),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::store::fixtures::event;
+    use paddock_protocol::EventBody;
+
+    /// The body of `respond` over an inbox that got `text` and then ended
+    /// as `end` says: each frame's bytes, and whether the body broke off.
+    async fn body(end: fn(&Outbox), jsonl: bool) -> (String, bool) {
+        let (tx, rx) = outbox(None);
+        tx.send(event("job-1", 1, EventBody::Text { text: "hi".into() }))
+            .await
+            .unwrap();
+        end(&tx);
+        drop(tx);
+        let mut frames = respond(rx, jsonl, ()).into_body().into_data_stream();
+        let mut text = String::new();
+        while let Some(frame) = frames.next().await {
+            match frame {
+                Ok(bytes) => text.push_str(&String::from_utf8_lossy(&bytes)),
+                Err(_) => return (text, true),
+            }
+        }
+        (text, false)
+    }
+
+    /// A stream whose store could not be read says so at its end: SSE
+    /// with a comment, JSON lines by breaking off (a client must not take
+    /// it for a finished job's end); a stream that ended as it should ends
+    /// plainly. Before, both ended as a finished job's stream does.
+    #[tokio::test]
+    async fn a_stream_whose_store_failed_says_so_at_its_end() {
+        let line = serde_json::to_string(&event("job-1", 1, EventBody::Text { text: "hi".into() }))
+            .unwrap();
+        let sse_event = format!("id: 1\nevent: text\ndata: {line}\n\n");
+        assert_eq!(
+            (
+                body(Outbox::store_failed, false).await,
+                body(|_| {}, false).await,
+                body(Outbox::store_failed, true).await,
+                body(|_| {}, true).await,
+            ),
+            (
+                (
+                    format!(
+                        "{sse_event}: paddock: store_unavailable: the store could not be \
+                         read; resume with Last-Event-ID\n\n"
+                    ),
+                    false
+                ),
+                (sse_event, false),
+                (format!("{line}\n"), true),
+                (format!("{line}\n"), false),
+            )
+        );
     }
 }

@@ -39,6 +39,7 @@ pub struct Outbox {
     budget: Arc<Semaphore>,
     stall: Option<Duration>,
     stalled: Arc<AtomicBool>,
+    failed: Arc<AtomicBool>,
 }
 
 /// What the response body reads from.
@@ -46,6 +47,7 @@ pub struct Outbox {
 pub struct Inbox {
     rx: mpsc::Receiver<Held>,
     stalled: Arc<AtomicBool>,
+    failed: Arc<AtomicBool>,
 }
 
 /// An event and its share of the byte budget (given back when dropped).
@@ -70,14 +72,20 @@ pub enum Undelivered {
 pub fn outbox(stall: Option<Duration>) -> (Outbox, Inbox) {
     let (tx, rx) = mpsc::channel(SLOTS);
     let stalled = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicBool::new(false));
     (
         Outbox {
             tx,
             budget: Arc::new(Semaphore::new(BUFFERED_BYTES)),
             stall,
             stalled: Arc::clone(&stalled),
+            failed: Arc::clone(&failed),
         },
-        Inbox { rx, stalled },
+        Inbox {
+            rx,
+            stalled,
+            failed,
+        },
     )
 }
 
@@ -121,6 +129,13 @@ impl Outbox {
     pub async fn closed(&self) {
         self.tx.closed().await
     }
+
+    /// Marks the stream as ended because the store could not be read (its
+    /// retries spent): once every outbox is dropped, the body says so
+    /// instead of ending as a finished job's stream does.
+    pub fn store_failed(&self) {
+        self.failed.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Inbox {
@@ -133,7 +148,26 @@ impl Inbox {
     pub fn stalled(&self) -> bool {
         self.stalled.load(Ordering::Relaxed)
     }
+
+    /// Why the stream ended before its job did, as the SSE comment it ends
+    /// with: its client stalled, or the store could not be read; `None`
+    /// for a stream that ended as it should (its job final, every event
+    /// sent).
+    pub fn ending(&self) -> Option<&'static str> {
+        if self.stalled() {
+            Some(STALLED_COMMENT)
+        } else if self.failed.load(Ordering::Relaxed) {
+            Some(STORE_FAILED_COMMENT)
+        } else {
+            None
+        }
+    }
 }
+
+/// The SSE comment a stream ends with when the store could not be read
+/// while following its job (its reads' retries spent).
+pub const STORE_FAILED_COMMENT: &str =
+    "paddock: store_unavailable: the store could not be read; resume with Last-Event-ID";
 
 /// The SSE comment a stalled stream ends with.
 pub const STALLED_COMMENT: &str =

@@ -20,7 +20,7 @@ use crate::api_token::Scope;
 use crate::broker::prices::format_usd;
 use crate::event_line::Lines;
 use crate::server::jobs as jobs_api;
-use crate::server::outbox::{outbox, STALL, STALLED_COMMENT};
+use crate::server::outbox::{outbox, STALL};
 use crate::server::problem::Problem;
 use crate::server::state::AppState;
 use crate::store::JobQuery;
@@ -387,13 +387,7 @@ pub async fn lines(
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(0);
     let (events_tx, events) = outbox(Some(STALL));
-    let follower = state.clone();
-    let job = id.clone();
-    tokio::spawn(async move {
-        if let Err(e) = crate::server::events::follow(&follower, &job, after, events_tx).await {
-            tracing::warn!("dashboard: following job {job}: {e}");
-        }
-    });
+    crate::server::events::spawn_follow(state.clone(), id.clone(), after, events_tx, "dashboard");
     // Rendered as the body asks for them: nothing but the outbox's
     // budget waits for a slow browser.
     let view = (events, Lines::default(), state, id, slot);
@@ -412,8 +406,8 @@ pub async fn lines(
                 Some((events, view, state, id, slot)),
             ));
         }
-        if events.stalled() {
-            return Some((Ok(Event::default().comment(STALLED_COMMENT)), None));
+        if let Some(why) = events.ending() {
+            return Some((Ok(Event::default().comment(why)), None));
         }
         match state.store.job(&id).await {
             Ok(Some(job)) if !running(job.status) => {
