@@ -34,13 +34,19 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 /// The dashboard's routes; every page but the login form needs a session.
 pub fn routes(state: &AppState) -> Router<AppState> {
     let dash = pages::Dash::new(Sessions::new(state.store.clone()));
-    Router::new()
+    // The pages that read the store answer within the API's read wait
+    // (`read_wait.rs`): a 503 page, not a browser left waiting out the
+    // store's 30 s of retries.
+    let reads = Router::new()
         .route("/", get(pages::jobs))
         .route("/jobs/{id}", get(pages::job))
         .route("/jobs/{id}/lines", get(pages::lines))
-        .route("/jobs/{id}/cancel", post(pages::cancel))
         .route("/spend", get(pages::spend))
         .route("/host", get(pages::host))
+        .route_layer(axum::middleware::from_fn(super::read_wait::promptly));
+    Router::new()
+        .merge(reads)
+        .route("/jobs/{id}/cancel", post(pages::cancel))
         .route("/login", get(pages::login_form).post(pages::login))
         .route("/logout", post(pages::logout))
         .route("/assets/dash.js", get(script))

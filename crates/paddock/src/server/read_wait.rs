@@ -1,4 +1,5 @@
-//! How long a read of the API (`GET` of jobs, events, usage, the ledger)
+//! How long a read of the API (`GET` of jobs, events, usage, the ledger;
+//! the dashboard's pages that read the store)
 //! waits for the store: at most [`READ_WAIT`], then it is answered 503
 //! `store_unavailable` (docs/api.md#errors). The store retries a failure
 //! that passes for up to 30 s (`store/retry.rs`), which a running job's

@@ -84,7 +84,7 @@ async fn post_login(server: &Server, token: &str) -> reqwest::Response {
 }
 
 /// Logs in with `token`; the session cookie (`name=value`).
-async fn login(server: &Server, token: &str) -> String {
+pub(crate) async fn login(server: &Server, token: &str) -> String {
     let resp = post_login(server, token).await;
     assert_eq!(resp.status(), 303, "{}", server.stderr());
     let set: Vec<&str> = resp
@@ -105,7 +105,7 @@ async fn login(server: &Server, token: &str) -> String {
     pair.to_owned()
 }
 
-async fn get(server: &Server, path: &str, cookie: Option<&str>) -> reqwest::Response {
+pub(crate) async fn get(server: &Server, path: &str, cookie: Option<&str>) -> reqwest::Response {
     let mut req = browserish().get(server.url(path));
     if let Some(c) = cookie {
         req = req.header("cookie", c);

@@ -288,7 +288,8 @@ async fn the_store_password_never_reaches_a_job() {
 /// locked by another session, as a stalled or restarting server is) is
 /// answered 503 `store_unavailable` once the read wait (5 s) has passed,
 /// not after the 30 s the store retries a running job's writes; once the
-/// store answers again, so does the read.
+/// store answers again, so does the read. The dashboard's pages that
+/// read the store answer the same way, as a 503 page.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_api_read_fails_fast_while_the_store_does_not_answer() {
     use sqlx::Connection;
@@ -297,6 +298,8 @@ async fn an_api_read_fails_fast_while_the_store_does_not_answer() {
     };
     let home = Home::new();
     let srv = super::serve::Server::start_env(&home, &[], &[("PADDOCK_DB", db.url.as_str())]).await;
+    let read = super::serve::token_env(&home, "read", &[("PADDOCK_DB", db.url.as_str())]).await;
+    let cookie = super::dashboard::login(&srv, &read).await;
     let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut admin).await.unwrap();
     sqlx::query("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
@@ -322,6 +325,36 @@ async fn an_api_read_fails_fast_while_the_store_does_not_answer() {
                     .as_str()
                 )
             )
+        );
+        assert!(
+            waited >= std::time::Duration::from_secs(5)
+                && waited < std::time::Duration::from_secs(10),
+            "{path} answered after {waited:?}"
+        );
+    }
+    // The dashboard's pages that read the store, the same way: a 503
+    // page saying so (before, the browser waited out the store's 30 s of
+    // retries).
+    for path in ["/", "/jobs/job-0123", "/spend"] {
+        let asked = std::time::Instant::now();
+        let resp = super::dashboard::get(&srv, path, Some(&cookie)).await;
+        let waited = asked.elapsed();
+        let status = resp.status().as_u16();
+        let page = resp.text().await.unwrap();
+        // As the page escapes it (a `/` too).
+        let said = format!(
+            "GET {path}: the store did not answer within 5 s (it may be restarting or \
+             unreachable); ask again later"
+        )
+        .replace('/', "&#x2f;");
+        assert_eq!(
+            (
+                status,
+                page.contains(&said),
+                page.contains("store_unavailable")
+            ),
+            (503, true, true),
+            "{page}"
         );
         assert!(
             waited >= std::time::Duration::from_secs(5)
