@@ -783,6 +783,15 @@ pub fn pull_request_body(closeout: &str, ticket_url: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refused CONNECT to `host` in the agent phase, no reason given.
+    fn refusal(host: String) -> paddock_protocol::EgressRecord {
+        paddock_protocol::EgressRecord {
+            method: Some(paddock_protocol::EgressMethod::Connect),
+            reason: None,
+            ..crate::store::fixtures::egress_attempt(&host)
+        }
+    }
     use paddock_protocol::{JobStatus, Phase, TokenUsage};
     use time::macros::datetime;
 
@@ -1181,21 +1190,7 @@ mod tests {
             );
             add(
                 &mut facts,
-                EventBody::Network(paddock_protocol::EgressRecord {
-                    host: format!("h{i}.example"),
-                    port: 443,
-                    method: Some(paddock_protocol::EgressMethod::Connect),
-                    address: None,
-                    bytes_up: 0,
-                    bytes_down: 0,
-                    duration_ms: 1,
-                    phase: paddock_protocol::EgressPhase::Agent,
-                    allowed: false,
-                    rule: Some("allowlist".into()),
-                    reason: None,
-                    credential: None,
-                    substituted: None,
-                }),
+                EventBody::Network(refusal(format!("h{i}.example"))),
             );
             add(
                 &mut facts,
@@ -1433,21 +1428,6 @@ mod tests {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut failed = record(JobStatus::Failed, &names);
         failed.reason = Some(ticks(0));
-        let refusal = |host: String| paddock_protocol::EgressRecord {
-            host,
-            port: 443,
-            method: Some(paddock_protocol::EgressMethod::Connect),
-            address: None,
-            bytes_up: 0,
-            bytes_down: 0,
-            duration_ms: 1,
-            phase: paddock_protocol::EgressPhase::Agent,
-            allowed: false,
-            rule: Some("allowlist".into()),
-            reason: None,
-            credential: None,
-            substituted: None,
-        };
         let mut events = Vec::new();
         for i in 0..5_000u64 {
             let n = i as usize;
