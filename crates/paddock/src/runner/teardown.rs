@@ -123,10 +123,14 @@ pub(super) async fn tear_down(
     }
     let held = broker.held();
     let served_refused = broker.served_refused();
-    drop(broker);
+    // Settled `interrupted` while the broker still holds them: dropping
+    // the broker ends their streams, whose own settling ("the engine
+    // closed the connection") would otherwise race this one and win or
+    // lose by timing. The store keeps the first settling only.
     if !settled {
         interrupt_calls(em).await?;
     }
+    drop(broker);
     let calls = em.store.model_calls(&em.job_id).await?;
     Ok(TornDown {
         exit,
