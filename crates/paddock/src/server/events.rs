@@ -15,7 +15,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -26,6 +26,7 @@ use tokio::sync::broadcast;
 
 use super::auth::Caller;
 use super::extract::Checked;
+use super::job_id::JobId;
 use super::outbox::{outbox, Inbox, Outbox, STALL};
 use super::problem::Problem;
 use super::state::AppState;
@@ -64,7 +65,7 @@ pub struct EventsQuery {
 pub async fn events(
     State(state): State<AppState>,
     axum::Extension(caller): axum::Extension<Caller>,
-    Checked(Path(id)): Checked<Path<String>>,
+    JobId(id): JobId,
     Checked(Query(query)): Checked<Query<EventsQuery>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {

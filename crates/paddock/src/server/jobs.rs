@@ -13,13 +13,14 @@
 use std::path::Path as FsPath;
 
 use super::json::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use paddock_protocol::{EngineKind, Isolation, JobRecord, JobSpec, JobStatus};
 use serde::Deserialize;
 
 use super::extract::{json_object_text, Checked, JsonBody};
+use super::job_id::{check_query, JobId};
 use super::problem::Problem;
 use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
@@ -109,7 +110,7 @@ pub async fn submit(
         ));
     }
     if let Some(after) = &query.attempt_after {
-        check_job_id("attempt_after", after)?;
+        check_query("attempt_after", after)?;
     }
     let record = state
         .queue
@@ -131,27 +132,6 @@ pub async fn submit(
         Json(record),
     )
         .into_response())
-}
-
-/// The longest job id a query names (ids Paddock mints are 36
-/// characters): a longer one is refused without being echoed back.
-const MAX_JOB_ID: usize = 128;
-
-/// Refuses query parameter `name`'s job id when it is empty or too long to
-/// be one.
-fn check_job_id(name: &str, id: &str) -> Result<(), Problem> {
-    let count = id.chars().count();
-    if count == 0 {
-        return Err(Problem::bad_request(format!(
-            "{name}: empty; name the job by its id"
-        )));
-    }
-    if count > MAX_JOB_ID {
-        return Err(Problem::bad_request(format!(
-            "{name}: an id of {count} characters is no job's (at most {MAX_JOB_ID})"
-        )));
-    }
-    Ok(())
 }
 
 /// A status filter's job status; one that is none is refused, naming those
@@ -224,6 +204,7 @@ pub async fn list(
     // A cursor no job has would answer an empty last page, which a
     // client paging through takes for the end.
     if let Some(cursor) = &query.cursor {
+        check_query("cursor", cursor)?;
         if state.store.job(cursor).await?.is_none() {
             return Err(Problem::bad_request(format!(
                 "cursor `{}` is not a job of this store (pass a page's `next_cursor` back as it is)",
@@ -270,7 +251,7 @@ fn shown(given: &str) -> String {
     ))]
 pub async fn get(
     State(state): State<AppState>,
-    Checked(Path(id)): Checked<Path<String>>,
+    JobId(id): JobId,
 ) -> Result<Json<JobRecord>, Problem> {
     match state.store.job(&id).await? {
         Some(job) => Ok(Json(job)),
@@ -320,10 +301,7 @@ pub enum CancelState {
         (status = 404, description = "No such job", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "The job has ended (`job_final`) or runs in a process that cannot be asked to stop (`job_elsewhere`)", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn cancel(
-    State(state): State<AppState>,
-    Checked(Path(id)): Checked<Path<String>>,
-) -> Result<Response, Problem> {
+pub async fn cancel(State(state): State<AppState>, JobId(id): JobId) -> Result<Response, Problem> {
     let outcome = |state| CancelOutcome {
         state,
         host: None,
@@ -432,7 +410,7 @@ const DISPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
     ))]
 pub async fn dispose(
     State(state): State<AppState>,
-    Checked(Path(id)): Checked<Path<String>>,
+    JobId(id): JobId,
 ) -> Result<Json<JobRecord>, Problem> {
     let me = &state.runner.config().liveness.owner;
     let elsewhere_owner = |owner: Option<Owner>| owner.filter(|o| o.host != me.host);

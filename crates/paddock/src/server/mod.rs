@@ -8,7 +8,7 @@
 //! document (utoipa) served at `/openapi.json`, `queue.rs` the scheduler over the store's persistent queue,
 //! `turns.rs` one assistant turn streamed back on its response,
 //! `usage.rs` spend rollups and the ledger, `json.rs` every JSON answer's writer (terminal controls escaped), `hub.rs` the live events of running jobs, `outbox.rs` what an event stream buffers and how many a token holds, `headers.rs` the security headers of every answer, `problem.rs` errors as
-//! problem+json (`extract.rs` makes malformed requests problems too), `state.rs` what handlers share, `config.rs` the
+//! problem+json (`extract.rs` makes malformed requests problems too, `job_id.rs` the job ids they name), `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
 //!
 //! The operations layer is wired in here: `auth.rs` guards every route but
@@ -26,6 +26,7 @@ mod extract;
 mod headers;
 mod health;
 mod hub;
+mod job_id;
 mod jobs;
 mod json;
 pub mod metrics;

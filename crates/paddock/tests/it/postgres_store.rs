@@ -371,3 +371,105 @@ async fn an_api_read_fails_fast_while_the_store_does_not_answer() {
         .unwrap();
     assert_eq!(resp.status(), 404, "{}", srv.stderr());
 }
+
+/// Probe: a job id no job can have reaches no store query. A NUL in a
+/// path or query id (`%00`) cannot be bound as PostgreSQL text: the read
+/// failed and every route holding one answered 503 `store_lost` with the
+/// raw id and the database's words. Now each is refused before the store
+/// is asked: 404 `not_found` for a path's id, 400 `bad_request` for a
+/// query's, the id named back escaped; the dashboard's pages likewise.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_id_with_a_nul_is_refused_before_the_store_is_asked() {
+    let Some(db) = postgres::database().await else {
+        return;
+    };
+    let env = [("PADDOCK_DB", db.url.as_str())];
+    let home = Home::new();
+    let srv = super::serve::Server::start_env(&home, &[], &env).await;
+    let read = super::serve::token_env(&home, "read", &env).await;
+    let cookie = super::dashboard::login(&srv, &read).await;
+    let not_found = "no job job-\\u{0}x (an id has no control characters)";
+    let bad = |name: &str| {
+        format!("{name}: `job-\\u{{0}}x` is no job's id (an id has no control characters)")
+    };
+    let spec = super::serve::spec(&home, "T-1", "exit 0");
+    let body = serde_json::to_vec(&spec).unwrap();
+    let asked = [
+        (reqwest::Method::GET, "/v1/jobs/job-%00x"),
+        (reqwest::Method::GET, "/v1/jobs/job-%00x/events"),
+        (reqwest::Method::POST, "/v1/jobs/job-%00x/cancel"),
+        (reqwest::Method::DELETE, "/v1/jobs/job-%00x"),
+        (reqwest::Method::GET, "/v1/jobs?cursor=job-%00x"),
+        (reqwest::Method::POST, "/v1/jobs?attempt_after=job-%00x"),
+    ];
+    let mut answers = Vec::new();
+    for (method, path) in asked {
+        let resp = srv
+            .client
+            .request(method.clone(), srv.url(path))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let problem: serde_json::Value = super::serve::body(resp).await;
+        answers.push((
+            format!("{method} {path}"),
+            status,
+            problem["code"].as_str().unwrap_or_default().to_owned(),
+            problem["detail"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    let want = |path: &str, status: u16, code: &str, detail: &str| {
+        (path.to_owned(), status, code.to_owned(), detail.to_owned())
+    };
+    assert_eq!(
+        answers,
+        [
+            want("GET /v1/jobs/job-%00x", 404, "not_found", not_found),
+            want("GET /v1/jobs/job-%00x/events", 404, "not_found", not_found),
+            want("POST /v1/jobs/job-%00x/cancel", 404, "not_found", not_found),
+            want("DELETE /v1/jobs/job-%00x", 404, "not_found", not_found),
+            want(
+                "GET /v1/jobs?cursor=job-%00x",
+                400,
+                "bad_request",
+                &bad("cursor")
+            ),
+            want(
+                "POST /v1/jobs?attempt_after=job-%00x",
+                400,
+                "bad_request",
+                &bad("attempt_after")
+            ),
+        ],
+        "{}",
+        srv.stderr()
+    );
+    // The dashboard's pages, as pages saying the same (as they escape it).
+    let mut pages = Vec::new();
+    for (path, said) in [
+        ("/jobs/job-%00x", not_found.to_owned()),
+        ("/jobs/job-%00x/lines", not_found.to_owned()),
+        ("/?cursor=job-%00x", bad("cursor")),
+    ] {
+        let resp = super::dashboard::get(&srv, path, Some(&cookie)).await;
+        let status = resp.status().as_u16();
+        let page = resp.text().await.unwrap();
+        let escaped = said.replace('\'', "&#x27;");
+        pages.push((path, status, page.contains(&escaped)));
+    }
+    assert_eq!(
+        pages,
+        [
+            ("/jobs/job-%00x", 404, true),
+            ("/jobs/job-%00x/lines", 404, true),
+            ("/?cursor=job-%00x", 400, true),
+        ]
+    );
+    // Nothing was queued by the refused submission.
+    let listed = srv.client.get(srv.url("/v1/jobs")).send().await.unwrap();
+    let page: serde_json::Value = super::serve::body(listed).await;
+    assert_eq!(page["jobs"], serde_json::json!([]));
+}

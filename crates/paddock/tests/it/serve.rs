@@ -506,7 +506,7 @@ async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_an
         .unwrap();
     assert_eq!(body::<Value>(listed).await["jobs"], serde_json::json!([]));
 
-    // An unknown id is named back, a long one cut.
+    // An unknown id is named back, one too long to be any job's cut.
     let long = "j".repeat(5000);
     let missing = server
         .client
@@ -522,7 +522,7 @@ async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_an
         (
             404,
             Value::from(format!(
-                "no job {}… (an id of 5000 characters)",
+                "no job {}… (an id of 5000 characters; a job's has at most 128)",
                 "j".repeat(64)
             ))
         )
@@ -2227,7 +2227,11 @@ async fn a_jobs_cursor_or_engine_no_job_has_is_a_bad_request_not_an_empty_page()
             list("cursor=").await,
             list(&format!("cursor={}", &id[..10])).await,
         ],
-        [bad("job-nope"), bad(""), bad(&id[..10])]
+        [
+            bad("job-nope"),
+            bad_request("cursor: empty; name the job by its id"),
+            bad(&id[..10])
+        ]
     );
 }
 

@@ -5,7 +5,7 @@
 
 use std::convert::Infallible;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
@@ -19,6 +19,7 @@ use super::session::{self, SessionError, Sessions, Viewer};
 use crate::api_token::Scope;
 use crate::broker::prices::format_usd;
 use crate::event_line::Lines;
+use crate::server::job_id::{check_query, JobId};
 use crate::server::jobs as jobs_api;
 use crate::server::outbox::{outbox, STALL};
 use crate::server::problem::Problem;
@@ -246,6 +247,7 @@ pub async fn jobs(
     }
     let cursor = given(&filter.cursor);
     if let Some(cursor) = cursor {
+        check_query("cursor", cursor)?;
         if state.store.job(cursor).await?.is_none() {
             return Err(Refused::Problem(Problem::bad_request(format!(
                 "cursor `{}` is not a job of this store (follow the page's \"Older jobs\" link)",
@@ -333,7 +335,7 @@ pub async fn job(
     State(state): State<AppState>,
     Extension(dash): Extension<Dash>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<Response, Refused> {
     let viewer = dash.viewer(&headers).await?;
     let job = record(&state, &id).await?;
@@ -355,7 +357,7 @@ pub async fn cancel(
     State(state): State<AppState>,
     Extension(dash): Extension<Dash>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    JobId(id): JobId,
     Form(form): Form<CsrfForm>,
 ) -> Result<Response, Refused> {
     let viewer = dash.viewer(&headers).await?;
@@ -373,7 +375,7 @@ pub async fn lines(
     State(state): State<AppState>,
     Extension(dash): Extension<Dash>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    JobId(id): JobId,
 ) -> Result<Response, Refused> {
     let viewer = dash.viewer(&headers).await?;
     record(&state, &id).await?;
