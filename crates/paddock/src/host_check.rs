@@ -185,6 +185,7 @@ fn start(exe: &Path, work: &Path, socket: &Path, scratch: &Path) -> Result<(), S
         direct: None,
         limits: Limits::default(),
         allow_without_cgroups: true,
+        notices: None,
         timeout_secs: Some(TIMEOUT.as_secs()),
         cgroup_root: None,
         name,

@@ -33,8 +33,9 @@ pub const SANDBOX_PIDS: u64 = 1024;
 /// The caps every sandboxed job gets: the default pids cap. It is best
 /// effort (`allow_without_cgroups` in [`SandboxPaths`]): a host where the
 /// job's cgroup cannot be created (an ordinary user without a delegated
-/// cgroup) runs the job without it and the helper says so on the engine's
-/// stderr. A host profile's memory and CPU caps are enforced.
+/// cgroup) runs the job without it, and the runner says so once on the
+/// job's stream (the helper's notice, `SandboxPaths::notices`). A host
+/// profile's memory and CPU caps are enforced.
 pub fn default_limits() -> Limits {
     Limits {
         memory_mb: None,
@@ -68,6 +69,12 @@ pub struct SandboxPaths {
     /// Run without the caps when this host cannot apply them (the spec
     /// accepted them as degraded).
     pub allow_without_cgroups: bool,
+    /// Where the job's cgroups are made (`PADDOCK_CGROUP_ROOT`, a delegated
+    /// cgroup); None: `/sys/fs/cgroup`.
+    pub cgroup_root: Option<PathBuf>,
+    /// Where the helper writes the caps it ran without (outside the job's
+    /// view), for the runner to report once; None: the command's stderr.
+    pub notices: Option<PathBuf>,
     /// Host files absent from the view (the host profile's denied programs).
     pub hidden: Vec<PathBuf>,
 }
@@ -169,8 +176,9 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
         direct: paths.direct.clone(),
         limits: paths.limits.clone(),
         allow_without_cgroups: paths.allow_without_cgroups,
+        notices: paths.notices.clone(),
         timeout_secs: Some(paths.timeout_secs + 30),
-        cgroup_root: None,
+        cgroup_root: paths.cgroup_root.clone(),
         name: paths.job_id.clone(),
     }
 }

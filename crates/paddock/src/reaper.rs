@@ -1656,6 +1656,7 @@ mod tests {
                 killed: 2,
                 cgroups: vec![(cg.clone(), 1)],
                 stuck: vec![(root.path().join("stuck"), "busy".into())],
+                notices: Vec::new(),
             },
             ..Default::default()
         });

@@ -59,6 +59,7 @@ pub(crate) mod tests {
             direct: None,
             limits: Limits::default(),
             allow_without_cgroups: false,
+            notices: None,
             timeout_secs: None,
             cgroup_root: None,
             name: "test".into(),

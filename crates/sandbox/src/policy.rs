@@ -103,6 +103,13 @@ pub struct Policy {
     pub limits: Limits,
     /// Run even if the requested cgroup caps cannot be applied.
     pub allow_without_cgroups: bool,
+    /// Where the helper appends what it accepted doing without (one line
+    /// each: the caps it could not apply), so that its caller reports it
+    /// once rather than finding it in the command's stderr; a path the
+    /// command cannot reach (its caller's). None, or a file that cannot be
+    /// opened there (a link is never followed): the helper's stderr.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notices: Option<PathBuf>,
     /// Wall-clock limit; the whole tree is killed when it passes.
     pub timeout_secs: Option<u64>,
     /// Where job cgroups are created (v1: the directory holding the

@@ -36,9 +36,13 @@ pub async fn render(
         prepared,
         policy,
         ..
-    } = runner::admit::shape(spec, store, &paddock::rung::Rungs::host(&exe))
-        .await
-        .map_err(|e| bad(e.into()))?;
+    } = runner::admit::shape(
+        spec,
+        store,
+        &paddock::rung::Rungs::host(&exe, super::run::cgroup_root().as_deref()),
+    )
+    .await
+    .map_err(|e| bad(e.into()))?;
     let spec = &spec;
     let policy = policy.map(|p| p.context()).unwrap_or_default();
     let host_path = std::env::var_os("PATH");

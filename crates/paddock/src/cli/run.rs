@@ -88,8 +88,10 @@ pub async fn exec(
     // waits for when the job asks for the sandbox or `auto`) runs beside
     // the store's opening and the reaper's pass instead of after them
     // (issue #14: the job's start-up path); admission reads its answer.
-    let rungs =
-        paddock::rung::Rungs::host(&std::env::current_exe().context("locate the paddock binary")?);
+    let rungs = paddock::rung::Rungs::host(
+        &std::env::current_exe().context("locate the paddock binary")?,
+        cgroup_root().as_deref(),
+    );
     if matches!(spec.isolation, Isolation::Sandbox | Isolation::Auto) {
         let sandbox = rungs.sandbox.clone();
         tokio::spawn(async move { sandbox.probe().await });
@@ -319,6 +321,14 @@ impl Remover {
     }
 }
 
+/// The delegated cgroup the sandbox rung makes its jobs' cgroups under
+/// (`PADDOCK_CGROUP_ROOT`, when set and not empty).
+pub fn cgroup_root() -> Option<PathBuf> {
+    std::env::var_os("PADDOCK_CGROUP_ROOT")
+        .filter(|r| !r.is_empty())
+        .map(PathBuf::from)
+}
+
 /// What a [`Runner`] of this process runs with (`run` and `serve`).
 pub fn runner_config(
     paths: &Paths,
@@ -334,6 +344,7 @@ pub fn runner_config(
         host_dir: host_dir
             .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
         helper_exe: std::env::current_exe().context("locate the paddock binary")?,
+        cgroup_root: cgroup_root(),
         liveness,
         host_profile: None,
         disk_reserve: paddock::runner::disk_reserve_from(

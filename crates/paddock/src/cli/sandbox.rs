@@ -173,6 +173,7 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
         direct: None,
         limits,
         allow_without_cgroups: args.allow_without_cgroups,
+        notices: None,
         timeout_secs: args.timeout,
         cgroup_root: std::env::var_os("PADDOCK_CGROUP_ROOT").map(PathBuf::from),
         name,

@@ -102,6 +102,9 @@ pub struct Leftovers {
     pub cgroups: Vec<(PathBuf, usize)>,
     /// The job's cgroups that could not be removed, and why.
     pub stuck: Vec<(PathBuf, String)>,
+    /// What the rung ran the job's commands without since the last reap
+    /// (the sandbox helper's notices: caps it could not apply), each once.
+    pub notices: Vec<String>,
 }
 
 /// What a reap is asked: the job, and how thoroughly.
@@ -168,11 +171,16 @@ pub struct Rungs {
 }
 
 impl Rungs {
-    /// This host's rungs; `helper_exe` is the `paddock` binary.
-    pub fn host(helper_exe: &Path) -> Rungs {
+    /// This host's rungs; `helper_exe` is the `paddock` binary, and the
+    /// sandbox's jobs' cgroups are made under `cgroup_root` (a delegated
+    /// cgroup, `PADDOCK_CGROUP_ROOT`; None: `/sys/fs/cgroup`).
+    pub fn host(helper_exe: &Path, cgroup_root: Option<&Path>) -> Rungs {
         Rungs {
             process: Arc::new(ProcessRung::new(helper_exe.to_path_buf())),
-            sandbox: Arc::new(SandboxRung::new(helper_exe.to_path_buf())),
+            sandbox: Arc::new(SandboxRung::new(
+                helper_exe.to_path_buf(),
+                cgroup_root.map(Path::to_path_buf),
+            )),
         }
     }
 
@@ -296,6 +304,7 @@ pub fn probe_sandbox(exe: &Path) -> Option<String> {
         direct: None,
         limits: Limits::default(),
         allow_without_cgroups: false,
+        notices: None,
         timeout_secs: Some(10),
         cgroup_root: None,
         name: "doctor".into(),

@@ -25,17 +25,54 @@ use crate::launcher::{self, SANDBOX_BROKER_PORT, SANDBOX_EGRESS_PORT};
 #[derive(Debug)]
 pub struct SandboxRung {
     helper_exe: PathBuf,
+    /// Where jobs' cgroups are made: a delegated cgroup
+    /// (`PADDOCK_CGROUP_ROOT`); None: `/sys/fs/cgroup`.
+    cgroup_root: Option<PathBuf>,
     probed: OnceCell<Option<String>>,
 }
 
 impl SandboxRung {
-    /// `helper_exe` is the `paddock` binary, run as the sandbox helper.
-    pub fn new(helper_exe: PathBuf) -> SandboxRung {
+    /// `helper_exe` is the `paddock` binary, run as the sandbox helper;
+    /// jobs' cgroups are made under `cgroup_root` (None: `/sys/fs/cgroup`).
+    pub fn new(helper_exe: PathBuf, cgroup_root: Option<PathBuf>) -> SandboxRung {
         SandboxRung {
             helper_exe,
+            cgroup_root,
             probed: OnceCell::new(),
         }
     }
+}
+
+/// The most of the helper's notices read after a command.
+const NOTICES_MAX: u64 = 64 * 1024;
+
+/// Where the helper writes what the job's commands ran without (in the
+/// job's `meta`, outside its view).
+fn notices(root: &std::path::Path) -> PathBuf {
+    root.join("meta").join("sandbox-notices")
+}
+
+/// The helper's notices since the last read (the file is removed once
+/// read); none when there are none or they cannot be read as Paddock's own
+/// file (a link, not a regular file, too long).
+fn take_notices(root: &std::path::Path) -> Vec<String> {
+    let path = notices(root);
+    let text = match crate::own_file::read(&path, NOTICES_MAX) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "sandbox notices");
+            String::new()
+        }
+    };
+    let _ = std::fs::remove_file(&path);
+    let mut lines: Vec<String> = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        if !lines.iter().any(|l| l == line) {
+            lines.push(line.to_string());
+        }
+    }
+    lines
 }
 
 /// The job's own broker socket.
@@ -147,6 +184,8 @@ impl Rung for SandboxRung {
             extra_rw: Vec::new(),
             limits: launcher::default_limits(),
             allow_without_cgroups: true,
+            cgroup_root: self.cgroup_root.clone(),
+            notices: Some(notices(&ws.root)),
             hidden: Vec::new(),
         };
         if let Some(p) = job.policy {
@@ -185,6 +224,16 @@ impl Rung for SandboxRung {
     }
 
     async fn reap(&self, job: &Reap<'_>) -> Leftovers {
-        super::reap_local(job).await
+        // The jobs' own cgroup root too, where it is not already asked.
+        let mut roots = job.cgroup_roots.to_vec();
+        roots.extend(self.cgroup_root.clone());
+        roots.dedup();
+        let mut left = super::reap_local(&Reap {
+            cgroup_roots: &roots,
+            ..*job
+        })
+        .await;
+        left.notices = take_notices(job.root);
+        left
     }
 }

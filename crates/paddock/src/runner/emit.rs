@@ -81,6 +81,9 @@ pub(super) struct Emitter {
     /// When the job began (before its workspace or any of its processes):
     /// the leftovers scan at its end reads only processes created since.
     pub since: Option<crate::leftovers::Since>,
+    /// The rung's notices already on the job's stream (each is told once,
+    /// however many of the job's commands ran without the same thing).
+    pub notices: Vec<String>,
 }
 
 impl Emitter {
@@ -103,6 +106,7 @@ impl Emitter {
             records,
             egress_seq: 0,
             since: crate::leftovers::Since::now(),
+            notices: Vec::new(),
         }
     }
 

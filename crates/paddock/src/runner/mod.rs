@@ -83,6 +83,9 @@ pub struct RunnerConfig {
     /// The `paddock` executable: re-executed as the sandbox helper and the
     /// `process` rung's supervisor, and called back by engine hooks.
     pub helper_exe: PathBuf,
+    /// The delegated cgroup the sandbox rung makes its jobs' cgroups under
+    /// (`PADDOCK_CGROUP_ROOT`); None: `/sys/fs/cgroup`.
+    pub cgroup_root: Option<PathBuf>,
     /// Who owns the jobs this runner starts (the jobs directory's id) and
     /// how often their heartbeats are renewed (`crate::heartbeat`).
     pub liveness: crate::heartbeat::Liveness,
@@ -152,7 +155,7 @@ pub struct RunResult {
 impl Runner {
     /// A runner on this host's rungs.
     pub fn new(store: SharedStore, config: RunnerConfig) -> Runner {
-        let rungs = Rungs::host(&config.helper_exe);
+        let rungs = Rungs::host(&config.helper_exe, config.cgroup_root.as_deref());
         Runner::with_rungs(store, config, rungs)
     }
 

@@ -144,7 +144,10 @@ pub(super) async fn tear_down(
 }
 
 /// What the rung found still running of the job (killed) once `after`
-/// ("its engine ended"), and what of it it could not remove.
+/// ("its engine ended"), what of it it could not remove, and what the
+/// command ran without (the sandbox's caps where this host cannot make
+/// the job's cgroup: an event once per job, not a line in each command's
+/// output).
 pub(super) async fn leftovers_gone(
     em: &mut Emitter,
     rung: &dyn Rung,
@@ -160,6 +163,13 @@ pub(super) async fn leftovers_gone(
             since: em.since,
         })
         .await;
+    // What the job's command ran without (its caps), told once per job.
+    for notice in left.notices {
+        if !em.notices.contains(&notice) {
+            em.error("sandbox", notice.clone(), false).await?;
+            em.notices.push(notice);
+        }
+    }
     for (dir, e) in left.stuck {
         em.error(
             "paddock",

@@ -155,6 +155,7 @@ impl Host {
                 cwd: root.clone(),
                 host_dir: root.join("host"),
                 helper_exe: root.join("bin/paddock-not-used"),
+                cgroup_root: None,
                 liveness,
                 host_profile: None,
                 disk_reserve: 0,

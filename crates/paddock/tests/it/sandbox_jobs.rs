@@ -528,3 +528,189 @@ async fn a_rollout_directory_linked_to_the_host_is_not_read() {
     let clean = (JobStatus::Done, Vec::<String>::new());
     assert_eq!(got, vec![clean.clone(), clean]);
 }
+
+/// The job's setup outputs, its `sandbox` error events and its end, for
+/// a sandboxed job with two setup commands and `engine` as its stand-in,
+/// run with `PADDOCK_CGROUP_ROOT` set to `cgroup_root`.
+async fn caps_told(
+    home: &Home,
+    name: &str,
+    engine: &str,
+    cgroup_root: &std::path::Path,
+) -> (Vec<String>, Vec<String>, JobStatus, Option<String>) {
+    let dir = home.path().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = paddock_test_support::jobs::stand_in_job(&dir, "sandbox", engine, 60);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!("{text}\n[setup]\ncommands = [\"echo one\", \"echo two\"]\ncache = false\n"),
+    )
+    .unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_CGROUP_ROOT", cgroup_root.to_str().unwrap())],
+        )
+        .await;
+    let rec = record(&out);
+    let events = home.store().await.events(&rec.id, 0).await.unwrap();
+    let mut outputs = Vec::new();
+    let mut told = Vec::new();
+    for e in events {
+        match e.body {
+            paddock_protocol::EventBody::ToolResult {
+                call_id: Some(id),
+                output,
+                ..
+            } if id.starts_with("setup-") => outputs.push(output),
+            paddock_protocol::EventBody::Error {
+                message,
+                source: Some(source),
+                fatal: false,
+            } if source == "sandbox" => told.push(message),
+            _ => {}
+        }
+    }
+    (outputs, told, rec.status, rec.reason)
+}
+
+/// Where the job's cgroup cannot be made (here `PADDOCK_CGROUP_ROOT`
+/// names a directory that is no cgroup; for an ordinary user without a
+/// delegated cgroup, `/sys/fs/cgroup` itself), the sandbox runs the job
+/// without its default pids cap and says so once, as a `sandbox` event:
+/// not as a line in every setup command's output and in the engine's
+/// stderr, where it became the end of a failed job's reason. Before, each
+/// of the three commands' helper printed it on the command's stderr.
+#[tokio::test(flavor = "multi_thread")]
+async fn caps_a_host_cannot_apply_are_told_once_not_in_each_commands_output() {
+    if !sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let no_cgroup = home.path().join("not-a-cgroup");
+    std::fs::create_dir_all(&no_cgroup).unwrap();
+    let notice = format!(
+        "running without cgroup caps (accepted): cgroup {}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies",
+        no_cgroup.display()
+    );
+    let setup = vec!["one\n".to_string(), "two\n".to_string()];
+    assert_eq!(
+        (
+            caps_told(&home, "done", &finishing("true"), &no_cgroup).await,
+            caps_told(&home, "failed", "echo oops >&2; exit 3", &no_cgroup).await,
+        ),
+        (
+            (setup.clone(), vec![notice.clone()], JobStatus::Done, None),
+            (
+                setup,
+                vec![notice],
+                JobStatus::Failed,
+                Some("the engine exited with status 3: oops".to_string())
+            ),
+        )
+    );
+}
+
+/// `PADDOCK_CGROUP_ROOT` (a delegated cgroup, as the systemd unit sets
+/// for `paddock serve`) is where a sandboxed job's cgroup is made, with
+/// its default pids cap: seen from the host while the job runs, and gone
+/// after. Before, only `paddock sandbox` used it; a job's cgroup went to
+/// `/sys/fs/cgroup`, which a delegated service may not write, so its caps
+/// were never applied.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_jobs_cgroup_is_made_under_paddock_cgroup_root() {
+    if !sandbox_available() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI runs this as root: it makes a delegated cgroup"
+        );
+        eprintln!("skipping: making a delegated cgroup needs root");
+        return;
+    }
+    let home = Home::new();
+    let root = home.path().join("cgroot");
+    std::fs::create_dir_all(&root).unwrap();
+    let mut delegated = Vec::new();
+    for c in ["memory", "pids", "cpu"] {
+        let d = std::path::PathBuf::from(format!(
+            "/sys/fs/cgroup/{c}/paddock-delegated-{}",
+            std::process::id()
+        ));
+        if !std::path::Path::new(&format!("/sys/fs/cgroup/{c}/cgroup.procs")).exists() {
+            eprintln!("skipping: no cgroup v1 {c} hierarchy here");
+            return;
+        }
+        std::fs::create_dir_all(&d).unwrap();
+        std::os::unix::fs::symlink(&d, root.join(c)).unwrap();
+        delegated.push(d);
+    }
+    let dir = home.path().join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The engine waits (at most 30 s) until the test has looked.
+    let spec = paddock_test_support::jobs::stand_in_job(
+        &dir,
+        "sandbox",
+        &finishing(
+            "i=0; while [ ! -e \"$HOME/go\" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done",
+        ),
+        60,
+    );
+    let run = home
+        .command(&["run", "--json", spec.to_str().unwrap()])
+        .env("PADDOCK_CGROUP_ROOT", &root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pids = delegated[1].join("paddock");
+    let mut seen = None;
+    for _ in 0..600 {
+        let job = std::fs::read_dir(&pids)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("job-"))
+            });
+        if let Some(job) = job {
+            let home_dir = home.jobs().join(job.file_name().unwrap()).join("home");
+            if std::fs::read_to_string(job.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+            {
+                seen = Some((
+                    std::fs::read_to_string(job.join("pids.max")).unwrap(),
+                    delegated
+                        .iter()
+                        .all(|d| d.join("paddock").join(job.file_name().unwrap()).is_dir()),
+                ));
+                std::fs::write(home_dir.join("go"), "").unwrap();
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let out = run.wait_with_output().await.unwrap();
+    let rec = record(&out);
+    // What is left under it: the job's cgroup directories (its control
+    // files aside).
+    let left: Vec<_> = std::fs::read_dir(&pids)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .collect();
+    for d in &delegated {
+        let _ = std::fs::remove_dir(d.join("paddock"));
+        let _ = std::fs::remove_dir(d);
+    }
+    assert_eq!(
+        (seen, rec.status, left.len()),
+        (Some(("1024\n".to_string(), true)), JobStatus::Done, 0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
