@@ -120,7 +120,21 @@ async fn pip_and_npm_fetch_through_the_proxy_in_setup_and_not_in_the_agent_phase
     });
     std::fs::write(repo.join("package.json"), manifest.to_string()).unwrap();
     std::fs::write(repo.join("package-lock.json"), registry.lockfile("project")).unwrap();
-    for args in [&["add", "."][..], &["commit", "-q", "-m", "npm project"]] {
+    // Committed by an identity of its own: the user running the tests
+    // may have none.
+    for args in [
+        &["add", "."][..],
+        &[
+            "-c",
+            "user.name=Paddock Test",
+            "-c",
+            "user.email=test@paddock.invalid",
+            "commit",
+            "-q",
+            "-m",
+            "npm project",
+        ],
+    ] {
         let st = std::process::Command::new("git")
             .args(args)
             .current_dir(&repo)
