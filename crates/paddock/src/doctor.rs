@@ -7,6 +7,8 @@
 //! socket), so the answer is never a guess. Each failed check says how to
 //! fix it. The binary renders the report (`cli/doctor.rs`).
 
+use std::path::{Path, PathBuf};
+
 use crate::host_check::{self, Check};
 use crate::paths::Paths;
 use paddock_sandbox::probe::{self, HostSupport};
@@ -30,8 +32,9 @@ pub struct Report {
     pub setup: Vec<Check>,
 }
 
-/// The report for this host, under `paths`.
-pub fn report(paths: &Paths) -> Report {
+/// The report for this host, under `paths`, with jobs' cgroups made under
+/// `cgroup_root` (`PADDOCK_CGROUP_ROOT`; None: `/sys/fs/cgroup`).
+pub fn report(paths: &Paths, cgroup_root: Option<&Path>) -> Report {
     let host = probe::host();
     let uid = nix::unistd::getuid().as_raw();
     let exe = std::env::current_exe();
@@ -59,11 +62,7 @@ pub fn report(paths: &Paths) -> Report {
             )
         })
     });
-    let cgroups = match (&host.cgroup, uid) {
-        (Some(v), 0) => format!("cgroup {v} caps available"),
-        (Some(v), _) => format!("cgroup {v} present; caps need a delegated cgroup (PADDOCK_CGROUP_ROOT) or are refused unless accepted"),
-        (None, _) => "no cgroup caps: jobs asking for caps are refused unless accepted".into(),
-    };
+    let cgroups = cgroup_caps(cgroup_root);
     let rungs = vec![
         Rung {
             name: "process",
@@ -90,5 +89,24 @@ pub fn report(paths: &Paths) -> Report {
         rungs,
         checks,
         setup: crate::setup_check::run(paths, std::env::var_os("PATH").as_deref()),
+    }
+}
+
+/// Whether a job's cgroup (with the default pids cap) can be made under
+/// `root` here: one is made (`doctor-<uuid>`) and removed again.
+fn cgroup_caps(root: Option<&Path>) -> String {
+    let root = root.map_or_else(
+        || PathBuf::from(crate::leftovers::CGROUP_ROOT),
+        Path::to_path_buf,
+    );
+    let name = format!("doctor-{}", uuid::Uuid::now_v7().simple());
+    match paddock_sandbox::cgroup::Cgroup::create(&root, &name, &crate::launcher::default_limits()) {
+        Ok(cg) => {
+            cg.remove();
+            format!("jobs' cgroup caps are made under {}", root.display())
+        }
+        Err(e) => format!(
+            "no cgroup caps for jobs ({e}): a job runs without its default pids cap, and one whose host profile sets caps is refused unless its spec accepts them as degraded; PADDOCK_CGROUP_ROOT names a cgroup delegated to this user (docs/sandbox.md)"
+        ),
     }
 }

@@ -66,6 +66,19 @@ impl Cgroup {
                 .collect(),
         };
         let cg = Cgroup { version, dirs };
+        // What was made of it goes again when a later step fails.
+        match cg.make(root, limits) {
+            Ok(()) => Ok(cg),
+            Err(e) => {
+                cg.remove();
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes the directories and writes the caps.
+    fn make(&self, root: &Path, limits: &Limits) -> Result<(), SetupError> {
+        let (cg, version) = (self, self.version);
         for (_, d) in &cg.dirs {
             std::fs::create_dir_all(d).map_err(|e| SetupError::Cgroup {
                 path: d.clone(),
@@ -112,7 +125,7 @@ impl Cgroup {
                 }
             }
         }
-        Ok(cg)
+        Ok(())
     }
 
     fn dir(&self, controller: &str) -> PathBuf {
@@ -255,6 +268,28 @@ mod tests {
         )
         .unwrap();
         assert!(!cg.oom_killed());
+    }
+
+    /// A cgroup that cannot be made whole leaves nothing made of it: here
+    /// the memory directory is made, the pids one cannot be.
+    #[test]
+    fn a_cgroup_made_in_part_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        for c in ["memory", "pids", "cpu"] {
+            std::fs::create_dir_all(root.path().join(c)).unwrap();
+            std::fs::write(root.path().join(c).join("cgroup.procs"), "").unwrap();
+        }
+        std::fs::write(root.path().join("pids/paddock"), "not a directory").unwrap();
+        let err = Cgroup::create(root.path(), "run-3", &Limits::default())
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            (
+                err.is_some_and(|e| e.contains("pids/paddock/run-3")),
+                root.path().join("memory/paddock/run-3").exists(),
+            ),
+            (true, false)
+        );
     }
 
     #[test]

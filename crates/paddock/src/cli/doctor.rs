@@ -17,7 +17,7 @@ pub struct DoctorArgs {
 }
 
 pub fn exec(args: DoctorArgs, paths: &Paths) -> Result<u8, Failure> {
-    let report = doctor::report(paths);
+    let report = doctor::report(paths, super::run::cgroup_root().as_deref());
     if args.json {
         outln!(
             "{}",

@@ -701,7 +701,7 @@ async fn a_token_holds_at_most_sixteen_event_streams_api_and_dashboard_together(
     // close at the latest at the stream's next keep-alive, 15 s).
     drop(open.pop());
     let mut again = 0;
-    for _ in 0..40 {
+    for _ in 0..60 {
         again = api.get(&events).send().await.unwrap().status().as_u16();
         if again == 200 {
             break;

@@ -714,3 +714,86 @@ async fn a_jobs_cgroup_is_made_under_paddock_cgroup_root() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The sandbox rung's line of `paddock doctor --json` with
+/// `PADDOCK_CGROUP_ROOT` set to `root`.
+async fn doctor_caps(home: &Home, root: &std::path::Path) -> String {
+    let out = home
+        .paddock(
+            &["doctor", "--json"],
+            &[("PADDOCK_CGROUP_ROOT", root.to_str().unwrap())],
+        )
+        .await;
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    report["rungs"][1]["detail"]
+        .as_str()
+        .unwrap()
+        .split_once("; ")
+        .unwrap()
+        .1
+        .to_string()
+}
+
+/// `paddock doctor` says whether jobs' cgroup caps can be made here, by
+/// making one where jobs' are made (`PADDOCK_CGROUP_ROOT`) and removing
+/// it: before, it guessed from the uid (root: "available") and never
+/// looked at the root jobs use.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_makes_a_jobs_cgroup_where_jobs_make_theirs() {
+    if !sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let no_cgroup = home.path().join("not-a-cgroup");
+    std::fs::create_dir_all(&no_cgroup).unwrap();
+    assert_eq!(
+        doctor_caps(&home, &no_cgroup).await,
+        format!(
+            "no cgroup caps for jobs (cgroup {}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies): a job runs without its default pids cap, and one whose host profile sets caps is refused unless its spec accepts them as degraded; PADDOCK_CGROUP_ROOT names a cgroup delegated to this user (docs/sandbox.md)",
+            no_cgroup.display()
+        )
+    );
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping the delegated half: making a delegated cgroup needs root");
+        return;
+    }
+    let root = home.path().join("cgroot");
+    std::fs::create_dir_all(&root).unwrap();
+    let mut delegated = Vec::new();
+    for c in ["memory", "pids", "cpu"] {
+        if !std::path::Path::new(&format!("/sys/fs/cgroup/{c}/cgroup.procs")).exists() {
+            eprintln!("skipping the delegated half: no cgroup v1 {c} hierarchy here");
+            return;
+        }
+        let d = std::path::PathBuf::from(format!(
+            "/sys/fs/cgroup/{c}/paddock-doctor-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        std::os::unix::fs::symlink(&d, root.join(c)).unwrap();
+        delegated.push(d);
+    }
+    let said = doctor_caps(&home, &root).await;
+    let left: Vec<_> = delegated
+        .iter()
+        .flat_map(|d| {
+            std::fs::read_dir(d.join("paddock"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.path())
+        .collect();
+    for d in &delegated {
+        let _ = std::fs::remove_dir(d.join("paddock"));
+        let _ = std::fs::remove_dir(d);
+    }
+    assert_eq!(
+        (said, left),
+        (
+            format!("jobs' cgroup caps are made under {}", root.display()),
+            Vec::new()
+        )
+    );
+}
