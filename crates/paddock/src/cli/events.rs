@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use jiff::tz::TimeZone;
 use paddock::paths::Paths;
+use paddock::store::event_pages::Pages;
 use paddock::store::Store;
 use paddock_protocol::{AgentEvent, JobStatus};
 
@@ -15,8 +16,6 @@ use super::{exit, local_time, open_existing_store, resolve_job, Failure};
 
 /// How often `--follow` looks for new events.
 const POLL: Duration = Duration::from_millis(250);
-/// Events read from the store at once.
-const PAGE: u32 = 256;
 
 #[derive(clap::Args)]
 pub struct EventsArgs {
@@ -46,11 +45,8 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
         // are all read below, so none is missed on the last round.
         let status = job_status(&*store, &job_id).await?;
         // A page at a time: a job's events may be gigabytes in all.
-        loop {
-            let events = store
-                .events_page(&job_id, after, PAGE)
-                .await
-                .context("read events")?;
+        let mut pages = Pages::new(&*store, &job_id, after);
+        while let Some(events) = pages.next().await.context("read events")? {
             let mut out = String::new();
             for e in &events {
                 out.push_str(&render(e, args.json, &tz, &mut lines)?);
@@ -58,9 +54,6 @@ pub async fn exec(args: EventsArgs, paths: &Paths) -> Result<u8, Failure> {
                 seen = true;
             }
             out!("{out}");
-            if events.len() < PAGE as usize {
-                break;
-            }
         }
         if !args.follow || !matches!(status, JobStatus::Queued | JobStatus::Running) {
             if !seen && args.after > 0 {

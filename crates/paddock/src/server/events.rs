@@ -1,7 +1,8 @@
 //! A job's events as a stream that resumes without gaps or doubles: the
 //! stored events after the client's last seq, then the live ones from the
 //! [`Hub`](super::hub::Hub), each sent once in seq order, the stored ones
-//! read a page at a time. The follower
+//! read a page at a time (`store/event_pages.rs`: bounded in events and in
+//! bytes, so what a follower holds is a page and its client's buffer). The follower
 //! subscribes to the live events *before* it reads the store (an event is
 //! stored before it is broadcast, so nothing falls between the two), drops
 //! live events it already sent, and goes back to the store on any gap (it
@@ -22,21 +23,19 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use paddock_protocol::JobStatus;
 use serde::Deserialize;
-use tokio::sync::broadcast;
 
 use super::auth::Caller;
 use super::extract::Checked;
+use super::hub::Missed;
 use super::job_id::JobId;
 use super::outbox::{outbox, Inbox, Outbox, STALL};
 use super::problem::Problem;
 use super::state::AppState;
+use crate::store::event_pages::Pages;
 use crate::store::StoreError;
 
 /// How often a follower of a job not running here looks again.
 const POLL: Duration = Duration::from_millis(250);
-/// Stored events a follower reads at once: what it holds is this page and
-/// the client's buffer, however many events the job stored.
-pub(crate) const PAGE: u32 = 256;
 /// The JSONL media type.
 pub const NDJSON: &str = "application/x-ndjson";
 
@@ -176,7 +175,6 @@ pub async fn follow(
     mut after: u64,
     out: Outbox,
 ) -> Result<(), StoreError> {
-    use broadcast::error::RecvError;
     loop {
         let live = state.hub.subscribe(id);
         // Read before the events: a final record means they are all stored.
@@ -185,17 +183,13 @@ pub async fn follow(
             .job(id)
             .await?
             .is_none_or(|j| !matches!(j.status, JobStatus::Queued | JobStatus::Running));
-        loop {
-            let page = state.store.events_page(id, after, PAGE).await?;
-            let last = page.len() < PAGE as usize;
+        let mut pages = Pages::new(&*state.store, id, after);
+        while let Some(page) = pages.next().await? {
             for event in page {
                 after = event.seq;
                 if out.send(event).await.is_err() {
                     return Ok(());
                 }
-            }
-            if last {
-                break;
             }
         }
         if ended {
@@ -212,9 +206,9 @@ pub async fn follow(
                                 return Ok(());
                             }
                         }
-                        // A gap (this follower fell behind) or the end:
-                        // the store has the rest.
-                        Ok(_) | Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => break,
+                        // A gap (this follower fell behind the hub's
+                        // backlog) or the end: the store has the rest.
+                        Ok(_) | Err(Missed::Lagged(_)) | Err(Missed::Ended) => break,
                     },
                     _ = out.closed() => return Ok(()),
                     _ = state.closing.cancelled() => return Ok(()),
@@ -235,6 +229,57 @@ mod tests {
     use super::*;
     use crate::store::fixtures::event;
     use paddock_protocol::EventBody;
+
+    /// A follower of a job whose history is large events: it sends every
+    /// one once, whole, in order, and never reads more than a page of
+    /// `PAGE_BYTES` from the store at once (before, a page was 256 events
+    /// whatever their size: up to 4 GiB of 16 MiB events); a page cut
+    /// short by its bytes is not taken for the end.
+    #[tokio::test]
+    async fn a_follower_reads_large_events_a_bounded_page_at_a_time() {
+        use crate::rung::fake::{FakeEngine, FakeRung};
+        use crate::runner::tests::Host;
+        use crate::store::event_pages::{most_read, PAGE_BYTES};
+        let host = Host::new().await;
+        let runner = host.runner(std::sync::Arc::new(FakeRung::new(FakeEngine::default())));
+        let state = AppState::new(
+            host.store.clone(),
+            runner,
+            crate::server::config::ServeConfig::default(),
+            crate::config::Config::default(),
+            None,
+        );
+        let mut record = crate::store::fixtures::job("job-1", 0);
+        record.status = JobStatus::Done;
+        state.store.insert_job(&record, "{}").await.unwrap();
+        // Twenty events of 1 MiB: three pages' worth.
+        let text = "x".repeat(1 << 20);
+        let written: Vec<_> = (1..=20)
+            .map(|seq| event("job-1", seq, EventBody::Text { text: text.clone() }))
+            .collect();
+        for e in &written {
+            state.store.append_event(e).await.unwrap();
+        }
+        most_read::take();
+        most_read::take_bytes();
+        let (tx, mut rx) = outbox(None);
+        let read = async move {
+            let mut read = Vec::new();
+            while let Some(e) = rx.recv().await {
+                read.push(e);
+            }
+            read
+        };
+        let (followed, read) = tokio::join!(follow(&state, "job-1", 0, tx), read);
+        followed.unwrap();
+        let (rows, bytes) = (most_read::take(), most_read::take_bytes());
+        let size = serde_json::to_string(&written[0].body).unwrap().len();
+        assert_eq!(
+            (read.len(), read == written, rows, bytes),
+            (20, true, 7, 7 * size)
+        );
+        assert!(bytes <= usize::try_from(PAGE_BYTES).unwrap());
+    }
 
     /// The body of `respond` over an inbox that got `text` and then ended
     /// as `end` says: each frame's bytes, and whether the body broke off.

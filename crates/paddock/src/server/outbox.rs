@@ -91,8 +91,27 @@ pub fn outbox(stall: Option<Duration>) -> (Outbox, Inbox) {
 
 /// The bytes `event` counts for: its JSON's length, at most the budget.
 fn weight(event: &AgentEvent) -> u32 {
-    let len = serde_json::to_vec(event).map_or(BUFFERED_BYTES, |v| v.len());
-    u32::try_from(len.clamp(1, BUFFERED_BYTES)).unwrap_or(u32::MAX)
+    u32::try_from(json_len(event).clamp(1, BUFFERED_BYTES)).unwrap_or(u32::MAX)
+}
+
+/// The length of `event`'s JSON, counted as it is written (not held).
+pub fn json_len(event: &AgentEvent) -> usize {
+    /// Counts the bytes written to it.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, event) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 impl Outbox {

@@ -33,6 +33,7 @@ macro_rules! conformance_suite {
     ($make:expr) => {
         $crate::store::conformance::conformance_suite!(@tests $make;
             events_after_seq,
+            a_page_of_events_stops_at_its_byte_budget,
             non_dense_seq_is_rejected,
             events_of_an_unknown_job_are_refused,
             missing_jobs,
@@ -183,6 +184,64 @@ pub(crate) async fn events_after_seq(store: &dyn Store) {
         store.last_event_seq("unknown").await.unwrap(),
     ];
     assert_eq!(lasts, [5, 1, 0, 0]);
+}
+
+/// A page of events holds no more than `PAGE_BYTES` of their bodies past
+/// its first (a larger one comes alone), whatever its row limit: a job's
+/// events may be up to 16 MiB each, and 256 of them were read at once.
+/// Read to the end with `Pages`, every event comes once, whole, in order.
+pub(crate) async fn a_page_of_events_stops_at_its_byte_budget(store: &dyn Store) {
+    use crate::store::event_pages::{Pages, PAGE, PAGE_BYTES};
+    store.insert_job(&job("j1", 0), "{}").await.unwrap();
+    let text = |seq: u64, len: u64| {
+        event(
+            "j1",
+            seq,
+            EventBody::Text {
+                text: "x".repeat(usize::try_from(len).unwrap()),
+            },
+        )
+    };
+    // Five of 3/8 of the budget (two fit in a page, not three), one past
+    // the budget alone, two small ones.
+    let mut written: Vec<AgentEvent> = (1..=5).map(|seq| text(seq, PAGE_BYTES * 3 / 8)).collect();
+    written.push(text(6, PAGE_BYTES + (1 << 20)));
+    written.extend((7..=8).map(|seq| text(seq, 10)));
+    for ev in &written {
+        store.append_event(ev).await.unwrap();
+    }
+    let mut pages = Pages::new(store, "j1", 0);
+    let mut read = Vec::new();
+    while let Some(page) = pages.next().await.unwrap() {
+        read.push(page);
+    }
+    let seqs: Vec<Vec<u64>> = read
+        .iter()
+        .map(|page| page.iter().map(|e| e.seq).collect())
+        .collect();
+    assert_eq!(
+        (seqs, read.concat() == written),
+        (
+            vec![vec![1, 2], vec![3, 4], vec![5], vec![6], vec![7, 8]],
+            true
+        )
+    );
+    // The row limit still binds, and a page after the big one starts
+    // right after it.
+    let firsts = [
+        store.events_page("j1", 0, 1).await.unwrap(),
+        store.events_page("j1", 5, PAGE).await.unwrap(),
+        store.events_page("j1", 6, PAGE).await.unwrap(),
+    ];
+    assert_eq!(
+        firsts,
+        [
+            written[..1].to_vec(),
+            written[5..6].to_vec(),
+            written[6..].to_vec()
+        ]
+    );
+    assert_eq!(store.events("j1", 0).await.unwrap(), written);
 }
 
 pub(crate) async fn non_dense_seq_is_rejected(store: &dyn Store) {

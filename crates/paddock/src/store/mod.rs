@@ -287,15 +287,26 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// be gigabytes): they read [`Store::events_page`] a page at a time
     /// ([`event_pages`]), or [`Store::last_event_seq`].
     async fn events(&self, job_id: &str, after_seq: u64) -> Result<Vec<AgentEvent>, StoreError> {
-        self.events_page(job_id, after_seq, u32::MAX).await
+        let mut all: Vec<AgentEvent> = Vec::new();
+        loop {
+            let after = all.last().map_or(after_seq, |e| e.seq);
+            let page = self.events_page(job_id, after, u32::MAX).await?;
+            if page.is_empty() {
+                return Ok(all);
+            }
+            all.extend(page);
+        }
     }
 
     /// The events of job `job_id` with `seq > after_seq`, in ascending seq
-    /// order, at most `limit` of them; empty for an unknown job. There is
-    /// no read of a job's whole history: a job may have stored
-    /// `limits.max_records` events of up to `limits.max_event_bytes` each,
-    /// gigabytes, so whoever reads them (a stream, `paddock show`, the
-    /// reaper, a closeout) reads a page at a time ([`event_pages`]).
+    /// order, at most `limit` of them and, past the first, no more than
+    /// [`event_pages::PAGE_BYTES`] of their stored bodies (so a page may
+    /// come back short before the end: the end is an empty page); empty
+    /// for an unknown job. There is no read of a job's whole history: a
+    /// job may have stored `limits.max_records` events of up to
+    /// `limits.max_event_bytes` each, gigabytes, so whoever reads them (a
+    /// stream, `paddock show`, the reaper, a closeout) reads a page at a
+    /// time ([`event_pages`]).
     async fn events_page(
         &self,
         job_id: &str,

@@ -122,7 +122,12 @@ macro_rules! events_queries {
                 }
 
                 /// Job `job_id`'s events with `seq > after_seq`, in ascending seq
-                /// order, at most `limit` of them. Empty for an unknown job.
+                /// order, at most `limit` of them and, past the first, no more
+                /// than `event_pages::PAGE_BYTES` of their bodies. Empty for an
+                /// unknown job. Their sizes are read first (not their
+                /// bodies), then the bodies of those that fit: stored events
+                /// never change, so the second read holds what the first
+                /// measured.
                 pub(super) async fn events_page(
                     &self,
                     job_id: &str,
@@ -132,8 +137,12 @@ macro_rules! events_queries {
                     let Ok(after_seq) = i64::try_from(after_seq) else {
                         return Ok(Vec::new());
                     };
-                    sqlx::query_as::<_, EventRow>(
-                        "SELECT job_id, seq, at, body FROM events \
+                    let read_error = |source| StoreError::ReadEvents {
+                        job_id: job_id.to_owned(),
+                        source,
+                    };
+                    let sizes: Vec<(i64, i64)> = sqlx::query_as(
+                        "SELECT seq, CAST(octet_length(body) AS BIGINT) FROM events \
                          WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
                     )
                     .bind(job_id)
@@ -141,10 +150,20 @@ macro_rules! events_queries {
                     .bind(i64::from(limit))
                     .fetch_all(&self.pool)
                     .await
-                    .map_err(|source| StoreError::ReadEvents {
-                        job_id: job_id.to_owned(),
-                        source,
-                    })?
+                    .map_err(read_error)?;
+                    let Some(last) = $crate::store::event_pages::fitting(&sizes) else {
+                        return Ok(Vec::new());
+                    };
+                    sqlx::query_as::<_, EventRow>(
+                        "SELECT job_id, seq, at, body FROM events \
+                         WHERE job_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq",
+                    )
+                    .bind(job_id)
+                    .bind(after_seq)
+                    .bind(last)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(read_error)?
                     .into_iter()
                     .map(EventRow::into_event)
                     .collect()

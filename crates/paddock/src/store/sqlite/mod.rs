@@ -476,7 +476,7 @@ impl Store for SqliteStore {
         })
         .await?;
         #[cfg(test)]
-        crate::store::event_pages::most_read::note(page.len());
+        crate::store::event_pages::most_read::note(&page);
         Ok(page)
     }
 
