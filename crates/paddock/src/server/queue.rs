@@ -103,6 +103,17 @@ pub enum Turn {
     Held(String),
 }
 
+/// Why a claimed job could not be put back in the queue
+/// (`Queue::pass_over`).
+#[derive(Debug)]
+enum Unclaimed {
+    /// It runs here and a cancel was asked of it: it ends `cancelled`.
+    CancelAsked,
+    /// Anything else (it is no longer this server's: reclaimed, ended):
+    /// left as it is, why for the log.
+    Leave(String),
+}
+
 /// Why a job this process did not admit cannot start here.
 #[derive(Debug)]
 enum Readmit {
@@ -641,7 +652,10 @@ impl Queue {
     /// queue, passed over by this server's claims from now on, the reason
     /// on its record for `paddock show` and the API until a server that
     /// may run it claims it. One a cancel was asked of meanwhile ends
-    /// `cancelled`, as a queued job's cancel does.
+    /// `cancelled`, as a queued job's cancel does. One that is no longer
+    /// this server's (a reaper found its claim dead and reclaimed it, or
+    /// it ended) is left as it is: before, any refused unclaim was taken
+    /// for a cancel and the job's record overwritten `cancelled`.
     async fn pass_over(&self, mut record: JobRecord, refused: &SubmissionError) {
         let me = &self.runner.config().liveness.owner;
         let id = record.id.clone();
@@ -649,30 +663,81 @@ impl Queue {
         locked(&self.refused).insert(id.clone());
         match self.store.unclaim_job(&id, &me.host, &reason).await {
             Ok(true) => tracing::warn!("serve: {reason}"),
-            Ok(false) => {
-                record.status = JobStatus::Cancelled;
-                record.reason = Some(CANCELLED_QUEUED.into());
-                record.finished_at = Some(OffsetDateTime::now_utc());
-                record.duration_ms = Some(0);
-                match self.store.finish_job(&record, JobStatus::Running).await {
-                    Ok(()) => {
-                        let status = EventBody::Status {
-                            phase: Phase::Cancelled,
-                            detail: Some(CANCELLED_QUEUED.into()),
-                        };
-                        if let Err(e) = self.append(&id, [status]).await {
-                            tracing::warn!("serve: job {id}: {e}");
-                        }
-                        self.completed(&id).await;
-                    }
-                    Err(e) => tracing::warn!("serve: job {id}: cannot mark it cancelled: {e}"),
+            Ok(false) => match self.unclaim_refused(&id, me).await {
+                Ok(Unclaimed::CancelAsked) => {}
+                Ok(Unclaimed::Leave(why)) => {
+                    tracing::warn!(
+                        "serve: job {id}: not put back in the queue, and left as it is: {why}"
+                    );
+                    return;
                 }
-            }
+                Err(e) => {
+                    tracing::warn!(
+                        "serve: job {id}: not put back in the queue, and it cannot be read \
+                         back: {e}"
+                    );
+                    return;
+                }
+            },
             // Left `running` on this host, never renewed: another
             // server's reclaim (after the TTL) or this server's next
             // start ends it, queued again.
-            Err(e) => tracing::warn!("serve: job {id}: cannot put it back in the queue: {e}"),
+            Err(e) => {
+                tracing::warn!("serve: job {id}: cannot put it back in the queue: {e}");
+                return;
+            }
         }
+        // Ours, `running`, a cancel asked of it: it ends `cancelled`. The
+        // finish is a compare-and-set on `running`: a job leaves it for
+        // good once it is no longer this server's (a reclaim finishes it),
+        // so one reclaimed since it was read back stays as the reclaim
+        // left it.
+        record.status = JobStatus::Cancelled;
+        record.reason = Some(CANCELLED_QUEUED.into());
+        record.finished_at = Some(OffsetDateTime::now_utc());
+        record.duration_ms = Some(0);
+        match self.store.finish_job(&record, JobStatus::Running).await {
+            Ok(()) => {
+                let status = EventBody::Status {
+                    phase: Phase::Cancelled,
+                    detail: Some(CANCELLED_QUEUED.into()),
+                };
+                if let Err(e) = self.append(&id, [status]).await {
+                    tracing::warn!("serve: job {id}: {e}");
+                }
+                self.completed(&id).await;
+            }
+            Err(e) => tracing::warn!("serve: job {id}: cannot mark it cancelled: {e}"),
+        }
+    }
+
+    /// Why claimed job `id` could not be put back in the queue: a cancel
+    /// was asked of it while it is still `running` on `me`, or it is no
+    /// longer `me`'s (what it is now, for the log).
+    async fn unclaim_refused(&self, id: &str, me: &Owner) -> Result<Unclaimed, StoreError> {
+        let Some(now) = self.store.job(id).await? else {
+            return Ok(Unclaimed::Leave("it is gone from the store".into()));
+        };
+        if now.status != JobStatus::Running {
+            return Ok(Unclaimed::Leave(format!(
+                "it is no longer this server's: it is {}",
+                now.status.as_str()
+            )));
+        }
+        match self.store.job_owner(id).await? {
+            Some(owner) if owner.host == me.host => {}
+            Some(owner) => {
+                return Ok(Unclaimed::Leave(format!(
+                    "it is no longer this server's: it runs on host {} (jobs directory {})",
+                    owner.name, owner.host
+                )))
+            }
+            None => return Ok(Unclaimed::Leave("it runs without an owner".into())),
+        }
+        Ok(match self.store.cancel_requested(id).await? {
+            Some(_) => Unclaimed::CancelAsked,
+            None => Unclaimed::Leave("it runs here and no cancel was asked of it".into()),
+        })
     }
 
     /// Forgets the refused jobs that have left the queue (run by another

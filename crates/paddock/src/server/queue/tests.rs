@@ -214,3 +214,82 @@ async fn a_claim_waits_for_a_lease_a_reaper_holds_for_a_moment() {
     );
     assert_eq!(host.left(), Vec::<String>::new());
 }
+
+/// A claimed job this server may not run whose unclaim does not hold
+/// (`pass_over`): one still `running` here with a cancel asked of it
+/// ends `cancelled`, as before; one no longer this server's (running on
+/// another host after a reclaim's next claim, or ended) is left as it
+/// is, no event appended. Before, every unclaim that did not hold was
+/// taken for a cancel: the other host's running job was overwritten
+/// `cancelled` (`finish_job`'s compare-and-set is on `running` only).
+#[tokio::test]
+async fn a_passed_over_job_that_is_no_longer_ours_is_left_as_it_is() {
+    let host = Host::new().await;
+    let (queue, _) = queue_with(
+        &host,
+        ReapStep::InsertOwned,
+        host.liveness().ttl,
+        false,
+        Duration::ZERO,
+    );
+    let refused = queue.submissions.check(&host.spec(), None).unwrap_err();
+    let me = host.liveness().owner;
+    let other = Owner {
+        host: "another-jobs-directory".into(),
+        name: "other".into(),
+    };
+    let now = OffsetDateTime::now_utc();
+    let store = &host.store;
+    for (id, owner) in [("job-a", &other), ("job-b", &me), ("job-c", &me)] {
+        let record = crate::store::fixtures::job(id, 0);
+        store
+            .insert_owned_job(&record, "{}", owner, now)
+            .await
+            .unwrap();
+    }
+    let mut done = store.job("job-b").await.unwrap().unwrap();
+    done.status = JobStatus::Done;
+    done.finished_at = Some(now);
+    store.finish_job(&done, JobStatus::Running).await.unwrap();
+    store.request_cancel("job-c", "asker", now).await.unwrap();
+    for id in ["job-a", "job-b", "job-c"] {
+        // The record as the claim returned it: `running`, here.
+        let mut claimed = crate::store::fixtures::job(id, 0);
+        claimed.status = JobStatus::Running;
+        queue.pass_over(claimed, &refused).await;
+    }
+    let mut after = Vec::new();
+    for id in ["job-a", "job-b", "job-c"] {
+        let record = store.job(id).await.unwrap().unwrap();
+        let events: Vec<_> = store
+            .events(id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.body)
+            .collect();
+        let owner = store.job_owner(id).await.unwrap().map(|o| o.host);
+        after.push((record.status, record.reason, owner, events));
+    }
+    assert_eq!(
+        after,
+        vec![
+            (
+                JobStatus::Running,
+                None,
+                Some(other.host.clone()),
+                Vec::new()
+            ),
+            (JobStatus::Done, None, Some(me.host.clone()), Vec::new()),
+            (
+                JobStatus::Cancelled,
+                Some(CANCELLED_QUEUED.to_owned()),
+                Some(me.host.clone()),
+                vec![EventBody::Status {
+                    phase: Phase::Cancelled,
+                    detail: Some(CANCELLED_QUEUED.into()),
+                }]
+            ),
+        ]
+    );
+}
