@@ -22,6 +22,7 @@ mod junk;
 pub mod keep;
 pub mod lease;
 pub(crate) mod mirror;
+mod mirror_names;
 mod mirror_state;
 mod new_objects;
 pub mod overlay;
@@ -585,9 +586,16 @@ impl Workspace {
             (None, Some(url)) => {
                 // The URL's mirror, fetched (and held: no other job
                 // fetches it) until the snapshot is made or found.
-                // The base's name is read beside the mirror's check.
-                let resolve = |dir: PathBuf| async move {
-                    resolve_in_source(&dir, url, &repo.base_ref, false).await
+                // The base's name is read beside the mirror's check; on
+                // an unchanged mirror, taken as read before under its
+                // state when it was (no git: `mirror_names.rs`).
+                let resolve = |dir: PathBuf, names: mirror::Names| async move {
+                    if let Some(commit) = names.resolved(&repo.base_ref) {
+                        return Ok(commit);
+                    }
+                    let commit = resolve_in_source(&dir, url, &repo.base_ref, false).await?;
+                    names.remember(&repo.base_ref, &commit);
+                    Ok(commit)
                 };
                 let (mirror, base_commit) =
                     fetched_mirror_then(jobs_root, repo, url, resolve).await?;
@@ -740,7 +748,8 @@ impl Workspace {
         // A URL is cloned from its mirror, fetched for this job.
         let mirror = match (&repo.path, &repo.url, ws.root.parent()) {
             (None, Some(url), Some(jobs_root)) => {
-                let (mirror, ()) = fetched_mirror_then(jobs_root, repo, url, |_| async {}).await?;
+                let (mirror, ()) =
+                    fetched_mirror_then(jobs_root, repo, url, |_, _| async {}).await?;
                 // A commit no advertised ref reaches: asked for by name.
                 if is_object_name(&repo.base_ref)
                     && !mirror::has_commit(&mirror.dir, url, &repo.base_ref).await
@@ -1708,7 +1717,7 @@ async fn fetched_mirror_then<T, F, Fut>(
 ) -> Result<(mirror::Mirror, T), WorkspaceError>
 where
     T: mirror::MirrorRead,
-    F: Fn(PathBuf) -> Fut,
+    F: Fn(PathBuf, mirror::Names) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
     let token = repository_token(repo, url)?;
@@ -1781,7 +1790,7 @@ pub async fn mirror_again_if_gone(
         return Ok(None);
     }
     let token = repository_token(repo, url)?;
-    let (held, ()) = mirror::fetched_then(jobs_root, url, token.as_ref(), |_| async {}).await?;
+    let (held, ()) = mirror::fetched_then(jobs_root, url, token.as_ref(), |_, _| async {}).await?;
     Ok(Some(RefetchedMirror(held)))
 }
 
@@ -1809,7 +1818,7 @@ pub async fn refetch_mirror_for(
         return Err(lacks());
     }
     let token = repository_token(repo, url)?;
-    let (held, ()) = mirror::fetched_then(jobs_root, url, token.as_ref(), |_| async {}).await?;
+    let (held, ()) = mirror::fetched_then(jobs_root, url, token.as_ref(), |_, _| async {}).await?;
     if !mirror::has_commit(&held.dir, url, base).await {
         // Refused by a server that gives only what its refs reach.
         let _ = mirror::fetch_commit(&held.dir, url, token.as_ref(), base).await;

@@ -14,7 +14,9 @@
 //! only if it passes. The check is left out when the fetch left the
 //! mirror as the last passing check saw it (nothing written since:
 //! `mirror_state.rs`), as it is on most jobs, unless what the job reads
-//! from it then fails (checked after all, made again if broken); the
+//! from it then fails (checked after all, made again if broken); there
+//! the base's name read by an earlier job under the same state is taken
+//! as it was (no `git rev-parse`: `mirror_names.rs`); the
 //! fetch writes no `FETCH_HEAD`, which nothing reads. No git process is started that the job does not
 //! need: no automatic maintenance after a fetch, no commit-graph or
 //! multi-pack-index verification in a mirror that has neither. Made with the user's git
@@ -39,6 +41,7 @@ use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest as _, Sha256};
 use tokio::process::Command;
 
+pub(crate) use super::mirror_names::Names;
 use super::remote_config::RemoteConfig;
 use super::{host_git, mirror_state, WorkspaceError};
 use crate::secret::Secret;
@@ -63,7 +66,7 @@ pub(super) async fn fetched(
     url: &str,
     token: Option<&Secret>,
 ) -> Result<Mirror, WorkspaceError> {
-    fetched_then(jobs_root, url, token, |_| async {})
+    fetched_then(jobs_root, url, token, |_, _| async {})
         .await
         .map(|(mirror, ())| mirror)
 }
@@ -90,8 +93,10 @@ impl<A, E> MirrorRead for Result<A, E> {
 /// reads from it (the base commit's name): on a mirror that was there, run
 /// beside its check (`git fsck`, a process of its own) once the fetch has
 /// succeeded and kept only if the check passes (the check left out for a
-/// mirror as its last passing check saw it, unless the read fails); on a
-/// mirror made (again), run after it is made.
+/// mirror as its last passing check saw it, unless the read fails: then
+/// `then` is given the names read under that state, `mirror_names.rs`,
+/// else names that answer nothing); on a mirror made (again), run after
+/// it is made.
 pub(super) async fn fetched_then<T, F, Fut>(
     jobs_root: &Path,
     url: &str,
@@ -100,7 +105,7 @@ pub(super) async fn fetched_then<T, F, Fut>(
 ) -> Result<(Mirror, T), WorkspaceError>
 where
     T: MirrorRead,
-    F: Fn(PathBuf) -> Fut,
+    F: Fn(PathBuf, Names) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
     let root = jobs_root.join(MIRRORS);
@@ -132,11 +137,16 @@ where
             "origin",
         ];
         let fetched = git(&dir, url, true, token, &fetch).await;
-        let check = match fetched {
+        let unchanged = match fetched {
+            Ok(()) => mirror_state::unchanged_names(&dir),
+            Err(_) => None,
+        };
+        let check = match (fetched.as_ref(), unchanged) {
             // As the last passing check saw it (`mirror_state.rs`): not
-            // checked, unless what the job reads from it fails.
-            Ok(()) if mirror_state::unchanged_since_check(&dir) => {
-                let read = then(dir.clone()).await;
+            // checked, unless what the job reads from it fails; the
+            // names read under that state answer (`mirror_names.rs`).
+            (Ok(()), Some(names)) => {
+                let read = then(dir.clone(), names).await;
                 let check = match read.failed() {
                     true => broken(&dir, url).await,
                     false => None,
@@ -149,15 +159,16 @@ where
                 }
                 check
             }
-            Ok(()) => {
-                let (check, read) = tokio::join!(broken(&dir, url), then(dir.clone()));
+            (Ok(()), None) => {
+                let (check, read) =
+                    tokio::join!(broken(&dir, url), then(dir.clone(), Names::none(&dir)));
                 read_early = Some(read);
                 if check.is_none() {
                     mirror_state::checked(&dir);
                 }
                 check
             }
-            Err(_) => broken(&dir, url).await,
+            (Err(_), _) => broken(&dir, url).await,
         };
         match (fetched, check) {
             (_, Some(why)) => {
@@ -208,7 +219,7 @@ where
     }
     let read = match read_early {
         Some(read) => read,
-        None => then(dir.clone()).await,
+        None => then(dir.clone(), Names::none(&dir)).await,
     };
     Ok((
         Mirror {
@@ -564,7 +575,7 @@ mod tests {
         std::fs::remove_file(dir.join("objects").join(&blob[..2]).join(&blob[2..])).unwrap();
         mirror_state::checked(&dir);
         let checks = checks::of(&dir);
-        let read = |d: PathBuf| {
+        let read = |d: PathBuf, _: Names| {
             let blob = blob.clone();
             async move {
                 let ok = std::process::Command::new("git")

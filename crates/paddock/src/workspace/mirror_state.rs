@@ -24,20 +24,26 @@ use std::path::Path;
 const CHECKED: &str = "paddock-checked";
 
 /// Files that are no part of the state: the last fetch's heads (a fetch
-/// that changed nothing still writes it unless told not to) and the
-/// state file.
-const LEFT_OUT: &[&str] = &["FETCH_HEAD", CHECKED];
+/// that changed nothing still writes it unless told not to), the state
+/// file and the names resolved under it (`mirror_names.rs`).
+const LEFT_OUT: &[&str] = &["FETCH_HEAD", CHECKED, super::mirror_names::NAMES];
 
 /// The most of a kept state read back: a longer one is not taken (the
 /// check runs).
 const MAX_STATE: u64 = 64 << 20;
 
 /// Whether the mirror `dir` is as its last passing check saw it.
+#[cfg(test)]
 pub(super) fn unchanged_since_check(dir: &Path) -> bool {
-    let Ok(kept) = crate::own_file::read(&dir.join(CHECKED), MAX_STATE) else {
-        return false;
-    };
-    state(dir).is_some_and(|now| now == kept)
+    unchanged_names(dir).is_some()
+}
+
+/// The names kept for the mirror `dir` (`mirror_names.rs`) when it is as
+/// its last passing check saw it; `None` when it is not.
+pub(super) fn unchanged_names(dir: &Path) -> Option<super::mirror_names::Names> {
+    let kept = crate::own_file::read(&dir.join(CHECKED), MAX_STATE).ok()?;
+    let now = state(dir)?;
+    (now == kept).then(|| super::mirror_names::Names::unchanged(dir, &kept))
 }
 
 /// Keeps the state of the mirror `dir`, whose check passed; a failure to

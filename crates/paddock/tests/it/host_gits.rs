@@ -17,13 +17,14 @@ fn real_git() -> PathBuf {
 }
 
 /// A directory with a `git` that appends its subcommand (its first
-/// argument that is no option, skipping `-C DIR` and `-c SETTING`) to
+/// argument that is no option, skipping `-C DIR`, `-c SETTING` and
+/// `--git-dir DIR`) to
 /// `log`, then runs the real git.
 fn logging_git(dir: &Path, log: &Path) -> PathBuf {
     let bin = dir.join("logging-bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
-        "#!/bin/sh\nskip=0\nsub=\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  case \"$a\" in\n    -C|-c) skip=1 ;;\n    -*) ;;\n    *) [ -z \"$sub\" ] && sub=\"$a\" ;;\n  esac\ndone\necho \"$sub\" >> '{}'\nexec '{}' \"$@\"\n",
+        "#!/bin/sh\nskip=0\nsub=\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  case \"$a\" in\n    -C|-c|--git-dir) skip=1 ;;\n    -*) ;;\n    *) [ -z \"$sub\" ] && sub=\"$a\" ;;\n  esac\ndone\necho \"$sub\" >> '{}'\nexec '{}' \"$@\"\n",
         log.display(),
         real_git().display()
     );
@@ -179,5 +180,122 @@ async fn the_result_branch_is_committed_and_bundled_while_the_diff_runs() {
         ),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The subcommands the logging git wrote to `log` (sorted, `diff` and
+/// `diff-tree` as one: see above), the log then removed.
+fn logged(log: &Path) -> Vec<String> {
+    let mut gits: Vec<String> = std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|g| match g {
+            "diff" | "diff-tree" => "diff or diff-tree",
+            g => g,
+        })
+        .map(str::to_string)
+        .collect();
+    std::fs::remove_file(log).unwrap();
+    gits.sort();
+    gits
+}
+
+/// On an overlay (as root), a job on a URL source whose mirror is as its
+/// last passing check saw it takes its base's commit as an earlier job
+/// read it there (`mirror_names.rs`): its provisioning starts only the
+/// mirror's fetch (after the user's configuration, `config`), not the
+/// `rev-parse` of the base the job before it (the first on the unchanged
+/// mirror) still ran; the rest is the local job's list above, less what
+/// only a local source has (its `status`, its filter drivers' `config`,
+/// the branch fetched into it). A commit added to the URL's repository
+/// moves the mirror's ref: the next job reads the base with git again
+/// (beside the mirror's check) and starts from the new commit.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping: the overlay workspace needs root");
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let log = home.path().join("gits.log");
+    let bin = logging_git(home.path(), &log);
+    let mut path = std::ffi::OsString::from(&bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap());
+    let path = path.to_str().unwrap().to_string();
+    // Each job's engine says whether its checkout has the added commit.
+    let seen = home.path().join("seen.log");
+    let work = format!(
+        "printf 'fixed\\n' > fix.txt; if [ -f more.txt ]; then echo moved; else echo base; fi >> '{}'",
+        seen.display()
+    );
+    let spec = stand_in_spec(home.path(), &repo, "process", &finishing(&work));
+    super::results::use_url_source(&spec, &repo, &format!("file://{}", repo.display()), None);
+    let env = [
+        ("PATH", path.as_str()),
+        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
+    ];
+    let args = ["run", "--json", spec.to_str().unwrap()];
+    let run = || home.paddock(&args, &env);
+    // Made (cloned), then fetched and checked: the base read by git.
+    for _ in 0..2 {
+        let out = run().await;
+        assert_eq!(record(&out).status, paddock_protocol::JobStatus::Done);
+    }
+    std::fs::remove_file(&log).unwrap();
+    let first_unchanged = run().await;
+    let first_gits = logged(&log);
+    let second_unchanged = run().await;
+    let second_gits = logged(&log);
+    std::fs::write(repo.join("more.txt"), "more\n").unwrap();
+    git(&repo, &["add", "more.txt"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@u",
+            "commit",
+            "-qm",
+            "more",
+        ],
+    );
+    let after_commit = run().await;
+    let after_gits = logged(&log);
+    let mirror_rev_parse = |gits: &[String]| gits.iter().filter(|g| *g == "rev-parse").count();
+    let expected: Vec<String> = [
+        "cat-file",
+        "check-ignore",
+        "config",
+        "config",
+        "diff or diff-tree",
+        "fetch",
+        "ls-files",
+        "pack-objects",
+        "rev-parse",
+        "update-index",
+        "write-tree",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    assert_eq!(
+        (
+            second_gits,
+            mirror_rev_parse(&first_gits),
+            mirror_rev_parse(&after_gits),
+            [&first_unchanged, &second_unchanged, &after_commit].map(|out| record(out).status),
+            std::fs::read_to_string(&seen).unwrap(),
+        ),
+        (
+            expected,
+            2,
+            2,
+            [paddock_protocol::JobStatus::Done; 3],
+            "base\nbase\nbase\nbase\nmoved\n".to_string()
+        ),
+        "{}",
+        String::from_utf8_lossy(&second_unchanged.stderr)
     );
 }
