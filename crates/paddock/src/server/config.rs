@@ -147,6 +147,7 @@ mod tests {
                     connections: super::super::connections::ConnectionLimits {
                         max: 1024,
                         header_read_timeout: Duration::from_secs(30),
+                        body_read_timeout: Duration::from_secs(30),
                     },
                 },
                 ServeConfig {

@@ -33,6 +33,9 @@ pub struct ConnectionLimits {
     /// How long a request's head may take to arrive (and an idle
     /// keep-alive connection may wait for its next request).
     pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive once its head has
+    /// (`body_deadline.rs`).
+    pub body_read_timeout: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -40,6 +43,7 @@ impl Default for ConnectionLimits {
         ConnectionLimits {
             max: 1024,
             header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -149,6 +153,7 @@ mod tests {
         let limits = ConnectionLimits {
             max: 8,
             header_read_timeout: Duration::from_secs(1),
+            ..ConnectionLimits::default()
         };
         let (addr, _stop) = started(limits).await;
         let mut whole = TcpStream::connect(addr).await.unwrap();
@@ -192,6 +197,7 @@ mod tests {
         let limits = ConnectionLimits {
             max: 2,
             header_read_timeout: Duration::from_secs(60),
+            ..ConnectionLimits::default()
         };
         let (addr, _stop) = started(limits).await;
         let first = TcpStream::connect(addr).await.unwrap();

@@ -7,7 +7,7 @@
 //! profiles, prices, capacity), `health.rs` liveness and readiness, `openapi.rs` the OpenAPI 3.1
 //! document (utoipa) served at `/openapi.json`, `queue.rs` the scheduler over the store's persistent queue,
 //! `turns.rs` one assistant turn streamed back on its response,
-//! `usage.rs` spend rollups and the ledger, `json.rs` every JSON answer's writer (terminal controls escaped), `hub.rs` the live events of running jobs, `outbox.rs` what an event stream buffers and how many a token holds, `headers.rs` the security headers of every answer, `problem.rs` errors as
+//! `usage.rs` spend rollups and the ledger, `json.rs` every JSON answer's writer (terminal controls escaped), `hub.rs` the live events of running jobs, `outbox.rs` what an event stream buffers and how many a token holds, `headers.rs` the security headers of every answer, `body_deadline.rs` how long a request body may take, `problem.rs` errors as
 //! problem+json (`extract.rs` makes malformed requests problems too, `job_id.rs` the job ids they name), `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
 //!
@@ -17,6 +17,7 @@
 //! [`AppState`] where what it needs is kept.
 
 pub mod auth;
+mod body_deadline;
 mod config;
 mod connections;
 pub mod dashboard;
@@ -123,6 +124,10 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::map_response(headers::secured))
         .layer(axum::extract::DefaultBodyLimit::max(extract::BODY_LIMIT))
+        .layer(axum::middleware::from_fn_with_state(
+            state.config.connections.body_read_timeout,
+            body_deadline::bounded,
+        ))
         .with_state(state)
 }
 
