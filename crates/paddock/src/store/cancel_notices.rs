@@ -10,9 +10,10 @@
 //! watcher of every other process on it that runs a job (inotify, started
 //! by the first subscription) announces as [`ANY_JOB`]
 //! (`sqlite/cancel_file.rs`). A notice is only a wake-up: the owner reads
-//! the request from the store, and one missed (a lagging subscriber, the
-//! listener's connection lost for a moment) is found by the poll, which
-//! stays.
+//! the request from the store, and one missed (a lagging subscriber) is
+//! found by the poll, which stays; the listener, once its lost connection
+//! is back, announces [`ANY_JOB`] so a request asked meanwhile is read at
+//! once.
 
 use std::sync::Mutex;
 
@@ -82,23 +83,7 @@ impl CancelNotices {
         let stopped = self.stopped.lock().map(|s| *s).unwrap_or(true);
         if listener.is_none() && !stopped {
             *listener = Some(match listen(pool).await {
-                Ok(mut l) => {
-                    let tx = self.tx.clone();
-                    Ok(tokio::spawn(async move {
-                        loop {
-                            match l.recv().await {
-                                Ok(n) => {
-                                    let _ = tx.send(n.payload().to_owned());
-                                }
-                                Err(e) => {
-                                    // Reconnected at the next receive.
-                                    tracing::debug!("store: cancel notices: {e}");
-                                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                                }
-                            }
-                        }
-                    }))
-                }
+                Ok(l) => Ok(tokio::spawn(relay(pool.clone(), l, self.tx.clone()))),
                 Err(e) => {
                     tracing::warn!(
                         "store: cannot listen for cancels on {CHANNEL} (a cancel asked by \
@@ -156,6 +141,51 @@ impl Drop for CancelNotices {
         }
     }
 }
+
+/// The listener task: relays each `NOTIFY` on [`CHANNEL`] (its job id)
+/// to `tx`. When its connection is lost (a server restart, a dropped
+/// network, `pg_terminate_backend`), a `NOTIFY` sent until it is back is
+/// lost with it: once it is `LISTEN`ing again it announces [`ANY_JOB`],
+/// so every subscriber reads its job's request again at once (one asked
+/// while it was away is found then, not at the job's next poll; one asked
+/// after is notified). sqlx's `try_recv` connects again itself before it
+/// reports the loss (`Ok(None)`); an error leaves the listener in no known
+/// state, so it is replaced by a new one, tried every [`RETRY`] until it
+/// connects. (`recv` hides the loss: nothing would look.)
+async fn relay(
+    pool: sqlx::PgPool,
+    mut listener: sqlx::postgres::PgListener,
+    tx: broadcast::Sender<String>,
+) {
+    loop {
+        match listener.try_recv().await {
+            Ok(Some(n)) => {
+                let _ = tx.send(n.payload().to_owned());
+            }
+            Ok(None) => {
+                tracing::debug!("store: cancel notices: the connection was lost, listening again");
+                let _ = tx.send(ANY_JOB.to_owned());
+            }
+            Err(e) => {
+                tracing::debug!("store: cancel notices: {e}");
+                tokio::time::sleep(RETRY).await;
+                listener = loop {
+                    match listen(&pool).await {
+                        Ok(l) => break l,
+                        Err(e) => {
+                            tracing::debug!("store: cancel notices: cannot listen again: {e}");
+                            tokio::time::sleep(RETRY).await;
+                        }
+                    }
+                };
+                let _ = tx.send(ANY_JOB.to_owned());
+            }
+        }
+    }
+}
+
+/// How long the listener waits before it tries again to connect.
+const RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn listen(pool: &sqlx::PgPool) -> Result<sqlx::postgres::PgListener, sqlx::Error> {
     let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
