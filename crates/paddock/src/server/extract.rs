@@ -72,9 +72,9 @@ where
 
 /// The body of a route that takes JSON, as bytes. A request whose
 /// `Content-Type` is JSON (`application/json`, `application/…+json`, any
-/// parameters) or absent is read; any other is refused with 415
-/// `unsupported_media_type` naming the type it gave (cut to 100
-/// characters) and the one to give.
+/// parameters) or absent is read; any other, or two `Content-Type`
+/// headers, is refused with 415 `unsupported_media_type` naming the type
+/// it gave (cut to 100 characters) and the one to give.
 #[derive(Debug, Clone)]
 pub struct JsonBody(pub Bytes);
 
@@ -85,8 +85,21 @@ where
     type Rejection = Problem;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
-        if let Some(given) = request.headers().get(header::CONTENT_TYPE) {
-            json_media_type(given)?;
+        let mut given = request.headers().get_all(header::CONTENT_TYPE).iter();
+        if let Some(first) = given.next() {
+            // Not the first one picked: a proxy in front may have read the
+            // other (as with a doubled `Authorization`, auth.rs).
+            if given.next().is_some() {
+                return Err(Problem::new(
+                    415,
+                    "unsupported_media_type",
+                    "the request body's media type is not accepted",
+                    "the request has more than one Content-Type header; send exactly one: \
+                     `Content-Type: application/json`"
+                        .into(),
+                ));
+            }
+            json_media_type(first)?;
         }
         let CheckedBody(body) = CheckedBody::<Bytes>::from_request(request, state).await?;
         Ok(JsonBody(body))
@@ -264,6 +277,50 @@ mod tests {
                 "the request body is not UTF-8: invalid utf-8 sequence of 1 bytes from index 7"
                     .into()
             ))
+        );
+    }
+
+    /// Probe: a body sent with two `Content-Type` headers, JSON first, is
+    /// refused, not read by the first (a proxy may have read the other);
+    /// one JSON type is read.
+    #[tokio::test]
+    async fn a_doubled_content_type_is_refused() {
+        let read = |types: &[&str]| {
+            let mut request = Request::builder().method("POST").uri("/v1/jobs");
+            for t in types {
+                request = request.header(header::CONTENT_TYPE, *t);
+            }
+            let request = request.body(axum::body::Body::from("{}")).unwrap();
+            async move {
+                JsonBody::from_request(request, &())
+                    .await
+                    .map(|JsonBody(b)| b)
+                    .map_err(|p| (p.status, p.code, p.detail))
+            }
+        };
+        assert_eq!(
+            [
+                read(&["application/json", "text/plain"]).await,
+                read(&["application/json", "application/json"]).await,
+                read(&["application/json"]).await,
+            ],
+            [
+                Err((
+                    415,
+                    "unsupported_media_type".into(),
+                    "the request has more than one Content-Type header; send exactly one: \
+                     `Content-Type: application/json`"
+                        .into()
+                )),
+                Err((
+                    415,
+                    "unsupported_media_type".into(),
+                    "the request has more than one Content-Type header; send exactly one: \
+                     `Content-Type: application/json`"
+                        .into()
+                )),
+                Ok(Bytes::from_static(b"{}")),
+            ]
         );
     }
 
