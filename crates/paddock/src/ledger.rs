@@ -50,15 +50,17 @@ pub async fn page(
     if limit == 0 || limit > MAX_PAGE {
         return Err(LedgerError::CheckLimit { limit });
     }
-    let after =
-        match cursor {
-            None => 0,
-            Some(c) => c.parse::<i64>().ok().filter(|p| *p >= 0).ok_or_else(|| {
-                LedgerError::ParseCursor {
-                    cursor: c.to_owned(),
-                }
-            })?,
-        };
+    let after = match cursor {
+        None => 0,
+        Some(c) => c.parse::<i64>().ok().filter(|p| *p >= 0).ok_or_else(|| {
+            // Named back cut: a megabyte of query is not echoed.
+            let mut cursor: String = c.chars().take(64).collect();
+            if cursor.len() < c.len() {
+                cursor.push('…');
+            }
+            LedgerError::ParseCursor { cursor }
+        })?,
+    };
     let rows = store
         .ledger(Some(after), limit)
         .await
@@ -115,12 +117,20 @@ mod tests {
         let refused = (
             page(&store, Some("x"), None).await.unwrap_err().to_string(),
             page(&store, None, Some(0)).await.unwrap_err().to_string(),
+            page(&store, Some(&"9".repeat(10_000)), None)
+                .await
+                .unwrap_err()
+                .to_string(),
         );
         assert_eq!(
             refused,
             (
                 "`x` is not a ledger cursor (pass a page's `next_cursor` back as it is)".into(),
-                "limit must be 1 to 500, not 0".into()
+                "limit must be 1 to 500, not 0".into(),
+                format!(
+                    "`{}…` is not a ledger cursor (pass a page's `next_cursor` back as it is)",
+                    "9".repeat(64)
+                ),
             )
         );
     }
