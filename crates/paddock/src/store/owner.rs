@@ -133,14 +133,14 @@ pub(in crate::store) const REQUEST_CANCEL: &str = "UPDATE jobs \
      WHERE id = $1 AND status = 'running' AND owner_host IS NOT NULL \
      RETURNING owner_host, owner_name";
 
-/// Puts the claimed job `$1` back in the queue with the reason `$3`
-/// (why its claimer may not run it), if it is still `running`, owned by
-/// host `$2`, and no cancel was asked of it meanwhile.
 /// The job host `$1` claimed from the queue at `$2` (its `claimed_at`,
 /// the claim's key), if it still runs there: a retried claim's own.
 pub(in crate::store) const CLAIMED_BY: &str = "SELECT id FROM jobs \
      WHERE status = 'running' AND owner_host = $1 AND claimed_at = $2";
 
+/// Puts the claimed job `$1` back in the queue with the reason `$3`
+/// (why its claimer may not run it), if it is still `running`, owned by
+/// host `$2`, and no cancel was asked of it meanwhile.
 pub(in crate::store) const UNCLAIM: &str = "UPDATE jobs \
      SET status = 'queued', owner_host = NULL, owner_name = NULL, heartbeat_at = NULL, \
          claimed_at = NULL, reason = $3 \

@@ -632,22 +632,10 @@ async fn a_jobs_cgroup_is_made_under_paddock_cgroup_root() {
         return;
     }
     let home = Home::new();
-    let root = home.path().join("cgroot");
-    std::fs::create_dir_all(&root).unwrap();
-    let mut delegated = Vec::new();
-    for c in ["memory", "pids", "cpu"] {
-        let d = std::path::PathBuf::from(format!(
-            "/sys/fs/cgroup/{c}/paddock-delegated-{}",
-            std::process::id()
-        ));
-        if !std::path::Path::new(&format!("/sys/fs/cgroup/{c}/cgroup.procs")).exists() {
-            eprintln!("skipping: no cgroup v1 {c} hierarchy here");
-            return;
-        }
-        std::fs::create_dir_all(&d).unwrap();
-        std::os::unix::fs::symlink(&d, root.join(c)).unwrap();
-        delegated.push(d);
-    }
+    let Some(cgroups) = Delegated::v1(&home, "delegated") else {
+        return;
+    };
+    let (root, delegated) = (&cgroups.root, &cgroups.dirs);
     let dir = home.path().join("job");
     std::fs::create_dir_all(&dir).unwrap();
     // The engine waits (at most 30 s) until the test has looked.
@@ -661,7 +649,7 @@ async fn a_jobs_cgroup_is_made_under_paddock_cgroup_root() {
     );
     let run = home
         .command(&["run", "--json", spec.to_str().unwrap()])
-        .env("PADDOCK_CGROUP_ROOT", &root)
+        .env("PADDOCK_CGROUP_ROOT", root)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -696,17 +684,7 @@ async fn a_jobs_cgroup_is_made_under_paddock_cgroup_root() {
     }
     let out = run.wait_with_output().await.unwrap();
     let rec = record(&out);
-    // What is left under it: the job's cgroup directories (its control
-    // files aside).
-    let left: Vec<_> = std::fs::read_dir(&pids)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().is_dir())
-        .collect();
-    for d in &delegated {
-        let _ = std::fs::remove_dir(d.join("paddock"));
-        let _ = std::fs::remove_dir(d);
-    }
+    let left = cgroups.made();
     assert_eq!(
         (seen, rec.status, left.len()),
         (Some(("1024\n".to_string(), true)), JobStatus::Done, 0),
@@ -757,43 +735,82 @@ async fn doctor_makes_a_jobs_cgroup_where_jobs_make_theirs() {
         eprintln!("skipping the delegated half: making a delegated cgroup needs root");
         return;
     }
-    let root = home.path().join("cgroot");
-    std::fs::create_dir_all(&root).unwrap();
-    let mut delegated = Vec::new();
-    for c in ["memory", "pids", "cpu"] {
-        if !std::path::Path::new(&format!("/sys/fs/cgroup/{c}/cgroup.procs")).exists() {
-            eprintln!("skipping the delegated half: no cgroup v1 {c} hierarchy here");
-            return;
-        }
-        let d = std::path::PathBuf::from(format!(
-            "/sys/fs/cgroup/{c}/paddock-doctor-{}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&d).unwrap();
-        std::os::unix::fs::symlink(&d, root.join(c)).unwrap();
-        delegated.push(d);
-    }
-    let said = doctor_caps(&home, &root).await;
-    let left: Vec<_> = delegated
-        .iter()
-        .flat_map(|d| {
-            std::fs::read_dir(d.join("paddock"))
-                .into_iter()
-                .flatten()
-                .flatten()
-        })
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.path())
-        .collect();
-    for d in &delegated {
-        let _ = std::fs::remove_dir(d.join("paddock"));
-        let _ = std::fs::remove_dir(d);
-    }
+    let Some(cgroups) = Delegated::v1(&home, "doctor") else {
+        return;
+    };
     assert_eq!(
-        (said, left),
+        (doctor_caps(&home, &cgroups.root).await, cgroups.made()),
         (
-            format!("jobs' cgroup caps are made under {}", root.display()),
+            format!(
+                "jobs' cgroup caps are made under {}",
+                cgroups.root.display()
+            ),
             Vec::new()
         )
     );
+}
+
+/// A cgroup v1 subtree per controller, presented as one root (symlinks)
+/// for `PADDOCK_CGROUP_ROOT` (the caller is root), removed when dropped.
+struct Delegated {
+    root: std::path::PathBuf,
+    /// memory, pids, cpu
+    dirs: Vec<std::path::PathBuf>,
+}
+
+impl Delegated {
+    /// None (saying why) where this host has no v1 memory, pids and cpu
+    /// hierarchies.
+    fn v1(home: &Home, tag: &str) -> Option<Delegated> {
+        let controllers = ["memory", "pids", "cpu"];
+        if let Some(c) = controllers
+            .iter()
+            .find(|c| !std::path::Path::new(&format!("/sys/fs/cgroup/{c}/cgroup.procs")).exists())
+        {
+            eprintln!("skipping: no cgroup v1 {c} hierarchy here");
+            return None;
+        }
+        let root = home.path().join(format!("cgroot-{tag}"));
+        std::fs::create_dir_all(&root).unwrap();
+        let dirs = controllers
+            .iter()
+            .map(|c| {
+                let d = std::path::PathBuf::from(format!(
+                    "/sys/fs/cgroup/{c}/paddock-{tag}-{}",
+                    std::process::id()
+                ));
+                std::fs::create_dir_all(&d).unwrap();
+                std::os::unix::fs::symlink(&d, root.join(c)).unwrap();
+                d
+            })
+            .collect();
+        Some(Delegated { root, dirs })
+    }
+
+    /// The cgroups made under it (directories, their control files aside).
+    fn made(&self) -> Vec<std::path::PathBuf> {
+        self.dirs
+            .iter()
+            .flat_map(|d| {
+                std::fs::read_dir(d.join("paddock"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+            })
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect()
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        for cgroup in self.made() {
+            let _ = std::fs::remove_dir(cgroup);
+        }
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir(d.join("paddock"));
+            let _ = std::fs::remove_dir(d);
+        }
+    }
 }
