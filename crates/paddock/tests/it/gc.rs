@@ -154,6 +154,15 @@ impl Rig {
     async fn run_new(&self, name: &str) -> BTreeSet<PathBuf> {
         let before = cache(&self.home.jobs());
         self.run(name).await;
+        // Measured once the detached remover has deleted the job's
+        // directory: until then a clone layout's bare copy in its `meta/`
+        // hard-links the mirror's pack, which is charged `blocks / nlink`
+        // (an ordinary user's jobs, which cannot mount an overlay).
+        let trash = self.home.jobs().join(".trash");
+        eventually("the job's directory deleted", || {
+            std::fs::read_dir(&trash).map_or(true, |mut d| d.next().is_none())
+        })
+        .await;
         cache(&self.home.jobs())
             .difference(&before)
             .cloned()
