@@ -32,6 +32,30 @@ pub fn engine(name: &str) -> Option<PathBuf> {
     }
 }
 
+/// True when a job's workspace can be an overlay here (this process is
+/// root, as mounting one takes, and the kernel has overlayfs); otherwise
+/// prints why and returns false locally, and fails in CI.
+pub fn overlay_available() -> bool {
+    // `/proc/self` belongs to this process's effective user.
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    let why = if !root {
+        "mounting a job's overlay needs root"
+    } else if !std::fs::read_to_string("/proc/filesystems")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split_whitespace().last() == Some("overlay"))
+    {
+        "the kernel has no overlayfs"
+    } else {
+        return true;
+    };
+    if in_ci() {
+        panic!("no overlay workspace in CI: {why}");
+    }
+    eprintln!("skipping the overlay layout: {why}");
+    false
+}
+
 /// True when Paddock's sandbox can start on this host (`paddock doctor`
 /// says so); otherwise prints why and returns false locally, and fails in
 /// CI.
