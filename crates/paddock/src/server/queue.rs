@@ -114,6 +114,23 @@ enum Unclaimed {
     Leave(String),
 }
 
+/// `record`, which never ran, ended `status` now for `reason` (no time
+/// taken).
+fn ended_unrun(record: &mut JobRecord, status: JobStatus, reason: String) {
+    record.status = status;
+    record.reason = Some(reason);
+    record.finished_at = Some(OffsetDateTime::now_utc());
+    record.duration_ms = Some(0);
+}
+
+/// The status event of a job a cancel ended before it started.
+fn cancelled_unrun_event() -> EventBody {
+    EventBody::Status {
+        phase: Phase::Cancelled,
+        detail: Some(CANCELLED_QUEUED.into()),
+    }
+}
+
 /// Why a job this process did not admit cannot start here.
 #[derive(Debug)]
 enum Readmit {
@@ -378,9 +395,7 @@ impl Queue {
         priority: i64,
     ) -> Result<JobRecord, StoreError> {
         let mut record = admitted.record(JobStatus::Held);
-        record.reason = Some(message.clone());
-        record.finished_at = Some(OffsetDateTime::now_utc());
-        record.duration_ms = Some(0);
+        ended_unrun(&mut record, JobStatus::Held, message.clone());
         self.store
             .enqueue_job(
                 &record,
@@ -692,17 +707,10 @@ impl Queue {
         // good once it is no longer this server's (a reclaim finishes it),
         // so one reclaimed since it was read back stays as the reclaim
         // left it.
-        record.status = JobStatus::Cancelled;
-        record.reason = Some(CANCELLED_QUEUED.into());
-        record.finished_at = Some(OffsetDateTime::now_utc());
-        record.duration_ms = Some(0);
+        ended_unrun(&mut record, JobStatus::Cancelled, CANCELLED_QUEUED.into());
         match self.store.finish_job(&record, JobStatus::Running).await {
             Ok(()) => {
-                let status = EventBody::Status {
-                    phase: Phase::Cancelled,
-                    detail: Some(CANCELLED_QUEUED.into()),
-                };
-                if let Err(e) = self.append(&id, [status]).await {
+                if let Err(e) = self.append(&id, [cancelled_unrun_event()]).await {
                     tracing::warn!("serve: job {id}: {e}");
                 }
                 self.completed(&id).await;
@@ -756,11 +764,7 @@ impl Queue {
 
     /// A claimed job that cannot start: `failed` with `reason`.
     async fn fail_claimed(&self, mut record: JobRecord, reason: String) {
-        let now = OffsetDateTime::now_utc();
-        record.status = JobStatus::Failed;
-        record.reason = Some(reason);
-        record.finished_at = Some(now);
-        record.duration_ms = Some(0);
+        ended_unrun(&mut record, JobStatus::Failed, reason);
         match self.store.finish_job(&record, JobStatus::Running).await {
             Ok(()) => self.completed(&record.id).await,
             Err(e) => tracing::warn!("serve: job {}: cannot mark it failed: {e}", record.id),
@@ -783,18 +787,11 @@ impl Queue {
             };
             match record.status {
                 JobStatus::Queued => {
-                    record.status = JobStatus::Cancelled;
-                    record.reason = Some(CANCELLED_QUEUED.into());
-                    record.finished_at = Some(OffsetDateTime::now_utc());
-                    record.duration_ms = Some(0);
+                    ended_unrun(&mut record, JobStatus::Cancelled, CANCELLED_QUEUED.into());
                     match self.store.finish_job(&record, JobStatus::Queued).await {
                         Ok(()) => {
                             locked(&self.pending).remove(id);
-                            let status = EventBody::Status {
-                                phase: Phase::Cancelled,
-                                detail: Some(CANCELLED_QUEUED.into()),
-                            };
-                            self.append(id, [status]).await?;
+                            self.append(id, [cancelled_unrun_event()]).await?;
                             self.completed(id).await;
                             return Ok(Cancel::Dequeued(record));
                         }

@@ -16,6 +16,14 @@ fn real_git() -> PathBuf {
         .unwrap()
 }
 
+/// This process's `PATH` with `bin` first.
+fn first_on_path(bin: &Path) -> String {
+    let mut path = std::ffi::OsString::from(bin);
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap());
+    path.to_str().unwrap().to_string()
+}
+
 /// A directory with a `git` that appends its subcommand (its first
 /// argument that is no option, skipping `-C DIR`, `-c SETTING` and
 /// `--git-dir DIR`) to
@@ -57,10 +65,7 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
     let repo = repo(home.path());
     let log = home.path().join("gits.log");
     let bin = logging_git(home.path(), &log);
-    let mut path = std::ffi::OsString::from(&bin);
-    path.push(":");
-    path.push(std::env::var_os("PATH").unwrap());
-    let path = path.to_str().unwrap().to_string();
+    let path = first_on_path(&bin);
     let spec = stand_in_spec(
         home.path(),
         &repo,
@@ -148,10 +153,7 @@ async fn the_result_branch_is_committed_and_bundled_while_the_diff_runs() {
     );
     let git_path = bin.join("git");
     paddock_test_support::script::write_script(&git_path, &script);
-    let mut path = std::ffi::OsString::from(&bin);
-    path.push(":");
-    path.push(std::env::var_os("PATH").unwrap());
-    let path = path.to_str().unwrap().to_string();
+    let path = first_on_path(&bin);
     let spec = stand_in_spec(
         home.path(),
         &repo,
@@ -220,10 +222,7 @@ async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
     let repo = repo(home.path());
     let log = home.path().join("gits.log");
     let bin = logging_git(home.path(), &log);
-    let mut path = std::ffi::OsString::from(&bin);
-    path.push(":");
-    path.push(std::env::var_os("PATH").unwrap());
-    let path = path.to_str().unwrap().to_string();
+    let path = first_on_path(&bin);
     // Each job's engine says whether its checkout has the added commit.
     let seen = home.path().join("seen.log");
     let work = format!(
