@@ -10,6 +10,7 @@
 use paddock_protocol::ledger::ModelCall;
 use serde::{Deserialize, Serialize};
 
+use crate::cut_text::{cut, Cut};
 use crate::store::{Store, StoreError};
 
 /// The longest page.
@@ -54,11 +55,9 @@ pub async fn page(
         None => 0,
         Some(c) => c.parse::<i64>().ok().filter(|p| *p >= 0).ok_or_else(|| {
             // Named back cut: a megabyte of query is not echoed.
-            let mut cursor: String = c.chars().take(64).collect();
-            if cursor.len() < c.len() {
-                cursor.push('…');
+            LedgerError::ParseCursor {
+                cursor: cut(c, Cut::chars(64)),
             }
-            LedgerError::ParseCursor { cursor }
         })?,
     };
     let rows = store

@@ -10,6 +10,7 @@ pub mod broker;
 pub mod cache_cap;
 pub mod config;
 pub mod context;
+pub mod cut_text;
 pub mod doctor;
 pub mod egress;
 pub mod engines;

@@ -18,6 +18,7 @@ use super::entra::{Entra, EntraError};
 use super::meter::Api;
 use super::secret::{Secret, SecretKind};
 use super::vertex::{Vertex, VertexError};
+use crate::cut_text::{cut, Cut, Length};
 
 /// The default OpenAI API base (the path after `/v1` is appended).
 pub const OPENAI_BASE: &str = "https://api.openai.com/v1";
@@ -347,12 +348,9 @@ fn standard_route(method: &Method, path: &str) -> Route {
 const SHOWN_PATH_CHARS: usize = 512;
 
 /// `path` as a refusal names it: cut at [`SHOWN_PATH_CHARS`] characters,
-/// the cut said.
+/// the cut said with the path's length in bytes.
 fn shown(path: &str) -> String {
-    match path.char_indices().nth(SHOWN_PATH_CHARS) {
-        Some((at, _)) => format!("{}… ({} bytes)", &path[..at], path.len()),
-        None => path.to_string(),
-    }
+    cut(path, Cut::chars(SHOWN_PATH_CHARS).saying(Length::Bytes))
 }
 
 /// Adds Bedrock's authorization to `headers`: the engine's `x-amz-*`

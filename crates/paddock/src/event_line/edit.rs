@@ -9,6 +9,7 @@
 
 use serde_json::Value;
 
+use crate::cut_text::{cut, Cut};
 use crate::terminal_text;
 
 /// Lines of one side of a hunk shown at most.
@@ -83,7 +84,7 @@ fn side(out: &mut Vec<String>, mark: char, lines: &[&str]) {
         // character escaped.
         out.push(format!(
             "{INDENT}{mark} {}",
-            cut(&terminal_text::text(line))
+            cut(&terminal_text::text(line), Cut::chars(MAX_CHARS))
         ));
     }
     if lines.len() > MAX_LINES {
@@ -91,16 +92,6 @@ fn side(out: &mut Vec<String>, mark: char, lines: &[&str]) {
             "{INDENT}{mark} … {} more line(s)",
             lines.len() - MAX_LINES
         ));
-    }
-}
-
-fn cut(line: &str) -> String {
-    if line.chars().count() > MAX_CHARS {
-        let mut t: String = line.chars().take(MAX_CHARS).collect();
-        t.push('…');
-        t
-    } else {
-        line.to_owned()
     }
 }
 

@@ -16,12 +16,13 @@ use axum::http::request::Parts;
 
 use super::extract::Checked;
 use super::problem::Problem;
+use crate::cut_text::{cut, Cut};
 
 /// The longest job id a request may name, in characters.
 pub const MAX: usize = 128;
 
-/// The most of an id named back, in characters.
-const SHOWN: usize = 64;
+/// How an id is named back: its first 64 characters, controls escaped.
+const SHOWN: Cut = Cut::chars(64).escaping_controls();
 
 /// Why an id can be no job's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,20 +47,9 @@ fn fault(id: &str) -> Option<Fault> {
     }
 }
 
-/// `id` cut to [`SHOWN`] characters, its controls escaped (`\u{0}`).
+/// `id` as [`SHOWN`] names it (`\u{0}` for a NUL).
 fn shown(id: &str) -> String {
-    let mut out = String::new();
-    for c in id.chars().take(SHOWN) {
-        if c.is_control() {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    if id.chars().count() > SHOWN {
-        out.push('…');
-    }
-    out
+    cut(id, SHOWN)
 }
 
 /// The job id of a route's `{id}` segment, refused with 404 `not_found`

@@ -24,6 +24,7 @@ use super::job_id::{check_query, JobId};
 use super::problem::Problem;
 use super::queue::{Cancel, SubmitError};
 use super::state::AppState;
+use crate::cut_text::{cut, Cut, Length};
 use crate::runner::ErrorCode;
 use crate::store::{JobQuery, Owner};
 
@@ -233,13 +234,7 @@ pub async fn list(
 /// The caller's text `given` (a cursor) as named back: up to 64
 /// characters, a longer one cut with its length said.
 fn shown(given: &str) -> String {
-    const SHOWN: usize = 64;
-    let count = given.chars().count();
-    if count <= SHOWN {
-        return given.to_owned();
-    }
-    let head: String = given.chars().take(SHOWN).collect();
-    format!("{head}… ({count} characters)")
+    cut(given, Cut::chars(64).saying(Length::Characters))
 }
 
 /// One job's record.
