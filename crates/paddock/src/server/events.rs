@@ -199,9 +199,9 @@ pub async fn follow(
             Some(mut live) => loop {
                 tokio::select! {
                     update = live.recv() => match update {
-                        Ok(e) if e.seq <= after => {}
-                        Ok(e) if e.seq == after + 1 => {
-                            after = e.seq;
+                        Ok(e) if e.event.seq <= after => {}
+                        Ok(e) if e.event.seq == after + 1 => {
+                            after = e.event.seq;
                             if out.send(e).await.is_err() {
                                 return Ok(());
                             }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use paddock_protocol::AgentEvent;
 use tokio::sync::{broadcast, Notify};
 
-use super::outbox::json_len;
+use super::measured::Measured;
 use crate::runner::JobUpdate;
 
 /// The most bytes of events (their JSON size) a job's backlog holds; its
@@ -39,8 +39,8 @@ struct Live {
 /// newest one alone).
 #[derive(Debug, Default)]
 struct Backlog {
-    /// Each event and its JSON size, oldest first.
-    events: VecDeque<(AgentEvent, usize)>,
+    /// Each event with its JSON size, oldest first.
+    events: VecDeque<Measured>,
     /// The sum of their sizes.
     bytes: usize,
     /// How many events were dropped from the front: the first held one
@@ -86,17 +86,18 @@ impl Live {
         self.backlog.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds `event` to the backlog, dropping its oldest past the budget,
-    /// and wakes the followers.
+    /// Adds `event` to the backlog, measured once for it and for every
+    /// follower, dropping its oldest past the budget, and wakes the
+    /// followers.
     fn push(&self, event: AgentEvent) {
-        let size = json_len(&event);
+        let event = Measured::new(event);
         {
             let mut backlog = self.backlog();
-            backlog.events.push_back((event, size));
-            backlog.bytes = backlog.bytes.saturating_add(size);
+            backlog.bytes = backlog.bytes.saturating_add(event.bytes);
+            backlog.events.push_back(event);
             while backlog.bytes > BACKLOG_BYTES && backlog.events.len() > 1 {
-                if let Some((_, size)) = backlog.events.pop_front() {
-                    backlog.bytes = backlog.bytes.saturating_sub(size);
+                if let Some(dropped) = backlog.events.pop_front() {
+                    backlog.bytes = backlog.bytes.saturating_sub(dropped.bytes);
                     backlog.dropped += 1;
                 }
             }
@@ -152,17 +153,17 @@ impl Hub {
     fn held(&self, id: &str) -> Option<(Vec<u64>, usize)> {
         let live = Arc::clone(self.live().get(id)?);
         let backlog = live.backlog();
-        let seqs = backlog.events.iter().map(|(e, _)| e.seq).collect();
+        let seqs = backlog.events.iter().map(|e| e.event.seq).collect();
         Some((seqs, backlog.bytes))
     }
 }
 
 impl Follower {
-    /// The next live event; [`Missed::Lagged`] when the backlog dropped
+    /// The next live event, measured; [`Missed::Lagged`] when the backlog dropped
     /// some this follower had not read (it then reads on from the oldest
     /// held), [`Missed::Ended`] once the job's events ended and it read
     /// them all.
-    pub async fn recv(&mut self) -> Result<AgentEvent, Missed> {
+    pub async fn recv(&mut self) -> Result<Measured, Missed> {
         loop {
             let pushed = self.live.pushed.notified();
             tokio::pin!(pushed);
@@ -176,7 +177,7 @@ impl Follower {
                     return Err(Missed::Lagged(missed));
                 }
                 let held = usize::try_from(self.next - backlog.dropped).unwrap_or(usize::MAX);
-                if let Some((event, _)) = backlog.events.get(held) {
+                if let Some(event) = backlog.events.get(held) {
                     self.next += 1;
                     return Ok(event.clone());
                 }
@@ -193,6 +194,7 @@ impl Follower {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use crate::server::measured::json_len;
     use crate::store::fixtures::event;
     use paddock_protocol::EventBody;
 
@@ -226,7 +228,8 @@ mod tests {
     /// backlog holds at most `BACKLOG_BYTES` of them (before, 1024 events
     /// whatever their size: up to 16 GiB of 16 MiB events); the follower
     /// is told how many it missed, then reads the held ones in order, then
-    /// the end. One event over the budget is held alone.
+    /// the end. One event over the budget is held alone. A follower gets
+    /// each event with the size the hub measured once for all of them.
     #[tokio::test]
     async fn the_backlog_is_bounded_in_bytes_and_a_lagging_follower_is_told() {
         let hub = Hub::default();
@@ -260,7 +263,7 @@ mod tests {
         let mut read = Vec::new();
         loop {
             match follower.recv().await {
-                Ok(e) => read.push(Ok(e.seq)),
+                Ok(e) => read.push(Ok(e.event.seq)),
                 Err(missed) => {
                     read.push(Err(missed));
                     if missed == Missed::Ended {
@@ -269,11 +272,15 @@ mod tests {
                 }
             }
         }
+        let measured = Measured {
+            bytes: json_len(&huge),
+            event: huge,
+        };
         assert_eq!(
-            (read, late.recv().await.map(|e| e.seq), late.recv().await),
+            (read, late.recv().await, late.recv().await),
             (
                 vec![Err(Missed::Lagged(10)), Ok(11), Err(Missed::Ended)],
-                Ok(11),
+                Ok(measured),
                 Err(Missed::Ended)
             )
         );
@@ -290,7 +297,7 @@ mod tests {
         let reader = tokio::spawn(async move {
             let mut seqs = Vec::new();
             while let Ok(e) = follower.recv().await {
-                seqs.push(e.seq);
+                seqs.push(e.event.seq);
             }
             seqs
         });

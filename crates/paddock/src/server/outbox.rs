@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use paddock_protocol::AgentEvent;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
+use super::measured::Measured;
 use super::problem::Problem;
 
 /// The most event bytes buffered for one stream's client.
@@ -89,35 +90,18 @@ pub fn outbox(stall: Option<Duration>) -> (Outbox, Inbox) {
     )
 }
 
-/// The bytes `event` counts for: its JSON's length, at most the budget.
-fn weight(event: &AgentEvent) -> u32 {
-    u32::try_from(json_len(event).clamp(1, BUFFERED_BYTES)).unwrap_or(u32::MAX)
-}
-
-/// The length of `event`'s JSON, counted as it is written (not held).
-pub fn json_len(event: &AgentEvent) -> usize {
-    /// Counts the bytes written to it.
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(buf.len());
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    match serde_json::to_writer(&mut count, event) {
-        Ok(()) => count.0,
-        Err(_) => usize::MAX,
-    }
+/// The bytes an event of JSON length `bytes` counts for: at most the
+/// budget.
+fn weight(bytes: usize) -> u32 {
+    u32::try_from(bytes.clamp(1, BUFFERED_BYTES)).unwrap_or(u32::MAX)
 }
 
 impl Outbox {
-    /// Sends `event` once the budget has room for it.
-    pub async fn send(&self, event: AgentEvent) -> Result<(), Undelivered> {
-        let bytes = weight(&event);
+    /// Sends `event` once the budget has room for it: a live one as the
+    /// hub measured it, a stored one measured here.
+    pub async fn send(&self, event: impl Into<Measured>) -> Result<(), Undelivered> {
+        let Measured { event, bytes } = event.into();
+        let bytes = weight(bytes);
         let deliver = async {
             let permit = Arc::clone(&self.budget)
                 .acquire_many_owned(bytes)
@@ -318,6 +302,21 @@ mod tests {
         assert_eq!(next.await.unwrap(), Ok(()));
         assert_eq!(inbox2.recv().await.map(|e| e.seq), Some(2));
         assert_eq!(inbox.recv().await.map(|e| e.seq), Some(1));
+    }
+
+    /// The budget charges an event the size it came measured with (the
+    /// hub's, once for every stream), not a size of its own: a small
+    /// event measured as the whole budget leaves no room for the next.
+    #[tokio::test]
+    async fn an_event_is_charged_as_it_was_measured() {
+        let (out, mut inbox) = outbox(Some(QUICK_STALL));
+        let full = Measured {
+            event: event(1, 10),
+            bytes: BUFFERED_BYTES,
+        };
+        out.send(full).await.unwrap();
+        assert_eq!(out.send(event(2, 10)).await, Err(Undelivered::Stalled));
+        assert_eq!(inbox.recv().await, Some(event(1, 10)));
     }
 
     #[test]
