@@ -8,8 +8,13 @@
 //! that says one thing and opens another (OSC 8), and Unicode's
 //! bidirectional overrides reorder what is shown ("Trojan Source"). So
 //! every such character is shown as its escape (`\u{1b}`) instead: the
-//! C0 and C1 controls and DEL (Unicode's `Cc`), and the bidirectional
-//! embeddings, overrides, isolates and marks. A line view escapes newlines
+//! C0 and C1 controls and DEL (Unicode's `Cc`), the bidirectional
+//! embeddings, overrides, isolates and marks, and the invisible characters
+//! that make one text look like another (zero-width space, word joiner
+//! and invisible operators, the byte order mark, the Mongolian vowel
+//! separator; zero-width joiner and non-joiner stay, as emoji and some
+//! scripts need them). The dashboard shows job text through the same
+//! function (server/dashboard/pages.rs). A line view escapes newlines
 //! too ([`line`]); a text view keeps newlines and tabs ([`text`]).
 //! Paddock's own colours are added after, never passed through here.
 //! JSON Paddock prints escapes the same characters as `\uXXXX` ([`json`]).
@@ -48,7 +53,8 @@ fn escape(s: &str, keep_layout: bool) -> Cow<'_, str> {
 }
 
 /// Whether a terminal could take `c` as a command rather than a glyph,
-/// or show the text around it in another order than it is.
+/// show the text around it in another order than it is, or show nothing
+/// for it.
 pub fn dangerous(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -59,6 +65,9 @@ pub fn dangerous(c: char) -> bool {
             | '\u{202a}'..='\u{202e}'
             // Isolates and their pop.
             | '\u{2066}'..='\u{2069}'
+            // Zero-width space, word joiner, invisible operators, byte
+            // order mark, Mongolian vowel separator: nothing shown.
+            | '\u{200b}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{180e}'
         )
 }
 
@@ -70,6 +79,12 @@ mod tests {
     fn terminal_commands_are_shown_escaped() {
         let hostile =
             "ok\x1b[2K\x1b[1Adone\x1b]52;c;ZXZpbA==\x07 \u{9b}31m \x7f\u{202e}fdp.exe\t\nnext";
+        assert_eq!(
+            line("a\u{200b}b\u{2060}c\u{feff}d\u{180e}e\u{2062}f"),
+            "a\\u{200b}b\\u{2060}c\\u{feff}d\\u{180e}e\\u{2062}f"
+        );
+        // Joiners stay: emoji sequences and some scripts are made of them.
+        assert_eq!(line("👩\u{200d}💻 \u{200c}"), "👩\u{200d}💻 \u{200c}");
         assert_eq!(
             line(hostile),
             "ok\\u{1b}[2K\\u{1b}[1Adone\\u{1b}]52;c;ZXZpbA==\\u{7} \\u{9b}31m \\u{7f}\\u{202e}fdp.exe\\u{9}\\u{a}next"

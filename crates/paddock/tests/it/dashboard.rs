@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use paddock::store::Store as _;
-use paddock_protocol::{CallStatus, JobStatus, ModelCall, TokenUsage};
+use paddock_protocol::{CallStatus, EventBody, JobStatus, ModelCall, TokenUsage};
 use paddock_test_support::chromium;
 use serde_json::Value;
 
@@ -711,4 +711,253 @@ async fn a_token_holds_at_most_sixteen_event_streams_api_and_dashboard_together(
     assert_eq!(again, 200);
     std::fs::write(&gate, "").unwrap();
     server.wait_for(&id, is_final).await;
+}
+
+/// Text a job controls that would be markup, script, a link, style or a
+/// request if a page ever took it as anything but text; `{port}` is a
+/// loopback listener that must never be asked for anything.
+const INERT: &str = r#"<script>window.__pwned=1</script>"><img src=x onerror="window.__pwned=2"><img src="http://127.0.0.1:{port}/img"><script src="http://127.0.0.1:{port}/js"></script><a id=evil href="javascript:window.__pwned=3">j</a><a href="data:text/html,<script>parent.__pwned=4</script>">d</a><svg onload="window.__pwned=5"></svg><style>@import url(http://127.0.0.1:{port}/css); body{display:none}</style><link rel=stylesheet href="http://127.0.0.1:{port}/link"><iframe src="http://127.0.0.1:{port}/frame"></iframe>' onmouseover='window.__pwned=6' x='"#;
+
+/// Characters that show nothing, reorder what is around them or are
+/// commands to a terminal: a page must show them as their escapes.
+const HIDDEN: &str = "ok\u{202e}fdp.exe \u{2066}x\u{2069} a\u{200b}b\u{feff}c \x1b]8;;http://evil\x07link\x1b]8;;\x07 \x1b[2Kgone";
+
+/// Probe: a job whose every text is hostile (ticket, project, model,
+/// branch, base, reason, changed files, each kind of event line, a ledger
+/// row's model) is put in the store and every page showing it is loaded in
+/// real Chromium, which proves from the browser that no script ran (no
+/// `window.__pwned`), nothing was fetched from elsewhere (a loopback
+/// listener hears nothing, no image, only the dashboard's own script and
+/// stylesheet), no link leads off this server, no element carries a style
+/// or an event handler, and no control, bidirectional override or
+/// zero-width character reaches a page's text or attributes (each shown as
+/// its escape, as the CLI prints it). Then the CSP itself: an inline
+/// script and an inline handler put into the page do not run, and Chromium
+/// reports them as violations.
+#[tokio::test]
+async fn in_headless_chromium_hostile_job_text_stays_inert_on_every_page() {
+    let Some(binary) = chromium::find() else {
+        assert!(
+            !in_ci(),
+            "chromium is not installed (apt-get install chromium)"
+        );
+        eprintln!("skipped: no chromium on PATH (Debian: apt-get install chromium)");
+        return;
+    };
+    // Whatever asks the loopback listener for anything is counted.
+    let trap = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = trap.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    let listening = tokio::spawn(async move {
+        while let Ok((_conn, _)) = trap.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let evil = format!("{}{HIDDEN}", INERT.replace("{port}", &port.to_string()));
+
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let store = home.store().await;
+    let id = "job-hostile";
+    let mut job = paddock_test_support::jobs::stored_record(
+        id,
+        &format!("m{evil}"),
+        "process",
+        JobStatus::Failed,
+        0,
+    );
+    job.ticket_id = format!("T{evil}");
+    job.project = format!("p{evil}");
+    job.branch = format!("b{evil}");
+    job.base_ref = format!("r{evil}");
+    job.reason = Some(format!("reason{evil}\nsecond line"));
+    job.changed_files = vec![format!("f{evil}"), "src/\u{202e}txt.exe".to_owned()];
+    store.insert_job(&job, "{}").await.unwrap();
+    let at = job.created_at;
+    let bodies = [
+        EventBody::Text {
+            text: format!("says{evil}"),
+        },
+        EventBody::ToolCall {
+            call_id: Some("c1".into()),
+            tool: format!("tool{evil}"),
+            command: Some(format!("echo '{evil}'")),
+            input: Value::Null,
+        },
+        EventBody::ToolResult {
+            call_id: Some("c1".into()),
+            exit_code: Some(1),
+            is_error: true,
+            output: format!("out{evil}"),
+        },
+        EventBody::FileChange {
+            path: format!("file{evil}"),
+            change: paddock_protocol::ChangeKind::Add,
+        },
+        EventBody::Policy {
+            rule: format!("rule{evil}"),
+            message: format!("policy{evil}"),
+        },
+        EventBody::Error {
+            message: format!("error{evil}"),
+            source: Some(format!("src{evil}")),
+            fatal: true,
+        },
+    ];
+    for (seq, body) in (1..).zip(bodies) {
+        store
+            .append_event(&paddock_protocol::AgentEvent {
+                job_id: id.into(),
+                seq,
+                at,
+                body,
+            })
+            .await
+            .unwrap();
+    }
+    store
+        .insert_model_call(&call(id, 1, &format!("m{evil}"), 1_000_000, "2020-01-01"))
+        .await
+        .unwrap();
+
+    let read = token(&home, "read").await;
+    let browser = chromium::Browser::launch(&binary, &home.path().join("chromium")).await;
+    let page = browser.page().await;
+    page.goto(&server.url("/login")).await;
+    page.eval(&format!(
+        "document.querySelector('input[name=token]').value = {}; \
+         document.getElementById('login').submit(); true",
+        Value::from(read.as_str())
+    ))
+    .await;
+    page.wait_loads(1).await;
+    page.wait_for(
+        "location.pathname === '/' && !!document.getElementById('jobs')",
+        Duration::from_secs(30),
+    )
+    .await;
+
+    // What each page must be, read in the browser: nothing ran, the only
+    // script and stylesheet are the dashboard's, no image, every link and
+    // form stays on this server, no style or handler attribute, and no
+    // dangerous character in any text or attribute.
+    let origin = server.url("").trim_end_matches('/').to_owned();
+    let check = format!(
+        r#"(() => {{
+          const origin = {origin};
+          const bad = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/;
+          const attrs = [...document.querySelectorAll('*')].flatMap(e => [...e.attributes]);
+          return {{
+            pwned: typeof window.__pwned,
+            scripts: [...document.scripts].map(s => s.src),
+            sheets: [...document.styleSheets].map(s => s.href),
+            images: document.images.length + document.querySelectorAll('iframe, object, embed, link:not([rel=stylesheet])').length,
+            offsite: [...document.querySelectorAll('a[href], area[href]')].map(a => a.href)
+              .concat([...document.forms].map(f => f.action))
+              .filter(u => !u.startsWith(origin + '/')),
+            handlers: attrs.filter(a => a.name === 'style' || a.name.startsWith('on')).map(a => a.name),
+            hidden: [document.title, document.documentElement.textContent].concat(attrs.map(a => a.value))
+              .filter(t => bad.test(t)).length,
+            escaped: document.documentElement.textContent.includes('ok\\u{{202e}}fdp.exe \\u{{2066}}x\\u{{2069}} a\\u{{200b}}b\\u{{feff}}c \\u{{1b}}]8;;http://evil\\u{{7}}link'),
+          }};
+        }})()"#,
+        origin = Value::from(origin.as_str())
+    );
+    let clean = serde_json::json!({
+        "pwned": "undefined",
+        "scripts": [format!("{origin}/assets/dash.js")],
+        "sheets": [format!("{origin}/assets/dash.css")],
+        "images": 0,
+        "offsite": [],
+        "handlers": [],
+        "hidden": 0,
+        "escaped": true,
+    });
+    let mut seen = Vec::new();
+    for path in [
+        "/".to_owned(),
+        "/?status=failed".to_owned(),
+        format!("/jobs/{id}"),
+        "/spend".to_owned(),
+    ] {
+        page.goto(&server.url(&path)).await;
+        if path.starts_with("/jobs/") {
+            page.wait_for(
+                "document.getElementById('live').textContent === 'ended'",
+                Duration::from_secs(30),
+            )
+            .await;
+            assert_eq!(
+                page.eval("document.querySelectorAll('#events li').length")
+                    .await,
+                Value::from(6)
+            );
+        }
+        seen.push((path.clone(), page.eval(&check).await));
+        page.screenshot(&artifacts().join(format!(
+            "hostile-{}.png",
+            path.trim_start_matches('/')
+                .replace(['/', '?', '='], "-")
+                .trim_end_matches('-')
+        )))
+        .await;
+    }
+    let expected: Vec<(String, Value)> = seen
+        .iter()
+        .map(|(path, _)| (path.clone(), clean.clone()))
+        .collect();
+    assert_eq!(seen, expected);
+
+    // The job page shows each text whole, as the CLI prints it.
+    page.goto(&server.url(&format!("/jobs/{id}"))).await;
+    let shown = |selector: &str| {
+        format!(
+            "document.querySelector({}).textContent",
+            Value::from(selector)
+        )
+    };
+    assert_eq!(
+        (
+            page.eval(&shown("#job-reason")).await,
+            page.eval(&shown("code")).await
+        ),
+        (
+            Value::from(paddock::terminal_text::text(job.reason.as_deref().unwrap()).into_owned()),
+            Value::from(id)
+        )
+    );
+    assert_eq!(page.errors(), Vec::<String>::new());
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // The CSP, in Chromium: an inline script and an inline handler put into
+    // the page (as a markup bug would) do not run, and are reported.
+    let csp = page
+        .eval(
+            r#"new Promise(done => {
+              const seen = [];
+              document.addEventListener('securitypolicyviolation', e => {
+                seen.push(e.effectiveDirective);
+                if (seen.length === 2) setTimeout(() => done([seen.sort(), typeof window.__inline, typeof window.__handler]), 200);
+              });
+              const s = document.createElement('script');
+              s.textContent = 'window.__inline = 1';
+              document.body.appendChild(s);
+              const d = document.createElement('div');
+              d.innerHTML = '<img src="/assets/none.png" onerror="window.__handler = 1">';
+              document.body.appendChild(d);
+            })"#,
+        )
+        .await;
+    assert_eq!(
+        csp,
+        serde_json::json!([
+            ["script-src-attr", "script-src-elem"],
+            "undefined",
+            "undefined"
+        ])
+    );
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    listening.abort();
+    browser.close().await;
 }

@@ -29,9 +29,13 @@ use crate::store::JobQuery;
 /// Jobs on one page of the list.
 const PAGE: u32 = 100;
 
-/// The dashboard's templates, parsed once.
+/// The dashboard's templates, parsed once. Every value a template shows
+/// goes through [`shown`]: HTML-escaped (the `.html` templates
+/// auto-escape) after its controls, bidirectional overrides and invisible
+/// characters are shown as escapes, as the CLI prints them.
 static TEMPLATES: std::sync::LazyLock<Environment<'static>> = std::sync::LazyLock::new(|| {
     let mut env = Environment::new();
+    env.set_formatter(shown);
     for (name, text) in [
         ("base.html", include_str!("templates/base.html")),
         ("login.html", include_str!("templates/login.html")),
@@ -47,6 +51,31 @@ static TEMPLATES: std::sync::LazyLock<Environment<'static>> = std::sync::LazyLoc
     }
     env
 });
+
+/// How a template shows `value`: a string is made safe as a terminal
+/// would show it (`terminal_text::text`: a job's ticket, branch, reason,
+/// file names and model carry no control, bidirectional override or
+/// zero-width character into the page, so a name cannot read as another
+/// or reorder the text around it), then escaped as markup.
+fn shown(
+    out: &mut minijinja::Output,
+    state: &minijinja::State,
+    value: &Value,
+) -> Result<(), minijinja::Error> {
+    match value.as_str().map(crate::terminal_text::text) {
+        Some(std::borrow::Cow::Owned(neutral)) => {
+            let neutral = if value.is_safe() {
+                Value::from_safe_string(neutral)
+            } else {
+                Value::from(neutral)
+            };
+            minijinja::escape_formatter(out, state, &neutral)
+        }
+        Some(std::borrow::Cow::Borrowed(_)) | None => {
+            minijinja::escape_formatter(out, state, value)
+        }
+    }
+}
 
 /// `name` rendered with `ctx` (the `.html` templates auto-escape).
 pub(super) fn render(name: &str, ctx: Value) -> Response {
