@@ -707,6 +707,12 @@ impl crate::store::Store for FailingStore {
     async fn job_owner(&self, id: &str) -> Result<Option<crate::store::Owner>, StoreError> {
         self.inner.job_owner(id).await
     }
+    async fn claim_standing(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::store::ClaimStanding>, StoreError> {
+        self.inner.claim_standing(id).await
+    }
     async fn job_owners(
         &self,
         limit: u32,

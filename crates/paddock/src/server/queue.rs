@@ -722,8 +722,9 @@ impl Queue {
     /// Why claimed job `id` could not be put back in the queue: a cancel
     /// was asked of it while it is still `running` on `me`, or it is no
     /// longer `me`'s (what it is now, for the log).
+    /// Its status, owner and cancel request are read as one row.
     async fn unclaim_refused(&self, id: &str, me: &Owner) -> Result<Unclaimed, StoreError> {
-        let Some(now) = self.store.job(id).await? else {
+        let Some(now) = self.store.claim_standing(id).await? else {
             return Ok(Unclaimed::Leave("it is gone from the store".into()));
         };
         if now.status != JobStatus::Running {
@@ -732,7 +733,7 @@ impl Queue {
                 now.status.as_str()
             )));
         }
-        match self.store.job_owner(id).await? {
+        match now.owner {
             Some(owner) if owner.host == me.host => {}
             Some(owner) => {
                 return Ok(Unclaimed::Leave(format!(
@@ -742,7 +743,7 @@ impl Queue {
             }
             None => return Ok(Unclaimed::Leave("it runs without an owner".into())),
         }
-        Ok(match self.store.cancel_requested(id).await? {
+        Ok(match now.cancel {
             Some(_) => Unclaimed::CancelAsked,
             None => Unclaimed::Leave("it runs here and no cancel was asked of it".into()),
         })

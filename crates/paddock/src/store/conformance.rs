@@ -20,7 +20,8 @@ use time::OffsetDateTime;
 
 use super::fixtures::{event, job, model_call};
 use super::{
-    CancelRequest, JobQuery, NextAttempt, Owner, Reclaim, RunningJob, SpendScope, Store, StoreError,
+    CancelRequest, ClaimStanding, JobQuery, NextAttempt, Owner, Reclaim, RunningJob, SpendScope,
+    Store, StoreError,
 };
 use crate::api_token::{Scope, StoredToken};
 use crate::store::{WebhookAttempt, WebhookLease};
@@ -73,6 +74,7 @@ macro_rules! conformance_suite {
             of_concurrent_reclaimers_one_queues_the_next_attempt,
             a_cancel_is_requested_only_of_a_running_job_with_an_owner,
             the_newest_jobs_owners_are_listed,
+            a_claim_standing_is_status_owner_and_cancel_request,
         );
     };
     (@tests $make:expr; $($check:ident),* $(,)?) => {
@@ -2284,6 +2286,62 @@ pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(st
     done.status = JobStatus::Cancelled;
     store.finish_job(&done, JobStatus::Running).await.unwrap();
     assert_eq!(store.request_cancel("j1", "beta", t0).await.unwrap(), None);
+}
+
+/// A job's standing (status, owner, cancel request) is read as one row,
+/// each part as `job`, `job_owner` and `cancel_requested` give it; no job,
+/// no standing.
+pub(crate) async fn a_claim_standing_is_status_owner_and_cancel_request(store: &dyn Store) {
+    let a = host("alpha");
+    let t0 = datetime!(2026-12-02 05:00:00 UTC);
+    store.insert_job(&job("old", 0), "{}").await.unwrap();
+    store
+        .insert_owned_job(&job("j1", 10), "{}", &a, t0)
+        .await
+        .unwrap();
+    store
+        .insert_owned_job(&job("j2", 20), "{}", &a, t0)
+        .await
+        .unwrap();
+    store
+        .enqueue_job(&queued("q1", "T-1", 30), "{}", 0, None)
+        .await
+        .unwrap();
+    store.request_cancel("j2", "beta", t0).await.unwrap();
+    let mut standings = Vec::new();
+    for id in ["old", "j1", "j2", "q1", "nope"] {
+        standings.push(store.claim_standing(id).await.unwrap());
+    }
+    assert_eq!(
+        standings,
+        [
+            Some(ClaimStanding {
+                // Recorded running by an old process, before owners.
+                status: JobStatus::Running,
+                owner: None,
+                cancel: None,
+            }),
+            Some(ClaimStanding {
+                status: JobStatus::Running,
+                owner: Some(a.clone()),
+                cancel: None,
+            }),
+            Some(ClaimStanding {
+                status: JobStatus::Running,
+                owner: Some(a),
+                cancel: Some(CancelRequest {
+                    at: t0,
+                    by: "beta".into(),
+                }),
+            }),
+            Some(ClaimStanding {
+                status: JobStatus::Queued,
+                owner: None,
+                cancel: None,
+            }),
+            None,
+        ]
+    );
 }
 
 /// The owners of the newest jobs, as `jobs` lists them: those that have

@@ -41,7 +41,7 @@ pub(crate) use cancel_notices::ANY_JOB;
 pub use error::StoreError;
 pub use follows::Follows;
 pub use location::{is_postgres_url, withdraw_env, PgUrl, StoreAt, PADDOCK_DB, PGPASSWORD};
-pub use owner::{CancelRequest, NextAttempt, Owner, Reclaim, RunningJob};
+pub use owner::{CancelRequest, ClaimStanding, NextAttempt, Owner, Reclaim, RunningJob};
 pub use postgres::PgStore;
 pub use sql::usage::{UsageCalls, UsageJob};
 pub use sqlite::checkpoint::{checkpoint, checkpoint_blocking};
@@ -198,6 +198,11 @@ pub trait Store: std::fmt::Debug + Send + Sync {
     /// queued; or it was recorded before jobs had owners) or there is no
     /// such job.
     async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError>;
+
+    /// The status, owner and cancel request of job `id` (each as `job`,
+    /// `job_owner` and `cancel_requested` give it) in one read: `None`
+    /// when there is no such job.
+    async fn claim_standing(&self, id: &str) -> Result<Option<ClaimStanding>, StoreError>;
 
     /// The owners of the `limit` newest jobs (as `jobs` lists them) that
     /// have one (every job recorded since jobs had owners that started

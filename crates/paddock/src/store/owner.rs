@@ -56,6 +56,18 @@ pub struct CancelRequest {
     pub by: String,
 }
 
+/// Where a job stands for a claimer that could not put it back in the
+/// queue (`Store::claim_standing`): its status, owner and cancel request,
+/// read as one row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimStanding {
+    pub status: paddock_protocol::JobStatus,
+    /// As `Store::job_owner` gives it.
+    pub owner: Option<Owner>,
+    /// As `Store::cancel_requested` gives it.
+    pub cancel: Option<CancelRequest>,
+}
+
 /// Everything a reaper writes when it reclaims a dead host's running job,
 /// in one transaction (`Store::reclaim_job`): all of it or, when the
 /// compare-and-set does not hold or a step fails, none of it.
@@ -151,6 +163,46 @@ pub(in crate::store) const UNCLAIM: &str = "UPDATE jobs \
 /// row: no job).
 pub(in crate::store) const CANCEL_REQUESTED: &str =
     "SELECT cancel_requested_at, cancel_requested_by FROM jobs WHERE id = $1";
+
+/// The status, owner and cancel request of job `$1` (no row: no job).
+pub(in crate::store) const STANDING: &str = "SELECT status, owner_host, owner_name, \
+            cancel_requested_at, cancel_requested_by FROM jobs WHERE id = $1";
+
+/// A row of [`STANDING`].
+pub(in crate::store) type StandingRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// Decodes a row of [`STANDING`] of job `id`: an owner only with its
+/// host, a cancel request only with its time.
+pub(in crate::store) fn standing(
+    id: &str,
+    (status, host, name, asked_at, asked_by): StandingRow,
+) -> Result<ClaimStanding, super::StoreError> {
+    let row = super::sqlite::codec::RowRef::new("jobs", format!("job {id}"));
+    let status = paddock_protocol::JobStatus::parse(&status)
+        .ok_or_else(|| row.decode_error("status", format!("unknown job status {status:?}")))?;
+    let owner = host.map(|host| Owner {
+        host,
+        name: name.unwrap_or_default(),
+    });
+    let cancel = match asked_at {
+        Some(at) => Some(CancelRequest {
+            at: row.parse_time("cancel_requested_at", &at)?,
+            by: asked_by.unwrap_or_default(),
+        }),
+        None => None,
+    };
+    Ok(ClaimStanding {
+        status,
+        owner,
+        cancel,
+    })
+}
 
 /// The owner of job `$1` (`NULL`s: none; no row: no job).
 pub(in crate::store) const OWNER: &str = "SELECT owner_host, owner_name FROM jobs WHERE id = $1";

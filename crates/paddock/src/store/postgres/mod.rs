@@ -38,8 +38,8 @@ use time::OffsetDateTime;
 use super::location::PgUrl;
 use super::retry;
 use super::{
-    CancelRequest, Follows, JobQuery, Lane, NextAttempt, Owner, Reclaim, RunningJob, SpendScope,
-    Store, StoreError,
+    CancelRequest, ClaimStanding, Follows, JobQuery, Lane, NextAttempt, Owner, Reclaim, RunningJob,
+    SpendScope, Store, StoreError,
 };
 use super::{UsageCalls, UsageJob};
 
@@ -382,6 +382,10 @@ impl Store for PgStore {
 
     async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
         PgStore::job_owner(self, id).await
+    }
+
+    async fn claim_standing(&self, id: &str) -> Result<Option<ClaimStanding>, StoreError> {
+        retry::transient("claim_standing", |_| PgStore::claim_standing(self, id)).await
     }
 
     async fn job_owners(&self, limit: u32) -> Result<Vec<(String, Owner)>, StoreError> {

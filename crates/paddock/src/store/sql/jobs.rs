@@ -8,7 +8,7 @@
 //! word the same on both backends.
 
 /// `insert_job_with_priority`, `insert_owned_job`, `job_follows`, `heartbeat`, `reclaim_job`, `running_jobs`,
-/// `request_cancel`, `unclaim_job`, `claimed_by`, `cancel_requested`, `job_owner` and `job_owners` for the store type `$store` (a
+/// `request_cancel`, `unclaim_job`, `claimed_by`, `cancel_requested`, `job_owner`, `claim_standing` and `job_owners` for the store type `$store` (a
 /// struct with a sqlx `pool`, a `job` method, and a `bind_job` function
 /// in the expanding module binding `id` then the `COLUMNS`).
 macro_rules! jobs_queries {
@@ -319,6 +319,24 @@ macro_rules! jobs_queries {
                             name: name.unwrap_or_default(),
                         })
                     }))
+                }
+
+                /// The status, owner and cancel request of job `id`, as
+                /// one row; `None` when there is no such job.
+                pub(super) async fn claim_standing(
+                    &self,
+                    id: &str,
+                ) -> Result<Option<owner::ClaimStanding>, StoreError> {
+                    sqlx::query_as::<_, owner::StandingRow>(owner::STANDING)
+                        .bind(id)
+                        .fetch_optional(&self.pool)
+                        .await
+                        .map_err(|source| StoreError::ReadJob {
+                            job_id: id.to_owned(),
+                            source,
+                        })?
+                        .map(|row| owner::standing(id, row))
+                        .transpose()
                 }
 
                 /// The owners of the `limit` newest jobs that have one.

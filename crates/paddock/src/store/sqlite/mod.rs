@@ -36,8 +36,8 @@ use time::OffsetDateTime;
 
 use super::retry;
 use super::{
-    CancelRequest, Follows, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope, Store,
-    StoreError,
+    CancelRequest, ClaimStanding, Follows, JobQuery, Lane, Owner, Reclaim, RunningJob, SpendScope,
+    Store, StoreError,
 };
 
 use super::{UsageCalls, UsageJob};
@@ -381,6 +381,10 @@ impl Store for SqliteStore {
 
     async fn job_owner(&self, id: &str) -> Result<Option<Owner>, StoreError> {
         SqliteStore::job_owner(self, id).await
+    }
+
+    async fn claim_standing(&self, id: &str) -> Result<Option<ClaimStanding>, StoreError> {
+        retry::transient("claim_standing", |_| SqliteStore::claim_standing(self, id)).await
     }
 
     async fn job_owners(&self, limit: u32) -> Result<Vec<(String, Owner)>, StoreError> {
