@@ -65,7 +65,9 @@ pub(super) async fn serve(
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        .max_headers(super::head_limits::HYPER_MAX_HEADERS)
+        .max_buf_size(super::head_limits::HYPER_HEAD_BUFFER);
     tokio::pin!(stopped);
     loop {
         let permit = tokio::select! {

@@ -53,6 +53,7 @@ mod sandbox_cli;
 mod sandbox_jobs;
 mod serve;
 mod serve_attempts;
+mod serve_limits;
 mod serve_turns;
 mod session_attacks;
 mod setup_cache;
