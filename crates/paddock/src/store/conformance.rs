@@ -2244,15 +2244,7 @@ pub(crate) async fn of_concurrent_reclaimers_one_queues_the_next_attempt(store: 
 pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(store: &dyn Store) {
     let a = host("alpha");
     let t0 = datetime!(2026-12-02 05:00:00 UTC);
-    store.insert_job(&job("old", 0), "{}").await.unwrap();
-    store
-        .insert_owned_job(&job("j1", 10), "{}", &a, t0)
-        .await
-        .unwrap();
-    store
-        .enqueue_job(&queued("q1", "T-1", 20), "{}", 0, None)
-        .await
-        .unwrap();
+    ownerless_owned_and_queued(store, &a, t0).await;
     assert_eq!(store.cancel_requested("j1").await.unwrap(), None);
     let asked = [
         store.request_cancel("j1", "beta", t0).await.unwrap(),
@@ -2288,23 +2280,29 @@ pub(crate) async fn a_cancel_is_requested_only_of_a_running_job_with_an_owner(st
     assert_eq!(store.request_cancel("j1", "beta", t0).await.unwrap(), None);
 }
 
+/// Records `old` (running, recorded before jobs had owners), `j1`
+/// (running on `a`, its heartbeat `t0`) and the queued `q1`.
+async fn ownerless_owned_and_queued(store: &dyn Store, a: &Owner, t0: OffsetDateTime) {
+    store.insert_job(&job("old", 0), "{}").await.unwrap();
+    store
+        .insert_owned_job(&job("j1", 10), "{}", a, t0)
+        .await
+        .unwrap();
+    store
+        .enqueue_job(&queued("q1", "T-1", 20), "{}", 0, None)
+        .await
+        .unwrap();
+}
+
 /// A job's standing (status, owner, cancel request) is read as one row,
 /// each part as `job`, `job_owner` and `cancel_requested` give it; no job,
 /// no standing.
 pub(crate) async fn a_claim_standing_is_status_owner_and_cancel_request(store: &dyn Store) {
     let a = host("alpha");
     let t0 = datetime!(2026-12-02 05:00:00 UTC);
-    store.insert_job(&job("old", 0), "{}").await.unwrap();
+    ownerless_owned_and_queued(store, &a, t0).await;
     store
-        .insert_owned_job(&job("j1", 10), "{}", &a, t0)
-        .await
-        .unwrap();
-    store
-        .insert_owned_job(&job("j2", 20), "{}", &a, t0)
-        .await
-        .unwrap();
-    store
-        .enqueue_job(&queued("q1", "T-1", 30), "{}", 0, None)
+        .insert_owned_job(&job("j2", 30), "{}", &a, t0)
         .await
         .unwrap();
     store.request_cancel("j2", "beta", t0).await.unwrap();

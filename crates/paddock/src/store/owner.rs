@@ -10,7 +10,7 @@
 //! renewed in between keeps it. A cancel asked of a running job by a
 //! process that does not run it (another server on the store) is recorded
 //! on its row ([`REQUEST_CANCEL`]), which its owner reads while it renews
-//! ([`CANCEL_REQUESTED`]); a reaper that reclaims the job of a dead owner
+//! ([`STANDING`]); a reaper that reclaims the job of a dead owner
 //! reads it too, and ends the job `cancelled` when one was asked
 //! ([`Reclaim`]: the compare-and-set also holds on whether a request is
 //! recorded, so one recorded meanwhile is never lost). The statements
@@ -159,12 +159,8 @@ pub(in crate::store) const UNCLAIM: &str = "UPDATE jobs \
      WHERE id = $1 AND status = 'running' AND owner_host = $2 \
        AND cancel_requested_at IS NULL";
 
-/// When and by whom a cancel of job `$1` was asked (`NULL`: never; no
-/// row: no job).
-pub(in crate::store) const CANCEL_REQUESTED: &str =
-    "SELECT cancel_requested_at, cancel_requested_by FROM jobs WHERE id = $1";
-
-/// The status, owner and cancel request of job `$1` (no row: no job).
+/// The status, owner and cancel request of job `$1` (no row: no job):
+/// also what `job_owner` and `cancel_requested` read.
 pub(in crate::store) const STANDING: &str = "SELECT status, owner_host, owner_name, \
             cancel_requested_at, cancel_requested_by FROM jobs WHERE id = $1";
 
@@ -203,9 +199,6 @@ pub(in crate::store) fn standing(
         cancel,
     })
 }
-
-/// The owner of job `$1` (`NULL`s: none; no row: no job).
-pub(in crate::store) const OWNER: &str = "SELECT owner_host, owner_name FROM jobs WHERE id = $1";
 
 /// The owners of the `$1` newest jobs (as `Store::jobs` lists them), of
 /// those that have one.

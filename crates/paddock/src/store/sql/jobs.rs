@@ -305,20 +305,7 @@ macro_rules! jobs_queries {
                     &self,
                     id: &str,
                 ) -> Result<Option<Owner>, StoreError> {
-                    let row = sqlx::query_as::<_, (Option<String>, Option<String>)>(owner::OWNER)
-                        .bind(id)
-                        .fetch_optional(&self.pool)
-                        .await
-                        .map_err(|source| StoreError::ReadJob {
-                            job_id: id.to_owned(),
-                            source,
-                        })?;
-                    Ok(row.and_then(|(host, name)| {
-                        host.map(|host| Owner {
-                            host,
-                            name: name.unwrap_or_default(),
-                        })
-                    }))
+                    Ok(self.claim_standing(id).await?.and_then(|s| s.owner))
                 }
 
                 /// The status, owner and cancel request of job `id`, as
@@ -368,23 +355,8 @@ macro_rules! jobs_queries {
                     &self,
                     id: &str,
                 ) -> Result<Option<CancelRequest>, StoreError> {
-                    let asked = sqlx::query_as::<_, (Option<String>, Option<String>)>(
-                        owner::CANCEL_REQUESTED,
-                    )
-                    .bind(id)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(|source| StoreError::ReadJob {
-                        job_id: id.to_owned(),
-                        source,
-                    })?;
-                    let row = RowRef::new("jobs", format!("job {id}"));
-                    match asked {
-                        Some((Some(at), by)) => Ok(Some(CancelRequest {
-                            at: row.parse_time("cancel_requested_at", &at)?,
-                            by: by.unwrap_or_default(),
-                        })),
-                        Some((None, _)) => Ok(None),
+                    match self.claim_standing(id).await? {
+                        Some(standing) => Ok(standing.cancel),
                         None => Err(StoreError::NoSuchJob {
                             job_id: id.to_owned(),
                         }),
