@@ -32,12 +32,6 @@ const LEFT_OUT: &[&str] = &["FETCH_HEAD", CHECKED, super::mirror_names::NAMES];
 /// check runs).
 const MAX_STATE: u64 = 64 << 20;
 
-/// Whether the mirror `dir` is as its last passing check saw it.
-#[cfg(test)]
-pub(super) fn unchanged_since_check(dir: &Path) -> bool {
-    unchanged_names(dir).is_some()
-}
-
 /// The names kept for the mirror `dir` (`mirror_names.rs`) when it is as
 /// its last passing check saw it; `None` when it is not.
 pub(super) fn unchanged_names(dir: &Path) -> Option<super::mirror_names::Names> {
@@ -162,12 +156,12 @@ mod tests {
         std::fs::write(&host, state(&dir).unwrap()).unwrap();
         std::fs::remove_file(dir.join(CHECKED)).ok();
         std::os::unix::fs::symlink(&host, dir.join(CHECKED)).unwrap();
-        let through_link = unchanged_since_check(&dir);
+        let through_link = unchanged_names(&dir).is_some();
         std::fs::remove_file(dir.join(CHECKED)).unwrap();
         nix::unistd::mkfifo(&dir.join(CHECKED), nix::sys::stat::Mode::S_IRWXU).unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let fifo_dir = dir.clone();
-        std::thread::spawn(move || tx.send(unchanged_since_check(&fifo_dir)));
+        std::thread::spawn(move || tx.send(unchanged_names(&fifo_dir).is_some()));
         let through_fifo = rx.recv_timeout(std::time::Duration::from_secs(10)).ok();
         assert_eq!(
             (written_through.as_str(), through_link, through_fifo),
@@ -188,11 +182,14 @@ mod tests {
         std::fs::write(dir.join("packed-refs"), "x\n").unwrap();
         std::fs::write(dir.join("objects/ab/cdef"), "o").unwrap();
         std::os::unix::fs::symlink("/nonexistent", dir.join("refs/heads/link")).unwrap();
-        assert!(!unchanged_since_check(dir));
+        // Whether the mirror is as its last passing check saw it, at each
+        // step.
+        let unchanged = || unchanged_names(dir).is_some();
+        let mut seen = vec![unchanged()];
         checked(dir);
-        assert!(unchanged_since_check(dir));
+        seen.push(unchanged());
         std::fs::write(dir.join("FETCH_HEAD"), "heads\n").unwrap();
-        assert!(unchanged_since_check(dir));
+        seen.push(unchanged());
 
         let changes: [&dyn Fn(); 3] = [
             &|| std::fs::write(dir.join("refs/heads/main"), "1\n").unwrap(),
@@ -210,11 +207,15 @@ mod tests {
             // Apart in time from the state kept (a coarse clock).
             std::thread::sleep(std::time::Duration::from_millis(20));
             change();
-            assert!(!unchanged_since_check(dir));
+            seen.push(unchanged());
             checked(dir);
-            assert!(unchanged_since_check(dir));
+            seen.push(unchanged());
         }
         forget(dir);
-        assert!(!unchanged_since_check(dir));
+        seen.push(unchanged());
+        assert_eq!(
+            seen,
+            [false, true, true, false, true, false, true, false, true, false]
+        );
     }
 }
