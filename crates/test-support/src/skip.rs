@@ -1,6 +1,6 @@
-//! Prerequisites a test checks first: an engine CLI on PATH, a sandbox
-//! that can start, a user namespace the user can make, a tmpfs this
-//! process can mount. Absent, a test skips
+//! Prerequisites a test checks first: an engine CLI on PATH, root, a
+//! sandbox that can start, a user namespace the user can make, a tmpfs
+//! this process can mount. Absent, a test skips
 //! with a printed reason locally and fails in CI ([`in_ci`]); and the lock
 //! a test holds while it changes the process's environment.
 
@@ -36,9 +36,7 @@ pub fn engine(name: &str) -> Option<PathBuf> {
 /// root, as mounting one takes, and the kernel has overlayfs); otherwise
 /// prints why and returns false locally, and fails in CI.
 pub fn overlay_available() -> bool {
-    // `/proc/self` belongs to this process's effective user.
-    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
-    let why = if !root {
+    let why = if !is_root() {
         "mounting a job's overlay needs root"
     } else if !std::fs::read_to_string("/proc/filesystems")
         .unwrap_or_default()
@@ -53,6 +51,25 @@ pub fn overlay_available() -> bool {
         panic!("no overlay workspace in CI: {why}");
     }
     eprintln!("skipping the overlay layout: {why}");
+    false
+}
+
+/// Whether this process's effective user is root (`/proc/self` is its).
+fn is_root() -> bool {
+    std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0
+}
+
+/// True when this process is root, as `needs` (what the test does that
+/// takes it) does; otherwise prints why and returns false locally, and
+/// fails in CI (which runs the suite as root).
+pub fn root_available(needs: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    if in_ci() {
+        panic!("not root in CI: {needs} needs root");
+    }
+    eprintln!("skipping: {needs} needs root");
     false
 }
 

@@ -92,8 +92,7 @@ async fn a_job_cannot_fork_past_the_default_pids_cap() {
     if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping: cgroup caps for jobs need root or a delegated cgroup");
+    if !root_available("applying a job's cgroup caps in this test") {
         return;
     }
     let home = Home::new();
@@ -131,8 +130,7 @@ async fn profile_is_enforced_in_the_sandbox(engine: &str) {
     {
         return;
     }
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping: cgroup caps for jobs need root or a delegated cgroup");
+    if !root_available("applying a job's cgroup caps in this test") {
         return;
     }
     let home = Home::new();
@@ -623,12 +621,7 @@ async fn a_jobs_cgroup_is_made_under_paddock_cgroup_root() {
     if !sandbox_available() {
         return;
     }
-    if !nix::unistd::geteuid().is_root() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI runs this as root: it makes a delegated cgroup"
-        );
-        eprintln!("skipping: making a delegated cgroup needs root");
+    if !root_available("making a delegated cgroup") {
         return;
     }
     let home = Home::new();
@@ -731,8 +724,7 @@ async fn doctor_makes_a_jobs_cgroup_where_jobs_make_theirs() {
             no_cgroup.display()
         )
     );
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping the delegated half: making a delegated cgroup needs root");
+    if !root_available("the delegated half (making a delegated cgroup)") {
         return;
     }
     let Some(cgroups) = Delegated::v1(&home, "doctor") else {
