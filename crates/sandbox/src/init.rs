@@ -318,20 +318,10 @@ fn cgroup(policy: &Policy, pid1: Pid) -> Result<Option<Cgroup>, SetupError> {
 }
 
 /// Tells the caller what the run goes without: a line appended to
-/// `notices` (created private, never through a link), else on stderr.
+/// `notices` (`notices.rs`: created private, never through a link nor
+/// into a FIFO), else on stderr.
 fn notice(notices: Option<&Path>, line: &str) {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let written = notices.is_some_and(|path| {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()))
-            .is_ok()
-    });
+    let written = notices.is_some_and(|path| crate::notices::append(path, line).is_ok());
     if !written {
         eprintln!("paddock sandbox: {line}");
     }

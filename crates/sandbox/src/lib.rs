@@ -34,6 +34,7 @@ pub mod init;
 pub mod launch;
 pub mod lock;
 pub mod net;
+pub mod notices;
 pub mod packet;
 pub mod pass_fd;
 pub mod policy;
