@@ -148,6 +148,7 @@ mod tests {
                         max: 1024,
                         header_read_timeout: Duration::from_secs(30),
                         body_read_timeout: Duration::from_secs(30),
+                        write_stall: Duration::from_secs(30),
                     },
                 },
                 ServeConfig {

@@ -6,7 +6,9 @@
 //! request's head must arrive whole within
 //! [`ConnectionLimits::header_read_timeout`] (hyper's own timer: an idle
 //! keep-alive connection is closed after it, and one trickling its head a
-//! byte at a time, the slowloris attack, too). Before, either held a
+//! byte at a time, the slowloris attack, too); an answer's write that
+//! waits [`ConnectionLimits::write_stall`] for a client reading nothing
+//! closes the connection (`write_deadline.rs`). Before, each held a
 //! descriptor of the server for ever, and enough of them took every
 //! descriptor its store, jobs and brokers need. HTTP/1.1 is served as
 //! `axum::serve` serves it (this crate's axum has no HTTP/2); a stop ends the accept
@@ -25,6 +27,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use super::write_deadline::Stalled;
+
 /// The bounds on a server's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -36,6 +40,9 @@ pub struct ConnectionLimits {
     /// How long a request's body may take to arrive once its head has
     /// (`body_deadline.rs`).
     pub body_read_timeout: Duration,
+    /// How long a write of an answer may wait for its client to read
+    /// before the connection is closed (`write_deadline.rs`).
+    pub write_stall: Duration,
 }
 
 impl Default for ConnectionLimits {
@@ -44,6 +51,7 @@ impl Default for ConnectionLimits {
             max: 1024,
             header_read_timeout: Duration::from_secs(30),
             body_read_timeout: Duration::from_secs(30),
+            write_stall: Duration::from_secs(30),
         }
     }
 }
@@ -91,7 +99,8 @@ pub(super) async fn serve(
             }
         };
         let service = TowerToHyperService::new(app.clone());
-        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        let io = TokioIo::new(Stalled::new(stream, limits.write_stall));
+        let connection = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("serve: connection: {e}");

@@ -7,7 +7,7 @@
 //! profiles, prices, capacity), `health.rs` liveness and readiness, `openapi.rs` the OpenAPI 3.1
 //! document (utoipa) served at `/openapi.json`, `queue.rs` the scheduler over the store's persistent queue,
 //! `turns.rs` one assistant turn streamed back on its response,
-//! `usage.rs` spend rollups and the ledger, `json.rs` every JSON answer's writer (terminal controls escaped), `hub.rs` the live events of running jobs, `measured.rs` an event with its JSON size (measured once for the backlog and every stream), `outbox.rs` what an event stream buffers and how many a token holds, `headers.rs` the security headers of every answer, `body_deadline.rs` how long a request body may take, `head_limits.rs` how large a request's head may be, `problem.rs` errors as
+//! `usage.rs` spend rollups and the ledger, `json.rs` every JSON answer's writer (terminal controls escaped), `hub.rs` the live events of running jobs, `measured.rs` an event with its JSON size (measured once for the backlog and every stream), `outbox.rs` what an event stream buffers and how many a token holds, `headers.rs` the security headers of every answer, `body_deadline.rs` how long a request body may take, `head_limits.rs` how large a request's head may be, `write_deadline.rs` how long an answer may wait for its client to read, `problem.rs` errors as
 //! problem+json (`extract.rs` makes malformed requests problems too, `job_id.rs` the job ids they name), `state.rs` what handlers share, `config.rs` the
 //! settings. Routes and wire shapes: docs/api.md; operation: docs/serve.md.
 //!
@@ -44,6 +44,7 @@ pub mod submissions;
 mod turns;
 mod usage;
 pub mod webhooks;
+mod write_deadline;
 
 use std::future::Future;
 use std::sync::Arc;
