@@ -3,7 +3,9 @@
 //! (`server/head_limits.rs`) are refused with the API's problem+json and
 //! a stable code before any token is checked, where hyper answered an
 //! empty 414 or 431 or let them through; what hyper still refuses itself
-//! is pinned here as docs/serve.md says it.
+//! is pinned here as docs/serve.md says it. And a client that asks for a
+//! large answer and reads none of it: its connection is closed once the
+//! write has waited 30 s (`server/write_deadline.rs`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -177,4 +179,63 @@ async fn an_oversized_head_is_a_problem_with_a_stable_code() {
     // and the reset may take its answer with it.)
     let hypers = raw(&server, b"GET /<script> HTTP/1.1\r\nHost: p\r\n\r\n").await;
     assert_eq!((hypers.status, hypers.body), (400, String::new()));
+}
+
+/// Probe: an authenticated client that asks for a large answer (a job
+/// record of 8 MiB of file names) and reads none of it has its connection
+/// closed once the write has waited 30 s, having got far less than the
+/// answer (without `server/write_deadline.rs`: still open after 50 s, and
+/// a read then gets all of it); the server answers others meanwhile.
+#[tokio::test]
+async fn a_large_answer_nobody_reads_ends_its_connection() {
+    let home = Home::new();
+    let server = Server::start(&home, &[]).await;
+    let mut job = paddock_test_support::jobs::stored_record(
+        "job-large",
+        "gpt-5.5",
+        "process",
+        paddock_protocol::JobStatus::Done,
+        0,
+    );
+    job.changed_files = (0..32 * 1024)
+        .map(|i| format!("src/{i:08}/{}", "f".repeat(240)))
+        .collect();
+    use paddock::store::Store as _;
+    home.store().await.insert_job(&job, "{}").await.unwrap();
+    let read = crate::serve::token(&home, "read").await;
+
+    let addr = server.url("").trim_start_matches("http://").to_owned();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut idle = socket.connect(addr.parse().unwrap()).await.unwrap();
+    idle.write_all(
+        format!(
+            "GET /v1/jobs/job-large HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer {read}\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let start = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    // Others are served meanwhile.
+    let other = crate::serve::client_with(&read)
+        .get(server.url("/v1/jobs/job-large"))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .len();
+    let mut got = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(10), idle.read_to_end(&mut got)).await;
+    let closed = matches!(ended, Ok(Ok(_)) | Ok(Err(_)));
+    assert_eq!(
+        (closed, got.len() < other, other > 8 * 1024 * 1024),
+        (true, true, true),
+        "{} of {other} bytes after {:?}",
+        got.len(),
+        start.elapsed()
+    );
 }
