@@ -37,6 +37,7 @@ pub(crate) mod snapshot;
 pub mod source_lock;
 pub mod trash;
 mod upper;
+pub(crate) mod upper_print;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -1515,6 +1516,24 @@ impl Workspace {
             git.run(args, Some(&nul_list(&tree.gone))).await?;
         }
         Ok(tree)
+    }
+
+    /// The print of everything the job wrote (`upper_print.rs`), on an
+    /// overlay workspace whose `work/` is mounted; `None` otherwise, or
+    /// when it cannot be taken whole. Blocking: it reads the job's files.
+    pub(crate) fn upper_print(&self) -> Option<upper_print::UpperPrint> {
+        self.upper_layer()?;
+        upper_print::UpperPrint::take(&self.meta.join(UPPER), &self.work)
+    }
+
+    /// A print of the same layer to compare with `earlier`, taken with its
+    /// key.
+    pub(crate) fn upper_print_again(
+        &self,
+        earlier: &upper_print::UpperPrint,
+    ) -> Option<upper_print::UpperPrint> {
+        self.upper_layer()?;
+        earlier.again(&self.meta.join(UPPER), &self.work)
     }
 
     /// The upper layer of an overlay workspace whose `work/` is mounted

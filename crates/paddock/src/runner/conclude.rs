@@ -399,32 +399,37 @@ async fn save_patch(
     Result<(Patch, KeptOrNot, Option<SourceFetching>), (JobStatus, Option<String>)>,
     StoreError,
 > {
-    let (patch, kept) =
-        match crate::results::patch_and_branch(prov.ws(), spec, &prov.artifacts).await {
-            Ok(made) => made,
-            // A diff past the job's disk limit (or the most Paddock holds
-            // in memory), stopped while it was read: past a limit, as a
-            // patch found too long once read is.
-            Err(crate::workspace::WorkspaceError::GitOutputPastLimit { limit, .. }) => {
-                let msg = format!(
-                    "the job's result is larger than limits.max_disk_bytes or the {} bytes \
+    // The patch made beside the engine's exit, if nothing changed since;
+    // else made now.
+    let made = match prov.early_patch.take(prov.ws()).await {
+        Some(made) => made,
+        None => crate::results::patch_and_branch(prov.ws(), spec, &prov.artifacts).await,
+    };
+    let (patch, kept) = match made {
+        Ok(made) => made,
+        // A diff past the job's disk limit (or the most Paddock holds
+        // in memory), stopped while it was read: past a limit, as a
+        // patch found too long once read is.
+        Err(crate::workspace::WorkspaceError::GitOutputPastLimit { limit, .. }) => {
+            let msg = format!(
+                "the job's result is larger than limits.max_disk_bytes or the {} bytes \
                      Paddock reads of a patch, whichever is less ({limit} bytes): its diff was \
                      stopped past them; neither the patch nor the branch's bundle is kept",
-                    crate::workspace::MAX_PATCH_BYTES
-                );
-                em.emit(EventBody::Policy {
-                    rule: "limits".into(),
-                    message: msg.clone(),
-                })
-                .await?;
-                return Ok(Err((JobStatus::Failed, Some(msg))));
-            }
-            Err(e) => {
-                let msg = format!("cannot compute the patch: {e}");
-                em.error("paddock", msg.clone(), true).await?;
-                return Ok(Err((JobStatus::Failed, Some(msg))));
-            }
-        };
+                crate::workspace::MAX_PATCH_BYTES
+            );
+            em.emit(EventBody::Policy {
+                rule: "limits".into(),
+                message: msg.clone(),
+            })
+            .await?;
+            return Ok(Err((JobStatus::Failed, Some(msg))));
+        }
+        Err(e) => {
+            let msg = format!("cannot compute the patch: {e}");
+            em.error("paddock", msg.clone(), true).await?;
+            return Ok(Err((JobStatus::Failed, Some(msg))));
+        }
+    };
     for warning in &patch.warnings {
         em.error("paddock", warning.clone(), false).await?;
     }

@@ -8,11 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use paddock_protocol::{EgressPhase, EventBody, Phase};
+use paddock_protocol::{EgressPhase, EventBody, Isolation, Phase};
 use time::OffsetDateTime;
 use tokio::io::AsyncWriteExt;
 
 use super::clock::Deadline;
+use super::early_patch::{self, EarlyPatch};
 use super::emit::Emitter;
 use super::network::{self, Egress};
 use super::provision::Provisioned;
@@ -56,6 +57,9 @@ pub(super) struct Running {
     pub broker: BrokerHandle,
     /// The job's egress proxy, when its spec lists destinations.
     pub egress: Option<Egress>,
+    /// What starts the job's patch at the engine's turn's end
+    /// (`early_patch.rs`), until it has.
+    pub early_patch: Option<(EarlyPatch, early_patch::Inputs)>,
     #[cfg(feature = "scripted")]
     pub _scripted: Option<ScriptedServer>,
 }
@@ -253,6 +257,18 @@ pub(super) async fn launch(
         _shared_spend: shared_spend,
         broker,
         egress,
+        // Only where the job runs as Paddock's own user already
+        // (`early_patch.rs`: the job is still alive while it reads).
+        early_patch: (job.rung.isolation() == Isolation::Process).then(|| {
+            (
+                prov.early_patch.clone(),
+                early_patch::Inputs {
+                    ws: ws.clone(),
+                    spec: job.spec.clone(),
+                    artifacts: prov.artifacts.clone(),
+                },
+            )
+        }),
         #[cfg(feature = "scripted")]
         _scripted: scripted,
     })))

@@ -18,6 +18,7 @@ mod calls;
 mod clock;
 mod conclude;
 mod disk_watch;
+mod early_patch;
 mod emit;
 mod engine_bin;
 mod error;

@@ -37,6 +37,9 @@ pub(super) struct Provisioned {
     /// `clock.rs`) runs out, counted from once the host slot was held:
     /// the setup and the engine end by then. `None`: no profile sets it.
     pub cap_ends: Option<tokio::time::Instant>,
+    /// The patch started at the engine's turn's end, taken at the job's
+    /// conclusion if nothing changed since (`early_patch.rs`).
+    pub early_patch: super::early_patch::EarlyPatch,
 }
 
 /// The background read of a local source's uncommitted changes; aborted
@@ -298,6 +301,7 @@ pub(super) async fn provision(
         _slot: slot,
         source_changes,
         cap_ends,
+        early_patch: Default::default(),
     })
 }
 

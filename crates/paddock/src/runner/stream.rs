@@ -165,7 +165,23 @@ async fn on_line(
     refused: &mut std::collections::HashSet<String>,
 ) -> Result<(), StoreError> {
     let kind = adapter.kind().as_str();
-    let Some(line) = emit_line(em, run.parser.as_mut(), line, max_line, kind).await? else {
+    let mut turn_ended = false;
+    let emitted = emit_line(
+        em,
+        run.parser.as_mut(),
+        line,
+        max_line,
+        kind,
+        &mut turn_ended,
+    )
+    .await?;
+    // The turn's end starts the patch beside the engine's exit.
+    if turn_ended {
+        if let Some((early, inputs)) = run.early_patch.take() {
+            early.start(inputs);
+        }
+    }
+    let Some(line) = emitted else {
         return Ok(());
     };
     let found = adapter.stream_denials(&line);
@@ -247,6 +263,7 @@ async fn emit_line(
     line: Line,
     max_line: usize,
     kind: &str,
+    turn_ended: &mut bool,
 ) -> Result<Option<String>, StoreError> {
     if !line.complete() {
         let head = &line.bytes[..line.bytes.len().min(LINE_HEAD)];
@@ -275,6 +292,13 @@ async fn emit_line(
                         em.store.set_engine_session(&em.job_id, &session).await?;
                     }
                 }
+                *turn_ended |= matches!(
+                    body,
+                    EventBody::Status {
+                        phase: paddock_protocol::Phase::TurnCompleted,
+                        ..
+                    }
+                );
                 em.emit_job(body).await?;
             }
             Ok(Some(text))

@@ -37,6 +37,10 @@ struct Running {
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     stderr: tokio::task::JoinHandle<Vec<u8>>,
+    /// Its registration as Paddock's own (`own_children.rs`): the job's
+    /// end-of-run scan spares it when it runs beside the engine's exit
+    /// (`runner/early_patch.rs`). Held until it was waited for.
+    _own: crate::own_children::Registered,
 }
 
 impl<'a> IgnoreQuery<'a> {
@@ -96,6 +100,7 @@ impl<'a> IgnoreQuery<'a> {
             stdin,
             stdout,
             stderr,
+            _own,
         } = running;
         drop(stdin);
         drop(stdout);
@@ -138,12 +143,22 @@ fn start(git: &HostGit) -> Result<Running, WorkspaceError> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true);
+    // Marked as the other host gits are (`host_git.rs`'s `spawn_group`): a
+    // reaper pass after this process was killed finds it by its owner.
+    if let Some(mark) = crate::own_children::owner_mark() {
+        cmd.env(crate::own_children::OWNER_ENV, mark);
+    }
+    if let Some(jobs) = crate::own_children::jobs_dir() {
+        cmd.env(crate::own_children::JOBS_ENV, jobs);
+    }
     let spawned = |source| WorkspaceError::Spawn {
         path: git.root.clone(),
         source,
     };
-    let mut child = cmd.spawn().map_err(spawned)?;
+    let (mut child, own) =
+        crate::own_children::spawn(|| cmd.spawn(), tokio::process::Child::id).map_err(spawned)?;
     let pipe = || std::io::Error::other("git check-ignore: no pipe");
     let stdin = child.stdin.take().ok_or_else(|| spawned(pipe()))?;
     let stdout = child.stdout.take().ok_or_else(|| spawned(pipe()))?;
@@ -158,6 +173,7 @@ fn start(git: &HostGit) -> Result<Running, WorkspaceError> {
         stdin,
         stdout: BufReader::new(stdout),
         stderr,
+        _own: own,
     })
 }
 

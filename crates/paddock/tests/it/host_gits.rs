@@ -298,3 +298,196 @@ async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
         String::from_utf8_lossy(&second_unchanged.stderr)
     );
 }
+
+/// A stand-in engine body that does `before`, ends its turn, waits (up to
+/// 20 s) for an early patch's staging to be over (`runner/early_patch.rs`:
+/// the patch started at the turn's end, after the print of what the job
+/// wrote; its branch's bundle is in the job's artifacts and its scratch
+/// index, `meta/patch.index`, removed once the tree is written), writes
+/// whether it was to `mark`, then does `after` and exits.
+fn ending_then(home: &Home, before: &str, after: &str, mark: &Path) -> String {
+    format!(
+        "{}\ni=0\nstaged() {{ ls '{data}'/artifacts/*/branch.bundle >/dev/null 2>&1 && ! ls '{jobs}'/job-*/meta/patch.index >/dev/null 2>&1; }}\nwhile [ $i -lt 400 ] && ! staged; do sleep 0.05; i=$((i+1)); done\nif [ $i -lt 400 ]; then echo early > '{mark}'; else echo none > '{mark}'; fi\n{after}\n",
+        finishing(before),
+        data = home.data().display(),
+        jobs = home.jobs().display(),
+        mark = mark.display(),
+    )
+}
+
+/// On an overlay (as root), the patch is started at the engine's turn's
+/// end, beside its exit, and stands when nothing changed after: one
+/// staging (one `write-tree`), and the patch is the job's.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_patch_is_made_beside_the_engines_exit_and_stands() {
+    if !paddock_test_support::skip::overlay_available() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let log = home.path().join("gits.log");
+    let bin = logging_git(home.path(), &log);
+    let path = first_on_path(&bin);
+    let mark = home.path().join("early.mark");
+    let body = ending_then(&home, "printf 'fixed\\n' > fix.txt", "", &mark);
+    let spec = stand_in_spec(home.path(), &repo, "process", &body);
+    let env = [
+        ("PATH", path.as_str()),
+        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
+    ];
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+        .await;
+    let rec = record(&out);
+    let gits = logged(&log);
+    let count = |name: &str| gits.iter().filter(|g| *g == name).count();
+    assert_eq!(
+        (
+            rec.status,
+            rec.changed_files,
+            std::fs::read_to_string(&mark).unwrap(),
+            count("write-tree"),
+            git(&repo, &["show", "paddock/T-1/1:fix.txt"]),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec!["fix.txt".to_string()],
+            "early\n".to_string(),
+            1,
+            "fixed\n".to_string(),
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// On an overlay (as root), what the job writes after its turn's end (an
+/// engine still at work, a process it left) once the early patch was
+/// made (a file changed, a file added, a file removed) is in the patch:
+/// the second print differs from the first, and the patch is made again
+/// from the final tree (a second staging: two `write-tree`). Without that check the job's
+/// branch would hold the tree as it was at the turn's end.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_the_job_writes_after_its_turns_end_is_in_the_patch() {
+    if !paddock_test_support::skip::overlay_available() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let log = home.path().join("gits.log");
+    let bin = logging_git(home.path(), &log);
+    let path = first_on_path(&bin);
+    let mark = home.path().join("early.mark");
+    let body = ending_then(
+        &home,
+        "printf 'first\\n' > fix.txt; printf 'gone\\n' > gone.txt",
+        "printf 'second\\n' > fix.txt; printf 'late\\n' > late.txt; rm gone.txt",
+        &mark,
+    );
+    let spec = stand_in_spec(home.path(), &repo, "process", &body);
+    let env = [
+        ("PATH", path.as_str()),
+        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
+    ];
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+        .await;
+    let rec = record(&out);
+    let gits = logged(&log);
+    let count = |name: &str| gits.iter().filter(|g| *g == name).count();
+    assert_eq!(
+        (
+            rec.status,
+            rec.changed_files,
+            std::fs::read_to_string(&mark).unwrap(),
+            count("write-tree"),
+            git(&repo, &["show", "paddock/T-1/1:fix.txt"]),
+            git(&repo, &["show", "paddock/T-1/1:late.txt"]),
+            git(&repo, &["ls-tree", "--name-only", "paddock/T-1/1"]).contains("gone.txt"),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec!["fix.txt".to_string(), "late.txt".to_string()],
+            "early\n".to_string(),
+            2,
+            "second\n".to_string(),
+            "late\n".to_string(),
+            false,
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Whether Paddock's git staged the tree while the job was still running,
+/// for a job on `rung` whose engine keeps a file `.alive` in its work tree
+/// from its start until a second after its turn's end: a `git` first on
+/// `PATH` logs, for each `update-index` in the job's work tree (`-C
+/// .../work`: not the snapshot's checkout), whether it still holds that
+/// file.
+async fn staged_while_alive(rung: &str) -> (paddock_protocol::JobStatus, Vec<String>, String) {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let log = home.path().join("alive.log");
+    let bin = home.path().join("alive-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\ndir=\nprev=\nsub=\nfor a in \"$@\"; do\n  [ \"$prev\" = -C ] && dir=\"$a\"\n  [ \"$a\" = update-index ] && sub=1\n  prev=\"$a\"\ndone\ncase \"$dir\" in */work) ;; *) sub= ;; esac\nif [ -n \"$sub\" ]; then\n  if [ -e \"$dir/.alive\" ]; then echo alive >> '{log}'; else echo ended >> '{log}'; fi\nfi\nexec '{git}' \"$@\"\n",
+        log = log.display(),
+        git = real_git().display()
+    );
+    paddock_test_support::script::write_script(&bin.join("git"), &script);
+    let path = first_on_path(&bin);
+    let body = format!(
+        "touch .alive\n{}\nsleep 1\nrm -f .alive\n",
+        finishing("printf 'fixed\\n' > fix.txt")
+    );
+    let spec = stand_in_spec(home.path(), &repo, rung, &body);
+    let env = [
+        ("PATH", path.as_str()),
+        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
+    ];
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+        .await;
+    let rec = record(&out);
+    let logged = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (
+        rec.status,
+        logged,
+        git(&repo, &["show", "paddock/T-1/1:fix.txt"]),
+    )
+}
+
+/// On the `process` rung, where the job runs as Paddock's own user, the
+/// patch is staged while the engine is still alive (its turn ended), and
+/// again once it ended (it removed a file after its turn's end); on the
+/// `sandbox` rung it is staged only once the job's processes have all
+/// ended: a live sandboxed job could otherwise race Paddock's git into
+/// reading a host file through a link it swaps in (`runner/early_patch.rs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_patch_is_staged_early_only_on_the_process_rung() {
+    if !paddock_test_support::skip::overlay_available()
+        || !paddock_test_support::skip::sandbox_available()
+    {
+        return;
+    }
+    let (process, sandbox) =
+        tokio::join!(staged_while_alive("process"), staged_while_alive("sandbox"));
+    let done = paddock_protocol::JobStatus::Done;
+    assert_eq!(
+        (process, sandbox),
+        (
+            (
+                done,
+                vec!["alive".to_string(), "ended".to_string()],
+                "fixed\n".to_string()
+            ),
+            (done, vec!["ended".to_string()], "fixed\n".to_string())
+        )
+    );
+}

@@ -1,0 +1,155 @@
+//! The patch made while the engine shuts down (issue #14). Codex prints the
+//! end of its turn (`turn.completed`) and then takes tens of milliseconds to
+//! exit (its session files, its state databases); the patch (the work tree
+//! staged, diffed, and its branch committed and bundled:
+//! `results::patch_and_branch`) used to start only once it had, and the
+//! job's own time held both one after the other. On an overlay workspace
+//! the turn's end now starts the patch beside the engine's exit: first a
+//! print of everything the job wrote (`workspace/upper_print.rs`: the upper
+//! layer's entries and the content of its files), then the patch. When the
+//! job concludes (the engine and what it left ended), a second print is
+//! taken, and the early patch stands only if both prints are equal: nothing
+//! the patch reads changed in between. Otherwise (an engine still writing
+//! after its turn's end, a process it left, a print that could not be
+//! taken, an early patch that failed) the patch is made again from the
+//! final tree, as before, and the early one is dropped: it only wrote
+//! Paddock's own objects, its index and the branch's bundle, which the
+//! second overwrites. Nothing of it is published or recorded before that
+//! decision. One early patch per job at most; a clone workspace (no upper
+//! layer to print) has none. The gits it starts are Paddock's own children
+//! (`own_children.rs`), which the end-of-job scan of the job's processes
+//! spares, and are killed if the job ends without concluding.
+//!
+//! Only on the `process` rung. The job is still alive while the early
+//! patch reads its tree, so it can swap a directory for a link between
+//! Paddock's walk and its git's read of a file below it (and swap it back,
+//! within one tick of a coarse clock, before the second print). On the
+//! `process` rung the job runs as Paddock's own user and can read whatever
+//! that git could, so such a race gains it nothing it could not copy into
+//! its patch itself; on the `sandbox` rung it could make Paddock's git read
+//! a host file the job cannot see into the job's branch, so there the patch
+//! is made only once every process of the job has ended, as before.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use paddock_protocol::JobSpec;
+
+use crate::results::KeptOrNot;
+use crate::workspace::upper_print::UpperPrint;
+use crate::workspace::{Patch, Workspace, WorkspaceError};
+
+/// What `results::patch_and_branch` made.
+pub(super) type Made = Result<(Patch, KeptOrNot), WorkspaceError>;
+
+/// The job's early patch, shared by what starts it (the engine's stream)
+/// and what takes it (the job's conclusion).
+#[derive(Debug, Clone, Default)]
+pub(super) struct EarlyPatch(Arc<Mutex<Slot>>);
+
+#[derive(Debug, Default)]
+enum Slot {
+    /// Not started (yet).
+    #[default]
+    Idle,
+    /// Started at the turn's end.
+    Started(Started),
+    /// Started and taken, or never to be started.
+    Done,
+}
+
+/// An early patch under way.
+#[derive(Debug)]
+struct Started(tokio::task::JoinHandle<Option<(UpperPrint, Made)>>);
+
+impl Drop for Started {
+    /// A job that ends without concluding leaves no patch running (its
+    /// gits are killed when their handles drop).
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What an early patch is made from.
+pub(super) struct Inputs {
+    pub ws: Workspace,
+    pub spec: JobSpec,
+    pub artifacts: PathBuf,
+}
+
+impl EarlyPatch {
+    /// Starts the early patch from `inputs`, unless one was started already
+    /// or taken.
+    pub fn start(&self, inputs: Inputs) {
+        let Ok(mut slot) = self.0.lock() else {
+            return;
+        };
+        if !matches!(*slot, Slot::Idle) {
+            return;
+        }
+        let task = tokio::spawn(async move {
+            let Inputs {
+                ws,
+                spec,
+                artifacts,
+            } = inputs;
+            let printed = ws.clone();
+            // Before the patch reads anything: what it reads must be what
+            // the print saw, or newer (then the prints differ).
+            let print = tokio::task::spawn_blocking(move || printed.upper_print())
+                .await
+                .ok()??;
+            let made = crate::results::patch_and_branch(&ws, &spec, &artifacts).await;
+            Some((print, made))
+        });
+        tracing::debug!("the patch is started at the turn's end");
+        *slot = Slot::Started(Started(task));
+    }
+
+    /// The early patch, when one was started, made, and nothing it read
+    /// changed since (a second print of `ws` equal to the first); `None`
+    /// otherwise, and from then on none is started.
+    pub async fn take(&self, ws: &Workspace) -> Option<Made> {
+        let started = {
+            let mut slot = self.0.lock().ok()?;
+            match std::mem::replace(&mut *slot, Slot::Done) {
+                Slot::Started(started) => started,
+                Slot::Idle | Slot::Done => return None,
+            }
+        };
+        let mut started = started;
+        let (print, made) = match (&mut started.0).await {
+            Ok(Some(done)) => done,
+            Ok(None) => {
+                tracing::debug!("no early patch: the job's writes could not be printed");
+                return None;
+            }
+            Err(e) => {
+                tracing::debug!("no early patch: its task ended: {e}");
+                return None;
+            }
+        };
+        // An early patch that failed is made again: what failed it may
+        // have been the job still at work.
+        let made = match made {
+            Ok(made) => Ok(made),
+            Err(e) => {
+                tracing::debug!("the early patch failed, made again: {e}");
+                return None;
+            }
+        };
+        let now = ws.clone();
+        let unchanged = tokio::task::spawn_blocking(move || {
+            now.upper_print_again(&print)
+                .is_some_and(|again| again == print)
+        })
+        .await
+        .unwrap_or(false);
+        if unchanged {
+            tracing::debug!("the patch made at the turn's end stands");
+        } else {
+            tracing::debug!("the job wrote after its turn's end: the patch is made again");
+        }
+        unchanged.then_some(made)
+    }
+}
