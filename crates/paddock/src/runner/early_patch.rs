@@ -11,7 +11,8 @@
 //! taken, and the early patch stands only if both prints are equal: nothing
 //! the patch reads changed in between. Otherwise (an engine still writing
 //! after its turn's end, a process it left, a print that could not be
-//! taken, an early patch that failed) the patch is made again from the
+//! taken or was still being taken when the job ended, an early patch that
+//! failed) the patch is made again from the
 //! final tree, as before, and the early one is dropped: it only wrote
 //! Paddock's own objects, its index and the branch's bundle, which the
 //! second overwrites. Nothing of it is published or recorded before that
@@ -31,6 +32,7 @@
 //! is made only once every process of the job has ended, as before.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use paddock_protocol::JobSpec;
@@ -58,15 +60,18 @@ enum Slot {
     Done,
 }
 
-/// An early patch under way.
+/// An early patch under way, and whether its first print is taken.
 #[derive(Debug)]
-struct Started(tokio::task::JoinHandle<Option<(UpperPrint, Made)>>);
+struct Started {
+    task: tokio::task::JoinHandle<Option<(UpperPrint, Made)>>,
+    printed: Arc<AtomicBool>,
+}
 
 impl Drop for Started {
     /// A job that ends without concluding leaves no patch running (its
     /// gits are killed when their handles drop).
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -87,23 +92,26 @@ impl EarlyPatch {
         if !matches!(*slot, Slot::Idle) {
             return;
         }
+        let printed = Arc::new(AtomicBool::new(false));
+        let done = printed.clone();
         let task = tokio::spawn(async move {
             let Inputs {
                 ws,
                 spec,
                 artifacts,
             } = inputs;
-            let printed = ws.clone();
+            let to_print = ws.clone();
             // Before the patch reads anything: what it reads must be what
             // the print saw, or newer (then the prints differ).
-            let print = tokio::task::spawn_blocking(move || printed.upper_print())
+            let print = tokio::task::spawn_blocking(move || to_print.upper_print())
                 .await
                 .ok()??;
+            done.store(true, Ordering::Release);
             let made = crate::results::patch_and_branch(&ws, &spec, &artifacts).await;
             Some((print, made))
         });
         tracing::debug!("the patch is started at the turn's end");
-        *slot = Slot::Started(Started(task));
+        *slot = Slot::Started(Started { task, printed });
     }
 
     /// The early patch, when one was started, made, and nothing it read
@@ -117,8 +125,15 @@ impl EarlyPatch {
                 Slot::Idle | Slot::Done => return None,
             }
         };
+        // A print still being taken when the job ends (a job that wrote a
+        // great deal) is not waited for: a second one would cost as much,
+        // on the job's path.
+        if !started.printed.load(Ordering::Acquire) {
+            tracing::debug!("no early patch: the job's writes were still being printed");
+            return None;
+        }
         let mut started = started;
-        let (print, made) = match (&mut started.0).await {
+        let (print, made) = match (&mut started.task).await {
             Ok(Some(done)) => done,
             Ok(None) => {
                 tracing::debug!("no early patch: the job's writes could not be printed");

@@ -34,9 +34,9 @@ use rustix::fs::{AtFlags, FileType, OFlags};
 use super::beneath;
 
 /// The most entries a print walks.
-pub(crate) const MAX_ENTRIES: usize = 100_000;
+pub(crate) const MAX_ENTRIES: usize = 10_000;
 /// The most bytes of regular files a print reads.
-pub(crate) const MAX_CONTENT: u64 = 64 << 20;
+pub(crate) const MAX_CONTENT: u64 = 16 << 20;
 /// The deepest directory a print enters.
 const MAX_DEPTH: usize = 256;
 /// What a file's content is read in.
