@@ -315,6 +315,39 @@ fn ending_then(home: &Home, before: &str, after: &str, mark: &Path) -> String {
     )
 }
 
+/// An early-patch job on an overlay (process rung) whose engine does
+/// `before`, ends its turn, waits for the early patch's staging
+/// ([`ending_then`]) and does `after`: its record, how many `write-tree`s
+/// Paddock's gits ran, whether the engine saw the early staging over, and
+/// `paddock`'s stderr.
+async fn early_patch_job(
+    home: &Home,
+    repo: &Path,
+    before: &str,
+    after: &str,
+) -> (paddock_protocol::JobRecord, usize, String, String) {
+    let log = home.path().join("gits.log");
+    let bin = logging_git(home.path(), &log);
+    let path = first_on_path(&bin);
+    let mark = home.path().join("early.mark");
+    let body = ending_then(home, before, after, &mark);
+    let spec = stand_in_spec(home.path(), repo, "process", &body);
+    let env = [
+        ("PATH", path.as_str()),
+        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
+    ];
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+        .await;
+    let write_trees = logged(&log).iter().filter(|g| *g == "write-tree").count();
+    (
+        record(&out),
+        write_trees,
+        std::fs::read_to_string(&mark).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// On an overlay (as root), the patch is started at the engine's turn's
 /// end, beside its exit, and stands when nothing changed after: one
 /// staging (one `write-tree`), and the patch is the job's.
@@ -325,28 +358,14 @@ async fn the_patch_is_made_beside_the_engines_exit_and_stands() {
     }
     let home = Home::new();
     let repo = repo(home.path());
-    let log = home.path().join("gits.log");
-    let bin = logging_git(home.path(), &log);
-    let path = first_on_path(&bin);
-    let mark = home.path().join("early.mark");
-    let body = ending_then(&home, "printf 'fixed\\n' > fix.txt", "", &mark);
-    let spec = stand_in_spec(home.path(), &repo, "process", &body);
-    let env = [
-        ("PATH", path.as_str()),
-        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
-    ];
-    let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
-        .await;
-    let rec = record(&out);
-    let gits = logged(&log);
-    let count = |name: &str| gits.iter().filter(|g| *g == name).count();
+    let (rec, write_trees, mark, stderr) =
+        early_patch_job(&home, &repo, "printf 'fixed\\n' > fix.txt", "").await;
     assert_eq!(
         (
             rec.status,
             rec.changed_files,
-            std::fs::read_to_string(&mark).unwrap(),
-            count("write-tree"),
+            mark,
+            write_trees,
             git(&repo, &["show", "paddock/T-1/1:fix.txt"]),
         ),
         (
@@ -356,8 +375,7 @@ async fn the_patch_is_made_beside_the_engines_exit_and_stands() {
             1,
             "fixed\n".to_string(),
         ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{stderr}"
     );
 }
 
@@ -365,8 +383,8 @@ async fn the_patch_is_made_beside_the_engines_exit_and_stands() {
 /// engine still at work, a process it left) once the early patch was
 /// made (a file changed, a file added, a file removed) is in the patch:
 /// the second print differs from the first, and the patch is made again
-/// from the final tree (a second staging: two `write-tree`). Without that check the job's
-/// branch would hold the tree as it was at the turn's end.
+/// from the final tree (a second staging: two `write-tree`). Without that
+/// check the job's branch would hold the tree as it was at the turn's end.
 #[tokio::test(flavor = "multi_thread")]
 async fn what_the_job_writes_after_its_turns_end_is_in_the_patch() {
     if !paddock_test_support::skip::overlay_available() {
@@ -374,33 +392,19 @@ async fn what_the_job_writes_after_its_turns_end_is_in_the_patch() {
     }
     let home = Home::new();
     let repo = repo(home.path());
-    let log = home.path().join("gits.log");
-    let bin = logging_git(home.path(), &log);
-    let path = first_on_path(&bin);
-    let mark = home.path().join("early.mark");
-    let body = ending_then(
+    let (rec, write_trees, mark, stderr) = early_patch_job(
         &home,
+        &repo,
         "printf 'first\\n' > fix.txt; printf 'gone\\n' > gone.txt",
         "printf 'second\\n' > fix.txt; printf 'late\\n' > late.txt; rm gone.txt",
-        &mark,
-    );
-    let spec = stand_in_spec(home.path(), &repo, "process", &body);
-    let env = [
-        ("PATH", path.as_str()),
-        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
-    ];
-    let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
-        .await;
-    let rec = record(&out);
-    let gits = logged(&log);
-    let count = |name: &str| gits.iter().filter(|g| *g == name).count();
+    )
+    .await;
     assert_eq!(
         (
             rec.status,
             rec.changed_files,
-            std::fs::read_to_string(&mark).unwrap(),
-            count("write-tree"),
+            mark,
+            write_trees,
             git(&repo, &["show", "paddock/T-1/1:fix.txt"]),
             git(&repo, &["show", "paddock/T-1/1:late.txt"]),
             git(&repo, &["ls-tree", "--name-only", "paddock/T-1/1"]).contains("gone.txt"),
@@ -414,8 +418,7 @@ async fn what_the_job_writes_after_its_turns_end_is_in_the_patch() {
             "late\n".to_string(),
             false,
         ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{stderr}"
     );
 }
 
