@@ -128,11 +128,16 @@ impl EarlyPatch {
         // A print still being taken when the job ends (a job that wrote a
         // great deal) is not waited for: a second one would cost as much,
         // on the job's path.
+        let mut started = started;
         if !started.printed.load(Ordering::Acquire) {
             tracing::debug!("no early patch: the job's writes were still being printed");
+            // Stopped, and waited for until it is: had the print ended
+            // just now, its staging must not run beside the one made next
+            // (both use `meta/patch.index`). Its gits are killed with it.
+            started.task.abort();
+            let _ = (&mut started.task).await;
             return None;
         }
-        let mut started = started;
         let (print, made) = match (&mut started.task).await {
             Ok(Some(done)) => done,
             Ok(None) => {
