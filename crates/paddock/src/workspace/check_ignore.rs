@@ -145,14 +145,9 @@ fn start(git: &HostGit) -> Result<Running, WorkspaceError> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // Marked as the other host gits are (`host_git.rs`'s `spawn_group`): a
-    // reaper pass after this process was killed finds it by its owner.
-    if let Some(mark) = crate::own_children::owner_mark() {
-        cmd.env(crate::own_children::OWNER_ENV, mark);
-    }
-    if let Some(jobs) = crate::own_children::jobs_dir() {
-        cmd.env(crate::own_children::JOBS_ENV, jobs);
-    }
+    // Marked as the other host gits are: a reaper pass after this process
+    // was killed finds it by its owner.
+    super::host_git::mark_owner(&mut cmd);
     let spawned = |source| WorkspaceError::Spawn {
         path: git.root.clone(),
         source,

@@ -355,6 +355,19 @@ async fn output_to_within(
         .await
 }
 
+/// Puts this process as the owner of the host git `cmd` in its
+/// environment, which what it starts inherits: should this process be
+/// killed first, the next reaper pass kills them (`own_children::OWNER_ENV`,
+/// and the jobs directory, `own_children::JOBS_ENV`).
+pub(super) fn mark_owner(cmd: &mut Command) {
+    if let Some(mark) = crate::own_children::owner_mark() {
+        cmd.env(crate::own_children::OWNER_ENV, mark);
+    }
+    if let Some(jobs) = crate::own_children::jobs_dir() {
+        cmd.env(crate::own_children::JOBS_ENV, jobs);
+    }
+}
+
 /// Starts `cmd` in a process group of its own (killed whole when the
 /// result is dropped before it ended), its owner in its environment
 /// (`own_children::OWNER_ENV`), its stdout to `out` or a pipe, stderr to
@@ -368,15 +381,7 @@ fn spawn_group(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    // Its owner, which what it starts inherits: should this process be
-    // killed first, the next reaper pass kills them
-    // (`own_children::OWNER_ENV`).
-    if let Some(mark) = crate::own_children::owner_mark() {
-        cmd.env(crate::own_children::OWNER_ENV, mark);
-    }
-    if let Some(jobs) = crate::own_children::jobs_dir() {
-        cmd.env(crate::own_children::JOBS_ENV, jobs);
-    }
+    mark_owner(&mut cmd);
     if with_input {
         cmd.stdin(Stdio::piped());
     }

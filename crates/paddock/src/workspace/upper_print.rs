@@ -32,13 +32,12 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, OFlags};
 
 use super::beneath;
+use super::disk_usage::MAX_DEPTH;
 
 /// The most entries a print walks.
 pub(crate) const MAX_ENTRIES: usize = 10_000;
 /// The most bytes of regular files a print reads.
 pub(crate) const MAX_CONTENT: u64 = 16 << 20;
-/// The deepest directory a print enters.
-const MAX_DEPTH: usize = 256;
 /// What a file's content is read in.
 const CHUNK: usize = 64 << 10;
 
@@ -103,6 +102,7 @@ impl UpperPrint {
             key: &key,
             items: Vec::new(),
             content_left: MAX_CONTENT,
+            buf: vec![0u8; CHUNK],
         };
         walk.dir(&upper_root, &mut Vec::new(), 0).ok()?;
         let items = walk.items;
@@ -121,6 +121,8 @@ struct Walk<'a> {
     key: &'a std::collections::hash_map::RandomState,
     items: Vec<Item>,
     content_left: u64,
+    /// What a file's content is read into, one for the whole walk.
+    buf: Vec<u8>,
 }
 
 /// Why a walk stopped: an entry could not be read, or a bound was passed.
@@ -203,7 +205,7 @@ impl Walk<'_> {
         }
         let mut file = std::fs::File::from(file);
         let mut hasher = self.key.build_hasher();
-        let mut buf = vec![0u8; CHUNK];
+        let buf = &mut self.buf;
         loop {
             let mut filled = 0;
             while filled < CHUNK {

@@ -315,6 +315,14 @@ fn ending_then(home: &Home, before: &str, after: &str, mark: &Path) -> String {
     )
 }
 
+/// `paddock run --json SPEC` on an overlay workspace, with `path` as the
+/// `PATH` Paddock's gits are found on.
+async fn run_on_overlay(home: &Home, spec: &Path, path: &str) -> std::process::Output {
+    let env = [("PATH", path), ("PADDOCK_WORKSPACE_LAYOUT", "overlay")];
+    home.paddock(&["run", "--json", spec.to_str().unwrap()], &env)
+        .await
+}
+
 /// An early-patch job on an overlay (process rung) whose engine does
 /// `before`, ends its turn, waits for the early patch's staging
 /// ([`ending_then`]) and does `after`: its record, how many `write-tree`s
@@ -332,13 +340,7 @@ async fn early_patch_job(
     let mark = home.path().join("early.mark");
     let body = ending_then(home, before, after, &mark);
     let spec = stand_in_spec(home.path(), repo, "process", &body);
-    let env = [
-        ("PATH", path.as_str()),
-        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
-    ];
-    let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
-        .await;
+    let out = run_on_overlay(home, &spec, &path).await;
     let write_trees = logged(&log).iter().filter(|g| *g == "write-tree").count();
     (
         record(&out),
@@ -446,13 +448,7 @@ async fn staged_while_alive(rung: &str) -> (paddock_protocol::JobStatus, Vec<Str
         finishing("printf 'fixed\\n' > fix.txt")
     );
     let spec = stand_in_spec(home.path(), &repo, rung, &body);
-    let env = [
-        ("PATH", path.as_str()),
-        ("PADDOCK_WORKSPACE_LAYOUT", "overlay"),
-    ];
-    let out = home
-        .paddock(&["run", "--json", spec.to_str().unwrap()], &env)
-        .await;
+    let out = run_on_overlay(&home, &spec, &path).await;
     let rec = record(&out);
     let logged = std::fs::read_to_string(&log)
         .unwrap_or_default()
