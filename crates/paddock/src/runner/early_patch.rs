@@ -21,6 +21,18 @@
 //! (`own_children.rs`), which the end-of-job scan of the job's processes
 //! spares, and are killed if the job ends without concluding.
 //!
+//! The second print is taken as soon as the job has ended, before the
+//! early patch is waited for, and one that differs drops the early patch
+//! at once (its gits killed), without waiting for it to end: a job alive
+//! after its turn's end can make the early patch's git block (a FIFO
+//! swapped in for a `.gitignore` or a file just as git opens it, which no
+//! one opens for writing once the job is gone) and put the file back
+//! before it exits; waited for, that git held the job's conclusion for
+//! its whole time limit (`host_git::GIT_TIMEOUT`, ten minutes). Taken
+//! then, the print still stands for the tree the patch read: once the job
+//! has ended nothing writes its tree (the early patch's gits only read
+//! it), so a print equal at the job's end is equal after the patch too.
+//!
 //! Only on the `process` rung. The job is still alive while the early
 //! patch reads its tree, so it can swap a directory for a link between
 //! Paddock's walk and its git's read of a file below it (and swap it back,
@@ -32,8 +44,7 @@
 //! is made only once every process of the job has ended, as before.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use paddock_protocol::JobSpec;
 
@@ -60,11 +71,11 @@ enum Slot {
     Done,
 }
 
-/// An early patch under way, and whether its first print is taken.
+/// An early patch under way, and its first print once taken.
 #[derive(Debug)]
 struct Started {
-    task: tokio::task::JoinHandle<Option<(UpperPrint, Made)>>,
-    printed: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Option<Made>>,
+    print: Arc<OnceLock<UpperPrint>>,
 }
 
 impl Drop for Started {
@@ -92,8 +103,8 @@ impl EarlyPatch {
         if !matches!(*slot, Slot::Idle) {
             return;
         }
-        let printed = Arc::new(AtomicBool::new(false));
-        let done = printed.clone();
+        let print = Arc::new(OnceLock::new());
+        let printed = print.clone();
         let task = tokio::spawn(async move {
             let Inputs {
                 ws,
@@ -103,22 +114,21 @@ impl EarlyPatch {
             let to_print = ws.clone();
             // Before the patch reads anything: what it reads must be what
             // the print saw, or newer (then the prints differ).
-            let print = tokio::task::spawn_blocking(move || to_print.upper_print())
+            let first = tokio::task::spawn_blocking(move || to_print.upper_print())
                 .await
                 .ok()??;
-            done.store(true, Ordering::Release);
-            let made = crate::results::patch_and_branch(&ws, &spec, &artifacts).await;
-            Some((print, made))
+            let _ = printed.set(first);
+            Some(crate::results::patch_and_branch(&ws, &spec, &artifacts).await)
         });
         tracing::debug!("the patch is started at the turn's end");
-        *slot = Slot::Started(Started { task, printed });
+        *slot = Slot::Started(Started { task, print });
     }
 
     /// The early patch, when one was started, made, and nothing it read
     /// changed since (a second print of `ws` equal to the first); `None`
     /// otherwise, and from then on none is started.
     pub async fn take(&self, ws: &Workspace) -> Option<Made> {
-        let started = {
+        let mut started = {
             let mut slot = self.0.lock().ok()?;
             match std::mem::replace(&mut *slot, Slot::Done) {
                 Slot::Started(started) => started,
@@ -128,48 +138,55 @@ impl EarlyPatch {
         // A print still being taken when the job ends (a job that wrote a
         // great deal) is not waited for: a second one would cost as much,
         // on the job's path.
-        let mut started = started;
-        if !started.printed.load(Ordering::Acquire) {
+        if started.print.get().is_none() {
             tracing::debug!("no early patch: the job's writes were still being printed");
-            // Stopped, and waited for until it is: had the print ended
-            // just now, its staging must not run beside the one made next
-            // (both use `meta/patch.index`). Its gits are killed with it.
-            started.task.abort();
-            let _ = (&mut started.task).await;
+            stop(started).await;
             return None;
         }
-        let (print, made) = match (&mut started.task).await {
-            Ok(Some(done)) => done,
-            Ok(None) => {
-                tracing::debug!("no early patch: the job's writes could not be printed");
-                return None;
-            }
-            Err(e) => {
-                tracing::debug!("no early patch: its task ended: {e}");
-                return None;
-            }
-        };
-        // An early patch that failed is made again: what failed it may
-        // have been the job still at work.
-        let made = match made {
-            Ok(made) => Ok(made),
-            Err(e) => {
-                tracing::debug!("the early patch failed, made again: {e}");
-                return None;
-            }
-        };
-        let now = ws.clone();
+        // The second print now, while the early patch may still be under
+        // way (see the module's text: the job has ended, its tree no
+        // longer changes).
+        let (now, print) = (ws.clone(), started.print.clone());
         let unchanged = tokio::task::spawn_blocking(move || {
-            now.upper_print_again(&print)
-                .is_some_and(|again| again == print)
+            print.get().is_some_and(|first| {
+                now.upper_print_again(first)
+                    .is_some_and(|again| again == *first)
+            })
         })
         .await
         .unwrap_or(false);
-        if unchanged {
-            tracing::debug!("the patch made at the turn's end stands");
-        } else {
+        if !unchanged {
             tracing::debug!("the job wrote after its turn's end: the patch is made again");
+            stop(started).await;
+            return None;
         }
-        unchanged.then_some(made)
+        match (&mut started.task).await {
+            Ok(Some(Ok(made))) => {
+                tracing::debug!("the patch made at the turn's end stands");
+                Some(Ok(made))
+            }
+            // An early patch that failed is made again: what failed it may
+            // have been the job still at work.
+            Ok(Some(Err(e))) => {
+                tracing::debug!("the early patch failed, made again: {e}");
+                None
+            }
+            Ok(None) => {
+                tracing::debug!("no early patch: the job's writes could not be printed");
+                None
+            }
+            Err(e) => {
+                tracing::debug!("no early patch: its task ended: {e}");
+                None
+            }
+        }
     }
+}
+
+/// Stops an early patch and waits until it is stopped: its staging must
+/// not run beside the one made next (both use `meta/patch.index`). Its
+/// gits are killed with it (their handles dropped).
+async fn stop(mut started: Started) {
+    started.task.abort();
+    let _ = (&mut started.task).await;
 }

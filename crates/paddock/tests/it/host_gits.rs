@@ -490,3 +490,69 @@ async fn the_patch_is_staged_early_only_on_the_process_rung() {
         )
     );
 }
+
+/// On an overlay (as root), a job that outlives its turn's end and swaps a
+/// FIFO in for its `.gitignore` just as the early patch's `check-ignore`
+/// is to read it (the race a live job can win: the walk found a regular
+/// file there a moment before; a `git` first on `PATH` holds the real one
+/// until the swap is made, so the race is won every time), then puts the
+/// file back and exits, does not hold its conclusion for the git's time
+/// limit (ten minutes, with no writer ever to open that FIFO): the tree
+/// changed after the first print, so the early patch is dropped, its git
+/// killed, and the patch made again from the final tree. Without the
+/// second print taken before the early patch is waited for, `paddock run`
+/// was still waiting after two minutes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifo_swapped_in_under_the_early_patch_does_not_hold_the_job() {
+    if !paddock_test_support::skip::overlay_available() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    let started = home.path().join("check-ignore.started");
+    let swapped = home.path().join("fifo.swapped");
+    let bin = home.path().join("holding-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\ndir=\nprev=\nsub=\nfor a in \"$@\"; do\n  [ \"$prev\" = -C ] && dir=\"$a\"\n  [ \"$a\" = check-ignore ] && sub=1\n  prev=\"$a\"\ndone\ncase \"$dir\" in */work) ;; *) sub= ;; esac\nif [ -n \"$sub\" ] && [ ! -e '{started}' ]; then\n  touch '{started}'\n  i=0; while [ $i -lt 400 ] && [ ! -e '{swapped}' ]; do sleep 0.05; i=$((i+1)); done\nfi\nexec '{git}' \"$@\"\n",
+        started = started.display(),
+        swapped = swapped.display(),
+        git = real_git().display()
+    );
+    paddock_test_support::script::write_script(&bin.join("git"), &script);
+    let body = format!(
+        "{}\ni=0; while [ $i -lt 400 ] && [ ! -e '{started}' ]; do sleep 0.05; i=$((i+1)); done\nmkfifo .p && mv .p .gitignore\ntouch '{swapped}'\nsleep 1\nprintf 'out/\\n' > .g && mv .g .gitignore\n",
+        finishing("printf 'out/\\n' > .gitignore; printf 'fixed\\n' > fix.txt"),
+        started = started.display(),
+        swapped = swapped.display(),
+    );
+    let spec = stand_in_spec(home.path(), &repo, "process", &body);
+    let mut cmd = home.command(&["run", "--json", spec.to_str().unwrap()]);
+    cmd.env("PATH", first_on_path(&bin))
+        .env("PADDOCK_WORKSPACE_LAYOUT", "overlay")
+        .kill_on_drop(true);
+    let ran = tokio::time::timeout(std::time::Duration::from_secs(120), cmd.output()).await;
+    let Ok(out) = ran else {
+        panic!("paddock run still waiting after 120 s");
+    };
+    let out = out.unwrap();
+    let rec = record(&out);
+    assert_eq!(
+        (
+            rec.status,
+            rec.changed_files,
+            swapped.exists(),
+            git(&repo, &["show", "paddock/T-1/1:.gitignore"]),
+            git(&repo, &["show", "paddock/T-1/1:fix.txt"]),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec![".gitignore".to_string(), "fix.txt".to_string()],
+            true,
+            "out/\n".to_string(),
+            "fixed\n".to_string(),
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
