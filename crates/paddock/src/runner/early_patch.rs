@@ -30,8 +30,11 @@
 //! before it exits; waited for, that git held the job's conclusion for
 //! its whole time limit (`host_git::GIT_TIMEOUT`, ten minutes). Taken
 //! then, the print still stands for the tree the patch read: once the job
-//! has ended nothing writes its tree (the early patch's gits only read
-//! it), so a print equal at the job's end is equal after the patch too.
+//! has ended nothing writes its tree (the early patch only reads it, but
+//! for giving a file the job closed its read bit back when Paddock is not
+//! root, `workspace/reopen_tree.rs`: a change of its times the print
+//! sees, so the early patch is then made again), so a print equal at the
+//! job's end is equal after the patch too.
 //!
 //! Only on the `process` rung. The job is still alive while the early
 //! patch reads its tree, so it can swap a directory for a link between
