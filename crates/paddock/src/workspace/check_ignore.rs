@@ -10,9 +10,15 @@
 //! not a negation (`!pattern`, which `-v` reports too): exactly the paths
 //! `check-ignore` without `-v` prints. It is Paddock's git (`host_git.rs`):
 //! it reads `.gitignore` files as data and runs nothing. Writing and
-//! reading go on together, so a depth of any size cannot fill both pipes;
-//! every exchange is bounded by the git's time limit, and the process is
-//! killed when the query is dropped.
+//! reading go on together, so a depth of any size cannot fill both pipes.
+//! The git's time limit bounds the whole query from its start (every
+//! exchange and its end share one deadline), as it bounds any other of
+//! Paddock's gits: each exchange once had a limit of its own, and a job
+//! whose ignore rules make git slow (a large `.gitignore` of costly
+//! patterns: 5 MB of `a/**/b<n>` took git 94 s of CPU for 200 deep paths)
+//! with its paths spread over many depths held the patch for that limit
+//! once per depth, up to 256 of them. The process is killed when the
+//! query is dropped.
 
 use std::collections::HashSet;
 use std::process::Stdio;
@@ -33,6 +39,8 @@ pub(super) struct IgnoreQuery<'a> {
 }
 
 struct Running {
+    /// When the whole query's time is up (the git's limit from its start).
+    deadline: tokio::time::Instant,
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -66,6 +74,7 @@ impl<'a> IgnoreQuery<'a> {
             input.extend_from_slice(p);
             input.push(0);
         }
+        let deadline = running.deadline;
         let exchange = async {
             let write = async {
                 // A git that died closes the pipe: reading says so.
@@ -75,7 +84,7 @@ impl<'a> IgnoreQuery<'a> {
             let read = read_answers(&mut running.stdout, paths);
             tokio::join!(write, read).1
         };
-        match tokio::time::timeout(git.timeout, exchange).await {
+        match tokio::time::timeout_at(deadline, exchange).await {
             Ok(Ok(Some(ignored))) => Ok(ignored),
             Ok(Ok(None)) => Err(self.died().await),
             Ok(Err(source)) => Err(WorkspaceError::Spawn {
@@ -96,6 +105,7 @@ impl<'a> IgnoreQuery<'a> {
             return Ok(());
         };
         let Running {
+            deadline,
             mut child,
             stdin,
             stdout,
@@ -105,7 +115,7 @@ impl<'a> IgnoreQuery<'a> {
         drop(stdin);
         drop(stdout);
         let git = self.git;
-        let waited = tokio::time::timeout(git.timeout, async {
+        let waited = tokio::time::timeout_at(deadline, async {
             let status = child.wait().await;
             (status, stderr.await.unwrap_or_default())
         })
@@ -139,6 +149,7 @@ impl<'a> IgnoreQuery<'a> {
 }
 
 fn start(git: &HostGit) -> Result<Running, WorkspaceError> {
+    let deadline = tokio::time::Instant::now() + git.timeout;
     let mut cmd = git.command(ARGS);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -164,6 +175,7 @@ fn start(git: &HostGit) -> Result<Running, WorkspaceError> {
         out
     });
     Ok(Running {
+        deadline,
         child,
         stdin,
         stdout: BufReader::new(stdout),
@@ -204,4 +216,87 @@ async fn read_answers(
         }
     }
     Ok(Some(ignored))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// Writes `rule` into the FIFO `fifo` once `after` has passed and a
+    /// reader has it open (tried without blocking for up to 20 s: a reader
+    /// killed meanwhile leaves no writer waiting forever).
+    fn feed_after(fifo: &Path, after: Duration, rule: &str) {
+        std::thread::sleep(after);
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < until {
+            let opened = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+                .open(fifo);
+            if let Ok(mut file) = opened {
+                let _ = std::io::Write::write_all(&mut file, rule.as_bytes());
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The query's time limit is its whole run's, not each depth's: a
+    /// job's tree whose ignore rules make each depth's answer slow (here
+    /// a `.gitignore` at each depth that is a FIFO fed only after 60% of
+    /// the limit; a large enough file of costly patterns does the same,
+    /// and a job can spread its paths over hundreds of depths) has its
+    /// `check-ignore` killed at the limit from its start. With the limit
+    /// applied per exchange, the second depth's answer came at 120% of
+    /// it, and 256 depths held the patch for 256 limits.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_time_limit_is_the_whole_querys_not_each_depths() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        paddock_test_support::git::git(dir.path(), &["init", "-q", "repo"]);
+        std::fs::create_dir_all(repo.join("d1/d2")).unwrap();
+        let fifos = [repo.join("d1/.gitignore"), repo.join("d1/d2/.gitignore")];
+        for fifo in &fifos {
+            nix::unistd::mkfifo(fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        }
+        let limit = Duration::from_secs(3);
+        let git = HostGit {
+            git_dir: Some(repo.join(".git")),
+            work_tree: Some(repo.clone()),
+            index: None,
+            excludes: None,
+            root: dir.path().to_path_buf(),
+            timeout: limit,
+        };
+        let feeder = {
+            let fifos = fifos.clone();
+            std::thread::spawn(move || {
+                for fifo in &fifos {
+                    feed_after(fifo, limit.mul_f64(0.6), "y\n");
+                }
+            })
+        };
+        let mut query = IgnoreQuery::new(&git);
+        let first = query.ignored(&[b"d1/x"]).await.map_err(|e| e.to_string());
+        let second = query
+            .ignored(&[b"d1/d2/y"])
+            .await
+            .map_err(|e| e.to_string());
+        drop(query);
+        feeder.join().unwrap();
+        assert_eq!(
+            (first, second),
+            (
+                Ok(HashSet::new()),
+                Err(format!(
+                    "workspace {}: `git {}` did not finish within 3s; it was killed",
+                    dir.path().display(),
+                    ARGS.join(" ")
+                ))
+            )
+        );
+    }
 }
