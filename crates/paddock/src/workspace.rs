@@ -16,6 +16,7 @@ pub mod disk_usage;
 pub mod disk_walk;
 mod final_tree;
 pub(crate) mod host_git;
+mod ignore_shadow;
 pub mod inline_source;
 mod job_branch;
 mod junk;
@@ -33,6 +34,7 @@ mod remote_config;
 pub mod remove;
 pub(crate) mod reopen_tree;
 mod result_branch;
+mod sealed_stage;
 pub(crate) mod snapshot;
 pub mod source_lock;
 pub mod trash;
@@ -178,6 +180,14 @@ pub enum WorkspaceError {
     Exists { path: PathBuf, file: String },
     #[error("workspace {path}: {file} is not a regular file (a link, a FIFO, a device); Paddock's git reads it by path, so the patch is refused")]
     NotAFile { path: PathBuf, file: String },
+    /// The staging made while the job runs (`sealed_stage.rs`) does not
+    /// read this; the patch is made by path once the job has ended.
+    #[error("workspace {path}: the patch is not staged beside the job: {file}: {why}")]
+    SealedStaging {
+        path: PathBuf,
+        file: String,
+        why: String,
+    },
     #[error("repository {source_repo}: cannot read its token: {source}")]
     Token {
         source_repo: String,
@@ -229,6 +239,9 @@ pub struct Workspace {
     base_tree: BaseTree,
     /// Whether [`Workspace::list_base_soon`] started those reads.
     early_reads: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the patch is staged without git reading the work tree by
+    /// path ([`Workspace::sealed`]).
+    sealed: bool,
 }
 
 /// The base's listing, shared by a workspace's copies and the task that
@@ -888,6 +901,7 @@ impl Workspace {
             base_listing: BaseListing::default(),
             base_tree: BaseTree::default(),
             early_reads: Arc::default(),
+            sealed: false,
         })
     }
 
@@ -1071,6 +1085,7 @@ impl Workspace {
             base_listing: BaseListing::default(),
             base_tree: BaseTree::default(),
             early_reads: Arc::default(),
+            sealed: false,
         };
         ws.remount()?;
         Ok(Some(ws))
@@ -1281,17 +1296,23 @@ impl Workspace {
                 source,
             }
         })?;
+        // A sealed staging's gits have no work tree: each runs in Paddock's
+        // git directory, and none reads the job's tree.
         let git = HostGit {
             excludes: host_git::user_excludes_file().await,
-            ..self.paddock_git(Some(&index), true)
+            ..self.paddock_git(Some(&index), !self.sealed)
         };
         // What the job closed (a file or directory its owner cannot read),
         // readable again when Paddock is not root: root reads it as it is.
-        reopen_tree::open_for_reading(&self.work).map_err(|source| WorkspaceError::Read {
-            path: self.root.clone(),
-            file: self.work.display().to_string(),
-            source,
-        })?;
+        // Not while the job may still run (a sealed staging): a file it
+        // cannot read fails that staging, and the patch is made after it.
+        if !self.sealed {
+            reopen_tree::open_for_reading(&self.work).map_err(|source| WorkspaceError::Read {
+                path: self.root.clone(),
+                file: self.work.display().to_string(),
+                source,
+            })?;
+        }
         let tree = self.stage_work_tree(&git, &index, start).await?;
         let left_out: Vec<String> = tree
             .junk
@@ -1397,7 +1418,8 @@ impl Workspace {
             .store(true, std::sync::atomic::Ordering::SeqCst);
         tokio::spawn(host_git::user_excludes_file());
         let cell = self.base_listing.clone();
-        let git = self.paddock_git(Some(&self.git_dir().join("index")), true);
+        // The index alone is read: no work tree.
+        let git = self.paddock_git(Some(&self.git_dir().join("index")), false);
         tokio::spawn(async move {
             cell.get_or_init(|| async move {
                 let out = git.run(["ls-files", "--stage", "-z"], None).await.ok()?;
@@ -1474,6 +1496,11 @@ impl Workspace {
     /// reverse: `--replace`), and the tracked paths that are gone are
     /// removed after it: the index that results is the one removing them
     /// first made, since such a conflicting path is always among them.
+    ///
+    /// A sealed copy ([`Workspace::sealed`]) reads the files itself instead
+    /// (`sealed_stage.rs`), with ignore rules from a shadow of the tree's
+    /// ignore files (`ignore_shadow.rs`), and refuses a tree with a
+    /// `.gitattributes`.
     async fn stage_work_tree(
         &self,
         git: &HostGit,
@@ -1481,8 +1508,32 @@ impl Workspace {
         start: &mut (dyn FnMut() + Send),
     ) -> Result<FinalTree, WorkspaceError> {
         let add = ["update-index", "--add", "--replace", "-z", "--stdin"];
-        let adding = git.start(add)?;
+        let adding = if self.sealed {
+            None
+        } else {
+            Some(git.start(add)?)
+        };
         let tracked = self.base_paths(git).await?;
+        let shadow = match self.sealed {
+            true => {
+                if let Some(attributes) = tracked
+                    .read_by_git()
+                    .iter()
+                    .find(|f| f.path.rsplit(|b| *b == b'/').next() == Some(b".gitattributes"))
+                {
+                    return Err(WorkspaceError::SealedStaging {
+                        path: self.root.clone(),
+                        file: String::from_utf8_lossy(&attributes.path).into_owned(),
+                        why: "the base has attributes, whose conversions git applies as it reads \
+                              a file by path"
+                            .to_string(),
+                    });
+                }
+                let files = tracked.read_by_git();
+                Some(ignore_shadow::IgnoreShadow::make(git, &self.meta, files).await?)
+            }
+            false => None,
+        };
         let upper = self.upper_layer();
         let mut started = false;
         let mut after_level = |depth: usize| {
@@ -1501,21 +1552,47 @@ impl Workspace {
             upper.as_ref(),
             budget,
             &mut after_level,
+            shadow.as_ref(),
         )
         .await?;
         if !started {
             start();
         }
-        let (status, _, stderr) = adding.finish(&nul_list(&tree.staged)).await?;
-        if !status.success() {
-            return Err(git.failed(add, &stderr));
+        match adding {
+            Some(adding) => {
+                let (status, _, stderr) = adding.finish(&nul_list(&tree.staged)).await?;
+                if !status.success() {
+                    return Err(git.failed(add, &stderr));
+                }
+                tree.refused = final_tree::refused_paths(&stderr);
+            }
+            None => sealed_stage::stage(git, &self.work, &tree.staged).await?,
         }
-        tree.refused = final_tree::refused_paths(&stderr);
         if !tree.gone.is_empty() {
             let args = ["update-index", "--force-remove", "-z", "--stdin"];
-            git.run(args, Some(&nul_list(&tree.gone))).await?;
+            // `update-index` wants a work tree, though removing reads none:
+            // a sealed staging's is the shadow, Paddock's own.
+            let remover = match &shadow {
+                Some(shadow) => HostGit {
+                    work_tree: Some(shadow.dir().to_path_buf()),
+                    ..git.clone()
+                },
+                None => git.clone(),
+            };
+            remover.run(args, Some(&nul_list(&tree.gone))).await?;
         }
         Ok(tree)
+    }
+
+    /// This workspace, its patch staged without git reading its work tree
+    /// by path (`sealed_stage.rs`): what a patch made while a confined job
+    /// is still alive reads (`runner/early_patch.rs`). A tree it does not
+    /// read fails the staging with `SealedStaging`.
+    pub(crate) fn sealed(&self) -> Workspace {
+        Workspace {
+            sealed: true,
+            ..self.clone()
+        }
     }
 
     /// The print of everything the job wrote (`upper_print.rs`), on an
@@ -3046,6 +3123,7 @@ mod tests {
             None,
             final_tree::Budget::unbounded(),
             &mut swap,
+            None,
         )
         .await;
         assert_eq!(
@@ -3432,6 +3510,7 @@ mod tests {
             Some(&upper),
             final_tree::Budget::unbounded(),
             &mut |_| {},
+            None,
         )
         .await
         .unwrap();
@@ -3523,6 +3602,12 @@ mod tests {
         std::fs::write(r.join("gone.txt"), "g\n").unwrap();
         std::fs::write(r.join("link"), "was a file\n").unwrap();
         std::fs::write(r.join(".gitignore"), "target/\n*.log\nlogs/\n").unwrap();
+        // Ignore files of the base the job removes and rewrites.
+        std::fs::create_dir_all(r.join("sub")).unwrap();
+        std::fs::write(r.join("sub/.gitignore"), "*.gen\n").unwrap();
+        std::fs::create_dir_all(r.join("mod")).unwrap();
+        std::fs::write(r.join("mod/.gitignore"), "*.o\n").unwrap();
+        std::fs::write(r.join("mod/lib.c"), "int x;\n").unwrap();
         sh(&r, &["add", "-f", "."]);
         sh(&r, &["commit", "-q", "-m", "more"]);
         let jobs = tmp.path().join("jobs");
@@ -3553,8 +3638,24 @@ mod tests {
         }
         std::fs::write(w.join("a/b/c/d.txt"), "d\n").unwrap();
         std::fs::write(w.join("a/skip/s.txt"), "s\n").unwrap();
+        // A file named as a pattern that matches only directories.
+        std::fs::write(w.join("a/b/skip"), "a file\n").unwrap();
         std::fs::write(w.join("target/out"), "t\n").unwrap();
+        std::fs::remove_file(w.join("sub/.gitignore")).unwrap();
+        std::fs::write(w.join("sub/y.gen"), "no longer ignored\n").unwrap();
+        std::fs::write(w.join("mod/.gitignore"), "*.p\n").unwrap();
+        std::fs::write(w.join("mod/a.o"), "no longer ignored\n").unwrap();
+        std::fs::write(w.join("mod/a.p"), "ignored now\n").unwrap();
+        std::fs::write(w.join("tool.sh"), "#!/bin/sh\n").unwrap();
+        let mut perm = std::fs::metadata(w.join("tool.sh")).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o744);
+        std::fs::set_permissions(w.join("tool.sh"), perm).unwrap();
+        // The staging that reads no file by path (the `sandbox` rung's
+        // early patch) makes the same patch, and leaves the work tree as
+        // it found it.
+        let sealed = ws.sealed().patch().await.unwrap();
         let p = ws.patch().await.unwrap();
+        assert_eq!(sealed, p);
         assert_eq!(
             (p.tree.clone(), p.changed_files.clone(), p.diff.clone()),
             add_all_in(w, &ws.base_commit)
@@ -3566,16 +3667,22 @@ mod tests {
                 "a/b/.gitignore",
                 "a/b/c/d.txt",
                 "a/b/keep.tmp",
+                "a/b/skip",
                 "a/keep.tmp",
                 "bin",
                 "café.md",
                 "gone.txt",
                 "link",
                 "logs/kept.txt",
+                "mod/.gitignore",
+                "mod/a.o",
                 "new\nline",
                 "new.txt",
                 "old.txt",
+                "sub/.gitignore",
+                "sub/y.gen",
                 "tab\tname",
+                "tool.sh",
             ]
             .map(String::from)
             .to_vec()
@@ -3585,6 +3692,51 @@ mod tests {
             "{}",
             p.diff
         );
+    }
+
+    /// A tree with attributes (the base's, or the job's own) is not
+    /// staged without reading by path: git converts what it reads by them
+    /// (line endings, encodings), which Paddock's reads would not. The
+    /// error says so and names the file; the patch by path stands.
+    #[tokio::test]
+    async fn a_sealed_staging_refuses_a_tree_with_attributes() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let ws = Workspace::provision(&jobs, "j1", &spec(r.clone(), "main"), "b")
+            .await
+            .unwrap();
+        std::fs::create_dir_all(ws.work.join("x")).unwrap();
+        std::fs::write(ws.work.join("x/.gitattributes"), "* text eol=crlf\n").unwrap();
+        std::fs::write(ws.work.join("x/f.txt"), "f\n").unwrap();
+        let theirs = ws.sealed().patch().await.unwrap_err().to_string();
+        let by_path = ws.patch().await.unwrap().changed_files;
+        std::fs::write(r.join(".gitattributes"), "*.txt text\n").unwrap();
+        sh(&r, &["add", ".gitattributes"]);
+        sh(&r, &["commit", "-q", "-m", "attributes"]);
+        let ws2 = Workspace::provision(&jobs, "j2", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let base = ws2.sealed().patch().await.unwrap_err().to_string();
+        assert_eq!(
+            (theirs, by_path, base),
+            (
+                format!(
+                    "workspace {}: the patch is not staged beside the job: {}: attributes, whose \
+                     conversions git applies as it reads a file by path",
+                    ws.root.display(),
+                    ws.work.join("x/.gitattributes").display()
+                ),
+                vec!["x/.gitattributes".to_string(), "x/f.txt".to_string()],
+                format!(
+                    "workspace {}: the patch is not staged beside the job: .gitattributes: the \
+                     base has attributes, whose conversions git applies as it reads a file by path",
+                    ws2.root.display()
+                ),
+            )
+        );
+        ws.remove().unwrap();
+        ws2.remove().unwrap();
     }
 
     fn tracked_agents_md(dir: &Path) -> PathBuf {

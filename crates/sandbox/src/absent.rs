@@ -51,9 +51,24 @@ impl Placeholders {
     /// directory reached without a link (a missing or linked parent gets
     /// none: `.git/hooks` where there is no `.git`).
     pub fn make(policy: &Policy) -> Placeholders {
+        Placeholders::make_for(&policy.protect, &policy.rw)
+    }
+
+    /// The placeholders of the writable directory `dir` alone (its
+    /// protected names, [`crate::protected_in`]), made by the host before
+    /// the runs in it start and removed when the value is dropped: a run's
+    /// helper finds the names there and protects them as they are, and
+    /// leaves them. Paddock makes a sandboxed job's work tree's this way,
+    /// so that what the job's tree holds does not change when its last
+    /// run ends (the early patch's prints, `runner/early_patch.rs`).
+    pub fn make_in(dir: &Path) -> Placeholders {
+        Placeholders::make_for(&crate::protected_in(dir), &[dir.to_path_buf()])
+    }
+
+    fn make_for(protect: &[PathBuf], rw: &[PathBuf]) -> Placeholders {
         let mut out = Placeholders::default();
-        for p in &policy.protect {
-            let Some(w) = policy.rw.iter().find(|w| p.starts_with(w) && p != *w) else {
+        for p in protect {
+            let Some(w) = rw.iter().find(|w| p.starts_with(w) && p != *w) else {
                 continue;
             };
             let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
@@ -244,6 +259,50 @@ mod tests {
                 ".git/hooks/pre-commit",
                 ".profile -> /elsewhere"
             ]
+        );
+    }
+    /// The host's placeholders of one directory (`make_in`) are there
+    /// before a run and after it: the run's helper finds the names taken
+    /// and makes (and so removes) none of its own; dropped, the host's go.
+    #[test]
+    fn a_directorys_placeholders_made_before_its_runs_outlive_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(w.join(".git")).unwrap();
+        std::fs::write(w.join(".bashrc"), "# mine\n").unwrap();
+        let before = tree(&w);
+        let host = Placeholders::make_in(&w);
+        let with_them = tree(&w);
+        let mut policy = crate::launch::tests::policy();
+        policy.rw = vec![w.clone()];
+        policy.protect = crate::protected_in(&w);
+        let run = Placeholders::make(&policy);
+        let runs_own = run.paths();
+        drop(run);
+        let after_run = tree(&w);
+        drop(host);
+        let ph = |name: &str| format!("{name} -> {TARGET}");
+        let mut want = vec![
+            ".bashrc".to_string(),
+            ".git/".to_string(),
+            ph(".git/config"),
+            ".git/hooks/".to_string(),
+        ];
+        want.extend(
+            [
+                ".bash_login",
+                ".bash_profile",
+                ".profile",
+                ".zprofile",
+                ".zshenv",
+                ".zshrc",
+            ]
+            .map(ph),
+        );
+        want.sort();
+        assert_eq!(
+            (with_them, runs_own, after_run.clone(), tree(&w)),
+            (want.clone(), Vec::<PathBuf>::new(), want, before)
         );
     }
 }

@@ -33,18 +33,28 @@
 //! has ended nothing writes its tree (the early patch only reads it, but
 //! for giving a file the job closed its read bit back when Paddock is not
 //! root, `workspace/reopen_tree.rs`: a change of its times the print
-//! sees, so the early patch is then made again), so a print equal at the
+//! sees, so the early patch is then made again; a sealed one does not),
+//! so a print equal at the
 //! job's end is equal after the patch too.
 //!
-//! Only on the `process` rung. The job is still alive while the early
+//! On both rungs, read two ways. The job is still alive while the early
 //! patch reads its tree, so it can swap a directory for a link between
-//! Paddock's walk and its git's read of a file below it (and swap it back,
-//! within one tick of a coarse clock, before the second print). On the
-//! `process` rung the job runs as Paddock's own user and can read whatever
-//! that git could, so such a race gains it nothing it could not copy into
-//! its patch itself; on the `sandbox` rung it could make Paddock's git read
-//! a host file the job cannot see into the job's branch, so there the patch
-//! is made only once every process of the job has ended, as before.
+//! Paddock's walk and a read of a file below it by path (and swap it
+//! back, within one tick of a coarse clock, before the second print). On
+//! the `process` rung the job runs as Paddock's own user and can read
+//! whatever Paddock's git could, so such a race gains it nothing it could
+//! not copy into its patch itself, and the patch is staged as after the
+//! job, git reading each file by path. On the `sandbox` rung it could make
+//! Paddock's git read a host file the job cannot see into its branch, so
+//! there the workspace is sealed (`Workspace::sealed`,
+//! `workspace/sealed_stage.rs`): no git has the work tree, Paddock reads
+//! every file and link itself through descriptors opened beneath the
+//! tree's root with no link followed and gives git the bytes, and the
+//! ignore rules come from a copy of the tree's ignore files in Paddock's
+//! own directory (`workspace/ignore_shadow.rs`). A tree the sealed
+//! staging does not read (one with a `.gitattributes`, more than 16 MiB to
+//! read, an entry that changed while read) fails it, and the patch is
+//! made once the job has ended, as before.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -59,9 +69,14 @@ use crate::workspace::{Patch, Workspace, WorkspaceError};
 pub(super) type Made = Result<(Patch, KeptOrNot), WorkspaceError>;
 
 /// The job's early patch, shared by what starts it (the engine's stream)
-/// and what takes it (the job's conclusion).
+/// and what takes it (the job's conclusion), and the sandbox's
+/// placeholders in the job's work tree, held until it is taken
+/// ([`EarlyPatch::hold_placeholders`]).
 #[derive(Debug, Clone, Default)]
-pub(super) struct EarlyPatch(Arc<Mutex<Slot>>);
+pub(super) struct EarlyPatch {
+    slot: Arc<Mutex<Slot>>,
+    placeholders: Arc<Mutex<Option<paddock_sandbox::absent::Placeholders>>>,
+}
 
 #[derive(Debug, Default)]
 enum Slot {
@@ -100,7 +115,7 @@ impl EarlyPatch {
     /// Starts the early patch from `inputs`, unless one was started already
     /// or taken.
     pub fn start(&self, inputs: Inputs) {
-        let Ok(mut slot) = self.0.lock() else {
+        let Ok(mut slot) = self.slot.lock() else {
             return;
         };
         if !matches!(*slot, Slot::Idle) {
@@ -131,8 +146,10 @@ impl EarlyPatch {
     /// changed since (a second print of `ws` equal to the first); `None`
     /// otherwise, and from then on none is started.
     pub async fn take(&self, ws: &Workspace) -> Option<Made> {
+        // The placeholders go once the second print is taken (or none is).
+        let _release = Release(self);
         let mut started = {
-            let mut slot = self.0.lock().ok()?;
+            let mut slot = self.slot.lock().ok()?;
             match std::mem::replace(&mut *slot, Slot::Done) {
                 Slot::Started(started) => started,
                 Slot::Idle | Slot::Done => return None,
@@ -182,6 +199,33 @@ impl EarlyPatch {
                 tracing::debug!("no early patch: its task ended: {e}");
                 None
             }
+        }
+    }
+}
+
+impl EarlyPatch {
+    /// Holds the placeholders Paddock made in a sandboxed job's work tree
+    /// before its runs (`paddock_sandbox::absent::Placeholders::make_in`),
+    /// until the early patch is taken, then removes them. A run's helper
+    /// removes the placeholders it made itself when it ends: the job's
+    /// tree then changed after the first print (its entries and its
+    /// directory's times), and no early patch on the `sandbox` rung ever
+    /// stood. Made by Paddock, they are there for both prints. A job that
+    /// ends without concluding has them removed when this is dropped.
+    pub fn hold_placeholders(&self, placeholders: paddock_sandbox::absent::Placeholders) {
+        if let Ok(mut held) = self.placeholders.lock() {
+            *held = Some(placeholders);
+        }
+    }
+}
+
+/// Removes the held placeholders when dropped.
+struct Release<'a>(&'a EarlyPatch);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut held) = self.0.placeholders.lock() {
+            drop(held.take());
         }
     }
 }

@@ -150,6 +150,15 @@ pub(super) async fn launch(
         }
         ctx.egress_env = e.env.clone();
     }
+    // On the `sandbox` rung the placeholders of the work tree's protected
+    // names are Paddock's, made before its runs and held until the early
+    // patch is taken (`early_patch.rs`): each run's helper would remove
+    // the ones it made as it ends, a change of the tree after the patch's
+    // first print.
+    if job.rung.isolation() == Isolation::Sandbox {
+        prov.early_patch
+            .hold_placeholders(paddock_sandbox::absent::Placeholders::make_in(&ws.work));
+    }
     // The spec's setup commands, on the rung, before the engine, with the
     // engine's environment (no broker, no token: those are its command's).
     let setup_env = crate::engines::base_env(&ctx);
@@ -257,18 +266,19 @@ pub(super) async fn launch(
         _shared_spend: shared_spend,
         broker,
         egress,
-        // Only where the job runs as Paddock's own user already
-        // (`early_patch.rs`: the job is still alive while it reads).
-        early_patch: (job.rung.isolation() == Isolation::Process).then(|| {
-            (
-                prov.early_patch.clone(),
-                early_patch::Inputs {
-                    ws: ws.clone(),
-                    spec: job.spec.clone(),
-                    artifacts: prov.artifacts.clone(),
+        // The job is still alive while it reads (`early_patch.rs`): on the
+        // `sandbox` rung it reads no file of the tree by path.
+        early_patch: Some((
+            prov.early_patch.clone(),
+            early_patch::Inputs {
+                ws: match job.rung.isolation() {
+                    Isolation::Process => ws.clone(),
+                    Isolation::Sandbox | Isolation::Auto => ws.sealed(),
                 },
-            )
-        }),
+                spec: job.spec.clone(),
+                artifacts: prov.artifacts.clone(),
+            },
+        )),
         #[cfg(feature = "scripted")]
         _scripted: scripted,
     })))

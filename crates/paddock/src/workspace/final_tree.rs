@@ -29,6 +29,7 @@ use rustix::fs::{FileType, OFlags};
 use super::beneath;
 use super::check_ignore::IgnoreQuery;
 use super::host_git::HostGit;
+use super::ignore_shadow::{IgnoreShadow, IGNORE_FILE, MAX_IGNORE_FILE};
 use super::junk::is_junk;
 use super::upper::{Listing, Upper};
 use super::WorkspaceError;
@@ -48,6 +49,19 @@ pub(super) struct Tracked {
     modes: HashMap<Vec<u8>, String>,
     /// Every leading directory of a tracked path.
     dirs: HashSet<Vec<u8>>,
+    /// The tracked files git reads by path while it stages or checks
+    /// ignores ([`READ_BY_GIT`]), each with its mode and object name: what
+    /// a staging that reads nothing by path (`sealed_stage.rs`) copies or
+    /// refuses.
+    read_by_git: Vec<TrackedFile>,
+}
+
+/// A tracked path with its mode and object name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TrackedFile {
+    pub path: Vec<u8>,
+    pub mode: String,
+    pub object: String,
 }
 
 impl Tracked {
@@ -58,10 +72,17 @@ impl Tracked {
             let Some(tab) = record.iter().position(|b| *b == b'\t') else {
                 continue;
             };
-            let mode =
-                String::from_utf8_lossy(record[..tab].split(|b| *b == b' ').next().unwrap_or(b""))
-                    .into_owned();
+            let mut head = record[..tab].split(|b| *b == b' ');
+            let mode = String::from_utf8_lossy(head.next().unwrap_or(b"")).into_owned();
             let path = record[tab + 1..].to_vec();
+            let name = path.rsplit(|b| *b == b'/').next().unwrap_or(&path);
+            if READ_BY_GIT.contains(&name) {
+                t.read_by_git.push(TrackedFile {
+                    path: path.clone(),
+                    mode: mode.clone(),
+                    object: String::from_utf8_lossy(head.next().unwrap_or(b"")).into_owned(),
+                });
+            }
             for (i, b) in path.iter().enumerate() {
                 if *b == b'/' {
                     t.dirs.insert(path[..i].to_vec());
@@ -75,6 +96,11 @@ impl Tracked {
     /// The mode of a tracked path.
     pub fn mode(&self, path: &[u8]) -> Option<&str> {
         self.modes.get(path).map(String::as_str)
+    }
+
+    /// The tracked files git reads by path ([`READ_BY_GIT`]).
+    pub fn read_by_git(&self) -> &[TrackedFile] {
+        &self.read_by_git
     }
 
     fn is_gitlink(&self, path: &[u8]) -> bool {
@@ -167,7 +193,16 @@ pub(super) async fn list(
     work: &Path,
     tracked: &Tracked,
 ) -> Result<FinalTree, WorkspaceError> {
-    list_with(git, work, tracked, None, Budget::unbounded(), &mut |_| {}).await
+    list_with(
+        git,
+        work,
+        tracked,
+        None,
+        Budget::unbounded(),
+        &mut |_| {},
+        None,
+    )
+    .await
 }
 
 /// Whether the link `name` in `dir` names the sandbox's placeholder target.
@@ -220,6 +255,7 @@ pub(super) async fn list_with(
     upper: Option<&Upper>,
     budget: Budget,
     after_level: &mut (dyn FnMut(usize) + Send),
+    shadow: Option<&IgnoreShadow>,
 ) -> Result<FinalTree, WorkspaceError> {
     let read_err = |rel: &[u8]| {
         let file = abs(work, rel).display().to_string();
@@ -230,7 +266,15 @@ pub(super) async fn list_with(
         }
     };
     let root = beneath::open_root(work).map_err(read_err(b""))?;
-    let mut rules = IgnoreQuery::new(git);
+    let shadow_err = |rel: &[u8]| {
+        let file = abs(work, rel).display().to_string();
+        move |source: std::io::Error| WorkspaceError::SealedStaging {
+            path: git.root.clone(),
+            file,
+            why: format!("its ignore rules' copy: {source}"),
+        }
+    };
+    let mut rules = IgnoreQuery::new(shadow.map_or(git, IgnoreShadow::git));
     let mut visited = Visited::new();
     // (directory, under an ignored directory, read whole)
     let mut level: Vec<(Vec<u8>, bool, bool)> = vec![(Vec::new(), false, upper.is_none())];
@@ -251,6 +295,8 @@ pub(super) async fn list_with(
             };
             let flags = OFlags::RDONLY | OFlags::DIRECTORY;
             let fd = beneath::open_beneath(root.as_fd(), dir, flags).map_err(read_err(dir))?;
+            // Whether this directory's ignore file was read (a sealed walk).
+            let mut ignore_file_read = false;
             for entry in beneath::entries(&fd).map_err(read_err(dir))? {
                 if entry.name == b".git" {
                     continue;
@@ -273,6 +319,27 @@ pub(super) async fn list_with(
                 if names.as_ref().is_some_and(|n| !n.contains(&entry.name)) {
                     continue;
                 }
+                if let Some(shadow) = shadow {
+                    if entry.name == b".gitattributes" {
+                        return Err(WorkspaceError::SealedStaging {
+                            path: git.root.clone(),
+                            file: abs(work, &rel).display().to_string(),
+                            why: "attributes, whose conversions git applies as it reads a file \
+                                  by path"
+                                .to_string(),
+                        });
+                    }
+                    if entry.name == IGNORE_FILE && entry.file_type == FileType::RegularFile {
+                        let content =
+                            read_ignore_file(&fd).map_err(|why| WorkspaceError::SealedStaging {
+                                path: git.root.clone(),
+                                file: abs(work, &rel).display().to_string(),
+                                why,
+                            })?;
+                        shadow.put(&rel, &content).map_err(shadow_err(&rel))?;
+                        ignore_file_read = true;
+                    }
+                }
                 if tracked.is_gitlink(&rel) {
                     continue;
                 }
@@ -292,6 +359,16 @@ pub(super) async fn list_with(
                 }
                 entries.push((rel, kind, *ignored, names.is_none()));
             }
+            // An ignore file the job removed (the upper layer names it, or
+            // the directory was read whole, and it is not there) is not
+            // the shadow's either.
+            if let Some(shadow) = shadow {
+                let listed = names.as_ref().is_none_or(|n| n.contains(IGNORE_FILE));
+                if listed && !ignore_file_read {
+                    let rel = join(dir, IGNORE_FILE);
+                    shadow.remove(&rel).map_err(shadow_err(&rel))?;
+                }
+            }
             visited.insert(dir.clone(), names);
         }
         after_level(depth);
@@ -303,6 +380,15 @@ pub(super) async fn list_with(
             })
             .map(|(rel, _, _, _)| rel.as_slice())
             .collect();
+        // The shadow has the directories asked about, so that git finds
+        // them directories (a pattern ending in `/`).
+        if let Some(shadow) = shadow {
+            for (rel, _, _, _) in entries.iter().filter(|(rel, kind, under_ignored, _)| {
+                !under_ignored && *kind == Kind::Dir && tracked.mode(rel).is_none()
+            }) {
+                shadow.make_dir(rel).map_err(shadow_err(rel))?;
+            }
+        }
         let ignored = rules.ignored(&query).await?;
         let mut next = Vec::new();
         for (rel, kind, under_ignored, whole) in entries {
@@ -377,6 +463,34 @@ pub(super) async fn list_with(
         refused: Vec::new(),
         too_long,
     })
+}
+
+/// The ignore file of the directory `dir`, read for a sealed walk's
+/// shadow: a regular file (opened with no link followed, without
+/// blocking) of at most [`MAX_IGNORE_FILE`] bytes.
+fn read_ignore_file(dir: &impl std::os::fd::AsFd) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(
+        dir,
+        OsStr::from_bytes(IGNORE_FILE),
+        flags,
+        rustix::fs::Mode::empty(),
+    )
+    .map_err(|e| e.to_string())?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err("no longer a regular file".to_string());
+    }
+    let mut content = Vec::new();
+    std::fs::File::from(fd)
+        .take(MAX_IGNORE_FILE + 1)
+        .read_to_end(&mut content)
+        .map_err(|e| e.to_string())?;
+    if content.len() as u64 > MAX_IGNORE_FILE {
+        return Err(format!("longer than the {MAX_IGNORE_FILE} bytes copied"));
+    }
+    Ok(content)
 }
 
 /// The length of the regular file `name` in `dir` if its status changed

@@ -424,30 +424,42 @@ async fn what_the_job_writes_after_its_turns_end_is_in_the_patch() {
     );
 }
 
-/// Whether Paddock's git staged the tree while the job was still running,
-/// for a job on `rung` whose engine keeps a file `.alive` in its work tree
-/// from its start until a second after its turn's end: a `git` first on
-/// `PATH` logs, for each `update-index` in the job's work tree (`-C
-/// .../work`: not the snapshot's checkout), whether it still holds that
-/// file.
+/// What Paddock's gits did while the job was still running, for a job on
+/// `rung` whose engine keeps a file `.alive` in its work tree from its
+/// start until a second after its turn's end: a `git` first on `PATH`
+/// logs, for each git run in the job's work tree (`-C .../work`, not the
+/// snapshot's checkout) or in Paddock's git directory of it (`-C
+/// .../meta/git`), where it ran, whether the job still held that file, and
+/// its subcommand.
 async fn staged_while_alive(rung: &str) -> (paddock_protocol::JobStatus, Vec<String>, String) {
+    let body = format!(
+        "touch .alive\n{}\nsleep 1\nrm -f .alive\n",
+        finishing("printf 'fixed\\n' > fix.txt")
+    );
+    gits_while_alive(rung, "work", &body).await
+}
+
+/// [`staged_while_alive`] for a job whose engine runs `body`, which keeps
+/// `.alive` in its directory `alive_in` (`work`, its work tree, or `home`,
+/// its home, outside the patch) while it is alive.
+async fn gits_while_alive(
+    rung: &str,
+    alive_in: &str,
+    body: &str,
+) -> (paddock_protocol::JobStatus, Vec<String>, String) {
     let home = Home::new();
     let repo = repo(home.path());
     let log = home.path().join("alive.log");
     let bin = home.path().join("alive-bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
-        "#!/bin/sh\ndir=\nprev=\nsub=\nfor a in \"$@\"; do\n  [ \"$prev\" = -C ] && dir=\"$a\"\n  [ \"$a\" = update-index ] && sub=1\n  prev=\"$a\"\ndone\ncase \"$dir\" in */work) ;; *) sub= ;; esac\nif [ -n \"$sub\" ]; then\n  if [ -e \"$dir/.alive\" ]; then echo alive >> '{log}'; else echo ended >> '{log}'; fi\nfi\nexec '{git}' \"$@\"\n",
+        "#!/bin/sh\ndir=\nprev=\nsub=\nfor a in \"$@\"; do\n  case \"$prev\" in\n    -C) dir=\"$a\" ;;\n    -c) ;;\n    *) case \"$a\" in -*) ;; *) [ -z \"$sub\" ] && sub=\"$a\" ;; esac ;;\n  esac\n  prev=\"$a\"\ndone\ncase \"$dir\" in\n  */work) where=work; job=\"${{dir%/work}}\" ;;\n  */meta/git) where=git; job=\"${{dir%/meta/git}}\" ;;\n  *) exec '{git}' \"$@\" ;;\nesac\nif [ -e \"$job/{alive_in}/.alive\" ]; then state=alive; else state=ended; fi\necho \"$where $state $sub\" >> '{log}'\nexec '{git}' \"$@\"\n",
         log = log.display(),
         git = real_git().display()
     );
     paddock_test_support::script::write_script(&bin.join("git"), &script);
     let path = first_on_path(&bin);
-    let body = format!(
-        "touch .alive\n{}\nsleep 1\nrm -f .alive\n",
-        finishing("printf 'fixed\\n' > fix.txt")
-    );
-    let spec = stand_in_spec(home.path(), &repo, rung, &body);
+    let spec = stand_in_spec(home.path(), &repo, rung, body);
     let out = run_on_overlay(&home, &spec, &path).await;
     let rec = record(&out);
     let logged = std::fs::read_to_string(&log)
@@ -462,14 +474,70 @@ async fn staged_while_alive(rung: &str) -> (paddock_protocol::JobStatus, Vec<Str
     )
 }
 
-/// On the `process` rung, where the job runs as Paddock's own user, the
-/// patch is staged while the engine is still alive (its turn ended), and
-/// again once it ended (it removed a file after its turn's end); on the
-/// `sandbox` rung it is staged only once the job's processes have all
-/// ended: a live sandboxed job could otherwise race Paddock's git into
-/// reading a host file through a link it swaps in (`runner/early_patch.rs`).
+/// The `update-index`es of a log of [`staged_while_alive`] (where each ran
+/// and whether the job was alive), and whether any git had the work tree
+/// while the job was alive.
+fn staging_of(logged: &[String]) -> (Vec<String>, bool) {
+    let staged = logged
+        .iter()
+        .filter_map(|l| l.strip_suffix(" update-index"))
+        .map(str::to_string)
+        .collect();
+    let in_tree_alive = logged.iter().any(|l| l.starts_with("work alive "));
+    (staged, in_tree_alive)
+}
+
+/// On an overlay (as root), on both rungs, the patch is made while the
+/// engine is still alive (its turn ended; it stays a second, changing
+/// nothing: its mark of being alive is in its home, outside the patch)
+/// and stands: one staging (one `write-tree`), made while it was alive,
+/// and the patch is the job's. On the `sandbox` rung it is the sealed
+/// staging (`workspace/sealed_stage.rs`): no git has the work tree, so the
+/// `write-tree` runs in Paddock's git directory.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_patch_is_staged_early_only_on_the_process_rung() {
+async fn the_patch_made_beside_a_live_job_stands_on_both_rungs() {
+    if !paddock_test_support::skip::overlay_available()
+        || !paddock_test_support::skip::sandbox_available()
+    {
+        return;
+    }
+    let body = format!(
+        "touch \"$HOME/.alive\"\n{}\nsleep 1\nrm -f \"$HOME/.alive\"\n",
+        finishing("printf 'fixed\\n' > fix.txt")
+    );
+    let (process, sandbox) = tokio::join!(
+        gits_while_alive("process", "home", &body),
+        gits_while_alive("sandbox", "home", &body)
+    );
+    let trees = |(status, logged, fix): (paddock_protocol::JobStatus, Vec<String>, String)| {
+        let trees: Vec<String> = logged
+            .iter()
+            .filter_map(|l| l.strip_suffix(" write-tree"))
+            .map(str::to_string)
+            .collect();
+        (status, trees, fix)
+    };
+    let done = paddock_protocol::JobStatus::Done;
+    assert_eq!(
+        (trees(process), trees(sandbox)),
+        (
+            (done, vec!["work alive".to_string()], "fixed\n".to_string()),
+            (done, vec!["git alive".to_string()], "fixed\n".to_string())
+        )
+    );
+}
+
+/// The patch is staged while the engine is still alive (its turn ended),
+/// and again once it ended (it removed a file after its turn's end), on
+/// both rungs, but read two ways. On the `process` rung, where the job
+/// runs as Paddock's own user, git stages it by path in the work tree. On
+/// the `sandbox` rung no git has the work tree while the job is alive: a
+/// live sandboxed job could otherwise race Paddock's git into reading a
+/// host file through a link it swaps in (`runner/early_patch.rs`), so
+/// Paddock reads the files itself and git stages their bytes in its own
+/// directory (`workspace/sealed_stage.rs`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_patch_is_staged_beside_a_live_job_by_path_only_on_the_process_rung() {
     if !paddock_test_support::skip::overlay_available()
         || !paddock_test_support::skip::sandbox_available()
     {
@@ -478,15 +546,20 @@ async fn the_patch_is_staged_early_only_on_the_process_rung() {
     let (process, sandbox) =
         tokio::join!(staged_while_alive("process"), staged_while_alive("sandbox"));
     let done = paddock_protocol::JobStatus::Done;
+    let fixed = "fixed\n".to_string();
+    let shown = |(status, logged, fix): (paddock_protocol::JobStatus, Vec<String>, String)| {
+        (status, staging_of(&logged), fix)
+    };
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
-        (process, sandbox),
+        (shown(process), shown(sandbox)),
         (
             (
                 done,
-                vec!["alive".to_string(), "ended".to_string()],
-                "fixed\n".to_string()
+                (strings(&["work alive", "work ended"]), true),
+                fixed.clone()
             ),
-            (done, vec!["ended".to_string()], "fixed\n".to_string())
+            (done, (strings(&["git alive", "work ended"]), false), fixed)
         )
     );
 }

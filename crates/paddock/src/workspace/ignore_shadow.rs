@@ -1,0 +1,270 @@
+//! The ignore files of the job's tree, copied into a directory of
+//! Paddock's own for `git check-ignore` to read (`check_ignore.rs`), when
+//! the patch is staged while the job still runs (`sealed_stage.rs`, the
+//! `sandbox` rung's early patch). Git reads a work tree's `.gitignore`
+//! files by path, and looks up by path the type of what it is asked about
+//! (a pattern ending in `/` matches only a directory): a live job could
+//! swap a directory of its tree for a link between Paddock's walk and
+//! git's read, and so have Paddock's git read a host file. Nothing in the
+//! shadow is the job's to change: each directory's ignore file is the
+//! base's (read from Paddock's own objects by the name its index gives)
+//! unless the job touched it, and then it is what the walk read beneath
+//! the work tree's root with no link followed (`final_tree.rs`), or none
+//! when the job removed it; each directory asked about is made there as a
+//! directory, every other path asked about is absent (git then takes it
+//! for no directory, as it takes a file or a link). Only regular files are
+//! copied: a tracked `.gitignore` that is a link is not read by git either
+//! (2.32 and later open it without following).
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::DirBuilderExt as _;
+use std::path::{Path, PathBuf};
+
+use super::final_tree::TrackedFile;
+use super::host_git::HostGit;
+use super::WorkspaceError;
+
+/// The shadow's directory in the job's `meta/`.
+const SHADOW: &str = "ignore-shadow";
+
+/// The ignore file's name.
+pub(super) const IGNORE_FILE: &[u8] = b".gitignore";
+
+/// The most bytes of one ignore file the shadow holds. A longer one (the
+/// base's or the job's) is refused: the staging is then made by path,
+/// once the job has ended.
+pub(super) const MAX_IGNORE_FILE: u64 = 1 << 20;
+
+/// A regular file's mode in the index.
+const FILE_MODES: [&str; 2] = ["100644", "100755"];
+
+/// The shadow work tree, and Paddock's git with it as its work tree.
+#[derive(Debug)]
+pub(super) struct IgnoreShadow {
+    dir: PathBuf,
+    git: HostGit,
+}
+
+impl IgnoreShadow {
+    /// A fresh shadow in `meta` holding the base's ignore files (those of
+    /// `base` named `.gitignore`), read from `git`'s objects.
+    pub async fn make(
+        git: &HostGit,
+        meta: &Path,
+        base: &[TrackedFile],
+    ) -> Result<IgnoreShadow, WorkspaceError> {
+        let dir = meta.join(SHADOW);
+        let fail = |source| WorkspaceError::Write {
+            path: git.root.clone(),
+            file: dir.display().to_string(),
+            source,
+        };
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(fail(e)),
+        }
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(fail)?;
+        let shadow = IgnoreShadow {
+            dir: dir.clone(),
+            git: HostGit {
+                work_tree: Some(dir.clone()),
+                index: None,
+                ..git.clone()
+            },
+        };
+        let files: Vec<&TrackedFile> = base
+            .iter()
+            .filter(|f| name_of(&f.path) == IGNORE_FILE && FILE_MODES.contains(&f.mode.as_str()))
+            .collect();
+        if files.is_empty() {
+            return Ok(shadow);
+        }
+        let objects = HostGit {
+            work_tree: None,
+            index: None,
+            ..git.clone()
+        };
+        let mut input = Vec::new();
+        for f in &files {
+            input.extend_from_slice(f.object.as_bytes());
+            input.push(b'\n');
+        }
+        let args = ["cat-file", "--batch"];
+        // Each answer is a header, the content and a newline.
+        let bound = (MAX_IGNORE_FILE + 128) * files.len() as u64;
+        let (status, out, stderr) = objects.start(args)?.at_most(bound).finish(&input).await?;
+        if !status.success() {
+            return Err(objects.failed(args, &stderr));
+        }
+        let contents =
+            parse_batch(&out, files.len()).map_err(|why| WorkspaceError::SealedStaging {
+                path: git.root.clone(),
+                file: "the base's ignore files".to_string(),
+                why,
+            })?;
+        for (f, content) in files.iter().zip(contents) {
+            shadow.put(&f.path, content).map_err(fail)?;
+        }
+        Ok(shadow)
+    }
+
+    /// The shadow's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The git that answers ignore queries from the shadow.
+    pub fn git(&self) -> &HostGit {
+        &self.git
+    }
+
+    /// Writes `content` as the ignore file `rel` (relative to the work
+    /// tree), its directories made.
+    pub fn put(&self, rel: &[u8], content: &[u8]) -> io::Result<()> {
+        let path = self.path(rel)?;
+        if let Some(parent) = path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)?;
+        }
+        std::fs::write(path, content)
+    }
+
+    /// Removes the ignore file `rel`, if the shadow has it.
+    pub fn remove(&self, rel: &[u8]) -> io::Result<()> {
+        match std::fs::remove_file(self.path(rel)?) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+
+    /// Makes `rel` a directory of the shadow (with its parents).
+    pub fn make_dir(&self, rel: &[u8]) -> io::Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(self.path(rel)?)
+    }
+
+    /// `rel` in the shadow: plain names only (no empty, `.` or `..` part).
+    fn path(&self, rel: &[u8]) -> io::Result<PathBuf> {
+        if rel
+            .split(|b| *b == b'/')
+            .any(|part| part.is_empty() || part == b"." || part == b"..")
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "not a plain relative path: {}",
+                    String::from_utf8_lossy(rel)
+                ),
+            ));
+        }
+        Ok(self.dir.join(OsStr::from_bytes(rel)))
+    }
+}
+
+/// The last part of a `/`-separated path.
+fn name_of(path: &[u8]) -> &[u8] {
+    path.rsplit(|b| *b == b'/').next().unwrap_or(path)
+}
+
+/// The contents of `count` answers of `git cat-file --batch`, each a blob
+/// of at most [`MAX_IGNORE_FILE`] bytes (`OBJECT blob SIZE\n`, the
+/// content, `\n`).
+fn parse_batch(out: &[u8], count: usize) -> Result<Vec<&[u8]>, String> {
+    let mut rest = out;
+    let mut contents = Vec::with_capacity(count);
+    for _ in 0..count {
+        let end = rest
+            .iter()
+            .position(|b| *b == b'\n')
+            .ok_or("an answer without its header")?;
+        let header = String::from_utf8_lossy(&rest[..end]).into_owned();
+        let size = match header.split(' ').collect::<Vec<_>>()[..] {
+            [_, "blob", size] => size
+                .parse::<u64>()
+                .map_err(|_| format!("an answer's size is not a number: {header}"))?,
+            _ => return Err(format!("not a blob: {header}")),
+        };
+        if size > MAX_IGNORE_FILE {
+            return Err(format!(
+                "an ignore file of {size} bytes, more than the {MAX_IGNORE_FILE} copied"
+            ));
+        }
+        let size = usize::try_from(size).map_err(|_| "an answer's size".to_string())?;
+        let body = &rest[end + 1..];
+        if body.len() <= size || body[size] != b'\n' {
+            return Err(format!("an answer shorter than its header says: {header}"));
+        }
+        contents.push(&body[..size]);
+        rest = &body[size + 1..];
+    }
+    Ok(contents)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_read_answer_by_answer_and_refused_when_it_is_not_whole() {
+        let out = b"aa blob 3\nx\ny\nbb blob 0\n\n";
+        assert_eq!(
+            parse_batch(out, 2),
+            Ok(vec![b"x\ny".as_slice(), b"".as_slice()])
+        );
+        assert_eq!(
+            parse_batch(b"aa missing\n", 1),
+            Err("not a blob: aa missing".to_string())
+        );
+        assert_eq!(
+            parse_batch(b"aa blob 5\nabc\n", 1),
+            Err("an answer shorter than its header says: aa blob 5".to_string())
+        );
+        assert_eq!(
+            parse_batch(b"aa blob 2\nab\n", 2),
+            Err("an answer without its header".to_string())
+        );
+    }
+
+    #[test]
+    fn the_shadow_takes_plain_relative_paths_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shadow = IgnoreShadow {
+            dir: tmp.path().to_path_buf(),
+            git: HostGit {
+                git_dir: None,
+                work_tree: None,
+                index: None,
+                excludes: None,
+                root: tmp.path().to_path_buf(),
+                timeout: std::time::Duration::from_secs(1),
+            },
+        };
+        shadow.put(b"a/b/.gitignore", b"*.o\n").unwrap();
+        shadow.make_dir(b"a/c").unwrap();
+        let refused: Vec<io::ErrorKind> = [&b"../x"[..], b"a//b", b"./a", b""]
+            .iter()
+            .map(|rel| shadow.put(rel, b"").unwrap_err().kind())
+            .collect();
+        shadow.remove(b"a/b/.gitignore").unwrap();
+        shadow.remove(b"a/b/.gitignore").unwrap();
+        assert_eq!(
+            (
+                refused,
+                tmp.path().join("a/b").is_dir(),
+                tmp.path().join("a/b/.gitignore").exists(),
+                tmp.path().join("a/c").is_dir()
+            ),
+            (vec![io::ErrorKind::InvalidInput; 4], true, false, true)
+        );
+    }
+}
