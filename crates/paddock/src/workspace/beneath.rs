@@ -99,6 +99,51 @@ pub(crate) fn entries_at_most(dir: &OwnedFd, at_most: usize) -> io::Result<Optio
     Ok(Some(out))
 }
 
+/// The regular file `name` of the directory `dir`, read whole: opened
+/// with no link followed and without blocking (never a FIFO waited on),
+/// refused unless `fstat` shows a regular file of at most `max` bytes, and
+/// read to exactly that length (a file whose length changes while it is
+/// read is refused); with its mode bits.
+pub(crate) fn read_regular_at(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    max: u64,
+) -> Result<(u32, Vec<u8>), Refused> {
+    use std::io::Read as _;
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, OsStr::from_bytes(name), flags, Mode::empty())
+        .map_err(|e| Refused::Why(e.to_string()))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| Refused::Why(e.to_string()))?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Err(Refused::Why("not a regular file".to_string()));
+    }
+    let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
+    if size > max {
+        return Err(Refused::Longer(size));
+    }
+    let mut content = Vec::new();
+    std::fs::File::from(fd)
+        .take(size.saturating_add(1))
+        .read_to_end(&mut content)
+        .map_err(|e| Refused::Why(e.to_string()))?;
+    if content.len() as u64 != size {
+        return Err(Refused::Why(format!(
+            "its length changed while it was read ({size} bytes, then {})",
+            content.len()
+        )));
+    }
+    Ok((st.st_mode, content))
+}
+
+/// Why [`read_regular_at`] read nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// A regular file of this many bytes, more than the bound.
+    Longer(u64),
+    /// Not a regular file, gone, or changed while read: what was wrong.
+    Why(String),
+}
+
 /// Writes `bytes` as the regular file `rel` beneath the directory `root`
 /// (`rel` of plain names only), creating its directories, through no
 /// link: whatever is in the way of one of its directories or of the file

@@ -330,11 +330,19 @@ pub(super) async fn list_with(
                         });
                     }
                     if entry.name == IGNORE_FILE && entry.file_type == FileType::RegularFile {
-                        let content =
-                            read_ignore_file(&fd).map_err(|why| WorkspaceError::SealedStaging {
+                        let read =
+                            beneath::read_regular_at(fd.as_fd(), IGNORE_FILE, MAX_IGNORE_FILE);
+                        let (_, content) =
+                            read.map_err(|refused| WorkspaceError::SealedStaging {
                                 path: git.root.clone(),
                                 file: abs(work, &rel).display().to_string(),
-                                why,
+                                why: match refused {
+                                    beneath::Refused::Longer(len) => format!(
+                                    "{len} bytes, more than the {MAX_IGNORE_FILE} of an ignore \
+                                     file copied"
+                                ),
+                                    beneath::Refused::Why(why) => why,
+                                },
                             })?;
                         shadow.put(&rel, &content).map_err(shadow_err(&rel))?;
                         ignore_file_read = true;
@@ -463,34 +471,6 @@ pub(super) async fn list_with(
         refused: Vec::new(),
         too_long,
     })
-}
-
-/// The ignore file of the directory `dir`, read for a sealed walk's
-/// shadow: a regular file (opened with no link followed, without
-/// blocking) of at most [`MAX_IGNORE_FILE`] bytes.
-fn read_ignore_file(dir: &impl std::os::fd::AsFd) -> Result<Vec<u8>, String> {
-    use std::io::Read as _;
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let fd = rustix::fs::openat(
-        dir,
-        OsStr::from_bytes(IGNORE_FILE),
-        flags,
-        rustix::fs::Mode::empty(),
-    )
-    .map_err(|e| e.to_string())?;
-    let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-        return Err("no longer a regular file".to_string());
-    }
-    let mut content = Vec::new();
-    std::fs::File::from(fd)
-        .take(MAX_IGNORE_FILE + 1)
-        .read_to_end(&mut content)
-        .map_err(|e| e.to_string())?;
-    if content.len() as u64 > MAX_IGNORE_FILE {
-        return Err(format!("longer than the {MAX_IGNORE_FILE} bytes copied"));
-    }
-    Ok(content)
 }
 
 /// The length of the regular file `name` in `dir` if its status changed

@@ -27,12 +27,11 @@
 //! compare the two).
 
 use std::ffi::OsStr;
-use std::io::Read as _;
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, OFlags};
 
 use super::beneath;
 use super::host_git::HostGit;
@@ -183,31 +182,15 @@ fn read_one(dir: &OwnedFd, name: &[u8], left: &mut u64) -> Result<Read, String> 
             });
         }
         FileType::RegularFile => {
-            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-            let fd =
-                rustix::fs::openat(dir, name, flags, Mode::empty()).map_err(|e| e.to_string())?;
-            let st = rustix::fs::fstat(&fd).map_err(|e| e.to_string())?;
-            if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-                return Err("it stopped being a regular file while it was opened".to_string());
-            }
-            let size = u64::try_from(st.st_size).unwrap_or(u64::MAX);
-            if size > *left {
-                return Err(format!(
-                    "{size} bytes, more than the {MAX_SEALED_BYTES} a staging beside the job reads"
-                ));
-            }
-            let mut content = Vec::new();
-            std::fs::File::from(fd)
-                .take(size.saturating_add(1))
-                .read_to_end(&mut content)
-                .map_err(|e| e.to_string())?;
-            if content.len() as u64 != size {
-                return Err(format!(
-                    "its length changed while it was read ({size} bytes, then {})",
-                    content.len()
-                ));
-            }
-            let mode = if st.st_mode & 0o100 != 0 {
+            let (mode, content) = beneath::read_regular_at(dir.as_fd(), name.as_bytes(), *left)
+                .map_err(|refused| match refused {
+                    beneath::Refused::Longer(size) => format!(
+                        "{size} bytes, more than the {MAX_SEALED_BYTES} a staging beside the job \
+                         reads"
+                    ),
+                    beneath::Refused::Why(why) => why,
+                })?;
+            let mode = if mode & 0o100 != 0 {
                 "100755"
             } else {
                 "100644"
