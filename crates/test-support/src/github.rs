@@ -49,6 +49,8 @@ pub struct SeededReview {
     pub state: Option<String>,
     pub path: Option<String>,
     pub line: Option<u64>,
+    /// The author's `author_association` (`COLLABORATOR`, `NONE`, ...).
+    pub association: String,
 }
 
 /// The mock as a GitHub App installation.
@@ -662,8 +664,8 @@ fn list_reviews(state: &State, number: u64, reviews: bool) -> Vec<Value> {
         .filter(|r| r.pull == number && (r.state.is_some() == reviews))
         .enumerate()
         .map(|(i, r)| match &r.state {
-            Some(s) => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "state": s, "submitted_at": "2026-01-01T00:00:00Z"}),
-            None => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "path": r.path, "line": r.line, "side": "RIGHT"}),
+            Some(s) => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "state": s, "submitted_at": "2026-01-01T00:00:00Z", "author_association": r.association}),
+            None => json!({"id": i + 1, "user": {"login": r.login}, "body": r.body, "path": r.path, "line": r.line, "side": "RIGHT", "author_association": r.association}),
         })
         .collect()
 }

@@ -124,6 +124,11 @@ struct State {
     /// How many notes were ever made (ids are never given twice, as
     /// GitLab's, a deleted note's included).
     notes_made: u64,
+    /// Each note author's user id, by username, in the order first seen.
+    users: Vec<String>,
+    /// Project access by username: absent, Developer (30); `None` a
+    /// user who is no member ([`MockGitLab::set_access`]).
+    access: std::collections::HashMap<String, Option<u64>>,
     tokens: Vec<AccessToken>,
 }
 
@@ -266,6 +271,15 @@ impl MockGitLab {
         }
     }
 
+    /// Sets `username`'s access to the project: a role's level (10 Guest,
+    /// 20 Reporter, 30 Developer, 40 Maintainer), or `None` for no member
+    /// (what anyone commenting on a public project may be). A note's
+    /// author is a Developer unless set.
+    pub fn set_access(&self, username: &str, level: Option<u64>) {
+        let mut state = self.state.lock().unwrap();
+        state.access.insert(username.to_string(), level);
+    }
+
     /// Adds a reviewer's note (on `path:line` when given) or, with
     /// `system`, a system note ("changed the description").
     pub fn seed_note(
@@ -342,11 +356,12 @@ impl MockGitLab {
     ) -> Value {
         let id = 500 + state.notes_made;
         state.notes_made += 1;
+        let user_id = user_id(state, author);
         let mut note = json!({
             "id": id,
             "type": if line.is_some() { Value::from("DiffNote") } else { Value::Null },
             "body": body,
-            "author": {"id": 7, "username": author, "name": name, "state": "active"},
+            "author": {"id": user_id, "username": author, "name": name, "state": "active"},
             "created_at": "2026-01-01T00:00:00.000Z",
             "system": system,
             "noteable_type": "MergeRequest",
@@ -427,6 +442,9 @@ impl MockGitLab {
         };
         let parts: Vec<&str> = rest.split('/').collect();
         let iid = |n: &str| n.parse::<u64>().unwrap_or(0);
+        if let (&Method::GET, ["members", "all", uid]) = (method, parts.as_slice()) {
+            return member(&state, iid(uid)).into();
+        }
         if parts.first() == Some(&"access_tokens") {
             // Managing access tokens needs a Maintainer.
             if !matches!(caller, Caller::Maintainer) || self.developer.load(Ordering::SeqCst) {
@@ -691,5 +709,35 @@ fn revoke(state: &mut State, id: u64) -> (StatusCode, Value) {
                 "404 Could not find project access token with token_id: {id} Not Found"
             )),
         ),
+    }
+}
+
+/// The user id of `username` (ids from 100, in the order first seen).
+fn user_id(state: &mut State, username: &str) -> u64 {
+    let at = match state.users.iter().position(|u| u == username) {
+        Some(i) => i,
+        None => {
+            state.users.push(username.to_string());
+            state.users.len() - 1
+        }
+    };
+    100 + at as u64
+}
+
+/// `GET /projects/:id/members/all/:user_id`: the member with their access
+/// level, or GitLab's 404 for a user who is none.
+fn member(state: &State, uid: u64) -> (StatusCode, Value) {
+    let name = uid
+        .checked_sub(100)
+        .and_then(|i| state.users.get(i as usize));
+    let Some(name) = name else {
+        return error(StatusCode::NOT_FOUND, json!("404 Not found"));
+    };
+    match state.access.get(name).copied().unwrap_or(Some(30)) {
+        Some(level) => (
+            StatusCode::OK,
+            json!({"id": uid, "username": name, "state": "active", "access_level": level}),
+        ),
+        None => error(StatusCode::NOT_FOUND, json!("404 Not found")),
     }
 }

@@ -18,7 +18,7 @@ use std::path::Path;
 use paddock_protocol::{JobSpec, JobStatus, PriorAttempt};
 
 use super::conclude::open_forge;
-use super::forge::{Forge as _, ReviewComment};
+use super::forge::{Forge as _, Reviews};
 use crate::session::repository::repository;
 use crate::store::{Store, StoreError};
 use crate::workspace::lease::Lease;
@@ -262,7 +262,8 @@ pub async fn attempts_after(
 /// The review's comments as the attempt's bounce comment, one a line in
 /// their order: each cut to [`COMMENT_MAX`] bytes, and the comments past
 /// [`REVIEW_MAX`] left out, saying how many.
-fn bounce_text(comments: &[ReviewComment]) -> String {
+fn bounce_text(reviews: &Reviews) -> String {
+    let comments = &reviews.comments;
     let mut lines: Vec<String> = Vec::new();
     let mut len = 0;
     for (i, c) in comments.iter().enumerate() {
@@ -282,12 +283,29 @@ fn bounce_text(comments: &[ReviewComment]) -> String {
         len += line.len() + 1;
         lines.push(line);
     }
+    // Anyone may comment on a public repository's pull request; only
+    // those who may write to it instruct the next attempt.
+    if reviews.untrusted > 0 {
+        lines.push(format!(
+            "…[{} review comment(s) left out by paddock: written by someone who may not write \
+             to the repository]",
+            reviews.untrusted
+        ));
+    }
     lines.join("\n")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::forge::ReviewComment;
+
+    fn trusted(comments: Vec<ReviewComment>) -> Reviews {
+        Reviews {
+            comments,
+            untrusted: 0,
+        }
+    }
 
     fn comment(author: &str, body: &str) -> ReviewComment {
         ReviewComment {
@@ -312,12 +330,21 @@ mod tests {
             },
         ];
         assert_eq!(
-            bounce_text(&short),
+            bounce_text(&trusted(short.clone())),
             "ana: Use tabs.\nbo on src/a.rs:3: Off by one."
+        );
+        // Those left out as not the repository's writers are counted.
+        assert_eq!(
+            bounce_text(&Reviews {
+                comments: short,
+                untrusted: 2
+            }),
+            "ana: Use tabs.\nbo on src/a.rs:3: Off by one.\n…[2 review comment(s) left out by \
+             paddock: written by someone who may not write to the repository]"
         );
         let long = "x".repeat(3_000_000);
         assert_eq!(
-            bounce_text(&[comment("ana", &long)]),
+            bounce_text(&trusted(vec![comment("ana", &long)])),
             format!(
                 "ana: {}…[truncated by paddock: 3000005 bytes]",
                 "x".repeat(COMMENT_MAX - 5)
@@ -329,6 +356,6 @@ mod tests {
         expected.push(format!(
             "…[68 more review comment(s) left out by paddock: a review reaches the next brief up to {REVIEW_MAX} bytes]"
         ));
-        assert_eq!(bounce_text(&many), expected.join("\n"));
+        assert_eq!(bounce_text(&trusted(many)), expected.join("\n"));
     }
 }

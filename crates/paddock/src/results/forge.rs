@@ -118,6 +118,19 @@ pub struct ReviewComment {
     pub state: Option<String>,
 }
 
+/// The review comments of a pull request that reach the next attempt's
+/// brief, and how many were left out: written by someone who may not
+/// write to the repository (GitHub's `author_association` other than
+/// `OWNER`, `MEMBER` or `COLLABORATOR`; on GitLab no project access of
+/// Developer or above). On a public repository anyone may review a pull
+/// request, and the brief is the agent's instructions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reviews {
+    pub comments: Vec<ReviewComment>,
+    /// Comments left out, by their authors' lack of write access.
+    pub untrusted: usize,
+}
+
 /// What a forge does for Paddock. Nothing here merges.
 #[async_trait]
 pub trait Forge: Send + Sync {
@@ -150,9 +163,10 @@ pub trait Forge: Send + Sync {
         pull_request: Option<&PullRequest>,
         body: &str,
     ) -> Result<Option<String>, ForgeError>;
-    /// The review comments on the pull request of `branch` (none when
-    /// there is no pull request).
-    async fn review_comments(&self, branch: &str) -> Result<Vec<ReviewComment>, ForgeError>;
+    /// The review comments on the pull request of `branch` by those who
+    /// may write to the repository, and how many others were left out
+    /// ([`Reviews`]; none when there is no pull request).
+    async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError>;
 }
 
 /// The forges Paddock ships.
@@ -194,7 +208,7 @@ impl Forge for ForgeBackend {
     ) -> Result<Option<String>, ForgeError> {
         self.inner().post_closeout(pull_request, body).await
     }
-    async fn review_comments(&self, branch: &str) -> Result<Vec<ReviewComment>, ForgeError> {
+    async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError> {
         self.inner().review_comments(branch).await
     }
 }

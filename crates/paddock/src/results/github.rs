@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
+use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews};
 use super::forge_http::{form, raw_message, ForgeHttp};
 use crate::secret::Secret;
 
@@ -63,6 +63,10 @@ struct ApiUser {
 #[derive(Debug, Deserialize)]
 struct ApiReview {
     user: Option<ApiUser>,
+    /// The author's relation to the repository (`OWNER`, `MEMBER`,
+    /// `COLLABORATOR`, `CONTRIBUTOR`, `NONE`...).
+    #[serde(default)]
+    author_association: Option<String>,
     #[serde(default)]
     body: Option<String>,
     state: String,
@@ -71,6 +75,8 @@ struct ApiReview {
 #[derive(Debug, Deserialize)]
 struct ApiReviewComment {
     user: Option<ApiUser>,
+    #[serde(default)]
+    author_association: Option<String>,
     body: String,
     path: Option<String>,
     line: Option<u64>,
@@ -386,9 +392,9 @@ impl Forge for GitHub {
         Ok(Some(comment.html_url))
     }
 
-    async fn review_comments(&self, branch: &str) -> Result<Vec<ReviewComment>, ForgeError> {
+    async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError> {
         let Some(pull) = self.pull_for(branch, "all").await? else {
-            return Ok(Vec::new());
+            return Ok(Reviews::default());
         };
         let reviews: Vec<ApiReview> = self
             .list(
@@ -403,9 +409,18 @@ impl Forge for GitHub {
             )
             .await?;
         let login = |u: Option<ApiUser>| u.map(|u| u.login).unwrap_or_else(|| "ghost".into());
-        let mut out: Vec<ReviewComment> = reviews
+        let reviews: Vec<ApiReview> = reviews
             .into_iter()
             .filter(|r| r.body.as_deref().is_some_and(|b| !b.trim().is_empty()))
+            .collect();
+        let (reviews, untrusted_reviews): (Vec<ApiReview>, Vec<ApiReview>) = reviews
+            .into_iter()
+            .partition(|r| may_write(r.author_association.as_deref()));
+        let (lines, untrusted_lines): (Vec<ApiReviewComment>, Vec<ApiReviewComment>) = lines
+            .into_iter()
+            .partition(|c| may_write(c.author_association.as_deref()));
+        let mut out: Vec<ReviewComment> = reviews
+            .into_iter()
             .map(|r| ReviewComment {
                 author: login(r.user),
                 body: r.body.unwrap_or_default(),
@@ -421,8 +436,19 @@ impl Forge for GitHub {
             line: c.line,
             state: None,
         }));
-        Ok(out)
+        Ok(Reviews {
+            comments: out,
+            untrusted: untrusted_reviews.len() + untrusted_lines.len(),
+        })
     }
+}
+
+/// Whether a comment's `author_association` says its author may write to
+/// the repository: its owner, a member of its organization, or a
+/// collaborator. A contributor, a first-timer or anyone else (what anyone
+/// on a public repository is), or no association given, may not.
+fn may_write(association: Option<&str>) -> bool {
+    matches!(association, Some("OWNER" | "MEMBER" | "COLLABORATOR"))
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::closeout::HEADING;
-use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
+use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews};
 use super::forge_http::{form, path_segment, raw_message, ForgeHttp};
 use crate::secret::Secret;
 
@@ -74,11 +74,24 @@ struct ApiPosition {
 
 #[derive(Debug, Deserialize)]
 struct ApiUser {
+    /// The user's id (a note's author's, to ask for their access).
+    #[serde(default)]
+    id: u64,
     username: String,
     /// A project access token's bot user is named after the token.
     #[serde(default)]
     name: String,
 }
+
+/// A project member as `GET /projects/:id/members/all/:user_id` gives
+/// it (direct or inherited).
+#[derive(Debug, Deserialize)]
+struct ApiMember {
+    access_level: u64,
+}
+
+/// GitLab's Developer role: the least that may push to a branch.
+const DEVELOPER: u64 = 30;
 
 #[derive(Serialize)]
 struct NewMergeRequest<'a> {
@@ -390,9 +403,9 @@ impl Forge for GitLab {
         Ok(Some(format!("{}#note_{}", mr.url, note.id)))
     }
 
-    async fn review_comments(&self, branch: &str) -> Result<Vec<ReviewComment>, ForgeError> {
+    async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError> {
         let Some(mr) = self.merge_request_for(branch, "all").await? else {
-            return Ok(Vec::new());
+            return Ok(Reviews::default());
         };
         let me: ApiUser = self
             .call("read the token's user", Method::GET, "/user", None)
@@ -404,7 +417,7 @@ impl Forge for GitLab {
         let notes: Vec<ApiNote> = self.list("read the review notes", &path).await?;
         // Each job's token has its own bot user: an earlier job's closeout
         // is known by its heading.
-        Ok(notes
+        let notes: Vec<ApiNote> = notes
             .into_iter()
             .filter(|n| {
                 !n.system
@@ -412,6 +425,32 @@ impl Forge for GitLab {
                     && !n.body.trim().is_empty()
                     && !n.body.starts_with(HEADING)
             })
+            .collect();
+        // Each author's access to the project, asked once: Developer (30)
+        // or above may push; anyone else (a Reporter, a Guest, someone who
+        // is no member, as anyone commenting on a public project may be)
+        // is left out of the brief.
+        let mut writers = std::collections::HashMap::new();
+        for n in &notes {
+            if writers.contains_key(&n.author.id) {
+                continue;
+            }
+            let path = self.project_path(&format!("/members/all/{}", n.author.id));
+            let member: Result<ApiMember, ForgeError> = self
+                .call("read a reviewer's access", Method::GET, &path, None)
+                .await;
+            let writes = match member {
+                Ok(m) => m.access_level >= DEVELOPER,
+                Err(ForgeError::Status { status: 404, .. }) => false,
+                Err(e) => return Err(e),
+            };
+            writers.insert(n.author.id, writes);
+        }
+        let (notes, untrusted): (Vec<ApiNote>, Vec<ApiNote>) = notes
+            .into_iter()
+            .partition(|n| writers.get(&n.author.id).copied().unwrap_or(false));
+        let comments = notes
+            .into_iter()
             .map(|n| {
                 let (path, line) = n
                     .position
@@ -425,7 +464,11 @@ impl Forge for GitLab {
                     state: None,
                 }
             })
-            .collect())
+            .collect();
+        Ok(Reviews {
+            comments,
+            untrusted: untrusted.len(),
+        })
     }
 }
 

@@ -38,5 +38,7 @@ pub use conclude::{
     base_branch, conclude_job, fetch_into_source_soon, keep_branch, patch_and_branch, publish,
     revoke_leftover_tokens, tokens_left, KeptBranch, KeptOrNot, PublishInput, Published, StopCause,
 };
-pub use forge::{Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
+pub use forge::{
+    Forge, ForgeBackend, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews,
+};
 pub use source::SourceFetching;

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 
-use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment};
+use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews};
 
 /// The outbox of one job.
 pub struct Outbox {
@@ -140,8 +140,9 @@ impl Forge for Outbox {
         Ok(Some(format!("file://{}", path.display())))
     }
 
-    async fn review_comments(&self, _branch: &str) -> Result<Vec<ReviewComment>, ForgeError> {
-        Ok(match self.read_review()? {
+    /// The outbox's review is the user's own (a file they wrote).
+    async fn review_comments(&self, _branch: &str) -> Result<Reviews, ForgeError> {
+        let comments = match self.read_review()? {
             Some(text) if !text.trim().is_empty() => vec![ReviewComment {
                 author: "reviewer".into(),
                 body: text.trim_end().to_string(),
@@ -150,6 +151,10 @@ impl Forge for Outbox {
                 state: Some("CHANGES_REQUESTED".into()),
             }],
             _ => Vec::new(),
+        };
+        Ok(Reviews {
+            comments,
+            untrusted: 0,
         })
     }
 }
@@ -175,9 +180,17 @@ mod tests {
         let pr = outbox.open_pull_request(&draft).await.unwrap();
         let again = outbox.open_pull_request(&draft).await.unwrap();
         let closeout = outbox.post_closeout(None, "Done.\n").await.unwrap();
-        let none = outbox.review_comments("paddock/T-1/1").await.unwrap();
+        let none = outbox
+            .review_comments("paddock/T-1/1")
+            .await
+            .unwrap()
+            .comments;
         std::fs::write(outbox.dir.join(REVIEW), "Use tabs.\n").unwrap();
-        let review = outbox.review_comments("paddock/T-1/1").await.unwrap();
+        let review = outbox
+            .review_comments("paddock/T-1/1")
+            .await
+            .unwrap()
+            .comments;
         let file = |n: &str| std::fs::read_to_string(outbox.dir.join(n)).unwrap();
         let url = |n: &str| format!("file://{}", outbox.dir.join(n).display());
         assert_eq!(
@@ -236,13 +249,13 @@ mod tests {
         let at = review.display().to_string();
         let mut seen = Vec::new();
         std::os::unix::fs::symlink(&secret, &review).unwrap();
-        seen.push(said(outbox.review_comments("b").await));
+        seen.push(said(outbox.review_comments("b").await.map(|r| r.comments)));
         std::fs::remove_file(&review).unwrap();
         nix::unistd::mkfifo(&review, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        seen.push(said(outbox.review_comments("b").await));
+        seen.push(said(outbox.review_comments("b").await.map(|r| r.comments)));
         std::fs::remove_file(&review).unwrap();
         std::fs::write(&review, vec![b'x'; MAX_REVIEW_BYTES as usize * 3]).unwrap();
-        let whole = outbox.review_comments("b").await.unwrap();
+        let whole = outbox.review_comments("b").await.unwrap().comments;
         assert_eq!(
             whole.iter().map(|c| c.body.len()).collect::<Vec<_>>(),
             vec![MAX_REVIEW_BYTES as usize]
@@ -270,7 +283,7 @@ mod tests {
             dir: dir.path().join("linked"),
         };
         std::os::unix::fs::symlink(&elsewhere, &linked.dir).unwrap();
-        seen.push(said(linked.review_comments("b").await));
+        seen.push(said(linked.review_comments("b").await.map(|r| r.comments)));
         seen.push(said(
             linked.post_closeout(None, "Done.\n").await.map(|_| vec![]),
         ));
