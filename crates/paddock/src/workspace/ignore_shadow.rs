@@ -21,6 +21,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::final_tree::TrackedFile;
 use super::host_git::HostGit;
@@ -37,6 +38,15 @@ pub(super) const IGNORE_FILE: &[u8] = b".gitignore";
 /// once the job has ended.
 pub(super) const MAX_IGNORE_FILE: u64 = 1 << 20;
 
+/// The most bytes of ignore files, and the most entries (files and
+/// directories), one shadow holds: a walk of a tree the early patch's
+/// print took whole (at most `upper_print::MAX_CONTENT` bytes and
+/// `MAX_ENTRIES` entries) stays within them; one past them is of a tree
+/// the job changed since, whose early patch is made again anyway, and the
+/// shadow does not copy onto the host's disk what the job may write.
+const MAX_BYTES: u64 = super::upper_print::MAX_CONTENT;
+const MAX_ENTRIES: usize = super::upper_print::MAX_ENTRIES;
+
 /// A regular file's mode in the index.
 const FILE_MODES: [&str; 2] = ["100644", "100755"];
 
@@ -45,6 +55,9 @@ const FILE_MODES: [&str; 2] = ["100644", "100755"];
 pub(super) struct IgnoreShadow {
     dir: PathBuf,
     git: HostGit,
+    /// Bytes and entries put so far ([`MAX_BYTES`], [`MAX_ENTRIES`]).
+    bytes: AtomicU64,
+    entries: AtomicUsize,
 }
 
 impl IgnoreShadow {
@@ -77,6 +90,8 @@ impl IgnoreShadow {
                 index: None,
                 ..git.clone()
             },
+            bytes: AtomicU64::new(0),
+            entries: AtomicUsize::new(0),
         };
         let files: Vec<&TrackedFile> = base
             .iter()
@@ -128,6 +143,7 @@ impl IgnoreShadow {
     /// tree), its directories made.
     pub fn put(&self, rel: &[u8], content: &[u8]) -> io::Result<()> {
         let path = self.path(rel)?;
+        self.count(content.len() as u64)?;
         if let Some(parent) = path.parent() {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -147,10 +163,25 @@ impl IgnoreShadow {
 
     /// Makes `rel` a directory of the shadow (with its parents).
     pub fn make_dir(&self, rel: &[u8]) -> io::Result<()> {
+        let path = self.path(rel)?;
+        self.count(0)?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(self.path(rel)?)
+            .create(path)
+    }
+
+    /// Counts one more entry of `bytes` against the shadow's bounds.
+    fn count(&self, bytes: u64) -> io::Result<()> {
+        let total = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let entries = self.entries.fetch_add(1, Ordering::Relaxed) + 1;
+        if total > MAX_BYTES || entries > MAX_ENTRIES {
+            return Err(io::Error::other(format!(
+                "more than the {MAX_BYTES} bytes or {MAX_ENTRIES} entries a copy of the \
+                 tree's ignore rules holds"
+            )));
+        }
+        Ok(())
     }
 
     /// `rel` in the shadow: plain names only (no empty, `.` or `..` part).
@@ -248,6 +279,8 @@ mod tests {
                 root: tmp.path().to_path_buf(),
                 timeout: std::time::Duration::from_secs(1),
             },
+            bytes: AtomicU64::new(0),
+            entries: AtomicUsize::new(0),
         };
         shadow.put(b"a/b/.gitignore", b"*.o\n").unwrap();
         shadow.make_dir(b"a/c").unwrap();
@@ -265,6 +298,15 @@ mod tests {
                 tmp.path().join("a/c").is_dir()
             ),
             (vec![io::ErrorKind::InvalidInput; 4], true, false, true)
+        );
+        // Past its bounds it copies nothing more.
+        let big = vec![b'#'; MAX_BYTES as usize];
+        assert_eq!(
+            shadow.put(b"big/.gitignore", &big).unwrap_err().to_string(),
+            format!(
+                "more than the {MAX_BYTES} bytes or {MAX_ENTRIES} entries a copy of the tree's \
+                 ignore rules holds"
+            )
         );
     }
 }
