@@ -344,7 +344,7 @@ pub struct StartedDiff {
 }
 
 /// A full object name as `git rev-parse` prints it (SHA-1 or SHA-256).
-fn is_object_name(s: &str) -> bool {
+pub(super) fn is_object_name(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -1514,25 +1514,23 @@ impl Workspace {
             Some(git.start(add)?)
         };
         let tracked = self.base_paths(git).await?;
-        let shadow = match self.sealed {
-            true => {
-                if let Some(attributes) = tracked
-                    .read_by_git()
-                    .iter()
-                    .find(|f| f.path.rsplit(|b| *b == b'/').next() == Some(b".gitattributes"))
-                {
-                    return Err(WorkspaceError::SealedStaging {
-                        path: self.root.clone(),
-                        file: String::from_utf8_lossy(&attributes.path).into_owned(),
-                        why: "the base has attributes, whose conversions git applies as it reads \
-                              a file by path"
-                            .to_string(),
-                    });
-                }
-                let files = tracked.read_by_git();
-                Some(ignore_shadow::IgnoreShadow::make(git, &self.meta, files).await?)
+        let shadow = if self.sealed {
+            let files = tracked.read_by_git();
+            if let Some(attributes) = files
+                .iter()
+                .find(|f| f.path.rsplit(|b| *b == b'/').next() == Some(b".gitattributes"))
+            {
+                return Err(WorkspaceError::SealedStaging {
+                    path: self.root.clone(),
+                    file: String::from_utf8_lossy(&attributes.path).into_owned(),
+                    why: "the base has attributes, whose conversions git applies as it reads a \
+                          file by path"
+                        .to_string(),
+                });
             }
-            false => None,
+            Some(ignore_shadow::IgnoreShadow::make(git, &self.meta, files).await?)
+        } else {
+            None
         };
         let upper = self.upper_layer();
         let mut started = false;
@@ -3656,6 +3654,8 @@ mod tests {
         let sealed = ws.sealed().patch().await.unwrap();
         let p = ws.patch().await.unwrap();
         assert_eq!(sealed, p);
+        // Its copy of the ignore rules went with it.
+        assert!(!ws.meta.join("ignore-shadow").exists());
         assert_eq!(
             (p.tree.clone(), p.changed_files.clone(), p.diff.clone()),
             add_all_in(w, &ws.base_commit)

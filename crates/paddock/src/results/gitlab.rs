@@ -93,6 +93,11 @@ struct ApiMember {
 /// GitLab's Developer role: the least that may push to a branch.
 const DEVELOPER: u64 = 30;
 
+/// The most authors of a merge request's notes whose access is asked, in
+/// the order they first commented; the notes of any after them are left
+/// out of the next brief (counted).
+const MAX_AUTHORS_ASKED: usize = 100;
+
 #[derive(Serialize)]
 struct NewMergeRequest<'a> {
     source_branch: &'a str,
@@ -432,7 +437,9 @@ impl Forge for GitLab {
         // is left out of the brief.
         let mut writers = std::collections::HashMap::new();
         for n in &notes {
-            if writers.contains_key(&n.author.id) {
+            // At most so many authors asked after (a request each): a
+            // flood of commenters past them is left out, not asked after.
+            if writers.contains_key(&n.author.id) || writers.len() == MAX_AUTHORS_ASKED {
                 continue;
             }
             let path = self.project_path(&format!("/members/all/{}", n.author.id));

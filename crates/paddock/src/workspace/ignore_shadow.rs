@@ -202,6 +202,15 @@ impl IgnoreShadow {
     }
 }
 
+impl Drop for IgnoreShadow {
+    /// The shadow goes with the staging that made it (a kept workspace's
+    /// `meta/` keeps none); a new one replaces whatever a killed staging
+    /// left.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The last part of a `/`-separated path.
 fn name_of(path: &[u8]) -> &[u8] {
     path.rsplit(|b| *b == b'/').next().unwrap_or(path)

@@ -108,7 +108,8 @@ pub(super) async fn stage(
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
         .collect();
-    if names.len() != reads.len() || !names.iter().all(|n| is_object_name(n)) {
+    let named = |n: &&[u8]| std::str::from_utf8(n).is_ok_and(super::is_object_name);
+    if names.len() != reads.len() || !names.iter().all(named) {
         return Err(git.failed(
             import,
             format!(
@@ -132,11 +133,6 @@ pub(super) async fn stage(
     let args = ["update-index", "--replace", "-z", "--index-info"];
     git.run(args, Some(&info)).await?;
     Ok(())
-}
-
-/// Whether `name` is a full object name (SHA-1 or SHA-256, hexadecimal).
-fn is_object_name(name: &[u8]) -> bool {
-    matches!(name.len(), 40 | 64) && name.iter().all(u8::is_ascii_hexdigit)
 }
 
 /// Reads every path of `paths` beneath `work`, at most
