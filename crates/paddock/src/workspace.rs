@@ -3694,6 +3694,55 @@ mod tests {
         );
     }
 
+    /// A directory of the base that held an ignore file, replaced by the
+    /// job with a file or a link, is no directory to the sealed staging's
+    /// ignore rules either: a pattern that matches only directories
+    /// (`gen/`) leaves the job's file in the patch, as the staging by path
+    /// does. The shadow of the ignore files had kept the base's directory
+    /// (made for its `.gitignore`), git took the job's file for it, and the
+    /// early patch left the file out.
+    #[tokio::test]
+    async fn a_sealed_staging_takes_a_replaced_directory_for_what_replaced_it() {
+        replaced_directories(Layout::Clone).await;
+        if overlay_here() {
+            replaced_directories(Layout::Overlay).await;
+        }
+    }
+
+    async fn replaced_directories(layout: Layout) {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        for dir in ["gen", "out/deep"] {
+            std::fs::create_dir_all(r.join(dir)).unwrap();
+            std::fs::write(r.join(dir).join(".gitignore"), "*.o\n").unwrap();
+        }
+        std::fs::write(r.join(".gitignore"), "gen/\nout/\n").unwrap();
+        sh(&r, &["add", "-f", "."]);
+        sh(&r, &["commit", "-q", "-m", "ignored directories"]);
+        let jobs = tmp.path().join("jobs");
+        let lease = Lease::take(&jobs, "j").unwrap();
+        let ws = Workspace::provision_as(&jobs, "j", lease, &spec(r, "main"), "b", layout)
+            .await
+            .unwrap();
+        let w = &ws.work;
+        std::fs::remove_dir_all(w.join("gen")).unwrap();
+        std::fs::write(w.join("gen"), "a file now\n").unwrap();
+        std::fs::remove_dir_all(w.join("out")).unwrap();
+        std::os::unix::fs::symlink("gen", w.join("out")).unwrap();
+        let sealed = ws.sealed().patch().await.unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            (sealed.changed_files.clone(), sealed == p),
+            (
+                ["gen", "gen/.gitignore", "out", "out/deep/.gitignore"]
+                    .map(String::from)
+                    .to_vec(),
+                true
+            )
+        );
+        ws.remove().unwrap();
+    }
+
     /// A tree with attributes (the base's, or the job's own) is not
     /// staged without reading by path: git converts what it reads by them
     /// (line endings, encodings), which Paddock's reads would not. The

@@ -388,13 +388,20 @@ pub(super) async fn list_with(
             })
             .map(|(rel, _, _, _)| rel.as_slice())
             .collect();
-        // The shadow has the directories asked about, so that git finds
-        // them directories (a pattern ending in `/`).
+        // The shadow has each path asked about as the job's tree has it,
+        // a directory or not, so that git finds a directory exactly where
+        // the job has one (a pattern ending in `/`): nothing of the
+        // base's is left where the job's file or link now is (a directory
+        // of the base made for its ignore file).
         if let Some(shadow) = shadow {
-            for (rel, _, _, _) in entries.iter().filter(|(rel, kind, under_ignored, _)| {
-                !under_ignored && *kind == Kind::Dir && tracked.mode(rel).is_none()
+            for (rel, kind, _, _) in entries.iter().filter(|(rel, kind, under_ignored, _)| {
+                !under_ignored && *kind != Kind::Other && tracked.mode(rel).is_none()
             }) {
-                shadow.make_dir(rel).map_err(shadow_err(rel))?;
+                match kind {
+                    Kind::Dir => shadow.make_dir(rel),
+                    _ => shadow.make_no_dir(rel),
+                }
+                .map_err(shadow_err(rel))?;
             }
         }
         let ignored = rules.ignored(&query).await?;

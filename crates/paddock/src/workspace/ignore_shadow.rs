@@ -11,8 +11,9 @@
 //! unless the job touched it, and then it is what the walk read beneath
 //! the work tree's root with no link followed (`final_tree.rs`), or none
 //! when the job removed it; each directory asked about is made there as a
-//! directory, every other path asked about is absent (git then takes it
-//! for no directory, as it takes a file or a link). Only regular files are
+//! directory, every other path asked about is no directory there, whatever
+//! the base's ignore files had put on its way (git then takes it for no
+//! directory, as it takes the job's file or link). Only regular files are
 //! copied: a tracked `.gitignore` that is a link is not read by git either
 //! (2.32 and later open it without following).
 
@@ -169,6 +170,24 @@ impl IgnoreShadow {
             .recursive(true)
             .mode(0o700)
             .create(path)
+    }
+
+    /// Makes sure the shadow has no directory at `rel` (a path the job's
+    /// tree has as a file or a link): git then takes it for no directory,
+    /// as it takes the job's. A directory of the base left there (made for
+    /// its ignore file) goes, with what it holds; a file there (the job's
+    /// own ignore file, copied) stays.
+    pub fn make_no_dir(&self, rel: &[u8]) -> io::Result<()> {
+        let path = self.path(rel)?;
+        let gone = match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&path),
+            Ok(_) => return Ok(()),
+            Err(e) => Err(e),
+        };
+        match gone {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
     }
 
     /// Counts one more entry of `bytes` against the shadow's bounds.
