@@ -153,6 +153,15 @@ pub enum WorkspaceError {
         args: String,
         after: std::time::Duration,
     },
+    #[error(
+        "workspace {path}: `git {args}` used more than {limit:?} of CPU on the job's content \
+         (its ignore or attribute rules, or its files, made git compute that long); it was ended"
+    )]
+    GitCpuLimit {
+        path: PathBuf,
+        args: String,
+        limit: std::time::Duration,
+    },
     #[error("workspace {path}: `git {args}` printed more than {limit} bytes; it was stopped and what it printed is not kept")]
     GitOutputPastLimit {
         path: PathBuf,
@@ -242,6 +251,9 @@ pub struct Workspace {
     /// Whether the patch is staged without git reading the work tree by
     /// path ([`Workspace::sealed`]).
     sealed: bool,
+    /// The CPU each of Paddock's gits on the job's content may use
+    /// (`host_git::JOB_GIT_CPU`; shorter in tests).
+    git_cpu: std::time::Duration,
 }
 
 /// The base's listing, shared by a workspace's copies and the task that
@@ -902,6 +914,7 @@ impl Workspace {
             base_tree: BaseTree::default(),
             early_reads: Arc::default(),
             sealed: false,
+            git_cpu: host_git::JOB_GIT_CPU,
         })
     }
 
@@ -993,6 +1006,8 @@ impl Workspace {
             excludes: None,
             root: root.to_path_buf(),
             timeout: host_git::GIT_TIMEOUT,
+            // The base's content, before the job runs.
+            cpu_limit: None,
         };
         let mut clone = vec![
             "clone",
@@ -1086,6 +1101,7 @@ impl Workspace {
             base_tree: BaseTree::default(),
             early_reads: Arc::default(),
             sealed: false,
+            git_cpu: host_git::JOB_GIT_CPU,
         };
         ws.remount()?;
         Ok(Some(ws))
@@ -1173,6 +1189,7 @@ impl Workspace {
             excludes: None,
             root: self.root.clone(),
             timeout: host_git::GIT_TIMEOUT,
+            cpu_limit: Some(self.git_cpu),
         }
     }
 
@@ -1589,6 +1606,15 @@ impl Workspace {
     pub(crate) fn sealed(&self) -> Workspace {
         Workspace {
             sealed: true,
+            ..self.clone()
+        }
+    }
+
+    /// This workspace, its gits on the job's content held to `cpu`.
+    #[cfg(test)]
+    pub(crate) fn with_git_cpu(&self, cpu: std::time::Duration) -> Workspace {
+        Workspace {
+            git_cpu: cpu,
             ..self.clone()
         }
     }
@@ -3786,6 +3812,76 @@ mod tests {
         );
         ws.remove().unwrap();
         ws2.remove().unwrap();
+    }
+
+    /// A job's ignore rules can make git compute for minutes on a few
+    /// paths (here 80,000 `a/**/b<n>` patterns against 200 files 60
+    /// directories deep: about 10 s of CPU unbounded), CPU that no job
+    /// limit covers. Paddock's gits on the job's tree are ended at their
+    /// CPU limit, the patch failing with an error that names the command
+    /// and the limit, whether staged by path or sealed (the shadow's
+    /// check-ignore); with the limit set high the same tree's patch is
+    /// made, so the rules, not something else, were what cost.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_git_the_jobs_rules_make_compute_is_ended_at_its_cpu_limit() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let ws = Workspace::provision(&jobs, "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let rules: String = (0..80_000).map(|n| format!("a/**/b{n}\n")).collect();
+        std::fs::write(ws.work.join(".gitignore"), rules).unwrap();
+        let deep: PathBuf = std::iter::once("a")
+            .chain(std::iter::repeat_n("x", 60))
+            .collect();
+        std::fs::create_dir_all(ws.work.join(&deep)).unwrap();
+        for i in 0..200 {
+            std::fs::write(ws.work.join(&deep).join(format!("f{i}")), "f\n").unwrap();
+        }
+        let limit = std::time::Duration::from_secs(1);
+        let started = std::time::Instant::now();
+        let by_path = ws
+            .with_git_cpu(limit)
+            .patch()
+            .await
+            .map(|p| p.changed_files.len());
+        let sealed = ws
+            .with_git_cpu(limit)
+            .sealed()
+            .patch()
+            .await
+            .map(|p| p.changed_files.len());
+        let ended_within = started.elapsed();
+        let cpu_limited = |args: &str| {
+            Err(format!(
+                "workspace {}: `git {args}` used more than 1s of CPU on the job's content (its \
+                 ignore or attribute rules, or its files, made git compute that long); it was ended",
+                ws.root.display()
+            ))
+        };
+        assert_eq!(
+            (
+                by_path.map_err(|e| e.to_string()),
+                sealed.map_err(|e| e.to_string())
+            ),
+            (
+                cpu_limited("check-ignore --no-index -z --stdin -v -n"),
+                cpu_limited("check-ignore --no-index -z --stdin -v -n"),
+            )
+        );
+        // Each ended at its CPU limit, not at the wall-clock one (600 s).
+        assert!(
+            ended_within < std::time::Duration::from_secs(60),
+            "{ended_within:?}"
+        );
+        let unbounded = ws
+            .with_git_cpu(std::time::Duration::from_secs(600))
+            .patch()
+            .await
+            .unwrap();
+        assert_eq!(unbounded.changed_files.len(), 201);
+        ws.remove().unwrap();
     }
 
     fn tracked_agents_md(dir: &Path) -> PathBuf {

@@ -121,6 +121,7 @@ async fn holder_holds(holder: Option<Holder>, base: String) -> Result<(), String
                 excludes: None,
                 root: dir,
                 timeout: GIT_TIMEOUT,
+                cpu_limit: None,
             };
             git.run(check, None)
                 .await
@@ -150,6 +151,7 @@ pub async fn head_branch(spec: &JobSpec, jobs_root: &Path) -> Result<String, Str
                 excludes: None,
                 root: dir.clone(),
                 timeout: GIT_TIMEOUT,
+                cpu_limit: None,
             };
             let out = git.run(args, None).await.map_err(|_| {
                 format!(
@@ -202,6 +204,7 @@ pub async fn is_branch(spec: &JobSpec, jobs_root: &Path, name: &str) -> Result<(
                 excludes: None,
                 root: dir.clone(),
                 timeout: GIT_TIMEOUT,
+                cpu_limit: None,
             };
             let out = git
                 .run(args, None)

@@ -227,6 +227,8 @@ pub async fn push_branch(
         excludes: None,
         root: scratch.path().to_path_buf(),
         timeout: GIT_TIMEOUT,
+        // The job's objects, from its bundle.
+        cpu_limit: Some(crate::workspace::host_git::JOB_GIT_CPU),
     };
     let repo_arg = repo.to_string_lossy().into_owned();
     init.run(["init", "--quiet", "--bare", &repo_arg], None)

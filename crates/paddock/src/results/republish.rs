@@ -117,6 +117,7 @@ async fn bundled_commit(artifacts: &Path) -> Option<String> {
         excludes: None,
         root: artifacts.to_path_buf(),
         timeout: GIT_TIMEOUT,
+        cpu_limit: Some(crate::workspace::host_git::JOB_GIT_CPU),
     };
     let bundle = bundle.to_string_lossy().into_owned();
     let heads = git

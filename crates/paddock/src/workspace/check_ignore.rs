@@ -123,6 +123,9 @@ impl<'a> IgnoreQuery<'a> {
         match waited {
             // 0: some were ignored, 1: none was.
             Ok((Ok(status), _)) if matches!(status.code(), Some(0 | 1)) => Ok(()),
+            Ok((Ok(status), _)) if super::host_git::ran_out_of_cpu(&status, git.cpu_limit) => {
+                Err(self.out_of_cpu())
+            }
             Ok((Ok(_), err)) => Err(git.failed(ARGS, &err)),
             Ok((Err(source), _)) => Err(WorkspaceError::Spawn {
                 path: git.root.clone(),
@@ -141,10 +144,26 @@ impl<'a> IgnoreQuery<'a> {
         let Some(mut running) = self.child.take() else {
             return self.git.failed(ARGS, b"");
         };
+        // A git the kernel ended at its CPU limit had its exit status
+        // set before its output closed: this kill does not change it.
         let _ = running.child.start_kill();
-        let _ = running.child.wait().await;
+        let status = running.child.wait().await;
         let err = running.stderr.await.unwrap_or_default();
-        self.git.failed(ARGS, &err)
+        match status {
+            Ok(status) if super::host_git::ran_out_of_cpu(&status, self.git.cpu_limit) => {
+                self.out_of_cpu()
+            }
+            _ => self.git.failed(ARGS, &err),
+        }
+    }
+
+    /// The error of a git the kernel ended at its CPU limit.
+    fn out_of_cpu(&self) -> WorkspaceError {
+        WorkspaceError::GitCpuLimit {
+            path: self.git.root.clone(),
+            args: ARGS.join(" "),
+            limit: self.git.cpu_limit.unwrap_or_default(),
+        }
     }
 }
 
@@ -165,6 +184,12 @@ fn start(git: &HostGit) -> Result<Running, WorkspaceError> {
     };
     let (mut child, own) =
         crate::own_children::spawn(|| cmd.spawn(), tokio::process::Child::id).map_err(spawned)?;
+    // Held to its CPU limit, as every host git on a job's content: costly
+    // ignore rules are exactly what a job can write (dropping `child` on
+    // an error kills it).
+    if let (Some(cpu), Some(pid)) = (git.cpu_limit, child.id()) {
+        super::host_git::limit_cpu(pid, cpu).map_err(spawned)?;
+    }
     let pipe = || std::io::Error::other("git check-ignore: no pipe");
     let stdin = child.stdin.take().ok_or_else(|| spawned(pipe()))?;
     let stdout = child.stdout.take().ok_or_else(|| spawned(pipe()))?;
@@ -270,6 +295,7 @@ mod tests {
             excludes: None,
             root: dir.path().to_path_buf(),
             timeout: limit,
+            cpu_limit: None,
         };
         let feeder = {
             let fifos = fifos.clone();

@@ -29,6 +29,17 @@ use super::WorkspaceError;
 /// How long one of Paddock's git commands on a job's repository may run.
 pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How much CPU one of Paddock's gits on a job's content (its work tree,
+/// the objects made of it) may use, user and system time together. Its
+/// wall-clock limit ([`GIT_TIMEOUT`]) bounds a git that waits; this bounds
+/// one that computes: a job's ignore or attribute rules can make git spend
+/// minutes of the host's CPU on a few paths (5 MB of `a/**/b<n>` patterns
+/// took 94 s for 200 paths), CPU no job limit covers, since the job's
+/// processes are gone or not its. Honest work is far below it: the patch
+/// of a 10,000-file tree takes git a few milliseconds, hashing a
+/// gigabyte of new files (the most a patch may hold) about 20 s.
+pub(crate) const JOB_GIT_CPU: Duration = Duration::from_secs(60);
+
 /// How long the first clone of the user's source (possibly remote and
 /// large) may run.
 pub(super) const CLONE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -91,6 +102,12 @@ pub(crate) struct HostGit {
     pub root: PathBuf,
     /// How long each command may run before it is killed.
     pub timeout: Duration,
+    /// How much CPU each command may use ([`JOB_GIT_CPU`] for a job's
+    /// content): past it the kernel ends git (`SIGXCPU`, `RLIMIT_CPU` set
+    /// as it starts, no core dumped) and the command fails with
+    /// `GitCpuLimit`. `None` for the user's own repository (a clone of a
+    /// large source may honestly take longer).
+    pub cpu_limit: Option<Duration>,
 }
 
 impl HostGit {
@@ -214,17 +231,19 @@ impl HostGit {
     {
         let args: Vec<std::ffi::OsString> =
             args.into_iter().map(|a| a.as_ref().to_owned()).collect();
-        let spawned = spawn_group(self.command(&args), true, out).map_err(|source| {
-            WorkspaceError::Spawn {
-                path: self.root.clone(),
-                source,
-            }
-        })?;
+        let spawned =
+            spawn_group(self.command(&args), true, out, self.cpu_limit).map_err(|source| {
+                WorkspaceError::Spawn {
+                    path: self.root.clone(),
+                    source,
+                }
+            })?;
         Ok(Started {
             spawned,
             args,
             root: self.root.clone(),
             timeout: self.timeout,
+            cpu_limit: self.cpu_limit,
             max_stdout: None,
         })
     }
@@ -242,7 +261,12 @@ impl HostGit {
         let args: Vec<std::ffi::OsString> =
             args.into_iter().map(|a| a.as_ref().to_owned()).collect();
         let cmd = self.command(&args);
-        let out = output_to_within(cmd, input, out, self.timeout)
+        let out = spawn_group(cmd, input.is_some(), out, self.cpu_limit)
+            .map_err(|source| WorkspaceError::Spawn {
+                path: self.root.clone(),
+                source,
+            })?
+            .collect(input, self.timeout)
             .await
             .map_err(|source| WorkspaceError::Spawn {
                 path: self.root.clone(),
@@ -253,6 +277,7 @@ impl HostGit {
                 args: joined(&args),
                 after: self.timeout,
             })?;
+        check_cpu(&out.status, self.cpu_limit, &self.root, &args)?;
         Ok((out.status, out.stdout, out.stderr))
     }
 
@@ -350,9 +375,68 @@ async fn output_to_within(
     out: Option<std::fs::File>,
     limit: Duration,
 ) -> std::io::Result<Option<Output>> {
-    spawn_group(cmd, input.is_some(), out)?
+    spawn_group(cmd, input.is_some(), out, None)?
         .collect(input, limit)
         .await
+}
+
+/// Holds the started process `pid` to `cpu` of CPU (`RLIMIT_CPU`: at it
+/// the kernel sends `SIGXCPU`, whose default action ends git; a second
+/// later `SIGKILL`) and to no core file (`RLIMIT_CORE` 0: a core of git
+/// would be written where it runs, a job's work tree). Set right after
+/// the start: the limit counts the CPU git used from its start, so none
+/// escapes it. What git itself starts inherits the limits only once they
+/// are set; the commands that get one start no process of their own
+/// before reading their input or the work tree.
+pub(super) fn limit_cpu(pid: u32, cpu: Duration) -> std::io::Result<()> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| std::io::Error::other(format!("pid {pid} out of range")))?;
+    let secs = cpu.as_secs().max(1);
+    rustix::process::prlimit(
+        Some(pid),
+        rustix::process::Resource::Core,
+        rustix::process::Rlimit {
+            current: Some(0),
+            maximum: Some(0),
+        },
+    )?;
+    rustix::process::prlimit(
+        Some(pid),
+        rustix::process::Resource::Cpu,
+        rustix::process::Rlimit {
+            current: Some(secs),
+            maximum: Some(secs + 1),
+        },
+    )?;
+    Ok(())
+}
+
+/// True when `status` is that of a git the kernel ended at its CPU
+/// limit ([`limit_cpu`]): `SIGXCPU`, which git does not handle. (A git
+/// that did would get `SIGKILL` a second later, reported as any
+/// failure.)
+pub(super) fn ran_out_of_cpu(status: &ExitStatus, cpu_limit: Option<Duration>) -> bool {
+    use std::os::unix::process::ExitStatusExt as _;
+    cpu_limit.is_some() && status.signal() == Some(nix::sys::signal::Signal::SIGXCPU as i32)
+}
+
+/// `GitCpuLimit` for a git that ran out of its CPU ([`ran_out_of_cpu`]).
+fn check_cpu<S: AsRef<OsStr>>(
+    status: &ExitStatus,
+    cpu_limit: Option<Duration>,
+    root: &Path,
+    args: &[S],
+) -> Result<(), WorkspaceError> {
+    match cpu_limit {
+        Some(limit) if ran_out_of_cpu(status, cpu_limit) => Err(WorkspaceError::GitCpuLimit {
+            path: root.to_path_buf(),
+            args: joined(args),
+            limit,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Puts this process as the owner of the host git `cmd` in its
@@ -376,6 +460,7 @@ fn spawn_group(
     mut cmd: Command,
     with_input: bool,
     out: Option<std::fs::File>,
+    cpu_limit: Option<Duration>,
 ) -> std::io::Result<Spawned> {
     cmd.stdout(out.map_or_else(Stdio::piped, Stdio::from))
         .stderr(Stdio::piped())
@@ -390,10 +475,10 @@ fn spawn_group(
     let (mut child, own) = crate::own_children::spawn(|| cmd.spawn(), tokio::process::Child::id)?;
     let stdin = child.stdin.take();
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    Ok(Spawned {
+    let pid = child.id();
+    let spawned = Spawned {
         group: Group {
-            pgid: child
-                .id()
+            pgid: pid
                 .and_then(|id| i32::try_from(id).ok())
                 .map(nix::unistd::Pid::from_raw),
             child,
@@ -403,7 +488,13 @@ fn spawn_group(
         stdin,
         stdout,
         stderr,
-    })
+    };
+    if let (Some(cpu), Some(pid)) = (cpu_limit, pid) {
+        // A git not held to its limit is not run: dropping `spawned`
+        // kills its group.
+        limit_cpu(pid, cpu)?;
+    }
+    Ok(spawned)
 }
 
 /// A started command and its pipes.
@@ -477,6 +568,7 @@ pub(crate) struct Started {
     args: Vec<std::ffi::OsString>,
     root: PathBuf,
     timeout: Duration,
+    cpu_limit: Option<Duration>,
     /// The most of its stdout held ([`Started::at_most`]).
     max_stdout: Option<u64>,
 }
@@ -503,6 +595,7 @@ impl Started {
             args,
             root,
             timeout,
+            cpu_limit,
             max_stdout,
         } = self;
         let out = spawned
@@ -522,10 +615,11 @@ impl Started {
                 },
             })?
             .ok_or_else(|| WorkspaceError::GitTimeout {
-                path: root,
+                path: root.clone(),
                 args: joined(&args),
                 after: timeout,
             })?;
+        check_cpu(&out.status, cpu_limit, &root, &args)?;
         Ok((out.status, out.stdout, out.stderr))
     }
 }
@@ -667,6 +761,7 @@ mod tests {
             excludes: None,
             root: dir.path().to_path_buf(),
             timeout: GIT_TIMEOUT,
+            cpu_limit: None,
         };
         let scratch = dir.path().join("scratch.index");
         git(Some(scratch.clone()))
@@ -681,6 +776,75 @@ mod tests {
             (trailer(&scratch), trailer(&repo.join(".git/index"))),
             (true, false)
         );
+    }
+
+    /// What `limit_cpu` leaves a started process: its CPU limit (soft at
+    /// the limit, hard a second later) and no core file, read back from
+    /// the kernel (`/proc/PID/limits`).
+    #[test]
+    fn a_started_process_is_held_to_its_cpu_and_no_core() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        limit_cpu(child.id(), Duration::from_secs(7)).unwrap();
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let line = |name: &str| {
+            limits
+                .lines()
+                .find(|l| l.starts_with(name))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        };
+        assert_eq!(
+            (line("Max cpu time"), line("Max core file size")),
+            (
+                Some("Max cpu time 7 8 seconds".to_string()),
+                Some("Max core file size 0 0 bytes".to_string())
+            )
+        );
+    }
+
+    /// A git that computes past its CPU limit (costly ignore rules asked
+    /// about deep paths, a job's to write) is ended by the kernel, and
+    /// the command fails with `GitCpuLimit` naming it and the limit, well
+    /// before its wall-clock bound; a git with no CPU limit (the user's
+    /// repository) would have run on.
+    #[tokio::test]
+    async fn a_git_that_computes_past_its_cpu_limit_is_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        paddock_test_support::git::git(dir.path(), &["init", "-q", "repo"]);
+        let rules: String = (0..80_000).map(|n| format!("a/**/b{n}\n")).collect();
+        std::fs::write(repo.join(".gitignore"), rules).unwrap();
+        let deep = format!("a/{}", "x/".repeat(60));
+        let input: String = (0..200).map(|i| format!("{deep}f{i}\n")).collect();
+        let git = HostGit {
+            git_dir: Some(repo.join(".git")),
+            work_tree: Some(repo.clone()),
+            index: None,
+            excludes: None,
+            root: dir.path().to_path_buf(),
+            timeout: Duration::from_secs(120),
+            cpu_limit: Some(Duration::from_secs(1)),
+        };
+        let args = ["check-ignore", "--no-index", "--stdin"];
+        let started = std::time::Instant::now();
+        let ended = git
+            .run(args, Some(input.as_bytes()))
+            .await
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            ended,
+            Err(format!(
+                "workspace {}: `git check-ignore --no-index --stdin` used more than 1s of CPU on \
+                 the job's content (its ignore or attribute rules, or its files, made git compute \
+                 that long); it was ended",
+                dir.path().display()
+            ))
+        );
+        assert!(started.elapsed() < Duration::from_secs(60));
     }
 
     /// A git that blocks (here reading a FIFO, as one swapped in for a
@@ -698,6 +862,7 @@ mod tests {
             excludes: None,
             root: dir.path().to_path_buf(),
             timeout: Duration::from_millis(500),
+            cpu_limit: None,
         };
         let started = std::time::Instant::now();
         let result = tokio::time::timeout(
@@ -737,6 +902,7 @@ mod tests {
             excludes: None,
             root: root.clone(),
             timeout: Duration::from_secs(60),
+            cpu_limit: None,
         };
         let cmd = git.command(["rev-parse", "--show-toplevel"]);
         let std = cmd.as_std();

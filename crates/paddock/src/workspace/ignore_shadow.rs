@@ -306,6 +306,7 @@ mod tests {
                 excludes: None,
                 root: tmp.path().to_path_buf(),
                 timeout: std::time::Duration::from_secs(1),
+                cpu_limit: None,
             },
             bytes: AtomicU64::new(0),
             entries: AtomicUsize::new(0),

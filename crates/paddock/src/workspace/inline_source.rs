@@ -42,6 +42,8 @@ pub async fn make(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), Wo
         excludes: None,
         root: dir.to_path_buf(),
         timeout: GIT_TIMEOUT,
+        // The spec's own files, before any job runs.
+        cpu_limit: None,
     };
     git.run(["init", "-q"], None).await?;
     git.run(["add", "-A"], None).await?;

@@ -68,6 +68,8 @@ impl PriorBranch {
             excludes: None,
             root: root.to_path_buf(),
             timeout: GIT_TIMEOUT,
+            // A prior job's objects.
+            cpu_limit: Some(super::host_git::JOB_GIT_CPU),
         };
         let refspec = format!("refs/heads/{0}:refs/heads/{0}", self.name);
         let first = match self.fetch(&git, refspec.clone()).await? {

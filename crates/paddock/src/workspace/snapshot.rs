@@ -194,6 +194,8 @@ async fn settle_index(root: &Path, tree: &Path) -> Result<(), WorkspaceError> {
         excludes: None,
         root: root.to_path_buf(),
         timeout: host_git::GIT_TIMEOUT,
+        // The base's content, no job's.
+        cpu_limit: None,
     };
     git.run(["update-index", "-q", "--force-write-index"], None)
         .await?;
