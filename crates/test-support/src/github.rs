@@ -71,6 +71,8 @@ struct State {
     pulls: Vec<Value>,
     labels: Vec<(u64, Vec<String>)>,
     comments: Vec<(u64, String)>,
+    /// The authors of comments not the token's own (by id).
+    authors: std::collections::HashMap<usize, String>,
     /// Comments deleted (their ids), and those a reviewer deletes right
     /// after they are next listed.
     deleted: Vec<usize>,
@@ -163,6 +165,21 @@ impl MockGitHub {
         (1..=state.comments.len())
             .filter(|id| !state.deleted.contains(id))
             .collect()
+    }
+
+    /// Posts `body` on the issue `number` as `login` (someone else than
+    /// the token's own user, `paddock-bot`); its id.
+    pub fn comment_as(&self, number: u64, login: &str, body: &str) -> usize {
+        let mut state = self.state.lock().unwrap();
+        state.comments.push((number, body.to_string()));
+        let id = state.comments.len();
+        state.authors.insert(id, login.to_string());
+        id
+    }
+
+    /// Deletes the comment `id` (a reviewer deleted it).
+    pub fn delete_comment(&self, id: usize) {
+        self.state.lock().unwrap().deleted.push(id);
     }
 
     /// Deletes the comment `id` just after the next list of comments that
@@ -575,7 +592,7 @@ impl MockGitHub {
             "id": id,
             "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
             "body": body,
-            "user": {"login": "paddock-bot"},
+            "user": {"login": state.authors.get(&id).map_or("paddock-bot", String::as_str)},
             "created_at": "2026-01-01T00:00:00Z",
         })
     }

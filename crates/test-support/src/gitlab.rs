@@ -295,6 +295,16 @@ impl MockGitLab {
         state.notes.push((iid, note));
     }
 
+    /// Adds a note by `username` under the display name `name` (which
+    /// any user may set to anything); its id.
+    pub fn seed_note_named(&self, iid: u64, (username, name): (&str, &str), body: &str) -> u64 {
+        let mut state = self.state.lock().unwrap();
+        let note = self.note_json(&mut state, (username, name), body, None, false);
+        let id = note["id"].as_u64().unwrap_or_default();
+        state.notes.push((iid, note));
+        id
+    }
+
     /// Deletes the note `id`, as a reviewer (or its author) may: gone from
     /// lists, a 404 for an edit.
     pub fn delete_note(&self, id: u64) {
@@ -546,7 +556,7 @@ impl MockGitLab {
             "work_in_progress": title.starts_with("Draft:"),
             "merge_when_pipeline_succeeds": false,
             "merge_status": "checking",
-            "author": {"id": 1, "username": author},
+            "author": {"id": user_id(state, author), "username": author, "name": author},
             "web_url": format!("https://gitlab.example/{}/-/merge_requests/{iid}", self.project_path),
             "created_at": "2026-01-01T00:00:00.000Z",
         });

@@ -104,6 +104,12 @@ pub struct PullRequest {
     /// ready is updated as ready).
     #[serde(default)]
     pub draft: bool,
+    /// Who opened it, as the forge names them (GitHub: a login; GitLab:
+    /// a user id): Paddock's own identity for one it opened. Only a
+    /// closeout this identity wrote is edited by a later publish; never
+    /// recorded.
+    #[serde(skip)]
+    pub author: Option<String>,
 }
 
 /// A reviewer's word on a pull request, for the next attempt's brief.

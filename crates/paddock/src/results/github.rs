@@ -40,6 +40,9 @@ struct ApiPull {
     merged_at: Option<String>,
     #[serde(default)]
     draft: bool,
+    /// Who opened it.
+    #[serde(default)]
+    user: Option<ApiUser>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,6 +56,8 @@ struct ApiIssueComment {
     id: u64,
     #[serde(default)]
     body: String,
+    #[serde(default)]
+    user: Option<ApiUser>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -285,6 +290,7 @@ impl Forge for GitHub {
                 created: false,
                 ended,
                 draft: pull.draft,
+                author: pull.user.map(|u| u.login),
             }
         }))
     }
@@ -342,6 +348,7 @@ impl Forge for GitHub {
             created,
             ended: None,
             draft: pull.draft,
+            author: pull.user.map(|u| u.login),
         })
     }
 
@@ -356,13 +363,24 @@ impl Forge for GitHub {
         let path = self.repo_path(&format!("/issues/{}/comments", pr.number));
         // One closeout a job: publishing it again (`paddock publish`, also
         // after a kill that came after the post) edits the one posted. A
-        // pull request this publish opened has none yet.
+        // pull request this publish opened has none yet. Only a comment
+        // Paddock's identity wrote is its closeout: the one that opened
+        // the pull request (no one else may open one from the repository's
+        // own branch but those who may write to it). Anyone may comment on
+        // a public repository's pull request, a copy of the closeout too;
+        // edited, it would hold Paddock's closeout under its author's name,
+        // theirs to rewrite, and no closeout of Paddock's would be posted.
         if let Some(job) = super::closeout::job_of(body).filter(|_| !pr.created) {
             let posted: Vec<ApiIssueComment> =
                 self.list("read the pull request's comments", &path).await?;
+            let by_us = |c: &ApiIssueComment| {
+                pr.author
+                    .as_deref()
+                    .is_some_and(|us| c.user.as_ref().is_some_and(|u| u.login == us))
+            };
             if let Some(ours) = posted
                 .iter()
-                .find(|c| super::closeout::job_of(&c.body) == Some(job))
+                .find(|c| by_us(c) && super::closeout::job_of(&c.body) == Some(job))
             {
                 let edited: Result<ApiComment, _> = self
                     .call(

@@ -53,6 +53,10 @@ struct ApiMergeRequest {
     /// `opened`, `closed`, `merged` or `locked`.
     #[serde(default)]
     state: String,
+    /// Who opened it (the bot user of the token that did, for one of
+    /// Paddock's).
+    #[serde(default)]
+    author: Option<ApiUser>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,13 +78,11 @@ struct ApiPosition {
 
 #[derive(Debug, Deserialize)]
 struct ApiUser {
-    /// The user's id (a note's author's, to ask for their access).
+    /// The user's id (a note's author's, to ask for their access; the
+    /// merge request's, to know Paddock's own notes).
     #[serde(default)]
     id: u64,
     username: String,
-    /// A project access token's bot user is named after the token.
-    #[serde(default)]
-    name: String,
 }
 
 /// A project member as `GET /projects/:id/members/all/:user_id` gives
@@ -295,6 +297,7 @@ impl Forge for GitLab {
                 created: false,
                 ended: (mr.state != "opened").then_some(mr.state),
                 draft: mr.draft,
+                author: mr.author.map(|u| u.id.to_string()),
             }))
     }
 
@@ -348,6 +351,7 @@ impl Forge for GitLab {
             created,
             ended: None,
             draft: mr.draft,
+            author: mr.author.map(|u| u.id.to_string()),
         })
     }
 
@@ -362,9 +366,8 @@ impl Forge for GitLab {
         let path = self.project_path(&format!("/merge_requests/{}/notes", mr.number));
         // One closeout a job: publishing it again (`paddock publish`, also
         // after a kill that came after the post) edits the one an earlier
-        // token of this job posted (its bot user is named after the token,
-        // `paddock-<job>-…`; GitLab's ghost user once that user is gone),
-        // with the host-held token, a Maintainer's, since only a note's
+        // token of this job posted (below: the bot user that opened the
+        // merge request; GitLab's ghost user once that user is gone), with the host-held token, a Maintainer's, since only a note's
         // author or a Maintainer may edit it. A merge request this publish
         // opened has none yet; one whose closeout a reviewer deleted gets a
         // new one (also when the note goes between the list and the edit:
@@ -372,12 +375,24 @@ impl Forge for GitLab {
         if let Some(job) = super::closeout::job_of(body).filter(|_| !mr.created) {
             let listed = format!("{path}?sort=asc&order_by=created_at");
             let notes: Vec<ApiNote> = self.list("read the merge request's notes", &listed).await?;
-            let token_of_job = format!("paddock-{job}-");
-            if let Some(ours) = notes.iter().find(|n| {
-                !n.system
-                    && super::closeout::job_of(&n.body) == Some(job)
-                    && (n.author.name.starts_with(&token_of_job) || n.author.username == GHOST)
-            }) {
+            // Written by the bot user that opened the merge request (this
+            // job's first token's), or by GitLab's ghost once that user is
+            // gone: a display name (`paddock-<job>-…`) is anyone's to
+            // choose, and anyone may comment on a public project's merge
+            // request, a copy of the closeout too; edited, it would hold
+            // Paddock's closeout under its author's name, theirs to
+            // rewrite, and none of Paddock's would be posted.
+            let by_us = |n: &ApiNote| {
+                n.author.username == GHOST
+                    || mr
+                        .author
+                        .as_deref()
+                        .is_some_and(|us| n.author.id != 0 && n.author.id.to_string() == us)
+            };
+            if let Some(ours) = notes
+                .iter()
+                .find(|n| !n.system && by_us(n) && super::closeout::job_of(&n.body) == Some(job))
+            {
                 let token = self.editor.as_ref().unwrap_or(&self.token);
                 let edited: Result<(ApiNote, _), _> = self
                     .send_as(

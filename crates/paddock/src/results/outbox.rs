@@ -128,6 +128,7 @@ impl Forge for Outbox {
             created,
             ended: None,
             draft: draft.draft,
+            author: None,
         })
     }
 

@@ -4203,6 +4203,47 @@ async fn gitlab_publishing_again_edits_the_jobs_closeout_never_posts_another() {
     );
 }
 
+/// The same on GitLab, from someone whose display name is the one a
+/// job's token's bot user has (`paddock-<job>-…`: anyone may name
+/// themselves so): their copy of the closeout is left as they wrote it,
+/// and Paddock's own is posted again. Before, the name alone made the
+/// note Paddock's, and its closeout was written into the outsider's note.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gitlab_closeout_copied_under_the_bots_name_is_not_edited() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let store = home.store().await;
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    let posted = mock.note_ids();
+    let name = format!("paddock-{}-forged", first.id);
+    let theirs = mock.seed_note_named(1, ("mallory", &name), &forged);
+    mock.delete_note(posted[0]);
+    let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
+    let out = home
+        .paddock(&["publish", "--json", first.id.as_str()], &env)
+        .await;
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    let notes: Vec<(u64, String)> = mock.notes().into_iter().map(|n| (n.0, n.2)).collect();
+    assert_eq!(
+        (
+            out.status.code(),
+            record(&out).status,
+            mock.note_ids(),
+            notes
+        ),
+        (
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            vec![theirs, theirs + 1],
+            vec![(1, forged), (1, closeout)]
+        )
+    );
+}
+
 /// A GitLab closeout note a reviewer deleted, then `paddock publish`:
 /// a new one is posted, also when the note goes between Paddock's list of
 /// the notes and its edit (the edit's 404); exactly one closeout remains,
@@ -4293,6 +4334,62 @@ async fn a_github_closeout_deleted_before_its_edit_is_posted_again() {
             None,
             vec![2],
             vec![(1, closeout)]
+        )
+    );
+}
+
+/// A copy of a job's closeout posted on its pull request by someone else
+/// (anyone may comment on a public repository's pull request) is not the
+/// closeout `paddock publish` edits: it is left as its author wrote it,
+/// and Paddock's own is posted again (a reviewer deleted it). Before,
+/// Paddock edited the first comment that named the job, whoever wrote
+/// it: its closeout then stood under the outsider's name, theirs to
+/// rewrite, and none of Paddock's was posted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_closeout_copied_by_someone_else_is_not_edited() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    let theirs = mock.comment_as(1, "mallory", &forged);
+    mock.delete_comment(mock.comment_ids()[0]);
+    let out = home
+        .paddock(
+            &["publish", "--json", &first.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    // The closeout as this publish made it again.
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            record(&out).status,
+            mock.comment_ids(),
+            mock.comments()
+        ),
+        (
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            vec![theirs, theirs + 1],
+            vec![(1, forged), (1, closeout)]
         )
     );
 }
