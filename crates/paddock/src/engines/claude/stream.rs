@@ -252,7 +252,14 @@ impl ClaudeParser {
         if is_error || subtype.starts_with("error") {
             events.push(self.fatal(result_error(obj, subtype)));
         } else {
+            // `claude -p` runs one turn, and its successful `result` is
+            // that turn's end, as Codex's `turn.completed` is: the runner
+            // starts the early patch on it (`runner/early_patch.rs`).
             self.summary.completed = true;
+            events.push(EventBody::Status {
+                phase: Phase::TurnCompleted,
+                detail: None,
+            });
         }
         events
     }
@@ -456,6 +463,10 @@ mod tests {
                         reasoning_tokens: 0,
                     },
                     cost_usd: Some(0.04875),
+                },
+                EventBody::Status {
+                    phase: Phase::TurnCompleted,
+                    detail: None,
                 },
             ]
         );
@@ -733,10 +744,16 @@ mod tests {
             parser.parse_line(
                 r#"{"type":"result","subtype":"success","is_error":false,"result":"ok"}"#
             ),
-            vec![EventBody::Usage {
-                tokens: TokenUsage::default(),
-                cost_usd: None
-            }]
+            vec![
+                EventBody::Usage {
+                    tokens: TokenUsage::default(),
+                    cost_usd: None
+                },
+                EventBody::Status {
+                    phase: Phase::TurnCompleted,
+                    detail: None,
+                }
+            ]
         );
         assert_eq!(
             parser.summary(),
