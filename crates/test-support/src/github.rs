@@ -71,6 +71,9 @@ struct State {
     pulls: Vec<Value>,
     labels: Vec<(u64, Vec<String>)>,
     comments: Vec<(u64, String)>,
+    /// Users' permissions on the repository as `GET …/collaborators/
+    /// LOGIN/permission` says them (`write` unless set).
+    permissions: std::collections::HashMap<String, String>,
     /// The authors of comments not the token's own (by id).
     authors: std::collections::HashMap<usize, String>,
     /// Comments deleted (their ids), and those a reviewer deletes right
@@ -165,6 +168,16 @@ impl MockGitHub {
         (1..=state.comments.len())
             .filter(|id| !state.deleted.contains(id))
             .collect()
+    }
+
+    /// Sets `login`'s permission on the repository (`admin`, `write`,
+    /// `read` or `none`, GitHub's legacy names: `maintain` says `write`,
+    /// `triage` says `read`); every other user's is `write`.
+    pub fn set_permission(&self, login: &str, permission: &str) {
+        let mut state = self.state.lock().unwrap();
+        state
+            .permissions
+            .insert(login.to_string(), permission.to_string());
     }
 
     /// Posts `body` on the issue `number` as `login` (someone else than
@@ -533,6 +546,16 @@ impl MockGitHub {
             }
             (&Method::PATCH, ["issues", "comments", id]) => {
                 self.edit_comment(&mut state, number(id), &input)
+            }
+            (&Method::GET, ["collaborators", login, "permission"]) => {
+                let permission = state
+                    .permissions
+                    .get(*login)
+                    .map_or("write", String::as_str);
+                (
+                    StatusCode::OK,
+                    json!({"permission": permission, "role_name": permission, "user": {"login": login}}),
+                )
             }
             (&Method::GET, ["pulls", n, kind @ ("reviews" | "comments")]) => {
                 let items = list_reviews(&state, number(n), *kind == "reviews");

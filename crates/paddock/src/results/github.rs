@@ -5,6 +5,8 @@
 //! [`refuse_merging`] first: a merge, an approving review, auto-merge or a
 //! GraphQL mutation is refused before anything is sent.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use reqwest::Method;
@@ -12,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::forge::{Forge, ForgeError, PullRequest, PullRequestDraft, ReviewComment, Reviews};
-use super::forge_http::{form, raw_message, ForgeHttp};
+use super::forge_http::{form, path_segment, raw_message, ForgeHttp};
 use crate::secret::Secret;
 
 const FORGE: &str = "github";
@@ -76,6 +78,19 @@ struct ApiReview {
     body: Option<String>,
     state: String,
 }
+
+/// A user's permission on the repository as `GET …/collaborators/
+/// LOGIN/permission` gives it: `admin`, `write` (also for Maintain),
+/// `read` (also for Triage) or `none`.
+#[derive(Debug, Deserialize)]
+struct ApiPermission {
+    permission: String,
+}
+
+/// The most authors of a pull request's reviews whose permission is asked,
+/// in the order they first reviewed; the reviews of any after them are
+/// left out of the next brief (counted).
+const MAX_AUTHORS_ASKED: usize = 100;
 
 #[derive(Debug, Deserialize)]
 struct ApiReviewComment {
@@ -431,12 +446,59 @@ impl Forge for GitHub {
             .into_iter()
             .filter(|r| r.body.as_deref().is_some_and(|b| !b.trim().is_empty()))
             .collect();
+        // Who may write, asked of the repository for each author whose
+        // association may mean it (an organization's member, a
+        // collaborator: either may only read), once an author, the first
+        // [`MAX_AUTHORS_ASKED`] of them.
+        let mut writers: HashMap<String, bool> = HashMap::new();
+        let candidates = reviews
+            .iter()
+            .map(|r| (&r.user, r.author_association.as_deref()))
+            .chain(
+                lines
+                    .iter()
+                    .map(|c| (&c.user, c.author_association.as_deref())),
+            );
+        for (user, association) in candidates {
+            let Some(login) = user.as_ref().map(|u| u.login.as_str()) else {
+                continue;
+            };
+            if !may_write(association) || writers.contains_key(login) {
+                continue;
+            }
+            if association == Some("OWNER") {
+                writers.insert(login.to_string(), true);
+                continue;
+            }
+            if writers.len() == MAX_AUTHORS_ASKED {
+                continue;
+            }
+            let path = self.repo_path(&format!(
+                "/collaborators/{}/permission",
+                path_segment(login)
+            ));
+            let asked: Result<ApiPermission, ForgeError> = self
+                .call("read a reviewer's permission", Method::GET, &path, None)
+                .await;
+            let writes = match asked {
+                Ok(p) => matches!(p.permission.as_str(), "admin" | "write"),
+                Err(ForgeError::Status { status: 404, .. }) => false,
+                Err(e) => return Err(e),
+            };
+            writers.insert(login.to_string(), writes);
+        }
+        let writes = |user: &Option<ApiUser>, association: Option<&str>| {
+            may_write(association)
+                && user
+                    .as_ref()
+                    .is_some_and(|u| writers.get(&u.login).copied().unwrap_or(false))
+        };
         let (reviews, untrusted_reviews): (Vec<ApiReview>, Vec<ApiReview>) = reviews
             .into_iter()
-            .partition(|r| may_write(r.author_association.as_deref()));
+            .partition(|r| writes(&r.user, r.author_association.as_deref()));
         let (lines, untrusted_lines): (Vec<ApiReviewComment>, Vec<ApiReviewComment>) = lines
             .into_iter()
-            .partition(|c| may_write(c.author_association.as_deref()));
+            .partition(|c| writes(&c.user, c.author_association.as_deref()));
         let mut out: Vec<ReviewComment> = reviews
             .into_iter()
             .map(|r| ReviewComment {
@@ -464,7 +526,10 @@ impl Forge for GitHub {
 /// Whether a comment's `author_association` says its author may write to
 /// the repository: its owner, a member of its organization, or a
 /// collaborator. A contributor, a first-timer or anyone else (what anyone
-/// on a public repository is), or no association given, may not.
+/// on a public repository is), or no association given, may not. A member
+/// or a collaborator may also only read (an organization's base
+/// permission, a collaborator given Read or Triage): their permission is
+/// asked of the repository besides.
 fn may_write(association: Option<&str>) -> bool {
     matches!(association, Some("OWNER" | "MEMBER" | "COLLABORATOR"))
 }
