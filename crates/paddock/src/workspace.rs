@@ -356,7 +356,7 @@ pub struct StartedDiff {
 }
 
 /// A full object name as `git rev-parse` prints it (SHA-1 or SHA-256).
-pub(super) fn is_object_name(s: &str) -> bool {
+pub(crate) fn is_object_name(s: &str) -> bool {
     matches!(s.len(), 40 | 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -2102,6 +2102,32 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    user_git_given(dir, args, settings, &[], UserGitInput::None).await
+}
+
+/// What a [`user_git_given`] reads on its stdin.
+pub(crate) enum UserGitInput<'a> {
+    /// Nothing (`/dev/null`).
+    None,
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// This file, from its current offset.
+    File(std::fs::File),
+}
+
+/// [`user_git_with`] with `env` (name, value) set too, reading `input` on
+/// its stdin.
+pub(crate) async fn user_git_given<I, S>(
+    dir: &Path,
+    args: I,
+    settings: &[(String, String)],
+    env: &[(&str, &str)],
+    input: UserGitInput<'_>,
+) -> Result<String, WorkspaceError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let args: Vec<String> = args
         .into_iter()
         .map(|a| a.as_ref().to_string_lossy().into_owned())
@@ -2119,8 +2145,32 @@ where
         .args(&args)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
-        .stdin(Stdio::null());
-    let out = host_git::finished_within(cmd, dir, &args.join(" "), host_git::GIT_TIMEOUT).await?;
+        .envs(env.iter().copied());
+    let bytes = match input {
+        UserGitInput::None => {
+            cmd.stdin(Stdio::null());
+            None
+        }
+        UserGitInput::Bytes(bytes) => Some(bytes),
+        UserGitInput::File(file) => {
+            cmd.stdin(Stdio::from(file));
+            None
+        }
+    };
+    let out = match bytes {
+        None => host_git::finished_within(cmd, dir, &args.join(" "), host_git::GIT_TIMEOUT).await?,
+        Some(bytes) => host_git::output_within(cmd, Some(bytes), host_git::GIT_TIMEOUT)
+            .await
+            .map_err(|source| WorkspaceError::Spawn {
+                path: dir.to_path_buf(),
+                source,
+            })?
+            .ok_or_else(|| WorkspaceError::GitTimeout {
+                path: dir.to_path_buf(),
+                args: args.join(" "),
+                after: host_git::GIT_TIMEOUT,
+            })?,
+    };
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

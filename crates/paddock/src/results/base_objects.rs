@@ -253,7 +253,7 @@ pub fn branch_tip(bundle: &Path, branch: &str) -> std::io::Result<Option<String>
 }
 
 /// A bundle's refs as its header lists them: (commit, full name).
-type BundleRefs = Vec<(String, String)>;
+pub type BundleRefs = Vec<(String, String)>;
 
 /// A bundle's header: its prerequisites and its refs. Opened as
 /// `own_file` opens (no link followed, no FIFO waited on) and read only
@@ -261,24 +261,46 @@ type BundleRefs = Vec<(String, String)>;
 /// which a `process`-rung job (Paddock's own user) can reach, and a FIFO
 /// there held `paddock publish` and the next attempt at the open for ever.
 fn header(bundle: &Path) -> std::io::Result<(Vec<String>, BundleRefs)> {
+    opened(bundle).map(|b| (b.prerequisites, b.refs))
+}
+
+/// A bundle opened, its header read ([`header`]), its file at the start
+/// of its pack.
+pub struct OpenedBundle {
+    /// The prerequisites' names.
+    pub prerequisites: Vec<String>,
+    /// Its refs: (commit, full name).
+    pub refs: BundleRefs,
+    /// The bundle's file, its offset at the first byte of the pack.
+    pub pack: std::fs::File,
+}
+
+/// Opens `bundle` as [`header`] does and reads its header; the file is
+/// left at its pack's first byte.
+pub fn opened(bundle: &Path) -> std::io::Result<OpenedBundle> {
+    use std::io::Seek as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(crate::own_file::NO_LINK)
         .open(bundle)?;
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    let mut reader = std::io::BufReader::new(std::io::Read::take(file, MAX_HEADER));
+    let mut reader = std::io::BufReader::new(std::io::Read::take(&file, MAX_HEADER));
     let mut line = Vec::new();
     let mut out = Vec::new();
     let mut refs = Vec::new();
     let mut first = true;
+    // The header's bytes read so far: where the pack starts.
+    let mut at = 0u64;
     loop {
         line.clear();
-        if reader.read_until(b'\n', &mut line)? == 0 {
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 {
             return Err(std::io::Error::other("the bundle's header does not end"));
         }
+        at += n as u64;
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches('\n');
         if first {
@@ -289,7 +311,13 @@ fn header(bundle: &Path) -> std::io::Result<(Vec<String>, BundleRefs)> {
             continue;
         }
         if text.is_empty() {
-            return Ok((out, refs));
+            drop(reader);
+            file.seek(std::io::SeekFrom::Start(at))?;
+            return Ok(OpenedBundle {
+                prerequisites: out,
+                refs,
+                pack: file,
+            });
         }
         if let Some(rest) = text.strip_prefix('-') {
             out.extend(rest.split(' ').next().map(str::to_string));

@@ -32,6 +32,7 @@ pub mod push;
 pub mod republish;
 pub mod scope;
 pub mod source;
+pub mod source_pack;
 pub mod token_record;
 
 pub use conclude::{

@@ -16,7 +16,9 @@
 //! `workspace/source_lock.rs`, pruned once unused): git creates
 //! a new branch without checking it is still absent, so two jobs of one
 //! ticket and attempt finishing at once each created it, the last one's
-//! silently replacing the first's.
+//! silently replacing the first's. A new branch on a base the source has
+//! is made without a fetch where it can be (`source_pack.rs`: no walk of
+//! the base's tree); everything else is fetched here.
 
 use std::path::{Path, PathBuf};
 
@@ -56,6 +58,13 @@ pub async fn fetch_branch(
     // branch, and the last one's silently replaced the first's. In turns,
     // the second finds the first's branch and is refused as a rerun is.
     let _turn = crate::workspace::source_lock::hold(jobs_root, source).await?;
+    // The common case without a fetch; anything else, as it was.
+    match super::source_pack::publish(job, source, bundle, branch).await {
+        super::source_pack::Published::Done => return Ok(()),
+        super::source_pack::Published::Left(why) => {
+            tracing::debug!(job, source = %source.display(), why, "the branch left to a fetch");
+        }
+    }
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
     // The job's new objects on the base (the bundle's prerequisite) are
     // checked as they are indexed; a whole history is the user's own,

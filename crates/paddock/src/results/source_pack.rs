@@ -1,0 +1,408 @@
+//! The job's branch into a local source without `git fetch`, where it can
+//! be (issue #14): the bundle's pack indexed into the source by `git
+//! index-pack --strict --fix-thin` and the branch created by `git
+//! update-ref` with the zero id as its old value (create-only). A fetch
+//! of the same bundle starts four processes, and its connectivity check
+//! (a `rev-list` of the new objects `--not --all`) walks the base's whole
+//! tree: at 10,000 files 87% of the fetch's instructions.
+//!
+//! Why the walk may go: the bundle's pack is Paddock's `pack-objects
+//! --revs <commit> ^<base>` in its own git directory
+//! (`workspace/result_branch.rs`), of a commit Paddock wrote
+//! (`workspace/commit_object.rs`) on a tree its own `write-tree` made of
+//! its own index: the base's entries, and blobs its own git hashed from
+//! bytes Paddock read (`update-index --add`, `fast-import` of
+//! `sealed_stage.rs`, `hash-object`); no object the job wrote is taken
+//! as it is. Such a pack holds every object its commit reaches that the
+//! base does not, so every object it names outside itself is the base's
+//! (a submodule's commit, which no check follows, aside), which the
+//! source holds complete: it is the commit the source gave the job.
+//! `--strict` checks every object of the pack (git's fsck) and that
+//! every object one names exists with the type named (a base the source
+//! lost fails here); lazy fetches of a partial clone are off
+//! (`GIT_NO_LAZY_FETCH`).
+//!
+//! Only the common case is taken: a bundle of the job's new objects on a
+//! base (a whole history is fetched: it need not pass today's fsck), the
+//! base there, its commit not (the branch is made on the pack's own; a
+//! publish killed between the pack and the branch is fetched the next
+//! time, as `git fetch` finds the objects there), no
+//! branch of that name, and no worktree of the source on
+//! that branch (an unborn one too) or on a detached `HEAD` (a rebase or
+//! bisection in progress names its branch in files `git worktree list`
+//! does not read). Anything else is left to the fetch
+//! (`results/source.rs`), with the source as it was, so its refusals
+//! (the branch checked out, a branch the job does not continue, the
+//! prerequisite's message `fetch_branch_after` reads) are git's as
+//! before, and a branch the job continues is fast-forwarded by it. What
+//! the user's configuration says is read as a fetch reads it (the
+//! pack's syncs, `core.fsync`); no hook runs (`core.hooksPath=/dev/null`:
+//! `update-ref` runs `reference-transaction`). A pack indexed whose
+//! branch is then refused (made by someone else between the check and
+//! the update, or `index-pack` refusing an object a fetch with the
+//! user's `fetch.fsck.*` settings allows) is left to the fetch too:
+//! its objects are what the fetch would have written (git's fetch also
+//! keeps the objects of a branch it refuses as not a fast-forward), and
+//! `git gc` prunes them when unreachable.
+
+use std::path::Path;
+
+use crate::workspace::{user_git_given, user_git_with, UserGitInput};
+
+/// No hook of the source runs (module text).
+const NO_HOOKS: (&str, &str) = ("core.hooksPath", "/dev/null");
+
+/// What [`publish`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The branch is in the source.
+    Done,
+    /// Not taken (why, for the trace): the fetch is to be made.
+    Left(String),
+}
+
+/// Creates `refs/heads/<branch>` in `source` from `bundle` (module text),
+/// or says why it left it to the fetch. The caller holds the source's
+/// lock.
+pub async fn publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> Published {
+    match try_publish(job, source, bundle, branch).await {
+        Ok(()) => Published::Done,
+        Err(why) => Published::Left(why),
+    }
+}
+
+async fn try_publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> Result<(), String> {
+    let opened = super::base_objects::opened(bundle).map_err(|e| format!("the bundle: {e}"))?;
+    let wanted = format!("refs/heads/{branch}");
+    let tip = match opened.refs.as_slice() {
+        [(tip, name)] if *name == wanted && crate::workspace::is_object_name(tip) => tip.clone(),
+        _ => return Err("the bundle holds other refs".into()),
+    };
+    if opened.prerequisites.is_empty() {
+        return Err("a whole history".into());
+    }
+    if !opened
+        .prerequisites
+        .iter()
+        .all(|p| p.len() == tip.len() && crate::workspace::is_object_name(p))
+    {
+        return Err("a prerequisite is not an object name".into());
+    }
+    let settings = [(NO_HOOKS.0.to_string(), NO_HOOKS.1.to_string())];
+    let no_lazy = [("GIT_NO_LAZY_FETCH", "1")];
+    // The base there, the tip and the branch absent: one `cat-file`,
+    // each prerequisite's type and whether the others name anything.
+    let mut asked = String::new();
+    for p in &opened.prerequisites {
+        asked.push_str(p);
+        asked.push('\n');
+    }
+    asked.push_str(&tip);
+    asked.push('\n');
+    asked.push_str(&wanted);
+    asked.push('\n');
+    let checks = user_git_given(
+        source,
+        ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+        &settings,
+        &no_lazy,
+        UserGitInput::Bytes(asked.as_bytes()),
+    );
+    let worktrees = user_git_with(source, ["worktree", "list", "--porcelain", "-z"], &settings);
+    let (checks, worktrees) = tokio::join!(checks, worktrees);
+    let checks = checks.map_err(|e| e.to_string())?;
+    let mut lines = checks.lines();
+    for p in &opened.prerequisites {
+        if lines.next() != Some(format!("{p} commit").as_str()) {
+            return Err(format!("the base {p} is not a commit there"));
+        }
+    }
+    // The tip new there, so that the branch is made on the commit of
+    // the pack indexed below, whose links `--strict` checks.
+    if lines.next() != Some(format!("{tip} missing").as_str()) {
+        return Err(format!("the commit {tip} is there already"));
+    }
+    if lines.next() != Some(format!("{wanted} missing").as_str()) || lines.next().is_some() {
+        return Err(format!("{wanted} names an object there"));
+    }
+    let worktrees = worktrees.map_err(|e| e.to_string())?;
+    if let Some(why) = worktree_in_the_way(&worktrees, &wanted) {
+        return Err(why);
+    }
+    user_git_given(
+        source,
+        ["index-pack", "--strict", "--fix-thin", "--stdin"],
+        &settings,
+        &no_lazy,
+        UserGitInput::File(opened.pack),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let zero = "0".repeat(tip.len());
+    let message = format!("paddock: job {job}'s branch");
+    user_git_with(
+        source,
+        [
+            "update-ref",
+            "--no-deref",
+            "-m",
+            message.as_str(),
+            wanted.as_str(),
+            tip.as_str(),
+            zero.as_str(),
+        ],
+        &settings,
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| e.to_string())
+}
+
+/// Why `git worktree list --porcelain -z`'s `listing` leaves the branch
+/// `wanted` to the fetch: a worktree on it (born or not), or one whose
+/// `HEAD` is detached (a rebase or bisection may be under way on it).
+fn worktree_in_the_way(listing: &str, wanted: &str) -> Option<String> {
+    let mut at = "";
+    for field in listing.split('\0') {
+        if let Some(path) = field.strip_prefix("worktree ") {
+            at = path;
+        } else if field == "detached" {
+            return Some(format!("the worktree {at} has a detached HEAD"));
+        } else if field.strip_prefix("branch ") == Some(wanted) {
+            return Some(format!("the worktree {at} is on {wanted}"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use paddock_test_support::git::{git, repo};
+    use std::path::PathBuf;
+
+    const BRANCH: &str = "paddock/T-1/1";
+
+    /// A source with one commit on `main`, a `reference-transaction`
+    /// hook that leaves a marker, and a bundle of [`BRANCH`]: one commit
+    /// on that base (a file added, one changed), as a job's result is
+    /// (`whole`: the branch's whole history instead); the bundle, its tip.
+    fn source_and_bundle(dir: &Path, whole: bool) -> (PathBuf, PathBuf, String) {
+        let source = repo(dir);
+        paddock_test_support::script::write_script(
+            &source.join(".git/hooks/reference-transaction"),
+            &format!("#!/bin/sh\ntouch '{}/hook-ran'\n", dir.display()),
+        );
+        let job = dir.join("job");
+        git(dir, &["clone", "-q", source.to_str().unwrap(), "job"]);
+        git(&job, &["checkout", "-q", "-b", BRANCH]);
+        std::fs::write(job.join("hello.txt"), "hello\n").unwrap();
+        std::fs::write(job.join("README.md"), "# sample\n\nChanged.\n").unwrap();
+        git(&job, &["add", "."]);
+        git(&job, &["commit", "-q", "-m", "the job's"]);
+        let tip = git(&job, &["rev-parse", "HEAD"]).trim().to_string();
+        let bundle = dir.join("branch.bundle");
+        let range = if whole {
+            BRANCH.to_string()
+        } else {
+            format!("main..{BRANCH}")
+        };
+        git(
+            &job,
+            &["bundle", "create", "-q", bundle.to_str().unwrap(), &range],
+        );
+        (source, bundle, tip)
+    }
+
+    /// Every file under the source's object directory and every ref:
+    /// what a publish that did nothing leaves as it was.
+    fn objects_and_refs(source: &Path) -> (Vec<String>, String) {
+        let mut files = Vec::new();
+        let mut dirs = vec![source.join(".git/objects")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else {
+                    files.push(p.display().to_string());
+                }
+            }
+        }
+        files.sort();
+        (files, git(source, &["show-ref"]))
+    }
+
+    /// The common case: the branch is created at the bundle's tip without
+    /// a fetch (its reflog says Paddock's message, not a fetch's), from
+    /// one pack and nothing else left in the source's pack directory,
+    /// with no hook run; its objects pass `git fsck`.
+    #[tokio::test]
+    async fn a_new_branch_on_the_base_is_indexed_and_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let (source, bundle, tip) = source_and_bundle(dir.path(), false);
+        let done = publish("job-1", &source, &bundle, BRANCH).await;
+        let mut packs: Vec<String> = std::fs::read_dir(source.join(".git/objects/pack"))
+            .unwrap()
+            .map(|e| {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                match name.rsplit_once('.') {
+                    Some((stem, ext)) if stem.starts_with("pack-") => format!("pack-*.{ext}"),
+                    _ => name,
+                }
+            })
+            .collect();
+        packs.sort();
+        let reflog = format!("refs/heads/{BRANCH}");
+        assert_eq!(
+            (
+                done,
+                git(&source, &["rev-parse", BRANCH]).trim().to_string(),
+                git(&source, &["reflog", "--format=%gs", &reflog]),
+                packs,
+                git(&source, &["fsck", "--strict", "--no-progress"]),
+                dir.path().join("hook-ran").exists(),
+            ),
+            (
+                Published::Done,
+                tip,
+                "paddock: job job-1's branch\n".to_string(),
+                vec![
+                    "pack-*.idx".to_string(),
+                    "pack-*.pack".to_string(),
+                    "pack-*.rev".to_string()
+                ],
+                String::new(),
+                false,
+            )
+        );
+    }
+
+    /// What it does not take is left to the fetch with the source as it
+    /// was (no object, no pack, no ref written): a whole history, a
+    /// branch that exists, a base the source lacks, a worktree on the
+    /// branch unborn, a worktree with a detached `HEAD`, the job's commit
+    /// there already (fetched, not as a branch). The fetch then
+    /// refuses the unborn worktree's branch as git does.
+    #[tokio::test]
+    async fn what_it_does_not_take_is_left_as_it_was() {
+        let mut seen = Vec::new();
+        let mut want = Vec::new();
+        for case in [
+            "whole",
+            "exists",
+            "no base",
+            "unborn worktree",
+            "detached worktree",
+            "tip there",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let (source, bundle, tip) = source_and_bundle(dir.path(), case == "whole");
+            let base = git(&source, &["rev-parse", "main"]).trim().to_string();
+            let other = dir.path().join("other");
+            let why = match case {
+                "whole" => "a whole history".to_string(),
+                "exists" => {
+                    git(&source, &["branch", BRANCH, "main"]);
+                    format!("refs/heads/{BRANCH} names an object there")
+                }
+                "no base" => {
+                    git(&source, &["commit", "-q", "--amend", "-m", "rewritten"]);
+                    git(&source, &["reflog", "expire", "--expire=now", "--all"]);
+                    git(&source, &["gc", "-q", "--prune=now"]);
+                    format!("the base {base} is not a commit there")
+                }
+                "unborn worktree" => {
+                    let o = other.to_str().unwrap();
+                    git(
+                        &source,
+                        &["worktree", "add", "-q", "--orphan", "-b", BRANCH, o],
+                    );
+                    format!("the worktree {} is on refs/heads/{BRANCH}", other.display())
+                }
+                "tip there" => {
+                    let job = dir.path().join("job");
+                    git(&source, &["fetch", "-q", job.to_str().unwrap(), BRANCH]);
+                    format!("the commit {tip} is there already")
+                }
+                _ => {
+                    let o = other.to_str().unwrap();
+                    git(&source, &["worktree", "add", "-q", "--detach", o, "main"]);
+                    format!("the worktree {} has a detached HEAD", other.display())
+                }
+            };
+            let before = objects_and_refs(&source);
+            let left = publish("job-1", &source, &bundle, BRANCH).await;
+            seen.push((case, left, objects_and_refs(&source) == before));
+            want.push((case, Published::Left(why), true));
+            if case == "unborn worktree" {
+                let jobs = dir.path().join("jobs");
+                let fetched =
+                    super::super::source::fetch_branch("job-1", &source, &bundle, BRANCH, &jobs)
+                        .await
+                        .map_err(|e| match e {
+                            super::super::source::SourceFetchError::Fetch(
+                                crate::workspace::WorkspaceError::Git { stderr, .. },
+                            ) => stderr,
+                            other => other.to_string(),
+                        });
+                seen.push((case, Published::Left(format!("{fetched:?}")), true));
+                want.push((
+                    case,
+                    Published::Left(format!(
+                        "{:?}",
+                        Err::<(), String>(format!(
+                            "fatal: refusing to fetch into branch 'refs/heads/{BRANCH}' checked \
+                             out at '{}'",
+                            other.display()
+                        ))
+                    )),
+                    true,
+                ));
+            }
+        }
+        assert_eq!(seen, want);
+    }
+
+    /// A worktree listing's fields: the branch's own worktree and a
+    /// detached one stand in the way, others do not.
+    #[test]
+    fn a_worktree_on_the_branch_or_detached_stands_in_the_way() {
+        let wanted = "refs/heads/paddock/T-1/1";
+        let listing = |fields: &[&str]| fields.join("\0") + "\0";
+        assert_eq!(
+            [
+                listing(&["worktree /a", "HEAD 1234", "branch refs/heads/main", ""]),
+                listing(&[
+                    "worktree /a",
+                    "bare",
+                    "",
+                    "worktree /b",
+                    "HEAD 1",
+                    "detached",
+                    ""
+                ]),
+                listing(&[
+                    "worktree /a",
+                    "HEAD 0",
+                    "branch refs/heads/paddock/T-1/1",
+                    ""
+                ]),
+                listing(&[
+                    "worktree /a",
+                    "HEAD 0",
+                    "branch refs/heads/paddock/T-1/10",
+                    ""
+                ]),
+            ]
+            .map(|l| worktree_in_the_way(&l, wanted)),
+            [
+                None,
+                Some("the worktree /b has a detached HEAD".to_string()),
+                Some("the worktree /a is on refs/heads/paddock/T-1/1".to_string()),
+                None,
+            ]
+        );
+    }
+}
