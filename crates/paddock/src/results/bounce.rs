@@ -283,6 +283,14 @@ fn bounce_text(reviews: &Reviews) -> String {
         len += line.len() + 1;
         lines.push(line);
     }
+    if reviews.unread {
+        lines.push(format!(
+            "…[more review comments left out by paddock: not read past the first {} pages of \
+             {} of a list]",
+            super::forge_http::MAX_PAGES,
+            super::forge_http::PER_PAGE
+        ));
+    }
     // Anyone may comment on a public repository's pull request; only
     // those who may write to it instruct the next attempt.
     if reviews.untrusted > 0 {
@@ -304,6 +312,7 @@ mod tests {
         Reviews {
             comments,
             untrusted: 0,
+            unread: false,
         }
     }
 
@@ -336,11 +345,22 @@ mod tests {
         // Those left out as not the repository's writers are counted.
         assert_eq!(
             bounce_text(&Reviews {
-                comments: short,
-                untrusted: 2
+                comments: short.clone(),
+                untrusted: 2,
+                unread: false,
             }),
             "ana: Use tabs.\nbo on src/a.rs:3: Off by one.\n…[2 review comment(s) left out by \
              paddock: written by someone who may not write to the repository]"
+        );
+        // Those past the lists' bound, unread, are said to be.
+        assert_eq!(
+            bounce_text(&Reviews {
+                comments: short,
+                untrusted: 0,
+                unread: true,
+            }),
+            "ana: Use tabs.\nbo on src/a.rs:3: Off by one.\n…[more review comments left out by \
+             paddock: not read past the first 50 pages of 100 of a list]"
         );
         let long = "x".repeat(3_000_000);
         assert_eq!(

@@ -135,6 +135,10 @@ pub struct Reviews {
     pub comments: Vec<ReviewComment>,
     /// Comments left out, by their authors' lack of write access.
     pub untrusted: usize,
+    /// More comments than Paddock reads (`forge_http::MAX_PAGES` pages of
+    /// a list) were left unread: anyone may add to them, and their number
+    /// must not keep the next attempt from starting.
+    pub unread: bool,
 }
 
 /// What a forge does for Paddock. Nothing here merges.

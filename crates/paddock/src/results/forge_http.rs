@@ -259,13 +259,38 @@ impl ForgeHttp {
     /// Every item of the list at `path` (its query kept, `per_page=100`
     /// added), page after page as [`ForgeHttp::next_page`] finds them,
     /// each page read by `fetch` (the forge's authenticated GET); at most
-    /// [`MAX_PAGES`] pages.
+    /// [`MAX_PAGES`] pages, more an error.
     pub async fn all_pages<T, F, Fut>(
         &self,
         step: &'static str,
         path: &str,
-        mut fetch: F,
+        fetch: F,
     ) -> Result<Vec<T>, ForgeError>
+    where
+        F: FnMut(String) -> Fut,
+        Fut: std::future::Future<Output = Result<(Vec<T>, HeaderMap), ForgeError>>,
+    {
+        match self.first_pages(step, path, fetch).await? {
+            (out, false) => Ok(out),
+            (_, true) => Err(ForgeError::Decode {
+                forge: self.forge,
+                step,
+                message: format!("more than {MAX_PAGES} pages of {PER_PAGE}"),
+            }),
+        }
+    }
+
+    /// [`ForgeHttp::all_pages`] up to its bound: the items of the first
+    /// [`MAX_PAGES`] pages, and whether more were left unread. For a list
+    /// anyone may add to (the comments of a public repository's pull
+    /// request), whose length must not decide whether Paddock's step
+    /// works.
+    pub async fn first_pages<T, F, Fut>(
+        &self,
+        step: &'static str,
+        path: &str,
+        mut fetch: F,
+    ) -> Result<(Vec<T>, bool), ForgeError>
     where
         F: FnMut(String) -> Fut,
         Fut: std::future::Future<Output = Result<(Vec<T>, HeaderMap), ForgeError>>,
@@ -276,20 +301,13 @@ impl ForgeHttp {
         let mut out = Vec::new();
         for _ in 0..MAX_PAGES {
             let Some(page) = next.take() else {
-                return Ok(out);
+                return Ok((out, false));
             };
             let (items, headers) = fetch(page.clone()).await?;
             out.extend(items);
             next = self.next_page(step, &headers, &page)?;
         }
-        match next {
-            None => Ok(out),
-            Some(_) => Err(ForgeError::Decode {
-                forge: self.forge,
-                step,
-                message: format!("more than {MAX_PAGES} pages of {PER_PAGE}"),
-            }),
-        }
+        Ok((out, next.is_some()))
     }
 
     /// The path (below the API root) of the page after the one `path`

@@ -251,14 +251,15 @@ impl GitHub {
         self.http.send(step, &url, req, error_message).await
     }
 
-    /// Every item of the list at `path`, every page of it.
-    async fn list<T: DeserializeOwned>(
+    /// The items of the list at `path` on its first pages, and whether
+    /// more were left unread (`ForgeHttp::first_pages`).
+    async fn list_some<T: DeserializeOwned>(
         &self,
         step: &'static str,
         path: &str,
-    ) -> Result<Vec<T>, ForgeError> {
+    ) -> Result<(Vec<T>, bool), ForgeError> {
         self.http
-            .all_pages(step, path, |page| async move {
+            .first_pages(step, path, |page| async move {
                 self.call_with_headers(step, Method::GET, &page, None).await
             })
             .await
@@ -386,8 +387,11 @@ impl Forge for GitHub {
         // edited, it would hold Paddock's closeout under its author's name,
         // theirs to rewrite, and no closeout of Paddock's would be posted.
         if let Some(job) = super::closeout::job_of(body).filter(|_| !pr.created) {
-            let posted: Vec<ApiIssueComment> =
-                self.list("read the pull request's comments", &path).await?;
+            // Anyone may add comments: past the bound, Paddock's is not
+            // looked for further, and a new closeout is posted.
+            let (posted, _): (Vec<ApiIssueComment>, _) = self
+                .list_some("read the pull request's comments", &path)
+                .await?;
             let by_us = |c: &ApiIssueComment| {
                 pr.author
                     .as_deref()
@@ -429,14 +433,16 @@ impl Forge for GitHub {
         let Some(pull) = self.pull_for(branch, "all").await? else {
             return Ok(Reviews::default());
         };
-        let reviews: Vec<ApiReview> = self
-            .list(
+        // Anyone may review: what is past the bound is left unread, and
+        // the brief says so, rather than no next attempt starting.
+        let (reviews, more_reviews): (Vec<ApiReview>, _) = self
+            .list_some(
                 "read the reviews",
                 &self.repo_path(&format!("/pulls/{}/reviews", pull.number)),
             )
             .await?;
-        let lines: Vec<ApiReviewComment> = self
-            .list(
+        let (lines, more_lines): (Vec<ApiReviewComment>, _) = self
+            .list_some(
                 "read the review comments",
                 &self.repo_path(&format!("/pulls/{}/comments", pull.number)),
             )
@@ -519,6 +525,7 @@ impl Forge for GitHub {
         Ok(Reviews {
             comments: out,
             untrusted: untrusted_reviews.len() + untrusted_lines.len(),
+            unread: more_reviews || more_lines,
         })
     }
 }

@@ -247,6 +247,20 @@ impl GitLab {
             .await
     }
 
+    /// The items of the list at `path` on its first pages, and whether
+    /// more were left unread (`ForgeHttp::first_pages`).
+    async fn list_some<T: DeserializeOwned>(
+        &self,
+        step: &'static str,
+        path: &str,
+    ) -> Result<(Vec<T>, bool), ForgeError> {
+        self.http
+            .first_pages(step, path, |page| async move {
+                self.call_with_headers(step, Method::GET, &page, None).await
+            })
+            .await
+    }
+
     /// The merge request from `branch` (`state`: `opened` or `all`): the
     /// open one if there is one (an older one a reviewer reopened is it),
     /// else the newest.
@@ -374,7 +388,11 @@ impl Forge for GitLab {
         // its 404).
         if let Some(job) = super::closeout::job_of(body).filter(|_| !mr.created) {
             let listed = format!("{path}?sort=asc&order_by=created_at");
-            let notes: Vec<ApiNote> = self.list("read the merge request's notes", &listed).await?;
+            // Anyone may add notes: past the bound, Paddock's is not
+            // looked for further, and a new closeout is posted.
+            let (notes, _): (Vec<ApiNote>, _) = self
+                .list_some("read the merge request's notes", &listed)
+                .await?;
             // Written by the bot user that opened the merge request (this
             // job's first token's), or by GitLab's ghost once that user is
             // gone: a display name (`paddock-<job>-…`) is anyone's to
@@ -434,7 +452,10 @@ impl Forge for GitLab {
             "/merge_requests/{}/notes?sort=asc&order_by=created_at",
             mr.iid
         ));
-        let notes: Vec<ApiNote> = self.list("read the review notes", &path).await?;
+        // Anyone may comment: what is past the bound is left unread, and
+        // the brief says so, rather than no next attempt starting.
+        let (notes, unread): (Vec<ApiNote>, _) =
+            self.list_some("read the review notes", &path).await?;
         // Each job's token has its own bot user: an earlier job's closeout
         // is known by its heading.
         let notes: Vec<ApiNote> = notes
@@ -490,6 +511,7 @@ impl Forge for GitLab {
         Ok(Reviews {
             comments,
             untrusted: untrusted.len(),
+            unread,
         })
     }
 }

@@ -156,6 +156,7 @@ impl Forge for Outbox {
         Ok(Reviews {
             comments,
             untrusted: 0,
+            unread: false,
         })
     }
 }

@@ -1262,6 +1262,7 @@ async fn review_comments_are_read_back_from_github() {
                     },
                 ],
                 untrusted: 5,
+                unread: false,
             }
         )
     );
@@ -3510,6 +3511,7 @@ async fn a_second_open_updates_the_same_merge_request_and_notes_are_read_back() 
                 },
             ],
             untrusted: 3,
+            unread: false,
         }
     );
     assert_eq!(
@@ -3628,7 +3630,8 @@ async fn gitlab_review_notes_are_read_past_the_first_page() {
         comments,
         paddock::results::Reviews {
             comments: want,
-            untrusted: 0
+            untrusted: 0,
+            unread: false,
         }
     );
     let reads: Vec<String> = mock
@@ -3694,7 +3697,8 @@ async fn github_reviews_and_review_comments_are_read_past_the_first_page() {
         comments,
         paddock::results::Reviews {
             comments: want,
-            untrusted: 0
+            untrusted: 0,
+            unread: false,
         }
     );
     let reads: Vec<String> = mock
@@ -3711,6 +3715,60 @@ async fn github_reviews_and_review_comments_are_read_past_the_first_page() {
             "GET /repos/acme/widgets/pulls/1/comments?per_page=100",
             "GET /repos/acme/widgets/pulls/1/comments?page=2&per_page=100",
         ]
+    );
+}
+
+/// More line comments than Paddock reads (50 pages of 100: anyone may
+/// comment on a public repository's pull request) do not keep the next
+/// attempt from starting nor the closeout from being posted: the first
+/// 5,000 are read, the rest left unread and said to be; the closeout is
+/// looked for on the first pages of the comments only, and posted anew
+/// when it is not there. Before, both failed ("more than 50 pages of
+/// 100"): an outsider's flood of comments stopped the ticket's next
+/// attempt and the job's publish.
+#[tokio::test]
+async fn a_flood_of_comments_past_the_bound_is_left_unread() {
+    use paddock::results::Forge as _;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let client = github_client(&mock);
+    let draft = plain_draft();
+    client.open_pull_request(&draft).await.unwrap();
+    let max = paddock::results::forge_http::MAX_PAGES as u64 * 100;
+    for n in 1..=max + 1 {
+        mock.seed_review(paddock_test_support::github::SeededReview {
+            pull: 1,
+            login: "alice".into(),
+            body: format!("line {n}"),
+            state: None,
+            path: Some("src/lib.rs".into()),
+            line: Some(n),
+            association: "OWNER".into(),
+        });
+        mock.comment_as(1, "mallory", "me too");
+    }
+    let reviews = client.review_comments("paddock/T-1/1").await.unwrap();
+    let found = client
+        .find_pull_request("paddock/T-1/1")
+        .await
+        .unwrap()
+        .unwrap();
+    let closeout = "## Paddock closeout: T-1 attempt 1\n\nJob `job-0a` · codex\n";
+    let posted = client.post_closeout(Some(&found), closeout).await;
+    assert_eq!(
+        (
+            reviews.comments.len() as u64,
+            reviews.comments.last().map(|c| c.body.clone()),
+            reviews.unread,
+            posted.map(|url| url.is_some()).map_err(|e| e.to_string()),
+            mock.comments().last().cloned()
+        ),
+        (
+            max,
+            Some(format!("line {max}")),
+            true,
+            Ok(true),
+            Some((1, closeout.to_string()))
+        )
     );
 }
 
