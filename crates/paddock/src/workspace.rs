@@ -1581,7 +1581,7 @@ impl Workspace {
                 }
                 tree.refused = final_tree::refused_paths(&stderr);
             }
-            None => sealed_stage::stage(git, &self.work, &tree.staged).await?,
+            None => tree.refused = sealed_stage::stage(git, &self.work, &tree.staged).await?,
         }
         if !tree.gone.is_empty() {
             let args = ["update-index", "--force-remove", "-z", "--stdin"];
@@ -3813,6 +3813,44 @@ mod tests {
                 ["gen", "gen/.gitignore", "out", "out/deep/.gitignore"]
                     .map(String::from)
                     .to_vec(),
+                true
+            )
+        );
+        ws.remove().unwrap();
+    }
+
+    /// A path git never stages (`.git` under another spelling) is left out
+    /// of the sealed staging's patch as out of the one by path, and the
+    /// patch says so the same: `update-index --index-info` warns and skips
+    /// it as `--add` does (it does not fail), and the sealed staging had
+    /// dropped the warning, so the early patch left the job's file out
+    /// without a word.
+    #[tokio::test]
+    async fn a_sealed_staging_says_what_git_would_not_stage() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let ws = Workspace::provision(&jobs, "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        std::fs::create_dir_all(ws.work.join("sub/.GIT")).unwrap();
+        std::fs::write(ws.work.join("sub/.GIT/config"), "[core]\n").unwrap();
+        std::fs::write(ws.work.join("kept.txt"), "kept\n").unwrap();
+        let sealed = ws.sealed().patch().await.unwrap();
+        let p = ws.patch().await.unwrap();
+        assert_eq!(
+            (
+                sealed.changed_files.clone(),
+                sealed.warnings.clone(),
+                sealed == p
+            ),
+            (
+                vec!["kept.txt".to_string()],
+                vec![
+                    "left out of the patch, named as git's own directory (.git) under another \
+                     spelling, which git never stages: sub/.GIT/config"
+                        .to_string()
+                ],
                 true
             )
         );

@@ -21,10 +21,11 @@
 //! the patch is then made by path once the job has ended, as before: a
 //! tree with a `.gitattributes` (whose conversions git applies as it
 //! reads a file by path), more than [`MAX_SEALED_BYTES`] to read, an entry
-//! that changed type or length while it was read, a path git refuses to
-//! stage (`update-index` fails where `--add` would warn and skip). The
-//! result is otherwise the tree the staging by path gives (the tests
-//! compare the two).
+//! that changed type or length while it was read. A path git never
+//! stages (`.git` under another spelling) `update-index --index-info`
+//! skips with a warning, as `--add` does, and the same warning is read
+//! (`FinalTree::refused`). The result is otherwise the tree the staging
+//! by path gives (the tests compare the two).
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd as _, OwnedFd};
@@ -50,14 +51,15 @@ struct Read {
 }
 
 /// Stages `staged` (paths relative to `work`) in `git`'s index, each read
-/// beneath `work` by Paddock (module text).
+/// beneath `work` by Paddock (module text); the paths git refused to
+/// stage (its "Ignoring path" lines, as the staging by path reads them).
 pub(super) async fn stage(
     git: &HostGit,
     work: &Path,
     staged: &[Vec<u8>],
-) -> Result<(), WorkspaceError> {
+) -> Result<Vec<Vec<u8>>, WorkspaceError> {
     if staged.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let refused = |file: &[u8], why: String| WorkspaceError::SealedStaging {
         path: git.root.clone(),
@@ -130,9 +132,14 @@ pub(super) async fn stage(
         info.extend_from_slice(path);
         info.push(0);
     }
+    // A path git never stages (`.git` under another spelling) is
+    // skipped with a warning, as `--add` skips it: the same warning read.
     let args = ["update-index", "--replace", "-z", "--index-info"];
-    git.run(args, Some(&info)).await?;
-    Ok(())
+    let (status, _, stderr) = git.status(args, Some(&info)).await?;
+    if !status.success() {
+        return Err(git.failed(args, &stderr));
+    }
+    Ok(super::final_tree::refused_paths(&stderr))
 }
 
 /// Reads every path of `paths` beneath `work`, at most
