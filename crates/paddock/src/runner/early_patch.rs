@@ -37,24 +37,27 @@
 //! so a print equal at the
 //! job's end is equal after the patch too.
 //!
-//! On both rungs, read two ways. The job is still alive while the early
-//! patch reads its tree, so it can swap a directory for a link between
-//! Paddock's walk and a read of a file below it by path (and swap it
-//! back, within one tick of a coarse clock, before the second print). On
-//! the `process` rung the job runs as Paddock's own user and can read
-//! whatever Paddock's git could, so such a race gains it nothing it could
-//! not copy into its patch itself, and the patch is staged as after the
-//! job, git reading each file by path. On the `sandbox` rung it could make
-//! Paddock's git read a host file the job cannot see into its branch, so
-//! there the workspace is sealed (`Workspace::sealed`,
-//! `workspace/sealed_stage.rs`): no git has the work tree, Paddock reads
-//! every file and link itself through descriptors opened beneath the
-//! tree's root with no link followed and gives git the bytes, and the
-//! ignore rules come from a copy of the tree's ignore files in Paddock's
-//! own directory (`workspace/ignore_shadow.rs`). A tree the sealed
-//! staging does not read (one with a `.gitattributes`, more than 16 MiB to
-//! read, an entry that changed while read) fails it, and the patch is
-//! made once the job has ended, as before.
+//! Sealed, on every rung. The job is still alive while the early patch
+//! reads its tree, so it can swap a directory for a link between
+//! Paddock's walk and a read of a file below it by path, or a FIFO in for
+//! a file just as git opens it (and swap it back, within one tick of a
+//! coarse clock, before the second print: on kernels before 6.13, whose
+//! file systems stamp times with the coarse clock, the prints are then
+//! equal, and a git blocked on that FIFO, which no one will open for
+//! writing, was waited for up to its ten minutes). On the `sandbox` rung
+//! a link could make Paddock's git read a host file the job cannot see
+//! into its branch; on the `process` rung a FIFO could hold the job's
+//! conclusion. So the early patch's workspace is sealed
+//! (`Workspace::sealed`, `workspace/sealed_stage.rs`): no git has the
+//! work tree, Paddock reads every file and link itself through
+//! descriptors opened beneath the tree's root with no link followed and
+//! without blocking, and gives git the bytes, and the ignore rules come
+//! from a copy of the tree's ignore files in Paddock's own directory
+//! (`workspace/ignore_shadow.rs`). A tree the sealed staging does not
+//! read (one with a `.gitattributes`, more than 16 MiB to read, an entry
+//! that changed while read, a file the job closed) fails it, and the
+//! patch is made once the job has ended, by path, as before: the job is
+//! gone then, and nothing swaps.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};

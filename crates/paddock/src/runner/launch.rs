@@ -266,15 +266,12 @@ pub(super) async fn launch(
         _shared_spend: shared_spend,
         broker,
         egress,
-        // The job is still alive while it reads (`early_patch.rs`): on the
-        // `sandbox` rung it reads no file of the tree by path.
+        // The job is still alive while it reads (`early_patch.rs`): on
+        // every rung it reads no file of the tree by path.
         early_patch: Some((
             prov.early_patch.clone(),
             early_patch::Inputs {
-                ws: match job.rung.isolation() {
-                    Isolation::Process => ws.clone(),
-                    Isolation::Sandbox | Isolation::Auto => ws.sealed(),
-                },
+                ws: ws.sealed(),
                 spec: job.spec.clone(),
                 artifacts: prov.artifacts.clone(),
             },

@@ -48,8 +48,10 @@ fn logging_git(dir: &Path, log: &Path) -> PathBuf {
 /// source's uncommitted changes (`status`, after the source's filter
 /// drivers are listed, `config`, so that none runs) and the base's listing
 /// (`ls-files`) and the base's tree (`rev-parse`) beside the engine, the
-/// patch (`check-ignore`, `update-index`, `write-tree`, `diff-tree`, or
-/// `diff` when the engine ended before the base's tree was read), and
+/// patch, sealed beside the engine's exit (`check-ignore` on Paddock's
+/// copy of the ignore files, the job's bytes given to `fast-import`,
+/// `update-index`, `write-tree`, `diff-tree`, or `diff` when the engine
+/// ended before the base's tree was read), and
 /// the result branch: its commit (written by Paddock, no `commit-tree`)
 /// and bundle (`pack-objects`, the header written
 /// by Paddock: no `update-ref`, no `bundle create`), the base checked in
@@ -111,6 +113,7 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
                 "config",
                 "config",
                 "diff or diff-tree",
+                "fast-import",
                 "fetch",
                 "ls-files",
                 "pack-objects",
@@ -270,6 +273,7 @@ async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
         "config",
         "config",
         "diff or diff-tree",
+        "fast-import",
         "fetch",
         "ls-files",
         "pack-objects",
@@ -491,9 +495,9 @@ fn staging_of(logged: &[String]) -> (Vec<String>, bool) {
 /// engine is still alive (its turn ended; it stays a second, changing
 /// nothing: its mark of being alive is in its home, outside the patch)
 /// and stands: one staging (one `write-tree`), made while it was alive,
-/// and the patch is the job's. On the `sandbox` rung it is the sealed
-/// staging (`workspace/sealed_stage.rs`): no git has the work tree, so the
-/// `write-tree` runs in Paddock's git directory.
+/// and the patch is the job's. It is the sealed staging
+/// (`workspace/sealed_stage.rs`) on both rungs: no git has the work tree,
+/// so the `write-tree` runs in Paddock's git directory.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_patch_made_beside_a_live_job_stands_on_both_rungs() {
     if !paddock_test_support::skip::overlay_available()
@@ -521,7 +525,7 @@ async fn the_patch_made_beside_a_live_job_stands_on_both_rungs() {
     assert_eq!(
         (trees(process), trees(sandbox)),
         (
-            (done, vec!["work alive".to_string()], "fixed\n".to_string()),
+            (done, vec!["git alive".to_string()], "fixed\n".to_string()),
             (done, vec!["git alive".to_string()], "fixed\n".to_string())
         )
     );
@@ -529,15 +533,17 @@ async fn the_patch_made_beside_a_live_job_stands_on_both_rungs() {
 
 /// The patch is staged while the engine is still alive (its turn ended),
 /// and again once it ended (it removed a file after its turn's end), on
-/// both rungs, but read two ways. On the `process` rung, where the job
-/// runs as Paddock's own user, git stages it by path in the work tree. On
-/// the `sandbox` rung no git has the work tree while the job is alive: a
-/// live sandboxed job could otherwise race Paddock's git into reading a
-/// host file through a link it swaps in (`runner/early_patch.rs`), so
-/// Paddock reads the files itself and git stages their bytes in its own
-/// directory (`workspace/sealed_stage.rs`).
+/// both rungs, and no git has the work tree while the job is alive: a
+/// live job could otherwise race Paddock's git into reading a host file
+/// through a link it swaps in (the `sandbox` rung's danger) or into
+/// blocking on a FIFO swapped in and back within one coarse clock tick
+/// (the `process` rung's: `runner/early_patch.rs`), so Paddock reads the
+/// files itself and git stages their bytes in its own directory
+/// (`workspace/sealed_stage.rs`). Once the job has ended, git stages by
+/// path. Before, the `process` rung's early staging ran by path in the
+/// work tree ("work alive").
 #[tokio::test(flavor = "multi_thread")]
-async fn the_patch_is_staged_beside_a_live_job_by_path_only_on_the_process_rung() {
+async fn the_patch_is_staged_beside_a_live_job_never_by_path() {
     if !paddock_test_support::skip::overlay_available()
         || !paddock_test_support::skip::sandbox_available()
     {
@@ -556,7 +562,7 @@ async fn the_patch_is_staged_beside_a_live_job_by_path_only_on_the_process_rung(
         (
             (
                 done,
-                (strings(&["work alive", "work ended"]), true),
+                (strings(&["git alive", "work ended"]), false),
                 fixed.clone()
             ),
             (done, (strings(&["git alive", "work ended"]), false), fixed)
@@ -574,7 +580,10 @@ async fn the_patch_is_staged_beside_a_live_job_by_path_only_on_the_process_rung(
 /// changed after the first print, so the early patch is dropped, its git
 /// killed, and the patch made again from the final tree. Without the
 /// second print taken before the early patch is waited for, `paddock run`
-/// was still waiting after two minutes.
+/// was still waiting after two minutes. (The early `check-ignore` now
+/// reads Paddock's copy of the ignore files, `meta/ignore-shadow`, on
+/// both rungs, so the FIFO no longer reaches it at all; the swap is made
+/// all the same while it runs.)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fifo_swapped_in_under_the_early_patch_does_not_hold_the_job() {
     if !paddock_test_support::skip::overlay_available() {
@@ -587,7 +596,7 @@ async fn a_fifo_swapped_in_under_the_early_patch_does_not_hold_the_job() {
     let bin = home.path().join("holding-bin");
     std::fs::create_dir_all(&bin).unwrap();
     let script = format!(
-        "#!/bin/sh\ndir=\nprev=\nsub=\nfor a in \"$@\"; do\n  [ \"$prev\" = -C ] && dir=\"$a\"\n  [ \"$a\" = check-ignore ] && sub=1\n  prev=\"$a\"\ndone\ncase \"$dir\" in */work) ;; *) sub= ;; esac\nif [ -n \"$sub\" ] && [ ! -e '{started}' ]; then\n  touch '{started}'\n  i=0; while [ $i -lt 400 ] && [ ! -e '{swapped}' ]; do sleep 0.05; i=$((i+1)); done\nfi\nexec '{git}' \"$@\"\n",
+        "#!/bin/sh\ndir=\nprev=\nsub=\nfor a in \"$@\"; do\n  [ \"$prev\" = -C ] && dir=\"$a\"\n  [ \"$a\" = check-ignore ] && sub=1\n  prev=\"$a\"\ndone\ncase \"$dir\" in */work|*/ignore-shadow) ;; *) sub= ;; esac\nif [ -n \"$sub\" ] && [ ! -e '{started}' ]; then\n  touch '{started}'\n  i=0; while [ $i -lt 400 ] && [ ! -e '{swapped}' ]; do sleep 0.05; i=$((i+1)); done\nfi\nexec '{git}' \"$@\"\n",
         started = started.display(),
         swapped = swapped.display(),
         git = real_git().display()
