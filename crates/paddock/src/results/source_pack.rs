@@ -37,13 +37,18 @@
 //! before, and a branch the job continues is fast-forwarded by it. What
 //! the user's configuration says is read as a fetch reads it (the
 //! pack's syncs, `core.fsync`); no hook runs (`core.hooksPath=/dev/null`:
-//! `update-ref` runs `reference-transaction`). A pack indexed whose
-//! branch is then refused (made by someone else between the check and
-//! the update, or `index-pack` refusing an object a fetch with the
-//! user's `fetch.fsck.*` settings allows) is left to the fetch too:
-//! its objects are what the fetch would have written (git's fetch also
-//! keeps the objects of a branch it refuses as not a fast-forward), and
-//! `git gc` prunes them when unreachable.
+//! `update-ref` runs `reference-transaction`). Failures are left to the
+//! fetch too, and what they leave is what a fetch leaves: a pack indexed
+//! whose branch is then refused (made by someone else between the check
+//! and the update) keeps its objects, as git's fetch keeps those of a
+//! branch it refuses as not a fast-forward, unreachable until `git gc`
+//! prunes them (the fetch after it finds them there and fast-forwards or
+//! refuses); an `index-pack` that refuses the job's objects (its fsck, or
+//! a check the user's `fetch.fsck.*` settings would have allowed) leaves
+//! its `objects/pack/tmp_pack_*` as git's own does when a fetch's
+//! `index-pack` refuses them (the fetch after it, refusing too, leaves a
+//! second one), removed by `git gc`'s prune once older than
+//! `gc.pruneExpire`.
 
 use std::path::Path;
 
