@@ -55,8 +55,12 @@ fn logging_git(dir: &Path, log: &Path) -> PathBuf {
 /// the result branch: its commit (written by Paddock, no `commit-tree`)
 /// and bundle (`pack-objects`, the header written
 /// by Paddock: no `update-ref`, no `bundle create`), the base checked in
-/// the source (`cat-file`) and the branch fetched into it (`fetch`); with
-/// nowhere to push, the source's object directory is not asked for.
+/// the source (`cat-file`) and the new branch put into it without `git
+/// fetch` (`results/source_pack.rs`: the base, tip and branch asked of
+/// the source, `cat-file`, beside its worktrees, `worktree`, then the
+/// bundle's pack indexed, `index-pack`, and the branch made,
+/// `update-ref`); with nowhere to push, the source's object directory is
+/// not asked for.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
     if !nix::unistd::geteuid().is_root() {
@@ -80,10 +84,15 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
     ];
     let args = ["run", "--json", spec.to_str().unwrap()];
     let run = || home.paddock(&args, &env);
-    // The first job makes the base's snapshot; its branch goes again.
+    // The first job makes the base's snapshot; its branch goes again, and
+    // its commit with it (else the second job's, the same commit when made
+    // within the same second, would be one the source has: published by
+    // `git fetch`, `results/source_pack.rs`).
     let first = run().await;
     assert_eq!(record(&first).status, paddock_protocol::JobStatus::Done);
     git(&repo, &["branch", "-D", "paddock/T-1/1"]);
+    git(&repo, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&repo, &["gc", "--quiet", "--prune=now"]);
     std::fs::remove_file(&log).unwrap();
     let second = run().await;
     // The diff is `diff-tree` against the base's tree read beside the
@@ -109,18 +118,21 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
             paddock_protocol::JobStatus::Done,
             [
                 "cat-file",
+                "cat-file",
                 "check-ignore",
                 "config",
                 "config",
                 "diff or diff-tree",
                 "fast-import",
-                "fetch",
+                "index-pack",
                 "ls-files",
                 "pack-objects",
                 "rev-parse",
                 "rev-parse",
                 "status",
                 "update-index",
+                "update-ref",
+                "worktree",
                 "write-tree",
             ]
             .map(str::to_string)
