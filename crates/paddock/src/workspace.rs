@@ -3121,8 +3121,10 @@ mod tests {
                 .map(String::from)
                 .to_vec()
         );
-        // A FIFO where git reads ignore rules would block it, and a link
-        // there would have git read what it names: both refused.
+        // A FIFO where git reads ignore rules would block it: refused. A
+        // link there git (2.32 and later) does not read: it is content,
+        // and what it names is no rule (here `* text eol=crlf`, which
+        // would have made `sub/x`'s blob `x\r\n` had git read it).
         let refused = |file: &str| {
             format!(
                 "workspace {}: {file} is not a regular file (a link, a FIFO, a device); Paddock's git reads it by path, so the patch is refused",
@@ -3138,10 +3140,79 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("attrs"), "* text eol=crlf\n").unwrap();
         std::os::unix::fs::symlink(outside.path().join("attrs"), w.join(".gitattributes")).unwrap();
+        std::fs::write(w.join("plain.txt"), "p\n").unwrap();
+        let linked = ws.patch().await.unwrap();
         assert_eq!(
-            ws.patch().await.unwrap_err().to_string(),
-            refused(".gitattributes")
+            (
+                linked.changed_files,
+                linked.diff.contains("+p\r\n"),
+                linked.diff.contains("new file mode 120000")
+            ),
+            (
+                [
+                    ".gitattributes",
+                    ":(top)magic",
+                    "hidden-by-job",
+                    "nest/f",
+                    "plain.txt",
+                    "target/tracked"
+                ]
+                .map(String::from)
+                .to_vec(),
+                false,
+                true
+            )
         );
+    }
+
+    /// A repository that commits its `.gitignore` as a link (to a shared
+    /// rules file) gets its jobs' patches: the link, which git 2.32 and
+    /// later do not read, is content like any link, not refused as a
+    /// file git reads (every patch of such a repository failed). Its
+    /// target's rules are not applied, as git does not apply them.
+    #[tokio::test]
+    async fn a_committed_gitignore_link_does_not_refuse_the_patch() {
+        if !git_reads_no_rule_links().await {
+            return;
+        }
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        std::fs::write(r.join("shared-ignore"), "*.log\n").unwrap();
+        std::fs::remove_file(r.join(".gitignore")).unwrap();
+        std::os::unix::fs::symlink("shared-ignore", r.join(".gitignore")).unwrap();
+        sh(&r, &["add", "shared-ignore", ".gitignore"]);
+        sh(&r, &["commit", "-q", "-m", "linked ignore"]);
+        let jobs = tmp.path().join("jobs");
+        let ws = Workspace::provision(&jobs, "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        std::fs::write(ws.work.join("fix.txt"), "fixed\n").unwrap();
+        std::fs::write(ws.work.join("run.log"), "log\n").unwrap();
+        let by_path = ws.patch().await.map(|p| p.changed_files);
+        let sealed = ws.sealed().patch().await.map(|p| p.changed_files);
+        let expected = ["fix.txt", "run.log"].map(String::from).to_vec();
+        assert_eq!(
+            (
+                by_path.map_err(|e| e.to_string()),
+                sealed.map_err(|e| e.to_string())
+            ),
+            (Ok(expected.clone()), Ok(expected))
+        );
+        ws.remove().unwrap();
+    }
+
+    /// Whether the host's git reads no rules through a link (2.32 and
+    /// later); with an older one the link tests skip, saying so.
+    async fn git_reads_no_rule_links() -> bool {
+        let reads = !host_git::git_follows_rule_links().await;
+        if !reads {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "this git follows rule links (older than 2.32)"
+            );
+            eprintln!("skipping: this git follows rule links (older than 2.32)");
+        }
+        reads
     }
 
     /// Links in the work tree are content, never followed: a link to a

@@ -39,8 +39,11 @@ const GITLINK: &str = "160000";
 
 /// Files whose content git reads by path while it hashes or checks
 /// ignores: one that is not a regular file is refused (a FIFO or a device
-/// would block Paddock's git; a link would have git read whatever it
-/// names, where a git older than 2.32 follows it).
+/// would block Paddock's git), but a link, which git 2.32 and later open
+/// without following and so do not read (`host_git::git_follows_rule_links`):
+/// it is content then, as any link (a repository may commit its
+/// `.gitignore` as a link; every patch of it was refused). With an older
+/// git, which would read whatever the link names, it is refused too.
 const READ_BY_GIT: &[&[u8]] = &[b".gitignore", b".gitattributes"];
 
 /// The paths of the base commit (from the private index).
@@ -309,7 +312,14 @@ pub(super) async fn list_with(
                 };
                 let rel = join(dir, &entry.name);
                 let read_by_git = READ_BY_GIT.contains(&entry.name.as_slice());
-                if read_by_git && entry.file_type != FileType::RegularFile && kind != Kind::Dir {
+                let unread_link = entry.file_type == FileType::Symlink
+                    && read_by_git
+                    && !super::host_git::git_follows_rule_links().await;
+                if read_by_git
+                    && entry.file_type != FileType::RegularFile
+                    && kind != Kind::Dir
+                    && !unread_link
+                {
                     return Err(WorkspaceError::NotAFile {
                         path: git.root.clone(),
                         file: String::from_utf8_lossy(&rel).into_owned(),

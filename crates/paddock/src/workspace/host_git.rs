@@ -330,6 +330,43 @@ fn git_program_in(path: Option<&OsStr>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("git"))
 }
 
+/// Whether the host's git follows a link in the work tree named
+/// `.gitignore` or `.gitattributes` when it reads rules: gits before 2.32
+/// did; 2.32 and later open those files without following (a link is
+/// then no rules, with a warning). Asked of `git version` once per
+/// process, and only when the walk meets such a link; a git whose
+/// version cannot be read counts as following.
+pub(super) async fn git_follows_rule_links() -> bool {
+    static FOLLOWS: OnceCell<bool> = OnceCell::const_new();
+    *FOLLOWS
+        .get_or_init(|| async {
+            let mut cmd = Command::new(git_program());
+            cmd.env_clear().env("LC_ALL", "C").arg("version");
+            if let Some(path) = std::env::var_os("PATH") {
+                cmd.env("PATH", path);
+            }
+            match output_within(cmd, None, CONFIG_TIMEOUT).await {
+                Ok(Some(out)) if out.status.success() => {
+                    !reads_rules_without_following(&String::from_utf8_lossy(&out.stdout))
+                }
+                _ => true,
+            }
+        })
+        .await
+}
+
+/// Whether `git version`'s line names 2.32 or later.
+fn reads_rules_without_following(version: &str) -> bool {
+    let numbers: Vec<u64> = version
+        .trim()
+        .trim_start_matches("git version ")
+        .split(['.', ' '])
+        .take(2)
+        .map_while(|n| n.parse().ok())
+        .collect();
+    matches!(numbers.as_slice(), [major, minor] if (*major, *minor) >= (2, 32))
+}
+
 /// Runs `cmd` with `input` on stdin (written while its output is read) and
 /// its stdout and stderr captured; `None` when it ran past `limit`. The
 /// command runs in a process group of its own, killed whole (`SIGKILL`)
@@ -804,6 +841,25 @@ mod tests {
                 Some("Max core file size 0 0 bytes".to_string())
             )
         );
+    }
+
+    /// Which gits read a `.gitignore` link's target: before 2.32, and
+    /// any version line not understood.
+    #[test]
+    fn gits_from_2_32_read_no_rule_links() {
+        let seen: Vec<bool> = [
+            "git version 2.31.8",
+            "git version 2.32.0",
+            "git version 2.47.3",
+            "git version 2.39.5 (Apple Git-154)",
+            "git version 3.0.0",
+            "git version 1.9.5",
+            "not a version",
+        ]
+        .iter()
+        .map(|v| reads_rules_without_following(v))
+        .collect();
+        assert_eq!(seen, [false, true, true, true, true, false, false]);
     }
 
     /// A git that computes past its CPU limit (costly ignore rules asked
