@@ -26,7 +26,7 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use super::host_git::HostGit;
+use super::host_git::{check_cpu, HostGit};
 use super::WorkspaceError;
 
 /// The command's arguments (after Paddock's `-c` settings).
@@ -123,10 +123,10 @@ impl<'a> IgnoreQuery<'a> {
         match waited {
             // 0: some were ignored, 1: none was.
             Ok((Ok(status), _)) if matches!(status.code(), Some(0 | 1)) => Ok(()),
-            Ok((Ok(status), _)) if super::host_git::ran_out_of_cpu(&status, git.cpu_limit) => {
-                Err(self.out_of_cpu())
+            Ok((Ok(status), err)) => {
+                check_cpu(&status, git.cpu_limit, &git.root, &ARGS)?;
+                Err(git.failed(ARGS, &err))
             }
-            Ok((Ok(_), err)) => Err(git.failed(ARGS, &err)),
             Ok((Err(source), _)) => Err(WorkspaceError::Spawn {
                 path: git.root.clone(),
                 source,
@@ -149,20 +149,10 @@ impl<'a> IgnoreQuery<'a> {
         let _ = running.child.start_kill();
         let status = running.child.wait().await;
         let err = running.stderr.await.unwrap_or_default();
-        match status {
-            Ok(status) if super::host_git::ran_out_of_cpu(&status, self.git.cpu_limit) => {
-                self.out_of_cpu()
-            }
-            _ => self.git.failed(ARGS, &err),
-        }
-    }
-
-    /// The error of a git the kernel ended at its CPU limit.
-    fn out_of_cpu(&self) -> WorkspaceError {
-        WorkspaceError::GitCpuLimit {
-            path: self.git.root.clone(),
-            args: ARGS.join(" "),
-            limit: self.git.cpu_limit.unwrap_or_default(),
+        let git = self.git;
+        match status.map(|s| check_cpu(&s, git.cpu_limit, &git.root, &ARGS)) {
+            Ok(Err(out_of_cpu)) => out_of_cpu,
+            _ => git.failed(ARGS, &err),
         }
     }
 }

@@ -450,24 +450,19 @@ pub(super) fn limit_cpu(pid: u32, cpu: Duration) -> std::io::Result<()> {
     Ok(())
 }
 
-/// True when `status` is that of a git the kernel ended at its CPU
-/// limit ([`limit_cpu`]): `SIGXCPU`, which git does not handle. (A git
-/// that did would get `SIGKILL` a second later, reported as any
-/// failure.)
-pub(super) fn ran_out_of_cpu(status: &ExitStatus, cpu_limit: Option<Duration>) -> bool {
-    use std::os::unix::process::ExitStatusExt as _;
-    cpu_limit.is_some() && status.signal() == Some(nix::sys::signal::Signal::SIGXCPU as i32)
-}
-
-/// `GitCpuLimit` for a git that ran out of its CPU ([`ran_out_of_cpu`]).
-fn check_cpu<S: AsRef<OsStr>>(
+/// `GitCpuLimit` for a git the kernel ended at its CPU limit
+/// ([`limit_cpu`]): `SIGXCPU`, which git does not handle. (A git that did
+/// would get `SIGKILL` a second later, reported as any failure.)
+pub(super) fn check_cpu<S: AsRef<OsStr>>(
     status: &ExitStatus,
     cpu_limit: Option<Duration>,
     root: &Path,
     args: &[S],
 ) -> Result<(), WorkspaceError> {
+    use std::os::unix::process::ExitStatusExt as _;
+    let sigxcpu = Some(nix::sys::signal::Signal::SIGXCPU as i32);
     match cpu_limit {
-        Some(limit) if ran_out_of_cpu(status, cpu_limit) => Err(WorkspaceError::GitCpuLimit {
+        Some(limit) if status.signal() == sigxcpu => Err(WorkspaceError::GitCpuLimit {
             path: root.to_path_buf(),
             args: joined(args),
             limit,
