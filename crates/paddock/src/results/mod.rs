@@ -34,6 +34,7 @@ pub mod scope;
 pub mod source;
 pub mod source_pack;
 pub mod token_record;
+pub mod worktree_heads;
 
 pub use conclude::{
     base_branch, conclude_job, fetch_into_source_soon, keep_branch, patch_and_branch, publish,

@@ -30,7 +30,9 @@
 //! branch of that name, and no worktree of the source on
 //! that branch (an unborn one too) or on a detached `HEAD` (a rebase or
 //! bisection in progress names its branch in files `git worktree list`
-//! does not read). Anything else is left to the fetch
+//! does not read): the worktrees' `HEAD`s read by Paddock where that is
+//! sure to agree with git (`worktree_heads.rs`: one process fewer), else
+//! `git worktree list` beside the checks' `cat-file`. Anything else is left to the fetch
 //! (`results/source.rs`), with the source as it was, so its refusals
 //! (the branch checked out, a branch the job does not continue, the
 //! prerequisite's message `fetch_branch_after` reads) are git's as
@@ -113,8 +115,27 @@ async fn try_publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> R
         &no_lazy,
         UserGitInput::Bytes(asked.as_bytes()),
     );
-    let worktrees = user_git_with(source, ["worktree", "list", "--porcelain", "-z"], &settings);
-    let (checks, worktrees) = tokio::join!(checks, worktrees);
+    // The worktrees read from the source's files where that is sure to
+    // agree with git's listing (`worktree_heads.rs`), else listed by git
+    // beside the `cat-file`.
+    let worktrees = match super::worktree_heads::clear_of(source, &wanted) {
+        super::worktree_heads::Heads::Clear => None,
+        super::worktree_heads::Heads::Ask(why) => {
+            tracing::debug!(job, source = %source.display(), why, "the worktrees listed by git");
+            Some(user_git_with(
+                source,
+                ["worktree", "list", "--porcelain", "-z"],
+                &settings,
+            ))
+        }
+    };
+    let (checks, worktrees) = match worktrees {
+        None => (checks.await, None),
+        Some(listed) => {
+            let (checks, listed) = tokio::join!(checks, listed);
+            (checks, Some(listed))
+        }
+    };
     let checks = checks.map_err(|e| e.to_string())?;
     let mut lines = checks.lines();
     for p in &opened.prerequisites {
@@ -130,9 +151,11 @@ async fn try_publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> R
     if lines.next() != Some(format!("{wanted} missing").as_str()) || lines.next().is_some() {
         return Err(format!("{wanted} names an object there"));
     }
-    let worktrees = worktrees.map_err(|e| e.to_string())?;
-    if let Some(why) = worktree_in_the_way(&worktrees, &wanted) {
-        return Err(why);
+    if let Some(listed) = worktrees {
+        let listed = listed.map_err(|e| e.to_string())?;
+        if let Some(why) = worktree_in_the_way(&listed, &wanted) {
+            return Err(why);
+        }
     }
     user_git_given(
         source,
@@ -166,7 +189,7 @@ async fn try_publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> R
 /// Why `git worktree list --porcelain -z`'s `listing` leaves the branch
 /// `wanted` to the fetch: a worktree on it (born or not), or one whose
 /// `HEAD` is detached (a rebase or bisection may be under way on it).
-fn worktree_in_the_way(listing: &str, wanted: &str) -> Option<String> {
+pub(super) fn worktree_in_the_way(listing: &str, wanted: &str) -> Option<String> {
     let mut at = "";
     for field in listing.split('\0') {
         if let Some(path) = field.strip_prefix("worktree ") {

@@ -57,10 +57,10 @@ fn logging_git(dir: &Path, log: &Path) -> PathBuf {
 /// by Paddock: no `update-ref`, no `bundle create`), the base checked in
 /// the source (`cat-file`) and the new branch put into it without `git
 /// fetch` (`results/source_pack.rs`: the base, tip and branch asked of
-/// the source, `cat-file`, beside its worktrees, `worktree`, then the
-/// bundle's pack indexed, `index-pack`, and the branch made,
-/// `update-ref`); with nowhere to push, the source's object directory is
-/// not asked for.
+/// the source, `cat-file`, its worktrees' `HEAD`s read by Paddock, no
+/// `worktree list`, `results/worktree_heads.rs`, then the bundle's pack
+/// indexed, `index-pack`, and the branch made, `update-ref`); with
+/// nowhere to push, the source's object directory is not asked for.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
     if !nix::unistd::geteuid().is_root() {
@@ -132,7 +132,6 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
                 "status",
                 "update-index",
                 "update-ref",
-                "worktree",
                 "write-tree",
             ]
             .map(str::to_string)
