@@ -1,11 +1,14 @@
 //! A GitLab REST API v4 **mock** for the results loop: merge requests
 //! (list by `source_branch` and `state`, create, update), their notes
-//! (post, list paged as GitLab pages them: `page`, `per_page`, `Link` and
-//! the `X-Next-Page`… headers; with system notes and line positions;
+//! (post, or refused with a 500 while `refuse_notes`; list paged as GitLab
+//! pages them: `page`, `per_page`, `Link` and the `X-Next-Page`… headers;
+//! with system notes and line positions; one read, `GET …/notes/:id`;
 //! edit, `PUT …/notes/:id`, as GitLab allows it: by the note's author or a
 //! Maintainer, else 403; a minted token's bot user is named after the
 //! token, as GitLab names it; deleted by a reviewer, also between a
-//! client's list and its edit: `delete_note_when_listed`),
+//! client's read and its edit: `delete_note_when_listed`), a user deleted
+//! as GitLab deletes one (`delete_user`: their notes and merge requests
+//! become the ghost user's),
 //! `GET /user`, and project access tokens (`POST`, `GET` and `DELETE
 //! /projects/:id/access_tokens[/:token_id]`: name, scopes, access level
 //! and expiry checked as GitLab checks them, each token with its own bot
@@ -44,6 +47,9 @@ pub struct GitLabRequest {
 
 /// The user the Maintainer's token (the one given to `start`) belongs to.
 pub const BOT: &str = "paddock-bot";
+
+/// The user GitLab gives a deleted user's notes and merge requests.
+pub const GHOST: &str = "ghost";
 
 /// The project's numeric id.
 pub const PROJECT_ID: u64 = 42;
@@ -118,8 +124,8 @@ struct State {
     merge_requests: Vec<Value>,
     /// (merge request iid, note as GitLab's JSON).
     notes: Vec<(u64, Value)>,
-    /// Notes a reviewer deletes right after they are next listed (the
-    /// list answered with them, the note gone for what follows).
+    /// Notes a reviewer deletes right after they are next listed or read
+    /// (the answer shows them, the note gone for what follows).
     delete_when_listed: Vec<u64>,
     /// How many notes were ever made (ids are never given twice, as
     /// GitLab's, a deleted note's included).
@@ -145,6 +151,8 @@ pub struct MockGitLab {
     down: Arc<AtomicBool>,
     /// The host's token is a Developer's, not a Maintainer's.
     developer: Arc<AtomicBool>,
+    /// Posting a note answers 500 ([`MockGitLab::refuse_notes`]).
+    refuse_notes: Arc<AtomicBool>,
 }
 
 fn error(status: StatusCode, message: Value) -> (StatusCode, Value) {
@@ -163,6 +171,7 @@ impl MockGitLab {
             state: Arc::default(),
             down: Arc::default(),
             developer: Arc::default(),
+            refuse_notes: Arc::default(),
         };
         let served = mock.clone();
         forge_mock::serve(listener, "application/json", move |req| {
@@ -315,9 +324,9 @@ impl MockGitLab {
             .retain(|(_, n)| n["id"].as_u64() != Some(id));
     }
 
-    /// Deletes the note `id` just after the next list of notes that
-    /// shows it (a reviewer deleting it between a client's list and its
-    /// edit).
+    /// Deletes the note `id` just after the next list of notes, or read
+    /// of it, that shows it (a reviewer deleting it between a client's
+    /// read and its edit).
     pub fn delete_note_when_listed(&self, id: u64) {
         self.state.lock().unwrap().delete_when_listed.push(id);
     }
@@ -348,6 +357,30 @@ impl MockGitLab {
             .find(|m| m["iid"].as_u64() == Some(iid))
         {
             mr["state"] = json!(ended);
+        }
+    }
+
+    /// Answers every note posted with 500 while `refused` (a publish that
+    /// fails after opening its merge request).
+    pub fn refuse_notes(&self, refused: bool) {
+        self.refuse_notes.store(refused, Ordering::SeqCst);
+    }
+
+    /// Deletes the user `username` as GitLab does (an account its owner
+    /// deleted, a revoked token's bot user): their notes and merge
+    /// requests become GitLab's ghost user's (`ghost`, one id for all).
+    pub fn delete_user(&self, username: &str) {
+        let mut state = self.state.lock().unwrap();
+        let ghost = json!({"id": user_id(&mut state, GHOST), "username": GHOST, "name": "Ghost User", "state": "active"});
+        for (_, note) in state.notes.iter_mut() {
+            if note["author"]["username"] == username {
+                note["author"] = ghost.clone();
+            }
+        }
+        for mr in state.merge_requests.iter_mut() {
+            if mr["author"]["username"] == username {
+                mr["author"] = ghost.clone();
+            }
         }
     }
 
@@ -477,6 +510,13 @@ impl MockGitLab {
             (&Method::POST, ["merge_requests"]) => self.create(&mut state, &input, &author),
             (&Method::PUT, ["merge_requests", n]) => update(&mut state, iid(n), &input),
             (&Method::POST, ["merge_requests", n, "notes"]) => {
+                if self.refuse_notes.load(Ordering::SeqCst) {
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        json!("500 Internal Server Error"),
+                    )
+                    .into();
+                }
                 let note = self.note_json(
                     &mut state,
                     (&author, &author_name),
@@ -486,6 +526,22 @@ impl MockGitLab {
                 );
                 state.notes.push((iid(n), note.clone()));
                 (StatusCode::CREATED, note)
+            }
+            (&Method::GET, ["merge_requests", n, "notes", id]) => {
+                let (n, id) = (iid(n), iid(id));
+                let found = state
+                    .notes
+                    .iter()
+                    .find(|(i, v)| *i == n && v["id"].as_u64() == Some(id))
+                    .map(|(_, note)| note.clone());
+                if found.is_some() && state.delete_when_listed.contains(&id) {
+                    state.delete_when_listed.retain(|d| *d != id);
+                    state.notes.retain(|(_, v)| v["id"].as_u64() != Some(id));
+                }
+                match found {
+                    Some(note) => (StatusCode::OK, note),
+                    None => error(StatusCode::NOT_FOUND, json!("404 Not found")),
+                }
             }
             (&Method::PUT, ["merge_requests", n, "notes", id]) => {
                 edit_note(&mut state, (iid(n), iid(id)), (&author, maintainer), &input)

@@ -543,6 +543,7 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
         )
         .await
         .map_err(|e| e.to_string())?;
+        let client = client.with_closeout_record(artifacts.join(super::gitlab_closeout::RECORD));
         return Ok(ForgeSession {
             forge: ForgeBackend::GitLab(client),
             token: Some(token),

@@ -5,11 +5,15 @@
 //! request's human notes, every page of them (system notes and Paddock's
 //! own left out: its token's user's, and closeouts). The token is the
 //! job's project access token (`gitlab_token.rs`; the host-held token
-//! mints and revokes it, and edits the closeout an earlier token of the
-//! job posted, which only a note's author or a Maintainer may), sent as
-//! `PRIVATE-TOKEN` only to the API root the job spec names. Every request passes [`refuse_merging`] first: a merge,
+//! mints and revokes it, and edits the closeout an earlier publish of the
+//! job posted, which only a note's author or a Maintainer may: the note
+//! recorded in the job's artifacts, `gitlab_closeout.rs`), sent as
+//! `PRIVATE-TOKEN` only to the API root the job spec names. Every request
+//! passes [`refuse_merging`] first: a merge,
 //! an approval or "merge when the pipeline succeeds" is refused before
 //! anything is sent.
+
+use std::path::PathBuf;
 
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
@@ -38,10 +42,14 @@ pub struct GitLab {
     /// posted: each token has its own bot user, and GitLab lets only a
     /// note's author or a Maintainer edit it.
     editor: Option<Secret>,
+    /// Where the job's closeout note is recorded (`gitlab_closeout.rs`),
+    /// for a client that posts a job's closeout.
+    closeout_record: Option<PathBuf>,
 }
 
-/// The user GitLab moves a deleted user's notes to (a revoked token's bot
-/// user may be deleted).
+/// The user GitLab moves a deleted user's notes and merge requests to (a
+/// revoked token's bot user may be deleted; anyone may delete their own
+/// account): one id for them all.
 const GHOST: &str = "ghost";
 
 #[derive(Debug, Deserialize)]
@@ -171,6 +179,7 @@ impl GitLab {
             project: path_segment(project),
             token,
             editor: None,
+            closeout_record: None,
         })
     }
 
@@ -179,6 +188,15 @@ impl GitLab {
     pub fn with_editor(self, editor: Secret) -> GitLab {
         GitLab {
             editor: Some(editor),
+            ..self
+        }
+    }
+
+    /// The client recording the job's closeout note at `path`
+    /// (`gitlab_closeout.rs`) and editing the note recorded there.
+    pub fn with_closeout_record(self, path: PathBuf) -> GitLab {
+        GitLab {
+            closeout_record: Some(path),
             ..self
         }
     }
@@ -277,6 +295,77 @@ impl GitLab {
         let open = found.iter().position(|m| m.state == "opened").unwrap_or(0);
         Ok(found.into_iter().nth(open))
     }
+
+    /// The id of the note on merge request `mr` (its notes at `path`)
+    /// that is job `job`'s closeout, Paddock's own: the one recorded when
+    /// it was posted (`gitlab_closeout.rs`), if it is still there and
+    /// still this job's closeout; with no record (a job published before
+    /// records were kept, a kill between the post and the record), the
+    /// first note of this job's closeout by the user that opened the merge
+    /// request (this job's first token's bot), by id. Never by a name:
+    /// anyone may take a bot's display name, and GitLab's ghost user holds
+    /// the notes of everyone deleted (a copy of the closeout whose author
+    /// deleted their account too), so a merge request by the ghost (its
+    /// bot user deleted) has none found this way. Anyone may add notes:
+    /// past the bound, Paddock's is not looked for further, and a new
+    /// closeout is posted.
+    async fn closeout_of(
+        &self,
+        path: &str,
+        mr: &PullRequest,
+        job: &str,
+    ) -> Result<Option<u64>, ForgeError> {
+        let recorded = self
+            .closeout_record
+            .as_deref()
+            .and_then(|p| super::gitlab_closeout::read(p, mr.number));
+        let holds_ours = |n: &ApiNote| !n.system && super::closeout::job_of(&n.body) == Some(job);
+        if let Some(id) = recorded {
+            let note: Result<(ApiNote, _), _> = self
+                .call_with_headers(
+                    "read the closeout",
+                    Method::GET,
+                    &format!("{path}/{id}"),
+                    None,
+                )
+                .await;
+            return match note {
+                Ok((note, _)) => Ok(holds_ours(&note).then_some(note.id)),
+                // Deleted (a reviewer deleted the closeout).
+                Err(ForgeError::Status { status: 404, .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        let Some(author) = &mr.author else {
+            return Ok(None);
+        };
+        let listed = format!("{path}?sort=asc&order_by=created_at");
+        let (notes, _): (Vec<ApiNote>, _) = self
+            .list_some("read the merge request's notes", &listed)
+            .await?;
+        Ok(notes
+            .iter()
+            .find(|n| n.author.id.to_string() == *author && holds_ours(n))
+            .map(|n| n.id))
+    }
+
+    /// Records `note` as the job's closeout on merge request `iid`, for
+    /// the next publish to edit; a record that cannot be written leaves
+    /// the next publish to look for it by its author (`closeout_of`).
+    fn record_closeout(&self, iid: u64, note: u64) {
+        if let Some(path) = &self.closeout_record {
+            let _ = super::gitlab_closeout::write(path, iid, note);
+        }
+    }
+}
+
+/// The id of the user who opened a merge request, as
+/// [`PullRequest::author`]; none once that user is gone (the merge request
+/// GitLab's ghost user's, whose id every deleted user's notes share).
+fn opener(author: Option<ApiUser>) -> Option<String> {
+    author
+        .filter(|u| u.id != 0 && u.username != GHOST)
+        .map(|u| u.id.to_string())
 }
 
 fn json<T: Serialize>(value: &T) -> Option<String> {
@@ -311,7 +400,7 @@ impl Forge for GitLab {
                 created: false,
                 ended: (mr.state != "opened").then_some(mr.state),
                 draft: mr.draft,
-                author: mr.author.map(|u| u.id.to_string()),
+                author: opener(mr.author),
             }))
     }
 
@@ -365,7 +454,7 @@ impl Forge for GitLab {
             created,
             ended: None,
             draft: mr.draft,
-            author: mr.author.map(|u| u.id.to_string()),
+            author: opener(mr.author),
         })
     }
 
@@ -380,50 +469,31 @@ impl Forge for GitLab {
         let path = self.project_path(&format!("/merge_requests/{}/notes", mr.number));
         // One closeout a job: publishing it again (`paddock publish`, also
         // after a kill that came after the post) edits the one an earlier
-        // token of this job posted (below: the bot user that opened the
-        // merge request; GitLab's ghost user once that user is gone), with the host-held token, a Maintainer's, since only a note's
-        // author or a Maintainer may edit it. A merge request this publish
-        // opened has none yet; one whose closeout a reviewer deleted gets a
-        // new one (also when the note goes between the list and the edit:
-        // its 404).
+        // publish posted or edited ([`GitLab::closeout_of`]), with the
+        // host-held token, a Maintainer's, since only a note's author or a
+        // Maintainer may edit it, and each publish's token has its own bot
+        // user. A merge request this publish opened has none yet; one whose
+        // closeout a reviewer deleted gets a new one (also when the note
+        // goes between the read and the edit: its 404). The note posted or
+        // edited is recorded for the next publish.
         if let Some(job) = super::closeout::job_of(body).filter(|_| !mr.created) {
-            let listed = format!("{path}?sort=asc&order_by=created_at");
-            // Anyone may add notes: past the bound, Paddock's is not
-            // looked for further, and a new closeout is posted.
-            let (notes, _): (Vec<ApiNote>, _) = self
-                .list_some("read the merge request's notes", &listed)
-                .await?;
-            // Written by the bot user that opened the merge request (this
-            // job's first token's), or by GitLab's ghost once that user is
-            // gone: a display name (`paddock-<job>-…`) is anyone's to
-            // choose, and anyone may comment on a public project's merge
-            // request, a copy of the closeout too; edited, it would hold
-            // Paddock's closeout under its author's name, theirs to
-            // rewrite, and none of Paddock's would be posted.
-            let by_us = |n: &ApiNote| {
-                n.author.username == GHOST
-                    || mr
-                        .author
-                        .as_deref()
-                        .is_some_and(|us| n.author.id != 0 && n.author.id.to_string() == us)
-            };
-            if let Some(ours) = notes
-                .iter()
-                .find(|n| !n.system && by_us(n) && super::closeout::job_of(&n.body) == Some(job))
-            {
+            if let Some(ours) = self.closeout_of(&path, mr, job).await? {
                 let token = self.editor.as_ref().unwrap_or(&self.token);
                 let edited: Result<(ApiNote, _), _> = self
                     .send_as(
                         token,
                         "update the closeout",
                         Method::PUT,
-                        &format!("{path}/{}", ours.id),
+                        &format!("{path}/{ours}"),
                         json(&NewNote { body }),
                     )
                     .await;
                 match edited {
-                    Ok((note, _)) => return Ok(Some(format!("{}#note_{}", mr.url, note.id))),
-                    // Deleted since it was listed (a reviewer deleted the
+                    Ok((note, _)) => {
+                        self.record_closeout(mr.number, note.id);
+                        return Ok(Some(format!("{}#note_{}", mr.url, note.id)));
+                    }
+                    // Deleted since it was found (a reviewer deleted the
                     // closeout): a new one is posted below.
                     Err(ForgeError::Status { status: 404, .. }) => {}
                     Err(e) => return Err(e),
@@ -438,6 +508,7 @@ impl Forge for GitLab {
                 json(&NewNote { body }),
             )
             .await?;
+        self.record_closeout(mr.number, note.id);
         Ok(Some(format!("{}#note_{}", mr.url, note.id)))
     }
 

@@ -6,7 +6,8 @@
 //! credentials only Paddock holds (`push.rs`); a forge (`forge.rs`: GitHub
 //! in `github.rs` with a per-job App token from `github_app.rs` (recorded
 //! until revoked by `github_app_record.rs`), GitLab in
-//! `gitlab.rs` with a per-job project access token from `gitlab_token.rs`,
+//! `gitlab.rs` with a per-job project access token from `gitlab_token.rs`
+//! (its closeout note recorded by `gitlab_closeout.rs`),
 //! both over `forge_http.rs`, or the file outbox in `outbox.rs`) gets a
 //! pull (merge) request
 //! and the closeout (`closeout.rs`); `republish.rs` publishes a finished
@@ -26,6 +27,7 @@ pub mod github;
 pub mod github_app;
 pub mod github_app_record;
 pub mod gitlab;
+pub mod gitlab_closeout;
 pub mod gitlab_token;
 pub mod outbox;
 pub mod push;

@@ -4311,9 +4311,120 @@ async fn a_gitlab_closeout_copied_under_the_bots_name_is_not_edited() {
     );
 }
 
+/// GitLab's ghost user holds the notes of every deleted user: of a
+/// token's bot user deleted with its token, and of anyone who deleted
+/// their account, a copy of the closeout among them. With the job's bot
+/// user gone (its closeout and merge request the ghost's) and an
+/// outsider's copy of the closeout left by the ghost, a publish edits
+/// Paddock's own closeout in place (the note it recorded); once a reviewer
+/// deleted that one, the next posts a new closeout and leaves the ghost's
+/// copy as its author wrote it. Before, any note by a user named `ghost`
+/// was Paddock's: the second publish wrote its closeout into the
+/// outsider's copy and posted none of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gitlab_closeout_copy_left_by_the_ghost_user_is_not_edited() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let store = home.store().await;
+    let ours = mock.note_ids()[0];
+    let bot = mock.notes()[0].1.clone();
+    mock.delete_user(&bot);
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    let theirs = mock.seed_note_named(1, ("mallory", "mallory"), &forged);
+    mock.delete_user("mallory");
+    let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
+    let args = ["publish", "--json", first.id.as_str()];
+    let publish = || home.paddock(&args, &env);
+    let mut seen = Vec::new();
+    for deleted in [None, Some(ours)] {
+        if let Some(id) = deleted {
+            mock.delete_note(id);
+        }
+        let out = publish().await;
+        let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+        seen.push((
+            out.status.code(),
+            record(&out).status,
+            mock.note_ids(),
+            mock.notes()
+                .into_iter()
+                .map(|n| (n.1, n.2 == closeout, n.2 == forged))
+                .collect::<Vec<_>>(),
+        ));
+    }
+    let ghost = paddock_test_support::gitlab::GHOST.to_string();
+    let bot2 = mock.bots()[2].clone();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                Some(0),
+                paddock_protocol::JobStatus::Done,
+                vec![ours, theirs],
+                vec![(ghost.clone(), true, false), (ghost.clone(), false, true)]
+            ),
+            (
+                Some(0),
+                paddock_protocol::JobStatus::Done,
+                vec![theirs, theirs + 1],
+                vec![(ghost, false, true), (bot2, true, false)]
+            ),
+        ]
+    );
+}
+
+/// A publish that failed after opening the merge request (its closeout's
+/// post refused), then `paddock publish` twice: the first posts the
+/// closeout with its own token (whose bot user did not open the merge
+/// request), the second edits that note in place: one closeout on the
+/// merge request. Before, the second looked for a closeout only by the
+/// bot that opened the merge request, found none, and posted a second.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gitlab_publish_after_a_failed_one_keeps_one_closeout() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    mock.refuse_notes(true);
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let failed = (first.status, mock.merge_requests().len(), mock.note_ids());
+    mock.refuse_notes(false);
+    let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
+    let mut again = Vec::new();
+    for _ in 0..2 {
+        let out = home
+            .paddock(&["publish", "--json", first.id.as_str()], &env)
+            .await;
+        again.push((out.status.code(), record(&out).status));
+    }
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let bots = mock.bots();
+    assert_eq!(
+        (failed, again, mock.notes()),
+        (
+            (paddock_protocol::JobStatus::Failed, 1, vec![]),
+            vec![
+                (Some(0), paddock_protocol::JobStatus::Done),
+                (Some(0), paddock_protocol::JobStatus::Done)
+            ],
+            vec![(1, bots[1].clone(), closeout)]
+        )
+    );
+}
+
 /// A GitLab closeout note a reviewer deleted, then `paddock publish`:
-/// a new one is posted, also when the note goes between Paddock's list of
-/// the notes and its edit (the edit's 404); exactly one closeout remains,
+/// a new one is posted, also when the note goes between Paddock's read of
+/// it and its edit (the edit's 404); exactly one closeout remains,
 /// the job stays done. Before, the edit's 404 failed the publish ("update
 /// the closeout: HTTP 404"), and the job with it.
 #[tokio::test(flavor = "multi_thread")]
