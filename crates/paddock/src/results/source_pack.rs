@@ -32,7 +32,14 @@
 //! bisection in progress names its branch in files `git worktree list`
 //! does not read): the worktrees' `HEAD`s read by Paddock where that is
 //! sure to agree with git (`worktree_heads.rs`: one process fewer), else
-//! `git worktree list` beside the checks' `cat-file`. Anything else is left to the fetch
+//! `git worktree list` beside the checks' `cat-file`, and again once the
+//! branch is made: a checkout of the branch's name, unborn, takes no lock
+//! Paddock could hold across the checks and the update (`checkout
+//! --orphan` writes only the worktree's `HEAD`), so one made in between
+//! has the branch removed again by `update-ref -d` with the job's commit
+//! as the expected old value (a commit the user made on it in that instant
+//! is left as it is, said in the trace) and the fetch refuses it as
+//! checked out. Anything else is left to the fetch
 //! (`results/source.rs`), with the source as it was, so its refusals
 //! (the branch checked out, a branch the job does not continue, the
 //! prerequisite's message `fetch_branch_after` reads) are git's as
@@ -72,13 +79,31 @@ pub enum Published {
 /// or says why it left it to the fetch. The caller holds the source's
 /// lock.
 pub async fn publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> Published {
-    match try_publish(job, source, bundle, branch).await {
+    publish_racing(job, source, bundle, branch, std::future::ready(())).await
+}
+
+/// [`publish`] with `meanwhile` awaited between the checks and the
+/// branch's creation: what a user of the source may do then (a test's).
+async fn publish_racing(
+    job: &str,
+    source: &Path,
+    bundle: &Path,
+    branch: &str,
+    meanwhile: impl std::future::Future<Output = ()>,
+) -> Published {
+    match try_publish(job, source, bundle, branch, meanwhile).await {
         Ok(()) => Published::Done,
         Err(why) => Published::Left(why),
     }
 }
 
-async fn try_publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> Result<(), String> {
+async fn try_publish(
+    job: &str,
+    source: &Path,
+    bundle: &Path,
+    branch: &str,
+    meanwhile: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
     let opened = super::base_objects::opened(bundle).map_err(|e| format!("the bundle: {e}"))?;
     let wanted = format!("refs/heads/{branch}");
     let tip = match opened.refs.as_slice() {
@@ -166,6 +191,7 @@ async fn try_publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> R
     )
     .await
     .map_err(|e| e.to_string())?;
+    meanwhile.await;
     let zero = "0".repeat(tip.len());
     let message = format!("paddock: job {job}'s branch");
     user_git_with(
@@ -182,8 +208,57 @@ async fn try_publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> R
         &settings,
     )
     .await
-    .map(|_| ())
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    // A worktree put on the branch (unborn: `checkout --orphan`) after
+    // the check above now has it born under its index, as no fetch would
+    // leave it; git locks nothing a checkout of an unborn branch takes.
+    // Looked for again, it has the branch removed, if it is still the
+    // job's commit (the expected old value), and the fetch refuses it.
+    let why = match in_the_way(source, &wanted, &settings).await {
+        Ok(None) => return Ok(()),
+        Ok(Some(why)) => why,
+        Err(e) => format!("the worktrees could not be read again ({e})"),
+    };
+    let undo = format!("paddock: job {job}'s branch taken back");
+    match user_git_with(
+        source,
+        [
+            "update-ref",
+            "--no-deref",
+            "-m",
+            undo.as_str(),
+            "-d",
+            wanted.as_str(),
+            tip.as_str(),
+        ],
+        &settings,
+    )
+    .await
+    {
+        Ok(_) => Err(format!("{why} once the branch was made: removed again")),
+        Err(e) => Err(format!(
+            "{why} once the branch was made, and it moved since: left as it is ({e})"
+        )),
+    }
+}
+
+/// Why a worktree of `source` stands in the way of `wanted`
+/// ([`worktree_in_the_way`]), from the worktrees' files where that is
+/// sure to agree with git, else from `git worktree list`.
+async fn in_the_way(
+    source: &Path,
+    wanted: &str,
+    settings: &[(String, String)],
+) -> Result<Option<String>, String> {
+    match super::worktree_heads::clear_of(source, wanted) {
+        super::worktree_heads::Heads::Clear => Ok(None),
+        super::worktree_heads::Heads::Ask(_) => {
+            let listed = user_git_with(source, ["worktree", "list", "--porcelain", "-z"], settings)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(worktree_in_the_way(&listed, wanted))
+        }
+    }
 }
 
 /// Why `git worktree list --porcelain -z`'s `listing` leaves the branch
@@ -389,6 +464,67 @@ mod tests {
                     true,
                 ));
             }
+        }
+        assert_eq!(seen, want);
+    }
+
+    /// A user who checks the branch's name out unborn (`checkout
+    /// --orphan`, in the source's own worktree or a new one) after the
+    /// checks and before the branch is made keeps it unborn: the branch is
+    /// removed again (its reflog says both), the publish is left to the
+    /// fetch, which refuses it as git does. Before, the branch was made
+    /// under the user's worktree (born at the job's commit, their index
+    /// and files not its tree's): `Published::Done`.
+    #[tokio::test]
+    async fn a_worktree_put_on_the_branch_during_the_publish_keeps_it_unborn() {
+        let mut seen = Vec::new();
+        let mut want = Vec::new();
+        for case in ["the source's worktree", "a new worktree"] {
+            let dir = tempfile::tempdir().unwrap();
+            let (source, bundle, _) = source_and_bundle(dir.path(), false);
+            let other = dir.path().join("other");
+            let (at, on) = match case {
+                "a new worktree" => (other.clone(), other.clone()),
+                _ => (source.clone(), source.clone()),
+            };
+            let racing = async {
+                match case {
+                    "a new worktree" => {
+                        let o = other.to_str().unwrap();
+                        git(
+                            &source,
+                            &["worktree", "add", "-q", "--orphan", "-b", BRANCH, o],
+                        );
+                    }
+                    _ => {
+                        git(&source, &["checkout", "-q", "--orphan", BRANCH]);
+                    }
+                }
+            };
+            let left = publish_racing("job-1", &source, &bundle, BRANCH, racing).await;
+            let wanted = format!("refs/heads/{BRANCH}");
+            let born = std::process::Command::new("git")
+                .args(["rev-parse", "--verify", "--quiet", &wanted])
+                .current_dir(&source)
+                .output()
+                .unwrap()
+                .status
+                .success();
+            seen.push((
+                case,
+                left,
+                born,
+                git(&on, &["symbolic-ref", "HEAD"]).trim().to_string(),
+            ));
+            want.push((
+                case,
+                Published::Left(format!(
+                    "the worktree {} is on {wanted} once the branch was made: removed again",
+                    at.display()
+                )),
+                false,
+                wanted.clone(),
+            ));
         }
         assert_eq!(seen, want);
     }
