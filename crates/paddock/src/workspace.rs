@@ -349,6 +349,14 @@ fn diff_and_names(out: &[u8]) -> Option<(String, Vec<String>)> {
     Some((String::from_utf8_lossy(diff).into_owned(), changed_files))
 }
 
+/// How the patch's files are staged: by path, by the `update-index`
+/// started before the walk, or sealed, read by Paddock with the rules
+/// from the shadow (`sealed_stage.rs`).
+enum Staging {
+    ByPath(Box<host_git::Started>),
+    Sealed(ignore_shadow::IgnoreShadow),
+}
+
 /// A diff of [`Workspace::start_diff`]: running, waiting for the trees.
 pub struct StartedDiff {
     started: host_git::Started,
@@ -1515,9 +1523,9 @@ impl Workspace {
     /// first made, since such a conflicting path is always among them.
     ///
     /// A sealed copy ([`Workspace::sealed`]) reads the files itself instead
-    /// (`sealed_stage.rs`), with ignore rules from a shadow of the tree's
-    /// ignore files (`ignore_shadow.rs`), and refuses a tree with a
-    /// `.gitattributes`.
+    /// (`sealed_stage.rs`), with ignore and attribute rules from a shadow
+    /// of the tree's ignore and attribute files (`ignore_shadow.rs`), and
+    /// refuses a tree with a file git would convert by its attributes.
     async fn stage_work_tree(
         &self,
         git: &HostGit,
@@ -1525,29 +1533,22 @@ impl Workspace {
         start: &mut (dyn FnMut() + Send),
     ) -> Result<FinalTree, WorkspaceError> {
         let add = ["update-index", "--add", "--replace", "-z", "--stdin"];
-        let adding = if self.sealed {
-            None
+        let staging = if self.sealed {
+            let tracked = self.base_paths(git).await?;
+            let shadow =
+                ignore_shadow::IgnoreShadow::make(git, &self.meta, tracked.read_by_git()).await?;
+            (Staging::Sealed(shadow), tracked)
         } else {
-            Some(git.start(add)?)
+            let adding = git.start(add)?;
+            (
+                Staging::ByPath(Box::new(adding)),
+                self.base_paths(git).await?,
+            )
         };
-        let tracked = self.base_paths(git).await?;
-        let shadow = if self.sealed {
-            let files = tracked.read_by_git();
-            if let Some(attributes) = files
-                .iter()
-                .find(|f| f.path.rsplit(|b| *b == b'/').next() == Some(b".gitattributes"))
-            {
-                return Err(WorkspaceError::SealedStaging {
-                    path: self.root.clone(),
-                    file: String::from_utf8_lossy(&attributes.path).into_owned(),
-                    why: "the base has attributes, whose conversions git applies as it reads a \
-                          file by path"
-                        .to_string(),
-                });
-            }
-            Some(ignore_shadow::IgnoreShadow::make(git, &self.meta, files).await?)
-        } else {
-            None
+        let (staging, tracked) = staging;
+        let shadow = match &staging {
+            Staging::Sealed(shadow) => Some(shadow),
+            Staging::ByPath(_) => None,
         };
         let upper = self.upper_layer();
         let mut started = false;
@@ -1567,33 +1568,35 @@ impl Workspace {
             upper.as_ref(),
             budget,
             &mut after_level,
-            shadow.as_ref(),
+            shadow,
         )
         .await?;
         if !started {
             start();
         }
-        match adding {
-            Some(adding) => {
+        // `update-index` wants a work tree to remove paths, though it
+        // reads none: a sealed staging's is the shadow, Paddock's own.
+        // The shadow is kept until the removal is done.
+        let (remover, _shadow) = match staging {
+            Staging::ByPath(adding) => {
                 let (status, _, stderr) = adding.finish(&nul_list(&tree.staged)).await?;
                 if !status.success() {
                     return Err(git.failed(add, &stderr));
                 }
                 tree.refused = final_tree::refused_paths(&stderr);
+                (git.clone(), None)
             }
-            None => tree.refused = sealed_stage::stage(git, &self.work, &tree.staged).await?,
-        }
-        if !tree.gone.is_empty() {
-            let args = ["update-index", "--force-remove", "-z", "--stdin"];
-            // `update-index` wants a work tree, though removing reads none:
-            // a sealed staging's is the shadow, Paddock's own.
-            let remover = match &shadow {
-                Some(shadow) => HostGit {
+            Staging::Sealed(shadow) => {
+                tree.refused = sealed_stage::stage(git, &self.work, &tree.staged, &shadow).await?;
+                let remover = HostGit {
                     work_tree: Some(shadow.dir().to_path_buf()),
                     ..git.clone()
-                },
-                None => git.clone(),
-            };
+                };
+                (remover, Some(shadow))
+            }
+        };
+        if !tree.gone.is_empty() {
+            let args = ["update-index", "--force-remove", "-z", "--stdin"];
             remover.run(args, Some(&nul_list(&tree.gone))).await?;
         }
         Ok(tree)
@@ -3928,49 +3931,148 @@ mod tests {
         ws.remove().unwrap();
     }
 
-    /// A tree with attributes (the base's, or the job's own) is not
-    /// staged without reading by path: git converts what it reads by them
-    /// (line endings, encodings), which Paddock's reads would not. The
-    /// error says so and names the file; the patch by path stands.
+    /// A tree with attributes is staged sealed when git would convert
+    /// none of the files staged, and the patch is the one by path: binary
+    /// files under `text=auto`, `-text` files with CRs (here by the job's
+    /// own attribute file), plain text, links, a re-encoding named only in
+    /// a macro that no staged file takes, on a clone and on an overlay
+    /// (where the base's attribute file is not walked). The sealed staging
+    /// had refused every tree with a `.gitattributes`, so a repository with
+    /// one never had an early patch.
     #[tokio::test]
-    async fn a_sealed_staging_refuses_a_tree_with_attributes() {
-        let tmp = TmpDir::new();
-        let r = repo(tmp.path());
-        let jobs = tmp.path().join("jobs");
-        let ws = Workspace::provision(&jobs, "j1", &spec(r.clone(), "main"), "b")
-            .await
-            .unwrap();
-        std::fs::create_dir_all(ws.work.join("x")).unwrap();
-        std::fs::write(ws.work.join("x/.gitattributes"), "* text eol=crlf\n").unwrap();
-        std::fs::write(ws.work.join("x/f.txt"), "f\n").unwrap();
-        let theirs = ws.sealed().patch().await.unwrap_err().to_string();
-        let by_path = ws.patch().await.unwrap().changed_files;
-        std::fs::write(r.join(".gitattributes"), "*.txt text\n").unwrap();
+    async fn a_sealed_staging_takes_a_tree_with_attributes_git_would_not_apply() {
+        attributes_not_applied(Layout::Clone).await;
+        if overlay_here() {
+            attributes_not_applied(Layout::Overlay).await;
+        }
+    }
+
+    /// The base's attributes for the tests of the sealed staging.
+    fn attributes_repo(dir: &Path) -> PathBuf {
+        let r = repo(dir);
+        std::fs::write(
+            r.join(".gitattributes"),
+            "* text=auto\n*.id ident\n*.bin -text\n[attr]utf16 working-tree-encoding=UTF-16LE\n\
+             *.u16 utf16\n",
+        )
+        .unwrap();
         sh(&r, &["add", ".gitattributes"]);
         sh(&r, &["commit", "-q", "-m", "attributes"]);
-        let ws2 = Workspace::provision(&jobs, "j2", &spec(r, "main"), "b")
+        r
+    }
+
+    async fn attributes_not_applied(layout: Layout) {
+        let tmp = TmpDir::new();
+        let r = attributes_repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        let lease = Lease::take(&jobs, "j").unwrap();
+        let ws = Workspace::provision_as(&jobs, "j", lease, &spec(r, "main"), "b", layout)
             .await
             .unwrap();
-        let base = ws2.sealed().patch().await.unwrap_err().to_string();
+        let w = &ws.work;
+        std::fs::write(w.join("plain.txt"), "one\ntwo\n").unwrap();
+        std::fs::write(w.join("image.png"), b"\x89PNG\r\n\x1a\n\0\0\r\n").unwrap();
+        std::fs::write(w.join("raw.bin"), "a\r\nb\r\n").unwrap();
+        std::fs::write(w.join("noid.id"), "no keyword here\n").unwrap();
+        std::os::unix::fs::symlink("x\ry", w.join("link")).unwrap();
+        std::fs::create_dir_all(w.join("sub")).unwrap();
+        std::fs::write(w.join("sub/.gitattributes"), "*.c -text\n").unwrap();
+        std::fs::write(w.join("sub/x.c"), "int x;\r\n").unwrap();
+        let sealed = ws.sealed().patch().await.unwrap();
+        let p = ws.patch().await.unwrap();
         assert_eq!(
-            (theirs, by_path, base),
+            (sealed.changed_files.clone(), sealed == p),
             (
-                format!(
-                    "workspace {}: the patch is not staged beside the job: {}: attributes, whose \
-                     conversions git applies as it reads a file by path",
-                    ws.root.display(),
-                    ws.work.join("x/.gitattributes").display()
-                ),
-                vec!["x/.gitattributes".to_string(), "x/f.txt".to_string()],
-                format!(
-                    "workspace {}: the patch is not staged beside the job: .gitattributes: the \
-                     base has attributes, whose conversions git applies as it reads a file by path",
-                    ws2.root.display()
-                ),
+                [
+                    "image.png",
+                    "link",
+                    "noid.id",
+                    "plain.txt",
+                    "raw.bin",
+                    "sub/.gitattributes",
+                    "sub/x.c"
+                ]
+                .map(String::from)
+                .to_vec(),
+                true
             )
         );
+        assert!(!ws.meta.join("ignore-shadow").exists());
         ws.remove().unwrap();
-        ws2.remove().unwrap();
+    }
+
+    /// A file git would convert as it read it by path is refused by the
+    /// sealed staging, with an error that names the file and why, and the
+    /// patch by path stands, converted: CRLF under `text=auto`, `$Id: ..$`
+    /// under `ident`, a re-encoding the job's own attribute file asks for, and
+    /// CRLF under the base's rules when the job removed the attribute
+    /// file (git then reads the index's copy, and so does the shadow).
+    #[tokio::test]
+    async fn a_sealed_staging_refuses_a_file_git_would_convert() {
+        let tmp = TmpDir::new();
+        let r = attributes_repo(tmp.path());
+        let jobs = tmp.path().join("jobs");
+        type Plant = fn(&Path);
+        let cases: [(&str, Plant); 4] = [
+            ("win.txt", |w| {
+                std::fs::write(w.join("win.txt"), "a\r\n").unwrap()
+            }),
+            ("v.id", |w| {
+                std::fs::write(w.join("v.id"), "$Id: 0123 $\n").unwrap()
+            }),
+            ("d/a.txt", |w| {
+                std::fs::create_dir_all(w.join("d")).unwrap();
+                std::fs::write(
+                    w.join("d/.gitattributes"),
+                    "*.txt working-tree-encoding=latin1\n",
+                )
+                .unwrap();
+                std::fs::write(w.join("d/a.txt"), b"caf\xe9\n").unwrap();
+            }),
+            ("dos.txt", |w| {
+                std::fs::remove_file(w.join(".gitattributes")).unwrap();
+                std::fs::write(w.join("dos.txt"), "a\r\nb\r\n").unwrap();
+            }),
+        ];
+        let mut refusals = Vec::new();
+        let mut expected = Vec::new();
+        for (n, (file, plant)) in cases.into_iter().enumerate() {
+            let ws = Workspace::provision(&jobs, &format!("j{n}"), &spec(r.clone(), "main"), "b")
+                .await
+                .unwrap();
+            plant(&ws.work);
+            let refused = ws.sealed().patch().await.unwrap_err().to_string();
+            let by_path = ws.patch().await.unwrap();
+            // What git stored by path is not what the file holds: the
+            // refusal was due.
+            let converted = match n {
+                0 | 3 => !by_path.diff.contains('\r'),
+                1 => by_path.diff.contains("+$Id$\n"),
+                _ => by_path.diff.contains("+caf\u{e9}\n"),
+            };
+            refusals.push((
+                refused,
+                by_path.changed_files.contains(&file.to_string()) && converted,
+            ));
+            let why = match n {
+                0 | 3 => {
+                    "its attributes convert its line endings (text, eol or crlf) and it holds a CR"
+                }
+                1 => "its attributes collapse its $Id$ (ident)",
+                _ => "its attributes re-encode it (working-tree-encoding=latin1)",
+            };
+            expected.push((
+                format!(
+                    "workspace {}: the patch is not staged beside the job: {}: {why}",
+                    ws.root.display(),
+                    ws.work.join(file).display()
+                ),
+                true,
+            ));
+            assert!(!ws.meta.join("ignore-shadow").exists());
+            ws.remove().unwrap();
+        }
+        assert_eq!(refusals, expected);
     }
 
     /// A job's ignore rules can make git compute for minutes on a few

@@ -53,9 +53,10 @@
 //! descriptors opened beneath the tree's root with no link followed and
 //! without blocking, and gives git the bytes, and the ignore rules come
 //! from a copy of the tree's ignore files in Paddock's own directory
-//! (`workspace/ignore_shadow.rs`). A tree the sealed staging does not
-//! read (one with a `.gitattributes`, more than 16 MiB to read, an entry
-//! that changed while read, a file the job closed) fails it, and the
+//! (`workspace/ignore_shadow.rs`, with its attribute files). A tree the
+//! sealed staging does not read (a file git would convert by its
+//! attributes, more than 16 MiB to read, an entry that changed while
+//! read, a file the job closed) fails it, and the
 //! patch is made once the job has ended, by path, as before: the job is
 //! gone then, and nothing swaps.
 

@@ -29,7 +29,7 @@ use rustix::fs::{FileType, OFlags};
 use super::beneath;
 use super::check_ignore::IgnoreQuery;
 use super::host_git::HostGit;
-use super::ignore_shadow::{IgnoreShadow, IGNORE_FILE, MAX_IGNORE_FILE};
+use super::ignore_shadow::{IgnoreShadow, ATTRIBUTES_FILE, IGNORE_FILE, MAX_IGNORE_FILE};
 use super::junk::is_junk;
 use super::upper::{Listing, Upper};
 use super::WorkspaceError;
@@ -44,7 +44,7 @@ const GITLINK: &str = "160000";
 /// it is content then, as any link (a repository may commit its
 /// `.gitignore` as a link; every patch of it was refused). With an older
 /// git, which would read whatever the link names, it is refused too.
-const READ_BY_GIT: &[&[u8]] = &[b".gitignore", b".gitattributes"];
+const READ_BY_GIT: &[&[u8]] = &[IGNORE_FILE, ATTRIBUTES_FILE];
 
 /// The paths of the base commit (from the private index).
 #[derive(Debug, Default)]
@@ -274,7 +274,7 @@ pub(super) async fn list_with(
         move |source: std::io::Error| WorkspaceError::SealedStaging {
             path: git.root.clone(),
             file,
-            why: format!("its ignore rules' copy: {source}"),
+            why: format!("its ignore and attribute rules' copy: {source}"),
         }
     };
     let mut rules = IgnoreQuery::new(shadow.map_or(git, IgnoreShadow::git));
@@ -298,8 +298,9 @@ pub(super) async fn list_with(
             };
             let flags = OFlags::RDONLY | OFlags::DIRECTORY;
             let fd = beneath::open_beneath(root.as_fd(), dir, flags).map_err(read_err(dir))?;
-            // Whether this directory's ignore file was read (a sealed walk).
-            let mut ignore_file_read = false;
+            // This directory's ignore and attribute files read (a sealed
+            // walk).
+            let mut rule_files_read: Vec<Vec<u8>> = Vec::new();
             for entry in beneath::entries(&fd).map_err(read_err(dir))? {
                 if entry.name == b".git" {
                     continue;
@@ -329,33 +330,26 @@ pub(super) async fn list_with(
                 if names.as_ref().is_some_and(|n| !n.contains(&entry.name)) {
                     continue;
                 }
+                // A sealed walk copies the ignore and attribute files it
+                // reads into the shadow, for git to read there.
                 if let Some(shadow) = shadow {
-                    if entry.name == b".gitattributes" {
-                        return Err(WorkspaceError::SealedStaging {
-                            path: git.root.clone(),
-                            file: abs(work, &rel).display().to_string(),
-                            why: "attributes, whose conversions git applies as it reads a file \
-                                  by path"
-                                .to_string(),
-                        });
-                    }
-                    if entry.name == IGNORE_FILE && entry.file_type == FileType::RegularFile {
+                    if read_by_git && entry.file_type == FileType::RegularFile {
                         let read =
-                            beneath::read_regular_at(fd.as_fd(), IGNORE_FILE, MAX_IGNORE_FILE);
+                            beneath::read_regular_at(fd.as_fd(), &entry.name, MAX_IGNORE_FILE);
                         let (_, content) =
                             read.map_err(|refused| WorkspaceError::SealedStaging {
                                 path: git.root.clone(),
                                 file: abs(work, &rel).display().to_string(),
                                 why: match refused {
                                     beneath::Refused::Longer(len) => format!(
-                                    "{len} bytes, more than the {MAX_IGNORE_FILE} of an ignore \
-                                     file copied"
-                                ),
+                                        "{len} bytes, more than the {MAX_IGNORE_FILE} of an \
+                                         ignore or attribute file copied"
+                                    ),
                                     beneath::Refused::Why(why) => why,
                                 },
                             })?;
                         shadow.put(&rel, &content).map_err(shadow_err(&rel))?;
-                        ignore_file_read = true;
+                        rule_files_read.push(entry.name.clone());
                     }
                 }
                 if tracked.is_gitlink(&rel) {
@@ -377,14 +371,16 @@ pub(super) async fn list_with(
                 }
                 entries.push((rel, kind, *ignored, names.is_none()));
             }
-            // An ignore file the job removed (the upper layer names it, or
-            // the directory was read whole, and it is not there) is not
-            // the shadow's either.
+            // An ignore or attribute file the job removed (the upper layer
+            // names it, or the directory was read whole, and it is not
+            // there as a regular file) is not the shadow's either.
             if let Some(shadow) = shadow {
-                let listed = names.as_ref().is_none_or(|n| n.contains(IGNORE_FILE));
-                if listed && !ignore_file_read {
-                    let rel = join(dir, IGNORE_FILE);
-                    shadow.remove(&rel).map_err(shadow_err(&rel))?;
+                for name in READ_BY_GIT {
+                    let listed = names.as_ref().is_none_or(|n| n.contains(*name));
+                    if listed && !rule_files_read.iter().any(|read| read == name) {
+                        let rel = join(dir, name);
+                        shadow.remove(&rel).map_err(shadow_err(&rel))?;
+                    }
                 }
             }
             visited.insert(dir.clone(), names);

@@ -1,28 +1,31 @@
-//! The ignore files of the job's tree, copied into a directory of
-//! Paddock's own for `git check-ignore` to read (`check_ignore.rs`), when
-//! the patch is staged while the job still runs (`sealed_stage.rs`, the
-//! `sandbox` rung's early patch). Git reads a work tree's `.gitignore`
-//! files by path, and looks up by path the type of what it is asked about
-//! (a pattern ending in `/` matches only a directory): a live job could
-//! swap a directory of its tree for a link between Paddock's walk and
-//! git's read, and so have Paddock's git read a host file. Nothing in the
-//! shadow is the job's to change: each directory's ignore file is the
-//! base's (read from Paddock's own objects by the name its index gives)
-//! unless the job touched it, and then it is what the walk read beneath
-//! the work tree's root with no link followed (`final_tree.rs`), or none
-//! when the job removed it; each directory asked about is made there as a
-//! directory, every other path asked about is no directory there, whatever
-//! the base's ignore files had put on its way (git then takes it for no
-//! directory, as it takes the job's file or link). Only regular files are
-//! copied: a tracked `.gitignore` that is a link is not read by git either
-//! (2.32 and later open it without following).
+//! The ignore and attribute files of the job's tree, copied into a
+//! directory of Paddock's own for `git check-ignore` (`check_ignore.rs`)
+//! and `git check-attr` (`sealed_stage.rs`) to read, when the patch is
+//! staged while the job still runs (`sealed_stage.rs`, the early patch).
+//! Git reads a work tree's `.gitignore` and `.gitattributes` files by
+//! path, and looks up by path the type of what it is asked about (a
+//! pattern ending in `/` matches only a directory): a live job could swap
+//! a directory of its tree for a link between Paddock's walk and git's
+//! read, and so have Paddock's git read a host file. Nothing in the
+//! shadow is the job's to change: each directory's ignore and attribute
+//! files are the base's (read from Paddock's own objects by the name its
+//! index gives) unless the job touched them, and then they are what the
+//! walk read beneath the work tree's root with no link followed
+//! (`final_tree.rs`), or none when the job removed them; each directory
+//! asked about is made there as a directory, every other path asked about
+//! is no directory there, whatever the base's files had put on its way
+//! (git then takes it for no directory, as it takes the job's file or
+//! link). Only regular files are copied: a tracked `.gitignore` or
+//! `.gitattributes` that is a link is not read by git either (2.32 and
+//! later open it without following, and fall back to the index's copy,
+//! as they do for a file the shadow lacks).
 
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use super::final_tree::TrackedFile;
 use super::host_git::HostGit;
@@ -34,8 +37,16 @@ const SHADOW: &str = "ignore-shadow";
 /// The ignore file's name.
 pub(super) const IGNORE_FILE: &[u8] = b".gitignore";
 
-/// The most bytes of one ignore file the shadow holds. A longer one (the
-/// base's or the job's) is refused: the staging is then made by path,
+/// The attribute file's name.
+pub(super) const ATTRIBUTES_FILE: &[u8] = b".gitattributes";
+
+/// The attribute whose conversion (a re-encoding) applies to any content;
+/// an attribute file that names it, even in a macro, makes every staged
+/// file's attributes worth asking for (`sealed_stage.rs`).
+const ENCODING: &[u8] = b"working-tree-encoding";
+
+/// The most bytes of one ignore or attribute file the shadow holds. A
+/// longer one (the base's or the job's) is refused: the staging is then made by path,
 /// once the job has ended.
 pub(super) const MAX_IGNORE_FILE: u64 = 1 << 20;
 
@@ -59,11 +70,17 @@ pub(super) struct IgnoreShadow {
     /// Bytes and entries put so far ([`MAX_BYTES`], [`MAX_ENTRIES`]).
     bytes: AtomicU64,
     entries: AtomicUsize,
+    /// Whether an attribute file was ever put, and whether one named
+    /// [`ENCODING`] (kept when it is removed again: the index's copy may
+    /// stand in for it).
+    attributes: AtomicBool,
+    encoding: AtomicBool,
 }
 
 impl IgnoreShadow {
-    /// A fresh shadow in `meta` holding the base's ignore files (those of
-    /// `base` named `.gitignore`), read from `git`'s objects.
+    /// A fresh shadow in `meta` holding the base's ignore and attribute
+    /// files (those of `base` named `.gitignore` or `.gitattributes`, regular
+    /// files), read from `git`'s objects.
     pub async fn make(
         git: &HostGit,
         meta: &Path,
@@ -93,10 +110,15 @@ impl IgnoreShadow {
             },
             bytes: AtomicU64::new(0),
             entries: AtomicUsize::new(0),
+            attributes: AtomicBool::new(false),
+            encoding: AtomicBool::new(false),
         };
         let files: Vec<&TrackedFile> = base
             .iter()
-            .filter(|f| name_of(&f.path) == IGNORE_FILE && FILE_MODES.contains(&f.mode.as_str()))
+            .filter(|f| {
+                [IGNORE_FILE, ATTRIBUTES_FILE].contains(&name_of(&f.path))
+                    && FILE_MODES.contains(&f.mode.as_str())
+            })
             .collect();
         if files.is_empty() {
             return Ok(shadow);
@@ -121,7 +143,7 @@ impl IgnoreShadow {
         let contents =
             parse_batch(&out, files.len()).map_err(|why| WorkspaceError::SealedStaging {
                 path: git.root.clone(),
-                file: "the base's ignore files".to_string(),
+                file: "the base's ignore and attribute files".to_string(),
                 why,
             })?;
         for (f, content) in files.iter().zip(contents) {
@@ -140,11 +162,29 @@ impl IgnoreShadow {
         &self.git
     }
 
-    /// Writes `content` as the ignore file `rel` (relative to the work
-    /// tree), its directories made.
+    /// Whether an attribute file was put ([`IgnoreShadow::put`]): with
+    /// none, git reads no attributes at all, and converts nothing.
+    pub fn has_attributes(&self) -> bool {
+        self.attributes.load(Ordering::Relaxed)
+    }
+
+    /// Whether an attribute file put named `working-tree-encoding`, the
+    /// one conversion that does not depend on what a file holds.
+    pub fn may_reencode(&self) -> bool {
+        self.encoding.load(Ordering::Relaxed)
+    }
+
+    /// Writes `content` as the ignore or attribute file `rel` (relative to
+    /// the work tree), its directories made.
     pub fn put(&self, rel: &[u8], content: &[u8]) -> io::Result<()> {
         let path = self.path(rel)?;
         self.count(content.len() as u64)?;
+        if name_of(rel) == ATTRIBUTES_FILE {
+            self.attributes.store(true, Ordering::Relaxed);
+            if content.windows(ENCODING.len()).any(|w| w == ENCODING) {
+                self.encoding.store(true, Ordering::Relaxed);
+            }
+        }
         if let Some(parent) = path.parent() {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -154,7 +194,7 @@ impl IgnoreShadow {
         std::fs::write(path, content)
     }
 
-    /// Removes the ignore file `rel`, if the shadow has it.
+    /// Removes the ignore or attribute file `rel`, if the shadow has it.
     pub fn remove(&self, rel: &[u8]) -> io::Result<()> {
         match std::fs::remove_file(self.path(rel)?) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -197,7 +237,7 @@ impl IgnoreShadow {
         if total > MAX_BYTES || entries > MAX_ENTRIES {
             return Err(io::Error::other(format!(
                 "more than the {MAX_BYTES} bytes or {MAX_ENTRIES} entries a copy of the \
-                 tree's ignore rules holds"
+                 tree's ignore and attribute rules holds"
             )));
         }
         Ok(())
@@ -255,7 +295,7 @@ fn parse_batch(out: &[u8], count: usize) -> Result<Vec<&[u8]>, String> {
         };
         if size > MAX_IGNORE_FILE {
             return Err(format!(
-                "an ignore file of {size} bytes, more than the {MAX_IGNORE_FILE} copied"
+                "an ignore or attribute file of {size} bytes, more than the {MAX_IGNORE_FILE} copied"
             ));
         }
         let size = usize::try_from(size).map_err(|_| "an answer's size".to_string())?;
@@ -310,6 +350,8 @@ mod tests {
             },
             bytes: AtomicU64::new(0),
             entries: AtomicUsize::new(0),
+            attributes: AtomicBool::new(false),
+            encoding: AtomicBool::new(false),
         };
         shadow.put(b"a/b/.gitignore", b"*.o\n").unwrap();
         shadow.make_dir(b"a/c").unwrap();
@@ -334,8 +376,50 @@ mod tests {
             shadow.put(b"big/.gitignore", &big).unwrap_err().to_string(),
             format!(
                 "more than the {MAX_BYTES} bytes or {MAX_ENTRIES} entries a copy of the tree's \
-                 ignore rules holds"
+                 ignore and attribute rules holds"
             )
+        );
+    }
+
+    /// An attribute file put is seen, and one naming the re-encoding
+    /// (here in a macro) is seen as such, even once it is removed again
+    /// (the index's copy may stand in for it); ignore files are neither.
+    #[test]
+    fn the_shadow_says_whether_it_holds_attributes_and_which() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shadow = IgnoreShadow {
+            dir: tmp.path().to_path_buf(),
+            git: HostGit {
+                git_dir: None,
+                work_tree: None,
+                index: None,
+                excludes: None,
+                root: tmp.path().to_path_buf(),
+                timeout: std::time::Duration::from_secs(1),
+                cpu_limit: None,
+            },
+            bytes: AtomicU64::new(0),
+            entries: AtomicUsize::new(0),
+            attributes: AtomicBool::new(false),
+            encoding: AtomicBool::new(false),
+        };
+        let seen = |s: &IgnoreShadow| (s.has_attributes(), s.may_reencode());
+        shadow
+            .put(b"a/.gitignore", b"working-tree-encoding\n")
+            .unwrap();
+        let ignore_only = seen(&shadow);
+        shadow.put(b"a/.gitattributes", b"*.txt text\n").unwrap();
+        let attributes = seen(&shadow);
+        shadow
+            .put(
+                b".gitattributes",
+                b"[attr]utf16 working-tree-encoding=UTF-16\n",
+            )
+            .unwrap();
+        shadow.remove(b".gitattributes").unwrap();
+        assert_eq!(
+            (ignore_only, attributes, seen(&shadow)),
+            ((false, false), (true, false), (true, true))
         );
     }
 }

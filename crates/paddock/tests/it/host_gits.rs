@@ -396,6 +396,48 @@ async fn the_patch_is_made_beside_the_engines_exit_and_stands() {
     );
 }
 
+/// A repository with attributes (`* text=auto`, `*.id ident`) has its
+/// early patch too, when git would convert none of the job's files: the
+/// sealed staging asks `check-attr` of a copy of the attribute files and
+/// stages the bytes it read. It had refused every tree with a
+/// `.gitattributes`, so such a job's patch was always made again after
+/// its end (the engine's wait saw no early staging: `none`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repository_with_attributes_has_its_early_patch() {
+    if !paddock_test_support::skip::overlay_available() {
+        return;
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    std::fs::write(repo.join(".gitattributes"), "* text=auto\n*.id ident\n").unwrap();
+    git(&repo, &["add", ".gitattributes"]);
+    git(&repo, &["commit", "-q", "-m", "attributes"]);
+    let (rec, write_trees, mark, stderr) = early_patch_job(
+        &home,
+        &repo,
+        "printf 'fixed\\n' > fix.txt; printf 'no keyword\\n' > v.id",
+        "",
+    )
+    .await;
+    assert_eq!(
+        (
+            rec.status,
+            rec.changed_files,
+            mark,
+            write_trees,
+            git(&repo, &["show", "paddock/T-1/1:fix.txt"]),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec!["fix.txt".to_string(), "v.id".to_string()],
+            "early\n".to_string(),
+            1,
+            "fixed\n".to_string(),
+        ),
+        "{stderr}"
+    );
+}
+
 /// On an overlay (as root), what the job writes after its turn's end (an
 /// engine still at work, a process it left) once the early patch was
 /// made (a file changed, a file added, a file removed) is in the patch:
