@@ -2105,7 +2105,7 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    user_git_given(dir, args, settings, &[], UserGitInput::None).await
+    user_git_given(dir, args, settings, &[], UserGitInput::None, None).await
 }
 
 /// What a [`user_git_given`] reads on its stdin.
@@ -2119,13 +2119,16 @@ pub(crate) enum UserGitInput<'a> {
 }
 
 /// [`user_git_with`] with `env` (name, value) set too, reading `input` on
-/// its stdin.
+/// its stdin; held to `cpu` of CPU when given (a git that reads a job's
+/// content: its bundle, its pack, `host_git::JOB_GIT_CPU`), its end at it
+/// `GitCpuLimit`.
 pub(crate) async fn user_git_given<I, S>(
     dir: &Path,
     args: I,
     settings: &[(String, String)],
     env: &[(&str, &str)],
     input: UserGitInput<'_>,
+    cpu: Option<std::time::Duration>,
 ) -> Result<String, WorkspaceError>
 where
     I: IntoIterator<Item = S>,
@@ -2160,20 +2163,20 @@ where
             None
         }
     };
-    let out = match bytes {
-        None => host_git::finished_within(cmd, dir, &args.join(" "), host_git::GIT_TIMEOUT).await?,
-        Some(bytes) => host_git::output_within(cmd, Some(bytes), host_git::GIT_TIMEOUT)
-            .await
-            .map_err(|source| WorkspaceError::Spawn {
-                path: dir.to_path_buf(),
-                source,
-            })?
-            .ok_or_else(|| WorkspaceError::GitTimeout {
-                path: dir.to_path_buf(),
-                args: args.join(" "),
-                after: host_git::GIT_TIMEOUT,
-            })?,
-    };
+    let out = match cpu {
+        None => host_git::output_within(cmd, bytes, host_git::GIT_TIMEOUT).await,
+        Some(cpu) => host_git::output_within_cpu(cmd, bytes, host_git::GIT_TIMEOUT, cpu).await,
+    }
+    .map_err(|source| WorkspaceError::Spawn {
+        path: dir.to_path_buf(),
+        source,
+    })?
+    .ok_or_else(|| WorkspaceError::GitTimeout {
+        path: dir.to_path_buf(),
+        args: args.join(" "),
+        after: host_git::GIT_TIMEOUT,
+    })?;
+    host_git::check_cpu(&out.status, cpu, dir, &args)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {

@@ -332,7 +332,15 @@ pub async fn push_branch(
         }
         _ => {}
     }
-    let out = crate::workspace::host_git::output_within(cmd, None, GIT_TIMEOUT).await;
+    // Its `pack-objects` deltifies the job's objects: held to the CPU
+    // limit of a host git on a job's content, as the fetch above is.
+    let out = crate::workspace::host_git::output_within_cpu(
+        cmd,
+        None,
+        GIT_TIMEOUT,
+        crate::workspace::host_git::JOB_GIT_CPU,
+    )
+    .await;
     drop(key_fd);
     let out = out
         .map_err(|source| {
@@ -348,6 +356,13 @@ pub async fn push_branch(
                 after: GIT_TIMEOUT,
             })
         })?;
+    crate::workspace::host_git::check_cpu(
+        &out.status,
+        Some(crate::workspace::host_git::JOB_GIT_CPU),
+        scratch.path(),
+        &["push", url, &head],
+    )
+    .map_err(git_err)?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         if let Some(line) = not_fast_forward(&stderr, branch) {

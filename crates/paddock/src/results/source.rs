@@ -22,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::workspace::{user_git, user_git_with, WorkspaceError};
+use crate::workspace::{user_git, user_git_given, user_git_with, UserGitInput, WorkspaceError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceFetchError {
@@ -100,7 +100,10 @@ pub async fn fetch_branch(
         bundle_arg.as_str(),
         refspec.as_str(),
     ]);
-    let Err(e) = user_git(source, args).await else {
+    // The job's objects indexed and walked: held to the CPU limit of a
+    // host git on a job's content.
+    let cpu = Some(crate::workspace::host_git::JOB_GIT_CPU);
+    let Err(e) = user_git_given(source, args, &[], &[], UserGitInput::None, cpu).await else {
         return Ok(());
     };
     let WorkspaceError::Git { stderr, .. } = &e else {

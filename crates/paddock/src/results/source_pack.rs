@@ -139,6 +139,7 @@ async fn try_publish(
         &settings,
         &no_lazy,
         UserGitInput::Bytes(asked.as_bytes()),
+        None,
     );
     // The worktrees read from the source's files where that is sure to
     // agree with git's listing (`worktree_heads.rs`), else listed by git
@@ -188,6 +189,8 @@ async fn try_publish(
         &settings,
         &no_lazy,
         UserGitInput::File(opened.pack),
+        // The job's objects.
+        Some(crate::workspace::host_git::JOB_GIT_CPU),
     )
     .await
     .map_err(|e| e.to_string())?;

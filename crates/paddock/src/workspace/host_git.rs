@@ -378,7 +378,20 @@ pub(crate) async fn output_within(
     input: Option<&[u8]>,
     limit: Duration,
 ) -> std::io::Result<Option<Output>> {
-    output_to_within(cmd, input, None, limit).await
+    output_to_within(cmd, input, None, limit, None).await
+}
+
+/// [`output_within`] for a git that reads a job's content (its bundle,
+/// the objects made of it: a push, a fetch or an `index-pack` of them
+/// into the user's source), held to `cpu` as well ([`limit_cpu`];
+/// [`check_cpu`] tells its end at it).
+pub(crate) async fn output_within_cpu(
+    cmd: Command,
+    input: Option<&[u8]>,
+    limit: Duration,
+    cpu: Duration,
+) -> std::io::Result<Option<Output>> {
+    output_to_within(cmd, input, None, limit, Some(cpu)).await
 }
 
 /// [`output_within`] with no input, its failures as the workspace's
@@ -411,8 +424,9 @@ async fn output_to_within(
     input: Option<&[u8]>,
     out: Option<std::fs::File>,
     limit: Duration,
+    cpu: Option<Duration>,
 ) -> std::io::Result<Option<Output>> {
-    spawn_group(cmd, input.is_some(), out, None)?
+    spawn_group(cmd, input.is_some(), out, cpu)?
         .collect(input, limit)
         .await
 }
@@ -453,7 +467,7 @@ pub(super) fn limit_cpu(pid: u32, cpu: Duration) -> std::io::Result<()> {
 /// `GitCpuLimit` for a git the kernel ended at its CPU limit
 /// ([`limit_cpu`]): `SIGXCPU`, which git does not handle. (A git that did
 /// would get `SIGKILL` a second later, reported as any failure.)
-pub(super) fn check_cpu<S: AsRef<OsStr>>(
+pub(crate) fn check_cpu<S: AsRef<OsStr>>(
     status: &ExitStatus,
     cpu_limit: Option<Duration>,
     root: &Path,

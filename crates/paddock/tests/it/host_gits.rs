@@ -691,3 +691,154 @@ async fn a_fifo_swapped_in_under_the_early_patch_does_not_hold_the_job() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A directory with a `git` that runs the real one, then appends its
+/// subcommand (as [`logging_git`] reads it) and the CPU limit it ran
+/// under (`ulimit -t`: seconds, or `unlimited`) to `log`.
+fn cpu_logging_git(dir: &Path, log: &Path) -> PathBuf {
+    let bin = dir.join("cpu-logging-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!(
+        "#!/bin/sh\nskip=0\nsub=\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  case \"$a\" in\n    -C|-c|--git-dir) skip=1 ;;\n    -*) ;;\n    *) [ -z \"$sub\" ] && sub=\"$a\" ;;\n  esac\ndone\n'{}' \"$@\"\nstatus=$?\necho \"$sub $(ulimit -t)\" >> '{}'\nexit $status\n",
+        real_git().display(),
+        log.display(),
+    );
+    let git = bin.join("git");
+    paddock_test_support::script::write_script(&git, &script);
+    bin
+}
+
+/// Every host git that reads the job's content (its tree, the objects
+/// made of it, its bundle) is held to `host_git::JOB_GIT_CPU` (60 s), as
+/// a job pushed to a remote and published into its local source shows,
+/// from the patch's first git (`check-ignore`) on:
+/// the patch's and the branch's gits, the bundle's objects indexed into
+/// the source (`index-pack`, `results/source_pack.rs`), and the push's
+/// scratch fetch and push, whose `pack-objects` deltifies the job's
+/// objects; and, where the source has a detached worktree, the branch's
+/// fetch into the source (`results/source.rs`). Before, that fetch and
+/// the source's `index-pack` (users' gits) and the `push` ran with no CPU
+/// limit: what the job's content made them compute was bounded by their
+/// 600 s wall clock alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remote = home.path().join("remote.git");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    let log = home.path().join("gits.log");
+    let bin = cpu_logging_git(home.path(), &log);
+    let path = first_on_path(&bin);
+    let spec = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[results.push]\nurl = \"file://{}\"\n",
+            remote.display()
+        ),
+    )
+    .unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PATH", path.as_str())],
+        )
+        .await;
+    // From the patch's first git on: before it, the gits read the base
+    // (the snapshot's `update-index` among them), no job's content.
+    let logged: Vec<(String, String)> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(sub, limit)| (sub.to_string(), limit.to_string()))
+        .skip_while(|(sub, _)| sub != "check-ignore")
+        .collect();
+    const CONTENT: [&str; 7] = [
+        "check-ignore",
+        "update-index",
+        "write-tree",
+        "pack-objects",
+        "index-pack",
+        "fetch",
+        "push",
+    ];
+    let mut seen: Vec<&str> = logged
+        .iter()
+        .filter(|(sub, _)| CONTENT.contains(&sub.as_str()))
+        .map(|(sub, _)| sub.as_str())
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    let unlimited: Vec<&(String, String)> = logged
+        .iter()
+        .filter(|(sub, limit)| CONTENT.contains(&sub.as_str()) && limit != "60")
+        .collect();
+    let mut all = CONTENT.to_vec();
+    all.sort_unstable();
+    // Where the source has a worktree with a detached `HEAD`, the branch
+    // is fetched into it (`results/source.rs`): that fetch too.
+    git(&repo, &["branch", "-D", "paddock/T-1/1"]);
+    let detached = home.path().join("detached");
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            detached.to_str().unwrap(),
+        ],
+    );
+    std::fs::remove_file(&log).unwrap();
+    let plain = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed again\n' > fix.txt"),
+    );
+    let again = home
+        .paddock(
+            &["run", "--json", plain.to_str().unwrap()],
+            &[("PATH", path.as_str())],
+        )
+        .await;
+    let fetched: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("fetch "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        (
+            record(&out).status,
+            unlimited,
+            seen,
+            record(&again).status,
+            fetched
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec![],
+            all,
+            paddock_protocol::JobStatus::Done,
+            vec!["fetch 60".to_string()]
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
