@@ -255,8 +255,8 @@ impl WorkspaceGuard {
         &self.ws
     }
 
-    /// Starts removing a workspace that is not kept (the overlay
-    /// unmounted, the directory renamed into the trash) on a blocking
+    /// Starts removing a workspace that is not kept (the directory
+    /// renamed into the trash, an overlay's mount with it) on a blocking
     /// thread, beside what follows it: publishing reads only the branch's
     /// bundle, never the workspace. The guard is disarmed, and the removal
     /// runs to its end even if the job's future is dropped. `None` when

@@ -1,13 +1,17 @@
 //! Removing a job's directory off the job's path (issue #14): teardown
 //! renames it into `<jobs>/.trash/` (one `rename(2)`, whatever the size of
-//! the tree) and the files are deleted afterwards, by a background thread
+//! the tree; an overlay workspace's mount moves with it) and the overlay
+//! is unmounted and the files are deleted afterwards, by a background thread
 //! of a long-running Paddock, by a detached `paddock __empty-trash` that
 //! goes once `paddock run` has exited (started while the job's engine
 //! runs, it waits for the end of its standard input, a pipe `paddock run`
 //! holds, so that neither its start nor its work is on the job's exit
 //! path), and by every reaper pass (the start of
 //! each `paddock run`, `paddock gc`), which finishes what a killed remover
-//! left. Deleting never follows a link (`std::fs::remove_dir_all` opens
+//! left. A directory whose `work` is still a mount is unmounted before
+//! anything in it is deleted (`overlay::unmount_work`), and left for a
+//! later pass when it stays mounted: nothing walks through a mount into
+//! the snapshot beneath. Deleting never follows a link (`std::fs::remove_dir_all` opens
 //! each directory with `O_NOFOLLOW` and unlinks relative to it), and
 //! nothing of the job is running by then (teardown killed it). Emptying
 //! takes an exclusive `flock` on `<jobs>/.trash.lock`, so two removers
@@ -192,6 +196,16 @@ pub fn empty(jobs: &Path, wait: bool) -> Vec<String> {
     };
     for entry in entries.flatten() {
         let path = entry.path();
+        // A job directory comes here with its overlay still mounted at
+        // `work` (`Workspace::remove`): unmounted first, so that nothing
+        // walks through it; one that stays mounted is left for a later
+        // pass. Only a directory's own (`lstat`), never a link's target.
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            if let Err(e) = super::overlay::unmount_work(&path) {
+                errors.push(format!("unmount {}: {e}", path.join("work").display()));
+                continue;
+            }
+        }
         // A directory is removed without following any link in it,
         // whatever permissions the job left on it (`remove.rs`); a link
         // or file is unlinked itself.
@@ -241,6 +255,57 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(outside.join("sub/keep.txt")).unwrap(),
             "keep"
+        );
+    }
+
+    /// A job directory discarded with its overlay mounted keeps the mount
+    /// in the trash (teardown does not unmount, issue #14); emptying
+    /// unmounts it before deleting, so nothing is deleted through it: the
+    /// lower layer (the snapshot) keeps every file, the trash is empty and
+    /// nothing stays mounted.
+    #[test]
+    fn a_mounted_work_tree_is_unmounted_before_its_directory_is_deleted() {
+        if !super::super::overlay::testable_here() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = dir.path().join("jobs");
+        let lower = dir.path().join("snapshot");
+        std::fs::create_dir_all(lower.join("src")).unwrap();
+        std::fs::write(lower.join("src/kept.txt"), "kept").unwrap();
+        let root = jobs.join("job-m");
+        let (upper, workdir, work) = (
+            root.join("meta/upper"),
+            root.join("meta/w"),
+            root.join("work"),
+        );
+        for d in [&upper, &workdir, &work] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        super::super::overlay::mount_at(&lower, &upper, &workdir, &work).unwrap();
+        std::fs::write(work.join("new.txt"), "the job's").unwrap();
+        let moved = discard(&root).unwrap();
+        let mounted_in_trash = super::super::overlay::is_mounted(&moved.join("work"));
+        let listed = std::fs::read_to_string(moved.join("work/src/kept.txt")).ok();
+        let errors = empty(&jobs, false);
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert_eq!(
+            (
+                mounted_in_trash,
+                listed,
+                errors,
+                has_entries(&jobs),
+                std::fs::read_to_string(lower.join("src/kept.txt")).ok(),
+                mounts.contains(&*jobs.to_string_lossy()),
+            ),
+            (
+                true,
+                Some("kept".to_string()),
+                Vec::<String>::new(),
+                false,
+                Some("kept".to_string()),
+                false,
+            )
         );
     }
 
