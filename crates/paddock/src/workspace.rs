@@ -252,7 +252,7 @@ pub struct Workspace {
     /// path ([`Workspace::sealed`]).
     sealed: bool,
     /// The CPU each of Paddock's gits on the job's content may use
-    /// (`host_git::JOB_GIT_CPU`; shorter in tests).
+    /// (`host_git::job_git_cpu`: the host profile's, else 60 s; shorter in tests).
     git_cpu: std::time::Duration,
 }
 
@@ -1613,13 +1613,18 @@ impl Workspace {
         }
     }
 
-    /// This workspace, its gits on the job's content held to `cpu`.
-    #[cfg(test)]
-    pub(crate) fn with_git_cpu(&self, cpu: std::time::Duration) -> Workspace {
+    /// This workspace, its gits on the job's content held to `cpu` (the
+    /// host profile's `git_cpu_secs`: `host_git::job_git_cpu`).
+    pub(crate) fn with_git_cpu(self, cpu: std::time::Duration) -> Workspace {
         Workspace {
             git_cpu: cpu,
-            ..self.clone()
+            ..self
         }
+    }
+
+    /// The CPU each of its gits on the job's content may use.
+    pub(crate) fn git_cpu(&self) -> std::time::Duration {
+        self.git_cpu
     }
 
     /// The print of everything the job wrote (`upper_print.rs`), on an
@@ -4116,11 +4121,13 @@ mod tests {
         let limit = std::time::Duration::from_secs(1);
         let started = std::time::Instant::now();
         let by_path = ws
+            .clone()
             .with_git_cpu(limit)
             .patch()
             .await
             .map(|p| p.changed_files.len());
         let sealed = ws
+            .clone()
             .with_git_cpu(limit)
             .sealed()
             .patch()
@@ -4150,6 +4157,7 @@ mod tests {
             "{ended_within:?}"
         );
         let unbounded = ws
+            .clone()
             .with_git_cpu(std::time::Duration::from_secs(600))
             .patch()
             .await

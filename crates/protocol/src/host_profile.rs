@@ -84,7 +84,15 @@ pub struct HostProfile {
     /// (docs/egress.md#the-setup-cache); absent: on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_cache: Option<bool>,
+    /// The CPU seconds each of Paddock's own gits on a job's content (its
+    /// patch, branch and bundle, the push, the prior attempt's branch)
+    /// may use before the kernel ends it; absent: 60.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_cpu_secs: Option<u64>,
 }
+
+/// The most `git_cpu_secs` may be: a day of one CPU.
+pub const MAX_GIT_CPU_SECS: u64 = 86_400;
 
 /// The former camelCase keys (still read, deprecated) and their snake_case
 /// spelling; the serde aliases above are these.
@@ -370,6 +378,14 @@ impl HostProfile {
         if self.timeout_min == Some(0) {
             return Err(invalid("timeout_min", "must be at least 1".into()));
         }
+        if let Some(secs) = self.git_cpu_secs {
+            if !(1..=MAX_GIT_CPU_SECS).contains(&secs) {
+                return Err(invalid(
+                    "git_cpu_secs",
+                    format!("must be 1 to {MAX_GIT_CPU_SECS} seconds"),
+                ));
+            }
+        }
         for (i, m) in self.allowed_models.iter().enumerate() {
             if m.trim().is_empty() {
                 return Err(invalid(
@@ -404,6 +420,7 @@ mod tests {
             allowed_models: vec!["gpt-5.5".into()],
             network: None,
             setup_cache: None,
+            git_cpu_secs: None,
         }
     }
 
@@ -509,7 +526,8 @@ mod tests {
     fn parse_errors_say_where_and_list_only_snake_case_keys() {
         let keys = "`id`, `build_policy`, `verification`, `deny_commands`, \
                     `max_concurrent_jobs`, `cpu_limit`, `mem_limit_mb`, `timeout_min`, \
-                    `max_disk_mb`, `max_records`, `allowed_models`, `network`, `setup_cache`";
+                    `max_disk_mb`, `max_records`, `allowed_models`, `network`, `setup_cache`, \
+                    `git_cpu_secs`";
         assert_eq!(
             [
                 HostProfile::from_toml("id = \"x\"\nmax_concurrent_jobs = -1\n", "p.toml")
@@ -573,6 +591,23 @@ mod tests {
                 Err("host profile p.json: field `max_records`: must be at least 100".to_string()),
                 Ok(Some(100))
             )
+        );
+        let git_cpu = |n: &str| {
+            HostProfile::from_toml(&format!("id = \"x\"\ngit_cpu_secs = {n}\n"), "p.toml")
+                .map(|p| p.git_cpu_secs)
+                .map_err(|e| e.to_string())
+        };
+        let out_of_range = || {
+            Err("host profile p.toml: field `git_cpu_secs`: must be 1 to 86400 seconds".to_string())
+        };
+        assert_eq!(
+            [
+                git_cpu("0"),
+                git_cpu("1"),
+                git_cpu("86400"),
+                git_cpu("86401")
+            ],
+            [out_of_range(), Ok(Some(1)), Ok(Some(86400)), out_of_range()]
         );
     }
 

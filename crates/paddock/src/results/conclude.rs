@@ -125,8 +125,9 @@ pub fn fetch_into_source_soon(
     spec: &JobSpec,
     patch: &Patch,
     kept: &KeptOrNot,
-    jobs_root: &Path,
+    ws: &crate::workspace::Workspace,
 ) -> Option<SourceFetching> {
+    let jobs_root = ws.root.parent().unwrap_or(&ws.root);
     let (Some(source), Ok(Some(kept))) = (&spec.repository.path, kept) else {
         return None;
     };
@@ -137,6 +138,7 @@ pub fn fetch_into_source_soon(
             kept.bundle.clone(),
             spec.branch(),
             jobs_root.to_path_buf(),
+            ws.git_cpu(),
         )
     })
 }
@@ -282,6 +284,8 @@ pub struct PublishInput<'a> {
     /// What fired `cancel` when no one cancelled the job ([`StopCause`]);
     /// `None`: only a cancel fires it.
     pub stopped_by: Option<&'a StopCause>,
+    /// The CPU each git of the push may use (`host_git::job_git_cpu`).
+    pub git_cpu: std::time::Duration,
 }
 
 /// Why a publish was stopped when it was not cancelled (the host
@@ -599,15 +603,13 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
 /// the forge's token as `x-access-token` (`oauth2`); neither: nowhere (the
 /// outbox).
 async fn push_result(
-    record: &JobRecord,
-    spec: &JobSpec,
+    input: &PublishInput<'_>,
     bundle: &Path,
     forge_token: Option<&Secret>,
-    scratch: &Path,
-    jobs_root: &Path,
-    base_held: bool,
 ) -> Result<(), String> {
-    let (job, branch) = (record.id.as_str(), record.branch.as_str());
+    let (spec, scratch, jobs_root) = (input.spec, input.artifacts, input.jobs_root);
+    let (job, branch) = (input.record.id.as_str(), input.record.branch.as_str());
+    let base_held = input.base_held;
     // Nowhere to push (the outbox): nothing to read or borrow, no
     // process started for it (the source's object directory was asked
     // for every local job).
@@ -656,6 +658,7 @@ async fn push_result(
         bundle,
         base: thin.first().map(String::as_str),
         borrow: borrowed.as_deref(),
+        git_cpu: input.git_cpu,
     };
     let Some(target) = &spec.results.push else {
         if let Some(gh) = &spec.results.github {
@@ -717,6 +720,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 (&bundle, &input.record.branch),
                 input.jobs_root,
                 &input.earlier_bundles,
+                input.git_cpu,
             )
             .await
             .map_err(|e| e.to_string()),
@@ -821,17 +825,9 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             let pr = match found {
                 Some(ended) if ended.ended.is_some() => ended,
                 found => {
-                    push_result(
-                        input.record,
-                        spec,
-                        &bundle,
-                        token.as_ref(),
-                        input.artifacts,
-                        input.jobs_root,
-                        input.base_held,
-                    )
-                    .await
-                    .map_err(Some)?;
+                    push_result(input, &bundle, token.as_ref())
+                        .await
+                        .map_err(Some)?;
                     // A plain git remote is named, as a forge's pull
                     // request is: the closeout says where the branch went.
                     if let Some(target) = &spec.results.push {
@@ -1039,6 +1035,7 @@ pub async fn conclude_job(
         into_source,
         cancel,
         stopped_by: Some(stopped_by),
+        git_cpu: ws.git_cpu(),
     })
     .await;
     warnings.append(&mut published.warnings);
@@ -1088,6 +1085,7 @@ mod tests {
                     into_source: None,
                     cancel: &cancel,
                     stopped_by,
+                    git_cpu: crate::workspace::host_git::JOB_GIT_CPU,
                 })
                 .await;
                 got.push((published.failure, published.warnings));

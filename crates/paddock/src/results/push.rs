@@ -195,6 +195,8 @@ pub struct Bundle<'a> {
     /// An object directory that has the base (the local source's, the
     /// URL's mirror's), borrowed read-only by the scratch repository.
     pub borrow: Option<&'a Path>,
+    /// The CPU each git of the push may use (`host_git::job_git_cpu`).
+    pub git_cpu: std::time::Duration,
 }
 
 /// Pushes `branch` of `from`'s bundle to `url` as the same branch, with
@@ -228,7 +230,7 @@ pub async fn push_branch(
         root: scratch.path().to_path_buf(),
         timeout: GIT_TIMEOUT,
         // The job's objects, from its bundle.
-        cpu_limit: Some(crate::workspace::host_git::JOB_GIT_CPU),
+        cpu_limit: Some(from.git_cpu),
     };
     let repo_arg = repo.to_string_lossy().into_owned();
     init.run(["init", "--quiet", "--bare", &repo_arg], None)
@@ -334,13 +336,8 @@ pub async fn push_branch(
     }
     // Its `pack-objects` deltifies the job's objects: held to the CPU
     // limit of a host git on a job's content, as the fetch above is.
-    let out = crate::workspace::host_git::output_within_cpu(
-        cmd,
-        None,
-        GIT_TIMEOUT,
-        crate::workspace::host_git::JOB_GIT_CPU,
-    )
-    .await;
+    let out =
+        crate::workspace::host_git::output_within_cpu(cmd, None, GIT_TIMEOUT, from.git_cpu).await;
     drop(key_fd);
     let out = out
         .map_err(|source| {
@@ -358,7 +355,7 @@ pub async fn push_branch(
         })?;
     crate::workspace::host_git::check_cpu(
         &out.status,
-        Some(crate::workspace::host_git::JOB_GIT_CPU),
+        Some(from.git_cpu),
         scratch.path(),
         &["push", url, &head],
     )

@@ -295,6 +295,22 @@ pub async fn republish(
         .into_iter()
         .map(|(name, maker)| (name, artifacts_root.join(maker).join(BUNDLE)))
         .collect();
+    // The job's host profile as it reads now: its `git_cpu_secs` holds
+    // the push's gits, as it held the job's own publish.
+    let profile = match &spec.policy.profile {
+        Some(name) => match crate::policy::resolve(name, store).await {
+            Ok((profile, _)) => Some(profile),
+            Err(e) => {
+                leftovers.push(format!(
+                    "host profile {name} does not resolve now ({e}): the push's gits get the \
+                     default {} s of CPU",
+                    crate::workspace::host_git::JOB_GIT_CPU.as_secs()
+                ));
+                None
+            }
+        },
+        None => None,
+    };
     let mut published = publish(&PublishInput {
         spec: &spec,
         record: &ending,
@@ -309,6 +325,7 @@ pub async fn republish(
         into_source: None,
         cancel,
         stopped_by: None,
+        git_cpu: crate::workspace::host_git::job_git_cpu(profile.as_ref()),
     })
     .await;
     leftovers.append(&mut published.warnings);

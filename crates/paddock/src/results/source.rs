@@ -52,6 +52,7 @@ pub async fn fetch_branch(
     bundle: &Path,
     branch: &str,
     jobs_root: &Path,
+    git_cpu: std::time::Duration,
 ) -> Result<(), SourceFetchError> {
     // Git creates a new branch without checking that it is still absent:
     // two jobs of one ticket and attempt fetching at once each saw no
@@ -59,7 +60,7 @@ pub async fn fetch_branch(
     // the second finds the first's branch and is refused as a rerun is.
     let _turn = crate::workspace::source_lock::hold(jobs_root, source).await?;
     // The common case without a fetch; anything else, as it was.
-    match super::source_pack::publish(job, source, bundle, branch).await {
+    match super::source_pack::publish(job, source, bundle, branch, git_cpu).await {
         super::source_pack::Published::Done => return Ok(()),
         super::source_pack::Published::Left(why) => {
             tracing::debug!(job, source = %source.display(), why, "the branch left to a fetch");
@@ -102,7 +103,7 @@ pub async fn fetch_branch(
     ]);
     // The job's objects indexed and walked: held to the CPU limit of a
     // host git on a job's content.
-    let cpu = Some(crate::workspace::host_git::JOB_GIT_CPU);
+    let cpu = Some(git_cpu);
     let Err(e) = user_git_given(source, args, &[], &[], UserGitInput::None, cpu).await else {
         return Ok(());
     };
@@ -140,8 +141,9 @@ pub async fn fetch_branch_after(
     (bundle, branch): (&Path, &str),
     jobs_root: &Path,
     earlier: &[(String, PathBuf)],
+    git_cpu: std::time::Duration,
 ) -> Result<(), SourceFetchError> {
-    let first = fetch_branch(job, source, bundle, branch, jobs_root).await;
+    let first = fetch_branch(job, source, bundle, branch, jobs_root, git_cpu).await;
     let lacking = matches!(
         &first,
         Err(SourceFetchError::Fetch(WorkspaceError::Git { stderr, .. }))
@@ -174,7 +176,7 @@ pub async fn fetch_branch_after(
         )
         .await;
     }
-    fetch_branch(job, source, bundle, branch, jobs_root).await
+    fetch_branch(job, source, bundle, branch, jobs_root, git_cpu).await
 }
 
 /// A branch's fetch into a local source, under way ([`fetch_soon`]):
@@ -191,9 +193,10 @@ pub fn fetch_soon(
     bundle: PathBuf,
     branch: String,
     jobs_root: PathBuf,
+    git_cpu: std::time::Duration,
 ) -> SourceFetching {
     let fetch = tokio::spawn(async move {
-        fetch_branch(&job, &source, &bundle, &branch, &jobs_root)
+        fetch_branch(&job, &source, &bundle, &branch, &jobs_root, git_cpu)
             .await
             .map_err(|e| e.to_string())
     });
@@ -300,6 +303,7 @@ async fn filter_drivers(source: &Path) -> Vec<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::workspace::host_git::JOB_GIT_CPU;
     use paddock_test_support::git::{git, repo};
 
     /// A source with one commit on `main` (test-support's `repo`), and a
@@ -431,6 +435,7 @@ mod tests {
                 bundle.clone(),
                 branch.to_string(),
                 jobs.clone(),
+                JOB_GIT_CPU,
             )
         });
         drop(held);
@@ -475,15 +480,29 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let branch = "paddock/T-1/1";
         let (source, bundle, tip) = source_and_bundle(dir.path(), branch);
-        fetch_branch("job-1", &source, &bundle, branch, &dir.path().join("jobs"))
-            .await
-            .unwrap();
+        fetch_branch(
+            "job-1",
+            &source,
+            &bundle,
+            branch,
+            &dir.path().join("jobs"),
+            JOB_GIT_CPU,
+        )
+        .await
+        .unwrap();
         assert_eq!(head(&source, branch), tip);
 
         git(&source, &["branch", "-f", branch, "main"]);
-        fetch_branch("job-1", &source, &bundle, branch, &dir.path().join("jobs"))
-            .await
-            .unwrap();
+        fetch_branch(
+            "job-1",
+            &source,
+            &bundle,
+            branch,
+            &dir.path().join("jobs"),
+            JOB_GIT_CPU,
+        )
+        .await
+        .unwrap();
         assert_eq!(head(&source, branch), tip);
     }
 
@@ -501,6 +520,7 @@ mod tests {
             bundle.clone(),
             branch.to_string(),
             dir.path().join("jobs"),
+            JOB_GIT_CPU,
         );
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while git(&source, &["branch", "--list", branch]).is_empty() {
@@ -525,6 +545,7 @@ mod tests {
             bundle.clone(),
             branch.to_string(),
             dir.path().join("jobs"),
+            JOB_GIT_CPU,
         )
         .await;
         let Err(said) = refused else {
@@ -552,9 +573,16 @@ mod tests {
         let earlier = head(&source, "HEAD");
         git(&source, &["checkout", "-q", "main"]);
 
-        let err = fetch_branch("job-1", &source, &bundle, branch, &dir.path().join("jobs"))
-            .await
-            .unwrap_err();
+        let err = fetch_branch(
+            "job-1",
+            &source,
+            &bundle,
+            branch,
+            &dir.path().join("jobs"),
+            JOB_GIT_CPU,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
@@ -573,9 +601,16 @@ mod tests {
         // git's reason names it.
         git(&source, &["branch", "-f", branch, "main"]);
         git(&source, &["checkout", "-q", branch]);
-        let err = fetch_branch("job-1", &source, &bundle, branch, &dir.path().join("jobs"))
-            .await
-            .unwrap_err();
+        let err = fetch_branch(
+            "job-1",
+            &source,
+            &bundle,
+            branch,
+            &dir.path().join("jobs"),
+            JOB_GIT_CPU,
+        )
+        .await
+        .unwrap_err();
         let SourceFetchError::Exists { git: said, .. } = &err else {
             panic!("not the branch's refusal: {err}");
         };

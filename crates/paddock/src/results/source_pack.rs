@@ -78,8 +78,14 @@ pub enum Published {
 /// Creates `refs/heads/<branch>` in `source` from `bundle` (module text),
 /// or says why it left it to the fetch. The caller holds the source's
 /// lock.
-pub async fn publish(job: &str, source: &Path, bundle: &Path, branch: &str) -> Published {
-    publish_racing(job, source, bundle, branch, std::future::ready(())).await
+pub async fn publish(
+    job: &str,
+    source: &Path,
+    bundle: &Path,
+    branch: &str,
+    git_cpu: std::time::Duration,
+) -> Published {
+    publish_racing(job, source, bundle, branch, git_cpu, std::future::ready(())).await
 }
 
 /// [`publish`] with `meanwhile` awaited between the checks and the
@@ -89,9 +95,10 @@ async fn publish_racing(
     source: &Path,
     bundle: &Path,
     branch: &str,
+    git_cpu: std::time::Duration,
     meanwhile: impl std::future::Future<Output = ()>,
 ) -> Published {
-    match try_publish(job, source, bundle, branch, meanwhile).await {
+    match try_publish(job, source, bundle, branch, git_cpu, meanwhile).await {
         Ok(()) => Published::Done,
         Err(why) => Published::Left(why),
     }
@@ -102,6 +109,7 @@ async fn try_publish(
     source: &Path,
     bundle: &Path,
     branch: &str,
+    git_cpu: std::time::Duration,
     meanwhile: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     let opened = super::base_objects::opened(bundle).map_err(|e| format!("the bundle: {e}"))?;
@@ -190,7 +198,7 @@ async fn try_publish(
         &no_lazy,
         UserGitInput::File(opened.pack),
         // The job's objects.
-        Some(crate::workspace::host_git::JOB_GIT_CPU),
+        Some(git_cpu),
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -285,6 +293,7 @@ pub(super) fn worktree_in_the_way(listing: &str, wanted: &str) -> Option<String>
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::workspace::host_git::JOB_GIT_CPU;
     use paddock_test_support::git::{git, repo};
     use std::path::PathBuf;
 
@@ -348,7 +357,7 @@ mod tests {
     async fn a_new_branch_on_the_base_is_indexed_and_created() {
         let dir = tempfile::tempdir().unwrap();
         let (source, bundle, tip) = source_and_bundle(dir.path(), false);
-        let done = publish("job-1", &source, &bundle, BRANCH).await;
+        let done = publish("job-1", &source, &bundle, BRANCH, JOB_GIT_CPU).await;
         let mut packs: Vec<String> = std::fs::read_dir(source.join(".git/objects/pack"))
             .unwrap()
             .map(|e| {
@@ -439,20 +448,26 @@ mod tests {
                 }
             };
             let before = objects_and_refs(&source);
-            let left = publish("job-1", &source, &bundle, BRANCH).await;
+            let left = publish("job-1", &source, &bundle, BRANCH, JOB_GIT_CPU).await;
             seen.push((case, left, objects_and_refs(&source) == before));
             want.push((case, Published::Left(why), true));
             if case == "unborn worktree" {
                 let jobs = dir.path().join("jobs");
-                let fetched =
-                    super::super::source::fetch_branch("job-1", &source, &bundle, BRANCH, &jobs)
-                        .await
-                        .map_err(|e| match e {
-                            super::super::source::SourceFetchError::Fetch(
-                                crate::workspace::WorkspaceError::Git { stderr, .. },
-                            ) => stderr,
-                            other => other.to_string(),
-                        });
+                let fetched = super::super::source::fetch_branch(
+                    "job-1",
+                    &source,
+                    &bundle,
+                    BRANCH,
+                    &jobs,
+                    JOB_GIT_CPU,
+                )
+                .await
+                .map_err(|e| match e {
+                    super::super::source::SourceFetchError::Fetch(
+                        crate::workspace::WorkspaceError::Git { stderr, .. },
+                    ) => stderr,
+                    other => other.to_string(),
+                });
                 seen.push((case, Published::Left(format!("{fetched:?}")), true));
                 want.push((
                     case,
@@ -504,7 +519,7 @@ mod tests {
                     }
                 }
             };
-            let left = publish_racing("job-1", &source, &bundle, BRANCH, racing).await;
+            let left = publish_racing("job-1", &source, &bundle, BRANCH, JOB_GIT_CPU, racing).await;
             let wanted = format!("refs/heads/{BRANCH}");
             let born = std::process::Command::new("git")
                 .args(["rev-parse", "--verify", "--quiet", &wanted])

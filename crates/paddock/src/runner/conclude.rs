@@ -454,10 +454,8 @@ async fn save_patch(
         Ok(()) => {
             // Once the patch is saved (a job whose patch is lost fails
             // here, publishing nothing), beside its event.
-            let ws = prov.ws();
-            let jobs_root = ws.root.parent().unwrap_or(&ws.root);
             let into_source =
-                crate::results::fetch_into_source_soon(&record.id, spec, &patch, &kept, jobs_root);
+                crate::results::fetch_into_source_soon(&record.id, spec, &patch, &kept, prov.ws());
             record.patch_path = Some(path.display().to_string());
             record.changed_files = patch.changed_files.clone();
             em.emit(EventBody::ArtifactSummary {

@@ -104,6 +104,7 @@ pub(super) async fn provision(
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> Result<Provisioned, Stop> {
     let spec = &job.spec;
+    let git_cpu = crate::workspace::host_git::job_git_cpu(job.policy.as_ref().map(|p| &p.profile));
     // Layer 3: degraded rules are reported; the host slot is held to the end.
     let slot = match &job.policy {
         Some(p) => hold_host_slot(job, p, em, cancel).await?,
@@ -191,12 +192,14 @@ pub(super) async fn provision(
                         name,
                         bundle: bundle(&maker),
                         earlier: Vec::new(),
+                        git_cpu,
                     })
                     .collect();
             Some(PriorBranch {
                 name: branch.clone(),
                 bundle: bundle(job_id),
                 earlier,
+                git_cpu,
             })
         }
         _ => None,
@@ -220,7 +223,7 @@ pub(super) async fn provision(
         None => Some(provisioning.await),
     };
     let ws = match provisioned {
-        Some(Ok(ws)) => ws,
+        Some(Ok(ws)) => ws.with_git_cpu(git_cpu),
         None => {
             // (Only a cap stops it: `cap` is set.)
             let (id, min) = cap.unwrap_or_default();

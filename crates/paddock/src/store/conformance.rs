@@ -538,6 +538,7 @@ fn profile(id: &str, max: u32) -> HostProfile {
         allowed_models: vec!["gpt-5.5".into()],
         network: None,
         setup_cache: None,
+        git_cpu_secs: None,
     }
 }
 

@@ -40,6 +40,14 @@ pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(600);
 /// gigabyte of new files (the most a patch may hold) about 20 s.
 pub(crate) const JOB_GIT_CPU: Duration = Duration::from_secs(60);
 
+/// The CPU each of Paddock's gits on a job's content may use under
+/// `profile`: its `git_cpu_secs`, else [`JOB_GIT_CPU`].
+pub(crate) fn job_git_cpu(profile: Option<&paddock_protocol::HostProfile>) -> Duration {
+    profile
+        .and_then(|p| p.git_cpu_secs)
+        .map_or(JOB_GIT_CPU, Duration::from_secs)
+}
+
 /// How long the first clone of the user's source (possibly remote and
 /// large) may run.
 pub(super) const CLONE_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -102,7 +110,7 @@ pub(crate) struct HostGit {
     pub root: PathBuf,
     /// How long each command may run before it is killed.
     pub timeout: Duration,
-    /// How much CPU each command may use ([`JOB_GIT_CPU`] for a job's
+    /// How much CPU each command may use ([`job_git_cpu`] for a job's
     /// content): past it the kernel ends git (`SIGXCPU`, `RLIMIT_CPU` set
     /// as it starts, no core dumped) and the command fails with
     /// `GitCpuLimit`. `None` for the user's own repository (a clone of a

@@ -37,6 +37,9 @@ pub struct PriorBranch {
     /// first (`session::branch_chain`), for the prerequisites of a bundle
     /// holding only its job's new objects.
     pub earlier: Vec<PriorBranch>,
+    /// The CPU each git fetching it may use (`host_git::job_git_cpu`;
+    /// an earlier attempt's is fetched by the later one's gits).
+    pub git_cpu: std::time::Duration,
 }
 
 impl PriorBranch {
@@ -69,7 +72,7 @@ impl PriorBranch {
             root: root.to_path_buf(),
             timeout: GIT_TIMEOUT,
             // A prior job's objects.
-            cpu_limit: Some(super::host_git::JOB_GIT_CPU),
+            cpu_limit: Some(self.git_cpu),
         };
         let refspec = format!("refs/heads/{0}:refs/heads/{0}", self.name);
         let first = match self.fetch(&git, refspec.clone()).await? {

@@ -709,8 +709,9 @@ fn cpu_logging_git(dir: &Path, log: &Path) -> PathBuf {
 }
 
 /// Every host git that reads the job's content (its tree, the objects
-/// made of it, its bundle) is held to `host_git::JOB_GIT_CPU` (60 s), as
-/// a job pushed to a remote and published into its local source shows,
+/// made of it, its bundle) is held to the host profile's `git_cpu_secs`
+/// (here 7), else `host_git::JOB_GIT_CPU` (60 s), as a job pushed to a
+/// remote and published into its local source shows,
 /// from the patch's first git (`check-ignore`) on:
 /// the patch's and the branch's gits, the bundle's objects indexed into
 /// the source (`index-pack`, `results/source_pack.rs`), and the push's
@@ -745,10 +746,17 @@ async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
         &finishing("printf 'fixed\\n' > fix.txt"),
     );
     let text = std::fs::read_to_string(&spec).unwrap();
+    // Under a host profile that sets the limit (7 s); the second job
+    // below runs under none (60 s).
+    std::fs::write(
+        home.path().join("profile.toml"),
+        "id = \"git-cpu\"\ngit_cpu_secs = 7\n",
+    )
+    .unwrap();
     std::fs::write(
         &spec,
         format!(
-            "{text}\n[results.push]\nurl = \"file://{}\"\n",
+            "{text}\n[results.push]\nurl = \"file://{}\"\n\n[policy]\nprofile = \"profile.toml\"\n",
             remote.display()
         ),
     )
@@ -786,7 +794,7 @@ async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
     seen.dedup();
     let unlimited: Vec<&(String, String)> = logged
         .iter()
-        .filter(|(sub, limit)| CONTENT.contains(&sub.as_str()) && limit != "60")
+        .filter(|(sub, limit)| CONTENT.contains(&sub.as_str()) && limit != "7")
         .collect();
     let mut all = CONTENT.to_vec();
     all.sort_unstable();
@@ -839,6 +847,72 @@ async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
             vec!["fetch 60".to_string()]
         ),
         "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A host profile's `git_cpu_secs` holds Paddock's gits on the job's
+/// content: a job whose ignore rules make git compute (80,000 `a/**/b<n>`
+/// patterns against 200 files 60 directories deep, about 10 s of git's
+/// CPU unbounded) under `git_cpu_secs = 1` fails at its patch within
+/// seconds, its reason naming the command and the profile's limit, and
+/// leaves no workspace behind. Before, the limit was 60 s whatever the
+/// host said.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_profiles_git_cpu_limit_ends_a_git_the_jobs_rules_make_compute() {
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("profile.toml"),
+        "id = \"tight-git\"\ngit_cpu_secs = 1\n",
+    )
+    .unwrap();
+    let deep = std::iter::once("a")
+        .chain(std::iter::repeat_n("x", 60))
+        .collect::<Vec<_>>()
+        .join("/");
+    let body = finishing(&format!(
+        "seq 0 79999 | sed 's|^|a/**/b|' > .gitignore\nmkdir -p {deep}\n\
+         for i in $(seq 0 199); do echo f > {deep}/f$i; done"
+    ));
+    let spec = fake_codex_job(&home, "process", &body, 600);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!("{text}\n[policy]\nprofile = \"profile.toml\"\n"),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let took = started.elapsed();
+    let rec = record(&out);
+    let reason = rec.reason.clone().unwrap_or_default();
+    let left: Vec<_> = std::fs::read_dir(home.jobs())
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("job-"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            rec.status,
+            reason.contains(
+                "`git check-ignore --no-index -z --stdin -v -n` used more than 1s of CPU on the \
+                 job's content"
+            ),
+            left,
+            took < std::time::Duration::from_secs(60),
+        ),
+        (
+            paddock_protocol::JobStatus::Failed,
+            true,
+            Vec::<String>::new(),
+            true
+        ),
+        "{reason}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
