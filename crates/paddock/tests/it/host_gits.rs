@@ -916,3 +916,102 @@ async fn a_host_profiles_git_cpu_limit_ends_a_git_the_jobs_rules_make_compute() 
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `paddock publish` holds its push to the job's host profile's
+/// `git_cpu_secs` as it reads now (the profile is resolved again): `push
+/// 7` under a profile of 7; once the profile's file is gone, the default
+/// (60) with a warning among the job's events saying so, and the branch
+/// is pushed all the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn paddock_publish_holds_its_push_to_the_jobs_profile() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remote = home.path().join("remote.git");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    let profile = home.path().join("profile.toml");
+    std::fs::write(&profile, "id = \"git-cpu\"\ngit_cpu_secs = 7\n").unwrap();
+    let spec = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[results.push]\nurl = \"file://{}\"\n\n[policy]\nprofile = \"profile.toml\"\n",
+            remote.display()
+        ),
+    )
+    .unwrap();
+    let rec = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    let log = home.path().join("gits.log");
+    let bin = cpu_logging_git(home.path(), &log);
+    let path = first_on_path(&bin);
+    // Published again, to the remote emptied of the branch: the push's
+    // CPU limit, and the warnings about the profile.
+    let mut seen = Vec::new();
+    for gone in [false, true] {
+        git(&remote, &["update-ref", "-d", "refs/heads/paddock/T-1/1"]);
+        if gone {
+            std::fs::remove_file(&profile).unwrap();
+        }
+        let _ = std::fs::remove_file(&log);
+        let again = home
+            .paddock(&["publish", "--json", &rec.id], &[("PATH", path.as_str())])
+            .await;
+        let pushes: Vec<String> = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("push "))
+            .map(str::to_string)
+            .collect();
+        let warned = home
+            .store()
+            .await
+            .events(&rec.id, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| {
+                matches!(&e.body, paddock_protocol::EventBody::Error { message, fatal: false, .. }
+                    if message.contains("does not resolve now")
+                        && message.contains("the push's gits get the default 60 s of CPU"))
+            })
+            .count();
+        seen.push((
+            again.status.code(),
+            pushes,
+            warned,
+            git(
+                &remote,
+                &["rev-parse", "--verify", "-q", "refs/heads/paddock/T-1/1"],
+            )
+            .is_empty(),
+        ));
+    }
+    assert_eq!(
+        (rec.status, seen),
+        (
+            paddock_protocol::JobStatus::Done,
+            vec![
+                (Some(0), vec!["push 7".to_string()], 0, false),
+                (Some(0), vec!["push 60".to_string()], 1, false),
+            ]
+        )
+    );
+}
