@@ -190,6 +190,23 @@ impl MockGitHub {
         id
     }
 
+    /// Deletes the account `login` as GitHub does: its pull requests and
+    /// comments become the ghost's (`ghost`, one id for all).
+    pub fn delete_user(&self, login: &str) {
+        let mut state = self.state.lock().unwrap();
+        for pull in state.pulls.iter_mut() {
+            if pull["user"]["login"] == login {
+                pull["user"] = user(GHOST);
+            }
+        }
+        let ids: Vec<usize> = (1..=state.comments.len())
+            .filter(|id| state.authors.get(id).map_or("paddock-bot", String::as_str) == login)
+            .collect();
+        for id in ids {
+            state.authors.insert(id, GHOST.to_string());
+        }
+    }
+
     /// Deletes the comment `id` (a reviewer deleted it).
     pub fn delete_comment(&self, id: usize) {
         self.state.lock().unwrap().deleted.push(id);
@@ -430,7 +447,7 @@ impl MockGitHub {
             "state": "open",
             "locked": false,
             "title": title,
-            "user": {"login": "paddock-bot", "id": 1, "type": "Bot"},
+            "user": user("paddock-bot"),
             "body": body,
             "labels": [],
             "draft": draft,
@@ -615,7 +632,7 @@ impl MockGitHub {
             "id": id,
             "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
             "body": body,
-            "user": {"login": state.authors.get(&id).map_or("paddock-bot", String::as_str)},
+            "user": user(state.authors.get(&id).map_or("paddock-bot", String::as_str)),
             "created_at": "2026-01-01T00:00:00Z",
         })
     }
@@ -714,4 +731,24 @@ fn list_reviews(state: &State, number: u64, reviews: bool) -> Vec<Value> {
 /// path (PEM) and the public key (PEM); `None` when openssl cannot make it.
 pub fn app_key(dir: &std::path::Path) -> Option<(std::path::PathBuf, String)> {
     crate::google::rsa_key(&dir.join("app.pem"))
+}
+
+/// The account GitHub gives a deleted account's pull requests and
+/// comments.
+pub const GHOST: &str = "ghost";
+
+/// An account as GitHub answers it: the token's own (`paddock-bot`, id 1),
+/// the ghost (GitHub's id for it, 10137), anyone else an id made of their
+/// login (stable, never 1).
+fn user(login: &str) -> Value {
+    let id = match login {
+        "paddock-bot" => 1,
+        GHOST => 10137,
+        other => {
+            200 + other.bytes().fold(0u64, |h, b| {
+                h.wrapping_mul(31).wrapping_add(u64::from(b)) % 1_000_000
+            })
+        }
+    };
+    json!({"login": login, "id": id, "type": if login == "paddock-bot" { "Bot" } else { "User" }})
 }

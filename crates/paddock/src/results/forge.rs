@@ -104,8 +104,10 @@ pub struct PullRequest {
     /// ready is updated as ready).
     #[serde(default)]
     pub draft: bool,
-    /// Who opened it, as the forge names them (GitHub: a login; GitLab:
-    /// a user id): Paddock's own identity for one it opened. Only a
+    /// Who opened it, by the account's id (GitHub's and GitLab's alike:
+    /// a name may be taken by someone else), none once that account is
+    /// gone (the forge's ghost's): Paddock's own identity for one it
+    /// opened. Only a
     /// closeout this identity wrote is edited by a later publish; never
     /// recorded.
     #[serde(skip)]

@@ -65,6 +65,22 @@ struct ApiIssueComment {
 #[derive(Debug, Deserialize)]
 struct ApiUser {
     login: String,
+    /// The account's id: a login may be renamed and then taken by
+    /// someone else; an id is never given twice.
+    #[serde(default)]
+    id: u64,
+}
+
+/// The account GitHub gives a deleted account's pull requests and
+/// comments, one for them all.
+const GHOST: &str = "ghost";
+
+/// The id of the account that opened a pull request, as
+/// [`PullRequest::author`]; none once that account is gone (the pull
+/// request GitHub's ghost's, who holds every deleted account's comments).
+fn opener(user: Option<ApiUser>) -> Option<String> {
+    user.filter(|u| u.id != 0 && u.login != GHOST)
+        .map(|u| u.id.to_string())
 }
 
 #[derive(Debug, Deserialize)]
@@ -306,7 +322,7 @@ impl Forge for GitHub {
                 created: false,
                 ended,
                 draft: pull.draft,
-                author: pull.user.map(|u| u.login),
+                author: opener(pull.user),
             }
         }))
     }
@@ -364,7 +380,7 @@ impl Forge for GitHub {
             created,
             ended: None,
             draft: pull.draft,
-            author: pull.user.map(|u| u.login),
+            author: opener(pull.user),
         })
     }
 
@@ -393,9 +409,11 @@ impl Forge for GitHub {
                 .list_some("read the pull request's comments", &path)
                 .await?;
             let by_us = |c: &ApiIssueComment| {
-                pr.author
-                    .as_deref()
-                    .is_some_and(|us| c.user.as_ref().is_some_and(|u| u.login == us))
+                pr.author.as_deref().is_some_and(|us| {
+                    c.user
+                        .as_ref()
+                        .is_some_and(|u| u.id != 0 && u.id.to_string() == us)
+                })
             };
             if let Some(ours) = posted
                 .iter()

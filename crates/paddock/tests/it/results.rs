@@ -4468,6 +4468,53 @@ async fn a_deleted_gitlab_closeout_is_posted_again() {
     );
 }
 
+/// GitHub's ghost account holds every deleted account's pull requests and
+/// comments. With the account that opened the pull request gone (it and
+/// Paddock's closeout the ghost's) and an outsider's copy of the
+/// closeout left by the ghost once a reviewer deleted Paddock's, a
+/// publish posts a new closeout and leaves the copy as its author wrote
+/// it. Before, the pull request's opener was a login, `ghost`, and the
+/// ghost's copy was taken for Paddock's closeout and written into, none
+/// of Paddock's posted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_closeout_copy_left_by_the_ghost_is_not_edited() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    let store = home.store().await;
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    mock.delete_user("paddock-bot");
+    let theirs = mock.comment_as(1, "mallory", &forged);
+    mock.delete_user("mallory");
+    mock.delete_comment(mock.comment_ids()[0]);
+    let out = home
+        .paddock(
+            &["publish", "--json", &first.id],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            record(&out).status,
+            mock.comment_ids(),
+            mock.comments()
+        ),
+        (
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            vec![theirs, theirs + 1],
+            vec![(1, forged), (1, closeout)]
+        )
+    );
+}
+
 /// The same on GitHub: the closeout comment deleted between Paddock's
 /// list of the comments and its edit (the edit's 404): a new one is
 /// posted, exactly one closeout remains, the job stays done. Before, the
