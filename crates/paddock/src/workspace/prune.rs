@@ -378,7 +378,11 @@ fn lock(path: &Path, pruned: &mut Pruned) -> Option<Flock<std::fs::File>> {
 /// no FIFO waited on, bounded).
 fn lower_layers(jobs_root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for (name, dir) in subdirs(jobs_root) {
+    // The trash's job directories too: one is moved there with its
+    // overlay still mounted (`Workspace::remove`), unmounted only when the
+    // trash is emptied; until then its snapshot is a mount's lower layer.
+    let trashed = subdirs(&jobs_root.join(super::trash::TRASH));
+    for (name, dir) in subdirs(jobs_root).into_iter().chain(trashed) {
         if name.starts_with('.') {
             continue;
         }
@@ -590,7 +594,8 @@ mod tests {
     }
 
     /// Snapshots: an old one no job names removed; one a job's
-    /// `meta/overlay` names (a kept or dead job's), one a job holds (its
+    /// `meta/overlay` names (a kept or dead job's, or one in the trash,
+    /// whose overlay may still be mounted: it was removed), one a job holds (its
     /// lock shared: between taking it and naming it) and a recent one
     /// kept; an old half-made one (`.tmp-…`) removed, a recent one (its
     /// maker's) kept, and no lock file made for either; the removed one's
@@ -611,13 +616,19 @@ mod tests {
             entry(&snaps.join(name).join("tree"), 0);
             age(&snaps.join(name), DAY * days);
         }
-        let meta = jobs.join("job-1/meta");
-        std::fs::create_dir_all(&meta).unwrap();
-        std::fs::write(
-            meta.join(OVERLAY),
-            format!("{}\n", snaps.join("c2-named/tree").display()),
-        )
-        .unwrap();
+        // Named by a job, and by a job moved into the trash with its
+        // overlay still mounted.
+        for (job, snap) in [("job-1", "c2-named"), (".trash/job-2", "c8-trashed")] {
+            entry(&snaps.join(snap).join("tree"), 0);
+            age(&snaps.join(snap), DAY * 30);
+            let meta = jobs.join(job).join("meta");
+            std::fs::create_dir_all(&meta).unwrap();
+            std::fs::write(
+                meta.join(OVERLAY),
+                format!("{}\n", snaps.join(snap).join("tree").display()),
+            )
+            .unwrap();
+        }
         let held = std::fs::File::create(snaps.join("c3-held.lock")).unwrap();
         let held = Flock::lock(held, FlockArg::LockShared).unwrap();
         std::fs::write(snaps.join("c7-gone.lock"), "").unwrap();
@@ -644,7 +655,9 @@ mod tests {
                 "c2-named.lock",
                 "c3-held",
                 "c3-held.lock",
-                "c4-new"
+                "c4-new",
+                "c8-trashed",
+                "c8-trashed.lock"
             ]
         );
     }
