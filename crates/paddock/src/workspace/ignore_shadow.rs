@@ -334,17 +334,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_shadow_takes_plain_relative_paths_only() {
-        let tmp = tempfile::tempdir().unwrap();
-        let shadow = IgnoreShadow {
-            dir: tmp.path().to_path_buf(),
+    /// An empty shadow in `dir`, its git never run.
+    fn shadow_in(dir: &Path) -> IgnoreShadow {
+        IgnoreShadow {
+            dir: dir.to_path_buf(),
             git: HostGit {
                 git_dir: None,
                 work_tree: None,
                 index: None,
                 excludes: None,
-                root: tmp.path().to_path_buf(),
+                root: dir.to_path_buf(),
                 timeout: std::time::Duration::from_secs(1),
                 cpu_limit: None,
             },
@@ -352,7 +351,13 @@ mod tests {
             entries: AtomicUsize::new(0),
             attributes: AtomicBool::new(false),
             encoding: AtomicBool::new(false),
-        };
+        }
+    }
+
+    #[test]
+    fn the_shadow_takes_plain_relative_paths_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let shadow = shadow_in(tmp.path());
         shadow.put(b"a/b/.gitignore", b"*.o\n").unwrap();
         shadow.make_dir(b"a/c").unwrap();
         let refused: Vec<io::ErrorKind> = [&b"../x"[..], b"a//b", b"./a", b""]
@@ -387,22 +392,7 @@ mod tests {
     #[test]
     fn the_shadow_says_whether_it_holds_attributes_and_which() {
         let tmp = tempfile::tempdir().unwrap();
-        let shadow = IgnoreShadow {
-            dir: tmp.path().to_path_buf(),
-            git: HostGit {
-                git_dir: None,
-                work_tree: None,
-                index: None,
-                excludes: None,
-                root: tmp.path().to_path_buf(),
-                timeout: std::time::Duration::from_secs(1),
-                cpu_limit: None,
-            },
-            bytes: AtomicU64::new(0),
-            entries: AtomicUsize::new(0),
-            attributes: AtomicBool::new(false),
-            encoding: AtomicBool::new(false),
-        };
+        let shadow = shadow_in(tmp.path());
         let seen = |s: &IgnoreShadow| (s.has_attributes(), s.may_reencode());
         shadow
             .put(b"a/.gitignore", b"working-tree-encoding\n")

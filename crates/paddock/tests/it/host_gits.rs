@@ -708,6 +708,46 @@ fn cpu_logging_git(dir: &Path, log: &Path) -> PathBuf {
     bin
 }
 
+/// A job in `home` (its repository, a bare clone of it as the remote
+/// `[results.push]` names, the stand-in engine writing `fix.txt`) under
+/// the host profile `profile.toml` of `git_cpu_secs`: the repository,
+/// the remote and the spec.
+fn pushed_under_profile(home: &Home, git_cpu_secs: u64) -> (PathBuf, PathBuf, PathBuf) {
+    let repo = repo(home.path());
+    let remote = home.path().join("remote.git");
+    git(
+        home.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            repo.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(
+        home.path().join("profile.toml"),
+        format!("id = \"git-cpu\"\ngit_cpu_secs = {git_cpu_secs}\n"),
+    )
+    .unwrap();
+    let spec = stand_in_spec(
+        home.path(),
+        &repo,
+        "process",
+        &finishing("printf 'fixed\\n' > fix.txt"),
+    );
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!(
+            "{text}\n[results.push]\nurl = \"file://{}\"\n\n[policy]\nprofile = \"profile.toml\"\n",
+            remote.display()
+        ),
+    )
+    .unwrap();
+    (repo, remote, spec)
+}
+
 /// Every host git that reads the job's content (its tree, the objects
 /// made of it, its bundle) is held to the host profile's `git_cpu_secs`
 /// (here 7), else `host_git::JOB_GIT_CPU` (60 s), as a job pushed to a
@@ -724,43 +764,12 @@ fn cpu_logging_git(dir: &Path, log: &Path) -> PathBuf {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let remote = home.path().join("remote.git");
-    git(
-        home.path(),
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            repo.to_str().unwrap(),
-            remote.to_str().unwrap(),
-        ],
-    );
+    // Under a host profile that sets the limit (7 s); the second job
+    // below runs under none (60 s).
+    let (repo, _, spec) = pushed_under_profile(&home, 7);
     let log = home.path().join("gits.log");
     let bin = cpu_logging_git(home.path(), &log);
     let path = first_on_path(&bin);
-    let spec = stand_in_spec(
-        home.path(),
-        &repo,
-        "process",
-        &finishing("printf 'fixed\\n' > fix.txt"),
-    );
-    let text = std::fs::read_to_string(&spec).unwrap();
-    // Under a host profile that sets the limit (7 s); the second job
-    // below runs under none (60 s).
-    std::fs::write(
-        home.path().join("profile.toml"),
-        "id = \"git-cpu\"\ngit_cpu_secs = 7\n",
-    )
-    .unwrap();
-    std::fs::write(
-        &spec,
-        format!(
-            "{text}\n[results.push]\nurl = \"file://{}\"\n\n[policy]\nprofile = \"profile.toml\"\n",
-            remote.display()
-        ),
-    )
-    .unwrap();
     let out = home
         .paddock(
             &["run", "--json", spec.to_str().unwrap()],
@@ -925,35 +934,8 @@ async fn a_host_profiles_git_cpu_limit_ends_a_git_the_jobs_rules_make_compute() 
 #[tokio::test(flavor = "multi_thread")]
 async fn paddock_publish_holds_its_push_to_the_jobs_profile() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let remote = home.path().join("remote.git");
-    git(
-        home.path(),
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            repo.to_str().unwrap(),
-            remote.to_str().unwrap(),
-        ],
-    );
+    let (_, remote, spec) = pushed_under_profile(&home, 7);
     let profile = home.path().join("profile.toml");
-    std::fs::write(&profile, "id = \"git-cpu\"\ngit_cpu_secs = 7\n").unwrap();
-    let spec = stand_in_spec(
-        home.path(),
-        &repo,
-        "process",
-        &finishing("printf 'fixed\\n' > fix.txt"),
-    );
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
-        &spec,
-        format!(
-            "{text}\n[results.push]\nurl = \"file://{}\"\n\n[policy]\nprofile = \"profile.toml\"\n",
-            remote.display()
-        ),
-    )
-    .unwrap();
     let rec = record(
         &home
             .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
