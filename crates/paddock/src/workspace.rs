@@ -1535,8 +1535,13 @@ impl Workspace {
         let add = ["update-index", "--add", "--replace", "-z", "--stdin"];
         let staging = if self.sealed {
             let tracked = self.base_paths(git).await?;
-            let shadow =
-                ignore_shadow::IgnoreShadow::make(git, &self.meta, tracked.read_by_git()).await?;
+            let shadow = ignore_shadow::IgnoreShadow::make(
+                git,
+                &self.meta,
+                &self.work,
+                tracked.read_by_git(),
+            )
+            .await?;
             (Staging::Sealed(shadow), tracked)
         } else {
             let adding = git.start(add)?;
@@ -4091,6 +4096,56 @@ mod tests {
             ws.remove().unwrap();
         }
         assert_eq!(refusals, expected);
+    }
+
+    /// A `.gitattributes` that is a link is not read by git by path, but
+    /// its blob in the index is, as attribute rules (the link's target):
+    /// a link the job made, staged before the files beside it, and a
+    /// repository's own linked attribute file both had git convert a CRLF
+    /// file by path that the sealed staging, seeing no attribute file in
+    /// its shadow, took as it was (the early patch then held the CRs the
+    /// patch by path does not). Now a linked attribute file, the base's
+    /// or the job's, refuses the sealed staging, and the patch by path
+    /// stands.
+    #[tokio::test]
+    async fn a_sealed_staging_refuses_a_linked_attribute_file() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let linked = tmp.path().join("linked");
+        sh(
+            tmp.path(),
+            &["clone", "-q", r.to_str().unwrap(), linked.to_str().unwrap()],
+        );
+        std::os::unix::fs::symlink("* text", linked.join(".gitattributes")).unwrap();
+        sh(&linked, &["add", ".gitattributes"]);
+        sh(&linked, &["commit", "-q", "-m", "linked attributes"]);
+        let jobs = tmp.path().join("jobs");
+        let (mut seen, mut expected) = (Vec::new(), Vec::new());
+        for (n, (source, plant_link)) in [(r, true), (linked, false)].into_iter().enumerate() {
+            let ws = Workspace::provision(&jobs, &format!("j{n}"), &spec(source, "main"), "b")
+                .await
+                .unwrap();
+            if plant_link {
+                std::os::unix::fs::symlink("* text", ws.work.join(".gitattributes")).unwrap();
+            }
+            std::fs::write(ws.work.join("win.txt"), "a\r\nb\r\n").unwrap();
+            let sealed = ws.sealed().patch().await.map_err(|e| e.to_string());
+            let by_path = ws.patch().await.unwrap();
+            seen.push((
+                sealed.map(|p| p.diff.contains('\r')),
+                by_path.changed_files.contains(&"win.txt".to_string()),
+                by_path.diff.contains('\r'),
+            ));
+            let refused = format!(
+                "workspace {}: the patch is not staged beside the job: {}: a link, whose target \
+                 git reads from the index as attribute rules",
+                ws.root.display(),
+                ws.work.join(".gitattributes").display()
+            );
+            expected.push((Err(refused), true, false));
+            ws.remove().unwrap();
+        }
+        assert_eq!(seen, expected);
     }
 
     /// A job's ignore rules can make git compute for minutes on a few

@@ -333,6 +333,18 @@ pub(super) async fn list_with(
                 // A sealed walk copies the ignore and attribute files it
                 // reads into the shadow, for git to read there.
                 if let Some(shadow) = shadow {
+                    // Git does not read an attribute file that is a link
+                    // by path, but once staged, reads its blob in the
+                    // index (the link's target) as attribute rules: where
+                    // a file beside it is staged after it, rules the
+                    // shadow cannot hold.
+                    if entry.name == ATTRIBUTES_FILE && entry.file_type == FileType::Symlink {
+                        return Err(WorkspaceError::SealedStaging {
+                            path: git.root.clone(),
+                            file: abs(work, &rel).display().to_string(),
+                            why: super::ignore_shadow::LINKED_ATTRIBUTES.to_string(),
+                        });
+                    }
                     if read_by_git && entry.file_type == FileType::RegularFile {
                         let read =
                             beneath::read_regular_at(fd.as_fd(), &entry.name, MAX_IGNORE_FILE);

@@ -18,7 +18,11 @@
 //! link). Only regular files are copied: a tracked `.gitignore` or
 //! `.gitattributes` that is a link is not read by git either (2.32 and
 //! later open it without following, and fall back to the index's copy,
-//! as they do for a file the shadow lacks).
+//! as they do for a file the shadow lacks). That copy of an attribute
+//! file is the index entry whatever its mode, a link's blob (its target)
+//! read as rules: a `.gitattributes` link, the base's or one the job made
+//! (staged by path before the files beside it), refuses the sealed
+//! staging ([`LINKED_ATTRIBUTES`]).
 
 use std::ffi::OsStr;
 use std::io;
@@ -44,6 +48,14 @@ pub(super) const ATTRIBUTES_FILE: &[u8] = b".gitattributes";
 /// an attribute file that names it, even in a macro, makes every staged
 /// file's attributes worth asking for (`sealed_stage.rs`).
 const ENCODING: &[u8] = b"working-tree-encoding";
+
+/// Why an attribute file that is not a regular file (a link, in the
+/// base's index or the job's tree) refuses the sealed staging: git falls
+/// back from one it cannot read by path to the index's entry of that name,
+/// whatever its mode, and reads its blob (a link's target) as attribute
+/// rules, the job's link too once staged (before the files beside it).
+pub(super) const LINKED_ATTRIBUTES: &str =
+    "a link, whose target git reads from the index as attribute rules";
 
 /// The most bytes of one ignore or attribute file the shadow holds. A
 /// longer one (the base's or the job's) is refused: the staging is then made by path,
@@ -80,12 +92,25 @@ pub(super) struct IgnoreShadow {
 impl IgnoreShadow {
     /// A fresh shadow in `meta` holding the base's ignore and attribute
     /// files (those of `base` named `.gitignore` or `.gitattributes`, regular
-    /// files), read from `git`'s objects.
+    /// files), read from `git`'s objects. A base attribute file that is not
+    /// a regular file (a link: [`LINKED_ATTRIBUTES`]) refuses the sealed
+    /// staging, named under `work`.
     pub async fn make(
         git: &HostGit,
         meta: &Path,
+        work: &Path,
         base: &[TrackedFile],
     ) -> Result<IgnoreShadow, WorkspaceError> {
+        if let Some(f) = base
+            .iter()
+            .find(|f| name_of(&f.path) == ATTRIBUTES_FILE && !FILE_MODES.contains(&f.mode.as_str()))
+        {
+            return Err(WorkspaceError::SealedStaging {
+                path: git.root.clone(),
+                file: work.join(OsStr::from_bytes(&f.path)).display().to_string(),
+                why: LINKED_ATTRIBUTES.to_string(),
+            });
+        }
         let dir = meta.join(SHADOW);
         let fail = |source| WorkspaceError::Write {
             path: git.root.clone(),
