@@ -1,47 +1,220 @@
-//! Removing a tree a job wrote, whatever permissions it left on it. A
-//! job may leave a directory its owner cannot list or write (`chmod 000
-//! dir`, `chmod 500 dir`: a test suite checking its error paths, or a job
-//! that wants its workspace to outlive it). Paddock running as root
-//! removes it anyway; running as the user (a laptop, a build box), the
-//! removal fails with `EACCES` and the job's directory would stay on disk
-//! for good, retried and refused by every reaper pass. Such a tree is the
-//! user's own (the `process` rung runs as the user, the `sandbox` rung's
-//! user namespace maps only the user's id), so [`remove_tree`] gives every
-//! directory in it that lacks them its owner's read, write and search bits
-//! back, then removes it. Nothing is followed: each directory is opened
-//! relative to its parent with `O_NOFOLLOW | O_DIRECTORY` (a link in its
-//! place is not a directory and is left to the removal, which unlinks it),
-//! and its mode is changed through that descriptor (`O_PATH`, through
-//! `/proc/self/fd`, as the C library's `fchmodat(AT_SYMLINK_NOFOLLOW)`
-//! does), never through a path a link could redirect; files are never
-//! changed (unlinking needs only their directory's bits). The walk is
-//! `reopen_tree.rs`'s, which opens a job's closed files for its patch.
+//! Removing a tree a job wrote, whatever permissions it left on it and
+//! however deep it made it. A job may leave a directory its owner cannot
+//! list or write (`chmod 000 dir`, `chmod 500 dir`: a test suite checking
+//! its error paths, or a job that wants its workspace to outlive it).
+//! Paddock running as root removes it anyway; running as the user (a
+//! laptop, a build box), the removal failed with `EACCES` and the job's
+//! directory would stay on disk for good, retried and refused by every
+//! reaper pass. Such a tree is the user's own (the `process` rung runs as
+//! the user, the `sandbox` rung's user namespace maps only the user's id),
+//! so [`remove_deep`] gives every directory in it that lacks them its
+//! owner's read, write and search bits back as it enters it. Nothing is
+//! followed: each directory is opened relative to its parent with
+//! `O_PATH | O_NOFOLLOW | O_DIRECTORY` (a link in its place is not a
+//! directory and is unlinked itself), and its mode is changed through that
+//! descriptor (through `/proc/self/fd`, as the C library's
+//! `fchmodat(AT_SYMLINK_NOFOLLOW)` does), never through a path a link
+//! could redirect; files are never changed (unlinking needs only their
+//! directory's bits).
+//!
+//! A job may also make its tree deeper than any walk holding a descriptor
+//! or a stack frame per level can go: `mkdir d; cd d` in a loop makes
+//! thousands of levels in a fraction of a second, before the disk watcher
+//! stops it (past 256). The standard library's `remove_dir_all` recurses
+//! once per level holding a descriptor in each: 20,000 levels overflowed
+//! a 2 MiB thread's stack (the trash's emptier and the reaper run on such
+//! threads: the whole `paddock` process aborted, `paddock serve` too, and
+//! again at every next start, whose reaper pass empties the trash), and
+//! past the open-file limit (1,024 levels under a common soft limit) it
+//! failed with `EMFILE`, so the directory stayed in the trash for good,
+//! its snapshot held by it. [`remove_deep`] holds two descriptors at most
+//! and no stack per level, whatever the depth: it goes down by each
+//! directory's own descriptor and back up by `..`, checked to be the
+//! directory it came from (device and inode), and never enters a
+//! directory on another device than the tree's (a mount: left, and the
+//! removal fails).
 
+use std::ffi::{CStr, CString};
 use std::io;
+use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
 
-use super::reopen_tree::{give_bits, REMOVING};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, CWD};
+
+use super::reopen_tree::chmod_fd;
 
 /// Removes `path` (a directory and what it holds, or a file or link)
-/// without following links: as it is, and when that is refused for
-/// permissions, again once every directory under it is its owner's to list
-/// and change. Gone already is success.
+/// without following links, a directory by [`remove_deep`] (its owner's
+/// bits given back to each directory it must list and change). Gone
+/// already is success.
 pub fn remove_tree(path: &Path) -> io::Result<()> {
-    let first = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+    let removed = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => remove_deep(path),
         Ok(_) => std::fs::remove_file(path),
         Err(e) => Err(e),
     };
-    match first {
-        Ok(()) => return Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) if e.kind() != io::ErrorKind::PermissionDenied => return Err(e),
-        Err(_) => {}
-    }
-    give_bits(path, nix::unistd::geteuid().as_raw(), REMOVING)?;
-    match std::fs::remove_dir_all(path) {
+    match removed {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         done => done,
+    }
+}
+
+/// One directory of [`remove_deep`]'s way down: its name in its parent,
+/// its identity (device, inode) and the directories in it not yet removed.
+struct Level {
+    name: CString,
+    id: (u64, u64),
+    subdirs: Vec<CString>,
+}
+
+/// Removes the directory `path` and what it holds, whatever its depth,
+/// with at most two descriptors open (module text): each directory is
+/// entered by its descriptor (no link followed, its owner's bits given
+/// back when it is this user's and lacks them), its other entries
+/// unlinked, its directories removed one by one, and left by `..`,
+/// which must be the directory it was entered from. A directory on
+/// another device than `path`'s is not entered: the removal fails.
+pub(crate) fn remove_deep(path: &Path) -> io::Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    let name = CString::new(path.file_name().unwrap_or(path.as_os_str()).as_bytes())
+        .map_err(|_| io::Error::other("a name with a NUL byte"))?;
+    let top = rustix::fs::openat(
+        CWD,
+        parent,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let me = nix::unistd::geteuid().as_raw();
+    let (mut cur, id) = match enter(top.as_fd(), &name, me)? {
+        Some(entered) => entered,
+        // Not a directory (any more): unlinked as it is.
+        None => return unlink(top.as_fd(), &name, AtFlags::empty()),
+    };
+    let device = id.0;
+    let mut levels = vec![Level {
+        name,
+        id,
+        subdirs: empty_out(cur.as_fd())?,
+    }];
+    loop {
+        let Some(level) = levels.last_mut() else {
+            return Ok(());
+        };
+        if let Some(child) = level.subdirs.pop() {
+            match enter(cur.as_fd(), &child, me)? {
+                Some((fd, id)) if id.0 != device => {
+                    drop(fd);
+                    return Err(io::Error::other(format!(
+                        "{} holds a mount (another device): not entered",
+                        path.display()
+                    )));
+                }
+                Some((fd, id)) => {
+                    let subdirs = empty_out(fd.as_fd())?;
+                    cur = fd;
+                    levels.push(Level {
+                        name: child,
+                        id,
+                        subdirs,
+                    });
+                }
+                None => unlink(cur.as_fd(), &child, AtFlags::empty())?,
+            }
+            continue;
+        }
+        let Some(done) = levels.pop() else {
+            return Ok(());
+        };
+        let Some(up) = levels.last() else {
+            drop(cur);
+            return unlink(top.as_fd(), &done.name, AtFlags::REMOVEDIR);
+        };
+        let parent = rustix::fs::openat(
+            &cur,
+            c"..",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = rustix::fs::fstat(&parent)?;
+        if (st.st_dev, st.st_ino) != up.id {
+            return Err(io::Error::other(format!(
+                "a directory under {} was moved while it was removed",
+                path.display()
+            )));
+        }
+        cur = parent;
+        unlink(cur.as_fd(), &done.name, AtFlags::REMOVEDIR)?;
+    }
+}
+
+/// The directory `name` in `dir` opened to be listed and changed, and its
+/// identity; `None` when it is not a directory (a link, a file, gone). Its
+/// owner's read, write and search bits are given back first when this
+/// user (`me`) owns it and it lacks them.
+fn enter(
+    dir: rustix::fd::BorrowedFd<'_>,
+    name: &CStr,
+    me: u32,
+) -> io::Result<Option<(OwnedFd, (u64, u64))>> {
+    let at = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP | rustix::io::Errno::NOENT) => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let st = rustix::fs::fstat(&at)?;
+    if st.st_uid == me && st.st_mode & 0o700 != 0o700 {
+        chmod_fd(&at, (st.st_mode & 0o7777) | 0o700)?;
+    }
+    let fd = rustix::fs::openat(
+        &at,
+        c".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(Some((fd, (st.st_dev, st.st_ino))))
+}
+
+/// Unlinks every entry of `dir` but its directories, which it returns.
+fn empty_out(dir: rustix::fd::BorrowedFd<'_>) -> io::Result<Vec<CString>> {
+    let mut subdirs = Vec::new();
+    let mut others = Vec::new();
+    for entry in Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        let is_dir = match entry.file_type() {
+            FileType::Directory => true,
+            FileType::Unknown => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
+            _ => false,
+        };
+        if is_dir {
+            subdirs.push(name.to_owned());
+        } else {
+            others.push(name.to_owned());
+        }
+    }
+    for name in others {
+        unlink(dir, &name, AtFlags::empty())?;
+    }
+    Ok(subdirs)
+}
+
+/// `unlinkat`, gone already being success.
+fn unlink(dir: rustix::fd::BorrowedFd<'_>, name: &CStr, flags: AtFlags) -> io::Result<()> {
+    match rustix::fs::unlinkat(dir, name, flags) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -92,38 +265,6 @@ mod tests {
             (false, 0o500, "k".to_string())
         );
         closed(&outside, 0o700);
-    }
-
-    /// The mending walk by itself (what a root test process needs no
-    /// mending for): every directory is its owner's to list and change
-    /// after it, a file's mode and a link's target's are as they were.
-    #[test]
-    fn mending_opens_every_directory_and_changes_nothing_else() {
-        let root = tempfile::tempdir().unwrap();
-        let outside = root.path().join("outside");
-        std::fs::create_dir(&outside).unwrap();
-        let tree = root.path().join("tree");
-        std::fs::create_dir_all(tree.join("a/b")).unwrap();
-        std::fs::write(tree.join("a/file"), "x").unwrap();
-        std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
-        let set = |p: &Path, m: u32| {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
-        };
-        set(&tree.join("a/file"), 0o000);
-        set(&outside, 0o000);
-        set(&tree.join("a/b"), 0o010);
-        set(&tree.join("a"), 0o1500);
-        give_bits(&tree, nix::unistd::geteuid().as_raw(), REMOVING).unwrap();
-        assert_eq!(
-            [
-                mode(&tree.join("a")),
-                mode(&tree.join("a/b")),
-                mode(&tree.join("a/file")),
-                mode(&outside)
-            ],
-            [0o1700, 0o710, 0o000, 0o000]
-        );
-        set(&outside, 0o700);
     }
 
     /// Gone already, or a file or link in its place: no error, and a

@@ -12,8 +12,8 @@
 //! records only a file's execute bit, which is left as it is, so the patch
 //! is the one root would make). Nothing is followed: each entry is opened
 //! relative to its directory's descriptor with `O_PATH | O_NOFOLLOW` and
-//! changed through that descriptor (`remove::chmod_fd`); a link is left as
-//! it is, and no entry named `.git` is entered (the patch never reads it).
+//! changed through that descriptor ([`chmod_fd`], which `remove.rs`
+//! shares); a link is left as it is, and no entry named `.git` is entered (the patch never reads it).
 //! An entry owned by someone else is left alone (its `chmod` would fail).
 //! [`open_closed_file`] reads one such file and leaves its mode as it was
 //! (the setup cache storing what a setup command made, before the engine
@@ -35,7 +35,7 @@ const FILE_BITS: u32 = 0o400;
 
 /// What a walk gives back to the entries its user owns.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Bits {
+struct Bits {
     /// Added to every directory that lacks them.
     dir: u32,
     /// Added to every regular file that lacks them (0: files untouched).
@@ -52,15 +52,6 @@ const READING: Bits = Bits {
     git: false,
 };
 
-/// For a removal (`remove.rs`): every directory listed, entered and
-/// changed, `.git` too; files untouched (unlinking needs only their
-/// directory's bits).
-pub(super) const REMOVING: Bits = Bits {
-    dir: 0o700,
-    file: 0,
-    git: true,
-};
-
 /// Gives every directory under `work` (itself included) its owner's read
 /// and search bits and every regular file its owner's read bit, where they
 /// lack them and belong to this process's user; a no-op when Paddock is
@@ -74,9 +65,9 @@ pub fn open_for_reading(work: &Path) -> io::Result<()> {
 }
 
 /// Gives what user `me` owns under `work` (itself included) `bits`,
-/// whoever runs it: [`open_for_reading`], and a removal refused for
-/// permissions (`remove.rs`).
-pub(super) fn give_bits(work: &Path, me: u32, bits: Bits) -> io::Result<()> {
+/// whoever runs it ([`open_for_reading`]; a removal gives its own,
+/// `remove.rs`).
+fn give_bits(work: &Path, me: u32, bits: Bits) -> io::Result<()> {
     let parent = work.parent().unwrap_or(Path::new("/"));
     let name = work.file_name().unwrap_or(std::ffi::OsStr::new("."));
     let parent_fd = rustix::fs::openat(
@@ -192,7 +183,7 @@ fn open_file(
 /// `chmod` of what the `O_PATH` descriptor `fd` names, never through a
 /// path a link could redirect (as the C library's
 /// `fchmodat(AT_SYMLINK_NOFOLLOW)` does).
-fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
+pub(super) fn chmod_fd(fd: &OwnedFd, mode: u32) -> io::Result<()> {
     use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::PermissionsExt as _;
     let via = format!("/proc/self/fd/{}", fd.as_raw_fd());

@@ -225,6 +225,47 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// A job's tree deeper than the open-file limit lets a walk holding a
+    /// descriptor per level go (`mkdir d; cd d` in a loop) leaves the
+    /// trash when it is emptied, nothing said. The standard removal failed with `EMFILE`, and the directory
+    /// stayed in the trash for good, every pass failing on it again.
+    #[test]
+    fn a_tree_deeper_than_the_open_file_limit_leaves_the_trash() {
+        use rustix::fs::{Mode, OFlags};
+        let (soft, _) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        let depth = soft.saturating_add(64).max(2000);
+        if depth > 200_000 {
+            eprintln!("skipping: an open-file limit of {soft} asks for a tree too deep to make");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = dir.path().join("jobs");
+        let root = jobs.join("job-deep");
+        std::fs::create_dir_all(root.join("work")).unwrap();
+        let mut at = rustix::fs::open(
+            root.join("work"),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        )
+        .unwrap();
+        for level in 0..depth {
+            rustix::fs::mkdirat(&at, c"d", Mode::from_raw_mode(0o755)).unwrap();
+            if level % 1000 == 0 {
+                rustix::fs::openat(&at, c"f", OFlags::CREATE | OFlags::WRONLY, Mode::empty())
+                    .unwrap();
+            }
+            at = rustix::fs::openat(&at, c"d", OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty())
+                .unwrap();
+        }
+        drop(at);
+        discard(&root).unwrap();
+        assert_eq!(
+            (empty(&jobs, false), has_entries(&jobs)),
+            (Vec::<String>::new(), false)
+        );
+    }
+
     /// A discarded directory is gone from its place at once, and emptying
     /// deletes it without following a link planted in it: the link's
     /// target outside survives.
