@@ -11,7 +11,9 @@
 //! the open for ever; a link to `/dev/zero` filled Paddock's memory; a link
 //! elsewhere had a host file taken for Paddock's own record.
 //!
-//! Writing: [`open_to_write`], [`write`], [`write_private`]. Reading: [`read`] (a record of
+//! Writing: [`open_to_write`], [`write`], [`write_private`], [`replace`]
+//! (a record made whole at once: a reader finds the old or the new, a
+//! kill mid-way leaves the old). Reading: [`read`] (a record of
 //! Paddock's: absent, refused or too long is an error naming what was
 //! found) and [`read_from`] (a job's file read as it grows: anything but a
 //! regular file reads as nothing).
@@ -57,6 +59,39 @@ pub(crate) fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// readable by Paddock's user alone (mode 0600) when it is made.
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     open_with_mode(path, 0o600)?.write_all(bytes)
+}
+
+/// `bytes` made the whole of `path` at once: written to a new file beside
+/// it (made with `O_EXCL`, never through a link, mode 0644) and renamed
+/// over it, so a reader finds the old text or the new, never a part, and
+/// a kill mid-way leaves the old. A link or anything else at `path` is
+/// replaced, not followed; the new file is removed when the rename fails.
+pub(crate) fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a file's path"));
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.{nanos}.new", std::process::id()));
+    let temp = dir.join(temp_name);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(NO_LINK)
+        .mode(0o644)
+        .open(&temp)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_data()
+        })
+        .and_then(|()| std::fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
 }
 
 /// Whether `path` is a regular file itself (not a link to one): where a

@@ -1,6 +1,7 @@
 //! A GitLab REST API v4 **mock** for the results loop: merge requests
 //! (list by `source_branch` and `state`, create, update), their notes
-//! (post, or refused with a 500 while `refuse_notes`; list paged as GitLab
+//! (post, or refused with a 500 while `refuse_notes`, or posted and
+//! answered with a 500 while `lose_note_answers`; list paged as GitLab
 //! pages them: `page`, `per_page`, `Link` and the `X-Next-Page`… headers;
 //! with system notes and line positions; one read, `GET …/notes/:id`;
 //! edit, `PUT …/notes/:id`, as GitLab allows it: by the note's author or a
@@ -153,6 +154,9 @@ pub struct MockGitLab {
     developer: Arc<AtomicBool>,
     /// Posting a note answers 500 ([`MockGitLab::refuse_notes`]).
     refuse_notes: Arc<AtomicBool>,
+    /// Posting a note posts it but answers 500
+    /// ([`MockGitLab::lose_note_answers`]).
+    lose_note_answers: Arc<AtomicBool>,
 }
 
 fn error(status: StatusCode, message: Value) -> (StatusCode, Value) {
@@ -172,6 +176,7 @@ impl MockGitLab {
             down: Arc::default(),
             developer: Arc::default(),
             refuse_notes: Arc::default(),
+            lose_note_answers: Arc::default(),
         };
         let served = mock.clone();
         forge_mock::serve(listener, "application/json", move |req| {
@@ -366,6 +371,13 @@ impl MockGitLab {
         self.refuse_notes.store(refused, Ordering::SeqCst);
     }
 
+    /// Posts every note posted but answers it with 500 while `lost`: the
+    /// client never learns the note's id, as when it is killed between
+    /// the post and what it does with the answer.
+    pub fn lose_note_answers(&self, lost: bool) {
+        self.lose_note_answers.store(lost, Ordering::SeqCst);
+    }
+
     /// Deletes the user `username` as GitLab does (an account its owner
     /// deleted, a revoked token's bot user): their notes and merge
     /// requests become GitLab's ghost user's (`ghost`, one id for all).
@@ -473,9 +485,10 @@ impl MockGitLab {
         let (route, query) = path.split_once('?').unwrap_or((path, ""));
         let method = &req.method;
         if *method == Method::GET && route == "/user" {
+            let id = user_id(&mut state, &author);
             return (
                 StatusCode::OK,
-                json!({"id": 1, "username": author, "name": author, "state": "active", "bot": true}),
+                json!({"id": id, "username": author, "name": author, "state": "active", "bot": true}),
             )
                 .into();
         }
@@ -525,6 +538,13 @@ impl MockGitLab {
                     false,
                 );
                 state.notes.push((iid(n), note.clone()));
+                if self.lose_note_answers.load(Ordering::SeqCst) {
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        json!("500 Internal Server Error"),
+                    )
+                    .into();
+                }
                 (StatusCode::CREATED, note)
             }
             (&Method::GET, ["merge_requests", n, "notes", id]) => {

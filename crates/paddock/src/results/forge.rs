@@ -65,6 +65,19 @@ pub enum ForgeError {
         step: &'static str,
         source: std::io::Error,
     },
+    /// The job's closeout record (`gitlab_closeout.rs`) is there but not
+    /// one Paddock wrote whole, or cannot be written: no closeout is posted
+    /// or edited, lest a second be posted beside the one it names.
+    #[error(
+        "{forge}: the job's closeout record {path}: cannot {step}: {source} (no closeout posted \
+         or edited; remove the record to have one looked for by its author and posted)"
+    )]
+    CloseoutRecord {
+        forge: &'static str,
+        path: std::path::PathBuf,
+        step: &'static str,
+        source: std::io::Error,
+    },
     #[error("outbox {path}: cannot {step}: {source}")]
     Outbox {
         path: std::path::PathBuf,

@@ -13,7 +13,7 @@
 //! an approval or "merge when the pipeline succeeds" is refused before
 //! anything is sent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
@@ -298,29 +298,35 @@ impl GitLab {
 
     /// The id of the note on merge request `mr` (its notes at `path`)
     /// that is job `job`'s closeout, Paddock's own: the one recorded when
-    /// it was posted (`gitlab_closeout.rs`), if it is still there and
-    /// still this job's closeout; with no record (a job published before
-    /// records were kept, a kill between the post and the record), the
-    /// first note of this job's closeout by the user that opened the merge
-    /// request (this job's first token's bot), by id. Never by a name:
-    /// anyone may take a bot's display name, and GitLab's ghost user holds
-    /// the notes of everyone deleted (a copy of the closeout whose author
-    /// deleted their account too), so a merge request by the ghost (its
-    /// bot user deleted) has none found this way. Anyone may add notes:
-    /// past the bound, Paddock's is not looked for further, and a new
-    /// closeout is posted.
+    /// it was posted (`gitlab_closeout.rs`), if it is still there, still
+    /// this job's closeout and by the user recorded as its poster; with
+    /// only its poster recorded (a kill between the post and the record of
+    /// its note, or the post's answer lost), the first note of this job's
+    /// closeout by that user; with no record (a job published before
+    /// records were kept), the first note of this job's closeout by the
+    /// user that opened the merge request (this job's first token's bot),
+    /// by id. Never by a name: anyone may take a bot's display name, and
+    /// GitLab's ghost user holds the notes of everyone deleted (a copy of
+    /// the closeout whose author deleted their account too), so a merge
+    /// request by the ghost (its bot user deleted) has none found this
+    /// way. Anyone may add notes: past the bound, Paddock's is not looked
+    /// for further, and a new closeout is posted. A record there but not
+    /// read whole is an error: nothing is posted or edited.
     async fn closeout_of(
         &self,
         path: &str,
         mr: &PullRequest,
         job: &str,
     ) -> Result<Option<u64>, ForgeError> {
-        let recorded = self
-            .closeout_record
-            .as_deref()
-            .and_then(|p| super::gitlab_closeout::read(p, mr.number));
+        let recorded = match &self.closeout_record {
+            Some(p) => super::gitlab_closeout::read(p, mr.number)
+                .map_err(|source| self.record_error(p, "read it", source))?,
+            None => None,
+        };
         let holds_ours = |n: &ApiNote| !n.system && super::closeout::job_of(&n.body) == Some(job);
-        if let Some(id) = recorded {
+        if let Some(id) = recorded.and_then(|r| r.note) {
+            // Its author is not checked: GitLab gives a deleted user's
+            // notes to its ghost (a revoked token's bot user).
             let note: Result<(ApiNote, _), _> = self
                 .call_with_headers(
                     "read the closeout",
@@ -336,25 +342,85 @@ impl GitLab {
                 Err(e) => Err(e),
             };
         }
-        let Some(author) = &mr.author else {
-            return Ok(None);
+        let poster = recorded.and_then(|r| r.poster);
+        let author = match (poster, &mr.author) {
+            (Some(poster), _) => poster.to_string(),
+            (None, Some(author)) => author.clone(),
+            (None, None) => return Ok(None),
         };
         let listed = format!("{path}?sort=asc&order_by=created_at");
         let (notes, _): (Vec<ApiNote>, _) = self
             .list_some("read the merge request's notes", &listed)
             .await?;
-        Ok(notes
+        let found = notes
             .iter()
-            .find(|n| n.author.id.to_string() == *author && holds_ours(n))
-            .map(|n| n.id))
+            .find(|n| n.author.id.to_string() == author && holds_ours(n))
+            .map(|n| n.id);
+        // A poster recorded whose closeout is not found by it: its post
+        // never made one, a reviewer deleted it, or its user was deleted
+        // (a revoked token's bot) and the note is now the ghost's, which
+        // an outsider's deleted copy may be too. The last cannot be told
+        // apart: nothing is posted beside it, nothing edited.
+        if let (None, Some(_), Some(path)) = (found, poster, &self.closeout_record) {
+            if notes
+                .iter()
+                .any(|n| n.author.username == GHOST && holds_ours(n))
+            {
+                return Err(self.record_error(
+                    path,
+                    "tell which note is the closeout",
+                    std::io::Error::other(
+                        "it names the closeout's poster only (a publish stopped between its post \
+                         and its record), whose note is not found by it, and GitLab's ghost user \
+                         holds one: it may be Paddock's, its bot user deleted, or a copy",
+                    ),
+                ));
+            }
+        }
+        Ok(found)
+    }
+
+    /// The error of the closeout record at `path`.
+    fn record_error(&self, path: &Path, step: &'static str, source: std::io::Error) -> ForgeError {
+        ForgeError::CloseoutRecord {
+            forge: FORGE,
+            path: path.to_path_buf(),
+            step,
+            source,
+        }
+    }
+
+    /// Records that the user of this publish's token is about to post the
+    /// job's closeout on merge request `iid`, before the post: a kill
+    /// after it leaves the next publish that user to look for. Not
+    /// recorded, nothing is posted.
+    async fn record_posting(&self, iid: u64) -> Result<(), ForgeError> {
+        let Some(path) = &self.closeout_record else {
+            return Ok(());
+        };
+        let me: ApiUser = self
+            .call("read the token's user", Method::GET, "/user", None)
+            .await?;
+        let record = super::gitlab_closeout::CloseoutNote {
+            merge_request: iid,
+            note: None,
+            poster: Some(me.id),
+        };
+        super::gitlab_closeout::write(path, record)
+            .map_err(|source| self.record_error(path, "write it", source))
     }
 
     /// Records `note` as the job's closeout on merge request `iid`, for
     /// the next publish to edit; a record that cannot be written leaves
-    /// the next publish to look for it by its author (`closeout_of`).
-    fn record_closeout(&self, iid: u64, note: u64) {
+    /// the one before it (naming the note or its poster).
+    fn record_closeout(&self, iid: u64, note: &ApiNote) {
         if let Some(path) = &self.closeout_record {
-            let _ = super::gitlab_closeout::write(path, iid, note);
+            let record = super::gitlab_closeout::CloseoutNote {
+                merge_request: iid,
+                note: Some(note.id),
+                poster: Some(note.author.id),
+            };
+            let _ = super::gitlab_closeout::write(path, record);
         }
     }
 }
@@ -490,7 +556,7 @@ impl Forge for GitLab {
                     .await;
                 match edited {
                     Ok((note, _)) => {
-                        self.record_closeout(mr.number, note.id);
+                        self.record_closeout(mr.number, &note);
                         return Ok(Some(format!("{}#note_{}", mr.url, note.id)));
                     }
                     // Deleted since it was found (a reviewer deleted the
@@ -500,6 +566,7 @@ impl Forge for GitLab {
                 }
             }
         }
+        self.record_posting(mr.number).await?;
         let note: ApiNote = self
             .call(
                 "post the closeout",
@@ -508,7 +575,7 @@ impl Forge for GitLab {
                 json(&NewNote { body }),
             )
             .await?;
-        self.record_closeout(mr.number, note.id);
+        self.record_closeout(mr.number, &note);
         Ok(Some(format!("{}#note_{}", mr.url, note.id)))
     }
 

@@ -9,13 +9,25 @@
 //! of the closeout among them). A note's id is GitLab's and never given
 //! twice.
 //!
+//! Before a closeout is posted, the record names the user who is about to
+//! post it (the publish's token's bot user, by id, asked of `GET /user`):
+//! a publish killed between the post and the record of its note (or whose
+//! post's answer was lost) leaves that, and the next publish edits the
+//! closeout that user posted instead of posting a second. Each record is
+//! written whole or not at all (a new file renamed over the old:
+//! `own_file::replace`), never through a link.
+//!
 //! The record is hostile input where a `process`-rung job could write it
 //! (it runs as Paddock's user): read without following a link or waiting
 //! on a FIFO, at most [`MAX_BYTES`], unknown fields refused; it can name
 //! only a note of this job's merge request (the iid must be the one the
 //! publish found, the path is the spec's project), and only one holding
-//! this job's closeout is edited. A record missing or refused is as none:
-//! the closeout is looked for by the author's id (`gitlab.rs`).
+//! this job's closeout and by the user recorded is edited. A record
+//! missing, or for another merge request, is as none: the closeout is
+//! looked for by the opener's id (`gitlab.rs`). A record there but not
+//! read whole (a link, a FIFO, cut short, not a record) fails the
+//! closeout: neither a closeout posted beside the one it may name nor a
+//! note edited.
 
 use std::path::Path;
 
@@ -27,34 +39,46 @@ pub const RECORD: &str = ".gitlab-closeout.json";
 /// The most bytes of a record read.
 const MAX_BYTES: u64 = 1024;
 
-/// Where the job's closeout note is.
+/// Where the job's closeout note is, or who is posting it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CloseoutNote {
     /// The merge request's iid.
     pub merge_request: u64,
-    /// The note's id.
-    pub note: u64,
+    /// The note's id, once its post was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<u64>,
+    /// The id of the user who posted it (or is about to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poster: Option<u64>,
 }
 
-/// The note `path` records for merge request `iid`; `None` when there is
-/// no record, it cannot be read (a link, a FIFO, too long, not JSON) or it
-/// names another merge request.
-pub fn read(path: &Path, iid: u64) -> Option<u64> {
-    let text = crate::own_file::read(path, MAX_BYTES).ok()?;
-    let record: CloseoutNote = serde_json::from_str(&text).ok()?;
-    (record.merge_request == iid).then_some(record.note)
-}
-
-/// Records `note` as the closeout on merge request `iid` (never through a
-/// link planted at `path`).
-pub fn write(path: &Path, iid: u64, note: u64) -> std::io::Result<()> {
-    let record = CloseoutNote {
-        merge_request: iid,
-        note,
+/// The record at `path` for merge request `iid`: `Ok(None)` when there is
+/// none or it is another merge request's; an error when one is there but
+/// cannot be read whole as a record (a link, a FIFO, too long, cut short,
+/// not JSON, naming neither a note nor a poster).
+pub fn read(path: &Path, iid: u64) -> std::io::Result<Option<CloseoutNote>> {
+    let text = match crate::own_file::read(path, MAX_BYTES) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
     };
+    let record: CloseoutNote = serde_json::from_str(&text)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    if record.note.is_none() && record.poster.is_none() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "names neither a note nor its poster",
+        ));
+    }
+    Ok((record.merge_request == iid).then_some(record))
+}
+
+/// Records `record` at `path`, whole or not at all, never through a link
+/// planted there.
+pub fn write(path: &Path, record: CloseoutNote) -> std::io::Result<()> {
     let text = serde_json::to_string(&record).map_err(std::io::Error::other)?;
-    crate::own_file::write(path, text.as_bytes())
+    crate::own_file::replace(path, text.as_bytes())
 }
 
 #[cfg(test)]
@@ -62,46 +86,78 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// A record is read back for its own merge request only; a link to
-    /// one, a FIFO, an unknown field, a record too long or none at all
-    /// reads as no record, and a write never goes through a link.
+    fn note(merge_request: u64, note: u64) -> CloseoutNote {
+        CloseoutNote {
+            merge_request,
+            note: Some(note),
+            poster: Some(7),
+        }
+    }
+
+    /// A record is read back for its own merge request only, an older
+    /// record without a poster too; none at all reads as none; a link to
+    /// one, a FIFO, an unknown field, a record too long, cut short or
+    /// naming nothing is an error; a write replaces a link planted there
+    /// (its target keeps its text) and leaves no other file.
     #[test]
     fn a_record_is_its_merge_requests_and_never_a_links() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(RECORD);
-        write(&path, 3, 507).unwrap();
+        write(&path, note(3, 507)).unwrap();
         let linked = dir.path().join("linked.json");
         std::os::unix::fs::symlink(&path, &linked).unwrap();
         let fifo = dir.path().join("fifo.json");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
-        let extra = dir.path().join("extra.json");
-        std::fs::write(&extra, r#"{"merge_request":3,"note":9,"url":"x"}"#).unwrap();
-        let long = dir.path().join("long.json");
-        std::fs::write(
-            &long,
-            format!("{{\"merge_request\":3,\"note\":9}}{}", " ".repeat(2000)),
-        )
-        .unwrap();
-        let outside = dir.path().join("outside");
-        std::fs::write(&outside, "theirs").unwrap();
+        let plant = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let older = plant("older.json", r#"{"merge_request":3,"note":9}"#);
+        let extra = plant("extra.json", r#"{"merge_request":3,"note":9,"url":"x"}"#);
+        let long = plant(
+            "long.json",
+            &format!("{{\"merge_request\":3,\"note\":9}}{}", " ".repeat(2000)),
+        );
+        let torn = plant("torn.json", r#"{"merge_request":3,"no"#);
+        let empty = plant("empty.json", "");
+        let nothing = plant("nothing.json", r#"{"merge_request":3}"#);
+        let outside = plant("outside", "theirs");
         let planted = dir.path().join("planted.json");
         std::os::unix::fs::symlink(&outside, &planted).unwrap();
+        let read_as = |p: &Path| read(p, 3).map_err(|_| "refused");
+        let mut names: Vec<String> = Vec::new();
+        write(&planted, note(3, 1)).unwrap();
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            names.push(e.unwrap().file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
         assert_eq!(
             (
-                [&path, &linked, &fifo, &extra, &long]
-                    .map(|p| read(p, 3))
+                [&path, &older, &planted].map(|p| read_as(p)).to_vec(),
+                [&linked, &fifo, &extra, &long, &torn, &empty, &nothing]
+                    .map(|p| read_as(p))
                     .to_vec(),
-                read(&path, 4),
-                read(&dir.path().join("none.json"), 3),
-                write(&planted, 3, 1).is_err(),
-                std::fs::read_to_string(&outside).unwrap()
+                read(&path, 4).unwrap(),
+                read(&dir.path().join("none.json"), 3).unwrap(),
+                std::fs::read_to_string(&outside).unwrap(),
+                names.len(),
             ),
             (
-                vec![Some(507), None, None, None, None],
+                vec![
+                    Ok(Some(note(3, 507))),
+                    Ok(Some(CloseoutNote {
+                        merge_request: 3,
+                        note: Some(9),
+                        poster: None
+                    })),
+                    Ok(Some(note(3, 1)))
+                ],
+                vec![Err("refused"); 7],
                 None,
                 None,
-                true,
-                "theirs".to_string()
+                "theirs".to_string(),
+                11,
             )
         );
     }

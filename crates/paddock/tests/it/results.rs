@@ -3169,6 +3169,7 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
             ("POST /projects/acme%2Fwidgets/access_tokens".to_string(), host.clone()),
             ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=all".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests".to_string(), job.clone()),
+            ("GET /user".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests/1/notes".to_string(), job.clone()),
             ("DELETE /projects/acme%2Fwidgets/access_tokens/70".to_string(), host.clone()),
         ]
@@ -4419,6 +4420,132 @@ async fn a_gitlab_publish_after_a_failed_one_keeps_one_closeout() {
             ],
             vec![(1, bots[1].clone(), closeout)]
         )
+    );
+}
+
+/// A publish killed between posting its closeout and recording it (here
+/// the post's answer lost: the note is on the merge request, Paddock never
+/// learns its id), its closeout posted by a token other than the one that
+/// opened the merge request (the first publish failed once it was open),
+/// then `paddock publish` again: the closeout posted is edited, one
+/// remains. Before, the next publish found no record and no note by the
+/// opener, and posted a second closeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_gitlab_publish_killed_after_posting_its_closeout_keeps_one() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    mock.refuse_notes(true);
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    mock.refuse_notes(false);
+    mock.lose_note_answers(true);
+    let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
+    let args = ["publish", "--json", first.id.as_str()];
+    let lost = home.paddock(&args, &env).await;
+    let lost = (lost.status.code(), mock.note_ids());
+    mock.lose_note_answers(false);
+    let out = home.paddock(&args, &env).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let bots = mock.bots();
+    assert_eq!(
+        (lost, (out.status.code(), record(&out).status), mock.notes()),
+        (
+            (Some(1), vec![500]),
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![(1, bots[1].clone(), closeout)]
+        )
+    );
+}
+
+/// As above, but the killed publish's bot user deleted before the next
+/// publish (its token revoked): the closeout it posted is GitLab's ghost's,
+/// as an outsider's deleted copy would be. Neither can be told from the
+/// other, so the next publish posts no second closeout and edits none; it
+/// fails, naming the record.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_gitlab_publishs_closeout_by_the_ghost_is_neither_doubled_nor_edited() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    mock.refuse_notes(true);
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    mock.refuse_notes(false);
+    mock.lose_note_answers(true);
+    let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
+    let args = ["publish", "--json", first.id.as_str()];
+    home.paddock(&args, &env).await;
+    mock.lose_note_answers(false);
+    mock.delete_user(&mock.bots()[1]);
+    let notes = mock.notes();
+    let out = home.paddock(&args, &env).await;
+    assert_eq!(
+        (
+            notes.len(),
+            out.status.code(),
+            record(&out)
+                .reason
+                .is_some_and(|r| r.contains("cannot tell which note is the closeout")),
+            mock.notes() == notes
+        ),
+        (1, Some(1), true, true)
+    );
+}
+
+/// A GitLab closeout record cut short (a kill mid-write of a Paddock that
+/// wrote it in place) or not Paddock's (a link): `paddock publish` posts
+/// no closeout beside the one on the merge request and edits none; it
+/// fails, naming the record, until the record is removed. Before, such a
+/// record read as none, and a closeout posted by a later token (the first
+/// publish failed once the merge request was open) was not found by its
+/// opener: a second closeout was posted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_torn_gitlab_closeout_record_posts_no_second_closeout() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    mock.refuse_notes(true);
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    mock.refuse_notes(false);
+    let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
+    let args = ["publish", "--json", first.id.as_str()];
+    let posted = home.paddock(&args, &env).await.status.code();
+    let notes = mock.notes();
+    let record_path = home
+        .data()
+        .join("artifacts")
+        .join(&first.id)
+        .join(".gitlab-closeout.json");
+    let whole = std::fs::read_to_string(&record_path).unwrap();
+    let mut seen = Vec::new();
+    for torn in [whole[..whole.len() / 2].to_string(), String::new()] {
+        std::fs::write(&record_path, &torn).unwrap();
+        let out = home.paddock(&args, &env).await;
+        seen.push((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).contains(".gitlab-closeout.json"),
+            mock.notes() == notes,
+        ));
+    }
+    std::fs::remove_file(&record_path).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &record_path).unwrap();
+    let out = home.paddock(&args, &env).await;
+    seen.push((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).contains(".gitlab-closeout.json"),
+        mock.notes() == notes,
+    ));
+    assert_eq!(
+        (posted, notes.len(), seen),
+        (Some(0), 1, vec![(Some(1), true, true); 3])
     );
 }
 
