@@ -1,7 +1,7 @@
 //! `paddock run`: run a job spec to its end, with live progress on stderr
 //! and the summary (or the job record as JSON) on stdout.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -88,9 +88,13 @@ pub async fn exec(
     // waits for when the job asks for the sandbox or `auto`) runs beside
     // the store's opening and the reaper's pass instead of after them
     // (issue #14: the job's start-up path); admission reads its answer.
-    let rungs = paddock::rung::Rungs::host(
+    // Its last success on this host is taken when fresh and made under
+    // the same conditions (`rung/probe_cache.rs`): no sandbox started
+    // just to learn again what the previous job learnt.
+    let rungs = paddock::rung::Rungs::host_caching_probe(
         &std::env::current_exe().context("locate the paddock binary")?,
         cgroup_root().as_deref(),
+        paddock::rung::probe_cache::ProbeCache::in_dir(&host_dir_of(paths, host_dir.as_deref())),
     );
     if matches!(spec.isolation, Isolation::Sandbox | Isolation::Auto) {
         let sandbox = rungs.sandbox.clone();
@@ -329,6 +333,15 @@ pub fn cgroup_root() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The host directory: `--host-dir`, else `host/` beside the jobs
+/// directory.
+pub fn host_dir_of(paths: &Paths, host_dir: Option<&Path>) -> PathBuf {
+    host_dir.map_or_else(
+        || paths.jobs.parent().unwrap_or(&paths.jobs).join("host"),
+        Path::to_path_buf,
+    )
+}
+
 /// What a [`Runner`] of this process runs with (`run` and `serve`).
 pub fn runner_config(
     paths: &Paths,
@@ -341,8 +354,7 @@ pub fn runner_config(
         prices: Arc::new(prices),
         host_path: std::env::var_os("PATH"),
         cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-        host_dir: host_dir
-            .unwrap_or_else(|| paths.jobs.parent().unwrap_or(&paths.jobs).join("host")),
+        host_dir: host_dir_of(paths, host_dir.as_deref()),
         helper_exe: std::env::current_exe().context("locate the paddock binary")?,
         cgroup_root: cgroup_root(),
         liveness,

@@ -12,10 +12,13 @@
 //! one running `true`) and `process` elsewhere, with the reason carried to
 //! a `policy` event. An explicit `sandbox` on a host that cannot start one
 //! refuses the job, naming what failed (fail closed); `process` needs no
-//! check.
+//! check. `paddock run` takes the probe's answer from the host's last
+//! success when it is fresh and made under the same conditions
+//! (`probe_cache.rs`).
 
 #[cfg(test)]
 pub(crate) mod fake;
+pub mod probe_cache;
 mod process;
 mod sandbox;
 
@@ -181,6 +184,23 @@ impl Rungs {
                 helper_exe.to_path_buf(),
                 cgroup_root.map(Path::to_path_buf),
             )),
+        }
+    }
+
+    /// [`Rungs::host`] whose sandbox probe's success is kept in, and taken
+    /// from, `cache` (`probe_cache.rs`): `paddock run`, one job per
+    /// process.
+    pub fn host_caching_probe(
+        helper_exe: &Path,
+        cgroup_root: Option<&Path>,
+        cache: probe_cache::ProbeCache,
+    ) -> Rungs {
+        Rungs {
+            process: Arc::new(ProcessRung::new(helper_exe.to_path_buf())),
+            sandbox: Arc::new(
+                SandboxRung::new(helper_exe.to_path_buf(), cgroup_root.map(Path::to_path_buf))
+                    .with_probe_cache(cache),
+            ),
         }
     }
 

@@ -6,7 +6,9 @@
 //! on its own socket through a second forwarder at
 //! `127.0.0.1:`[`SANDBOX_EGRESS_PORT`]). A host profile's memory and CPU
 //! caps are cgroup caps here. Whether this host can start a sandbox is
-//! probed once per rung (a real start running `true`).
+//! probed once per rung (a real start running `true`), or, with a
+//! [`ProbeCache`] (`paddock run`), taken from the host's last success
+//! (probe_cache.rs); a helper that could not set up clears that record.
 
 use std::path::PathBuf;
 
@@ -14,6 +16,7 @@ use paddock_protocol::{EgressRecord, HostProfile, Isolation};
 use tokio::process::Command;
 use tokio::sync::{mpsc, OnceCell};
 
+use super::probe_cache::ProbeCache;
 use super::process::ChildProcess;
 use super::{EgressHandle, EngineProcess, Leftovers, Reap, Rung, RungError, RungJob};
 use crate::broker::{self, BrokerConfig, BrokerHandle};
@@ -29,6 +32,8 @@ pub struct SandboxRung {
     /// (`PADDOCK_CGROUP_ROOT`); None: `/sys/fs/cgroup`.
     cgroup_root: Option<PathBuf>,
     probed: OnceCell<Option<String>>,
+    /// Where the host's last successful probe is kept (None: probe).
+    probe_cache: Option<ProbeCache>,
 }
 
 impl SandboxRung {
@@ -39,8 +44,43 @@ impl SandboxRung {
             helper_exe,
             cgroup_root,
             probed: OnceCell::new(),
+            probe_cache: None,
         }
     }
+
+    /// This rung taking its probe's answer from `cache` where it holds a
+    /// fresh success of this host, and keeping its own success there.
+    pub fn with_probe_cache(self, cache: ProbeCache) -> SandboxRung {
+        SandboxRung {
+            probe_cache: Some(cache),
+            ..self
+        }
+    }
+}
+
+/// The probe's answer for the helper `exe` (None: a sandbox starts),
+/// from `cache` when it holds a fresh success under this process's key,
+/// else probed, a success kept there.
+fn probe_or_cached(exe: &std::path::Path, cache: Option<&ProbeCache>) -> Option<String> {
+    let cached = cache.and_then(|cache| match super::probe_cache::key(exe) {
+        Ok(key) => Some((cache, key)),
+        Err(e) => {
+            tracing::debug!(error = %e, "the sandbox probe's key: probing");
+            None
+        }
+    });
+    if let Some((cache, key)) = &cached {
+        if cache.holds(key, std::time::SystemTime::now()) {
+            return None;
+        }
+    }
+    let answer = super::probe_sandbox(exe);
+    if let (None, Some((cache, key))) = (&answer, &cached) {
+        if let Err(e) = cache.keep(key, std::time::SystemTime::now()) {
+            tracing::warn!(path = %cache.path().display(), error = %e, "keep the sandbox probe's success");
+        }
+    }
+    answer
 }
 
 /// The most of the helper's notices read after a command.
@@ -101,7 +141,8 @@ impl Rung for SandboxRung {
         self.probed
             .get_or_init(|| async {
                 let exe = self.helper_exe.clone();
-                tokio::task::spawn_blocking(move || super::probe_sandbox(&exe))
+                let cache = self.probe_cache.clone();
+                tokio::task::spawn_blocking(move || probe_or_cached(&exe, cache.as_ref()))
                     .await
                     .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")))
             })
@@ -215,12 +256,14 @@ impl Rung for SandboxRung {
             })?;
         let mut c = Command::from(std_cmd);
         c.kill_on_drop(true);
-        Ok(Box::new(ChildProcess::spawn(
-            c,
-            "sandbox helper",
-            job.job_id,
-            cmd,
-        )?))
+        let helper = ChildProcess::spawn(c, "sandbox helper", job.job_id, cmd)?;
+        Ok(match &self.probe_cache {
+            Some(cache) => Box::new(ClearsProbe {
+                helper,
+                cache: cache.clone(),
+            }),
+            None => Box::new(helper),
+        })
     }
 
     async fn reap(&self, job: &Reap<'_>) -> Leftovers {
@@ -235,5 +278,40 @@ impl Rung for SandboxRung {
         .await;
         left.notices = take_notices(job.root);
         left
+    }
+}
+
+/// The helper of a rung with a [`ProbeCache`]: one that exits
+/// [`paddock_sandbox::exit::SETUP_FAILED`] (a protection it could not set
+/// up; or the job's own command exiting so) clears the record, so the
+/// next job probes again.
+struct ClearsProbe {
+    helper: ChildProcess,
+    cache: ProbeCache,
+}
+
+#[async_trait::async_trait]
+impl EngineProcess for ClearsProbe {
+    fn take_stdin(&mut self) -> Option<super::Stdin> {
+        self.helper.take_stdin()
+    }
+    fn take_stdout(&mut self) -> Option<super::Output> {
+        self.helper.take_stdout()
+    }
+    fn take_stderr(&mut self) -> Option<super::Output> {
+        self.helper.take_stderr()
+    }
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let status = self.helper.wait().await?;
+        if status.code() == Some(paddock_sandbox::exit::SETUP_FAILED) {
+            self.cache.forget();
+        }
+        Ok(status)
+    }
+    fn stop(&mut self) {
+        self.helper.stop();
+    }
+    fn kill(&mut self) {
+        self.helper.kill();
     }
 }

@@ -3,7 +3,10 @@
 //! group (on both rungs: the `process` rung's supervisor kills it too), and
 //! the engine sees the sandbox, not the host; the default pids cap holds;
 //! where no sandbox can start (inside one), `auto` falls back to `process`
-//! and says why, and an explicit `sandbox` is refused. A setup command
+//! and says why, and an explicit `sandbox` is refused (a failed probe is
+//! never kept); a successful probe is kept in the host directory, taken
+//! by the next job while fresh and under the same key, and cleared by a
+//! helper exiting 125. A setup command
 //! that leaves the engine's config (or its directory) as a link to the
 //! host, or as a FIFO, does not have Paddock write through it or hang on
 //! it when it writes the engine's config after setup; an engine that
@@ -272,6 +275,9 @@ async fn auto_falls_back_and_sandbox_is_refused_where_none_starts() {
         }]
     );
 
+    // A failed probe is never kept: each run says why again.
+    assert_eq!(probe_record(&home), None);
+
     std::fs::write(&spec, format!("isolation = \"sandbox\"\n{text}")).unwrap();
     let out = run_where_no_sandbox_starts(&home, &spec).await;
     assert_eq!(out.status.code(), Some(2));
@@ -282,6 +288,117 @@ async fn auto_falls_back_and_sandbox_is_refused_where_none_starts() {
              (`paddock doctor` shows what is missing; `isolation = \"process\"` runs unconfined)"
         )
     );
+}
+
+/// The host's record of the sandbox probe's last success
+/// (`rung/probe_cache.rs`) in `home`: its key and time, if there is one.
+fn probe_record(home: &Home) -> Option<(String, u64)> {
+    let path = home
+        .path()
+        .join("host")
+        .join(paddock::rung::probe_cache::FILE);
+    let text = std::fs::read_to_string(path).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    Some((
+        v["key"].as_str().unwrap().to_string(),
+        v["at"].as_u64().unwrap(),
+    ))
+}
+
+fn set_probe_record(home: &Home, key: &str, at: u64) {
+    let path = home
+        .path()
+        .join("host")
+        .join(paddock::rung::probe_cache::FILE);
+    std::fs::write(
+        path,
+        serde_json::json!({ "key": key, "at": at }).to_string(),
+    )
+    .unwrap();
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// `paddock run` keeps the sandbox probe's success in the host directory
+/// under the key of this host and binary, and the next job takes it while
+/// it is fresh (the record is not written again); a stale record or one
+/// under another key is probed again and replaced; a helper that exits
+/// 125 (could not set up; here the job's own engine exiting so) clears it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sandbox_probes_success_is_kept_taken_while_fresh_and_cleared() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let home = Home::new();
+    let spec = stand_in_job(&home, "true", true);
+    let run = |spec: std::path::PathBuf| {
+        let home = &home;
+        async move {
+            let out = home
+                .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+                .await;
+            let rec = record(&out);
+            (rec.isolation, rec.reason)
+        }
+    };
+    let key = paddock::rung::probe_cache::key(&paddock_test_support::home::paddock_bin()).unwrap();
+
+    assert_eq!(probe_record(&home), None);
+    let before = unix_now();
+    // A stand-in that prints no turn ends failed, its reason this.
+    let stand_in_end = run(spec.clone()).await.1;
+    assert_eq!(
+        stand_in_end.as_deref(),
+        Some("the engine exited without finishing its turn")
+    );
+    assert_eq!(
+        run(spec.clone()).await,
+        ("sandbox".into(), stand_in_end.clone())
+    );
+    let (kept, at) = probe_record(&home).unwrap();
+    assert_eq!(kept, key);
+    assert!((before..=unix_now()).contains(&at), "{at}");
+
+    // Fresh: taken, not probed (a probe would write the record again).
+    let earlier = unix_now() - 600;
+    set_probe_record(&home, &key, earlier);
+    assert_eq!(
+        run(spec.clone()).await,
+        ("sandbox".into(), stand_in_end.clone())
+    );
+    assert_eq!(probe_record(&home), Some((key.clone(), earlier)));
+
+    // Stale, or another host's or binary's: probed again, replaced.
+    for (planted, at) in [
+        (key.clone(), unix_now() - 2 * 3600),
+        ("another host".to_string(), unix_now()),
+    ] {
+        set_probe_record(&home, &planted, at);
+        let before = unix_now();
+        assert_eq!(
+            run(spec.clone()).await,
+            ("sandbox".into(), stand_in_end.clone())
+        );
+        let (kept, at) = probe_record(&home).unwrap();
+        assert_eq!(kept, key, "after {planted:?}");
+        assert!((before..=unix_now()).contains(&at), "{at}");
+    }
+
+    // A helper exiting 125 clears the record; the next job probes again
+    // and keeps its success.
+    paddock_test_support::jobs::stand_in_codex(&home.path().join("fakebin"), "exit 125");
+    let (isolation, reason) = run(spec.clone()).await;
+    assert_eq!(isolation, "sandbox");
+    assert_eq!(reason.as_deref(), Some("the engine exited with status 125"));
+    assert_eq!(probe_record(&home), None);
+    paddock_test_support::jobs::stand_in_codex(&home.path().join("fakebin"), "true");
+    assert_eq!(run(spec).await, ("sandbox".into(), stand_in_end.clone()));
+    assert_eq!(probe_record(&home).map(|(k, _)| k), Some(key));
 }
 
 /// `paddock ARGS` on `home`, started by a shell that first opens `secret`
