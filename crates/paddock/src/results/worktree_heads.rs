@@ -13,7 +13,8 @@
 //! `<name>` a branch name of plain ASCII other than the job's branch,
 //! whose own loose ref is absent or a plain object name (so not itself a
 //! symbolic ref that git would resolve to the job's branch; a packed ref
-//! never is one). Every file is opened beneath `.git` without following
+//! never is one), and no `reftable` directory (a reftable repository's
+//! HEADs are in its tables, whatever its `HEAD` files say). Every file is opened beneath `.git` without following
 //! any link (`workspace/beneath.rs`). Anything else (a detached `HEAD`, a
 //! worktree on the branch, a reftable repository, whose `HEAD` files read
 //! `ref: refs/heads/.invalid`, a link anywhere, an unreadable file) is
@@ -81,6 +82,13 @@ fn read_heads(source: &Path, wanted: &str) -> Read<Option<String>> {
     match open_beneath(git.as_fd(), b"commondir", OFlags::RDONLY) {
         Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => {}
         _ => return Ok(Some("a commondir file".into())),
+    }
+    // A reftable repository's HEADs are in its tables: git reads no
+    // `HEAD` file for them (it writes `ref: refs/heads/.invalid` there,
+    // but a tool writing `HEAD` by hand may have left a branch's name).
+    match open_beneath(git.as_fd(), b"reftable", OFlags::PATH) {
+        Err(e) if e.raw_os_error() == Some(Errno::NOENT.raw_os_error()) => {}
+        _ => return Ok(Some("a reftable directory".into())),
     }
     if let Some(why) = head_in_the_way(git.as_fd(), "HEAD", wanted)? {
         return Ok(Some(why));
@@ -222,6 +230,7 @@ mod tests {
             "a worktree directory a link",
             ".git a file",
             "reftable",
+            "reftable on the branch, its HEAD file naming another",
         ];
         let mut seen = Vec::new();
         for case in cases {
@@ -291,10 +300,18 @@ mod tests {
                         .success();
                     if !made {
                         eprintln!("note: this git makes no reftable repository");
-                        seen.push((case, false, false));
+                        seen.push((case, false, case != "reftable"));
                         continue;
                     }
                     git(&r, &["commit", "-q", "--allow-empty", "-m", "one"]);
+                    if case != "reftable" {
+                        git(&r, &["checkout", "-q", "-b", "paddock/T-1/1"]);
+                        std::fs::write(r.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+                        // The stub older gits stop at, a directory now
+                        // (git's reftable backend reads neither).
+                        std::fs::remove_file(r.join(".git/refs/heads")).unwrap();
+                        std::fs::create_dir(r.join(".git/refs/heads")).unwrap();
+                    }
                     source_for_git = r;
                 }
             }
@@ -316,6 +333,11 @@ mod tests {
             ("a worktree directory a link", false, false),
             (".git a file", false, false),
             ("reftable", false, false),
+            (
+                "reftable on the branch, its HEAD file naming another",
+                false,
+                true,
+            ),
         ];
         assert_eq!(seen, want);
     }
