@@ -392,10 +392,16 @@ pub async fn reap_on(
         }
     }
     // Job directories teardown moved into the trash and no remover
-    // finished (killed, or still at it: then it is left to finish).
-    report
-        .errors
-        .extend(crate::workspace::trash::empty(&paths.jobs, false));
+    // finished (killed, or still at it: then it is left to finish), for
+    // at most `START_BUDGET`: this pass is on a job's start-up path, and
+    // the rest is left to the remover that job's run starts, or to
+    // `paddock gc`, which empties the trash after its pass.
+    let deadline = std::time::Instant::now() + crate::workspace::trash::START_BUDGET;
+    report.errors.extend(crate::workspace::trash::empty_until(
+        &paths.jobs,
+        false,
+        Some(deadline),
+    ));
     // The caches last: a dead job reaped above names no snapshot any more.
     let pruned = crate::workspace::prune::prune(&paths.jobs, crate::workspace::prune::UNUSED_FOR);
     report.pruned = pruned.removed;

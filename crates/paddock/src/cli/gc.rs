@@ -20,6 +20,14 @@ pub async fn exec(args: GcArgs, paths: &Paths) -> Result<u8, Failure> {
     let max_bytes = config.caches.max_bytes();
     let liveness = super::run::liveness(paths, &config.hosts)?;
     let mut report = paddock::reaper::reap(paths, &*store, &liveness).await;
+    // What the pass left in the trash (it empties for a bounded time),
+    // emptied whole: another remover at it is waited for.
+    let jobs = paths.jobs.clone();
+    let emptied =
+        tokio::task::spawn_blocking(move || paddock::workspace::trash::empty(&jobs, true))
+            .await
+            .context("empty the trash")?;
+    report.errors.extend(emptied);
     // The caches held to their size cap, after the age pruning.
     if let Some(max_bytes) = max_bytes {
         let jobs = paths.jobs.clone();

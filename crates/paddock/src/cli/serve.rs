@@ -232,6 +232,16 @@ pub async fn exec(
     for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
         errln!("paddock: {line}");
     }
+    // What the pass left in the trash (it empties for a bounded time),
+    // emptied on a thread of its own: nothing waits for it.
+    if paddock::workspace::trash::has_entries(&paths.jobs) {
+        let jobs = paths.jobs.clone();
+        tokio::task::spawn_blocking(move || {
+            for e in paddock::workspace::trash::empty(&jobs, true) {
+                tracing::warn!("trash: {e}");
+            }
+        });
+    }
     // The caches held to their cap from the start, not only after the
     // first job (a cap lowered in the config, a pass a killed process
     // never made), on a thread of its own: cheap when the size memo is

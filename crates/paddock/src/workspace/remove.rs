@@ -39,6 +39,7 @@ use std::io;
 use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::Path;
+use std::time::Instant;
 
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, CWD};
 
@@ -49,8 +50,15 @@ use super::reopen_tree::chmod_fd;
 /// bits given back to each directory it must list and change). Gone
 /// already is success.
 pub fn remove_tree(path: &Path) -> io::Result<()> {
+    remove_tree_until(path, None)
+}
+
+/// [`remove_tree`], stopped once `deadline` has passed (between two
+/// directories) with `ErrorKind::TimedOut`: what is left is a tree still,
+/// for a later removal to finish.
+pub fn remove_tree_until(path: &Path, deadline: Option<Instant>) -> io::Result<()> {
     let removed = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => remove_deep(path),
+        Ok(m) if m.is_dir() => remove_deep(path, deadline),
         Ok(_) => std::fs::remove_file(path),
         Err(e) => Err(e),
     };
@@ -74,8 +82,9 @@ struct Level {
 /// back when it is this user's and lacks them), its other entries
 /// unlinked, its directories removed one by one, and left by `..`,
 /// which must be the directory it was entered from. A directory on
-/// another device than `path`'s is not entered: the removal fails.
-pub(crate) fn remove_deep(path: &Path) -> io::Result<()> {
+/// another device than `path`'s is not entered: the removal fails. Past
+/// `deadline`, it stops (`TimedOut`).
+fn remove_deep(path: &Path, deadline: Option<Instant>) -> io::Result<()> {
     let parent = path.parent().unwrap_or(Path::new("/"));
     let name = CString::new(path.file_name().unwrap_or(path.as_os_str()).as_bytes())
         .map_err(|_| io::Error::other("a name with a NUL byte"))?;
@@ -98,6 +107,12 @@ pub(crate) fn remove_deep(path: &Path) -> io::Result<()> {
         subdirs: empty_out(cur.as_fd())?,
     }];
     loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("{} not removed within its time", path.display()),
+            ));
+        }
         let Some(level) = levels.last_mut() else {
             return Ok(());
         };

@@ -20,8 +20,14 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
+
+/// How long a reaper pass on a job's start-up path spends emptying the
+/// trash ([`empty_until`]): what it does not finish is left to the remover
+/// the run starts, which goes once the run has exited, or to `paddock gc`.
+pub const START_BUDGET: Duration = Duration::from_millis(500);
 
 /// The trash directory, under the jobs directory.
 pub const TRASH: &str = ".trash";
@@ -165,6 +171,16 @@ pub fn has_entries(jobs: &Path) -> bool {
 /// remover to finish first, or else leave the trash to it. What could not
 /// be deleted, as messages naming the path (it stays for a later pass).
 pub fn empty(jobs: &Path, wait: bool) -> Vec<String> {
+    empty_until(jobs, wait, None)
+}
+
+/// [`empty`], stopped once `deadline` has passed: what is left (an entry
+/// not reached, or one partly deleted, mounted or not) stays for the next
+/// remover, and is no error. A reaper pass on a job's start-up path
+/// empties within [`START_BUDGET`]: a remover killed mid-way (session 47's
+/// note) left the whole trash to it, mounts and trees of any size, all
+/// deleted before the job could start.
+pub fn empty_until(jobs: &Path, wait: bool, deadline: Option<Instant>) -> Vec<String> {
     let trash = jobs.join(TRASH);
     if !has_entries(jobs) {
         return Vec::new();
@@ -194,7 +210,11 @@ pub fn empty(jobs: &Path, wait: bool) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(&trash) else {
         return errors;
     };
+    let past = || deadline.is_some_and(|d| Instant::now() >= d);
     for entry in entries.flatten() {
+        if past() {
+            break;
+        }
         let path = entry.path();
         // A job directory comes here with its overlay still mounted at
         // `work` (`Workspace::remove`): unmounted first, so that nothing
@@ -209,8 +229,10 @@ pub fn empty(jobs: &Path, wait: bool) -> Vec<String> {
         // A directory is removed without following any link in it,
         // whatever permissions the job left on it (`remove.rs`); a link
         // or file is unlinked itself.
-        let removed = super::remove::remove_tree(&path);
+        let removed = super::remove::remove_tree_until(&path, deadline);
         match removed {
+            // Left for the next remover.
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => break,
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 errors.push(format!("remove {}: {e}", path.display()));
             }
@@ -263,6 +285,32 @@ mod tests {
         assert_eq!(
             (empty(&jobs, false), has_entries(&jobs)),
             (Vec::<String>::new(), false)
+        );
+    }
+
+    /// Emptying within a deadline already past leaves every entry, partly
+    /// deleted or not, for the next remover and says no error; the next
+    /// emptying, without one, finishes them. Before, every reaper pass
+    /// (the start of each `paddock run`) deleted the whole trash a killed
+    /// remover left before the job could start, whatever its size.
+    #[test]
+    fn emptying_within_a_deadline_leaves_the_rest_to_the_next_remover() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = dir.path().join("jobs");
+        for id in ["job-a", "job-b"] {
+            let root = jobs.join(id);
+            for d in 0..20 {
+                std::fs::create_dir_all(root.join(format!("work/d{d}/e"))).unwrap();
+                std::fs::write(root.join(format!("work/d{d}/e/f")), "x").unwrap();
+            }
+            discard(&root).unwrap();
+        }
+        let count = || std::fs::read_dir(jobs.join(TRASH)).unwrap().count();
+        let stopped = empty_until(&jobs, false, Some(Instant::now()));
+        let left = count();
+        assert_eq!(
+            (stopped, left, empty(&jobs, false), has_entries(&jobs)),
+            (Vec::<String>::new(), 2, Vec::<String>::new(), false)
         );
     }
 
