@@ -266,7 +266,8 @@ pub fn enforce(jobs_root: &Path, max_bytes: u64) -> Capped {
 /// or `empty_detached` as it exits): folds the SQLite store `DB`'s
 /// write-ahead log into it when given (`store::checkpoint`: `paddock run`
 /// leaves its connections to exit with it), empties the trash, then
-/// enforces the cap when one is given. 0, or 1 when something could not be
+/// enforces the cap when one is given, these two at the lowest CPU and
+/// I/O priority (`paddock_sandbox::idle`). 0, or 1 when something could not be
 /// done (a later pass retries); 2 for arguments it does not know.
 pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
     let Some(jobs) = args.next() else {
@@ -285,6 +286,14 @@ pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32
     }
     // First: the next `paddock` starts with nothing in the log to recover.
     let mut failed = db.is_some_and(|db| crate::store::checkpoint_blocking(&db).is_err());
+    // Then the lowest priority (nice 19, `SCHED_IDLE`, the idle I/O
+    // class) for the rest: the unmounts, the deletions and the cap's
+    // walks use only what nothing else wants, so the job started right
+    // after this one does not pay for them (issue #14). Not before the
+    // checkpoint: it holds the database's write lock, which that job
+    // waits for, and a starved holder would make it wait longer. Not
+    // being able to lower it leaves the work to be done as it is.
+    let _ = paddock_sandbox::idle::lowest();
     let jobs = Path::new(&jobs);
     failed |= !crate::workspace::trash::empty(jobs, true).is_empty();
     if let Some(cap) = cap {

@@ -28,6 +28,7 @@ pub mod filter;
 pub mod fs;
 pub mod gate;
 pub mod handoff;
+pub mod idle;
 pub mod idmap;
 #[allow(clippy::print_stderr)] // the helper process's own diagnostics
 pub mod init;

@@ -6,9 +6,11 @@
 //! goes once `paddock run` has exited (started while the job's engine
 //! runs, it waits for the end of its standard input, a pipe `paddock run`
 //! holds, so that neither its start nor its work is on the job's exit
-//! path), and by every reaper pass (the start of
-//! each `paddock run`, `paddock gc`), which finishes what a killed remover
-//! left. A directory whose `work` is still a mount is unmounted before
+//! path; it checkpoints the store, then lowers itself to nice 19,
+//! `SCHED_IDLE` and the idle I/O class for the rest, so that its unmounts
+//! get only the CPU the next job leaves), and by every reaper pass (the
+//! start of each `paddock run`, `paddock gc`), which finishes what a
+//! killed remover left. A directory whose `work` is still a mount is unmounted before
 //! anything in it is deleted (`overlay::unmount_work`), and left for a
 //! later pass when it stays mounted: nothing walks through a mount into
 //! the snapshot beneath. Deleting never follows a link (`std::fs::remove_dir_all` opens
@@ -69,7 +71,7 @@ pub struct WaitingRemover {
     /// holds it).
     release: std::process::ChildStdin,
     /// Never waited for: it outlives this process.
-    _child: std::process::Child,
+    child: std::process::Child,
 }
 
 impl WaitingRemover {
@@ -77,6 +79,11 @@ impl WaitingRemover {
     /// [`empty_detached`]'s does, now.
     pub fn release(self) {
         drop(self.release);
+    }
+
+    /// The remover's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
     }
 
     /// Lets the remover go once this process has exited (its last
@@ -106,10 +113,7 @@ pub fn start_waiting(
         .stdin
         .take()
         .ok_or_else(|| std::io::Error::other("the remover's standard input is not a pipe"))?;
-    Ok(WaitingRemover {
-        release,
-        _child: child,
-    })
+    Ok(WaitingRemover { release, child })
 }
 
 /// The remover's command: `exe __empty-trash jobs [--checkpoint db]

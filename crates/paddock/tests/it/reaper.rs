@@ -526,6 +526,66 @@ async fn gc_deletes_the_trash_a_killed_remover_left_following_no_link() {
     );
 }
 
+/// The detached remover does its work at the lowest priority: nice 19,
+/// `SCHED_IDLE`, the idle I/O class, so that the job started after the one
+/// it cleans up after does not pay for its unmounts (issue #14). Read from
+/// `/proc/PID/stat` (nice, policy) and `ioprio_get` of the real `paddock
+/// __empty-trash` that `trash::start_waiting` starts, released, while this
+/// test holds the trash's lock (so it waits there, lowered, until let go);
+/// then it empties the trash. Before the change it ran at nice 0 under
+/// `SCHED_OTHER` and the best-effort class: the wait for `SCHED_IDLE` timed
+/// out and the figures were (0, 0, 0).
+#[test]
+fn the_detached_remover_works_at_the_lowest_priority() {
+    use nix::fcntl::{Flock, FlockArg};
+    use paddock::workspace::trash;
+    let home = tempfile::tempdir().unwrap();
+    let jobs = home.path().join("jobs");
+    std::fs::create_dir_all(jobs.join(".trash/job-x/work")).unwrap();
+    let held = Flock::lock(
+        std::fs::File::create(jobs.join(trash::TRASH_LOCK)).unwrap(),
+        FlockArg::LockExclusive,
+    )
+    .unwrap();
+    let waiting =
+        trash::start_waiting(Path::new(env!("CARGO_BIN_EXE_paddock")), &jobs, None, None).unwrap();
+    let pid = waiting.id();
+    waiting.release();
+    // (nice, policy) of the main thread: fields 19 and 41 of its stat,
+    // counted after the command's name (which ends at the last `)`).
+    let read = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let rest: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        let (nice, policy): (i32, i32) = (rest[16].parse().unwrap(), rest[38].parse().unwrap());
+        (nice, policy)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while read().1 != paddock_sandbox::idle::SCHED_IDLE && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (nice, policy) = read();
+    let io = paddock_sandbox::idle::io_class(i32::try_from(pid).unwrap()).unwrap();
+    drop(held);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while trash::has_entries(&jobs) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        (nice, policy, io, trash::has_entries(&jobs)),
+        (
+            19,
+            paddock_sandbox::idle::SCHED_IDLE,
+            paddock_sandbox::idle::IOPRIO_CLASS_IDLE,
+            false
+        )
+    );
+}
+
 /// A finished `paddock run` leaves no job directory: moved into the trash
 /// at teardown, deleted by the detached remover after the run exited.
 #[tokio::test]
