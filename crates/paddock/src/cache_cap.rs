@@ -284,7 +284,14 @@ pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32
             _ => return 2,
         }
     }
-    // First: the next `paddock` starts with nothing in the log to recover.
+    let jobs = Path::new(&jobs);
+    // First the trash's lock, at once (this process is still at its
+    // normal priority): the next `paddock`'s reaper pass, which does not
+    // wait for it, then leaves the trash to this process instead of
+    // deleting it on that job's start-up path (which it did whenever it
+    // got there before this process's checkpoint was over).
+    let held = crate::workspace::trash::lock(jobs, true);
+    // Then: the next `paddock` starts with nothing in the log to recover.
     let mut failed = db.is_some_and(|db| crate::store::checkpoint_blocking(&db).is_err());
     // Then the lowest priority (nice 19, `SCHED_IDLE`, the idle I/O
     // class) for the rest: the unmounts, the deletions and the cap's
@@ -294,8 +301,11 @@ pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32
     // waits for, and a starved holder would make it wait longer. Not
     // being able to lower it leaves the work to be done as it is.
     let _ = paddock_sandbox::idle::lowest();
-    let jobs = Path::new(&jobs);
-    failed |= !crate::workspace::trash::empty(jobs, true).is_empty();
+    failed |= match held {
+        Ok(Some(held)) => !crate::workspace::trash::empty_held(jobs, &held, None).is_empty(),
+        Ok(None) => false,
+        Err(_) => true,
+    };
     if let Some(cap) = cap {
         failed |= !enforce(jobs, cap).errors.is_empty();
     }

@@ -6,7 +6,7 @@
 //! goes once `paddock run` has exited (started while the job's engine
 //! runs, it waits for the end of its standard input, a pipe `paddock run`
 //! holds, so that neither its start nor its work is on the job's exit
-//! path; it checkpoints the store, then lowers itself to nice 19,
+//! path; it takes the trash's lock, checkpoints the store, then lowers itself to nice 19,
 //! `SCHED_IDLE` and the idle I/O class for the rest, so that its unmounts
 //! get only the CPU the next job leaves), and by every reaper pass (the
 //! start of each `paddock run`, `paddock gc`), which finishes what a
@@ -171,23 +171,18 @@ pub fn has_entries(jobs: &Path) -> bool {
     std::fs::read_dir(jobs.join(TRASH)).is_ok_and(|mut rd| rd.next().is_some())
 }
 
-/// Deletes everything in the trash under `jobs`; `wait` for another
-/// remover to finish first, or else leave the trash to it. What could not
-/// be deleted, as messages naming the path (it stays for a later pass).
-pub fn empty(jobs: &Path, wait: bool) -> Vec<String> {
-    empty_until(jobs, wait, None)
-}
+/// The exclusive lock of whoever empties the trash under `jobs`
+/// ([`TRASH_LOCK`]), held until dropped.
+#[derive(Debug)]
+pub struct Emptying(#[allow(dead_code)] Flock<File>);
 
-/// [`empty`], stopped once `deadline` has passed: what is left (an entry
-/// not reached, or one partly deleted, mounted or not) stays for the next
-/// remover, and is no error. A reaper pass on a job's start-up path
-/// empties within [`START_BUDGET`]: a remover killed mid-way (session 47's
-/// note) left the whole trash to it, mounts and trees of any size, all
-/// deleted before the job could start.
-pub fn empty_until(jobs: &Path, wait: bool, deadline: Option<Instant>) -> Vec<String> {
-    let trash = jobs.join(TRASH);
+/// Takes the lock of whoever empties the trash under `jobs`, when the
+/// trash holds anything: `wait` for another remover to let it go, or
+/// else leave the trash to it. `Ok(None)`: nothing to do (empty, or
+/// held by another remover and not waited for).
+pub fn lock(jobs: &Path, wait: bool) -> Result<Option<Emptying>, String> {
     if !has_entries(jobs) {
-        return Vec::new();
+        return Ok(None);
     }
     let lock_path = jobs.join(TRASH_LOCK);
     let lock = File::options()
@@ -204,12 +199,38 @@ pub fn empty_until(jobs: &Path, wait: bool, deadline: Option<Instant>) -> Vec<St
             };
             Flock::lock(file, how).map_err(|(_, e)| e.to_string())
         });
-    let _lock = match lock {
-        Ok(lock) => lock,
+    match lock {
+        Ok(lock) => Ok(Some(Emptying(lock))),
         // Held: another remover empties it.
-        Err(_) if !wait => return Vec::new(),
-        Err(e) => return vec![format!("lock {}: {e}", lock_path.display())],
-    };
+        Err(_) if !wait => Ok(None),
+        Err(e) => Err(format!("lock {}: {e}", lock_path.display())),
+    }
+}
+
+/// Deletes everything in the trash under `jobs`; `wait` for another
+/// remover to finish first, or else leave the trash to it. What could not
+/// be deleted, as messages naming the path (it stays for a later pass).
+pub fn empty(jobs: &Path, wait: bool) -> Vec<String> {
+    empty_until(jobs, wait, None)
+}
+
+/// [`empty`], stopped once `deadline` has passed: what is left (an entry
+/// not reached, or one partly deleted, mounted or not) stays for the next
+/// remover, and is no error. A reaper pass on a job's start-up path
+/// empties within [`START_BUDGET`]: a remover killed mid-way (session 47's
+/// note) left the whole trash to it, mounts and trees of any size, all
+/// deleted before the job could start.
+pub fn empty_until(jobs: &Path, wait: bool, deadline: Option<Instant>) -> Vec<String> {
+    match lock(jobs, wait) {
+        Ok(Some(held)) => empty_held(jobs, &held, deadline),
+        Ok(None) => Vec::new(),
+        Err(e) => vec![e],
+    }
+}
+
+/// [`empty_until`] under the lock `_held` (taken by [`lock`]).
+pub fn empty_held(jobs: &Path, _held: &Emptying, deadline: Option<Instant>) -> Vec<String> {
+    let trash = jobs.join(TRASH);
     let mut errors = Vec::new();
     let Ok(entries) = std::fs::read_dir(&trash) else {
         return errors;

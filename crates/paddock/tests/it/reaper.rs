@@ -530,23 +530,29 @@ async fn gc_deletes_the_trash_a_killed_remover_left_following_no_link() {
 /// `SCHED_IDLE`, the idle I/O class, so that the job started after the one
 /// it cleans up after does not pay for its unmounts (issue #14). Read from
 /// `/proc/PID/stat` (nice, policy) and `ioprio_get` of the real `paddock
-/// __empty-trash` that `trash::start_waiting` starts, released, while this
-/// test holds the trash's lock (so it waits there, lowered, until let go);
-/// then it empties the trash. Before the change it ran at nice 0 under
-/// `SCHED_OTHER` and the best-effort class: the wait for `SCHED_IDLE` timed
-/// out and the figures were (0, 0, 0).
+/// __empty-trash` that `trash::start_waiting` starts, once released, while
+/// it deletes a trash of 20,000 files; then the trash is empty. Before the
+/// change it ran at nice 0 under `SCHED_OTHER` and no I/O class: the wait
+/// for `SCHED_IDLE` timed out and the figures were (0, 0, 0).
+///
+/// And it holds the trash's lock from its release on, before its
+/// checkpoint and at its normal priority: a reaper pass that does not wait
+/// (the next `paddock run`'s start-up) leaves the trash to it rather than
+/// deleting it on that job's path. Before, the lock was taken after the
+/// checkpoint, and a start-up pass that came first did the deleting.
 #[test]
-fn the_detached_remover_works_at_the_lowest_priority() {
-    use nix::fcntl::{Flock, FlockArg};
+fn the_detached_remover_works_at_the_lowest_priority_under_the_trash_lock() {
     use paddock::workspace::trash;
     let home = tempfile::tempdir().unwrap();
     let jobs = home.path().join("jobs");
-    std::fs::create_dir_all(jobs.join(".trash/job-x/work")).unwrap();
-    let held = Flock::lock(
-        std::fs::File::create(jobs.join(trash::TRASH_LOCK)).unwrap(),
-        FlockArg::LockExclusive,
-    )
-    .unwrap();
+    let tree = jobs.join(".trash/job-x/work");
+    for d in 0..100 {
+        let dir = tree.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..200 {
+            std::fs::File::create(dir.join(format!("f{f}"))).unwrap();
+        }
+    }
     let waiting =
         trash::start_waiting(Path::new(env!("CARGO_BIN_EXE_paddock")), &jobs, None, None).unwrap();
     let pid = waiting.id();
@@ -566,21 +572,24 @@ fn the_detached_remover_works_at_the_lowest_priority() {
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while read().1 != paddock_sandbox::idle::SCHED_IDLE && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_micros(500));
     }
-    let (nice, policy) = read();
     let io = paddock_sandbox::idle::io_class(i32::try_from(pid).unwrap()).unwrap();
-    drop(held);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let (nice, policy) = read();
+    // The remover holds the lock while it deletes: a pass that does not
+    // wait leaves the trash alone.
+    let left_to_it = trash::lock(&jobs, false).unwrap().is_none() && trash::has_entries(&jobs);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while trash::has_entries(&jobs) && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(
-        (nice, policy, io, trash::has_entries(&jobs)),
+        (nice, policy, io, left_to_it, trash::has_entries(&jobs)),
         (
             19,
             paddock_sandbox::idle::SCHED_IDLE,
             paddock_sandbox::idle::IOPRIO_CLASS_IDLE,
+            true,
             false
         )
     );
