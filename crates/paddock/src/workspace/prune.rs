@@ -18,8 +18,8 @@
 //! overlay's lower layer (`meta/overlay`), kept or dead alike. Nothing is
 //! followed: entries are looked at with `lstat`, a link or other
 //! non-directory in place of an entry is left alone, and the removal
-//! (`std::fs::remove_dir_all`) unlinks links inside without following
-//! them. Run by the reaper (`paddock gc`, and the start of `paddock run`
+//! (`remove.rs`: no stack or descriptor per level, whatever the depth)
+//! unlinks links inside without following them. Run by the reaper (`paddock gc`, and the start of `paddock run`
 //! and `paddock serve`).
 
 use std::path::{Path, PathBuf};
@@ -157,14 +157,22 @@ fn remove(dir: &Path, pruned: &mut Pruned) {
 /// gone, which is what was wanted, and neither an error nor this pass's
 /// removal. Anything else that fails is an error naming `dir`.
 pub(crate) fn remove_unless_gone(dir: &Path) -> Result<bool, String> {
-    match std::fs::remove_dir_all(dir) {
-        Ok(()) => Ok(true),
-        Err(e)
-            if e.kind() == std::io::ErrorKind::NotFound
-                && std::fs::symlink_metadata(dir).is_err() =>
-        {
-            Ok(false)
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Ok(m) if !m.is_dir() => {
+            return Err(format!(
+                "prune {}: cannot remove: not a directory",
+                dir.display()
+            ))
         }
+        _ => {}
+    }
+    // A snapshot's files a `process`-rung job could write: removed with no
+    // stack or descriptor per level, whatever its depth (`remove.rs`).
+    match super::remove::remove_tree(dir) {
+        Ok(()) => Ok(true),
+        // Another pass at it too, done first.
+        Err(_) if std::fs::symlink_metadata(dir).is_err() => Ok(false),
         Err(e) => Err(format!("prune {}: cannot remove: {e}", dir.display())),
     }
 }

@@ -292,6 +292,45 @@ async fn a_tree_deeper_than_the_limit_is_cut_and_named() {
     );
 }
 
+/// A tree deeper than the open-file limit and than a recursive removal
+/// fits in a 2 MiB stack (at least 25,000 levels: a fraction of a second
+/// for a job) is settled all the same: copied down to the limit, the rest
+/// named, and the overlay's upper layer, which holds it whole, removed.
+/// Before, the layers were removed by the standard library's recursive
+/// `remove_dir_all`, which overflowed the thread's stack (the process
+/// aborted) or failed with `EMFILE` for good.
+#[tokio::test]
+async fn a_tree_deeper_than_any_recursion_is_settled() {
+    let Some(job) = OverlayJob::new("k5").await else {
+        return;
+    };
+    let (soft, _) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    let levels = soft.saturating_add(64).max(25_000);
+    if levels > 200_000 {
+        eprintln!("skipping: an open-file limit of {soft} asks for a tree too deep to make");
+        return;
+    }
+    let mut dir = std::fs::File::open(&job.ws.work).unwrap();
+    for _ in 0..levels {
+        rustix::fs::mkdirat(&dir, "d", rustix::fs::Mode::from_raw_mode(0o755)).unwrap();
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+        dir = rustix::fs::openat(&dir, "d", flags, rustix::fs::Mode::empty())
+            .unwrap()
+            .into();
+    }
+    drop(dir);
+    let ws = job.ws.clone();
+    let settled = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || ws.settle_kept().map(|s| s.map(|s| s.left_out)))
+        .unwrap()
+        .join()
+        .unwrap()
+        .map_err(|e| e.to_string());
+    assert_eq!(settled, Ok(Some(vec![vec!["d"; 257].join("/")])));
+}
+
 /// What a `process`-rung job (the user's uid) could plant where the copy
 /// is made: `meta/kept-work.tmp` and `meta/kept-work` as links to host
 /// directories. The copy is made in a directory of its own and put in
