@@ -176,7 +176,9 @@ where
                 remade = Some(format!(
                     "the mirror of {url} was broken ({why}); it was made again"
                 ));
-                std::fs::remove_dir_all(&dir).map_err(|source| WorkspaceError::Create {
+                // A tree a `process`-rung job could have written into:
+                // removed whatever its depth (`remove.rs`).
+                super::remove::remove_tree(&dir).map_err(|source| WorkspaceError::Create {
                     path: dir.clone(),
                     source,
                 })?;
