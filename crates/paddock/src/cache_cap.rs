@@ -265,9 +265,10 @@ pub fn enforce(jobs_root: &Path, max_bytes: u64) -> Capped {
 /// of its standard input, `main.rs`; `workspace::trash::start_waiting`,
 /// or `empty_detached` as it exits): folds the SQLite store `DB`'s
 /// write-ahead log into it when given (`store::checkpoint`: `paddock run`
-/// leaves its connections to exit with it), empties the trash, then
-/// enforces the cap when one is given, these two at the lowest CPU and
-/// I/O priority (`paddock_sandbox::idle`). 0, or 1 when something could not be
+/// leaves its connections to exit with it), empties the trash at the
+/// lowest CPU and I/O priority (`paddock_sandbox::idle`), then enforces
+/// the cap when one is given, at its normal priority (the pass holds
+/// locks jobs wait for). 0, or 1 when something could not be
 /// done (a later pass retries); 2 for arguments it does not know.
 pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32 {
     let Some(jobs) = args.next() else {
@@ -300,15 +301,41 @@ pub fn after_job_main(mut args: impl Iterator<Item = std::ffi::OsString>) -> i32
     // checkpoint: it holds the database's write lock, which that job
     // waits for, and a starved holder would make it wait longer. Not
     // being able to lower it leaves the work to be done as it is.
+    //
+    // Except the cap's pass: it removes an entry while holding the lock a
+    // job waits for to use it (a mirror's, a snapshot's, the setup
+    // cache's, which every job's setup restore takes), and a holder
+    // starved by a busy host's other work would hold those jobs as long
+    // (a priority inversion). It runs on a thread made before the
+    // lowering (a thread keeps the priority it was made with), after the
+    // trash is emptied (a snapshot a trashed job names is in use until
+    // then). A thread that cannot be made leaves the pass to this one.
+    let (emptied, wait_emptied) = std::sync::mpsc::channel::<()>();
+    let mut cap_pass = None;
+    if let Some(cap) = cap {
+        let root = jobs.to_path_buf();
+        cap_pass = Some(
+            std::thread::Builder::new()
+                .name("cap".into())
+                .spawn(move || {
+                    let _ = wait_emptied.recv();
+                    enforce(&root, cap)
+                })
+                .map_err(|_| cap),
+        );
+    }
     let _ = paddock_sandbox::idle::lowest();
     failed |= match held {
         Ok(Some(held)) => !crate::workspace::trash::empty_held(jobs, &held, None).is_empty(),
         Ok(None) => false,
         Err(_) => true,
     };
-    if let Some(cap) = cap {
-        failed |= !enforce(jobs, cap).errors.is_empty();
-    }
+    drop(emptied);
+    failed |= match cap_pass {
+        None => false,
+        Some(Ok(thread)) => thread.join().map_or(true, |c| !c.errors.is_empty()),
+        Some(Err(cap)) => !enforce(jobs, cap).errors.is_empty(),
+    };
     i32::from(failed)
 }
 

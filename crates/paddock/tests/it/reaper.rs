@@ -595,6 +595,84 @@ fn the_detached_remover_works_at_the_lowest_priority_under_the_trash_lock() {
     );
 }
 
+/// The detached remover's cap pass keeps the normal priority while the
+/// remover empties the trash at the lowest: it removes a cache entry
+/// while holding the lock a job waits for to use it (a mirror's, a
+/// snapshot's, the setup cache's), and a starved holder would hold that
+/// job (a priority inversion). Seen in the real remover's threads while
+/// it empties a trash of 20,000 files: one at nice 19 and `SCHED_IDLE`,
+/// the cap's at its parent's nice and `SCHED_OTHER`; the cap then removes the mirror
+/// over it. Before, the pass ran on the lowered thread: one thread only.
+#[test]
+fn the_detached_removers_cap_pass_keeps_the_normal_priority() {
+    use paddock::workspace::trash;
+    let home = tempfile::tempdir().unwrap();
+    let jobs = home.path().join("jobs");
+    let tree = jobs.join(".trash/job-x/work");
+    for d in 0..100 {
+        let dir = tree.join(format!("d{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..200 {
+            std::fs::File::create(dir.join(format!("f{f}"))).unwrap();
+        }
+    }
+    let mirror = jobs.join(".mirrors/k.git");
+    std::fs::create_dir_all(mirror.join("objects")).unwrap();
+    std::fs::write(mirror.join("objects/pack"), vec![b'x'; 64 * 1024]).unwrap();
+    // Last used two days ago (its lock's time is its last use).
+    let old = std::time::SystemTime::now() - Duration::from_secs(2 * 86_400);
+    let lock = std::fs::File::create(jobs.join(".mirrors/k.lock")).unwrap();
+    lock.set_modified(old).unwrap();
+    std::fs::File::open(&mirror)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let waiting = trash::start_waiting(
+        Path::new(env!("CARGO_BIN_EXE_paddock")),
+        &jobs,
+        Some(1),
+        None,
+    )
+    .unwrap();
+    let pid = waiting.id();
+    waiting.release();
+    // (nice, policy) of each of its threads, sorted: fields 19 and 41 of
+    // a thread's stat, counted after the command's name.
+    let threads = || -> Option<Vec<(i32, i32)>> {
+        let mut out = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+            let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+            out.push((rest.get(16)?.parse().ok()?, rest.get(38)?.parse().ok()?));
+        }
+        out.sort();
+        Some(out)
+    };
+    // This process's own nice (a test run under `nice`): the remover's
+    // normal priority is its parent's.
+    let own: i32 = std::fs::read_to_string("/proc/self/stat")
+        .unwrap()
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let both = vec![(own, 0), (19, paddock_sandbox::idle::SCHED_IDLE)];
+    let mut saw_both = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while (trash::has_entries(&jobs) || mirror.exists()) && std::time::Instant::now() < deadline {
+        saw_both |= threads().as_ref() == Some(&both);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    assert_eq!(
+        (saw_both, trash::has_entries(&jobs), mirror.exists()),
+        (true, false, false)
+    );
+}
+
 /// A finished `paddock run` leaves no job directory: moved into the trash
 /// at teardown, deleted by the detached remover after the run exited.
 #[tokio::test]
