@@ -396,16 +396,27 @@ pub async fn reap_on(
     // at most `START_BUDGET`: this pass is on a job's start-up path, and
     // the rest is left to the remover that job's run starts, or to
     // `paddock gc`, which empties the trash after its pass.
-    let deadline = std::time::Instant::now() + crate::workspace::trash::START_BUDGET;
-    report.errors.extend(crate::workspace::trash::empty_until(
-        &paths.jobs,
-        false,
-        Some(deadline),
-    ));
     // The caches last: a dead job reaped above names no snapshot any more.
-    let pruned = crate::workspace::prune::prune(&paths.jobs, crate::workspace::prune::UNUSED_FOR);
-    report.pruned = pruned.removed;
-    report.errors.extend(pruned.errors);
+    // Both walk and delete trees: on a blocking thread, not on an async
+    // worker (a server's other tasks, the start-up's own).
+    let jobs = paths.jobs.clone();
+    let emptied = tokio::task::spawn_blocking(move || {
+        let deadline = std::time::Instant::now() + crate::workspace::trash::START_BUDGET;
+        let errors = crate::workspace::trash::empty_until(&jobs, false, Some(deadline));
+        let pruned = crate::workspace::prune::prune(&jobs, crate::workspace::prune::UNUSED_FOR);
+        (errors, pruned)
+    })
+    .await;
+    match emptied {
+        Ok((errors, pruned)) => {
+            report.errors.extend(errors);
+            report.pruned = pruned.removed;
+            report.errors.extend(pruned.errors);
+        }
+        Err(e) => report
+            .errors
+            .push(format!("empty the trash and prune the caches: {e}")),
+    }
     report.jobs.sort_by(|a, b| a.name.cmp(&b.name));
     report
 }
