@@ -540,11 +540,9 @@ async fn gc_deletes_the_trash_a_killed_remover_left_following_no_link() {
 /// (the next `paddock run`'s start-up) leaves the trash to it rather than
 /// deleting it on that job's path. Before, the lock was taken after the
 /// checkpoint, and a start-up pass that came first did the deleting.
-#[test]
-fn the_detached_remover_works_at_the_lowest_priority_under_the_trash_lock() {
-    use paddock::workspace::trash;
-    let home = tempfile::tempdir().unwrap();
-    let jobs = home.path().join("jobs");
+/// A job directory of 20,000 empty files in 100 directories in the trash
+/// under `jobs`: long enough to delete that a remover is seen at it.
+fn trash_of_20000_files(jobs: &Path) {
     let tree = jobs.join(".trash/job-x/work");
     for d in 0..100 {
         let dir = tree.join(format!("d{d}"));
@@ -553,23 +551,28 @@ fn the_detached_remover_works_at_the_lowest_priority_under_the_trash_lock() {
             std::fs::File::create(dir.join(format!("f{f}"))).unwrap();
         }
     }
+}
+
+/// (nice, policy) of a process's or thread's `stat`: fields 19 and 41,
+/// counted after the command's name (which ends at the last `)`).
+fn nice_and_policy(stat: &str) -> Option<(i32, i32)> {
+    let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some((rest.get(16)?.parse().ok()?, rest.get(38)?.parse().ok()?))
+}
+
+#[test]
+fn the_detached_remover_works_at_the_lowest_priority_under_the_trash_lock() {
+    use paddock::workspace::trash;
+    let home = tempfile::tempdir().unwrap();
+    let jobs = home.path().join("jobs");
+    trash_of_20000_files(&jobs);
     let waiting =
         trash::start_waiting(Path::new(env!("CARGO_BIN_EXE_paddock")), &jobs, None, None).unwrap();
     let pid = waiting.id();
     waiting.release();
-    // (nice, policy) of the main thread: fields 19 and 41 of its stat,
-    // counted after the command's name (which ends at the last `)`).
-    let read = || {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let rest: Vec<&str> = stat
-            .rsplit_once(')')
-            .unwrap()
-            .1
-            .split_whitespace()
-            .collect();
-        let (nice, policy): (i32, i32) = (rest[16].parse().unwrap(), rest[38].parse().unwrap());
-        (nice, policy)
-    };
+    // (nice, policy) of the main thread.
+    let read =
+        || nice_and_policy(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap()).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while read().1 != paddock_sandbox::idle::SCHED_IDLE && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(500));
@@ -608,14 +611,7 @@ fn the_detached_removers_cap_pass_keeps_the_normal_priority() {
     use paddock::workspace::trash;
     let home = tempfile::tempdir().unwrap();
     let jobs = home.path().join("jobs");
-    let tree = jobs.join(".trash/job-x/work");
-    for d in 0..100 {
-        let dir = tree.join(format!("d{d}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..200 {
-            std::fs::File::create(dir.join(format!("f{f}"))).unwrap();
-        }
-    }
+    trash_of_20000_files(&jobs);
     let mirror = jobs.join(".mirrors/k.git");
     std::fs::create_dir_all(mirror.join("objects")).unwrap();
     std::fs::write(mirror.join("objects/pack"), vec![b'x'; 64 * 1024]).unwrap();
@@ -636,30 +632,22 @@ fn the_detached_removers_cap_pass_keeps_the_normal_priority() {
     .unwrap();
     let pid = waiting.id();
     waiting.release();
-    // (nice, policy) of each of its threads, sorted: fields 19 and 41 of
-    // a thread's stat, counted after the command's name.
+    // (nice, policy) of each of its threads, sorted.
     let threads = || -> Option<Vec<(i32, i32)>> {
         let mut out = Vec::new();
         for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-            let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
-            let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-            out.push((rest.get(16)?.parse().ok()?, rest.get(38)?.parse().ok()?));
+            out.push(nice_and_policy(
+                &std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?,
+            )?);
         }
         out.sort();
         Some(out)
     };
     // This process's own nice (a test run under `nice`): the remover's
     // normal priority is its parent's.
-    let own: i32 = std::fs::read_to_string("/proc/self/stat")
+    let own = nice_and_policy(&std::fs::read_to_string("/proc/self/stat").unwrap())
         .unwrap()
-        .rsplit_once(')')
-        .unwrap()
-        .1
-        .split_whitespace()
-        .nth(16)
-        .unwrap()
-        .parse()
-        .unwrap();
+        .0;
     let both = vec![(own, 0), (19, paddock_sandbox::idle::SCHED_IDLE)];
     let mut saw_both = false;
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
