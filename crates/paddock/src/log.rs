@@ -4,8 +4,9 @@
 //! every line redacted (`redact::RedactingWriter`: a key that reaches a
 //! message is not printed) and made safe on a terminal
 //! (`terminal_text::log_line`: nothing a job wrote reaches the terminal as
-//! a control, and one event stays one line). The sink is passed in, stderr
-//! for the binary, a buffer for a test.
+//! a control, and one event stays one line), a line the sink refuses
+//! dropped (a closed stderr never panics a thread). The sink is passed in,
+//! stderr for the binary, a buffer for a test.
 
 use std::io;
 
@@ -31,8 +32,14 @@ where
         LogFormat::Text => LogStyle::Text { color },
         LogFormat::Json => LogStyle::Json,
     };
+    // A line the sink refuses (stderr a pipe whose reader went away:
+    // `paddock run … 2>&1 | head`) is dropped: the formatter's own report
+    // of it is an `eprintln!`, which panics on that same closed stderr,
+    // and did in whichever thread logged (the store's worker: the job
+    // failed, exit 70, mid-run).
     let log = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .log_internal_errors(false)
         .with_writer(move || RedactingWriter::new(SafeLogWriter::new(sink(), style)));
     match format {
         LogFormat::Text => Box::new(log.with_ansi(color).finish()),

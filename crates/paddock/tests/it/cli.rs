@@ -1194,3 +1194,32 @@ async fn a_host_profile_binds_every_job_which_cannot_name_another() {
         stderr(&capped)
     );
 }
+
+/// `paddock run` whose stderr is a pipe nobody reads any more (`paddock
+/// run … 2>&1 | head -1`), with the log on (`PADDOCK_LOG=debug`: a line
+/// for every store query), runs its job to its end. Before, the log's
+/// formatter reported the failed write with `eprintln!`, which panicked on
+/// the same closed stderr in the store's worker thread: the job failed
+/// mid-run and `paddock` exited 70.
+#[tokio::test]
+async fn a_run_whose_stderr_reader_went_away_finishes_its_job() {
+    let home = Home::new();
+    let spec = paddock_test_support::jobs::stand_in_job(home.path(), "process", "true", 30);
+    let mut cmd = home.command(&["run", "--json", spec.to_str().unwrap()]);
+    cmd.env("PADDOCK_LOG", "debug")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // The reader goes away before the first line.
+    drop(child.stderr.take());
+    let out = child.wait_with_output().await.unwrap();
+    let rec = record(&out);
+    assert_eq!(
+        (out.status.code(), rec.status, rec.reason.as_deref()),
+        (
+            Some(1),
+            JobStatus::Failed,
+            Some("the engine exited without finishing its turn")
+        )
+    );
+}
