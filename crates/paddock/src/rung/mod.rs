@@ -195,12 +195,11 @@ impl Rungs {
         cgroup_root: Option<&Path>,
         cache: probe_cache::ProbeCache,
     ) -> Rungs {
+        let sandbox =
+            SandboxRung::new(helper_exe.to_path_buf(), cgroup_root.map(Path::to_path_buf));
         Rungs {
-            process: Arc::new(ProcessRung::new(helper_exe.to_path_buf())),
-            sandbox: Arc::new(
-                SandboxRung::new(helper_exe.to_path_buf(), cgroup_root.map(Path::to_path_buf))
-                    .with_probe_cache(cache),
-            ),
+            sandbox: Arc::new(sandbox.with_probe_cache(cache)),
+            ..Rungs::host(helper_exe, cgroup_root)
         }
     }
 

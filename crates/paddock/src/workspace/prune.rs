@@ -19,8 +19,8 @@
 //! followed: entries are looked at with `lstat`, a link or other
 //! non-directory in place of an entry is left alone, and the removal
 //! (`remove.rs`: no stack or descriptor per level, whatever the depth)
-//! unlinks links inside without following them. Run by the reaper (`paddock gc`, and the start of `paddock run`
-//! and `paddock serve`).
+//! unlinks links inside without following them. Run by the reaper
+//! (`paddock gc`, and the start of `paddock run` and `paddock serve`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};

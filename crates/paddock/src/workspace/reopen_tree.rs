@@ -13,7 +13,8 @@
 //! is the one root would make). Nothing is followed: each entry is opened
 //! relative to its directory's descriptor with `O_PATH | O_NOFOLLOW` and
 //! changed through that descriptor ([`chmod_fd`], which `remove.rs`
-//! shares); a link is left as it is, and no entry named `.git` is entered (the patch never reads it).
+//! shares); a link is left as it is, and no entry named `.git` is entered
+//! (the patch never reads it).
 //! An entry owned by someone else is left alone (its `chmod` would fail).
 //! [`open_closed_file`] reads one such file and leaves its mode as it was
 //! (the setup cache storing what a setup command made, before the engine

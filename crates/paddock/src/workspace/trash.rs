@@ -1,24 +1,27 @@
 //! Removing a job's directory off the job's path (issue #14): teardown
 //! renames it into `<jobs>/.trash/` (one `rename(2)`, whatever the size of
 //! the tree; an overlay workspace's mount moves with it) and the overlay
-//! is unmounted and the files are deleted afterwards, by a background thread
-//! of a long-running Paddock, by a detached `paddock __empty-trash` that
-//! goes once `paddock run` has exited (started while the job's engine
-//! runs, it waits for the end of its standard input, a pipe `paddock run`
-//! holds, so that neither its start nor its work is on the job's exit
-//! path; it takes the trash's lock, checkpoints the store, then lowers itself to nice 19,
-//! `SCHED_IDLE` and the idle I/O class for the rest, so that its unmounts
-//! get only the CPU the next job leaves), and by every reaper pass (the
-//! start of each `paddock run`, `paddock gc`), which finishes what a
-//! killed remover left. A directory whose `work` is still a mount is unmounted before
-//! anything in it is deleted (`overlay::unmount_work`), and left for a
-//! later pass when it stays mounted: nothing walks through a mount into
-//! the snapshot beneath. Deleting never follows a link (`std::fs::remove_dir_all` opens
-//! each directory with `O_NOFOLLOW` and unlinks relative to it), and
-//! nothing of the job is running by then (teardown killed it). Emptying
-//! takes an exclusive `flock` on `<jobs>/.trash.lock`, so two removers
-//! never delete the same tree at once; a reaper on the start-up path does
-//! not wait for it (the holder finishes), a background remover does.
+//! is unmounted and the files are deleted afterwards: by a background
+//! thread of a long-running Paddock; by a detached `paddock
+//! __empty-trash` that goes once `paddock run` has exited (started while
+//! the job's engine runs, it waits for the end of its standard input, a
+//! pipe `paddock run` holds, so that neither its start nor its work is on
+//! the job's exit path; it takes the trash's lock, checkpoints the store,
+//! then lowers itself to nice 19, `SCHED_IDLE` and the idle I/O class, so
+//! that its unmounts and deletions get only the CPU the next job leaves);
+//! and by every reaper pass (the start of each `paddock run` and `paddock
+//! serve`, for at most [`START_BUDGET`]; `paddock gc`, which then empties
+//! the rest), which finishes what a killed remover left. A directory
+//! whose `work` is still a mount is unmounted before anything in it is
+//! deleted (`overlay::unmount_work`), and left for a later pass when it
+//! stays mounted: nothing walks through a mount into the snapshot
+//! beneath. Deleting never follows a link and never enters another
+//! device (`remove.rs`, which needs no stack or descriptor per level),
+//! and nothing of the job is running by then (teardown killed it).
+//! Emptying takes an exclusive `flock` on `<jobs>/.trash.lock`, so two
+//! removers never delete the same tree at once; a reaper on the start-up
+//! path does not wait for it (the holder finishes), a background remover
+//! does.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

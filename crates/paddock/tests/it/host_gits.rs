@@ -112,6 +112,15 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
         .map(str::to_string)
         .collect();
     gits.sort();
+    // The early patch is sealed (`fast-import`) unless it stepped aside
+    // (the engine's file still being written when read, its exit before
+    // the early patch began: a loaded machine; seen once in CI), when the
+    // same staging is made by path after the job: every other git the
+    // same. Either way no other git runs.
+    let sealed = gits.iter().any(|g| g == "fast-import");
+    if !sealed {
+        eprintln!("the patch was staged by path, not sealed");
+    }
     assert_eq!(
         (record(&second).status, gits),
         (
@@ -134,8 +143,10 @@ async fn an_overlay_job_on_a_local_source_starts_only_these_host_gits() {
                 "update-ref",
                 "write-tree",
             ]
+            .into_iter()
+            .filter(|g| sealed || *g != "fast-import")
             .map(str::to_string)
-            .to_vec()
+            .collect::<Vec<_>>()
         ),
         "{}",
         String::from_utf8_lossy(&second.stderr)

@@ -3082,6 +3082,26 @@ async fn gitlab_setup(
     (repo, bare, mock, server)
 }
 
+/// A GitLab job (`gitlab_setup`, a change) whose publish failed once its
+/// merge request was open (the mock refused its closeout note, and answers
+/// notes again now): the mock, the git server (kept running) and the
+/// job's record.
+async fn gitlab_job_failed_at_its_closeout(
+    home: &Home,
+) -> (
+    paddock_test_support::gitlab::MockGitLab,
+    paddock_test_support::git_http::GitHttpServer,
+    paddock_protocol::JobRecord,
+) {
+    let (repo, _bare, mock, server) = gitlab_setup(home).await;
+    let spec = stand_in_job(home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    mock.refuse_notes(true);
+    let first = run_with_gitlab_token(home, &spec, &[]).await;
+    mock.refuse_notes(false);
+    (mock, server, first)
+}
+
 /// GitLab's project access tokens as the mock lists them: `(name, scopes,
 /// access level, expires at, revoked)`.
 fn gitlab_tokens(
@@ -4387,13 +4407,8 @@ async fn a_gitlab_closeout_copy_left_by_the_ghost_user_is_not_edited() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gitlab_publish_after_a_failed_one_keeps_one_closeout() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
-    mock.refuse_notes(true);
-    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let (mock, _server, first) = gitlab_job_failed_at_its_closeout(&home).await;
     let failed = (first.status, mock.merge_requests().len(), mock.note_ids());
-    mock.refuse_notes(false);
     let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
     let mut again = Vec::new();
     for _ in 0..2 {
@@ -4433,12 +4448,7 @@ async fn a_gitlab_publish_after_a_failed_one_keeps_one_closeout() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gitlab_publish_killed_after_posting_its_closeout_keeps_one() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
-    mock.refuse_notes(true);
-    let first = run_with_gitlab_token(&home, &spec, &[]).await;
-    mock.refuse_notes(false);
+    let (mock, _server, first) = gitlab_job_failed_at_its_closeout(&home).await;
     mock.lose_note_answers(true);
     let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
     let args = ["publish", "--json", first.id.as_str()];
@@ -4472,12 +4482,7 @@ async fn a_gitlab_publish_killed_after_posting_its_closeout_keeps_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_gitlab_publishs_closeout_by_the_ghost_is_neither_doubled_nor_edited() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
-    mock.refuse_notes(true);
-    let first = run_with_gitlab_token(&home, &spec, &[]).await;
-    mock.refuse_notes(false);
+    let (mock, _server, first) = gitlab_job_failed_at_its_closeout(&home).await;
     mock.lose_note_answers(true);
     let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
     let args = ["publish", "--json", first.id.as_str()];
@@ -4509,12 +4514,7 @@ async fn a_killed_gitlab_publishs_closeout_by_the_ghost_is_neither_doubled_nor_e
 #[tokio::test(flavor = "multi_thread")]
 async fn a_torn_gitlab_closeout_record_posts_no_second_closeout() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
-    mock.refuse_notes(true);
-    let first = run_with_gitlab_token(&home, &spec, &[]).await;
-    mock.refuse_notes(false);
+    let (mock, _server, first) = gitlab_job_failed_at_its_closeout(&home).await;
     let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
     let args = ["publish", "--json", first.id.as_str()];
     let posted = home.paddock(&args, &env).await.status.code();
