@@ -31,8 +31,17 @@
 //! and no stack per level, whatever the depth: it goes down by each
 //! directory's own descriptor and back up by `..`, checked to be the
 //! directory it came from (device and inode), and never enters a
-//! directory on another device than the tree's (a mount: left, and the
-//! removal fails).
+//! directory on another device or mount than the tree's (a mount, a bind
+//! mount of the tree's own file system too, whose device is the tree's:
+//! only `statx`'s mount id tells it; before, such a bind mount was walked
+//! and the directory it shows emptied).
+//!
+//! What cannot be removed (a mount, an immutable file, someone else's
+//! closed directory) is left with the directories that hold it, and
+//! everything else is removed: the error names each path left and why
+//! (the first [`LEFT_NAMED`], the rest counted). Before, the first such
+//! entry stopped the removal naming only the tree, and whatever the walk
+//! had not reached stayed too, at every later pass alike.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -69,11 +78,60 @@ pub fn remove_tree_until(path: &Path, deadline: Option<Instant>) -> io::Result<(
 }
 
 /// One directory of [`remove_deep`]'s way down: its name in its parent,
-/// its identity (device, inode) and the directories in it not yet removed.
+/// its identity (device, inode), the directories in it not yet removed,
+/// and whether anything under it was left (then it is not removed).
 struct Level {
     name: CString,
     id: (u64, u64),
     subdirs: Vec<CString>,
+    kept: bool,
+}
+
+/// The most entries a removal that left some names (the rest counted).
+const LEFT_NAMED: usize = 8;
+
+/// What a removal left: each entry it could not remove, by path, and why.
+#[derive(Default)]
+struct Left {
+    count: usize,
+    named: Vec<String>,
+}
+
+impl Left {
+    fn add(&mut self, path: &Path, why: impl std::fmt::Display) {
+        self.count += 1;
+        if self.named.len() < LEFT_NAMED {
+            self.named.push(format!("{}: {why}", path.display()));
+        }
+    }
+
+    /// The removal of `tree`'s outcome: an error naming what was left.
+    fn outcome(self, tree: &Path) -> io::Result<()> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        let more = self.count - self.named.len();
+        Err(io::Error::other(format!(
+            "{} not wholly removed: {}{}",
+            tree.display(),
+            self.named.join("; "),
+            if more > 0 {
+                format!("; and {more} more")
+            } else {
+                String::new()
+            }
+        )))
+    }
+}
+
+/// The path of `name` in the directory `levels` lead to under `tree`.
+fn path_of(tree: &Path, levels: &[Level], name: &CStr) -> std::path::PathBuf {
+    let mut path = tree.to_path_buf();
+    for level in levels.iter().skip(1) {
+        path.push(std::ffi::OsStr::from_bytes(level.name.as_bytes()));
+    }
+    path.push(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    path
 }
 
 /// Removes the directory `path` and what it holds, whatever its depth,
@@ -81,9 +139,12 @@ struct Level {
 /// entered by its descriptor (no link followed, its owner's bits given
 /// back when it is this user's and lacks them), its other entries
 /// unlinked, its directories removed one by one, and left by `..`,
-/// which must be the directory it was entered from. A directory on
-/// another device than `path`'s is not entered: the removal fails. Past
-/// `deadline`, it stops (`TimedOut`).
+/// which must be the directory it was entered from. A mount in the tree
+/// (another device, or another mount of the same one: a bind mount) is
+/// not entered, and an entry that cannot be removed (someone else's
+/// closed directory, an immutable file) is left with the directories
+/// that hold it; everything else is removed, and the error names each
+/// path left and why. Past `deadline`, it stops (`TimedOut`).
 fn remove_deep(path: &Path, deadline: Option<Instant>) -> io::Result<()> {
     let parent = path.parent().unwrap_or(Path::new("/"));
     let name = CString::new(path.file_name().unwrap_or(path.as_os_str()).as_bytes())
@@ -95,17 +156,26 @@ fn remove_deep(path: &Path, deadline: Option<Instant>) -> io::Result<()> {
         Mode::empty(),
     )?;
     let me = nix::unistd::geteuid().as_raw();
-    let (mut cur, id) = match enter(top.as_fd(), &name, me, None)? {
-        Entered::Dir(fd, id) => (fd, id),
+    let (mut cur, id, mount) = match enter(top.as_fd(), &name, me, None)? {
+        Entered::Dir(fd, id, mount) => (fd, id, mount),
         // Not a directory (any more): unlinked as it is.
         Entered::NotDir | Entered::Mount => return unlink(top.as_fd(), &name, AtFlags::empty()),
     };
-    let device = id.0;
+    let within = Within {
+        device: id.0,
+        mount,
+    };
+    let mut left = Left::default();
     let mut levels = vec![Level {
         name,
         id,
-        subdirs: empty_out(cur.as_fd())?,
+        subdirs: Vec::new(),
+        kept: false,
     }];
+    let top_level = empty_out(cur.as_fd(), path, &levels, &mut left);
+    if let Some(level) = levels.last_mut() {
+        (level.subdirs, level.kept) = top_level;
+    }
     loop {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(io::Error::new(
@@ -113,75 +183,122 @@ fn remove_deep(path: &Path, deadline: Option<Instant>) -> io::Result<()> {
                 format!("{} not removed within its time", path.display()),
             ));
         }
-        let Some(level) = levels.last_mut() else {
-            return Ok(());
-        };
-        if let Some(child) = level.subdirs.pop() {
-            match enter(cur.as_fd(), &child, me, Some(device))? {
-                Entered::Mount => {
-                    return Err(io::Error::other(format!(
-                        "{} holds a mount (another device): not entered",
-                        path.display()
-                    )));
+        let Some(child) = levels.last_mut().and_then(|level| level.subdirs.pop()) else {
+            let Some(done) = levels.pop() else {
+                return left.outcome(path);
+            };
+            let Some(up) = levels.last() else {
+                drop(cur);
+                if !done.kept {
+                    if let Err(e) = unlink(top.as_fd(), &done.name, AtFlags::REMOVEDIR) {
+                        left.add(path, e);
+                    }
                 }
-                Entered::Dir(fd, id) => {
-                    let subdirs = empty_out(fd.as_fd())?;
-                    cur = fd;
-                    levels.push(Level {
-                        name: child,
-                        id,
-                        subdirs,
-                    });
-                }
-                Entered::NotDir => unlink(cur.as_fd(), &child, AtFlags::empty())?,
+                return left.outcome(path);
+            };
+            let parent = rustix::fs::openat(
+                &cur,
+                c"..",
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )?;
+            let st = rustix::fs::fstat(&parent)?;
+            if (st.st_dev, st.st_ino) != up.id {
+                return Err(io::Error::other(format!(
+                    "a directory under {} was moved while it was removed",
+                    path.display()
+                )));
+            }
+            cur = parent;
+            let kept = done.kept
+                || match unlink(cur.as_fd(), &done.name, AtFlags::REMOVEDIR) {
+                    Ok(()) => false,
+                    Err(e) => {
+                        left.add(&path_of(path, &levels, &done.name), e);
+                        true
+                    }
+                };
+            if let Some(up) = levels.last_mut() {
+                up.kept |= kept;
             }
             continue;
-        }
-        let Some(done) = levels.pop() else {
-            return Ok(());
         };
-        let Some(up) = levels.last() else {
-            drop(cur);
-            return unlink(top.as_fd(), &done.name, AtFlags::REMOVEDIR);
+        let here = path_of(path, &levels, &child);
+        let kept = match enter(cur.as_fd(), &child, me, Some(within)) {
+            Ok(Entered::Dir(fd, id, _)) => {
+                levels.push(Level {
+                    name: child,
+                    id,
+                    subdirs: Vec::new(),
+                    kept: false,
+                });
+                let emptied = empty_out(fd.as_fd(), path, &levels, &mut left);
+                if let Some(level) = levels.last_mut() {
+                    (level.subdirs, level.kept) = emptied;
+                }
+                cur = fd;
+                false
+            }
+            Ok(Entered::Mount) => {
+                left.add(&here, "a mount (another device or mount): not entered");
+                true
+            }
+            Ok(Entered::NotDir) => match unlink(cur.as_fd(), &child, AtFlags::empty()) {
+                Ok(()) => false,
+                Err(e) => {
+                    left.add(&here, e);
+                    true
+                }
+            },
+            Err(e) => {
+                left.add(&here, e);
+                true
+            }
         };
-        let parent = rustix::fs::openat(
-            &cur,
-            c"..",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        let st = rustix::fs::fstat(&parent)?;
-        if (st.st_dev, st.st_ino) != up.id {
-            return Err(io::Error::other(format!(
-                "a directory under {} was moved while it was removed",
-                path.display()
-            )));
+        if let Some(level) = levels.last_mut() {
+            level.kept |= kept;
         }
-        cur = parent;
-        unlink(cur.as_fd(), &done.name, AtFlags::REMOVEDIR)?;
     }
+}
+
+/// The tree's device and mount (when the kernel says), which no
+/// directory removed may be on another of.
+#[derive(Debug, Clone, Copy)]
+struct Within {
+    device: u64,
+    mount: Option<u64>,
 }
 
 /// What [`enter`] found.
 enum Entered {
-    /// A directory, opened to be listed and changed, and its identity.
-    Dir(OwnedFd, (u64, u64)),
+    /// A directory, opened to be listed and changed, its identity and
+    /// its mount's id (when the kernel gives it).
+    Dir(OwnedFd, (u64, u64), Option<u64>),
     /// Not a directory (a link, a file, gone).
     NotDir,
-    /// A directory on another device than the tree's (a mount), left as
+    /// A directory on another device or mount than the tree's, left as
     /// it is.
     Mount,
+}
+
+/// The id of the mount `fd` is on (`statx`'s `STATX_MNT_ID`, Linux
+/// 5.8); none where the kernel does not give it.
+fn mount_id(fd: &OwnedFd) -> Option<u64> {
+    use rustix::fs::StatxFlags;
+    let st = rustix::fs::statx(fd, c"", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID).ok()?;
+    (st.stx_mask & StatxFlags::MNT_ID.bits() != 0).then_some(st.stx_mnt_id)
 }
 
 /// The directory `name` in `dir` opened to be listed and changed
 /// ([`Entered`]). Its owner's read, write and search bits are given back
 /// first when this user (`me`) owns it and it lacks them, unless it is on
-/// another device than `device` (the tree's, once known).
+/// another device or mount than `within` (the tree's, once known): a
+/// bind mount of the tree's own file system has its device.
 fn enter(
     dir: rustix::fd::BorrowedFd<'_>,
     name: &CStr,
     me: u32,
-    device: Option<u64>,
+    within: Option<Within>,
 ) -> io::Result<Entered> {
     let at = match rustix::fs::openat(
         dir,
@@ -196,8 +313,12 @@ fn enter(
         Err(e) => return Err(e.into()),
     };
     let st = rustix::fs::fstat(&at)?;
-    if device.is_some_and(|d| d != st.st_dev) {
-        return Ok(Entered::Mount);
+    let mount = mount_id(&at);
+    if let Some(within) = within {
+        let other_mount = matches!((within.mount, mount), (Some(a), Some(b)) if a != b);
+        if within.device != st.st_dev || other_mount {
+            return Ok(Entered::Mount);
+        }
     }
     if st.st_uid == me && st.st_mode & 0o700 != 0o700 {
         chmod_fd(&at, (st.st_mode & 0o7777) | 0o700)?;
@@ -208,35 +329,55 @@ fn enter(
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     )?;
-    Ok(Entered::Dir(fd, (st.st_dev, st.st_ino)))
+    Ok(Entered::Dir(fd, (st.st_dev, st.st_ino), mount))
 }
 
-/// Unlinks every entry of `dir` but its directories, which it returns.
-fn empty_out(dir: rustix::fd::BorrowedFd<'_>) -> io::Result<Vec<CString>> {
+/// Unlinks every entry of `dir` (the last of `levels` under `tree`) but
+/// its directories, which it returns, with whether anything was left
+/// (each named in `left`): an entry that cannot be unlinked, or the
+/// directory that cannot be listed.
+fn empty_out(
+    dir: rustix::fd::BorrowedFd<'_>,
+    tree: &Path,
+    levels: &[Level],
+    left: &mut Left,
+) -> (Vec<CString>, bool) {
+    let here = |name: &CStr| path_of(tree, levels, name);
     let mut subdirs = Vec::new();
     let mut others = Vec::new();
-    for entry in Dir::read_from(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == c"." || name == c".." {
-            continue;
+    let mut kept = false;
+    let listed = Dir::read_from(dir).and_then(|entries| {
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            let is_dir = match entry.file_type() {
+                FileType::Directory => true,
+                FileType::Unknown => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
+                _ => false,
+            };
+            if is_dir {
+                subdirs.push(name.to_owned());
+            } else {
+                others.push(name.to_owned());
+            }
         }
-        let is_dir = match entry.file_type() {
-            FileType::Directory => true,
-            FileType::Unknown => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory),
-            _ => false,
-        };
-        if is_dir {
-            subdirs.push(name.to_owned());
-        } else {
-            others.push(name.to_owned());
-        }
+        Ok(())
+    });
+    if let Err(e) = listed {
+        left.add(&here(c"."), format!("list it: {e}"));
+        kept = true;
     }
     for name in others {
-        unlink(dir, &name, AtFlags::empty())?;
+        if let Err(e) = unlink(dir, &name, AtFlags::empty()) {
+            left.add(&here(&name), e);
+            kept = true;
+        }
     }
-    Ok(subdirs)
+    (subdirs, kept)
 }
 
 /// `unlinkat`, gone already being success.
@@ -296,49 +437,184 @@ mod tests {
         closed(&outside, 0o700);
     }
 
-    /// A mount inside the tree (a tmpfs here) is not entered: the removal
-    /// fails naming it, and what the mount holds is as it was. Before,
-    /// the standard removal deleted through it.
+    /// Whether this test may mount (CAP_SYS_ADMIN); without it, skipped
+    /// with the reason printed (in CI, failed).
+    fn may_mount(what: &str) -> bool {
+        if super::super::overlay::may_mount() {
+            return true;
+        }
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{what} needs CAP_SYS_ADMIN in CI"
+        );
+        eprintln!("skipping: {what} needs CAP_SYS_ADMIN");
+        false
+    }
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A tree of `tree/a/m` (the mount point) among sibling directories
+    /// and files that are all removable.
+    fn tree_around(tree: &Path, inner: &Path) {
+        std::fs::create_dir_all(inner).unwrap();
+        std::fs::write(tree.join("a/f"), "x").unwrap();
+        for d in 0..12 {
+            std::fs::create_dir_all(tree.join(format!("a/s{d}/t"))).unwrap();
+            std::fs::write(tree.join(format!("a/s{d}/t/f")), "x").unwrap();
+            std::fs::create_dir_all(tree.join(format!("b{d}/t"))).unwrap();
+        }
+    }
+
+    /// A mount inside the tree (a tmpfs here) is not entered: what the
+    /// mount holds is as it was, everything else in the tree is removed,
+    /// and the error names the mount's own path. Before, the standard
+    /// removal deleted through it; then the removal stopped at the mount,
+    /// naming only the tree, and left whatever it had not reached yet.
     #[test]
     fn a_mount_inside_the_tree_is_not_entered() {
         use nix::mount::{mount, umount2, MntFlags, MsFlags};
+        if !may_mount("a tmpfs mount") {
+            return;
+        }
         let root = tempfile::tempdir().unwrap();
         let tree = root.path().join("tree");
         let inner = tree.join("a/m");
-        std::fs::create_dir_all(&inner).unwrap();
-        std::fs::write(tree.join("a/f"), "x").unwrap();
-        let mounted = super::super::overlay::may_mount()
-            && mount(
-                Some("tmpfs"),
-                &inner,
-                Some("tmpfs"),
-                MsFlags::empty(),
-                None::<&str>,
-            )
-            .is_ok();
-        if !mounted {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "a tmpfs mount needs CAP_SYS_ADMIN in CI"
-            );
-            eprintln!("skipping: mounting a tmpfs needs CAP_SYS_ADMIN");
-            return;
-        }
+        tree_around(&tree, &inner);
+        mount(
+            Some("tmpfs"),
+            &inner,
+            Some("tmpfs"),
+            MsFlags::empty(),
+            None::<&str>,
+        )
+        .unwrap();
         std::fs::write(inner.join("kept"), "k").unwrap();
         let removed = remove_tree(&tree).map_err(|e| e.to_string());
         let kept = std::fs::read_to_string(inner.join("kept")).ok();
+        let left = (names(&tree), names(&tree.join("a")));
         umount2(&inner, MntFlags::MNT_DETACH).unwrap();
         assert_eq!(
-            (removed, kept),
+            (removed, kept, left),
             (
                 Err(format!(
-                    "{} holds a mount (another device): not entered",
-                    tree.display()
+                    "{} not wholly removed: {}: a mount (another device or mount): not entered",
+                    tree.display(),
+                    inner.display()
                 )),
-                Some("k".to_string())
+                Some("k".to_string()),
+                (vec!["a".to_string()], vec!["m".to_string()])
             )
         );
         remove_tree(&tree).unwrap();
+        assert!(!tree.exists());
+    }
+
+    /// A bind mount inside the tree of a directory outside it on the
+    /// same file system (the same device: only the mount's id tells) is
+    /// not entered: the directory it shows keeps what it holds. Before,
+    /// the removal took it for a directory of the tree and deleted what
+    /// the outside directory held.
+    #[test]
+    fn a_bind_mount_of_the_same_file_system_is_not_entered() {
+        use nix::mount::{mount, umount2, MntFlags, MsFlags};
+        if !may_mount("a bind mount") {
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let outside = root.path().join("outside");
+        std::fs::create_dir_all(outside.join("inner")).unwrap();
+        std::fs::write(outside.join("inner/keep"), "k").unwrap();
+        let tree = root.path().join("tree");
+        let inner = tree.join("a/m");
+        tree_around(&tree, &inner);
+        mount(
+            Some(&outside),
+            &inner,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .unwrap();
+        let removed = remove_tree(&tree).map_err(|e| e.to_string());
+        let left = (names(&tree), names(&tree.join("a")));
+        umount2(&inner, MntFlags::MNT_DETACH).unwrap();
+        assert_eq!(
+            (
+                removed,
+                std::fs::read_to_string(outside.join("inner/keep")).ok(),
+                left
+            ),
+            (
+                Err(format!(
+                    "{} not wholly removed: {}: a mount (another device or mount): not entered",
+                    tree.display(),
+                    inner.display()
+                )),
+                Some("k".to_string()),
+                (vec!["a".to_string()], vec!["m".to_string()])
+            )
+        );
+        remove_tree(&tree).unwrap();
+        assert!(!tree.exists());
+    }
+
+    /// A file that cannot be unlinked (immutable: `chattr +i`, which a
+    /// job running as root could set) is left with the directories that
+    /// hold it, named with why; the rest of the tree is removed. Before,
+    /// the first such entry stopped the removal, naming neither it nor
+    /// what was left unreached.
+    #[test]
+    fn an_entry_that_cannot_be_removed_is_named_and_the_rest_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let tree = root.path().join("tree");
+        let inner = tree.join("a/m");
+        tree_around(&tree, &inner);
+        let stuck = inner.join("stuck");
+        std::fs::write(&stuck, "s").unwrap();
+        let chattr = |flag: &str| {
+            std::process::Command::new("chattr")
+                .arg(flag)
+                .arg(&stuck)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !chattr("+i") {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "chattr +i needs CAP_LINUX_IMMUTABLE and a file system with it in CI"
+            );
+            eprintln!("skipping: chattr +i did not work here");
+            return;
+        }
+        let removed = remove_tree(&tree).map_err(|e| e.to_string());
+        let left = (names(&tree), names(&tree.join("a")), names(&inner));
+        assert!(chattr("-i"));
+        assert_eq!(
+            (removed, left),
+            (
+                Err(format!(
+                    "{} not wholly removed: {}: {}",
+                    tree.display(),
+                    stuck.display(),
+                    io::Error::from(rustix::io::Errno::PERM)
+                )),
+                (
+                    vec!["a".to_string()],
+                    vec!["m".to_string()],
+                    vec!["stuck".to_string()]
+                )
+            )
+        );
+        remove_tree(&tree).unwrap();
+        assert!(!tree.exists());
     }
 
     /// Gone already, or a file or link in its place: no error, and a

@@ -16,7 +16,8 @@
 //! deleted (`overlay::unmount_work`), and left for a later pass when it
 //! stays mounted: nothing walks through a mount into the snapshot
 //! beneath. Deleting never follows a link and never enters another
-//! device (`remove.rs`, which needs no stack or descriptor per level),
+//! device or mount (`remove.rs`, which needs no stack or descriptor per
+//! level, and removes all but what it cannot, naming that),
 //! and nothing of the job is running by then (teardown killed it).
 //! Emptying takes an exclusive `flock` on `<jobs>/.trash.lock`, so two
 //! removers never delete the same tree at once; a reaper on the start-up
