@@ -118,7 +118,32 @@ fn open_to_read(path: &Path) -> std::io::Result<File> {
 /// directory, a record past `max` bytes (never read further) or one not
 /// UTF-8.
 pub(crate) fn read(path: &Path, max: u64) -> std::io::Result<String> {
+    read_whole(open_to_read(path)?, max)
+}
+
+/// [`read`] of a record only this process's user may have written: one
+/// owned by another user (planted in a directory shared with them, as a
+/// host directory given by `--host-dir` may be) is refused
+/// (`PermissionDenied`), as is one that other users may write.
+pub(crate) fn read_own(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt as _;
     let file = open_to_read(path)?;
+    let meta = file.metadata()?;
+    if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+        return Err(Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "owned by uid {} (mode {:o}), not only this user's",
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    read_whole(file, max)
+}
+
+/// The text of `file`, at most `max` bytes ([`read`]).
+fn read_whole(file: File, max: u64) -> std::io::Result<String> {
     let mut bytes = Vec::new();
     file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {

@@ -9,8 +9,11 @@
 //! sets, seccomp and no-new-privileges state and security label, and the
 //! kernel's switches for unprivileged namespaces and its security modules.
 //! Any of them different, the record too old (or dated in the future), a
-//! record that is not Paddock's own file (a link, a FIFO, too long) or
-//! not its shape: the probe runs as before. A failed probe is never kept,
+//! record that is not Paddock's own file (a link, a FIFO, too long, owned
+//! by another user or writable by others: a host directory shared with
+//! them, `--host-dir`, let another user plant a record under this user's
+//! key, which anyone can compute, and fail every `auto` job) or not its
+//! shape: the probe runs as before. A failed probe is never kept,
 //! so a host that cannot start a sandbox says why on every run.
 //!
 //! Why a stale record cannot weaken a job: a kept success only makes the
@@ -98,7 +101,7 @@ impl ProbeCache {
 
     /// Whether a success under `key` is kept and fresh at `now`.
     pub fn holds(&self, key: &str, now: SystemTime) -> bool {
-        let Ok(text) = crate::own_file::read(&self.path, MAX_RECORD) else {
+        let Ok(text) = crate::own_file::read_own(&self.path, MAX_RECORD) else {
             return false;
         };
         let Ok(record) = serde_json::from_str::<Record>(&text) else {
@@ -110,10 +113,11 @@ impl ProbeCache {
         record.key == key && now.duration_since(at).is_ok_and(|age| age < FRESH_FOR)
     }
 
-    /// Keeps a success under `key` at `now`: written beside the record
-    /// and renamed over it (a reader never sees half of one; a link
-    /// planted there is replaced, not followed). The host directory is
-    /// made when missing.
+    /// Keeps a success under `key` at `now`: written to a new file beside
+    /// the record and renamed over it (`own_file::replace`: a reader never
+    /// sees half of one; a link planted there is replaced, not followed,
+    /// and nothing planted beside it is written through). The host
+    /// directory is made when missing.
     pub fn keep(&self, key: &str, now: SystemTime) -> std::io::Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
@@ -126,13 +130,11 @@ impl ProbeCache {
             at,
         })
         .map_err(std::io::Error::other)?;
-        let tmp = dir.join(format!(".{FILE}.{}.tmp", std::process::id()));
-        let written = crate::own_file::write_private(&tmp, text.as_bytes())
-            .and_then(|()| std::fs::rename(&tmp, &self.path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
+        // A new file (`O_EXCL`, no link followed) renamed over the
+        // record: a file planted at a name it may be written under (a
+        // hard link to another of this user's files, in a directory
+        // shared with another user) is never written through.
+        crate::own_file::replace(&self.path, text.as_bytes())
     }
 
     /// Clears the record (a sandbox that did not set up): the next job
@@ -266,6 +268,63 @@ mod tests {
         std::fs::remove_file(cache.path()).unwrap();
         nix::unistd::mkfifo(cache.path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
         assert!(!cache.holds("k", now()), "a FIFO is not waited on");
+    }
+
+    /// A hard link planted where the record's new text was written (its
+    /// name then: `.sandbox-probe.json.PID.tmp`, opened without
+    /// `O_EXCL`) to another file of this user's is not written through:
+    /// that file keeps its text. Before, keeping a success emptied it and
+    /// wrote the record into it.
+    #[test]
+    fn a_hard_link_planted_beside_the_record_is_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("host");
+        std::fs::create_dir(&host).unwrap();
+        let mine = dir.path().join("bashrc");
+        std::fs::write(&mine, "mine").unwrap();
+        std::fs::hard_link(
+            &mine,
+            host.join(format!(".{FILE}.{}.tmp", std::process::id())),
+        )
+        .unwrap();
+        let cache = ProbeCache::in_dir(&host);
+        cache.keep("k", now()).unwrap();
+        assert_eq!(
+            (
+                cache.holds("k", now()),
+                std::fs::read_to_string(&mine).unwrap()
+            ),
+            (true, "mine".to_string())
+        );
+    }
+
+    /// A record another user wrote (in a host directory shared with
+    /// them), or one others may write, is no success, whatever it says;
+    /// this user's own is. Before, another user could plant a success
+    /// under this user's key (which anyone can compute) and have every
+    /// `auto` job of this user's try a sandbox that cannot start.
+    #[test]
+    fn a_record_of_another_user_is_no_success() {
+        use std::os::unix::fs::PermissionsExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "giving a file to another user needs root in CI"
+            );
+            eprintln!("skipping: giving a file to another user needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ProbeCache::in_dir(dir.path());
+        cache.keep("k", now()).unwrap();
+        let own = cache.holds("k", now());
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        nix::unistd::chown(cache.path(), Some(nobody), None).unwrap();
+        let theirs = cache.holds("k", now());
+        nix::unistd::chown(cache.path(), Some(nix::unistd::geteuid()), None).unwrap();
+        std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o666)).unwrap();
+        let writable = cache.holds("k", now());
+        assert_eq!((own, theirs, writable), (true, false, false));
     }
 
     /// The key names the helper binary as it is: another binary, or the
