@@ -57,7 +57,8 @@ pub async fn exec(args: GcArgs, paths: &Paths) -> Result<u8, Failure> {
 }
 
 /// One line per thing the pass did, for `paddock gc` and the start of
-/// `paddock run` (without a trailing newline; empty when it did nothing).
+/// `paddock run` (without a trailing newline; empty when it did nothing),
+/// each safe to print on a terminal (`terminal_text::line`).
 pub fn render(report: &Report) -> Vec<String> {
     let mut out = Vec::new();
     for r in &report.jobs {
@@ -151,7 +152,12 @@ pub fn render(report: &Report) -> Vec<String> {
             .iter()
             .map(|e| format!("cannot clean up: {e}")),
     );
-    out
+    // What a removal left is named by its path in the job's tree, and
+    // other errors quote what a job wrote too: each line is made safe to
+    // print (its controls and newlines escaped), as a job's text is.
+    out.into_iter()
+        .map(|line| paddock::terminal_text::line(&line).into_owned())
+        .collect()
 }
 
 /// `bytes` in MiB, one decimal.
@@ -214,6 +220,30 @@ mod tests {
                 "removed /j/.mirrors/0123abcd.git, unused for 14 days",
                 "removed /j/.snapshots/c0ffee-12ab (1.5 MiB), the least recently used while the caches were over their size cap",
                 "cannot clean up: list running jobs: locked",
+            ]
+        );
+    }
+
+    /// A removal's error naming a path a job chose (its names hold an
+    /// escape that writes the clipboard, a newline that starts a forged
+    /// line) is printed as one line with those escaped. Before, the line
+    /// went to the terminal as it was: since a removal names what it left
+    /// by its path in the job's tree, the job's bytes reached it.
+    #[test]
+    fn what_a_job_named_is_printed_escaped() {
+        let report = Report {
+            errors: vec![
+                "remove /j/.trash/job-4: /j/.trash/job-4/work/\x1b]52;c;ZXZpbA==\x07\u{202e}\ndone: \
+                 Operation not permitted"
+                    .into(),
+            ],
+            ..Report::default()
+        };
+        assert_eq!(
+            render(&report),
+            vec![
+                "cannot clean up: remove /j/.trash/job-4: /j/.trash/job-4/work/\\u{1b}]52;c;ZXZpbA==\
+                 \\u{7}\\u{202e}\\u{a}done: Operation not permitted"
             ]
         );
     }
