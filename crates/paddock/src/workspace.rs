@@ -22,6 +22,7 @@ mod job_branch;
 mod junk;
 pub mod keep;
 pub mod lease;
+mod loose_object;
 pub(crate) mod mirror;
 mod mirror_names;
 mod mirror_state;
@@ -1592,7 +1593,14 @@ impl Workspace {
                 (git.clone(), None)
             }
             Staging::Sealed(shadow) => {
-                tree.refused = sealed_stage::stage(git, &self.work, &tree.staged, &shadow).await?;
+                tree.refused = sealed_stage::stage(
+                    git,
+                    &self.work,
+                    &tree.staged,
+                    &shadow,
+                    self.base_commit.len() == 64,
+                )
+                .await?;
                 let remover = HostGit {
                     work_tree: Some(shadow.dir().to_path_buf()),
                     ..git.clone()
@@ -3952,6 +3960,47 @@ mod tests {
             )
         );
         ws.remove().unwrap();
+    }
+
+    /// A sealed staging of fewer than 100 files writes their blobs itself
+    /// as loose objects (`loose_object.rs`: no `fast-import` started), one
+    /// of more hands them to one `fast-import`, which packs them; either
+    /// way the patch is the one by path.
+    #[tokio::test]
+    async fn a_sealed_staging_writes_few_blobs_itself_and_packs_many() {
+        let packs = |git_dir: &Path| {
+            std::fs::read_dir(git_dir.join("objects/pack"))
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        let mut seen = Vec::new();
+        for n in [3usize, 150] {
+            let tmp = TmpDir::new();
+            let r = repo(tmp.path());
+            let jobs = tmp.path().join("jobs");
+            let ws = Workspace::provision(&jobs, "j", &spec(r, "main"), "b")
+                .await
+                .unwrap();
+            std::fs::create_dir_all(ws.work.join("many")).unwrap();
+            for i in 0..n {
+                std::fs::write(
+                    ws.work.join(format!("many/f{i}.txt")),
+                    format!("file {i}\n"),
+                )
+                .unwrap();
+            }
+            let before = packs(&ws.git_dir());
+            let sealed = ws.sealed().patch().await.unwrap();
+            let packed = packs(&ws.git_dir()) - before;
+            let p = ws.patch().await.unwrap();
+            seen.push((sealed.changed_files.len(), packed, sealed == p));
+            ws.remove().unwrap();
+        }
+        assert_eq!(seen, vec![(3, 0, true), (150, 1, true)]);
     }
 
     /// A tree with attributes is staged sealed when git would convert

@@ -10,10 +10,10 @@
 //! --revs <commit> ^<base>` in its own git directory
 //! (`workspace/result_branch.rs`), of a commit Paddock wrote
 //! (`workspace/commit_object.rs`) on a tree its own `write-tree` made of
-//! its own index: the base's entries, and blobs its own git hashed from
-//! bytes Paddock read (`update-index --add`, `fast-import` of
-//! `sealed_stage.rs`, `hash-object`); no object the job wrote is taken
-//! as it is. Such a pack holds every object its commit reaches that the
+//! its own index: the base's entries, and blobs its own git or Paddock
+//! itself hashed from bytes Paddock read (`update-index --add`,
+//! `hash-object`, `sealed_stage.rs`'s `fast-import` or loose blobs); no
+//! object the job wrote is taken as it is. Such a pack holds every object its commit reaches that the
 //! base does not, so every object it names outside itself is the base's
 //! (a submodule's commit, which no check follows, aside), which the
 //! source holds complete: it is the commit the source gave the job.

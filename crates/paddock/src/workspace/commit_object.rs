@@ -5,19 +5,14 @@
 //! `git commit-tree TREE -p BASE` writes with Paddock's identity (no
 //! signature: Paddock's git reads no user config, so no `commit.gpgSign`):
 //! `tree`, `parent`, `author` and `committer` lines, a blank line and the
-//! message as given, named by the hash of the repository's object format
-//! (SHA-1, or SHA-256 where the base's name has 64 digits), stored
-//! zlib-compressed (`flate2`, at the fastest level, as git writes loose
-//! objects) in `objects/<2>/<rest>`, written to a
-//! temporary file and linked into place as git does. A message holding a
+//! message as given, written as a loose object (`loose_object.rs`: named by
+//! the hash of the repository's object format, SHA-1, or SHA-256 where the
+//! base's name has 64 digits). A message holding a
 //! NUL byte is refused, as git refuses it. Nothing here reads what the
 //! job wrote: the tree was written by Paddock's git from its own index.
 
 use std::ffi::OsStr;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-
-use sha1::Digest as _;
 
 /// The author and committer of every result commit.
 const IDENT: &str = "Paddock <paddock@localhost>";
@@ -29,12 +24,8 @@ pub enum CommitError {
     NulInMessage,
     #[error("{what} {name:?} is not an object name")]
     NotAnObjectName { what: &'static str, name: String },
-    #[error("write {path}: {source}")]
-    Write {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] super::loose_object::LooseObjectError),
 }
 
 /// Writes the commit of `tree` on `parent` with `message`, made at `when`
@@ -60,7 +51,12 @@ pub(crate) fn write_commit(
         return Err(CommitError::NulInMessage);
     }
     let body = commit_text(tree, parent, message, when, offset_secs);
-    write_loose(git_dir, "commit", body.as_bytes(), parent.len() == 64)
+    Ok(super::loose_object::write(
+        git_dir,
+        "commit",
+        body.as_bytes(),
+        parent.len() == 64,
+    )?)
 }
 
 /// The commit's text, as `git commit-tree` writes it.
@@ -130,69 +126,11 @@ fn local_zone(tz: Option<&OsStr>, zoneinfo: &Path, localtime: &Path) -> Option<j
     named.or_else(|| jiff::tz::TimeZone::posix(tz).ok())
 }
 
-/// Writes the object `kind` with `body` as a loose object of `git_dir`
-/// (SHA-256 named when `sha256`); its name. An object already there is
-/// left as it is (same name, same content).
-fn write_loose(
-    git_dir: &Path,
-    kind: &str,
-    body: &[u8],
-    sha256: bool,
-) -> Result<String, CommitError> {
-    let mut object = format!("{kind} {}\0", body.len()).into_bytes();
-    object.extend_from_slice(body);
-    let name = if sha256 {
-        hex::encode(sha2::Sha256::digest(&object))
-    } else {
-        hex::encode(sha1::Sha1::digest(&object))
-    };
-    let dir = git_dir.join("objects").join(&name[..2]);
-    let path = dir.join(&name[2..]);
-    let failed = |source| CommitError::Write {
-        path: path.display().to_string(),
-        source,
-    };
-    if path.exists() {
-        return Ok(name);
-    }
-    match std::fs::create_dir(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(failed(e)),
-    }
-    let mut tmp = tempfile::Builder::new()
-        .prefix("tmp_obj_")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o444))
-        .tempfile_in(&dir)
-        .map_err(failed)?;
-    let framed = zlib(&object).map_err(failed)?;
-    tmp.write_all(&framed).map_err(failed)?;
-    match tmp.persist_noclobber(&path) {
-        Ok(_) => Ok(name),
-        // Written meanwhile by another writer: the same object.
-        Err(e) if path.exists() => {
-            drop(e);
-            Ok(name)
-        }
-        Err(e) => Err(failed(e.error)),
-    }
-}
-
-/// `data` as a zlib stream (flate2), compressed at zlib's fastest level,
-/// git's own for loose objects (`core.looseCompression` 1).
-fn zlib(data: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut encoder = flate2::write::ZlibEncoder::new(
-        Vec::with_capacity(data.len() / 2 + 64),
-        flate2::Compression::fast(),
-    );
-    encoder.write_all(data)?;
-    encoder.finish()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use paddock_test_support::git::git;
+    use std::io::Write as _;
 
     /// A version 1 TZif file of one zone type, `offset` seconds east of
     /// UTC, no transitions: what a zone file under /usr/share/zoneinfo is,

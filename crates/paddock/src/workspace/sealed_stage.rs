@@ -10,10 +10,12 @@
 //! link followed (`beneath.rs`): a regular file's content (exactly the
 //! length `fstat` gave, opened without blocking, so never a FIFO waited
 //! on) with git's mode for it (`100755` when its owner may execute it,
-//! else `100644`), a link's target; it hands the bytes to one `git
-//! fast-import` (length-prefixed blobs, no filter, the object names asked
-//! back with `get-mark`), and stages the names so made with `update-index
-//! --index-info`. Neither git has a work tree: nothing of the job's tree is
+//! else `100644`), a link's target; it writes the blobs itself, as loose
+//! objects (`loose_object.rs`: no process started), when they are fewer
+//! than [`FEW`], else hands the bytes to one `git fast-import`
+//! (length-prefixed blobs, no filter, the object names asked back with
+//! `get-mark`), and stages the names so made with `update-index
+//! --index-info`. No git has a work tree: nothing of the job's tree is
 //! read but what Paddock read. The ignore rules the walk asked for came
 //! from a shadow of the tree's ignore files (`ignore_shadow.rs`).
 //!
@@ -67,12 +69,14 @@ struct Read {
 /// Stages `staged` (paths relative to `work`) in `git`'s index, each read
 /// beneath `work` by Paddock (module text), refused if git would convert
 /// one by the attributes `shadow` holds; the paths git refused to stage
-/// (its "Ignoring path" lines, as the staging by path reads them).
+/// (its "Ignoring path" lines, as the staging by path reads them). The
+/// repository's objects are named by SHA-256 when `sha256`, else SHA-1.
 pub(super) async fn stage(
     git: &HostGit,
     work: &Path,
     staged: &[Vec<u8>],
     shadow: &IgnoreShadow,
+    sha256: bool,
 ) -> Result<Vec<Vec<u8>>, WorkspaceError> {
     if staged.is_empty() {
         return Ok(Vec::new());
@@ -95,6 +99,86 @@ pub(super) async fn stage(
         work_tree: None,
         ..git.clone()
     };
+    let names = if reads.len() < FEW {
+        loose(&git, reads, sha256).await?
+    } else {
+        imported(&git, &reads).await?
+    };
+    let mut info = Vec::new();
+    for ((mode, name), path) in names.iter().zip(staged) {
+        info.extend_from_slice(mode.as_bytes());
+        info.push(b' ');
+        info.extend_from_slice(name.as_bytes());
+        info.push(b'\t');
+        info.extend_from_slice(path);
+        info.push(0);
+    }
+    // A path git never stages (`.git` under another spelling) is
+    // skipped with a warning, as `--add` skips it: the same warning read.
+    let args = ["update-index", "--replace", "-z", "--index-info"];
+    let (status, _, stderr) = git.status(args, Some(&info)).await?;
+    if !status.success() {
+        return Err(git.failed(args, &stderr));
+    }
+    Ok(super::final_tree::refused_paths(&stderr))
+}
+
+/// Below this many blobs Paddock writes them itself as loose objects
+/// ([`loose`]); from it on one `git fast-import` packs them
+/// ([`imported`]). git's own line between the two: `fast-import` makes
+/// the objects of a pack of fewer than `fastimport.unpackLimit` (100)
+/// loose ones.
+const FEW: usize = 100;
+
+/// Each read's mode and the name of its blob, written by Paddock as a
+/// loose object into `git`'s git directory (`loose_object.rs`): no
+/// process started (issue #14: a `fast-import` was 1–2.75 ms of CPU on
+/// the job's end, mostly its start-up).
+async fn loose(
+    git: &HostGit,
+    reads: Vec<Read>,
+    sha256: bool,
+) -> Result<Vec<(&'static str, String)>, WorkspaceError> {
+    let (root, git_dir) = (git.root.clone(), git.git_dir.clone());
+    let failed = |file: String, source: std::io::Error| WorkspaceError::Write {
+        path: root.clone(),
+        file,
+        source,
+    };
+    let Some(git_dir) = git_dir else {
+        return Err(failed(
+            "the staging's objects".to_string(),
+            std::io::Error::other("no git directory to write them in"),
+        ));
+    };
+    let written = tokio::task::spawn_blocking(move || {
+        reads
+            .into_iter()
+            .map(|r| {
+                super::loose_object::write(&git_dir, "blob", &r.content, sha256)
+                    .map(|name| (r.mode, name))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| {
+        failed(
+            "the staging's objects".to_string(),
+            std::io::Error::other(e),
+        )
+    })?;
+    written.map_err(|e| match e {
+        super::loose_object::LooseObjectError::Write { path, source } => failed(path, source),
+    })
+}
+
+/// Each read's mode and the name of its blob, the bytes handed to one
+/// `git fast-import` (length-prefixed blobs, no filter, the names asked
+/// back with `get-mark`) in `git`'s git directory.
+async fn imported(
+    git: &HostGit,
+    reads: &[Read],
+) -> Result<Vec<(&'static str, String)>, WorkspaceError> {
     let mut stream = Vec::new();
     for (i, r) in reads.iter().enumerate() {
         stream.extend_from_slice(
@@ -142,23 +226,11 @@ pub(super) async fn stage(
             .as_bytes(),
         ));
     }
-    let mut info = Vec::new();
-    for ((r, name), path) in reads.iter().zip(&names).zip(staged) {
-        info.extend_from_slice(r.mode.as_bytes());
-        info.push(b' ');
-        info.extend_from_slice(name);
-        info.push(b'\t');
-        info.extend_from_slice(path);
-        info.push(0);
-    }
-    // A path git never stages (`.git` under another spelling) is
-    // skipped with a warning, as `--add` skips it: the same warning read.
-    let args = ["update-index", "--replace", "-z", "--index-info"];
-    let (status, _, stderr) = git.status(args, Some(&info)).await?;
-    if !status.success() {
-        return Err(git.failed(args, &stderr));
-    }
-    Ok(super::final_tree::refused_paths(&stderr))
+    Ok(reads
+        .iter()
+        .zip(names)
+        .map(|(r, name)| (r.mode, String::from_utf8_lossy(name).into_owned()))
+        .collect())
 }
 
 /// The attributes git's conversions on reading a file depend on, asked of
