@@ -82,8 +82,10 @@ pub async fn objects_dir(spec: &JobSpec, jobs_root: &Path) -> Option<PathBuf> {
 /// Whether the holder of `spec`'s base has the commit `base` and its tree
 /// (`git cat-file -e`: one process, where `git bundle verify` walks the
 /// prerequisites' connectivity too, twice the time; the fetch into the
-/// source and the push's scratch repository verify the bundle anyway);
-/// `Err` says why not.
+/// source and the push's scratch repository verify the bundle anyway; a
+/// mirror as it was when a job's base name resolved to `base` there is
+/// known to have it with no process, `mirror::holds_unchanged`); `Err`
+/// says why not.
 pub async fn holds_base(spec: &JobSpec, jobs_root: &Path, base: &str) -> Result<(), String> {
     holder_holds(holder(spec, jobs_root), base.to_owned()).await
 }
@@ -113,6 +115,17 @@ async fn holder_holds(holder: Option<Holder>, base: String) -> Result<(), String
         Some(Holder::Mirror(dir)) => {
             if !dir.is_dir() {
                 return Err(format!("the mirror {} is gone", dir.display()));
+            }
+            // As it was when a job's base name resolved to `base` there:
+            // no git (`mirror::holds_unchanged`).
+            let (unchanged_dir, commit) = (dir.clone(), base.clone());
+            let unchanged = tokio::task::spawn_blocking(move || {
+                mirror::holds_unchanged(&unchanged_dir, &commit)
+            })
+            .await
+            .unwrap_or(false);
+            if unchanged {
+                return Ok(());
             }
             let git = HostGit {
                 git_dir: Some(dir.clone()),

@@ -233,6 +233,20 @@ where
     ))
 }
 
+/// Whether the mirror `dir` has the commit `commit` and its tree, told
+/// without starting a git (issue #14: a `cat-file -e` was one process on
+/// every URL job's end, `results/base_objects.rs`): the mirror is as its
+/// last passing check saw it (`mirror_state.rs`: nothing written since,
+/// not a ref, a pack, a loose object) and a job's base name read under
+/// that very state resolved to `commit` (`mirror_names.rs`). The commit
+/// was there then, and its tree with it (`git fsck --connectivity-only`
+/// passed on that state; a commit fetched by its name was checked by its
+/// fetch), and nothing was removed since. `false` says only that this
+/// cannot tell: ask git.
+pub(crate) fn holds_unchanged(dir: &Path, commit: &str) -> bool {
+    mirror_state::unchanged_names(dir).is_some_and(|names| names.holds(commit))
+}
+
 /// Whether the mirror `dir` has the commit `commit` (a full name) and its
 /// tree.
 pub(super) async fn has_commit(dir: &Path, url: &str, commit: &str) -> bool {
@@ -544,6 +558,48 @@ mod tests {
             ]
         );
         assert!(!dir.join("FETCH_HEAD").exists());
+    }
+
+    /// A mirror as its last passing check saw it holds the commits a name
+    /// read under that state resolved to, told with no git; not another
+    /// commit, and not once anything is written to it (a ref here): then
+    /// git is asked (`results/base_objects.rs`).
+    #[tokio::test]
+    async fn an_unchanged_mirror_holds_the_commits_its_names_resolved_to() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        sh(&src, &["init", "-q", "-b", "main"]);
+        std::fs::write(src.join("f"), "0\n").unwrap();
+        sh(&src, &["add", "f"]);
+        sh(&src, &["commit", "-qm", "c0"]);
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(&src)
+            .output()
+            .unwrap();
+        let base = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let other = "0123456789abcdef0123456789abcdef01234567";
+        let jobs = tmp.path().join("jobs");
+        let url = src.display().to_string();
+        let dir = dir_of(&jobs, &url);
+        // Made, then fetched and checked (no names kept on either), then
+        // fetched unchanged: `main` read and kept under the state, as a
+        // job's provisioning keeps it.
+        fetched(&jobs, &url, None).await.unwrap();
+        fetched(&jobs, &url, None).await.unwrap();
+        let before = holds_unchanged(&dir, &base);
+        let base_for = base.clone();
+        fetched_then(&jobs, &url, None, |_, names| {
+            let base = base_for.clone();
+            async move { names.remember("main", &base) }
+        })
+        .await
+        .unwrap();
+        let kept = (holds_unchanged(&dir, &base), holds_unchanged(&dir, other));
+        sh(&dir, &["update-ref", "refs/heads/written", &base]);
+        let written = holds_unchanged(&dir, &base);
+        assert_eq!((before, kept, written), (false, (true, false), false));
     }
 
     /// A mirror damaged where its state does not show it (the kept state

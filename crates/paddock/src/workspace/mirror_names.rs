@@ -72,6 +72,27 @@ impl Names {
             .filter(|commit| super::is_object_name(commit))
     }
 
+    /// Whether a name kept under this state resolved to `commit` (a full
+    /// object name): the mirror, as it is, has that commit
+    /// (`mirror::holds_unchanged`).
+    pub(crate) fn holds(&self, commit: &str) -> bool {
+        let Some(state) = self.state.as_deref() else {
+            return false;
+        };
+        let Ok(text) = crate::own_file::read(&self.dir.join(NAMES), MAX_BYTES) else {
+            return false;
+        };
+        let Some((first, rest)) = text.split_once('\n') else {
+            return false;
+        };
+        first == state
+            && super::is_object_name(commit)
+            && rest
+                .lines()
+                .filter_map(|line| line.split_once(' '))
+                .any(|(kept, _)| kept == commit)
+    }
+
     /// Keeps `name` as resolving to `commit` under this state (with the
     /// names kept under it before); nothing when there is no state, the
     /// name cannot be one line, or the commit is no full object name. A

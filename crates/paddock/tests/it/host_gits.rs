@@ -230,9 +230,15 @@ fn logged(log: &Path) -> Vec<String> {
 /// `rev-parse` of the base the job before it (the first on the unchanged
 /// mirror) still ran; the rest is the local job's list above, less what
 /// only a local source has (its `status`, its filter drivers' `config`,
-/// the branch fetched into it). A commit added to the URL's repository
+/// the branch fetched into it), and less the base's check in the mirror
+/// at the job's end (`cat-file -e`): the mirror is still as it was when
+/// the base's name resolved there, so it holds the base
+/// (`mirror::holds_unchanged`). A commit added to the URL's repository
 /// moves the mirror's ref: the next job reads the base with git again
-/// (beside the mirror's check) and starts from the new commit.
+/// (beside the mirror's check) and starts from the new commit, and, no
+/// name kept under the mirror's new state yet, asks git whether the
+/// mirror holds it at its end (`cat-file -e`), as the first job on the
+/// unchanged mirror, which kept the name, does not.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
     if !nix::unistd::geteuid().is_root() {
@@ -285,8 +291,8 @@ async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
     let after_commit = run().await;
     let after_gits = logged(&log);
     let mirror_rev_parse = |gits: &[String]| gits.iter().filter(|g| *g == "rev-parse").count();
+    let cat_file = |gits: &[String]| gits.iter().filter(|g| *g == "cat-file").count();
     let expected: Vec<String> = [
-        "cat-file",
         "check-ignore",
         "config",
         "config",
@@ -305,6 +311,7 @@ async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
             second_gits,
             mirror_rev_parse(&first_gits),
             mirror_rev_parse(&after_gits),
+            (cat_file(&first_gits), cat_file(&after_gits)),
             [&first_unchanged, &second_unchanged, &after_commit].map(|out| record(out).status),
             std::fs::read_to_string(&seen).unwrap(),
         ),
@@ -312,6 +319,7 @@ async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
             expected,
             2,
             2,
+            (0, 1),
             [paddock_protocol::JobStatus::Done; 3],
             "base\nbase\nbase\nbase\nmoved\n".to_string()
         ),
