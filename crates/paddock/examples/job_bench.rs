@@ -30,6 +30,10 @@
 //! last event, which a bare run pays too: the bare runs time it (their
 //! `turn.completed` line to their exit), and the first table also shows
 //! Paddock's own time less that median, the part no bare run has.
+//! With `--pause MS`, each timed run (bare or Paddock's) starts that long
+//! after the one before it ended, so that none follows a 10,000-file
+//! overlay job's teardown (its detached remover unmounting and deleting
+//! the trash) within a fraction of a second, as one does by default.
 //! Medians of `--runs` rounds (default 7); the load average before and
 //! after is printed, figures belong in BENCHMARKS.md only when it stayed
 //! under 2.
@@ -51,6 +55,9 @@ use time::OffsetDateTime;
 struct Args {
     runs: usize,
     cold: bool,
+    /// How long to wait before each timed run (`--pause MS`; none by
+    /// default).
+    pause: Duration,
     files: usize,
     paddock: PathBuf,
     codex: PathBuf,
@@ -61,6 +68,7 @@ fn args() -> Args {
     let mut runs = 7;
     let mut files = 10_000;
     let mut cold = false;
+    let mut pause = Duration::ZERO;
     let mut paddock = None;
     let mut codex = None;
     let mut it = std::env::args().skip(1);
@@ -68,11 +76,18 @@ fn args() -> Args {
         match a.as_str() {
             "--runs" => runs = it.next().and_then(|v| v.parse().ok()).expect("--runs N"),
             "--cold" => cold = true,
+            "--pause" => {
+                pause = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .map(Duration::from_millis)
+                    .expect("--pause MS")
+            }
             "--files" => files = it.next().and_then(|v| v.parse().ok()).expect("--files N"),
             "--paddock" => paddock = it.next().map(PathBuf::from),
             "--codex" => codex = it.next().map(PathBuf::from),
             other => {
-                panic!("unknown argument {other} (--runs N, --files N, --cold, --paddock BIN, --codex BIN)")
+                panic!("unknown argument {other} (--runs N, --files N, --cold, --pause MS, --paddock BIN, --codex BIN)")
             }
         }
     }
@@ -80,6 +95,7 @@ fn args() -> Args {
     Args {
         runs,
         cold,
+        pause,
         files,
         paddock: paddock.expect("--paddock BIN (scripts/bench-job passes the release build)"),
         codex: codex
@@ -356,8 +372,9 @@ async fn main() {
     // scenario answers by turn, whatever the prompt says.
     let prompt = "Add a greeting file and fix the README typo.";
     println!(
-        "job bench: the hello job × {} rounds; paddock: {}; codex: {}; load average before: {}\n",
+        "job bench: the hello job × {} rounds, {} ms before each timed run; paddock: {}; codex: {}; load average before: {}\n",
         args.runs,
+        args.pause.as_millis(),
         args.paddock.display(),
         args.codex.display(),
         loadavg()
@@ -404,12 +421,14 @@ async fn main() {
     for _ in 0..args.runs {
         for (i, (_, source, repo)) in cases.iter().enumerate() {
             // The scripted upstream runs on the runtime's other threads.
+            tokio::time::sleep(args.pause).await;
             let b = tokio::task::block_in_place(|| {
                 bare(&args, &server.base, scratch.path(), prompt, source)
             });
             bare_ms[i].push(b.0.as_secs_f64() * 1000.0);
             shutdown_ms[i].push(b.1.as_secs_f64() * 1000.0);
             for (j, (rung, v)) in runs[i].iter_mut().enumerate() {
+                tokio::time::sleep(args.pause).await;
                 v.push(paddock(&args, &homes[i][j], rung, repo.as_deref()).await);
             }
         }
