@@ -22,6 +22,7 @@ pub mod beneath;
 mod bpf;
 pub mod caps;
 pub mod cgroup;
+pub mod cgroup_warm;
 pub mod direct;
 pub mod error;
 pub mod filter;

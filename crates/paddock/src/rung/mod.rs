@@ -155,6 +155,13 @@ pub trait Rung: Send + Sync + std::fmt::Debug {
     fn direct_reports(&self, _job: &RungJob<'_>) -> Option<PathBuf> {
         None
     }
+    /// Readies the host, beside a job's provisioning, for the rung's next
+    /// launch; let go once the launch returned, dropped if the job ends
+    /// first. The `sandbox` rung enters the kernel's cgroup-attach lock
+    /// early (`paddock_sandbox::cgroup_warm`); nothing elsewhere.
+    fn warm_up(&self) -> Option<paddock_sandbox::cgroup_warm::Warm> {
+        None
+    }
     /// Starts `cmd` on the rung, stdio piped.
     async fn launch(
         &self,

@@ -24,6 +24,11 @@ use crate::egress::{EgressConfig, EgressProxy};
 use crate::engines::CommandSpec;
 use crate::launcher::{self, SANDBOX_BROKER_PORT, SANDBOX_EGRESS_PORT};
 
+/// How long a job's provisioning is overlapped with the entry into the
+/// kernel's cgroup-attach lock (`paddock_sandbox::cgroup_warm`): past
+/// that, the wait is small beside the provisioning's own time.
+const WARM_AT_MOST: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The `sandbox` rung.
 #[derive(Debug)]
 pub struct SandboxRung {
@@ -201,6 +206,13 @@ impl Rung for SandboxRung {
     /// Every command of the job is watched: its report socket.
     fn direct_reports(&self, job: &RungJob<'_>) -> Option<PathBuf> {
         Some(direct_socket(job))
+    }
+
+    /// The helper moves the job's PID 1 into a cgroup: the kernel's lock
+    /// for that is entered beside the provisioning, not in front of the
+    /// engine (for at most [`WARM_AT_MOST`]).
+    fn warm_up(&self) -> Option<paddock_sandbox::cgroup_warm::Warm> {
+        Some(paddock_sandbox::cgroup_warm::Warm::start(WARM_AT_MOST))
     }
 
     async fn launch(

@@ -552,6 +552,9 @@ async fn phases(
     creds: launch::Credentials,
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> Result<RunResult, StoreError> {
+    // Whatever the rung needs the host ready for at its launch, readied
+    // beside the provisioning.
+    let warm = job.rung.warm_up();
     let provisioned = match provision::begin(&job, em, fallback).await {
         Ok(()) => provision::provision(&job, em, lease, cancel).await,
         Err(stop) => Err(stop),
@@ -584,7 +587,15 @@ async fn phases(
                 () = too_many => {}
             }
         });
-        engine(&job, em, (&prov, &disk), assembled, creds, &mut stopped).await
+        engine(
+            &job,
+            em,
+            (&prov, &disk),
+            assembled,
+            (creds, warm),
+            &mut stopped,
+        )
+        .await
     };
     let past = match disk.finish().await {
         Some(why) => Some(why),
@@ -640,7 +651,10 @@ async fn engine(
     em: &mut Emitter,
     (prov, disk): (&provision::Provisioned, &disk_watch::DiskWatch),
     assembled: assemble::Assembled,
-    creds: launch::Credentials,
+    (creds, warm): (
+        launch::Credentials,
+        Option<paddock_sandbox::cgroup_warm::Warm>,
+    ),
     cancel: &mut (impl Future<Output = ()> + Unpin),
 ) -> Result<conclude::Launched, LaunchFailure> {
     let start = launch::launch(
@@ -652,7 +666,11 @@ async fn engine(
         creds,
         cancel,
     )
-    .await?;
+    .await;
+    if let Some(warm) = warm {
+        warm.stop_after(paddock_sandbox::cgroup_warm::LINGER);
+    }
+    let start = start?;
     let (status, message) = match start {
         launch::Start::Running(run) => {
             let mut run = *run;
