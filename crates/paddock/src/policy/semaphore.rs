@@ -68,20 +68,19 @@ impl HostSemaphore {
         })?;
         for index in 0..max {
             let path = dir.join(format!("slot-{index}.lock"));
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(|source| SemaphoreError::Open {
-                    path: path.clone(),
-                    source,
-                })?;
+            let (file, own) = open_slot(&path).map_err(|source| SemaphoreError::Open {
+                path: path.clone(),
+                source,
+            })?;
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(mut lock) => {
-                    // Who holds it, for operators; the lock, not this text, is the truth.
-                    let _ = lock.set_len(0);
-                    let _ = writeln!(*lock, "{holder} pid {}", std::process::id());
+                    // Who holds it, for operators; the lock, not this text,
+                    // is the truth. Written only into this user's own file
+                    // of one name (not a hard link to another file).
+                    if own {
+                        let _ = lock.set_len(0);
+                        let _ = writeln!(*lock, "{holder} pid {}", std::process::id());
+                    }
                     return Ok(Some(Slot {
                         index,
                         path,
@@ -106,6 +105,32 @@ impl HostSemaphore {
     }
 }
 
+/// The slot file `path`, made when missing, opened without following a
+/// link or waiting on a FIFO (`O_NOFOLLOW | O_NONBLOCK`), and refused
+/// when it is not a regular file; with whether it is this user's own
+/// file of one name (the holder's text is written only into such a one).
+/// A host directory may be shared (`--host-dir`: state shared by every
+/// `paddock` process on the host), and a `process`-rung job can write it:
+/// a FIFO planted there held the job's start (and the async worker it
+/// opened on) for ever, and a link had the holder's text written over
+/// whatever file it named.
+fn open_slot(path: &Path) -> std::io::Result<(File, bool)> {
+    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o644)
+        .custom_flags(crate::own_file::NO_LINK | nix::libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let own = meta.uid() == nix::unistd::geteuid().as_raw() && meta.nlink() == 1;
+    Ok((file, own))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -123,5 +148,72 @@ mod tests {
         assert!(sem.try_acquire("other", 1, "d").unwrap().is_some());
         drop(a);
         assert_eq!(sem.try_acquire("box", 2, "e").unwrap().unwrap().index, 0);
+    }
+
+    /// What a job (or another user of a shared host directory) plants at
+    /// a slot's path is never followed, waited on or written through: a
+    /// FIFO and a link are refused (the error names the slot), a hard
+    /// link to another file is locked but not written, and the files they
+    /// name keep their text. Before, the FIFO held the open for ever (the
+    /// test would hang: it opens on a thread and gives up after 5 s), and
+    /// the link and the hard link had the file they name emptied and the
+    /// holder's text written into it.
+    #[test]
+    fn a_planted_fifo_or_link_is_never_waited_on_or_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = dir.path().join("host");
+        let slots = host.join("slots");
+        for key in ["fifo", "link", "hard"] {
+            std::fs::create_dir_all(slots.join(key)).unwrap();
+        }
+        let mine = dir.path().join("authorized_keys");
+        std::fs::write(&mine, "mine").unwrap();
+        nix::unistd::mkfifo(
+            &slots.join("fifo/slot-0.lock"),
+            nix::sys::stat::Mode::S_IRWXU,
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(&mine, slots.join("link/slot-0.lock")).unwrap();
+        std::fs::hard_link(&mine, slots.join("hard/slot-0.lock")).unwrap();
+        let sem = HostSemaphore::new(&host);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let on_thread = sem.clone();
+        std::thread::spawn(move || {
+            let r = on_thread
+                .try_acquire("fifo", 1, "a")
+                .map(|s| s.is_some())
+                .map_err(|e| e.to_string());
+            let _ = tx.send(r);
+        });
+        let fifo = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the FIFO's open did not return");
+        let link = sem
+            .try_acquire("link", 1, "b")
+            .map(|s| s.is_some())
+            .map_err(|e| e.to_string());
+        let hard = sem.try_acquire("hard", 1, "c").unwrap();
+        assert_eq!(
+            (
+                fifo,
+                link,
+                hard.map(|s| s.index),
+                std::fs::read_to_string(&mine).unwrap()
+            ),
+            (
+                Err(format!(
+                    "cannot open the slot file {}: {}",
+                    slots.join("fifo/slot-0.lock").display(),
+                    std::io::Error::from(Errno::ENXIO)
+                )),
+                Err(format!(
+                    "cannot open the slot file {}: {}",
+                    slots.join("link/slot-0.lock").display(),
+                    std::io::Error::from(Errno::ELOOP)
+                )),
+                Some(0),
+                "mine".to_string()
+            )
+        );
     }
 }
