@@ -617,6 +617,41 @@ mod tests {
         assert!(!tree.exists());
     }
 
+    /// Names with every byte a name may hold (1 to 255 but `/`: newlines,
+    /// escapes, invalid UTF-8, `..` lookalikes) as directories and files,
+    /// and a FIFO, a socket and a hard link to a file outside: all are
+    /// removed, none opened (the FIFO is not waited on), and the outside
+    /// file keeps its text.
+    #[test]
+    fn names_of_every_byte_and_special_files_are_removed() {
+        use std::ffi::OsStr;
+        let root = tempfile::tempdir().unwrap();
+        let outside = root.path().join("outside");
+        std::fs::write(&outside, "k").unwrap();
+        let tree = root.path().join("tree");
+        std::fs::create_dir_all(tree.join("d")).unwrap();
+        std::fs::create_dir_all(tree.join("f")).unwrap();
+        for b in 1u8..=255 {
+            if b == b'/' || b == b'.' {
+                continue;
+            }
+            let name = OsStr::from_bytes(&[b, b'.', b'.', b]).to_owned();
+            std::fs::create_dir(tree.join("d").join(&name)).unwrap();
+            std::fs::write(tree.join("d").join(&name).join(&name), "x").unwrap();
+            std::fs::write(tree.join("f").join(OsStr::from_bytes(&[b])), "x").unwrap();
+        }
+        std::fs::create_dir(tree.join("...")).unwrap();
+        nix::unistd::mkfifo(&tree.join("d/fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(tree.join("d/sock")).unwrap();
+        std::fs::hard_link(&outside, tree.join("d/hard")).unwrap();
+        std::fs::set_permissions(tree.join("d"), std::fs::Permissions::from_mode(0o000)).unwrap();
+        remove_tree(&tree).unwrap();
+        assert_eq!(
+            (tree.exists(), std::fs::read_to_string(&outside).unwrap()),
+            (false, "k".to_string())
+        );
+    }
+
     /// Gone already, or a file or link in its place: no error, and a
     /// link's target stays.
     #[test]
