@@ -473,32 +473,26 @@ mod tests {
         }
     }
 
-    /// A mount inside the tree (a tmpfs here) is not entered: what the
-    /// mount holds is as it was, everything else in the tree is removed,
-    /// and the error names the mount's own path. Before, the standard
-    /// removal deleted through it; then the removal stopped at the mount,
-    /// naming only the tree, and left whatever it had not reached yet.
-    #[test]
-    fn a_mount_inside_the_tree_is_not_entered() {
-        use nix::mount::{mount, umount2, MntFlags, MsFlags};
-        if !may_mount("a tmpfs mount") {
+    /// Mounts at `tree/a/m` with `mount_at` (given the test's directory
+    /// and the mount point; it returns a file the mount shows), removes
+    /// the tree, and checks: the file is kept, the error names the
+    /// mount's own path, everything else in the tree is gone; unmounted,
+    /// the tree is then removed whole.
+    fn a_mount_is_left_whole(
+        what: &str,
+        mount_at: impl FnOnce(&Path, &Path) -> std::path::PathBuf,
+    ) {
+        use nix::mount::{umount2, MntFlags};
+        if !may_mount(what) {
             return;
         }
         let root = tempfile::tempdir().unwrap();
         let tree = root.path().join("tree");
         let inner = tree.join("a/m");
         tree_around(&tree, &inner);
-        mount(
-            Some("tmpfs"),
-            &inner,
-            Some("tmpfs"),
-            MsFlags::empty(),
-            None::<&str>,
-        )
-        .unwrap();
-        std::fs::write(inner.join("kept"), "k").unwrap();
+        let shown = mount_at(root.path(), &inner);
         let removed = remove_tree(&tree).map_err(|e| e.to_string());
-        let kept = std::fs::read_to_string(inner.join("kept")).ok();
+        let kept = std::fs::read_to_string(&shown).ok();
         let left = (names(&tree), names(&tree.join("a")));
         umount2(&inner, MntFlags::MNT_DETACH).unwrap();
         assert_eq!(
@@ -517,6 +511,27 @@ mod tests {
         assert!(!tree.exists());
     }
 
+    /// A mount inside the tree (a tmpfs here) is not entered: what the
+    /// mount holds is as it was, everything else in the tree is removed,
+    /// and the error names the mount's own path. Before, the standard
+    /// removal deleted through it; then the removal stopped at the mount,
+    /// naming only the tree, and left whatever it had not reached yet.
+    #[test]
+    fn a_mount_inside_the_tree_is_not_entered() {
+        a_mount_is_left_whole("a tmpfs mount", |_, inner| {
+            nix::mount::mount(
+                Some("tmpfs"),
+                inner,
+                Some("tmpfs"),
+                nix::mount::MsFlags::empty(),
+                None::<&str>,
+            )
+            .unwrap();
+            std::fs::write(inner.join("kept"), "k").unwrap();
+            inner.join("kept")
+        });
+    }
+
     /// A bind mount inside the tree of a directory outside it on the
     /// same file system (the same device: only the mount's id tells) is
     /// not entered: the directory it shows keeps what it holds. Before,
@@ -524,46 +539,20 @@ mod tests {
     /// the outside directory held.
     #[test]
     fn a_bind_mount_of_the_same_file_system_is_not_entered() {
-        use nix::mount::{mount, umount2, MntFlags, MsFlags};
-        if !may_mount("a bind mount") {
-            return;
-        }
-        let root = tempfile::tempdir().unwrap();
-        let outside = root.path().join("outside");
-        std::fs::create_dir_all(outside.join("inner")).unwrap();
-        std::fs::write(outside.join("inner/keep"), "k").unwrap();
-        let tree = root.path().join("tree");
-        let inner = tree.join("a/m");
-        tree_around(&tree, &inner);
-        mount(
-            Some(&outside),
-            &inner,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-        .unwrap();
-        let removed = remove_tree(&tree).map_err(|e| e.to_string());
-        let left = (names(&tree), names(&tree.join("a")));
-        umount2(&inner, MntFlags::MNT_DETACH).unwrap();
-        assert_eq!(
-            (
-                removed,
-                std::fs::read_to_string(outside.join("inner/keep")).ok(),
-                left
-            ),
-            (
-                Err(format!(
-                    "{} not wholly removed: {}: a mount (another device or mount): not entered",
-                    tree.display(),
-                    inner.display()
-                )),
-                Some("k".to_string()),
-                (vec!["a".to_string()], vec!["m".to_string()])
+        a_mount_is_left_whole("a bind mount", |root, inner| {
+            let outside = root.join("outside");
+            std::fs::create_dir_all(outside.join("inner")).unwrap();
+            std::fs::write(outside.join("inner/keep"), "k").unwrap();
+            nix::mount::mount(
+                Some(&outside),
+                inner,
+                None::<&str>,
+                nix::mount::MsFlags::MS_BIND,
+                None::<&str>,
             )
-        );
-        remove_tree(&tree).unwrap();
-        assert!(!tree.exists());
+            .unwrap();
+            outside.join("inner/keep")
+        });
     }
 
     /// A file that cannot be unlinked (immutable: `chattr +i`, which a
