@@ -50,15 +50,10 @@ pub struct Warm {
 impl Warm {
     /// Starts warming, for `at_most` unless let go sooner.
     pub fn start(at_most: Duration) -> Warm {
-        Warm::under(PathBuf::from(MOUNTS), at_most)
-    }
-
-    /// As [`Warm::start`], with the cgroup file systems under `mounts`.
-    fn under(mounts: PathBuf, at_most: Duration) -> Warm {
         let (until, asked) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cgroup-warm".into())
-            .spawn(move || warm(&mounts, Instant::now() + at_most, &asked))
+            .spawn(move || warm(Path::new(MOUNTS), Instant::now() + at_most, &asked))
             .ok();
         Warm {
             until: Some(until),
