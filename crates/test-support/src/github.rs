@@ -1,7 +1,7 @@
 //! A GitHub REST API **mock** for the results loop: pull requests (list by
 //! `head` and `state`, create, update), issue labels and comments (post,
-//! list, edit; deleted by a reviewer between a client's list and its edit:
-//! `delete_comment_when_listed`), pull
+//! list, read one, edit; deleted by a reviewer between a client's list or
+//! read and its edit: `delete_comment_when_listed`), pull
 //! request reviews and review comments (paged as GitHub pages them: `per_page`,
 //! `page`, a `Link` header), answered in GitHub's own JSON
 //! shapes and errors (`{"message", "documentation_url", "errors"}`: 401 Bad
@@ -20,6 +20,13 @@
 //! minutes) and mints installation tokens (the first one is the token
 //! given to `start`), which the repository routes then accept until
 //! `DELETE /installation/token` revokes them (401 Bad credentials after).
+//! Each token is an account's: the one given to `start` (and every
+//! installation token) is `paddock-bot`'s, [`MockGitHub::add_token`] adds
+//! another account's, whose pull requests and comments are that account's
+//! (`GET /user` answers it; an installation token is refused there, 403
+//! "Resource not accessible by integration", as GitHub refuses it).
+//! `refuse_comments` answers each comment's post 403 (nothing posted),
+//! `lose_comment_answers` posts it and answers 500 (the answer lost).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -81,6 +88,12 @@ struct State {
     deleted: Vec<usize>,
     delete_when_listed: Vec<usize>,
     reviews: Vec<SeededReview>,
+    /// Other accounts' tokens: token to login.
+    accounts: std::collections::HashMap<String, String>,
+    /// While set, a comment's post is refused (403), nothing posted.
+    refuse_comments: bool,
+    /// While set, a comment is posted and its answer lost (500).
+    lose_comment_answers: bool,
 }
 
 /// The running mock.
@@ -190,6 +203,37 @@ impl MockGitHub {
         id
     }
 
+    /// Accepts `token` as the token of the account `login` (another than
+    /// `paddock-bot`): what it opens and posts is that account's.
+    pub fn add_token(&self, token: &str, login: &str) {
+        let mut state = self.state.lock().unwrap();
+        state.accounts.insert(token.to_string(), login.to_string());
+    }
+
+    /// While `refused`, each comment's post is answered 403 and nothing is
+    /// posted (a publish that fails once its pull request is open).
+    pub fn refuse_comments(&self, refused: bool) {
+        self.state.lock().unwrap().refuse_comments = refused;
+    }
+
+    /// While `lost`, each comment is posted and its answer lost (a 500): a
+    /// publish killed between the post and learning its comment.
+    pub fn lose_comment_answers(&self, lost: bool) {
+        self.state.lock().unwrap().lose_comment_answers = lost;
+    }
+
+    /// Each comment not deleted as (its id, its author's login, its body).
+    pub fn comments_by(&self) -> Vec<(usize, String, String)> {
+        let state = self.state.lock().unwrap();
+        (1..=state.comments.len())
+            .filter(|id| !state.deleted.contains(id))
+            .map(|id| {
+                let login = state.authors.get(&id).map_or("paddock-bot", String::as_str);
+                (id, login.to_string(), state.comments[id - 1].1.clone())
+            })
+            .collect()
+    }
+
     /// Deletes the account `login` as GitHub does: its pull requests and
     /// comments become the ghost's (`ghost`, one id for all).
     pub fn delete_user(&self, login: &str) {
@@ -213,8 +257,9 @@ impl MockGitHub {
     }
 
     /// Deletes the comment `id` just after the next list of comments that
-    /// shows it (a reviewer deleting it between a client's list and its
-    /// edit): gone from lists, a 404 for an edit.
+    /// shows it, or the next read of it (a reviewer deleting it between a
+    /// client's list or read and its edit): gone from lists, a 404 for an
+    /// edit.
     pub fn delete_comment_when_listed(&self, id: usize) {
         self.state.lock().unwrap().delete_when_listed.push(id);
     }
@@ -517,12 +562,28 @@ impl MockGitHub {
             let valid = if state.app.is_some() {
                 state.minted.contains(&bearer) && !state.revoked.contains(&bearer)
             } else {
-                bearer == self.token
+                bearer == self.token || state.accounts.contains_key(&bearer)
             };
             if !valid {
                 return error(StatusCode::UNAUTHORIZED, "Bad credentials", None).into();
             }
+            if method == Method::GET && route == "/user" {
+                if state.app.is_some() {
+                    return error(
+                        StatusCode::FORBIDDEN,
+                        "Resource not accessible by integration",
+                        None,
+                    )
+                    .into();
+                }
+                let login = state
+                    .accounts
+                    .get(&bearer)
+                    .map_or("paddock-bot", String::as_str);
+                return (StatusCode::OK, user(login)).into();
+            }
         }
+        let login = self.account_of(&bearer);
         let prefix = format!("/repos/{}/{}/", self.owner, self.repo);
         if route.starts_with(&prefix) {
             if let Some(reply) = self.scripted.lock().unwrap().pop_front() {
@@ -537,11 +598,33 @@ impl MockGitHub {
         let number = |n: &str| n.parse::<u64>().unwrap_or(0);
         let answer = match (&method, parts.as_slice()) {
             (&Method::GET, ["pulls"]) => list_pulls(&state, query),
-            (&Method::POST, ["pulls"]) => self.create_pull(&mut state, &input),
+            (&Method::POST, ["pulls"]) => self.create_pull(&mut state, &input, &login),
             (&Method::PATCH, ["pulls", n]) => update_pull(&mut state, number(n), &input),
             (&Method::POST, ["issues", n, "labels"]) => add_labels(&mut state, number(n), &input),
             (&Method::POST, ["issues", n, "comments"]) => {
-                self.add_comment(&mut state, number(n), &input)
+                if state.refuse_comments {
+                    return error(StatusCode::FORBIDDEN, "Resource not accessible", None).into();
+                }
+                let posted = self.add_comment(&mut state, number(n), &input, &login);
+                if state.lose_comment_answers {
+                    return error(StatusCode::INTERNAL_SERVER_ERROR, "Server Error", None).into();
+                }
+                posted
+            }
+            (&Method::GET, ["issues", "comments", id]) => {
+                match usize::try_from(number(id)).ok().filter(|id| {
+                    (1..=state.comments.len()).contains(id) && !state.deleted.contains(id)
+                }) {
+                    Some(id) => {
+                        let answer = self.comment_json(&state, id);
+                        if state.delete_when_listed.contains(&id) {
+                            state.delete_when_listed.retain(|d| *d != id);
+                            state.deleted.push(id);
+                        }
+                        (StatusCode::OK, answer)
+                    }
+                    None => error(StatusCode::NOT_FOUND, "Not Found", None),
+                }
             }
             (&Method::GET, ["issues", n, "comments"]) => {
                 let items = self.list_comments(&state, number(n));
@@ -584,8 +667,19 @@ impl MockGitHub {
         answer.into()
     }
 
+    /// The login of the account whose token `bearer` is (`paddock-bot`'s
+    /// unless [`MockGitHub::add_token`] gave it to another).
+    fn account_of(&self, bearer: &str) -> String {
+        let state = self.state.lock().unwrap();
+        state
+            .accounts
+            .get(bearer)
+            .cloned()
+            .unwrap_or_else(|| "paddock-bot".to_string())
+    }
+
     /// `POST /repos/O/R/pulls`: 422 when an open one has the head.
-    fn create_pull(&self, state: &mut State, input: &Value) -> (StatusCode, Value) {
+    fn create_pull(&self, state: &mut State, input: &Value, login: &str) -> (StatusCode, Value) {
         let head = input["head"].as_str().unwrap_or_default().to_string();
         let label = format!("{}:{head}", self.owner);
         if state
@@ -602,7 +696,7 @@ impl MockGitHub {
             );
         }
         let number = state.pulls.len() as u64 + 1;
-        let pull = self.pull_json(
+        let mut pull = self.pull_json(
             number,
             input["title"].as_str().unwrap_or_default(),
             &head,
@@ -610,17 +704,27 @@ impl MockGitHub {
             input["body"].as_str().unwrap_or_default(),
             input["draft"].as_bool().unwrap_or(false),
         );
+        pull["user"] = user(login);
         state.pulls.push(pull.clone());
         (StatusCode::CREATED, pull)
     }
 
     /// `POST /repos/O/R/issues/N/comments`.
-    fn add_comment(&self, state: &mut State, number: u64, input: &Value) -> (StatusCode, Value) {
+    fn add_comment(
+        &self,
+        state: &mut State,
+        number: u64,
+        input: &Value,
+        login: &str,
+    ) -> (StatusCode, Value) {
         state.comments.push((
             number,
             input["body"].as_str().unwrap_or_default().to_string(),
         ));
         let id = state.comments.len();
+        if login != "paddock-bot" {
+            state.authors.insert(id, login.to_string());
+        }
         (StatusCode::CREATED, self.comment_json(state, id))
     }
 
@@ -631,6 +735,7 @@ impl MockGitHub {
         json!({
             "id": id,
             "html_url": format!("https://github.com/{}/{}/pull/{number}#issuecomment-{id}", self.owner, self.repo),
+            "issue_url": format!("{}/repos/{}/{}/issues/{number}", self.url, self.owner, self.repo),
             "body": body,
             "user": user(state.authors.get(&id).map_or("paddock-bot", String::as_str)),
             "created_at": "2026-01-01T00:00:00Z",

@@ -566,6 +566,7 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
     let (owner, name) = gh
         .owner_and_name()
         .map_err(|e| format!("results.github.repository: {e}"))?;
+    let record = artifacts.join(super::github_closeout::RECORD);
     match gh
         .credential()
         .map_err(|e| format!("results.github: {e}"))?
@@ -573,8 +574,9 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
         GitHubCredential::Token(reference) => {
             let token = Secret::resolve(SecretKind::GitHubToken, reference)
                 .map_err(|e| format!("results.github.token: {e}"))?;
-            let client =
-                GitHub::new(&gh.api_url, owner, name, token.clone()).map_err(|e| e.to_string())?;
+            let client = GitHub::new(&gh.api_url, owner, name, token.clone())
+                .map_err(|e| e.to_string())?
+                .with_closeout_record(record);
             Ok(ForgeSession {
                 forge: ForgeBackend::GitHub(client),
                 token: Some(token),
@@ -590,7 +592,7 @@ pub(super) async fn open_forge(spec: &JobSpec, artifacts: &Path) -> Result<Forge
                     .await
                     .map_err(|e| e.to_string())?;
             Ok(ForgeSession {
-                forge: ForgeBackend::GitHub(client),
+                forge: ForgeBackend::GitHub(client.with_closeout_record(record)),
                 token: Some(token),
                 minted: Minted::GitHubApp(recorded),
             })

@@ -6,6 +6,7 @@
 //! GraphQL mutation is refused before anything is sent.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use reqwest::header::HeaderMap;
@@ -28,6 +29,9 @@ pub struct GitHub {
     owner: String,
     repo: String,
     token: Secret,
+    /// Where the job's closeout comment is recorded
+    /// (`github_closeout.rs`), when it is.
+    closeout_record: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,9 +51,14 @@ struct ApiPull {
     user: Option<ApiUser>,
 }
 
+/// A comment as posted or edited.
 #[derive(Debug, Deserialize)]
 struct ApiComment {
     html_url: String,
+    #[serde(default)]
+    id: u64,
+    #[serde(default)]
+    user: Option<ApiUser>,
 }
 
 /// A comment on the pull request's conversation, as listed.
@@ -60,6 +69,9 @@ struct ApiIssueComment {
     body: String,
     #[serde(default)]
     user: Option<ApiUser>,
+    /// The API address of the issue (pull request) it is on.
+    #[serde(default)]
+    issue_url: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -203,7 +215,17 @@ impl GitHub {
             owner: owner.to_string(),
             repo: repo.to_string(),
             token,
+            closeout_record: None,
         })
+    }
+
+    /// The client recording the job's closeout comment at `path`
+    /// (`github_closeout.rs`) and editing the comment recorded there.
+    pub fn with_closeout_record(self, path: PathBuf) -> GitHub {
+        GitHub {
+            closeout_record: Some(path),
+            ..self
+        }
     }
 
     /// This client, never waiting for a rate limit
@@ -294,6 +316,134 @@ impl GitHub {
             .await?;
         let open = pulls.iter().position(|p| p.state == "open").unwrap_or(0);
         Ok(pulls.into_iter().nth(open))
+    }
+
+    /// The id of the comment on `pr` (whose comments are listed at `path`)
+    /// that is job `job`'s closeout, Paddock's own: the one recorded when
+    /// it was posted (`github_closeout.rs`), if it is still there, on this
+    /// pull request, still this job's closeout and by the account recorded
+    /// as its poster; with only its poster recorded (a kill between the
+    /// post and the record of its comment, or the post's answer lost), the
+    /// first comment of this job's closeout by that account; with no
+    /// record (a job published before records were kept), the first by the
+    /// account that opened the pull request, by id. Only a comment Paddock's
+    /// identity wrote is its closeout: anyone may comment on a public
+    /// repository's pull request, a copy of the closeout too; edited, it
+    /// would hold Paddock's closeout under its author's name, theirs to
+    /// rewrite, and no closeout of Paddock's would be posted. Anyone may
+    /// add comments: past the bound, Paddock's is not looked for further,
+    /// and a new closeout is posted. A record there but not read whole is
+    /// an error: nothing is posted or edited.
+    async fn closeout_of(
+        &self,
+        path: &str,
+        pr: &PullRequest,
+        job: &str,
+    ) -> Result<Option<u64>, ForgeError> {
+        let recorded = match &self.closeout_record {
+            Some(p) => super::github_closeout::read(p, pr.number)
+                .map_err(|source| self.record_error(p, "read it", source))?,
+            None => None,
+        };
+        let holds_ours = |c: &ApiIssueComment| super::closeout::job_of(&c.body) == Some(job);
+        let by = |c: &ApiIssueComment, account: &str| {
+            c.user
+                .as_ref()
+                .is_some_and(|u| u.id != 0 && u.id.to_string() == account)
+        };
+        let poster = recorded.and_then(|r| r.poster).map(|p| p.to_string());
+        if let Some(id) = recorded.and_then(|r| r.comment) {
+            let read: Result<ApiIssueComment, _> = self
+                .call(
+                    "read the closeout",
+                    Method::GET,
+                    &self.repo_path(&format!("/issues/comments/{id}")),
+                    None,
+                )
+                .await;
+            let on_this_pull = format!("/issues/{}", pr.number);
+            return match read {
+                Ok(c) => Ok((c.issue_url.ends_with(&on_this_pull)
+                    && holds_ours(&c)
+                    && poster.as_deref().is_none_or(|p| by(&c, p)))
+                .then_some(c.id)),
+                // Deleted (a reviewer deleted the closeout).
+                Err(ForgeError::Status { status: 404, .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        let Some(author) = poster.or_else(|| pr.author.clone()) else {
+            return Ok(None);
+        };
+        let (posted, _): (Vec<ApiIssueComment>, _) = self
+            .list_some("read the pull request's comments", path)
+            .await?;
+        Ok(posted
+            .iter()
+            .find(|c| by(c, &author) && holds_ours(c))
+            .map(|c| c.id))
+    }
+
+    /// The error of the closeout record at `path`.
+    fn record_error(&self, path: &Path, step: &'static str, source: std::io::Error) -> ForgeError {
+        ForgeError::CloseoutRecord {
+            forge: FORGE,
+            path: path.to_path_buf(),
+            step,
+            source,
+        }
+    }
+
+    /// Records that the account of this publish's token is about to post
+    /// the job's closeout on `pr`, before the post: a kill after it leaves
+    /// the next publish that account to look for. Not recorded, nothing is
+    /// posted. The account is the pull request's opener when this publish
+    /// opened it (no request made), else `GET /user`'s; an App's
+    /// installation token has no account that answers (403): nothing is
+    /// recorded before its post (the next publish looks for the opener's).
+    async fn record_posting(&self, pr: &PullRequest) -> Result<(), ForgeError> {
+        let Some(path) = &self.closeout_record else {
+            return Ok(());
+        };
+        let opener = pr
+            .author
+            .as_deref()
+            .filter(|_| pr.created)
+            .and_then(|id| id.parse::<u64>().ok());
+        let poster = match opener {
+            Some(id) => id,
+            None => {
+                let me: Result<ApiUser, _> = self
+                    .call("read the token's account", Method::GET, "/user", None)
+                    .await;
+                match me {
+                    Ok(me) if me.id != 0 => me.id,
+                    Ok(_) | Err(ForgeError::Status { status: 403, .. }) => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+        };
+        let record = super::github_closeout::CloseoutComment {
+            pull_request: pr.number,
+            comment: None,
+            poster: Some(poster),
+        };
+        super::github_closeout::write(path, record)
+            .map_err(|source| self.record_error(path, "write it", source))
+    }
+
+    /// Records `comment` as the job's closeout on pull request `number`,
+    /// for the next publish to edit; a record that cannot be written
+    /// leaves the one before it (naming the comment or its poster).
+    fn record_closeout(&self, number: u64, comment: &ApiComment) {
+        if let (Some(path), true) = (&self.closeout_record, comment.id != 0) {
+            let record = super::github_closeout::CloseoutComment {
+                pull_request: number,
+                comment: Some(comment.id),
+                poster: comment.user.as_ref().map(|u| u.id).filter(|id| *id != 0),
+            };
+            let _ = super::github_closeout::write(path, record);
+        }
     }
 }
 
@@ -394,48 +544,37 @@ impl Forge for GitHub {
         };
         let path = self.repo_path(&format!("/issues/{}/comments", pr.number));
         // One closeout a job: publishing it again (`paddock publish`, also
-        // after a kill that came after the post) edits the one posted. A
-        // pull request this publish opened has none yet. Only a comment
-        // Paddock's identity wrote is its closeout: the one that opened
-        // the pull request (no one else may open one from the repository's
-        // own branch but those who may write to it). Anyone may comment on
-        // a public repository's pull request, a copy of the closeout too;
-        // edited, it would hold Paddock's closeout under its author's name,
-        // theirs to rewrite, and no closeout of Paddock's would be posted.
+        // after a kill that came after the post) edits the one an earlier
+        // publish posted or edited ([`GitHub::closeout_of`]: the comment
+        // recorded, else one by the account recorded as posting it, else
+        // one by the account that opened the pull request). A pull request
+        // this publish opened has none yet; one whose closeout a reviewer
+        // deleted gets a new one (also when the comment goes between the
+        // read and the edit: its 404). The comment posted or edited is
+        // recorded for the next publish.
         if let Some(job) = super::closeout::job_of(body).filter(|_| !pr.created) {
-            // Anyone may add comments: past the bound, Paddock's is not
-            // looked for further, and a new closeout is posted.
-            let (posted, _): (Vec<ApiIssueComment>, _) = self
-                .list_some("read the pull request's comments", &path)
-                .await?;
-            let by_us = |c: &ApiIssueComment| {
-                pr.author.as_deref().is_some_and(|us| {
-                    c.user
-                        .as_ref()
-                        .is_some_and(|u| u.id != 0 && u.id.to_string() == us)
-                })
-            };
-            if let Some(ours) = posted
-                .iter()
-                .find(|c| by_us(c) && super::closeout::job_of(&c.body) == Some(job))
-            {
+            if let Some(ours) = self.closeout_of(&path, pr, job).await? {
                 let edited: Result<ApiComment, _> = self
                     .call(
                         "update the closeout",
                         Method::PATCH,
-                        &self.repo_path(&format!("/issues/comments/{}", ours.id)),
+                        &self.repo_path(&format!("/issues/comments/{ours}")),
                         json(&NewComment { body }),
                     )
                     .await;
                 match edited {
-                    Ok(comment) => return Ok(Some(comment.html_url)),
-                    // Deleted since it was listed (a reviewer deleted the
+                    Ok(comment) => {
+                        self.record_closeout(pr.number, &comment);
+                        return Ok(Some(comment.html_url));
+                    }
+                    // Deleted since it was found (a reviewer deleted the
                     // closeout): a new one is posted below.
                     Err(ForgeError::Status { status: 404, .. }) => {}
                     Err(e) => return Err(e),
                 }
             }
         }
+        self.record_posting(pr).await?;
         let comment: ApiComment = self
             .call(
                 "post the closeout",
@@ -444,6 +583,7 @@ impl Forge for GitHub {
                 json(&NewComment { body }),
             )
             .await?;
+        self.record_closeout(pr.number, &comment);
         Ok(Some(comment.html_url))
     }
 

@@ -26,6 +26,7 @@ pub mod forge_http;
 pub mod github;
 pub mod github_app;
 pub mod github_app_record;
+pub mod github_closeout;
 pub mod gitlab;
 pub mod gitlab_closeout;
 pub mod gitlab_token;

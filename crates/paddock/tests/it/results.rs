@@ -4746,6 +4746,160 @@ async fn a_github_closeout_copied_by_someone_else_is_not_edited() {
     );
 }
 
+/// Another account's GitHub token than the one that opened a job's pull
+/// request (the token changed after a publish that failed once the pull
+/// request was open, its closeout's post refused).
+const OTHER_TOKEN: &str = "ghp_anotherAccountsToken0123456789";
+
+/// A GitHub job (a change) whose publish failed once its pull request was
+/// open under `TOKEN` (`paddock-bot`'s; the mock refused its closeout, and
+/// takes comments again now), the token since changed to `OTHER_TOKEN`,
+/// `paddock-bot-2`'s: the mock and the job's record.
+async fn github_job_failed_at_its_closeout(
+    home: &Home,
+) -> (
+    paddock_test_support::github::MockGitHub,
+    paddock_protocol::JobRecord,
+) {
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    mock.add_token(OTHER_TOKEN, "paddock-bot-2");
+    let spec = stand_in_job(home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    mock.refuse_comments(true);
+    let first = run_with_token(home, &spec).await;
+    mock.refuse_comments(false);
+    (mock, first)
+}
+
+/// A publish that failed once the pull request was open, the token
+/// changed to another account's, then `paddock publish` twice, an
+/// outsider's copy of the closeout posted between them: the first posts
+/// the closeout under the new account, the second edits that comment in
+/// place and never the copy: one closeout, Paddock's. Before, the second
+/// looked for a closeout only by the account that opened the pull request,
+/// found none, and posted a second.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_publish_under_another_token_keeps_one_closeout() {
+    let home = Home::new();
+    let (mock, first) = github_job_failed_at_its_closeout(&home).await;
+    let failed = (first.status, mock.pulls().len(), mock.comment_ids());
+    let env = [("PADDOCK_TEST_GH_TOKEN", OTHER_TOKEN)];
+    let args = ["publish", "--json", first.id.as_str()];
+    let out = home.paddock(&args, &env).await;
+    let posted = (out.status.code(), record(&out).status);
+    let store = home.store().await;
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    let theirs = mock.comment_as(1, "mallory", &forged);
+    let out = home.paddock(&args, &env).await;
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    let edits: Vec<String> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path.contains("/issues/comments/"))
+        .map(|r| r.path)
+        .collect();
+    assert_eq!(
+        (
+            failed,
+            posted,
+            (out.status.code(), record(&out).status),
+            mock.comments_by(),
+            edits
+        ),
+        (
+            (paddock_protocol::JobStatus::Failed, 1, vec![]),
+            (Some(0), paddock_protocol::JobStatus::Done),
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![
+                (1, "paddock-bot-2".to_string(), closeout),
+                (theirs, "mallory".to_string(), forged)
+            ],
+            vec!["/repos/acme/widgets/issues/comments/1".to_string()]
+        )
+    );
+}
+
+/// A publish under another account's token than the opener's killed
+/// between posting its closeout and recording it (here the post's answer
+/// lost: the comment is on the pull request, Paddock never learns its id),
+/// then `paddock publish` again: the closeout posted is edited, one
+/// remains. Before, the next publish found no closeout by the opener and
+/// posted a second.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_publish_killed_after_posting_its_closeout_keeps_one() {
+    let home = Home::new();
+    let (mock, first) = github_job_failed_at_its_closeout(&home).await;
+    mock.lose_comment_answers(true);
+    let env = [("PADDOCK_TEST_GH_TOKEN", OTHER_TOKEN)];
+    let args = ["publish", "--json", first.id.as_str()];
+    let lost = home.paddock(&args, &env).await;
+    let lost = (lost.status.code(), mock.comment_ids());
+    mock.lose_comment_answers(false);
+    let out = home.paddock(&args, &env).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            lost,
+            (out.status.code(), record(&out).status),
+            mock.comments_by()
+        ),
+        (
+            (Some(1), vec![1]),
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![(1, "paddock-bot-2".to_string(), closeout)]
+        )
+    );
+}
+
+/// A GitHub closeout record cut short, or a link: `paddock publish` posts
+/// no closeout beside the one on the pull request and edits none; it
+/// fails, naming the record, until the record is removed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_torn_github_closeout_record_posts_no_second_closeout() {
+    let home = Home::new();
+    let (mock, first) = github_job_failed_at_its_closeout(&home).await;
+    let env = [("PADDOCK_TEST_GH_TOKEN", OTHER_TOKEN)];
+    let args = ["publish", "--json", first.id.as_str()];
+    let posted = home.paddock(&args, &env).await.status.code();
+    let comments = mock.comments_by();
+    let record_path = home
+        .data()
+        .join("artifacts")
+        .join(&first.id)
+        .join(".github-closeout.json");
+    let whole = std::fs::read_to_string(&record_path).unwrap();
+    let mut seen = Vec::new();
+    let plant = |text: Option<&str>| {
+        let _ = std::fs::remove_file(&record_path);
+        match text {
+            Some(text) => std::fs::write(&record_path, text).unwrap(),
+            None => std::os::unix::fs::symlink("/etc/hostname", &record_path).unwrap(),
+        }
+    };
+    for torn in [Some(&whole[..whole.len() / 2]), Some(""), None] {
+        plant(torn);
+        let out = home.paddock(&args, &env).await;
+        seen.push((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).contains(".github-closeout.json"),
+            mock.comments_by() == comments,
+        ));
+    }
+    assert_eq!(
+        (posted, comments.len(), seen),
+        (Some(0), 1, vec![(Some(1), true, true); 3])
+    );
+}
+
 /// `paddock publish` of a job that failed at publishing (the forge down)
 /// whose `branch.bundle` was removed since, then of one whose bundle is
 /// not a bundle: refused (exit 2) naming the job, the bundle, the kept

@@ -1,0 +1,160 @@
+//! Which GitHub comment is a job's closeout: the record Paddock writes
+//! into the job's artifacts (`.github-closeout.json`: the pull request's
+//! number, the comment's id and the id of the account that posted it) once
+//! it has posted or edited it, which a later publish reads back to edit
+//! that comment in place. The pull request's opener cannot tell: a job's
+//! publish may run under another account's token than the one that opened
+//! it (the token changed between a publish that failed once the pull
+//! request was open and `paddock publish`, or the spec moved from a token
+//! to an App), and its closeout is then that account's, which a lookup by
+//! the opener never finds: each later publish posted another. A comment's
+//! id is GitHub's and never given twice.
+//!
+//! Before a closeout is posted, the record names the account about to
+//! post it (the token's account, by id, asked of `GET /user`): a publish
+//! killed between the post and the record of its comment (or whose post's
+//! answer was lost) leaves that, and the next publish edits the closeout
+//! that account posted instead of posting a second. An App's installation
+//! token has no account `GET /user` answers for (403): its poster is not
+//! recorded before the post, only with the comment after it. Each record
+//! is written whole or not at all (a new file renamed over the old:
+//! `own_file::replace`), never through a link.
+//!
+//! The record is hostile input where a `process`-rung job could write it
+//! (it runs as Paddock's user): read without following a link or waiting
+//! on a FIFO, at most [`MAX_BYTES`], unknown fields refused; it can name
+//! only a comment of this job's pull request (the number must be the one
+//! the publish found, and the comment's own `issue_url` must name it), and
+//! only one holding this job's closeout, by the account recorded, is
+//! edited. A record missing, or for another pull request, is as none: the
+//! closeout is looked for by the opener's id (`github.rs`). A record there
+//! but not read whole (a link, a FIFO, cut short, not a record) fails the
+//! closeout: neither a closeout posted beside the one it may name nor a
+//! comment edited.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The record's file name, in the job's artifacts.
+pub const RECORD: &str = ".github-closeout.json";
+
+/// The most bytes of a record read.
+const MAX_BYTES: u64 = 1024;
+
+/// Where the job's closeout comment is, or who is posting it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CloseoutComment {
+    /// The pull request's number.
+    pub pull_request: u64,
+    /// The comment's id, once its post was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<u64>,
+    /// The id of the account that posted it (or is about to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poster: Option<u64>,
+}
+
+/// The record at `path` for pull request `number`: `Ok(None)` when there
+/// is none or it is another pull request's; an error when one is there
+/// but cannot be read whole as a record (a link, a FIFO, too long, cut
+/// short, not JSON, naming neither a comment nor a poster).
+pub fn read(path: &Path, number: u64) -> std::io::Result<Option<CloseoutComment>> {
+    let text = match crate::own_file::read(path, MAX_BYTES) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let record: CloseoutComment = serde_json::from_str(&text)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    if record.comment.is_none() && record.poster.is_none() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "names neither a comment nor its poster",
+        ));
+    }
+    Ok((record.pull_request == number).then_some(record))
+}
+
+/// Records `record` at `path`, whole or not at all, never through a link
+/// planted there.
+pub fn write(path: &Path, record: CloseoutComment) -> std::io::Result<()> {
+    let text = serde_json::to_string(&record).map_err(std::io::Error::other)?;
+    crate::own_file::replace(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn comment(pull_request: u64, comment: u64) -> CloseoutComment {
+        CloseoutComment {
+            pull_request,
+            comment: Some(comment),
+            poster: Some(7),
+        }
+    }
+
+    /// A record is read back for its own pull request only, one naming
+    /// only its poster too; none at all reads as none; a link to one, a
+    /// FIFO, an unknown field, a record too long, cut short or naming
+    /// nothing is an error; a write replaces a link planted there (its
+    /// target keeps its text).
+    #[test]
+    fn a_record_is_its_pull_requests_and_never_a_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(RECORD);
+        write(&path, comment(3, 507)).unwrap();
+        let linked = dir.path().join("linked.json");
+        std::os::unix::fs::symlink(&path, &linked).unwrap();
+        let fifo = dir.path().join("fifo.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let plant = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        let posting = plant("posting.json", r#"{"pull_request":3,"poster":9}"#);
+        let extra = plant("extra.json", r#"{"pull_request":3,"comment":9,"url":"x"}"#);
+        let long = plant(
+            "long.json",
+            &format!("{{\"pull_request\":3,\"comment\":9}}{}", " ".repeat(2000)),
+        );
+        let torn = plant("torn.json", r#"{"pull_request":3,"co"#);
+        let empty = plant("empty.json", "");
+        let nothing = plant("nothing.json", r#"{"pull_request":3}"#);
+        let outside = plant("outside", "theirs");
+        let planted = dir.path().join("planted.json");
+        std::os::unix::fs::symlink(&outside, &planted).unwrap();
+        write(&planted, comment(3, 1)).unwrap();
+        let read_as = |p: &Path| read(p, 3).map_err(|_| "refused");
+        assert_eq!(
+            (
+                [&path, &posting, &planted].map(|p| read_as(p)).to_vec(),
+                [&linked, &fifo, &extra, &long, &torn, &empty, &nothing]
+                    .map(|p| read_as(p))
+                    .to_vec(),
+                read(&path, 4).unwrap(),
+                read(&dir.path().join("none.json"), 3).unwrap(),
+                std::fs::read_to_string(&outside).unwrap(),
+            ),
+            (
+                vec![
+                    Ok(Some(comment(3, 507))),
+                    Ok(Some(CloseoutComment {
+                        pull_request: 3,
+                        comment: None,
+                        poster: Some(9)
+                    })),
+                    Ok(Some(comment(3, 1)))
+                ],
+                vec![Err("refused"); 7],
+                None,
+                None,
+                "theirs".to_string(),
+            )
+        );
+    }
+}
