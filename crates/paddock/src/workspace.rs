@@ -4003,6 +4003,123 @@ mod tests {
         assert_eq!(seen, vec![(3, 0, true), (150, 1, true)]);
     }
 
+    /// The same hostile tree staged sealed with 99 entries to read (blobs
+    /// written by Paddock, `loose_object.rs`) and with 100 (one `git
+    /// fast-import`): both take and refuse the same. Taken, as by path: a
+    /// link to a host file (its target, never the file), a name git never
+    /// stages (`.GIT`, left out with the same warning), an empty file, a
+    /// binary one, an executable, a name with a newline; a FIFO is left
+    /// out (not read, not waited on), as by path. Refused before either
+    /// writer, naming it: a sparse file past the bound. What session 50's
+    /// attack tried on the loose writer that already held.
+    #[tokio::test]
+    async fn a_sealed_staging_takes_and_refuses_the_same_with_few_blobs_or_many() {
+        let packs = |git_dir: &Path| {
+            std::fs::read_dir(git_dir.join("objects/pack"))
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        // The hostile entries read: six of them.
+        const HOSTILE: usize = 6;
+        let mut seen = Vec::new();
+        for total in [99usize, 100] {
+            for extra in ["", "fifo", "sparse"] {
+                let tmp = TmpDir::new();
+                let r = repo(tmp.path());
+                let host = tmp.path().join("host-secret");
+                std::fs::write(&host, "the host's\n").unwrap();
+                let jobs = tmp.path().join("jobs");
+                let ws = Workspace::provision(&jobs, "j", &spec(r, "main"), "b")
+                    .await
+                    .unwrap();
+                let w = &ws.work;
+                std::os::unix::fs::symlink(&host, w.join("link")).unwrap();
+                std::fs::create_dir_all(w.join("sub/.GIT")).unwrap();
+                std::fs::write(w.join("sub/.GIT/config"), "[core]\n").unwrap();
+                std::fs::write(w.join("empty"), "").unwrap();
+                std::fs::write(w.join("binary"), b"\0\x01\r\n\xff").unwrap();
+                std::fs::write(w.join("run.sh"), "#!/bin/sh\n").unwrap();
+                std::fs::set_permissions(
+                    w.join("run.sh"),
+                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                )
+                .unwrap();
+                std::fs::write(w.join("new\nline"), "x\n").unwrap();
+                std::fs::create_dir_all(w.join("many")).unwrap();
+                for i in 0..total - HOSTILE {
+                    std::fs::write(w.join(format!("many/f{i}")), format!("{i}\n")).unwrap();
+                }
+                match extra {
+                    "fifo" => {
+                        nix::unistd::mkfifo(&w.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap()
+                    }
+                    "sparse" => std::fs::File::create(w.join("sparse"))
+                        .unwrap()
+                        .set_len(sealed_stage::MAX_SEALED_BYTES + 1)
+                        .unwrap(),
+                    _ => {}
+                }
+                let before = packs(&ws.git_dir());
+                let sealed = ws.sealed().patch().await;
+                let packed = packs(&ws.git_dir()) - before;
+                let outcome = match sealed {
+                    Ok(sealed) => {
+                        let p = ws.patch().await.unwrap();
+                        let named: Vec<String> = sealed
+                            .changed_files
+                            .iter()
+                            .filter(|f| !f.starts_with("many/"))
+                            .cloned()
+                            .collect();
+                        Ok((
+                            sealed.changed_files.len(),
+                            named,
+                            sealed.warnings.clone(),
+                            sealed == p,
+                            !sealed.diff.contains("the host's"),
+                        ))
+                    }
+                    Err(WorkspaceError::SealedStaging { file, .. }) => {
+                        Err(file.rsplit('/').next().unwrap_or_default().to_string())
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                seen.push((total, extra, packed, outcome));
+                ws.remove().unwrap();
+            }
+        }
+        let taken = |total: usize| {
+            Ok((
+                total - 1,
+                ["binary", "empty", "link", "new\nline", "run.sh"]
+                    .map(String::from)
+                    .to_vec(),
+                vec![
+                    "left out of the patch, named as git's own directory (.git) under another \
+                     spelling, which git never stages: sub/.GIT/config"
+                        .to_string(),
+                ],
+                true,
+                true,
+            ))
+        };
+        assert_eq!(
+            seen,
+            vec![
+                (99, "", 0, taken(99)),
+                (99, "fifo", 0, taken(99)),
+                (99, "sparse", 0, Err("sparse".to_string())),
+                (100, "", 1, taken(100)),
+                (100, "fifo", 1, taken(100)),
+                (100, "sparse", 0, Err("sparse".to_string())),
+            ]
+        );
+    }
+
     /// A tree with attributes is staged sealed when git would convert
     /// none of the files staged, and the patch is the one by path: binary
     /// files under `text=auto`, `-text` files with CRs (here by the job's
