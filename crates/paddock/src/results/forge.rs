@@ -65,7 +65,8 @@ pub enum ForgeError {
         step: &'static str,
         source: std::io::Error,
     },
-    /// The job's closeout record (`gitlab_closeout.rs`) is there but not
+    /// The job's closeout record (`gitlab_closeout.rs`,
+    /// `github_closeout.rs`) is there but not
     /// one Paddock wrote whole, or cannot be written: no closeout is posted
     /// or edited, lest a second be posted beside the one it names.
     #[error(

@@ -418,7 +418,13 @@ impl GitHub {
                     .await;
                 match me {
                     Ok(me) if me.id != 0 => me.id,
-                    Ok(_) | Err(ForgeError::Status { status: 403, .. }) => return Ok(()),
+                    // No account answered (an answer without an id; an
+                    // installation token's 403); a rate limit's 403 is not
+                    // that, and fails the closeout as any error does.
+                    Ok(_) => return Ok(()),
+                    Err(ForgeError::Status {
+                        status: 403, limit, ..
+                    }) if limit.is_empty() => return Ok(()),
                     Err(e) => return Err(e),
                 }
             }
