@@ -189,6 +189,7 @@ fn start(exe: &Path, work: &Path, socket: &Path, scratch: &Path) -> Result<(), S
         timeout_secs: Some(TIMEOUT.as_secs()),
         cgroup_root: None,
         name,
+        started: None,
     };
     let mut cmd = launch::command(&exe, &policy).map_err(|e| e.to_string())?;
     let out = cmd

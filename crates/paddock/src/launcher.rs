@@ -180,6 +180,7 @@ pub fn sandbox_policy(spec: &CommandSpec, paths: &SandboxPaths) -> Policy {
         timeout_secs: Some(paths.timeout_secs + 30),
         cgroup_root: paths.cgroup_root.clone(),
         name: paths.job_id.clone(),
+        started: None,
     }
 }
 

@@ -24,6 +24,7 @@ use crate::cgroup::Cgroup;
 use crate::error::SetupError;
 use crate::gate::{self, Wait};
 use crate::policy::{exit, NetMode, Policy, DEFAULT_PATH};
+use crate::started::Started;
 use crate::{absent, caps, filter, fs, lock, net, sched, trace};
 
 /// The sandbox's host name (`tun::HOSTS` names it too).
@@ -76,6 +77,9 @@ fn read_policy() -> Result<Policy, SetupError> {
 }
 
 fn run(policy: Policy) -> Result<i32, SetupError> {
+    // The caller's "the command runs" pipe, if it passed one: PID 1's to
+    // write, closed unwritten by whatever ends the run before.
+    let started = Started::take(policy.started);
     // The run ends with its caller, whatever kills the caller.
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     // Nothing the caller left open reaches PID 1 or the command.
@@ -104,7 +108,7 @@ fn run(policy: Policy) -> Result<i32, SetupError> {
         trace::step("idmapped");
     }
 
-    confine_and_run(&policy, &view, uid, gid)
+    confine_and_run(&policy, &view, (uid, gid), started)
 }
 
 fn id_map(path: &str, text: &str) -> Result<(), SetupError> {
@@ -117,8 +121,8 @@ fn id_map(path: &str, text: &str) -> Result<(), SetupError> {
 fn confine_and_run(
     policy: &Policy,
     view: &fs::View,
-    uid: u32,
-    gid: u32,
+    (uid, gid): (u32, u32),
+    started: Option<Started>,
 ) -> Result<i32, SetupError> {
     // No mount namespace here: the helper keeps the host's view (the
     // broker socket, the cgroup files); PID 1 gets the only new one, owned
@@ -160,10 +164,12 @@ fn confine_and_run(
             drop(forwarder);
             drop(direct);
             drop(open);
-            std::process::exit(pid1(policy, view, uid, gid, wait));
+            std::process::exit(pid1(policy, view, (uid, gid), wait, started));
         }
         Some(child) => child,
     };
+    // PID 1 holds the only copy that may say the command runs.
+    drop(started);
     trace::step("pid1 cloned");
     stop_run_on_signals(child)?;
     drop(wait);
@@ -439,7 +445,13 @@ fn clone_pid1() -> Result<Option<Pid>, SetupError> {
 }
 
 /// PID 1 of the new PID namespace.
-fn pid1(policy: &Policy, view: &fs::View, uid: u32, gid: u32, gate: Option<Wait>) -> i32 {
+fn pid1(
+    policy: &Policy,
+    view: &fs::View,
+    (uid, gid): (u32, u32),
+    gate: Option<Wait>,
+    started: Option<Started>,
+) -> i32 {
     // The helper blocked them for itself; as the namespace's init PID 1
     // ignores them anyway, and the command starts with this mask.
     if let Err(source) = stop_signals().thread_unblock() {
@@ -452,6 +464,9 @@ fn pid1(policy: &Policy, view: &fs::View, uid: u32, gid: u32, gate: Option<Wait>
     }
     match spawn(policy) {
         Ok(command) => {
+            if let Some(started) = started {
+                started.tell();
+            }
             trace::step("command spawned");
             let code = reap(command);
             trace::step("command exited");

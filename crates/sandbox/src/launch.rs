@@ -63,6 +63,7 @@ pub(crate) mod tests {
             timeout_secs: None,
             cgroup_root: None,
             name: "test".into(),
+            started: None,
         }
     }
 

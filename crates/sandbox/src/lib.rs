@@ -44,6 +44,7 @@ pub mod probe;
 pub mod sched;
 pub mod signals;
 pub mod splice;
+mod started;
 pub mod trace;
 pub mod tun;
 pub mod unix_path;

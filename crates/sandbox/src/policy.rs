@@ -117,7 +117,17 @@ pub struct Policy {
     pub cgroup_root: Option<PathBuf>,
     /// A name for this run (cgroup directory name, hostname suffix).
     pub name: String,
+    /// A descriptor the helper inherited (the write end of its caller's
+    /// pipe, `pass_fd`) on which PID 1 writes [`STARTED`] once the command
+    /// runs; closed unwritten when the run ends before it (the set-up
+    /// failed, or the command could not be executed). The command never
+    /// holds it (close-on-exec), so nothing the command does can write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<i32>,
 }
+
+/// What PID 1 writes on [`Policy::started`] once the command runs.
+pub const STARTED: u8 = b'S';
 
 /// System directories mounted read-only into every sandbox (those that exist).
 pub const SYSTEM_RO: &[&str] = &[

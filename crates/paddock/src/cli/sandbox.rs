@@ -177,6 +177,7 @@ pub fn policy(args: SandboxArgs) -> anyhow::Result<Policy> {
         timeout_secs: args.timeout,
         cgroup_root: std::env::var_os("PADDOCK_CGROUP_ROOT").map(PathBuf::from),
         name,
+        started: None,
     })
 }
 

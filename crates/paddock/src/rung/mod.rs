@@ -87,6 +87,14 @@ pub trait EngineProcess: Send {
     fn take_stdin(&mut self) -> Option<Stdin>;
     fn take_stdout(&mut self) -> Option<Output>;
     fn take_stderr(&mut self) -> Option<Output>;
+    /// Waits until the command runs: `Err` when the rung could not set
+    /// it up (nothing of it ran; [`RungError::SandboxSetup`]), `Ok` once
+    /// it runs or ended otherwise (its exit says how). Call it before
+    /// taking stderr. Rungs that start the command directly return at
+    /// once.
+    async fn started(&mut self) -> Result<(), RungError> {
+        Ok(())
+    }
     /// Waits for the engine to exit (cancel-safe: a `select!` may drop it).
     async fn wait(&mut self) -> std::io::Result<ExitStatus>;
     /// Asks the engine to stop, with everything it started.
@@ -283,6 +291,15 @@ pub enum RungError {
     },
     #[error("the engine's stdout/stderr were not captured")]
     Stdio { job_id: String },
+    /// The sandbox helper ended in its set-up (its "the command runs"
+    /// pipe closed unwritten, its exit 125): nothing of the command ran.
+    #[error("the sandbox could not be set up, so nothing ran: {why}")]
+    SandboxSetup { job_id: String, why: String },
+    #[error("wait for the sandbox helper: {error}")]
+    Wait {
+        job_id: String,
+        error: std::io::Error,
+    },
 }
 
 /// Resolves `requested` with `probe` (None when a sandbox starts, else the
@@ -334,6 +351,7 @@ pub fn probe_sandbox(exe: &Path) -> Option<String> {
         timeout_secs: Some(10),
         cgroup_root: None,
         name: "doctor".into(),
+        started: None,
     };
     let mut cmd = match launch::command(exe, &policy) {
         Ok(c) => c,

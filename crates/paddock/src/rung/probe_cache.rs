@@ -21,9 +21,12 @@
 //! itself and fails the job (exit 125, the step named) when one cannot be
 //! set; it never runs a job with less. A `process`-rung job, which runs as
 //! Paddock's user, could write the record: it can then only make the next
-//! job try the sandbox. A helper that exits 125 clears the record
-//! ([`ProbeCache::forget`]), so the job after it probes again (a job's
-//! own engine exiting 125 costs the next job one probe, nothing else).
+//! job try the sandbox. A helper that ended in its set-up (its "the
+//! command runs" pipe closed unwritten and its exit 125: `sandbox.rs`'s
+//! `SandboxRun`) clears the record ([`ProbeCache::forget`]), so the job
+//! after it probes again; the job's own command exiting 125 does not (it
+//! ran, so the sandbox started). The job whose set-up failed fails, with
+//! the helper's words (`RungError::SandboxSetup`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};

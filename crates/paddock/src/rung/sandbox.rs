@@ -8,11 +8,15 @@
 //! caps are cgroup caps here. Whether this host can start a sandbox is
 //! probed once per rung (a real start running `true`), or, with a
 //! [`ProbeCache`] (`paddock run`), taken from the host's last success
-//! (probe_cache.rs); a helper that could not set up clears that record.
+//! (probe_cache.rs); a helper that could not set up clears that record. A
+//! command's launch is told from its set-up's failure by the helper's
+//! "the command runs" pipe ([`EngineProcess::started`]).
 
+use std::os::fd::{AsFd as _, AsRawFd as _, OwnedFd};
 use std::path::PathBuf;
 
 use paddock_protocol::{EgressRecord, HostProfile, Isolation};
+use tokio::io::AsyncReadExt as _;
 use tokio::process::Command;
 use tokio::sync::{mpsc, OnceCell};
 
@@ -258,24 +262,36 @@ impl Rung for SandboxRung {
                 error,
             })?;
         }
-        let policy = launcher::sandbox_policy(cmd, &paths);
-        let std_cmd =
+        // The helper's "the command runs" pipe (`paddock_sandbox`'s
+        // `started.rs`): a set-up failure told from the command's own exit.
+        let (started, started_tx) = std::io::pipe().map_err(|error| RungError::Spawn {
+            job_id: job.job_id.to_string(),
+            program: self.helper_exe.clone(),
+            role: "sandbox helper",
+            engine: cmd.program.clone(),
+            error,
+        })?;
+        let mut policy = launcher::sandbox_policy(cmd, &paths);
+        policy.started = Some(started_tx.as_raw_fd());
+        let mut std_cmd =
             paddock_sandbox::launch::command(&self.helper_exe, &policy).map_err(|error| {
                 RungError::SandboxPolicy {
                     job_id: job.job_id.to_string(),
                     error,
                 }
             })?;
+        paddock_sandbox::pass_fd::pass_fd(&mut std_cmd, started_tx.as_fd());
         let mut c = Command::from(std_cmd);
         c.kill_on_drop(true);
         let helper = ChildProcess::spawn(c, "sandbox helper", job.job_id, cmd)?;
-        Ok(match &self.probe_cache {
-            Some(cache) => Box::new(ClearsProbe {
-                helper,
-                cache: cache.clone(),
-            }),
-            None => Box::new(helper),
-        })
+        // The helper and PID 1 hold the only write ends now.
+        drop(started_tx);
+        Ok(Box::new(SandboxRun {
+            helper,
+            started: Some(OwnedFd::from(started)),
+            cache: self.probe_cache.clone(),
+            job_id: job.job_id.to_string(),
+        }))
     }
 
     async fn reap(&self, job: &Reap<'_>) -> Leftovers {
@@ -293,17 +309,49 @@ impl Rung for SandboxRung {
     }
 }
 
-/// The helper of a rung with a [`ProbeCache`]: one that exits
-/// [`paddock_sandbox::exit::SETUP_FAILED`] (a protection it could not set
-/// up; or the job's own command exiting so) clears the record, so the
-/// next job probes again.
-struct ClearsProbe {
+/// The most of the helper's stderr a set-up failure's error quotes.
+const SETUP_WORDS_MAX: u64 = 4 * 1024;
+
+/// A command on the `sandbox` rung: its helper, the read end of the
+/// helper's "the command runs" pipe until [`EngineProcess::started`] read
+/// it, and the rung's [`ProbeCache`]: a run that ended in its set-up (the
+/// pipe closed unwritten, the helper's exit
+/// [`paddock_sandbox::exit::SETUP_FAILED`]) clears the record, so the next
+/// job probes again. The command's own exit 125 does not: it ran.
+struct SandboxRun {
     helper: ChildProcess,
-    cache: ProbeCache,
+    started: Option<OwnedFd>,
+    cache: Option<ProbeCache>,
+    job_id: String,
+}
+
+impl SandboxRun {
+    /// Whether PID 1 said the command runs (false: the pipe closed
+    /// unwritten, or could not be read).
+    async fn told_started(pipe: OwnedFd) -> bool {
+        let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_owned_fd(pipe) else {
+            return false;
+        };
+        let mut byte = [0u8; 1];
+        matches!(pipe.read(&mut byte).await, Ok(1) if byte[0] == paddock_sandbox::policy::STARTED)
+    }
+
+    /// The helper's own words on stderr (nothing of the command ran, so
+    /// nothing else wrote there), one line, escaped.
+    async fn helper_words(&mut self) -> String {
+        let mut text = Vec::new();
+        if let Some(stderr) = self.helper.take_stderr() {
+            let _ = stderr.take(SETUP_WORDS_MAX).read_to_end(&mut text).await;
+        }
+        let text = String::from_utf8_lossy(&text);
+        let text = text.trim();
+        let text = text.strip_prefix("paddock sandbox: ").unwrap_or(text);
+        crate::terminal_text::line(text).into_owned()
+    }
 }
 
 #[async_trait::async_trait]
-impl EngineProcess for ClearsProbe {
+impl EngineProcess for SandboxRun {
     fn take_stdin(&mut self) -> Option<super::Stdin> {
         self.helper.take_stdin()
     }
@@ -313,12 +361,32 @@ impl EngineProcess for ClearsProbe {
     fn take_stderr(&mut self) -> Option<super::Output> {
         self.helper.take_stderr()
     }
-    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        let status = self.helper.wait().await?;
-        if status.code() == Some(paddock_sandbox::exit::SETUP_FAILED) {
-            self.cache.forget();
+    async fn started(&mut self) -> Result<(), RungError> {
+        let Some(pipe) = self.started.take() else {
+            return Ok(());
+        };
+        if Self::told_started(pipe).await {
+            return Ok(());
         }
-        Ok(status)
+        // PID 1 ended before the command ran: its status says why (a
+        // command not found or not executable is the command's, 127/126).
+        let status = self.helper.wait().await.map_err(|error| RungError::Wait {
+            job_id: self.job_id.clone(),
+            error,
+        })?;
+        if status.code() != Some(paddock_sandbox::exit::SETUP_FAILED) {
+            return Ok(());
+        }
+        if let Some(cache) = &self.cache {
+            cache.forget();
+        }
+        Err(RungError::SandboxSetup {
+            job_id: self.job_id.clone(),
+            why: self.helper_words().await,
+        })
+    }
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.helper.wait().await
     }
     fn stop(&mut self) {
         self.helper.stop();

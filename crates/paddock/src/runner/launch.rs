@@ -226,6 +226,12 @@ pub(super) async fn launch(
             .map(|(min, ends)| ends - Duration::from_secs(min.saturating_mul(60))),
     );
     let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(rung_failed)?;
+    // Until the engine runs, a failure of the rung's set-up is the
+    // rung's, not an exit of the engine's.
+    tokio::select! {
+        started = process.started() => started.map_err(rung_failed)?,
+        () = &mut *cancel => return Ok(Start::Cancelled("cancelled".into())),
+    }
     crate::telemetry::engine_started(job.rung.isolation().as_str(), launching.elapsed());
     // The patch's early reads (the base's paths and tree, the user's
     // excludes file), beside the engine's turn now that it runs.

@@ -138,8 +138,20 @@ pub(super) async fn run(
             protect: Vec::new(),
         };
         let what = format!("setup command {} of {total} (`{line}`)", i + 1);
-        let result = match job.rung.launch(&on_rung, &cmd).await {
-            Ok(process) => one(em, process, egress, deadline, cancel).await,
+        let launched = match job.rung.launch(&on_rung, &cmd).await {
+            // Until the command runs, a failure of the rung's set-up is
+            // the rung's, not an exit of the command's.
+            Ok(mut process) => tokio::select! {
+                started = process.started() => started.map(|()| Some(process)),
+                () = &mut *cancel => Ok(None),
+            },
+            Err(e) => Err(e),
+        };
+        let result = match launched {
+            Ok(Some(process)) => one(em, process, egress, deadline, cancel).await,
+            Ok(None) => Err(SetupStop::Cancelled(format!(
+                "cancelled during {what}; the engine was not started"
+            ))),
             Err(e) => Err(LaunchFailure::Step(format!("{what}: {e}")).into()),
         };
         // Nothing the command started outlives it.

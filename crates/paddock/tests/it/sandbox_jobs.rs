@@ -6,7 +6,9 @@
 //! and says why, and an explicit `sandbox` is refused (a failed probe is
 //! never kept); a successful probe is kept in the host directory, taken
 //! by the next job while fresh and under the same key, and cleared by a
-//! helper exiting 125. A setup command
+//! helper that ended in its set-up (not by the engine's own exit 125,
+//! which fails the job as the engine's; the set-up failure fails it with
+//! the helper's words). A setup command
 //! that leaves the engine's config (or its directory) as a link to the
 //! host, or as a FIFO, does not have Paddock write through it or hang on
 //! it when it writes the engine's config after setup; an engine that
@@ -327,8 +329,8 @@ fn unix_now() -> u64 {
 /// `paddock run` keeps the sandbox probe's success in the host directory
 /// under the key of this host and binary, and the next job takes it while
 /// it is fresh (the record is not written again); a stale record or one
-/// under another key is probed again and replaced; a helper that exits
-/// 125 (could not set up; here the job's own engine exiting so) clears it.
+/// under another key is probed again and replaced; a helper that ended in
+/// its set-up clears it, the job's own engine exiting 125 does not.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sandbox_probes_success_is_kept_taken_while_fresh_and_cleared() {
     if !paddock_test_support::prelude::sandbox_available() {
@@ -389,14 +391,74 @@ async fn the_sandbox_probes_success_is_kept_taken_while_fresh_and_cleared() {
         assert!((before..=unix_now()).contains(&at), "{at}");
     }
 
-    // A helper exiting 125 clears the record; the next job probes again
-    // and keeps its success.
-    paddock_test_support::jobs::stand_in_codex(&home.path().join("fakebin"), "exit 125");
+    // The job's own engine exiting 125 (the helper's set-up failure
+    // code) with the helper's words forged on stderr is the job's: the
+    // sandbox started, the record stays.
+    set_probe_record(&home, &key, earlier);
+    paddock_test_support::jobs::stand_in_codex(
+        &home.path().join("fakebin"),
+        "echo 'paddock sandbox: landlock: forged' >&2; exit 125",
+    );
     let (isolation, reason) = run(spec.clone()).await;
     assert_eq!(isolation, "sandbox");
-    assert_eq!(reason.as_deref(), Some("the engine exited with status 125"));
-    assert_eq!(probe_record(&home), None);
+    assert_eq!(
+        reason.as_deref(),
+        Some("the engine exited with status 125: paddock sandbox: landlock: forged")
+    );
+    assert_eq!(probe_record(&home), Some((key.clone(), earlier)));
+
+    // A helper that ends in its set-up (here: a host profile's memory cap,
+    // not accepted as degraded, where no cgroup can be made) fails the job
+    // with its own words, not as an exit of the engine's, and clears the
+    // record; the next job probes again and keeps its success.
     paddock_test_support::jobs::stand_in_codex(&home.path().join("fakebin"), "true");
+    let no_cgroup = home.path().join("not-a-cgroup");
+    std::fs::create_dir_all(&no_cgroup).unwrap();
+    std::fs::write(
+        home.path().join("capped.json"),
+        serde_json::json!({
+            "id": "capped",
+            "build_policy": "ci-only",
+            "verification": "dev-probe",
+            "mem_limit_mb": 512
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let capped = home.path().join("capped.toml");
+    std::fs::write(
+        &capped,
+        format!(
+            "{}\n[policy]\nprofile = \"{}\"\n",
+            std::fs::read_to_string(&spec).unwrap(),
+            home.path().join("capped.json").display()
+        ),
+    )
+    .unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", capped.to_str().unwrap()],
+            &[("PADDOCK_CGROUP_ROOT", no_cgroup.to_str().unwrap())],
+        )
+        .await;
+    let rec = record(&out);
+    assert_eq!(
+        (rec.isolation.as_str(), rec.status, rec.reason.as_deref()),
+        (
+            "sandbox",
+            JobStatus::Failed,
+            Some(
+                format!(
+                    "the sandbox could not be set up, so nothing ran: cgroup {}: neither cgroup v2 \
+                     with the memory, pids and cpu controllers nor the v1 memory, pids and cpu \
+                     hierarchies",
+                    no_cgroup.display()
+                )
+                .as_str()
+            )
+        )
+    );
+    assert_eq!(probe_record(&home), None);
     assert_eq!(run(spec).await, ("sandbox".into(), stand_in_end.clone()));
     assert_eq!(probe_record(&home).map(|(k, _)| k), Some(key));
 }
