@@ -1227,6 +1227,22 @@ impl Workspace {
         write_new(&self.root, &target, contents)
     }
 
+    /// Writes a file [`Workspace::write_generated`] made again, whole
+    /// (before anything of the job ran: a job moved to another rung); only
+    /// a regular file is written, never through a link.
+    pub async fn rewrite_generated(
+        &self,
+        rel: &str,
+        contents: &[u8],
+    ) -> Result<(), WorkspaceError> {
+        let target = self.work.join(rel);
+        crate::own_file::write(&target, contents).map_err(|source| WorkspaceError::Write {
+            path: self.root.clone(),
+            file: target.display().to_string(),
+            source,
+        })
+    }
+
     /// Extends a file the repository tracks: the checkout gets `original`
     /// followed by `appended`, and the patch later drops `appended` again, so
     /// that it holds exactly the agent's change to the file.

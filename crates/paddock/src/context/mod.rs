@@ -554,6 +554,31 @@ impl Prepared {
     }
 }
 
+/// Writes `.paddock/environment.json` again for `spec` (a job moved to
+/// another rung before anything of it ran: `runner/rung_fallback.rs`), over
+/// the one [`assemble`] generated; the only file of the context that
+/// names the rung. Nothing else of the context is rendered again: the
+/// checkout now holds Paddock's own files, which a render would read as
+/// the repository's.
+pub async fn rewrite_environment(
+    spec: &JobSpec,
+    policy: &PolicyContext,
+    ws: &Workspace,
+) -> Result<(), ContextError> {
+    let name = "environment.json";
+    let mut text =
+        serde_json::to_string_pretty(&manifest::environment(spec, policy)).map_err(|e| {
+            ContextError::Encode {
+                file: name.to_string(),
+                message: e.to_string(),
+            }
+        })?;
+    text.push('\n');
+    ws.rewrite_generated(&format!("{PADDOCK_DIR}/{name}"), text.as_bytes())
+        .await
+        .map_err(|e| ContextError::Install(InstallError::Workspace(e)))
+}
+
 /// `.paddock/environment.json` and `tools.json`.
 fn manifests(spec: &JobSpec, inputs: &ContextInputs) -> Result<Vec<GeneratedFile>, ContextError> {
     let mut files = Vec::new();

@@ -59,6 +59,15 @@ pub struct FakeRung {
     /// At each launch: whether the workspace's early reads for the patch
     /// had started then, and their flag (read again after the job).
     pub early_reads: Mutex<Vec<(bool, Arc<std::sync::atomic::AtomicBool>)>>,
+    /// Stands for the `sandbox` rung (its isolation), else `process`.
+    pub sandbox: bool,
+    /// Every launch fails in the rung's set-up with these words
+    /// (`RungError::SandboxSetup`): nothing runs.
+    pub setup_fails: Option<String>,
+    /// What [`Rung::probe_afresh`] answers.
+    pub afresh: Option<String>,
+    /// At each launch: the work tree's `.paddock/environment.json`.
+    pub environments: Mutex<Vec<String>>,
 }
 
 impl FakeRung {
@@ -73,11 +82,19 @@ impl FakeRung {
 #[async_trait::async_trait]
 impl Rung for FakeRung {
     fn isolation(&self) -> Isolation {
-        Isolation::Process
+        if self.sandbox {
+            Isolation::Sandbox
+        } else {
+            Isolation::Process
+        }
     }
 
     async fn probe(&self) -> Option<String> {
         None
+    }
+
+    async fn probe_afresh(&self) -> Option<String> {
+        self.afresh.clone()
     }
 
     fn gaps(&self, _profile: &HostProfile) -> Vec<(&'static str, String)> {
@@ -116,6 +133,16 @@ impl Rung for FakeRung {
         if let Ok(mut r) = self.early_reads.lock() {
             let flag = job.ws.early_reads();
             r.push((flag.load(std::sync::atomic::Ordering::SeqCst), flag));
+        }
+        if let Ok(mut e) = self.environments.lock() {
+            let path = job.ws.work.join(".paddock/environment.json");
+            e.push(std::fs::read_to_string(path).unwrap_or_default());
+        }
+        if let Some(why) = &self.setup_fails {
+            return Err(RungError::SandboxSetup {
+                job_id: job.job_id.to_string(),
+                why: why.clone(),
+            });
         }
         let (stdin_w, mut stdin_r) = tokio::io::duplex(64 << 10);
         let (mut out_w, out_r) = tokio::io::duplex(64 << 10);

@@ -141,6 +141,12 @@ pub trait Rung: Send + Sync + std::fmt::Debug {
     fn isolation(&self) -> Isolation;
     /// None when this host can run jobs on the rung, else why not.
     async fn probe(&self) -> Option<String>;
+    /// [`Rung::probe`] asked again now, past any answer it kept (the
+    /// `sandbox` rung's kept success proved wrong at a job's first
+    /// launch: `runner/rung_fallback.rs`).
+    async fn probe_afresh(&self) -> Option<String> {
+        self.probe().await
+    }
     /// What of `profile` the rung cannot enforce: (rule, why).
     fn gaps(&self, profile: &HostProfile) -> Vec<(&'static str, String)>;
     /// Starts the job's broker where the rung's engine reaches it.

@@ -25,8 +25,10 @@
 //! command runs" pipe closed unwritten and its exit 125: `sandbox.rs`'s
 //! `SandboxRun`) clears the record ([`ProbeCache::forget`]), so the job
 //! after it probes again; the job's own command exiting 125 does not (it
-//! ran, so the sandbox started). The job whose set-up failed fails, with
-//! the helper's words (`RungError::SandboxSetup`).
+//! ran, so the sandbox started). An `auto` job whose set-up failed at its
+//! first launch asks afresh and moves to the `process` rung where no
+//! sandbox starts (`runner/rung_fallback.rs`); any other fails with the
+//! helper's words (`RungError::SandboxSetup`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};

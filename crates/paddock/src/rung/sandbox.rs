@@ -159,6 +159,21 @@ impl Rung for SandboxRung {
             .clone()
     }
 
+    /// A real start, now, whatever this rung or the host directory
+    /// kept; a success is kept again.
+    async fn probe_afresh(&self) -> Option<String> {
+        let exe = self.helper_exe.clone();
+        let cache = self.probe_cache.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Some(cache) = &cache {
+                cache.forget();
+            }
+            probe_or_cached(&exe, cache.as_ref())
+        })
+        .await
+        .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")))
+    }
+
     /// cgroup caps (docs/sandbox.md): a host that cannot apply them
     /// refuses the job when it starts, unless the rules were accepted as
     /// degraded.

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use paddock_protocol::{JobSpec, ProviderKind};
+use paddock_protocol::{Isolation, JobSpec, ProviderKind};
 use time::OffsetDateTime;
 
 use super::error::AdmitError;
@@ -38,6 +38,11 @@ pub struct Shaped {
     pub fallback: Option<String>,
     /// The host profile, admitted.
     pub policy: Option<JobPolicy>,
+    /// The `process` rung, for an `auto` job on the `sandbox` rung: where
+    /// it moves when its sandbox cannot be set up at its first launch and
+    /// a fresh probe says none starts on this host
+    /// (`runner/rung_fallback.rs`).
+    pub fallback_rung: Option<Arc<dyn Rung>>,
 }
 
 /// A job admitted to run: what it runs with, and its id.
@@ -273,6 +278,9 @@ async fn shape_prepared(
     // The rung: `auto` becomes `sandbox` where one starts, else `process`;
     // an explicit `sandbox` that cannot start refuses the job.
     let (rung, resolved) = rungs.pick(spec.isolation).await?;
+    let fallback_rung = (spec.isolation == Isolation::Auto
+        && resolved.isolation == Isolation::Sandbox)
+        .then(|| rungs.process.clone());
     let mut spec = spec.clone();
     spec.isolation = resolved.isolation;
     // The host profile: resolved and admitted before the job exists (fail
@@ -302,13 +310,14 @@ async fn shape_prepared(
         rung,
         fallback: resolved.fallback,
         policy,
+        fallback_rung,
     })
 }
 
 /// The host profile's refusal of a job, saying why the job is on the
 /// rung that cannot enforce the rule when `isolation = "auto"` fell back
 /// to it (`fallback`): the spec did not ask for that rung.
-fn refused(mut refusal: crate::policy::Refusal, fallback: Option<&str>) -> AdmitError {
+pub(super) fn refused(mut refusal: crate::policy::Refusal, fallback: Option<&str>) -> AdmitError {
     if let Some(why) = fallback {
         refusal.reason = format!("{} ({why})", refusal.reason);
     }

@@ -12,6 +12,7 @@ use crate::context::{self, Prepared};
 use crate::engines;
 
 /// The job's prompt and its engine's PATH.
+#[derive(Clone)]
 pub(super) struct Assembled {
     pub prompt: String,
     pub path_env: String,

@@ -218,7 +218,7 @@ pub(super) async fn conclude(
                 Some(format!("the store failed under the job: {e}")),
             )
         }
-        Err(LaunchFailure::Step(msg)) => {
+        Err(LaunchFailure::Step(msg) | LaunchFailure::Unstarted(msg)) => {
             em.error("paddock", msg.clone(), true).await?;
             (JobStatus::Failed, Some(msg))
         }

@@ -221,6 +221,12 @@ impl EarlyPatch {
             *held = Some(placeholders);
         }
     }
+
+    /// Removes the held placeholders now (the job moved off the `sandbox`
+    /// rung before anything of it ran: its work tree is as it was).
+    pub fn release_placeholders(&self) {
+        drop(Release(self));
+    }
 }
 
 /// Removes the held placeholders when dropped.

@@ -31,6 +31,7 @@ use crate::scripted::{RenderContext, Scenario, ScriptedServer};
 use std::convert::Infallible as Scenario;
 
 /// What the job's upstream needs besides the spec, from admission.
+#[derive(Clone)]
 pub(super) struct Credentials {
     pub provider: Provider,
     pub scenario: Option<Arc<Scenario>>,
@@ -163,8 +164,9 @@ pub(super) async fn launch(
     // engine's environment (no broker, no token: those are its command's).
     let setup_env = crate::engines::base_env(&ctx);
     // The host profile's `timeout_min` holds for the whole job: its clock
-    // started before provisioning (`Provisioned::cap_ends`).
-    match super::setup::run(
+    // started before provisioning (`Provisioned::cap_ends`). Whether one
+    // ran decides whether the engine's launch is the job's first.
+    let setup_ran = match super::setup::run(
         job,
         em,
         &on_rung,
@@ -174,10 +176,10 @@ pub(super) async fn launch(
     )
     .await
     {
-        Ok(()) => {}
+        Ok(ran) => ran,
         Err(SetupStop::Failed(e)) => return Err(e),
         Err(SetupStop::Cancelled(why)) => return Ok(Start::Cancelled(why)),
-    }
+    };
     // A cancel that came before the engine starts none (a job cancelled
     // through another server just as this one claimed it, say).
     if futures::FutureExt::now_or_never(&mut *cancel).is_some() {
@@ -225,11 +227,18 @@ pub(super) async fn launch(
             .zip(prov.cap_ends)
             .map(|(min, ends)| ends - Duration::from_secs(min.saturating_mul(60))),
     );
-    let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(rung_failed)?;
+    let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(|e| match e {
+        RungError::SandboxSetup { .. } if !setup_ran => LaunchFailure::Unstarted(e.to_string()),
+        e => rung_failed(e),
+    })?;
     // Until the engine runs, a failure of the rung's set-up is the
     // rung's, not an exit of the engine's.
     tokio::select! {
-        started = process.started() => started.map_err(rung_failed)?,
+        started = process.started() => started.map_err(|e| match e {
+            // The job's first command: nothing of the job ran.
+            RungError::SandboxSetup { .. } if !setup_ran => LaunchFailure::Unstarted(e.to_string()),
+            e => rung_failed(e),
+        })?,
         () = &mut *cancel => return Ok(Start::Cancelled("cancelled".into())),
     }
     crate::telemetry::engine_started(job.rung.isolation().as_str(), launching.elapsed());

@@ -3,7 +3,9 @@
 //! [`Admitted`] job with its id), [`provision`] (the lease, the job's
 //! record, a host slot, the engine binary, the workspace: a `Provisioned`
 //! job), [`assemble`] (the context), [`launch`] (the job's broker, its
-//! egress proxy ([`network`]) and the engine on its rung), [`stream`] (stdout into stored events while the
+//! egress proxy ([`network`]) and the engine on its rung; an `auto` job
+//! whose sandbox could not be set up moves rungs, [`rung_fallback`]),
+//! [`stream`] (stdout into stored events while the
 //! ledger rows arrive; timeout and cancellation), [`teardown`] (nothing
 //! left running, calls in flight waited for) and [`conclude`] (the
 //! outcome, the patch artifact, the final record); [`resume`] carries the
@@ -27,6 +29,7 @@ mod network;
 mod next_attempt;
 mod provision;
 mod resume;
+mod rung_fallback;
 mod setup;
 mod setup_cache;
 mod stream;
@@ -291,6 +294,10 @@ pub(super) struct Job {
     pub spec: JobSpec,
     pub policy: Option<JobPolicy>,
     pub rung: Arc<dyn Rung>,
+    /// Where an `auto` job moves when its sandbox cannot be set up at its
+    /// first launch (`rung_fallback.rs`); none once moved, and for any
+    /// other job.
+    pub fallback_rung: Option<Arc<dyn Rung>>,
     pub config: Arc<RunnerConfig>,
     pub keep: bool,
     pub record: JobRecord,
@@ -332,6 +339,11 @@ impl From<StoreError> for Stop {
 pub(super) enum LaunchFailure {
     Store(StoreError),
     Step(String),
+    /// The rung could not set up the job's first command (a setup
+    /// command or the engine): nothing of the job ran
+    /// (`RungError::SandboxSetup`). An `auto` job may move to the
+    /// `process` rung (`rung_fallback.rs`); otherwise a step's failure.
+    Unstarted(String),
 }
 
 impl From<StoreError> for LaunchFailure {
@@ -458,6 +470,7 @@ async fn drive(
         rung,
         fallback,
         policy,
+        fallback_rung,
     } = shaped;
     let record = JobRecord::new(&id, &spec, submitted);
     let liveness = &config.liveness;
@@ -516,6 +529,7 @@ async fn drive(
         spec,
         policy,
         rung,
+        fallback_rung,
         config,
         keep,
         record,
@@ -545,7 +559,7 @@ async fn drive(
 
 /// Provision, assemble, launch, stream, tear down, conclude.
 async fn phases(
-    job: Job,
+    mut job: Job,
     em: &mut Emitter,
     lease: Lease,
     (prepared, fallback): (&crate::context::Prepared, Option<String>),
@@ -587,15 +601,27 @@ async fn phases(
                 () = too_many => {}
             }
         });
-        engine(
-            &job,
-            em,
-            (&prov, &disk),
-            assembled,
-            (creds, warm),
-            &mut stopped,
-        )
-        .await
+        let mut warm = warm;
+        loop {
+            let launched = engine(
+                &job,
+                em,
+                (&prov, &disk),
+                assembled.clone(),
+                (creds.clone(), warm.take()),
+                &mut stopped,
+            )
+            .await;
+            // Nothing of the job ran: an `auto` job may move rungs.
+            let Err(LaunchFailure::Unstarted(why)) = launched else {
+                break launched;
+            };
+            match rung_fallback::fall_back(&mut job, em, &prov, why).await {
+                Ok(rung_fallback::Moved::Yes) => {}
+                Ok(rung_fallback::Moved::No(why)) => break Err(LaunchFailure::Step(why)),
+                Err(e) => break Err(e),
+            }
+        }
     };
     let past = match disk.finish().await {
         Some(why) => Some(why),

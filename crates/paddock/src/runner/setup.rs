@@ -67,8 +67,9 @@ impl From<crate::store::StoreError> for SetupStop {
     }
 }
 
-/// Runs the setup commands; `Err` (naming the command) when one fails or
-/// the job is cancelled meanwhile.
+/// Runs the setup commands; `Ok(true)` when one ran on the rung (not
+/// none, nor the setup cache's copy), `Err` (naming the command) when one
+/// fails or the job is cancelled meanwhile.
 pub(super) async fn run(
     job: &Job,
     em: &mut Emitter,
@@ -76,10 +77,10 @@ pub(super) async fn run(
     env: Vec<(String, String)>,
     (egress, cap_ends): (&mut Option<Egress>, Option<Instant>),
     cancel: &mut (impl Future<Output = ()> + Unpin),
-) -> Result<(), SetupStop> {
+) -> Result<bool, SetupStop> {
     let setup = &job.spec.setup;
     if setup.commands.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     let on_rung = RungJob {
         timeout_secs: setup.timeout_secs,
@@ -91,7 +92,7 @@ pub(super) async fn run(
     // listed to store what they add.
     let mut cached = super::setup_cache::open(job, em, ws, &env).await?;
     if super::setup_cache::restore(em, &mut cached, ws).await? {
-        return Ok(());
+        return Ok(false);
     }
     let now = Instant::now();
     let own = now + Duration::from_secs(setup.timeout_secs);
@@ -152,6 +153,10 @@ pub(super) async fn run(
             Ok(None) => Err(SetupStop::Cancelled(format!(
                 "cancelled during {what}; the engine was not started"
             ))),
+            // The job's first command: nothing of the job ran.
+            Err(e @ crate::rung::RungError::SandboxSetup { .. }) if i == 0 => {
+                Err(LaunchFailure::Unstarted(format!("{what}: {e}")).into())
+            }
             Err(e) => Err(LaunchFailure::Step(format!("{what}: {e}")).into()),
         };
         // Nothing the command started outlives it.
@@ -183,7 +188,7 @@ pub(super) async fn run(
     if let Some(c) = cached {
         super::setup_cache::store(em, c, ws).await?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The most refused destinations a failed setup's reason names.

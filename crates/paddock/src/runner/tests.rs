@@ -145,6 +145,23 @@ impl Host {
         rung: Arc<FakeRung>,
         liveness: crate::heartbeat::Liveness,
     ) -> Runner {
+        self.runner_on(
+            store,
+            crate::rung::Rungs {
+                process: rung.clone(),
+                sandbox: rung,
+            },
+            liveness,
+        )
+    }
+
+    /// A runner on `rungs`.
+    pub fn runner_on(
+        &self,
+        store: SharedStore,
+        rungs: crate::rung::Rungs,
+        liveness: crate::heartbeat::Liveness,
+    ) -> Runner {
         let root = self.root();
         Runner::with_rungs(
             store,
@@ -160,10 +177,7 @@ impl Host {
                 host_profile: None,
                 disk_reserve: 0,
             },
-            crate::rung::Rungs {
-                process: rung.clone(),
-                sandbox: rung,
-            },
+            rungs,
         )
     }
 
@@ -1244,3 +1258,4 @@ async fn a_stand_in_engine_added_in_one_directory_runs_to_done() {
 }
 
 mod metrics;
+mod rung_fallback;

@@ -459,6 +459,33 @@ async fn the_sandbox_probes_success_is_kept_taken_while_fresh_and_cleared() {
         )
     );
     assert_eq!(probe_record(&home), None);
+
+    // The same under `auto`, from a kept success: the rung is asked
+    // afresh, a sandbox starts (and its success is kept again), so the
+    // failure is the job's own and it fails on the `sandbox` rung, never
+    // moved to the unconfined `process` rung.
+    set_probe_record(&home, &key, earlier);
+    let text = std::fs::read_to_string(&capped).unwrap();
+    assert!(text.contains("isolation = \"sandbox\""), "{text}");
+    std::fs::write(
+        &capped,
+        text.replace("isolation = \"sandbox\"", "isolation = \"auto\""),
+    )
+    .unwrap();
+    let out = home
+        .paddock(
+            &["run", "--json", capped.to_str().unwrap()],
+            &[("PADDOCK_CGROUP_ROOT", no_cgroup.to_str().unwrap())],
+        )
+        .await;
+    let auto = record(&out);
+    assert_eq!(
+        (auto.isolation, auto.status, auto.reason),
+        (rec.isolation, rec.status, rec.reason)
+    );
+    let (kept, at) = probe_record(&home).unwrap();
+    assert_eq!(kept, key);
+    assert!(at > earlier, "{at}");
     assert_eq!(run(spec).await, ("sandbox".into(), stand_in_end.clone()));
     assert_eq!(probe_record(&home).map(|(k, _)| k), Some(key));
 }

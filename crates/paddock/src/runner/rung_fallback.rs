@@ -1,0 +1,92 @@
+//! An `auto` job whose sandbox could not be set up at its first launch.
+//! `paddock run` takes the sandbox probe's answer from the host's kept
+//! success (`rung/probe_cache.rs`), which can be wrong: a change its key
+//! does not see. The job was admitted on the `sandbox` rung and the
+//! helper ended in its set-up (its "the command runs" pipe closed
+//! unwritten: nothing of the job ran, `RungError::SandboxSetup`). The rung
+//! is asked afresh, past what it kept; when a sandbox does not start on
+//! this host at all, the job moves to the `process` rung, as its admission
+//! would have put it with a fresh probe: its host profile admitted again
+//! for that rung (a refusal fails the job, saying why it was moved), its
+//! record's rung, a `policy` event (`isolation`) saying why, the sandbox's
+//! placeholders removed from the work tree and the context's
+//! `.paddock/environment.json` written for the new rung; then the engine's
+//! part starts again (`mod.rs`'s `phases`). When a sandbox starts, the
+//! failure was this job's own (a cap its host profile asks for that the
+//! host cannot apply, say): it fails, never moved to an unconfined rung.
+
+use paddock_protocol::{EventBody, Isolation, JobStatus};
+
+use super::emit::Emitter;
+use super::provision::Provisioned;
+use super::{Job, LaunchFailure};
+use crate::policy::{JobPolicy, JobPolicyError};
+
+/// Whether the job moved.
+pub(super) enum Moved {
+    /// To the `process` rung: start the engine's part again.
+    Yes,
+    /// No: the job fails with this reason.
+    No(String),
+}
+
+/// Moves `job`, whose first launch failed in the rung's set-up (`why`),
+/// to its fallback rung when it has one and a fresh probe says no sandbox
+/// starts on this host.
+pub(super) async fn fall_back(
+    job: &mut Job,
+    em: &mut Emitter,
+    prov: &Provisioned,
+    why: String,
+) -> Result<Moved, LaunchFailure> {
+    let Some(process) = job.fallback_rung.clone() else {
+        return Ok(Moved::No(why));
+    };
+    let Some(cannot) = job.rung.probe_afresh().await else {
+        return Ok(Moved::No(why));
+    };
+    job.fallback_rung = None;
+    let message = format!(
+        "isolation auto: {why}, although this host's kept sandbox probe said one starts; running \
+         on the `process` rung (unconfined) because this host cannot start Paddock's sandbox: \
+         {cannot}"
+    );
+    em.emit(EventBody::Policy {
+        rule: "isolation".into(),
+        message: message.clone(),
+    })
+    .await?;
+    let mut spec = job.spec.clone();
+    spec.isolation = Isolation::Process;
+    let policy = match (&spec.policy.profile, &job.policy) {
+        (Some(name), Some(_)) => {
+            match JobPolicy::admit(name, &spec, &*em.store, |p| process.gaps(p)).await {
+                Ok(p) => Some(p),
+                Err(JobPolicyError::Refused(r)) => {
+                    return Ok(Moved::No(
+                        super::admit::refused(r, Some(&message)).to_string(),
+                    ))
+                }
+                Err(e) => return Ok(Moved::No(e.to_string())),
+            }
+        }
+        _ => None,
+    };
+    if let Some(p) = &policy {
+        spec.limits.timeout_secs = p.admission.timeout_secs;
+        spec.setup.timeout_secs = p.admission.setup_timeout_secs;
+        spec.limits.max_disk_bytes = p.admission.max_disk_bytes;
+        spec.limits.max_records = p.admission.max_records;
+    }
+    job.spec = spec;
+    job.policy = policy;
+    job.rung = process;
+    job.record.isolation = Isolation::Process.as_str().to_string();
+    em.store.finish_job(&job.record, JobStatus::Running).await?;
+    prov.early_patch.release_placeholders();
+    let context = job.policy.as_ref().map(|p| p.context()).unwrap_or_default();
+    crate::context::rewrite_environment(&job.spec, &context, prov.ws())
+        .await
+        .map_err(|e| LaunchFailure::Step(e.to_string()))?;
+    Ok(Moved::Yes)
+}

@@ -1,0 +1,132 @@
+//! The runner's move of an `auto` job off a sandbox that could not be set
+//! up at its first launch (`runner/rung_fallback.rs`), on fake rungs: it
+//! moves only when a fresh probe says no sandbox starts on this host, and
+//! only a job that asked for `auto`.
+
+use std::sync::Arc;
+
+use paddock_protocol::{EventBody, Isolation, JobStatus};
+
+use super::{run, Host, DONE};
+use crate::rung::fake::{FakeEngine, FakeRung};
+use crate::rung::Rungs;
+
+const SETUP: &str = "landlock: restrict the view: not supported by this kernel";
+const AFRESH: &str = "unshare the user and UTS namespaces: EPERM";
+
+/// Runs `isolation`'s job where the sandbox rung's launches fail in its
+/// set-up and a fresh probe answers `afresh`: the record's (status,
+/// reason, rung), the stored record's rung, the job's `policy` events,
+/// and the `.paddock/environment.json` each rung's launch found.
+async fn fails_in_set_up(
+    isolation: Isolation,
+    afresh: Option<&str>,
+) -> (
+    (JobStatus, Option<String>, String),
+    String,
+    Vec<EventBody>,
+    (Vec<String>, Vec<String>),
+) {
+    let host = Host::new().await;
+    let sandbox = Arc::new(FakeRung {
+        sandbox: true,
+        setup_fails: Some(SETUP.into()),
+        afresh: afresh.map(str::to_string),
+        ..FakeRung::new(FakeEngine::default())
+    });
+    let process = Arc::new(FakeRung::new(FakeEngine {
+        stdout: DONE.iter().map(|s| s.to_string()).collect(),
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner_on(
+        host.store.clone(),
+        Rungs {
+            process: process.clone(),
+            sandbox: sandbox.clone(),
+        },
+        host.liveness(),
+    );
+    let mut spec = host.spec();
+    spec.isolation = isolation;
+    let (result, _) = run(&runner, &spec).await;
+    let record = result.unwrap().record;
+    let stored = host.store.job(&record.id).await.unwrap().unwrap();
+    let policy = host
+        .store
+        .events(&record.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.body)
+        .filter(|b| matches!(b, EventBody::Policy { .. }))
+        .collect();
+    let isolation_of = |rung: &FakeRung| {
+        rung.environments
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|text| {
+                let v: serde_json::Value = serde_json::from_str(text).unwrap();
+                v["isolation"].as_str().unwrap().to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(host.left(), Vec::<String>::new());
+    (
+        (record.status, record.reason, record.isolation),
+        stored.isolation,
+        policy,
+        (isolation_of(&sandbox), isolation_of(&process)),
+    )
+}
+
+/// Nothing of the job ran and no sandbox starts on this host: the job
+/// moves to the `process` rung (its record, its context) and says why.
+#[tokio::test]
+async fn an_auto_job_moves_to_process_when_no_sandbox_starts() {
+    let moved = format!(
+        "isolation auto: the sandbox could not be set up, so nothing ran: {SETUP}, although this \
+         host's kept sandbox probe said one starts; running on the `process` rung (unconfined) \
+         because this host cannot start Paddock's sandbox: {AFRESH}"
+    );
+    assert_eq!(
+        fails_in_set_up(Isolation::Auto, Some(AFRESH)).await,
+        (
+            (JobStatus::Done, None, "process".to_string()),
+            "process".to_string(),
+            vec![EventBody::Policy {
+                rule: "isolation".into(),
+                message: moved,
+            }],
+            (vec!["sandbox".to_string()], vec!["process".to_string()]),
+        )
+    );
+}
+
+/// A sandbox starts on this host: the failure is the job's own (a cap it
+/// asks for, say), and it fails rather than run unconfined; an explicit
+/// `sandbox` job is never moved.
+#[tokio::test]
+async fn a_job_is_not_moved_where_a_sandbox_starts_nor_when_it_asked_for_one() {
+    let failed = |isolation: &str| {
+        (
+            (
+                JobStatus::Failed,
+                Some(format!(
+                    "the sandbox could not be set up, so nothing ran: {SETUP}"
+                )),
+                isolation.to_string(),
+            ),
+            isolation.to_string(),
+            Vec::<EventBody>::new(),
+            (vec!["sandbox".to_string()], Vec::<String>::new()),
+        )
+    };
+    assert_eq!(
+        [
+            fails_in_set_up(Isolation::Auto, None).await,
+            fails_in_set_up(Isolation::Sandbox, Some(AFRESH)).await,
+        ],
+        [failed("sandbox"), failed("sandbox")]
+    );
+}
