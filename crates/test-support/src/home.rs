@@ -29,9 +29,15 @@ pub struct Home {
 /// through a mount (and no mount outlives the test).
 impl Drop for Home {
     fn drop(&mut self) {
-        if let Ok(jobs) = std::fs::read_dir(self.jobs()) {
-            for job in jobs.flatten() {
-                let _ = paddock::workspace::overlay::unmount_work(&job.path());
+        // A job's overlay, in its directory or moved with it into the
+        // trash (which only a later reaper pass would empty), so that no
+        // mount outlives the test's directory.
+        let trash = self.jobs().join(paddock::workspace::trash::TRASH);
+        for dir in [self.jobs(), trash] {
+            if let Ok(jobs) = std::fs::read_dir(dir) {
+                for job in jobs.flatten() {
+                    let _ = paddock::workspace::overlay::unmount_work(&job.path());
+                }
             }
         }
     }
