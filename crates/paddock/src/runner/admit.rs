@@ -299,10 +299,7 @@ async fn shape_prepared(
         _ => None,
     };
     if let Some(p) = &policy {
-        spec.limits.timeout_secs = p.admission.timeout_secs;
-        spec.setup.timeout_secs = p.admission.setup_timeout_secs;
-        spec.limits.max_disk_bytes = p.admission.max_disk_bytes;
-        spec.limits.max_records = p.admission.max_records;
+        capped_by(&mut spec, p);
     }
     Ok(Shaped {
         spec,
@@ -312,6 +309,15 @@ async fn shape_prepared(
         policy,
         fallback_rung,
     })
+}
+
+/// `spec`'s timeouts, disk and record limits as the admitted host profile
+/// caps them.
+pub(super) fn capped_by(spec: &mut JobSpec, policy: &JobPolicy) {
+    spec.limits.timeout_secs = policy.admission.timeout_secs;
+    spec.setup.timeout_secs = policy.admission.setup_timeout_secs;
+    spec.limits.max_disk_bytes = policy.admission.max_disk_bytes;
+    spec.limits.max_records = policy.admission.max_records;
 }
 
 /// The host profile's refusal of a job, saying why the job is on the

@@ -73,10 +73,7 @@ pub(super) async fn fall_back(
         _ => None,
     };
     if let Some(p) = &policy {
-        spec.limits.timeout_secs = p.admission.timeout_secs;
-        spec.setup.timeout_secs = p.admission.setup_timeout_secs;
-        spec.limits.max_disk_bytes = p.admission.max_disk_bytes;
-        spec.limits.max_records = p.admission.max_records;
+        super::admit::capped_by(&mut spec, p);
     }
     job.spec = spec;
     job.policy = policy;

@@ -425,39 +425,45 @@ async fn the_sandbox_probes_success_is_kept_taken_while_fresh_and_cleared() {
         .to_string(),
     )
     .unwrap();
-    let capped = home.path().join("capped.toml");
-    std::fs::write(
-        &capped,
-        format!(
-            "{}\n[policy]\nprofile = \"{}\"\n",
-            std::fs::read_to_string(&spec).unwrap(),
-            home.path().join("capped.json").display()
-        ),
-    )
-    .unwrap();
-    let out = home
-        .paddock(
-            &["run", "--json", capped.to_str().unwrap()],
-            &[("PADDOCK_CGROUP_ROOT", no_cgroup.to_str().unwrap())],
-        )
-        .await;
-    let rec = record(&out);
-    assert_eq!(
-        (rec.isolation.as_str(), rec.status, rec.reason.as_deref()),
-        (
-            "sandbox",
-            JobStatus::Failed,
-            Some(
+    // The stand-in's spec with the capped profile, on `isolation`.
+    let run_capped = |isolation: &'static str| {
+        let (home, spec, no_cgroup) = (&home, &spec, &no_cgroup);
+        async move {
+            let text = std::fs::read_to_string(spec).unwrap();
+            assert!(text.contains("isolation = \"sandbox\""), "{text}");
+            let capped = home.path().join(format!("capped-{isolation}.toml"));
+            std::fs::write(
+                &capped,
                 format!(
-                    "the sandbox could not be set up, so nothing ran: cgroup {}: neither cgroup v2 \
-                     with the memory, pids and cpu controllers nor the v1 memory, pids and cpu \
-                     hierarchies",
-                    no_cgroup.display()
-                )
-                .as_str()
+                    "{}\n[policy]\nprofile = \"{}\"\n",
+                    text.replace(
+                        "isolation = \"sandbox\"",
+                        &format!("isolation = \"{isolation}\"")
+                    ),
+                    home.path().join("capped.json").display()
+                ),
             )
-        )
+            .unwrap();
+            let out = home
+                .paddock(
+                    &["run", "--json", capped.to_str().unwrap()],
+                    &[("PADDOCK_CGROUP_ROOT", no_cgroup.to_str().unwrap())],
+                )
+                .await;
+            let rec = record(&out);
+            (rec.isolation, rec.status, rec.reason)
+        }
+    };
+    let failed = (
+        "sandbox".to_string(),
+        JobStatus::Failed,
+        Some(format!(
+            "the sandbox could not be set up, so nothing ran: cgroup {}: neither cgroup v2 with \
+             the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies",
+            no_cgroup.display()
+        )),
     );
+    assert_eq!(run_capped("sandbox").await, failed);
     assert_eq!(probe_record(&home), None);
 
     // The same under `auto`, from a kept success: the rung is asked
@@ -465,24 +471,7 @@ async fn the_sandbox_probes_success_is_kept_taken_while_fresh_and_cleared() {
     // failure is the job's own and it fails on the `sandbox` rung, never
     // moved to the unconfined `process` rung.
     set_probe_record(&home, &key, earlier);
-    let text = std::fs::read_to_string(&capped).unwrap();
-    assert!(text.contains("isolation = \"sandbox\""), "{text}");
-    std::fs::write(
-        &capped,
-        text.replace("isolation = \"sandbox\"", "isolation = \"auto\""),
-    )
-    .unwrap();
-    let out = home
-        .paddock(
-            &["run", "--json", capped.to_str().unwrap()],
-            &[("PADDOCK_CGROUP_ROOT", no_cgroup.to_str().unwrap())],
-        )
-        .await;
-    let auto = record(&out);
-    assert_eq!(
-        (auto.isolation, auto.status, auto.reason),
-        (rec.isolation, rec.status, rec.reason)
-    );
+    assert_eq!(run_capped("auto").await, failed);
     let (kept, at) = probe_record(&home).unwrap();
     assert_eq!(kept, key);
     assert!(at > earlier, "{at}");
