@@ -62,13 +62,14 @@ impl HostSemaphore {
         holder: &str,
     ) -> Result<Option<Slot>, SemaphoreError> {
         let dir = self.dir.join(key);
-        std::fs::create_dir_all(&dir).map_err(|source| SemaphoreError::CreateDir {
+        let dir_fd = slot_dir(&self.dir, key).map_err(|source| SemaphoreError::CreateDir {
             path: dir.clone(),
             source,
         })?;
         for index in 0..max {
-            let path = dir.join(format!("slot-{index}.lock"));
-            let (file, own) = open_slot(&path).map_err(|source| SemaphoreError::Open {
+            let name = format!("slot-{index}.lock");
+            let path = dir.join(&name);
+            let (file, own) = open_slot(&dir_fd, &name).map_err(|source| SemaphoreError::Open {
                 path: path.clone(),
                 source,
             })?;
@@ -105,8 +106,35 @@ impl HostSemaphore {
     }
 }
 
-/// The slot file `path`, made when missing, opened without following a
-/// link or waiting on a FIFO (`O_NOFOLLOW | O_NONBLOCK`), and refused
+/// The directory `slots/key` (`slots` the host directory's), each of the
+/// two made when missing and opened without following a link
+/// (`O_NOFOLLOW | O_DIRECTORY`), the slot files then opened beneath it:
+/// a link planted as either (by another user of a shared host directory,
+/// or a `process`-rung job) had the slot files made, and the holder's
+/// text written, in whatever directory it named. The host directory
+/// itself is the operator's, and followed.
+fn slot_dir(slots: &Path, key: &str) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags, CWD};
+    let host = slots.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(host)?;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::openat(CWD, host, flags, Mode::empty())?;
+    let names = [
+        slots.file_name().unwrap_or(std::ffi::OsStr::new("slots")),
+        std::ffi::OsStr::new(key),
+    ];
+    for name in names {
+        match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        fd = rustix::fs::openat(&fd, name, flags | OFlags::NOFOLLOW, Mode::empty())?;
+    }
+    Ok(fd)
+}
+
+/// The slot file `name` of the directory `dir`, made when missing, opened
+/// without following a link or waiting on a FIFO (`O_NOFOLLOW | O_NONBLOCK`), and refused
 /// when it is not a regular file; with whether it is this user's own
 /// file of one name (the holder's text is written only into such a one).
 /// A host directory may be shared (`--host-dir`: state shared by every
@@ -114,15 +142,17 @@ impl HostSemaphore {
 /// a FIFO planted there held the job's start (and the async worker it
 /// opened on) for ever, and a link had the holder's text written over
 /// whatever file it named.
-fn open_slot(path: &Path) -> std::io::Result<(File, bool)> {
-    use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o644)
-        .custom_flags(crate::own_file::NO_LINK | nix::libc::O_CLOEXEC)
-        .open(path)?;
+fn open_slot(dir: &std::os::fd::OwnedFd, name: &str) -> std::io::Result<(File, bool)> {
+    use rustix::fs::{Mode, OFlags};
+    use std::os::unix::fs::MetadataExt as _;
+    let flags =
+        OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let file = File::from(rustix::fs::openat(
+        dir,
+        name,
+        flags,
+        Mode::from_raw_mode(0o644),
+    )?);
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
@@ -214,6 +244,51 @@ mod tests {
                 Some(0),
                 "mine".to_string()
             )
+        );
+    }
+
+    /// A link planted as the profile's slot directory (`slots/<profile>`)
+    /// or as `slots` itself is not followed: the slot files are not made
+    /// in the directory it names (here one of this user's own), and the
+    /// error names the directory. Before, `create_dir_all` and the open
+    /// went through the link: `slot-0.lock` was made there, holding the
+    /// holder's text.
+    #[test]
+    fn a_planted_link_to_a_directory_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seen = Vec::new();
+        for planted in ["slots/box", "slots"] {
+            let host = dir.path().join(format!("host-{}", seen.len()));
+            let elsewhere = dir.path().join(format!("elsewhere-{}", seen.len()));
+            std::fs::create_dir_all(&elsewhere).unwrap();
+            std::fs::create_dir_all(host.join("slots")).unwrap();
+            if planted == "slots" {
+                std::fs::remove_dir(host.join("slots")).unwrap();
+            }
+            std::os::unix::fs::symlink(&elsewhere, host.join(planted)).unwrap();
+            let got = HostSemaphore::new(&host)
+                .try_acquire("box", 2, "job-1")
+                .map(|s| s.map(|s| s.index))
+                .map_err(|e| e.to_string());
+            let made: Vec<String> = std::fs::read_dir(&elsewhere)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            seen.push((got, made));
+        }
+        let refused = |host: &str| {
+            Err(format!(
+                "cannot create the slot directory {}: {}",
+                dir.path().join(host).join("slots/box").display(),
+                std::io::Error::from(Errno::ENOTDIR)
+            ))
+        };
+        assert_eq!(
+            seen,
+            vec![
+                (refused("host-0"), Vec::<String>::new()),
+                (refused("host-1"), Vec::<String>::new()),
+            ]
         );
     }
 }
