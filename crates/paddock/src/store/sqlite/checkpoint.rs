@@ -103,12 +103,26 @@ const SETTLE_MAX: std::time::Duration = std::time::Duration::from_millis(250);
 /// connection's whenever no other process had the database open: it
 /// folded the log in and deleted it on the exit path, and the next job
 /// started a new log (module text). `Store::settle`.
+///
+/// For its first [`SETTLE_YIELDING`] it yields to the runtime's other tasks
+/// between looks instead of sleeping: a return takes tens of µs (its task
+/// pings the connection's worker thread), and the runtime's timer sleeps
+/// a whole ms at least, which every `paddock run` paid on its exit path
+/// (issue #14): its last statement has just ended when it settles.
 pub(super) async fn settle(pool: &sqlx::SqlitePool) {
-    let until = tokio::time::Instant::now() + SETTLE_MAX;
+    let started = tokio::time::Instant::now();
+    let until = started + SETTLE_MAX;
     while pool.num_idle() < pool.size() as usize && tokio::time::Instant::now() < until {
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        if started.elapsed() < SETTLE_YIELDING {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
     }
 }
+
+/// How long [`settle`] yields before it sleeps between looks.
+const SETTLE_YIELDING: std::time::Duration = std::time::Duration::from_millis(2);
 
 #[cfg(test)]
 mod tests {
