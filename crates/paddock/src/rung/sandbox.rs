@@ -6,7 +6,8 @@
 //! on its own socket through a second forwarder at
 //! `127.0.0.1:`[`SANDBOX_EGRESS_PORT`]). A host profile's memory and CPU
 //! caps are cgroup caps here. Whether this host can start a sandbox is
-//! probed once per rung (a real start running `true`), or, with a
+//! probed once per rung (a real start running `true`; again when a job's
+//! first launch could not be set up, `Rung::probe_afresh`), or, with a
 //! [`ProbeCache`] (`paddock run`), taken from the host's last success
 //! (probe_cache.rs); a helper that could not set up clears that record. A
 //! command's launch is told from its set-up's failure by the helper's
@@ -18,7 +19,7 @@ use std::path::PathBuf;
 use paddock_protocol::{EgressRecord, HostProfile, Isolation};
 use tokio::io::AsyncReadExt as _;
 use tokio::process::Command;
-use tokio::sync::{mpsc, OnceCell};
+use tokio::sync::{mpsc, Mutex};
 
 use super::probe_cache::ProbeCache;
 use super::process::ChildProcess;
@@ -40,7 +41,9 @@ pub struct SandboxRung {
     /// Where jobs' cgroups are made: a delegated cgroup
     /// (`PADDOCK_CGROUP_ROOT`); None: `/sys/fs/cgroup`.
     cgroup_root: Option<PathBuf>,
-    probed: OnceCell<Option<String>>,
+    /// The last probe's answer (None inside: not probed yet): probed once,
+    /// and again only by [`Rung::probe_afresh`], whose answer replaces it.
+    probed: Mutex<Option<Option<String>>>,
     /// Where the host's last successful probe is kept (None: probe).
     probe_cache: Option<ProbeCache>,
 }
@@ -52,7 +55,7 @@ impl SandboxRung {
         SandboxRung {
             helper_exe,
             cgroup_root,
-            probed: OnceCell::new(),
+            probed: Mutex::new(None),
             probe_cache: None,
         }
     }
@@ -147,31 +150,36 @@ impl Rung for SandboxRung {
     }
 
     async fn probe(&self) -> Option<String> {
-        self.probed
-            .get_or_init(|| async {
-                let exe = self.helper_exe.clone();
-                let cache = self.probe_cache.clone();
-                tokio::task::spawn_blocking(move || probe_or_cached(&exe, cache.as_ref()))
-                    .await
-                    .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")))
-            })
+        let mut probed = self.probed.lock().await;
+        if let Some(answer) = &*probed {
+            return answer.clone();
+        }
+        let exe = self.helper_exe.clone();
+        let cache = self.probe_cache.clone();
+        let answer = tokio::task::spawn_blocking(move || probe_or_cached(&exe, cache.as_ref()))
             .await
-            .clone()
+            .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")));
+        *probed = Some(answer.clone());
+        answer
     }
 
     /// A real start, now, whatever this rung or the host directory
-    /// kept; a success is kept again.
+    /// kept; its answer is the rung's from now on (a server's later jobs
+    /// are admitted by it), and a success is kept again.
     async fn probe_afresh(&self) -> Option<String> {
+        let mut probed = self.probed.lock().await;
         let exe = self.helper_exe.clone();
         let cache = self.probe_cache.clone();
-        tokio::task::spawn_blocking(move || {
+        let answer = tokio::task::spawn_blocking(move || {
             if let Some(cache) = &cache {
                 cache.forget();
             }
             probe_or_cached(&exe, cache.as_ref())
         })
         .await
-        .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")))
+        .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")));
+        *probed = Some(answer.clone());
+        answer
     }
 
     /// cgroup caps (docs/sandbox.md): a host that cannot apply them

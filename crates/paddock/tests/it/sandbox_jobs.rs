@@ -1001,3 +1001,40 @@ impl Drop for Delegated {
         }
     }
 }
+
+/// The `sandbox` rung probes once and keeps its answer (a server's every
+/// admission asks it); a fresh probe, asked when a job's first launch
+/// could not be set up, replaces it, so the jobs after it are admitted by
+/// what the host is now, either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fresh_probe_replaces_the_rungs_kept_answer() {
+    use paddock::rung::Rung as _;
+    if !sandbox_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let helper = dir.path().join("paddock");
+    std::os::unix::fs::symlink(dir.path().join("missing"), &helper).unwrap();
+    let rung = paddock::rung::SandboxRung::new(helper.clone(), None);
+    let missing = rung.probe().await;
+    assert!(
+        missing
+            .as_deref()
+            .is_some_and(|why| why.starts_with("start the helper: ")),
+        "{missing:?}"
+    );
+    std::fs::remove_file(&helper).unwrap();
+    std::os::unix::fs::symlink(paddock_test_support::home::paddock_bin(), &helper).unwrap();
+    let answers = [
+        rung.probe().await,
+        rung.probe_afresh().await,
+        rung.probe().await,
+    ];
+    assert_eq!(answers, [missing, None, None]);
+    std::fs::remove_file(&helper).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("missing"), &helper).unwrap();
+    assert_eq!(rung.probe().await, None);
+    let gone = rung.probe_afresh().await;
+    assert!(gone.is_some());
+    assert_eq!(rung.probe().await, gone);
+}
