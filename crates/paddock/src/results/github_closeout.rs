@@ -22,7 +22,7 @@
 //!
 //! The record is hostile input where a `process`-rung job could write it
 //! (it runs as Paddock's user): read without following a link or waiting
-//! on a FIFO, at most [`MAX_BYTES`], unknown fields refused; it can name
+//! on a FIFO, at most 1 KiB, unknown fields refused (`closeout_record.rs`); it can name
 //! only a comment of this job's pull request (the number must be the one
 //! the publish found, and the comment's own `issue_url` must name it), and
 //! only one holding this job's closeout, by the account recorded, is
@@ -39,9 +39,6 @@ use serde::{Deserialize, Serialize};
 /// The record's file name, in the job's artifacts.
 pub const RECORD: &str = ".github-closeout.json";
 
-/// The most bytes of a record read.
-const MAX_BYTES: u64 = 1024;
-
 /// Where the job's closeout comment is, or who is posting it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -56,32 +53,24 @@ pub struct CloseoutComment {
     pub poster: Option<u64>,
 }
 
-/// The record at `path` for pull request `number`: `Ok(None)` when there
-/// is none or it is another pull request's; an error when one is there
-/// but cannot be read whole as a record (a link, a FIFO, too long, cut
-/// short, not JSON, naming neither a comment nor a poster).
-pub fn read(path: &Path, number: u64) -> std::io::Result<Option<CloseoutComment>> {
-    let text = match crate::own_file::read(path, MAX_BYTES) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let record: CloseoutComment = serde_json::from_str(&text)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    if record.comment.is_none() && record.poster.is_none() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "names neither a comment nor its poster",
-        ));
+impl super::closeout_record::Record for CloseoutComment {
+    const CLOSEOUT: &'static str = "comment";
+    fn proposal(&self) -> u64 {
+        self.pull_request
     }
-    Ok((record.pull_request == number).then_some(record))
+    fn names_something(&self) -> bool {
+        self.comment.is_some() || self.poster.is_some()
+    }
 }
 
-/// Records `record` at `path`, whole or not at all, never through a link
-/// planted there.
+/// The record at `path` for pull request `number` (`closeout_record::read`).
+pub fn read(path: &Path, number: u64) -> std::io::Result<Option<CloseoutComment>> {
+    super::closeout_record::read(path, number)
+}
+
+/// Records `record` at `path` (`closeout_record::write`).
 pub fn write(path: &Path, record: CloseoutComment) -> std::io::Result<()> {
-    let text = serde_json::to_string(&record).map_err(std::io::Error::other)?;
-    crate::own_file::replace(path, text.as_bytes())
+    super::closeout_record::write(path, &record)
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //!
 //! The record is hostile input where a `process`-rung job could write it
 //! (it runs as Paddock's user): read without following a link or waiting
-//! on a FIFO, at most [`MAX_BYTES`], unknown fields refused; it can name
+//! on a FIFO, at most 1 KiB, unknown fields refused (`closeout_record.rs`); it can name
 //! only a note of this job's merge request (the iid must be the one the
 //! publish found, the path is the spec's project), and only one holding
 //! this job's closeout and by the user recorded is edited. A record
@@ -36,9 +36,6 @@ use serde::{Deserialize, Serialize};
 /// The record's file name, in the job's artifacts.
 pub const RECORD: &str = ".gitlab-closeout.json";
 
-/// The most bytes of a record read.
-const MAX_BYTES: u64 = 1024;
-
 /// Where the job's closeout note is, or who is posting it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,32 +50,24 @@ pub struct CloseoutNote {
     pub poster: Option<u64>,
 }
 
-/// The record at `path` for merge request `iid`: `Ok(None)` when there is
-/// none or it is another merge request's; an error when one is there but
-/// cannot be read whole as a record (a link, a FIFO, too long, cut short,
-/// not JSON, naming neither a note nor a poster).
-pub fn read(path: &Path, iid: u64) -> std::io::Result<Option<CloseoutNote>> {
-    let text = match crate::own_file::read(path, MAX_BYTES) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let record: CloseoutNote = serde_json::from_str(&text)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    if record.note.is_none() && record.poster.is_none() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            "names neither a note nor its poster",
-        ));
+impl super::closeout_record::Record for CloseoutNote {
+    const CLOSEOUT: &'static str = "note";
+    fn proposal(&self) -> u64 {
+        self.merge_request
     }
-    Ok((record.merge_request == iid).then_some(record))
+    fn names_something(&self) -> bool {
+        self.note.is_some() || self.poster.is_some()
+    }
 }
 
-/// Records `record` at `path`, whole or not at all, never through a link
-/// planted there.
+/// The record at `path` for merge request `number` (`closeout_record::read`).
+pub fn read(path: &Path, number: u64) -> std::io::Result<Option<CloseoutNote>> {
+    super::closeout_record::read(path, number)
+}
+
+/// Records `record` at `path` (`closeout_record::write`).
 pub fn write(path: &Path, record: CloseoutNote) -> std::io::Result<()> {
-    let text = serde_json::to_string(&record).map_err(std::io::Error::other)?;
-    crate::own_file::replace(path, text.as_bytes())
+    super::closeout_record::write(path, &record)
 }
 
 #[cfg(test)]

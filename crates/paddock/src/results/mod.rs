@@ -7,7 +7,8 @@
 //! in `github.rs` with a per-job App token from `github_app.rs` (recorded
 //! until revoked by `github_app_record.rs`), GitLab in
 //! `gitlab.rs` with a per-job project access token from `gitlab_token.rs`
-//! (its closeout note recorded by `gitlab_closeout.rs`),
+//! (its closeout note recorded by `gitlab_closeout.rs`, a GitHub
+//! closeout comment by `github_closeout.rs`, both over `closeout_record.rs`),
 //! both over `forge_http.rs`, or the file outbox in `outbox.rs`) gets a
 //! pull (merge) request
 //! and the closeout (`closeout.rs`); `republish.rs` publishes a finished
@@ -19,6 +20,7 @@
 pub mod base_objects;
 pub mod bounce;
 pub mod closeout;
+pub mod closeout_record;
 pub mod conclude;
 pub mod ended_pull;
 pub mod forge;
