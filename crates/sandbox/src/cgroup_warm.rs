@@ -12,7 +12,8 @@
 //!
 //! [`Warm`] is a thread that does just that, into its own cgroup, every
 //! [`INTERVAL`]: the runner starts one when it begins provisioning a
-//! sandboxed job and lets it go shortly after the helper is started, so
+//! sandboxed job and drops it once the engine runs (after the helper moved
+//! its PID 1: the caller waits for the helper's `started.rs` byte), so
 //! the grace period is waited for beside the provisioning instead of in
 //! front of the engine. It names only itself, in the cgroup it is in (read
 //! again before each move: were the process moved meanwhile, only this
@@ -32,10 +33,6 @@ use std::time::{Duration, Instant};
 /// How often the thread moves itself: under one grace period, so the lock
 /// never goes back to its slow state between two moves.
 pub const INTERVAL: Duration = Duration::from_millis(3);
-
-/// How long to keep warming once the helper is started: its attach of PID
-/// 1 comes a few ms later, more on a loaded host.
-pub const LINGER: Duration = Duration::from_millis(50);
 
 /// Where the cgroup file systems are mounted.
 const MOUNTS: &str = "/sys/fs/cgroup";
@@ -61,14 +58,9 @@ impl Warm {
         }
     }
 
-    /// Keeps warming for `linger` more, then ends; the thread is not waited
-    /// for.
-    pub fn stop_after(mut self, linger: Duration) {
-        self.let_go(linger);
-    }
-
     /// Tells the thread to end `linger` from now (sooner if its own
     /// deadline comes first).
+    #[cfg(test)]
     fn let_go(&mut self, linger: Duration) {
         if let Some(until) = self.until.take() {
             let _ = until.send(Instant::now() + linger);
@@ -89,7 +81,7 @@ impl Warm {
 }
 
 /// The thread: a move, then one every [`INTERVAL`] until `deadline` (or
-/// the one [`Warm::stop_after`] sends), or until the handle is dropped or
+/// an earlier one its handle sends), or until the handle is dropped or
 /// a move fails. Returns the moves made.
 fn warm(mounts: &Path, mut deadline: Instant, asked: &mpsc::Receiver<Instant>) -> u32 {
     let tid = nix::unistd::gettid().as_raw();

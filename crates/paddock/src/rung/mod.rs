@@ -170,8 +170,8 @@ pub trait Rung: Send + Sync + std::fmt::Debug {
         None
     }
     /// Readies the host, beside a job's provisioning, for the rung's next
-    /// launch; let go once the launch returned, dropped if the job ends
-    /// first. The `sandbox` rung enters the kernel's cgroup-attach lock
+    /// launch; dropped once the launch returned (the command runs), or
+    /// when the job ends first. The `sandbox` rung enters the kernel's cgroup-attach lock
     /// early (`paddock_sandbox::cgroup_warm`); nothing elsewhere.
     fn warm_up(&self) -> Option<paddock_sandbox::cgroup_warm::Warm> {
         None

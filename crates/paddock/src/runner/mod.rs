@@ -693,9 +693,10 @@ async fn engine(
         cancel,
     )
     .await;
-    if let Some(warm) = warm {
-        warm.stop_after(paddock_sandbox::cgroup_warm::LINGER);
-    }
+    // The helper moved the engine's PID 1 into its cgroup before the
+    // engine ran, which the launch waited for (`EngineProcess::started`):
+    // the lock needs no more warming.
+    drop(warm);
     let start = start?;
     let (status, message) = match start {
         launch::Start::Running(run) => {
