@@ -66,6 +66,8 @@ pub struct FakeRung {
     pub setup_fails: Option<String>,
     /// What [`Rung::probe_afresh`] answers.
     pub afresh: Option<String>,
+    /// What of every host profile it cannot enforce.
+    pub gaps: Vec<(&'static str, String)>,
     /// At each launch: the work tree's `.paddock/environment.json`.
     pub environments: Mutex<Vec<String>>,
 }
@@ -98,7 +100,7 @@ impl Rung for FakeRung {
     }
 
     fn gaps(&self, _profile: &HostProfile) -> Vec<(&'static str, String)> {
-        Vec::new()
+        self.gaps.clone()
     }
 
     async fn bind_broker(

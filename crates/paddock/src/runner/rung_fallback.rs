@@ -51,11 +51,6 @@ pub(super) async fn fall_back(
          on the `process` rung (unconfined) because this host cannot start Paddock's sandbox: \
          {cannot}"
     );
-    em.emit(EventBody::Policy {
-        rule: "isolation".into(),
-        message: message.clone(),
-    })
-    .await?;
     let mut spec = job.spec.clone();
     spec.isolation = Isolation::Process;
     let policy = match (&spec.policy.profile, &job.policy) {
@@ -75,6 +70,11 @@ pub(super) async fn fall_back(
     if let Some(p) = &policy {
         super::admit::capped_by(&mut spec, p);
     }
+    em.emit(EventBody::Policy {
+        rule: "isolation".into(),
+        message,
+    })
+    .await?;
     job.spec = spec;
     job.policy = policy;
     job.rung = process;

@@ -27,6 +27,21 @@ async fn fails_in_set_up(
     Vec<EventBody>,
     (Vec<String>, Vec<String>),
 ) {
+    fails_in_set_up_under(isolation, afresh, None).await
+}
+
+/// [`fails_in_set_up`] with the host profile `profile` (the `process`
+/// rung cannot enforce its `cpu_limit`).
+async fn fails_in_set_up_under(
+    isolation: Isolation,
+    afresh: Option<&str>,
+    profile: Option<&str>,
+) -> (
+    (JobStatus, Option<String>, String),
+    String,
+    Vec<EventBody>,
+    (Vec<String>, Vec<String>),
+) {
     let host = Host::new().await;
     let sandbox = Arc::new(FakeRung {
         sandbox: true,
@@ -34,10 +49,23 @@ async fn fails_in_set_up(
         afresh: afresh.map(str::to_string),
         ..FakeRung::new(FakeEngine::default())
     });
-    let process = Arc::new(FakeRung::new(FakeEngine {
-        stdout: DONE.iter().map(|s| s.to_string()).collect(),
-        ..FakeEngine::default()
-    }));
+    let process = Arc::new(FakeRung {
+        gaps: vec![("cpu_limit", "is a cgroup cap".to_string())],
+        ..FakeRung::new(FakeEngine {
+            stdout: DONE.iter().map(|s| s.to_string()).collect(),
+            ..FakeEngine::default()
+        })
+    });
+    if let Some(id) = profile {
+        let profile: paddock_protocol::HostProfile = serde_json::from_value(serde_json::json!({
+            "id": id,
+            "build_policy": "ci-only",
+            "verification": "dev-probe",
+            "cpu_limit": "100%"
+        }))
+        .unwrap();
+        host.store.put_profile(&profile).await.unwrap();
+    }
     let runner = host.runner_on(
         host.store.clone(),
         Rungs {
@@ -48,6 +76,7 @@ async fn fails_in_set_up(
     );
     let mut spec = host.spec();
     spec.isolation = isolation;
+    spec.policy.profile = profile.map(str::to_string);
     let (result, _) = run(&runner, &spec).await;
     let record = result.unwrap().record;
     let stored = host.store.job(&record.id).await.unwrap().unwrap();
@@ -128,5 +157,35 @@ async fn a_job_is_not_moved_where_a_sandbox_starts_nor_when_it_asked_for_one() {
             fails_in_set_up(Isolation::Sandbox, Some(AFRESH)).await,
         ],
         [failed("sandbox"), failed("sandbox")]
+    );
+}
+
+/// A job whose host profile the `process` rung cannot enforce is not
+/// moved there: it fails with the profile's refusal, saying why it was to
+/// move.
+#[tokio::test]
+async fn a_job_whose_profile_the_process_rung_cannot_enforce_is_refused_not_moved() {
+    let (record, stored, policy, (on_sandbox, on_process)) =
+        fails_in_set_up_under(Isolation::Auto, Some(AFRESH), Some("capped")).await;
+    assert_eq!(
+        (record, stored, policy, on_sandbox.len(), on_process),
+        (
+            (
+                JobStatus::Failed,
+                Some(format!(
+                    "job refused before start: host profile `capped`: rule `cpu_limit` is a \
+                     cgroup cap; run the job on a rung that enforces it, or list `cpu_limit` in \
+                     `policy.accept_degraded` (isolation auto: the sandbox could not be set up, so nothing ran: \
+                     {SETUP}, although this host's kept sandbox probe said one starts; running on \
+                     the `process` rung (unconfined) because this host cannot start Paddock's \
+                     sandbox: {AFRESH})"
+                )),
+                "sandbox".to_string(),
+            ),
+            "sandbox".to_string(),
+            Vec::new(),
+            1,
+            Vec::<String>::new(),
+        )
     );
 }
