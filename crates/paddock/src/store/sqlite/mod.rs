@@ -165,31 +165,13 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
-            // A connection to a file in this process cannot go stale the way
-            // a network connection does: no round trip to its worker thread
-            // before each statement (sqlx's default pings it).
-            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(|source| StoreError::Open {
                 path: path.to_owned(),
                 source,
             })?;
-        // A second connection opened beside the schema check, on its own
-        // worker thread, while the check holds the first (issue #14: the
-        // job's start-up path). sqlx returns a connection to the pool from
-        // a task that first pings it, so a statement issued right after
-        // another found none idle and opened one then, on the path: the
-        // schema check's or the reaper's second query, at every `paddock
-        // run`. One that cannot be opened now is left to be opened when
-        // needed, as before.
-        let mut first = pool.acquire().await.map_err(|source| StoreError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
-        let (current, second) = tokio::join!(schema_current(&mut *first), pool.acquire());
-        drop((first, second));
-        let store = SqliteStore::migrated(pool, path.to_owned(), current).await;
+        let store = SqliteStore::migrated(pool, path.to_owned()).await;
         drop(lock);
         store
     }
@@ -214,19 +196,12 @@ impl SqliteStore {
                 path: path.clone(),
                 source,
             })?;
-        let current = schema_current(&pool).await;
-        SqliteStore::migrated(pool, path, current).await
+        SqliteStore::migrated(pool, path).await
     }
 
-    /// The store on `pool`, its schema brought up to date unless `current`
-    /// ([`schema_current`]) already.
-    async fn migrated(
-        pool: SqlitePool,
-        path: PathBuf,
-        current: bool,
-    ) -> Result<SqliteStore, StoreError> {
+    async fn migrated(pool: SqlitePool, path: PathBuf) -> Result<SqliteStore, StoreError> {
         let cancel_file = (path != Path::new(":memory:")).then(|| cancel_file::path_for(&path));
-        if !current {
+        if !schema_current(&pool).await {
             MIGRATOR
                 .run(&pool)
                 .await
@@ -246,11 +221,11 @@ impl SqliteStore {
 /// the migrator's table creation, dirty check and listing. Anything else
 /// (a new database, a missing, failed, changed or unknown migration, an
 /// error) is left to the migrator, which applies or refuses as before.
-async fn schema_current<'e>(db: impl sqlx::SqliteExecutor<'e>) -> bool {
+async fn schema_current(pool: &SqlitePool) -> bool {
     let applied: Vec<(i64, Vec<u8>, bool)> = match sqlx::query_as(
         "SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version",
     )
-    .fetch_all(db)
+    .fetch_all(pool)
     .await
     {
         Ok(rows) => rows,
@@ -964,28 +939,6 @@ mod tests {
             indexes.contains(&"jobs_created_at".to_owned()),
             "{indexes:?}"
         );
-    }
-
-    /// A file store opens with a second connection beside the first
-    /// (opened with the schema check): once both are back in the pool (as
-    /// the start-up's reads before its first statement give them time to
-    /// be), two statements in a row (the reaper's queries) open none on
-    /// the way. Before, the store opened with one, and the second
-    /// statement, finding it still on its way back, opened another.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_file_store_opens_with_two_connections_for_statements_in_a_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("paddock.db");
-        // Created and migrated: reopened, as every job after the first.
-        let created = SqliteStore::open(&path).await.unwrap();
-        created.close().await;
-        drop(created);
-        let store = SqliteStore::open(&path).await.unwrap();
-        let opened = store.pool.size();
-        Store::settle(&store).await;
-        store.running_jobs().await.unwrap();
-        store.running_jobs().await.unwrap();
-        assert_eq!((opened, store.pool.size()), (2, 2));
     }
 
     #[tokio::test]
