@@ -3978,21 +3978,23 @@ mod tests {
         ws.remove().unwrap();
     }
 
+    /// The packs in the git directory `git_dir`.
+    fn packs(git_dir: &Path) -> usize {
+        std::fs::read_dir(git_dir.join("objects/pack"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// A sealed staging of fewer than 100 files writes their blobs itself
     /// as loose objects (`loose_object.rs`: no `fast-import` started), one
     /// of more hands them to one `fast-import`, which packs them; either
     /// way the patch is the one by path.
     #[tokio::test]
     async fn a_sealed_staging_writes_few_blobs_itself_and_packs_many() {
-        let packs = |git_dir: &Path| {
-            std::fs::read_dir(git_dir.join("objects/pack"))
-                .map(|d| {
-                    d.filter_map(Result::ok)
-                        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
-                        .count()
-                })
-                .unwrap_or(0)
-        };
         let mut seen = Vec::new();
         for n in [3usize, 150] {
             let tmp = TmpDir::new();
@@ -4030,15 +4032,6 @@ mod tests {
     /// attack tried on the loose writer that already held.
     #[tokio::test]
     async fn a_sealed_staging_takes_and_refuses_the_same_with_few_blobs_or_many() {
-        let packs = |git_dir: &Path| {
-            std::fs::read_dir(git_dir.join("objects/pack"))
-                .map(|d| {
-                    d.filter_map(Result::ok)
-                        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
-                        .count()
-                })
-                .unwrap_or(0)
-        };
         // The hostile entries read: six of them.
         const HOSTILE: usize = 6;
         let mut seen = Vec::new();

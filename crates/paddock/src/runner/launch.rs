@@ -227,18 +227,12 @@ pub(super) async fn launch(
             .zip(prov.cap_ends)
             .map(|(min, ends)| ends - Duration::from_secs(min.saturating_mul(60))),
     );
-    let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(|e| match e {
-        RungError::SandboxSetup { .. } if !setup_ran => LaunchFailure::Unstarted(e.to_string()),
-        e => rung_failed(e),
-    })?;
+    let failed = |e| command_failed(e, !setup_ran, None);
+    let mut process = job.rung.launch(&on_rung, &cmd).await.map_err(failed)?;
     // Until the engine runs, a failure of the rung's set-up is the
     // rung's, not an exit of the engine's.
     tokio::select! {
-        started = process.started() => started.map_err(|e| match e {
-            // The job's first command: nothing of the job ran.
-            RungError::SandboxSetup { .. } if !setup_ran => LaunchFailure::Unstarted(e.to_string()),
-            e => rung_failed(e),
-        })?,
+        started = process.started() => started.map_err(failed)?,
         () = &mut *cancel => return Ok(Start::Cancelled("cancelled".into())),
     }
     crate::telemetry::engine_started(job.rung.isolation().as_str(), launching.elapsed());
@@ -484,6 +478,21 @@ async fn upstream(
 /// A rung's failure as the launch's.
 fn rung_failed(e: RungError) -> LaunchFailure {
     LaunchFailure::Step(e.to_string())
+}
+
+/// A rung's failure to start a command (`what`, when named: a setup
+/// command) as the launch's: `Unstarted` when it is the job's `first`
+/// and the rung could not set it up (nothing of the job ran:
+/// `rung_fallback.rs`), a step's failure otherwise.
+pub(super) fn command_failed(e: RungError, first: bool, what: Option<&str>) -> LaunchFailure {
+    let message = match what {
+        Some(what) => format!("{what}: {e}"),
+        None => e.to_string(),
+    };
+    match e {
+        RungError::SandboxSetup { .. } if first => LaunchFailure::Unstarted(message),
+        _ => LaunchFailure::Step(message),
+    }
 }
 
 /// A failed launch step, `what: error`.

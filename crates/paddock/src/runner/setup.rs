@@ -153,11 +153,7 @@ pub(super) async fn run(
             Ok(None) => Err(SetupStop::Cancelled(format!(
                 "cancelled during {what}; the engine was not started"
             ))),
-            // The job's first command: nothing of the job ran.
-            Err(e @ crate::rung::RungError::SandboxSetup { .. }) if i == 0 => {
-                Err(LaunchFailure::Unstarted(format!("{what}: {e}")).into())
-            }
-            Err(e) => Err(LaunchFailure::Step(format!("{what}: {e}")).into()),
+            Err(e) => Err(super::launch::command_failed(e, i == 0, Some(&what)).into()),
         };
         // Nothing the command started outlives it.
         super::teardown::leftovers_gone(em, job.rung.as_ref(), &ws.root, "a setup command ended")

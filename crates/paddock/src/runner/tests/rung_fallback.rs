@@ -14,25 +14,13 @@ use crate::rung::Rungs;
 const SETUP: &str = "landlock: restrict the view: not supported by this kernel";
 const AFRESH: &str = "unshare the user and UTS namespaces: EPERM";
 
-/// Runs `isolation`'s job where the sandbox rung's launches fail in its
-/// set-up and a fresh probe answers `afresh`: the record's (status,
-/// reason, rung), the stored record's rung, the job's `policy` events,
-/// and the `.paddock/environment.json` each rung's launch found.
+/// Runs `isolation`'s job, under the host profile `profile` if any (the
+/// `process` rung cannot enforce its `cpu_limit`), where the sandbox
+/// rung's launches fail in its set-up and a fresh probe answers `afresh`:
+/// the record's (status, reason, rung), the stored record's rung, the
+/// job's `policy` events, and the `.paddock/environment.json` each rung's
+/// launch found.
 async fn fails_in_set_up(
-    isolation: Isolation,
-    afresh: Option<&str>,
-) -> (
-    (JobStatus, Option<String>, String),
-    String,
-    Vec<EventBody>,
-    (Vec<String>, Vec<String>),
-) {
-    fails_in_set_up_under(isolation, afresh, None).await
-}
-
-/// [`fails_in_set_up`] with the host profile `profile` (the `process`
-/// rung cannot enforce its `cpu_limit`).
-async fn fails_in_set_up_under(
     isolation: Isolation,
     afresh: Option<&str>,
     profile: Option<&str>,
@@ -119,7 +107,7 @@ async fn an_auto_job_moves_to_process_when_no_sandbox_starts() {
          because this host cannot start Paddock's sandbox: {AFRESH}"
     );
     assert_eq!(
-        fails_in_set_up(Isolation::Auto, Some(AFRESH)).await,
+        fails_in_set_up(Isolation::Auto, Some(AFRESH), None).await,
         (
             (JobStatus::Done, None, "process".to_string()),
             "process".to_string(),
@@ -153,8 +141,8 @@ async fn a_job_is_not_moved_where_a_sandbox_starts_nor_when_it_asked_for_one() {
     };
     assert_eq!(
         [
-            fails_in_set_up(Isolation::Auto, None).await,
-            fails_in_set_up(Isolation::Sandbox, Some(AFRESH)).await,
+            fails_in_set_up(Isolation::Auto, None, None).await,
+            fails_in_set_up(Isolation::Sandbox, Some(AFRESH), None).await,
         ],
         [failed("sandbox"), failed("sandbox")]
     );
@@ -166,7 +154,7 @@ async fn a_job_is_not_moved_where_a_sandbox_starts_nor_when_it_asked_for_one() {
 #[tokio::test]
 async fn a_job_whose_profile_the_process_rung_cannot_enforce_is_refused_not_moved() {
     let (record, stored, policy, (on_sandbox, on_process)) =
-        fails_in_set_up_under(Isolation::Auto, Some(AFRESH), Some("capped")).await;
+        fails_in_set_up(Isolation::Auto, Some(AFRESH), Some("capped")).await;
     assert_eq!(
         (record, stored, policy, on_sandbox.len(), on_process),
         (
