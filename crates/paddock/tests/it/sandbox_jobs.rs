@@ -8,7 +8,10 @@
 //! by the next job while fresh and under the same key, and cleared by a
 //! helper that ended in its set-up (not by the engine's own exit 125,
 //! which fails the job as the engine's; the set-up failure fails it with
-//! the helper's words). A setup command
+//! the helper's words); on a real kernel, an `auto` job whose kept success
+//! no longer holds (its parent user namespace's limit on namespaces set to
+//! 0, which the key cannot read) moves to `process` at its first launch.
+//! A setup command
 //! that leaves the engine's config (or its directory) as a link to the
 //! host, or as a FIFO, does not have Paddock write through it or hang on
 //! it when it writes the engine's config after setup; an engine that
@@ -477,6 +480,215 @@ async fn the_sandbox_probes_success_is_kept_taken_while_fresh_and_cleared() {
     assert!(at > earlier, "{at}");
     assert_eq!(run(spec).await, ("sandbox".into(), stand_in_end.clone()));
     assert_eq!(probe_record(&home).map(|(k, _)| k), Some(key));
+}
+
+/// Two nested user namespaces made by this (root) process, each mapping
+/// every id to itself: `outer` and `inner`, `inner`'s parent being
+/// `outer`. A namespace's limits (`/proc/sys/user/max_*`) are its own and
+/// bind every namespace below it, but one reads only its own: a limit
+/// set in `outer` stops a sandbox from starting in `inner` while nothing
+/// `inner` can read (the kept probe's key) changes.
+struct NestedUserns {
+    outer: tokio::process::Child,
+    inner: tokio::process::Child,
+}
+
+impl NestedUserns {
+    async fn new() -> NestedUserns {
+        let outer = Self::sleeper(tokio::process::Command::new("unshare")).await;
+        let outer_pid = outer.id().unwrap();
+        Self::map_all(None, outer_pid).await;
+        let mut enter = tokio::process::Command::new("nsenter");
+        enter.args(["-t", &outer_pid.to_string(), "-U", "--", "unshare"]);
+        let inner = Self::sleeper(enter).await;
+        Self::map_all(Some(outer_pid), inner.id().unwrap()).await;
+        NestedUserns { outer, inner }
+    }
+
+    /// `cmd` (`unshare`, maybe behind `nsenter`) `-U sleep 600`, once its
+    /// user namespace is made.
+    async fn sleeper(mut cmd: tokio::process::Command) -> tokio::process::Child {
+        let child = cmd
+            .args(["-U", "sleep", "600"])
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let pid = child.id().unwrap();
+        let ours = std::fs::read_link("/proc/self/ns/user").unwrap();
+        for _ in 0..500 {
+            let ns = std::fs::read_link(format!("/proc/{pid}/ns/user")).unwrap();
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+            // Made, and `sleep` exec'd in it (nsenter, then unshare, run
+            // first in the same process).
+            if ns != ours && comm.trim() == "sleep" {
+                return child;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("no user namespace made by pid {pid}");
+    }
+
+    /// Maps every id to itself in `pid`'s user namespace, written from
+    /// its parent namespace (`parent`'s, or this process's).
+    async fn map_all(parent: Option<u32>, pid: u32) {
+        let script = format!(
+            "echo '0 0 4294967295' > /proc/{pid}/uid_map && \
+             echo '0 0 4294967295' > /proc/{pid}/gid_map"
+        );
+        let out = Self::in_ns(parent, &script).await;
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    /// The shell `script` as root of `pid`'s user namespace (or here).
+    async fn in_ns(pid: Option<u32>, script: &str) -> std::process::Output {
+        let mut cmd = tokio::process::Command::new("nsenter");
+        if let Some(pid) = pid {
+            cmd.args(["-t", &pid.to_string(), "-U"]);
+        }
+        cmd.args(["--", "sh", "-c", script])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .unwrap()
+    }
+
+    /// Sets the outer namespace's `max_user_namespaces`.
+    async fn limit_outer(&self, max: u32) {
+        let script = format!("echo {max} > /proc/sys/user/max_user_namespaces");
+        let out = Self::in_ns(self.outer.id(), &script).await;
+        assert!(out.status.success(), "{out:?}");
+    }
+
+    /// `paddock ARGS` on `home` as uid and gid 65534 in the inner
+    /// namespace (a root caller's sandbox needs the host's own privileges
+    /// for its idmapped binds).
+    async fn paddock(&self, home: &Home, args: &[&str]) -> std::process::Output {
+        let cmd = home.command(args);
+        let std = cmd.as_std();
+        let mut inner = tokio::process::Command::new("nsenter");
+        inner
+            .args(["-t", &self.inner.id().unwrap().to_string(), "-U"])
+            .args(["--setuid", "65534", "--setgid", "65534", "--"])
+            .arg(std.get_program())
+            .args(std.get_args())
+            .stdin(std::process::Stdio::null());
+        for (k, v) in std.get_envs() {
+            match v {
+                Some(v) => inner.env(k, v),
+                None => inner.env_remove(k),
+            };
+        }
+        inner.output().await.unwrap()
+    }
+}
+
+/// On a real kernel: an `auto` job whose host kept a sandbox probe's
+/// success, where a sandbox no longer starts for a reason the kept key
+/// does not see (the parent user namespace's limit on user namespaces set
+/// to 0 after the first job), moves to the `process` rung at its first
+/// launch, says why in a `policy` event and finishes there, and the
+/// record is cleared; an explicit `sandbox` job is refused; once the
+/// limit is lifted, an `auto` job runs sandboxed again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_auto_job_moves_to_process_when_its_kept_sandbox_no_longer_starts() {
+    if !paddock_test_support::prelude::sandbox_available()
+        || !paddock_test_support::prelude::root_available(
+            "making nested user namespaces that map every id",
+        )
+    {
+        return;
+    }
+    let home = Home::new();
+    let spec = paddock_test_support::jobs::stand_in_job(
+        home.path(),
+        "auto",
+        &finishing("printf 'moved\\n' > moved.txt"),
+        60,
+    );
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(home.path())
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let ns = NestedUserns::new().await;
+    let run = |spec: std::path::PathBuf| {
+        let (home, ns) = (&home, &ns);
+        async move {
+            let out = ns
+                .paddock(home, &["run", "--json", spec.to_str().unwrap()])
+                .await;
+            let rec = record(&out);
+            let policy: Vec<paddock_protocol::EventBody> = home
+                .event_bodies(&rec.id)
+                .await
+                .into_iter()
+                .filter(|b| matches!(b, paddock_protocol::EventBody::Policy { .. }))
+                .collect();
+            (rec.isolation, rec.status, rec.reason, policy)
+        }
+    };
+
+    assert_eq!(
+        run(spec.clone()).await,
+        ("sandbox".into(), JobStatus::Done, None, vec![])
+    );
+    let (key, at) = probe_record(&home).unwrap();
+
+    ns.limit_outer(0).await;
+    let unshare = "unshare the user and UTS namespaces: ENOSPC: No space left on device";
+    assert_eq!(
+        run(spec.clone()).await,
+        (
+            "process".into(),
+            JobStatus::Done,
+            None,
+            vec![paddock_protocol::EventBody::Policy {
+                rule: "isolation".into(),
+                message: format!(
+                    "isolation auto: the sandbox could not be set up, so nothing ran: {unshare}, \
+                     although this host's kept sandbox probe said one starts; running on the \
+                     `process` rung (unconfined) because this host cannot start Paddock's \
+                     sandbox: paddock sandbox: {unshare}"
+                ),
+            }]
+        )
+    );
+    assert_eq!(probe_record(&home), None);
+
+    // Asked afresh at admission now: `auto` starts on `process`, an
+    // explicit `sandbox` is refused.
+    let text = std::fs::read_to_string(&spec).unwrap();
+    let sandboxed = home.path().join("sandboxed.toml");
+    std::fs::write(
+        &sandboxed,
+        text.replace("isolation = \"auto\"", "isolation = \"sandbox\""),
+    )
+    .unwrap();
+    let out = ns
+        .paddock(&home, &["run", "--json", sandboxed.to_str().unwrap()])
+        .await;
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).trim_end()),
+        (
+            Some(2),
+            format!(
+                "paddock: isolation = \"sandbox\": this host cannot start Paddock's sandbox: \
+                 paddock sandbox: {unshare} (`paddock doctor` shows what is missing; `isolation = \"process\"` \
+                 runs unconfined)"
+            )
+            .as_str()
+        )
+    );
+
+    ns.limit_outer(1000).await;
+    assert_eq!(
+        run(spec).await,
+        ("sandbox".into(), JobStatus::Done, None, vec![])
+    );
+    let (again, later) = probe_record(&home).unwrap();
+    assert_eq!((again, later >= at), (key, true));
 }
 
 /// `paddock ARGS` on `home`, started by a shell that first opens `secret`

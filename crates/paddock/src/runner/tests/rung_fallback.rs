@@ -1,7 +1,9 @@
 //! The runner's move of an `auto` job off a sandbox that could not be set
 //! up at its first launch (`runner/rung_fallback.rs`), on fake rungs: it
 //! moves only when a fresh probe says no sandbox starts on this host, and
-//! only a job that asked for `auto`.
+//! only a job that asked for `auto`. On a real kernel (a sandbox kept as
+//! starting that no longer does): `tests/it/sandbox_jobs.rs`'s
+//! `an_auto_job_moves_to_process_when_its_kept_sandbox_no_longer_starts`.
 
 use std::sync::Arc;
 
