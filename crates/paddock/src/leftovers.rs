@@ -127,11 +127,6 @@ fn clock_ticks() -> Option<u64> {
 pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
     let wanted = dir.as_os_str().as_bytes();
     kill_until_none(|pid, path| {
-        // Paddock's own helpers at work in the job's directory (the
-        // patch's early reads) are not the job's.
-        if crate::own_children::is_own(pid, path) {
-            return false;
-        }
         // Older than the job: not the job's. A start time that cannot be
         // read (the process is gone, or not this user's) is read in full
         // as before.
@@ -140,7 +135,10 @@ pub fn kill_processes(dir: &Path, since: Option<Since>) -> usize {
                 return false;
             }
         }
-        points_into(path, wanted)
+        // Paddock's own helpers at work in the job's directory (the
+        // patch's early reads) and their subprocesses are not the job's
+        // (asked last: it climbs the process's ancestors).
+        points_into(path, wanted) && !crate::own_children::is_own(pid, path)
     })
     .len()
 }
@@ -367,33 +365,74 @@ mod tests {
     }
 
     /// Paddock's own helper at work in the job's directory (registered,
-    /// its child: `own_children.rs`) is left by the scan; the same command
-    /// unregistered is killed.
+    /// its child: `own_children.rs`) is left by the scan, and so are the
+    /// subprocesses it started (a wrapper script's real git and that one's
+    /// child); the same command unregistered is killed with its children.
+    /// Before, the helper's children were killed (a `git` on `PATH` that
+    /// is a wrapper lost its real git at the job's end).
     #[test]
-    fn paddocks_own_registered_helper_is_left_and_no_other() {
+    fn paddocks_own_registered_helper_and_its_children_are_left_and_no_other() {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().canonicalize().unwrap().join("job-1");
         std::fs::create_dir_all(&dir).unwrap();
-        let sleep = || {
-            let mut c = std::process::Command::new("sleep");
-            c.arg("30").current_dir(&dir);
+        // A shell whose child and grandchild run in `dir` (each shell
+        // forks: `sh -c` of a compound command does not exec its last).
+        let tree = || {
+            let mut c = std::process::Command::new("sh");
+            c.args(["-c", "sh -c 'sleep 30; true'; true"])
+                .current_dir(&dir);
             c
         };
         let (mut helper, registered) =
-            crate::own_children::spawn(|| sleep().spawn(), |c| Some(c.id())).unwrap();
-        let mut stranger = sleep().spawn().unwrap();
+            crate::own_children::spawn(|| tree().spawn(), |c| Some(c.id())).unwrap();
+        let mut stranger = tree().spawn().unwrap();
+        // Both trees whole (shell, shell, sleep) before the scan.
+        let below = |pid: u32| {
+            let mut found = vec![pid];
+            for _ in 0..500 {
+                found = vec![pid];
+                let mut i = 0;
+                while i < found.len() {
+                    let children =
+                        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", found[i]))
+                            .unwrap_or_default();
+                    found.extend(
+                        children
+                            .split_whitespace()
+                            .map(|c| c.parse::<u32>().unwrap()),
+                    );
+                    i += 1;
+                }
+                if found.len() == 3 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            found
+        };
+        let (ours, theirs) = (below(helper.id()), below(stranger.id()));
+        assert_eq!((ours.len(), theirs.len()), (3, 3));
         let killed = kill_processes(&dir, None);
         let stranger_ended = {
             use std::os::unix::process::ExitStatusExt as _;
             stranger.wait().unwrap().signal()
         };
-        let helper_running = helper.try_wait().unwrap().is_none();
+        let alive = |pid: &u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+        };
+        let ours_alive: Vec<bool> = ours.iter().map(alive).collect();
+        let theirs_alive: Vec<bool> = theirs.iter().map(alive).collect();
         drop(registered);
-        helper.kill().unwrap();
+        assert_eq!(kill_processes(&dir, None), 3);
         helper.wait().unwrap();
         assert_eq!(
-            (killed, stranger_ended, helper_running),
-            (1, Some(nix::sys::signal::Signal::SIGKILL as i32), true)
+            (killed, stranger_ended, ours_alive, theirs_alive),
+            (
+                3,
+                Some(nix::sys::signal::Signal::SIGKILL as i32),
+                vec![true; 3],
+                vec![false; 3]
+            )
         );
     }
 

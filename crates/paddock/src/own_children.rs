@@ -7,15 +7,22 @@
 //! the job got an error event for "its" leftover and the patch read the
 //! base again.
 //!
-//! A process counts as Paddock's only while both hold: its pid is
-//! registered here, and its parent is this process (`/proc/PID/stat`).
-//! A job cannot meet the second: only Paddock forks its own children,
-//! and an orphan is reparented to a subreaper or init, never to Paddock
-//! (which is not a subreaper). So a registered pid that was reaped and
-//! then reused by a job's process before its registration was dropped is
-//! still scanned. A helper's own children are not covered: none of the
-//! registered gits starts any (no pager, hook, filter or textconv runs
-//! under Paddock's git settings).
+//! A process counts as Paddock's when it, or one of its ancestors (its
+//! parent's chain in `/proc/PID/stat`, each no younger than it), is a
+//! registered helper: its pid registered here and its parent this
+//! process. A job cannot meet the second: only Paddock forks its own
+//! children, and an orphan is reparented to a subreaper or init, never to
+//! Paddock (which is not a subreaper). So a registered pid that was
+//! reaped and then reused by a job's process before its registration was
+//! dropped is still scanned. Nor can a job's process get below a helper:
+//! only the helper forks there, and it runs nothing of the job's (no
+//! pager, hook, filter or textconv runs under Paddock's git settings);
+//! re-parenting only ever moves a process up. A helper's descendants
+//! are Paddock's: a `git` on `PATH` that is a wrapper (a shim, a tracing
+//! script) starts the real git as its child, and git starts its own
+//! subprocesses. Before, only the registered pid itself was spared, and
+//! the job's end killed the real git under a wrapper: the early patch's
+//! `pack-objects` died and the job's branch was not kept.
 //!
 //! Registration happens under the same lock as the spawn, and the scan
 //! reads the set under it: a helper whose pid the scan can see is already
@@ -76,11 +83,41 @@ pub fn spawn<T>(
     Ok((started, Registered(pid)))
 }
 
+/// The most ancestors [`is_own`] climbs before it gives up (a helper's
+/// subprocesses are a few levels deep).
+const MAX_DEPTH: usize = 32;
+
 /// True when process `pid` (`/proc/<pid>` is `proc_dir`) is one of this
-/// process's registered helpers: registered, and this process's child.
+/// process's registered helpers (registered, and this process's child) or
+/// a descendant of one (module text).
 pub fn is_own(pid: u32, proc_dir: &Path) -> bool {
     let set = own();
-    set.contains(&pid) && parent(proc_dir) == Some(std::process::id())
+    if set.is_empty() {
+        return false;
+    }
+    let me = std::process::id();
+    let Some(born) = stat_field(proc_dir, 22) else {
+        return false;
+    };
+    let mut at = (pid, proc_dir.to_path_buf());
+    for _ in 0..=MAX_DEPTH {
+        let Some(up) = parent(&at.1) else {
+            return false;
+        };
+        if up == me {
+            return set.contains(&at.0);
+        }
+        if up <= 1 {
+            return false;
+        }
+        let up_dir = Path::new("/proc").join(up.to_string());
+        // An ancestor is never younger than its descendant.
+        if stat_field(&up_dir, 22).is_none_or(|t| t > born) {
+            return false;
+        }
+        at = (up, up_dir);
+    }
+    false
 }
 
 /// The environment variable naming the `paddock` process that started a

@@ -823,6 +823,14 @@ async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
     all.sort_unstable();
     // Where the source has a worktree with a detached `HEAD`, the branch
     // is fetched into it (`results/source.rs`): that fetch too.
+    let branches = git(&repo, &["branch", "--list", "paddock/*"]);
+    assert_eq!(
+        branches.trim(),
+        "paddock/T-1/1",
+        "first job: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     git(&repo, &["branch", "-D", "paddock/T-1/1"]);
     let detached = home.path().join("detached");
     git(
@@ -848,29 +856,39 @@ async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
             &[("PATH", path.as_str())],
         )
         .await;
-    let fetched: Vec<String> = std::fs::read_to_string(&log)
-        .unwrap()
+    let second_log = std::fs::read_to_string(&log).unwrap();
+    let fetched: Vec<String> = second_log
         .lines()
         .filter(|l| l.starts_with("fetch "))
         .map(str::to_string)
         .collect();
+    // Paddock's gits are its own, the wrapper's real git too: none is
+    // killed as the job's leftover at the engine's end (before, the real
+    // git under the wrapper was, and with it at times the early patch's
+    // `pack-objects`: the job's branch was not kept).
+    let leftovers = [&out, &again].map(|o| {
+        String::from_utf8_lossy(&o.stderr).contains("of the job were still running after")
+    });
     assert_eq!(
         (
             record(&out).status,
             unlimited,
             seen,
             record(&again).status,
-            fetched
+            fetched,
+            leftovers
         ),
         (
             paddock_protocol::JobStatus::Done,
             vec![],
             all,
             paddock_protocol::JobStatus::Done,
-            vec!["fetch 60".to_string()]
+            vec!["fetch 60".to_string()],
+            [false, false]
         ),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        "first job: {}\nsecond job: {}\nthe second job's gits: {second_log}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&again.stderr),
     );
 }
 
