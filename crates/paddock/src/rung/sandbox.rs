@@ -6,10 +6,14 @@
 //! on its own socket through a second forwarder at
 //! `127.0.0.1:`[`SANDBOX_EGRESS_PORT`]). A host profile's memory and CPU
 //! caps are cgroup caps here. Whether this host can start a sandbox is
-//! probed once per rung (a real start running `true`; again when a job's
-//! first launch could not be set up, `Rung::probe_afresh`), or, with a
-//! [`ProbeCache`] (`paddock run`), taken from the host's last success
-//! (probe_cache.rs); a helper that could not set up clears that record. A
+//! probed by a real start running `true`: a success is the rung's answer
+//! from then on (until a job's first launch could not be set up:
+//! `Rung::probe_afresh`), a failure only for [`FAILURE_KEPT_FOR`], so a
+//! server started while no sandbox could start (a kernel switch, an LSM
+//! policy, a limit, changed since) runs its `auto` jobs sandboxed again
+//! once one can, without a restart. With a [`ProbeCache`] (`paddock run`)
+//! the answer is taken from the host's last success (probe_cache.rs); a
+//! helper that could not set up clears that record. A
 //! command's launch is told from its set-up's failure by the helper's
 //! "the command runs" pipe ([`EngineProcess::started`]).
 
@@ -34,6 +38,18 @@ use crate::launcher::{self, SANDBOX_BROKER_PORT, SANDBOX_EGRESS_PORT};
 /// that, the wait is small beside the provisioning's own time.
 const WARM_AT_MOST: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long a failed probe stays the rung's answer before the next
+/// admission probes again (module text): a probe is a sandbox's start,
+/// about 10 ms, so at most one a minute while a host cannot start one.
+pub const FAILURE_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A probe's answer (None: a sandbox starts) and when it was had.
+#[derive(Debug, Clone)]
+struct Probed {
+    answer: Option<String>,
+    at: std::time::Instant,
+}
+
 /// The `sandbox` rung.
 #[derive(Debug)]
 pub struct SandboxRung {
@@ -41,11 +57,14 @@ pub struct SandboxRung {
     /// Where jobs' cgroups are made: a delegated cgroup
     /// (`PADDOCK_CGROUP_ROOT`); None: `/sys/fs/cgroup`.
     cgroup_root: Option<PathBuf>,
-    /// The last probe's answer (None inside: not probed yet): probed once,
-    /// and again only by [`Rung::probe_afresh`], whose answer replaces it.
-    probed: Mutex<Option<Option<String>>>,
+    /// The last probe's answer (None: not probed yet): a success kept
+    /// until [`Rung::probe_afresh`] replaces it, a failure for
+    /// `failure_kept_for`.
+    probed: Mutex<Option<Probed>>,
     /// Where the host's last successful probe is kept (None: probe).
     probe_cache: Option<ProbeCache>,
+    /// [`FAILURE_KEPT_FOR`], or a test's.
+    failure_kept_for: std::time::Duration,
 }
 
 impl SandboxRung {
@@ -57,6 +76,16 @@ impl SandboxRung {
             cgroup_root,
             probed: Mutex::new(None),
             probe_cache: None,
+            failure_kept_for: FAILURE_KEPT_FOR,
+        }
+    }
+
+    /// This rung keeping a failed probe's answer for `kept_for` instead of
+    /// [`FAILURE_KEPT_FOR`].
+    pub fn with_failure_kept_for(self, kept_for: std::time::Duration) -> SandboxRung {
+        SandboxRung {
+            failure_kept_for: kept_for,
+            ..self
         }
     }
 
@@ -151,15 +180,20 @@ impl Rung for SandboxRung {
 
     async fn probe(&self) -> Option<String> {
         let mut probed = self.probed.lock().await;
-        if let Some(answer) = &*probed {
-            return answer.clone();
+        if let Some(Probed { answer, at }) = &*probed {
+            if answer.is_none() || at.elapsed() < self.failure_kept_for {
+                return answer.clone();
+            }
         }
         let exe = self.helper_exe.clone();
         let cache = self.probe_cache.clone();
         let answer = tokio::task::spawn_blocking(move || probe_or_cached(&exe, cache.as_ref()))
             .await
             .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")));
-        *probed = Some(answer.clone());
+        *probed = Some(Probed {
+            answer: answer.clone(),
+            at: std::time::Instant::now(),
+        });
         answer
     }
 
@@ -178,7 +212,10 @@ impl Rung for SandboxRung {
         })
         .await
         .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")));
-        *probed = Some(answer.clone());
+        *probed = Some(Probed {
+            answer: answer.clone(),
+            at: std::time::Instant::now(),
+        });
         answer
     }
 
@@ -416,5 +453,77 @@ impl EngineProcess for SandboxRun {
     }
     fn kill(&mut self) {
         self.helper.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in helper in `dir` that counts its starts in `dir/probes`
+    /// and starts a "sandbox" only while `dir/starts` exists. Written by a
+    /// child process, so no descriptor of this (forking) test binary holds
+    /// it open for writing when it runs.
+    fn stand_in_helper(dir: &std::path::Path) -> PathBuf {
+        let exe = dir.join("helper");
+        let script = format!(
+            "#!/bin/sh\necho . >> '{d}/probes'\n[ -e '{d}/starts' ] && exit 0\n\
+             echo 'paddock sandbox: stand-in: none here' >&2\nexit 125\n",
+            d = dir.display()
+        );
+        let written = std::process::Command::new("sh")
+            .args(["-c", "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\""])
+            .args(["sh", script.as_str()])
+            .arg(&exe)
+            .status()
+            .unwrap();
+        assert!(written.success());
+        exe
+    }
+
+    /// A failed probe is the rung's answer only for its keep: a rung (a
+    /// server's) whose host could not start a sandbox asks again at the
+    /// next admission once the failure is older than that, and keeps the
+    /// success it then gets; within the keep it does not ask. Before, a
+    /// failure was the answer until the server restarted.
+    #[tokio::test]
+    async fn a_failed_probe_is_asked_again_once_older_than_its_keep() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = stand_in_helper(dir.path());
+        let starts = dir.path().join("starts");
+        let none = Some("paddock sandbox: stand-in: none here".to_string());
+        let probes = || {
+            std::fs::read_to_string(dir.path().join("probes"))
+                .unwrap_or_default()
+                .len()
+                / 2
+        };
+
+        let kept = SandboxRung::new(exe.clone(), None)
+            .with_failure_kept_for(std::time::Duration::from_secs(3600));
+        let first = kept.probe().await;
+        std::fs::write(&starts, "").unwrap();
+        let within_keep = kept.probe().await;
+        let kept_probes = probes();
+
+        std::fs::remove_file(&starts).unwrap();
+        let retried = SandboxRung::new(exe, None).with_failure_kept_for(std::time::Duration::ZERO);
+        let failed = retried.probe().await;
+        std::fs::write(&starts, "").unwrap();
+        let started = retried.probe().await;
+        std::fs::remove_file(&starts).unwrap();
+        let success_kept = retried.probe().await;
+        assert_eq!(
+            (
+                first,
+                within_keep,
+                kept_probes,
+                failed,
+                started,
+                success_kept,
+                probes()
+            ),
+            (none.clone(), none.clone(), 1, none, None, None, 3)
+        );
     }
 }
