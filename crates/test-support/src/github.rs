@@ -24,7 +24,12 @@
 //! installation token) is `paddock-bot`'s, [`MockGitHub::add_token`] adds
 //! another account's, whose pull requests and comments are that account's
 //! (`GET /user` answers it; an installation token is refused there, 403
-//! "Resource not accessible by integration", as GitHub refuses it).
+//! "Resource not accessible by integration", as GitHub refuses it). An
+//! App's installation tokens are its bot account's, `<slug>[bot]`
+//! ([`APP_SLUG`]): `GET /app` answers the App (its `id` and `slug`) to
+//! the App's JWT only, and `GET /users/{login}` any account (its `login`,
+//! `id` and `type`, `Bot` for a bot). [`MockGitHub::open_pull_as`] opens
+//! a pull request as another account (one the App did not open).
 //! `refuse_comments` answers each comment's post 403 (nothing posted),
 //! `lose_comment_answers` posts it and answers 500 (the answer lost).
 
@@ -59,6 +64,10 @@ pub struct SeededReview {
     /// The author's `author_association` (`COLLABORATOR`, `NONE`, ...).
     pub association: String,
 }
+
+/// The slug of the mock's GitHub App: its installation tokens post as
+/// `paddock-app[bot]`.
+pub const APP_SLUG: &str = "paddock-app";
 
 /// The mock as a GitHub App installation.
 struct App {
@@ -321,30 +330,28 @@ impl MockGitHub {
             state.revoked.push(bearer.to_string());
             return Some((StatusCode::NO_CONTENT, Value::Null));
         }
+        if *method == Method::GET && route == "/app" {
+            if let Err(refused) = app_jwt(app, bearer) {
+                return Some(refused);
+            }
+            return Some((
+                StatusCode::OK,
+                json!({
+                    "id": app.id,
+                    "slug": APP_SLUG,
+                    "node_id": format!("A_kw{}", app.id),
+                    "name": "Paddock App",
+                    "owner": user(&self.owner),
+                    "html_url": format!("https://github.com/apps/{APP_SLUG}"),
+                }),
+            ));
+        }
         let wanted = format!("/app/installations/{}/access_tokens", app.installation_id);
         if *method != Method::POST || route != wanted {
             return None;
         }
-        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
-        validation.set_required_spec_claims(&["exp", "iat", "iss"]);
-        validation.set_issuer(&[app.id.to_string()]);
-        let claims = match jsonwebtoken::decode::<Value>(bearer, &app.key, &validation) {
-            Ok(data) => data.claims,
-            Err(_) => {
-                return Some(error(
-                    StatusCode::UNAUTHORIZED,
-                    "A JSON web token could not be decoded",
-                    None,
-                ))
-            }
-        };
-        let lifetime = claims["exp"].as_i64().unwrap_or(0) - claims["iat"].as_i64().unwrap_or(0);
-        if lifetime > 11 * 60 {
-            return Some(error(
-                StatusCode::UNAUTHORIZED,
-                "'Expiration time' claim ('exp') is too far in the future",
-                None,
-            ));
+        if let Err(refused) = app_jwt(app, bearer) {
+            return Some(refused);
         }
         let mut permissions = input["permissions"].clone();
         if !permissions.is_object() {
@@ -436,6 +443,18 @@ impl MockGitHub {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         });
+    }
+
+    /// Opens a pull request from `head` into `base` as the account
+    /// `login` (a person, or another token's account: not the App's), as
+    /// GitHub would; its number.
+    pub fn open_pull_as(&self, login: &str, head: &str, base: &str) -> u64 {
+        let mut state = self.state.lock().unwrap();
+        let number = state.pulls.len() as u64 + 1;
+        let mut pull = self.pull_json(number, "Opened by hand", head, base, "", false);
+        pull["user"] = user(login);
+        state.pulls.push(pull);
+        number
     }
 
     /// Reopens the pull request `number`, as a reviewer may.
@@ -582,6 +601,13 @@ impl MockGitHub {
                     .map_or("paddock-bot", String::as_str);
                 return (StatusCode::OK, user(login)).into();
             }
+            if let (&Method::GET, Some(login)) = (&method, route.strip_prefix("/users/")) {
+                let login = percent_decoded(login);
+                if login.is_empty() || login.contains('/') {
+                    return error(StatusCode::NOT_FOUND, "Not Found", None).into();
+                }
+                return (StatusCode::OK, user(&login)).into();
+            }
         }
         let login = self.account_of(&bearer);
         let prefix = format!("/repos/{}/{}/", self.owner, self.repo);
@@ -671,6 +697,9 @@ impl MockGitHub {
     /// unless [`MockGitHub::add_token`] gave it to another).
     fn account_of(&self, bearer: &str) -> String {
         let state = self.state.lock().unwrap();
+        if state.app.is_some() && state.minted.iter().any(|t| t == bearer) {
+            return format!("{APP_SLUG}[bot]");
+        }
         state
             .accounts
             .get(bearer)
@@ -855,5 +884,58 @@ fn user(login: &str) -> Value {
             })
         }
     };
-    json!({"login": login, "id": id, "type": if login == "paddock-bot" { "Bot" } else { "User" }})
+    let bot = login == "paddock-bot" || login.ends_with("[bot]");
+    json!({"login": login, "id": id, "type": if bot { "Bot" } else { "User" }})
+}
+
+/// Whether `bearer` is the App's JWT (RS256, its `iss`, a lifetime of at
+/// most ten minutes), else GitHub's refusal.
+fn app_jwt(app: &App, bearer: &str) -> Result<(), (StatusCode, Value)> {
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+    validation.set_required_spec_claims(&["exp", "iat", "iss"]);
+    validation.set_issuer(&[app.id.to_string()]);
+    let claims = match jsonwebtoken::decode::<Value>(bearer, &app.key, &validation) {
+        Ok(data) => data.claims,
+        Err(_) => {
+            return Err(error(
+                StatusCode::UNAUTHORIZED,
+                "A JSON web token could not be decoded",
+                None,
+            ))
+        }
+    };
+    let lifetime = claims["exp"].as_i64().unwrap_or(0) - claims["iat"].as_i64().unwrap_or(0);
+    if lifetime > 11 * 60 {
+        return Err(error(
+            StatusCode::UNAUTHORIZED,
+            "'Expiration time' claim ('exp') is too far in the future",
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// A path segment with its `%XX` escapes decoded (`paddock-app%5Bbot%5D`
+/// is `paddock-app[bot]`); an escape that is not one is kept as it is.
+fn percent_decoded(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

@@ -32,6 +32,16 @@ pub struct GitHub {
     /// Where the job's closeout comment is recorded
     /// (`github_closeout.rs`), when it is.
     closeout_record: Option<PathBuf>,
+    /// The App whose installation token `token` is, when it is one: its
+    /// bot account is found with its JWT (`GET /app`'s slug), since the
+    /// token has no account `GET /user` answers for.
+    app: Option<super::github_app::AppSigner>,
+}
+
+/// The App as `GET /app` answers it (to the App's JWT).
+#[derive(Debug, Deserialize)]
+struct ApiApp {
+    slug: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,6 +91,17 @@ struct ApiUser {
     /// someone else; an id is never given twice.
     #[serde(default)]
     id: u64,
+}
+
+/// An account as `GET /users/{login}` answers it, with its type
+/// (`User`, `Bot`, `Organization`).
+#[derive(Debug, Deserialize)]
+struct ApiBot {
+    login: String,
+    #[serde(default)]
+    id: u64,
+    #[serde(default, rename = "type")]
+    kind: String,
 }
 
 /// The account GitHub gives a deleted account's pull requests and
@@ -216,7 +237,17 @@ impl GitHub {
             repo: repo.to_string(),
             token,
             closeout_record: None,
+            app: None,
         })
+    }
+
+    /// The client of an installation token of the App `app` signs for:
+    /// what it posts is the App's bot account's (`<slug>[bot]`).
+    pub(super) fn with_app(self, app: super::github_app::AppSigner) -> GitHub {
+        GitHub {
+            app: Some(app),
+            ..self
+        }
     }
 
     /// The client recording the job's closeout comment at `path`
@@ -275,12 +306,25 @@ impl GitHub {
         path: &str,
         body: Option<serde_json::Value>,
     ) -> Result<(T, HeaderMap), ForgeError> {
+        self.send_as(&self.token, step, method, path, body).await
+    }
+
+    /// [`GitHub::call_with_headers`] as `bearer` (the App's JWT, for
+    /// `GET /app`).
+    async fn send_as<T: DeserializeOwned>(
+        &self,
+        bearer: &Secret,
+        step: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<(T, HeaderMap), ForgeError> {
         refuse_merging(&method, path)?;
         let (req, url) = self.http.request(method, path);
         let mut req = req
             .header("Accept", "application/vnd.github+json")
             .header("X-GitHub-Api-Version", API_VERSION)
-            .bearer_auth(self.token.expose());
+            .bearer_auth(bearer.expose());
         if let Some(body) = body {
             req = req
                 .header("Content-Type", "application/json")
@@ -399,8 +443,10 @@ impl GitHub {
     /// the next publish that account to look for. Not recorded, nothing is
     /// posted. The account is the pull request's opener when this publish
     /// opened it (no request made), else `GET /user`'s; an App's
-    /// installation token has no account that answers (403): nothing is
-    /// recorded before its post (the next publish looks for the opener's).
+    /// installation token has no account that answers there (403): its
+    /// account is the App's bot ([`GitHub::app_account`]). A token refused
+    /// there that is no App's Paddock minted (an Actions token) records
+    /// nothing before its post (the next publish looks for the opener's).
     async fn record_posting(&self, pr: &PullRequest) -> Result<(), ForgeError> {
         let Some(path) = &self.closeout_record else {
             return Ok(());
@@ -424,7 +470,10 @@ impl GitHub {
                     Ok(_) => return Ok(()),
                     Err(ForgeError::Status {
                         status: 403, limit, ..
-                    }) if limit.is_empty() => return Ok(()),
+                    }) if limit.is_empty() => match &self.app {
+                        Some(app) => self.app_account(app).await?,
+                        None => return Ok(()),
+                    },
                     Err(e) => return Err(e),
                 }
             }
@@ -436,6 +485,38 @@ impl GitHub {
         };
         super::github_closeout::write(path, record)
             .map_err(|source| self.record_error(path, "write it", source))
+    }
+
+    /// The id of the App's bot account, which posts what its installation
+    /// tokens post: the App's slug from `GET /app` (asked with the App's
+    /// JWT), then `GET /users/<slug>[bot]`. Its answer must name that
+    /// login, and a bot: any other account's id would have the next
+    /// publish edit a comment not Paddock's.
+    async fn app_account(&self, app: &super::github_app::AppSigner) -> Result<u64, ForgeError> {
+        let jwt = app.jwt(time::OffsetDateTime::now_utc())?;
+        let (me, _): (ApiApp, _) = self
+            .send_as(&jwt, "read the App", Method::GET, "/app", None)
+            .await?;
+        let login = format!("{}[bot]", me.slug);
+        let bot: ApiBot = self
+            .call(
+                "read the App's bot account",
+                Method::GET,
+                &format!("/users/{}", path_segment(&login)),
+                None,
+            )
+            .await?;
+        if me.slug.is_empty() || bot.login != login || bot.kind != "Bot" || bot.id == 0 {
+            return Err(ForgeError::Decode {
+                forge: FORGE,
+                step: "read the App's bot account",
+                message: format!(
+                    "asked for {login}, answered {} (type {:?}, id {})",
+                    bot.login, bot.kind, bot.id
+                ),
+            });
+        }
+        Ok(bot.id)
     }
 
     /// Records `comment` as the job's closeout on pull request `number`,

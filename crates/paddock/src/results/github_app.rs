@@ -102,6 +102,22 @@ fn beyond_asked(answer: &TokenAnswer, repo: &str) -> Vec<String> {
     extra
 }
 
+/// What signs the App's JWT: the App and its private key, kept by the
+/// client of one of its installation tokens to find the App's bot account
+/// when it needs it (`github.rs`, `GitHub::app_account`).
+#[derive(Clone)]
+pub struct AppSigner {
+    app: GitHubAppSpec,
+    key: Secret,
+}
+
+impl AppSigner {
+    /// The App's JWT, signed at `now`.
+    pub(super) fn jwt(&self, now: OffsetDateTime) -> Result<Secret, ForgeError> {
+        app_jwt(&self.app, &self.key, now)
+    }
+}
+
 /// Mints the job's installation token for `owner/repo` at the API root
 /// `api`, recorded in `artifacts` (`github_app_record.rs`: an intent
 /// before asking, the token the moment it is answered): a client that uses
@@ -143,7 +159,10 @@ pub async fn mint(
         Err(e) => return Err(e),
     };
     let token = Secret::new(answer.token.clone());
-    let client = GitHub::new(api, owner, repo, token.clone())?;
+    let client = GitHub::new(api, owner, repo, token.clone())?.with_app(AppSigner {
+        app: app.clone(),
+        key: key.clone(),
+    });
     let recorded = match intent.record(&token) {
         Ok(recorded) => recorded,
         Err(e) => {

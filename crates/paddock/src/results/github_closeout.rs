@@ -15,8 +15,8 @@
 //! killed between the post and the record of its comment (or whose post's
 //! answer was lost) leaves that, and the next publish edits the closeout
 //! that account posted instead of posting a second. An App's installation
-//! token has no account `GET /user` answers for (403): its poster is not
-//! recorded before the post, only with the comment after it. Each record
+//! token has no account `GET /user` answers for (403): its poster is the
+//! App's bot account (`github.rs`, `GitHub::app_account`). Each record
 //! is written whole or not at all (a new file renamed over the old:
 //! `own_file::replace`), never through a link.
 //!

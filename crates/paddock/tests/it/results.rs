@@ -4860,6 +4860,72 @@ async fn a_github_publish_killed_after_posting_its_closeout_keeps_one() {
     );
 }
 
+/// A GitHub App's job on a pull request the App did not open (alice
+/// opened it for the job's branch), its publish cut between posting the
+/// closeout and learning its comment (the post's answer lost), then
+/// `paddock publish` again: the closeout the App's bot posted is edited,
+/// one remains. The App's installation token has no account `GET /user`
+/// answers; the bot's is found with the App's JWT (`GET /app`'s slug, then
+/// `GET /users/<slug>[bot]`) and recorded before the post. Before, nothing
+/// was recorded, the next publish looked for the closeout by the opener
+/// (alice), found none and posted a second.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_github_app_publish_cut_after_its_closeout_on_a_pull_it_did_not_open_keeps_one() {
+    let home = Home::new();
+    let Some((_repo, _bare, mock, _server, spec)) = app_setup(&home).await else {
+        return;
+    };
+    let pull = mock.open_pull_as("alice", "paddock/T-1/1", "main");
+    mock.lose_comment_answers(true);
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    let lost = (first.status, mock.comment_ids());
+    mock.lose_comment_answers(false);
+    let args = ["publish", "--json", first.id.as_str()];
+    let out = home.paddock(&args, &[]).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let asked: Vec<String> = mock
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/app" || r.path.starts_with("/users/"))
+        .map(|r| {
+            let jwt = r.authorization.is_some_and(|a| a.starts_with("Bearer ey"));
+            format!("{} {} jwt={jwt}", r.method, r.path)
+        })
+        .collect();
+    let bot = format!("{}[bot]", paddock_test_support::github::APP_SLUG);
+    assert_eq!(
+        (
+            pull,
+            lost,
+            (out.status.code(), record(&out).status),
+            mock.comments_by(),
+            asked,
+        ),
+        (
+            1,
+            (paddock_protocol::JobStatus::Failed, vec![1]),
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![(1, bot, closeout)],
+            vec![
+                "GET /app jwt=true".to_string(),
+                "GET /users/paddock-app%5Bbot%5D jwt=false".to_string(),
+            ],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A GitHub closeout record cut short, or a link: `paddock publish` posts
 /// no closeout beside the one on the pull request and edits none; it
 /// fails, naming the record, until the record is removed.
