@@ -11,7 +11,8 @@
 //! the open for ever; a link to `/dev/zero` filled Paddock's memory; a link
 //! elsewhere had a host file taken for Paddock's own record.
 //!
-//! Writing: [`open_to_write`], [`write`], [`write_private`], [`replace`]
+//! Locking: [`open_lock`] (a lock file, made when missing, never
+//! emptied). Writing: [`open_to_write`], [`write`], [`write_private`], [`replace`]
 //! (a record made whole at once: a reader finds the old or the new, a
 //! kill mid-way leaves the old). Reading: [`read`] (a record of
 //! Paddock's: absent, refused or too long is an error naming what was
@@ -47,6 +48,27 @@ fn open_with_mode(path: &Path, mode: u32) -> std::io::Result<File> {
         return Err(Error::other("not a regular file"));
     }
     file.set_len(0)?;
+    Ok(file)
+}
+
+/// `path` opened to be locked (`flock`) as Paddock's lock file: made
+/// (mode 0644) when missing, never emptied; a link (`ELOOP`), a FIFO
+/// (`ENXIO` with no reader, else refused once open) or anything else but a
+/// regular file is refused and left as it is, never waited on nor made
+/// through. The locks' directories (the mirrors', the snapshots', the
+/// sources', the store's) are ones a `process`-rung job or another user of
+/// a shared host directory may write.
+pub(crate) fn open_lock(path: &Path) -> std::io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(NO_LINK | nix::libc::O_CLOEXEC)
+        .mode(0o644)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(Error::other("not a regular file"));
+    }
     Ok(file)
 }
 

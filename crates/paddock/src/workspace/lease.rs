@@ -51,16 +51,15 @@ const LOCK_ROUNDS: usize = 8;
 /// a waiter that opened the file before and locked it after finds it is
 /// no longer the file at `path` ([`is_at`]) and takes the lock of the one
 /// there now (made anew), so two holders never hold one lock through two
-/// files.
+/// files. The file is opened as `own_file::open_lock` opens it: a link, a
+/// FIFO or anything but a regular file planted at `path` (by a
+/// `process`-rung job, or another user of a shared host directory) is
+/// refused, never followed or waited on for ever.
 pub(crate) async fn lock_file(path: &Path, how: FlockArg) -> std::io::Result<Flock<File>> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
         for _ in 0..LOCK_ROUNDS {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)?;
+            let file = crate::own_file::open_lock(&path)?;
             let held = Flock::lock(file, how).map_err(|(_, errno)| std::io::Error::from(errno))?;
             if is_at(&held, &path) {
                 return Ok(held);
@@ -400,6 +399,54 @@ mod tests {
         assert_eq!(
             (is_at(&held, &path), held.metadata().unwrap().len()),
             (true, 0)
+        );
+    }
+
+    /// What is planted at a lock's path (a FIFO, a link to a file that
+    /// is not there yet, a link to another file) is refused at once: no
+    /// wait on the FIFO (it opened without a writer's reader for ever:
+    /// the test gives up after 5 s), no file made or locked through the
+    /// link. Before, the FIFO's open never returned and each link had
+    /// its target made (anywhere Paddock may write) and locked.
+    #[tokio::test]
+    async fn a_planted_fifo_or_link_at_a_lock_is_refused_never_waited_on() {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.lock");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        let dangling = dir.path().join("dangling.lock");
+        std::os::unix::fs::symlink(&elsewhere, &dangling).unwrap();
+        let theirs = dir.path().join("theirs");
+        std::fs::write(&theirs, "theirs").unwrap();
+        let linked = dir.path().join("linked.lock");
+        std::os::unix::fs::symlink(&theirs, &linked).unwrap();
+        let mut seen = Vec::new();
+        for path in [&fifo, &dangling, &linked] {
+            let taken = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                lock_file(path, FlockArg::LockExclusive),
+            )
+            .await;
+            seen.push(match taken {
+                Err(_) => "waited",
+                Ok(Ok(_)) => "taken",
+                Ok(Err(_)) => "refused",
+            });
+        }
+        // A FIFO's open left blocked on its thread is let go (a reader
+        // comes), so that the test ends either way.
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&fifo);
+        assert_eq!(
+            (
+                seen,
+                elsewhere.exists(),
+                std::fs::read_to_string(&theirs).unwrap()
+            ),
+            (vec!["refused"; 3], false, "theirs".to_string())
         );
     }
 

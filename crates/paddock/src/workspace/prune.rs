@@ -75,9 +75,20 @@ pub enum Reason {
     Cap,
 }
 
-/// Stamps `path` (a lock file, a snapshot directory) as used now.
+/// Stamps `path` (a lock file, a snapshot directory) as used now: only a
+/// regular file or a directory, opened without following a link or
+/// waiting on a FIFO (one planted there held the job at the open for
+/// ever; a link had another file stamped).
 pub(crate) fn stamp(path: &Path) {
-    if let Ok(file) = std::fs::File::open(path) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(crate::own_file::NO_LINK | nix::libc::O_CLOEXEC)
+        .open(path)
+    else {
+        return;
+    };
+    if file.metadata().is_ok_and(|m| m.is_file() || m.is_dir()) {
         let _ = file.set_modified(SystemTime::now());
     }
 }

@@ -138,11 +138,10 @@ impl SqliteStore {
         let lock = tokio::task::spawn_blocking({
             let lock_path = lock_path.clone();
             move || {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .truncate(false)
-                    .write(true)
-                    .open(&lock_path)?;
+                // Beside the database, in a directory others may write
+                // (a shared host directory): a link or a FIFO there is
+                // refused, never followed or waited on.
+                let file = crate::own_file::open_lock(&lock_path)?;
                 Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
             }
         })
