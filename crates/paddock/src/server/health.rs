@@ -1,7 +1,9 @@
 //! `GET /healthz` (liveness: the process answers) and `GET /readyz`
 //! (readiness: the store answers a query, at least one engine is on the
 //! server's PATH, and the sandbox starts unless the user's config never
-//! asks for it (`isolation = "sandbox"` makes it required)). Readiness is
+//! asks for it (`isolation = "sandbox"` makes it required): the sandbox
+//! rung's answer, a failure of which is checked again after a minute,
+//! `rung/sandbox.rs`). Readiness is
 //! 200 when every required check passes, 503 otherwise; the body lists
 //! every check either way.
 
