@@ -10,6 +10,7 @@
 //! end unless the job is kept.
 
 pub(crate) mod beneath;
+mod bundle_source;
 mod check_ignore;
 mod commit_object;
 pub mod disk_usage;

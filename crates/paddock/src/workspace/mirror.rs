@@ -17,7 +17,10 @@
 //! from it then fails (checked after all, made again if broken); there
 //! the base's name read by an earlier job under the same state is taken
 //! as it was (no `git rev-parse`: `mirror_names.rs`); the
-//! fetch writes no `FETCH_HEAD`, which nothing reads. No git process is started that the job does not
+//! fetch writes no `FETCH_HEAD`, which nothing reads. A URL that is a
+//! bundle on this host is not fetched at all while its refs and the
+//! mirror are as they were at the mirror's last fetch from it
+//! (`bundle_source.rs`: that fetch would write nothing). No git process is started that the job does not
 //! need: no automatic maintenance after a fetch, no commit-graph or
 //! multi-pack-index verification in a mirror that has neither. Made with the user's git
 //! configuration (their credentials for the URL), like a clone of the URL,
@@ -43,7 +46,7 @@ use tokio::process::Command;
 
 pub(crate) use super::mirror_names::Names;
 use super::remote_config::RemoteConfig;
-use super::{host_git, mirror_state, WorkspaceError};
+use super::{bundle_source, host_git, mirror_state, WorkspaceError};
 use crate::secret::Secret;
 
 /// Where the mirrors live, under the jobs directory.
@@ -136,10 +139,27 @@ where
             "--no-write-fetch-head",
             "origin",
         ];
-        let fetched = git(&dir, url, true, token, &fetch).await;
-        let unchanged = match fetched {
-            Ok(()) => mirror_state::unchanged_names(&dir),
-            Err(_) => None,
+        // A bundle on this host whose header the mirror, unchanged since,
+        // was last fetched from: the fetch would write nothing
+        // (`bundle_source.rs`).
+        let bundle = bundle_source::read(url);
+        let done = bundle.as_ref().and_then(|b| {
+            mirror_state::unchanged(&dir)
+                .filter(|(_, state)| bundle_source::fetched_from(&dir, b, state))
+        });
+        let (fetched, unchanged, ran) = match done {
+            Some((names, _)) => (Ok(()), Some(names), false),
+            None => {
+                bundle_source::forget(&dir);
+                #[cfg(test)]
+                checks::fetch_counted(&dir);
+                let fetched = git(&dir, url, true, token, &fetch).await;
+                let unchanged = match fetched {
+                    Ok(()) => mirror_state::unchanged_names(&dir),
+                    Err(_) => None,
+                };
+                (fetched, unchanged, true)
+            }
         };
         let check = match (fetched.as_ref(), unchanged) {
             // As the last passing check saw it (`mirror_state.rs`): not
@@ -184,7 +204,15 @@ where
                 })?;
             }
             (Err(e), None) => return Err(e),
-            (Ok(()), None) => {}
+            // Fetched from a bundle, the mirror checked (or as its last
+            // passing check saw it): kept for the next job's fetch.
+            (Ok(()), None) => {
+                if let (true, Some(bundle)) = (ran, &bundle) {
+                    if let Some((_, state)) = mirror_state::unchanged(&dir) {
+                        bundle_source::keep(&dir, url, bundle, &state);
+                    }
+                }
+            }
         }
     }
     if !dir.is_dir() {
@@ -414,7 +442,8 @@ pub(crate) fn without_userinfo(text: &str) -> String {
     }
 }
 
-/// How many times each mirror was checked (`broken`), for the tests.
+/// How many times each mirror was checked (`broken`) and fetched into,
+/// for the tests.
 #[cfg(test)]
 pub(super) mod checks {
     use std::collections::HashMap;
@@ -429,6 +458,25 @@ pub(super) mod checks {
                 .entry(dir.to_path_buf())
                 .or_default() += 1;
         }
+    }
+
+    static FETCHES: Mutex<Option<HashMap<PathBuf, usize>>> = Mutex::new(None);
+
+    pub fn fetch_counted(dir: &Path) {
+        if let Ok(mut map) = FETCHES.lock() {
+            *map.get_or_insert_with(HashMap::new)
+                .entry(dir.to_path_buf())
+                .or_default() += 1;
+        }
+    }
+
+    /// How many times the mirror `dir` was fetched into so far.
+    pub fn fetches_of(dir: &Path) -> usize {
+        FETCHES
+            .lock()
+            .ok()
+            .and_then(|map| map.as_ref().and_then(|m| m.get(dir).copied()))
+            .unwrap_or(0)
     }
 
     /// How many times the mirror `dir` was checked so far.
@@ -649,6 +697,86 @@ mod tests {
             (checks::of(&dir) - checks, mirror.remade.is_some(), got),
             (1, true, Ok(()))
         );
+    }
+
+    /// A bundle source's mirror is fetched into while the bundle's refs
+    /// or the mirror changed since its last fetch, not otherwise: made,
+    /// fetched (and checked), then not fetched while nothing changed (a
+    /// bundle rewritten with the same refs included); a bundle with a new
+    /// commit is fetched (its ref in the mirror after), then not; a mirror
+    /// written to is fetched into again.
+    #[tokio::test]
+    async fn a_bundle_sources_mirror_is_fetched_only_when_its_refs_or_the_mirror_changed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        sh(&src, &["init", "-q", "-b", "main"]);
+        let bundle = tmp.path().join("repo.bundle");
+        let commit = |i: usize| {
+            std::fs::write(src.join("f"), format!("{i}\n")).unwrap();
+            sh(&src, &["add", "f"]);
+            sh(&src, &["commit", "-qm", &format!("c{i}")]);
+            let _ = std::fs::remove_file(&bundle);
+            sh(
+                &src,
+                &["bundle", "create", "-q", bundle.to_str().unwrap(), "--all"],
+            );
+        };
+        let head = || {
+            let out = std::process::Command::new("git")
+                .args(["-C", src.to_str().unwrap(), "rev-parse", "main"])
+                .output()
+                .unwrap();
+            String::from_utf8(out.stdout).unwrap().trim().to_string()
+        };
+        commit(0);
+        let jobs = tmp.path().join("jobs");
+        let url = bundle.display().to_string();
+        let dir = dir_of(&jobs, &url);
+        let fetch = || async {
+            drop(fetched(&jobs, &url, None).await.unwrap());
+            let out = std::process::Command::new("git")
+                .args(["--git-dir", dir.to_str().unwrap(), "rev-parse", "main"])
+                .output()
+                .unwrap();
+            let main = String::from_utf8(out.stdout).unwrap().trim().to_string();
+            (checks::fetches_of(&dir), main)
+        };
+        let mut seen = Vec::new();
+        // Made (no fetch), fetched and checked, then left as it is.
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        // The same bundle written again: the same refs.
+        let bytes = std::fs::read(&bundle).unwrap();
+        std::fs::write(&bundle, &bytes).unwrap();
+        seen.push(fetch().await);
+        let first = head();
+        // A new commit: fetched, then not.
+        commit(1);
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        let second = head();
+        // The mirror written to (a ref added): fetched again.
+        sh(&dir, &["update-ref", "refs/heads/written", &second]);
+        seen.push(fetch().await);
+        seen.push(fetch().await);
+        assert_eq!(
+            seen,
+            vec![
+                (0, first.clone()),
+                (1, first.clone()),
+                (1, first.clone()),
+                (1, first.clone()),
+                (2, second.clone()),
+                (2, second.clone()),
+                (3, second.clone()),
+                (3, second.clone()),
+            ]
+        );
+        // The fetch pruned the ref written by hand.
+        assert!(!dir.join("refs/heads/written").exists());
+        assert_ne!(first, second);
     }
 
     #[test]

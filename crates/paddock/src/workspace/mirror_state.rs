@@ -20,13 +20,20 @@
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
+use sha2::Digest as _;
+
 /// The state file, in the mirror's git directory (a name git never uses).
 const CHECKED: &str = "paddock-checked";
 
 /// Files that are no part of the state: the last fetch's heads (a fetch
 /// that changed nothing still writes it unless told not to), the state
 /// file and the names resolved under it (`mirror_names.rs`).
-const LEFT_OUT: &[&str] = &["FETCH_HEAD", CHECKED, super::mirror_names::NAMES];
+const LEFT_OUT: &[&str] = &[
+    "FETCH_HEAD",
+    CHECKED,
+    super::mirror_names::NAMES,
+    super::bundle_source::FETCHED,
+];
 
 /// The most of a kept state read back: a longer one is not taken (the
 /// check runs).
@@ -35,9 +42,17 @@ const MAX_STATE: u64 = 64 << 20;
 /// The names kept for the mirror `dir` (`mirror_names.rs`) when it is as
 /// its last passing check saw it; `None` when it is not.
 pub(super) fn unchanged_names(dir: &Path) -> Option<super::mirror_names::Names> {
+    unchanged(dir).map(|(names, _)| names)
+}
+
+/// [`unchanged_names`] with a digest of the state (SHA-256 of it, hex).
+pub(super) fn unchanged(dir: &Path) -> Option<(super::mirror_names::Names, String)> {
     let kept = crate::own_file::read(&dir.join(CHECKED), MAX_STATE).ok()?;
     let now = state(dir)?;
-    (now == kept).then(|| super::mirror_names::Names::unchanged(dir, &kept))
+    (now == kept).then(|| {
+        let digest = hex::encode(sha2::Sha256::digest(kept.as_bytes()));
+        (super::mirror_names::Names::unchanged(dir, &kept), digest)
+    })
 }
 
 /// Keeps the state of the mirror `dir`, whose check passed; a failure to

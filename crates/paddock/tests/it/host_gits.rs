@@ -1029,3 +1029,78 @@ async fn paddock_publish_holds_its_push_to_the_jobs_profile() {
         )
     );
 }
+
+/// A job on a URL source that is a bundle on this host (as the hello
+/// job's `repo.bundle`) whose refs and mirror are as they were at the
+/// mirror's last fetch starts no fetch (`workspace/bundle_source.rs`):
+/// made (cloned), then fetched and checked, then none; the bundle made
+/// again with a new commit is fetched and the job starts from it; the
+/// next job fetches again (the new base's snapshot, a hard-linked clone
+/// of the mirror, changed the link counts and so the times of the
+/// mirror's files: its state, which its check runs for as before), and
+/// the job after that fetches nothing and starts from the new commit too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_on_an_unchanged_bundle_fetches_nothing() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bundle = home.path().join("repo.bundle");
+    let make_bundle = || {
+        let _ = std::fs::remove_file(&bundle);
+        git(
+            &repo,
+            &["bundle", "create", "-q", bundle.to_str().unwrap(), "--all"],
+        );
+    };
+    make_bundle();
+    let log = home.path().join("gits.log");
+    let bin = logging_git(home.path(), &log);
+    let path = first_on_path(&bin);
+    let seen = home.path().join("seen.log");
+    let work = format!(
+        "printf 'fixed\\n' > fix.txt; if [ -f more.txt ]; then echo moved; else echo base; fi >> '{}'",
+        seen.display()
+    );
+    let spec = stand_in_spec(home.path(), &repo, "process", &finishing(&work));
+    super::results::use_url_source(&spec, &repo, &bundle.display().to_string(), None);
+    let env = [("PATH", path.as_str())];
+    let args = ["run", "--json", spec.to_str().unwrap()];
+    let fetches = || async {
+        let out = home.paddock(&args, &env).await;
+        assert_eq!(
+            record(&out).status,
+            paddock_protocol::JobStatus::Done,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        logged(&log).iter().filter(|g| *g == "fetch").count()
+    };
+    let mut counts = Vec::new();
+    for _ in 0..3 {
+        counts.push(fetches().await);
+    }
+    std::fs::write(repo.join("more.txt"), "more\n").unwrap();
+    git(&repo, &["add", "more.txt"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@u",
+            "commit",
+            "-qm",
+            "more",
+        ],
+    );
+    make_bundle();
+    for _ in 0..3 {
+        counts.push(fetches().await);
+    }
+    assert_eq!(
+        (counts, std::fs::read_to_string(&seen).unwrap()),
+        (
+            vec![0, 1, 0, 1, 1, 0],
+            "base\nbase\nbase\nmoved\nmoved\nmoved\n".to_string()
+        )
+    );
+}
