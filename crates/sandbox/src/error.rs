@@ -89,3 +89,116 @@ pub enum SetupError {
     #[error("change directory to {path}: {source}")]
     Chdir { path: PathBuf, source: Errno },
 }
+
+impl SetupError {
+    /// The helper's exit code for this failure: [`exit::SETUP_SHORT`]
+    /// when the step failed for want of a resource of the host (a process,
+    /// memory, a descriptor, a namespace: what a concurrent job, or another
+    /// user, may be holding), else [`exit::SETUP_FAILED`]. A caller must
+    /// never take a shortage for a host that cannot start a sandbox (an
+    /// `auto` job moved to an unconfined rung because something else held
+    /// the host's processes). `ENOSPC` is not one: from an unshare it is a
+    /// limit on namespaces, this user namespace's or a parent's (which a
+    /// process reads nowhere), and the counts it bounds are this user's
+    /// own, which a sandboxed job cannot add to (seccomp) and another user
+    /// cannot touch.
+    ///
+    /// [`exit::SETUP_SHORT`]: crate::exit::SETUP_SHORT
+    /// [`exit::SETUP_FAILED`]: crate::exit::SETUP_FAILED
+    pub fn exit_code(&self) -> i32 {
+        if self.shortage() {
+            crate::exit::SETUP_SHORT
+        } else {
+            crate::exit::SETUP_FAILED
+        }
+    }
+
+    fn shortage(&self) -> bool {
+        let io = |e: &std::io::Error| e.raw_os_error().map(Errno::from_raw);
+        let errno = match self {
+            SetupError::Scheduling { source, .. }
+            | SetupError::Descriptors { source }
+            | SetupError::Unshare { source, .. }
+            | SetupError::Idmap { source, .. }
+            | SetupError::Signals { source }
+            | SetupError::Loopback { source }
+            | SetupError::Gate { source, .. }
+            | SetupError::Fork { source }
+            | SetupError::Mount { source, .. }
+            | SetupError::MountFlags { source, .. }
+            | SetupError::Link { source, .. }
+            | SetupError::PivotRoot { source }
+            | SetupError::Hostname { source }
+            | SetupError::Rlimit { source, .. }
+            | SetupError::Capabilities { source }
+            | SetupError::NoNewPrivs { source }
+            | SetupError::Session { source }
+            | SetupError::Chdir { source, .. } => Some(*source),
+            SetupError::IdMap { source, .. }
+            | SetupError::Forwarder { source, .. }
+            | SetupError::MountPoint { source, .. }
+            | SetupError::Copy { source, .. }
+            | SetupError::Source { source, .. } => io(source),
+            _ => None,
+        };
+        errno.is_some_and(short)
+    }
+}
+
+/// Whether `errno` says a resource ran out rather than that something is
+/// not allowed or not there.
+fn short(errno: Errno) -> bool {
+    matches!(
+        errno,
+        Errno::EAGAIN | Errno::ENOMEM | Errno::EMFILE | Errno::ENFILE
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::{SETUP_FAILED, SETUP_SHORT};
+
+    /// A step short of a process, memory or descriptors exits
+    /// `SETUP_SHORT`; one refused, absent or unsupported `SETUP_FAILED`.
+    #[test]
+    fn a_shortage_is_told_from_a_refusal() {
+        let unshare = |source| SetupError::Unshare {
+            what: "PID and mount",
+            source,
+        };
+        let copy = |raw| SetupError::Copy {
+            path: PathBuf::from("/etc/hosts"),
+            source: std::io::Error::from_raw_os_error(raw),
+        };
+        let codes = [
+            unshare(Errno::EAGAIN).exit_code(),
+            SetupError::Fork {
+                source: Errno::ENOMEM,
+            }
+            .exit_code(),
+            copy(libc::EMFILE).exit_code(),
+            unshare(Errno::EPERM).exit_code(),
+            unshare(Errno::ENOSPC).exit_code(),
+            unshare(Errno::EINVAL).exit_code(),
+            copy(libc::ENOENT).exit_code(),
+            SetupError::Landlock {
+                detail: "not supported".into(),
+            }
+            .exit_code(),
+        ];
+        assert_eq!(
+            codes,
+            [
+                SETUP_SHORT,
+                SETUP_SHORT,
+                SETUP_SHORT,
+                SETUP_FAILED,
+                SETUP_FAILED,
+                SETUP_FAILED,
+                SETUP_FAILED,
+                SETUP_FAILED
+            ]
+        );
+    }
+}

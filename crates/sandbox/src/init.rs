@@ -56,7 +56,7 @@ fn report(result: Result<i32, SetupError>) -> i32 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("paddock sandbox: {e}");
-            exit::SETUP_FAILED
+            e.exit_code()
         }
     }
 }
@@ -285,7 +285,7 @@ fn stop_run_on_signals(pid1: Pid) -> Result<(), SetupError> {
 fn abandon(pid1: Pid, error: SetupError) -> Result<i32, SetupError> {
     let _ = kill(pid1, Signal::SIGKILL);
     match wait_code(pid1) {
-        exit::SETUP_FAILED => Ok(exit::SETUP_FAILED),
+        code @ (exit::SETUP_FAILED | exit::SETUP_SHORT) => Ok(code),
         _ => Err(error),
     }
 }
@@ -460,7 +460,7 @@ fn pid1(
     }
     if let Err(e) = setup(policy, view, uid, gid, gate) {
         eprintln!("paddock sandbox: {e}");
-        return exit::SETUP_FAILED;
+        return e.exit_code();
     }
     match spawn(policy) {
         Ok(command) => {

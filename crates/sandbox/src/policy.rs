@@ -14,6 +14,12 @@ pub mod exit {
     pub const TIMED_OUT: i32 = 124;
     /// A requested protection could not be set up; the command did not run.
     pub const SETUP_FAILED: i32 = 125;
+    /// A set-up step failed for want of a resource of the host (processes,
+    /// memory, descriptors: `EAGAIN`, `ENOMEM`, `EMFILE`, `ENFILE`), which
+    /// another job or user may be holding; the
+    /// command did not run. Not a host without a sandbox
+    /// ([`SetupError::exit_code`](crate::SetupError::exit_code)).
+    pub const SETUP_SHORT: i32 = 122;
     /// The command exists but could not be executed.
     pub const CANNOT_EXECUTE: i32 = 126;
     /// The command was not found.

@@ -64,6 +64,9 @@ pub struct FakeRung {
     /// Every launch fails in the rung's set-up with these words
     /// (`RungError::SandboxSetup`): nothing runs.
     pub setup_fails: Option<String>,
+    /// That set-up failure is one for want of a resource of the host
+    /// (`RungError::SandboxShort`).
+    pub setup_short: bool,
     /// What [`Rung::probe_afresh`] answers.
     pub afresh: Option<String>,
     /// What of every host profile it cannot enforce.
@@ -141,9 +144,10 @@ impl Rung for FakeRung {
             e.push(std::fs::read_to_string(path).unwrap_or_default());
         }
         if let Some(why) = &self.setup_fails {
-            return Err(RungError::SandboxSetup {
-                job_id: job.job_id.to_string(),
-                why: why.clone(),
+            let (job_id, why) = (job.job_id.to_string(), why.clone());
+            return Err(match self.setup_short {
+                true => RungError::SandboxShort { job_id, why },
+                false => RungError::SandboxSetup { job_id, why },
             });
         }
         let (stdin_w, mut stdin_r) = tokio::io::duplex(64 << 10);

@@ -301,6 +301,17 @@ pub enum RungError {
     /// pipe closed unwritten, its exit 125): nothing of the command ran.
     #[error("the sandbox could not be set up, so nothing ran: {why}")]
     SandboxSetup { job_id: String, why: String },
+    /// The sandbox helper ended in its set-up for want of a resource of
+    /// the host (its exit 122, `paddock_sandbox::exit::SETUP_SHORT`):
+    /// nothing of the command ran, and nothing says this host has no
+    /// sandbox (another job or user may hold what ran out): the job is
+    /// never moved to another rung for it.
+    #[error(
+        "the sandbox could not be set up for want of a resource of this host (processes, \
+         memory or descriptors, which another job or user may be holding), so nothing ran: \
+         {why}"
+    )]
+    SandboxShort { job_id: String, why: String },
     #[error("wait for the sandbox helper: {error}")]
     Wait {
         job_id: String,
@@ -337,9 +348,40 @@ pub fn resolve(
     }
 }
 
+/// What a real start of a sandbox said ([`probe_sandbox_now`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SandboxProbe {
+    /// A sandbox started.
+    Starts,
+    /// This host cannot start one: the helper's error.
+    Cannot(String),
+    /// None started for want of a resource of the host now (the helper's
+    /// set-up short of processes, memory or descriptors:
+    /// `paddock_sandbox::exit::SETUP_SHORT`; the helper killed by a
+    /// signal, or timed out; the helper not started for `EAGAIN`,
+    /// `ENOMEM`, `EMFILE`, `ENFILE`): what a concurrent job or another
+    /// user may be holding, never proof that this host has no sandbox.
+    Short(String),
+}
+
 /// Starts a minimal sandbox with the helper `exe` (the `paddock` binary);
-/// None when it works, else the helper's error.
+/// None when it works, else the helper's error (a shortage's too:
+/// [`probe_sandbox_now`] tells them apart).
 pub fn probe_sandbox(exe: &Path) -> Option<String> {
+    match probe_sandbox_now(exe) {
+        SandboxProbe::Starts => None,
+        SandboxProbe::Cannot(why) => Some(why),
+        SandboxProbe::Short(why) => Some(format!(
+            "{why} (for want of a resource of this host now, not for want of a sandbox)"
+        )),
+    }
+}
+
+/// Starts a minimal sandbox with the helper `exe` (the `paddock` binary),
+/// now: whether it started, could not on this host, or was short of a
+/// resource of the host ([`SandboxProbe`]).
+pub fn probe_sandbox_now(exe: &Path) -> SandboxProbe {
+    use std::os::unix::process::ExitStatusExt as _;
     let policy = Policy {
         argv: vec!["true".into()],
         env: vec![],
@@ -361,12 +403,33 @@ pub fn probe_sandbox(exe: &Path) -> Option<String> {
     };
     let mut cmd = match launch::command(exe, &policy) {
         Ok(c) => c,
-        Err(e) => return Some(e.to_string()),
+        Err(e) => return SandboxProbe::Cannot(e.to_string()),
     };
     match cmd.stdin(Stdio::null()).stdout(Stdio::null()).output() {
-        Ok(out) if out.status.success() => None,
-        Ok(out) => Some(String::from_utf8_lossy(&out.stderr).trim().to_string()),
-        Err(e) => Some(format!("start the helper: {e}")),
+        Ok(out) if out.status.success() => SandboxProbe::Starts,
+        Ok(out) => {
+            let words = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            match (out.status.code(), out.status.signal()) {
+                (Some(paddock_sandbox::exit::SETUP_SHORT), _) => SandboxProbe::Short(words),
+                (Some(paddock_sandbox::exit::TIMED_OUT), _) => SandboxProbe::Short(format!(
+                    "the helper's start of `true` took more than {} s: {words}",
+                    policy.timeout_secs.unwrap_or_default()
+                )),
+                (_, Some(signal)) => {
+                    SandboxProbe::Short(format!("the helper was killed by signal {signal}"))
+                }
+                _ => SandboxProbe::Cannot(words),
+            }
+        }
+        Err(e) => {
+            let why = format!("start the helper: {e}");
+            match e.raw_os_error() {
+                Some(
+                    nix::libc::EAGAIN | nix::libc::ENOMEM | nix::libc::EMFILE | nix::libc::ENFILE,
+                ) => SandboxProbe::Short(why),
+                _ => SandboxProbe::Cannot(why),
+            }
+        }
     }
 }
 

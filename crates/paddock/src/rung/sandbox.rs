@@ -101,8 +101,14 @@ impl SandboxRung {
 
 /// The probe's answer for the helper `exe` (None: a sandbox starts),
 /// from `cache` when it holds a fresh success under this process's key,
-/// else probed, a success kept there.
-fn probe_or_cached(exe: &std::path::Path, cache: Option<&ProbeCache>) -> Option<String> {
+/// else probed, a success kept there; `Err` (why) when the probe was
+/// short of a resource of the host ([`super::SandboxProbe::Short`]),
+/// which answers nothing: a job is neither admitted to nor moved to the
+/// `process` rung for it.
+fn probe_or_cached(
+    exe: &std::path::Path,
+    cache: Option<&ProbeCache>,
+) -> Result<Option<String>, String> {
     let cached = cache.and_then(|cache| match super::probe_cache::key(exe) {
         Ok(key) => Some((cache, key)),
         Err(e) => {
@@ -112,16 +118,31 @@ fn probe_or_cached(exe: &std::path::Path, cache: Option<&ProbeCache>) -> Option<
     });
     if let Some((cache, key)) = &cached {
         if cache.holds(key, std::time::SystemTime::now()) {
-            return None;
+            return Ok(None);
         }
     }
-    let answer = super::probe_sandbox(exe);
+    let answer = match super::probe_sandbox_now(exe) {
+        super::SandboxProbe::Starts => None,
+        super::SandboxProbe::Cannot(why) => Some(why),
+        super::SandboxProbe::Short(why) => return Err(why),
+    };
     if let (None, Some((cache, key))) = (&answer, &cached) {
         if let Err(e) = cache.keep(key, std::time::SystemTime::now()) {
             tracing::warn!(path = %cache.path().display(), error = %e, "keep the sandbox probe's success");
         }
     }
-    answer
+    Ok(answer)
+}
+
+/// A probe short of a resource: said in the log, and taken as no answer
+/// (a sandbox is tried: a job's own launch then fails, never moved).
+fn short(why: String) -> Option<String> {
+    tracing::warn!(
+        why = %why,
+        "the sandbox probe was short of a resource of this host (another job or user may hold \
+         it): not taken as a host without a sandbox"
+    );
+    None
 }
 
 /// The most of the helper's notices read after a command.
@@ -187,9 +208,15 @@ impl Rung for SandboxRung {
         }
         let exe = self.helper_exe.clone();
         let cache = self.probe_cache.clone();
-        let answer = tokio::task::spawn_blocking(move || probe_or_cached(&exe, cache.as_ref()))
-            .await
-            .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")));
+        let answer =
+            match tokio::task::spawn_blocking(move || probe_or_cached(&exe, cache.as_ref()))
+                .await
+                .unwrap_or_else(|e| Ok(Some(format!("the sandbox probe did not finish: {e}"))))
+            {
+                Ok(answer) => answer,
+                // Not kept: the next admission probes again.
+                Err(why) => return short(why),
+            };
         *probed = Some(Probed {
             answer: answer.clone(),
             at: std::time::Instant::now(),
@@ -199,7 +226,9 @@ impl Rung for SandboxRung {
 
     /// A real start, now, whatever this rung or the host directory
     /// kept; its answer is the rung's from now on (a server's later jobs
-    /// are admitted by it), and a success is kept again.
+    /// are admitted by it), and a success is kept again. One short of a
+    /// resource answers none (no move) and keeps none: the next
+    /// admission probes again.
     async fn probe_afresh(&self) -> Option<String> {
         let mut probed = self.probed.lock().await;
         let exe = self.helper_exe.clone();
@@ -211,7 +240,14 @@ impl Rung for SandboxRung {
             probe_or_cached(&exe, cache.as_ref())
         })
         .await
-        .unwrap_or_else(|e| Some(format!("the sandbox probe did not finish: {e}")));
+        .unwrap_or_else(|e| Ok(Some(format!("the sandbox probe did not finish: {e}"))));
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(why) => {
+                *probed = None;
+                return short(why);
+            }
+        };
         *probed = Some(Probed {
             answer: answer.clone(),
             at: std::time::Instant::now(),
@@ -434,6 +470,15 @@ impl EngineProcess for SandboxRun {
             job_id: self.job_id.clone(),
             error,
         })?;
+        // Short of a resource now: the host's kept probe stays (it says
+        // nothing of whether a sandbox starts here), and the job is not
+        // one to move (`RungError::SandboxShort`).
+        if status.code() == Some(paddock_sandbox::exit::SETUP_SHORT) {
+            return Err(RungError::SandboxShort {
+                job_id: self.job_id.clone(),
+                why: self.helper_words().await,
+            });
+        }
         if status.code() != Some(paddock_sandbox::exit::SETUP_FAILED) {
             return Ok(());
         }

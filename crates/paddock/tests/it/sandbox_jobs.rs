@@ -1250,3 +1250,58 @@ async fn a_fresh_probe_replaces_the_rungs_kept_answer() {
     assert!(gone.is_some());
     assert_eq!(rung.probe().await, gone);
 }
+
+/// A sandbox short of processes is no host without a sandbox. The helper
+/// runs as a user allowed one process (`prlimit --nproc=1`), so the clone
+/// of its PID 1 fails with `EAGAIN`, as it does when a concurrent job or
+/// another user holds the host's processes (or its memory or
+/// descriptors): the helper exits `SETUP_SHORT`, the probe says `Short`,
+/// and the rung answers neither `probe` (an `auto` job's admission) nor
+/// `probe_afresh` (its move after a first launch that could not be set
+/// up) with a reason to run the job unconfined; the same helper allowed
+/// processes starts one. Before, both answered the helper's `EAGAIN` as
+/// "this host cannot start a sandbox": the job moved to the `process`
+/// rung, and the next admissions went there too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_short_of_processes_is_no_host_without_a_sandbox() {
+    use paddock::rung::{Rung as _, SandboxProbe};
+    use std::os::unix::fs::PermissionsExt as _;
+    if !sandbox_available() || !root_available("running the sandbox helper as another user") {
+        return;
+    }
+    for tool in ["setpriv", "prlimit"] {
+        if which::which(tool).is_err() {
+            assert!(!in_ci(), "this test needs `{tool}`");
+            eprintln!("skipping: this test needs `{tool}`");
+            return;
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let helper = |name: &str, nproc: &str| {
+        let path = dir.path().join(name);
+        paddock_test_support::script::write_script(
+            &path,
+            &format!(
+                "#!/bin/sh\nexec setpriv --reuid=64127 --regid=64127 --clear-groups -- \
+                 prlimit --nproc={nproc} -- {} \"$@\"\n",
+                paddock_test_support::home::paddock_bin().display()
+            ),
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let (short, allowed) = (helper("short", "1"), helper("allowed", "4096"));
+    let now = paddock::rung::probe_sandbox_now(&short);
+    let rung = paddock::rung::SandboxRung::new(short, None);
+    let answers = (rung.probe().await, rung.probe_afresh().await);
+    assert_eq!(
+        (
+            matches!(&now, SandboxProbe::Short(why) if why.contains("EAGAIN")),
+            answers,
+            paddock::rung::probe_sandbox_now(&allowed),
+        ),
+        (true, (None, None), SandboxProbe::Starts),
+        "{now:?}"
+    );
+}

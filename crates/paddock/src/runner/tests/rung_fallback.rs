@@ -26,6 +26,25 @@ async fn fails_in_set_up(
     isolation: Isolation,
     afresh: Option<&str>,
     profile: Option<&str>,
+) -> Outcome {
+    fails_in_set_up_as(isolation, afresh, profile, false).await
+}
+
+/// What [`fails_in_set_up`] returns.
+type Outcome = (
+    (JobStatus, Option<String>, String),
+    String,
+    Vec<EventBody>,
+    (Vec<String>, Vec<String>),
+);
+
+/// [`fails_in_set_up`], the set-up's failure one for want of a resource
+/// of the host when `short` (`RungError::SandboxShort`).
+async fn fails_in_set_up_as(
+    isolation: Isolation,
+    afresh: Option<&str>,
+    profile: Option<&str>,
+    short: bool,
 ) -> (
     (JobStatus, Option<String>, String),
     String,
@@ -36,6 +55,7 @@ async fn fails_in_set_up(
     let sandbox = Arc::new(FakeRung {
         sandbox: true,
         setup_fails: Some(SETUP.into()),
+        setup_short: short,
         afresh: afresh.map(str::to_string),
         ..FakeRung::new(FakeEngine::default())
     });
@@ -176,6 +196,34 @@ async fn a_job_whose_profile_the_process_rung_cannot_enforce_is_refused_not_move
             Vec::new(),
             1,
             Vec::<String>::new(),
+        )
+    );
+}
+
+/// A first launch that failed for want of a resource of the host (the
+/// helper's exit `SETUP_SHORT`: another job or user holding the host's
+/// processes, memory or descriptors) is never a reason to
+/// move: the job fails on its sandbox, even where a fresh probe says no
+/// sandbox starts (the same shortage can fail the probe). Before the
+/// helper told a shortage apart, it was a set-up failure like any, and
+/// the job moved to the unconfined rung.
+#[tokio::test]
+async fn a_job_short_of_a_resource_is_never_moved() {
+    assert_eq!(
+        fails_in_set_up_as(Isolation::Auto, Some(AFRESH), None, true).await,
+        (
+            (
+                JobStatus::Failed,
+                Some(format!(
+                    "the sandbox could not be set up for want of a resource of this host \
+                     (processes, memory or descriptors, which another job or user may be \
+                     holding), so nothing ran: {SETUP}"
+                )),
+                "sandbox".to_string(),
+            ),
+            "sandbox".to_string(),
+            Vec::new(),
+            (vec!["sandbox".to_string()], Vec::<String>::new()),
         )
     );
 }
