@@ -368,7 +368,9 @@ impl GitHub {
     /// pull request, still this job's closeout and by the account recorded
     /// as its poster; with only its poster recorded (a kill between the
     /// post and the record of its comment, or the post's answer lost), the
-    /// first comment of this job's closeout by that account; with no
+    /// first comment of this job's closeout by that account (none found
+    /// while GitHub's ghost holds one: an error, nothing posted or
+    /// edited); with no
     /// record (a job published before records were kept), the first by the
     /// account that opened the pull request, by id. Only a comment Paddock's
     /// identity wrote is its closeout: anyone may comment on a public
@@ -416,16 +418,36 @@ impl GitHub {
                 Err(e) => Err(e),
             };
         }
-        let Some(author) = poster.or_else(|| pr.author.clone()) else {
+        let Some(author) = poster.clone().or_else(|| pr.author.clone()) else {
             return Ok(None);
         };
         let (posted, _): (Vec<ApiIssueComment>, _) = self
             .list_some("read the pull request's comments", path)
             .await?;
-        Ok(posted
+        let found = posted
             .iter()
             .find(|c| by(c, &author) && holds_ours(c))
-            .map(|c| c.id))
+            .map(|c| c.id);
+        // A poster recorded whose closeout is not found by it: its post
+        // never made one, a reviewer deleted it, or its account was deleted
+        // and the comment is now the ghost's, which an outsider's deleted
+        // copy may be too. The last cannot be told apart: nothing is posted
+        // beside it, nothing edited (as on GitLab).
+        if let (None, Some(_), Some(record)) = (found, &poster, &self.closeout_record) {
+            let ghosts = |c: &ApiIssueComment| c.user.as_ref().is_some_and(|u| u.login == GHOST);
+            if posted.iter().any(|c| ghosts(c) && holds_ours(c)) {
+                return Err(self.record_error(
+                    record,
+                    "tell which comment is the closeout",
+                    std::io::Error::other(
+                        "it names the closeout's poster only (a publish stopped between its post \
+                         and its record), whose comment is not found by it, and GitHub's ghost \
+                         holds one: it may be Paddock's, its account deleted, or a copy",
+                    ),
+                ));
+            }
+        }
+        Ok(found)
     }
 
     /// The error of the closeout record at `path`.

@@ -4926,6 +4926,42 @@ async fn a_github_app_publish_cut_after_its_closeout_on_a_pull_it_did_not_open_k
     );
 }
 
+/// As above, but the account of the cut publish's token deleted before
+/// the next publish: the closeout it posted is GitHub's ghost's, as an
+/// outsider's deleted copy would be. Neither can be told from the other,
+/// so the next publish posts no second closeout and edits none; it fails,
+/// naming the record, as on GitLab. Before, it posted a second closeout
+/// beside the ghost's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_github_publishs_closeout_by_the_ghost_is_neither_doubled_nor_edited() {
+    let home = Home::new();
+    let (mock, first) = github_job_failed_at_its_closeout(&home).await;
+    mock.lose_comment_answers(true);
+    let env = [("PADDOCK_TEST_GH_TOKEN", OTHER_TOKEN)];
+    let args = ["publish", "--json", first.id.as_str()];
+    home.paddock(&args, &env).await;
+    mock.lose_comment_answers(false);
+    mock.delete_user("paddock-bot-2");
+    let comments = mock.comments_by();
+    let out = home.paddock(&args, &env).await;
+    assert_eq!(
+        (
+            comments
+                .iter()
+                .map(|(_, by, _)| by.as_str())
+                .collect::<Vec<_>>(),
+            out.status.code(),
+            record(&out)
+                .reason
+                .is_some_and(|r| r.contains("cannot tell which comment is the closeout")),
+            mock.comments_by() == comments
+        ),
+        (vec!["ghost"], Some(1), true, true),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A GitHub closeout record cut short, or a link: `paddock publish` posts
 /// no closeout beside the one on the pull request and edits none; it
 /// fails, naming the record, until the record is removed.
