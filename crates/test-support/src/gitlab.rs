@@ -2,7 +2,8 @@
 //! (list by `source_branch` and `state`, create, update), their notes
 //! (post, or refused with a 500 while `refuse_notes`, or posted and
 //! answered with a 500 while `lose_note_answers`; list paged as GitLab
-//! pages them: `page`, `per_page`, `Link` and the `X-Next-Page`… headers;
+//! pages them: `page`, `per_page`, `Link` and the `X-Next-Page`… headers,
+//! newest first unless `sort=asc`, as GitLab's default is;
 //! with system notes and line positions; one read, `GET …/notes/:id`;
 //! edit, `PUT …/notes/:id`, as GitLab allows it: by the note's author or a
 //! Maintainer, else 403; a minted token's bot user is named after the
@@ -568,12 +569,17 @@ impl MockGitLab {
             }
             (&Method::GET, ["merge_requests", n, "notes"]) => {
                 let n = iid(n);
-                let notes: Vec<Value> = state
+                let mut notes: Vec<Value> = state
                     .notes
                     .iter()
                     .filter(|(i, _)| *i == n)
                     .map(|(_, v)| v.clone())
                     .collect();
+                // Oldest first with `sort=asc`; GitLab's default is newest
+                // first (notes are kept in the order they were made).
+                if crate::entra::form(query).get("sort").map(String::as_str) != Some("asc") {
+                    notes.reverse();
+                }
                 let url = format!("{}{route}", self.url);
                 let listed: Vec<u64> = notes.iter().filter_map(|v| v["id"].as_u64()).collect();
                 let gone: Vec<u64> = state

@@ -349,7 +349,7 @@ impl GitLab {
             (None, None) => return Ok(None),
         };
         let listed = format!("{path}?sort=asc&order_by=created_at");
-        let (notes, _): (Vec<ApiNote>, _) = self
+        let (notes, cut): (Vec<ApiNote>, _) = self
             .list_some("read the merge request's notes", &listed)
             .await?;
         let found = notes
@@ -359,20 +359,33 @@ impl GitLab {
         // A poster recorded whose closeout is not found by it: its post
         // never made one, a reviewer deleted it, or its user was deleted
         // (a revoked token's bot) and the note is now the ghost's, which
-        // an outsider's deleted copy may be too. The last cannot be told
-        // apart: nothing is posted beside it, nothing edited.
+        // an outsider's deleted copy may be too. The ghost's one note of
+        // this closeout above the newest before the post is the post's
+        // (a copy comes after what it copies, so it would be a second);
+        // otherwise they cannot be told apart: nothing is posted beside
+        // them, nothing edited.
         if let (None, Some(_), Some(path)) = (found, poster, &self.closeout_record) {
-            if notes
+            let ghosts: Vec<u64> = notes
                 .iter()
-                .any(|n| n.author.username == GHOST && holds_ours(n))
-            {
+                .filter(|n| n.author.username == GHOST && holds_ours(n))
+                .map(|n| n.id)
+                .collect();
+            let above: Vec<u64> = match recorded.and_then(|r| r.newest_before) {
+                Some(newest) if !cut => ghosts.iter().copied().filter(|id| *id > newest).collect(),
+                _ => Vec::new(),
+            };
+            if let [posted] = above.as_slice() {
+                return Ok(Some(*posted));
+            }
+            if !ghosts.is_empty() {
                 return Err(self.record_error(
                     path,
                     "tell which note is the closeout",
                     std::io::Error::other(
                         "it names the closeout's poster only (a publish stopped between its post \
                          and its record), whose note is not found by it, and GitLab's ghost user \
-                         holds one: it may be Paddock's, its bot user deleted, or a copy",
+                         holds one that may be Paddock's (its bot user deleted) or a copy, and \
+                         not one alone posted after the newest note the record names",
                     ),
                 ));
             }
@@ -394,17 +407,27 @@ impl GitLab {
     /// job's closeout on merge request `iid`, before the post: a kill
     /// after it leaves the next publish that user to look for. Not
     /// recorded, nothing is posted.
-    async fn record_posting(&self, iid: u64) -> Result<(), ForgeError> {
+    async fn record_posting(&self, iid: u64, notes: &str) -> Result<(), ForgeError> {
         let Some(path) = &self.closeout_record else {
             return Ok(());
         };
         let me: ApiUser = self
             .call("read the token's user", Method::GET, "/user", None)
             .await?;
+        // The newest note now: the post's is above it.
+        let newest: Vec<ApiNote> = self
+            .call(
+                "read the newest note",
+                Method::GET,
+                &format!("{notes}?sort=desc&order_by=created_at&per_page=1"),
+                None,
+            )
+            .await?;
         let record = super::gitlab_closeout::CloseoutNote {
             merge_request: iid,
             note: None,
             poster: Some(me.id),
+            newest_before: Some(newest.first().map_or(0, |n| n.id)),
         };
         super::gitlab_closeout::write(path, record)
             .map_err(|source| self.record_error(path, "write it", source))
@@ -419,6 +442,7 @@ impl GitLab {
                 merge_request: iid,
                 note: Some(note.id),
                 poster: Some(note.author.id),
+                newest_before: None,
             };
             let _ = super::gitlab_closeout::write(path, record);
         }
@@ -566,7 +590,7 @@ impl Forge for GitLab {
                 }
             }
         }
-        self.record_posting(mr.number).await?;
+        self.record_posting(mr.number, &path).await?;
         let note: ApiNote = self
             .call(
                 "post the closeout",

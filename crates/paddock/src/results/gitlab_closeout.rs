@@ -13,7 +13,15 @@
 //! post it (the publish's token's bot user, by id, asked of `GET /user`):
 //! a publish killed between the post and the record of its note (or whose
 //! post's answer was lost) leaves that, and the next publish edits the
-//! closeout that user posted instead of posting a second. Each record is
+//! closeout that user posted instead of posting a second. With it, the
+//! newest note's id on the merge request just before the post: when that
+//! user is gone by the next publish (the reaper revokes a killed
+//! publish's token, and GitLab deletes its bot user, its notes then the
+//! ghost's), the closeout it posted is the ghost's note of this job's
+//! closeout above that id, taken when it is the only one (an outsider's
+//! deleted copy would be a second: a copy comes after what it copies);
+//! with two or more, or notes past the bound read, nothing is posted or
+//! edited and the publish fails as before. Each record is
 //! written whole or not at all (a new file renamed over the old:
 //! `own_file::replace`), never through a link.
 //!
@@ -48,6 +56,11 @@ pub struct CloseoutNote {
     /// The id of the user who posted it (or is about to).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poster: Option<u64>,
+    /// The newest note's id on the merge request just before the post (0:
+    /// none), recorded with the poster: GitLab's note ids only grow, so
+    /// the note the post made is above it (module text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_before: Option<u64>,
 }
 
 impl super::closeout_record::Record for CloseoutNote {
@@ -80,6 +93,7 @@ mod tests {
             merge_request,
             note: Some(note),
             poster: Some(7),
+            newest_before: None,
         }
     }
 
@@ -138,7 +152,8 @@ mod tests {
                     Ok(Some(CloseoutNote {
                         merge_request: 3,
                         note: Some(9),
-                        poster: None
+                        poster: None,
+                        newest_before: None,
                     })),
                     Ok(Some(note(3, 1)))
                 ],

@@ -3190,6 +3190,7 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
             ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=all".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests".to_string(), job.clone()),
             ("GET /user".to_string(), job.clone()),
+            ("GET /projects/acme%2Fwidgets/merge_requests/1/notes?sort=desc&order_by=created_at&per_page=1".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests/1/notes".to_string(), job.clone()),
             ("DELETE /projects/acme%2Fwidgets/access_tokens/70".to_string(), host.clone()),
         ]
@@ -4475,33 +4476,112 @@ async fn a_gitlab_publish_killed_after_posting_its_closeout_keeps_one() {
 }
 
 /// As above, but the killed publish's bot user deleted before the next
-/// publish (its token revoked): the closeout it posted is GitLab's ghost's,
-/// as an outsider's deleted copy would be. Neither can be told from the
-/// other, so the next publish posts no second closeout and edits none; it
-/// fails, naming the record.
+/// publish (its token revoked, as the reaper revokes a killed publish's):
+/// the closeout it posted is GitLab's ghost's, as an outsider's deleted
+/// copy would be. The record names the newest note before the post, and
+/// the ghost's one note of the closeout above it is the post's: the next
+/// publish edits it (no second closeout) and records it, and the one
+/// after edits it again. With a copy by an outsider who then deleted
+/// their account there are two such notes, or with a record written
+/// before the newest note was kept, none can be told: nothing is posted
+/// or edited, and the publish fails naming the record. Before, the first
+/// case failed too, and every publish after it until the record was
+/// removed by hand.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_killed_gitlab_publishs_closeout_by_the_ghost_is_neither_doubled_nor_edited() {
-    let home = Home::new();
-    let (mock, _server, first) = gitlab_job_failed_at_its_closeout(&home).await;
-    mock.lose_note_answers(true);
+async fn a_killed_gitlab_publishs_closeout_by_the_ghost_is_edited_never_doubled() {
     let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
+    let ghost = paddock_test_support::gitlab::GHOST.to_string();
+    // A job whose publish was cut after its post (its answer lost), its
+    // bot user deleted since; `copy`: an outsider's copy of the closeout
+    // posted meanwhile, its author deleted too; `older`: the record as a
+    // Paddock before the newest note was kept wrote it.
+    let cut = |copy: bool, older: bool| async move {
+        let home = Home::new();
+        let (mock, server, first) = gitlab_job_failed_at_its_closeout(&home).await;
+        // Notes before the post (a reviewer's), below the newest it names.
+        mock.seed_notes(1, "reviewer", 2);
+        mock.lose_note_answers(true);
+        let args = ["publish", "--json", first.id.as_str()];
+        home.paddock(&args, &env).await;
+        mock.lose_note_answers(false);
+        let record_path = home
+            .data()
+            .join("artifacts")
+            .join(&first.id)
+            .join(".gitlab-closeout.json");
+        let kept: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
+        if copy {
+            let posted = mock.notes().last().unwrap().2.clone();
+            mock.seed_note(1, "outsider", &posted, None, false);
+            mock.delete_user("outsider");
+        }
+        if older {
+            let mut older = kept.clone();
+            older.as_object_mut().unwrap().remove("newest_before");
+            std::fs::write(&record_path, older.to_string()).unwrap();
+        }
+        mock.delete_user(&mock.bots()[1]);
+        (home, mock, server, first, kept)
+    };
+
+    let (home, mock, _server, first, kept) = cut(false, false).await;
     let args = ["publish", "--json", first.id.as_str()];
-    home.paddock(&args, &env).await;
-    mock.lose_note_answers(false);
-    mock.delete_user(&mock.bots()[1]);
-    let notes = mock.notes();
-    let out = home.paddock(&args, &env).await;
+    let before: Vec<(String, bool)> = mock
+        .notes()
+        .into_iter()
+        .map(|n| (n.1, n.2.contains(&first.id)))
+        .collect();
+    let ids = mock.note_ids();
+    let edited = home.paddock(&args, &env).await;
+    let again = home.paddock(&args, &env).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (
-            notes.len(),
-            out.status.code(),
-            record(&out)
-                .reason
-                .is_some_and(|r| r.contains("cannot tell which note is the closeout")),
-            mock.notes() == notes
+            kept["newest_before"].as_u64(),
+            before,
+            [&edited, &again].map(|o| (o.status.code(), record(o).status)),
+            mock.note_ids(),
+            mock.notes().last().map(|n| (n.1.clone(), n.2.clone())),
         ),
-        (1, Some(1), true, true)
+        (
+            Some(ids[1]),
+            vec![
+                ("reviewer".to_string(), false),
+                ("reviewer".to_string(), false),
+                (ghost.clone(), true)
+            ],
+            [(Some(0), paddock_protocol::JobStatus::Done); 2],
+            ids.clone(),
+            Some((ghost.clone(), closeout)),
+        )
     );
+
+    for (copy, older) in [(true, false), (false, true)] {
+        let (home, mock, _server, first, _) = cut(copy, older).await;
+        let notes = mock.notes();
+        let out = home
+            .paddock(&["publish", "--json", first.id.as_str()], &env)
+            .await;
+        assert_eq!(
+            (
+                notes.len(),
+                out.status.code(),
+                record(&out)
+                    .reason
+                    .is_some_and(|r| r.contains("cannot tell which note is the closeout")),
+                mock.notes() == notes
+            ),
+            (if copy { 4 } else { 3 }, Some(1), true, true),
+            "copy {copy}, older {older}"
+        );
+    }
 }
 
 /// A GitLab closeout record cut short (a kill mid-write of a Paddock that
