@@ -372,8 +372,10 @@ impl EventFacts {
 
     /// Takes in the job's next event.
     pub fn add(&mut self, event: &AgentEvent) {
-        if self.session.is_none() {
-            self.session = session(event);
+        // The last said: a job moved to another rung at its first launch
+        // decides again there (`runner/rung_fallback.rs`).
+        if let Some(said) = session(event) {
+            self.session = Some(said);
         }
         if self.publishing {
             return;

@@ -10,8 +10,10 @@
 //! for that rung (a refusal fails the job, saying why it was moved), its
 //! record's rung, a `policy` event (`isolation`) saying why, the sandbox's
 //! placeholders removed from the work tree and the context's
-//! `.paddock/environment.json` written for the new rung; then the engine's
-//! part starts again (`mod.rs`'s `phases`). When a sandbox starts, the
+//! `.paddock/environment.json` written for the new rung, a next attempt's
+//! engine session resumed or forked as the new rung decides (a session is
+//! resumed only on the rung it was made on: `Continuation::decide`); then
+//! the engine's part starts again (`mod.rs`'s `phases`). When a sandbox starts, the
 //! failure was this job's own (a cap its host profile asks for that the
 //! host cannot apply, say): it fails, never moved to an unconfined rung.
 
@@ -21,6 +23,7 @@ use super::emit::Emitter;
 use super::provision::Provisioned;
 use super::{Job, LaunchFailure};
 use crate::policy::{JobPolicy, JobPolicyError};
+use crate::session::Continuation;
 
 /// Whether the job moved.
 pub(super) enum Moved {
@@ -78,6 +81,23 @@ pub(super) async fn fall_back(
     job.spec = spec;
     job.policy = policy;
     job.rung = process;
+    // A next attempt resumes its prior attempt's engine session only on
+    // the rung that session was made on: asked again for the new rung
+    // (the engine's part starts over, restoring or forking by this).
+    if let Some(continuation) = &job.continuation {
+        let can_resume = crate::engines::adapter(job.spec.engine.kind)
+            .capabilities()
+            .resume;
+        job.continuation = Some(Continuation::decide(
+            continuation.prior().clone(),
+            (
+                job.spec.engine.kind.as_str(),
+                job.spec.engine.model.as_str(),
+                Isolation::Process.as_str(),
+            ),
+            can_resume,
+        ));
+    }
     job.record.isolation = Isolation::Process.as_str().to_string();
     em.store.finish_job(&job.record, JobStatus::Running).await?;
     prov.early_patch.release_placeholders();

@@ -613,12 +613,14 @@ async fn an_auto_job_moves_to_process_when_its_kept_sandbox_no_longer_starts() {
         .unwrap();
     assert!(chown.success());
     let ns = NestedUserns::new().await;
-    let run = |spec: std::path::PathBuf| {
+    let run_after = |spec: std::path::PathBuf, after: Option<String>| {
         let (home, ns) = (&home, &ns);
         async move {
-            let out = ns
-                .paddock(home, &["run", "--json", spec.to_str().unwrap()])
-                .await;
+            let mut args = vec!["run", "--json", spec.to_str().unwrap()];
+            if let Some(after) = &after {
+                args.extend(["--attempt-after", after.as_str()]);
+            }
+            let out = ns.paddock(home, &args).await;
             let rec = record(&out);
             let policy: Vec<paddock_protocol::EventBody> = home
                 .event_bodies(&rec.id)
@@ -626,20 +628,38 @@ async fn an_auto_job_moves_to_process_when_its_kept_sandbox_no_longer_starts() {
                 .into_iter()
                 .filter(|b| matches!(b, paddock_protocol::EventBody::Policy { .. }))
                 .collect();
-            (rec.isolation, rec.status, rec.reason, policy)
+            (rec.id, (rec.isolation, rec.status, rec.reason, policy))
         }
     };
+    let run = |spec: std::path::PathBuf| async { run_after(spec, None).await.1 };
 
-    assert_eq!(
-        run(spec.clone()).await,
-        ("sandbox".into(), JobStatus::Done, None, vec![])
-    );
+    let (first, ran) = run_after(spec.clone(), None).await;
+    assert_eq!(ran, ("sandbox".into(), JobStatus::Done, None, vec![]));
     let (key, at) = probe_record(&home).unwrap();
 
+    // The next attempt after it, moved: its engine session is decided
+    // for the rung it runs on (a session is resumed only on the rung it
+    // was made on), and its closeout says the last word.
     ns.limit_outer(0).await;
     let unshare = "unshare the user and UTS namespaces: ENOSPC: No space left on device";
+    let (moved, ran) = run_after(spec.clone(), Some(first.clone())).await;
+    let closeout = home.store().await.closeout(&moved).await.unwrap().unwrap();
+    let forked = format!(
+        "a new session, not attempt 1's (job {first}): the rung changed (sandbox → process)"
+    );
     assert_eq!(
-        run(spec.clone()).await,
+        (
+            home.session_statuses(&moved).await.last().cloned(),
+            closeout.contains(&format!("Engine session forked: {forked}.")),
+        ),
+        (
+            Some((paddock_protocol::Phase::SessionForked, Some(forked.clone()))),
+            true
+        ),
+        "{closeout}"
+    );
+    assert_eq!(
+        ran,
         (
             "process".into(),
             JobStatus::Done,
