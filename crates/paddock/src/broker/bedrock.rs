@@ -408,28 +408,12 @@ pub fn parse_path(path: &str) -> Option<(String, String)> {
     }
 }
 
-/// A percent-encoded model id decoded (`%3A` → `:`).
+/// A percent-encoded model id decoded (`%3A` → `:`; an escape that is not
+/// one is kept as it is).
 pub fn decode_model(model: &str) -> String {
-    let bytes = model.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(model)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// A model id percent-encoded for a path segment: all but `A-Z a-z 0-9 - _ . ~`.
