@@ -29,7 +29,10 @@
 //! the bundle in place with the same header changes nothing a fetch would
 //! do), and the record is read and written as `own_file` reads and writes
 //! one (no link followed, bounded). Only a bundle: no other source's refs
-//! are known without asking it, which is the fetch itself.
+//! are known without asking it, which is the fetch itself. Only with
+//! overlay workspaces (root): a workspace cloned from the mirror
+//! hard-links its files, which (and whose removal) changes their link
+//! counts and times, the mirror's state, so each such job fetches.
 
 use std::io::Read as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};

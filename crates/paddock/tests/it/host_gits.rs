@@ -1039,6 +1039,10 @@ async fn paddock_publish_holds_its_push_to_the_jobs_profile() {
 /// of the mirror, changed the link counts and so the times of the
 /// mirror's files: its state, which its check runs for as before), and
 /// the job after that fetches nothing and starts from the new commit too.
+/// That is the overlay layout (root). Where the workspace is a clone of
+/// the mirror (not root: no overlay), each job's hard-linked clone, and
+/// its removal, change the link counts and times of the mirror's files,
+/// so every job after the first fetches, as before the cut.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_on_an_unchanged_bundle_fetches_nothing() {
     let home = Home::new();
@@ -1096,10 +1100,15 @@ async fn a_job_on_an_unchanged_bundle_fetches_nothing() {
     for _ in 0..3 {
         counts.push(fetches().await);
     }
+    let overlay = nix::unistd::geteuid().is_root();
     assert_eq!(
         (counts, std::fs::read_to_string(&seen).unwrap()),
         (
-            vec![0, 1, 0, 1, 1, 0],
+            if overlay {
+                vec![0, 1, 0, 1, 1, 0]
+            } else {
+                vec![0, 1, 1, 1, 1, 1]
+            },
             "base\nbase\nbase\nmoved\nmoved\nmoved\n".to_string()
         )
     );
