@@ -24,6 +24,24 @@ fn first_on_path(bin: &Path) -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// A commit adding `more.txt` to `repo`.
+fn commit_more(repo: &Path) {
+    std::fs::write(repo.join("more.txt"), "more\n").unwrap();
+    git(repo, &["add", "more.txt"]);
+    git(
+        repo,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@u",
+            "commit",
+            "-qm",
+            "more",
+        ],
+    );
+}
+
 /// A directory with a `git` that appends its subcommand (its first
 /// argument that is no option, skipping `-C DIR`, `-c SETTING` and
 /// `--git-dir DIR`) to
@@ -274,20 +292,7 @@ async fn a_job_on_an_unchanged_mirror_reads_no_base_with_git() {
     let first_gits = logged(&log);
     let second_unchanged = run().await;
     let second_gits = logged(&log);
-    std::fs::write(repo.join("more.txt"), "more\n").unwrap();
-    git(&repo, &["add", "more.txt"]);
-    git(
-        &repo,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=u@u",
-            "commit",
-            "-qm",
-            "more",
-        ],
-    );
+    commit_more(&repo);
     let after_commit = run().await;
     let after_gits = logged(&log);
     let mirror_rev_parse = |gits: &[String]| gits.iter().filter(|g| *g == "rev-parse").count();
@@ -1082,20 +1087,7 @@ async fn a_job_on_an_unchanged_bundle_fetches_nothing() {
     for _ in 0..3 {
         counts.push(fetches().await);
     }
-    std::fs::write(repo.join("more.txt"), "more\n").unwrap();
-    git(&repo, &["add", "more.txt"]);
-    git(
-        &repo,
-        &[
-            "-c",
-            "user.name=u",
-            "-c",
-            "user.email=u@u",
-            "commit",
-            "-qm",
-            "more",
-        ],
-    );
+    commit_more(&repo);
     make_bundle();
     for _ in 0..3 {
         counts.push(fetches().await);
