@@ -89,6 +89,36 @@ impl SandboxRung {
         }
     }
 
+    /// A probe now (past the host directory's kept success when
+    /// `afresh`, which it then forgets), its answer the rung's from now
+    /// on; one short of a resource answers none and is not kept (the
+    /// next admission probes again).
+    async fn ask(&self, probed: &mut Option<Probed>, afresh: bool) -> Option<String> {
+        let exe = self.helper_exe.clone();
+        let cache = self.probe_cache.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            if let (true, Some(cache)) = (afresh, &cache) {
+                cache.forget();
+            }
+            probe_or_cached(&exe, cache.as_ref())
+        })
+        .await
+        .unwrap_or_else(|e| Ok(Some(format!("the sandbox probe did not finish: {e}"))));
+        match answer {
+            Ok(answer) => {
+                *probed = Some(Probed {
+                    answer: answer.clone(),
+                    at: std::time::Instant::now(),
+                });
+                answer
+            }
+            Err(why) => {
+                *probed = None;
+                short(why)
+            }
+        }
+    }
+
     /// This rung taking its probe's answer from `cache` where it holds a
     /// fresh success of this host, and keeping its own success there.
     pub fn with_probe_cache(self, cache: ProbeCache) -> SandboxRung {
@@ -206,22 +236,7 @@ impl Rung for SandboxRung {
                 return answer.clone();
             }
         }
-        let exe = self.helper_exe.clone();
-        let cache = self.probe_cache.clone();
-        let answer =
-            match tokio::task::spawn_blocking(move || probe_or_cached(&exe, cache.as_ref()))
-                .await
-                .unwrap_or_else(|e| Ok(Some(format!("the sandbox probe did not finish: {e}"))))
-            {
-                Ok(answer) => answer,
-                // Not kept: the next admission probes again.
-                Err(why) => return short(why),
-            };
-        *probed = Some(Probed {
-            answer: answer.clone(),
-            at: std::time::Instant::now(),
-        });
-        answer
+        self.ask(&mut probed, false).await
     }
 
     /// A real start, now, whatever this rung or the host directory
@@ -231,28 +246,7 @@ impl Rung for SandboxRung {
     /// admission probes again.
     async fn probe_afresh(&self) -> Option<String> {
         let mut probed = self.probed.lock().await;
-        let exe = self.helper_exe.clone();
-        let cache = self.probe_cache.clone();
-        let answer = tokio::task::spawn_blocking(move || {
-            if let Some(cache) = &cache {
-                cache.forget();
-            }
-            probe_or_cached(&exe, cache.as_ref())
-        })
-        .await
-        .unwrap_or_else(|e| Ok(Some(format!("the sandbox probe did not finish: {e}"))));
-        let answer = match answer {
-            Ok(answer) => answer,
-            Err(why) => {
-                *probed = None;
-                return short(why);
-            }
-        };
-        *probed = Some(Probed {
-            answer: answer.clone(),
-            at: std::time::Instant::now(),
-        });
-        answer
+        self.ask(&mut probed, true).await
     }
 
     /// cgroup caps (docs/sandbox.md): a host that cannot apply them
