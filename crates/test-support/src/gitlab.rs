@@ -353,6 +353,34 @@ impl MockGitLab {
         self.developer.store(true, Ordering::SeqCst);
     }
 
+    /// Opens a merge request from `source` into `target` as the user
+    /// `username` (a person, not a token's bot user), as GitLab would; its
+    /// iid.
+    pub fn open_merge_request_as(&self, username: &str, source: &str, target: &str) -> u64 {
+        let mut state = self.state.lock().unwrap();
+        let iid = state.merge_requests.len() as u64 + 1;
+        let mr = json!({
+            "id": 9000 + iid,
+            "iid": iid,
+            "project_id": 42,
+            "title": "Opened by hand",
+            "description": "",
+            "state": "opened",
+            "source_branch": source,
+            "target_branch": target,
+            "labels": [],
+            "draft": false,
+            "work_in_progress": false,
+            "merge_when_pipeline_succeeds": false,
+            "merge_status": "checking",
+            "author": {"id": user_id(&mut state, username), "username": username, "name": username},
+            "web_url": format!("https://gitlab.example/{}/-/merge_requests/{iid}", self.project_path),
+            "created_at": "2026-01-01T00:00:00.000Z",
+        });
+        state.merge_requests.push(mr);
+        iid
+    }
+
     /// Ends the merge request `iid` as a reviewer would: `merged` or
     /// `closed`.
     pub fn end_merge_request(&self, iid: u64, ended: &str) {

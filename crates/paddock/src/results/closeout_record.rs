@@ -32,6 +32,16 @@ pub trait Record: Serialize + DeserializeOwned {
 /// cannot be read whole as a record (a link, a FIFO, too long, cut short,
 /// not JSON, naming neither a closeout nor a poster).
 pub fn read<R: Record>(path: &Path, number: u64) -> std::io::Result<Option<R>> {
+    Ok(read_any::<R>(path)?.filter(|r| r.proposal() == number))
+}
+
+/// The record at `path`, whichever pull or merge request it names
+/// (`Ok(None)` when there is none; errors as [`read`]'s). One for another
+/// pull or merge request than the publish's says that the job's closeout
+/// was posted there, by its poster, and that every closeout of the job
+/// is recorded: none is looked for by who opened the publish's, which
+/// may be anyone (`github.rs`, `gitlab.rs`).
+pub fn read_any<R: Record>(path: &Path) -> std::io::Result<Option<R>> {
     let text = match crate::own_file::read(path, MAX_BYTES) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -45,7 +55,7 @@ pub fn read<R: Record>(path: &Path, number: u64) -> std::io::Result<Option<R>> {
             format!("names neither a {} nor its poster", R::CLOSEOUT),
         ));
     }
-    Ok((record.proposal() == number).then_some(record))
+    Ok(Some(record))
 }
 
 /// Records `record` at `path`, whole or not at all, never through a link

@@ -386,11 +386,12 @@ impl GitHub {
         pr: &PullRequest,
         job: &str,
     ) -> Result<Option<u64>, ForgeError> {
-        let recorded = match &self.closeout_record {
-            Some(p) => super::github_closeout::read(p, pr.number)
+        let kept = match &self.closeout_record {
+            Some(p) => super::github_closeout::read_any(p)
                 .map_err(|source| self.record_error(p, "read it", source))?,
             None => None,
         };
+        let recorded = kept.filter(|r| r.pull_request == pr.number);
         let holds_ours = |c: &ApiIssueComment| super::closeout::job_of(&c.body) == Some(job);
         let by = |c: &ApiIssueComment, account: &str| {
             c.user
@@ -418,7 +419,18 @@ impl GitHub {
                 Err(e) => Err(e),
             };
         }
-        let Some(author) = poster.clone().or_else(|| pr.author.clone()) else {
+        // A record for another pull request: the job's closeout went
+        // there, and every closeout of this job is recorded, so the one on
+        // this pull request, if any, is by the account that posted that
+        // one; never by this one's opener, which may be anyone (who
+        // reopened the job's branch as a pull request of their own, a copy
+        // of the closeout on it). With no record at all (a job published
+        // before records were kept), the opener's.
+        let author = match kept.filter(|r| r.pull_request != pr.number) {
+            Some(elsewhere) => elsewhere.poster.map(|p| p.to_string()),
+            None => poster.clone().or_else(|| pr.author.clone()),
+        };
+        let Some(author) = author else {
             return Ok(None);
         };
         let (posted, _): (Vec<ApiIssueComment>, _) = self

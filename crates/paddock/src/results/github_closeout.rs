@@ -26,8 +26,13 @@
 //! only a comment of this job's pull request (the number must be the one
 //! the publish found, and the comment's own `issue_url` must name it), and
 //! only one holding this job's closeout, by the account recorded, is
-//! edited. A record missing, or for another pull request, is as none: the
-//! closeout is looked for by the opener's id (`github.rs`). A record there
+//! edited. A record
+//! missing (a job published before records were kept) has the closeout
+//! looked for by the opener's id (`github.rs`); one for another pull request
+//! (the job's closeout went there: its branch's pull request was
+//! ended and opened again) by its poster's, never the opener's, who
+//! may be anyone (a copy of the closeout in their comment was edited into
+//! Paddock's and recorded as it). A record there
 //! but not read whole (a link, a FIFO, cut short, not a record) fails the
 //! closeout: neither a closeout posted beside the one it may name nor a
 //! comment edited.
@@ -66,6 +71,12 @@ impl super::closeout_record::Record for CloseoutComment {
 /// The record at `path` for pull request `number` (`closeout_record::read`).
 pub fn read(path: &Path, number: u64) -> std::io::Result<Option<CloseoutComment>> {
     super::closeout_record::read(path, number)
+}
+
+/// The record at `path` whichever pull or merge request it names
+/// (`closeout_record::read_any`).
+pub fn read_any(path: &Path) -> std::io::Result<Option<CloseoutComment>> {
+    super::closeout_record::read_any(path)
 }
 
 /// Records `record` at `path` (`closeout_record::write`).

@@ -318,11 +318,12 @@ impl GitLab {
         mr: &PullRequest,
         job: &str,
     ) -> Result<Option<u64>, ForgeError> {
-        let recorded = match &self.closeout_record {
-            Some(p) => super::gitlab_closeout::read(p, mr.number)
+        let kept = match &self.closeout_record {
+            Some(p) => super::gitlab_closeout::read_any(p)
                 .map_err(|source| self.record_error(p, "read it", source))?,
             None => None,
         };
+        let recorded = kept.filter(|r| r.merge_request == mr.number);
         let holds_ours = |n: &ApiNote| !n.system && super::closeout::job_of(&n.body) == Some(job);
         if let Some(id) = recorded.and_then(|r| r.note) {
             // Its author is not checked: GitLab gives a deleted user's
@@ -343,10 +344,22 @@ impl GitLab {
             };
         }
         let poster = recorded.and_then(|r| r.poster);
-        let author = match (poster, &mr.author) {
-            (Some(poster), _) => poster.to_string(),
-            (None, Some(author)) => author.clone(),
-            (None, None) => return Ok(None),
+        // A record for another merge request: the job's closeout went
+        // there, and every post is recorded before it is made, so none of
+        // this job's is on this one unless by that record's poster; never
+        // looked for by this one's opener, which may be anyone (who
+        // opened the job's branch as a merge request of their own again, a
+        // copy of the closeout on it). With no record at all (a job
+        // published before records were kept), the opener's.
+        let elsewhere = kept.filter(|r| r.merge_request != mr.number);
+        let author = match (poster, elsewhere, &mr.author) {
+            (Some(poster), _, _) => poster.to_string(),
+            (None, Some(elsewhere), _) => match elsewhere.poster {
+                Some(poster) => poster.to_string(),
+                None => return Ok(None),
+            },
+            (None, None, Some(author)) => author.clone(),
+            (None, None, None) => return Ok(None),
         };
         let listed = format!("{path}?sort=asc&order_by=created_at");
         let (notes, cut): (Vec<ApiNote>, _) = self

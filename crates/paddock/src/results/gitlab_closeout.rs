@@ -31,8 +31,12 @@
 //! only a note of this job's merge request (the iid must be the one the
 //! publish found, the path is the spec's project), and only one holding
 //! this job's closeout and by the user recorded is edited. A record
-//! missing, or for another merge request, is as none: the closeout is
-//! looked for by the opener's id (`gitlab.rs`). A record there but not
+//! missing (a job published before records were kept) has the closeout
+//! looked for by the opener's id (`gitlab.rs`); one for another merge request
+//! (the job's closeout went there: its branch's merge request was
+//! ended and opened again) by its poster's, never the opener's, who
+//! may be anyone (a copy of the closeout in their note was edited into
+//! Paddock's and recorded as it). A record there but not
 //! read whole (a link, a FIFO, cut short, not a record) fails the
 //! closeout: neither a closeout posted beside the one it may name nor a
 //! note edited.
@@ -76,6 +80,12 @@ impl super::closeout_record::Record for CloseoutNote {
 /// The record at `path` for merge request `number` (`closeout_record::read`).
 pub fn read(path: &Path, number: u64) -> std::io::Result<Option<CloseoutNote>> {
     super::closeout_record::read(path, number)
+}
+
+/// The record at `path` whichever pull or merge request it names
+/// (`closeout_record::read_any`).
+pub fn read_any(path: &Path) -> std::io::Result<Option<CloseoutNote>> {
+    super::closeout_record::read_any(path)
 }
 
 /// Records `record` at `path` (`closeout_record::write`).

@@ -5006,6 +5006,123 @@ async fn a_github_app_publish_cut_after_its_closeout_on_a_pull_it_did_not_open_k
     );
 }
 
+/// A forge user's pull request for the job's branch, the job's closeout
+/// posted there; the user closes it, opens another for the same branch
+/// and comments a copy of the closeout on it (the job's id is in the
+/// first); `paddock publish` again. The record names the first pull
+/// request, so this publish's closeout was never posted on the second:
+/// Paddock posts its own there and leaves the copy as its author wrote
+/// it. Before, a record for another pull request read as none and the
+/// closeout was looked for by the second's opener, the forge user: their
+/// copy was edited into Paddock's closeout (by a token that may edit
+/// anyone's comment) and recorded as it, theirs to rewrite from then on,
+/// and none of Paddock's was posted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closeout_copy_on_a_pull_its_opener_opened_again_is_never_taken_for_paddocks() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let first_pull = mock.open_pull_as("alice", "paddock/T-1/1", "main");
+    let first = run_with_token(&home, &spec).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    mock.end_pull(first_pull, false);
+    let second_pull = mock.open_pull_as("alice", "paddock/T-1/1", "main");
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    let theirs = mock.comment_as(second_pull, "alice", &forged);
+    let args = ["publish", "--json", first.id.as_str()];
+    let out = home
+        .paddock(&args, &[("PADDOCK_TEST_GH_TOKEN", TOKEN)])
+        .await;
+    let now = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let bot = "paddock-bot".to_string();
+    assert_eq!(
+        (
+            (first.status, first_pull, second_pull, theirs),
+            (out.status.code(), record(&out).status),
+            mock.comments(),
+            mock.comments_by(),
+        ),
+        (
+            (paddock_protocol::JobStatus::Done, 1, 2, 2),
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![(1, closeout.clone()), (2, forged.clone()), (2, now.clone())],
+            vec![
+                (1, bot.clone(), closeout),
+                (2, "alice".to_string(), forged),
+                (3, bot, now)
+            ],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// As `a_closeout_copy_on_a_pull_its_opener_opened_again_is_never_taken_for_paddocks`,
+/// on GitLab: alice's merge request for the job's branch gets the job's
+/// closeout; she closes it, opens another for the branch and adds a copy
+/// of the closeout to it; `paddock publish` again posts Paddock's
+/// closeout there and leaves her copy as she wrote it. Before, her copy
+/// was edited into the closeout with the host-held Maintainer's token and
+/// none was posted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_closeout_copy_on_a_merge_request_its_opener_opened_again_is_never_taken_for_paddocks() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let first_mr = mock.open_merge_request_as("alice", "paddock/T-1/1", "main");
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let store = home.store().await;
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    mock.end_merge_request(first_mr, "closed");
+    let second_mr = mock.open_merge_request_as("alice", "paddock/T-1/1", "main");
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    mock.seed_note_named(second_mr, ("alice", "alice"), &forged);
+    let args = ["publish", "--json", first.id.as_str()];
+    let out = home
+        .paddock(&args, &[("PADDOCK_TEST_GL_TOKEN", TOKEN)])
+        .await;
+    let now = store.closeout(&first.id).await.unwrap().unwrap();
+    let seen: Vec<(u64, bool, bool, bool)> = mock
+        .notes()
+        .into_iter()
+        .map(|(iid, author, body)| (iid, author == "alice", body == now, body == forged))
+        .collect();
+    assert_eq!(
+        (
+            (first.status, first_mr, second_mr),
+            (out.status.code(), record(&out).status),
+            seen,
+        ),
+        (
+            (paddock_protocol::JobStatus::Done, 1, 2),
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![
+                (1, false, false, false),
+                (2, true, false, true),
+                (2, false, true, false),
+            ],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// As above, but the account of the cut publish's token deleted before
 /// the next publish: the closeout it posted is GitHub's ghost's, as an
 /// outsider's deleted copy would be. Neither can be told from the other,
