@@ -100,13 +100,20 @@ fn cgroup_caps(root: Option<&Path>) -> String {
         Path::to_path_buf,
     );
     let name = format!("doctor-{}", uuid::Uuid::now_v7().simple());
-    match paddock_sandbox::cgroup::Cgroup::create(&root, &name, &crate::launcher::default_limits()) {
+    match paddock_sandbox::cgroup::Cgroup::create(&root, &name, &crate::launcher::default_limits())
+    {
         Ok(cg) => {
             cg.remove();
             format!("jobs' cgroup caps are made under {}", root.display())
         }
-        Err(e) => format!(
-            "no cgroup caps for jobs ({e}): a job runs without its default pids cap, and one whose host profile sets caps is refused unless its spec accepts them as degraded; PADDOCK_CGROUP_ROOT names a cgroup delegated to this user (docs/sandbox.md)"
-        ),
+        Err(e) => {
+            let held = paddock_sandbox::pid_cap::expected(
+                crate::launcher::SANDBOX_PIDS,
+                nix::unistd::geteuid().as_raw(),
+            );
+            format!(
+                "no cgroup caps for jobs ({e}): without its cgroup {held}, and a job whose host profile sets caps is refused unless its spec accepts them as degraded; PADDOCK_CGROUP_ROOT names a cgroup delegated to this user (docs/sandbox.md)"
+            )
+        }
     }
 }

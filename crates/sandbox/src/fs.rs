@@ -563,7 +563,16 @@ fn write_new(dst: &Path, text: &[u8]) -> Result<(), SetupError> {
 
 /// Builds the view and switches into it. Runs in the new mount namespace,
 /// as PID 1 of the new PID namespace, before any capability is dropped.
-pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), SetupError> {
+/// `pids`: the run's pids cap, written as its PID namespace's `pid_max`
+/// through the fresh /proc before its `sys` is read-only (`pid_cap.rs`);
+/// returns whether that holds.
+pub fn enter(
+    view: &View,
+    uid: u32,
+    gid: u32,
+    home: Option<&str>,
+    pids: Option<u64>,
+) -> Result<bool, SetupError> {
     let (old, mut dirs) = stage()?;
     let new = Path::new(NEW);
     write_users(&mut dirs, uid, gid, home.unwrap_or("/"))?;
@@ -578,9 +587,10 @@ pub fn enter(view: &View, uid: u32, gid: u32, home: Option<&str>) -> Result<(), 
     trace::step("read-only flags");
     dev_mounts(&dev)?;
     trace::step("/dev");
-    proc_mounts(&proc)?;
+    let pid_max_held = proc_mounts(&proc, pids, uid)?;
     trace::step("/proc");
-    switch(new)
+    switch(new)?;
+    Ok(pid_max_held)
 }
 
 /// `/` made private, a staging root pivoted onto (the host's root stays
@@ -863,8 +873,9 @@ fn dev_mounts(dev: &Path) -> Result<(), SetupError> {
 }
 
 /// A fresh /proc for the new PID namespace, with its system-wide knobs
-/// bound read-only over themselves.
-fn proc_mounts(proc: &Path) -> Result<(), SetupError> {
+/// bound read-only over themselves; before that, the namespace's
+/// `pid_max` for the pids cap, if any (whether it holds is returned).
+fn proc_mounts(proc: &Path, pids: Option<u64>, uid: u32) -> Result<bool, SetupError> {
     mount(
         Some(OsStr::new("proc")),
         proc,
@@ -873,6 +884,7 @@ fn proc_mounts(proc: &Path) -> Result<(), SetupError> {
         None::<&OsStr>,
     )
     .map_err(mount_err("proc", proc))?;
+    let pid_max_held = pids.is_some_and(|cap| crate::pid_cap::write_pid_max(proc, cap, uid));
     for name in PROC_RO {
         let p = proc.join(name);
         match bind(&p, &p) {
@@ -891,7 +903,7 @@ fn proc_mounts(proc: &Path) -> Result<(), SetupError> {
             "read-only",
         )?;
     }
-    Ok(())
+    Ok(pid_max_held)
 }
 
 #[cfg(test)]

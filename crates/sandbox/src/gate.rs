@@ -5,6 +5,11 @@
 //! helper that fails closes the pipe without the byte, and PID 1 stops
 //! (fail closed). Until then PID 1 runs only Paddock's set-up code.
 //!
+//! The gate also carries one byte the other way: before it waits, PID 1
+//! reports whether its PID namespace's `pid_max` holds the run's pids cap
+//! (`pid_cap.rs`). The helper reads it only where the run has no cgroup,
+//! to hold the cap another way and say which holds.
+//!
 //! The network and IPC namespaces need no such step: the helper creates
 //! them before it clones PID 1, which inherits them. (They used to be made
 //! after the clone, overlapping PID 1's set-up on another CPU, and handed
@@ -15,7 +20,7 @@
 use std::os::fd::{AsRawFd as _, OwnedFd};
 
 use nix::errno::Errno;
-use nix::fcntl::OFlag;
+use nix::sys::socket::{send, socketpair, AddressFamily, MsgFlags, SockFlag, SockType};
 
 use crate::error::SetupError;
 
@@ -25,38 +30,71 @@ fn err(step: &'static str) -> impl FnOnce(Errno) -> SetupError {
 
 /// The helper's half: opens the gate once PID 1 is in the cgroup.
 pub struct Open {
-    write: OwnedFd,
+    fd: OwnedFd,
 }
 
 /// PID 1's half: waits for the gate.
 pub struct Wait {
-    read: OwnedFd,
+    fd: OwnedFd,
 }
 
 /// A gate; made before PID 1 is cloned, each side drops the other half.
+/// A connected pair of Unix stream sockets (one byte each way).
 pub fn pair() -> Result<(Open, Wait), SetupError> {
-    let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(err("pipe"))?;
-    Ok((Open { write }, Wait { read }))
+    let (helper, pid1) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(err("socket pair"))?;
+    Ok((Open { fd: helper }, Wait { fd: pid1 }))
+}
+
+/// Reads one byte, retrying when interrupted; None at the other end's
+/// close (or an error).
+fn read_byte(fd: &OwnedFd) -> Result<Option<u8>, Errno> {
+    let mut byte = [0u8; 1];
+    loop {
+        match nix::unistd::read(fd.as_raw_fd(), &mut byte) {
+            Ok(1) => return Ok(Some(byte[0])),
+            Ok(_) => return Ok(None),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Writes one byte; no SIGPIPE when the other end is gone (an error).
+fn send_byte(fd: &OwnedFd, byte: u8) -> Result<(), Errno> {
+    send(fd.as_raw_fd(), &[byte], MsgFlags::MSG_NOSIGNAL).map(|_| ())
 }
 
 impl Open {
+    /// PID 1's report: whether its namespace's `pid_max` holds the cap.
+    /// Blocks until PID 1 reaches the gate; false when PID 1 ended first.
+    pub fn pid_max_held(&self) -> bool {
+        matches!(read_byte(&self.fd), Ok(Some(b'1')))
+    }
+
     /// Lets PID 1 go on.
     pub fn open(self) {
-        let _ = nix::unistd::write(&self.write, b"1");
+        let _ = send_byte(&self.fd, b'1');
     }
 }
 
 impl Wait {
-    /// Blocks until the helper opened the gate; an error when it gave up.
-    pub fn wait(self) -> Result<(), SetupError> {
-        let mut byte = [0u8; 1];
-        loop {
-            match nix::unistd::read(self.read.as_raw_fd(), &mut byte) {
-                Ok(1) => return Ok(()),
-                Ok(_) => return Err(err("wait for the helper")(Errno::EPIPE)),
-                Err(Errno::EINTR) => {}
-                Err(e) => return Err(err("wait for the helper")(e)),
-            }
+    /// Reports whether `pid_max` holds, then blocks until the helper
+    /// opened the gate; an error when it gave up.
+    pub fn wait(self, pid_max_held: bool) -> Result<(), SetupError> {
+        // A helper that has opened the gate already (the run has its
+        // cgroup) may have closed its end: its byte, not the report,
+        // decides.
+        let _ = send_byte(&self.fd, if pid_max_held { b'1' } else { b'0' });
+        match read_byte(&self.fd) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(err("wait for the helper")(Errno::EPIPE)),
+            Err(e) => Err(err("wait for the helper")(e)),
         }
     }
 }
@@ -70,7 +108,7 @@ mod tests {
         let (open, wait) = pair().unwrap();
         drop(open);
         assert_eq!(
-            wait.wait().map_err(|e| e.to_string()),
+            wait.wait(false).map_err(|e| e.to_string()),
             Err(
                 "wait until PID 1 is in the run's cgroup (wait for the helper): EPIPE: Broken pipe"
                     .to_string()
@@ -78,10 +116,26 @@ mod tests {
         );
     }
 
+    /// The helper opened and closed its end before PID 1's report.
     #[test]
     fn an_opened_gate_lets_pid1_go_on() {
         let (open, wait) = pair().unwrap();
         open.open();
-        assert_eq!(wait.wait().map_err(|e| e.to_string()), Ok(()));
+        assert_eq!(wait.wait(true).map_err(|e| e.to_string()), Ok(()));
+    }
+
+    #[test]
+    fn the_helper_reads_pid1s_report_before_it_opens() {
+        for held in [true, false] {
+            let (open, wait) = pair().unwrap();
+            let pid1 = std::thread::spawn(move || wait.wait(held).map_err(|e| e.to_string()));
+            assert_eq!(open.pid_max_held(), held);
+            open.open();
+            assert_eq!(pid1.join().unwrap(), Ok(()));
+        }
+        // PID 1 gone before its report: not held.
+        let (open, wait) = pair().unwrap();
+        drop(wait);
+        assert!(!open.pid_max_held());
     }
 }

@@ -174,7 +174,23 @@ fn confine_and_run(
     stop_run_on_signals(child)?;
     drop(wait);
     let cgroup = match cgroup(policy, child) {
-        Ok(cg) => cg,
+        Ok(Joined::Cgroup(cg)) => Some(cg),
+        Ok(Joined::Uncapped) => None,
+        Ok(Joined::Without(e)) => {
+            // The pids cap another way (`pid_cap.rs`), before PID 1 goes on.
+            let held = match (policy.limits.pids, &open) {
+                (Some(cap), Some(open)) => {
+                    Some(crate::pid_cap::hold(child, cap, uid, open.pid_max_held()))
+                }
+                _ => None,
+            };
+            let line = match held {
+                Some(held) => format!("running without cgroup caps (accepted): {e}; {held}"),
+                None => format!("running without cgroup caps (accepted): {e}"),
+            };
+            notice(policy.notices.as_deref(), &line);
+            None
+        }
         Err(e) => return abandon(child, e),
     };
     if let Some(open) = open {
@@ -290,13 +306,23 @@ fn abandon(pid1: Pid, error: SetupError) -> Result<i32, SetupError> {
     }
 }
 
-/// The run's cgroup with PID 1 moved in (so every process of the command
-/// is inside), when the policy caps resources; none when it does not, or
-/// when this host cannot and the policy accepts that.
-fn cgroup(policy: &Policy, pid1: Pid) -> Result<Option<Cgroup>, SetupError> {
+/// Where a run's caps stand once PID 1 exists.
+enum Joined {
+    /// PID 1 is in the run's cgroup (so every process of the command is).
+    Cgroup(Cgroup),
+    /// The policy asks for no caps.
+    Uncapped,
+    /// This host cannot make the cgroup (why), and the policy accepts it.
+    Without(SetupError),
+}
+
+/// The run's cgroup with PID 1 moved in, when the policy caps resources;
+/// none when it does not, or when this host cannot and the policy
+/// accepts that.
+fn cgroup(policy: &Policy, pid1: Pid) -> Result<Joined, SetupError> {
     let limits = &policy.limits;
     if !capped(policy) {
-        return Ok(None);
+        return Ok(Joined::Uncapped);
     }
     let root = policy
         .cgroup_root
@@ -311,14 +337,8 @@ fn cgroup(policy: &Policy, pid1: Pid) -> Result<Option<Cgroup>, SetupError> {
     });
     trace::step("cgroup");
     match joined {
-        Ok(cg) => Ok(Some(cg)),
-        Err(e) if policy.allow_without_cgroups => {
-            notice(
-                policy.notices.as_deref(),
-                &format!("running without cgroup caps (accepted): {e}"),
-            );
-            Ok(None)
-        }
+        Ok(cg) => Ok(Joined::Cgroup(cg)),
+        Err(e) if policy.allow_without_cgroups => Ok(Joined::Without(e)),
         Err(e) => Err(e),
     }
 }
@@ -507,7 +527,13 @@ fn setup(
 ) -> Result<(), SetupError> {
     trace::step("pid1 running");
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
-    fs::enter(view, uid, gid, env_value(policy, "HOME"))?;
+    let pid_max_held = fs::enter(
+        view,
+        uid,
+        gid,
+        env_value(policy, "HOME"),
+        policy.limits.pids,
+    )?;
     trace::step("view entered");
     nix::unistd::sethostname(HOSTNAME).map_err(|source| SetupError::Hostname { source })?;
     caps::rlimits()?;
@@ -518,7 +544,7 @@ fn setup(
     })?;
     trace::step("hostname, rlimits, session, cwd");
     if let Some(gate) = gate {
-        gate.wait()?;
+        gate.wait(pid_max_held)?;
     }
     // The cgroup namespace's root is the run's cgroup (the helper moved
     // PID 1 in before it opened the gate).

@@ -39,6 +39,7 @@ pub mod net;
 pub mod notices;
 pub mod packet;
 pub mod pass_fd;
+pub mod pid_cap;
 pub mod policy;
 pub mod probe;
 pub mod sched;

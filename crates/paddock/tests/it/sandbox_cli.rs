@@ -116,6 +116,115 @@ fn documented_exit_codes() {
     );
 }
 
+/// Without a cgroup (a host where it cannot be made, the weaker guarantee
+/// accepted), a run's processes are still capped (`pid_cap.rs`): a fork
+/// bomb inside stops near `--pids`, not at the host's `pid_max` (32768
+/// here, which it filled before: every process of the host's user, and
+/// for a root caller of the whole host, then failed to start), and the
+/// command can neither raise its PID namespace's `pid_max` nor its
+/// `RLIMIT_NPROC`. An ordinary caller's run is held to the cap itself
+/// (`RLIMIT_NPROC`, which counts the helper's threads too), a root
+/// caller's below the cap plus the 300 numbers the kernel reserves
+/// (`pid_max`, Linux 6.14+). The notice says which.
+#[test]
+fn a_run_without_a_cgroup_cannot_fill_the_hosts_process_table() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let python = "/usr/bin/python3";
+    if !std::path::Path::new(python).exists() {
+        assert!(!paddock_test_support::prelude::in_ci(), "needs {python}");
+        eprintln!("skipping: needs {python}");
+        return;
+    }
+    let release = nix::sys::utsname::uname().unwrap();
+    let release = release.release().to_string_lossy().into_owned();
+    let per_namespace = paddock_sandbox::pid_cap::per_namespace_pid_max();
+    let root = nix::unistd::geteuid().is_root();
+    if root && !per_namespace {
+        eprintln!("skipping: a root caller has no process cap without a cgroup before Linux 6.14 ({release})");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let no_cgroup = dir.path().display().to_string();
+    let script = r#"
+import os, resource, time
+forked = 0
+try:
+    for _ in range(2000):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(10)
+            os._exit(0)
+        forked += 1
+except OSError:
+    pass
+def attempt(what):
+    try:
+        what()
+        return "raised"
+    except (OSError, ValueError):
+        return "refused"
+def pid_max():
+    with open("/proc/sys/kernel/pid_max", "w") as f:
+        f.write("4194304")
+unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+print(forked, attempt(pid_max), attempt(lambda: resource.setrlimit(resource.RLIMIT_NPROC, unlimited)))
+"#;
+    let out = sandbox(
+        &[
+            "--pids",
+            "64",
+            "--allow-without-cgroups",
+            "--timeout",
+            "60",
+            "--",
+            python,
+            "-c",
+            script,
+        ],
+        &[("PADDOCK_CGROUP_ROOT", &no_cgroup)],
+    );
+    let stdout = text(&out.stdout);
+    let mut words = stdout.split_whitespace();
+    let forked: u64 = words
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX);
+    let attempts: Vec<&str> = words.collect();
+    // PID 1, python itself: the cap less what is already running.
+    let (held, range) = if root {
+        (
+            "the job's processes are held below 364 by its PID namespace's pid_max",
+            300..363,
+        )
+    } else if per_namespace {
+        (
+            "the job's processes are held to 64 by RLIMIT_NPROC and below 364 by its PID namespace's pid_max",
+            50..64,
+        )
+    } else {
+        ("the job's processes are held to 64 by RLIMIT_NPROC", 50..64)
+    };
+    assert_eq!(
+        (
+            out.status.code(),
+            range.contains(&forked),
+            attempts,
+            text(&out.stderr)
+        ),
+        (
+            Some(0),
+            true,
+            vec!["refused", "refused"],
+            format!(
+                "paddock sandbox: running without cgroup caps (accepted): cgroup {no_cgroup}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies; {held}\n"
+            )
+        ),
+        "forked {forked}"
+    );
+}
+
 #[test]
 fn fails_closed_when_a_protection_cannot_be_set_up() {
     if !paddock_test_support::prelude::sandbox_available() {

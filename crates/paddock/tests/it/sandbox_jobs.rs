@@ -1000,6 +1000,19 @@ async fn caps_told(
     (outputs, told, rec.status, rec.reason)
 }
 
+/// What holds a job's default pids cap (1024) where its cgroup cannot be
+/// made (`paddock_sandbox::pid_cap`), as the notice and `paddock doctor`
+/// say it, for this test's user on this kernel.
+fn held_without_cgroup() -> &'static str {
+    let root = nix::unistd::geteuid().is_root();
+    match (root, paddock_sandbox::pid_cap::per_namespace_pid_max()) {
+        (true, true) => "the job's processes are held below 1324 by its PID namespace's pid_max",
+        (true, false) => "the job's processes are not capped (a root caller's are not held by RLIMIT_NPROC, and this kernel has no per-namespace pid_max, Linux 6.14+)",
+        (false, true) => "the job's processes are held to 1024 by RLIMIT_NPROC and below 1324 by its PID namespace's pid_max",
+        (false, false) => "the job's processes are held to 1024 by RLIMIT_NPROC",
+    }
+}
+
 /// Where the job's cgroup cannot be made (here `PADDOCK_CGROUP_ROOT`
 /// names a directory that is no cgroup; for an ordinary user without a
 /// delegated cgroup, `/sys/fs/cgroup` itself), the sandbox runs the job
@@ -1016,8 +1029,9 @@ async fn caps_a_host_cannot_apply_are_told_once_not_in_each_commands_output() {
     let no_cgroup = home.path().join("not-a-cgroup");
     std::fs::create_dir_all(&no_cgroup).unwrap();
     let notice = format!(
-        "running without cgroup caps (accepted): cgroup {}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies",
-        no_cgroup.display()
+        "running without cgroup caps (accepted): cgroup {}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies; {}",
+        no_cgroup.display(),
+        held_without_cgroup()
     );
     let setup = vec!["one\n".to_string(), "two\n".to_string()];
     assert_eq!(
@@ -1147,8 +1161,9 @@ async fn doctor_makes_a_jobs_cgroup_where_jobs_make_theirs() {
     assert_eq!(
         doctor_caps(&home, &no_cgroup).await,
         format!(
-            "no cgroup caps for jobs (cgroup {}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies): a job runs without its default pids cap, and one whose host profile sets caps is refused unless its spec accepts them as degraded; PADDOCK_CGROUP_ROOT names a cgroup delegated to this user (docs/sandbox.md)",
-            no_cgroup.display()
+            "no cgroup caps for jobs (cgroup {}: neither cgroup v2 with the memory, pids and cpu controllers nor the v1 memory, pids and cpu hierarchies): without its cgroup {}, and a job whose host profile sets caps is refused unless its spec accepts them as degraded; PADDOCK_CGROUP_ROOT names a cgroup delegated to this user (docs/sandbox.md)",
+            no_cgroup.display(),
+            held_without_cgroup()
         )
     );
     if !root_available("the delegated half (making a delegated cgroup)") {
