@@ -49,6 +49,14 @@ pub(super) async fn fall_back(
         return Ok(Moved::No(why));
     };
     job.fallback_rung = None;
+    // The probe's answer is usually the launch's own error again (the
+    // helper's words, prefixed): said once.
+    let probe = cannot.strip_prefix("paddock sandbox: ").unwrap_or(&cannot);
+    let cannot = if why.ends_with(probe) {
+        "a fresh probe fails the same way"
+    } else {
+        &cannot
+    };
     let message = format!(
         "isolation auto: {why}, although this host's kept sandbox probe said one starts; running \
          on the `process` rung (unconfined) because this host cannot start Paddock's sandbox: \

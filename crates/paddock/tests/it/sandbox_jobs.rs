@@ -670,7 +670,7 @@ async fn an_auto_job_moves_to_process_when_its_kept_sandbox_no_longer_starts() {
                     "isolation auto: the sandbox could not be set up, so nothing ran: {unshare}, \
                      although this host's kept sandbox probe said one starts; running on the \
                      `process` rung (unconfined) because this host cannot start Paddock's \
-                     sandbox: paddock sandbox: {unshare}"
+                     sandbox: a fresh probe fails the same way"
                 ),
             }]
         )

@@ -142,6 +142,26 @@ async fn an_auto_job_moves_to_process_when_no_sandbox_starts() {
     );
 }
 
+/// The fresh probe failing with the launch's own error (the helper's
+/// words, as the probe reports them) is said once, not twice.
+#[tokio::test]
+async fn the_move_says_the_same_error_once() {
+    let afresh = format!("paddock sandbox: {SETUP}");
+    let (_, _, policy, _) = fails_in_set_up(Isolation::Auto, Some(&afresh), None).await;
+    assert_eq!(
+        policy,
+        vec![EventBody::Policy {
+            rule: "isolation".into(),
+            message: format!(
+                "isolation auto: the sandbox could not be set up, so nothing ran: {SETUP}, \
+                 although this host's kept sandbox probe said one starts; running on the \
+                 `process` rung (unconfined) because this host cannot start Paddock's sandbox: \
+                 a fresh probe fails the same way"
+            ),
+        }]
+    );
+}
+
 /// A sandbox starts on this host: the failure is the job's own (a cap it
 /// asks for, say), and it fails rather than run unconfined; an explicit
 /// `sandbox` job is never moved.
