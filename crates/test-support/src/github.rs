@@ -707,15 +707,15 @@ impl MockGitHub {
             .unwrap_or_else(|| "paddock-bot".to_string())
     }
 
-    /// `POST /repos/O/R/pulls`: 422 when an open one has the head.
+    /// `POST /repos/O/R/pulls`: 422 when an open one has the head and
+    /// the base (GitHub allows one of a head into each base).
     fn create_pull(&self, state: &mut State, input: &Value, login: &str) -> (StatusCode, Value) {
         let head = input["head"].as_str().unwrap_or_default().to_string();
         let label = format!("{}:{head}", self.owner);
-        if state
-            .pulls
-            .iter()
-            .any(|p| p["head"]["label"] == label.as_str() && p["state"] == "open")
-        {
+        let base = input["base"].as_str().unwrap_or_default();
+        if state.pulls.iter().any(|p| {
+            p["head"]["label"] == label.as_str() && p["base"]["ref"] == base && p["state"] == "open"
+        }) {
             return error(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "Validation Failed",
@@ -793,10 +793,12 @@ impl MockGitHub {
     }
 }
 
-/// `GET /repos/O/R/pulls?head=…&state=…` (open ones unless `state=all`).
+/// `GET /repos/O/R/pulls?head=…&base=…&state=…` (open ones unless
+/// `state=all`).
 fn list_pulls(state: &State, query: &str) -> (StatusCode, Value) {
     let q = crate::entra::form(query);
     let head = q.get("head").cloned();
+    let base = q.get("base").cloned();
     let open_only = q.get("state").map(String::as_str) != Some("all");
     // Newest first, as GitHub sorts by default.
     let found: Vec<Value> = state
@@ -804,6 +806,7 @@ fn list_pulls(state: &State, query: &str) -> (StatusCode, Value) {
         .iter()
         .rev()
         .filter(|p| head.as_deref().is_none_or(|h| p["head"]["label"] == h))
+        .filter(|p| base.as_deref().is_none_or(|b| p["base"]["ref"] == b))
         .filter(|p| !open_only || p["state"] == "open")
         .cloned()
         .collect();

@@ -679,12 +679,14 @@ impl MockGitLab {
 fn list(state: &State, query: &str) -> (StatusCode, Value) {
     let q = crate::entra::form(query);
     let source = q.get("source_branch").cloned();
+    let target = q.get("target_branch").cloned();
     let wanted = q.get("state").cloned().unwrap_or_else(|| "all".into());
     let found: Vec<Value> = state
         .merge_requests
         .iter()
         .rev()
         .filter(|m| source.as_deref().is_none_or(|s| m["source_branch"] == s))
+        .filter(|m| target.as_deref().is_none_or(|t| m["target_branch"] == t))
         .filter(|m| wanted == "all" || m["state"] == wanted.as_str())
         .cloned()
         .collect();

@@ -193,7 +193,7 @@ pub async fn attempts_after(
             job_id: job_id.to_string(),
             message,
         })?;
-    let found = session.forge.find_pull_request(&record.branch).await;
+    let found = session.forge.find_pull_request(&record.branch, None).await;
     let comments = session.forge.review_comments(&record.branch).await;
     // A minted token is revoked whatever the read gave; a failed
     // revocation only leaves it to expire within the hour.

@@ -84,7 +84,7 @@ pub async fn check(store: &dyn Store, spec: &JobSpec, job_id: &str, artifacts: &
         Ok(session) => session,
         Err(e) => return unknown(e),
     };
-    let found = session.forge.find_pull_request(&branch).await;
+    let found = session.forge.find_pull_request(&branch, None).await;
     let revoke = session.close().await;
     match found {
         Err(e) => unknown(match revoke {

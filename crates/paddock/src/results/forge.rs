@@ -165,9 +165,17 @@ pub trait Forge: Send + Sync {
     /// The pull request of `branch` (the open one, else the newest), as
     /// [`Forge::propose`] takes it: `ended` set when it was merged or
     /// closed on the forge; `None` when the branch has none (the outbox:
-    /// always). Asked before the branch is pushed: an ended one's branch
-    /// is not pushed again (the forge, or a reviewer, may have deleted it).
-    async fn find_pull_request(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError>;
+    /// always). With `base`, only one into `base`: anyone who may open a
+    /// pull request may open one of the job's branch into another base
+    /// (GitHub allows one open per head and base), which is not the job's
+    /// and is never updated nor given its closeout. Asked before the
+    /// branch is pushed: an ended one's branch is not pushed again (the
+    /// forge, or a reviewer, may have deleted it).
+    async fn find_pull_request(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+    ) -> Result<Option<PullRequest>, ForgeError>;
     /// Opens the pull request for `draft.head`, or updates `found`, the
     /// branch's open one (title, body, labels), as
     /// [`Forge::find_pull_request`] found it; an ended one is returned as
@@ -179,7 +187,9 @@ pub trait Forge: Send + Sync {
     ) -> Result<PullRequest, ForgeError>;
     /// [`Forge::find_pull_request`] then [`Forge::propose`].
     async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
-        let found = self.find_pull_request(&draft.head).await?;
+        let found = self
+            .find_pull_request(&draft.head, Some(&draft.base))
+            .await?;
         self.propose(draft, found).await
     }
     /// Posts the closeout: on the pull request when there is one; a forge
@@ -217,8 +227,12 @@ impl Forge for ForgeBackend {
     fn name(&self) -> &'static str {
         self.inner().name()
     }
-    async fn find_pull_request(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError> {
-        self.inner().find_pull_request(branch).await
+    async fn find_pull_request(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+    ) -> Result<Option<PullRequest>, ForgeError> {
+        self.inner().find_pull_request(branch, base).await
     }
     async fn propose(
         &self,

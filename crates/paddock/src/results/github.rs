@@ -351,9 +351,18 @@ impl GitHub {
     /// (`state`: `open` or `all`): the open one if there is one (GitHub
     /// allows one at a time; an older one a reviewer reopened is it), else
     /// the newest.
-    async fn pull_for(&self, branch: &str, state: &str) -> Result<Option<ApiPull>, ForgeError> {
+    async fn pull_for(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+        state: &str,
+    ) -> Result<Option<ApiPull>, ForgeError> {
         let head = format!("{}:{branch}", self.owner);
-        let query = form(&[("head", head.as_str()), ("state", state)]);
+        let mut query = vec![("head", head.as_str()), ("state", state)];
+        if let Some(base) = base {
+            query.push(("base", base));
+        }
+        let query = form(&query);
         let path = self.repo_path(&format!("/pulls?{query}"));
         let pulls: Vec<ApiPull> = self
             .call("find the pull request", Method::GET, &path, None)
@@ -578,10 +587,14 @@ impl Forge for GitHub {
         FORGE
     }
 
-    async fn find_pull_request(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError> {
+    async fn find_pull_request(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+    ) -> Result<Option<PullRequest>, ForgeError> {
         // The branch's pull request, open or not: one merged or closed is
         // left as it is, never reopened nor opened again.
-        Ok(self.pull_for(branch, "all").await?.map(|pull| {
+        Ok(self.pull_for(branch, base, "all").await?.map(|pull| {
             let ended = match (pull.state.as_str(), &pull.merged_at) {
                 ("open", _) => None,
                 (_, Some(_)) => Some("merged".to_string()),
@@ -709,7 +722,7 @@ impl Forge for GitHub {
     }
 
     async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError> {
-        let Some(pull) = self.pull_for(branch, "all").await? else {
+        let Some(pull) = self.pull_for(branch, None, "all").await? else {
             return Ok(Reviews::default());
         };
         // Anyone may review: what is past the bound is left unread, and

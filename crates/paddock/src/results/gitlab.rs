@@ -285,9 +285,14 @@ impl GitLab {
     async fn merge_request_for(
         &self,
         branch: &str,
+        target: Option<&str>,
         state: &str,
     ) -> Result<Option<ApiMergeRequest>, ForgeError> {
-        let query = form(&[("source_branch", branch), ("state", state)]);
+        let mut query = vec![("source_branch", branch), ("state", state)];
+        if let Some(target) = target {
+            query.push(("target_branch", target));
+        }
+        let query = form(&query);
         let path = self.project_path(&format!("/merge_requests?{query}"));
         let found: Vec<ApiMergeRequest> = self
             .call("find the merge request", Method::GET, &path, None)
@@ -491,11 +496,15 @@ impl Forge for GitLab {
         FORGE
     }
 
-    async fn find_pull_request(&self, branch: &str) -> Result<Option<PullRequest>, ForgeError> {
+    async fn find_pull_request(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+    ) -> Result<Option<PullRequest>, ForgeError> {
         // The branch's merge request, open or not: one merged, closed or
         // locked is left as it is, never reopened nor opened again.
         Ok(self
-            .merge_request_for(branch, "all")
+            .merge_request_for(branch, base, "all")
             .await?
             .map(|mr| PullRequest {
                 number: mr.iid,
@@ -617,7 +626,7 @@ impl Forge for GitLab {
     }
 
     async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError> {
-        let Some(mr) = self.merge_request_for(branch, "all").await? else {
+        let Some(mr) = self.merge_request_for(branch, None, "all").await? else {
             return Ok(Reviews::default());
         };
         let me: ApiUser = self

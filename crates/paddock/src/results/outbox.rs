@@ -102,7 +102,11 @@ impl Forge for Outbox {
     }
 
     /// A file has no state to end it: never one found.
-    async fn find_pull_request(&self, _branch: &str) -> Result<Option<PullRequest>, ForgeError> {
+    async fn find_pull_request(
+        &self,
+        _branch: &str,
+        _base: Option<&str>,
+    ) -> Result<Option<PullRequest>, ForgeError> {
         Ok(None)
     }
 

@@ -1039,7 +1039,7 @@ async fn github_gets_a_pushed_branch_a_draft_pull_request_and_the_closeout_never
             .map(|r| format!("{} {}", r.method, r.path))
             .collect::<Vec<_>>(),
         vec![
-            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all",
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main",
             "POST /repos/acme/widgets/pulls",
             "POST /repos/acme/widgets/issues/1/labels",
             "POST /repos/acme/widgets/issues/1/comments",
@@ -1145,7 +1145,10 @@ async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
             .iter()
             .map(|r| format!("{} {}", r.method, r.path))
             .collect::<Vec<_>>(),
-        vec!["GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all".to_string()]
+        vec![
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main"
+                .to_string()
+        ]
     );
 }
 
@@ -1728,7 +1731,7 @@ async fn a_github_app_token_is_minted_per_job_scoped_and_revoked() {
             .collect::<Vec<_>>(),
         vec![
             "POST /app/installations/7/access_tokens",
-            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all",
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main",
             "POST /repos/acme/widgets/pulls",
             "POST /repos/acme/widgets/issues/1/labels",
             "POST /repos/acme/widgets/issues/1/comments",
@@ -3187,7 +3190,7 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
             .collect::<Vec<_>>(),
         vec![
             ("POST /projects/acme%2Fwidgets/access_tokens".to_string(), host.clone()),
-            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=all".to_string(), job.clone()),
+            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=all&target_branch=main".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests".to_string(), job.clone()),
             ("GET /user".to_string(), job.clone()),
             ("GET /projects/acme%2Fwidgets/merge_requests/1/notes?sort=desc&order_by=created_at&per_page=1".to_string(), job.clone()),
@@ -3770,7 +3773,7 @@ async fn a_flood_of_comments_past_the_bound_is_left_unread() {
     }
     let reviews = client.review_comments("paddock/T-1/1").await.unwrap();
     let found = client
-        .find_pull_request("paddock/T-1/1")
+        .find_pull_request("paddock/T-1/1", None)
         .await
         .unwrap()
         .unwrap();
@@ -5123,6 +5126,78 @@ async fn a_closeout_copy_on_a_merge_request_its_opener_opened_again_is_never_tak
     );
 }
 
+/// A forge user opens a pull request of the job's branch into another
+/// base (GitHub allows one open pull request per head and base, not per
+/// head) while the job's own is open; `paddock publish` again. The job's
+/// pull request is the one into its base: Paddock updates that one and
+/// edits its closeout there, and leaves the user's as they opened it.
+/// Before, the newest open pull request of the branch was taken for the
+/// job's: Paddock rewrote the user's title and body with its own and
+/// posted a second closeout on it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pull_of_the_jobs_branch_into_another_base_is_never_taken_for_the_jobs() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    let theirs = mock.open_pull_as("alice", "paddock/T-1/1", "release");
+    let args = ["publish", "--json", first.id.as_str()];
+    let out = home
+        .paddock(&args, &[("PADDOCK_TEST_GH_TOKEN", TOKEN)])
+        .await;
+    let now = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let pulls: Vec<(u64, String, String, String)> = mock
+        .pulls()
+        .iter()
+        .map(|p| {
+            (
+                p["number"].as_u64().unwrap(),
+                p["user"]["login"].as_str().unwrap().to_string(),
+                p["base"]["ref"].as_str().unwrap().to_string(),
+                p["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (
+            (first.status, theirs),
+            (out.status.code(), record(&out).status),
+            pulls,
+            mock.comments(),
+        ),
+        (
+            (paddock_protocol::JobStatus::Done, 2),
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![
+                (
+                    1,
+                    "paddock-bot".to_string(),
+                    "main".to_string(),
+                    "T-1: Test ticket".to_string()
+                ),
+                (
+                    2,
+                    "alice".to_string(),
+                    "release".to_string(),
+                    "Opened by hand".to_string()
+                ),
+            ],
+            vec![(1, now)],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// As above, but the account of the cut publish's token deleted before
 /// the next publish: the closeout it posted is GitHub's ghost's, as an
 /// outsider's deleted copy would be. Neither can be told from the other,
@@ -5540,7 +5615,7 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
         &[("retry-after", "1")],
     );
     let done = record(&publish().await);
-    let lookup = "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all";
+    let lookup = "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main";
     let asked: Vec<String> = mock.requests()[seen..]
         .iter()
         .take(2)
