@@ -193,8 +193,21 @@ pub async fn attempts_after(
             job_id: job_id.to_string(),
             message,
         })?;
-    let found = session.forge.find_pull_request(&record.branch, None).await;
-    let comments = session.forge.review_comments(&record.branch).await;
+    // The job's pull request is the one into its base: anyone may open
+    // its branch into another (GitHub allows one per head and base). A
+    // base that cannot be told (its mirror gone and not made again) asks
+    // by the branch alone.
+    let base = super::conclude::pull_request_base(&spec, jobs_root)
+        .await
+        .ok();
+    let found = session
+        .forge
+        .find_pull_request(&record.branch, base.as_deref())
+        .await;
+    let comments = session
+        .forge
+        .review_comments(&record.branch, base.as_deref())
+        .await;
     // A minted token is revoked whatever the read gave; a failed
     // revocation only leaves it to expire within the hour.
     let _ = session.close().await;

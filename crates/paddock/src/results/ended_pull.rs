@@ -42,7 +42,13 @@ pub enum Check {
 
 /// Whether the job `job_id` of `spec` may run (module text); a minted
 /// token's record goes into `artifacts` while it lives.
-pub async fn check(store: &dyn Store, spec: &JobSpec, job_id: &str, artifacts: &Path) -> Check {
+pub async fn check(
+    store: &dyn Store,
+    spec: &JobSpec,
+    job_id: &str,
+    artifacts: &Path,
+    jobs_root: &Path,
+) -> Check {
     if !proposes(spec) {
         return Check::Go;
     }
@@ -84,7 +90,16 @@ pub async fn check(store: &dyn Store, spec: &JobSpec, job_id: &str, artifacts: &
         Ok(session) => session,
         Err(e) => return unknown(e),
     };
-    let found = session.forge.find_pull_request(&branch, None).await;
+    // The job's pull request is the one into its base (a pull request of
+    // the branch into another is anyone's); a base that cannot be told
+    // asks by the branch alone.
+    let base = super::conclude::pull_request_base(spec, jobs_root)
+        .await
+        .ok();
+    let found = session
+        .forge
+        .find_pull_request(&branch, base.as_deref())
+        .await;
     let revoke = session.close().await;
     match found {
         Err(e) => unknown(match revoke {

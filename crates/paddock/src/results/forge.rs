@@ -199,10 +199,15 @@ pub trait Forge: Send + Sync {
         pull_request: Option<&PullRequest>,
         body: &str,
     ) -> Result<Option<String>, ForgeError>;
-    /// The review comments on the pull request of `branch` by those who
+    /// The review comments on the pull request of `branch` (into `base`
+    /// when given, as [`Forge::find_pull_request`] finds it) by those who
     /// may write to the repository, and how many others were left out
     /// ([`Reviews`]; none when there is no pull request).
-    async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError>;
+    async fn review_comments(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+    ) -> Result<Reviews, ForgeError>;
 }
 
 /// The forges Paddock ships.
@@ -248,7 +253,11 @@ impl Forge for ForgeBackend {
     ) -> Result<Option<String>, ForgeError> {
         self.inner().post_closeout(pull_request, body).await
     }
-    async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError> {
-        self.inner().review_comments(branch).await
+    async fn review_comments(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+    ) -> Result<Reviews, ForgeError> {
+        self.inner().review_comments(branch, base).await
     }
 }

@@ -721,8 +721,12 @@ impl Forge for GitHub {
         Ok(Some(comment.html_url))
     }
 
-    async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError> {
-        let Some(pull) = self.pull_for(branch, None, "all").await? else {
+    async fn review_comments(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+    ) -> Result<Reviews, ForgeError> {
+        let Some(pull) = self.pull_for(branch, base, "all").await? else {
             return Ok(Reviews::default());
         };
         // Anyone may review: what is past the bound is left unread, and

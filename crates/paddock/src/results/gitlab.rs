@@ -625,8 +625,12 @@ impl Forge for GitLab {
         Ok(Some(format!("{}#note_{}", mr.url, note.id)))
     }
 
-    async fn review_comments(&self, branch: &str) -> Result<Reviews, ForgeError> {
-        let Some(mr) = self.merge_request_for(branch, None, "all").await? else {
+    async fn review_comments(
+        &self,
+        branch: &str,
+        base: Option<&str>,
+    ) -> Result<Reviews, ForgeError> {
+        let Some(mr) = self.merge_request_for(branch, base, "all").await? else {
             return Ok(Reviews::default());
         };
         let me: ApiUser = self

@@ -131,7 +131,14 @@ pub(super) async fn provision(
     // A rerun of an attempt whose pull request was merged or closed on
     // the forge would push nothing: refused before the workspace, the
     // engine or any model call (`results/ended_pull.rs`).
-    match crate::results::ended_pull::check(&*em.store, spec, &em.job_id, &artifacts).await {
+    let ended = crate::results::ended_pull::check(
+        &*em.store,
+        spec,
+        &em.job_id,
+        &artifacts,
+        &job.config.paths.jobs,
+    );
+    match ended.await {
         crate::results::ended_pull::Check::Go => {}
         crate::results::ended_pull::Check::Unknown(warning) => {
             em.error("paddock", warning, false).await?;
