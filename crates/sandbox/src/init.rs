@@ -173,6 +173,17 @@ fn confine_and_run(
     trace::step("pid1 cloned");
     stop_run_on_signals(child)?;
     drop(wait);
+    // The wall-clock limit runs from here: whatever the set-up below waits
+    // on (the cgroup, PID 1's report where there is none) is inside it.
+    let timed_out = Arc::new(AtomicBool::new(false));
+    if let Some(secs) = policy.timeout_secs {
+        let flag = timed_out.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(secs));
+            flag.store(true, Ordering::SeqCst);
+            let _ = kill(child, Signal::SIGKILL);
+        });
+    }
     let cgroup = match cgroup(policy, child) {
         Ok(Joined::Cgroup(cg)) => Some(cg),
         Ok(Joined::Uncapped) => None,
@@ -211,15 +222,6 @@ fn confine_and_run(
         }
         (reporter, unreported)
     });
-    let timed_out = Arc::new(AtomicBool::new(false));
-    if let Some(secs) = policy.timeout_secs {
-        let flag = timed_out.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(secs));
-            flag.store(true, Ordering::SeqCst);
-            let _ = kill(child, Signal::SIGKILL);
-        });
-    }
     let code = wait_code(child);
     trace::step("pid1 reaped");
     // Every process of the job is gone: what the watcher did not report
