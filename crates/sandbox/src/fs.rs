@@ -561,17 +561,26 @@ fn write_new(dst: &Path, text: &[u8]) -> Result<(), SetupError> {
     std::io::Write::write_all(&mut to, text).map_err(err)
 }
 
+/// What PID 1 writes through its fresh /proc before that /proc's `sys`
+/// is read-only.
+pub struct Knobs<'a> {
+    /// The run's pids cap, as its PID namespace's `pid_max` (`pid_cap.rs`).
+    pub pids: Option<u64>,
+    /// The run's shares of its caller's per-user counts, as its user
+    /// namespace's maxima (`user_counts.rs`).
+    pub shares: &'a [(&'static str, u64)],
+}
+
 /// Builds the view and switches into it. Runs in the new mount namespace,
 /// as PID 1 of the new PID namespace, before any capability is dropped.
-/// `pids`: the run's pids cap, written as its PID namespace's `pid_max`
-/// through the fresh /proc before its `sys` is read-only (`pid_cap.rs`);
-/// returns whether that holds.
+/// `knobs` are written through the fresh /proc; returns whether the PID
+/// namespace's `pid_max` holds the pids cap.
 pub fn enter(
     view: &View,
     uid: u32,
     gid: u32,
     home: Option<&str>,
-    pids: Option<u64>,
+    knobs: &Knobs<'_>,
 ) -> Result<bool, SetupError> {
     let (old, mut dirs) = stage()?;
     let new = Path::new(NEW);
@@ -587,7 +596,7 @@ pub fn enter(
     trace::step("read-only flags");
     dev_mounts(&dev)?;
     trace::step("/dev");
-    let pid_max_held = proc_mounts(&proc, pids, uid)?;
+    let pid_max_held = proc_mounts(&proc, knobs, uid)?;
     trace::step("/proc");
     switch(new)?;
     Ok(pid_max_held)
@@ -873,9 +882,9 @@ fn dev_mounts(dev: &Path) -> Result<(), SetupError> {
 }
 
 /// A fresh /proc for the new PID namespace, with its system-wide knobs
-/// bound read-only over themselves; before that, the namespace's
-/// `pid_max` for the pids cap, if any (whether it holds is returned).
-fn proc_mounts(proc: &Path, pids: Option<u64>, uid: u32) -> Result<bool, SetupError> {
+/// bound read-only over themselves; before that, `knobs` written (whether
+/// the PID namespace's `pid_max` holds the pids cap is returned).
+fn proc_mounts(proc: &Path, knobs: &Knobs<'_>, uid: u32) -> Result<bool, SetupError> {
     mount(
         Some(OsStr::new("proc")),
         proc,
@@ -884,7 +893,11 @@ fn proc_mounts(proc: &Path, pids: Option<u64>, uid: u32) -> Result<bool, SetupEr
         None::<&OsStr>,
     )
     .map_err(mount_err("proc", proc))?;
-    let pid_max_held = pids.is_some_and(|cap| crate::pid_cap::write_pid_max(proc, cap, uid));
+    let pid_max_held = knobs
+        .pids
+        .is_some_and(|cap| crate::pid_cap::write_pid_max(proc, cap, uid));
+    // A maximum the kernel refused stays as it was (`user_counts.rs`).
+    let _refused = crate::user_counts::write(proc, knobs.shares);
     for name in PROC_RO {
         let p = proc.join(name);
         match bind(&p, &p) {

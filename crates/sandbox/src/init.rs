@@ -108,7 +108,11 @@ fn run(policy: Policy) -> Result<i32, SetupError> {
         trace::step("idmapped");
     }
 
-    confine_and_run(&policy, &view, (uid, gid), started)
+    // The caller's per-user maxima, read before the run's user namespace
+    // hides them (PID 1 writes the run's shares of them).
+    let shares = crate::user_counts::shares(Path::new("/proc/sys/user"));
+
+    confine_and_run(&policy, &view, (uid, gid), &shares, started)
 }
 
 fn id_map(path: &str, text: &str) -> Result<(), SetupError> {
@@ -122,6 +126,7 @@ fn confine_and_run(
     policy: &Policy,
     view: &fs::View,
     (uid, gid): (u32, u32),
+    shares: &[(&'static str, u64)],
     started: Option<Started>,
 ) -> Result<i32, SetupError> {
     // No mount namespace here: the helper keeps the host's view (the
@@ -164,7 +169,7 @@ fn confine_and_run(
             drop(forwarder);
             drop(direct);
             drop(open);
-            std::process::exit(pid1(policy, view, (uid, gid), wait, started));
+            std::process::exit(pid1(policy, view, (uid, gid), shares, wait, started));
         }
         Some(child) => child,
     };
@@ -471,6 +476,7 @@ fn pid1(
     policy: &Policy,
     view: &fs::View,
     (uid, gid): (u32, u32),
+    shares: &[(&'static str, u64)],
     gate: Option<Wait>,
     started: Option<Started>,
 ) -> i32 {
@@ -480,7 +486,7 @@ fn pid1(
         eprintln!("paddock sandbox: {}", SetupError::Signals { source });
         return exit::SETUP_FAILED;
     }
-    if let Err(e) = setup(policy, view, uid, gid, gate) {
+    if let Err(e) = setup(policy, view, (uid, gid), shares, gate) {
         eprintln!("paddock sandbox: {e}");
         return e.exit_code();
     }
@@ -523,19 +529,17 @@ fn env_value<'a>(policy: &'a Policy, name: &str) -> Option<&'a str> {
 fn setup(
     policy: &Policy,
     view: &fs::View,
-    uid: u32,
-    gid: u32,
+    (uid, gid): (u32, u32),
+    shares: &[(&'static str, u64)],
     gate: Option<Wait>,
 ) -> Result<(), SetupError> {
     trace::step("pid1 running");
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
-    let pid_max_held = fs::enter(
-        view,
-        uid,
-        gid,
-        env_value(policy, "HOME"),
-        policy.limits.pids,
-    )?;
+    let knobs = fs::Knobs {
+        pids: policy.limits.pids,
+        shares,
+    };
+    let pid_max_held = fs::enter(view, uid, gid, env_value(policy, "HOME"), &knobs)?;
     trace::step("view entered");
     nix::unistd::sethostname(HOSTNAME).map_err(|source| SetupError::Hostname { source })?;
     caps::rlimits()?;

@@ -49,6 +49,7 @@ mod started;
 pub mod trace;
 pub mod tun;
 pub mod unix_path;
+pub mod user_counts;
 
 pub use error::SetupError;
 pub use policy::{exit, protected_in, DirectWatch, Forward, Limits, NetMode, Policy};

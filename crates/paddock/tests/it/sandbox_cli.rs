@@ -225,6 +225,75 @@ print(forked, attempt(pid_max), attempt(lambda: resource.setrlimit(resource.RLIM
     );
 }
 
+/// A run holds at most its share (an eighth) of its caller's per-user
+/// inotify instances and fanotify groups (`user_counts.rs`), so that the
+/// caller's user can still watch files while it runs. Before, a job
+/// opened all 128 of each and, until it ended, every other process of
+/// its user (root's, for a root caller) was refused a new one (EMFILE).
+#[test]
+fn a_run_cannot_take_all_of_its_users_inotify_instances() {
+    if !paddock_test_support::prelude::sandbox_available() {
+        return;
+    }
+    let python = "/usr/bin/python3";
+    let maxima = ["max_inotify_instances", "max_fanotify_groups"]
+        .map(|f| std::fs::read_to_string(format!("/proc/sys/user/{f}")).ok());
+    let [Some(inotify), Some(fanotify)] = maxima else {
+        eprintln!("skipping: this kernel has no per-user fanotify count (Linux 5.13+)");
+        return;
+    };
+    if !std::path::Path::new(python).exists() {
+        assert!(!paddock_test_support::prelude::in_ci(), "needs {python}");
+        eprintln!("skipping: needs {python}");
+        return;
+    }
+    let share = |max: String| (max.trim().parse::<u64>().unwrap() / 8).max(4);
+    let take = r#"
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def until_refused(make):
+    n = 0
+    while n < 100000 and make() >= 0:
+        n += 1
+    return n
+inotify = until_refused(lambda: libc.inotify_init1(0))
+fanotify = until_refused(lambda: libc.fanotify_init(0x200, 0))
+print(inotify, fanotify, flush=True)
+sys.stdin.read()
+"#;
+    let mut job = Command::new(env!("CARGO_BIN_EXE_paddock"))
+        .args(["sandbox", "--timeout", "60", "--", python, "-c", take])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(job.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    // While the job holds what it could take: the caller's user makes one
+    // of each.
+    let host = Command::new(python)
+        .args([
+            "-c",
+            "import ctypes; l = ctypes.CDLL(None); print(l.inotify_init1(0) >= 0, l.fanotify_init(0x200, 0) >= 0)",
+        ])
+        .output()
+        .unwrap();
+    drop(job.stdin.take());
+    let status = job.wait().unwrap();
+    assert_eq!(
+        (line, text(&host.stdout), status.code()),
+        (
+            format!("{} {}\n", share(inotify), share(fanotify)),
+            "True True\n".to_string(),
+            Some(0)
+        )
+    );
+}
+
 #[test]
 fn fails_closed_when_a_protection_cannot_be_set_up() {
     if !paddock_test_support::prelude::sandbox_available() {

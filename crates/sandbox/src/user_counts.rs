@@ -1,0 +1,114 @@
+//! The caller's per-user kernel counts a run may use: a share, not all.
+//! The kernel counts some objects per user, across every process of that
+//! user on the host: inotify instances (128 by default) and watches,
+//! fanotify groups (128) and marks. A run's processes are the caller's
+//! user as far as those counts go (its user namespace maps to the
+//! caller's uid), so a job that opened inotify instances until the kernel
+//! refused left none to the caller's user: while it ran, nothing else of
+//! that user (root's daemons and tools, for a root caller; the user's
+//! editor, `tail -f`, `paddock serve`'s own watch of cancels) could start
+//! watching a file.
+//!
+//! The kernel checks each count at every user namespace from the
+//! process's own up to the host's, against that namespace's maximum
+//! (`/proc/sys/user/max_*`, per user namespace; a new namespace starts at
+//! `INT_MAX`, and only a holder of `CAP_SYS_RESOURCE` in it may change
+//! them). So the helper reads the caller's maxima (before it makes the
+//! run's user namespace: [`shares`]) and PID 1, which holds every
+//! capability in the run's namespace until it drops them, writes an
+//! eighth of each (at least [`FLOOR`]) as the run's namespace's maxima
+//! through its fresh /proc, before that /proc's `sys` is bound read-only
+//! ([`write`]); the command can neither raise them (no capability, a
+//! read-only file) nor get around them (a namespace it could make below
+//! is checked against these too; it cannot make one, `filter.rs`). A run
+//! therefore holds at most an eighth of its user's inotify instances;
+//! eight concurrent runs of one user could still hold them all, which a
+//! host running that many hostile jobs at once under one user should
+//! answer with a higher `fs.inotify.max_user_instances`.
+//!
+//! A count the kernel does not have (fanotify's before Linux 5.13) is
+//! left alone; a write the kernel refuses leaves that maximum as it was
+//! (the run goes on: these are shares of a shared resource, not the
+//! run's confinement).
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+
+/// The counts shared, by their file in `/proc/sys/user`.
+const COUNTS: [&str; 4] = [
+    "max_inotify_instances",
+    "max_inotify_watches",
+    "max_fanotify_groups",
+    "max_fanotify_marks",
+];
+
+/// A run gets this part of each of its caller's maxima.
+const PART: u64 = 8;
+
+/// Never less than this (an engine's own few watchers).
+pub const FLOOR: u64 = 4;
+
+/// Each count's share for a run, from the caller's maxima (`proc_sys_user`
+/// is `/proc/sys/user` as the caller sees it): (file name, share), for
+/// the counts this kernel has.
+pub fn shares(proc_sys_user: &Path) -> Vec<(&'static str, u64)> {
+    COUNTS
+        .iter()
+        .filter_map(|name| {
+            let text = std::fs::read_to_string(proc_sys_user.join(name)).ok()?;
+            let max: u64 = text.trim().parse().ok()?;
+            Some((*name, share(max)))
+        })
+        .collect()
+}
+
+/// A run's share of a maximum of `max`.
+fn share(max: u64) -> u64 {
+    (max / PART).max(FLOOR).min(max)
+}
+
+/// PID 1's part: writes each share as the run's user namespace's maximum
+/// through `proc` (the run's fresh /proc, its `sys` still writable).
+/// Returns the names it could not write (none, normally).
+pub fn write(proc: &Path, shares: &[(&'static str, u64)]) -> Vec<&'static str> {
+    shares
+        .iter()
+        .filter(|(name, value)| {
+            let written = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(proc.join("sys/user").join(name))
+                .and_then(|mut f| f.write_all(format!("{value}\n").as_bytes()));
+            written.is_err()
+        })
+        .map(|(name, _)| *name)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_gets_an_eighth_of_each_maximum_and_never_more_than_it() {
+        assert_eq!(
+            [128, 192_530, 8192, 31, 2, 0].map(share),
+            [16, 24_066, 1024, 4, 2, 0]
+        );
+    }
+
+    #[test]
+    fn the_shares_come_from_the_maxima_this_kernel_has() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("max_inotify_instances"), "128\n").unwrap();
+        std::fs::write(dir.path().join("max_inotify_watches"), "8192\n").unwrap();
+        // No fanotify counts (a kernel before 5.13); an unreadable value
+        // is left out too.
+        std::fs::write(dir.path().join("max_fanotify_marks"), "many\n").unwrap();
+        assert_eq!(
+            shares(dir.path()),
+            vec![("max_inotify_instances", 16), ("max_inotify_watches", 1024)]
+        );
+    }
+}
