@@ -543,6 +543,7 @@ fn setup(
     trace::step("view entered");
     nix::unistd::sethostname(HOSTNAME).map_err(|source| SetupError::Hostname { source })?;
     caps::rlimits()?;
+    crate::user_counts::limit_rlimits()?;
     caps::new_session()?;
     nix::unistd::chdir(&policy.cwd).map_err(|source| SetupError::Chdir {
         path: policy.cwd.clone(),

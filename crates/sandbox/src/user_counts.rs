@@ -26,12 +26,25 @@
 //! host running that many hostile jobs at once under one user should
 //! answer with a higher `fs.inotify.max_user_instances`.
 //!
+//! Two resource limits are counted per user the same way (each user
+//! namespace's count checked up to the host's): pending signals
+//! (`RLIMIT_SIGPENDING`: a job that queued real-time signals to itself
+//! until refused left its user unable to `sigqueue` or arm a POSIX timer)
+//! and POSIX message queue bytes (`RLIMIT_MSGQUEUE`). PID 1 lowers its own
+//! to an eighth of the caller's, soft and hard, before it starts the
+//! command, which inherits them and cannot raise a hard limit
+//! ([`limit_rlimits`]).
+//!
 //! A count the kernel does not have (fanotify's before Linux 5.13) is
 //! left alone; a write the kernel refuses leaves that maximum as it was
 //! (the run goes on: these are shares of a shared resource, not the
 //! run's confinement).
 
 use std::io::Write as _;
+
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
+
+use crate::error::SetupError;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
@@ -61,6 +74,28 @@ pub fn shares(proc_sys_user: &Path) -> Vec<(&'static str, u64)> {
             Some((*name, share(max)))
         })
         .collect()
+}
+
+/// The resource limits counted per user that a run gets a share of.
+const RLIMITS: [(Resource, &str); 2] = [
+    (Resource::RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING"),
+    (Resource::RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE"),
+];
+
+/// PID 1's part, before it starts the command: its own pending-signal
+/// and message-queue limits lowered to a share of the caller's (which it
+/// still has), soft and hard. An unlimited one is left (nothing to share).
+pub fn limit_rlimits() -> Result<(), SetupError> {
+    for (resource, name) in RLIMITS {
+        let (soft, _) =
+            getrlimit(resource).map_err(|source| SetupError::Rlimit { name, source })?;
+        if soft == libc::RLIM_INFINITY {
+            continue;
+        }
+        let limit = share(soft);
+        setrlimit(resource, limit, limit).map_err(|source| SetupError::Rlimit { name, source })?;
+    }
+    Ok(())
 }
 
 /// A run's share of a maximum of `max`.

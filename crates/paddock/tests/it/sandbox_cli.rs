@@ -226,12 +226,14 @@ print(forked, attempt(pid_max), attempt(lambda: resource.setrlimit(resource.RLIM
 }
 
 /// A run holds at most its share (an eighth) of its caller's per-user
-/// inotify instances and fanotify groups (`user_counts.rs`), so that the
-/// caller's user can still watch files while it runs. Before, a job
-/// opened all 128 of each and, until it ended, every other process of
-/// its user (root's, for a root caller) was refused a new one (EMFILE).
+/// inotify instances, fanotify groups and pending signals
+/// (`user_counts.rs`), so that the caller's user can still watch files
+/// and queue signals while it runs. Before, a job opened all 128
+/// instances and groups and queued all 96362 signals and, until it ended,
+/// every other process of its user (root's, for a root caller) was
+/// refused a new one (EMFILE, EAGAIN).
 #[test]
-fn a_run_cannot_take_all_of_its_users_inotify_instances() {
+fn a_run_cannot_take_all_of_its_users_kernel_counts() {
     if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
@@ -248,17 +250,23 @@ fn a_run_cannot_take_all_of_its_users_inotify_instances() {
         return;
     }
     let share = |max: String| (max.trim().parse::<u64>().unwrap() / 8).max(4);
+    let (signals, _) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_SIGPENDING).unwrap();
     let take = r#"
-import ctypes, sys
+import ctypes, os, signal, sys
 libc = ctypes.CDLL(None, use_errno=True)
 def until_refused(make):
     n = 0
-    while n < 100000 and make() >= 0:
+    while n < 200000 and make() >= 0:
         n += 1
     return n
+def queued():
+    # A real-time signal, blocked, queued to itself until refused.
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+    return until_refused(lambda: libc.sigqueue(os.getpid(), signal.SIGRTMIN, ctypes.c_void_p(0)))
 inotify = until_refused(lambda: libc.inotify_init1(0))
 fanotify = until_refused(lambda: libc.fanotify_init(0x200, 0))
-print(inotify, fanotify, flush=True)
+print(inotify, fanotify, queued(), flush=True)
 sys.stdin.read()
 "#;
     let mut job = Command::new(env!("CARGO_BIN_EXE_paddock"))
@@ -278,7 +286,7 @@ sys.stdin.read()
     let host = Command::new(python)
         .args([
             "-c",
-            "import ctypes; l = ctypes.CDLL(None); print(l.inotify_init1(0) >= 0, l.fanotify_init(0x200, 0) >= 0)",
+            "import ctypes, os, signal; l = ctypes.CDLL(None); signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN]); print(l.inotify_init1(0) >= 0, l.fanotify_init(0x200, 0) >= 0, l.sigqueue(os.getpid(), signal.SIGRTMIN, ctypes.c_void_p(0)) == 0)",
         ])
         .output()
         .unwrap();
@@ -287,8 +295,13 @@ sys.stdin.read()
     assert_eq!(
         (line, text(&host.stdout), status.code()),
         (
-            format!("{} {}\n", share(inotify), share(fanotify)),
-            "True True\n".to_string(),
+            format!(
+                "{} {} {}\n",
+                share(inotify),
+                share(fanotify),
+                share(signals.to_string())
+            ),
+            "True True True\n".to_string(),
             Some(0)
         )
     );
