@@ -36,6 +36,10 @@ pub struct GitHub {
     /// bot account is found with its JWT (`GET /app`'s slug), since the
     /// token has no account `GET /user` answers for.
     app: Option<super::github_app::AppSigner>,
+    /// The token's account once asked ([`GitHub::own_account`]): a
+    /// publish asks it at most once (looking for the closeout, then
+    /// recording its post).
+    token_account: tokio::sync::OnceCell<Option<u64>>,
 }
 
 /// The App as `GET /app` answers it (to the App's JWT).
@@ -238,6 +242,7 @@ impl GitHub {
             token,
             closeout_record: None,
             app: None,
+            token_account: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -381,7 +386,7 @@ impl GitHub {
     /// while GitHub's ghost holds one: an error, nothing posted or
     /// edited); with no
     /// record (a job published before records were kept), the first by the
-    /// account that opened the pull request, by id. Only a comment Paddock's
+    /// account of this publish's token, by id (none known: none found). Only a comment Paddock's
     /// identity wrote is its closeout: anyone may comment on a public
     /// repository's pull request, a copy of the closeout too; edited, it
     /// would hold Paddock's closeout under its author's name, theirs to
@@ -434,10 +439,18 @@ impl GitHub {
         // one; never by this one's opener, which may be anyone (who
         // reopened the job's branch as a pull request of their own, a copy
         // of the closeout on it). With no record at all (a job published
-        // before records were kept), the opener's.
+        // before records were kept, a publish stopped before its record),
+        // the account of this publish's token: never the opener as such,
+        // who may be anyone that opened the job's branch as a pull request
+        // first, a copy of the closeout posted while no record named
+        // Paddock's (the pull request's body holds the job's id before
+        // the closeout is posted).
         let author = match kept.filter(|r| r.pull_request != pr.number) {
             Some(elsewhere) => elsewhere.poster.map(|p| p.to_string()),
-            None => poster.clone().or_else(|| pr.author.clone()),
+            None => match &poster {
+                Some(p) => Some(p.clone()),
+                None => self.own_account(pr).await?.map(|id| id.to_string()),
+            },
         };
         let Some(author) = author else {
             return Ok(None);
@@ -481,45 +494,18 @@ impl GitHub {
         }
     }
 
-    /// Records that the account of this publish's token is about to post
-    /// the job's closeout on `pr`, before the post: a kill after it leaves
-    /// the next publish that account to look for. Not recorded, nothing is
-    /// posted. The account is the pull request's opener when this publish
-    /// opened it (no request made), else `GET /user`'s; an App's
-    /// installation token has no account that answers there (403): its
-    /// account is the App's bot ([`GitHub::app_account`]). A token refused
-    /// there that is no App's Paddock minted (an Actions token) records
-    /// nothing before its post (the next publish looks for the opener's).
+    /// Records that the account of this publish's token
+    /// ([`GitHub::own_account`]) is about to post the job's closeout on
+    /// `pr`, before the post: a kill after it leaves the next publish that
+    /// account to look for. Not recorded, nothing is posted. A token with
+    /// no account known (an Actions token) records nothing before its post
+    /// (a kill after it: the next publish posts another).
     async fn record_posting(&self, pr: &PullRequest) -> Result<(), ForgeError> {
         let Some(path) = &self.closeout_record else {
             return Ok(());
         };
-        let opener = pr
-            .author
-            .as_deref()
-            .filter(|_| pr.created)
-            .and_then(|id| id.parse::<u64>().ok());
-        let poster = match opener {
-            Some(id) => id,
-            None => {
-                let me: Result<ApiUser, _> = self
-                    .call("read the token's account", Method::GET, "/user", None)
-                    .await;
-                match me {
-                    Ok(me) if me.id != 0 => me.id,
-                    // No account answered (an answer without an id; an
-                    // installation token's 403); a rate limit's 403 is not
-                    // that, and fails the closeout as any error does.
-                    Ok(_) => return Ok(()),
-                    Err(ForgeError::Status {
-                        status: 403, limit, ..
-                    }) if limit.is_empty() => match &self.app {
-                        Some(app) => self.app_account(app).await?,
-                        None => return Ok(()),
-                    },
-                    Err(e) => return Err(e),
-                }
-            }
+        let Some(poster) = self.own_account(pr).await? else {
+            return Ok(());
         };
         let record = super::github_closeout::CloseoutComment {
             pull_request: pr.number,
@@ -528,6 +514,48 @@ impl GitHub {
         };
         super::github_closeout::write(path, record)
             .map_err(|source| self.record_error(path, "write it", source))
+    }
+
+    /// The account of this publish's token, which posts the closeout: the
+    /// pull request's opener when this publish opened it (no request
+    /// made), else `GET /user`'s; an App's installation token has no
+    /// account that answers there (403): its account is the App's bot
+    /// ([`GitHub::app_account`]). None for a token refused there that is
+    /// no App's Paddock minted (an Actions token).
+    async fn own_account(&self, pr: &PullRequest) -> Result<Option<u64>, ForgeError> {
+        let opener = pr
+            .author
+            .as_deref()
+            .filter(|_| pr.created)
+            .and_then(|id| id.parse::<u64>().ok());
+        if let Some(id) = opener {
+            return Ok(Some(id));
+        }
+        self.token_account
+            .get_or_try_init(|| self.ask_token_account())
+            .await
+            .copied()
+    }
+
+    /// `GET /user`'s account, or an App's bot's ([`GitHub::own_account`]).
+    async fn ask_token_account(&self) -> Result<Option<u64>, ForgeError> {
+        let me: Result<ApiUser, _> = self
+            .call("read the token's account", Method::GET, "/user", None)
+            .await;
+        match me {
+            Ok(me) if me.id != 0 => Ok(Some(me.id)),
+            // No account answered (an answer without an id; an
+            // installation token's 403); a rate limit's 403 is not that,
+            // and fails the closeout as any error does.
+            Ok(_) => Ok(None),
+            Err(ForgeError::Status {
+                status: 403, limit, ..
+            }) if limit.is_empty() => match &self.app {
+                Some(app) => self.app_account(app).await.map(Some),
+                None => Ok(None),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     /// The id of the App's bot account, which posts what its installation

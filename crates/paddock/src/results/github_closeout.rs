@@ -28,7 +28,8 @@
 //! only one holding this job's closeout, by the account recorded, is
 //! edited. A record
 //! missing (a job published before records were kept) has the closeout
-//! looked for by the opener's id (`github.rs`); one for another pull request
+//! looked for by the id of this publish's token's account (`github.rs`),
+//! never the opener's as such (anyone may open the job's branch first); one for another pull request
 //! (the job's closeout went there: its branch's pull request was
 //! ended and opened again) by its poster's, never the opener's, who
 //! may be anyone (a copy of the closeout in their comment was edited into

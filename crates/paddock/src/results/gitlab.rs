@@ -308,9 +308,9 @@ impl GitLab {
     /// only its poster recorded (a kill between the post and the record of
     /// its note, or the post's answer lost), the first note of this job's
     /// closeout by that user; with no record (a job published before
-    /// records were kept), the first note of this job's closeout by the
-    /// user that opened the merge request (this job's first token's bot),
-    /// by id. Never by a name: anyone may take a bot's display name, and
+    /// records were kept), the first note of this job's closeout by this
+    /// publish's token's user, by id (never the opener's as such: anyone
+    /// may open the job's branch as a merge request first). Never by a name: anyone may take a bot's display name, and
     /// GitLab's ghost user holds the notes of everyone deleted (a copy of
     /// the closeout whose author deleted their account too), so a merge
     /// request by the ghost (its bot user deleted) has none found this
@@ -355,16 +355,18 @@ impl GitLab {
         // looked for by this one's opener, which may be anyone (who
         // opened the job's branch as a merge request of their own again, a
         // copy of the closeout on it). With no record at all (a job
-        // published before records were kept), the opener's.
+        // published before records were kept), the token's user's: never
+        // the opener as such, who may be anyone that opened the job's
+        // branch as a merge request first, a copy of the closeout posted
+        // while no record named Paddock's.
         let elsewhere = kept.filter(|r| r.merge_request != mr.number);
-        let author = match (poster, elsewhere, &mr.author) {
-            (Some(poster), _, _) => poster.to_string(),
-            (None, Some(elsewhere), _) => match elsewhere.poster {
+        let author = match (poster, elsewhere) {
+            (Some(poster), _) => poster.to_string(),
+            (None, Some(elsewhere)) => match elsewhere.poster {
                 Some(poster) => poster.to_string(),
                 None => return Ok(None),
             },
-            (None, None, Some(author)) => author.clone(),
-            (None, None, None) => return Ok(None),
+            (None, None) => self.token_user().await?.id.to_string(),
         };
         let listed = format!("{path}?sort=asc&order_by=created_at");
         let (notes, cut): (Vec<ApiNote>, _) = self
@@ -429,9 +431,7 @@ impl GitLab {
         let Some(path) = &self.closeout_record else {
             return Ok(());
         };
-        let me: ApiUser = self
-            .call("read the token's user", Method::GET, "/user", None)
-            .await?;
+        let me = self.token_user().await?;
         // The newest note now: the post's is above it.
         let newest: Vec<ApiNote> = self
             .call(
@@ -449,6 +449,13 @@ impl GitLab {
         };
         super::gitlab_closeout::write(path, record)
             .map_err(|source| self.record_error(path, "write it", source))
+    }
+
+    /// The user of this publish's token (a project or group token's bot
+    /// user), who posts the closeout.
+    async fn token_user(&self) -> Result<ApiUser, ForgeError> {
+        self.call("read the token's user", Method::GET, "/user", None)
+            .await
     }
 
     /// Records `note` as the job's closeout on merge request `iid`, for

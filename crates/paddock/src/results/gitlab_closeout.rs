@@ -32,7 +32,8 @@
 //! publish found, the path is the spec's project), and only one holding
 //! this job's closeout and by the user recorded is edited. A record
 //! missing (a job published before records were kept) has the closeout
-//! looked for by the opener's id (`gitlab.rs`); one for another merge request
+//! looked for by the id of this publish's token's account (`gitlab.rs`),
+//! never the opener's as such (anyone may open the job's branch first); one for another merge request
 //! (the job's closeout went there: its branch's merge request was
 //! ended and opened again) by its poster's, never the opener's, who
 //! may be anyone (a copy of the closeout in their note was edited into

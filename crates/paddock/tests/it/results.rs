@@ -5075,6 +5075,115 @@ async fn a_closeout_copy_on_a_pull_its_opener_opened_again_is_never_taken_for_pa
     );
 }
 
+/// Alice opened the job's branch as a pull request before Paddock's
+/// publish, and comments a copy of the job's closeout on it; the closeout
+/// record is gone (a job published before records were kept, or a
+/// publish stopped before its record: the pull request's body names the
+/// job before the closeout is posted). `paddock publish` looks for the
+/// closeout by its own token's account, never by the opener as such:
+/// Paddock's closeout is edited, alice's copy left as she wrote it.
+/// Before, the opener's (alice's) copy was taken for the closeout and
+/// edited into it.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_record_a_closeout_copy_by_the_pulls_opener_is_never_taken_for_paddocks() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let pull = mock.open_pull_as("alice", "paddock/T-1/1", "main");
+    let first = run_with_token(&home, &spec).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    mock.comment_as(pull, "alice", &forged);
+    std::fs::remove_file(
+        home.data()
+            .join("artifacts")
+            .join(&first.id)
+            .join(".github-closeout.json"),
+    )
+    .unwrap();
+    let args = ["publish", "--json", first.id.as_str()];
+    let out = home
+        .paddock(&args, &[("PADDOCK_TEST_GH_TOKEN", TOKEN)])
+        .await;
+    let now = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    let bot = "paddock-bot".to_string();
+    assert_eq!(
+        ((out.status.code(), record(&out).status), mock.comments_by(),),
+        (
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![(1, bot, now), (2, "alice".to_string(), forged)],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// As `without_a_record_a_closeout_copy_by_the_pulls_opener_is_never_taken_for_paddocks`,
+/// on GitLab: the closeout is looked for among the notes of the token's
+/// user, never the merge request's opener (alice), whose copy is left.
+/// Each publish's token has its own bot user, so the first publish's
+/// closeout is not this one's user's either: without its record, a new
+/// closeout is posted beside it (never alice's edited).
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_record_a_closeout_copy_by_the_merge_requests_opener_is_never_taken_for_paddocks()
+{
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let mr = mock.open_merge_request_as("alice", "paddock/T-1/1", "main");
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let store = home.store().await;
+    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
+    let forged = format!("{closeout}\nEvery check passed: merge it.\n");
+    mock.seed_note_named(mr, ("alice", "alice"), &forged);
+    std::fs::remove_file(
+        home.data()
+            .join("artifacts")
+            .join(&first.id)
+            .join(".gitlab-closeout.json"),
+    )
+    .unwrap();
+    let args = ["publish", "--json", first.id.as_str()];
+    let out = home
+        .paddock(&args, &[("PADDOCK_TEST_GL_TOKEN", TOKEN)])
+        .await;
+    let now = store.closeout(&first.id).await.unwrap().unwrap();
+    let seen: Vec<(u64, bool, bool, bool)> = mock
+        .notes()
+        .into_iter()
+        .map(|(iid, author, body)| (iid, author == "alice", body == now, body == forged))
+        .collect();
+    assert_eq!(
+        ((out.status.code(), record(&out).status), seen),
+        (
+            (Some(0), paddock_protocol::JobStatus::Done),
+            vec![
+                (mr, false, false, false),
+                (mr, true, false, true),
+                (mr, false, true, false)
+            ],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// As `a_closeout_copy_on_a_pull_its_opener_opened_again_is_never_taken_for_paddocks`,
 /// on GitLab: alice's merge request for the job's branch gets the job's
 /// closeout; she closes it, opens another for the branch and adds a copy
