@@ -110,7 +110,7 @@ fn run(policy: Policy) -> Result<i32, SetupError> {
 
     // The caller's per-user maxima, read before the run's user namespace
     // hides them (PID 1 writes the run's shares of them).
-    let shares = crate::user_counts::shares(Path::new("/proc/sys/user"));
+    let shares = crate::user_counts::shares(Path::new("/proc/sys"));
 
     confine_and_run(&policy, &view, (uid, gid), &shares, started)
 }

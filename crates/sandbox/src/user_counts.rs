@@ -13,8 +13,10 @@
 //! process's own up to the host's, against that namespace's maximum
 //! (`/proc/sys/user/max_*`, per user namespace; a new namespace starts at
 //! `INT_MAX`, and only a holder of `CAP_SYS_RESOURCE` in it may change
-//! them). So the helper reads the caller's maxima (before it makes the
-//! run's user namespace: [`shares`]) and PID 1, which holds every
+//! them). So the helper reads the caller's maxima and the host's (the
+//! lower binds: a caller in a user namespace of its own has `INT_MAX`
+//! there), before it makes the run's user namespace ([`shares`]), and
+//! PID 1, which holds every
 //! capability in the run's namespace until it drops them, writes an
 //! eighth of each (at least [`FLOOR`]) as the run's namespace's maxima
 //! through its fresh /proc, before that /proc's `sys` is bound read-only
@@ -46,14 +48,16 @@ use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 use crate::error::SetupError;
 use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-/// The counts shared, by their file in `/proc/sys/user`.
-const COUNTS: [&str; 4] = [
-    "max_inotify_instances",
-    "max_inotify_watches",
-    "max_fanotify_groups",
-    "max_fanotify_marks",
+/// The counts shared: their file in `/proc/sys/user` (the caller's user
+/// namespace's maximum) and in `/proc/sys/fs` (the host's, which binds a
+/// caller in a user namespace of its own too).
+const COUNTS: [(&str, &str); 4] = [
+    ("max_inotify_instances", "inotify/max_user_instances"),
+    ("max_inotify_watches", "inotify/max_user_watches"),
+    ("max_fanotify_groups", "fanotify/max_user_groups"),
+    ("max_fanotify_marks", "fanotify/max_user_marks"),
 ];
 
 /// A run gets this part of each of its caller's maxima.
@@ -62,15 +66,18 @@ const PART: u64 = 8;
 /// Never less than this (an engine's own few watchers).
 pub const FLOOR: u64 = 4;
 
-/// Each count's share for a run, from the caller's maxima (`proc_sys_user`
-/// is `/proc/sys/user` as the caller sees it): (file name, share), for
-/// the counts this kernel has.
-pub fn shares(proc_sys_user: &Path) -> Vec<(&'static str, u64)> {
+/// Each count's share for a run, from the lower of the caller's and the
+/// host's maximum (`proc_sys` is `/proc/sys` as the caller sees it):
+/// (file name in `user/`, share), for the counts this kernel has.
+pub fn shares(proc_sys: &Path) -> Vec<(&'static str, u64)> {
+    let read =
+        |path: PathBuf| -> Option<u64> { std::fs::read_to_string(path).ok()?.trim().parse().ok() };
     COUNTS
         .iter()
-        .filter_map(|name| {
-            let text = std::fs::read_to_string(proc_sys_user.join(name)).ok()?;
-            let max: u64 = text.trim().parse().ok()?;
+        .filter_map(|(name, host)| {
+            let caller = read(proc_sys.join("user").join(name));
+            let host = read(proc_sys.join("fs").join(host));
+            let max = caller.into_iter().chain(host).min()?;
             Some((*name, share(max)))
         })
         .collect()
@@ -134,13 +141,21 @@ mod tests {
     }
 
     #[test]
-    fn the_shares_come_from_the_maxima_this_kernel_has() {
+    fn the_shares_come_from_the_lower_maxima_this_kernel_has() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("max_inotify_instances"), "128\n").unwrap();
-        std::fs::write(dir.path().join("max_inotify_watches"), "8192\n").unwrap();
+        let user = dir.path().join("user");
+        let inotify = dir.path().join("fs/inotify");
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::create_dir_all(&inotify).unwrap();
+        // A caller in a user namespace of its own: its maximum is
+        // INT_MAX, the host's binds.
+        std::fs::write(user.join("max_inotify_instances"), "2147483647\n").unwrap();
+        std::fs::write(inotify.join("max_user_instances"), "128\n").unwrap();
+        std::fs::write(user.join("max_inotify_watches"), "8192\n").unwrap();
+        std::fs::write(inotify.join("max_user_watches"), "65536\n").unwrap();
         // No fanotify counts (a kernel before 5.13); an unreadable value
         // is left out too.
-        std::fs::write(dir.path().join("max_fanotify_marks"), "many\n").unwrap();
+        std::fs::write(user.join("max_fanotify_marks"), "many\n").unwrap();
         assert_eq!(
             shares(dir.path()),
             vec![("max_inotify_instances", 16), ("max_inotify_watches", 1024)]
