@@ -109,7 +109,7 @@ fn cgroup_caps(root: Option<&Path>) -> String {
         Err(e) => {
             let held = paddock_sandbox::pid_cap::expected(
                 crate::launcher::SANDBOX_PIDS,
-                nix::unistd::geteuid().as_raw(),
+                paddock_sandbox::pid_cap::host_root(),
             );
             format!(
                 "no cgroup caps for jobs ({e}): without its cgroup {held}, and a job whose host profile sets caps is refused unless its spec accepts them as degraded; PADDOCK_CGROUP_ROOT names a cgroup delegated to this user (docs/sandbox.md)"

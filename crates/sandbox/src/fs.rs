@@ -566,6 +566,8 @@ fn write_new(dst: &Path, text: &[u8]) -> Result<(), SetupError> {
 pub struct Knobs<'a> {
     /// The run's pids cap, as its PID namespace's `pid_max` (`pid_cap.rs`).
     pub pids: Option<u64>,
+    /// Whether the caller is the host's root (`pid_cap::host_root`).
+    pub host_root: bool,
     /// The run's shares of its caller's per-user counts, as its user
     /// namespace's maxima (`user_counts.rs`).
     pub shares: &'a [(&'static str, u64)],
@@ -596,7 +598,7 @@ pub fn enter(
     trace::step("read-only flags");
     dev_mounts(&dev)?;
     trace::step("/dev");
-    let pid_max_held = proc_mounts(&proc, knobs, uid)?;
+    let pid_max_held = proc_mounts(&proc, knobs)?;
     trace::step("/proc");
     switch(new)?;
     Ok(pid_max_held)
@@ -884,7 +886,7 @@ fn dev_mounts(dev: &Path) -> Result<(), SetupError> {
 /// A fresh /proc for the new PID namespace, with its system-wide knobs
 /// bound read-only over themselves; before that, `knobs` written (whether
 /// the PID namespace's `pid_max` holds the pids cap is returned).
-fn proc_mounts(proc: &Path, knobs: &Knobs<'_>, uid: u32) -> Result<bool, SetupError> {
+fn proc_mounts(proc: &Path, knobs: &Knobs<'_>) -> Result<bool, SetupError> {
     mount(
         Some(OsStr::new("proc")),
         proc,
@@ -895,7 +897,7 @@ fn proc_mounts(proc: &Path, knobs: &Knobs<'_>, uid: u32) -> Result<bool, SetupEr
     .map_err(mount_err("proc", proc))?;
     let pid_max_held = knobs
         .pids
-        .is_some_and(|cap| crate::pid_cap::write_pid_max(proc, cap, uid));
+        .is_some_and(|cap| crate::pid_cap::write_pid_max(proc, cap, knobs.host_root));
     // A maximum the kernel refused stays as it was (`user_counts.rs`).
     let _refused = crate::user_counts::write(proc, knobs.shares);
     for name in PROC_RO {

@@ -111,8 +111,21 @@ fn run(policy: Policy) -> Result<i32, SetupError> {
     // The caller's per-user maxima, read before the run's user namespace
     // hides them (PID 1 writes the run's shares of them).
     let shares = crate::user_counts::shares(Path::new("/proc/sys"));
+    let host = Host {
+        root: crate::pid_cap::host_root(),
+        shares: &shares,
+    };
 
-    confine_and_run(&policy, &view, (uid, gid), &shares, started)
+    confine_and_run(&policy, &view, (uid, gid), &host, started)
+}
+
+/// What the helper learns of the caller's host before it makes the run's
+/// user namespace (which hides it).
+struct Host<'a> {
+    /// The caller is the host's root (`pid_cap::host_root`).
+    root: bool,
+    /// The run's shares of the caller's per-user counts (`user_counts.rs`).
+    shares: &'a [(&'static str, u64)],
 }
 
 fn id_map(path: &str, text: &str) -> Result<(), SetupError> {
@@ -126,7 +139,7 @@ fn confine_and_run(
     policy: &Policy,
     view: &fs::View,
     (uid, gid): (u32, u32),
-    shares: &[(&'static str, u64)],
+    host: &Host<'_>,
     started: Option<Started>,
 ) -> Result<i32, SetupError> {
     // No mount namespace here: the helper keeps the host's view (the
@@ -169,7 +182,7 @@ fn confine_and_run(
             drop(forwarder);
             drop(direct);
             drop(open);
-            std::process::exit(pid1(policy, view, (uid, gid), shares, wait, started));
+            std::process::exit(pid1(policy, view, (uid, gid), host, wait, started));
         }
         Some(child) => child,
     };
@@ -195,9 +208,12 @@ fn confine_and_run(
         Ok(Joined::Without(e)) => {
             // The pids cap another way (`pid_cap.rs`), before PID 1 goes on.
             let held = match (policy.limits.pids, &open) {
-                (Some(cap), Some(open)) => {
-                    Some(crate::pid_cap::hold(child, cap, uid, open.pid_max_held()))
-                }
+                (Some(cap), Some(open)) => Some(crate::pid_cap::hold(
+                    child,
+                    cap,
+                    host.root,
+                    open.pid_max_held(),
+                )),
                 _ => None,
             };
             let line = match held {
@@ -476,7 +492,7 @@ fn pid1(
     policy: &Policy,
     view: &fs::View,
     (uid, gid): (u32, u32),
-    shares: &[(&'static str, u64)],
+    host: &Host<'_>,
     gate: Option<Wait>,
     started: Option<Started>,
 ) -> i32 {
@@ -486,7 +502,7 @@ fn pid1(
         eprintln!("paddock sandbox: {}", SetupError::Signals { source });
         return exit::SETUP_FAILED;
     }
-    if let Err(e) = setup(policy, view, (uid, gid), shares, gate) {
+    if let Err(e) = setup(policy, view, (uid, gid), host, gate) {
         eprintln!("paddock sandbox: {e}");
         return e.exit_code();
     }
@@ -530,14 +546,15 @@ fn setup(
     policy: &Policy,
     view: &fs::View,
     (uid, gid): (u32, u32),
-    shares: &[(&'static str, u64)],
+    host: &Host<'_>,
     gate: Option<Wait>,
 ) -> Result<(), SetupError> {
     trace::step("pid1 running");
     caps::die_with_parent().map_err(|source| SetupError::Capabilities { source })?;
     let knobs = fs::Knobs {
         pids: policy.limits.pids,
-        shares,
+        host_root: host.root,
+        shares: host.shares,
     };
     let pid_max_held = fs::enter(view, uid, gid, env_value(policy, "HOME"), &knobs)?;
     trace::step("view entered");

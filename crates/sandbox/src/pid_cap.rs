@@ -14,19 +14,21 @@
 //!   and thread of the job needs a number there: at most `cap + 299` at
 //!   once, never fewer than `cap` (the kernel skips the first 300 numbers
 //!   after its first wrap). It holds for every caller, root included.
-//!   On an older kernel the file is the host's own `pid_max`; a root
-//!   caller's PID 1 (host uid 0, in a user namespace) could write it
-//!   through the file's mode bits, so PID 1 writes it only where the
-//!   kernel is 6.14 or later ([`per_namespace_pid_max`]); an ordinary
-//!   caller's write of the host's file is refused by its mode.
+//!   On an older kernel the file is the host's own `pid_max`; a caller
+//!   that is the host's root ([`host_root`]: its PID 1 is host uid 0, in
+//!   a user namespace) could write it through the file's mode bits, so
+//!   PID 1 writes it only where the kernel is 6.14 or later
+//!   ([`per_namespace_pid_max`]); any other caller's write of the host's
+//!   file is refused by its mode.
 //! - **`RLIMIT_NPROC`** for an ordinary caller: the kernel counts it per
 //!   user namespace and user, so in the run's own user namespace it counts
 //!   the run's processes and threads (the helper's too) and nothing else
 //!   of the caller's. The helper sets it on PID 1 (soft and hard: the job
 //!   cannot raise a hard limit without `CAP_SYS_RESOURCE` in the host's
 //!   namespace) before PID 1 starts the command, which inherits it. The
-//!   kernel does not apply it to processes of host uid 0, so a root
-//!   caller has only `pid_max`.
+//!   kernel does not apply it to processes of host uid 0, so a caller
+//!   that is the host's root has only `pid_max` (root in a rootless
+//!   container is not: its uid 0 maps to another host uid).
 //!
 //! Which one held is said in the helper's notice ([`Fallback`]'s text):
 //! a root caller on a kernel before 6.14 without a cgroup runs uncapped,
@@ -78,8 +80,8 @@ fn at_least_6_14(release: &str) -> bool {
 /// kernel keeps it per namespace or the caller is not root (whose write
 /// of a host-wide file is refused by its mode). Whether it now holds: the
 /// value read back is the one written.
-pub fn write_pid_max(proc: &Path, cap: u64, caller_uid: u32) -> bool {
-    if caller_uid == 0 && !per_namespace_pid_max() {
+pub fn write_pid_max(proc: &Path, cap: u64, host_root: bool) -> bool {
+    if host_root && !per_namespace_pid_max() {
         return false;
     }
     let path = proc.join("sys/kernel/pid_max");
@@ -109,8 +111,8 @@ pub enum Fallback {
 /// The helper's part, for a run without a cgroup: sets `RLIMIT_NPROC` on
 /// PID 1 (before it starts the command) for an ordinary caller, and says
 /// what holds, given whether PID 1's `pid_max` held.
-pub fn hold(pid1: Pid, cap: u64, caller_uid: u32, pid_max_held: bool) -> Fallback {
-    if caller_uid == 0 {
+pub fn hold(pid1: Pid, cap: u64, host_root: bool, pid_max_held: bool) -> Fallback {
+    if host_root {
         return if pid_max_held {
             Fallback::PidMax { cap }
         } else {
@@ -130,12 +132,41 @@ pub fn hold(pid1: Pid, cap: u64, caller_uid: u32, pid_max_held: bool) -> Fallbac
 /// What would hold a run's `cap` without a cgroup for a caller of
 /// `caller_uid` on this kernel, before any run (`paddock doctor`): what
 /// [`hold`] says unless a limit then fails to be set.
-pub fn expected(cap: u64, caller_uid: u32) -> Fallback {
-    match (caller_uid, per_namespace_pid_max()) {
-        (0, true) => Fallback::PidMax { cap },
-        (0, false) => Fallback::Uncapped { errno: None },
-        (_, pid_max) => Fallback::Rlimit { cap, pid_max },
+pub fn expected(cap: u64, host_root: bool) -> Fallback {
+    match (host_root, per_namespace_pid_max()) {
+        (true, true) => Fallback::PidMax { cap },
+        (true, false) => Fallback::Uncapped { errno: None },
+        (false, pid_max) => Fallback::Rlimit { cap, pid_max },
     }
+}
+
+/// Whether this process's user is the host's root (uid 0 of the host's
+/// user namespace), to which the kernel does not apply `RLIMIT_NPROC`
+/// and whose write of a host-wide sysctl its mode allows; root in a user
+/// namespace of its own (a rootless container) maps elsewhere and is
+/// not. From `/proc/self/uid_map` (`inside outside count` lines); an
+/// unreadable map counts uid 0 as the host's root.
+pub fn host_root() -> bool {
+    let uid = nix::unistd::getuid().as_raw();
+    match std::fs::read_to_string("/proc/self/uid_map") {
+        Ok(map) => maps_to_host_root(&map, uid),
+        Err(_) => uid == 0,
+    }
+}
+
+/// Whether `uid` maps to the host's uid 0 in `map` (a `uid_map`).
+fn maps_to_host_root(map: &str, uid: u32) -> bool {
+    map.lines().any(|line| {
+        let mut fields = line.split_whitespace().map(str::parse::<u64>);
+        match (fields.next(), fields.next(), fields.next()) {
+            (Some(Ok(inside)), Some(Ok(outside)), Some(Ok(count))) => {
+                let uid = u64::from(uid);
+                (inside..inside.saturating_add(count)).contains(&uid)
+                    && outside + (uid - inside) == 0
+            }
+            _ => false,
+        }
+    })
 }
 
 /// Sets another process's `RLIMIT_NPROC`, soft and hard, with
@@ -228,11 +259,29 @@ mod tests {
         // The pid is never used for a root caller.
         let pid = Pid::from_raw(i32::MAX);
         assert_eq!(
-            [hold(pid, 64, 0, true), hold(pid, 64, 0, false)],
+            [hold(pid, 64, true, true), hold(pid, 64, true, false)],
             [
                 Fallback::PidMax { cap: 64 },
                 Fallback::Uncapped { errno: None }
             ]
+        );
+    }
+
+    #[test]
+    fn only_a_uid_mapped_to_the_hosts_0_is_the_hosts_root() {
+        let host = "         0          0 4294967295\n";
+        let rootless = "         0     100000      65536\n";
+        let sandboxed = "      1000       1000          1\n";
+        assert_eq!(
+            [
+                maps_to_host_root(host, 0),
+                maps_to_host_root(host, 1000),
+                maps_to_host_root(rootless, 0),
+                maps_to_host_root(rootless, 5),
+                maps_to_host_root(sandboxed, 1000),
+                maps_to_host_root("garbage\n", 0),
+            ],
+            [true, false, false, false, false, false]
         );
     }
 
