@@ -204,7 +204,7 @@ fn confine_and_run(
     }
     let cgroup = match cgroup(policy, child) {
         Ok(Joined::Cgroup(cg)) => Some(cg),
-        Ok(Joined::Uncapped) => None,
+        Ok(Joined::NoCaps) => None,
         Ok(Joined::Without(e)) => {
             // The pids cap another way (`pid_cap.rs`), before PID 1 goes on.
             let held = match (policy.limits.pids, &open) {
@@ -334,7 +334,7 @@ enum Joined {
     /// PID 1 is in the run's cgroup (so every process of the command is).
     Cgroup(Cgroup),
     /// The policy asks for no caps.
-    Uncapped,
+    NoCaps,
     /// This host cannot make the cgroup (why), and the policy accepts it.
     Without(SetupError),
 }
@@ -345,7 +345,7 @@ enum Joined {
 fn cgroup(policy: &Policy, pid1: Pid) -> Result<Joined, SetupError> {
     let limits = &policy.limits;
     if !capped(policy) {
-        return Ok(Joined::Uncapped);
+        return Ok(Joined::NoCaps);
     }
     let root = policy
         .cgroup_root
