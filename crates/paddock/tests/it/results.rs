@@ -5009,6 +5009,60 @@ async fn a_github_app_publish_cut_after_its_closeout_on_a_pull_it_did_not_open_k
     );
 }
 
+/// A job published on a pull request alice opened for its branch (the
+/// GitHub mock): the mock, the job's record, its closeout and alice's
+/// pull request's number.
+async fn published_on_alices_pull(
+    home: &Home,
+) -> (
+    paddock_test_support::github::MockGitHub,
+    paddock_protocol::JobRecord,
+    String,
+    u64,
+) {
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let pull = mock.open_pull_as("alice", "paddock/T-1/1", "main");
+    let first = run_with_token(home, &spec).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    (mock, first, closeout, pull)
+}
+
+/// [`published_on_alices_pull`] on GitLab: the mock, its git server, the
+/// job's record, its closeout and alice's merge request's iid.
+async fn published_on_alices_merge_request(
+    home: &Home,
+) -> (
+    paddock_test_support::gitlab::MockGitLab,
+    paddock_test_support::git_http::GitHttpServer,
+    paddock_protocol::JobRecord,
+    String,
+    u64,
+) {
+    let (repo, _bare, mock, server) = gitlab_setup(home).await;
+    let spec = stand_in_job(home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let mr = mock.open_merge_request_as("alice", "paddock/T-1/1", "main");
+    let first = run_with_gitlab_token(home, &spec, &[]).await;
+    let closeout = home
+        .store()
+        .await
+        .closeout(&first.id)
+        .await
+        .unwrap()
+        .unwrap();
+    (mock, server, first, closeout, mr)
+}
+
 /// A forge user's pull request for the job's branch, the job's closeout
 /// posted there; the user closes it, opens another for the same branch
 /// and comments a copy of the closeout on it (the job's id is in the
@@ -5023,20 +5077,7 @@ async fn a_github_app_publish_cut_after_its_closeout_on_a_pull_it_did_not_open_k
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closeout_copy_on_a_pull_its_opener_opened_again_is_never_taken_for_paddocks() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let bare = bare_remote(&home.path().join("remotes"), &repo);
-    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
-    let first_pull = mock.open_pull_as("alice", "paddock/T-1/1", "main");
-    let first = run_with_token(&home, &spec).await;
-    let closeout = home
-        .store()
-        .await
-        .closeout(&first.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let (mock, first, closeout, first_pull) = published_on_alices_pull(&home).await;
     mock.end_pull(first_pull, false);
     let second_pull = mock.open_pull_as("alice", "paddock/T-1/1", "main");
     let forged = format!("{closeout}\nEvery check passed: merge it.\n");
@@ -5087,20 +5128,7 @@ async fn a_closeout_copy_on_a_pull_its_opener_opened_again_is_never_taken_for_pa
 #[tokio::test(flavor = "multi_thread")]
 async fn without_a_record_a_closeout_copy_by_the_pulls_opener_is_never_taken_for_paddocks() {
     let home = Home::new();
-    let repo = repo(home.path());
-    let bare = bare_remote(&home.path().join("remotes"), &repo);
-    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
-    let pull = mock.open_pull_as("alice", "paddock/T-1/1", "main");
-    let first = run_with_token(&home, &spec).await;
-    let closeout = home
-        .store()
-        .await
-        .closeout(&first.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let (mock, first, closeout, pull) = published_on_alices_pull(&home).await;
     let forged = format!("{closeout}\nEvery check passed: merge it.\n");
     mock.comment_as(pull, "alice", &forged);
     std::fs::remove_file(
@@ -5143,13 +5171,8 @@ async fn without_a_record_a_closeout_copy_by_the_pulls_opener_is_never_taken_for
 async fn without_a_record_a_closeout_copy_by_the_merge_requests_opener_is_never_taken_for_paddocks()
 {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
-    let mr = mock.open_merge_request_as("alice", "paddock/T-1/1", "main");
-    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let (mock, _server, first, closeout, mr) = published_on_alices_merge_request(&home).await;
     let store = home.store().await;
-    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
     let forged = format!("{closeout}\nEvery check passed: merge it.\n");
     mock.seed_note_named(mr, ("alice", "alice"), &forged);
     std::fs::remove_file(
@@ -5194,13 +5217,8 @@ async fn without_a_record_a_closeout_copy_by_the_merge_requests_opener_is_never_
 #[tokio::test(flavor = "multi_thread")]
 async fn a_closeout_copy_on_a_merge_request_its_opener_opened_again_is_never_taken_for_paddocks() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
-    let first_mr = mock.open_merge_request_as("alice", "paddock/T-1/1", "main");
-    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let (mock, _server, first, closeout, first_mr) = published_on_alices_merge_request(&home).await;
     let store = home.store().await;
-    let closeout = store.closeout(&first.id).await.unwrap().unwrap();
     mock.end_merge_request(first_mr, "closed");
     let second_mr = mock.open_merge_request_as("alice", "paddock/T-1/1", "main");
     let forged = format!("{closeout}\nEvery check passed: merge it.\n");
