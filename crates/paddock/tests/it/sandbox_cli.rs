@@ -116,6 +116,18 @@ fn documented_exit_codes() {
     );
 }
 
+/// The system's Python, which the resource probes run inside the sandbox;
+/// None (saying why) where there is none, and in CI a failure.
+fn python() -> Option<&'static str> {
+    let python = "/usr/bin/python3";
+    if std::path::Path::new(python).exists() {
+        return Some(python);
+    }
+    assert!(!paddock_test_support::prelude::in_ci(), "needs {python}");
+    eprintln!("skipping: needs {python}");
+    None
+}
+
 /// Without a cgroup (a host where it cannot be made, the weaker guarantee
 /// accepted), a run's processes are still capped (`pid_cap.rs`): a fork
 /// bomb inside stops near `--pids`, not at the host's `pid_max` (32768
@@ -131,12 +143,9 @@ fn a_run_without_a_cgroup_cannot_fill_the_hosts_process_table() {
     if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
-    let python = "/usr/bin/python3";
-    if !std::path::Path::new(python).exists() {
-        assert!(!paddock_test_support::prelude::in_ci(), "needs {python}");
-        eprintln!("skipping: needs {python}");
+    let Some(python) = python() else {
         return;
-    }
+    };
     let release = nix::sys::utsname::uname().unwrap();
     let release = release.release().to_string_lossy().into_owned();
     let per_namespace = paddock_sandbox::pid_cap::per_namespace_pid_max();
@@ -237,18 +246,15 @@ fn a_run_cannot_take_all_of_its_users_kernel_counts() {
     if !paddock_test_support::prelude::sandbox_available() {
         return;
     }
-    let python = "/usr/bin/python3";
     let maxima = ["max_inotify_instances", "max_fanotify_groups"]
         .map(|f| std::fs::read_to_string(format!("/proc/sys/user/{f}")).ok());
     let [Some(inotify), Some(fanotify)] = maxima else {
         eprintln!("skipping: this kernel has no per-user fanotify count (Linux 5.13+)");
         return;
     };
-    if !std::path::Path::new(python).exists() {
-        assert!(!paddock_test_support::prelude::in_ci(), "needs {python}");
-        eprintln!("skipping: needs {python}");
+    let Some(python) = python() else {
         return;
-    }
+    };
     let share = |max: String| (max.trim().parse::<u64>().unwrap() / 8).max(4);
     let (signals, _) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_SIGPENDING).unwrap();
