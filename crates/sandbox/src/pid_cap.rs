@@ -9,7 +9,7 @@
 //! - **The run's PID namespace's `pid_max`** (Linux 6.14+, where the
 //!   sysctl is per PID namespace): PID 1 writes `cap + 300` through the
 //!   fresh /proc it mounts, before that /proc's `sys` is made read-only, so
-//!   the command can neither read a stale value nor raise it. The
+//!   the command cannot raise it. The
 //!   namespace then numbers its processes below that, and every process
 //!   and thread of the job needs a number there: at most `cap + 299` at
 //!   once, never fewer than `cap` (the kernel skips the first 300 numbers
@@ -20,7 +20,7 @@
 //!   PID 1 writes it only where the kernel is 6.14 or later
 //!   ([`per_namespace_pid_max`]); any other caller's write of the host's
 //!   file is refused by its mode.
-//! - **`RLIMIT_NPROC`** for an ordinary caller: the kernel counts it per
+//! - **`RLIMIT_NPROC`** for any caller but the host's root: the kernel counts it per
 //!   user namespace and user, so in the run's own user namespace it counts
 //!   the run's processes and threads (the helper's too) and nothing else
 //!   of the caller's. The helper sets it on PID 1 (soft and hard: the job
@@ -31,8 +31,8 @@
 //!   container is not: its uid 0 maps to another host uid).
 //!
 //! Which one held is said in the helper's notice ([`Fallback`]'s text):
-//! a root caller on a kernel before 6.14 without a cgroup runs uncapped,
-//! and says so.
+//! the host's root on a kernel before 6.14 without a cgroup runs
+//! uncapped, and says so.
 
 use std::fmt;
 use std::io::Write as _;
