@@ -72,9 +72,13 @@ fn send_byte(fd: &OwnedFd, byte: u8) -> Result<(), Errno> {
 
 impl Open {
     /// PID 1's report: whether its namespace's `pid_max` holds the cap.
-    /// Blocks until PID 1 reaches the gate; false when PID 1 ended first.
-    pub fn pid_max_held(&self) -> bool {
-        matches!(read_byte(&self.fd), Ok(Some(b'1')))
+    /// Blocks until PID 1 reaches the gate; None when PID 1 ended first
+    /// (its set-up failed, and so does the run).
+    pub fn pid_max_held(&self) -> Option<bool> {
+        match read_byte(&self.fd) {
+            Ok(Some(byte)) => Some(byte == b'1'),
+            Ok(None) | Err(_) => None,
+        }
     }
 
     /// Lets PID 1 go on.
@@ -129,13 +133,13 @@ mod tests {
         for held in [true, false] {
             let (open, wait) = pair().unwrap();
             let pid1 = std::thread::spawn(move || wait.wait(held).map_err(|e| e.to_string()));
-            assert_eq!(open.pid_max_held(), held);
+            assert_eq!(open.pid_max_held(), Some(held));
             open.open();
             assert_eq!(pid1.join().unwrap(), Ok(()));
         }
-        // PID 1 gone before its report: not held.
+        // PID 1 gone before its report: no answer.
         let (open, wait) = pair().unwrap();
         drop(wait);
-        assert!(!open.pid_max_held());
+        assert_eq!(open.pid_max_held(), None);
     }
 }

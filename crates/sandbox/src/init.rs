@@ -206,14 +206,13 @@ fn confine_and_run(
         Ok(Joined::Cgroup(cg)) => Some(cg),
         Ok(Joined::NoCaps) => None,
         Ok(Joined::Without(e)) => {
-            // The pids cap another way (`pid_cap.rs`), before PID 1 goes on.
+            // The pids cap another way (`pid_cap.rs`), before PID 1 goes on;
+            // nothing to hold when PID 1 ended before its report (its
+            // set-up failed: the run ends with that error).
             let held = match (policy.limits.pids, &open) {
-                (Some(cap), Some(open)) => Some(crate::pid_cap::hold(
-                    child,
-                    cap,
-                    host.root,
-                    open.pid_max_held(),
-                )),
+                (Some(cap), Some(open)) => open
+                    .pid_max_held()
+                    .map(|held| crate::pid_cap::hold(child, cap, host.root, held)),
                 _ => None,
             };
             let line = match held {
