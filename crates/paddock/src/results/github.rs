@@ -352,10 +352,10 @@ impl GitHub {
             .await
     }
 
-    /// The pull request whose head is `branch` of this repository
-    /// (`state`: `open` or `all`): the open one if there is one (GitHub
-    /// allows one at a time; an older one a reviewer reopened is it), else
-    /// the newest.
+    /// The pull request whose head is `branch` of this repository, into
+    /// `base` when given (`state`: `open` or `all`): the open one if there
+    /// is one (GitHub allows one open per head and base; an older one a
+    /// reviewer reopened is it), else the newest.
     async fn pull_for(
         &self,
         branch: &str,
