@@ -27,6 +27,37 @@ pub fn rule_in(text: &str) -> Option<String> {
     Some(text[start..end].to_string())
 }
 
+/// The most refused calls an adapter takes from the files its engine
+/// left ([`FoundAfter`]): an engine's session records a handful, and the
+/// job can write millions there, each of which Paddock held in its
+/// memory and made an event.
+pub const MAX_FOUND_AFTER: usize = 256;
+
+/// The most characters of a refused call's command (or a rule named in a
+/// refusal) an adapter keeps from the files its engine left; the rest is
+/// cut (`cut_text`, its length said). A job could name one command of
+/// megabytes and refuse it thousands of times.
+pub const MAX_COMMAND_CHARS: usize = 4096;
+
+/// `text` from the engine's files as a denial keeps it: at most
+/// [`MAX_COMMAND_CHARS`] characters.
+pub fn kept(text: &str) -> String {
+    use crate::cut_text::{cut, Cut, Length};
+    cut(
+        text,
+        Cut::chars(MAX_COMMAND_CHARS).saying(Length::Characters),
+    )
+}
+
+/// The refusals an adapter found in what its engine left once it had
+/// exited: the first [`MAX_FOUND_AFTER`], and how many more it saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FoundAfter {
+    pub denials: Vec<EngineDenial>,
+    /// Refusals seen past the first [`MAX_FOUND_AFTER`], not taken.
+    pub more: u64,
+}
+
 /// One refused tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineDenial {

@@ -23,7 +23,7 @@ pub mod pins;
 pub mod stand_in;
 pub mod version;
 
-pub use denial::{DeniedBy, EngineDenial};
+pub use denial::{DeniedBy, EngineDenial, FoundAfter};
 pub use pins::Pin;
 
 /// Everything an adapter needs to know about one job's launch.
@@ -244,8 +244,10 @@ pub trait EngineAdapter: Send + Sync {
     /// The refusals one line of its stdout reports.
     fn stream_denials(&self, line: &str) -> Vec<EngineDenial>;
     /// The refusals found in what it left under the job's `home` once it
-    /// has exited (what its stream does not show).
-    fn denials_after(&self, home: &Path) -> Vec<EngineDenial>;
+    /// has exited (what its stream does not show): files the job can
+    /// write, so at most [`denial::MAX_FOUND_AFTER`] of them, each command
+    /// at most [`denial::MAX_COMMAND_CHARS`] characters.
+    fn denials_after(&self, home: &Path) -> FoundAfter;
     /// The outcome from the exit code (`None`: killed by a signal) and the stream.
     fn finish(&self, exit_code: Option<i32>, summary: &StreamSummary) -> Outcome;
     fn capabilities(&self) -> Capabilities;

@@ -52,12 +52,47 @@ pub(super) async fn outcome(
         super::resume::keep(em, prov, adapter, torn.parser.summary().session).await?;
     // What the engine refused, read from what it left: its own refusals
     // are events with or without a profile; the profile's go through it.
-    let found = adapter.denials_after(&prov.ws().home);
-    for event in found.iter().filter_map(|d| d.refusal_event(adapter.kind())) {
+    // Read on a blocking thread: up to 128 MiB of files the job wrote.
+    let home = prov.ws().home.clone();
+    let kind = adapter.kind();
+    let found = match tokio::task::spawn_blocking(move || {
+        crate::engines::adapter(kind).denials_after(&home)
+    })
+    .await
+    {
+        Ok(found) => found,
+        Err(e) => {
+            em.error(
+                "paddock",
+                format!("reading the engine's refused calls failed: {e}"),
+                false,
+            )
+            .await?;
+            crate::engines::FoundAfter::default()
+        }
+    };
+    for event in found
+        .denials
+        .iter()
+        .filter_map(|d| d.refusal_event(adapter.kind()))
+    {
         em.emit_job(event).await?;
     }
+    if found.more > 0 {
+        em.error(
+            "paddock",
+            format!(
+                "the engine's files record {} more refused calls than the {} read one by one: \
+                 they are not events of the job",
+                found.more,
+                crate::engines::denial::MAX_FOUND_AFTER
+            ),
+            false,
+        )
+        .await?;
+    }
     if let (Some(p), Some(tail)) = (&job.policy, torn.denials.as_mut()) {
-        for denial in p.new_denials(tail, found) {
+        for denial in p.new_denials(tail, found.denials) {
             em.emit_job(p.denial_event(&denial)).await?;
         }
     }

@@ -475,6 +475,7 @@ fn codex_rollout_denials_are_found() {
     .unwrap();
     let matcher = paddock::policy::Matcher::new(&["touch /paddock/marks/denied".to_string()]);
     let found: Vec<_> = paddock::engines::codex::rollout::refused_calls(home.path())
+        .denials
         .into_iter()
         .filter_map(|d| paddock::policy::denials::from_engine(d, &matcher))
         .collect();

@@ -14,6 +14,7 @@ mod cli;
 mod closed_dirs;
 mod context;
 mod dashboard;
+mod denial_attacks;
 mod disk_attacks;
 mod doc_links;
 mod egress;

@@ -208,8 +208,8 @@ impl EngineAdapter for Claude {
     }
 
     /// Everything it refused is on its stream.
-    fn denials_after(&self, _home: &Path) -> Vec<EngineDenial> {
-        Vec::new()
+    fn denials_after(&self, _home: &Path) -> super::FoundAfter {
+        super::FoundAfter::default()
     }
 
     fn finish(&self, exit_code: Option<i32>, summary: &StreamSummary) -> Outcome {

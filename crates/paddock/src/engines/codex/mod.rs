@@ -200,7 +200,7 @@ impl EngineAdapter for Codex {
         Vec::new()
     }
 
-    fn denials_after(&self, home: &Path) -> Vec<EngineDenial> {
+    fn denials_after(&self, home: &Path) -> super::FoundAfter {
         rollout::refused_calls(&home.join(".codex"))
     }
 

@@ -11,7 +11,15 @@
 //! `sessions`, a link to a host directory, is not read: another job's
 //! saved rollouts would become this job's denial events), goes through
 //! descriptors only (`workspace::beneath`), and each file is read only
-//! when it is a regular file, bounded; the walk is bounded too.
+//! when it is a regular file, bounded; the walk is bounded too. What is
+//! read is bounded as well: all files together at most
+//! [`MAX_TOTAL_BYTES`], a line longer than [`MAX_LINE_BYTES`] skipped
+//! unparsed, each command kept to
+//! [`MAX_COMMAND_CHARS`](crate::engines::denial::MAX_COMMAND_CHARS) characters, and
+//! the first [`MAX_FOUND_AFTER`] refusals taken, the rest only counted: a
+//! job wrote one shell call of a megabyte and 8,000 refusals of it, and
+//! Paddock held a copy of the command for each, 8 GiB, in its own memory
+//! (`tests/it/denial_attacks.rs`).
 
 use std::collections::HashMap;
 use std::io::Read as _;
@@ -21,11 +29,20 @@ use std::path::Path;
 use rustix::fs::{FileType, OFlags};
 use serde_json::Value;
 
-use crate::engines::denial::{rule_in, DeniedBy, EngineDenial, JUSTIFICATION_MARK};
+use crate::engines::denial::{
+    kept, rule_in, DeniedBy, EngineDenial, FoundAfter, JUSTIFICATION_MARK, MAX_FOUND_AFTER,
+};
 use crate::workspace::beneath;
 
 /// The most read of one rollout file.
 const MAX_ROLLOUT_BYTES: u64 = 64 << 20;
+/// The most read of all rollout files together.
+const MAX_TOTAL_BYTES: u64 = 128 << 20;
+/// The longest rollout line parsed: a longer one is skipped whole (a
+/// line parsed as a JSON value can take many times its length in
+/// memory). A refusal's lines are short; a call whose line is longer is
+/// named by no command.
+const MAX_LINE_BYTES: usize = 1 << 20;
 /// The most rollout files read, and how deep the walk goes
 /// (`sessions/YYYY/MM/DD/rollout-….jsonl` is four levels).
 const MAX_FILES: usize = 64;
@@ -37,25 +54,30 @@ const MAX_ENTRIES: usize = 10_000;
 const MAX_REASON_CHARS: usize = 500;
 
 /// The refused calls recorded under `codex_home` (itself and everything
-/// under it taken through no link), in file order.
-pub fn refused_calls(codex_home: &Path) -> Vec<EngineDenial> {
+/// under it taken through no link), in file order: the first
+/// [`MAX_FOUND_AFTER`], and how many more.
+pub fn refused_calls(codex_home: &Path) -> FoundAfter {
+    let mut found = FoundAfter::default();
     let Ok(home) = beneath::open_root(codex_home) else {
-        return Vec::new();
+        return found;
     };
     let Ok(sessions) = beneath::open_beneath(home.as_fd(), b"sessions", DIR) else {
-        return Vec::new();
+        return found;
     };
     let mut files = Vec::new();
     let mut entries_left = MAX_ENTRIES;
     collect_jsonl(&sessions, Vec::new(), 0, (&mut files, &mut entries_left));
     files.sort();
-    files
-        .iter()
-        .flat_map(|rel| {
-            let bytes = read_regular(&sessions, rel);
-            in_rollout(&String::from_utf8_lossy(&bytes))
-        })
-        .collect()
+    let mut bytes_left = MAX_TOTAL_BYTES;
+    for rel in &files {
+        if bytes_left == 0 {
+            break;
+        }
+        let bytes = read_regular(&sessions, rel, bytes_left.min(MAX_ROLLOUT_BYTES));
+        bytes_left = bytes_left.saturating_sub(bytes.len() as u64);
+        in_rollout(&String::from_utf8_lossy(&bytes), &mut found);
+    }
+    found
 }
 
 /// How a directory of the walk is opened (with `O_NOFOLLOW`, by
@@ -64,10 +86,10 @@ const DIR: OFlags = OFlags::RDONLY
     .union(OFlags::DIRECTORY)
     .union(OFlags::NONBLOCK);
 
-/// Up to [`MAX_ROLLOUT_BYTES`] of the regular file `rel` beneath `dir`,
-/// through no link; nothing when it is not a regular file (a FIFO put in
-/// its place is opened without blocking and not read) or unreadable.
-fn read_regular(dir: &OwnedFd, rel: &[u8]) -> Vec<u8> {
+/// Up to `max` bytes of the regular file `rel` beneath `dir`, through no
+/// link; nothing when it is not a regular file (a FIFO put in its place
+/// is opened without blocking and not read) or unreadable.
+fn read_regular(dir: &OwnedFd, rel: &[u8], max: u64) -> Vec<u8> {
     let Ok(fd) = beneath::open_beneath(dir.as_fd(), rel, OFlags::RDONLY | OFlags::NONBLOCK) else {
         return Vec::new();
     };
@@ -77,7 +99,7 @@ fn read_regular(dir: &OwnedFd, rel: &[u8]) -> Vec<u8> {
     }
     let mut out = Vec::new();
     if std::fs::File::from(fd)
-        .take(MAX_ROLLOUT_BYTES)
+        .take(max)
         .read_to_end(&mut out)
         .is_err()
     {
@@ -86,11 +108,14 @@ fn read_regular(dir: &OwnedFd, rel: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The refused calls of one rollout file's text.
-pub fn in_rollout(text: &str) -> Vec<EngineDenial> {
+/// The refused calls of one rollout file's text, added to `found` (past
+/// [`MAX_FOUND_AFTER`] only counted).
+pub fn in_rollout(text: &str, found: &mut FoundAfter) {
     let mut commands: HashMap<String, String> = HashMap::new();
-    let mut out = Vec::new();
     for line in text.lines() {
+        if line.len() > MAX_LINE_BYTES {
+            continue;
+        }
         let Ok(v) = serde_json::from_str::<Value>(line) else {
             continue;
         };
@@ -100,29 +125,32 @@ pub fn in_rollout(text: &str) -> Vec<EngineDenial> {
         let call_id = item.get("call_id").and_then(Value::as_str);
         match (item.get("type").and_then(Value::as_str), call_id) {
             (Some("function_call"), Some(id)) => {
-                commands.insert(id.to_string(), call_command(item));
+                commands.insert(id.to_string(), kept(&call_command(item)));
             }
             (Some("function_call_output"), Some(id)) => {
                 let output = output_text(item);
                 let by = if output.contains(JUSTIFICATION_MARK) {
                     DeniedBy::Profile {
-                        rule: rule_in(&output),
+                        rule: rule_in(&output).map(|r| kept(&r)),
                     }
                 } else if let Some(reason) = own_refusal(&output) {
                     DeniedBy::Engine { reason }
                 } else {
                     continue;
                 };
-                out.push(EngineDenial {
+                if found.denials.len() >= MAX_FOUND_AFTER {
+                    found.more = found.more.saturating_add(1);
+                    continue;
+                }
+                found.denials.push(EngineDenial {
                     command: commands.get(id).cloned().unwrap_or_default(),
-                    call_id: Some(id.to_string()),
+                    call_id: Some(kept(id)),
                     by,
                 });
             }
             _ => {}
         }
     }
-    out
 }
 
 /// Codex's reason for a call it refused on its own: the output of a call
@@ -227,10 +255,18 @@ mod tests {
 
     /// A real codex-cli 0.171.0 rollout (see the fixtures' README): its
     /// own refusal of `rm -f` and the profile hook's denial.
+    /// The refusals of one rollout's text.
+    fn refusals(text: &str) -> Vec<EngineDenial> {
+        let mut found = FoundAfter::default();
+        in_rollout(text, &mut found);
+        assert_eq!(found.more, 0);
+        found.denials
+    }
+
     #[test]
     fn codex_own_refusal_and_the_hooks_denial() {
         assert_eq!(
-            in_rollout(&fixture("codex-0.171.0-refused.jsonl")),
+            refusals(&fixture("codex-0.171.0-refused.jsonl")),
             vec![
                 EngineDenial {
                     command: "rm -f junk.txt".into(),
@@ -264,9 +300,9 @@ mod tests {
         std::os::unix::fs::symlink(&real, day.join("rollout-2.jsonl")).unwrap();
         std::os::unix::fs::symlink(outside.path(), day.join("linked")).unwrap();
         nix::unistd::mkfifo(&day.join("rollout-3.jsonl"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-        assert_eq!(refused_calls(home.path()), vec![]);
+        assert_eq!(refused_calls(home.path()), FoundAfter::default());
         std::fs::copy(&real, day.join("rollout-4.jsonl")).unwrap();
-        assert_eq!(refused_calls(home.path()).len(), 2);
+        assert_eq!(refused_calls(home.path()).denials.len(), 2);
     }
 
     /// `sessions` itself, or `$CODEX_HOME`, a link to a host directory
@@ -293,9 +329,45 @@ mod tests {
             (
                 refused_calls(&linked_sessions),
                 refused_calls(&linked_home),
-                refused_calls(&outside).len()
+                refused_calls(&outside).denials.len()
             ),
-            (vec![], vec![], 2)
+            (FoundAfter::default(), FoundAfter::default(), 2)
+        );
+    }
+
+    /// One shell call of 100,000 characters refused 1,000 times, then a
+    /// line past [`MAX_LINE_BYTES`]: the first [`MAX_FOUND_AFTER`]
+    /// refusals are taken, each with the command cut to
+    /// [`MAX_COMMAND_CHARS`] characters (its length said), the rest
+    /// counted, the long line not parsed. Before, each of the 1,000 held
+    /// its own copy of the whole command.
+    #[test]
+    fn refusals_past_the_bound_are_counted_and_commands_cut() {
+        use crate::engines::denial::MAX_COMMAND_CHARS;
+        let long = "a".repeat(100_000);
+        let mut text = format!(
+            "{{\"payload\":{{\"type\":\"function_call\",\"arguments\":\"{{\\\"cmd\\\":\\\"{long}\\\"}}\",\"call_id\":\"c\"}}}}\n"
+        );
+        for i in 0..1_000 {
+            text.push_str(&format!(
+                "{{\"payload\":{{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"exec_command failed: CreateProcess {{ message: Rejected({i} rejected: no) }}\"}}}}\n"
+            ));
+        }
+        let huge = format!(
+            "{{\"payload\":{{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"exec_command failed: CreateProcess {{ message: Rejected(x rejected: no) }}{}\"}}}}\n",
+            " ".repeat(MAX_LINE_BYTES)
+        );
+        text.push_str(&huge);
+        let mut found = FoundAfter::default();
+        in_rollout(&text, &mut found);
+        let want = format!("{}… (100000 characters)", &long[..MAX_COMMAND_CHARS]);
+        assert_eq!(
+            (
+                found.denials.len(),
+                found.more,
+                found.denials.iter().all(|d| d.command == want)
+            ),
+            (MAX_FOUND_AFTER, 1_000 - MAX_FOUND_AFTER as u64, true)
         );
     }
 }

@@ -98,8 +98,8 @@ impl EngineAdapter for StandIn {
         Vec::new()
     }
 
-    fn denials_after(&self, _home: &Path) -> Vec<EngineDenial> {
-        Vec::new()
+    fn denials_after(&self, _home: &Path) -> super::FoundAfter {
+        super::FoundAfter::default()
     }
 
     fn finish(&self, exit_code: Option<i32>, summary: &StreamSummary) -> Outcome {
