@@ -17,7 +17,10 @@
 //! user `project_42_bot_…`, a revoked or expired one refused from then on),
 //! answered in GitLab's own JSON shapes and errors (`{"message": …}` or
 //! `{"error": …}`: 400, 401 Unauthorized, 403 Forbidden, 404 Not Found,
-//! 409 when an open merge request already exists for the source branch).
+//! 409 when an open merge request already exists for the source branch,
+//! as GitLab validates it: the same source project, source branch and
+//! target branch; merge requests from a fork's branch, listed among this
+//! project's with the fork's `source_project_id`, as GitLab lists them).
 //! The token given to `start` is a Maintainer's (it alone may manage
 //! access tokens); a minted token acts as its bot at its access level. It
 //! checks the token (`PRIVATE-TOKEN` or `Authorization: Bearer`) and
@@ -357,12 +360,39 @@ impl MockGitLab {
     /// `username` (a person, not a token's bot user), as GitLab would; its
     /// iid.
     pub fn open_merge_request_as(&self, username: &str, source: &str, target: &str) -> u64 {
+        self.open_merge_request_from(PROJECT_ID, username, source, target)
+    }
+
+    /// As [`MockGitLab::open_merge_request_as`], from the branch `source`
+    /// of the project `fork` (the user's fork of this one: anyone may fork
+    /// a public project and name a branch of theirs as they like) into
+    /// `target` of this project; GitLab lists it among this project's
+    /// merge requests, with `source_project_id` the fork's.
+    pub fn open_merge_request_from_fork_as(
+        &self,
+        username: &str,
+        fork: u64,
+        source: &str,
+        target: &str,
+    ) -> u64 {
+        self.open_merge_request_from(fork, username, source, target)
+    }
+
+    fn open_merge_request_from(
+        &self,
+        source_project: u64,
+        username: &str,
+        source: &str,
+        target: &str,
+    ) -> u64 {
         let mut state = self.state.lock().unwrap();
         let iid = state.merge_requests.len() as u64 + 1;
         let mr = json!({
             "id": 9000 + iid,
             "iid": iid,
-            "project_id": 42,
+            "project_id": PROJECT_ID,
+            "source_project_id": source_project,
+            "target_project_id": PROJECT_ID,
             "title": "Opened by hand",
             "description": "",
             "state": "opened",
@@ -627,15 +657,18 @@ impl MockGitLab {
         .into()
     }
 
-    /// `POST /projects/P/merge_requests`: 409 when an open one has the
-    /// source branch.
+    /// `POST /projects/P/merge_requests` (from this project's own
+    /// branch): 409 when an open one has the same source project, source
+    /// branch and target branch, as GitLab validates it (one from a fork's
+    /// branch of the same name does not stand in the way).
     fn create(&self, state: &mut State, input: &Value, author: &str) -> (StatusCode, Value) {
         let source = input["source_branch"].as_str().unwrap_or_default();
-        if let Some(open) = state
-            .merge_requests
-            .iter()
-            .find(|m| m["source_branch"] == source && m["state"] == "opened")
-        {
+        if let Some(open) = state.merge_requests.iter().find(|m| {
+            m["source_branch"] == source
+                && m["source_project_id"] == PROJECT_ID
+                && m["target_branch"] == input["target_branch"]
+                && m["state"] == "opened"
+        }) {
             return error(
                 StatusCode::CONFLICT,
                 json!([format!(
@@ -655,7 +688,9 @@ impl MockGitLab {
         let mr = json!({
             "id": 9000 + iid,
             "iid": iid,
-            "project_id": 42,
+            "project_id": PROJECT_ID,
+            "source_project_id": PROJECT_ID,
+            "target_project_id": PROJECT_ID,
             "title": title,
             "description": input["description"],
             "state": "opened",

@@ -187,27 +187,30 @@ pub async fn attempts_after(
         })?;
     // What a killed read or publish of it left, first.
     let _ = super::revoke_leftover_tokens(store, job_id, &artifacts).await;
+    // The job's pull request is the one into its base: anyone may open
+    // its branch into another (GitHub allows one per head and base). A
+    // base that cannot be told (its mirror gone and not made again) is an
+    // error: a pull request is never looked for by its branch alone, whose
+    // reviews would reach the next brief as the job's (its publish, too,
+    // proposes nothing without its base). The outbox has one request, and
+    // no base to tell.
+    let base = match super::conclude::proposes(&spec) {
+        true => super::conclude::pull_request_base(&spec, jobs_root)
+            .await
+            .map_err(|why| BounceError::Review {
+                job_id: job_id.to_string(),
+                message: format!("which pull request is the job's cannot be told: {why}"),
+            })?,
+        false => super::conclude::base_branch(&spec),
+    };
     let session = open_forge(&spec, &artifacts)
         .await
         .map_err(|message| BounceError::Review {
             job_id: job_id.to_string(),
             message,
         })?;
-    // The job's pull request is the one into its base: anyone may open
-    // its branch into another (GitHub allows one per head and base). A
-    // base that cannot be told (its mirror gone and not made again) asks
-    // by the branch alone.
-    let base = super::conclude::pull_request_base(&spec, jobs_root)
-        .await
-        .ok();
-    let found = session
-        .forge
-        .find_pull_request(&record.branch, base.as_deref())
-        .await;
-    let comments = session
-        .forge
-        .review_comments(&record.branch, base.as_deref())
-        .await;
+    let found = session.forge.find_pull_request(&record.branch, &base).await;
+    let comments = session.forge.review_comments(&record.branch, &base).await;
     // A minted token is revoked whatever the read gave; a failed
     // revocation only leaves it to expire within the hour.
     let _ = session.close().await;

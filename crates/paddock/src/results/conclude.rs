@@ -821,7 +821,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
             // branch is not pushed again (the forge, or a reviewer, may
             // have deleted it after the merge: a push would re-create it).
             let found = forge
-                .find_pull_request(&input.record.branch, Some(&base))
+                .find_pull_request(&input.record.branch, &base)
                 .await
                 .map_err(|e| Some(e.to_string()))?;
             let pr = match found {

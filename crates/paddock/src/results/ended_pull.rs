@@ -86,20 +86,20 @@ pub async fn check(
             last.id
         ))
     };
+    // The job's pull request is the one into its base (a pull request of
+    // the branch into another is anyone's, and so is its end: taken for
+    // the job's, a forge user could refuse every rerun). A base that
+    // cannot be told is not checked, and a warning: the job's publish,
+    // which needs it too, says why.
+    let base = match super::conclude::pull_request_base(spec, jobs_root).await {
+        Ok(base) => base,
+        Err(why) => return unknown(why),
+    };
     let session = match open_forge(spec, artifacts).await {
         Ok(session) => session,
         Err(e) => return unknown(e),
     };
-    // The job's pull request is the one into its base (a pull request of
-    // the branch into another is anyone's); a base that cannot be told
-    // asks by the branch alone.
-    let base = super::conclude::pull_request_base(spec, jobs_root)
-        .await
-        .ok();
-    let found = session
-        .forge
-        .find_pull_request(&branch, base.as_deref())
-        .await;
+    let found = session.forge.find_pull_request(&branch, &base).await;
     let revoke = session.close().await;
     match found {
         Err(e) => unknown(match revoke {

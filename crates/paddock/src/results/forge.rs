@@ -165,16 +165,18 @@ pub trait Forge: Send + Sync {
     /// The pull request of `branch` (the open one, else the newest), as
     /// [`Forge::propose`] takes it: `ended` set when it was merged or
     /// closed on the forge; `None` when the branch has none (the outbox:
-    /// always). With `base`, only one into `base`: anyone who may open a
-    /// pull request may open one of the job's branch into another base
-    /// (GitHub allows one open per head and base), which is not the job's
-    /// and is never updated nor given its closeout. Asked before the
+    /// always). Only one into `base`, always: anyone who may open a pull
+    /// request may open one of the job's branch into another base (GitHub
+    /// allows one open per head and base), which is not the job's and is
+    /// never updated, given its closeout, read for a review or taken for
+    /// an ended one; so there is no lookup by the branch alone, and a
+    /// caller that cannot tell the base does not ask. Asked before the
     /// branch is pushed: an ended one's branch is not pushed again (the
     /// forge, or a reviewer, may have deleted it).
     async fn find_pull_request(
         &self,
         branch: &str,
-        base: Option<&str>,
+        base: &str,
     ) -> Result<Option<PullRequest>, ForgeError>;
     /// Opens the pull request for `draft.head`, or updates `found`, the
     /// branch's open one (title, body, labels), as
@@ -187,9 +189,7 @@ pub trait Forge: Send + Sync {
     ) -> Result<PullRequest, ForgeError>;
     /// [`Forge::find_pull_request`] then [`Forge::propose`].
     async fn open_pull_request(&self, draft: &PullRequestDraft) -> Result<PullRequest, ForgeError> {
-        let found = self
-            .find_pull_request(&draft.head, Some(&draft.base))
-            .await?;
+        let found = self.find_pull_request(&draft.head, &draft.base).await?;
         self.propose(draft, found).await
     }
     /// Posts the closeout: on the pull request when there is one; a forge
@@ -199,15 +199,11 @@ pub trait Forge: Send + Sync {
         pull_request: Option<&PullRequest>,
         body: &str,
     ) -> Result<Option<String>, ForgeError>;
-    /// The review comments on the pull request of `branch` (into `base`
-    /// when given, as [`Forge::find_pull_request`] finds it) by those who
+    /// The review comments on the pull request of `branch` into `base` (as
+    /// [`Forge::find_pull_request`] finds it) by those who
     /// may write to the repository, and how many others were left out
     /// ([`Reviews`]; none when there is no pull request).
-    async fn review_comments(
-        &self,
-        branch: &str,
-        base: Option<&str>,
-    ) -> Result<Reviews, ForgeError>;
+    async fn review_comments(&self, branch: &str, base: &str) -> Result<Reviews, ForgeError>;
 }
 
 /// The forges Paddock ships.
@@ -235,7 +231,7 @@ impl Forge for ForgeBackend {
     async fn find_pull_request(
         &self,
         branch: &str,
-        base: Option<&str>,
+        base: &str,
     ) -> Result<Option<PullRequest>, ForgeError> {
         self.inner().find_pull_request(branch, base).await
     }
@@ -253,11 +249,7 @@ impl Forge for ForgeBackend {
     ) -> Result<Option<String>, ForgeError> {
         self.inner().post_closeout(pull_request, body).await
     }
-    async fn review_comments(
-        &self,
-        branch: &str,
-        base: Option<&str>,
-    ) -> Result<Reviews, ForgeError> {
+    async fn review_comments(&self, branch: &str, base: &str) -> Result<Reviews, ForgeError> {
         self.inner().review_comments(branch, base).await
     }
 }

@@ -352,22 +352,19 @@ impl GitHub {
             .await
     }
 
-    /// The pull request whose head is `branch` of this repository, into
-    /// `base` when given (`state`: `open` or `all`): the open one if there
+    /// The pull request whose head is `branch` of this repository (a
+    /// fork's branch of the same name is another head, `owner:branch`),
+    /// into `base` (`state`: `open` or `all`): the open one if there
     /// is one (GitHub allows one open per head and base; an older one a
     /// reviewer reopened is it), else the newest.
     async fn pull_for(
         &self,
         branch: &str,
-        base: Option<&str>,
+        base: &str,
         state: &str,
     ) -> Result<Option<ApiPull>, ForgeError> {
         let head = format!("{}:{branch}", self.owner);
-        let mut query = vec![("head", head.as_str()), ("state", state)];
-        if let Some(base) = base {
-            query.push(("base", base));
-        }
-        let query = form(&query);
+        let query = form(&[("head", head.as_str()), ("state", state), ("base", base)]);
         let path = self.repo_path(&format!("/pulls?{query}"));
         let pulls: Vec<ApiPull> = self
             .call("find the pull request", Method::GET, &path, None)
@@ -618,7 +615,7 @@ impl Forge for GitHub {
     async fn find_pull_request(
         &self,
         branch: &str,
-        base: Option<&str>,
+        base: &str,
     ) -> Result<Option<PullRequest>, ForgeError> {
         // The branch's pull request, open or not: one merged or closed is
         // left as it is, never reopened nor opened again.
@@ -749,11 +746,7 @@ impl Forge for GitHub {
         Ok(Some(comment.html_url))
     }
 
-    async fn review_comments(
-        &self,
-        branch: &str,
-        base: Option<&str>,
-    ) -> Result<Reviews, ForgeError> {
+    async fn review_comments(&self, branch: &str, base: &str) -> Result<Reviews, ForgeError> {
         let Some(pull) = self.pull_for(branch, base, "all").await? else {
             return Ok(Reviews::default());
         };

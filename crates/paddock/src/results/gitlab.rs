@@ -65,6 +65,12 @@ struct ApiMergeRequest {
     /// Paddock's).
     #[serde(default)]
     author: Option<ApiUser>,
+    /// The project its branch is in, and the one it is into: this
+    /// project's merge requests include those from its forks' branches.
+    #[serde(default)]
+    source_project_id: Option<u64>,
+    #[serde(default)]
+    target_project_id: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -279,26 +285,39 @@ impl GitLab {
             .await
     }
 
-    /// The merge request from `branch` (`state`: `opened` or `all`): the
-    /// open one if there is one (an older one a reviewer reopened is it),
-    /// else the newest.
+    /// The merge request from this project's `branch` into `target`
+    /// (`state`: `opened` or `all`): the open one if there is one (an
+    /// older one a reviewer reopened is it), else the newest. One from a
+    /// fork's branch of the same name is never it: GitLab lists those
+    /// among this project's merge requests and filters `source_branch` by
+    /// name alone, and anyone may fork a public project, name a branch
+    /// `paddock/<ticket>/<attempt>` and open it here; taken for the job's,
+    /// it would get Paddock's title, body and closeout, its reviews would
+    /// reach the next attempt, and closed, it would stop the job's branch
+    /// being pushed. One that does not say where its branch is counts as
+    /// a fork's.
     async fn merge_request_for(
         &self,
         branch: &str,
-        target: Option<&str>,
+        target: &str,
         state: &str,
     ) -> Result<Option<ApiMergeRequest>, ForgeError> {
-        let mut query = vec![("source_branch", branch), ("state", state)];
-        if let Some(target) = target {
-            query.push(("target_branch", target));
-        }
+        let query = [
+            ("source_branch", branch),
+            ("state", state),
+            ("target_branch", target),
+        ];
         let query = form(&query);
         let path = self.project_path(&format!("/merge_requests?{query}"));
         let found: Vec<ApiMergeRequest> = self
             .call("find the merge request", Method::GET, &path, None)
             .await?;
-        let open = found.iter().position(|m| m.state == "opened").unwrap_or(0);
-        Ok(found.into_iter().nth(open))
+        let mut own: Vec<ApiMergeRequest> = found
+            .into_iter()
+            .filter(|m| m.source_project_id.is_some() && m.source_project_id == m.target_project_id)
+            .collect();
+        let open = own.iter().position(|m| m.state == "opened").unwrap_or(0);
+        Ok((open < own.len()).then(|| own.swap_remove(open)))
     }
 
     /// The id of the note on merge request `mr` (its notes at `path`)
@@ -506,7 +525,7 @@ impl Forge for GitLab {
     async fn find_pull_request(
         &self,
         branch: &str,
-        base: Option<&str>,
+        base: &str,
     ) -> Result<Option<PullRequest>, ForgeError> {
         // The branch's merge request, open or not: one merged, closed or
         // locked is left as it is, never reopened nor opened again.
@@ -632,11 +651,7 @@ impl Forge for GitLab {
         Ok(Some(format!("{}#note_{}", mr.url, note.id)))
     }
 
-    async fn review_comments(
-        &self,
-        branch: &str,
-        base: Option<&str>,
-    ) -> Result<Reviews, ForgeError> {
+    async fn review_comments(&self, branch: &str, base: &str) -> Result<Reviews, ForgeError> {
         let Some(mr) = self.merge_request_for(branch, base, "all").await? else {
             return Ok(Reviews::default());
         };

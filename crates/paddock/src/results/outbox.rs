@@ -105,7 +105,7 @@ impl Forge for Outbox {
     async fn find_pull_request(
         &self,
         _branch: &str,
-        _base: Option<&str>,
+        _base: &str,
     ) -> Result<Option<PullRequest>, ForgeError> {
         Ok(None)
     }
@@ -146,11 +146,7 @@ impl Forge for Outbox {
     }
 
     /// The outbox's review is the user's own (a file they wrote).
-    async fn review_comments(
-        &self,
-        _branch: &str,
-        _base: Option<&str>,
-    ) -> Result<Reviews, ForgeError> {
+    async fn review_comments(&self, _branch: &str, _base: &str) -> Result<Reviews, ForgeError> {
         let comments = match self.read_review()? {
             Some(text) if !text.trim().is_empty() => vec![ReviewComment {
                 author: "reviewer".into(),
@@ -191,13 +187,13 @@ mod tests {
         let again = outbox.open_pull_request(&draft).await.unwrap();
         let closeout = outbox.post_closeout(None, "Done.\n").await.unwrap();
         let none = outbox
-            .review_comments("paddock/T-1/1", None)
+            .review_comments("paddock/T-1/1", "main")
             .await
             .unwrap()
             .comments;
         std::fs::write(outbox.dir.join(REVIEW), "Use tabs.\n").unwrap();
         let review = outbox
-            .review_comments("paddock/T-1/1", None)
+            .review_comments("paddock/T-1/1", "main")
             .await
             .unwrap()
             .comments;
@@ -260,16 +256,22 @@ mod tests {
         let mut seen = Vec::new();
         std::os::unix::fs::symlink(&secret, &review).unwrap();
         seen.push(said(
-            outbox.review_comments("b", None).await.map(|r| r.comments),
+            outbox
+                .review_comments("b", "main")
+                .await
+                .map(|r| r.comments),
         ));
         std::fs::remove_file(&review).unwrap();
         nix::unistd::mkfifo(&review, nix::sys::stat::Mode::S_IRWXU).unwrap();
         seen.push(said(
-            outbox.review_comments("b", None).await.map(|r| r.comments),
+            outbox
+                .review_comments("b", "main")
+                .await
+                .map(|r| r.comments),
         ));
         std::fs::remove_file(&review).unwrap();
         std::fs::write(&review, vec![b'x'; MAX_REVIEW_BYTES as usize * 3]).unwrap();
-        let whole = outbox.review_comments("b", None).await.unwrap().comments;
+        let whole = outbox.review_comments("b", "main").await.unwrap().comments;
         assert_eq!(
             whole.iter().map(|c| c.body.len()).collect::<Vec<_>>(),
             vec![MAX_REVIEW_BYTES as usize]
@@ -298,7 +300,10 @@ mod tests {
         };
         std::os::unix::fs::symlink(&elsewhere, &linked.dir).unwrap();
         seen.push(said(
-            linked.review_comments("b", None).await.map(|r| r.comments),
+            linked
+                .review_comments("b", "main")
+                .await
+                .map(|r| r.comments),
         ));
         seen.push(said(
             linked.post_closeout(None, "Done.\n").await.map(|_| vec![]),
