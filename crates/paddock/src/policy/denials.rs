@@ -6,6 +6,7 @@
 //! the rule found by the profile's matcher; records share the call id, so a
 //! call is counted once.
 
+use std::collections::HashSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -24,7 +25,7 @@ pub enum DenialsError {
 }
 
 /// One denied tool call.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DenialRecord {
     /// The profile rule (a `deny_commands` entry).
     pub rule: String,
@@ -73,12 +74,18 @@ pub fn read(path: &Path) -> Vec<DenialRecord> {
 }
 
 /// Follows a record file while the engine runs, so that each denial
-/// becomes an event right after the engine reports the call.
+/// becomes an event right after the engine reports the call. What it has
+/// seen is kept in hash sets: the records and what the engine reports are
+/// the job's (one line of Claude Code's stream can list 50,000 denials),
+/// and a list compared against each new record made one such line cost
+/// Paddock tens of seconds of CPU (`tests/it/denial_attacks.rs`).
 #[derive(Debug)]
 pub struct RecordTail {
     path: PathBuf,
     offset: u64,
-    seen: Vec<DenialRecord>,
+    seen: HashSet<DenialRecord>,
+    /// The call ids of the records seen.
+    seen_ids: HashSet<String>,
 }
 
 impl RecordTail {
@@ -86,8 +93,17 @@ impl RecordTail {
         RecordTail {
             path,
             offset: 0,
-            seen: Vec::new(),
+            seen: HashSet::new(),
+            seen_ids: HashSet::new(),
         }
+    }
+
+    /// Marks `record` as seen.
+    fn see(&mut self, record: &DenialRecord) {
+        if let Some(id) = &record.call_id {
+            self.seen_ids.insert(id.clone());
+        }
+        self.seen.insert(record.clone());
     }
 
     /// Complete records appended since the last poll.
@@ -103,7 +119,9 @@ impl RecordTail {
         };
         self.offset += complete as u64;
         let new = records(&rest[..complete]);
-        self.seen.extend(new.iter().cloned());
+        for r in &new {
+            self.see(r);
+        }
         new
     }
 
@@ -111,12 +129,12 @@ impl RecordTail {
     pub fn unseen(&mut self, others: Vec<DenialRecord>) -> Vec<DenialRecord> {
         let mut out = Vec::new();
         for r in others {
-            let dup = self
-                .seen
-                .iter()
-                .any(|s| s == &r || (r.call_id.is_some() && s.call_id == r.call_id));
+            let dup = self.seen.contains(&r)
+                || r.call_id
+                    .as_ref()
+                    .is_some_and(|id| self.seen_ids.contains(id));
             if !dup {
-                self.seen.push(r.clone());
+                self.see(&r);
                 out.push(r);
             }
         }
@@ -258,6 +276,35 @@ mod tests {
                 &matcher
             ),
             None
+        );
+    }
+
+    /// 50,000 denials one line of Claude Code's stream can list, each a
+    /// call of its own, none seen before: all new, in well under a second.
+    /// Before, each was compared with every record seen (a list), 1.25
+    /// billion comparisons: 34 s of Paddock's CPU for this one line in a
+    /// debug build (`tests/it/denial_attacks.rs` runs it through a job).
+    #[test]
+    fn many_denials_at_once_are_told_apart_in_linear_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tail = RecordTail::new(dir.path().join("denials.jsonl"));
+        let reported = |n: usize| -> Vec<DenialRecord> {
+            (0..n)
+                .map(|i| DenialRecord {
+                    rule: "deny_commands".into(),
+                    command: format!("c{i}"),
+                    call_id: Some(format!("t{i}")),
+                })
+                .collect()
+        };
+        let started = std::time::Instant::now();
+        let new = tail.unseen(reported(50_000)).len();
+        let again = tail.unseen(reported(50_000)).len();
+        let took = started.elapsed();
+        assert_eq!(
+            (new, again, took < std::time::Duration::from_secs(5)),
+            (50_000, 0, true),
+            "{took:?}"
         );
     }
 }

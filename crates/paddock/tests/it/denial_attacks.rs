@@ -10,7 +10,12 @@
 //! real `paddock` binary, under an address-space limit of 4 GiB (so the
 //! probe cannot exhaust the machine): the job is done, at most
 //! `MAX_REFUSALS` refusals become events, each command cut, and a
-//! warning says how many more were left unread.
+//! warning says how many more were left unread. And Claude Code's
+//! stream, whose `result` event lists the calls denied: one line of it
+//! (within `limits.max_line_bytes`) listing 50,000 Bash denials under a
+//! host profile, each compared, before, with every denial seen so far
+//! (34 s of Paddock's CPU for the one line in a debug build, a blocked
+//! worker of its runtime); now the job is over in seconds.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -112,6 +117,73 @@ async fn a_rollout_of_one_long_call_refused_thousands_of_times_is_read_in_part()
                 )]
             ),
             "{rung}"
+        );
+    }
+}
+
+/// The denials the Claude stand-in's one `result` line lists.
+const LISTED: usize = 50_000;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claude_result_listing_fifty_thousand_denials_is_taken_in_linear_time() {
+    for rung in rungs() {
+        let home = Home::new();
+        let dir = home.path().join("job");
+        std::fs::create_dir_all(&dir).unwrap();
+        let repo = repo(&dir);
+        let bin = dir.join("fakebin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let claude = bin.join("claude");
+        write_script(
+            &claude,
+            &format!(
+                r#"#!/bin/sh
+[ "$1" = --version ] && {{ echo '{} (Claude Code)'; exit 0; }}
+awk 'BEGIN {{ printf "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\",\"permission_denials\":["; for (i = 1; i <= {LISTED}; i++) printf "%s{{\"tool_name\":\"Bash\",\"tool_use_id\":\"t%d\",\"tool_input\":{{\"command\":\"c%d\"}}}}", (i > 1 ? "," : ""), i, i; printf "]}}\n" }}'
+"#,
+                paddock::engines::claude::PIN.version
+            ),
+        );
+        std::fs::write(
+            dir.join("profile.toml"),
+            "id = \"deny-c\"\ndeny_commands = [\"c1\"]\n",
+        )
+        .unwrap();
+        let spec = job(
+            &dir,
+            "claude",
+            &repo,
+            SCRIPTED,
+            Some("[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n"),
+        );
+        use_engine_binary(&spec, &claude);
+        on_rung(&spec, rung);
+        let text = std::fs::read_to_string(&spec).unwrap().replace(
+            "timeout_secs = 120",
+            "timeout_secs = 120\nmax_records = 1000",
+        );
+        std::fs::write(
+            &spec,
+            format!("{text}\n[budget]\nmax_usd = 1.0\n\n[policy]\nprofile = \"profile.toml\"\n"),
+        )
+        .unwrap();
+        let started = std::time::Instant::now();
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await;
+        let took = started.elapsed();
+        let rec = record(&out);
+        let denials = home
+            .event_bodies(&rec.id)
+            .await
+            .into_iter()
+            .filter(|e| matches!(e, EventBody::Policy { message, .. } if message.starts_with("denied `c")))
+            .count();
+        assert!(
+            took < std::time::Duration::from_secs(20) && denials > 100,
+            "{rung}: the job took {took:?}, {denials} denial events, ended {:?}: {:?}",
+            rec.status,
+            rec.reason
         );
     }
 }
