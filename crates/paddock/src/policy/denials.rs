@@ -143,21 +143,69 @@ impl RecordTail {
 }
 
 /// The record of a denial the engine reported under the profile: the
-/// rule the profile's matcher finds in the command, else the one the
-/// engine named. `None` for a refusal the engine made on its own.
+/// first of the profile's rules whose words the command holds one after
+/// another ([`rule_in_words`]), else the one the engine named. `None` for
+/// a refusal the engine made on its own.
+///
+/// The command is the job's text, and this runs in Paddock's process:
+/// the profile's matcher (a shell parser, `matcher.rs`) is never run on
+/// it here. The parser recurses once per nesting level (a command of 1
+/// KiB of nested `{ { …` overflowed a 2 MiB thread stack, aborting
+/// Paddock) and backtracks exponentially on nested `case` (400
+/// characters took 10 s, 500 more than 2 minutes); the hook runs it in
+/// the job's own process, where that is the job's concern.
 pub fn from_engine(denial: EngineDenial, matcher: &Matcher) -> Option<DenialRecord> {
     let DeniedBy::Profile { rule } = denial.by else {
         return None;
     };
     Some(DenialRecord {
-        rule: matcher
-            .check(&denial.command)
-            .map(|d| d.rule)
+        rule: rule_in_words(&denial.command, matcher)
             .or(rule)
             .unwrap_or_default(),
         command: denial.command,
         call_id: denial.call_id,
     })
+}
+
+/// The most of a command [`rule_in_words`] looks at, in bytes.
+const MAX_WORDS_BYTES: usize = 16 * 1024;
+
+/// The first rule of `matcher` whose words stand one after another among
+/// the command's words (its first word by base name, as the matcher
+/// compares a program), the command split at blanks and shell operators
+/// with its quotes and backslashes taken off: `ls && curl x` names the
+/// rule `curl`, `c=curl; $c x` names none. Linear in the command's
+/// length (its first [`MAX_WORDS_BYTES`] looked at): no parser.
+fn rule_in_words(command: &str, matcher: &Matcher) -> Option<String> {
+    let mut end = command.len().min(MAX_WORDS_BYTES);
+    while !command.is_char_boundary(end) {
+        end -= 1;
+    }
+    let words: Vec<String> = command[..end]
+        .split(|c: char| c.is_whitespace() || ";&|(){}<>`".contains(c))
+        .map(|w| {
+            w.chars()
+                .filter(|c| !"'\"\\".contains(*c))
+                .collect::<String>()
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    matcher
+        .rules()
+        .iter()
+        .find(|rule| {
+            let want = rule.words();
+            let Some((program, args)) = want.split_first() else {
+                return false;
+            };
+            words.windows(want.len()).any(|seen| {
+                seen.split_first().is_some_and(|(first, rest)| {
+                    let base = first.rsplit('/').next().unwrap_or(first);
+                    base == program.as_str() && rest == args
+                })
+            })
+        })
+        .map(|rule| rule.text.clone())
 }
 
 #[cfg(test)]
@@ -305,6 +353,60 @@ mod tests {
             (new, again, took < std::time::Duration::from_secs(5)),
             (50_000, 0, true),
             "{took:?}"
+        );
+    }
+
+    /// Commands the shell parser could not take in Paddock's process: 1
+    /// KiB of nested braces (a stack overflow on a 2 MiB thread stack, as
+    /// a runtime worker's, before: the process aborted) and 600
+    /// characters of nested `case` (exponential: minutes, before). Each
+    /// is named by the engine's rule at once, on a 2 MiB stack; a rule
+    /// among plain words is still found.
+    #[test]
+    fn a_denied_command_is_never_parsed_in_paddocks_process() {
+        let matcher = Matcher::new(&["curl".to_string()]);
+        let nested = |open: &str, close: &str, levels: usize| {
+            format!("{}true;{}", open.repeat(levels), close.repeat(levels))
+        };
+        let commands = [
+            nested("{ ", "} ", 256),
+            nested("case a in a) ", "esac; ", 32),
+            format!("{} curl x", "ls &&".repeat(1000)),
+        ];
+        let worker = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let rules: Vec<String> = commands
+                    .into_iter()
+                    .map(|command| {
+                        from_engine(
+                            EngineDenial {
+                                command,
+                                call_id: None,
+                                by: DeniedBy::Profile {
+                                    rule: Some("deny_commands".into()),
+                                },
+                            },
+                            &matcher,
+                        )
+                        .unwrap()
+                        .rule
+                    })
+                    .collect();
+                (rules, started.elapsed() < std::time::Duration::from_secs(5))
+            })
+            .unwrap();
+        assert_eq!(
+            worker.join().unwrap(),
+            (
+                vec![
+                    "deny_commands".to_string(),
+                    "deny_commands".to_string(),
+                    "curl".to_string()
+                ],
+                true
+            )
         );
     }
 }

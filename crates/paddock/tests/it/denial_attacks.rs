@@ -15,7 +15,11 @@
 //! (within `limits.max_line_bytes`) listing 50,000 Bash denials under a
 //! host profile, each compared, before, with every denial seen so far
 //! (34 s of Paddock's CPU for the one line in a debug build, a blocked
-//! worker of its runtime); now the job is over in seconds.
+//! worker of its runtime); now the job is over in seconds. And the
+//! rule Paddock names for such a denial: a command of nested braces or
+//! nested `case` that the profile's shell parser, run in Paddock's
+//! process, could not take (a stack overflow that aborted `paddock run`,
+//! an exponential backtrack); now no parser runs on it there.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -124,66 +128,118 @@ async fn a_rollout_of_one_long_call_refused_thousands_of_times_is_read_in_part()
 /// The denials the Claude stand-in's one `result` line lists.
 const LISTED: usize = 50_000;
 
+/// Runs a job on `rung` whose engine is a Claude Code stand-in printing
+/// one `result` line whose `permission_denials` the awk program `listed`
+/// prints (its items, comma-separated), under a host profile denying
+/// `c1` and `curl`, with `limits.max_records` 1,000; `paddock run`'s
+/// output, how long it took, and the job's denial events.
+async fn claude_job(
+    home: &Home,
+    rung: &str,
+    listed: &str,
+) -> (std::process::Output, std::time::Duration, usize) {
+    let dir = home.path().join(format!("job-{rung}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let repo = repo(&dir);
+    let bin = dir.join("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    write_script(
+        &claude,
+        &format!(
+            r#"#!/bin/sh
+[ "$1" = --version ] && {{ echo '{} (Claude Code)'; exit 0; }}
+awk 'BEGIN {{ printf "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\",\"permission_denials\":["; {listed}; printf "]}}\n" }}'
+"#,
+            paddock::engines::claude::PIN.version
+        ),
+    );
+    std::fs::write(
+        dir.join("profile.toml"),
+        "id = \"deny-c\"\ndeny_commands = [\"c1\", \"curl\"]\n",
+    )
+    .unwrap();
+    let spec = job(
+        &dir,
+        "claude",
+        &repo,
+        SCRIPTED,
+        Some("[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n"),
+    );
+    use_engine_binary(&spec, &claude);
+    on_rung(&spec, rung);
+    let text = std::fs::read_to_string(&spec).unwrap().replace(
+        "timeout_secs = 120",
+        "timeout_secs = 120\nmax_records = 1000",
+    );
+    std::fs::write(
+        &spec,
+        format!("{text}\n[budget]\nmax_usd = 1.0\n\n[policy]\nprofile = \"profile.toml\"\n"),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = home
+        .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+        .await;
+    let took = started.elapsed();
+    let denials = match serde_json::from_slice::<paddock_protocol::JobRecord>(&out.stdout) {
+        Ok(rec) => home
+            .event_bodies(&rec.id)
+            .await
+            .into_iter()
+            .filter(|e| matches!(e, EventBody::Policy { message, .. } if message.starts_with("denied `")))
+            .count(),
+        Err(_) => 0,
+    };
+    (out, took, denials)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_claude_result_listing_fifty_thousand_denials_is_taken_in_linear_time() {
     for rung in rungs() {
         let home = Home::new();
-        let dir = home.path().join("job");
-        std::fs::create_dir_all(&dir).unwrap();
-        let repo = repo(&dir);
-        let bin = dir.join("fakebin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let claude = bin.join("claude");
-        write_script(
-            &claude,
+        let (out, took, denials) = claude_job(
+            &home,
+            rung,
             &format!(
-                r#"#!/bin/sh
-[ "$1" = --version ] && {{ echo '{} (Claude Code)'; exit 0; }}
-awk 'BEGIN {{ printf "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"ok\",\"permission_denials\":["; for (i = 1; i <= {LISTED}; i++) printf "%s{{\"tool_name\":\"Bash\",\"tool_use_id\":\"t%d\",\"tool_input\":{{\"command\":\"c%d\"}}}}", (i > 1 ? "," : ""), i, i; printf "]}}\n" }}'
-"#,
-                paddock::engines::claude::PIN.version
+                r#"for (i = 1; i <= {LISTED}; i++) printf "%s{{\"tool_name\":\"Bash\",\"tool_use_id\":\"t%d\",\"tool_input\":{{\"command\":\"c%d\"}}}}", (i > 1 ? "," : ""), i, i"#
             ),
-        );
-        std::fs::write(
-            dir.join("profile.toml"),
-            "id = \"deny-c\"\ndeny_commands = [\"c1\"]\n",
         )
-        .unwrap();
-        let spec = job(
-            &dir,
-            "claude",
-            &repo,
-            SCRIPTED,
-            Some("[[turn]]\ntext = \"hi\"\nusage = { input = 1, output = 1 }\n"),
-        );
-        use_engine_binary(&spec, &claude);
-        on_rung(&spec, rung);
-        let text = std::fs::read_to_string(&spec).unwrap().replace(
-            "timeout_secs = 120",
-            "timeout_secs = 120\nmax_records = 1000",
-        );
-        std::fs::write(
-            &spec,
-            format!("{text}\n[budget]\nmax_usd = 1.0\n\n[policy]\nprofile = \"profile.toml\"\n"),
-        )
-        .unwrap();
-        let started = std::time::Instant::now();
-        let out = home
-            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
-            .await;
-        let took = started.elapsed();
-        let rec = record(&out);
-        let denials = home
-            .event_bodies(&rec.id)
-            .await
-            .into_iter()
-            .filter(|e| matches!(e, EventBody::Policy { message, .. } if message.starts_with("denied `c")))
-            .count();
+        .await;
         assert!(
-            took < std::time::Duration::from_secs(20) && denials > 100,
-            "{rung}: the job took {took:?}, {denials} denial events, ended {:?}: {:?}",
-            rec.status,
-            rec.reason
+            out.status.code().is_some()
+                && took < std::time::Duration::from_secs(20)
+                && denials > 100,
+            "{rung}: paddock run ended {:?} after {took:?}, {denials} denial events: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// One denial whose command is 64 KiB of nested braces (`{ { … true; } }`),
+/// and one of 600 characters of nested `case`: before, Paddock's shell
+/// parser took each in its own process, the first overflowing the stack
+/// of a runtime worker (`paddock run` aborted, a server would have ended
+/// with every job it ran), the second backtracking for hours. Now the
+/// job is over in seconds with both denials as events.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claude_denial_of_a_deeply_nested_command_does_not_bring_paddock_down() {
+    for rung in rungs() {
+        let home = Home::new();
+        let (out, took, denials) = claude_job(
+            &home,
+            rung,
+            r#"b = ""; e = ""; for (i = 0; i < 16384; i++) { b = b "{ "; e = e "} " }; c = ""; d = ""; for (i = 0; i < 32; i++) { c = c "case a in a) "; d = d "esac; " }; printf "{\"tool_name\":\"Bash\",\"tool_use_id\":\"t1\",\"tool_input\":{\"command\":\"%strue; %s\"}},{\"tool_name\":\"Bash\",\"tool_use_id\":\"t2\",\"tool_input\":{\"command\":\"%strue;; %s\"}}", b, e, c, d"#,
+        )
+        .await;
+        assert!(
+            out.status.code().is_some()
+                && took < std::time::Duration::from_secs(20)
+                && denials == 2,
+            "{rung}: paddock run ended {:?} after {took:?}, {denials} denial events: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }
