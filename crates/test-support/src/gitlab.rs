@@ -1,5 +1,6 @@
 //! A GitLab REST API v4 **mock** for the results loop: merge requests
-//! (list by `source_branch` and `state`, create, update), their notes
+//! (list by `source_branch`, `target_branch` and `state`, paged as notes
+//! are, create, update), their notes
 //! (post, or refused with a 500 while `refuse_notes`, or posted and
 //! answered with a 500 while `lose_note_answers`; list paged as GitLab
 //! pages them: `page`, `per_page`, `Link` and the `X-Next-Page`… headers,
@@ -578,7 +579,10 @@ impl MockGitLab {
             };
         }
         match (method, parts.as_slice()) {
-            (&Method::GET, ["merge_requests"]) => list(&state, query),
+            (&Method::GET, ["merge_requests"]) => {
+                let url = format!("{}{route}", self.url);
+                return forge_mock::page(list(&state, query), &url, query, Paging::GitLab);
+            }
             (&Method::POST, ["merge_requests"]) => self.create(&mut state, &input, &author),
             (&Method::PUT, ["merge_requests", n]) => update(&mut state, iid(n), &input),
             (&Method::POST, ["merge_requests", n, "notes"]) => {
@@ -710,13 +714,14 @@ impl MockGitLab {
     }
 }
 
-/// `GET /projects/P/merge_requests?source_branch=…&state=…`.
-fn list(state: &State, query: &str) -> (StatusCode, Value) {
+/// `GET /projects/P/merge_requests?source_branch=…&state=…`: the
+/// merge requests it lists, newest first (paged by the caller).
+fn list(state: &State, query: &str) -> Vec<Value> {
     let q = crate::entra::form(query);
     let source = q.get("source_branch").cloned();
     let target = q.get("target_branch").cloned();
     let wanted = q.get("state").cloned().unwrap_or_else(|| "all".into());
-    let found: Vec<Value> = state
+    state
         .merge_requests
         .iter()
         .rev()
@@ -724,8 +729,7 @@ fn list(state: &State, query: &str) -> (StatusCode, Value) {
         .filter(|m| target.as_deref().is_none_or(|t| m["target_branch"] == t))
         .filter(|m| wanted == "all" || m["state"] == wanted.as_str())
         .cloned()
-        .collect();
-    (StatusCode::OK, Value::Array(found))
+        .collect()
 }
 
 /// `PUT /projects/P/merge_requests/IID/notes/ID`: its body replaced, as

@@ -295,7 +295,10 @@ impl GitLab {
     /// it would get Paddock's title, body and closeout, its reviews would
     /// reach the next attempt, and closed, it would stop the job's branch
     /// being pushed. One that does not say where its branch is counts as
-    /// a fork's.
+    /// a fork's. Every page is read (up to `forge_http::MAX_PAGES` of 100,
+    /// more an error): forks' merge requests on the first pages must not
+    /// hide the job's behind them (its publish would open a second, which
+    /// GitLab refuses, or miss that it ended).
     async fn merge_request_for(
         &self,
         branch: &str,
@@ -309,9 +312,7 @@ impl GitLab {
         ];
         let query = form(&query);
         let path = self.project_path(&format!("/merge_requests?{query}"));
-        let found: Vec<ApiMergeRequest> = self
-            .call("find the merge request", Method::GET, &path, None)
-            .await?;
+        let found: Vec<ApiMergeRequest> = self.list("find the merge request", &path).await?;
         let mut own: Vec<ApiMergeRequest> = found
             .into_iter()
             .filter(|m| m.source_project_id.is_some() && m.source_project_id == m.target_project_id)

@@ -3193,7 +3193,7 @@ async fn gitlab_mints_a_token_per_job_pushes_opens_a_draft_merge_request_and_rev
             .collect::<Vec<_>>(),
         vec![
             ("POST /projects/acme%2Fwidgets/access_tokens".to_string(), host.clone()),
-            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=all&target_branch=main".to_string(), job.clone()),
+            ("GET /projects/acme%2Fwidgets/merge_requests?source_branch=paddock%2FT-1%2F1&state=all&target_branch=main&per_page=100".to_string(), job.clone()),
             ("POST /projects/acme%2Fwidgets/merge_requests".to_string(), job.clone()),
             ("GET /user".to_string(), job.clone()),
             ("GET /projects/acme%2Fwidgets/merge_requests/1/notes?sort=desc&order_by=created_at&per_page=1".to_string(), job.clone()),
@@ -5403,6 +5403,60 @@ async fn a_merge_request_from_a_forks_branch_of_the_same_name_is_never_taken_for
             vec![(2, true, closeout)],
             serde_json::json!(""),
         )
+    );
+}
+
+/// As above, but the forge user opens their fork's merge requests after
+/// the job's, more than a page of them (120; GitLab lists 20 a page by
+/// default, at most 100): `paddock publish` again still finds the job's
+/// own, and updates it; nothing new is opened. Before, only the first page
+/// was read: the job's was not on it, a second was asked for, GitLab
+/// refused it (one is open for the branch), and the publish failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn forks_merge_requests_past_a_page_do_not_hide_the_jobs() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let job = run_with_gitlab_token(&home, &spec, &[]).await;
+    for fork in 0..120 {
+        mock.open_merge_request_from_fork_as("alice", 100 + fork, "paddock/T-1/1", "main");
+    }
+    let args = ["publish", "--json", job.id.as_str()];
+    let out = home
+        .paddock(&args, &[("PADDOCK_TEST_GL_TOKEN", TOKEN)])
+        .await;
+    let ours: Vec<(u64, String)> = mock
+        .merge_requests()
+        .iter()
+        .filter(|m| m["source_project_id"] == paddock_test_support::gitlab::PROJECT_ID)
+        .map(|m| {
+            (
+                m["iid"].as_u64().unwrap(),
+                m["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let notes: Vec<u64> = mock.notes().into_iter().map(|(iid, _, _)| iid).collect();
+    assert_eq!(
+        (
+            job.status,
+            out.status.code(),
+            record(&out).status,
+            mock.merge_requests().len(),
+            ours,
+            notes
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            Some(0),
+            paddock_protocol::JobStatus::Done,
+            121,
+            vec![(1, "Draft: T-1: Test ticket".to_string())],
+            vec![1],
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
