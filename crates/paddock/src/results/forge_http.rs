@@ -131,6 +131,39 @@ pub const MAX_PAGES: usize = 50;
 /// Items asked for a page (GitHub's and GitLab's maximum).
 pub const PER_PAGE: &str = "100";
 
+/// The most of one comment's body Paddock keeps as it reads a list of
+/// them (bytes, cut at a character boundary and marked as cut). Anyone
+/// may comment on a public repository's pull request, each body up to
+/// 65,536 characters on GitHub and 1,000,000 on GitLab, and a list is read
+/// up to [`MAX_PAGES`] pages of 100: kept whole, a flood of long comments
+/// would hold gigabytes in Paddock's memory at a review read or a
+/// publish. What is read of a body needs far less: the next brief takes
+/// 8,000 bytes of a comment (`bounce.rs`), a closeout is known by its
+/// first lines (`closeout::job_of`).
+pub const BODY_KEPT: usize = 16 * 1024;
+
+/// A comment's body as a list gives it, cut to [`BODY_KEPT`] as it is
+/// read (`#[serde(deserialize_with = "cut_body")]`): only the page being
+/// read and the one body being cut are ever held whole.
+pub fn cut_body<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let mut body = <String as serde::Deserialize>::deserialize(d)?;
+    crate::output::cap_string(&mut body, BODY_KEPT);
+    body.shrink_to_fit();
+    Ok(body)
+}
+
+/// [`cut_body`] of a body that may be `null` (a GitHub review's).
+pub fn cut_body_or_none<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<String>, D::Error> {
+    let body = <Option<String> as serde::Deserialize>::deserialize(d)?;
+    Ok(body.map(|mut body| {
+        crate::output::cap_string(&mut body, BODY_KEPT);
+        body.shrink_to_fit();
+        body
+    }))
+}
+
 /// One forge's API root and the client that talks to it.
 pub(super) struct ForgeHttp {
     pub forge: &'static str,

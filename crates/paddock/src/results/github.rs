@@ -79,7 +79,7 @@ struct ApiComment {
 #[derive(Debug, Deserialize)]
 struct ApiIssueComment {
     id: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::forge_http::cut_body")]
     body: String,
     #[serde(default)]
     user: Option<ApiUser>,
@@ -127,7 +127,7 @@ struct ApiReview {
     /// `COLLABORATOR`, `CONTRIBUTOR`, `NONE`...).
     #[serde(default)]
     author_association: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::forge_http::cut_body_or_none")]
     body: Option<String>,
     state: String,
 }
@@ -150,6 +150,7 @@ struct ApiReviewComment {
     user: Option<ApiUser>,
     #[serde(default)]
     author_association: Option<String>,
+    #[serde(deserialize_with = "super::forge_http::cut_body")]
     body: String,
     path: Option<String>,
     line: Option<u64>,
@@ -861,6 +862,43 @@ fn may_write(association: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Comments, reviews and line comments as long as GitHub allows
+    /// (65,536 characters, here 4 bytes each) are cut to `BODY_KEPT` as
+    /// their page is read; a review without a body stays without one.
+    #[test]
+    fn long_bodies_are_cut_as_they_are_read() {
+        let body = "😀".repeat(65_536);
+        let mut kept = body.clone();
+        crate::output::cap_string(&mut kept, super::super::forge_http::BODY_KEPT);
+        let user = serde_json::json!({"login": "alice", "id": 2});
+        let comments: Vec<ApiIssueComment> =
+            serde_json::from_value(serde_json::json!([{"id": 1, "body": body, "user": user}]))
+                .unwrap_or_default();
+        let reviews: Vec<ApiReview> = serde_json::from_value(serde_json::json!([
+            {"user": user, "body": body, "state": "COMMENTED"},
+            {"user": user, "body": null, "state": "APPROVED"},
+        ]))
+        .unwrap_or_default();
+        let lines: Vec<ApiReviewComment> = serde_json::from_value(serde_json::json!([
+            {"user": user, "body": body, "path": "a.rs", "line": 1},
+        ]))
+        .unwrap_or_default();
+        assert_eq!(
+            (
+                comments.iter().map(|c| c.body.clone()).collect::<Vec<_>>(),
+                reviews.iter().map(|r| r.body.clone()).collect::<Vec<_>>(),
+                lines.iter().map(|c| c.body.clone()).collect::<Vec<_>>(),
+                kept.len() < 17 * 1024,
+            ),
+            (
+                vec![kept.clone()],
+                vec![Some(kept.clone()), None],
+                vec![kept],
+                true
+            )
+        );
+    }
 
     /// Merging, approving, reviewing and auto-merge are refused by path,
     /// whatever built the request; reading reviews and the calls Paddock

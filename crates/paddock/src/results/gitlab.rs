@@ -76,6 +76,7 @@ struct ApiMergeRequest {
 #[derive(Debug, Deserialize)]
 struct ApiNote {
     id: u64,
+    #[serde(deserialize_with = "super::forge_http::cut_body")]
     body: String,
     author: ApiUser,
     #[serde(default)]
@@ -731,6 +732,34 @@ impl Forge for GitLab {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A note's body as long as GitLab allows (1,000,000 characters, here
+    /// 2,000,000 bytes) is cut to `BODY_KEPT` as its page is read, its
+    /// beginning (a closeout's heading and job line) kept: a flood of such
+    /// notes on a public project's merge request holds no more than that
+    /// each in Paddock's memory.
+    #[test]
+    fn a_long_notes_body_is_cut_as_it_is_read() {
+        let body = format!(
+            "{}T-1 attempt 1\n\nJob `job-0a`\n{}",
+            super::super::closeout::HEADING,
+            "é".repeat(1_000_000)
+        );
+        let page = serde_json::json!([
+            {"id": 1, "body": body, "author": {"id": 2, "username": "alice"}},
+        ]);
+        let notes: Vec<ApiNote> = serde_json::from_value(page).unwrap();
+        let mut kept = body.clone();
+        crate::output::cap_string(&mut kept, super::super::forge_http::BODY_KEPT);
+        assert_eq!(
+            (
+                notes[0].body.as_str(),
+                notes[0].body.len() < 17 * 1024,
+                super::super::closeout::job_of(&notes[0].body)
+            ),
+            (kept.as_str(), true, Some("job-0a"))
+        );
+    }
 
     /// Merging, approving and "merge when the pipeline succeeds" are
     /// refused before anything is sent; opening, updating, noting and
