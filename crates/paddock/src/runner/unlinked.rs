@@ -184,13 +184,38 @@ fn descriptors(proc_dir: &Path, scan: &mut Scan<'_>) -> bool {
     true
 }
 
+/// The longest line of `/proc/PID/maps` read: its numbers and a path of
+/// at most `PATH_MAX` (4,096 bytes) with the kernel's ` (deleted)`. A
+/// longer one is skipped.
+const MAX_MAPS_LINE: u64 = 8 * 1024;
+
 /// The removed files under the scan's directory process `proc_dir` maps;
-/// false when the scan's bound stopped it.
+/// false when the scan's bound stopped it. `maps` is read a line at a
+/// time: a process of the job holding 65,530 mappings (the kernel's
+/// default `vm.max_map_count`) of a file whose path is 3,800 bytes long
+/// has a `maps` of 250 MB, which each measurement read whole into
+/// Paddock's memory, again for every such process.
 fn mappings(proc_dir: &Path, scan: &mut Scan<'_>) -> bool {
-    let Ok(maps) = std::fs::read(proc_dir.join("maps")) else {
+    use std::io::{BufRead as _, Read as _};
+    let Ok(file) = std::fs::File::open(proc_dir.join("maps")) else {
         return true;
     };
-    for line in maps.split(|b| *b == b'\n') {
+    let mut maps = std::io::BufReader::new(file);
+    let mut read = Vec::new();
+    loop {
+        read.clear();
+        match (&mut maps).take(MAX_MAPS_LINE).read_until(b'\n', &mut read) {
+            Ok(0) | Err(_) => return true,
+            Ok(_) => {}
+        }
+        let Some(line) = read.strip_suffix(b"\n") else {
+            if read.len() as u64 == MAX_MAPS_LINE && !skip_line(&mut maps) {
+                return true;
+            }
+            // Cut short, or the last line with no newline: not a whole
+            // line the kernel wrote.
+            continue;
+        };
         if line.is_empty() {
             continue;
         }
@@ -220,7 +245,24 @@ fn mappings(proc_dir: &Path, scan: &mut Scan<'_>) -> bool {
             }
         }
     }
-    true
+}
+
+/// Reads past the rest of a line longer than [`MAX_MAPS_LINE`]; false at
+/// the end of the file or on an error.
+fn skip_line(maps: &mut impl std::io::BufRead) -> bool {
+    loop {
+        let (found, used) = match maps.fill_buf() {
+            Ok([]) | Err(_) => return false,
+            Ok(buf) => match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (true, i + 1),
+                None => (false, buf.len()),
+            },
+        };
+        maps.consume(used);
+        if found {
+            return true;
+        }
+    }
 }
 
 /// One line of `/proc/PID/maps`: `START-END PERMS OFFSET MAJ:MIN INODE

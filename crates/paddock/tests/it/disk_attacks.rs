@@ -10,7 +10,10 @@
 //! said by a `policy` event of rule `limits`, stopped well before its
 //! timeout, its workspace removed like any failed job's. No probe writes
 //! more than 8 MiB. A sparse file, which holds no disk, is left out of the
-//! patch past the length its staging reads, the job `done`.
+//! patch past the length its staging reads, the job `done`. And the
+//! watcher's own cost: a process holding 65,000 mappings of a file with
+//! a long path, whose `/proc/PID/maps` (250 MB) each measurement read
+//! whole into Paddock's memory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -217,6 +220,67 @@ async fn a_removed_file_held_by_a_mapping_is_charged() {
         )
         .await;
         past_limit(rung, &probed, 8 << 20);
+    }
+}
+
+/// A process of the job holding 65,000 mappings of one removed file
+/// whose path is 3,800 bytes long (15 directories of 250 characters):
+/// its `/proc/PID/maps` is 250 MB, which each of the disk watcher's
+/// measurements read whole into Paddock's memory (and where that
+/// allocation failed, skipped: the mappings went uncounted). Paddock's
+/// peak resident memory, read from its `/proc/PID/status` while the job
+/// runs, was over 256 MiB before; now `maps` is read a line at a time.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_holding_many_mappings_of_a_long_path_is_measured_in_bounded_memory() {
+    for rung in rungs() {
+        let home = Home::new();
+        let script = finishing(
+            "python3 -c 'import ctypes, os, time\n\
+             libc = ctypes.CDLL(None)\n\
+             libc.mmap.restype = ctypes.c_void_p\n\
+             libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n\
+             d = os.environ[\"TMPDIR\"]\n\
+             for i in range(15): d = os.path.join(d, chr(97 + i) * 250)\n\
+             os.makedirs(d)\n\
+             f = os.path.join(d, \"f\")\n\
+             open(f, \"wb\").write(bytes(4096))\n\
+             fd = os.open(f, os.O_RDONLY)\n\
+             for i in range(65000): libc.mmap(None, 4096, 1, 2, fd, 0)\n\
+             os.close(fd)\n\
+             os.unlink(f)\n\
+             time.sleep(5)\n'",
+        );
+        let spec = fake_codex_job(&home, rung, &script, 60);
+        let mut child = home
+            .command(&["run", "--json", spec.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = format!("/proc/{}/status", child.id().unwrap());
+        let peak_kib = |text: &str| -> Option<u64> {
+            text.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        };
+        let mut peak = 0;
+        let out = loop {
+            if let Some(kib) = std::fs::read_to_string(&status)
+                .ok()
+                .as_deref()
+                .and_then(peak_kib)
+            {
+                peak = kib;
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                break child.wait_with_output().await.unwrap();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        assert_eq!(
+            (record(&out).status, peak < 160 << 10),
+            (JobStatus::Done, true),
+            "{rung}: paddock's peak resident memory {peak} KiB"
+        );
     }
 }
 
