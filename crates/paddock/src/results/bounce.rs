@@ -195,7 +195,7 @@ pub async fn attempts_after(
     // proposes nothing without its base). The outbox has one request, and
     // no base to tell.
     let base = match super::conclude::proposes(&spec) {
-        true => super::conclude::pull_request_base(&spec, jobs_root)
+        true => super::conclude::job_pull_request_base(&spec, jobs_root, &artifacts)
             .await
             .map_err(|why| BounceError::Review {
                 job_id: job_id.to_string(),

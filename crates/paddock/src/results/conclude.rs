@@ -355,6 +355,26 @@ pub fn base_branch(spec: &JobSpec) -> String {
 /// refused: `base_objects::is_branch`). `Err` is the whole reason, saying
 /// to set `results.base_branch`.
 pub async fn pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
+    read_pull_request_base(spec, jobs_root).await
+}
+
+/// [`pull_request_base`] as the job whose artifacts directory is
+/// `artifacts` kept it when it was provisioned (`pinned_base.rs`: a
+/// `HEAD` read again later names whatever branch the source is on by
+/// then), else read now (a job from before the record). `Err` is the
+/// whole reason.
+pub async fn job_pull_request_base(
+    spec: &JobSpec,
+    jobs_root: &Path,
+    artifacts: &Path,
+) -> Result<String, String> {
+    match super::pinned_base::read(artifacts)? {
+        Some(base) => Ok(base),
+        None => read_pull_request_base(spec, jobs_root).await,
+    }
+}
+
+async fn read_pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
     let base = base_branch(spec);
     let written = &spec.repository.base_ref;
     if spec.results.base_branch.is_some() {
@@ -809,7 +829,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
         let mut links = links.clone();
         if let (Some(_), JobStatus::Done) = (input.commit, input.record.status) {
             let base = match proposes(spec) {
-                true => pull_request_base(spec, input.jobs_root)
+                true => job_pull_request_base(spec, input.jobs_root, input.artifacts)
                     .await
                     .map_err(Some)?,
                 // The outbox's request is for a person to read: HEAD's

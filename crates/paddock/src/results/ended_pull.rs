@@ -91,10 +91,13 @@ pub async fn check(
     // the job's, a forge user could refuse every rerun). A base that
     // cannot be told is not checked, and a warning: the job's publish,
     // which needs it too, says why.
-    let base = match super::conclude::pull_request_base(spec, jobs_root).await {
-        Ok(base) => base,
-        Err(why) => return unknown(why),
-    };
+    // The earlier job's base, as it kept it (`pinned_base.rs`).
+    let earlier_artifacts = artifacts.parent().unwrap_or(artifacts).join(&last.id);
+    let base =
+        match super::conclude::job_pull_request_base(spec, jobs_root, &earlier_artifacts).await {
+            Ok(base) => base,
+            Err(why) => return unknown(why),
+        };
     let session = match open_forge(spec, artifacts).await {
         Ok(session) => session,
         Err(e) => return unknown(e),

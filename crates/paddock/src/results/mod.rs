@@ -33,6 +33,7 @@ pub mod gitlab;
 pub mod gitlab_closeout;
 pub mod gitlab_token;
 pub mod outbox;
+pub mod pinned_base;
 pub mod push;
 pub mod republish;
 pub mod scope;

@@ -285,15 +285,26 @@ pub(super) async fn provision(
     // that the source (a URL's mirror) is fetched: a base_ref that is no
     // branch there (a tag's short name, a detached HEAD) ends the job
     // before its engine starts, not at publishing once the work is done.
+    // The base read now is kept for every later look at the pull
+    // request (`results/pinned_base.rs`): a `HEAD` read again at the
+    // publish names whatever branch the source is on by then.
     if crate::results::conclude::proposes(spec) {
         let jobs_root = ws.root.parent().unwrap_or(&ws.root).to_path_buf();
-        if let Err(why) = crate::results::conclude::pull_request_base(spec, &jobs_root).await {
-            let mut guard = WorkspaceGuard::new(ws, job.keep);
-            if let Err(e) = guard.remove_unless_kept() {
-                em.error("paddock", e.to_string(), false).await?;
+        match crate::results::conclude::pull_request_base(spec, &jobs_root).await {
+            Ok(base) => {
+                let kept = crate::results::pinned_base::write(&artifacts, &base);
+                if let Err(why) = kept {
+                    em.error("paddock", why, false).await?;
+                }
             }
-            em.error("paddock", why.clone(), true).await?;
-            return Err(Stop::End(Ended::failed(why, true)));
+            Err(why) => {
+                let mut guard = WorkspaceGuard::new(ws, job.keep);
+                if let Err(e) = guard.remove_unless_kept() {
+                    em.error("paddock", e.to_string(), false).await?;
+                }
+                em.error("paddock", why.clone(), true).await?;
+                return Err(Stop::End(Ended::failed(why, true)));
+            }
         }
     }
     // The job runs on the committed base: whether the source's tree has

@@ -4055,9 +4055,11 @@ async fn paddock_publish_makes_a_removed_mirror_again() {
 
 /// A URL source's job on its default base, `HEAD`, whose forge was down
 /// (the job failed at publishing), its mirror then removed (`paddock gc`
-/// of the cache, or by hand): `paddock publish` reads the branch HEAD
-/// names from the mirror made again from the URL, pushes and asks for a
-/// pull request into that branch (`main`), and the job is done.
+/// of the cache, or by hand), and the base it kept at provisioning gone
+/// too (a job from before that record, `pinned_base.rs`): `paddock
+/// publish` reads the branch HEAD names from the mirror made again from
+/// the URL, pushes and asks for a pull request into that branch (`main`),
+/// and the job is done.
 #[tokio::test(flavor = "multi_thread")]
 async fn paddock_publish_of_a_head_based_job_makes_its_removed_mirror_again() {
     let home = Home::new();
@@ -4072,6 +4074,7 @@ async fn paddock_publish_of_a_head_based_job_makes_its_removed_mirror_again() {
     std::fs::write(&spec, text).unwrap();
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
     let failed = run_with_token(&home, &spec).await;
+    forget_the_kept_base(&home, &failed.id);
     let mirrors = home.jobs().join(".mirrors");
     let mut removed = Vec::new();
     for entry in std::fs::read_dir(&mirrors).unwrap() {
@@ -4181,6 +4184,107 @@ async fn a_default_base_ref_asks_to_merge_into_the_branch_head_means() {
             None,
             vec![Some("trunk".to_string())]
         )
+    );
+}
+
+/// Removes the pull request's base job `id` kept at provisioning
+/// (`pinned_base.rs`), as a job from before that record has none.
+fn forget_the_kept_base(home: &Home, id: &str) {
+    let kept = home
+        .data()
+        .join("artifacts")
+        .join(id)
+        .join("pull-request-base");
+    std::fs::remove_file(kept).unwrap();
+}
+
+/// A spec that leaves `repository.base_ref` at `HEAD` has its pull
+/// request's base read when the job is provisioned and kept in its
+/// artifacts (`pull-request-base`). The user then checks out another
+/// branch in the source: `paddock publish` again updates the job's pull
+/// request into `main` (none is opened into `feature`), and
+/// `--attempt-after` reads that pull request's review into the next
+/// brief. Before, HEAD was read again at each look: the publish opened a
+/// second pull request of the job's branch into `feature`, and the review
+/// read looked there and found none, the reviewer's word never reaching
+/// the next attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_switch_of_the_sources_branch_after_the_job_does_not_move_its_pull_request() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = stand_in_job(&home, &repo, &finishing("cat > prompt.txt"));
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("base_ref = \"main\"\n", "");
+    std::fs::write(&spec, text).unwrap();
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    let kept = std::fs::read_to_string(
+        home.data()
+            .join("artifacts")
+            .join(&first.id)
+            .join("pull-request-base"),
+    )
+    .unwrap_or_default();
+    git(&repo, &["checkout", "-q", "-b", "feature"]);
+    mock.seed_review(paddock_test_support::github::SeededReview {
+        pull: 1,
+        login: "alice".into(),
+        body: "Rename hello.txt to greeting.txt.".into(),
+        state: Some("CHANGES_REQUESTED".into()),
+        path: None,
+        line: None,
+        association: "COLLABORATOR".into(),
+    });
+    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
+    let again = home
+        .paddock(&["publish", "--json", first.id.as_str()], &env)
+        .await;
+    let bases: Vec<(u64, String)> = mock
+        .pulls()
+        .iter()
+        .map(|p| {
+            (
+                p["number"].as_u64().unwrap(),
+                p["base"]["ref"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let spec_arg = spec.to_str().unwrap();
+    let next = home
+        .paddock(
+            &["run", "--json", spec_arg, "--attempt-after", &first.id],
+            &env,
+        )
+        .await;
+    let second = record(&next);
+    let brief = second
+        .patch_path
+        .clone()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            first.status,
+            kept.as_str(),
+            again.status.code(),
+            bases,
+            second.status,
+            brief.contains("Rename hello.txt to greeting.txt."),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            "main\n",
+            Some(0),
+            vec![(1, "main".to_string())],
+            paddock_protocol::JobStatus::Done,
+            true,
+        ),
+        "{}\n{}",
+        String::from_utf8_lossy(&again.stderr),
+        String::from_utf8_lossy(&next.stderr)
     );
 }
 
@@ -5461,10 +5565,11 @@ async fn forks_merge_requests_past_a_page_do_not_hide_the_jobs() {
 }
 
 /// `--attempt-after` a job whose pull request's base can no longer be
-/// told (its spec leaves `base_ref` at `HEAD`, and the local source's
-/// HEAD has since been detached) is refused, naming why and how to set
-/// it, and no pull request is looked for by the job's branch alone (nor
-/// by its rerun's check for an ended one). Before, both asked by the
+/// told (its spec leaves `base_ref` at `HEAD`, the base it kept at
+/// provisioning is gone, as for a job from before that record, and the
+/// local source's HEAD has since been detached) is refused, naming why
+/// and how to set it, and no pull request is looked for by the job's
+/// branch alone (nor by its rerun's check for an ended one). Before, both asked by the
 /// branch alone: a forge user's pull request of the job's branch into
 /// another base could be taken for the job's, its reviews reaching the
 /// next attempt's brief as the job's, its end refusing a rerun.
@@ -5481,6 +5586,7 @@ async fn the_next_attempt_after_a_job_whose_base_cannot_be_told_is_refused() {
     std::fs::write(&spec, text).unwrap();
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
     let first = run_with_token(&home, &spec).await;
+    forget_the_kept_base(&home, &first.id);
     let theirs = mock.open_pull_as("alice", "paddock/T-1/1", "release");
     git(&repo, &["checkout", "-q", "--detach"]);
     let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
