@@ -172,6 +172,31 @@ pub struct SessionPlace {
 /// The longest session id Paddock keeps.
 const SESSION_ID_MAX: usize = 128;
 
+/// The most tool calls a stream parser remembers while they wait for their
+/// result (Claude Code's `tool_use` until its `tool_result`, Codex's items
+/// started until completed). The stream is the job's output: calls that
+/// never end, each with an id and a path as long as a line may be, were
+/// all held in Paddock's memory, up to the job's whole stdout. A call past
+/// the bound, or one whose id is longer than [`CALL_ID_MAX`] bytes, is not
+/// remembered: its result then stands without its call (no file change
+/// read from it on Claude Code; on Codex its `tool_call` event comes again
+/// at its completion). No engine has thousands of calls open at once.
+pub const OPEN_CALLS_MAX: usize = 4096;
+
+/// The longest call id a stream parser remembers (the engines' ids are
+/// a few dozen bytes).
+pub const CALL_ID_MAX: usize = 256;
+
+/// The longest file path a stream parser remembers of a call (Linux's
+/// `PATH_MAX`): a longer one names no file the job could have written.
+pub const CALL_PATH_MAX: usize = 4096;
+
+/// Whether a parser that remembers `open` calls may remember one more,
+/// whose id is `id`.
+pub fn may_remember(open: usize, id: &str) -> bool {
+    open < OPEN_CALLS_MAX && id.len() <= CALL_ID_MAX
+}
+
 /// `raw` as a session id when it looks like one (1 to 128 ASCII letters,
 /// digits, `-` and `_`: the UUIDs both engines use); what the job printed
 /// is hostile, and the id becomes a file name and an argument.

@@ -31,6 +31,13 @@ struct ToolUse {
     file_path: Option<String>,
 }
 
+/// A tool's name as remembered until its result: the engine's names are
+/// short words, a job's output may be anything.
+fn cut_name(name: &str) -> String {
+    let end = crate::output::floor_char_boundary(name, crate::engines::CALL_ID_MAX);
+    name[..end].to_string()
+}
+
 /// Stateful parser for one `claude -p --output-format stream-json` run.
 #[derive(Debug)]
 pub struct ClaudeParser {
@@ -138,12 +145,20 @@ impl ClaudeParser {
                 } else {
                     None
                 };
-                if let Some(id) = &call_id {
+                // Remembered within bounds (`engines::OPEN_CALLS_MAX`):
+                // the stream is the job's.
+                if let Some(id) = call_id.as_ref().filter(|id| {
+                    crate::engines::may_remember(self.tools.len(), id)
+                        || self.tools.contains_key(id.as_str())
+                }) {
+                    let file_path = field("file_path")
+                        .or_else(|| field("notebook_path"))
+                        .filter(|p| p.len() <= crate::engines::CALL_PATH_MAX);
                     self.tools.insert(
                         id.clone(),
                         ToolUse {
-                            name: name.clone(),
-                            file_path: field("file_path").or_else(|| field("notebook_path")),
+                            name: cut_name(&name),
+                            file_path,
                         },
                     );
                 }
@@ -341,6 +356,48 @@ mod tests {
 
     fn one(line: &str) -> Vec<EventBody> {
         ClaudeParser::new(Path::new(WORKDIR)).parse_line(line)
+    }
+
+    /// Calls that never get their result are remembered up to
+    /// `OPEN_CALLS_MAX`, one whose id is past `CALL_ID_MAX` never, and a
+    /// path past `CALL_PATH_MAX` not with its call: a hostile stream holds
+    /// a bounded share of Paddock's memory, where each call it left open
+    /// was held whole.
+    #[test]
+    fn calls_waiting_for_their_result_are_remembered_within_bounds() {
+        let mut parser = ClaudeParser::new(Path::new(WORKDIR));
+        let call = |id: &str, path: &str| {
+            json!({"type": "assistant", "message": {"model": "claude-sonnet-4-5", "content": [
+                {"type": "tool_use", "id": id, "name": "Write",
+                 "input": {"file_path": path, "content": "x"}}
+            ]}})
+            .to_string()
+        };
+        let long_id = "i".repeat(300);
+        parser.parse_line(&call(
+            "long-path",
+            &format!("{WORKDIR}/{}", "p".repeat(5000)),
+        ));
+        parser.parse_line(&call(&long_id, "a.txt"));
+        for n in 0..5000 {
+            parser.parse_line(&call(&format!("toolu_{n}"), "a.txt"));
+        }
+        assert_eq!(
+            (
+                parser.tools.len(),
+                parser.tools.get("long-path").map(|t| t.file_path.clone()),
+                parser.tools.contains_key(&long_id),
+                parser.tools.get("toolu_4094").map(|t| t.file_path.clone()),
+                parser.tools.contains_key("toolu_4095"),
+            ),
+            (
+                crate::engines::OPEN_CALLS_MAX,
+                Some(None),
+                false,
+                Some(Some("a.txt".to_string())),
+                false
+            )
+        );
     }
 
     fn claude() -> Option<String> {

@@ -108,7 +108,11 @@ impl CodexParser {
     }
 
     fn open_call(&mut self, item: &Map<String, Value>, call: EventBody) -> Vec<EventBody> {
-        if let Some(id) = str_field(item, "id") {
+        // Remembered within bounds (`engines::OPEN_CALLS_MAX`): the
+        // stream is the job's.
+        if let Some(id) = str_field(item, "id")
+            .filter(|id| crate::engines::may_remember(self.open_calls.len(), id))
+        {
             self.open_calls.insert(id);
         }
         vec![call]
@@ -334,6 +338,46 @@ mod tests {
 
     fn one(line: &str) -> Vec<EventBody> {
         CodexParser::new(Path::new(WORKDIR)).parse_line(line)
+    }
+
+    /// Items started and never completed are remembered up to
+    /// `OPEN_CALLS_MAX`, one whose id is past `CALL_ID_MAX` never: a
+    /// hostile stream holds a bounded share of Paddock's memory. One not
+    /// remembered still has its `tool_call` at its start, and again at its
+    /// completion.
+    #[test]
+    fn items_waiting_for_their_completion_are_remembered_within_bounds() {
+        let mut parser = CodexParser::new(Path::new(WORKDIR));
+        let started = |id: &str| {
+            serde_json::json!({"type": "item.started", "item": {"id": id,
+                "type": "command_execution", "command": "ls", "aggregated_output": "",
+                "exit_code": null, "status": "in_progress"}})
+            .to_string()
+        };
+        let long_id = "i".repeat(300);
+        parser.parse_line(&started(&long_id));
+        for n in 0..5000 {
+            parser.parse_line(&started(&format!("item_{n}")));
+        }
+        let completed = serde_json::json!({"type": "item.completed", "item": {"id": "item_4999",
+            "type": "command_execution", "command": "ls", "aggregated_output": "",
+            "exit_code": 0, "status": "completed"}})
+        .to_string();
+        let calls = parser
+            .parse_line(&completed)
+            .iter()
+            .filter(|e| matches!(e, EventBody::ToolCall { .. }))
+            .count();
+        assert_eq!(
+            (
+                parser.open_calls.len(),
+                parser.open_calls.contains(&long_id),
+                parser.open_calls.contains("item_4095"),
+                parser.open_calls.contains("item_4096"),
+                calls,
+            ),
+            (crate::engines::OPEN_CALLS_MAX, false, true, false, 1)
+        );
     }
 
     fn codex() -> Option<String> {
