@@ -10,7 +10,8 @@ use paddock_protocol::JobStatus;
 use paddock_test_support::prelude::*;
 
 use super::results::{
-    bare_remote, basic, run_with_token, stand_in_job, use_url_source, with_github, TOKEN,
+    bare_remote, basic, head_based_job, run_with_token, stand_in_job, use_url_source, with_github,
+    TOKEN,
 };
 
 /// A job on `repo` (a path, or with `url` the URL source `file://repo`)
@@ -277,11 +278,7 @@ async fn a_detached_source_needs_a_base_branch_only_with_a_forge() {
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
     let push = format!("file://{}", bare.display());
     let forge = run_with_token(&home, &job(&home, &repo, ("HEAD", false), &mock.url, &push)).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace("base_ref = \"main\"\n", "");
-    std::fs::write(&spec, text).unwrap();
+    let spec = head_based_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     let outbox = run_with_token(&home, &spec).await;
     let request = std::fs::read_to_string(
         home.data()

@@ -14,6 +14,17 @@ pub(super) fn stand_in_job(home: &Home, repo: &Path, body: &str) -> PathBuf {
     stand_in_spec(home.path(), repo, "process", body)
 }
 
+/// [`stand_in_job`] with `repository.base_ref` left at its default,
+/// `HEAD` (the branch the source has checked out).
+pub(super) fn head_based_job(home: &Home, repo: &Path, body: &str) -> PathBuf {
+    let spec = stand_in_job(home, repo, body);
+    let text = std::fs::read_to_string(&spec)
+        .unwrap()
+        .replace("base_ref = \"main\"\n", "");
+    std::fs::write(&spec, text).unwrap();
+    spec
+}
+
 /// A user whose git configuration changes every default a patch depends
 /// on (no prefixes, mnemonic prefixes, quoted paths, colour, an external
 /// diff, paths relative to a subdirectory) still gets a patch that `git
@@ -4165,11 +4176,7 @@ async fn a_default_base_ref_asks_to_merge_into_the_branch_head_means() {
     git(&repo, &["checkout", "-q", "-b", "trunk"]);
     let (_, server) = served_remote(&home, &repo, &basic(TOKEN)).await;
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace("base_ref = \"main\"\n", "");
-    std::fs::write(&spec, text).unwrap();
+    let spec = head_based_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     with_github(&spec, &mock.url, &format!("{}/widgets.git", server.url));
     let record = run_with_token(&home, &spec).await;
     let bases: Vec<Option<String>> = mock
@@ -4214,11 +4221,7 @@ async fn a_switch_of_the_sources_branch_after_the_job_does_not_move_its_pull_req
     let repo = repo(home.path());
     let bare = bare_remote(&home.path().join("remotes"), &repo);
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
-    let spec = stand_in_job(&home, &repo, &finishing("cat > prompt.txt"));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace("base_ref = \"main\"\n", "");
-    std::fs::write(&spec, text).unwrap();
+    let spec = head_based_job(&home, &repo, &finishing("cat > prompt.txt"));
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
     let first = run_with_token(&home, &spec).await;
     let kept = std::fs::read_to_string(
@@ -5579,11 +5582,7 @@ async fn the_next_attempt_after_a_job_whose_base_cannot_be_told_is_refused() {
     let repo = repo(home.path());
     let bare = bare_remote(&home.path().join("remotes"), &repo);
     let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    let text = std::fs::read_to_string(&spec)
-        .unwrap()
-        .replace("base_ref = \"main\"\n", "");
-    std::fs::write(&spec, text).unwrap();
+    let spec = head_based_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
     with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
     let first = run_with_token(&home, &spec).await;
     forget_the_kept_base(&home, &first.id);
