@@ -344,20 +344,6 @@ pub fn base_branch(spec: &JobSpec) -> String {
     })
 }
 
-/// The branch a job's pull request asks to merge into, read where the
-/// base is kept on this host (before anything is pushed, and by the runner
-/// once the job's workspace is provisioned, before its engine starts):
-/// `results.base_branch` as set; for a `base_ref` of `HEAD` (the default)
-/// the branch it means (`base_objects::head_branch`), never the name
-/// `HEAD`, which no forge takes as a base; a `base_ref` written as a short
-/// name must be a branch there as git reads the name (a tag's short name,
-/// or one that is a tag and a branch, which git reads as the tag, is
-/// refused: `base_objects::is_branch`). `Err` is the whole reason, saying
-/// to set `results.base_branch`.
-pub async fn pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
-    read_pull_request_base(spec, jobs_root).await
-}
-
 /// [`pull_request_base`] as the job whose artifacts directory is
 /// `artifacts` kept it when it was provisioned (`pinned_base.rs`: a
 /// `HEAD` read again later names whatever branch the source is on by
@@ -370,11 +356,22 @@ pub async fn job_pull_request_base(
 ) -> Result<String, String> {
     match super::pinned_base::read(artifacts)? {
         Some(base) => Ok(base),
-        None => read_pull_request_base(spec, jobs_root).await,
+        None => pull_request_base(spec, jobs_root).await,
     }
 }
 
-async fn read_pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
+/// The branch a job's pull request asks to merge into, read where the
+/// base is kept on this host (by the runner once the job's workspace is
+/// provisioned, before its engine starts, and kept for every later look,
+/// [`job_pull_request_base`]; at a later look for a job that kept none):
+/// `results.base_branch` as set; for a `base_ref` of `HEAD` (the default)
+/// the branch it means (`base_objects::head_branch`), never the name
+/// `HEAD`, which no forge takes as a base; a `base_ref` written as a short
+/// name must be a branch there as git reads the name (a tag's short name,
+/// or one that is a tag and a branch, which git reads as the tag, is
+/// refused: `base_objects::is_branch`). `Err` is the whole reason, saying
+/// to set `results.base_branch`.
+pub async fn pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
     let base = base_branch(spec);
     let written = &spec.repository.base_ref;
     if spec.results.base_branch.is_some() {
