@@ -153,13 +153,16 @@ fn tightest(ceilings: &[Ceiling]) -> Option<Ceiling> {
 /// bytes / 4 as uncached input plus the most output it may produce (its own
 /// `max_output_tokens` / `max_tokens`, at most the model's `max_output`;
 /// without a cap, the model's `max_output`, else
-/// [`DEFAULT_OUTPUT_RESERVE`]), at the model's prices (the long-context
-/// tier when that input is above its threshold).
+/// [`DEFAULT_OUTPUT_RESERVE`]) for each of its `choices` (Chat Completions'
+/// `n`: each choice is capped on its own and all are billed), at the
+/// model's prices (the long-context tier when that input is above its
+/// threshold).
 pub fn estimate_micros(
     prices: &PriceTable,
     model: &str,
     request_bytes: u64,
     max_output: Option<u64>,
+    choices: u64,
 ) -> i64 {
     let model_max = prices.price(model).and_then(|p| p.max_output);
     let output = match (max_output, model_max) {
@@ -167,7 +170,8 @@ pub fn estimate_micros(
         (Some(asked), None) => asked,
         (None, Some(max)) => max,
         (None, None) => DEFAULT_OUTPUT_RESERVE,
-    };
+    }
+    .saturating_mul(choices.max(1));
     let tokens = TokenUsage {
         input_tokens: request_bytes / 4,
         output_tokens: output,
@@ -488,15 +492,26 @@ mod tests {
         // gpt-5.5: 4000 bytes → 1000 input tokens × $5/M = 5000 µ$; output
         // at most the model's 128 000 tokens × $30/M = 3 840 000 µ$.
         assert_eq!(
-            estimate_micros(&prices, "gpt-5.5", 4_000, Some(1_000_000)),
+            estimate_micros(&prices, "gpt-5.5", 4_000, Some(1_000_000), 1),
             3_845_000
         );
-        assert_eq!(estimate_micros(&prices, "gpt-5.5", 4_000, Some(100)), 8_000);
-        assert_eq!(estimate_micros(&prices, "gpt-5.5", 4_000, None), 3_845_000);
+        assert_eq!(
+            estimate_micros(&prices, "gpt-5.5", 4_000, Some(100), 1),
+            8_000
+        );
+        // Three choices of 100 tokens each: 5000 + 300 × $30/M.
+        assert_eq!(
+            estimate_micros(&prices, "gpt-5.5", 4_000, Some(100), 3),
+            14_000
+        );
+        assert_eq!(
+            estimate_micros(&prices, "gpt-5.5", 4_000, None, 1),
+            3_845_000
+        );
         // Above 200 000 input tokens, Sonnet's long-context rates: 250 000 ×
         // $6/M + 1000 × $22.5/M.
         assert_eq!(
-            estimate_micros(&prices, "claude-sonnet-4-5", 1_000_000, Some(1_000)),
+            estimate_micros(&prices, "claude-sonnet-4-5", 1_000_000, Some(1_000), 1),
             1_522_500
         );
         // A model without max_output: the default reserve.
@@ -505,6 +520,6 @@ mod tests {
             "t",
         )
         .unwrap();
-        assert_eq!(estimate_micros(&t, "m", 0, None), 32_000);
+        assert_eq!(estimate_micros(&t, "m", 0, None, 1), 32_000);
     }
 }

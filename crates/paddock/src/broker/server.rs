@@ -330,18 +330,32 @@ async fn admit(
         );
         return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
     }
-    let max_output = ["max_output_tokens", "max_completion_tokens", "max_tokens"]
-        .iter()
-        .find_map(|k| request.get(*k).and_then(Value::as_u64));
-    let mut estimate = estimate_micros(prices, &model, body.len() as u64, max_output);
+    let asked = match output_asked(&request) {
+        Ok(asked) => asked,
+        Err(what) => {
+            let msg = format!(
+                "paddock broker: {what}, which the broker cannot read for the call's worst case; \
+                 refused"
+            );
+            return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+        }
+    };
+    let (max_output, choices) = (asked.max_output, asked.choices);
+    let mut estimate = estimate_micros(prices, &model, body.len() as u64, max_output, choices);
     // A worst case past what is left: the output is capped to what fits.
     if let Some(left) = shared.budget.left() {
         if estimate > left {
-            if let Some((cap, rewritten)) =
-                cap_output(api, &mut request, prices, &model, body.len() as u64, left)
-            {
+            if let Some((cap, rewritten)) = cap_output(
+                api,
+                &mut request,
+                prices,
+                &model,
+                body.len() as u64,
+                left,
+                &asked,
+            ) {
                 body = rewritten;
-                estimate = estimate_micros(prices, &model, body.len() as u64, Some(cap));
+                estimate = estimate_micros(prices, &model, body.len() as u64, Some(cap), choices);
             }
         }
     }
@@ -586,11 +600,65 @@ async fn whole_answer(
 /// whose worst case does not fit is refused instead.
 pub const MIN_OUTPUT_CAP: u64 = 1_024;
 
+/// The request fields that cap a call's output: every API's (a body
+/// naming another API's field too is read by its largest, whichever the
+/// upstream heeds).
+const MAX_OUTPUT_FIELDS: [&str; 3] = ["max_output_tokens", "max_completion_tokens", "max_tokens"];
+
+/// What a request asks of its output, as its worst case counts it.
+struct OutputAsked {
+    /// The largest of its output caps, if it sets one.
+    max_output: Option<u64>,
+    /// How many answers it asks for (Chat Completions' `n`; 1 without
+    /// one): each has the cap, and all are billed.
+    choices: u64,
+}
+
+/// Reads the fields a call's worst case depends on: its output caps
+/// ([`MAX_OUTPUT_FIELDS`], the largest counts), its number of choices
+/// (`n`) and whether it streams (`stream`, which decides whether a Chat
+/// Completions stream is asked for its usage). A field in another form
+/// than the number or boolean the API defines (a string, a float, `n`
+/// below 1) is what the refusal says: an upstream that reads it leniently
+/// could produce more than the broker reserved, or stream without usage.
+fn output_asked(request: &Value) -> Result<OutputAsked, String> {
+    let mut max_output: Option<u64> = None;
+    for field in MAX_OUTPUT_FIELDS {
+        match request.get(field) {
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                let cap = v
+                    .as_u64()
+                    .ok_or_else(|| format!("`{field}` is not a whole number of tokens"))?;
+                max_output = Some(max_output.map_or(cap, |m| m.max(cap)));
+            }
+        }
+    }
+    let choices = match request.get("n") {
+        None | Some(Value::Null) => 1,
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| "`n` is not a whole number of choices from 1".to_string())?,
+    };
+    if !matches!(
+        request.get("stream"),
+        None | Some(Value::Null | Value::Bool(_))
+    ) {
+        return Err("`stream` is not a boolean".to_string());
+    }
+    Ok(OutputAsked {
+        max_output,
+        choices,
+    })
+}
+
 /// Caps the call's output so that its worst case fits `left` micro-dollars:
 /// sets the API's own field (`max_output_tokens`, `max_tokens`,
-/// `max_completion_tokens`) to the output tokens that fit after the input
-/// estimate and returns the cap and the rewritten body; `None` when fewer
-/// than [`MIN_OUTPUT_CAP`] tokens fit or the model has no price.
+/// `max_completion_tokens`), and every other cap field the request sets,
+/// to the output tokens per choice that fit after the input estimate and
+/// returns the cap and the rewritten body; `None` when fewer than
+/// [`MIN_OUTPUT_CAP`] tokens a choice fit or the model has no price.
 fn cap_output(
     api: Api,
     request: &mut Value,
@@ -598,11 +666,17 @@ fn cap_output(
     model: &str,
     request_bytes: u64,
     left: i64,
+    asked: &OutputAsked,
 ) -> Option<(u64, Bytes)> {
-    // The rewritten body is the estimate's input: the field adds at most
-    // 64 bytes.
+    let field = api.max_output_field(request);
+    let written = MAX_OUTPUT_FIELDS
+        .iter()
+        .filter(|f| **f == field || request.get(**f).is_some_and(|v| !v.is_null()))
+        .count() as u64;
+    // The rewritten body is the estimate's input: each field written adds
+    // at most 64 bytes.
     let input = TokenUsage {
-        input_tokens: (request_bytes + 64) / 4,
+        input_tokens: (request_bytes + 64 * written) / 4,
         ..TokenUsage::default()
     };
     let input_cost = prices.cost_micros(model, &input)?;
@@ -612,14 +686,20 @@ fn cap_output(
     }
     // One micro-dollar for the rounding of the whole call's cost.
     let room = u64::try_from(left.checked_sub(input_cost)?.checked_sub(1)?).ok()?;
-    let cap = u64::try_from(u128::from(room) * 1_000_000 / u128::from(per_million)).ok()?;
+    let cap = u64::try_from(
+        u128::from(room) * 1_000_000 / u128::from(per_million) / u128::from(asked.choices.max(1)),
+    )
+    .ok()?;
     if cap < MIN_OUTPUT_CAP {
         return None;
     }
-    let field = api.max_output_field(request);
-    request
-        .as_object_mut()?
-        .insert(field.to_string(), Value::from(cap));
+    let object = request.as_object_mut()?;
+    for other in MAX_OUTPUT_FIELDS {
+        if let Some(v) = object.get_mut(other).filter(|v| !v.is_null()) {
+            *v = Value::from(cap);
+        }
+    }
+    object.insert(field.to_string(), Value::from(cap));
     serde_json::to_vec(request)
         .ok()
         .map(|b| (cap, Bytes::from(b)))

@@ -322,6 +322,91 @@ async fn an_uncapped_call_is_capped_to_what_the_budget_leaves() {
     );
 }
 
+/// A Chat Completions call asking for `n` choices produces up to `n` times
+/// its output cap, all billed: its worst case is each choice's output, so
+/// 64 choices of 1,000 tokens ($1.92 on gpt-5.5) do not fit a $0.10 budget
+/// and are refused before the upstream (before, the broker reserved one
+/// choice's $0.03 and sent them); two uncapped choices are capped so that
+/// both fit. A field the worst case is read from in a form the broker does
+/// not read (`n` as a string, `stream` as a number, a cap as a float) is
+/// refused, as is a cap below another cap field of the same request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_asking_for_several_choices_reserves_the_output_of_each() {
+    let refusing = rig(ONE_TURN, job_ceiling(100_000)).await;
+    let chat = |extra: serde_json::Value| {
+        let mut body = serde_json::json!({"model": "gpt-5.5",
+            "messages": [{"role": "user", "content": "hi"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let many = chat(serde_json::json!({"n": 64, "max_completion_tokens": 1000}));
+    let (status, text) = post(&client(), &refusing, "/v1/chat/completions", &many).await;
+    assert_eq!(status, 402, "{text}");
+    assert!(refusing.upstream.requests().is_empty());
+    assert!(text.contains("could cost up to $1.92"), "{text}");
+    let mut rig = rig(ONE_TURN, job_ceiling(100_000)).await;
+    let (status, text) = post(
+        &client(),
+        &rig,
+        "/v1/chat/completions",
+        &chat(serde_json::json!({"n": 2})),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let sent = &rig.upstream.requests()[0].body;
+    let cap = sent["max_completion_tokens"].as_u64().unwrap();
+    assert_eq!(sent["n"], 2);
+    // Both choices' output at $30/M within $0.10 (with the input's
+    // 125 micro-dollars).
+    assert!(cap >= 1_024 && 2 * cap * 30 + 125 <= 100_000, "{sent}");
+    let _ = ledger(&mut rig, 1).await;
+    for odd in [
+        serde_json::json!({"n": "64", "max_completion_tokens": 1000}),
+        serde_json::json!({"n": 64.0, "max_completion_tokens": 1000}),
+        serde_json::json!({"n": 0}),
+        serde_json::json!({"stream": 1, "max_completion_tokens": 1000}),
+        serde_json::json!({"stream": "true", "max_completion_tokens": 1000}),
+        serde_json::json!({"max_completion_tokens": 1000.0}),
+        serde_json::json!({"max_completion_tokens": "100000"}),
+        serde_json::json!({"max_completion_tokens": 1000, "max_tokens": 100_000}),
+    ] {
+        let before = rig.upstream.requests().len();
+        let (status, text) =
+            post(&client(), &rig, "/v1/chat/completions", &chat(odd.clone())).await;
+        if status == 400 {
+            continue;
+        }
+        // Sent: its worst case, read as a lenient upstream reads it, fits.
+        let sent = rig.upstream.requests()[before].body.clone();
+        let lenient = |v: &serde_json::Value| {
+            v.as_f64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                .map(|f| f as u64)
+        };
+        let choices = lenient(&sent["n"]).unwrap_or(1);
+        let cap = ["max_completion_tokens", "max_tokens"]
+            .iter()
+            .filter_map(|k| lenient(&sent[*k]))
+            .max()
+            .unwrap_or(128_000);
+        assert!(
+            choices * cap * 30 + 125 <= 100_000,
+            "{odd}: {status} {text}: sent {sent}"
+        );
+        let streams = !matches!(
+            sent["stream"],
+            serde_json::Value::Null | serde_json::Value::Bool(false)
+        );
+        assert!(
+            !streams || sent["stream_options"]["include_usage"] == true,
+            "{odd}: {status} {text}: sent {sent}"
+        );
+        let _ = ledger(&mut rig, 1).await;
+    }
+}
+
 /// A long answer whose running cost crosses the ceiling is cut: the engine
 /// gets the broker's error event in its own wire format, the row is
 /// estimated from what was seen, and the next call is refused.
