@@ -23,3 +23,30 @@ pub fn running_under(home: &Path, cmdline: &[u8]) -> Vec<u32> {
         .filter_map(|p| p.file_name().to_str()?.parse().ok())
         .collect()
 }
+
+/// Waits for `child` (started with its stdout piped) and samples its peak
+/// resident memory (`VmHWM` of `/proc/PID/status`) every 50 ms while it
+/// runs: its output and the last peak read, in KiB.
+pub async fn output_and_peak_kib(mut child: tokio::process::Child) -> (std::process::Output, u64) {
+    let status = child.id().map(|pid| format!("/proc/{pid}/status"));
+    let peak_kib = |text: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+    };
+    let mut peak = 0;
+    loop {
+        if let Some(kib) = status
+            .as_ref()
+            .and_then(|s| std::fs::read_to_string(s).ok())
+            .as_deref()
+            .and_then(peak_kib)
+        {
+            peak = kib;
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            return (child.wait_with_output().await.unwrap(), peak);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -1,7 +1,8 @@
 //! HTTP to a forge's REST API, the part GitHub's (`github.rs`) and
 //! GitLab's (`gitlab.rs`) clients share: one reqwest client (Paddock's user
 //! agent, a minute's timeout, no redirects followed: a redirect could carry
-//! the token elsewhere), a request sent and its answer read (a failure
+//! the token elsewhere), a request sent and its answer read within bounds
+//! (`forge_answer.rs`: long strings cut as they stream in; a failure
 //! status turned into the forge's own message by the forge's reader, a 204
 //! read as `null`, the JSON decoded), the next page of a list (the `Link`
 //! header's `rel="next"` as GitHub and GitLab send it, or GitLab's
@@ -239,12 +240,12 @@ impl ForgeHttp {
         let mut req = req;
         let mut waited = 0u64;
         let mut retries = 0;
-        let (status, headers, bytes, exhausted) = loop {
+        let (status, headers, answer, exhausted) = loop {
             let again = req.try_clone();
             let resp = req.send().await.map_err(fail)?;
             let status = resp.status();
             let headers = resp.headers().clone();
-            let bytes = resp.bytes().await.map_err(fail)?;
+            let answer = super::forge_answer::read(resp).await.map_err(fail)?;
             let now = time::OffsetDateTime::now_utc().unix_timestamp();
             let wait = wait_of(limit_of(status.as_u16(), &headers), now);
             let bound = self.max_wait.unwrap_or(0);
@@ -260,7 +261,7 @@ impl ForgeHttp {
                     retries += 1;
                     req = again;
                 }
-                _ => break (status, headers, bytes, within && retries > 0),
+                _ => break (status, headers, answer, within && retries > 0),
             }
         };
         if !status.is_success() {
@@ -268,7 +269,7 @@ impl ForgeHttp {
                 forge,
                 step,
                 status: status.as_u16(),
-                message: error_message(&bytes),
+                message: error_message(&answer.bytes),
                 limit: match exhausted {
                     // Waited as asked, and limited again each time.
                     true => format!(
@@ -279,8 +280,23 @@ impl ForgeHttp {
                 },
             });
         }
+        if !answer.whole {
+            return Err(ForgeError::Decode {
+                forge,
+                step,
+                message: format!(
+                    "the answer is over {} MiB (each of its strings cut at {} KiB)",
+                    super::forge_answer::MAX_ANSWER >> 20,
+                    super::forge_answer::MAX_STRING >> 10
+                ),
+            });
+        }
         // A 204 (a revoked token) has no body: `()` reads it as `null`.
-        let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+        let bytes: &[u8] = if answer.bytes.is_empty() {
+            b"null"
+        } else {
+            &answer.bytes
+        };
         let value = serde_json::from_slice(bytes).map_err(|e| ForgeError::Decode {
             forge,
             step,

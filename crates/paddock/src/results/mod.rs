@@ -24,6 +24,7 @@ pub mod closeout_record;
 pub mod conclude;
 pub mod ended_pull;
 pub mod forge;
+pub mod forge_answer;
 pub mod forge_http;
 pub mod github;
 pub mod github_app;

@@ -251,31 +251,12 @@ async fn a_process_holding_many_mappings_of_a_long_path_is_measured_in_bounded_m
              time.sleep(5)\n'",
         );
         let spec = fake_codex_job(&home, rung, &script, 60);
-        let mut child = home
+        let child = home
             .command(&["run", "--json", spec.to_str().unwrap()])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let status = format!("/proc/{}/status", child.id().unwrap());
-        let peak_kib = |text: &str| -> Option<u64> {
-            text.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-        };
-        let mut peak = 0;
-        let out = loop {
-            if let Some(kib) = std::fs::read_to_string(&status)
-                .ok()
-                .as_deref()
-                .and_then(peak_kib)
-            {
-                peak = kib;
-            }
-            if let Ok(Some(_)) = child.try_wait() {
-                break child.wait_with_output().await.unwrap();
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        };
+        let (out, peak) = paddock_test_support::processes::output_and_peak_kib(child).await;
         assert_eq!(
             (record(&out).status, peak < 160 << 10),
             (JobStatus::Done, true),

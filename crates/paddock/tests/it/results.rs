@@ -3695,6 +3695,49 @@ async fn gitlab_review_notes_are_read_past_the_first_page() {
     );
 }
 
+/// Forty notes of 1,000,000 control characters each (GitLab's longest
+/// note; JSON spells each character in 6 bytes): a page of notes is 240
+/// MB of answer. Anyone may post them on a public project's merge
+/// request. Before, the next attempt's review read held the page whole in
+/// Paddock's memory (1.2 GB at 100 notes of escaped surrogate pairs); now
+/// each string is cut as the answer streams in (`forge_answer.rs`), and
+/// Paddock's peak resident memory stays far below the page.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_page_of_the_longest_notes_is_read_in_bounded_memory() {
+    let home = Home::new();
+    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let first = run_with_gitlab_token(&home, &spec, &[]).await;
+    let body = "\u{1}".repeat(1_000_000);
+    for _ in 0..40 {
+        mock.seed_note(1, "alice", &body, None, false);
+    }
+    let child = home
+        .command(&[
+            "run",
+            "--json",
+            spec.to_str().unwrap(),
+            "--attempt-after",
+            &first.id,
+        ])
+        .env("PADDOCK_TEST_GL_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, peak) = paddock_test_support::processes::output_and_peak_kib(child).await;
+    let next = record(&out);
+    assert_eq!(
+        (first.status, next.status, peak < 160 << 10),
+        (
+            paddock_protocol::JobStatus::Done,
+            paddock_protocol::JobStatus::Done,
+            true
+        ),
+        "paddock's peak resident memory {peak} KiB"
+    );
+}
+
 /// GitHub's reviews and line comments past the first page: every page is
 /// read as its `Link` header says, 100 a page.
 #[tokio::test]
