@@ -30,7 +30,45 @@ pub(super) struct Call<'a> {
     pub(super) in_flight: Option<InFlight>,
 }
 
+/// A [`Call`] apart from its job's broker state, so that it can move to
+/// a task of its own (which holds the state itself).
+pub(super) struct Detached {
+    api: Api,
+    seq: u64,
+    model: String,
+    started: Instant,
+    started_at: OffsetDateTime,
+    in_flight: Option<InFlight>,
+}
+
+impl Detached {
+    /// The call again, on `shared`.
+    pub(super) fn attach(self, shared: &Shared) -> Call<'_> {
+        Call {
+            shared,
+            api: self.api,
+            seq: self.seq,
+            model: self.model,
+            started: self.started,
+            started_at: self.started_at,
+            in_flight: self.in_flight,
+        }
+    }
+}
+
 impl<'a> Call<'a> {
+    /// The call without its borrow of the broker's state.
+    pub(super) fn detach(self) -> Detached {
+        Detached {
+            api: self.api,
+            seq: self.seq,
+            model: self.model,
+            started: self.started,
+            started_at: self.started_at,
+            in_flight: self.in_flight,
+        }
+    }
+
     /// A new call of `api`: its own `seq` and clock.
     pub(super) fn start(shared: &'a Shared, api: Api) -> Call<'a> {
         Call {

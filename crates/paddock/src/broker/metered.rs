@@ -2,7 +2,11 @@
 //! chunk through unchanged while a copy feeds the meter, keeps the call's
 //! running cost, cuts the stream (budget ceiling, model allowlist, the
 //! upstream event limit) with an error event in the API's format, and
-//! writes the call's ledger row exactly once.
+//! writes the call's ledger row exactly once. An answer the engine hangs
+//! up on before its end is read to its end without it (the upstream has
+//! billed, or goes on billing, what it generates: a reasoning model's
+//! hidden tokens above all), still metered and cut at the budget, until
+//! the job's broker stops.
 
 use std::future::Future as _;
 use std::pin::Pin;
@@ -51,6 +55,11 @@ pub(super) struct MeteredBody {
     /// A whole answer replaced by the broker's error (the ledger still
     /// prices what the upstream answered).
     pub(super) withheld: bool,
+    /// Read on after the engine hung up: dropped now, it settles.
+    pub(super) draining: bool,
+    /// The call's place among the job's calls upstream
+    /// (`Shared::upstream_calls`), held until its row is settled.
+    pub(super) _upstream: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Whether the broker cut the stream (budget ceiling, model allowlist).
@@ -275,11 +284,76 @@ impl Stream for MeteredBody {
     }
 }
 
+impl MeteredBody {
+    /// Reads the rest of the answer without the engine, in a task of its
+    /// own that ends with the answer (its row settled as it would have
+    /// been for the engine) or with the job's broker (its row as far as
+    /// read); false when there is nothing left to read or no runtime to
+    /// read it on.
+    fn drain(&mut self) -> bool {
+        let unread = matches!(self.cut, Cut::No)
+            && self.closing.is_none()
+            && self.meter.as_ref().is_some_and(|m| !m.completed());
+        if self.draining || !unread {
+            return false;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        let mut rest = MeteredBody {
+            in_flight: self.in_flight.take(),
+            closing: None,
+            whole: self.whole,
+            inner: std::mem::replace(&mut self.inner, Box::pin(futures::stream::empty())),
+            meter: self.meter.take(),
+            shared: self.shared.clone(),
+            seq: self.seq,
+            model: std::mem::take(&mut self.model),
+            http_status: self.http_status,
+            request_bytes: self.request_bytes,
+            started: self.started,
+            started_at: self.started_at,
+            ttft_ms: self.ttft_ms,
+            broke: self.broke.take(),
+            reservation: self.reservation.take(),
+            cut: Cut::No,
+            withheld: self.withheld,
+            draining: true,
+            _upstream: self._upstream.take(),
+        };
+        let closed = self.shared.closed.clone();
+        runtime.spawn(async move {
+            let read = async { while futures::StreamExt::next(&mut rest).await.is_some() {} };
+            tokio::select! {
+                () = read => {}
+                () = closed.cancelled() => rest.broker_stopped(),
+            }
+        });
+        true
+    }
+}
+
+impl MeteredBody {
+    /// The job's broker stopped while the answer was read without the
+    /// engine: its row settles as far as read.
+    fn broker_stopped(&mut self) {
+        self.broke = Some(
+            "the engine closed the connection mid-stream, and the job's broker stopped before \
+             the answer ended"
+                .to_string(),
+        );
+        drop(self.settle());
+    }
+}
+
 impl Drop for MeteredBody {
     fn drop(&mut self) {
         if self.meter.is_some() {
             self.broke
                 .get_or_insert_with(|| "the engine closed the connection mid-stream".to_string());
+            if self.drain() {
+                return;
+            }
             drop(self.settle());
         }
     }

@@ -122,6 +122,14 @@ pub(crate) struct Shared {
     /// Requests read and judged at once (`server::READ_AT_ONCE`): each
     /// holds its body and its parse in Paddock's memory.
     pub reading: Arc<tokio::sync::Semaphore>,
+    /// Calls upstream at once (`connections::MAX_CONNECTIONS`), each from
+    /// its forwarding to its settled row: a call the engine hung up on is
+    /// still followed to its end (`metered.rs`), without its connection,
+    /// so its upstream connection is counted here.
+    pub upstream_calls: Arc<tokio::sync::Semaphore>,
+    /// Cancelled when the job's broker stops: the calls it still follows
+    /// for an engine that hung up end then (their rows as far as seen).
+    pub closed: tokio_util::sync::CancellationToken,
 }
 
 impl Shared {
@@ -239,6 +247,7 @@ where
     let (tx, rx) = mpsc::unbounded_channel();
     let (policy_tx, policy_rx) = mpsc::unbounded_channel();
     let token = secret::job_token();
+    let closed = tokio_util::sync::CancellationToken::new();
     let shared = Arc::new(Shared {
         budget: budget::Budget::new(config.ceilings.clone()),
         recorder: ledger::Recorder::new(config.ledger.clone(), tx, token.clone()),
@@ -249,9 +258,10 @@ where
         policy: policy_tx,
         served_refused: std::sync::Mutex::new(None),
         reading: Arc::new(tokio::sync::Semaphore::new(server::READ_AT_ONCE)),
+        upstream_calls: Arc::new(tokio::sync::Semaphore::new(connections::MAX_CONNECTIONS)),
+        closed: closed.clone(),
     });
     let app = server::router(shared.clone());
-    let closed = tokio_util::sync::CancellationToken::new();
     let listener =
         connections::Limited::new(listener, connections::MAX_CONNECTIONS, closed.clone());
     let task = tokio::spawn(async move {

@@ -111,7 +111,45 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         .filter(|_| upstream.provider.keeps_query());
     let url = upstream.url(&upstream_path, query);
     let headers = Upstream::request_headers(&parts.headers);
-    let resp = match forward(&shared, &mut call, &url, &admitted.body, headers).await {
+    // The semaphore is never closed.
+    let permit = shared.upstream_calls.clone().acquire_owned().await.ok();
+    // From here the call is the broker's, whatever the engine does: its
+    // own task, which an engine hanging up does not cancel, forwards it
+    // and reads the answer to its end (for the engine, or without it), so
+    // what the upstream bills is on the ledger. It ends with the broker.
+    let call = call.detach();
+    let followed = shared.clone();
+    let task = tokio::spawn(async move {
+        let shared = followed;
+        let closed = shared.closed.clone();
+        let call = call.attach(&shared);
+        tokio::select! {
+            answered = follow(&shared, call, admitted, &url, headers, permit) => Some(answered),
+            () = closed.cancelled() => None,
+        }
+    });
+    match task.await {
+        Ok(Some(answered)) => answered,
+        _ => error_response(
+            api,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "paddock broker: the job's broker stopped before the call's answer",
+        ),
+    }
+}
+
+/// Forwards an admitted call (with retries) and answers it; `permit` is
+/// its place among the job's calls upstream, held until its row settles.
+async fn follow(
+    shared: &Arc<Shared>,
+    mut call: Call<'_>,
+    admitted: Admitted,
+    url: &str,
+    headers: HeaderMap,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Response {
+    let resp = match forward(shared, &mut call, url, &admitted.body, headers).await {
         Ok(r) => r,
         Err(NotForwarded::Unreachable(message)) => {
             return call.bad_gateway(admitted.reservation, message)
@@ -120,10 +158,10 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             admitted.reservation.settle(0);
             let msg = format!("paddock broker: the call was not forwarded: {e}");
             tracing::error!("{msg}");
-            return error_response(api, StatusCode::SERVICE_UNAVAILABLE, "api_error", &msg);
+            return error_response(call.api, StatusCode::SERVICE_UNAVAILABLE, "api_error", &msg);
         }
     };
-    answer(&shared, call, admitted, resp).await
+    answer(shared, call, admitted, resp, permit).await
 }
 
 /// A request the broker has no route for (the provider's Files, Batches,
@@ -460,6 +498,7 @@ async fn answer(
     mut call: Call<'_>,
     admitted: Admitted,
     resp: reqwest::Response,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Response {
     let status = resp.status();
     let content_type = resp
@@ -531,6 +570,8 @@ async fn answer(
         reservation: Some(admitted.reservation),
         cut,
         withheld,
+        draining: false,
+        _upstream: permit,
     };
     builder
         .body(Body::from_stream(metered))

@@ -2262,3 +2262,125 @@ async fn a_call_the_ledger_cannot_take_is_not_forwarded() {
     assert_eq!(rig.upstream.requests().len(), 0);
     assert!(rig.broker.settled(std::time::Duration::from_secs(1)).await);
 }
+
+/// What the slow upstream bills every call: 1,000 input tokens and 20,000
+/// output tokens, 19,000 of them reasoning the stream never shows.
+fn billed() -> TokenUsage {
+    TokenUsage {
+        input_tokens: 1_000,
+        output_tokens: 20_000,
+        reasoning_tokens: 19_000,
+        ..TokenUsage::default()
+    }
+}
+
+/// An upstream that thinks before it answers, as a reasoning model does:
+/// a stream's `response.created` at once and its `response.completed`
+/// (with [`billed`]'s usage) 500 ms later; a whole answer after 500 ms.
+async fn thinking_upstream() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(|body: bytes::Bytes| async move {
+        let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let usage = serde_json::json!({"input_tokens": 1000, "output_tokens": 20000,
+            "output_tokens_details": {"reasoning_tokens": 19000}, "total_tokens": 21000});
+        let response = serde_json::json!({"id": "resp_1", "object": "response",
+            "status": "completed", "model": "gpt-5.5", "output": [], "usage": usage});
+        let pause = std::time::Duration::from_millis(500);
+        if request["stream"] != true {
+            tokio::time::sleep(pause).await;
+            return axum::response::Response::builder()
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(response.to_string()))
+                .unwrap();
+        }
+        let created = format!(
+            "event: response.created\ndata: {}\n\n",
+            serde_json::json!({"type": "response.created", "response": {"id": "resp_1",
+                "object": "response", "status": "in_progress", "model": "gpt-5.5"}})
+        );
+        let completed = format!(
+            "event: response.completed\ndata: {}\n\n",
+            serde_json::json!({"type": "response.completed", "response": response})
+        );
+        let body = futures::StreamExt::chain(
+            futures::stream::once(async move { Ok::<_, std::io::Error>(created) }),
+            futures::stream::once(async move {
+                tokio::time::sleep(pause).await;
+                Ok(completed)
+            }),
+        );
+        axum::response::Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(axum::body::Body::from_stream(body))
+            .unwrap()
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+/// A job that hangs up on its call before the usage arrives (mid-stream,
+/// or before a whole answer's head) still has the call on its ledger and
+/// its budget as the upstream billed it: the broker reads the answer to
+/// its end without the engine. Before, the stream's row was estimated from
+/// the characters seen (no output at all: the reasoning never shows) and
+/// the whole answer's row was `interrupted` with its input estimate, and
+/// neither counted in the budget, so a job could spend any amount in calls
+/// it hung up on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_the_engine_hangs_up_on_is_metered_as_the_upstream_billed_it() {
+    let base = thinking_upstream().await;
+    // 1000 × $5/M + 20 000 × $30/M.
+    let cost = 605_000;
+    for stream in [false, true] {
+        let ledger = Arc::new(MemoryLedger::default());
+        let mut broker = broker::start(
+            TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            BrokerConfig {
+                job_id: "job-hang-up".into(),
+                attempt: 1,
+                upstream: Upstream {
+                    base: base.clone(),
+                    provider: Provider::Scripted,
+                },
+                prices: Arc::new(PriceTable::vendored().unwrap()),
+                ceilings: job_ceiling(10_000_000),
+                allowlist: ModelAllowlist::any(),
+                allow_unpriced: false,
+                web_search: false,
+                retry: fast_retry(1),
+                max_upstream_event_bytes: 16 << 20,
+                ledger: ledger.clone(),
+            },
+        )
+        .unwrap();
+        let mut body = responses_body(Some(20_000));
+        body["stream"] = stream.into();
+        let send = client()
+            .post(format!("{}/v1/responses", broker.url))
+            .bearer_auth(broker.token.expose())
+            .body(body.to_string())
+            .send();
+        if stream {
+            // The stream's first event, then the engine hangs up.
+            let mut resp = send.await.unwrap();
+            assert!(resp.chunk().await.unwrap().is_some());
+            drop(resp);
+        } else {
+            // The engine hangs up before any answer.
+            let waited = tokio::time::timeout(std::time::Duration::from_millis(150), send).await;
+            assert!(waited.is_err(), "answered before the hang-up");
+        }
+        let call = tokio::time::timeout(std::time::Duration::from_secs(10), broker.calls.recv())
+            .await
+            .expect("the call is settled")
+            .unwrap();
+        assert_eq!(
+            (call.tokens, call.cost_micros, call.estimated),
+            (billed(), cost, false),
+            "stream {stream}: {call:?}"
+        );
+        assert_eq!(broker.spent_micros(), cost, "stream {stream}");
+        assert_eq!(ledger.rows()[0].cost_micros, cost, "stream {stream}");
+    }
+}
