@@ -42,6 +42,7 @@ mod server;
 pub mod shared_spend;
 pub mod spend;
 pub mod token_cache;
+mod unpriced_use;
 pub mod upstream;
 pub mod vertex;
 pub mod wire;

@@ -293,6 +293,13 @@ async fn admit(
             .to_string();
         return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
     }
+    if let Some(what) = super::unpriced_use::unpriced_use(&request) {
+        let msg = format!(
+            "paddock broker: {what} which the broker cannot meter against the job's budget; \
+             refused"
+        );
+        return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+    }
     if let Some(what) = super::provider_fetch::provider_fetch(api, &request) {
         let msg = format!(
             "paddock broker: {what} would have the provider connect to a server the job names, \
