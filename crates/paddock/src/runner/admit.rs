@@ -78,8 +78,10 @@ impl Admitted {
     /// branch (the pull request still asking to merge into the spec's
     /// base: the review is about that tree), but when the prior pull
     /// request was merged (its work is in the base, where the attempt
-    /// starts). The decision.
-    pub fn follow(&mut self, prior: Prior) -> &Continuation {
+    /// starts). `base`, when given, is the branch its pull request asks
+    /// to merge into where the spec leaves that to `HEAD`
+    /// (`Runner::prior_base`). The decision.
+    pub fn follow(&mut self, prior: Prior, base: Option<String>) -> &Continuation {
         let spec = &mut self.shaped.spec;
         let can_resume = crate::engines::adapter(spec.engine.kind)
             .capabilities()
@@ -97,7 +99,8 @@ impl Admitted {
         } = continuation.prior()
         {
             if spec.results.base_branch.is_none() {
-                spec.results.base_branch = Some(crate::results::base_branch(spec));
+                let base = base.unwrap_or_else(|| crate::results::base_branch(spec));
+                spec.results.base_branch = Some(base);
             }
             spec.repository.base_ref = branch.clone();
         }

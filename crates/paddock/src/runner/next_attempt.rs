@@ -31,6 +31,12 @@ pub enum AfterError {
     /// The prior job left the store meanwhile (disposed of).
     #[error("the next attempt after job {job_id}: that job is no longer in the store (disposed of since the attempt was submitted?)")]
     Gone { job_id: String },
+    /// The next attempt's pull request would ask to merge into `HEAD`
+    /// (the spec's default `base_ref`), and which branch that is cannot
+    /// be told: the prior job kept none and the source's `HEAD` names no
+    /// branch now.
+    #[error("the next attempt after job {job_id}: {reason}")]
+    Base { job_id: String, reason: String },
     /// The spec itself cannot run.
     #[error(transparent)]
     Admit(#[from] AdmitError),
@@ -42,7 +48,7 @@ impl AfterError {
         match self {
             AfterError::Prior(e) => e.code(),
             AfterError::ReadPrior { .. } => ErrorCode::StoreLost,
-            AfterError::Gone { .. } => ErrorCode::BadInput,
+            AfterError::Gone { .. } | AfterError::Base { .. } => ErrorCode::BadInput,
             AfterError::Admit(e) => e.code(),
         }
     }
@@ -89,11 +95,43 @@ impl Runner {
             .ok_or_else(|| AfterError::Gone {
                 job_id: follows.job.clone(),
             })?;
-        admitted.follow(Prior {
-            ended: follows.ended.clone(),
-            closed: follows.closed.clone(),
-            ..prior
-        });
+        let base = self.prior_base(admitted.spec(), &follows.job).await?;
+        admitted.follow(
+            Prior {
+                ended: follows.ended.clone(),
+                closed: follows.closed.clone(),
+                ..prior
+            },
+            base,
+        );
         Ok(())
+    }
+
+    /// The branch the next attempt's pull request asks to merge into,
+    /// when its spec leaves that to `HEAD` (the default `base_ref`, no
+    /// `results.base_branch`) and it has a forge: the prior job's base,
+    /// kept when it was provisioned (`results/pinned_base.rs`; the
+    /// attempt's work is on the prior's branch, whose review is about
+    /// that base, whichever branch the source is on now), else, for a
+    /// prior from before that record, the branch the source's `HEAD`
+    /// names now. `None` when the spec names its base itself. The
+    /// attempt starts on the prior's branch, so `HEAD` left unread would
+    /// become the literal base `HEAD`, which no forge takes.
+    async fn prior_base(&self, spec: &JobSpec, prior: &str) -> Result<Option<String>, AfterError> {
+        use crate::results::conclude;
+        if !conclude::proposes(spec)
+            || spec.results.base_branch.is_some()
+            || conclude::base_branch(spec) != "HEAD"
+        {
+            return Ok(None);
+        }
+        let paths = &self.config.paths;
+        conclude::job_pull_request_base(spec, &paths.jobs, &paths.artifacts.join(prior))
+            .await
+            .map(Some)
+            .map_err(|reason| AfterError::Base {
+                job_id: prior.to_string(),
+                reason,
+            })
     }
 }

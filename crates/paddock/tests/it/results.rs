@@ -4334,6 +4334,56 @@ async fn a_switch_of_the_sources_branch_after_the_job_does_not_move_its_pull_req
     );
 }
 
+/// The next attempt after a job whose `base_ref` is `HEAD` (the default)
+/// asks to merge into the prior attempt's base, kept when it was
+/// provisioned, also after the source was switched to another branch:
+/// its work is on the prior attempt's branch, whose review is about that
+/// base. Before, the next attempt took the literal name `HEAD` as its
+/// pull request's base (the spec's `base_ref` turned into
+/// `results.base_branch` unread), a base no forge takes.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_attempt_of_a_head_based_job_asks_to_merge_into_the_priors_base() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let bare = bare_remote(&home.path().join("remotes"), &repo);
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let spec = head_based_job(&home, &repo, &finishing("date +%N >> fix.txt"));
+    with_github(&spec, &mock.url, &format!("file://{}", bare.display()));
+    let first = run_with_token(&home, &spec).await;
+    git(&repo, &["checkout", "-q", "-b", "feature"]);
+    let env = [("PADDOCK_TEST_GH_TOKEN", TOKEN)];
+    let spec_arg = spec.to_str().unwrap();
+    let next = home
+        .paddock(
+            &["run", "--json", spec_arg, "--attempt-after", &first.id],
+            &env,
+        )
+        .await;
+    let pulls: Vec<(String, String)> = mock
+        .pulls()
+        .iter()
+        .map(|p| {
+            (
+                p["head"]["ref"].as_str().unwrap_or_default().to_string(),
+                p["base"]["ref"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (first.status, record(&next).status, pulls),
+        (
+            paddock_protocol::JobStatus::Done,
+            paddock_protocol::JobStatus::Done,
+            vec![
+                ("paddock/T-1/1".to_string(), "main".to_string()),
+                ("paddock/T-1/2".to_string(), "main".to_string()),
+            ]
+        ),
+        "{}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+}
+
 /// `paddock publish` of a job that failed before it was concluded (here
 /// its source is no repository: nothing was provisioned) refuses, exit 2,
 /// naming the job and why it ended, and writes nothing: no closeout in
