@@ -179,6 +179,11 @@ impl Meter {
         self.reading.served_model.as_deref()
     }
 
+    /// Of the cache writes reported so far, those kept an hour.
+    pub fn hour_writes(&self) -> u64 {
+        self.reading.hour_writes
+    }
+
     /// The service tier the upstream says serves the response, so far.
     pub fn service_tier(&self) -> Option<&str> {
         self.reading.service_tier.as_deref()
@@ -246,6 +251,7 @@ impl Meter {
         note_tier(&mut self.reading, v.get("usage"));
         if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
             self.reading.usage = Some(self.api.body_usage(u));
+            self.api.note_body_usage(&mut self.reading, u);
         }
         self.reading.completed = self.reading.usage.is_some();
         self.reading.usage_final = self.reading.usage.is_some();
@@ -320,6 +326,7 @@ mod tests {
                 error: None,
                 generated_chars: 5,
                 service_tier: Some("priority".into()),
+                hour_writes: 0,
             }
         );
     }
@@ -331,6 +338,7 @@ mod tests {
                 "message_start",
                 serde_json::json!({"type":"message_start","message":{"model":"claude-sonnet-4-5","usage":{
                     "input_tokens": 10, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 1000, "output_tokens": 1,
+                    "cache_creation": {"ephemeral_5m_input_tokens": 600, "ephemeral_1h_input_tokens": 400},
                     "service_tier": "standard"}}}),
             ),
             (
@@ -361,6 +369,7 @@ mod tests {
                 error: None,
                 generated_chars: 0,
                 service_tier: Some("standard".into()),
+                hour_writes: 400,
             }
         );
     }
@@ -397,6 +406,7 @@ mod tests {
                 error: None,
                 generated_chars: 5,
                 service_tier: None,
+                hour_writes: 0,
             }
         );
 
@@ -479,6 +489,7 @@ mod tests {
                 error: None,
                 generated_chars: 5,
                 service_tier: None,
+                hour_writes: 0,
             }
         );
     }

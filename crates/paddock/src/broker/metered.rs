@@ -96,10 +96,11 @@ impl MeteredBody {
         let tokens = meter.running_usage(self.request_bytes);
         let prices = &self.shared.config.prices;
         let tier = meter.service_tier();
+        let hour = meter.hour_writes();
         let running = meter
             .served_model()
-            .and_then(|m| prices.cost_micros_in(m, &tokens, tier))
-            .or_else(|| prices.cost_micros_in(&self.model, &tokens, tier))
+            .and_then(|m| prices.cost_micros_kept(m, &tokens, hour, tier))
+            .or_else(|| prices.cost_micros_kept(&self.model, &tokens, hour, tier))
             .unwrap_or(0);
         if let Some(served) = meter.served_model() {
             if let Err(list) = self.shared.config.allowlist.check(served) {
@@ -188,9 +189,10 @@ impl MeteredBody {
         let priced_model = reading.served_model.as_deref().unwrap_or(&self.model);
         // At the service tier the answer reports (priority, flex...).
         let tier = reading.service_tier.as_deref();
+        let hour = reading.hour_writes;
         let cost = prices
-            .cost_micros_in(priced_model, &tokens, tier)
-            .or_else(|| prices.cost_micros_in(&self.model, &tokens, tier))
+            .cost_micros_kept(priced_model, &tokens, hour, tier)
+            .or_else(|| prices.cost_micros_kept(&self.model, &tokens, hour, tier))
             .unwrap_or(0);
         if let Some(r) = self.reservation.take() {
             r.settle(cost);

@@ -428,10 +428,27 @@ impl PriceTable {
         tokens: &TokenUsage,
         service_tier: Option<&str>,
     ) -> Option<i64> {
+        self.cost_micros_kept(model, tokens, 0, service_tier)
+    }
+
+    /// [`Self::cost_micros_in`] of a call `hour_writes` of whose cache
+    /// writes are kept an hour (Anthropic's `cache_control.ttl` `1h`,
+    /// `usage.cache_creation.ephemeral_1h_input_tokens`): those are billed
+    /// at twice the input rate, not at `cache_write` (the five-minute
+    /// writes' rate).
+    pub fn cost_micros_kept(
+        &self,
+        model: &str,
+        tokens: &TokenUsage,
+        hour_writes: u64,
+        service_tier: Option<&str>,
+    ) -> Option<i64> {
         let p = self.price(model)?.rates_in(tokens, service_tier);
+        let hour = hour_writes.min(tokens.cache_write_tokens);
         let total: u128 = u128::from(tokens.input_tokens) * u128::from(p.input)
             + u128::from(tokens.cached_input_tokens) * u128::from(p.cached_input)
-            + u128::from(tokens.cache_write_tokens) * u128::from(p.cache_write)
+            + u128::from(tokens.cache_write_tokens - hour) * u128::from(p.cache_write)
+            + u128::from(hour) * 2 * u128::from(p.input)
             + u128::from(tokens.output_tokens) * u128::from(p.output);
         let micros = (total + 500_000) / 1_000_000;
         Some(i64::try_from(micros).unwrap_or(i64::MAX))
@@ -672,6 +689,35 @@ mod tests {
         );
         // A model without the tier keeps its prices: 100001*5 + 100000*0.5 + 1000*30.
         assert_eq!(t.cost_micros("gpt-5.5", &at(100_001)), Some(580_005));
+    }
+
+    /// Cache writes kept an hour are priced at twice the input rate of
+    /// the rates that apply (standard, long-context), the rest at
+    /// `cache_write`; more hour writes than writes count as the writes.
+    #[test]
+    fn cache_writes_kept_an_hour_cost_twice_the_input() {
+        let t = PriceTable::vendored().unwrap();
+        let tokens = TokenUsage {
+            input_tokens: 10,
+            cache_write_tokens: 1_000,
+            output_tokens: 10,
+            ..TokenUsage::default()
+        };
+        let kept = |hour: u64, tokens: &TokenUsage| {
+            t.cost_micros_kept("claude-sonnet-4-5", tokens, hour, None)
+        };
+        // 10 × 3 + 1000 × 3.75 + 10 × 15.
+        assert_eq!(kept(0, &tokens), Some(3_930));
+        // 10 × 3 + 600 × 3.75 + 400 × 6 + 10 × 15.
+        assert_eq!(kept(400, &tokens), Some(4_830));
+        // 10 × 3 + 1000 × 6 + 10 × 15.
+        assert_eq!(kept(5_000, &tokens), Some(6_180));
+        // Above 200 000 input tokens: 10 × 6 + 250 000 × 12 + 10 × 22.5.
+        let long = TokenUsage {
+            cache_write_tokens: 250_000,
+            ..tokens
+        };
+        assert_eq!(kept(250_000, &long), Some(3_000_285));
     }
 
     /// A call the answer reports served in the priority or flex tier is

@@ -23,6 +23,10 @@ pub struct Reading {
     /// The service tier the answer reports (`default`, `priority`, `flex`,
     /// `standard`, `batch`...), the latest seen.
     pub service_tier: Option<String>,
+    /// Of the cache writes, those kept an hour (Anthropic's
+    /// `cache_creation.ephemeral_1h_input_tokens`), priced at their own
+    /// rate (`PriceTable::cost_micros_kept`); the latest seen.
+    pub hour_writes: u64,
 }
 
 impl Reading {

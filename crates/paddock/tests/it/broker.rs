@@ -2059,6 +2059,39 @@ async fn calls_are_priced_at_the_service_tier_the_answer_reports() {
     );
 }
 
+/// Anthropic bills a cache write kept an hour (`cache_control.ttl` `1h`)
+/// at twice the input price, not the five-minute write price the table
+/// holds (`cache_write`): the ledger prices the hour's part of the writes
+/// (`usage.cache_creation.ephemeral_1h_input_tokens`) so. Before, 100,000
+/// such tokens on claude-sonnet-4-5 were priced $0.375, of the $0.60 billed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_writes_kept_an_hour_are_priced_at_their_own_rate() {
+    let anthropic = serde_json::json!({"id": "m", "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5", "content": [], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "cache_creation_input_tokens": 100_000,
+            "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 100_000},
+            "cache_read_input_tokens": 0, "output_tokens": 10}});
+    let mut broker = json_upstream_broker(anthropic).await;
+    let resp = client()
+        .post(format!("{}/v1/messages", broker.url))
+        .bearer_auth(broker.token.expose())
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({"model": "claude-sonnet-4-5", "max_tokens": 100,
+                "system": [{"type": "text", "text": "long", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+                "messages": [{"role": "user", "content": "hi"}]})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let call = broker.calls.recv().await.unwrap();
+    // 10 × $3/M + 100 000 × $6/M + 10 × $15/M.
+    assert_eq!((call.status, call.cost_micros), (CallStatus::Ok, 600_180));
+    assert_eq!(broker.spent_micros(), 600_180);
+}
+
 /// An upstream that answers every request with `content_type`, `head`, then
 /// `x` without end: the broker must not hold it whole.
 async fn endless_upstream(content_type: &'static str, head: &'static str) -> String {

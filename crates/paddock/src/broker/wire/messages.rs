@@ -25,6 +25,7 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
             }
             if let Some(u) = msg.get("usage") {
                 reading.usage = Some(usage(u));
+                note_hour_writes(reading, u);
             }
             note_tier(reading, msg.get("usage"));
         }
@@ -41,6 +42,7 @@ pub(super) fn read_event(reading: &mut Reading, kind: &str, v: &Value) {
                 merge_usage(&mut usage, u);
                 reading.usage = Some(usage);
                 reading.usage_final = true;
+                note_hour_writes(reading, u);
             }
             note_tier(reading, v.get("usage"));
         }
@@ -55,6 +57,16 @@ pub(super) fn usage(v: &Value) -> TokenUsage {
     let mut usage = TokenUsage::default();
     merge_usage(&mut usage, v);
     usage
+}
+
+/// Notes the cache writes kept an hour that `usage` reports, if it says.
+pub(super) fn note_hour_writes(reading: &mut Reading, usage: &Value) {
+    if let Some(n) = usage
+        .pointer("/cache_creation/ephemeral_1h_input_tokens")
+        .and_then(Value::as_u64)
+    {
+        reading.hour_writes = n;
+    }
 }
 
 /// Anthropic usage: each field present replaces the previous value.

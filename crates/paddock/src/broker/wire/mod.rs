@@ -65,6 +65,15 @@ impl Api {
         }
     }
 
+    /// Notes what of a whole JSON answer's `usage` object is priced apart
+    /// from its tokens (Messages: the cache writes kept an hour).
+    pub(super) fn note_body_usage(self, reading: &mut Reading, usage: &Value) {
+        match self {
+            Api::Messages => messages::note_hour_writes(reading, usage),
+            Api::Responses | Api::Chat => {}
+        }
+    }
+
     /// An error body in this API's format, so the engine shows `message`.
     pub fn error_body(self, kind: &str, message: &str) -> Value {
         match self {
