@@ -16,13 +16,28 @@ use super::meter::{Api, Meter};
 use super::server::error_response;
 use super::Shared;
 
+/// The most characters of a requested model's name the ledger row and the
+/// broker's messages keep: the name is the job's text, as long as its
+/// request (a priced model's name is far shorter).
+pub(super) const SHOWN_MODEL_CHARS: usize = 256;
+
+/// A requested model's name as the ledger and the broker's messages name
+/// it: cut at [`SHOWN_MODEL_CHARS`] characters, its length said.
+pub(super) fn shown_model(model: &str) -> String {
+    crate::cut_text::cut(
+        model,
+        crate::cut_text::Cut::chars(SHOWN_MODEL_CHARS).saying(crate::cut_text::Length::Characters),
+    )
+}
+
 /// One model call before any upstream answer: what the ledger row of a
 /// call that gets no answer needs.
 pub(super) struct Call<'a> {
     pub(super) shared: &'a Shared,
     pub(super) api: Api,
     pub(super) seq: u64,
-    /// Empty until the request body has been read.
+    /// Empty until the request body has been read; then as
+    /// [`shown_model`] names it.
     pub(super) model: String,
     pub(super) started: Instant,
     pub(super) started_at: OffsetDateTime,

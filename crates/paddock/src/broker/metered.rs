@@ -202,7 +202,7 @@ impl MeteredBody {
             attempt: self.shared.config.attempt,
             seq: self.seq,
             provider: self.shared.config.upstream.provider.label().to_string(),
-            requested_model: self.model.clone(),
+            requested_model: super::call::shown_model(&self.model),
             served_model: reading.served_model,
             tokens,
             ttft_ms: self.ttft_ms,

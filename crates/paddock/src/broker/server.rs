@@ -345,10 +345,12 @@ async fn admit(
             .unwrap_or("")
             .to_string()
     });
-    call.model = model.clone();
+    // Named in the ledger and the messages cut short: the job's text.
+    call.model = super::call::shown_model(&model);
+    let shown = call.model.clone();
     if !shared.config.web_search && super::provider_fetch::searching_model(&model) {
         let msg = format!(
-            "paddock broker: model `{model}` searches the web by itself, past the job's network \
+            "paddock broker: model `{shown}` searches the web by itself, past the job's network \
              policy; the job's `[network] web_search` is off (a host profile's \
              `network.web_search` permits turning it on); refused"
         );
@@ -360,7 +362,7 @@ async fn admit(
     }
     if let Err(list) = shared.config.allowlist.check(&model) {
         let msg =
-            format!("paddock broker: model `{model}` is not allowed by the {list} model allowlist");
+            format!("paddock broker: model `{shown}` is not allowed by the {list} model allowlist");
         let _ = shared.policy.send(PolicyNotice {
             rule: "model".into(),
             message: msg.clone(),
@@ -370,7 +372,7 @@ async fn admit(
     let prices = &shared.config.prices;
     if prices.price(&model).is_none() && !shared.config.allow_unpriced {
         let msg = format!(
-            "paddock broker: model `{model}` has no price in price table {}; Paddock refuses calls it cannot meter (set upstream.allow_unpriced to run it unpriced)",
+            "paddock broker: model `{shown}` has no price in price table {}; Paddock refuses calls it cannot meter (set upstream.allow_unpriced to run it unpriced)",
             prices.version
         );
         return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));

@@ -487,6 +487,45 @@ async fn a_call_billed_beyond_its_tokens_is_refused_before_the_upstream() {
     assert_eq!(status, 200, "{text}");
 }
 
+/// A model name is the job's text: a megabyte of it is named in the
+/// ledger row, the refusal and the `policy` event cut short (its first
+/// 256 characters and its length), never whole. Before, each refused
+/// request of a megabyte's name stored it twice (the row's model and its
+/// error) and once more in the event: up to 32 MiB a record, for each of
+/// a job's 100,000 records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_model_name_is_stored_cut_short() {
+    let long = "m".repeat(1_000_000);
+    let short_enough = |text: &str| text.len() <= 1_024;
+    for (allowlist, allow_unpriced, model) in [
+        (ModelAllowlist::any(), false, long.clone()),
+        (allow(&["gpt-5.5"]), false, long.clone()),
+        (ModelAllowlist::any(), false, format!("{long}-search")),
+        (ModelAllowlist::any(), true, long.clone()),
+    ] {
+        let mut rig = rig_with(ONE_TURN, vec![], allowlist, allow_unpriced).await;
+        let mut body = responses_body(Some(100));
+        body["model"] = model.clone().into();
+        let (status, _) = post(&client(), &rig, "/v1/responses", &body).await;
+        let call = ledger(&mut rig, 1).await.remove(0);
+        let case = format!("{status} {:?}", call.status);
+        assert!(short_enough(&call.requested_model), "{case}");
+        assert!(
+            call.requested_model.ends_with("… (1000000 characters)")
+                || call.requested_model.ends_with("… (1000007 characters)"),
+            "{case}"
+        );
+        assert!(call.error.as_deref().is_none_or(short_enough), "{case}");
+        while let Ok(notice) = rig.broker.policy.try_recv() {
+            assert!(short_enough(&notice.message), "{case}");
+        }
+        if allow_unpriced {
+            // The upstream still gets the name the job sent.
+            assert_eq!(rig.upstream.requests()[0].body["model"], model.as_str());
+        }
+    }
+}
+
 /// A long answer whose running cost crosses the ceiling is cut: the engine
 /// gets the broker's error event in its own wire format, the row is
 /// estimated from what was seen, and the next call is refused.
