@@ -1,9 +1,10 @@
 //! A GitHub REST API **mock** for the results loop: pull requests (list by
-//! `head` and `state`, create, update), issue labels and comments (post,
-//! list, read one, edit; deleted by a reviewer between a client's list or
-//! read and its edit: `delete_comment_when_listed`), pull
-//! request reviews and review comments (paged as GitHub pages them: `per_page`,
-//! `page`, a `Link` header), answered in GitHub's own JSON
+//! `head`, `base` and `state`, newest first, create, update), issue labels
+//! and comments (post, list, read one, edit; deleted by a reviewer between
+//! a client's list or read and its edit: `delete_comment_when_listed`),
+//! pull request reviews and review comments, every list paged as GitHub
+//! pages them (`per_page`, 30 unless asked, `page`, a `Link` header),
+//! answered in GitHub's own JSON
 //! shapes and errors (`{"message", "documentation_url", "errors"}`: 401 Bad
 //! credentials, 404 Not Found, 422 Validation Failed when a pull request
 //! already exists for the head). It checks the bearer token and records
@@ -623,7 +624,10 @@ impl MockGitHub {
         let mut state = self.state.lock().unwrap();
         let number = |n: &str| n.parse::<u64>().unwrap_or(0);
         let answer = match (&method, parts.as_slice()) {
-            (&Method::GET, ["pulls"]) => list_pulls(&state, query),
+            (&Method::GET, ["pulls"]) => {
+                let url = format!("{}{route}", self.url);
+                return forge_mock::page(list_pulls(&state, query), &url, query, Paging::GitHub);
+            }
             (&Method::POST, ["pulls"]) => self.create_pull(&mut state, &input, &login),
             (&Method::PATCH, ["pulls", n]) => update_pull(&mut state, number(n), &input),
             (&Method::POST, ["issues", n, "labels"]) => add_labels(&mut state, number(n), &input),
@@ -795,13 +799,14 @@ impl MockGitHub {
 
 /// `GET /repos/O/R/pulls?head=…&base=…&state=…` (open ones unless
 /// `state=all`).
-fn list_pulls(state: &State, query: &str) -> (StatusCode, Value) {
+fn list_pulls(state: &State, query: &str) -> Vec<Value> {
     let q = crate::entra::form(query);
     let head = q.get("head").cloned();
     let base = q.get("base").cloned();
     let open_only = q.get("state").map(String::as_str) != Some("all");
-    // Newest first, as GitHub sorts by default.
-    let found: Vec<Value> = state
+    // Newest first, as GitHub sorts by default (and as `sort=created&
+    // direction=desc` asks); paged by the caller.
+    state
         .pulls
         .iter()
         .rev()
@@ -809,8 +814,7 @@ fn list_pulls(state: &State, query: &str) -> (StatusCode, Value) {
         .filter(|p| base.as_deref().is_none_or(|b| p["base"]["ref"] == b))
         .filter(|p| !open_only || p["state"] == "open")
         .cloned()
-        .collect();
-    (StatusCode::OK, Value::Array(found))
+        .collect()
 }
 
 /// `PATCH /repos/O/R/pulls/N`: the title and body.

@@ -357,7 +357,11 @@ impl GitHub {
     /// fork's branch of the same name is another head, `owner:branch`),
     /// into `base` (`state`: `open` or `all`): the open one if there
     /// is one (GitHub allows one open per head and base; an older one a
-    /// reviewer reopened is it), else the newest.
+    /// reviewer reopened is it), else the newest. Every page is read (up
+    /// to `forge_http::MAX_PAGES` of 100, newest first): GitHub answers 30
+    /// a page unless asked, and a branch closed and opened again more
+    /// often than that had its open pull request pushed off the first
+    /// page, a closed one taken for it, and its publish left undone.
     async fn pull_for(
         &self,
         branch: &str,
@@ -365,11 +369,16 @@ impl GitHub {
         state: &str,
     ) -> Result<Option<ApiPull>, ForgeError> {
         let head = format!("{}:{branch}", self.owner);
-        let query = form(&[("head", head.as_str()), ("state", state), ("base", base)]);
+        let query = form(&[
+            ("head", head.as_str()),
+            ("state", state),
+            ("base", base),
+            ("sort", "created"),
+            ("direction", "desc"),
+        ]);
         let path = self.repo_path(&format!("/pulls?{query}"));
-        let pulls: Vec<ApiPull> = self
-            .call("find the pull request", Method::GET, &path, None)
-            .await?;
+        let (pulls, _): (Vec<ApiPull>, bool) =
+            self.list_some("find the pull request", &path).await?;
         let open = pulls.iter().position(|p| p.state == "open").unwrap_or(0);
         Ok(pulls.into_iter().nth(open))
     }

@@ -1050,7 +1050,7 @@ async fn github_gets_a_pushed_branch_a_draft_pull_request_and_the_closeout_never
             .map(|r| format!("{} {}", r.method, r.path))
             .collect::<Vec<_>>(),
         vec![
-            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main",
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main&sort=created&direction=desc&per_page=100",
             "POST /repos/acme/widgets/pulls",
             "POST /repos/acme/widgets/issues/1/labels",
             "POST /repos/acme/widgets/issues/1/comments",
@@ -1157,7 +1157,7 @@ async fn a_rejected_push_fails_the_job_with_the_remotes_message() {
             .map(|r| format!("{} {}", r.method, r.path))
             .collect::<Vec<_>>(),
         vec![
-            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main"
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main&sort=created&direction=desc&per_page=100"
                 .to_string()
         ]
     );
@@ -1745,7 +1745,7 @@ async fn a_github_app_token_is_minted_per_job_scoped_and_revoked() {
             .collect::<Vec<_>>(),
         vec![
             "POST /app/installations/7/access_tokens",
-            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main",
+            "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main&sort=created&direction=desc&per_page=100",
             "POST /repos/acme/widgets/pulls",
             "POST /repos/acme/widgets/issues/1/labels",
             "POST /repos/acme/widgets/issues/1/comments",
@@ -6141,7 +6141,7 @@ async fn a_rate_limited_or_bad_gateway_forge_says_when_to_publish_again() {
         &[("retry-after", "1")],
     );
     let done = record(&publish().await);
-    let lookup = "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main";
+    let lookup = "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main&sort=created&direction=desc&per_page=100";
     let asked: Vec<String> = mock.requests()[seen..]
         .iter()
         .take(2)
@@ -6411,6 +6411,42 @@ async fn a_reopened_older_pull_request_is_the_branchs() {
     );
 }
 
+/// As above, with 40 newer closed pull requests of the branch into the
+/// same base (anyone with push access may open and close them): the
+/// reopened one is past GitHub's first page of 30, and is still found and
+/// updated. Before, only the first page was read, the newest closed one
+/// was taken for the branch's, and the publish left it as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reopened_pull_request_past_the_first_page_is_the_branchs() {
+    use paddock::results::Forge as _;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let client = github_client(&mock);
+    let first = client.open_pull_request(&plain_draft()).await.unwrap();
+    mock.end_pull(first.number, false);
+    for _ in 0..40 {
+        let n = mock.open_pull_as("alice", "paddock/T-1/1", "main");
+        mock.end_pull(n, false);
+    }
+    mock.reopen_pull(first.number);
+    let again = client.open_pull_request(&plain_draft()).await.unwrap();
+    let open: Vec<u64> = mock
+        .pulls()
+        .iter()
+        .filter(|p| p["state"] == "open")
+        .map(|p| p["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        (
+            again.number,
+            again.created,
+            again.ended,
+            open,
+            mock.pulls().len()
+        ),
+        (1, false, None, vec![1], 41)
+    );
+}
+
 /// The same spec run again (the same attempt, the same branch) after its
 /// pull request was merged on GitHub, or its merge request closed on
 /// GitLab: the rerun is refused at provisioning (exit 2, `failed`, the
@@ -6532,7 +6568,7 @@ async fn a_rerun_after_the_pull_request_ended_is_refused_before_any_work() {
                 true,
                 true,
                 vec![
-                    "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main"
+                    "GET /repos/acme/widgets/pulls?head=acme%3Apaddock%2FT-1%2F1&state=all&base=main&sort=created&direction=desc&per_page=100"
                         .to_string()
                 ],
                 true,
