@@ -377,6 +377,16 @@ async fn admit(
         );
         return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
     }
+    if let Some(what) = prices
+        .price(&model)
+        .and_then(|price| super::unpriced_use::dearer_service(&request, price))
+    {
+        let msg = format!(
+            "paddock broker: {what} which the broker cannot meter against the job's budget; \
+             refused"
+        );
+        return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
+    }
     let asked = match output_asked(&request) {
         Ok(asked) => asked,
         Err(what) => {

@@ -6,11 +6,17 @@
 //! (`input_audio`), billed at audio rates many times the text rates the
 //! table holds. The broker meters tokens at the table's rates, so such a
 //! call's spend would pass every budget unseen: it refuses them, as it
-//! refuses a model without a price. The engines use none of them.
+//! refuses a model without a price. So too ([`dearer_service`]) a call
+//! asking to be served dearer than the table prices its model: OpenAI's
+//! priority tier where the table has no priority rates for it (about
+//! twice the standard ones), Anthropic's fast mode (`speed`, six times)
+//! and inference kept in one geography (`inference_geo`, 1.1 times). The
+//! engines use none of them.
 
 use serde_json::Value;
 
 use super::json_walk::Entry;
+use super::prices::ModelPrice;
 
 /// What in `request` the provider would bill beyond its priced tokens, as
 /// the refusal says it; `None`: nothing.
@@ -54,6 +60,32 @@ pub(super) fn unpriced_use(request: &Value) -> Option<&'static str> {
             _ => Entry::Enter,
         }
     })
+}
+
+/// What in `request` asks the provider to serve it dearer than `price`
+/// (the requested model's, from the table) has rates for, as the refusal
+/// says it; `None`: nothing. A cheaper tier (`flex`, `batch`) the table
+/// lacks is metered at the standard rates, above what is billed, and
+/// passes.
+pub(super) fn dearer_service(request: &Value, price: &ModelPrice) -> Option<&'static str> {
+    let asked = |field: &str, plain: &[&str]| {
+        request
+            .get(field)
+            .filter(|v| !v.is_null())
+            .is_some_and(|v| v.as_str().is_none_or(|s| !plain.contains(&s)))
+    };
+    if request.get("service_tier").and_then(Value::as_str) == Some("priority")
+        && !price.tiers.contains_key("priority")
+    {
+        return Some("the priority tier (`service_tier` `priority`), billed above the standard rates, for a model the price table has no priority rates for,");
+    }
+    if asked("speed", &["standard"]) {
+        return Some("fast mode (`speed`), billed at a premium the price table has no rates for,");
+    }
+    if asked("inference_geo", &["", "global"]) {
+        return Some("inference kept in one geography (`inference_geo`), billed at a multiplier the price table has none of,");
+    }
+    None
 }
 
 #[cfg(test)]
@@ -105,6 +137,35 @@ mod tests {
             let request: Value = serde_json::from_str(text).unwrap_or_default();
             assert!(request.is_object());
             assert_eq!(unpriced_use(&request), None);
+        }
+    }
+
+    /// A dearer service than the model's prices is found; the standard
+    /// ones, a tier the table prices and a cheaper one are not.
+    #[test]
+    fn dearer_services_than_the_table_prices_are_found() {
+        let t = crate::broker::PriceTable::vendored().unwrap_or_else(|e| panic!("{e}"));
+        let price = |m: &str| t.price(m).unwrap_or_else(|| panic!("{m}"));
+        let dearer = [
+            ("gpt-5.5", json!({"service_tier": "priority"})),
+            ("claude-opus-4-6", json!({"speed": "fast"})),
+            ("claude-opus-4-6", json!({"speed": 6})),
+            ("claude-opus-4-6", json!({"inference_geo": "us"})),
+        ];
+        for (model, request) in &dearer {
+            assert!(dearer_service(request, price(model)).is_some(), "{request}");
+        }
+        let plain = [
+            ("gpt-5.1", json!({"service_tier": "priority"})),
+            ("gpt-5.5", json!({"service_tier": "flex"})),
+            ("gpt-5.5", json!({"service_tier": "auto", "speed": null})),
+            (
+                "claude-opus-4-6",
+                json!({"speed": "standard", "inference_geo": "global"}),
+            ),
+        ];
+        for (model, request) in &plain {
+            assert_eq!(dearer_service(request, price(model)), None, "{request}");
         }
     }
 }

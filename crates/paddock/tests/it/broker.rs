@@ -526,6 +526,76 @@ async fn a_long_model_name_is_stored_cut_short() {
     }
 }
 
+/// A call asking for a dearer way of serving it than the price table has
+/// rates for (OpenAI's priority tier on a model the table gives no
+/// priority prices, Anthropic's fast mode, inference kept in one
+/// geography) is refused before the upstream: it would be billed above
+/// the rates it is metered at (twice, six times, 1.1 times). Before, each
+/// was forwarded and metered at the standard rates. A tier the table
+/// prices passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_asking_for_a_dearer_service_than_the_table_prices_is_refused() {
+    let mut rig = rig(ONE_TURN, job_ceiling(1_000_000)).await;
+    let with = |model: &str, extra: serde_json::Value| {
+        let mut body = responses_body(Some(100));
+        body["model"] = model.into();
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let messages = |extra: serde_json::Value| {
+        let mut body = serde_json::json!({"model": "claude-opus-4-6", "max_tokens": 100,
+            "messages": [{"role": "user", "content": "hi"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let refused = [
+        (
+            "/v1/responses",
+            with("gpt-5.5", serde_json::json!({"service_tier": "priority"})),
+        ),
+        (
+            "/v1/messages",
+            messages(serde_json::json!({"speed": "fast"})),
+        ),
+        (
+            "/v1/messages",
+            messages(serde_json::json!({"inference_geo": "us"})),
+        ),
+    ];
+    for (path, body) in &refused {
+        let (status, text) = post(&client(), &rig, path, body).await;
+        assert_eq!(status, 400, "{path}: {text}");
+        assert!(text.contains("billed"), "{text}");
+    }
+    assert!(rig.upstream.requests().is_empty());
+    let _ = ledger(&mut rig, refused.len()).await;
+    for (path, body) in [
+        (
+            "/v1/responses",
+            with("gpt-5.1", serde_json::json!({"service_tier": "priority"})),
+        ),
+        (
+            "/v1/responses",
+            with("gpt-5.5", serde_json::json!({"service_tier": "flex"})),
+        ),
+        (
+            "/v1/responses",
+            with("gpt-5.5", serde_json::json!({"service_tier": "auto"})),
+        ),
+        (
+            "/v1/messages",
+            messages(serde_json::json!({"speed": "standard", "inference_geo": "global"})),
+        ),
+    ] {
+        let (status, text) = post(&client(), &rig, path, &body).await;
+        assert_eq!(status, 200, "{path}: {text}");
+    }
+}
+
 /// A long answer whose running cost crosses the ceiling is cut: the engine
 /// gets the broker's error event in its own wire format, the row is
 /// estimated from what was seen, and the next call is refused.
