@@ -3099,6 +3099,22 @@ async fn gitlab_setup(
     (repo, bare, mock, server)
 }
 
+/// `gitlab_setup`'s repository as a stand-in job that fixes something
+/// (`fix.txt`), published to its GitLab mock and remote `widgets.git`:
+/// the spec, the mock and the git server (kept running).
+async fn gitlab_fix_job(
+    home: &Home,
+) -> (
+    PathBuf,
+    paddock_test_support::gitlab::MockGitLab,
+    paddock_test_support::git_http::GitHttpServer,
+) {
+    let (repo, _bare, mock, server) = gitlab_setup(home).await;
+    let spec = stand_in_job(home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    (spec, mock, server)
+}
+
 /// A GitLab job (`gitlab_setup`, a change) whose publish failed once its
 /// merge request was open (the mock refused its closeout note, and answers
 /// notes again now): the mock, the git server (kept running) and the
@@ -3110,9 +3126,7 @@ async fn gitlab_job_failed_at_its_closeout(
     paddock_test_support::git_http::GitHttpServer,
     paddock_protocol::JobRecord,
 ) {
-    let (repo, _bare, mock, server) = gitlab_setup(home).await;
-    let spec = stand_in_job(home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, server) = gitlab_fix_job(home).await;
     mock.refuse_notes(true);
     let first = run_with_gitlab_token(home, &spec, &[]).await;
     mock.refuse_notes(false);
@@ -3705,9 +3719,7 @@ async fn gitlab_review_notes_are_read_past_the_first_page() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_page_of_the_longest_notes_is_read_in_bounded_memory() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
     let first = run_with_gitlab_token(&home, &spec, &[]).await;
     let body = "\u{1}".repeat(1_000_000);
     for _ in 0..40 {
@@ -3948,9 +3960,7 @@ async fn a_publish_killed_mid_push_is_cleaned_by_the_next_publish() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_publish_killed_mid_push_is_cleaned_by_the_next_reaper_pass() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, server) = gitlab_fix_job(&home).await;
     let first = run_with_gitlab_token(&home, &spec, &[]).await;
     assert_eq!(first.status, paddock_protocol::JobStatus::Done);
     let artifacts = home.data().join("artifacts").join(&first.id);
@@ -4458,9 +4468,7 @@ async fn paddock_publish_of_a_job_that_made_nothing_writes_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn gitlab_publishing_again_edits_the_jobs_closeout_never_posts_another() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
     let first = run_with_gitlab_token(&home, &spec, &[]).await;
     let first_bot = mock.notes()[0].1.clone();
     let mut again = Vec::new();
@@ -4518,9 +4526,7 @@ async fn gitlab_publishing_again_edits_the_jobs_closeout_never_posts_another() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gitlab_closeout_copied_under_the_bots_name_is_not_edited() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
     let first = run_with_gitlab_token(&home, &spec, &[]).await;
     let store = home.store().await;
     let closeout = store.closeout(&first.id).await.unwrap().unwrap();
@@ -4564,9 +4570,7 @@ async fn a_gitlab_closeout_copied_under_the_bots_name_is_not_edited() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_gitlab_closeout_copy_left_by_the_ghost_user_is_not_edited() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
     let first = run_with_gitlab_token(&home, &spec, &[]).await;
     let store = home.store().await;
     let ours = mock.note_ids()[0];
@@ -4855,9 +4859,7 @@ async fn a_torn_gitlab_closeout_record_posts_no_second_closeout() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_gitlab_closeout_is_posted_again() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
     let first = run_with_gitlab_token(&home, &spec, &[]).await;
     let args = ["publish", "--json", first.id.as_str()];
     let env = [("PADDOCK_TEST_GL_TOKEN", TOKEN)];
@@ -5263,9 +5265,7 @@ async fn published_on_alices_merge_request(
     String,
     u64,
 ) {
-    let (repo, _bare, mock, server) = gitlab_setup(home).await;
-    let spec = stand_in_job(home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, server) = gitlab_fix_job(home).await;
     let mr = mock.open_merge_request_as("alice", "paddock/T-1/1", "main");
     let first = run_with_gitlab_token(home, &spec, &[]).await;
     let closeout = home
@@ -5553,9 +5553,7 @@ async fn a_pull_of_the_jobs_branch_into_another_base_is_never_taken_for_the_jobs
 #[tokio::test(flavor = "multi_thread")]
 async fn a_merge_request_from_a_forks_branch_of_the_same_name_is_never_taken_for_the_jobs() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
     let theirs = mock.open_merge_request_from_fork_as("alice", 77, "paddock/T-1/1", "main");
     let job = run_with_gitlab_token(&home, &spec, &[]).await;
     let closeout = home.store().await.closeout(&job.id).await.unwrap();
@@ -5615,9 +5613,7 @@ async fn a_merge_request_from_a_forks_branch_of_the_same_name_is_never_taken_for
 #[tokio::test(flavor = "multi_thread")]
 async fn forks_merge_requests_past_a_page_do_not_hide_the_jobs() {
     let home = Home::new();
-    let (repo, _bare, mock, server) = gitlab_setup(&home).await;
-    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
-    with_gitlab(&spec, &mock.url, &format!("{}/widgets.git", server.url));
+    let (spec, mock, _server) = gitlab_fix_job(&home).await;
     let job = run_with_gitlab_token(&home, &spec, &[]).await;
     for fork in 0..120 {
         mock.open_merge_request_from_fork_as("alice", 100 + fork, "paddock/T-1/1", "main");
