@@ -1886,7 +1886,9 @@ where
     Fut: std::future::Future<Output = T>,
 {
     let token = repository_token(repo, url)?;
-    mirror::fetched_then(jobs_root, url, token.as_ref(), then).await
+    // A `HEAD` base is the remote's default branch as it is now.
+    let follow_head = repo.base_ref == "HEAD";
+    mirror::fetched_then(jobs_root, url, token.as_ref(), follow_head, then).await
 }
 
 /// Fetches the job's base, a full commit name (`repo.base_ref`) that the
@@ -1955,7 +1957,8 @@ pub async fn mirror_again_if_gone(
         return Ok(None);
     }
     let token = repository_token(repo, url)?;
-    let (held, ()) = mirror::fetched_then(jobs_root, url, token.as_ref(), |_, _| async {}).await?;
+    let (held, ()) =
+        mirror::fetched_then(jobs_root, url, token.as_ref(), false, |_, _| async {}).await?;
     Ok(Some(RefetchedMirror(held)))
 }
 
@@ -1983,7 +1986,8 @@ pub async fn refetch_mirror_for(
         return Err(lacks());
     }
     let token = repository_token(repo, url)?;
-    let (held, ()) = mirror::fetched_then(jobs_root, url, token.as_ref(), |_, _| async {}).await?;
+    let (held, ()) =
+        mirror::fetched_then(jobs_root, url, token.as_ref(), false, |_, _| async {}).await?;
     if !mirror::has_commit(&held.dir, url, base).await {
         // Refused by a server that gives only what its refs reach.
         let _ = mirror::fetch_commit(&held.dir, url, token.as_ref(), base).await;

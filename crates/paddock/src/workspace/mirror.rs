@@ -1,7 +1,9 @@
 //! URL sources cached as bare mirrors: `<jobs>/.mirrors/<url key>.git`,
 //! made once by `git clone --mirror` and brought up to date by `git
 //! fetch --prune` before each job (a base commit no advertised ref
-//! reaches then asked for by name, [`fetch_commit`]), which then clones
+//! reaches then asked for by name, [`fetch_commit`]; for a job whose base
+//! is `HEAD`, the mirror's `HEAD` pointed at the remote's default branch
+//! as it is now, [`follow_remote_head`], which a fetch never moves), which then clones
 //! from it (a local,
 //! hard-linked clone into Paddock's own git directory; the job never sees
 //! either). Jobs on one URL take turns (an exclusive `flock` on
@@ -69,7 +71,7 @@ pub(super) async fn fetched(
     url: &str,
     token: Option<&Secret>,
 ) -> Result<Mirror, WorkspaceError> {
-    fetched_then(jobs_root, url, token, |_, _| async {})
+    fetched_then(jobs_root, url, token, false, |_, _| async {})
         .await
         .map(|(mirror, ())| mirror)
 }
@@ -99,11 +101,15 @@ impl<A, E> MirrorRead for Result<A, E> {
 /// mirror as its last passing check saw it, unless the read fails: then
 /// `then` is given the names read under that state, `mirror_names.rs`,
 /// else names that answer nothing); on a mirror made (again), run after
-/// it is made.
+/// it is made. With `follow_head` (a job whose base is `HEAD`), a mirror
+/// that was there has its `HEAD` pointed at the remote's default branch
+/// as it is now ([`follow_remote_head`]), not as it was when the mirror
+/// was made.
 pub(super) async fn fetched_then<T, F, Fut>(
     jobs_root: &Path,
     url: &str,
     token: Option<&Secret>,
+    follow_head: bool,
     then: F,
 ) -> Result<(Mirror, T), WorkspaceError>
 where
@@ -153,7 +159,10 @@ where
                 bundle_source::forget(&dir);
                 #[cfg(test)]
                 checks::fetch_counted(&dir);
-                let fetched = git(&dir, url, true, token, &fetch).await;
+                let mut fetched = git(&dir, url, true, token, &fetch).await;
+                if fetched.is_ok() && follow_head && bundle.is_none() {
+                    fetched = follow_remote_head(&dir, url, token).await;
+                }
                 let unchanged = match fetched {
                     Ok(()) => mirror_state::unchanged_names(&dir),
                     Err(_) => None,
@@ -372,13 +381,13 @@ async fn broken(dir: &Path, url: &str) -> Option<String> {
 /// `remote_config.rs` and `token` as its `Authorization` header; a
 /// failure is a `Clone` error of `url` with git's stderr, credentials in
 /// URLs cut.
-async fn git(
+async fn git_out(
     cwd: &Path,
     url: &str,
     remote: bool,
     token: Option<&Secret>,
     args: &[&str],
-) -> Result<(), WorkspaceError> {
+) -> Result<Vec<u8>, WorkspaceError> {
     let mut cmd = Command::new(host_git::git_program());
     if remote {
         // The user's configuration less its URL rewrites, redirects not
@@ -427,7 +436,84 @@ async fn git(
             stderr: without_userinfo(String::from_utf8_lossy(&out.stderr).trim()),
         });
     }
-    Ok(())
+    Ok(out.stdout)
+}
+
+/// Runs [`git_out`] for its success alone.
+async fn git(
+    cwd: &Path,
+    url: &str,
+    remote: bool,
+    token: Option<&Secret>,
+    args: &[&str],
+) -> Result<(), WorkspaceError> {
+    git_out(cwd, url, remote, token, args).await.map(drop)
+}
+
+/// Points the mirror `dir`'s `HEAD` at the branch the remote's `HEAD`
+/// names now (`git ls-remote --symref origin HEAD`). `git clone --mirror`
+/// sets it once and `git fetch` never moves it, so a remote whose default
+/// branch was renamed or changed since the mirror was made (`master` to
+/// `main`) had every later job of a `HEAD` base on the old branch: failed
+/// (`base ref HEAD is not a commit`) once the fetch pruned it, or, while
+/// the remote still had it, based on it and proposed into it. A remote
+/// that names no branch for its `HEAD` (a detached one, an old server)
+/// leaves the mirror's as it is; the file is written only when it
+/// changes, so an unchanged mirror stays as its last check saw it
+/// (`mirror_state.rs`).
+async fn follow_remote_head(
+    dir: &Path,
+    url: &str,
+    token: Option<&Secret>,
+) -> Result<(), WorkspaceError> {
+    let listed = git_out(
+        dir,
+        url,
+        true,
+        token,
+        &[
+            "--git-dir",
+            &arg(dir),
+            "ls-remote",
+            "--symref",
+            "origin",
+            "HEAD",
+        ],
+    )
+    .await?;
+    let listed = String::from_utf8_lossy(&listed);
+    let Some(named) = remote_head_branch(&listed) else {
+        return Ok(());
+    };
+    let head = dir.join("HEAD");
+    let now = crate::own_file::read(&head, 4096).unwrap_or_default();
+    if now.trim_end() == format!("ref: {named}") {
+        return Ok(());
+    }
+    git(
+        dir,
+        url,
+        false,
+        None,
+        &["--git-dir", &arg(dir), "symbolic-ref", "HEAD", named],
+    )
+    .await
+}
+
+/// The branch (`refs/heads/…`) that `git ls-remote --symref … HEAD`'s
+/// output `listed` says the remote's `HEAD` names, if it names one.
+fn remote_head_branch(listed: &str) -> Option<&str> {
+    listed.lines().find_map(|line| {
+        let target = line.strip_prefix("ref: ")?.strip_suffix("\tHEAD")?;
+        let branch = target.strip_prefix("refs/heads/")?;
+        let plain = !branch.is_empty()
+            && !branch.starts_with('-')
+            && !branch.contains("..")
+            && !branch
+                .chars()
+                .any(|c| c.is_control() || c.is_whitespace() || "~^:?*[\\@{".contains(c));
+        plain.then_some(target)
+    })
 }
 
 /// `text` with the user information of every `scheme://user[:password]@`
@@ -638,7 +724,7 @@ mod tests {
         fetched(&jobs, &url, None).await.unwrap();
         let before = holds_unchanged(&dir, &base);
         let base_for = base.clone();
-        fetched_then(&jobs, &url, None, |_, names| {
+        fetched_then(&jobs, &url, None, false, |_, names| {
             let base = base_for.clone();
             async move { names.remember("main", &base) }
         })
@@ -692,7 +778,7 @@ mod tests {
                 ok.then_some(()).ok_or("missing")
             }
         };
-        let (mirror, got) = fetched_then(&jobs, &url, None, read).await.unwrap();
+        let (mirror, got) = fetched_then(&jobs, &url, None, false, read).await.unwrap();
         assert_eq!(
             (checks::of(&dir) - checks, mirror.remade.is_some(), got),
             (1, true, Ok(()))
@@ -777,6 +863,23 @@ mod tests {
         // The fetch pruned the ref written by hand.
         assert!(!dir.join("refs/heads/written").exists());
         assert_ne!(first, second);
+    }
+
+    #[test]
+    fn the_remotes_head_is_read_only_as_a_plain_branch() {
+        let listed = "ref: refs/heads/trunk\tHEAD\n0123abcd\tHEAD\n";
+        assert_eq!(remote_head_branch(listed), Some("refs/heads/trunk"));
+        for listed in [
+            "0123abcd\tHEAD\n",
+            "ref: refs/tags/v1\tHEAD\n",
+            "ref: refs/heads/\tHEAD\n",
+            "ref: refs/heads/-x\tHEAD\n",
+            "ref: refs/heads/a..b\tHEAD\n",
+            "ref: refs/heads/a b\tHEAD\n",
+            "ref: refs/heads/trunk\tmain\n",
+        ] {
+            assert_eq!(remote_head_branch(listed), None, "{listed:?}");
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! merge into, end to end with the GitHub mock: a tag's short name as
 //! `base_ref` refused before the engine runs (a pull request merges into a
 //! branch), a local source's remote-tracking branch `origin/X` taken as
-//! git reads it, a URL's default branch as the base of a `HEAD` job.
+//! git reads it, a URL's default branch as the base of a `HEAD` job (its
+//! default branch as it is now, after the remote changed it).
 
 use std::path::{Path, PathBuf};
 
@@ -260,6 +261,62 @@ async fn a_url_sources_default_branch_is_the_pull_requests_base() {
         (record.status, record.reason, bases(&mock)),
         (JobStatus::Done, None, vec!["trunk".to_string()])
     );
+}
+
+/// A URL source whose remote changed its default branch after its mirror
+/// was made (`main` to `trunk`, as projects rename `master`): a later job
+/// of the default `base_ref` (`HEAD`) starts from `trunk` and asks to
+/// merge into it, while the remote keeps `main` and once it deleted it.
+/// Before, `git fetch` never moved the mirror's `HEAD` from `main`: the
+/// second job was based on the old branch and proposed into it, and the
+/// third failed at provisioning, `base ref HEAD is not a commit in it`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_url_sources_new_default_branch_is_the_base_of_later_jobs() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let remotes = home.path().join("remotes");
+    let bare = bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let push = format!("{}/widgets.git", server.url);
+    let spec = job(&home, &repo, ("HEAD", true), &mock.url, &push);
+    let ticket = |id: &str| {
+        let text = std::fs::read_to_string(&spec)
+            .unwrap()
+            .replace("id = \"T-1\"", &format!("id = \"{id}\""));
+        let other = spec.with_file_name(format!("{id}.toml"));
+        std::fs::write(&other, text).unwrap();
+        other
+    };
+    let first = run_with_token(&home, &spec).await;
+    assert_eq!((first.status, first.reason), (JobStatus::Done, None));
+    // The remote's default branch becomes `trunk`, a commit ahead of `main`.
+    git(&repo, &["checkout", "-q", "-b", "trunk"]);
+    std::fs::write(repo.join("trunk.txt"), "on trunk\n").unwrap();
+    git(&repo, &["add", "trunk.txt"]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=u",
+            "-c",
+            "user.email=u@x",
+            "commit",
+            "-qm",
+            "trunk",
+        ],
+    );
+    let trunk = git(&repo, &["rev-parse", "HEAD"]).trim().to_string();
+    let parent = |branch: &str| git(&bare, &["rev-parse", &format!("{branch}^")]);
+    let kept = run_with_token(&home, &ticket("T-2")).await;
+    assert_eq!((kept.status, kept.reason), (JobStatus::Done, None));
+    assert_eq!(parent("paddock/T-2/1").trim(), trunk);
+    git(&repo, &["branch", "-q", "-D", "main"]);
+    let deleted = run_with_token(&home, &ticket("T-3")).await;
+    assert_eq!((deleted.status, deleted.reason), (JobStatus::Done, None));
+    assert_eq!(parent("paddock/T-3/1").trim(), trunk);
+    assert_eq!(bases(&mock), ["main", "trunk", "trunk"]);
 }
 
 /// A local source with no branch checked out (a detached HEAD) and the
