@@ -164,6 +164,20 @@ pub fn estimate_micros(
     max_output: Option<u64>,
     choices: u64,
 ) -> i64 {
+    let tokens = worst_case_tokens(prices, model, request_bytes, max_output, choices);
+    prices.cost_micros(model, &tokens).unwrap_or(0)
+}
+
+/// The tokens of a call's worst case ([`estimate_micros`] prices them):
+/// what its row written ahead holds until it settles, and keeps if its end
+/// is never seen.
+pub fn worst_case_tokens(
+    prices: &PriceTable,
+    model: &str,
+    request_bytes: u64,
+    max_output: Option<u64>,
+    choices: u64,
+) -> TokenUsage {
     let model_max = prices.price(model).and_then(|p| p.max_output);
     let output = match (max_output, model_max) {
         (Some(asked), Some(max)) => asked.min(max),
@@ -172,12 +186,11 @@ pub fn estimate_micros(
         (None, None) => DEFAULT_OUTPUT_RESERVE,
     }
     .saturating_mul(choices.max(1));
-    let tokens = TokenUsage {
+    TokenUsage {
         input_tokens: request_bytes / 4,
         output_tokens: output,
         ..TokenUsage::default()
-    };
-    prices.cost_micros(model, &tokens).unwrap_or(0)
+    }
 }
 
 #[derive(Debug, Default)]

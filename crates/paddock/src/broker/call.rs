@@ -105,23 +105,22 @@ impl<'a> Call<'a> {
     }
 
     /// Writes the attempt's row ahead of forwarding it: `in_flight`, its
-    /// input estimated from the request's size (about four bytes a token).
-    pub(super) async fn write_ahead(&mut self, request_bytes: u64) -> Result<(), LedgerError> {
-        let tokens = TokenUsage {
-            input_tokens: request_bytes / 4,
-            ..TokenUsage::default()
-        };
+    /// worst case (`tokens`: the input estimated from the request's size,
+    /// about four bytes a token, and the most output it may produce;
+    /// `cost`, as its budget reservation prices them), which a row whose
+    /// end is never seen keeps: the call is counted at no less than it may
+    /// have cost, in this job's ledger and in the budgets other jobs share.
+    pub(super) async fn write_ahead(
+        &mut self,
+        tokens: TokenUsage,
+        cost: i64,
+    ) -> Result<(), LedgerError> {
         let row = ModelCall {
             status: CallStatus::InFlight,
             http_status: None,
             error: None,
             estimated: true,
-            cost_micros: self
-                .shared
-                .config
-                .prices
-                .cost_micros(&self.model, &tokens)
-                .unwrap_or(0),
+            cost_micros: cost,
             tokens,
             ..self.unanswered(CallStatus::InFlight, StatusCode::OK, "")
         };

@@ -15,7 +15,7 @@ use http::{HeaderMap, StatusCode};
 use paddock_protocol::TokenUsage;
 use serde_json::{json, Value};
 
-use super::budget::{estimate_micros, Admission, Reservation};
+use super::budget::{estimate_micros, worst_case_tokens, Admission, Reservation};
 use super::call::Call;
 use super::ledger::LedgerError;
 use super::meter::{Api, Meter};
@@ -149,7 +149,7 @@ async fn follow(
     headers: HeaderMap,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Response {
-    let resp = match forward(shared, &mut call, url, &admitted.body, headers).await {
+    let resp = match forward(shared, &mut call, url, &admitted, headers).await {
         Ok(r) => r,
         Err(NotForwarded::Unreachable(message)) => {
             return call.bad_gateway(admitted.reservation, message)
@@ -262,6 +262,9 @@ struct Admitted {
     body: Bytes,
     model: String,
     reservation: Reservation,
+    /// Its worst case, tokens and micro-dollars: what its row written
+    /// ahead holds until it settles.
+    worst: (TokenUsage, i64),
 }
 
 /// Admission: the model (named in the path for Vertex and Bedrock, else in
@@ -397,7 +400,7 @@ async fn admit(
             return Err(call.refuse(StatusCode::BAD_REQUEST, "invalid_request_error", msg));
         }
     };
-    let (max_output, choices) = (asked.max_output, asked.choices);
+    let (mut max_output, choices) = (asked.max_output, asked.choices);
     let mut estimate = estimate_micros(prices, &model, body.len() as u64, max_output, choices);
     // A worst case past what is left: the output is capped to what fits.
     if let Some(left) = shared.budget.left() {
@@ -412,7 +415,8 @@ async fn admit(
                 &asked,
             ) {
                 body = rewritten;
-                estimate = estimate_micros(prices, &model, body.len() as u64, Some(cap), choices);
+                max_output = Some(cap);
+                estimate = estimate_micros(prices, &model, body.len() as u64, max_output, choices);
             }
         }
     }
@@ -420,11 +424,13 @@ async fn admit(
     // the budget's wait.
     drop(request);
     drop(reading);
+    let worst = worst_case_tokens(prices, &model, body.len() as u64, max_output, choices);
     match shared.budget.admit(call.seq, estimate).await {
         Admission::Admitted(reservation) => Ok(Admitted {
             body,
             model,
             reservation,
+            worst: (worst, estimate),
         }),
         Admission::Refused(msg) => {
             let _ = shared.policy.send(PolicyNotice {
@@ -443,9 +449,10 @@ async fn forward(
     shared: &Shared,
     call: &mut Call<'_>,
     url: &str,
-    body: &Bytes,
+    admitted: &Admitted,
     headers: HeaderMap,
 ) -> Result<reqwest::Response, NotForwarded> {
+    let body = &admitted.body;
     let upstream = &shared.config.upstream;
     let mut failed = 0u32;
     loop {
@@ -456,7 +463,7 @@ async fn forward(
             .map_err(NotForwarded::Unreachable)?;
         // On the ledger before it leaves: whatever kills Paddock now, the
         // call's cost is accounted for (ledger.rs).
-        call.write_ahead(body.len() as u64)
+        call.write_ahead(admitted.worst.0, admitted.worst.1)
             .await
             .map_err(NotForwarded::NotOnLedger)?;
         let sent = shared

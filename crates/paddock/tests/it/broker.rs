@@ -2421,8 +2421,10 @@ async fn a_call_is_on_the_ledger_before_it_leaves_and_settled_before_its_answer_
                 1,
                 CallStatus::InFlight,
                 true,
+                // Its worst case: the input estimate and its cap.
                 TokenUsage {
                     input_tokens: 1000,
+                    output_tokens: 100,
                     ..TokenUsage::default()
                 }
             )]
@@ -2605,4 +2607,80 @@ async fn a_call_the_engine_hangs_up_on_is_metered_as_the_upstream_billed_it() {
         assert_eq!(broker.spent_micros(), cost, "stream {stream}");
         assert_eq!(ledger.rows()[0].cost_micros, cost, "stream {stream}");
     }
+}
+
+/// A call whose end is never seen (its job's broker stopped while the
+/// upstream still answered it: the job ended, or its `paddock` was killed
+/// and the reaper settles what was written ahead) keeps its worst case on
+/// the ledger: its input estimate and the most output it may produce, as
+/// its budget reservation priced them, so a ticket's or a project's later
+/// jobs count it at no less than it may have cost. Before, the row written
+/// ahead held the input estimate only: a job could end on calls still
+/// running and leave its ticket a fraction of what they cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_end_is_never_seen_keeps_its_worst_case() {
+    let base = thinking_upstream().await;
+    let ledger = Arc::new(MemoryLedger::default());
+    let broker = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-ended".into(),
+            attempt: 1,
+            upstream: Upstream {
+                base,
+                provider: Provider::Scripted,
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings: job_ceiling(10_000_000),
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: false,
+            web_search: false,
+            retry: fast_retry(1),
+            max_upstream_event_bytes: 16 << 20,
+            ledger: ledger.clone(),
+        },
+    )
+    .unwrap();
+    let mut body = responses_body(Some(20_000));
+    body["stream"] = false.into();
+    let send = client()
+        .post(format!("{}/v1/responses", broker.url))
+        .bearer_auth(broker.token.expose())
+        .body(body.to_string())
+        .send();
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(150), send).await;
+    assert!(waited.is_err(), "answered before the job ended");
+    let ahead = ledger.rows();
+    drop(broker);
+    // 1000 × $5/M + 20 000 × $30/M.
+    let worst = (
+        TokenUsage {
+            input_tokens: 1_000,
+            output_tokens: 20_000,
+            ..TokenUsage::default()
+        },
+        605_000,
+    );
+    assert_eq!(
+        ahead
+            .iter()
+            .map(|r| (r.status, r.tokens, r.cost_micros))
+            .collect::<Vec<_>>(),
+        vec![(CallStatus::InFlight, worst.0, worst.1)]
+    );
+    let mut settled = Vec::new();
+    for _ in 0..100 {
+        settled = ledger.rows();
+        if settled.iter().all(|r| r.status != CallStatus::InFlight) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        settled
+            .iter()
+            .map(|r| (r.status, r.tokens, r.cost_micros))
+            .collect::<Vec<_>>(),
+        vec![(CallStatus::Interrupted, worst.0, worst.1)]
+    );
 }
