@@ -15,7 +15,9 @@ use http::{HeaderMap, StatusCode};
 use paddock_protocol::TokenUsage;
 use serde_json::{json, Value};
 
-use super::budget::{estimate_micros, worst_case_tokens, Admission, Reservation};
+use super::budget::{
+    estimate_micros, worst_case_tokens, Admission, Reservation, DEFAULT_OUTPUT_RESERVE,
+};
 use super::call::Call;
 use super::ledger::LedgerError;
 use super::meter::{Api, Meter};
@@ -401,6 +403,15 @@ async fn admit(
         }
     };
     let (mut max_output, choices) = (asked.max_output, asked.choices);
+    // A model the table gives no most output (a user's table may not) is
+    // reserved the default a choice: an uncapped call is capped at it, so
+    // the upstream cannot produce more than was reserved.
+    if max_output.is_none() && prices.price(&model).is_some_and(|p| p.max_output.is_none()) {
+        if let Some(rewritten) = write_cap(api, &mut request, DEFAULT_OUTPUT_RESERVE) {
+            body = rewritten;
+            max_output = Some(DEFAULT_OUTPUT_RESERVE);
+        }
+    }
     let mut estimate = estimate_micros(prices, &model, body.len() as u64, max_output, choices);
     // A worst case past what is left: the output is capped to what fits.
     if let Some(left) = shared.budget.left() {
@@ -760,6 +771,13 @@ fn cap_output(
     if cap < MIN_OUTPUT_CAP {
         return None;
     }
+    write_cap(api, request, cap).map(|b| (cap, b))
+}
+
+/// Sets the API's own output cap field, and every other cap field the
+/// request sets, to `cap`: the rewritten body.
+fn write_cap(api: Api, request: &mut Value, cap: u64) -> Option<Bytes> {
+    let field = api.max_output_field(request);
     let object = request.as_object_mut()?;
     for other in MAX_OUTPUT_FIELDS {
         if let Some(v) = object.get_mut(other).filter(|v| !v.is_null()) {
@@ -767,9 +785,7 @@ fn cap_output(
         }
     }
     object.insert(field.to_string(), Value::from(cap));
-    serde_json::to_vec(request)
-        .ok()
-        .map(|b| (cap, Bytes::from(b)))
+    serde_json::to_vec(request).ok().map(Bytes::from)
 }
 
 /// For a streaming Chat Completions request, the body rewritten with

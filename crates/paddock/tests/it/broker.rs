@@ -2684,3 +2684,78 @@ async fn a_call_whose_end_is_never_seen_keeps_its_worst_case() {
         vec![(CallStatus::Interrupted, worst.0, worst.1)]
     );
 }
+
+/// A model the price table gives no `max_output` (a user's table may
+/// not) is reserved [`broker::budget::DEFAULT_OUTPUT_RESERVE`] output
+/// tokens a choice when its call sets no cap: the broker sets that cap in
+/// the request, so the upstream cannot produce more than was reserved.
+/// Before, the call went uncapped and could produce what the model allows
+/// (128,000 tokens and more) on a 32,000-token reservation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_a_max_output_is_capped_at_its_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = Scenario::from_toml(ONE_TURN, Path::new("reserve.toml")).unwrap();
+    let upstream = MockUpstream::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Arc::new(scenario),
+        RenderContext {
+            workdir: dir.path().to_path_buf(),
+        },
+        None,
+    )
+    .unwrap();
+    let mut prices = PriceTable::vendored().unwrap();
+    prices.merge(
+        PriceTable::parse(
+            "version = \"in-house-1\"\n[models.in-house]\ninput = \"1\"\noutput = \"2\"\n",
+            "in-house prices",
+        )
+        .unwrap(),
+    );
+    let broker = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-reserve".into(),
+            attempt: 1,
+            upstream: Upstream {
+                base: upstream.base.clone(),
+                provider: Provider::Scripted,
+            },
+            prices: Arc::new(prices),
+            ceilings: job_ceiling(10_000_000),
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: false,
+            web_search: false,
+            retry: RetryPolicy::default(),
+            max_upstream_event_bytes: 16 << 20,
+            ledger: Arc::new(MemoryLedger::default()),
+        },
+    )
+    .unwrap();
+    let reserve = broker::budget::DEFAULT_OUTPUT_RESERVE;
+    for (path, body, field) in [
+        (
+            "/v1/responses",
+            serde_json::json!({"model": "in-house", "stream": true, "input": "hi"}),
+            "max_output_tokens",
+        ),
+        (
+            "/v1/chat/completions",
+            serde_json::json!({"model": "in-house", "n": 2,
+                "messages": [{"role": "user", "content": "hi"}]}),
+            "max_completion_tokens",
+        ),
+    ] {
+        let resp = client()
+            .post(format!("{}{path}", broker.url))
+            .bearer_auth(broker.token.expose())
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{path}");
+        let _ = resp.bytes().await;
+        let sent = upstream.requests().last().unwrap().body.clone();
+        assert_eq!(sent[field], reserve, "{path}: {sent}");
+    }
+}
