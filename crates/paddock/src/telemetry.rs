@@ -51,13 +51,12 @@ pub fn job_finished(record: &JobRecord) {
     }
 }
 
-/// Records a settled model call: its tokens, cost and latency.
-pub fn model_call(call: &ModelCall) {
+/// Records a settled model call: its tokens, cost and latency, labelled
+/// with `model` (the broker's choice of a bounded set of names: a job's
+/// requested name is its own text).
+pub fn model_call(call: &ModelCall, model: &str) {
     let provider = call.provider.clone();
-    let model = call
-        .served_model
-        .clone()
-        .unwrap_or_else(|| call.requested_model.clone());
+    let model = model.to_owned();
     let status = call.status.as_str().to_owned();
     metrics::counter!(
         MODEL_CALLS,

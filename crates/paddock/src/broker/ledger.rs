@@ -139,15 +139,23 @@ pub(crate) struct Recorder {
     pending: Arc<watch::Sender<usize>>,
     /// The job's token: never in a row.
     token: Secret,
+    /// The price table: which model names a metric may carry.
+    prices: Arc<super::PriceTable>,
 }
+
+/// The `model` label of a call whose model the price table does not
+/// price: a name the job chose is no series of its own.
+pub const UNPRICED_LABEL: &str = "unpriced";
 
 impl Recorder {
     pub fn new(
         ledger: Arc<dyn Ledger>,
         calls: mpsc::UnboundedSender<ModelCall>,
         token: Secret,
+        prices: Arc<super::PriceTable>,
     ) -> Recorder {
         Recorder {
+            prices,
             ledger,
             calls,
             pending: Arc::new(watch::Sender::new(0)),
@@ -177,6 +185,20 @@ impl Recorder {
         guard.row = None;
         self.done();
         Err(failed)
+    }
+
+    /// The model a settled row's metrics are labelled with: its served
+    /// model, else its requested one, when the price table prices it, else
+    /// [`UNPRICED_LABEL`] (a bounded set of names, whatever the job asks).
+    fn metric_model<'a>(&'a self, row: &'a ModelCall) -> &'a str {
+        [
+            row.served_model.as_deref(),
+            Some(row.requested_model.as_str()),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|m| self.prices.price(m).is_some())
+        .unwrap_or(UNPRICED_LABEL)
     }
 
     fn done(&self) {
@@ -213,7 +235,7 @@ impl Recorder {
                     "broker ledger: the settled row was not written in time (it stays in flight)"
                 ),
             }
-            crate::telemetry::model_call(&row);
+            crate::telemetry::model_call(&row, recorder.metric_model(&row));
             let _ = recorder.calls.send(row);
             recorder.done();
         })

@@ -251,7 +251,12 @@ where
     let closed = tokio_util::sync::CancellationToken::new();
     let shared = Arc::new(Shared {
         budget: budget::Budget::new(config.ceilings.clone()),
-        recorder: ledger::Recorder::new(config.ledger.clone(), tx, token.clone()),
+        recorder: ledger::Recorder::new(
+            config.ledger.clone(),
+            tx,
+            token.clone(),
+            config.prices.clone(),
+        ),
         config,
         token: token.clone(),
         client,

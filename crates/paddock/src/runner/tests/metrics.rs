@@ -91,3 +91,44 @@ async fn a_job_and_its_model_call_are_in_the_rendered_metrics() {
         );
     }
 }
+
+/// A model's name in a metric's labels is one the price table prices, or
+/// `unpriced`: the names a job's calls ask for are the job's text (here
+/// run, the host allowing unpriced models), and each distinct one was a
+/// series of its own in the server's metrics for as long as it runs
+/// (every job's, up to each job's record limit).
+#[tokio::test]
+async fn a_jobs_unpriced_model_names_are_no_series_of_their_own() {
+    let metrics = crate::server::metrics::install().unwrap();
+    let host = Host::new().await;
+    std::fs::write(
+        host.root().join("scenario.toml"),
+        "[[turn]]\ntext = \"hi\"\nusage = { input = 10, output = 2 }\n",
+    )
+    .unwrap();
+    let spec = host.spec();
+    let rung = Arc::new(FakeRung::new(FakeEngine {
+        stdout: DONE.iter().map(|s| s.to_string()).collect(),
+        calls: ["a", "b", "c"]
+            .iter()
+            .map(|m| format!(r#"{{"model":"metrics-hostile-{m}","input":"hi","stream":true}}"#))
+            .collect(),
+        ..FakeEngine::default()
+    }));
+    let runner = host.runner(rung);
+    let (result, _) = run(&runner, &spec).await;
+    let record = result.unwrap().record;
+    assert_eq!(record.model_calls, 3);
+    let text = metrics.render();
+    let hostile: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("metrics-hostile"))
+        .collect();
+    assert_eq!(hostile, Vec::<&str>::new());
+    assert!(
+        text.lines()
+            .any(|l| l
+                .starts_with(r#"paddock_model_calls_total{provider="scripted",model="unpriced","#)),
+        "{text}"
+    );
+}
