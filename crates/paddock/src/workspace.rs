@@ -837,7 +837,11 @@ impl Workspace {
             path: ws.git_dir().join("info"),
             source: e,
         })?;
-        let checkout = ["checkout", "--quiet", "-b", &ws.branch, &base_commit];
+        // `-B`: the clone's one branch, named as the source's HEAD, is
+        // the job's own when the source has that checked out (the user
+        // reviewing the job's change); the job's branch starts at its
+        // base all the same (`job_branch.rs`).
+        let checkout = ["checkout", "--quiet", "-B", &ws.branch, &base_commit];
         Workspace::clone_job(&ws.root, source, &ws.git_dir(), &ws.work, &checkout).await?;
         // 3. Paddock's index of the base: the fresh checkout's, whose file
         // stamps let the patch skip hashing what the job did not touch.

@@ -369,9 +369,39 @@ pub async fn job_pull_request_base(
 /// `HEAD`, which no forge takes as a base; a `base_ref` written as a short
 /// name must be a branch there as git reads the name (a tag's short name,
 /// or one that is a tag and a branch, which git reads as the tag, is
-/// refused: `base_objects::is_branch`). `Err` is the whole reason, saying
-/// to set `results.base_branch`.
+/// refused: `base_objects::is_branch`); never the job's own branch (a
+/// source with that branch checked out, the user reviewing the job's
+/// change, and a `HEAD` base), which no forge takes as the base of its
+/// own pull request. `Err` is the whole reason, saying what to set.
 pub async fn pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
+    let base = any_pull_request_base(spec, jobs_root).await?;
+    let branch = spec.branch();
+    if base != branch {
+        return Ok(base);
+    }
+    let names = match (
+        spec.results.base_branch.is_some(),
+        spec.repository.base_ref.as_str(),
+    ) {
+        (true, _) => "results.base_branch names it".to_string(),
+        (false, "HEAD") => match &spec.repository.path {
+            Some(path) => format!(
+                "repository.base_ref is HEAD, and the source {} has it checked out",
+                path.display()
+            ),
+            None => "repository.base_ref is HEAD, and the remote's HEAD names it".to_string(),
+        },
+        (false, written) => format!("repository.base_ref {written} names it"),
+    };
+    Err(format!(
+        "the pull request would ask to merge the job's branch {branch} into itself ({names}): \
+         check out the branch the change is for, or set repository.base_ref or \
+         results.base_branch"
+    ))
+}
+
+/// [`pull_request_base`] before the job's own branch is ruled out.
+async fn any_pull_request_base(spec: &JobSpec, jobs_root: &Path) -> Result<String, String> {
     let base = base_branch(spec);
     let written = &spec.repository.base_ref;
     if spec.results.base_branch.is_some() {

@@ -11,6 +11,15 @@
 //! name, under it or above it. Otherwise, or when a file is in the way,
 //! `git update-ref` makes it as before, and fails as git does. The
 //! branch's reflog gets the line `update-ref` writes.
+//!
+//! The snapshot's repository is a clone, which made one branch, named as
+//! the source's `HEAD` was when the snapshot was made: the job's own
+//! branch, when the user had it checked out (reviewing the job's change)
+//! and a job of that branch then runs on that commit. That branch is the
+//! snapshot's, not the job's, and the job's is put at the base over it;
+//! before, `update-ref` refused it (`cannot lock ref …: reference already
+//! exists`) and the job failed at provisioning, as a clone workspace's
+//! `checkout -b` did (`a branch named … already exists`).
 
 use std::io::Write as _;
 use std::path::Path;
@@ -39,7 +48,7 @@ impl Workspace {
                 ..self.paddock_git(None, false)
             };
             job_git
-                .run(["update-ref", "--no-deref", &head, base_commit, ""], None)
+                .run(["update-ref", "--no-deref", &head, base_commit], None)
                 .await?;
         }
         let head_file = dot_git.join("HEAD");

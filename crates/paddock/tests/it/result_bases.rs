@@ -319,6 +319,114 @@ async fn a_url_sources_new_default_branch_is_the_base_of_later_jobs() {
     assert_eq!(bases(&mock), ["main", "trunk", "trunk"]);
 }
 
+/// A local source with the job's own branch checked out (the user
+/// reviewing attempt 1's change) and the spec run again with the default
+/// `base_ref` (`HEAD`): without a forge the job builds on that branch, in
+/// either layout, and so does a later one once `main` has reached that
+/// commit (an overlay then reuses the snapshot made while the branch was
+/// checked out); with a forge it is refused before its engine runs, as its
+/// pull request would merge its branch into itself. Before, each failed at
+/// provisioning with git's `cannot lock ref …: reference already exists`
+/// (overlay) or `a branch named … already exists` (clone), the later one
+/// with the source on `main`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_jobs_own_branch_checked_out_in_the_source_is_a_base() {
+    let mut outcomes = Vec::new();
+    let layouts: Vec<&str> = ["overlay", "clone"]
+        .into_iter()
+        .filter(|l| *l != "overlay" || paddock_test_support::skip::overlay_available())
+        .collect();
+    let reviewed = |repo: &Path| {
+        git(repo, &["checkout", "-q", "-b", "paddock/T-1/1"]);
+        std::fs::write(repo.join("reviewed.txt"), "attempt 1\n").unwrap();
+        git(repo, &["add", "reviewed.txt"]);
+        git(
+            repo,
+            &[
+                "-c",
+                "user.name=u",
+                "-c",
+                "user.email=u@x",
+                "commit",
+                "-qm",
+                "attempt 1",
+            ],
+        );
+        git(repo, &["rev-parse", "HEAD"]).trim().to_string()
+    };
+    for layout in layouts.iter().copied() {
+        let home = Home::new();
+        let repo = repo(home.path());
+        let commit = reviewed(&repo);
+        let spec = head_based_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+        let run = || async {
+            let out = home
+                .paddock(
+                    &["run", "--json", spec.to_str().unwrap()],
+                    &[("PADDOCK_WORKSPACE_LAYOUT", layout)],
+                )
+                .await;
+            let record = record(&out);
+            (out.status.code(), record.status, record.reason)
+        };
+        let on_branch = run().await;
+        git(&repo, &["checkout", "-q", "main"]);
+        git(&repo, &["merge", "-q", "--ff-only", "paddock/T-1/1"]);
+        git(&repo, &["branch", "-q", "-D", "paddock/T-1/1"]);
+        let on_main = run().await;
+        outcomes.push((
+            layout,
+            on_branch,
+            on_main,
+            parent_of_branch(&repo) == Some(commit),
+        ));
+    }
+    let home = Home::new();
+    let repo = repo(home.path());
+    reviewed(&repo);
+    let remotes = home.path().join("remotes");
+    bare_remote(&remotes, &repo);
+    let server =
+        paddock_test_support::git_http::GitHttpServer::start(&remotes, &basic(TOKEN)).await;
+    let mock = paddock_test_support::github::MockGitHub::start("acme", "widgets", TOKEN).await;
+    let push = format!("{}/widgets.git", server.url);
+    let spec = job(&home, &repo, ("HEAD", false), &mock.url, &push);
+    let out = home
+        .paddock(
+            &["run", "--json", spec.to_str().unwrap()],
+            &[("PADDOCK_TEST_GH_TOKEN", TOKEN)],
+        )
+        .await;
+    let forge = record(&out);
+    let done = (Some(0), JobStatus::Done, None);
+    assert_eq!(
+        outcomes,
+        layouts
+            .iter()
+            .map(|l| (*l, done.clone(), done.clone(), true))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        (
+            out.status.code(),
+            forge.status,
+            forge.reason,
+            mock.pulls().len()
+        ),
+        (
+            Some(2),
+            JobStatus::Failed,
+            Some(format!(
+                "the pull request would ask to merge the job's branch paddock/T-1/1 into itself \
+                 (repository.base_ref is HEAD, and the source {} has it checked out): check out \
+                 the branch the change is for, or set repository.base_ref or results.base_branch",
+                repo.display()
+            )),
+            0
+        )
+    );
+}
+
 /// A local source with no branch checked out (a detached HEAD) and the
 /// default `base_ref`: with a forge, the job ends at provisioning, before
 /// its engine runs, saying to set `results.base_branch` (before, the
