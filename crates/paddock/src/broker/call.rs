@@ -30,6 +30,21 @@ pub(super) fn shown_model(model: &str) -> String {
     )
 }
 
+/// The most characters of an error a ledger row keeps: an upstream's
+/// message (read up to `broker.max_upstream_event_bytes`, 16 MiB by
+/// default) may echo what the job sent (its model name, its input), and a
+/// row is kept for each of a job's calls.
+pub(super) const SHOWN_ERROR_CHARS: usize = 4_096;
+
+/// A row's error as the ledger keeps it: cut at [`SHOWN_ERROR_CHARS`]
+/// characters, its length said.
+pub(super) fn shown_error(error: &str) -> String {
+    crate::cut_text::cut(
+        error,
+        crate::cut_text::Cut::chars(SHOWN_ERROR_CHARS).saying(crate::cut_text::Length::Characters),
+    )
+}
+
 /// One model call before any upstream answer: what the ledger row of a
 /// call that gets no answer needs.
 pub(super) struct Call<'a> {

@@ -220,9 +220,19 @@ impl Recorder {
     /// count back.
     fn spawn_settle(&self, mut row: ModelCall) -> JoinHandle<()> {
         let recorder = self.clone();
+        // The upstream's text (its error, the model it says it served) is
+        // kept cut short, after the job's token is taken out of it.
         if let Some(e) = row.error.as_mut() {
             if e.contains(self.token.expose()) {
                 *e = e.replace(self.token.expose(), REDACTED);
+            }
+            if e.chars().nth(super::call::SHOWN_ERROR_CHARS).is_some() {
+                *e = super::call::shown_error(e);
+            }
+        }
+        if let Some(m) = row.served_model.as_mut() {
+            if m.chars().nth(super::call::SHOWN_MODEL_CHARS).is_some() {
+                *m = super::call::shown_model(m);
             }
         }
         tokio::spawn(async move {

@@ -526,6 +526,41 @@ async fn a_long_model_name_is_stored_cut_short() {
     }
 }
 
+/// The upstream's text in a row is kept cut short too: an error message
+/// (an answer's or a stream's error event, read up to 16 MiB) that may
+/// echo what the job sent, and the model name an answer says it served.
+/// Before, a megabyte of each was stored whole in the call's row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstreams_long_texts_are_stored_cut_short() {
+    let long = "e".repeat(1_000_000);
+    let mut kept = Vec::new();
+    for scenario in [
+        format!("[[turn]]\nerror = {{ status = 400, message = \"{long}\" }}\n"),
+        format!("[[turn]]\ntext = \"half\"\nstream_error = {{ message = \"{long}\", type = \"overloaded_error\" }}\n"),
+        format!("served_model = \"{long}\"\n[[turn]]\ntext = \"Answered.\"\nusage = {{ input = 1000, output = 100 }}\n"),
+    ] {
+        let mut rig = rig(&scenario, job_ceiling(10 * CALL_MICROS)).await;
+        post(&client(), &rig, "/v1/responses", &responses_body(Some(100))).await;
+        let call = ledger(&mut rig, 1).await.remove(0);
+        let tail = |t: &str| t.chars().skip(4_090).collect::<String>();
+        kept.push((
+            call.status,
+            call.error.as_deref().map(tail),
+            call.served_model.as_deref().map(|m| m.chars().count()),
+        ));
+    }
+    let error = Some("eeeeee… (1000000 characters)".to_string());
+    let served = Some(256 + "… (1000000 characters)".chars().count());
+    assert_eq!(
+        kept,
+        vec![
+            (CallStatus::HttpError, error.clone(), None),
+            (CallStatus::StreamError, error, Some("gpt-5.5".len())),
+            (CallStatus::Ok, None, served),
+        ]
+    );
+}
+
 /// A call asking for a dearer way of serving it than the price table has
 /// rates for (OpenAI's priority tier on a model the table gives no
 /// priority prices, Anthropic's fast mode, inference kept in one
