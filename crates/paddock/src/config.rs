@@ -1,7 +1,8 @@
 //! The user's config file, `$XDG_CONFIG_HOME/paddock/config.toml` (else
 //! `~/.config/paddock/config.toml`): defaults for what a spec leaves
 //! unset — the budget, the price table merged over the shipped one, the
-//! isolation rung, the host profile — and `paddock serve`'s settings (the
+//! isolation rung, the host profile (a table's or profile's relative path
+//! read beside the file) — and `paddock serve`'s settings (the
 //! `[serve]` table), the caches' cap (`[caches]`) and the heartbeat's
 //! timing on a store several hosts share (`[hosts]`). A spec's own values always win; a
 //! key the file does not know is an error naming the file and line
@@ -9,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use paddock_protocol::{Isolation, JobSpec};
+use paddock_protocol::{Isolation, JobSpec, PolicySpec};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -281,6 +282,22 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
             *p = dir.join(&*p);
         }
     }
+    // A profile file named by a relative path is the config file's
+    // neighbour, as `prices` is; before, it was read from whatever
+    // directory `paddock` ran in.
+    for name in [&mut config.profile, &mut config.host_profile]
+        .into_iter()
+        .flatten()
+    {
+        if let (true, Some(dir)) = (
+            PolicySpec::profile_is_file(name) && Path::new(name.as_str()).is_relative(),
+            path.parent(),
+        ) {
+            if let Ok(joined) = dir.join(name.as_str()).into_os_string().into_string() {
+                *name = joined;
+            }
+        }
+    }
     Ok(config)
 }
 
@@ -309,6 +326,26 @@ mod tests {
         let p = dir.path().join("config.toml");
         std::fs::write(&p, text).unwrap();
         (dir, p)
+    }
+
+    /// A profile named by a relative path is read beside the config file,
+    /// as `prices` is; an id and an absolute path stay as written. Before,
+    /// `profile = "ci.toml"` was read from the directory `paddock` ran in.
+    #[test]
+    fn a_relative_profile_file_is_read_beside_the_config_file() {
+        let (dir, p) = write("profile = \"ci.toml\"\nhost_profile = \"profiles/host.json\"\n");
+        let config = load(&p).unwrap();
+        let beside = |name: &str| Some(dir.path().join(name).display().to_string());
+        assert_eq!(
+            (config.profile, config.host_profile),
+            (beside("ci.toml"), beside("profiles/host.json"))
+        );
+        let (_dir, p) = write("profile = \"constrained-local\"\nhost_profile = \"/etc/ci.toml\"\n");
+        let config = load(&p).unwrap();
+        assert_eq!(
+            (config.profile.as_deref(), config.host_profile.as_deref()),
+            (Some("constrained-local"), Some("/etc/ci.toml"))
+        );
     }
 
     /// `max_concurrent_jobs = 0` is refused naming file and line (it was

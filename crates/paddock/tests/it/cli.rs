@@ -1131,6 +1131,56 @@ async fn a_config_file_with_an_unknown_key_is_bad_input_naming_file_and_line() {
     );
 }
 
+/// A config file's `profile` or `host_profile` naming a profile file by a
+/// relative path is read beside the config file, as its `prices` is,
+/// whatever directory `paddock run` runs in; a spec naming the same file
+/// is under the host's profile. Before, it was read from the current
+/// directory, and the job refused: `cannot read host profile ci.toml`.
+#[tokio::test]
+async fn a_config_files_relative_profile_is_read_beside_it() {
+    let Some(_) = paddock_test_support::prelude::engine("codex") else {
+        return;
+    };
+    let mut codes = Vec::new();
+    for key in ["profile", "host_profile"] {
+        let home = Home::new();
+        let repo = repo(home.path());
+        let spec = job(home.path(), "codex", &repo, SCRIPTED, Some(ONE_TURN));
+        paddock_test_support::prelude::on_rung(&spec, "process");
+        let dir = home.path().join("config/paddock");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ci.toml"), "id = \"ci-box\"\n").unwrap();
+        std::fs::write(dir.join("config.toml"), format!("{key} = \"ci.toml\"\n")).unwrap();
+        let text = std::fs::read_to_string(&spec).unwrap();
+        let naming = home.path().join("naming.toml");
+        std::fs::write(
+            &naming,
+            format!(
+                "{text}\n[policy]\nprofile = \"{}\"\n",
+                dir.join("ci.toml").display()
+            ),
+        )
+        .unwrap();
+        for spec in [&spec, &naming] {
+            let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+            codes.push((
+                key,
+                out.status.code(),
+                stderr(&out).contains("host profile"),
+            ));
+        }
+    }
+    assert_eq!(
+        codes,
+        [
+            ("profile", Some(0), false),
+            ("profile", Some(0), false),
+            ("host_profile", Some(0), false),
+            ("host_profile", Some(0), false)
+        ]
+    );
+}
+
 /// A host whose config file sets `host_profile` runs every job under it: a
 /// spec naming another profile (here the preset `remote-full`, which sets
 /// no network maximum) is refused before anything of the job exists,
