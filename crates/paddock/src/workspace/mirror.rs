@@ -159,10 +159,20 @@ where
                 bundle_source::forget(&dir);
                 #[cfg(test)]
                 checks::fetch_counted(&dir);
-                let mut fetched = git(&dir, url, true, token, &fetch).await;
-                if fetched.is_ok() && follow_head && bundle.is_none() {
-                    fetched = follow_remote_head(&dir, url, token).await;
-                }
+                // The remote's `HEAD` is asked for beside the fetch (one
+                // round trip, not two) and followed once the fetch is in.
+                let (fetched, head) = match follow_head && bundle.is_none() {
+                    true => tokio::join!(
+                        git(&dir, url, true, token, &fetch),
+                        remote_head(&dir, url, token)
+                    ),
+                    false => (git(&dir, url, true, token, &fetch).await, Ok(None)),
+                };
+                let fetched = match (fetched, head) {
+                    (Ok(()), Ok(Some(named))) => follow_remote_head(&dir, url, &named).await,
+                    (Ok(()), Ok(None)) => Ok(()),
+                    (Ok(()), Err(e)) | (Err(e), _) => Err(e),
+                };
                 let unchanged = match fetched {
                     Ok(()) => mirror_state::unchanged_names(&dir),
                     Err(_) => None,
@@ -450,22 +460,15 @@ async fn git(
     git_out(cwd, url, remote, token, args).await.map(drop)
 }
 
-/// Points the mirror `dir`'s `HEAD` at the branch the remote's `HEAD`
-/// names now (`git ls-remote --symref origin HEAD`). `git clone --mirror`
-/// sets it once and `git fetch` never moves it, so a remote whose default
-/// branch was renamed or changed since the mirror was made (`master` to
-/// `main`) had every later job of a `HEAD` base on the old branch: failed
-/// (`base ref HEAD is not a commit`) once the fetch pruned it, or, while
-/// the remote still had it, based on it and proposed into it. A remote
-/// that names no branch for its `HEAD` (a detached one, an old server)
-/// leaves the mirror's as it is; the file is written only when it
-/// changes, so an unchanged mirror stays as its last check saw it
-/// (`mirror_state.rs`).
-async fn follow_remote_head(
+/// The branch (`refs/heads/…`) the remote's `HEAD` names now (`git
+/// ls-remote --symref origin HEAD`), if it names one; asked beside the
+/// mirror's fetch ([`fetched_then`]) and then followed
+/// ([`follow_remote_head`]).
+async fn remote_head(
     dir: &Path,
     url: &str,
     token: Option<&Secret>,
-) -> Result<(), WorkspaceError> {
+) -> Result<Option<String>, WorkspaceError> {
     let listed = git_out(
         dir,
         url,
@@ -481,13 +484,38 @@ async fn follow_remote_head(
         ],
     )
     .await?;
-    let listed = String::from_utf8_lossy(&listed);
-    let Some(named) = remote_head_branch(&listed) else {
-        return Ok(());
-    };
+    Ok(remote_head_branch(&String::from_utf8_lossy(&listed)).map(str::to_string))
+}
+
+/// Points the mirror `dir`'s `HEAD` at `named`, the branch the remote's
+/// `HEAD` names now ([`remote_head`]). `git clone --mirror` sets it once
+/// and `git fetch` never moves it, so a remote whose default branch was
+/// renamed or changed since the mirror was made (`master` to `main`) had
+/// every later job of a `HEAD` base on the old branch: failed (`base ref
+/// HEAD is not a commit`) once the fetch pruned it, or, while the remote
+/// still had it, based on it and proposed into it. A remote that names no
+/// branch for its `HEAD` (a detached one, an old server) leaves the
+/// mirror's as it is, and so does a branch the fetch did not bring (the
+/// remote changed between the two, which ran side by side: the next
+/// job's fetch follows it); the file is written only when it changes, so
+/// an unchanged mirror stays as its last check saw it
+/// (`mirror_state.rs`).
+async fn follow_remote_head(dir: &Path, url: &str, named: &str) -> Result<(), WorkspaceError> {
     let head = dir.join("HEAD");
     let now = crate::own_file::read(&head, 4096).unwrap_or_default();
     if now.trim_end() == format!("ref: {named}") {
+        return Ok(());
+    }
+    let git_dir = arg(dir);
+    let fetched = [
+        "--git-dir",
+        &git_dir,
+        "show-ref",
+        "--verify",
+        "--quiet",
+        named,
+    ];
+    if git(dir, url, false, None, &fetched).await.is_err() {
         return Ok(());
     }
     git(
@@ -495,7 +523,7 @@ async fn follow_remote_head(
         url,
         false,
         None,
-        &["--git-dir", &arg(dir), "symbolic-ref", "HEAD", named],
+        &["--git-dir", &git_dir, "symbolic-ref", "HEAD", named],
     )
     .await
 }
@@ -863,6 +891,40 @@ mod tests {
         // The fetch pruned the ref written by hand.
         assert!(!dir.join("refs/heads/written").exists());
         assert_ne!(first, second);
+    }
+
+    /// The mirror's `HEAD` follows the branch the remote names only when
+    /// the fetch brought that branch: the remote's `HEAD` is asked for
+    /// beside the fetch, and a branch made after the fetch read the
+    /// remote's refs (here one the mirror has not got) leaves `HEAD` as
+    /// it was, for the next job's fetch to follow, where `HEAD` would
+    /// name a branch the mirror lacks and every job of a `HEAD` base
+    /// fail until then.
+    #[tokio::test]
+    async fn the_mirrors_head_follows_only_a_branch_it_has() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        sh(&src, &["init", "-q", "-b", "main"]);
+        sh(&src, &["commit", "-q", "--allow-empty", "-m", "c"]);
+        sh(&src, &["branch", "trunk"]);
+        let mirror = tmp.path().join("m.git");
+        sh(tmp.path(), &["clone", "-q", "--mirror", "src", "m.git"]);
+        let url = src.display().to_string();
+        let head = || std::fs::read_to_string(mirror.join("HEAD")).unwrap();
+        let mut seen = Vec::new();
+        for named in ["refs/heads/later", "refs/heads/trunk", "refs/heads/trunk"] {
+            follow_remote_head(&mirror, &url, named).await.unwrap();
+            seen.push(head());
+        }
+        assert_eq!(
+            seen,
+            [
+                "ref: refs/heads/main\n",
+                "ref: refs/heads/trunk\n",
+                "ref: refs/heads/trunk\n"
+            ]
+        );
     }
 
     #[test]
