@@ -103,7 +103,7 @@ pub(super) async fn open(
         commands: &setup.commands,
         network: setup.network.entries(),
         rung: job.rung.isolation().as_str(),
-        profile: job.policy.as_ref().map(|p| p.profile.id.as_str()),
+        profile: job.policy.as_ref().map(|p| &p.profile),
         path_env,
     });
     Ok(Some(Cached {

@@ -4,12 +4,19 @@
 //! lockfiles and package manifests (their paths and blob ids, anywhere in
 //! the tree), the setup commands, the setup phase's destination list, the
 //! rung, the host profile and the PATH the commands get (which names the
-//! engine's Node). The source alone is also hashed, so entries of one
+//! engine's Node). The profile counts whole, as it was read, not by its
+//! id: its rules decide what setup may fetch and run (`setup_allow`,
+//! `open_addresses`, its credentials, the programs it hides), and one id
+//! can name other rules over time (a profile saved again, narrowed) or at
+//! once (a file giving the id of the store's profile); keyed by the id, a
+//! job under the narrow rules restored what setup had fetched under the
+//! wide ones. The source alone is also hashed, so entries of one
 //! source can be counted and pruned together, and no other source's key
 //! can ever equal its. An entry is named by its key and the commit it was
 //! produced from (`mod.rs` says who may restore it): one key can have
 //! entries from several commits, a branch's beside main's.
 
+use paddock_protocol::HostProfile;
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
@@ -64,7 +71,8 @@ pub(crate) struct KeyInput<'a> {
     pub commands: &'a [String],
     pub network: Vec<String>,
     pub rung: &'a str,
-    pub profile: Option<&'a str>,
+    /// The job's host profile, every rule of it.
+    pub profile: Option<&'a HostProfile>,
     pub path_env: &'a str,
 }
 
@@ -81,7 +89,7 @@ impl Key {
     pub fn of(mut input: KeyInput<'_>) -> Key {
         input.key_files.sort();
         let mut h = Sha256::new();
-        h.update(b"paddock setup cache 1\n");
+        h.update(b"paddock setup cache 2\n");
         // Serializing these plain types cannot fail; an empty hash would
         // only make every key of this kind equal, which the source part
         // still separates.
@@ -149,6 +157,10 @@ mod tests {
     #[test]
     fn every_part_counts() {
         let cmds = vec!["npm ci".to_string()];
+        // Two profiles of one id: the second opens less to setup.
+        let text = "id = \"p\"\n[network]\nsetup_allow = [\"registries\"]\n";
+        let profile = HostProfile::from_toml(text, "p").unwrap();
+        let narrowed = HostProfile::from_toml("id = \"p\"\n", "p").unwrap();
         let base = Key::of(input(
             "/r",
             &[("a/package-lock.json", "1"), ("x", "2")],
@@ -186,7 +198,11 @@ mod tests {
                 ..input("/r", &[("a/package-lock.json", "1"), ("x", "2")], &cmds)
             }),
             Key::of(KeyInput {
-                profile: Some("p"),
+                profile: Some(&profile),
+                ..input("/r", &[("a/package-lock.json", "1"), ("x", "2")], &cmds)
+            }),
+            Key::of(KeyInput {
+                profile: Some(&narrowed),
                 ..input("/r", &[("a/package-lock.json", "1"), ("x", "2")], &cmds)
             }),
             Key::of(KeyInput {
@@ -197,6 +213,8 @@ mod tests {
         for k in &changed {
             assert_ne!(k.full, base.full);
         }
+        // One id, other rules: another key.
+        assert_ne!(changed[5].full, changed[6].full);
         assert_eq!(
             (
                 changed[1].source == base.source,

@@ -519,3 +519,78 @@ async fn a_branch_cannot_poison_main_in_the_sandbox() {
     }
     a_branch_cannot_poison_main_on("sandbox").await;
 }
+
+/// What a setup may fetch is its host profile's to say (`setup_allow`,
+/// `open_addresses`, its credentials, the programs it hides), so an entry
+/// is only as good as the rules it was made under. A profile narrowed
+/// under the same id (`paddock profile add` again, or another file with
+/// that id) must not restore what setup fetched under the wider one: the
+/// narrow job misses and runs its own setup, which the proxy refuses.
+/// Before, the key held the profile's id alone and the narrow job got
+/// the page the wide one had fetched, its commands never run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_profile_narrowed_under_the_same_id_does_not_restore_what_the_wider_one_fetched() {
+    let index = PypiIndexStandIn::start().await;
+    let home = Home::new();
+    let at = format!("127.0.0.1:{}", index.port);
+    let url = format!("{}{PYPI_PROJECT}/", index.index_url());
+    let profile = home.path().join("profile.toml");
+    let wide =
+        format!("id = \"box\"\n[network]\nsetup_allow = [\"{at}\"]\nopen_addresses = [\"{at}\"]\n");
+    let narrow = format!("id = \"box\"\n[network]\nsetup_allow = [\"{at}\"]\n");
+    let fetch = format!(
+        "mkdir -p deps && {{ NO_PROXY= no_proxy= curl -sf --max-time 10 -o deps/page {url} || echo refused > deps/page; }}"
+    );
+    let spec = spec_running(
+        &home,
+        "process",
+        "cat deps/page > \"$HOME/seen\"",
+        &[fetch.as_str()],
+        &format!(
+            "network = [\"{at}\"]\n\n[policy]\nprofile = \"profile.toml\"\naccept_degraded = [\"network\"]\n"
+        ),
+    );
+    std::fs::write(&profile, &wide).unwrap();
+    let first = run(&home, &spec).await;
+    let asked = index.requests();
+    // The page as the index serves it.
+    let page = std::process::Command::new("curl")
+        .args(["-sf", "--noproxy", "*", &url])
+        .output()
+        .unwrap();
+    let page = String::from_utf8(page.stdout).unwrap();
+    let k = key_of(&first.cache[0]);
+    assert_eq!(
+        (first.commands_run, first.seen.as_str(), asked.len()),
+        (1, page.as_str(), 1),
+        "{:?}",
+        first.cache
+    );
+    std::fs::write(&profile, &narrow).unwrap();
+    let second = run(&home, &spec).await;
+    let k2 = key_of(&second.cache[0]);
+    assert_eq!(
+        (
+            second.cache[0].as_str(),
+            second.commands_run,
+            second.seen.as_str(),
+            index.requests().len()
+        ),
+        (
+            format!("not in the setup cache (key {k2}); the setup commands run").as_str(),
+            1,
+            "refused\n",
+            2
+        ),
+        "{:?}",
+        second.cache
+    );
+    assert_ne!(k2, k);
+    // Each profile's next job restores what was made under its own rules.
+    std::fs::write(&profile, &wide).unwrap();
+    let third = run(&home, &spec).await;
+    assert_eq!(
+        (third.commands_run, third.seen.as_str()),
+        (0, page.as_str())
+    );
+}
