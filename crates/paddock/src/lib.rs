@@ -45,6 +45,7 @@ pub mod server;
 pub mod session;
 pub(crate) mod setup_cache;
 pub mod setup_check;
+pub mod shell_word;
 pub mod store;
 pub mod supervise;
 pub mod telemetry;

@@ -10,7 +10,8 @@
 //! rewritten: when git refuses the update (the branch holds commits this
 //! job's does not continue, a rerun of the same ticket and attempt, or it
 //! is checked out), the error says which branch, where it is, git's own
-//! reason and how to take the job's branch under another name. Paddock's
+//! reason and how to take the job's branch under another name (a command
+//! to paste, its paths quoted for the shell: `shell_word`). Paddock's
 //! fetches into one source take turns (an exclusive `flock` on
 //! `<jobs>/.source-locks/<hash of the source's path>.lock`,
 //! `workspace/source_lock.rs`, pruned once unused): git creates
@@ -28,9 +29,11 @@ use crate::workspace::{user_git, user_git_given, user_git_with, UserGitInput, Wo
 pub enum SourceFetchError {
     #[error(
         "the source {source_repo} already has a branch {branch} (at {existing}), and Paddock \
-         never rewrites a branch: {git}; to take this job's under another name: `git -C \
-         {source_repo} fetch {bundle} {branch}:NAME`, or run the ticket's next attempt with \
-         `paddock run SPEC --attempt-after {job}`"
+         never rewrites a branch: {git}; to take this job's under another name: `git -C {} \
+         fetch {} {branch}:NAME`, or run the ticket's next attempt with `paddock run SPEC \
+         --attempt-after {job}`",
+        crate::shell_word::path(.source_repo),
+        crate::shell_word::path(.bundle)
     )]
     Exists {
         job: String,

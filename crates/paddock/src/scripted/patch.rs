@@ -7,7 +7,7 @@
 //! lines, so a scripted edit's `old` must be one or more whole lines of the
 //! file, and an added file always ends with a line break.
 
-use super::sse::shell_quote;
+use crate::shell_word::quote as shell_quote;
 
 /// A patch that creates `path` (or replaces its content) with `content`.
 pub(crate) fn add_file(path: &str, content: &str) -> String {

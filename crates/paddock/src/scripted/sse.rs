@@ -1,6 +1,6 @@
 //! Server-sent-event framing and the small text helpers both wire renderers
 //! share: one `event:`/`data:` frame per chunk, text cut into deltas the way a
-//! model streams it, JSON bodies, and shell quoting.
+//! model streams it, and JSON bodies (shell quoting is `crate::shell_word`).
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -59,20 +59,6 @@ pub(crate) fn deltas(text: &str) -> Vec<&str> {
 /// The preferred size of a text delta, in bytes.
 const DELTA_LEN: usize = 16;
 
-/// Quotes a word for a POSIX shell, leaving plain words as they are.
-pub(crate) fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word.chars().all(|ch| {
-            ch.is_ascii_alphanumeric()
-                || matches!(ch, '_' | '-' | '.' | '/' | '+' | ':' | ',' | '@' | '%')
-        });
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -103,13 +89,5 @@ mod tests {
         let pieces = deltas(&unbroken);
         assert_eq!(pieces.concat(), unbroken);
         assert_eq!(pieces.len(), 3);
-    }
-
-    #[test]
-    fn quotes_shell_words() {
-        assert_eq!(shell_quote("src/lib.rs"), "src/lib.rs");
-        assert_eq!(shell_quote("my file"), "'my file'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
     }
 }

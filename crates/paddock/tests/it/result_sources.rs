@@ -288,6 +288,59 @@ async fn the_branch_comes_back_into_sources_as_users_have_them() {
     );
 }
 
+/// A source whose path has a space and letters outside ASCII (`My
+/// Repos/grüße`): a rerun of the same ticket and attempt finds its branch
+/// taken, and the command its warning gives to take the job's branch
+/// under another name, pasted into a shell, takes it. Before, its paths
+/// were left unquoted and the shell split the source's path in two.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_command_a_rerun_is_told_takes_its_branch_from_a_path_with_a_space() {
+    let home = Home::new();
+    let dir = home.path().join("My Repos").join("grüße");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = repo(&dir);
+    let mut codes = Vec::new();
+    let mut stderr = String::new();
+    for (run, text) in [("first", "one"), ("second", "two")] {
+        let d = home.path().join(run);
+        std::fs::create_dir_all(&d).unwrap();
+        let work = finishing(&format!("printf '{text}\\n' > fix.txt"));
+        let spec = stand_in_spec(&d, &source, "process", &work);
+        let out = home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await;
+        codes.push(out.status.code());
+        stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    }
+    let told = stderr
+        .split("to take this job's under another name: `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no command in: {stderr}"))
+        .replace(":NAME", ":taken");
+    let taken = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&told)
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            codes,
+            taken.status.code(),
+            show(&source, "taken:fix.txt"),
+            show(&source, "paddock/T-1/1:fix.txt"),
+        ),
+        (
+            vec![Some(0), Some(0)],
+            Some(0),
+            "two\n".to_string(),
+            "one\n".to_string(),
+        ),
+        "{told}: {}",
+        String::from_utf8_lossy(&taken.stderr)
+    );
+}
+
 /// A ticket id names a git branch (`paddock/<ticket>/<attempt>`): every
 /// odd id a spec takes makes a branch git takes (`git check-ref-format`),
 /// and the ids git would refuse (or that a shell or a forge would read
