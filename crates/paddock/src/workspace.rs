@@ -77,6 +77,18 @@ pub enum WorkspaceError {
     /// directory.
     #[error("repository {path}: {why}")]
     NotARepository { path: PathBuf, why: &'static str },
+    /// A directory inside a repository's work tree, which git finds the
+    /// repository from but cannot clone.
+    #[error(
+        "repository {path}: it is the directory `{prefix}` inside the git repository {top}, not \
+         a repository's top level: set repository.path to {top} (a job works on the whole \
+         repository)"
+    )]
+    NotTopLevel {
+        path: PathBuf,
+        prefix: String,
+        top: String,
+    },
     #[error("repository {source_repo}: git clone failed: {stderr}")]
     Clone { source_repo: String, stderr: String },
     #[error(
@@ -614,9 +626,22 @@ impl Workspace {
                         return Err(e);
                     }
                 };
-                let snap =
-                    Snapshot::get_or_make(jobs_root, &SnapSource::Path(&source), &base_commit)
-                        .await?;
+                let snap = match Snapshot::get_or_make(
+                    jobs_root,
+                    &SnapSource::Path(&source),
+                    &base_commit,
+                )
+                .await
+                {
+                    Ok(snap) => snap,
+                    Err(e) => {
+                        // A directory git finds a repository from but
+                        // cannot clone (inside a work tree) is the
+                        // error to report, then.
+                        Workspace::source_of(repo).await?;
+                        return Err(e);
+                    }
+                };
                 (source, base_commit, snap, None)
             }
             (None, Some(url)) => {
@@ -861,12 +886,31 @@ impl Workspace {
         Ok(Workspace { base_commit, ..ws })
     }
 
-    /// The source to clone: a local repository's path (checked to be one)
-    /// or the URL.
+    /// The source to clone: a local repository's path (checked to be one,
+    /// at its top level: a directory inside a work tree is refused naming
+    /// the top) or the URL.
     async fn source_of(repo: &RepositorySpec) -> Result<String, WorkspaceError> {
         Ok(match (&repo.path, &repo.url) {
             (Some(path), _) => {
-                let probe = user_git(path, ["rev-parse", "--git-dir"]).await;
+                // The directory's path below its work tree's top level
+                // (the second line): empty at the top, in a bare
+                // repository and in a git directory.
+                let probe = user_git(path, ["rev-parse", "--git-dir", "--show-prefix"]).await;
+                let prefix = probe
+                    .as_ref()
+                    .ok()
+                    .and_then(|out| out.lines().nth(1))
+                    .unwrap_or_default();
+                if path.is_dir() && !prefix.is_empty() {
+                    let top = user_git(path, ["rev-parse", "--show-toplevel"])
+                        .await
+                        .unwrap_or_default();
+                    return Err(WorkspaceError::NotTopLevel {
+                        path: path.clone(),
+                        prefix: prefix.to_string(),
+                        top: top.trim_end_matches('\n').to_string(),
+                    });
+                }
                 if !path.is_dir() || probe.is_err() {
                     let why = if !path.exists() {
                         "no such directory"

@@ -157,6 +157,54 @@ async fn no_hook_of_the_source_runs_when_the_branch_comes_back() {
     );
 }
 
+/// A directory inside a repository's work tree as the source (`path =
+/// "../mono/services/api"`), in either layout: refused at provisioning
+/// (exit 2) naming the repository's top level to set instead, the source
+/// left without a branch. Before: "git clone failed: fatal: repository
+/// '…/api' does not exist", of a directory that does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_directory_inside_a_repository_is_refused_naming_its_top_level() {
+    let home = Home::new();
+    let top = repo(home.path());
+    let inside = top.join("services").join("api");
+    std::fs::create_dir_all(&inside).unwrap();
+    std::fs::write(inside.join("main.py"), "print(1)\n").unwrap();
+    git(&top, &["add", "."]);
+    git(&top, &["commit", "-q", "-m", "api"]);
+    let mut seen = Vec::new();
+    for layout in ["overlay", "clone"] {
+        let d = home.path().join(layout);
+        std::fs::create_dir_all(&d).unwrap();
+        let spec = stand_in_spec(&d, &inside, "process", &finishing("true"));
+        let out = home
+            .paddock(
+                &["run", "--json", spec.to_str().unwrap()],
+                &[("PADDOCK_WORKSPACE_LAYOUT", layout)],
+            )
+            .await;
+        let r = record(&out);
+        seen.push((layout, out.status.code(), r.status, r.reason));
+    }
+    let refused = |layout| {
+        (
+            layout,
+            Some(2),
+            paddock_protocol::JobStatus::Failed,
+            Some(format!(
+                "repository {}: it is the directory `services/api/` inside the git repository \
+                 {t}, not a repository's top level: set repository.path to {t} (a job works on \
+                 the whole repository)",
+                inside.display(),
+                t = top.display()
+            )),
+        )
+    };
+    assert_eq!(
+        (seen, git(&top, &["branch", "--list", "paddock/*"])),
+        (vec![refused("overlay"), refused("clone")], String::new())
+    );
+}
+
 /// The branch comes back into sources as users have them: a shallow
 /// clone, a sparse checkout (its sparse patterns and work tree left as
 /// they were), a linked worktree (on its own branch, and on `HEAD`, which
