@@ -6,7 +6,11 @@
 //!
 //! Each call reserves its worst case (input estimate plus the most output it
 //! may produce, at the model's prices) before it is forwarded and settles on
-//! its metered cost. A call is admitted while the settled spend plus the
+//! its metered cost. A call's input is reckoned at bytes / 4 while it is
+//! the job's only call in flight, and at one token a byte (the most a
+//! byte-level tokenizer makes) beside others; a call whose input its bytes
+//! do not bound (images, files, web search) runs only alone
+//! ([`InputReckoning`]). A call is admitted while the settled spend plus the
 //! reservations in flight plus its own fit under the tightest ceiling; one
 //! that would fit once the calls in flight settle waits for them; one whose
 //! worst case does not fit what is left even then is refused, and the job
@@ -29,6 +33,42 @@ use crate::store::{SpendScope, StoreError};
 /// produce (`max_output_tokens` / `max_tokens`) on a model whose price has
 /// no `max_output`.
 pub const DEFAULT_OUTPUT_RESERVE: u64 = 32_000;
+
+/// How a call's input tokens are reckoned in its worst case. bytes / 4
+/// is text's usual rate, not its most: text can make up to one token a
+/// byte, so a call's input can pass its estimate. Alone, a call's excess
+/// is bounded by the one call (a Messages stream reports its input at its
+/// first event and is cut there); calls side by side would each add
+/// theirs. So a call beside others of its job in flight is reckoned at
+/// one token a byte, which no byte-level tokenizer exceeds, and a call
+/// whose input its bytes do not bound at all (an image, a file, audio, a
+/// web search: priced by what they hold, not by their size) waits until it
+/// is alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputReckoning {
+    /// No other call of the job in flight: bytes / 4.
+    Alone,
+    /// Beside calls in flight: one token a byte.
+    Beside,
+}
+
+/// A call's worst case in micro-dollars as each [`InputReckoning`] prices
+/// it; `beside: None` for a call that runs only alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorstCase {
+    pub alone: i64,
+    pub beside: Option<i64>,
+}
+
+impl WorstCase {
+    /// A worst case that is the same alone and beside others.
+    pub fn fixed(micros: i64) -> WorstCase {
+        WorstCase {
+            alone: micros,
+            beside: Some(micros),
+        }
+    }
+}
 
 /// What a ceiling applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +190,8 @@ fn tightest(ceilings: &[Ceiling]) -> Option<Ceiling> {
 }
 
 /// A call's worst case, reserved before it is forwarded: the request's
-/// bytes / 4 as uncached input plus the most output it may produce (its own
+/// bytes as uncached input tokens, reckoned as `input` says, plus the most
+/// output it may produce (its own
 /// `max_output_tokens` / `max_tokens`, at most the model's `max_output`;
 /// without a cap, the model's `max_output`, else
 /// [`DEFAULT_OUTPUT_RESERVE`]) for each of its `choices` (Chat Completions'
@@ -163,8 +204,9 @@ pub fn estimate_micros(
     request_bytes: u64,
     max_output: Option<u64>,
     choices: u64,
+    input: InputReckoning,
 ) -> i64 {
-    let tokens = worst_case_tokens(prices, model, request_bytes, max_output, choices);
+    let tokens = worst_case_tokens(prices, model, request_bytes, max_output, choices, input);
     prices.cost_micros(model, &tokens).unwrap_or(0)
 }
 
@@ -177,6 +219,7 @@ pub fn worst_case_tokens(
     request_bytes: u64,
     max_output: Option<u64>,
     choices: u64,
+    input: InputReckoning,
 ) -> TokenUsage {
     let model_max = prices.price(model).and_then(|p| p.max_output);
     let output = match (max_output, model_max) {
@@ -187,7 +230,10 @@ pub fn worst_case_tokens(
     }
     .saturating_mul(choices.max(1));
     TokenUsage {
-        input_tokens: request_bytes / 4,
+        input_tokens: match input {
+            InputReckoning::Alone => request_bytes / 4,
+            InputReckoning::Beside => request_bytes,
+        },
         output_tokens: output,
         ..TokenUsage::default()
     }
@@ -254,9 +300,10 @@ impl Budget {
         self.lock().held
     }
 
-    /// Admits call `seq` with its reservation `estimate`, waiting for calls
-    /// in flight to settle while the reservation does not fit.
-    pub async fn admit(self: &Arc<Self>, seq: u64, estimate: i64) -> Admission {
+    /// Admits call `seq` with its reservation `worst` (alone, or beside
+    /// the calls in flight: [`InputReckoning`]), waiting for calls in
+    /// flight to settle while the reservation does not fit.
+    pub async fn admit(self: &Arc<Self>, seq: u64, worst: WorstCase) -> Admission {
         loop {
             let notified = self.settled.notified();
             tokio::pin!(notified);
@@ -265,7 +312,7 @@ impl Budget {
                 let mut st = self.lock();
                 let Some(ceiling) = tightest(&st.ceilings) else {
                     st.flights.insert(seq, (0, 0));
-                    return Admission::Admitted(self.reservation(seq));
+                    return Admission::Admitted(self.reservation(seq, InputReckoning::Alone));
                 };
                 let room = ceiling.room();
                 if st.spent >= room {
@@ -277,15 +324,22 @@ impl Budget {
                     .values()
                     .map(|(reserved, running)| (*reserved).max(*running))
                     .fold(st.spent, i64::saturating_add);
-                if committed.saturating_add(estimate) <= room {
+                let now = match st.flights.is_empty() {
+                    true => Some((worst.alone, InputReckoning::Alone)),
+                    false => worst.beside.map(|b| (b, InputReckoning::Beside)),
+                };
+                if let Some((estimate, input)) =
+                    now.filter(|(e, _)| committed.saturating_add(*e) <= room)
+                {
                     st.flights.insert(seq, (estimate, 0));
-                    return Admission::Admitted(self.reservation(seq));
+                    return Admission::Admitted(self.reservation(seq, input));
                 }
-                // Even with every call in flight settled at nothing, the
-                // worst case would not fit: refused now.
-                if st.spent.saturating_add(estimate) > room {
+                // Even with every call in flight settled at nothing (and
+                // this one then alone), the worst case would not fit:
+                // refused now.
+                if st.spent.saturating_add(worst.alone) > room {
                     st.held = true;
-                    return Admission::Refused(ceiling.worst_case_message(st.spent, estimate));
+                    return Admission::Refused(ceiling.worst_case_message(st.spent, worst.alone));
                 }
             }
             notified.await;
@@ -309,10 +363,11 @@ impl Budget {
         self.lock().ceilings.clone()
     }
 
-    fn reservation(self: &Arc<Self>, seq: u64) -> Reservation {
+    fn reservation(self: &Arc<Self>, seq: u64, input: InputReckoning) -> Reservation {
         Reservation {
             budget: self.clone(),
             seq,
+            input,
             settled: false,
         }
     }
@@ -363,10 +418,17 @@ impl Budget {
 pub struct Reservation {
     budget: Arc<Budget>,
     seq: u64,
+    input: InputReckoning,
     settled: bool,
 }
 
 impl Reservation {
+    /// How the call's input was reckoned when it was admitted: its worst
+    /// case, as its row written ahead holds it.
+    pub fn input(&self) -> InputReckoning {
+        self.input
+    }
+
     /// Updates the call's running cost; `Some(message)` when the stream
     /// must be cut.
     pub fn observe(&self, running_micros: i64) -> Option<String> {
@@ -413,17 +475,17 @@ mod tests {
     #[tokio::test]
     async fn reservations_that_do_not_fit_wait_instead_of_refusing() {
         let b = job(1_000);
-        let r1 = admitted(b.admit(1, 600).await);
+        let r1 = admitted(b.admit(1, WorstCase::fixed(600)).await);
         // 600 + 600 > 1000: the second call waits for the first to settle.
         let b2 = b.clone();
-        let second = tokio::spawn(async move { b2.admit(2, 600).await });
+        let second = tokio::spawn(async move { b2.admit(2, WorstCase::fixed(600)).await });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!second.is_finished());
         r1.settle(100);
         let r2 = admitted(second.await.unwrap());
         r2.settle(900);
         assert_eq!(b.spent(), 1_000);
-        match b.admit(3, 1).await {
+        match b.admit(3, WorstCase::fixed(1)).await {
             Admission::Refused(m) => assert_eq!(
                 m,
                 "paddock broker: job budget spent ($0.001000 of $0.001000); the job is held"
@@ -439,7 +501,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_whose_worst_case_does_not_fit_is_refused() {
         let b = job(6_000);
-        match b.admit(1, 50_900).await {
+        match b.admit(1, WorstCase::fixed(50_900)).await {
             Admission::Refused(m) => assert_eq!(
                 m,
                 "paddock broker: job budget: this call could cost up to $0.050900 (its input and the most output it may produce), more than the $0.006000 left ($0.000000 of $0.006000 spent); the job is held"
@@ -449,22 +511,129 @@ mod tests {
         assert!(b.held());
         assert_eq!(b.spent(), 0);
         let b = job(1_000);
-        let r = admitted(b.admit(1, 900).await);
+        let r = admitted(b.admit(1, WorstCase::fixed(900)).await);
         assert_eq!(r.observe(900), None);
         assert_eq!(
             r.observe(1_001).as_deref(),
             Some("paddock broker: job budget reached ($0.001001 of $0.001000 with the calls under way): the response was cut; the job is held")
         );
         r.settle(1_001);
-        assert!(matches!(b.admit(2, 1).await, Admission::Refused(_)));
+        assert!(matches!(
+            b.admit(2, WorstCase::fixed(1)).await,
+            Admission::Refused(_)
+        ));
+    }
+
+    /// A call beside others in flight reserves its worst case reckoned at
+    /// one token a byte, and waits while that does not fit even if its
+    /// bytes / 4 would; a call whose input its bytes do not bound waits
+    /// until it is alone; a worst case that does not fit alone is refused
+    /// at once. Before, every call reserved its bytes / 4 however many ran
+    /// beside it, and each could pass its estimate.
+    #[tokio::test]
+    async fn calls_beside_others_reserve_their_inputs_most() {
+        let b = job(1_000);
+        let reckoned = |a: &Reservation| a.input();
+        let first = admitted(
+            b.admit(
+                1,
+                WorstCase {
+                    alone: 100,
+                    beside: Some(400),
+                },
+            )
+            .await,
+        );
+        let second = admitted(
+            b.admit(
+                2,
+                WorstCase {
+                    alone: 100,
+                    beside: Some(400),
+                },
+            )
+            .await,
+        );
+        let (b3, b4) = (b.clone(), b.clone());
+        // 100 + 400 + 600 > 1000: waits, though its 100 alone would fit.
+        let third = tokio::spawn(async move {
+            b3.admit(
+                3,
+                WorstCase {
+                    alone: 100,
+                    beside: Some(600),
+                },
+            )
+            .await
+        });
+        // An image: only alone.
+        let image = tokio::spawn(async move {
+            b4.admit(
+                4,
+                WorstCase {
+                    alone: 50,
+                    beside: None,
+                },
+            )
+            .await
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let waiting = (third.is_finished(), image.is_finished());
+        first.settle(0);
+        let third = admitted(third.await.unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let image_waits = image.is_finished();
+        let third_input = reckoned(&third);
+        second.settle(100);
+        third.settle(100);
+        let image = admitted(image.await.unwrap());
+        let refused = match b
+            .admit(
+                5,
+                WorstCase {
+                    alone: 801,
+                    beside: Some(801),
+                },
+            )
+            .await
+        {
+            Admission::Refused(m) => m,
+            Admission::Admitted(_) => panic!("admitted a worst case past the ceiling"),
+        };
+        assert_eq!(
+            (
+                waiting,
+                image_waits,
+                [third_input, reckoned(&image)],
+                refused
+            ),
+            (
+                (false, false),
+                false,
+                [InputReckoning::Beside, InputReckoning::Alone],
+                "paddock broker: job budget: this call could cost up to $0.000801 (its input and the most output it may produce), more than the $0.000800 left ($0.000200 of $0.001000 spent); the job is held".to_string()
+            )
+        );
+        drop(image);
+        let sixth = admitted(
+            b.admit(
+                6,
+                WorstCase {
+                    alone: 1,
+                    beside: None,
+                },
+            )
+            .await,
+        );
+        assert_eq!((reckoned(&sixth), b.spent()), (InputReckoning::Alone, 200));
     }
 
     #[tokio::test]
     async fn a_dropped_reservation_costs_nothing() {
         let b = job(10);
-        drop(admitted(b.admit(1, 10).await));
+        drop(admitted(b.admit(1, WorstCase::fixed(10)).await));
         assert_eq!(b.spent(), 0);
-        admitted(b.admit(2, 10).await).settle(3);
+        admitted(b.admit(2, WorstCase::fixed(10)).await).settle(3);
         assert_eq!(b.spent(), 3);
     }
 
@@ -482,8 +651,8 @@ mod tests {
                 prior_micros: 2_999_000,
             },
         ]);
-        admitted(b.admit(1, 10).await).settle(1_000);
-        match b.admit(2, 10).await {
+        admitted(b.admit(1, WorstCase::fixed(10)).await).settle(1_000);
+        match b.admit(2, WorstCase::fixed(10)).await {
             Admission::Refused(m) => assert_eq!(
                 m,
                 "paddock broker: ticket budget (across attempts) spent ($3.000000 of $3.000000); the job is held"
@@ -505,27 +674,68 @@ mod tests {
         // gpt-5.5: 4000 bytes → 1000 input tokens × $5/M = 5000 µ$; output
         // at most the model's 128 000 tokens × $30/M = 3 840 000 µ$.
         assert_eq!(
-            estimate_micros(&prices, "gpt-5.5", 4_000, Some(1_000_000), 1),
+            estimate_micros(
+                &prices,
+                "gpt-5.5",
+                4_000,
+                Some(1_000_000),
+                1,
+                InputReckoning::Alone
+            ),
             3_845_000
         );
         assert_eq!(
-            estimate_micros(&prices, "gpt-5.5", 4_000, Some(100), 1),
+            estimate_micros(
+                &prices,
+                "gpt-5.5",
+                4_000,
+                Some(100),
+                1,
+                InputReckoning::Alone
+            ),
             8_000
         );
         // Three choices of 100 tokens each: 5000 + 300 × $30/M.
         assert_eq!(
-            estimate_micros(&prices, "gpt-5.5", 4_000, Some(100), 3),
+            estimate_micros(
+                &prices,
+                "gpt-5.5",
+                4_000,
+                Some(100),
+                3,
+                InputReckoning::Alone
+            ),
             14_000
         );
         assert_eq!(
-            estimate_micros(&prices, "gpt-5.5", 4_000, None, 1),
+            estimate_micros(&prices, "gpt-5.5", 4_000, None, 1, InputReckoning::Alone),
             3_845_000
         );
         // Above 200 000 input tokens, Sonnet's long-context rates: 250 000 ×
         // $6/M + 1000 × $22.5/M.
         assert_eq!(
-            estimate_micros(&prices, "claude-sonnet-4-5", 1_000_000, Some(1_000), 1),
+            estimate_micros(
+                &prices,
+                "claude-sonnet-4-5",
+                1_000_000,
+                Some(1_000),
+                1,
+                InputReckoning::Alone
+            ),
             1_522_500
+        );
+        // Beside other calls in flight, the input at one token a byte:
+        // 4000 × $5/M + 100 × $30/M.
+        assert_eq!(
+            estimate_micros(
+                &prices,
+                "gpt-5.5",
+                4_000,
+                Some(100),
+                1,
+                InputReckoning::Beside
+            ),
+            23_000
         );
         // A model without max_output: the default reserve.
         let t = PriceTable::parse(
@@ -533,6 +743,9 @@ mod tests {
             "t",
         )
         .unwrap();
-        assert_eq!(estimate_micros(&t, "m", 0, None, 1), 32_000);
+        assert_eq!(
+            estimate_micros(&t, "m", 0, None, 1, InputReckoning::Alone),
+            32_000
+        );
     }
 }

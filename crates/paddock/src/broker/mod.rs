@@ -25,6 +25,7 @@ mod error_text;
 pub mod eventstream;
 pub mod google_adc;
 pub mod google_auth;
+mod input_bound;
 mod json_walk;
 pub mod ledger;
 pub mod meter;

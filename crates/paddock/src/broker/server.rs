@@ -16,7 +16,9 @@ use paddock_protocol::TokenUsage;
 use serde_json::{json, Value};
 
 use super::budget::{
-    estimate_micros, worst_case_tokens, Admission, Reservation, DEFAULT_OUTPUT_RESERVE,
+    estimate_micros, worst_case_tokens, Admission,
+    InputReckoning::{Alone, Beside},
+    Reservation, WorstCase, DEFAULT_OUTPUT_RESERVE,
 };
 use super::call::Call;
 use super::ledger::LedgerError;
@@ -412,7 +414,17 @@ async fn admit(
             max_output = Some(DEFAULT_OUTPUT_RESERVE);
         }
     }
-    let mut estimate = estimate_micros(prices, &model, body.len() as u64, max_output, choices);
+    // Its input counted by what its images, files or searches hold, not by
+    // its bytes: it runs only alone (`input_bound.rs`).
+    let bounded = super::input_bound::unbounded_input(api, &model, &request).is_none();
+    let mut estimate = estimate_micros(
+        prices,
+        &model,
+        body.len() as u64,
+        max_output,
+        choices,
+        Alone,
+    );
     // A worst case past what is left: the output is capped to what fits.
     if let Some(left) = shared.budget.left() {
         if estimate > left {
@@ -427,7 +439,14 @@ async fn admit(
             ) {
                 body = rewritten;
                 max_output = Some(cap);
-                estimate = estimate_micros(prices, &model, body.len() as u64, max_output, choices);
+                estimate = estimate_micros(
+                    prices,
+                    &model,
+                    body.len() as u64,
+                    max_output,
+                    choices,
+                    Alone,
+                );
             }
         }
     }
@@ -435,14 +454,27 @@ async fn admit(
     // the budget's wait.
     drop(request);
     drop(reading);
-    let worst = worst_case_tokens(prices, &model, body.len() as u64, max_output, choices);
-    match shared.budget.admit(call.seq, estimate).await {
-        Admission::Admitted(reservation) => Ok(Admitted {
-            body,
-            model,
-            reservation,
-            worst: (worst, estimate),
-        }),
+    let bytes = body.len() as u64;
+    let worst = WorstCase {
+        alone: estimate,
+        beside: bounded
+            .then(|| estimate_micros(prices, &model, bytes, max_output, choices, Beside)),
+    };
+    match shared.budget.admit(call.seq, worst).await {
+        Admission::Admitted(reservation) => {
+            let input = reservation.input();
+            let tokens = worst_case_tokens(prices, &model, bytes, max_output, choices, input);
+            let micros = match input {
+                Alone => worst.alone,
+                Beside => worst.beside.unwrap_or(worst.alone),
+            };
+            Ok(Admitted {
+                body,
+                model,
+                reservation,
+                worst: (tokens, micros),
+            })
+        }
         Admission::Refused(msg) => {
             let _ = shared.policy.send(PolicyNotice {
                 rule: "budget".into(),

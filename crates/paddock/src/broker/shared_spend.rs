@@ -142,7 +142,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(prior, 1000);
-        match budget.admit(1, 10).await {
+        match budget.admit(1, super::super::budget::WorstCase::fixed(10)).await {
             Admission::Refused(message) => assert_eq!(
                 message,
                 "paddock broker: ticket budget (across attempts) spent ($0.001000 of $0.001000); the job is held"

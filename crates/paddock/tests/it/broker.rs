@@ -2794,3 +2794,100 @@ async fn a_model_without_a_max_output_is_capped_at_its_reserve() {
         assert_eq!(sent[field], reserve, "{path}: {sent}");
     }
 }
+
+/// An upstream that answers each call (a whole Responses answer) after
+/// 300 ms, billing one input token for each byte of its request (what a
+/// byte-level tokenizer makes of text at its densest) and 100 output
+/// tokens.
+async fn densely_billing_upstream() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(|body: bytes::Bytes| async move {
+        let usage = serde_json::json!({"input_tokens": body.len(), "output_tokens": 100,
+            "total_tokens": body.len() + 100});
+        let response = serde_json::json!({"id": "resp_1", "object": "response",
+            "status": "completed", "model": "gpt-5.5", "output": [], "usage": usage});
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        axum::response::Response::builder()
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(response.to_string()))
+            .unwrap()
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+/// Calls a job runs side by side cannot each pass their input estimate:
+/// ten at once against a budget of ten calls' bytes / 4, each billed one
+/// input token a byte (about 4,000 bytes: 4,000 × $5/M + 100 × $30/M =
+/// $0.023 where $0.008 was reserved). The first runs reserved at bytes / 4, the
+/// ones beside it at one token a byte ($0.023: three fit), the rest wait
+/// and are refused once the spend reaches the ceiling: the job ends at
+/// its ceiling plus at most the one call's excess (four calls, $0.092 of
+/// $0.080). Before, all ten ran on reservations of $0.008 each and the
+/// job spent $0.230, nearly three times its budget, and 64 calls could
+/// each add their excess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_side_by_side_cannot_each_pass_their_input_estimate() {
+    let base = densely_billing_upstream().await;
+    let budget = 10 * CALL_MICROS;
+    let ledger = Arc::new(MemoryLedger::default());
+    let mut broker = broker::start(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        BrokerConfig {
+            job_id: "job-dense".into(),
+            attempt: 1,
+            upstream: Upstream {
+                base,
+                provider: Provider::Scripted,
+            },
+            prices: Arc::new(PriceTable::vendored().unwrap()),
+            ceilings: job_ceiling(budget),
+            allowlist: ModelAllowlist::any(),
+            allow_unpriced: false,
+            web_search: false,
+            retry: fast_retry(1),
+            max_upstream_event_bytes: 16 << 20,
+            ledger,
+        },
+    )
+    .unwrap();
+    let mut body = responses_body(Some(100));
+    body["stream"] = false.into();
+    let tasks: Vec<_> = (0..10)
+        .map(|_| {
+            let send = client()
+                .post(format!("{}/v1/responses", broker.url))
+                .bearer_auth(broker.token.expose())
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send();
+            tokio::spawn(async move { send.await.unwrap().status().as_u16() })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in tasks {
+        statuses.push(t.await.unwrap());
+    }
+    statuses.sort_unstable();
+    let mut rows = Vec::new();
+    for _ in 0..10 {
+        let call = broker.calls.recv().await.unwrap();
+        rows.push((call.status, call.cost_micros));
+    }
+    rows.sort_unstable_by_key(|(s, c)| (format!("{s:?}"), *c));
+    // Its bytes at $5/M a token, 100 output tokens at $30/M.
+    let per_call = body.to_string().len() as i64 * 5 + 100 * 30;
+    assert_eq!(
+        (statuses, rows, broker.spent_micros()),
+        (
+            [vec![200; 4], vec![402; 6]].concat(),
+            [
+                vec![(CallStatus::Ok, per_call); 4],
+                vec![(CallStatus::Refused, 0); 6]
+            ]
+            .concat(),
+            4 * per_call
+        )
+    );
+}
