@@ -16,7 +16,9 @@
 //! attempt's branch the patch was made on and how to get the whole work.
 //! Any other patch git refuses where HEAD lacks the job's base commit
 //! (the tree moved on, or is on another branch) is said to have been made
-//! on that commit, read from the job's `branch.bundle`.
+//! on that commit, read from the job's `branch.bundle`. A patch git
+//! refuses whose reverse applies is applied there already (a second
+//! `paddock apply JOB`): that is said, and nothing is done (exit 0).
 
 use std::path::{Path, PathBuf};
 
@@ -70,9 +72,26 @@ pub async fn exec(args: ApplyArgs, paths: &Paths) -> Result<u8, Failure> {
         (Some(top), Some(earlier)) if !contains(top, &earlier.commit) => Some(earlier),
         _ => None,
     };
-    let status = git_apply(&top, &patch, args.check)
+    let applied = git_apply(&top, &patch, Direction::Forward { check: args.check })
         .with_context(|| format!("run git apply in {}", top.display()))?;
-    if status.success() {
+    if !applied.status.success() {
+        // Applied already (a second `paddock apply JOB`): its reverse
+        // applies, so there is nothing to do, and git's refusal of the
+        // patch (every file "already exists", "patch does not apply")
+        // would only say something is wrong.
+        let reverse = git_apply(&top, &patch, Direction::ReverseCheck)
+            .with_context(|| format!("run git apply --reverse --check in {}", top.display()))?;
+        if reverse.status.success() {
+            errln!(
+                "paddock: job {job_id}'s patch is already applied in {} (its reverse applies \
+                 there): nothing to do",
+                top.display()
+            );
+            return Ok(exit::DONE);
+        }
+    }
+    applied.show();
+    if applied.status.success() {
         if let Some(earlier) = &missing {
             errln!(
                 "paddock: job {job_id}'s patch {} in {}, but it is {}; {}'s change is not part of \
@@ -173,42 +192,80 @@ async fn base_missing(
     }))
 }
 
-/// Runs `git apply` (`--check` with `check`) of `patch` in `top`, git's
-/// messages shown escaped on stderr: they name the job's files, and git
-/// turns only C0 controls in them into `?`, passing C1 controls and
-/// bidirectional overrides on to the terminal. At most [`MESSAGE_BYTES`]
-/// of them are shown (the rest read, and counted).
-fn git_apply(top: &Path, patch: &Path, check: bool) -> std::io::Result<std::process::ExitStatus> {
+/// Which way [`git_apply`] applies the patch.
+#[derive(Clone, Copy)]
+enum Direction {
+    /// As made (only checked with `check`).
+    Forward { check: bool },
+    /// Its reverse, only checked: whether the patch is applied already.
+    ReverseCheck,
+}
+
+/// What one `git apply` did and said.
+struct Applied {
+    status: std::process::ExitStatus,
+    /// The first [`MESSAGE_BYTES`] of its stderr.
+    message: Vec<u8>,
+    /// How many more bytes it wrote there.
+    more: u64,
+}
+
+impl Applied {
+    /// Git's messages on stderr, escaped: they name the job's files, and
+    /// git turns only C0 controls in them into `?`, passing C1 controls
+    /// and bidirectional overrides on to the terminal.
+    fn show(&self) {
+        let text = String::from_utf8_lossy(&self.message);
+        if !text.is_empty() {
+            errln!(
+                "{}",
+                paddock::terminal_text::text(text.trim_end_matches('\n'))
+            );
+        }
+        if self.more > 0 {
+            errln!(
+                "paddock: ({} more bytes of git apply's messages left out)",
+                self.more
+            );
+        }
+    }
+}
+
+/// Runs `git apply` of `patch` in `top` the `way` asked, its messages
+/// kept (at most [`MESSAGE_BYTES`], the rest read and counted) for
+/// [`Applied::show`].
+fn git_apply(top: &Path, patch: &Path, way: Direction) -> std::io::Result<Applied> {
     use std::io::Read as _;
+    let flags: &[&str] = match way {
+        Direction::Forward { check: false } => &[],
+        Direction::Forward { check: true } => &["--check"],
+        Direction::ReverseCheck => &["--reverse", "--check"],
+    };
     let mut child = std::process::Command::new("git")
         .arg("-C")
         .arg(top)
         .arg("apply")
-        .args(check.then_some("--check"))
+        .args(flags)
         .arg("--")
         .arg(patch)
         .env("GIT_TERMINAL_PROMPT", "0")
         .stderr(std::process::Stdio::piped())
         .spawn()?;
-    let mut shown = Vec::new();
+    let mut message = Vec::new();
     let mut more = 0u64;
     if let Some(stderr) = child.stderr.take() {
         let mut stderr = std::io::BufReader::new(stderr);
-        (&mut stderr).take(MESSAGE_BYTES).read_to_end(&mut shown)?;
+        (&mut stderr)
+            .take(MESSAGE_BYTES)
+            .read_to_end(&mut message)?;
         more = std::io::copy(&mut stderr, &mut std::io::sink())?;
     }
     let status = child.wait()?;
-    let text = String::from_utf8_lossy(&shown);
-    if !text.is_empty() {
-        errln!(
-            "{}",
-            paddock::terminal_text::text(text.trim_end_matches('\n'))
-        );
-    }
-    if more > 0 {
-        errln!("paddock: ({more} more bytes of git apply's messages left out)");
-    }
-    Ok(status)
+    Ok(Applied {
+        status,
+        message,
+        more,
+    })
 }
 
 /// The most of `git apply`'s messages shown.

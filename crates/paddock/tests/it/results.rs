@@ -337,9 +337,10 @@ async fn a_republishs_warnings_are_the_jobs_events_too() {
 
 /// `paddock apply` applies the patch at the top of the working tree, from
 /// a subdirectory too (`git apply` run there skipped every file outside
-/// it and still succeeded: exit 0, nothing applied); one that does not
-/// apply says so beside git's message; a job that changed nothing has
-/// nothing to apply (not git's "No valid patches in input").
+/// it and still succeeded: exit 0, nothing applied); applied again, it
+/// says it is applied already; one that does not apply says so beside
+/// git's message; a job that changed nothing has nothing to apply (not
+/// git's "No valid patches in input").
 #[tokio::test]
 async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not() {
     let home = Home::new();
@@ -398,15 +399,42 @@ async fn paddock_apply_applies_at_the_top_of_the_tree_and_says_what_it_did_not()
             Some("fixed\n".to_string())
         )
     );
-    // Again: it no longer applies.
-    let again = home
+    // Again, and checked again: it is applied already, which is said
+    // (before, git's "already exists in working directory" and "does not
+    // apply", exit 1, as if something were wrong); nothing is changed.
+    let mut again = Vec::new();
+    for check in [false, true] {
+        let mut args = vec!["apply", &changed.id, "--repo", sub.to_str().unwrap()];
+        args.extend(check.then_some("--check"));
+        again.push(outcome(home.paddock(&args, &[]).await));
+    }
+    let already = (
+        Some(0),
+        String::new(),
+        format!(
+            "paddock: job {}'s patch is already applied in {} (its reverse applies there): \
+             nothing to do\n",
+            changed.id,
+            target.display()
+        ),
+    );
+    assert_eq!(
+        (
+            again,
+            std::fs::read_to_string(target.join("docs/fix.txt")).ok()
+        ),
+        (vec![already.clone(), already], Some("fixed\n".to_string()))
+    );
+    // The file changed since: it applies neither way, and git says why.
+    std::fs::write(target.join("docs/fix.txt"), "mine\n").unwrap();
+    let refused = home
         .paddock(
             &["apply", &changed.id, "--repo", sub.to_str().unwrap()],
             &[],
         )
         .await;
     assert_eq!(
-        outcome(again),
+        outcome(refused),
         (
             Some(1),
             String::new(),
@@ -501,12 +529,13 @@ async fn paddock_apply_names_a_missing_repo_and_the_directory_it_tried() {
                 .await,
         ));
     }
-    // Outside a working tree, in the current directory, where the file
-    // is already: git refuses, the directory is named, and that it is no
-    // working tree.
+    // Outside a working tree, in the current directory, where a file of
+    // its name is already, another one (the same one would be the patch
+    // applied already): git refuses, the directory is named, and that it
+    // is no working tree.
     let plain = home.path().join("plain");
     std::fs::create_dir(&plain).unwrap();
-    std::fs::write(plain.join("new.txt"), "x\n").unwrap();
+    std::fs::write(plain.join("new.txt"), "mine\n").unwrap();
     let mut here = home.command(&["apply", &job.id]);
     here.current_dir(&plain);
     said.push(outcome(here.output().await.unwrap()));
