@@ -80,8 +80,8 @@ pub struct CloseoutInput<'a> {
     /// The result commit, when there was a change.
     pub commit: Option<&'a str>,
     pub left_out: &'a [String],
-    /// The source's uncommitted changes at the end.
-    pub source_dirty: &'a [String],
+    /// How many uncommitted changes the source had at the job's end.
+    pub source_dirty: usize,
     /// The ticket's `touch_only` patterns (empty: no constraint).
     pub touch_only: &'a [String],
     /// Labelled links (the pull request, the branch...).
@@ -136,7 +136,7 @@ struct Facts<'a> {
     /// How many files changed.
     changed_count: usize,
     left_out: Vec<String>,
-    source_dirty: &'a [String],
+    source_dirty: usize,
     touch_only: Vec<String>,
     /// Changed files no `touch_only` pattern covers (capped), and how many.
     outside_scope: Vec<String>,
@@ -941,7 +941,7 @@ mod tests {
                 ticket_url: Some("https://tracker.example/T-7"),
                 commit: Some("0123456789abcdef0123456789abcdef01234567"),
                 left_out: &["src/__pycache__/".to_string()],
-                source_dirty: &[" M README.md".to_string()],
+                source_dirty: 1,
                 touch_only: &[],
                 links: vec![(
                     "pull request".into(),

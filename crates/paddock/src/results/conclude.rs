@@ -242,6 +242,20 @@ pub struct Published {
     pub failure: Option<String>,
 }
 
+/// What a publish says of a local source's uncommitted changes: a fact
+/// of the job's run (`uncommitted_record.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceDirty {
+    /// The job's own end: how many the source had, read while the job ran
+    /// (`None`: read them now). Said as a warning and in the closeout,
+    /// and kept in the job's artifacts for later publishes.
+    AtEnd(Option<usize>),
+    /// A later `paddock publish`: the count the job's end kept, stated in
+    /// the closeout again (the source as it is now is not the job's); how
+    /// many it has now is read for the publish's warning.
+    Kept,
+}
+
 /// What [`publish`] works from.
 pub struct PublishInput<'a> {
     pub spec: &'a JobSpec,
@@ -259,9 +273,8 @@ pub struct PublishInput<'a> {
     /// Paddock's jobs directory (a URL source's mirror, which keeps the
     /// base a push borrows, is under it).
     pub jobs_root: &'a Path,
-    /// A local source's uncommitted changes as read while the job ran
-    /// (`git status --porcelain` entries); `None`: read them now.
-    pub source_dirty: Option<Vec<String>>,
+    /// What is said of a local source's uncommitted changes.
+    pub source_dirty: SourceDirty,
     /// The earlier attempts' branches the job's is built on and their
     /// bundles (nearest first), for a source that lost them since the job
     /// ran (`source::fetch_branch_after`); empty at the job's own end,
@@ -758,7 +771,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     let spec = input.spec;
     let mut out = Published::default();
     let bundle = input.artifacts.join(BUNDLE);
-    let mut source_dirty = Vec::new();
+    let mut source_dirty = 0;
     // 1. A local source gets the branch, whatever the job's status.
     if let (Some(path), Some(_)) = (&spec.repository.path, input.commit) {
         let fetched = match &input.into_source {
@@ -789,16 +802,36 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
     // anything: a job that found nothing to do may have missed what the
     // source holds uncommitted, so that is said for it too.
     if let Some(path) = &spec.repository.path {
-        source_dirty = match &input.source_dirty {
-            Some(dirty) => dirty.clone(),
-            None => source::uncommitted(path).await.unwrap_or_default(),
+        let now = match &input.source_dirty {
+            SourceDirty::AtEnd(Some(count)) => *count,
+            SourceDirty::AtEnd(None) | SourceDirty::Kept => {
+                source::uncommitted(path).await.map_or(0, |d| d.len())
+            }
         };
-    }
-    if !source_dirty.is_empty() {
-        out.warnings.push(format!(
-            "the source repository has {} uncommitted change(s); the job ran on the committed base",
-            source_dirty.len()
-        ));
+        // The closeout's count is the job's end's: kept then, read back
+        // by a later publish (a job from before the record: the count
+        // now, as before).
+        source_dirty = match &input.source_dirty {
+            SourceDirty::AtEnd(_) => {
+                if let Err(e) = super::uncommitted_record::write(input.artifacts, now) {
+                    out.warnings.push(e);
+                }
+                now
+            }
+            SourceDirty::Kept => match super::uncommitted_record::read(input.artifacts) {
+                Ok(kept) => kept.unwrap_or(now),
+                Err(e) => {
+                    out.warnings.push(e);
+                    now
+                }
+            },
+        };
+        if now > 0 {
+            out.warnings.push(format!(
+                "the source repository has {now} uncommitted change(s); the job ran on the \
+                 committed base"
+            ));
+        }
     }
     let mut links = Vec::new();
     if out.in_source {
@@ -816,7 +849,7 @@ pub async fn publish(input: &PublishInput<'_>) -> Published {
                 ticket_url: spec.results.ticket_url.as_deref(),
                 commit: input.commit,
                 left_out: input.left_out,
-                source_dirty: &source_dirty,
+                source_dirty,
                 touch_only: &spec.ticket.touch_only,
                 links: links.to_vec(),
                 publish_warnings: &in_closeout,
@@ -1076,7 +1109,7 @@ pub async fn conclude_job(
         commit: kept.as_ref().map(|k| k.commit.as_str()),
         left_out: &patch.left_out,
         jobs_root,
-        source_dirty,
+        source_dirty: SourceDirty::AtEnd(source_dirty.map(|d| d.len())),
         earlier_bundles: Vec::new(),
         // `keep_branch` asked while it made the branch: a bundle of the
         // job's new objects only means the holder kept the base.
@@ -1128,7 +1161,7 @@ mod tests {
                     commit: Some("0123456789abcdef0123456789abcdef01234567"),
                     left_out: &[],
                     jobs_root: dir.path(),
-                    source_dirty: None,
+                    source_dirty: SourceDirty::AtEnd(None),
                     earlier_bundles: Vec::new(),
                     base_held: true,
                     into_source: None,

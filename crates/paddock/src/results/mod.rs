@@ -41,6 +41,7 @@ pub mod scope;
 pub mod source;
 pub mod source_pack;
 pub mod token_record;
+pub mod uncommitted_record;
 pub mod worktree_heads;
 
 pub use conclude::{

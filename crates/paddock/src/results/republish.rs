@@ -319,7 +319,7 @@ pub async fn republish(
         commit: commit.as_deref(),
         left_out: &[],
         jobs_root,
-        source_dirty: None,
+        source_dirty: super::conclude::SourceDirty::Kept,
         earlier_bundles,
         base_held: false,
         into_source: None,

@@ -286,6 +286,61 @@ async fn a_no_change_job_on_a_dirty_source_says_it_ran_on_the_committed_base() {
     );
 }
 
+/// The closeout a `paddock publish` renders again (the outbox's, the
+/// record's, a forge's comment) states the source's uncommitted changes
+/// as the job's end saw them, kept in its artifacts
+/// (`source-uncommitted`): here 1, not the 3 the source has by the
+/// publish, which its warning says. Before, the closeout said the job
+/// "ran on the committed base, not on" 3 changes it never saw.
+#[tokio::test]
+async fn a_republished_closeout_states_the_sources_uncommitted_changes_at_the_jobs_end() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    std::fs::write(repo.join("README.md"), "# sample\n\nuncommitted edit\n").unwrap();
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    for name in ["a.txt", "b.txt"] {
+        std::fs::write(repo.join(name), "the user's next edit\n").unwrap();
+    }
+    let again = home.paddock(&["publish", &first.id], &[]).await;
+    let said = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains("uncommitted"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let artifacts = home.data().join("artifacts").join(&first.id);
+    let read = |path: std::path::PathBuf| said(&std::fs::read_to_string(path).unwrap());
+    let had = "The source repository had 1 uncommitted change(s); the job ran on the committed \
+               base, not on them.";
+    assert_eq!(
+        (
+            first.status,
+            again.status.code(),
+            read(artifacts.join("outbox").join("closeout.md")),
+            read(artifacts.join("closeout.md")),
+            said(&String::from_utf8_lossy(&again.stderr)),
+        ),
+        (
+            paddock_protocol::JobStatus::Done,
+            Some(0),
+            vec![had.to_string()],
+            vec![had.to_string()],
+            vec![
+                "paddock: the source repository has 3 uncommitted change(s); the job ran on the \
+                 committed base"
+                    .to_string()
+            ],
+        ),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}
+
 /// `paddock publish` of a job warns of what it finds (here: the local
 /// source has an uncommitted change by now) in the job's events too, as a
 /// non-fatal `paddock` error after the first publish's, not only on its
