@@ -168,8 +168,9 @@ pub enum WorkspaceError {
         after: std::time::Duration,
     },
     #[error(
-        "workspace {path}: `git {args}` used more than {limit:?} of CPU on the job's content \
-         (its ignore or attribute rules, or its files, made git compute that long); it was ended"
+        "workspace {path}: `git {args}` used more than {limit:?} of CPU on the job's content or \
+         its repository's (their ignore or attribute rules, or their files, made git compute that \
+         long); it was ended"
     )]
     GitCpuLimit {
         path: PathBuf,
@@ -506,8 +507,16 @@ impl Workspace {
             path: root.clone(),
             source,
         })?;
-        let made =
-            Workspace::provision_leased(jobs_root, job_id, lease.clone(), repo, branch, None).await;
+        let made = Workspace::provision_leased(
+            jobs_root,
+            job_id,
+            lease.clone(),
+            repo,
+            branch,
+            None,
+            host_git::JOB_GIT_CPU,
+        )
+        .await;
         if let Err(e) = &made {
             let theirs = matches!(e, WorkspaceError::Create { path, .. } if *path == root);
             if theirs || !root.exists() {
@@ -522,7 +531,9 @@ impl Workspace {
     /// [`Workspace::provision`] for a job whose lease (`reaper.rs`) the
     /// caller already holds; `prior`, the branch of the attempt it
     /// resumes on (its `base_ref`), taken from its bundle when the source
-    /// lacks it (`prior_branch.rs`).
+    /// lacks it (`prior_branch.rs`); `git_cpu`, the CPU each git on the
+    /// base's content may use (`host_git::job_git_cpu`: the checkout
+    /// reads the repository's attribute rules, as hostile as the job's).
     pub async fn provision_leased(
         jobs_root: &Path,
         job_id: &str,
@@ -530,9 +541,11 @@ impl Workspace {
         repo: &RepositorySpec,
         branch: &str,
         prior: Option<&PriorBranch>,
+        git_cpu: std::time::Duration,
     ) -> Result<Workspace, WorkspaceError> {
         let layout = Layout::from_env().map_err(|value| WorkspaceError::LayoutEnv { value })?;
-        Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, prior).await
+        let after = (prior, git_cpu);
+        Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, after).await
     }
 
     /// [`Workspace::provision_leased`] with the given `layout`.
@@ -544,11 +557,12 @@ impl Workspace {
         branch: &str,
         layout: Layout,
     ) -> Result<Workspace, WorkspaceError> {
-        Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, None).await
+        let after = (None, host_git::JOB_GIT_CPU);
+        Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, after).await
     }
 
     /// [`Workspace::provision_as`] after the attempt whose branch is
-    /// `prior`.
+    /// `prior`, each git on the base's content held to `git_cpu`.
     pub async fn provision_after(
         jobs_root: &Path,
         job_id: &str,
@@ -556,7 +570,7 @@ impl Workspace {
         repo: &RepositorySpec,
         branch: &str,
         layout: Layout,
-        prior: Option<&PriorBranch>,
+        (prior, git_cpu): (Option<&PriorBranch>, std::time::Duration),
     ) -> Result<Workspace, WorkspaceError> {
         let root = jobs_root.join(job_id);
         // Held until what a failure made is removed: the caller's may be
@@ -567,14 +581,16 @@ impl Workspace {
             Layout::Auto | Layout::Overlay => {
                 let forced = layout == Layout::Overlay;
                 let (to, layered) = (root.clone(), (repo, branch, forced, prior));
-                Workspace::provision_layered(jobs_root, to, lease, layered).await
+                Workspace::provision_layered(jobs_root, to, lease, layered, git_cpu).await
             }
-            Layout::Clone => Workspace::provision_in(root.clone(), lease, repo, branch, prior)
-                .await
-                .map(|ws| Workspace {
-                    layout: Chosen::clone_because(format!("{}=clone", overlay::LAYOUT_ENV)),
-                    ..ws
-                }),
+            Layout::Clone => {
+                Workspace::provision_in(root.clone(), lease, repo, branch, (prior, git_cpu))
+                    .await
+                    .map(|ws| Workspace {
+                        layout: Chosen::clone_because(format!("{}=clone", overlay::LAYOUT_ENV)),
+                        ..ws
+                    })
+            }
         };
         // Only what this call made is removed: a directory that was
         // already there (creating it failed) is not ours to delete.
@@ -596,12 +612,14 @@ impl Workspace {
         root: PathBuf,
         lease: Lease,
         (repo, branch, forced, prior): (&RepositorySpec, &str, bool, Option<&PriorBranch>),
+        git_cpu: std::time::Duration,
     ) -> Result<Workspace, WorkspaceError> {
         match overlay_unavailable(jobs_root, &root, repo) {
             Ok(()) => {}
             Err(why) if forced => return Err(WorkspaceError::OverlayRefused { path: root, why }),
             Err(why) => {
-                let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
+                let ws =
+                    Workspace::provision_in(root, lease, repo, branch, (prior, git_cpu)).await?;
                 return Ok(Workspace {
                     layout: Chosen::clone_because(why),
                     ..ws
@@ -617,6 +635,7 @@ impl Workspace {
                     // The prior attempt's branch, gone from the source:
                     // from its bundle, into a clone of the job's own.
                     Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
+                        let prior = (prior, git_cpu);
                         return Workspace::provision_on_prior(root, lease, repo, branch, prior)
                             .await;
                     }
@@ -626,22 +645,18 @@ impl Workspace {
                         return Err(e);
                     }
                 };
-                let snap = match Snapshot::get_or_make(
-                    jobs_root,
-                    &SnapSource::Path(&source),
-                    &base_commit,
-                )
-                .await
-                {
-                    Ok(snap) => snap,
-                    Err(e) => {
-                        // A directory git finds a repository from but
-                        // cannot clone (inside a work tree) is the
-                        // error to report, then.
-                        Workspace::source_of(repo).await?;
-                        return Err(e);
-                    }
-                };
+                let snap = SnapSource::Path(&source);
+                let snap =
+                    match Snapshot::get_or_make(jobs_root, &snap, &base_commit, git_cpu).await {
+                        Ok(snap) => snap,
+                        Err(e) => {
+                            // A directory git finds a repository from but
+                            // cannot clone (inside a work tree) is the
+                            // error to report, then.
+                            Workspace::source_of(repo).await?;
+                            return Err(e);
+                        }
+                    };
                 (source, base_commit, snap, None)
             }
             (None, Some(url)) => {
@@ -671,6 +686,7 @@ impl Workspace {
                     // mirror, which other jobs share).
                     Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
                         drop(mirror);
+                        let prior = (prior, git_cpu);
                         return Workspace::provision_on_prior(root, lease, repo, branch, prior)
                             .await;
                     }
@@ -678,7 +694,7 @@ impl Workspace {
                 };
                 let from = mirror.dir.display().to_string();
                 let snap = SnapSource::Url { url, mirror: &from };
-                let snap = Snapshot::get_or_make(jobs_root, &snap, &base_commit).await?;
+                let snap = Snapshot::get_or_make(jobs_root, &snap, &base_commit, git_cpu).await?;
                 (url.clone(), base_commit, snap, Some(mirror))
             }
             (None, None) => {
@@ -688,7 +704,7 @@ impl Workspace {
                 })
             }
         };
-        let mut ws = Workspace::make_dirs(root, lease, branch)?;
+        let mut ws = Workspace::make_dirs(root, lease, branch)?.with_git_cpu(git_cpu);
         ws.notes
             .extend(mirror.as_ref().and_then(|m| m.remade.clone()));
         let meta = |name: &str| ws.meta.join(name);
@@ -784,7 +800,7 @@ impl Workspace {
         lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
-        prior: Option<&PriorBranch>,
+        prior: (Option<&PriorBranch>, std::time::Duration),
     ) -> Result<Workspace, WorkspaceError> {
         let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
         Ok(Workspace {
@@ -802,10 +818,10 @@ impl Workspace {
         lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
-        prior: Option<&PriorBranch>,
+        (prior, git_cpu): (Option<&PriorBranch>, std::time::Duration),
     ) -> Result<Workspace, WorkspaceError> {
         let source = Workspace::source_of(repo).await?;
-        let ws = Workspace::make_dirs(root, lease, branch)?;
+        let ws = Workspace::make_dirs(root, lease, branch)?.with_git_cpu(git_cpu);
         // A URL is cloned from its mirror, fetched for this job.
         let mirror = match (&repo.path, &repo.url, ws.root.parent()) {
             (None, Some(url), Some(jobs_root)) => {
@@ -867,7 +883,8 @@ impl Workspace {
         // reviewing the job's change); the job's branch starts at its
         // base all the same (`job_branch.rs`).
         let checkout = ["checkout", "--quiet", "-B", &ws.branch, &base_commit];
-        Workspace::clone_job(&ws.root, source, &ws.git_dir(), &ws.work, &checkout).await?;
+        let cpu = ws.git_cpu;
+        Workspace::clone_job(&ws.root, source, &ws.git_dir(), &ws.work, &checkout, cpu).await?;
         // 3. Paddock's index of the base: the fresh checkout's, whose file
         // stamps let the patch skip hashing what the job did not touch.
         let index = ws.git_dir().join("index");
@@ -1044,13 +1061,17 @@ impl Workspace {
 
     /// Step 2 of a clone workspace, and of a snapshot: the job's
     /// repository at `work`, cloned from Paddock's `git_dir`, then
-    /// `checkout` run in it.
+    /// `checkout` run in it, held to `cpu` of CPU: the checkout matches
+    /// every path against the repository's `.gitattributes`, whose rules
+    /// can make git compute for hours on a few thousand paths (the
+    /// repository is as hostile as the job: `host_git::JOB_GIT_CPU`).
     async fn clone_job(
         root: &Path,
         source: &str,
         git_dir: &Path,
         work: &Path,
         checkout: &[&str],
+        cpu: std::time::Duration,
     ) -> Result<(), WorkspaceError> {
         // 2. The job's repository: a clone of Paddock's that copies every
         // object (no hard link to, nor alternate of, anything outside the
@@ -1064,7 +1085,7 @@ impl Workspace {
             excludes: None,
             root: root.to_path_buf(),
             timeout: host_git::GIT_TIMEOUT,
-            // The base's content, before the job runs.
+            // Copies the objects, reading no path's rules.
             cpu_limit: None,
         };
         let mut clone = vec![
@@ -1094,6 +1115,7 @@ impl Workspace {
         let job_git = HostGit {
             git_dir: Some(work.join(".git")),
             work_tree: Some(work.to_path_buf()),
+            cpu_limit: Some(cpu),
             ..cloner
         };
         job_git
@@ -4419,8 +4441,9 @@ mod tests {
         let ended_within = started.elapsed();
         let cpu_limited = |args: &str| {
             Err(format!(
-                "workspace {}: `git {args}` used more than 1s of CPU on the job's content (its \
-                 ignore or attribute rules, or its files, made git compute that long); it was ended",
+                "workspace {}: `git {args}` used more than 1s of CPU on the job's content or its \
+                 repository's (their ignore or attribute rules, or their files, made git compute \
+                 that long); it was ended",
                 ws.root.display()
             ))
         };

@@ -85,8 +85,9 @@ pub struct HostProfile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup_cache: Option<bool>,
     /// The CPU seconds each of Paddock's own gits on a job's content (its
-    /// patch, branch and bundle, the push, the prior attempt's branch)
-    /// may use before the kernel ends it; absent: 60.
+    /// patch, branch and bundle, the push, the prior attempt's branch),
+    /// and on its repository's (the checkout that provisions it), may use
+    /// before the kernel ends it; absent: 60.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git_cpu_secs: Option<u64>,
 }

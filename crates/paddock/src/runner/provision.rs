@@ -222,6 +222,7 @@ pub(super) async fn provision(
         &spec.repository,
         &branch,
         prior.as_ref(),
+        git_cpu,
     );
     // Past the cap, the provisioning is dropped: its host gits are killed
     // with their process groups, its locks and the lease let go.

@@ -35,9 +35,12 @@ pub(crate) const GIT_TIMEOUT: Duration = Duration::from_secs(600);
 /// one that computes: a job's ignore or attribute rules can make git spend
 /// minutes of the host's CPU on a few paths (5 MB of `a/**/b<n>` patterns
 /// took 94 s for 200 paths), CPU no job limit covers, since the job's
-/// processes are gone or not its. Honest work is far below it: the patch
-/// of a 10,000-file tree takes git a few milliseconds, hashing a
-/// gigabyte of new files (the most a patch may hold) about 20 s.
+/// processes are gone or not its. A repository's committed rules do the
+/// same to the checkout that provisions its job, before any limit of
+/// the job holds, so that checkout is held to it too. Honest work is far
+/// below it: the patch of a 10,000-file tree takes git a few
+/// milliseconds, hashing a gigabyte of new files (the most a patch may
+/// hold) about 20 s.
 pub(crate) const JOB_GIT_CPU: Duration = Duration::from_secs(60);
 
 /// The CPU each of Paddock's gits on a job's content may use under
@@ -912,8 +915,8 @@ mod tests {
             ended,
             Err(format!(
                 "workspace {}: `git check-ignore --no-index --stdin` used more than 1s of CPU on \
-                 the job's content (its ignore or attribute rules, or its files, made git compute \
-                 that long); it was ended",
+                 the job's content or its repository's (their ignore or attribute rules, or their \
+                 files, made git compute that long); it was ended",
                 dir.path().display()
             ))
         );

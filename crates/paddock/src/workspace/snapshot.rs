@@ -74,11 +74,14 @@ impl Snapshot {
 
     /// The snapshot of `commit` of `source` under `jobs_root`, made from
     /// `from` (the source itself, or a URL's mirror) when there is none
-    /// yet.
+    /// yet, each git on the commit's content held to `cpu` of CPU (its
+    /// attribute rules are the repository's, as hostile as a job's:
+    /// `Workspace::clone_job`).
     pub async fn get_or_make(
         jobs_root: &Path,
         source: &Source<'_>,
         commit: &str,
+        cpu: Duration,
     ) -> Result<Snapshot, WorkspaceError> {
         let root = jobs_root.join(SNAPSHOTS);
         let key = source.key();
@@ -114,7 +117,7 @@ impl Snapshot {
             _in_use: None,
         };
         std::fs::create_dir(&tmp.dir).map_err(create(&tmp.dir))?;
-        let made = tmp.make(source, commit).await;
+        let made = tmp.make(source, commit, cpu).await;
         let placed = made.and_then(|()| {
             match std::fs::rename(&tmp.dir, &snap.dir) {
                 Ok(()) => Ok(()),
@@ -133,15 +136,20 @@ impl Snapshot {
     }
 
     /// Fills this (temporary) snapshot directory.
-    async fn make(&self, source: &Source<'_>, commit: &str) -> Result<(), WorkspaceError> {
+    async fn make(
+        &self,
+        source: &Source<'_>,
+        commit: &str,
+        cpu: Duration,
+    ) -> Result<(), WorkspaceError> {
         let (name, from) = match source {
             Source::Path(p) => (*p, *p),
             Source::Url { url, mirror } => (*url, *mirror),
         };
         Workspace::clone_bare(&self.dir, from, &self.git()).await?;
         let checkout = ["checkout", "--quiet", "--detach", commit];
-        Workspace::clone_job(&self.dir, name, &self.git(), &self.tree(), &checkout).await?;
-        settle_index(&self.dir, &self.tree()).await?;
+        Workspace::clone_job(&self.dir, name, &self.git(), &self.tree(), &checkout, cpu).await?;
+        settle_index(&self.dir, &self.tree(), cpu).await?;
         let index = self.git().join("index");
         super::copy_index(&self.tree().join(".git/index"), &index).map_err(|source| {
             WorkspaceError::Write {
@@ -168,7 +176,7 @@ impl Snapshot {
 /// index with the new second. The protection stays whole: a file a job
 /// changes later gets a new `ctime`, which git compares (`core.trustctime`),
 /// and one changed in the index's own second is racy again, as git wants.
-async fn settle_index(root: &Path, tree: &Path) -> Result<(), WorkspaceError> {
+async fn settle_index(root: &Path, tree: &Path, cpu: Duration) -> Result<(), WorkspaceError> {
     let index = tree.join(".git/index");
     let written = std::fs::metadata(&index)
         .and_then(|m| m.modified())
@@ -194,8 +202,8 @@ async fn settle_index(root: &Path, tree: &Path) -> Result<(), WorkspaceError> {
         excludes: None,
         root: root.to_path_buf(),
         timeout: host_git::GIT_TIMEOUT,
-        // The base's content, no job's.
-        cpu_limit: None,
+        // It hashes the files again, by the repository's attribute rules.
+        cpu_limit: Some(cpu),
     };
     git.run(["update-index", "-q", "--force-write-index"], None)
         .await?;

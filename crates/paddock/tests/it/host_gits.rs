@@ -1105,3 +1105,116 @@ async fn a_job_on_an_unchanged_bundle_fetches_nothing() {
         )
     );
 }
+
+/// The repository is as hostile as the job: a base commit whose
+/// `.gitattributes` makes git compute (80,000 `a/**/b<n>` patterns, 200
+/// files 60 directories deep: about 8 s of git's CPU per pass over them)
+/// makes the checkout that provisions the job (a clone's, an overlay
+/// snapshot's, and the snapshot's index settled after it) compute as
+/// long, on the host, before any limit of the job holds. Under a host
+/// profile's `git_cpu_secs = 1` the job fails at provisioning within
+/// seconds on either layout, its reason naming the checkout and the
+/// limit, and no workspace or snapshot is left. Before, those gits had no
+/// CPU limit: the job ran on after 16 s of the host's CPU (hours with
+/// more files, up to each git's 600 s wall clock).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repositorys_attribute_rules_cannot_make_its_checkout_compute_unbounded() {
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("profile.toml"),
+        "id = \"tight-git\"\ngit_cpu_secs = 1\n",
+    )
+    .unwrap();
+    let spec = fake_codex_job(&home, "process", &finishing("true"), 600);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(
+        &spec,
+        format!("{text}\n[policy]\nprofile = \"profile.toml\"\n"),
+    )
+    .unwrap();
+    let repo = home.path().join("repo");
+    let deep = std::iter::once("a")
+        .chain(std::iter::repeat_n("x", 60))
+        .collect::<Vec<_>>()
+        .join("/");
+    std::fs::create_dir_all(repo.join(&deep)).unwrap();
+    for i in 0..200 {
+        std::fs::write(repo.join(&deep).join(format!("f{i}")), "f\n").unwrap();
+    }
+    // The files first, then the rules by plumbing through an index of
+    // their own: the test's own gits never match the files against them
+    // (a `git commit`, or any write of the work tree's index, would hash
+    // again the files it holds as racily clean).
+    git(&repo, &["add", "a"]);
+    git(&repo, &["commit", "-qm", "files"]);
+    let rules: String = (0..80_000).map(|i| format!("a/**/b{i} text\n")).collect();
+    std::fs::write(repo.join(".gitattributes"), rules).unwrap();
+    let blob = git(&repo, &["hash-object", "-w", ".gitattributes"]);
+    let index = home.path().join("rules.index");
+    let with_index = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .env("GIT_INDEX_FILE", &index)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    with_index(&["read-tree", "HEAD"]);
+    let info = format!("100644,{},.gitattributes", blob.trim());
+    with_index(&["update-index", "--add", "--cacheinfo", &info]);
+    let tree = with_index(&["write-tree"]);
+    let made = git(
+        &repo,
+        &["commit-tree", tree.trim(), "-p", "HEAD", "-m", "rules"],
+    );
+    git(&repo, &["update-ref", "HEAD", made.trim()]);
+    // The directories left (a snapshot's lock file stays, as it does
+    // whenever one is made).
+    let left = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| !n.starts_with('.'))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for layout in ["overlay", "clone"] {
+        let started = std::time::Instant::now();
+        let out = home
+            .paddock(
+                &["run", "--json", spec.to_str().unwrap()],
+                &[("PADDOCK_WORKSPACE_LAYOUT", layout)],
+            )
+            .await;
+        let took = started.elapsed();
+        let rec = record(&out);
+        let reason = rec.reason.clone().unwrap_or_default();
+        assert_eq!(
+            (
+                rec.status,
+                reason.contains("`git checkout --quiet ")
+                    && reason.contains(
+                        " used more than 1s of CPU on the job's content or its repository's"
+                    ),
+                left(&home.jobs()),
+                left(&home.jobs().join(".snapshots")),
+                took < std::time::Duration::from_secs(8),
+            ),
+            (
+                paddock_protocol::JobStatus::Failed,
+                true,
+                Vec::<String>::new(),
+                Vec::<String>::new(),
+                true
+            ),
+            "{layout}: {reason} (took {took:?})\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
