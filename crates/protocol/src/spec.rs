@@ -1151,10 +1151,11 @@ impl JobSpec {
     }
 
     fn validate(&self, origin: &Path) -> Result<(), SpecError> {
-        let checks: [Check; 8] = [
+        let checks: [Check; 9] = [
             check_sizes,
             JobSpec::check_url_credentials,
             JobSpec::check_ticket,
+            JobSpec::check_home_relative,
             JobSpec::check_repository,
             JobSpec::check_provider,
             JobSpec::check_engine_pair,
@@ -1167,6 +1168,41 @@ impl JobSpec {
                 field,
                 reason,
             })?;
+        }
+        Ok(())
+    }
+
+    /// No host path starts with `~`: a spec's relative path is read from
+    /// the spec's directory, and nothing expands `~` as a shell does, so
+    /// `path = "~/src/app"` named `<spec's directory>/~/src/app` and the
+    /// job failed later saying "no such directory" of a path the user
+    /// never wrote (a `file:~/…` key: "cannot read" it).
+    fn check_home_relative(&self) -> Result<(), (String, String)> {
+        let home_relative = |path: &Path| {
+            path.components().next().is_some_and(|first| {
+                matches!(first, std::path::Component::Normal(name)
+                    if name.as_encoded_bytes().starts_with(b"~"))
+            })
+        };
+        for reference in self.host_references() {
+            let (field, path) = match reference {
+                HostReference::Path { field, path } => (field, path),
+                HostReference::Secret {
+                    field,
+                    key: KeyRef::File(path),
+                } => (field, path.as_path()),
+                _ => continue,
+            };
+            if home_relative(path) {
+                return Err(bad(
+                    field,
+                    format!(
+                        "`{}`: `~` is not expanded here (a relative path is read from the \
+                         spec's directory): write the path in full",
+                        path.display()
+                    ),
+                ));
+            }
         }
         Ok(())
     }

@@ -54,6 +54,63 @@ async fn invalid_values_name_field_and_reason() {
     );
 }
 
+/// A host path written from `~` (`path = "~/src/app"`, `key =
+/// "file:~/.openai-key"`, `scenario = "~/s.toml"`) is refused as the spec
+/// is read, naming the field: nothing expands `~`, and a relative path is
+/// read from the spec's directory. Before, the repository's was a job
+/// failed at provisioning with "repository <spec's directory>/~/src/app:
+/// no such directory", a path the user never wrote, and a key's "cannot
+/// read" it.
+#[tokio::test]
+async fn a_path_written_from_home_is_refused_naming_the_field() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let repo_line = format!("path = \"{}\"", repo.display());
+    let mut said = Vec::new();
+    for (upstream, from, to) in [
+        (SCRIPTED, repo_line.as_str(), "path = \"~/src/app\""),
+        (
+            "[upstream]\nprovider = \"openai\"\nkey = \"file:~/.openai-key\"\n",
+            "",
+            "",
+        ),
+        (
+            "[upstream]\nprovider = \"scripted\"\nscenario = \"~/s.toml\"\n",
+            "",
+            "",
+        ),
+    ] {
+        let spec = job(home.path(), "codex", &repo, upstream, Some(ONE_TURN));
+        if !from.is_empty() {
+            let text = std::fs::read_to_string(&spec).unwrap().replace(from, to);
+            std::fs::write(&spec, text).unwrap();
+        }
+        let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
+        said.push((out.status.code(), stderr(&out)));
+    }
+    let refused = |field: &str, path: &str| {
+        (
+            Some(2),
+            format!(
+                "paddock: job spec {}: field `{field}`: `{path}`: `~` is not expanded here (a \
+                 relative path is read from the spec's directory): write the path in full\n",
+                home.path().join("job.toml").display()
+            ),
+        )
+    };
+    assert_eq!(
+        (said, home.data().join("paddock.db").exists()),
+        (
+            vec![
+                refused("repository.path", "~/src/app"),
+                refused("upstream.key", "~/.openai-key"),
+                refused("upstream.scenario", "~/s.toml"),
+            ],
+            false
+        )
+    );
+}
+
 #[tokio::test]
 async fn unset_key_variable_is_bad_input() {
     let home = Home::new();
