@@ -11,7 +11,9 @@
 //! job's does not continue, a rerun of the same ticket and attempt, or it
 //! is checked out), the error says which branch, where it is, git's own
 //! reason and how to take the job's branch under another name (a command
-//! to paste, its paths quoted for the shell: `shell_word`). Paddock's
+//! to paste, its paths quoted for the shell: `shell_word`); a source no
+//! longer there (moved since the job ran) is said to be gone, with the
+//! command that takes the branch where it is now. Paddock's
 //! fetches into one source take turns (an exclusive `flock` on
 //! `<jobs>/.source-locks/<hash of the source's path>.lock`,
 //! `workspace/source_lock.rs`, pruned once unused): git creates
@@ -43,6 +45,18 @@ pub enum SourceFetchError {
         bundle: PathBuf,
         git: String,
     },
+    /// The source is no directory any more (moved or removed since the
+    /// job ran: a later `paddock publish`).
+    #[error(
+        "the source {source_repo} is not there any more (moved or removed?); to take the branch \
+         into the repository where it is now: `git -C DIR fetch {} {branch}:{branch}`",
+        crate::shell_word::path(.bundle)
+    )]
+    Gone {
+        source_repo: PathBuf,
+        branch: String,
+        bundle: PathBuf,
+    },
     #[error(transparent)]
     Fetch(#[from] WorkspaceError),
 }
@@ -57,6 +71,15 @@ pub async fn fetch_branch(
     jobs_root: &Path,
     git_cpu: std::time::Duration,
 ) -> Result<(), SourceFetchError> {
+    // Said as such, rather than as git's "cannot change to" of a
+    // "workspace" (a later `paddock publish` after the user moved it).
+    if !source.is_dir() {
+        return Err(SourceFetchError::Gone {
+            source_repo: source.to_path_buf(),
+            branch: branch.to_string(),
+            bundle: bundle.to_path_buf(),
+        });
+    }
     // Git creates a new branch without checking that it is still absent:
     // two jobs of one ticket and attempt fetching at once each saw no
     // branch, and the last one's silently replaced the first's. In turns,

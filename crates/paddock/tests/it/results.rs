@@ -341,6 +341,68 @@ async fn a_republished_closeout_states_the_sources_uncommitted_changes_at_the_jo
     );
 }
 
+/// `paddock publish` of a job whose local source was moved since says
+/// the source is gone and gives the command that takes the branch where
+/// it is now, which, pasted, does (the job stays `done`). Before: "workspace
+/// <source>: `git -c core.hooksPath=/dev/null … fetch …` failed: fatal:
+/// cannot change to '<source>'", naming the source a workspace.
+#[tokio::test]
+async fn a_publish_after_the_source_moved_says_so_and_how_to_take_the_branch() {
+    let home = Home::new();
+    let repo = repo(home.path());
+    let spec = stand_in_job(&home, &repo, &finishing("printf 'fixed\\n' > fix.txt"));
+    let first = record(
+        &home
+            .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
+            .await,
+    );
+    // The job's branch taken out, as if never fetched, and the source moved.
+    git(&repo, &["branch", "-q", "-D", &first.branch]);
+    let moved = home.path().join("moved");
+    std::fs::rename(&repo, &moved).unwrap();
+    let again = home.paddock(&["publish", &first.id], &[]).await;
+    let stderr = String::from_utf8_lossy(&again.stderr).into_owned();
+    let bundle = home
+        .data()
+        .join("artifacts")
+        .join(&first.id)
+        .join("branch.bundle");
+    let told = stderr
+        .split("where it is now: `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_default()
+        .replace("git -C DIR", &format!("git -C '{}'", moved.display()));
+    let taken = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&told)
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            again.status.code(),
+            stderr.lines().next().map(str::to_owned),
+            taken.status.code(),
+            git(&moved, &["show", &format!("{}:fix.txt", first.branch)]),
+        ),
+        (
+            Some(0),
+            Some(format!(
+                "paddock: the branch {b} was not fetched into the source (it is kept in {}): \
+                 the source {} is not there any more (moved or removed?); to take the branch \
+                 into the repository where it is now: `git -C DIR fetch {} {b}:{b}`",
+                bundle.display(),
+                repo.display(),
+                bundle.display(),
+                b = first.branch,
+            )),
+            Some(0),
+            "fixed\n".to_string(),
+        ),
+        "{stderr}"
+    );
+}
+
 /// `paddock publish` of a job warns of what it finds (here: the local
 /// source has an uncommitted change by now) in the job's events too, as a
 /// non-fatal `paddock` error after the first publish's, not only on its
