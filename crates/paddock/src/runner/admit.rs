@@ -72,6 +72,13 @@ impl Admitted {
         &self.shaped.spec
     }
 
+    /// The CPU each of Paddock's gits on the job's content may use: its
+    /// host profile's `git_cpu_secs`, else the default
+    /// (`host_git::job_git_cpu`).
+    pub fn git_cpu(&self) -> std::time::Duration {
+        crate::workspace::host_git::job_git_cpu(self.shaped.policy.as_ref().map(|p| &p.profile))
+    }
+
     /// Makes the job the next attempt after `prior`: it resumes the prior
     /// engine session when the engine, model and rung are the same, else
     /// it forks a new one; either way it starts on the prior attempt's

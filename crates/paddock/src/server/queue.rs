@@ -341,7 +341,7 @@ impl Queue {
         let id = admitted.id.clone();
         let made = async {
             if let Some((dir, files)) = &source {
-                inline_source::make(dir, files).await?;
+                inline_source::make(dir, files, admitted.git_cpu()).await?;
             }
             let jobs = &self.runner.config().paths.jobs;
             let lease = Lease::take(jobs, &id).map_err(|error| TurnError::Lease {

@@ -157,6 +157,14 @@ fn refused(e: TurnError) -> Problem {
         e @ TurnError::Draining => {
             Problem::new(503, "draining", "the server is draining", e.to_string())
         }
+        // The client's files made git compute past its limit: their fault,
+        // named as theirs.
+        e @ TurnError::Source(crate::workspace::WorkspaceError::GitCpuLimit { .. }) => {
+            Problem::runner(
+                ErrorCode::BadInput,
+                format!("files: {}", super::problem::chain(&e)),
+            )
+        }
         e @ (TurnError::Source(_) | TurnError::Lease { .. }) => {
             Problem::runner(ErrorCode::Internal, super::problem::chain(&e))
         }

@@ -3,7 +3,12 @@
 //! path made of plain segments, created new, never following a link:
 //! nothing else is in the directory), and one commit by Paddock's hardened
 //! git. A job then clones it like any local source; the caller removes
-//! the directory when the job has ended ([`remove`]).
+//! the directory when the job has ended ([`remove`]). Those gits match
+//! every file against the files' own `.gitattributes`, the client's, whose
+//! rules can make git compute for minutes on the 100 files a turn may
+//! hold (deep paths, tens of thousands of `a/**/b<n>` patterns), on the
+//! server's CPU before the job exists: each is held to the CPU the job's
+//! host profile gives its gits (`host_git::job_git_cpu`).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -15,8 +20,13 @@ use super::WorkspaceError;
 
 /// Makes `dir` (which must not exist; its parent is made, private, when
 /// missing) a git repository whose one commit
-/// holds exactly `files` (relative path → text).
-pub async fn make(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), WorkspaceError> {
+/// holds exactly `files` (relative path → text), each git held to `cpu`
+/// of CPU (past it: `WorkspaceError::GitCpuLimit`).
+pub async fn make(
+    dir: &Path,
+    files: &BTreeMap<String, String>,
+    cpu: std::time::Duration,
+) -> Result<(), WorkspaceError> {
     let create = |source| WorkspaceError::Create {
         path: dir.to_path_buf(),
         source,
@@ -42,8 +52,8 @@ pub async fn make(dir: &Path, files: &BTreeMap<String, String>) -> Result<(), Wo
         excludes: None,
         root: dir.to_path_buf(),
         timeout: GIT_TIMEOUT,
-        // The spec's own files, before any job runs.
-        cpu_limit: None,
+        // The client's files and attribute rules.
+        cpu_limit: Some(cpu),
     };
     git.run(["init", "-q"], None).await?;
     git.run(["add", "-A"], None).await?;
@@ -122,6 +132,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
+    use crate::workspace::host_git::JOB_GIT_CPU;
 
     #[tokio::test]
     async fn the_files_are_committed_and_nothing_else() {
@@ -131,7 +142,7 @@ mod tests {
             ("a.txt".to_owned(), "one\n".to_owned()),
             ("d/e/f.md".to_owned(), "two\n".to_owned()),
         ]);
-        make(&dir, &files).await.unwrap();
+        make(&dir, &files, JOB_GIT_CPU).await.unwrap();
         let out = std::process::Command::new("git")
             .args([
                 "-C",
@@ -150,13 +161,13 @@ mod tests {
         );
         // An existing directory is never written into.
         assert!(matches!(
-            make(&dir, &BTreeMap::new()).await,
+            make(&dir, &BTreeMap::new(), JOB_GIT_CPU).await,
             Err(WorkspaceError::Create { .. })
         ));
         let bad = BTreeMap::from([("../x".to_owned(), String::new())]);
         let other = tmp.path().join("other");
         assert!(matches!(
-            make(&other, &bad).await,
+            make(&other, &bad, JOB_GIT_CPU).await,
             Err(WorkspaceError::Write { .. })
         ));
         assert!(!tmp.path().join("x").exists());

@@ -562,3 +562,81 @@ async fn a_bad_turn_is_refused_naming_its_field() {
     assert_eq!(jobs["jobs"], json!([]));
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
+
+/// A turn's inline files are the client's, and so are their attribute
+/// rules: two `.gitattributes` of 29,000 `a/**/b<n>` patterns each
+/// (the top's and `a/`'s) beside 98 files 60 directories deep (all
+/// within a turn's 100 files of 512 KiB, 1 MiB in all)
+/// makes each git that commits them compute for seconds (with deeper
+/// paths, minutes: 1,000 deep took `git add` 108 s of CPU), on the
+/// server's CPU before the job exists. Under a host profile's
+/// `git_cpu_secs = 1` the turn is refused as bad input naming its files
+/// and the limit, nothing recorded or left. Before, those gits had no
+/// CPU limit: the turn was taken (200) after seconds of the server's CPU.
+#[tokio::test]
+async fn a_turns_files_cannot_make_their_commit_compute_unbounded() {
+    let home = Home::new();
+    let profile = home.path().join("tight-git.toml");
+    std::fs::write(&profile, "id = \"tight-git\"\ngit_cpu_secs = 1\n").unwrap();
+    let added = home
+        .paddock(&["profile", "add", profile.to_str().unwrap()], &[])
+        .await;
+    assert!(added.status.success(), "{added:?}");
+    let server = Server::start(&home, &["--allow-profile", "tight-git"]).await;
+    let deep = std::iter::once("a")
+        .chain(std::iter::repeat_n("x", 60))
+        .collect::<Vec<_>>()
+        .join("/");
+    let mut files: serde_json::Map<String, Value> = (0..98)
+        .map(|i| (format!("{deep}/f{i}"), json!("f\n")))
+        .collect();
+    let rules = |top: &str| -> String {
+        (0..29_000)
+            .map(|i| format!("{top}/**/b{i} text\n"))
+            .collect()
+    };
+    files.insert(".gitattributes".into(), json!(rules("a")));
+    files.insert("a/.gitattributes".into(), json!(rules("x")));
+    let turn = json!({
+        "engine": {"kind": "codex", "model": "gpt-5.5"},
+        "upstream": {"provider": "scripted", "scenario": one_answer(&home)},
+        "input": "Hi.",
+        "files": files,
+        "isolation": "process",
+        "policy": {"profile": "tight-git"},
+    });
+    let resp = post_turn(&server, &turn, true).await;
+    let status = resp.status().as_u16();
+    // A problem, or (taken) the turn's events till its end.
+    let text = resp.text().await.unwrap();
+    let problem: Value = serde_json::from_str(&text).unwrap_or_default();
+    let detail = problem["detail"].as_str().unwrap_or(&text);
+    let jobs: Value = body(
+        server
+            .client
+            .get(server.url("/v1/jobs"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (
+            status,
+            problem["code"].as_str(),
+            detail.starts_with("files: make the turn's files: workspace ")
+                && detail
+                    .contains(" used more than 1s of CPU on the job's content or its repository's"),
+            &jobs["jobs"],
+            home.leftover_workspaces(),
+        ),
+        (
+            422,
+            Some("bad_input"),
+            true,
+            &json!([]),
+            Vec::<String>::new()
+        ),
+        "{detail}"
+    );
+}
