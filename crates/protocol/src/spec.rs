@@ -1223,8 +1223,8 @@ impl JobSpec {
             return Err(bad(
                 "ticket.id",
                 format!(
-                    "`{id}` must be letters, digits, `.`, `_` and `-`, begin with neither `.` nor \
-                     `-`, hold no `..` and not end in `.lock` (it names a git branch)"
+                    "`{id}` must be ASCII letters, digits, `.`, `_` and `-`, begin with neither \
+                     `.` nor `-`, hold no `..` and not end in `.lock` (it names a git branch)"
                 ),
             ));
         }
@@ -1941,7 +1941,9 @@ scenario = "s.toml"
 
     /// A ticket id refused for its shape says every rule, so that `-rf`
     /// or `a..b` (only letters, digits, `.`, `_` and `-`) is not told to
-    /// be letters, digits, `.`, `_` and `-`, which it is.
+    /// be letters, digits, `.`, `_` and `-`, which it is; and that the
+    /// letters are ASCII, so that `ÄÖ-1`, all letters, is not told to be
+    /// letters (before, "must be letters, digits, …").
     #[test]
     fn a_ticket_id_refused_for_its_shape_is_told_every_rule() {
         let refused = |id: &str| {
@@ -1954,14 +1956,14 @@ scenario = "s.toml"
         };
         let said = |id: &str| {
             Some(format!(
-                "job spec spec.toml: field `ticket.id`: `{id}` must be letters, digits, `.`, `_` \
-                 and `-`, begin with neither `.` nor `-`, hold no `..` and not end in `.lock` (it \
-                 names a git branch)"
+                "job spec spec.toml: field `ticket.id`: `{id}` must be ASCII letters, digits, \
+                 `.`, `_` and `-`, begin with neither `.` nor `-`, hold no `..` and not end in \
+                 `.lock` (it names a git branch)"
             ))
         };
         assert_eq!(
-            ["-rf", ".x", "a..b", "x.lock", "a b"].map(refused),
-            ["-rf", ".x", "a..b", "x.lock", "a b"].map(said)
+            ["-rf", ".x", "a..b", "x.lock", "a b", "ÄÖ-1"].map(refused),
+            ["-rf", ".x", "a..b", "x.lock", "a b", "ÄÖ-1"].map(said)
         );
     }
 

@@ -48,7 +48,7 @@ async fn invalid_values_name_field_and_reason() {
     let out = home.paddock(&["run", spec.to_str().unwrap()], &[]).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("field `ticket.id`: `../etc` must be letters, digits"),
+        stderr(&out).contains("field `ticket.id`: `../etc` must be ASCII letters, digits"),
         "{}",
         stderr(&out)
     );
