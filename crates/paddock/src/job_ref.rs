@@ -1,13 +1,17 @@
 //! What the user may write wherever a job id is taken: the full id, any
-//! unique prefix of it (`0193a…`, like git's short hashes), or `latest`
-//! (the newest job). An ambiguous prefix is an error that lists the
+//! unique prefix of it (`job-0193a…`, like git's short hashes), the same
+//! without the `job-` every id starts with (`0193a…`), or `latest` (the
+//! newest job). An ambiguous prefix is an error that lists the
 //! candidates.
 
 use crate::store::{Store, StoreError};
 
+/// What every job id starts with.
+const ID_PREFIX: &str = "job-";
+
 /// A new job id: `job-` and a UUIDv7 (time-ordered) in hex.
 pub fn new_id() -> String {
-    format!("job-{}", uuid::Uuid::now_v7().simple())
+    format!("{ID_PREFIX}{}", uuid::Uuid::now_v7().simple())
 }
 
 /// The word that names the newest job.
@@ -54,8 +58,31 @@ fn list(candidates: &[String]) -> String {
     format!("{}{more}", shown.join(", "))
 }
 
-/// The full id of the job `given` names.
+/// The full id of the job `given` names: as written, else (a prefix no
+/// id starts with, written without the `job-` every id starts with, as
+/// the hex of the id is copied) with `job-` before it. Before, `0193a…`
+/// named no job, as the docs said it would.
 pub async fn resolve(store: &dyn Store, given: &str) -> Result<String, JobRefError> {
+    match resolve_as_written(store, given).await {
+        Err(JobRefError::NoMatch { .. }) if !given.is_empty() && !given.starts_with(ID_PREFIX) => {
+            let prefixed = format!("{ID_PREFIX}{given}");
+            match resolve_as_written(store, &prefixed).await {
+                Err(JobRefError::NoMatch { .. }) => Err(JobRefError::NoMatch {
+                    given: given.to_owned(),
+                }),
+                Err(JobRefError::Ambiguous { candidates, .. }) => Err(JobRefError::Ambiguous {
+                    given: given.to_owned(),
+                    candidates,
+                }),
+                other => other,
+            }
+        }
+        other => other,
+    }
+}
+
+/// The full id of the job `given` names, taken as written.
+async fn resolve_as_written(store: &dyn Store, given: &str) -> Result<String, JobRefError> {
     let lookup = |source| JobRefError::Lookup {
         given: given.to_owned(),
         source,
@@ -134,6 +161,40 @@ mod tests {
             JobRefError::NoMatch { given } if given == "_"
         ));
         assert_eq!(resolve(&store, "x_").await.unwrap(), "x_z");
+    }
+
+    /// The id's hex without its `job-`, as it is copied, names the job
+    /// too (whole, or a prefix of it); a prefix several ids start with is
+    /// ambiguous naming what was written; one that ids start with as
+    /// written is taken as written.
+    #[tokio::test]
+    async fn an_id_without_its_job_prefix_names_the_job() {
+        let store = store_with(&[("job-0193aa11", 0), ("job-0193ab22", 10), ("0193c", 20)]).await;
+        let mut named = Vec::new();
+        for given in [
+            "0193aa11",
+            "0193aa",
+            "job-0193ab",
+            "0193a",
+            "0193c",
+            "0193d",
+        ] {
+            named.push(match resolve(&store, given).await {
+                Ok(id) => id,
+                Err(e) => e.to_string(),
+            });
+        }
+        assert_eq!(
+            named,
+            [
+                "job-0193aa11",
+                "job-0193aa11",
+                "job-0193ab22",
+                "`0193a` is ambiguous: it starts job-0193ab22, job-0193aa11 (give more characters)",
+                "0193c",
+                "no job `0193d` (no job id is or starts with it)",
+            ]
+        );
     }
 
     #[tokio::test]

@@ -802,6 +802,22 @@ async fn job_ids_take_prefixes_and_latest_and_name_ambiguous_candidates() {
         stderr(&ambiguous),
         "paddock: `0193a` is ambiguous: it starts 0193ab-new, 0193aa-old (give more characters)\n"
     );
+    // An id's hex copied without its `job-` names the job too.
+    running_job(&home, "job-0193cc11", -10).await;
+    store
+        .append_event(&text_event("job-0193cc11", 1, "named without job-"))
+        .await
+        .unwrap();
+    let hex = home.paddock(&["events", "0193cc"], &[]).await;
+    assert_eq!(
+        (
+            hex.status.code(),
+            String::from_utf8_lossy(&hex.stdout).ends_with("  agent: named without job-\n")
+        ),
+        (Some(0), true),
+        "{}",
+        stderr(&hex)
+    );
 }
 
 /// `paddock jobs --status S --engine E` lists only those jobs, newest
