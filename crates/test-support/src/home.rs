@@ -150,13 +150,15 @@ impl Home {
     /// Workspaces left under the jobs directory, job leases left in its
     /// `.leases/` (as `.leases/NAME`), and what of its trash (job
     /// directories teardown moved there) the background remover has not
-    /// deleted within 10 s (as `.trash/NAME`); not Paddock's remembered
+    /// deleted within 30 s (as `.trash/NAME`: the remover runs at
+    /// `SCHED_IDLE`, so a machine whose cores are all busy, a build
+    /// beside the suite, starves it for seconds); not Paddock's remembered
     /// engine versions (`.engine-versions.json`) nor the base commits'
     /// snapshots overlay workspaces share (`.snapshots`) nor the jobs
     /// directory's identity (`.host-id`), kept on purpose.
     pub fn leftover_workspaces(&self) -> Vec<String> {
         let trash = self.jobs().join(".trash");
-        for _ in 0..200 {
+        for _ in 0..600 {
             if !std::fs::read_dir(&trash).is_ok_and(|mut rd| rd.next().is_some()) {
                 break;
             }
