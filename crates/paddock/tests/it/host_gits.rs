@@ -1184,7 +1184,13 @@ async fn a_repositorys_attribute_rules_cannot_make_its_checkout_compute_unbounde
             })
             .unwrap_or_default()
     };
-    for layout in ["overlay", "clone"] {
+    // The overlay layout where this process can mount one (root), the
+    // clone everywhere.
+    let layouts: &[&str] = match paddock_test_support::skip::overlay_available() {
+        true => &["overlay", "clone"],
+        false => &["clone"],
+    };
+    for &layout in layouts {
         let started = std::time::Instant::now();
         let out = home
             .paddock(
