@@ -33,6 +33,7 @@ pub mod github_closeout;
 pub mod gitlab;
 pub mod gitlab_closeout;
 pub mod gitlab_token;
+pub mod line_record;
 pub mod outbox;
 pub mod pinned_base;
 pub mod push;

@@ -32,15 +32,12 @@ pub fn path(artifacts: &Path) -> PathBuf {
     artifacts.join(FILE)
 }
 
+/// What the record keeps, as its errors name it.
+const WHAT: &str = "the pull request's base";
+
 /// Keeps `base` as the job's pull request's base.
 pub fn write(artifacts: &Path, base: &str) -> Result<(), String> {
-    let path = path(artifacts);
-    crate::own_file::replace(&path, format!("{base}\n").as_bytes()).map_err(|e| {
-        format!(
-            "cannot keep the pull request's base in {}: {e}",
-            path.display()
-        )
-    })
+    super::line_record::write(&path(artifacts), base, WHAT)
 }
 
 /// The base kept for the job whose artifacts directory is `artifacts`:
@@ -48,17 +45,10 @@ pub fn write(artifacts: &Path, base: &str) -> Result<(), String> {
 /// wrong with it.
 pub fn read(artifacts: &Path) -> Result<Option<String>, String> {
     let path = path(artifacts);
-    let text = match crate::own_file::read(&path, MAX) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(format!(
-                "the pull request's base kept in {} cannot be read: {e}",
-                path.display()
-            ))
-        }
+    let Some(name) = super::line_record::read(&path, MAX, WHAT)? else {
+        return Ok(None);
     };
-    let name = text.strip_suffix('\n').unwrap_or(&text);
+    let name = name.as_str();
     let bad = name.is_empty()
         || name.starts_with('-')
         || name.contains("..")

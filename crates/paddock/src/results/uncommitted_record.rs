@@ -26,15 +26,12 @@ pub fn path(artifacts: &Path) -> PathBuf {
     artifacts.join(FILE)
 }
 
+/// What the record keeps, as its errors name it.
+const WHAT: &str = "the source's uncommitted changes";
+
 /// Keeps `count` as the source's uncommitted changes at the job's end.
 pub fn write(artifacts: &Path, count: usize) -> Result<(), String> {
-    let path = path(artifacts);
-    crate::own_file::replace(&path, format!("{count}\n").as_bytes()).map_err(|e| {
-        format!(
-            "cannot keep the source's uncommitted changes in {}: {e}",
-            path.display()
-        )
-    })
+    super::line_record::write(&path(artifacts), &count.to_string(), WHAT)
 }
 
 /// The count kept for the job whose artifacts directory is `artifacts`:
@@ -42,17 +39,10 @@ pub fn write(artifacts: &Path, count: usize) -> Result<(), String> {
 /// with it.
 pub fn read(artifacts: &Path) -> Result<Option<usize>, String> {
     let path = path(artifacts);
-    let text = match crate::own_file::read(&path, MAX) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(format!(
-                "the source's uncommitted changes kept in {} cannot be read: {e}",
-                path.display()
-            ))
-        }
+    let Some(number) = super::line_record::read(&path, MAX, WHAT)? else {
+        return Ok(None);
     };
-    let number = text.strip_suffix('\n').unwrap_or(&text);
+    let number = number.as_str();
     match number.bytes().all(|b| b.is_ascii_digit()) {
         true => number.parse().map(Some).map_err(|_| ()),
         false => Err(()),
