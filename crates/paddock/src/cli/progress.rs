@@ -57,6 +57,11 @@ impl Progress {
         self.bar.suspend(|| errln!("{text}"));
     }
 
+    /// Shows Paddock's own `text` above the spinner, under `-q` too.
+    pub fn notice(&self, text: String) {
+        self.line(text, true);
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

@@ -164,18 +164,13 @@ pub async fn exec(
                 .admit(&spec)
                 .await
                 .map_err(|e| failure(e.code(), e.into())),
-            Some(prior) => {
-                let admitted = runner
-                    .admit_after(&spec, prior)
-                    .await
-                    .map_err(|e| failure(e.code(), e.into()))?;
-                if let Some(continuation) = admitted.continuation() {
-                    // The engine's own session resumed, or a new one and
-                    // why; and a prior pull request closed without a merge.
-                    errln!("paddock: {}", continuation.describe());
-                }
-                Ok(admitted)
-            }
+            // The engine's own session resumed, or a new one and why, is
+            // said once the job has it (`follow`), not here: its
+            // provisioning may still fail.
+            Some(prior) => runner
+                .admit_after(&spec, prior)
+                .await
+                .map_err(|e| failure(e.code(), e.into())),
         }
     };
     let mut admitted = tokio::select! {
@@ -257,6 +252,12 @@ async fn follow(
             Ok(update) => {
                 if remover.waiting.is_none() && update.is_launching() {
                     remover.start();
+                }
+                // The engine's own session resumed (its files in the job's
+                // home), or a new one and why; and a prior pull request
+                // closed without a merge: said under `-q` too.
+                if let Some(detail) = update.session_continuation() {
+                    view.notice(format!("paddock: {}", paddock::terminal_text::line(detail)));
                 }
                 update.deliver(view)
             }

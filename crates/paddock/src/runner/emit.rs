@@ -43,6 +43,26 @@ impl JobUpdate {
         }
     }
 
+    /// The detail of the job's `session_resumed` or `session_forked`
+    /// status: the engine's session now resumed, or a new one and why,
+    /// said once its prior session's files are in the job's home (or
+    /// could not be put there), just before the engine starts.
+    pub fn session_continuation(&self) -> Option<&str> {
+        match self {
+            JobUpdate::Event(AgentEvent {
+                body:
+                    EventBody::Status {
+                        phase:
+                            paddock_protocol::Phase::SessionResumed
+                            | paddock_protocol::Phase::SessionForked,
+                        detail: Some(detail),
+                    },
+                ..
+            }) => Some(detail),
+            _ => None,
+        }
+    }
+
     /// Whether this is the job's `launching` status: its engine is being
     /// started, and Paddock waits for it from here on.
     pub fn is_launching(&self) -> bool {

@@ -1346,3 +1346,79 @@ async fn a_run_whose_stderr_reader_went_away_finishes_its_job() {
         )
     );
 }
+
+/// `paddock run --attempt-after JOB` says it resumed the prior attempt's
+/// session once the job has it (its files in the job's home, just before
+/// the engine starts), under `-q` too: a next attempt whose provisioning
+/// fails (its source moved away after admission's checks) says nothing
+/// of a session. Before, the line was printed at admission, and a job
+/// that never started an engine said it had resumed one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_next_attempt_says_it_resumed_its_session_only_once_it_has() {
+    const SESSION: &str = "0199aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee";
+    let home = Home::new();
+    let dir = home.path().join("job");
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = format!(
+        r#"day="$HOME/.codex/sessions/2026/12/02"
+mkdir -p "$day"
+echo '{{}}' > "$day/rollout-1-{SESSION}.jsonl"
+echo '{{"type":"thread.started","thread_id":"{SESSION}"}}'
+echo '{{"type":"turn.started"}}'
+echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}'"#
+    );
+    let spec = stand_in_job(&dir, "process", &body, 120);
+    let spec_arg = spec.to_str().unwrap();
+    let first = record(&home.paddock(&["run", "--json", spec_arg], &[]).await);
+    let sessions = |out: &std::process::Output| -> Vec<String> {
+        stderr(out)
+            .lines()
+            .filter(|l| l.contains("session"))
+            .map(str::to_string)
+            .collect()
+    };
+    let (repo, moved) = (dir.join("repo"), dir.join("repo-moved"));
+    std::fs::rename(&repo, &moved).unwrap();
+    let failed = home
+        .paddock(
+            &["run", "--json", spec_arg, "--attempt-after", &first.id],
+            &[],
+        )
+        .await;
+    std::fs::rename(&moved, &repo).unwrap();
+    let resumed = home
+        .paddock(
+            &[
+                "run",
+                "--json",
+                "-q",
+                spec_arg,
+                "--attempt-after",
+                &first.id,
+            ],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (
+            first.status,
+            record(&failed).status,
+            sessions(&failed),
+            record(&resumed).status,
+            sessions(&resumed),
+        ),
+        (
+            JobStatus::Done,
+            JobStatus::Failed,
+            Vec::<String>::new(),
+            JobStatus::Done,
+            vec![format!(
+                "paddock: resumed session {SESSION} of attempt 1 (job {})",
+                first.id
+            )],
+        ),
+        "{}\n{}",
+        stderr(&failed),
+        stderr(&resumed)
+    );
+}
