@@ -14,6 +14,7 @@ pub mod event;
 pub mod host_profile;
 pub mod job;
 pub mod ledger;
+pub mod lexical_path;
 pub mod network;
 pub mod parse_error;
 pub mod results;

@@ -872,10 +872,14 @@ impl JobSpec {
         } else {
             base
         };
+        // Joined and made plain by their text (`lexical_path`): shown and
+        // used as `/home/u/My Repos/app`, not `…/specs/../My Repos/app`,
+        // no link followed to do it.
         let base = &std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+        let joined = |p: &Path| crate::lexical_path::plain(&base.join(p));
         let join = |p: &mut PathBuf| {
             if p.is_relative() {
-                *p = base.join(&*p);
+                *p = joined(p);
             }
         };
         if let Some(p) = self.repository.path.as_mut() {
@@ -887,9 +891,7 @@ impl JobSpec {
             // URL) from another working directory than the caller's.
             if !url.contains("://") && !url.contains(':') && !Path::new(url.as_str()).is_absolute()
             {
-                let joined = base.join(url.as_str());
-                let joined = std::path::absolute(&joined).unwrap_or(joined);
-                *url = joined.display().to_string();
+                *url = joined(Path::new(url.as_str())).display().to_string();
             }
         }
         if let Some(p) = self.upstream.scenario.as_mut() {
@@ -925,7 +927,7 @@ impl JobSpec {
         }
         if let Some(name) = self.policy.profile.as_mut() {
             if PolicySpec::profile_is_file(name) && Path::new(name.as_str()).is_relative() {
-                *name = base.join(name.as_str()).display().to_string();
+                *name = joined(Path::new(name.as_str())).display().to_string();
             }
         }
     }

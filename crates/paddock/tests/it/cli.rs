@@ -1422,3 +1422,41 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}
         stderr(&resumed)
     );
 }
+
+/// A spec in a subdirectory naming its repository `../My Repos/repo`:
+/// the path is shown, stored and used as `<home>/My Repos/repo`, made
+/// plain by its text (no link followed), in the failure of a run whose
+/// repository is not there yet and in the stored spec of one that ran.
+/// Before, both said `<home>/specs/../My Repos/repo`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_path_written_relative_to_the_spec_is_shown_plain() {
+    let home = Home::new();
+    let specs = home.path().join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    let spec = stand_in_spec(
+        &specs,
+        std::path::Path::new("../My Repos/repo"),
+        "process",
+        &finishing("printf 'hi\\n' > hi.txt"),
+    );
+    let spec_arg = spec.to_str().unwrap();
+    let missing = record(&home.paddock(&["run", "--json", spec_arg], &[]).await);
+    let repos = home.path().join("My Repos");
+    std::fs::create_dir_all(&repos).unwrap();
+    let made = repo(&repos);
+    let ran = record(&home.paddock(&["run", "--json", spec_arg], &[]).await);
+    let stored = home.store().await.job_spec(&ran.id).await.unwrap().unwrap();
+    let stored = paddock_protocol::JobSpec::from_json(&stored, std::path::Path::new("stored"))
+        .unwrap()
+        .repository
+        .path;
+    assert_eq!(
+        (missing.status, missing.reason, ran.status, stored),
+        (
+            JobStatus::Failed,
+            Some(format!("repository {}: no such directory", made.display())),
+            JobStatus::Done,
+            Some(made.clone()),
+        )
+    );
+}
