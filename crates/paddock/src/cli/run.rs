@@ -75,6 +75,58 @@ pub async fn exec(
     host_dir: Option<PathBuf>,
     quiet: bool,
 ) -> Result<u8, Failure> {
+    let mut pass = StartPass::default();
+    let result = exec_beside(args, paths, host_dir, quiet, &mut pass).await;
+    // However the run ended, its reaper's pass is not cut short by the
+    // process's exit (it has long finished by the time a job has).
+    pass.finished().await;
+    result
+}
+
+/// The reaper's pass a `paddock run` starts with (what earlier `paddock`
+/// processes left behind when they died mid-job: what `paddock gc` does),
+/// run beside the job's admission and provisioning rather than before
+/// them (issue #14: the job's start-up path; the pass reads every
+/// process's environment, so it grew with the host's process count). It
+/// may: the pass is built to run beside live jobs (every other
+/// `paddock run` on the host, and a server's jobs, run beside it), and
+/// this job is as live as they are from before anything of it appears
+/// (its lease is held before its file is placed, its gits carry this
+/// process's mark). Its report is printed as soon as it is done. Awaited
+/// before anything that must come after it: a prior job named by
+/// `--attempt-after` (one whose paddock was killed is failed by then),
+/// the pass after a cancelled admission, and the process's exit.
+#[derive(Default)]
+struct StartPass(Option<tokio::task::JoinHandle<()>>);
+
+impl StartPass {
+    fn start(&mut self, paths: &Paths, store: &paddock::store::SharedStore, liveness: &Liveness) {
+        let (paths, store, liveness) = (paths.clone(), store.clone(), liveness.clone());
+        self.0 = Some(tokio::spawn(async move {
+            for line in super::gc::render(&paddock::reaper::reap(&paths, &*store, &liveness).await)
+            {
+                errln!("paddock: {line}");
+            }
+        }));
+    }
+
+    /// Waits for the pass, if one was started and is not awaited yet.
+    async fn finished(&mut self) {
+        if let Some(pass) = self.0.take() {
+            if let Err(e) = pass.await {
+                errln!("paddock: the reaper's pass at the run's start failed: {e}");
+            }
+        }
+    }
+}
+
+async fn exec_beside(
+    args: RunArgs,
+    paths: &Paths,
+    host_dir: Option<PathBuf>,
+    quiet: bool,
+    pass: &mut StartPass,
+) -> Result<u8, Failure> {
     let RunArgs {
         spec,
         json,
@@ -128,13 +180,14 @@ pub async fn exec(
     // Teardown also after a crash: what earlier `paddock` processes
     // left behind when they died mid-job (what `paddock gc` does).
     let liveness = liveness(paths, &config.hosts)?;
-    for line in super::gc::render(&paddock::reaper::reap(paths, &*store, &liveness).await) {
-        errln!("paddock: {line}");
-    }
+    pass.start(paths, &store, &liveness);
     // The prior job named after the reaper's pass: one whose paddock was
     // killed is failed by then, not taken for a job still running.
     let prior = match attempt_after {
-        Some(prior) => Some(super::resolve_job(&*store, &prior, paths).await?),
+        Some(prior) => {
+            pass.finished().await;
+            Some(super::resolve_job(&*store, &prior, paths).await?)
+        }
         None => None,
     };
     let config = RunnerConfig {
@@ -178,7 +231,9 @@ pub async fn exec(
         () = cancel.clone() => {
             // The admission dropped mid-way: what it held of the prior job
             // (its lease, a token minted for the read) is the reaper's,
-            // cleaned up now as a killed read's would be.
+            // cleaned up now as a killed read's would be (after the
+            // start's pass, which may still be at it).
+            pass.finished().await;
             for line in super::gc::render(
                 &paddock::reaper::reap(paths, &*reaper_store, &runner.config().liveness).await,
             ) {
