@@ -900,9 +900,10 @@ async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
 /// A host profile's `git_cpu_secs` holds Paddock's gits on the job's
 /// content: a job whose ignore rules make git compute (80,000 `a/**/b<n>`
 /// patterns against 200 files 60 directories deep, about 10 s of git's
-/// CPU unbounded) under `git_cpu_secs = 1` fails at its patch within
-/// seconds, its reason naming the command and the profile's limit, and
-/// leaves no workspace behind. Before, the limit was 60 s whatever the
+/// CPU unbounded) under `git_cpu_secs = 1` fails at its patch, its
+/// reason naming the command and the profile's limit (the kernel ended
+/// the git for its CPU; no wall clock is asserted), and leaves no
+/// workspace behind. Before, the limit was 60 s whatever the
 /// host said.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_profiles_git_cpu_limit_ends_a_git_the_jobs_rules_make_compute() {
@@ -927,11 +928,9 @@ async fn a_host_profiles_git_cpu_limit_ends_a_git_the_jobs_rules_make_compute() 
         format!("{text}\n[policy]\nprofile = \"profile.toml\"\n"),
     )
     .unwrap();
-    let started = std::time::Instant::now();
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
-    let took = started.elapsed();
     let rec = record(&out);
     let reason = rec.reason.clone().unwrap_or_default();
     let left: Vec<_> = std::fs::read_dir(home.jobs())
@@ -950,13 +949,11 @@ async fn a_host_profiles_git_cpu_limit_ends_a_git_the_jobs_rules_make_compute() 
                  job's content"
             ),
             left,
-            took < std::time::Duration::from_secs(60),
         ),
         (
             paddock_protocol::JobStatus::Failed,
             true,
             Vec::<String>::new(),
-            true
         ),
         "{reason}\n{}",
         String::from_utf8_lossy(&out.stderr)
@@ -1112,9 +1109,10 @@ async fn a_job_on_an_unchanged_bundle_fetches_nothing() {
 /// makes the checkout that provisions the job (a clone's, an overlay
 /// snapshot's, and the snapshot's index settled after it) compute as
 /// long, on the host, before any limit of the job holds. Under a host
-/// profile's `git_cpu_secs = 1` the job fails at provisioning within
-/// seconds on either layout, its reason naming the checkout and the
-/// limit, and no workspace or snapshot is left. Before, those gits had no
+/// profile's `git_cpu_secs = 1` the job fails at provisioning on either
+/// layout, its reason naming the checkout and the limit (the kernel ended
+/// the git for its CPU: what is measured, not the wall clock, which a
+/// starved machine stretches), and no workspace or snapshot is left. Before, those gits had no
 /// CPU limit: the job ran on after 16 s of the host's CPU (hours with
 /// more files, up to each git's 600 s wall clock).
 #[tokio::test(flavor = "multi_thread")]
@@ -1191,14 +1189,16 @@ async fn a_repositorys_attribute_rules_cannot_make_its_checkout_compute_unbounde
         false => &["clone"],
     };
     for &layout in layouts {
-        let started = std::time::Instant::now();
-        let out = home
-            .paddock(
-                &["run", "--json", spec.to_str().unwrap()],
-                &[("PADDOCK_WORKSPACE_LAYOUT", layout)],
-            )
-            .await;
-        let took = started.elapsed();
+        // A hang guard only, far past what the job takes however starved
+        // the machine: that the checkout's git was ended for its CPU is
+        // what the job's reason says.
+        let mut run = home.command(&["run", "--json", spec.to_str().unwrap()]);
+        run.env("PADDOCK_WORKSPACE_LAYOUT", layout)
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(std::time::Duration::from_secs(900), run.output())
+            .await
+            .unwrap_or_else(|_| panic!("{layout}: the job did not end within 900 s"))
+            .unwrap();
         let rec = record(&out);
         let reason = rec.reason.clone().unwrap_or_default();
         assert_eq!(
@@ -1210,16 +1210,14 @@ async fn a_repositorys_attribute_rules_cannot_make_its_checkout_compute_unbounde
                     ),
                 left(&home.jobs()),
                 left(&home.jobs().join(".snapshots")),
-                took < std::time::Duration::from_secs(8),
             ),
             (
                 paddock_protocol::JobStatus::Failed,
                 true,
                 Vec::<String>::new(),
                 Vec::<String>::new(),
-                true
             ),
-            "{layout}: {reason} (took {took:?})\n{}",
+            "{layout}: {reason}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
