@@ -20,7 +20,6 @@
 //! `<jobs>/job-<32 hex digits>`, so they do), which keeps binaries,
 //! length-prefixed strings (`.pyc`) and offsets intact.
 
-use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -29,6 +28,7 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
+use super::path_set::{PathSet, Print};
 use crate::workspace::beneath;
 
 /// The most a stored setup output may hold, in entries and bytes; more and
@@ -195,81 +195,107 @@ fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<OwnedFd> {
     )?)
 }
 
-/// Every path under `root` (relative, `/`-separated), not entering the
-/// top-level names in `skip`.
-pub(crate) fn inventory(root: &Path, skip: &[&[u8]]) -> io::Result<HashSet<Vec<u8>>> {
-    let mut out = HashSet::new();
+/// Every path under `root`, not entering the top-level names in `skip`,
+/// as fingerprints ([`PathSet`]): each directory read as it is walked,
+/// never listed whole, and no path held by its name. More than
+/// [`super::path_set::MAX_PATHS`] is an error saying so.
+pub(crate) fn inventory(root: &Path, skip: &[&[u8]]) -> io::Result<PathSet> {
+    let mut out = PathSet::default();
     let fd = beneath::open_root(root)?;
-    walk(&fd, b"", skip, &mut out)?;
+    walk(fd, b"", PathSet::root(), skip, &mut out)?;
     Ok(out)
 }
 
-fn walk(dir: &OwnedFd, rel: &[u8], skip: &[&[u8]], out: &mut HashSet<Vec<u8>>) -> io::Result<()> {
+fn walk(
+    dir: OwnedFd,
+    rel: &[u8],
+    print: Print,
+    skip: &[&[u8]],
+    out: &mut PathSet,
+) -> io::Result<()> {
     too_deep(rel)?;
-    for entry in beneath::entries(dir)? {
+    beneath::each_entry(dir, |fd, entry| {
         if rel.is_empty() && skip.contains(&entry.name.as_slice()) {
-            continue;
+            return Ok(());
         }
-        let child = join(rel, &entry.name);
+        let child = out.child(print, &entry.name);
+        out.insert(child).map_err(io::Error::other)?;
         if entry.file_type == FileType::Directory {
-            let sub = open_dir_at(dir.as_fd(), &entry.name)?;
-            walk(&sub, &child, skip, out)?;
+            let sub = open_dir_at(fd, &entry.name)?;
+            walk(sub, &join(rel, &entry.name), child, skip, out)?;
         }
-        out.insert(child);
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The paths under `root` that are not in `before` while their parent
 /// is (or is the root): what was made since `before` was taken, as the
 /// roots of new subtrees. Entries of `before` that changed are not
 /// included.
-/// A directory holding more than [`MAX_ENTRIES`] new entries besides all
-/// of `before`, or more new roots than that in all, is
-/// [`CopyError::TooBig`] (the copy could not carry them): listed only
-/// that far, never whole.
+/// More than [`MAX_ENTRIES`] new roots, or their paths longer than
+/// [`MAX_ROOTS_BYTES`] together, is [`CopyError::TooBig`] (the copy could
+/// not carry them, nor the manifest name them); each directory is read as
+/// it is walked, never listed whole.
 pub(crate) fn new_roots(
     root: &Path,
-    before: &HashSet<Vec<u8>>,
+    before: &PathSet,
     skip: &[&[u8]],
 ) -> Result<Vec<Vec<u8>>, CopyError> {
     let mut out = Vec::new();
     let fd = beneath::open_root(root).map_err(|e| io_err(b".", e))?;
-    find_new(&fd, b"", before, skip, &mut out)?;
+    find_new(fd, b"", PathSet::root(), before, skip, &mut (0, &mut out))?;
     out.sort();
     Ok(out)
 }
 
+/// Why a directory's walk for new paths stopped: reading it, or below.
+enum Found {
+    Io(io::Error),
+    Copy(CopyError),
+}
+
+impl From<io::Error> for Found {
+    fn from(e: io::Error) -> Found {
+        Found::Io(e)
+    }
+}
+
+/// The most bytes the paths of the subtrees a store holds may take
+/// together: the manifest names each (as JSON, up to four characters a
+/// byte) and is read back at most 16 MiB long.
+pub(crate) const MAX_ROOTS_BYTES: usize = 4 << 20;
+
 fn find_new(
-    dir: &OwnedFd,
+    dir: OwnedFd,
     rel: &[u8],
-    before: &HashSet<Vec<u8>>,
+    print: Print,
+    before: &PathSet,
     skip: &[&[u8]],
-    out: &mut Vec<Vec<u8>>,
+    out: &mut (usize, &mut Vec<Vec<u8>>),
 ) -> Result<(), CopyError> {
     too_deep(rel).map_err(|e| io_err(rel, e))?;
-    let room = usize::try_from(MAX_ENTRIES)
-        .unwrap_or(usize::MAX)
-        .saturating_add(before.len());
-    let entries = beneath::entries_at_most(dir, room)
-        .map_err(|e| io_err(rel, e))?
-        .ok_or(CopyError::TooBig)?;
-    for entry in entries {
+    beneath::each_entry(dir, |fd, entry| {
         if rel.is_empty() && skip.contains(&entry.name.as_slice()) {
-            continue;
+            return Ok(());
         }
         let child = join(rel, &entry.name);
-        if !before.contains(&child) {
-            if out.len() as u64 >= MAX_ENTRIES {
-                return Err(CopyError::TooBig);
+        let child_print = before.child(print, &entry.name);
+        if !before.contains(child_print) {
+            out.0 = out.0.saturating_add(child.len());
+            if out.1.len() as u64 >= MAX_ENTRIES || out.0 > MAX_ROOTS_BYTES {
+                return Err(Found::Copy(CopyError::TooBig));
             }
-            out.push(child);
+            out.1.push(child);
         } else if entry.file_type == FileType::Directory {
-            let sub = open_dir_at(dir.as_fd(), &entry.name).map_err(|e| io_err(&child, e))?;
-            find_new(&sub, &child, before, skip, out)?;
+            let sub = open_dir_at(fd, &entry.name).map_err(|e| Found::Copy(io_err(&child, e)))?;
+            find_new(sub, &child, child_print, before, skip, out).map_err(Found::Copy)?;
         }
-    }
-    Ok(())
+        Ok(())
+    })
+    .map_err(|e| match e {
+        Found::Copy(e) => e,
+        Found::Io(e) => io_err(rel, e),
+    })
 }
 
 fn depth(rel: &[u8]) -> usize {
@@ -479,6 +505,76 @@ mod tests {
                 String::from_utf8_lossy(target)
             );
         }
+    }
+
+    /// The peak resident memory of this process (`VmHWM`) and its
+    /// resident memory now (`VmRSS`), in KiB.
+    fn memory_kib() -> (u64, u64) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+                .unwrap()
+        };
+        (field("VmHWM:"), field("VmRSS:"))
+    }
+
+    /// The paths listed before setup are held by fingerprint, each
+    /// directory read as it is walked: 12,000 files under 3,300-byte
+    /// paths (40 MB of names) are listed in under 8 MB of memory, measured
+    /// in a process of its own (this test's binary run again for this
+    /// test alone), where each path was held by its name (over 40 MB).
+    #[test]
+    fn a_tree_of_long_paths_is_listed_in_bounded_memory() {
+        const ENV: &str = "PADDOCK_PROBE_INVENTORY";
+        if let Some(dir) = std::env::var_os(ENV) {
+            // The code the listing runs paged in first (this binary's
+            // pages count as resident), on the tree's top directory
+            // alone, then the peak reset to what is resident now
+            // (`clear_refs` 5).
+            inventory(&Path::new(&dir).join("empty"), &[]).unwrap();
+            let _ = memory_kib();
+            std::fs::write("/proc/self/clear_refs", "5").unwrap();
+            let (_, rss) = memory_kib();
+            let listed = inventory(Path::new(&dir), &[]).unwrap();
+            let (peak, _) = memory_kib();
+            println!("probe: {} {}", listed.len(), peak.saturating_sub(rss));
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let mut deep = tmp.path().to_path_buf();
+        for i in 0..12 {
+            deep.push(format!("{i:02}{}", "d".repeat(248)));
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir(tmp.path().join("empty")).unwrap();
+        for i in 0..12_000 {
+            std::fs::write(deep.join(format!("{i:05}{}", "f".repeat(245))), "").unwrap();
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "setup_cache::copy::tests::a_tree_of_long_paths_is_listed_in_bounded_memory",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ENV, tmp.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (listed, grew_kib): (usize, u64) = text
+            .lines()
+            .find_map(|l| l.split("probe: ").nth(1))
+            .and_then(|l| l.split_once(' '))
+            .map(|(n, kib)| (n.parse().unwrap(), kib.parse().unwrap()))
+            .unwrap_or_else(|| panic!("no probe line in {text}"));
+        assert_eq!(
+            (listed, grew_kib < 8 << 10),
+            (1 + 12 + 12_000, true),
+            "listing grew the peak by {grew_kib} KiB"
+        );
     }
 
     /// A directory with more entries than the copy may still carry is

@@ -35,8 +35,8 @@
 
 pub(crate) mod copy;
 mod key;
+mod path_set;
 
-use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd as _;
@@ -181,7 +181,7 @@ pub enum Stored {
 /// The paths of both trees before setup ran.
 #[derive(Debug, Default)]
 pub struct Before {
-    trees: Vec<HashSet<Vec<u8>>>,
+    trees: Vec<path_set::PathSet>,
 }
 
 /// What an entry holds besides its trees.
@@ -477,7 +477,7 @@ impl SetupCache {
             let src_root = trees.root(tree);
             let dst_root = tmp.join(tree);
             std::fs::create_dir_all(&dst_root).map_err(io_error(&dst_root, "create"))?;
-            let empty = HashSet::new();
+            let empty = path_set::PathSet::default();
             let new = copy::new_roots(
                 src_root,
                 before.trees.get(i).unwrap_or(&empty),

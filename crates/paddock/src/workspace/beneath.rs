@@ -99,6 +99,43 @@ pub(crate) fn entries_at_most(dir: &OwnedFd, at_most: usize) -> io::Result<Optio
     Ok(Some(out))
 }
 
+/// Each entry of the directory `dir` (without `.` and `..`, typed as
+/// [`entries`] types them) handed to `each` with the directory's
+/// descriptor as it is read: nothing of the listing is held but the
+/// kernel's buffer of a few entries, so a walk that keeps only what it
+/// needs of each name holds no directory whole, however many names (or
+/// however long) a job or a repository gave it.
+pub(crate) fn each_entry<E: From<io::Error>>(
+    dir: OwnedFd,
+    mut each: impl FnMut(BorrowedFd<'_>, Entry) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut listing = rustix::fs::Dir::new(dir).map_err(io::Error::from)?;
+    while let Some(entry) = listing.read() {
+        let entry = entry.map_err(io::Error::from)?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let fd = listing.fd().map_err(io::Error::from)?;
+        let file_type = match entry.file_type() {
+            FileType::Unknown => {
+                let stat = rustix::fs::statat(fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(io::Error::from)?;
+                FileType::from_raw_mode(stat.st_mode)
+            }
+            known => known,
+        };
+        each(
+            fd,
+            Entry {
+                name: name.to_vec(),
+                file_type,
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// The regular file `name` of the directory `dir`, read whole: opened
 /// with no link followed and without blocking (never a FIFO waited on),
 /// refused unless `fstat` shows a regular file of at most `max` bytes, and
