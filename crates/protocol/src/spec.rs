@@ -874,9 +874,10 @@ impl JobSpec {
         };
         // Joined and made plain by their text (`lexical_path`): shown and
         // used as `/home/u/My Repos/app`, not `…/specs/../My Repos/app`,
-        // no link followed to do it.
+        // where that names what the path as written names (through a
+        // linked directory `..` is its target's parent).
         let base = &std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
-        let joined = |p: &Path| crate::lexical_path::plain(&base.join(p));
+        let joined = |p: &Path| crate::lexical_path::plain_if_same(&base.join(p));
         let join = |p: &mut PathBuf| {
             if p.is_relative() {
                 *p = joined(p);
