@@ -30,6 +30,7 @@ mod mirror_state;
 mod new_objects;
 pub mod overlay;
 mod prior_branch;
+mod provision_after;
 pub mod prune;
 mod raw_diff;
 mod remote_config;
@@ -57,6 +58,7 @@ use host_git::HostGit;
 pub use lease::Lease;
 pub use overlay::{Chosen, Layout};
 pub use prior_branch::PriorBranch;
+pub use provision_after::ProvisionAfter;
 pub use remote_config::read_ahead as read_remote_config_ahead;
 pub use result_branch::{StartedBundle, BUNDLE};
 pub use snapshot::SNAPSHOTS;
@@ -544,7 +546,7 @@ impl Workspace {
         git_cpu: std::time::Duration,
     ) -> Result<Workspace, WorkspaceError> {
         let layout = Layout::from_env().map_err(|value| WorkspaceError::LayoutEnv { value })?;
-        let after = (prior, git_cpu);
+        let after = ProvisionAfter { prior, git_cpu };
         Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, after).await
     }
 
@@ -557,12 +559,16 @@ impl Workspace {
         branch: &str,
         layout: Layout,
     ) -> Result<Workspace, WorkspaceError> {
-        let after = (None, host_git::JOB_GIT_CPU);
+        let after = ProvisionAfter {
+            prior: None,
+            git_cpu: host_git::JOB_GIT_CPU,
+        };
         Workspace::provision_after(jobs_root, job_id, lease, repo, branch, layout, after).await
     }
 
     /// [`Workspace::provision_as`] after the attempt whose branch is
-    /// `prior`, each git on the base's content held to `git_cpu`.
+    /// `after.prior`, each git on the base's content held to
+    /// `after.git_cpu`.
     pub async fn provision_after(
         jobs_root: &Path,
         job_id: &str,
@@ -570,7 +576,7 @@ impl Workspace {
         repo: &RepositorySpec,
         branch: &str,
         layout: Layout,
-        (prior, git_cpu): (Option<&PriorBranch>, std::time::Duration),
+        after: ProvisionAfter<'_>,
     ) -> Result<Workspace, WorkspaceError> {
         let root = jobs_root.join(job_id);
         // Held until what a failure made is removed: the caller's may be
@@ -580,17 +586,15 @@ impl Workspace {
         let result = match layout {
             Layout::Auto | Layout::Overlay => {
                 let forced = layout == Layout::Overlay;
-                let (to, layered) = (root.clone(), (repo, branch, forced, prior));
-                Workspace::provision_layered(jobs_root, to, lease, layered, git_cpu).await
+                let (to, layered) = (root.clone(), (repo, branch, forced));
+                Workspace::provision_layered(jobs_root, to, lease, layered, after).await
             }
-            Layout::Clone => {
-                Workspace::provision_in(root.clone(), lease, repo, branch, (prior, git_cpu))
-                    .await
-                    .map(|ws| Workspace {
-                        layout: Chosen::clone_because(format!("{}=clone", overlay::LAYOUT_ENV)),
-                        ..ws
-                    })
-            }
+            Layout::Clone => Workspace::provision_in(root.clone(), lease, repo, branch, after)
+                .await
+                .map(|ws| Workspace {
+                    layout: Chosen::clone_because(format!("{}=clone", overlay::LAYOUT_ENV)),
+                    ..ws
+                }),
         };
         // Only what this call made is removed: a directory that was
         // already there (creating it failed) is not ours to delete.
@@ -611,15 +615,15 @@ impl Workspace {
         jobs_root: &Path,
         root: PathBuf,
         lease: Lease,
-        (repo, branch, forced, prior): (&RepositorySpec, &str, bool, Option<&PriorBranch>),
-        git_cpu: std::time::Duration,
+        (repo, branch, forced): (&RepositorySpec, &str, bool),
+        after: ProvisionAfter<'_>,
     ) -> Result<Workspace, WorkspaceError> {
+        let ProvisionAfter { prior, git_cpu } = after;
         match overlay_unavailable(jobs_root, &root, repo) {
             Ok(()) => {}
             Err(why) if forced => return Err(WorkspaceError::OverlayRefused { path: root, why }),
             Err(why) => {
-                let ws =
-                    Workspace::provision_in(root, lease, repo, branch, (prior, git_cpu)).await?;
+                let ws = Workspace::provision_in(root, lease, repo, branch, after).await?;
                 return Ok(Workspace {
                     layout: Chosen::clone_because(why),
                     ..ws
@@ -635,8 +639,7 @@ impl Workspace {
                     // The prior attempt's branch, gone from the source:
                     // from its bundle, into a clone of the job's own.
                     Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
-                        let prior = (prior, git_cpu);
-                        return Workspace::provision_on_prior(root, lease, repo, branch, prior)
+                        return Workspace::provision_on_prior(root, lease, repo, branch, after)
                             .await;
                     }
                     Err(e) => {
@@ -686,8 +689,7 @@ impl Workspace {
                     // mirror, which other jobs share).
                     Err(e) if !forced && prior.is_some_and(|p| p.answers(&e)) => {
                         drop(mirror);
-                        let prior = (prior, git_cpu);
-                        return Workspace::provision_on_prior(root, lease, repo, branch, prior)
+                        return Workspace::provision_on_prior(root, lease, repo, branch, after)
                             .await;
                     }
                     read => read?,
@@ -800,9 +802,9 @@ impl Workspace {
         lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
-        prior: (Option<&PriorBranch>, std::time::Duration),
+        after: ProvisionAfter<'_>,
     ) -> Result<Workspace, WorkspaceError> {
-        let ws = Workspace::provision_in(root, lease, repo, branch, prior).await?;
+        let ws = Workspace::provision_in(root, lease, repo, branch, after).await?;
         Ok(Workspace {
             layout: Chosen::clone_because(format!(
                 "the prior attempt's branch {} is only in its bundle, fetched into the job's own \
@@ -818,8 +820,9 @@ impl Workspace {
         lease: Lease,
         repo: &RepositorySpec,
         branch: &str,
-        (prior, git_cpu): (Option<&PriorBranch>, std::time::Duration),
+        after: ProvisionAfter<'_>,
     ) -> Result<Workspace, WorkspaceError> {
+        let ProvisionAfter { prior, git_cpu } = after;
         let source = Workspace::source_of(repo).await?;
         let ws = Workspace::make_dirs(root, lease, branch)?.with_git_cpu(git_cpu);
         // A URL is cloned from its mirror, fetched for this job.

@@ -45,10 +45,17 @@ pub(super) fn shown_error(error: &str) -> String {
     )
 }
 
-/// One model call before any upstream answer: what the ledger row of a
-/// call that gets no answer needs.
+/// One model call before any upstream answer, on its job's broker
+/// state: what the ledger row of a call that gets no answer needs.
 pub(super) struct Call<'a> {
     pub(super) shared: &'a Shared,
+    /// The call itself.
+    pub(super) own: Detached,
+}
+
+/// A [`Call`] apart from its job's broker state, so that it can move to
+/// a task of its own (which holds the state itself).
+pub(super) struct Detached {
     pub(super) api: Api,
     pub(super) seq: u64,
     /// Empty until the request body has been read; then as
@@ -60,55 +67,31 @@ pub(super) struct Call<'a> {
     pub(super) in_flight: Option<InFlight>,
 }
 
-/// A [`Call`] apart from its job's broker state, so that it can move to
-/// a task of its own (which holds the state itself).
-pub(super) struct Detached {
-    api: Api,
-    seq: u64,
-    model: String,
-    started: Instant,
-    started_at: OffsetDateTime,
-    in_flight: Option<InFlight>,
-}
-
 impl Detached {
     /// The call again, on `shared`.
     pub(super) fn attach(self, shared: &Shared) -> Call<'_> {
-        Call {
-            shared,
-            api: self.api,
-            seq: self.seq,
-            model: self.model,
-            started: self.started,
-            started_at: self.started_at,
-            in_flight: self.in_flight,
-        }
+        Call { shared, own: self }
     }
 }
 
 impl<'a> Call<'a> {
     /// The call without its borrow of the broker's state.
     pub(super) fn detach(self) -> Detached {
-        Detached {
-            api: self.api,
-            seq: self.seq,
-            model: self.model,
-            started: self.started,
-            started_at: self.started_at,
-            in_flight: self.in_flight,
-        }
+        self.own
     }
 
     /// A new call of `api`: its own `seq` and clock.
     pub(super) fn start(shared: &'a Shared, api: Api) -> Call<'a> {
         Call {
             shared,
-            api,
-            seq: shared.next_seq.fetch_add(1, Ordering::SeqCst),
-            model: String::new(),
-            started: Instant::now(),
-            started_at: OffsetDateTime::now_utc(),
-            in_flight: None,
+            own: Detached {
+                api,
+                seq: shared.next_seq.fetch_add(1, Ordering::SeqCst),
+                model: String::new(),
+                started: Instant::now(),
+                started_at: OffsetDateTime::now_utc(),
+                in_flight: None,
+            },
         }
     }
 
@@ -116,7 +99,7 @@ impl<'a> Call<'a> {
     /// API's wire format.
     pub(super) fn refuse(&mut self, status: StatusCode, kind: &str, message: String) -> Response {
         self.settle(self.unanswered(CallStatus::Refused, status, &message));
-        error_response(self.api, status, kind, &message)
+        error_response(self.own.api, status, kind, &message)
     }
 
     /// Writes the attempt's row ahead of forwarding it: `in_flight`, its
@@ -139,14 +122,14 @@ impl<'a> Call<'a> {
             tokens,
             ..self.unanswered(CallStatus::InFlight, StatusCode::OK, "")
         };
-        self.in_flight = Some(self.shared.recorder.write_ahead(row).await?);
+        self.own.in_flight = Some(self.shared.recorder.write_ahead(row).await?);
         Ok(())
     }
 
     /// Settles the attempt's row (its in-flight row, if written ahead), in
     /// the background.
     fn settle(&mut self, row: ModelCall) {
-        drop(match self.in_flight.take() {
+        drop(match self.own.in_flight.take() {
             Some(in_flight) => in_flight.settle(row),
             None => self.shared.recorder.settle(row),
         });
@@ -158,15 +141,15 @@ impl<'a> Call<'a> {
     pub(super) fn bad_gateway(&mut self, reservation: Reservation, message: String) -> Response {
         self.settle(self.unanswered(CallStatus::HttpError, StatusCode::BAD_GATEWAY, &message));
         reservation.settle(0);
-        error_response(self.api, StatusCode::BAD_GATEWAY, "api_error", &message)
+        error_response(self.own.api, StatusCode::BAD_GATEWAY, "api_error", &message)
     }
 
     /// The next attempt of a retried call: its own ledger row (a new `seq`)
     /// and its own clock.
     pub(super) fn next_attempt(&mut self) {
-        self.seq = self.shared.next_seq.fetch_add(1, Ordering::SeqCst);
-        self.started = Instant::now();
-        self.started_at = OffsetDateTime::now_utc();
+        self.own.seq = self.shared.next_seq.fetch_add(1, Ordering::SeqCst);
+        self.own.started = Instant::now();
+        self.own.started_at = OffsetDateTime::now_utc();
     }
 
     /// The row of an attempt the upstream answered with a retryable error
@@ -179,7 +162,7 @@ impl<'a> Call<'a> {
         failed: u32,
         delay: Duration,
     ) {
-        let ttft_ms = Some(self.started.elapsed().as_millis() as u64);
+        let ttft_ms = Some(self.own.started.elapsed().as_millis() as u64);
         let status = resp.status().as_u16();
         let content_type = resp
             .headers()
@@ -188,7 +171,7 @@ impl<'a> Call<'a> {
             .unwrap_or("")
             .to_string();
         let mut meter = Meter::new(
-            self.api,
+            self.own.api,
             &content_type,
             self.shared.config.max_upstream_event_bytes,
         );
@@ -242,20 +225,20 @@ impl<'a> Call<'a> {
         ModelCall {
             job_id: config.job_id.clone(),
             attempt: config.attempt,
-            seq: self.seq,
+            seq: self.own.seq,
             provider: config.upstream.provider.label().to_string(),
-            requested_model: self.model.clone(),
+            requested_model: self.own.model.clone(),
             served_model: None,
             tokens: TokenUsage::default(),
             ttft_ms: None,
-            duration_ms: self.started.elapsed().as_millis() as u64,
+            duration_ms: self.own.started.elapsed().as_millis() as u64,
             status,
             http_status: Some(http_status.as_u16()),
             error: Some(message.to_string()),
             estimated: false,
             price_version: config.prices.version.clone(),
             cost_micros: 0,
-            started_at: self.started_at,
+            started_at: self.own.started_at,
         }
     }
 }

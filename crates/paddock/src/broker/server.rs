@@ -162,7 +162,12 @@ async fn follow(
             admitted.reservation.settle(0);
             let msg = format!("paddock broker: the call was not forwarded: {e}");
             tracing::error!("{msg}");
-            return error_response(call.api, StatusCode::SERVICE_UNAVAILABLE, "api_error", &msg);
+            return error_response(
+                call.own.api,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                &msg,
+            );
         }
     };
     answer(shared, call, admitted, resp, permit).await
@@ -285,7 +290,7 @@ async fn admit(
         body,
         json: mut request,
     } = request;
-    let api = call.api;
+    let api = call.own.api;
     // A background response runs on upstream after its answer (which says
     // `queued`, without usage), billed in full where the broker never
     // sees it: unmetered spend past any budget. Engines never ask for one.
@@ -353,8 +358,8 @@ async fn admit(
             .to_string()
     });
     // Named in the ledger and the messages cut short: the job's text.
-    call.model = super::call::shown_model(&model);
-    let shown = call.model.clone();
+    call.own.model = super::call::shown_model(&model);
+    let shown = call.own.model.clone();
     if !shared.config.web_search && super::provider_fetch::searching_model(&model) {
         let msg = format!(
             "paddock broker: model `{shown}` searches the web by itself, past the job's network \
@@ -460,7 +465,7 @@ async fn admit(
         beside: bounded
             .then(|| estimate_micros(prices, &model, bytes, max_output, choices, Beside)),
     };
-    match shared.budget.admit(call.seq, worst).await {
+    match shared.budget.admit(call.own.seq, worst).await {
         Admission::Admitted(reservation) => {
             let input = reservation.input();
             let tokens = worst_case_tokens(prices, &model, bytes, max_output, choices, input);
@@ -501,7 +506,7 @@ async fn forward(
     loop {
         let attempt_headers = upstream
             .provider
-            .credentials(call.api, url, body, headers.clone())
+            .credentials(call.own.api, url, body, headers.clone())
             .await
             .map_err(NotForwarded::Unreachable)?;
         // On the ledger before it leaves: whatever kills Paddock now, the
@@ -583,7 +588,7 @@ async fn answer(
         }
     }
     let limit = shared.config.max_upstream_event_bytes;
-    let mut meter = Meter::new(call.api, &content_type, limit);
+    let mut meter = Meter::new(call.own.api, &content_type, limit);
     let (inner, cut, broke): (ByteStream, Cut, Option<String>) =
         if meter.is_sse() || !status.is_success() {
             (Box::pin(resp.bytes_stream()), Cut::No, None)
@@ -603,7 +608,7 @@ async fn answer(
                     builder = Response::builder()
                         .status(w.status)
                         .header(http::header::CONTENT_TYPE, "application/json");
-                    let body = error_body(call.api, w.kind, &w.message);
+                    let body = error_body(call.own.api, w.kind, &w.message);
                     (
                         Box::pin(futures::stream::empty()),
                         Cut::Pending(Bytes::from(body)),
@@ -622,18 +627,18 @@ async fn answer(
     let withheld = broke.is_some();
     let whole = !meter.is_sse() && status.is_success();
     let metered = MeteredBody {
-        in_flight: call.in_flight.take(),
+        in_flight: call.own.in_flight.take(),
         closing: None,
         whole,
         inner,
         meter: Some(meter),
         shared: shared.clone(),
-        seq: call.seq,
+        seq: call.own.seq,
         model: admitted.model,
         http_status: status.as_u16(),
         request_bytes: admitted.body.len() as u64,
-        started: call.started,
-        started_at: call.started_at,
+        started: call.own.started,
+        started_at: call.own.started_at,
         ttft_ms: None,
         broke,
         reservation: Some(admitted.reservation),
