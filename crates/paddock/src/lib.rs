@@ -31,6 +31,7 @@ pub mod own_children;
 pub(crate) mod own_file;
 pub mod paths;
 pub mod policy;
+pub(crate) mod proc_read;
 pub mod reaper;
 pub mod record_limit;
 pub mod redact;

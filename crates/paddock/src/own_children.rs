@@ -235,7 +235,8 @@ fn parent(proc_dir: &Path) -> Option<u32> {
 /// the start time) of process `proc_dir`'s `stat` (`PID (COMM) STATE PPID
 /// …`; COMM may hold anything but ends at the last `)`), as a number.
 pub(crate) fn stat_field(proc_dir: &Path, n: usize) -> Option<u64> {
-    let stat = std::fs::read(proc_dir.join("stat")).ok()?;
+    let mut buf = [0u8; crate::proc_read::STAT_BYTES];
+    let stat = crate::proc_read::small(&proc_dir.join("stat"), &mut buf)?;
     let close = stat.iter().rposition(|b| *b == b')')?;
     let field = stat[close + 1..]
         .split(|b| *b == b' ')
