@@ -111,6 +111,23 @@ impl Home {
             .collect()
     }
 
+    /// Job `id`'s warnings: the messages of its non-fatal `error` events,
+    /// in order, whatever their source.
+    pub async fn warnings(&self, id: &str) -> Vec<String> {
+        self.event_bodies(id)
+            .await
+            .into_iter()
+            .filter_map(|body| match body {
+                paddock_protocol::EventBody::Error {
+                    message,
+                    fatal: false,
+                    ..
+                } => Some(message),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Job `id`'s session status events (`session_resumed`,
     /// `session_forked`) in order: their phase and detail.
     pub async fn session_statuses(

@@ -162,6 +162,22 @@ pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
     hits
 }
 
+/// Appends the TOML `sections` to the job spec at `spec`, after a blank
+/// line.
+pub fn append_to_spec(spec: &Path, sections: &str) {
+    let text = std::fs::read_to_string(spec).unwrap();
+    std::fs::write(spec, format!("{text}\n{sections}")).unwrap();
+}
+
+/// Puts the job spec at `spec` under the host profile file `profile`
+/// (TOML), written as `profile.toml` beside it: `[policy] profile =
+/// "profile.toml"` appended to the spec.
+pub fn under_profile(spec: &Path, profile: &str) {
+    let dir = spec.parent().unwrap();
+    std::fs::write(dir.join("profile.toml"), profile).unwrap();
+    append_to_spec(spec, "[policy]\nprofile = \"profile.toml\"\n");
+}
+
 /// Puts the job spec at `spec` on the `sandbox` rung.
 pub fn sandboxed(spec: &Path) {
     on_rung(spec, "sandbox");

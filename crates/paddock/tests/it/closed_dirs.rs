@@ -281,14 +281,10 @@ async fn closed_files_are_stored_in_the_setup_cache(rung: &str) {
     let home = Home::new();
     let repo = repo(home.path());
     let spec = stand_in_job(&home, &repo, "true\n", rung, uid);
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
+    append_to_spec(
         &spec,
-        format!(
-            "{text}\n[setup]\ncommands = ['''mkdir -p deps && echo a > deps/f && chmod 000 deps/f''']\n"
-        ),
-    )
-    .unwrap();
+        "[setup]\ncommands = ['''mkdir -p deps && echo a > deps/f && chmod 000 deps/f''']\n",
+    );
     let first = paddock_as(uid, &home, &["run", spec.to_str().unwrap()]).await;
     let second = paddock_as(uid, &home, &["run", spec.to_str().unwrap()]).await;
     assert_eq!(

@@ -154,11 +154,6 @@ awk 'BEGIN {{ printf "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\"
             paddock::engines::claude::PIN.version
         ),
     );
-    std::fs::write(
-        dir.join("profile.toml"),
-        "id = \"deny-c\"\ndeny_commands = [\"c1\", \"curl\"]\n",
-    )
-    .unwrap();
     let spec = job(
         &dir,
         "claude",
@@ -172,11 +167,12 @@ awk 'BEGIN {{ printf "{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\"
         "timeout_secs = 120",
         "timeout_secs = 120\nmax_records = 1000",
     );
-    std::fs::write(
+    std::fs::write(&spec, text).unwrap();
+    append_to_spec(&spec, "[budget]\nmax_usd = 1.0\n");
+    under_profile(
         &spec,
-        format!("{text}\n[budget]\nmax_usd = 1.0\n\n[policy]\nprofile = \"profile.toml\"\n"),
-    )
-    .unwrap();
+        "id = \"deny-c\"\ndeny_commands = [\"c1\", \"curl\"]\n",
+    );
     let started = std::time::Instant::now();
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])

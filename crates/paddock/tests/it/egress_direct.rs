@@ -28,12 +28,13 @@ async fn run(setup: Option<&str>, script: &str) -> Ran {
     let home = Home::new();
     let spec = fake_codex_job(&home, "sandbox", script, 120);
     if let Some(setup) = setup {
-        let text = std::fs::read_to_string(&spec).unwrap();
-        let text = format!(
-            "{text}\n[setup]\ncommands = [{}]\n",
-            serde_json::to_string(setup).unwrap()
+        append_to_spec(
+            &spec,
+            &format!(
+                "[setup]\ncommands = [{}]\n",
+                serde_json::to_string(setup).unwrap()
+            ),
         );
-        std::fs::write(&spec, text).unwrap();
     }
     let (rec, job_home) = run_kept_script_job(&home, &spec).await;
     let store = home.store().await;

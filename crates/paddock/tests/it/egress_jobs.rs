@@ -120,17 +120,14 @@ fn unaccepted_egress_job(
     limit: &str,
     sections: &str,
 ) -> PathBuf {
-    std::fs::write(
-        home.path().join("profile.toml"),
-        format!(
+    let spec = fake_codex_job(home, rung, script, 60);
+    append_to_spec(&spec, &format!("{sections}\n"));
+    under_profile(
+        &spec,
+        &format!(
             "id = \"egress-test\"\n[network]\n{limit} = [\"127.0.0.1:{port}\"]\nopen_addresses = [\"127.0.0.1:{port}\"]\n"
         ),
-    )
-    .unwrap();
-    let spec = fake_codex_job(home, rung, script, 60);
-    let text = std::fs::read_to_string(&spec).unwrap();
-    let text = format!("{text}\n{sections}\n\n[policy]\nprofile = \"profile.toml\"\n");
-    std::fs::write(&spec, text).unwrap();
+    );
     spec
 }
 

@@ -75,20 +75,9 @@ async fn aliases_left_out_on(rung: &str) {
             .collect::<Vec<_>>()
     });
     let warnings: Vec<String> = home
-        .store()
+        .warnings(&record.id)
         .await
-        .events(&record.id, 0)
-        .await
-        .unwrap()
         .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Error {
-                message,
-                fatal: false,
-                ..
-            } => Some(message),
-            _ => None,
-        })
         // Not the rung's own notes (a user without a cgroup to delegate
         // runs the sandbox without its caps, and is told so).
         .filter(|m| !m.starts_with("running without cgroup caps"))

@@ -744,26 +744,20 @@ fn pushed_under_profile(home: &Home, git_cpu_secs: u64) -> (PathBuf, PathBuf, Pa
             remote.to_str().unwrap(),
         ],
     );
-    std::fs::write(
-        home.path().join("profile.toml"),
-        format!("id = \"git-cpu\"\ngit_cpu_secs = {git_cpu_secs}\n"),
-    )
-    .unwrap();
     let spec = stand_in_spec(
         home.path(),
         &repo,
         "process",
         &finishing("printf 'fixed\\n' > fix.txt"),
     );
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
+    append_to_spec(
         &spec,
-        format!(
-            "{text}\n[results.push]\nurl = \"file://{}\"\n\n[policy]\nprofile = \"profile.toml\"\n",
-            remote.display()
-        ),
-    )
-    .unwrap();
+        &format!("[results.push]\nurl = \"file://{}\"\n", remote.display()),
+    );
+    under_profile(
+        &spec,
+        &format!("id = \"git-cpu\"\ngit_cpu_secs = {git_cpu_secs}\n"),
+    );
     (repo, remote, spec)
 }
 
@@ -908,11 +902,6 @@ async fn every_git_on_the_jobs_content_is_held_to_the_cpu_limit() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_profiles_git_cpu_limit_ends_a_git_the_jobs_rules_make_compute() {
     let home = Home::new();
-    std::fs::write(
-        home.path().join("profile.toml"),
-        "id = \"tight-git\"\ngit_cpu_secs = 1\n",
-    )
-    .unwrap();
     let deep = std::iter::once("a")
         .chain(std::iter::repeat_n("x", 60))
         .collect::<Vec<_>>()
@@ -922,12 +911,7 @@ async fn a_host_profiles_git_cpu_limit_ends_a_git_the_jobs_rules_make_compute() 
          for i in $(seq 0 199); do echo f > {deep}/f$i; done"
     ));
     let spec = fake_codex_job(&home, "process", &body, 600);
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
-        &spec,
-        format!("{text}\n[policy]\nprofile = \"profile.toml\"\n"),
-    )
-    .unwrap();
+    under_profile(&spec, "id = \"tight-git\"\ngit_cpu_secs = 1\n");
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
@@ -1118,18 +1102,8 @@ async fn a_job_on_an_unchanged_bundle_fetches_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_repositorys_attribute_rules_cannot_make_its_checkout_compute_unbounded() {
     let home = Home::new();
-    std::fs::write(
-        home.path().join("profile.toml"),
-        "id = \"tight-git\"\ngit_cpu_secs = 1\n",
-    )
-    .unwrap();
     let spec = fake_codex_job(&home, "process", &finishing("true"), 600);
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
-        &spec,
-        format!("{text}\n[policy]\nprofile = \"profile.toml\"\n"),
-    )
-    .unwrap();
+    under_profile(&spec, "id = \"tight-git\"\ngit_cpu_secs = 1\n");
     let repo = home.path().join("repo");
     let deep = std::iter::once("a")
         .chain(std::iter::repeat_n("x", 60))

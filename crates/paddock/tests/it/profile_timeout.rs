@@ -33,21 +33,15 @@ fn number_after(text: &str, marker: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_profiles_timeout_caps_setup_and_engine_together() {
     let home = Home::new();
-    std::fs::write(
-        home.path().join("profile.toml"),
-        "id = \"one-minute\"\ntimeout_min = 1\nsetup_cache = false\n",
-    )
-    .unwrap();
     let spec = fake_codex_job(&home, "process", "sleep 120", 600);
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
+    append_to_spec(
         &spec,
-        format!(
-            "{text}\n[setup]\ncommands = [\"sleep 40\"]\ntimeout_secs = 600\n\n\
-             [policy]\nprofile = \"profile.toml\"\n"
-        ),
-    )
-    .unwrap();
+        "[setup]\ncommands = [\"sleep 40\"]\ntimeout_secs = 600\n",
+    );
+    under_profile(
+        &spec,
+        "id = \"one-minute\"\ntimeout_min = 1\nsetup_cache = false\n",
+    );
     let started = std::time::Instant::now();
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
@@ -113,11 +107,6 @@ async fn a_host_profiles_timeout_caps_setup_and_engine_together() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_profiles_timeout_stops_a_clone_that_hangs() {
     let home = Home::new();
-    std::fs::write(
-        home.path().join("profile.toml"),
-        "id = \"one-minute\"\ntimeout_min = 1\nsetup_cache = false\n",
-    )
-    .unwrap();
     // The engine would write a marker: it must never start.
     let marker = home.path().join("engine-ran");
     let spec = fake_codex_job(
@@ -126,12 +115,10 @@ async fn a_host_profiles_timeout_stops_a_clone_that_hangs() {
         &format!("touch '{}'", marker.display()),
         600,
     );
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
+    under_profile(
         &spec,
-        format!("{text}\n[policy]\nprofile = \"profile.toml\"\n"),
-    )
-    .unwrap();
+        "id = \"one-minute\"\ntimeout_min = 1\nsetup_cache = false\n",
+    );
     let bin = home.path().join("slow-git");
     std::fs::create_dir_all(&bin).unwrap();
     let real = which::which("git").unwrap();
@@ -210,11 +197,6 @@ async fn a_host_profiles_timeout_stops_a_clone_that_hangs() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_profiles_timeout_stops_a_push_that_hangs_after_a_grace() {
     let home = Home::new();
-    std::fs::write(
-        home.path().join("profile.toml"),
-        "id = \"one-minute\"\ntimeout_min = 1\nsetup_cache = false\n",
-    )
-    .unwrap();
     let repo = repo(home.path());
     let remote = home.path().join("remote.git");
     std::fs::create_dir_all(&remote).unwrap();
@@ -225,15 +207,14 @@ async fn a_host_profiles_timeout_stops_a_push_that_hangs_after_a_grace() {
         "process",
         &finishing("printf 'fixed\\n' > fix.txt"),
     );
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
+    append_to_spec(
         &spec,
-        format!(
-            "{text}\n[policy]\nprofile = \"profile.toml\"\n\n[results.push]\nurl = \"file://{}\"\n",
-            remote.display()
-        ),
-    )
-    .unwrap();
+        &format!("[results.push]\nurl = \"file://{}\"\n", remote.display()),
+    );
+    under_profile(
+        &spec,
+        "id = \"one-minute\"\ntimeout_min = 1\nsetup_cache = false\n",
+    );
     let bin = home.path().join("slow-git");
     std::fs::create_dir_all(&bin).unwrap();
     let real = which::which("git").unwrap();

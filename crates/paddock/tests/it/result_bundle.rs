@@ -93,25 +93,6 @@ fn pushing_to(spec: &Path, remote: &Path) {
     .unwrap();
 }
 
-/// The job's non-fatal error events (its warnings).
-async fn warnings(home: &Home, id: &str) -> Vec<String> {
-    home.store()
-        .await
-        .events(id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Error {
-                message,
-                fatal: false,
-                ..
-            } => Some(message),
-            _ => None,
-        })
-        .collect()
-}
-
 const BRANCH: &str = "paddock/T-1/1";
 
 /// A local source: the bundle names the base as its prerequisite and holds
@@ -159,7 +140,7 @@ async fn a_local_jobs_bundle_holds_only_its_new_objects_and_pushes_whole() {
             git(&remote, &["fsck", "--no-dangling", "--no-progress"]),
             leftovers,
             repo.join(".git/objects/info/alternates").exists(),
-            warnings(&home, &rec.id).await,
+            home.warnings(&rec.id).await,
         ),
         (
             paddock_protocol::JobStatus::Done,
@@ -234,7 +215,7 @@ async fn a_base_pruned_from_the_source_gets_the_whole_history_and_says_so() {
         .join(&rec.id)
         .join("branch.bundle");
     let commit = git(&repo, &["rev-parse", BRANCH]).trim().to_string();
-    let events = warnings(&home, &rec.id).await;
+    let events = home.warnings(&rec.id).await;
     let wanted = format!(
         "the branch's bundle holds its whole history, not only the job's new objects: \
          the base commit {base} is kept nowhere on this host (the source does not have it any more)"
@@ -305,7 +286,7 @@ async fn a_url_jobs_push_borrows_the_base_from_its_mirror() {
                 .trim()
                 .to_string(),
             git(&remote, &["fsck", "--no-dangling", "--no-progress"]),
-            warnings(&home, &rec.id).await,
+            home.warnings(&rec.id).await,
         ),
         (
             paddock_protocol::JobStatus::Done,

@@ -257,19 +257,7 @@ async fn a_no_change_job_on_a_dirty_source_says_it_ran_on_the_committed_base() {
         .lines()
         .filter(|l| l.contains("uncommitted"))
         .collect::<Vec<_>>();
-    let warnings = home
-        .event_bodies(&record.id)
-        .await
-        .into_iter()
-        .filter_map(|e| match e {
-            paddock_protocol::EventBody::Error {
-                message,
-                fatal: false,
-                ..
-            } => Some(message),
-            _ => None,
-        })
-        .collect::<Vec<_>>();
+    let warnings = home.warnings(&record.id).await;
     assert_eq!(
         (record.status, record.changed_files.clone(), said, warnings),
         (
@@ -809,20 +797,10 @@ async fn a_warning_of_paddocks_own_is_shown_whole() {
         .await;
     let job = record(&second);
     let warnings: Vec<String> = home
-        .store()
+        .warnings(&job.id)
         .await
-        .events(&job.id, 0)
-        .await
-        .unwrap()
         .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Error {
-                message,
-                fatal: false,
-                ..
-            } if message.contains("was not fetched into the source") => Some(message),
-            _ => None,
-        })
+        .filter(|m| m.contains("was not fetched into the source"))
         .collect();
     let [warning] = <[String; 1]>::try_from(warnings).unwrap();
     assert!(warning.chars().count() > 300, "{warning}");
@@ -954,20 +932,10 @@ async fn a_change_outside_touch_only_is_flagged_in_the_closeout_and_the_events()
     )
     .unwrap();
     let warnings: Vec<String> = home
-        .store()
+        .warnings(&record.id)
         .await
-        .events(&record.id, 0)
-        .await
-        .unwrap()
         .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Error {
-                message,
-                fatal: false,
-                ..
-            } if message.contains("touch_only") => Some(message),
-            _ => None,
-        })
+        .filter(|m| m.contains("touch_only"))
         .collect();
     assert_eq!(
         (
@@ -2533,12 +2501,10 @@ async fn a_push_section_without_its_known_hosts_is_refused() {
     let home = Home::new();
     let repo = repo(home.path());
     let spec = stand_in_job(&home, &repo, &finishing("true"));
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
+    append_to_spec(
         &spec,
-        format!("{text}\n[results.push]\nurl = \"ssh://git@git.example/acme/widgets.git\"\nssh_key = \"file:/etc/paddock/deploy\"\n"),
-    )
-    .unwrap();
+        "[results.push]\nurl = \"ssh://git@git.example/acme/widgets.git\"\nssh_key = \"file:/etc/paddock/deploy\"\n",
+    );
     let out = home
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
@@ -2639,20 +2605,11 @@ async fn url_sources_are_cached_as_mirrors_fetched_per_job() {
     std::fs::remove_dir_all(mirror.join("objects")).unwrap();
     let third = run().await;
     assert_eq!(base_seen(&third), main_now);
-    let store = home.store().await;
-    let notes: Vec<String> = store
-        .events(&third.id, 0)
+    let notes: Vec<String> = home
+        .warnings(&third.id)
         .await
-        .unwrap()
         .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Error {
-                message,
-                fatal: false,
-                ..
-            } if message.starts_with("the mirror of ") => Some(message),
-            _ => None,
-        })
+        .filter(|m| m.starts_with("the mirror of "))
         .collect();
     let url = format!("{}/widgets.git", server.url);
     assert!(

@@ -966,12 +966,10 @@ async fn caps_told(
     let dir = home.path().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let spec = paddock_test_support::jobs::stand_in_job(&dir, "sandbox", engine, 60);
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
+    append_to_spec(
         &spec,
-        format!("{text}\n[setup]\ncommands = [\"echo one\", \"echo two\"]\ncache = false\n"),
-    )
-    .unwrap();
+        "[setup]\ncommands = [\"echo one\", \"echo two\"]\ncache = false\n",
+    );
     let out = home
         .paddock(
             &["run", "--json", spec.to_str().unwrap()],

@@ -42,22 +42,7 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}
         .paddock(&["run", "--json", spec.to_str().unwrap()], &[])
         .await;
     let record = record(&out);
-    let warnings: Vec<String> = home
-        .store()
-        .await
-        .events(&record.id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.body {
-            paddock_protocol::EventBody::Error {
-                message,
-                fatal: false,
-                ..
-            } => Some(message),
-            _ => None,
-        })
-        .collect();
+    let warnings = home.warnings(&record.id).await;
     let saved = home
         .data()
         .join("artifacts")
@@ -159,16 +144,14 @@ echo '{{"type":"turn.completed","usage":{{"input_tokens":1,"output_tokens":1}}}}
         }
     };
     let first = run(Vec::new()).await;
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
+    append_to_spec(
         &spec,
-        format!(
-            "{text}\n[setup]\ncommands = [\"mkdir -p \\\"$HOME/.codex\\\" && ln -s {} \
+        &format!(
+            "[setup]\ncommands = [\"mkdir -p \\\"$HOME/.codex\\\" && ln -s {} \
              \\\"$HOME/.codex/sessions\\\"\"]\ncache = false\n",
             outside.display()
         ),
-    )
-    .unwrap();
+    );
     let second = run(vec!["--attempt-after".into(), first.id.clone()]).await;
     let continued = home.session_statuses(&second.id).await;
     let left_outside: Vec<std::path::PathBuf> = std::fs::read_dir(&outside)

@@ -46,12 +46,7 @@ fn spec_running(
         .map(|c| format!("'''{c}'''"))
         .collect::<Vec<_>>()
         .join(", ");
-    let text = std::fs::read_to_string(&spec).unwrap();
-    std::fs::write(
-        &spec,
-        format!("{text}\n[setup]\ncommands = [{list}]\n{extra}"),
-    )
-    .unwrap();
+    append_to_spec(&spec, &format!("[setup]\ncommands = [{list}]\n{extra}"));
     spec
 }
 
