@@ -185,6 +185,16 @@ pub enum WorkspaceError {
         args: String,
         limit: u64,
     },
+    #[error(
+        "workspace {path}: `git {args}` lists more than {limit} bytes {what}, the most Paddock \
+         holds; it was stopped"
+    )]
+    ListingPastLimit {
+        path: PathBuf,
+        args: String,
+        what: &'static str,
+        limit: u64,
+    },
     #[error("workspace {path}: cannot run git: {source}")]
     Spawn {
         path: PathBuf,
@@ -335,6 +345,24 @@ const OVERLAY_WORK: &str = "overlay-work";
 /// changed (their lengths together, `final_tree::Budget`): a sparse file
 /// is any length without holding disk, and git hashed every byte of it.
 pub const MAX_PATCH_BYTES: u64 = 1 << 30;
+
+/// The most of the base commit's lockfiles and manifests (their paths
+/// and blob ids together) the setup cache's key reads
+/// ([`Workspace::base_files`]): some 40,000 `package.json` files under
+/// 100-byte paths.
+pub const MAX_BASE_FILES_BYTES: u64 = 8 << 20;
+
+/// The most of the base's paths (their bytes together) the patch reads
+/// from Paddock's index (`final_tree::Tracked`), whatever the checkout
+/// holds: a repository of a million files under 100-byte paths fits; one
+/// of a million under 4 KB paths fails the patch naming the bound, never
+/// held whole in the memory of the process that runs every job.
+pub const MAX_BASE_PATH_BYTES: u64 = 128 << 20;
+
+/// The longest record of a listing of the base's paths read
+/// ([`HostGit::each_record`]): a path is at most `PATH_MAX` (4096) bytes
+/// where it is checked out, with its mode and object name before it.
+const MAX_LISTED_RECORD: usize = 64 * 1024;
 
 /// How many of the files left out of the patch as too long to stage its
 /// warning names (the rest are counted).
@@ -1192,41 +1220,53 @@ impl Workspace {
 
     /// The base commit's files whose name (the path's last part) `wanted`
     /// accepts, as (path, blob id), read from Paddock's own git directory
-    /// (never the job's repository).
+    /// (never the job's repository). The listing is read record by record
+    /// ([`HostGit::each_record`]), only the files taken held: at most
+    /// [`MAX_BASE_FILES_BYTES`] of their paths and ids together, past it
+    /// `ListingPastLimit` (a repository can list paths without end: a tree
+    /// holding its own subtrees again and again).
     pub async fn base_files(
         &self,
         wanted: impl Fn(&[u8]) -> bool,
     ) -> Result<Vec<(String, String)>, WorkspaceError> {
-        let listing = self
-            .paddock_git(None, false)
-            .run(
-                [
-                    "ls-tree",
-                    "-r",
-                    "-z",
-                    "--full-tree",
-                    self.base_commit.as_str(),
-                ],
-                None,
-            )
-            .await?;
+        let args = [
+            "ls-tree",
+            "-r",
+            "-z",
+            "--full-tree",
+            self.base_commit.as_str(),
+        ];
         let mut out = Vec::new();
-        // `MODE TYPE ID\tPATH`, NUL-terminated.
-        for record in listing.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-            let Some(tab) = record.iter().position(|b| *b == b'\t') else {
-                continue;
-            };
-            let mut head = record[..tab].split(|b| *b == b' ');
-            let (_, kind, id) = (head.next(), head.next(), head.next());
-            let path = &record[tab + 1..];
-            let name = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
-            if let (Some(b"blob"), Some(id), true) = (kind, id, wanted(name)) {
-                out.push((
-                    String::from_utf8_lossy(path).into_owned(),
-                    String::from_utf8_lossy(id).into_owned(),
-                ));
-            }
-        }
+        let mut held = 0usize;
+        let past = || WorkspaceError::ListingPastLimit {
+            path: self.root.clone(),
+            args: args.join(" "),
+            what: "of the base commit's lockfiles and manifests (paths and ids)",
+            limit: MAX_BASE_FILES_BYTES,
+        };
+        self.paddock_git(None, false)
+            .each_record(args, MAX_LISTED_RECORD, |record| {
+                // `MODE TYPE ID\tPATH`.
+                let Some(tab) = record.iter().position(|b| *b == b'\t') else {
+                    return Ok(());
+                };
+                let mut head = record[..tab].split(|b| *b == b' ');
+                let (_, kind, id) = (head.next(), head.next(), head.next());
+                let path = &record[tab + 1..];
+                let name = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
+                if let (Some(b"blob"), Some(id), true) = (kind, id, wanted(name)) {
+                    held = held.saturating_add(path.len() + id.len());
+                    if held as u64 > MAX_BASE_FILES_BYTES {
+                        return Err(past());
+                    }
+                    out.push((
+                        String::from_utf8_lossy(path).into_owned(),
+                        String::from_utf8_lossy(id).into_owned(),
+                    ));
+                }
+                Ok(())
+            })
+            .await?;
         Ok(out)
     }
 
@@ -1538,8 +1578,8 @@ impl Workspace {
         let git = self.paddock_git(Some(&self.git_dir().join("index")), false);
         tokio::spawn(async move {
             cell.get_or_init(|| async move {
-                let out = git.run(["ls-files", "--stage", "-z"], None).await.ok()?;
-                Some(Arc::new(Tracked::parse(&out)))
+                let tracked = Tracked::read(&git, MAX_BASE_PATH_BYTES, MAX_LISTED_RECORD);
+                Some(Arc::new(tracked.await.ok()?))
             })
             .await;
         });
@@ -1592,9 +1632,9 @@ impl Workspace {
             .await;
         match early {
             Some(tracked) => Ok(tracked.clone()),
-            None => Ok(Arc::new(Tracked::parse(
-                &git.run(["ls-files", "--stage", "-z"], None).await?,
-            ))),
+            None => Ok(Arc::new(
+                Tracked::read(git, MAX_BASE_PATH_BYTES, MAX_LISTED_RECORD).await?,
+            )),
         }
     }
 
@@ -4743,5 +4783,160 @@ mod tests {
             ]
         );
         assert!(!ws.meta.join("new-objects").exists());
+    }
+
+    /// `git ARGS` in Paddock's git directory of `ws`, `input` on stdin;
+    /// its stdout, trimmed.
+    async fn in_paddock_git(ws: &Workspace, args: &[&str], input: &str) -> String {
+        let out = ws
+            .paddock_git(None, false)
+            .run(args, Some(input.as_bytes()))
+            .await
+            .unwrap();
+        String::from_utf8_lossy(&out).trim().to_string()
+    }
+
+    /// A commit in `ws`'s git directory whose tree holds `package.json`
+    /// under 40 × 40 × 40 directories of 250-byte names, each level one
+    /// tree named 40 times: 64,000 paths of 766 bytes (53 MB listed)
+    /// from four trees.
+    async fn repeating_tree(ws: &Workspace) -> String {
+        let blob = in_paddock_git(ws, &["hash-object", "-w", "--stdin"], "{}").await;
+        let mut tree = in_paddock_git(
+            ws,
+            &["mktree", "-z"],
+            &format!("100644 blob {blob}\tpackage.json\0"),
+        )
+        .await;
+        for _ in 0..3 {
+            let entries: String = (0..40)
+                .map(|i| format!("040000 tree {tree}\t{i:02}{}\0", "d".repeat(248)))
+                .collect();
+            tree = in_paddock_git(ws, &["mktree", "-z"], &entries).await;
+        }
+        let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
+        let args = [&who[..], &["commit-tree", &tree, "-m", "bomb"]].concat();
+        in_paddock_git(ws, &args, "").await
+    }
+
+    /// The peak resident memory of this process (`VmHWM`) and its
+    /// resident memory now (`VmRSS`), in KiB.
+    fn memory_kib() -> (u64, u64) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let field = |name: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+                .unwrap()
+        };
+        (field("VmHWM:"), field("VmRSS:"))
+    }
+
+    /// The setup cache's key reads the base commit's lockfiles from a
+    /// listing read record by record, holding only the files it takes,
+    /// at most `MAX_BASE_FILES_BYTES`: a commit whose tree repeats its
+    /// subtrees (four trees, 64,000 `package.json` under 766-byte paths,
+    /// 53 MB listed) is refused naming the bound, in under 16 MB of
+    /// memory, measured in a process of its own (this test's binary run
+    /// again for this test alone), where the listing was read whole and
+    /// every file kept (over 100 MB; without end for a deeper tree).
+    #[tokio::test]
+    async fn a_tree_repeating_its_subtrees_is_listed_for_its_lockfiles_in_bounded_memory() {
+        const ENV: &str = "PADDOCK_PROBE_BASE_FILES";
+        if std::env::var_os(ENV).is_none() {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "workspace::tests::a_tree_repeating_its_subtrees_is_listed_for_its_lockfiles_in_bounded_memory",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(ENV, "1")
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let (refused, grew_kib): (String, u64) = text
+                .lines()
+                .find_map(|l| l.split("probe: ").nth(1))
+                .and_then(|l| l.rsplit_once(' '))
+                .map(|(why, kib)| (why.to_string(), kib.parse().unwrap()))
+                .unwrap_or_else(|| panic!("no probe line in {text}"));
+            assert_eq!(
+                (refused.as_str(), grew_kib < 16 << 10),
+                (
+                    "`git ls-tree -r -z --full-tree COMMIT` lists more than 8388608 bytes of the \
+                     base commit's lockfiles and manifests (paths and ids), the most Paddock \
+                     holds; it was stopped",
+                    true
+                ),
+                "listing grew the peak by {grew_kib} KiB"
+            );
+            return;
+        }
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let mut ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let wanted = |name: &[u8]| name == b"package.json";
+        // The code paged in first (this binary's pages count as
+        // resident), then the peak reset to what is resident now.
+        ws.base_files(wanted).await.unwrap();
+        let commit = repeating_tree(&ws).await;
+        ws.base_commit = commit.clone();
+        let _ = memory_kib();
+        std::fs::write("/proc/self/clear_refs", "5").unwrap();
+        let (_, rss) = memory_kib();
+        let listed = ws.base_files(wanted).await;
+        let (peak, _) = memory_kib();
+        let shown = match listed {
+            Ok(files) => format!("{} files", files.len()),
+            Err(e) => e.to_string(),
+        };
+        let prefix = format!("workspace {}: ", ws.root.display());
+        println!(
+            "probe: {} {}",
+            shown.trim_start_matches(&prefix).replace(&commit, "COMMIT"),
+            peak.saturating_sub(rss)
+        );
+    }
+
+    /// The patch reads the base's paths from Paddock's index record by
+    /// record, holding at most the bound given (`MAX_BASE_PATH_BYTES` for
+    /// a job): an index listing more (a checkout of many long paths) is
+    /// refused naming it, where it was read whole and kept without bound.
+    #[tokio::test]
+    async fn the_bases_paths_past_the_bound_are_refused_naming_it() {
+        let tmp = TmpDir::new();
+        let r = repo(tmp.path());
+        let ws = Workspace::provision(&tmp.path().join("jobs"), "j", &spec(r, "main"), "b")
+            .await
+            .unwrap();
+        let commit = repeating_tree(&ws).await;
+        let index = ws.meta.join("bomb.index");
+        let git = ws.paddock_git(Some(&index), false);
+        git.run(["read-tree", commit.as_str()], None).await.unwrap();
+        let base = ws.paddock_git(Some(&ws.git_dir().join("index")), false);
+        let read = |git: HostGit, max: u64| async move {
+            Tracked::read(&git, max, MAX_LISTED_RECORD)
+                .await
+                .map(|t| {
+                    [&b"README.md"[..], b".gitignore", b"package.json"]
+                        .map(|p| t.mode(p).map(str::to_string))
+                })
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            (read(git, 1 << 20).await, read(base, 1 << 20).await),
+            (
+                Err(format!(
+                    "workspace {}: `git ls-files --stage -z` lists more than 1048576 bytes of the \
+                     base's paths (the patch's first step), the most Paddock holds; it was stopped",
+                    ws.root.display()
+                )),
+                Ok([Some("100644".to_string()), Some("100644".to_string()), None])
+            )
+        );
     }
 }

@@ -57,6 +57,8 @@ pub(super) struct Tracked {
     /// a staging that reads nothing by path (`sealed_stage.rs`) copies or
     /// refuses.
     read_by_git: Vec<TrackedFile>,
+    /// The bytes of the paths and directories held.
+    bytes: u64,
 }
 
 /// A tracked path with its mode and object name.
@@ -72,28 +74,67 @@ impl Tracked {
     pub fn parse(ls_files: &[u8]) -> Tracked {
         let mut t = Tracked::default();
         for record in ls_files.split(|b| *b == 0).filter(|r| !r.is_empty()) {
-            let Some(tab) = record.iter().position(|b| *b == b'\t') else {
-                continue;
-            };
-            let mut head = record[..tab].split(|b| *b == b' ');
-            let mode = String::from_utf8_lossy(head.next().unwrap_or(b"")).into_owned();
-            let path = record[tab + 1..].to_vec();
-            let name = path.rsplit(|b| *b == b'/').next().unwrap_or(&path);
-            if READ_BY_GIT.contains(&name) {
-                t.read_by_git.push(TrackedFile {
-                    path: path.clone(),
-                    mode: mode.clone(),
-                    object: String::from_utf8_lossy(head.next().unwrap_or(b"")).into_owned(),
-                });
-            }
-            for (i, b) in path.iter().enumerate() {
-                if *b == b'/' {
-                    t.dirs.insert(path[..i].to_vec());
-                }
-            }
-            t.modes.insert(path, mode);
+            t.add(record);
         }
         t
+    }
+
+    /// The index of `git` listed (`git ls-files --stage -z`), read record
+    /// by record ([`HostGit::each_record`], each at most `max_record`
+    /// bytes), the paths held at most `max_bytes` together: past it the
+    /// listing is stopped and the error (`ListingPastLimit`) names the
+    /// bound, the listing never held whole besides what is kept of it.
+    pub async fn read(
+        git: &HostGit,
+        max_bytes: u64,
+        max_record: usize,
+    ) -> Result<Tracked, WorkspaceError> {
+        let args = ["ls-files", "--stage", "-z"];
+        let mut t = Tracked::default();
+        git.each_record(args, max_record, |record| {
+            t.add(record);
+            if t.bytes > max_bytes {
+                return Err(WorkspaceError::ListingPastLimit {
+                    path: git.root.clone(),
+                    args: args.join(" "),
+                    what: "of the base's paths (the patch's first step)",
+                    limit: max_bytes,
+                });
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(t)
+    }
+
+    /// One record of `git ls-files --stage -z`, without its NUL.
+    fn add(&mut self, record: &[u8]) {
+        let Some(tab) = record.iter().position(|b| *b == b'\t') else {
+            return;
+        };
+        let mut head = record[..tab].split(|b| *b == b' ');
+        let mode = String::from_utf8_lossy(head.next().unwrap_or(b"")).into_owned();
+        let path = record[tab + 1..].to_vec();
+        self.bytes = self.bytes.saturating_add(path.len() as u64);
+        let name = path.rsplit(|b| *b == b'/').next().unwrap_or(&path);
+        if READ_BY_GIT.contains(&name) {
+            self.read_by_git.push(TrackedFile {
+                path: path.clone(),
+                mode: mode.clone(),
+                object: String::from_utf8_lossy(head.next().unwrap_or(b"")).into_owned(),
+            });
+        }
+        // The deepest directory first: one held already holds its own
+        // (each path's directories are then hashed once, not once a
+        // path: a deep path's are its length squared).
+        for i in memchr::memrchr_iter(b'/', &path) {
+            if self.dirs.contains(&path[..i]) {
+                break;
+            }
+            self.bytes = self.bytes.saturating_add(i as u64);
+            self.dirs.insert(path[..i].to_vec());
+        }
+        self.modes.insert(path, mode);
     }
 
     /// The mode of a tracked path.

@@ -292,6 +292,94 @@ impl HostGit {
         Ok((out.status, out.stdout, out.stderr))
     }
 
+    /// Runs `git ARGS` and hands each NUL-terminated record of its
+    /// stdout to `each` as it is read: nothing of the output is held but
+    /// the record being read, at most `max_record` bytes (a longer one
+    /// stops git and is `GitOutputPastLimit` with that bound). An error of
+    /// `each` stops git (its pipe closed, its group killed) and is the
+    /// result; so is a failed git's, its timeout's and its CPU limit's, as
+    /// for [`HostGit::run`]. What a listing of a repository's paths may
+    /// print (a million paths of 4 KB, a tree whose subtrees repeat
+    /// without end) is then never read whole into memory.
+    pub async fn each_record<I, S>(
+        &self,
+        args: I,
+        max_record: usize,
+        mut each: impl FnMut(&[u8]) -> Result<(), WorkspaceError>,
+    ) -> Result<(), WorkspaceError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _};
+        let args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let spawn_err = |source| WorkspaceError::Spawn {
+            path: self.root.clone(),
+            source,
+        };
+        let mut spawned =
+            spawn_group(self.command(&args), false, None, self.cpu_limit).map_err(spawn_err)?;
+        let (stdout, stderr) = (spawned.stdout.take(), spawned.stderr.take());
+        let too_long = || WorkspaceError::GitOutputPastLimit {
+            path: self.root.clone(),
+            args: joined(&args),
+            limit: max_record as u64,
+        };
+        let read = async {
+            let Some(stdout) = stdout else {
+                return Ok(());
+            };
+            let mut reader = tokio::io::BufReader::new(stdout);
+            let mut record = Vec::new();
+            loop {
+                record.clear();
+                let limit = max_record as u64 + 1;
+                let n = (&mut reader)
+                    .take(limit)
+                    .read_until(0, &mut record)
+                    .await
+                    .map_err(spawn_err)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                if record.last() == Some(&0) {
+                    record.pop();
+                } else if record.len() > max_record {
+                    return Err(too_long());
+                }
+                if !record.is_empty() {
+                    each(&record)?;
+                }
+            }
+        };
+        let group = &mut spawned.group;
+        let run = async {
+            // The reader ends first when it stops: its pipe then closes
+            // and git ends on it.
+            let (read, status, stderr) = tokio::join!(read, group.child.wait(), read_all(stderr));
+            (read, status, stderr)
+        };
+        let (read, status, stderr) = match tokio::time::timeout(self.timeout, run).await {
+            Ok(done) => done,
+            Err(_) => {
+                return Err(WorkspaceError::GitTimeout {
+                    path: self.root.clone(),
+                    args: joined(&args),
+                    after: self.timeout,
+                })
+            }
+        };
+        spawned.group.ended = true;
+        let status = status.map_err(spawn_err)?;
+        read?;
+        check_cpu(&status, self.cpu_limit, &self.root, &args)?;
+        if !status.success() {
+            return Err(self.failed(&args, &stderr.unwrap_or_default()));
+        }
+        Ok(())
+    }
+
     /// The error for a failed `git ARGS`.
     pub fn failed<I, S>(&self, args: I, stderr: &[u8]) -> WorkspaceError
     where
