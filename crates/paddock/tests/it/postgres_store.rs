@@ -308,7 +308,7 @@ async fn an_api_read_fails_fast_while_the_store_does_not_answer() {
         .unwrap();
     for path in ["/v1/jobs", "/v1/jobs/job-0123"] {
         let asked = std::time::Instant::now();
-        let resp = srv.client.get(srv.url(path)).send().await.unwrap();
+        let resp = srv.get(path).await;
         let waited = asked.elapsed();
         let status = resp.status().as_u16();
         let problem: serde_json::Value = super::serve::body(resp).await;
@@ -363,12 +363,7 @@ async fn an_api_read_fails_fast_while_the_store_does_not_answer() {
         );
     }
     sqlx::query("COMMIT").execute(&mut admin).await.unwrap();
-    let resp = srv
-        .client
-        .get(srv.url("/v1/jobs/job-0123"))
-        .send()
-        .await
-        .unwrap();
+    let resp = srv.get("/v1/jobs/job-0123").await;
     assert_eq!(resp.status(), 404, "{}", srv.stderr());
 }
 
@@ -469,7 +464,7 @@ async fn a_job_id_with_a_nul_is_refused_before_the_store_is_asked() {
         ]
     );
     // Nothing was queued by the refused submission.
-    let listed = srv.client.get(srv.url("/v1/jobs")).send().await.unwrap();
+    let listed = srv.get("/v1/jobs").await;
     let page: serde_json::Value = super::serve::body(listed).await;
     assert_eq!(page["jobs"], serde_json::json!([]));
 }

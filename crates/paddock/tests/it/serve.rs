@@ -130,6 +130,11 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
+    /// `GET path` with the server's client (its token).
+    pub(crate) async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
     pub(crate) async fn submit(&self, spec: &Value, priority: i64) -> reqwest::Response {
         self.client
             .clone()
@@ -150,14 +155,7 @@ impl Server {
     }
 
     pub(crate) async fn job(&self, id: &str) -> JobRecord {
-        body(
-            self.client
-                .get(self.url(&format!("/v1/jobs/{id}")))
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await
+        body(self.get(&format!("/v1/jobs/{id}")).await).await
     }
 
     /// Waits (up to 60 s) until job `id` is `status`; its record.
@@ -423,12 +421,8 @@ async fn events_past_a_page_stream_whole_and_resume_inside_a_page() {
     let whole = read_sse(events_sse(&server, &rec.id, None).await, None).await;
     let resumed = read_sse(events_sse(&server, &rec.id, Some(300)).await, None).await;
     let jsonl: Vec<AgentEvent> = server
-        .client
-        .clone()
-        .get(server.url(&format!("/v1/jobs/{}/events?format=jsonl", rec.id)))
-        .send()
+        .get(&format!("/v1/jobs/{}/events?format=jsonl", rec.id))
         .await
-        .unwrap()
         .text()
         .await
         .unwrap()
@@ -498,22 +492,12 @@ async fn a_body_that_is_not_json_or_cut_short_is_refused_naming_what_is_wrong_an
             ),
         ]
     );
-    let listed = server
-        .client
-        .get(server.url("/v1/jobs"))
-        .send()
-        .await
-        .unwrap();
+    let listed = server.get("/v1/jobs").await;
     assert_eq!(body::<Value>(listed).await["jobs"], serde_json::json!([]));
 
     // An unknown id is named back, one too long to be any job's cut.
     let long = "j".repeat(5000);
-    let missing = server
-        .client
-        .get(server.url(&format!("/v1/jobs/{long}")))
-        .send()
-        .await
-        .unwrap();
+    let missing = server.get(&format!("/v1/jobs/{long}")).await;
     assert_eq!(
         (
             missing.status().as_u16(),
@@ -634,12 +618,7 @@ async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
         body::<Value>(not_json).await["code"],
         Value::from("bad_input")
     );
-    let missing = server
-        .client
-        .get(server.url("/v1/jobs/job-none"))
-        .send()
-        .await
-        .unwrap();
+    let missing = server.get("/v1/jobs/job-none").await;
     assert_eq!(
         (missing.status().as_u16(), body::<Value>(missing).await),
         (
@@ -653,12 +632,7 @@ async fn a_bad_spec_is_a_problem_with_the_cli_s_message_and_a_stable_code() {
             })
         )
     );
-    let bad_filter = server
-        .client
-        .get(server.url("/v1/jobs?status=sleeping"))
-        .send()
-        .await
-        .unwrap();
+    let bad_filter = server.get("/v1/jobs?status=sleeping").await;
     assert_eq!(
         (
             bad_filter.status().as_u16(),
@@ -819,15 +793,7 @@ async fn the_queue_runs_by_priority_within_its_concurrency_limit() {
         .collect();
     assert_eq!(overlaps, Vec::<(&String, &String)>::new());
 
-    let page: Value = body(
-        server
-            .client
-            .get(server.url("/v1/jobs?status=done&limit=2"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let page: Value = body(server.get("/v1/jobs?status=done&limit=2").await).await;
     let newest = home.store().await.jobs(10).await.unwrap();
     assert_eq!(
         page,
@@ -930,15 +896,7 @@ fn bad_request(detail: &str) -> (u16, Value) {
 
 /// Whether `server` runs a job now (`GET /v1/discover`'s capacity).
 async fn runs_one(server: &Server) -> bool {
-    let found: Value = body(
-        server
-            .client
-            .get(server.url("/v1/discover"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let found: Value = body(server.get("/v1/discover").await).await;
     found["capacity"]["running"] == 1
 }
 
@@ -1095,15 +1053,7 @@ async fn discover_healthz_and_readyz_describe_this_host() {
         .iter()
         .map(|(id, _)| serde_json::json!({"id": id, "source": "preset"}))
         .collect();
-    let discovered: Discovery = body(
-        server
-            .client
-            .get(server.url("/v1/discover"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let discovered: Discovery = body(server.get("/v1/discover").await).await;
     assert_eq!(
         serde_json::to_value(discovered).unwrap(),
         serde_json::json!({
@@ -1120,22 +1070,12 @@ async fn discover_healthz_and_readyz_describe_this_host() {
         })
     );
 
-    let health = server
-        .client
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap();
+    let health = server.get("/healthz").await;
     assert_eq!(
         (health.status().as_u16(), body::<Value>(health).await),
         (200, serde_json::json!({"status": "ok"}))
     );
-    let ready = server
-        .client
-        .get(server.url("/readyz"))
-        .send()
-        .await
-        .unwrap();
+    let ready = server.get("/readyz").await;
     let status = ready.status().as_u16();
     let ready: Readiness = body(ready).await;
     let db = std::fs::canonicalize(home.db()).unwrap();
@@ -1279,15 +1219,7 @@ async fn dispose_cancels_waits_and_removes_the_artifacts() {
 async fn the_openapi_document_is_served_and_names_every_route() {
     let home = Home::new();
     let server = Server::start(&home, &[]).await;
-    let served: Value = body(
-        server
-            .client
-            .get(server.url("/openapi.json"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let served: Value = body(server.get("/openapi.json").await).await;
     assert_eq!(
         served,
         serde_json::to_value(paddock::server::openapi_document()).unwrap()
@@ -1432,15 +1364,7 @@ async fn the_openapi_document_is_served_and_names_every_route() {
         })
         .collect();
     assert_eq!(documented, expected_documented);
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.get("/metrics").await.text().await.unwrap();
     let gauges: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("paddock_queue_depth ") || l.starts_with("paddock_jobs{"))
@@ -1667,15 +1591,7 @@ async fn a_server_takes_only_the_jobs_of_its_lanes() {
     let chore = server.submit_ok(&chore, 9).await;
     let bug = server.submit_ok(&bug, 0).await;
     let ran = server.wait_for(&bug, is_final).await;
-    let discovered: Value = body(
-        server
-            .client
-            .get(server.url("/v1/discover"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let discovered: Value = body(server.get("/v1/discover").await).await;
     assert_eq!(
         (
             ran.status,
@@ -1701,15 +1617,7 @@ async fn the_default_profile_s_slots_are_the_queue_s_cap() {
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(config.join("config.toml"), "profile = \"remote-full\"\n").unwrap();
     let server = Server::start(&home, &[]).await;
-    let discovered: Value = body(
-        server
-            .client
-            .get(server.url("/v1/discover"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let discovered: Value = body(server.get("/v1/discover").await).await;
     // remote-full's max_concurrent_jobs, not the default 2.
     assert_eq!(
         discovered["capacity"]["max_concurrent_jobs"],
@@ -1943,16 +1851,7 @@ async fn a_submitted_spec_names_only_what_the_server_allows_on_its_host() {
     let fine = server.submit(&with("env:OPENAI_API_KEY", None), 0).await;
     let status = fine.status();
     assert_eq!(status, 202, "{}", body::<Value>(fine).await);
-    let jobs: Value = body(
-        server
-            .client
-            .clone()
-            .get(server.url("/v1/jobs"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
     // Only the accepted one was recorded.
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1);
 }
@@ -2096,7 +1995,7 @@ async fn a_body_over_the_limit_is_refused_naming_the_limit() {
         (status, at_limit["code"].clone()),
         (422, Value::from("bad_input"))
     );
-    let health = srv.client.get(srv.url("/healthz")).send().await.unwrap();
+    let health = srv.get("/healthz").await;
     assert_eq!(health.status(), 200);
 }
 

@@ -169,15 +169,7 @@ async fn a_turn_streams_to_done(engine: &str, jsonl: bool, isolation: &str) {
 
 /// The ids of the jobs the server lists as `running`.
 async fn running_jobs(server: &Server) -> Vec<String> {
-    let page: Value = body(
-        server
-            .client
-            .get(server.url("/v1/jobs?status=running"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let page: Value = body(server.get("/v1/jobs?status=running").await).await;
     page["jobs"]
         .as_array()
         .unwrap()
@@ -550,15 +542,7 @@ async fn a_bad_turn_is_refused_naming_its_field() {
         ));
     }
     insta::assert_debug_snapshot!(answers);
-    let jobs: Value = body(
-        server
-            .client
-            .get(server.url("/v1/jobs"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
     assert_eq!(jobs["jobs"], json!([]));
     assert_eq!(home.leftover_workspaces(), Vec::<String>::new());
 }
@@ -611,15 +595,7 @@ async fn a_turns_files_cannot_make_their_commit_compute_unbounded() {
     let text = resp.text().await.unwrap();
     let problem: Value = serde_json::from_str(&text).unwrap_or_default();
     let detail = problem["detail"].as_str().unwrap_or(&text);
-    let jobs: Value = body(
-        server
-            .client
-            .get(server.url("/v1/jobs"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
     assert_eq!(
         (
             status,

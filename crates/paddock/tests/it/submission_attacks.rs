@@ -64,16 +64,7 @@ async fn a_file_push_outside_the_allowed_directories_is_refused() {
         "{}",
         server.stderr()
     );
-    let jobs: Value = body(
-        server
-            .client
-            .clone()
-            .get(server.url("/v1/jobs"))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let jobs: Value = body(server.get("/v1/jobs").await).await;
     assert_eq!(
         (jobs["jobs"].clone(), branches(&theirs)),
         (Value::Array(vec![]), String::new())
